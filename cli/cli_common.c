@@ -1,0 +1,158 @@
+/* Helpers shared by the subcommands: scenario + mesh loading, JSON output, aligned tables. */
+#include "cli/cli_common.h"
+
+#include <ctype.h>
+#include <stdarg.h>
+#include <stdlib.h>
+#include <string.h>
+
+gs_status gs_cli_load(const char *path, gs_scenario *s, gs_mesh *mesh, gs_error *err)
+{
+    gs_diag warnings;
+    gs_diag_init(&warnings);
+    gs_status st = gs_scenario_load_file(path, s, err);
+    if (st != GS_OK)
+        goto out;
+    st = gs_scenario_mesh(s, mesh, &warnings, err);
+    for (size_t i = 0; i < warnings.count; i++)
+        fprintf(stderr, "gridstep: warning: %s: %s\n", path, warnings.warnings[i]);
+out:
+    gs_diag_fini(&warnings);
+    return st;
+}
+
+gs_status gs_cli_json_print(json_t *doc, gs_error *err)
+{
+    char *text = json_dumps(doc, JSON_INDENT(2) | JSON_PRESERVE_ORDER | JSON_REAL_PRECISION(12));
+    if (!text)
+        return gs_error_set(err, GS_ERR_NOMEM, "cannot serialize JSON output");
+    fputs(text, stdout);
+    fputc('\n', stdout);
+    free(text);
+    return GS_OK;
+}
+
+gs_status gs_cli_one_positional(int argc, char **argv, int optind_, const char *usage,
+                                const char **out, gs_error *err)
+{
+    if (optind_ >= argc)
+        return gs_error_set(err, GS_ERR_INPUT, "missing scenario file\nusage: %s", usage);
+    if (argc - optind_ > 1)
+        return gs_error_set(err, GS_ERR_INPUT, "unexpected argument '%s'\nusage: %s",
+                            argv[optind_ + 1], usage);
+    *out = argv[optind_];
+    return GS_OK;
+}
+
+void gs_cli_table_init(gs_cli_table *t, size_t ncols)
+{
+    t->ncols = ncols;
+    t->nrows = 0;
+    t->cap = 0;
+    t->cells = NULL;
+}
+
+void gs_cli_table_fini(gs_cli_table *t)
+{
+    for (size_t i = 0; i < t->nrows * t->ncols; i++)
+        free(t->cells[i]);
+    free(t->cells);
+    gs_cli_table_init(t, t->ncols);
+}
+
+gs_status gs_cli_table_row(gs_cli_table *t, const char *const *cells)
+{
+    if (t->nrows == t->cap) {
+        size_t cap = t->cap ? t->cap * 2 : 16;
+        char **c = realloc(t->cells, cap * t->ncols * sizeof *c);
+        if (!c)
+            return GS_ERR_NOMEM;
+        t->cells = c;
+        t->cap = cap;
+    }
+    char **row = t->cells + t->nrows * t->ncols;
+    for (size_t j = 0; j < t->ncols; j++) {
+        row[j] = strdup(cells[j] ? cells[j] : "");
+        if (!row[j]) {
+            for (size_t k = 0; k < j; k++)
+                free(row[k]);
+            return GS_ERR_NOMEM;
+        }
+    }
+    t->nrows++;
+    return GS_OK;
+}
+
+gs_status gs_cli_table_rowf(gs_cli_table *t, const char *fmt, ...)
+{
+    char buf[4096];
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(buf, sizeof buf, fmt, ap);
+    va_end(ap);
+    const char *cells[64];
+    size_t n = 0;
+    char *p = buf;
+    while (n < t->ncols && n < 64) {
+        cells[n++] = p;
+        char *tab = strchr(p, '\t');
+        if (!tab)
+            break;
+        *tab = '\0';
+        p = tab + 1;
+    }
+    while (n < t->ncols && n < 64)
+        cells[n++] = "";
+    return gs_cli_table_row(t, cells);
+}
+
+/* A cell is numeric when it starts with a digit, sign or dot and has a digit. */
+static int cell_is_numeric(const char *s)
+{
+    if (!*s)
+        return 0;
+    if (!(isdigit((unsigned char)s[0]) || s[0] == '-' || s[0] == '+' || s[0] == '.'))
+        return 0;
+    for (const char *p = s; *p; p++)
+        if (isdigit((unsigned char)*p))
+            return 1;
+    return 0;
+}
+
+void gs_cli_table_print(const gs_cli_table *t, FILE *f, int indent)
+{
+    size_t width[64] = {0};
+    size_t nc = t->ncols < 64 ? t->ncols : 64;
+    for (size_t i = 0; i < t->nrows; i++)
+        for (size_t j = 0; j < nc; j++) {
+            size_t w = strlen(t->cells[i * t->ncols + j]);
+            if (w > width[j])
+                width[j] = w;
+        }
+    for (size_t i = 0; i < t->nrows; i++) {
+        fprintf(f, "%*s", indent, "");
+        for (size_t j = 0; j < nc; j++) {
+            const char *c = t->cells[i * t->ncols + j];
+            int last = (j + 1 == nc);
+            if (i > 0 && cell_is_numeric(c))
+                fprintf(f, "%*s", (int)width[j], c);
+            else if (last)
+                fputs(c, f);
+            else
+                fprintf(f, "%-*s", (int)width[j], c);
+            if (!last)
+                fputs("  ", f);
+        }
+        fputc('\n', f);
+        if (i == 0 && t->nrows > 1) {
+            fprintf(f, "%*s", indent, "");
+            for (size_t j = 0; j < nc; j++) {
+                for (size_t k = 0; k < width[j]; k++)
+                    fputc('-', f);
+                if (j + 1 < nc)
+                    fputs("  ", f);
+            }
+            fputc('\n', f);
+        }
+    }
+}

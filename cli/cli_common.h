@@ -1,0 +1,48 @@
+/* Helpers shared by the cmd_*.c files: loading a scenario with its mesh, printing warnings,
+ * JSON output and aligned tables.
+ *
+ * Ownership: gs_cli_table owns its cell strings until gs_cli_table_fini; JSON values follow
+ * jansson's reference counting (gs_cli_json_print does not steal). */
+#ifndef GS_CLI_COMMON_H
+#define GS_CLI_COMMON_H
+
+#include <stdio.h>
+
+#include <jansson.h>
+
+#include "engine/mesh.h"
+#include "engine/scenario.h"
+#include "engine/status.h"
+
+/* Loads the scenario file and builds its mesh; prints the check warnings to stderr as
+ * "gridstep: warning: ...". On error, err says file:line:column where there is one. */
+gs_status gs_cli_load(const char *path, gs_scenario *s, gs_mesh *mesh, gs_error *err);
+
+/* Writes one JSON document (2-space indent, keys in insertion order, reals with 12
+ * significant digits) and a newline to stdout. */
+gs_status gs_cli_json_print(json_t *doc, gs_error *err);
+
+/* Exactly one positional argument (the scenario) after options; else a usage error. */
+gs_status gs_cli_one_positional(int argc, char **argv, int optind_, const char *usage,
+                                const char **out, gs_error *err);
+
+/* Aligned text table: add rows of cells, print with columns padded to the widest cell.
+ * Numeric-looking cells are right-aligned. */
+typedef struct gs_cli_table {
+    size_t ncols;
+    size_t nrows;
+    size_t cap;
+    char **cells; /* nrows * ncols, owned */
+} gs_cli_table;
+
+void gs_cli_table_init(gs_cli_table *t, size_t ncols);
+void gs_cli_table_fini(gs_cli_table *t);
+/* Adds one row of ncols strings (copied). */
+gs_status gs_cli_table_row(gs_cli_table *t, const char *const *cells);
+/* Adds one row given as printf-style cells separated by '\t'. */
+gs_status gs_cli_table_rowf(gs_cli_table *t, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+/* Prints with `indent` leading spaces and two spaces between columns; the first row is a
+ * header, underlined with dashes. */
+void gs_cli_table_print(const gs_cli_table *t, FILE *f, int indent);
+
+#endif

@@ -1,0 +1,27 @@
+/* The gridstep command table: one entry per subcommand, each implemented in cli/cmd_<name>.c.
+ *
+ * Ownership: the table is static const in cli/main.c; commands own nothing beyond their run. */
+#ifndef GS_CLI_COMMANDS_H
+#define GS_CLI_COMMANDS_H
+
+#include "engine/status.h"
+
+typedef struct gs_command {
+    const char *name;    /* "mem" */
+    const char *summary; /* one line for `gridstep --help` */
+    const char *usage;   /* "gridstep mem [--json] [--explain] SCENARIO.yaml" */
+    const char *help;    /* full text for `gridstep help mem`: options, examples, what it prints */
+    /* argv[0] is the command name; getopt state is reset before the call. Writes results to
+     * stdout, warnings to stderr; returns a status (main maps it to the exit code). */
+    gs_status (*run)(int argc, char **argv, gs_error *err);
+} gs_command;
+
+gs_status gs_cmd_presets(int argc, char **argv, gs_error *err);
+gs_status gs_cmd_mesh(int argc, char **argv, gs_error *err);
+gs_status gs_cmd_mem(int argc, char **argv, gs_error *err);
+
+extern const char gs_cmd_presets_help[];
+extern const char gs_cmd_mesh_help[];
+extern const char gs_cmd_mem_help[];
+
+#endif

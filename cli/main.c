@@ -1,0 +1,107 @@
+/* gridstep main: the command table, --help/--version, and status -> exit code. The only place
+ * that calls exit() or maps a gs_status to a message. */
+#include "config.h"
+
+#include <getopt.h>
+#include <stdio.h>
+#include <string.h>
+
+#include "cli/commands.h"
+#include "engine/status.h"
+
+/* The command table: one row per subcommand, greppable, in the order --help lists them. */
+static const gs_command commands[] = {
+    {"mem", "memory and traffic ledgers per rank: will it fit, what will it cost to move",
+     "gridstep mem [--json] [--explain] SCENARIO.yaml", gs_cmd_mem_help, gs_cmd_mem},
+    {"mesh", "the DP x PP x TP grid: rank -> coordinates -> node, groups, launch flags",
+     "gridstep mesh [--json] [--all] SCENARIO.yaml", gs_cmd_mesh_help, gs_cmd_mesh},
+    {"presets", "list the model, GPU, fabric, NIC and cluster presets with their numbers",
+     "gridstep presets [--json] [models|gpus|fabrics|nics|clusters]", gs_cmd_presets_help,
+     gs_cmd_presets},
+};
+static const size_t ncommands = sizeof commands / sizeof commands[0];
+
+static const gs_command *find_command(const char *name)
+{
+    for (size_t i = 0; i < ncommands; i++)
+        if (strcmp(commands[i].name, name) == 0)
+            return &commands[i];
+    return NULL;
+}
+
+static void print_usage(FILE *f)
+{
+    fprintf(f,
+            "gridstep %s: plan, simulate and run sharded LLM training steps on a DP x PP x TP grid\n"
+            "\n"
+            "usage: gridstep <command> [options] [scenario.yaml]\n"
+            "       gridstep help <command>\n"
+            "       gridstep --version\n"
+            "\n"
+            "commands:\n",
+            PACKAGE_VERSION);
+    for (size_t i = 0; i < ncommands; i++)
+        fprintf(f, "  %-9s %s\n", commands[i].name, commands[i].summary);
+    fprintf(f,
+            "\n"
+            "A scenario is a YAML file naming a model, a cluster, a grid {dp, pp, tp}, a strategy\n"
+            "and a batch; the shipped ones are in %s/scenarios. Start with:\n"
+            "  gridstep mem --explain %s/scenarios/seed-70b-64xa100.yaml\n"
+            "\n"
+            "Units: bytes and seconds; GB = 10^9 B and GiB = 2^30 B, always said which.\n"
+            "Exit codes: 0 ok, 1 runtime failure, 2 bad input or usage.\n"
+            "See gridstep(1) for the scenario format.\n",
+            GS_DATADIR, GS_DATADIR);
+}
+
+int main(int argc, char **argv)
+{
+    gs_error err;
+    gs_error_init(&err);
+    if (argc < 2) {
+        print_usage(stderr);
+        return 2;
+    }
+    const char *cmd = argv[1];
+    if (strcmp(cmd, "--help") == 0 || strcmp(cmd, "-h") == 0) {
+        print_usage(stdout);
+        return 0;
+    }
+    if (strcmp(cmd, "--version") == 0 || strcmp(cmd, "-V") == 0) {
+        printf("gridstep %s\n", PACKAGE_VERSION);
+        return 0;
+    }
+    if (strcmp(cmd, "help") == 0) {
+        if (argc < 3) {
+            print_usage(stdout);
+            return 0;
+        }
+        const gs_command *c = find_command(argv[2]);
+        if (!c) {
+            fprintf(stderr, "gridstep: unknown command '%s' (see gridstep --help)\n", argv[2]);
+            return 2;
+        }
+        printf("usage: %s\n\n%s", c->usage, c->help);
+        return 0;
+    }
+    const gs_command *c = find_command(cmd);
+    if (!c) {
+        fprintf(stderr, "gridstep: unknown command '%s' (see gridstep --help)\n", cmd);
+        return 2;
+    }
+    for (int i = 2; i < argc; i++)
+        if (strcmp(argv[i], "--help") == 0 || strcmp(argv[i], "-h") == 0) {
+            printf("usage: %s\n\n%s", c->usage, c->help);
+            return 0;
+        }
+    optind = 1;
+    opterr = 0;
+    gs_status st = c->run(argc - 1, argv + 1, &err);
+    if (fflush(stdout) != 0 && st == GS_OK)
+        st = gs_error_set(&err, GS_ERR_IO, "cannot write output");
+    if (st != GS_OK) {
+        fprintf(stderr, "gridstep %s: %s\n", cmd, err.msg[0] ? err.msg : gs_status_name(st));
+        return gs_status_exit_code(st);
+    }
+    return 0;
+}

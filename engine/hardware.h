@@ -1,0 +1,116 @@
+/* Hardware presets: GPUs, intra-node fabrics, NICs / inter-node fabrics, and named clusters.
+ * Every preset number cites its row in shared/reference/hardware-and-models.md in the table.
+ *
+ * Ownership: all structs are plain values; preset tables are static const and callers copy
+ * them into a gs_cluster, which a scenario may then override field by field. */
+#ifndef GS_HARDWARE_H
+#define GS_HARDWARE_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "engine/status.h"
+#include "engine/strategy.h"
+
+#define GS_HW_NAME_BYTES 48
+
+typedef struct gs_gpu {
+    char name[GS_HW_NAME_BYTES];
+    double peak_flops_bf16;  /* dense FLOP/s; 0 when the dtype is not supported (V100) */
+    double peak_flops_fp16;  /* dense FLOP/s */
+    double peak_flops_fp32;  /* FLOP/s used for fp32 training: TF32 tensor core where present */
+    double gemm_efficiency;  /* achievable fraction of peak on large well-shaped GEMMs (MAMF/spec) */
+    uint64_t hbm_bytes;      /* bytes of device memory (vendor GB = 1e9 B) */
+    double hbm_bw;           /* bytes/s */
+    uint32_t sms;            /* streaming multiprocessors */
+    uint32_t compute_capability; /* 70, 80, 90, 100 */
+    const char *source;      /* reference row */
+} gs_gpu;
+
+typedef enum gs_link_kind {
+    GS_LINK_NVLINK,   /* NVLink behind NVSwitch (all-to-all within the node) */
+    GS_LINK_PCIE,     /* PCIe (GPU to GPU through switches / root complex) */
+    GS_LINK_IB,       /* InfiniBand */
+    GS_LINK_ROCE,     /* RDMA over converged Ethernet */
+    GS_LINK_ETHERNET  /* plain TCP Ethernet (NCCL socket transport) */
+} gs_link_kind;
+
+/* Intra-node fabric, per GPU. */
+typedef struct gs_fabric {
+    char name[GS_HW_NAME_BYTES];
+    gs_link_kind kind;       /* GS_LINK_NVLINK or GS_LINK_PCIE */
+    double line_bw;          /* bytes/s per GPU per direction, line rate */
+    double nccl_bw;          /* bytes/s per GPU per direction as NCCL's topology assigns it */
+    double latency_s;        /* seconds per hop, NCCL Simple-protocol ring hw latency */
+    int nvswitch;            /* 1: all-to-all through NVSwitch */
+    int nvls;                /* 1: NVLink SHARP (in-switch reduction) available */
+    const char *source;
+} gs_fabric;
+
+/* Scale-out NIC / inter-node fabric. */
+typedef struct gs_nic {
+    char name[GS_HW_NAME_BYTES];
+    gs_link_kind kind;       /* IB, RoCE or Ethernet */
+    double gbps;             /* line rate, Gb/s */
+    double bw;               /* bytes/s per direction achievable (NCCL-measured where known) */
+    double latency_s;        /* seconds per inter-node step (NCCL NET hw latency, Simple) */
+    const char *source;
+} gs_nic;
+
+typedef struct gs_cluster {
+    char name[GS_HW_NAME_BYTES];
+    gs_gpu gpu;
+    gs_fabric intra;
+    gs_nic nic;
+    uint64_t gpus_per_node;
+    uint64_t nics_per_node;
+    uint64_t nodes;
+    int rail_optimized;      /* 1: NIC k of every node on leaf switch k */
+    double oversubscription; /* >= 1: leaf-to-spine oversubscription ratio */
+    const char *source;
+} gs_cluster;
+
+size_t gs_gpu_preset_count(void);
+const gs_gpu *gs_gpu_preset_at(size_t i);
+const gs_gpu *gs_gpu_preset_find(const char *name);
+
+size_t gs_fabric_preset_count(void);
+const gs_fabric *gs_fabric_preset_at(size_t i);
+const gs_fabric *gs_fabric_preset_find(const char *name);
+
+size_t gs_nic_preset_count(void);
+const gs_nic *gs_nic_preset_at(size_t i);
+const gs_nic *gs_nic_preset_find(const char *name);
+
+size_t gs_cluster_preset_count(void);
+const gs_cluster *gs_cluster_preset_at(size_t i);
+const gs_cluster *gs_cluster_preset_find(const char *name);
+
+/* The closest preset name in that table (gs_name_closer's ranking); NULL only for a NULL name. */
+const char *gs_gpu_preset_nearest(const char *name);
+const char *gs_fabric_preset_nearest(const char *name);
+const char *gs_nic_preset_nearest(const char *name);
+const char *gs_cluster_preset_nearest(const char *name);
+
+/* Peak dense FLOP/s of the GPU for the precision (0 if unsupported). */
+double gs_gpu_peak_flops(const gs_gpu *g, gs_precision p);
+
+/* Total GPUs = nodes x gpus_per_node (overflow -> GS_ERR_OVERFLOW); checks positive counts and
+ * bandwidths. */
+gs_status gs_cluster_validate(const gs_cluster *c, gs_error *err);
+uint64_t gs_cluster_gpus(const gs_cluster *c);
+
+const char *gs_link_kind_name(gs_link_kind k);
+
+/* Case-insensitive Levenshtein distance, shared by the nearest-name helpers. Strings longer
+ * than 255 bytes are compared on their first 255 bytes plus the difference of the rest's
+ * lengths (names are short; this keeps the function allocation-free). */
+size_t gs_edit_distance(const char *a, const char *b);
+
+/* The ranking every *_preset_nearest uses: nonzero when `candidate` is a better correction for
+ * the typed `name` than `best` (NULL: no best yet). Score = edit distance, lowered to at most 1
+ * when `name` is a prefix of `candidate` ("h100" -> "h100-sxm" rather than "h200"); equal
+ * scores go to the longer common prefix, then to the earlier candidate. */
+int gs_name_closer(const char *name, const char *candidate, const char *best);
+
+#endif

@@ -1,0 +1,106 @@
+/* Memory and traffic ledgers: per-rank bytes by kind (exact integers) and per-rank bytes sent
+ * per step by mesh dimension and link class, each line with the formula behind it.
+ *
+ * Ownership: gs_ledger_create allocates the ledger and its per-class rows; gs_ledger_destroy
+ * frees them. The ledger copies what it needs from the scenario and mesh (no borrowed pointers). */
+#ifndef GS_LEDGER_H
+#define GS_LEDGER_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "engine/mesh.h"
+#include "engine/scenario.h"
+#include "engine/status.h"
+
+typedef enum gs_mem_kind {
+    GS_MEM_PARAMS,          /* working parameters held between steps (shard or full), bytes */
+    GS_MEM_MASTER,          /* fp32 master copy (0 in pure fp32: the params are the master) */
+    GS_MEM_ADAM_M,          /* Adam first moment, fp32 */
+    GS_MEM_ADAM_V,          /* Adam second moment, fp32 */
+    GS_MEM_GRADS,           /* gradient storage (shard or full) */
+    GS_MEM_ACTIVATIONS,     /* saved activations of one micro-batch on this stage */
+    GS_MEM_PIPE_INFLIGHT,   /* saved activations of the other micro-batches in flight */
+    GS_MEM_GATHER,          /* FSDP gathered units (unit x (1 + prefetch depth)) + unsharded grad */
+    GS_MEM_WORKSPACE,       /* NCCL buffers and GEMM workspace (fixed estimate) */
+    GS_MEM_KIND_COUNT
+} gs_mem_kind;
+
+typedef enum gs_traffic_kind {
+    GS_TRAFFIC_DP_ALLGATHER,      /* FSDP/ZeRO parameter all-gathers over the shard group */
+    GS_TRAFFIC_DP_REDUCE_SCATTER, /* gradient reduce-scatters over the shard group */
+    GS_TRAFFIC_DP_ALLREDUCE,      /* gradient all-reduce (DDP; HSDP's cross-node replica sync) */
+    GS_TRAFFIC_TP,                /* TP all-reduces (or SP all-gather + reduce-scatter) */
+    GS_TRAFFIC_PP,                /* activation / gradient sends to adjacent stages */
+    GS_TRAFFIC_KIND_COUNT
+} gs_traffic_kind;
+
+typedef enum gs_link_class { GS_LINKCLASS_INTRA, GS_LINKCLASS_NET, GS_LINKCLASS_COUNT } gs_link_class;
+
+#define GS_LEDGER_LABEL_BYTES 64
+#define GS_LEDGER_FORMULA_BYTES 320
+#define GS_LEDGER_MAX_LINES 48
+
+/* One explained line: what, how many bytes, and the formula with the numbers substituted. */
+typedef struct gs_ledger_line {
+    char label[GS_LEDGER_LABEL_BYTES];
+    uint64_t bytes;
+    char formula[GS_LEDGER_FORMULA_BYTES];
+} gs_ledger_line;
+
+/* One class of ranks: those sharing a pipeline stage (TP and DP peers are identical). */
+typedef struct gs_ledger_rank {
+    uint64_t stage;              /* pipeline stage */
+    uint64_t first_rank;         /* lowest rank of the class (dp = tp = 0) */
+    uint64_t count;              /* ranks in the class: dp * tp */
+    uint64_t layers;             /* transformer blocks on this stage */
+    uint64_t params;             /* parameters this rank computes with (its stage, its TP slice) */
+    uint64_t state_bytes;        /* params + master + m + v + grads, as held between steps */
+    uint64_t mem[GS_MEM_KIND_COUNT];
+    uint64_t host_bytes;         /* bytes kept in host memory (CPU offload) */
+    uint64_t peak_bytes;         /* sum of mem[] */
+    uint64_t inflight_microbatches; /* micro-batches whose activations are stashed at the peak */
+    uint64_t traffic[GS_TRAFFIC_KIND_COUNT];     /* bytes sent per step */
+    uint64_t traffic_link[GS_LINKCLASS_COUNT];   /* the same bytes split by link class */
+    uint64_t traffic_bytes;                      /* total bytes sent per step */
+    uint64_t dp_shard_group;     /* ranks a DP/FSDP collective spans (HSDP: the intra-node group) */
+    uint64_t dp_replica_group;   /* HSDP: replicas across nodes; 1 otherwise */
+    uint64_t unit_params;        /* largest FSDP unit on this stage, parameters (this TP slice) */
+    gs_ledger_line lines[GS_LEDGER_MAX_LINES]; /* --explain: memory then traffic lines */
+    size_t nlines;
+} gs_ledger_rank;
+
+typedef struct gs_ledger {
+    uint64_t params;              /* model parameters (exact, or nominal) */
+    uint64_t states_total_bytes;  /* params x bytes/param of all states (16 B in mixed-precision Adam) */
+    uint64_t bytes_per_param;     /* 16 for bf16/fp16 mixed precision and for fp32 */
+    uint64_t per_rank_state_bytes;/* max over ranks */
+    uint64_t peak_bytes;          /* max over ranks */
+    uint64_t traffic_bytes;       /* max over ranks, bytes sent per step */
+    uint64_t traffic_by_dim[GS_DIM_COUNT]; /* of the rank with the most traffic */
+    uint64_t gpu_bytes;           /* the GPU's memory, bytes */
+    uint64_t microbatches;        /* per step per pipeline */
+    uint64_t min_gpus;            /* ceil(states_total / gpu memory): the seed's minimum card count */
+    size_t nranks;
+    gs_ledger_rank *ranks;        /* one per pipeline stage, stage order */
+    gs_ledger_line notes[8];      /* cross-checks against hand calculations (seed grid B, ...) */
+    size_t nnotes;
+} gs_ledger;
+
+/* Builds both ledgers for the scenario on the mesh (gs_scenario_mesh must have succeeded).
+ * Overflowing sizes fail with GS_ERR_OVERFLOW naming the quantity. */
+gs_status gs_ledger_create(const gs_scenario *s, const gs_mesh *mesh, gs_ledger **out, gs_error *err);
+void gs_ledger_destroy(gs_ledger *l);
+
+/* The rank class with the highest peak (ties: lowest stage). */
+const gs_ledger_rank *gs_ledger_peak_rank(const gs_ledger *l);
+
+const char *gs_mem_kind_name(gs_mem_kind k);         /* "params", "master", "adam_m", ... */
+const char *gs_traffic_kind_name(gs_traffic_kind k); /* "dp_allgather", ... */
+
+/* Activation bytes of one transformer block for one micro-batch of b sequences on one rank
+ * (Korthikanti et al. 2022 accounting, op by op; exposed for the schedule's cross-check). */
+uint64_t gs_ledger_layer_activation_bytes(const gs_model *m, const gs_strategy *st,
+                                          uint64_t micro_seqs, uint64_t tp);
+
+#endif

@@ -1,0 +1,81 @@
+/* The DP x PP x TP device grid as a data structure: rank <-> coordinates, process groups per
+ * dimension (and HSDP's intra/inter-node sub-groups), placement of ranks on nodes, and checks.
+ *
+ * Ownership: gs_mesh is a small value computed in O(1) (no per-rank arrays), so meshes of 10^7
+ * ranks cost nothing; group member lists are written into caller-provided arrays. */
+#ifndef GS_MESH_H
+#define GS_MESH_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "engine/model.h"
+#include "engine/status.h"
+
+typedef enum gs_dim { GS_DIM_TP = 0, GS_DIM_DP = 1, GS_DIM_PP = 2, GS_DIM_COUNT = 3 } gs_dim;
+
+typedef struct gs_mesh {
+    uint64_t size[GS_DIM_COUNT];   /* tp, dp, pp degrees */
+    gs_dim order[GS_DIM_COUNT];    /* fastest-varying first: {TP, DP, PP} for "tp-dp-pp" */
+    uint64_t stride[GS_DIM_COUNT]; /* rank stride of each dimension */
+    uint64_t world;                /* tp * dp * pp */
+    uint64_t gpus_per_node;
+} gs_mesh;
+
+const char *gs_dim_name(gs_dim d); /* "tp", "dp", "pp" */
+
+/* Parses "tp-dp-pp" style orders (a permutation of tp, dp, pp). Returns 0 or -1. */
+int gs_mesh_order_parse(const char *s, gs_dim order[GS_DIM_COUNT]);
+/* Writes "tp-dp-pp" into buf. */
+void gs_mesh_order_format(const gs_dim order[GS_DIM_COUNT], char *buf, size_t len);
+
+/* Builds the mesh. order may be NULL (Megatron's default tp-dp-pp). Errors (GS_ERR_INPUT /
+ * GS_ERR_OVERFLOW): zero degrees or gpus_per_node, order not a permutation, product overflow. */
+gs_status gs_mesh_init(gs_mesh *m, uint64_t tp, uint64_t dp, uint64_t pp,
+                       const gs_dim order[GS_DIM_COUNT], uint64_t gpus_per_node, gs_error *err);
+
+void gs_mesh_rank_coords(const gs_mesh *m, uint64_t rank, uint64_t coords[GS_DIM_COUNT]);
+uint64_t gs_mesh_coords_rank(const gs_mesh *m, const uint64_t coords[GS_DIM_COUNT]);
+uint64_t gs_mesh_rank_node(const gs_mesh *m, uint64_t rank);
+uint64_t gs_mesh_nodes(const gs_mesh *m); /* ceil(world / gpus_per_node) */
+
+/* Group along dimension d containing rank: members in coordinate order (size[d] entries into
+ * out; out may be NULL). Returns the group's index among the groups of that dimension
+ * (0 .. world/size[d]-1): the rank's other two coordinates enumerated in mesh order, the
+ * faster one varying fastest, which also orders the groups by their lowest rank. */
+uint64_t gs_mesh_group(const gs_mesh *m, gs_dim d, uint64_t rank, uint64_t *out);
+/* The members of group number g of dimension d (g as returned above). */
+void gs_mesh_group_members(const gs_mesh *m, gs_dim d, uint64_t g, uint64_t *out);
+/* Number of groups along d: world / size[d]. */
+uint64_t gs_mesh_group_count(const gs_mesh *m, gs_dim d);
+/* Lowest rank of group number g of dimension d; its members are first + i * stride[d] for
+ * i = 0 .. size[d]-1 (lets callers walk huge groups without a member array). */
+uint64_t gs_mesh_group_first(const gs_mesh *m, gs_dim d, uint64_t g);
+/* 1 when some group along d spans more than one node, else 0. When it does and example_rank
+ * is not NULL, writes a rank of one such group there (UINT64_MAX when none was located:
+ * see mesh.c for the bound on the search). O(1) for realistic node sizes. */
+int gs_mesh_dim_crosses_nodes(const gs_mesh *m, gs_dim d, uint64_t *example_rank);
+
+/* Distinct nodes spanned by the d-group containing rank, and the members of that group sharing
+ * rank's node (HSDP's intra-node sub-group size). */
+uint64_t gs_mesh_group_nodes(const gs_mesh *m, gs_dim d, uint64_t rank);
+uint64_t gs_mesh_group_local_size(const gs_mesh *m, gs_dim d, uint64_t rank);
+
+/* Checks against the cluster and model:
+ *  - world == gpus (error);
+ *  - every TP group within one node (error, or a loud warning when allow_tp_cross_node);
+ *  - layers % pp (warning stating the uneven split; error when pp > layers);
+ *  - heads % tp (error); kv_heads % tp (warning stating replication when tp % kv_heads == 0,
+ *    error otherwise); ffn % tp (error); vocab % tp (warning: padded).
+ * Messages name the numbers involved. All errors are reported together, one per line, with
+ * GS_ERR_INPUT; warnings go to `warnings` (may be NULL). model may be NULL (grid checks only). */
+gs_status gs_mesh_check(const gs_mesh *m, uint64_t gpus, const gs_model *model,
+                        int allow_tp_cross_node, gs_diag *warnings, gs_error *err);
+
+/* Layers held by pipeline stage `stage` (0-based): an even split, earlier stages taking the
+ * remainder one each when layers % pp != 0. */
+uint64_t gs_mesh_stage_layers(const gs_mesh *m, uint64_t layers, uint64_t stage);
+/* First layer index of `stage`. */
+uint64_t gs_mesh_stage_first_layer(const gs_mesh *m, uint64_t layers, uint64_t stage);
+
+#endif

@@ -1,0 +1,1423 @@
+/* Scenario loading: YAML text (libyaml's document API) -> gs_scenario, every error placed at
+ * file:line:column and saying what was found and what was expected. */
+#include "engine/scenario.h"
+
+#include <ctype.h>
+#include <errno.h>
+#include <math.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <strings.h>
+#include <sys/stat.h>
+
+#include <yaml.h>
+
+#include "engine/units.h"
+
+/* Largest training state per parameter over every precision: bf16/fp16 weights 2 + fp32 master
+ * 4 + Adam m 4 + v 4 + grads 2; fp32: weights 4 + m 4 + v 4 + grads 4. Bytes per parameter. */
+#define GS_SCENARIO_STATE_BYTES_PER_PARAM 16u
+
+/* Scenario files larger than this are refused before parsing (bytes). Real ones are a few kB. */
+#define GS_SCENARIO_MAX_FILE_BYTES (1u << 20)
+
+/* Deepest [ / { nesting accepted. libyaml's scanner is quadratic in flow nesting depth (100000
+ * levels take about 20 s), and a scenario needs three or four levels. */
+#define GS_SCENARIO_MAX_FLOW_DEPTH 64
+
+/* What the loader carries from function to function: the file name for messages, the parsed
+ * document, and where errors go. Lives on the stack of one load. */
+typedef struct gs_loader {
+    const char *path;
+    yaml_document_t *doc;
+    gs_error *err;
+} gs_loader;
+
+/* ------------------------------------------------------------------------ messages ---- */
+
+static unsigned long node_line(const yaml_node_t *n)
+{
+    return (unsigned long)n->start_mark.line + 1;
+}
+
+static unsigned long node_col(const yaml_node_t *n)
+{
+    return (unsigned long)n->start_mark.column + 1;
+}
+
+/* Sets err to "PATH:LINE:COL: <message>" (or "PATH: <message>" when n is NULL). */
+static gs_status fail_at(const gs_loader *l, const yaml_node_t *n, gs_status st, const char *fmt,
+                         ...) __attribute__((format(printf, 4, 5)));
+static gs_status fail_at(const gs_loader *l, const yaml_node_t *n, gs_status st, const char *fmt,
+                         ...)
+{
+    char what[GS_ERROR_MSG_BYTES];
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(what, sizeof what, fmt, ap);
+    va_end(ap);
+    if (n)
+        return gs_error_set(l->err, st, "%s:%lu:%lu: %s", l->path, node_line(n), node_col(n),
+                            what);
+    return gs_error_set(l->err, st, "%s: %s", l->path, what);
+}
+
+/* Prefixes an error set by another module (whose message names its subject) with the
+ * location of node n. */
+static void prefix_at(const gs_loader *l, const yaml_node_t *n)
+{
+    gs_error_prefix(l->err, "%s:%lu:%lu", l->path, node_line(n), node_col(n));
+}
+
+static const char *scalar_text(const yaml_node_t *n)
+{
+    return (const char *)n->data.scalar.value;
+}
+
+static int scalar_is_quoted(const yaml_node_t *n)
+{
+    return n->data.scalar.style == YAML_SINGLE_QUOTED_SCALAR_STYLE ||
+           n->data.scalar.style == YAML_DOUBLE_QUOTED_SCALAR_STYLE;
+}
+
+/* A plain empty, "~" or "null" scalar: YAML's null. */
+static int scalar_is_null(const yaml_node_t *n)
+{
+    if (scalar_is_quoted(n))
+        return 0;
+    const char *t = scalar_text(n);
+    return t[0] == '\0' || strcmp(t, "~") == 0 || strcasecmp(t, "null") == 0;
+}
+
+/* The text of a scalar, cut to fit and with control characters replaced, so that messages
+ * stay one readable line. */
+static const char *shown(const yaml_node_t *n, char *buf, size_t len)
+{
+    const char *t = scalar_text(n);
+    size_t i = 0;
+    for (; t[i] && i + 4 < len && i < 60; i++)
+        buf[i] = isprint((unsigned char)t[i]) ? t[i] : '?';
+    if (t[i] && i + 4 <= len) {
+        memcpy(buf + i, "...", 3);
+        i += 3;
+    }
+    buf[i] = '\0';
+    return buf;
+}
+
+/* Describes a node for "found X": a mapping, a list, null, a bare value or a quoted string. */
+static const char *describe(const yaml_node_t *n, char *buf, size_t len)
+{
+    if (!n)
+        snprintf(buf, len, "nothing");
+    else if (n->type == YAML_MAPPING_NODE)
+        snprintf(buf, len, "a mapping");
+    else if (n->type == YAML_SEQUENCE_NODE)
+        snprintf(buf, len, "a list");
+    else if (scalar_is_null(n))
+        snprintf(buf, len, "null");
+    else if (scalar_is_quoted(n)) {
+        char text[72];
+        snprintf(buf, len, "the string \"%s\"", shown(n, text, sizeof text));
+    } else
+        shown(n, buf, len);
+    return buf;
+}
+
+/* "a, b, c" */
+static void join_names(const char *const *names, size_t n, char *buf, size_t len)
+{
+    size_t used = 0;
+    buf[0] = '\0';
+    for (size_t i = 0; i < n && used < len; i++) {
+        int w = snprintf(buf + used, len - used, "%s%s", i ? ", " : "", names[i]);
+        if (w < 0)
+            break;
+        used += (size_t)w;
+    }
+}
+
+/* The name in `names` closest to s, or NULL when none is close enough to be a likely typo. */
+static const char *nearest_name(const char *s, const char *const *names, size_t n)
+{
+    const char *best = NULL;
+    size_t best_d = (size_t)-1;
+    for (size_t i = 0; i < n; i++) {
+        size_t d = gs_edit_distance(s, names[i]);
+        if (d < best_d) {
+            best_d = d;
+            best = names[i];
+        }
+    }
+    size_t len = strlen(s);
+    size_t limit = len / 3 > 2 ? len / 3 : 2;
+    if (best && best_d <= limit)
+        return best;
+    /* A prefix of a name, or a name plus a tail ("memory" for memory_gb): a likely slip. */
+    for (size_t i = 0; i < n; i++) {
+        size_t nl = strlen(names[i]);
+        size_t shorter = len < nl ? len : nl;
+        if (shorter >= 3 && strncmp(s, names[i], shorter) == 0)
+            return names[i];
+    }
+    return NULL;
+}
+
+/* Error for a name outside a fixed list: "FIELD: found unknown value 'x' (did you mean 'y'?),
+ * expected one of ...". */
+static gs_status fail_name(const gs_loader *l, const yaml_node_t *v, const char *field,
+                           const char *const *names, size_t n)
+{
+    char found[96], list[512], hint[96] = "";
+    describe(v, found, sizeof found);
+    join_names(names, n, list, sizeof list);
+    if (v && v->type == YAML_SCALAR_NODE && !scalar_is_null(v)) {
+        const char *near = nearest_name(scalar_text(v), names, n);
+        if (near)
+            snprintf(hint, sizeof hint, " (did you mean '%s'?)", near);
+        return fail_at(l, v, GS_ERR_INPUT, "%s: found unknown value '%s'%s, expected one of %s",
+                       field, shown(v, found, sizeof found), hint, list);
+    }
+    return fail_at(l, v, GS_ERR_INPUT, "%s: found %s, expected one of %s", field, found, list);
+}
+
+/* -------------------------------------------------------------------- mapping keys ---- */
+
+static yaml_node_t *pair_key(const gs_loader *l, const yaml_node_pair_t *p)
+{
+    return yaml_document_get_node(l->doc, p->key);
+}
+
+static yaml_node_t *pair_value(const gs_loader *l, const yaml_node_pair_t *p)
+{
+    return yaml_document_get_node(l->doc, p->value);
+}
+
+/* Checks that map is a mapping whose keys are scalars from `keys`, each at most once. */
+static gs_status check_keys(const gs_loader *l, const yaml_node_t *map, const char *section,
+                            const char *const *keys, size_t nkeys)
+{
+    char found[96], list[512];
+    for (yaml_node_pair_t *p = map->data.mapping.pairs.start; p < map->data.mapping.pairs.top;
+         p++) {
+        yaml_node_t *k = pair_key(l, p);
+        if (!k || k->type != YAML_SCALAR_NODE) {
+            join_names(keys, nkeys, list, sizeof list);
+            return fail_at(l, k ? k : map, GS_ERR_INPUT,
+                           "%s: found %s as a key, expected one of %s", section,
+                           describe(k, found, sizeof found), list);
+        }
+        const char *name = scalar_text(k);
+        size_t i = 0;
+        while (i < nkeys && strcmp(keys[i], name) != 0)
+            i++;
+        if (i == nkeys) {
+            char hint[96] = "";
+            const char *near = nearest_name(name, keys, nkeys);
+            if (near)
+                snprintf(hint, sizeof hint, " (did you mean '%s'?)", near);
+            join_names(keys, nkeys, list, sizeof list);
+            return fail_at(l, k, GS_ERR_INPUT, "%s: found unknown key '%s'%s, expected one of %s",
+                           section, shown(k, found, sizeof found), hint, list);
+        }
+        for (yaml_node_pair_t *q = map->data.mapping.pairs.start; q < p; q++) {
+            yaml_node_t *qk = pair_key(l, q);
+            if (qk && qk->type == YAML_SCALAR_NODE && strcmp(scalar_text(qk), name) == 0)
+                return fail_at(l, k, GS_ERR_INPUT,
+                               "%s: duplicate key '%s': found it again, expected each key once "
+                               "(first at line %lu)",
+                               section, name, node_line(qk));
+        }
+    }
+    return GS_OK;
+}
+
+/* The value of `key` in map (NULL when absent). */
+static yaml_node_t *lookup(const gs_loader *l, const yaml_node_t *map, const char *key)
+{
+    for (yaml_node_pair_t *p = map->data.mapping.pairs.start; p < map->data.mapping.pairs.top;
+         p++) {
+        yaml_node_t *k = pair_key(l, p);
+        if (k && k->type == YAML_SCALAR_NODE && strcmp(scalar_text(k), key) == 0)
+            return pair_value(l, p);
+    }
+    return NULL;
+}
+
+/* ------------------------------------------------------------------ scalar values ---- */
+
+/* 1 when text is a number (as gs_parse_count reads it) of 2^64 or more. */
+static int count_too_large(const char *text)
+{
+    const char *p = text;
+    while (*p == ' ')
+        p++;
+    int digit = 0;
+    for (const char *q = p; *q; q++)
+        if (isdigit((unsigned char)*q))
+            digit = 1;
+    if (!digit)
+        return 0;
+    char *end = NULL;
+    double v = strtod(p, &end);
+    if (end == p)
+        return 0;
+    double mult = 1.0;
+    if (*end == 'K' || *end == 'k')
+        mult = 1e3, end++;
+    else if (*end == 'M')
+        mult = 1e6, end++;
+    else if (*end == 'B' || *end == 'G')
+        mult = 1e9, end++;
+    else if (*end == 'T')
+        mult = 1e12, end++;
+    if (*end != '\0')
+        return 0;
+    v *= mult;
+    return v >= 18446744073709551616.0; /* 2^64; also +inf from 1e400 */
+}
+
+static const char expect_count[] = "a positive integer (like 32, 7e9 or 6.7B)";
+
+/* A positive integer: plain, integral scientific notation (7e9) or K/M/B/T suffixed. */
+static gs_status value_count(const gs_loader *l, const yaml_node_t *v, const char *field,
+                             uint64_t *out)
+{
+    char found[96];
+    if (!v || v->type != YAML_SCALAR_NODE || scalar_is_null(v) || scalar_is_quoted(v))
+        return fail_at(l, v, GS_ERR_INPUT, "%s: found %s, expected %s", field,
+                       describe(v, found, sizeof found), expect_count);
+    const char *t = scalar_text(v);
+    const char *p = t;
+    while (*p == ' ')
+        p++;
+    uint64_t u = 0;
+    int rc = gs_parse_count(t, &u);
+    if (*p == '-') {
+        char *end = NULL;
+        (void)strtod(p, &end);
+        if (end == p || !isdigit((unsigned char)p[strspn(p, "-+.")]))
+            return fail_at(l, v, GS_ERR_INPUT, "%s: found %s, expected %s", field,
+                           describe(v, found, sizeof found), expect_count);
+        return fail_at(l, v, GS_ERR_INPUT, "%s must be positive: found %s, expected %s", field,
+                       describe(v, found, sizeof found), expect_count);
+    }
+    if (rc == -2 && count_too_large(t))
+        return fail_at(l, v, GS_ERR_OVERFLOW,
+                       "%s is too large: found %s, expected at most 18446744073709551615 "
+                       "(2^64 - 1)",
+                       field, describe(v, found, sizeof found));
+    if (rc != 0)
+        return fail_at(l, v, GS_ERR_INPUT, "%s: found %s, expected %s", field,
+                       describe(v, found, sizeof found), expect_count);
+    if (u == 0)
+        return fail_at(l, v, GS_ERR_INPUT, "%s must be positive: found %s, expected %s", field,
+                       describe(v, found, sizeof found), expect_count);
+    *out = u;
+    return GS_OK;
+}
+
+/* A finite real number > 0 (and <= max when max > 0). */
+static gs_status value_real(const gs_loader *l, const yaml_node_t *v, const char *field,
+                            double max, double *out)
+{
+    char found[96];
+    if (!v || v->type != YAML_SCALAR_NODE || scalar_is_null(v) || scalar_is_quoted(v))
+        return fail_at(l, v, GS_ERR_INPUT, "%s: found %s, expected a positive number", field,
+                       describe(v, found, sizeof found));
+    const char *t = scalar_text(v);
+    char *end = NULL;
+    errno = 0;
+    double d = strtod(t, &end);
+    if (end == t || *end != '\0' || !isdigit((unsigned char)t[strspn(t, " +-.")]))
+        return fail_at(l, v, GS_ERR_INPUT, "%s: found %s, expected a positive number", field,
+                       describe(v, found, sizeof found));
+    if (!isfinite(d) || (errno == ERANGE && fabs(d) > 1.0))
+        return fail_at(l, v, GS_ERR_OVERFLOW, "%s is too large: found %s, expected a finite "
+                       "positive number", field, describe(v, found, sizeof found));
+    if (!(d > 0.0))
+        return fail_at(l, v, GS_ERR_INPUT, "%s must be positive: found %s, expected a number "
+                       "> 0", field, describe(v, found, sizeof found));
+    if (max > 0.0 && d > max)
+        return fail_at(l, v, GS_ERR_INPUT, "%s is out of range: found %s, expected a number in "
+                       "(0, %g]", field, describe(v, found, sizeof found), max);
+    *out = d;
+    return GS_OK;
+}
+
+/* true/false/yes/no (any case). */
+static gs_status value_bool(const gs_loader *l, const yaml_node_t *v, const char *field, int *out)
+{
+    char found[96];
+    if (v && v->type == YAML_SCALAR_NODE && !scalar_is_quoted(v)) {
+        const char *t = scalar_text(v);
+        if (strcasecmp(t, "true") == 0 || strcasecmp(t, "yes") == 0) {
+            *out = 1;
+            return GS_OK;
+        }
+        if (strcasecmp(t, "false") == 0 || strcasecmp(t, "no") == 0) {
+            *out = 0;
+            return GS_OK;
+        }
+    }
+    return fail_at(l, v, GS_ERR_INPUT, "%s: found %s, expected true or false", field,
+                   describe(v, found, sizeof found));
+}
+
+/* A non-empty string scalar that fits in len bytes (NUL included). */
+static gs_status value_string(const gs_loader *l, const yaml_node_t *v, const char *field,
+                              char *buf, size_t len)
+{
+    char found[96];
+    if (!v || v->type != YAML_SCALAR_NODE || scalar_is_null(v) || scalar_text(v)[0] == '\0')
+        return fail_at(l, v, GS_ERR_INPUT, "%s: found %s, expected a string", field,
+                       describe(v, found, sizeof found));
+    size_t n = v->data.scalar.length;
+    if (n >= len || strlen(scalar_text(v)) != n)
+        return fail_at(l, v, GS_ERR_INPUT, "%s is too long or holds a NUL: found %zu bytes, "
+                       "expected at most %zu", field, n, len - 1);
+    memcpy(buf, scalar_text(v), n + 1);
+    return GS_OK;
+}
+
+/* A preset name: a plain or quoted non-null scalar. Returns its text or NULL after an error. */
+static const char *value_name(const gs_loader *l, const yaml_node_t *v, const char *field,
+                              const char *expected)
+{
+    char found[96];
+    if (!v || v->type != YAML_SCALAR_NODE || scalar_is_null(v) || scalar_text(v)[0] == '\0') {
+        fail_at(l, v, GS_ERR_INPUT, "%s: found %s, expected %s", field,
+                describe(v, found, sizeof found), expected);
+        return NULL;
+    }
+    return scalar_text(v);
+}
+
+/* Optional fields of a mapping: absent leaves *dst alone; `given` (may be NULL) says whether the
+ * key was there. */
+static gs_status opt_count(const gs_loader *l, const yaml_node_t *map, const char *section,
+                           const char *key, uint64_t *dst, int *given)
+{
+    yaml_node_t *v = lookup(l, map, key);
+    if (given)
+        *given = v != NULL;
+    if (!v)
+        return GS_OK;
+    char field[96];
+    snprintf(field, sizeof field, "%s.%s", section, key);
+    return value_count(l, v, field, dst);
+}
+
+static gs_status opt_real(const gs_loader *l, const yaml_node_t *map, const char *section,
+                          const char *key, double max, double *dst, int *given)
+{
+    yaml_node_t *v = lookup(l, map, key);
+    if (given)
+        *given = v != NULL;
+    if (!v)
+        return GS_OK;
+    char field[96];
+    snprintf(field, sizeof field, "%s.%s", section, key);
+    return value_real(l, v, field, max, dst);
+}
+
+static gs_status opt_bool(const gs_loader *l, const yaml_node_t *map, const char *section,
+                          const char *key, int *dst, int *given)
+{
+    yaml_node_t *v = lookup(l, map, key);
+    if (given)
+        *given = v != NULL;
+    if (!v)
+        return GS_OK;
+    char field[96];
+    snprintf(field, sizeof field, "%s.%s", section, key);
+    return value_bool(l, v, field, dst);
+}
+
+static gs_status opt_string(const gs_loader *l, const yaml_node_t *map, const char *section,
+                            const char *key, char *buf, size_t len)
+{
+    yaml_node_t *v = lookup(l, map, key);
+    if (!v)
+        return GS_OK;
+    char field[96];
+    snprintf(field, sizeof field, "%s.%s", section, key);
+    return value_string(l, v, field, buf, len);
+}
+
+/* A name from a fixed table: parse() returns 0 on success; names[] lists the canonical ones. */
+static gs_status opt_enum(const gs_loader *l, const yaml_node_t *map, const char *section,
+                          const char *key, const char *const *names, size_t n,
+                          int (*parse)(const char *, int *), int *dst, int *given)
+{
+    yaml_node_t *v = lookup(l, map, key);
+    if (given)
+        *given = v != NULL;
+    if (!v)
+        return GS_OK;
+    char field[96];
+    snprintf(field, sizeof field, "%s.%s", section, key);
+    if (v->type != YAML_SCALAR_NODE || scalar_is_null(v) || parse(scalar_text(v), dst) != 0)
+        return fail_name(l, v, field, names, n);
+    return GS_OK;
+}
+
+/* ------------------------------------------------------------------- enum adaptors ---- */
+
+#define GS_ENUM_ADAPTOR(fn, parse_fn, type)                                                   \
+    static int fn(const char *s, int *out)                                                     \
+    {                                                                                          \
+        type t;                                                                                \
+        if (parse_fn(s, &t) != 0)                                                              \
+            return -1;                                                                         \
+        *out = (int)t;                                                                         \
+        return 0;                                                                              \
+    }
+
+GS_ENUM_ADAPTOR(parse_sharding, gs_sharding_parse, gs_sharding)
+GS_ENUM_ADAPTOR(parse_prefetch, gs_prefetch_parse, gs_prefetch)
+GS_ENUM_ADAPTOR(parse_recompute, gs_recompute_parse, gs_recompute)
+GS_ENUM_ADAPTOR(parse_precision, gs_precision_parse, gs_precision)
+GS_ENUM_ADAPTOR(parse_pipeline, gs_pipeline_parse, gs_pipeline)
+
+static const char *const norm_names[] = {"rmsnorm", "layernorm"};
+static const char *const mlp_names[] = {"swiglu", "gelu"};
+static const char *const pos_names[] = {"rope", "learned"};
+
+static int parse_in(const char *s, const char *const *names, size_t n, int *out)
+{
+    for (size_t i = 0; i < n; i++)
+        if (strcasecmp(s, names[i]) == 0) {
+            *out = (int)i;
+            return 0;
+        }
+    return -1;
+}
+
+static int parse_norm(const char *s, int *out)
+{
+    return parse_in(s, norm_names, 2, out); /* index == gs_norm_kind */
+}
+
+static int parse_mlp(const char *s, int *out)
+{
+    return parse_in(s, mlp_names, 2, out); /* index == gs_mlp_kind */
+}
+
+static int parse_pos(const char *s, int *out)
+{
+    return parse_in(s, pos_names, 2, out); /* index == gs_pos_kind */
+}
+
+/* ------------------------------------------------------------------------- model ---- */
+
+static const char *const model_keys[] = {
+    "preset", "name", "params", "layers", "hidden", "heads", "kv_heads", "head_dim", "ffn",
+    "vocab", "seq", "tied_embeddings", "bias", "dropout", "norm", "mlp", "pos",
+};
+
+static gs_status model_preset(const gs_loader *l, const yaml_node_t *v, const char *field,
+                              gs_model *m)
+{
+    const char *name = value_name(l, v, field, "a model preset name (see `gridstep presets`)");
+    if (!name)
+        return GS_ERR_INPUT;
+    const gs_model *p = gs_model_preset_find(name);
+    if (!p) {
+        const char *near = gs_model_preset_nearest(name);
+        char found[96], hint[96] = "";
+        if (near)
+            snprintf(hint, sizeof hint, " (did you mean '%s'?)", near);
+        return fail_at(l, v, GS_ERR_INPUT,
+                       "%s: found unknown model preset '%s'%s, expected a preset name (see "
+                       "`gridstep presets`) or a mapping of model fields",
+                       field, shown(v, found, sizeof found), hint);
+    }
+    *m = *p;
+    return GS_OK;
+}
+
+/* A user model without a preset: Llama conventions fill what is not given
+ * (heads = hidden / 128, ffn = SwiGLU's 8h/3 rounded up to 256 or GELU's 4h, vocab 32000). */
+static gs_status model_user_defaults(const gs_loader *l, const yaml_node_t *map, gs_model *m)
+{
+    static const char *const required[] = {"layers", "hidden", "seq"};
+    for (size_t i = 0; i < 3; i++)
+        if (!lookup(l, map, required[i]))
+            return fail_at(l, map, GS_ERR_INPUT,
+                           "model: no '%s': found a model mapping without 'preset', expected "
+                           "layers, hidden and seq (or preset: NAME)",
+                           required[i]);
+    if (m->heads == 0) {
+        if (m->hidden % 128 != 0)
+            return fail_at(l, map, GS_ERR_INPUT,
+                           "model: no 'heads' and hidden=%llu is not a multiple of 128: found "
+                           "no heads, expected heads: N",
+                           (unsigned long long)m->hidden);
+        m->heads = m->hidden / 128;
+    }
+    if (m->ffn == 0) {
+        uint64_t x;
+        if (gs_mul_u64(m->hidden, 8, &x) != 0)
+            return fail_at(l, lookup(l, map, "hidden"), GS_ERR_OVERFLOW,
+                           "model.hidden is too large: found %llu, expected a size whose MLP "
+                           "width fits in 64 bits",
+                           (unsigned long long)m->hidden);
+        if (m->mlp == GS_MLP_SWIGLU)
+            m->ffn = (x / 3 + 255) / 256 * 256;
+        else
+            m->ffn = x / 2;
+    }
+    if (m->vocab == 0)
+        m->vocab = 32000;
+    return GS_OK;
+}
+
+static gs_status load_model(const gs_loader *l, const yaml_node_t *v, gs_model *m)
+{
+    gs_status st = GS_OK;
+    char found[96];
+    if (v->type == YAML_SCALAR_NODE) {
+        st = model_preset(l, v, "model", m);
+        if (st != GS_OK)
+            return st;
+    } else if (v->type == YAML_MAPPING_NODE) {
+        st = check_keys(l, v, "model", model_keys, sizeof model_keys / sizeof model_keys[0]);
+        if (st != GS_OK)
+            return st;
+        yaml_node_t *preset = lookup(l, v, "preset");
+        if (preset) {
+            st = model_preset(l, preset, "model.preset", m);
+            if (st != GS_OK)
+                return st;
+        } else {
+            memset(m, 0, sizeof *m);
+            snprintf(m->name, sizeof m->name, "custom");
+            m->norm = GS_NORM_RMSNORM;
+            m->mlp = GS_MLP_SWIGLU;
+            m->pos = GS_POS_ROPE;
+            m->source = NULL;
+        }
+        int hidden_given = 0, heads_given = 0, head_dim_given = 0, kind;
+        if ((st = opt_string(l, v, "model", "name", m->name, sizeof m->name)) ||
+            (st = opt_count(l, v, "model", "params", &m->nominal_params, NULL)) ||
+            (st = opt_count(l, v, "model", "layers", &m->layers, NULL)) ||
+            (st = opt_count(l, v, "model", "hidden", &m->hidden, &hidden_given)) ||
+            (st = opt_count(l, v, "model", "heads", &m->heads, &heads_given)) ||
+            (st = opt_count(l, v, "model", "kv_heads", &m->kv_heads, NULL)) ||
+            (st = opt_count(l, v, "model", "head_dim", &m->head_dim, &head_dim_given)) ||
+            (st = opt_count(l, v, "model", "ffn", &m->ffn, NULL)) ||
+            (st = opt_count(l, v, "model", "vocab", &m->vocab, NULL)) ||
+            (st = opt_count(l, v, "model", "seq", &m->seq, NULL)) ||
+            (st = opt_bool(l, v, "model", "tied_embeddings", &m->tied_embeddings, NULL)) ||
+            (st = opt_bool(l, v, "model", "bias", &m->bias, NULL)) ||
+            (st = opt_bool(l, v, "model", "dropout", &m->dropout, NULL)))
+            return st;
+        kind = (int)m->norm;
+        if ((st = opt_enum(l, v, "model", "norm", norm_names, 2, parse_norm, &kind, NULL)))
+            return st;
+        m->norm = (gs_norm_kind)kind;
+        kind = (int)m->mlp;
+        if ((st = opt_enum(l, v, "model", "mlp", mlp_names, 2, parse_mlp, &kind, NULL)))
+            return st;
+        m->mlp = (gs_mlp_kind)kind;
+        kind = (int)m->pos;
+        if ((st = opt_enum(l, v, "model", "pos", pos_names, 2, parse_pos, &kind, NULL)))
+            return st;
+        m->pos = (gs_pos_kind)kind;
+        /* A preset's head_dim follows hidden / heads unless given: derive it again. */
+        if ((hidden_given || heads_given) && !head_dim_given)
+            m->head_dim = 0;
+        if (preset && (hidden_given || heads_given || lookup(l, v, "layers") ||
+                       lookup(l, v, "params")))
+            m->source = NULL; /* no longer the published configuration */
+        if (!preset && (st = model_user_defaults(l, v, m)) != GS_OK)
+            return st;
+    } else {
+        return fail_at(l, v, GS_ERR_INPUT,
+                       "model: found %s, expected a preset name or a mapping of model fields",
+                       describe(v, found, sizeof found));
+    }
+
+    st = gs_model_validate(m, l->err);
+    if (st != GS_OK) {
+        prefix_at(l, v);
+        return st;
+    }
+    uint64_t params = gs_model_params(m), state;
+    if (gs_mul_u64(params, GS_SCENARIO_STATE_BYTES_PER_PARAM, &state) != 0)
+        return fail_at(l, v, GS_ERR_OVERFLOW,
+                       "model is too large: %llu parameters x %u bytes of training state "
+                       "overflow 64-bit byte counts: expected at most %llu parameters",
+                       (unsigned long long)params, GS_SCENARIO_STATE_BYTES_PER_PARAM,
+                       (unsigned long long)(UINT64_MAX / GS_SCENARIO_STATE_BYTES_PER_PARAM));
+    return GS_OK;
+}
+
+/* ----------------------------------------------------------------------- cluster ---- */
+
+static const char *const cluster_keys[] = {
+    "preset", "name", "nodes", "gpus_per_node", "nics_per_node", "gpu", "intra", "fabric",
+    "nic", "nic_gbps", "rail_optimized", "oversubscription",
+};
+
+static const char *const gpu_keys[] = {
+    "preset", "name", "bf16_tflops", "fp16_tflops", "fp32_tflops", "gemm_efficiency",
+    "memory_gb", "hbm_tbps",
+};
+
+/* Collects the names of a preset table for "expected one of" lists (at most cap). */
+static size_t preset_names(size_t (*count)(void), const char *(*name_at)(size_t), const char **out,
+                           size_t cap)
+{
+    size_t n = count();
+    if (n > cap)
+        n = cap;
+    for (size_t i = 0; i < n; i++)
+        out[i] = name_at(i);
+    return n;
+}
+
+static const char *gpu_name_at(size_t i)
+{
+    return gs_gpu_preset_at(i)->name;
+}
+
+static const char *fabric_name_at(size_t i)
+{
+    return gs_fabric_preset_at(i)->name;
+}
+
+static const char *nic_name_at(size_t i)
+{
+    return gs_nic_preset_at(i)->name;
+}
+
+static const char *cluster_name_at(size_t i)
+{
+    return gs_cluster_preset_at(i)->name;
+}
+
+/* Error for an unknown hardware preset name, listing the known ones. */
+static gs_status fail_preset(const gs_loader *l, const yaml_node_t *v, const char *field,
+                             const char *kind, const char *near, size_t (*count)(void),
+                             const char *(*name_at)(size_t))
+{
+    const char *names[64];
+    char found[96], list[640] = "", hint[96] = "";
+    if (near)
+        snprintf(hint, sizeof hint, " (did you mean '%s'?)", near);
+    size_t n = preset_names(count, name_at, names, 64);
+    join_names(names, n, list, sizeof list);
+    return fail_at(l, v, GS_ERR_INPUT, "%s: found unknown %s preset '%s'%s, expected one of %s",
+                   field, kind, shown(v, found, sizeof found), hint, list);
+}
+
+static gs_status load_gpu(const gs_loader *l, const yaml_node_t *v, gs_gpu *g)
+{
+    gs_status st;
+    const yaml_node_t *name_node = v;
+    if (v->type == YAML_MAPPING_NODE) {
+        st = check_keys(l, v, "cluster.gpu", gpu_keys, sizeof gpu_keys / sizeof gpu_keys[0]);
+        if (st != GS_OK)
+            return st;
+        name_node = lookup(l, v, "preset");
+    } else if (v->type != YAML_SCALAR_NODE) {
+        char found[96];
+        return fail_at(l, v, GS_ERR_INPUT,
+                       "cluster.gpu: found %s, expected a GPU preset name or a mapping of GPU "
+                       "fields",
+                       describe(v, found, sizeof found));
+    }
+    if (name_node) {
+        const char *field = name_node == v ? "cluster.gpu" : "cluster.gpu.preset";
+        const char *name = value_name(l, name_node, field, "a GPU preset name");
+        if (!name)
+            return GS_ERR_INPUT;
+        const gs_gpu *p = gs_gpu_preset_find(name);
+        if (!p)
+            return fail_preset(l, name_node, field, "GPU", gs_gpu_preset_nearest(name),
+                               gs_gpu_preset_count, gpu_name_at);
+        *g = *p;
+    }
+    if (v->type != YAML_MAPPING_NODE)
+        return GS_OK;
+    double tflops, gb, tbps;
+    int given;
+    const char *sec = "cluster.gpu";
+    if ((st = opt_string(l, v, sec, "name", g->name, sizeof g->name)))
+        return st;
+    if ((st = opt_real(l, v, sec, "bf16_tflops", 0, &tflops, &given)))
+        return st;
+    if (given)
+        g->peak_flops_bf16 = tflops * 1e12;
+    if ((st = opt_real(l, v, sec, "fp16_tflops", 0, &tflops, &given)))
+        return st;
+    if (given)
+        g->peak_flops_fp16 = tflops * 1e12;
+    if ((st = opt_real(l, v, sec, "fp32_tflops", 0, &tflops, &given)))
+        return st;
+    if (given)
+        g->peak_flops_fp32 = tflops * 1e12;
+    if ((st = opt_real(l, v, sec, "gemm_efficiency", 1.0, &g->gemm_efficiency, NULL)))
+        return st;
+    if ((st = opt_real(l, v, sec, "memory_gb", 0, &gb, &given)))
+        return st;
+    if (given) {
+        double bytes = gb * 1e9; /* vendor GB */
+        if (bytes >= 18446744073709551616.0)
+            return fail_at(l, lookup(l, v, "memory_gb"), GS_ERR_OVERFLOW,
+                           "cluster.gpu.memory_gb is too large: found %g, expected at most %g",
+                           gb, 18446744073.709551615);
+        g->hbm_bytes = (uint64_t)llround(bytes);
+    }
+    if ((st = opt_real(l, v, sec, "hbm_tbps", 0, &tbps, &given)))
+        return st;
+    if (given)
+        g->hbm_bw = tbps * 1e12; /* TB/s -> bytes/s */
+    g->source = NULL;
+    return GS_OK;
+}
+
+static gs_status load_cluster(const gs_loader *l, const yaml_node_t *v, gs_cluster *c)
+{
+    gs_status st = GS_OK;
+    char found[96];
+    const char *name;
+    if (v->type == YAML_SCALAR_NODE) {
+        name = value_name(l, v, "cluster", "a cluster preset name");
+        if (!name)
+            return GS_ERR_INPUT;
+        const gs_cluster *p = gs_cluster_preset_find(name);
+        if (!p)
+            return fail_preset(l, v, "cluster", "cluster", gs_cluster_preset_nearest(name),
+                               gs_cluster_preset_count, cluster_name_at);
+        *c = *p;
+    } else if (v->type == YAML_MAPPING_NODE) {
+        st = check_keys(l, v, "cluster", cluster_keys,
+                        sizeof cluster_keys / sizeof cluster_keys[0]);
+        if (st != GS_OK)
+            return st;
+        yaml_node_t *preset = lookup(l, v, "preset");
+        yaml_node_t *intra = lookup(l, v, "intra");
+        yaml_node_t *fabric = lookup(l, v, "fabric");
+        yaml_node_t *gpu = lookup(l, v, "gpu");
+        yaml_node_t *nic = lookup(l, v, "nic");
+        if (intra && fabric)
+            return fail_at(l, fabric, GS_ERR_INPUT,
+                           "cluster: found both 'intra' and 'fabric', expected one of them "
+                           "(they name the same thing: the intra-node fabric)");
+        if (!intra)
+            intra = fabric;
+        if (preset) {
+            name = value_name(l, preset, "cluster.preset", "a cluster preset name");
+            if (!name)
+                return GS_ERR_INPUT;
+            const gs_cluster *p = gs_cluster_preset_find(name);
+            if (!p)
+                return fail_preset(l, preset, "cluster.preset", "cluster",
+                                   gs_cluster_preset_nearest(name), gs_cluster_preset_count,
+                                   cluster_name_at);
+            *c = *p;
+        } else {
+            static const char *const required[] = {"gpu", "intra", "nic", "gpus_per_node"};
+            const yaml_node_t *have[] = {gpu, intra, nic, lookup(l, v, "gpus_per_node")};
+            for (size_t i = 0; i < 4; i++)
+                if (!have[i])
+                    return fail_at(l, v, GS_ERR_INPUT,
+                                   "cluster: no '%s': found a cluster mapping without 'preset', "
+                                   "expected preset: NAME or gpu, intra, nic and gpus_per_node",
+                                   required[i]);
+            memset(c, 0, sizeof *c);
+            snprintf(c->name, sizeof c->name, "custom");
+            c->nodes = 1;
+            c->oversubscription = 1.0;
+        }
+        if (gpu && (st = load_gpu(l, gpu, &c->gpu)) != GS_OK)
+            return st;
+        if (intra) {
+            const char *field = intra == fabric ? "cluster.fabric" : "cluster.intra";
+            name = value_name(l, intra, field, "an intra-node fabric preset name");
+            if (!name)
+                return GS_ERR_INPUT;
+            const gs_fabric *f = gs_fabric_preset_find(name);
+            if (!f)
+                return fail_preset(l, intra, field, "fabric", gs_fabric_preset_nearest(name),
+                                   gs_fabric_preset_count, fabric_name_at);
+            c->intra = *f;
+        }
+        if (nic) {
+            name = value_name(l, nic, "cluster.nic", "a NIC preset name");
+            if (!name)
+                return GS_ERR_INPUT;
+            const gs_nic *n = gs_nic_preset_find(name);
+            if (!n)
+                return fail_preset(l, nic, "cluster.nic", "NIC", gs_nic_preset_nearest(name),
+                                   gs_nic_preset_count, nic_name_at);
+            c->nic = *n;
+        }
+        double gbps;
+        int gbps_given, npn_given;
+        if ((st = opt_real(l, v, "cluster", "nic_gbps", 0, &gbps, &gbps_given)))
+            return st;
+        if (gbps_given) {
+            /* A new line rate scales the achievable bandwidth by the same factor. */
+            if (c->nic.gbps > 0.0 && c->nic.bw > 0.0)
+                c->nic.bw *= gbps / c->nic.gbps;
+            else
+                c->nic.bw = gbps * 1e9 / 8.0;
+            c->nic.gbps = gbps;
+        }
+        if ((st = opt_string(l, v, "cluster", "name", c->name, sizeof c->name)) ||
+            (st = opt_count(l, v, "cluster", "nodes", &c->nodes, NULL)) ||
+            (st = opt_count(l, v, "cluster", "gpus_per_node", &c->gpus_per_node, NULL)) ||
+            (st = opt_count(l, v, "cluster", "nics_per_node", &c->nics_per_node, &npn_given)) ||
+            (st = opt_bool(l, v, "cluster", "rail_optimized", &c->rail_optimized, NULL)) ||
+            (st = opt_real(l, v, "cluster", "oversubscription", 0, &c->oversubscription, NULL)))
+            return st;
+        if (!preset && !npn_given)
+            c->nics_per_node = c->gpus_per_node;
+        if (c->oversubscription < 1.0)
+            return fail_at(l, lookup(l, v, "oversubscription"), GS_ERR_INPUT,
+                           "cluster.oversubscription must be at least 1: found %g, expected a "
+                           "ratio >= 1 (1 = non-blocking)",
+                           c->oversubscription);
+        if (preset && (gpu || intra || nic || gbps_given))
+            c->source = NULL; /* no longer the published configuration */
+    } else {
+        return fail_at(l, v, GS_ERR_INPUT,
+                       "cluster: found %s, expected a cluster preset name or a mapping",
+                       describe(v, found, sizeof found));
+    }
+    st = gs_cluster_validate(c, l->err);
+    if (st != GS_OK)
+        prefix_at(l, v);
+    return st;
+}
+
+/* -------------------------------------------------------------------------- grid ---- */
+
+static const char *const grid_keys[] = {"dp", "pp", "tp", "order", "allow_tp_cross_node"};
+
+static gs_status load_grid(const gs_loader *l, const yaml_node_t *v, gs_grid *g)
+{
+    gs_status st;
+    char found[96];
+    g->dp = g->pp = g->tp = 1;
+    g->order[0] = GS_DIM_TP;
+    g->order[1] = GS_DIM_DP;
+    g->order[2] = GS_DIM_PP;
+    g->allow_tp_cross_node = 0;
+    g->grid_line = (uint32_t)node_line(v);
+    g->grid_col = (uint32_t)node_col(v);
+    if (v->type != YAML_MAPPING_NODE)
+        return fail_at(l, v, GS_ERR_INPUT, "grid: found %s, expected a mapping like {dp: 4, pp: "
+                       "2, tp: 8}", describe(v, found, sizeof found));
+    if ((st = check_keys(l, v, "grid", grid_keys, sizeof grid_keys / sizeof grid_keys[0])) ||
+        (st = opt_count(l, v, "grid", "dp", &g->dp, NULL)) ||
+        (st = opt_count(l, v, "grid", "pp", &g->pp, NULL)) ||
+        (st = opt_count(l, v, "grid", "tp", &g->tp, NULL)) ||
+        (st = opt_bool(l, v, "grid", "allow_tp_cross_node", &g->allow_tp_cross_node, NULL)))
+        return st;
+    yaml_node_t *order = lookup(l, v, "order");
+    if (order && (order->type != YAML_SCALAR_NODE || scalar_is_null(order) ||
+                  gs_mesh_order_parse(scalar_text(order), g->order) != 0))
+        return fail_at(l, order, GS_ERR_INPUT,
+                       "grid.order: found %s, expected a permutation of tp, dp and pp, fastest "
+                       "first (tp-dp-pp is Megatron's default; the seed's table is tp-pp-dp)",
+                       describe(order, found, sizeof found));
+    return GS_OK;
+}
+
+/* ---------------------------------------------------------------------- strategy ---- */
+
+static const char *const strategy_keys[] = {
+    "sharding", "wrap", "prefetch", "forward_prefetch", "reshard_after_forward",
+    "limit_all_gathers", "recompute", "flash_attention", "offload", "precision", "pipeline",
+    "virtual_stages", "sequence_parallel", "bucket_mb",
+};
+
+static const char *const wrap_keys[] = {"min_params"};
+
+static gs_status load_wrap(const gs_loader *l, const yaml_node_t *v, gs_strategy *s)
+{
+    static const char *const names[] = {"layer", "model", "{min_params: N}"};
+    if (v->type == YAML_SCALAR_NODE && !scalar_is_null(v)) {
+        if (strcasecmp(scalar_text(v), "layer") == 0) {
+            s->wrap = GS_WRAP_LAYER;
+            return GS_OK;
+        }
+        if (strcasecmp(scalar_text(v), "model") == 0) {
+            s->wrap = GS_WRAP_MODEL;
+            return GS_OK;
+        }
+    }
+    if (v->type != YAML_MAPPING_NODE)
+        return fail_name(l, v, "strategy.wrap", names, 3);
+    gs_status st = check_keys(l, v, "strategy.wrap", wrap_keys, 1);
+    if (st != GS_OK)
+        return st;
+    yaml_node_t *n = lookup(l, v, "min_params");
+    if (!n)
+        return fail_at(l, v, GS_ERR_INPUT, "strategy.wrap: found an empty mapping, expected "
+                       "{min_params: N}");
+    st = value_count(l, n, "strategy.wrap.min_params", &s->wrap_min_params);
+    if (st == GS_OK)
+        s->wrap = GS_WRAP_MIN_PARAMS;
+    return st;
+}
+
+static gs_status load_strategy(const gs_loader *l, const yaml_node_t *v, gs_strategy *s)
+{
+    gs_status st;
+    char found[96];
+    const char *sharding[GS_SHARD_COUNT], *prefetch[3], *recompute[3], *precision[3],
+        *pipeline[3];
+    for (int i = 0; i < GS_SHARD_COUNT; i++)
+        sharding[i] = gs_sharding_name((gs_sharding)i);
+    for (int i = 0; i < 3; i++) {
+        prefetch[i] = gs_prefetch_name((gs_prefetch)i);
+        recompute[i] = gs_recompute_name((gs_recompute)i);
+        precision[i] = gs_precision_name((gs_precision)i);
+        pipeline[i] = gs_pipeline_name((gs_pipeline)i);
+    }
+    gs_strategy_defaults(s);
+    if (!v)
+        return GS_OK;
+    if (v->type != YAML_MAPPING_NODE)
+        return fail_at(l, v, GS_ERR_INPUT, "strategy: found %s, expected a mapping like "
+                       "{sharding: full_shard, recompute: full}", describe(v, found, sizeof found));
+    st = check_keys(l, v, "strategy", strategy_keys,
+                    sizeof strategy_keys / sizeof strategy_keys[0]);
+    if (st != GS_OK)
+        return st;
+    const char *sec = "strategy";
+    int e, reshard_given, vs_given;
+    e = (int)s->sharding;
+    if ((st = opt_enum(l, v, sec, "sharding", sharding, GS_SHARD_COUNT, parse_sharding, &e, NULL)))
+        return st;
+    s->sharding = (gs_sharding)e;
+    e = (int)s->prefetch;
+    if ((st = opt_enum(l, v, sec, "prefetch", prefetch, 3, parse_prefetch, &e, NULL)))
+        return st;
+    s->prefetch = (gs_prefetch)e;
+    e = (int)s->recompute;
+    if ((st = opt_enum(l, v, sec, "recompute", recompute, 3, parse_recompute, &e, NULL)))
+        return st;
+    s->recompute = (gs_recompute)e;
+    e = (int)s->precision;
+    if ((st = opt_enum(l, v, sec, "precision", precision, 3, parse_precision, &e, NULL)))
+        return st;
+    s->precision = (gs_precision)e;
+    e = (int)s->pipeline;
+    if ((st = opt_enum(l, v, sec, "pipeline", pipeline, 3, parse_pipeline, &e, NULL)))
+        return st;
+    s->pipeline = (gs_pipeline)e;
+    yaml_node_t *wrap = lookup(l, v, "wrap");
+    if (wrap && (st = load_wrap(l, wrap, s)) != GS_OK)
+        return st;
+    uint64_t bucket_mib = 0;
+    int bucket_given;
+    if ((st = opt_bool(l, v, sec, "forward_prefetch", &s->forward_prefetch, NULL)) ||
+        (st = opt_bool(l, v, sec, "reshard_after_forward", &s->reshard_after_forward,
+                       &reshard_given)) ||
+        (st = opt_bool(l, v, sec, "limit_all_gathers", &s->limit_all_gathers, NULL)) ||
+        (st = opt_bool(l, v, sec, "flash_attention", &s->flash_attention, NULL)) ||
+        (st = opt_bool(l, v, sec, "offload", &s->offload, NULL)) ||
+        (st = opt_bool(l, v, sec, "sequence_parallel", &s->sequence_parallel, NULL)) ||
+        (st = opt_count(l, v, sec, "virtual_stages", &s->virtual_stages, &vs_given)) ||
+        (st = opt_count(l, v, sec, "bucket_mb", &bucket_mib, &bucket_given)))
+        return st;
+    if (!reshard_given)
+        s->reshard_after_forward = gs_sharding_shards_params(s->sharding);
+    if (bucket_given && gs_mul_u64(bucket_mib, (uint64_t)1 << 20, &s->bucket_bytes) != 0)
+        return fail_at(l, lookup(l, v, "bucket_mb"), GS_ERR_OVERFLOW,
+                       "strategy.bucket_mb is too large: found %llu MiB, expected at most %llu",
+                       (unsigned long long)bucket_mib, (unsigned long long)(UINT64_MAX >> 20));
+    if (s->pipeline == GS_PIPE_INTERLEAVED && s->virtual_stages < 2)
+        return fail_at(l, vs_given ? lookup(l, v, "virtual_stages") : lookup(l, v, "pipeline"),
+                       GS_ERR_INPUT,
+                       "strategy.pipeline interleaved needs virtual_stages >= 2: found "
+                       "virtual_stages=%llu%s, expected virtual_stages: N with N >= 2 model "
+                       "chunks per pipeline rank",
+                       (unsigned long long)s->virtual_stages, vs_given ? "" : " (the default)");
+    if (s->pipeline != GS_PIPE_INTERLEAVED && s->virtual_stages > 1)
+        return fail_at(l, lookup(l, v, "virtual_stages"), GS_ERR_INPUT,
+                       "strategy.virtual_stages=%llu needs pipeline: interleaved: found "
+                       "pipeline %s, expected interleaved (or drop virtual_stages)",
+                       (unsigned long long)s->virtual_stages, gs_pipeline_name(s->pipeline));
+    return GS_OK;
+}
+
+/* ------------------------------------------------------------------------- batch ---- */
+
+static const char *const batch_keys[] = {"global", "micro"};
+
+static gs_status load_batch(const gs_loader *l, const yaml_node_t *v, const gs_grid *g,
+                            gs_batch *b)
+{
+    gs_status st;
+    char found[96];
+    int global_given = 0;
+    b->micro_seqs = 1;
+    b->global_seqs = 0;
+    b->batch_line = g->grid_line;
+    b->batch_col = g->grid_col;
+    if (v) {
+        b->batch_line = (uint32_t)node_line(v);
+        b->batch_col = (uint32_t)node_col(v);
+        if (v->type != YAML_MAPPING_NODE)
+            return fail_at(l, v, GS_ERR_INPUT, "batch: found %s, expected a mapping like "
+                           "{global: 1024, micro: 1}", describe(v, found, sizeof found));
+        if ((st = check_keys(l, v, "batch", batch_keys, 2)) ||
+            (st = opt_count(l, v, "batch", "global", &b->global_seqs, &global_given)) ||
+            (st = opt_count(l, v, "batch", "micro", &b->micro_seqs, NULL)))
+            return st;
+    }
+    if (!global_given && gs_mul_u64(b->micro_seqs, g->dp, &b->global_seqs) != 0)
+        return fail_at(l, v, GS_ERR_OVERFLOW,
+                       "batch: micro=%llu x dp=%llu sequences per step is too large: expected "
+                       "a product below 2^64",
+                       (unsigned long long)b->micro_seqs, (unsigned long long)g->dp);
+    return GS_OK;
+}
+
+/* -------------------------------------------------------------------------- root ---- */
+
+static const char *const top_keys[] = {"name", "description", "model", "cluster",
+                                       "grid", "strategy", "batch"};
+
+static gs_status load_root(const gs_loader *l, const yaml_node_t *root, gs_scenario *s)
+{
+    gs_status st;
+    char found[96];
+    if (root->type != YAML_MAPPING_NODE)
+        return fail_at(l, root, GS_ERR_INPUT,
+                       "scenario: found %s at the top level, expected a mapping with model, "
+                       "cluster, grid (and strategy, batch)",
+                       describe(root, found, sizeof found));
+    st = check_keys(l, root, "scenario", top_keys, sizeof top_keys / sizeof top_keys[0]);
+    if (st != GS_OK)
+        return st;
+    if ((st = opt_string(l, root, "scenario", "name", s->title, sizeof s->title)) ||
+        (st = opt_string(l, root, "scenario", "description", s->description,
+                         sizeof s->description)))
+        return st;
+    static const char *const required[] = {"model", "cluster", "grid"};
+    static const char *const example[] = {
+        "model: llama2-70b",
+        "cluster: {preset: dgx-a100-80g, nodes: 8}",
+        "grid: {dp: 4, pp: 2, tp: 8}",
+    };
+    for (size_t i = 0; i < 3; i++)
+        if (!lookup(l, root, required[i]))
+            return fail_at(l, NULL, GS_ERR_INPUT,
+                           "%s is required: found no '%s' key at the top level, expected e.g. "
+                           "'%s'",
+                           required[i], required[i], example[i]);
+    if ((st = load_model(l, lookup(l, root, "model"), &s->model)) ||
+        (st = load_cluster(l, lookup(l, root, "cluster"), &s->cluster)) ||
+        (st = load_grid(l, lookup(l, root, "grid"), &s->grid)) ||
+        (st = load_strategy(l, lookup(l, root, "strategy"), &s->strategy)) ||
+        (st = load_batch(l, lookup(l, root, "batch"), &s->grid, &s->batch)))
+        return st;
+    return GS_OK;
+}
+
+/* Turns a libyaml parser failure into an error with the problem's position. */
+static gs_status parser_failure(const gs_loader *l, const yaml_parser_t *p)
+{
+    if (p->error == YAML_MEMORY_ERROR)
+        return gs_error_set(l->err, GS_ERR_NOMEM, "%s: out of memory while parsing YAML",
+                            l->path);
+    const char *problem = p->problem ? p->problem : "unknown error";
+    if (p->error == YAML_READER_ERROR)
+        return gs_error_set(l->err, GS_ERR_INPUT,
+                            "%s: cannot read YAML: %s at byte %zu: found bad text, expected "
+                            "UTF-8",
+                            l->path, problem, p->problem_offset);
+    char context[160] = "";
+    if (p->context)
+        snprintf(context, sizeof context, " (%s at line %lu column %lu)", p->context,
+                 (unsigned long)p->context_mark.line + 1,
+                 (unsigned long)p->context_mark.column + 1);
+    return gs_error_set(l->err, GS_ERR_INPUT, "%s:%lu:%lu: YAML syntax error: %s%s", l->path,
+                        (unsigned long)p->problem_mark.line + 1,
+                        (unsigned long)p->problem_mark.column + 1, problem, context);
+}
+
+/* 1 when text[i] starts a token: first on its line after blanks, or after one of : , [ { - ?
+ * and blanks. An apostrophe inside a plain scalar ("it's") is not a quote. */
+static int token_start(const char *text, size_t i)
+{
+    while (i > 0 && (text[i - 1] == ' ' || text[i - 1] == '\t'))
+        i--;
+    if (i == 0 || text[i - 1] == '\n')
+        return 1;
+    return strchr(":,[{-?", text[i - 1]) != NULL;
+}
+
+/* Refuses flow collections nested deeper than GS_SCENARIO_MAX_FLOW_DEPTH before libyaml sees
+ * them. Counts [ and { outside quoted scalars and comments; a plain scalar holding brackets can
+ * only make the count larger, never hide nesting. */
+static gs_status check_flow_depth(const char *text, size_t len, const char *path, gs_error *err)
+{
+    unsigned long line = 1, col = 1;
+    size_t depth = 0;
+    char quote = 0;
+    int comment = 0;
+    for (size_t i = 0; i < len; i++) {
+        char c = text[i];
+        if (c == '\n') {
+            line++;
+            col = 1;
+            comment = 0;
+            continue;
+        }
+        if (comment) {
+            /* rest of the line */
+        } else if (quote) {
+            if (quote == '"' && c == '\\' && i + 1 < len && text[i + 1] != '\n')
+                i++, col++;
+            else if (c == quote)
+                quote = 0;
+        } else if (c == '#' && (i == 0 || text[i - 1] == ' ' || text[i - 1] == '\t')) {
+            comment = 1;
+        } else if ((c == '"' || c == '\'') && token_start(text, i)) {
+            quote = c;
+        } else if (c == '[' || c == '{') {
+            if (++depth > GS_SCENARIO_MAX_FLOW_DEPTH)
+                return gs_error_set(err, GS_ERR_INPUT,
+                                    "%s:%lu:%lu: nesting too deep: found more than %d nested [ "
+                                    "or {, expected a scenario a few levels deep",
+                                    path, line, col, GS_SCENARIO_MAX_FLOW_DEPTH);
+        } else if ((c == ']' || c == '}') && depth > 0) {
+            depth--;
+        }
+        col++;
+    }
+    return GS_OK;
+}
+
+/* The display name: base name of path without .yaml / .yml. */
+static void base_name(const char *path, char *buf, size_t len)
+{
+    const char *slash = strrchr(path, '/');
+    const char *b = slash ? slash + 1 : path;
+    size_t n = strlen(b);
+    if (n > 5 && strcmp(b + n - 5, ".yaml") == 0)
+        n -= 5;
+    else if (n > 4 && strcmp(b + n - 4, ".yml") == 0)
+        n -= 4;
+    if (n >= len)
+        n = len - 1;
+    memcpy(buf, b, n);
+    buf[n] = '\0';
+}
+
+static gs_status load_text(const char *text, size_t len, const char *path, gs_scenario *out,
+                           gs_error *err)
+{
+    gs_status st = GS_OK;
+    yaml_parser_t parser;
+    yaml_document_t doc, extra;
+    int have_parser = 0, have_doc = 0, have_extra = 0;
+    gs_loader l = {path, &doc, err};
+
+    memset(out, 0, sizeof *out);
+    snprintf(out->path, sizeof out->path, "%s", path);
+    base_name(path, out->name, sizeof out->name);
+    gs_strategy_defaults(&out->strategy);
+
+    st = check_flow_depth(text, len, path, err);
+    if (st != GS_OK)
+        goto out;
+    if (!yaml_parser_initialize(&parser)) {
+        st = gs_error_set(err, GS_ERR_NOMEM, "%s: cannot initialize the YAML parser", path);
+        goto out;
+    }
+    have_parser = 1;
+    yaml_parser_set_input_string(&parser, (const unsigned char *)text, len);
+    if (!yaml_parser_load(&parser, &doc)) {
+        st = parser_failure(&l, &parser);
+        goto out;
+    }
+    have_doc = 1;
+    yaml_node_t *root = yaml_document_get_root_node(&doc);
+    if (!root) {
+        st = gs_error_set(err, GS_ERR_INPUT,
+                          "%s: empty scenario: found no YAML document, expected a mapping with "
+                          "model, cluster and grid",
+                          path);
+        goto out;
+    }
+    st = load_root(&l, root, out);
+    if (st != GS_OK)
+        goto out;
+    if (!yaml_parser_load(&parser, &extra)) {
+        st = parser_failure(&l, &parser);
+        goto out;
+    }
+    have_extra = 1;
+    yaml_node_t *second = yaml_document_get_root_node(&extra);
+    if (second) {
+        l.doc = &extra;
+        st = fail_at(&l, second, GS_ERR_INPUT, "found a second YAML document, expected one "
+                     "scenario per file");
+        goto out;
+    }
+out:
+    if (have_extra)
+        yaml_document_delete(&extra);
+    if (have_doc)
+        yaml_document_delete(&doc);
+    if (have_parser)
+        yaml_parser_delete(&parser);
+    return st;
+}
+
+/* --------------------------------------------------------------------------- API ---- */
+
+gs_status gs_scenario_load_string(const char *text, size_t len, const char *name,
+                                  gs_scenario *out, gs_error *err)
+{
+    return load_text(text, len, name ? name : "<string>", out, err);
+}
+
+gs_status gs_scenario_load_file(const char *path, gs_scenario *out, gs_error *err)
+{
+    gs_status st = GS_OK;
+    char *text = NULL;
+    FILE *f = fopen(path, "rb");
+    if (!f) {
+        st = gs_error_set(err, GS_ERR_INPUT, "%s: cannot open: %s", path, strerror(errno));
+        goto out;
+    }
+    struct stat sb;
+    if (fstat(fileno(f), &sb) != 0 || !S_ISREG(sb.st_mode)) {
+        int e = S_ISDIR(sb.st_mode) ? EISDIR : errno ? errno : EINVAL;
+        st = gs_error_set(err, GS_ERR_INPUT, "%s: cannot read: %s", path, strerror(e));
+        goto out;
+    }
+    if ((uint64_t)sb.st_size > GS_SCENARIO_MAX_FILE_BYTES) {
+        st = gs_error_set(err, GS_ERR_INPUT,
+                          "%s: scenario file too large: found %llu bytes, expected at most %u",
+                          path, (unsigned long long)sb.st_size, GS_SCENARIO_MAX_FILE_BYTES);
+        goto out;
+    }
+    size_t size = (size_t)sb.st_size;
+    text = malloc(size + 1);
+    if (!text) {
+        st = gs_error_set(err, GS_ERR_NOMEM, "%s: cannot allocate %zu bytes", path, size + 1);
+        goto out;
+    }
+    size_t got = fread(text, 1, size, f);
+    if (got != size || ferror(f)) {
+        st = gs_error_set(err, GS_ERR_INPUT, "%s: cannot read: %s", path,
+                          ferror(f) ? strerror(errno) : "file changed while reading");
+        goto out;
+    }
+    text[size] = '\0';
+    st = load_text(text, size, path, out, err);
+out:
+    free(text);
+    if (f)
+        fclose(f);
+    return st;
+}
+
+gs_status gs_scenario_mesh(const gs_scenario *s, gs_mesh *mesh, gs_diag *warnings, gs_error *err)
+{
+    char grid_at[600], batch_at[600];
+    if (s->grid.grid_line)
+        snprintf(grid_at, sizeof grid_at, "%s:%u:%u", s->path, s->grid.grid_line,
+                 s->grid.grid_col);
+    else
+        snprintf(grid_at, sizeof grid_at, "%s", s->path[0] ? s->path : "<scenario>");
+    if (s->batch.batch_line)
+        snprintf(batch_at, sizeof batch_at, "%s:%u:%u", s->path, s->batch.batch_line,
+                 s->batch.batch_col);
+    else
+        snprintf(batch_at, sizeof batch_at, "%s", s->path[0] ? s->path : "<scenario>");
+
+    gs_status st = gs_mesh_init(mesh, s->grid.tp, s->grid.dp, s->grid.pp, s->grid.order,
+                                s->cluster.gpus_per_node, err);
+    if (st == GS_OK)
+        st = gs_mesh_check(mesh, gs_cluster_gpus(&s->cluster), &s->model,
+                           s->grid.allow_tp_cross_node, warnings, err);
+    if (st != GS_OK) {
+        gs_error_prefix(err, "%s: grid", grid_at);
+        return st;
+    }
+
+    uint64_t per_step, micro = s->batch.micro_seqs, dp = s->grid.dp;
+    if (micro == 0 || s->batch.global_seqs == 0)
+        return gs_error_set(err, GS_ERR_INPUT,
+                            "%s: batch must be positive: found global=%llu, micro=%llu, "
+                            "expected both >= 1",
+                            batch_at, (unsigned long long)s->batch.global_seqs,
+                            (unsigned long long)micro);
+    if (gs_mul_u64(micro, dp, &per_step) != 0)
+        return gs_error_set(err, GS_ERR_OVERFLOW,
+                            "%s: batch: micro=%llu x dp=%llu is too large: expected a product "
+                            "below 2^64",
+                            batch_at, (unsigned long long)micro, (unsigned long long)dp);
+    if (s->batch.global_seqs % per_step != 0) {
+        uint64_t below = s->batch.global_seqs / per_step * per_step;
+        uint64_t above = below + per_step;
+        char hint[96] = "";
+        if (below > 0 && above > below)
+            snprintf(hint, sizeof hint, " (like %llu or %llu)", (unsigned long long)below,
+                     (unsigned long long)above);
+        else if (above > below)
+            snprintf(hint, sizeof hint, " (like %llu)", (unsigned long long)above);
+        return gs_error_set(err, GS_ERR_INPUT,
+                            "%s: batch.global=%llu is not a multiple of micro=%llu x dp=%llu: "
+                            "found %llu, expected a multiple of %llu%s",
+                            batch_at, (unsigned long long)s->batch.global_seqs,
+                            (unsigned long long)micro, (unsigned long long)dp,
+                            (unsigned long long)s->batch.global_seqs,
+                            (unsigned long long)per_step, hint);
+    }
+
+    if (s->strategy.pipeline == GS_PIPE_INTERLEAVED) {
+        uint64_t v = s->strategy.virtual_stages, pp = s->grid.pp, chunks;
+        if (gs_mul_u64(pp, v, &chunks) != 0 || s->model.layers % chunks != 0)
+            return gs_error_set(err, GS_ERR_INPUT,
+                                "%s: grid: interleaved pipeline with pp=%llu and "
+                                "virtual_stages=%llu needs the %llu layers to split into "
+                                "pp x virtual_stages equal chunks: found %llu layers, expected "
+                                "a multiple of %llu",
+                                grid_at, (unsigned long long)pp, (unsigned long long)v,
+                                (unsigned long long)s->model.layers,
+                                (unsigned long long)s->model.layers,
+                                (unsigned long long)(pp * v));
+        uint64_t mb = s->batch.global_seqs / per_step;
+        if (mb % pp != 0)
+            return gs_error_set(err, GS_ERR_INPUT,
+                                "%s: batch: interleaved pipeline needs micro-batches per step "
+                                "to be a multiple of pp=%llu (Megatron's requirement): found "
+                                "global / (micro x dp) = %llu / %llu = %llu, expected a "
+                                "multiple of %llu",
+                                batch_at, (unsigned long long)pp,
+                                (unsigned long long)s->batch.global_seqs,
+                                (unsigned long long)per_step, (unsigned long long)mb,
+                                (unsigned long long)pp);
+    }
+    return GS_OK;
+}
+
+uint64_t gs_scenario_microbatches(const gs_scenario *s)
+{
+    uint64_t per_step;
+    if (gs_mul_u64(s->batch.micro_seqs, s->grid.dp, &per_step) != 0 || per_step == 0)
+        return 0;
+    return s->batch.global_seqs / per_step;
+}
+
+double gs_scenario_tokens(const gs_scenario *s)
+{
+    return (double)s->batch.global_seqs * (double)s->model.seq;
+}

@@ -1,0 +1,188 @@
+/* Strategy names, parsing, the seed's default choices, and facts about each sharding mode. */
+#include "engine/strategy.h"
+
+#include <stddef.h>
+#include <strings.h>
+
+/* Name tables, indexed by enum value; the first name of each row is the canonical spelling,
+ * the others are accepted aliases (matched case-insensitively). */
+static const char *const sharding_names[GS_SHARD_COUNT][3] = {
+    [GS_SHARD_NO_SHARD] = {"no_shard", "ddp", NULL},
+    [GS_SHARD_GRAD_OP] = {"shard_grad_op", NULL, NULL},
+    [GS_SHARD_FULL_SHARD] = {"full_shard", "fsdp", NULL},
+    [GS_SHARD_HYBRID_SHARD] = {"hybrid_shard", "hsdp", NULL},
+    [GS_SHARD_ZERO1] = {"zero1", "zero-1", NULL},
+    [GS_SHARD_ZERO2] = {"zero2", "zero-2", NULL},
+    [GS_SHARD_ZERO3] = {"zero3", "zero-3", NULL},
+};
+
+static const char *const wrap_names[] = {
+    [GS_WRAP_LAYER] = "layer",
+    [GS_WRAP_MODEL] = "model",
+    [GS_WRAP_MIN_PARAMS] = "min_params",
+};
+
+static const char *const prefetch_names[][2] = {
+    [GS_PREFETCH_NONE] = {"none", NULL},
+    [GS_PREFETCH_BACKWARD_PRE] = {"backward_pre", NULL},
+    [GS_PREFETCH_BACKWARD_POST] = {"backward_post", NULL},
+};
+
+static const char *const recompute_names[][2] = {
+    [GS_RECOMPUTE_NONE] = {"none", NULL},
+    [GS_RECOMPUTE_SELECTIVE] = {"selective", NULL},
+    [GS_RECOMPUTE_FULL] = {"full", NULL},
+};
+
+static const char *const precision_names[][2] = {
+    [GS_PREC_BF16] = {"bf16", "bfloat16"},
+    [GS_PREC_FP16] = {"fp16", "float16"},
+    [GS_PREC_FP32] = {"fp32", "float32"},
+};
+
+static const char *const pipeline_names[][2] = {
+    [GS_PIPE_GPIPE] = {"gpipe", NULL},
+    [GS_PIPE_1F1B] = {"1f1b", NULL},
+    [GS_PIPE_INTERLEAVED] = {"interleaved", "interleaved_1f1b"},
+};
+
+#define COUNT_OF(a) (sizeof(a) / sizeof((a)[0]))
+
+void gs_strategy_defaults(gs_strategy *s)
+{
+    s->sharding = GS_SHARD_FULL_SHARD;
+    s->wrap = GS_WRAP_LAYER;
+    s->wrap_min_params = 0;
+    s->prefetch = GS_PREFETCH_BACKWARD_PRE;
+    s->forward_prefetch = 0;
+    s->reshard_after_forward = 1;
+    s->limit_all_gathers = 1;
+    s->recompute = GS_RECOMPUTE_NONE;
+    s->flash_attention = 1;
+    s->offload = 0;
+    s->precision = GS_PREC_BF16;
+    s->pipeline = GS_PIPE_1F1B;
+    s->virtual_stages = 1;
+    s->sequence_parallel = 0;
+    s->bucket_bytes = (uint64_t)25 << 20; /* 25 MiB: PyTorch DDP bucket_cap_mb default */
+}
+
+uint64_t gs_precision_bytes(gs_precision p)
+{
+    return p == GS_PREC_FP32 ? 4 : 2;
+}
+
+const char *gs_sharding_name(gs_sharding s)
+{
+    return (unsigned)s < GS_SHARD_COUNT ? sharding_names[s][0] : "?";
+}
+
+const char *gs_wrap_name(gs_wrap_kind w)
+{
+    return (unsigned)w < COUNT_OF(wrap_names) ? wrap_names[w] : "?";
+}
+
+const char *gs_prefetch_name(gs_prefetch p)
+{
+    return (unsigned)p < COUNT_OF(prefetch_names) ? prefetch_names[p][0] : "?";
+}
+
+const char *gs_recompute_name(gs_recompute r)
+{
+    return (unsigned)r < COUNT_OF(recompute_names) ? recompute_names[r][0] : "?";
+}
+
+const char *gs_precision_name(gs_precision p)
+{
+    return (unsigned)p < COUNT_OF(precision_names) ? precision_names[p][0] : "?";
+}
+
+const char *gs_pipeline_name(gs_pipeline p)
+{
+    return (unsigned)p < COUNT_OF(pipeline_names) ? pipeline_names[p][0] : "?";
+}
+
+/* Index of the row of `table` (rows of `width` names, NULL-padded) whose names include s. */
+static int parse_name(const char *s, const char *const *table, size_t rows, size_t width)
+{
+    if (!s)
+        return -1;
+    for (size_t i = 0; i < rows; i++)
+        for (size_t j = 0; j < width; j++) {
+            const char *n = table[i * width + j];
+            if (n && strcasecmp(n, s) == 0)
+                return (int)i;
+        }
+    return -1;
+}
+
+int gs_sharding_parse(const char *s, gs_sharding *out)
+{
+    int i = parse_name(s, &sharding_names[0][0], COUNT_OF(sharding_names), 3);
+    if (i < 0)
+        return -1;
+    *out = (gs_sharding)i;
+    return 0;
+}
+
+int gs_prefetch_parse(const char *s, gs_prefetch *out)
+{
+    int i = parse_name(s, &prefetch_names[0][0], COUNT_OF(prefetch_names), 2);
+    if (i < 0)
+        return -1;
+    *out = (gs_prefetch)i;
+    return 0;
+}
+
+int gs_recompute_parse(const char *s, gs_recompute *out)
+{
+    int i = parse_name(s, &recompute_names[0][0], COUNT_OF(recompute_names), 2);
+    if (i < 0)
+        return -1;
+    *out = (gs_recompute)i;
+    return 0;
+}
+
+int gs_precision_parse(const char *s, gs_precision *out)
+{
+    int i = parse_name(s, &precision_names[0][0], COUNT_OF(precision_names), 2);
+    if (i < 0)
+        return -1;
+    *out = (gs_precision)i;
+    return 0;
+}
+
+int gs_pipeline_parse(const char *s, gs_pipeline *out)
+{
+    int i = parse_name(s, &pipeline_names[0][0], COUNT_OF(pipeline_names), 2);
+    if (i < 0)
+        return -1;
+    *out = (gs_pipeline)i;
+    return 0;
+}
+
+int gs_sharding_shards_params(gs_sharding s)
+{
+    return s == GS_SHARD_FULL_SHARD || s == GS_SHARD_ZERO3 || s == GS_SHARD_HYBRID_SHARD;
+}
+
+int gs_sharding_shards_grads(gs_sharding s)
+{
+    return gs_sharding_shards_params(s) || s == GS_SHARD_GRAD_OP || s == GS_SHARD_ZERO2;
+}
+
+int gs_sharding_shards_optimizer(gs_sharding s)
+{
+    return gs_sharding_shards_grads(s) || s == GS_SHARD_ZERO1;
+}
+
+int gs_sharding_is_fsdp(gs_sharding s)
+{
+    return s == GS_SHARD_NO_SHARD || s == GS_SHARD_GRAD_OP || s == GS_SHARD_FULL_SHARD ||
+           s == GS_SHARD_HYBRID_SHARD || s == GS_SHARD_ZERO3;
+}
+
+int gs_sharding_allows_no_sync(gs_sharding s)
+{
+    return s != GS_SHARD_ZERO2 && s != GS_SHARD_ZERO3;
+}

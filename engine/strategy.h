@@ -1,0 +1,86 @@
+/* Sharding, recompute, precision and pipeline choices: the strategy part of a scenario.
+ *
+ * Ownership: gs_strategy is a plain value; name tables are static. */
+#ifndef GS_STRATEGY_H
+#define GS_STRATEGY_H
+
+#include <stdint.h>
+
+#include "engine/status.h"
+
+typedef enum gs_sharding {
+    GS_SHARD_NO_SHARD,      /* DDP: replicated params, grads and optimizer; grad all-reduce */
+    GS_SHARD_GRAD_OP,       /* FSDP SHARD_GRAD_OP ~ ZeRO-2 with params kept through backward */
+    GS_SHARD_FULL_SHARD,    /* FSDP FULL_SHARD (ZeRO-3) */
+    GS_SHARD_HYBRID_SHARD,  /* FULL_SHARD inside a node, replicated across nodes */
+    GS_SHARD_ZERO1,         /* optimizer state sharded */
+    GS_SHARD_ZERO2,         /* + gradients sharded */
+    GS_SHARD_ZERO3,         /* + parameters sharded (same accounting as FULL_SHARD) */
+    GS_SHARD_COUNT
+} gs_sharding;
+
+typedef enum gs_wrap_kind { GS_WRAP_LAYER, GS_WRAP_MODEL, GS_WRAP_MIN_PARAMS } gs_wrap_kind;
+typedef enum gs_prefetch { GS_PREFETCH_NONE, GS_PREFETCH_BACKWARD_PRE, GS_PREFETCH_BACKWARD_POST } gs_prefetch;
+typedef enum gs_recompute { GS_RECOMPUTE_NONE, GS_RECOMPUTE_SELECTIVE, GS_RECOMPUTE_FULL } gs_recompute;
+typedef enum gs_precision { GS_PREC_BF16, GS_PREC_FP16, GS_PREC_FP32 } gs_precision;
+typedef enum gs_pipeline { GS_PIPE_GPIPE, GS_PIPE_1F1B, GS_PIPE_INTERLEAVED } gs_pipeline;
+/* Gradient accumulation: reduce gradients only after the last micro-batch (DDP/FSDP no_sync:
+ * the full gradient of the stage is held until then) or after every micro-batch (ZeRO-2/3 as
+ * DeepSpeed does it: always). */
+typedef enum gs_grad_sync { GS_GRAD_SYNC_LAST = 0, GS_GRAD_SYNC_EVERY = 1 } gs_grad_sync;
+
+typedef struct gs_strategy {
+    gs_sharding sharding;
+    gs_wrap_kind wrap;
+    uint64_t wrap_min_params;   /* GS_WRAP_MIN_PARAMS: smallest unit, parameters */
+    gs_prefetch prefetch;       /* backward prefetch */
+    int forward_prefetch;       /* 1: gather unit i+1 during forward of unit i */
+    int reshard_after_forward;  /* 1: free gathered params after forward (re-gather in backward);
+                                   default 1 for full_shard/zero3/hybrid, 0 otherwise */
+    int limit_all_gathers;      /* 1 (FSDP default): at most 2 gathered units in flight */
+    gs_recompute recompute;
+    int flash_attention;        /* 1: attention kernel keeps no s x s scores (stores logsumexp) */
+    int offload;                /* CPU offload of params + optimizer state */
+    gs_precision precision;
+    gs_pipeline pipeline;
+    uint64_t virtual_stages;    /* interleaved: model chunks per pipeline rank (>= 2); else 1 */
+    int sequence_parallel;
+    uint64_t bucket_bytes;      /* DDP gradient bucket, bytes (PyTorch default 25 MiB) */
+    gs_grad_sync grad_sync;     /* default LAST where the strategy allows it (see
+                                   gs_sharding_allows_no_sync), EVERY otherwise */
+} gs_strategy;
+
+/* The seed's advice: full_shard, per-layer wrap, backward_pre, reshard after forward, no
+ * recompute, bf16, 1f1b, no SP, 25 MiB buckets; plus FSDP's limit_all_gathers and flash
+ * attention on (PyTorch's defaults). */
+void gs_strategy_defaults(gs_strategy *s);
+
+/* Bytes of one working (compute) element: 2 for bf16/fp16, 4 for fp32. */
+uint64_t gs_precision_bytes(gs_precision p);
+
+/* Names as written in scenarios (lower case). */
+const char *gs_sharding_name(gs_sharding s);
+const char *gs_wrap_name(gs_wrap_kind w);
+const char *gs_prefetch_name(gs_prefetch p);
+const char *gs_recompute_name(gs_recompute r);
+const char *gs_precision_name(gs_precision p);
+const char *gs_pipeline_name(gs_pipeline p);
+
+/* Parse a name; return 0 ok, -1 unknown. */
+int gs_sharding_parse(const char *s, gs_sharding *out);
+int gs_prefetch_parse(const char *s, gs_prefetch *out);
+int gs_recompute_parse(const char *s, gs_recompute *out);
+int gs_precision_parse(const char *s, gs_precision *out);
+int gs_pipeline_parse(const char *s, gs_pipeline *out);
+
+/* Facts about a sharding strategy. */
+int gs_sharding_shards_params(gs_sharding s);    /* full_shard, zero3, hybrid */
+int gs_sharding_shards_grads(gs_sharding s);     /* + shard_grad_op, zero2 */
+int gs_sharding_shards_optimizer(gs_sharding s); /* + zero1 */
+int gs_sharding_is_fsdp(gs_sharding s);
+/* no_shard, zero1, shard_grad_op, full_shard, hybrid_shard can skip the gradient sync until the
+ * last micro-batch; zero2 and zero3 reduce every micro-batch. */
+int gs_sharding_allows_no_sync(gs_sharding s);          /* flat-parameter units (no_shard, shard_grad_op,
+                                                    full_shard, hybrid, zero3) */
+
+#endif

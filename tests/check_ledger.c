@@ -1,0 +1,428 @@
+/* Check suite for engine/ledger: the seed's figures (DIGEST S1, S7, S11, S12), ZeRO stage formulas
+ * (reference 6.3), HSDP traffic (reference 6.4), Korthikanti's activation table (reference 6.2) and
+ * pipeline in-flight counts (6.5). Every expected value is derived by hand in the comments, never
+ * taken from the code under test. */
+#include <check.h>
+#include <math.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "engine/ledger.h"
+#include "engine/scenario.h"
+
+static gs_ledger *ledger_from(const char *yaml, gs_scenario *s, gs_mesh *mesh)
+{
+    gs_error err;
+    gs_error_init(&err);
+    gs_diag w;
+    gs_diag_init(&w);
+    gs_status st = gs_scenario_load_string(yaml, strlen(yaml), "test", s, &err);
+    ck_assert_msg(st == GS_OK, "load: %s", err.msg);
+    st = gs_scenario_mesh(s, mesh, &w, &err);
+    ck_assert_msg(st == GS_OK, "mesh: %s", err.msg);
+    gs_diag_fini(&w);
+    gs_ledger *l = NULL;
+    st = gs_ledger_create(s, mesh, &l, &err);
+    ck_assert_msg(st == GS_OK, "ledger: %s", err.msg);
+    return l;
+}
+
+static void assert_rel(double got, double want, double tol, const char *what)
+{
+    ck_assert_msg(fabs(got - want) <= tol * fabs(want), "%s: got %.6f, want %.6f (rel tol %g)", what, got,
+                  want, tol);
+}
+
+#define NOMINAL7 "model: {params: 7e9, layers: 32, hidden: 4096, seq: 4096}\n"
+
+/* S1: 16 B/param: 7B -> 112 GB, 13B -> 208 GB, 70B -> 1.12 TB. */
+START_TEST(test_states_16_bytes)
+{
+    static const struct { const char *params; uint64_t layers; double want; } cases[] = {
+        {"7e9", 32, 112e9}, {"13e9", 40, 208e9}, {"70e9", 80, 1.12e12}};
+    for (size_t i = 0; i < 3; i++) {
+        char y[512];
+        snprintf(y, sizeof y,
+                 "model: {params: %s, layers: %llu, hidden: 4096, seq: 4096}\n"
+                 "cluster: {preset: dgx-a100-80g, nodes: 1}\n"
+                 "grid: {dp: 8, pp: 1, tp: 1}\n",
+                 cases[i].params, (unsigned long long)cases[i].layers);
+        gs_scenario s;
+        gs_mesh m;
+        gs_ledger *l = ledger_from(y, &s, &m);
+        ck_assert_uint_eq(l->states_total_bytes, (uint64_t)cases[i].want);
+        gs_ledger_destroy(l);
+    }
+}
+END_TEST
+
+/* S11 grid A: 7e9 FULL_SHARD on 8: 112 GB / 8 = 14 GB of states per rank, exactly (7e9/32 layers =
+ * 218,750,000 params per unit, divisible by 8: no padding). */
+START_TEST(test_grid_a_full_shard_8)
+{
+    gs_scenario s;
+    gs_mesh m;
+    gs_ledger *l = ledger_from(NOMINAL7 "cluster: {preset: dgx-a100-80g, nodes: 1}\n"
+                                        "grid: {dp: 8, pp: 1, tp: 1}\n"
+                                        "strategy: {sharding: full_shard, recompute: full}\n",
+                               &s, &m);
+    ck_assert_uint_eq(l->per_rank_state_bytes, 14000000000ull);
+    ck_assert_uint_eq(l->nranks, 1);
+    /* fits 80 GB with room for activations: 14 GB states + gathered units (2 x 437.5 MB) + ... */
+    ck_assert(l->peak_bytes < 80000000000ull);
+    ck_assert_uint_eq(l->min_gpus, 2); /* ceil(112 / 80) */
+    gs_ledger_destroy(l);
+}
+END_TEST
+
+/* S7: 7e9 fp16 (M = 14 GB) on 64 ranks. SHARD_GRAD_OP: 2 x M x 63/64 = 27.5625 GB per rank per
+ * step; at 3 GB/s: 9.1875 s. FULL_SHARD with the backward re-gather: 3 x M x 63/64 = 41.34375 GB.
+ * Padding: 218,750,000 / 64 is not whole, so shards carry 0.25 element per unit: relative 1e-6. */
+START_TEST(test_s7_traffic_64)
+{
+    const char *base = NOMINAL7 "cluster: {preset: pcie-a100-25gbe, nodes: 8}\n"
+                                "grid: {dp: 64, pp: 1, tp: 1}\n"
+                                "batch: {global: 64, micro: 1}\n";
+    char y[1024];
+    gs_scenario s;
+    gs_mesh m;
+    snprintf(y, sizeof y, "%sstrategy: {sharding: shard_grad_op, precision: fp16}\n", base);
+    gs_ledger *l = ledger_from(y, &s, &m);
+    assert_rel((double)l->traffic_bytes, 27.5625e9, 1e-6, "shard_grad_op traffic");
+    assert_rel((double)l->traffic_bytes / 3e9, 9.1875, 1e-6, "seconds at 3 GB/s");
+    ck_assert_uint_eq(l->traffic_by_dim[GS_DIM_DP], l->traffic_bytes);
+    ck_assert_uint_eq(l->ranks[0].traffic[GS_TRAFFIC_DP_ALLGATHER], l->ranks[0].traffic[GS_TRAFFIC_DP_REDUCE_SCATTER]);
+    /* 64 ranks over 8 nodes: the DP group spans the network */
+    ck_assert_uint_eq(l->ranks[0].traffic_link[GS_LINKCLASS_NET], l->traffic_bytes);
+    gs_ledger_destroy(l);
+    snprintf(y, sizeof y, "%sstrategy: {sharding: full_shard, precision: fp16}\n", base);
+    l = ledger_from(y, &s, &m);
+    assert_rel((double)l->traffic_bytes, 41.34375e9, 1e-6, "full_shard traffic");
+    /* all-gather twice (forward + backward re-gather), reduce-scatter once */
+    ck_assert_uint_eq(l->ranks[0].traffic[GS_TRAFFIC_DP_ALLGATHER], 2 * l->ranks[0].traffic[GS_TRAFFIC_DP_REDUCE_SCATTER]);
+    gs_ledger_destroy(l);
+    /* reshard_after_forward off: back to the 2x convention */
+    snprintf(y, sizeof y, "%sstrategy: {sharding: full_shard, precision: fp16, reshard_after_forward: false}\n", base);
+    l = ledger_from(y, &s, &m);
+    assert_rel((double)l->traffic_bytes, 27.5625e9, 1e-6, "full_shard without reshard");
+    gs_ledger_destroy(l);
+}
+END_TEST
+
+/* S12: 70e9 over 64 ranks: 1.12 TB / 64 = 17.5 GB per rank; 2 x 140 GB x 63/64 = 275.625 GB
+ * (the seed's 2x convention = SHARD_GRAD_OP). 875,000,000 params per layer / 64 is whole. */
+START_TEST(test_s12_pure_fsdp_64)
+{
+    gs_scenario s;
+    gs_mesh m;
+    gs_ledger *l = ledger_from("model: {params: 70e9, layers: 80, hidden: 8192, seq: 4096}\n"
+                               "cluster: {preset: dgx-a100-80g, nodes: 8}\n"
+                               "grid: {dp: 64, pp: 1, tp: 1}\n"
+                               "strategy: {sharding: shard_grad_op}\n",
+                               &s, &m);
+    ck_assert_uint_eq(l->per_rank_state_bytes, 17500000000ull);
+    ck_assert_uint_eq(l->traffic_bytes, 275625000000ull);
+    gs_ledger_destroy(l);
+}
+END_TEST
+
+/* S12 grid B (DP4, PP2, TP8) on 70e9: each rank holds 1/(tp x pp) = 1/16 of the parameters
+ * (4.375e9) and 1/64 of the states (17.5 GB). One all-gather pass over dp=4 sends
+ * 3/4 x 4.375e9 x 2 B = 6.5625 GB; with m = 1 FULL_SHARD does 2 all-gathers and 1
+ * reduce-scatter. The hand figures that leave out PP: 1120/32 = 35 GB and 2 x 17.5 x 3/4 =
+ * 26.25 GB. */
+START_TEST(test_grid_b)
+{
+    gs_scenario s;
+    gs_mesh m;
+    gs_ledger *l = ledger_from("model: {params: 70e9, layers: 80, hidden: 8192, seq: 4096}\n"
+                               "cluster: {preset: dgx-a100-80g, nodes: 8}\n"
+                               "grid: {dp: 4, pp: 2, tp: 8, order: tp-pp-dp}\n"
+                               "strategy: {sharding: full_shard, recompute: full}\n"
+                               "batch: {global: 4, micro: 1}\n",
+                               &s, &m);
+    ck_assert_uint_eq(l->nranks, 2);
+    ck_assert_uint_eq(l->per_rank_state_bytes, 17500000000ull);
+    ck_assert_uint_eq(l->ranks[0].params, 4375000000ull);
+    ck_assert_uint_eq(l->ranks[1].params, 4375000000ull);
+    ck_assert_uint_eq(l->ranks[0].dp_shard_group, 4);
+    ck_assert_uint_eq(l->ranks[0].traffic[GS_TRAFFIC_DP_REDUCE_SCATTER], 6562500000ull);
+    ck_assert_uint_eq(l->ranks[0].traffic[GS_TRAFFIC_DP_ALLGATHER], 13125000000ull);
+    ck_assert_uint_ge(l->nnotes, 2);
+    ck_assert_uint_eq(l->notes[0].bytes, 35000000000ull);
+    ck_assert_ptr_nonnull(strstr(l->notes[0].formula, "PP split"));
+    ck_assert_uint_eq(l->notes[1].bytes, 26250000000ull);
+    /* TP all-reduces stay on NVLink (tp=8 within a node); PP crosses nodes in tp-pp-dp order
+     * (node0 = dp0/pp0, node1 = dp0/pp1). */
+    ck_assert_uint_eq(l->ranks[0].traffic[GS_TRAFFIC_TP] > 0, 1);
+    ck_assert_uint_ge(l->ranks[0].traffic_link[GS_LINKCLASS_INTRA], l->ranks[0].traffic[GS_TRAFFIC_TP]);
+    ck_assert_uint_ge(l->ranks[0].traffic_link[GS_LINKCLASS_NET], l->ranks[0].traffic[GS_TRAFFIC_PP]);
+    gs_ledger_destroy(l);
+}
+END_TEST
+
+/* Reference 6.3: ZeRO-1 = 4 Psi + 12 Psi / N; ZeRO-2 = 2 Psi + 14 Psi / N; DDP = 16 Psi.
+ * Psi = 7e9, N = 8: 38.5 GB, 26.25 GB, 112 GB. DDP all-reduce: 2 x 7/8 x 14 GB = 24.5 GB. */
+START_TEST(test_zero_stages)
+{
+    static const struct { const char *sh; uint64_t want; } cases[] = {
+        {"zero1", 38500000000ull}, {"zero2", 26250000000ull}, {"no_shard", 112000000000ull},
+        {"zero3", 14000000000ull}};
+    for (size_t i = 0; i < 4; i++) {
+        char y[512];
+        snprintf(y, sizeof y, NOMINAL7 "cluster: {preset: dgx-a100-80g, nodes: 1}\n"
+                                       "grid: {dp: 8}\nstrategy: {sharding: %s}\n", cases[i].sh);
+        gs_scenario s;
+        gs_mesh m;
+        gs_ledger *l = ledger_from(y, &s, &m);
+        ck_assert_msg(l->per_rank_state_bytes == cases[i].want, "%s: %llu", cases[i].sh,
+                      (unsigned long long)l->per_rank_state_bytes);
+        if (strcmp(cases[i].sh, "no_shard") == 0)
+            ck_assert_uint_eq(l->traffic_bytes, 24500000000ull);
+        gs_ledger_destroy(l);
+    }
+}
+END_TEST
+
+/* Reference 6.4 HSDP: shard over S = 8 GPUs of a node, R = 8 replicas:
+ * intra 3 x 7/8 x 14 GB = 36.75 GB; inter 2 x 7/8 x (14 GB / 8) = 3.0625 GB. States 14 GB. */
+START_TEST(test_hsdp)
+{
+    gs_scenario s;
+    gs_mesh m;
+    gs_ledger *l = ledger_from(NOMINAL7 "cluster: {preset: pcie-a100-25gbe, nodes: 8}\n"
+                                        "grid: {dp: 64}\nstrategy: {sharding: hybrid_shard}\n"
+                                        "batch: {global: 64}\n",
+                               &s, &m);
+    const gs_ledger_rank *r = &l->ranks[0];
+    ck_assert_uint_eq(r->dp_shard_group, 8);
+    ck_assert_uint_eq(r->dp_replica_group, 8);
+    ck_assert_uint_eq(r->state_bytes, 14000000000ull);
+    ck_assert_uint_eq(r->traffic_link[GS_LINKCLASS_INTRA], 36750000000ull);
+    /* 218,750,000 / 8 = 27,343,750 per unit, / 8 = 3,417,968.75: padded per unit, rel 1e-6 */
+    assert_rel((double)r->traffic_link[GS_LINKCLASS_NET], 3.0625e9, 1e-6, "hsdp inter");
+    gs_ledger_destroy(l);
+}
+END_TEST
+
+/* Exact llama2-7b FULL_SHARD on 8: per-layer units of 202,383,360 and a root unit of
+ * 2 x 131,072,000 + 4,096 (embedding, head, final norm): all divide by 8, so the shard is
+ * 6,738,415,616 / 8 = 842,301,952 elements and the states 16 x that = 13,476,831,232 B. */
+START_TEST(test_exact_llama2_7b)
+{
+    gs_scenario s;
+    gs_mesh m;
+    gs_ledger *l = ledger_from("model: llama2-7b\ncluster: {preset: dgx-a100-80g}\ngrid: {dp: 8}\n", &s, &m);
+    ck_assert_uint_eq(l->params, 6738415616ull);
+    ck_assert_uint_eq(l->per_rank_state_bytes, 13476831232ull);
+    /* largest unit: the root (262,148,096) beats a layer (202,383,360) */
+    ck_assert_uint_eq(l->ranks[0].unit_params, 262148096ull);
+    gs_ledger_destroy(l);
+}
+END_TEST
+
+/* Whole-model wrap (S8 pitfall 1): the gathered unit is the whole model, 7e9 x 2 B = 14 GB, plus
+ * its unsharded gradient 14 GB, and nothing to prefetch. */
+START_TEST(test_whole_model_wrap)
+{
+    gs_scenario s;
+    gs_mesh m;
+    gs_ledger *l = ledger_from(NOMINAL7 "cluster: {preset: dgx-a100-80g}\ngrid: {dp: 8}\n"
+                                        "strategy: {wrap: model}\n", &s, &m);
+    ck_assert_uint_eq(l->ranks[0].mem[GS_MEM_GATHER], 28000000000ull);
+    gs_ledger_destroy(l);
+    /* per-layer wrap with backward prefetch: 2 units of 437.5 MB gathered + 1 unsharded grad */
+    l = ledger_from(NOMINAL7 "cluster: {preset: dgx-a100-80g}\ngrid: {dp: 8}\n", &s, &m);
+    ck_assert_uint_eq(l->ranks[0].mem[GS_MEM_GATHER], 3 * 437500000ull);
+    gs_ledger_destroy(l);
+}
+END_TEST
+
+/* Korthikanti Table 2 (reference 6.2) on a GPT-style block (LayerNorm, GELU, ffn = 4h, MHA,
+ * dropout): s=2048, b=2, h=4096, a=32, t=8. Per layer, bytes:
+ *   no parallelism      sbh (34 + 5as/h)
+ *   TP                  sbh (10 + 24/t + 5as/(ht))
+ *   TP + SP             sbh/t (34 + 5as/h)
+ *   TP + SP + selective 34 sbh / t
+ *   full recompute      2 sbh (TP+SP: 2 sbh / t) */
+START_TEST(test_korthikanti_table2)
+{
+    gs_model gm;
+    memset(&gm, 0, sizeof gm);
+    gm.layers = 24, gm.hidden = 4096, gm.heads = 32, gm.kv_heads = 32, gm.head_dim = 128;
+    gm.ffn = 4 * 4096, gm.vocab = 51200, gm.seq = 2048, gm.bias = 1, gm.dropout = 1;
+    gm.norm = GS_NORM_LAYERNORM, gm.mlp = GS_MLP_GELU, gm.pos = GS_POS_LEARNED;
+    gs_strategy st;
+    gs_strategy_defaults(&st);
+    st.recompute = GS_RECOMPUTE_NONE;
+    st.flash_attention = 0;
+    const double s = 2048, b = 2, h = 4096, a = 32, t = 8, sbh = s * b * h;
+    ck_assert_uint_eq(gs_ledger_layer_activation_bytes(&gm, &st, 2, 1), (uint64_t)(sbh * (34 + 5 * a * s / h)));
+    ck_assert_uint_eq(gs_ledger_layer_activation_bytes(&gm, &st, 2, 8),
+                      (uint64_t)(sbh * (10 + 24 / t + 5 * a * s / (h * t))));
+    st.sequence_parallel = 1;
+    ck_assert_uint_eq(gs_ledger_layer_activation_bytes(&gm, &st, 2, 8), (uint64_t)(sbh / t * (34 + 5 * a * s / h)));
+    st.recompute = GS_RECOMPUTE_SELECTIVE;
+    ck_assert_uint_eq(gs_ledger_layer_activation_bytes(&gm, &st, 2, 8), (uint64_t)(34 * sbh / t));
+    st.recompute = GS_RECOMPUTE_FULL;
+    ck_assert_uint_eq(gs_ledger_layer_activation_bytes(&gm, &st, 2, 8), (uint64_t)(2 * sbh / t));
+    st.sequence_parallel = 0;
+    ck_assert_uint_eq(gs_ledger_layer_activation_bytes(&gm, &st, 2, 8), (uint64_t)(2 * sbh));
+}
+END_TEST
+
+/* Llama block (RMSNorm, SwiGLU, no dropout), op by op, t = 1, bf16, llama2-7b shapes s=4096,
+ * b=1, h=4096, a=32, ffn=11008: kept for backward are the two norm inputs, the QKV input, Q, K,
+ * V, the out-proj input, the MLP input (8 x 2 sbh), gate, up and down inputs (3 x 2 s b ffn) and
+ * the softmax output 2 a s^2 b. */
+START_TEST(test_llama_block)
+{
+    gs_scenario sc;
+    gs_mesh m;
+    gs_ledger *l = ledger_from("model: llama2-7b\ncluster: {preset: dgx-a100-80g}\ngrid: {dp: 8}\n"
+                               "strategy: {recompute: none, flash_attention: false}\n", &sc, &m);
+    const double s = 4096, b = 1, h = 4096, a = 32, f = 11008;
+    uint64_t want = (uint64_t)(16 * s * b * h + 6 * s * b * f + 2 * a * s * s * b);
+    ck_assert_uint_eq(gs_ledger_layer_activation_bytes(&sc.model, &sc.strategy, 1, 1), want);
+    /* flash attention drops the s^2 term and keeps an fp32 logsumexp per head and token */
+    sc.strategy.flash_attention = 1;
+    ck_assert_uint_eq(gs_ledger_layer_activation_bytes(&sc.model, &sc.strategy, 1, 1),
+                      (uint64_t)(16 * s * b * h + 6 * s * b * f + 4 * a * s * b));
+    gs_ledger_destroy(l);
+}
+END_TEST
+
+/* Reference 6.5: 1F1B keeps min(p - stage, m) micro-batches in flight; GPipe keeps all m.
+ * p = 4, m = 8: stage 0 holds 4, stage 3 holds 1; GPipe: 8 on every stage. */
+START_TEST(test_pipeline_inflight)
+{
+    const char *base = "model: {layers: 8, hidden: 1024, heads: 16, ffn: 4096, vocab: 32000, seq: 1024}\n"
+                       "cluster: {preset: dgx-a100-80g}\n"
+                       "grid: {dp: 2, pp: 4}\nbatch: {global: 16, micro: 1}\n";
+    char y[1024];
+    gs_scenario s;
+    gs_mesh m;
+    snprintf(y, sizeof y, "%sstrategy: {pipeline: 1f1b, sharding: no_shard}\n", base);
+    gs_ledger *l = ledger_from(y, &s, &m);
+    ck_assert_uint_eq(l->microbatches, 8);
+    ck_assert_uint_eq(l->ranks[0].inflight_microbatches, 4);
+    ck_assert_uint_eq(l->ranks[3].inflight_microbatches, 1);
+    /* middle stages hold only their layers: 3 more micro-batches of stage 1's 2 layers */
+    uint64_t per_layer = gs_ledger_layer_activation_bytes(&s.model, &s.strategy, 1, 1);
+    ck_assert_uint_eq(l->ranks[1].mem[GS_MEM_PIPE_INFLIGHT], 2 * 2 * per_layer);
+    /* 1F1B: stage 0 sends m=8 activations, receives gradients (sends none back); middle stages
+     * send 8 + 8; the last sends 8 gradients. Each is s*b*h*2 B = 1024*1024*2. */
+    ck_assert_uint_eq(l->ranks[0].traffic[GS_TRAFFIC_PP], 8ull * 1024 * 1024 * 2);
+    ck_assert_uint_eq(l->ranks[1].traffic[GS_TRAFFIC_PP], 16ull * 1024 * 1024 * 2);
+    ck_assert_uint_eq(l->ranks[3].traffic[GS_TRAFFIC_PP], 8ull * 1024 * 1024 * 2);
+    gs_ledger_destroy(l);
+    snprintf(y, sizeof y, "%sstrategy: {pipeline: gpipe, sharding: no_shard}\n", base);
+    l = ledger_from(y, &s, &m);
+    for (int i = 0; i < 4; i++)
+        ck_assert_uint_eq(l->ranks[i].inflight_microbatches, 8);
+    gs_ledger_destroy(l);
+    /* interleaved, v = 2: stage 0 warm-up (4-0-1)*2 + (2-1)*4 + 1 = 11 chunks of 1 layer;
+     * Korthikanti's factor 1 + (p-1)/(p v) = 1.375 on stage 0's 2 layers x 4 micro-batches = 11. */
+    snprintf(y, sizeof y, "%sstrategy: {pipeline: interleaved, virtual_stages: 2, sharding: no_shard}\n", base);
+    l = ledger_from(y, &s, &m);
+    ck_assert_uint_eq(l->ranks[0].inflight_microbatches, 11);
+    gs_ledger_destroy(l);
+}
+END_TEST
+
+/* TP traffic (reference 6.4): 2 all-reduces of s*b*h in forward and 2 in backward per layer;
+ * t = 2: each all-reduce sends 2 (t-1)/t x X = X. One stage of 4 layers, m = 1, plus the
+ * embedding's and head's all-reduces: (16 + 2) x X, X = 1024*1*1024*2 B. */
+START_TEST(test_tp_traffic)
+{
+    gs_scenario s;
+    gs_mesh m;
+    gs_ledger *l = ledger_from("model: {layers: 4, hidden: 1024, heads: 16, ffn: 4096, vocab: 32000, seq: 1024}\n"
+                               "cluster: {preset: dgx-a100-80g}\ngrid: {dp: 4, tp: 2}\n"
+                               "strategy: {sharding: no_shard, recompute: none}\n", &s, &m);
+    ck_assert_uint_eq(l->ranks[0].traffic[GS_TRAFFIC_TP], 18ull * 1024 * 1024 * 2);
+    gs_ledger_destroy(l);
+}
+END_TEST
+
+/* Sizes that overflow 64-bit byte counts are refused, not wrapped. */
+START_TEST(test_overflow_refused)
+{
+    const char *y = "model: {params: 2e18, layers: 100, hidden: 65536, seq: 4096}\n"
+                    "cluster: {preset: dgx-a100-80g}\ngrid: {dp: 8}\n";
+    gs_scenario s;
+    gs_mesh m;
+    gs_error err;
+    gs_error_init(&err);
+    gs_diag w;
+    gs_diag_init(&w);
+    gs_status st = gs_scenario_load_string(y, strlen(y), "big", &s, &err);
+    if (st == GS_OK) {
+        st = gs_scenario_mesh(&s, &m, &w, &err);
+        ck_assert_int_eq(st, GS_OK);
+        gs_ledger *l = NULL;
+        st = gs_ledger_create(&s, &m, &l, &err);
+        ck_assert_ptr_null(l);
+    }
+    ck_assert_int_eq(st, GS_ERR_OVERFLOW);
+    ck_assert_ptr_nonnull(strstr(err.msg, "overflow"));
+    gs_diag_fini(&w);
+}
+END_TEST
+
+/* 10^15 parameters on 10^7 GPUs: large but representable; the ledger works. */
+START_TEST(test_absurd_but_valid)
+{
+    gs_scenario s;
+    gs_mesh m;
+    gs_ledger *l = ledger_from("model: {params: 1e15, layers: 1000, hidden: 65536, seq: 4096}\n"
+                               "cluster: {preset: dgx-h100, nodes: 1250000}\n"
+                               "grid: {dp: 1250000, tp: 8}\nstrategy: {sharding: full_shard}\n"
+                               "batch: {global: 1250000}\n", &s, &m);
+    ck_assert_uint_eq(l->states_total_bytes, 16000000000000000ull);
+    /* 1e15 / 8 (tp) / 1,250,000 (dp) = 1e8 params per rank -> 1.6 GB of states, + padding */
+    assert_rel((double)l->per_rank_state_bytes, 1.6e9, 1e-2, "states per rank");
+    gs_ledger_destroy(l);
+}
+END_TEST
+
+static Suite *ledger_suite(void)
+{
+    Suite *s = suite_create("ledger");
+    TCase *seed = tcase_create("seed");
+    tcase_add_test(seed, test_states_16_bytes);
+    tcase_add_test(seed, test_grid_a_full_shard_8);
+    tcase_add_test(seed, test_s7_traffic_64);
+    tcase_add_test(seed, test_s12_pure_fsdp_64);
+    tcase_add_test(seed, test_grid_b);
+    suite_add_tcase(s, seed);
+    TCase *mem = tcase_create("memory");
+    tcase_add_test(mem, test_zero_stages);
+    tcase_add_test(mem, test_exact_llama2_7b);
+    tcase_add_test(mem, test_whole_model_wrap);
+    tcase_add_test(mem, test_korthikanti_table2);
+    tcase_add_test(mem, test_llama_block);
+    tcase_add_test(mem, test_pipeline_inflight);
+    suite_add_tcase(s, mem);
+    TCase *traffic = tcase_create("traffic");
+    tcase_add_test(traffic, test_hsdp);
+    tcase_add_test(traffic, test_tp_traffic);
+    suite_add_tcase(s, traffic);
+    TCase *lim = tcase_create("limits");
+    tcase_set_timeout(lim, 30);
+    tcase_add_test(lim, test_overflow_refused);
+    tcase_add_test(lim, test_absurd_but_valid);
+    suite_add_tcase(s, lim);
+    return s;
+}
+
+int main(void)
+{
+    SRunner *sr = srunner_create(ledger_suite());
+    srunner_run_all(sr, CK_NORMAL);
+    int failed = srunner_ntests_failed(sr);
+    srunner_free(sr);
+    return failed ? EXIT_FAILURE : EXIT_SUCCESS;
+}

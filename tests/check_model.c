@@ -1,0 +1,443 @@
+/* Check suite for engine/model: presets and their exact parameter counts, the TP split of a
+ * block, model FLOPs against Megatron's closed form, nominal models, validation errors. */
+#include <check.h>
+#include <math.h>
+#include <stdint.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "engine/model.h"
+
+static gs_model copy_preset(const char *name)
+{
+    const gs_model *p = gs_model_preset_find(name);
+    ck_assert_msg(p != NULL, "preset %s missing", name);
+    return *p;
+}
+
+/* ------------------------------------------------------------------------- presets ----- */
+
+/* Published totals (Hugging Face model cards / safetensors metadata of the released
+ * checkpoints), independent of our accounting. */
+static const struct {
+    const char *name;
+    uint64_t params;
+} published_llama[] = {
+    {"llama2-7b", 6738415616ULL},    {"llama2-13b", 13015864320ULL},
+    {"llama2-70b", 68976648192ULL},  {"llama3-8b", 8030261248ULL},
+    {"llama3-70b", 70553706496ULL},  {"llama3.1-405b", 405853388800ULL},
+};
+
+START_TEST(test_llama_exact_params)
+{
+    for (size_t i = 0; i < sizeof published_llama / sizeof published_llama[0]; i++) {
+        gs_model m = copy_preset(published_llama[i].name);
+        ck_assert_int_eq(gs_model_validate(&m, NULL), GS_OK);
+        ck_assert_msg(gs_model_params(&m) == published_llama[i].params, "%s: %llu != %llu",
+                      published_llama[i].name, (unsigned long long)gs_model_params(&m),
+                      (unsigned long long)published_llama[i].params);
+    }
+}
+END_TEST
+
+/* shared/reference/published-runs.csv, NAR21-T1-* rows: model name, params_B (the paper's rounded
+ * label), layers, hidden, heads; ffn = 4h, vocab 51200, seq 2048 for every row. */
+static const struct {
+    const char *name;
+    double params_b;
+    uint64_t layers, hidden, heads;
+} nar21[] = {
+    {"gpt-1.7b", 1.7, 24, 2304, 24},        {"gpt-3.6b", 3.6, 30, 3072, 32},
+    {"gpt-7.5b", 7.5, 36, 4096, 32},        {"gpt-18.4b", 18.4, 40, 6144, 48},
+    {"gpt-39.1b", 39.1, 48, 8192, 64},      {"gpt-76.1b", 76.1, 60, 10240, 80},
+    {"gpt-145.6b", 145.6, 80, 12288, 96},   {"gpt-310.1b", 310.1, 96, 16384, 128},
+    {"gpt-529.6b", 529.6, 105, 20480, 128}, {"gpt-1t", 1008.0, 128, 25600, 160},
+};
+
+START_TEST(test_nar21_rows)
+{
+    for (size_t i = 0; i < sizeof nar21 / sizeof nar21[0]; i++) {
+        gs_model m = copy_preset(nar21[i].name);
+        ck_assert_int_eq(gs_model_validate(&m, NULL), GS_OK);
+        ck_assert_uint_eq(m.layers, nar21[i].layers);
+        ck_assert_uint_eq(m.hidden, nar21[i].hidden);
+        ck_assert_uint_eq(m.heads, nar21[i].heads);
+        ck_assert_uint_eq(m.ffn, 4 * nar21[i].hidden);
+        ck_assert_uint_eq(m.vocab, 51200);
+        ck_assert_uint_eq(m.seq, 2048);
+        double got_b = (double)gs_model_params(&m) / 1e9;
+        ck_assert_msg(fabs(got_b / nar21[i].params_b - 1.0) < 0.03, "%s: %.3f B vs paper %.1f B",
+                      nar21[i].name, got_b, nar21[i].params_b);
+    }
+}
+END_TEST
+
+START_TEST(test_gpt3_175b)
+{
+    gs_model m = copy_preset("gpt3-175b");
+    ck_assert_int_eq(gs_model_validate(&m, NULL), GS_OK);
+    /* Megatron accounting by hand: V*h + s*h + l*(12h^2 + 13h) + 2h with V = 51200 (padded),
+     * s = 2048, l = 96, h = 12288:
+     * 629,145,600 + 25,165,824 + 96 * 1,812,099,072 + 24,576 = 174,615,846,912. */
+    ck_assert_uint_eq(gs_model_params(&m), 174615846912ULL);
+    ck_assert_int_eq(m.tied_embeddings, 1);
+    ck_assert_int_eq(m.pos, GS_POS_LEARNED);
+    ck_assert_int_eq(m.norm, GS_NORM_LAYERNORM);
+    ck_assert_int_eq(m.mlp, GS_MLP_GELU);
+    ck_assert_int_eq(m.dropout, 1);
+    /* "175B" label (Brown et al. 2020): within 1%. */
+    ck_assert(fabs((double)gs_model_params(&m) / 175e9 - 1.0) < 0.01);
+}
+END_TEST
+
+START_TEST(test_every_preset_sane)
+{
+    ck_assert_uint_ge(gs_model_preset_count(), 17);
+    ck_assert_ptr_null(gs_model_preset_at(gs_model_preset_count()));
+    for (size_t i = 0; i < gs_model_preset_count(); i++) {
+        gs_model m = *gs_model_preset_at(i);
+        ck_assert_msg(m.source != NULL && m.source[0], "%s has no source", m.name);
+        ck_assert_int_eq(gs_model_validate(&m, NULL), GS_OK);
+        ck_assert_uint_eq(m.nominal_params, 0);
+        ck_assert_uint_eq(m.hidden % m.heads, 0);
+        ck_assert_uint_eq(m.head_dim * m.heads, m.hidden);
+        /* Names are unique under case folding. */
+        ck_assert_ptr_eq(gs_model_preset_find(m.name), gs_model_preset_at(i));
+    }
+}
+END_TEST
+
+START_TEST(test_lookup)
+{
+    ck_assert_ptr_nonnull(gs_model_preset_find("LLaMA2-7B"));
+    ck_assert_str_eq(gs_model_preset_find("Llama3.1-405B")->name, "llama3.1-405b");
+    ck_assert_ptr_null(gs_model_preset_find("llama2-7"));
+    ck_assert_ptr_null(gs_model_preset_find(NULL));
+    ck_assert_str_eq(gs_model_preset_nearest("llama2-70"), "llama2-70b");
+    ck_assert_str_eq(gs_model_preset_nearest("lama2-13b"), "llama2-13b");
+    ck_assert_str_eq(gs_model_preset_nearest("LLAMA3-8"), "llama3-8b");
+    ck_assert_str_eq(gs_model_preset_nearest("gpt-18b"), "gpt-18.4b");
+    ck_assert_str_eq(gs_model_preset_nearest("gpt3-175"), "gpt3-175b");
+}
+END_TEST
+
+/* -------------------------------------------------------------------------- counts ----- */
+
+START_TEST(test_llama2_7b_parts)
+{
+    gs_model m = copy_preset("llama2-7b");
+    gs_layer_params p;
+    ck_assert_int_eq(gs_model_validate(&m, NULL), GS_OK);
+    gs_model_layer_param_parts(&m, &p);
+    /* MHA, head_dim 128, 32 heads: q, k, v, o are each 4096 x 4096 -> 4 * 4096^2. */
+    ck_assert_uint_eq(p.attn_split, 4ULL * 4096 * 4096);
+    /* SwiGLU: gate and up 4096 x 11008, down 11008 x 4096 -> 3 * 4096 * 11008. */
+    ck_assert_uint_eq(p.mlp_split, 3ULL * 4096 * 11008);
+    /* No biases; two RMSNorm weights of 4096. */
+    ck_assert_uint_eq(p.attn_replicated, 0);
+    ck_assert_uint_eq(p.mlp_replicated, 0);
+    ck_assert_uint_eq(p.norm_replicated, 2ULL * 4096);
+    ck_assert_uint_eq(gs_model_layer_params(&m), 202383360ULL); /* 67,108,864 + 135,266,304 + 8,192 */
+    /* Untied: embedding V*h; head = final RMSNorm h + LM head V*h. */
+    ck_assert_uint_eq(gs_model_embedding_params(&m), 32000ULL * 4096);
+    ck_assert_uint_eq(gs_model_head_params(&m), 32000ULL * 4096 + 4096);
+}
+END_TEST
+
+START_TEST(test_gqa_parts)
+{
+    gs_model m = copy_preset("llama2-70b");
+    gs_layer_params p;
+    ck_assert_int_eq(gs_model_validate(&m, NULL), GS_OK);
+    gs_model_layer_param_parts(&m, &p);
+    /* q and o 8192 x 8192; k and v 8192 x (8 kv heads * 128) = 8192 x 1024. */
+    ck_assert_uint_eq(p.attn_split, 2ULL * 8192 * 8192 + 2ULL * 8192 * 1024);
+    ck_assert_uint_eq(p.mlp_split, 3ULL * 8192 * 28672);
+}
+END_TEST
+
+START_TEST(test_gpt_parts)
+{
+    gs_model m = copy_preset("gpt-18.4b");
+    const uint64_t h = 6144;
+    gs_layer_params p;
+    ck_assert_int_eq(gs_model_validate(&m, NULL), GS_OK);
+    gs_model_layer_param_parts(&m, &p);
+    /* Megatron: qkv 3h^2 + 3h (bias column-parallel), proj h^2 (+ h bias replicated),
+     * fc1 4h^2 + 4h (column-parallel), fc2 4h^2 (+ h replicated), 2 LayerNorms 4h. */
+    ck_assert_uint_eq(p.attn_split, 4 * h * h + 3 * h);
+    ck_assert_uint_eq(p.attn_replicated, h);
+    ck_assert_uint_eq(p.mlp_split, 8 * h * h + 4 * h);
+    ck_assert_uint_eq(p.mlp_replicated, h);
+    ck_assert_uint_eq(p.norm_replicated, 4 * h);
+    ck_assert_uint_eq(gs_model_layer_params(&m), 12 * h * h + 13 * h);
+    /* Word + learned position embedding; tied head = final LayerNorm only. */
+    ck_assert_uint_eq(gs_model_embedding_params(&m), 51200 * h + 2048 * h);
+    ck_assert_uint_eq(gs_model_head_params(&m), 2 * h);
+}
+END_TEST
+
+START_TEST(test_parts_sum_every_preset)
+{
+    for (size_t i = 0; i < gs_model_preset_count(); i++) {
+        gs_model m = *gs_model_preset_at(i);
+        gs_layer_params p;
+        ck_assert_int_eq(gs_model_validate(&m, NULL), GS_OK);
+        gs_model_layer_param_parts(&m, &p);
+        ck_assert_uint_eq(p.attn_split + p.attn_replicated + p.mlp_split + p.mlp_replicated +
+                              p.norm_replicated,
+                          gs_model_layer_params(&m));
+        ck_assert_uint_eq(m.layers * gs_model_layer_params(&m) + gs_model_embedding_params(&m) +
+                              gs_model_head_params(&m),
+                          gs_model_params(&m));
+    }
+}
+END_TEST
+
+/* --------------------------------------------------------------------------- flops ----- */
+
+START_TEST(test_flops_megatron_closed_form)
+{
+    /* Megatron's model FLOPs per iteration (Narayanan et al. 2021; reference section 6.1):
+     * 72 B s l h^2 (1 + s/(6h) + V/(12 h l)), for ffn = 4h, MHA, biases ignored. */
+    const char *names[] = {"gpt-18.4b", "gpt3-175b", "gpt-1t"};
+    for (size_t i = 0; i < 3; i++) {
+        gs_model m = copy_preset(names[i]);
+        ck_assert_int_eq(gs_model_validate(&m, NULL), GS_OK);
+        const double B = 512.0, s = 2048.0, l = (double)m.layers, h = (double)m.hidden, V = 51200.0;
+        const double expect = 72.0 * B * s * l * h * h * (1.0 + s / (6.0 * h) + V / (12.0 * h * l));
+        const double got = gs_model_train_flops(&m, B * s);
+        ck_assert_msg(fabs(got / expect - 1.0) < 1e-3, "%s: %.6e vs %.6e", names[i], got, expect);
+    }
+}
+END_TEST
+
+START_TEST(test_flops_swiglu_gqa)
+{
+    /* llama3-8b, one sequence of 8192 tokens, counted by hand:
+     * per layer matmul weights q,o 4096^2 each, k,v 4096 x 1024 each, 3 x 4096 x 14336 MLP;
+     * LM head 128256 x 4096; attention 12 * l * T * s * (32 * 128). */
+    gs_model m = copy_preset("llama3-8b");
+    ck_assert_int_eq(gs_model_validate(&m, NULL), GS_OK);
+    const double T = 8192.0;
+    const double per_layer = 2.0 * 4096 * 4096 + 2.0 * 4096 * 1024 + 3.0 * 4096 * 14336;
+    const double expect = 6.0 * T * (32.0 * per_layer + 128256.0 * 4096) + 12.0 * 32 * T * 8192 * 4096;
+    ck_assert(fabs(gs_model_train_flops(&m, T) / expect - 1.0) < 1e-12);
+    /* Sanity against the 6N rule: the attention term adds 12*l*s*a*d / 6 = 2.15e9 per token
+     * (+27%), the embedding lookup is not a matmul (-7%): ratio ~1.20. */
+    const double six_n = 6.0 * T * (double)gs_model_params(&m);
+    ck_assert(gs_model_train_flops(&m, T) > six_n);
+    ck_assert(gs_model_train_flops(&m, T) < 1.25 * six_n);
+}
+END_TEST
+
+/* ------------------------------------------------------------------------- nominal ----- */
+
+START_TEST(test_nominal_with_shapes)
+{
+    /* The seed's hand form: params 7e9 with layers 32, hidden 4096. */
+    gs_model m = {.nominal_params = 7000000000ULL, .layers = 32, .hidden = 4096};
+    ck_assert_int_eq(gs_model_validate(&m, NULL), GS_OK);
+    ck_assert_uint_eq(gs_model_params(&m), 7000000000ULL);
+    ck_assert_uint_eq(gs_model_layer_params(&m), 218750000ULL); /* 7e9 / 32 exactly */
+    ck_assert_uint_eq(gs_model_embedding_params(&m), 0);
+    ck_assert_uint_eq(gs_model_head_params(&m), 0);
+    ck_assert_uint_eq(m.heads, 32);    /* 4096 / 128 */
+    ck_assert_uint_eq(m.kv_heads, 32);
+    ck_assert_uint_eq(m.head_dim, 128);
+    ck_assert_uint_eq(m.ffn, 4 * 4096);
+    ck_assert_uint_eq(m.vocab, 32000);
+    ck_assert_uint_eq(m.seq, 4096);
+    gs_layer_params p;
+    gs_model_layer_param_parts(&m, &p);
+    ck_assert_uint_eq(p.attn_split + p.mlp_split, 218750000ULL);
+    ck_assert_uint_eq(p.norm_replicated + p.attn_replicated + p.mlp_replicated, 0);
+    /* 6N rule + attention term. */
+    const double T = 4096.0;
+    ck_assert(fabs(gs_model_train_flops(&m, T) / (6.0 * T * 7e9 + 12.0 * 32 * T * 4096 * 4096) - 1.0) <
+              1e-12);
+}
+END_TEST
+
+START_TEST(test_nominal_remainder)
+{
+    /* 1e9 + 7 over 3 layers: 333,333,335 per block, remainder 2 to the embedding. */
+    gs_model m = {.nominal_params = 1000000007ULL, .layers = 3, .hidden = 1024, .heads = 8};
+    ck_assert_int_eq(gs_model_validate(&m, NULL), GS_OK);
+    ck_assert_uint_eq(gs_model_layer_params(&m), 333333335ULL);
+    ck_assert_uint_eq(gs_model_embedding_params(&m), 2);
+    ck_assert_uint_eq(m.head_dim, 128);
+}
+END_TEST
+
+START_TEST(test_nominal_derived_shapes)
+{
+    /* params only: hidden from the aspect rule layers = hidden / 128, N = 12 l h^2:
+     * cbrt(128 * 7e9 / 12) = 4211.6 -> 32.9 units of 128 -> 33 -> hidden 4224;
+     * layers = round(7e9 / (12 * 4224^2)) = round(32.69) = 33. */
+    gs_model m = {.nominal_params = 7000000000ULL};
+    ck_assert_int_eq(gs_model_validate(&m, NULL), GS_OK);
+    ck_assert_uint_eq(m.hidden, 4224);
+    ck_assert_uint_eq(m.layers, 33);
+    ck_assert_uint_eq(m.heads, 33);
+    ck_assert_uint_eq(gs_model_params(&m), 7000000000ULL);
+    /* params and layers: hidden = 128 * round(sqrt(70e9 / (12 * 80)) / 128) = 128 * round(66.7)
+     * = 8576. */
+    gs_model big = {.nominal_params = 70000000000ULL, .layers = 80};
+    ck_assert_int_eq(gs_model_validate(&big, NULL), GS_OK);
+    ck_assert_uint_eq(big.hidden, 8576);
+}
+END_TEST
+
+START_TEST(test_nominal_huge)
+{
+    /* 1e15 parameters: 16 B/param = 1.6e16 bytes, far below 2^64 = 1.8e19. */
+    gs_model m = {.nominal_params = 1000000000000000ULL};
+    ck_assert_int_eq(gs_model_validate(&m, NULL), GS_OK);
+    ck_assert_uint_eq(gs_model_params(&m), 1000000000000000ULL);
+    ck_assert_uint_eq(m.layers * gs_model_layer_params(&m) + gs_model_embedding_params(&m),
+                      1000000000000000ULL);
+}
+END_TEST
+
+/* -------------------------------------------------------------------------- errors ----- */
+
+static gs_model small_model(void)
+{
+    gs_model m = {.layers = 2, .hidden = 64, .heads = 4, .kv_heads = 2, .ffn = 256,
+                  .vocab = 100, .seq = 16};
+    strcpy(m.name, "tiny");
+    return m;
+}
+
+START_TEST(test_zero_fields)
+{
+    static const char *fields[] = {"layers", "hidden", "heads", "ffn", "vocab", "seq"};
+    for (size_t i = 0; i < 6; i++) {
+        gs_model m = small_model();
+        gs_error err;
+        gs_error_init(&err);
+        uint64_t *f[] = {&m.layers, &m.hidden, &m.heads, &m.ffn, &m.vocab, &m.seq};
+        *f[i] = 0;
+        ck_assert_int_eq(gs_model_validate(&m, &err), GS_ERR_INPUT);
+        ck_assert_int_eq(err.status, GS_ERR_INPUT);
+        ck_assert_msg(strstr(err.msg, fields[i]) && strstr(err.msg, "= 0") && strstr(err.msg, "tiny"),
+                      "message: %s", err.msg);
+    }
+    gs_model ok = small_model();
+    ck_assert_int_eq(gs_model_validate(&ok, NULL), GS_OK);
+    ck_assert_uint_eq(ok.head_dim, 16);
+}
+END_TEST
+
+START_TEST(test_divisibility)
+{
+    gs_error err;
+    gs_model m = small_model();
+    gs_error_init(&err);
+    m.heads = 5; /* 64 % 5 != 0 */
+    m.kv_heads = 5;
+    ck_assert_int_eq(gs_model_validate(&m, &err), GS_ERR_INPUT);
+    ck_assert_msg(strstr(err.msg, "hidden = 64") && strstr(err.msg, "heads = 5"), "%s", err.msg);
+
+    /* An explicit head_dim lifts the hidden % heads rule. */
+    m = small_model();
+    m.heads = 5;
+    m.kv_heads = 5;
+    m.head_dim = 16;
+    ck_assert_int_eq(gs_model_validate(&m, NULL), GS_OK);
+
+    m = small_model();
+    m.kv_heads = 3;
+    gs_error_init(&err);
+    ck_assert_int_eq(gs_model_validate(&m, &err), GS_ERR_INPUT);
+    ck_assert_msg(strstr(err.msg, "kv_heads = 3") && strstr(err.msg, "heads = 4"), "%s", err.msg);
+
+    m = small_model();
+    m.kv_heads = 0; /* defaults to heads */
+    ck_assert_int_eq(gs_model_validate(&m, NULL), GS_OK);
+    ck_assert_uint_eq(m.kv_heads, 4);
+}
+END_TEST
+
+START_TEST(test_overflow)
+{
+    gs_error err;
+    gs_model m = small_model();
+    gs_error_init(&err);
+    m.hidden = 1ULL << 32; /* h^2 = 2^64 */
+    m.heads = 1ULL << 25;
+    m.kv_heads = m.heads;
+    ck_assert_int_eq(gs_model_validate(&m, &err), GS_ERR_OVERFLOW);
+    ck_assert_msg(strstr(err.msg, "overflow"), "%s", err.msg);
+    ck_assert_uint_eq(gs_model_params(&m), UINT64_MAX);
+
+    /* Fits in 64 bits as a count, but not x 16 bytes: vocab 2^30 x hidden 2^30 = 2^60. */
+    m = small_model();
+    m.hidden = 1ULL << 30;
+    m.heads = 1ULL << 23;
+    m.kv_heads = m.heads;
+    m.layers = 1;
+    m.ffn = 1;
+    m.vocab = 1ULL << 30;
+    gs_error_init(&err);
+    ck_assert_int_eq(gs_model_validate(&m, &err), GS_ERR_OVERFLOW);
+    ck_assert_msg(strstr(err.msg, "16 bytes"), "%s", err.msg);
+
+    /* Nominal models get the same 16-byte headroom check. */
+    gs_model n = {.nominal_params = UINT64_MAX / 8, .layers = 10, .hidden = 128};
+    ck_assert_int_eq(gs_model_validate(&n, NULL), GS_ERR_OVERFLOW);
+    gs_model few = {.nominal_params = 5, .layers = 10, .hidden = 128};
+    gs_error_init(&err);
+    ck_assert_int_eq(gs_model_validate(&few, &err), GS_ERR_INPUT);
+    ck_assert_msg(strstr(err.msg, "layers = 10"), "%s", err.msg);
+    ck_assert_int_eq(gs_model_validate(NULL, NULL), GS_ERR_INPUT);
+}
+END_TEST
+
+static Suite *model_suite(void)
+{
+    Suite *s = suite_create("model");
+    TCase *tc = tcase_create("presets");
+    tcase_add_test(tc, test_llama_exact_params);
+    tcase_add_test(tc, test_nar21_rows);
+    tcase_add_test(tc, test_gpt3_175b);
+    tcase_add_test(tc, test_every_preset_sane);
+    tcase_add_test(tc, test_lookup);
+    suite_add_tcase(s, tc);
+
+    tc = tcase_create("counts");
+    tcase_add_test(tc, test_llama2_7b_parts);
+    tcase_add_test(tc, test_gqa_parts);
+    tcase_add_test(tc, test_gpt_parts);
+    tcase_add_test(tc, test_parts_sum_every_preset);
+    suite_add_tcase(s, tc);
+
+    tc = tcase_create("flops");
+    tcase_add_test(tc, test_flops_megatron_closed_form);
+    tcase_add_test(tc, test_flops_swiglu_gqa);
+    suite_add_tcase(s, tc);
+
+    tc = tcase_create("nominal");
+    tcase_add_test(tc, test_nominal_with_shapes);
+    tcase_add_test(tc, test_nominal_remainder);
+    tcase_add_test(tc, test_nominal_derived_shapes);
+    tcase_add_test(tc, test_nominal_huge);
+    suite_add_tcase(s, tc);
+
+    tc = tcase_create("errors");
+    tcase_add_test(tc, test_zero_fields);
+    tcase_add_test(tc, test_divisibility);
+    tcase_add_test(tc, test_overflow);
+    suite_add_tcase(s, tc);
+    return s;
+}
+
+int main(void)
+{
+    SRunner *sr = srunner_create(model_suite());
+    srunner_run_all(sr, CK_NORMAL);
+    int failed = srunner_ntests_failed(sr);
+    srunner_free(sr);
+    return failed == 0 ? EXIT_SUCCESS : EXIT_FAILURE;
+}

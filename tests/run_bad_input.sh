@@ -1,0 +1,81 @@
+#!/bin/sh
+# Bad-input corpus: every tests/bad-input/*.yaml must make `gridstep mem FILE` exit 2 (bad
+# input) without crashing, with an error that starts with the file path (after the
+# "gridstep mem: " program prefix) and contains the fragment named on the file's first line:
+#   # expect: <fragment of the error message>
+# Also a nonexistent path must exit 2 with "No such file".
+# Environment (set by make check): GRIDSTEP = the binary, top_srcdir = the source tree.
+# Prints PASS:/FAIL: per case and "N passed, M failed"; exits 1 on any failure.
+
+GRIDSTEP=${GRIDSTEP:-./gridstep}
+top_srcdir=${top_srcdir:-.}
+dir="$top_srcdir/tests/bad-input"
+
+if [ ! -x "$GRIDSTEP" ]; then
+    echo "run_bad_input.sh: gridstep binary not found at '$GRIDSTEP'" >&2
+    exit 1
+fi
+
+tmp=${TMPDIR:-/tmp}/gs-bad-input.$$
+mkdir "$tmp" || exit 1
+trap 'rm -rf "$tmp"' 0 1 2 15
+
+passed=0
+failed=0
+
+# check NAME FILE FRAGMENT: runs gridstep mem FILE and judges its exit status and stderr.
+check() {
+    name=$1
+    file=$2
+    fragment=$3
+    "$GRIDSTEP" mem "$file" >"$tmp/out" 2>"$tmp/err"
+    rc=$?
+    why=
+    if [ "$rc" -ge 128 ]; then
+        why="crashed (exit $rc)"
+    elif [ "$rc" -ne 2 ]; then
+        why="exit status $rc, expected 2"
+    elif ! grep -F -e "$fragment" "$tmp/err" >/dev/null; then
+        why="stderr lacks '$fragment'"
+    else
+        # The first line that is not a warning, less the "gridstep mem: " (or "gridstep: ")
+        # prefix, starts with the path, then ':' (a line:column or the message follows).
+        first=$(grep -v '^gridstep: warning: ' "$tmp/err" | sed -n '1{s/^gridstep mem: //;s/^gridstep: //;p;}')
+        case $first in
+        "$file:"*) ;;
+        *) why="message does not begin with the file path: $first" ;;
+        esac
+    fi
+    if [ -z "$why" ]; then
+        echo "PASS: $name"
+        passed=$((passed + 1))
+    else
+        echo "FAIL: $name: $why"
+        sed 's/^/    stderr: /' "$tmp/err"
+        failed=$((failed + 1))
+    fi
+}
+
+count=0
+for f in "$dir"/*.yaml; do
+    [ -f "$f" ] || continue
+    count=$((count + 1))
+    name=$(basename "$f" .yaml)
+    fragment=$(sed -n '1s/^# expect: //p' "$f")
+    if [ -z "$fragment" ]; then
+        echo "FAIL: $name: first line is not '# expect: <fragment>'"
+        failed=$((failed + 1))
+        continue
+    fi
+    check "$name" "$f" "$fragment"
+done
+
+if [ "$count" -eq 0 ]; then
+    echo "FAIL: no bad-input files found in $dir"
+    failed=$((failed + 1))
+fi
+
+check missing-file "$dir/does-not-exist.yaml" "No such file"
+
+echo "$passed passed, $failed failed"
+[ "$failed" -eq 0 ]
