@@ -15,6 +15,9 @@ static const gs_command commands[] = {
      "gridstep mem [--json] [--explain] SCENARIO.yaml", gs_cmd_mem_help, gs_cmd_mem},
     {"mesh", "the DP x PP x TP grid: rank -> coordinates -> node, groups, launch flags",
      "gridstep mesh [--json] [--all] SCENARIO.yaml", gs_cmd_mesh_help, gs_cmd_mesh},
+    {"schedule", "one training step as a per-rank graph of compute and collective events",
+     "gridstep schedule [--exact] [--dump FILE|-] [--format text|json|list] [--rank R] [--load FILE] [--json] "
+     "[SCENARIO.yaml]", gs_cmd_schedule_help, gs_cmd_schedule},
     {"presets", "list the model, GPU, fabric, NIC and cluster presets with their numbers",
      "gridstep presets [--json] [models|gpus|fabrics|nics|clusters]", gs_cmd_presets_help,
      gs_cmd_presets},

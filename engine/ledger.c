@@ -20,6 +20,8 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "engine/partition.h"
+#include "engine/pipeline.h"
 #include "engine/units.h"
 
 /* ---- checked arithmetic context: the first overflow is remembered with what was computed --- */
@@ -111,180 +113,6 @@ static void note_add(gs_ledger *l, const char *label, uint64_t bytes, const char
     va_end(ap);
 }
 
-/* ---- parameters of one rank: its stage and TP slice, as FSDP units ---------------------------- */
-
-/* A module of the model tree, sized for one TP rank (parameters). */
-typedef struct unit_list {
-    uint64_t *params; /* per FSDP unit, this rank's TP slice (unsharded), elements */
-    size_t count;
-    size_t cap;
-} unit_list;
-
-static gs_status units_push(unit_list *u, uint64_t p)
-{
-    if (p == 0)
-        return GS_OK;
-    if (u->count == u->cap) {
-        size_t cap = u->cap ? u->cap * 2 : 64;
-        uint64_t *n = realloc(u->params, cap * sizeof *n);
-        if (!n)
-            return GS_ERR_NOMEM;
-        u->params = n;
-        u->cap = cap;
-    }
-    u->params[u->count++] = p;
-    return GS_OK;
-}
-
-/* Per-rank (TP slice) sizes of the pieces of one block. Linears split Megatron-style: q, k, v, and
- * MLP up/gate column-parallel (their biases split too), o and down row-parallel (biases
- * replicated). KV heads fewer than tp are replicated: ceil(kv/tp) heads per rank. */
-typedef struct block_slice {
-    uint64_t linear[8]; /* q k v o (attn), then up gate down / fc1 fc2 (mlp) */
-    size_t nattn, nmlp;
-    uint64_t norm1, norm2;
-    uint64_t total;
-} block_slice;
-
-static void block_slice_init(const gs_model *m, uint64_t tp, calc *c, block_slice *b)
-{
-    memset(b, 0, sizeof *b);
-    uint64_t h = m->hidden, hd = m->head_dim, qh = m->heads / tp, kvh = ceil_div(m->kv_heads, tp);
-    uint64_t f = m->ffn / tp, bias = m->bias ? 1 : 0;
-    b->linear[0] = add(c, mul(c, h, mul(c, qh, hd, "q"), "q"), bias * qh * hd, "q");
-    b->linear[1] = add(c, mul(c, h, mul(c, kvh, hd, "k"), "k"), bias * kvh * hd, "k");
-    b->linear[2] = b->linear[1];
-    b->linear[3] = add(c, mul(c, mul(c, qh, hd, "o"), h, "o"), bias * h, "o");
-    b->nattn = 4;
-    if (m->mlp == GS_MLP_SWIGLU) {
-        b->linear[4] = mul(c, h, f, "mlp");
-        b->linear[5] = b->linear[4];
-        b->linear[6] = b->linear[4];
-        b->nmlp = 3;
-    } else {
-        b->linear[4] = add(c, mul(c, h, f, "fc1"), bias * f, "fc1");
-        b->linear[5] = add(c, mul(c, f, h, "fc2"), bias * h, "fc2");
-        b->nmlp = 2;
-    }
-    uint64_t normp = (m->norm == GS_NORM_LAYERNORM || m->bias) ? 2 * h : h;
-    b->norm1 = normp;
-    b->norm2 = normp;
-    b->total = b->norm1 + b->norm2;
-    for (size_t i = 0; i < b->nattn + b->nmlp; i++)
-        b->total = add(c, b->total, b->linear[i], "block params");
-}
-
-/* The stage's FSDP units for the wrap policy, in forward order. Root params (those in no wrapped
- * child: embedding and head under per-layer wrap) form the root unit, which FSDP always has.
- * min_params follows PyTorch's size_based_auto_wrap_policy bottom-up: a module is wrapped when
- * the parameters not already in wrapped descendants reach min_params. */
-static gs_status stage_units(const gs_scenario *s, uint64_t tp, uint64_t stage, uint64_t pp,
-                             uint64_t layers_here, calc *c, unit_list *out, uint64_t *total)
-{
-    const gs_model *m = &s->model;
-    const gs_strategy *st = &s->strategy;
-    gs_status rc = GS_OK;
-    int first = stage == 0, last = stage + 1 == pp;
-    uint64_t emb = 0, head = 0;
-    uint64_t layer_total = 0;
-    block_slice blk;
-    memset(&blk, 0, sizeof blk);
-
-    if (m->nominal_params) {
-        layer_total = ceil_div(gs_model_layer_params(m), tp);
-        if (first)
-            emb = ceil_div(gs_model_embedding_params(m), tp);
-    } else {
-        block_slice_init(m, tp, c, &blk);
-        layer_total = blk.total;
-        uint64_t hid = m->hidden;
-        uint64_t vocab_slice = mul(c, ceil_div(m->vocab, tp), hid, "embedding");
-        if (first) {
-            emb = vocab_slice;
-            if (m->pos == GS_POS_LEARNED)
-                emb = add(c, emb, mul(c, m->seq, hid, "position embedding"), "embedding");
-        }
-        if (last) {
-            uint64_t fnorm = (m->norm == GS_NORM_LAYERNORM || m->bias) ? 2 * hid : hid;
-            /* Tied embeddings: the head reuses the embedding on a single stage; with pp > 1 the
-             * last stage keeps its own copy (Megatron), synchronized by an all-reduce. */
-            uint64_t lm = (m->tied_embeddings && pp == 1) ? 0 : vocab_slice;
-            head = add(c, fnorm, lm, "head");
-        }
-    }
-    uint64_t stage_total = add(c, add(c, emb, head, "stage params"),
-                               mul(c, layer_total, layers_here, "stage params"), "stage params");
-    *total = stage_total;
-    if (c->overflow)
-        return GS_OK;
-
-    switch (st->wrap) {
-    case GS_WRAP_MODEL:
-        rc = units_push(out, stage_total);
-        break;
-    case GS_WRAP_LAYER:
-        for (uint64_t i = 0; i < layers_here && rc == GS_OK; i++)
-            rc = units_push(out, layer_total);
-        if (rc == GS_OK)
-            rc = units_push(out, emb + head); /* root unit */
-        break;
-    case GS_WRAP_MIN_PARAMS: {
-        uint64_t min = st->wrap_min_params ? st->wrap_min_params : 1;
-        uint64_t root = 0;
-        if (first && emb >= min)
-            rc = units_push(out, emb);
-        else
-            root += emb;
-        uint64_t unwrapped_layers = 0; /* params left for the ModuleList of layers */
-        for (uint64_t i = 0; i < layers_here && rc == GS_OK; i++) {
-            uint64_t left = 0; /* params of this layer not in a wrapped descendant */
-            if (m->nominal_params) {
-                left = layer_total;
-            } else {
-                uint64_t attn_left = 0, mlp_left = 0;
-                for (size_t k = 0; k < blk.nattn && rc == GS_OK; k++) {
-                    if (blk.linear[k] >= min)
-                        rc = units_push(out, blk.linear[k]);
-                    else
-                        attn_left += blk.linear[k];
-                }
-                if (attn_left >= min && rc == GS_OK)
-                    rc = units_push(out, attn_left), attn_left = 0;
-                for (size_t k = blk.nattn; k < blk.nattn + blk.nmlp && rc == GS_OK; k++) {
-                    if (blk.linear[k] >= min)
-                        rc = units_push(out, blk.linear[k]);
-                    else
-                        mlp_left += blk.linear[k];
-                }
-                if (mlp_left >= min && rc == GS_OK)
-                    rc = units_push(out, mlp_left), mlp_left = 0;
-                left = attn_left + mlp_left + blk.norm1 + blk.norm2;
-            }
-            if (left >= min && rc == GS_OK)
-                rc = units_push(out, left);
-            else
-                unwrapped_layers += left;
-        }
-        if (rc != GS_OK)
-            break;
-        if (unwrapped_layers >= min)
-            rc = units_push(out, unwrapped_layers);
-        else
-            root += unwrapped_layers;
-        if (rc != GS_OK)
-            break;
-        if (last && head >= min)
-            rc = units_push(out, head);
-        else
-            root += head;
-        if (rc == GS_OK)
-            rc = units_push(out, root);
-        break;
-    }
-    }
-    return rc;
-}
-
 /* ---- activations ------------------------------------------------------------------------------ */
 
 typedef struct act_terms {
@@ -362,26 +190,229 @@ uint64_t gs_ledger_layer_activation_bytes(const gs_model *m, const gs_strategy *
     return c.overflow ? UINT64_MAX : r;
 }
 
-/* Micro-batches (interleaved: model chunks) whose activations a stage holds at its peak. */
-static uint64_t inflight_units(const gs_strategy *st, uint64_t pp, uint64_t stage, uint64_t mb)
+/* ---- the strategy's treatment of parameters and gradients --------------------------------------- */
+
+void gs_shard_plan_init(const gs_scenario *s, const gs_mesh *mesh, uint64_t rank, uint64_t microbatches,
+                        gs_shard_plan *plan)
 {
-    if (pp <= 1)
-        return 1;
-    switch (st->pipeline) {
-    case GS_PIPE_GPIPE:
-        return mb;
-    case GS_PIPE_INTERLEAVED: {
-        /* Megatron's warm-up: (pp - stage - 1) * 2 + (v - 1) * pp chunks, plus the one in its
-         * steady-state forward; capped by the m * v chunks that exist. */
-        uint64_t v = st->virtual_stages ? st->virtual_stages : 1;
-        uint64_t k = (pp - stage - 1) * 2 + (v - 1) * pp + 1;
-        return k < mb * v ? k : mb * v;
+    const gs_strategy *st = &s->strategy;
+    uint64_t dp = mesh->size[GS_DIM_DP];
+    memset(plan, 0, sizeof *plan);
+    plan->wb = gs_precision_bytes(st->precision);
+    plan->mixed = st->precision != GS_PREC_FP32;
+    plan->microbatches = microbatches ? microbatches : 1;
+    plan->N = dp;
+    plan->R = 1;
+    if (st->sharding == GS_SHARD_HYBRID_SHARD) {
+        plan->N = gs_mesh_group_local_size(mesh, GS_DIM_DP, rank);
+        plan->R = dp / plan->N;
     }
-    case GS_PIPE_1F1B:
-    default: {
-        uint64_t k = pp - stage;
-        return k < mb ? k : mb;
+    int fsdp = gs_sharding_is_fsdp(st->sharding) && st->sharding != GS_SHARD_NO_SHARD;
+    plan->shard_grads = gs_sharding_shards_grads(st->sharding) && plan->N > 1;
+    plan->shard_opt = gs_sharding_shards_optimizer(st->sharding) && plan->N > 1;
+    plan->stored_sharded = fsdp && plan->N > 1;
+    plan->gather_root = plan->stored_sharded;
+    int keep = st->sharding == GS_SHARD_GRAD_OP || !st->reshard_after_forward;
+    plan->gather_all = plan->stored_sharded && keep;
+    plan->gather_per_pass = plan->stored_sharded && !keep;
+    plan->prefetch_bwd = st->prefetch == GS_PREFETCH_BACKWARD_PRE ? 1 : st->prefetch == GS_PREFETCH_BACKWARD_POST ? 2 : 0;
+    plan->prefetch_fwd = st->forward_prefetch ? 1 : 0;
+    plan->sync_every = st->grad_sync == GS_GRAD_SYNC_EVERY || !gs_sharding_allows_no_sync(st->sharding) ||
+                       plan->microbatches == 1;
+    plan->hold_full_grads = plan->shard_grads && !plan->sync_every;
+    plan->transient_grads = plan->shard_grads && plan->sync_every;
+    plan->grad_allreduce = st->sharding == GS_SHARD_NO_SHARD;
+    plan->bucketed = !fsdp;
+    plan->ag_after_optimizer = !fsdp && plan->shard_opt;
+    plan->offload = st->offload;
+}
+
+/* ---- activation tensor sizes -------------------------------------------------------------------- */
+
+gs_status gs_ledger_act_sizes(const gs_scenario *s, const gs_mesh *mesh, uint64_t stage, gs_act_sizes *out,
+                              gs_error *err)
+{
+    const gs_model *m = &s->model;
+    const gs_strategy *st = &s->strategy;
+    uint64_t tp = mesh->size[GS_DIM_TP], pp = mesh->size[GS_DIM_PP], b = s->batch.micro_seqs;
+    calc c = {0, NULL};
+    act_terms a;
+    memset(out, 0, sizeof *out);
+    layer_activation_terms(m, st, b, tp, &c, &a);
+    out->stored = act_stored(&a, st->recompute, &c);
+    if (st->recompute == GS_RECOMPUTE_FULL)
+        out->remat = act_stored(&a, GS_RECOMPUTE_NONE, &c);
+    else if (st->recompute == GS_RECOMPUTE_SELECTIVE)
+        out->remat = a.scores;
+    uint64_t e = st->precision == GS_PREC_FP32 ? 4 : 2;
+    uint64_t sbh = mul(&c, mul(&c, m->seq, b, "activations"), m->hidden, "activations");
+    if (stage == 0 && m->dropout)
+        out->emb_mask = st->sequence_parallel ? ceil_div(sbh, tp) : sbh;
+    if (stage + 1 == pp) {
+        uint64_t fn = mul(&c, e, sbh, "final norm input");
+        if (st->sequence_parallel)
+            fn = ceil_div(fn, tp);
+        uint64_t logits = mul(&c, 4, mul(&c, mul(&c, m->seq, b, "logits"), ceil_div(m->vocab, tp), "logits"), "logits");
+        out->head_act = add(&c, fn, logits, "head activations");
     }
+    out->boundary = mul(&c, e, sbh, "pipeline boundary");
+    if (st->sequence_parallel)
+        out->boundary = ceil_div(out->boundary, tp);
+    if (c.overflow)
+        return gs_error_set(err, GS_ERR_OVERFLOW, "%s: %s bytes would overflow 64 bits", s->path, c.what);
+    return GS_OK;
+}
+
+/* ---- memory moments ----------------------------------------------------------------------------- */
+
+/* Bytes live on the device at one moment, by kind. */
+typedef struct moment {
+    uint64_t mem[GS_MEM_KIND_COUNT];
+    uint64_t total;
+    char where[96];
+} moment;
+
+typedef struct stage_ctx {
+    const gs_partition *p;
+    const gs_shard_plan *plan;
+    const gs_act_sizes *act;
+    uint64_t resident[GS_MEM_KIND_COUNT]; /* params, master, m, v, grads, workspace */
+    uint64_t stage, pp, v, layers_per_chunk;
+    uint64_t nonroot_params;
+    int last;
+    moment best;
+    calc *c;
+} stage_ctx;
+
+static uint64_t chunk_stash(const stage_ctx *x, uint64_t chunk)
+{
+    uint64_t b = x->layers_per_chunk * x->act->stored;
+    if (x->stage == 0 && chunk == 0)
+        b += x->act->emb_mask;
+    if (x->last && chunk + 1 == x->v)
+        b += x->act->head_act;
+    return b;
+}
+
+static void moment_offer(stage_ctx *x, uint64_t act, uint64_t others, uint64_t gather, uint64_t tgrads,
+                         const char *what, int64_t layer, uint32_t mb, uint64_t chunk)
+{
+    moment mo;
+    memset(&mo, 0, sizeof mo);
+    for (int k = 0; k < GS_MEM_KIND_COUNT; k++)
+        mo.mem[k] = x->resident[k];
+    mo.mem[GS_MEM_GRADS] += tgrads;
+    mo.mem[GS_MEM_ACTIVATIONS] = act;
+    mo.mem[GS_MEM_PIPE_INFLIGHT] = others;
+    mo.mem[GS_MEM_GATHER] = gather;
+    for (int k = 0; k < GS_MEM_KIND_COUNT; k++)
+        mo.total = add(x->c, mo.total, mo.mem[k], "peak");
+    if (mo.total <= x->best.total && x->best.where[0])
+        return;
+    if (layer >= 0)
+        snprintf(mo.where, sizeof mo.where, "%s of local layer %" PRId64 ", micro-batch %u%s", what, layer, mb,
+                 x->v > 1 ? (chunk ? ", later chunk" : ", chunk 0") : "");
+    else
+        snprintf(mo.where, sizeof mo.where, "%s, micro-batch %u", what, mb);
+    x->best = mo;
+}
+
+/* The moments of one backward pass of (mb, chunk), given the stash of the other passes in flight.
+ * Order of a backward pass (the schedule builders emit the same): head backward; per layer from
+ * the top: gathers (with backward_pre: the next layer's too), recompute, backward compute (the
+ * first event allocates the units' gradients and the outgoing pipeline gradient, the last frees
+ * the layer's stash, its rematerialized activations, the incoming pipeline gradient and, under
+ * FULL_SHARD, the gathered units); backward_post gathers the next layer now; reduce-scatters;
+ * embedding backward. */
+static void backward_moments(stage_ctx *x, uint32_t mb, uint64_t chunk, uint64_t others)
+{
+    const gs_partition *p = x->p;
+    const gs_shard_plan *pl = x->plan;
+    uint64_t wb = pl->wb;
+    int has_head = x->last && chunk + 1 == x->v;
+    int has_emb = x->stage == 0 && chunk == 0;
+    int has_next = !has_head, has_prev = !has_emb;
+    uint64_t root = gs_partition_root(p);
+    uint64_t root_chunk = x->v == 1 ? 0 : (x->stage == 0 ? 0 : (x->last ? x->v - 1 : 0));
+    uint64_t base_g = (pl->gather_root ? mul(x->c, root, wb, "gather") : 0) +
+                      (pl->gather_all ? mul(x->c, x->nonroot_params, wb, "gather") : 0);
+    uint64_t root_grad = pl->transient_grads && chunk == root_chunk ? mul(x->c, root, wb, "grads") : 0;
+    int64_t bot = (int64_t)(chunk * x->layers_per_chunk), top = bot + (int64_t)x->layers_per_chunk - 1;
+    uint64_t st = x->act->stored, xb = x->act->boundary;
+    if (has_head) {
+        uint64_t g = base_g + (pl->gather_per_pass && pl->prefetch_bwd == 1 && top >= bot
+                                   ? mul(x->c, gs_partition_covering(p, top), wb, "gather") : 0);
+        moment_offer(x, chunk_stash(x, chunk), others, g, root_grad, "head backward", -1, mb, chunk);
+    }
+    for (int64_t l = top; l >= bot; l--) {
+        uint64_t stash = (uint64_t)(l - bot + 1) * st + (has_emb ? x->act->emb_mask : 0);
+        uint64_t act = stash + x->act->remat + (l == top && has_next ? xb : 0) + (l == bot && has_prev ? xb : 0);
+        uint64_t cov = gs_partition_covering(p, l);
+        uint64_t g = base_g;
+        if (pl->gather_per_pass)
+            g += mul(x->c, cov + (pl->prefetch_bwd == 1 && l > bot ? gs_partition_prefetch(p, l, l - 1) : 0), wb,
+                     "gather");
+        uint64_t tg = root_grad + (pl->transient_grads ? mul(x->c, cov, wb, "grads") : 0);
+        moment_offer(x, act, others, g, tg, "backward", l, mb, chunk);
+        if (pl->gather_per_pass && pl->prefetch_bwd == 2 && l > bot) {
+            uint64_t g2 = base_g + mul(x->c, gs_partition_covering(p, l - 1), wb, "gather");
+            moment_offer(x, stash - st, others, g2, tg, "backward_post prefetch after", l, mb, chunk);
+        }
+    }
+    if (has_emb)
+        moment_offer(x, x->act->emb_mask, others, base_g, root_grad, "embedding backward", -1, mb, chunk);
+}
+
+/* Non-root units whose first layer lies in [lo, hi] (stage-local), parameters. */
+static uint64_t units_beginning_in(const gs_partition *p, int64_t lo, int64_t hi)
+{
+    uint64_t sum = 0;
+    for (size_t i = 0; i < p->nunits; i++) {
+        const gs_unit *u = &p->units[i];
+        if (u->layer_begin != GS_PART_ROOT && u->layer_begin >= lo && u->layer_begin <= hi)
+            sum += u->params;
+    }
+    return sum;
+}
+
+/* The moments of one forward pass of (mb, chunk). Order: receive the input (into the first
+ * layer's stash) or embed; per layer: gathers (FULL_SHARD every pass, SHARD_GRAD_OP the first
+ * time; forward_prefetch also the next layer's), the layer's compute (its first event allocates
+ * the layer's stash and, on the top layer, the outgoing activation; its last frees per-pass
+ * gathers); the head; the send. `seen` marks chunks that already ran a forward pass this step. */
+static void forward_moments(stage_ctx *x, uint32_t mb, uint64_t chunk, uint64_t others, const uint8_t *seen)
+{
+    const gs_partition *p = x->p;
+    const gs_shard_plan *pl = x->plan;
+    uint64_t wb = pl->wb;
+    int has_head = x->last && chunk + 1 == x->v;
+    int has_emb = x->stage == 0 && chunk == 0;
+    int has_next = !has_head;
+    int64_t bot = (int64_t)(chunk * x->layers_per_chunk), top = bot + (int64_t)x->layers_per_chunk - 1;
+    uint64_t root_g = pl->gather_root ? mul(x->c, gs_partition_root(p), wb, "gather") : 0;
+    uint64_t seen_g = 0;
+    if (pl->gather_all)
+        for (uint64_t ch = 0; ch < x->v; ch++)
+            if (seen[ch] && ch != chunk)
+                seen_g += units_beginning_in(p, (int64_t)(ch * x->layers_per_chunk),
+                                             (int64_t)((ch + 1) * x->layers_per_chunk) - 1);
+    uint64_t st = x->act->stored;
+    for (int64_t l = bot; l <= top; l++) {
+        uint64_t act = (uint64_t)(l - bot + 1) * st + (has_emb ? x->act->emb_mask : 0) +
+                       (l == top && has_next ? x->act->boundary : 0);
+        int64_t ahead = pl->prefetch_fwd && l < top ? l + 1 : l;
+        uint64_t g = root_g;
+        if (pl->gather_per_pass)
+            g += mul(x->c, gs_partition_covering(p, l) + (ahead > l ? gs_partition_prefetch(p, l, ahead) : 0), wb,
+                     "gather");
+        if (pl->gather_all)
+            g += mul(x->c, seen_g + (seen[chunk] ? units_beginning_in(p, bot, top) : units_beginning_in(p, bot, ahead)),
+                     wb, "gather");
+        moment_offer(x, act, others, g, 0, "forward", l, mb, chunk);
+    }
+    if (has_head) {
+        uint64_t g = root_g + (pl->gather_all ? mul(x->c, seen_g + units_beginning_in(p, bot, top), wb, "gather") : 0);
+        moment_offer(x, chunk_stash(x, chunk), others, g, 0, "head forward", -1, mb, chunk);
     }
 }
 
@@ -401,285 +432,271 @@ static gs_status build_stage(const gs_scenario *s, const gs_mesh *mesh, uint64_t
     uint64_t coords[GS_DIM_COUNT] = {0};
     coords[GS_DIM_PP] = stage;
     uint64_t rank = gs_mesh_coords_rank(mesh, coords);
-    unit_list units = {NULL, 0, 0};
-    gs_status rc = GS_OK;
-    char b1[GS_FMT_BYTES], b2[GS_FMT_BYTES];
+    gs_partition part;
+    gs_pipe_order order = {NULL, 0, 0};
+    gs_shard_plan plan;
+    gs_act_sizes act;
+    uint64_t *inflight = NULL;
+    uint8_t *seen = NULL;
+    gs_status rc;
+    char b1[GS_FMT_BYTES];
     const char *pl = prec_label(st->precision);
 
     memset(r, 0, sizeof *r);
+    memset(&part, 0, sizeof part);
     r->stage = stage;
     r->first_rank = rank;
     r->count = dp * tp;
-    r->layers = gs_mesh_stage_layers(mesh, m->layers, stage);
-
-    uint64_t P = 0;
-    rc = stage_units(s, tp, stage, pp, r->layers, c, &units, &P);
-    if (rc != GS_OK) {
-        gs_error_set(err, rc, "out of memory building FSDP units");
-        goto out;
-    }
-    r->params = P;
-
-    /* Shard group: who shares this rank's states. */
-    uint64_t N = 1, R = 1;
-    int shard_grads = gs_sharding_shards_grads(st->sharding);
-    int shard_opt = gs_sharding_shards_optimizer(st->sharding);
-    if (st->sharding == GS_SHARD_HYBRID_SHARD) {
-        N = gs_mesh_group_local_size(mesh, GS_DIM_DP, rank);
-        R = dp / N;
-    } else if (shard_opt) {
-        N = dp;
-    }
+    rc = gs_partition_stage(s, mesh, stage, &part, err);
+    if (rc != GS_OK)
+        return rc;
+    r->layers = part.layers;
+    r->params = part.params;
+    uint64_t P = part.params;
+    gs_shard_plan_init(s, mesh, rank, mb, &plan);
+    uint64_t N = plan.N, R = plan.R, wb = plan.wb;
     r->dp_shard_group = N;
-    r->dp_replica_group = st->sharding == GS_SHARD_HYBRID_SHARD ? R : 1;
+    r->dp_replica_group = R;
 
-    /* Shard of every unit, padded per unit. */
-    uint64_t shard = 0, largest = 0;
-    for (size_t i = 0; i < units.count; i++) {
-        shard = add(c, shard, ceil_div(units.params[i], N), "shard");
-        if (units.params[i] > largest)
-            largest = units.params[i];
+    uint64_t shard = 0, largest = 0, root = gs_partition_root(&part), nonroot = 0;
+    for (size_t i = 0; i < part.nunits; i++) {
+        shard = add(c, shard, ceil_div(part.units[i].params, N), "shard");
+        if (part.units[i].params > largest)
+            largest = part.units[i].params;
+        if (!(part.has_root && i + 1 == part.nunits))
+            nonroot += part.units[i].params;
     }
     r->unit_params = largest;
-    uint64_t wb = gs_precision_bytes(st->precision);
-    int mixed = st->precision != GS_PREC_FP32;
 
-    /* ---- states ---- */
-    /* FSDP stores every sharding strategy but NO_SHARD as flat parameter shards between steps
-     * (SHARD_GRAD_OP too: it reshards after backward); ZeRO-1/2 keep full parameters. */
-    int stored_sharded = gs_sharding_is_fsdp(st->sharding) && st->sharding != GS_SHARD_NO_SHARD && N > 1;
-    uint64_t p_elems = stored_sharded ? shard : P;
-    uint64_t g_elems = shard_grads ? shard : P;
-    uint64_t o_elems = shard_opt ? shard : P;
-    uint64_t mem_params = mul(c, p_elems, wb, "params");
-    uint64_t mem_master = mixed ? mul(c, o_elems, 4, "master") : 0;
-    uint64_t mem_m = mul(c, o_elems, 4, "adam m"), mem_v = mul(c, o_elems, 4, "adam v");
-    /* Gradient accumulation with no_sync on sharded gradients: the stage's full gradient is
-     * held until the last micro-batch reduces it. */
-    int sync_every = st->grad_sync == GS_GRAD_SYNC_EVERY || !gs_sharding_allows_no_sync(st->sharding);
-    int hold_full_grads = shard_grads && !sync_every && mb > 1;
-    if (hold_full_grads)
-        g_elems = P;
-    uint64_t mem_g = mul(c, g_elems, wb, "grads");
+    /* ---- states (resident for the whole step) ---- */
+    uint64_t p_el = plan.stored_sharded ? shard : P;
+    uint64_t g_el = plan.shard_grads ? shard : P;
+    uint64_t o_el = plan.shard_opt ? shard : P;
+    uint64_t mem_params = mul(c, p_el, wb, "params");
+    uint64_t mem_master = plan.mixed ? mul(c, o_el, 4, "master") : 0;
+    uint64_t mem_m = mul(c, o_el, 4, "adam m"), mem_v = mul(c, o_el, 4, "adam v");
+    uint64_t mem_g = mul(c, g_el, wb, "grads");
     r->state_bytes = add(c, add(c, add(c, mem_params, mem_master, "states"), add(c, mem_m, mem_v, "states"),
                                 "states"), mem_g, "states");
-    const char *pw = stored_sharded ? "shard" : "full";
     line_add(r, "params", mem_params, "%s %s: %" PRIu64 " elements x %" PRIu64 " B (P=%" PRIu64
-             " on stage %" PRIu64 ", tp slice 1/%" PRIu64 "%s)", pl, pw, p_elems, wb, P, stage, tp,
-             stored_sharded ? ", padded shards of each FSDP unit over N" : "");
-    if (mixed)
-        line_add(r, "master", mem_master, "fp32 %s: %" PRIu64 " x 4 B", shard_opt ? "shard" : "full",
-                 o_elems);
-    line_add(r, "adam_m", mem_m, "fp32 %s: %" PRIu64 " x 4 B", shard_opt ? "shard" : "full", o_elems);
-    line_add(r, "adam_v", mem_v, "fp32 %s: %" PRIu64 " x 4 B", shard_opt ? "shard" : "full", o_elems);
-    line_add(r, "grads", mem_g, "%s %s: %" PRIu64 " x %" PRIu64 " B%s", pl,
-             shard_grads && !hold_full_grads ? "shard" : "full", g_elems, wb,
-             hold_full_grads ? " (no_sync: accumulated unsharded until the last micro-batch)" : "");
-    if (shard_opt)
-        line_add(r, "shard group", 0, "N = %" PRIu64 " ranks (%s)%s", N,
+             " on stage %" PRIu64 ", tp slice 1/%" PRIu64 "%s)", pl, plan.stored_sharded ? "shard" : "full", p_el,
+             wb, P, stage, tp, plan.stored_sharded ? ", padded shard of each FSDP unit over N" : "");
+    if (plan.mixed)
+        line_add(r, "master", mem_master, "fp32 %s: %" PRIu64 " x 4 B", plan.shard_opt ? "shard" : "full", o_el);
+    line_add(r, "adam_m", mem_m, "fp32 %s: %" PRIu64 " x 4 B", plan.shard_opt ? "shard" : "full", o_el);
+    line_add(r, "adam_v", mem_v, "fp32 %s: %" PRIu64 " x 4 B", plan.shard_opt ? "shard" : "full", o_el);
+    line_add(r, "grads", mem_g, "%s %s: %" PRIu64 " x %" PRIu64 " B", pl, plan.shard_grads ? "shard" : "full",
+             g_el, wb);
+    if (plan.shard_opt)
+        line_add(r, "shard group", 0, "N = %" PRIu64 " ranks (%s)%s, %zu FSDP units%s", N,
                  st->sharding == GS_SHARD_HYBRID_SHARD ? "the DP ranks on this node" : "the DP group",
-                 st->sharding == GS_SHARD_HYBRID_SHARD ? ", replicated across R nodes" : "");
-
-    if (st->offload) {
-        /* FSDP CPU offload: the parameter shard, gradients and optimizer live on the host;
-         * the GPU keeps only gathered units. */
-        r->host_bytes = r->state_bytes;
-        line_add(r, "host (offload)", r->host_bytes,
-                 "params + master + m + v + grads moved to host memory; optimizer runs on the CPU");
-        mem_params = mem_master = mem_m = mem_v = mem_g = 0;
+                 st->sharding == GS_SHARD_HYBRID_SHARD ? ", replicated across R nodes" : "", part.nunits,
+                 part.has_root ? " (the last is the root: embedding, head, stray params)" : "");
+    if (plan.offload) {
+        uint64_t host = add(c, add(c, mem_master, add(c, mem_m, mem_v, "host"), "host"),
+                            plan.stored_sharded ? add(c, mem_params, mem_g, "host") : 0, "host");
+        r->host_bytes = host;
+        line_add(r, "host (offload)", host, "%s master + m + v moved to host memory; the optimizer runs on the CPU",
+                 plan.stored_sharded ? "param and grad shards," : "");
+        mem_master = mem_m = mem_v = 0;
+        if (plan.stored_sharded)
+            mem_params = mem_g = 0;
     }
-    r->mem[GS_MEM_PARAMS] = mem_params;
-    r->mem[GS_MEM_MASTER] = mem_master;
-    r->mem[GS_MEM_ADAM_M] = mem_m;
-    r->mem[GS_MEM_ADAM_V] = mem_v;
-    r->mem[GS_MEM_GRADS] = mem_g;
+    uint64_t mem_hold = 0;
+    if (plan.hold_full_grads) {
+        mem_hold = mul(c, P, wb, "grads");
+        line_add(r, "grads (no_sync)", mem_hold, "full gradient accumulated unsharded until the last of %" PRIu64
+                 " micro-batches: P x %" PRIu64 " B", mb, wb);
+    }
+    uint64_t comms = 0;
+    for (int d = 0; d < GS_DIM_COUNT; d++)
+        comms += mesh->size[d] > 1;
+    uint64_t ws = (32ull << 20) + comms * (128ull << 20);
+    line_add(r, "workspace", ws, "estimate: cuBLAS 32 MiB + NCCL buffers 128 MiB x %" PRIu64
+             " communicators (dims of size > 1)", comms);
 
     /* ---- activations ---- */
+    rc = gs_ledger_act_sizes(s, mesh, stage, &act, err);
+    if (rc != GS_OK)
+        goto out;
     {
         act_terms a;
-        uint64_t b = s->batch.micro_seqs;
-        layer_activation_terms(m, st, b, tp, c, &a);
-        uint64_t per_layer = act_stored(&a, st->recompute, c);
-        uint64_t layers_act = mul(c, per_layer, r->layers, "activations");
-        uint64_t e = st->precision == GS_PREC_FP32 ? 4 : 2;
-        uint64_t sbh = mul(c, mul(c, m->seq, b, "activations"), m->hidden, "activations");
-        uint64_t extra = 0;
-        if (stage == 0 && m->dropout) {
-            /* The embedding's backward needs only the token ids; its output is layer 0's input
-             * (counted there). Only the embedding dropout mask is extra: 1 B x s*b*h. */
-            uint64_t embo = sbh;
-            if (st->sequence_parallel)
-                embo = ceil_div(embo, tp);
-            extra = add(c, extra, embo, "activations");
-            line_add(r, "act: embedding", embo, "dropout mask 1 B x s*b*h = %" PRIu64 "*%" PRIu64 "*%" PRIu64 "%s",
-                     m->seq, b, m->hidden, st->sequence_parallel ? " / tp" : "");
-        }
-        if (stage + 1 == pp) {
-            uint64_t fn = mul(c, e, sbh, "final norm input");
-            if (st->sequence_parallel)
-                fn = ceil_div(fn, tp);
-            /* Korthikanti's 4*s*b*V/t: fp32 logits of the vocab-parallel head kept for the loss. */
-            uint64_t logits = mul(c, 4, mul(c, mul(c, m->seq, b, "logits"), ceil_div(m->vocab, tp), "logits"),
-                                  "logits");
-            extra = add(c, extra, add(c, fn, logits, "activations"), "activations");
-            line_add(r, "act: head", fn + logits, "final-norm input %" PRIu64 " B + fp32 logits 4*s*b*V/t = 4*%"
-                     PRIu64 "*%" PRIu64 "*%" PRIu64 "/%" PRIu64, e, m->seq, b, m->vocab, tp);
-        }
-        /* Working set of recompute: one layer's activations rematerialized during backward. */
-        uint64_t remat = 0;
-        if (st->recompute == GS_RECOMPUTE_FULL)
-            remat = act_stored(&a, GS_RECOMPUTE_NONE, c);
-        else if (st->recompute == GS_RECOMPUTE_SELECTIVE)
-            remat = a.scores;
-        uint64_t one_mb = add(c, add(c, layers_act, extra, "activations"), remat, "activations");
-        r->mem[GS_MEM_ACTIVATIONS] = one_mb;
-        const char *how = st->recompute == GS_RECOMPUTE_FULL ? "full recompute: layer input only, e*s*b*h"
-                          : st->recompute == GS_RECOMPUTE_SELECTIVE
-                              ? "selective recompute: attention scores dropped"
-                              : "no recompute";
-        line_add(r, "act: per layer", per_layer,
-                 "%s%s; replicated %" PRIu64 " + split %" PRIu64 " + scores %" PRIu64 " B (Korthikanti 2022, b=%"
-                 PRIu64 ", s=%" PRIu64 ", h=%" PRIu64 ", a=%" PRIu64 ", t=%" PRIu64 ")",
-                 how, st->sequence_parallel ? ", sequence parallel" : "", a.replicated, a.split,
-                 st->recompute == GS_RECOMPUTE_NONE ? a.scores : 0, b, m->seq, m->hidden, m->heads, tp);
-        line_add(r, "activations", one_mb, "one micro-batch: %" PRIu64 " layers x %s%s%s", r->layers,
-                 gs_fmt_bytes(per_layer, b1, sizeof b1), extra ? " + embedding/head terms" : "",
-                 remat ? " + one layer rematerialized in backward" : "");
-        if (remat)
-            line_add(r, "act: recompute set", remat, "one layer's %s rematerialized during its backward",
+        layer_activation_terms(m, st, s->batch.micro_seqs, tp, c, &a);
+        const char *how = st->recompute == GS_RECOMPUTE_FULL ? "full recompute: layer input only"
+                          : st->recompute == GS_RECOMPUTE_SELECTIVE ? "selective recompute: attention scores dropped"
+                                                                    : "no recompute";
+        line_add(r, "act: per layer", act.stored,
+                 "%s%s%s; replicated %" PRIu64 " + split %" PRIu64 " + scores %" PRIu64 " + lse %" PRIu64
+                 " B (Korthikanti 2022; b=%" PRIu64 ", s=%" PRIu64 ", h=%" PRIu64 ", a=%" PRIu64 ", t=%" PRIu64 ")",
+                 how, st->sequence_parallel ? ", sequence parallel" : "", st->flash_attention ? ", flash attention" : "",
+                 a.replicated, a.split, a.scores, a.lse, s->batch.micro_seqs, m->seq, m->hidden, m->heads, tp);
+        if (act.remat)
+            line_add(r, "act: recompute set", act.remat, "one layer's %s rematerialized during its backward",
                      st->recompute == GS_RECOMPUTE_FULL ? "full activations" : "attention scores");
-
-        uint64_t k = inflight_units(st, pp, stage, mb);
-        r->inflight_microbatches = k;
-        uint64_t stash = 0;
-        if (st->pipeline == GS_PIPE_INTERLEAVED && pp > 1) {
-            uint64_t v = st->virtual_stages ? st->virtual_stages : 1;
-            /* k chunks of layers/v layers each, minus the one micro-batch counted above. */
-            uint64_t chunk = mul(c, per_layer, r->layers / v, "pipeline activations");
-            stash = k * (r->layers / v) > r->layers ? mul(c, chunk, k, "pipeline activations") -
-                                                           mul(c, per_layer, r->layers, "pipeline activations")
-                                                     : 0;
-            line_add(r, "pipeline_inflight", stash, "interleaved 1F1B, v=%" PRIu64 ": %" PRIu64
-                     " chunks of %" PRIu64 " layers in flight on stage %" PRIu64 " (warm-up (p-s-1)*2+(v-1)*p+1), minus"
-                     " the micro-batch above", v, k, r->layers / v, stage);
-        } else if (k > 1) {
-            stash = mul(c, layers_act, k - 1, "pipeline activations");
-            line_add(r, "pipeline_inflight", stash, "%s: %" PRIu64 " micro-batches in flight on stage %" PRIu64
-                     " (%s), %" PRIu64 " more x %s", gs_pipeline_name(st->pipeline), k, stage,
-                     st->pipeline == GS_PIPE_GPIPE ? "all m stashed" : "min(p - stage, m)", k - 1,
-                     gs_fmt_bytes(layers_act, b2, sizeof b2));
-        }
-        r->mem[GS_MEM_PIPE_INFLIGHT] = stash;
+        if (act.emb_mask)
+            line_add(r, "act: embedding", act.emb_mask, "dropout mask 1 B x s*b*h%s",
+                     st->sequence_parallel ? " / tp" : "");
+        if (act.head_act)
+            line_add(r, "act: head", act.head_act, "final-norm input e*s*b*h + fp32 logits 4*s*b*V/t = 4*%" PRIu64
+                     "*%" PRIu64 "*%" PRIu64 "/%" PRIu64, m->seq, s->batch.micro_seqs, m->vocab, tp);
     }
 
-    /* ---- FSDP gathered units ---- */
-    if (stored_sharded) {
-        uint64_t gather;
-        if (st->sharding == GS_SHARD_GRAD_OP || !st->reshard_after_forward) {
-            /* Units stay gathered from their forward to their backward: the whole stage. */
-            gather = mul(c, P, wb, "gather buffers");
-            line_add(r, "gather_buffers", gather, "%s: every unit stays gathered from its forward through "
-                     "its backward, P x %" PRIu64 " B",
-                     st->sharding == GS_SHARD_GRAD_OP ? "shard_grad_op" : "reshard_after_forward off", wb);
-        } else {
-            /* Prefetch keeps the next unit's gather in flight: nothing to prefetch with one unit. */
-            uint64_t depth = (st->prefetch != GS_PREFETCH_NONE || st->forward_prefetch) && units.count > 1 ? 1 : 0;
-            gather = mul(c, mul(c, largest, 1 + depth, "gather buffers"), wb, "gather buffers");
-            line_add(r, "gather_buffers", gather, "largest unit %" PRIu64 " params x (1 + prefetch %" PRIu64
-                     ") x %" PRIu64 " B", largest, depth, wb);
-        }
-        if (!hold_full_grads) {
-            uint64_t ugrad = mul(c, largest, wb, "unsharded grad");
-            gather = add(c, gather, ugrad, "gather buffers");
-            line_add(r, "unsharded grad", ugrad, "largest unit's full gradient before its reduce-scatter: %"
-                     PRIu64 " x %" PRIu64 " B", largest, wb);
-        }
-        r->mem[GS_MEM_GATHER] = gather;
-    }
-
-    /* ---- workspace (estimate) ---- */
+    /* ---- the peak: every backward moment, in pipeline order ---- */
     {
-        uint64_t comms = 0;
-        for (int d = 0; d < GS_DIM_COUNT; d++)
-            comms += mesh->size[d] > 1;
-        uint64_t ws = 32ull << 20; /* cuBLAS workspace: 32 MiB (Hopper default) */
-        ws += comms * (128ull << 20);
-        r->mem[GS_MEM_WORKSPACE] = ws;
-        line_add(r, "workspace", ws, "estimate: cuBLAS 32 MiB + NCCL buffers 128 MiB x %" PRIu64
-                 " communicators (dims of size > 1)", comms);
+        uint64_t v = st->pipeline == GS_PIPE_INTERLEAVED && pp > 1 && st->virtual_stages ? st->virtual_stages : 1;
+        rc = gs_pipe_order_build(st->pipeline, pp, stage, mb, v, &order, err);
+        if (rc != GS_OK)
+            goto out;
+        stage_ctx x;
+        memset(&x, 0, sizeof x);
+        x.p = &part;
+        x.plan = &plan;
+        x.act = &act;
+        x.c = c;
+        x.stage = stage;
+        x.pp = pp;
+        x.v = v;
+        x.layers_per_chunk = part.layers / v;
+        x.nonroot_params = nonroot;
+        x.last = stage + 1 == pp;
+        x.resident[GS_MEM_PARAMS] = mem_params;
+        x.resident[GS_MEM_MASTER] = mem_master;
+        x.resident[GS_MEM_ADAM_M] = mem_m;
+        x.resident[GS_MEM_ADAM_V] = mem_v;
+        x.resident[GS_MEM_GRADS] = add(c, mem_g, mem_hold, "grads");
+        x.resident[GS_MEM_WORKSPACE] = ws;
+        inflight = calloc(v, sizeof *inflight);
+        if (!inflight) {
+            rc = gs_error_set(err, GS_ERR_NOMEM, "out of memory");
+            goto out;
+        }
+        /* Passes in flight differ only in their chunk; a backward pass's moments depend only on its
+         * chunk and on the stash of the others, so identical (chunk, others) pairs are skipped. */
+        uint64_t seen_chunk[64], seen_others[64], fseen_chunk[64], fseen_others[64];
+        size_t nseen = 0, nfseen = 0, max_inflight = 0, cur_inflight = 0;
+        seen = calloc(v, 1);
+        if (!seen) {
+            rc = gs_error_set(err, GS_ERR_NOMEM, "out of memory");
+            goto out;
+        }
+        for (size_t i = 0; i < order.nops; i++) {
+            const gs_pipe_op *op = &order.ops[i];
+            if (!op->backward) {
+                uint64_t others_f = 0;
+                for (uint64_t ch = 0; ch < v; ch++)
+                    others_f = add(c, others_f, mul(c, inflight[ch], chunk_stash(&x, ch), "stash"), "stash");
+                int fdup = 0;
+                for (size_t k = 0; k < nfseen && !fdup; k++)
+                    fdup = fseen_chunk[k] == op->chunk && fseen_others[k] == others_f && seen[op->chunk];
+                if (!fdup) {
+                    forward_moments(&x, op->mb, op->chunk, others_f, seen);
+                    fseen_chunk[nfseen % 64] = op->chunk;
+                    fseen_others[nfseen % 64] = others_f;
+                    if (nfseen < 64)
+                        nfseen++;
+                }
+                seen[op->chunk] = 1;
+                inflight[op->chunk]++;
+                if (++cur_inflight > max_inflight)
+                    max_inflight = cur_inflight;
+                continue;
+            }
+            uint64_t others = 0;
+            for (uint64_t ch = 0; ch < v; ch++)
+                others = add(c, others, mul(c, inflight[ch], chunk_stash(&x, ch), "stash"), "stash");
+            others -= chunk_stash(&x, op->chunk);
+            int dup = 0;
+            for (size_t k = 0; k < nseen && !dup; k++)
+                dup = seen_chunk[k] == op->chunk && seen_others[k] == others;
+            if (!dup) {
+                backward_moments(&x, op->mb, op->chunk, others);
+                seen_chunk[nseen % 64] = op->chunk;
+                seen_others[nseen % 64] = others;
+                if (nseen < 64)
+                    nseen++;
+            }
+            inflight[op->chunk]--;
+            cur_inflight--;
+        }
+        for (int k = 0; k < GS_MEM_KIND_COUNT; k++)
+            r->mem[k] = x.best.mem[k];
+        r->peak_bytes = x.best.total;
+        snprintf(r->peak_where, sizeof r->peak_where, "%s", x.best.where);
+        r->inflight_microbatches = max_inflight;
+        line_add(r, "activations", r->mem[GS_MEM_ACTIVATIONS], "at the peak: the current pass's stash, its "
+                 "rematerialized layer and pipeline gradients in flight");
+        if (pp > 1)
+            line_add(r, "pipeline_inflight", r->mem[GS_MEM_PIPE_INFLIGHT], "%s: up to %zu passes in flight on "
+                     "stage %" PRIu64 " (warm-up %" PRIu64 "); the others' stashes at the peak",
+                     v > 1 ? "interleaved 1F1B" : gs_pipeline_name(st->pipeline), max_inflight, stage, order.warmup);
+        if (plan.stored_sharded)
+            line_add(r, "gather_buffers", r->mem[GS_MEM_GATHER], "root unit %" PRIu64 " params gathered for the step%s"
+                     " x %" PRIu64 " B", root,
+                     plan.gather_all ? " + every layer unit kept gathered (shard_grad_op / no reshard)"
+                     : plan.prefetch_bwd ? " + the layer's unit and the prefetched next" : " + the layer's unit", wb);
+        line_add(r, "peak", r->peak_bytes, "at %s", r->peak_where);
     }
-
-    uint64_t peak = 0;
-    for (int k = 0; k < GS_MEM_KIND_COUNT; k++)
-        peak = add(c, peak, r->mem[k], "peak");
-    r->peak_bytes = peak;
 
     /* ---- traffic ---- */
     {
-        uint64_t node = gs_mesh_rank_node(mesh, rank);
         int dp_net = gs_mesh_group_nodes(mesh, GS_DIM_DP, rank) > 1;
         int tp_net = gs_mesh_group_nodes(mesh, GS_DIM_TP, rank) > 1;
+        uint64_t n_sync = plan.sync_every ? mb : 1;
         uint64_t ag = 0, rs = 0, ar = 0, ar_net = 0;
-        uint64_t gb = wb; /* gradients reduced in the working precision */
-        /* One pass over the units: bytes a rank sends to all-gather / reduce-scatter once. */
-        uint64_t pass = 0;
-        for (size_t i = 0; i < units.count; i++)
-            pass = add(c, pass, mul(c, N - 1, ceil_div(units.params[i], N), "traffic"), "traffic");
-        uint64_t pass_ag = mul(c, pass, wb, "traffic"), pass_rs = mul(c, pass, gb, "traffic");
-        uint64_t n_ag = 0, n_rs = 0, n_ar = 0;
-        uint64_t n_sync = sync_every ? mb : 1; /* gradient reductions per step */
-        switch (st->sharding) {
-        case GS_SHARD_NO_SHARD:
-            n_ar = dp > 1 ? n_sync : 0;
-            break;
-        case GS_SHARD_ZERO1:
-        case GS_SHARD_ZERO2:
-            n_rs = n_sync, n_ag = 1;
-            break;
-        case GS_SHARD_GRAD_OP:
-            n_ag = mb, n_rs = n_sync;
-            break;
-        case GS_SHARD_FULL_SHARD:
-        case GS_SHARD_ZERO3:
-        case GS_SHARD_HYBRID_SHARD:
-            n_ag = mul(c, mb, st->reshard_after_forward ? 2 : 1, "traffic");
-            n_rs = n_sync;
-            break;
-        default:
-            break;
+        uint64_t root_pass = root ? mul(c, mul(c, N - 1, ceil_div(root, N), "traffic"), wb, "traffic") : 0;
+        uint64_t layer_pass = 0, red_pass = 0, inter_pass = 0;
+        for (size_t i = 0; i < part.nunits; i++) {
+            uint64_t u = part.units[i].params;
+            if (!(part.has_root && i + 1 == part.nunits))
+                layer_pass = add(c, layer_pass, mul(c, N - 1, ceil_div(u, N), "traffic"), "traffic");
+            if (plan.bucketed) {
+                uint64_t nb = gs_bucket_count(u, wb, st->bucket_bytes);
+                for (uint64_t k = 0; k < nb; k++)
+                    red_pass = add(c, red_pass, mul(c, (plan.grad_allreduce ? 2 : 1) * (N - 1),
+                                                    ceil_div(gs_bucket_params(u, nb, k), N), "traffic"), "traffic");
+            } else {
+                red_pass = add(c, red_pass, mul(c, N - 1, ceil_div(u, N), "traffic"), "traffic");
+                if (R > 1)
+                    inter_pass = add(c, inter_pass, mul(c, 2 * (R - 1), ceil_div(ceil_div(u, N), R), "traffic"),
+                                     "traffic");
+            }
         }
-        if (N <= 1)
-            n_ag = n_rs = 0;
-        if (n_ar) {
-            /* DDP: ring all-reduce of the whole gradient over the DP group, once per step
-             * (no_sync during accumulation). */
-            ar = mul(c, mul(c, mul(c, 2 * (dp - 1), ceil_div(P, dp), "traffic"), gb, "traffic"), n_ar, "traffic");
-            line_add(r, "dp all-reduce", ar, "2 (N-1)/N x P x %" PRIu64 " B x %" PRIu64 ", N=%" PRIu64 " (%s)", gb,
-                     n_ar, dp, n_ar == 1 ? "once per step: no_sync until the last micro-batch" : "every micro-batch");
+        layer_pass = mul(c, layer_pass, wb, "traffic");
+        red_pass = mul(c, red_pass, wb, "traffic");
+        inter_pass = mul(c, inter_pass, wb, "traffic");
+        if (N > 1) {
+            if (plan.gather_root)
+                ag = add(c, ag, root_pass, "traffic");
+            if (plan.gather_per_pass)
+                ag = add(c, ag, mul(c, layer_pass, 2 * mb, "traffic"), "traffic");
+            if (plan.gather_all)
+                ag = add(c, ag, layer_pass, "traffic");
+            if (plan.ag_after_optimizer)
+                ag = add(c, ag, add(c, layer_pass, root_pass, "traffic"), "traffic");
+            if (plan.grad_allreduce)
+                ar = mul(c, red_pass, n_sync, "traffic");
+            else
+                rs = mul(c, red_pass, n_sync, "traffic");
+            ar_net = mul(c, inter_pass, n_sync, "traffic");
         }
-        ag = mul(c, pass_ag, n_ag, "traffic");
-        rs = mul(c, pass_rs, n_rs, "traffic");
-        if (n_ag)
-            line_add(r, "dp all-gather", ag, "%" PRIu64 " passes x (N-1) x shard x %" PRIu64 " B = %" PRIu64
-                     " x %s, N=%" PRIu64 " (%s)", n_ag, wb, n_ag, gs_fmt_bytes(pass_ag, b1, sizeof b1), N,
-                     st->sharding == GS_SHARD_ZERO1 || st->sharding == GS_SHARD_ZERO2
-                         ? "updated params once per step"
-                     : st->reshard_after_forward ? "forward + backward re-gather, per micro-batch"
-                                                 : "forward only, per micro-batch");
-        if (n_rs)
-            line_add(r, "dp reduce-scatter", rs, "%" PRIu64 " passes x (N-1) x shard x %" PRIu64 " B = %" PRIu64
-                     " x %s (%s)", n_rs, gb, n_rs, gs_fmt_bytes(pass_rs, b1, sizeof b1),
-                     n_rs == 1 ? "once per step" : "every micro-batch");
-        if (st->sharding == GS_SHARD_HYBRID_SHARD && R > 1) {
-            /* Cross-node all-reduce of each rank's gradient shard, after each reduce-scatter. */
-            uint64_t sh = 0;
-            for (size_t i = 0; i < units.count; i++)
-                sh = add(c, sh, mul(c, 2 * (R - 1), ceil_div(ceil_div(units.params[i], N), R), "traffic"),
-                         "traffic");
-            ar_net = mul(c, mul(c, sh, gb, "traffic"), n_sync, "traffic");
-            line_add(r, "hsdp all-reduce", ar_net, "2 (R-1)/R x shard x %" PRIu64 " B x %" PRIu64
-                     " syncs, R=%" PRIu64 " nodes", gb, n_sync, R);
-        }
+        if (ag)
+            line_add(r, "dp all-gather", ag, "%s%s%s (N=%" PRIu64 ", (N-1) x padded shard x %" PRIu64 " B per unit)",
+                     plan.gather_root ? "root once + " : "",
+                     plan.gather_per_pass ? "every layer unit before each forward and backward pass (2 x m)"
+                     : plan.gather_all ? "every layer unit once per step"
+                                       : "updated params once per step",
+                     "", N, wb);
+        if (rs)
+            line_add(r, "dp reduce-scatter", rs, "%" PRIu64 " x %s of gradients%s", n_sync,
+                     gs_fmt_bytes(red_pass, b1, sizeof b1),
+                     n_sync == 1 ? " (once per step: no_sync until the last micro-batch)" : " (every micro-batch)");
+        if (ar)
+            line_add(r, "dp all-reduce", ar, "%" PRIu64 " x %s: 2 (N-1)/N over %" PRIu64 " B buckets, N=%" PRIu64 "%s",
+                     n_sync, gs_fmt_bytes(red_pass, b1, sizeof b1), st->bucket_bytes, N,
+                     n_sync == 1 ? " (no_sync until the last micro-batch)" : "");
+        if (ar_net)
+            line_add(r, "hsdp all-reduce", ar_net, "2 (R-1)/R x gradient shard x %" PRIu64 " B x %" PRIu64
+                     " syncs, R=%" PRIu64 " nodes", wb, n_sync, R);
         r->traffic[GS_TRAFFIC_DP_ALLGATHER] = ag;
         r->traffic[GS_TRAFFIC_DP_REDUCE_SCATTER] = rs;
         r->traffic[GS_TRAFFIC_DP_ALLREDUCE] = add(c, ar, ar_net, "traffic");
@@ -688,57 +705,50 @@ static gs_status build_stage(const gs_scenario *s, const gs_mesh *mesh, uint64_t
             dp_bytes;
         r->traffic_link[GS_LINKCLASS_NET] += ar_net;
 
-        /* TP: per layer per micro-batch, 2 all-reduces of s*b*h in forward and 2 in backward
-         * (sequence parallel: all-gather + reduce-scatter pairs, half the bytes each); full
-         * recompute repeats the forward's 2 in backward. Plus the vocab-parallel embedding
-         * (forward) and head (backward). */
+        uint64_t v = st->pipeline == GS_PIPE_INTERLEAVED && pp > 1 && st->virtual_stages ? st->virtual_stages : 1;
+        /* TP: per layer and pass, 2 all-reduces of s*b*h in forward and 2 in backward (sequence
+         * parallel: all-gather + reduce-scatter pairs of the same bytes); full recompute repeats
+         * the forward's 2 in backward; the vocab-parallel embedding adds 1 in forward, the head 1
+         * in backward. */
         uint64_t tpb = 0;
         if (tp > 1) {
             uint64_t e = st->precision == GS_PREC_FP32 ? 4 : 2;
-            uint64_t x = mul(c, mul(c, mul(c, m->seq, s->batch.micro_seqs, "traffic"), m->hidden, "traffic"), e,
-                             "traffic");
-            uint64_t ar1 = mul(c, 2 * (tp - 1), ceil_div(x, tp), "traffic"); /* one all-reduce of x */
+            uint64_t xb = mul(c, mul(c, mul(c, m->seq, s->batch.micro_seqs, "traffic"), m->hidden, "traffic"), e,
+                              "traffic");
+            uint64_t ar1 = mul(c, 2 * (tp - 1), ceil_div(xb, tp), "traffic");
             uint64_t per_layer = 4 + (st->recompute == GS_RECOMPUTE_FULL ? 2 : 0);
-            uint64_t colls = mul(c, per_layer, r->layers, "traffic");
-            if (stage == 0)
-                colls += 1;
-            if (stage + 1 == pp)
-                colls += 1;
+            uint64_t colls = mul(c, per_layer, r->layers, "traffic") + (stage == 0) + (stage + 1 == pp);
             tpb = mul(c, mul(c, colls, ar1, "traffic"), mb, "traffic");
-            line_add(r, "tp", tpb, "%" PRIu64 " all-reduce equivalents x 2 (t-1)/t x s*b*h*%" PRIu64 " B x %" PRIu64
-                     " micro-batches (%" PRIu64 " per layer%s%s, t=%" PRIu64 ")",
-                     colls, e, mb, per_layer, st->recompute == GS_RECOMPUTE_FULL ? " incl. recomputed forward" : "",
-                     st->sequence_parallel ? ", as AG+RS pairs" : "", tp);
+            line_add(r, "tp", tpb, "%" PRIu64 " all-reduce equivalents x 2 (t-1) x ceil(s*b*h*%" PRIu64 " B / t) x %"
+                     PRIu64 " micro-batches (%" PRIu64 " per layer%s%s, t=%" PRIu64 ")", colls, e, mb, per_layer,
+                     st->recompute == GS_RECOMPUTE_FULL ? " incl. the recomputed forward" : "",
+                     st->sequence_parallel ? ", as all-gather + reduce-scatter pairs" : "", tp);
         }
         r->traffic[GS_TRAFFIC_TP] = tpb;
         r->traffic_link[tp_net ? GS_LINKCLASS_NET : GS_LINKCLASS_INTRA] += tpb;
 
-        /* PP: activations forward to stage+1, gradients backward to stage-1, per micro-batch
-         * (interleaved: per chunk; the last chunk's forward and first chunk's backward stay). */
+        /* PP: each forward pass of a chunk with a next stage sends its output activation; each
+         * backward pass of a chunk with a previous stage sends its input gradient. */
         uint64_t ppb = 0;
         if (pp > 1) {
-            uint64_t e = st->precision == GS_PREC_FP32 ? 4 : 2;
-            uint64_t x = mul(c, mul(c, mul(c, m->seq, s->batch.micro_seqs, "traffic"), m->hidden, "traffic"), e,
-                             "traffic");
-            if (st->sequence_parallel)
-                x = ceil_div(x, tp);
-            uint64_t v = st->pipeline == GS_PIPE_INTERLEAVED && st->virtual_stages ? st->virtual_stages : 1;
             uint64_t fwd = mul(c, mb, v, "traffic") - (stage + 1 == pp ? mb : 0);
             uint64_t bwd = mul(c, mb, v, "traffic") - (stage == 0 ? mb : 0);
-            ppb = mul(c, add(c, fwd, bwd, "traffic"), x, "traffic");
-            line_add(r, "pp", ppb, "(%" PRIu64 " activation + %" PRIu64 " gradient sends) x s*b*h*%" PRIu64 " B%s",
-                     fwd, bwd, e, st->sequence_parallel ? " / tp" : "");
+            ppb = mul(c, add(c, fwd, bwd, "traffic"), act.boundary, "traffic");
+            line_add(r, "pp", ppb, "(%" PRIu64 " activation + %" PRIu64 " gradient sends) x %" PRIu64 " B", fwd, bwd,
+                     act.boundary);
             uint64_t cn[GS_DIM_COUNT] = {0};
             cn[GS_DIM_PP] = stage + 1 < pp ? stage + 1 : stage - 1;
-            int pp_net = gs_mesh_rank_node(mesh, gs_mesh_coords_rank(mesh, cn)) != node;
+            int pp_net = gs_mesh_rank_node(mesh, gs_mesh_coords_rank(mesh, cn)) != gs_mesh_rank_node(mesh, rank);
             r->traffic_link[pp_net ? GS_LINKCLASS_NET : GS_LINKCLASS_INTRA] += ppb;
         }
         r->traffic[GS_TRAFFIC_PP] = ppb;
         r->traffic_bytes = add(c, add(c, add(c, dp_bytes, ar_net, "traffic"), tpb, "traffic"), ppb, "traffic");
     }
-    (void)b2;
 out:
-    free(units.params);
+    free(inflight);
+    free(seen);
+    gs_pipe_order_fini(&order);
+    gs_partition_fini(&part);
     return rc;
 }
 

@@ -66,6 +66,7 @@ typedef struct gs_ledger_rank {
     uint64_t dp_shard_group;     /* ranks a DP/FSDP collective spans (HSDP: the intra-node group) */
     uint64_t dp_replica_group;   /* HSDP: replicas across nodes; 1 otherwise */
     uint64_t unit_params;        /* largest FSDP unit on this stage, parameters (this TP slice) */
+    char peak_where[96];         /* the moment of the peak, e.g. "backward of L79, micro-batch 0" */
     gs_ledger_line lines[GS_LEDGER_MAX_LINES]; /* --explain: memory then traffic lines */
     size_t nlines;
 } gs_ledger_rank;
@@ -97,6 +98,51 @@ const gs_ledger_rank *gs_ledger_peak_rank(const gs_ledger *l);
 
 const char *gs_mem_kind_name(gs_mem_kind k);         /* "params", "master", "adam_m", ... */
 const char *gs_traffic_kind_name(gs_traffic_kind k); /* "dp_allgather", ... */
+
+/* How the strategy treats one rank's parameters and gradients (shared by the ledger and the
+ * schedule builders: the semantics both derive bytes from). */
+typedef struct gs_shard_plan {
+    uint64_t N;              /* shard group size (HSDP: the DP ranks on this node) */
+    uint64_t R;              /* HSDP replicas across nodes (1 otherwise) */
+    uint64_t wb;             /* bytes per working element (params, grads, activations) */
+    uint64_t microbatches;
+    int mixed;               /* fp32 master copy kept beside the working params */
+    int stored_sharded;      /* FSDP: params kept as per-unit shards between steps */
+    int gather_root;         /* FSDP root unit gathered at step start, freed at step end */
+    int gather_all;          /* layer units gathered at their first forward, kept to step end
+                                (SHARD_GRAD_OP, reshard_after_forward off) */
+    int gather_per_pass;     /* layer units gathered before each forward and each backward pass,
+                                freed after it (FULL_SHARD) */
+    int prefetch_bwd;        /* 0 none, 1 backward_pre, 2 backward_post */
+    int prefetch_fwd;        /* forward_prefetch */
+    int shard_grads;         /* gradient storage is a shard */
+    int shard_opt;           /* master / m / v are shards */
+    int sync_every;          /* gradients reduced after every micro-batch */
+    int hold_full_grads;     /* no_sync on sharded grads: full gradient resident until the last
+                                micro-batch */
+    int transient_grads;     /* a unit's full gradient lives from its backward to its reduction */
+    int grad_allreduce;      /* NO_SHARD: all-reduce buckets (else reduce-scatter) */
+    int bucketed;            /* DDP / ZeRO-1/2: gradients reduced in bucket_bytes buckets */
+    int ag_after_optimizer;  /* ZeRO-1/2: all-gather the updated params once per step */
+    int offload;             /* CPU offload of shards and optimizer */
+} gs_shard_plan;
+
+void gs_shard_plan_init(const gs_scenario *s, const gs_mesh *mesh, uint64_t rank, uint64_t microbatches,
+                        gs_shard_plan *plan);
+
+/* Activation tensor sizes of one stage rank for one micro-batch (bytes). */
+typedef struct gs_act_sizes {
+    uint64_t stored;     /* kept per layer for backward (depends on recompute) */
+    uint64_t remat;      /* rematerialized during one layer's backward (full: the layer's full
+                            activations; selective: attention scores; none: 0) */
+    uint64_t emb_mask;   /* stage 0, dropout models: embedding dropout mask */
+    uint64_t head_act;   /* last stage: final-norm input + fp32 logits (4 s b V / t) */
+    uint64_t boundary;   /* one pipeline send: s b h e (/ t with sequence parallelism) */
+} gs_act_sizes;
+
+/* Returns GS_ERR_OVERFLOW when a size does not fit 64 bits. */
+gs_status gs_ledger_act_sizes(const gs_scenario *s, const gs_mesh *mesh, uint64_t stage, gs_act_sizes *out,
+                              gs_error *err);
 
 /* Activation bytes of one transformer block for one micro-batch of b sequences on one rank
  * (Korthikanti et al. 2022 accounting, op by op; exposed for the schedule's cross-check). */

@@ -485,6 +485,17 @@ GS_ENUM_ADAPTOR(parse_pipeline, gs_pipeline_parse, gs_pipeline)
 static const char *const norm_names[] = {"rmsnorm", "layernorm"};
 static const char *const mlp_names[] = {"swiglu", "gelu"};
 static const char *const pos_names[] = {"rope", "learned"};
+static const char *const grad_sync_names[] = {"last", "every"};
+
+static int parse_grad_sync(const char *s, int *out)
+{
+    for (int i = 0; i < 2; i++)
+        if (strcasecmp(s, grad_sync_names[i]) == 0) {
+            *out = i;
+            return 0;
+        }
+    return -1;
+}
 
 static int parse_in(const char *s, const char *const *names, size_t n, int *out)
 {
@@ -935,7 +946,7 @@ static gs_status load_grid(const gs_loader *l, const yaml_node_t *v, gs_grid *g)
 
 static const char *const strategy_keys[] = {
     "sharding", "wrap", "prefetch", "forward_prefetch", "reshard_after_forward",
-    "limit_all_gathers", "recompute", "flash_attention", "offload", "precision", "pipeline",
+    "limit_all_gathers", "recompute", "flash_attention", "offload", "precision", "pipeline", "grad_sync",
     "virtual_stages", "sequence_parallel", "bucket_mb",
 };
 
@@ -1015,6 +1026,10 @@ static gs_status load_strategy(const gs_loader *l, const yaml_node_t *v, gs_stra
     if ((st = opt_enum(l, v, sec, "pipeline", pipeline, 3, parse_pipeline, &e, NULL)))
         return st;
     s->pipeline = (gs_pipeline)e;
+    e = (int)s->grad_sync;
+    if ((st = opt_enum(l, v, sec, "grad_sync", grad_sync_names, 2, parse_grad_sync, &e, NULL)))
+        return st;
+    s->grad_sync = (gs_grad_sync)e;
     yaml_node_t *wrap = lookup(l, v, "wrap");
     if (wrap && (st = load_wrap(l, wrap, s)) != GS_OK)
         return st;

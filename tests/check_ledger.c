@@ -223,19 +223,29 @@ START_TEST(test_exact_llama2_7b)
 }
 END_TEST
 
-/* Whole-model wrap (S8 pitfall 1): the gathered unit is the whole model, 7e9 x 2 B = 14 GB, plus
- * its unsharded gradient 14 GB, and nothing to prefetch. */
+/* Whole-model wrap (S8 pitfall 1): the one unit is the FSDP root, gathered for the whole step:
+ * 7e9 x 2 B = 14 GB, and its unsharded gradient (14 GB) lives through the backward pass, on top
+ * of the 14 GB of states (gradient shard 7e9 / 8 x 2 B = 1.75 GB). */
 START_TEST(test_whole_model_wrap)
 {
     gs_scenario s;
     gs_mesh m;
     gs_ledger *l = ledger_from(NOMINAL7 "cluster: {preset: dgx-a100-80g}\ngrid: {dp: 8}\n"
                                         "strategy: {wrap: model}\n", &s, &m);
-    ck_assert_uint_eq(l->ranks[0].mem[GS_MEM_GATHER], 28000000000ull);
+    ck_assert_uint_eq(l->ranks[0].mem[GS_MEM_GATHER], 14000000000ull);
+    ck_assert_uint_eq(l->ranks[0].mem[GS_MEM_GRADS], 1750000000ull + 14000000000ull);
+    uint64_t whole = l->ranks[0].peak_bytes;
     gs_ledger_destroy(l);
-    /* per-layer wrap with backward prefetch: 2 units of 437.5 MB gathered + 1 unsharded grad */
+    /* per-layer wrap with backward prefetch: 2 units of 7e9/32 x 2 B = 437.5 MB gathered (the
+     * layer's and the prefetched next) and one unit's unsharded gradient */
     l = ledger_from(NOMINAL7 "cluster: {preset: dgx-a100-80g}\ngrid: {dp: 8}\n", &s, &m);
-    ck_assert_uint_eq(l->ranks[0].mem[GS_MEM_GATHER], 3 * 437500000ull);
+    ck_assert_uint_eq(l->ranks[0].mem[GS_MEM_GATHER], 2 * 437500000ull);
+    ck_assert_uint_eq(l->ranks[0].mem[GS_MEM_GRADS], 1750000000ull + 437500000ull);
+    /* whole-model wrapping costs the gathered model (14 GB) plus its gradient (14 GB) less the
+     * per-layer buffers (3 x 437.5 MB); its peak moves to the head's backward, where the head's
+     * activations are still alive: final-norm input 2 s b h + fp32 logits 4 s b V
+     * = 2*4096*4096 + 4*4096*32000 = 557,842,432 B. */
+    ck_assert_uint_eq(whole - l->ranks[0].peak_bytes, 28000000000ull - 3 * 437500000ull + 557842432ull);
     gs_ledger_destroy(l);
 }
 END_TEST

@@ -1,0 +1,90 @@
+/* Internal context shared by the schedule builders (engine/build*.c): one rank's partition, shard
+ * plan, activation sizes, tensor ids and the event-appending helpers.
+ *
+ * Ownership: gs_bctx is created and destroyed by engine/build.c for one rank at a time; it
+ * borrows the scenario, mesh and the rank's event list, and owns its id arrays. */
+#ifndef GS_BUILD_INTERNAL_H
+#define GS_BUILD_INTERNAL_H
+
+#include <stdint.h>
+
+#include "engine/ledger.h"
+#include "engine/partition.h"
+#include "engine/pipeline.h"
+#include "engine/schedule.h"
+
+#define GS_NO_ID UINT32_MAX
+#define GS_BUILD_MAX_LIST 64
+
+typedef struct gs_bctx {
+    const gs_scenario *s;
+    const gs_mesh *mesh;
+    gs_rank_events *r;
+    gs_error *err;
+    uint64_t rank, stage, pp, tp, v, layers_per_chunk, mb_count;
+    int last;
+    gs_partition part;
+    gs_shard_plan plan;
+    gs_act_sizes act;
+    size_t root;                 /* index of the root unit, or SIZE_MAX */
+    /* group index and size of this rank per group kind */
+    uint64_t group[GS_GROUP_KIND_COUNT];
+    uint64_t group_size[GS_GROUP_KIND_COUNT];
+    gs_group_kind dp_group;      /* DP or DP_INTRA (HSDP) for gathers and reduce-scatters */
+    /* resident tensors */
+    uint32_t *param_t;           /* per unit: parameter storage (shard or full) */
+    uint32_t *grad_t;            /* per unit: gradient storage (shard or full) */
+    uint32_t *hold_t;            /* per unit: full gradient accumulated under no_sync */
+    uint32_t master_t, adam_t, ws_t;
+    /* transient per unit */
+    uint32_t *gathered_t;        /* live gathered copy or GS_NO_ID */
+    uint32_t *gathered_ev;       /* event that gathered it (dependency for computes) */
+    uint32_t *ugrad_t;           /* live transient full gradient or GS_NO_ID */
+    /* activations in flight, indexed [(mb % window) * layers + local layer] */
+    uint64_t window;
+    uint32_t *stash_t;
+    uint32_t *emb_mask_t, *head_act_t; /* per mb % window */
+    uint32_t root_grad_t;
+    uint32_t last_compute;       /* last compute event appended (data dependency chain) */
+    uint32_t last_dp;            /* last DP-stream event */
+    uint32_t first_layer_global;
+} gs_bctx;
+
+/* Appending an event: the builder fills a gs_event and up to GS_BUILD_MAX_LIST ids per list. */
+typedef struct gs_evb {
+    gs_event e;
+    uint32_t list[GS_LINK_LISTS][GS_BUILD_MAX_LIST];
+} gs_evb;
+
+void gs__evb_init(gs_evb *b, gs_event_kind kind, gs_stream stream, gs_phase phase, int32_t layer, uint32_t mb);
+void gs__evb_add(gs_evb *b, int which, uint32_t id); /* ignores GS_NO_ID */
+gs_status gs__evb_emit(gs_bctx *x, gs_evb *b, uint32_t *id);
+gs_status gs__tensor(gs_bctx *x, gs_tensor_kind kind, uint64_t bytes, int32_t layer, uint32_t mb, uint32_t unit,
+                     int resident, uint32_t *id);
+/* Global layer index of a stage-local layer. */
+int32_t gs__global_layer(const gs_bctx *x, int64_t local);
+
+/* engine/build_layer.c: compute ops of one layer, the embedding and the head, with their TP
+ * collectives. `first_alloc` / `last_free` are tensors allocated by the first event / freed by
+ * the last one; `deps` are data dependencies of the first event. */
+#define GS_IO_MAX 32
+typedef struct gs_layer_io {
+    uint32_t alloc[GS_IO_MAX];
+    size_t nalloc;
+    uint32_t free[GS_IO_MAX];
+    size_t nfree;
+    uint32_t deps[GS_BUILD_MAX_LIST];
+    size_t ndeps;
+    uint32_t reads[GS_IO_MAX];
+    size_t nreads;
+} gs_layer_io;
+
+gs_status gs__layer_forward(gs_bctx *x, int64_t local, uint32_t mb, gs_phase phase, const gs_layer_io *io,
+                            uint32_t *last_ev);
+gs_status gs__layer_backward(gs_bctx *x, int64_t local, uint32_t mb, const gs_layer_io *io, uint32_t *last_ev);
+gs_status gs__embed_forward(gs_bctx *x, uint32_t mb, const gs_layer_io *io, uint32_t *last_ev);
+gs_status gs__embed_backward(gs_bctx *x, uint32_t mb, const gs_layer_io *io, uint32_t *last_ev);
+gs_status gs__head_forward(gs_bctx *x, uint32_t mb, const gs_layer_io *io, uint32_t *last_ev);
+gs_status gs__head_backward(gs_bctx *x, uint32_t mb, const gs_layer_io *io, uint32_t *last_ev);
+
+#endif

@@ -1,0 +1,291 @@
+/* Schedule builder, compute side: the ops of one transformer block (forward, recompute,
+ * backward), the embedding and the head, with the tensor-parallel collectives Megatron places
+ * between them (all-reduces; all-gather + reduce-scatter pairs under sequence parallelism).
+ *
+ * GEMM shapes per micro-batch of T = b s tokens on one TP rank (a_t = heads / tp, kv_t = ceil(kv
+ * heads / tp), f_t = ffn / tp): QKV m=T n=(a_t + 2 kv_t) hd k=h; attention batch=b a_t, m=n=s,
+ * k=hd (QK^T and PV, counted as full s x s as Megatron's FLOP formula does); out-proj m=T n=h
+ * k=a_t hd; MLP up m=T n=2 f_t (SwiGLU) or f_t k=h; down m=T n=h k=f_t; LM head m=T n=V/tp k=h.
+ * A backward GEMM op does twice its forward FLOPs (data and weight gradients). */
+#include <string.h>
+
+#include "engine/build_internal.h"
+
+static uint64_t ceil_div(uint64_t a, uint64_t b)
+{
+    return a / b + (a % b != 0);
+}
+
+typedef struct shapes {
+    uint64_t T, s, b, h, hd, a_t, kv_t, f_t, v_t, e;
+    int swiglu, sp;
+} shapes;
+
+static void shapes_init(const gs_bctx *x, shapes *sh)
+{
+    const gs_model *m = &x->s->model;
+    sh->b = x->s->batch.micro_seqs;
+    sh->s = m->seq;
+    sh->T = sh->b * sh->s;
+    sh->h = m->hidden;
+    sh->hd = m->head_dim;
+    sh->a_t = m->heads / x->tp;
+    sh->kv_t = ceil_div(m->kv_heads, x->tp);
+    sh->f_t = m->ffn / x->tp;
+    sh->v_t = ceil_div(m->vocab, x->tp);
+    sh->e = x->s->strategy.precision == GS_PREC_FP32 ? 4 : 2;
+    sh->swiglu = m->mlp == GS_MLP_SWIGLU;
+    sh->sp = x->s->strategy.sequence_parallel && x->tp > 1;
+}
+
+/* One op of a pass: the event, plus the io of the pass when it is its first or last op. */
+typedef struct pass {
+    gs_bctx *x;
+    gs_phase phase;
+    int32_t layer;
+    uint32_t mb;
+    const gs_layer_io *io;
+    int first_done;
+    uint32_t prev;       /* previous event in this pass (data dependency) */
+    gs_evb pending;      /* the last op is held back so the pass's frees land on it */
+    int have_pending;
+} pass;
+
+static gs_status flush(pass *p)
+{
+    if (!p->have_pending)
+        return GS_OK;
+    uint32_t id;
+    gs_status rc = gs__evb_emit(p->x, &p->pending, &id);
+    if (rc == GS_OK)
+        p->prev = id;
+    p->have_pending = 0;
+    return rc;
+}
+
+static void pass_init(pass *p, gs_bctx *x, gs_phase phase, int32_t layer, uint32_t mb, const gs_layer_io *io)
+{
+    memset(p, 0, sizeof *p);
+    p->x = x;
+    p->phase = phase;
+    p->layer = layer;
+    p->mb = mb;
+    p->io = io;
+    p->prev = GS_NO_ID;
+}
+
+/* Queue one event; the first one of the pass carries the pass's allocations, reads and deps. */
+static gs_status pass_event(pass *p, gs_evb *b)
+{
+    gs_status rc = flush(p);
+    if (rc != GS_OK)
+        return rc;
+    gs__evb_add(b, GS_LINK_DEPS, p->prev);
+    if (!p->first_done) {
+        for (size_t i = 0; i < p->io->ndeps; i++)
+            gs__evb_add(b, GS_LINK_DEPS, p->io->deps[i]);
+        for (size_t i = 0; i < p->io->nalloc; i++)
+            gs__evb_add(b, GS_LINK_ALLOCS, p->io->alloc[i]);
+        for (size_t i = 0; i < p->io->nreads; i++)
+            gs__evb_add(b, GS_LINK_READS, p->io->reads[i]);
+        p->first_done = 1;
+    }
+    p->pending = *b;
+    p->have_pending = 1;
+    return GS_OK;
+}
+
+/* Ends the pass: the last event frees what the pass releases. */
+static gs_status pass_end(pass *p, uint32_t *last_ev)
+{
+    if (p->have_pending)
+        for (size_t i = 0; i < p->io->nfree; i++)
+            gs__evb_add(&p->pending, GS_LINK_FREES, p->io->free[i]);
+    gs_status rc = flush(p);
+    if (last_ev)
+        *last_ev = p->prev;
+    return rc;
+}
+
+static gs_status compute(pass *p, gs_op op, uint64_t m, uint64_t n, uint64_t k, uint64_t batch, double flops,
+                         uint64_t bytes)
+{
+    gs_evb b;
+    gs__evb_init(&b, GS_EV_COMPUTE, GS_STREAM_COMPUTE, p->phase, p->layer, p->mb);
+    b.e.op = (uint8_t)op;
+    b.e.gemm_m = (uint32_t)m;
+    b.e.gemm_n = (uint32_t)n;
+    b.e.gemm_k = (uint32_t)k;
+    b.e.gemm_batch = (uint32_t)batch;
+    b.e.flops = flops;
+    b.e.bytes = bytes;
+    return pass_event(p, &b);
+}
+
+/* A GEMM op: forward flops 2 m n k per batch entry; backward twice that. */
+static gs_status gemm(pass *p, gs_op op, const shapes *sh, uint64_t m, uint64_t n, uint64_t k, uint64_t batch)
+{
+    double mul = p->phase == GS_PHASE_BWD ? 2.0 : 1.0;
+    double flops = mul * 2.0 * (double)m * (double)n * (double)k * (double)(batch ? batch : 1);
+    uint64_t bytes = (uint64_t)((double)sh->e * (double)(m * k + k * n + m * n) * (double)(batch ? batch : 1) * mul);
+    return compute(p, op, m, n, k, batch, flops, bytes);
+}
+
+static gs_status elementwise(pass *p, gs_op op, uint64_t elements, uint64_t bytes_per_element)
+{
+    double mul = p->phase == GS_PHASE_BWD ? 2.0 : 1.0;
+    return compute(p, op, 0, 0, 0, 0, 5.0 * (double)elements * mul, (uint64_t)((double)elements * (double)bytes_per_element * mul));
+}
+
+/* A TP collective on the activation X = T h e bytes (AR), or its sequence-parallel halves. */
+static gs_status tp_coll(pass *p, gs_coll_op op, const shapes *sh)
+{
+    gs_bctx *x = p->x;
+    if (x->tp <= 1)
+        return GS_OK;
+    gs_status rc = flush(p);
+    if (rc != GS_OK)
+        return rc;
+    uint64_t X = sh->T * sh->h * sh->e;
+    gs_evb b;
+    gs__evb_init(&b, GS_EV_COLLECTIVE, GS_STREAM_TP, p->phase, p->layer, p->mb);
+    b.e.op = (uint8_t)op;
+    b.e.group = GS_GROUP_TP;
+    b.e.peer = x->group[GS_GROUP_TP];
+    b.e.group_size = x->tp;
+    b.e.bytes = op == GS_COLL_ALLREDUCE ? X : x->tp * ceil_div(X, x->tp);
+    gs__evb_add(&b, GS_LINK_DEPS, p->prev);
+    if (!p->first_done) {
+        for (size_t i = 0; i < p->io->ndeps; i++)
+            gs__evb_add(&b, GS_LINK_DEPS, p->io->deps[i]);
+        for (size_t i = 0; i < p->io->nalloc; i++)
+            gs__evb_add(&b, GS_LINK_ALLOCS, p->io->alloc[i]);
+        p->first_done = 1;
+    }
+    p->pending = b;
+    p->have_pending = 1;
+    return GS_OK;
+}
+
+gs_status gs__layer_forward(gs_bctx *x, int64_t local, uint32_t mb, gs_phase phase, const gs_layer_io *io,
+                            uint32_t *last_ev)
+{
+    shapes sh;
+    shapes_init(x, &sh);
+    pass p;
+    pass_init(&p, x, phase, gs__global_layer(x, local), mb, io);
+    gs_status rc = GS_OK;
+    uint64_t qkv_n = (sh.a_t + 2 * sh.kv_t) * sh.hd;
+    uint64_t up_n = sh.swiglu ? 2 * sh.f_t : sh.f_t;
+    uint64_t hsp = sh.sp ? ceil_div(sh.T * sh.h, x->tp) : sh.T * sh.h;
+    int selective_only = phase == GS_PHASE_RECOMPUTE && x->s->strategy.recompute == GS_RECOMPUTE_SELECTIVE;
+    if (selective_only) {
+        rc = gemm(&p, GS_OP_ATTN, &sh, sh.s, sh.s, sh.hd, sh.b * sh.a_t);
+        if (rc == GS_OK)
+            rc = pass_end(&p, last_ev);
+        return rc;
+    }
+    if ((rc = elementwise(&p, GS_OP_NORM, hsp, 2 * sh.e)) ||
+        (sh.sp && (rc = tp_coll(&p, GS_COLL_ALLGATHER, &sh))) ||
+        (rc = gemm(&p, GS_OP_QKV, &sh, sh.T, qkv_n, sh.h, 0)) ||
+        (rc = gemm(&p, GS_OP_ATTN, &sh, sh.s, sh.s, sh.hd, sh.b * sh.a_t)) ||
+        (rc = gemm(&p, GS_OP_OPROJ, &sh, sh.T, sh.h, sh.a_t * sh.hd, 0)) ||
+        (rc = tp_coll(&p, sh.sp ? GS_COLL_REDUCE_SCATTER : GS_COLL_ALLREDUCE, &sh)) ||
+        (rc = elementwise(&p, GS_OP_NORM, hsp, 2 * sh.e)) ||
+        (sh.sp && (rc = tp_coll(&p, GS_COLL_ALLGATHER, &sh))) ||
+        (rc = gemm(&p, GS_OP_MLP_UP, &sh, sh.T, up_n, sh.h, 0)) ||
+        (rc = elementwise(&p, GS_OP_ACT, sh.T * sh.f_t, (sh.swiglu ? 3 : 2) * sh.e)) ||
+        (rc = gemm(&p, GS_OP_MLP_DOWN, &sh, sh.T, sh.h, sh.f_t, 0)) ||
+        (rc = tp_coll(&p, sh.sp ? GS_COLL_REDUCE_SCATTER : GS_COLL_ALLREDUCE, &sh)))
+        return rc;
+    return pass_end(&p, last_ev);
+}
+
+gs_status gs__layer_backward(gs_bctx *x, int64_t local, uint32_t mb, const gs_layer_io *io, uint32_t *last_ev)
+{
+    shapes sh;
+    shapes_init(x, &sh);
+    pass p;
+    pass_init(&p, x, GS_PHASE_BWD, gs__global_layer(x, local), mb, io);
+    gs_status rc;
+    uint64_t qkv_n = (sh.a_t + 2 * sh.kv_t) * sh.hd;
+    uint64_t up_n = sh.swiglu ? 2 * sh.f_t : sh.f_t;
+    uint64_t hsp = sh.sp ? ceil_div(sh.T * sh.h, x->tp) : sh.T * sh.h;
+    if ((sh.sp && (rc = tp_coll(&p, GS_COLL_ALLGATHER, &sh))) ||
+        (rc = gemm(&p, GS_OP_MLP_DOWN, &sh, sh.T, sh.h, sh.f_t, 0)) ||
+        (rc = elementwise(&p, GS_OP_ACT, sh.T * sh.f_t, (sh.swiglu ? 3 : 2) * sh.e)) ||
+        (rc = gemm(&p, GS_OP_MLP_UP, &sh, sh.T, up_n, sh.h, 0)) ||
+        (rc = tp_coll(&p, sh.sp ? GS_COLL_REDUCE_SCATTER : GS_COLL_ALLREDUCE, &sh)) ||
+        (rc = elementwise(&p, GS_OP_NORM, hsp, 2 * sh.e)) ||
+        (sh.sp && (rc = tp_coll(&p, GS_COLL_ALLGATHER, &sh))) ||
+        (rc = gemm(&p, GS_OP_OPROJ, &sh, sh.T, sh.h, sh.a_t * sh.hd, 0)) ||
+        (rc = gemm(&p, GS_OP_ATTN, &sh, sh.s, sh.s, sh.hd, sh.b * sh.a_t)) ||
+        (rc = gemm(&p, GS_OP_QKV, &sh, sh.T, qkv_n, sh.h, 0)) ||
+        (rc = tp_coll(&p, sh.sp ? GS_COLL_REDUCE_SCATTER : GS_COLL_ALLREDUCE, &sh)) ||
+        (rc = elementwise(&p, GS_OP_NORM, hsp, 2 * sh.e)))
+        return rc;
+    return pass_end(&p, last_ev);
+}
+
+/* Embedding: a vocab-parallel lookup whose partial outputs are all-reduced (sequence parallel:
+ * reduce-scattered in forward, all-gathered in backward). */
+gs_status gs__embed_forward(gs_bctx *x, uint32_t mb, const gs_layer_io *io, uint32_t *last_ev)
+{
+    shapes sh;
+    shapes_init(x, &sh);
+    pass p;
+    pass_init(&p, x, GS_PHASE_FWD, GS_LAYER_EMBED, mb, io);
+    gs_status rc;
+    if ((rc = compute(&p, GS_OP_EMBED, 0, 0, 0, 0, 0.0, sh.T * sh.h * sh.e)) ||
+        (rc = tp_coll(&p, sh.sp ? GS_COLL_REDUCE_SCATTER : GS_COLL_ALLREDUCE, &sh)))
+        return rc;
+    return pass_end(&p, last_ev);
+}
+
+gs_status gs__embed_backward(gs_bctx *x, uint32_t mb, const gs_layer_io *io, uint32_t *last_ev)
+{
+    shapes sh;
+    shapes_init(x, &sh);
+    pass p;
+    pass_init(&p, x, GS_PHASE_BWD, GS_LAYER_EMBED, mb, io);
+    gs_status rc;
+    if ((sh.sp && (rc = tp_coll(&p, GS_COLL_ALLGATHER, &sh))) ||
+        (rc = compute(&p, GS_OP_EMBED, 0, 0, 0, 0, 0.0, 2 * sh.T * sh.h * sh.e)))
+        return rc;
+    return pass_end(&p, last_ev);
+}
+
+/* Head: final norm, the column-parallel LM head and the vocab-parallel cross-entropy; the input
+ * gradient is all-reduced in backward (sequence parallel: all-gather in forward, reduce-scatter
+ * in backward). */
+gs_status gs__head_forward(gs_bctx *x, uint32_t mb, const gs_layer_io *io, uint32_t *last_ev)
+{
+    shapes sh;
+    shapes_init(x, &sh);
+    pass p;
+    pass_init(&p, x, GS_PHASE_FWD, GS_LAYER_HEAD, mb, io);
+    gs_status rc;
+    uint64_t hsp = sh.sp ? ceil_div(sh.T * sh.h, x->tp) : sh.T * sh.h;
+    if ((rc = elementwise(&p, GS_OP_NORM, hsp, 2 * sh.e)) ||
+        (sh.sp && (rc = tp_coll(&p, GS_COLL_ALLGATHER, &sh))) ||
+        (rc = gemm(&p, GS_OP_HEAD, &sh, sh.T, sh.v_t, sh.h, 0)) ||
+        (rc = elementwise(&p, GS_OP_LOSS, sh.T * sh.v_t, 8)))
+        return rc;
+    return pass_end(&p, last_ev);
+}
+
+gs_status gs__head_backward(gs_bctx *x, uint32_t mb, const gs_layer_io *io, uint32_t *last_ev)
+{
+    shapes sh;
+    shapes_init(x, &sh);
+    pass p;
+    pass_init(&p, x, GS_PHASE_BWD, GS_LAYER_HEAD, mb, io);
+    gs_status rc;
+    uint64_t hsp = sh.sp ? ceil_div(sh.T * sh.h, x->tp) : sh.T * sh.h;
+    if ((rc = elementwise(&p, GS_OP_LOSS, sh.T * sh.v_t, 8)) ||
+        (rc = gemm(&p, GS_OP_HEAD, &sh, sh.T, sh.v_t, sh.h, 0)) ||
+        (rc = tp_coll(&p, sh.sp ? GS_COLL_REDUCE_SCATTER : GS_COLL_ALLREDUCE, &sh)) ||
+        (rc = elementwise(&p, GS_OP_NORM, hsp, 2 * sh.e)))
+        return rc;
+    return pass_end(&p, last_ev);
+}

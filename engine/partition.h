@@ -1,0 +1,62 @@
+/* The FSDP units of one pipeline stage's parameters on one TP rank: which parameters are
+ * flattened, gathered and reduced together, under the wrap policy. Both the ledger and the
+ * schedule builders start from this partition (it is the input they share); each then derives
+ * bytes and memory on its own.
+ *
+ * Ownership: gs_partition is caller storage (init by gs_partition_stage, free with
+ * gs_partition_fini); it owns its unit array. */
+#ifndef GS_PARTITION_H
+#define GS_PARTITION_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "engine/mesh.h"
+#include "engine/scenario.h"
+#include "engine/status.h"
+
+typedef struct gs_unit {
+    uint64_t params;     /* elements of this TP rank's slice of the unit (unsharded) */
+    int32_t layer_begin; /* first stage-local layer (0 = the stage's first) it covers; root: GS_PART_ROOT */
+    int32_t layer_end;   /* last stage-local layer it covers (inclusive) */
+} gs_unit;
+
+#define GS_PART_ROOT (-100) /* layer_begin of the root unit (embedding, head, stray params) */
+
+typedef struct gs_partition {
+    gs_unit *units;       /* forward order; the root unit (if any params remain) is last */
+    size_t nunits;
+    size_t cap;
+    int has_root;         /* units[nunits-1] is the root */
+    uint64_t params;      /* all parameters of this rank's stage slice */
+    uint64_t layer_params;/* one transformer block's slice */
+    uint64_t emb_params;  /* embedding slice (stage 0), else 0 */
+    uint64_t head_params; /* final norm + LM head slice (last stage), else 0 */
+    uint64_t first_layer; /* global index of the stage's first layer */
+    uint64_t layers;      /* layers on this stage */
+} gs_partition;
+
+/* Builds the partition of `stage` for the scenario's wrap policy:
+ *  - layer: one unit per transformer block, plus the root (embedding / final norm / head);
+ *  - model: one unit holding everything (it is the root);
+ *  - min_params: PyTorch's size_based_auto_wrap_policy bottom-up over the module tree
+ *    (linears, attention, MLP, block, the list of blocks), the rest in the root.
+ * Linears split Megatron-style across TP; KV heads fewer than tp are replicated. Sizes that
+ * overflow fail with GS_ERR_OVERFLOW. */
+gs_status gs_partition_stage(const gs_scenario *s, const gs_mesh *mesh, uint64_t stage, gs_partition *p,
+                             gs_error *err);
+void gs_partition_fini(gs_partition *p);
+
+/* Sum of non-root units covering stage-local layer l (what must be gathered to compute it). */
+uint64_t gs_partition_covering(const gs_partition *p, int64_t layer);
+/* Sum of non-root units covering layer `next` but not layer `cur` (what a prefetch adds). */
+uint64_t gs_partition_prefetch(const gs_partition *p, int64_t cur, int64_t next);
+/* Root unit's params (0 without a root). */
+uint64_t gs_partition_root(const gs_partition *p);
+
+/* DDP / ZeRO gradient buckets: a unit of u elements of wb bytes is reduced in
+ * ceil(u x wb / bucket_bytes) buckets of ceil(u / n) elements (the last one smaller). */
+uint64_t gs_bucket_count(uint64_t unit_params, uint64_t wb, uint64_t bucket_bytes);
+uint64_t gs_bucket_params(uint64_t unit_params, uint64_t nbuckets, uint64_t i);
+
+#endif

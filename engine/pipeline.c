@@ -1,0 +1,122 @@
+/* Pipeline orders: GPipe, 1F1B and interleaved 1F1B (Megatron-LM's schedules). */
+#include "engine/pipeline.h"
+
+#include <inttypes.h>
+#include <stdlib.h>
+
+static gs_status push(gs_pipe_order *o, size_t cap, uint32_t mb, uint16_t chunk, uint8_t bwd)
+{
+    if (o->nops >= cap)
+        return GS_ERR_RUNTIME;
+    o->ops[o->nops++] = (gs_pipe_op){mb, chunk, bwd, 0};
+    return GS_OK;
+}
+
+/* Megatron's get_model_chunk_id: the k-th forward (or backward) pass of an interleaved stage runs
+ * chunk (k mod (p v)) / p, reversed for backward; its micro-batch is (k / (p v)) p + k mod p. */
+static void interleaved_id(uint64_t k, uint64_t pp, uint64_t v, int backward, uint32_t *mb, uint16_t *chunk)
+{
+    uint64_t in_group = k % (pp * v);
+    uint64_t c = in_group / pp;
+    if (backward)
+        c = v - 1 - c;
+    *chunk = (uint16_t)c;
+    *mb = (uint32_t)((k / (pp * v)) * pp + k % pp);
+}
+
+gs_status gs_pipe_order_build(gs_pipeline kind, uint64_t pp, uint64_t stage, uint64_t m, uint64_t v,
+                              gs_pipe_order *out, gs_error *err)
+{
+    out->ops = NULL;
+    out->nops = 0;
+    out->warmup = 0;
+    if (pp == 0 || m == 0 || stage >= pp)
+        return gs_error_set(err, GS_ERR_INPUT, "pipeline: pp=%" PRIu64 ", stage=%" PRIu64 ", m=%" PRIu64, pp,
+                            stage, m);
+    if (kind != GS_PIPE_INTERLEAVED || pp == 1)
+        v = 1;
+    if (v == 0)
+        v = 1;
+    uint64_t total = m * v; /* passes of each direction */
+    if (total / v != m || total > (UINT64_MAX / 4) || total > UINT32_MAX)
+        return gs_error_set(err, GS_ERR_OVERFLOW, "pipeline: %" PRIu64 " micro-batches x %" PRIu64
+                            " chunks is too many passes", m, v);
+    size_t cap = (size_t)(2 * total);
+    out->ops = malloc(cap * sizeof *out->ops);
+    if (!out->ops)
+        return gs_error_set(err, GS_ERR_NOMEM, "pipeline: out of memory for %zu passes", cap);
+    gs_status rc = GS_OK;
+
+    if (pp == 1) {
+        for (uint64_t i = 0; i < m && rc == GS_OK; i++) {
+            rc = push(out, cap, (uint32_t)i, 0, 0);
+            if (rc == GS_OK)
+                rc = push(out, cap, (uint32_t)i, 0, 1);
+        }
+        out->warmup = 0;
+    } else if (kind == GS_PIPE_GPIPE) {
+        for (uint64_t i = 0; i < m && rc == GS_OK; i++)
+            rc = push(out, cap, (uint32_t)i, 0, 0);
+        for (uint64_t i = 0; i < m && rc == GS_OK; i++)
+            rc = push(out, cap, (uint32_t)i, 0, 1);
+        out->warmup = m;
+    } else {
+        /* 1F1B: warm-up p - s - 1 forwards; interleaved: (p - s - 1) * 2 + (v - 1) * p. */
+        uint64_t w = kind == GS_PIPE_INTERLEAVED ? (pp - stage - 1) * 2 + (v - 1) * pp : pp - stage - 1;
+        if (w > total)
+            w = total;
+        out->warmup = w;
+        uint64_t f = 0, b = 0;
+        uint32_t mb;
+        uint16_t ch;
+        for (; f < w && rc == GS_OK; f++) {
+            interleaved_id(f, pp, v, 0, &mb, &ch);
+            rc = push(out, cap, mb, ch, 0);
+        }
+        for (; f < total && rc == GS_OK; f++, b++) {
+            interleaved_id(f, pp, v, 0, &mb, &ch);
+            rc = push(out, cap, mb, ch, 0);
+            if (rc != GS_OK)
+                break;
+            interleaved_id(b, pp, v, 1, &mb, &ch);
+            rc = push(out, cap, mb, ch, 1);
+        }
+        for (; b < total && rc == GS_OK; b++) {
+            interleaved_id(b, pp, v, 1, &mb, &ch);
+            rc = push(out, cap, mb, ch, 1);
+        }
+    }
+    if (rc != GS_OK) {
+        gs_pipe_order_fini(out);
+        return gs_error_set(err, GS_ERR_RUNTIME, "pipeline: internal order overflow");
+    }
+    return GS_OK;
+}
+
+void gs_pipe_order_fini(gs_pipe_order *o)
+{
+    free(o->ops);
+    o->ops = NULL;
+    o->nops = 0;
+}
+
+uint64_t gs_pipe_chunk_of(uint64_t stage_layers, uint64_t v, uint64_t local)
+{
+    if (v <= 1)
+        return 0;
+    uint64_t per = stage_layers / v;
+    return per ? local / per : 0;
+}
+
+uint64_t gs_pipe_global_layer(uint64_t layers, uint64_t pp, uint64_t v, uint64_t stage, uint64_t local)
+{
+    if (v <= 1) {
+        /* even split, earlier stages take the remainder one each (as gs_mesh_stage_layers) */
+        uint64_t base = layers / pp, rem = layers % pp;
+        uint64_t first = stage * base + (stage < rem ? stage : rem);
+        return first + local;
+    }
+    uint64_t per_chunk = layers / (pp * v);
+    uint64_t chunk = local / per_chunk, within = local % per_chunk;
+    return (chunk * pp + stage) * per_chunk + within;
+}

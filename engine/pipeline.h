@@ -1,0 +1,41 @@
+/* The order in which one pipeline stage runs its forward and backward passes over micro-batches
+ * (and model chunks, for interleaved 1F1B): GPipe, 1F1B (PipeDream-Flush) and Megatron's
+ * interleaved 1F1B. Both the schedule builders and the ledger's memory moments walk this order.
+ *
+ * Ownership: gs_pipe_order owns its op array (init by gs_pipe_order_build, free with
+ * gs_pipe_order_fini). */
+#ifndef GS_PIPELINE_H
+#define GS_PIPELINE_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "engine/status.h"
+#include "engine/strategy.h"
+
+typedef struct gs_pipe_op {
+    uint32_t mb;      /* micro-batch */
+    uint16_t chunk;   /* model chunk on this stage (0 .. v-1) */
+    uint8_t backward; /* 0: forward pass, 1: backward pass */
+    uint8_t pad_;
+} gs_pipe_op;
+
+typedef struct gs_pipe_order {
+    gs_pipe_op *ops;  /* 2 x m x v ops, in issue order */
+    size_t nops;
+    uint64_t warmup;  /* forward passes before the first backward */
+} gs_pipe_order;
+
+/* pp == 1 gives F0 B0 F1 B1 ... (gradient accumulation). v = virtual stages (1 unless
+ * interleaved). Interleaved requires m % pp == 0 (checked by the scenario). */
+gs_status gs_pipe_order_build(gs_pipeline kind, uint64_t pp, uint64_t stage, uint64_t m, uint64_t v,
+                              gs_pipe_order *out, gs_error *err);
+void gs_pipe_order_fini(gs_pipe_order *o);
+
+/* Global layer index of stage-local layer `local` (0 .. stage_layers-1) in chunk terms: chunk c
+ * of stage s holds layers of virtual stage c * pp + s. For v == 1 this is first_layer + local. */
+uint64_t gs_pipe_global_layer(uint64_t layers, uint64_t pp, uint64_t v, uint64_t stage, uint64_t local);
+/* Chunk of stage-local layer `local`. */
+uint64_t gs_pipe_chunk_of(uint64_t stage_layers, uint64_t v, uint64_t local);
+
+#endif

@@ -1,0 +1,304 @@
+/* Check suite for the schedule builders (engine/build*.c): event counts per strategy derived by
+ * hand in the comments, and gs_schedule_validate (structure + both ledger equalities) on every
+ * built schedule, over a grid of strategies on both the class and the exact path. */
+#include <check.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "engine/schedule.h"
+
+/* 4 layers, h 256, 4 heads, ffn 512, vocab 1000, seq 64: small enough to build exactly. */
+#define SMALL "model: {layers: 4, hidden: 256, heads: 4, ffn: 512, vocab: 1000, seq: 64}\n"
+
+static gs_scenario g_s;
+static gs_mesh g_m;
+
+static gs_schedule *build(const char *yaml, int exact)
+{
+    gs_error err;
+    gs_error_init(&err);
+    gs_diag w;
+    gs_diag_init(&w);
+    gs_status st = gs_scenario_load_string(yaml, strlen(yaml), "test", &g_s, &err);
+    ck_assert_msg(st == GS_OK, "load: %s", err.msg);
+    st = gs_scenario_mesh(&g_s, &g_m, &w, &err);
+    ck_assert_msg(st == GS_OK, "mesh: %s", err.msg);
+    gs_diag_fini(&w);
+    gs_schedule *sch = NULL;
+    st = gs_schedule_build(&g_s, &g_m, exact, &sch, &err);
+    ck_assert_msg(st == GS_OK, "build: %s", err.msg);
+    st = gs_schedule_validate(sch, &g_s, &err);
+    ck_assert_msg(st == GS_OK, "validate: %s\n%s", err.msg, yaml);
+    return sch;
+}
+
+/* Events of rank list i matching kind (and, for collectives, op and group; -1 = any). */
+static size_t count(const gs_schedule *sch, size_t i, gs_event_kind kind, int op, int group)
+{
+    size_t n = 0;
+    const gs_rank_events *r = &sch->ranks[i];
+    for (size_t k = 0; k < r->nevents; k++) {
+        const gs_event *e = &r->events[k];
+        if (e->kind != kind)
+            continue;
+        if (op >= 0 && e->op != op)
+            continue;
+        if (group >= 0 && e->group != group)
+            continue;
+        n++;
+    }
+    return n;
+}
+
+static size_t count_phase(const gs_schedule *sch, size_t i, gs_phase phase)
+{
+    size_t n = 0;
+    const gs_rank_events *r = &sch->ranks[i];
+    for (size_t k = 0; k < r->nevents; k++)
+        n += r->events[k].kind == GS_EV_COMPUTE && r->events[k].phase == phase;
+    return n;
+}
+
+/* 1F1B and GPipe, p = 4, m = 8: every micro-batch crosses each of the 3 boundaries forward and
+ * backward: stage 0 sends 8 activations and receives 8 gradients; stages 1 and 2 send and
+ * receive 16; stage 3 sends 8 gradients. 2 m (p - 1) = 48 sends in all. */
+START_TEST(test_pipeline_sends)
+{
+    static const char *kinds[] = {"1f1b", "gpipe"};
+    for (int k = 0; k < 2; k++) {
+        char y[512];
+        snprintf(y, sizeof y, SMALL "cluster: {preset: dgx-a100-80g, gpus_per_node: 4}\ngrid: {pp: 4}\n"
+                              "strategy: {sharding: no_shard, pipeline: %s}\nbatch: {global: 8}\n", kinds[k]);
+        gs_schedule *sch = build(y, 0);
+        ck_assert_uint_eq(sch->nranks, 4);
+        static const size_t sends[4] = {8, 16, 16, 8};
+        size_t total = 0;
+        for (size_t i = 0; i < 4; i++) {
+            ck_assert_uint_eq(count(sch, i, GS_EV_SEND, -1, -1), sends[i]);
+            ck_assert_uint_eq(count(sch, i, GS_EV_RECV, -1, -1), sends[i]);
+            total += sends[i];
+        }
+        ck_assert_uint_eq(total, 2 * 8 * 3);
+        gs_schedule_destroy(sch);
+    }
+}
+END_TEST
+
+/* Interleaved 1F1B, p = 2, v = 2, m = 4: each stage runs m v = 8 forward and 8 backward chunk
+ * passes. Stage 0: all 8 forward passes have a next stage (chunk 0 -> stage 1 chunk 0, chunk 1
+ * -> stage 1 chunk 1), only chunk 1's 4 backward passes have a previous one: 12 sends. Stage 1:
+ * chunk 0's 4 forwards go to stage 0 chunk 1, all 8 backwards have a previous stage: 12. The
+ * p2p count is v times 1F1B's, less the two pipeline ends: 2 m v - m = 12. */
+START_TEST(test_interleaved_sends)
+{
+    gs_schedule *sch = build(SMALL "cluster: {preset: dgx-a100-80g, gpus_per_node: 2}\ngrid: {pp: 2}\n"
+                                   "strategy: {sharding: no_shard, pipeline: interleaved, virtual_stages: 2}\n"
+                                   "batch: {global: 4}\n", 0);
+    for (size_t i = 0; i < 2; i++) {
+        ck_assert_uint_eq(count(sch, i, GS_EV_SEND, -1, -1), 12);
+        ck_assert_uint_eq(count(sch, i, GS_EV_RECV, -1, -1), 12);
+    }
+    gs_schedule_destroy(sch);
+}
+END_TEST
+
+/* FULL_SHARD, dp = 4, per-layer wrap, m = 2: 5 units (4 blocks + the root: embedding, final norm,
+ * head). All-gathers: the root once, each block before each forward and each backward pass:
+ * 1 + 4 x 2 x 2 = 17. Reduce-scatters: no_sync until the last micro-batch: one per unit = 5;
+ * grad_sync every: 10. SHARD_GRAD_OP gathers each unit once: 5. */
+START_TEST(test_fsdp_counts)
+{
+    const char *base = SMALL "cluster: {preset: dgx-a100-80g, gpus_per_node: 4}\ngrid: {dp: 4}\nbatch: {global: 8}\n";
+    char y[512];
+    snprintf(y, sizeof y, "%sstrategy: {sharding: full_shard}\n", base);
+    gs_schedule *sch = build(y, 0);
+    ck_assert_uint_eq(count(sch, 0, GS_EV_COLLECTIVE, GS_COLL_ALLGATHER, GS_GROUP_DP), 17);
+    ck_assert_uint_eq(count(sch, 0, GS_EV_COLLECTIVE, GS_COLL_REDUCE_SCATTER, GS_GROUP_DP), 5);
+    gs_schedule_destroy(sch);
+    snprintf(y, sizeof y, "%sstrategy: {sharding: full_shard, grad_sync: every}\n", base);
+    sch = build(y, 0);
+    ck_assert_uint_eq(count(sch, 0, GS_EV_COLLECTIVE, GS_COLL_REDUCE_SCATTER, GS_GROUP_DP), 10);
+    gs_schedule_destroy(sch);
+    snprintf(y, sizeof y, "%sstrategy: {sharding: shard_grad_op}\n", base);
+    sch = build(y, 0);
+    ck_assert_uint_eq(count(sch, 0, GS_EV_COLLECTIVE, GS_COLL_ALLGATHER, GS_GROUP_DP), 5);
+    ck_assert_uint_eq(count(sch, 0, GS_EV_COLLECTIVE, GS_COLL_REDUCE_SCATTER, GS_GROUP_DP), 5);
+    gs_schedule_destroy(sch);
+    /* CPU offload: one host-to-device copy per all-gather, one device-to-host per reduce-scatter */
+    snprintf(y, sizeof y, "%sstrategy: {sharding: full_shard, offload: true}\n", base);
+    sch = build(y, 0);
+    ck_assert_uint_eq(count(sch, 0, GS_EV_COPY_H2D, -1, -1), 17);
+    ck_assert_uint_eq(count(sch, 0, GS_EV_COPY_D2H, -1, -1), 5);
+    gs_schedule_destroy(sch);
+}
+END_TEST
+
+/* DDP and ZeRO, dp = 4, m = 2, units far below the 25 MiB bucket: one bucket per unit.
+ * NO_SHARD: 5 all-reduces after the last micro-batch. ZeRO-1: 5 reduce-scatters once, then 5
+ * all-gathers of the updated parameters. ZeRO-2 reduces every micro-batch: 10, then 5. */
+START_TEST(test_ddp_zero_counts)
+{
+    const char *base = SMALL "cluster: {preset: dgx-a100-80g, gpus_per_node: 4}\ngrid: {dp: 4}\nbatch: {global: 8}\n";
+    static const struct { const char *sh; size_t ar, rs, ag; } cases[] = {
+        {"no_shard", 5, 0, 0}, {"zero1", 0, 5, 5}, {"zero2", 0, 10, 5}};
+    for (size_t i = 0; i < 3; i++) {
+        char y[512];
+        snprintf(y, sizeof y, "%sstrategy: {sharding: %s}\n", base, cases[i].sh);
+        gs_schedule *sch = build(y, 0);
+        ck_assert_uint_eq(count(sch, 0, GS_EV_COLLECTIVE, GS_COLL_ALLREDUCE, GS_GROUP_DP), cases[i].ar);
+        ck_assert_uint_eq(count(sch, 0, GS_EV_COLLECTIVE, GS_COLL_REDUCE_SCATTER, GS_GROUP_DP), cases[i].rs);
+        ck_assert_uint_eq(count(sch, 0, GS_EV_COLLECTIVE, GS_COLL_ALLGATHER, GS_GROUP_DP), cases[i].ag);
+        gs_schedule_destroy(sch);
+    }
+    /* a 1 MiB bucket splits each block's gradient (4 x 256^2 + 2 x 3 x 256 x 512... elements) */
+    gs_schedule *sch = build(SMALL "cluster: {preset: dgx-a100-80g, gpus_per_node: 4}\ngrid: {dp: 4}\n"
+                                   "strategy: {sharding: no_shard, bucket_mb: 1}\n", 0);
+    /* block: q k v o 4 x 256 x 256 + MLP 3 x 256 x 512 + 2 norms x 256 = 655,872 params = 1.31 MB
+     * in bf16 -> 2 buckets of 1 MiB each; root: 2 x 1000 x 256 + 256 = 512,256 -> 1 bucket. */
+    ck_assert_uint_eq(count(sch, 0, GS_EV_COLLECTIVE, GS_COLL_ALLREDUCE, GS_GROUP_DP), 4 * 2 + 1);
+    gs_schedule_destroy(sch);
+}
+END_TEST
+
+/* HYBRID_SHARD on 2 nodes of 8 GPUs, dp = 16: reduce-scatter inside the node (8 ranks) then
+ * all-reduce of the shard across the 2 nodes, per unit (m = 1): 5 + 5. */
+START_TEST(test_hsdp_counts)
+{
+    gs_schedule *sch = build(SMALL "cluster: {preset: dgx-a100-80g, nodes: 2}\ngrid: {dp: 16}\n"
+                                   "strategy: {sharding: hybrid_shard}\n", 0);
+    ck_assert_uint_eq(count(sch, 0, GS_EV_COLLECTIVE, GS_COLL_REDUCE_SCATTER, GS_GROUP_DP_INTRA), 5);
+    ck_assert_uint_eq(count(sch, 0, GS_EV_COLLECTIVE, GS_COLL_ALLREDUCE, GS_GROUP_DP_INTER), 5);
+    const gs_rank_events *r = &sch->ranks[0];
+    for (size_t k = 0; k < r->nevents; k++)
+        if (r->events[k].kind == GS_EV_COLLECTIVE && r->events[k].group == GS_GROUP_DP_INTER)
+            ck_assert_uint_eq(r->events[k].group_size, 2);
+    gs_schedule_destroy(sch);
+}
+END_TEST
+
+/* TP = 2, m = 1: per block 2 all-reduces in forward and 2 in backward, plus the embedding's
+ * (forward) and the head's (backward): 4 x 4 + 2 = 18. Full recompute adds the forward's 2 per
+ * block: 26. Sequence parallel turns each into an all-gather + reduce-scatter pair: 18 + 18. */
+START_TEST(test_tp_counts)
+{
+    const char *base = SMALL "cluster: {preset: dgx-a100-80g, gpus_per_node: 2}\ngrid: {tp: 2}\n";
+    char y[512];
+    snprintf(y, sizeof y, "%sstrategy: {sharding: no_shard, recompute: none}\n", base);
+    gs_schedule *sch = build(y, 0);
+    ck_assert_uint_eq(count(sch, 0, GS_EV_COLLECTIVE, GS_COLL_ALLREDUCE, GS_GROUP_TP), 18);
+    gs_schedule_destroy(sch);
+    snprintf(y, sizeof y, "%sstrategy: {sharding: no_shard, recompute: full}\n", base);
+    sch = build(y, 0);
+    ck_assert_uint_eq(count(sch, 0, GS_EV_COLLECTIVE, GS_COLL_ALLREDUCE, GS_GROUP_TP), 26);
+    gs_schedule_destroy(sch);
+    snprintf(y, sizeof y, "%sstrategy: {sharding: no_shard, sequence_parallel: true}\n", base);
+    sch = build(y, 0);
+    ck_assert_uint_eq(count(sch, 0, GS_EV_COLLECTIVE, GS_COLL_ALLREDUCE, GS_GROUP_TP), 0);
+    ck_assert_uint_eq(count(sch, 0, GS_EV_COLLECTIVE, GS_COLL_ALLGATHER, GS_GROUP_TP), 18);
+    ck_assert_uint_eq(count(sch, 0, GS_EV_COLLECTIVE, GS_COLL_REDUCE_SCATTER, GS_GROUP_TP), 18);
+    gs_schedule_destroy(sch);
+}
+END_TEST
+
+/* Recompute, m = 2, 4 blocks: full recompute re-runs a block's 8 forward compute ops (2 norms,
+ * QKV, attention, out-proj, MLP up, activation, down) in backward: 4 x 8 x 2 = 64 events; selective
+ * recompute (without flash attention) re-runs the attention core only: 4 x 2 = 8. */
+START_TEST(test_recompute_counts)
+{
+    const char *base = SMALL "cluster: {preset: dgx-a100-80g, gpus_per_node: 1}\ngrid: {dp: 1}\nbatch: {global: 2}\n";
+    char y[512];
+    snprintf(y, sizeof y, "%sstrategy: {sharding: no_shard, recompute: full}\n", base);
+    gs_schedule *sch = build(y, 0);
+    ck_assert_uint_eq(count_phase(sch, 0, GS_PHASE_RECOMPUTE), 64);
+    gs_schedule_destroy(sch);
+    snprintf(y, sizeof y, "%sstrategy: {sharding: no_shard, recompute: selective, flash_attention: false}\n", base);
+    sch = build(y, 0);
+    ck_assert_uint_eq(count_phase(sch, 0, GS_PHASE_RECOMPUTE), 8);
+    gs_schedule_destroy(sch);
+}
+END_TEST
+
+/* The exact path: every rank, each identical to its stage representative up to group ids. */
+START_TEST(test_exact_matches_class)
+{
+    const char *y = SMALL "cluster: {preset: dgx-a100-80g}\ngrid: {dp: 2, pp: 2, tp: 2}\n"
+                          "strategy: {sharding: full_shard, recompute: full}\nbatch: {global: 8}\n";
+    gs_schedule *cls = build(y, 0);
+    gs_schedule *all = build(y, 1);
+    ck_assert_uint_eq(all->nranks, 8);
+    for (size_t i = 0; i < all->nranks; i++) {
+        const gs_rank_events *r = &all->ranks[i];
+        const gs_rank_events *c = &cls->ranks[r->stage];
+        ck_assert_uint_eq(r->nevents, c->nevents);
+        ck_assert_uint_eq(gs_rank_peak_bytes(r), gs_rank_peak_bytes(c));
+    }
+    gs_schedule_destroy(cls);
+    gs_schedule_destroy(all);
+}
+END_TEST
+
+/* Property: every combination below builds a schedule that validates (acyclic, matched
+ * collectives and p2p, tensor lifetimes, traffic = ledger, memory high-water = ledger peak). */
+START_TEST(test_strategy_grid)
+{
+    static const char *shard[] = {"no_shard", "shard_grad_op", "full_shard", "hybrid_shard", "zero1", "zero2", "zero3"};
+    static const char *rec[] = {"none", "selective", "full"};
+    static const char *pipe[] = {"pipeline: 1f1b", "pipeline: gpipe", "pipeline: interleaved, virtual_stages: 2"};
+    static const char *pref[] = {"none", "backward_pre", "backward_post"};
+    size_t n = 0;
+    for (size_t a = 0; a < 7; a++)
+        for (size_t b = 0; b < 3; b++)
+            for (size_t c = 0; c < 3; c++) {
+                char y[1024];
+                snprintf(y, sizeof y,
+                         SMALL "cluster: {preset: dgx-a100-80g, nodes: 2, gpus_per_node: 4}\n"
+                               "grid: {dp: 2, pp: 2, tp: 2}\n"
+                               "strategy: {sharding: %s, recompute: %s, %s, prefetch: %s, flash_attention: %s,"
+                               " sequence_parallel: %s, offload: %s, grad_sync: %s, forward_prefetch: %s,"
+                               " wrap: %s}\nbatch: {global: 8, micro: 1}\n",
+                         shard[a], rec[b], pipe[c], pref[(a + b) % 3], (a + c) % 2 ? "true" : "false",
+                         (b + c) % 2 ? "true" : "false", a % 3 == 0 ? "true" : "false",
+                         (a + b + c) % 2 ? "last" : "every", c % 2 ? "true" : "false",
+                         (a + c) % 3 == 0 ? "model" : (a + c) % 3 == 1 ? "layer" : "{min_params: 1e5}");
+                gs_schedule *sch = build(y, (a + b + c) % 4 == 0);
+                gs_schedule_destroy(sch);
+                n++;
+            }
+    ck_assert_uint_eq(n, 63);
+}
+END_TEST
+
+static Suite *build_suite(void)
+{
+    Suite *s = suite_create("build");
+    TCase *pp = tcase_create("pipeline");
+    tcase_add_test(pp, test_pipeline_sends);
+    tcase_add_test(pp, test_interleaved_sends);
+    suite_add_tcase(s, pp);
+    TCase *dp = tcase_create("data_parallel");
+    tcase_add_test(dp, test_fsdp_counts);
+    tcase_add_test(dp, test_ddp_zero_counts);
+    tcase_add_test(dp, test_hsdp_counts);
+    suite_add_tcase(s, dp);
+    TCase *tp = tcase_create("tensor_parallel");
+    tcase_add_test(tp, test_tp_counts);
+    tcase_add_test(tp, test_recompute_counts);
+    suite_add_tcase(s, tp);
+    TCase *v = tcase_create("validation");
+    tcase_set_timeout(v, 120);
+    tcase_add_test(v, test_exact_matches_class);
+    tcase_add_test(v, test_strategy_grid);
+    suite_add_tcase(s, v);
+    return s;
+}
+
+int main(void)
+{
+    SRunner *sr = srunner_create(build_suite());
+    srunner_run_all(sr, CK_NORMAL);
+    int failed = srunner_ntests_failed(sr);
+    srunner_free(sr);
+    return failed ? EXIT_FAILURE : EXIT_SUCCESS;
+}
