@@ -218,7 +218,7 @@ void gs_shard_plan_init(const gs_scenario *s, const gs_mesh *mesh, uint64_t rank
     plan->prefetch_bwd = st->prefetch == GS_PREFETCH_BACKWARD_PRE ? 1 : st->prefetch == GS_PREFETCH_BACKWARD_POST ? 2 : 0;
     plan->prefetch_fwd = st->forward_prefetch ? 1 : 0;
     plan->sync_every = st->grad_sync == GS_GRAD_SYNC_EVERY || !gs_sharding_allows_no_sync(st->sharding) ||
-                       plan->microbatches == 1;
+                       (st->grad_sync == GS_GRAD_SYNC_AUTO && plan->shard_grads) || plan->microbatches == 1;
     plan->hold_full_grads = plan->shard_grads && !plan->sync_every;
     plan->transient_grads = plan->shard_grads && plan->sync_every;
     plan->grad_allreduce = st->sharding == GS_SHARD_NO_SHARD;

@@ -485,11 +485,11 @@ GS_ENUM_ADAPTOR(parse_pipeline, gs_pipeline_parse, gs_pipeline)
 static const char *const norm_names[] = {"rmsnorm", "layernorm"};
 static const char *const mlp_names[] = {"swiglu", "gelu"};
 static const char *const pos_names[] = {"rope", "learned"};
-static const char *const grad_sync_names[] = {"last", "every"};
+static const char *const grad_sync_names[] = {"auto", "last", "every"};
 
 static int parse_grad_sync(const char *s, int *out)
 {
-    for (int i = 0; i < 2; i++)
+    for (int i = 0; i < 3; i++)
         if (strcasecmp(s, grad_sync_names[i]) == 0) {
             *out = i;
             return 0;
@@ -1027,7 +1027,7 @@ static gs_status load_strategy(const gs_loader *l, const yaml_node_t *v, gs_stra
         return st;
     s->pipeline = (gs_pipeline)e;
     e = (int)s->grad_sync;
-    if ((st = opt_enum(l, v, sec, "grad_sync", grad_sync_names, 2, parse_grad_sync, &e, NULL)))
+    if ((st = opt_enum(l, v, sec, "grad_sync", grad_sync_names, 3, parse_grad_sync, &e, NULL)))
         return st;
     s->grad_sync = (gs_grad_sync)e;
     yaml_node_t *wrap = lookup(l, v, "wrap");

@@ -26,8 +26,9 @@ typedef enum gs_precision { GS_PREC_BF16, GS_PREC_FP16, GS_PREC_FP32 } gs_precis
 typedef enum gs_pipeline { GS_PIPE_GPIPE, GS_PIPE_1F1B, GS_PIPE_INTERLEAVED } gs_pipeline;
 /* Gradient accumulation: reduce gradients only after the last micro-batch (DDP/FSDP no_sync:
  * the full gradient of the stage is held until then) or after every micro-batch (ZeRO-2/3 as
- * DeepSpeed does it: always). */
-typedef enum gs_grad_sync { GS_GRAD_SYNC_LAST = 0, GS_GRAD_SYNC_EVERY = 1 } gs_grad_sync;
+ * DeepSpeed does it: always). AUTO skips the sync where that costs no memory (gradients kept
+ * whole anyway: NO_SHARD, ZeRO-1) and reduces every micro-batch where gradients are sharded. */
+typedef enum gs_grad_sync { GS_GRAD_SYNC_AUTO = 0, GS_GRAD_SYNC_LAST = 1, GS_GRAD_SYNC_EVERY = 2 } gs_grad_sync;
 
 typedef struct gs_strategy {
     gs_sharding sharding;
@@ -46,8 +47,7 @@ typedef struct gs_strategy {
     uint64_t virtual_stages;    /* interleaved: model chunks per pipeline rank (>= 2); else 1 */
     int sequence_parallel;
     uint64_t bucket_bytes;      /* DDP gradient bucket, bytes (PyTorch default 25 MiB) */
-    gs_grad_sync grad_sync;     /* default LAST where the strategy allows it (see
-                                   gs_sharding_allows_no_sync), EVERY otherwise */
+    gs_grad_sync grad_sync;     /* default AUTO: LAST where gradients are not sharded, else EVERY */
 } gs_strategy;
 
 /* The seed's advice: full_shard, per-layer wrap, backward_pre, reshard after forward, no
