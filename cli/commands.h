@@ -21,11 +21,15 @@ gs_status gs_cmd_mesh(int argc, char **argv, gs_error *err);
 gs_status gs_cmd_mem(int argc, char **argv, gs_error *err);
 gs_status gs_cmd_sim(int argc, char **argv, gs_error *err);
 gs_status gs_cmd_schedule(int argc, char **argv, gs_error *err);
+gs_status gs_cmd_coll(int argc, char **argv, gs_error *err);
+gs_status gs_cmd_validate(int argc, char **argv, gs_error *err);
 
 extern const char gs_cmd_presets_help[];
 extern const char gs_cmd_mesh_help[];
 extern const char gs_cmd_mem_help[];
 extern const char gs_cmd_sim_help[];
 extern const char gs_cmd_schedule_help[];
+extern const char gs_cmd_coll_help[];
+extern const char gs_cmd_validate_help[];
 
 #endif

@@ -6,6 +6,7 @@
 #include <stdio.h>
 #include <string.h>
 
+#include "cli/backends.h"
 #include "cli/commands.h"
 #include "engine/status.h"
 
@@ -13,6 +14,12 @@
 static const gs_command commands[] = {
     {"mem", "memory and traffic ledgers per rank: will it fit, what will it cost to move",
      "gridstep mem [--json] [--explain] SCENARIO.yaml", gs_cmd_mem_help, gs_cmd_mem},
+    {"sim", "simulate one training step: step time, tokens/s, MFU, exposed communication, bubble",
+     "gridstep sim [--exact] [--mode analytic] [--json] [--trace FILE] SCENARIO.yaml", gs_cmd_sim_help,
+     gs_cmd_sim},
+    {"coll", "the simulator's nccl-tests: time, algbw, busbw of one collective per size",
+     "gridstep coll --op OP --ranks N --cluster C [--nodes K] [-b MIN] [-e MAX] [-f FACTOR] "
+     "[--algo ring|tree|nvls|hier] [--json]", gs_cmd_coll_help, gs_cmd_coll},
     {"mesh", "the DP x PP x TP grid: rank -> coordinates -> node, groups, launch flags",
      "gridstep mesh [--json] [--all] SCENARIO.yaml", gs_cmd_mesh_help, gs_cmd_mesh},
     {"schedule", "one training step as a per-rank graph of compute and collective events",
@@ -45,6 +52,9 @@ static void print_usage(FILE *f)
             PACKAGE_VERSION);
     for (size_t i = 0; i < ncommands; i++)
         fprintf(f, "  %-9s %s\n", commands[i].name, commands[i].summary);
+    fprintf(f, "\nbackends (what plays a schedule):\n");
+    for (size_t i = 0; i < gs_backend_count(); i++)
+        fprintf(f, "  %-9s %s\n", gs_backend_at(i)->name, gs_backend_at(i)->description);
     fprintf(f,
             "\n"
             "A scenario is a YAML file naming a model, a cluster, a grid {dp, pp, tp}, a strategy\n"

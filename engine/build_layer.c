@@ -122,13 +122,22 @@ static gs_status compute(pass *p, gs_op op, uint64_t m, uint64_t n, uint64_t k, 
     return pass_event(p, &b);
 }
 
-/* A GEMM op: forward flops 2 m n k per batch entry; backward twice that. */
+/* A GEMM op: forward flops 2 m n k per batch entry; backward twice that. The attention core is
+ * two GEMMs of its shape (QK^T and PV), so it counts twice: 4 s^2 hd per head, Megatron's figure.
+ * Its bytes: with flash attention only Q, K, V and O (4 s hd per head) touch HBM; without it the
+ * s x s scores are written and read twice more (softmax, PV). */
 static gs_status gemm(pass *p, gs_op op, const shapes *sh, uint64_t m, uint64_t n, uint64_t k, uint64_t batch)
 {
     double mul = p->phase == GS_PHASE_BWD ? 2.0 : 1.0;
-    double flops = mul * 2.0 * (double)m * (double)n * (double)k * (double)(batch ? batch : 1);
-    uint64_t bytes = (uint64_t)((double)sh->e * (double)(m * k + k * n + m * n) * (double)(batch ? batch : 1) * mul);
-    return compute(p, op, m, n, k, batch, flops, bytes);
+    double nb = (double)(batch ? batch : 1);
+    double flops = mul * 2.0 * (double)m * (double)n * (double)k * nb;
+    double bytes = (double)sh->e * (double)(m * k + k * n + m * n) * nb * mul;
+    if (op == GS_OP_ATTN) {
+        flops *= 2.0;
+        double qkvo = 4.0 * (double)m * (double)k, scores = (double)m * (double)n;
+        bytes = (double)sh->e * nb * mul * (p->x->s->strategy.flash_attention ? qkvo : qkvo + 4.0 * scores);
+    }
+    return compute(p, op, m, n, k, batch, flops, (uint64_t)bytes);
 }
 
 static gs_status elementwise(pass *p, gs_op op, uint64_t elements, uint64_t bytes_per_element)

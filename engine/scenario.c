@@ -1101,8 +1101,10 @@ static gs_status load_batch(const gs_loader *l, const yaml_node_t *v, const gs_g
 
 /* -------------------------------------------------------------------------- root ---- */
 
+/* `expect` (a published figure to compare with) is read by engine/expect.c; accepted and
+ * skipped here. */
 static const char *const top_keys[] = {"name", "description", "model", "cluster",
-                                       "grid", "strategy", "batch"};
+                                       "grid", "strategy", "batch", "expect"};
 
 static gs_status load_root(const gs_loader *l, const yaml_node_t *root, gs_scenario *s)
 {

@@ -1,0 +1,35 @@
+/* The backend seam: a backend plays a schedule and says when each event started and ended.
+ * The engine never names a backend; cli/backends.c holds the one static table of them.
+ *
+ * Ownership: a backend's state is created by open() and freed by close(); run() borrows the
+ * schedule and fills caller-allocated timing arrays (one gs_timing per event, per rank list). */
+#ifndef GS_BACKEND_H
+#define GS_BACKEND_H
+
+#include "engine/scenario.h"
+#include "engine/schedule.h"
+#include "engine/status.h"
+
+/* When one event ran, in seconds from the start of the step. */
+typedef struct gs_timing {
+    double posted_s; /* reached the head of its stream with its dependencies done */
+    double start_s;  /* began (collectives and p2p: all parties present) */
+    double end_s;
+} gs_timing;
+
+typedef struct gs_backend_opts {
+    int flow;          /* sim: 1 = flow mode (max-min fair sharing), 0 = analytic */
+    const char *calib; /* calibration file (NULL: preset defaults) */
+} gs_backend_opts;
+
+typedef struct gs_backend_ops {
+    const char *name;
+    const char *description;
+    gs_status (*open)(const gs_scenario *s, const gs_mesh *mesh, const gs_backend_opts *opts, void **state,
+                      gs_error *err);
+    /* timing[i] has sch->ranks[i].nevents entries. */
+    gs_status (*run)(void *state, const gs_schedule *sch, gs_timing *const *timing, gs_error *err);
+    void (*close)(void *state);
+} gs_backend_ops;
+
+#endif

@@ -1,0 +1,296 @@
+/* The step report and the Chrome trace, from a schedule and its timings (any backend). */
+#include "engine/report.h"
+
+#include <inttypes.h>
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "engine/units.h"
+
+typedef struct ival {
+    double a, b;
+} ival;
+
+static int ival_cmp(const void *x, const void *y)
+{
+    const ival *p = x, *q = y;
+    if (p->a < q->a)
+        return -1;
+    if (p->a > q->a)
+        return 1;
+    return (p->b > q->b) - (p->b < q->b);
+}
+
+/* Sorts and merges intervals in place; returns the count. */
+static size_t ival_union(ival *v, size_t n)
+{
+    if (n == 0)
+        return 0;
+    qsort(v, n, sizeof *v, ival_cmp);
+    size_t m = 0;
+    for (size_t i = 1; i < n; i++) {
+        if (v[i].a <= v[m].b) {
+            if (v[i].b > v[m].b)
+                v[m].b = v[i].b;
+        } else {
+            v[++m] = v[i];
+        }
+    }
+    return m + 1;
+}
+
+static double ival_len(const ival *v, size_t n)
+{
+    double s = 0;
+    for (size_t i = 0; i < n; i++)
+        s += v[i].b - v[i].a;
+    return s;
+}
+
+/* Length of the intersection of two merged, sorted interval lists. */
+static double ival_overlap(const ival *x, size_t nx, const ival *y, size_t ny)
+{
+    double s = 0;
+    size_t i = 0, j = 0;
+    while (i < nx && j < ny) {
+        double a = x[i].a > y[j].a ? x[i].a : y[j].a;
+        double b = x[i].b < y[j].b ? x[i].b : y[j].b;
+        if (b > a)
+            s += b - a;
+        if (x[i].b < y[j].b)
+            i++;
+        else
+            j++;
+    }
+    return s;
+}
+
+static gs_dim stream_dim(gs_stream s)
+{
+    return s == GS_STREAM_TP ? GS_DIM_TP : s == GS_STREAM_PP ? GS_DIM_PP : GS_DIM_DP;
+}
+
+gs_status gs_report_build(const gs_scenario *s, const gs_schedule *sch, gs_timing *const *timing, gs_report *r,
+                          gs_error *err)
+{
+    gs_status rc = GS_OK;
+    memset(r, 0, sizeof *r);
+    gs_diag_init(&r->warnings);
+    ival *buf[GS_STREAM_COUNT] = {NULL};
+    ival *comm = NULL;
+    gs_ledger *led = NULL;
+    size_t maxev = 1;
+    for (size_t i = 0; i < sch->nranks; i++)
+        if (sch->ranks[i].nevents > maxev)
+            maxev = sch->ranks[i].nevents;
+    for (int k = 0; k < GS_STREAM_COUNT; k++)
+        if (!(buf[k] = malloc(maxev * sizeof *buf[k])))
+            goto nomem;
+    if (!(comm = malloc(maxev * sizeof *comm)))
+        goto nomem;
+
+    /* the step ends with the last event anywhere */
+    double step = 0;
+    size_t crit = 0;
+    for (size_t i = 0; i < sch->nranks; i++) {
+        r->events += sch->ranks[i].nevents * 1;
+        for (size_t k = 0; k < sch->ranks[i].nevents; k++)
+            if (timing[i][k].end_s > step) {
+                step = timing[i][k].end_s;
+                crit = i;
+            }
+    }
+    r->step_time_s = step;
+    r->critical_rank = sch->nranks ? sch->ranks[crit].rank : 0;
+    uint64_t world = sch->mesh.world;
+    double tokens = gs_scenario_tokens(s);
+    r->peak_flops = gs_gpu_peak_flops(&s->cluster.gpu, s->strategy.precision);
+    r->model_flops = gs_model_train_flops(&s->model, tokens);
+    if (step > 0) {
+        r->tokens_per_s = tokens / step;
+        r->tokens_per_s_per_gpu = r->tokens_per_s / (double)world;
+        r->tflops_per_gpu = r->model_flops / step / (double)world / 1e12;
+        if (r->peak_flops > 0)
+            r->mfu = r->model_flops / (step * (double)world * r->peak_flops);
+    }
+
+    double bubble_sum = 0, weight = 0, hw = 0;
+    for (size_t i = 0; i < sch->nranks; i++) {
+        const gs_rank_events *re = &sch->ranks[i];
+        size_t n[GS_STREAM_COUNT] = {0};
+        double flops = 0;
+        for (size_t k = 0; k < re->nevents; k++) {
+            const gs_event *e = &re->events[k];
+            const gs_timing *t = &timing[i][k];
+            if (t->end_s > t->start_s)
+                buf[e->stream][n[e->stream]++] = (ival){t->start_s, t->end_s};
+            if (e->kind == GS_EV_COMPUTE)
+                flops += e->flops;
+        }
+        hw += flops * (double)re->class_size;
+        size_t nc = ival_union(buf[GS_STREAM_COMPUTE], n[GS_STREAM_COMPUTE]);
+        size_t ncomm = 0;
+        double comm_by_dim[GS_DIM_COUNT] = {0}, exposed[GS_DIM_COUNT] = {0};
+        for (int k = GS_STREAM_DP; k <= GS_STREAM_PP; k++) {
+            size_t m = ival_union(buf[k], n[k]);
+            gs_dim d = stream_dim((gs_stream)k);
+            double len = ival_len(buf[k], m);
+            comm_by_dim[d] += len;
+            exposed[d] += len - ival_overlap(buf[k], m, buf[GS_STREAM_COMPUTE], nc);
+            memcpy(comm + ncomm, buf[k], m * sizeof *comm);
+            ncomm += m;
+        }
+        ncomm = ival_union(comm, ncomm);
+        double compute = ival_len(buf[GS_STREAM_COMPUTE], nc);
+        double comm_len = ival_len(comm, ncomm);
+        double busy = compute + comm_len - ival_overlap(comm, ncomm, buf[GS_STREAM_COMPUTE], nc);
+        if (step > 0) {
+            double share = comm_len / step;
+            if (share > r->comm_share)
+                r->comm_share = share;
+            bubble_sum += (step - busy) / step * (double)re->class_size;
+            weight += (double)re->class_size;
+        }
+        if (i == crit) {
+            r->compute_s = compute;
+            for (int d = 0; d < GS_DIM_COUNT; d++) {
+                r->comm_s[d] = comm_by_dim[d];
+                r->exposed_s[d] = exposed[d];
+            }
+        }
+    }
+    r->hardware_flops = hw;
+    if (step > 0 && r->peak_flops > 0)
+        r->hfu = hw / (step * (double)world * r->peak_flops);
+    r->bubble_share = weight > 0 ? bubble_sum / weight : 0;
+    if (r->bubble_share < 0) /* rounding of interval sums */
+        r->bubble_share = 0;
+
+    if ((rc = gs_ledger_create(s, &sch->mesh, &led, err)) != GS_OK)
+        goto out;
+    r->peak_bytes = led->peak_bytes;
+    r->gpu_bytes = led->gpu_bytes;
+
+    /* warnings: the seed's troubleshooting table (DIGEST section 5) */
+    char b1[GS_FMT_BYTES], b2[GS_FMT_BYTES];
+    if (r->peak_bytes > r->gpu_bytes) {
+        const gs_ledger_rank *pr = gs_ledger_peak_rank(led);
+        const char *fix;
+        if (pr->mem[GS_MEM_GATHER] >= pr->mem[GS_MEM_ACTIVATIONS] + pr->mem[GS_MEM_PIPE_INFLIGHT] &&
+            pr->mem[GS_MEM_GATHER] > pr->peak_bytes / 4)
+            fix = "OOM at start: the FSDP unit is too large (all-gather peak); wrap per layer or lower min_num_params";
+        else if (pr->mem[GS_MEM_ACTIVATIONS] + pr->mem[GS_MEM_PIPE_INFLIGHT] > pr->peak_bytes / 3)
+            fix = "OOM at the first step: activations; enable activation checkpointing (recompute), or a smaller "
+                  "micro-batch";
+        else
+            fix = "states do not fit: shard further (FULL_SHARD / ZeRO-3), add GPUs or pipeline stages";
+        gs_diag_warn(&r->warnings, "peak memory %s exceeds the GPU's %s (stage %" PRIu64 ", %s): %s",
+                     gs_fmt_bytes(r->peak_bytes, b1, sizeof b1), gs_fmt_bytes(r->gpu_bytes, b2, sizeof b2), pr->stage,
+                     pr->peak_where, fix);
+    }
+    if (r->comm_share > 0.30)
+        gs_diag_warn(&r->warnings, "communication takes %.0f%% of the step (over 30%%): throughput will stay flat as "
+                     "GPUs grow; the seed's fix: HYBRID_SHARD, or cut the cross-node FSDP traffic with TP/PP",
+                     100 * r->comm_share);
+    if (sch->mesh.size[GS_DIM_PP] > 1 && r->bubble_share > 0.15)
+        gs_diag_warn(&r->warnings, "GPUs idle %.0f%% of the step (pipeline bubble, (p-1)/(m+p-1) = %.0f%% for p=%"
+                     PRIu64 ", m=%" PRIu64 "): more micro-batches per step, or interleaved 1F1B",
+                     100 * r->bubble_share,
+                     100.0 * (double)(sch->mesh.size[GS_DIM_PP] - 1) /
+                         (double)(sch->microbatches + sch->mesh.size[GS_DIM_PP] - 1),
+                     sch->mesh.size[GS_DIM_PP], sch->microbatches);
+    if (gs_mesh_group_nodes(&sch->mesh, GS_DIM_TP, 0) > 1)
+        gs_diag_warn(&r->warnings, "TP groups span nodes: every layer's all-reduces cross the network; keep TP "
+                     "within a node (bigger TP is not better)");
+    if (step > 0 && r->exposed_s[GS_DIM_DP] > 0.2 * step)
+        gs_diag_warn(&r->warnings, "DP/FSDP communication is exposed for %.0f%% of the step: enable backward_pre "
+                     "prefetch and forward_prefetch, or reduce the shard group's cross-node traffic",
+                     100 * r->exposed_s[GS_DIM_DP] / step);
+    goto out;
+nomem:
+    rc = gs_error_set(err, GS_ERR_NOMEM, "report: out of memory");
+out:
+    for (int k = 0; k < GS_STREAM_COUNT; k++)
+        free(buf[k]);
+    free(comm);
+    gs_ledger_destroy(led);
+    return rc;
+}
+
+void gs_report_fini(gs_report *r)
+{
+    gs_diag_fini(&r->warnings);
+}
+
+static void json_str(FILE *f, const char *s)
+{
+    fputc('"', f);
+    for (; *s; s++) {
+        if (*s == '"' || *s == '\\')
+            fputc('\\', f);
+        fputc(*s, f);
+    }
+    fputc('"', f);
+}
+
+gs_status gs_report_trace(const gs_schedule *sch, gs_timing *const *timing, FILE *f, gs_error *err)
+{
+    char name[GS_EVENT_NAME_BYTES];
+    fputs("{\"displayTimeUnit\": \"ms\", \"traceEvents\": [\n", f);
+    int first = 1;
+    for (size_t i = 0; i < sch->nranks; i++) {
+        const gs_rank_events *r = &sch->ranks[i];
+        fprintf(f, "%s{\"ph\": \"M\", \"name\": \"process_name\", \"pid\": %" PRIu64
+                   ", \"args\": {\"name\": \"rank %" PRIu64 " (stage %" PRIu64 ", x%" PRIu64 ")\"}}",
+                first ? "" : ",\n", r->rank, r->rank, r->stage, r->class_size);
+        first = 0;
+        for (int s = 0; s < GS_STREAM_COUNT; s++)
+            fprintf(f, ",\n{\"ph\": \"M\", \"name\": \"thread_name\", \"pid\": %" PRIu64 ", \"tid\": %d, \"args\": "
+                       "{\"name\": \"%s\"}}",
+                    r->rank, s, gs_stream_name((gs_stream)s));
+        uint64_t live = 0;
+        for (size_t t = 0; t < r->ntensors; t++)
+            if (r->tensors[t].resident && !r->tensors[t].on_host)
+                live += r->tensors[t].bytes;
+        for (size_t k = 0; k < r->nevents; k++) {
+            const gs_event *e = &r->events[k];
+            const gs_timing *t = &timing[i][k];
+            gs_event_name(r, e, name, sizeof name);
+            fprintf(f, ",\n{\"ph\": \"X\", \"pid\": %" PRIu64 ", \"tid\": %d, \"ts\": %.3f, \"dur\": %.3f, \"name\": ",
+                    r->rank, e->stream, t->start_s * 1e6, (t->end_s - t->start_s) * 1e6);
+            json_str(f, name);
+            fprintf(f, ", \"args\": {\"bytes\": %" PRIu64, e->bytes);
+            if (e->kind == GS_EV_COMPUTE)
+                fprintf(f, ", \"flops\": %.6g", e->flops);
+            if (e->kind == GS_EV_COLLECTIVE)
+                fprintf(f, ", \"group\": \"%s\", \"group_size\": %" PRIu64 ", \"op\": \"%s\"",
+                        gs_group_kind_name((gs_group_kind)e->group), e->group_size, gs_coll_op_name((gs_coll_op)e->op));
+            if (t->start_s > t->posted_s)
+                fprintf(f, ", \"waited_us\": %.3f", (t->start_s - t->posted_s) * 1e6);
+            fputs("}}", f);
+            const uint32_t *al = gs_event_list(r, e, GS_LINK_ALLOCS);
+            const uint32_t *fr = gs_event_list(r, e, GS_LINK_FREES);
+            if (e->nlinks[GS_LINK_ALLOCS]) {
+                for (uint16_t a = 0; a < e->nlinks[GS_LINK_ALLOCS]; a++)
+                    if (!r->tensors[al[a]].on_host)
+                        live += r->tensors[al[a]].bytes;
+                fprintf(f, ",\n{\"ph\": \"C\", \"pid\": %" PRIu64 ", \"name\": \"memory\", \"ts\": %.3f, "
+                           "\"args\": {\"bytes\": %" PRIu64 "}}",
+                        r->rank, t->start_s * 1e6, live);
+            }
+            if (e->nlinks[GS_LINK_FREES]) {
+                for (uint16_t a = 0; a < e->nlinks[GS_LINK_FREES]; a++)
+                    if (!r->tensors[fr[a]].on_host)
+                        live -= r->tensors[fr[a]].bytes;
+                fprintf(f, ",\n{\"ph\": \"C\", \"pid\": %" PRIu64 ", \"name\": \"memory\", \"ts\": %.3f, "
+                           "\"args\": {\"bytes\": %" PRIu64 "}}",
+                        r->rank, t->end_s * 1e6, live);
+            }
+        }
+    }
+    fputs("\n]}\n", f);
+    if (ferror(f))
+        return gs_error_set(err, GS_ERR_IO, "cannot write the trace");
+    return GS_OK;
+}

@@ -1,0 +1,238 @@
+/* Compute cost model: the roofline time of a compute event, with a shape-dependent GEMM efficiency
+ * built from the effects cuBLAS/CUTLASS kernels show (tile quantization, wave quantization,
+ * split-K, the fixed per-tile cost that short K cannot amortize, operand alignment), capped by the
+ * GPU's measured large-GEMM efficiency (MAMF / spec).
+ *
+ * References: "ref X.Y" = shared/reference/hardware-and-models.md section X.Y; marks as there:
+ * [S] secondary source, [U] unverified or an estimate to calibrate with the exec backend's cuBLAS
+ * sweep, [D] derived arithmetic. Units: FLOP/s, bytes, bytes/s, seconds; GEMM dims in elements. */
+#include "sim/compute.h"
+
+#include <math.h>
+#include <stddef.h>
+
+/* ------------------------------------------------------------------ calibration factors ----- */
+
+/* Achievable fraction of HBM bandwidth for streaming (elementwise) kernels. Measured copy and
+ * triad kernels reach about 87-88% of the datasheet figure: cub::DeviceTransform babelstream
+ * 87-88% at 2^24-2^28 elements (NVIDIA/cccl#9881), A100 40GB memcopy 1355 of 1555 GB/s = 87%
+ * (PTsolvers/gpu-workshop-JuliaCon23#7) [S]. Framework elementwise kernels (norms, activations,
+ * AdamW) are less tuned than a STREAM kernel: rounded down to 0.85 [U]. */
+#define GS_HBM_EFFICIENCY 0.85
+
+/* Per-kernel launch overhead as the GPU sees it when the host runs ahead of it (back-to-back
+ * asynchronous launches): "a few microseconds" per launch (torchedup.dev kernel-launch-overhead;
+ * NVIDIA's "Getting Started with CUDA Graphs" blog measures per-kernel launch cost in the low
+ * microseconds [U]). 3 us is an estimate to calibrate [U]. */
+#define GS_LAUNCH_S 3e-6
+
+/* Compute slowdown while communication kernels run on the same GPU: NCCL kernels hold SMs
+ * (about 15% of the SMs while a collective runs, NVIDIA/nccl#1432) and compete for HBM (NVLink
+ * traffic costs 2-3x its bytes in HBM reads and writes, NCCL maintainer in NVIDIA/nccl#1428,
+ * where one A100 GEMM went from 1.18 to 2.08 ms under an overlapped all-gather). The default is a
+ * mild typical value inside DESIGN's 1.0-1.1 band; the worst cases are far larger, so it is a
+ * named factor for the calibration file, not a constant of the model [U]. */
+#define GS_OVERLAP_SLOWDOWN 1.10
+
+/* Non-GEMM FLOPs (elementwise, norms, softmax, the optimizer) run on the CUDA cores, not the
+ * tensor cores: FP32 non-tensor over BF16 tensor dense is 19.5/312 = 1/16 on A100 and
+ * 66.9/989.4 = 1/14.8 on H100 (ref 1.1) [D]. Such kernels are memory bound (about 1 FLOP/B
+ * against a CUDA-core ridge near 10 FLOP/B), so this factor rarely binds. */
+#define GS_VECTOR_FRACTION (1.0 / 16.0)
+
+/* -------------------------------------------------------------- host (CPU offload) ----- */
+
+/* The optimizer under CPU offload runs on the host, one shard per GPU rank, all ranks of a node
+ * at once: each rank gets 1/8 of the node's DRAM bandwidth and cores. Hosts are the DGX ones of
+ * each generation (estimates from the public CPU specs [U]):
+ *   Volta   DGX-1:     2 x Xeon E5-2698 v4 (20 cores, 2.2 GHz, AVX2 32 FP32 FLOP/cycle),
+ *                      4 ch DDR4-2400 per socket: 153.6 GB/s, 2.82 TFLOP/s peak;
+ *   Ampere  DGX A100:  2 x EPYC 7742 (64 cores, 2.25 GHz, AVX2 32 FLOP/cycle),
+ *                      8 ch DDR4-3200 per socket: 409.6 GB/s, 9.22 TFLOP/s;
+ *   Hopper+ DGX H100:  2 x Xeon 8480C (56 cores, 2.0 GHz, AVX-512 64 FLOP/cycle),
+ *                      8 ch DDR5-4800 per socket: 614.4 GB/s, 14.3 TFLOP/s.
+ * Achievable: STREAM-like 70% of peak DRAM bandwidth, half the vector peak for a fused AdamW
+ * (DeepSpeed's CPU-Adam is AVX-vectorized) [U]. AdamW is memory bound on the host too (about
+ * 0.4 FLOP/B), so host_bw is the number that matters. */
+#define GS_HOST_GPUS_PER_NODE 8.0
+#define GS_HOST_BW_EFFICIENCY 0.70
+#define GS_HOST_FLOPS_EFFICIENCY 0.50
+
+/* ------------------------------------------------------------------- GEMM shape model ----- */
+
+/* Thread-block tiles (rows of C x columns of C) the library can choose from, with the
+ * throughput each reaches on a large problem relative to the biggest tiles. CUTLASS/cuBLAS's
+ * fastest Ampere/Hopper BF16 kernels use 128x256 and 256x128 tiles (ref 6.6); smaller tiles
+ * re-read operands more often (a tile's operand reuse is tm*tn/(tm+tn): 85 for 128x256, 64 for
+ * 128x128, 43 for 64x128, 32 for 64x64) and reach less, but quantize less ("the largest Tile
+ * Shape for the most reuse ... a large Tile Shape might not be able to reach full GPU
+ * utilization because of quantization effects", CUTLASS maintainers, NVIDIA/cutlass#396). The
+ * relative rates are estimates to calibrate [U]. Like cuBLAS's heuristic, the model takes the
+ * tile (and split-K) with the best predicted efficiency. */
+typedef struct gs_tile {
+    uint32_t m, n;   /* elements */
+    double rate;     /* large-problem throughput relative to 128x256 */
+} gs_tile;
+
+static const gs_tile gemm_tiles[] = {
+    {128, 256, 1.00}, {256, 128, 1.00}, {128, 128, 0.92},
+    {128, 64, 0.80},  {64, 128, 0.80},  {64, 64, 0.60},
+};
+
+/* Fixed cost of one tile outside its K loop (pipeline fill of the multi-stage operand loads,
+ * epilogue writing C), in K elements: about two 32-deep k-iterations of the Ampere 128x256x32
+ * 3-stage kernels [U]. A tile's mainloop efficiency is K / (K + K0): 0.98 at K = 4096, 0.89 at
+ * K = 512, 0.67 at the K = 128 of attention with head dim 128. */
+#define GS_GEMM_K_OVERHEAD 64.0
+
+/* Split-K: when a plain GEMM has fewer tiles than SMs, cuBLAS splits K across thread blocks and
+ * reduces the fp32 partials afterwards (NVIDIA/cutlass#396: split-K for small M x N, large K).
+ * Each split keeps at least this many K elements [U]. */
+#define GS_SPLITK_MIN_K 256u
+
+/* Tensor-core operand alignment: leading dimensions (K and N for y = x W^T and for both of its
+ * backward GEMMs) must be multiples of 16 bytes, 8 elements of 16-bit data (ref 6.6); otherwise
+ * cuBLAS falls back to kernels with narrow loads. The penalty is an estimate [U]. */
+#define GS_ALIGN_ELEMENTS 8u
+#define GS_MISALIGNED_FACTOR 0.5
+
+static double ceil_div_d(uint64_t a, uint64_t b)
+{
+    return (double)(a / b + (a % b != 0));
+}
+
+uint64_t gs_gemm_waves(uint64_t tiles, uint32_t sms)
+{
+    uint64_t s = sms ? sms : 1;
+    return tiles / s + (tiles % s != 0);
+}
+
+/* tiles / (waves x sms), with tiles possibly beyond 2^64 (batched attention at scale): a double
+ * count, exact below 2^53, where the integer path runs. */
+static double wave_efficiency(double tiles, uint32_t sms)
+{
+    double s = sms ? (double)sms : 1.0;
+    if (tiles <= 0.0)
+        return 1.0;
+    double waves = tiles < 9007199254740992.0 ? (double)gs_gemm_waves((uint64_t)tiles, sms) : ceil(tiles / s);
+    return tiles / (waves * s);
+}
+
+static double k_efficiency(double k)
+{
+    return k / (k + GS_GEMM_K_OVERHEAD);
+}
+
+/* The shape factor (<= 1) of one tile choice, the best split-K included. */
+static double tile_factor(const gs_compute_model *m, const gs_tile *t, uint64_t M, uint64_t N, uint64_t K,
+                          uint64_t batch)
+{
+    double tm = ceil_div_d(M, t->m), tn = ceil_div_d(N, t->n);
+    /* Tile quantization: useful area over the padded area of the tiles that cover C. */
+    double tile_q = ((double)M * (double)N) / (tm * t->m * tn * t->n);
+    double tiles = tm * tn * (double)batch;
+    double best = t->rate * tile_q * wave_efficiency(tiles, m->sms) * k_efficiency((double)K);
+    if (batch > 1 || tiles >= (double)m->sms)
+        return best;
+    /* Split-K over the idle SMs. */
+    uint64_t by_sms = (uint64_t)((double)m->sms / tiles);
+    uint64_t by_k = K / GS_SPLITK_MIN_K;
+    uint64_t max_split = by_sms < by_k ? by_sms : by_k;
+    for (uint64_t s = 2; s <= max_split; s++) {
+        double f = t->rate * tile_q * wave_efficiency(tiles * (double)s, m->sms) * k_efficiency(ceil_div_d(K, s));
+        /* The reduction: s fp32 partials of C written and read back, at streaming bandwidth,
+         * against the mainloop's time at this efficiency. */
+        double flops_rate = m->peak_flops * m->gemm_efficiency * f;
+        double bytes_rate = m->hbm_bw * m->hbm_efficiency;
+        if (flops_rate > 0.0 && bytes_rate > 0.0) {
+            double t_main = 2.0 * (double)M * (double)N * (double)K / flops_rate;
+            double t_reduce = 8.0 * (double)s * (double)M * (double)N / bytes_rate;
+            f *= t_main / (t_main + t_reduce);
+        }
+        if (f > best)
+            best = f;
+    }
+    return best;
+}
+
+double gs_gemm_efficiency(const gs_compute_model *m, uint64_t M, uint64_t N, uint64_t K, uint64_t batch)
+{
+    if (M == 0 || N == 0 || K == 0)
+        return m->gemm_efficiency;
+    if (batch == 0)
+        batch = 1;
+    double best = 0.0;
+    for (size_t i = 0; i < sizeof gemm_tiles / sizeof gemm_tiles[0]; i++) {
+        double f = tile_factor(m, &gemm_tiles[i], M, N, K, batch);
+        if (f > best)
+            best = f;
+    }
+    if (N % GS_ALIGN_ELEMENTS != 0 || K % GS_ALIGN_ELEMENTS != 0)
+        best *= GS_MISALIGNED_FACTOR;
+    return m->gemm_efficiency * best;
+}
+
+/* ------------------------------------------------------------------------------ model ----- */
+
+void gs_compute_model_init(gs_compute_model *m, const gs_gpu *g, gs_precision p)
+{
+    m->peak_flops = gs_gpu_peak_flops(g, p);
+    /* A dtype without tensor-core support (BF16 on V100) runs on the CUDA cores, at about the
+     * FP32 rate (ref 1.1 V100 row: 15.7 TFLOP/s). */
+    if (m->peak_flops <= 0.0)
+        m->peak_flops = g->peak_flops_fp32;
+    m->gemm_efficiency = g->gemm_efficiency;
+    m->hbm_bw = g->hbm_bw;
+    m->hbm_efficiency = GS_HBM_EFFICIENCY;
+    m->launch_s = GS_LAUNCH_S;
+    m->overlap_slowdown = GS_OVERLAP_SLOWDOWN;
+    m->sms = g->sms;
+
+    double node_bw, node_flops; /* host DRAM bytes/s and vector FLOP/s, peak, per node */
+    if (g->compute_capability < 80) {
+        node_bw = 2.0 * 4.0 * 19.2e9;
+        node_flops = 2.0 * 20.0 * 2.2e9 * 32.0;
+    } else if (g->compute_capability < 90) {
+        node_bw = 2.0 * 8.0 * 25.6e9;
+        node_flops = 2.0 * 64.0 * 2.25e9 * 32.0;
+    } else {
+        node_bw = 2.0 * 8.0 * 38.4e9;
+        node_flops = 2.0 * 56.0 * 2.0e9 * 64.0;
+    }
+    m->host_bw = node_bw * GS_HOST_BW_EFFICIENCY / GS_HOST_GPUS_PER_NODE;
+    m->host_flops = node_flops * GS_HOST_FLOPS_EFFICIENCY / GS_HOST_GPUS_PER_NODE;
+}
+
+static int is_gemm(const gs_event *e)
+{
+    return e->gemm_m != 0 && e->gemm_n != 0 && e->gemm_k != 0;
+}
+
+/* Roofline: the slower of the FLOPs at `flops_rate` and the bytes at `bytes_rate`. */
+static double roofline(double flops, double bytes, double flops_rate, double bytes_rate)
+{
+    double t_flops = flops > 0.0 ? (flops_rate > 0.0 ? flops / flops_rate : HUGE_VAL) : 0.0;
+    double t_bytes = bytes > 0.0 ? (bytes_rate > 0.0 ? bytes / bytes_rate : HUGE_VAL) : 0.0;
+    return t_flops > t_bytes ? t_flops : t_bytes;
+}
+
+double gs_compute_time(const gs_compute_model *m, const gs_event *e)
+{
+    double rate;
+    int launches = 1;
+    if (is_gemm(e)) {
+        /* A backward GEMM event is dgrad + wgrad: two GEMMs, two launches, the FLOPs of two
+         * forward GEMMs (the event carries them), each at the forward shape's efficiency. */
+        rate = m->peak_flops * gs_gemm_efficiency(m, e->gemm_m, e->gemm_n, e->gemm_k, e->gemm_batch);
+        if (e->phase == GS_PHASE_BWD)
+            launches = 2;
+    } else {
+        rate = m->peak_flops * GS_VECTOR_FRACTION;
+    }
+    return roofline(e->flops, (double)e->bytes, rate, m->hbm_bw * m->hbm_efficiency) + launches * m->launch_s;
+}
+
+double gs_compute_time_host(const gs_compute_model *m, const gs_event *e)
+{
+    return roofline(e->flops, (double)e->bytes, m->host_flops, m->host_bw);
+}

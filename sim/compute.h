@@ -1,0 +1,43 @@
+/* Compute cost model: roofline time of a compute event (FLOPs at the dtype's peak times a GEMM
+ * efficiency that depends on the shape, bytes at HBM bandwidth) plus a kernel launch overhead;
+ * efficiencies from the GPU preset or a calibration file.
+ *
+ * Ownership: gs_compute_model is a plain value. */
+#ifndef GS_SIM_COMPUTE_H
+#define GS_SIM_COMPUTE_H
+
+#include "engine/hardware.h"
+#include "engine/schedule.h"
+#include "engine/strategy.h"
+
+typedef struct gs_compute_model {
+    double peak_flops;        /* FLOP/s, dense, for the training precision */
+    double gemm_efficiency;   /* achievable fraction on large well-shaped GEMMs */
+    double hbm_bw;            /* bytes/s */
+    double hbm_efficiency;    /* achievable fraction of HBM bandwidth for elementwise kernels */
+    double launch_s;          /* per-kernel launch overhead, seconds */
+    double overlap_slowdown;  /* compute slowdown factor while communication runs on the same
+                                 GPU (SM and memory contention); >= 1, calibratable */
+    uint32_t sms;             /* for wave quantization */
+    double host_flops;        /* CPU offload: the host's FLOP/s for the optimizer */
+    double host_bw;           /* CPU offload: host memory bandwidth, bytes/s */
+} gs_compute_model;
+
+void gs_compute_model_init(gs_compute_model *m, const gs_gpu *g, gs_precision p);
+
+/* Efficiency of an m x n x k GEMM (batch >= 1) relative to peak, in (0, gemm_efficiency]:
+ * tile and wave quantization, small-dimension penalty (reference 6.6). */
+double gs_gemm_efficiency(const gs_compute_model *m, uint64_t M, uint64_t N, uint64_t K, uint64_t batch);
+
+/* Seconds for one compute event (without overlap slowdown). */
+double gs_compute_time(const gs_compute_model *m, const gs_event *e);
+
+/* Seconds for a compute event run on the host CPU (the optimizer under CPU offload, which the
+ * event alone cannot tell): roofline on host_flops and host_bw, no kernel launch. */
+double gs_compute_time_host(const gs_compute_model *m, const gs_event *e);
+
+/* Waves of thread-block tiles on a GPU with `sms` SMs: ceil(tiles / sms), 0 for no tiles (one
+ * resident tile per SM, as for the large GEMM tiles). Wave efficiency = tiles / (waves x sms). */
+uint64_t gs_gemm_waves(uint64_t tiles, uint32_t sms);
+
+#endif

@@ -1,0 +1,556 @@
+/* The sim backend's discrete-event core: per rank and stream, issue every event whose
+ * dependencies are done and whose stream is free; a collective starts when every member of its
+ * group present in the schedule has reached it, a send/recv pair when both sides are posted; pop
+ * the earliest completion (binary heap, ties broken by insertion order, so the same schedule
+ * gives the same times); release its dependents. Costs come from sim/compute.c and
+ * sim/tuner.c; this loop holds no cost formula.
+ *
+ * Streams run their events in list order (like CUDA streams). Time is in seconds from 0. */
+#include <inttypes.h>
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "sim/collective.h"
+#include "sim/compute.h"
+#include "sim/sim.h"
+#include "sim/topology.h"
+
+#define NONE UINT64_MAX
+
+typedef struct sim_state {
+    gs_scenario s;
+    gs_mesh mesh;
+    gs_topo topo;
+    gs_compute_model cm;
+    int flow;
+    double host_link_bw; /* bytes/s GPU <-> host (PCIe: NCCL's 24 GB/s gen4, 48 GB/s gen5) */
+} sim_state;
+
+/* ---- a small open-addressing map from 64-bit keys to 64-bit values ------------------------------ */
+
+typedef struct map64 {
+    uint64_t *keys, *vals;
+    size_t cap, n;
+} map64;
+
+static uint64_t mix64(uint64_t x)
+{
+    x ^= x >> 33;
+    x *= 0xff51afd7ed558ccdULL;
+    x ^= x >> 33;
+    x *= 0xc4ceb9fe1a85ec53ULL;
+    x ^= x >> 33;
+    return x;
+}
+
+static int map_init(map64 *m, size_t expect)
+{
+    size_t cap = 16;
+    while (cap < expect * 2 + 16)
+        cap *= 2;
+    m->keys = malloc(cap * sizeof *m->keys);
+    m->vals = malloc(cap * sizeof *m->vals);
+    if (!m->keys || !m->vals)
+        return -1;
+    for (size_t i = 0; i < cap; i++)
+        m->keys[i] = NONE;
+    m->cap = cap;
+    m->n = 0;
+    return 0;
+}
+
+static void map_fini(map64 *m)
+{
+    free(m->keys);
+    free(m->vals);
+}
+
+/* Returns the slot of key, inserting it with value `fresh` when absent (*inserted = 1). */
+static size_t map_slot(map64 *m, uint64_t key, uint64_t fresh, int *inserted)
+{
+    size_t i = (size_t)mix64(key) & (m->cap - 1);
+    while (m->keys[i] != NONE && m->keys[i] != key)
+        i = (i + 1) & (m->cap - 1);
+    if (m->keys[i] == NONE) {
+        m->keys[i] = key;
+        m->vals[i] = fresh;
+        m->n++;
+        if (inserted)
+            *inserted = 1;
+    } else if (inserted) {
+        *inserted = 0;
+    }
+    return i;
+}
+
+static uint64_t key3(uint64_t a, uint64_t b, uint64_t c)
+{
+    return mix64(a * 0x9e3779b97f4a7c15ULL ^ mix64(b + 0x632be59bd9b4e019ULL) ^ mix64(c * 31 + 7));
+}
+
+/* ---- the event heap ----------------------------------------------------------------------------- */
+
+typedef struct hnode {
+    double t;
+    uint64_t seq;
+    uint64_t gid; /* global event id */
+} hnode;
+
+typedef struct heap {
+    hnode *a;
+    size_t n, cap;
+    uint64_t seq;
+} heap;
+
+static int hless(const hnode *x, const hnode *y)
+{
+    return x->t < y->t || (x->t == y->t && x->seq < y->seq);
+}
+
+static int heap_push(heap *h, double t, uint64_t gid)
+{
+    if (h->n == h->cap) {
+        size_t cap = h->cap ? h->cap * 2 : 1024;
+        hnode *a = realloc(h->a, cap * sizeof *a);
+        if (!a)
+            return -1;
+        h->a = a;
+        h->cap = cap;
+    }
+    size_t i = h->n++;
+    h->a[i] = (hnode){t, h->seq++, gid};
+    while (i > 0) {
+        size_t p = (i - 1) / 2;
+        if (!hless(&h->a[i], &h->a[p]))
+            break;
+        hnode tmp = h->a[i];
+        h->a[i] = h->a[p];
+        h->a[p] = tmp;
+        i = p;
+    }
+    return 0;
+}
+
+static hnode heap_pop(heap *h)
+{
+    hnode top = h->a[0];
+    h->a[0] = h->a[--h->n];
+    size_t i = 0;
+    for (;;) {
+        size_t l = 2 * i + 1, r = l + 1, m = i;
+        if (l < h->n && hless(&h->a[l], &h->a[m]))
+            m = l;
+        if (r < h->n && hless(&h->a[r], &h->a[m]))
+            m = r;
+        if (m == i)
+            break;
+        hnode tmp = h->a[i];
+        h->a[i] = h->a[m];
+        h->a[m] = tmp;
+        i = m;
+    }
+    return top;
+}
+
+/* ---- the run ------------------------------------------------------------------------------------ */
+
+typedef struct rank_rt {
+    uint64_t base;                   /* global id of event 0 */
+    uint32_t *stream_ev;             /* events of each stream in order, concatenated */
+    size_t stream_off[GS_STREAM_COUNT + 1];
+    size_t cursor[GS_STREAM_COUNT];
+    int busy[GS_STREAM_COUNT];
+    gs_coll_shape shape[GS_GROUP_KIND_COUNT];
+    uint64_t node;
+} rank_rt;
+
+typedef struct run_ctx {
+    const sim_state *st;
+    const gs_schedule *sch;
+    gs_timing *const *timing;
+    rank_rt *rt;
+    uint64_t total;
+    uint32_t *remaining;  /* per global event: deps not done */
+    uint64_t *dep_off;    /* CSR of dependents, per global event */
+    uint64_t *dep_list;
+    uint64_t *match;      /* per global event: collective instance or p2p pair index, NONE */
+    /* collective instances */
+    uint64_t *inst_needed, *inst_arrived, *inst_head; /* waiting list head (global id) */
+    uint64_t *wait_next;  /* per global event: next waiting member */
+    double *inst_ready;
+    size_t ninst;
+    /* p2p pairs: [2k] send gid, [2k+1] recv gid; posted flags via timing */
+    uint64_t *pair;
+    double *pair_end;     /* per pair: when the send's data has landed (NAN before the send) */
+    uint8_t *posted;      /* per global event */
+    size_t npairs;
+    uint64_t *rank_of;    /* per global event: rank list index (compact: filled lazily) */
+    heap h;
+    double now;
+    uint64_t done;
+} run_ctx;
+
+static size_t rank_index_of(const run_ctx *c, uint64_t gid)
+{
+    /* binary search over rank bases */
+    size_t lo = 0, hi = c->sch->nranks;
+    while (hi - lo > 1) {
+        size_t mid = (lo + hi) / 2;
+        if (c->rt[mid].base <= gid)
+            lo = mid;
+        else
+            hi = mid;
+    }
+    return lo;
+}
+
+static double event_duration(run_ctx *c, size_t ri, const gs_event *e)
+{
+    const sim_state *st = c->st;
+    const rank_rt *rt = &c->rt[ri];
+    switch ((gs_event_kind)e->kind) {
+    case GS_EV_COMPUTE: {
+        double t = (e->phase == GS_PHASE_OPTIM && st->s.strategy.offload) ? gs_compute_time_host(&st->cm, e)
+                                                                           : gs_compute_time(&st->cm, e);
+        int comm = rt->busy[GS_STREAM_DP] || rt->busy[GS_STREAM_TP] || rt->busy[GS_STREAM_PP];
+        return comm ? t * st->cm.overlap_slowdown : t;
+    }
+    case GS_EV_COLLECTIVE: {
+        gs_coll_cost cost;
+        gs_coll_shape shape = rt->shape[e->group];
+        shape.nranks = e->group_size;
+        if (gs_coll_estimate(&st->topo, (gs_coll_op)e->op, &shape, e->bytes, GS_ALGO_COUNT, &cost) != GS_OK)
+            return 0.0;
+        return cost.time_s;
+    }
+    case GS_EV_SEND:
+    case GS_EV_RECV: {
+        int same = gs_mesh_rank_node(&st->mesh, e->peer) == rt->node;
+        return gs_p2p_time(&st->topo, same, e->bytes);
+    }
+    case GS_EV_COPY_H2D:
+    case GS_EV_COPY_D2H:
+        return 2e-6 + (double)e->bytes / st->host_link_bw;
+    default:
+        return 0.0;
+    }
+}
+
+static int complete_at(run_ctx *c, uint64_t gid, double start, double dur)
+{
+    size_t ri = rank_index_of(c, gid);
+    gs_timing *t = &c->timing[ri][gid - c->rt[ri].base];
+    t->start_s = start;
+    t->end_s = start + dur;
+    return heap_push(&c->h, start + dur, gid);
+}
+
+/* Try to start the head event of each stream of rank list ri. */
+static int try_issue(run_ctx *c, size_t ri)
+{
+    rank_rt *rt = &c->rt[ri];
+    const gs_rank_events *r = &c->sch->ranks[ri];
+    for (int s = 0; s < GS_STREAM_COUNT; s++) {
+        if (rt->busy[s])
+            continue;
+        size_t pos = rt->stream_off[s] + rt->cursor[s];
+        if (pos >= rt->stream_off[s + 1])
+            continue;
+        uint32_t ev = rt->stream_ev[pos];
+        uint64_t gid = rt->base + ev;
+        if (c->remaining[gid])
+            continue;
+        const gs_event *e = &r->events[ev];
+        rt->busy[s] = 1;
+        c->timing[ri][ev].posted_s = c->now;
+        double dur = event_duration(c, ri, e);
+        if (e->kind == GS_EV_COLLECTIVE && c->match[gid] != NONE) {
+            uint64_t in = c->match[gid];
+            c->wait_next[gid] = c->inst_head[in];
+            c->inst_head[in] = gid;
+            if (c->now > c->inst_ready[in])
+                c->inst_ready[in] = c->now;
+            if (++c->inst_arrived[in] == c->inst_needed[in]) {
+                /* everyone is here: all members start now and take the same time */
+                for (uint64_t g = c->inst_head[in]; g != NONE; g = c->wait_next[g])
+                    if (complete_at(c, g, c->inst_ready[in], dur) != 0)
+                        return -1;
+            }
+        } else if ((e->kind == GS_EV_SEND || e->kind == GS_EV_RECV) && c->match[gid] != NONE) {
+            /* NCCL p2p through proxy buffers: a send proceeds once posted and lands in the
+             * receiver's buffer; the receive completes when it is posted and the data is there. */
+            uint64_t p = c->match[gid];
+            c->posted[gid] = 1;
+            if (e->kind == GS_EV_SEND) {
+                if (complete_at(c, gid, c->now, dur) != 0)
+                    return -1;
+                c->pair_end[p] = c->now + dur;
+                uint64_t recv = c->pair[2 * p + 1];
+                if (recv != NONE && c->posted[recv]) {
+                    /* the receiver was waiting: the transfer runs from now to the send's end */
+                    if (complete_at(c, recv, c->now, dur) != 0)
+                        return -1;
+                }
+            } else if (!isnan(c->pair_end[p])) {
+                /* the data is in flight or landed: receive what is left of the transfer */
+                double end = c->pair_end[p] > c->now ? c->pair_end[p] : c->now;
+                if (complete_at(c, gid, c->now, end - c->now) != 0)
+                    return -1;
+            } else if (c->pair[2 * p] == NONE) {
+                /* the sender is not in this schedule (a class representative's peer): alone */
+                if (complete_at(c, gid, c->now, dur) != 0)
+                    return -1;
+            }
+        } else {
+            if (complete_at(c, gid, c->now, dur) != 0)
+                return -1;
+        }
+    }
+    return 0;
+}
+
+static gs_status sim_run(void *state, const gs_schedule *sch, gs_timing *const *timing, gs_error *err)
+{
+    const sim_state *st = state;
+    run_ctx c;
+    memset(&c, 0, sizeof c);
+    c.st = st;
+    c.sch = sch;
+    c.timing = timing;
+    gs_status rc = GS_OK;
+    map64 present, inst_map, pair_map, seq_map;
+    memset(&present, 0, sizeof present);
+    memset(&inst_map, 0, sizeof inst_map);
+    memset(&pair_map, 0, sizeof pair_map);
+    memset(&seq_map, 0, sizeof seq_map);
+
+    c.rt = calloc(sch->nranks ? sch->nranks : 1, sizeof *c.rt);
+    if (!c.rt)
+        goto nomem;
+    uint64_t total = 0, ncoll = 0, np2p = 0;
+    for (size_t i = 0; i < sch->nranks; i++) {
+        c.rt[i].base = total;
+        total += sch->ranks[i].nevents;
+        for (size_t k = 0; k < sch->ranks[i].nevents; k++) {
+            uint8_t kind = sch->ranks[i].events[k].kind;
+            ncoll += kind == GS_EV_COLLECTIVE;
+            np2p += kind == GS_EV_SEND || kind == GS_EV_RECV;
+        }
+    }
+    c.total = total;
+    c.remaining = calloc(total ? total : 1, sizeof *c.remaining);
+    c.dep_off = calloc(total + 1, sizeof *c.dep_off);
+    c.match = malloc((total ? total : 1) * sizeof *c.match);
+    c.wait_next = malloc((total ? total : 1) * sizeof *c.wait_next);
+    c.posted = calloc(total ? total : 1, 1);
+    if (!c.remaining || !c.dep_off || !c.match || !c.wait_next || !c.posted)
+        goto nomem;
+
+    /* ranks present, and how many members of each group are present */
+    if (map_init(&present, sch->nranks * GS_GROUP_KIND_COUNT) != 0 || map_init(&inst_map, ncoll / 2 + 16) != 0 ||
+        map_init(&pair_map, np2p + 16) != 0 || map_init(&seq_map, 1024) != 0)
+        goto nomem;
+    for (size_t i = 0; i < sch->nranks; i++) {
+        rank_rt *rt = &c.rt[i];
+        uint64_t rank = sch->ranks[i].rank;
+        rt->node = gs_mesh_rank_node(&st->mesh, rank);
+        for (int g = 0; g < GS_GROUP_KIND_COUNT; g++) {
+            gs_topo_group_shape(&st->mesh, (gs_group_kind)g, rank, &rt->shape[g]);
+            uint64_t idx = gs_group_of(&st->mesh, (gs_group_kind)g, rank, NULL);
+            size_t slot = map_slot(&present, key3(1, (uint64_t)g, idx), 0, NULL);
+            present.vals[slot]++;
+        }
+        map_slot(&present, key3(2, rank, 0), i, NULL);
+    }
+
+    /* dependents (CSR), stream queues, collective instances, p2p pairs */
+    for (size_t i = 0; i < sch->nranks; i++) {
+        const gs_rank_events *r = &sch->ranks[i];
+        rank_rt *rt = &c.rt[i];
+        for (size_t k = 0; k < r->nevents; k++) {
+            const gs_event *e = &r->events[k];
+            c.remaining[rt->base + k] = e->nlinks[GS_LINK_DEPS];
+            const uint32_t *d = gs_event_list(r, e, GS_LINK_DEPS);
+            for (uint16_t j = 0; j < e->nlinks[GS_LINK_DEPS]; j++)
+                c.dep_off[rt->base + d[j] + 1]++;
+            rt->stream_off[e->stream + 1]++;
+        }
+        for (int s = 0; s < GS_STREAM_COUNT; s++)
+            rt->stream_off[s + 1] += rt->stream_off[s];
+        rt->stream_ev = malloc((r->nevents ? r->nevents : 1) * sizeof *rt->stream_ev);
+        if (!rt->stream_ev)
+            goto nomem;
+        size_t fill[GS_STREAM_COUNT];
+        for (int s = 0; s < GS_STREAM_COUNT; s++)
+            fill[s] = rt->stream_off[s];
+        for (size_t k = 0; k < r->nevents; k++)
+            rt->stream_ev[fill[r->events[k].stream]++] = (uint32_t)k;
+    }
+    for (uint64_t g = 0; g < total; g++)
+        c.dep_off[g + 1] += c.dep_off[g];
+    c.dep_list = malloc((c.dep_off[total] ? c.dep_off[total] : 1) * sizeof *c.dep_list);
+    if (!c.dep_list)
+        goto nomem;
+    {
+        uint64_t *fill = malloc((total ? total : 1) * sizeof *fill);
+        if (!fill)
+            goto nomem;
+        memcpy(fill, c.dep_off, total * sizeof *fill);
+        for (size_t i = 0; i < sch->nranks; i++) {
+            const gs_rank_events *r = &sch->ranks[i];
+            for (size_t k = 0; k < r->nevents; k++) {
+                const uint32_t *d = gs_event_list(r, &r->events[k], GS_LINK_DEPS);
+                for (uint16_t j = 0; j < r->events[k].nlinks[GS_LINK_DEPS]; j++)
+                    c.dep_list[fill[c.rt[i].base + d[j]]++] = c.rt[i].base + k;
+            }
+        }
+        free(fill);
+    }
+    /* collective instance = (group kind, group index, k-th collective of this rank on it) */
+    c.inst_needed = malloc((ncoll ? ncoll : 1) * sizeof *c.inst_needed);
+    c.inst_arrived = calloc(ncoll ? ncoll : 1, sizeof *c.inst_arrived);
+    c.inst_head = malloc((ncoll ? ncoll : 1) * sizeof *c.inst_head);
+    c.inst_ready = calloc(ncoll ? ncoll : 1, sizeof *c.inst_ready);
+    c.pair = malloc((np2p ? 2 * np2p : 2) * sizeof *c.pair);
+    c.pair_end = malloc((np2p ? np2p : 1) * sizeof *c.pair_end);
+    if (!c.inst_needed || !c.inst_arrived || !c.inst_head || !c.inst_ready || !c.pair || !c.pair_end)
+        goto nomem;
+    for (size_t i = 0; i < sch->nranks; i++) {
+        const gs_rank_events *r = &sch->ranks[i];
+        uint64_t rank = r->rank;
+        map64 local; /* per rank: k-th collective per (kind, idx), k-th send/recv per peer */
+        if (map_init(&local, 256) != 0)
+            goto nomem;
+        for (size_t k = 0; k < r->nevents; k++) {
+            const gs_event *e = &r->events[k];
+            uint64_t gid = c.rt[i].base + k;
+            c.match[gid] = NONE;
+            c.wait_next[gid] = NONE;
+            if (e->kind == GS_EV_COLLECTIVE) {
+                size_t ls = map_slot(&local, key3(3, e->group, e->peer), 0, NULL);
+                uint64_t seq = local.vals[ls]++;
+                int fresh;
+                size_t slot = map_slot(&inst_map, key3(e->group, e->peer, seq), c.ninst, &fresh);
+                if (fresh) {
+                    size_t ps = map_slot(&present, key3(1, e->group, e->peer), 0, NULL);
+                    c.inst_needed[c.ninst] = present.vals[ps] ? present.vals[ps] : 1;
+                    c.inst_head[c.ninst] = NONE;
+                    c.ninst++;
+                }
+                c.match[gid] = inst_map.vals[slot];
+            } else if (e->kind == GS_EV_SEND || e->kind == GS_EV_RECV) {
+                int send = e->kind == GS_EV_SEND;
+                uint64_t src = send ? rank : e->peer, dst = send ? e->peer : rank;
+                size_t ls = map_slot(&local, key3(send ? 4 : 5, e->peer, 0), 0, NULL);
+                uint64_t seq = local.vals[ls]++;
+                int fresh;
+                size_t slot = map_slot(&pair_map, key3(src, dst, seq), c.npairs, &fresh);
+                if (fresh) {
+                    c.pair[2 * c.npairs] = NONE;
+                    c.pair[2 * c.npairs + 1] = NONE;
+                    c.pair_end[c.npairs] = NAN;
+                    c.npairs++;
+                }
+                uint64_t p = pair_map.vals[slot];
+                c.pair[2 * p + (send ? 0 : 1)] = gid;
+                c.match[gid] = p;
+            }
+        }
+        map_fini(&local);
+    }
+
+    /* the loop */
+    for (size_t i = 0; i < sch->nranks; i++)
+        if (try_issue(&c, i) != 0)
+            goto nomem;
+    while (c.h.n > 0) {
+        hnode nd = heap_pop(&c.h);
+        c.now = nd.t;
+        size_t ri = rank_index_of(&c, nd.gid);
+        const gs_event *e = &sch->ranks[ri].events[nd.gid - c.rt[ri].base];
+        c.rt[ri].busy[e->stream] = 0;
+        c.rt[ri].cursor[e->stream]++;
+        c.done++;
+        for (uint64_t j = c.dep_off[nd.gid]; j < c.dep_off[nd.gid + 1]; j++)
+            c.remaining[c.dep_list[j]]--;
+        if (try_issue(&c, ri) != 0)
+            goto nomem;
+    }
+    if (c.done != total) {
+        /* find a stuck event to name */
+        for (size_t i = 0; i < sch->nranks && rc == GS_OK; i++)
+            for (int s = 0; s < GS_STREAM_COUNT; s++) {
+                size_t pos = c.rt[i].stream_off[s] + c.rt[i].cursor[s];
+                if (pos < c.rt[i].stream_off[s + 1]) {
+                    char name[GS_EVENT_NAME_BYTES];
+                    const gs_rank_events *r = &sch->ranks[i];
+                    gs_event_name(r, &r->events[c.rt[i].stream_ev[pos]], name, sizeof name);
+                    rc = gs_error_set(err, GS_ERR_RUNTIME,
+                                      "sim: deadlock after %" PRIu64 " of %" PRIu64 " events: rank %" PRIu64
+                                      " waits in %s on the %s stream", c.done, total, r->rank, name,
+                                      gs_stream_name((gs_stream)s));
+                    break;
+                }
+            }
+    }
+    goto out;
+nomem:
+    rc = gs_error_set(err, GS_ERR_NOMEM, "sim: out of memory");
+out:
+    if (c.rt)
+        for (size_t i = 0; i < sch->nranks; i++)
+            free(c.rt[i].stream_ev);
+    free(c.rt);
+    free(c.remaining);
+    free(c.dep_off);
+    free(c.dep_list);
+    free(c.match);
+    free(c.wait_next);
+    free(c.posted);
+    free(c.inst_needed);
+    free(c.inst_arrived);
+    free(c.inst_head);
+    free(c.inst_ready);
+    free(c.pair);
+    free(c.pair_end);
+    free(c.h.a);
+    map_fini(&present);
+    map_fini(&inst_map);
+    map_fini(&pair_map);
+    map_fini(&seq_map);
+    return rc;
+}
+
+static gs_status sim_open(const gs_scenario *s, const gs_mesh *mesh, const gs_backend_opts *opts, void **state,
+                          gs_error *err)
+{
+    sim_state *st = calloc(1, sizeof *st);
+    if (!st)
+        return gs_error_set(err, GS_ERR_NOMEM, "sim: out of memory");
+    st->s = *s;
+    st->mesh = *mesh;
+    gs_topo_init(&st->topo, &s->cluster);
+    gs_compute_model_init(&st->cm, &s->cluster.gpu, s->strategy.precision);
+    st->flow = opts ? opts->flow : 0;
+    st->host_link_bw = s->cluster.gpu.compute_capability >= 90 ? 48e9 : 24e9;
+    if (opts && opts->calib) {
+        free(st);
+        return gs_error_set(err, GS_ERR_UNSUPPORTED, "sim: --calib is not implemented yet (calibration issue)");
+    }
+    *state = st;
+    return GS_OK;
+}
+
+static void sim_close(void *state)
+{
+    free(state);
+}
+
+const gs_backend_ops gs_sim_backend = {
+    "sim",
+    "discrete-event replay under modeled NVLink / PCIe / InfiniBand / Ethernet links",
+    sim_open,
+    sim_run,
+    sim_close,
+};

@@ -1,0 +1,43 @@
+/* One call from scenario to report on the sim backend (commands, tests, planner). */
+#include <stdlib.h>
+
+#include "sim/sim.h"
+
+gs_status gs_sim_scenario(const gs_scenario *s, const gs_mesh *mesh, int exact, const gs_backend_opts *opts,
+                          gs_report *rep, FILE *trace, gs_error *err)
+{
+    gs_schedule *sch = NULL;
+    gs_timing **timing = NULL;
+    void *state = NULL;
+    gs_backend_opts none = {0, NULL};
+    gs_status rc = gs_schedule_build(s, mesh, exact, &sch, err);
+    if (rc != GS_OK)
+        return rc;
+    timing = calloc(sch->nranks ? sch->nranks : 1, sizeof *timing);
+    if (!timing) {
+        rc = gs_error_set(err, GS_ERR_NOMEM, "sim: out of memory");
+        goto out;
+    }
+    for (size_t i = 0; i < sch->nranks; i++)
+        if (!(timing[i] = calloc(sch->ranks[i].nevents ? sch->ranks[i].nevents : 1, sizeof *timing[i]))) {
+            rc = gs_error_set(err, GS_ERR_NOMEM, "sim: out of memory");
+            goto out;
+        }
+    if ((rc = gs_sim_backend.open(s, mesh, opts ? opts : &none, &state, err)) != GS_OK)
+        goto out;
+    if ((rc = gs_sim_backend.run(state, sch, timing, err)) != GS_OK)
+        goto out;
+    if ((rc = gs_report_build(s, sch, timing, rep, err)) != GS_OK)
+        goto out;
+    if (trace && (rc = gs_report_trace(sch, timing, trace, err)) != GS_OK)
+        gs_report_fini(rep);
+out:
+    if (state)
+        gs_sim_backend.close(state);
+    if (timing)
+        for (size_t i = 0; i < sch->nranks; i++)
+            free(timing[i]);
+    free(timing);
+    gs_schedule_destroy(sch);
+    return rc;
+}

@@ -1,0 +1,41 @@
+/* The simulated machine's links: what one GPU sees inside its node (NVLink through NVSwitch, or
+ * PCIe) and across nodes (its share of the node's NICs, rails, switch tiers), and the shape of a
+ * process group on it.
+ *
+ * Ownership: gs_topo is a plain value copied from the cluster; nothing allocates. */
+#ifndef GS_SIM_TOPOLOGY_H
+#define GS_SIM_TOPOLOGY_H
+
+#include <stdint.h>
+
+#include "engine/hardware.h"
+#include "engine/mesh.h"
+#include "engine/schedule.h"
+
+typedef enum gs_hop { GS_HOP_NVLINK, GS_HOP_PCI, GS_HOP_NET, GS_HOP_COUNT } gs_hop; /* NCCL's hw classes */
+
+typedef struct gs_topo {
+    gs_cluster cluster;
+    gs_hop intra_hop;       /* NVLINK or PCI */
+    double intra_bw;        /* bytes/s per GPU per direction inside a node, as NCCL assigns it */
+    double nic_bw;          /* bytes/s per NIC per direction, achievable */
+    double nic_line_bw;     /* bytes/s per NIC per direction, line rate */
+    uint64_t gpus_per_node, nics_per_node;
+    int nvls;               /* NVLink SHARP available */
+    int cc_index;           /* NCCL compute-capability row: 0 Volta, 1 Ampere, 2 Hopper, 3 Blackwell */
+    double net_overhead_s;  /* NCCL net post overhead per inter-node step */
+} gs_topo;
+
+void gs_topo_init(gs_topo *t, const gs_cluster *c);
+
+/* Shape of one process group: ranks, nodes spanned, most ranks on one node. */
+typedef struct gs_coll_shape {
+    uint64_t nranks;
+    uint64_t nnodes;
+    uint64_t ppn;
+} gs_coll_shape;
+
+/* The shape of rank's group of the given kind on the mesh. */
+void gs_topo_group_shape(const gs_mesh *mesh, gs_group_kind g, uint64_t rank, gs_coll_shape *out);
+
+#endif

@@ -1,0 +1,394 @@
+/* Check suite for engine/expect: parsing the `expect:` block (and the scenario loader accepting
+ * it), every error with its line:column, the two published FLOP formulas (Narayanan et al.
+ * Eq. 3 and Megatron-Core's num_floating_point_operations) against hand computations, and the
+ * shipped scenarios/published files. */
+#include <check.h>
+#include <dirent.h>
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "engine/expect.h"
+
+/* ------------------------------------------------------------------------ helpers ---- */
+
+static void src_path(const char *rel, char *buf, size_t len)
+{
+    const char *top = getenv("top_srcdir");
+    snprintf(buf, len, "%s/%s", top && *top ? top : ".", rel);
+}
+
+/* A minimal valid scenario; the expect block is appended on line 5. */
+#define SCENARIO_HEAD                                                                          \
+    "model: gpt-1.7b\n"                                                                        \
+    "cluster: {preset: dgx-a100-80g, nodes: 4}\n"                                             \
+    "grid: {dp: 32, pp: 1, tp: 1}\n"                                                           \
+    "batch: {global: 512, micro: 1}\n"
+
+static gs_status load_str(const char *text, gs_expect *e, int *present, gs_error *err)
+{
+    gs_error_init(err);
+    return gs_expect_load_string(text, strlen(text), "t.yaml", e, present, err);
+}
+
+/* The load must fail with GS_ERR_INPUT, a message starting "t.yaml:LINE:COL: " and containing
+ * fragment. */
+static void load_fails(const char *text, unsigned line, unsigned col, const char *fragment)
+{
+    gs_expect e;
+    gs_error err;
+    int present = 1;
+    gs_status st = load_str(text, &e, &present, &err);
+    ck_assert_int_eq(st, GS_ERR_INPUT);
+    ck_assert_int_eq(present, 0);
+    char prefix[64];
+    snprintf(prefix, sizeof prefix, "t.yaml:%u:%u: ", line, col);
+    ck_assert_msg(strncmp(err.msg, prefix, strlen(prefix)) == 0, "expected '%s' at the start of '%s'",
+                  prefix, err.msg);
+    ck_assert_msg(strstr(err.msg, fragment) != NULL, "expected '%s' in '%s'", fragment, err.msg);
+}
+
+static int close_rel(double got, double want, double rel)
+{
+    return fabs(got - want) <= rel * fabs(want);
+}
+
+/* ------------------------------------------------------------------------ parsing ---- */
+
+START_TEST(parse_good_block)
+{
+    const char *text = SCENARIO_HEAD
+        "expect:\n"
+        "  metric: tflops_per_gpu_eq3\n"
+        "  value: 137\n"
+        "  formula: \"96 B s l h^2 (1 + s/6h + V/16lh)\"\n"
+        "  source: Narayanan et al. SC'21 Table 1\n";
+    gs_expect e;
+    gs_error err;
+    int present = 0;
+    ck_assert_int_eq(load_str(text, &e, &present, &err), GS_OK);
+    ck_assert_int_eq(present, 1);
+    ck_assert_int_eq(e.metric, GS_EXPECT_TFLOPS_PER_GPU_EQ3);
+    ck_assert(e.value == 137.0);
+    ck_assert(e.tolerance == 0.10); /* default: issue 4's target */
+    ck_assert(e.peak_flops == 0);   /* only mfu_megatron has one */
+    ck_assert_str_eq(e.formula, "96 B s l h^2 (1 + s/6h + V/16lh)");
+    ck_assert_str_eq(e.source, "Narayanan et al. SC'21 Table 1");
+    ck_assert_uint_eq(e.line, 6); /* the mapping under `expect:` starts on line 6, column 3 */
+    ck_assert_uint_eq(e.col, 3);
+}
+END_TEST
+
+START_TEST(parse_flow_block_options)
+{
+    const char *text = SCENARIO_HEAD
+        "expect: {metric: mfu_megatron, value: 0.41, formula: f, source: s, tolerance: 0.05}\n";
+    gs_expect e;
+    gs_error err;
+    int present = 0;
+    ck_assert_int_eq(load_str(text, &e, &present, &err), GS_OK);
+    ck_assert_int_eq(present, 1);
+    ck_assert_int_eq(e.metric, GS_EXPECT_MFU_MEGATRON);
+    ck_assert(e.value == 0.41);
+    ck_assert(e.tolerance == 0.05);
+    ck_assert(e.peak_flops == 989e12); /* H100 SXM dense BF16, the source's denominator */
+
+    text = SCENARIO_HEAD
+        "expect: {metric: mfu_megatron, value: 0.5, formula: f, source: s, peak_tflops: 312}\n";
+    ck_assert_int_eq(load_str(text, &e, &present, &err), GS_OK);
+    ck_assert(e.peak_flops == 312e12);
+
+    for (int m = 0; m < GS_EXPECT_METRIC_COUNT; m++) {
+        gs_expect_metric back;
+        ck_assert_int_eq(gs_expect_metric_parse(gs_expect_metric_name((gs_expect_metric)m), &back), 0);
+        ck_assert_int_eq(back, m);
+    }
+}
+END_TEST
+
+START_TEST(parse_absent)
+{
+    gs_expect e;
+    gs_error err;
+    int present = 1;
+    ck_assert_int_eq(load_str(SCENARIO_HEAD, &e, &present, &err), GS_OK);
+    ck_assert_int_eq(present, 0);
+    present = 1; /* not a mapping at the top: the scenario loader's business, not ours */
+    ck_assert_int_eq(load_str("- a\n- b\n", &e, &present, &err), GS_OK);
+    ck_assert_int_eq(present, 0);
+}
+END_TEST
+
+/* The scenario loader accepts (and ignores) the key; a typo of it is still an unknown key. */
+START_TEST(parse_scenario_accepts_expect)
+{
+    const char *text = SCENARIO_HEAD "expect: {metric: mfu, value: 0.5, formula: f, source: s}\n";
+    gs_scenario s;
+    gs_error err;
+    gs_error_init(&err);
+    ck_assert_msg(gs_scenario_load_string(text, strlen(text), "t.yaml", &s, &err) == GS_OK, "%s", err.msg);
+    ck_assert_uint_eq(s.batch.global_seqs, 512);
+    text = SCENARIO_HEAD "expects: {metric: mfu}\n";
+    gs_error_init(&err);
+    ck_assert_int_eq(gs_scenario_load_string(text, strlen(text), "t.yaml", &s, &err), GS_ERR_INPUT);
+    ck_assert_msg(strstr(err.msg, "t.yaml:5:1: ") && strstr(err.msg, "did you mean 'expect'"), "%s", err.msg);
+}
+END_TEST
+
+START_TEST(errors_missing)
+{
+    /* Missing fields point at the block (line 5 column 9 for the flow mapping). */
+    load_fails(SCENARIO_HEAD "expect: {metric: mfu, formula: f, source: s}\n", 5, 9, "expect: no 'value'");
+    load_fails(SCENARIO_HEAD "expect: {value: 1, formula: f, source: s}\n", 5, 9, "expect: no 'metric'");
+    load_fails(SCENARIO_HEAD "expect: {metric: mfu, value: 0.4, source: s}\n", 5, 9, "expect: no 'formula'");
+    load_fails(SCENARIO_HEAD "expect: {metric: mfu, value: 0.4, formula: f}\n", 5, 9, "expect: no 'source'");
+    load_fails(SCENARIO_HEAD "expect:\n  metric: mfu\n  formula: f\n  source: s\n", 6, 3, "expect: no 'value'");
+    load_fails(SCENARIO_HEAD "expect:\n", 5, 8, "expect: found null, expected a mapping");
+    load_fails(SCENARIO_HEAD "expect: 137\n", 5, 9, "expect: found 137, expected a mapping");
+}
+END_TEST
+
+START_TEST(errors_unknown_metric)
+{
+    load_fails(SCENARIO_HEAD
+               "expect:\n"
+               "  metric: tflops\n"
+               "  value: 137\n"
+               "  formula: f\n"
+               "  source: s\n",
+               6, 11, "expect.metric: found unknown value 'tflops'");
+    load_fails(SCENARIO_HEAD "expect: {metric: mfu_megatronn, value: 0.4, formula: f, source: s}\n", 5, 18,
+               "(did you mean 'mfu_megatron'?), expected one of tflops_per_gpu_eq3, mfu_megatron");
+    load_fails(SCENARIO_HEAD "expect: {metric: [mfu], value: 0.4, formula: f, source: s}\n", 5, 18,
+               "expect.metric: found a list");
+}
+END_TEST
+
+START_TEST(errors_values)
+{
+    load_fails(SCENARIO_HEAD "expect: {metric: step_time_s, value: \"3.5\", formula: f, source: s}\n", 5, 38,
+               "expect.value: found the string \"3.5\"");
+    load_fails(SCENARIO_HEAD "expect: {metric: step_time_s, value: 3.5s, formula: f, source: s}\n", 5, 38,
+               "expect.value: found 3.5s");
+    load_fails(SCENARIO_HEAD "expect: {metric: step_time_s, value: -1, formula: f, source: s}\n", 5, 38,
+               "expect.value must be positive");
+    load_fails(SCENARIO_HEAD "expect: {metric: step_time_s, value: nan, formula: f, source: s}\n", 5, 38,
+               "expect.value: found nan");
+    load_fails(SCENARIO_HEAD "expect: {metric: mfu, value: 41, formula: f, source: s}\n", 5, 30,
+               "expected a fraction in (0, 1]");
+    load_fails(SCENARIO_HEAD "expect: {metric: mfu, value: 0.4, formula: f, source: s, tolerance: 2}\n", 5, 69,
+               "expect.tolerance: found 2, expected a relative tolerance in (0, 1]");
+    load_fails(SCENARIO_HEAD "expect: {metric: mfu, value: 0.4, formula: f, source: s, tolerance: 0}\n", 5, 69,
+               "expect.tolerance must be positive");
+    load_fails(SCENARIO_HEAD "expect: {metric: mfu, value: 0.4, formula: \"\", source: s}\n", 5, 44,
+               "expect.formula: found the string \"\"");
+    load_fails(SCENARIO_HEAD "expect: {metric: mfu, value: 0.4, formula: f, source: s, peak_tflops: 989}\n", 5,
+               58, "expect.peak_tflops: found it with metric mfu");
+    load_fails(SCENARIO_HEAD "expect: {metric: mfu, value: 0.4, formula: f, source: s, valu: 1}\n", 5, 58,
+               "expect: found unknown key 'valu' (did you mean 'value'?)");
+    load_fails(SCENARIO_HEAD "expect: {metric: mfu, value: 0.4, formula: f, source: s, value: 0.5}\n", 5, 58,
+               "expect: duplicate key 'value'");
+}
+END_TEST
+
+START_TEST(errors_file)
+{
+    gs_expect e;
+    gs_error err;
+    int present = 1;
+    gs_error_init(&err);
+    ck_assert_int_eq(gs_expect_load("/nonexistent/x.yaml", &e, &present, &err), GS_ERR_INPUT);
+    ck_assert_int_eq(present, 0);
+    ck_assert_msg(strstr(err.msg, "/nonexistent/x.yaml: cannot open") != NULL, "%s", err.msg);
+    load_fails("model: [\n", 2, 1, "YAML syntax error");
+}
+END_TEST
+
+/* ------------------------------------------------------------------------ formulas ---- */
+
+/* Narayanan et al. SC'21 Eq. 3 for row NAR21-T1-1 (GPT 1.7B: B = 512, s = 2048, l = 24,
+ * h = 2304, V = 51200), by hand:
+ *   96 B s l h^2 = 96 x 512 x 2048 x 24 x 2304^2 = 12,824,703,626,379,264
+ *   1 + s/(6h) + V/(16 l h) = 1 + 2048/13824 + 51200/884736 = 521/432
+ *   F = 12,824,703,626,379,264 x 521 / 432 = 15,466,830,067,924,992 FLOPs per iteration.
+ * The CSV derives the row's iteration time from the published 137 TFLOP/s on 32 GPUs as
+ * "3.53 s": F / (137e12 x 32) = 3.528 s. So a simulated step of 3.53 s must come out as
+ * 15,466,830,067,924,992 / (3.53 x 32) / 1e12 = 136.92 TFLOP/s per GPU. */
+START_TEST(formula_eq3_nar21_row1)
+{
+    const gs_model *m = gs_model_preset_find("gpt-1.7b");
+    ck_assert_ptr_nonnull(m);
+    ck_assert(close_rel(gs_expect_eq3_flops(m, 512), 15466830067924992.0, 1e-12));
+
+    char path[1024];
+    src_path("scenarios/published/nar21-t1-01-gpt-1.7b.yaml", path, sizeof path);
+    gs_scenario s;
+    gs_expect e;
+    gs_error err;
+    int present = 0;
+    gs_error_init(&err);
+    ck_assert_msg(gs_scenario_load_file(path, &s, &err) == GS_OK, "%s", err.msg);
+    ck_assert_msg(gs_expect_load(path, &e, &present, &err) == GS_OK, "%s", err.msg);
+    ck_assert_int_eq(present, 1);
+    ck_assert_int_eq(e.metric, GS_EXPECT_TFLOPS_PER_GPU_EQ3);
+    ck_assert(e.value == 137.0);
+
+    gs_report r;
+    memset(&r, 0, sizeof r);
+    r.step_time_s = 3.53;
+    double tflops = gs_expect_predicted(&e, &s, &r);
+    ck_assert_msg(close_rel(tflops, 136.92307, 1e-6), "got %.6f", tflops);
+    ck_assert_msg(fabs(gs_expect_error(&e, tflops)) < 0.001, "the CSV's derived time reproduces 137");
+    r.step_time_s = 0; /* no step: no prediction */
+    ck_assert(gs_expect_predicted(&e, &s, &r) == 0);
+}
+END_TEST
+
+/* Megatron-Core num_floating_point_operations for row MCORE-H100-1.7B (B = 192, s = 4096,
+ * L = 24, h = 2048, 16 heads, MHA so g/a = 1 and q/h = 1, ffn = 4h, GELU, V = 131072), by hand:
+ *   12 B s L h^2 = 12 x 192 x 4096 x 24 x 2048^2 = 949,978,046,398,464
+ *   bracket = (1 + 1 + 4096/2048) x 1 + 4 + 131072/(2 x 24 x 2048) = 4 + 4 + 4/3 = 28/3
+ *   F = 949,978,046,398,464 x 28 / 3 = 8,866,461,766,385,664 FLOPs per iteration
+ *   (the closed form 72 B s L h^2 (1 + s/6h + V/12Lh) = 72 x ... x (1 + 1/3 + 4/9) gives the same).
+ * The published 408.8 TFLOP/s on 48 GPUs means a step of F / (408.8e12 x 48) = 0.451854 s; at
+ * 0.45 s the MFU is F / (0.45 x 48 x 989e12) = 0.415050. */
+START_TEST(formula_megatron_mcore_row1)
+{
+    gs_model m;
+    memset(&m, 0, sizeof m);
+    m.layers = 24, m.hidden = 2048, m.heads = 16, m.kv_heads = 16, m.head_dim = 128;
+    m.ffn = 8192, m.vocab = 131072, m.seq = 4096, m.mlp = GS_MLP_GELU;
+    ck_assert(close_rel(gs_expect_megatron_flops(&m, 192), 8866461766385664.0, 1e-12));
+
+    char path[1024];
+    src_path("scenarios/published/mcore-h100-01-1.7b.yaml", path, sizeof path);
+    gs_scenario s;
+    gs_expect e;
+    gs_error err;
+    int present = 0;
+    gs_error_init(&err);
+    ck_assert_msg(gs_scenario_load_file(path, &s, &err) == GS_OK, "%s", err.msg);
+    ck_assert_msg(gs_expect_load(path, &e, &present, &err) == GS_OK, "%s", err.msg);
+    ck_assert_int_eq(e.metric, GS_EXPECT_MFU_MEGATRON);
+    ck_assert(close_rel(gs_expect_megatron_flops(&s.model, 192), 8866461766385664.0, 1e-12));
+
+    gs_report r;
+    memset(&r, 0, sizeof r);
+    r.step_time_s = 0.45;
+    ck_assert_msg(close_rel(gs_expect_predicted(&e, &s, &r), 0.4150499, 1e-6), "got %.7f",
+                  gs_expect_predicted(&e, &s, &r));
+    /* The published TFLOP/s and MFU agree: 408.8 / 989 = 0.4133 ~ 41%. */
+    r.step_time_s = 8866461766385664.0 / (408.8e12 * 48);
+    ck_assert(close_rel(gs_expect_predicted(&e, &s, &r), 408.8 / 989, 1e-9));
+}
+END_TEST
+
+/* With GQA and SwiGLU (llama2-70b: L = 80, h = 8192, a = 64, g = 8, q = 8192, ffn = 28672,
+ * V = 32000, s = 4096), one sequence, by hand:
+ *   12 s L h^2 = 263,882,790,666,240
+ *   bracket = (1 + 8/64 + 4096/8192) + (28672/8192) x 3/2 + 32000/(2 x 80 x 8192)
+ *           = 1.625 + 5.25 + 0.0244140625 = 6.8994140625
+ *   F = 1,820,636,636,774,400.
+ * Cross-check by the 6N rule: 6 x (N - embedding) x 4096 + 12 L s^2 h (Megatron's attention
+ * count), N = 68,976,648,192, embedding 32000 x 8192 = 262,144,000:
+ *   6 x 68,714,504,192 x 4096 + 12 x 80 x 4096^2 x 8192 = 1.68873e15 + 1.31941e14 = 1.82067e15. */
+START_TEST(formula_megatron_gqa_swiglu)
+{
+    const gs_model *m = gs_model_preset_find("llama2-70b");
+    ck_assert_ptr_nonnull(m);
+    ck_assert(close_rel(gs_expect_megatron_flops(m, 1), 1820636636774400.0, 1e-12));
+    ck_assert(close_rel(gs_expect_megatron_flops(m, 1), 1.820669e15, 1e-4));
+}
+END_TEST
+
+/* ------------------------------------------------------------------------ shipped ---- */
+
+/* Every CSV row has a file (10 NAR21 + 9 MCORE) that loads, meshes and has an expect block
+ * with the row's metric family. */
+START_TEST(shipped_published_scenarios)
+{
+    char dir[1024];
+    src_path("scenarios/published", dir, sizeof dir);
+    DIR *d = opendir(dir);
+    ck_assert_ptr_nonnull(d);
+    struct dirent *de;
+    int nar21 = 0, mcore = 0;
+    while ((de = readdir(d)) != NULL) {
+        size_t n = strlen(de->d_name);
+        if (n < 6 || strcmp(de->d_name + n - 5, ".yaml") != 0)
+            continue;
+        char path[2048];
+        snprintf(path, sizeof path, "%s/%s", dir, de->d_name);
+        gs_scenario s;
+        gs_mesh mesh;
+        gs_expect e;
+        gs_error err;
+        int present = 0;
+        gs_error_init(&err);
+        ck_assert_msg(gs_scenario_load_file(path, &s, &err) == GS_OK, "%s", err.msg);
+        ck_assert_msg(gs_scenario_mesh(&s, &mesh, NULL, &err) == GS_OK, "%s", err.msg);
+        ck_assert_msg(gs_expect_load(path, &e, &present, &err) == GS_OK, "%s", err.msg);
+        ck_assert_msg(present, "%s has no expect block", path);
+        ck_assert_uint_eq(mesh.world, gs_cluster_gpus(&s.cluster));
+        if (strncmp(s.title, "NAR21-T1-", 9) == 0) {
+            nar21++;
+            ck_assert_int_eq(e.metric, GS_EXPECT_TFLOPS_PER_GPU_EQ3);
+            ck_assert_int_eq(s.strategy.recompute, GS_RECOMPUTE_FULL);
+            ck_assert_int_eq(s.strategy.sharding, GS_SHARD_NO_SHARD);
+            ck_assert_int_eq(s.strategy.precision, GS_PREC_FP16);
+        } else if (strncmp(s.title, "MCORE-H100-", 11) == 0) {
+            mcore++;
+            ck_assert_int_eq(e.metric, GS_EXPECT_MFU_MEGATRON);
+            ck_assert(e.peak_flops == 989e12);
+            ck_assert_uint_eq(s.grid.dp, 48);
+            ck_assert_uint_eq(s.model.seq, 4096);
+            ck_assert_uint_eq(s.model.vocab, 131072);
+        } else {
+            ck_abort_msg("%s: name '%s' is not a published-runs.csv id", path, s.title);
+        }
+        ck_assert_uint_eq(s.batch.micro_seqs, 1); /* the documented assumption */
+    }
+    closedir(d);
+    ck_assert_int_eq(nar21, 10);
+    ck_assert_int_eq(mcore, 9);
+}
+END_TEST
+
+static Suite *expect_suite(void)
+{
+    Suite *s = suite_create("expect");
+    TCase *tc = tcase_create("parse");
+    tcase_add_test(tc, parse_good_block);
+    tcase_add_test(tc, parse_flow_block_options);
+    tcase_add_test(tc, parse_absent);
+    tcase_add_test(tc, parse_scenario_accepts_expect);
+    suite_add_tcase(s, tc);
+
+    tc = tcase_create("errors");
+    tcase_add_test(tc, errors_missing);
+    tcase_add_test(tc, errors_unknown_metric);
+    tcase_add_test(tc, errors_values);
+    tcase_add_test(tc, errors_file);
+    suite_add_tcase(s, tc);
+
+    tc = tcase_create("formulas");
+    tcase_add_test(tc, formula_eq3_nar21_row1);
+    tcase_add_test(tc, formula_megatron_mcore_row1);
+    tcase_add_test(tc, formula_megatron_gqa_swiglu);
+    suite_add_tcase(s, tc);
+
+    tc = tcase_create("shipped");
+    tcase_add_test(tc, shipped_published_scenarios);
+    suite_add_tcase(s, tc);
+    return s;
+}
+
+int main(void)
+{
+    SRunner *sr = srunner_create(expect_suite());
+    srunner_run_all(sr, CK_NORMAL);
+    int failed = srunner_ntests_failed(sr);
+    srunner_free(sr);
+    return failed == 0 ? EXIT_SUCCESS : EXIT_FAILURE;
+}
