@@ -20,6 +20,8 @@ static const gs_command commands[] = {
     {"coll", "the simulator's nccl-tests: time, algbw, busbw of one collective per size",
      "gridstep coll --op OP --ranks N --cluster C [--nodes K] [-b MIN] [-e MAX] [-f FACTOR] "
      "[--algo ring|tree|nvls|hier] [--json]", gs_cmd_coll_help, gs_cmd_coll},
+    {"validate", "simulate the published runs (scenarios with an expect: block) and compare",
+     "gridstep validate [--json] [--exact] DIR|FILE...", gs_cmd_validate_help, gs_cmd_validate},
     {"mesh", "the DP x PP x TP grid: rank -> coordinates -> node, groups, launch flags",
      "gridstep mesh [--json] [--all] SCENARIO.yaml", gs_cmd_mesh_help, gs_cmd_mesh},
     {"schedule", "one training step as a per-rank graph of compute and collective events",

@@ -18,6 +18,9 @@ static uint64_t ceil_div(uint64_t a, uint64_t b)
 
 typedef struct shapes {
     uint64_t T, s, b, h, hd, a_t, kv_t, f_t, v_t, e;
+    uint64_t norm_bytes; /* per element of a norm event: the residual add before it (read x and
+                            the residual, write the sum: 3 e; with dropout the fused
+                            bias-dropout-add also writes a 1-byte mask) and the norm (2 e) */
     int swiglu, sp;
 } shapes;
 
@@ -35,6 +38,7 @@ static void shapes_init(const gs_bctx *x, shapes *sh)
     sh->v_t = ceil_div(m->vocab, x->tp);
     sh->e = x->s->strategy.precision == GS_PREC_FP32 ? 4 : 2;
     sh->swiglu = m->mlp == GS_MLP_SWIGLU;
+    sh->norm_bytes = 5 * sh->e + (m->dropout ? 1 : 0);
     sh->sp = x->s->strategy.sequence_parallel && x->tp > 1;
 }
 
@@ -135,7 +139,11 @@ static gs_status gemm(pass *p, gs_op op, const shapes *sh, uint64_t m, uint64_t 
     if (op == GS_OP_ATTN) {
         flops *= 2.0;
         double qkvo = 4.0 * (double)m * (double)k, scores = (double)m * (double)n;
-        bytes = (double)sh->e * nb * mul * (p->x->s->strategy.flash_attention ? qkvo : qkvo + 4.0 * scores);
+        /* per score element without flash attention: QK^T writes it, the fused scaled-masked
+         * softmax reads it and writes probabilities, PV reads them (4 e); attention dropout adds a
+         * read, a write and a 1-byte mask (2 e + 1) */
+        double per_score = 4.0 * (double)sh->e + (p->x->s->model.dropout ? 2.0 * (double)sh->e + 1.0 : 0.0);
+        bytes = nb * mul * ((double)sh->e * qkvo + (p->x->s->strategy.flash_attention ? 0.0 : per_score * scores));
     }
     return compute(p, op, m, n, k, batch, flops, (uint64_t)bytes);
 }
@@ -194,13 +202,13 @@ gs_status gs__layer_forward(gs_bctx *x, int64_t local, uint32_t mb, gs_phase pha
             rc = pass_end(&p, last_ev);
         return rc;
     }
-    if ((rc = elementwise(&p, GS_OP_NORM, hsp, 2 * sh.e)) ||
+    if ((rc = elementwise(&p, GS_OP_NORM, hsp, sh.norm_bytes)) ||
         (sh.sp && (rc = tp_coll(&p, GS_COLL_ALLGATHER, &sh))) ||
         (rc = gemm(&p, GS_OP_QKV, &sh, sh.T, qkv_n, sh.h, 0)) ||
         (rc = gemm(&p, GS_OP_ATTN, &sh, sh.s, sh.s, sh.hd, sh.b * sh.a_t)) ||
         (rc = gemm(&p, GS_OP_OPROJ, &sh, sh.T, sh.h, sh.a_t * sh.hd, 0)) ||
         (rc = tp_coll(&p, sh.sp ? GS_COLL_REDUCE_SCATTER : GS_COLL_ALLREDUCE, &sh)) ||
-        (rc = elementwise(&p, GS_OP_NORM, hsp, 2 * sh.e)) ||
+        (rc = elementwise(&p, GS_OP_NORM, hsp, sh.norm_bytes)) ||
         (sh.sp && (rc = tp_coll(&p, GS_COLL_ALLGATHER, &sh))) ||
         (rc = gemm(&p, GS_OP_MLP_UP, &sh, sh.T, up_n, sh.h, 0)) ||
         (rc = elementwise(&p, GS_OP_ACT, sh.T * sh.f_t, (sh.swiglu ? 3 : 2) * sh.e)) ||
@@ -225,13 +233,13 @@ gs_status gs__layer_backward(gs_bctx *x, int64_t local, uint32_t mb, const gs_la
         (rc = elementwise(&p, GS_OP_ACT, sh.T * sh.f_t, (sh.swiglu ? 3 : 2) * sh.e)) ||
         (rc = gemm(&p, GS_OP_MLP_UP, &sh, sh.T, up_n, sh.h, 0)) ||
         (rc = tp_coll(&p, sh.sp ? GS_COLL_REDUCE_SCATTER : GS_COLL_ALLREDUCE, &sh)) ||
-        (rc = elementwise(&p, GS_OP_NORM, hsp, 2 * sh.e)) ||
+        (rc = elementwise(&p, GS_OP_NORM, hsp, sh.norm_bytes)) ||
         (sh.sp && (rc = tp_coll(&p, GS_COLL_ALLGATHER, &sh))) ||
         (rc = gemm(&p, GS_OP_OPROJ, &sh, sh.T, sh.h, sh.a_t * sh.hd, 0)) ||
         (rc = gemm(&p, GS_OP_ATTN, &sh, sh.s, sh.s, sh.hd, sh.b * sh.a_t)) ||
         (rc = gemm(&p, GS_OP_QKV, &sh, sh.T, qkv_n, sh.h, 0)) ||
         (rc = tp_coll(&p, sh.sp ? GS_COLL_REDUCE_SCATTER : GS_COLL_ALLREDUCE, &sh)) ||
-        (rc = elementwise(&p, GS_OP_NORM, hsp, 2 * sh.e)))
+        (rc = elementwise(&p, GS_OP_NORM, hsp, sh.norm_bytes)))
         return rc;
     return pass_end(&p, last_ev);
 }
@@ -275,7 +283,7 @@ gs_status gs__head_forward(gs_bctx *x, uint32_t mb, const gs_layer_io *io, uint3
     pass_init(&p, x, GS_PHASE_FWD, GS_LAYER_HEAD, mb, io);
     gs_status rc;
     uint64_t hsp = sh.sp ? ceil_div(sh.T * sh.h, x->tp) : sh.T * sh.h;
-    if ((rc = elementwise(&p, GS_OP_NORM, hsp, 2 * sh.e)) ||
+    if ((rc = elementwise(&p, GS_OP_NORM, hsp, sh.norm_bytes)) ||
         (sh.sp && (rc = tp_coll(&p, GS_COLL_ALLGATHER, &sh))) ||
         (rc = gemm(&p, GS_OP_HEAD, &sh, sh.T, sh.v_t, sh.h, 0)) ||
         (rc = elementwise(&p, GS_OP_LOSS, sh.T * sh.v_t, 8)))
@@ -294,7 +302,7 @@ gs_status gs__head_backward(gs_bctx *x, uint32_t mb, const gs_layer_io *io, uint
     if ((rc = elementwise(&p, GS_OP_LOSS, sh.T * sh.v_t, 8)) ||
         (rc = gemm(&p, GS_OP_HEAD, &sh, sh.T, sh.v_t, sh.h, 0)) ||
         (rc = tp_coll(&p, sh.sp ? GS_COLL_REDUCE_SCATTER : GS_COLL_ALLREDUCE, &sh)) ||
-        (rc = elementwise(&p, GS_OP_NORM, hsp, 2 * sh.e)))
+        (rc = elementwise(&p, GS_OP_NORM, hsp, sh.norm_bytes)))
         return rc;
     return pass_end(&p, last_ev);
 }
