@@ -108,7 +108,7 @@ static void print_report(const gs_scenario *s, const gs_mesh *m, int exact, cons
     printf("  peak memory         %s per rank of %s%s\n", gs_fmt_bytes(r->peak_bytes, b1, sizeof b1),
            gs_fmt_bytes(r->gpu_bytes, b4, sizeof b4), r->peak_bytes > r->gpu_bytes ? "  (DOES NOT FIT)" : "");
     printf("  events              %s simulated (%s) in %.2f s\n", gs_fmt_count(r->events, c1, sizeof c1),
-           exact ? "every rank" : "one rank per pipeline stage", wall);
+           exact || s->nstragglers ? "every rank" : "one rank per pipeline stage", wall);
     for (size_t i = 0; i < r->warnings.count; i++)
         printf("warning: %s\n", r->warnings.warnings[i]);
 }

@@ -1104,7 +1104,53 @@ static gs_status load_batch(const gs_loader *l, const yaml_node_t *v, const gs_g
 /* `expect` (a published figure to compare with) is read by engine/expect.c; accepted and
  * skipped here. */
 static const char *const top_keys[] = {"name", "description", "model", "cluster",
-                                       "grid", "strategy", "batch", "expect"};
+                                       "grid", "strategy", "batch", "expect", "stragglers"};
+
+static const char *const straggler_keys[] = {"rank", "node", "slowdown"};
+
+/* stragglers: [{rank: 3, slowdown: 1.3}, {node: 2, slowdown: 1.1}] */
+static gs_status load_stragglers(const gs_loader *l, const yaml_node_t *v, gs_scenario *s)
+{
+    char found[96];
+    s->nstragglers = 0;
+    if (!v)
+        return GS_OK;
+    if (v->type != YAML_SEQUENCE_NODE)
+        return fail_at(l, v, GS_ERR_INPUT, "stragglers: found %s, expected a list like [{rank: 3, slowdown: "
+                       "1.3}, {node: 1, slowdown: 1.1}]", describe(v, found, sizeof found));
+    for (yaml_node_item_t *it = v->data.sequence.items.start; it < v->data.sequence.items.top; it++) {
+        yaml_node_t *e = yaml_document_get_node(l->doc, *it);
+        gs_status st;
+        if (!e || e->type != YAML_MAPPING_NODE)
+            return fail_at(l, e, GS_ERR_INPUT, "stragglers: found %s, expected a mapping {rank: R, slowdown: F} or "
+                           "{node: N, slowdown: F}", describe(e, found, sizeof found));
+        if (s->nstragglers == GS_MAX_STRAGGLERS)
+            return fail_at(l, e, GS_ERR_INPUT, "stragglers: more than %d entries", GS_MAX_STRAGGLERS);
+        if ((st = check_keys(l, e, "stragglers", straggler_keys, 3)) != GS_OK)
+            return st;
+        gs_straggler *g = &s->stragglers[s->nstragglers];
+        int has_rank, has_node, has_slow;
+        uint64_t node = 0;
+        if ((st = opt_count(l, e, "stragglers", "rank", &g->id, &has_rank)) ||
+            (st = opt_count(l, e, "stragglers", "node", &node, &has_node)))
+            return st;
+        if (has_rank == has_node)
+            return fail_at(l, e, GS_ERR_INPUT, "stragglers: found %s, expected exactly one of rank or node",
+                           has_rank ? "both rank and node" : "neither rank nor node");
+        if (has_node) {
+            g->node = 1;
+            g->id = node;
+        }
+        if ((st = opt_real(l, e, "stragglers", "slowdown", 0, &g->slowdown, &has_slow)))
+            return st;
+        if (!has_slow || !(g->slowdown >= 1.0) || g->slowdown > 1000.0)
+            return fail_at(l, has_slow ? lookup(l, e, "slowdown") : e, GS_ERR_INPUT,
+                           "stragglers.slowdown: found %s, expected a factor between 1 and 1000",
+                           has_slow ? describe(lookup(l, e, "slowdown"), found, sizeof found) : "nothing");
+        s->nstragglers++;
+    }
+    return GS_OK;
+}
 
 static gs_status load_root(const gs_loader *l, const yaml_node_t *root, gs_scenario *s)
 {
@@ -1138,9 +1184,21 @@ static gs_status load_root(const gs_loader *l, const yaml_node_t *root, gs_scena
         (st = load_cluster(l, lookup(l, root, "cluster"), &s->cluster)) ||
         (st = load_grid(l, lookup(l, root, "grid"), &s->grid)) ||
         (st = load_strategy(l, lookup(l, root, "strategy"), &s->strategy)) ||
-        (st = load_batch(l, lookup(l, root, "batch"), &s->grid, &s->batch)))
+        (st = load_batch(l, lookup(l, root, "batch"), &s->grid, &s->batch)) ||
+        (st = load_stragglers(l, lookup(l, root, "stragglers"), s)))
         return st;
     return GS_OK;
+}
+
+double gs_scenario_slowdown(const gs_scenario *s, const gs_mesh *mesh, uint64_t rank)
+{
+    double f = 1.0;
+    for (size_t i = 0; i < s->nstragglers; i++) {
+        const gs_straggler *g = &s->stragglers[i];
+        if (g->node ? g->id == gs_mesh_rank_node(mesh, rank) : g->id == rank)
+            f *= g->slowdown;
+    }
+    return f;
 }
 
 /* Turns a libyaml parser failure into an error with the problem's position. */
@@ -1367,6 +1425,14 @@ gs_status gs_scenario_mesh(const gs_scenario *s, gs_mesh *mesh, gs_diag *warning
     if (st != GS_OK) {
         gs_error_prefix(err, "%s: grid", grid_at);
         return st;
+    }
+    for (size_t i = 0; i < s->nstragglers; i++) {
+        const gs_straggler *g = &s->stragglers[i];
+        uint64_t limit = g->node ? gs_mesh_nodes(mesh) : mesh->world;
+        if (g->id >= limit)
+            return gs_error_set(err, GS_ERR_INPUT, "%s: stragglers: %s %llu does not exist (the grid has %llu %s)",
+                                s->path[0] ? s->path : "<scenario>", g->node ? "node" : "rank",
+                                (unsigned long long)g->id, (unsigned long long)limit, g->node ? "nodes" : "ranks");
     }
 
     uint64_t per_step, micro = s->batch.micro_seqs, dp = s->grid.dp;

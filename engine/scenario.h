@@ -29,6 +29,15 @@ typedef struct gs_batch {
                                        absent); 0 when built in code */
 } gs_batch;
 
+/* A rank or a whole node that runs slower than the rest (compute time x slowdown). */
+typedef struct gs_straggler {
+    int node;         /* 1: id is a node; 0: id is a rank */
+    uint64_t id;
+    double slowdown;  /* >= 1: compute events take this many times longer */
+} gs_straggler;
+
+#define GS_MAX_STRAGGLERS 64
+
 typedef struct gs_scenario {
     char path[512];   /* file it came from ("<string>" for in-memory text) */
     char name[128];   /* file base name without .yaml */
@@ -39,7 +48,13 @@ typedef struct gs_scenario {
     gs_grid grid;
     gs_strategy strategy;
     gs_batch batch;
+    gs_straggler stragglers[GS_MAX_STRAGGLERS]; /* `stragglers:` list */
+    size_t nstragglers;
 } gs_scenario;
+
+/* Compute slowdown of a rank: the product of its own and its node's straggler factors (1 when
+ * none). */
+double gs_scenario_slowdown(const gs_scenario *s, const gs_mesh *mesh, uint64_t rank);
 
 /* Loads and validates (model, cluster, strategy, batch; not the mesh checks, which need the
  * mesh: see gs_scenario_mesh). Errors carry "file:line:column: found X, expected Y". */

@@ -163,6 +163,7 @@ typedef struct rank_rt {
     int busy[GS_STREAM_COUNT];
     gs_coll_shape shape[GS_GROUP_KIND_COUNT];
     uint64_t node;
+    double slowdown;                 /* straggler factor on compute (1 = none) */
 } rank_rt;
 
 typedef struct run_ctx {
@@ -214,7 +215,7 @@ static double event_duration(run_ctx *c, size_t ri, const gs_event *e)
         double t = (e->phase == GS_PHASE_OPTIM && st->s.strategy.offload) ? gs_compute_time_host(&st->cm, e)
                                                                            : gs_compute_time(&st->cm, e);
         int comm = rt->busy[GS_STREAM_DP] || rt->busy[GS_STREAM_TP] || rt->busy[GS_STREAM_PP];
-        return comm ? t * st->cm.overlap_slowdown : t;
+        return (comm ? t * st->cm.overlap_slowdown : t) * rt->slowdown;
     }
     case GS_EV_COLLECTIVE: {
         gs_coll_cost cost;
@@ -355,6 +356,7 @@ static gs_status sim_run(void *state, const gs_schedule *sch, gs_timing *const *
         rank_rt *rt = &c.rt[i];
         uint64_t rank = sch->ranks[i].rank;
         rt->node = gs_mesh_rank_node(&st->mesh, rank);
+        rt->slowdown = gs_scenario_slowdown(&st->s, &st->mesh, rank);
         for (int g = 0; g < GS_GROUP_KIND_COUNT; g++) {
             gs_topo_group_shape(&st->mesh, (gs_group_kind)g, rank, &rt->shape[g]);
             uint64_t idx = gs_group_of(&st->mesh, (gs_group_kind)g, rank, NULL);

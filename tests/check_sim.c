@@ -185,6 +185,24 @@ START_TEST(test_mfu_hfu)
 }
 END_TEST
 
+/* A straggler (one rank of 8 computing 1.5x slower) holds every FSDP collective of its group:
+ * the whole step stretches toward 1.5x, and the wait shows on the other ranks. */
+START_TEST(test_straggler)
+{
+    const char *base = "model: {layers: 8, hidden: 2048, heads: 16, ffn: 8192, vocab: 32000, seq: 2048}\n"
+                       "cluster: {preset: dgx-a100-80g}\ngrid: {dp: 8}\nstrategy: {sharding: full_shard}\n";
+    char y[1024];
+    gs_report a, b;
+    simulate(base, 0, &a);
+    snprintf(y, sizeof y, "%sstragglers: [{rank: 3, slowdown: 1.5}]\n", base);
+    simulate(y, 0, &b);
+    double r = b.step_time_s / a.step_time_s;
+    ck_assert_msg(r > 1.25 && r < 1.55, "straggler stretches the step by %.3f", r);
+    gs_report_fini(&a);
+    gs_report_fini(&b);
+}
+END_TEST
+
 static Suite *sim_suite(void)
 {
     Suite *s = suite_create("sim");
@@ -203,6 +221,7 @@ static Suite *sim_suite(void)
     tcase_set_timeout(core, 60);
     tcase_add_test(core, test_determinism_exact);
     tcase_add_test(core, test_mfu_hfu);
+    tcase_add_test(core, test_straggler);
     suite_add_tcase(s, core);
     return s;
 }
