@@ -10,11 +10,6 @@
 #include "engine/report.h"
 #include "sim/sim.h"
 
-typedef struct simres {
-    gs_report rep;
-    double step;
-} simres;
-
 /* Builds, simulates and reports a scenario given as YAML text. */
 static void simulate(const char *yaml, int exact, gs_report *rep)
 {
@@ -27,21 +22,7 @@ static void simulate(const char *yaml, int exact, gs_report *rep)
     ck_assert_msg(gs_scenario_load_string(yaml, strlen(yaml), "test", &s, &err) == GS_OK, "load: %s", err.msg);
     ck_assert_msg(gs_scenario_mesh(&s, &m, &w, &err) == GS_OK, "mesh: %s", err.msg);
     gs_diag_fini(&w);
-    gs_schedule *sch = NULL;
-    ck_assert_msg(gs_schedule_build(&s, &m, exact, &sch, &err) == GS_OK, "build: %s", err.msg);
-    gs_timing **t = calloc(sch->nranks, sizeof *t);
-    for (size_t i = 0; i < sch->nranks; i++)
-        t[i] = calloc(sch->ranks[i].nevents + 1, sizeof *t[i]);
-    void *state = NULL;
-    gs_backend_opts bo = {0, NULL};
-    ck_assert_msg(gs_sim_backend.open(&s, &m, &bo, &state, &err) == GS_OK, "open: %s", err.msg);
-    ck_assert_msg(gs_sim_backend.run(state, sch, t, &err) == GS_OK, "run: %s", err.msg);
-    gs_sim_backend.close(state);
-    ck_assert_msg(gs_report_build(&s, sch, t, rep, &err) == GS_OK, "report: %s", err.msg);
-    for (size_t i = 0; i < sch->nranks; i++)
-        free(t[i]);
-    free(t);
-    gs_schedule_destroy(sch);
+    ck_assert_msg(gs_sim_scenario(&s, &m, exact, NULL, rep, NULL, &err) == GS_OK, "sim: %s", err.msg);
 }
 
 #define SEED7B "model: {params: 7e9, layers: 32, hidden: 4096, seq: 4096}\n"
