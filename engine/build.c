@@ -1,8 +1,8 @@
 /* Schedule builder: turns a scenario into one step's events per rank (or per rank class).
  *
  * This file owns the order: the pipeline passes (engine/pipeline.c), and inside them the FSDP /
- * ZeRO / DDP collectives around the compute of engine/build_layer.c, the pipeline sends and
- * receives, and the tensors each event allocates and frees. The semantics (which tensors live
+ * ZeRO / DDP collectives of engine/build_dp.c around the compute of engine/build_layer.c, the
+ * pipeline sends and receives, and the tensors each event allocates and frees. The semantics (which tensors live
  * when) are those the memory ledger's moments assume (engine/ledger.c, backward_moments); the
  * ledger derives the same peak from closed forms, and gs__schedule_check_ledger holds the two
  * against each other.
@@ -98,145 +98,6 @@ int32_t gs__global_layer(const gs_bctx *x, int64_t local)
     return (int32_t)gs_pipe_global_layer(x->s->model.layers, x->pp, x->v, x->stage, (uint64_t)local);
 }
 
-/* ---- FSDP / DP collectives ---------------------------------------------------------------------- */
-
-static int is_root(const gs_bctx *x, size_t u)
-{
-    return x->part.has_root && u + 1 == x->part.nunits;
-}
-
-static int covers(const gs_unit *u, int64_t l)
-{
-    return u->layer_begin != GS_PART_ROOT && u->layer_begin <= l && l <= u->layer_end;
-}
-
-static int32_t unit_layer(const gs_bctx *x, size_t u)
-{
-    if (is_root(x, u))
-        return GS_LAYER_NONE;
-    return gs__global_layer(x, x->part.units[u].layer_end);
-}
-
-/* All-gather unit u (allocating its gathered copy); with CPU offload an H2D copy of the shard
- * comes first and allocates the copy's destination. */
-static gs_status gather_unit(gs_bctx *x, size_t u, gs_phase phase, uint32_t mb, uint32_t dep)
-{
-    gs_status rc;
-    uint64_t N = x->plan.N, wb = x->plan.wb, params = x->part.units[u].params;
-    uint32_t t;
-    if ((rc = gs__tensor(x, GS_T_PARAM_FULL, params * wb, unit_layer(x, u), mb, (uint32_t)u, 0, &t)) != GS_OK)
-        return rc;
-    gs_evb b;
-    uint32_t copy = GS_NO_ID;
-    if (x->plan.offload) {
-        gs__evb_init(&b, GS_EV_COPY_H2D, GS_STREAM_COPY, phase, unit_layer(x, u), mb);
-        b.e.unit = (uint32_t)u;
-        b.e.bytes = ceil_div(params, N) * wb;
-        gs__evb_add(&b, GS_LINK_DEPS, dep);
-        gs__evb_add(&b, GS_LINK_READS, x->param_t[u]);
-        gs__evb_add(&b, GS_LINK_ALLOCS, t);
-        if ((rc = gs__evb_emit(x, &b, &copy)) != GS_OK)
-            return rc;
-    }
-    gs__evb_init(&b, GS_EV_COLLECTIVE, GS_STREAM_DP, phase, unit_layer(x, u), mb);
-    b.e.op = GS_COLL_ALLGATHER;
-    b.e.group = (uint8_t)x->dp_group;
-    b.e.peer = x->group[x->dp_group];
-    b.e.group_size = x->group_size[x->dp_group];
-    b.e.unit = (uint32_t)u;
-    b.e.bytes = N * ceil_div(params, N) * wb;
-    gs__evb_add(&b, GS_LINK_DEPS, dep);
-    gs__evb_add(&b, GS_LINK_DEPS, copy);
-    gs__evb_add(&b, GS_LINK_READS, x->param_t[u]);
-    gs__evb_add(&b, GS_LINK_WRITES, t);
-    if (copy == GS_NO_ID)
-        gs__evb_add(&b, GS_LINK_ALLOCS, t);
-    uint32_t ev;
-    if ((rc = gs__evb_emit(x, &b, &ev)) != GS_OK)
-        return rc;
-    x->gathered_t[u] = t;
-    x->gathered_ev[u] = ev;
-    return GS_OK;
-}
-
-/* Gathers every unit covering stage-local layer l that is not live. */
-static gs_status gather_covering(gs_bctx *x, int64_t l, gs_phase phase, uint32_t mb, uint32_t dep)
-{
-    for (size_t u = 0; u < x->part.nunits; u++) {
-        if (!covers(&x->part.units[u], l) || x->gathered_t[u] != GS_NO_ID)
-            continue;
-        gs_status rc = gather_unit(x, u, phase, mb, dep);
-        if (rc != GS_OK)
-            return rc;
-    }
-    return GS_OK;
-}
-
-/* One reduction collective of `params` gradient elements of unit u. */
-static gs_status reduce_one(gs_bctx *x, size_t u, gs_coll_op op, gs_group_kind g, uint64_t params, uint32_t mb,
-                            uint32_t dep, uint32_t grad, uint32_t frees, uint32_t *ev)
-{
-    gs_evb b;
-    uint64_t n = x->group_size[g], wb = x->plan.wb;
-    gs__evb_init(&b, GS_EV_COLLECTIVE, GS_STREAM_DP, GS_PHASE_BWD, unit_layer(x, u), mb);
-    b.e.op = (uint8_t)op;
-    b.e.group = (uint8_t)g;
-    b.e.peer = x->group[g];
-    b.e.group_size = n;
-    b.e.unit = (uint32_t)u;
-    b.e.bytes = n * ceil_div(params, n) * wb;
-    gs__evb_add(&b, GS_LINK_DEPS, dep);
-    gs__evb_add(&b, GS_LINK_READS, grad);
-    gs__evb_add(&b, GS_LINK_WRITES, x->grad_t[u]);
-    gs__evb_add(&b, GS_LINK_FREES, frees);
-    return gs__evb_emit(x, &b, ev);
-}
-
-/* Gradient reduction of unit u after its backward (dep): FSDP reduce-scatter (+ HSDP's
- * cross-node all-reduce of the shard), or the DDP / ZeRO buckets. Frees the transient gradient. */
-static gs_status reduce_unit(gs_bctx *x, size_t u, uint32_t mb, uint32_t dep)
-{
-    const gs_shard_plan *pl = &x->plan;
-    uint64_t params = x->part.units[u].params;
-    uint32_t grad = x->ugrad_t[u] != GS_NO_ID ? x->ugrad_t[u] : (x->hold_t ? x->hold_t[u] : x->grad_t[u]);
-    uint32_t transient = x->ugrad_t[u];
-    uint32_t ev = GS_NO_ID;
-    gs_status rc = GS_OK;
-    if (pl->N <= 1) {
-        /* nothing to reduce: drop the transient gradient with the backward's last event */
-        x->ugrad_t[u] = GS_NO_ID;
-        return GS_OK;
-    }
-    if (pl->bucketed) {
-        uint64_t nb = gs_bucket_count(params, pl->wb, x->s->strategy.bucket_bytes);
-        for (uint64_t k = 0; k < nb && rc == GS_OK; k++)
-            rc = reduce_one(x, u, pl->grad_allreduce ? GS_COLL_ALLREDUCE : GS_COLL_REDUCE_SCATTER, GS_GROUP_DP,
-                            gs_bucket_params(params, nb, k), mb, dep, grad, k + 1 == nb ? transient : GS_NO_ID, &ev);
-    } else {
-        int inter = pl->R > 1;
-        uint32_t copy_free = pl->offload && !inter ? transient : GS_NO_ID;
-        rc = reduce_one(x, u, GS_COLL_REDUCE_SCATTER, x->dp_group, params, mb, dep, grad,
-                        inter || pl->offload ? GS_NO_ID : transient, &ev);
-        if (rc == GS_OK && inter)
-            rc = reduce_one(x, u, GS_COLL_ALLREDUCE, GS_GROUP_DP_INTER, ceil_div(params, pl->N), mb, ev, grad,
-                            pl->offload ? GS_NO_ID : transient, &ev);
-        if (rc == GS_OK && pl->offload) {
-            gs_evb b;
-            gs__evb_init(&b, GS_EV_COPY_D2H, GS_STREAM_COPY, GS_PHASE_BWD, unit_layer(x, u), mb);
-            b.e.unit = (uint32_t)u;
-            b.e.bytes = ceil_div(params, pl->N) * pl->wb;
-            gs__evb_add(&b, GS_LINK_DEPS, ev);
-            gs__evb_add(&b, GS_LINK_READS, grad);
-            gs__evb_add(&b, GS_LINK_WRITES, x->grad_t[u]);
-            gs__evb_add(&b, GS_LINK_FREES, transient);
-            rc = gs__evb_emit(x, &b, &ev);
-            (void)copy_free;
-        }
-    }
-    x->ugrad_t[u] = GS_NO_ID;
-    return rc;
-}
-
 /* ---- pipeline passes --------------------------------------------------------------------------- */
 
 static uint64_t peer_rank(const gs_bctx *x, int next)
@@ -316,9 +177,9 @@ static gs_status forward_pass(gs_bctx *x, uint32_t mb, uint16_t chunk)
         int need = pl->gather_per_pass || pl->gather_all;
         if (need) {
             uint32_t dep = pl->prefetch_fwd ? GS_NO_ID : x->s->strategy.limit_all_gathers ? end2 : end1;
-            if ((rc = gather_covering(x, l, GS_PHASE_FWD, mb, dep)) != GS_OK)
+            if ((rc = gs__gather_covering(x, l, GS_PHASE_FWD, mb, dep)) != GS_OK)
                 return rc;
-            if (pl->prefetch_fwd && l < top && (rc = gather_covering(x, l + 1, GS_PHASE_FWD, mb, GS_NO_ID)) != GS_OK)
+            if (pl->prefetch_fwd && l < top && (rc = gs__gather_covering(x, l + 1, GS_PHASE_FWD, mb, GS_NO_ID)) != GS_OK)
                 return rc;
         }
         io_reset(&io);
@@ -332,7 +193,7 @@ static gs_status forward_pass(gs_bctx *x, uint32_t mb, uint16_t chunk)
         }
         io_add(io.deps, &io.ndeps, GS_BUILD_MAX_LIST, prev);
         for (size_t u = 0; u < x->part.nunits; u++)
-            if (covers(&x->part.units[u], l)) {
+            if (gs__covers(&x->part.units[u], l)) {
                 io_add(io.deps, &io.ndeps, GS_BUILD_MAX_LIST, x->gathered_ev[u]);
                 io_add(io.reads, &io.nreads, GS_IO_MAX, x->gathered_t[u]);
                 if (pl->gather_per_pass && x->part.units[u].layer_end == l) {
@@ -347,7 +208,7 @@ static gs_status forward_pass(gs_bctx *x, uint32_t mb, uint16_t chunk)
         end1 = prev;
         if (pl->gather_per_pass)
             for (size_t u = 0; u < x->part.nunits; u++)
-                if (covers(&x->part.units[u], l) && x->part.units[u].layer_end == l)
+                if (gs__covers(&x->part.units[u], l) && x->part.units[u].layer_end == l)
                     x->gathered_t[u] = GS_NO_ID, x->gathered_ev[u] = GS_NO_ID;
     }
     if (has_head) {
@@ -390,7 +251,7 @@ static gs_status backward_pass(gs_bctx *x, uint32_t mb, uint16_t chunk)
     }
     if (has_head) {
         if (pl->gather_per_pass && pl->prefetch_bwd == 1 &&
-            (rc = gather_covering(x, top, GS_PHASE_BWD, mb, GS_NO_ID)) != GS_OK)
+            (rc = gs__gather_covering(x, top, GS_PHASE_BWD, mb, GS_NO_ID)) != GS_OK)
             return rc;
         io_reset(&io);
         if (root_grad_pending)
@@ -408,9 +269,9 @@ static gs_status backward_pass(gs_bctx *x, uint32_t mb, uint16_t chunk)
     }
     for (int64_t l = top; l >= bot; l--) {
         if (pl->gather_per_pass) {
-            if ((rc = gather_covering(x, l, GS_PHASE_BWD, mb, x->last_compute)) != GS_OK)
+            if ((rc = gs__gather_covering(x, l, GS_PHASE_BWD, mb, x->last_compute)) != GS_OK)
                 return rc;
-            if (pl->prefetch_bwd == 1 && l > bot && (rc = gather_covering(x, l - 1, GS_PHASE_BWD, mb, GS_NO_ID)) != GS_OK)
+            if (pl->prefetch_bwd == 1 && l > bot && (rc = gs__gather_covering(x, l - 1, GS_PHASE_BWD, mb, GS_NO_ID)) != GS_OK)
                 return rc;
         }
         uint32_t st = x->stash_t[w * x->part.layers + (uint64_t)l];
@@ -423,7 +284,7 @@ static gs_status backward_pass(gs_bctx *x, uint32_t mb, uint16_t chunk)
             io_add(io.reads, &io.nreads, GS_IO_MAX, st);
             io_add(io.deps, &io.ndeps, GS_BUILD_MAX_LIST, prev);
             for (size_t u = 0; u < x->part.nunits; u++)
-                if (covers(&x->part.units[u], l))
+                if (gs__covers(&x->part.units[u], l))
                     io_add(io.deps, &io.ndeps, GS_BUILD_MAX_LIST, x->gathered_ev[u]);
             if ((rc = gs__layer_forward(x, l, mb, GS_PHASE_RECOMPUTE, &io, &prev)) != GS_OK)
                 return rc;
@@ -432,10 +293,10 @@ static gs_status backward_pass(gs_bctx *x, uint32_t mb, uint16_t chunk)
         if (root_grad_pending)
             io_add(io.alloc, &io.nalloc, GS_IO_MAX, x->ugrad_t[x->root]), root_grad_pending = 0;
         for (size_t u = 0; u < x->part.nunits; u++) {
-            if (!covers(&x->part.units[u], l))
+            if (!gs__covers(&x->part.units[u], l))
                 continue;
             if (pl->transient_grads && x->ugrad_t[u] == GS_NO_ID) {
-                if ((rc = gs__tensor(x, GS_T_GRAD, x->part.units[u].params * pl->wb, unit_layer(x, u), mb,
+                if ((rc = gs__tensor(x, GS_T_GRAD, x->part.units[u].params * pl->wb, gs__unit_layer(x, u), mb,
                                      (uint32_t)u, 0, &x->ugrad_t[u])) != GS_OK)
                     return rc;
                 io_add(io.alloc, &io.nalloc, GS_IO_MAX, x->ugrad_t[u]);
@@ -461,17 +322,17 @@ static gs_status backward_pass(gs_bctx *x, uint32_t mb, uint16_t chunk)
         prev = last_bwd;
         if (pl->gather_per_pass)
             for (size_t u = 0; u < x->part.nunits; u++)
-                if (covers(&x->part.units[u], l) && x->part.units[u].layer_begin == l)
+                if (gs__covers(&x->part.units[u], l) && x->part.units[u].layer_begin == l)
                     x->gathered_t[u] = GS_NO_ID, x->gathered_ev[u] = GS_NO_ID;
         if (pl->gather_per_pass && pl->prefetch_bwd == 2 && l > bot &&
-            (rc = gather_covering(x, l - 1, GS_PHASE_BWD, mb, last_bwd)) != GS_OK)
+            (rc = gs__gather_covering(x, l - 1, GS_PHASE_BWD, mb, last_bwd)) != GS_OK)
             return rc;
         for (size_t u = 0; u < x->part.nunits; u++) {
             const gs_unit *un = &x->part.units[u];
-            if (is_root(x, u) || un->layer_begin != l)
+            if (gs__is_root(x, u) || un->layer_begin != l)
                 continue;
             if (sync) {
-                if ((rc = reduce_unit(x, u, mb, last_bwd)) != GS_OK)
+                if ((rc = gs__reduce_unit(x, u, mb, last_bwd)) != GS_OK)
                     return rc;
             } else {
                 x->ugrad_t[u] = GS_NO_ID;
@@ -487,7 +348,7 @@ static gs_status backward_pass(gs_bctx *x, uint32_t mb, uint16_t chunk)
         if ((rc = gs__embed_backward(x, mb, &io, &prev)) != GS_OK)
             return rc;
     }
-    if (root_here && sync && (rc = reduce_unit(x, x->root, mb, prev)) != GS_OK)
+    if (root_here && sync && (rc = gs__reduce_unit(x, x->root, mb, prev)) != GS_OK)
         return rc;
     if (has_prev) {
         uint32_t ev;
@@ -579,7 +440,7 @@ static gs_status build_rank(const gs_scenario *s, const gs_mesh *mesh, uint64_t 
     for (size_t u = 0; u < x.part.nunits; u++) {
         uint64_t p = x.part.units[u].params, sh = ceil_div(p, pl->N);
         shard += sh;
-        int32_t layer = unit_layer(&x, u);
+        int32_t layer = gs__unit_layer(&x, u);
         if ((rc = gs__tensor(&x, GS_T_PARAM_SHARD, (pl->stored_sharded ? sh : p) * pl->wb, layer, 0, (uint32_t)u, 1,
                              &x.param_t[u])) != GS_OK ||
             (rc = gs__tensor(&x, pl->shard_grads ? GS_T_GRAD_SHARD : GS_T_GRAD, (pl->shard_grads ? sh : p) * pl->wb,
@@ -613,7 +474,7 @@ static gs_status build_rank(const gs_scenario *s, const gs_mesh *mesh, uint64_t 
         goto out;
 
     /* prologue: the root unit, gathered for the whole step */
-    if (pl->gather_root && x.root != SIZE_MAX && (rc = gather_unit(&x, x.root, GS_PHASE_FWD, 0, GS_NO_ID)) != GS_OK)
+    if (pl->gather_root && x.root != SIZE_MAX && (rc = gs__gather_unit(&x, x.root, GS_PHASE_FWD, 0, GS_NO_ID)) != GS_OK)
         goto out;
 
     for (size_t i = 0; i < order.nops && rc == GS_OK; i++) {
@@ -644,7 +505,7 @@ static gs_status build_rank(const gs_scenario *s, const gs_mesh *mesh, uint64_t 
             goto out;
         if (pl->ag_after_optimizer && pl->N > 1)
             for (size_t u = 0; u < x.part.nunits && rc == GS_OK; u++) {
-                gs__evb_init(&b, GS_EV_COLLECTIVE, GS_STREAM_DP, GS_PHASE_OPTIM, unit_layer(&x, u), 0);
+                gs__evb_init(&b, GS_EV_COLLECTIVE, GS_STREAM_DP, GS_PHASE_OPTIM, gs__unit_layer(&x, u), 0);
                 b.e.op = GS_COLL_ALLGATHER;
                 b.e.group = GS_GROUP_DP;
                 b.e.peer = x.group[GS_GROUP_DP];

@@ -64,6 +64,17 @@ gs_status gs__tensor(gs_bctx *x, gs_tensor_kind kind, uint64_t bytes, int32_t la
 /* Global layer index of a stage-local layer. */
 int32_t gs__global_layer(const gs_bctx *x, int64_t local);
 
+/* engine/build_dp.c: units and data-parallel collectives. */
+int gs__is_root(const gs_bctx *x, size_t u);
+int gs__covers(const gs_unit *u, int64_t local_layer);
+int32_t gs__unit_layer(const gs_bctx *x, size_t u);
+/* All-gathers unit u (allocating its gathered copy; CPU offload copies the shard in first). */
+gs_status gs__gather_unit(gs_bctx *x, size_t u, gs_phase phase, uint32_t mb, uint32_t dep);
+/* Gathers every unit covering stage-local layer l that is not live. */
+gs_status gs__gather_covering(gs_bctx *x, int64_t l, gs_phase phase, uint32_t mb, uint32_t dep);
+/* Reduces unit u's gradient after its backward (dep) and frees the transient gradient. */
+gs_status gs__reduce_unit(gs_bctx *x, size_t u, uint32_t mb, uint32_t dep);
+
 /* engine/build_layer.c: compute ops of one layer, the embedding and the head, with their TP
  * collectives. `first_alloc` / `last_free` are tensors allocated by the first event / freed by
  * the last one; `deps` are data dependencies of the first event. */

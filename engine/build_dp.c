@@ -1,0 +1,150 @@
+/* Schedule builder, data-parallel side: FSDP all-gathers of units (with CPU offload's copies),
+ * and gradient reductions: FSDP reduce-scatters (HSDP: then the cross-node all-reduce of the
+ * shard), DDP / ZeRO buckets. The pass order that places them is engine/build.c's. */
+#include <inttypes.h>
+#include <string.h>
+
+#include "engine/build_internal.h"
+
+static uint64_t ceil_div(uint64_t a, uint64_t b)
+{
+    return a / b + (a % b != 0);
+}
+
+int gs__is_root(const gs_bctx *x, size_t u)
+{
+    return x->part.has_root && u + 1 == x->part.nunits;
+}
+
+int gs__covers(const gs_unit *u, int64_t l)
+{
+    return u->layer_begin != GS_PART_ROOT && u->layer_begin <= l && l <= u->layer_end;
+}
+
+int32_t gs__unit_layer(const gs_bctx *x, size_t u)
+{
+    if (gs__is_root(x, u))
+        return GS_LAYER_NONE;
+    return gs__global_layer(x, x->part.units[u].layer_end);
+}
+
+/* All-gather unit u (allocating its gathered copy); with CPU offload an H2D copy of the shard
+ * comes first and allocates the copy's destination. */
+gs_status gs__gather_unit(gs_bctx *x, size_t u, gs_phase phase, uint32_t mb, uint32_t dep)
+{
+    gs_status rc;
+    uint64_t N = x->plan.N, wb = x->plan.wb, params = x->part.units[u].params;
+    uint32_t t;
+    if ((rc = gs__tensor(x, GS_T_PARAM_FULL, params * wb, gs__unit_layer(x, u), mb, (uint32_t)u, 0, &t)) != GS_OK)
+        return rc;
+    gs_evb b;
+    uint32_t copy = GS_NO_ID;
+    if (x->plan.offload) {
+        gs__evb_init(&b, GS_EV_COPY_H2D, GS_STREAM_COPY, phase, gs__unit_layer(x, u), mb);
+        b.e.unit = (uint32_t)u;
+        b.e.bytes = ceil_div(params, N) * wb;
+        gs__evb_add(&b, GS_LINK_DEPS, dep);
+        gs__evb_add(&b, GS_LINK_READS, x->param_t[u]);
+        gs__evb_add(&b, GS_LINK_ALLOCS, t);
+        if ((rc = gs__evb_emit(x, &b, &copy)) != GS_OK)
+            return rc;
+    }
+    gs__evb_init(&b, GS_EV_COLLECTIVE, GS_STREAM_DP, phase, gs__unit_layer(x, u), mb);
+    b.e.op = GS_COLL_ALLGATHER;
+    b.e.group = (uint8_t)x->dp_group;
+    b.e.peer = x->group[x->dp_group];
+    b.e.group_size = x->group_size[x->dp_group];
+    b.e.unit = (uint32_t)u;
+    b.e.bytes = N * ceil_div(params, N) * wb;
+    gs__evb_add(&b, GS_LINK_DEPS, dep);
+    gs__evb_add(&b, GS_LINK_DEPS, copy);
+    gs__evb_add(&b, GS_LINK_READS, x->param_t[u]);
+    gs__evb_add(&b, GS_LINK_WRITES, t);
+    if (copy == GS_NO_ID)
+        gs__evb_add(&b, GS_LINK_ALLOCS, t);
+    uint32_t ev;
+    if ((rc = gs__evb_emit(x, &b, &ev)) != GS_OK)
+        return rc;
+    x->gathered_t[u] = t;
+    x->gathered_ev[u] = ev;
+    return GS_OK;
+}
+
+/* Gathers every unit covering stage-local layer l that is not live. */
+gs_status gs__gather_covering(gs_bctx *x, int64_t l, gs_phase phase, uint32_t mb, uint32_t dep)
+{
+    for (size_t u = 0; u < x->part.nunits; u++) {
+        if (!gs__covers(&x->part.units[u], l) || x->gathered_t[u] != GS_NO_ID)
+            continue;
+        gs_status rc = gs__gather_unit(x, u, phase, mb, dep);
+        if (rc != GS_OK)
+            return rc;
+    }
+    return GS_OK;
+}
+
+/* One reduction collective of `params` gradient elements of unit u. */
+static gs_status reduce_one(gs_bctx *x, size_t u, gs_coll_op op, gs_group_kind g, uint64_t params, uint32_t mb,
+                            uint32_t dep, uint32_t grad, uint32_t frees, uint32_t *ev)
+{
+    gs_evb b;
+    uint64_t n = x->group_size[g], wb = x->plan.wb;
+    gs__evb_init(&b, GS_EV_COLLECTIVE, GS_STREAM_DP, GS_PHASE_BWD, gs__unit_layer(x, u), mb);
+    b.e.op = (uint8_t)op;
+    b.e.group = (uint8_t)g;
+    b.e.peer = x->group[g];
+    b.e.group_size = n;
+    b.e.unit = (uint32_t)u;
+    b.e.bytes = n * ceil_div(params, n) * wb;
+    gs__evb_add(&b, GS_LINK_DEPS, dep);
+    gs__evb_add(&b, GS_LINK_READS, grad);
+    gs__evb_add(&b, GS_LINK_WRITES, x->grad_t[u]);
+    gs__evb_add(&b, GS_LINK_FREES, frees);
+    return gs__evb_emit(x, &b, ev);
+}
+
+/* Gradient reduction of unit u after its backward (dep): FSDP reduce-scatter (+ HSDP's
+ * cross-node all-reduce of the shard), or the DDP / ZeRO buckets. Frees the transient gradient. */
+gs_status gs__reduce_unit(gs_bctx *x, size_t u, uint32_t mb, uint32_t dep)
+{
+    const gs_shard_plan *pl = &x->plan;
+    uint64_t params = x->part.units[u].params;
+    uint32_t grad = x->ugrad_t[u] != GS_NO_ID ? x->ugrad_t[u] : (x->hold_t ? x->hold_t[u] : x->grad_t[u]);
+    uint32_t transient = x->ugrad_t[u];
+    uint32_t ev = GS_NO_ID;
+    gs_status rc = GS_OK;
+    if (pl->N <= 1) {
+        /* nothing to reduce: drop the transient gradient with the backward's last event */
+        x->ugrad_t[u] = GS_NO_ID;
+        return GS_OK;
+    }
+    if (pl->bucketed) {
+        uint64_t nb = gs_bucket_count(params, pl->wb, x->s->strategy.bucket_bytes);
+        for (uint64_t k = 0; k < nb && rc == GS_OK; k++)
+            rc = reduce_one(x, u, pl->grad_allreduce ? GS_COLL_ALLREDUCE : GS_COLL_REDUCE_SCATTER, GS_GROUP_DP,
+                            gs_bucket_params(params, nb, k), mb, dep, grad, k + 1 == nb ? transient : GS_NO_ID, &ev);
+    } else {
+        int inter = pl->R > 1;
+        uint32_t copy_free = pl->offload && !inter ? transient : GS_NO_ID;
+        rc = reduce_one(x, u, GS_COLL_REDUCE_SCATTER, x->dp_group, params, mb, dep, grad,
+                        inter || pl->offload ? GS_NO_ID : transient, &ev);
+        if (rc == GS_OK && inter)
+            rc = reduce_one(x, u, GS_COLL_ALLREDUCE, GS_GROUP_DP_INTER, ceil_div(params, pl->N), mb, ev, grad,
+                            pl->offload ? GS_NO_ID : transient, &ev);
+        if (rc == GS_OK && pl->offload) {
+            gs_evb b;
+            gs__evb_init(&b, GS_EV_COPY_D2H, GS_STREAM_COPY, GS_PHASE_BWD, gs__unit_layer(x, u), mb);
+            b.e.unit = (uint32_t)u;
+            b.e.bytes = ceil_div(params, pl->N) * pl->wb;
+            gs__evb_add(&b, GS_LINK_DEPS, ev);
+            gs__evb_add(&b, GS_LINK_READS, grad);
+            gs__evb_add(&b, GS_LINK_WRITES, x->grad_t[u]);
+            gs__evb_add(&b, GS_LINK_FREES, transient);
+            rc = gs__evb_emit(x, &b, &ev);
+            (void)copy_free;
+        }
+    }
+    x->ugrad_t[u] = GS_NO_ID;
+    return rc;
+}
+
