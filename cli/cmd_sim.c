@@ -31,10 +31,12 @@ const char gs_cmd_sim_help[] =
     "\n"
     "options:\n"
     "  --exact          simulate every rank (default: one representative per pipeline stage)\n"
-    "  --mode M         analytic (default: no contention between concurrent transfers)\n"
+    "  --mode M         analytic (default: no contention between concurrent transfers) or flow\n"
+    "                   (concurrent transfers on a shared NIC, NVLink/PCIe port or oversubscribed\n"
+    "                   leaf uplink split its bandwidth max-min fairly)\n"
     "  --json           one JSON document: step_time_s, tokens_per_s, tokens_per_s_per_gpu, mfu, hfu,\n"
     "                   tflops_per_gpu, comm_share, exposed_comm_s {dp, tp, pp}, bubble_share,\n"
-    "                   peak_bytes, events\n"
+    "                   peak_bytes, events, mode (analytic or flow)\n"
     "  --trace FILE     Chrome trace JSON (open in Perfetto): a track per rank and stream, a slice\n"
     "                   per event, a memory counter\n"
     "\n"
@@ -43,7 +45,7 @@ const char gs_cmd_sim_help[] =
     "  gridstep sim --json scenarios/seed-7b-64gpu-25gbe.yaml | jq .step_time_s\n"
     "  gridstep sim --trace step.json scenarios/seed-7b-8xa100.yaml\n";
 
-static const char usage[] = "gridstep sim [--exact] [--mode analytic] [--json] [--trace FILE] SCENARIO.yaml";
+static const char usage[] = "gridstep sim [--exact] [--mode analytic|flow] [--json] [--trace FILE] SCENARIO.yaml";
 
 static double now_s(void)
 {
@@ -52,10 +54,11 @@ static double now_s(void)
     return (double)t.tv_sec + (double)t.tv_nsec * 1e-9;
 }
 
-static json_t *report_json(const gs_scenario *s, const gs_report *r)
+static json_t *report_json(const gs_scenario *s, const gs_report *r, int flow)
 {
     json_t *doc = json_object();
     json_object_set_new(doc, "scenario", json_string(s->name));
+    json_object_set_new(doc, "mode", json_string(flow ? "flow" : "analytic"));
     json_object_set_new(doc, "step_time_s", json_real(r->step_time_s));
     json_object_set_new(doc, "tokens_per_s", json_real(r->tokens_per_s));
     json_object_set_new(doc, "tokens_per_s_per_gpu", json_real(r->tokens_per_s_per_gpu));
@@ -132,8 +135,7 @@ gs_status gs_cmd_sim(int argc, char **argv, gs_error *err)
             if (strcmp(optarg, "analytic") == 0)
                 bo.flow = 0;
             else if (strcmp(optarg, "flow") == 0)
-                return gs_error_set(err, GS_ERR_UNSUPPORTED, "--mode flow (max-min fair link sharing) is not "
-                                    "implemented in this build; use --mode analytic");
+                bo.flow = 1;
             else
                 return gs_error_set(err, GS_ERR_INPUT, "--mode: found '%s', expected analytic or flow\nusage: %s",
                                     optarg, usage);
@@ -171,7 +173,7 @@ gs_status gs_cmd_sim(int argc, char **argv, gs_error *err)
         }
     }
     if (json) {
-        doc = report_json(&s, &rep);
+        doc = report_json(&s, &rep, bo.flow);
         rc = gs_cli_json_print(doc, err);
     } else {
         print_report(&s, &mesh, exact, &rep, now_s() - t0);

@@ -5,245 +5,47 @@
 #include <ctype.h>
 #include <errno.h>
 #include <math.h>
-#include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <strings.h>
-#include <sys/stat.h>
 
 #include <yaml.h>
 
 #include "engine/units.h"
+#include "engine/yaml_doc.h"
 
 /* Largest training state per parameter over every precision: bf16/fp16 weights 2 + fp32 master
  * 4 + Adam m 4 + v 4 + grads 2; fp32: weights 4 + m 4 + v 4 + grads 4. Bytes per parameter. */
 #define GS_SCENARIO_STATE_BYTES_PER_PARAM 16u
 
-/* Scenario files larger than this are refused before parsing (bytes). Real ones are a few kB. */
-#define GS_SCENARIO_MAX_FILE_BYTES (1u << 20)
-
-/* Deepest [ / { nesting accepted. libyaml's scanner is quadratic in flow nesting depth (100000
- * levels take about 20 s), and a scenario needs three or four levels. */
-#define GS_SCENARIO_MAX_FLOW_DEPTH 64
-
-/* What the loader carries from function to function: the file name for messages, the parsed
- * document, and where errors go. Lives on the stack of one load. */
-typedef struct gs_loader {
-    const char *path;
-    yaml_document_t *doc;
-    gs_error *err;
-} gs_loader;
-
 /* ------------------------------------------------------------------------ messages ---- */
-
-static unsigned long node_line(const yaml_node_t *n)
-{
-    return (unsigned long)n->start_mark.line + 1;
-}
-
-static unsigned long node_col(const yaml_node_t *n)
-{
-    return (unsigned long)n->start_mark.column + 1;
-}
-
-/* Sets err to "PATH:LINE:COL: <message>" (or "PATH: <message>" when n is NULL). */
-static gs_status fail_at(const gs_loader *l, const yaml_node_t *n, gs_status st, const char *fmt,
-                         ...) __attribute__((format(printf, 4, 5)));
-static gs_status fail_at(const gs_loader *l, const yaml_node_t *n, gs_status st, const char *fmt,
-                         ...)
-{
-    char what[GS_ERROR_MSG_BYTES];
-    va_list ap;
-    va_start(ap, fmt);
-    vsnprintf(what, sizeof what, fmt, ap);
-    va_end(ap);
-    if (n)
-        return gs_error_set(l->err, st, "%s:%lu:%lu: %s", l->path, node_line(n), node_col(n),
-                            what);
-    return gs_error_set(l->err, st, "%s: %s", l->path, what);
-}
 
 /* Prefixes an error set by another module (whose message names its subject) with the
  * location of node n. */
-static void prefix_at(const gs_loader *l, const yaml_node_t *n)
+static void prefix_at(const gs__yaml_loader *l, const yaml_node_t *n)
 {
-    gs_error_prefix(l->err, "%s:%lu:%lu", l->path, node_line(n), node_col(n));
-}
-
-static const char *scalar_text(const yaml_node_t *n)
-{
-    return (const char *)n->data.scalar.value;
-}
-
-static int scalar_is_quoted(const yaml_node_t *n)
-{
-    return n->data.scalar.style == YAML_SINGLE_QUOTED_SCALAR_STYLE ||
-           n->data.scalar.style == YAML_DOUBLE_QUOTED_SCALAR_STYLE;
-}
-
-/* A plain empty, "~" or "null" scalar: YAML's null. */
-static int scalar_is_null(const yaml_node_t *n)
-{
-    if (scalar_is_quoted(n))
-        return 0;
-    const char *t = scalar_text(n);
-    return t[0] == '\0' || strcmp(t, "~") == 0 || strcasecmp(t, "null") == 0;
-}
-
-/* The text of a scalar, cut to fit and with control characters replaced, so that messages
- * stay one readable line. */
-static const char *shown(const yaml_node_t *n, char *buf, size_t len)
-{
-    const char *t = scalar_text(n);
-    size_t i = 0;
-    for (; t[i] && i + 4 < len && i < 60; i++)
-        buf[i] = isprint((unsigned char)t[i]) ? t[i] : '?';
-    if (t[i] && i + 4 <= len) {
-        memcpy(buf + i, "...", 3);
-        i += 3;
-    }
-    buf[i] = '\0';
-    return buf;
-}
-
-/* Describes a node for "found X": a mapping, a list, null, a bare value or a quoted string. */
-static const char *describe(const yaml_node_t *n, char *buf, size_t len)
-{
-    if (!n)
-        snprintf(buf, len, "nothing");
-    else if (n->type == YAML_MAPPING_NODE)
-        snprintf(buf, len, "a mapping");
-    else if (n->type == YAML_SEQUENCE_NODE)
-        snprintf(buf, len, "a list");
-    else if (scalar_is_null(n))
-        snprintf(buf, len, "null");
-    else if (scalar_is_quoted(n)) {
-        char text[72];
-        snprintf(buf, len, "the string \"%s\"", shown(n, text, sizeof text));
-    } else
-        shown(n, buf, len);
-    return buf;
-}
-
-/* "a, b, c" */
-static void join_names(const char *const *names, size_t n, char *buf, size_t len)
-{
-    size_t used = 0;
-    buf[0] = '\0';
-    for (size_t i = 0; i < n && used < len; i++) {
-        int w = snprintf(buf + used, len - used, "%s%s", i ? ", " : "", names[i]);
-        if (w < 0)
-            break;
-        used += (size_t)w;
-    }
-}
-
-/* The name in `names` closest to s, or NULL when none is close enough to be a likely typo. */
-static const char *nearest_name(const char *s, const char *const *names, size_t n)
-{
-    const char *best = NULL;
-    size_t best_d = (size_t)-1;
-    for (size_t i = 0; i < n; i++) {
-        size_t d = gs_edit_distance(s, names[i]);
-        if (d < best_d) {
-            best_d = d;
-            best = names[i];
-        }
-    }
-    size_t len = strlen(s);
-    size_t limit = len / 3 > 2 ? len / 3 : 2;
-    if (best && best_d <= limit)
-        return best;
-    /* A prefix of a name, or a name plus a tail ("memory" for memory_gb): a likely slip. */
-    for (size_t i = 0; i < n; i++) {
-        size_t nl = strlen(names[i]);
-        size_t shorter = len < nl ? len : nl;
-        if (shorter >= 3 && strncmp(s, names[i], shorter) == 0)
-            return names[i];
-    }
-    return NULL;
+    gs_error_prefix(l->err, "%s:%lu:%lu", l->path, gs__yaml_node_line(n), gs__yaml_node_col(n));
 }
 
 /* Error for a name outside a fixed list: "FIELD: found unknown value 'x' (did you mean 'y'?),
  * expected one of ...". */
-static gs_status fail_name(const gs_loader *l, const yaml_node_t *v, const char *field,
+static gs_status fail_name(const gs__yaml_loader *l, const yaml_node_t *v, const char *field,
                            const char *const *names, size_t n)
 {
     char found[96], list[512], hint[96] = "";
-    describe(v, found, sizeof found);
-    join_names(names, n, list, sizeof list);
-    if (v && v->type == YAML_SCALAR_NODE && !scalar_is_null(v)) {
-        const char *near = nearest_name(scalar_text(v), names, n);
+    gs__yaml_describe(v, found, sizeof found);
+    gs__yaml_join_names(names, n, list, sizeof list);
+    if (v && v->type == YAML_SCALAR_NODE && !gs__yaml_scalar_is_null(v)) {
+        const char *near = gs__yaml_nearest_name(gs__yaml_scalar_text(v), names, n);
         if (near)
             snprintf(hint, sizeof hint, " (did you mean '%s'?)", near);
-        return fail_at(l, v, GS_ERR_INPUT, "%s: found unknown value '%s'%s, expected one of %s",
-                       field, shown(v, found, sizeof found), hint, list);
+        return gs__yaml_fail_at(l, v, GS_ERR_INPUT,
+                                "%s: found unknown value '%s'%s, expected one of %s", field,
+                                gs__yaml_shown(v, found, sizeof found), hint, list);
     }
-    return fail_at(l, v, GS_ERR_INPUT, "%s: found %s, expected one of %s", field, found, list);
-}
-
-/* -------------------------------------------------------------------- mapping keys ---- */
-
-static yaml_node_t *pair_key(const gs_loader *l, const yaml_node_pair_t *p)
-{
-    return yaml_document_get_node(l->doc, p->key);
-}
-
-static yaml_node_t *pair_value(const gs_loader *l, const yaml_node_pair_t *p)
-{
-    return yaml_document_get_node(l->doc, p->value);
-}
-
-/* Checks that map is a mapping whose keys are scalars from `keys`, each at most once. */
-static gs_status check_keys(const gs_loader *l, const yaml_node_t *map, const char *section,
-                            const char *const *keys, size_t nkeys)
-{
-    char found[96], list[512];
-    for (yaml_node_pair_t *p = map->data.mapping.pairs.start; p < map->data.mapping.pairs.top;
-         p++) {
-        yaml_node_t *k = pair_key(l, p);
-        if (!k || k->type != YAML_SCALAR_NODE) {
-            join_names(keys, nkeys, list, sizeof list);
-            return fail_at(l, k ? k : map, GS_ERR_INPUT,
-                           "%s: found %s as a key, expected one of %s", section,
-                           describe(k, found, sizeof found), list);
-        }
-        const char *name = scalar_text(k);
-        size_t i = 0;
-        while (i < nkeys && strcmp(keys[i], name) != 0)
-            i++;
-        if (i == nkeys) {
-            char hint[96] = "";
-            const char *near = nearest_name(name, keys, nkeys);
-            if (near)
-                snprintf(hint, sizeof hint, " (did you mean '%s'?)", near);
-            join_names(keys, nkeys, list, sizeof list);
-            return fail_at(l, k, GS_ERR_INPUT, "%s: found unknown key '%s'%s, expected one of %s",
-                           section, shown(k, found, sizeof found), hint, list);
-        }
-        for (yaml_node_pair_t *q = map->data.mapping.pairs.start; q < p; q++) {
-            yaml_node_t *qk = pair_key(l, q);
-            if (qk && qk->type == YAML_SCALAR_NODE && strcmp(scalar_text(qk), name) == 0)
-                return fail_at(l, k, GS_ERR_INPUT,
-                               "%s: duplicate key '%s': found it again, expected each key once "
-                               "(first at line %lu)",
-                               section, name, node_line(qk));
-        }
-    }
-    return GS_OK;
-}
-
-/* The value of `key` in map (NULL when absent). */
-static yaml_node_t *lookup(const gs_loader *l, const yaml_node_t *map, const char *key)
-{
-    for (yaml_node_pair_t *p = map->data.mapping.pairs.start; p < map->data.mapping.pairs.top;
-         p++) {
-        yaml_node_t *k = pair_key(l, p);
-        if (k && k->type == YAML_SCALAR_NODE && strcmp(scalar_text(k), key) == 0)
-            return pair_value(l, p);
-    }
-    return NULL;
+    return gs__yaml_fail_at(l, v, GS_ERR_INPUT, "%s: found %s, expected one of %s", field, found,
+                            list);
 }
 
 /* ------------------------------------------------------------------ scalar values ---- */
@@ -282,14 +84,14 @@ static int count_too_large(const char *text)
 static const char expect_count[] = "a positive integer (like 32, 7e9 or 6.7B)";
 
 /* A positive integer: plain, integral scientific notation (7e9) or K/M/B/T suffixed. */
-static gs_status value_count(const gs_loader *l, const yaml_node_t *v, const char *field,
+static gs_status value_count(const gs__yaml_loader *l, const yaml_node_t *v, const char *field,
                              uint64_t *out)
 {
     char found[96];
-    if (!v || v->type != YAML_SCALAR_NODE || scalar_is_null(v) || scalar_is_quoted(v))
-        return fail_at(l, v, GS_ERR_INPUT, "%s: found %s, expected %s", field,
-                       describe(v, found, sizeof found), expect_count);
-    const char *t = scalar_text(v);
+    if (!gs__yaml_is_bare_scalar(v))
+        return gs__yaml_fail_at(l, v, GS_ERR_INPUT, "%s: found %s, expected %s", field,
+                                gs__yaml_describe(v, found, sizeof found), expect_count);
+    const char *t = gs__yaml_scalar_text(v);
     const char *p = t;
     while (*p == ' ')
         p++;
@@ -299,60 +101,67 @@ static gs_status value_count(const gs_loader *l, const yaml_node_t *v, const cha
         char *end = NULL;
         (void)strtod(p, &end);
         if (end == p || !isdigit((unsigned char)p[strspn(p, "-+.")]))
-            return fail_at(l, v, GS_ERR_INPUT, "%s: found %s, expected %s", field,
-                           describe(v, found, sizeof found), expect_count);
-        return fail_at(l, v, GS_ERR_INPUT, "%s must be positive: found %s, expected %s", field,
-                       describe(v, found, sizeof found), expect_count);
+            return gs__yaml_fail_at(l, v, GS_ERR_INPUT, "%s: found %s, expected %s", field,
+                                    gs__yaml_describe(v, found, sizeof found), expect_count);
+        return gs__yaml_fail_at(l, v, GS_ERR_INPUT, "%s must be positive: found %s, expected %s",
+                                field, gs__yaml_describe(v, found, sizeof found), expect_count);
     }
     if (rc == -2 && count_too_large(t))
-        return fail_at(l, v, GS_ERR_OVERFLOW,
-                       "%s is too large: found %s, expected at most 18446744073709551615 "
-                       "(2^64 - 1)",
-                       field, describe(v, found, sizeof found));
+        return gs__yaml_fail_at(l, v, GS_ERR_OVERFLOW,
+                                "%s is too large: found %s, expected at most 18446744073709551615 "
+                                "(2^64 - 1)",
+                                field, gs__yaml_describe(v, found, sizeof found));
     if (rc != 0)
-        return fail_at(l, v, GS_ERR_INPUT, "%s: found %s, expected %s", field,
-                       describe(v, found, sizeof found), expect_count);
+        return gs__yaml_fail_at(l, v, GS_ERR_INPUT, "%s: found %s, expected %s", field,
+                                gs__yaml_describe(v, found, sizeof found), expect_count);
     if (u == 0)
-        return fail_at(l, v, GS_ERR_INPUT, "%s must be positive: found %s, expected %s", field,
-                       describe(v, found, sizeof found), expect_count);
+        return gs__yaml_fail_at(l, v, GS_ERR_INPUT, "%s must be positive: found %s, expected %s",
+                                field, gs__yaml_describe(v, found, sizeof found), expect_count);
     *out = u;
     return GS_OK;
 }
 
 /* A finite real number > 0 (and <= max when max > 0). */
-static gs_status value_real(const gs_loader *l, const yaml_node_t *v, const char *field,
+static gs_status value_real(const gs__yaml_loader *l, const yaml_node_t *v, const char *field,
                             double max, double *out)
 {
     char found[96];
-    if (!v || v->type != YAML_SCALAR_NODE || scalar_is_null(v) || scalar_is_quoted(v))
-        return fail_at(l, v, GS_ERR_INPUT, "%s: found %s, expected a positive number", field,
-                       describe(v, found, sizeof found));
-    const char *t = scalar_text(v);
+    if (!gs__yaml_is_bare_scalar(v))
+        return gs__yaml_fail_at(l, v, GS_ERR_INPUT, "%s: found %s, expected a positive number",
+                                field, gs__yaml_describe(v, found, sizeof found));
+    const char *t = gs__yaml_scalar_text(v);
     char *end = NULL;
     errno = 0;
     double d = strtod(t, &end);
     if (end == t || *end != '\0' || !isdigit((unsigned char)t[strspn(t, " +-.")]))
-        return fail_at(l, v, GS_ERR_INPUT, "%s: found %s, expected a positive number", field,
-                       describe(v, found, sizeof found));
+        return gs__yaml_fail_at(l, v, GS_ERR_INPUT, "%s: found %s, expected a positive number",
+                                field, gs__yaml_describe(v, found, sizeof found));
     if (!isfinite(d) || (errno == ERANGE && fabs(d) > 1.0))
-        return fail_at(l, v, GS_ERR_OVERFLOW, "%s is too large: found %s, expected a finite "
-                       "positive number", field, describe(v, found, sizeof found));
+        return gs__yaml_fail_at(l, v, GS_ERR_OVERFLOW,
+                                "%s is too large: found %s, expected a finite "
+                                "positive number",
+                                field, gs__yaml_describe(v, found, sizeof found));
     if (!(d > 0.0))
-        return fail_at(l, v, GS_ERR_INPUT, "%s must be positive: found %s, expected a number "
-                       "> 0", field, describe(v, found, sizeof found));
+        return gs__yaml_fail_at(l, v, GS_ERR_INPUT,
+                                "%s must be positive: found %s, expected a number "
+                                "> 0",
+                                field, gs__yaml_describe(v, found, sizeof found));
     if (max > 0.0 && d > max)
-        return fail_at(l, v, GS_ERR_INPUT, "%s is out of range: found %s, expected a number in "
-                       "(0, %g]", field, describe(v, found, sizeof found), max);
+        return gs__yaml_fail_at(l, v, GS_ERR_INPUT,
+                                "%s is out of range: found %s, expected a number in "
+                                "(0, %g]",
+                                field, gs__yaml_describe(v, found, sizeof found), max);
     *out = d;
     return GS_OK;
 }
 
 /* true/false/yes/no (any case). */
-static gs_status value_bool(const gs_loader *l, const yaml_node_t *v, const char *field, int *out)
+static gs_status value_bool(const gs__yaml_loader *l, const yaml_node_t *v, const char *field,
+                            int *out)
 {
     char found[96];
-    if (v && v->type == YAML_SCALAR_NODE && !scalar_is_quoted(v)) {
-        const char *t = scalar_text(v);
+    if (v && v->type == YAML_SCALAR_NODE && !gs__yaml_scalar_is_quoted(v)) {
+        const char *t = gs__yaml_scalar_text(v);
         if (strcasecmp(t, "true") == 0 || strcasecmp(t, "yes") == 0) {
             *out = 1;
             return GS_OK;
@@ -362,45 +171,47 @@ static gs_status value_bool(const gs_loader *l, const yaml_node_t *v, const char
             return GS_OK;
         }
     }
-    return fail_at(l, v, GS_ERR_INPUT, "%s: found %s, expected true or false", field,
-                   describe(v, found, sizeof found));
+    return gs__yaml_fail_at(l, v, GS_ERR_INPUT, "%s: found %s, expected true or false", field,
+                            gs__yaml_describe(v, found, sizeof found));
 }
 
 /* A non-empty string scalar that fits in len bytes (NUL included). */
-static gs_status value_string(const gs_loader *l, const yaml_node_t *v, const char *field,
+static gs_status value_string(const gs__yaml_loader *l, const yaml_node_t *v, const char *field,
                               char *buf, size_t len)
 {
     char found[96];
-    if (!v || v->type != YAML_SCALAR_NODE || scalar_is_null(v) || scalar_text(v)[0] == '\0')
-        return fail_at(l, v, GS_ERR_INPUT, "%s: found %s, expected a string", field,
-                       describe(v, found, sizeof found));
+    if (!gs__yaml_is_text_scalar(v))
+        return gs__yaml_fail_at(l, v, GS_ERR_INPUT, "%s: found %s, expected a string", field,
+                                gs__yaml_describe(v, found, sizeof found));
     size_t n = v->data.scalar.length;
-    if (n >= len || strlen(scalar_text(v)) != n)
-        return fail_at(l, v, GS_ERR_INPUT, "%s is too long or holds a NUL: found %zu bytes, "
-                       "expected at most %zu", field, n, len - 1);
-    memcpy(buf, scalar_text(v), n + 1);
+    if (n >= len || strlen(gs__yaml_scalar_text(v)) != n)
+        return gs__yaml_fail_at(l, v, GS_ERR_INPUT,
+                                "%s is too long or holds a NUL: found %zu bytes, "
+                                "expected at most %zu",
+                                field, n, len - 1);
+    memcpy(buf, gs__yaml_scalar_text(v), n + 1);
     return GS_OK;
 }
 
 /* A preset name: a plain or quoted non-null scalar. Returns its text or NULL after an error. */
-static const char *value_name(const gs_loader *l, const yaml_node_t *v, const char *field,
+static const char *value_name(const gs__yaml_loader *l, const yaml_node_t *v, const char *field,
                               const char *expected)
 {
     char found[96];
-    if (!v || v->type != YAML_SCALAR_NODE || scalar_is_null(v) || scalar_text(v)[0] == '\0') {
-        fail_at(l, v, GS_ERR_INPUT, "%s: found %s, expected %s", field,
-                describe(v, found, sizeof found), expected);
+    if (!gs__yaml_is_text_scalar(v)) {
+        gs__yaml_fail_at(l, v, GS_ERR_INPUT, "%s: found %s, expected %s", field,
+                         gs__yaml_describe(v, found, sizeof found), expected);
         return NULL;
     }
-    return scalar_text(v);
+    return gs__yaml_scalar_text(v);
 }
 
 /* Optional fields of a mapping: absent leaves *dst alone; `given` (may be NULL) says whether the
  * key was there. */
-static gs_status opt_count(const gs_loader *l, const yaml_node_t *map, const char *section,
+static gs_status opt_count(const gs__yaml_loader *l, const yaml_node_t *map, const char *section,
                            const char *key, uint64_t *dst, int *given)
 {
-    yaml_node_t *v = lookup(l, map, key);
+    yaml_node_t *v = gs__yaml_lookup(l, map, key, NULL);
     if (given)
         *given = v != NULL;
     if (!v)
@@ -410,10 +221,10 @@ static gs_status opt_count(const gs_loader *l, const yaml_node_t *map, const cha
     return value_count(l, v, field, dst);
 }
 
-static gs_status opt_real(const gs_loader *l, const yaml_node_t *map, const char *section,
+static gs_status opt_real(const gs__yaml_loader *l, const yaml_node_t *map, const char *section,
                           const char *key, double max, double *dst, int *given)
 {
-    yaml_node_t *v = lookup(l, map, key);
+    yaml_node_t *v = gs__yaml_lookup(l, map, key, NULL);
     if (given)
         *given = v != NULL;
     if (!v)
@@ -423,10 +234,10 @@ static gs_status opt_real(const gs_loader *l, const yaml_node_t *map, const char
     return value_real(l, v, field, max, dst);
 }
 
-static gs_status opt_bool(const gs_loader *l, const yaml_node_t *map, const char *section,
+static gs_status opt_bool(const gs__yaml_loader *l, const yaml_node_t *map, const char *section,
                           const char *key, int *dst, int *given)
 {
-    yaml_node_t *v = lookup(l, map, key);
+    yaml_node_t *v = gs__yaml_lookup(l, map, key, NULL);
     if (given)
         *given = v != NULL;
     if (!v)
@@ -436,10 +247,10 @@ static gs_status opt_bool(const gs_loader *l, const yaml_node_t *map, const char
     return value_bool(l, v, field, dst);
 }
 
-static gs_status opt_string(const gs_loader *l, const yaml_node_t *map, const char *section,
+static gs_status opt_string(const gs__yaml_loader *l, const yaml_node_t *map, const char *section,
                             const char *key, char *buf, size_t len)
 {
-    yaml_node_t *v = lookup(l, map, key);
+    yaml_node_t *v = gs__yaml_lookup(l, map, key, NULL);
     if (!v)
         return GS_OK;
     char field[96];
@@ -448,18 +259,19 @@ static gs_status opt_string(const gs_loader *l, const yaml_node_t *map, const ch
 }
 
 /* A name from a fixed table: parse() returns 0 on success; names[] lists the canonical ones. */
-static gs_status opt_enum(const gs_loader *l, const yaml_node_t *map, const char *section,
+static gs_status opt_enum(const gs__yaml_loader *l, const yaml_node_t *map, const char *section,
                           const char *key, const char *const *names, size_t n,
                           int (*parse)(const char *, int *), int *dst, int *given)
 {
-    yaml_node_t *v = lookup(l, map, key);
+    yaml_node_t *v = gs__yaml_lookup(l, map, key, NULL);
     if (given)
         *given = v != NULL;
     if (!v)
         return GS_OK;
     char field[96];
     snprintf(field, sizeof field, "%s.%s", section, key);
-    if (v->type != YAML_SCALAR_NODE || scalar_is_null(v) || parse(scalar_text(v), dst) != 0)
+    if (v->type != YAML_SCALAR_NODE || gs__yaml_scalar_is_null(v) ||
+        parse(gs__yaml_scalar_text(v), dst) != 0)
         return fail_name(l, v, field, names, n);
     return GS_OK;
 }
@@ -529,7 +341,7 @@ static const char *const model_keys[] = {
     "vocab", "seq", "tied_embeddings", "bias", "dropout", "norm", "mlp", "pos",
 };
 
-static gs_status model_preset(const gs_loader *l, const yaml_node_t *v, const char *field,
+static gs_status model_preset(const gs__yaml_loader *l, const yaml_node_t *v, const char *field,
                               gs_model *m)
 {
     const char *name = value_name(l, v, field, "a model preset name (see `gridstep presets`)");
@@ -541,10 +353,11 @@ static gs_status model_preset(const gs_loader *l, const yaml_node_t *v, const ch
         char found[96], hint[96] = "";
         if (near)
             snprintf(hint, sizeof hint, " (did you mean '%s'?)", near);
-        return fail_at(l, v, GS_ERR_INPUT,
-                       "%s: found unknown model preset '%s'%s, expected a preset name (see "
-                       "`gridstep presets`) or a mapping of model fields",
-                       field, shown(v, found, sizeof found), hint);
+        return gs__yaml_fail_at(
+            l, v, GS_ERR_INPUT,
+            "%s: found unknown model preset '%s'%s, expected a preset name (see "
+            "`gridstep presets`) or a mapping of model fields",
+            field, gs__yaml_shown(v, found, sizeof found), hint);
     }
     *m = *p;
     return GS_OK;
@@ -552,30 +365,33 @@ static gs_status model_preset(const gs_loader *l, const yaml_node_t *v, const ch
 
 /* A user model without a preset: Llama conventions fill what is not given
  * (heads = hidden / 128, ffn = SwiGLU's 8h/3 rounded up to 256 or GELU's 4h, vocab 32000). */
-static gs_status model_user_defaults(const gs_loader *l, const yaml_node_t *map, gs_model *m)
+static gs_status model_user_defaults(const gs__yaml_loader *l, const yaml_node_t *map, gs_model *m)
 {
     static const char *const required[] = {"layers", "hidden", "seq"};
     for (size_t i = 0; i < 3; i++)
-        if (!lookup(l, map, required[i]))
-            return fail_at(l, map, GS_ERR_INPUT,
-                           "model: no '%s': found a model mapping without 'preset', expected "
-                           "layers, hidden and seq (or preset: NAME)",
-                           required[i]);
+        if (!gs__yaml_lookup(l, map, required[i], NULL))
+            return gs__yaml_fail_at(
+                l, map, GS_ERR_INPUT,
+                "model: no '%s': found a model mapping without 'preset', expected "
+                "layers, hidden and seq (or preset: NAME)",
+                required[i]);
     if (m->heads == 0) {
         if (m->hidden % 128 != 0)
-            return fail_at(l, map, GS_ERR_INPUT,
-                           "model: no 'heads' and hidden=%llu is not a multiple of 128: found "
-                           "no heads, expected heads: N",
-                           (unsigned long long)m->hidden);
+            return gs__yaml_fail_at(
+                l, map, GS_ERR_INPUT,
+                "model: no 'heads' and hidden=%llu is not a multiple of 128: found "
+                "no heads, expected heads: N",
+                (unsigned long long)m->hidden);
         m->heads = m->hidden / 128;
     }
     if (m->ffn == 0) {
         uint64_t x;
         if (gs_mul_u64(m->hidden, 8, &x) != 0)
-            return fail_at(l, lookup(l, map, "hidden"), GS_ERR_OVERFLOW,
-                           "model.hidden is too large: found %llu, expected a size whose MLP "
-                           "width fits in 64 bits",
-                           (unsigned long long)m->hidden);
+            return gs__yaml_fail_at(
+                l, gs__yaml_lookup(l, map, "hidden", NULL), GS_ERR_OVERFLOW,
+                "model.hidden is too large: found %llu, expected a size whose MLP "
+                "width fits in 64 bits",
+                (unsigned long long)m->hidden);
         if (m->mlp == GS_MLP_SWIGLU)
             m->ffn = (x / 3 + 255) / 256 * 256;
         else
@@ -586,7 +402,7 @@ static gs_status model_user_defaults(const gs_loader *l, const yaml_node_t *map,
     return GS_OK;
 }
 
-static gs_status load_model(const gs_loader *l, const yaml_node_t *v, gs_model *m)
+static gs_status load_model(const gs__yaml_loader *l, const yaml_node_t *v, gs_model *m)
 {
     gs_status st = GS_OK;
     char found[96];
@@ -595,10 +411,11 @@ static gs_status load_model(const gs_loader *l, const yaml_node_t *v, gs_model *
         if (st != GS_OK)
             return st;
     } else if (v->type == YAML_MAPPING_NODE) {
-        st = check_keys(l, v, "model", model_keys, sizeof model_keys / sizeof model_keys[0]);
+        st = gs__yaml_check_keys(l, v, "model", model_keys,
+                                 sizeof model_keys / sizeof model_keys[0]);
         if (st != GS_OK)
             return st;
-        yaml_node_t *preset = lookup(l, v, "preset");
+        yaml_node_t *preset = gs__yaml_lookup(l, v, "preset", NULL);
         if (preset) {
             st = model_preset(l, preset, "model.preset", m);
             if (st != GS_OK)
@@ -641,15 +458,16 @@ static gs_status load_model(const gs_loader *l, const yaml_node_t *v, gs_model *
         /* A preset's head_dim follows hidden / heads unless given: derive it again. */
         if ((hidden_given || heads_given) && !head_dim_given)
             m->head_dim = 0;
-        if (preset && (hidden_given || heads_given || lookup(l, v, "layers") ||
-                       lookup(l, v, "params")))
+        if (preset && (hidden_given || heads_given || gs__yaml_lookup(l, v, "layers", NULL) ||
+                       gs__yaml_lookup(l, v, "params", NULL)))
             m->source = NULL; /* no longer the published configuration */
         if (!preset && (st = model_user_defaults(l, v, m)) != GS_OK)
             return st;
     } else {
-        return fail_at(l, v, GS_ERR_INPUT,
-                       "model: found %s, expected a preset name or a mapping of model fields",
-                       describe(v, found, sizeof found));
+        return gs__yaml_fail_at(
+            l, v, GS_ERR_INPUT,
+            "model: found %s, expected a preset name or a mapping of model fields",
+            gs__yaml_describe(v, found, sizeof found));
     }
 
     st = gs_model_validate(m, l->err);
@@ -659,11 +477,12 @@ static gs_status load_model(const gs_loader *l, const yaml_node_t *v, gs_model *
     }
     uint64_t params = gs_model_params(m), state;
     if (gs_mul_u64(params, GS_SCENARIO_STATE_BYTES_PER_PARAM, &state) != 0)
-        return fail_at(l, v, GS_ERR_OVERFLOW,
-                       "model is too large: %llu parameters x %u bytes of training state "
-                       "overflow 64-bit byte counts: expected at most %llu parameters",
-                       (unsigned long long)params, GS_SCENARIO_STATE_BYTES_PER_PARAM,
-                       (unsigned long long)(UINT64_MAX / GS_SCENARIO_STATE_BYTES_PER_PARAM));
+        return gs__yaml_fail_at(l, v, GS_ERR_OVERFLOW,
+                                "model is too large: %llu parameters x %u bytes of training state "
+                                "overflow 64-bit byte counts: expected at most %llu parameters",
+                                (unsigned long long)params, GS_SCENARIO_STATE_BYTES_PER_PARAM,
+                                (unsigned long long)(UINT64_MAX /
+                                                     GS_SCENARIO_STATE_BYTES_PER_PARAM));
     return GS_OK;
 }
 
@@ -712,7 +531,7 @@ static const char *cluster_name_at(size_t i)
 }
 
 /* Error for an unknown hardware preset name, listing the known ones. */
-static gs_status fail_preset(const gs_loader *l, const yaml_node_t *v, const char *field,
+static gs_status fail_preset(const gs__yaml_loader *l, const yaml_node_t *v, const char *field,
                              const char *kind, const char *near, size_t (*count)(void),
                              const char *(*name_at)(size_t))
 {
@@ -721,26 +540,29 @@ static gs_status fail_preset(const gs_loader *l, const yaml_node_t *v, const cha
     if (near)
         snprintf(hint, sizeof hint, " (did you mean '%s'?)", near);
     size_t n = preset_names(count, name_at, names, 64);
-    join_names(names, n, list, sizeof list);
-    return fail_at(l, v, GS_ERR_INPUT, "%s: found unknown %s preset '%s'%s, expected one of %s",
-                   field, kind, shown(v, found, sizeof found), hint, list);
+    gs__yaml_join_names(names, n, list, sizeof list);
+    return gs__yaml_fail_at(l, v, GS_ERR_INPUT,
+                            "%s: found unknown %s preset '%s'%s, expected one of %s", field, kind,
+                            gs__yaml_shown(v, found, sizeof found), hint, list);
 }
 
-static gs_status load_gpu(const gs_loader *l, const yaml_node_t *v, gs_gpu *g)
+static gs_status load_gpu(const gs__yaml_loader *l, const yaml_node_t *v, gs_gpu *g)
 {
     gs_status st;
     const yaml_node_t *name_node = v;
     if (v->type == YAML_MAPPING_NODE) {
-        st = check_keys(l, v, "cluster.gpu", gpu_keys, sizeof gpu_keys / sizeof gpu_keys[0]);
+        st = gs__yaml_check_keys(l, v, "cluster.gpu", gpu_keys,
+                                 sizeof gpu_keys / sizeof gpu_keys[0]);
         if (st != GS_OK)
             return st;
-        name_node = lookup(l, v, "preset");
+        name_node = gs__yaml_lookup(l, v, "preset", NULL);
     } else if (v->type != YAML_SCALAR_NODE) {
         char found[96];
-        return fail_at(l, v, GS_ERR_INPUT,
-                       "cluster.gpu: found %s, expected a GPU preset name or a mapping of GPU "
-                       "fields",
-                       describe(v, found, sizeof found));
+        return gs__yaml_fail_at(
+            l, v, GS_ERR_INPUT,
+            "cluster.gpu: found %s, expected a GPU preset name or a mapping of GPU "
+            "fields",
+            gs__yaml_describe(v, found, sizeof found));
     }
     if (name_node) {
         const char *field = name_node == v ? "cluster.gpu" : "cluster.gpu.preset";
@@ -779,9 +601,10 @@ static gs_status load_gpu(const gs_loader *l, const yaml_node_t *v, gs_gpu *g)
     if (given) {
         double bytes = gb * 1e9; /* vendor GB */
         if (bytes >= 18446744073709551616.0)
-            return fail_at(l, lookup(l, v, "memory_gb"), GS_ERR_OVERFLOW,
-                           "cluster.gpu.memory_gb is too large: found %g, expected at most %g",
-                           gb, 18446744073.709551615);
+            return gs__yaml_fail_at(
+                l, gs__yaml_lookup(l, v, "memory_gb", NULL), GS_ERR_OVERFLOW,
+                "cluster.gpu.memory_gb is too large: found %g, expected at most %g", gb,
+                18446744073.709551615);
         g->hbm_bytes = (uint64_t)llround(bytes);
     }
     if ((st = opt_real(l, v, sec, "hbm_tbps", 0, &tbps, &given)))
@@ -792,7 +615,7 @@ static gs_status load_gpu(const gs_loader *l, const yaml_node_t *v, gs_gpu *g)
     return GS_OK;
 }
 
-static gs_status load_cluster(const gs_loader *l, const yaml_node_t *v, gs_cluster *c)
+static gs_status load_cluster(const gs__yaml_loader *l, const yaml_node_t *v, gs_cluster *c)
 {
     gs_status st = GS_OK;
     char found[96];
@@ -807,19 +630,20 @@ static gs_status load_cluster(const gs_loader *l, const yaml_node_t *v, gs_clust
                                gs_cluster_preset_count, cluster_name_at);
         *c = *p;
     } else if (v->type == YAML_MAPPING_NODE) {
-        st = check_keys(l, v, "cluster", cluster_keys,
-                        sizeof cluster_keys / sizeof cluster_keys[0]);
+        st = gs__yaml_check_keys(l, v, "cluster", cluster_keys,
+                                 sizeof cluster_keys / sizeof cluster_keys[0]);
         if (st != GS_OK)
             return st;
-        yaml_node_t *preset = lookup(l, v, "preset");
-        yaml_node_t *intra = lookup(l, v, "intra");
-        yaml_node_t *fabric = lookup(l, v, "fabric");
-        yaml_node_t *gpu = lookup(l, v, "gpu");
-        yaml_node_t *nic = lookup(l, v, "nic");
+        yaml_node_t *preset = gs__yaml_lookup(l, v, "preset", NULL);
+        yaml_node_t *intra = gs__yaml_lookup(l, v, "intra", NULL);
+        yaml_node_t *fabric = gs__yaml_lookup(l, v, "fabric", NULL);
+        yaml_node_t *gpu = gs__yaml_lookup(l, v, "gpu", NULL);
+        yaml_node_t *nic = gs__yaml_lookup(l, v, "nic", NULL);
         if (intra && fabric)
-            return fail_at(l, fabric, GS_ERR_INPUT,
-                           "cluster: found both 'intra' and 'fabric', expected one of them "
-                           "(they name the same thing: the intra-node fabric)");
+            return gs__yaml_fail_at(
+                l, fabric, GS_ERR_INPUT,
+                "cluster: found both 'intra' and 'fabric', expected one of them "
+                "(they name the same thing: the intra-node fabric)");
         if (!intra)
             intra = fabric;
         if (preset) {
@@ -834,13 +658,15 @@ static gs_status load_cluster(const gs_loader *l, const yaml_node_t *v, gs_clust
             *c = *p;
         } else {
             static const char *const required[] = {"gpu", "intra", "nic", "gpus_per_node"};
-            const yaml_node_t *have[] = {gpu, intra, nic, lookup(l, v, "gpus_per_node")};
+            const yaml_node_t *have[] = {gpu, intra, nic,
+                                         gs__yaml_lookup(l, v, "gpus_per_node", NULL)};
             for (size_t i = 0; i < 4; i++)
                 if (!have[i])
-                    return fail_at(l, v, GS_ERR_INPUT,
-                                   "cluster: no '%s': found a cluster mapping without 'preset', "
-                                   "expected preset: NAME or gpu, intra, nic and gpus_per_node",
-                                   required[i]);
+                    return gs__yaml_fail_at(
+                        l, v, GS_ERR_INPUT,
+                        "cluster: no '%s': found a cluster mapping without 'preset', "
+                        "expected preset: NAME or gpu, intra, nic and gpus_per_node",
+                        required[i]);
             memset(c, 0, sizeof *c);
             snprintf(c->name, sizeof c->name, "custom");
             c->nodes = 1;
@@ -891,16 +717,17 @@ static gs_status load_cluster(const gs_loader *l, const yaml_node_t *v, gs_clust
         if (!preset && !npn_given)
             c->nics_per_node = c->gpus_per_node;
         if (c->oversubscription < 1.0)
-            return fail_at(l, lookup(l, v, "oversubscription"), GS_ERR_INPUT,
-                           "cluster.oversubscription must be at least 1: found %g, expected a "
-                           "ratio >= 1 (1 = non-blocking)",
-                           c->oversubscription);
+            return gs__yaml_fail_at(
+                l, gs__yaml_lookup(l, v, "oversubscription", NULL), GS_ERR_INPUT,
+                "cluster.oversubscription must be at least 1: found %g, expected a "
+                "ratio >= 1 (1 = non-blocking)",
+                c->oversubscription);
         if (preset && (gpu || intra || nic || gbps_given))
             c->source = NULL; /* no longer the published configuration */
     } else {
-        return fail_at(l, v, GS_ERR_INPUT,
-                       "cluster: found %s, expected a cluster preset name or a mapping",
-                       describe(v, found, sizeof found));
+        return gs__yaml_fail_at(l, v, GS_ERR_INPUT,
+                                "cluster: found %s, expected a cluster preset name or a mapping",
+                                gs__yaml_describe(v, found, sizeof found));
     }
     st = gs_cluster_validate(c, l->err);
     if (st != GS_OK)
@@ -912,7 +739,7 @@ static gs_status load_cluster(const gs_loader *l, const yaml_node_t *v, gs_clust
 
 static const char *const grid_keys[] = {"dp", "pp", "tp", "order", "allow_tp_cross_node"};
 
-static gs_status load_grid(const gs_loader *l, const yaml_node_t *v, gs_grid *g)
+static gs_status load_grid(const gs__yaml_loader *l, const yaml_node_t *v, gs_grid *g)
 {
     gs_status st;
     char found[96];
@@ -921,24 +748,28 @@ static gs_status load_grid(const gs_loader *l, const yaml_node_t *v, gs_grid *g)
     g->order[1] = GS_DIM_DP;
     g->order[2] = GS_DIM_PP;
     g->allow_tp_cross_node = 0;
-    g->grid_line = (uint32_t)node_line(v);
-    g->grid_col = (uint32_t)node_col(v);
+    g->grid_line = (uint32_t)gs__yaml_node_line(v);
+    g->grid_col = (uint32_t)gs__yaml_node_col(v);
     if (v->type != YAML_MAPPING_NODE)
-        return fail_at(l, v, GS_ERR_INPUT, "grid: found %s, expected a mapping like {dp: 4, pp: "
-                       "2, tp: 8}", describe(v, found, sizeof found));
-    if ((st = check_keys(l, v, "grid", grid_keys, sizeof grid_keys / sizeof grid_keys[0])) ||
+        return gs__yaml_fail_at(l, v, GS_ERR_INPUT,
+                                "grid: found %s, expected a mapping like {dp: 4, pp: "
+                                "2, tp: 8}",
+                                gs__yaml_describe(v, found, sizeof found));
+    if ((st = gs__yaml_check_keys(l, v, "grid", grid_keys,
+                                  sizeof grid_keys / sizeof grid_keys[0])) ||
         (st = opt_count(l, v, "grid", "dp", &g->dp, NULL)) ||
         (st = opt_count(l, v, "grid", "pp", &g->pp, NULL)) ||
         (st = opt_count(l, v, "grid", "tp", &g->tp, NULL)) ||
         (st = opt_bool(l, v, "grid", "allow_tp_cross_node", &g->allow_tp_cross_node, NULL)))
         return st;
-    yaml_node_t *order = lookup(l, v, "order");
-    if (order && (order->type != YAML_SCALAR_NODE || scalar_is_null(order) ||
-                  gs_mesh_order_parse(scalar_text(order), g->order) != 0))
-        return fail_at(l, order, GS_ERR_INPUT,
-                       "grid.order: found %s, expected a permutation of tp, dp and pp, fastest "
-                       "first (tp-dp-pp is Megatron's default; the seed's table is tp-pp-dp)",
-                       describe(order, found, sizeof found));
+    yaml_node_t *order = gs__yaml_lookup(l, v, "order", NULL);
+    if (order && (order->type != YAML_SCALAR_NODE || gs__yaml_scalar_is_null(order) ||
+                  gs_mesh_order_parse(gs__yaml_scalar_text(order), g->order) != 0))
+        return gs__yaml_fail_at(
+            l, order, GS_ERR_INPUT,
+            "grid.order: found %s, expected a permutation of tp, dp and pp, fastest "
+            "first (tp-dp-pp is Megatron's default; the seed's table is tp-pp-dp)",
+            gs__yaml_describe(order, found, sizeof found));
     return GS_OK;
 }
 
@@ -952,35 +783,36 @@ static const char *const strategy_keys[] = {
 
 static const char *const wrap_keys[] = {"min_params"};
 
-static gs_status load_wrap(const gs_loader *l, const yaml_node_t *v, gs_strategy *s)
+static gs_status load_wrap(const gs__yaml_loader *l, const yaml_node_t *v, gs_strategy *s)
 {
     static const char *const names[] = {"layer", "model", "{min_params: N}"};
-    if (v->type == YAML_SCALAR_NODE && !scalar_is_null(v)) {
-        if (strcasecmp(scalar_text(v), "layer") == 0) {
+    if (v->type == YAML_SCALAR_NODE && !gs__yaml_scalar_is_null(v)) {
+        if (strcasecmp(gs__yaml_scalar_text(v), "layer") == 0) {
             s->wrap = GS_WRAP_LAYER;
             return GS_OK;
         }
-        if (strcasecmp(scalar_text(v), "model") == 0) {
+        if (strcasecmp(gs__yaml_scalar_text(v), "model") == 0) {
             s->wrap = GS_WRAP_MODEL;
             return GS_OK;
         }
     }
     if (v->type != YAML_MAPPING_NODE)
         return fail_name(l, v, "strategy.wrap", names, 3);
-    gs_status st = check_keys(l, v, "strategy.wrap", wrap_keys, 1);
+    gs_status st = gs__yaml_check_keys(l, v, "strategy.wrap", wrap_keys, 1);
     if (st != GS_OK)
         return st;
-    yaml_node_t *n = lookup(l, v, "min_params");
+    yaml_node_t *n = gs__yaml_lookup(l, v, "min_params", NULL);
     if (!n)
-        return fail_at(l, v, GS_ERR_INPUT, "strategy.wrap: found an empty mapping, expected "
-                       "{min_params: N}");
+        return gs__yaml_fail_at(l, v, GS_ERR_INPUT,
+                                "strategy.wrap: found an empty mapping, expected "
+                                "{min_params: N}");
     st = value_count(l, n, "strategy.wrap.min_params", &s->wrap_min_params);
     if (st == GS_OK)
         s->wrap = GS_WRAP_MIN_PARAMS;
     return st;
 }
 
-static gs_status load_strategy(const gs_loader *l, const yaml_node_t *v, gs_strategy *s)
+static gs_status load_strategy(const gs__yaml_loader *l, const yaml_node_t *v, gs_strategy *s)
 {
     gs_status st;
     char found[96];
@@ -998,10 +830,12 @@ static gs_status load_strategy(const gs_loader *l, const yaml_node_t *v, gs_stra
     if (!v)
         return GS_OK;
     if (v->type != YAML_MAPPING_NODE)
-        return fail_at(l, v, GS_ERR_INPUT, "strategy: found %s, expected a mapping like "
-                       "{sharding: full_shard, recompute: full}", describe(v, found, sizeof found));
-    st = check_keys(l, v, "strategy", strategy_keys,
-                    sizeof strategy_keys / sizeof strategy_keys[0]);
+        return gs__yaml_fail_at(l, v, GS_ERR_INPUT,
+                                "strategy: found %s, expected a mapping like "
+                                "{sharding: full_shard, recompute: full}",
+                                gs__yaml_describe(v, found, sizeof found));
+    st = gs__yaml_check_keys(l, v, "strategy", strategy_keys,
+                             sizeof strategy_keys / sizeof strategy_keys[0]);
     if (st != GS_OK)
         return st;
     const char *sec = "strategy";
@@ -1030,7 +864,7 @@ static gs_status load_strategy(const gs_loader *l, const yaml_node_t *v, gs_stra
     if ((st = opt_enum(l, v, sec, "grad_sync", grad_sync_names, 3, parse_grad_sync, &e, NULL)))
         return st;
     s->grad_sync = (gs_grad_sync)e;
-    yaml_node_t *wrap = lookup(l, v, "wrap");
+    yaml_node_t *wrap = gs__yaml_lookup(l, v, "wrap", NULL);
     if (wrap && (st = load_wrap(l, wrap, s)) != GS_OK)
         return st;
     uint64_t bucket_mib = 0;
@@ -1048,21 +882,26 @@ static gs_status load_strategy(const gs_loader *l, const yaml_node_t *v, gs_stra
     if (!reshard_given)
         s->reshard_after_forward = gs_sharding_shards_params(s->sharding);
     if (bucket_given && gs_mul_u64(bucket_mib, (uint64_t)1 << 20, &s->bucket_bytes) != 0)
-        return fail_at(l, lookup(l, v, "bucket_mb"), GS_ERR_OVERFLOW,
-                       "strategy.bucket_mb is too large: found %llu MiB, expected at most %llu",
-                       (unsigned long long)bucket_mib, (unsigned long long)(UINT64_MAX >> 20));
+        return gs__yaml_fail_at(
+            l, gs__yaml_lookup(l, v, "bucket_mb", NULL), GS_ERR_OVERFLOW,
+            "strategy.bucket_mb is too large: found %llu MiB, expected at most %llu",
+            (unsigned long long)bucket_mib, (unsigned long long)(UINT64_MAX >> 20));
     if (s->pipeline == GS_PIPE_INTERLEAVED && s->virtual_stages < 2)
-        return fail_at(l, vs_given ? lookup(l, v, "virtual_stages") : lookup(l, v, "pipeline"),
-                       GS_ERR_INPUT,
-                       "strategy.pipeline interleaved needs virtual_stages >= 2: found "
-                       "virtual_stages=%llu%s, expected virtual_stages: N with N >= 2 model "
-                       "chunks per pipeline rank",
-                       (unsigned long long)s->virtual_stages, vs_given ? "" : " (the default)");
+        return gs__yaml_fail_at(
+            l,
+            vs_given ? gs__yaml_lookup(l, v, "virtual_stages", NULL)
+                     : gs__yaml_lookup(l, v, "pipeline", NULL),
+            GS_ERR_INPUT,
+            "strategy.pipeline interleaved needs virtual_stages >= 2: found "
+            "virtual_stages=%llu%s, expected virtual_stages: N with N >= 2 model "
+            "chunks per pipeline rank",
+            (unsigned long long)s->virtual_stages, vs_given ? "" : " (the default)");
     if (s->pipeline != GS_PIPE_INTERLEAVED && s->virtual_stages > 1)
-        return fail_at(l, lookup(l, v, "virtual_stages"), GS_ERR_INPUT,
-                       "strategy.virtual_stages=%llu needs pipeline: interleaved: found "
-                       "pipeline %s, expected interleaved (or drop virtual_stages)",
-                       (unsigned long long)s->virtual_stages, gs_pipeline_name(s->pipeline));
+        return gs__yaml_fail_at(l, gs__yaml_lookup(l, v, "virtual_stages", NULL), GS_ERR_INPUT,
+                                "strategy.virtual_stages=%llu needs pipeline: interleaved: found "
+                                "pipeline %s, expected interleaved (or drop virtual_stages)",
+                                (unsigned long long)s->virtual_stages,
+                                gs_pipeline_name(s->pipeline));
     return GS_OK;
 }
 
@@ -1070,7 +909,7 @@ static gs_status load_strategy(const gs_loader *l, const yaml_node_t *v, gs_stra
 
 static const char *const batch_keys[] = {"global", "micro"};
 
-static gs_status load_batch(const gs_loader *l, const yaml_node_t *v, const gs_grid *g,
+static gs_status load_batch(const gs__yaml_loader *l, const yaml_node_t *v, const gs_grid *g,
                             gs_batch *b)
 {
     gs_status st;
@@ -1081,21 +920,24 @@ static gs_status load_batch(const gs_loader *l, const yaml_node_t *v, const gs_g
     b->batch_line = g->grid_line;
     b->batch_col = g->grid_col;
     if (v) {
-        b->batch_line = (uint32_t)node_line(v);
-        b->batch_col = (uint32_t)node_col(v);
+        b->batch_line = (uint32_t)gs__yaml_node_line(v);
+        b->batch_col = (uint32_t)gs__yaml_node_col(v);
         if (v->type != YAML_MAPPING_NODE)
-            return fail_at(l, v, GS_ERR_INPUT, "batch: found %s, expected a mapping like "
-                           "{global: 1024, micro: 1}", describe(v, found, sizeof found));
-        if ((st = check_keys(l, v, "batch", batch_keys, 2)) ||
+            return gs__yaml_fail_at(l, v, GS_ERR_INPUT,
+                                    "batch: found %s, expected a mapping like "
+                                    "{global: 1024, micro: 1}",
+                                    gs__yaml_describe(v, found, sizeof found));
+        if ((st = gs__yaml_check_keys(l, v, "batch", batch_keys, 2)) ||
             (st = opt_count(l, v, "batch", "global", &b->global_seqs, &global_given)) ||
             (st = opt_count(l, v, "batch", "micro", &b->micro_seqs, NULL)))
             return st;
     }
     if (!global_given && gs_mul_u64(b->micro_seqs, g->dp, &b->global_seqs) != 0)
-        return fail_at(l, v, GS_ERR_OVERFLOW,
-                       "batch: micro=%llu x dp=%llu sequences per step is too large: expected "
-                       "a product below 2^64",
-                       (unsigned long long)b->micro_seqs, (unsigned long long)g->dp);
+        return gs__yaml_fail_at(
+            l, v, GS_ERR_OVERFLOW,
+            "batch: micro=%llu x dp=%llu sequences per step is too large: expected "
+            "a product below 2^64",
+            (unsigned long long)b->micro_seqs, (unsigned long long)g->dp);
     return GS_OK;
 }
 
@@ -1109,24 +951,30 @@ static const char *const top_keys[] = {"name", "description", "model", "cluster"
 static const char *const straggler_keys[] = {"rank", "node", "slowdown"};
 
 /* stragglers: [{rank: 3, slowdown: 1.3}, {node: 2, slowdown: 1.1}] */
-static gs_status load_stragglers(const gs_loader *l, const yaml_node_t *v, gs_scenario *s)
+static gs_status load_stragglers(const gs__yaml_loader *l, const yaml_node_t *v, gs_scenario *s)
 {
     char found[96];
     s->nstragglers = 0;
     if (!v)
         return GS_OK;
     if (v->type != YAML_SEQUENCE_NODE)
-        return fail_at(l, v, GS_ERR_INPUT, "stragglers: found %s, expected a list like [{rank: 3, slowdown: "
-                       "1.3}, {node: 1, slowdown: 1.1}]", describe(v, found, sizeof found));
+        return gs__yaml_fail_at(l, v, GS_ERR_INPUT,
+                                "stragglers: found %s, expected a list like [{rank: 3, slowdown: "
+                                "1.3}, {node: 1, slowdown: 1.1}]",
+                                gs__yaml_describe(v, found, sizeof found));
     for (yaml_node_item_t *it = v->data.sequence.items.start; it < v->data.sequence.items.top; it++) {
         yaml_node_t *e = yaml_document_get_node(l->doc, *it);
         gs_status st;
         if (!e || e->type != YAML_MAPPING_NODE)
-            return fail_at(l, e, GS_ERR_INPUT, "stragglers: found %s, expected a mapping {rank: R, slowdown: F} or "
-                           "{node: N, slowdown: F}", describe(e, found, sizeof found));
+            return gs__yaml_fail_at(
+                l, e, GS_ERR_INPUT,
+                "stragglers: found %s, expected a mapping {rank: R, slowdown: F} or "
+                "{node: N, slowdown: F}",
+                gs__yaml_describe(e, found, sizeof found));
         if (s->nstragglers == GS_MAX_STRAGGLERS)
-            return fail_at(l, e, GS_ERR_INPUT, "stragglers: more than %d entries", GS_MAX_STRAGGLERS);
-        if ((st = check_keys(l, e, "stragglers", straggler_keys, 3)) != GS_OK)
+            return gs__yaml_fail_at(l, e, GS_ERR_INPUT, "stragglers: more than %d entries",
+                                    GS_MAX_STRAGGLERS);
+        if ((st = gs__yaml_check_keys(l, e, "stragglers", straggler_keys, 3)) != GS_OK)
             return st;
         gs_straggler *g = &s->stragglers[s->nstragglers];
         int has_rank, has_node, has_slow;
@@ -1135,8 +983,9 @@ static gs_status load_stragglers(const gs_loader *l, const yaml_node_t *v, gs_sc
             (st = opt_count(l, e, "stragglers", "node", &node, &has_node)))
             return st;
         if (has_rank == has_node)
-            return fail_at(l, e, GS_ERR_INPUT, "stragglers: found %s, expected exactly one of rank or node",
-                           has_rank ? "both rank and node" : "neither rank nor node");
+            return gs__yaml_fail_at(l, e, GS_ERR_INPUT,
+                                    "stragglers: found %s, expected exactly one of rank or node",
+                                    has_rank ? "both rank and node" : "neither rank nor node");
         if (has_node) {
             g->node = 1;
             g->id = node;
@@ -1144,24 +993,28 @@ static gs_status load_stragglers(const gs_loader *l, const yaml_node_t *v, gs_sc
         if ((st = opt_real(l, e, "stragglers", "slowdown", 0, &g->slowdown, &has_slow)))
             return st;
         if (!has_slow || !(g->slowdown >= 1.0) || g->slowdown > 1000.0)
-            return fail_at(l, has_slow ? lookup(l, e, "slowdown") : e, GS_ERR_INPUT,
-                           "stragglers.slowdown: found %s, expected a factor between 1 and 1000",
-                           has_slow ? describe(lookup(l, e, "slowdown"), found, sizeof found) : "nothing");
+            return gs__yaml_fail_at(
+                l, has_slow ? gs__yaml_lookup(l, e, "slowdown", NULL) : e, GS_ERR_INPUT,
+                "stragglers.slowdown: found %s, expected a factor between 1 and 1000",
+                has_slow ? gs__yaml_describe(gs__yaml_lookup(l, e, "slowdown", NULL), found,
+                                             sizeof found)
+                         : "nothing");
         s->nstragglers++;
     }
     return GS_OK;
 }
 
-static gs_status load_root(const gs_loader *l, const yaml_node_t *root, gs_scenario *s)
+static gs_status load_root(const gs__yaml_loader *l, const yaml_node_t *root, gs_scenario *s)
 {
     gs_status st;
     char found[96];
     if (root->type != YAML_MAPPING_NODE)
-        return fail_at(l, root, GS_ERR_INPUT,
-                       "scenario: found %s at the top level, expected a mapping with model, "
-                       "cluster, grid (and strategy, batch)",
-                       describe(root, found, sizeof found));
-    st = check_keys(l, root, "scenario", top_keys, sizeof top_keys / sizeof top_keys[0]);
+        return gs__yaml_fail_at(
+            l, root, GS_ERR_INPUT,
+            "scenario: found %s at the top level, expected a mapping with model, "
+            "cluster, grid (and strategy, batch)",
+            gs__yaml_describe(root, found, sizeof found));
+    st = gs__yaml_check_keys(l, root, "scenario", top_keys, sizeof top_keys / sizeof top_keys[0]);
     if (st != GS_OK)
         return st;
     if ((st = opt_string(l, root, "scenario", "name", s->title, sizeof s->title)) ||
@@ -1175,17 +1028,18 @@ static gs_status load_root(const gs_loader *l, const yaml_node_t *root, gs_scena
         "grid: {dp: 4, pp: 2, tp: 8}",
     };
     for (size_t i = 0; i < 3; i++)
-        if (!lookup(l, root, required[i]))
-            return fail_at(l, NULL, GS_ERR_INPUT,
-                           "%s is required: found no '%s' key at the top level, expected e.g. "
-                           "'%s'",
-                           required[i], required[i], example[i]);
-    if ((st = load_model(l, lookup(l, root, "model"), &s->model)) ||
-        (st = load_cluster(l, lookup(l, root, "cluster"), &s->cluster)) ||
-        (st = load_grid(l, lookup(l, root, "grid"), &s->grid)) ||
-        (st = load_strategy(l, lookup(l, root, "strategy"), &s->strategy)) ||
-        (st = load_batch(l, lookup(l, root, "batch"), &s->grid, &s->batch)) ||
-        (st = load_stragglers(l, lookup(l, root, "stragglers"), s)))
+        if (!gs__yaml_lookup(l, root, required[i], NULL))
+            return gs__yaml_fail_at(
+                l, NULL, GS_ERR_INPUT,
+                "%s is required: found no '%s' key at the top level, expected e.g. "
+                "'%s'",
+                required[i], required[i], example[i]);
+    if ((st = load_model(l, gs__yaml_lookup(l, root, "model", NULL), &s->model)) ||
+        (st = load_cluster(l, gs__yaml_lookup(l, root, "cluster", NULL), &s->cluster)) ||
+        (st = load_grid(l, gs__yaml_lookup(l, root, "grid", NULL), &s->grid)) ||
+        (st = load_strategy(l, gs__yaml_lookup(l, root, "strategy", NULL), &s->strategy)) ||
+        (st = load_batch(l, gs__yaml_lookup(l, root, "batch", NULL), &s->grid, &s->batch)) ||
+        (st = load_stragglers(l, gs__yaml_lookup(l, root, "stragglers", NULL), s)))
         return st;
     return GS_OK;
 }
@@ -1199,81 +1053,6 @@ double gs_scenario_slowdown(const gs_scenario *s, const gs_mesh *mesh, uint64_t 
             f *= g->slowdown;
     }
     return f;
-}
-
-/* Turns a libyaml parser failure into an error with the problem's position. */
-static gs_status parser_failure(const gs_loader *l, const yaml_parser_t *p)
-{
-    if (p->error == YAML_MEMORY_ERROR)
-        return gs_error_set(l->err, GS_ERR_NOMEM, "%s: out of memory while parsing YAML",
-                            l->path);
-    const char *problem = p->problem ? p->problem : "unknown error";
-    if (p->error == YAML_READER_ERROR)
-        return gs_error_set(l->err, GS_ERR_INPUT,
-                            "%s: cannot read YAML: %s at byte %zu: found bad text, expected "
-                            "UTF-8",
-                            l->path, problem, p->problem_offset);
-    char context[160] = "";
-    if (p->context)
-        snprintf(context, sizeof context, " (%s at line %lu column %lu)", p->context,
-                 (unsigned long)p->context_mark.line + 1,
-                 (unsigned long)p->context_mark.column + 1);
-    return gs_error_set(l->err, GS_ERR_INPUT, "%s:%lu:%lu: YAML syntax error: %s%s", l->path,
-                        (unsigned long)p->problem_mark.line + 1,
-                        (unsigned long)p->problem_mark.column + 1, problem, context);
-}
-
-/* 1 when text[i] starts a token: first on its line after blanks, or after one of : , [ { - ?
- * and blanks. An apostrophe inside a plain scalar ("it's") is not a quote. */
-static int token_start(const char *text, size_t i)
-{
-    while (i > 0 && (text[i - 1] == ' ' || text[i - 1] == '\t'))
-        i--;
-    if (i == 0 || text[i - 1] == '\n')
-        return 1;
-    return strchr(":,[{-?", text[i - 1]) != NULL;
-}
-
-/* Refuses flow collections nested deeper than GS_SCENARIO_MAX_FLOW_DEPTH before libyaml sees
- * them. Counts [ and { outside quoted scalars and comments; a plain scalar holding brackets can
- * only make the count larger, never hide nesting. */
-static gs_status check_flow_depth(const char *text, size_t len, const char *path, gs_error *err)
-{
-    unsigned long line = 1, col = 1;
-    size_t depth = 0;
-    char quote = 0;
-    int comment = 0;
-    for (size_t i = 0; i < len; i++) {
-        char c = text[i];
-        if (c == '\n') {
-            line++;
-            col = 1;
-            comment = 0;
-            continue;
-        }
-        if (comment) {
-            /* rest of the line */
-        } else if (quote) {
-            if (quote == '"' && c == '\\' && i + 1 < len && text[i + 1] != '\n')
-                i++, col++;
-            else if (c == quote)
-                quote = 0;
-        } else if (c == '#' && (i == 0 || text[i - 1] == ' ' || text[i - 1] == '\t')) {
-            comment = 1;
-        } else if ((c == '"' || c == '\'') && token_start(text, i)) {
-            quote = c;
-        } else if (c == '[' || c == '{') {
-            if (++depth > GS_SCENARIO_MAX_FLOW_DEPTH)
-                return gs_error_set(err, GS_ERR_INPUT,
-                                    "%s:%lu:%lu: nesting too deep: found more than %d nested [ "
-                                    "or {, expected a scenario a few levels deep",
-                                    path, line, col, GS_SCENARIO_MAX_FLOW_DEPTH);
-        } else if ((c == ']' || c == '}') && depth > 0) {
-            depth--;
-        }
-        col++;
-    }
-    return GS_OK;
 }
 
 /* The display name: base name of path without .yaml / .yml. */
@@ -1298,28 +1077,18 @@ static gs_status load_text(const char *text, size_t len, const char *path, gs_sc
     gs_status st = GS_OK;
     yaml_parser_t parser;
     yaml_document_t doc, extra;
-    int have_parser = 0, have_doc = 0, have_extra = 0;
-    gs_loader l = {path, &doc, err};
+    int loaded = 0, have_extra = 0; /* loaded: parser and doc both held */
+    gs__yaml_loader l = {path, &doc, err};
 
     memset(out, 0, sizeof *out);
     snprintf(out->path, sizeof out->path, "%s", path);
     base_name(path, out->name, sizeof out->name);
     gs_strategy_defaults(&out->strategy);
 
-    st = check_flow_depth(text, len, path, err);
+    st = gs__yaml_load_first(&l, &parser, text, len);
     if (st != GS_OK)
         goto out;
-    if (!yaml_parser_initialize(&parser)) {
-        st = gs_error_set(err, GS_ERR_NOMEM, "%s: cannot initialize the YAML parser", path);
-        goto out;
-    }
-    have_parser = 1;
-    yaml_parser_set_input_string(&parser, (const unsigned char *)text, len);
-    if (!yaml_parser_load(&parser, &doc)) {
-        st = parser_failure(&l, &parser);
-        goto out;
-    }
-    have_doc = 1;
+    loaded = 1;
     yaml_node_t *root = yaml_document_get_root_node(&doc);
     if (!root) {
         st = gs_error_set(err, GS_ERR_INPUT,
@@ -1332,24 +1101,25 @@ static gs_status load_text(const char *text, size_t len, const char *path, gs_sc
     if (st != GS_OK)
         goto out;
     if (!yaml_parser_load(&parser, &extra)) {
-        st = parser_failure(&l, &parser);
+        st = gs__yaml_parser_failure(&l, &parser);
         goto out;
     }
     have_extra = 1;
     yaml_node_t *second = yaml_document_get_root_node(&extra);
     if (second) {
         l.doc = &extra;
-        st = fail_at(&l, second, GS_ERR_INPUT, "found a second YAML document, expected one "
-                     "scenario per file");
+        st = gs__yaml_fail_at(&l, second, GS_ERR_INPUT,
+                              "found a second YAML document, expected one "
+                              "scenario per file");
         goto out;
     }
 out:
     if (have_extra)
         yaml_document_delete(&extra);
-    if (have_doc)
+    if (loaded) {
         yaml_document_delete(&doc);
-    if (have_parser)
         yaml_parser_delete(&parser);
+    }
     return st;
 }
 
@@ -1363,43 +1133,12 @@ gs_status gs_scenario_load_string(const char *text, size_t len, const char *name
 
 gs_status gs_scenario_load_file(const char *path, gs_scenario *out, gs_error *err)
 {
-    gs_status st = GS_OK;
     char *text = NULL;
-    FILE *f = fopen(path, "rb");
-    if (!f) {
-        st = gs_error_set(err, GS_ERR_INPUT, "%s: cannot open: %s", path, strerror(errno));
-        goto out;
-    }
-    struct stat sb;
-    if (fstat(fileno(f), &sb) != 0 || !S_ISREG(sb.st_mode)) {
-        int e = S_ISDIR(sb.st_mode) ? EISDIR : errno ? errno : EINVAL;
-        st = gs_error_set(err, GS_ERR_INPUT, "%s: cannot read: %s", path, strerror(e));
-        goto out;
-    }
-    if ((uint64_t)sb.st_size > GS_SCENARIO_MAX_FILE_BYTES) {
-        st = gs_error_set(err, GS_ERR_INPUT,
-                          "%s: scenario file too large: found %llu bytes, expected at most %u",
-                          path, (unsigned long long)sb.st_size, GS_SCENARIO_MAX_FILE_BYTES);
-        goto out;
-    }
-    size_t size = (size_t)sb.st_size;
-    text = malloc(size + 1);
-    if (!text) {
-        st = gs_error_set(err, GS_ERR_NOMEM, "%s: cannot allocate %zu bytes", path, size + 1);
-        goto out;
-    }
-    size_t got = fread(text, 1, size, f);
-    if (got != size || ferror(f)) {
-        st = gs_error_set(err, GS_ERR_INPUT, "%s: cannot read: %s", path,
-                          ferror(f) ? strerror(errno) : "file changed while reading");
-        goto out;
-    }
-    text[size] = '\0';
-    st = load_text(text, size, path, out, err);
-out:
+    size_t size = 0;
+    gs_status st = gs__yaml_read_file(path, &text, &size, err);
+    if (st == GS_OK)
+        st = load_text(text, size, path, out, err);
     free(text);
-    if (f)
-        fclose(f);
     return st;
 }
 

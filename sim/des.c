@@ -5,6 +5,12 @@
  * gives the same times); release its dependents. Costs come from sim/compute.c and
  * sim/tuner.c; this loop holds no cost formula.
  *
+ * Flow mode (sim/flow.c): a collective or send that moves bytes starts as a flow on the shared
+ * links instead of taking a fixed time; its end moves whenever a flow on its links starts or
+ * ends. Heap entries for flow ends carry the flow's version and are skipped once stale; the
+ * members complete the flow's latency after its bytes have moved. Analytic mode never enters
+ * these paths.
+ *
  * Streams run their events in list order (like CUDA streams). Time is in seconds from 0. */
 #include <inttypes.h>
 #include <math.h>
@@ -13,6 +19,7 @@
 
 #include "sim/collective.h"
 #include "sim/compute.h"
+#include "sim/flow.h"
 #include "sim/sim.h"
 #include "sim/topology.h"
 
@@ -24,6 +31,7 @@ typedef struct sim_state {
     gs_topo topo;
     gs_compute_model cm;
     int flow;
+    gs_topo flow_topo;   /* flow mode's costs: topo with oversubscription 1 (the uplinks share instead) */
     double host_link_bw; /* bytes/s GPU <-> host (PCIe: NCCL's 24 GB/s gen4, 48 GB/s gen5) */
 } sim_state;
 
@@ -94,7 +102,8 @@ static uint64_t key3(uint64_t a, uint64_t b, uint64_t c)
 typedef struct hnode {
     double t;
     uint64_t seq;
-    uint64_t gid; /* global event id */
+    uint64_t gid; /* global event id; total + flow id for a flow's end (flow mode) */
+    uint32_t ver; /* flow mode: the flow's version when pushed (older ones are stale) */
 } hnode;
 
 typedef struct heap {
@@ -108,7 +117,7 @@ static int hless(const hnode *x, const hnode *y)
     return x->t < y->t || (x->t == y->t && x->seq < y->seq);
 }
 
-static int heap_push(heap *h, double t, uint64_t gid)
+static int heap_push(heap *h, double t, uint64_t gid, uint32_t ver)
 {
     if (h->n == h->cap) {
         size_t cap = h->cap ? h->cap * 2 : 1024;
@@ -119,7 +128,7 @@ static int heap_push(heap *h, double t, uint64_t gid)
         h->cap = cap;
     }
     size_t i = h->n++;
-    h->a[i] = (hnode){t, h->seq++, gid};
+    h->a[i] = (hnode){t, h->seq++, gid, ver};
     while (i > 0) {
         size_t p = (i - 1) / 2;
         if (!hless(&h->a[i], &h->a[p]))
@@ -190,7 +199,23 @@ typedef struct run_ctx {
     heap h;
     double now;
     uint64_t done;
+    /* flow mode (NULL / unused in analytic mode) */
+    gs_flow_model *fm;
+    struct flow_rec *fr;  /* per flow id: what its end completes */
+    size_t fr_cap;
+    uint64_t *members;    /* scratch: ranks of a collective's present members */
+    size_t members_cap;
 } run_ctx;
+
+/* What a flow's end completes: the members of a collective instance, a send (and its waiting
+ * receive), or one event alone. */
+typedef enum flow_kind { FLOW_COLL, FLOW_PAIR, FLOW_SINGLE } flow_kind;
+typedef struct flow_rec {
+    flow_kind kind;
+    uint64_t idx;   /* instance, pair or global event id */
+    double start_s; /* when the transfer started */
+    double lat_s;   /* latency added after the bytes have moved */
+} flow_rec;
 
 static size_t rank_index_of(const run_ctx *c, uint64_t gid)
 {
@@ -210,6 +235,7 @@ static double event_duration(run_ctx *c, size_t ri, const gs_event *e)
 {
     const sim_state *st = c->st;
     const rank_rt *rt = &c->rt[ri];
+    const gs_topo *topo = st->flow ? &st->flow_topo : &st->topo;
     switch ((gs_event_kind)e->kind) {
     case GS_EV_COMPUTE: {
         double t = (e->phase == GS_PHASE_OPTIM && st->s.strategy.offload) ? gs_compute_time_host(&st->cm, e)
@@ -221,14 +247,14 @@ static double event_duration(run_ctx *c, size_t ri, const gs_event *e)
         gs_coll_cost cost;
         gs_coll_shape shape = rt->shape[e->group];
         shape.nranks = e->group_size;
-        if (gs_coll_estimate(&st->topo, (gs_coll_op)e->op, &shape, e->bytes, GS_ALGO_COUNT, &cost) != GS_OK)
+        if (gs_coll_estimate(topo, (gs_coll_op)e->op, &shape, e->bytes, GS_ALGO_COUNT, &cost) != GS_OK)
             return 0.0;
         return cost.time_s;
     }
     case GS_EV_SEND:
     case GS_EV_RECV: {
         int same = gs_mesh_rank_node(&st->mesh, e->peer) == rt->node;
-        return gs_p2p_time(&st->topo, same, e->bytes);
+        return gs_p2p_time(topo, same, e->bytes);
     }
     case GS_EV_COPY_H2D:
     case GS_EV_COPY_D2H:
@@ -244,7 +270,157 @@ static int complete_at(run_ctx *c, uint64_t gid, double start, double dur)
     gs_timing *t = &c->timing[ri][gid - c->rt[ri].base];
     t->start_s = start;
     t->end_s = start + dur;
-    return heap_push(&c->h, start + dur, gid);
+    return heap_push(&c->h, start + dur, gid, 0);
+}
+
+/* ---- flow mode ---------------------------------------------------------------------------------- */
+
+/* Pushes the new ends the flow solver reports. */
+static int push_flow_changes(run_ctx *c)
+{
+    const gs_flow_change *ch;
+    size_t n = gs_flow_changes(gs_flow_model_net(c->fm), &ch);
+    for (size_t i = 0; i < n; i++)
+        if (heap_push(&c->h, ch[i].end_s, c->total + ch[i].flow, ch[i].version) != 0)
+            return -1;
+    return 0;
+}
+
+static int record_flow(run_ctx *c, uint32_t id, flow_kind kind, uint64_t idx, double lat)
+{
+    if (id >= c->fr_cap) {
+        size_t cap = c->fr_cap ? c->fr_cap : 256;
+        while (cap <= id)
+            cap *= 2;
+        flow_rec *fr = realloc(c->fr, cap * sizeof *fr);
+        if (!fr)
+            return -1;
+        c->fr = fr;
+        c->fr_cap = cap;
+    }
+    c->fr[id] = (flow_rec){kind, idx, c->now, lat};
+    return push_flow_changes(c);
+}
+
+/* Starts collective instance `in` (every member present, the last one being event e of rank
+ * list ri) as a flow. Returns 1 when it does not move bytes over a link (the caller gives it
+ * its fixed duration), 0 when started, -1 out of memory. */
+static int start_coll_flow(run_ctx *c, uint64_t in, size_t ri, const gs_event *e)
+{
+    const gs_topo *topo = &c->st->flow_topo;
+    gs_coll_shape shape = c->rt[ri].shape[e->group];
+    gs_coll_cost cost;
+    size_t n = 0;
+    uint32_t id;
+    shape.nranks = e->group_size;
+    if (gs_coll_estimate(topo, (gs_coll_op)e->op, &shape, e->bytes, GS_ALGO_COUNT, &cost) != GS_OK ||
+        !(cost.time_s > 0.0))
+        return 1;
+    double lat = gs_flow_coll_latency(topo, (gs_coll_op)e->op, &shape, &cost);
+    double work = cost.time_s - lat;
+    if (!(work > 0.0))
+        return 1;
+    for (uint64_t g = c->inst_head[in]; g != NONE; g = c->wait_next[g]) {
+        if (n == c->members_cap) {
+            size_t cap = c->members_cap ? 2 * c->members_cap : 64;
+            uint64_t *m = realloc(c->members, cap * sizeof *m);
+            if (!m)
+                return -1;
+            c->members = m;
+            c->members_cap = cap;
+        }
+        c->members[n++] = c->sch->ranks[rank_index_of(c, g)].rank;
+    }
+    if (gs_flow_model_coll(c->fm, c->now, (gs_coll_op)e->op, &shape, e->bytes, &cost, c->members, n, work, &id) !=
+        GS_OK)
+        return -1;
+    return record_flow(c, id, FLOW_COLL, in, lat);
+}
+
+/* Starts a send (or a receive whose sender is not in the schedule) of event e on rank list ri
+ * as a flow. Returns 1 when it moves no bytes, 0 when started, -1 out of memory. */
+static int start_p2p_flow(run_ctx *c, size_t ri, const gs_event *e, flow_kind kind, uint64_t idx)
+{
+    const gs_topo *topo = &c->st->flow_topo;
+    uint64_t self = c->sch->ranks[ri].rank;
+    int same = gs_mesh_rank_node(&c->st->mesh, e->peer) == c->rt[ri].node;
+    uint32_t id;
+    if (e->bytes == 0)
+        return 1;
+    double lat = gs_flow_p2p_latency(topo, same);
+    double work = gs_p2p_time(topo, same, e->bytes) - lat;
+    if (!(work > 0.0))
+        return 1;
+    uint64_t src = e->kind == GS_EV_SEND ? self : e->peer, dst = e->kind == GS_EV_SEND ? e->peer : self;
+    if (gs_flow_model_p2p(c->fm, c->now, src, dst, e->bytes, work, &id) != GS_OK)
+        return -1;
+    return record_flow(c, id, kind, idx, lat);
+}
+
+/* Flow mode's send/recv issue: as the analytic branch of try_issue, with the transfer's end
+ * known only when its flow finishes. */
+static int issue_p2p_flow(run_ctx *c, size_t ri, uint64_t gid, const gs_event *e, double dur)
+{
+    uint64_t p = c->match[gid];
+    int r;
+    c->posted[gid] = 1;
+    if (e->kind == GS_EV_SEND) {
+        if ((r = start_p2p_flow(c, ri, e, FLOW_PAIR, p)) <= 0)
+            return r;
+        /* no bytes: done at once, as in analytic mode */
+        if (complete_at(c, gid, c->now, dur) != 0)
+            return -1;
+        c->pair_end[p] = c->now + dur;
+        uint64_t recv = c->pair[2 * p + 1];
+        if (recv != NONE && c->posted[recv] && complete_at(c, recv, c->now, dur) != 0)
+            return -1;
+        return 0;
+    }
+    if (!isnan(c->pair_end[p])) {
+        double end = c->pair_end[p] > c->now ? c->pair_end[p] : c->now;
+        return complete_at(c, gid, c->now, end - c->now);
+    }
+    if (c->pair[2 * p] == NONE) {
+        if ((r = start_p2p_flow(c, ri, e, FLOW_SINGLE, gid)) <= 0)
+            return r;
+        return complete_at(c, gid, c->now, dur);
+    }
+    return 0; /* the send is not posted yet, or its flow is running: its end completes us */
+}
+
+/* A flow's bytes have moved at c->now: take it off the links, then complete what it carried
+ * after its latency. */
+static int finish_flow(run_ctx *c, uint32_t id)
+{
+    flow_rec fr = c->fr[id];
+    double end = c->now + fr.lat_s;
+    if (gs_flow_finish(gs_flow_model_net(c->fm), c->now, id) != GS_OK || push_flow_changes(c) != 0)
+        return -1;
+    switch (fr.kind) {
+    case FLOW_COLL:
+        for (uint64_t g = c->inst_head[fr.idx]; g != NONE; g = c->wait_next[g])
+            if (complete_at(c, g, fr.start_s, end - fr.start_s) != 0)
+                return -1;
+        return 0;
+    case FLOW_PAIR: {
+        uint64_t send = c->pair[2 * fr.idx], recv = c->pair[2 * fr.idx + 1];
+        if (complete_at(c, send, fr.start_s, end - fr.start_s) != 0)
+            return -1;
+        c->pair_end[fr.idx] = end;
+        if (recv != NONE && c->posted[recv]) {
+            size_t ri = rank_index_of(c, recv);
+            double start = c->timing[ri][recv - c->rt[ri].base].posted_s;
+            if (start < fr.start_s)
+                start = fr.start_s;
+            if (complete_at(c, recv, start, end - start) != 0)
+                return -1;
+        }
+        return 0;
+    }
+    case FLOW_SINGLE:
+    default:
+        return complete_at(c, fr.idx, fr.start_s, end - fr.start_s);
+    }
 }
 
 /* Try to start the head event of each stream of rank list ri. */
@@ -273,11 +449,21 @@ static int try_issue(run_ctx *c, size_t ri)
             if (c->now > c->inst_ready[in])
                 c->inst_ready[in] = c->now;
             if (++c->inst_arrived[in] == c->inst_needed[in]) {
+                if (c->fm) {
+                    int started = start_coll_flow(c, in, ri, e);
+                    if (started < 0)
+                        return -1;
+                    if (started == 0)
+                        continue;
+                }
                 /* everyone is here: all members start now and take the same time */
                 for (uint64_t g = c->inst_head[in]; g != NONE; g = c->wait_next[g])
                     if (complete_at(c, g, c->inst_ready[in], dur) != 0)
                         return -1;
             }
+        } else if ((e->kind == GS_EV_SEND || e->kind == GS_EV_RECV) && c->match[gid] != NONE && c->fm) {
+            if (issue_p2p_flow(c, ri, gid, e, dur) != 0)
+                return -1;
         } else if ((e->kind == GS_EV_SEND || e->kind == GS_EV_RECV) && c->match[gid] != NONE) {
             /* NCCL p2p through proxy buffers: a send proceeds once posted and lands in the
              * receiver's buffer; the receive completes when it is posted and the data is there. */
@@ -462,12 +648,27 @@ static gs_status sim_run(void *state, const gs_schedule *sch, gs_timing *const *
         map_fini(&local);
     }
 
+    if (st->flow && gs_flow_model_create(&st->flow_topo, st->s.cluster.nodes > gs_mesh_nodes(&st->mesh)
+                                                             ? st->s.cluster.nodes : gs_mesh_nodes(&st->mesh),
+                                         &c.fm) != GS_OK)
+        goto nomem;
+
     /* the loop */
     for (size_t i = 0; i < sch->nranks; i++)
         if (try_issue(&c, i) != 0)
             goto nomem;
     while (c.h.n > 0) {
         hnode nd = heap_pop(&c.h);
+        if (nd.gid >= total) {
+            /* a flow's projected end: stale unless its version is current */
+            uint32_t id = (uint32_t)(nd.gid - total);
+            if (!gs_flow_current(gs_flow_model_net(c.fm), id, nd.ver))
+                continue;
+            c.now = nd.t;
+            if (finish_flow(&c, id) != 0)
+                goto nomem;
+            continue;
+        }
         c.now = nd.t;
         size_t ri = rank_index_of(&c, nd.gid);
         const gs_event *e = &sch->ranks[ri].events[nd.gid - c.rt[ri].base];
@@ -517,6 +718,9 @@ out:
     free(c.pair);
     free(c.pair_end);
     free(c.h.a);
+    gs_flow_model_destroy(c.fm);
+    free(c.fr);
+    free(c.members);
     map_fini(&present);
     map_fini(&inst_map);
     map_fini(&pair_map);
@@ -535,6 +739,11 @@ static gs_status sim_open(const gs_scenario *s, const gs_mesh *mesh, const gs_ba
     gs_topo_init(&st->topo, &s->cluster);
     gs_compute_model_init(&st->cm, &s->cluster.gpu, s->strategy.precision);
     st->flow = opts ? opts->flow : 0;
+    if (st->flow) {
+        gs_cluster flat = s->cluster;
+        flat.oversubscription = 1.0;
+        gs_topo_init(&st->flow_topo, &flat);
+    }
     st->host_link_bw = s->cluster.gpu.compute_capability >= 90 ? 48e9 : 24e9;
     if (opts && opts->calib) {
         free(st);
