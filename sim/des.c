@@ -19,6 +19,7 @@
 
 #include "sim/collective.h"
 #include "sim/compute.h"
+#include "sim/queue.h"
 #include "sim/flow.h"
 #include "sim/sim.h"
 #include "sim/topology.h"
@@ -97,71 +98,6 @@ static uint64_t key3(uint64_t a, uint64_t b, uint64_t c)
     return mix64(a * 0x9e3779b97f4a7c15ULL ^ mix64(b + 0x632be59bd9b4e019ULL) ^ mix64(c * 31 + 7));
 }
 
-/* ---- the event heap ----------------------------------------------------------------------------- */
-
-typedef struct hnode {
-    double t;
-    uint64_t seq;
-    uint64_t gid; /* global event id; total + flow id for a flow's end (flow mode) */
-    uint32_t ver; /* flow mode: the flow's version when pushed (older ones are stale) */
-} hnode;
-
-typedef struct heap {
-    hnode *a;
-    size_t n, cap;
-    uint64_t seq;
-} heap;
-
-static int hless(const hnode *x, const hnode *y)
-{
-    return x->t < y->t || (x->t == y->t && x->seq < y->seq);
-}
-
-static int heap_push(heap *h, double t, uint64_t gid, uint32_t ver)
-{
-    if (h->n == h->cap) {
-        size_t cap = h->cap ? h->cap * 2 : 1024;
-        hnode *a = realloc(h->a, cap * sizeof *a);
-        if (!a)
-            return -1;
-        h->a = a;
-        h->cap = cap;
-    }
-    size_t i = h->n++;
-    h->a[i] = (hnode){t, h->seq++, gid, ver};
-    while (i > 0) {
-        size_t p = (i - 1) / 2;
-        if (!hless(&h->a[i], &h->a[p]))
-            break;
-        hnode tmp = h->a[i];
-        h->a[i] = h->a[p];
-        h->a[p] = tmp;
-        i = p;
-    }
-    return 0;
-}
-
-static hnode heap_pop(heap *h)
-{
-    hnode top = h->a[0];
-    h->a[0] = h->a[--h->n];
-    size_t i = 0;
-    for (;;) {
-        size_t l = 2 * i + 1, r = l + 1, m = i;
-        if (l < h->n && hless(&h->a[l], &h->a[m]))
-            m = l;
-        if (r < h->n && hless(&h->a[r], &h->a[m]))
-            m = r;
-        if (m == i)
-            break;
-        hnode tmp = h->a[i];
-        h->a[i] = h->a[m];
-        h->a[m] = tmp;
-        i = m;
-    }
-    return top;
-}
-
 /* ---- the run ------------------------------------------------------------------------------------ */
 
 typedef struct rank_rt {
@@ -196,7 +132,7 @@ typedef struct run_ctx {
     uint8_t *posted;      /* per global event */
     size_t npairs;
     uint64_t *rank_of;    /* per global event: rank list index (compact: filled lazily) */
-    heap h;
+    gs_queue h;
     double now;
     uint64_t done;
     /* flow mode (NULL / unused in analytic mode) */
@@ -270,7 +206,7 @@ static int complete_at(run_ctx *c, uint64_t gid, double start, double dur)
     gs_timing *t = &c->timing[ri][gid - c->rt[ri].base];
     t->start_s = start;
     t->end_s = start + dur;
-    return heap_push(&c->h, start + dur, gid, 0);
+    return gs_queue_push(&c->h, start + dur, gid, 0);
 }
 
 /* ---- flow mode ---------------------------------------------------------------------------------- */
@@ -281,7 +217,7 @@ static int push_flow_changes(run_ctx *c)
     const gs_flow_change *ch;
     size_t n = gs_flow_changes(gs_flow_model_net(c->fm), &ch);
     for (size_t i = 0; i < n; i++)
-        if (heap_push(&c->h, ch[i].end_s, c->total + ch[i].flow, ch[i].version) != 0)
+        if (gs_queue_push(&c->h, ch[i].end_s, c->total + ch[i].flow, ch[i].version) != 0)
             return -1;
     return 0;
 }
@@ -658,10 +594,10 @@ static gs_status sim_run(void *state, const gs_schedule *sch, gs_timing *const *
         if (try_issue(&c, i) != 0)
             goto nomem;
     while (c.h.n > 0) {
-        hnode nd = heap_pop(&c.h);
-        if (nd.gid >= total) {
+        gs_qnode nd = gs_queue_pop(&c.h);
+        if (nd.id >= total) {
             /* a flow's projected end: stale unless its version is current */
-            uint32_t id = (uint32_t)(nd.gid - total);
+            uint32_t id = (uint32_t)(nd.id - total);
             if (!gs_flow_current(gs_flow_model_net(c.fm), id, nd.ver))
                 continue;
             c.now = nd.t;
@@ -670,12 +606,12 @@ static gs_status sim_run(void *state, const gs_schedule *sch, gs_timing *const *
             continue;
         }
         c.now = nd.t;
-        size_t ri = rank_index_of(&c, nd.gid);
-        const gs_event *e = &sch->ranks[ri].events[nd.gid - c.rt[ri].base];
+        size_t ri = rank_index_of(&c, nd.id);
+        const gs_event *e = &sch->ranks[ri].events[nd.id - c.rt[ri].base];
         c.rt[ri].busy[e->stream] = 0;
         c.rt[ri].cursor[e->stream]++;
         c.done++;
-        for (uint64_t j = c.dep_off[nd.gid]; j < c.dep_off[nd.gid + 1]; j++)
+        for (uint64_t j = c.dep_off[nd.id]; j < c.dep_off[nd.id + 1]; j++)
             c.remaining[c.dep_list[j]]--;
         if (try_issue(&c, ri) != 0)
             goto nomem;
@@ -717,7 +653,7 @@ out:
     free(c.inst_ready);
     free(c.pair);
     free(c.pair_end);
-    free(c.h.a);
+    gs_queue_fini(&c.h);
     gs_flow_model_destroy(c.fm);
     free(c.fr);
     free(c.members);

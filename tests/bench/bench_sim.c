@@ -5,6 +5,7 @@
 #include <sys/resource.h>
 #include <time.h>
 
+#include "sim/queue.h"
 #include "sim/sim.h"
 
 static double now_s(void)
@@ -14,9 +15,34 @@ static double now_s(void)
     return (double)t.tv_sec + (double)t.tv_nsec * 1e-9;
 }
 
+/* The event queue alone: 10 M pushes and pops in a DES-like pattern (a few thousand pending). */
+static void bench_queue(void)
+{
+    gs_queue q = {0};
+    unsigned s = 1;
+    double now = 0;
+    const long n = 10000000, pending = 4096;
+    double t0 = now_s();
+    for (long i = 0; i < pending; i++) {
+        s = s * 1103515245u + 12345u;
+        gs_queue_push(&q, (double)(s >> 8) * 1e-9, (uint64_t)i, 0);
+    }
+    for (long i = 0; i < n; i++) {
+        gs_qnode e = gs_queue_pop(&q);
+        now = e.t;
+        s = s * 1103515245u + 12345u;
+        gs_queue_push(&q, now + (double)(s >> 8) * 1e-9, (uint64_t)i, 0);
+    }
+    double t1 = now_s();
+    printf("event queue: %ld pop+push pairs with %ld pending in %.3f s = %.1f M events/s\n", n, pending, t1 - t0,
+           (double)n / (t1 - t0) / 1e6);
+    gs_queue_fini(&q);
+}
+
 int main(int argc, char **argv)
 {
     int exact = 0;
+    bench_queue();
     for (int i = 1; i < argc; i++) {
         if (strcmp(argv[i], "--exact") == 0) {
             exact = 1;
