@@ -10,7 +10,9 @@
 #include "sim/sim.h"
 #include "cli/cli_common.h"
 #include "cli/commands.h"
+#include "engine/ledger.h"
 #include "engine/report.h"
+#include "sim/topology.h"
 #include "engine/units.h"
 
 const char gs_cmd_sim_help[] =
@@ -37,6 +39,8 @@ const char gs_cmd_sim_help[] =
     "  --json           one JSON document: step_time_s, tokens_per_s, tokens_per_s_per_gpu, mfu, hfu,\n"
     "                   tflops_per_gpu, comm_share, exposed_comm_s {dp, tp, pp}, bubble_share,\n"
     "                   peak_bytes, events, mode (analytic or flow)\n"
+    "  --explain        the hand arithmetic next to the simulation (compute at peak x efficiency,\n"
+    "                   the ledger's bytes over the links) and why they differ\n"
     "  --trace FILE     Chrome trace JSON (open in Perfetto): a track per rank and stream, a slice\n"
     "                   per event, a memory counter\n"
     "\n"
@@ -45,7 +49,7 @@ const char gs_cmd_sim_help[] =
     "  gridstep sim --json scenarios/seed-7b-64gpu-25gbe.yaml | jq .step_time_s\n"
     "  gridstep sim --trace step.json scenarios/seed-7b-8xa100.yaml\n";
 
-static const char usage[] = "gridstep sim [--exact] [--mode analytic|flow] [--json] [--trace FILE] SCENARIO.yaml";
+static const char usage[] = "gridstep sim [--exact] [--mode analytic|flow] [--json] [--explain] [--trace FILE] SCENARIO.yaml";
 
 static double now_s(void)
 {
@@ -116,19 +120,84 @@ static void print_report(const gs_scenario *s, const gs_mesh *m, int exact, cons
         printf("warning: %s\n", r->warnings.warnings[i]);
 }
 
+/* Hand arithmetic next to the simulation, and why they differ (the simulation wins). */
+static gs_status print_explain(const gs_scenario *s, const gs_mesh *m, const gs_report *r, gs_error *err)
+{
+    gs_ledger *l = NULL;
+    gs_status rc = gs_ledger_create(s, m, &l, err);
+    if (rc != GS_OK)
+        return rc;
+    gs_topo topo;
+    gs_topo_init(&topo, &s->cluster);
+    uint64_t c[GS_DIM_COUNT];
+    gs_mesh_rank_coords(m, r->critical_rank, c);
+    const gs_ledger_rank *lr = &l->ranks[c[GS_DIM_PP]];
+    char b1[GS_FMT_BYTES], b2[GS_FMT_BYTES], t1[32], t2[32], t3[32], t4[32];
+    printf("\nexplain (hand arithmetic vs the simulation, critical rank %" PRIu64 ", stage %" PRIu64 "):\n",
+           r->critical_rank, lr->stage);
+    double hw_per_gpu = r->hardware_flops / (double)m->world;
+    double eff = s->cluster.gpu.gemm_efficiency;
+    double hand_compute = r->peak_flops > 0 ? hw_per_gpu / (r->peak_flops * eff) : 0;
+    printf("  compute: %.3g FLOP per GPU (recompute included) at %s x %.2f (best-shape GEMM efficiency) = %s by "
+           "hand;\n           simulated %s busy: GEMM shapes below the best tile/wave fit, memory-bound kernels "
+           "(norms, activations, attention scores) and launch overhead add the rest\n",
+           hw_per_gpu, gs_fmt_flops(r->peak_flops, b1, sizeof b1), eff, gs_fmt_seconds(hand_compute, t1, sizeof t1),
+           gs_fmt_seconds(r->compute_s, t2, sizeof t2));
+    static const struct { gs_dim d; const char *name; } dims[] = {{GS_DIM_DP, "DP/FSDP"}, {GS_DIM_TP, "TP"},
+                                                                 {GS_DIM_PP, "PP"}};
+    for (int i = 0; i < 3; i++) {
+        gs_dim d = dims[i].d;
+        uint64_t bytes = d == GS_DIM_DP ? lr->traffic[GS_TRAFFIC_DP_ALLGATHER] + lr->traffic[GS_TRAFFIC_DP_REDUCE_SCATTER] +
+                                              lr->traffic[GS_TRAFFIC_DP_ALLREDUCE]
+                         : d == GS_DIM_TP ? lr->traffic[GS_TRAFFIC_TP]
+                                          : lr->traffic[GS_TRAFFIC_PP];
+        if (bytes == 0)
+            continue;
+        int net = gs_mesh_group_nodes(m, d, r->critical_rank) > 1;
+        /* the seed's arithmetic: a rank's bytes through one NIC (a ring crosses each node boundary
+         * once per channel, so the NIC carries what one rank sends), or through its own link */
+        double bw = net ? topo.nic_bw : topo.intra_bw;
+        double hand = (double)bytes / bw;
+        printf("  %s: the ledger's %s sent per rank at %s (%s) = %s by hand;\n           simulated %s "
+               "communicating, %s exposed (%s hidden behind compute)",
+               dims[i].name, gs_fmt_bytes(bytes, b1, sizeof b1), gs_fmt_bw(bw, b2, sizeof b2),
+               net ? "one NIC, achievable" : "the GPU's link as NCCL plans it",
+               gs_fmt_seconds(hand, t1, sizeof t1), gs_fmt_seconds(r->comm_s[d], t2, sizeof t2),
+               gs_fmt_seconds(r->exposed_s[d], t3, sizeof t3),
+               gs_fmt_seconds(r->comm_s[d] - r->exposed_s[d], t4, sizeof t4));
+        if (r->comm_s[d] < 0.8 * hand)
+            printf(";\n           faster than by hand: NCCL's tuner picks a tree, NVLS or a hierarchical algorithm "
+                   "that keeps traffic on NVLink and stripes the rest over several NICs");
+        else if (r->comm_s[d] > 1.25 * hand)
+            printf(";\n           slower than by hand: per-call latency (%s calls of this size are latency-bound), "
+                   "protocol overheads, or ranks waiting for their group",
+                   d == GS_DIM_TP ? "TP's per-layer" : "small");
+        printf("\n");
+    }
+    if (m->size[GS_DIM_PP] > 1)
+        printf("  bubble: (p-1)/(m+p-1) = %.1f%% by hand for p=%" PRIu64 ", m=%" PRIu64 "; simulated %.1f%% of the step "
+               "idle (uneven stages, communication and the embedding/head add to it)\n",
+               100.0 * (double)(m->size[GS_DIM_PP] - 1) / (double)(gs_scenario_microbatches(s) + m->size[GS_DIM_PP] - 1),
+               m->size[GS_DIM_PP], gs_scenario_microbatches(s), 100 * r->bubble_share);
+    gs_ledger_destroy(l);
+    return GS_OK;
+}
+
 gs_status gs_cmd_sim(int argc, char **argv, gs_error *err)
 {
     static const struct option opts[] = {
         {"exact", no_argument, NULL, 'e'}, {"json", no_argument, NULL, 'j'},
+        {"explain", no_argument, NULL, 'x'},
         {"trace", required_argument, NULL, 't'}, {"mode", required_argument, NULL, 'm'},
         {NULL, 0, NULL, 0},
     };
-    int exact = 0, json = 0, c;
+    int exact = 0, json = 0, explain = 0, c;
     const char *trace = NULL;
     gs_backend_opts bo = {0, NULL};
     while ((c = getopt_long(argc, argv, "", opts, NULL)) != -1) {
         switch (c) {
         case 'e': exact = 1; break;
+        case 'x': explain = 1; break;
         case 'j': json = 1; break;
         case 't': trace = optarg; break;
         case 'm':
@@ -177,6 +246,8 @@ gs_status gs_cmd_sim(int argc, char **argv, gs_error *err)
         rc = gs_cli_json_print(doc, err);
     } else {
         print_report(&s, &mesh, exact, &rep, now_s() - t0);
+        if (explain)
+            rc = print_explain(&s, &mesh, &rep, err);
     }
 out:
     if (tf)
