@@ -16,6 +16,7 @@
 #include "engine/hardware.h"
 #include "engine/units.h"
 #include "sim/collective.h"
+#include "sim/flow.h"
 #include "sim/topology.h"
 
 const char gs_cmd_coll_help[] =
@@ -51,18 +52,25 @@ const char gs_cmd_coll_help[] =
     "  -f, --stepfactor F  multiply the size by F (an integer >= 2, default 2)\n"
     "  --algo A            force ring | tree | nvls | hier (NCCL_ALGO); an algorithm that does\n"
     "                      not apply to the op or the machine is an error\n"
+    "  --exact             simulate every rank: the call's per-rank transfers (ring: each rank\n"
+    "                      to its neighbour on every channel; tree: the node chains and the\n"
+    "                      double binary tree; hier: the intra-node and rail rings) as flows\n"
+    "                      sharing the NICs and GPU links max-min fairly (flow mode), with the\n"
+    "                      algorithm and protocol the tuner picked or --algo; time is the solved\n"
+    "                      time. Agrees with the model where no link carries more than it planned\n"
     "  --json              one JSON document: op, cluster, ranks, nodes, ranks_per_node, type,\n"
-    "                      type_bytes, algo_forced, rows [{size, count, time_us, algbw_gbps,\n"
-    "                      busbw_gbps, algo, proto}], avg_busbw_gbps\n"
+    "                      type_bytes, algo_forced, exact, rows [{size, count, time_us,\n"
+    "                      algbw_gbps, busbw_gbps, algo, proto}], avg_busbw_gbps\n"
     "\n"
     "examples:\n"
     "  gridstep coll --op all_reduce --ranks 8 --cluster dgx-h100\n"
     "  gridstep coll --op all_reduce --ranks 16 --cluster dgx-h100 --algo ring -b 1G -e 4G\n"
-    "  gridstep coll --op all_gather --ranks 64 --cluster pcie-a100-25gbe -b 14G -e 14G\n";
+    "  gridstep coll --op all_gather --ranks 64 --cluster pcie-a100-25gbe -b 14G -e 14G\n"
+    "  gridstep coll --op all_reduce --ranks 1024 --cluster dgx-a100-80g --exact -b 64M -e 64M\n";
 
 static const char usage[] =
     "gridstep coll --op OP --ranks N --cluster C [--nodes K] [-b MIN] [-e MAX] [-f FACTOR] "
-    "[--algo ring|tree|nvls|hier] [--json]";
+    "[--algo ring|tree|nvls|hier] [--exact] [--json]";
 
 /* nccl-tests' default datatype (-d float). */
 #define COLL_TYPE_NAME "float"
@@ -165,6 +173,7 @@ typedef struct coll_run {
     gs_topo topo;
     gs_coll_shape shape;
     gs_algo force;
+    int exact; /* every rank as flows (flow_coll.c) instead of the cost model alone */
 } coll_run;
 
 /* Why a forced algorithm cannot run this op here. */
@@ -205,7 +214,32 @@ static gs_status coll_eval(const coll_run *r, uint64_t want, coll_row *row, gs_e
             row->algo = gs_algo_name(GS_ALGO_COUNT);
             row->proto = gs_proto_name(GS_PROTO_SIMPLE);
             row->time_s = gs_p2p_time(&r->topo, r->shape.nnodes == 1, row->size);
+            if (r->exact) {
+                gs_flow_exact x;
+                gs_status st = gs_flow_sendrecv_exact(&r->topo, &r->shape, row->size, &x);
+                if (st != GS_OK)
+                    return gs_error_set(err, st, "cannot simulate sendrecv of %" PRIu64 " B over %" PRIu64
+                                        " ranks", row->size, n);
+                row->time_s = x.time_s;
+            }
             row->algbw = row->busbw = (double)row->size / row->time_s;
+        }
+        return GS_OK;
+    }
+    if (r->exact) {
+        gs_flow_exact x;
+        gs_status st = gs_flow_coll_exact(&r->topo, r->op->op, &r->shape, row->size, r->force, &x);
+        if (st == GS_ERR_UNSUPPORTED)
+            return explain_unsupported(r, err);
+        if (st != GS_OK)
+            return gs_error_set(err, st, "cannot simulate %s of %" PRIu64 " B over %" PRIu64 " ranks", r->op->name,
+                                row->size, n);
+        row->time_s = x.time_s;
+        if (x.time_s > 0.0) {
+            row->algbw = (double)row->size / x.time_s;
+            row->busbw = row->algbw * gs_busbw_factor(r->op->op, n);
+            row->algo = gs_algo_name(x.algo);
+            row->proto = gs_proto_name(x.proto);
         }
         return GS_OK;
     }
@@ -241,9 +275,11 @@ static gs_status print_human(const coll_run *r, const coll_row *rows, size_t nro
            "achievable each%s\n",
            gs_link_kind_name(c->intra.kind), c->intra.name, r->topo.intra_bw / 1e9, c->nics_per_node, c->nic.name,
            r->topo.nic_bw / 1e9, c->rail_optimized ? ", rail-optimized" : "");
-    printf("#   algorithm: %s; model: NCCL's tuner (time = latency + size / algbw), "
+    printf("#   algorithm: %s; model: %s, "
            "datatype %s (%d B)\n#\n",
            r->force == GS_ALGO_COUNT ? "tuner's choice (lowest predicted time)" : gs_algo_name(r->force),
+           r->exact ? "every rank's transfers as flows on the links (--exact), max-min fair"
+                    : "NCCL's tuner (time = latency + size / algbw)",
            COLL_TYPE_NAME, COLL_TYPE_BYTES);
     gs_cli_table_init(&t, 10);
     st = gs_cli_table_rowf(&t, "size(B)\tcount(elements)\ttype\tredop\troot\ttime(us)\talgbw(GB/s)\t"
@@ -274,7 +310,8 @@ static gs_status print_json(const coll_run *r, const coll_row *rows, size_t nrow
         json_object_set_new(doc, "type", json_string(COLL_TYPE_NAME)) ||
         json_object_set_new(doc, "type_bytes", json_integer(COLL_TYPE_BYTES)) ||
         json_object_set_new(doc, "algo_forced",
-                            r->force == GS_ALGO_COUNT ? json_null() : json_string(gs_algo_name(r->force))))
+                            r->force == GS_ALGO_COUNT ? json_null() : json_string(gs_algo_name(r->force))) ||
+        json_object_set_new(doc, "exact", json_boolean(r->exact)))
         goto out;
     for (size_t i = 0; i < nrows; i++) {
         json_t *o = json_object();
@@ -308,7 +345,8 @@ gs_status gs_cmd_coll(int argc, char **argv, gs_error *err)
         {"cluster", required_argument, NULL, 'c'},  {"nodes", required_argument, NULL, 'n'},
         {"minbytes", required_argument, NULL, 'b'}, {"maxbytes", required_argument, NULL, 'e'},
         {"stepfactor", required_argument, NULL, 'f'}, {"algo", required_argument, NULL, 'a'},
-        {"json", no_argument, NULL, 'j'},           {NULL, 0, NULL, 0},
+        {"json", no_argument, NULL, 'j'},           {"exact", no_argument, NULL, 'x'},
+        {NULL, 0, NULL, 0},
     };
     const char *op_name = NULL, *cluster_name = NULL;
     uint64_t ranks = 0, nodes = 0, minb = COLL_DEFAULT_MIN, maxb = COLL_DEFAULT_MAX, factor = COLL_DEFAULT_FACTOR;
@@ -322,11 +360,13 @@ gs_status gs_cmd_coll(int argc, char **argv, gs_error *err)
     gs_cluster cluster;
 
     r.force = GS_ALGO_COUNT;
+    r.exact = 0;
     while ((c = getopt_long(argc, argv, "b:e:f:", opts, NULL)) != -1) {
         switch (c) {
         case 'o': op_name = optarg; break;
         case 'c': cluster_name = optarg; break;
         case 'j': json = 1; break;
+        case 'x': r.exact = 1; break;
         case 'r':
             if ((st = parse_count_opt("--ranks", optarg, 1, COLL_MAX_RANKS, &ranks, err)) != GS_OK)
                 return st;

@@ -22,6 +22,9 @@ static const gs_command commands[] = {
      "[--algo ring|tree|nvls|hier] [--json]", gs_cmd_coll_help, gs_cmd_coll},
     {"validate", "simulate the published runs (scenarios with an expect: block) and compare",
      "gridstep validate [--json] [--exact] DIR|FILE...", gs_cmd_validate_help, gs_cmd_validate},
+    {"plan", "every legal grid and strategy, ranked by simulated tokens/s, with why the winner wins",
+     "gridstep plan (--model M --cluster C --nodes N | SCENARIO.yaml) [--global-batch B] [--top K] [--json] "
+     "[constraints]", gs_cmd_plan_help, gs_cmd_plan},
     {"mesh", "the DP x PP x TP grid: rank -> coordinates -> node, groups, launch flags",
      "gridstep mesh [--json] [--all] SCENARIO.yaml", gs_cmd_mesh_help, gs_cmd_mesh},
     {"schedule", "one training step as a per-rank graph of compute and collective events",

@@ -9,7 +9,9 @@
  * links instead of taking a fixed time; its end moves whenever a flow on its links starts or
  * ends. Heap entries for flow ends carry the flow's version and are skipped once stale; the
  * members complete the flow's latency after its bytes have moved. Analytic mode never enters
- * these paths.
+ * these paths. On the class path (one representative per pipeline stage) a flow also loads the
+ * shared links with the copies of it that the rest of the class runs at the same time
+ * (gs_flow_class; the count is derived in flow.c), so groups that share a NIC still meet.
  *
  * Streams run their events in list order (like CUDA streams). Time is in seconds from 0. */
 #include <inttypes.h>
@@ -267,8 +269,9 @@ static int start_coll_flow(run_ctx *c, uint64_t in, size_t ri, const gs_event *e
         }
         c->members[n++] = c->sch->ranks[rank_index_of(c, g)].rank;
     }
-    if (gs_flow_model_coll(c->fm, c->now, (gs_coll_op)e->op, &shape, e->bytes, &cost, c->members, n, work, &id) !=
-        GS_OK)
+    gs_flow_class cls = {&c->st->mesh, (gs_group_kind)e->group};
+    if (gs_flow_model_coll(c->fm, c->now, (gs_coll_op)e->op, &shape, e->bytes, &cost, c->members, n, work,
+                           c->sch->exact ? NULL : &cls, &id) != GS_OK)
         return -1;
     return record_flow(c, id, FLOW_COLL, in, lat);
 }
@@ -288,7 +291,8 @@ static int start_p2p_flow(run_ctx *c, size_t ri, const gs_event *e, flow_kind ki
     if (!(work > 0.0))
         return 1;
     uint64_t src = e->kind == GS_EV_SEND ? self : e->peer, dst = e->kind == GS_EV_SEND ? e->peer : self;
-    if (gs_flow_model_p2p(c->fm, c->now, src, dst, e->bytes, work, &id) != GS_OK)
+    gs_flow_class cls = {&c->st->mesh, GS_GROUP_PP};
+    if (gs_flow_model_p2p(c->fm, c->now, src, dst, e->bytes, work, c->sch->exact ? NULL : &cls, &id) != GS_OK)
         return -1;
     return record_flow(c, id, kind, idx, lat);
 }

@@ -26,7 +26,38 @@
  *     peers), the bytes a ring of the node's GPUs moves.
  * In flow mode the time a transfer takes alone comes from the same cost models run with
  * oversubscription 1 (sim/des.c); the uplinks then slow traffic down only when it loads them, not
- * by the analytic mode's fixed worst-case division. */
+ * by the analytic mode's fixed worst-case division.
+ *
+ * The class path (gs_flow_class). There the schedule holds one representative per pipeline
+ * stage, standing for every rank of its stage; those ranks run the same events at the same
+ * times, each on its own groups (DP, TP, HSDP groups are images of the representative's under
+ * the mesh's symmetry; every PP group is an image of every other). A link private to one GPU
+ * (its intra-node egress) is the representative's alone, but a shared link also carries the
+ * images' identical transfers, so the representative's flow loads it with `copies` x its own
+ * bytes (gs_flow_add_bytes_shared: its own bytes still set its speed alone, so k copies that
+ * each fill a link run at 1/k, as the k flows of the exact path do). Derivation, per link:
+ *   - NIC k of node n, a collective of kind g (egress and ingress alike): on the exact path
+ *     every group G of kind g with members on n puts node_net spread over the NICs its members
+ *     on n use (U_G of them), so NIC k carries node_net x sum over G using k of 1 / |U_G|.
+ *     The images are the groups met among n's ranks of the representative's stage; the
+ *     representative's group G0 (all its members on n, from the mesh, not only the present
+ *     ones) puts node_net / |U_G0| on k, hence
+ *         copies(k) = |U_G0| x sum over image groups G on n with k in U_G of 1 / |U_G|,
+ *     = the number of such groups when they all use the same NICs. One NIC for 8 GPUs and 8
+ *     groups on the node (grid B, tp-pp-dp: the 8 TP ranks of a node in 8 DP groups): 8.
+ *     A NIC per GPU with rails: each group's member leaves through its own rail NIC: 1.
+ *   - NIC k, a send src -> dst (dst = src + delta): the ranks r of src's stage on src's node
+ *     whose send to r + delta also leaves the node, each spreading its bytes over its own NICs:
+ *         copies(k) = |NICs(src)| x sum over those r with k in NICs(r) of 1 / |NICs(r)|,
+ *     and on dst's node the ranks of dst's stage receiving from r - delta across nodes.
+ *   - A leaf group's uplink (and downlink): the exact path puts node_net x away on it once per
+ *     (group, node of the group in the leaf); away is the share of the group's nodes outside
+ *     the leaf, taken from the group's members on the mesh. copies = the number of (image
+ *     group, node) pairs in the representative's leaf; for a send, the number of sends of the
+ *     stage from the leaf to another leaf (into the leaf from another, for the downlink).
+ * The images' transfers are assumed identical to the representative's (same bytes, same
+ * shape), which the mesh's regularity gives; ranks of another stage are another class, whose
+ * representative runs its own flows at its own times. The exact path passes no class. */
 #include "sim/flow.h"
 
 #include <math.h>
@@ -74,7 +105,8 @@ struct gs_flow_net {
     uint32_t *fmark;    /* per slot: component mark */
     /* the flow being described */
     uint32_t *blink;
-    double *bbytes;
+    double *bbytes;     /* the flow's own bytes per link */
+    double *btotal;     /* with the copies it stands for (gs_flow_add_bytes_shared) */
     size_t bn, bcap;
     uint32_t *bpos; /* per link: index in blink + 1 while described, 0 otherwise */
     /* component scratch */
@@ -141,6 +173,7 @@ void gs_flow_net_destroy(gs_flow_net *n)
     free(n->fmark);
     free(n->blink);
     free(n->bbytes);
+    free(n->btotal);
     free(n->bpos);
     free(n->clinks);
     free(n->cflows);
@@ -155,25 +188,33 @@ void gs_flow_begin(gs_flow_net *n)
     n->bn = 0;
 }
 
-gs_status gs_flow_add_bytes(gs_flow_net *n, uint32_t link, double bytes)
+gs_status gs_flow_add_bytes_shared(gs_flow_net *n, uint32_t link, double bytes, double copies)
 {
-    if (link >= n->nlinks)
+    if (link >= n->nlinks || !(copies >= 1.0))
         return GS_ERR_INPUT;
     if (!(bytes > 0.0))
         return GS_OK;
     if (n->bpos[link]) {
         n->bbytes[n->bpos[link] - 1] += bytes;
+        n->btotal[n->bpos[link] - 1] += bytes * copies;
         return GS_OK;
     }
-    size_t c1 = n->bcap, c2 = n->bcap;
+    size_t c1 = n->bcap, c2 = n->bcap, c3 = n->bcap;
     if (grow((void **)&n->blink, &c1, n->bn + 1, sizeof *n->blink) != 0 ||
-        grow((void **)&n->bbytes, &c2, n->bn + 1, sizeof *n->bbytes) != 0)
+        grow((void **)&n->bbytes, &c2, n->bn + 1, sizeof *n->bbytes) != 0 ||
+        grow((void **)&n->btotal, &c3, n->bn + 1, sizeof *n->btotal) != 0)
         return GS_ERR_NOMEM;
-    n->bcap = c1 < c2 ? c1 : c2;
+    n->bcap = c1 < c2 ? (c1 < c3 ? c1 : c3) : (c2 < c3 ? c2 : c3);
     n->blink[n->bn] = link;
     n->bbytes[n->bn] = bytes;
+    n->btotal[n->bn] = bytes * copies;
     n->bpos[link] = (uint32_t)++n->bn;
     return GS_OK;
+}
+
+gs_status gs_flow_add_bytes(gs_flow_net *n, uint32_t link, double bytes)
+{
+    return gs_flow_add_bytes_shared(n, link, bytes, 1.0);
 }
 
 static int add_change(gs_flow_net *n, uint32_t id)
@@ -312,12 +353,12 @@ static int solve(gs_flow_net *n, size_t ncl, size_t ncf, double now, uint32_t fr
     return 0;
 }
 
-gs_status gs_flow_start(gs_flow_net *n, double now_s, double work_s, uint32_t *id)
+/* Puts the described flow on its links at now_s with speed 0 (not yet solved): *id. */
+static gs_status post_flow(gs_flow_net *n, double now_s, double work_s, uint32_t *id)
 {
     uint32_t fid;
     flow_slot *fs;
     double scale = 1.0;
-    n->nchg = 0;
     if (!(work_s > 0.0))
         return GS_ERR_INPUT;
     if (n->nfree > 0) {
@@ -345,10 +386,12 @@ gs_status gs_flow_start(gs_flow_net *n, double now_s, double work_s, uint32_t *i
         fs->cap = (uint32_t)n->bn;
     }
     fs->n = (uint32_t)n->bn;
+    /* the scale that keeps the flow's own bytes within every link's capacity; the copies it
+     * stands for (btotal) then share the links with it at that scale */
     for (size_t i = 0; i < n->bn; i++) {
         double d = n->bbytes[i] / work_s, c = n->l[n->blink[i]].cap;
         fs->link[i] = n->blink[i];
-        fs->demand[i] = d;
+        fs->demand[i] = n->btotal[i] / work_s;
         if (d * scale > c)
             scale = c / d;
     }
@@ -366,16 +409,64 @@ gs_status gs_flow_start(gs_flow_net *n, double now_s, double work_s, uint32_t *i
     fs->last = now_s;
     fs->speed = 0.0;
     *id = fid;
+    return GS_OK;
+}
+
+gs_status gs_flow_start(gs_flow_net *n, double now_s, double work_s, uint32_t *id)
+{
+    gs_status rc;
+    n->nchg = 0;
+    if ((rc = post_flow(n, now_s, work_s, id)) != GS_OK)
+        return rc;
+    flow_slot *fs = &n->f[*id];
     if (fs->n == 0) {
         fs->speed = 1.0;
         fs->end = now_s + work_s;
         fs->version++;
-        return add_change(n, fid) == 0 ? GS_OK : GS_ERR_NOMEM;
+        return add_change(n, *id) == 0 ? GS_OK : GS_ERR_NOMEM;
     }
     size_t ncl, ncf;
-    if (component(n, fs->link, fs->n, &ncl, &ncf) != 0 || solve(n, ncl, ncf, now_s, fid) != 0)
+    if (component(n, fs->link, fs->n, &ncl, &ncf) != 0 || solve(n, ncl, ncf, now_s, *id) != 0)
         return GS_ERR_NOMEM;
     return GS_OK;
+}
+
+gs_status gs_flow_post(gs_flow_net *n, double now_s, double work_s, uint32_t *id)
+{
+    return post_flow(n, now_s, work_s, id);
+}
+
+gs_status gs_flow_solve_all(gs_flow_net *n, double now_s)
+{
+    size_t ncl = 0, ncf = 0;
+    n->nchg = 0;
+    for (size_t i = 0; i < n->nlinks; i++) {
+        if (n->l[i].n == 0)
+            continue;
+        if (grow((void **)&n->clinks, &n->cl_cap, ncl + 1, sizeof *n->clinks) != 0)
+            return GS_ERR_NOMEM;
+        n->clinks[ncl++] = (uint32_t)i;
+    }
+    for (size_t i = 0; i < n->nf; i++) {
+        flow_slot *fs = &n->f[i];
+        if (!fs->active)
+            continue;
+        if (fs->n == 0 && fs->speed == 0.0) { /* posted, on no link: runs alone */
+            fs->speed = 1.0;
+            fs->last = now_s;
+            fs->end = now_s + fs->work_left;
+            fs->version++;
+            if (add_change(n, (uint32_t)i) != 0)
+                return GS_ERR_NOMEM;
+            continue;
+        }
+        if (fs->n == 0)
+            continue;
+        if (grow((void **)&n->cflows, &n->cf_cap, ncf + 1, sizeof *n->cflows) != 0)
+            return GS_ERR_NOMEM;
+        n->cflows[ncf++] = (uint32_t)i;
+    }
+    return solve(n, ncl, ncf, now_s, UINT32_MAX) == 0 ? GS_OK : GS_ERR_NOMEM;
 }
 
 gs_status gs_flow_finish(gs_flow_net *n, double now_s, uint32_t id)
@@ -425,6 +516,14 @@ double gs_flow_end(const gs_flow_net *n, uint32_t id) { return id < n->nf ? n->f
 
 /* -------------------------------------------------------------- the cluster's links ------- */
 
+/* One group of the collective's kind met among a node's ranks (class path). */
+typedef struct node_group {
+    uint64_t idx;  /* gs_group_of index */
+    uint64_t mask; /* NICs its members on the node use (bit k; beyond 64 fold onto all) */
+    int image;     /* runs the representative's collective: its members are of the
+                      representative's stage (every PP group is one) */
+} node_group;
+
 struct gs_flow_model {
     gs_flow_net *net;
     gs_topo topo;
@@ -435,8 +534,13 @@ struct gs_flow_model {
     uint32_t *node_mark, *leaf_mark, mark;
     uint64_t *node_nics; /* bit k: NIC k used (NICs beyond 64 fold onto all) */
     uint32_t *leaf_count;
+    uint64_t *node_rep;  /* per node: its first present member */
     uint64_t *nodes_seen;
     size_t nseen_cap;
+    /* class path scratch */
+    node_group *groups; /* gpn entries */
+    uint64_t *members;
+    size_t members_cap;
 };
 
 gs_status gs_flow_model_create(const gs_topo *t, uint64_t nodes, gs_flow_model **out)
@@ -469,7 +573,9 @@ gs_status gs_flow_model_create(const gs_topo *t, uint64_t nodes, gs_flow_model *
     m->node_nics = calloc(m->nodes, sizeof *m->node_nics);
     m->leaf_mark = calloc(m->nleaves, sizeof *m->leaf_mark);
     m->leaf_count = calloc(m->nleaves, sizeof *m->leaf_count);
-    if (!cap || !m->node_mark || !m->node_nics || !m->leaf_mark || !m->leaf_count) {
+    m->node_rep = calloc(m->nodes, sizeof *m->node_rep);
+    m->groups = calloc(m->gpn, sizeof *m->groups);
+    if (!cap || !m->node_mark || !m->node_nics || !m->leaf_mark || !m->leaf_count || !m->node_rep || !m->groups) {
         rc = GS_ERR_NOMEM;
         goto out;
     }
@@ -504,6 +610,9 @@ void gs_flow_model_destroy(gs_flow_model *m)
     free(m->leaf_mark);
     free(m->leaf_count);
     free(m->nodes_seen);
+    free(m->node_rep);
+    free(m->groups);
+    free(m->members);
     free(m);
 }
 
@@ -534,33 +643,7 @@ static uint64_t rank_node(const gs_flow_model *m, uint64_t rank)
     return n < m->nodes ? n : m->nodes - 1;
 }
 
-gs_status gs_flow_model_p2p(gs_flow_model *m, double now_s, uint64_t src_rank, uint64_t dst_rank, uint64_t bytes,
-                            double work_s, uint32_t *id)
-{
-    gs_flow_net *n = m->net;
-    uint64_t sn = rank_node(m, src_rank), dn = rank_node(m, dst_rank), a, b;
-    double v = (double)bytes;
-    gs_status rc = GS_OK;
-    gs_flow_begin(n);
-    if (sn == dn) {
-        rc = gs_flow_add_bytes(n, (uint32_t)(m->gpu_base + sn * m->gpn + src_rank % m->gpn), v);
-    } else {
-        rank_nics(m, src_rank, &a, &b);
-        for (uint64_t k = a; k <= b && rc == GS_OK; k++)
-            rc = gs_flow_add_bytes(n, (uint32_t)(sn * m->nics + k), v / (double)(b - a + 1));
-        rank_nics(m, dst_rank, &a, &b);
-        for (uint64_t k = a; k <= b && rc == GS_OK; k++)
-            rc = gs_flow_add_bytes(n, (uint32_t)(m->nic_in_base + dn * m->nics + k), v / (double)(b - a + 1));
-        if (rc == GS_OK && m->uplinks && sn / m->leaf_nodes != dn / m->leaf_nodes) {
-            rc = gs_flow_add_bytes(n, (uint32_t)(m->up_base + sn / m->leaf_nodes), v);
-            if (rc == GS_OK)
-                rc = gs_flow_add_bytes(n, (uint32_t)(m->down_base + dn / m->leaf_nodes), v);
-        }
-    }
-    if (rc != GS_OK)
-        return rc;
-    return gs_flow_start(n, now_s, work_s, id);
-}
+/* ------------------------------------------------ the class path's symmetry ------------- */
 
 static int popcount64(uint64_t x)
 {
@@ -572,9 +655,165 @@ static int popcount64(uint64_t x)
     return c;
 }
 
+static uint64_t rank_stage(const gs_mesh *mesh, uint64_t rank)
+{
+    uint64_t c[GS_DIM_COUNT];
+    gs_mesh_rank_coords(mesh, rank, c);
+    return c[GS_DIM_PP];
+}
+
+/* Class path, a send from src to dst on other nodes: the weight w of NIC k of the node of
+ * `self` (src for egress, dst for ingress), k in self's NICs, such that the class's copies of
+ * the send put w x bytes on it, counting self: sum over the ranks r of self's stage on that
+ * node whose own send (peer r + delta for egress, r - delta for ingress) also leaves the node
+ * and whose NICs hold k, of 1 / (their NIC count). With one NIC per GPU and rails, only self:
+ * 1 / 1. */
+static double class_p2p_nic_weight(const gs_flow_model *m, const gs_mesh *mesh, uint64_t self, int64_t delta,
+                                   uint64_t k)
+{
+    uint64_t nd = rank_node(m, self), stage = rank_stage(mesh, self), a, b;
+    double w = 0.0;
+    for (uint64_t r = nd * m->gpn; r < (nd + 1) * m->gpn && r < mesh->world; r++) {
+        int64_t peer = (int64_t)r + delta;
+        if (peer < 0 || (uint64_t)peer >= mesh->world || rank_node(m, (uint64_t)peer) == nd ||
+            rank_stage(mesh, r) != stage)
+            continue;
+        rank_nics(m, r, &a, &b);
+        if (k >= a && k <= b)
+            w += 1.0 / (double)(b - a + 1);
+    }
+    return w;
+}
+
+/* Class path: how many copies of a send cross the link between self's leaf group and the
+ * spine: the ranks r of self's stage in that leaf whose peer r + delta sits in another leaf.
+ * Uplink: self = the sender, delta = dst - src; downlink: self = the receiver, -delta. */
+static double class_p2p_leaf_copies(const gs_flow_model *m, const gs_mesh *mesh, uint64_t self, int64_t delta)
+{
+    uint64_t lf = rank_node(m, self) / m->leaf_nodes, stage = rank_stage(mesh, self);
+    uint64_t first = lf * m->leaf_nodes * m->gpn, last = (lf + 1) * m->leaf_nodes * m->gpn;
+    double copies = 0.0;
+    for (uint64_t r = first; r < last && r < mesh->world; r++) {
+        int64_t peer = (int64_t)r + delta;
+        if (peer < 0 || (uint64_t)peer >= mesh->world || rank_node(m, (uint64_t)peer) / m->leaf_nodes == lf ||
+            rank_stage(mesh, r) != stage)
+            continue;
+        copies += 1.0;
+    }
+    return copies > 1.0 ? copies : 1.0;
+}
+
+gs_status gs_flow_model_p2p(gs_flow_model *m, double now_s, uint64_t src_rank, uint64_t dst_rank, uint64_t bytes,
+                            double work_s, const gs_flow_class *cls, uint32_t *id)
+{
+    gs_flow_net *n = m->net;
+    uint64_t sn = rank_node(m, src_rank), dn = rank_node(m, dst_rank), a, b;
+    int64_t delta = (int64_t)dst_rank - (int64_t)src_rank;
+    double v = (double)bytes, copies = 1.0;
+    gs_status rc = GS_OK;
+    gs_flow_begin(n);
+    if (sn == dn) {
+        /* a GPU's own link: no other rank of the class sends on it */
+        rc = gs_flow_add_bytes(n, (uint32_t)(m->gpu_base + sn * m->gpn + src_rank % m->gpn), v);
+    } else {
+        rank_nics(m, src_rank, &a, &b);
+        for (uint64_t k = a; k <= b && rc == GS_OK; k++) {
+            if (cls)
+                copies = class_p2p_nic_weight(m, cls->mesh, src_rank, delta, k) * (double)(b - a + 1);
+            rc = gs_flow_add_bytes_shared(n, (uint32_t)(sn * m->nics + k), v / (double)(b - a + 1),
+                                          copies > 1.0 ? copies : 1.0);
+        }
+        rank_nics(m, dst_rank, &a, &b);
+        for (uint64_t k = a; k <= b && rc == GS_OK; k++) {
+            if (cls)
+                copies = class_p2p_nic_weight(m, cls->mesh, dst_rank, -delta, k) * (double)(b - a + 1);
+            rc = gs_flow_add_bytes_shared(n, (uint32_t)(m->nic_in_base + dn * m->nics + k), v / (double)(b - a + 1),
+                                          copies > 1.0 ? copies : 1.0);
+        }
+        if (rc == GS_OK && m->uplinks && sn / m->leaf_nodes != dn / m->leaf_nodes) {
+            rc = gs_flow_add_bytes_shared(n, (uint32_t)(m->up_base + sn / m->leaf_nodes), v,
+                                          cls ? class_p2p_leaf_copies(m, cls->mesh, src_rank, delta) : 1.0);
+            if (rc == GS_OK)
+                rc = gs_flow_add_bytes_shared(n, (uint32_t)(m->down_base + dn / m->leaf_nodes), v,
+                                              cls ? class_p2p_leaf_copies(m, cls->mesh, dst_rank, -delta) : 1.0);
+        }
+    }
+    if (rc != GS_OK)
+        return rc;
+    return gs_flow_start(n, now_s, work_s, id);
+}
+
+static uint64_t nic_mask(const gs_flow_model *m, uint64_t rank)
+{
+    uint64_t a, b, mask = 0;
+    rank_nics(m, rank, &a, &b);
+    for (uint64_t k = a; k <= b; k++)
+        mask |= k < 64 ? UINT64_C(1) << k : ~UINT64_C(0);
+    return mask;
+}
+
+static double mask_count(const gs_flow_model *m, uint64_t mask)
+{
+    int c = popcount64(mask);
+    return m->nics < 64 ? (double)(c ? c : 1) : (double)m->nics;
+}
+
+/* The groups of cls->kind met on node nd (into m->groups, at most gpn); returns the count. */
+static size_t node_groups(gs_flow_model *m, const gs_flow_class *cls, uint64_t nd, uint64_t stage)
+{
+    size_t ng = 0;
+    for (uint64_t r = nd * m->gpn; r < (nd + 1) * m->gpn && r < cls->mesh->world; r++) {
+        uint64_t gi = gs_group_of(cls->mesh, cls->kind, r, NULL);
+        size_t j = 0;
+        while (j < ng && m->groups[j].idx != gi)
+            j++;
+        if (j == ng)
+            m->groups[ng++] = (node_group){gi, 0, 0};
+        m->groups[j].mask |= nic_mask(m, r);
+        if (cls->kind == GS_GROUP_PP || rank_stage(cls->mesh, r) == stage)
+            m->groups[j].image = 1;
+    }
+    return ng;
+}
+
+/* Class path: the share of the group's traffic from node nd that leaves nd's leaf group,
+ * taken from the whole group on the mesh (its present members are only the representatives). */
+static gs_status class_away(gs_flow_model *m, const gs_flow_class *cls, uint64_t rep, uint64_t nd, double *away)
+{
+    uint64_t size = 0, lf = nd / m->leaf_nodes, nn = 0, in_leaf = 0, last = UINT64_MAX;
+    gs_group_of(cls->mesh, cls->kind, rep, &size);
+    if (grow((void **)&m->members, &m->members_cap, size ? size : 1, sizeof *m->members) != 0)
+        return GS_ERR_NOMEM;
+    size = gs_group_members_of(cls->mesh, cls->kind, rep, m->members);
+    for (uint64_t i = 0; i < size; i++) { /* ascending ranks: a node's members are one run */
+        uint64_t n2 = rank_node(m, m->members[i]);
+        if (n2 == last)
+            continue;
+        last = n2;
+        nn++;
+        in_leaf += n2 / m->leaf_nodes == lf;
+    }
+    *away = nn > 1 ? (double)(nn - in_leaf) / (double)(nn - 1) : 0.0;
+    return GS_OK;
+}
+
+/* Class path: how many (node, group) pairs of the class's copies of the collective lie in
+ * nd's leaf group, each sending its node's share through the leaf's uplink. */
+static double class_leaf_copies(gs_flow_model *m, const gs_flow_class *cls, uint64_t nd, uint64_t stage)
+{
+    uint64_t lf = nd / m->leaf_nodes, end = (lf + 1) * m->leaf_nodes;
+    double copies = 0.0;
+    for (uint64_t n2 = lf * m->leaf_nodes; n2 < end && n2 < m->nodes; n2++) {
+        size_t ng = node_groups(m, cls, n2, stage);
+        for (size_t j = 0; j < ng; j++)
+            copies += m->groups[j].image;
+    }
+    return copies > 1.0 ? copies : 1.0;
+}
+
 gs_status gs_flow_model_coll(gs_flow_model *m, double now_s, gs_coll_op op, const gs_coll_shape *shape,
                              uint64_t bytes, const gs_coll_cost *cost, const uint64_t *ranks, size_t nranks,
-                             double work_s, uint32_t *id)
+                             double work_s, const gs_flow_class *cls, uint32_t *id)
 {
     gs_flow_net *n = m->net;
     double size = (double)bytes, node_net = 0.0, intra = 0.0;
@@ -593,10 +832,11 @@ gs_status gs_flow_model_coll(gs_flow_model *m, double now_s, gs_coll_op op, cons
                                        : size * gs_busbw_factor(op, shape->ppn);
     /* the nodes of the present members and the NICs they use there */
     for (size_t i = 0; i < nranks; i++) {
-        uint64_t nd = rank_node(m, ranks[i]), a, b, lf = nd / m->leaf_nodes;
+        uint64_t nd = rank_node(m, ranks[i]), lf = nd / m->leaf_nodes;
         if (m->node_mark[nd] != mk) {
             m->node_mark[nd] = mk;
             m->node_nics[nd] = 0;
+            m->node_rep[nd] = ranks[i];
             if (grow((void **)&m->nodes_seen, &m->nseen_cap, nseen + 1, sizeof *m->nodes_seen) != 0)
                 return GS_ERR_NOMEM;
             m->nodes_seen[nseen++] = nd;
@@ -606,31 +846,58 @@ gs_status gs_flow_model_coll(gs_flow_model *m, double now_s, gs_coll_op op, cons
             }
             m->leaf_count[lf]++;
         }
-        rank_nics(m, ranks[i], &a, &b);
-        for (uint64_t k = a; k <= b; k++)
-            m->node_nics[nd] |= k < 64 ? UINT64_C(1) << k : ~UINT64_C(0);
+        m->node_nics[nd] |= nic_mask(m, ranks[i]);
     }
     gs_flow_begin(n);
+    /* a member's own GPU link: no other rank of the class uses it */
     for (size_t i = 0; i < nranks && rc == GS_OK && intra > 0.0; i++)
         rc = gs_flow_add_bytes(n, (uint32_t)(m->gpu_base + rank_node(m, ranks[i]) * m->gpn + ranks[i] % m->gpn), intra);
     for (size_t j = 0; j < nseen && rc == GS_OK && node_net > 0.0; j++) {
-        uint64_t nd = m->nodes_seen[j], mask = m->node_nics[nd], lf = nd / m->leaf_nodes;
-        uint64_t used = m->nics < 64 ? (uint64_t)popcount64(mask) : m->nics;
-        double per = node_net / (double)(used ? used : 1);
+        uint64_t nd = m->nodes_seen[j], mask = m->node_nics[nd], lf = nd / m->leaf_nodes, rep = m->node_rep[nd];
+        uint64_t stage = cls ? rank_stage(cls->mesh, rep) : 0;
+        size_t ng = 0, own = 0;
+        if (cls) {
+            /* the representative's group on this node, all its members (the mesh's, not only
+             * the present ones), and the class's other groups there */
+            uint64_t g0 = gs_group_of(cls->mesh, cls->kind, rep, NULL);
+            ng = node_groups(m, cls, nd, stage);
+            while (own < ng && m->groups[own].idx != g0)
+                own++;
+            if (own < ng)
+                mask = m->groups[own].mask;
+        }
+        double used = mask_count(m, mask), per = node_net / used;
         for (uint64_t k = 0; k < m->nics && rc == GS_OK; k++) {
+            double copies = 1.0;
             if (k < 64 && !(mask >> k & 1))
                 continue;
-            rc = gs_flow_add_bytes(n, (uint32_t)(nd * m->nics + k), per);
-            if (rc == GS_OK)
-                rc = gs_flow_add_bytes(n, (uint32_t)(m->nic_in_base + nd * m->nics + k), per);
-        }
-        if (rc == GS_OK && m->uplinks && nseen > 1) {
-            double away = (double)(nseen - m->leaf_count[lf]) / (double)(nseen - 1);
-            if (away > 0.0) {
-                rc = gs_flow_add_bytes(n, (uint32_t)(m->up_base + lf), node_net * away);
-                if (rc == GS_OK)
-                    rc = gs_flow_add_bytes(n, (uint32_t)(m->down_base + lf), node_net * away);
+            if (cls && own < ng) {
+                /* per NIC, the class's groups on the node that use it, each spreading the same
+                 * node_net over its own NICs: used x sum of node_net / used_i, over node_net */
+                double w = 0.0;
+                for (size_t i = 0; i < ng; i++)
+                    if (m->groups[i].image && (k >= 64 || (m->groups[i].mask >> k & 1)))
+                        w += 1.0 / mask_count(m, m->groups[i].mask);
+                copies = w * used > 1.0 ? w * used : 1.0;
             }
+            rc = gs_flow_add_bytes_shared(n, (uint32_t)(nd * m->nics + k), per, copies);
+            if (rc == GS_OK)
+                rc = gs_flow_add_bytes_shared(n, (uint32_t)(m->nic_in_base + nd * m->nics + k), per, copies);
+        }
+        if (rc != GS_OK || !m->uplinks)
+            continue;
+        double away = 0.0, copies = 1.0;
+        if (cls) {
+            if ((rc = class_away(m, cls, rep, nd, &away)) != GS_OK)
+                break;
+            copies = class_leaf_copies(m, cls, nd, stage);
+        } else if (nseen > 1) {
+            away = (double)(nseen - m->leaf_count[lf]) / (double)(nseen - 1);
+        }
+        if (away > 0.0) {
+            rc = gs_flow_add_bytes_shared(n, (uint32_t)(m->up_base + lf), node_net * away, copies);
+            if (rc == GS_OK)
+                rc = gs_flow_add_bytes_shared(n, (uint32_t)(m->down_base + lf), node_net * away, copies);
         }
     }
     if (rc != GS_OK)

@@ -1,7 +1,8 @@
 /* Check suite for flow mode (sim/flow.c and its use in sim/des.c): the max-min fair solver on
- * hand-built flows, the cluster's links (a shared NIC, an oversubscribed uplink), flow mode
- * against analytic mode when nothing shares a link, and determinism. Expected values are
- * derived by hand in the comments. */
+ * hand-built flows, the cluster's links (a shared NIC, an oversubscribed uplink, the class
+ * path's copies), one collective with every rank as flows (sim/flow_coll.c, coll --exact), flow
+ * mode against analytic mode when nothing shares a link, the class path against the exact path,
+ * and determinism. Expected values are derived by hand in the comments. */
 #include <check.h>
 #include <math.h>
 #include <stdio.h>
@@ -146,9 +147,9 @@ START_TEST(test_shared_nic)
     ck_assert_msg(NEAR(work, (double)bytes / t.nic_bw, 0.01), "work %g", work);
     ck_assert_int_eq(gs_flow_model_create(&t, 2, &m), GS_OK);
     gs_flow_net *n = gs_flow_model_net(m);
-    ck_assert_int_eq(gs_flow_model_coll(m, 0.0, GS_COLL_ALLREDUCE, &shape, bytes, &cost, g1, 2, work, &a), GS_OK);
+    ck_assert_int_eq(gs_flow_model_coll(m, 0.0, GS_COLL_ALLREDUCE, &shape, bytes, &cost, g1, 2, work, NULL, &a), GS_OK);
     ck_assert(NEAR(gs_flow_speed(n, a), 1.0, 1e-9)); /* alone: analytic speed */
-    ck_assert_int_eq(gs_flow_model_coll(m, 0.0, GS_COLL_ALLREDUCE, &shape, bytes, &cost, g2, 2, work, &b), GS_OK);
+    ck_assert_int_eq(gs_flow_model_coll(m, 0.0, GS_COLL_ALLREDUCE, &shape, bytes, &cost, g2, 2, work, NULL, &b), GS_OK);
     /* 0.5 within 1e-3: the ring's "plateau" latency (x 1.4 on large calls) counts as work, so
      * the call asks a hair under the whole NIC */
     ck_assert_msg(NEAR(gs_flow_speed(n, a), 0.5, 1e-3), "a %g", gs_flow_speed(n, a));
@@ -180,8 +181,8 @@ static double uplink_speed(double over, double *inside)
     ck_assert_int_eq(gs_flow_model_create(&t, 96, &m), GS_OK);
     ck_assert_uint_eq(gs_flow_model_leaf_nodes(m), 32);
     for (uint64_t r = 0; r < 256; r++)
-        ck_assert_int_eq(gs_flow_model_p2p(m, 0.0, r, r + 256, (uint64_t)bytes, work, &id), GS_OK);
-    ck_assert_int_eq(gs_flow_model_p2p(m, 0.0, 64 * 8, 65 * 8, (uint64_t)bytes, work, &last), GS_OK);
+        ck_assert_int_eq(gs_flow_model_p2p(m, 0.0, r, r + 256, (uint64_t)bytes, work, NULL, &id), GS_OK);
+    ck_assert_int_eq(gs_flow_model_p2p(m, 0.0, 64 * 8, 65 * 8, (uint64_t)bytes, work, NULL, &last), GS_OK);
     *inside = gs_flow_speed(gs_flow_model_net(m), last);
     double s = gs_flow_speed(gs_flow_model_net(m), id);
     ck_assert(NEAR(gs_flow_speed(gs_flow_model_net(m), 0), s, 1e-12)); /* all cross sends alike */
@@ -197,6 +198,158 @@ START_TEST(test_oversubscribed_uplink)
     ck_assert_msg(NEAR(s2, 0.5, 1e-6), "oversubscription 2: speed %g", s2);
     ck_assert_msg(NEAR(s1 / s2, 2.0, 1e-6), "slowdown %g", s1 / s2);
     ck_assert(NEAR(in1, 1.0, 1e-9) && NEAR(in2, 1.0, 1e-9)); /* inside a leaf: untouched */
+}
+END_TEST
+
+/* The class path's copies (flow.c "The class path"). Mesh TP 8 x DP 2 (tp-dp-pp) on 2 nodes of
+ * 8 GPUs: node 0 holds the TP group 0-7, and DP group i is {i, 8 + i}, so the 8 ranks of a node
+ * sit in 8 different DP groups that all cross the node's NICs at once with the same all-reduce.
+ * On the class path only rank 0 is present, standing for all 16.
+ *   pcie-a100-25gbe (one NIC for 8 GPUs, no rails): the 8 groups' transfers share that NIC, so
+ *   rank 0's flow counts 8 copies: alone its own bytes fill the NIC (as in test_shared_nic),
+ *   with its copies it gets 1/8 (0.125, within 1e-3 for the ring's plateau latency), exactly
+ *   what each of the 8 flows gets on the exact path where all 8 groups are present.
+ *   dgx-a100-80g (a NIC per GPU, rails): GPU i's group leaves through NIC i alone: 1 copy,
+ *   speed 1.
+ * Sends: mesh TP 8 x PP 2 (stage 0 = node 0, stage 1 = node 1); rank 0 -> rank 8 stands for
+ * i -> 8 + i, i = 0..7: 8 copies on the shared NIC (one send alone fills a NIC: speed 1/8),
+ * 1 with rails. */
+static double class_coll_speed(const char *preset, int exact_path)
+{
+    gs_cluster c = cluster_of(preset, 2, 1.0);
+    gs_topo t;
+    gs_mesh mesh;
+    gs_error err;
+    gs_flow_model *m;
+    gs_coll_cost cost;
+    gs_coll_shape shape = {2, 2, 1};
+    uint64_t bytes = UINT64_C(1) << 30;
+    uint32_t id = 0, first = 0;
+    gs_error_init(&err);
+    gs_topo_init(&t, &c);
+    ck_assert_int_eq(gs_mesh_init(&mesh, 8, 2, 1, NULL, 8, &err), GS_OK);
+    ck_assert_int_eq(gs_coll_estimate(&t, GS_COLL_ALLREDUCE, &shape, bytes, GS_ALGO_COUNT, &cost), GS_OK);
+    double lat = gs_flow_coll_latency(&t, GS_COLL_ALLREDUCE, &shape, &cost), work = cost.time_s - lat;
+    gs_flow_class cls = {&mesh, GS_GROUP_DP};
+    ck_assert_int_eq(gs_flow_model_create(&t, 2, &m), GS_OK);
+    for (uint64_t i = 0; i < (exact_path ? 8u : 1u); i++) {
+        uint64_t g[2] = {i, 8 + i};
+        ck_assert_int_eq(gs_flow_model_coll(m, 0.0, GS_COLL_ALLREDUCE, &shape, bytes, &cost, g, 2, work,
+                                            exact_path ? NULL : &cls, &id), GS_OK);
+        if (i == 0)
+            first = id;
+    }
+    double sp = gs_flow_speed(gs_flow_model_net(m), first);
+    gs_flow_model_destroy(m);
+    return sp;
+}
+
+static double class_send_speed(const char *preset)
+{
+    gs_cluster c = cluster_of(preset, 2, 1.0);
+    gs_topo t;
+    gs_mesh mesh;
+    gs_error err;
+    gs_flow_model *m;
+    uint64_t bytes = UINT64_C(1) << 30;
+    uint32_t id;
+    gs_error_init(&err);
+    gs_topo_init(&t, &c);
+    ck_assert_int_eq(gs_mesh_init(&mesh, 8, 1, 2, NULL, 8, &err), GS_OK);
+    gs_flow_class cls = {&mesh, GS_GROUP_PP};
+    double work = gs_p2p_time(&t, 0, bytes) - gs_flow_p2p_latency(&t, 0);
+    ck_assert_int_eq(gs_flow_model_create(&t, 2, &m), GS_OK);
+    ck_assert_int_eq(gs_flow_model_p2p(m, 0.0, 0, 8, bytes, work, &cls, &id), GS_OK);
+    double sp = gs_flow_speed(gs_flow_model_net(m), id);
+    gs_flow_model_destroy(m);
+    return sp;
+}
+
+START_TEST(test_class_copies)
+{
+    double shared = class_coll_speed("pcie-a100-25gbe", 0), exact = class_coll_speed("pcie-a100-25gbe", 1);
+    ck_assert_msg(NEAR(shared, 0.125, 1e-3), "class path, shared NIC: speed %g", shared);
+    ck_assert_msg(NEAR(shared, exact, 1e-9), "class %g vs exact %g", shared, exact);
+    double rails = class_coll_speed("dgx-a100-80g", 0);
+    ck_assert_msg(NEAR(rails, 1.0, 1e-9), "class path, rails: speed %g", rails);
+    double send_shared = class_send_speed("pcie-a100-25gbe"), send_rails = class_send_speed("dgx-a100-80g");
+    ck_assert_msg(NEAR(send_shared, 0.125, 1e-9), "class send, shared NIC: speed %g", send_shared);
+    ck_assert_msg(NEAR(send_rails, 1.0, 1e-9), "class send, rails: speed %g", send_rails);
+}
+END_TEST
+
+/* ------------------------------------------- one collective, every rank (coll --exact) ---- */
+
+static gs_flow_exact coll_exact(gs_cluster c, uint64_t ranks, gs_algo force, uint64_t bytes)
+{
+    gs_topo t;
+    gs_flow_exact x;
+    gs_coll_shape shape = {ranks, (ranks + c.gpus_per_node - 1) / c.gpus_per_node, c.gpus_per_node};
+    c.nodes = shape.nnodes;
+    gs_topo_init(&t, &c);
+    ck_assert_int_eq(gs_flow_coll_exact(&t, GS_COLL_ALLREDUCE, &shape, bytes, force, &x), GS_OK);
+    return x;
+}
+
+/* No link shared beyond the plan. 1 GiB all-reduce, ring, 16 ranks on 2 dgx-a100-80g nodes:
+ * NCCL's graph gives 8 channels of 24 GB/s (HDR line rate 25 GB/s), one per rail NIC, each
+ * crossing each node boundary once per direction, and busBw = 8 x 24 = 192 GB/s: by hand the
+ * bandwidth part is 2 x 15/16 x 2^30 B / 192 GB/s = 10.49 ms, plus 16 ranks' latency (well
+ * under 0.3 ms). Each rail NIC carries one channel's bus bytes in that time, under its 24 GB/s,
+ * so every flow runs alone: slowest speed 1 and the solved time = the model's (within 5%).
+ * The issue's case, 64 MiB over 1,024 ranks on 128 DGX A100 nodes (the tuner's tree, LL128):
+ * each NIC carries one channel of both of NCCL's trees, a node's interior tree 3 x and its leaf
+ * tree 1 x the channel's half: 2 / channels of the buffer per NIC, which the tree's busBw
+ * (105.8 GB/s) leaves under the NIC: again speed 1. */
+START_TEST(test_coll_exact_no_sharing)
+{
+    double hand = 2.0 * 15.0 / 16.0 * 1073741824.0 / 192e9;
+    gs_flow_exact x = coll_exact(cluster_of("dgx-a100-80g", 2, 1.0), 16, GS_ALGO_RING, UINT64_C(1) << 30);
+    ck_assert_msg(x.algo == GS_ALGO_RING && x.flows == 8 * 16, "algo %d, %llu flows", (int)x.algo,
+                  (unsigned long long)x.flows);
+    ck_assert_msg(NEAR(x.min_speed, 1.0, 1e-9), "slowest flow %g", x.min_speed);
+    ck_assert_msg(NEAR(x.time_s, x.analytic_s, 0.05), "exact %g s vs analytic %g s", x.time_s, x.analytic_s);
+    ck_assert_msg(x.time_s > hand && x.time_s < hand + 3e-4, "exact %g s vs hand %g s + latency", x.time_s, hand);
+    x = coll_exact(cluster_of("dgx-a100-80g", 128, 1.0), 1024, GS_ALGO_COUNT, UINT64_C(64) << 20);
+    ck_assert_int_eq(x.algo, GS_ALGO_TREE);
+    ck_assert_msg(NEAR(x.min_speed, 1.0, 1e-9), "slowest flow %g", x.min_speed);
+    ck_assert_msg(NEAR(x.time_s, x.analytic_s, 0.05), "exact %g s vs analytic %g s", x.time_s, x.analytic_s);
+}
+END_TEST
+
+/* 8 GPUs on one NIC, no rails. 1 GiB all-reduce, hier, 16 ranks on 2 pcie-a100-25gbe nodes:
+ *   intra-node reduce-scatter and all-gather over the 8 GPUs' PCIe (NCCL's graph: 2 channels
+ *   x 12 GB/s = 24 GB/s): 2 x 7/8 x 2^30 B / 24 GB/s = 78.3 ms, all nodes at once on their own
+ *   GPU links;
+ *   8 rail rings (GPU k of both nodes), each all-reducing S/8 = 134.2 MB over 2 nodes, i.e.
+ *   moving 134.2 MB through its node's NIC each way. Each is its own one-GPU-per-node
+ *   communicator planned with the NIC to itself (2.94 GB/s achievable): 45.6 ms alone. All 8
+ *   go through the node's one 25 GbE NIC at once, so max-min gives each 1/8 (slowest speed
+ *   0.125): 8 x 45.6 = 365.1 ms.
+ * By hand 78.3 + 365.1 = 443.4 ms (+ latency, within 2%). The same GPUs with 8 rail NICs (one
+ * per GPU) keep every rail ring alone: 78.3 + 45.6 = 123.9 ms, speed 1. So the rail phase is
+ * slower by the sharing factor 8, which is what hierarchical.c already charges (each rail ring
+ * gets NICs x NIC / G): the solved time equals the model's within 5% here too. The model and
+ * the flows agree because the cost formula accounts for the share; --exact finds it from the
+ * transfers. */
+START_TEST(test_coll_exact_shared_nic)
+{
+    const double intra = 2.0 * 7.0 / 8.0 * 1073741824.0 / 24e9;
+    gs_cluster c = cluster_of("pcie-a100-25gbe", 2, 1.0);
+    double rail_alone = 1073741824.0 / 8.0 / c.nic.bw;
+    gs_flow_exact x = coll_exact(c, 16, GS_ALGO_HIER, UINT64_C(1) << 30);
+    ck_assert_msg(NEAR(x.min_speed, 0.125, 1e-9), "slowest flow %g", x.min_speed);
+    ck_assert_msg(NEAR(x.time_s, intra + 8.0 * rail_alone, 0.02), "exact %g s vs hand %g s", x.time_s,
+                  intra + 8.0 * rail_alone);
+    ck_assert_msg(NEAR(x.time_s, x.analytic_s, 0.05), "exact %g s vs analytic %g s", x.time_s, x.analytic_s);
+    c.nics_per_node = 8;
+    c.rail_optimized = 1;
+    gs_flow_exact r = coll_exact(c, 16, GS_ALGO_HIER, UINT64_C(1) << 30);
+    ck_assert_msg(NEAR(r.min_speed, 1.0, 1e-9), "rails: slowest flow %g", r.min_speed);
+    ck_assert_msg(NEAR(r.time_s, intra + rail_alone, 0.02), "rails: exact %g s vs hand %g s", r.time_s,
+                  intra + rail_alone);
+    ck_assert_msg(NEAR((x.time_s - intra) / (r.time_s - intra), 8.0, 0.05), "rail phase ratio %g",
+                  (x.time_s - intra) / (r.time_s - intra));
 }
 END_TEST
 
@@ -262,6 +415,36 @@ START_TEST(test_dp_groups_share_nic)
 }
 END_TEST
 
+/* The class path meets the groups it does not simulate. DP 2 x TP 4 (tp-dp-pp) on 2
+ * pcie-a100-25gbe nodes given 4 GPUs each: node 0 holds TP group 0-3, and DP group i is
+ * {i, 4 + i}, so k = 4 identical DP groups (SHARD_GRAD_OP gathers and reduce-scatters, all issued
+ * at the same points of the step) cross each node's one 25 GbE NIC together. A DP call alone
+ * fills the NIC (a 2-rank ring across 2 nodes is NIC-bound), so four at once each get 1/4 of it:
+ * by hand, DP communication takes k = 4 x analytic's (3.9 .. 4.05: the latency part does not
+ * grow), and the step grows with it. The class path simulates rank 0 alone (class of 8); its
+ * flows count the 3 other groups' copies on the NIC, so its step matches the exact path's,
+ * which simulates all 8 ranks and their 4 groups, within 2%. */
+START_TEST(test_class_path_shared_nic)
+{
+    const char *y = SEED7B "cluster: {preset: pcie-a100-25gbe, nodes: 2, gpus_per_node: 4}\ngrid: {dp: 2, tp: 4}\n"
+                           "strategy: {sharding: shard_grad_op, precision: fp16}\nbatch: {global: 8}\n";
+    gs_report a, cf, ef;
+    simulate(y, 0, 0, &a, NULL);
+    simulate(y, 0, 1, &cf, NULL);
+    simulate(y, 1, 1, &ef, NULL);
+    ck_assert_msg(NEAR(cf.step_time_s, ef.step_time_s, 0.02), "class flow %g s vs exact flow %g s", cf.step_time_s,
+                  ef.step_time_s);
+    ck_assert_msg(cf.step_time_s > a.step_time_s && ef.step_time_s > a.step_time_s, "analytic %g s",
+                  a.step_time_s);
+    double rc = cf.comm_s[GS_DIM_DP] / a.comm_s[GS_DIM_DP], re = ef.comm_s[GS_DIM_DP] / a.comm_s[GS_DIM_DP];
+    ck_assert_msg(rc > 3.9 && rc < 4.05, "class path DP comm flow / analytic = %g", rc);
+    ck_assert_msg(re > 3.9 && re < 4.05, "exact path DP comm flow / analytic = %g", re);
+    gs_report_fini(&a);
+    gs_report_fini(&cf);
+    gs_report_fini(&ef);
+}
+END_TEST
+
 /* Same input, same bytes: two flow-mode runs with contention write identical traces. */
 START_TEST(test_determinism)
 {
@@ -299,11 +482,17 @@ static Suite *flow_suite(void)
     TCase *links = tcase_create("links");
     tcase_add_test(links, test_shared_nic);
     tcase_add_test(links, test_oversubscribed_uplink);
+    tcase_add_test(links, test_class_copies);
     suite_add_tcase(s, links);
+    TCase *exact = tcase_create("coll_exact");
+    tcase_add_test(exact, test_coll_exact_no_sharing);
+    tcase_add_test(exact, test_coll_exact_shared_nic);
+    suite_add_tcase(s, exact);
     TCase *sim = tcase_create("sim");
     tcase_set_timeout(sim, 120);
     tcase_add_test(sim, test_no_overlap_equals_analytic);
     tcase_add_test(sim, test_dp_groups_share_nic);
+    tcase_add_test(sim, test_class_path_shared_nic);
     tcase_add_test(sim, test_determinism);
     suite_add_tcase(s, sim);
     return s;

@@ -1,0 +1,491 @@
+/* `gridstep plan`: every legal grid and strategy for a model on a cluster, ranked by simulated
+ * tokens/s, with the rejections counted, why the winner wins, and its launch line. */
+#include <getopt.h>
+#include <inttypes.h>
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "cli/cli_common.h"
+#include "cli/commands.h"
+#include "engine/plan.h"
+#include "engine/units.h"
+#include "sim/compute.h"
+#include "sim/sim.h"
+
+const char gs_cmd_plan_help[] =
+    "Enumerates every legal configuration of the model on the cluster: each grid (dp, pp, tp) whose\n"
+    "product is the GPU count, each sharding strategy (no_shard, shard_grad_op, full_shard, zero1,\n"
+    "zero2, zero3; hybrid_shard when DP spans nodes), micro-batch size (1, 2, 4, 8 dividing\n"
+    "global / dp), recompute (none, selective, full), pipeline schedule when pp > 1 (1f1b, gpipe,\n"
+    "interleaved with 2 or 4 virtual stages when the layers split), sequence parallelism when\n"
+    "tp > 1, and CPU offload for FSDP strategies. It rejects what fails the mesh checks (counted per\n"
+    "grid: TP across nodes, heads or ffn not divisible by tp, layers < pp) or the batch and\n"
+    "pipeline checks and the memory ledger (counted per configuration), prunes configurations that\n"
+    "cannot be faster than a kept twin, simulates the rest (analytic mode, one rank per pipeline\n"
+    "stage) and ranks them by tokens/s, ties broken by memory headroom.\n"
+    "\n"
+    "Pruning rules (each safe because the analytic simulation is a max-plus system: an event\n"
+    "starts at the latest end of its dependencies and of its stream's previous event, so adding\n"
+    "or lengthening events never shortens the step):\n"
+    "  R1 offload is pruned when its twin without offload fits (offload only adds host copies and\n"
+    "     moves the optimizer to the slower host);\n"
+    "  R2 selective recompute is pruned when its twin without recompute fits, full recompute when\n"
+    "     the twin without or with selective recompute fits (recompute only adds compute);\n"
+    "  R3 strategies with the same per-rank shard plan (zero3 and full_shard, ...) build the same\n"
+    "     schedule: simulated once, both listed.\n"
+    "  Caveats: the 10% compute slowdown under overlapped communication is decided per event at its\n"
+    "  start, so a shifted overlap could in principle move a step by a fraction of one event; at an\n"
+    "  exactly equal step the pruned twin would have won the headroom tie-break.\n"
+    "\n"
+    "Speed: a step of m micro-batches is simulated with m1 = max(2, 2 pp) and m2 = m1 + pp\n"
+    "micro-batches and extrapolated, step(m) = step(m2) + (m - m2) (step(m2) - step(m1)) / pp\n"
+    "(pipeline schedules and gradient accumulation repeat per micro-batch in steady state; within\n"
+    "1% of the full simulation in tests/check_plan), on --threads worker threads. The output does\n"
+    "not depend on the thread count.\n"
+    "\n"
+    "options:\n"
+    "  --model M          model preset (gridstep presets models)\n"
+    "  --cluster C        cluster preset (gridstep presets clusters)\n"
+    "  --nodes N          nodes of the cluster\n"
+    "  --global-batch B   sequences per step (default: the scenario's, else 2 x GPUs)\n"
+    "  --seq S            sequence length, tokens (default: the model's)\n"
+    "  --top K            rows in the table and the JSON (default 10)\n"
+    "  --json             one JSON document: candidates [{grid {dp, pp, tp}, strategy {...}, micro,\n"
+    "                     step_time_s, tokens_per_s, peak_bytes, ...}] best first, rejected {reason:\n"
+    "                     count}, pruned {rule: count}, evaluated, simulated\n"
+    "  --tp, --pp, --dp, --micro LIST   only these values (comma-separated)\n"
+    "  --sharding LIST    only these strategies\n"
+    "  --max-candidates N stop enumerating after N configurations\n"
+    "  --threads N        worker threads (default 2)\n"
+    "  --no-extrapolate   simulate every candidate's full step (slow; for checking)\n"
+    "A SCENARIO.yaml argument supplies the model, cluster and batch; its grid and strategy are\n"
+    "ignored (precision is kept).\n"
+    "\n"
+    "examples:\n"
+    "  gridstep plan --model llama2-70b --cluster dgx-a100-80g --nodes 8\n"
+    "  gridstep plan scenarios/seed-7b-8xa100.yaml --top 5\n"
+    "  gridstep plan --model llama2-70b --cluster dgx-a100-80g --nodes 8 --tp 8 --json | jq '.candidates[0]'\n";
+
+static const char usage[] =
+    "gridstep plan (--model M --cluster C --nodes N | SCENARIO.yaml) [--global-batch B] [--seq S] [--top K] "
+    "[--json] [--tp LIST] [--pp LIST] [--dp LIST] [--sharding LIST] [--micro LIST] [--max-candidates N] "
+    "[--threads N] [--no-extrapolate]";
+
+static double now_s(void)
+{
+    struct timespec t;
+    clock_gettime(CLOCK_MONOTONIC, &t);
+    return (double)t.tv_sec + (double)t.tv_nsec * 1e-9;
+}
+
+static gs_status eval_sim(const gs_scenario *s, const gs_mesh *mesh, void *ctx, gs_report *rep, gs_error *err)
+{
+    (void)ctx;
+    return gs_sim_scenario(s, mesh, 0, NULL, rep, NULL, err);
+}
+
+static void progress_tty(void *ctx, uint64_t done, uint64_t total)
+{
+    (void)ctx;
+    if (done == total || done % 16 == 0)
+        fprintf(stderr, "\rgridstep plan: simulated %" PRIu64 " (at most %" PRIu64 ")", done, total);
+}
+
+static gs_status parse_u64(const char *opt, const char *s, uint64_t *out, gs_error *err)
+{
+    if (gs_parse_count(s, out) != 0 || *out == 0)
+        return gs_error_set(err, GS_ERR_INPUT, "%s: found '%s', expected a positive integer\nusage: %s", opt, s,
+                            usage);
+    return GS_OK;
+}
+
+static gs_status parse_list(const char *opt, const char *s, gs_plan_list *l, gs_error *err)
+{
+    char buf[512];
+    snprintf(buf, sizeof buf, "%s", s);
+    l->n = 0;
+    for (char *save = NULL, *t = strtok_r(buf, ",", &save); t; t = strtok_r(NULL, ",", &save)) {
+        if (l->n == GS_PLAN_LIST_MAX)
+            return gs_error_set(err, GS_ERR_INPUT, "%s: more than %d values", opt, GS_PLAN_LIST_MAX);
+        gs_status rc = parse_u64(opt, t, &l->v[l->n], err);
+        if (rc != GS_OK)
+            return rc;
+        l->n++;
+    }
+    if (l->n == 0)
+        return gs_error_set(err, GS_ERR_INPUT, "%s: found '%s', expected a comma-separated list", opt, s);
+    return GS_OK;
+}
+
+static gs_status parse_shardings(const char *s, unsigned *mask, gs_error *err)
+{
+    char buf[512];
+    snprintf(buf, sizeof buf, "%s", s);
+    *mask = 0;
+    for (char *save = NULL, *t = strtok_r(buf, ",", &save); t; t = strtok_r(NULL, ",", &save)) {
+        gs_sharding sh;
+        if (gs_sharding_parse(t, &sh) != 0)
+            return gs_error_set(err, GS_ERR_INPUT,
+                                "--sharding: found '%s', expected no_shard, shard_grad_op, full_shard, "
+                                "hybrid_shard, zero1, zero2 or zero3",
+                                t);
+        *mask |= 1u << sh;
+    }
+    if (!*mask)
+        return gs_error_set(err, GS_ERR_INPUT, "--sharding: found '%s', expected a comma-separated list", s);
+    return GS_OK;
+}
+
+/* "1f1b", "gpipe", "interleaved:2" */
+static const char *pipe_label(const gs_plan_candidate *c, char *buf, size_t len)
+{
+    if (c->pp == 1)
+        snprintf(buf, len, "-");
+    else if (c->strategy.pipeline == GS_PIPE_INTERLEAVED)
+        snprintf(buf, len, "interleaved:%" PRIu64, c->strategy.virtual_stages);
+    else
+        snprintf(buf, len, "%s", gs_pipeline_name(c->strategy.pipeline));
+    return buf;
+}
+
+static const char *cand_label(const gs_plan_candidate *c, char *buf, size_t len)
+{
+    char p[32];
+    snprintf(buf, len, "dp=%" PRIu64 " pp=%" PRIu64 " tp=%" PRIu64 " %s%s micro=%" PRIu64 " recompute=%s%s%s%s",
+             c->dp, c->pp, c->tp, gs_sharding_name(c->strategy.sharding), c->strategy.offload ? "+offload" : "",
+             c->micro, gs_recompute_name(c->strategy.recompute), c->pp > 1 ? " " : "",
+             c->pp > 1 ? pipe_label(c, p, sizeof p) : "", c->strategy.sequence_parallel ? " sp" : "");
+    return buf;
+}
+
+static json_t *cand_json(const gs_plan_candidate *c)
+{
+    json_t *o = json_object(), *g = json_object(), *st = json_object();
+    json_object_set_new(g, "dp", json_integer((json_int_t)c->dp));
+    json_object_set_new(g, "pp", json_integer((json_int_t)c->pp));
+    json_object_set_new(g, "tp", json_integer((json_int_t)c->tp));
+    json_object_set_new(o, "grid", g);
+    json_object_set_new(st, "sharding", json_string(gs_sharding_name(c->strategy.sharding)));
+    json_object_set_new(st, "recompute", json_string(gs_recompute_name(c->strategy.recompute)));
+    json_object_set_new(st, "pipeline", json_string(gs_pipeline_name(c->strategy.pipeline)));
+    json_object_set_new(st, "virtual_stages", json_integer((json_int_t)c->strategy.virtual_stages));
+    json_object_set_new(st, "sequence_parallel", json_boolean(c->strategy.sequence_parallel));
+    json_object_set_new(st, "offload", json_boolean(c->strategy.offload));
+    json_object_set_new(st, "precision", json_string(gs_precision_name(c->strategy.precision)));
+    json_object_set_new(o, "strategy", st);
+    json_object_set_new(o, "micro", json_integer((json_int_t)c->micro));
+    json_object_set_new(o, "microbatches", json_integer((json_int_t)c->microbatches));
+    json_object_set_new(o, "step_time_s", json_real(c->step_time_s));
+    json_object_set_new(o, "tokens_per_s", json_real(c->tokens_per_s));
+    json_object_set_new(o, "tokens_per_s_per_gpu", json_real(c->tokens_per_s_per_gpu));
+    json_object_set_new(o, "mfu", json_real(c->mfu));
+    json_object_set_new(o, "comm_share", json_real(c->comm_share));
+    json_object_set_new(o, "bubble_share", json_real(c->bubble_share));
+    json_object_set_new(o, "compute_s", json_real(c->compute_s));
+    json_t *ex = json_object();
+    json_object_set_new(ex, "dp", json_real(c->exposed_s[GS_DIM_DP]));
+    json_object_set_new(ex, "tp", json_real(c->exposed_s[GS_DIM_TP]));
+    json_object_set_new(ex, "pp", json_real(c->exposed_s[GS_DIM_PP]));
+    json_object_set_new(o, "exposed_comm_s", ex);
+    json_object_set_new(o, "peak_bytes", json_integer((json_int_t)c->peak_bytes));
+    json_object_set_new(o, "gpu_bytes", json_integer((json_int_t)c->gpu_bytes));
+    json_object_set_new(o, "simulated_microbatches",
+                        json_integer((json_int_t)(c->sim_m2 ? c->sim_m2 : c->sim_m1)));
+    json_object_set_new(o, "extrapolated", json_boolean(c->sim_m2 != 0));
+    return o;
+}
+
+static json_t *plan_json(const gs_scenario *s, const gs_plan *p, size_t top, double wall)
+{
+    json_t *doc = json_object(), *cands = json_array(), *rej = json_object(), *pr = json_object();
+    json_object_set_new(doc, "model", json_string(s->model.name));
+    json_object_set_new(doc, "cluster", json_string(s->cluster.name));
+    json_object_set_new(doc, "gpus", json_integer((json_int_t)p->gpus));
+    json_object_set_new(doc, "global_batch", json_integer((json_int_t)p->global_seqs));
+    json_object_set_new(doc, "seq", json_integer((json_int_t)s->model.seq));
+    for (size_t i = 0; i < p->ncands && i < top; i++)
+        json_array_append_new(cands, cand_json(&p->cands[i]));
+    json_object_set_new(doc, "candidates", cands);
+    for (size_t i = 0; i < p->nrejected; i++)
+        json_object_set_new(rej, p->rejected[i].reason, json_integer((json_int_t)p->rejected[i].count));
+    json_object_set_new(doc, "rejected", rej);
+    for (size_t i = 0; i < p->npruned; i++)
+        json_object_set_new(pr, p->pruned[i].reason, json_integer((json_int_t)p->pruned[i].count));
+    json_object_set_new(doc, "pruned", pr);
+    json_object_set_new(doc, "grids", json_integer((json_int_t)p->grids));
+    json_object_set_new(doc, "legal_grids", json_integer((json_int_t)p->legal_grids));
+    json_object_set_new(doc, "evaluated", json_integer((json_int_t)p->evaluated));
+    json_object_set_new(doc, "simulated", json_integer((json_int_t)p->simulated));
+    json_object_set_new(doc, "truncated", json_boolean(p->truncated));
+    (void)wall; /* not in the document: same input, same bytes */
+    return doc;
+}
+
+/* What runner-up r loses against the winner w, largest first. */
+typedef struct why_part {
+    const char *what;
+    double d; /* seconds per step, runner-up minus winner */
+} why_part;
+
+static void print_why(const gs_plan_candidate *w, const gs_plan_candidate *r, size_t rank)
+{
+    why_part part[5] = {
+        {"compute", r->compute_s - w->compute_s},
+        {"exposed DP communication", r->exposed_s[GS_DIM_DP] - w->exposed_s[GS_DIM_DP]},
+        {"exposed TP communication", r->exposed_s[GS_DIM_TP] - w->exposed_s[GS_DIM_TP]},
+        {"exposed PP communication", r->exposed_s[GS_DIM_PP] - w->exposed_s[GS_DIM_PP]},
+        {"bubble", r->bubble_share * r->step_time_s - w->bubble_share * w->step_time_s},
+    };
+    for (int i = 0; i < 5; i++) /* largest magnitude first (insertion sort, stable) */
+        for (int j = i; j > 0 && fabs(part[j].d) > fabs(part[j - 1].d); j--) {
+            why_part t = part[j];
+            part[j] = part[j - 1];
+            part[j - 1] = t;
+        }
+    char lab[192], b[32];
+    double dstep = r->step_time_s - w->step_time_s;
+    printf("  #%zu (%s): step %s%s (%+.1f%%)", rank, cand_label(r, lab, sizeof lab), dstep >= 0 ? "+" : "-",
+           gs_fmt_seconds(fabs(dstep), b, sizeof b), 100.0 * dstep / w->step_time_s);
+    double floor_s = 0.005 * w->step_time_s;
+    int shown = 0;
+    for (int i = 0; i < 5 && shown < 3; i++) {
+        if (fabs(part[i].d) < floor_s)
+            continue;
+        printf("%s %s%s %s", shown ? "," : ":", part[i].d >= 0 ? "+" : "-", gs_fmt_seconds(fabs(part[i].d), b, sizeof b),
+               part[i].what);
+        shown++;
+    }
+    if (!shown)
+        printf(dstep == 0 ? ": the same step (an identical schedule, R3)"
+                          : ": no component differs by more than 0.5%% of the step");
+    printf("\n");
+}
+
+static void print_launch(const gs_scenario *s, const gs_plan_candidate *w)
+{
+    uint64_t nodes = s->cluster.nodes, gpn = s->cluster.gpus_per_node;
+    const gs_strategy *st = &w->strategy;
+    printf("\nlaunch (winner):\n");
+    if (w->pp > 1 || w->tp > 1 || st->sharding == GS_SHARD_NO_SHARD || st->sharding == GS_SHARD_ZERO1) {
+        printf("  torchrun --nnodes %" PRIu64 " --nproc-per-node %" PRIu64 " pretrain_gpt.py \\\n", nodes, gpn);
+        printf("    --tensor-model-parallel-size %" PRIu64 " --pipeline-model-parallel-size %" PRIu64, w->tp, w->pp);
+        if (st->pipeline == GS_PIPE_INTERLEAVED && w->pp > 1)
+            printf(" --num-layers-per-virtual-pipeline-stage %" PRIu64,
+                   s->model.layers / (w->pp * st->virtual_stages));
+        if (st->sequence_parallel)
+            printf(" --sequence-parallel");
+        printf(" \\\n    --micro-batch-size %" PRIu64 " --global-batch-size %" PRIu64 " --seq-length %" PRIu64 " --%s",
+               w->micro, s->batch.global_seqs, s->model.seq, gs_precision_name(st->precision));
+        if (st->recompute == GS_RECOMPUTE_FULL)
+            printf(" --recompute-granularity full --recompute-method uniform");
+        else if (st->recompute == GS_RECOMPUTE_SELECTIVE)
+            printf(" --recompute-granularity selective");
+        if (st->sharding == GS_SHARD_ZERO1)
+            printf(" --use-distributed-optimizer");
+        else if (st->sharding != GS_SHARD_NO_SHARD)
+            printf("\n    # %s over dp=%" PRIu64 ": Megatron-FSDP / DeepSpeed ZeRO on top of TP/PP",
+                   gs_sharding_name(st->sharding), w->dp);
+        printf("\n");
+        return;
+    }
+    printf("  torchrun --nnodes %" PRIu64 " --nproc-per-node %" PRIu64 " train.py\n", nodes, gpn);
+    if (gs_sharding_is_fsdp(st->sharding)) {
+        char up[32];
+        snprintf(up, sizeof up, "%s", gs_sharding_name(st->sharding));
+        for (char *c = up; *c; c++)
+            *c = (char)(*c >= 'a' && *c <= 'z' ? *c - 32 : *c);
+        printf("  FSDP: sharding_strategy=%s, auto_wrap_policy=TRANSFORMER_BASED_WRAP (decoder layer), "
+               "backward_prefetch=BACKWARD_PRE, mixed_precision=%s, cpu_offload=%s, activation_checkpointing=%s, "
+               "micro-batch %" PRIu64 " x %" PRIu64 " accumulation steps\n",
+               strcmp(up, "ZERO3") == 0 ? "FULL_SHARD" : up, gs_precision_name(st->precision),
+               st->offload ? "true" : "false", gs_recompute_name(st->recompute), w->micro, w->microbatches);
+    } else {
+        printf("  DeepSpeed: zero_optimization.stage=%d, train_micro_batch_size_per_gpu=%" PRIu64
+               ", gradient_accumulation_steps=%" PRIu64 ", %s, activation checkpointing %s\n",
+               st->sharding == GS_SHARD_ZERO2 ? 2 : 3, w->micro, w->microbatches, gs_precision_name(st->precision),
+               gs_recompute_name(st->recompute));
+    }
+}
+
+static void print_plan(const gs_scenario *s, const gs_plan *p, size_t top, int default_batch, double wall)
+{
+    char b1[GS_FMT_BYTES], b2[GS_FMT_BYTES], t1[32];
+    uint64_t rejected = 0, pruned = 0;
+    for (size_t i = 0; i < p->nrejected; i++)
+        rejected += p->rejected[i].grids ? 0 : p->rejected[i].count;
+    for (size_t i = 0; i < p->npruned; i++)
+        pruned += p->pruned[i].count;
+    printf("plan: %s on %" PRIu64 " x %s (%" PRIu64 " GPUs of %s), global batch %" PRIu64
+           " sequences of %" PRIu64 " tokens%s\n",
+           s->model.name, s->cluster.nodes, s->cluster.name, p->gpus, gs_fmt_bytes(s->cluster.gpu.hbm_bytes, b1, sizeof b1),
+           p->global_seqs, s->model.seq, default_batch ? " (default: 2 x GPUs)" : "");
+    printf("searched %" PRIu64 " grids (%" PRIu64 " legal) and %" PRIu64 " configurations on them%s: %" PRIu64
+           " rejected, %" PRIu64 " pruned or merged, %" PRIu64 " simulated in %.1f s\n\n",
+           p->grids, p->legal_grids, p->evaluated, p->truncated ? " (stopped at --max-candidates)" : "", rejected,
+           pruned, p->simulated, wall);
+    gs_cli_table t;
+    gs_cli_table_init(&t, 13);
+    gs_cli_table_rowf(&t, "rank\tdp/pp/tp\tsharding\tmicro\trecompute\tpipeline\tSP\tstep\ttokens/s/GPU\tMFU\t"
+                          "peak/GPU mem (GB)\tNCCL\tbubble");
+    for (size_t i = 0; i < p->ncands && i < top; i++) {
+        const gs_plan_candidate *c = &p->cands[i];
+        char pl[32];
+        gs_cli_table_rowf(&t, "%zu\t%" PRIu64 "/%" PRIu64 "/%" PRIu64 "\t%s%s\t%" PRIu64 "\t%s\t%s\t%s\t%s\t%.1f\t%.1f%%\t"
+                              "%.1f / %.1f\t%.1f%%\t%.1f%%",
+                          i + 1, c->dp, c->pp, c->tp, gs_sharding_name(c->strategy.sharding),
+                          c->strategy.offload ? "+offload" : "", c->micro, gs_recompute_name(c->strategy.recompute),
+                          pipe_label(c, pl, sizeof pl), c->strategy.sequence_parallel ? "on" : "off",
+                          gs_fmt_seconds(c->step_time_s, t1, sizeof t1), c->tokens_per_s_per_gpu, 100 * c->mfu,
+                          (double)c->peak_bytes / 1e9, (double)c->gpu_bytes / 1e9, 100 * c->comm_share,
+                          100 * c->bubble_share);
+    }
+    gs_cli_table_print(&t, stdout, 0);
+    gs_cli_table_fini(&t);
+    (void)b2;
+
+    printf("\nrejected:\n");
+    if (p->nrejected == 0)
+        printf("  nothing\n");
+    for (size_t i = 0; i < p->nrejected; i++)
+        printf("  %-52s %8" PRIu64 " %s\n", p->rejected[i].reason, p->rejected[i].count,
+               p->rejected[i].grids ? (p->rejected[i].count == 1 ? "grid" : "grids") : "configurations");
+    if (p->npruned) {
+        printf("pruned (never faster than a kept twin; see gridstep help plan):\n");
+        for (size_t i = 0; i < p->npruned; i++)
+            printf("  %-72s %8" PRIu64 "\n", p->pruned[i].reason, p->pruned[i].count);
+    }
+    if (p->ncands > 1) {
+        char lab[192];
+        printf("\nwhy #1 (%s) wins, against the runners-up (time per step; + = the runner-up spends more):\n",
+               cand_label(&p->cands[0], lab, sizeof lab));
+        for (size_t i = 1; i < p->ncands && i < 4; i++)
+            print_why(&p->cands[0], &p->cands[i], i + 1);
+    }
+    print_launch(s, &p->cands[0]);
+}
+
+/* The base scenario from presets: model, cluster, nodes; a placeholder grid (dp = GPUs). */
+static gs_status scenario_from_presets(const char *model, const char *cluster, uint64_t nodes, uint64_t global,
+                                       gs_scenario *s, gs_error *err)
+{
+    if (!gs_model_preset_find(model))
+        return gs_error_set(err, GS_ERR_INPUT, "--model: unknown model '%s' (did you mean '%s'? see gridstep presets models)",
+                            model, gs_model_preset_nearest(model));
+    const gs_cluster *c = gs_cluster_preset_find(cluster);
+    if (!c)
+        return gs_error_set(err, GS_ERR_INPUT,
+                            "--cluster: unknown cluster '%s' (did you mean '%s'? see gridstep presets clusters)", cluster,
+                            gs_cluster_preset_nearest(cluster));
+    uint64_t gpus;
+    if (gs_mul_u64(nodes, c->gpus_per_node, &gpus) != 0 || gpus > (UINT64_MAX >> 2))
+        return gs_error_set(err, GS_ERR_INPUT, "--nodes: %" PRIu64 " nodes is too many", nodes);
+    char yaml[512];
+    snprintf(yaml, sizeof yaml,
+             "model: %s\ncluster: {preset: %s, nodes: %" PRIu64 "}\ngrid: {dp: %" PRIu64 ", pp: 1, tp: 1}\n"
+             "batch: {global: %" PRIu64 ", micro: 1}\n",
+             gs_model_preset_find(model)->name, c->name, nodes, gpus, global ? global : 2 * gpus);
+    return gs_scenario_load_string(yaml, strlen(yaml), "plan", s, err);
+}
+
+gs_status gs_cmd_plan(int argc, char **argv, gs_error *err)
+{
+    enum { O_MODEL = 256, O_CLUSTER, O_NODES, O_BATCH, O_SEQ, O_TOP, O_JSON, O_TP, O_PP, O_DP, O_SHARD, O_MICRO,
+           O_MAX, O_THREADS, O_NOEXTRA };
+    static const struct option opts[] = {
+        {"model", required_argument, NULL, O_MODEL}, {"cluster", required_argument, NULL, O_CLUSTER},
+        {"nodes", required_argument, NULL, O_NODES}, {"global-batch", required_argument, NULL, O_BATCH},
+        {"seq", required_argument, NULL, O_SEQ},     {"top", required_argument, NULL, O_TOP},
+        {"json", no_argument, NULL, O_JSON},         {"tp", required_argument, NULL, O_TP},
+        {"pp", required_argument, NULL, O_PP},       {"dp", required_argument, NULL, O_DP},
+        {"sharding", required_argument, NULL, O_SHARD}, {"micro", required_argument, NULL, O_MICRO},
+        {"max-candidates", required_argument, NULL, O_MAX}, {"threads", required_argument, NULL, O_THREADS},
+        {"no-extrapolate", no_argument, NULL, O_NOEXTRA}, {NULL, 0, NULL, 0},
+    };
+    const char *model = NULL, *cluster = NULL;
+    uint64_t nodes = 0, global = 0, seq = 0, top = 10, v;
+    int json = 0, c;
+    gs_plan_opts po;
+    gs_plan_opts_init(&po);
+    gs_status rc = GS_OK;
+    while ((c = getopt_long(argc, argv, "", opts, NULL)) != -1 && rc == GS_OK) {
+        switch (c) {
+        case O_MODEL: model = optarg; break;
+        case O_CLUSTER: cluster = optarg; break;
+        case O_NODES: rc = parse_u64("--nodes", optarg, &nodes, err); break;
+        case O_BATCH: rc = parse_u64("--global-batch", optarg, &global, err); break;
+        case O_SEQ: rc = parse_u64("--seq", optarg, &seq, err); break;
+        case O_TOP: rc = parse_u64("--top", optarg, &top, err); break;
+        case O_JSON: json = 1; break;
+        case O_TP: rc = parse_list("--tp", optarg, &po.tp, err); break;
+        case O_PP: rc = parse_list("--pp", optarg, &po.pp, err); break;
+        case O_DP: rc = parse_list("--dp", optarg, &po.dp, err); break;
+        case O_MICRO: rc = parse_list("--micro", optarg, &po.micro, err); break;
+        case O_SHARD: rc = parse_shardings(optarg, &po.sharding_mask, err); break;
+        case O_MAX: rc = parse_u64("--max-candidates", optarg, &po.max_candidates, err); break;
+        case O_THREADS:
+            if ((rc = parse_u64("--threads", optarg, &v, err)) == GS_OK) {
+                if (v > 64)
+                    rc = gs_error_set(err, GS_ERR_INPUT, "--threads: found %" PRIu64 ", expected 1 to 64", v);
+                po.threads = (int)v;
+            }
+            break;
+        case O_NOEXTRA: po.no_extrapolate = 1; break;
+        default:
+            return gs_error_set(err, GS_ERR_INPUT, "unknown option '%s'\nusage: %s", argv[optind - 1], usage);
+        }
+    }
+    if (rc != GS_OK)
+        return rc;
+    gs_scenario s;
+    int default_batch = 0;
+    if (optind < argc) {
+        const char *path = NULL;
+        if ((rc = gs_cli_one_positional(argc, argv, optind, usage, &path, err)) != GS_OK)
+            return rc;
+        if (model || cluster || nodes)
+            return gs_error_set(err, GS_ERR_INPUT,
+                                "give either a scenario or --model/--cluster/--nodes, not both\nusage: %s", usage);
+        if ((rc = gs_scenario_load_file(path, &s, err)) != GS_OK)
+            return rc;
+        if (global)
+            s.batch.global_seqs = global;
+    } else {
+        if (!model || !cluster || !nodes)
+            return gs_error_set(err, GS_ERR_INPUT, "plan needs --model, --cluster and --nodes (or a scenario)\nusage: %s",
+                                usage);
+        if ((rc = scenario_from_presets(model, cluster, nodes, global, &s, err)) != GS_OK)
+            return rc;
+        default_batch = global == 0;
+    }
+    if (seq)
+        s.model.seq = seq;
+    po.eval = eval_sim;
+    /* R4 keeps the table and the runners-up exact: the best max(top, 4) */
+    po.keep = top > 4 ? (size_t)top : 4;
+    gs_compute_model cm;
+    gs_compute_model_init(&cm, &s.cluster.gpu, s.strategy.precision);
+    po.compute_slowdown = cm.overlap_slowdown;
+    if (isatty(STDERR_FILENO))
+        po.progress = progress_tty;
+    gs_plan *p = NULL;
+    double t0 = now_s();
+    rc = gs_plan_run(&s, &po, &p, err);
+    if (po.progress)
+        fputc('\n', stderr); /* end the progress line */
+    if (rc != GS_OK)
+        return rc;
+    double wall = now_s() - t0;
+    if (json) {
+        json_t *doc = plan_json(&s, p, (size_t)top, wall);
+        rc = gs_cli_json_print(doc, err);
+        json_decref(doc);
+    } else {
+        print_plan(&s, p, (size_t)top, default_batch, wall);
+    }
+    gs_plan_destroy(p);
+    return rc;
+}
