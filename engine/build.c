@@ -137,13 +137,30 @@ static void io_add(uint32_t *arr, size_t *n, size_t cap, uint32_t id)
         arr[(*n)++] = id;
 }
 
+/* The stage-local layers of one model chunk and its ends: the embedding lives in chunk 0 of
+ * stage 0, the head in the last chunk of the last stage; every other chunk receives from and
+ * sends to a neighbour. */
+typedef struct chunk_geo {
+    int64_t bot, top;
+    int has_emb, has_head;
+} chunk_geo;
+
+static void chunk_geometry(const gs_bctx *x, uint16_t chunk, chunk_geo *g)
+{
+    g->bot = (int64_t)chunk * (int64_t)x->layers_per_chunk;
+    g->top = g->bot + (int64_t)x->layers_per_chunk - 1;
+    g->has_emb = x->stage == 0 && chunk == 0;
+    g->has_head = x->last && (uint64_t)chunk + 1 == x->v;
+}
+
 static gs_status forward_pass(gs_bctx *x, uint32_t mb, uint16_t chunk)
 {
     gs_status rc = GS_OK;
     const gs_shard_plan *pl = &x->plan;
-    int64_t bot = (int64_t)chunk * (int64_t)x->layers_per_chunk, top = bot + (int64_t)x->layers_per_chunk - 1;
-    int has_emb = x->stage == 0 && chunk == 0, has_head = x->last && (uint64_t)chunk + 1 == x->v;
-    int has_prev = !has_emb, has_next = !has_head;
+    chunk_geo g;
+    chunk_geometry(x, chunk, &g);
+    int64_t bot = g.bot, top = g.top;
+    int has_emb = g.has_emb, has_head = g.has_head, has_prev = !g.has_emb, has_next = !g.has_head;
     uint64_t w = mb % x->window;
     uint32_t prev = GS_NO_ID, boundary_out = GS_NO_ID;
     gs_layer_io io;
@@ -232,9 +249,10 @@ static gs_status backward_pass(gs_bctx *x, uint32_t mb, uint16_t chunk)
 {
     gs_status rc = GS_OK;
     const gs_shard_plan *pl = &x->plan;
-    int64_t bot = (int64_t)chunk * (int64_t)x->layers_per_chunk, top = bot + (int64_t)x->layers_per_chunk - 1;
-    int has_emb = x->stage == 0 && chunk == 0, has_head = x->last && (uint64_t)chunk + 1 == x->v;
-    int has_prev = !has_emb, has_next = !has_head;
+    chunk_geo g;
+    chunk_geometry(x, chunk, &g);
+    int64_t bot = g.bot, top = g.top;
+    int has_emb = g.has_emb, has_head = g.has_head, has_prev = !g.has_emb, has_next = !g.has_head;
     uint64_t w = mb % x->window;
     int sync = pl->sync_every || mb + 1 == x->mb_count;
     uint64_t root_chunk = x->v == 1 ? 0 : (x->stage == 0 ? 0 : (x->last ? x->v - 1 : 0));

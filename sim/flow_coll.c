@@ -61,6 +61,25 @@ typedef struct exact_net {
 } exact_net;
 
 /* A set of ranks one phase's ring runs over: first + j x stride, j < count (node-major). */
+/* The links of one collective's ranks: per node the NICs' egress and ingress, then each
+ * GPU's own link. */
+static gs_status net_init(exact_net *e, const gs_topo *t, const gs_coll_shape *shape)
+{
+    e->t = t;
+    e->n = shape->nranks;
+    e->ppn = shape->ppn;
+    e->nodes = (e->n + e->ppn - 1) / e->ppn;
+    e->gpn = t->gpus_per_node ? t->gpus_per_node : 1;
+    e->nics = t->nics_per_node ? t->nics_per_node : 1;
+    e->rail = t->cluster.rail_optimized;
+    if (2 * e->nodes * e->nics + e->n >= UINT32_MAX)
+        return GS_ERR_OVERFLOW;
+    e->nic_in_base = (uint32_t)(e->nodes * e->nics);
+    e->gpu_base = (uint32_t)(2 * e->nodes * e->nics);
+    e->nlinks = (size_t)(2 * e->nodes * e->nics + e->n);
+    return GS_OK;
+}
+
 typedef struct exact_comm {
     uint64_t first, stride, count;
 } exact_comm;
@@ -302,18 +321,8 @@ gs_status gs_flow_coll_exact(const gs_topo *t, gs_coll_op op, const gs_coll_shap
     out->proto = cost.proto;
     if (!(cost.time_s > 0.0))
         return GS_OK; /* nothing moves */
-    e.t = t;
-    e.n = shape->nranks;
-    e.ppn = shape->ppn;
-    e.nodes = (e.n + e.ppn - 1) / e.ppn;
-    e.gpn = t->gpus_per_node ? t->gpus_per_node : 1;
-    e.nics = t->nics_per_node ? t->nics_per_node : 1;
-    e.rail = t->cluster.rail_optimized;
-    if (2 * e.nodes * e.nics + e.n >= UINT32_MAX)
+    if (net_init(&e, t, shape) != GS_OK)
         return GS_ERR_OVERFLOW;
-    e.nic_in_base = (uint32_t)(e.nodes * e.nics);
-    e.gpu_base = (uint32_t)(2 * e.nodes * e.nics);
-    e.nlinks = (size_t)(2 * e.nodes * e.nics + e.n);
     lat = gs_flow_coll_latency(t, op, shape, &cost);
     work = cost.time_s - lat;
     if (!(work > 0.0))
@@ -424,18 +433,8 @@ gs_status gs_flow_sendrecv_exact(const gs_topo *t, const gs_coll_shape *shape, u
     if (shape->nranks < 2 || bytes == 0)
         return GS_OK;
     out->analytic_s = gs_p2p_time(t, shape->nnodes == 1, bytes);
-    e.t = t;
-    e.n = shape->nranks;
-    e.ppn = shape->ppn;
-    e.nodes = (e.n + e.ppn - 1) / e.ppn;
-    e.gpn = t->gpus_per_node ? t->gpus_per_node : 1;
-    e.nics = t->nics_per_node ? t->nics_per_node : 1;
-    e.rail = t->cluster.rail_optimized;
-    if (2 * e.nodes * e.nics + e.n >= UINT32_MAX)
+    if (net_init(&e, t, shape) != GS_OK)
         return GS_ERR_OVERFLOW;
-    e.nic_in_base = (uint32_t)(e.nodes * e.nics);
-    e.gpu_base = (uint32_t)(2 * e.nodes * e.nics);
-    e.nlinks = (size_t)(2 * e.nodes * e.nics + e.n);
     if ((rc = net_open(&e)) != GS_OK)
         return rc;
     /* rank r -> r + 1 mod n; one peer's traffic on one NIC (NCCL does not stripe a peer over
