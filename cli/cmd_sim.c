@@ -39,6 +39,9 @@ const char gs_cmd_sim_help[] =
     "  --json           one JSON document: step_time_s, tokens_per_s, tokens_per_s_per_gpu, mfu, hfu,\n"
     "                   tflops_per_gpu, comm_share, exposed_comm_s {dp, tp, pp}, bubble_share,\n"
     "                   peak_bytes, events, mode (analytic or flow)\n"
+    "  --calib FILE     calibration JSON overriding the presets' compute and link figures:\n"
+    "                   {\"compute\": {\"peak_flops\", \"gemm_efficiency\", \"hbm_bw\", \"hbm_efficiency\",\n"
+    "                   \"launch_s\", \"overlap_slowdown\"}, \"links\": {\"intra_bw\", \"nic_bw\"}} (SI units)\n"
     "  --explain        the hand arithmetic next to the simulation (compute at peak x efficiency,\n"
     "                   the ledger's bytes over the links) and why they differ\n"
     "  --trace FILE     Chrome trace JSON (open in Perfetto): a track per rank and stream, a slice\n"
@@ -49,7 +52,7 @@ const char gs_cmd_sim_help[] =
     "  gridstep sim --json scenarios/seed-7b-64gpu-25gbe.yaml | jq .step_time_s\n"
     "  gridstep sim --trace step.json scenarios/seed-7b-8xa100.yaml\n";
 
-static const char usage[] = "gridstep sim [--exact] [--mode analytic|flow] [--json] [--explain] [--trace FILE] SCENARIO.yaml";
+static const char usage[] = "gridstep sim [--exact] [--mode analytic|flow] [--json] [--explain] [--calib FILE] [--trace FILE] SCENARIO.yaml";
 
 static double now_s(void)
 {
@@ -188,6 +191,7 @@ gs_status gs_cmd_sim(int argc, char **argv, gs_error *err)
     static const struct option opts[] = {
         {"exact", no_argument, NULL, 'e'}, {"json", no_argument, NULL, 'j'},
         {"explain", no_argument, NULL, 'x'},
+        {"calib", required_argument, NULL, 'c'},
         {"trace", required_argument, NULL, 't'}, {"mode", required_argument, NULL, 'm'},
         {NULL, 0, NULL, 0},
     };
@@ -198,6 +202,7 @@ gs_status gs_cmd_sim(int argc, char **argv, gs_error *err)
         switch (c) {
         case 'e': exact = 1; break;
         case 'x': explain = 1; break;
+        case 'c': bo.calib = optarg; break;
         case 'j': json = 1; break;
         case 't': trace = optarg; break;
         case 'm':

@@ -19,6 +19,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "sim/calib_file.h"
 #include "sim/collective.h"
 #include "sim/compute.h"
 #include "sim/queue.h"
@@ -686,8 +687,17 @@ static gs_status sim_open(const gs_scenario *s, const gs_mesh *mesh, const gs_ba
     }
     st->host_link_bw = s->cluster.gpu.compute_capability >= 90 ? 48e9 : 24e9;
     if (opts && opts->calib) {
-        free(st);
-        return gs_error_set(err, GS_ERR_UNSUPPORTED, "sim: --calib is not implemented yet (calibration issue)");
+        gs_calib cal;
+        gs_status rc = gs_calib_load(opts->calib, &cal, err);
+        if (rc != GS_OK) {
+            free(st);
+            return rc;
+        }
+        gs_calib_apply(&cal, &st->cm, &st->topo);
+        if (st->flow) {
+            gs_compute_model unused = st->cm;
+            gs_calib_apply(&cal, &unused, &st->flow_topo);
+        }
     }
     *state = st;
     return GS_OK;

@@ -8,7 +8,9 @@
 #include <string.h>
 
 #include "engine/report.h"
+#include "sim/calib_file.h"
 #include "sim/sim.h"
+#include <unistd.h>
 
 /* Builds, simulates and reports a scenario given as YAML text. */
 static void simulate_mode(const char *yaml, int exact, int flow, gs_report *rep);
@@ -247,6 +249,51 @@ START_TEST(test_rails_large_batch)
 }
 END_TEST
 
+static void write_tmp(char *path, const char *text)
+{
+    strcpy(path, "/tmp/gs_calib_XXXXXX");
+    int fd = mkstemp(path);
+    ck_assert_int_ge(fd, 0);
+    ck_assert_int_eq((int)write(fd, text, strlen(text)), (int)strlen(text));
+    close(fd);
+}
+
+/* A calibration file overrides exactly the fields it names; bad files are refused by name. */
+START_TEST(test_calib_file)
+{
+    char path[64];
+    gs_error err;
+    gs_error_init(&err);
+    gs_calib c;
+    write_tmp(path, "{\"machine\": \"x\", \"compute\": {\"gemm_efficiency\": 0.5, \"launch_s\": 1e-5},"
+                    " \"links\": {\"nic_bw\": 10e9}}");
+    ck_assert_int_eq(gs_calib_load(path, &c, &err), GS_OK);
+    gs_compute_model cm;
+    memset(&cm, 0, sizeof cm);
+    cm.gemm_efficiency = 0.8, cm.launch_s = 3e-6, cm.hbm_efficiency = 0.85;
+    gs_topo t;
+    memset(&t, 0, sizeof t);
+    t.nic_bw = 20e9, t.nic_line_bw = 25e9, t.intra_bw = 240e9;
+    gs_calib_apply(&c, &cm, &t);
+    ck_assert(cm.gemm_efficiency == 0.5 && cm.launch_s == 1e-5 && cm.hbm_efficiency == 0.85);
+    ck_assert(t.nic_bw == 10e9 && t.intra_bw == 240e9);
+    ck_assert(fabs(t.nic_line_bw - 12.5e9) < 1); /* the line/achievable ratio 25/20 kept */
+    unlink(path);
+    write_tmp(path, "{\"compute\": {\"gemm_efficiency\": 1.5}}");
+    ck_assert_int_eq(gs_calib_load(path, &c, &err), GS_ERR_INPUT);
+    ck_assert_ptr_nonnull(strstr(err.msg, "gemm_efficiency"));
+    unlink(path);
+    write_tmp(path, "{\"compute\": {\"gemm\": 0.5}}");
+    ck_assert_int_eq(gs_calib_load(path, &c, &err), GS_ERR_INPUT);
+    ck_assert_ptr_nonnull(strstr(err.msg, "unknown key"));
+    unlink(path);
+    write_tmp(path, "{\n\"compute\": {,}}");
+    ck_assert_int_eq(gs_calib_load(path, &c, &err), GS_ERR_INPUT);
+    ck_assert_ptr_nonnull(strstr(err.msg, ":2:")); /* line of the syntax error */
+    unlink(path);
+}
+END_TEST
+
 static Suite *sim_suite(void)
 {
     Suite *s = suite_create("sim");
@@ -268,6 +315,7 @@ static Suite *sim_suite(void)
     tcase_add_test(core, test_determinism_exact);
     tcase_add_test(core, test_mfu_hfu);
     tcase_add_test(core, test_straggler);
+    tcase_add_test(core, test_calib_file);
     suite_add_tcase(s, core);
     return s;
 }

@@ -1,5 +1,5 @@
 /* Benchmark: sim time, events/s and peak memory (make bench; not part of make check).
- * usage: bench_sim [--exact] SCENARIO.yaml ... */
+ * usage: bench_sim [--exact] [--flow] SCENARIO.yaml ... (flags apply to the next scenario) */
 #include <stdio.h>
 #include <string.h>
 #include <sys/resource.h>
@@ -41,11 +41,15 @@ static void bench_queue(void)
 
 int main(int argc, char **argv)
 {
-    int exact = 0;
+    int exact = 0, flow = 0;
     bench_queue();
     for (int i = 1; i < argc; i++) {
         if (strcmp(argv[i], "--exact") == 0) {
             exact = 1;
+            continue;
+        }
+        if (strcmp(argv[i], "--flow") == 0) {
+            flow = 1;
             continue;
         }
         gs_scenario s;
@@ -61,19 +65,21 @@ int main(int argc, char **argv)
         gs_diag_fini(&w);
         gs_report rep;
         double t0 = now_s();
-        if (gs_sim_scenario(&s, &m, exact, NULL, &rep, NULL, &err) != GS_OK) {
+        gs_backend_opts bo = {flow, NULL};
+        if (gs_sim_scenario(&s, &m, exact, &bo, &rep, NULL, &err) != GS_OK) {
             fprintf(stderr, "sim: %s\n", err.msg);
             return 1;
         }
         double t1 = now_s();
         struct rusage ru;
         getrusage(RUSAGE_SELF, &ru);
-        printf("sim %-26s %-6s %6llu GPUs  events %10llu  %7.3f s  (%.2f M events/s, build included)  step %.3f s"
+        printf("sim %-26s %-6s %-8s %6llu GPUs  events %10llu  %7.3f s  (%.2f M events/s, build included)  step %.3f s"
                "  peak RSS %.0f MiB\n",
-               s.name, exact ? "exact" : "class", (unsigned long long)m.world, (unsigned long long)rep.events, t1 - t0,
+               s.name, exact ? "exact" : "class", flow ? "flow" : "analytic", (unsigned long long)m.world, (unsigned long long)rep.events, t1 - t0,
                (double)rep.events / (t1 - t0) / 1e6, rep.step_time_s, (double)ru.ru_maxrss / 1024.0);
         gs_report_fini(&rep);
         exact = 0;
+        flow = 0;
     }
     return 0;
 }
