@@ -84,8 +84,8 @@ static int count_too_large(const char *text)
 static const char expect_count[] = "a positive integer (like 32, 7e9 or 6.7B)";
 
 /* A positive integer: plain, integral scientific notation (7e9) or K/M/B/T suffixed. */
-static gs_status value_count(const gs__yaml_loader *l, const yaml_node_t *v, const char *field,
-                             uint64_t *out)
+static gs_status value_u64(const gs__yaml_loader *l, const yaml_node_t *v, const char *field,
+                           uint64_t *out, int allow_zero)
 {
     char found[96];
     if (!gs__yaml_is_bare_scalar(v))
@@ -114,11 +114,17 @@ static gs_status value_count(const gs__yaml_loader *l, const yaml_node_t *v, con
     if (rc != 0)
         return gs__yaml_fail_at(l, v, GS_ERR_INPUT, "%s: found %s, expected %s", field,
                                 gs__yaml_describe(v, found, sizeof found), expect_count);
-    if (u == 0)
+    if (u == 0 && !allow_zero)
         return gs__yaml_fail_at(l, v, GS_ERR_INPUT, "%s must be positive: found %s, expected %s",
                                 field, gs__yaml_describe(v, found, sizeof found), expect_count);
     *out = u;
     return GS_OK;
+}
+
+static gs_status value_count(const gs__yaml_loader *l, const yaml_node_t *v, const char *field,
+                             uint64_t *out)
+{
+    return value_u64(l, v, field, out, 0);
 }
 
 /* A finite real number > 0 (and <= max when max > 0). */
@@ -979,8 +985,11 @@ static gs_status load_stragglers(const gs__yaml_loader *l, const yaml_node_t *v,
         gs_straggler *g = &s->stragglers[s->nstragglers];
         int has_rank, has_node, has_slow;
         uint64_t node = 0;
-        if ((st = opt_count(l, e, "stragglers", "rank", &g->id, &has_rank)) ||
-            (st = opt_count(l, e, "stragglers", "node", &node, &has_node)))
+        yaml_node_t *rv = gs__yaml_lookup(l, e, "rank", NULL), *nv = gs__yaml_lookup(l, e, "node", NULL);
+        has_rank = rv != NULL;
+        has_node = nv != NULL;
+        if ((rv && (st = value_u64(l, rv, "stragglers.rank", &g->id, 1))) ||
+            (nv && (st = value_u64(l, nv, "stragglers.node", &node, 1))))
             return st;
         if (has_rank == has_node)
             return gs__yaml_fail_at(l, e, GS_ERR_INPUT,
