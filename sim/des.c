@@ -96,6 +96,23 @@ static size_t map_slot(map64 *m, uint64_t key, uint64_t fresh, int *inserted)
     return i;
 }
 
+/* Doubles the table when it is half full (keeps probing short). */
+static void map_grow(map64 *m)
+{
+    if (m->n * 2 < m->cap)
+        return;
+    map64 bigger;
+    if (map_init(&bigger, m->cap) != 0)
+        return; /* stays correct, just slower */
+    for (size_t i = 0; i < m->cap; i++)
+        if (m->keys[i] != NONE) {
+            size_t j = map_slot(&bigger, m->keys[i], 0, NULL);
+            bigger.vals[j] = m->vals[i];
+        }
+    map_fini(m);
+    *m = bigger;
+}
+
 static uint64_t key3(uint64_t a, uint64_t b, uint64_t c)
 {
     return mix64(a * 0x9e3779b97f4a7c15ULL ^ mix64(b + 0x632be59bd9b4e019ULL) ^ mix64(c * 31 + 7));
@@ -115,6 +132,7 @@ typedef struct rank_rt {
 } rank_rt;
 
 typedef struct run_ctx {
+    map64 cost_cache;     /* event cost by (shape, op) or (rank list, group, op, bytes): seconds */
     const sim_state *st;
     const gs_schedule *sch;
     gs_timing *const *timing;
@@ -177,18 +195,41 @@ static double event_duration(run_ctx *c, size_t ri, const gs_event *e)
     const gs_topo *topo = st->flow ? &st->flow_topo : &st->topo;
     switch ((gs_event_kind)e->kind) {
     case GS_EV_COMPUTE: {
-        double t = (e->phase == GS_PHASE_OPTIM && st->s.strategy.offload) ? gs_compute_time_host(&st->cm, e)
-                                                                           : gs_compute_time(&st->cm, e);
+        /* identical ops (every layer, every micro-batch) cost the same: cache by shape */
+        uint64_t key = key3(((uint64_t)e->op << 8 | e->phase) ^ ((uint64_t)e->gemm_batch << 16),
+                            (uint64_t)e->gemm_m << 32 | e->gemm_n, ((uint64_t)e->gemm_k << 32) ^ e->bytes ^
+                                                                       ((uint64_t)(e->flops * 1e-3) << 7));
+        int fresh;
+        size_t slot = map_slot(&c->cost_cache, key, 0, &fresh);
+        double t;
+        if (fresh) {
+            t = (e->phase == GS_PHASE_OPTIM && st->s.strategy.offload) ? gs_compute_time_host(&st->cm, e)
+                                                                       : gs_compute_time(&st->cm, e);
+            memcpy(&c->cost_cache.vals[slot], &t, sizeof t);
+            map_grow(&c->cost_cache);
+        } else {
+            memcpy(&t, &c->cost_cache.vals[slot], sizeof t);
+        }
         int comm = rt->busy[GS_STREAM_DP] || rt->busy[GS_STREAM_TP] || rt->busy[GS_STREAM_PP];
         return (comm ? t * st->cm.overlap_slowdown : t) * rt->slowdown;
     }
     case GS_EV_COLLECTIVE: {
-        gs_coll_cost cost;
-        gs_coll_shape shape = rt->shape[e->group];
-        shape.nranks = e->group_size;
-        if (gs_coll_estimate(topo, (gs_coll_op)e->op, &shape, e->bytes, GS_ALGO_COUNT, &cost) != GS_OK)
-            return 0.0;
-        return cost.time_s;
+        uint64_t key = key3((uint64_t)ri << 16 | (uint64_t)e->group << 8 | e->op, e->bytes, e->group_size | 1ULL << 63);
+        int fresh;
+        size_t slot = map_slot(&c->cost_cache, key, 0, &fresh);
+        double t = 0.0;
+        if (fresh) {
+            gs_coll_cost cost;
+            gs_coll_shape shape = rt->shape[e->group];
+            shape.nranks = e->group_size;
+            if (gs_coll_estimate(topo, (gs_coll_op)e->op, &shape, e->bytes, GS_ALGO_COUNT, &cost) == GS_OK)
+                t = cost.time_s;
+            memcpy(&c->cost_cache.vals[slot], &t, sizeof t);
+            map_grow(&c->cost_cache);
+        } else {
+            memcpy(&t, &c->cost_cache.vals[slot], sizeof t);
+        }
+        return t;
     }
     case GS_EV_SEND:
     case GS_EV_RECV: {
@@ -476,7 +517,7 @@ static gs_status sim_run(void *state, const gs_schedule *sch, gs_timing *const *
         goto nomem;
 
     /* ranks present, and how many members of each group are present */
-    if (map_init(&present, sch->nranks * GS_GROUP_KIND_COUNT) != 0 || map_init(&inst_map, ncoll / 2 + 16) != 0 ||
+    if (map_init(&c.cost_cache, 1024) != 0 || map_init(&present, sch->nranks * GS_GROUP_KIND_COUNT) != 0 || map_init(&inst_map, ncoll / 2 + 16) != 0 ||
         map_init(&pair_map, np2p + 16) != 0 || map_init(&seq_map, 1024) != 0)
         goto nomem;
     for (size_t i = 0; i < sch->nranks; i++) {
@@ -662,6 +703,7 @@ out:
     gs_flow_model_destroy(c.fm);
     free(c.fr);
     free(c.members);
+    map_fini(&c.cost_cache);
     map_fini(&present);
     map_fini(&inst_map);
     map_fini(&pair_map);
