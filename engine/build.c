@@ -255,7 +255,7 @@ static gs_status backward_pass(gs_bctx *x, uint32_t mb, uint16_t chunk)
     int has_emb = g.has_emb, has_head = g.has_head, has_prev = !g.has_emb, has_next = !g.has_head;
     uint64_t w = mb % x->window;
     int sync = pl->sync_every || mb + 1 == x->mb_count;
-    uint64_t root_chunk = x->v == 1 ? 0 : (x->stage == 0 ? 0 : (x->last ? x->v - 1 : 0));
+    uint64_t root_chunk = gs_pipe_root_chunk(x->stage, x->pp, x->v);
     int root_here = x->root != SIZE_MAX && chunk == root_chunk;
     uint32_t prev = GS_NO_ID, gin = GS_NO_ID, gout = GS_NO_ID;
     int root_grad_pending = 0;

@@ -333,7 +333,7 @@ static void backward_moments(stage_ctx *x, uint32_t mb, uint64_t chunk, uint64_t
     int has_emb = x->stage == 0 && chunk == 0;
     int has_next = !has_head, has_prev = !has_emb;
     uint64_t root = gs_partition_root(p);
-    uint64_t root_chunk = x->v == 1 ? 0 : (x->stage == 0 ? 0 : (x->last ? x->v - 1 : 0));
+    uint64_t root_chunk = gs_pipe_root_chunk(x->stage, x->pp, x->v);
     uint64_t base_g = (pl->gather_root ? mul(x->c, root, wb, "gather") : 0) +
                       (pl->gather_all ? mul(x->c, x->nonroot_params, wb, "gather") : 0);
     uint64_t root_grad = pl->transient_grads && chunk == root_chunk ? mul(x->c, root, wb, "grads") : 0;

@@ -120,3 +120,10 @@ uint64_t gs_pipe_global_layer(uint64_t layers, uint64_t pp, uint64_t v, uint64_t
     uint64_t chunk = local / per_chunk, within = local % per_chunk;
     return (chunk * pp + stage) * per_chunk + within;
 }
+
+uint64_t gs_pipe_root_chunk(uint64_t stage, uint64_t pp, uint64_t v)
+{
+    if (v <= 1 || stage == 0)
+        return 0;
+    return stage + 1 == pp ? v - 1 : 0;
+}
