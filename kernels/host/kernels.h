@@ -1,0 +1,119 @@
+/* Host reference kernels: the forward and backward passes of a Llama-style decoder in fp32 on
+ * the CPU, plus AdamW, the seeded synthetic data and the seeded parameter init. The exec
+ * backend's host driver runs them; the CUDA kernels are checked against them.
+ *
+ * Conventions: row-major; a "token row" is one of t = sequences x seq tokens; linear weights use
+ * PyTorch's [out, in] layout (y = x W^T), so HF Llama names map one to one. Backward kernels
+ * WRITE (=) input gradients and ACCUMULATE (+=) parameter gradients, unless a comment says
+ * otherwise. Kernels are single-threaded (the driver runs one rank per thread), allocate
+ * nothing, never fail, and give the same bits for the same inputs (fixed summation order).
+ *
+ * Ownership: every buffer is the caller's; kernels only read and write them. */
+#ifndef GS_KERNELS_HOST_H
+#define GS_KERNELS_HOST_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+/* ---- dense algebra ---------------------------------------------------------------------- */
+
+/* C[m,n] = alpha * op(A) op(B) + beta * C. op(A) is A ([m,k], leading dimension lda) or, with
+ * trans_a, A^T where A is [k,m]; likewise op(B) is B [k,n] or B^T with B [n,k]. beta = 0 ignores
+ * C's old contents (NaN included). Cache-blocked; each C element is summed over k in order. */
+void gs_k_gemm(int trans_a, int trans_b, size_t m, size_t n, size_t k, float alpha, const float *a, size_t lda,
+               const float *b, size_t ldb, float beta, float *c, size_t ldc);
+
+/* Linear layer: y[t,n] = x[t,k] w[n,k]^T. */
+void gs_k_linear_fwd(const float *x, const float *w, float *y, size_t t, size_t k, size_t n);
+/* dx[t,k] = dy w (dx may be NULL: not wanted); dw[n,k] += dy^T x. */
+void gs_k_linear_bwd(const float *x, const float *w, const float *dy, float *dx, float *dw, size_t t, size_t k,
+                     size_t n);
+
+/* y[i] += x[i] (residual add, gradient accumulation). */
+void gs_k_add(float *y, const float *x, size_t n);
+/* y[i] *= a. */
+void gs_k_scale(float *y, float a, size_t n);
+
+/* ---- embedding (vocab-parallel under TP) ------------------------------------------------- */
+
+/* y[t,h] = w[tok - vocab_lo] for tokens in [vocab_lo, vocab_lo + vocab_n), else 0 (TP ranks each
+ * hold a vocabulary slice; an all-reduce over TP sums the slices). w is [vocab_n, h]. */
+void gs_k_embed_fwd(const int32_t *tok, size_t t, const float *w, size_t vocab_lo, size_t vocab_n, size_t h,
+                    float *y);
+/* dw[tok - vocab_lo] += dy[t] for tokens in the slice. */
+void gs_k_embed_bwd(const int32_t *tok, size_t t, const float *dy, size_t vocab_lo, size_t vocab_n, size_t h,
+                    float *dw);
+
+/* ---- RMSNorm ----------------------------------------------------------------------------- */
+
+/* y = x / sqrt(mean(x^2) + eps) * g per row of h; rstd[t] = 1 / sqrt(mean(x^2) + eps) saved. */
+void gs_k_rmsnorm_fwd(const float *x, const float *g, float *y, float *rstd, size_t t, size_t h, float eps);
+/* dx = ... (written), dg += sum over rows of dy * x * rstd. */
+void gs_k_rmsnorm_bwd(const float *x, const float *g, const float *rstd, const float *dy, float *dx, float *dg,
+                      size_t t, size_t h);
+
+/* ---- rotary position embedding (Llama / GPT-NeoX "rotate half" form) ---------------------- */
+
+/* In place on nh heads of hd (even) per token row, row stride ld floats: for token at position
+ * pos = row % seq and pair i < hd/2, (x[i], x[i + hd/2]) rotates by angle pos * theta^(-2i/hd). */
+void gs_k_rope_fwd(float *x, size_t t, size_t seq, size_t nh, size_t hd, size_t ld, float theta);
+/* The inverse rotation (the gradient of a rotation is its transpose), in place. */
+void gs_k_rope_bwd(float *dx, size_t t, size_t seq, size_t nh, size_t hd, size_t ld, float theta);
+
+/* ---- causal attention with grouped KV heads ---------------------------------------------- */
+
+/* For nseq sequences of seq tokens (t = nseq * seq rows): q row r, head i is at q[r*ldq + i*hd];
+ * k and v rows at k[r*ldkv + j*hd] for j < nkv (head i uses kv head i / (nh / nkv)); out[r*ldo +
+ * i*hd]. scores = q k^T / sqrt(hd), causal mask, softmax; p [nseq][nh][seq][seq] saves the
+ * probabilities (masked entries 0) for the backward pass. */
+void gs_k_attn_fwd(const float *q, size_t ldq, const float *k, const float *v, size_t ldkv, float *out, size_t ldo,
+                   float *p, size_t nseq, size_t seq, size_t nh, size_t nkv, size_t hd);
+/* dq, dk, dv (same layouts and strides as q, k, v) are written; GQA sums the heads sharing a
+ * kv head into dk, dv. */
+void gs_k_attn_bwd(const float *q, size_t ldq, const float *k, const float *v, size_t ldkv, const float *p,
+                   const float *dout, size_t ldo, float *dq, float *dk, float *dv, size_t nseq, size_t seq, size_t nh,
+                   size_t nkv, size_t hd);
+
+/* ---- SwiGLU ------------------------------------------------------------------------------- */
+
+/* gu [t, 2f] holds gate (first f columns) then up; h[t,f] = silu(gate) * up. */
+void gs_k_swiglu_fwd(const float *gu, float *h, size_t t, size_t f);
+/* dgu [t, 2f] written from dh. */
+void gs_k_swiglu_bwd(const float *gu, const float *dh, float *dgu, size_t t, size_t f);
+
+/* ---- cross-entropy, vocab-parallel -------------------------------------------------------- */
+
+#define GS_K_XENT_STATS 3 /* floats per token row: local max, sum exp(x - max), target logit */
+
+/* Local statistics of logits [t, vocab_n] for the vocabulary slice [vocab_lo, vocab_lo +
+ * vocab_n): stats[r*3 + 0] = max, [1] = sum exp(x - max), [2] = the target's logit (0 when the
+ * target is outside the slice). */
+void gs_k_xent_stats(const float *logits, const int32_t *target, size_t t, size_t vocab_lo, size_t vocab_n,
+                     float *stats);
+/* Combines the stats of `parts` slices laid out [part][t][3] (what an all-gather of each TP
+ * rank's stats gives; parts = 1 untiled) into lse[t] = log sum exp over the whole vocabulary,
+ * and returns sum over rows of (lse - target logit) in double (the loss summed, not averaged). */
+double gs_k_xent_combine(const float *stats, size_t parts, size_t t, float *lse);
+/* dlogits[t, vocab_n] = scale * (softmax(x) - onehot(target)) on the slice, from the global lse. */
+void gs_k_xent_bwd(const float *logits, const int32_t *target, const float *lse, size_t t, size_t vocab_lo,
+                   size_t vocab_n, float scale, float *dlogits);
+
+/* ---- optimizer ---------------------------------------------------------------------------- */
+
+/* AdamW (decoupled weight decay, bias-corrected, PyTorch's torch.optim.AdamW formula) on n
+ * elements of a flat shard; step is 1-based. */
+void gs_k_adamw(float *p, const float *g, float *m, float *v, size_t n, float lr, float beta1, float beta2,
+                float eps, float weight_decay, uint64_t step);
+
+/* ---- seeded data and init ----------------------------------------------------------------- */
+
+/* The tokens of global sequence `seq_index`: s + 1 tokens in [0, vocab) (inputs are [0, s),
+ * targets [1, s + 1)). A function of (seed, seq_index, position) only, with learnable structure
+ * (each token depends on the previous one) so the loss falls over steps. */
+void gs_k_tokens(uint64_t seed, uint64_t seq_index, size_t s, size_t vocab, int32_t *tokens);
+/* w[i] = std * N(0,1) drawn from (seed, tensor_id, offset0 + i) only: any shard of a tensor
+ * initializes its elements exactly as the whole tensor would (counter-based, splitmix64 +
+ * Box-Muller). */
+void gs_k_init_normal(float *w, size_t n, uint64_t seed, uint64_t tensor_id, uint64_t offset0, float std);
+
+#endif
