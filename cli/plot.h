@@ -1,0 +1,44 @@
+/* Plots through gnuplot: the image's paths (FILE.png or FILE.svg -> FILE.dat, FILE.gp), the
+ * terminal line, gnuplot-safe quoting, and running the script through popen. The commands write
+ * their own data and script text; this module owns the conventions and the process.
+ *
+ * Ownership: gs_plot is caller storage holding copies of the paths; nothing is allocated. */
+#ifndef GS_CLI_PLOT_H
+#define GS_CLI_PLOT_H
+
+#include <stdio.h>
+
+#include "engine/status.h"
+
+typedef enum gs_plot_format { GS_PLOT_PNG, GS_PLOT_SVG } gs_plot_format;
+
+#define GS_PLOT_PATH_BYTES 1024
+
+typedef struct gs_plot {
+    gs_plot_format format;
+    char image[GS_PLOT_PATH_BYTES]; /* as given: "out/tput.png" */
+    char base[GS_PLOT_PATH_BYTES];  /* without the extension: "out/tput" */
+    char script[GS_PLOT_PATH_BYTES]; /* base + ".gp" */
+} gs_plot;
+
+/* Checks the extension (.png or .svg, case-insensitive; anything else is GS_ERR_INPUT naming
+ * `opt`) and fills the paths. */
+gs_status gs_plot_init(gs_plot *p, const char *opt, const char *image, gs_error *err);
+
+/* Opens base + suffix + ".dat" for writing ("" -> FILE.dat, "-comm" -> FILE-comm.dat) and
+ * writes its path into path (GS_PLOT_PATH_BYTES). */
+gs_status gs_plot_open_data(const gs_plot *p, const char *suffix, char *path, FILE **out, gs_error *err);
+
+/* Closes a data file, reporting a failed write. */
+gs_status gs_plot_close_data(FILE *f, const char *path, gs_error *err);
+
+/* The gnuplot string literal for s: single quotes, a quote doubled ('it''s'). */
+const char *gs_plot_quote(const char *s, char *buf, size_t len);
+
+/* Writes the script (the terminal and output lines first: pngcairo or svg, size 1200,800,
+ * then `body`) to FILE.gp and runs `gnuplot` on it through popen. When gnuplot is not in
+ * PATH: GS_ERR_RUNTIME with "gnuplot not found in PATH; data written to <data> and FILE.gp, run
+ * `gnuplot FILE.gp`" (the files stay). A failing gnuplot is GS_ERR_RUNTIME with its exit status. */
+gs_status gs_plot_run(const gs_plot *p, const char *data_paths, const char *body, gs_error *err);
+
+#endif
