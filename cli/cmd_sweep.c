@@ -364,7 +364,7 @@ static gs_status sweep_plot(const gs_scenario *base, const gs_sweep *sw, const g
             gs_sweep_key_name(x->key));
     fprintf(f, "# columns: x_index x tokens_per_s mfu step_time_s (points that did not run are left out)\n");
     if (!(b = open_memstream(&body, &blen))) {
-        rc = gs_error_set(err, GS_ERR_NOMEM, "sweep: out of memory for the plot script");
+        rc = gs_error_set(err, GS_ERR_NOMEM, "out of memory for the plot script");
         goto out;
     }
     size_t idx[GS_SWEEP_MAX_AXES];
@@ -412,7 +412,7 @@ static gs_status sweep_plot(const gs_scenario *base, const gs_sweep *sw, const g
     char *script = NULL;
     size_t slen = 0;
     if (!(s = open_memstream(&script, &slen))) {
-        rc = gs_error_set(err, GS_ERR_NOMEM, "sweep: out of memory for the plot script");
+        rc = gs_error_set(err, GS_ERR_NOMEM, "out of memory for the plot script");
         goto out;
     }
     char qtitle[400], tt[300];
@@ -465,7 +465,7 @@ static gs_status sweep_plot(const gs_scenario *base, const gs_sweep *sw, const g
     fprintf(s, "unset multiplot\n");
     fclose(s);
     if (!script) {
-        rc = gs_error_set(err, GS_ERR_NOMEM, "sweep: out of memory for the plot script");
+        rc = gs_error_set(err, GS_ERR_NOMEM, "out of memory for the plot script");
         goto out;
     }
     rc = gs_plot_run(plot, dat, script, err);
@@ -539,7 +539,7 @@ gs_status gs_cmd_sweep(int argc, char **argv, gs_error *err)
                             "--plot and --shard: a shard holds part of the points; plot the serial sweep instead");
     uint64_t npoints = gs_sweep_points(&sw);
     if (npoints > 1000000)
-        return gs_error_set(err, GS_ERR_INPUT, "sweep: %" PRIu64 " points, expected at most 1,000,000", npoints);
+        return gs_error_set(err, GS_ERR_INPUT, "%" PRIu64 " points, expected at most 1,000,000", npoints);
 
     gs_scenario base;
     gs_sweep_row *rows = NULL;
@@ -551,7 +551,7 @@ gs_status gs_cmd_sweep(int argc, char **argv, gs_error *err)
     base.batch.batch_line = base.batch.batch_col = 0;
     uint64_t mine = npoints / shard_n + (shard_i < npoints % shard_n);
     if (!(rows = calloc(mine ? mine : 1, sizeof *rows)))
-        return gs_error_set(err, GS_ERR_NOMEM, "sweep: out of memory for %" PRIu64 " rows", mine);
+        return gs_error_set(err, GS_ERR_NOMEM, "out of memory for %" PRIu64 " rows", mine);
     int tty = isatty(STDERR_FILENO);
     for (uint64_t p = shard_i; p < npoints; p += shard_n) {
         if (tty)
