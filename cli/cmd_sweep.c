@@ -43,7 +43,7 @@ const char gs_cmd_sweep_help[] =
     "                     \"shard\": {index, count}); merging the N pieces gives the serial output\n"
     "  --plot FILE.png|FILE.svg  throughput curves through gnuplot: x = the first varied key (log2\n"
     "                     axis for gpus and nodes, and for numeric keys spanning 8x or more), one line\n"
-    "                     per combination of the other keys, tokens/s (top panel) and MFU in %% (bottom\n"
+    "                     per combination of the other keys, tokens/s (top panel) and MFU in % (bottom\n"
     "                     panel); writes FILE.dat and FILE.gp beside the image; illegal points are\n"
     "                     left out of the lines\n"
     "  --mode M           analytic (default) or flow (see gridstep help sim)\n"
