@@ -10,6 +10,7 @@
 #include "sim/sim.h"
 #include "cli/cli_common.h"
 #include "cli/commands.h"
+#include "cli/plot.h"
 #include "engine/ledger.h"
 #include "engine/report.h"
 #include "sim/topology.h"
@@ -46,13 +47,22 @@ const char gs_cmd_sim_help[] =
     "                   the ledger's bytes over the links) and why they differ\n"
     "  --trace FILE     Chrome trace JSON (open in Perfetto): a track per rank and stream, a slice\n"
     "                   per event, a memory counter\n"
+    "  --plot FILE.png|FILE.svg  the step as a Gantt chart through gnuplot: one row per rank and\n"
+    "                   stream, a box per event coloured by kind (forward, backward, recompute,\n"
+    "                   optimizer, DP/FSDP, TP, PP send/recv, host copies); gaps on the compute row\n"
+    "                   are the bubble and exposed communication. x in seconds (ms for steps under\n"
+    "                   a second); FILE.dat and FILE.gp are written beside the image\n"
+    "  --plot-ranks R,... the ranks to draw (default: the first rank of each pipeline stage, at most\n"
+    "                   8; at most 16 when given); without --exact only those ranks are simulated\n"
+    "  --plot-comm FILE.png|FILE.svg  per dimension (dp, tp, pp) the seconds communicating on the\n"
+    "                   critical rank, stacked as overlapped and exposed\n"
     "\n"
     "examples:\n"
     "  gridstep sim scenarios/seed-70b-64xa100.yaml\n"
     "  gridstep sim --json scenarios/seed-7b-64gpu-25gbe.yaml | jq .step_time_s\n"
     "  gridstep sim --trace step.json scenarios/seed-7b-8xa100.yaml\n";
 
-static const char usage[] = "gridstep sim [--exact] [--mode analytic|flow] [--json] [--explain] [--calib FILE] [--trace FILE] SCENARIO.yaml";
+static const char usage[] = "gridstep sim [--exact] [--mode analytic|flow] [--json] [--explain] [--calib FILE] [--trace FILE] [--plot FILE.png|FILE.svg [--plot-ranks R,...]] [--plot-comm FILE.png|FILE.svg] SCENARIO.yaml";
 
 static double now_s(void)
 {
@@ -193,8 +203,12 @@ gs_status gs_cmd_sim(int argc, char **argv, gs_error *err)
         {"explain", no_argument, NULL, 'x'},
         {"calib", required_argument, NULL, 'c'},
         {"trace", required_argument, NULL, 't'}, {"mode", required_argument, NULL, 'm'},
+        {"plot", required_argument, NULL, 'P'}, {"plot-ranks", required_argument, NULL, 'R'},
+        {"plot-comm", required_argument, NULL, 'C'},
         {NULL, 0, NULL, 0},
     };
+    gs_plot plot, plot_comm;
+    const char *plot_path = NULL, *comm_path = NULL, *plot_ranks = NULL;
     int exact = 0, json = 0, explain = 0, c;
     const char *trace = NULL;
     gs_backend_opts bo = {0, NULL};
@@ -205,6 +219,14 @@ gs_status gs_cmd_sim(int argc, char **argv, gs_error *err)
         case 'c': bo.calib = optarg; break;
         case 'j': json = 1; break;
         case 't': trace = optarg; break;
+        case 'P': case 'C': {
+            gs_status prc = gs_plot_init(c == 'P' ? &plot : &plot_comm, c == 'P' ? "--plot" : "--plot-comm", optarg, err);
+            if (prc != GS_OK)
+                return prc;
+            *(c == 'P' ? &plot_path : &comm_path) = optarg;
+            break;
+        }
+        case 'R': plot_ranks = optarg; break;
         case 'm':
             if (strcmp(optarg, "analytic") == 0)
                 bo.flow = 0;
@@ -228,6 +250,8 @@ gs_status gs_cmd_sim(int argc, char **argv, gs_error *err)
     gs_report rep;
     int have_rep = 0;
     FILE *tf = NULL;
+    gs_schedule *sch = NULL;
+    gs_timing **timing = NULL;
     double t0 = now_s();
     if ((rc = gs_cli_load(path, &s, &mesh, err)) != GS_OK)
         goto out;
@@ -235,7 +259,12 @@ gs_status gs_cmd_sim(int argc, char **argv, gs_error *err)
         rc = gs_error_set(err, GS_ERR_IO, "%s: cannot write: %s", trace, strerror(errno));
         goto out;
     }
-    if ((rc = gs_sim_scenario(&s, &mesh, exact, &bo, &rep, tf, err)) != GS_OK)
+    if (plot_ranks && !plot_path) {
+        rc = gs_error_set(err, GS_ERR_INPUT, "--plot-ranks needs --plot FILE\nusage: %s", usage);
+        goto out;
+    }
+    if ((rc = gs_sim_scenario_timed(&s, &mesh, exact, &bo, &rep, tf, plot_path ? &sch : NULL,
+                                     plot_path ? &timing : NULL, err)) != GS_OK)
         goto out;
     have_rep = 1;
     if (tf) {
@@ -254,7 +283,16 @@ gs_status gs_cmd_sim(int argc, char **argv, gs_error *err)
         if (explain)
             rc = print_explain(&s, &mesh, &rep, err);
     }
+    fflush(stdout);
+    if (rc == GS_OK && plot_path) {
+        size_t lists[GS_PLOT_MAX_RANKS], nlists = 0;
+        if ((rc = gs_plot_pick_ranks(sch, plot_ranks, lists, &nlists, err)) == GS_OK)
+            rc = gs_plot_timeline(&plot, &s, sch, timing, lists, nlists, rep.step_time_s, err);
+    }
+    if (rc == GS_OK && comm_path)
+        rc = gs_plot_comm(&plot_comm, &s, &rep, err);
 out:
+    gs_sim_timed_free(sch, timing);
     if (tf)
         fclose(tf);
     if (have_rep)

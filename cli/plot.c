@@ -2,6 +2,7 @@
 #include "cli/plot.h"
 
 #include <ctype.h>
+#include <inttypes.h>
 #include <errno.h>
 #include <stdlib.h>
 #include <string.h>
@@ -122,5 +123,272 @@ gs_status gs_plot_run(const gs_plot *p, const char *data_paths, const char *body
         return gs_error_set(err, GS_ERR_RUNTIME, "gnuplot failed on %s (exit status %d); data written to %s",
                             p->script, st == -1 ? -1 : WIFEXITED(st) ? WEXITSTATUS(st) : 128 + WTERMSIG(st),
                             data_paths);
+    return GS_OK;
+}
+
+/* ---- mem: stacked bars per stage ------------------------------------------------------------ */
+
+gs_status gs_plot_mem(const gs_plot *p, const gs_scenario *s, const gs_ledger *l, gs_error *err)
+{
+    char dat[GS_PLOT_PATH_BYTES], q[2 * GS_PLOT_PATH_BYTES + 4], t[400], qt[820];
+    FILE *f = NULL;
+    char *body = NULL;
+    size_t blen = 0;
+    gs_status rc = gs_plot_open_data(p, "", dat, &f, err);
+    if (rc != GS_OK)
+        return rc;
+    fprintf(f, "# gridstep mem of %s: bytes per rank of each pipeline stage's ranks\n", s->name);
+    fprintf(f, "# stage first_rank params master optimizer grads activations buffers total\n");
+    uint64_t top = l->gpu_bytes;
+    for (size_t i = 0; i < l->nranks; i++) {
+        const gs_ledger_rank *r = &l->ranks[i];
+        const uint64_t *m = r->mem;
+        fprintf(f, "%" PRIu64 " %" PRIu64 " %" PRIu64 " %" PRIu64 " %" PRIu64 " %" PRIu64 " %" PRIu64 " %" PRIu64
+                   " %" PRIu64 "\n",
+                r->stage, r->first_rank, m[GS_MEM_PARAMS], m[GS_MEM_MASTER], m[GS_MEM_ADAM_M] + m[GS_MEM_ADAM_V],
+                m[GS_MEM_GRADS], m[GS_MEM_ACTIVATIONS] + m[GS_MEM_PIPE_INFLIGHT], m[GS_MEM_GATHER] + m[GS_MEM_WORKSPACE],
+                r->peak_bytes);
+        if (r->peak_bytes > top)
+            top = r->peak_bytes;
+    }
+    if ((rc = gs_plot_close_data(f, dat, err)) != GS_OK)
+        return rc;
+    FILE *b = open_memstream(&body, &blen);
+    if (!b)
+        return gs_error_set(err, GS_ERR_NOMEM, "out of memory for the plot script");
+    double cap = (double)l->gpu_bytes / 1073741824.0;
+    snprintf(t, sizeof t, "%s: memory per rank by pipeline stage (peak %.2f GiB, GPU %.2f GiB)", s->name,
+             (double)l->peak_bytes / 1073741824.0, cap);
+    fprintf(b, "set title %s font 'Sans,14'\n", gs_plot_quote(t, qt, sizeof qt));
+    fprintf(b, "set style data histograms\nset style histogram rowstacked\nset boxwidth 0.6 relative\n");
+    fprintf(b, "set style fill solid 0.9 border rgb 'black'\nset grid ytics\nset key outside right top box\n");
+    fprintf(b, "set ylabel 'GiB per rank (2^{30} bytes)'\n"
+               "set xlabel 'pipeline stage (its ranks hold the same bytes)' offset 0,-1\nset bmargin 6\n");
+    fprintf(b, "set yrange [0:%.6g]\n", (double)top / 1073741824.0 * 1.12);
+    fprintf(b, "set arrow 1 from graph 0, first %.6g to graph 1, first %.6g nohead lc rgb '#d62728' lw 3 dt 2 front\n",
+            cap, cap);
+    fprintf(b, "set label 1 'GPU memory %.2f GiB' at graph 0.01, first %.6g offset 0,0.7 tc rgb '#d62728' front\n", cap,
+            cap);
+    static const char *const names[] = {"params", "master (fp32)", "optimizer (Adam m, v)", "grads",
+                                        "activations", "buffers (gathers, workspace)"};
+    static const char *const colors[] = {"#4e79a7", "#a0cbe8", "#f28e2b", "#59a14f", "#e15759", "#b07aa1"};
+    gs_plot_quote(dat, q, sizeof q);
+    for (int c = 0; c < 6; c++)
+        fprintf(b, "%s%s using ($%d/1073741824.0)%s title '%s' lc rgb '%s'", c ? ", \\\n     " : "plot ", q, c + 3,
+                c == 0 ? ":xtic(sprintf(\"stage %d\\nranks like %d\", $1, $2))" : "", names[c], colors[c]);
+    fprintf(b, "\n");
+    fclose(b);
+    if (!body)
+        return gs_error_set(err, GS_ERR_NOMEM, "out of memory for the plot script");
+    rc = gs_plot_run(p, dat, body, err);
+    free(body);
+    return rc;
+}
+
+/* ---- sim: the step's timeline ------------------------------------------------------------------ */
+
+enum { KIND_FWD, KIND_BWD, KIND_RECOMPUTE, KIND_OPTIM, KIND_DP, KIND_TP, KIND_PP, KIND_COPY, KIND_COUNT };
+
+static int event_plot_kind(const gs_event *e)
+{
+    switch (e->stream) {
+    case GS_STREAM_DP: return KIND_DP;
+    case GS_STREAM_TP: return KIND_TP;
+    case GS_STREAM_PP: return KIND_PP;
+    case GS_STREAM_COPY: return KIND_COPY;
+    default: break;
+    }
+    switch (e->phase) {
+    case GS_PHASE_BWD: return KIND_BWD;
+    case GS_PHASE_RECOMPUTE: return KIND_RECOMPUTE;
+    case GS_PHASE_OPTIM: return KIND_OPTIM;
+    default: return KIND_FWD;
+    }
+}
+
+gs_status gs_plot_timeline(const gs_plot *p, const gs_scenario *s, const gs_schedule *sch, gs_timing *const *timing,
+                           const size_t *lists, size_t nlists, double step_s, gs_error *err)
+{
+    static const char *const names[KIND_COUNT] = {"forward",        "backward",       "recompute",
+                                                  "optimizer",      "DP/FSDP collective", "TP collective",
+                                                  "PP send/recv",   "host copy"};
+    static const char *const colors[KIND_COUNT] = {"#4e79a7", "#59a14f", "#f28e2b", "#b07aa1",
+                                                   "#e15759", "#edc948", "#76b7b2", "#9c755f"};
+    char dat[GS_PLOT_PATH_BYTES], q[2 * GS_PLOT_PATH_BYTES + 4], t[400], qt[820];
+    FILE *f = NULL, *b = NULL;
+    char *body = NULL;
+    size_t blen = 0;
+    gs_status rc = GS_OK;
+    /* rows: (list, stream) pairs with at least one event */
+    int row_of[64][GS_STREAM_COUNT];
+    size_t nrows = 0;
+    int has[KIND_COUNT] = {0};
+    double scale = step_s < 1.0 ? 1e3 : 1.0;
+    const char *unit = step_s < 1.0 ? "ms" : "s";
+    if (nlists > 64)
+        nlists = 64;
+    for (size_t i = 0; i < nlists; i++) {
+        const gs_rank_events *r = &sch->ranks[lists[i]];
+        int used[GS_STREAM_COUNT] = {0};
+        for (size_t e = 0; e < r->nevents; e++) {
+            used[r->events[e].stream] = 1;
+            has[event_plot_kind(&r->events[e])] = 1;
+        }
+        for (int st = 0; st < GS_STREAM_COUNT; st++)
+            row_of[i][st] = used[st] ? (int)nrows++ : -1;
+    }
+    if ((rc = gs_plot_open_data(p, "", dat, &f, err)) != GS_OK)
+        return rc;
+    fprintf(f, "# gridstep sim timeline of %s: one block per event kind, rows: start end row (%s)\n", s->name, unit);
+    int block = 0, block_of[KIND_COUNT];
+    for (int k = 0; k < KIND_COUNT; k++) {
+        block_of[k] = -1;
+        if (!has[k])
+            continue;
+        block_of[k] = block;
+        fprintf(f, "%s# %s\n", block ? "\n\n" : "", names[k]);
+        block++;
+        for (size_t i = 0; i < nlists; i++) {
+            const gs_rank_events *r = &sch->ranks[lists[i]];
+            for (size_t e = 0; e < r->nevents; e++) {
+                const gs_event *ev = &r->events[e];
+                if (event_plot_kind(ev) != k)
+                    continue;
+                const gs_timing *tm = &timing[lists[i]][e];
+                fprintf(f, "%.9g %.9g %d\n", tm->start_s * scale, tm->end_s * scale, row_of[i][ev->stream]);
+            }
+        }
+    }
+    if ((rc = gs_plot_close_data(f, dat, err)) != GS_OK)
+        return rc;
+    if (!(b = open_memstream(&body, &blen)))
+        return gs_error_set(err, GS_ERR_NOMEM, "out of memory for the plot script");
+    snprintf(t, sizeof t, "%s: one training step (%.4g %s), one row per rank and stream", s->name, step_s * scale, unit);
+    fprintf(b, "set title %s font 'Sans,14'\n", gs_plot_quote(t, qt, sizeof qt));
+    fprintf(b, "set xlabel 'time in the step (%s)'\nset xrange [0:%.9g]\n", unit, step_s * scale * 1.001);
+    fprintf(b, "set yrange [%zu.6:-0.6]\nset ytics (", nrows ? nrows - 1 : 0);
+    int first = 1;
+    for (size_t i = 0; i < nlists; i++)
+        for (int st = 0; st < GS_STREAM_COUNT; st++)
+            if (row_of[i][st] >= 0) {
+                fprintf(b, "%s\"rank %" PRIu64 " %s\" %d", first ? "" : ", ", sch->ranks[lists[i]].rank,
+                        gs_stream_name((gs_stream)st), row_of[i][st]);
+                first = 0;
+            }
+    fprintf(b, ")\nset ytics nomirror scale 0\nset grid xtics\nset border lw 1.2\n");
+    fprintf(b, "set key outside bottom center horizontal box\nset bmargin 7\nset style fill solid 1.0 noborder\n");
+    gs_plot_quote(dat, q, sizeof q);
+    int n = 0;
+    for (int k = 0; k < KIND_COUNT; k++) {
+        if (block_of[k] < 0)
+            continue;
+        fprintf(b, "%s%s index %d using (($1+$2)/2):3:(($2-$1)/2):(0.38) with boxxyerror lc rgb '%s' title '%s'",
+                n ? ", \\\n     " : "plot ", q, block_of[k], colors[k], names[k]);
+        n++;
+    }
+    if (n == 0)
+        fprintf(b, "plot 0 notitle");
+    fprintf(b, "\n");
+    fclose(b);
+    if (!body)
+        return gs_error_set(err, GS_ERR_NOMEM, "out of memory for the plot script");
+    rc = gs_plot_run(p, dat, body, err);
+    free(body);
+    return rc;
+}
+
+/* ---- sim: communication per dimension --------------------------------------------------------- */
+
+gs_status gs_plot_comm(const gs_plot *p, const gs_scenario *s, const gs_report *r, gs_error *err)
+{
+    char dat[GS_PLOT_PATH_BYTES], q[2 * GS_PLOT_PATH_BYTES + 4], t[400], qt[820];
+    FILE *f = NULL, *b = NULL;
+    char *body = NULL;
+    size_t blen = 0;
+    gs_status rc = gs_plot_open_data(p, "", dat, &f, err);
+    if (rc != GS_OK)
+        return rc;
+    static const struct { gs_dim d; const char *name; } dims[] = {{GS_DIM_DP, "dp"}, {GS_DIM_TP, "tp"}, {GS_DIM_PP, "pp"}};
+    fprintf(f, "# gridstep sim of %s: communication per dimension on the critical rank %" PRIu64 " (seconds)\n",
+            s->name, r->critical_rank);
+    fprintf(f, "# dim overlapped_s exposed_s comm_s\n");
+    double top = 0;
+    for (int i = 0; i < 3; i++) {
+        double c = r->comm_s[dims[i].d], e = r->exposed_s[dims[i].d];
+        fprintf(f, "%s %.9g %.9g %.9g\n", dims[i].name, c - e, e, c);
+        top = c > top ? c : top;
+    }
+    if ((rc = gs_plot_close_data(f, dat, err)) != GS_OK)
+        return rc;
+    if (!(b = open_memstream(&body, &blen)))
+        return gs_error_set(err, GS_ERR_NOMEM, "out of memory for the plot script");
+    double scale = r->step_time_s < 1.0 ? 1e3 : 1.0;
+    const char *unit = r->step_time_s < 1.0 ? "ms" : "s";
+    snprintf(t, sizeof t, "%s: communication per dimension (step %.4g %s, NCCL share %.1f%%, critical rank %" PRIu64 ")",
+             s->name, r->step_time_s * scale, unit, 100 * r->comm_share, r->critical_rank);
+    fprintf(b, "set title %s font 'Sans,14'\n", gs_plot_quote(t, qt, sizeof qt));
+    fprintf(b, "set style data histograms\nset style histogram rowstacked\nset boxwidth 0.5 relative\n");
+    fprintf(b, "set style fill solid 0.9 border rgb 'black'\nset grid ytics\nset key inside right top box opaque\n");
+    fprintf(b, "set ylabel '%s per step (one rank)'\nset xlabel 'mesh dimension (its stream on the critical rank)'\n",
+            scale > 1 ? "milliseconds" : "seconds");
+    fprintf(b, "set yrange [0:%.9g]\n", top > 0 ? top * scale * 1.15 : 1.0);
+    gs_plot_quote(dat, q, sizeof q);
+    fprintf(b, "plot %s using ($2*%g):xtic(1) title 'overlapped (hidden behind compute)' lc rgb '#59a14f', \\\n"
+               "     %s using ($3*%g) title 'exposed (on the critical path)' lc rgb '#e15759'\n",
+            q, scale, q, scale);
+    fclose(b);
+    if (!body)
+        return gs_error_set(err, GS_ERR_NOMEM, "out of memory for the plot script");
+    rc = gs_plot_run(p, dat, body, err);
+    free(body);
+    return rc;
+}
+
+gs_status gs_plot_pick_ranks(const gs_schedule *sch, const char *ranks, size_t *lists, size_t *nlists, gs_error *err)
+{
+    *nlists = 0;
+    if (!ranks) {
+        /* per stage, the list with the lowest rank; stages in order */
+        uint64_t pp = sch->mesh.size[GS_DIM_PP];
+        for (uint64_t st = 0; st < pp && *nlists < 8; st++) {
+            long best = -1;
+            for (size_t i = 0; i < sch->nranks; i++)
+                if (sch->ranks[i].stage == st && (best < 0 || sch->ranks[i].rank < sch->ranks[best].rank))
+                    best = (long)i;
+            if (best >= 0)
+                lists[(*nlists)++] = (size_t)best;
+        }
+        return GS_OK;
+    }
+    const char *p = ranks;
+    for (;;) {
+        char *end;
+        errno = 0;
+        unsigned long long r = strtoull(p, &end, 10);
+        if (end == p || errno || (*end && *end != ',') || *p == '-')
+            return gs_error_set(err, GS_ERR_INPUT, "--plot-ranks: found '%s', expected ranks R,R,... (integers)", ranks);
+        if (*nlists == GS_PLOT_MAX_RANKS)
+            return gs_error_set(err, GS_ERR_INPUT, "--plot-ranks: more than %d ranks", GS_PLOT_MAX_RANKS);
+        long at = -1;
+        for (size_t i = 0; i < sch->nranks; i++)
+            if (sch->ranks[i].rank == r)
+                at = (long)i;
+        if (at < 0) {
+            if (r >= sch->mesh.world)
+                return gs_error_set(err, GS_ERR_INPUT, "--plot-ranks: rank %llu, expected a rank below %" PRIu64, r,
+                                    sch->mesh.world);
+            char have[256] = "";
+            size_t used = 0;
+            for (size_t i = 0; i < sch->nranks && used + 24 < sizeof have; i++)
+                used += (size_t)snprintf(have + used, sizeof have - used, "%s%" PRIu64, i ? ", " : "", sch->ranks[i].rank);
+            return gs_error_set(err, GS_ERR_INPUT,
+                                "--plot-ranks: rank %llu was not simulated (one rank per pipeline stage: %s); add --exact",
+                                r, have);
+        }
+        lists[(*nlists)++] = (size_t)at;
+        if (!*end)
+            break;
+        p = end + 1;
+    }
     return GS_OK;
 }

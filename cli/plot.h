@@ -8,6 +8,10 @@
 
 #include <stdio.h>
 
+#include "engine/backend.h"
+#include "engine/ledger.h"
+#include "engine/report.h"
+#include "engine/schedule.h"
 #include "engine/status.h"
 
 typedef enum gs_plot_format { GS_PLOT_PNG, GS_PLOT_SVG } gs_plot_format;
@@ -40,5 +44,34 @@ const char *gs_plot_quote(const char *s, char *buf, size_t len);
  * PATH: GS_ERR_RUNTIME with "gnuplot not found in PATH; data written to <data> and FILE.gp, run
  * `gnuplot FILE.gp`" (the files stay). A failing gnuplot is GS_ERR_RUNTIME with its exit status. */
 gs_status gs_plot_run(const gs_plot *p, const char *data_paths, const char *body, gs_error *err);
+
+/* ---- the plots of mem and sim (sweep's curves live in cli/cmd_sweep.c) ---- */
+
+/* `gridstep mem --plot`: one stacked bar per ledger rank class (pipeline stage) of params,
+ * master, optimizer (Adam m + v), grads, activations (this micro-batch + the ones in flight) and
+ * buffers (FSDP gathers + workspace), in GiB, with the GPU's memory as a horizontal line.
+ * FILE.dat holds the bytes (columns stage first_rank params master optimizer grads activations
+ * buffers total); each row's total is its stage's ledger peak. */
+gs_status gs_plot_mem(const gs_plot *p, const gs_scenario *s, const gs_ledger *l, gs_error *err);
+
+/* `gridstep sim --plot`: a Gantt chart of one step, one row per (rank, stream) of the given rank
+ * lists (indexes into sch->ranks), a box per event coloured by kind (forward, backward,
+ * recompute, optimizer, DP collective, TP collective, PP send/recv, host copies); x in seconds,
+ * or in ms when the step is under a second (the axis says which). FILE.dat: one block per kind,
+ * rows "start end row". */
+gs_status gs_plot_timeline(const gs_plot *p, const gs_scenario *s, const gs_schedule *sch, gs_timing *const *timing,
+                           const size_t *lists, size_t nlists, double step_s, gs_error *err);
+
+#define GS_PLOT_MAX_RANKS 16
+
+/* The rank lists to draw: `ranks` "R,R,..." (at most GS_PLOT_MAX_RANKS, each one the schedule
+ * holds: without --exact, only the first rank of each pipeline stage), or NULL for the first rank
+ * of each pipeline stage in stage order, at most 8. Writes indexes into sch->ranks. */
+gs_status gs_plot_pick_ranks(const gs_schedule *sch, const char *ranks, size_t *lists, size_t *nlists, gs_error *err);
+
+/* `gridstep sim --plot-comm`: per dimension (DP/FSDP, TP, PP) the seconds its stream
+ * communicates on the critical rank, stacked as overlapped (hidden behind compute) and exposed.
+ * FILE.dat rows "dim overlapped_s exposed_s comm_s". */
+gs_status gs_plot_comm(const gs_plot *p, const gs_scenario *s, const gs_report *r, gs_error *err);
 
 #endif
