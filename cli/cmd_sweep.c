@@ -347,7 +347,7 @@ static const char *key_axis_label(gs_sweep_key k)
 /* FILE.dat: one block per combination of the other keys (blocks separated by two blank lines,
  * gnuplot's `index`), rows "x_index x tokens_per_s mfu step_time_s" for the points that ran. */
 static gs_status sweep_plot(const gs_scenario *base, const gs_sweep *sw, const gs_sweep_row *rows, size_t nrows,
-                            const gs_plot *plot, gs_error *err)
+                            const char *mode, const gs_plot *plot, gs_error *err)
 {
     char dat[GS_PLOT_PATH_BYTES], q[2 * GS_PLOT_PATH_BYTES + 4], t[512];
     FILE *f = NULL;
@@ -368,6 +368,7 @@ static gs_status sweep_plot(const gs_scenario *base, const gs_sweep *sw, const g
         goto out;
     }
     size_t idx[GS_SWEEP_MAX_AXES];
+    uint64_t block = 0; /* data blocks written: lines with at least one point that ran */
     for (uint64_t line = 0; line < lines; line++) {
         /* the title: the other keys' values (the first point of this line: x index 0) */
         uint64_t first = line; /* x varies slowest: point = xi * lines + line */
@@ -379,7 +380,7 @@ static gs_status sweep_plot(const gs_scenario *base, const gs_sweep *sw, const g
                                      gs_sweep_key_name(sw->axes[a].key), sw->axes[a].values[idx[a]]);
         if (sw->naxes == 1)
             snprintf(t, sizeof t, "%s", base->name);
-        fprintf(f, "%s# %s\n", line ? "\n\n" : "", t);
+        int any = 0;
         for (uint64_t xi = 0; xi < per_line; xi++) {
             uint64_t p = xi * lines + line;
             const gs_sweep_row *r = NULL;
@@ -390,13 +391,23 @@ static gs_status sweep_plot(const gs_scenario *base, const gs_sweep *sw, const g
                 }
             if (!r || r->status != GS_SWEEP_OK)
                 continue;
+            if (!any)
+                fprintf(f, "%s# %s\n", block ? "\n\n" : "", t);
+            any = 1;
             fprintf(f, "%" PRIu64 " %s %.9g %.9g %.9g\n", xi, numeric ? x->values[xi] : "0", r->tokens_per_s, r->mfu,
                     r->step_time_s);
         }
-        char qt[600];
-        fprintf(b, "%s%s index %" PRIu64 " using %s with linespoints lw 2 pt 7 ps 1.2 title %s",
-                line ? ", \\\n     " : "plot ", gs_plot_quote(dat, q, sizeof q), line,
-                numeric ? "2:COL" : "1:COL", gs_plot_quote(t, qt, sizeof qt));
+        char qt[600], lt[560];
+        if (any) {
+            fprintf(b, "%s%s index %" PRIu64 " using %s with linespoints lw 2 pt 7 ps 1.2 title %s",
+                    line ? ", \\\n     " : "plot ", gs_plot_quote(dat, q, sizeof q), block,
+                    numeric ? "2:COL" : "1:COL", gs_plot_quote(t, qt, sizeof qt));
+            block++;
+        } else {
+            /* a legend entry saying so, no line */
+            snprintf(lt, sizeof lt, "%s (no point ran)", t);
+            fprintf(b, "%sNaN title %s", line ? ", \\\n     " : "plot ", gs_plot_quote(lt, qt, sizeof qt));
+        }
     }
     fprintf(b, "\n");
     fclose(b);
@@ -416,10 +427,10 @@ static gs_status sweep_plot(const gs_scenario *base, const gs_sweep *sw, const g
         goto out;
     }
     char qtitle[400], tt[300];
-    snprintf(tt, sizeof tt, "%s: throughput and MFU against %s (%s mode)", base->name, gs_sweep_key_name(x->key),
-             "simulated");
+    snprintf(tt, sizeof tt, "%s: throughput and MFU against %s (simulated, %s mode)", base->name,
+             gs_sweep_key_name(x->key), mode);
     fprintf(s, "set multiplot layout 2,1 title %s font 'Sans,14'\n", gs_plot_quote(tt, qtitle, sizeof qtitle));
-    fprintf(s, "set grid\nset key outside right top box opaque\nset border lw 1.5\n");
+    fprintf(s, "set grid\nset key outside right top box opaque width 2\nset border lw 1.5\nset lmargin 12\n");
     fprintf(s, "set xlabel %s\n", gs_plot_quote(key_axis_label(x->key), qtitle, sizeof qtitle));
     if (numeric) {
         if (values_numeric_wide(x))
@@ -447,7 +458,7 @@ static gs_status sweep_plot(const gs_scenario *base, const gs_sweep *sw, const g
             fprintf(s, "%s\"%s\" %zu", i ? ", " : "", x->values[i], i);
         fprintf(s, ")\n");
     }
-    fprintf(s, "set ylabel 'throughput (tokens/s, whole job)'\nset format y '%%.3s%%c'\nset yrange [0:*]\n");
+    fprintf(s, "set ylabel 'throughput (tokens/s, whole job)'\nset format y '%%.1s%%c'\nset yrange [0:*]\n");
     /* the plot commands, with the y column substituted per panel */
     char *cmd = body;
     for (int panel = 0; panel < 2; panel++) {
@@ -585,7 +596,7 @@ gs_status gs_cmd_sweep(int argc, char **argv, gs_error *err)
         out = stdout;
     }
     if (plot_path)
-        rc = sweep_plot(&base, &sw, rows, nrows, &plot, err);
+        rc = sweep_plot(&base, &sw, rows, nrows, meta.mode, &plot, err);
 out:
     if (out != stdout)
         fclose(out);

@@ -98,9 +98,9 @@ gs_status gs_plot_run(const gs_plot *p, const char *data_paths, const char *body
         return gs_error_set(err, GS_ERR_IO, "%s: cannot write: %s", p->script, strerror(errno));
     fprintf(gp, "# gridstep plot: run `gnuplot %s` to redraw %s\n", p->script, p->image);
     if (p->format == GS_PLOT_SVG)
-        fprintf(gp, "set terminal svg size 1200,800 dynamic enhanced font 'Sans,12' background rgb 'white'\n");
+        fprintf(gp, "set terminal svg size 1200,800 dynamic noenhanced font 'Sans,12' background rgb 'white'\n");
     else
-        fprintf(gp, "set terminal pngcairo size 1200,800 enhanced font 'Sans,12' background rgb 'white'\n");
+        fprintf(gp, "set terminal pngcairo size 1200,800 noenhanced font 'Sans,12' background rgb 'white'\n");
     fprintf(gp, "set output %s\n", gs_plot_quote(p->image, q, sizeof q));
     fputs(body, gp);
     fprintf(gp, "unset output\n");
@@ -162,7 +162,7 @@ gs_status gs_plot_mem(const gs_plot *p, const gs_scenario *s, const gs_ledger *l
     fprintf(b, "set title %s font 'Sans,14'\n", gs_plot_quote(t, qt, sizeof qt));
     fprintf(b, "set style data histograms\nset style histogram rowstacked\nset boxwidth 0.6 relative\n");
     fprintf(b, "set style fill solid 0.9 border rgb 'black'\nset grid ytics\nset key outside right top box\n");
-    fprintf(b, "set ylabel 'GiB per rank (2^{30} bytes)'\n"
+    fprintf(b, "set ylabel 'GiB per rank (1 GiB = 2^30 bytes)'\n"
                "set xlabel 'pipeline stage (its ranks hold the same bytes)' offset 0,-1\nset bmargin 6\n");
     fprintf(b, "set yrange [0:%.6g]\n", (double)top / 1073741824.0 * 1.12);
     fprintf(b, "set arrow 1 from graph 0, first %.6g to graph 1, first %.6g nohead lc rgb '#d62728' lw 3 dt 2 front\n",
