@@ -315,7 +315,7 @@ gs_status gs_plot_comm(const gs_plot *p, const gs_scenario *s, const gs_report *
     double top = 0;
     for (int i = 0; i < 3; i++) {
         double c = r->comm_s[dims[i].d], e = r->exposed_s[dims[i].d];
-        fprintf(f, "%s %.9g %.9g %.9g\n", dims[i].name, c - e, e, c);
+        fprintf(f, "%s %.12g %.12g %.12g\n", dims[i].name, c - e, e, c);
         top = c > top ? c : top;
     }
     if ((rc = gs_plot_close_data(f, dat, err)) != GS_OK)
