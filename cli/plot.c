@@ -157,9 +157,10 @@ gs_status gs_plot_mem(const gs_plot *p, const gs_scenario *s, const gs_ledger *l
     if (!b)
         return gs_error_set(err, GS_ERR_NOMEM, "out of memory for the plot script");
     double cap = (double)l->gpu_bytes / 1073741824.0;
-    snprintf(t, sizeof t, "%s: memory per rank by pipeline stage (peak %.2f GiB, GPU %.2f GiB)", s->name,
-             (double)l->peak_bytes / 1073741824.0, cap);
-    fprintf(b, "set title %s font 'Sans,14'\n", gs_plot_quote(t, qt, sizeof qt));
+    char t2[200], qt2[420];
+    snprintf(t, sizeof t, "%s: memory per rank by pipeline stage", s->name);
+    snprintf(t2, sizeof t2, "peak %.2f GiB per rank, GPU memory %.2f GiB", (double)l->peak_bytes / 1073741824.0, cap);
+    fprintf(b, "set title %s.\"\\n\".%s font 'Sans,14'\n", gs_plot_quote(t, qt, sizeof qt), gs_plot_quote(t2, qt2, sizeof qt2));
     fprintf(b, "set style data histograms\nset style histogram rowstacked\nset boxwidth 0.6 relative\n");
     fprintf(b, "set style fill solid 0.9 border rgb 'black'\nset grid ytics\nset key outside right top box\n");
     fprintf(b, "set ylabel 'GiB per rank (1 GiB = 2^30 bytes)'\n"
@@ -324,9 +325,11 @@ gs_status gs_plot_comm(const gs_plot *p, const gs_scenario *s, const gs_report *
         return gs_error_set(err, GS_ERR_NOMEM, "out of memory for the plot script");
     double scale = r->step_time_s < 1.0 ? 1e3 : 1.0;
     const char *unit = r->step_time_s < 1.0 ? "ms" : "s";
-    snprintf(t, sizeof t, "%s: communication per dimension (step %.4g %s, NCCL share %.1f%%, critical rank %" PRIu64 ")",
-             s->name, r->step_time_s * scale, unit, 100 * r->comm_share, r->critical_rank);
-    fprintf(b, "set title %s font 'Sans,14'\n", gs_plot_quote(t, qt, sizeof qt));
+    char t2[200], qt2[420];
+    snprintf(t, sizeof t, "%s: communication per dimension", s->name);
+    snprintf(t2, sizeof t2, "step %.4g %s, NCCL share %.1f%%, critical rank %" PRIu64, r->step_time_s * scale, unit,
+             100 * r->comm_share, r->critical_rank);
+    fprintf(b, "set title %s.\"\\n\".%s font 'Sans,14'\n", gs_plot_quote(t, qt, sizeof qt), gs_plot_quote(t2, qt2, sizeof qt2));
     fprintf(b, "set style data histograms\nset style histogram rowstacked\nset boxwidth 0.5 relative\n");
     fprintf(b, "set style fill solid 0.9 border rgb 'black'\nset grid ytics\nset key inside right top box opaque\n");
     fprintf(b, "set ylabel '%s per step (one rank)'\nset xlabel 'mesh dimension (its stream on the critical rank)'\n",
