@@ -58,7 +58,8 @@ gs_status gs_plot_mem(const gs_plot *p, const gs_scenario *s, const gs_ledger *l
  * lists (indexes into sch->ranks), a box per event coloured by kind (forward, backward,
  * recompute, optimizer, DP collective, TP collective, PP send/recv, host copies); x in seconds,
  * or in ms when the step is under a second (the axis says which). FILE.dat: one block per kind,
- * rows "start end row". */
+ * rows "start end row"; events of one kind on one row less than 1/4000 of the step apart (under
+ * a pixel) are joined into one box. */
 gs_status gs_plot_timeline(const gs_plot *p, const gs_scenario *s, const gs_schedule *sch, gs_timing *const *timing,
                            const size_t *lists, size_t nlists, double step_s, gs_error *err);
 
