@@ -539,6 +539,11 @@ gs_status gs_cmd_sweep(int argc, char **argv, gs_error *err)
     uint64_t mine = npoints / shard_n + (shard_i < npoints % shard_n);
     if (!(rows = calloc(mine ? mine : 1, sizeof *rows)))
         return gs_error_set(err, GS_ERR_NOMEM, "out of memory for %" PRIu64 " rows", mine);
+    if (out_path && !(out = fopen(out_path, "w"))) { /* before the work: a bad path fails at once */
+        out = stdout;
+        rc = gs_error_set(err, GS_ERR_IO, "%s: cannot write: %s", out_path, strerror(errno));
+        goto out;
+    }
     int tty = isatty(STDERR_FILENO);
     for (uint64_t p = shard_i; p < npoints; p += shard_n) {
         if (tty)
@@ -550,11 +555,6 @@ gs_status gs_cmd_sweep(int argc, char **argv, gs_error *err)
     }
     if (tty)
         fputc('\n', stderr);
-    if (out_path && !(out = fopen(out_path, "w"))) {
-        out = stdout;
-        rc = gs_error_set(err, GS_ERR_IO, "%s: cannot write: %s", out_path, strerror(errno));
-        goto out;
-    }
     gs_sweep_out_meta meta = {base.name, bo.flow ? "flow" : "analytic", &sw, npoints, sharded, shard_i, shard_n};
     if (json)
         rc = gs_sweep_write_json(out, &meta, rows, nrows, err);
