@@ -2,6 +2,7 @@
  * point (illegal points included, with their reason), optionally sharded and plotted. */
 #include <errno.h>
 #include <getopt.h>
+#include <pthread.h>
 #include <inttypes.h>
 #include <math.h>
 #include <stdio.h>
@@ -48,6 +49,8 @@ const char gs_cmd_sweep_help[] =
     "                     left out of the lines\n"
     "  --mode M           analytic (default) or flow (see gridstep help sim)\n"
     "  --exact            simulate every rank (default: one per pipeline stage)\n"
+    "  --threads N        points simulated at once (default 2, at most 64); the output does not\n"
+    "                     depend on it\n"
     "A progress line goes to standard error when it is a terminal.\n"
     "\n"
     "examples:\n"
@@ -58,7 +61,7 @@ const char gs_cmd_sweep_help[] =
 
 static const char usage[] =
     "gridstep sweep --vary KEY=V1,V2,...|A..B [--vary ...] [--csv|--json] [--out FILE] [--shard I/N] "
-    "[--plot FILE.png|FILE.svg] [--mode analytic|flow] [--exact] SCENARIO.yaml";
+    "[--plot FILE.png|FILE.svg] [--mode analytic|flow] [--exact] [--threads N] SCENARIO.yaml";
 
 typedef enum gs_sweep_status { GS_SWEEP_OK, GS_SWEEP_ILLEGAL, GS_SWEEP_NO_FIT, GS_SWEEP_ERROR } gs_sweep_status;
 
@@ -466,22 +469,86 @@ out:
     return rc;
 }
 
+/* ---- the points on worker threads ------------------------------------------------------------ */
+
+/* Shared by the workers: the next point to take and the first failure, under the lock. Row k is
+ * point shard_i + k x shard_n whichever thread computes it, so the output does not depend on the
+ * thread count. */
+typedef struct sweep_pool {
+    const gs_scenario *base;
+    const gs_sweep *sw;
+    int exact;
+    const gs_backend_opts *bo;
+    gs_sweep_row *rows;
+    uint64_t nrows;          /* this shard's points */
+    uint64_t shard_i, shard_n;
+    int sharded, tty;
+    pthread_mutex_t lock;
+    uint64_t next, done;
+    gs_status rc;            /* the first failure (out of memory only) */
+    gs_error err;
+} sweep_pool;
+
+static void *pool_worker(void *arg)
+{
+    sweep_pool *w = arg;
+    for (;;) {
+        pthread_mutex_lock(&w->lock);
+        uint64_t k = w->next < w->nrows && w->rc == GS_OK ? w->next++ : w->nrows;
+        pthread_mutex_unlock(&w->lock);
+        if (k >= w->nrows)
+            return NULL;
+        gs_error e;
+        gs_error_init(&e);
+        gs_status st = eval_point(w->base, w->sw, w->shard_i + k * w->shard_n, w->exact, w->bo, &w->rows[k], &e);
+        pthread_mutex_lock(&w->lock);
+        if (st != GS_OK && w->rc == GS_OK) {
+            w->rc = st;
+            w->err = e;
+        }
+        w->done++;
+        if (w->tty)
+            fprintf(stderr, "\rgridstep sweep: %" PRIu64 " of %" PRIu64 " points simulated%s", w->done, w->nrows,
+                    w->sharded ? " in this shard" : "");
+        pthread_mutex_unlock(&w->lock);
+    }
+}
+
+static gs_status run_pool(sweep_pool *w, int threads, gs_error *err)
+{
+    pthread_t tid[64];
+    int started = 0;
+    if ((uint64_t)threads > w->nrows)
+        threads = w->nrows ? (int)w->nrows : 1;
+    for (; started < threads - 1; started++)
+        if (pthread_create(&tid[started], NULL, pool_worker, w) != 0)
+            break; /* fewer threads: the caller's still works through every point */
+    pool_worker(w);
+    for (int i = 0; i < started; i++)
+        pthread_join(tid[i], NULL);
+    if (w->tty)
+        fputc('\n', stderr);
+    if (w->rc != GS_OK)
+        return gs_error_set(err, w->rc, "%s", w->err.msg);
+    return GS_OK;
+}
+
 /* ---- the command ----------------------------------------------------------------------------- */
 
 gs_status gs_cmd_sweep(int argc, char **argv, gs_error *err)
 {
-    enum { O_VARY = 256, O_CSV, O_JSON, O_OUT, O_SHARD, O_PLOT, O_MODE, O_EXACT };
+    enum { O_VARY = 256, O_CSV, O_JSON, O_OUT, O_SHARD, O_PLOT, O_MODE, O_EXACT, O_THREADS };
     static const struct option opts[] = {
         {"vary", required_argument, NULL, O_VARY}, {"csv", no_argument, NULL, O_CSV},
         {"json", no_argument, NULL, O_JSON},       {"out", required_argument, NULL, O_OUT},
         {"shard", required_argument, NULL, O_SHARD}, {"plot", required_argument, NULL, O_PLOT},
         {"mode", required_argument, NULL, O_MODE}, {"exact", no_argument, NULL, O_EXACT},
-        {NULL, 0, NULL, 0},
+        {"threads", required_argument, NULL, O_THREADS}, {NULL, 0, NULL, 0},
     };
     gs_sweep sw;
     gs_sweep_init(&sw);
     gs_backend_opts bo = {0, NULL};
-    int json = 0, exact = 0, c, sharded = 0;
+    int json = 0, exact = 0, c, sharded = 0, threads = 2;
     uint64_t shard_i = 0, shard_n = 1;
     const char *out_path = NULL, *plot_path = NULL;
     gs_plot plot;
@@ -510,6 +577,14 @@ gs_status gs_cmd_sweep(int argc, char **argv, gs_error *err)
                                   usage);
             break;
         case O_EXACT: exact = 1; break;
+        case O_THREADS: {
+            uint64_t v;
+            if (gs_parse_count(optarg, &v) != 0 || v < 1 || v > 64)
+                rc = gs_error_set(err, GS_ERR_INPUT, "--threads: found '%s', expected 1 to 64", optarg);
+            else
+                threads = (int)v;
+            break;
+        }
         default:
             return gs_error_set(err, GS_ERR_INPUT, "unknown option '%s'\nusage: %s", argv[optind - 1], usage);
         }
@@ -544,17 +619,11 @@ gs_status gs_cmd_sweep(int argc, char **argv, gs_error *err)
         rc = gs_error_set(err, GS_ERR_IO, "%s: cannot write: %s", out_path, strerror(errno));
         goto out;
     }
-    int tty = isatty(STDERR_FILENO);
-    for (uint64_t p = shard_i; p < npoints; p += shard_n) {
-        if (tty)
-            fprintf(stderr, "\rgridstep sweep: point %" PRIu64 " of %" PRIu64 "%s", nrows + 1, mine,
-                    sharded ? " in this shard" : "");
-        if ((rc = eval_point(&base, &sw, p, exact, &bo, &rows[nrows], err)) != GS_OK)
-            goto out;
-        nrows++;
-    }
-    if (tty)
-        fputc('\n', stderr);
+    sweep_pool pool = {&base, &sw, exact, &bo, rows, mine, shard_i, shard_n, sharded, isatty(STDERR_FILENO),
+                       PTHREAD_MUTEX_INITIALIZER, 0, 0, GS_OK, {GS_OK, ""}};
+    if ((rc = run_pool(&pool, threads, err)) != GS_OK)
+        goto out;
+    nrows = (size_t)mine;
     gs_sweep_out_meta meta = {base.name, bo.flow ? "flow" : "analytic", &sw, npoints, sharded, shard_i, shard_n};
     if (json)
         rc = gs_sweep_write_json(out, &meta, rows, nrows, err);

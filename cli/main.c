@@ -27,7 +27,8 @@ static const gs_command commands[] = {
      "[constraints]", gs_cmd_plan_help, gs_cmd_plan},
     {"sweep", "one scenario over a grid of varied keys: a CSV/JSON row per point, curves via gnuplot",
      "gridstep sweep --vary KEY=V1,V2,...|A..B [--vary ...] [--csv|--json] [--out FILE] [--shard I/N] "
-     "[--plot FILE.png|FILE.svg] [--mode analytic|flow] [--exact] SCENARIO.yaml", gs_cmd_sweep_help, gs_cmd_sweep},
+     "[--plot FILE.png|FILE.svg] [--mode analytic|flow] [--exact] [--threads N] SCENARIO.yaml", gs_cmd_sweep_help,
+     gs_cmd_sweep},
     {"merge", "join the --shard pieces of a sweep or a plan into the serial run's output",
      "gridstep merge [--out FILE] PIECE...", gs_cmd_merge_help, gs_cmd_merge},
     {"mesh", "the DP x PP x TP grid: rank -> coordinates -> node, groups, launch flags",
