@@ -28,6 +28,11 @@ check "sweep csv: 12 points + header" test "$(wc -l <"$tmp/serial.csv")" -eq 13
 check "sweep csv: shard 1 holds points 1, 4, 7, 10" \
     test "$(sed -n '3,$p' "$tmp/p1.csv" | cut -d, -f1 | tr '\n' ' ')" = "1 4 7 10 "
 
+"$GRIDSTEP" sweep $V --threads 1 "$S" >"$tmp/t1.csv" || fail=1
+"$GRIDSTEP" sweep $V --threads 3 "$S" >"$tmp/t3.csv" || fail=1
+check "sweep: the output does not depend on --threads" cmp "$tmp/t1.csv" "$tmp/t3.csv"
+check "sweep: --threads 2 (the default) too" cmp "$tmp/t1.csv" "$tmp/serial.csv"
+
 # sweep, JSON
 "$GRIDSTEP" sweep --json $V "$S" >"$tmp/serial.json" || fail=1
 for i in 0 1 2; do "$GRIDSTEP" sweep --json $V --shard $i/3 "$S" >"$tmp/p$i.json" || fail=1; done
