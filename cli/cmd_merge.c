@@ -272,9 +272,10 @@ static gs_status merge_json(char **text, char *const *paths, size_t n, FILE *out
                 rc = gs_error_set(err, GS_ERR_NOMEM, "out of memory");
                 goto out;
             }
-        } else if (strcmp(cmd, command) != 0 || json_integer_value(jn) != count) {
+        } else if (strcmp(cmd, command) != 0 || json_integer_value(jn) != count ||
+                   !json_equal(json_object_get(sh, "top"), json_object_get(json_object_get(doc[0], "shard"), "top"))) {
             rc = gs_error_set(err, GS_ERR_INPUT, "%s: a %s piece of %" JSON_INTEGER_FORMAT " shards, expected a %s piece of %"
-                                                 JSON_INTEGER_FORMAT " (as %s)",
+                                                 JSON_INTEGER_FORMAT " with the same --top (as %s)",
                               paths[i], cmd, json_integer_value(jn), command, count, paths[0]);
             goto out;
         }
