@@ -237,6 +237,12 @@ static int pruned_cmp(const void *a, const void *b)
     return strcmp(json_string_value(x->v), json_string_value(y->v));
 }
 
+/* json_equal, with two absent values equal (sweep pieces have no "top"). */
+static int same_or_absent(json_t *a, json_t *b)
+{
+    return (!a && !b) || json_equal(a, b);
+}
+
 static gs_status merge_json(char **text, char *const *paths, size_t n, FILE *out, gs_error *err)
 {
     json_t **doc = calloc(n, sizeof *doc);
@@ -273,7 +279,7 @@ static gs_status merge_json(char **text, char *const *paths, size_t n, FILE *out
                 goto out;
             }
         } else if (strcmp(cmd, command) != 0 || json_integer_value(jn) != count ||
-                   !json_equal(json_object_get(sh, "top"), json_object_get(json_object_get(doc[0], "shard"), "top"))) {
+                   !same_or_absent(json_object_get(sh, "top"), json_object_get(json_object_get(doc[0], "shard"), "top"))) {
             rc = gs_error_set(err, GS_ERR_INPUT, "%s: a %s piece of %" JSON_INTEGER_FORMAT " shards, expected a %s piece of %"
                                                  JSON_INTEGER_FORMAT " with the same --top (as %s)",
                               paths[i], cmd, json_integer_value(jn), command, count, paths[0]);
