@@ -3,6 +3,7 @@
 
 #include <ctype.h>
 #include <inttypes.h>
+#include <math.h>
 #include <errno.h>
 #include <stdlib.h>
 #include <string.h>
@@ -124,6 +125,167 @@ gs_status gs_plot_run(const gs_plot *p, const char *data_paths, const char *body
                             p->script, st == -1 ? -1 : WIFEXITED(st) ? WEXITSTATUS(st) : 128 + WTERMSIG(st),
                             data_paths);
     return GS_OK;
+}
+
+/* ---- sweep: throughput and MFU curves ---------------------------------------------------------- */
+
+static int values_numeric_wide(const gs_sweep_axis *ax)
+{
+    if (!gs_sweep_key_is_number(ax->key) || ax->key == GS_SWEEP_OFFLOAD)
+        return 0;
+    if (gs_sweep_key_is_scale(ax->key))
+        return 1;
+    double lo = INFINITY, hi = 0;
+    for (size_t i = 0; i < ax->n; i++) {
+        double v = strtod(ax->values[i], NULL);
+        lo = v < lo ? v : lo;
+        hi = v > hi ? v : hi;
+    }
+    return lo > 0 && hi >= 8 * lo;
+}
+
+static const char *key_axis_label(gs_sweep_key k)
+{
+    switch (k) {
+    case GS_SWEEP_GPUS: return "GPUs";
+    case GS_SWEEP_NODES: return "nodes";
+    case GS_SWEEP_NIC: return "NIC";
+    case GS_SWEEP_NIC_GBPS: return "NIC line rate (Gb/s)";
+    case GS_SWEEP_FABRIC: return "intra-node fabric";
+    case GS_SWEEP_GLOBAL_BATCH: return "global batch (sequences per step)";
+    case GS_SWEEP_MICRO: return "micro-batch (sequences)";
+    case GS_SWEEP_SEQ: return "sequence length (tokens)";
+    case GS_SWEEP_TP: return "tensor-parallel degree tp";
+    case GS_SWEEP_PP: return "pipeline-parallel degree pp";
+    case GS_SWEEP_DP: return "data-parallel degree dp";
+    case GS_SWEEP_SHARDING: return "sharding strategy";
+    case GS_SWEEP_RECOMPUTE: return "activation recompute";
+    case GS_SWEEP_PIPELINE: return "pipeline schedule";
+    case GS_SWEEP_OFFLOAD: return "CPU offload";
+    default: return "?";
+    }
+}
+
+/* The legend title of line `line` (a combination of the keys after the first). */
+static void line_title(const char *name, const gs_sweep *sw, uint64_t line, char *t, size_t len)
+{
+    size_t idx[GS_SWEEP_MAX_AXES], used = 0;
+    gs_sweep_point_indices(sw, line, idx); /* point `line` has x index 0 and this line's others */
+    t[0] = '\0';
+    for (size_t a = 1; a < sw->naxes && used < len; a++)
+        used += (size_t)snprintf(t + used, len - used, "%s%s=%s", a > 1 ? ", " : "", gs_sweep_key_name(sw->axes[a].key),
+                                 sw->axes[a].values[idx[a]]);
+    if (sw->naxes == 1)
+        snprintf(t, len, "%s", name);
+}
+
+/* One panel's plot command: a line per data block, y given as a gnuplot using-column. */
+static void plot_command(FILE *s, const char *name, const gs_sweep *sw, const long *block_of, uint64_t lines,
+                         const char *dat, int numeric, const char *ycol)
+{
+    char q[2 * GS_PLOT_PATH_BYTES + 4], t[512], lt[560], qt[1200];
+    gs_plot_quote(dat, q, sizeof q);
+    for (uint64_t line = 0; line < lines; line++) {
+        line_title(name, sw, line, t, sizeof t);
+        fputs(line ? ", \\\n     " : "plot ", s);
+        if (block_of[line] >= 0) {
+            fprintf(s, "%s index %ld using %s:%s with linespoints lw 2 pt 7 ps 1.2 title %s", q, block_of[line],
+                    numeric ? "2" : "1", ycol, gs_plot_quote(t, qt, sizeof qt));
+        } else { /* a legend entry saying so, no line */
+            snprintf(lt, sizeof lt, "%s (no point ran)", t);
+            fprintf(s, "NaN title %s", gs_plot_quote(lt, qt, sizeof qt));
+        }
+    }
+    fputc('\n', s);
+}
+
+/* FILE.dat: one block per combination of the other keys that has a point that ran (blocks
+ * separated by two blank lines, gnuplot's `index`), rows "x_index x tokens_per_s mfu step_time_s";
+ * FILE.gp: tokens/s over MFU, sharing x. rows[p] is point p. */
+gs_status gs_plot_sweep(const gs_plot *plot, const char *name, const char *mode, const gs_sweep *sw,
+                        const gs_plot_sweep_point *rows, size_t nrows, gs_error *err)
+{
+    char dat[GS_PLOT_PATH_BYTES], t[512], qt[1200];
+    const gs_sweep_axis *x = &sw->axes[0];
+    uint64_t per_line = x->n, lines = gs_sweep_points(sw) / per_line;
+    int numeric = gs_sweep_key_is_number(x->key), wide = values_numeric_wide(x);
+    FILE *f = NULL, *s = NULL;
+    char *script = NULL;
+    size_t slen = 0;
+    long *block_of = calloc(lines, sizeof *block_of);
+    gs_status rc = GS_OK;
+    if (!block_of)
+        return gs_error_set(err, GS_ERR_NOMEM, "out of memory for the plot");
+    if ((rc = gs_plot_open_data(plot, "", dat, &f, err)) != GS_OK)
+        goto out;
+    fprintf(f, "# gridstep sweep of %s: x = %s; one block per combination of the other keys\n", name,
+            gs_sweep_key_name(x->key));
+    fprintf(f, "# columns: x_index x tokens_per_s mfu step_time_s (points that did not run are left out)\n");
+    long block = 0;
+    for (uint64_t line = 0; line < lines; line++) {
+        block_of[line] = -1;
+        for (uint64_t xi = 0; xi < per_line; xi++) {
+            uint64_t p = xi * lines + line; /* x varies slowest */
+            if (p >= nrows || rows[p].point != p || !rows[p].ran)
+                continue;
+            if (block_of[line] < 0) {
+                line_title(name, sw, line, t, sizeof t);
+                fprintf(f, "%s# %s\n", block ? "\n\n" : "", t);
+                block_of[line] = block++;
+            }
+            fprintf(f, "%" PRIu64 " %s %.9g %.9g %.9g\n", xi, numeric ? x->values[xi] : "0", rows[p].tokens_per_s,
+                    rows[p].mfu, rows[p].step_time_s);
+        }
+    }
+    rc = gs_plot_close_data(f, dat, err);
+    f = NULL;
+    if (rc != GS_OK)
+        goto out;
+
+    if (!(s = open_memstream(&script, &slen))) {
+        rc = gs_error_set(err, GS_ERR_NOMEM, "out of memory for the plot script");
+        goto out;
+    }
+    snprintf(t, sizeof t, "%s: throughput and MFU against %s (simulated, %s mode)", name,
+             gs_sweep_key_name(x->key), mode);
+    fprintf(s, "set multiplot layout 2,1 title %s font 'Sans,14'\n", gs_plot_quote(t, qt, sizeof qt));
+    fprintf(s, "set grid\nset key outside right top box opaque width 2\nset border lw 1.5\nset lmargin 12\n");
+    fprintf(s, "set xlabel %s\n", gs_plot_quote(key_axis_label(x->key), qt, sizeof qt));
+    fprintf(s, "set xtics (");
+    double lo = INFINITY, hi = -INFINITY;
+    for (size_t i = 0; i < x->n; i++) {
+        double v = numeric ? strtod(x->values[i], NULL) : (double)i;
+        lo = v < lo ? v : lo;
+        hi = v > hi ? v : hi;
+        fprintf(s, "%s\"%s\" %.9g", i ? ", " : "", x->values[i], v);
+    }
+    fprintf(s, ")\n");
+    if (wide)
+        fprintf(s, "set logscale x 2\nset xrange [%.9g:%.9g]\n", lo / 1.2, hi * 1.2);
+    else if (numeric && hi > lo)
+        fprintf(s, "set xrange [%.9g:%.9g]\n", lo - 0.05 * (hi - lo), hi + 0.05 * (hi - lo));
+    else
+        fprintf(s, "set xrange [%.9g:%.9g]\n", lo - 0.5, hi + 0.5);
+    fprintf(s, "set ylabel 'throughput (tokens/s, whole job)'\nset format y '%%.1s%%c'\nset yrange [0:*]\n");
+    plot_command(s, name, sw, block_of, lines, dat, numeric, "3");
+    fprintf(s, "set ylabel 'MFU (%% of peak FLOP/s)'\nset format y '%%g'\nset yrange [0:*]\n");
+    plot_command(s, name, sw, block_of, lines, dat, numeric, "($4*100)");
+    fprintf(s, "unset multiplot\n");
+    if (fclose(s) != 0 || !script) {
+        s = NULL;
+        rc = gs_error_set(err, GS_ERR_NOMEM, "out of memory for the plot script");
+        goto out;
+    }
+    s = NULL;
+    rc = gs_plot_run(plot, dat, script, err);
+out:
+    if (f)
+        fclose(f);
+    if (s)
+        fclose(s);
+    free(script);
+    free(block_of);
+    return rc;
 }
 
 /* ---- mem: stacked bars per stage ------------------------------------------------------------ */

@@ -13,6 +13,7 @@
 #include "engine/report.h"
 #include "engine/schedule.h"
 #include "engine/status.h"
+#include "engine/sweep.h"
 
 typedef enum gs_plot_format { GS_PLOT_PNG, GS_PLOT_SVG } gs_plot_format;
 
@@ -45,7 +46,23 @@ const char *gs_plot_quote(const char *s, char *buf, size_t len);
  * `gnuplot FILE.gp`" (the files stay). A failing gnuplot is GS_ERR_RUNTIME with its exit status. */
 gs_status gs_plot_run(const gs_plot *p, const char *data_paths, const char *body, gs_error *err);
 
-/* ---- the plots of mem and sim (sweep's curves live in cli/cmd_sweep.c) ---- */
+/* ---- the plots of sweep, mem and sim ---- */
+
+/* One sweep point as the curves need it. */
+typedef struct gs_plot_sweep_point {
+    uint64_t point;
+    int ran;                 /* 1: simulated (status ok); 0: left out of the lines */
+    double tokens_per_s, mfu, step_time_s;
+} gs_plot_sweep_point;
+
+/* `gridstep sweep --plot` and `gridstep merge --plot`: tokens/s (top panel) and MFU in % (bottom
+ * panel) against the first varied key (log2 axis for gpus and nodes and for numeric keys spanning
+ * 8x or more; categories in order otherwise), one line per combination of the other keys (a
+ * legend entry "(no point ran)" when none of its points ran). rows[p] is point p (all points, in
+ * order). FILE.dat: one block per line that has points, rows "x_index x tokens_per_s mfu
+ * step_time_s". name titles the plot (the scenario). */
+gs_status gs_plot_sweep(const gs_plot *p, const char *name, const char *mode, const gs_sweep *sw,
+                        const gs_plot_sweep_point *rows, size_t nrows, gs_error *err);
 
 /* `gridstep mem --plot`: one stacked bar per ledger rank class (pipeline stage) of params,
  * master, optimizer (Adam m + v), grads, activations (this micro-batch + the ones in flight) and
