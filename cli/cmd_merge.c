@@ -9,6 +9,7 @@
 
 #include "cli/cli_common.h"
 #include "cli/commands.h"
+#include "cli/plot.h"
 
 const char gs_cmd_merge_help[] =
     "Joins the pieces that `gridstep sweep --shard I/N` or `gridstep plan --shard I/N --json` wrote\n"
@@ -29,6 +30,8 @@ const char gs_cmd_merge_help[] =
     "\n"
     "options:\n"
     "  --out FILE   write the merged output to FILE\n"
+    "  --plot FILE.png|FILE.svg  (JSON sweep pieces) the curves gridstep sweep --plot draws, from\n"
+    "               the merged rows\n"
     "\n"
     "examples:\n"
     "  for i in 0 1 2; do gridstep sweep --vary gpus=8..64 --shard $i/3 --out p$i.csv S.yaml; done\n"
@@ -36,7 +39,7 @@ const char gs_cmd_merge_help[] =
     "  for i in 0 1; do gridstep plan S.yaml --json --shard $i/2 > plan$i.json; done\n"
     "  gridstep merge plan0.json plan1.json\n";
 
-static const char usage[] = "gridstep merge [--out FILE] PIECE...";
+static const char usage[] = "gridstep merge [--out FILE] [--plot FILE.png|FILE.svg] PIECE...";
 
 #define R4_REASON "lower bound slower than the best kept (R4)"
 
@@ -237,13 +240,67 @@ static int pruned_cmp(const void *a, const void *b)
     return strcmp(json_string_value(x->v), json_string_value(y->v));
 }
 
+static const char *str_or(json_t *v, const char *fallback)
+{
+    const char *s = json_string_value(v);
+    return s ? s : fallback;
+}
+
+/* The curves of a merged JSON sweep: its axes rebuilt from "vary", its rows' numbers. */
+static gs_status plot_sweep_doc(json_t *doc, const gs_plot *plot, gs_error *err)
+{
+    gs_sweep sw;
+    gs_sweep_init(&sw);
+    json_t *vary = json_object_get(doc, "vary"), *rows = json_object_get(doc, "rows");
+    gs_status rc = GS_OK;
+    for (size_t a = 0; a < json_array_size(vary) && rc == GS_OK; a++) {
+        json_t *ax = json_array_get(vary, a), *vals = json_object_get(ax, "values");
+        char arg[GS_SWEEP_MAX_VALUES * (GS_SWEEP_VALUE_BYTES + 1) + 64];
+        size_t used = (size_t)snprintf(arg, sizeof arg, "%s=", str_or(json_object_get(ax, "key"), "?"));
+        for (size_t i = 0; i < json_array_size(vals) && used < sizeof arg; i++) {
+            json_t *v = json_array_get(vals, i);
+            const char *sep = i ? "," : "";
+            if (json_is_integer(v))
+                used += (size_t)snprintf(arg + used, sizeof arg - used, "%s%" JSON_INTEGER_FORMAT, sep,
+                                         json_integer_value(v));
+            else if (json_is_real(v))
+                used += (size_t)snprintf(arg + used, sizeof arg - used, "%s%.6g", sep, json_real_value(v));
+            else
+                used += (size_t)snprintf(arg + used, sizeof arg - used, "%s%s", sep, str_or(v, "?"));
+        }
+        rc = gs_sweep_add(&sw, arg, err);
+    }
+    if (rc != GS_OK)
+        return rc;
+    size_t n = json_array_size(rows);
+    if (sw.naxes == 0 || n != gs_sweep_points(&sw))
+        return gs_error_set(err, GS_ERR_INPUT, "--plot: the merged sweep's \"vary\" does not span its %zu rows", n);
+    gs_plot_sweep_point *pts = calloc(n ? n : 1, sizeof *pts);
+    if (!pts)
+        return gs_error_set(err, GS_ERR_NOMEM, "out of memory for the plot");
+    for (size_t i = 0; i < n; i++) {
+        json_t *r = json_array_get(rows, i);
+        const char *st = json_string_value(json_object_get(r, "status"));
+        pts[i].point = i;
+        pts[i].ran = st && strcmp(st, "ok") == 0;
+        pts[i].tokens_per_s = json_number_value(json_object_get(r, "tokens_per_s"));
+        pts[i].mfu = json_number_value(json_object_get(r, "mfu"));
+        pts[i].step_time_s = json_number_value(json_object_get(r, "step_time_s"));
+    }
+    rc = gs_plot_sweep(plot, str_or(json_object_get(doc, "scenario"), "sweep"),
+                       str_or(json_object_get(doc, "mode"), "analytic"), &sw, pts, n, err);
+    free(pts);
+    return rc;
+}
+
 /* json_equal, with two absent values equal (sweep pieces have no "top"). */
 static int same_or_absent(json_t *a, json_t *b)
 {
     return (!a && !b) || json_equal(a, b);
 }
 
-static gs_status merge_json(char **text, char *const *paths, size_t n, FILE *out, gs_error *err)
+static gs_status merge_json(char **text, char *const *paths, size_t n, FILE *out, const gs_plot *plot,
+                            gs_error *err)
 {
     json_t **doc = calloc(n, sizeof *doc);
     json_item *items = NULL;
@@ -430,6 +487,12 @@ static gs_status merge_json(char **text, char *const *paths, size_t n, FILE *out
     }
     json_object_set_new(merged, list, arr);
     rc = gs_cli_json_fprint(out, merged, err);
+    if (rc == GS_OK && plot) {
+        if (plan)
+            rc = gs_error_set(err, GS_ERR_INPUT, "--plot: plan pieces have no curves (it plots sweep pieces)");
+        else
+            rc = plot_sweep_doc(merged, plot, err);
+    }
 out:
     json_decref(merged);
     for (size_t i = 0; i < n; i++)
@@ -442,14 +505,22 @@ out:
 
 gs_status gs_cmd_merge(int argc, char **argv, gs_error *err)
 {
-    static const struct option opts[] = {{"out", required_argument, NULL, 'o'}, {NULL, 0, NULL, 0}};
+    static const struct option opts[] = {
+        {"out", required_argument, NULL, 'o'}, {"plot", required_argument, NULL, 'p'}, {NULL, 0, NULL, 0}};
     const char *out_path = NULL;
-    int c;
+    gs_plot plot;
+    int c, plotting = 0;
     while ((c = getopt_long(argc, argv, "", opts, NULL)) != -1) {
-        if (c == 'o')
+        if (c == 'o') {
             out_path = optarg;
-        else
+        } else if (c == 'p') {
+            gs_status prc = gs_plot_init(&plot, "--plot", optarg, err);
+            if (prc != GS_OK)
+                return prc;
+            plotting = 1;
+        } else {
             return gs_error_set(err, GS_ERR_INPUT, "unknown option '%s'\nusage: %s", argv[optind - 1], usage);
+        }
     }
     size_t n = (size_t)(argc - optind);
     if (n == 0)
@@ -479,7 +550,12 @@ gs_status gs_cmd_merge(int argc, char **argv, gs_error *err)
         rc = gs_error_set(err, GS_ERR_IO, "%s: cannot write: %s", out_path, strerror(errno));
         goto out;
     }
-    rc = json ? merge_json(text, argv + optind, n, out, err) : merge_csv(text, argv + optind, n, out, err);
+    if (plotting && !json) {
+        rc = gs_error_set(err, GS_ERR_INPUT, "--plot needs JSON sweep pieces (gridstep sweep --json --shard I/N)");
+        goto out;
+    }
+    rc = json ? merge_json(text, argv + optind, n, out, plotting ? &plot : NULL, err)
+              : merge_csv(text, argv + optind, n, out, err);
     if (out != stdout) {
         int bad = ferror(out);
         if (fclose(out) != 0 || bad)

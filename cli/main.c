@@ -30,7 +30,7 @@ static const gs_command commands[] = {
      "[--plot FILE.png|FILE.svg] [--mode analytic|flow] [--exact] [--threads N] SCENARIO.yaml", gs_cmd_sweep_help,
      gs_cmd_sweep},
     {"merge", "join the --shard pieces of a sweep or a plan into the serial run's output",
-     "gridstep merge [--out FILE] PIECE...", gs_cmd_merge_help, gs_cmd_merge},
+     "gridstep merge [--out FILE] [--plot FILE.png|FILE.svg] PIECE...", gs_cmd_merge_help, gs_cmd_merge},
     {"mesh", "the DP x PP x TP grid: rank -> coordinates -> node, groups, launch flags",
      "gridstep mesh [--json] [--all] SCENARIO.yaml", gs_cmd_mesh_help, gs_cmd_mesh},
     {"schedule", "one training step as a per-rank graph of compute and collective events",

@@ -36,6 +36,14 @@ check "sweep --plot: 6 points plotted" test "$(wc -l <"$tmp/from_dat")" -eq 6
 check "sweep --plot: SVG" is_svg "$tmp/sw.svg"
 check "sweep --plot: log2 x for GPU counts" grep -q 'set logscale x 2' "$tmp/sw.gp"
 
+# merge --plot: the sharded sweep's curves are the serial sweep's (same .dat)
+V="--vary micro=1,2,4 --vary sharding=full_shard,no_shard"
+"$GRIDSTEP" sweep $V --json --plot "$tmp/ser.png" "$T" >/dev/null || fail=1
+for i in 0 1; do "$GRIDSTEP" sweep $V --json --shard $i/2 "$T" >"$tmp/q$i.json" || fail=1; done
+"$GRIDSTEP" merge --plot "$tmp/mer.svg" "$tmp/q1.json" "$tmp/q0.json" >/dev/null || fail=1
+check "merge --plot: SVG" is_svg "$tmp/mer.svg"
+check "merge --plot: the same data as sweep --plot" cmp "$tmp/ser.dat" "$tmp/mer.dat"
+
 # 2. mem --plot
 "$GRIDSTEP" mem --plot "$tmp/mem.png" "$T" >/dev/null || fail=1
 check "mem --plot: PNG" is_png "$tmp/mem.png"
