@@ -64,31 +64,31 @@ static const char usage[] =
     "gridstep sweep --vary KEY=V1,V2,...|A..B [--vary ...] [--csv|--json] [--out FILE] [--shard I/N] "
     "[--plot FILE.png|FILE.svg] [--mode analytic|flow] [--exact] [--threads N] SCENARIO.yaml";
 
-typedef enum gs_sweep_status { GS_SWEEP_OK, GS_SWEEP_ILLEGAL, GS_SWEEP_NO_FIT, GS_SWEEP_ERROR } gs_sweep_status;
+typedef enum row_status { ROW_OK, ROW_ILLEGAL, ROW_NO_FIT, ROW_ERROR } row_status;
 
 static const char *const status_names[] = {"ok", "illegal", "no_fit", "error"};
 
 /* One point's row. */
-typedef struct gs_sweep_row {
+typedef struct sweep_row {
     uint64_t point;
-    gs_sweep_status status;
+    row_status status;
     char reason[320];
     uint64_t gpus, dp, pp, tp;   /* 0 when the point's values could not make a cluster */
     int have_peak;               /* 1: the memory ledger ran */
     uint64_t peak_bytes;         /* ledger peak, bytes per rank */
     int fits;
     double step_time_s, tokens_per_s, tokens_per_s_per_gpu, mfu, comm_share, bubble_share;
-} gs_sweep_row;
+} sweep_row;
 
 /* What a table says about itself: the scenario, the mode, the axes, the shard. */
-typedef struct gs_sweep_out_meta {
+typedef struct table_meta {
     const char *scenario;
     const char *mode;
     const gs_sweep *sw;
     uint64_t points;
     int sharded;
     uint64_t shard_i, shard_n;
-} gs_sweep_out_meta;
+} table_meta;
 
 /* The derived `gpus` column is left out when gpus is itself a varied key. */
 static int gpus_varied(const gs_sweep *sw)
@@ -115,7 +115,7 @@ static void csv_cell(FILE *f, const char *s)
     fputc('"', f);
 }
 
-static gs_status gs_sweep_write_csv(FILE *f, const gs_sweep_out_meta *m, const gs_sweep_row *rows, size_t n,
+static gs_status write_csv(FILE *f, const table_meta *m, const sweep_row *rows, size_t n,
                                     gs_error *err)
 {
     (void)err;
@@ -131,7 +131,7 @@ static gs_status gs_sweep_write_csv(FILE *f, const gs_sweep_out_meta *m, const g
             gpus_varied(sw) ? "" : ",gpus");
     size_t idx[GS_SWEEP_MAX_AXES];
     for (size_t i = 0; i < n; i++) {
-        const gs_sweep_row *r = &rows[i];
+        const sweep_row *r = &rows[i];
         gs_sweep_point_indices(sw, r->point, idx);
         fprintf(f, "%" PRIu64, r->point);
         for (size_t a = 0; a < sw->naxes; a++) {
@@ -146,7 +146,7 @@ static gs_status gs_sweep_write_csv(FILE *f, const gs_sweep_out_meta *m, const g
             fprintf(f, ",%" PRIu64 "x%" PRIu64 "x%" PRIu64, r->dp, r->pp, r->tp);
         else
             fprintf(f, ",");
-        if (r->status == GS_SWEEP_OK)
+        if (r->status == ROW_OK)
             fprintf(f, ",%.9g,%.9g,%.9g,%.9g,%.9g,%.9g", r->step_time_s, r->tokens_per_s, r->tokens_per_s_per_gpu, r->mfu,
                     r->comm_share, r->bubble_share);
         else
@@ -176,7 +176,7 @@ static json_t *real_or_null(int ok, double v)
     return ok ? json_real(v) : json_null();
 }
 
-static gs_status gs_sweep_write_json(FILE *f, const gs_sweep_out_meta *m, const gs_sweep_row *rows, size_t n,
+static gs_status write_json(FILE *f, const table_meta *m, const sweep_row *rows, size_t n,
                                      gs_error *err)
 {
     const gs_sweep *sw = m->sw;
@@ -202,9 +202,9 @@ static gs_status gs_sweep_write_json(FILE *f, const gs_sweep_out_meta *m, const 
     json_object_set_new(doc, "points", json_integer((json_int_t)m->points));
     size_t idx[GS_SWEEP_MAX_AXES];
     for (size_t i = 0; i < n; i++) {
-        const gs_sweep_row *r = &rows[i];
+        const sweep_row *r = &rows[i];
         json_t *o = json_object();
-        int ok = r->status == GS_SWEEP_OK;
+        int ok = r->status == ROW_OK;
         gs_sweep_point_indices(sw, r->point, idx);
         json_object_set_new(o, "point", json_integer((json_int_t)r->point));
         for (size_t a = 0; a < sw->naxes; a++)
@@ -254,7 +254,7 @@ static void first_line(const char *msg, char *out, size_t len)
 /* One point: its scenario checked, its memory ledger, its simulation. Only an out-of-memory
  * failure stops the sweep; every other failure becomes the row's status and reason. */
 static gs_status eval_point(const gs_scenario *base, const gs_sweep *sw, uint64_t point, int exact,
-                            const gs_backend_opts *bo, gs_sweep_row *row, gs_error *err)
+                            const gs_backend_opts *bo, sweep_row *row, gs_error *err)
 {
     gs_scenario s;
     gs_mesh mesh;
@@ -265,7 +265,7 @@ static gs_status eval_point(const gs_scenario *base, const gs_sweep *sw, uint64_
     gs_error_init(&e);
     memset(row, 0, sizeof *row);
     row->point = point;
-    row->status = GS_SWEEP_ILLEGAL;
+    row->status = ROW_ILLEGAL;
     if (gs_sweep_apply(base, sw, point, &s, &e) != GS_OK) {
         first_line(e.msg, row->reason, sizeof row->reason);
         return GS_OK;
@@ -283,7 +283,7 @@ static gs_status eval_point(const gs_scenario *base, const gs_sweep *sw, uint64_
     row->have_peak = 1;
     row->peak_bytes = l->peak_bytes;
     if (l->peak_bytes > l->gpu_bytes) {
-        row->status = GS_SWEEP_NO_FIT;
+        row->status = ROW_NO_FIT;
         snprintf(row->reason, sizeof row->reason, "does not fit: peak %.2f GiB per rank > %.2f GiB of GPU memory",
                  (double)l->peak_bytes / GS_GIB, (double)l->gpu_bytes / GS_GIB);
         goto out;
@@ -292,11 +292,11 @@ static gs_status eval_point(const gs_scenario *base, const gs_sweep *sw, uint64_
     if ((st = gs_sim_scenario(&s, &mesh, exact, bo, &rep, NULL, &e)) != GS_OK) {
         if (st == GS_ERR_NOMEM)
             rc = gs_error_set(err, st, "point %" PRIu64 ": %s", point, e.msg);
-        row->status = GS_SWEEP_ERROR;
+        row->status = ROW_ERROR;
         first_line(e.msg, row->reason, sizeof row->reason);
         goto out;
     }
-    row->status = GS_SWEEP_OK;
+    row->status = ROW_OK;
     row->step_time_s = rep.step_time_s;
     row->tokens_per_s = rep.tokens_per_s;
     row->tokens_per_s_per_gpu = rep.tokens_per_s_per_gpu;
@@ -319,7 +319,7 @@ typedef struct sweep_pool {
     const gs_sweep *sw;
     int exact;
     const gs_backend_opts *bo;
-    gs_sweep_row *rows;
+    sweep_row *rows;
     uint64_t nrows;          /* this shard's points */
     uint64_t shard_i, shard_n;
     int sharded, tty;
@@ -444,7 +444,7 @@ gs_status gs_cmd_sweep(int argc, char **argv, gs_error *err)
         return gs_error_set(err, GS_ERR_INPUT, "%" PRIu64 " points, expected at most 1,000,000", npoints);
 
     gs_scenario base;
-    gs_sweep_row *rows = NULL;
+    sweep_row *rows = NULL;
     size_t nrows = 0;
     FILE *out = stdout;
     if ((rc = gs_scenario_load_file(path, &base, err)) != GS_OK)
@@ -464,11 +464,11 @@ gs_status gs_cmd_sweep(int argc, char **argv, gs_error *err)
     if ((rc = run_pool(&pool, threads, err)) != GS_OK)
         goto out;
     nrows = (size_t)mine;
-    gs_sweep_out_meta meta = {base.name, bo.flow ? "flow" : "analytic", &sw, npoints, sharded, shard_i, shard_n};
+    table_meta meta = {base.name, bo.flow ? "flow" : "analytic", &sw, npoints, sharded, shard_i, shard_n};
     if (json)
-        rc = gs_sweep_write_json(out, &meta, rows, nrows, err);
+        rc = write_json(out, &meta, rows, nrows, err);
     else
-        rc = gs_sweep_write_csv(out, &meta, rows, nrows, err);
+        rc = write_csv(out, &meta, rows, nrows, err);
     if (rc != GS_OK)
         goto out;
     if (out != stdout) {
@@ -488,7 +488,7 @@ gs_status gs_cmd_sweep(int argc, char **argv, gs_error *err)
         }
         for (size_t i = 0; i < nrows; i++) {
             pts[i].point = rows[i].point;
-            pts[i].ran = rows[i].status == GS_SWEEP_OK;
+            pts[i].ran = rows[i].status == ROW_OK;
             pts[i].tokens_per_s = rows[i].tokens_per_s;
             pts[i].mfu = rows[i].mfu;
             pts[i].step_time_s = rows[i].step_time_s;
