@@ -24,6 +24,7 @@ gs_status gs_cmd_schedule(int argc, char **argv, gs_error *err);
 gs_status gs_cmd_coll(int argc, char **argv, gs_error *err);
 gs_status gs_cmd_validate(int argc, char **argv, gs_error *err);
 gs_status gs_cmd_plan(int argc, char **argv, gs_error *err);
+gs_status gs_cmd_diagnose(int argc, char **argv, gs_error *err);
 
 extern const char gs_cmd_presets_help[];
 extern const char gs_cmd_mesh_help[];
@@ -33,5 +34,6 @@ extern const char gs_cmd_schedule_help[];
 extern const char gs_cmd_coll_help[];
 extern const char gs_cmd_validate_help[];
 extern const char gs_cmd_plan_help[];
+extern const char gs_cmd_diagnose_help[];
 
 #endif

@@ -25,6 +25,9 @@ static const gs_command commands[] = {
     {"plan", "every legal grid and strategy, ranked by simulated tokens/s, with why the winner wins",
      "gridstep plan (--model M --cluster C --nodes N | SCENARIO.yaml) [--global-batch B] [--top K] [--json] "
      "[constraints]", gs_cmd_plan_help, gs_cmd_plan},
+    {"diagnose", "the seed's troubleshooting table against a scenario, each fix simulated on a copy",
+     "gridstep diagnose [--json] [--full-step] [--state-dict full|sharded] [--host-memory-gb G] SCENARIO.yaml",
+     gs_cmd_diagnose_help, gs_cmd_diagnose},
     {"mesh", "the DP x PP x TP grid: rank -> coordinates -> node, groups, launch flags",
      "gridstep mesh [--json] [--all] SCENARIO.yaml", gs_cmd_mesh_help, gs_cmd_mesh},
     {"schedule", "one training step as a per-rank graph of compute and collective events",
