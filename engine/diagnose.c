@@ -598,6 +598,10 @@ gs_status gs_diagnose_run(const gs_scenario *s, const gs_diagnose_opts *o, gs_di
         goto out;
     out->base = base->m;
     out->params = base->params;
+    out->unit_params = base->unit_params;
+    out->unit_bytes = base->unit_params * base->wb;
+    out->ckpt_full_bytes = base->ckpt_full;
+    out->ckpt_sharded_bytes = base->ckpt_sharded;
     for (size_t i = 0; i < nrules && i < GS_DIAGNOSE_MAX_ROWS; i++) {
         const rule *ru = &rules[i];
         gs_diagnose_row *row = &out->rows[out->nrows++];

@@ -91,6 +91,10 @@ typedef struct gs_diagnose_row {
 typedef struct gs_diagnosis {
     gs_diagnose_measure base;   /* the scenario as given */
     uint64_t params;            /* model parameters */
+    uint64_t unit_params;       /* largest FSDP unit on the peak rank's stage (its TP slice) */
+    uint64_t unit_bytes;        /* ... in the working precision, bytes: what one all-gather holds */
+    uint64_t ckpt_full_bytes;   /* rank 0 host bytes to save a FULL_STATE_DICT (12 B x params) */
+    uint64_t ckpt_sharded_bytes;/* rank 0 host bytes to save its SHARDED_STATE_DICT shard */
     int problems;               /* rows whose verdict is YES */
     gs_diagnose_row rows[GS_DIAGNOSE_MAX_ROWS];
     size_t nrows;               /* in the table's order */
