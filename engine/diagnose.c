@@ -171,7 +171,7 @@ static void check_oom_at_start(const facts *f, gs_diagnose_row *row)
     char b1[GS_FMT_BYTES], b2[GS_FMT_BYTES], b3[GS_FMT_BYTES], b4[GS_FMT_BYTES], c1[32];
     uint64_t unit_bytes = f->unit_params * f->wb;
     row->measured = (double)f->gather;
-    row->threshold = (double)f->m.gpu_bytes / 4;
+    row->threshold = (double)(f->m.gpu_bytes / 4);
     if (!fits(f) && f->gather >= f->act && f->gather >= f->states)
         row->applies = GS_DIAGNOSE_YES;
     else if (f->gather > f->m.gpu_bytes / 4 || (!fits(f) && f->gather > f->m.peak_bytes / 4))
@@ -182,7 +182,10 @@ static void check_oom_at_start(const facts *f, gs_diagnose_row *row)
            gs_fmt_bytes(f->gather, b1, sizeof b1), f->peak_stage, gs_fmt_count(f->unit_params, c1, sizeof c1),
            gs_fmt_bytes(unit_bytes, b2, sizeof b2), gs_precision_name(f->c.s.strategy.precision),
            gs_wrap_name(f->c.s.strategy.wrap),
-           f->c.s.strategy.wrap == GS_WRAP_MODEL ? ": the whole model is one unit, gathered at once" : "",
+           f->c.s.strategy.wrap == GS_WRAP_MODEL ? ": the whole model is one unit, gathered at once"
+           : !f->c.s.strategy.reshard_after_forward && f->gather > 2 * unit_bytes
+               ? "; units stay gathered until the step ends: reshard_after_forward off"
+               : "",
            gs_fmt_bytes(f->m.peak_bytes, b3, sizeof b3), gs_fmt_bytes(f->m.gpu_bytes, b4, sizeof b4));
 }
 
@@ -190,7 +193,7 @@ static void check_oom_first_step(const facts *f, gs_diagnose_row *row)
 {
     char b1[GS_FMT_BYTES], b2[GS_FMT_BYTES], b3[GS_FMT_BYTES];
     row->measured = (double)f->act;
-    row->threshold = (double)f->m.gpu_bytes / 3;
+    row->threshold = (double)(f->m.gpu_bytes / 3);
     if (!fits(f) && f->act > f->gather && f->act >= f->states)
         row->applies = GS_DIAGNOSE_YES;
     else if (f->act > f->m.gpu_bytes / 3 || (!fits(f) && f->act > f->m.peak_bytes / 4))
@@ -391,7 +394,7 @@ static int fix_hybrid_shard(const facts *f, dcase *c, char *label, char *why)
 
 static int fix_interleaved(const facts *f, dcase *c, char *label, char *why)
 {
-    say(label, "pipeline: interleaved with 2 virtual stages");
+    say(label, "pipeline: %s -> interleaved 1F1B, 2 virtual stages", gs_pipeline_name(c->s.strategy.pipeline));
     if (f->mesh.size[GS_DIM_PP] == 1) {
         say(why, "no pipeline (pp = 1)");
         return 0;
