@@ -19,7 +19,10 @@ const char gs_cmd_diagnose_help[] =
     "step cannot tell), the quantity it checked with its threshold, and each fix with its simulated\n"
     "effect: the fix is applied to a copy of the scenario, the memory ledger and the step are run\n"
     "again, and the difference is printed (peak memory per rank, step time, tokens/s; host memory\n"
-    "for the checkpoint row). A fix that cannot apply says why.\n"
+    "for the checkpoint row). Where the scenario has the fix already (per-layer wrap, full\n"
+    "recompute, hybrid_shard, interleaved, SHARDED_STATE_DICT), the copy is the scenario without\n"
+    "it, and the effect printed is what the fix is worth (with - without). A fix that cannot\n"
+    "apply says why.\n"
     "\n"
     "rows (in order):\n"
     "  oom-at-start      all-gather peak: FSDP unit too large (whole-model wrap gathers everything)\n"
@@ -45,7 +48,8 @@ const char gs_cmd_diagnose_help[] =
     "                       problems, rows [{id, symptom, cause, applies (yes|at_risk|no|n/a), check,\n"
     "                       measured, threshold, unit, detail, fix, effect {peak_bytes_delta,\n"
     "                       step_time_s_delta, tokens_per_s_delta, host_bytes_delta} or null,\n"
-    "                       fixes [{fix, simulated, note, effect}]}]\n"
+    "                       fixes [{fix, simulated, counterfactual, note, effect}]}]; effects are\n"
+    "                       with the fix minus without it\n"
     "  --full-step          simulate every micro-batch of the step (slower)\n"
     "  --state-dict KIND    how checkpoints are saved: full (FULL_STATE_DICT, PyTorch's default) or\n"
     "                       sharded\n"
@@ -86,7 +90,7 @@ static char *fmt_signed_seconds(double s, char *buf, size_t len)
 }
 
 /* "peak -38.00 GB, step -4.10 s, tokens/s +12.0%" */
-static void fmt_effect(const gs_diagnosis *d, const gs_diagnose_fix *fx, char *buf, size_t len)
+static void fmt_effect(const gs_diagnose_fix *fx, char *buf, size_t len)
 {
     char b[GS_FMT_BYTES], t[32];
     size_t n = 0;
@@ -94,19 +98,22 @@ static void fmt_effect(const gs_diagnosis *d, const gs_diagnose_fix *fx, char *b
         snprintf(buf, len, "not applied: %s", fx->note);
         return;
     }
-    n += (size_t)snprintf(buf + n, len - n, "peak %s",
+    if (fx->counterfactual)
+        n += (size_t)snprintf(buf + n, len - n, "%s: ", fx->note);
+    if (n < len)
+        n += (size_t)snprintf(buf + n, len - n, "peak %s",
                           fx->peak_bytes_delta ? fmt_signed_bytes(fx->peak_bytes_delta, b, sizeof b) : "unchanged");
     if (n < len)
         n += (size_t)snprintf(buf + n, len - n, ", step %s",
                               fx->step_time_s_delta != 0 ? fmt_signed_seconds(fx->step_time_s_delta, t, sizeof t)
                                                          : "unchanged");
-    if (n < len && fx->tokens_per_s_delta != 0 && d->base.tokens_per_s > 0)
-        n += (size_t)snprintf(buf + n, len - n, ", tokens/s %+.1f%%",
-                              100 * fx->tokens_per_s_delta / d->base.tokens_per_s);
+    double tps_without = fx->after.tokens_per_s - fx->tokens_per_s_delta; /* relative to the unfixed step */
+    if (n < len && fx->tokens_per_s_delta != 0 && tps_without > 0)
+        n += (size_t)snprintf(buf + n, len - n, ", tokens/s %+.1f%%", 100 * fx->tokens_per_s_delta / tps_without);
     if (n < len && fx->host_bytes_delta)
         n += (size_t)snprintf(buf + n, len - n, ", rank-0 host memory %s",
                               fmt_signed_bytes(fx->host_bytes_delta, b, sizeof b));
-    if (n < len && fx->note[0])
+    if (n < len && fx->note[0] && !fx->counterfactual)
         snprintf(buf + n, len - n, " (%s)", fx->note);
 }
 
@@ -181,6 +188,7 @@ static json_t *diagnosis_json(const gs_scenario *s, const gs_diagnose_opts *o, c
             json_t *f = json_object();
             json_object_set_new(f, "fix", json_string(fx->fix));
             json_object_set_new(f, "simulated", json_boolean(fx->simulated));
+            json_object_set_new(f, "counterfactual", json_boolean(fx->counterfactual));
             json_object_set_new(f, "note", json_string(fx->note));
             json_object_set_new(f, "effect", effect_json(fx));
             json_array_append_new(fa, f);
@@ -230,7 +238,7 @@ static gs_status print_diagnosis(const gs_scenario *s, const gs_diagnose_opts *o
         printf("  check    %s\n", r->check);
         printf("  found    %s\n", r->detail);
         for (size_t j = 0; j < r->nfixes; j++) {
-            fmt_effect(d, &r->fixes[j], e1, sizeof e1);
+            fmt_effect(&r->fixes[j], e1, sizeof e1);
             printf("  fix      %s: %s\n", r->fixes[j].fix, e1);
         }
     }

@@ -45,9 +45,15 @@ typedef struct facts {
 } facts;
 
 typedef void (*check_fn)(const facts *f, gs_diagnose_row *row);
-/* Edits the copy; returns 1 when the fix applies (label says what changed), 0 when it does not
- * (label names the fix, why says why not). */
-typedef int (*fix_fn)(const facts *f, dcase *c, char *label, char *why);
+
+typedef enum fix_result {
+    FIX_NONE,    /* the fix does not apply here; why says why */
+    FIX_APPLIED, /* the copy has the fix; label says what changed */
+    FIX_ALREADY  /* the scenario has the fix already; the copy is the scenario without it, and why
+                    names what it was set back to */
+} fix_result;
+/* Edits the copy c of the scenario for one fix. */
+typedef fix_result (*fix_fn)(const facts *f, dcase *c, char *label, char *why);
 
 typedef struct rule {
     const char *id;
@@ -317,45 +323,48 @@ static void check_states(const facts *f, gs_diagnose_row *row)
 
 /* ---- the fixes ---------------------------------------------------------------------------- */
 
-static int fix_wrap_layer(const facts *f, dcase *c, char *label, char *why)
+static fix_result fix_wrap_layer(const facts *f, dcase *c, char *label, char *why)
 {
     say(label, "wrap: layer (one FSDP unit per transformer block)");
     if (c->s.strategy.wrap == GS_WRAP_LAYER) {
-        say(why, "already one unit per layer%s", f->gather > f->m.gpu_bytes / 4 ? ": add TP to shrink the unit" : "");
-        return 0;
+        say(why, "already one unit per layer (effect against wrap: model)%s",
+            f->gather > f->m.gpu_bytes / 4 ? "; add TP to shrink the unit" : "");
+        c->s.strategy.wrap = GS_WRAP_MODEL;
+        return FIX_ALREADY;
     }
     c->s.strategy.wrap = GS_WRAP_LAYER;
-    return 1;
+    return FIX_APPLIED;
 }
 
-static int fix_recompute_full(const facts *f, dcase *c, char *label, char *why)
+static fix_result fix_recompute_full(const facts *f, dcase *c, char *label, char *why)
 {
     (void)f;
     say(label, "recompute: full (activation checkpointing per layer)");
     if (c->s.strategy.recompute == GS_RECOMPUTE_FULL) {
-        say(why, "already full recompute");
-        return 0;
+        say(why, "already full recompute (effect against recompute: none)");
+        c->s.strategy.recompute = GS_RECOMPUTE_NONE;
+        return FIX_ALREADY;
     }
     c->s.strategy.recompute = GS_RECOMPUTE_FULL;
-    return 1;
+    return FIX_APPLIED;
 }
 
-static int fix_micro_half(const facts *f, dcase *c, char *label, char *why)
+static fix_result fix_micro_half(const facts *f, dcase *c, char *label, char *why)
 {
     uint64_t mu = c->s.batch.micro_seqs;
     if (mu < 2 || mu % 2) {
         say(label, "smaller micro-batch");
         say(why, "micro is %" PRIu64 ": more micro-batches need a larger global batch, which changes the "
                  "optimization (retune the learning rate)", mu);
-        return 0;
+        return FIX_NONE;
     }
     say(label, "micro: %" PRIu64 " -> %" PRIu64 " (micro-batches per step %" PRIu64 " -> %" PRIu64 ")", mu, mu / 2,
         f->microbatches, 2 * f->microbatches);
     c->s.batch.micro_seqs = mu / 2;
-    return 1;
+    return FIX_APPLIED;
 }
 
-static int fix_micro_double(const facts *f, dcase *c, char *label, char *why)
+static fix_result fix_micro_double(const facts *f, dcase *c, char *label, char *why)
 {
     uint64_t mu = c->s.batch.micro_seqs, dp = c->s.grid.dp;
     if (f->microbatches < 2 || f->microbatches % 2) {
@@ -363,61 +372,66 @@ static int fix_micro_double(const facts *f, dcase *c, char *label, char *why)
         say(why, "%" PRIu64 " micro-batch%s per step: global %" PRIu64 " / (dp %" PRIu64 " x micro %" PRIu64
                  ") leaves no room; a larger global batch changes the optimization",
             f->microbatches, f->microbatches == 1 ? "" : "es", c->s.batch.global_seqs, dp, 2 * mu);
-        return 0;
+        return FIX_NONE;
     }
     say(label, "micro: %" PRIu64 " -> %" PRIu64 " (fewer passes: micro-batches per step %" PRIu64 " -> %" PRIu64 ")",
         mu, 2 * mu, f->microbatches, f->microbatches / 2);
     c->s.batch.micro_seqs = 2 * mu;
-    return 1;
+    return FIX_APPLIED;
 }
 
-static int fix_hybrid_shard(const facts *f, dcase *c, char *label, char *why)
+static fix_result fix_hybrid_shard(const facts *f, dcase *c, char *label, char *why)
 {
     say(label, "sharding: hybrid_shard (FULL_SHARD inside a node, replicas across nodes)");
     if (c->s.strategy.sharding == GS_SHARD_HYBRID_SHARD) {
-        say(why, "already hybrid_shard");
-        return 0;
+        say(why, "already hybrid_shard (effect against full_shard)");
+        c->s.strategy.sharding = GS_SHARD_FULL_SHARD;
+        return FIX_ALREADY;
     }
     if (!f->dp_cross) {
         say(why, "the DP group stays within a node");
-        return 0;
+        return FIX_NONE;
     }
     if (f->dp_local < 2) {
         say(why, "one DP rank per node (TP x PP fill the node): no intra-node group to shard over; cut the "
                  "cross-node DP traffic with a larger micro-batch, TP or PP");
-        return 0;
+        return FIX_NONE;
     }
     c->s.strategy.sharding = GS_SHARD_HYBRID_SHARD;
     c->s.strategy.reshard_after_forward = 1;
-    return 1;
+    return FIX_APPLIED;
 }
 
-static int fix_interleaved(const facts *f, dcase *c, char *label, char *why)
+static fix_result fix_interleaved(const facts *f, dcase *c, char *label, char *why)
 {
     say(label, "pipeline: %s -> interleaved 1F1B, 2 virtual stages", gs_pipeline_name(c->s.strategy.pipeline));
     if (f->mesh.size[GS_DIM_PP] == 1) {
         say(why, "no pipeline (pp = 1)");
-        return 0;
+        return FIX_NONE;
     }
     if (c->s.strategy.pipeline == GS_PIPE_INTERLEAVED) {
-        say(why, "already interleaved (%" PRIu64 " virtual stages)", c->s.strategy.virtual_stages);
-        return 0;
+        say(why, "already interleaved with %" PRIu64 " virtual stages (effect against 1f1b)",
+            c->s.strategy.virtual_stages);
+        c->s.strategy.pipeline = GS_PIPE_1F1B;
+        c->s.strategy.virtual_stages = 1;
+        return FIX_ALREADY;
     }
     c->s.strategy.pipeline = GS_PIPE_INTERLEAVED;
     c->s.strategy.virtual_stages = 2;
-    return 1;
+    return FIX_APPLIED;
 }
 
-static int fix_sharded_state_dict(const facts *f, dcase *c, char *label, char *why)
+static fix_result fix_sharded_state_dict(const facts *f, dcase *c, char *label, char *why)
 {
     (void)f;
     say(label, "checkpoints: SHARDED_STATE_DICT (each rank writes its shard)");
     if (c->state_dict == GS_STATE_DICT_SHARDED) {
-        say(why, "already SHARDED_STATE_DICT");
-        return 0;
+        say(why, "already SHARDED_STATE_DICT (effect against FULL_STATE_DICT)");
+        c->state_dict = GS_STATE_DICT_FULL;
+        return FIX_ALREADY;
     }
     c->state_dict = GS_STATE_DICT_SHARDED;
-    return 1;
+    return FIX_APPLIED;
 }
 
 static uint64_t gcd_u64(uint64_t a, uint64_t b)
@@ -430,46 +444,46 @@ static uint64_t gcd_u64(uint64_t a, uint64_t b)
     return a;
 }
 
-static int fix_tp_in_node(const facts *f, dcase *c, char *label, char *why)
+static fix_result fix_tp_in_node(const facts *f, dcase *c, char *label, char *why)
 {
     uint64_t tp = c->s.grid.tp, gpn = c->s.cluster.gpus_per_node;
     uint64_t tp2 = gcd_u64(tp, gpn);
     if (f->tp_nodes <= 1) {
         say(label, "keep tp <= GPUs per node (%" PRIu64 ")", gpn);
         say(why, "TP groups already within a node");
-        return 0;
+        return FIX_NONE;
     }
     say(label, "grid: tp %" PRIu64 " -> %" PRIu64 ", dp %" PRIu64 " -> %" PRIu64 " (TP inside the node)", tp, tp2,
         c->s.grid.dp, c->s.grid.dp * (tp / tp2));
     c->s.grid.dp *= tp / tp2;
     c->s.grid.tp = tp2;
-    return 1;
+    return FIX_APPLIED;
 }
 
-static int fix_no_offload(const facts *f, dcase *c, char *label, char *why)
+static fix_result fix_no_offload(const facts *f, dcase *c, char *label, char *why)
 {
     (void)f;
     say(label, "offload: false (states stay on the GPU)");
     if (!c->s.strategy.offload) {
         say(why, "offload already off");
-        return 0;
+        return FIX_NONE;
     }
     c->s.strategy.offload = 0;
-    return 1;
+    return FIX_APPLIED;
 }
 
-static int fix_full_shard(const facts *f, dcase *c, char *label, char *why)
+static fix_result fix_full_shard(const facts *f, dcase *c, char *label, char *why)
 {
     char c1[32];
     say(label, "sharding: full_shard (params, grads and optimizer state sharded)");
     if (gs_sharding_shards_params(c->s.strategy.sharding)) {
         say(why, "parameters already sharded: the job needs at least %s GPUs (states total / GPU memory), or "
                  "a larger TP x PP slice per rank", gs_fmt_count(f->min_gpus, c1, sizeof c1));
-        return 0;
+        return FIX_NONE;
     }
     c->s.strategy.sharding = GS_SHARD_FULL_SHARD;
     c->s.strategy.reshard_after_forward = 1;
-    return 1;
+    return FIX_APPLIED;
 }
 
 /* The table: DIGEST section 5 in its order, then the pitfalls of S13, S8 (3) and S1. */
@@ -540,7 +554,8 @@ typedef struct cache {
 } cache;
 
 /* Measures the fixed copy into fx; a copy that fails its checks or simulation becomes a note. */
-static void measure_fix(const facts *base, const dcase *c, const gs_diagnose_opts *o, cache *k, gs_diagnose_fix *fx)
+static void measure_fix(const facts *base, const dcase *c, int already, const gs_diagnose_opts *o, cache *k,
+                        gs_diagnose_fix *fx)
 {
     const gs_diagnose_measure *after = NULL;
     facts ff;
@@ -570,13 +585,16 @@ static void measure_fix(const facts *base, const dcase *c, const gs_diagnose_opt
             k->m[k->n++] = ff.m;
         }
     }
+    /* the effect of the fix: fixed minus unfixed */
+    const gs_diagnose_measure *with = already ? &base->m : after, *without = already ? after : &base->m;
     fx->simulated = 1;
-    fx->after = *after;
-    fx->peak_bytes_delta = (int64_t)after->peak_bytes - (int64_t)base->m.peak_bytes;
-    fx->step_time_s_delta = after->step_time_s - base->m.step_time_s;
-    fx->tokens_per_s_delta = after->tokens_per_s - base->m.tokens_per_s;
-    fx->host_bytes_delta = (int64_t)after->host_ckpt_bytes - (int64_t)base->m.host_ckpt_bytes;
-    if (!unchanged && after->peak_bytes > after->gpu_bytes)
+    fx->counterfactual = already;
+    fx->after = *with;
+    fx->peak_bytes_delta = (int64_t)with->peak_bytes - (int64_t)without->peak_bytes;
+    fx->step_time_s_delta = with->step_time_s - without->step_time_s;
+    fx->tokens_per_s_delta = with->tokens_per_s - without->tokens_per_s;
+    fx->host_bytes_delta = (int64_t)with->host_ckpt_bytes - (int64_t)without->host_ckpt_bytes;
+    if (!already && !unchanged && after->peak_bytes > after->gpu_bytes)
         say(fx->note, "still does not fit: peak above GPU memory");
 }
 
@@ -619,8 +637,9 @@ gs_status gs_diagnose_run(const gs_scenario *s, const gs_diagnose_opts *o, gs_di
         for (int j = 0; j < GS_DIAGNOSE_MAX_FIXES && ru->fix[j]; j++) {
             gs_diagnose_fix *fx = &row->fixes[row->nfixes++];
             dcase c = c0;
-            if (ru->fix[j](base, &c, fx->fix, fx->note))
-                measure_fix(base, &c, o, k, fx);
+            fix_result fr = ru->fix[j](base, &c, fx->fix, fx->note);
+            if (fr != FIX_NONE)
+                measure_fix(base, &c, fr == FIX_ALREADY, o, k, fx);
         }
     }
 out:

@@ -62,12 +62,14 @@ typedef struct gs_diagnose_measure {
 #define GS_DIAGNOSE_MAX_FIXES 2
 #define GS_DIAGNOSE_MAX_ROWS 12
 
-/* One fix and its simulated effect (after - before). */
+/* One fix and its simulated effect (with the fix - without it). */
 typedef struct gs_diagnose_fix {
     char fix[GS_DIAGNOSE_TEXT_BYTES]; /* what is changed: "wrap: layer", "recompute: full" */
     int simulated;                    /* 1: the fixed copy was measured; 0: see note */
+    int counterfactual;               /* 1: the scenario has the fix already; the effect is the
+                                         scenario against a copy without it (named in note) */
     char note[GS_DIAGNOSE_TEXT_BYTES];/* why it was not simulated, or a caveat ("" when none) */
-    gs_diagnose_measure after;        /* valid when simulated */
+    gs_diagnose_measure after;        /* with the fix; valid when simulated */
     int64_t peak_bytes_delta;         /* bytes per rank */
     double step_time_s_delta;         /* seconds */
     double tokens_per_s_delta;        /* global tokens/s */

@@ -126,7 +126,10 @@ START_TEST(test_checkpoint_full_state_dict)
     r = row_of(d, "checkpoint-oom");
     ck_assert_int_eq(r->applies, GS_DIAGNOSE_NO);
     ck_assert(r->measured == (double)(12ull * 1077760128ull));
-    ck_assert_int_eq(r->fixes[0].simulated, 0); /* already sharded */
+    /* already sharded: the effect is measured against FULL_STATE_DICT */
+    ck_assert_int_eq(r->fixes[0].simulated, 1);
+    ck_assert_int_eq(r->fixes[0].counterfactual, 1);
+    ck_assert_int_eq(r->fixes[0].host_bytes_delta, (int64_t)(12ull * 1077760128ull) - (int64_t)(12 * P70));
     free(d);
 }
 END_TEST
@@ -206,6 +209,26 @@ START_TEST(test_flat_throughput_25gbe)
     ck_assert(fx->step_time_s_delta < 0);
     ck_assert(fx->tokens_per_s_delta > 0);
     ck_assert_int_eq(r->fixes[1].simulated, 0); /* one micro-batch per step: nothing to merge */
+    free(d);
+}
+END_TEST
+
+/* seed-7b-64gpu-25gbe-hsdp: HYBRID_SHARD is already the scenario's; its worth is measured against
+ * FULL_SHARD over all 64 ranks. Memory: 16 B x 7e9 sharded over the 8 GPUs of a node = 14 GB
+ * against 16 B x 7e9 / 64 = 1.75 GB: +12.25 GB per rank (up to the shards' padding to 64, a few
+ * bytes per unit); time: the shard traffic leaves the 25 GbE link, so the step is shorter. */
+START_TEST(test_hybrid_counterfactual)
+{
+    gs_diagnosis *d = diagnose("model: {name: 7b, params: 7e9, layers: 32, hidden: 4096, seq: 4096}\n"
+                               "cluster: {preset: pcie-a100-25gbe, nodes: 8}\n"
+                               "grid: {dp: 64, pp: 1, tp: 1}\n"
+                               "strategy: {sharding: hybrid_shard, recompute: full, precision: fp16}\n"
+                               "batch: {global: 64, micro: 1}\n");
+    const gs_diagnose_fix *fx = &row_of(d, "flat-throughput")->fixes[0];
+    ck_assert(fx->simulated && fx->counterfactual);
+    ck_assert(strstr(fx->note, "against full_shard") != NULL);
+    ck_assert(fx->peak_bytes_delta > 12250000000ll - 1000000 && fx->peak_bytes_delta <= 12250000000ll);
+    ck_assert(fx->step_time_s_delta < 0);
     free(d);
 }
 END_TEST
@@ -296,6 +319,15 @@ START_TEST(test_healthy_grid_a)
     ck_assert(row_of(d, "states-too-big")->measured == 14e9);
     /* 84 GB of FULL_STATE_DICT (7e9 x 12 B) is below a 2 TB node's 250 GB per GPU */
     ck_assert(row_of(d, "checkpoint-oom")->measured == 84e9);
+    /* full recompute is already on: its effect is measured against recompute none. Without it each
+     * of the 32 layers keeps at most 34 s b h = 34 x 4096 x 1 x 4096 B = 570 MB (flash attention:
+     * no s^2 term), 18.25 GB in all; with it at least the 2 s b h = 33.5 MB layer inputs stay
+     * (1.07 GB) plus one layer rematerialized: the peak drops by 18.25 GB at most, over 10 GB. */
+    const gs_diagnose_fix *rc = &row_of(d, "oom-first-step")->fixes[0];
+    ck_assert(rc->simulated && rc->counterfactual);
+    ck_assert(rc->peak_bytes_delta >= -18253611008ll && rc->peak_bytes_delta < -10000000000ll);
+    ck_assert(rc->step_time_s_delta > 0);
+    ck_assert(rc->after.step_time_s == d->base.step_time_s); /* "after" is the scenario itself */
     /* same input, same bytes */
     gs_diagnosis *d2 = diagnose(y);
     ck_assert(memcmp(d, d2, sizeof *d) == 0);
@@ -354,6 +386,7 @@ static Suite *diagnose_suite(void)
     tcase_add_test(rows, test_tp_cross_node);
     tcase_add_test(rows, test_oom_first_step_activations);
     tcase_add_test(rows, test_flat_throughput_25gbe);
+    tcase_add_test(rows, test_hybrid_counterfactual);
     tcase_add_test(rows, test_pipeline_bubble);
     tcase_add_test(rows, test_offload);
     tcase_add_test(rows, test_states_too_big);
