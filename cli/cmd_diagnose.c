@@ -46,8 +46,9 @@ const char gs_cmd_diagnose_help[] =
     "options:\n"
     "  --json               one JSON document: base {step_time_s, tokens_per_s, peak_bytes, ...},\n"
     "                       problems, rows [{id, symptom, cause, applies (yes|at_risk|no|n/a), check,\n"
-    "                       measured, threshold, unit, detail, fix, effect {peak_bytes_delta,\n"
-    "                       step_time_s_delta, tokens_per_s_delta, host_bytes_delta} or null,\n"
+    "                       measured, threshold, unit, detail, fix (the table's remedy), effect\n"
+    "                       (of the first simulated fix: {peak_bytes_delta, step_time_s_delta,\n"
+    "                       tokens_per_s_delta, host_bytes_delta, ...} or null),\n"
     "                       fixes [{fix, simulated, counterfactual, note, effect}]}]; effects are\n"
     "                       with the fix minus without it\n"
     "  --full-step          simulate every micro-batch of the step (slower)\n"
@@ -180,7 +181,7 @@ static json_t *diagnosis_json(const gs_scenario *s, const gs_diagnose_opts *o, c
                 first = &r->fixes[j];
         if (!first && r->nfixes)
             first = &r->fixes[0];
-        json_object_set_new(o1, "fix", first ? json_string(first->fix) : json_null());
+        json_object_set_new(o1, "fix", json_string(r->advice));
         json_object_set_new(o1, "effect", first ? effect_json(first) : json_null());
         json_t *fa = json_array();
         for (size_t j = 0; j < r->nfixes; j++) {
@@ -237,6 +238,9 @@ static gs_status print_diagnosis(const gs_scenario *s, const gs_diagnose_opts *o
         printf("  applies  %s\n", gs_diagnose_verdict_name(r->applies));
         printf("  check    %s\n", r->check);
         printf("  found    %s\n", r->detail);
+        printf("  remedy   %s\n", r->advice);
+        if (r->nfixes == 0)
+            printf("  fix      none simulated (the remedy changes the optimization, not time or memory)\n");
         for (size_t j = 0; j < r->nfixes; j++) {
             fmt_effect(&r->fixes[j], e1, sizeof e1);
             printf("  fix      %s: %s\n", r->fixes[j].fix, e1);

@@ -60,6 +60,7 @@ typedef struct rule {
     const char *symptom;
     const char *cause;
     const char *check;
+    const char *advice;
     const char *unit;
     check_fn check_fn;
     fix_fn fix[GS_DIAGNOSE_MAX_FIXES];
@@ -276,8 +277,8 @@ static void check_loss(const facts *f, gs_diagnose_row *row)
     row->measured = (double)f->c.s.batch.global_seqs;
     row->threshold = 0;
     detail(row,
-           "global batch %" PRIu64 " sequences = %.0f tokens per step; a loss curve is not simulated: compare "
-           "with the baseline run's",
+           "global batch %" PRIu64 " sequences = %.0f tokens per step: the scale to compare with the baseline "
+           "run's",
            f->c.s.batch.global_seqs, gs_scenario_tokens(&f->c.s));
 }
 
@@ -491,34 +492,42 @@ static const rule rules[] = {
     {"oom-at-start", "OOM at start", "FSDP unit too large: the all-gather peak",
      "all-gather buffers at the peak rank (ledger `gather`, unit size = unit params x bytes per element): yes "
      "when the peak exceeds GPU memory and they are its largest part; at risk above 25% of GPU memory",
+     "wrap per layer, lower min_num_params",
      "bytes", check_oom_at_start, {fix_wrap_layer, NULL}},
     {"oom-first-step", "OOM at the first step", "activation peak",
      "saved activations at the peak rank (ledger `activations` + `pipe_inflight`): yes when the peak exceeds "
      "GPU memory and they are its largest part; at risk above 1/3 of GPU memory",
+     "enable activation checkpointing (recompute); smaller micro-batch",
      "bytes", check_oom_first_step, {fix_recompute_full, fix_micro_half}},
     {"flat-throughput", "throughput flat as GPUs grow", "cross-node FSDP traffic",
      "NCCL share of the simulated step (S16: over 30%) with the DP group spanning nodes; at risk when exposed "
      "DP communication exceeds 10% of the step",
+     "HYBRID_SHARD, or cut cross-node DP traffic with TP/PP or larger micro-batches",
      "fraction", check_flat_throughput, {fix_hybrid_shard, fix_micro_double}},
     {"pipeline-bubble", "GPU idle periodically", "pipeline bubble",
      "simulated idle share with pp > 1 (yes over 15%, at risk over 5%) beside (p-1)/(m+p-1)",
+     "more micro-batches per step; interleaved 1F1B",
      "fraction", check_pipeline_bubble, {fix_micro_half, fix_interleaved}},
     {"checkpoint-oom", "OOM while saving a checkpoint", "FULL_STATE_DICT gathered on rank 0",
      "host memory rank 0 needs to write a checkpoint (FULL: 12 B x params) against the node's host memory "
      "(yes above it, at risk above its per-GPU share)",
+     "SHARDED_STATE_DICT with distributed checkpoint save/load",
      "bytes", check_checkpoint, {fix_sharded_state_dict, NULL}},
     {"loss-after-scale", "loss does not fall after changing scale", "batch and learning rate not adapted",
-     "compare the loss curve with the baseline run's (not simulated: gridstep models time and memory); "
-     "retune learning rate and warm-up for the global batch",
+     "compare the loss curve with the baseline run's (not simulated: gridstep models time and memory)",
+     "retune learning rate and warm-up for the new global batch",
      "sequences", check_loss, {NULL, NULL}},
     {"tp-cross-node", "slow step with TP across nodes", "TP group larger than a node (S13)",
      "nodes one TP group spans: yes above 1 (per-layer all-reduces on the network)",
+     "keep tp <= GPUs per node; use PP or DP across nodes",
      "nodes", check_tp_cross_node, {fix_tp_in_node, NULL}},
     {"cpu-offload-slow", "slow step with CPU offload", "parameters fetched from host every layer (S8)",
      "CPU offload enabled (the seed: 30-50% slower)",
+     "turn CPU offload off where the states fit",
      "bytes", check_offload, {fix_no_offload, NULL}},
     {"states-too-big", "OOM whatever the activations", "states per rank exceed the GPU (S1)",
      "per-rank states (params + master + m + v + grads) against GPU memory: yes above it, at risk above 75%",
+     "shard the states (FULL_SHARD / ZeRO-3), or add GPUs",
      "bytes", check_states, {fix_full_shard, NULL}},
 };
 static const size_t nrules = sizeof rules / sizeof rules[0];
@@ -630,6 +639,7 @@ gs_status gs_diagnose_run(const gs_scenario *s, const gs_diagnose_opts *o, gs_di
         row->symptom = ru->symptom;
         row->cause = ru->cause;
         row->check = ru->check;
+        row->advice = ru->advice;
         row->unit = ru->unit;
         ru->check_fn(base, row);
         if (row->applies == GS_DIAGNOSE_YES)

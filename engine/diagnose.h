@@ -81,6 +81,7 @@ typedef struct gs_diagnose_row {
     const char *symptom;   /* the table's symptom (static) */
     const char *cause;     /* the table's cause (static) */
     const char *check;     /* the quantity checked and its threshold, in words (static) */
+    const char *advice;    /* the table's fix, in words (static) */
     gs_diagnose_verdict applies;
     double measured;       /* the checked quantity, in `unit` */
     double threshold;      /* the value at which the symptom applies, in `unit` */

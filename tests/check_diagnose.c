@@ -2,6 +2,7 @@
  * troubleshooting table, with the quantities derived by hand, and healthy scenarios that trigger
  * none. */
 #include <check.h>
+#include <math.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -336,6 +337,32 @@ START_TEST(test_healthy_grid_a)
 }
 END_TEST
 
+/* --full-step simulates all 16 micro-batches of tiny 2x2x2 (global 64 / (micro 2 x dp 2)) where
+ * the default extrapolates from 4 and 6 (gs_plan_simulate): same verdicts, same ledger peaks, and
+ * steps within 1% (the extrapolation's tolerance in check_plan). */
+START_TEST(test_full_step)
+{
+    const char *y = "model: {name: tiny, layers: 4, hidden: 256, heads: 4, kv_heads: 2, ffn: 688, vocab: 1024, "
+                    "seq: 128}\n"
+                    "cluster: {preset: dgx-a100-80g, nodes: 1}\n"
+                    "grid: {dp: 2, pp: 2, tp: 2}\n"
+                    "strategy: {sharding: full_shard, recompute: none}\n"
+                    "batch: {global: 64, micro: 2}\n";
+    gs_diagnose_opts o;
+    gs_diagnose_opts_init(&o);
+    o.eval = eval_sim;
+    gs_diagnosis *ex = diagnose_opts(y, &o);
+    o.full_step = 1;
+    gs_diagnosis *full = diagnose_opts(y, &o);
+    ck_assert_uint_eq(ex->base.peak_bytes, full->base.peak_bytes);
+    ck_assert(fabs(ex->base.step_time_s - full->base.step_time_s) < 0.01 * full->base.step_time_s);
+    for (size_t i = 0; i < ex->nrows; i++)
+        ck_assert_int_eq(ex->rows[i].applies, full->rows[i].applies);
+    free(ex);
+    free(full);
+}
+END_TEST
+
 /* The table's rows in the seed's order, then the extra pitfalls. */
 START_TEST(test_rule_table)
 {
@@ -379,6 +406,7 @@ static Suite *diagnose_suite(void)
     tcase_add_test(core, test_rule_table);
     tcase_add_test(core, test_healthy_grid_a);
     tcase_add_test(core, test_errors);
+    tcase_add_test(core, test_full_step);
     suite_add_tcase(s, core);
     TCase *rows = tcase_create("rows");
     tcase_add_test(rows, test_oom_at_start_whole_model);
