@@ -68,6 +68,18 @@ typedef struct rule {
 
 #define TXT GS_DIAGNOSE_TEXT_BYTES
 
+/* Thresholds (fractions). S16: NCCL over 30% of the step means redesign the grid; the rest are
+ * gridstep's margins, the same the sim report warns at (engine/report.c). */
+#define NCCL_SHARE_MAX 0.30       /* flat-throughput: yes above */
+#define EXPOSED_DP_RISK 0.10      /* flat-throughput: at risk above (exposed DP / step) */
+#define BUBBLE_MAX 0.15           /* pipeline-bubble: yes above (idle / step) */
+#define BUBBLE_RISK 0.05          /* pipeline-bubble: at risk above */
+#define GATHER_RISK_DIV 4         /* oom-at-start: at risk above GPU memory / 4 */
+#define ACT_RISK_DIV 3            /* oom-first-step: at risk above GPU memory / 3 */
+#define PEAK_PART_DIV 4           /* a kind above peak / 4 is a cause of a peak that does not fit */
+#define STATES_RISK_NUM 3         /* states-too-big: at risk above 3/4 of GPU memory */
+#define STATES_RISK_DEN 4
+
 static void say(char *buf, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
 static void say(char *buf, const char *fmt, ...)
 {
@@ -178,10 +190,10 @@ static void check_oom_at_start(const facts *f, gs_diagnose_row *row)
     char b1[GS_FMT_BYTES], b2[GS_FMT_BYTES], b3[GS_FMT_BYTES], b4[GS_FMT_BYTES], c1[32];
     uint64_t unit_bytes = f->unit_params * f->wb;
     row->measured = (double)f->gather;
-    row->threshold = (double)(f->m.gpu_bytes / 4);
+    row->threshold = (double)(f->m.gpu_bytes / GATHER_RISK_DIV);
     if (!fits(f) && f->gather >= f->act && f->gather >= f->states)
         row->applies = GS_DIAGNOSE_YES;
-    else if (f->gather > f->m.gpu_bytes / 4 || (!fits(f) && f->gather > f->m.peak_bytes / 4))
+    else if (f->gather > f->m.gpu_bytes / GATHER_RISK_DIV || (!fits(f) && f->gather > f->m.peak_bytes / PEAK_PART_DIV))
         row->applies = GS_DIAGNOSE_AT_RISK;
     detail(row,
            "all-gather buffers %s at the peak (stage %" PRIu64 "); largest unit %s params = %s in %s (wrap: %s%s); "
@@ -200,10 +212,10 @@ static void check_oom_first_step(const facts *f, gs_diagnose_row *row)
 {
     char b1[GS_FMT_BYTES], b2[GS_FMT_BYTES], b3[GS_FMT_BYTES];
     row->measured = (double)f->act;
-    row->threshold = (double)(f->m.gpu_bytes / 3);
+    row->threshold = (double)(f->m.gpu_bytes / ACT_RISK_DIV);
     if (!fits(f) && f->act > f->gather && f->act >= f->states)
         row->applies = GS_DIAGNOSE_YES;
-    else if (f->act > f->m.gpu_bytes / 3 || (!fits(f) && f->act > f->m.peak_bytes / 4))
+    else if (f->act > f->m.gpu_bytes / ACT_RISK_DIV || (!fits(f) && f->act > f->m.peak_bytes / PEAK_PART_DIV))
         row->applies = GS_DIAGNOSE_AT_RISK;
     detail(row,
            "saved activations %s at the peak (stage %" PRIu64 ", %s; recompute %s, micro %" PRIu64
@@ -217,10 +229,10 @@ static void check_flat_throughput(const facts *f, gs_diagnose_row *row)
 {
     char t1[32], t2[32];
     row->measured = f->m.comm_share;
-    row->threshold = 0.30;
-    if (f->dp_cross && f->m.comm_share > 0.30)
+    row->threshold = NCCL_SHARE_MAX;
+    if (f->dp_cross && f->m.comm_share > NCCL_SHARE_MAX)
         row->applies = GS_DIAGNOSE_YES;
-    else if (f->dp_cross && f->m.step_time_s > 0 && f->m.exposed_dp_s > 0.10 * f->m.step_time_s)
+    else if (f->dp_cross && f->m.step_time_s > 0 && f->m.exposed_dp_s > EXPOSED_DP_RISK * f->m.step_time_s)
         row->applies = GS_DIAGNOSE_AT_RISK;
     detail(row, "NCCL share %.1f%% of the %s step; DP/FSDP exposed %s; DP group of %" PRIu64 " %s (%s)",
            100 * f->m.comm_share, gs_fmt_seconds(f->m.step_time_s, t1, sizeof t1),
@@ -232,14 +244,14 @@ static void check_pipeline_bubble(const facts *f, gs_diagnose_row *row)
 {
     uint64_t p = f->mesh.size[GS_DIM_PP], mb = f->microbatches;
     row->measured = f->m.bubble_share;
-    row->threshold = 0.15;
+    row->threshold = BUBBLE_MAX;
     if (p == 1) {
         detail(row, "pp = 1: no pipeline; idle share %.1f%%", 100 * f->m.bubble_share);
         return;
     }
-    if (f->m.bubble_share > 0.15)
+    if (f->m.bubble_share > BUBBLE_MAX)
         row->applies = GS_DIAGNOSE_YES;
-    else if (f->m.bubble_share > 0.05)
+    else if (f->m.bubble_share > BUBBLE_RISK)
         row->applies = GS_DIAGNOSE_AT_RISK;
     detail(row,
            "idle %.1f%% of the step (simulated); by hand (p-1)/(m+p-1) = %.1f%% for p=%" PRIu64 ", m=%" PRIu64
@@ -315,7 +327,7 @@ static void check_states(const facts *f, gs_diagnose_row *row)
     row->threshold = (double)f->m.gpu_bytes;
     if (f->per_rank_state > f->m.gpu_bytes)
         row->applies = GS_DIAGNOSE_YES;
-    else if (f->per_rank_state > f->m.gpu_bytes / 4 * 3)
+    else if (f->per_rank_state > f->m.gpu_bytes / STATES_RISK_DEN * STATES_RISK_NUM)
         row->applies = GS_DIAGNOSE_AT_RISK;
     detail(row, "states %s per rank (%s) of %s; states total / GPU memory = at least %s GPUs, the job has %" PRIu64,
            gs_fmt_bytes(f->per_rank_state, b1, sizeof b1), gs_sharding_name(f->c.s.strategy.sharding),
@@ -329,7 +341,7 @@ static fix_result fix_wrap_layer(const facts *f, dcase *c, char *label, char *wh
     say(label, "wrap: layer (one FSDP unit per transformer block)");
     if (c->s.strategy.wrap == GS_WRAP_LAYER) {
         say(why, "already one unit per layer (effect against wrap: model)%s",
-            f->gather > f->m.gpu_bytes / 4 ? "; add TP to shrink the unit" : "");
+            f->gather > f->m.gpu_bytes / GATHER_RISK_DIV ? "; add TP to shrink the unit" : "");
         c->s.strategy.wrap = GS_WRAP_MODEL;
         return FIX_ALREADY;
     }
