@@ -37,7 +37,7 @@ typedef struct facts {
     uint64_t microbatches;
     int dp_cross;            /* a DP group spans nodes */
     uint64_t dp_local;       /* DP ranks of rank 0's group on its node */
-    uint64_t tp_nodes;       /* nodes one TP group spans */
+    uint64_t tp_nodes;       /* nodes spanned by a TP group that crosses nodes (1: none does) */
     uint64_t host_offload;   /* rank 0's offloaded states, bytes */
     uint64_t ckpt_full;      /* rank 0 host bytes for FULL_STATE_DICT (model + Adam state) */
     uint64_t ckpt_model;     /* of which the model in fp32, bytes */
@@ -129,7 +129,10 @@ static gs_status measure(const dcase *c, const gs_diagnose_opts *o, facts *f, gs
     f->microbatches = led->microbatches;
     f->dp_cross = gs_mesh_dim_crosses_nodes(&f->mesh, GS_DIM_DP, NULL);
     f->dp_local = gs_mesh_group_local_size(&f->mesh, GS_DIM_DP, 0);
-    f->tp_nodes = gs_mesh_group_nodes(&f->mesh, GS_DIM_TP, 0);
+    uint64_t tp_rank = 0; /* a rank whose TP group spans nodes, where one does */
+    f->tp_nodes = 1;
+    if (gs_mesh_dim_crosses_nodes(&f->mesh, GS_DIM_TP, &tp_rank))
+        f->tp_nodes = tp_rank == UINT64_MAX ? 2 : gs_mesh_group_nodes(&f->mesh, GS_DIM_TP, tp_rank);
 
     /* checkpoint host memory on rank 0 (stage 0): FULL gathers the fp32 model (master copy, or the
      * fp32 params themselves) and Adam's m and v, 4 + 4 + 4 = 12 B per parameter; SHARDED keeps
