@@ -128,8 +128,8 @@ static void call_hook(const gs_ckpt_writer *w, const char *phase, const char *pa
         w->hook(phase, path, w->hook_arg);
 }
 
-/* Removes DIR.tmp-PID directories whose process no longer exists (a crashed save). */
-static gs_status remove_stale_tmp_dirs(const char *dir, gs_error *err)
+/* Removes PATH.tmp-PID directories and files whose process no longer exists (a crashed save). */
+static gs_status remove_stale_temporaries(const char *dir, gs_error *err)
 {
     gs_status st = GS_OK;
     char *parent = NULL, *path = NULL;
@@ -159,7 +159,14 @@ static gs_status remove_stale_tmp_dirs(const char *dir, gs_error *err)
             st = gs_error_set(err, GS_ERR_NOMEM, "checkpoint %s: out of memory", dir);
             break;
         }
-        st = gs_remove_flat_dir(path, err);
+        struct stat sb;
+        if (lstat(path, &sb) != 0)
+            continue;
+        if (S_ISDIR(sb.st_mode)) {
+            st = gs_remove_flat_dir(path, err);
+        } else if (unlink(path) != 0 && errno != ENOENT) {
+            st = gs_error_set(err, GS_ERR_IO, "checkpoint %s: cannot remove %s: %s", dir, path, strerror(errno));
+        }
         if (st != GS_OK)
             break;
     }
@@ -213,7 +220,7 @@ gs_status gs_ckpt_writer_create(gs_ckpt_writer **out, const char *dir, const gs_
     w->world = world;
     st = recover_swap(w->dir, w->old_dir, err);
     if (st == GS_OK)
-        st = remove_stale_tmp_dirs(w->dir, err);
+        st = remove_stale_temporaries(w->dir, err);
     if (st == GS_OK)
         st = gs_remove_flat_dir(w->tmp_dir, err); /* a failed save of this process */
     if (st != GS_OK)
@@ -1162,7 +1169,9 @@ gs_status gs_ckpt_save_full(const char *path, const gs_ckpt_meta *meta, const gs
         {"format", "pt"}, {"gridstep.step", step_s}, {"gridstep.dp", dp_s}, {"gridstep.pp", pp_s},
         {"gridstep.tp", tp_s}, {"gridstep.scenario", meta->scenario ? meta->scenario : ""},
     };
-    st = gs_atomic_file_begin(&af, path, err);
+    st = remove_stale_temporaries(path, err);
+    if (st == GS_OK)
+        st = gs_atomic_file_begin(&af, path, err);
     if (st != GS_OK)
         goto out;
     st = gs_safetensors_write_stream(af.stream, path, wt, count, md, sizeof md / sizeof md[0], err);
