@@ -1114,6 +1114,11 @@ gs_status gs_ckpt_reader_load_rank(const gs_ckpt_reader *r, const gs_ckpt_rank_v
                     goto out;
                 done += n;
             }
+            if (done != pc->count) { /* cannot happen with a validated index; guard anyway */
+                st = gs_error_set(err, GS_ERR_INPUT, "checkpoint %s: tensor %s: elements [%llu, +%llu) not covered",
+                                  r->path, sh->name, (unsigned long long)pc->offset, (unsigned long long)pc->count);
+                goto out;
+            }
         }
     }
 out:

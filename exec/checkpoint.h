@@ -65,6 +65,7 @@ typedef struct gs_ckpt_writer gs_ckpt_writer;
  * temporary directories left by dead processes, creates DIR.tmp-PID. */
 gs_status gs_ckpt_writer_create(gs_ckpt_writer **out, const char *dir, const gs_ckpt_meta *meta, int world,
                                 gs_error *err);
+/* Installs the test hook and calls it once at once with "tmp-dir" (the directory exists now). */
 void gs_ckpt_writer_set_hook(gs_ckpt_writer *w, gs_ckpt_hook hook, void *arg);
 /* Writes rank's file (fsynced). Distinct ranks may call this concurrently from their own threads;
  * every rank must call it once (with zero shards if it owns nothing) before commit. Pieces held

@@ -507,6 +507,12 @@ gs_status gs_safetensors_write_stream(FILE *stream, const char *path, const gs_s
         st = write_tensor_bytes(t, &bytes, path, err);
         if (st != GS_OK)
             goto out;
+        json_t *probe = json_string(t->name); /* NULL unless valid UTF-8, as JSON keys must be */
+        if (!probe) {
+            st = gs_error_set(err, GS_ERR_INPUT, "safetensors %s: tensor name '%s' is not valid UTF-8", path, t->name);
+            goto out;
+        }
+        json_decref(probe);
         if (json_object_get(root, t->name)) {
             st = gs_error_set(err, GS_ERR_INPUT, "safetensors %s: tensor %s: name given twice", path, t->name);
             goto out;

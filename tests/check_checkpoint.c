@@ -5,6 +5,7 @@
 #include <check.h>
 #include <dirent.h>
 #include <ftw.h>
+#include <pthread.h>
 #include <signal.h>
 #include <stdint.h>
 #include <stdio.h>
@@ -316,6 +317,67 @@ START_TEST(test_replicas_deduplicated)
     ck_assert(test_world_matches(&loaded, 3));
     test_world_free(&loaded);
     test_world_free(&half);
+}
+END_TEST
+
+/* The exec backend's use: one thread per rank writes its file, one commits; one thread per rank
+ * loads. */
+typedef struct rank_job {
+    gs_ckpt_writer *writer;
+    const gs_ckpt_reader *reader;
+    int rank;
+    const gs_ckpt_rank_view *view;
+    gs_status st;
+    gs_error err;
+} rank_job;
+
+static void *rank_job_run(void *arg)
+{
+    rank_job *j = arg;
+    gs_error_init(&j->err);
+    if (j->writer)
+        j->st = gs_ckpt_writer_write_rank(j->writer, j->rank, j->view, &j->err);
+    else
+        j->st = gs_ckpt_reader_load_rank(j->reader, j->view, &meta_2x1x2, &j->err);
+    return NULL;
+}
+
+static void run_rank_jobs(rank_job *jobs, int n)
+{
+    pthread_t th[MAX_RANKS];
+    for (int r = 0; r < n; r++)
+        ck_assert_int_eq(pthread_create(&th[r], NULL, rank_job_run, &jobs[r]), 0);
+    for (int r = 0; r < n; r++) {
+        pthread_join(th[r], NULL);
+        ck_assert_msg(jobs[r].st == GS_OK, "rank %d: %s", r, jobs[r].err.msg);
+    }
+}
+
+START_TEST(test_threaded_ranks)
+{
+    gs_error err;
+    gs_error_init(&err);
+    test_world saved, loaded;
+    test_world_make(&saved, 8, 6, 1);
+    gs_ckpt_writer *w;
+    ck_assert_int_eq(gs_ckpt_writer_create(&w, tpath("th"), &meta_2x1x2, 8, &err), GS_OK);
+    rank_job jobs[8];
+    for (int r = 0; r < 8; r++)
+        jobs[r] = (rank_job){.writer = w, .rank = r, .view = &saved.views[r]};
+    run_rank_jobs(jobs, 8);
+    ck_assert_msg(gs_ckpt_writer_commit(w, &err) == GS_OK, "%s", err.msg);
+    gs_ckpt_writer_destroy(w);
+
+    gs_ckpt_reader *r;
+    ck_assert_int_eq(gs_ckpt_reader_create(&r, tpath("th"), &err), GS_OK);
+    test_world_make(&loaded, 8, -1, 1);
+    for (int k = 0; k < 8; k++)
+        jobs[k] = (rank_job){.reader = r, .rank = k, .view = &loaded.views[k]};
+    run_rank_jobs(jobs, 8);
+    gs_ckpt_reader_destroy(r);
+    ck_assert(test_world_matches(&loaded, 6));
+    test_world_free(&loaded);
+    test_world_free(&saved);
 }
 END_TEST
 
@@ -906,6 +968,7 @@ static Suite *checkpoint_suite(void)
     tcase_add_test(core, test_sharded_round_trip);
     tcase_add_test(core, test_sharded_without_optimizer);
     tcase_add_test(core, test_replicas_deduplicated);
+    tcase_add_test(core, test_threaded_ranks);
     tcase_add_test(core, test_crc32_reference);
     tcase_add_test(core, test_full_round_trip);
     tcase_add_test(core, test_full_python_reader);
