@@ -14,6 +14,7 @@
 #include <unistd.h>
 
 #include "exec/atomic_file.h"
+#include "exec/crc32.h"
 #include "exec/safetensors.h"
 
 /* index.json larger than this is refused (a 405B model's index is a few MB). */
@@ -106,6 +107,7 @@ typedef struct saved_piece {
 typedef struct saved_rank {
     int written;
     uint64_t file_bytes;
+    uint32_t file_crc32;
     saved_piece *pieces; /* owned */
     char **names;        /* owned copies of the tensor names these pieces point at */
     size_t count;
@@ -365,7 +367,8 @@ gs_status gs_ckpt_writer_write_rank(gs_ckpt_writer *w, int rank, const gs_ckpt_r
         st = gs_error_set(err, GS_ERR_IO, "checkpoint %s: cannot create %s: %s", w->dir, fpath, strerror(errno));
         goto out;
     }
-    st = gs_safetensors_write_stream(f, fpath, tensors, ntensors, meta, sizeof meta / sizeof meta[0], err);
+    st = gs_safetensors_write_stream(f, fpath, tensors, ntensors, meta, sizeof meta / sizeof meta[0], &sr->file_crc32,
+                                     err);
     if (st == GS_OK) {
         long pos = ftell(f);
         sr->file_bytes = pos < 0 ? 0 : (uint64_t)pos;
@@ -520,7 +523,8 @@ static gs_status build_index_json(const gs_ckpt_writer *w, json_t **out, gs_erro
         fname = rank_file_name(r, w->world);
         if (!fj || json_array_append_new(files, fj) != 0 || !fname ||
             json_object_set_new(fj, "name", json_string(fname)) != 0 ||
-            json_object_set_new(fj, "bytes", json_integer((json_int_t)w->ranks[r].file_bytes)) != 0)
+            json_object_set_new(fj, "bytes", json_integer((json_int_t)w->ranks[r].file_bytes)) != 0 ||
+            json_object_set_new(fj, "crc32", json_integer((json_int_t)w->ranks[r].file_crc32)) != 0)
             goto nomem;
         free(fname);
         fname = NULL;
@@ -840,11 +844,14 @@ gs_status gs_ckpt_index_parse(const char *buf, size_t len, gs_ckpt_index *ix, gs
     for (size_t f = 0; f < json_array_size(files); f++) {
         const json_t *fj = json_array_get(files, f);
         gs_ckpt_index_file *xf = &ix->files[ix->file_count++];
+        uint64_t crc;
         xf->name = get_string_dup(fj, "name");
-        if (!xf->name || !file_name_ok(xf->name) || get_u64(fj, "bytes", &xf->bytes) != 0) {
-            st = gs_error_set(err, GS_ERR_INPUT, "files[%zu]: needs a plain file name (no '/') and bytes", f);
+        if (!xf->name || !file_name_ok(xf->name) || get_u64(fj, "bytes", &xf->bytes) != 0 ||
+            get_u64(fj, "crc32", &crc) != 0 || crc > UINT32_MAX) {
+            st = gs_error_set(err, GS_ERR_INPUT, "files[%zu]: needs a plain file name (no '/'), bytes and crc32", f);
             goto out;
         }
+        xf->crc32 = (uint32_t)crc;
     }
     if (!json_is_object(tensors)) {
         st = gs_error_set(err, GS_ERR_INPUT, "tensors is not an object");
@@ -1001,7 +1008,32 @@ static void grid_hint(char *buf, size_t cap, const gs_ckpt_index *ix, const gs_c
         snprintf(buf + used, cap - used, "?)");
 }
 
-/* Opens the rank files a load touches, lazily, checking their sizes against the index. */
+/* CRC-32 of a whole open file, read in 1 MiB chunks. */
+static gs_status file_crc32(const gs_st_file *f, uint32_t *out, gs_error *err)
+{
+    enum { CHUNK = 1 << 20 };
+    unsigned char *buf = malloc(CHUNK);
+    uint32_t crc = 0;
+    uint64_t at = 0;
+    if (!buf)
+        return gs_error_set(err, GS_ERR_NOMEM, "%s: out of memory", f->path);
+    while (at < f->file_bytes) {
+        ssize_t got = pread(f->fd, buf, CHUNK, (off_t)at);
+        if (got < 0 && errno == EINTR)
+            continue;
+        if (got <= 0) {
+            free(buf);
+            return gs_error_set(err, GS_ERR_IO, "%s: read failed at byte %llu", f->path, (unsigned long long)at);
+        }
+        crc = gs_crc32_update(crc, buf, (size_t)got);
+        at += (uint64_t)got;
+    }
+    free(buf);
+    *out = crc;
+    return GS_OK;
+}
+
+/* Opens the rank files a load touches, lazily, checking their sizes and CRCs against the index. */
 typedef struct open_files {
     gs_st_file *files;
     char *opened;
@@ -1025,6 +1057,14 @@ static gs_status get_file(const gs_ckpt_reader *r, open_files *of, uint32_t i, c
             return gs_error_set(err, GS_ERR_INPUT, "checkpoint %s: %s: %llu bytes, index.json says %llu (torn or mixed)",
                                 r->path, r->index.files[i].name, (unsigned long long)of->files[i].file_bytes,
                                 (unsigned long long)r->index.files[i].bytes);
+        uint32_t crc = 0;
+        gs_status st2 = file_crc32(&of->files[i], &crc, err);
+        if (st2 != GS_OK)
+            return st2;
+        if (crc != r->index.files[i].crc32)
+            return gs_error_set(err, GS_ERR_INPUT,
+                                "checkpoint %s: %s: CRC-32 %08x, index.json says %08x (corrupt or mixed checkpoint)",
+                                r->path, r->index.files[i].name, crc, r->index.files[i].crc32);
     }
     *out = &of->files[i];
     return GS_OK;
@@ -1179,7 +1219,7 @@ gs_status gs_ckpt_save_full(const char *path, const gs_ckpt_meta *meta, const gs
         st = gs_atomic_file_begin(&af, path, err);
     if (st != GS_OK)
         goto out;
-    st = gs_safetensors_write_stream(af.stream, path, wt, count, md, sizeof md / sizeof md[0], err);
+    st = gs_safetensors_write_stream(af.stream, path, wt, count, md, sizeof md / sizeof md[0], NULL, err);
     if (st != GS_OK) {
         gs_atomic_file_abort(&af);
         goto out;

@@ -105,6 +105,7 @@ typedef struct gs_ckpt_index_tensor {
 typedef struct gs_ckpt_index_file {
     char *name;     /* e.g. "rank00003-of-00008.safetensors" (owned; no '/') */
     uint64_t bytes; /* the file's size */
+    uint32_t crc32; /* CRC-32 of the whole file (exec/crc32.h), checked when a load opens it */
 } gs_ckpt_index_file;
 
 typedef struct gs_ckpt_index {
@@ -131,7 +132,9 @@ const gs_ckpt_index_tensor *gs_ckpt_index_find(const gs_ckpt_index *ix, const ch
 
 typedef struct gs_ckpt_reader gs_ckpt_reader;
 
-/* Opens DIR (or DIR.old when DIR is missing after a crash mid-swap) and parses its index.
+/* Opens DIR (or DIR.old when DIR is missing after a crash mid-swap) and parses its index. Each
+ * rank file a load touches is checked against the index (size, then CRC-32 of all its bytes:
+ * a torn, corrupt or swapped-in file is refused) before any of its data is used.
  * GS_ERR_IO with "no checkpoint" in the message when neither exists. */
 gs_status gs_ckpt_reader_create(gs_ckpt_reader **out, const char *dir, gs_error *err);
 /* The parsed index (metadata: grid, step, scenario). */
@@ -178,7 +181,7 @@ gs_status gs_ckpt_load_full(const char *path, const gs_ckpt_rank_view *view, gs_
  *       __metadata__: format, format_version, rank, world, step, dp, pp, tp, scenario.
  *   index.json  {"format": "gridstep-checkpoint", "format_version": 1,
  *       "metadata": {"dp", "pp", "tp", "world", "step", "scenario", "optimizer": "adam"|"none"},
- *       "files": [{"name": "rank00000-of-00008.safetensors", "bytes": N}, ...],
+ *       "files": [{"name": "rank00000-of-00008.safetensors", "bytes": N, "crc32": C}, ...],
  *       "tensors": {"NAME": {"dtype": "F32", "shape": [..], "pieces": [{"file": 0, "offset": OFF,
  *           "count": C, "name": "NAME@OFF", "adam_m": "optim.m.NAME@OFF", "adam_v": ...}, ...]}}}
  *       Pieces are sorted by offset and tile [0, numel) exactly once. Keys sorted, 1-space indent.

@@ -10,6 +10,7 @@
 #include <unistd.h>
 
 #include "exec/atomic_file.h"
+#include "exec/crc32.h"
 
 #if defined(__BYTE_ORDER__) && __BYTE_ORDER__ != __ORDER_LITTLE_ENDIAN__
 #error "safetensors data is little-endian; this reader and writer assume a little-endian host"
@@ -489,9 +490,11 @@ static gs_status write_tensor_bytes(const gs_st_write_tensor *t, uint64_t *bytes
 }
 
 gs_status gs_safetensors_write_stream(FILE *stream, const char *path, const gs_st_write_tensor *tensors, size_t count,
-                                      const gs_st_write_meta *meta, size_t meta_count, gs_error *err)
+                                      const gs_st_write_meta *meta, size_t meta_count, uint32_t *crc_out,
+                                      gs_error *err)
 {
     gs_status st = GS_OK;
+    uint32_t crc = 0;
     const gs_st_write_tensor **order = malloc((count + 1) * sizeof *order);
     json_t *root = json_object(), *md = NULL;
     char *text = NULL;
@@ -571,12 +574,17 @@ gs_status gs_safetensors_write_stream(FILE *stream, const char *path, const gs_s
         prefix[b] = (unsigned char)((uint64_t)padded >> (8 * b));
     if (fwrite(prefix, 1, 8, stream) != 8 || fwrite(text, 1, padded, stream) != padded)
         goto ioerr;
+    crc = gs_crc32_update(gs_crc32_update(crc, prefix, 8), text, padded);
     for (size_t i = 0; i < count; i++) {
         uint64_t bytes;
         write_tensor_bytes(order[i], &bytes, path, err);
         if (bytes > 0 && fwrite(order[i]->data, 1, (size_t)bytes, stream) != bytes)
             goto ioerr;
+        if (bytes > 0)
+            crc = gs_crc32_update(crc, order[i]->data, (size_t)bytes);
     }
+    if (crc_out)
+        *crc_out = crc;
     goto out;
 ioerr:
     st = gs_error_set(err, GS_ERR_IO, "safetensors %s: write failed: %s", path, strerror(errno));
@@ -598,7 +606,7 @@ gs_status gs_safetensors_write(const char *path, const gs_st_write_tensor *tenso
     gs_status st = gs_atomic_file_begin(&af, path, err);
     if (st != GS_OK)
         return st;
-    st = gs_safetensors_write_stream(af.stream, path, tensors, count, meta, meta_count, err);
+    st = gs_safetensors_write_stream(af.stream, path, tensors, count, meta, meta_count, NULL, err);
     if (st != GS_OK) {
         gs_atomic_file_abort(&af);
         return st;

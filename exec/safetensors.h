@@ -135,9 +135,11 @@ typedef struct gs_st_write_meta {
 } gs_st_write_meta;
 
 /* Writes a complete file to an open stream (path only names it in errors). Names must be
- * distinct and not "__metadata__"; metadata keys distinct. Does not flush or sync. */
+ * distinct, valid UTF-8 and not "__metadata__"; metadata keys distinct. Does not flush or sync.
+ * crc_out (may be NULL) receives the CRC-32 (exec/crc32.h) of every byte written. */
 gs_status gs_safetensors_write_stream(FILE *stream, const char *path, const gs_st_write_tensor *tensors, size_t count,
-                                      const gs_st_write_meta *meta, size_t meta_count, gs_error *err);
+                                      const gs_st_write_meta *meta, size_t meta_count, uint32_t *crc_out,
+                                      gs_error *err);
 
 /* Writes PATH atomically: PATH.tmp-PID, fsync, rename over PATH, fsync of the directory. */
 gs_status gs_safetensors_write(const char *path, const gs_st_write_tensor *tensors, size_t count,

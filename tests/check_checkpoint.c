@@ -19,6 +19,7 @@
 
 #include "engine/status.h"
 #include "exec/checkpoint.h"
+#include "exec/crc32.h"
 #include "exec/safetensors.h"
 
 /* ---- a tiny Llama-shaped model and its deterministic contents ------------------------------- */
@@ -398,6 +399,14 @@ START_TEST(test_crc32_reference)
 {
     /* the CRC-32 check value of "123456789" (every CRC catalogue lists 0xCBF43926) */
     ck_assert_uint_eq(crc32_of("123456789", 9), 0xCBF43926u);
+    ck_assert_uint_eq(gs_crc32_update(0, "123456789", 9), 0xCBF43926u);
+    /* the library's table-driven CRC against the bitwise one, whole and in two parts */
+    unsigned char buf[1000];
+    for (size_t i = 0; i < sizeof buf; i++)
+        buf[i] = (unsigned char)splitmix64(i);
+    ck_assert_uint_eq(gs_crc32_update(0, buf, sizeof buf), crc32_of(buf, sizeof buf));
+    ck_assert_uint_eq(gs_crc32_update(gs_crc32_update(0, buf, 333), buf + 333, sizeof buf - 333),
+                      crc32_of(buf, sizeof buf));
 }
 END_TEST
 
@@ -712,8 +721,21 @@ START_TEST(test_checkpoint_errors)
     ck_assert_str_eq(err.msg, want);
     loaded.ranks[0].shards[1].shape[0] = 12;
 
-    /* a rank file whose size no longer matches the index (truncated by hand) */
+    /* a rank file with one bit flipped in its data: same size, caught by the CRC */
     unsigned char *img;
+    size_t n0 = read_bytes(tpath("ck/rank00000-of-00002.safetensors"), &img);
+    img[n0 - 1] ^= 0x10;
+    write_bytes(tpath("ck/rank00000-of-00002.safetensors"), img, n0);
+    ck_assert_int_eq(gs_ckpt_load_sharded(tpath("ck"), &meta_2x1x2, loaded.views, 2, NULL, &err), GS_ERR_INPUT);
+    ck_assert_msg(strstr(err.msg, "rank00000-of-00002.safetensors: CRC-32 ") != NULL &&
+                      strstr(err.msg, "(corrupt or mixed checkpoint)") != NULL,
+                  "%s", err.msg);
+    img[n0 - 1] ^= 0x10;
+    write_bytes(tpath("ck/rank00000-of-00002.safetensors"), img, n0);
+    free(img);
+    ck_assert_int_eq(gs_ckpt_load_sharded(tpath("ck"), &meta_2x1x2, loaded.views, 2, NULL, &err), GS_OK);
+
+    /* a rank file whose size no longer matches the index (truncated by hand) */
     size_t n = read_bytes(tpath("ck/rank00001-of-00002.safetensors"), &img);
     write_bytes(tpath("ck/rank00001-of-00002.safetensors"), img, n - 4);
     free(img);

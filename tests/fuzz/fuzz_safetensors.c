@@ -3,7 +3,7 @@
  * with a status, never crash, leak or read out of bounds.
  *
  *   clang -g -O1 -fsanitize=fuzzer,address -I. -Iengine $(pkg-config --cflags jansson) \
- *     tests/fuzz/fuzz_safetensors.c exec/safetensors.c exec/checkpoint.c exec/atomic_file.c \
+ *     tests/fuzz/fuzz_safetensors.c exec/safetensors.c exec/checkpoint.c exec/atomic_file.c exec/crc32.c \
  *     engine/status.c $(pkg-config --libs jansson) -o fuzz_safetensors
  *   ./fuzz_safetensors tests/fuzz/corpus/safetensors */
 #include <stddef.h>
