@@ -8,6 +8,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "kernels/host/gemm_internal.h"
 #include "kernels/host/kernels.h"
 
 /* ---- test helpers ------------------------------------------------------------------------ */
@@ -116,8 +117,8 @@ static void expect_close(const char *what, const float *got, const double *want,
  * bound: in-order fp32 summation of k products onto beta*c errs by at most
  * gamma_{k+2} (sum|alpha a b| + |beta c|), gamma_n = n u / (1 - n u), u = 2^-24; we allow
  * (k + 3) FLT_EPSILON (about twice that). */
-static void gemm_case(int ta, int tb, size_t m, size_t n, size_t k, size_t pad, float alpha, float beta,
-                      uint64_t seed)
+static void gemm_case(gs__gemm_kernel kern, int ta, int tb, size_t m, size_t n, size_t k, size_t pad, float alpha,
+                      float beta, uint64_t seed)
 {
     test_rng r = {seed};
     size_t a_rows = ta ? k : m, a_cols = ta ? m : k, lda = a_cols + pad;
@@ -139,7 +140,7 @@ static void gemm_case(int ta, int tb, size_t m, size_t n, size_t k, size_t pad, 
     }
     memcpy(c0, c, m * ldc * sizeof(float));
 
-    gs_k_gemm(ta, tb, m, n, k, alpha, a, lda, b, ldb, beta, c, ldc);
+    gs__gemm_with(kern, ta, tb, m, n, k, alpha, a, lda, b, ldb, beta, c, ldc);
 
     for (size_t i = 0; i < m; i++) {
         for (size_t j = 0; j < n; j++) {
@@ -157,8 +158,9 @@ static void gemm_case(int ta, int tb, size_t m, size_t n, size_t k, size_t pad, 
             }
             bound *= (double)(k + 3) * FLT_EPSILON;
             double err = fabs((double)c[i * ldc + j] - want);
-            ck_assert_msg(err <= bound, "gemm ta=%d tb=%d %zux%zux%zu C[%zu,%zu] = %.9g, want %.9g (bound %.3g)", ta,
-                          tb, m, n, k, i, j, (double)c[i * ldc + j], want, bound);
+            ck_assert_msg(err <= bound,
+                          "gemm kernel %d ta=%d tb=%d %zux%zux%zu C[%zu,%zu] = %.9g, want %.9g (bound %.3g)", (int)kern,
+                          ta, tb, m, n, k, i, j, (double)c[i * ldc + j], want, bound);
         }
         for (size_t j = n; j < ldc; j++)
             ck_assert_msg(c[i * ldc + j] == 12345.0f, "gemm wrote C's padding at [%zu,%zu]", i, j);
@@ -166,15 +168,21 @@ static void gemm_case(int ta, int tb, size_t m, size_t n, size_t k, size_t pad, 
     free(a), free(b), free(c), free(c0);
 }
 
+/* Every micro-kernel this machine can run, in the four transpose cases. */
 START_TEST(test_gemm_transposes)
 {
-    for (int ta = 0; ta < 2; ta++)
-        for (int tb = 0; tb < 2; tb++) {
-            gemm_case(ta, tb, 37, 29, 53, 3, 1.0f, 0.0f, 11);    /* odd, non-square, beta 0 over NaN */
-            gemm_case(ta, tb, 5, 1, 7, 0, -1.25f, 0.5f, 12);     /* thin, general alpha, beta */
-            gemm_case(ta, tb, 1, 13, 2, 5, 1.0f, 1.0f, 13);      /* accumulate */
-            gemm_case(ta, tb, 131, 77, 300, 2, 0.75f, 0.0f, 14); /* crosses every cache block */
-        }
+    for (int kern = 0; kern < GS__GEMM_KERNELS; kern++) {
+        if (!gs__gemm_kernel_available((gs__gemm_kernel)kern))
+            continue;
+        for (int ta = 0; ta < 2; ta++)
+            for (int tb = 0; tb < 2; tb++) {
+                gs__gemm_kernel kn = (gs__gemm_kernel)kern;
+                gemm_case(kn, ta, tb, 37, 29, 53, 3, 1.0f, 0.0f, 11);    /* odd, non-square, beta 0 over NaN */
+                gemm_case(kn, ta, tb, 5, 1, 7, 0, -1.25f, 0.5f, 12);     /* thin, general alpha, beta */
+                gemm_case(kn, ta, tb, 1, 13, 2, 5, 1.0f, 1.0f, 13);      /* accumulate */
+                gemm_case(kn, ta, tb, 131, 77, 300, 2, 0.75f, 0.0f, 14); /* crosses every cache block */
+            }
+    }
 }
 END_TEST
 
@@ -189,9 +197,10 @@ START_TEST(test_gemm_k_zero)
 }
 END_TEST
 
-/* The same element gets the same bits however the call tiles it: rows 70..75, columns 3..60 of a
- * large product computed alone equal those of the whole product. Without FMA contraction they
- * also equal a naive in-order fp32 loop, which is the header's "summed over k in order". */
+/* The same element gets the same bits however the call tiles it (rows 70..75, columns 3..60 of a
+ * large product computed alone equal those of the whole product) and whichever micro-kernel this
+ * machine runs (scalar, 4-wide, AVX2). Without FMA contraction in this file they also equal a
+ * naive in-order fp32 loop, which is the header's "summed over k in order". */
 START_TEST(test_gemm_order)
 {
     enum { M = 131, N = 77, K = 300 };
@@ -209,6 +218,15 @@ START_TEST(test_gemm_order)
     for (size_t i = 0; i < 6; i++)
         ck_assert_msg(memcmp(sub + i * 58, c + (70 + i) * N + 3, 58 * sizeof(float)) == 0,
                       "row %zu differs between whole and partial products", 70 + i);
+    float *other = falloc(M * N);
+    for (int kern = 0; kern < GS__GEMM_KERNELS; kern++) {
+        if (!gs__gemm_kernel_available((gs__gemm_kernel)kern))
+            continue;
+        memcpy(other, c_in, M * N * sizeof(float));
+        gs__gemm_with((gs__gemm_kernel)kern, 0, 1, M, N, K, 1.0f, a, K, b, K, 1.0f, other, N);
+        ck_assert_msg(memcmp(other, c, M * N * sizeof(float)) == 0, "micro-kernel %d gives other bits", kern);
+    }
+    free(other);
 #ifndef __FP_FAST_FMAF
     for (size_t i = 0; i < M; i++)
         for (size_t j = 0; j < N; j++) {
