@@ -503,8 +503,8 @@ static void ref_attn(const void *ctx, const double *qkv, double *out)
 {
     const attn_problem *pb = ctx;
     size_t group = pb->nh / pb->nkv, ld = pb->ldqkv;
-    double scale = 1.0 / sqrt((double)pb->hd), sc[64];
-    ck_assert(pb->seq <= 64);
+    double scale = 1.0 / sqrt((double)pb->hd), sc[128];
+    ck_assert(pb->seq <= 128);
     for (size_t s = 0; s < pb->nseq; s++)
         for (size_t i = 0; i < pb->nh; i++)
             for (size_t a = 0; a < pb->seq; a++) {
@@ -529,14 +529,16 @@ static void ref_attn(const void *ctx, const double *qkv, double *out)
             }
 }
 
-START_TEST(test_attention)
+/* One attention problem in the fused qkv layout ([t, (nh + 2 nkv) hd] rows) with out and dout
+ * rows padded by 5 floats. */
+static void attn_case(size_t nseq, size_t seq, size_t nh, size_t nkv, size_t hd, uint64_t seed)
 {
-    attn_problem pb = {2, 5, 4, 2, 6, 0, 0};
+    attn_problem pb = {nseq, seq, nh, nkv, hd, 0, 0};
     pb.ldqkv = (pb.nh + 2 * pb.nkv) * pb.hd;
     pb.ldo = pb.nh * pb.hd + 5;
     size_t t = pb.nseq * pb.seq, nqkv = t * pb.ldqkv, nout = t * pb.nh * pb.hd, np = pb.nseq * pb.nh * pb.seq * pb.seq;
     size_t koff = pb.nh * pb.hd, voff = (pb.nh + pb.nkv) * pb.hd;
-    test_rng r = {71};
+    test_rng r = {seed};
     float *qkv = falloc(nqkv), *out = falloc(t * pb.ldo), *p = falloc(np), *dout = falloc(t * pb.ldo),
           *dqkv = falloc(nqkv), *got = falloc(nout);
     fill_uniform(&r, qkv, nqkv, -1.5, 1.5);
@@ -580,6 +582,12 @@ START_TEST(test_attention)
     fd_gradient(ref_attn, &pb, th, nqkv, dyd, nout, grad);
     expect_close("attention dqkv", dqkv, grad, nqkv, GRAD_RTOL);
     free(qkv), free(out), free(p), free(dout), free(dqkv), free(got), free(th), free(oref), free(dyd), free(grad);
+}
+
+START_TEST(test_attention)
+{
+    attn_case(2, 5, 4, 2, 6, 71); /* two sequences, GQA: 4 query heads on 2 kv heads */
+    attn_case(1, 70, 2, 1, 4, 72); /* longer than the backward's 24 x 64 tiles: crosses both */
 }
 END_TEST
 

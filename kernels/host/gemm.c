@@ -184,11 +184,21 @@ static void gemm_tile(gemm_micro_fn micro, size_t kc, const float *ap, const flo
                       size_t rows, size_t cols)
 {
     float tile[GEMM_MR * GEMM_NR] = {0};
+    if (rows == GEMM_MR && cols == GEMM_NR) { /* constant-size copies compile to vector moves */
+        for (size_t r = 0; r < GEMM_MR; r++)
+            memcpy(tile + r * GEMM_NR, c + r * ldc, GEMM_NR * sizeof(float));
+        micro(kc, ap, bp, tile);
+        for (size_t r = 0; r < GEMM_MR; r++)
+            memcpy(c + r * ldc, tile + r * GEMM_NR, GEMM_NR * sizeof(float));
+        return;
+    }
     for (size_t r = 0; r < rows; r++)
-        memcpy(tile + r * GEMM_NR, c + r * ldc, cols * sizeof(float));
+        for (size_t j = 0; j < cols; j++)
+            tile[r * GEMM_NR + j] = c[r * ldc + j];
     micro(kc, ap, bp, tile);
     for (size_t r = 0; r < rows; r++)
-        memcpy(c + r * ldc, tile + r * GEMM_NR, cols * sizeof(float));
+        for (size_t j = 0; j < cols; j++)
+            c[r * ldc + j] = tile[r * GEMM_NR + j];
 }
 
 void gs__gemm_with(gs__gemm_kernel kernel, int trans_a, int trans_b, size_t m, size_t n, size_t k, float alpha,
