@@ -1,6 +1,6 @@
 /* Causal softmax attention with grouped KV heads (GQA) on strided token rows: forward (scores and
- * P V through gs_k_gemm by query blocks, probabilities saved) and backward (tiled from the saved probabilities,
- * one tile of stack scratch). */
+ * P V through gs_k_gemm by query blocks, probabilities saved) and backward (tiled from the saved
+ * probabilities, one tile of stack scratch). */
 #include <math.h>
 #include <string.h>
 
@@ -49,8 +49,8 @@ void gs_k_attn_fwd(const float *q, size_t ldq, const float *k, const float *v, s
                 gs_k_gemm(0, 1, na, kend, hd, scale, qh + a0 * ldq, ldq, kh, ldkv, 0.0f, ph + a0 * seq, seq);
                 for (size_t a = a0; a < kend; a++)
                     attn_softmax_causal(ph + a * seq, a, seq);
-                gs_k_gemm(0, 0, na, hd, kend, 1.0f, ph + a0 * seq, seq, vh, ldkv, 0.0f, out + (row0 + a0) * ldo + i * hd,
-                          ldo);
+                float *out_a = out + (row0 + a0) * ldo + i * hd;
+                gs_k_gemm(0, 0, na, hd, kend, 1.0f, ph + a0 * seq, seq, vh, ldkv, 0.0f, out_a, ldo);
             }
         }
     }
