@@ -722,11 +722,11 @@ END_TEST
  * decay). The reference uses the hyperparameters as the kernel receives them (rounded to float:
  * 1 - 0.999f is 1.3e-5 away from 0.001 relatively). Tolerance: a few fp32 roundings per step of
  * values of order 1: 1e-6 relative. */
-START_TEST(test_adamw)
+static void adamw_case(float beta1, uint64_t seed)
 {
     enum { N = 7, STEPS = 3 };
-    const double lr = 1e-2f, b1 = 0.9f, b2 = 0.999f, eps = 1e-8f, wd = 0.1f;
-    test_rng r = {101};
+    const double lr = 1e-2f, b1 = beta1, b2 = 0.999f, eps = 1e-8f, wd = 0.1f;
+    test_rng r = {seed};
     float p[N], g[N], m[N] = {0}, v[N] = {0};
     double pd[N], md[N] = {0}, vd[N] = {0};
     fill_uniform(&r, p, N, -1, 1);
@@ -749,6 +749,12 @@ START_TEST(test_adamw)
             ck_assert_msg(fabs(v[i] - vd[i]) <= 1e-6 * fabs(vd[i]) + 1e-15, "step %d v[%zu]", (int)step, i);
         }
     }
+}
+
+START_TEST(test_adamw)
+{
+    adamw_case(0.9f, 101); /* the usual beta1 */
+    adamw_case(0.3f, 102); /* beta1 < 0.5: PyTorch's lerp takes its other branch */
 }
 END_TEST
 
@@ -840,6 +846,10 @@ START_TEST(test_init_moments)
 }
 END_TEST
 
+/* Seconds per test case: each takes well under one on an idle core, but make check may share the
+ * machine with parallel builds (Check's default is 4). */
+enum { KERNELS_TEST_TIMEOUT_S = 60 };
+
 static Suite *kernels_suite(void)
 {
     Suite *s = suite_create("kernels");
@@ -847,6 +857,7 @@ static Suite *kernels_suite(void)
     tcase_add_test(tc, test_gemm_transposes);
     tcase_add_test(tc, test_gemm_k_zero);
     tcase_add_test(tc, test_gemm_order);
+    tcase_set_timeout(tc, KERNELS_TEST_TIMEOUT_S);
     suite_add_tcase(s, tc);
     tc = tcase_create("gradients");
     tcase_add_test(tc, test_linear);
@@ -857,14 +868,17 @@ static Suite *kernels_suite(void)
     tcase_add_test(tc, test_attention);
     tcase_add_test(tc, test_swiglu);
     tcase_add_test(tc, test_xent);
+    tcase_set_timeout(tc, KERNELS_TEST_TIMEOUT_S);
     suite_add_tcase(s, tc);
     tc = tcase_create("optimizer");
     tcase_add_test(tc, test_adamw);
+    tcase_set_timeout(tc, KERNELS_TEST_TIMEOUT_S);
     suite_add_tcase(s, tc);
     tc = tcase_create("data");
     tcase_add_test(tc, test_tokens);
     tcase_add_test(tc, test_init_shards);
     tcase_add_test(tc, test_init_moments);
+    tcase_set_timeout(tc, KERNELS_TEST_TIMEOUT_S);
     suite_add_tcase(s, tc);
     return s;
 }
