@@ -400,67 +400,84 @@ static void put_megatron_notes(launch_doc *d, const gs_scenario *s, const gs_mes
     put_code_notes(d, s);
 }
 
+/* A list of flag lines: each starts with the indent, all but the last end with " \". */
+typedef struct flag_lines {
+    launch_doc *d;
+    const char *indent;
+    int count; /* lines written so far */
+} flag_lines;
+
+static void flag(flag_lines *f, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+static void flag(flag_lines *f, const char *fmt, ...)
+{
+    char line[GS_LAUNCH_LINE_BYTES];
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(line, sizeof line, fmt, ap);
+    va_end(ap);
+    put(f->d, "%s%s%s", f->count ? " \\\n" : "", f->indent, line);
+    f->count++;
+}
+
 /* The Megatron-LM flags, one per line, each line starting with `indent` and ending " \" except
- * the last. */
+ * the last, which ends the command. */
 static void put_megatron_flags(launch_doc *d, const gs_scenario *s, const gs_mesh *m,
                                const char *indent)
 {
+    flag_lines f = {d, indent, 0};
     const gs_strategy *st = &s->strategy;
     const gs_model *md = &s->model;
     uint64_t tp = m->size[GS_DIM_TP], pp = m->size[GS_DIM_PP];
-    const char *cont = " \\\n";
-    put(d, "%s--tensor-model-parallel-size %" PRIu64 "%s", indent, tp, cont);
-    put(d, "%s--pipeline-model-parallel-size %" PRIu64 "%s", indent, pp, cont);
+    flag(&f, "--tensor-model-parallel-size %" PRIu64, tp);
+    flag(&f, "--pipeline-model-parallel-size %" PRIu64, pp);
     if (order_is(m, GS_DIM_TP, GS_DIM_PP, GS_DIM_DP))
-        put(d, "%s--use-tp-pp-dp-mapping%s", indent, cont);
+        flag(&f, "--use-tp-pp-dp-mapping");
     if (pp > 1 && st->pipeline == GS_PIPE_INTERLEAVED)
-        put(d, "%s--num-layers-per-virtual-pipeline-stage %" PRIu64 "%s", indent,
-            md->layers / (pp * st->virtual_stages), cont);
+        flag(&f, "--num-layers-per-virtual-pipeline-stage %" PRIu64,
+            md->layers / (pp * st->virtual_stages));
     if (st->sequence_parallel && tp > 1)
-        put(d, "%s--sequence-parallel%s", indent, cont);
-    put(d, "%s--num-layers %" PRIu64 "%s", indent, md->layers, cont);
-    put(d, "%s--hidden-size %" PRIu64 "%s", indent, md->hidden, cont);
-    put(d, "%s--num-attention-heads %" PRIu64 "%s", indent, md->heads, cont);
+        flag(&f, "--sequence-parallel");
+    flag(&f, "--num-layers %" PRIu64, md->layers);
+    flag(&f, "--hidden-size %" PRIu64, md->hidden);
+    flag(&f, "--num-attention-heads %" PRIu64, md->heads);
     if (md->kv_heads != md->heads)
-        put(d, "%s--group-query-attention --num-query-groups %" PRIu64 "%s", indent, md->kv_heads,
-            cont);
+        flag(&f, "--group-query-attention --num-query-groups %" PRIu64, md->kv_heads);
     if (md->head_dim * md->heads != md->hidden)
-        put(d, "%s--kv-channels %" PRIu64 "%s", indent, md->head_dim, cont);
-    put(d, "%s--ffn-hidden-size %" PRIu64 "%s", indent, md->ffn, cont);
-    put(d, "%s--seq-length %" PRIu64 " --max-position-embeddings %" PRIu64 "%s", indent, md->seq,
-        md->seq, cont);
+        flag(&f, "--kv-channels %" PRIu64, md->head_dim);
+    flag(&f, "--ffn-hidden-size %" PRIu64, md->ffn);
+    flag(&f, "--seq-length %" PRIu64 " --max-position-embeddings %" PRIu64, md->seq,
+        md->seq);
     uint64_t div = megatron_vocab_divisor(md->vocab, tp);
-    put(d, "%s--vocab-size %" PRIu64 " --make-vocab-size-divisible-by %" PRIu64 "%s", indent,
-        md->vocab, div ? div : 1, cont);
+    flag(&f, "--vocab-size %" PRIu64 " --make-vocab-size-divisible-by %" PRIu64,
+        md->vocab, div ? div : 1);
     if (md->mlp == GS_MLP_SWIGLU)
-        put(d, "%s--swiglu%s", indent, cont);
-    put(d, "%s--normalization %s%s", indent, md->norm == GS_NORM_RMSNORM ? "RMSNorm" : "LayerNorm",
-        cont);
-    put(d, "%s--position-embedding-type %s%s", indent,
-        md->pos == GS_POS_ROPE ? "rope" : "learned_absolute", cont);
+        flag(&f, "--swiglu");
+    flag(&f, "--normalization %s", md->norm == GS_NORM_RMSNORM ? "RMSNorm" : "LayerNorm");
+    flag(&f, "--position-embedding-type %s",
+        md->pos == GS_POS_ROPE ? "rope" : "learned_absolute");
     if (!md->tied_embeddings)
-        put(d, "%s--untie-embeddings-and-output-weights%s", indent, cont);
+        flag(&f, "--untie-embeddings-and-output-weights");
     if (!md->bias)
-        put(d, "%s--disable-bias-linear%s", indent, cont);
+        flag(&f, "--disable-bias-linear");
     if (!md->dropout)
-        put(d, "%s--attention-dropout 0 --hidden-dropout 0%s", indent, cont);
-    put(d, "%s--attention-backend %s%s", indent, st->flash_attention ? "flash" : "unfused", cont);
-    put(d, "%s--micro-batch-size %" PRIu64 "%s", indent, s->batch.micro_seqs, cont);
-    put(d, "%s--global-batch-size %" PRIu64 "%s", indent, s->batch.global_seqs, cont);
+        flag(&f, "--attention-dropout 0 --hidden-dropout 0");
+    flag(&f, "--attention-backend %s", st->flash_attention ? "flash" : "unfused");
+    flag(&f, "--micro-batch-size %" PRIu64, s->batch.micro_seqs);
+    flag(&f, "--global-batch-size %" PRIu64, s->batch.global_seqs);
     if (st->recompute == GS_RECOMPUTE_FULL)
-        put(d, "%s--recompute-granularity full --recompute-method uniform --recompute-num-layers 1%s",
-            indent, cont);
+        flag(&f, "--recompute-granularity full --recompute-method uniform --recompute-num-layers 1");
     else if (st->recompute == GS_RECOMPUTE_SELECTIVE)
-        put(d, "%s--recompute-granularity selective%s", indent, cont);
+        flag(&f, "--recompute-granularity selective");
     const char *dps = megatron_dp_sharding(st->sharding);
     if (dps)
-        put(d, "%s--use-custom-fsdp --data-parallel-sharding-strategy %s "
-               "--no-gradient-accumulation-fusion%s",
-            indent, dps, cont);
+        flag(&f, "--use-custom-fsdp --data-parallel-sharding-strategy %s "
+                 "--no-gradient-accumulation-fusion",
+             dps);
     if (st->sharding != GS_SHARD_NO_SHARD)
-        put(d, "%s--use-distributed-optimizer%s", indent, cont);
-    put(d, "%s%s\n", indent,
-        st->precision == GS_PREC_BF16 ? "--bf16" : st->precision == GS_PREC_FP16 ? "--fp16" : "--fp32");
+        flag(&f, "--use-distributed-optimizer");
+    if (st->precision != GS_PREC_FP32) /* fp32 is Megatron-LM's default: no flag */
+        flag(&f, "%s", st->precision == GS_PREC_BF16 ? "--bf16" : "--fp16");
+    put(d, "\n");
 }
 
 static void emit_megatron(launch_doc *d, const gs_scenario *s, const gs_mesh *m)
