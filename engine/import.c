@@ -199,10 +199,13 @@ static gs_status accel_keys(const gs__yaml_loader *l, const yaml_node_t *map, co
     gs_status st = gs__yaml_check_keys(l, map, section, names, n);
     if (st != GS_OK)
         return st;
-    for (size_t i = 0; i < n; i++) {
-        yaml_node_t *k = NULL;
-        yaml_node_t *v = gs__yaml_lookup(l, map, keys[i].key, &k);
-        if (!v)
+    /* in file order, so that the report follows the file */
+    for (yaml_node_pair_t *p = map->data.mapping.pairs.start; p < map->data.mapping.pairs.top; p++) {
+        yaml_node_t *k = yaml_document_get_node(l->doc, p->key);
+        size_t i = 0;
+        while (i < n && strcmp(keys[i].key, gs__yaml_scalar_text(k)) != 0)
+            i++;
+        if (i == n)
             continue;
         if (keys[i].refuse)
             return gs__yaml_fail_at(l, k, GS_ERR_INPUT, "%s%s%s: %s", section[0] ? section : "",
