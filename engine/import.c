@@ -197,6 +197,7 @@ static gs_status accel_keys(const gs__yaml_loader *l, const yaml_node_t *map, co
     for (size_t i = 0; i < n; i++)
         names[i] = keys[i].key;
     gs_status st = gs__yaml_check_keys(l, map, section, names, n);
+    int nested = strcmp(section, "fsdp_config") == 0; /* messages name fsdp_config.KEY */
     if (st != GS_OK)
         return st;
     /* in file order, so that the report follows the file */
@@ -208,8 +209,8 @@ static gs_status accel_keys(const gs__yaml_loader *l, const yaml_node_t *map, co
         if (i == n)
             continue;
         if (keys[i].refuse)
-            return gs__yaml_fail_at(l, k, GS_ERR_INPUT, "%s%s%s: %s", section[0] ? section : "",
-                                    section[0] ? "." : "", keys[i].key, keys[i].refuse);
+            return gs__yaml_fail_at(l, k, GS_ERR_INPUT, "%s%s%s: %s", nested ? section : "",
+                                    nested ? "." : "", keys[i].key, keys[i].refuse);
         if (keys[i].ignore &&
             (st = note_ignored(ignored, l->err, "%s:%lu: %s: ignored: %s", l->path,
                                gs__yaml_node_line(k), keys[i].key, keys[i].ignore)) != GS_OK)
@@ -854,7 +855,7 @@ static gs_status mg_choice(const char *where, const char *flag, const char *v,
 
 /* Reads the launcher prefix (words [0, end)): torchrun's --nnodes and --nproc_per_node. */
 static gs_status mg_launcher(const char *origin, const mg_words *ws, size_t end, uint64_t *nnodes,
-                             uint64_t *nproc, gs_diag *ignored, gs_error *err)
+                             uint64_t *nproc, size_t *nproc_at, gs_diag *ignored, gs_error *err)
 {
     char where[600];
     for (size_t i = 0; i < end; i++) {
@@ -867,6 +868,8 @@ static gs_status mg_launcher(const char *origin, const mg_words *ws, size_t end,
             dst = nproc, n = 16;
         if (!dst || (t[n] != '\0' && t[n] != '='))
             continue;
+        if (dst == nproc)
+            *nproc_at = i;
         const char *v = t[n] == '=' ? t + n + 1 : i + 1 < end ? ws->w[++i].text : "";
         mg_where(origin, ws, i, where, sizeof where);
         if (gs_parse_count(v, dst) != 0 || *dst == 0)
@@ -1254,8 +1257,9 @@ gs_status gs_import_megatron_args(const char *args, const char *origin, const gs
     size_t script = mg_script_index(ws);
     size_t first = script < ws->n ? script + 1 : 0;
     uint64_t nnodes = 0, nproc = 0;
+    size_t nproc_at = 0;
     if (script < ws->n &&
-        (rc = mg_launcher(origin, ws, script, &nnodes, &nproc, ignored, err)) != GS_OK)
+        (rc = mg_launcher(origin, ws, script, &nnodes, &nproc, &nproc_at, ignored, err)) != GS_OK)
         goto out;
     if ((rc = mg_parse(origin, ws, first, st, ignored, err)) != GS_OK)
         goto out;
@@ -1282,7 +1286,8 @@ gs_status gs_import_megatron_args(const char *args, const char *origin, const gs
         rc = gs_error_set(err, GS_ERR_INPUT,
                           "%s: launcher --nproc_per_node: found %" PRIu64 ", expected %" PRIu64
                           " (the GPUs per node of cluster %s)",
-                          who, nproc, gpn, s->cluster.name);
+                          mg_where(origin, ws, nproc_at, where, sizeof where), nproc, gpn,
+                          s->cluster.name);
         goto out;
     }
     if (nodes && nnodes && nodes != nnodes) {
@@ -1316,7 +1321,11 @@ gs_status gs_import_megatron_args(const char *args, const char *origin, const gs
         rc = gs_error_set(err, GS_ERR_INPUT,
                           "%s: tp x pp = %" PRIu64 " does not divide the %" PRIu64 " x %" PRIu64
                           " GPUs, expected a divisor of %" PRIu64,
-                          who, tp_pp, nodes, gpn, nodes * gpn);
+                          st->given[MG_TP] || st->given[MG_PP]
+                              ? mg_where(origin, ws, st->given[MG_TP] ? st->at[MG_TP] : st->at[MG_PP],
+                                         where, sizeof where)
+                              : who,
+                          tp_pp, nodes, gpn, nodes * gpn);
         goto out;
     }
     s->grid.dp = world / tp_pp;
