@@ -514,6 +514,21 @@ static gs_status accel_root(const gs__yaml_loader *l, const yaml_node_t *root,
     return import_finish(o, nodes, 0, 0, s, l->err);
 }
 
+/* Puts ignored->warnings[first..] ("PATH:LINE: ...") in line order (a stable insertion sort),
+ * so that the report follows the file. */
+static void sort_by_line(gs_diag *ignored, size_t first, const char *path)
+{
+    size_t skip = strlen(path) + 1;
+    for (size_t i = first + 1; ignored && i < ignored->count; i++)
+        for (size_t j = i; j > first; j--) {
+            char *a = ignored->warnings[j - 1], *b = ignored->warnings[j];
+            if (strtoul(a + skip, NULL, 10) <= strtoul(b + skip, NULL, 10))
+                break;
+            ignored->warnings[j - 1] = b;
+            ignored->warnings[j] = a;
+        }
+}
+
 gs_status gs_import_accelerate_string(const char *text, size_t len, const char *name,
                                       const gs_import_opts *o, gs_scenario *s, gs_diag *ignored,
                                       gs_error *err)
@@ -545,7 +560,9 @@ gs_status gs_import_accelerate_string(const char *text, size_t len, const char *
                           path);
         goto out;
     }
+    size_t first = ignored ? ignored->count : 0;
     st = accel_root(&l, root, o, s, ignored);
+    sort_by_line(ignored, first, path);
 out:
     if (loaded) {
         yaml_document_delete(&doc);
