@@ -122,6 +122,12 @@ int gs_launch_accelerate_fits(const gs_scenario *s, const gs_mesh *m, char *why,
                       "strategy.sharding zero1: FSDP cannot shard the optimizer state alone; that "
                       "is DeepSpeed ZeRO stage 1 or Megatron-LM's --use-distributed-optimizer "
                       "(use --emit megatron)");
+    if (st->sharding == GS_SHARD_ZERO2)
+        return no_fit(why, len,
+                      "strategy.sharding zero2: DeepSpeed ZeRO stage 2 (gradients reduced into "
+                      "shards, no flat-parameter units) has no FSDP strategy; FSDP's nearest, "
+                      "shard_grad_op, schedules differently (use --emit megatron, or sharding: "
+                      "shard_grad_op)");
     if (st->recompute == GS_RECOMPUTE_SELECTIVE)
         return no_fit(why, len,
                       "strategy.recompute selective: fsdp_activation_checkpointing recomputes "
@@ -153,6 +159,12 @@ int gs_launch_megatron_fits(const gs_scenario *s, const gs_mesh *m, char *why, s
                       "strategy.sharding hybrid_shard: Megatron-LM has no flag for FULL_SHARD "
                       "inside a node replicated across nodes (use --emit accelerate: "
                       "HYBRID_SHARD)");
+    if (st->sharding == GS_SHARD_GRAD_OP)
+        return no_fit(why, len,
+                      "strategy.sharding shard_grad_op: Megatron-LM has no FSDP unit that keeps "
+                      "parameters through backward; its nearest, Megatron-FSDP optim_grads, is "
+                      "zero2, which schedules differently (use --emit accelerate: SHARD_GRAD_OP, "
+                      "or sharding: zero2)");
     if (st->offload)
         return no_fit(why, len,
                       "strategy.offload true: Megatron-LM has no flag that keeps parameters and "
@@ -245,8 +257,7 @@ static const char *fsdp_strategy_name(gs_sharding s)
 {
     switch (s) {
     case GS_SHARD_NO_SHARD: return "NO_SHARD";
-    case GS_SHARD_GRAD_OP:
-    case GS_SHARD_ZERO2: return "SHARD_GRAD_OP";
+    case GS_SHARD_GRAD_OP: return "SHARD_GRAD_OP";
     case GS_SHARD_HYBRID_SHARD: return "HYBRID_SHARD";
     default: return "FULL_SHARD";
     }
@@ -264,9 +275,6 @@ static void emit_accelerate(launch_doc *d, const gs_scenario *s, const gs_mesh *
     put_batch_comment(d, s, m);
     if (st->sharding == GS_SHARD_ZERO3)
         put(d, "# note: sharding zero3 is written as FSDP FULL_SHARD (the same shard plan and "
-               "schedule in gridstep)\n");
-    if (st->sharding == GS_SHARD_ZERO2)
-        put(d, "# note: sharding zero2 is written as FSDP SHARD_GRAD_OP (the same shard plan and "
                "schedule in gridstep)\n");
     if (!st->limit_all_gathers)
         put(d, "# note: limit_all_gathers false has no accelerate config key (FSDP's default is "
@@ -349,7 +357,6 @@ static void put_torchrun(launch_doc *d, const gs_mesh *m, const char *rdzv_id, c
 static const char *megatron_dp_sharding(gs_sharding s)
 {
     switch (s) {
-    case GS_SHARD_GRAD_OP:
     case GS_SHARD_ZERO2: return "optim_grads";
     case GS_SHARD_FULL_SHARD:
     case GS_SHARD_ZERO3: return "optim_grads_params";
@@ -371,11 +378,10 @@ static void put_megatron_notes(launch_doc *d, const gs_scenario *s, const gs_mes
 {
     const gs_strategy *st = &s->strategy;
     const gs_model *md = &s->model;
-    if (st->sharding == GS_SHARD_FULL_SHARD || st->sharding == GS_SHARD_GRAD_OP)
-        put(d, "# note: sharding %s is written as Megatron-FSDP --data-parallel-sharding-strategy "
-               "%s (gridstep schedules both alike; it reads back as %s)\n",
-            gs_sharding_name(st->sharding), megatron_dp_sharding(st->sharding),
-            st->sharding == GS_SHARD_FULL_SHARD ? "zero3" : "zero2");
+    if (st->sharding == GS_SHARD_FULL_SHARD)
+        put(d, "# note: sharding full_shard is written as Megatron-FSDP "
+               "--data-parallel-sharding-strategy optim_grads_params (gridstep schedules both "
+               "alike; it reads back as zero3)\n");
     if (gs_sharding_is_fsdp(st->sharding) && st->sharding != GS_SHARD_NO_SHARD) {
         if (st->wrap != GS_WRAP_LAYER)
             put(d, "# note: wrap %s: Megatron-FSDP shards per transformer layer\n",

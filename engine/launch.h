@@ -5,9 +5,10 @@
  * the scenario and mesh for the duration of the call.
  *
  * What a launcher cannot express is never emitted silently wrong. Two kinds of mismatch:
- *  - the launcher has no way to say it (TP or PP in accelerate's FSDP config, ZeRO-1 in FSDP,
- *    hybrid_shard or CPU offload in Megatron-LM, GPipe in Megatron-LM, an order Megatron cannot
- *    draw): an error (GS_ERR_INPUT) naming the field, its value and the launcher that can;
+ *  - the launcher has no way to say it (TP or PP in accelerate's FSDP config, ZeRO-1 or ZeRO-2
+ *    in FSDP, hybrid_shard, shard_grad_op or CPU offload in Megatron-LM, GPipe in Megatron-LM,
+ *    an order Megatron cannot draw): an error (GS_ERR_INPUT) naming the field, its value and the
+ *    launcher that can;
  *  - the launcher says something close that gridstep schedules the same, or the setting lives
  *    in the training code rather than the launcher (zero3 as FULL_SHARD, flash attention, DDP
  *    bucket size): the document carries a "# note:" comment line naming the difference. */
