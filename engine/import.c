@@ -444,6 +444,8 @@ static gs_status accel_root(const gs__yaml_loader *l, const yaml_node_t *root,
                                 "FSDP (or MULTI_GPU for DDP)");
     if ((rc = accel_enum(l, v, "distributed_type", dist_types, 12, &e)) != GS_OK)
         return rc;
+    int dist = e;
+    const yaml_node_t *dist_node = v;
     yaml_node_t *fc_key = NULL;
     yaml_node_t *fc = gs__yaml_lookup(l, root, "fsdp_config", &fc_key);
     if (e >= 3)
@@ -510,6 +512,12 @@ static gs_status accel_root(const gs__yaml_loader *l, const yaml_node_t *root,
                                 procs, world, nodes, nodes == 1 ? "" : "s", gpn, s->cluster.name);
     if (!nm && !o->nodes && np && procs % gpn == 0)
         nodes = procs / gpn, world = procs;
+    if (dist == 2 && world != 1)
+        return gs__yaml_fail_at(l, dist_node, GS_ERR_INPUT,
+                                "distributed_type: found NO (one process), expected FSDP or "
+                                "MULTI_GPU: cluster %s runs %" PRIu64 " GPUs and gridstep places "
+                                "one process on each",
+                                s->cluster.name, world);
     s->grid.dp = world;
     return import_finish(o, nodes, 0, 0, s, l->err);
 }

@@ -424,6 +424,36 @@ START_TEST(test_roundtrip_scenario_yaml)
 }
 END_TEST
 
+/* An imported Megatron-LM command (a custom model) written as YAML reads back the same. */
+START_TEST(test_roundtrip_imported_yaml)
+{
+    gs_scenario a, b;
+    gs_mesh m;
+    gs_text t;
+    gs_error err;
+    gs_diag ig;
+    gs_import_opts o;
+    gs_import_opts_init(&o);
+    o.cluster = "dgx-a100-80g";
+    gs_diag_init(&ig);
+    gs_error_init(&err);
+    ck_assert_msg(gs_import_megatron_file(srcpath("tests/golden/megatron-gpt.sh"), &o, &a, &ig,
+                                          &err) == GS_OK,
+                  "%s", err.msg);
+    a.batch.global_seqs = 32; /* fewer micro-batches: a smaller schedule */
+    ck_assert_msg(gs_scenario_mesh(&a, &m, NULL, &err) == GS_OK, "%s", err.msg);
+    gs_text_init(&t);
+    ck_assert_int_eq(gs_scenario_write_yaml(&a, &t, &err), GS_OK);
+    ck_assert_msg(gs_scenario_load_string(gs_text_str(&t), t.len, "w", &b, &err) == GS_OK, "%s\n%s",
+                  err.msg, gs_text_str(&t));
+    assert_same_strategy(&a.strategy, &b.strategy, 1);
+    assert_same_shapes(&a.model, &b.model);
+    assert_same_step(&a, &m, &b);
+    gs_text_fini(&t);
+    gs_diag_fini(&ig);
+}
+END_TEST
+
 /* -------------------------------------------------------------------------- import ---- */
 
 static gs_status import_acc(const char *yaml, gs_scenario *s, gs_diag *ignored, gs_error *err)
@@ -560,6 +590,7 @@ static Suite *launch_suite(void)
     tcase_add_loop_test(tc, test_roundtrip_megatron, 0,
                         (int)(sizeof megatron_cases / sizeof megatron_cases[0]));
     tcase_add_loop_test(tc, test_roundtrip_scenario_yaml, 0, 3);
+    tcase_add_test(tc, test_roundtrip_imported_yaml);
     suite_add_tcase(s, tc);
     tc = tcase_create("import");
     tcase_add_test(tc, test_import_accelerate_errors);
