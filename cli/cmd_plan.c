@@ -93,6 +93,7 @@ static gs_status emit_winner(const gs_scenario *base, const gs_plan *p, gs_launc
     s.strategy = w->strategy;
     s.batch.micro_seqs = w->micro;
     s.batch.global_seqs = p->global_seqs;
+    snprintf(s.name, sizeof s.name, "plan-winner");
     gs_text_init(&text);
     if ((rc = gs_scenario_mesh(&s, &mesh, NULL, err)) == GS_OK &&
         (rc = gs_launch_emit(&s, &mesh, kind, &text, err)) == GS_OK)
