@@ -296,7 +296,7 @@ static void print_launch(const gs_scenario *s, const gs_plan_candidate *w)
 {
     uint64_t nodes = s->cluster.nodes, gpn = s->cluster.gpus_per_node;
     const gs_strategy *st = &w->strategy;
-    printf("\nlaunch (winner):\n");
+    printf("\nlaunch (winner; --emit torchrun|accelerate|megatron|slurm writes the whole configuration):\n");
     if (w->pp > 1 || w->tp > 1 || st->sharding == GS_SHARD_NO_SHARD || st->sharding == GS_SHARD_ZERO1) {
         printf("  torchrun --nnodes %" PRIu64 " --nproc-per-node %" PRIu64 " pretrain_gpt.py \\\n", nodes, gpn);
         printf("    --tensor-model-parallel-size %" PRIu64 " --pipeline-model-parallel-size %" PRIu64, w->tp, w->pp);

@@ -350,8 +350,11 @@ static gs_status mg_parse(const char *origin, const mg_words *ws, size_t first, 
         mg_where(origin, ws, i, where, sizeof where);
         if (strncmp(t, "--", 2) != 0 || !t[2])
             return gs_error_set(err, GS_ERR_INPUT,
-                                "%s: found '%s', expected a --flag (a value follows its flag)",
-                                where, t);
+                                "%s: found '%s', expected a --flag (a value follows its flag)%s",
+                                where, t,
+                                t[0] == '$' ? "; shell variables are not expanded: give the flags "
+                                              "they hold"
+                                            : "");
         const char *name = t + 2;
         const char *eq = strchr(name, '=');
         size_t nlen = eq ? (size_t)(eq - name) : strlen(name);
