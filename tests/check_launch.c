@@ -370,6 +370,11 @@ static const char *const megatron_cases[] = {
     "model: llama2-7b\ncluster: {preset: dgx-a100-80g, nodes: 1}\ngrid: {dp: 4, pp: 1, tp: 2}\n"
     "strategy: {sharding: zero2, flash_attention: false, precision: fp32}\n"
     "batch: {global: 8, micro: 1}\n",
+    /* head_dim 32 is not hidden / heads = 64: --kv-channels; vocab 1000 is not a multiple of
+     * 128 x 2 but is of 2: --make-vocab-size-divisible-by 1 keeps it */
+    "model: {name: odd, layers: 4, hidden: 256, heads: 4, kv_heads: 2, head_dim: 32, ffn: 700, "
+    "vocab: 1000, seq: 128}\ncluster: {preset: dgx-a100-80g, nodes: 1}\n"
+    "grid: {dp: 2, pp: 2, tp: 2}\nstrategy: {sharding: zero3}\nbatch: {global: 8, micro: 2}\n",
 };
 
 START_TEST(test_roundtrip_megatron)
