@@ -15,7 +15,9 @@ static const gs_command commands[] = {
     {"mem", "memory and traffic ledgers per rank: will it fit, what will it cost to move",
      "gridstep mem [--json] [--explain] SCENARIO.yaml", gs_cmd_mem_help, gs_cmd_mem},
     {"sim", "simulate one training step: step time, tokens/s, MFU, exposed communication, bubble",
-     "gridstep sim [--exact] [--mode analytic|flow] [--json] [--explain] [--calib FILE] [--trace FILE] SCENARIO.yaml", gs_cmd_sim_help,
+     "gridstep sim [--exact] [--mode analytic|flow] [--json] [--explain] [--calib FILE] [--trace FILE] "
+     "(SCENARIO.yaml | (--from-accelerate FILE | --from-megatron ARGS|@FILE) --cluster C [--model M] [--nodes N] "
+     "[--global-batch B] [--micro B] [--print-scenario | --dump-scenario FILE])", gs_cmd_sim_help,
      gs_cmd_sim},
     {"coll", "the simulator's nccl-tests: time, algbw, busbw of one collective per size",
      "gridstep coll --op OP --ranks N --cluster C [--nodes K] [-b MIN] [-e MAX] [-f FACTOR] "
@@ -24,15 +26,19 @@ static const gs_command commands[] = {
      "gridstep validate [--json] [--exact] DIR|FILE...", gs_cmd_validate_help, gs_cmd_validate},
     {"plan", "every legal grid and strategy, ranked by simulated tokens/s, with why the winner wins",
      "gridstep plan (--model M --cluster C --nodes N | SCENARIO.yaml) [--global-batch B] [--top K] [--json] "
-     "[constraints]", gs_cmd_plan_help, gs_cmd_plan},
+     "[--emit torchrun|accelerate|megatron|slurm] [constraints]", gs_cmd_plan_help, gs_cmd_plan},
     {"sweep", "one scenario over a grid of varied keys: a CSV/JSON row per point, curves via gnuplot",
      "gridstep sweep --vary KEY=V1,V2,...|A..B [--vary ...] [--csv|--json] [--out FILE] [--shard I/N] "
      "[--plot FILE.png|FILE.svg] [--mode analytic|flow] [--exact] [--threads N] SCENARIO.yaml", gs_cmd_sweep_help,
      gs_cmd_sweep},
     {"merge", "join the --shard pieces of a sweep or a plan into the serial run's output",
      "gridstep merge [--out FILE] [--plot FILE.png|FILE.svg] PIECE...", gs_cmd_merge_help, gs_cmd_merge},
-    {"mesh", "the DP x PP x TP grid: rank -> coordinates -> node, groups, launch flags",
-     "gridstep mesh [--json] [--all] SCENARIO.yaml", gs_cmd_mesh_help, gs_cmd_mesh},
+    {"diagnose", "the seed's troubleshooting table against a scenario, each fix simulated on a copy",
+     "gridstep diagnose [--json] [--full-step] [--state-dict full|sharded] [--host-memory-gb G] SCENARIO.yaml",
+     gs_cmd_diagnose_help, gs_cmd_diagnose},
+    {"mesh", "the DP x PP x TP grid: rank -> coordinates -> node, groups, launch configurations",
+     "gridstep mesh [--json] [--all] [--emit torchrun|accelerate|megatron|slurm] SCENARIO.yaml", gs_cmd_mesh_help,
+     gs_cmd_mesh},
     {"schedule", "one training step as a per-rank graph of compute and collective events",
      "gridstep schedule [--exact] [--dump FILE|-] [--format text|json|list] [--rank R] [--load FILE] [--json] "
      "[SCENARIO.yaml]", gs_cmd_schedule_help, gs_cmd_schedule},
