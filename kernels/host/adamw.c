@@ -1,0 +1,24 @@
+/* AdamW on a flat fp32 shard, in the order of operations of PyTorch's single-tensor
+ * torch.optim.AdamW: decay, moment updates, bias-corrected step. */
+#include <math.h>
+
+#include "kernels/host/kernels.h"
+
+void gs_k_adamw(float *p, const float *g, float *m, float *v, size_t n, float lr, float beta1, float beta2,
+                float eps, float weight_decay, uint64_t step)
+{
+    double bias1 = 1.0 - pow((double)beta1, (double)step);
+    double bias2 = 1.0 - pow((double)beta2, (double)step);
+    float decay = (float)(1.0 - (double)lr * (double)weight_decay);
+    float step_size = (float)((double)lr / bias1);
+    float bias2_sqrt = (float)sqrt(bias2);
+    float one_minus_b1 = (float)(1.0 - (double)beta1), one_minus_b2 = (float)(1.0 - (double)beta2);
+    for (size_t i = 0; i < n; i++) {
+        float gi = g[i];
+        p[i] *= decay;
+        m[i] += one_minus_b1 * (gi - m[i]); /* lerp(m, g, 1 - beta1) */
+        v[i] = v[i] * beta2 + one_minus_b2 * gi * gi;
+        float denom = sqrtf(v[i]) / bias2_sqrt + eps;
+        p[i] -= step_size * (m[i] / denom);
+    }
+}

@@ -1,0 +1,122 @@
+/* Benchmark: host kernel speed (make bench; not part of make check): GFLOP/s of gs_k_gemm on
+ * square and linear-layer shapes in the four transpose cases, GB/s of AdamW and RMSNorm.
+ * Single-threaded, like the kernels. usage: bench_kernels [--quick] */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include "kernels/host/kernels.h"
+
+static double now_s(void)
+{
+    struct timespec t;
+    clock_gettime(CLOCK_MONOTONIC, &t);
+    return (double)t.tv_sec + (double)t.tv_nsec * 1e-9;
+}
+
+static float *bench_alloc(size_t n, uint64_t seed)
+{
+    float *x = malloc(n * sizeof(float));
+    if (x)
+        gs_k_init_normal(x, n, seed, 0, 0, 1.0f);
+    return x;
+}
+
+/* Repeats the gemm until min_s seconds have passed; returns GFLOP/s (2 m n k per call). */
+static double bench_gemm(int ta, int tb, size_t m, size_t n, size_t k, double min_s)
+{
+    float *a = bench_alloc(m * k, 1), *b = bench_alloc(k * n, 2), *c = bench_alloc(m * n, 3);
+    double gflops = 0.0;
+    if (a && b && c) {
+        gs_k_gemm(ta, tb, m, n, k, 1.0f, a, ta ? m : k, b, tb ? k : n, 0.0f, c, n); /* warm-up */
+        unsigned reps = 0;
+        double t0 = now_s(), dt;
+        do {
+            gs_k_gemm(ta, tb, m, n, k, 1.0f, a, ta ? m : k, b, tb ? k : n, 0.0f, c, n);
+            reps++;
+        } while ((dt = now_s() - t0) < min_s);
+        gflops = 2.0 * (double)m * (double)n * (double)k * reps / dt * 1e-9;
+    }
+    free(a), free(b), free(c);
+    return gflops;
+}
+
+/* AdamW on n floats: reads p, g, m, v and writes p, m, v, 28 bytes per element. Returns GB/s. */
+static double bench_adamw(size_t n, double min_s)
+{
+    float *p = bench_alloc(n, 4), *g = bench_alloc(n, 5), *m = calloc(n, sizeof(float)), *v = calloc(n, sizeof(float));
+    double gbs = 0.0;
+    if (p && g && m && v) {
+        gs_k_adamw(p, g, m, v, n, 1e-4f, 0.9f, 0.95f, 1e-8f, 0.1f, 1); /* warm-up: first touch of m, v */
+        unsigned reps = 0;
+        double t0 = now_s(), dt;
+        do {
+            gs_k_adamw(p, g, m, v, n, 1e-4f, 0.9f, 0.95f, 1e-8f, 0.1f, reps + 2);
+            reps++;
+        } while ((dt = now_s() - t0) < min_s);
+        gbs = 28.0 * (double)n * reps / dt * 1e-9;
+    }
+    free(p), free(g), free(m), free(v);
+    return gbs;
+}
+
+/* RMSNorm forward + backward on t rows of h: forward reads x, writes y (8 bytes per element),
+ * backward reads x, dy and writes dx (12 bytes per element); g, dg and rstd are negligible. */
+static void bench_rmsnorm(size_t t, size_t h, double min_s, double *fwd_gbs, double *bwd_gbs)
+{
+    float *x = bench_alloc(t * h, 6), *g = bench_alloc(h, 7), *y = bench_alloc(t * h, 8), *dy = bench_alloc(t * h, 9),
+          *dx = malloc(t * h * sizeof(float)), *dg = calloc(h, sizeof(float)), *rstd = malloc(t * sizeof(float));
+    *fwd_gbs = *bwd_gbs = 0.0;
+    if (x && g && y && dy && dx && dg && rstd) {
+        gs_k_rmsnorm_fwd(x, g, y, rstd, t, h, 1e-5f); /* warm-up: first touch of the outputs */
+        gs_k_rmsnorm_bwd(x, g, rstd, dy, dx, dg, t, h);
+        unsigned reps = 0;
+        double t0 = now_s(), dt;
+        do {
+            gs_k_rmsnorm_fwd(x, g, y, rstd, t, h, 1e-5f);
+            reps++;
+        } while ((dt = now_s() - t0) < min_s);
+        *fwd_gbs = 8.0 * (double)(t * h) * reps / dt * 1e-9;
+        reps = 0;
+        t0 = now_s();
+        do {
+            gs_k_rmsnorm_bwd(x, g, rstd, dy, dx, dg, t, h);
+            reps++;
+        } while ((dt = now_s() - t0) < min_s);
+        *bwd_gbs = 12.0 * (double)(t * h) * reps / dt * 1e-9;
+    }
+    free(x), free(g), free(y), free(dy), free(dx), free(dg), free(rstd);
+}
+
+int main(int argc, char **argv)
+{
+    int quick = argc > 1 && strcmp(argv[1], "--quick") == 0;
+    double min_s = quick ? 0.05 : 0.5;
+    static const struct {
+        size_t m, n, k;
+        const char *what;
+    } shapes[] = {
+        {256, 256, 256, "square"},
+        {512, 512, 512, "square"},
+        {1024, 1024, 1024, "square"},
+        {512, 2048, 512, "linear fwd: 512 tokens, 512 -> 2048"},
+        {127, 333, 255, "odd"},
+    };
+    printf("gs_k_gemm (single thread)\n");
+    printf("  %5s %5s %5s  %8s %8s %8s %8s  %s\n", "m", "n", "k", "NN", "NT", "TN", "TT", "GFLOP/s");
+    for (size_t i = 0; i < sizeof shapes / sizeof shapes[0]; i++) {
+        if (quick && shapes[i].m > 512)
+            continue;
+        printf("  %5zu %5zu %5zu ", shapes[i].m, shapes[i].n, shapes[i].k);
+        for (int tr = 0; tr < 4; tr++)
+            printf(" %8.2f", bench_gemm(tr >> 1, tr & 1, shapes[i].m, shapes[i].n, shapes[i].k, min_s));
+        printf("  %s\n", shapes[i].what);
+    }
+    size_t n_adamw = (size_t)1 << (quick ? 20 : 24);
+    printf("gs_k_adamw      %9zu floats: %6.2f GB/s\n", n_adamw, bench_adamw(n_adamw, min_s));
+    double fwd, bwd;
+    bench_rmsnorm(2048, 4096, min_s, &fwd, &bwd);
+    printf("gs_k_rmsnorm    2048 x 4096: fwd %6.2f GB/s, bwd %6.2f GB/s\n", fwd, bwd);
+    return 0;
+}

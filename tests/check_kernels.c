@@ -1,0 +1,853 @@
+/* Check suite for kernels/host: gemm against a double triple loop with a rounding-error bound;
+ * every backward against central differences of a double-precision reference forward; AdamW
+ * against the PyTorch formula in double; seeded tokens and init (determinism, sharding, moments). */
+#include <check.h>
+#include <float.h>
+#include <math.h>
+#include <stdint.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "kernels/host/kernels.h"
+
+/* ---- test helpers ------------------------------------------------------------------------ */
+
+/* xorshift64*: the tests' own random numbers, independent of the kernels' splitmix64. */
+typedef struct {
+    uint64_t s;
+} test_rng;
+
+static double rng_uniform(test_rng *r, double lo, double hi)
+{
+    r->s ^= r->s >> 12;
+    r->s ^= r->s << 25;
+    r->s ^= r->s >> 27;
+    uint64_t x = r->s * UINT64_C(2685821657736338717);
+    return lo + (hi - lo) * ((double)(x >> 11) / 9007199254740992.0);
+}
+
+static void fill_uniform(test_rng *r, float *x, size_t n, double lo, double hi)
+{
+    for (size_t i = 0; i < n; i++)
+        x[i] = (float)rng_uniform(r, lo, hi);
+}
+
+static void fill_value(float *x, size_t n, float value)
+{
+    for (size_t i = 0; i < n; i++)
+        x[i] = value;
+}
+
+static void to_double(const float *x, double *y, size_t n)
+{
+    for (size_t i = 0; i < n; i++)
+        y[i] = x[i];
+}
+
+static float *falloc(size_t n)
+{
+    float *x = malloc((n ? n : 1) * sizeof(float));
+    ck_assert_ptr_nonnull(x);
+    return x;
+}
+
+static double *dalloc(size_t n)
+{
+    double *x = calloc(n ? n : 1, sizeof(double));
+    ck_assert_ptr_nonnull(x);
+    return x;
+}
+
+/* A double-precision reference forward: out = f(theta) for the problem in ctx. */
+typedef void (*ref_forward)(const void *ctx, const double *theta, double *out);
+
+/* Finite-difference step: with inputs of order 1 and smooth forwards, the central difference's
+ * truncation error (h^2 / 6 |f'''|) is ~1e-9 and its cancellation error (1e-16 |L| / h) ~1e-11,
+ * both far below fp32 kernel rounding (~1e-6), so the FD gradient stands for the exact one. */
+#define FD_STEP 1e-4
+
+/* grad[i] = dL/dtheta[i] by central differences, L = sum_j dy[j] * out[j]. */
+static void fd_gradient(ref_forward f, const void *ctx, double *theta, size_t ntheta, const double *dy, size_t nout,
+                        double *grad)
+{
+    double *out = dalloc(nout);
+    for (size_t i = 0; i < ntheta; i++) {
+        double saved = theta[i], lp = 0.0, lm = 0.0;
+        theta[i] = saved + FD_STEP;
+        f(ctx, theta, out);
+        for (size_t j = 0; j < nout; j++)
+            lp += dy[j] * out[j];
+        theta[i] = saved - FD_STEP;
+        f(ctx, theta, out);
+        for (size_t j = 0; j < nout; j++)
+            lm += dy[j] * out[j];
+        theta[i] = saved;
+        grad[i] = (lp - lm) / (2.0 * FD_STEP);
+    }
+    free(out);
+}
+
+/* |got - want| <= rtol * max|want| for every element of two dense arrays (relative to the
+ * tensor's largest magnitude, floored at 1e-3; NaN fails). */
+static void expect_close(const char *what, const float *got, const double *want, size_t n, double rtol)
+{
+    double scale = 1e-3;
+    for (size_t i = 0; i < n; i++)
+        scale = fmax(scale, fabs(want[i]));
+    double limit = rtol * scale;
+    for (size_t i = 0; i < n; i++) {
+        double err = fabs((double)got[i] - want[i]);
+        ck_assert_msg(err <= limit, "%s[%zu]: got %.9g, want %.9g (|error| %.3g > %.3g = %.0e x max|want| %.3g)",
+                      what, i, (double)got[i], want[i], err, limit, rtol, scale);
+    }
+}
+
+/* Tolerances of fp32 kernels against double references on these small problems (sums of at most a
+ * few dozen order-1 terms), relative to the tensor's largest magnitude. The worst-case rounding
+ * bound is n u ~ 30 x 6e-8 = 2e-6; observed errors are ~1e-7. Forwards get 2e-6; gradients 1e-5,
+ * which also absorbs the finite differences' own error (~1e-9). A formula error is order 1. */
+#define GRAD_RTOL 1e-5
+#define FWD_RTOL 2e-6
+
+/* ---- gemm -------------------------------------------------------------------------------- */
+
+/* One gemm problem with padded leading dimensions: pads of A and B hold NaN (must not be read),
+ * C's pad holds a sentinel (must not be written); beta = 0 puts NaN in C (must be ignored). The
+ * bound: in-order fp32 summation of k products onto beta*c errs by at most
+ * gamma_{k+2} (sum|alpha a b| + |beta c|), gamma_n = n u / (1 - n u), u = 2^-24; we allow
+ * (k + 3) FLT_EPSILON (about twice that). */
+static void gemm_case(int ta, int tb, size_t m, size_t n, size_t k, size_t pad, float alpha, float beta,
+                      uint64_t seed)
+{
+    test_rng r = {seed};
+    size_t a_rows = ta ? k : m, a_cols = ta ? m : k, lda = a_cols + pad;
+    size_t b_rows = tb ? n : k, b_cols = tb ? k : n, ldb = b_cols + pad;
+    size_t ldc = n + pad;
+    float *a = falloc(a_rows * lda), *b = falloc(b_rows * ldb), *c = falloc(m * ldc), *c0 = falloc(m * ldc);
+    fill_value(a, a_rows * lda, NAN);
+    fill_value(b, b_rows * ldb, NAN);
+    for (size_t i = 0; i < a_rows; i++)
+        fill_uniform(&r, a + i * lda, a_cols, -1, 1);
+    for (size_t i = 0; i < b_rows; i++)
+        fill_uniform(&r, b + i * ldb, b_cols, -1, 1);
+    fill_value(c, m * ldc, 12345.0f);
+    for (size_t i = 0; i < m; i++) {
+        if (beta == 0.0f)
+            fill_value(c + i * ldc, n, NAN);
+        else
+            fill_uniform(&r, c + i * ldc, n, -1, 1);
+    }
+    memcpy(c0, c, m * ldc * sizeof(float));
+
+    gs_k_gemm(ta, tb, m, n, k, alpha, a, lda, b, ldb, beta, c, ldc);
+
+    for (size_t i = 0; i < m; i++) {
+        for (size_t j = 0; j < n; j++) {
+            double sum = 0.0, abssum = 0.0;
+            for (size_t p = 0; p < k; p++) {
+                double av = ta ? a[p * lda + i] : a[i * lda + p];
+                double bv = tb ? b[j * ldb + p] : b[p * ldb + j];
+                sum += av * bv;
+                abssum += fabs(av * bv);
+            }
+            double want = (double)alpha * sum, bound = fabs((double)alpha) * abssum;
+            if (beta != 0.0f) {
+                want += (double)beta * c0[i * ldc + j];
+                bound += fabs((double)beta * c0[i * ldc + j]);
+            }
+            bound *= (double)(k + 3) * FLT_EPSILON;
+            double err = fabs((double)c[i * ldc + j] - want);
+            ck_assert_msg(err <= bound, "gemm ta=%d tb=%d %zux%zux%zu C[%zu,%zu] = %.9g, want %.9g (bound %.3g)", ta,
+                          tb, m, n, k, i, j, (double)c[i * ldc + j], want, bound);
+        }
+        for (size_t j = n; j < ldc; j++)
+            ck_assert_msg(c[i * ldc + j] == 12345.0f, "gemm wrote C's padding at [%zu,%zu]", i, j);
+    }
+    free(a), free(b), free(c), free(c0);
+}
+
+START_TEST(test_gemm_transposes)
+{
+    for (int ta = 0; ta < 2; ta++)
+        for (int tb = 0; tb < 2; tb++) {
+            gemm_case(ta, tb, 37, 29, 53, 3, 1.0f, 0.0f, 11);    /* odd, non-square, beta 0 over NaN */
+            gemm_case(ta, tb, 5, 1, 7, 0, -1.25f, 0.5f, 12);     /* thin, general alpha, beta */
+            gemm_case(ta, tb, 1, 13, 2, 5, 1.0f, 1.0f, 13);      /* accumulate */
+            gemm_case(ta, tb, 131, 77, 300, 2, 0.75f, 0.0f, 14); /* crosses every cache block */
+        }
+}
+END_TEST
+
+START_TEST(test_gemm_k_zero)
+{
+    float c[6] = {NAN, NAN, NAN, 1, 2, 3}, a[1] = {0}, b[1] = {0};
+    gs_k_gemm(0, 0, 1, 3, 0, 1.0f, a, 1, b, 3, 0.0f, c, 3);
+    for (int j = 0; j < 3; j++)
+        ck_assert(c[j] == 0.0f);
+    gs_k_gemm(0, 0, 1, 3, 0, 1.0f, a, 1, b, 3, 2.0f, c + 3, 3);
+    ck_assert(c[3] == 2.0f && c[4] == 4.0f && c[5] == 6.0f);
+}
+END_TEST
+
+/* The same element gets the same bits however the call tiles it: rows 70..75, columns 3..60 of a
+ * large product computed alone equal those of the whole product. Without FMA contraction they
+ * also equal a naive in-order fp32 loop, which is the header's "summed over k in order". */
+START_TEST(test_gemm_order)
+{
+    enum { M = 131, N = 77, K = 300 };
+    test_rng r = {21};
+    float *a = falloc(M * K), *b = falloc(N * K), *c = falloc(M * N), *sub = falloc(6 * 58);
+    fill_uniform(&r, a, M * K, -1, 1);
+    fill_uniform(&r, b, N * K, -1, 1);
+    fill_uniform(&r, c, M * N, -1, 1);
+    for (size_t i = 0; i < 6; i++)
+        memcpy(sub + i * 58, c + (70 + i) * N + 3, 58 * sizeof(float));
+    float *c_in = falloc(M * N);
+    memcpy(c_in, c, M * N * sizeof(float));
+    gs_k_gemm(0, 1, M, N, K, 1.0f, a, K, b, K, 1.0f, c, N);
+    gs_k_gemm(0, 1, 6, 58, K, 1.0f, a + 70 * K, K, b + 3 * K, K, 1.0f, sub, 58);
+    for (size_t i = 0; i < 6; i++)
+        ck_assert_msg(memcmp(sub + i * 58, c + (70 + i) * N + 3, 58 * sizeof(float)) == 0,
+                      "row %zu differs between whole and partial products", 70 + i);
+#ifndef __FP_FAST_FMAF
+    for (size_t i = 0; i < M; i++)
+        for (size_t j = 0; j < N; j++) {
+            volatile float acc = c_in[i * N + j];
+            for (size_t p = 0; p < K; p++) {
+                volatile float prod = a[i * K + p] * b[j * K + p];
+                acc = acc + prod;
+            }
+            ck_assert_msg(acc == c[i * N + j], "C[%zu,%zu] is not the in-order sum", i, j);
+        }
+#endif
+    free(a), free(b), free(c), free(sub), free(c_in);
+}
+END_TEST
+
+/* ---- linear ------------------------------------------------------------------------------ */
+
+typedef struct {
+    size_t t, k, n;
+} linear_problem;
+
+/* theta = [x (t x k), w (n x k)]; out = x w^T. */
+static void ref_linear(const void *ctx, const double *theta, double *out)
+{
+    const linear_problem *pb = ctx;
+    const double *x = theta, *w = theta + pb->t * pb->k;
+    for (size_t r = 0; r < pb->t; r++)
+        for (size_t o = 0; o < pb->n; o++) {
+            double s = 0.0;
+            for (size_t i = 0; i < pb->k; i++)
+                s += x[r * pb->k + i] * w[o * pb->k + i];
+            out[r * pb->n + o] = s;
+        }
+}
+
+START_TEST(test_linear)
+{
+    linear_problem pb = {5, 7, 6};
+    size_t nx = pb.t * pb.k, nw = pb.n * pb.k, ny = pb.t * pb.n;
+    test_rng r = {31};
+    float *theta = falloc(nx + nw), *y = falloc(ny), *dy = falloc(ny), *dx = falloc(nx), *dw = falloc(nw),
+          *dw0 = falloc(nw);
+    fill_uniform(&r, theta, nx + nw, -1, 1);
+    fill_uniform(&r, dy, ny, -1, 1);
+    fill_uniform(&r, dw0, nw, -1, 1);
+    double *th = dalloc(nx + nw), *dyd = dalloc(ny), *yref = dalloc(ny), *grad = dalloc(nx + nw);
+    to_double(theta, th, nx + nw);
+    to_double(dy, dyd, ny);
+
+    gs_k_linear_fwd(theta, theta + nx, y, pb.t, pb.k, pb.n);
+    ref_linear(&pb, th, yref);
+    expect_close("linear y", y, yref, ny, FWD_RTOL);
+
+    fill_value(dx, nx, NAN); /* written, not accumulated */
+    memcpy(dw, dw0, nw * sizeof(float));
+    gs_k_linear_bwd(theta, theta + nx, dy, dx, dw, pb.t, pb.k, pb.n);
+    fd_gradient(ref_linear, &pb, th, nx + nw, dyd, ny, grad);
+    expect_close("linear dx", dx, grad, nx, GRAD_RTOL);
+    for (size_t i = 0; i < nw; i++) {
+        grad[nx + i] += dw0[i]; /* dw accumulates */
+    }
+    expect_close("linear dw", dw, grad + nx, nw, GRAD_RTOL);
+
+    /* dx NULL: only dw, accumulated a second time. */
+    for (size_t i = 0; i < nw; i++)
+        grad[nx + i] += grad[nx + i] - dw0[i];
+    gs_k_linear_bwd(theta, theta + nx, dy, NULL, dw, pb.t, pb.k, pb.n);
+    expect_close("linear dw (twice)", dw, grad + nx, nw, GRAD_RTOL);
+    free(theta), free(y), free(dy), free(dx), free(dw), free(dw0), free(th), free(dyd), free(yref), free(grad);
+}
+END_TEST
+
+START_TEST(test_add_scale)
+{
+    float y[3] = {1, 2, 3}, x[3] = {0.5f, -2, 4};
+    gs_k_add(y, x, 3);
+    ck_assert(y[0] == 1.5f && y[1] == 0.0f && y[2] == 7.0f);
+    gs_k_scale(y, -2.0f, 3);
+    ck_assert(y[0] == -3.0f && y[1] == 0.0f && y[2] == -14.0f);
+}
+END_TEST
+
+/* ---- embedding --------------------------------------------------------------------------- */
+
+typedef struct {
+    const int32_t *tok;
+    size_t t, lo, n, h;
+} embed_problem;
+
+/* theta = the slice's rows [n x h]; out[t x h]. */
+static void ref_embed(const void *ctx, const double *theta, double *out)
+{
+    const embed_problem *pb = ctx;
+    for (size_t r = 0; r < pb->t; r++) {
+        long v = pb->tok[r];
+        int in = v >= (long)pb->lo && v < (long)(pb->lo + pb->n);
+        for (size_t c = 0; c < pb->h; c++)
+            out[r * pb->h + c] = in ? theta[(size_t)(v - (long)pb->lo) * pb->h + c] : 0.0;
+    }
+}
+
+START_TEST(test_embed)
+{
+    enum { T = 9, H = 5, V = 10 };
+    const int32_t tok[T] = {0, 9, 3, 6, 7, 2, 5, 5, -1}; /* slice [3, 7): 3, 6, 5, 5 inside */
+    embed_problem pb = {tok, T, 3, 4, H};
+    test_rng r = {41};
+    float *full = falloc(V * H), *y = falloc(T * H), *y2 = falloc(T * H), *dy = falloc(T * H), *dw = falloc(4 * H),
+          *dw0 = falloc(4 * H);
+    fill_uniform(&r, full, V * H, -1, 1);
+    fill_uniform(&r, dy, T * H, -1, 1);
+    fill_uniform(&r, dw0, 4 * H, -1, 1);
+    double *th = dalloc(4 * H), *yref = dalloc(T * H), *dyd = dalloc(T * H), *grad = dalloc(4 * H);
+    to_double(full + 3 * H, th, 4 * H);
+    to_double(dy, dyd, T * H);
+
+    fill_value(y, T * H, NAN);
+    gs_k_embed_fwd(tok, T, full + 3 * H, 3, 4, H, y);
+    ref_embed(&pb, th, yref);
+    for (size_t i = 0; i < T * H; i++)
+        ck_assert_msg((double)y[i] == yref[i], "embed y[%zu] = %g, want %g", i, (double)y[i], yref[i]);
+
+    /* The two slices [0, 3) and [3, 10) summed give the whole table's lookup. */
+    gs_k_embed_fwd(tok, T, full, 0, 3, H, y);
+    gs_k_embed_fwd(tok, T, full + 3 * H, 3, V - 3, H, y2);
+    for (size_t rr = 0; rr < T; rr++)
+        for (size_t c = 0; c < H; c++) {
+            float want = tok[rr] >= 0 ? full[(size_t)tok[rr] * H + c] : 0.0f;
+            ck_assert(y[rr * H + c] + y2[rr * H + c] == want);
+        }
+
+    memcpy(dw, dw0, 4 * H * sizeof(float));
+    gs_k_embed_bwd(tok, T, dy, 3, 4, H, dw);
+    fd_gradient(ref_embed, &pb, th, 4 * H, dyd, T * H, grad);
+    for (size_t i = 0; i < 4 * H; i++)
+        grad[i] += dw0[i];
+    expect_close("embed dw", dw, grad, 4 * H, GRAD_RTOL);
+    free(full), free(y), free(y2), free(dy), free(dw), free(dw0), free(th), free(yref), free(dyd), free(grad);
+}
+END_TEST
+
+/* ---- RMSNorm ----------------------------------------------------------------------------- */
+
+typedef struct {
+    size_t t, h;
+    double eps;
+} rmsnorm_problem;
+
+/* theta = [x (t x h), g (h)]. */
+static void ref_rmsnorm(const void *ctx, const double *theta, double *out)
+{
+    const rmsnorm_problem *pb = ctx;
+    const double *x = theta, *g = theta + pb->t * pb->h;
+    for (size_t r = 0; r < pb->t; r++) {
+        double ms = 0.0;
+        for (size_t i = 0; i < pb->h; i++)
+            ms += x[r * pb->h + i] * x[r * pb->h + i];
+        double rs = 1.0 / sqrt(ms / (double)pb->h + pb->eps);
+        for (size_t i = 0; i < pb->h; i++)
+            out[r * pb->h + i] = x[r * pb->h + i] * rs * g[i];
+    }
+}
+
+START_TEST(test_rmsnorm)
+{
+    rmsnorm_problem pb = {4, 9, 1e-5};
+    size_t nx = pb.t * pb.h;
+    test_rng r = {51};
+    float *theta = falloc(nx + pb.h), *y = falloc(nx), *rstd = falloc(pb.t), *dy = falloc(nx), *dx = falloc(nx),
+          *dg = falloc(pb.h), *dg0 = falloc(pb.h);
+    fill_uniform(&r, theta, nx, -2, 2);
+    fill_uniform(&r, theta + nx, pb.h, 0.5, 1.5);
+    fill_uniform(&r, dy, nx, -1, 1);
+    fill_uniform(&r, dg0, pb.h, -1, 1);
+    double *th = dalloc(nx + pb.h), *yref = dalloc(nx), *dyd = dalloc(nx), *grad = dalloc(nx + pb.h);
+    to_double(theta, th, nx + pb.h);
+    to_double(dy, dyd, nx);
+
+    gs_k_rmsnorm_fwd(theta, theta + nx, y, rstd, pb.t, pb.h, (float)pb.eps);
+    ref_rmsnorm(&pb, th, yref);
+    expect_close("rmsnorm y", y, yref, nx, FWD_RTOL);
+    for (size_t rr = 0; rr < pb.t; rr++) {
+        double ms = 0.0;
+        for (size_t i = 0; i < pb.h; i++)
+            ms += th[rr * pb.h + i] * th[rr * pb.h + i];
+        double want = 1.0 / sqrt(ms / (double)pb.h + pb.eps);
+        ck_assert_msg(fabs(rstd[rr] - want) <= FWD_RTOL * want, "rstd[%zu] = %g, want %g", rr, (double)rstd[rr],
+                      want);
+    }
+
+    fill_value(dx, nx, NAN);
+    memcpy(dg, dg0, pb.h * sizeof(float));
+    gs_k_rmsnorm_bwd(theta, theta + nx, rstd, dy, dx, dg, pb.t, pb.h);
+    fd_gradient(ref_rmsnorm, &pb, th, nx + pb.h, dyd, nx, grad);
+    expect_close("rmsnorm dx", dx, grad, nx, GRAD_RTOL);
+    for (size_t i = 0; i < pb.h; i++)
+        grad[nx + i] += dg0[i];
+    expect_close("rmsnorm dg", dg, grad + nx, pb.h, GRAD_RTOL);
+    free(theta), free(y), free(rstd), free(dy), free(dx), free(dg), free(dg0), free(th), free(yref), free(dyd),
+        free(grad);
+}
+END_TEST
+
+/* ---- RoPE -------------------------------------------------------------------------------- */
+
+typedef struct {
+    size_t t, seq, nh, hd, ld;
+    double theta;
+} rope_problem;
+
+/* theta = the strided rows [t x ld] (padding passed through); out the same layout. */
+static void ref_rope(const void *ctx, const double *x, double *out)
+{
+    const rope_problem *pb = ctx;
+    size_t half = pb->hd / 2;
+    memcpy(out, x, pb->t * pb->ld * sizeof(double));
+    for (size_t r = 0; r < pb->t; r++)
+        for (size_t hh = 0; hh < pb->nh; hh++)
+            for (size_t i = 0; i < half; i++) {
+                double angle = (double)(r % pb->seq) / pow(pb->theta, (double)(2 * i) / (double)pb->hd);
+                const double *v = x + r * pb->ld + hh * pb->hd;
+                double *o = out + r * pb->ld + hh * pb->hd;
+                o[i] = v[i] * cos(angle) - v[i + half] * sin(angle);
+                o[i + half] = v[i + half] * cos(angle) + v[i] * sin(angle);
+            }
+}
+
+START_TEST(test_rope)
+{
+    rope_problem pb = {10, 5, 3, 8, 3 * 8 + 4, 100.0};
+    size_t n = pb.t * pb.ld;
+    test_rng r = {61};
+    float *x = falloc(n), *y = falloc(n), *dy = falloc(n);
+    fill_uniform(&r, x, n, -1, 1);
+    fill_uniform(&r, dy, n, -1, 1);
+    for (size_t rr = 0; rr < pb.t; rr++)
+        for (size_t c = pb.nh * pb.hd; c < pb.ld; c++)
+            x[rr * pb.ld + c] = 0.5f; /* padding: must come back untouched */
+    double *xd = dalloc(n), *yref = dalloc(n), *dyd = dalloc(n), *grad = dalloc(n);
+    to_double(x, xd, n);
+
+    memcpy(y, x, n * sizeof(float));
+    gs_k_rope_fwd(y, pb.t, pb.seq, pb.nh, pb.hd, pb.ld, (float)pb.theta);
+    ref_rope(&pb, xd, yref);
+    expect_close("rope y", y, yref, n, FWD_RTOL);
+    for (size_t rr = 0; rr < pb.t; rr++)
+        for (size_t c = pb.nh * pb.hd; c < pb.ld; c++)
+            ck_assert(y[rr * pb.ld + c] == 0.5f);
+
+    /* rope_bwd undoes rope_fwd (a rotation's transpose is its inverse). */
+    gs_k_rope_bwd(y, pb.t, pb.seq, pb.nh, pb.hd, pb.ld, (float)pb.theta);
+    expect_close("rope_bwd(rope_fwd(x))", y, xd, n, 1e-6);
+
+    /* Gradient: the padding's dy is zeroed (the kernel passes it through, FD would count it). */
+    for (size_t rr = 0; rr < pb.t; rr++)
+        for (size_t c = pb.nh * pb.hd; c < pb.ld; c++)
+            dy[rr * pb.ld + c] = 0.0f;
+    to_double(dy, dyd, n);
+    gs_k_rope_bwd(dy, pb.t, pb.seq, pb.nh, pb.hd, pb.ld, (float)pb.theta);
+    fd_gradient(ref_rope, &pb, xd, n, dyd, n, grad);
+    expect_close("rope dx", dy, grad, n, GRAD_RTOL);
+    free(x), free(y), free(dy), free(xd), free(yref), free(dyd), free(grad);
+}
+END_TEST
+
+/* ---- attention --------------------------------------------------------------------------- */
+
+typedef struct {
+    size_t nseq, seq, nh, nkv, hd, ldqkv, ldo;
+} attn_problem;
+
+/* theta = the fused [t x ldqkv] rows (q heads, then k heads, then v heads); out [t x nh*hd]. */
+static void ref_attn(const void *ctx, const double *qkv, double *out)
+{
+    const attn_problem *pb = ctx;
+    size_t group = pb->nh / pb->nkv, ld = pb->ldqkv;
+    double scale = 1.0 / sqrt((double)pb->hd), sc[64];
+    ck_assert(pb->seq <= 64);
+    for (size_t s = 0; s < pb->nseq; s++)
+        for (size_t i = 0; i < pb->nh; i++)
+            for (size_t a = 0; a < pb->seq; a++) {
+                size_t ra = s * pb->seq + a, j = i / group;
+                const double *q = qkv + ra * ld + i * pb->hd;
+                double mx = -INFINITY, sum = 0.0;
+                for (size_t b = 0; b <= a; b++) {
+                    const double *k = qkv + (s * pb->seq + b) * ld + (pb->nh + j) * pb->hd;
+                    sc[b] = 0.0;
+                    for (size_t d = 0; d < pb->hd; d++)
+                        sc[b] += q[d] * k[d] * scale;
+                    mx = fmax(mx, sc[b]);
+                }
+                for (size_t b = 0; b <= a; b++)
+                    sum += (sc[b] = exp(sc[b] - mx));
+                for (size_t d = 0; d < pb->hd; d++) {
+                    double o = 0.0;
+                    for (size_t b = 0; b <= a; b++)
+                        o += sc[b] / sum * qkv[(s * pb->seq + b) * ld + (pb->nh + pb->nkv + j) * pb->hd + d];
+                    out[ra * pb->nh * pb->hd + i * pb->hd + d] = o;
+                }
+            }
+}
+
+START_TEST(test_attention)
+{
+    attn_problem pb = {2, 5, 4, 2, 6, 0, 0};
+    pb.ldqkv = (pb.nh + 2 * pb.nkv) * pb.hd;
+    pb.ldo = pb.nh * pb.hd + 5;
+    size_t t = pb.nseq * pb.seq, nqkv = t * pb.ldqkv, nout = t * pb.nh * pb.hd, np = pb.nseq * pb.nh * pb.seq * pb.seq;
+    size_t koff = pb.nh * pb.hd, voff = (pb.nh + pb.nkv) * pb.hd;
+    test_rng r = {71};
+    float *qkv = falloc(nqkv), *out = falloc(t * pb.ldo), *p = falloc(np), *dout = falloc(t * pb.ldo),
+          *dqkv = falloc(nqkv), *got = falloc(nout);
+    fill_uniform(&r, qkv, nqkv, -1.5, 1.5);
+    fill_value(out, t * pb.ldo, 777.0f);
+    fill_value(dout, t * pb.ldo, NAN); /* padding must not be read */
+    double *th = dalloc(nqkv), *oref = dalloc(nout), *dyd = dalloc(nout), *grad = dalloc(nqkv);
+    for (size_t rr = 0; rr < t; rr++)
+        for (size_t c = 0; c < pb.nh * pb.hd; c++) {
+            dout[rr * pb.ldo + c] = (float)rng_uniform(&r, -1, 1);
+            dyd[rr * pb.nh * pb.hd + c] = dout[rr * pb.ldo + c];
+        }
+    to_double(qkv, th, nqkv);
+
+    gs_k_attn_fwd(qkv, pb.ldqkv, qkv + koff, qkv + voff, pb.ldqkv, out, pb.ldo, p, pb.nseq, pb.seq, pb.nh, pb.nkv,
+                  pb.hd);
+    ref_attn(&pb, th, oref);
+    for (size_t rr = 0; rr < t; rr++) {
+        memcpy(got + rr * pb.nh * pb.hd, out + rr * pb.ldo, pb.nh * pb.hd * sizeof(float));
+        for (size_t c = pb.nh * pb.hd; c < pb.ldo; c++)
+            ck_assert_msg(out[rr * pb.ldo + c] == 777.0f, "attention wrote out's padding");
+    }
+    expect_close("attention out", got, oref, nout, FWD_RTOL);
+    /* Saved probabilities: causal (zero above the diagonal), each row sums to 1. */
+    for (size_t h = 0; h < pb.nseq * pb.nh; h++)
+        for (size_t a = 0; a < pb.seq; a++) {
+            double sum = 0.0;
+            for (size_t b = 0; b < pb.seq; b++) {
+                float pv = p[(h * pb.seq + a) * pb.seq + b];
+                if (b > a)
+                    ck_assert(pv == 0.0f);
+                else
+                    ck_assert(pv > 0.0f);
+                sum += pv;
+            }
+            ck_assert_msg(fabs(sum - 1.0) <= 1e-6, "P row sums to %.9g", sum);
+        }
+
+    fill_value(dqkv, nqkv, NAN); /* dq, dk, dv are written: every column of the fused buffer */
+    gs_k_attn_bwd(qkv, pb.ldqkv, qkv + koff, qkv + voff, pb.ldqkv, p, dout, pb.ldo, dqkv, dqkv + koff, dqkv + voff,
+                  pb.nseq, pb.seq, pb.nh, pb.nkv, pb.hd);
+    fd_gradient(ref_attn, &pb, th, nqkv, dyd, nout, grad);
+    expect_close("attention dqkv", dqkv, grad, nqkv, GRAD_RTOL);
+    free(qkv), free(out), free(p), free(dout), free(dqkv), free(got), free(th), free(oref), free(dyd), free(grad);
+}
+END_TEST
+
+/* ---- SwiGLU ------------------------------------------------------------------------------ */
+
+typedef struct {
+    size_t t, f;
+} swiglu_problem;
+
+static void ref_swiglu(const void *ctx, const double *gu, double *out)
+{
+    const swiglu_problem *pb = ctx;
+    for (size_t r = 0; r < pb->t; r++)
+        for (size_t i = 0; i < pb->f; i++) {
+            double g = gu[r * 2 * pb->f + i], u = gu[r * 2 * pb->f + pb->f + i];
+            out[r * pb->f + i] = g / (1.0 + exp(-g)) * u;
+        }
+}
+
+START_TEST(test_swiglu)
+{
+    swiglu_problem pb = {3, 7};
+    size_t ngu = pb.t * 2 * pb.f, nh = pb.t * pb.f;
+    test_rng r = {81};
+    float *gu = falloc(ngu), *h = falloc(nh), *dh = falloc(nh), *dgu = falloc(ngu);
+    fill_uniform(&r, gu, ngu, -3, 3);
+    fill_uniform(&r, dh, nh, -1, 1);
+    double *th = dalloc(ngu), *href = dalloc(nh), *dyd = dalloc(nh), *grad = dalloc(ngu);
+    to_double(gu, th, ngu);
+    to_double(dh, dyd, nh);
+    gs_k_swiglu_fwd(gu, h, pb.t, pb.f);
+    ref_swiglu(&pb, th, href);
+    expect_close("swiglu h", h, href, nh, FWD_RTOL);
+    fill_value(dgu, ngu, NAN);
+    gs_k_swiglu_bwd(gu, dh, dgu, pb.t, pb.f);
+    fd_gradient(ref_swiglu, &pb, th, ngu, dyd, nh, grad);
+    expect_close("swiglu dgu", dgu, grad, ngu, GRAD_RTOL);
+    free(gu), free(h), free(dh), free(dgu), free(th), free(href), free(dyd), free(grad);
+}
+END_TEST
+
+/* ---- cross-entropy ----------------------------------------------------------------------- */
+
+typedef struct {
+    const int32_t *target;
+    size_t t, vocab;
+} xent_problem;
+
+/* out[0] = sum over rows of (log sum exp(x) - x[target]); out[1 + r] = lse of row r. */
+static void ref_xent(const void *ctx, const double *x, double *out)
+{
+    const xent_problem *pb = ctx;
+    out[0] = 0.0;
+    for (size_t r = 0; r < pb->t; r++) {
+        double mx = -INFINITY, sum = 0.0;
+        for (size_t c = 0; c < pb->vocab; c++)
+            mx = fmax(mx, x[r * pb->vocab + c]);
+        for (size_t c = 0; c < pb->vocab; c++)
+            sum += exp(x[r * pb->vocab + c] - mx);
+        out[1 + r] = mx + log(sum);
+        out[0] += out[1 + r] - x[r * pb->vocab + (size_t)pb->target[r]];
+    }
+}
+
+START_TEST(test_xent)
+{
+    enum { T = 6, V = 23, SPLIT = 10 };
+    const int32_t target[T] = {0, 22, 9, 10, 3, 17};
+    xent_problem pb = {target, T, V};
+    const float scale = 0.37f;
+    test_rng r = {91};
+    float *x = falloc(T * V), *lse = falloc(T), *lse2 = falloc(T), *stats = falloc(T * 3), *stats2 = falloc(2 * T * 3),
+          *dx = falloc(T * V), *x0 = falloc(T * SPLIT), *x1 = falloc(T * (V - SPLIT)), *d0 = falloc(T * SPLIT),
+          *d1 = falloc(T * (V - SPLIT));
+    fill_uniform(&r, x, T * V, -3, 3);
+    double *th = dalloc(T * V), *ref = dalloc(1 + T), *grad = dalloc(T * V), *weight = dalloc(1 + T);
+    to_double(x, th, T * V);
+    ref_xent(&pb, th, ref);
+
+    /* Untiled: one part. */
+    gs_k_xent_stats(x, target, T, 0, V, stats);
+    double loss = gs_k_xent_combine(stats, 1, T, lse);
+    ck_assert_msg(fabs(loss - ref[0]) <= FWD_RTOL * fabs(ref[0]), "loss %.9g, want %.9g", loss, ref[0]);
+    expect_close("xent lse", lse, ref + 1, T, FWD_RTOL);
+    for (size_t rr = 0; rr < T; rr++)
+        ck_assert(stats[rr * 3 + 2] == x[rr * V + (size_t)target[rr]]);
+    gs_k_xent_bwd(x, target, lse, T, 0, V, scale, dx);
+    weight[0] = scale; /* L = scale * summed loss */
+    fd_gradient(ref_xent, &pb, th, T * V, weight, 1 + T, grad);
+    expect_close("xent dlogits", dx, grad, T * V, GRAD_RTOL);
+
+    /* Two vocabulary slices [0, 10) and [10, 23), stats laid out [part][t][3]. */
+    for (size_t rr = 0; rr < T; rr++) {
+        memcpy(x0 + rr * SPLIT, x + rr * V, SPLIT * sizeof(float));
+        memcpy(x1 + rr * (V - SPLIT), x + rr * V + SPLIT, (V - SPLIT) * sizeof(float));
+    }
+    gs_k_xent_stats(x0, target, T, 0, SPLIT, stats2);
+    gs_k_xent_stats(x1, target, T, SPLIT, V - SPLIT, stats2 + T * 3);
+    for (size_t rr = 0; rr < T; rr++) {
+        int in0 = target[rr] < SPLIT;
+        ck_assert(stats2[rr * 3 + 2] == (in0 ? x[rr * V + (size_t)target[rr]] : 0.0f));
+        ck_assert(stats2[(T + rr) * 3 + 2] == (in0 ? 0.0f : x[rr * V + (size_t)target[rr]]));
+    }
+    double loss2 = gs_k_xent_combine(stats2, 2, T, lse2);
+    /* fp32 rounding: the combined lse may differ from the untiled one in its last bits; 4 ulps of
+     * the row's lse bound it (both are double sums rounded once to float). */
+    for (size_t rr = 0; rr < T; rr++)
+        ck_assert_msg(fabsf(lse2[rr] - lse[rr]) <= 4 * FLT_EPSILON * fabsf(lse[rr]), "lse[%zu] %.9g vs %.9g", rr,
+                      (double)lse2[rr], (double)lse[rr]);
+    ck_assert_msg(fabs(loss2 - loss) <= 4 * FLT_EPSILON * fabs(loss), "tiled loss %.9g vs %.9g", loss2, loss);
+    gs_k_xent_bwd(x0, target, lse2, T, 0, SPLIT, scale, d0);
+    gs_k_xent_bwd(x1, target, lse2, T, SPLIT, V - SPLIT, scale, d1);
+    for (size_t rr = 0; rr < T; rr++)
+        for (size_t c = 0; c < V; c++) {
+            float tiled = c < SPLIT ? d0[rr * SPLIT + c] : d1[rr * (V - SPLIT) + c - SPLIT];
+            /* |d exp(x - lse)| = p |d lse| <= p * 4 ulp(lse): 4 FLT_EPSILON |lse| of scale, plus one
+             * rounding of the result. */
+            double limit = scale * 4 * FLT_EPSILON * (fabsf(lse[rr]) + 1.0f);
+            ck_assert_msg(fabsf(tiled - dx[rr * V + c]) <= limit, "tiled dlogits[%zu,%zu] %.9g vs %.9g", rr, c,
+                          (double)tiled, (double)dx[rr * V + c]);
+        }
+    free(x), free(lse), free(lse2), free(stats), free(stats2), free(dx), free(x0), free(x1), free(d0), free(d1);
+    free(th), free(ref), free(grad), free(weight);
+}
+END_TEST
+
+/* ---- AdamW ------------------------------------------------------------------------------- */
+
+/* Three steps of torch.optim.AdamW written from its documented algorithm in double:
+ * p *= 1 - lr wd; m = b1 m + (1 - b1) g; v = b2 v + (1 - b2) g^2;
+ * p -= lr (m / (1 - b1^t)) / (sqrt(v / (1 - b2^t)) + eps). Element 0 has g = 0 throughout (pure
+ * decay). The reference uses the hyperparameters as the kernel receives them (rounded to float:
+ * 1 - 0.999f is 1.3e-5 away from 0.001 relatively). Tolerance: a few fp32 roundings per step of
+ * values of order 1: 1e-6 relative. */
+START_TEST(test_adamw)
+{
+    enum { N = 7, STEPS = 3 };
+    const double lr = 1e-2f, b1 = 0.9f, b2 = 0.999f, eps = 1e-8f, wd = 0.1f;
+    test_rng r = {101};
+    float p[N], g[N], m[N] = {0}, v[N] = {0};
+    double pd[N], md[N] = {0}, vd[N] = {0};
+    fill_uniform(&r, p, N, -1, 1);
+    to_double(p, pd, N);
+    for (uint64_t step = 1; step <= STEPS; step++) {
+        fill_uniform(&r, g, N, -1, 1);
+        g[0] = 0.0f;
+        gs_k_adamw(p, g, m, v, N, (float)lr, (float)b1, (float)b2, (float)eps, (float)wd, step);
+        for (size_t i = 0; i < N; i++) {
+            pd[i] *= 1.0 - lr * wd;
+            md[i] = b1 * md[i] + (1.0 - b1) * g[i];
+            vd[i] = b2 * vd[i] + (1.0 - b2) * g[i] * g[i];
+            double mhat = md[i] / (1.0 - pow(b1, (double)step)), vhat = vd[i] / (1.0 - pow(b2, (double)step));
+            pd[i] -= lr * mhat / (sqrt(vhat) + eps);
+        }
+        for (size_t i = 0; i < N; i++) {
+            ck_assert_msg(fabs(p[i] - pd[i]) <= 1e-6 * fmax(1.0, fabs(pd[i])), "step %d p[%zu] %.9g, want %.9g",
+                          (int)step, i, (double)p[i], pd[i]);
+            ck_assert_msg(fabs(m[i] - md[i]) <= 1e-6 * fabs(md[i]) + 1e-12, "step %d m[%zu]", (int)step, i);
+            ck_assert_msg(fabs(v[i] - vd[i]) <= 1e-6 * fabs(vd[i]) + 1e-15, "step %d v[%zu]", (int)step, i);
+        }
+    }
+}
+END_TEST
+
+/* ---- tokens ------------------------------------------------------------------------------ */
+
+START_TEST(test_tokens)
+{
+    enum { S = 64, VOCAB = 50, NSEQ = 300 };
+    int32_t a[S + 1], b[S + 1], shortseq[17];
+    gs_k_tokens(42, 7, S, VOCAB, a);
+    gs_k_tokens(42, 7, S, VOCAB, b);
+    ck_assert(memcmp(a, b, sizeof a) == 0); /* deterministic */
+    gs_k_tokens(42, 7, 16, VOCAB, shortseq);
+    ck_assert(memcmp(a, shortseq, sizeof shortseq) == 0); /* a token does not depend on s */
+    gs_k_tokens(43, 7, S, VOCAB, b);
+    ck_assert(memcmp(a, b, sizeof a) != 0); /* seed matters */
+    gs_k_tokens(42, 8, S, VOCAB, b);
+    ck_assert(memcmp(a, b, sizeof a) != 0); /* sequence index matters */
+
+    /* Range, coverage, and learnable structure: for each token, how often the next one is its most
+     * frequent successor. Independent uniform tokens would score about 1/VOCAB plus noise. */
+    static unsigned succ[VOCAB][VOCAB];
+    unsigned seen[VOCAB] = {0};
+    memset(succ, 0, sizeof succ);
+    for (uint64_t sq = 0; sq < NSEQ; sq++) {
+        gs_k_tokens(42, sq, S, VOCAB, a);
+        for (size_t i = 0; i <= S; i++) {
+            ck_assert(a[i] >= 0 && a[i] < VOCAB);
+            seen[a[i]]++;
+            if (i > 0)
+                succ[a[i - 1]][a[i]]++;
+        }
+    }
+    unsigned modal = 0;
+    for (size_t i = 0; i < VOCAB; i++) {
+        ck_assert_msg(seen[i] > 0, "token %zu never drawn", i);
+        unsigned best = 0;
+        for (size_t j = 0; j < VOCAB; j++)
+            best = succ[i][j] > best ? succ[i][j] : best;
+        modal += best;
+    }
+    double follow = (double)modal / (NSEQ * S);
+    ck_assert_msg(follow > 0.5, "the next token follows its modal successor only %.3f of the time", follow);
+}
+END_TEST
+
+/* ---- init -------------------------------------------------------------------------------- */
+
+START_TEST(test_init_shards)
+{
+    enum { N = 1001 };
+    float whole[N], part[N], other[N];
+    gs_k_init_normal(whole, N, 5, 3, 0, 0.02f);
+    /* Shards at odd and even offsets (Box-Muller pairs straddle the cut at offset 1 and 667). */
+    const size_t cuts[] = {0, 1, 334, 667, N};
+    for (size_t c = 0; c + 1 < sizeof cuts / sizeof cuts[0]; c++)
+        gs_k_init_normal(part + cuts[c], cuts[c + 1] - cuts[c], 5, 3, cuts[c], 0.02f);
+    ck_assert(memcmp(whole, part, sizeof whole) == 0);
+    gs_k_init_normal(other, N, 5, 4, 0, 0.02f);
+    ck_assert(memcmp(whole, other, sizeof whole) != 0); /* tensor id matters */
+    gs_k_init_normal(other, N, 6, 3, 0, 0.02f);
+    ck_assert(memcmp(whole, other, sizeof whole) != 0); /* seed matters */
+    gs_k_init_normal(other, N, 5, 3, 0, 0.04f);
+    for (size_t i = 0; i < N; i++)
+        ck_assert(other[i] == 2.0f * whole[i]); /* std scales exactly (a power of two here) */
+}
+END_TEST
+
+/* 1e5 draws of std 0.02: the sample mean has standard error 0.02 / sqrt(1e5) = 6.3e-5 and the
+ * sample std 0.02 / sqrt(2e5) = 4.5e-5; the fraction within one std, p = 0.6827, has standard
+ * error sqrt(p (1 - p) / 1e5) = 1.5e-3. Each bound is 5 standard errors. */
+START_TEST(test_init_moments)
+{
+    enum { N = 100000 };
+    float *w = falloc(N);
+    gs_k_init_normal(w, N, 1234, 9, 0, 0.02f);
+    double sum = 0.0, sumsq = 0.0;
+    size_t within = 0;
+    for (size_t i = 0; i < N; i++) {
+        sum += w[i];
+        sumsq += (double)w[i] * w[i];
+        within += fabs(w[i]) <= 0.02;
+    }
+    double mean = sum / N, sd = sqrt(sumsq / N - mean * mean), frac = (double)within / N;
+    ck_assert_msg(fabs(mean) <= 5 * 6.3e-5, "mean %.3g", mean);
+    ck_assert_msg(fabs(sd - 0.02) <= 5 * 4.5e-5, "std %.6g", sd);
+    ck_assert_msg(fabs(frac - 0.6827) <= 5 * 1.5e-3, "fraction within 1 std %.4f", frac);
+    free(w);
+}
+END_TEST
+
+static Suite *kernels_suite(void)
+{
+    Suite *s = suite_create("kernels");
+    TCase *tc = tcase_create("gemm");
+    tcase_add_test(tc, test_gemm_transposes);
+    tcase_add_test(tc, test_gemm_k_zero);
+    tcase_add_test(tc, test_gemm_order);
+    suite_add_tcase(s, tc);
+    tc = tcase_create("gradients");
+    tcase_add_test(tc, test_linear);
+    tcase_add_test(tc, test_add_scale);
+    tcase_add_test(tc, test_embed);
+    tcase_add_test(tc, test_rmsnorm);
+    tcase_add_test(tc, test_rope);
+    tcase_add_test(tc, test_attention);
+    tcase_add_test(tc, test_swiglu);
+    tcase_add_test(tc, test_xent);
+    suite_add_tcase(s, tc);
+    tc = tcase_create("optimizer");
+    tcase_add_test(tc, test_adamw);
+    suite_add_tcase(s, tc);
+    tc = tcase_create("data");
+    tcase_add_test(tc, test_tokens);
+    tcase_add_test(tc, test_init_shards);
+    tcase_add_test(tc, test_init_moments);
+    suite_add_tcase(s, tc);
+    return s;
+}
+
+int main(void)
+{
+    SRunner *sr = srunner_create(kernels_suite());
+    srunner_run_all(sr, CK_NORMAL);
+    int failed = srunner_ntests_failed(sr);
+    srunner_free(sr);
+    return failed == 0 ? EXIT_SUCCESS : EXIT_FAILURE;
+}
