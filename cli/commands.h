@@ -24,6 +24,8 @@ gs_status gs_cmd_schedule(int argc, char **argv, gs_error *err);
 gs_status gs_cmd_coll(int argc, char **argv, gs_error *err);
 gs_status gs_cmd_validate(int argc, char **argv, gs_error *err);
 gs_status gs_cmd_plan(int argc, char **argv, gs_error *err);
+gs_status gs_cmd_exec(int argc, char **argv, gs_error *err);
+gs_status gs_cmd_compare(int argc, char **argv, gs_error *err);
 
 extern const char gs_cmd_presets_help[];
 extern const char gs_cmd_mesh_help[];
@@ -33,5 +35,7 @@ extern const char gs_cmd_schedule_help[];
 extern const char gs_cmd_coll_help[];
 extern const char gs_cmd_validate_help[];
 extern const char gs_cmd_plan_help[];
+extern const char gs_cmd_exec_help[];
+extern const char gs_cmd_compare_help[];
 
 #endif
