@@ -236,6 +236,7 @@ static gs_status forward_pass(gs_bctx *x, uint32_t mb, uint16_t chunk)
         io_add(io.deps, &io.ndeps, GS_BUILD_MAX_LIST, prev);
         if ((rc = gs__head_forward(x, mb, &io, &prev)) != GS_OK)
             return rc;
+        x->xent_ev[w] = x->tp > 1 ? prev : GS_NO_ID;
     }
     if (has_next) {
         uint32_t ev;
@@ -276,6 +277,7 @@ static gs_status backward_pass(gs_bctx *x, uint32_t mb, uint16_t chunk)
             io_add(io.alloc, &io.nalloc, GS_IO_MAX, x->ugrad_t[x->root]), root_grad_pending = 0;
         io_add(io.free, &io.nfree, GS_IO_MAX, x->head_act_t[w]);
         io_add(io.deps, &io.ndeps, GS_BUILD_MAX_LIST, x->last_compute);
+        io_add(io.deps, &io.ndeps, GS_BUILD_MAX_LIST, x->xent_ev[w]); /* the loss needs the global lse */
         if ((rc = gs__head_backward(x, mb, &io, &prev)) != GS_OK)
             return rc;
     } else if (has_next) {
@@ -389,6 +391,7 @@ static void bctx_fini(gs_bctx *x)
     free(x->stash_t);
     free(x->emb_mask_t);
     free(x->head_act_t);
+    free(x->xent_ev);
 }
 
 static gs_status build_rank(const gs_scenario *s, const gs_mesh *mesh, uint64_t microbatches, gs_rank_events *r,
@@ -442,15 +445,16 @@ static gs_status build_rank(const gs_scenario *s, const gs_mesh *mesh, uint64_t 
     x.stash_t = malloc((size_t)(x.window * (x.part.layers ? x.part.layers : 1)) * sizeof *x.stash_t);
     x.emb_mask_t = malloc((size_t)x.window * sizeof *x.emb_mask_t);
     x.head_act_t = malloc((size_t)x.window * sizeof *x.head_act_t);
+    x.xent_ev = malloc((size_t)x.window * sizeof *x.xent_ev);
     if (x.plan.hold_full_grads)
         x.hold_t = malloc(nu * sizeof *x.hold_t);
     if (!x.param_t || !x.grad_t || !x.gathered_t || !x.gathered_ev || !x.ugrad_t || !x.stash_t || !x.emb_mask_t ||
-        !x.head_act_t || (x.plan.hold_full_grads && !x.hold_t)) {
+        !x.head_act_t || !x.xent_ev || (x.plan.hold_full_grads && !x.hold_t)) {
         rc = gs_error_set(err, GS_ERR_NOMEM, "out of memory building rank %" PRIu64, r->rank);
         goto out;
     }
     for (size_t i = 0; i < x.window; i++)
-        x.emb_mask_t[i] = x.head_act_t[i] = GS_NO_ID;
+        x.emb_mask_t[i] = x.head_act_t[i] = x.xent_ev[i] = GS_NO_ID;
 
     /* resident tensors: states and workspace */
     const gs_shard_plan *pl = &x.plan;
@@ -502,7 +506,24 @@ static gs_status build_rank(const gs_scenario *s, const gs_mesh *mesh, uint64_t 
     if (rc != GS_OK)
         goto out;
 
-    /* epilogue: optimizer, then ZeRO-1/2's parameter all-gather */
+    /* epilogue: under sequence parallelism each TP rank's norm-weight gradients cover only its
+     * slice of the tokens: one TP all-reduce of them (Megatron's
+     * allreduce_sequence_parallel_grads) once the DP reductions are done; then the optimizer,
+     * then ZeRO-1/2's parameter all-gather */
+    uint32_t sp_norms = GS_NO_ID;
+    if (s->strategy.sequence_parallel && x.tp > 1) {
+        gs_evb b;
+        gs__evb_init(&b, GS_EV_COLLECTIVE, GS_STREAM_TP, GS_PHASE_OPTIM, GS_LAYER_NONE, 0);
+        b.e.op = GS_COLL_ALLREDUCE;
+        b.e.group = GS_GROUP_TP;
+        b.e.peer = x.group[GS_GROUP_TP];
+        b.e.group_size = x.tp;
+        b.e.bytes = gs_sp_norm_params(s, x.part.layers, x.last) * pl->wb;
+        gs__evb_add(&b, GS_LINK_DEPS, x.last_dp);
+        gs__evb_add(&b, GS_LINK_DEPS, x.last_compute);
+        if ((rc = gs__evb_emit(&x, &b, &sp_norms)) != GS_OK)
+            goto out;
+    }
     {
         gs_evb b;
         gs__evb_init(&b, GS_EV_COMPUTE, GS_STREAM_COMPUTE, GS_PHASE_OPTIM, GS_LAYER_NONE, 0);
@@ -511,6 +532,7 @@ static gs_status build_rank(const gs_scenario *s, const gs_mesh *mesh, uint64_t 
         b.e.bytes = o_el * (2 * (pl->mixed ? 12 : 8) + 2 * pl->wb);
         gs__evb_add(&b, GS_LINK_DEPS, x.last_dp);
         gs__evb_add(&b, GS_LINK_DEPS, x.last_compute);
+        gs__evb_add(&b, GS_LINK_DEPS, sp_norms);
         gs__evb_add(&b, GS_LINK_READS, x.adam_t);
         gs__evb_add(&b, GS_LINK_WRITES, x.master_t);
         for (size_t u = 0; u < x.part.nunits; u++)

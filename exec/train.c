@@ -35,7 +35,7 @@ typedef enum action {
     A_DY_AG, A_DOWN_BWD, A_ACT_BWD, A_UP_BWD, A_UP_TP, A_N2_BWD, A_DXM_AG, A_O_BWD, A_ATTN_BWD, A_QKV_BWD,
     A_QKV_TP, A_N1_BWD,
     A_HN_FWD, A_HN_AG, A_HEAD_FWD, A_LOSS_FWD, A_LOSS_AG, A_LOSS_BWD, A_HEAD_BWD, A_HEAD_TP, A_HN_BWD,
-    A_UNIT_AG, A_UNIT_RS, A_INTER_AR, A_BUCKET_AR, A_OPTIM,
+    A_UNIT_AG, A_UNIT_RS, A_INTER_AR, A_BUCKET_AR, A_OPTIM, A_SP_NORM_AR,
     A_SEND_FWD, A_RECV_FWD, A_SEND_BWD, A_RECV_BWD
 } action;
 
@@ -313,6 +313,8 @@ static gs_status plan_rank(gs_train *t, rank_st *r, const gs_rank_events *re, gs
             default: break;
             }
             plast = e->op;
+        } else if (is_tp(e) && e->phase == GS_PHASE_OPTIM) {
+            a = A_SP_NORM_AR;
         } else if (is_tp(e)) {
             if (e->layer == GS_LAYER_EMBED)
                 a = fwd ? A_EMB_TP : A_EMB_AG;
@@ -365,7 +367,7 @@ static gs_status plan_rank(gs_train *t, rank_st *r, const gs_rank_events *re, gs
         }
         pl->act = (uint8_t)a;
         /* parameters and gradients of the event's layer (and of the root) */
-        if (e->kind == GS_EV_COMPUTE || is_tp(e)) {
+        if ((e->kind == GS_EV_COMPUTE || is_tp(e)) && e->phase != GS_PHASE_OPTIM) {
             int64_t u = -1;
             if (e->layer >= 0 && (uint64_t)e->layer < t->layers && r->local_of_global[e->layer] >= 0)
                 u = r->unit_of_local[r->local_of_global[e->layer]];
@@ -1192,6 +1194,55 @@ static gs_status optim_action(const ctx *c)
     return GS_OK;
 }
 
+/* Sequence parallelism: the norm weights' gradients of this rank's storage, summed over TP. Every
+ * TP peer holds the same flat ranges, so the buffer is the stage's norm gradients with zeros where
+ * this rank stores nothing. */
+static gs_status sp_norm_action(const ctx *c)
+{
+    gs_train *t = c->t;
+    rank_st *r = c->r;
+    uint64_t total = 0;
+    for (size_t u = 0; u < r->nunits; u++)
+        for (size_t k = 0; k < r->units[u].nsegs; k++)
+            if (r->units[u].segs[k].tp_replicated)
+                total += r->units[u].segs[k].row_len * r->units[u].segs[k].nrows;
+    float *buf = t->ops->alloc(t->drv, r->rank, (total + 1) * sizeof(float));
+    if (!buf)
+        return gs_error_set(c->err, GS_ERR_NOMEM, "out of memory");
+    int sharded = r->plan.shard_grads && r->N > 1;
+    for (int pass = 0; pass < 2; pass++) {
+        uint64_t at = 0;
+        for (size_t u = 0; u < r->nunits; u++) {
+            const unit_info *ui = &r->units[u];
+            uint64_t lo = sharded ? r->shard_pos * ui->S : 0, hi = sharded ? lo + ui->S : r->N * ui->S;
+            float *g = r->tbuf[r->grad_t[u]];
+            for (size_t k = 0; k < ui->nsegs; k++) {
+                const segment *sg = &ui->segs[k];
+                if (!sg->tp_replicated)
+                    continue;
+                uint64_t n = sg->row_len * sg->nrows, f0 = sg->flat_off, f1 = f0 + n;
+                uint64_t a = f0 > lo ? f0 : lo, b = f1 < hi ? f1 : hi;
+                if (a < b) {
+                    if (pass == 0)
+                        t->ops->copy(t->drv, c->s, buf + at + (a - f0), g + (a - lo), (b - a) * sizeof(float));
+                    else
+                        t->ops->copy(t->drv, c->s, g + (a - lo), buf + at + (a - f0), (b - a) * sizeof(float));
+                }
+                at += n;
+            }
+        }
+        if (pass == 0) {
+            gs_status rc = t->ops->all_reduce(t->drv, c->s, r->rank, &r->groups[GS_GROUP_TP], buf, total, c->err);
+            if (rc != GS_OK) {
+                t->ops->free(t->drv, r->rank, buf);
+                return rc;
+            }
+        }
+    }
+    t->ops->free(t->drv, r->rank, buf);
+    return GS_OK;
+}
+
 static gs_status p2p_action(const ctx *c, action act)
 {
     gs_train *t = c->t;
@@ -1231,6 +1282,8 @@ gs_status gs_train_run_event(void *prog, size_t rank_index, size_t event, gs_drv
         rc = dp_action(&c, a);
     else if (a == A_OPTIM)
         rc = optim_action(&c);
+    else if (a == A_SP_NORM_AR)
+        rc = sp_norm_action(&c);
     else if (a >= A_SEND_FWD && a <= A_RECV_BWD)
         rc = p2p_action(&c, a);
     if (rc != GS_OK)
