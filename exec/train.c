@@ -98,6 +98,7 @@ typedef struct rank_st {
     head_act *heads;         /* [mb] */
     scratch sc;
     double loss_sum;
+    int has_recompute;       /* the schedule recomputes (else the forward keeps everything) */
     gs_drv_group groups[GS_GROUP_KIND_COUNT];
     uint64_t *members[GS_GROUP_KIND_COUNT];
 } rank_st;
@@ -366,6 +367,8 @@ static gs_status plan_rank(gs_train *t, rank_st *r, const gs_rank_events *re, gs
                                       : (e->phase == GS_PHASE_FWD ? A_RECV_FWD : A_RECV_BWD);
         }
         pl->act = (uint8_t)a;
+        if (e->phase == GS_PHASE_RECOMPUTE)
+            r->has_recompute = 1;
         /* parameters and gradients of the event's layer (and of the root) */
         if ((e->kind == GS_EV_COMPUTE || is_tp(e)) && e->phase != GS_PHASE_OPTIM) {
             int64_t u = -1;
@@ -898,6 +901,10 @@ static void finish_layer(const ctx *c, layer_act *a, float *xout, const float *m
         return;
     ops->copy(t->drv, c->s, xout, a->xm, Tl * h * sizeof(float));
     ops->add(c->s, xout, mlp, Tl * h);
+    /* what the forward pass does not keep (the schedule recomputes it) is gone: poison it, so a
+     * backward that reads it without the recompute shows up as NaN */
+    if (!c->r->has_recompute)
+        return;
     if (t->recompute == GS_RECOMPUTE_FULL) {
         float *bufs[] = {a->n1s, a->qkv, a->ao, a->op, a->ar, a->xm, a->n2s, a->gu, a->hh, a->dp, a->mr};
         size_t ns[] = {Tl * h, T * t->nqkv, T * t->a_t * t->hd, T * h, Tl * h, Tl * h, Tl * h, T * 2 * t->f_t,
