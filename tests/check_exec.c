@@ -48,6 +48,12 @@ static const cfg configs[] = {
     {"dp4-no-shard", 4, 1, 1, 1, 4, "no_shard", "1f1b", "none", "layer", 1, 0, 4, 1},
     {"hsdp-2x2", 4, 1, 1, 2, 2, "hybrid_shard", "1f1b", "none", "layer", 1, 0, 4, 1},
     {"dp2-full-wrap-model", 2, 1, 1, 1, 2, "full_shard", "1f1b", "none", "model", 1, 0, 4, 2},
+    /* (the sharding string carries further strategy keys) */
+    {"dp2-full-offload", 2, 1, 1, 1, 2, "full_shard, offload: true", "1f1b", "none", "layer", 1, 0, 4, 2},
+    {"dp2-full-prefetch", 2, 1, 1, 1, 2, "full_shard, prefetch: backward_post, forward_prefetch: true", "1f1b",
+     "none", "layer", 1, 0, 4, 2},
+    {"dp2-no-shard-sync-every", 2, 1, 1, 1, 2, "no_shard, grad_sync: every", "1f1b", "none", "layer", 1, 0, 4, 2},
+    {"dp2-full-no-sync", 2, 1, 1, 1, 2, "full_shard, grad_sync: last", "1f1b", "none", "layer", 1, 0, 4, 2},
     {"tp2", 1, 1, 2, 1, 2, "full_shard", "1f1b", "none", "layer", 1, 0, 4, 2},
     {"tp4", 1, 1, 4, 1, 4, "full_shard", "1f1b", "none", "layer", 1, 0, 4, 2},
     {"tp2-sp", 1, 1, 2, 1, 2, "full_shard", "1f1b", "none", "layer", 1, 1, 4, 2},
