@@ -69,6 +69,8 @@ static const cfg configs[] = {
     {"dp2-pp2-tp2-recompute-full", 2, 2, 2, 1, 8, "full_shard", "1f1b", "full", "layer", 1, 0, 4, 1},
     {"dp2-pp2-tp2-recompute-selective", 2, 2, 2, 1, 8, "shard_grad_op", "gpipe", "selective", "layer", 1, 0, 4,
      1},
+    {"dp2-pp2-tp2-sp-wrap-model-selective", 2, 2, 2, 1, 8, "full_shard", "gpipe", "selective", "model", 1, 1, 4,
+     1},
     {"recompute-full", 1, 1, 1, 1, 1, "full_shard", "1f1b", "full", "layer", 1, 0, 4, 2},
     {"hsdp-2x2-tp2-pp2-recompute", 4, 2, 2, 2, 8, "hybrid_shard", "interleaved", "full", "layer", 2, 0, 8, 1},
 };
