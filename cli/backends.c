@@ -3,10 +3,12 @@
 
 #include <string.h>
 
+#include "exec/exec.h"
 #include "sim/sim.h"
 
 static const gs_backend_ops *const backends[] = {
     &gs_sim_backend,
+    &gs_exec_backend,
 };
 
 size_t gs_backend_count(void)

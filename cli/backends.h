@@ -1,4 +1,4 @@
-/* The one static table of backends (sim today; exec later), as `gridstep --help` lists them.
+/* The one static table of backends (sim, exec), as `gridstep --help` lists them.
  *
  * Ownership: static const table; callers borrow the ops. */
 #ifndef GS_CLI_BACKENDS_H

@@ -19,6 +19,11 @@ static const gs_command commands[] = {
      "(SCENARIO.yaml | (--from-accelerate FILE | --from-megatron ARGS|@FILE) --cluster C [--model M] [--nodes N] "
      "[--global-batch B] [--micro B] [--print-scenario | --dump-scenario FILE])", gs_cmd_sim_help,
      gs_cmd_sim},
+    {"exec", "run the step for real on CPU threads: losses, measured step time, the sim's report",
+     "gridstep exec [--driver host] [--steps N] [--seed S] [--lr X] [--timeout S] [--json] [--trace FILE] "
+     "[--load DIR] [--save DIR] SCENARIO.yaml", gs_cmd_exec_help, gs_cmd_exec},
+    {"compare", "sim vs exec on the same schedule: time per class of event and the error",
+     "gridstep compare [--driver host] [--steps N] [--json] SCENARIO.yaml", gs_cmd_compare_help, gs_cmd_compare},
     {"coll", "the simulator's nccl-tests: time, algbw, busbw of one collective per size",
      "gridstep coll --op OP --ranks N --cluster C [--nodes K] [-b MIN] [-e MAX] [-f FACTOR] "
      "[--algo ring|tree|nvls|hier] [--json]", gs_cmd_coll_help, gs_cmd_coll},

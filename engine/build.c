@@ -219,6 +219,14 @@ static gs_status forward_pass(gs_bctx *x, uint32_t mb, uint16_t chunk)
             }
         if (x->root != SIZE_MAX)
             io_add(io.reads, &io.nreads, GS_IO_MAX, pl->gather_root ? x->gathered_t[x->root] : x->param_t[x->root]);
+        /* a layer held by the root unit (wrap: model) reads the root's gathered copy: wait for its
+         * all-gather (otherwise implied by a layer unit's gather after it on the DP stream) */
+        int gathered = 0;
+        for (size_t u = 0; u < x->part.nunits; u++)
+            if (gs__covers(&x->part.units[u], l) && x->gathered_ev[u] != GS_NO_ID)
+                gathered = 1;
+        if (!gathered && pl->gather_root && x->root != SIZE_MAX)
+            io_add(io.deps, &io.ndeps, GS_BUILD_MAX_LIST, x->gathered_ev[x->root]);
         if ((rc = gs__layer_forward(x, l, mb, GS_PHASE_FWD, &io, &prev)) != GS_OK)
             return rc;
         end2 = end1;
@@ -236,6 +244,7 @@ static gs_status forward_pass(gs_bctx *x, uint32_t mb, uint16_t chunk)
         io_add(io.deps, &io.ndeps, GS_BUILD_MAX_LIST, prev);
         if ((rc = gs__head_forward(x, mb, &io, &prev)) != GS_OK)
             return rc;
+        x->xent_ev[w] = x->tp > 1 ? prev : GS_NO_ID;
     }
     if (has_next) {
         uint32_t ev;
@@ -276,6 +285,9 @@ static gs_status backward_pass(gs_bctx *x, uint32_t mb, uint16_t chunk)
             io_add(io.alloc, &io.nalloc, GS_IO_MAX, x->ugrad_t[x->root]), root_grad_pending = 0;
         io_add(io.free, &io.nfree, GS_IO_MAX, x->head_act_t[w]);
         io_add(io.deps, &io.ndeps, GS_BUILD_MAX_LIST, x->last_compute);
+        io_add(io.deps, &io.ndeps, GS_BUILD_MAX_LIST, x->xent_ev[w]); /* the loss needs the global lse */
+        if (x->root != SIZE_MAX)
+            io_add(io.deps, &io.ndeps, GS_BUILD_MAX_LIST, x->reduce_ev[x->root]);
         if ((rc = gs__head_backward(x, mb, &io, &prev)) != GS_OK)
             return rc;
     } else if (has_next) {
@@ -320,6 +332,7 @@ static gs_status backward_pass(gs_bctx *x, uint32_t mb, uint16_t chunk)
                 io_add(io.alloc, &io.nalloc, GS_IO_MAX, x->ugrad_t[u]);
             }
             io_add(io.deps, &io.ndeps, GS_BUILD_MAX_LIST, x->gathered_ev[u]);
+            io_add(io.deps, &io.ndeps, GS_BUILD_MAX_LIST, x->reduce_ev[u]);
             if (pl->gather_per_pass && x->part.units[u].layer_begin == l)
                 io_add(io.free, &io.nfree, GS_IO_MAX, x->gathered_t[u]);
         }
@@ -363,6 +376,8 @@ static gs_status backward_pass(gs_bctx *x, uint32_t mb, uint16_t chunk)
             io_add(io.alloc, &io.nalloc, GS_IO_MAX, x->ugrad_t[x->root]), root_grad_pending = 0;
         io_add(io.free, &io.nfree, GS_IO_MAX, x->emb_mask_t[w]);
         io_add(io.deps, &io.ndeps, GS_BUILD_MAX_LIST, prev);
+        if (x->root != SIZE_MAX)
+            io_add(io.deps, &io.ndeps, GS_BUILD_MAX_LIST, x->reduce_ev[x->root]);
         if ((rc = gs__embed_backward(x, mb, &io, &prev)) != GS_OK)
             return rc;
     }
@@ -386,9 +401,11 @@ static void bctx_fini(gs_bctx *x)
     free(x->gathered_t);
     free(x->gathered_ev);
     free(x->ugrad_t);
+    free(x->reduce_ev);
     free(x->stash_t);
     free(x->emb_mask_t);
     free(x->head_act_t);
+    free(x->xent_ev);
 }
 
 static gs_status build_rank(const gs_scenario *s, const gs_mesh *mesh, uint64_t microbatches, gs_rank_events *r,
@@ -439,18 +456,20 @@ static gs_status build_rank(const gs_scenario *s, const gs_mesh *mesh, uint64_t 
     x.gathered_t = malloc(nu * sizeof *x.gathered_t);
     x.gathered_ev = malloc(nu * sizeof *x.gathered_ev);
     x.ugrad_t = malloc(nu * sizeof *x.ugrad_t);
+    x.reduce_ev = malloc(nu * sizeof *x.reduce_ev);
     x.stash_t = malloc((size_t)(x.window * (x.part.layers ? x.part.layers : 1)) * sizeof *x.stash_t);
     x.emb_mask_t = malloc((size_t)x.window * sizeof *x.emb_mask_t);
     x.head_act_t = malloc((size_t)x.window * sizeof *x.head_act_t);
+    x.xent_ev = malloc((size_t)x.window * sizeof *x.xent_ev);
     if (x.plan.hold_full_grads)
         x.hold_t = malloc(nu * sizeof *x.hold_t);
-    if (!x.param_t || !x.grad_t || !x.gathered_t || !x.gathered_ev || !x.ugrad_t || !x.stash_t || !x.emb_mask_t ||
-        !x.head_act_t || (x.plan.hold_full_grads && !x.hold_t)) {
+    if (!x.param_t || !x.grad_t || !x.gathered_t || !x.gathered_ev || !x.ugrad_t || !x.reduce_ev || !x.stash_t || !x.emb_mask_t ||
+        !x.head_act_t || !x.xent_ev || (x.plan.hold_full_grads && !x.hold_t)) {
         rc = gs_error_set(err, GS_ERR_NOMEM, "out of memory building rank %" PRIu64, r->rank);
         goto out;
     }
     for (size_t i = 0; i < x.window; i++)
-        x.emb_mask_t[i] = x.head_act_t[i] = GS_NO_ID;
+        x.emb_mask_t[i] = x.head_act_t[i] = x.xent_ev[i] = GS_NO_ID;
 
     /* resident tensors: states and workspace */
     const gs_shard_plan *pl = &x.plan;
@@ -471,7 +490,7 @@ static gs_status build_rank(const gs_scenario *s, const gs_mesh *mesh, uint64_t 
         if (pl->hold_full_grads &&
             (rc = gs__tensor(&x, GS_T_GRAD, p * pl->wb, layer, 0, (uint32_t)u, 1, &x.hold_t[u])) != GS_OK)
             goto out;
-        x.gathered_t[u] = x.gathered_ev[u] = x.ugrad_t[u] = GS_NO_ID;
+        x.gathered_t[u] = x.gathered_ev[u] = x.ugrad_t[u] = x.reduce_ev[u] = GS_NO_ID;
     }
     uint64_t o_el = pl->shard_opt ? shard : x.part.params;
     x.master_t = x.adam_t = GS_NO_ID;
@@ -502,7 +521,24 @@ static gs_status build_rank(const gs_scenario *s, const gs_mesh *mesh, uint64_t 
     if (rc != GS_OK)
         goto out;
 
-    /* epilogue: optimizer, then ZeRO-1/2's parameter all-gather */
+    /* epilogue: under sequence parallelism each TP rank's norm-weight gradients cover only its
+     * slice of the tokens: one TP all-reduce of them (Megatron's
+     * allreduce_sequence_parallel_grads) once the DP reductions are done; then the optimizer,
+     * then ZeRO-1/2's parameter all-gather */
+    uint32_t sp_norms = GS_NO_ID;
+    if (s->strategy.sequence_parallel && x.tp > 1) {
+        gs_evb b;
+        gs__evb_init(&b, GS_EV_COLLECTIVE, GS_STREAM_TP, GS_PHASE_OPTIM, GS_LAYER_NONE, 0);
+        b.e.op = GS_COLL_ALLREDUCE;
+        b.e.group = GS_GROUP_TP;
+        b.e.peer = x.group[GS_GROUP_TP];
+        b.e.group_size = x.tp;
+        b.e.bytes = gs_sp_norm_params(s, x.part.layers, x.last) * pl->wb;
+        gs__evb_add(&b, GS_LINK_DEPS, x.last_dp);
+        gs__evb_add(&b, GS_LINK_DEPS, x.last_compute);
+        if ((rc = gs__evb_emit(&x, &b, &sp_norms)) != GS_OK)
+            goto out;
+    }
     {
         gs_evb b;
         gs__evb_init(&b, GS_EV_COMPUTE, GS_STREAM_COMPUTE, GS_PHASE_OPTIM, GS_LAYER_NONE, 0);
@@ -511,6 +547,7 @@ static gs_status build_rank(const gs_scenario *s, const gs_mesh *mesh, uint64_t 
         b.e.bytes = o_el * (2 * (pl->mixed ? 12 : 8) + 2 * pl->wb);
         gs__evb_add(&b, GS_LINK_DEPS, x.last_dp);
         gs__evb_add(&b, GS_LINK_DEPS, x.last_compute);
+        gs__evb_add(&b, GS_LINK_DEPS, sp_norms);
         gs__evb_add(&b, GS_LINK_READS, x.adam_t);
         gs__evb_add(&b, GS_LINK_WRITES, x.master_t);
         for (size_t u = 0; u < x.part.nunits; u++)

@@ -15,6 +15,9 @@
 
 #define GS_NO_ID UINT32_MAX
 #define GS_BUILD_MAX_LIST 64
+/* Vocab-parallel cross-entropy: bytes per token of one TP rank's statistics (max, sum exp,
+ * target logit; fp32). */
+#define GS_XENT_STAT_BYTES 12
 
 typedef struct gs_bctx {
     const gs_scenario *s;
@@ -40,10 +43,13 @@ typedef struct gs_bctx {
     uint32_t *gathered_t;        /* live gathered copy or GS_NO_ID */
     uint32_t *gathered_ev;       /* event that gathered it (dependency for computes) */
     uint32_t *ugrad_t;           /* live transient full gradient or GS_NO_ID */
+    uint32_t *reduce_ev;         /* last reduction of a unit's resident gradient (DDP reducing after
+                                    every micro-batch): the next backward writing it waits for it */
     /* activations in flight, indexed [(mb % window) * layers + local layer] */
     uint64_t window;
     uint32_t *stash_t;
     uint32_t *emb_mask_t, *head_act_t; /* per mb % window */
+    uint32_t *xent_ev;           /* per mb % window: the head forward's cross-entropy all-gather (TP) */
     uint32_t root_grad_t;
     uint32_t last_compute;       /* last compute event appended (data dependency chain) */
     uint32_t last_dp;            /* last DP-stream event */

@@ -163,7 +163,7 @@ static gs_status tp_coll(pass *p, gs_coll_op op, const shapes *sh)
     gs_status rc = flush(p);
     if (rc != GS_OK)
         return rc;
-    uint64_t X = sh->T * sh->h * sh->e;
+    uint64_t X = sh ? sh->T * sh->h * sh->e : 0;
     gs_evb b;
     gs__evb_init(&b, GS_EV_COLLECTIVE, GS_STREAM_TP, p->phase, p->layer, p->mb);
     b.e.op = (uint8_t)op;
@@ -182,6 +182,15 @@ static gs_status tp_coll(pass *p, gs_coll_op op, const shapes *sh)
     p->pending = b;
     p->have_pending = 1;
     return GS_OK;
+}
+
+/* A TP collective of `bytes` (AG/RS: tp x the padded shard) that is not an activation. */
+static gs_status tp_coll_bytes(pass *p, gs_coll_op op, uint64_t bytes)
+{
+    gs_status rc = tp_coll(p, op, NULL);
+    if (rc == GS_OK && p->have_pending && p->pending.e.kind == GS_EV_COLLECTIVE)
+        p->pending.e.bytes = bytes;
+    return rc;
 }
 
 gs_status gs__layer_forward(gs_bctx *x, int64_t local, uint32_t mb, gs_phase phase, const gs_layer_io *io,
@@ -274,7 +283,9 @@ gs_status gs__embed_backward(gs_bctx *x, uint32_t mb, const gs_layer_io *io, uin
 
 /* Head: final norm, the column-parallel LM head and the vocab-parallel cross-entropy; the input
  * gradient is all-reduced in backward (sequence parallel: all-gather in forward, reduce-scatter
- * in backward). */
+ * in backward). Under TP the cross-entropy needs every rank's per-token (max, sum exp, target
+ * logit) over its vocabulary slice: one all-gather of 3 fp32 per token (Megatron's
+ * vocab-parallel cross-entropy all-reduces the same statistics). */
 gs_status gs__head_forward(gs_bctx *x, uint32_t mb, const gs_layer_io *io, uint32_t *last_ev)
 {
     shapes sh;
@@ -286,7 +297,8 @@ gs_status gs__head_forward(gs_bctx *x, uint32_t mb, const gs_layer_io *io, uint3
     if ((rc = elementwise(&p, GS_OP_NORM, hsp, sh.norm_bytes)) ||
         (sh.sp && (rc = tp_coll(&p, GS_COLL_ALLGATHER, &sh))) ||
         (rc = gemm(&p, GS_OP_HEAD, &sh, sh.T, sh.v_t, sh.h, 0)) ||
-        (rc = elementwise(&p, GS_OP_LOSS, sh.T * sh.v_t, 8)))
+        (rc = elementwise(&p, GS_OP_LOSS, sh.T * sh.v_t, 8)) ||
+        (rc = tp_coll_bytes(&p, GS_COLL_ALLGATHER, x->tp * sh.T * GS_XENT_STAT_BYTES)))
         return rc;
     return pass_end(&p, last_ev);
 }

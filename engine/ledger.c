@@ -719,10 +719,22 @@ static gs_status build_stage(const gs_scenario *s, const gs_mesh *mesh, uint64_t
             uint64_t per_layer = 4 + (st->recompute == GS_RECOMPUTE_FULL ? 2 : 0);
             uint64_t colls = mul(c, per_layer, r->layers, "traffic") + (stage == 0) + (stage + 1 == pp);
             tpb = mul(c, mul(c, colls, ar1, "traffic"), mb, "traffic");
+            /* the last stage's vocab-parallel cross-entropy: an all-gather of 12 B (3 fp32) per
+             * token per micro-batch, (t-1)/t of t x that sent */
+            uint64_t xent = stage + 1 == pp ? mul(c, mul(c, mul(c, m->seq, s->batch.micro_seqs, "traffic"),
+                                                         12 * (tp - 1), "traffic"), mb, "traffic") : 0;
+            tpb = add(c, tpb, xent, "traffic");
+            /* sequence parallelism: one all-reduce of the stage's norm-weight gradients per step */
+            uint64_t spn = st->sequence_parallel ? mul(c, 2 * (tp - 1),
+                                                       ceil_div(mul(c, gs_sp_norm_params(s, r->layers, stage + 1 == pp),
+                                                                    e, "traffic"), tp), "traffic") : 0;
+            tpb = add(c, tpb, spn, "traffic");
             line_add(r, "tp", tpb, "%" PRIu64 " all-reduce equivalents x 2 (t-1) x ceil(s*b*h*%" PRIu64 " B / t) x %"
-                     PRIu64 " micro-batches (%" PRIu64 " per layer%s%s, t=%" PRIu64 ")", colls, e, mb, per_layer,
+                     PRIu64 " micro-batches (%" PRIu64 " per layer%s%s, t=%" PRIu64 ")%s%s", colls, e, mb, per_layer,
                      st->recompute == GS_RECOMPUTE_FULL ? " incl. the recomputed forward" : "",
-                     st->sequence_parallel ? ", as all-gather + reduce-scatter pairs" : "", tp);
+                     st->sequence_parallel ? ", as all-gather + reduce-scatter pairs" : "", tp,
+                     xent ? " + the cross-entropy statistics all-gather, (t-1) x s*b*12 B per micro-batch" : "",
+                     spn ? " + the norm-weight gradient all-reduce of sequence parallelism" : "");
         }
         r->traffic[GS_TRAFFIC_TP] = tpb;
         r->traffic_link[tp_net ? GS_LINKCLASS_NET : GS_LINKCLASS_INTRA] += tpb;
@@ -858,4 +870,11 @@ const gs_ledger_rank *gs_ledger_peak_rank(const gs_ledger *l)
         if (!best || l->ranks[i].peak_bytes > best->peak_bytes)
             best = &l->ranks[i];
     return best;
+}
+
+uint64_t gs_sp_norm_params(const gs_scenario *s, uint64_t stage_layers, int last)
+{
+    const gs_model *m = &s->model;
+    uint64_t per_norm = (m->norm == GS_NORM_LAYERNORM || m->bias) ? 2 * m->hidden : m->hidden;
+    return stage_layers * 2 * per_norm + (last ? per_norm : 0);
 }

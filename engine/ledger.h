@@ -149,4 +149,8 @@ gs_status gs_ledger_act_sizes(const gs_scenario *s, const gs_mesh *mesh, uint64_
 uint64_t gs_ledger_layer_activation_bytes(const gs_model *m, const gs_strategy *st,
                                           uint64_t micro_seqs, uint64_t tp);
 
+/* Norm-weight parameters of one stage (layers of it, plus the final norm on the last stage): the
+ * gradients sequence parallelism all-reduces over TP once per step. */
+uint64_t gs_sp_norm_params(const gs_scenario *s, uint64_t stage_layers, int last);
+
 #endif

@@ -180,7 +180,9 @@ END_TEST
 
 /* TP = 2, m = 1: per block 2 all-reduces in forward and 2 in backward, plus the embedding's
  * (forward) and the head's (backward): 4 x 4 + 2 = 18. Full recompute adds the forward's 2 per
- * block: 26. Sequence parallel turns each into an all-gather + reduce-scatter pair: 18 + 18. */
+ * block: 26. Sequence parallel turns each into an all-gather + reduce-scatter pair: 18 + 18, and
+ * adds one all-reduce of the norm-weight gradients per step. The vocab-parallel cross-entropy
+ * adds one all-gather of its statistics per micro-batch: 1. */
 START_TEST(test_tp_counts)
 {
     const char *base = SMALL "cluster: {preset: dgx-a100-80g, gpus_per_node: 2}\ngrid: {tp: 2}\n";
@@ -188,6 +190,7 @@ START_TEST(test_tp_counts)
     snprintf(y, sizeof y, "%sstrategy: {sharding: no_shard, recompute: none}\n", base);
     gs_schedule *sch = build(y, 0);
     ck_assert_uint_eq(count(sch, 0, GS_EV_COLLECTIVE, GS_COLL_ALLREDUCE, GS_GROUP_TP), 18);
+    ck_assert_uint_eq(count(sch, 0, GS_EV_COLLECTIVE, GS_COLL_ALLGATHER, GS_GROUP_TP), 1);
     gs_schedule_destroy(sch);
     snprintf(y, sizeof y, "%sstrategy: {sharding: no_shard, recompute: full}\n", base);
     sch = build(y, 0);
@@ -195,8 +198,8 @@ START_TEST(test_tp_counts)
     gs_schedule_destroy(sch);
     snprintf(y, sizeof y, "%sstrategy: {sharding: no_shard, sequence_parallel: true}\n", base);
     sch = build(y, 0);
-    ck_assert_uint_eq(count(sch, 0, GS_EV_COLLECTIVE, GS_COLL_ALLREDUCE, GS_GROUP_TP), 0);
-    ck_assert_uint_eq(count(sch, 0, GS_EV_COLLECTIVE, GS_COLL_ALLGATHER, GS_GROUP_TP), 18);
+    ck_assert_uint_eq(count(sch, 0, GS_EV_COLLECTIVE, GS_COLL_ALLREDUCE, GS_GROUP_TP), 1);
+    ck_assert_uint_eq(count(sch, 0, GS_EV_COLLECTIVE, GS_COLL_ALLGATHER, GS_GROUP_TP), 18 + 1);
     ck_assert_uint_eq(count(sch, 0, GS_EV_COLLECTIVE, GS_COLL_REDUCE_SCATTER, GS_GROUP_TP), 18);
     gs_schedule_destroy(sch);
 }

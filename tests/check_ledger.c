@@ -344,7 +344,8 @@ END_TEST
 
 /* TP traffic (reference 6.4): 2 all-reduces of s*b*h in forward and 2 in backward per layer;
  * t = 2: each all-reduce sends 2 (t-1)/t x X = X. One stage of 4 layers, m = 1, plus the
- * embedding's and head's all-reduces: (16 + 2) x X, X = 1024*1*1024*2 B. */
+ * embedding's and head's all-reduces: (16 + 2) x X, X = 1024*1*1024*2 B; plus the vocab-parallel
+ * cross-entropy's all-gather of 12 B per token, of which a rank sends (t-1)/t of t x 1024 x 12 B. */
 START_TEST(test_tp_traffic)
 {
     gs_scenario s;
@@ -352,7 +353,7 @@ START_TEST(test_tp_traffic)
     gs_ledger *l = ledger_from("model: {layers: 4, hidden: 1024, heads: 16, ffn: 4096, vocab: 32000, seq: 1024}\n"
                                "cluster: {preset: dgx-a100-80g}\ngrid: {dp: 4, tp: 2}\n"
                                "strategy: {sharding: no_shard, recompute: none}\n", &s, &m);
-    ck_assert_uint_eq(l->ranks[0].traffic[GS_TRAFFIC_TP], 18ull * 1024 * 1024 * 2);
+    ck_assert_uint_eq(l->ranks[0].traffic[GS_TRAFFIC_TP], 18ull * 1024 * 1024 * 2 + 1024 * 12);
     gs_ledger_destroy(l);
 }
 END_TEST

@@ -1,0 +1,464 @@
+/* `gridstep exec` and `gridstep compare`: run the scenario's schedule on a driver (real kernels,
+ * real collectives, every event measured) and report the step as the sim does; compare the
+ * measured step with the simulated one, per class of event. */
+#include <errno.h>
+#include <getopt.h>
+#include <inttypes.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "cli/cli_common.h"
+#include "cli/commands.h"
+#include "engine/report.h"
+#include "engine/units.h"
+#include "exec/exec.h"
+#include "sim/sim.h"
+
+const char gs_cmd_exec_help[] =
+    "Builds the scenario's schedule for every rank and runs it: a host thread per rank issues its\n"
+    "events to one worker per stream (compute, dp, tp, pp, copy), so communication overlaps\n"
+    "compute; dependencies are waited on, never reordered. The model that runs is real: a\n"
+    "Llama-style decoder (embedding, RMSNorm, causal GQA attention with RoPE, SwiGLU, LM head,\n"
+    "cross-entropy, AdamW) in fp32 on seeded synthetic tokens, sharded as the schedule says (FSDP\n"
+    "units gathered and reduce-scattered, Megatron TP, pipeline sends, recompute). For the same\n"
+    "global batch and seed every grid and strategy gives the single-rank run's losses and\n"
+    "parameters (tests/check_exec).\n"
+    "\n"
+    "Prints the loss and measured time of every step, then the report of the last step with the\n"
+    "same fields as `gridstep sim` (step time, tokens/s, MFU against the scenario's GPU, exposed\n"
+    "communication, bubble). A scenario whose ranks need more memory than MemAvailable (the memory\n"
+    "ledger's peaks, fp32) is refused before anything is allocated.\n"
+    "\n"
+    "options:\n"
+    "  --driver D       host (CPU threads, shared-memory collectives; the only driver of this build)\n"
+    "  --steps N        optimizer steps (default 1)\n"
+    "  --seed S         data and init seed (default 1234)\n"
+    "  --lr X           AdamW learning rate (default 0.001)\n"
+    "  --timeout S      every blocking wait gives up after S seconds (default 60); then every rank\n"
+    "                   stops with an error naming the event\n"
+    "  --json           one JSON document: sim's keys (step_time_s, tokens_per_s, ...) for the last\n"
+    "                   step, plus driver, steps, loss [per step], step_s [per step]\n"
+    "  --trace FILE     Chrome trace JSON of the last step (measured times)\n"
+    "  --load DIR       start from a sharded checkpoint (any grid of the same model: pieces are\n"
+    "                   matched by element range; Adam's step continues)\n"
+    "  --save DIR       after the last step, write a sharded checkpoint (one safetensors file per\n"
+    "                   rank + index.json, parameters and Adam m, v; replaced crash-safely)\n"
+    "  --fail-event E --fail-rank R\n"
+    "                   test hook: event E (as `gridstep schedule --format list` names it) fails\n"
+    "                   on rank R\n"
+    "\n"
+    "examples:\n"
+    "  gridstep exec --steps 3 scenarios/tiny-llama-2x2x2.yaml\n"
+    "  gridstep exec --json --trace step.json tests/exec/dp2-pp2-tp2.yaml\n";
+
+const char gs_cmd_compare_help[] =
+    "Plays the same every-rank schedule on the sim backend and on a driver, and prints, per class\n"
+    "of event (compute by op, each collective kind per dimension, p2p), the time a rank spends in\n"
+    "it (summed over events, averaged over ranks) simulated vs measured, the error\n"
+    "(sim - exec) / exec, and the step time of each. The sim models the scenario's GPUs and\n"
+    "links; the host driver runs on this CPU, so large errors are expected there: the figures\n"
+    "are what a calibration (sim --calib) would fit.\n"
+    "\n"
+    "options:\n"
+    "  --driver D       host\n"
+    "  --steps N        exec steps; the last one is compared (default 2: the first warms up)\n"
+    "  --json           sim_step_time_s, exec_step_time_s, step_error, classes [{name, sim_s,\n"
+    "                   exec_s, error}]\n"
+    "\n"
+    "examples:\n"
+    "  gridstep compare scenarios/tiny-llama-2x2x2.yaml\n";
+
+static const char exec_usage[] =
+    "gridstep exec [--driver host] [--steps N] [--seed S] [--lr X] [--timeout S] [--json] [--trace FILE] "
+    "[--load DIR] [--save DIR] SCENARIO.yaml";
+static const char compare_usage[] = "gridstep compare [--driver host] [--steps N] [--json] SCENARIO.yaml";
+
+static gs_status parse_u64(const char *opt, const char *arg, uint64_t *out, gs_error *err)
+{
+    char *end;
+    errno = 0;
+    unsigned long long v = strtoull(arg, &end, 10);
+    if (errno || *end || arg[0] == '-' || v == 0)
+        return gs_error_set(err, GS_ERR_INPUT, "%s: found '%s', expected a positive integer", opt, arg);
+    *out = v;
+    return GS_OK;
+}
+
+static gs_status parse_pos(const char *opt, const char *arg, double *out, gs_error *err)
+{
+    char *end;
+    errno = 0;
+    double v = strtod(arg, &end);
+    if (errno || *end || !(v > 0))
+        return gs_error_set(err, GS_ERR_INPUT, "%s: found '%s', expected a positive number", opt, arg);
+    *out = v;
+    return GS_OK;
+}
+
+static void put_report(json_t *doc, const gs_report *r)
+{
+    json_object_set_new(doc, "step_time_s", json_real(r->step_time_s));
+    json_object_set_new(doc, "tokens_per_s", json_real(r->tokens_per_s));
+    json_object_set_new(doc, "tokens_per_s_per_gpu", json_real(r->tokens_per_s_per_gpu));
+    json_object_set_new(doc, "mfu", json_real(r->mfu));
+    json_object_set_new(doc, "hfu", json_real(r->hfu));
+    json_object_set_new(doc, "tflops_per_gpu", json_real(r->tflops_per_gpu));
+    json_object_set_new(doc, "comm_share", json_real(r->comm_share));
+    json_t *ex = json_object(), *cm = json_object();
+    static const struct { gs_dim d; const char *n; } dims[] = {{GS_DIM_DP, "dp"}, {GS_DIM_TP, "tp"}, {GS_DIM_PP, "pp"}};
+    for (int i = 0; i < 3; i++) {
+        json_object_set_new(ex, dims[i].n, json_real(r->exposed_s[dims[i].d]));
+        json_object_set_new(cm, dims[i].n, json_real(r->comm_s[dims[i].d]));
+    }
+    json_object_set_new(doc, "exposed_comm_s", ex);
+    json_object_set_new(doc, "comm_s", cm);
+    json_object_set_new(doc, "compute_s", json_real(r->compute_s));
+    json_object_set_new(doc, "bubble_share", json_real(r->bubble_share));
+    json_object_set_new(doc, "peak_bytes", json_integer((json_int_t)r->peak_bytes));
+    json_object_set_new(doc, "events", json_integer((json_int_t)r->events));
+    json_object_set_new(doc, "critical_rank", json_integer((json_int_t)r->critical_rank));
+}
+
+static void print_report(const gs_report *r)
+{
+    char b1[GS_FMT_BYTES], b2[GS_FMT_BYTES], b3[GS_FMT_BYTES];
+    printf("last step (measured):\n");
+    printf("  step time           %s\n", gs_fmt_seconds(r->step_time_s, b1, sizeof b1));
+    printf("  tokens/s            %.0f global, %.1f per rank\n", r->tokens_per_s, r->tokens_per_s_per_gpu);
+    printf("  model TFLOP/s/rank  %.4f   MFU %.4f%% of %s (the scenario's GPU)\n", r->tflops_per_gpu, 100 * r->mfu,
+           gs_fmt_flops(r->peak_flops, b2, sizeof b2));
+    printf("  compute             %s busy on the critical rank %" PRIu64 "\n",
+           gs_fmt_seconds(r->compute_s, b1, sizeof b1), r->critical_rank);
+    static const struct { gs_dim d; const char *n; } dims[] = {{GS_DIM_DP, "DP/FSDP"}, {GS_DIM_TP, "TP"}, {GS_DIM_PP, "PP"}};
+    for (int i = 0; i < 3; i++)
+        printf("  %-19s %s communicating, %s exposed\n", dims[i].n, gs_fmt_seconds(r->comm_s[dims[i].d], b1, sizeof b1),
+               gs_fmt_seconds(r->exposed_s[dims[i].d], b3, sizeof b3));
+    printf("  comm share          %.1f%% of the step\n", 100 * r->comm_share);
+    printf("  bubble share        %.1f%%\n", 100 * r->bubble_share);
+    printf("  events              %" PRIu64 " run\n", r->events);
+}
+
+typedef struct run_args {
+    const char *path, *trace, *driver, *save, *load;
+    uint64_t steps;
+    int json;
+    gs_exec_opts o;
+} run_args;
+
+static gs_status parse(int argc, char **argv, int compare, run_args *a, gs_error *err)
+{
+    static const struct option opts[] = {
+        {"driver", required_argument, NULL, 'd'}, {"steps", required_argument, NULL, 'n'},
+        {"json", no_argument, NULL, 'j'},         {"trace", required_argument, NULL, 't'},
+        {"seed", required_argument, NULL, 's'},   {"lr", required_argument, NULL, 'l'},
+        {"timeout", required_argument, NULL, 'T'}, {"fail-event", required_argument, NULL, 'F'},
+        {"fail-rank", required_argument, NULL, 'R'}, {"save", required_argument, NULL, 'S'},
+        {"load", required_argument, NULL, 'L'},       {NULL, 0, NULL, 0},
+    };
+    const char *usage = compare ? compare_usage : exec_usage;
+    memset(a, 0, sizeof *a);
+    gs_exec_opts_defaults(&a->o);
+    a->steps = compare ? 2 : 1;
+    a->driver = "host";
+    int c;
+    gs_status rc = GS_OK;
+    while ((c = getopt_long(argc, argv, "", opts, NULL)) != -1 && rc == GS_OK) {
+        double x;
+        switch (c) {
+        case 'd': a->driver = optarg; break;
+        case 'n': rc = parse_u64("--steps", optarg, &a->steps, err); break;
+        case 'j': a->json = 1; break;
+        case 't':
+            if (compare)
+                goto bad;
+            a->trace = optarg;
+            break;
+        case 's': rc = parse_u64("--seed", optarg, &a->o.train.seed, err); break;
+        case 'S':
+        case 'L':
+            if (compare)
+                goto bad;
+            if (c == 'S')
+                a->save = optarg;
+            else
+                a->load = optarg;
+            break;
+        case 'l':
+            if ((rc = parse_pos("--lr", optarg, &x, err)) == GS_OK)
+                a->o.train.lr = (float)x;
+            break;
+        case 'T': rc = parse_pos("--timeout", optarg, &a->o.timeout_s, err); break;
+        case 'F': a->o.fail_event = optarg; break;
+        case 'R': {
+            char *end;
+            errno = 0;
+            a->o.fail_rank = strtoull(optarg, &end, 10);
+            if (errno || *end || optarg[0] == '-')
+                rc = gs_error_set(err, GS_ERR_INPUT, "--fail-rank: found '%s', expected a rank", optarg);
+            break;
+        }
+        default:
+        bad:
+            return gs_error_set(err, GS_ERR_INPUT, "unknown option '%s'\nusage: %s", argv[optind - 1], usage);
+        }
+    }
+    if (rc != GS_OK)
+        return rc;
+    if (!(a->o.driver = gs_driver_find(a->driver)))
+        return gs_error_set(err, GS_ERR_INPUT, "--driver: found '%s', expected host (the drivers of this build)",
+                            a->driver);
+    return gs_cli_one_positional(argc, argv, optind, usage, &a->path, err);
+}
+
+/* Runs the steps with progress on a terminal; losses and step times into the arrays. */
+static gs_status run_steps(gs_exec_session *x, uint64_t steps, double *loss, double *secs, gs_error *err)
+{
+    int tty = isatty(STDERR_FILENO);
+    for (uint64_t i = 0; i < steps; i++) {
+        gs_status rc = gs_exec_session_step(x, &loss[i], &secs[i], NULL, err);
+        if (tty && steps > 1) {
+            fprintf(stderr, "\rstep %" PRIu64 "/%" PRIu64 "  loss %.6f  %.3f s ", i + 1, steps, loss[i], secs[i]);
+            if (i + 1 == steps || rc != GS_OK)
+                fprintf(stderr, "\n");
+        }
+        if (rc != GS_OK)
+            return rc;
+    }
+    return GS_OK;
+}
+
+gs_status gs_cmd_exec(int argc, char **argv, gs_error *err)
+{
+    run_args a;
+    gs_status rc = parse(argc, argv, 0, &a, err);
+    if (rc != GS_OK)
+        return rc;
+    gs_scenario s;
+    gs_mesh mesh;
+    gs_exec_session *x = NULL;
+    double *loss = NULL, *secs = NULL;
+    gs_report rep;
+    int have_rep = 0;
+    json_t *doc = NULL;
+    FILE *tf = NULL;
+    if ((rc = gs_cli_load(a.path, &s, &mesh, err)) != GS_OK)
+        goto out;
+    loss = calloc(a.steps, sizeof *loss);
+    secs = calloc(a.steps, sizeof *secs);
+    if (!loss || !secs) {
+        rc = gs_error_set(err, GS_ERR_NOMEM, "out of memory");
+        goto out;
+    }
+    if ((rc = gs_exec_session_create(&s, &mesh, &a.o, &x, err)) != GS_OK)
+        goto out;
+    if (a.load && (rc = gs_exec_session_load(x, a.load, err)) != GS_OK)
+        goto out;
+    uint64_t first = gs_train_step(gs_exec_session_train(x)) + 1; /* the first step this run takes */
+    if ((rc = run_steps(x, a.steps, loss, secs, err)) != GS_OK)
+        goto out;
+    if (a.save && (rc = gs_exec_session_save(x, a.save, err)) != GS_OK)
+        goto out;
+    if ((rc = gs_exec_session_report(x, &rep, err)) != GS_OK)
+        goto out;
+    have_rep = 1;
+    if (a.trace) {
+        if (!(tf = fopen(a.trace, "w"))) {
+            rc = gs_error_set(err, GS_ERR_IO, "%s: cannot write: %s", a.trace, strerror(errno));
+            goto out;
+        }
+        if ((rc = gs_exec_session_trace(x, tf, err)) != GS_OK)
+            goto out;
+        int bad = fclose(tf) != 0;
+        tf = NULL;
+        if (bad) {
+            rc = gs_error_set(err, GS_ERR_IO, "%s: cannot write: %s", a.trace, strerror(errno));
+            goto out;
+        }
+    }
+    if (a.json) {
+        doc = json_object();
+        json_object_set_new(doc, "scenario", json_string(s.name));
+        json_object_set_new(doc, "driver", json_string(a.o.driver->name));
+        json_object_set_new(doc, "steps", json_integer((json_int_t)a.steps));
+        json_object_set_new(doc, "first_step", json_integer((json_int_t)first));
+        json_t *jl = json_array(), *js = json_array();
+        for (uint64_t i = 0; i < a.steps; i++) {
+            json_array_append_new(jl, json_real(loss[i]));
+            json_array_append_new(js, json_real(secs[i]));
+        }
+        json_object_set_new(doc, "loss", jl);
+        json_object_set_new(doc, "step_s", js);
+        put_report(doc, &rep);
+        rc = gs_cli_json_print(doc, err);
+    } else {
+        printf("%s: %" PRIu64 " ranks (dp=%" PRIu64 " pp=%" PRIu64 " tp=%" PRIu64 ", %s) on the %s driver, fp32\n",
+               s.name, mesh.world, mesh.size[GS_DIM_DP], mesh.size[GS_DIM_PP], mesh.size[GS_DIM_TP],
+               gs_sharding_name(s.strategy.sharding), a.o.driver->name);
+        printf("  step  loss        time\n");
+        for (uint64_t i = 0; i < a.steps; i++)
+            printf("  %4" PRIu64 "  %.6f  %.4f s\n", first + i, loss[i], secs[i]);
+        print_report(&rep);
+    }
+out:
+    if (tf)
+        fclose(tf);
+    if (have_rep)
+        gs_report_fini(&rep);
+    json_decref(doc);
+    gs_exec_session_destroy(x);
+    free(loss);
+    free(secs);
+    return rc;
+}
+
+/* ---- compare -------------------------------------------------------------------------------------- */
+
+#define NCLASS (GS_OP_COUNT + GS_GROUP_KIND_COUNT * GS_COLL_COUNT + 2)
+
+static int event_class(const gs_event *e)
+{
+    if (e->kind == GS_EV_COMPUTE)
+        return e->op < GS_OP_COUNT ? e->op : 0;
+    if (e->kind == GS_EV_COLLECTIVE)
+        return GS_OP_COUNT + e->group * GS_COLL_COUNT + (e->op < GS_COLL_COUNT ? e->op : 0);
+    if (e->kind == GS_EV_SEND || e->kind == GS_EV_RECV)
+        return NCLASS - 2;
+    return NCLASS - 1;
+}
+
+static void class_name(int c, char *buf, size_t len)
+{
+    if (c < GS_OP_COUNT)
+        snprintf(buf, len, "compute:%s", gs_op_name((gs_op)c));
+    else if (c < NCLASS - 2)
+        snprintf(buf, len, "%s:%s", gs_group_kind_name((gs_group_kind)((c - GS_OP_COUNT) / GS_COLL_COUNT)),
+                 gs_coll_op_name((gs_coll_op)((c - GS_OP_COUNT) % GS_COLL_COUNT)));
+    else
+        snprintf(buf, len, "%s", c == NCLASS - 2 ? "p2p" : "copy");
+}
+
+/* Per class: event time summed over every rank's events, averaged over ranks. */
+static void class_times(const gs_schedule *sch, gs_timing *const *timing, double *out, int *seen)
+{
+    for (size_t i = 0; i < sch->nranks; i++)
+        for (size_t k = 0; k < sch->ranks[i].nevents; k++) {
+            int c = event_class(&sch->ranks[i].events[k]);
+            out[c] += (timing[i][k].end_s - timing[i][k].start_s) / (double)sch->nranks;
+            seen[c] = 1;
+        }
+}
+
+gs_status gs_cmd_compare(int argc, char **argv, gs_error *err)
+{
+    run_args a;
+    gs_status rc = parse(argc, argv, 1, &a, err);
+    if (rc != GS_OK)
+        return rc;
+    gs_scenario s;
+    gs_mesh mesh;
+    gs_exec_session *x = NULL;
+    double *loss = NULL, *secs = NULL;
+    gs_report srep, erep;
+    int have_s = 0, have_e = 0;
+    void *sim_state = NULL;
+    gs_timing **stime = NULL;
+    const gs_schedule *sch = NULL;
+    json_t *doc = NULL;
+    gs_cli_table tab;
+    gs_cli_table_init(&tab, 4);
+    if ((rc = gs_cli_load(a.path, &s, &mesh, err)) != GS_OK)
+        goto out;
+    loss = calloc(a.steps, sizeof *loss);
+    secs = calloc(a.steps, sizeof *secs);
+    if (!loss || !secs) {
+        rc = gs_error_set(err, GS_ERR_NOMEM, "out of memory");
+        goto out;
+    }
+    if ((rc = gs_exec_session_create(&s, &mesh, &a.o, &x, err)) != GS_OK ||
+        (rc = run_steps(x, a.steps, loss, secs, err)) != GS_OK ||
+        (rc = gs_exec_session_report(x, &erep, err)) != GS_OK)
+        goto out;
+    have_e = 1;
+    sch = gs_exec_session_schedule(x);
+    if (!(stime = calloc(sch->nranks, sizeof *stime))) {
+        rc = gs_error_set(err, GS_ERR_NOMEM, "out of memory");
+        goto out;
+    }
+    for (size_t i = 0; i < sch->nranks; i++)
+        if (!(stime[i] = calloc(sch->ranks[i].nevents + 1, sizeof *stime[i]))) {
+            rc = gs_error_set(err, GS_ERR_NOMEM, "out of memory");
+            goto out;
+        }
+    gs_backend_opts bo = {0, NULL};
+    if ((rc = gs_sim_backend.open(&s, &mesh, &bo, &sim_state, err)) != GS_OK ||
+        (rc = gs_sim_backend.run(sim_state, sch, stime, err)) != GS_OK ||
+        (rc = gs_report_build(&s, sch, stime, &srep, err)) != GS_OK)
+        goto out;
+    have_s = 1;
+    double sim_c[NCLASS] = {0}, ex_c[NCLASS] = {0};
+    int seen[NCLASS] = {0};
+    class_times(sch, stime, sim_c, seen);
+    class_times(sch, gs_exec_session_timing(x), ex_c, seen);
+    double serr = erep.step_time_s > 0 ? (srep.step_time_s - erep.step_time_s) / erep.step_time_s : 0;
+    if (a.json) {
+        doc = json_object();
+        json_object_set_new(doc, "scenario", json_string(s.name));
+        json_object_set_new(doc, "driver", json_string(a.o.driver->name));
+        json_object_set_new(doc, "sim_step_time_s", json_real(srep.step_time_s));
+        json_object_set_new(doc, "exec_step_time_s", json_real(erep.step_time_s));
+        json_object_set_new(doc, "step_error", json_real(serr));
+        json_t *cl = json_array();
+        for (int c = 0; c < NCLASS; c++) {
+            if (!seen[c])
+                continue;
+            char nm[64];
+            class_name(c, nm, sizeof nm);
+            json_t *o = json_object();
+            json_object_set_new(o, "name", json_string(nm));
+            json_object_set_new(o, "sim_s", json_real(sim_c[c]));
+            json_object_set_new(o, "exec_s", json_real(ex_c[c]));
+            json_object_set_new(o, "error", ex_c[c] > 0 ? json_real((sim_c[c] - ex_c[c]) / ex_c[c]) : json_null());
+            json_array_append_new(cl, o);
+        }
+        json_object_set_new(doc, "classes", cl);
+        rc = gs_cli_json_print(doc, err);
+    } else {
+        char b1[32], b2[32];
+        printf("%s: sim (%s, modeled) vs exec (%s driver, measured, step %" PRIu64 " of %" PRIu64 ")\n", s.name,
+               s.cluster.name, a.o.driver->name, a.steps, a.steps);
+        gs_cli_table_rowf(&tab, "class\tsim\texec\terror");
+        for (int c = 0; c < NCLASS; c++) {
+            if (!seen[c])
+                continue;
+            char nm[64];
+            class_name(c, nm, sizeof nm);
+            gs_cli_table_rowf(&tab, "%s\t%s\t%s\t%+.1f%%", nm, gs_fmt_seconds(sim_c[c], b1, sizeof b1),
+                              gs_fmt_seconds(ex_c[c], b2, sizeof b2),
+                              ex_c[c] > 0 ? 100 * (sim_c[c] - ex_c[c]) / ex_c[c] : 0.0);
+        }
+        gs_cli_table_rowf(&tab, "step\t%s\t%s\t%+.1f%%", gs_fmt_seconds(srep.step_time_s, b1, sizeof b1),
+                          gs_fmt_seconds(erep.step_time_s, b2, sizeof b2), 100 * serr);
+        gs_cli_table_print(&tab, stdout, 2);
+        printf("  (per class: time a rank spends in those events, summed, averaged over ranks; error = (sim - exec) "
+               "/ exec)\n");
+    }
+out:
+    gs_cli_table_fini(&tab);
+    if (sim_state)
+        gs_sim_backend.close(sim_state);
+    if (stime && sch)
+        for (size_t i = 0; i < sch->nranks; i++)
+            free(stime[i]);
+    free(stime);
+    if (have_s)
+        gs_report_fini(&srep);
+    if (have_e)
+        gs_report_fini(&erep);
+    json_decref(doc);
+    gs_exec_session_destroy(x);
+    free(loss);
+    free(secs);
+    return rc;
+}

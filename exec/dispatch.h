@@ -1,0 +1,45 @@
+/* The exec dispatcher: plays one step of an exact (every-rank) schedule on a driver. Per rank
+ * (one host thread each) it walks the rank's events in list order, issues each to its stream,
+ * makes it wait for its dependencies on other streams (driver events; same-stream order is the
+ * stream's), records when it was posted and when it ended on the driver clock, and fills the
+ * gs_timing[] the sim fills. What an event does is the program's business (a callback), so the
+ * dispatcher knows neither the driver nor the model.
+ *
+ * Ownership: gs_dispatch is created by gs_dispatch_create and freed by gs_dispatch_destroy; it
+ * borrows the driver and the schedule (both must outlive it) and owns its streams and events. */
+#ifndef GS_EXEC_DISPATCH_H
+#define GS_EXEC_DISPATCH_H
+
+#include "engine/backend.h"
+#include "engine/schedule.h"
+#include "exec/driver.h"
+
+/* Runs event `event` of rank list `rank_index` on stream s (called from inside the stream's work,
+ * in stream order, after the event's dependencies completed). */
+typedef gs_status (*gs_dispatch_run_fn)(void *prog, size_t rank_index, size_t event, gs_drv_stream *s,
+                                        gs_error *err);
+
+typedef struct gs_dispatch_opts {
+    /* Test hook: event `fail_event` (gs_event_name) of rank `fail_rank` fails instead of running;
+     * NULL: none. */
+    const char *fail_event;
+    uint64_t fail_rank;
+} gs_dispatch_opts;
+
+typedef struct gs_dispatch gs_dispatch;
+
+/* The schedule must be exact (every rank) and its dependencies must point to earlier events. */
+gs_status gs_dispatch_create(const gs_driver_ops *ops, gs_drv *drv, const gs_schedule *sch, gs_dispatch **out,
+                             gs_error *err);
+void gs_dispatch_destroy(gs_dispatch *d);
+
+/* The stream of rank list i, kind k (for the program's set-up work). */
+gs_drv_stream *gs_dispatch_stream(gs_dispatch *d, size_t i, gs_stream k);
+
+/* One step: every rank's events through run(prog, ...). timing[i][e] gets seconds from the step's
+ * start (may be NULL). rank_err (may be NULL) gets each rank list's own outcome. On failure the
+ * first error (the abort's: it names the rank and the event) is returned. */
+gs_status gs_dispatch_step(gs_dispatch *d, gs_dispatch_run_fn run, void *prog, const gs_dispatch_opts *opts,
+                           gs_timing *const *timing, gs_error *rank_err, gs_error *err);
+
+#endif

@@ -1,0 +1,150 @@
+/* The exec driver interface: what the dispatcher and the training program need from a machine
+ * (memory, streams and stream events, a clock, the compute ops the schedule names, collectives
+ * over a process group, point-to-point send and receive). The host driver (exec/driver_host.c:
+ * CPU threads, shared-memory collectives) implements it today; a CUDA driver (streams, cuBLAS,
+ * NCCL) implements the same table later, and nothing above this header knows which one runs.
+ *
+ * Execution model (CUDA's): work is issued to a stream and runs in issue order on it; an event
+ * recorded on a stream completes when the work issued before it has; a stream can be told to wait
+ * for an event of another stream. Compute ops and collectives are called from inside a launched
+ * function (gs_drv_fn) and run in that stream's order; on the host they run synchronously in the
+ * stream's worker thread, on CUDA they would be enqueued. Every blocking wait has the driver's
+ * timeout; a failure anywhere aborts every rank (gs_driver_ops.abort) and every wait returns it.
+ *
+ * Ownership: a driver's state (gs_drv) is created by open() and freed by close(); streams, events
+ * and buffers belong to the driver and are freed by their destroy/free calls (close() frees what
+ * is left). Callers own nothing inside them; the buffers passed to ops are borrowed for the call. */
+#ifndef GS_EXEC_DRIVER_H
+#define GS_EXEC_DRIVER_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "engine/mesh.h"
+#include "engine/schedule.h"
+#include "engine/status.h"
+
+typedef struct gs_drv gs_drv;               /* one driver instance: every rank of one process */
+typedef struct gs_drv_stream gs_drv_stream; /* an in-order work queue of one rank */
+typedef struct gs_drv_event gs_drv_event;   /* a point in a stream's work */
+
+typedef struct gs_driver_opts {
+    double timeout_s; /* every blocking wait gives up after this long (seconds; 0: 60) */
+} gs_driver_opts;
+
+/* A process group as the schedule names it: kind and index (gs_group_of), its members in
+ * ascending rank order and the caller's position among them. */
+typedef struct gs_drv_group {
+    gs_group_kind kind;
+    uint64_t index;
+    uint64_t size;
+    uint64_t pos;            /* caller's position in members */
+    const uint64_t *members; /* size global ranks, ascending */
+} gs_drv_group;
+
+/* Work issued to a stream: returns a status and fills err on failure (the driver then aborts
+ * every rank with err's message). */
+typedef gs_status (*gs_drv_fn)(void *arg, gs_drv_stream *s, gs_error *err);
+
+typedef struct gs_driver_ops {
+    const char *name;        /* "host" */
+    const char *description; /* one line for --help */
+
+    /* ---- lifetime ---- */
+    gs_status (*open)(const gs_mesh *mesh, const gs_driver_opts *opts, gs_drv **out, gs_error *err);
+    void (*close)(gs_drv *d);
+    /* Stops every rank: every current and later wait returns GS_ERR_RUNTIME with msg (the first
+     * abort's message wins). */
+    void (*abort)(gs_drv *d, const char *msg);
+    /* 1 after an abort, with its message in err (when not NULL). */
+    int (*aborted)(gs_drv *d, gs_error *err);
+
+    /* ---- memory (fp32 buffers on rank's device; zero-filled) ---- */
+    void *(*alloc)(gs_drv *d, uint64_t rank, uint64_t bytes); /* NULL when out of memory */
+    void (*free)(gs_drv *d, uint64_t rank, void *p);
+    void (*upload)(gs_drv *d, gs_drv_stream *s, void *dst, const void *host_src, uint64_t bytes);
+    void (*download)(gs_drv *d, gs_drv_stream *s, void *host_dst, const void *src, uint64_t bytes);
+    void (*copy)(gs_drv *d, gs_drv_stream *s, void *dst, const void *src, uint64_t bytes);
+    void (*fill)(gs_drv *d, gs_drv_stream *s, float *dst, float value, size_t n);
+
+    /* ---- streams, events, clock ---- */
+    gs_status (*stream_create)(gs_drv *d, uint64_t rank, gs_stream kind, gs_drv_stream **out, gs_error *err);
+    void (*stream_destroy)(gs_drv *d, gs_drv_stream *s);
+    /* Issues fn(arg) to run after the work already issued to s. */
+    gs_status (*launch)(gs_drv *d, gs_drv_stream *s, gs_drv_fn fn, void *arg, gs_error *err);
+    gs_status (*event_create)(gs_drv *d, gs_drv_event **out, gs_error *err);
+    void (*event_destroy)(gs_drv *d, gs_drv_event *e);
+    gs_status (*event_record)(gs_drv *d, gs_drv_stream *s, gs_drv_event *e, gs_error *err);
+    /* Work issued to s after this call waits until e has completed. */
+    gs_status (*stream_wait_event)(gs_drv *d, gs_drv_stream *s, gs_drv_event *e, gs_error *err);
+    /* Blocks until everything issued to s has run; the abort's status and message if any. */
+    gs_status (*stream_sync)(gs_drv *d, gs_drv_stream *s, gs_error *err);
+    /* When a completed event completed, and now, on the driver's clock (seconds). */
+    double (*event_time_s)(gs_drv *d, const gs_drv_event *e);
+    double (*clock_s)(gs_drv *d);
+    /* Called from inside launched work after a collective or p2p op: when it began moving data
+     * (every party present), on the driver clock, then forgets it; -1 when unknown (the caller
+     * then counts from when the work was posted). May be NULL. */
+    double (*op_start_s)(gs_drv *d, gs_drv_stream *s);
+
+    /* ---- compute ops (kernels/host/kernels.h semantics, fp32, on s) ---- */
+    void (*linear_fwd)(gs_drv_stream *s, const float *x, const float *w, float *y, size_t t, size_t k, size_t n);
+    void (*linear_bwd)(gs_drv_stream *s, const float *x, const float *w, const float *dy, float *dx, float *dw,
+                       size_t t, size_t k, size_t n);
+    void (*add)(gs_drv_stream *s, float *y, const float *x, size_t n);
+    void (*scale)(gs_drv_stream *s, float *y, float a, size_t n);
+    void (*embed_fwd)(gs_drv_stream *s, const int32_t *tok, size_t t, const float *w, size_t vocab_lo,
+                      size_t vocab_n, size_t h, float *y);
+    void (*embed_bwd)(gs_drv_stream *s, const int32_t *tok, size_t t, const float *dy, size_t vocab_lo,
+                      size_t vocab_n, size_t h, float *dw);
+    void (*rmsnorm_fwd)(gs_drv_stream *s, const float *x, const float *g, float *y, float *rstd, size_t t, size_t h,
+                        float eps);
+    void (*rmsnorm_bwd)(gs_drv_stream *s, const float *x, const float *g, const float *rstd, const float *dy,
+                        float *dx, float *dg, size_t t, size_t h);
+    void (*rope_fwd)(gs_drv_stream *s, float *x, size_t t, size_t seq, size_t nh, size_t hd, size_t ld, float theta);
+    void (*rope_bwd)(gs_drv_stream *s, float *dx, size_t t, size_t seq, size_t nh, size_t hd, size_t ld,
+                     float theta);
+    void (*attn_fwd)(gs_drv_stream *s, const float *q, size_t ldq, const float *k, const float *v, size_t ldkv,
+                     float *out, size_t ldo, float *p, size_t nseq, size_t seq, size_t nh, size_t nkv, size_t hd);
+    void (*attn_bwd)(gs_drv_stream *s, const float *q, size_t ldq, const float *k, const float *v, size_t ldkv,
+                     const float *p, const float *dout, size_t ldo, float *dq, float *dk, float *dv, size_t nseq,
+                     size_t seq, size_t nh, size_t nkv, size_t hd);
+    void (*swiglu_fwd)(gs_drv_stream *s, const float *gu, float *h, size_t t, size_t f);
+    void (*swiglu_bwd)(gs_drv_stream *s, const float *gu, const float *dh, float *dgu, size_t t, size_t f);
+    void (*xent_stats)(gs_drv_stream *s, const float *logits, const int32_t *target, size_t t, size_t vocab_lo,
+                       size_t vocab_n, float *stats);
+    /* lse[t] from the stats of `parts` slices; *loss_sum (host memory) = sum of lse - target logit. */
+    void (*xent_combine)(gs_drv_stream *s, const float *stats, size_t parts, size_t t, float *lse,
+                         double *loss_sum);
+    void (*xent_bwd)(gs_drv_stream *s, const float *logits, const int32_t *target, const float *lse, size_t t,
+                     size_t vocab_lo, size_t vocab_n, float scale, float *dlogits);
+    void (*adamw)(gs_drv_stream *s, float *p, const float *g, float *m, float *v, size_t n, float lr, float beta1,
+                  float beta2, float eps, float weight_decay, uint64_t step);
+
+    /* ---- collectives over g, issued on s by every member in the same order ----
+     * fp32 sums are taken in ascending rank order, so results do not depend on timing. */
+    /* recv[i*count .. (i+1)*count) = member i's send (count floats per member). */
+    gs_status (*all_gather)(gs_drv *d, gs_drv_stream *s, uint64_t rank, const gs_drv_group *g, const float *send,
+                            float *recv, size_t count, gs_error *err);
+    /* recv[0..count) = sum over members of their send[pos*count .. (pos+1)*count). */
+    gs_status (*reduce_scatter)(gs_drv *d, gs_drv_stream *s, uint64_t rank, const gs_drv_group *g,
+                                const float *send, float *recv, size_t count, gs_error *err);
+    /* buf = sum over members of buf (in place). */
+    gs_status (*all_reduce)(gs_drv *d, gs_drv_stream *s, uint64_t rank, const gs_drv_group *g, float *buf,
+                            size_t count, gs_error *err);
+    /* buf = member root's buf. */
+    gs_status (*broadcast)(gs_drv *d, gs_drv_stream *s, uint64_t rank, const gs_drv_group *g, float *buf,
+                           size_t count, uint64_t root, gs_error *err);
+    /* ---- point to point (in order per (sender, receiver) pair) ---- */
+    gs_status (*send)(gs_drv *d, gs_drv_stream *s, uint64_t rank, uint64_t peer, const void *buf, uint64_t bytes,
+                      gs_error *err);
+    gs_status (*recv)(gs_drv *d, gs_drv_stream *s, uint64_t rank, uint64_t peer, void *buf, uint64_t bytes,
+                      gs_error *err);
+} gs_driver_ops;
+
+extern const gs_driver_ops gs_driver_host;
+
+/* The drivers this build has, by name (NULL when unknown). */
+const gs_driver_ops *gs_driver_find(const char *name);
+
+#endif

@@ -1,0 +1,774 @@
+/* The host driver: every rank is a set of CPU threads (one worker per stream), buffers are
+ * malloc'd, compute ops are kernels/host, collectives meet in shared memory (sums in ascending
+ * rank order), send/recv go through per-pair mailboxes, and every wait gives up after the
+ * driver's timeout or when any rank aborts. One mutex and one condition variable guard all
+ * shared state: simple, deadlock-free, and fast enough for the tiny models the host runs. */
+#include <errno.h>
+#include <inttypes.h>
+#include <pthread.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include "exec/driver.h"
+#include "kernels/host/kernels.h"
+
+/* One rendezvous per process group (kind, index). */
+typedef struct coll_slot {
+    uint64_t arrived, departed, gen;
+    int op;
+    size_t count;
+    const float **in; /* per member position */
+} coll_slot;
+
+typedef struct mail {
+    struct mail *next;
+    uint64_t bytes;
+    unsigned char data[];
+} mail;
+
+typedef struct mailbox {
+    mail *head, *tail;
+} mailbox;
+
+typedef enum item_kind { ITEM_FN, ITEM_RECORD, ITEM_WAIT } item_kind;
+
+typedef struct item {
+    struct item *next;
+    item_kind kind;
+    gs_drv_fn fn;
+    void *arg;
+    gs_drv_event *ev;
+} item;
+
+struct gs_drv_event {
+    int done;
+    double t; /* seconds, driver clock */
+};
+
+struct gs_drv_stream {
+    gs_drv *d;
+    uint64_t rank;
+    gs_stream kind;
+    item *head, *tail;
+    int busy, stop;
+    double op_start; /* when the last collective / recv found every party, -1 unknown */
+    pthread_t th;
+};
+
+struct gs_drv {
+    gs_mesh mesh;
+    double timeout_s;
+    pthread_mutex_t mu;
+    pthread_cond_t cv;
+    int aborted;
+    gs_error abort_err;
+    coll_slot *slots[GS_GROUP_KIND_COUNT]; /* world slots per kind (group index < world) */
+    mailbox *mail;                         /* world x world, [src * world + dst] */
+};
+
+static double mono_s(void)
+{
+    struct timespec t;
+    clock_gettime(CLOCK_MONOTONIC, &t);
+    return (double)t.tv_sec + (double)t.tv_nsec * 1e-9;
+}
+
+static struct timespec deadline_in(double s)
+{
+    struct timespec t;
+    clock_gettime(CLOCK_REALTIME, &t);
+    double ns = (double)t.tv_nsec + s * 1e9;
+    t.tv_sec += (time_t)(ns / 1e9);
+    t.tv_nsec = (long)(ns - (double)(time_t)(ns / 1e9) * 1e9);
+    return t;
+}
+
+/* Waits on the driver's condition (mu held). Returns 0 when woken, 1 on abort, 2 on timeout. */
+static int wait_until(gs_drv *d, const struct timespec *dl)
+{
+    if (d->aborted)
+        return 1;
+    int rc = pthread_cond_timedwait(&d->cv, &d->mu, dl);
+    if (d->aborted)
+        return 1;
+    return rc == ETIMEDOUT ? 2 : 0;
+}
+
+static void abort_locked(gs_drv *d, const char *msg)
+{
+    if (!d->aborted) {
+        d->aborted = 1;
+        gs_error_set(&d->abort_err, GS_ERR_RUNTIME, "%s", msg);
+    }
+    pthread_cond_broadcast(&d->cv);
+}
+
+static void host_abort(gs_drv *d, const char *msg)
+{
+    pthread_mutex_lock(&d->mu);
+    abort_locked(d, msg);
+    pthread_mutex_unlock(&d->mu);
+}
+
+static int host_aborted(gs_drv *d, gs_error *err)
+{
+    pthread_mutex_lock(&d->mu);
+    int a = d->aborted;
+    if (a && err)
+        *err = d->abort_err;
+    pthread_mutex_unlock(&d->mu);
+    return a;
+}
+
+/* The status of a wait that did not complete (mu held). */
+static gs_status wait_failed(gs_drv *d, int why, gs_error *err, const char *what)
+{
+    if (why == 2) {
+        char msg[GS_ERROR_MSG_BYTES];
+        snprintf(msg, sizeof msg, "%s: timed out after %g s", what, d->timeout_s);
+        abort_locked(d, msg);
+        return gs_error_set(err, GS_ERR_RUNTIME, "%s", msg);
+    }
+    return gs_error_set(err, GS_ERR_RUNTIME, "%s: stopped: %s", what, d->abort_err.msg);
+}
+
+/* ---- lifetime ------------------------------------------------------------------------------- */
+
+static void host_close(gs_drv *d)
+{
+    if (!d)
+        return;
+    for (int k = 0; k < GS_GROUP_KIND_COUNT; k++) {
+        if (d->slots[k])
+            for (uint64_t i = 0; i < d->mesh.world; i++)
+                free(d->slots[k][i].in);
+        free(d->slots[k]);
+    }
+    if (d->mail)
+        for (uint64_t i = 0; i < d->mesh.world * d->mesh.world; i++)
+            for (mail *m = d->mail[i].head, *n; m; m = n) {
+                n = m->next;
+                free(m);
+            }
+    free(d->mail);
+    pthread_mutex_destroy(&d->mu);
+    pthread_cond_destroy(&d->cv);
+    free(d);
+}
+
+static gs_status host_open(const gs_mesh *mesh, const gs_driver_opts *opts, gs_drv **out, gs_error *err)
+{
+    *out = NULL;
+    gs_drv *d = calloc(1, sizeof *d);
+    if (!d)
+        return gs_error_set(err, GS_ERR_NOMEM, "host driver: out of memory");
+    d->mesh = *mesh;
+    d->timeout_s = opts && opts->timeout_s > 0 ? opts->timeout_s : 60.0;
+    pthread_mutex_init(&d->mu, NULL);
+    pthread_cond_init(&d->cv, NULL);
+    gs_error_init(&d->abort_err);
+    uint64_t w = mesh->world;
+    d->mail = calloc(w * w, sizeof *d->mail);
+    int ok = d->mail != NULL;
+    for (int k = 0; k < GS_GROUP_KIND_COUNT && ok; k++) {
+        d->slots[k] = calloc(w, sizeof *d->slots[k]);
+        ok = d->slots[k] != NULL;
+        for (uint64_t i = 0; i < w && ok; i++)
+            ok = (d->slots[k][i].in = calloc(w, sizeof *d->slots[k][i].in)) != NULL;
+    }
+    if (!ok) {
+        host_close(d);
+        return gs_error_set(err, GS_ERR_NOMEM, "host driver: out of memory for %" PRIu64 " ranks", w);
+    }
+    *out = d;
+    return GS_OK;
+}
+
+/* ---- memory --------------------------------------------------------------------------------- */
+
+static void *host_alloc(gs_drv *d, uint64_t rank, uint64_t bytes)
+{
+    (void)d, (void)rank;
+    return calloc(1, bytes ? (size_t)bytes : 1);
+}
+
+static void host_free(gs_drv *d, uint64_t rank, void *p)
+{
+    (void)d, (void)rank;
+    free(p);
+}
+
+static void host_copy(gs_drv *d, gs_drv_stream *s, void *dst, const void *src, uint64_t bytes)
+{
+    (void)d, (void)s;
+    if (bytes && dst != src)
+        memmove(dst, src, (size_t)bytes);
+}
+
+static void host_fill(gs_drv *d, gs_drv_stream *s, float *dst, float value, size_t n)
+{
+    (void)d, (void)s;
+    for (size_t i = 0; i < n; i++)
+        dst[i] = value;
+}
+
+/* ---- streams and events --------------------------------------------------------------------- */
+
+static void *stream_main(void *arg)
+{
+    gs_drv_stream *s = arg;
+    gs_drv *d = s->d;
+    pthread_mutex_lock(&d->mu);
+    for (;;) {
+        while (!s->head && !s->stop)
+            pthread_cond_wait(&d->cv, &d->mu);
+        if (!s->head && s->stop)
+            break;
+        item *it = s->head;
+        s->head = it->next;
+        if (!s->head)
+            s->tail = NULL;
+        s->busy = 1;
+        if (it->kind == ITEM_RECORD) {
+            it->ev->t = mono_s();
+            it->ev->done = 1;
+            pthread_cond_broadcast(&d->cv);
+        } else if (it->kind == ITEM_WAIT) {
+            struct timespec dl = deadline_in(d->timeout_s);
+            int why = 0;
+            while (!it->ev->done && (why = wait_until(d, &dl)) == 0)
+                ;
+            if (!it->ev->done && why == 2) {
+                char msg[GS_ERROR_MSG_BYTES];
+                snprintf(msg, sizeof msg, "rank %" PRIu64 " stream %s: timed out after %g s waiting for a dependency",
+                         s->rank, gs_stream_name(s->kind), d->timeout_s);
+                abort_locked(d, msg);
+            }
+        } else if (!d->aborted) {
+            pthread_mutex_unlock(&d->mu);
+            gs_error e;
+            gs_error_init(&e);
+            gs_status rc = it->fn(it->arg, s, &e);
+            pthread_mutex_lock(&d->mu);
+            if (rc != GS_OK)
+                abort_locked(d, e.msg[0] ? e.msg : gs_status_name(rc));
+        }
+        free(it);
+        s->busy = 0;
+        pthread_cond_broadcast(&d->cv);
+    }
+    pthread_mutex_unlock(&d->mu);
+    return NULL;
+}
+
+static gs_status host_stream_create(gs_drv *d, uint64_t rank, gs_stream kind, gs_drv_stream **out, gs_error *err)
+{
+    gs_drv_stream *s = calloc(1, sizeof *s);
+    if (!s)
+        return gs_error_set(err, GS_ERR_NOMEM, "host driver: out of memory");
+    s->d = d;
+    s->rank = rank;
+    s->kind = kind;
+    s->op_start = -1;
+    if (pthread_create(&s->th, NULL, stream_main, s) != 0) {
+        free(s);
+        return gs_error_set(err, GS_ERR_RUNTIME, "host driver: cannot start a thread for rank %" PRIu64 " stream %s",
+                            rank, gs_stream_name(kind));
+    }
+    *out = s;
+    return GS_OK;
+}
+
+static void host_stream_destroy(gs_drv *d, gs_drv_stream *s)
+{
+    if (!s)
+        return;
+    pthread_mutex_lock(&d->mu);
+    s->stop = 1;
+    pthread_cond_broadcast(&d->cv);
+    pthread_mutex_unlock(&d->mu);
+    pthread_join(s->th, NULL);
+    for (item *it = s->head, *n; it; it = n) {
+        n = it->next;
+        free(it);
+    }
+    free(s);
+}
+
+static gs_status enqueue(gs_drv *d, gs_drv_stream *s, item_kind kind, gs_drv_fn fn, void *arg, gs_drv_event *ev,
+                         gs_error *err)
+{
+    item *it = calloc(1, sizeof *it);
+    if (!it)
+        return gs_error_set(err, GS_ERR_NOMEM, "host driver: out of memory");
+    it->kind = kind;
+    it->fn = fn;
+    it->arg = arg;
+    it->ev = ev;
+    pthread_mutex_lock(&d->mu);
+    if (kind == ITEM_RECORD)
+        ev->done = 0;
+    if (s->tail)
+        s->tail->next = it;
+    else
+        s->head = it;
+    s->tail = it;
+    pthread_cond_broadcast(&d->cv);
+    pthread_mutex_unlock(&d->mu);
+    return GS_OK;
+}
+
+static gs_status host_launch(gs_drv *d, gs_drv_stream *s, gs_drv_fn fn, void *arg, gs_error *err)
+{
+    return enqueue(d, s, ITEM_FN, fn, arg, NULL, err);
+}
+
+static gs_status host_event_create(gs_drv *d, gs_drv_event **out, gs_error *err)
+{
+    (void)d;
+    if (!(*out = calloc(1, sizeof **out)))
+        return gs_error_set(err, GS_ERR_NOMEM, "host driver: out of memory");
+    return GS_OK;
+}
+
+static void host_event_destroy(gs_drv *d, gs_drv_event *e)
+{
+    (void)d;
+    free(e);
+}
+
+static gs_status host_event_record(gs_drv *d, gs_drv_stream *s, gs_drv_event *e, gs_error *err)
+{
+    return enqueue(d, s, ITEM_RECORD, NULL, NULL, e, err);
+}
+
+static gs_status host_stream_wait_event(gs_drv *d, gs_drv_stream *s, gs_drv_event *e, gs_error *err)
+{
+    return enqueue(d, s, ITEM_WAIT, NULL, NULL, e, err);
+}
+
+static gs_status host_stream_sync(gs_drv *d, gs_drv_stream *s, gs_error *err)
+{
+    gs_status rc = GS_OK;
+    pthread_mutex_lock(&d->mu);
+    /* no timeout here: every item the worker runs has its own */
+    while (s->head || s->busy)
+        pthread_cond_wait(&d->cv, &d->mu);
+    if (d->aborted) {
+        if (err)
+            *err = d->abort_err;
+        rc = GS_ERR_RUNTIME;
+    }
+    pthread_mutex_unlock(&d->mu);
+    return rc;
+}
+
+static double host_event_time_s(gs_drv *d, const gs_drv_event *e)
+{
+    (void)d;
+    return e->t;
+}
+
+static double host_clock_s(gs_drv *d)
+{
+    (void)d;
+    return mono_s();
+}
+
+static double host_op_start_s(gs_drv *d, gs_drv_stream *s)
+{
+    (void)d;
+    if (!s)
+        return -1;
+    double t = s->op_start;
+    s->op_start = -1;
+    return t;
+}
+
+/* Notes on the calling stream (NULL: none) that its op found every party now. */
+static void mark_start(gs_drv_stream *s)
+{
+    if (s)
+        s->op_start = mono_s();
+}
+
+/* ---- compute: kernels/host ------------------------------------------------------------------- */
+
+static void k_linear_fwd(gs_drv_stream *s, const float *x, const float *w, float *y, size_t t, size_t k, size_t n)
+{
+    (void)s;
+    gs_k_linear_fwd(x, w, y, t, k, n);
+}
+static void k_linear_bwd(gs_drv_stream *s, const float *x, const float *w, const float *dy, float *dx, float *dw,
+                         size_t t, size_t k, size_t n)
+{
+    (void)s;
+    gs_k_linear_bwd(x, w, dy, dx, dw, t, k, n);
+}
+static void k_add(gs_drv_stream *s, float *y, const float *x, size_t n)
+{
+    (void)s;
+    gs_k_add(y, x, n);
+}
+static void k_scale(gs_drv_stream *s, float *y, float a, size_t n)
+{
+    (void)s;
+    gs_k_scale(y, a, n);
+}
+static void k_embed_fwd(gs_drv_stream *s, const int32_t *tok, size_t t, const float *w, size_t lo, size_t vn, size_t h,
+                        float *y)
+{
+    (void)s;
+    gs_k_embed_fwd(tok, t, w, lo, vn, h, y);
+}
+static void k_embed_bwd(gs_drv_stream *s, const int32_t *tok, size_t t, const float *dy, size_t lo, size_t vn,
+                        size_t h, float *dw)
+{
+    (void)s;
+    gs_k_embed_bwd(tok, t, dy, lo, vn, h, dw);
+}
+static void k_rmsnorm_fwd(gs_drv_stream *s, const float *x, const float *g, float *y, float *rstd, size_t t, size_t h,
+                          float eps)
+{
+    (void)s;
+    gs_k_rmsnorm_fwd(x, g, y, rstd, t, h, eps);
+}
+static void k_rmsnorm_bwd(gs_drv_stream *s, const float *x, const float *g, const float *rstd, const float *dy,
+                          float *dx, float *dg, size_t t, size_t h)
+{
+    (void)s;
+    gs_k_rmsnorm_bwd(x, g, rstd, dy, dx, dg, t, h);
+}
+static void k_rope_fwd(gs_drv_stream *s, float *x, size_t t, size_t seq, size_t nh, size_t hd, size_t ld, float th)
+{
+    (void)s;
+    gs_k_rope_fwd(x, t, seq, nh, hd, ld, th);
+}
+static void k_rope_bwd(gs_drv_stream *s, float *x, size_t t, size_t seq, size_t nh, size_t hd, size_t ld, float th)
+{
+    (void)s;
+    gs_k_rope_bwd(x, t, seq, nh, hd, ld, th);
+}
+static void k_attn_fwd(gs_drv_stream *s, const float *q, size_t ldq, const float *k, const float *v, size_t ldkv,
+                       float *out, size_t ldo, float *p, size_t nseq, size_t seq, size_t nh, size_t nkv, size_t hd)
+{
+    (void)s;
+    gs_k_attn_fwd(q, ldq, k, v, ldkv, out, ldo, p, nseq, seq, nh, nkv, hd);
+}
+static void k_attn_bwd(gs_drv_stream *s, const float *q, size_t ldq, const float *k, const float *v, size_t ldkv,
+                       const float *p, const float *dout, size_t ldo, float *dq, float *dk, float *dv, size_t nseq,
+                       size_t seq, size_t nh, size_t nkv, size_t hd)
+{
+    (void)s;
+    gs_k_attn_bwd(q, ldq, k, v, ldkv, p, dout, ldo, dq, dk, dv, nseq, seq, nh, nkv, hd);
+}
+static void k_swiglu_fwd(gs_drv_stream *s, const float *gu, float *h, size_t t, size_t f)
+{
+    (void)s;
+    gs_k_swiglu_fwd(gu, h, t, f);
+}
+static void k_swiglu_bwd(gs_drv_stream *s, const float *gu, const float *dh, float *dgu, size_t t, size_t f)
+{
+    (void)s;
+    gs_k_swiglu_bwd(gu, dh, dgu, t, f);
+}
+static void k_xent_stats(gs_drv_stream *s, const float *logits, const int32_t *target, size_t t, size_t lo, size_t vn,
+                         float *stats)
+{
+    (void)s;
+    gs_k_xent_stats(logits, target, t, lo, vn, stats);
+}
+static void k_xent_combine(gs_drv_stream *s, const float *stats, size_t parts, size_t t, float *lse, double *loss)
+{
+    (void)s;
+    *loss = gs_k_xent_combine(stats, parts, t, lse);
+}
+static void k_xent_bwd(gs_drv_stream *s, const float *logits, const int32_t *target, const float *lse, size_t t,
+                       size_t lo, size_t vn, float scale, float *dlogits)
+{
+    (void)s;
+    gs_k_xent_bwd(logits, target, lse, t, lo, vn, scale, dlogits);
+}
+static void k_adamw(gs_drv_stream *s, float *p, const float *g, float *m, float *v, size_t n, float lr, float b1,
+                    float b2, float eps, float wd, uint64_t step)
+{
+    (void)s;
+    gs_k_adamw(p, g, m, v, n, lr, b1, b2, eps, wd, step);
+}
+
+/* ---- collectives ---------------------------------------------------------------------------- */
+
+enum { OP_AG = 1, OP_RS, OP_AR, OP_BCAST };
+
+static const char *op_name(int op)
+{
+    return op == OP_AG ? "all_gather" : op == OP_RS ? "reduce_scatter" : op == OP_AR ? "all_reduce" : "broadcast";
+}
+
+/* Meets the other members of g: publishes `in`, waits for everyone (phase 1); the caller then
+ * reads the others' inputs; depart() waits until every member has read (phase 2). */
+static gs_status arrive(gs_drv *d, gs_drv_stream *s, uint64_t rank, const gs_drv_group *g, int op, size_t count,
+                        const float *in, coll_slot **out, uint64_t *gen, gs_error *err)
+{
+    char what[160];
+    snprintf(what, sizeof what, "rank %" PRIu64 ": %s of %zu floats on %s group %" PRIu64, rank, op_name(op), count,
+             gs_group_kind_name(g->kind), g->index);
+    if (g->index >= d->mesh.world || g->pos >= g->size)
+        return gs_error_set(err, GS_ERR_RUNTIME, "%s: no such group", what);
+    coll_slot *c = &d->slots[g->kind][g->index];
+    pthread_mutex_lock(&d->mu);
+    if (d->aborted) {
+        gs_status rc = wait_failed(d, 1, err, what);
+        pthread_mutex_unlock(&d->mu);
+        return rc;
+    }
+    if (c->arrived == 0) {
+        c->op = op;
+        c->count = count;
+    } else if (c->op != op || c->count != count) {
+        char msg[GS_ERROR_MSG_BYTES];
+        snprintf(msg, sizeof msg, "%s: the group's other members issued %s of %zu floats", what, op_name(c->op),
+                 c->count);
+        abort_locked(d, msg);
+        pthread_mutex_unlock(&d->mu);
+        return gs_error_set(err, GS_ERR_RUNTIME, "%s", msg);
+    }
+    c->in[g->pos] = in;
+    c->arrived++;
+    *gen = c->gen;
+    pthread_cond_broadcast(&d->cv);
+    struct timespec dl = deadline_in(d->timeout_s);
+    int why = 0;
+    while (c->arrived < g->size && (why = wait_until(d, &dl)) == 0)
+        ;
+    gs_status rc = GS_OK;
+    if (c->arrived < g->size) {
+        snprintf(what + strlen(what), sizeof what - strlen(what), " (%" PRIu64 " of %" PRIu64 " members arrived)",
+                 c->arrived, g->size);
+        rc = wait_failed(d, why, err, what);
+    } else {
+        mark_start(s);
+    }
+    pthread_mutex_unlock(&d->mu);
+    *out = c;
+    return rc;
+}
+
+static gs_status depart(gs_drv *d, uint64_t rank, const gs_drv_group *g, coll_slot *c, uint64_t gen, gs_error *err)
+{
+    pthread_mutex_lock(&d->mu);
+    c->departed++;
+    if (c->departed == g->size) {
+        c->arrived = c->departed = 0;
+        c->gen++;
+        pthread_cond_broadcast(&d->cv);
+    }
+    struct timespec dl = deadline_in(d->timeout_s);
+    int why = 0;
+    while (c->gen == gen && (why = wait_until(d, &dl)) == 0)
+        ;
+    gs_status rc = GS_OK;
+    if (c->gen == gen) {
+        char what[160];
+        snprintf(what, sizeof what, "rank %" PRIu64 ": leaving a collective on %s group %" PRIu64, rank,
+                 gs_group_kind_name(g->kind), g->index);
+        rc = wait_failed(d, why, err, what);
+    }
+    pthread_mutex_unlock(&d->mu);
+    return rc;
+}
+
+static gs_status host_all_gather(gs_drv *d, gs_drv_stream *s, uint64_t rank, const gs_drv_group *g, const float *send,
+                                 float *recv, size_t count, gs_error *err)
+{
+    coll_slot *c;
+    uint64_t gen;
+    gs_status rc = arrive(d, s, rank, g, OP_AG, count, send, &c, &gen, err);
+    if (rc != GS_OK)
+        return rc;
+    for (uint64_t i = 0; i < g->size; i++)
+        if (recv + i * count != c->in[i])
+            memcpy(recv + i * count, c->in[i], count * sizeof *recv);
+    return depart(d, rank, g, c, gen, err);
+}
+
+static gs_status host_reduce_scatter(gs_drv *d, gs_drv_stream *s, uint64_t rank, const gs_drv_group *g,
+                                     const float *send, float *recv, size_t count, gs_error *err)
+{
+    coll_slot *c;
+    uint64_t gen;
+    gs_status rc = arrive(d, s, rank, g, OP_RS, count, send, &c, &gen, err);
+    if (rc != GS_OK)
+        return rc;
+    size_t off = (size_t)g->pos * count;
+    for (size_t j = 0; j < count; j++) {
+        float acc = c->in[0][off + j];
+        for (uint64_t i = 1; i < g->size; i++)
+            acc += c->in[i][off + j];
+        recv[j] = acc;
+    }
+    return depart(d, rank, g, c, gen, err);
+}
+
+static gs_status host_all_reduce(gs_drv *d, gs_drv_stream *s, uint64_t rank, const gs_drv_group *g, float *buf,
+                                 size_t count, gs_error *err)
+{
+    float *tmp = malloc((count ? count : 1) * sizeof *tmp);
+    if (!tmp)
+        return gs_error_set(err, GS_ERR_NOMEM, "rank %" PRIu64 ": all_reduce: out of memory", rank);
+    coll_slot *c;
+    uint64_t gen;
+    gs_status rc = arrive(d, s, rank, g, OP_AR, count, buf, &c, &gen, err);
+    if (rc == GS_OK) {
+        for (size_t j = 0; j < count; j++) {
+            float acc = c->in[0][j];
+            for (uint64_t i = 1; i < g->size; i++)
+                acc += c->in[i][j];
+            tmp[j] = acc;
+        }
+        /* everyone has read every input before anyone overwrites its own */
+        rc = depart(d, rank, g, c, gen, err);
+        if (rc == GS_OK)
+            memcpy(buf, tmp, count * sizeof *buf);
+    }
+    free(tmp);
+    return rc;
+}
+
+static gs_status host_broadcast(gs_drv *d, gs_drv_stream *s, uint64_t rank, const gs_drv_group *g, float *buf,
+                                size_t count, uint64_t root, gs_error *err)
+{
+    coll_slot *c;
+    uint64_t gen;
+    gs_status rc = arrive(d, s, rank, g, OP_BCAST, count, buf, &c, &gen, err);
+    if (rc != GS_OK)
+        return rc;
+    if (g->pos != root && root < g->size)
+        memcpy(buf, c->in[root], count * sizeof *buf);
+    return depart(d, rank, g, c, gen, err);
+}
+
+/* ---- point to point ------------------------------------------------------------------------- */
+
+static gs_status host_send(gs_drv *d, gs_drv_stream *s, uint64_t rank, uint64_t peer, const void *buf, uint64_t bytes,
+                           gs_error *err)
+{
+    (void)s;
+    if (peer >= d->mesh.world)
+        return gs_error_set(err, GS_ERR_RUNTIME, "rank %" PRIu64 ": send to rank %" PRIu64 ": no such rank", rank, peer);
+    mail *m = malloc(sizeof *m + (size_t)bytes);
+    if (!m)
+        return gs_error_set(err, GS_ERR_NOMEM, "rank %" PRIu64 ": send: out of memory", rank);
+    m->next = NULL;
+    m->bytes = bytes;
+    memcpy(m->data, buf, (size_t)bytes);
+    pthread_mutex_lock(&d->mu);
+    mailbox *b = &d->mail[rank * d->mesh.world + peer];
+    if (b->tail)
+        b->tail->next = m;
+    else
+        b->head = m;
+    b->tail = m;
+    pthread_cond_broadcast(&d->cv);
+    pthread_mutex_unlock(&d->mu);
+    return GS_OK;
+}
+
+static gs_status host_recv(gs_drv *d, gs_drv_stream *s, uint64_t rank, uint64_t peer, void *buf, uint64_t bytes,
+                           gs_error *err)
+{
+    if (peer >= d->mesh.world)
+        return gs_error_set(err, GS_ERR_RUNTIME, "rank %" PRIu64 ": recv from rank %" PRIu64 ": no such rank", rank,
+                            peer);
+    pthread_mutex_lock(&d->mu);
+    mailbox *b = &d->mail[peer * d->mesh.world + rank];
+    struct timespec dl = deadline_in(d->timeout_s);
+    int why = 0;
+    while (!b->head && (why = wait_until(d, &dl)) == 0)
+        ;
+    if (!b->head) {
+        char what[120];
+        snprintf(what, sizeof what, "rank %" PRIu64 ": recv of %" PRIu64 " B from rank %" PRIu64, rank, bytes, peer);
+        gs_status rc = wait_failed(d, why, err, what);
+        pthread_mutex_unlock(&d->mu);
+        return rc;
+    }
+    mark_start(s);
+    mail *m = b->head;
+    b->head = m->next;
+    if (!b->head)
+        b->tail = NULL;
+    pthread_mutex_unlock(&d->mu);
+    gs_status rc = GS_OK;
+    if (m->bytes != bytes) {
+        char msg[GS_ERROR_MSG_BYTES];
+        snprintf(msg, sizeof msg, "rank %" PRIu64 ": recv of %" PRIu64 " B from rank %" PRIu64 " got %" PRIu64 " B",
+                 rank, bytes, peer, m->bytes);
+        host_abort(d, msg);
+        rc = gs_error_set(err, GS_ERR_RUNTIME, "%s", msg);
+    } else {
+        memcpy(buf, m->data, (size_t)bytes);
+    }
+    free(m);
+    return rc;
+}
+
+const gs_driver_ops gs_driver_host = {
+    .name = "host",
+    .description = "CPU threads: a thread per stream of each rank, kernels/host, shared-memory collectives",
+    .open = host_open,
+    .close = host_close,
+    .abort = host_abort,
+    .aborted = host_aborted,
+    .alloc = host_alloc,
+    .free = host_free,
+    .upload = host_copy,
+    .download = host_copy,
+    .copy = host_copy,
+    .fill = host_fill,
+    .stream_create = host_stream_create,
+    .stream_destroy = host_stream_destroy,
+    .launch = host_launch,
+    .event_create = host_event_create,
+    .event_destroy = host_event_destroy,
+    .event_record = host_event_record,
+    .stream_wait_event = host_stream_wait_event,
+    .stream_sync = host_stream_sync,
+    .event_time_s = host_event_time_s,
+    .clock_s = host_clock_s,
+    .op_start_s = host_op_start_s,
+    .linear_fwd = k_linear_fwd,
+    .linear_bwd = k_linear_bwd,
+    .add = k_add,
+    .scale = k_scale,
+    .embed_fwd = k_embed_fwd,
+    .embed_bwd = k_embed_bwd,
+    .rmsnorm_fwd = k_rmsnorm_fwd,
+    .rmsnorm_bwd = k_rmsnorm_bwd,
+    .rope_fwd = k_rope_fwd,
+    .rope_bwd = k_rope_bwd,
+    .attn_fwd = k_attn_fwd,
+    .attn_bwd = k_attn_bwd,
+    .swiglu_fwd = k_swiglu_fwd,
+    .swiglu_bwd = k_swiglu_bwd,
+    .xent_stats = k_xent_stats,
+    .xent_combine = k_xent_combine,
+    .xent_bwd = k_xent_bwd,
+    .adamw = k_adamw,
+    .all_gather = host_all_gather,
+    .reduce_scatter = host_reduce_scatter,
+    .all_reduce = host_all_reduce,
+    .broadcast = host_broadcast,
+    .send = host_send,
+    .recv = host_recv,
+};
+
+const gs_driver_ops *gs_driver_find(const char *name)
+{
+    static const gs_driver_ops *const drivers[] = {&gs_driver_host};
+    for (size_t i = 0; i < sizeof drivers / sizeof drivers[0]; i++)
+        if (strcmp(drivers[i]->name, name) == 0)
+            return drivers[i];
+    return NULL;
+}

@@ -1,0 +1,349 @@
+/* An exec session (schedule + driver + dispatcher + training program) and the exec backend's
+ * gs_backend_ops, which plays one step of a schedule through a session's pieces. */
+#include <inttypes.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "engine/ledger.h"
+#include "engine/units.h"
+#include "exec/checkpoint.h"
+#include "exec/exec.h"
+
+struct gs_exec_session {
+    gs_scenario s;
+    gs_exec_opts o;
+    const gs_driver_ops *ops;
+    gs_schedule *sch;
+    gs_drv *drv;
+    gs_dispatch *disp;
+    gs_train *train;
+    gs_timing **timing;
+    int stepped;
+};
+
+void gs_exec_opts_defaults(gs_exec_opts *o)
+{
+    memset(o, 0, sizeof *o);
+    o->timeout_s = 60.0;
+    gs_train_opts_defaults(&o->train);
+}
+
+uint64_t gs_exec_mem_available(void)
+{
+    FILE *f = fopen("/proc/meminfo", "r");
+    if (!f)
+        return 0;
+    char line[256];
+    unsigned long long kb = 0;
+    while (fgets(line, sizeof line, f))
+        if (sscanf(line, "MemAvailable: %llu kB", &kb) == 1)
+            break;
+    fclose(f);
+    return (uint64_t)kb * 1024u;
+}
+
+/* The ledger's per-rank peaks summed over every rank (all ranks live in this process). */
+static gs_status check_memory(const gs_scenario *s, const gs_mesh *mesh, gs_error *err)
+{
+    gs_ledger *l = NULL;
+    gs_status rc = gs_ledger_create(s, mesh, &l, err);
+    if (rc != GS_OK)
+        return rc;
+    uint64_t need = 0, peak = 0;
+    for (uint64_t r = 0; r < mesh->world; r++) {
+        uint64_t c[GS_DIM_COUNT];
+        gs_mesh_rank_coords(mesh, r, c);
+        uint64_t p = l->ranks[c[GS_DIM_PP] < l->nranks ? c[GS_DIM_PP] : 0].peak_bytes;
+        /* the host program computes in fp32: scale 2-byte working precisions up */
+        if (s->strategy.precision != GS_PREC_FP32)
+            p = p > UINT64_MAX / 2 ? UINT64_MAX : 2 * p;
+        need = need > UINT64_MAX - p ? UINT64_MAX : need + p;
+        if (p > peak)
+            peak = p;
+    }
+    gs_ledger_destroy(l);
+    uint64_t avail = gs_exec_mem_available();
+    if (avail && need > avail) {
+        char b1[GS_FMT_BYTES], b2[GS_FMT_BYTES], b3[GS_FMT_BYTES];
+        return gs_error_set(err, GS_ERR_INPUT,
+                            "exec: %s needs %s on this host (the memory ledger's peak, up to %s per rank in fp32, x "
+                            "%" PRIu64 " ranks) but MemAvailable is %s; refused before allocating",
+                            s->name, gs_fmt_bytes(need, b1, sizeof b1), gs_fmt_bytes(peak, b2, sizeof b2),
+                            mesh->world, gs_fmt_bytes(avail, b3, sizeof b3));
+    }
+    return GS_OK;
+}
+
+void gs_exec_session_destroy(gs_exec_session *x)
+{
+    if (!x)
+        return;
+    gs_train_destroy(x->train);
+    gs_dispatch_destroy(x->disp);
+    if (x->drv)
+        x->ops->close(x->drv);
+    if (x->timing && x->sch)
+        for (size_t i = 0; i < x->sch->nranks; i++)
+            free(x->timing[i]);
+    free(x->timing);
+    gs_schedule_destroy(x->sch);
+    free(x);
+}
+
+gs_status gs_exec_session_create(const gs_scenario *s, const gs_mesh *mesh, const gs_exec_opts *o,
+                                 gs_exec_session **out, gs_error *err)
+{
+    *out = NULL;
+    gs_status rc;
+    gs_exec_session *x = calloc(1, sizeof *x);
+    if (!x)
+        return gs_error_set(err, GS_ERR_NOMEM, "exec: out of memory");
+    x->s = *s;
+    if (o)
+        x->o = *o;
+    else
+        gs_exec_opts_defaults(&x->o);
+    x->ops = x->o.driver ? x->o.driver : &gs_driver_host;
+    if (!x->o.skip_memory_check && (rc = check_memory(s, mesh, err)) != GS_OK)
+        goto out;
+    /* the dispatcher and the program rely on a valid schedule: matched collectives and p2p,
+     * tensors alive when used */
+    if ((rc = gs_schedule_build(&x->s, mesh, 1, &x->sch, err)) != GS_OK ||
+        (rc = gs_schedule_validate_structure(x->sch, err)) != GS_OK)
+        goto out;
+    if (!(x->timing = calloc(x->sch->nranks ? x->sch->nranks : 1, sizeof *x->timing))) {
+        rc = gs_error_set(err, GS_ERR_NOMEM, "exec: out of memory");
+        goto out;
+    }
+    for (size_t i = 0; i < x->sch->nranks; i++)
+        if (!(x->timing[i] = calloc(x->sch->ranks[i].nevents + 1, sizeof *x->timing[i]))) {
+            rc = gs_error_set(err, GS_ERR_NOMEM, "exec: out of memory");
+            goto out;
+        }
+    gs_driver_opts dopts = {x->o.timeout_s};
+    if ((rc = x->ops->open(mesh, &dopts, &x->drv, err)) != GS_OK)
+        goto out;
+    if ((rc = gs_dispatch_create(x->ops, x->drv, x->sch, &x->disp, err)) != GS_OK)
+        goto out;
+    rc = gs_train_create(&x->s, x->sch, x->ops, x->drv, x->disp, &x->o.train, &x->train, err);
+out:
+    if (rc != GS_OK) {
+        gs_exec_session_destroy(x);
+        return rc;
+    }
+    *out = x;
+    return GS_OK;
+}
+
+gs_status gs_exec_session_step(gs_exec_session *x, double *loss, double *step_s, gs_error *rank_err, gs_error *err)
+{
+    gs_train_begin_step(x->train);
+    gs_dispatch_opts dopts = {x->o.fail_event, x->o.fail_rank};
+    double t0 = x->ops->clock_s(x->drv);
+    gs_status rc = gs_dispatch_step(x->disp, gs_train_run_event, x->train, &dopts, x->timing, rank_err, err);
+    if (rc != GS_OK)
+        return rc;
+    x->stepped = 1;
+    if (step_s)
+        *step_s = x->ops->clock_s(x->drv) - t0;
+    if (loss)
+        *loss = gs_train_loss(x->train);
+    return GS_OK;
+}
+
+gs_status gs_exec_session_report(gs_exec_session *x, gs_report *rep, gs_error *err)
+{
+    if (!x->stepped)
+        return gs_error_set(err, GS_ERR_RUNTIME, "exec: no step has run");
+    return gs_report_build(&x->s, x->sch, x->timing, rep, err);
+}
+
+gs_status gs_exec_session_trace(gs_exec_session *x, FILE *f, gs_error *err)
+{
+    if (!x->stepped)
+        return gs_error_set(err, GS_ERR_RUNTIME, "exec: no step has run");
+    return gs_report_trace(x->sch, x->timing, f, err);
+}
+
+const gs_schedule *gs_exec_session_schedule(const gs_exec_session *x)
+{
+    return x->sch;
+}
+
+gs_timing *const *gs_exec_session_timing(const gs_exec_session *x)
+{
+    return x->timing;
+}
+
+gs_train *gs_exec_session_train(gs_exec_session *x)
+{
+    return x->train;
+}
+
+/* ---- checkpoints ----------------------------------------------------------------------------- */
+
+/* Every rank's shards as checkpoint views (primary pieces only when `primary`). */
+typedef struct ckpt_views {
+    size_t n;
+    gs_shard_list *lists;
+    gs_ckpt_rank_view *views;
+    gs_ckpt_shard **shards;
+    gs_ckpt_piece **pieces;
+} ckpt_views;
+
+static void views_fini(ckpt_views *v)
+{
+    for (size_t i = 0; i < v->n; i++) {
+        if (v->lists)
+            gs_shard_list_fini(&v->lists[i]);
+        if (v->shards)
+            free(v->shards[i]);
+        if (v->pieces)
+            free(v->pieces[i]);
+    }
+    free(v->lists);
+    free(v->views);
+    free(v->shards);
+    free(v->pieces);
+}
+
+static gs_status views_init(gs_exec_session *x, int primary, ckpt_views *v, gs_error *err)
+{
+    gs_status rc = GS_OK;
+    memset(v, 0, sizeof *v);
+    v->n = x->sch->nranks;
+    v->lists = calloc(v->n, sizeof *v->lists);
+    v->views = calloc(v->n, sizeof *v->views);
+    v->shards = calloc(v->n, sizeof *v->shards);
+    v->pieces = calloc(v->n, sizeof *v->pieces);
+    if (!v->lists || !v->views || !v->shards || !v->pieces)
+        return gs_error_set(err, GS_ERR_NOMEM, "exec: out of memory");
+    for (size_t i = 0; i < v->n && rc == GS_OK; i++) {
+        gs_shard_list *l = &v->lists[i];
+        if ((rc = gs_train_shards(x->train, i, l, err)) != GS_OK)
+            break;
+        size_t np = 0;
+        for (size_t k = 0; k < l->ntensors; k++)
+            np += l->tensors[k].npieces;
+        v->shards[i] = calloc(l->ntensors + 1, sizeof *v->shards[i]);
+        v->pieces[i] = calloc(np + 1, sizeof *v->pieces[i]);
+        if (!v->shards[i] || !v->pieces[i])
+            return gs_error_set(err, GS_ERR_NOMEM, "exec: out of memory");
+        size_t ns = 0, at = 0;
+        for (size_t k = 0; k < l->ntensors; k++) {
+            const gs_shard_tensor *t = &l->tensors[k];
+            if (primary && !t->primary)
+                continue;
+            gs_ckpt_shard *sh = &v->shards[i][ns++];
+            sh->name = t->name;
+            sh->ndim = (size_t)t->ndim;
+            sh->shape[0] = t->shape[0];
+            sh->shape[1] = t->shape[1];
+            sh->pieces = &v->pieces[i][at];
+            sh->piece_count = t->npieces;
+            for (size_t p = 0; p < t->npieces; p++)
+                v->pieces[i][at++] = (gs_ckpt_piece){t->pieces[p].offset, t->pieces[p].count, t->pieces[p].param,
+                                                     t->pieces[p].m, t->pieces[p].v};
+        }
+        v->views[i] = (gs_ckpt_rank_view){v->shards[i], ns};
+    }
+    return rc;
+}
+
+static void ckpt_meta(const gs_exec_session *x, gs_ckpt_meta *m)
+{
+    m->dp = (int)x->sch->mesh.size[GS_DIM_DP];
+    m->pp = (int)x->sch->mesh.size[GS_DIM_PP];
+    m->tp = (int)x->sch->mesh.size[GS_DIM_TP];
+    m->step = gs_train_step(x->train);
+    m->scenario = x->s.name;
+}
+
+gs_status gs_exec_session_save(gs_exec_session *x, const char *dir, gs_error *err)
+{
+    ckpt_views v;
+    gs_ckpt_meta meta;
+    ckpt_meta(x, &meta);
+    gs_status rc = views_init(x, 1, &v, err);
+    if (rc == GS_OK)
+        rc = gs_ckpt_save_sharded(dir, &meta, v.views, (int)v.n, err);
+    views_fini(&v);
+    return rc;
+}
+
+gs_status gs_exec_session_load(gs_exec_session *x, const char *dir, gs_error *err)
+{
+    ckpt_views v;
+    gs_ckpt_meta meta;
+    ckpt_meta(x, &meta);
+    uint64_t step = 0;
+    gs_status rc = views_init(x, 0, &v, err);
+    if (rc == GS_OK)
+        rc = gs_ckpt_load_sharded(dir, &meta, v.views, (int)v.n, &step, err);
+    if (rc == GS_OK)
+        gs_train_set_step(x->train, step);
+    views_fini(&v);
+    return rc;
+}
+
+/* ---- the backend seam: one step of a given schedule on the host driver ------------------------ */
+
+typedef struct backend_state {
+    gs_scenario s;
+    gs_mesh mesh;
+} backend_state;
+
+static gs_status backend_open(const gs_scenario *s, const gs_mesh *mesh, const gs_backend_opts *opts, void **state,
+                              gs_error *err)
+{
+    (void)opts;
+    backend_state *b = calloc(1, sizeof *b);
+    if (!b)
+        return gs_error_set(err, GS_ERR_NOMEM, "exec: out of memory");
+    b->s = *s;
+    b->mesh = *mesh;
+    gs_status rc = check_memory(s, mesh, err);
+    if (rc != GS_OK) {
+        free(b);
+        return rc;
+    }
+    *state = b;
+    return GS_OK;
+}
+
+static gs_status backend_run(void *state, const gs_schedule *sch, gs_timing *const *timing, gs_error *err)
+{
+    backend_state *b = state;
+    const gs_driver_ops *ops = &gs_driver_host;
+    gs_drv *drv = NULL;
+    gs_dispatch *disp = NULL;
+    gs_train *train = NULL;
+    gs_driver_opts dopts = {60.0};
+    gs_status rc = ops->open(&sch->mesh, &dopts, &drv, err);
+    if (rc == GS_OK)
+        rc = gs_dispatch_create(ops, drv, sch, &disp, err);
+    if (rc == GS_OK)
+        rc = gs_train_create(&b->s, sch, ops, drv, disp, NULL, &train, err);
+    if (rc == GS_OK) {
+        gs_train_begin_step(train);
+        rc = gs_dispatch_step(disp, gs_train_run_event, train, NULL, timing, NULL, err);
+    }
+    gs_train_destroy(train);
+    gs_dispatch_destroy(disp);
+    if (drv)
+        ops->close(drv);
+    return rc;
+}
+
+static void backend_close(void *state)
+{
+    free(state);
+}
+
+const gs_backend_ops gs_exec_backend = {
+    "exec",
+    "runs the schedule: the host driver's threads play every rank with real kernels and collectives",
+    backend_open,
+    backend_run,
+    backend_close,
+};

@@ -1,0 +1,1417 @@
+/* The training program of the exec backend: per rank state, the event -> action table, the
+ * actions (kernels and collectives through the driver), init and the shard listing. */
+#include <inttypes.h>
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "engine/ledger.h"
+#include "engine/partition.h"
+#include "engine/pipeline.h"
+#include "exec/train.h"
+#include "kernels/host/kernels.h"
+
+#define NORM_EPS 1e-5f
+#define ROPE_THETA 10000.0f
+#define NO_ID UINT32_MAX
+
+void gs_train_opts_defaults(gs_train_opts *o)
+{
+    o->seed = 1234;
+    o->lr = 1e-3f;
+    o->beta1 = 0.9f;
+    o->beta2 = 0.95f;
+    o->eps = 1e-8f;
+    o->weight_decay = 0.1f;
+    o->init_std = 0.02f;
+}
+
+/* What an event does (derived once from its kind, op, phase, layer and place in its pass). */
+typedef enum action {
+    A_NONE,
+    A_EMB_FWD, A_EMB_TP, A_EMB_AG, A_EMB_BWD,
+    A_N1_FWD, A_N1_AG, A_QKV_FWD, A_ATTN_FWD, A_O_FWD, A_O_TP, A_N2_FWD, A_N2_AG, A_UP_FWD, A_ACT_FWD,
+    A_DOWN_FWD, A_DOWN_TP,
+    A_DY_AG, A_DOWN_BWD, A_ACT_BWD, A_UP_BWD, A_UP_TP, A_N2_BWD, A_DXM_AG, A_O_BWD, A_ATTN_BWD, A_QKV_BWD,
+    A_QKV_TP, A_N1_BWD,
+    A_HN_FWD, A_HN_AG, A_HEAD_FWD, A_LOSS_FWD, A_LOSS_AG, A_LOSS_BWD, A_HEAD_BWD, A_HEAD_TP, A_HN_BWD,
+    A_UNIT_AG, A_UNIT_RS, A_INTER_AR, A_BUCKET_AR, A_OPTIM, A_SP_NORM_AR,
+    A_SEND_FWD, A_RECV_FWD, A_SEND_BWD, A_RECV_BWD
+} action;
+
+typedef struct ev_plan {
+    uint8_t act;
+    uint32_t ptid, gtid;      /* parameter and gradient tensors the event uses (unit of its layer) */
+    uint32_t rptid, rgtid;    /* the root unit's, for embed / head events */
+    uint64_t off, count;      /* bucket all-reduce: element range */
+} ev_plan;
+
+/* One tensor's place in a unit's flat buffer: nrows rows of row_len elements at flat_off; row r
+ * is at full_off0 + r * full_stride in the full tensor. */
+typedef struct segment {
+    char name[80];
+    int ndim;
+    uint64_t shape[2];
+    uint64_t init_id;       /* 0: ones (norm weights) */
+    uint64_t flat_off, nrows, row_len, full_off0, full_stride;
+    int tp_replicated;
+} segment;
+
+typedef struct unit_info {
+    uint64_t P, S;          /* elements: TP slice, padded shard */
+    int root;
+    segment *segs;
+    size_t nsegs, cap;
+} unit_info;
+
+typedef struct layer_act {
+    float *n1s, *rstd1, *n1, *qkv, *ao, *p, *op, *ar, *xm, *n2s, *rstd2, *n2, *gu, *hh, *dp, *mr;
+} layer_act;
+
+typedef struct head_act {
+    float *hns, *rstd, *hn, *logits, *stats, *allstats, *lse;
+} head_act;
+
+typedef struct scratch {
+    float *dyf, *dh, *dgu, *dn2, *dn2s, *dxm, *dxmf, *dao, *dqkv, *dn1, *dn1s, *dlogits, *dhn, *dhns, *embp;
+} scratch;
+
+typedef struct rank_st {
+    uint64_t rank, stage, tp_pos, dp_pos, N, R, shard_pos;
+    int first, last;
+    gs_partition part;
+    gs_shard_plan plan;
+    unit_info *units;
+    size_t nunits;
+    int64_t *unit_of_local; /* per stage-local layer */
+    uint64_t *off_of_local; /* offset of the layer's block in its unit */
+    int64_t *local_of_global;
+    uint64_t emb_off, hn_off, head_off; /* offsets in the root unit */
+    uint32_t *param_t, *grad_t, *hold_t; /* resident tensors per unit */
+    ev_plan *plans;
+    float **tbuf;            /* per tensor id: buffer (param / grad kinds) */
+    float **m, **v;          /* per unit: Adam state, like the parameter storage */
+    float **tmp;             /* per unit: HSDP reduce-scatter result (S) */
+    int32_t *tokens, *targets; /* [mb][T] */
+    float **x, **dx;         /* [(pos) * mbs + mb], pos 0..layers */
+    layer_act *acts;         /* [local layer * mbs + mb] */
+    head_act *heads;         /* [mb] */
+    scratch sc;
+    double loss_sum;
+    int has_recompute;       /* the schedule recomputes (else the forward keeps everything) */
+    gs_drv_group groups[GS_GROUP_KIND_COUNT];
+    uint64_t *members[GS_GROUP_KIND_COUNT];
+} rank_st;
+
+struct gs_train {
+    const gs_scenario *s;
+    const gs_schedule *sch;
+    const gs_driver_ops *ops;
+    gs_drv *drv;
+    gs_train_opts o;
+    uint64_t mbs, T, Tl, b, seq, h, hd, a_t, kv_t, f_t, v_t, nqkv, block, tp, layers;
+    int sp;
+    gs_recompute recompute;
+    uint64_t step;
+    rank_st *r;
+    size_t nr;
+};
+
+/* ---- set-up helpers --------------------------------------------------------------------------- */
+
+static uint64_t ceil_div(uint64_t a, uint64_t b)
+{
+    return a / b + (a % b != 0);
+}
+
+static float *dalloc(gs_train *t, rank_st *r, uint64_t n, int *ok)
+{
+    if (!*ok)
+        return NULL;
+    float *p = t->ops->alloc(t->drv, r->rank, (n ? n : 1) * sizeof(float));
+    if (!p)
+        *ok = 0;
+    return p;
+}
+
+static int seg_push(unit_info *u, const segment *sg)
+{
+    if (u->nsegs == u->cap) {
+        size_t cap = u->cap ? 2 * u->cap : 16;
+        segment *n = realloc(u->segs, cap * sizeof *n);
+        if (!n)
+            return 0;
+        u->segs = n;
+        u->cap = cap;
+    }
+    u->segs[u->nsegs++] = *sg;
+    return 1;
+}
+
+/* Appends the segment of a tensor: rows [row0, row0 + nrows) of a [R, C] tensor (row split), or
+ * columns [col0, col0 + ncols) of every row (column split: nrows = R). */
+static int add_seg(unit_info *u, uint64_t *flat, const char *name, int ndim, uint64_t R, uint64_t C, uint64_t init_id,
+                   int colsplit, uint64_t first, uint64_t n, int replicated)
+{
+    segment sg;
+    memset(&sg, 0, sizeof sg);
+    snprintf(sg.name, sizeof sg.name, "%s", name);
+    sg.ndim = ndim;
+    sg.shape[0] = R;
+    sg.shape[1] = C;
+    sg.init_id = init_id;
+    sg.flat_off = *flat;
+    sg.tp_replicated = replicated;
+    if (colsplit) {
+        sg.nrows = R;
+        sg.row_len = n;
+        sg.full_off0 = first;
+        sg.full_stride = C;
+    } else {
+        sg.nrows = 1;
+        sg.row_len = n * C;
+        sg.full_off0 = first * C;
+        sg.full_stride = 0;
+    }
+    *flat += sg.nrows * sg.row_len;
+    return seg_push(u, &sg);
+}
+
+static int add_layer_segs(const gs_train *t, const rank_st *r, unit_info *u, uint64_t *flat, uint64_t l)
+{
+    const gs_model *m = &t->s->model;
+    char nm[80];
+    uint64_t h = t->h, hd = t->hd, tp = r->tp_pos, id = 16 + l * 8;
+    int ok = 1;
+#define LNAME(s) (snprintf(nm, sizeof nm, "model.layers.%" PRIu64 ".%s.weight", l, s), nm)
+    ok = ok && add_seg(u, flat, LNAME("input_layernorm"), 1, h, 1, 0, 0, 0, h, 1);
+    ok = ok && add_seg(u, flat, LNAME("self_attn.q_proj"), 2, m->heads * hd, h, id + 0, 0, tp * t->a_t * hd,
+                       t->a_t * hd, 0);
+    ok = ok && add_seg(u, flat, LNAME("self_attn.k_proj"), 2, m->kv_heads * hd, h, id + 1, 0, tp * t->kv_t * hd,
+                       t->kv_t * hd, 0);
+    ok = ok && add_seg(u, flat, LNAME("self_attn.v_proj"), 2, m->kv_heads * hd, h, id + 2, 0, tp * t->kv_t * hd,
+                       t->kv_t * hd, 0);
+    ok = ok && add_seg(u, flat, LNAME("self_attn.o_proj"), 2, h, m->heads * hd, id + 3, 1, tp * t->a_t * hd,
+                       t->a_t * hd, 0);
+    ok = ok && add_seg(u, flat, LNAME("post_attention_layernorm"), 1, h, 1, 0, 0, 0, h, 1);
+    ok = ok && add_seg(u, flat, LNAME("mlp.gate_proj"), 2, m->ffn, h, id + 4, 0, tp * t->f_t, t->f_t, 0);
+    ok = ok && add_seg(u, flat, LNAME("mlp.up_proj"), 2, m->ffn, h, id + 5, 0, tp * t->f_t, t->f_t, 0);
+    ok = ok && add_seg(u, flat, LNAME("mlp.down_proj"), 2, h, m->ffn, id + 6, 1, tp * t->f_t, t->f_t, 0);
+#undef LNAME
+    return ok;
+}
+
+static void init_unit(const gs_train *t, const unit_info *u, float *full)
+{
+    for (size_t i = 0; i < u->nsegs; i++) {
+        const segment *sg = &u->segs[i];
+        for (uint64_t row = 0; row < sg->nrows; row++) {
+            float *dst = full + sg->flat_off + row * sg->row_len;
+            if (sg->init_id == 0)
+                for (uint64_t j = 0; j < sg->row_len; j++)
+                    dst[j] = 1.0f;
+            else
+                gs_k_init_normal(dst, sg->row_len, t->o.seed, sg->init_id, sg->full_off0 + row * sg->full_stride,
+                                 t->o.init_std);
+        }
+    }
+}
+
+static gs_status check_supported(const gs_scenario *s, const gs_mesh *mesh, gs_error *err)
+{
+    const gs_model *m = &s->model;
+    const gs_strategy *st = &s->strategy;
+    uint64_t tp = mesh->size[GS_DIM_TP];
+    const char *why = NULL;
+    if (m->nominal_params)
+        why = "a nominal model (params: N) has no shapes to run";
+    else if (m->norm != GS_NORM_RMSNORM || m->mlp != GS_MLP_SWIGLU || m->pos != GS_POS_ROPE || m->bias)
+        why = "the host program runs Llama blocks only (rmsnorm, swiglu, rope, no biases)";
+    else if (m->tied_embeddings)
+        why = "tied embeddings are not implemented by the host program";
+    else if (m->head_dim % 2 || m->heads % tp || m->kv_heads % tp || m->ffn % tp || m->vocab % tp)
+        why = "heads, kv_heads, ffn and vocab must be divisible by tp (and head_dim even)";
+    else if (st->wrap == GS_WRAP_MIN_PARAMS)
+        why = "wrap: min_params splits blocks; the host program supports wrap layer or model";
+    else if (st->sharding != GS_SHARD_NO_SHARD && st->sharding != GS_SHARD_GRAD_OP &&
+             st->sharding != GS_SHARD_FULL_SHARD && st->sharding != GS_SHARD_HYBRID_SHARD)
+        why = "sharding must be no_shard, shard_grad_op, full_shard or hybrid_shard (ZeRO stages are not "
+              "implemented by the host program)";
+    else if (st->sequence_parallel && tp > 1 && (s->batch.micro_seqs * m->seq) % tp)
+        why = "sequence parallelism needs micro-batch tokens divisible by tp";
+    if (why)
+        return gs_error_set(err, GS_ERR_INPUT, "exec: %s", why);
+    return GS_OK;
+}
+
+/* ---- per-event plan --------------------------------------------------------------------------- */
+
+static int is_tp(const gs_event *e)
+{
+    return e->kind == GS_EV_COLLECTIVE && e->group == GS_GROUP_TP;
+}
+
+/* DDP (NO_SHARD) keeps one resident full gradient that every reduction reads and writes: reducing
+ * it in place after each micro-batch would count earlier micro-batches again. Each rank therefore
+ * accumulates its new gradients in a pending buffer (a virtual tensor id past the schedule's) that
+ * a reduction sums over the group and adds to the resident gradient, as DDP's buckets do. */
+static uint32_t pending_id(const rank_st *r, const gs_rank_events *re, size_t u)
+{
+    uint32_t g = r->grad_t[u];
+    if (r->N <= 1 || g == NO_ID || re->tensors[g].kind != GS_T_GRAD)
+        return g;
+    return (uint32_t)(re->ntensors + u);
+}
+
+/* Classifies every event of rank r and records which tensors hold the parameters and the
+ * gradients it uses, walking the list as the memory ledger does. */
+static gs_status plan_rank(gs_train *t, rank_st *r, const gs_rank_events *re, gs_error *err)
+{
+    size_t nu = r->nunits;
+    uint32_t *cur_full = malloc((nu ? nu : 1) * sizeof *cur_full);
+    uint32_t *cur_grad = malloc((nu ? nu : 1) * sizeof *cur_grad);
+    uint32_t *bucket_n = calloc(nu ? nu : 1, sizeof *bucket_n);
+    gs_status rc = GS_OK;
+    if (!cur_full || !cur_grad || !bucket_n) {
+        rc = gs_error_set(err, GS_ERR_NOMEM, "exec: out of memory");
+        goto out;
+    }
+    for (size_t u = 0; u < nu; u++)
+        cur_full[u] = cur_grad[u] = NO_ID;
+    /* pass state: (phase, layer, mb) of the current compute pass, its last compute op, norms */
+    int pphase = -1, plast = -1, pnorms = 0;
+    int32_t player = 0;
+    uint32_t pmb = 0;
+    uint32_t bucket_mb = UINT32_MAX;
+    for (size_t i = 0; i < re->nevents; i++) {
+        const gs_event *e = &re->events[i];
+        ev_plan *pl = &r->plans[i];
+        const uint32_t *allocs = gs_event_list(re, e, GS_LINK_ALLOCS);
+        const uint32_t *frees = gs_event_list(re, e, GS_LINK_FREES);
+        const uint32_t *reads = gs_event_list(re, e, GS_LINK_READS);
+        const uint32_t *writes = gs_event_list(re, e, GS_LINK_WRITES);
+        for (uint16_t j = 0; j < e->nlinks[GS_LINK_ALLOCS]; j++) {
+            const gs_tensor *tt = &re->tensors[allocs[j]];
+            if (tt->kind == GS_T_GRAD && tt->unit < nu)
+                cur_grad[tt->unit] = allocs[j];
+        }
+        int compute_or_tp = e->kind == GS_EV_COMPUTE || is_tp(e);
+        if (compute_or_tp && e->phase != GS_PHASE_OPTIM &&
+            (e->phase != pphase || e->layer != player || e->mb != pmb)) {
+            pphase = e->phase, player = e->layer, pmb = e->mb, plast = -1, pnorms = 0;
+        }
+        action a = A_NONE;
+        int fwd = e->phase == GS_PHASE_FWD || e->phase == GS_PHASE_RECOMPUTE;
+        if (e->kind == GS_EV_COMPUTE) {
+            switch (e->op) {
+            case GS_OP_EMBED: a = fwd ? A_EMB_FWD : A_EMB_BWD; break;
+            case GS_OP_NORM:
+                pnorms++;
+                if (e->layer == GS_LAYER_HEAD)
+                    a = fwd ? A_HN_FWD : A_HN_BWD;
+                else if (fwd)
+                    a = pnorms == 1 ? A_N1_FWD : A_N2_FWD;
+                else
+                    a = pnorms == 1 ? A_N2_BWD : A_N1_BWD;
+                break;
+            case GS_OP_QKV: a = fwd ? A_QKV_FWD : A_QKV_BWD; break;
+            case GS_OP_ATTN: a = fwd ? A_ATTN_FWD : A_ATTN_BWD; break;
+            case GS_OP_OPROJ: a = fwd ? A_O_FWD : A_O_BWD; break;
+            case GS_OP_MLP_UP: a = fwd ? A_UP_FWD : A_UP_BWD; break;
+            case GS_OP_ACT: a = fwd ? A_ACT_FWD : A_ACT_BWD; break;
+            case GS_OP_MLP_DOWN: a = fwd ? A_DOWN_FWD : A_DOWN_BWD; break;
+            case GS_OP_HEAD: a = fwd ? A_HEAD_FWD : A_HEAD_BWD; break;
+            case GS_OP_LOSS: a = fwd ? A_LOSS_FWD : A_LOSS_BWD; break;
+            case GS_OP_OPTIMIZER: a = A_OPTIM; break;
+            default: break;
+            }
+            plast = e->op;
+        } else if (is_tp(e) && e->phase == GS_PHASE_OPTIM) {
+            a = A_SP_NORM_AR;
+        } else if (is_tp(e)) {
+            if (e->layer == GS_LAYER_EMBED)
+                a = fwd ? A_EMB_TP : A_EMB_AG;
+            else if (e->layer == GS_LAYER_HEAD)
+                a = fwd ? (plast == GS_OP_NORM ? A_HN_AG : A_LOSS_AG) : A_HEAD_TP;
+            else if (fwd)
+                a = plast == GS_OP_NORM ? (pnorms == 1 ? A_N1_AG : A_N2_AG)
+                    : plast == GS_OP_OPROJ ? A_O_TP : A_DOWN_TP;
+            else
+                a = plast < 0 ? A_DY_AG : plast == GS_OP_MLP_UP ? A_UP_TP : plast == GS_OP_NORM ? A_DXM_AG : A_QKV_TP;
+        } else if (e->kind == GS_EV_COLLECTIVE) {
+            uint32_t u = e->unit;
+            if (u >= nu) {
+                rc = gs_error_set(err, GS_ERR_RUNTIME, "exec: rank %" PRIu64 ": event %zu names unit %" PRIu32
+                                  " of %zu", r->rank, i, u, nu);
+                goto out;
+            }
+            if (e->op == GS_COLL_ALLGATHER && e->phase != GS_PHASE_OPTIM)
+                a = A_UNIT_AG;
+            else if (e->op == GS_COLL_REDUCE_SCATTER)
+                a = A_UNIT_RS;
+            else if (e->op == GS_COLL_ALLREDUCE && e->group == GS_GROUP_DP_INTER)
+                a = A_INTER_AR;
+            else if (e->op == GS_COLL_ALLREDUCE && e->group == GS_GROUP_DP) {
+                a = A_BUCKET_AR;
+                if (bucket_mb != e->mb)
+                    memset(bucket_n, 0, nu * sizeof *bucket_n), bucket_mb = e->mb;
+                uint64_t P = r->units[u].P;
+                uint64_t nb = gs_bucket_count(P, r->plan.wb, t->s->strategy.bucket_bytes);
+                uint64_t k = bucket_n[u]++, off = 0;
+                for (uint64_t q = 0; q < k; q++)
+                    off += gs_bucket_params(P, nb, q);
+                pl->off = off;
+                pl->count = k < nb ? gs_bucket_params(P, nb, k) : 0;
+            } else {
+                rc = gs_error_set(err, GS_ERR_INPUT, "exec: rank %" PRIu64 ": %s on %s is not implemented by the host "
+                                  "program", r->rank, gs_coll_op_name((gs_coll_op)e->op),
+                                  gs_group_kind_name((gs_group_kind)e->group));
+                goto out;
+            }
+            if (a == A_UNIT_AG)
+                for (uint16_t j = 0; j < e->nlinks[GS_LINK_WRITES]; j++)
+                    if (re->tensors[writes[j]].kind == GS_T_PARAM_FULL)
+                        cur_full[u] = writes[j];
+            pl->ptid = e->nlinks[GS_LINK_READS] ? reads[0] : NO_ID;   /* AG: the shard; RS/AR: the gradient */
+            if (a == A_BUCKET_AR && pl->ptid == r->grad_t[u])
+                pl->ptid = pending_id(r, re, u);
+            pl->gtid = e->nlinks[GS_LINK_WRITES] ? writes[0] : NO_ID; /* AG: the gathered copy; RS/AR: storage */
+        } else if (e->kind == GS_EV_SEND || e->kind == GS_EV_RECV) {
+            a = e->kind == GS_EV_SEND ? (e->phase == GS_PHASE_FWD ? A_SEND_FWD : A_SEND_BWD)
+                                      : (e->phase == GS_PHASE_FWD ? A_RECV_FWD : A_RECV_BWD);
+        }
+        pl->act = (uint8_t)a;
+        if (e->phase == GS_PHASE_RECOMPUTE)
+            r->has_recompute = 1;
+        /* parameters and gradients of the event's layer (and of the root) */
+        if ((e->kind == GS_EV_COMPUTE || is_tp(e)) && e->phase != GS_PHASE_OPTIM) {
+            int64_t u = -1;
+            if (e->layer >= 0 && (uint64_t)e->layer < t->layers && r->local_of_global[e->layer] >= 0)
+                u = r->unit_of_local[r->local_of_global[e->layer]];
+            size_t root = r->part.has_root ? nu - 1 : SIZE_MAX;
+            for (int which = 0; which < 2; which++) {
+                int64_t uu = which == 0 ? u : (root == SIZE_MAX ? -1 : (int64_t)root);
+                if (uu < 0)
+                    continue;
+                uint32_t p = cur_full[uu] != NO_ID ? cur_full[uu] : (r->plan.stored_sharded ? NO_ID : r->param_t[uu]);
+                uint32_t g = r->N <= 1 ? r->grad_t[uu]
+                             : cur_grad[uu] != NO_ID ? cur_grad[uu]
+                             : r->hold_t[uu] != NO_ID ? r->hold_t[uu] : pending_id(r, re, (size_t)uu);
+                /* a backward op accumulates into a full gradient: the schedule must hold one */
+                int used = which == 0 || e->layer == GS_LAYER_EMBED || e->layer == GS_LAYER_HEAD;
+                if (used && e->phase == GS_PHASE_BWD && e->kind == GS_EV_COMPUTE && r->N > 1 &&
+                    (g == NO_ID || (g < re->ntensors && re->tensors[g].kind == GS_T_GRAD_SHARD))) {
+                    char name[GS_EVENT_NAME_BYTES];
+                    gs_event_name(re, e, name, sizeof name);
+                    rc = gs_error_set(err, GS_ERR_INPUT, "exec: rank %" PRIu64 " event %s writes unit %" PRId64
+                                      "'s gradient where the schedule holds no full gradient of it (the root unit "
+                                      "under wrap: model with an interleaved pipeline is not supported)",
+                                      r->rank, name, uu);
+                    goto out;
+                }
+                if (which == 0)
+                    pl->ptid = p, pl->gtid = g;
+                else
+                    pl->rptid = p, pl->rgtid = g;
+            }
+        }
+        for (uint16_t j = 0; j < e->nlinks[GS_LINK_FREES]; j++) {
+            const gs_tensor *tt = &re->tensors[frees[j]];
+            if (tt->unit < nu && tt->kind == GS_T_PARAM_FULL && cur_full[tt->unit] == frees[j])
+                cur_full[tt->unit] = NO_ID;
+            if (tt->unit < nu && tt->kind == GS_T_GRAD && cur_grad[tt->unit] == frees[j])
+                cur_grad[tt->unit] = NO_ID;
+        }
+    }
+out:
+    free(cur_full);
+    free(cur_grad);
+    free(bucket_n);
+    return rc;
+}
+
+/* ---- create / destroy ------------------------------------------------------------------------- */
+
+static void rank_fini(gs_train *t, rank_st *r, const gs_rank_events *re)
+{
+    const gs_driver_ops *ops = t->ops;
+#define DFREE(p) do { if (p) ops->free(t->drv, r->rank, p); } while (0)
+    if (r->tbuf && re)
+        for (size_t i = 0; i < re->ntensors + r->nunits; i++)
+            DFREE(r->tbuf[i]);
+    for (size_t u = 0; u < r->nunits; u++) {
+        if (r->m) DFREE(r->m[u]);
+        if (r->v) DFREE(r->v[u]);
+        if (r->tmp) DFREE(r->tmp[u]);
+        if (r->units) free(r->units[u].segs);
+    }
+    if (r->x)
+        for (uint64_t i = 0; i < (t->layers + 1) * t->mbs; i++) {
+            DFREE(r->x[i]);
+            DFREE(r->dx[i]);
+        }
+    if (r->acts)
+        for (uint64_t i = 0; i < r->part.layers * t->mbs; i++) {
+            layer_act *a = &r->acts[i];
+            float *bufs[] = {a->n1s, a->rstd1, t->sp ? a->n1 : NULL, a->qkv, a->ao, a->p, a->op, a->ar, a->xm, a->n2s,
+                             a->rstd2, t->sp ? a->n2 : NULL, a->gu, a->hh, a->dp, a->mr};
+            for (size_t k = 0; k < sizeof bufs / sizeof bufs[0]; k++)
+                DFREE(bufs[k]);
+        }
+    if (r->heads)
+        for (uint64_t i = 0; i < t->mbs; i++) {
+            head_act *hh = &r->heads[i];
+            DFREE(hh->hns);
+            DFREE(hh->rstd);
+            if (t->sp)
+                DFREE(hh->hn);
+            DFREE(hh->logits);
+            DFREE(hh->stats);
+            DFREE(hh->allstats);
+            DFREE(hh->lse);
+        }
+    {
+        float **f = (float **)&r->sc;
+        for (size_t k = 0; k < sizeof r->sc / sizeof(float *); k++)
+            DFREE(f[k]);
+    }
+    DFREE(r->tokens);
+    DFREE(r->targets);
+#undef DFREE
+    free(r->tbuf);
+    free(r->m);
+    free(r->v);
+    free(r->tmp);
+    free(r->units);
+    free(r->unit_of_local);
+    free(r->off_of_local);
+    free(r->local_of_global);
+    free(r->param_t);
+    free(r->grad_t);
+    free(r->hold_t);
+    free(r->plans);
+    free(r->x);
+    free(r->dx);
+    free(r->acts);
+    free(r->heads);
+    for (int k = 0; k < GS_GROUP_KIND_COUNT; k++)
+        free(r->members[k]);
+    gs_partition_fini(&r->part);
+}
+
+void gs_train_destroy(gs_train *t)
+{
+    if (!t)
+        return;
+    if (t->r)
+        for (size_t i = 0; i < t->nr; i++)
+            rank_fini(t, &t->r[i], &t->sch->ranks[i]);
+    free(t->r);
+    free(t);
+}
+
+static gs_status rank_init(gs_train *t, gs_dispatch *disp, size_t ri, gs_error *err)
+{
+    const gs_scenario *s = t->s;
+    const gs_mesh *mesh = &t->sch->mesh;
+    const gs_rank_events *re = &t->sch->ranks[ri];
+    rank_st *r = &t->r[ri];
+    gs_status rc;
+    int ok = 1;
+    r->rank = re->rank;
+    uint64_t c[GS_DIM_COUNT];
+    gs_mesh_rank_coords(mesh, r->rank, c);
+    r->stage = c[GS_DIM_PP];
+    r->tp_pos = c[GS_DIM_TP];
+    r->dp_pos = c[GS_DIM_DP];
+    r->first = r->stage == 0;
+    r->last = r->stage + 1 == mesh->size[GS_DIM_PP];
+    if ((rc = gs_partition_stage(s, mesh, r->stage, &r->part, err)) != GS_OK)
+        return rc;
+    gs_shard_plan_init(s, mesh, r->rank, t->mbs, &r->plan);
+    r->N = r->plan.N ? r->plan.N : 1;
+    r->R = r->plan.R ? r->plan.R : 1;
+    if (r->N <= 1 && r->R > 1)
+        return gs_error_set(err, GS_ERR_INPUT, "exec: hybrid_shard with one DP rank per node: the schedule has no "
+                            "gradient reduction across the %" PRIu64 " replicas (use full_shard or no_shard)", r->R);
+    for (int k = 0; k < GS_GROUP_KIND_COUNT; k++) {
+        uint64_t size;
+        uint64_t idx = gs_group_of(mesh, (gs_group_kind)k, r->rank, &size);
+        if (!(r->members[k] = malloc((size ? size : 1) * sizeof *r->members[k])))
+            return gs_error_set(err, GS_ERR_NOMEM, "exec: out of memory");
+        uint64_t n = gs_group_members_of(mesh, (gs_group_kind)k, r->rank, r->members[k]);
+        uint64_t pos = 0;
+        for (uint64_t q = 0; q < n; q++)
+            if (r->members[k][q] == r->rank)
+                pos = q;
+        r->groups[k] = (gs_drv_group){(gs_group_kind)k, idx, n, pos, r->members[k]};
+    }
+    gs_group_kind shard_group = s->strategy.sharding == GS_SHARD_HYBRID_SHARD ? GS_GROUP_DP_INTRA : GS_GROUP_DP;
+    r->shard_pos = r->groups[shard_group].pos;
+
+    /* units and their flat layout */
+    r->nunits = r->part.nunits;
+    size_t nu = r->nunits ? r->nunits : 1;
+    uint64_t nl = r->part.layers;
+    r->units = calloc(nu, sizeof *r->units);
+    r->unit_of_local = malloc((nl ? nl : 1) * sizeof *r->unit_of_local);
+    r->off_of_local = malloc((nl ? nl : 1) * sizeof *r->off_of_local);
+    r->local_of_global = malloc((t->layers ? t->layers : 1) * sizeof *r->local_of_global);
+    r->param_t = malloc(nu * sizeof *r->param_t);
+    r->grad_t = malloc(nu * sizeof *r->grad_t);
+    r->hold_t = malloc(nu * sizeof *r->hold_t);
+    r->m = calloc(nu, sizeof *r->m);
+    r->v = calloc(nu, sizeof *r->v);
+    r->tmp = calloc(nu, sizeof *r->tmp);
+    r->plans = calloc(re->nevents ? re->nevents : 1, sizeof *r->plans);
+    r->tbuf = calloc(re->ntensors + r->nunits + 1, sizeof *r->tbuf);
+    if (!r->units || !r->unit_of_local || !r->off_of_local || !r->local_of_global || !r->param_t || !r->grad_t ||
+        !r->hold_t || !r->m || !r->v || !r->tmp || !r->plans || !r->tbuf)
+        return gs_error_set(err, GS_ERR_NOMEM, "exec: out of memory");
+    for (uint64_t l = 0; l < t->layers; l++)
+        r->local_of_global[l] = -1;
+    uint64_t v = s->strategy.pipeline == GS_PIPE_INTERLEAVED && mesh->size[GS_DIM_PP] > 1 && s->strategy.virtual_stages
+                     ? s->strategy.virtual_stages : 1;
+    for (uint64_t ll = 0; ll < nl; ll++) {
+        uint64_t g = gs_pipe_global_layer(t->layers, mesh->size[GS_DIM_PP], v, r->stage, ll);
+        r->local_of_global[g] = (int64_t)ll;
+        r->unit_of_local[ll] = -1;
+    }
+    for (size_t u = 0; u < r->nunits; u++) {
+        unit_info *ui = &r->units[u];
+        const gs_unit *pu = &r->part.units[u];
+        ui->root = r->part.has_root && u + 1 == r->nunits;
+        uint64_t flat = 0;
+        int64_t lb = pu->layer_begin, le = pu->layer_end;
+        if (ui->root && s->strategy.wrap == GS_WRAP_MODEL)
+            lb = 0, le = (int64_t)nl - 1;
+        if (!(ui->root && s->strategy.wrap != GS_WRAP_MODEL))
+            for (int64_t ll = lb; ll <= le; ll++) {
+                r->unit_of_local[ll] = (int64_t)u;
+                r->off_of_local[ll] = flat;
+                ok = ok && add_layer_segs(t, r, ui, &flat, gs_pipe_global_layer(t->layers, mesh->size[GS_DIM_PP], v,
+                                                                              r->stage, (uint64_t)ll));
+            }
+        if (ui->root) {
+            uint64_t V = s->model.vocab, h = t->h;
+            if (r->first) {
+                r->emb_off = flat;
+                ok = ok && add_seg(ui, &flat, "model.embed_tokens.weight", 2, V, h, 1, 0, r->tp_pos * t->v_t, t->v_t, 0);
+            }
+            if (r->last) {
+                r->hn_off = flat;
+                ok = ok && add_seg(ui, &flat, "model.norm.weight", 1, h, 1, 0, 0, 0, h, 1);
+                r->head_off = flat;
+                ok = ok && add_seg(ui, &flat, "lm_head.weight", 2, V, h, 2, 0, r->tp_pos * t->v_t, t->v_t, 0);
+            }
+        }
+        if (!ok)
+            return gs_error_set(err, GS_ERR_NOMEM, "exec: out of memory");
+        if (flat != pu->params)
+            return gs_error_set(err, GS_ERR_RUNTIME, "exec: rank %" PRIu64 " unit %zu: the layout holds %" PRIu64
+                                " elements but the partition says %" PRIu64, r->rank, u, flat, pu->params);
+        ui->P = flat;
+        ui->S = ceil_div(flat, r->N);
+        r->param_t[u] = r->grad_t[u] = r->hold_t[u] = NO_ID;
+    }
+    for (uint64_t ll = 0; ll < nl; ll++)
+        if (r->unit_of_local[ll] < 0)
+            return gs_error_set(err, GS_ERR_RUNTIME, "exec: rank %" PRIu64 ": no unit covers layer %" PRIu64,
+                                r->rank, ll);
+
+    /* resident tensors and buffers of every parameter / gradient tensor */
+    for (size_t i = 0; i < re->ntensors; i++) {
+        const gs_tensor *tt = &re->tensors[i];
+        if (tt->unit >= r->nunits)
+            continue;
+        const unit_info *ui = &r->units[tt->unit];
+        uint64_t n;
+        switch (tt->kind) {
+        case GS_T_PARAM_SHARD:
+            if (tt->resident)
+                r->param_t[tt->unit] = (uint32_t)i;
+            n = r->plan.stored_sharded ? ui->S : r->N * ui->S;
+            break;
+        case GS_T_GRAD_SHARD:
+            if (tt->resident)
+                r->grad_t[tt->unit] = (uint32_t)i;
+            n = ui->S;
+            break;
+        case GS_T_GRAD:
+            if (tt->resident) {
+                if (r->grad_t[tt->unit] == NO_ID)
+                    r->grad_t[tt->unit] = (uint32_t)i;
+                else
+                    r->hold_t[tt->unit] = (uint32_t)i;
+            }
+            n = r->N * ui->S;
+            break;
+        case GS_T_PARAM_FULL:
+            n = r->N * ui->S;
+            break;
+        default:
+            continue;
+        }
+        r->tbuf[i] = dalloc(t, r, n, &ok);
+    }
+    /* hold_t found before grad_t (a GRAD then a GRAD_SHARD): swap into place */
+    for (size_t u = 0; u < r->nunits; u++) {
+        if (r->grad_t[u] != NO_ID && re->tensors[r->grad_t[u]].kind == GS_T_GRAD && r->hold_t[u] != NO_ID &&
+            re->tensors[r->hold_t[u]].kind == GS_T_GRAD_SHARD) {
+            uint32_t x = r->grad_t[u];
+            r->grad_t[u] = r->hold_t[u];
+            r->hold_t[u] = x;
+        }
+        if (r->param_t[u] == NO_ID || r->grad_t[u] == NO_ID)
+            return gs_error_set(err, GS_ERR_RUNTIME, "exec: rank %" PRIu64 " unit %zu has no resident parameter or "
+                                "gradient tensor in the schedule", r->rank, u);
+    }
+    for (size_t u = 0; u < r->nunits; u++) {
+        uint64_t n = r->plan.stored_sharded ? r->units[u].S : r->N * r->units[u].S;
+        if (pending_id(r, re, u) == re->ntensors + u)
+            r->tbuf[re->ntensors + u] = dalloc(t, r, r->N * r->units[u].S, &ok);
+        r->m[u] = dalloc(t, r, n, &ok);
+        r->v[u] = dalloc(t, r, n, &ok);
+        r->tmp[u] = dalloc(t, r, r->units[u].S, &ok);
+    }
+    if (!ok)
+        return gs_error_set(err, GS_ERR_NOMEM, "exec: out of memory for rank %" PRIu64 "'s parameters", r->rank);
+
+    /* initial parameters: the unit's full flat content, then this rank's part */
+    gs_drv_stream *st = gs_dispatch_stream(disp, ri, GS_STREAM_COMPUTE);
+    for (size_t u = 0; u < r->nunits; u++) {
+        const unit_info *ui = &r->units[u];
+        float *full = calloc(r->N * ui->S + 1, sizeof *full);
+        if (!full)
+            return gs_error_set(err, GS_ERR_NOMEM, "exec: out of memory");
+        init_unit(t, ui, full);
+        if (r->plan.stored_sharded)
+            t->ops->upload(t->drv, st, r->tbuf[r->param_t[u]], full + r->shard_pos * ui->S, ui->S * sizeof(float));
+        else
+            t->ops->upload(t->drv, st, r->tbuf[r->param_t[u]], full, r->N * ui->S * sizeof(float));
+        free(full);
+    }
+
+    /* tokens of this rank's micro-batches: global sequence (dp * mbs + mb) * micro + j */
+    uint64_t T = t->T, sq = t->seq;
+    if (r->first || r->last) {
+        int32_t *tok = malloc((sq + 1) * sizeof *tok);
+        int32_t *in = malloc(t->mbs * T * sizeof *in), *tg = malloc(t->mbs * T * sizeof *tg);
+        if (!tok || !in || !tg) {
+            free(tok), free(in), free(tg);
+            return gs_error_set(err, GS_ERR_NOMEM, "exec: out of memory");
+        }
+        for (uint64_t mb = 0; mb < t->mbs; mb++)
+            for (uint64_t j = 0; j < t->b; j++) {
+                gs_k_tokens(t->o.seed, (r->dp_pos * t->mbs + mb) * t->b + j, sq, s->model.vocab, tok);
+                memcpy(in + mb * T + j * sq, tok, sq * sizeof *tok);
+                memcpy(tg + mb * T + j * sq, tok + 1, sq * sizeof *tok);
+            }
+        r->tokens = t->ops->alloc(t->drv, r->rank, t->mbs * T * sizeof(int32_t));
+        r->targets = t->ops->alloc(t->drv, r->rank, t->mbs * T * sizeof(int32_t));
+        if (r->tokens && r->targets) {
+            t->ops->upload(t->drv, st, r->tokens, in, t->mbs * T * sizeof(int32_t));
+            t->ops->upload(t->drv, st, r->targets, tg, t->mbs * T * sizeof(int32_t));
+        }
+        free(tok), free(in), free(tg);
+        if (!r->tokens || !r->targets)
+            return gs_error_set(err, GS_ERR_NOMEM, "exec: out of memory");
+    }
+
+    /* activations */
+    uint64_t h = t->h, Tl = t->Tl, L = t->layers;
+    r->x = calloc((L + 1) * t->mbs, sizeof *r->x);
+    r->dx = calloc((L + 1) * t->mbs, sizeof *r->dx);
+    r->acts = calloc(nl * t->mbs + 1, sizeof *r->acts);
+    r->heads = calloc(t->mbs, sizeof *r->heads);
+    if (!r->x || !r->dx || !r->acts || !r->heads)
+        return gs_error_set(err, GS_ERR_NOMEM, "exec: out of memory");
+    for (uint64_t pos = 0; pos <= L; pos++) {
+        int used = (pos < L && r->local_of_global[pos] >= 0) || (pos > 0 && r->local_of_global[pos - 1] >= 0) ||
+                   (pos == 0 && r->first) || (pos == L && r->last);
+        if (!used)
+            continue;
+        for (uint64_t mb = 0; mb < t->mbs; mb++) {
+            r->x[pos * t->mbs + mb] = dalloc(t, r, Tl * h, &ok);
+            r->dx[pos * t->mbs + mb] = dalloc(t, r, Tl * h, &ok);
+        }
+    }
+    for (uint64_t i = 0; i < nl * t->mbs; i++) {
+        layer_act *a = &r->acts[i];
+        a->n1s = dalloc(t, r, Tl * h, &ok);
+        a->rstd1 = dalloc(t, r, Tl, &ok);
+        a->n1 = t->sp ? dalloc(t, r, T * h, &ok) : a->n1s;
+        a->qkv = dalloc(t, r, T * t->nqkv, &ok);
+        a->ao = dalloc(t, r, T * t->a_t * t->hd, &ok);
+        a->p = dalloc(t, r, t->b * t->a_t * sq * sq, &ok);
+        a->op = dalloc(t, r, T * h, &ok);
+        a->ar = dalloc(t, r, Tl * h, &ok);
+        a->xm = dalloc(t, r, Tl * h, &ok);
+        a->n2s = dalloc(t, r, Tl * h, &ok);
+        a->rstd2 = dalloc(t, r, Tl, &ok);
+        a->n2 = t->sp ? dalloc(t, r, T * h, &ok) : a->n2s;
+        a->gu = dalloc(t, r, T * 2 * t->f_t, &ok);
+        a->hh = dalloc(t, r, T * t->f_t, &ok);
+        a->dp = dalloc(t, r, T * h, &ok);
+        a->mr = dalloc(t, r, Tl * h, &ok);
+    }
+    if (r->last)
+        for (uint64_t mb = 0; mb < t->mbs; mb++) {
+            head_act *hh = &r->heads[mb];
+            hh->hns = dalloc(t, r, Tl * h, &ok);
+            hh->rstd = dalloc(t, r, Tl, &ok);
+            hh->hn = t->sp ? dalloc(t, r, T * h, &ok) : hh->hns;
+            hh->logits = dalloc(t, r, T * t->v_t, &ok);
+            hh->stats = dalloc(t, r, T * GS_K_XENT_STATS, &ok);
+            hh->allstats = dalloc(t, r, t->tp * T * GS_K_XENT_STATS, &ok);
+            hh->lse = dalloc(t, r, T, &ok);
+        }
+    scratch *sc = &r->sc;
+    sc->dyf = dalloc(t, r, T * h, &ok);
+    sc->dh = dalloc(t, r, T * t->f_t, &ok);
+    sc->dgu = dalloc(t, r, T * 2 * t->f_t, &ok);
+    sc->dn2 = dalloc(t, r, T * h, &ok);
+    sc->dn2s = dalloc(t, r, Tl * h, &ok);
+    sc->dxm = dalloc(t, r, Tl * h, &ok);
+    sc->dxmf = dalloc(t, r, T * h, &ok);
+    sc->dao = dalloc(t, r, T * t->a_t * t->hd, &ok);
+    sc->dqkv = dalloc(t, r, T * t->nqkv, &ok);
+    sc->dn1 = dalloc(t, r, T * h, &ok);
+    sc->dn1s = dalloc(t, r, Tl * h, &ok);
+    sc->dlogits = r->last ? dalloc(t, r, T * t->v_t, &ok) : NULL;
+    sc->dhn = dalloc(t, r, T * h, &ok);
+    sc->dhns = dalloc(t, r, Tl * h, &ok);
+    sc->embp = dalloc(t, r, T * h, &ok);
+    if (!ok)
+        return gs_error_set(err, GS_ERR_NOMEM, "exec: out of memory for rank %" PRIu64 "'s activations", r->rank);
+    return plan_rank(t, r, re, err);
+}
+
+gs_status gs_train_create(const gs_scenario *s, const gs_schedule *sch, const gs_driver_ops *ops, gs_drv *drv,
+                          gs_dispatch *disp, const gs_train_opts *o, gs_train **out, gs_error *err)
+{
+    *out = NULL;
+    gs_status rc = check_supported(s, &sch->mesh, err);
+    if (rc != GS_OK)
+        return rc;
+    if (sch->nranks != sch->mesh.world)
+        return gs_error_set(err, GS_ERR_INPUT, "exec: the schedule must hold every rank (build it exact)");
+    gs_train *t = calloc(1, sizeof *t);
+    if (!t)
+        return gs_error_set(err, GS_ERR_NOMEM, "exec: out of memory");
+    t->s = s;
+    t->sch = sch;
+    t->ops = ops;
+    t->drv = drv;
+    if (o)
+        t->o = *o;
+    else
+        gs_train_opts_defaults(&t->o);
+    const gs_model *m = &s->model;
+    t->tp = sch->mesh.size[GS_DIM_TP];
+    t->mbs = sch->microbatches;
+    t->b = s->batch.micro_seqs;
+    t->seq = m->seq;
+    t->T = t->b * t->seq;
+    t->sp = s->strategy.sequence_parallel && t->tp > 1;
+    t->Tl = t->sp ? t->T / t->tp : t->T;
+    t->h = m->hidden;
+    t->hd = m->head_dim;
+    t->a_t = m->heads / t->tp;
+    t->kv_t = m->kv_heads / t->tp;
+    t->f_t = m->ffn / t->tp;
+    t->v_t = m->vocab / t->tp;
+    t->nqkv = (t->a_t + 2 * t->kv_t) * t->hd;
+    t->layers = m->layers;
+    t->recompute = s->strategy.recompute;
+    t->nr = sch->nranks;
+    if (!(t->r = calloc(t->nr, sizeof *t->r))) {
+        rc = gs_error_set(err, GS_ERR_NOMEM, "exec: out of memory");
+        goto out;
+    }
+    for (size_t i = 0; i < t->nr && rc == GS_OK; i++)
+        rc = rank_init(t, disp, i, err);
+    for (size_t i = 0; i < t->nr && rc == GS_OK; i++)
+        rc = t->ops->stream_sync(t->drv, gs_dispatch_stream(disp, i, GS_STREAM_COMPUTE), err);
+out:
+    if (rc != GS_OK) {
+        gs_train_destroy(t);
+        return rc;
+    }
+    *out = t;
+    return GS_OK;
+}
+
+void gs_train_begin_step(gs_train *t)
+{
+    t->step++;
+    for (size_t i = 0; i < t->nr; i++)
+        t->r[i].loss_sum = 0;
+}
+
+double gs_train_loss(const gs_train *t)
+{
+    double sum = 0;
+    for (size_t i = 0; i < t->nr; i++)
+        if (t->r[i].last && t->r[i].tp_pos == 0)
+            sum += t->r[i].loss_sum;
+    return sum / ((double)t->s->batch.global_seqs * (double)t->seq);
+}
+
+uint64_t gs_train_step(const gs_train *t)
+{
+    return t->step;
+}
+
+void gs_train_set_step(gs_train *t, uint64_t step)
+{
+    t->step = step;
+}
+
+/* ---- the actions ------------------------------------------------------------------------------- */
+
+typedef struct ctx {
+    gs_train *t;
+    rank_st *r;
+    const gs_rank_events *re;
+    const gs_event *e;
+    const ev_plan *pl;
+    gs_drv_stream *s;
+    gs_error *err;
+} ctx;
+
+static float *tb(const ctx *c, uint32_t id)
+{
+    return id == NO_ID ? NULL : c->r->tbuf[id];
+}
+
+static void poison(const ctx *c, float *p, size_t n)
+{
+    c->t->ops->fill(c->t->drv, c->s, p, NAN, n);
+}
+
+/* The block weights (or their gradients) of the event's layer inside buffer base. */
+typedef struct blockp {
+    float *g1, *wqkv, *wo, *g2, *wgu, *wd;
+} blockp;
+
+static void block_at(const gs_train *t, float *base, blockp *b)
+{
+    uint64_t h = t->h;
+    b->g1 = base;
+    b->wqkv = b->g1 + h;
+    b->wo = b->wqkv + t->nqkv * h;
+    b->g2 = b->wo + h * t->a_t * t->hd;
+    b->wgu = b->g2 + h;
+    b->wd = b->wgu + 2 * t->f_t * h;
+}
+
+/* TP reduction of a [T, h] partial: all-reduce in place, or (sequence parallel) reduce-scatter
+ * into out's Tl rows. Returns the reduced rows. */
+static gs_status tp_reduce(const ctx *c, float *part, float *out_sp, float **res)
+{
+    gs_train *t = c->t;
+    const gs_drv_group *g = &c->r->groups[GS_GROUP_TP];
+    *res = t->sp ? out_sp : part;
+    if (t->tp <= 1)
+        return GS_OK;
+    if (t->sp)
+        return t->ops->reduce_scatter(t->drv, c->s, c->r->rank, g, part, out_sp, t->Tl * t->h, c->err);
+    return t->ops->all_reduce(t->drv, c->s, c->r->rank, g, part, t->T * t->h, c->err);
+}
+
+static gs_status tp_gather(const ctx *c, const float *shard, float *full)
+{
+    gs_train *t = c->t;
+    return t->ops->all_gather(t->drv, c->s, c->r->rank, &c->r->groups[GS_GROUP_TP], shard, full, t->Tl * t->h,
+                              c->err);
+}
+
+/* The layer's output x[l+1] = xm + reduced MLP output, and what the recompute policy drops. */
+static void finish_layer(const ctx *c, layer_act *a, float *xout, const float *mlp)
+{
+    gs_train *t = c->t;
+    const gs_driver_ops *ops = t->ops;
+    uint64_t Tl = t->Tl, T = t->T, h = t->h;
+    if (c->e->phase != GS_PHASE_FWD)
+        return;
+    ops->copy(t->drv, c->s, xout, a->xm, Tl * h * sizeof(float));
+    ops->add(c->s, xout, mlp, Tl * h);
+    /* what the forward pass does not keep (the schedule recomputes it) is gone: poison it, so a
+     * backward that reads it without the recompute shows up as NaN */
+    if (!c->r->has_recompute)
+        return;
+    if (t->recompute == GS_RECOMPUTE_FULL) {
+        float *bufs[] = {a->n1s, a->qkv, a->ao, a->op, a->ar, a->xm, a->n2s, a->gu, a->hh, a->dp, a->mr};
+        size_t ns[] = {Tl * h, T * t->nqkv, T * t->a_t * t->hd, T * h, Tl * h, Tl * h, Tl * h, T * 2 * t->f_t,
+                       T * t->f_t, T * h, Tl * h};
+        for (size_t i = 0; i < sizeof ns / sizeof ns[0]; i++)
+            poison(c, bufs[i], ns[i]);
+        poison(c, a->rstd1, Tl);
+        poison(c, a->rstd2, Tl);
+        if (t->sp) {
+            poison(c, a->n1, T * h);
+            poison(c, a->n2, T * h);
+        }
+        poison(c, a->p, t->b * t->a_t * t->seq * t->seq);
+    } else if (t->recompute == GS_RECOMPUTE_SELECTIVE) {
+        poison(c, a->p, t->b * t->a_t * t->seq * t->seq);
+        poison(c, a->ao, T * t->a_t * t->hd);
+    }
+}
+
+static gs_status need(const ctx *c, const void *p, const char *what)
+{
+    if (p)
+        return GS_OK;
+    return gs_error_set(c->err, GS_ERR_RUNTIME, "no %s at this point of the schedule", what);
+}
+
+static gs_status layer_action(const ctx *c, action act)
+{
+    gs_train *t = c->t;
+    rank_st *r = c->r;
+    const gs_driver_ops *ops = t->ops;
+    const gs_event *e = c->e;
+    int64_t ll = r->local_of_global[e->layer];
+    uint64_t mbs = t->mbs, mb = e->mb, T = t->T, Tl = t->Tl, h = t->h, hd = t->hd, nq = t->nqkv;
+    layer_act *a = &r->acts[(uint64_t)ll * mbs + mb];
+    float *xin = r->x[(uint64_t)e->layer * mbs + mb], *xout = r->x[((uint64_t)e->layer + 1) * mbs + mb];
+    float *dxin = r->dx[(uint64_t)e->layer * mbs + mb], *dxout = r->dx[((uint64_t)e->layer + 1) * mbs + mb];
+    scratch *sc = &r->sc;
+    gs_status rc;
+    blockp w, g;
+    float *pbase = tb(c, c->pl->ptid), *gbase = tb(c, c->pl->gtid);
+    if ((rc = need(c, pbase, "gathered parameters of this layer")) != GS_OK)
+        return rc;
+    uint64_t off = r->off_of_local[ll];
+    block_at(t, pbase + off, &w);
+    if (gbase)
+        block_at(t, gbase + off, &g);
+    else
+        memset(&g, 0, sizeof g);
+    float *q = a->qkv, *k = a->qkv + t->a_t * hd, *v = a->qkv + (t->a_t + t->kv_t) * hd;
+    float *res;
+    switch (act) {
+    case A_N1_FWD:
+        ops->rmsnorm_fwd(c->s, xin, w.g1, a->n1s, a->rstd1, Tl, h, NORM_EPS);
+        return GS_OK;
+    case A_N1_AG:
+        return tp_gather(c, a->n1s, a->n1);
+    case A_QKV_FWD:
+        ops->linear_fwd(c->s, a->n1, w.wqkv, a->qkv, T, h, nq);
+        ops->rope_fwd(c->s, q, T, t->seq, t->a_t, hd, nq, ROPE_THETA);
+        ops->rope_fwd(c->s, k, T, t->seq, t->kv_t, hd, nq, ROPE_THETA);
+        return GS_OK;
+    case A_ATTN_FWD:
+        ops->attn_fwd(c->s, q, nq, k, v, nq, a->ao, t->a_t * hd, a->p, t->b, t->seq, t->a_t, t->kv_t, hd);
+        return GS_OK;
+    case A_O_FWD:
+        ops->linear_fwd(c->s, a->ao, w.wo, a->op, T, t->a_t * hd, h);
+        return GS_OK;
+    case A_O_TP:
+        return tp_reduce(c, a->op, a->ar, &res);
+    case A_N2_FWD:
+        ops->copy(t->drv, c->s, a->xm, xin, Tl * h * sizeof(float));
+        ops->add(c->s, a->xm, t->sp ? a->ar : a->op, Tl * h);
+        ops->rmsnorm_fwd(c->s, a->xm, w.g2, a->n2s, a->rstd2, Tl, h, NORM_EPS);
+        return GS_OK;
+    case A_N2_AG:
+        return tp_gather(c, a->n2s, a->n2);
+    case A_UP_FWD:
+        ops->linear_fwd(c->s, a->n2, w.wgu, a->gu, T, h, 2 * t->f_t);
+        return GS_OK;
+    case A_ACT_FWD:
+        ops->swiglu_fwd(c->s, a->gu, a->hh, T, t->f_t);
+        return GS_OK;
+    case A_DOWN_FWD:
+        ops->linear_fwd(c->s, a->hh, w.wd, a->dp, T, t->f_t, h);
+        if (t->tp <= 1)
+            finish_layer(c, a, xout, a->dp);
+        return GS_OK;
+    case A_DOWN_TP:
+        if ((rc = tp_reduce(c, a->dp, a->mr, &res)) != GS_OK)
+            return rc;
+        finish_layer(c, a, xout, res);
+        return GS_OK;
+    default:
+        break;
+    }
+    /* backward */
+    if ((rc = need(c, gbase, "gradient buffer of this layer")) != GS_OK)
+        return rc;
+    float *dyf = t->sp ? sc->dyf : dxout;
+    float *dxmf = t->sp ? sc->dxmf : sc->dxm;
+    switch (act) {
+    case A_DY_AG:
+        return tp_gather(c, dxout, sc->dyf);
+    case A_DOWN_BWD:
+        ops->linear_bwd(c->s, a->hh, w.wd, dyf, sc->dh, g.wd, T, t->f_t, h);
+        return GS_OK;
+    case A_ACT_BWD:
+        ops->swiglu_bwd(c->s, a->gu, sc->dh, sc->dgu, T, t->f_t);
+        return GS_OK;
+    case A_UP_BWD:
+        ops->linear_bwd(c->s, a->n2, w.wgu, sc->dgu, sc->dn2, g.wgu, T, h, 2 * t->f_t);
+        return GS_OK;
+    case A_UP_TP:
+        return tp_reduce(c, sc->dn2, sc->dn2s, &res);
+    case A_N2_BWD:
+        ops->rmsnorm_bwd(c->s, a->xm, w.g2, a->rstd2, t->sp ? sc->dn2s : sc->dn2, sc->dxm, g.g2, Tl, h);
+        ops->add(c->s, sc->dxm, dxout, Tl * h);
+        return GS_OK;
+    case A_DXM_AG:
+        return tp_gather(c, sc->dxm, sc->dxmf);
+    case A_O_BWD:
+        ops->linear_bwd(c->s, a->ao, w.wo, dxmf, sc->dao, g.wo, T, t->a_t * hd, h);
+        return GS_OK;
+    case A_ATTN_BWD:
+        ops->attn_bwd(c->s, q, nq, k, v, nq, a->p, sc->dao, t->a_t * hd, sc->dqkv, sc->dqkv + t->a_t * hd,
+                      sc->dqkv + (t->a_t + t->kv_t) * hd, t->b, t->seq, t->a_t, t->kv_t, hd);
+        return GS_OK;
+    case A_QKV_BWD:
+        ops->rope_bwd(c->s, sc->dqkv, T, t->seq, t->a_t, hd, nq, ROPE_THETA);
+        ops->rope_bwd(c->s, sc->dqkv + t->a_t * hd, T, t->seq, t->kv_t, hd, nq, ROPE_THETA);
+        ops->linear_bwd(c->s, a->n1, w.wqkv, sc->dqkv, sc->dn1, g.wqkv, T, h, nq);
+        return GS_OK;
+    case A_QKV_TP:
+        return tp_reduce(c, sc->dn1, sc->dn1s, &res);
+    case A_N1_BWD:
+        ops->rmsnorm_bwd(c->s, xin, w.g1, a->rstd1, t->sp ? sc->dn1s : sc->dn1, dxin, g.g1, Tl, h);
+        ops->add(c->s, dxin, sc->dxm, Tl * h);
+        return GS_OK;
+    default:
+        return gs_error_set(c->err, GS_ERR_RUNTIME, "no layer action %d", (int)act);
+    }
+}
+
+static gs_status root_action(const ctx *c, action act)
+{
+    gs_train *t = c->t;
+    rank_st *r = c->r;
+    const gs_driver_ops *ops = t->ops;
+    uint64_t mbs = t->mbs, mb = c->e->mb, T = t->T, Tl = t->Tl, h = t->h, L = t->layers;
+    scratch *sc = &r->sc;
+    float *pbase = tb(c, c->pl->rptid), *gbase = tb(c, c->pl->rgtid);
+    gs_status rc;
+    if ((rc = need(c, pbase, "gathered root unit (embedding / head)")) != GS_OK)
+        return rc;
+    int32_t *tok = r->tokens ? r->tokens + mb * T : NULL, *tgt = r->targets ? r->targets + mb * T : NULL;
+    uint64_t vlo = r->tp_pos * t->v_t;
+    float *res;
+    switch (act) {
+    case A_EMB_FWD:
+        ops->embed_fwd(c->s, tok, T, pbase + r->emb_off, vlo, t->v_t, h, t->sp ? sc->embp : r->x[mb]);
+        return GS_OK;
+    case A_EMB_TP:
+        if (t->sp)
+            return tp_reduce(c, sc->embp, r->x[mb], &res);
+        return tp_reduce(c, r->x[mb], NULL, &res);
+    case A_EMB_AG:
+        return tp_gather(c, r->dx[mb], sc->dyf);
+    case A_EMB_BWD:
+        if ((rc = need(c, gbase, "root gradient")) != GS_OK)
+            return rc;
+        ops->embed_bwd(c->s, tok, T, t->sp ? sc->dyf : r->dx[mb], vlo, t->v_t, h, gbase + r->emb_off);
+        return GS_OK;
+    default:
+        break;
+    }
+    head_act *ha = &r->heads[mb];
+    float *xL = r->x[L * mbs + mb], *dxL = r->dx[L * mbs + mb];
+    float *wn = pbase + r->hn_off, *wh = pbase + r->head_off;
+    switch (act) {
+    case A_HN_FWD:
+        ops->rmsnorm_fwd(c->s, xL, wn, ha->hns, ha->rstd, Tl, h, NORM_EPS);
+        return GS_OK;
+    case A_HN_AG:
+        return tp_gather(c, ha->hns, ha->hn);
+    case A_HEAD_FWD:
+        ops->linear_fwd(c->s, ha->hn, wh, ha->logits, T, h, t->v_t);
+        return GS_OK;
+    case A_LOSS_FWD:
+        ops->xent_stats(c->s, ha->logits, tgt, T, vlo, t->v_t, ha->stats);
+        if (t->tp <= 1) {
+            double l = 0;
+            ops->xent_combine(c->s, ha->stats, 1, T, ha->lse, &l);
+            r->loss_sum += l;
+        }
+        return GS_OK;
+    case A_LOSS_AG: {
+        if ((rc = t->ops->all_gather(t->drv, c->s, r->rank, &r->groups[GS_GROUP_TP], ha->stats, ha->allstats,
+                                     T * GS_K_XENT_STATS, c->err)) != GS_OK)
+            return rc;
+        double l = 0;
+        ops->xent_combine(c->s, ha->allstats, t->tp, T, ha->lse, &l);
+        r->loss_sum += l;
+        return GS_OK;
+    }
+    default:
+        break;
+    }
+    if ((rc = need(c, gbase, "root gradient")) != GS_OK)
+        return rc;
+    float scale = (float)(1.0 / ((double)t->s->batch.global_seqs * (double)t->seq));
+    switch (act) {
+    case A_LOSS_BWD:
+        ops->xent_bwd(c->s, ha->logits, tgt, ha->lse, T, vlo, t->v_t, scale, sc->dlogits);
+        return GS_OK;
+    case A_HEAD_BWD:
+        ops->linear_bwd(c->s, ha->hn, wh, sc->dlogits, sc->dhn, gbase + r->head_off, T, h, t->v_t);
+        return GS_OK;
+    case A_HEAD_TP:
+        return tp_reduce(c, sc->dhn, sc->dhns, &res);
+    case A_HN_BWD:
+        ops->rmsnorm_bwd(c->s, xL, wn, ha->rstd, t->sp ? sc->dhns : sc->dhn, dxL, gbase + r->hn_off, Tl, h);
+        return GS_OK;
+    default:
+        return gs_error_set(c->err, GS_ERR_RUNTIME, "no root action %d", (int)act);
+    }
+}
+
+static gs_status dp_action(const ctx *c, action act)
+{
+    gs_train *t = c->t;
+    rank_st *r = c->r;
+    const gs_driver_ops *ops = t->ops;
+    const gs_event *e = c->e;
+    const unit_info *ui = &r->units[e->unit];
+    const gs_drv_group *g = &r->groups[e->group];
+    float *in = tb(c, c->pl->ptid), *out = tb(c, c->pl->gtid);
+    gs_status rc;
+    if ((rc = need(c, in, "input tensor")) != GS_OK || (rc = need(c, out, "output tensor")) != GS_OK)
+        return rc;
+    switch (act) {
+    case A_UNIT_AG:
+        return ops->all_gather(t->drv, c->s, r->rank, g, in, out, ui->S, c->err);
+    case A_UNIT_RS: {
+        /* the unit's full gradient `in` -> this rank's shard; HSDP's cross-node all-reduce adds it */
+        float *tmp = r->tmp[e->unit];
+        if ((rc = ops->reduce_scatter(t->drv, c->s, r->rank, g, in, tmp, ui->S, c->err)) != GS_OK)
+            return rc;
+        if (r->R <= 1)
+            ops->add(c->s, out, tmp, ui->S);
+        ops->fill(t->drv, c->s, in, 0.0f, r->N * ui->S);
+        return GS_OK;
+    }
+    case A_INTER_AR: {
+        float *tmp = r->tmp[e->unit];
+        if ((rc = ops->all_reduce(t->drv, c->s, r->rank, g, tmp, ui->S, c->err)) != GS_OK)
+            return rc;
+        ops->add(c->s, out, tmp, ui->S);
+        return GS_OK;
+    }
+    case A_BUCKET_AR: {
+        uint64_t o = c->pl->off, n = c->pl->count;
+        if ((rc = ops->all_reduce(t->drv, c->s, r->rank, g, in + o, n, c->err)) != GS_OK)
+            return rc;
+        if (in != out) {
+            ops->add(c->s, out + o, in + o, n);
+            ops->fill(t->drv, c->s, in + o, 0.0f, n);
+        }
+        return GS_OK;
+    }
+    default:
+        return gs_error_set(c->err, GS_ERR_RUNTIME, "no DP action %d", (int)act);
+    }
+}
+
+static gs_status optim_action(const ctx *c)
+{
+    gs_train *t = c->t;
+    rank_st *r = c->r;
+    const gs_driver_ops *ops = t->ops;
+    for (size_t u = 0; u < r->nunits; u++) {
+        uint64_t n = r->plan.stored_sharded ? r->units[u].S : r->N * r->units[u].S;
+        float *p = r->tbuf[r->param_t[u]], *g = r->tbuf[r->grad_t[u]];
+        uint64_t gn = r->N <= 1 || !r->plan.shard_grads ? n : r->units[u].S;
+        if (gn != n)
+            return gs_error_set(c->err, GS_ERR_RUNTIME, "unit %zu: %" PRIu64 " parameters but %" PRIu64 " gradients",
+                                u, n, gn);
+        ops->adamw(c->s, p, g, r->m[u], r->v[u], n, t->o.lr, t->o.beta1, t->o.beta2, t->o.eps, t->o.weight_decay,
+                   t->step);
+        ops->fill(t->drv, c->s, g, 0.0f, n);
+        if (r->hold_t[u] != NO_ID)
+            ops->fill(t->drv, c->s, r->tbuf[r->hold_t[u]], 0.0f, r->N * r->units[u].S);
+    }
+    return GS_OK;
+}
+
+/* Sequence parallelism: the norm weights' gradients of this rank's storage, summed over TP. Every
+ * TP peer holds the same flat ranges, so the buffer is the stage's norm gradients with zeros where
+ * this rank stores nothing. */
+static gs_status sp_norm_action(const ctx *c)
+{
+    gs_train *t = c->t;
+    rank_st *r = c->r;
+    uint64_t total = 0;
+    for (size_t u = 0; u < r->nunits; u++)
+        for (size_t k = 0; k < r->units[u].nsegs; k++)
+            if (r->units[u].segs[k].tp_replicated)
+                total += r->units[u].segs[k].row_len * r->units[u].segs[k].nrows;
+    float *buf = t->ops->alloc(t->drv, r->rank, (total + 1) * sizeof(float));
+    if (!buf)
+        return gs_error_set(c->err, GS_ERR_NOMEM, "out of memory");
+    int sharded = r->plan.shard_grads && r->N > 1;
+    for (int pass = 0; pass < 2; pass++) {
+        uint64_t at = 0;
+        for (size_t u = 0; u < r->nunits; u++) {
+            const unit_info *ui = &r->units[u];
+            uint64_t lo = sharded ? r->shard_pos * ui->S : 0, hi = sharded ? lo + ui->S : r->N * ui->S;
+            float *g = r->tbuf[r->grad_t[u]];
+            for (size_t k = 0; k < ui->nsegs; k++) {
+                const segment *sg = &ui->segs[k];
+                if (!sg->tp_replicated)
+                    continue;
+                uint64_t n = sg->row_len * sg->nrows, f0 = sg->flat_off, f1 = f0 + n;
+                uint64_t a = f0 > lo ? f0 : lo, b = f1 < hi ? f1 : hi;
+                if (a < b) {
+                    if (pass == 0)
+                        t->ops->copy(t->drv, c->s, buf + at + (a - f0), g + (a - lo), (b - a) * sizeof(float));
+                    else
+                        t->ops->copy(t->drv, c->s, g + (a - lo), buf + at + (a - f0), (b - a) * sizeof(float));
+                }
+                at += n;
+            }
+        }
+        if (pass == 0) {
+            gs_status rc = t->ops->all_reduce(t->drv, c->s, r->rank, &r->groups[GS_GROUP_TP], buf, total, c->err);
+            if (rc != GS_OK) {
+                t->ops->free(t->drv, r->rank, buf);
+                return rc;
+            }
+        }
+    }
+    t->ops->free(t->drv, r->rank, buf);
+    return GS_OK;
+}
+
+static gs_status p2p_action(const ctx *c, action act)
+{
+    gs_train *t = c->t;
+    rank_st *r = c->r;
+    const gs_event *e = c->e;
+    uint64_t mbs = t->mbs, mb = e->mb, bytes = t->Tl * t->h * sizeof(float);
+    uint64_t l = (uint64_t)e->layer;
+    switch (act) {
+    case A_RECV_FWD:
+        return t->ops->recv(t->drv, c->s, r->rank, e->peer, r->x[l * mbs + mb], bytes, c->err);
+    case A_SEND_FWD:
+        return t->ops->send(t->drv, c->s, r->rank, e->peer, r->x[(l + 1) * mbs + mb], bytes, c->err);
+    case A_RECV_BWD:
+        return t->ops->recv(t->drv, c->s, r->rank, e->peer, r->dx[(l + 1) * mbs + mb], bytes, c->err);
+    case A_SEND_BWD:
+        return t->ops->send(t->drv, c->s, r->rank, e->peer, r->dx[l * mbs + mb], bytes, c->err);
+    default:
+        return gs_error_set(c->err, GS_ERR_RUNTIME, "no p2p action %d", (int)act);
+    }
+}
+
+gs_status gs_train_run_event(void *prog, size_t rank_index, size_t event, gs_drv_stream *s, gs_error *err)
+{
+    gs_train *t = prog;
+    ctx c = {t, &t->r[rank_index], &t->sch->ranks[rank_index], NULL, NULL, s, err};
+    c.e = &c.re->events[event];
+    c.pl = &c.r->plans[event];
+    action a = (action)c.pl->act;
+    gs_status rc = GS_OK;
+    if (a >= A_N1_FWD && a <= A_N1_BWD)
+        rc = layer_action(&c, a);
+    else if (a >= A_EMB_FWD && a <= A_EMB_BWD)
+        rc = root_action(&c, a);
+    else if (a >= A_HN_FWD && a <= A_HN_BWD)
+        rc = root_action(&c, a);
+    else if (a >= A_UNIT_AG && a <= A_BUCKET_AR)
+        rc = dp_action(&c, a);
+    else if (a == A_OPTIM)
+        rc = optim_action(&c);
+    else if (a == A_SP_NORM_AR)
+        rc = sp_norm_action(&c);
+    else if (a >= A_SEND_FWD && a <= A_RECV_BWD)
+        rc = p2p_action(&c, a);
+    if (rc != GS_OK)
+        return rc;
+    /* a gathered copy the event frees is gone: poison it, so a later use without a new gather
+     * shows up as NaN */
+    const uint32_t *frees = gs_event_list(c.re, c.e, GS_LINK_FREES);
+    for (uint16_t j = 0; j < c.e->nlinks[GS_LINK_FREES]; j++) {
+        const gs_tensor *tt = &c.re->tensors[frees[j]];
+        if (tt->kind == GS_T_PARAM_FULL && c.r->tbuf[frees[j]] && tt->unit < c.r->nunits)
+            poison(&c, c.r->tbuf[frees[j]], c.r->N * c.r->units[tt->unit].S);
+    }
+    return GS_OK;
+}
+
+/* ---- shards ------------------------------------------------------------------------------------ */
+
+void gs_shard_list_fini(gs_shard_list *s)
+{
+    if (!s)
+        return;
+    for (size_t i = 0; i < s->ntensors; i++)
+        free(s->tensors[i].pieces);
+    free(s->tensors);
+    memset(s, 0, sizeof *s);
+}
+
+static gs_status add_piece(gs_shard_tensor *st, size_t *cap, const gs_shard_piece *p)
+{
+    if (st->npieces == *cap) {
+        size_t nc = *cap ? 2 * *cap : 8;
+        gs_shard_piece *n = realloc(st->pieces, nc * sizeof *n);
+        if (!n)
+            return GS_ERR_NOMEM;
+        st->pieces = n;
+        *cap = nc;
+    }
+    st->pieces[st->npieces++] = *p;
+    return GS_OK;
+}
+
+gs_status gs_train_shards(const gs_train *t, size_t ri, gs_shard_list *out, gs_error *err)
+{
+    memset(out, 0, sizeof *out);
+    if (ri >= t->nr)
+        return gs_error_set(err, GS_ERR_INPUT, "exec: no rank list %zu", ri);
+    const rank_st *r = &t->r[ri];
+    out->rank = r->rank;
+    out->step = t->step;
+    size_t total = 0;
+    for (size_t u = 0; u < r->nunits; u++)
+        total += r->units[u].nsegs;
+    if (!(out->tensors = calloc(total ? total : 1, sizeof *out->tensors)))
+        return gs_error_set(err, GS_ERR_NOMEM, "exec: out of memory");
+    /* a replica of the parameters: NO_SHARD's other DP ranks, HSDP's other nodes */
+    gs_sharding sh = t->s->strategy.sharding;
+    int replica = sh == GS_SHARD_NO_SHARD ? r->dp_pos != 0
+                  : sh == GS_SHARD_HYBRID_SHARD ? r->groups[GS_GROUP_DP_INTER].pos != 0 : 0;
+    for (size_t u = 0; u < r->nunits; u++) {
+        const unit_info *ui = &r->units[u];
+        uint64_t lo = r->plan.stored_sharded ? r->shard_pos * ui->S : 0;
+        uint64_t hi = r->plan.stored_sharded ? lo + ui->S : r->N * ui->S;
+        float *p = r->tbuf[r->param_t[u]], *m = r->m[u], *v = r->v[u];
+        for (size_t k = 0; k < ui->nsegs; k++) {
+            const segment *sg = &ui->segs[k];
+            gs_shard_tensor *st = &out->tensors[out->ntensors++];
+            size_t cap = 0;
+            snprintf(st->name, sizeof st->name, "%s", sg->name);
+            st->ndim = sg->ndim;
+            st->shape[0] = sg->shape[0];
+            st->shape[1] = sg->shape[1];
+            st->primary = !replica && (!sg->tp_replicated || r->tp_pos == 0);
+            for (uint64_t row = 0; row < sg->nrows; row++) {
+                uint64_t f0 = sg->flat_off + row * sg->row_len, f1 = f0 + sg->row_len;
+                uint64_t a = f0 > lo ? f0 : lo, b = f1 < hi ? f1 : hi;
+                if (a >= b)
+                    continue;
+                gs_shard_piece pc = {sg->full_off0 + row * sg->full_stride + (a - f0), b - a, p + (a - lo),
+                                     m + (a - lo), v + (a - lo)};
+                if (add_piece(st, &cap, &pc) != GS_OK) {
+                    gs_shard_list_fini(out);
+                    return gs_error_set(err, GS_ERR_NOMEM, "exec: out of memory");
+                }
+            }
+        }
+    }
+    return GS_OK;
+}

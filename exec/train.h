@@ -1,0 +1,89 @@
+/* The training program the exec backend runs: a Llama-style decoder (embedding, RMSNorm, causal
+ * GQA attention with RoPE, SwiGLU MLP, final norm, LM head, cross-entropy, AdamW) on seeded
+ * synthetic token batches, sharded exactly as the schedule says. Each schedule event is one
+ * action on the rank's state (gs_train_run_event is the dispatcher's callback): FSDP units are
+ * flat buffers sharded over the DP (HSDP: intra-node) group, all-gathers materialize them,
+ * reduce-scatters shard the gradients, the optimizer updates the shard; TP splits the linears
+ * Megatron-style; PP sends activations and gradients; recompute regenerates what the forward
+ * pass dropped. Gradients are scaled so the loss is the mean over the global batch's tokens.
+ *
+ * Flat layout of a unit (TP slice of each tensor, row-major, [out, in] like HF): per layer
+ * input_layernorm, q_proj, k_proj, v_proj (together the fused QKV weight), o_proj,
+ * post_attention_layernorm, gate_proj, up_proj (together the SwiGLU weight), down_proj; then
+ * (root unit) embed_tokens, norm, lm_head.
+ *
+ * Ownership: gs_train is created by gs_train_create and freed by gs_train_destroy; it borrows
+ * the scenario, schedule, driver and dispatcher (all must outlive it) and owns its buffers.
+ * gs_train_shards fills caller storage that gs_shard_list_fini frees; its pointers point into
+ * the gs_train (driver memory) and are valid until the next step or gs_train_destroy. */
+#ifndef GS_EXEC_TRAIN_H
+#define GS_EXEC_TRAIN_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "engine/scenario.h"
+#include "engine/schedule.h"
+#include "exec/dispatch.h"
+#include "exec/driver.h"
+
+typedef struct gs_train_opts {
+    uint64_t seed;       /* data and init */
+    float lr, beta1, beta2, eps, weight_decay; /* AdamW */
+    float init_std;      /* linear and embedding weights ~ N(0, init_std^2); norms start at 1 */
+} gs_train_opts;
+
+/* seed 1234, lr 1e-3, betas (0.9, 0.95), eps 1e-8, weight decay 0.1, init std 0.02. */
+void gs_train_opts_defaults(gs_train_opts *o);
+
+typedef struct gs_train gs_train;
+
+/* Checks that the scenario is one the host program runs (RMSNorm + SwiGLU + RoPE, untied
+ * embeddings, no biases; kv_heads, ffn, vocab and micro-batch tokens divisible by tp; wrap
+ * layer or model; sharding no_shard, shard_grad_op, full_shard or hybrid_shard), allocates
+ * every rank's state and initializes the parameters (GS_ERR_INPUT naming what is not
+ * supported; GS_ERR_NOMEM). */
+gs_status gs_train_create(const gs_scenario *s, const gs_schedule *sch, const gs_driver_ops *ops, gs_drv *drv,
+                          gs_dispatch *disp, const gs_train_opts *o, gs_train **out, gs_error *err);
+void gs_train_destroy(gs_train *t);
+
+/* Before each step: advances the optimizer step and clears the loss. */
+void gs_train_begin_step(gs_train *t);
+/* The dispatcher callback (prog is the gs_train). */
+gs_status gs_train_run_event(void *prog, size_t rank_index, size_t event, gs_drv_stream *s, gs_error *err);
+/* After a step: the loss, averaged over the global batch's tokens (summed over the ranks that
+ * hold the head, in ascending rank order). */
+double gs_train_loss(const gs_train *t);
+/* Optimizer steps taken; set after loading a checkpoint (the next step is step + 1). */
+uint64_t gs_train_step(const gs_train *t);
+void gs_train_set_step(gs_train *t, uint64_t step);
+
+/* ---- the shards a rank owns (for checkpoints and tests) ---- */
+
+typedef struct gs_shard_piece {
+    uint64_t offset; /* into the full tensor, elements (row-major) */
+    uint64_t count;  /* elements */
+    float *param, *m, *v; /* count elements each, in the driver's memory */
+} gs_shard_piece;
+
+typedef struct gs_shard_tensor {
+    char name[80];      /* HF Llama name, e.g. model.layers.3.self_attn.q_proj.weight */
+    int ndim;
+    uint64_t shape[2];  /* full (unsharded) shape */
+    int primary;        /* 1: this rank is the designated writer of these pieces (copies on
+                           other TP ranks or DP replicas have 0) */
+    gs_shard_piece *pieces;
+    size_t npieces;
+} gs_shard_tensor;
+
+typedef struct gs_shard_list {
+    uint64_t rank;
+    uint64_t step;      /* Adam step (optimizer steps taken) */
+    gs_shard_tensor *tensors;
+    size_t ntensors;
+} gs_shard_list;
+
+gs_status gs_train_shards(const gs_train *t, size_t rank_index, gs_shard_list *out, gs_error *err);
+void gs_shard_list_fini(gs_shard_list *s);
+
+#endif

@@ -1,0 +1,89 @@
+#!/bin/sh
+# The exec and compare commands end to end on the host driver:
+#  - dp2-pp2-tp2.yaml (FULL_SHARD, 1F1B, SP, full recompute) prints the losses of single.yaml
+#    over 3 steps within 1e-5 relative (the correctness contract through the CLI; parameters are
+#    compared by tests/check_exec) and the loss falls;
+#  - --json carries DESIGN.md's keys; --trace writes a Chrome trace;
+#  - an injected failure stops every rank with exit 1 and names the event, long before --timeout;
+#  - a scenario larger than MemAvailable is refused with exit 2 before allocating;
+#  - ZeRO stages are refused with exit 2; compare --json carries its keys.
+# Environment (set by make check): GRIDSTEP = the binary, top_srcdir = the source tree.
+GRIDSTEP=${GRIDSTEP:-./gridstep}
+top_srcdir=${top_srcdir:-.}
+dir="$top_srcdir/tests/exec"
+tmp=${TMPDIR:-/tmp}/gs-exec.$$
+mkdir "$tmp" || exit 1
+trap 'rm -rf "$tmp"' 0 1 2 15
+passed=0
+failed=0
+ok() { echo "PASS: $1"; passed=$((passed + 1)); }
+bad() { echo "FAIL: $1"; failed=$((failed + 1)); }
+
+# the losses of a --json run, one per line
+losses() {
+    tr -d ' \n' < "$1" | sed 's/.*"loss":\[\([^]]*\)\].*/\1/' | tr ',' '\n'
+    echo
+}
+
+if "$GRIDSTEP" exec --json --steps 3 --lr 0.001 "$dir/single.yaml" > "$tmp/ref.json" &&
+   "$GRIDSTEP" exec --json --steps 3 --trace "$tmp/trace.json" "$dir/dp2-pp2-tp2.yaml" > "$tmp/got.json"; then
+    losses "$tmp/ref.json" > "$tmp/ref.txt"
+    losses "$tmp/got.json" > "$tmp/got.txt"
+    if [ "$(wc -l < "$tmp/ref.txt")" -eq 3 ] &&
+       paste "$tmp/ref.txt" "$tmp/got.txt" | awk '{ d = $1 - $2; if (d < 0) d = -d; if (d / $1 > 1e-5) exit 1 }'; then
+        ok "dp2-pp2-tp2 losses = single-rank losses (1e-5)"
+    else
+        bad "dp2-pp2-tp2 losses differ: $(paste "$tmp/ref.txt" "$tmp/got.txt" | tr '\n' ' ')"
+    fi
+    if awk 'NR == 1 { a = $1 } NR == 3 { exit !($1 < a) }' "$tmp/ref.txt"; then
+        ok "loss falls over 3 steps"
+    else
+        bad "loss does not fall: $(tr '\n' ' ' < "$tmp/ref.txt")"
+    fi
+    missing=
+    for k in step_time_s tokens_per_s tokens_per_s_per_gpu mfu hfu tflops_per_gpu comm_share exposed_comm_s \
+             bubble_share peak_bytes events loss step_s; do
+        grep -q "\"$k\"" "$tmp/got.json" || missing="$missing $k"
+    done
+    [ -z "$missing" ] && ok "exec --json keys" || bad "exec --json lacks:$missing"
+    grep -q '"traceEvents"' "$tmp/trace.json" && ok "exec --trace" || bad "exec --trace wrote no trace"
+else
+    bad "exec runs failed"
+fi
+
+start=$(date +%s)
+"$GRIDSTEP" exec --timeout 30 --fail-event L2.mb0.fwd.tp_ag --fail-rank 6 "$dir/dp2-pp2-tp2.yaml" \
+    > /dev/null 2> "$tmp/fail.err"
+rc=$?
+took=$(($(date +%s) - start))
+if [ $rc -eq 1 ] && grep -q "rank 6: event L2.mb0.fwd.tp_ag: injected failure" "$tmp/fail.err" && [ $took -lt 15 ]; then
+    ok "injected failure stops every rank, named, in ${took} s"
+else
+    bad "injected failure: exit $rc after ${took} s: $(cat "$tmp/fail.err")"
+fi
+
+"$GRIDSTEP" exec "$top_srcdir/scenarios/seed-70b-64xa100.yaml" > /dev/null 2> "$tmp/mem.err"
+rc=$?
+if [ $rc -eq 2 ] && grep -q "MemAvailable" "$tmp/mem.err" && grep -q "refused before allocating" "$tmp/mem.err"; then
+    ok "too large for the host: refused"
+else
+    bad "too large for the host: exit $rc: $(cat "$tmp/mem.err")"
+fi
+
+sed 's/sharding: full_shard/sharding: zero2/' "$dir/single.yaml" > "$tmp/zero2.yaml"
+"$GRIDSTEP" exec "$tmp/zero2.yaml" > /dev/null 2> "$tmp/zero.err"
+rc=$?
+[ $rc -eq 2 ] && grep -q "ZeRO" "$tmp/zero.err" && ok "zero2 refused" || bad "zero2: exit $rc: $(cat "$tmp/zero.err")"
+
+if "$GRIDSTEP" compare --json "$dir/dp2-pp2-tp2.yaml" > "$tmp/cmp.json"; then
+    missing=
+    for k in sim_step_time_s exec_step_time_s step_error classes name sim_s exec_s error; do
+        grep -q "\"$k\"" "$tmp/cmp.json" || missing="$missing $k"
+    done
+    [ -z "$missing" ] && ok "compare --json keys" || bad "compare --json lacks:$missing"
+else
+    bad "compare failed"
+fi
+
+echo "$passed passed, $failed failed"
+[ $failed -eq 0 ]
