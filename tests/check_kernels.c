@@ -8,6 +8,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "kernels/host/gemm_internal.h"
 #include "kernels/host/kernels.h"
 
 /* ---- test helpers ------------------------------------------------------------------------ */
@@ -116,8 +117,8 @@ static void expect_close(const char *what, const float *got, const double *want,
  * bound: in-order fp32 summation of k products onto beta*c errs by at most
  * gamma_{k+2} (sum|alpha a b| + |beta c|), gamma_n = n u / (1 - n u), u = 2^-24; we allow
  * (k + 3) FLT_EPSILON (about twice that). */
-static void gemm_case(int ta, int tb, size_t m, size_t n, size_t k, size_t pad, float alpha, float beta,
-                      uint64_t seed)
+static void gemm_case(gs__gemm_kernel kern, int ta, int tb, size_t m, size_t n, size_t k, size_t pad, float alpha,
+                      float beta, uint64_t seed)
 {
     test_rng r = {seed};
     size_t a_rows = ta ? k : m, a_cols = ta ? m : k, lda = a_cols + pad;
@@ -139,7 +140,7 @@ static void gemm_case(int ta, int tb, size_t m, size_t n, size_t k, size_t pad, 
     }
     memcpy(c0, c, m * ldc * sizeof(float));
 
-    gs_k_gemm(ta, tb, m, n, k, alpha, a, lda, b, ldb, beta, c, ldc);
+    gs__gemm_with(kern, ta, tb, m, n, k, alpha, a, lda, b, ldb, beta, c, ldc);
 
     for (size_t i = 0; i < m; i++) {
         for (size_t j = 0; j < n; j++) {
@@ -157,8 +158,9 @@ static void gemm_case(int ta, int tb, size_t m, size_t n, size_t k, size_t pad, 
             }
             bound *= (double)(k + 3) * FLT_EPSILON;
             double err = fabs((double)c[i * ldc + j] - want);
-            ck_assert_msg(err <= bound, "gemm ta=%d tb=%d %zux%zux%zu C[%zu,%zu] = %.9g, want %.9g (bound %.3g)", ta,
-                          tb, m, n, k, i, j, (double)c[i * ldc + j], want, bound);
+            ck_assert_msg(err <= bound,
+                          "gemm kernel %d ta=%d tb=%d %zux%zux%zu C[%zu,%zu] = %.9g, want %.9g (bound %.3g)", (int)kern,
+                          ta, tb, m, n, k, i, j, (double)c[i * ldc + j], want, bound);
         }
         for (size_t j = n; j < ldc; j++)
             ck_assert_msg(c[i * ldc + j] == 12345.0f, "gemm wrote C's padding at [%zu,%zu]", i, j);
@@ -166,15 +168,21 @@ static void gemm_case(int ta, int tb, size_t m, size_t n, size_t k, size_t pad, 
     free(a), free(b), free(c), free(c0);
 }
 
+/* Every micro-kernel this machine can run, in the four transpose cases. */
 START_TEST(test_gemm_transposes)
 {
-    for (int ta = 0; ta < 2; ta++)
-        for (int tb = 0; tb < 2; tb++) {
-            gemm_case(ta, tb, 37, 29, 53, 3, 1.0f, 0.0f, 11);    /* odd, non-square, beta 0 over NaN */
-            gemm_case(ta, tb, 5, 1, 7, 0, -1.25f, 0.5f, 12);     /* thin, general alpha, beta */
-            gemm_case(ta, tb, 1, 13, 2, 5, 1.0f, 1.0f, 13);      /* accumulate */
-            gemm_case(ta, tb, 131, 77, 300, 2, 0.75f, 0.0f, 14); /* crosses every cache block */
-        }
+    for (int kern = 0; kern < GS__GEMM_KERNELS; kern++) {
+        if (!gs__gemm_kernel_available((gs__gemm_kernel)kern))
+            continue;
+        for (int ta = 0; ta < 2; ta++)
+            for (int tb = 0; tb < 2; tb++) {
+                gs__gemm_kernel kn = (gs__gemm_kernel)kern;
+                gemm_case(kn, ta, tb, 37, 29, 53, 3, 1.0f, 0.0f, 11);    /* odd, non-square, beta 0 over NaN */
+                gemm_case(kn, ta, tb, 5, 1, 7, 0, -1.25f, 0.5f, 12);     /* thin, general alpha, beta */
+                gemm_case(kn, ta, tb, 1, 13, 2, 5, 1.0f, 1.0f, 13);      /* accumulate */
+                gemm_case(kn, ta, tb, 131, 77, 300, 2, 0.75f, 0.0f, 14); /* crosses every cache block */
+            }
+    }
 }
 END_TEST
 
@@ -189,9 +197,10 @@ START_TEST(test_gemm_k_zero)
 }
 END_TEST
 
-/* The same element gets the same bits however the call tiles it: rows 70..75, columns 3..60 of a
- * large product computed alone equal those of the whole product. Without FMA contraction they
- * also equal a naive in-order fp32 loop, which is the header's "summed over k in order". */
+/* The same element gets the same bits however the call tiles it (rows 70..75, columns 3..60 of a
+ * large product computed alone equal those of the whole product) and whichever micro-kernel this
+ * machine runs (scalar, 4-wide, AVX2). Without FMA contraction in this file they also equal a
+ * naive in-order fp32 loop, which is the header's "summed over k in order". */
 START_TEST(test_gemm_order)
 {
     enum { M = 131, N = 77, K = 300 };
@@ -209,6 +218,15 @@ START_TEST(test_gemm_order)
     for (size_t i = 0; i < 6; i++)
         ck_assert_msg(memcmp(sub + i * 58, c + (70 + i) * N + 3, 58 * sizeof(float)) == 0,
                       "row %zu differs between whole and partial products", 70 + i);
+    float *other = falloc(M * N);
+    for (int kern = 0; kern < GS__GEMM_KERNELS; kern++) {
+        if (!gs__gemm_kernel_available((gs__gemm_kernel)kern))
+            continue;
+        memcpy(other, c_in, M * N * sizeof(float));
+        gs__gemm_with((gs__gemm_kernel)kern, 0, 1, M, N, K, 1.0f, a, K, b, K, 1.0f, other, N);
+        ck_assert_msg(memcmp(other, c, M * N * sizeof(float)) == 0, "micro-kernel %d gives other bits", kern);
+    }
+    free(other);
 #ifndef __FP_FAST_FMAF
     for (size_t i = 0; i < M; i++)
         for (size_t j = 0; j < N; j++) {
@@ -485,8 +503,8 @@ static void ref_attn(const void *ctx, const double *qkv, double *out)
 {
     const attn_problem *pb = ctx;
     size_t group = pb->nh / pb->nkv, ld = pb->ldqkv;
-    double scale = 1.0 / sqrt((double)pb->hd), sc[64];
-    ck_assert(pb->seq <= 64);
+    double scale = 1.0 / sqrt((double)pb->hd), sc[128];
+    ck_assert(pb->seq <= 128);
     for (size_t s = 0; s < pb->nseq; s++)
         for (size_t i = 0; i < pb->nh; i++)
             for (size_t a = 0; a < pb->seq; a++) {
@@ -511,14 +529,16 @@ static void ref_attn(const void *ctx, const double *qkv, double *out)
             }
 }
 
-START_TEST(test_attention)
+/* One attention problem in the fused qkv layout ([t, (nh + 2 nkv) hd] rows) with out and dout
+ * rows padded by 5 floats. */
+static void attn_case(size_t nseq, size_t seq, size_t nh, size_t nkv, size_t hd, uint64_t seed)
 {
-    attn_problem pb = {2, 5, 4, 2, 6, 0, 0};
+    attn_problem pb = {nseq, seq, nh, nkv, hd, 0, 0};
     pb.ldqkv = (pb.nh + 2 * pb.nkv) * pb.hd;
     pb.ldo = pb.nh * pb.hd + 5;
     size_t t = pb.nseq * pb.seq, nqkv = t * pb.ldqkv, nout = t * pb.nh * pb.hd, np = pb.nseq * pb.nh * pb.seq * pb.seq;
     size_t koff = pb.nh * pb.hd, voff = (pb.nh + pb.nkv) * pb.hd;
-    test_rng r = {71};
+    test_rng r = {seed};
     float *qkv = falloc(nqkv), *out = falloc(t * pb.ldo), *p = falloc(np), *dout = falloc(t * pb.ldo),
           *dqkv = falloc(nqkv), *got = falloc(nout);
     fill_uniform(&r, qkv, nqkv, -1.5, 1.5);
@@ -562,6 +582,12 @@ START_TEST(test_attention)
     fd_gradient(ref_attn, &pb, th, nqkv, dyd, nout, grad);
     expect_close("attention dqkv", dqkv, grad, nqkv, GRAD_RTOL);
     free(qkv), free(out), free(p), free(dout), free(dqkv), free(got), free(th), free(oref), free(dyd), free(grad);
+}
+
+START_TEST(test_attention)
+{
+    attn_case(2, 5, 4, 2, 6, 71); /* two sequences, GQA: 4 query heads on 2 kv heads */
+    attn_case(1, 70, 2, 1, 4, 72); /* longer than the backward's 24 x 64 tiles: crosses both */
 }
 END_TEST
 
@@ -696,11 +722,11 @@ END_TEST
  * decay). The reference uses the hyperparameters as the kernel receives them (rounded to float:
  * 1 - 0.999f is 1.3e-5 away from 0.001 relatively). Tolerance: a few fp32 roundings per step of
  * values of order 1: 1e-6 relative. */
-START_TEST(test_adamw)
+static void adamw_case(float beta1, uint64_t seed)
 {
     enum { N = 7, STEPS = 3 };
-    const double lr = 1e-2f, b1 = 0.9f, b2 = 0.999f, eps = 1e-8f, wd = 0.1f;
-    test_rng r = {101};
+    const double lr = 1e-2f, b1 = beta1, b2 = 0.999f, eps = 1e-8f, wd = 0.1f;
+    test_rng r = {seed};
     float p[N], g[N], m[N] = {0}, v[N] = {0};
     double pd[N], md[N] = {0}, vd[N] = {0};
     fill_uniform(&r, p, N, -1, 1);
@@ -723,6 +749,12 @@ START_TEST(test_adamw)
             ck_assert_msg(fabs(v[i] - vd[i]) <= 1e-6 * fabs(vd[i]) + 1e-15, "step %d v[%zu]", (int)step, i);
         }
     }
+}
+
+START_TEST(test_adamw)
+{
+    adamw_case(0.9f, 101); /* the usual beta1 */
+    adamw_case(0.3f, 102); /* beta1 < 0.5: PyTorch's lerp takes its other branch */
 }
 END_TEST
 
@@ -814,6 +846,10 @@ START_TEST(test_init_moments)
 }
 END_TEST
 
+/* Seconds per test case: each takes well under one on an idle core, but make check may share the
+ * machine with parallel builds (Check's default is 4). */
+enum { KERNELS_TEST_TIMEOUT_S = 60 };
+
 static Suite *kernels_suite(void)
 {
     Suite *s = suite_create("kernels");
@@ -821,6 +857,7 @@ static Suite *kernels_suite(void)
     tcase_add_test(tc, test_gemm_transposes);
     tcase_add_test(tc, test_gemm_k_zero);
     tcase_add_test(tc, test_gemm_order);
+    tcase_set_timeout(tc, KERNELS_TEST_TIMEOUT_S);
     suite_add_tcase(s, tc);
     tc = tcase_create("gradients");
     tcase_add_test(tc, test_linear);
@@ -831,14 +868,17 @@ static Suite *kernels_suite(void)
     tcase_add_test(tc, test_attention);
     tcase_add_test(tc, test_swiglu);
     tcase_add_test(tc, test_xent);
+    tcase_set_timeout(tc, KERNELS_TEST_TIMEOUT_S);
     suite_add_tcase(s, tc);
     tc = tcase_create("optimizer");
     tcase_add_test(tc, test_adamw);
+    tcase_set_timeout(tc, KERNELS_TEST_TIMEOUT_S);
     suite_add_tcase(s, tc);
     tc = tcase_create("data");
     tcase_add_test(tc, test_tokens);
     tcase_add_test(tc, test_init_shards);
     tcase_add_test(tc, test_init_moments);
+    tcase_set_timeout(tc, KERNELS_TEST_TIMEOUT_S);
     suite_add_tcase(s, tc);
     return s;
 }

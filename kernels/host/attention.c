@@ -1,10 +1,14 @@
-/* Causal softmax attention with grouped KV heads (GQA) on strided token rows, forward (scores and
- * P V through gs_k_gemm, probabilities saved) and backward (row by row from the saved
- * probabilities, no scratch memory). */
+/* Causal softmax attention with grouped KV heads (GQA) on strided token rows: forward (scores and
+ * P V through gs_k_gemm by query blocks, probabilities saved) and backward (tiled from the saved
+ * probabilities, one tile of stack scratch). */
 #include <math.h>
 #include <string.h>
 
 #include "kernels/host/kernels.h"
+
+/* Query rows of a block (forward and backward) x key columns of a dS tile (backward, on the
+ * stack: 6 KiB). */
+enum { ATTN_BQ = 24, ATTN_BK = 64 };
 
 /* Softmax over row a's causal prefix (columns 0..a) in place, zero past it. Sums in double. */
 static void attn_softmax_causal(float *row, size_t a, size_t seq)
@@ -24,6 +28,8 @@ static void attn_softmax_causal(float *row, size_t a, size_t seq)
         row[b] = 0.0f;
 }
 
+/* Per query block A of ATTN_BQ rows, only keys before the block's end are scored:
+ * S = Q_A K^T / sqrt(hd) into P's rows, causal softmax in place, out_A = P_A V. */
 void gs_k_attn_fwd(const float *q, size_t ldq, const float *k, const float *v, size_t ldkv, float *out, size_t ldo,
                    float *p, size_t nseq, size_t seq, size_t nh, size_t nkv, size_t hd)
 {
@@ -37,39 +43,34 @@ void gs_k_attn_fwd(const float *q, size_t ldq, const float *k, const float *v, s
             const float *kh = k + row0 * ldkv + j * hd;
             const float *vh = v + row0 * ldkv + j * hd;
             float *ph = p + (s * nh + i) * seq * seq;
-            /* Full score square (the masked half is overwritten by the softmax). */
-            gs_k_gemm(0, 1, seq, seq, hd, scale, qh, ldq, kh, ldkv, 0.0f, ph, seq);
-            for (size_t a = 0; a < seq; a++)
-                attn_softmax_causal(ph + a * seq, a, seq);
-            gs_k_gemm(0, 0, seq, hd, seq, 1.0f, ph, seq, vh, ldkv, 0.0f, out + row0 * ldo + i * hd, ldo);
+            for (size_t a0 = 0; a0 < seq; a0 += ATTN_BQ) {
+                size_t na = seq - a0 < ATTN_BQ ? seq - a0 : ATTN_BQ;
+                size_t kend = a0 + na;
+                gs_k_gemm(0, 1, na, kend, hd, scale, qh + a0 * ldq, ldq, kh, ldkv, 0.0f, ph + a0 * seq, seq);
+                for (size_t a = a0; a < kend; a++)
+                    attn_softmax_causal(ph + a * seq, a, seq);
+                float *out_a = out + (row0 + a0) * ldo + i * hd;
+                gs_k_gemm(0, 0, na, hd, kend, 1.0f, ph + a0 * seq, seq, vh, ldkv, 0.0f, out_a, ldo);
+            }
         }
     }
 }
 
-static float attn_dot(const float *x, const float *y, size_t n)
-{
-    float acc = 0.0f;
-    for (size_t d = 0; d < n; d++)
-        acc += x[d] * y[d];
-    return acc;
-}
-
-static void attn_axpy(float *y, float a, const float *x, size_t n)
-{
-    for (size_t d = 0; d < n; d++)
-        y[d] += a * x[d];
-}
-
-/* Per query row a: dP_ab = dout_a . v_b; D_a = sum_b P_ab dP_ab; dS_ab = P_ab (dP_ab - D_a);
- * dq_a = scale sum_b dS_ab k_b; dk_b += scale dS_ab q_a; dv_b += P_ab dout_a. dP is computed twice
- * (once for D, once for dS) so no scratch row is needed. Query heads are visited in order, so the
- * GQA sums into dk, dv have a fixed order. */
+/* Blocked over (query block A, key block B) tiles on and below the diagonal, all products through
+ * gs_k_gemm:
+ *   dP = dout_A V_B^T;  D_a = sum_b P_ab dP_ab (a first pass over B);  dS = P (dP - D) / sqrt(hd);
+ *   dq_A += dS K_B;  dk_B += dS^T Q_A;  dv_B += P_AB^T dout_A.
+ * dP is computed twice (for D, then for dS) so that only one tile of scratch is needed. Heads,
+ * query blocks and key blocks are visited in a fixed order, so the GQA sums into dk, dv and the
+ * block sums into dq have a fixed order. */
 void gs_k_attn_bwd(const float *q, size_t ldq, const float *k, const float *v, size_t ldkv, const float *p,
                    const float *dout, size_t ldo, float *dq, float *dk, float *dv, size_t nseq, size_t seq, size_t nh,
                    size_t nkv, size_t hd)
 {
     size_t group = nh / nkv;
     float scale = (float)(1.0 / sqrt((double)hd));
+    float tile[ATTN_BQ * ATTN_BK];
+    double dsum[ATTN_BQ];
     for (size_t s = 0; s < nseq; s++) {
         size_t row0 = s * seq;
         for (size_t r = row0; r < row0 + seq; r++)
@@ -79,24 +80,37 @@ void gs_k_attn_bwd(const float *q, size_t ldq, const float *k, const float *v, s
             }
         for (size_t i = 0; i < nh; i++) {
             size_t j = i / group;
+            const float *qh = q + row0 * ldq + i * hd, *doh = dout + row0 * ldo + i * hd;
+            const float *kh = k + row0 * ldkv + j * hd, *vh = v + row0 * ldkv + j * hd;
             const float *ph = p + (s * nh + i) * seq * seq;
-            for (size_t a = 0; a < seq; a++) {
-                const float *qa = q + (row0 + a) * ldq + i * hd;
-                const float *doa = dout + (row0 + a) * ldo + i * hd;
-                float *dqa = dq + (row0 + a) * ldq + i * hd;
-                const float *pa = ph + a * seq;
-                double dsum = 0.0;
-                for (size_t b = 0; b <= a; b++)
-                    dsum += (double)pa[b] * attn_dot(doa, v + (row0 + b) * ldkv + j * hd, hd);
-                float drow = (float)dsum;
-                memset(dqa, 0, hd * sizeof(float));
-                for (size_t b = 0; b <= a; b++) {
-                    size_t kvoff = (row0 + b) * ldkv + j * hd;
-                    float dp = attn_dot(doa, v + kvoff, hd);
-                    float ds = pa[b] * (dp - drow) * scale;
-                    attn_axpy(dqa, ds, k + kvoff, hd);
-                    attn_axpy(dk + kvoff, ds, qa, hd);
-                    attn_axpy(dv + kvoff, pa[b], doa, hd);
+            float *dqh = dq + row0 * ldq + i * hd;
+            float *dkh = dk + row0 * ldkv + j * hd, *dvh = dv + row0 * ldkv + j * hd;
+            for (size_t a0 = 0; a0 < seq; a0 += ATTN_BQ) {
+                size_t na = seq - a0 < ATTN_BQ ? seq - a0 : ATTN_BQ;
+                size_t kend = a0 + na; /* keys past the block's last query are masked for all of it */
+                for (size_t a = 0; a < na; a++)
+                    dsum[a] = 0.0;
+                for (size_t b0 = 0; b0 < kend; b0 += ATTN_BK) {
+                    size_t nb = kend - b0 < ATTN_BK ? kend - b0 : ATTN_BK;
+                    gs_k_gemm(0, 1, na, nb, hd, 1.0f, doh + a0 * ldo, ldo, vh + b0 * ldkv, ldkv, 0.0f, tile, ATTN_BK);
+                    for (size_t a = 0; a < na; a++)
+                        for (size_t b = 0; b < nb; b++)
+                            dsum[a] += (double)ph[(a0 + a) * seq + b0 + b] * tile[a * ATTN_BK + b];
+                }
+                for (size_t a = 0; a < na; a++)
+                    memset(dqh + (a0 + a) * ldq, 0, hd * sizeof(float));
+                for (size_t b0 = 0; b0 < kend; b0 += ATTN_BK) {
+                    size_t nb = kend - b0 < ATTN_BK ? kend - b0 : ATTN_BK;
+                    const float *pab = ph + a0 * seq + b0;
+                    gs_k_gemm(0, 1, na, nb, hd, 1.0f, doh + a0 * ldo, ldo, vh + b0 * ldkv, ldkv, 0.0f, tile, ATTN_BK);
+                    for (size_t a = 0; a < na; a++) {
+                        float d = (float)dsum[a];
+                        for (size_t b = 0; b < nb; b++)
+                            tile[a * ATTN_BK + b] = pab[a * seq + b] * (tile[a * ATTN_BK + b] - d) * scale;
+                    }
+                    gs_k_gemm(0, 0, na, hd, nb, 1.0f, tile, ATTN_BK, kh + b0 * ldkv, ldkv, 1.0f, dqh + a0 * ldq, ldq);
+                    gs_k_gemm(1, 0, nb, hd, na, 1.0f, tile, ATTN_BK, qh + a0 * ldq, ldq, 1.0f, dkh + b0 * ldkv, ldkv);
+                    gs_k_gemm(1, 0, nb, hd, na, 1.0f, pab, seq, doh + a0 * ldo, ldo, 1.0f, dvh + b0 * ldkv, ldkv);
                 }
             }
         }

@@ -6,7 +6,9 @@
  * PyTorch's [out, in] layout (y = x W^T), so HF Llama names map one to one. Backward kernels
  * WRITE (=) input gradients and ACCUMULATE (+=) parameter gradients, unless a comment says
  * otherwise. Kernels are single-threaded (the driver runs one rank per thread), allocate
- * nothing, never fail, and give the same bits for the same inputs (fixed summation order).
+ * nothing (gs_k_gemm packs its blocks on the stack: a thread needs about 150 KiB of stack for
+ * it and the attention kernels), never fail, and give the same bits for the same inputs (fixed
+ * summation order).
  *
  * Ownership: every buffer is the caller's; kernels only read and write them. */
 #ifndef GS_KERNELS_HOST_H

@@ -1,17 +1,20 @@
 /* Benchmark: host kernel speed (make bench; not part of make check): GFLOP/s of gs_k_gemm on
  * square and linear-layer shapes in the four transpose cases, GB/s of AdamW and RMSNorm.
- * Single-threaded, like the kernels. usage: bench_kernels [--quick] */
+ * Single-threaded, like the kernels; timed in the thread's CPU seconds so that other processes on a
+ * shared machine do not count (their cache and memory traffic still does). gemm reports the
+ * micro-kernel in use. usage: bench_kernels [--quick] */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
 
+#include "kernels/host/gemm_internal.h"
 #include "kernels/host/kernels.h"
 
 static double now_s(void)
 {
     struct timespec t;
-    clock_gettime(CLOCK_MONOTONIC, &t);
+    clock_gettime(CLOCK_THREAD_CPUTIME_ID, &t);
     return (double)t.tv_sec + (double)t.tv_nsec * 1e-9;
 }
 
@@ -89,6 +92,37 @@ static void bench_rmsnorm(size_t t, size_t h, double min_s, double *fwd_gbs, dou
     free(x), free(g), free(y), free(dy), free(dx), free(dg), free(rstd);
 }
 
+/* Causal attention forward and backward, one sequence of seq tokens, nh query heads on nkv kv
+ * heads of hd: useful GFLOP/s counts the causal half only (forward 2 seq^2 nh hd, backward twice
+ * that). */
+static void bench_attention(size_t seq, size_t nh, size_t nkv, size_t hd, double min_s, double *fwd_gflops,
+                            double *bwd_gflops)
+{
+    size_t ld = (nh + 2 * nkv) * hd, ldo = nh * hd;
+    float *qkv = bench_alloc(seq * ld, 10), *out = bench_alloc(seq * ldo, 11), *p = bench_alloc(nh * seq * seq, 12),
+          *dout = bench_alloc(seq * ldo, 13), *dqkv = bench_alloc(seq * ld, 14);
+    double flops = 2.0 * (double)seq * (double)seq * (double)nh * (double)hd;
+    *fwd_gflops = *bwd_gflops = 0.0;
+    if (qkv && out && p && dout && dqkv) {
+        unsigned reps = 0;
+        double t0 = now_s(), dt;
+        do {
+            gs_k_attn_fwd(qkv, ld, qkv + nh * hd, qkv + (nh + nkv) * hd, ld, out, ldo, p, 1, seq, nh, nkv, hd);
+            reps++;
+        } while ((dt = now_s() - t0) < min_s);
+        *fwd_gflops = flops * reps / dt * 1e-9;
+        reps = 0;
+        t0 = now_s();
+        do {
+            gs_k_attn_bwd(qkv, ld, qkv + nh * hd, qkv + (nh + nkv) * hd, ld, p, dout, ldo, dqkv, dqkv + nh * hd,
+                          dqkv + (nh + nkv) * hd, 1, seq, nh, nkv, hd);
+            reps++;
+        } while ((dt = now_s() - t0) < min_s);
+        *bwd_gflops = 2.0 * flops * reps / dt * 1e-9;
+    }
+    free(qkv), free(out), free(p), free(dout), free(dqkv);
+}
+
 int main(int argc, char **argv)
 {
     int quick = argc > 1 && strcmp(argv[1], "--quick") == 0;
@@ -103,7 +137,8 @@ int main(int argc, char **argv)
         {512, 2048, 512, "linear fwd: 512 tokens, 512 -> 2048"},
         {127, 333, 255, "odd"},
     };
-    printf("gs_k_gemm (single thread)\n");
+    static const char *const kernel_names[GS__GEMM_KERNELS] = {"scalar", "4-wide vectors", "AVX2"};
+    printf("gs_k_gemm (single thread, %s micro-kernel)\n", kernel_names[gs__gemm_kernel_best()]);
     printf("  %5s %5s %5s  %8s %8s %8s %8s  %s\n", "m", "n", "k", "NN", "NT", "TN", "TT", "GFLOP/s");
     for (size_t i = 0; i < sizeof shapes / sizeof shapes[0]; i++) {
         if (quick && shapes[i].m > 512)
@@ -118,5 +153,8 @@ int main(int argc, char **argv)
     double fwd, bwd;
     bench_rmsnorm(2048, 4096, min_s, &fwd, &bwd);
     printf("gs_k_rmsnorm    2048 x 4096: fwd %6.2f GB/s, bwd %6.2f GB/s\n", fwd, bwd);
+    bench_attention(512, 8, 4, 64, min_s, &fwd, &bwd);
+    printf("gs_k_attn       seq 512, 8 heads on 4 kv, hd 64: fwd %6.2f GFLOP/s, bwd %6.2f GFLOP/s (causal half)\n",
+           fwd, bwd);
     return 0;
 }
