@@ -4,10 +4,22 @@
  *
  *   {"machine": "...", "date": "...", "driver": "host|cuda",
  *    "compute": {"peak_flops": F, "gemm_efficiency": E, "hbm_bw": B, "hbm_efficiency": E,
- *                "launch_s": S, "overlap_slowdown": X},
- *    "links": {"intra_bw": B, "nic_bw": B}}
+ *                "launch_s": S, "overlap_slowdown": X, "cores": C, "attn_flops": F,
+ *                "gemm_curve": {"form": "hyperbolic|exp", "e_max": E, "f0_flops": F},
+ *                "elementwise_bw": {"adamw": B, "rmsnorm": B, "swiglu": B, "add": B}},
+ *    "links": {"intra_bw": B, "nic_bw": B,
+ *              "intra": {"all_gather": [{"ranks": N, "alpha_s": S, "beta_bytes_per_s": B}, ...],
+ *                        "reduce_scatter": [...], "all_reduce": [...], "broadcast": [...],
+ *                        "send_recv": {"alpha_s": S, "beta_bytes_per_s": B}},
+ *              "inter": {... as intra, for groups spanning nodes}},
+ *    "fits": {...}, "measurements": {...}}   (what calibrate measured: kept, not read)
  *
- * Units: FLOP/s, bytes/s, seconds. Every key is optional; unknown keys are errors.
+ * Units: FLOP/s, bytes/s, seconds. Every key is optional; unknown keys are errors. With
+ * gemm_curve the GEMM efficiency is the curve at one call's FLOPs times peak_flops (the preset's
+ * tile model is not used); elementwise_bw gives each non-GEMM kernel's rate in the schedule's
+ * byte count (adamw: the optimizer, rmsnorm: norms, swiglu: the activation, add: embedding and
+ * loss); cores makes every rank's compute share that many cores; "driver": "host" says every
+ * rank was a thread of one machine, so links.intra applies to every group and peer.
  *
  * Ownership: gs_calib is a plain value. */
 #ifndef GS_SIM_CALIB_FILE_H
@@ -18,9 +30,14 @@
 #include "sim/topology.h"
 
 typedef struct gs_calib {
-    double peak_flops, gemm_efficiency, hbm_bw, hbm_efficiency, launch_s, overlap_slowdown;
+    double peak_flops, gemm_efficiency, hbm_bw, hbm_efficiency, launch_s, overlap_slowdown, cores, attn_flops;
     double intra_bw, nic_bw;
     unsigned set; /* bit per field above, in order: 1 = given */
+    int gemm_curve, gemm_form;        /* gemm_curve: 1 = given; gs_gemm_form */
+    double gemm_e_max, gemm_f0_flops;
+    double elementwise_bw[GS_OP_COUNT]; /* bytes/s, 0 = not given */
+    gs_link_fits intra, inter;
+    int host;                         /* "driver": "host" */
 } gs_calib;
 
 /* Reads and checks the file (positive numbers; efficiencies in (0, 1]; overlap_slowdown >= 1).

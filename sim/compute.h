@@ -21,6 +21,15 @@ typedef struct gs_compute_model {
     uint32_t sms;             /* for wave quantization */
     double host_flops;        /* CPU offload: the host's FLOP/s for the optimizer */
     double host_bw;           /* CPU offload: host memory bandwidth, bytes/s */
+    /* From a calibration file only (0: not given; the preset model above applies). */
+    int gemm_curve;           /* 1: GEMM efficiency = curve(FLOPs of one GEMM), not the tile model */
+    int gemm_form;            /* gs_gemm_form (sim/calib.h) */
+    double gemm_e_max;        /* the curve's plateau, fraction of peak_flops */
+    double gemm_f0_flops;     /* the curve's scale, FLOPs */
+    double attn_flops;        /* FLOP/s the attention core reaches (the schedule's FLOP count) */
+    double elementwise_bw[GS_OP_COUNT]; /* bytes/s (the schedule's byte count) per non-GEMM op */
+    double cores;             /* compute events of all ranks share this many cores (the host
+                                 driver's ranks are threads of one machine); 0: one device each */
 } gs_compute_model;
 
 void gs_compute_model_init(gs_compute_model *m, const gs_gpu *g, gs_precision p);
