@@ -23,7 +23,9 @@
 const char gs_cmd_calibrate_help[] =
     "Measures this machine through the driver and writes a calibration file for `gridstep sim\n"
     "--calib` and `gridstep compare --calib`. Every figure is the median of repeats after a\n"
-    "warm-up (time is wall clock: on a loaded machine run it when the load is low).\n"
+    "warm-up. Kernels are timed in thread CPU time (their cost on a core); collectives and the\n"
+    "cores test in wall time, so those depend on the load: calibrate under the load you compare\n"
+    "under (the file records the load average).\n"
     "  GEMM       gs_k_linear_fwd (the driver's linear) over a grid of shapes (m, n, k) in fp32,\n"
     "             plus the GEMM shapes of SCENARIO's schedule when one is given; the efficiency\n"
     "             (rate / best rate) is fitted against one call's FLOPs (compute.gemm_curve)\n"
@@ -31,7 +33,9 @@ const char gs_cmd_calibrate_help[] =
     "             schedule counts for them (compute.elementwise_bw); attention forward+backward\n"
     "             at SCENARIO's shape (compute.attn_flops, the schedule's FLOP count)\n"
     "  dispatch   a no-op event as the dispatcher issues it (compute.launch_s)\n"
-    "  cores      aggregate GEMM rate of 2 x online-CPU threads over one thread (compute.cores)\n"
+    "  cores      online CPUs (compute.cores) and the other runnable threads sharing them\n"
+    "             (compute.background_load), from the CPU-time share of GEMM threads, P and\n"
+    "             2P of them at once\n"
     "  links      all-gather, reduce-scatter, all-reduce, broadcast over 2, 4 and 8 ranks and\n"
     "             send/recv, 1 KiB .. 16 MiB (--quick: .. 1 MiB) in x4 steps, printed as\n"
     "             nccl-tests does (busbw: all-reduce 2(n-1)/n, all-gather and reduce-scatter\n"
@@ -97,7 +101,8 @@ typedef struct cal {
     uint64_t attn_seq, attn_nh, attn_nkv, attn_hd;
     double attn_fwd_s, attn_bwd_s, attn_flops;
     double launch_s;
-    double single_flops, multi_flops, cores;
+    double single_flops, multi_flops, cores, background;
+    size_t cores_calls; /* GEMM calls per thread in the cores test */
     uint64_t sizes[MAX_SIZES];
     size_t nsizes;
     double coll_s[C_COUNT][GROUP_SIZES][MAX_SIZES]; /* median seconds; 0 = not measured */
@@ -134,14 +139,25 @@ typedef struct solo_job {
     gs_error *err;
 } solo_job;
 
-/* Seconds per call of fn(arg): calls batched to about 2 ms (1 ms quick) per repeat, one warm-up
- * batch, the median of the repeats. */
+/* CPU seconds per call of fn(arg): calls batched to about 2 ms (1 ms quick) per repeat, one
+ * warm-up batch, the median of the repeats. */
 typedef void (*call_fn)(void *arg, gs_drv_stream *s);
+/* Kernels are timed in the calling thread's CPU time: what the work costs on a core running it,
+ * without the time the OS gave the core to other threads (that share is compute.cores, measured
+ * apart, and the sim applies it). */
+static double now_s(const cal *c, gs_drv *d)
+{
+    (void)c, (void)d;
+    struct timespec t;
+    clock_gettime(CLOCK_THREAD_CPUTIME_ID, &t);
+    return (double)t.tv_sec + (double)t.tv_nsec * 1e-9;
+}
+
 static double time_calls(const cal *c, gs_drv *d, gs_drv_stream *s, call_fn fn, void *arg)
 {
-    double t0 = c->ops->clock_s(d);
+    double t0 = now_s(c, d);
     fn(arg, s);
-    double one = c->ops->clock_s(d) - t0;
+    double one = now_s(c, d) - t0;
     double target = c->quick ? 1e-3 : 2e-3;
     size_t calls = one > 0 ? (size_t)ceil(target / one) : 1000;
     if (calls < 1)
@@ -152,10 +168,10 @@ static double time_calls(const cal *c, gs_drv *d, gs_drv_stream *s, call_fn fn, 
     for (size_t i = 0; i < calls; i++)
         fn(arg, s);
     for (int r = 0; r < c->reps; r++) {
-        t0 = c->ops->clock_s(d);
+        t0 = now_s(c, d);
         for (size_t i = 0; i < calls; i++)
             fn(arg, s);
-        v[r] = (c->ops->clock_s(d) - t0) / (double)calls;
+        v[r] = (now_s(c, d) - t0) / (double)calls;
     }
     return gs_calib_median(v, (size_t)c->reps);
 }
@@ -334,9 +350,11 @@ static gs_status rank_fn(void *arg, gs_drv_stream *s, gs_error *err)
     if (j->what < 0) {
         gemm_args g = {ops, j->a, j->a, j->b, 128, 128, 128};
         j->t[0] = ops->clock_s(d);
-        for (int i = 0; i < (j->c->quick ? 20 : 60); i++)
+        j->t[2] = now_s(j->c, d);
+        for (size_t i = 0; i < j->c->cores_calls; i++)
             gemm_call(&g, s);
         j->t[1] = ops->clock_s(d);
+        j->t[3] = now_s(j->c, d);
         return GS_OK;
     }
     gs_drv_group g = {GS_GROUP_DP, 0, j->n, j->rank, j->members};
@@ -397,45 +415,59 @@ static gs_status run_ranks(cal *c, uint64_t n, rank_job *jobs, gs_error *err)
     return rc;
 }
 
+/* The machine's compute as the OS shares it: P online CPUs and L other runnable threads (the
+ * load other processes put on it). With k of our threads runnable, a fair scheduler gives each
+ * P / (L + k) of a core (at most 1), so k threads together run at k P / (L + k) times one
+ * thread's full-speed rate. k = P and k = 2P threads each run 128^3 GEMMs for about 0.5 s of
+ * full-speed work (quick: 0.1 s), long enough for the scheduler's sharing to show; each thread's
+ * CPU time over its wall time is its share s, so L = P / mean(s) - k; the mean of the two
+ * passes, at least 0. */
 static gs_status measure_cores(cal *c, gs_error *err)
 {
     long online = sysconf(_SC_NPROCESSORS_ONLN);
-    uint64_t k = (uint64_t)(online > 0 ? 2 * online : 2);
-    if (k > 16)
-        k = 16;
+    double P = online > 0 ? (double)online : 1.0;
     rank_job jobs[16];
     gs_status rc = GS_OK;
-    double flops = 2.0 * 128 * 128 * 128 * (c->quick ? 20 : 60);
+    float *a = calloc(128 * 128, 4), *b = calloc(128 * 128, 4);
+    if (!a || !b) {
+        free(a), free(b);
+        return gs_error_set(err, GS_ERR_NOMEM, "calibrate: out of memory");
+    }
+    fill(a, 128 * 128, 0.01f);
+    gemm_args g = {c->ops, a, a, b, 128, 128, 128};
+    double one = time_calls(c, NULL, NULL, gemm_call, &g);
+    free(a), free(b);
+    double flops_call = 2.0 * 128 * 128 * 128;
+    c->single_flops = flops_call / one;
+    c->cores_calls = (size_t)ceil((c->quick ? 0.1 : 0.5) / one);
+    double lsum = 0;
     for (int pass = 0; pass < 2 && rc == GS_OK; pass++) {
-        uint64_t n = pass == 0 ? 1 : k;
-        progress(c, "calibrate: cores (%" PRIu64 " thread%s)", n, n > 1 ? "s" : "");
+        uint64_t k = (uint64_t)P * (pass + 1);
+        if (k > 16)
+            k = 16;
+        progress(c, "calibrate: cores (%" PRIu64 " threads)", k);
         memset(jobs, 0, sizeof jobs);
-        for (uint64_t r = 0; r < n; r++) {
-            jobs[r] = (rank_job){.c = c, .rank = r, .n = n, .what = -1};
+        for (uint64_t r = 0; r < k; r++) {
+            jobs[r] = (rank_job){.c = c, .rank = r, .n = k, .what = -1};
             jobs[r].a = calloc(128 * 128, 4);
             jobs[r].b = calloc(128 * 128, 4);
             if (!jobs[r].a || !jobs[r].b)
                 rc = gs_error_set(err, GS_ERR_NOMEM, "calibrate: out of memory");
         }
         if (rc == GS_OK)
-            rc = run_ranks(c, n, jobs, err);
-        double t0 = INFINITY, t1 = 0;
-        for (uint64_t r = 0; r < n; r++) {
+            rc = run_ranks(c, k, jobs, err);
+        double t0 = INFINITY, t1 = 0, share = 0;
+        for (uint64_t r = 0; r < k; r++) {
             t0 = fmin(t0, jobs[r].t[0]);
             t1 = fmax(t1, jobs[r].t[1]);
+            share += (jobs[r].t[3] - jobs[r].t[2]) / (jobs[r].t[1] - jobs[r].t[0]) / (double)k;
             free(jobs[r].a), free(jobs[r].b);
         }
-        double rate = (double)n * flops / (t1 - t0);
-        if (pass == 0)
-            c->single_flops = rate;
-        else
-            c->multi_flops = rate;
+        c->multi_flops = (double)k * (double)c->cores_calls * flops_call / (t1 - t0);
+        lsum += share > 0 ? P / fmin(share, 1.0) - (double)k : 0;
     }
-    c->cores = c->single_flops > 0 ? c->multi_flops / c->single_flops : 1;
-    if (c->cores < 1)
-        c->cores = 1;
-    if (online > 0 && c->cores > (double)online)
-        c->cores = (double)online;
+    c->cores = P;
+    c->background = lsum / 2 > 0 ? lsum / 2 : 0;
     return rc;
 }
 
@@ -618,6 +650,7 @@ static json_t *build_json(const cal *c, const char *driver, const char *scenario
     json_object_set_new(comp, "launch_s", json_real(c->launch_s));
     json_object_set_new(comp, "overlap_slowdown", json_real(1.0));
     json_object_set_new(comp, "cores", json_real(c->cores));
+    json_object_set_new(comp, "background_load", json_real(c->background));
     json_object_set_new(comp, "attn_flops", json_real(c->attn_flops));
     json_t *gc = json_object();
     json_object_set_new(gc, "form", json_string(gs_gemm_form_name(c->gemm_fit.form)));
@@ -781,9 +814,9 @@ static void print_summary(const cal *c)
                           c->ew_fit[k].outliers);
     gs_cli_table_print(&t, stdout, 2);
     gs_cli_table_fini(&t);
-    printf("\ndispatch: %.1f us per event; cores: %.2f effective (GEMM on %.0f threads at once: %.2f GFLOP/s, one "
-           "thread %.2f)\n", c->launch_s * 1e6, c->cores, 2.0 * (double)sysconf(_SC_NPROCESSORS_ONLN),
-           c->multi_flops * 1e-9, c->single_flops * 1e-9);
+    printf("\ndispatch: %.1f us per event\ncores: %.0f, other runnable threads: %.2f (128^3 GEMMs on %.0f threads at "
+           "once, sustained: %.2f GFLOP/s; one thread in CPU time: %.2f)\n", c->launch_s * 1e6, c->cores, c->background,
+           2.0 * c->cores, c->multi_flops * 1e-9, c->single_flops * 1e-9);
     for (int op = 0; op < C_COUNT; op++)
         for (int gi = 0; gi < GROUP_SIZES; gi++) {
             uint64_t n = op == C_P2P ? 2 : group_sizes[gi];

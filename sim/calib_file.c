@@ -9,7 +9,7 @@
 
 #include "sim/calib.h"
 
-enum { F_PEAK, F_GEMM, F_HBM, F_HBM_EFF, F_LAUNCH, F_OVERLAP, F_CORES, F_ATTN, F_INTRA, F_NIC, F_COUNT };
+enum { F_PEAK, F_GEMM, F_HBM, F_HBM_EFF, F_LAUNCH, F_OVERLAP, F_CORES, F_BACKGROUND, F_ATTN, F_INTRA, F_NIC, F_COUNT };
 
 typedef struct field {
     const char *section, *key;
@@ -25,6 +25,7 @@ static const field fields[F_COUNT] = {
     {"compute", "launch_s", offsetof(gs_calib, launch_s), 0, 1},
     {"compute", "overlap_slowdown", offsetof(gs_calib, overlap_slowdown), 0.999999, 10},
     {"compute", "cores", offsetof(gs_calib, cores), 0, 1e6},
+    {"compute", "background_load", offsetof(gs_calib, background_load), -1e-300, 1e6},
     {"compute", "attn_flops", offsetof(gs_calib, attn_flops), 0, 1e20},
     {"links", "intra_bw", offsetof(gs_calib, intra_bw), 0, 1e16},
     {"links", "nic_bw", offsetof(gs_calib, nic_bw), 0, 1e16},
@@ -318,6 +319,8 @@ void gs_calib_apply(const gs_calib *c, gs_compute_model *cm, gs_topo *topo)
         cm->overlap_slowdown = c->overlap_slowdown;
     if (c->set & (1u << F_CORES))
         cm->cores = c->cores;
+    if (c->set & (1u << F_BACKGROUND))
+        cm->background_load = c->background_load;
     if (c->set & (1u << F_ATTN))
         cm->attn_flops = c->attn_flops;
     if (c->gemm_curve) {

@@ -4,7 +4,8 @@
  *
  *   {"machine": "...", "date": "...", "driver": "host|cuda",
  *    "compute": {"peak_flops": F, "gemm_efficiency": E, "hbm_bw": B, "hbm_efficiency": E,
- *                "launch_s": S, "overlap_slowdown": X, "cores": C, "attn_flops": F,
+ *                "launch_s": S, "overlap_slowdown": X, "cores": C, "background_load": L,
+ *                "attn_flops": F,
  *                "gemm_curve": {"form": "hyperbolic|exp", "e_max": E, "f0_flops": F},
  *                "elementwise_bw": {"adamw": B, "rmsnorm": B, "swiglu": B, "add": B}},
  *    "links": {"intra_bw": B, "nic_bw": B,
@@ -18,7 +19,8 @@
  * gemm_curve the GEMM efficiency is the curve at one call's FLOPs times peak_flops (the preset's
  * tile model is not used); elementwise_bw gives each non-GEMM kernel's rate in the schedule's
  * byte count (adamw: the optimizer, rmsnorm: norms, swiglu: the activation, add: embedding and
- * loss); cores makes every rank's compute share that many cores; "driver": "host" says every
+ * loss); cores makes every rank's compute share that many cores with background_load other
+ * runnable threads (each of k running compute events gets min(1, cores / (background + k))); "driver": "host" says every
  * rank was a thread of one machine, so links.intra applies to every group and peer.
  *
  * Ownership: gs_calib is a plain value. */
@@ -30,7 +32,8 @@
 #include "sim/topology.h"
 
 typedef struct gs_calib {
-    double peak_flops, gemm_efficiency, hbm_bw, hbm_efficiency, launch_s, overlap_slowdown, cores, attn_flops;
+    double peak_flops, gemm_efficiency, hbm_bw, hbm_efficiency, launch_s, overlap_slowdown, cores, background_load,
+        attn_flops;
     double intra_bw, nic_bw;
     unsigned set; /* bit per field above, in order: 1 = given */
     int gemm_curve, gemm_form;        /* gemm_curve: 1 = given; gs_gemm_form */

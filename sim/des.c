@@ -264,7 +264,8 @@ static int complete_at(run_ctx *c, uint64_t gid, double start, double dur)
 /* ---- shared cores ------------------------------------------------------------------------------- */
 
 /* The host driver's ranks are threads of one machine: k compute events running at once on C
- * cores each progress at min(1, C / k) of full speed (the OS shares the cores fairly). Their
+ * cores, beside L runnable threads of other processes, each progress at min(1, C / (L + k)) of
+ * full speed (the OS shares the cores fairly among runnable threads). Their
  * ends move whenever one starts or ends; heap entries carry the event's version and stale ones
  * are skipped. */
 static void ps_advance(run_ctx *c)
@@ -278,8 +279,8 @@ static void ps_advance(run_ctx *c)
 
 static int ps_reschedule(run_ctx *c)
 {
-    double cores = c->st->cm.cores;
-    c->ps_rate = c->ps_load > cores ? cores / c->ps_load : 1.0;
+    double cores = c->st->cm.cores, demand = c->ps_load + c->st->cm.background_load;
+    c->ps_rate = demand > cores ? cores / demand : 1.0;
     for (size_t i = 0; i < c->ps_n; i++) {
         uint64_t g = c->ps_active[i];
         double left = c->ps_left[g] > 0 ? c->ps_left[g] : 0;
