@@ -66,6 +66,20 @@ out:
     return rc;
 }
 
+/* The robust fit with alpha >= 0 (a negative intercept is noise around 0: the slope is refitted
+ * through the origin). */
+static gs_status fit_kept(const double *x, const double *t, size_t n, double *a, double *g, double *wts, gs_error *err)
+{
+    if (robust_rel(x, t, n, 2, a, g, wts) != 0)
+        return gs_error_set(err, GS_ERR_RUNTIME, "alpha-beta fit: gsl_multifit_robust failed");
+    if (*a < 0 || !(*g > 0)) {
+        if (robust_rel(x, t, n, 1, a, g, wts) != 0 || !(*g > 0))
+            return gs_error_set(err, GS_ERR_RUNTIME, "alpha-beta fit: no positive bandwidth fits the points");
+        *a = 0;
+    }
+    return GS_OK;
+}
+
 gs_status gs_fit_alpha_beta(const double *bytes, const double *secs, size_t n, gs_fit_ab *out, gs_error *err)
 {
     memset(out, 0, sizeof *out);
@@ -83,18 +97,49 @@ gs_status gs_fit_alpha_beta(const double *bytes, const double *secs, size_t n, g
         rc = gs_error_set(err, GS_ERR_NOMEM, "alpha-beta fit: out of memory");
         goto out;
     }
-    if (robust_rel(bytes, secs, n, 2, &a, &g, wts) != 0) {
-        rc = gs_error_set(err, GS_ERR_RUNTIME, "alpha-beta fit: gsl_multifit_robust failed");
+    if ((rc = fit_kept(bytes, secs, n, &a, &g, wts, err)) != GS_OK)
         goto out;
-    }
-    if (a < 0 || !(g > 0)) {
-        /* a negative latency is noise around 0: refit the slope through the origin */
-        a = 0;
-        if (robust_rel(bytes, secs, n, 1, &a, &g, wts) != 0 || !(g > 0)) {
-            rc = gs_error_set(err, GS_ERR_RUNTIME, "alpha-beta fit: no positive bandwidth fits the points");
+    /* Trimmed refit: a slow outlier's relative residual (t - model) / t stays below 1, so the
+     * bisquare weights cannot zero it; judged against the model instead, (t - model) / model,
+     * a 10x point is +9. Points beyond 4 robust standard deviations (1.4826 MAD), and beyond
+     * 25%, are dropped and the rest refitted. */
+    {
+        double *r = malloc(n * sizeof *r), *dev = malloc(n * sizeof *dev);
+        if (!r || !dev) {
+            free(r), free(dev);
+            rc = gs_error_set(err, GS_ERR_NOMEM, "alpha-beta fit: out of memory");
             goto out;
         }
-        a = 0;
+        for (size_t i = 0; i < n; i++) {
+            double m = a + g * bytes[i];
+            r[i] = (secs[i] - m) / m;
+            dev[i] = r[i];
+        }
+        double med = gs_calib_median(dev, n);
+        for (size_t i = 0; i < n; i++)
+            dev[i] = fabs(r[i] - med);
+        double lim = 4.0 * 1.4826 * gs_calib_median(dev, n);
+        if (lim < 0.25)
+            lim = 0.25;
+        size_t kept = 0;
+        for (size_t i = 0; i < n; i++)
+            kept += fabs(r[i]) <= lim;
+        if (kept < n && kept >= 3) {
+            double *xk = malloc(kept * sizeof *xk), *tk = malloc(kept * sizeof *tk), *wk = malloc(kept * sizeof *wk);
+            if (xk && tk && wk) {
+                size_t j = 0;
+                for (size_t i = 0; i < n; i++)
+                    if (fabs(r[i]) <= lim)
+                        xk[j] = bytes[i], tk[j] = secs[i], j++;
+                if ((rc = fit_kept(xk, tk, kept, &a, &g, wk, err)) == GS_OK)
+                    for (size_t i = 0; i < n; i++)
+                        wts[i] = fabs(r[i]) <= lim ? 1.0 : 0.0;
+            }
+            free(xk), free(tk), free(wk);
+        }
+        free(r), free(dev);
+        if (rc != GS_OK)
+            goto out;
     }
     out->alpha_s = a;
     out->beta_bytes_per_s = 1.0 / g;

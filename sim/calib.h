@@ -16,8 +16,10 @@ double gs_calib_median(double *v, size_t n);
 
 /* t = alpha_s + bytes / beta_bytes_per_s, fitted by robust regression (bisquare weights,
  * gsl_multifit_robust) on the relative residual (t - model) / t, so the 1 KiB and the 1 GiB
- * points count alike and a point 10x off gets (almost) no weight. alpha is kept >= 0 (a negative
- * intercept is refitted through the origin). */
+ * points count alike; then points whose (t - model) / model lies beyond 4 robust standard
+ * deviations (1.4826 x MAD, at least 25%) are dropped and the rest refitted (a 10x point is an
+ * outlier however few points there are). alpha is kept >= 0 (a negative intercept is refitted
+ * through the origin). */
 typedef struct gs_fit_ab {
     double alpha_s;          /* seconds */
     double beta_bytes_per_s; /* bytes/s */
