@@ -103,6 +103,8 @@ typedef struct cal {
     double launch_s;
     double single_flops, multi_flops, cores, background;
     size_t cores_calls; /* GEMM calls per thread in the cores test */
+    uint64_t cores_threads[2];
+    double cores_share[2]; /* mean CPU time / wall time of a thread in each pass */
     uint64_t sizes[MAX_SIZES];
     size_t nsizes;
     double coll_s[C_COUNT][GROUP_SIZES][MAX_SIZES]; /* median seconds; 0 = not measured */
@@ -465,6 +467,8 @@ static gs_status measure_cores(cal *c, gs_error *err)
         }
         c->multi_flops = (double)k * (double)c->cores_calls * flops_call / (t1 - t0);
         lsum += share > 0 ? P / fmin(share, 1.0) - (double)k : 0;
+        c->cores_threads[pass] = k;
+        c->cores_share[pass] = share;
     }
     c->cores = P;
     c->background = lsum / 2 > 0 ? lsum / 2 : 0;
@@ -749,6 +753,14 @@ static json_t *build_json(const cal *c, const char *driver, const char *scenario
     json_object_set_new(meas, "launch_s", json_real(c->launch_s));
     json_object_set_new(meas, "gemm_flops_1_thread", json_real(c->single_flops));
     json_object_set_new(meas, "gemm_flops_all_threads", json_real(c->multi_flops));
+    json_t *ct = json_array();
+    for (int pass = 0; pass < 2; pass++) {
+        json_t *o = json_object();
+        json_object_set_new(o, "threads", json_integer((json_int_t)c->cores_threads[pass]));
+        json_object_set_new(o, "cpu_share_per_thread", json_real(c->cores_share[pass]));
+        json_array_append_new(ct, o);
+    }
+    json_object_set_new(meas, "cores_test", ct);
     json_t *co = json_object();
     for (int op = 0; op < C_COUNT; op++) {
         json_t *o = json_object();
@@ -814,9 +826,10 @@ static void print_summary(const cal *c)
                           c->ew_fit[k].outliers);
     gs_cli_table_print(&t, stdout, 2);
     gs_cli_table_fini(&t);
-    printf("\ndispatch: %.1f us per event\ncores: %.0f, other runnable threads: %.2f (128^3 GEMMs on %.0f threads at "
-           "once, sustained: %.2f GFLOP/s; one thread in CPU time: %.2f)\n", c->launch_s * 1e6, c->cores, c->background,
-           2.0 * c->cores, c->multi_flops * 1e-9, c->single_flops * 1e-9);
+    printf("\ndispatch: %.1f us per event\ncores: %.0f, other runnable threads: %.2f (CPU share per thread: %.3f with "
+           "%" PRIu64 " threads, %.3f with %" PRIu64 "; 128^3 GEMMs, one thread in CPU time %.2f GFLOP/s)\n",
+           c->launch_s * 1e6, c->cores, c->background, c->cores_share[0], c->cores_threads[0], c->cores_share[1],
+           c->cores_threads[1], c->single_flops * 1e-9);
     for (int op = 0; op < C_COUNT; op++)
         for (int gi = 0; gi < GROUP_SIZES; gi++) {
             uint64_t n = op == C_P2P ? 2 : group_sizes[gi];
