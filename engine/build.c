@@ -278,6 +278,8 @@ static gs_status backward_pass(gs_bctx *x, uint32_t mb, uint16_t chunk)
         io_add(io.free, &io.nfree, GS_IO_MAX, x->head_act_t[w]);
         io_add(io.deps, &io.ndeps, GS_BUILD_MAX_LIST, x->last_compute);
         io_add(io.deps, &io.ndeps, GS_BUILD_MAX_LIST, x->xent_ev[w]); /* the loss needs the global lse */
+        if (x->root != SIZE_MAX)
+            io_add(io.deps, &io.ndeps, GS_BUILD_MAX_LIST, x->reduce_ev[x->root]);
         if ((rc = gs__head_backward(x, mb, &io, &prev)) != GS_OK)
             return rc;
     } else if (has_next) {
@@ -322,6 +324,7 @@ static gs_status backward_pass(gs_bctx *x, uint32_t mb, uint16_t chunk)
                 io_add(io.alloc, &io.nalloc, GS_IO_MAX, x->ugrad_t[u]);
             }
             io_add(io.deps, &io.ndeps, GS_BUILD_MAX_LIST, x->gathered_ev[u]);
+            io_add(io.deps, &io.ndeps, GS_BUILD_MAX_LIST, x->reduce_ev[u]);
             if (pl->gather_per_pass && x->part.units[u].layer_begin == l)
                 io_add(io.free, &io.nfree, GS_IO_MAX, x->gathered_t[u]);
         }
@@ -365,6 +368,8 @@ static gs_status backward_pass(gs_bctx *x, uint32_t mb, uint16_t chunk)
             io_add(io.alloc, &io.nalloc, GS_IO_MAX, x->ugrad_t[x->root]), root_grad_pending = 0;
         io_add(io.free, &io.nfree, GS_IO_MAX, x->emb_mask_t[w]);
         io_add(io.deps, &io.ndeps, GS_BUILD_MAX_LIST, prev);
+        if (x->root != SIZE_MAX)
+            io_add(io.deps, &io.ndeps, GS_BUILD_MAX_LIST, x->reduce_ev[x->root]);
         if ((rc = gs__embed_backward(x, mb, &io, &prev)) != GS_OK)
             return rc;
     }
@@ -388,6 +393,7 @@ static void bctx_fini(gs_bctx *x)
     free(x->gathered_t);
     free(x->gathered_ev);
     free(x->ugrad_t);
+    free(x->reduce_ev);
     free(x->stash_t);
     free(x->emb_mask_t);
     free(x->head_act_t);
@@ -442,13 +448,14 @@ static gs_status build_rank(const gs_scenario *s, const gs_mesh *mesh, uint64_t 
     x.gathered_t = malloc(nu * sizeof *x.gathered_t);
     x.gathered_ev = malloc(nu * sizeof *x.gathered_ev);
     x.ugrad_t = malloc(nu * sizeof *x.ugrad_t);
+    x.reduce_ev = malloc(nu * sizeof *x.reduce_ev);
     x.stash_t = malloc((size_t)(x.window * (x.part.layers ? x.part.layers : 1)) * sizeof *x.stash_t);
     x.emb_mask_t = malloc((size_t)x.window * sizeof *x.emb_mask_t);
     x.head_act_t = malloc((size_t)x.window * sizeof *x.head_act_t);
     x.xent_ev = malloc((size_t)x.window * sizeof *x.xent_ev);
     if (x.plan.hold_full_grads)
         x.hold_t = malloc(nu * sizeof *x.hold_t);
-    if (!x.param_t || !x.grad_t || !x.gathered_t || !x.gathered_ev || !x.ugrad_t || !x.stash_t || !x.emb_mask_t ||
+    if (!x.param_t || !x.grad_t || !x.gathered_t || !x.gathered_ev || !x.ugrad_t || !x.reduce_ev || !x.stash_t || !x.emb_mask_t ||
         !x.head_act_t || !x.xent_ev || (x.plan.hold_full_grads && !x.hold_t)) {
         rc = gs_error_set(err, GS_ERR_NOMEM, "out of memory building rank %" PRIu64, r->rank);
         goto out;
@@ -475,7 +482,7 @@ static gs_status build_rank(const gs_scenario *s, const gs_mesh *mesh, uint64_t 
         if (pl->hold_full_grads &&
             (rc = gs__tensor(&x, GS_T_GRAD, p * pl->wb, layer, 0, (uint32_t)u, 1, &x.hold_t[u])) != GS_OK)
             goto out;
-        x.gathered_t[u] = x.gathered_ev[u] = x.ugrad_t[u] = GS_NO_ID;
+        x.gathered_t[u] = x.gathered_ev[u] = x.ugrad_t[u] = x.reduce_ev[u] = GS_NO_ID;
     }
     uint64_t o_el = pl->shard_opt ? shard : x.part.params;
     x.master_t = x.adam_t = GS_NO_ID;

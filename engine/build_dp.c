@@ -144,6 +144,8 @@ gs_status gs__reduce_unit(gs_bctx *x, size_t u, uint32_t mb, uint32_t dep)
             (void)copy_free;
         }
     }
+    if (transient == GS_NO_ID)
+        x->reduce_ev[u] = ev;
     x->ugrad_t[u] = GS_NO_ID;
     return rc;
 }

@@ -43,6 +43,8 @@ typedef struct gs_bctx {
     uint32_t *gathered_t;        /* live gathered copy or GS_NO_ID */
     uint32_t *gathered_ev;       /* event that gathered it (dependency for computes) */
     uint32_t *ugrad_t;           /* live transient full gradient or GS_NO_ID */
+    uint32_t *reduce_ev;         /* last reduction of a unit's resident gradient (DDP reducing after
+                                    every micro-batch): the next backward writing it waits for it */
     /* activations in flight, indexed [(mb % window) * layers + local layer] */
     uint64_t window;
     uint32_t *stash_t;

@@ -13,6 +13,7 @@ typedef struct ev_job {
     gs_dispatch *d;
     size_t ri, ei;
     int fail;
+    double start; /* driver clock: when a collective / p2p found its parties; -1 unknown */
 } ev_job;
 
 typedef struct rank_state {
@@ -133,6 +134,7 @@ static gs_status run_event(void *arg, gs_drv_stream *s, gs_error *err)
         rc = gs_error_set(err, GS_ERR_RUNTIME, "injected failure (test hook)");
     else
         rc = d->run(d->prog, j->ri, j->ei, s, err);
+    j->start = d->ops->op_start_s ? d->ops->op_start_s(d->drv, s) : -1;
     if (rc != GS_OK) {
         char name[GS_EVENT_NAME_BYTES];
         gs_event_name(re, &re->events[j->ei], name, sizeof name);
@@ -161,6 +163,7 @@ static void issue_rank(gs_dispatch *d, size_t i)
         job->ri = i;
         job->ei = e;
         job->fail = 0;
+        job->start = -1;
         if (fail && re->rank == d->opts->fail_rank) {
             char name[GS_EVENT_NAME_BYTES];
             gs_event_name(re, ev, name, sizeof name);
@@ -191,7 +194,9 @@ static void issue_rank(gs_dispatch *d, size_t i)
         for (size_t e = 0; e < re->nevents; e++) {
             gs_timing *t = &d->timing[i][e];
             t->posted_s = ops->event_time_s(d->drv, r->posted[e]) - d->t0;
-            t->start_s = t->posted_s;
+            t->start_s = r->jobs[e].start >= 0 ? r->jobs[e].start - d->t0 : t->posted_s;
+            if (t->start_s < t->posted_s)
+                t->start_s = t->posted_s;
             t->end_s = ops->event_time_s(d->drv, r->ended[e]) - d->t0;
         }
 }

@@ -82,6 +82,10 @@ typedef struct gs_driver_ops {
     /* When a completed event completed, and now, on the driver's clock (seconds). */
     double (*event_time_s)(gs_drv *d, const gs_drv_event *e);
     double (*clock_s)(gs_drv *d);
+    /* Called from inside launched work after a collective or p2p op: when it began moving data
+     * (every party present), on the driver clock, then forgets it; -1 when unknown (the caller
+     * then counts from when the work was posted). May be NULL. */
+    double (*op_start_s)(gs_drv *d, gs_drv_stream *s);
 
     /* ---- compute ops (kernels/host/kernels.h semantics, fp32, on s) ---- */
     void (*linear_fwd)(gs_drv_stream *s, const float *x, const float *w, float *y, size_t t, size_t k, size_t n);

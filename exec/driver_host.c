@@ -52,6 +52,7 @@ struct gs_drv_stream {
     gs_stream kind;
     item *head, *tail;
     int busy, stop;
+    double op_start; /* when the last collective / recv found every party, -1 unknown */
     pthread_t th;
 };
 
@@ -269,6 +270,7 @@ static gs_status host_stream_create(gs_drv *d, uint64_t rank, gs_stream kind, gs
     s->d = d;
     s->rank = rank;
     s->kind = kind;
+    s->op_start = -1;
     if (pthread_create(&s->th, NULL, stream_main, s) != 0) {
         free(s);
         return gs_error_set(err, GS_ERR_RUNTIME, "host driver: cannot start a thread for rank %" PRIu64 " stream %s",
@@ -372,6 +374,23 @@ static double host_clock_s(gs_drv *d)
 {
     (void)d;
     return mono_s();
+}
+
+static double host_op_start_s(gs_drv *d, gs_drv_stream *s)
+{
+    (void)d;
+    if (!s)
+        return -1;
+    double t = s->op_start;
+    s->op_start = -1;
+    return t;
+}
+
+/* Notes on the calling stream (NULL: none) that its op found every party now. */
+static void mark_start(gs_drv_stream *s)
+{
+    if (s)
+        s->op_start = mono_s();
 }
 
 /* ---- compute: kernels/host ------------------------------------------------------------------- */
@@ -489,8 +508,8 @@ static const char *op_name(int op)
 
 /* Meets the other members of g: publishes `in`, waits for everyone (phase 1); the caller then
  * reads the others' inputs; depart() waits until every member has read (phase 2). */
-static gs_status arrive(gs_drv *d, uint64_t rank, const gs_drv_group *g, int op, size_t count, const float *in,
-                        coll_slot **out, uint64_t *gen, gs_error *err)
+static gs_status arrive(gs_drv *d, gs_drv_stream *s, uint64_t rank, const gs_drv_group *g, int op, size_t count,
+                        const float *in, coll_slot **out, uint64_t *gen, gs_error *err)
 {
     char what[160];
     snprintf(what, sizeof what, "rank %" PRIu64 ": %s of %zu floats on %s group %" PRIu64, rank, op_name(op), count,
@@ -528,6 +547,8 @@ static gs_status arrive(gs_drv *d, uint64_t rank, const gs_drv_group *g, int op,
         snprintf(what + strlen(what), sizeof what - strlen(what), " (%" PRIu64 " of %" PRIu64 " members arrived)",
                  c->arrived, g->size);
         rc = wait_failed(d, why, err, what);
+    } else {
+        mark_start(s);
     }
     pthread_mutex_unlock(&d->mu);
     *out = c;
@@ -561,10 +582,9 @@ static gs_status depart(gs_drv *d, uint64_t rank, const gs_drv_group *g, coll_sl
 static gs_status host_all_gather(gs_drv *d, gs_drv_stream *s, uint64_t rank, const gs_drv_group *g, const float *send,
                                  float *recv, size_t count, gs_error *err)
 {
-    (void)s;
     coll_slot *c;
     uint64_t gen;
-    gs_status rc = arrive(d, rank, g, OP_AG, count, send, &c, &gen, err);
+    gs_status rc = arrive(d, s, rank, g, OP_AG, count, send, &c, &gen, err);
     if (rc != GS_OK)
         return rc;
     for (uint64_t i = 0; i < g->size; i++)
@@ -576,10 +596,9 @@ static gs_status host_all_gather(gs_drv *d, gs_drv_stream *s, uint64_t rank, con
 static gs_status host_reduce_scatter(gs_drv *d, gs_drv_stream *s, uint64_t rank, const gs_drv_group *g,
                                      const float *send, float *recv, size_t count, gs_error *err)
 {
-    (void)s;
     coll_slot *c;
     uint64_t gen;
-    gs_status rc = arrive(d, rank, g, OP_RS, count, send, &c, &gen, err);
+    gs_status rc = arrive(d, s, rank, g, OP_RS, count, send, &c, &gen, err);
     if (rc != GS_OK)
         return rc;
     size_t off = (size_t)g->pos * count;
@@ -595,13 +614,12 @@ static gs_status host_reduce_scatter(gs_drv *d, gs_drv_stream *s, uint64_t rank,
 static gs_status host_all_reduce(gs_drv *d, gs_drv_stream *s, uint64_t rank, const gs_drv_group *g, float *buf,
                                  size_t count, gs_error *err)
 {
-    (void)s;
     float *tmp = malloc((count ? count : 1) * sizeof *tmp);
     if (!tmp)
         return gs_error_set(err, GS_ERR_NOMEM, "rank %" PRIu64 ": all_reduce: out of memory", rank);
     coll_slot *c;
     uint64_t gen;
-    gs_status rc = arrive(d, rank, g, OP_AR, count, buf, &c, &gen, err);
+    gs_status rc = arrive(d, s, rank, g, OP_AR, count, buf, &c, &gen, err);
     if (rc == GS_OK) {
         for (size_t j = 0; j < count; j++) {
             float acc = c->in[0][j];
@@ -621,10 +639,9 @@ static gs_status host_all_reduce(gs_drv *d, gs_drv_stream *s, uint64_t rank, con
 static gs_status host_broadcast(gs_drv *d, gs_drv_stream *s, uint64_t rank, const gs_drv_group *g, float *buf,
                                 size_t count, uint64_t root, gs_error *err)
 {
-    (void)s;
     coll_slot *c;
     uint64_t gen;
-    gs_status rc = arrive(d, rank, g, OP_BCAST, count, buf, &c, &gen, err);
+    gs_status rc = arrive(d, s, rank, g, OP_BCAST, count, buf, &c, &gen, err);
     if (rc != GS_OK)
         return rc;
     if (g->pos != root && root < g->size)
@@ -661,7 +678,6 @@ static gs_status host_send(gs_drv *d, gs_drv_stream *s, uint64_t rank, uint64_t 
 static gs_status host_recv(gs_drv *d, gs_drv_stream *s, uint64_t rank, uint64_t peer, void *buf, uint64_t bytes,
                            gs_error *err)
 {
-    (void)s;
     if (peer >= d->mesh.world)
         return gs_error_set(err, GS_ERR_RUNTIME, "rank %" PRIu64 ": recv from rank %" PRIu64 ": no such rank", rank,
                             peer);
@@ -678,6 +694,7 @@ static gs_status host_recv(gs_drv *d, gs_drv_stream *s, uint64_t rank, uint64_t 
         pthread_mutex_unlock(&d->mu);
         return rc;
     }
+    mark_start(s);
     mail *m = b->head;
     b->head = m->next;
     if (!b->head)
@@ -720,6 +737,7 @@ const gs_driver_ops gs_driver_host = {
     .stream_sync = host_stream_sync,
     .event_time_s = host_event_time_s,
     .clock_s = host_clock_s,
+    .op_start_s = host_op_start_s,
     .linear_fwd = k_linear_fwd,
     .linear_bwd = k_linear_bwd,
     .add = k_add,

@@ -105,7 +105,10 @@ gs_status gs_exec_session_create(const gs_scenario *s, const gs_mesh *mesh, cons
     x->ops = x->o.driver ? x->o.driver : &gs_driver_host;
     if (!x->o.skip_memory_check && (rc = check_memory(s, mesh, err)) != GS_OK)
         goto out;
-    if ((rc = gs_schedule_build(&x->s, mesh, 1, &x->sch, err)) != GS_OK)
+    /* the dispatcher and the program rely on a valid schedule: matched collectives and p2p,
+     * tensors alive when used */
+    if ((rc = gs_schedule_build(&x->s, mesh, 1, &x->sch, err)) != GS_OK ||
+        (rc = gs_schedule_validate_structure(x->sch, err)) != GS_OK)
         goto out;
     if (!(x->timing = calloc(x->sch->nranks ? x->sch->nranks : 1, sizeof *x->timing))) {
         rc = gs_error_set(err, GS_ERR_NOMEM, "exec: out of memory");

@@ -251,6 +251,18 @@ static int is_tp(const gs_event *e)
     return e->kind == GS_EV_COLLECTIVE && e->group == GS_GROUP_TP;
 }
 
+/* DDP (NO_SHARD) keeps one resident full gradient that every reduction reads and writes: reducing
+ * it in place after each micro-batch would count earlier micro-batches again. Each rank therefore
+ * accumulates its new gradients in a pending buffer (a virtual tensor id past the schedule's) that
+ * a reduction sums over the group and adds to the resident gradient, as DDP's buckets do. */
+static uint32_t pending_id(const rank_st *r, const gs_rank_events *re, size_t u)
+{
+    uint32_t g = r->grad_t[u];
+    if (r->N <= 1 || g == NO_ID || re->tensors[g].kind != GS_T_GRAD)
+        return g;
+    return (uint32_t)(re->ntensors + u);
+}
+
 /* Classifies every event of rank r and records which tensors hold the parameters and the
  * gradients it uses, walking the list as the memory ledger does. */
 static gs_status plan_rank(gs_train *t, rank_st *r, const gs_rank_events *re, gs_error *err)
@@ -361,6 +373,8 @@ static gs_status plan_rank(gs_train *t, rank_st *r, const gs_rank_events *re, gs
                     if (re->tensors[writes[j]].kind == GS_T_PARAM_FULL)
                         cur_full[u] = writes[j];
             pl->ptid = e->nlinks[GS_LINK_READS] ? reads[0] : NO_ID;   /* AG: the shard; RS/AR: the gradient */
+            if (a == A_BUCKET_AR && pl->ptid == r->grad_t[u])
+                pl->ptid = pending_id(r, re, u);
             pl->gtid = e->nlinks[GS_LINK_WRITES] ? writes[0] : NO_ID; /* AG: the gathered copy; RS/AR: storage */
         } else if (e->kind == GS_EV_SEND || e->kind == GS_EV_RECV) {
             a = e->kind == GS_EV_SEND ? (e->phase == GS_PHASE_FWD ? A_SEND_FWD : A_SEND_BWD)
@@ -382,7 +396,7 @@ static gs_status plan_rank(gs_train *t, rank_st *r, const gs_rank_events *re, gs
                 uint32_t p = cur_full[uu] != NO_ID ? cur_full[uu] : (r->plan.stored_sharded ? NO_ID : r->param_t[uu]);
                 uint32_t g = r->N <= 1 ? r->grad_t[uu]
                              : cur_grad[uu] != NO_ID ? cur_grad[uu]
-                             : r->hold_t[uu] != NO_ID ? r->hold_t[uu] : r->grad_t[uu];
+                             : r->hold_t[uu] != NO_ID ? r->hold_t[uu] : pending_id(r, re, (size_t)uu);
                 if (which == 0)
                     pl->ptid = p, pl->gtid = g;
                 else
@@ -411,7 +425,7 @@ static void rank_fini(gs_train *t, rank_st *r, const gs_rank_events *re)
     const gs_driver_ops *ops = t->ops;
 #define DFREE(p) do { if (p) ops->free(t->drv, r->rank, p); } while (0)
     if (r->tbuf && re)
-        for (size_t i = 0; i < re->ntensors; i++)
+        for (size_t i = 0; i < re->ntensors + r->nunits; i++)
             DFREE(r->tbuf[i]);
     for (size_t u = 0; u < r->nunits; u++) {
         if (r->m) DFREE(r->m[u]);
@@ -505,6 +519,9 @@ static gs_status rank_init(gs_train *t, gs_dispatch *disp, size_t ri, gs_error *
     gs_shard_plan_init(s, mesh, r->rank, t->mbs, &r->plan);
     r->N = r->plan.N ? r->plan.N : 1;
     r->R = r->plan.R ? r->plan.R : 1;
+    if (r->N <= 1 && r->R > 1)
+        return gs_error_set(err, GS_ERR_INPUT, "exec: hybrid_shard with one DP rank per node: the schedule has no "
+                            "gradient reduction across the %" PRIu64 " replicas (use full_shard or no_shard)", r->R);
     for (int k = 0; k < GS_GROUP_KIND_COUNT; k++) {
         uint64_t size;
         uint64_t idx = gs_group_of(mesh, (gs_group_kind)k, r->rank, &size);
@@ -535,7 +552,7 @@ static gs_status rank_init(gs_train *t, gs_dispatch *disp, size_t ri, gs_error *
     r->v = calloc(nu, sizeof *r->v);
     r->tmp = calloc(nu, sizeof *r->tmp);
     r->plans = calloc(re->nevents ? re->nevents : 1, sizeof *r->plans);
-    r->tbuf = calloc(re->ntensors ? re->ntensors : 1, sizeof *r->tbuf);
+    r->tbuf = calloc(re->ntensors + r->nunits + 1, sizeof *r->tbuf);
     if (!r->units || !r->unit_of_local || !r->off_of_local || !r->local_of_global || !r->param_t || !r->grad_t ||
         !r->hold_t || !r->m || !r->v || !r->tmp || !r->plans || !r->tbuf)
         return gs_error_set(err, GS_ERR_NOMEM, "exec: out of memory");
@@ -639,6 +656,8 @@ static gs_status rank_init(gs_train *t, gs_dispatch *disp, size_t ri, gs_error *
     }
     for (size_t u = 0; u < r->nunits; u++) {
         uint64_t n = r->plan.stored_sharded ? r->units[u].S : r->N * r->units[u].S;
+        if (pending_id(r, re, u) == re->ntensors + u)
+            r->tbuf[re->ntensors + u] = dalloc(t, r, r->N * r->units[u].S, &ok);
         r->m[u] = dalloc(t, r, n, &ok);
         r->v[u] = dalloc(t, r, n, &ok);
         r->tmp[u] = dalloc(t, r, r->units[u].S, &ok);

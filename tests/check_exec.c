@@ -48,6 +48,12 @@ static const cfg configs[] = {
     {"dp4-no-shard", 4, 1, 1, 1, 4, "no_shard", "1f1b", "none", "layer", 1, 0, 4, 1},
     {"hsdp-2x2", 4, 1, 1, 2, 2, "hybrid_shard", "1f1b", "none", "layer", 1, 0, 4, 1},
     {"dp2-full-wrap-model", 2, 1, 1, 1, 2, "full_shard", "1f1b", "none", "model", 1, 0, 4, 2},
+    /* (the sharding string carries further strategy keys) */
+    {"dp2-full-offload", 2, 1, 1, 1, 2, "full_shard, offload: true", "1f1b", "none", "layer", 1, 0, 4, 2},
+    {"dp2-full-prefetch", 2, 1, 1, 1, 2, "full_shard, prefetch: backward_post, forward_prefetch: true", "1f1b",
+     "none", "layer", 1, 0, 4, 2},
+    {"dp2-no-shard-sync-every", 2, 1, 1, 1, 2, "no_shard, grad_sync: every", "1f1b", "none", "layer", 1, 0, 4, 2},
+    {"dp2-full-no-sync", 2, 1, 1, 1, 2, "full_shard, grad_sync: last", "1f1b", "none", "layer", 1, 0, 4, 2},
     {"tp2", 1, 1, 2, 1, 2, "full_shard", "1f1b", "none", "layer", 1, 0, 4, 2},
     {"tp4", 1, 1, 4, 1, 4, "full_shard", "1f1b", "none", "layer", 1, 0, 4, 2},
     {"tp2-sp", 1, 1, 2, 1, 2, "full_shard", "1f1b", "none", "layer", 1, 1, 4, 2},
@@ -305,6 +311,51 @@ START_TEST(collective_timeout)
 }
 END_TEST
 
+/* The dispatcher's timings: every event ran after its dependencies ended, events of one stream
+ * did not overlap and ran in list order, and communication overlapped compute somewhere (the DP
+ * stream's gathers and reductions run beside the compute stream's kernels). */
+START_TEST(dispatch_order)
+{
+    const cfg c = {"order", 2, 2, 2, 1, 8, "full_shard", "1f1b", "full", "layer", 1, 0, 4, 1};
+    char text[1024];
+    scenario_text(&c, text, sizeof text);
+    gs_scenario s;
+    gs_mesh mesh;
+    gs_error err;
+    ck_assert_int_eq(gs_scenario_load_string(text, strlen(text), "order", &s, &err), GS_OK);
+    ck_assert_int_eq(gs_scenario_mesh(&s, &mesh, NULL, &err), GS_OK);
+    gs_exec_session *x = NULL;
+    ck_assert_int_eq(gs_exec_session_create(&s, &mesh, NULL, &x, &err), GS_OK);
+    ck_assert_int_eq(gs_exec_session_step(x, NULL, NULL, NULL, &err), GS_OK);
+    const gs_schedule *sch = gs_exec_session_schedule(x);
+    gs_timing *const *tm = gs_exec_session_timing(x);
+    int overlap = 0;
+    for (size_t i = 0; i < sch->nranks; i++) {
+        const gs_rank_events *re = &sch->ranks[i];
+        double last_end[GS_STREAM_COUNT] = {0};
+        for (size_t k = 0; k < re->nevents; k++) {
+            const gs_event *e = &re->events[k];
+            const gs_timing *t = &tm[i][k];
+            ck_assert(t->posted_s >= 0 && t->posted_s <= t->start_s && t->start_s <= t->end_s);
+            ck_assert_msg(t->posted_s >= last_end[e->stream], "rank %zu event %zu overlaps its stream", i, k);
+            last_end[e->stream] = t->end_s;
+            const uint32_t *deps = gs_event_list(re, e, GS_LINK_DEPS);
+            for (uint16_t j = 0; j < e->nlinks[GS_LINK_DEPS]; j++)
+                ck_assert_msg(t->posted_s >= tm[i][deps[j]].end_s, "rank %zu event %zu before its dependency", i, k);
+        }
+        /* some DP event ran while some compute event ran */
+        for (size_t a = 0; a < re->nevents && !overlap; a++)
+            if (re->events[a].stream == GS_STREAM_DP)
+                for (size_t b = 0; b < re->nevents && !overlap; b++)
+                    if (re->events[b].stream == GS_STREAM_COMPUTE && tm[i][a].start_s < tm[i][b].end_s &&
+                        tm[i][b].start_s < tm[i][a].end_s)
+                        overlap = 1;
+    }
+    ck_assert_msg(overlap, "no DP event overlapped a compute event");
+    gs_exec_session_destroy(x);
+}
+END_TEST
+
 /* Sums in ascending rank order: the result is bit-identical on every member (and across runs). */
 typedef struct ar_job {
     gs_drv *d;
@@ -363,6 +414,7 @@ static Suite *exec_suite(void)
     tcase_add_test(te, injected_failure);
     tcase_add_test(te, collective_timeout);
     tcase_add_test(te, allreduce_order);
+    tcase_add_test(te, dispatch_order);
     suite_add_tcase(s, te);
     return s;
 }
