@@ -6,6 +6,7 @@
 #include <getopt.h>
 #include <inttypes.h>
 #include <math.h>
+#include <pthread.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -32,7 +33,9 @@ const char gs_cmd_calibrate_help[] =
     "  kernels    AdamW, RMSNorm, SwiGLU and add: alpha-beta fit of time against the bytes the\n"
     "             schedule counts for them (compute.elementwise_bw); attention forward+backward\n"
     "             at SCENARIO's shape (compute.attn_flops, the schedule's FLOP count)\n"
-    "  dispatch   a no-op event as the dispatcher issues it (compute.launch_s)\n"
+    "  dispatch   no-op events chained across two streams of each of 1, 2, 4, 8 ranks, as the\n"
+    "             dispatcher issues them (compute.launch_s_by_ranks: the driver's per-event cost\n"
+    "             grows with its thread count)\n"
     "  cores      online CPUs (compute.cores) and the other runnable threads sharing them\n"
     "             (compute.background_load), from the CPU-time share of GEMM threads, P and\n"
     "             2P of them at once\n"
@@ -64,6 +67,7 @@ static const char usage[] =
 #define MAX_SIZES 16
 #define MAX_REPS 16
 #define GROUP_SIZES 3
+#define DISPATCH_SIZES 4
 
 static const uint64_t group_sizes[GROUP_SIZES] = {2, 4, 8};
 
@@ -101,6 +105,8 @@ typedef struct cal {
     uint64_t attn_seq, attn_nh, attn_nkv, attn_hd;
     double attn_fwd_s, attn_bwd_s, attn_flops;
     double launch_s;
+    uint64_t dispatch_ranks[DISPATCH_SIZES];
+    double dispatch_s[DISPATCH_SIZES]; /* per event, by world size */
     double single_flops, multi_flops, cores, background;
     size_t cores_calls; /* GEMM calls per thread in the cores test */
     uint64_t cores_threads[2];
@@ -302,32 +308,99 @@ static gs_status noop_fn(void *arg, gs_drv_stream *s, gs_error *err)
     return GS_OK;
 }
 
-/* A no-op event issued as the dispatcher issues one (record, launch, record), timed from the
- * first record to the second: the driver's per-event cost. */
-static gs_status measure_launch(cal *c, gs_drv *d, gs_drv_stream *s, gs_error *err)
+/* The dispatch cost of one event as the exec backend pays it, for a world of R ranks: every
+ * rank has its five stream threads and an issuing thread (as the dispatcher runs them), and each
+ * issues a chain of no-op events on its compute stream, each waiting for a no-op on its DP
+ * stream (a cross-stream dependency: one thread wakes another). The cost per event is the
+ * chain's wall time over its length, averaged over the ranks. Every state change of the host
+ * driver wakes all of its threads, so this grows with R (and with the machine's load). */
+typedef struct chain_job {
+    const gs_driver_ops *ops;
+    gs_drv *d;
+    gs_drv_stream *st[GS_STREAM_COUNT];
+    int n;
+    double t0, t1;
+    gs_status rc;
+    gs_error err;
+} chain_job;
+
+static void *chain_main(void *arg)
 {
-    enum { N = 200 };
-    gs_drv_event *ev[2 * N] = {0};
-    gs_status rc = GS_OK;
-    double v[N];
-    for (int i = 0; i < 2 * N && rc == GS_OK; i++)
-        rc = c->ops->event_create(d, &ev[i], err);
-    for (int i = 0; i < N && rc == GS_OK; i++)
-        if ((rc = c->ops->event_record(d, s, ev[2 * i], err)) == GS_OK &&
-            (rc = c->ops->launch(d, s, noop_fn, NULL, err)) == GS_OK)
-            rc = c->ops->event_record(d, s, ev[2 * i + 1], err);
-    if (rc == GS_OK)
-        rc = c->ops->stream_sync(d, s, err);
-    if (rc == GS_OK) {
-        for (int i = 0; i < N; i++)
-            v[i] = c->ops->event_time_s(d, ev[2 * i + 1]) - c->ops->event_time_s(d, ev[2 * i]);
-        c->launch_s = gs_calib_median(v, N);
-        if (!(c->launch_s > 0))
-            c->launch_s = 1e-7;
+    chain_job *j = arg;
+    const gs_driver_ops *o = j->ops;
+    gs_drv_event **ev = calloc((size_t)(3 * j->n), sizeof *ev);
+    gs_status rc = ev ? GS_OK : gs_error_set(&j->err, GS_ERR_NOMEM, "calibrate: out of memory");
+    for (int i = 0; i < 3 * j->n && rc == GS_OK; i++)
+        rc = o->event_create(j->d, &ev[i], &j->err);
+    j->t0 = o->clock_s(j->d);
+    for (int i = 0; i < j->n && rc == GS_OK; i++) {
+        gs_drv_stream *cs = j->st[GS_STREAM_COMPUTE], *ds = j->st[GS_STREAM_DP];
+        if ((rc = o->launch(j->d, ds, noop_fn, NULL, &j->err)) == GS_OK &&
+            (rc = o->event_record(j->d, ds, ev[3 * i], &j->err)) == GS_OK &&
+            (rc = o->stream_wait_event(j->d, cs, ev[3 * i], &j->err)) == GS_OK &&
+            (rc = o->event_record(j->d, cs, ev[3 * i + 1], &j->err)) == GS_OK &&
+            (rc = o->launch(j->d, cs, noop_fn, NULL, &j->err)) == GS_OK &&
+            (rc = o->event_record(j->d, cs, ev[3 * i + 2], &j->err)) == GS_OK)
+            rc = o->stream_wait_event(j->d, ds, ev[3 * i + 2], &j->err);
     }
-    for (int i = 0; i < 2 * N; i++)
+    if (rc == GS_OK)
+        rc = o->stream_sync(j->d, j->st[GS_STREAM_COMPUTE], &j->err);
+    j->t1 = o->clock_s(j->d);
+    for (int i = 0; ev && i < 3 * j->n; i++)
         if (ev[i])
-            c->ops->event_destroy(d, ev[i]);
+            o->event_destroy(j->d, ev[i]);
+    free(ev);
+    j->rc = rc;
+    return NULL;
+}
+
+static gs_status measure_dispatch(cal *c, gs_error *err)
+{
+    static const uint64_t worlds[DISPATCH_SIZES] = {1, 2, 4, 8};
+    gs_status rc = GS_OK;
+    for (int w = 0; w < DISPATCH_SIZES && rc == GS_OK; w++) {
+        uint64_t R = worlds[w];
+        progress(c, "calibrate: dispatch cost, %" PRIu64 " rank%s", R, R > 1 ? "s" : "");
+        gs_mesh mesh;
+        gs_drv *d = NULL;
+        gs_driver_opts o = {600.0};
+        chain_job jobs[8];
+        pthread_t th[8];
+        int started[8] = {0};
+        memset(jobs, 0, sizeof jobs);
+        if ((rc = gs_mesh_init(&mesh, 1, R, 1, NULL, R, err)) == GS_OK)
+            rc = c->ops->open(&mesh, &o, &d, err);
+        for (uint64_t r = 0; r < R && rc == GS_OK; r++) {
+            jobs[r].ops = c->ops;
+            jobs[r].d = d;
+            jobs[r].n = c->quick ? 40 : 150;
+            for (int k = 0; k < GS_STREAM_COUNT && rc == GS_OK; k++)
+                rc = c->ops->stream_create(d, r, (gs_stream)k, &jobs[r].st[k], err);
+        }
+        for (uint64_t r = 0; r < R && rc == GS_OK; r++)
+            started[r] = pthread_create(&th[r], NULL, chain_main, &jobs[r]) == 0;
+        double per = 0;
+        for (uint64_t r = 0; r < R; r++) {
+            if (started[r]) {
+                pthread_join(th[r], NULL);
+                if (jobs[r].rc != GS_OK && rc == GS_OK) {
+                    rc = jobs[r].rc;
+                    *err = jobs[r].err;
+                }
+                per += (jobs[r].t1 - jobs[r].t0) / jobs[r].n / (double)R;
+            } else if (rc == GS_OK && d) {
+                rc = gs_error_set(err, GS_ERR_RUNTIME, "calibrate: cannot start a thread");
+            }
+            for (int k = 0; k < GS_STREAM_COUNT; k++)
+                if (jobs[r].st[k])
+                    c->ops->stream_destroy(d, jobs[r].st[k]);
+        }
+        if (d)
+            c->ops->close(d);
+        c->dispatch_ranks[w] = R;
+        c->dispatch_s[w] = per;
+    }
+    c->launch_s = c->dispatch_s[0];
     return rc;
 }
 
@@ -652,6 +725,14 @@ static json_t *build_json(const cal *c, const char *driver, const char *scenario
     json_object_set_new(comp, "hbm_bw", json_real(c->ew_fit[EW_ADD].beta_bytes_per_s));
     json_object_set_new(comp, "hbm_efficiency", json_real(1.0));
     json_object_set_new(comp, "launch_s", json_real(c->launch_s));
+    json_t *lr = json_array();
+    for (int w = 0; w < DISPATCH_SIZES; w++) {
+        json_t *o = json_object();
+        json_object_set_new(o, "ranks", json_integer((json_int_t)c->dispatch_ranks[w]));
+        json_object_set_new(o, "launch_s", json_real(c->dispatch_s[w]));
+        json_array_append_new(lr, o);
+    }
+    json_object_set_new(comp, "launch_s_by_ranks", lr);
     json_object_set_new(comp, "overlap_slowdown", json_real(1.0));
     json_object_set_new(comp, "cores", json_real(c->cores));
     json_object_set_new(comp, "background_load", json_real(c->background));
@@ -826,9 +907,13 @@ static void print_summary(const cal *c)
                           c->ew_fit[k].outliers);
     gs_cli_table_print(&t, stdout, 2);
     gs_cli_table_fini(&t);
-    printf("\ndispatch: %.1f us per event\ncores: %.0f, other runnable threads: %.2f (CPU share per thread: %.3f with "
+    printf("\ndispatch (per event, one cross-stream wake-up):");
+    for (int w = 0; w < DISPATCH_SIZES; w++)
+        printf(" %.1f us with %" PRIu64 " rank%s%s", c->dispatch_s[w] * 1e6, c->dispatch_ranks[w],
+               c->dispatch_ranks[w] > 1 ? "s" : "", w + 1 < DISPATCH_SIZES ? "," : "");
+    printf("\ncores: %.0f, other runnable threads: %.2f (CPU share per thread: %.3f with "
            "%" PRIu64 " threads, %.3f with %" PRIu64 "; 128^3 GEMMs, one thread in CPU time %.2f GFLOP/s)\n",
-           c->launch_s * 1e6, c->cores, c->background, c->cores_share[0], c->cores_threads[0], c->cores_share[1],
+           c->cores, c->background, c->cores_share[0], c->cores_threads[0], c->cores_share[1],
            c->cores_threads[1], c->single_flops * 1e-9);
     for (int op = 0; op < C_COUNT; op++)
         for (int gi = 0; gi < GROUP_SIZES; gi++) {
@@ -1005,14 +1090,12 @@ gs_status gs_cmd_calibrate(int argc, char **argv, gs_error *err)
     solo_job job = {c, d, err};
     if ((rc = c->ops->launch(d, s, solo_fn, &job, err)) != GS_OK || (rc = c->ops->stream_sync(d, s, err)) != GS_OK)
         goto done;
-    progress(c, "calibrate: dispatch cost");
-    if ((rc = measure_launch(c, d, s, err)) != GS_OK)
-        goto done;
     c->ops->stream_destroy(d, s);
     s = NULL;
     c->ops->close(d);
     d = NULL;
-    if ((rc = measure_cores(c, err)) != GS_OK || (rc = measure_colls(c, err)) != GS_OK)
+    if ((rc = measure_dispatch(c, err)) != GS_OK || (rc = measure_cores(c, err)) != GS_OK ||
+        (rc = measure_colls(c, err)) != GS_OK)
         goto done;
     if (c->tty)
         fprintf(stderr, "\r\033[K");

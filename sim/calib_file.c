@@ -32,7 +32,7 @@ static const field fields[F_COUNT] = {
 };
 
 /* The nested objects each section accepts besides its numbers. */
-static const char *const compute_objects[] = {"gemm_curve", "elementwise_bw"};
+static const char *const compute_objects[] = {"gemm_curve", "elementwise_bw", "launch_s_by_ranks"};
 static const char *const link_objects[] = {"intra", "inter"};
 static const char *const coll_keys[GS_COLL_COUNT] = {"all_gather", "reduce_scatter", "all_reduce", "broadcast",
                                                      "all_to_all"};
@@ -206,6 +206,51 @@ static gs_status elementwise_bw(const char *path, const json_t *o, gs_calib *out
     return GS_OK;
 }
 
+static gs_status launch_by_ranks(const char *path, const json_t *v, gs_calib *out, gs_error *err)
+{
+    if (!json_is_array(v))
+        return gs_error_set(err, GS_ERR_INPUT, "%s: compute.launch_s_by_ranks: found %s, expected a list of {ranks, "
+                            "launch_s}", path, kind_of(v));
+    size_t n = json_array_size(v);
+    if (n > GS_COLL_FIT_SIZES)
+        return gs_error_set(err, GS_ERR_INPUT, "%s: compute.launch_s_by_ranks: %zu entries, at most %d", path, n,
+                            GS_COLL_FIT_SIZES);
+    for (size_t i = 0; i < n; i++) {
+        char where[96];
+        const json_t *o = json_array_get(v, i);
+        snprintf(where, sizeof where, "compute.launch_s_by_ranks[%zu]", i);
+        if (!json_is_object(o))
+            return gs_error_set(err, GS_ERR_INPUT, "%s: %s: found %s, expected {ranks, launch_s}", path, where,
+                                kind_of(o));
+        const char *key;
+        json_t *x;
+        json_object_foreach((json_t *)o, key, x) {
+            if (strcmp(key, "ranks") && strcmp(key, "launch_s"))
+                return gs_error_set(err, GS_ERR_INPUT, "%s: %s.%s: unknown key, expected ranks or launch_s", path, where,
+                                    key);
+        }
+        double r, s;
+        char w2[128];
+        gs_status rc;
+        if (!json_object_get(o, "ranks") || !json_object_get(o, "launch_s"))
+            return gs_error_set(err, GS_ERR_INPUT, "%s: %s.%s: missing", path, where,
+                                json_object_get(o, "ranks") ? "launch_s" : "ranks");
+        snprintf(w2, sizeof w2, "%s.ranks", where);
+        if ((rc = number(path, w2, json_object_get(o, "ranks"), 0, 1e9, &r, err)) != GS_OK)
+            return rc;
+        if (r != floor(r) || (i > 0 && (uint64_t)r <= out->launch_ranks[i - 1]))
+            return gs_error_set(err, GS_ERR_INPUT, "%s: %s: found %g, expected an integer above the previous entry's",
+                                path, w2, r);
+        snprintf(w2, sizeof w2, "%s.launch_s", where);
+        if ((rc = number(path, w2, json_object_get(o, "launch_s"), 0, 1, &s, err)) != GS_OK)
+            return rc;
+        out->launch_ranks[i] = (uint64_t)r;
+        out->launch_by_ranks[i] = s;
+    }
+    out->nlaunch = n;
+    return GS_OK;
+}
+
 static gs_status section(const char *path, json_t *root, const char *name, gs_calib *out, gs_error *err)
 {
     json_t *obj = json_object_get(root, name);
@@ -223,6 +268,8 @@ static gs_status section(const char *path, json_t *root, const char *name, gs_ca
             rc = gemm_curve(path, v, out, err);
         else if (strcmp(name, "compute") == 0 && strcmp(key, compute_objects[1]) == 0)
             rc = elementwise_bw(path, v, out, err);
+        else if (strcmp(name, "compute") == 0 && strcmp(key, compute_objects[2]) == 0)
+            rc = launch_by_ranks(path, v, out, err);
         else if (strcmp(name, "links") == 0 && strcmp(key, link_objects[0]) == 0)
             rc = link_class(path, key, v, &out->intra, err);
         else if (strcmp(name, "links") == 0 && strcmp(key, link_objects[1]) == 0)
@@ -244,8 +291,9 @@ static gs_status section(const char *path, json_t *root, const char *name, gs_ca
                     strncat(list, list[0] ? ", " : "", sizeof list - strlen(list) - 1);
                     strncat(list, fields[i].key, sizeof list - strlen(list) - 1);
                 }
-            const char *const *objs = strcmp(name, "compute") == 0 ? compute_objects : link_objects;
-            for (int i = 0; i < 2; i++) {
+            int compute = strcmp(name, "compute") == 0;
+            const char *const *objs = compute ? compute_objects : link_objects;
+            for (int i = 0; i < (compute ? 3 : 2); i++) {
                 strncat(list, ", ", sizeof list - strlen(list) - 1);
                 strncat(list, objs[i], sizeof list - strlen(list) - 1);
             }
@@ -303,7 +351,7 @@ out:
     return rc;
 }
 
-void gs_calib_apply(const gs_calib *c, gs_compute_model *cm, gs_topo *topo)
+void gs_calib_apply(const gs_calib *c, uint64_t world, gs_compute_model *cm, gs_topo *topo)
 {
     if (c->set & (1u << F_PEAK))
         cm->peak_flops = c->peak_flops;
@@ -317,6 +365,19 @@ void gs_calib_apply(const gs_calib *c, gs_compute_model *cm, gs_topo *topo)
         cm->launch_s = c->launch_s;
     if (c->set & (1u << F_OVERLAP))
         cm->overlap_slowdown = c->overlap_slowdown;
+    if (c->nlaunch > 0) {
+        size_t hi = 0;
+        while (hi < c->nlaunch && c->launch_ranks[hi] < world)
+            hi++;
+        if (hi == 0)
+            cm->launch_s = c->launch_by_ranks[0];
+        else if (hi == c->nlaunch)
+            cm->launch_s = c->launch_by_ranks[c->nlaunch - 1];
+        else {
+            double w = (double)(world - c->launch_ranks[hi - 1]) / (double)(c->launch_ranks[hi] - c->launch_ranks[hi - 1]);
+            cm->launch_s = (1 - w) * c->launch_by_ranks[hi - 1] + w * c->launch_by_ranks[hi];
+        }
+    }
     if (c->set & (1u << F_CORES))
         cm->cores = c->cores;
     if (c->set & (1u << F_BACKGROUND))

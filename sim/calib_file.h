@@ -5,7 +5,7 @@
  *   {"machine": "...", "date": "...", "driver": "host|cuda",
  *    "compute": {"peak_flops": F, "gemm_efficiency": E, "hbm_bw": B, "hbm_efficiency": E,
  *                "launch_s": S, "overlap_slowdown": X, "cores": C, "background_load": L,
- *                "attn_flops": F,
+ *                "attn_flops": F, "launch_s_by_ranks": [{"ranks": N, "launch_s": S}, ...],
  *                "gemm_curve": {"form": "hyperbolic|exp", "e_max": E, "f0_flops": F},
  *                "elementwise_bw": {"adamw": B, "rmsnorm": B, "swiglu": B, "add": B}},
  *    "links": {"intra_bw": B, "nic_bw": B,
@@ -41,13 +41,18 @@ typedef struct gs_calib {
     double elementwise_bw[GS_OP_COUNT]; /* bytes/s, 0 = not given */
     gs_link_fits intra, inter;
     int host;                         /* "driver": "host" */
+    uint64_t launch_ranks[GS_COLL_FIT_SIZES]; /* compute.launch_s_by_ranks: world sizes, ascending */
+    double launch_by_ranks[GS_COLL_FIT_SIZES]; /* seconds per event there */
+    size_t nlaunch;
 } gs_calib;
 
 /* Reads and checks the file (positive numbers; efficiencies in (0, 1]; overlap_slowdown >= 1).
  * Errors name the file (and line:column for JSON syntax errors); GS_ERR_INPUT. */
 gs_status gs_calib_load(const char *path, gs_calib *out, gs_error *err);
 
-/* Replaces the given fields of the compute model and the topology. */
-void gs_calib_apply(const gs_calib *c, gs_compute_model *cm, gs_topo *topo);
+/* Replaces the given fields of the compute model and the topology; world (ranks the sim plays)
+ * picks the launch overhead from launch_s_by_ranks (linear between measured sizes, the nearest
+ * outside them). */
+void gs_calib_apply(const gs_calib *c, uint64_t world, gs_compute_model *cm, gs_topo *topo);
 
 #endif

@@ -261,6 +261,11 @@ double gs_compute_time(const gs_compute_model *m, const gs_event *e)
     return roofline(e->flops, (double)e->bytes, rate, m->hbm_bw * m->hbm_efficiency) + launches * m->launch_s;
 }
 
+double gs_compute_launch_time(const gs_compute_model *m, const gs_event *e)
+{
+    return (is_gemm(e) && e->phase == GS_PHASE_BWD ? 2 : 1) * m->launch_s;
+}
+
 double gs_compute_time_host(const gs_compute_model *m, const gs_event *e)
 {
     return roofline(e->flops, (double)e->bytes, m->host_flops, m->host_bw);

@@ -43,6 +43,9 @@ double gs_gemm_efficiency(const gs_compute_model *m, uint64_t M, uint64_t N, uin
 /* Seconds for one compute event (without overlap slowdown). */
 double gs_compute_time(const gs_compute_model *m, const gs_event *e);
 
+/* The launch part of gs_compute_time (launches x launch_s): a latency, not work on the cores. */
+double gs_compute_launch_time(const gs_compute_model *m, const gs_event *e);
+
 /* Seconds for a compute event run on the host CPU (the optimizer under CPU offload, which the
  * event alone cannot tell): roofline on host_flops and host_bw, no kernel launch. */
 double gs_compute_time_host(const gs_compute_model *m, const gs_event *e);

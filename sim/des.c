@@ -164,6 +164,7 @@ typedef struct run_ctx {
     size_t members_cap;
     /* shared cores (cm.cores > 0): running compute events share them equally */
     double *ps_left;      /* per global event: seconds of work left at full speed */
+    double *ps_delay;     /* per global event: launch latency after its work (not shared) */
     uint32_t *ps_ver;     /* per global event: version of its latest projected end (0: not shared) */
     uint64_t *ps_active;  /* running compute events */
     size_t ps_n;
@@ -290,27 +291,32 @@ static int ps_reschedule(run_ctx *c)
     return 0;
 }
 
-static int ps_start(run_ctx *c, size_t ri, uint64_t gid, double dur)
+static int ps_start(run_ctx *c, size_t ri, uint64_t gid, double dur, double delay)
 {
     gs_timing *t = &c->timing[ri][gid - c->rt[ri].base];
     ps_advance(c);
     t->start_s = c->now;
     t->end_s = c->now + dur;
-    c->ps_left[gid] = dur;
+    if (delay > dur)
+        delay = dur;
+    c->ps_left[gid] = dur - delay;
+    c->ps_delay[gid] = delay;
     c->ps_active[c->ps_n++] = gid;
     c->ps_load += (double)c->sch->ranks[ri].class_size;
     return ps_reschedule(c);
 }
 
-/* The popped entry of gid with version ver: 1 when stale (skip it), 0 when the event ended now,
- * -1 out of memory. */
+/* The popped entry of gid with version ver: 1 when stale or when the work is done but the
+ * launch latency is still to run (its end is then pushed as an ordinary completion), 0 when
+ * the event ended now, -1 out of memory. */
 static int ps_pop(run_ctx *c, uint64_t gid, uint32_t ver)
 {
     if (ver != c->ps_ver[gid])
         return 1;
     ps_advance(c);
     size_t ri = rank_index_of(c, gid);
-    c->timing[ri][gid - c->rt[ri].base].end_s = c->now;
+    double delay = c->ps_delay[gid];
+    c->timing[ri][gid - c->rt[ri].base].end_s = c->now + delay;
     for (size_t i = 0; i < c->ps_n; i++)
         if (c->ps_active[i] == gid) {
             c->ps_active[i] = c->ps_active[--c->ps_n];
@@ -320,7 +326,11 @@ static int ps_pop(run_ctx *c, uint64_t gid, uint32_t ver)
     c->ps_load -= (double)c->sch->ranks[ri].class_size;
     if (c->ps_n == 0)
         c->ps_load = 0;
-    return ps_reschedule(c) != 0 ? -1 : 0;
+    if (ps_reschedule(c) != 0)
+        return -1;
+    if (delay > 0)
+        return gs_queue_push(&c->h, c->now + delay, gid, 0) != 0 ? -1 : 1;
+    return 0;
 }
 
 /* ---- flow mode ---------------------------------------------------------------------------------- */
@@ -542,7 +552,7 @@ static int try_issue(run_ctx *c, size_t ri)
                     return -1;
             }
         } else if (e->kind == GS_EV_COMPUTE && c->ps_active) {
-            if (ps_start(c, ri, gid, dur) != 0)
+            if (ps_start(c, ri, gid, dur, gs_compute_launch_time(&c->st->cm, e)) != 0)
                 return -1;
         } else {
             if (complete_at(c, gid, c->now, dur) != 0)
@@ -591,8 +601,9 @@ static gs_status sim_run(void *state, const gs_schedule *sch, gs_timing *const *
     if (st->cm.cores > 0) {
         c.ps_left = calloc(total ? total : 1, sizeof *c.ps_left);
         c.ps_ver = calloc(total ? total : 1, sizeof *c.ps_ver);
+        c.ps_delay = calloc(total ? total : 1, sizeof *c.ps_delay);
         c.ps_active = calloc(sch->nranks ? sch->nranks : 1, sizeof *c.ps_active);
-        if (!c.ps_left || !c.ps_ver || !c.ps_active)
+        if (!c.ps_left || !c.ps_ver || !c.ps_active || !c.ps_delay)
             goto nomem;
     }
 
@@ -794,6 +805,7 @@ out:
     free(c.members);
     free(c.ps_left);
     free(c.ps_ver);
+    free(c.ps_delay);
     free(c.ps_active);
     map_fini(&c.cost_cache);
     map_fini(&present);
@@ -827,10 +839,10 @@ static gs_status sim_open(const gs_scenario *s, const gs_mesh *mesh, const gs_ba
             free(st);
             return rc;
         }
-        gs_calib_apply(&cal, &st->cm, &st->topo);
+        gs_calib_apply(&cal, mesh->world, &st->cm, &st->topo);
         if (st->flow) {
             gs_compute_model unused = st->cm;
-            gs_calib_apply(&cal, &unused, &st->flow_topo);
+            gs_calib_apply(&cal, mesh->world, &unused, &st->flow_topo);
         }
     }
     *state = st;

@@ -171,7 +171,7 @@ START_TEST(test_file_applies)
     gs_topo_init(&t, cl);
     gs_compute_model cm;
     gs_compute_model_init(&cm, &cl->gpu, GS_PREC_FP32);
-    gs_calib_apply(&c, &cm, &t);
+    gs_calib_apply(&c, 1, &cm, &t);
     ck_assert(cm.cores == 2 && cm.background_load == 0.5 && cm.gemm_curve && cm.gemm_e_max == 0.9);
     ck_assert(cm.elementwise_bw[GS_OP_OPTIMIZER] == 8e9 && cm.elementwise_bw[GS_OP_LOSS] == 3e10);
     ck_assert(t.one_machine && t.fit_intra.set);
