@@ -33,9 +33,10 @@ const char gs_cmd_calibrate_help[] =
     "  kernels    AdamW, RMSNorm, SwiGLU and add: alpha-beta fit of time against the bytes the\n"
     "             schedule counts for them (compute.elementwise_bw); attention forward+backward\n"
     "             at SCENARIO's shape (compute.attn_flops, the schedule's FLOP count)\n"
-    "  dispatch   no-op events chained across two streams of each of 1, 2, 4, 8 ranks, as the\n"
-    "             dispatcher issues them (compute.launch_s_by_ranks: the driver's per-event cost\n"
-    "             grows with its thread count)\n"
+    "  dispatch   no-op events on one stream, and chained across two streams, of each of 1, 2,\n"
+    "             4, 8 ranks as the dispatcher issues them (compute.launch_s_by_ranks: launch_s\n"
+    "             and the cross-stream wake_s; the driver's per-event cost grows with its\n"
+    "             thread count)\n"
     "  cores      online CPUs (compute.cores) and the other runnable threads sharing them\n"
     "             (compute.background_load), from the CPU-time share of GEMM threads, P and\n"
     "             2P of them at once\n"
@@ -106,7 +107,8 @@ typedef struct cal {
     double attn_fwd_s, attn_bwd_s, attn_flops;
     double launch_s;
     uint64_t dispatch_ranks[DISPATCH_SIZES];
-    double dispatch_s[DISPATCH_SIZES]; /* per event, by world size */
+    double dispatch_s[DISPATCH_SIZES]; /* per event on one stream, by world size */
+    double wake_s[DISPATCH_SIZES];     /* more when the event waits for another stream */
     double single_flops, multi_flops, cores, background;
     size_t cores_calls; /* GEMM calls per thread in the cores test */
     uint64_t cores_threads[2];
@@ -310,15 +312,17 @@ static gs_status noop_fn(void *arg, gs_drv_stream *s, gs_error *err)
 
 /* The dispatch cost of one event as the exec backend pays it, for a world of R ranks: every
  * rank has its five stream threads and an issuing thread (as the dispatcher runs them), and each
- * issues a chain of no-op events on its compute stream, each waiting for a no-op on its DP
- * stream (a cross-stream dependency: one thread wakes another). The cost per event is the
- * chain's wall time over its length, averaged over the ranks. Every state change of the host
- * driver wakes all of its threads, so this grows with R (and with the machine's load). */
+ * issues a chain of no-op events on its compute stream (record, launch, record); the cost per
+ * event is the chain's wall time over its length, averaged over the ranks. Then the same with
+ * each compute no-op waiting for a no-op on the DP stream (a cross-stream dependency: one thread
+ * wakes another); the difference is the wake-up. Every state change of the host driver wakes
+ * all of its threads, so both grow with R (and with the machine's load). */
 typedef struct chain_job {
     const gs_driver_ops *ops;
     gs_drv *d;
     gs_drv_stream *st[GS_STREAM_COUNT];
     int n;
+    int cross; /* 1: each compute no-op waits for a DP-stream no-op */
     double t0, t1;
     gs_status rc;
     gs_error err;
@@ -335,6 +339,12 @@ static void *chain_main(void *arg)
     j->t0 = o->clock_s(j->d);
     for (int i = 0; i < j->n && rc == GS_OK; i++) {
         gs_drv_stream *cs = j->st[GS_STREAM_COMPUTE], *ds = j->st[GS_STREAM_DP];
+        if (!j->cross) {
+            if ((rc = o->event_record(j->d, cs, ev[3 * i + 1], &j->err)) == GS_OK &&
+                (rc = o->launch(j->d, cs, noop_fn, NULL, &j->err)) == GS_OK)
+                rc = o->event_record(j->d, cs, ev[3 * i + 2], &j->err);
+            continue;
+        }
         if ((rc = o->launch(j->d, ds, noop_fn, NULL, &j->err)) == GS_OK &&
             (rc = o->event_record(j->d, ds, ev[3 * i], &j->err)) == GS_OK &&
             (rc = o->stream_wait_event(j->d, cs, ev[3 * i], &j->err)) == GS_OK &&
@@ -358,8 +368,9 @@ static gs_status measure_dispatch(cal *c, gs_error *err)
 {
     static const uint64_t worlds[DISPATCH_SIZES] = {1, 2, 4, 8};
     gs_status rc = GS_OK;
-    for (int w = 0; w < DISPATCH_SIZES && rc == GS_OK; w++) {
-        uint64_t R = worlds[w];
+    for (int w = 0; w < 2 * DISPATCH_SIZES && rc == GS_OK; w++) {
+        uint64_t R = worlds[w % DISPATCH_SIZES];
+        int cross = w >= DISPATCH_SIZES;
         progress(c, "calibrate: dispatch cost, %" PRIu64 " rank%s", R, R > 1 ? "s" : "");
         gs_mesh mesh;
         gs_drv *d = NULL;
@@ -374,6 +385,7 @@ static gs_status measure_dispatch(cal *c, gs_error *err)
             jobs[r].ops = c->ops;
             jobs[r].d = d;
             jobs[r].n = c->quick ? 40 : 150;
+            jobs[r].cross = cross;
             for (int k = 0; k < GS_STREAM_COUNT && rc == GS_OK; k++)
                 rc = c->ops->stream_create(d, r, (gs_stream)k, &jobs[r].st[k], err);
         }
@@ -397,8 +409,12 @@ static gs_status measure_dispatch(cal *c, gs_error *err)
         }
         if (d)
             c->ops->close(d);
-        c->dispatch_ranks[w] = R;
-        c->dispatch_s[w] = per;
+        c->dispatch_ranks[w % DISPATCH_SIZES] = R;
+        if (cross)
+            c->wake_s[w % DISPATCH_SIZES] = per - c->dispatch_s[w % DISPATCH_SIZES] > 0
+                                                 ? per - c->dispatch_s[w % DISPATCH_SIZES] : 0;
+        else
+            c->dispatch_s[w] = per;
     }
     c->launch_s = c->dispatch_s[0];
     return rc;
@@ -730,6 +746,7 @@ static json_t *build_json(const cal *c, const char *driver, const char *scenario
         json_t *o = json_object();
         json_object_set_new(o, "ranks", json_integer((json_int_t)c->dispatch_ranks[w]));
         json_object_set_new(o, "launch_s", json_real(c->dispatch_s[w]));
+        json_object_set_new(o, "wake_s", json_real(c->wake_s[w]));
         json_array_append_new(lr, o);
     }
     json_object_set_new(comp, "launch_s_by_ranks", lr);
@@ -907,10 +924,10 @@ static void print_summary(const cal *c)
                           c->ew_fit[k].outliers);
     gs_cli_table_print(&t, stdout, 2);
     gs_cli_table_fini(&t);
-    printf("\ndispatch (per event, one cross-stream wake-up):");
+    printf("\ndispatch per event (+ a cross-stream wake-up):");
     for (int w = 0; w < DISPATCH_SIZES; w++)
-        printf(" %.1f us with %" PRIu64 " rank%s%s", c->dispatch_s[w] * 1e6, c->dispatch_ranks[w],
-               c->dispatch_ranks[w] > 1 ? "s" : "", w + 1 < DISPATCH_SIZES ? "," : "");
+        printf(" %.1f (+%.1f) us with %" PRIu64 " rank%s%s", c->dispatch_s[w] * 1e6, c->wake_s[w] * 1e6,
+               c->dispatch_ranks[w], c->dispatch_ranks[w] > 1 ? "s" : "", w + 1 < DISPATCH_SIZES ? "," : "");
     printf("\ncores: %.0f, other runnable threads: %.2f (CPU share per thread: %.3f with "
            "%" PRIu64 " threads, %.3f with %" PRIu64 "; 128^3 GEMMs, one thread in CPU time %.2f GFLOP/s)\n",
            c->cores, c->background, c->cores_share[0], c->cores_threads[0], c->cores_share[1],

@@ -225,9 +225,9 @@ static gs_status launch_by_ranks(const char *path, const json_t *v, gs_calib *ou
         const char *key;
         json_t *x;
         json_object_foreach((json_t *)o, key, x) {
-            if (strcmp(key, "ranks") && strcmp(key, "launch_s"))
-                return gs_error_set(err, GS_ERR_INPUT, "%s: %s.%s: unknown key, expected ranks or launch_s", path, where,
-                                    key);
+            if (strcmp(key, "ranks") && strcmp(key, "launch_s") && strcmp(key, "wake_s"))
+                return gs_error_set(err, GS_ERR_INPUT, "%s: %s.%s: unknown key, expected ranks, launch_s or wake_s",
+                                    path, where, key);
         }
         double r, s;
         char w2[128];
@@ -246,6 +246,13 @@ static gs_status launch_by_ranks(const char *path, const json_t *v, gs_calib *ou
             return rc;
         out->launch_ranks[i] = (uint64_t)r;
         out->launch_by_ranks[i] = s;
+        const json_t *wk = json_object_get(o, "wake_s");
+        out->wake_by_ranks[i] = 0;
+        if (wk && !(json_is_number(wk) && json_number_value(wk) == 0.0)) {
+            snprintf(w2, sizeof w2, "%s.wake_s", where);
+            if ((rc = number(path, w2, wk, 0, 1, &out->wake_by_ranks[i], err)) != GS_OK)
+                return rc;
+        }
     }
     out->nlaunch = n;
     return GS_OK;
@@ -369,14 +376,11 @@ void gs_calib_apply(const gs_calib *c, uint64_t world, gs_compute_model *cm, gs_
         size_t hi = 0;
         while (hi < c->nlaunch && c->launch_ranks[hi] < world)
             hi++;
-        if (hi == 0)
-            cm->launch_s = c->launch_by_ranks[0];
-        else if (hi == c->nlaunch)
-            cm->launch_s = c->launch_by_ranks[c->nlaunch - 1];
-        else {
-            double w = (double)(world - c->launch_ranks[hi - 1]) / (double)(c->launch_ranks[hi] - c->launch_ranks[hi - 1]);
-            cm->launch_s = (1 - w) * c->launch_by_ranks[hi - 1] + w * c->launch_by_ranks[hi];
-        }
+        size_t lo = hi == 0 ? 0 : hi == c->nlaunch ? c->nlaunch - 1 : hi - 1, up = hi == c->nlaunch ? lo : hi;
+        double w = up == lo ? 0.0
+                            : (double)(world - c->launch_ranks[lo]) / (double)(c->launch_ranks[up] - c->launch_ranks[lo]);
+        cm->launch_s = (1 - w) * c->launch_by_ranks[lo] + w * c->launch_by_ranks[up];
+        cm->wake_s = (1 - w) * c->wake_by_ranks[lo] + w * c->wake_by_ranks[up];
     }
     if (c->set & (1u << F_CORES))
         cm->cores = c->cores;

@@ -5,7 +5,7 @@
  *   {"machine": "...", "date": "...", "driver": "host|cuda",
  *    "compute": {"peak_flops": F, "gemm_efficiency": E, "hbm_bw": B, "hbm_efficiency": E,
  *                "launch_s": S, "overlap_slowdown": X, "cores": C, "background_load": L,
- *                "attn_flops": F, "launch_s_by_ranks": [{"ranks": N, "launch_s": S}, ...],
+ *                "attn_flops": F, "launch_s_by_ranks": [{"ranks": N, "launch_s": S, "wake_s": S}, ...],
  *                "gemm_curve": {"form": "hyperbolic|exp", "e_max": E, "f0_flops": F},
  *                "elementwise_bw": {"adamw": B, "rmsnorm": B, "swiglu": B, "add": B}},
  *    "links": {"intra_bw": B, "nic_bw": B,
@@ -43,6 +43,7 @@ typedef struct gs_calib {
     int host;                         /* "driver": "host" */
     uint64_t launch_ranks[GS_COLL_FIT_SIZES]; /* compute.launch_s_by_ranks: world sizes, ascending */
     double launch_by_ranks[GS_COLL_FIT_SIZES]; /* seconds per event there */
+    double wake_by_ranks[GS_COLL_FIT_SIZES];   /* more, when it waits for another stream */
     size_t nlaunch;
 } gs_calib;
 

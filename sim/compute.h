@@ -30,6 +30,8 @@ typedef struct gs_compute_model {
     double elementwise_bw[GS_OP_COUNT]; /* bytes/s (the schedule's byte count) per non-GEMM op */
     double cores;             /* compute events of all ranks share this many cores (the host
                                  driver's ranks are threads of one machine); 0: one device each */
+    double wake_s;            /* a compute event waiting for another stream's event starts this
+                                 much later (a host thread waking another); 0 by default */
     double background_load;   /* other runnable threads on those cores (a fair scheduler gives
                                  each of k compute events min(1, cores / (background + k))) */
 } gs_compute_model;

@@ -552,7 +552,18 @@ static int try_issue(run_ctx *c, size_t ri)
                     return -1;
             }
         } else if (e->kind == GS_EV_COMPUTE && c->ps_active) {
-            if (ps_start(c, ri, gid, dur, gs_compute_launch_time(&c->st->cm, e)) != 0)
+            double delay = gs_compute_launch_time(&c->st->cm, e);
+            if (c->st->cm.wake_s > 0) {
+                /* a dependency on another stream: that stream's thread wakes this one */
+                const uint32_t *d = gs_event_list(r, e, GS_LINK_DEPS);
+                for (uint16_t j = 0; j < e->nlinks[GS_LINK_DEPS]; j++)
+                    if (r->events[d[j]].stream != e->stream) {
+                        delay += c->st->cm.wake_s;
+                        dur += c->st->cm.wake_s;
+                        break;
+                    }
+            }
+            if (ps_start(c, ri, gid, dur, delay) != 0)
                 return -1;
         } else {
             if (complete_at(c, gid, c->now, dur) != 0)
