@@ -255,6 +255,41 @@ START_TEST(test_file_rejects)
 }
 END_TEST
 
+/* launch_s_by_ranks: linear in the world size between measured sizes, the nearest outside. */
+START_TEST(test_launch_by_ranks)
+{
+    gs_calib c;
+    gs_error err;
+    gs_error_init(&err);
+    write_tmp("{\"compute\": {\"launch_s\": 1e-6, \"launch_s_by_ranks\": [{\"ranks\": 1, \"launch_s\": 1e-5, "
+              "\"wake_s\": 2e-5}, {\"ranks\": 4, \"launch_s\": 4e-5, \"wake_s\": 8e-5}]}}");
+    ck_assert_int_eq(gs_calib_load(tmp_path, &c, &err), GS_OK);
+    static const struct {
+        uint64_t world;
+        double launch, wake;
+    } rows[] = {
+        {1, 1e-5, 2e-5},       /* measured */
+        {2, 2e-5, 4e-5},       /* a third of the way from 1 to 4 */
+        {4, 4e-5, 8e-5},       /* measured */
+        {64, 4e-5, 8e-5},      /* beyond: the largest measured */
+    };
+    for (size_t i = 0; i < sizeof rows / sizeof rows[0]; i++) {
+        gs_compute_model cm;
+        gs_topo t;
+        memset(&cm, 0, sizeof cm);
+        memset(&t, 0, sizeof t);
+        gs_calib_apply(&c, rows[i].world, &cm, &t);
+        ck_assert_msg(fabs(cm.launch_s - rows[i].launch) < 1e-15 && fabs(cm.wake_s - rows[i].wake) < 1e-15,
+                      "world %d: launch %g wake %g", (int)rows[i].world, cm.launch_s, cm.wake_s);
+    }
+    remove_tmp();
+    write_tmp("{\"compute\": {\"launch_s_by_ranks\": [{\"ranks\": 4, \"launch_s\": 1e-5}, {\"ranks\": 2, "
+              "\"launch_s\": 1e-5}]}}");
+    ck_assert_int_eq(gs_calib_load(tmp_path, &c, &err), GS_ERR_INPUT);
+    ck_assert_ptr_nonnull(strstr(err.msg, "compute.launch_s_by_ranks[1].ranks"));
+}
+END_TEST
+
 /* Without a file nothing changes: a freshly initialized model has none of the calibrated parts. */
 START_TEST(test_defaults_untouched)
 {
@@ -281,6 +316,7 @@ static Suite *calib_suite(void)
     tcase_add_checked_fixture(file, NULL, remove_tmp);
     tcase_add_test(file, test_file_applies);
     tcase_add_test(file, test_defaults_untouched);
+    tcase_add_test(file, test_launch_by_ranks);
     suite_add_tcase(s, file);
     TCase *errors = tcase_create("errors");
     tcase_add_checked_fixture(errors, NULL, remove_tmp);
