@@ -27,9 +27,10 @@ const char gs_cmd_calibrate_help[] =
     "warm-up. Kernels are timed in thread CPU time (their cost on a core); collectives and the\n"
     "cores test in wall time, so those depend on the load: calibrate under the load you compare\n"
     "under (the file records the load average).\n"
-    "  GEMM       gs_k_linear_fwd (the driver's linear) over a grid of shapes (m, n, k) in fp32,\n"
+    "  GEMM       the driver's linear, forward and backward, over a grid of shapes (m, n, k), fp32,\n"
     "             plus the GEMM shapes of SCENARIO's schedule when one is given; the efficiency\n"
-    "             (rate / best rate) is fitted against one call's FLOPs (compute.gemm_curve)\n"
+    "             (rate / best rate) is fitted against one call's FLOPs (compute.gemm_curve); the\n"
+    "             backward over twice the forward is compute.gemm_bwd_factor\n"
     "  kernels    AdamW, RMSNorm, SwiGLU and add: alpha-beta fit of time against the bytes the\n"
     "             schedule counts for them (compute.elementwise_bw); attention forward+backward\n"
     "             at SCENARIO's shape (compute.attn_flops, the schedule's FLOP count)\n"
@@ -75,6 +76,7 @@ static const uint64_t group_sizes[GROUP_SIZES] = {2, 4, 8};
 typedef struct gemm_point {
     uint64_t m, n, k;
     double secs; /* median per call */
+    double bwd_secs; /* linear_bwd (dx and dw: two GEMMs) median per call */
     double flops_per_s;
 } gemm_point;
 
@@ -101,6 +103,7 @@ typedef struct cal {
     gemm_point gemm[MAX_SHAPES];
     size_t ngemm;
     double best_flops;
+    double bwd_factor; /* median over shapes of linear_bwd / (2 x linear_fwd) */
     ew_point ew[EW_COUNT][MAX_SIZES];
     size_t new_;
     uint64_t attn_seq, attn_nh, attn_nkv, attn_hd;
@@ -191,12 +194,19 @@ typedef struct gemm_args {
     const float *x, *w;
     float *y;
     size_t m, n, k;
+    float *dx, *dw; /* backward */
 } gemm_args;
 
 static void gemm_call(void *arg, gs_drv_stream *s)
 {
     gemm_args *a = arg;
     a->ops->linear_fwd(s, a->x, a->w, a->y, a->m, a->k, a->n);
+}
+
+static void gemm_bwd_call(void *arg, gs_drv_stream *s)
+{
+    gemm_args *a = arg;
+    a->ops->linear_bwd(s, a->x, a->w, a->y, a->dx, a->dw, a->m, a->k, a->n);
 }
 
 typedef struct ew_args {
@@ -247,19 +257,21 @@ static gs_status solo_fn(void *arg, gs_drv_stream *s, gs_error *err)
                  g->k);
         float *x = malloc(g->m * g->k * sizeof *x), *w = malloc(g->n * g->k * sizeof *w);
         float *y = malloc(g->m * g->n * sizeof *y);
-        if (!x || !w || !y) {
-            free(x), free(w), free(y);
+        float *dx = malloc(g->m * g->k * sizeof *dx), *dw = calloc(g->n * g->k, sizeof *dw);
+        if (!x || !w || !y || !dx || !dw) {
+            free(x), free(w), free(y), free(dx), free(dw);
             return gs_error_set(err, GS_ERR_NOMEM, "calibrate: out of memory for a %" PRIu64 " x %" PRIu64 " x %" PRIu64
                                 " GEMM", g->m, g->n, g->k);
         }
         fill(x, g->m * g->k, 0.01f);
         fill(w, g->n * g->k, 0.02f);
-        gemm_args a = {c->ops, x, w, y, g->m, g->n, g->k};
+        gemm_args a = {c->ops, x, w, y, g->m, g->n, g->k, dx, dw};
         g->secs = time_calls(c, j->d, s, gemm_call, &a);
+        g->bwd_secs = time_calls(c, j->d, s, gemm_bwd_call, &a);
         g->flops_per_s = 2.0 * (double)g->m * (double)g->n * (double)g->k / g->secs;
         if (g->flops_per_s > c->best_flops)
             c->best_flops = g->flops_per_s;
-        free(x), free(w), free(y);
+        free(x), free(w), free(y), free(dx), free(dw);
     }
     /* elementwise kernels */
     for (int kind = 0; kind < EW_COUNT && rc == GS_OK; kind++)
@@ -439,7 +451,7 @@ static gs_status rank_fn(void *arg, gs_drv_stream *s, gs_error *err)
     const gs_driver_ops *ops = j->c->ops;
     gs_drv *d = j->d;
     if (j->what < 0) {
-        gemm_args g = {ops, j->a, j->a, j->b, 128, 128, 128};
+        gemm_args g = {ops, j->a, j->a, j->b, 128, 128, 128, NULL, NULL};
         j->t[0] = ops->clock_s(d);
         j->t[2] = now_s(j->c, d);
         for (size_t i = 0; i < j->c->cores_calls; i++)
@@ -525,7 +537,7 @@ static gs_status measure_cores(cal *c, gs_error *err)
         return gs_error_set(err, GS_ERR_NOMEM, "calibrate: out of memory");
     }
     fill(a, 128 * 128, 0.01f);
-    gemm_args g = {c->ops, a, a, b, 128, 128, 128};
+    gemm_args g = {c->ops, a, a, b, 128, 128, 128, NULL, NULL};
     double one = time_calls(c, NULL, NULL, gemm_call, &g);
     free(a), free(b);
     double flops_call = 2.0 * 128 * 128 * 128;
@@ -620,7 +632,7 @@ static void add_shape(cal *c, uint64_t m, uint64_t n, uint64_t k)
         if (c->gemm[i].m == m && c->gemm[i].n == n && c->gemm[i].k == k)
             return;
     if (c->ngemm < MAX_SHAPES && m && n && k)
-        c->gemm[c->ngemm++] = (gemm_point){m, n, k, 0, 0};
+        c->gemm[c->ngemm++] = (gemm_point){m, n, k, 0, 0, 0};
 }
 
 /* The grid: Llama-style layer GEMMs (tokens x out x in) of hidden 64 .. 1024, scaled down from
@@ -754,6 +766,7 @@ static json_t *build_json(const cal *c, const char *driver, const char *scenario
     json_object_set_new(comp, "cores", json_real(c->cores));
     json_object_set_new(comp, "background_load", json_real(c->background));
     json_object_set_new(comp, "attn_flops", json_real(c->attn_flops));
+    json_object_set_new(comp, "gemm_bwd_factor", json_real(c->bwd_factor));
     json_t *gc = json_object();
     json_object_set_new(gc, "form", json_string(gs_gemm_form_name(c->gemm_fit.form)));
     json_object_set_new(gc, "e_max", json_real(fmin(1.0, c->gemm_fit.e_max)));
@@ -823,6 +836,7 @@ static json_t *build_json(const cal *c, const char *driver, const char *scenario
         json_object_set_new(o, "n", json_integer((json_int_t)c->gemm[i].n));
         json_object_set_new(o, "k", json_integer((json_int_t)c->gemm[i].k));
         json_object_set_new(o, "time_s", json_real(c->gemm[i].secs));
+        json_object_set_new(o, "bwd_time_s", json_real(c->gemm[i].bwd_secs));
         json_object_set_new(o, "flops_per_s", json_real(c->gemm[i].flops_per_s));
         json_array_append_new(ga, o);
     }
@@ -895,16 +909,17 @@ static void print_summary(const cal *c)
     cpu_model(cpu, sizeof cpu);
     printf("calibration of %s (%s, %ld cores online), host driver, fp32; medians of %d repeats\n", host, cpu,
            sysconf(_SC_NPROCESSORS_ONLN), c->reps);
-    printf("\nGEMM (gs_k_linear_fwd, one thread):\n");
+    printf("\nGEMM (the driver's linear, one thread, CPU time):\n");
     gs_cli_table t;
-    gs_cli_table_init(&t, 7);
-    gs_cli_table_rowf(&t, "m\tn\tk\ttime(us)\tGFLOP/s\teff\tfit");
+    gs_cli_table_init(&t, 8);
+    gs_cli_table_rowf(&t, "m\tn\tk\ttime(us)\tGFLOP/s\teff\tfit\tbwd/2fwd");
     for (size_t i = 0; i < c->ngemm; i++) {
         const gemm_point *g = &c->gemm[i];
         double f = 2.0 * (double)g->m * (double)g->n * (double)g->k;
-        gs_cli_table_rowf(&t, "%" PRIu64 "\t%" PRIu64 "\t%" PRIu64 "\t%.1f\t%.2f\t%.3f\t%.3f", g->m, g->n, g->k,
+        gs_cli_table_rowf(&t, "%" PRIu64 "\t%" PRIu64 "\t%" PRIu64 "\t%.1f\t%.2f\t%.3f\t%.3f\t%.2f", g->m, g->n, g->k,
                           g->secs * 1e6, g->flops_per_s * 1e-9, g->flops_per_s / c->best_flops,
-                          gs_gemm_curve_eval(c->gemm_fit.form, c->gemm_fit.e_max, c->gemm_fit.f0_flops, f));
+                          gs_gemm_curve_eval(c->gemm_fit.form, c->gemm_fit.e_max, c->gemm_fit.f0_flops, f),
+                          g->bwd_secs / (2.0 * g->secs));
     }
     gs_cli_table_print(&t, stdout, 2);
     gs_cli_table_fini(&t);
@@ -912,6 +927,8 @@ static void print_summary(const cal *c)
            c->best_flops * 1e-9, gs_gemm_form_name(c->gemm_fit.form), c->gemm_fit.e_max,
            c->gemm_fit.form == GS_GEMM_FORM_EXP ? "(1 - exp(-f/f0))" : "f / (f + f0)", c->gemm_fit.f0_flops,
            c->gemm_fit.r2, 100 * c->gemm_fit.rms_rel_resid);
+    printf("  backward (linear_bwd: dx and dw) over twice the forward: median %.3f (compute.gemm_bwd_factor)\n",
+           c->bwd_factor);
     printf("  attention (seq %" PRIu64 ", %" PRIu64 " heads of %" PRIu64 "): fwd %.1f us, bwd %.1f us, %.2f GFLOP/s "
            "(the schedule's FLOP count)\n", c->attn_seq, c->attn_nh, c->attn_hd, c->attn_fwd_s * 1e6,
            c->attn_bwd_s * 1e6, c->attn_flops * 1e-9);
@@ -1125,6 +1142,12 @@ gs_status gs_cmd_calibrate(int argc, char **argv, gs_error *err)
     }
     if ((rc = gs_fit_gemm_curve(fl, eff, c->ngemm, &c->gemm_fit, err)) != GS_OK)
         goto done;
+    {
+        double r[MAX_SHAPES];
+        for (size_t i = 0; i < c->ngemm; i++)
+            r[i] = c->gemm[i].bwd_secs / (2.0 * c->gemm[i].secs);
+        c->bwd_factor = gs_calib_median(r, c->ngemm);
+    }
     for (int k = 0; k < EW_COUNT; k++) {
         double x[MAX_SIZES], y[MAX_SIZES];
         for (size_t i = 0; i < c->new_; i++)

@@ -9,7 +9,7 @@
 
 #include "sim/calib.h"
 
-enum { F_PEAK, F_GEMM, F_HBM, F_HBM_EFF, F_LAUNCH, F_OVERLAP, F_CORES, F_BACKGROUND, F_ATTN, F_INTRA, F_NIC, F_COUNT };
+enum { F_PEAK, F_GEMM, F_HBM, F_HBM_EFF, F_LAUNCH, F_OVERLAP, F_CORES, F_BACKGROUND, F_ATTN, F_BWD, F_INTRA, F_NIC, F_COUNT };
 
 typedef struct field {
     const char *section, *key;
@@ -27,6 +27,7 @@ static const field fields[F_COUNT] = {
     {"compute", "cores", offsetof(gs_calib, cores), 0, 1e6},
     {"compute", "background_load", offsetof(gs_calib, background_load), -1e-300, 1e6},
     {"compute", "attn_flops", offsetof(gs_calib, attn_flops), 0, 1e20},
+    {"compute", "gemm_bwd_factor", offsetof(gs_calib, gemm_bwd_factor), 0, 10},
     {"links", "intra_bw", offsetof(gs_calib, intra_bw), 0, 1e16},
     {"links", "nic_bw", offsetof(gs_calib, nic_bw), 0, 1e16},
 };
@@ -386,6 +387,8 @@ void gs_calib_apply(const gs_calib *c, uint64_t world, gs_compute_model *cm, gs_
         cm->cores = c->cores;
     if (c->set & (1u << F_BACKGROUND))
         cm->background_load = c->background_load;
+    if (c->set & (1u << F_BWD))
+        cm->gemm_bwd_factor = c->gemm_bwd_factor;
     if (c->set & (1u << F_ATTN))
         cm->attn_flops = c->attn_flops;
     if (c->gemm_curve) {

@@ -5,7 +5,7 @@
  *   {"machine": "...", "date": "...", "driver": "host|cuda",
  *    "compute": {"peak_flops": F, "gemm_efficiency": E, "hbm_bw": B, "hbm_efficiency": E,
  *                "launch_s": S, "overlap_slowdown": X, "cores": C, "background_load": L,
- *                "attn_flops": F, "launch_s_by_ranks": [{"ranks": N, "launch_s": S, "wake_s": S}, ...],
+ *                "attn_flops": F, "gemm_bwd_factor": X, "launch_s_by_ranks": [{"ranks": N, "launch_s": S, "wake_s": S}, ...],
  *                "gemm_curve": {"form": "hyperbolic|exp", "e_max": E, "f0_flops": F},
  *                "elementwise_bw": {"adamw": B, "rmsnorm": B, "swiglu": B, "add": B}},
  *    "links": {"intra_bw": B, "nic_bw": B,
@@ -17,7 +17,8 @@
  *
  * Units: FLOP/s, bytes/s, seconds. Every key is optional; unknown keys are errors. With
  * gemm_curve the GEMM efficiency is the curve at one call's FLOPs times peak_flops (the preset's
- * tile model is not used); elementwise_bw gives each non-GEMM kernel's rate in the schedule's
+ * tile model is not used) and a backward GEMM event takes gemm_bwd_factor times its two forward
+ * calls; elementwise_bw gives each non-GEMM kernel's rate in the schedule's
  * byte count (adamw: the optimizer, rmsnorm: norms, swiglu: the activation, add: embedding and
  * loss); cores makes every rank's compute share that many cores with background_load other
  * runnable threads (each of k running compute events gets min(1, cores / (background + k))); "driver": "host" says every
@@ -33,7 +34,7 @@
 
 typedef struct gs_calib {
     double peak_flops, gemm_efficiency, hbm_bw, hbm_efficiency, launch_s, overlap_slowdown, cores, background_load,
-        attn_flops;
+        attn_flops, gemm_bwd_factor;
     double intra_bw, nic_bw;
     unsigned set; /* bit per field above, in order: 1 = given */
     int gemm_curve, gemm_form;        /* gemm_curve: 1 = given; gs_gemm_form */

@@ -233,7 +233,10 @@ static double calibrated_time(const gs_compute_model *m, const gs_event *e, int 
         int calls = e->phase == GS_PHASE_BWD ? 2 : 1;
         double one = e->flops / calls;
         double eff = gs_gemm_curve_eval((gs_gemm_form)m->gemm_form, m->gemm_e_max, m->gemm_f0_flops, one);
-        return roofline(e->flops, (double)e->bytes, m->peak_flops * eff, bw) + calls * m->launch_s;
+        double t = roofline(e->flops, (double)e->bytes, m->peak_flops * eff, bw);
+        if (calls == 2 && m->gemm_bwd_factor > 0)
+            t *= m->gemm_bwd_factor;
+        return t + calls * m->launch_s;
     }
     if (!is_gemm(e) && e->op < GS_OP_COUNT && m->elementwise_bw[e->op] > 0)
         return (double)e->bytes / m->elementwise_bw[e->op] + m->launch_s;

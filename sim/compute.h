@@ -26,6 +26,7 @@ typedef struct gs_compute_model {
     int gemm_form;            /* gs_gemm_form (sim/calib.h) */
     double gemm_e_max;        /* the curve's plateau, fraction of peak_flops */
     double gemm_f0_flops;     /* the curve's scale, FLOPs */
+    double gemm_bwd_factor;   /* backward GEMM event over its two forward-shaped calls (0: 1) */
     double attn_flops;        /* FLOP/s the attention core reaches (the schedule's FLOP count) */
     double elementwise_bw[GS_OP_COUNT]; /* bytes/s (the schedule's byte count) per non-GEMM op */
     double cores;             /* compute events of all ranks share this many cores (the host
