@@ -38,9 +38,10 @@ const char gs_cmd_calibrate_help[] =
     "             4, 8 ranks as the dispatcher issues them (compute.launch_s_by_ranks: launch_s\n"
     "             and the cross-stream wake_s; the driver's per-event cost grows with its\n"
     "             thread count)\n"
-    "  cores      online CPUs (compute.cores) and the other runnable threads sharing them\n"
-    "             (compute.background_load), from the CPU-time share of GEMM threads, P and\n"
-    "             2P of them at once\n"
+    "  cores      the CPU-time share of GEMM threads, P and 2P of them at once (P online CPUs):\n"
+    "             with sched_autogroup (Linux's default: CPUs shared fairly between sessions)\n"
+    "             compute.cores is this process's share in cores; otherwise compute.cores = P\n"
+    "             and compute.background_load the other runnable threads\n"
     "  links      all-gather, reduce-scatter, all-reduce, broadcast over 2, 4 and 8 ranks and\n"
     "             send/recv, 1 KiB .. 16 MiB (--quick: .. 1 MiB) in x4 steps, printed as\n"
     "             nccl-tests does (busbw: all-reduce 2(n-1)/n, all-gather and reduce-scatter\n"
@@ -113,6 +114,7 @@ typedef struct cal {
     double dispatch_s[DISPATCH_SIZES]; /* per event on one stream, by world size */
     double wake_s[DISPATCH_SIZES];     /* more when the event waits for another stream */
     double single_flops, multi_flops, cores, background;
+    int autogroup; /* the kernel shares the CPUs between sessions (sched_autogroup_enabled) */
     size_t cores_calls; /* GEMM calls per thread in the cores test */
     uint64_t cores_threads[2];
     double cores_share[2]; /* mean CPU time / wall time of a thread in each pass */
@@ -571,8 +573,25 @@ static gs_status measure_cores(cal *c, gs_error *err)
         c->cores_threads[pass] = k;
         c->cores_share[pass] = share;
     }
-    c->cores = P;
-    c->background = lsum / 2 > 0 ? lsum / 2 : 0;
+    /* Linux with sched_autogroup (the default on most distributions) shares the CPUs fairly
+     * between sessions, not threads: this process gets a share of the machine whatever its
+     * thread count, and the threads it has runnable split that share. Then compute.cores is the
+     * share (the passes' aggregate CPU rate, in cores) and there is no background term. */
+    c->autogroup = 0;
+    FILE *ag = fopen("/proc/sys/kernel/sched_autogroup_enabled", "r");
+    if (ag) {
+        c->autogroup = fgetc(ag) == '1';
+        fclose(ag);
+    }
+    if (c->autogroup) {
+        double agg = 0.5 * ((double)c->cores_threads[0] * c->cores_share[0] +
+                            (double)c->cores_threads[1] * c->cores_share[1]);
+        c->cores = agg > P ? P : agg > 0.01 ? agg : 0.01;
+        c->background = 0;
+    } else {
+        c->cores = P;
+        c->background = lsum / 2 > 0 ? lsum / 2 : 0;
+    }
     return rc;
 }
 
@@ -765,6 +784,7 @@ static json_t *build_json(const cal *c, const char *driver, const char *scenario
     json_object_set_new(comp, "overlap_slowdown", json_real(1.0));
     json_object_set_new(comp, "cores", json_real(c->cores));
     json_object_set_new(comp, "background_load", json_real(c->background));
+    json_object_set_new(mach, "sched_autogroup", json_boolean(c->autogroup));
     json_object_set_new(comp, "attn_flops", json_real(c->attn_flops));
     json_object_set_new(comp, "gemm_bwd_factor", json_real(c->bwd_factor));
     json_t *gc = json_object();
@@ -945,7 +965,9 @@ static void print_summary(const cal *c)
     for (int w = 0; w < DISPATCH_SIZES; w++)
         printf(" %.1f (+%.1f) us with %" PRIu64 " rank%s%s", c->dispatch_s[w] * 1e6, c->wake_s[w] * 1e6,
                c->dispatch_ranks[w], c->dispatch_ranks[w] > 1 ? "s" : "", w + 1 < DISPATCH_SIZES ? "," : "");
-    printf("\ncores: %.0f, other runnable threads: %.2f (CPU share per thread: %.3f with "
+    printf("\nscheduler: %s\n", c->autogroup ? "sched_autogroup (fair between sessions): cores = this process's share"
+                                                  : "fair between threads: cores = CPUs, with the other runnable threads");
+    printf("cores: %.2f, other runnable threads: %.2f (CPU share per thread: %.3f with "
            "%" PRIu64 " threads, %.3f with %" PRIu64 "; 128^3 GEMMs, one thread in CPU time %.2f GFLOP/s)\n",
            c->cores, c->background, c->cores_share[0], c->cores_threads[0], c->cores_share[1],
            c->cores_threads[1], c->single_flops * 1e-9);
