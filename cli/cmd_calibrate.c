@@ -11,6 +11,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/resource.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -18,6 +19,7 @@
 #include "cli/commands.h"
 #include "engine/schedule.h"
 #include "exec/driver.h"
+#include "exec/exec.h"
 #include "sim/calib.h"
 #include "sim/collective.h"
 
@@ -41,7 +43,9 @@ const char gs_cmd_calibrate_help[] =
     "  cores      the CPU-time share of GEMM threads, P and 2P of them at once (P online CPUs):\n"
     "             with sched_autogroup (Linux's default: CPUs shared fairly between sessions)\n"
     "             compute.cores is this process's share in cores; otherwise compute.cores = P\n"
-    "             and compute.background_load the other runnable threads\n"
+    "             and compute.background_load the other runnable threads. With SCENARIO, two\n"
+    "             training steps of it run for real and the process's CPU time over wall time\n"
+    "             in the second is its share under a real step (used when larger)\n"
     "  links      all-gather, reduce-scatter, all-reduce, broadcast over 2, 4 and 8 ranks and\n"
     "             send/recv, 1 KiB .. 16 MiB (--quick: .. 1 MiB) in x4 steps, printed as\n"
     "             nccl-tests does (busbw: all-reduce 2(n-1)/n, all-gather and reduce-scatter\n"
@@ -115,6 +119,8 @@ typedef struct cal {
     double wake_s[DISPATCH_SIZES];     /* more when the event waits for another stream */
     double single_flops, multi_flops, cores, background;
     int autogroup; /* the kernel shares the CPUs between sessions (sched_autogroup_enabled) */
+    double exec_share; /* CPU time over wall time of the process during a training step */
+    uint64_t exec_ranks;
     size_t cores_calls; /* GEMM calls per thread in the cores test */
     uint64_t cores_threads[2];
     double cores_share[2]; /* mean CPU time / wall time of a thread in each pass */
@@ -165,6 +171,13 @@ static double now_s(const cal *c, gs_drv *d)
     (void)c, (void)d;
     struct timespec t;
     clock_gettime(CLOCK_THREAD_CPUTIME_ID, &t);
+    return (double)t.tv_sec + (double)t.tv_nsec * 1e-9;
+}
+
+static double now_wall(void)
+{
+    struct timespec t;
+    clock_gettime(CLOCK_MONOTONIC, &t);
     return (double)t.tv_sec + (double)t.tv_nsec * 1e-9;
 }
 
@@ -643,6 +656,38 @@ static gs_status measure_colls(cal *c, gs_error *err)
     return rc;
 }
 
+/* The process's CPU share while it runs the scenario's training step for real (the exec
+ * backend on this driver): CPU time of the whole process over the wall time of the second of
+ * two steps (the first warms up). This is how much of the machine an exec run gets, its
+ * threads blocking and waking as the step makes them, beside whatever else the machine runs. */
+static gs_status measure_exec_share(cal *c, const char *scenario, gs_error *err)
+{
+    gs_scenario s;
+    gs_mesh mesh;
+    gs_exec_session *x = NULL;
+    gs_exec_opts o;
+    gs_exec_opts_defaults(&o);
+    o.driver = c->ops;
+    gs_status rc = gs_cli_load(scenario, &s, &mesh, err);
+    if (rc == GS_OK)
+        rc = gs_exec_session_create(&s, &mesh, &o, &x, err);
+    for (int step = 0; step < 2 && rc == GS_OK; step++) {
+        progress(c, "calibrate: a training step of %s (%d/2)", scenario, step + 1);
+        struct rusage r0, r1;
+        getrusage(RUSAGE_SELF, &r0);
+        double w0 = now_wall();
+        rc = gs_exec_session_step(x, NULL, NULL, NULL, err);
+        double w1 = now_wall();
+        getrusage(RUSAGE_SELF, &r1);
+        double cpu = (double)(r1.ru_utime.tv_sec - r0.ru_utime.tv_sec) + 1e-6 * (double)(r1.ru_utime.tv_usec - r0.ru_utime.tv_usec) +
+                     (double)(r1.ru_stime.tv_sec - r0.ru_stime.tv_sec) + 1e-6 * (double)(r1.ru_stime.tv_usec - r0.ru_stime.tv_usec);
+        c->exec_share = w1 > w0 ? cpu / (w1 - w0) : 0;
+        c->exec_ranks = mesh.world;
+    }
+    gs_exec_session_destroy(x);
+    return rc;
+}
+
 /* ---- shapes ------------------------------------------------------------------------------------------ */
 
 static void add_shape(cal *c, uint64_t m, uint64_t n, uint64_t k)
@@ -884,6 +929,8 @@ static json_t *build_json(const cal *c, const char *driver, const char *scenario
     json_object_set_new(meas, "attention", at);
     json_object_set_new(meas, "launch_s", json_real(c->launch_s));
     json_object_set_new(meas, "gemm_flops_1_thread", json_real(c->single_flops));
+    if (scenario)
+        json_object_set_new(meas, "exec_step_cpu_share", json_real(c->exec_share));
     json_object_set_new(meas, "gemm_flops_all_threads", json_real(c->multi_flops));
     json_t *ct = json_array();
     for (int pass = 0; pass < 2; pass++) {
@@ -967,6 +1014,9 @@ static void print_summary(const cal *c)
                c->dispatch_ranks[w], c->dispatch_ranks[w] > 1 ? "s" : "", w + 1 < DISPATCH_SIZES ? "," : "");
     printf("\nscheduler: %s\n", c->autogroup ? "sched_autogroup (fair between sessions): cores = this process's share"
                                                   : "fair between threads: cores = CPUs, with the other runnable threads");
+    if (c->exec_ranks)
+        printf("a training step of the scenario (%" PRIu64 " ranks): the process used %.2f cores (CPU time / wall)\n",
+               c->exec_ranks, c->exec_share);
     printf("cores: %.2f, other runnable threads: %.2f (CPU share per thread: %.3f with "
            "%" PRIu64 " threads, %.3f with %" PRIu64 "; 128^3 GEMMs, one thread in CPU time %.2f GFLOP/s)\n",
            c->cores, c->background, c->cores_share[0], c->cores_threads[0], c->cores_share[1],
@@ -1153,6 +1203,18 @@ gs_status gs_cmd_calibrate(int argc, char **argv, gs_error *err)
     if ((rc = measure_dispatch(c, err)) != GS_OK || (rc = measure_cores(c, err)) != GS_OK ||
         (rc = measure_colls(c, err)) != GS_OK)
         goto done;
+    if (scenario) {
+        if ((rc = measure_exec_share(c, scenario, err)) != GS_OK)
+            goto done;
+        /* a real step's threads block and wake, and the scheduler treats them unlike the busy
+         * GEMM threads: under sched_autogroup the step's own share is the better figure (the
+         * busy threads' share when that is larger: the step may not have had work for every
+         * core) */
+        if (c->autogroup && c->exec_share > c->cores) {
+            long online = sysconf(_SC_NPROCESSORS_ONLN);
+            c->cores = online > 0 && c->exec_share > (double)online ? (double)online : c->exec_share;
+        }
+    }
     if (c->tty)
         fprintf(stderr, "\r\033[K");
 
