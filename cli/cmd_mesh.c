@@ -9,6 +9,7 @@
 
 #include "cli/cli_common.h"
 #include "cli/commands.h"
+#include "engine/launch.h"
 #include "engine/mesh.h"
 
 const char gs_cmd_mesh_help[] =
@@ -32,12 +33,28 @@ const char gs_cmd_mesh_help[] =
     "           device_mesh, torchrun (refused above 1048576 ranks: use the human form)\n"
     "  --all    print every row of the rank table (by default grids over 256 ranks show the first\n"
     "           and last 64 rows)\n"
+    "  --emit K print only a launch configuration for the scenario, K one of:\n"
+    "           torchrun    the torchrun line and the accelerate FSDP config YAML it stands for\n"
+    "                       (with TP or PP: the Megatron-LM command instead)\n"
+    "           accelerate  the accelerate FSDP config YAML alone (readable by\n"
+    "                       `gridstep sim --from-accelerate`)\n"
+    "           megatron    torchrun + pretrain_gpt.py with Megatron-LM flags (grid, model shape,\n"
+    "                       batch, recompute, optimizer sharding, precision; readable by\n"
+    "                       `gridstep sim --from-megatron @FILE`)\n"
+    "           slurm       an sbatch script: srun starts one torchrun per node\n"
+    "           What a launcher cannot express is an error naming the field (TP/PP or zero1 in\n"
+    "           accelerate, hybrid_shard, offload or gpipe in Megatron-LM); what it expresses\n"
+    "           close enough, or what belongs to the training code, is a '# note:' line.\n"
+    "           Values the scenario does not fix (addresses, ranks, --time) are marked placeholder.\n"
     "\n"
     "examples:\n"
     "  gridstep mesh scenarios/seed-70b-64xa100.yaml\n"
-    "  gridstep mesh --json scenarios/seed-70b-64xa100.yaml | jq '.groups.tp'\n";
+    "  gridstep mesh --json scenarios/seed-70b-64xa100.yaml | jq '.groups.tp'\n"
+    "  gridstep mesh --emit megatron scenarios/seed-70b-64xa100.yaml\n"
+    "  gridstep mesh --emit accelerate scenarios/seed-7b-8xa100.yaml > fsdp.yaml\n";
 
-static const char usage[] = "gridstep mesh [--json] [--all] SCENARIO.yaml";
+static const char usage[] =
+    "gridstep mesh [--json] [--all] [--emit torchrun|accelerate|megatron|slurm] SCENARIO.yaml";
 
 /* Above this many ranks the rank table is abbreviated unless --all. */
 #define MESH_TABLE_FULL_MAX 256
@@ -52,54 +69,6 @@ static const char usage[] = "gridstep mesh [--json] [--all] SCENARIO.yaml";
 #define MESH_NODES_LISTED 8
 /* --json is refused above this many ranks (2^20): the document would hold 8 values per rank. */
 #define MESH_JSON_MAX_WORLD ((uint64_t)1 << 20)
-/* Length of the launch strings, bytes. */
-#define MESH_LINE_BYTES 512
-
-/* The launch configuration drawing the grid, as strings. */
-typedef struct mesh_launch {
-    char order[16];                  /* "tp-dp-pp" */
-    char megatron[MESH_LINE_BYTES];  /* Megatron-LM flags */
-    char megatron_note[MESH_LINE_BYTES]; /* empty when the order is Megatron's default */
-    char device_mesh[MESH_LINE_BYTES];
-    char torchrun[MESH_LINE_BYTES];
-} mesh_launch;
-
-static void mesh_launch_build(const gs_mesh *m, mesh_launch *l)
-{
-    static const gs_dim tp_pp_dp[GS_DIM_COUNT] = {GS_DIM_TP, GS_DIM_PP, GS_DIM_DP};
-    static const gs_dim tp_dp_pp[GS_DIM_COUNT] = {GS_DIM_TP, GS_DIM_DP, GS_DIM_PP};
-    int is_default = memcmp(m->order, tp_dp_pp, sizeof tp_dp_pp) == 0;
-    int is_tp_pp_dp = memcmp(m->order, tp_pp_dp, sizeof tp_pp_dp) == 0;
-
-    gs_mesh_order_format(m->order, l->order, sizeof l->order);
-    snprintf(l->megatron, sizeof l->megatron,
-             "--tensor-model-parallel-size %" PRIu64 " --pipeline-model-parallel-size %" PRIu64
-             "%s",
-             m->size[GS_DIM_TP], m->size[GS_DIM_PP],
-             is_tp_pp_dp ? " --use-tp-pp-dp-mapping" : "");
-    l->megatron_note[0] = '\0';
-    if (is_tp_pp_dp)
-        snprintf(l->megatron_note, sizeof l->megatron_note,
-                 "order tp-pp-dp differs from Megatron-LM's default tp-dp-pp; "
-                 "--use-tp-pp-dp-mapping selects it");
-    else if (!is_default)
-        snprintf(l->megatron_note, sizeof l->megatron_note,
-                 "Megatron-LM cannot express order %s: it orders ranks tp-dp-pp, or tp-pp-dp with "
-                 "--use-tp-pp-dp-mapping; with these flags its groups differ from this table",
-                 l->order);
-    /* init_device_mesh lays ranks out row-major (last dimension fastest): slowest first. */
-    snprintf(l->device_mesh, sizeof l->device_mesh,
-             "init_device_mesh(\"cuda\", (%" PRIu64 ", %" PRIu64 ", %" PRIu64
-             "), mesh_dim_names=(\"%s\", \"%s\", \"%s\"))",
-             m->size[m->order[2]], m->size[m->order[1]], m->size[m->order[0]],
-             gs_dim_name(m->order[2]), gs_dim_name(m->order[1]), gs_dim_name(m->order[0]));
-    uint64_t nproc = m->world < m->gpus_per_node ? m->world : m->gpus_per_node;
-    snprintf(l->torchrun, sizeof l->torchrun,
-             "torchrun --nnodes %" PRIu64 " --nproc_per_node %" PRIu64
-             " --node_rank $NODE_RANK --master_addr $MASTER_ADDR --master_port 29500 train.py",
-             gs_mesh_nodes(m), nproc);
-}
-
 /* ------------------------------------------------------------------------- human form ---- */
 
 static int digits_u64(uint64_t v)
@@ -277,7 +246,7 @@ static void print_nodes(const gs_mesh *m)
         printf("  ... and %" PRIu64 " more nodes\n", nodes - shown);
 }
 
-static void print_human(const gs_mesh *m, const mesh_launch *l, int all)
+static void print_human(const gs_mesh *m, const gs_launch_grid *l, int all)
 {
     printf("grid dp=%" PRIu64 " x pp=%" PRIu64 " x tp=%" PRIu64 ", order %s (%s fastest), "
            "world %" PRIu64 " ranks, %" PRIu64 " node%s x %" PRIu64 " GPUs/node\n\n",
@@ -317,7 +286,7 @@ static gs_status json_put_string(FILE *f, const char *key, const char *value, in
     return GS_OK;
 }
 
-static gs_status mesh_json_print(const gs_mesh *m, const mesh_launch *l, gs_error *err)
+static gs_status mesh_json_print(const gs_mesh *m, const gs_launch_grid *l, gs_error *err)
 {
     static const gs_dim group_dims[GS_DIM_COUNT] = {GS_DIM_DP, GS_DIM_PP, GS_DIM_TP};
     FILE *f = stdout;
@@ -390,12 +359,15 @@ gs_status gs_cmd_mesh(int argc, char **argv, gs_error *err)
     static const struct option opts[] = {
         {"json", no_argument, NULL, 'j'},
         {"all", no_argument, NULL, 'a'},
+        {"emit", required_argument, NULL, 'e'},
         {NULL, 0, NULL, 0},
     };
-    int json = 0, all = 0, c;
+    int json = 0, all = 0, emit = 0, c;
+    gs_launch_kind kind = GS_LAUNCH_TORCHRUN;
+    gs_text text;
     gs_scenario s;
     gs_mesh mesh;
-    mesh_launch launch;
+    gs_launch_grid launch;
     const char *path = NULL;
     gs_status st;
 
@@ -403,6 +375,14 @@ gs_status gs_cmd_mesh(int argc, char **argv, gs_error *err)
         switch (c) {
         case 'j': json = 1; break;
         case 'a': all = 1; break;
+        case 'e':
+            if (gs_launch_kind_parse(optarg, &kind) != 0)
+                return gs_error_set(err, GS_ERR_INPUT,
+                                    "--emit: found '%s', expected torchrun, accelerate, megatron "
+                                    "or slurm\nusage: %s",
+                                    optarg, usage);
+            emit = 1;
+            break;
         default:
             return gs_error_set(err, GS_ERR_INPUT, "unknown option '%s'\nusage: %s",
                                 argv[optind - 1], usage);
@@ -411,10 +391,19 @@ gs_status gs_cmd_mesh(int argc, char **argv, gs_error *err)
     st = gs_cli_one_positional(argc, argv, optind, usage, &path, err);
     if (st != GS_OK)
         return st;
+    if (emit && json)
+        return gs_error_set(err, GS_ERR_INPUT, "--emit and --json exclude each other\nusage: %s",
+                            usage);
+    gs_text_init(&text);
     st = gs_cli_load(path, &s, &mesh, err);
     if (st != GS_OK)
         goto out;
-    mesh_launch_build(&mesh, &launch);
+    if (emit) {
+        if ((st = gs_launch_emit(&s, &mesh, kind, &text, err)) == GS_OK)
+            fputs(gs_text_str(&text), stdout);
+        goto out;
+    }
+    gs_launch_grid_build(&mesh, &launch);
     if (!json) {
         print_human(&mesh, &launch, all);
         goto out;
@@ -431,5 +420,6 @@ gs_status gs_cmd_mesh(int argc, char **argv, gs_error *err)
     }
     st = mesh_json_print(&mesh, &launch, err);
 out:
+    gs_text_fini(&text);
     return st;
 }

@@ -11,6 +11,7 @@
 
 #include "cli/cli_common.h"
 #include "cli/commands.h"
+#include "engine/launch.h"
 #include "engine/plan.h"
 #include "engine/units.h"
 #include "sim/compute.h"
@@ -62,6 +63,8 @@ const char gs_cmd_plan_help[] =
     "  --max-candidates N stop enumerating after N configurations\n"
     "  --threads N        worker threads (default 2)\n"
     "  --no-extrapolate   simulate every candidate's full step (slow; for checking)\n"
+    "  --emit K           print only the winner's launch configuration, K = torchrun, accelerate,\n"
+    "                     megatron or slurm (as gridstep mesh --emit; the ranking is not printed)\n"
     "A SCENARIO.yaml argument supplies the model, cluster and batch; its grid and strategy are\n"
     "ignored (precision is kept).\n"
     "\n"
@@ -73,7 +76,31 @@ const char gs_cmd_plan_help[] =
 static const char usage[] =
     "gridstep plan (--model M --cluster C --nodes N | SCENARIO.yaml) [--global-batch B] [--seq S] [--top K] "
     "[--json] [--tp LIST] [--pp LIST] [--dp LIST] [--sharding LIST] [--micro LIST] [--max-candidates N] "
-    "[--threads N] [--no-extrapolate]";
+    "[--threads N] [--no-extrapolate] [--emit torchrun|accelerate|megatron|slurm]";
+
+/* The winner as a scenario of its own: the plan's model, cluster and batch with the winner's
+ * grid, strategy and micro-batch; then its launch document on stdout. */
+static gs_status emit_winner(const gs_scenario *base, const gs_plan *p, gs_launch_kind kind, gs_error *err)
+{
+    const gs_plan_candidate *w = &p->cands[0];
+    gs_scenario s = *base;
+    gs_mesh mesh;
+    gs_text text;
+    gs_status rc;
+    s.grid.dp = w->dp;
+    s.grid.pp = w->pp;
+    s.grid.tp = w->tp;
+    s.strategy = w->strategy;
+    s.batch.micro_seqs = w->micro;
+    s.batch.global_seqs = p->global_seqs;
+    snprintf(s.name, sizeof s.name, "plan-winner");
+    gs_text_init(&text);
+    if ((rc = gs_scenario_mesh(&s, &mesh, NULL, err)) == GS_OK &&
+        (rc = gs_launch_emit(&s, &mesh, kind, &text, err)) == GS_OK)
+        fputs(gs_text_str(&text), stdout);
+    gs_text_fini(&text);
+    return rc;
+}
 
 static double now_s(void)
 {
@@ -269,7 +296,7 @@ static void print_launch(const gs_scenario *s, const gs_plan_candidate *w)
 {
     uint64_t nodes = s->cluster.nodes, gpn = s->cluster.gpus_per_node;
     const gs_strategy *st = &w->strategy;
-    printf("\nlaunch (winner):\n");
+    printf("\nlaunch (winner; --emit torchrun|accelerate|megatron|slurm writes the whole configuration):\n");
     if (w->pp > 1 || w->tp > 1 || st->sharding == GS_SHARD_NO_SHARD || st->sharding == GS_SHARD_ZERO1) {
         printf("  torchrun --nnodes %" PRIu64 " --nproc-per-node %" PRIu64 " pretrain_gpt.py \\\n", nodes, gpn);
         printf("    --tensor-model-parallel-size %" PRIu64 " --pipeline-model-parallel-size %" PRIu64, w->tp, w->pp);
@@ -394,7 +421,7 @@ static gs_status scenario_from_presets(const char *model, const char *cluster, u
 gs_status gs_cmd_plan(int argc, char **argv, gs_error *err)
 {
     enum { O_MODEL = 256, O_CLUSTER, O_NODES, O_BATCH, O_SEQ, O_TOP, O_JSON, O_TP, O_PP, O_DP, O_SHARD, O_MICRO,
-           O_MAX, O_THREADS, O_NOEXTRA };
+           O_MAX, O_THREADS, O_NOEXTRA, O_EMIT };
     static const struct option opts[] = {
         {"model", required_argument, NULL, O_MODEL}, {"cluster", required_argument, NULL, O_CLUSTER},
         {"nodes", required_argument, NULL, O_NODES}, {"global-batch", required_argument, NULL, O_BATCH},
@@ -403,11 +430,13 @@ gs_status gs_cmd_plan(int argc, char **argv, gs_error *err)
         {"pp", required_argument, NULL, O_PP},       {"dp", required_argument, NULL, O_DP},
         {"sharding", required_argument, NULL, O_SHARD}, {"micro", required_argument, NULL, O_MICRO},
         {"max-candidates", required_argument, NULL, O_MAX}, {"threads", required_argument, NULL, O_THREADS},
-        {"no-extrapolate", no_argument, NULL, O_NOEXTRA}, {NULL, 0, NULL, 0},
+        {"no-extrapolate", no_argument, NULL, O_NOEXTRA}, {"emit", required_argument, NULL, O_EMIT},
+        {NULL, 0, NULL, 0},
     };
     const char *model = NULL, *cluster = NULL;
     uint64_t nodes = 0, global = 0, seq = 0, top = 10, v;
-    int json = 0, c;
+    int json = 0, emit = 0, c;
+    gs_launch_kind kind = GS_LAUNCH_TORCHRUN;
     gs_plan_opts po;
     gs_plan_opts_init(&po);
     gs_status rc = GS_OK;
@@ -434,6 +463,13 @@ gs_status gs_cmd_plan(int argc, char **argv, gs_error *err)
             }
             break;
         case O_NOEXTRA: po.no_extrapolate = 1; break;
+        case O_EMIT:
+            if (gs_launch_kind_parse(optarg, &kind) != 0)
+                rc = gs_error_set(err, GS_ERR_INPUT,
+                                  "--emit: found '%s', expected torchrun, accelerate, megatron or slurm\nusage: %s",
+                                  optarg, usage);
+            emit = 1;
+            break;
         default:
             return gs_error_set(err, GS_ERR_INPUT, "unknown option '%s'\nusage: %s", argv[optind - 1], usage);
         }
@@ -479,7 +515,11 @@ gs_status gs_cmd_plan(int argc, char **argv, gs_error *err)
     if (rc != GS_OK)
         return rc;
     double wall = now_s() - t0;
-    if (json) {
+    if (emit && p->ncands == 0) {
+        rc = gs_error_set(err, GS_ERR_INPUT, "--emit: no configuration fits, nothing to launch");
+    } else if (emit) {
+        rc = emit_winner(&s, p, kind, err);
+    } else if (json) {
         json_t *doc = plan_json(&s, p, (size_t)top, wall);
         rc = gs_cli_json_print(doc, err);
         json_decref(doc);

@@ -10,7 +10,9 @@
 #include "sim/sim.h"
 #include "cli/cli_common.h"
 #include "cli/commands.h"
+#include "engine/import.h"
 #include "engine/ledger.h"
+#include "engine/scenario_write.h"
 #include "engine/report.h"
 #include "sim/topology.h"
 #include "engine/units.h"
@@ -47,12 +49,92 @@ const char gs_cmd_sim_help[] =
     "  --trace FILE     Chrome trace JSON (open in Perfetto): a track per rank and stream, a slice\n"
     "                   per event, a memory counter\n"
     "\n"
+    "importing a launch configuration (instead of SCENARIO.yaml):\n"
+    "  --from-accelerate FILE   an accelerate config YAML (distributed_type FSDP or MULTI_GPU):\n"
+    "                   fsdp_sharding_strategy, auto-wrap policy, backward/forward prefetch,\n"
+    "                   offload, activation checkpointing, fsdp_version 2 resharding,\n"
+    "                   mixed_precision, num_machines, num_processes are mapped; grid dp =\n"
+    "                   num_processes; needs --model (the YAML does not describe the model)\n"
+    "  --from-megatron ARGS     Megatron-LM flags as one string, or @FILE to read them from a file\n"
+    "                   (a launch script's command: quotes, \\-continuations, # comments and a\n"
+    "                   torchrun ... pretrain_gpt.py prefix are understood; messages then say\n"
+    "                   FILE:LINE). Mapped: --tensor/--pipeline-model-parallel-size,\n"
+    "                   --use-tp-pp-dp-mapping, --num-layers-per-virtual-pipeline-stage,\n"
+    "                   --sequence-parallel, --micro/--global-batch-size, --recompute-*,\n"
+    "                   --use-distributed-optimizer (zero1), --use-custom-fsdp with\n"
+    "                   --data-parallel-sharding-strategy (zero1/2/3), --use-torch-fsdp2\n"
+    "                   (full_shard), --bf16/--fp16, the model shape (--num-layers, --hidden-size,\n"
+    "                   --num-attention-heads, --group-query-attention --num-query-groups,\n"
+    "                   --ffn-hidden-size, --kv-channels, --seq-length, --vocab-size padded as\n"
+    "                   --make-vocab-size-divisible-by says, --swiglu, --normalization,\n"
+    "                   --position-embedding-type, --untie-embeddings-and-output-weights,\n"
+    "                   --disable-bias-linear, dropouts), --attention-backend\n"
+    "  --model M        model preset (accelerate: required; Megatron: used when the flags carry\n"
+    "                   no --num-layers/--hidden-size/--num-attention-heads)\n"
+    "  --cluster C      cluster preset (required)\n"
+    "  --nodes N        nodes (default: num_machines, torchrun --nnodes, or dp x pp x tp)\n"
+    "  --global-batch B sequences per step (default: the config's, else micro x dp)\n"
+    "  --micro B        sequences per micro-batch (default: the config's, else 1)\n"
+    "  --print-scenario write the imported scenario as YAML to stdout and stop\n"
+    "  --dump-scenario FILE  write it to FILE, then simulate\n"
+    "Fields with no effect on a step (addresses, ranks, checkpoint format, learning rate, ...)\n"
+    "are listed on stderr as 'ignored: REASON'; unknown fields and values gridstep cannot model\n"
+    "are errors (exit 2) at FILE:LINE, with a did-you-mean hint when a known name is close.\n"
+    "\n"
     "examples:\n"
     "  gridstep sim scenarios/seed-70b-64xa100.yaml\n"
     "  gridstep sim --json scenarios/seed-7b-64gpu-25gbe.yaml | jq .step_time_s\n"
-    "  gridstep sim --trace step.json scenarios/seed-7b-8xa100.yaml\n";
+    "  gridstep sim --trace step.json scenarios/seed-7b-8xa100.yaml\n"
+    "  gridstep sim --from-accelerate fsdp.yaml --model llama2-7b --cluster dgx-a100-80g\n"
+    "  gridstep sim --from-megatron @launch.sh --cluster dgx-a100-80g --print-scenario\n";
 
-static const char usage[] = "gridstep sim [--exact] [--mode analytic|flow] [--json] [--explain] [--calib FILE] [--trace FILE] SCENARIO.yaml";
+static const char usage[] =
+    "gridstep sim [--exact] [--mode analytic|flow] [--json] [--explain] [--calib FILE] [--trace FILE] "
+    "(SCENARIO.yaml | (--from-accelerate FILE | --from-megatron ARGS|@FILE) --cluster C [--model M] "
+    "[--nodes N] [--global-batch B] [--micro B] [--print-scenario | --dump-scenario FILE])";
+
+/* Reads the scenario of an imported launch configuration; prints what was ignored to stderr. */
+static gs_status sim_import(const char *accelerate, const char *megatron, const gs_import_opts *io,
+                            gs_scenario *s, gs_error *err)
+{
+    gs_diag ignored;
+    gs_diag_init(&ignored);
+    gs_status rc;
+    if (accelerate)
+        rc = gs_import_accelerate_file(accelerate, io, s, &ignored, err);
+    else if (megatron[0] == '@')
+        rc = gs_import_megatron_file(megatron + 1, io, s, &ignored, err);
+    else
+        rc = gs_import_megatron_args(megatron, NULL, io, s, &ignored, err);
+    for (size_t i = 0; rc == GS_OK && i < ignored.count; i++)
+        fprintf(stderr, "gridstep sim: %s\n", ignored.warnings[i]);
+    gs_diag_fini(&ignored);
+    return rc;
+}
+
+static gs_status sim_write_scenario(const gs_scenario *s, const char *path, gs_error *err)
+{
+    gs_text t;
+    gs_text_init(&t);
+    gs_status rc = gs_scenario_write_yaml(s, &t, err);
+    FILE *f = NULL;
+    if (rc != GS_OK)
+        goto out;
+    if (!path) {
+        fputs(gs_text_str(&t), stdout);
+        goto out;
+    }
+    if (!(f = fopen(path, "w"))) {
+        rc = gs_error_set(err, GS_ERR_IO, "%s: cannot write: %s", path, strerror(errno));
+        goto out;
+    }
+    fputs(gs_text_str(&t), f);
+    if (fclose(f) != 0)
+        rc = gs_error_set(err, GS_ERR_IO, "%s: cannot write: %s", path, strerror(errno));
+out:
+    gs_text_fini(&t);
+    return rc;
+}
 
 static double now_s(void)
 {
@@ -193,9 +275,19 @@ gs_status gs_cmd_sim(int argc, char **argv, gs_error *err)
         {"explain", no_argument, NULL, 'x'},
         {"calib", required_argument, NULL, 'c'},
         {"trace", required_argument, NULL, 't'}, {"mode", required_argument, NULL, 'm'},
+        {"from-accelerate", required_argument, NULL, 'A'},
+        {"from-megatron", required_argument, NULL, 'M'},
+        {"model", required_argument, NULL, 'o'}, {"cluster", required_argument, NULL, 'C'},
+        {"nodes", required_argument, NULL, 'n'}, {"global-batch", required_argument, NULL, 'g'},
+        {"micro", required_argument, NULL, 'u'}, {"print-scenario", no_argument, NULL, 'p'},
+        {"dump-scenario", required_argument, NULL, 'd'},
         {NULL, 0, NULL, 0},
     };
-    int exact = 0, json = 0, explain = 0, c;
+    int exact = 0, json = 0, explain = 0, print_scenario = 0, c;
+    const char *from_accelerate = NULL, *from_megatron = NULL, *dump = NULL;
+    gs_import_opts io;
+    uint64_t *count_dst;
+    gs_import_opts_init(&io);
     const char *trace = NULL;
     gs_backend_opts bo = {0, NULL};
     while ((c = getopt_long(argc, argv, "", opts, NULL)) != -1) {
@@ -205,6 +297,20 @@ gs_status gs_cmd_sim(int argc, char **argv, gs_error *err)
         case 'c': bo.calib = optarg; break;
         case 'j': json = 1; break;
         case 't': trace = optarg; break;
+        case 'A': from_accelerate = optarg; break;
+        case 'M': from_megatron = optarg; break;
+        case 'o': io.model = optarg; break;
+        case 'C': io.cluster = optarg; break;
+        case 'p': print_scenario = 1; break;
+        case 'd': dump = optarg; break;
+        case 'n':
+        case 'g':
+        case 'u':
+            count_dst = c == 'n' ? &io.nodes : c == 'g' ? &io.global_seqs : &io.micro_seqs;
+            if (gs_parse_count(optarg, count_dst) != 0 || *count_dst == 0)
+                return gs_error_set(err, GS_ERR_INPUT, "%s: found '%s', expected a positive integer\nusage: %s",
+                                    argv[optind - 1], optarg, usage);
+            break;
         case 'm':
             if (strcmp(optarg, "analytic") == 0)
                 bo.flow = 0;
@@ -219,9 +325,23 @@ gs_status gs_cmd_sim(int argc, char **argv, gs_error *err)
         }
     }
     const char *path = NULL;
-    gs_status rc = gs_cli_one_positional(argc, argv, optind, usage, &path, err);
-    if (rc != GS_OK)
-        return rc;
+    gs_status rc;
+    int importing = from_accelerate || from_megatron;
+    if (from_accelerate && from_megatron)
+        return gs_error_set(err, GS_ERR_INPUT, "give --from-accelerate or --from-megatron, not both\nusage: %s", usage);
+    if (importing) {
+        if (optind < argc)
+            return gs_error_set(err, GS_ERR_INPUT, "unexpected argument '%s' with --from-%s\nusage: %s", argv[optind],
+                                from_accelerate ? "accelerate" : "megatron", usage);
+    } else {
+        if (io.model || io.cluster || io.nodes || io.global_seqs || io.micro_seqs || print_scenario)
+            return gs_error_set(err, GS_ERR_INPUT,
+                                "--model, --cluster, --nodes, --global-batch, --micro and --print-scenario go with "
+                                "--from-accelerate or --from-megatron\nusage: %s",
+                                usage);
+        if ((rc = gs_cli_one_positional(argc, argv, optind, usage, &path, err)) != GS_OK)
+            return rc;
+    }
     gs_scenario s;
     gs_mesh mesh;
     json_t *doc = NULL;
@@ -229,7 +349,25 @@ gs_status gs_cmd_sim(int argc, char **argv, gs_error *err)
     int have_rep = 0;
     FILE *tf = NULL;
     double t0 = now_s();
-    if ((rc = gs_cli_load(path, &s, &mesh, err)) != GS_OK)
+    if (importing) {
+        gs_diag warnings;
+        if ((rc = sim_import(from_accelerate, from_megatron, &io, &s, err)) != GS_OK)
+            goto out;
+        if (print_scenario) {
+            rc = sim_write_scenario(&s, NULL, err);
+            goto out;
+        }
+        gs_diag_init(&warnings);
+        rc = gs_scenario_mesh(&s, &mesh, &warnings, err);
+        for (size_t i = 0; i < warnings.count; i++)
+            fprintf(stderr, "gridstep: warning: %s: %s\n", s.path, warnings.warnings[i]);
+        gs_diag_fini(&warnings);
+        if (rc != GS_OK)
+            goto out;
+    } else if ((rc = gs_cli_load(path, &s, &mesh, err)) != GS_OK) {
+        goto out;
+    }
+    if (dump && (rc = sim_write_scenario(&s, dump, err)) != GS_OK)
         goto out;
     if (trace && !(tf = fopen(trace, "w"))) {
         rc = gs_error_set(err, GS_ERR_IO, "%s: cannot write: %s", trace, strerror(errno));

@@ -27,6 +27,7 @@ gs_status gs_cmd_plan(int argc, char **argv, gs_error *err);
 gs_status gs_cmd_exec(int argc, char **argv, gs_error *err);
 gs_status gs_cmd_compare(int argc, char **argv, gs_error *err);
 gs_status gs_cmd_calibrate(int argc, char **argv, gs_error *err);
+gs_status gs_cmd_diagnose(int argc, char **argv, gs_error *err);
 
 extern const char gs_cmd_presets_help[];
 extern const char gs_cmd_mesh_help[];
@@ -39,5 +40,6 @@ extern const char gs_cmd_plan_help[];
 extern const char gs_cmd_exec_help[];
 extern const char gs_cmd_compare_help[];
 extern const char gs_cmd_calibrate_help[];
+extern const char gs_cmd_diagnose_help[];
 
 #endif

@@ -15,11 +15,13 @@ static const gs_command commands[] = {
     {"mem", "memory and traffic ledgers per rank: will it fit, what will it cost to move",
      "gridstep mem [--json] [--explain] SCENARIO.yaml", gs_cmd_mem_help, gs_cmd_mem},
     {"sim", "simulate one training step: step time, tokens/s, MFU, exposed communication, bubble",
-     "gridstep sim [--exact] [--mode analytic|flow] [--json] [--explain] [--calib FILE] [--trace FILE] SCENARIO.yaml", gs_cmd_sim_help,
+     "gridstep sim [--exact] [--mode analytic|flow] [--json] [--explain] [--calib FILE] [--trace FILE] "
+     "(SCENARIO.yaml | (--from-accelerate FILE | --from-megatron ARGS|@FILE) --cluster C [--model M] [--nodes N] "
+     "[--global-batch B] [--micro B] [--print-scenario | --dump-scenario FILE])", gs_cmd_sim_help,
      gs_cmd_sim},
     {"exec", "run the step for real on CPU threads: losses, measured step time, the sim's report",
      "gridstep exec [--driver host] [--steps N] [--seed S] [--lr X] [--timeout S] [--json] [--trace FILE] "
-     "SCENARIO.yaml", gs_cmd_exec_help, gs_cmd_exec},
+     "[--load DIR] [--save DIR] SCENARIO.yaml", gs_cmd_exec_help, gs_cmd_exec},
     {"compare", "sim vs exec on the same schedule: time per class of event and the error",
      "gridstep compare [--driver host] [--steps N] [--calib FILE] [--json] SCENARIO.yaml", gs_cmd_compare_help, gs_cmd_compare},
     {"calibrate", "measure this machine through a driver, fit the sim's models, write a calibration file",
@@ -32,9 +34,13 @@ static const gs_command commands[] = {
      "gridstep validate [--json] [--exact] DIR|FILE...", gs_cmd_validate_help, gs_cmd_validate},
     {"plan", "every legal grid and strategy, ranked by simulated tokens/s, with why the winner wins",
      "gridstep plan (--model M --cluster C --nodes N | SCENARIO.yaml) [--global-batch B] [--top K] [--json] "
-     "[constraints]", gs_cmd_plan_help, gs_cmd_plan},
-    {"mesh", "the DP x PP x TP grid: rank -> coordinates -> node, groups, launch flags",
-     "gridstep mesh [--json] [--all] SCENARIO.yaml", gs_cmd_mesh_help, gs_cmd_mesh},
+     "[--emit torchrun|accelerate|megatron|slurm] [constraints]", gs_cmd_plan_help, gs_cmd_plan},
+    {"diagnose", "the seed's troubleshooting table against a scenario, each fix simulated on a copy",
+     "gridstep diagnose [--json] [--full-step] [--state-dict full|sharded] [--host-memory-gb G] SCENARIO.yaml",
+     gs_cmd_diagnose_help, gs_cmd_diagnose},
+    {"mesh", "the DP x PP x TP grid: rank -> coordinates -> node, groups, launch configurations",
+     "gridstep mesh [--json] [--all] [--emit torchrun|accelerate|megatron|slurm] SCENARIO.yaml", gs_cmd_mesh_help,
+     gs_cmd_mesh},
     {"schedule", "one training step as a per-rank graph of compute and collective events",
      "gridstep schedule [--exact] [--dump FILE|-] [--format text|json|list] [--rank R] [--load FILE] [--json] "
      "[SCENARIO.yaml]", gs_cmd_schedule_help, gs_cmd_schedule},

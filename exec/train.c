@@ -397,6 +397,18 @@ static gs_status plan_rank(gs_train *t, rank_st *r, const gs_rank_events *re, gs
                 uint32_t g = r->N <= 1 ? r->grad_t[uu]
                              : cur_grad[uu] != NO_ID ? cur_grad[uu]
                              : r->hold_t[uu] != NO_ID ? r->hold_t[uu] : pending_id(r, re, (size_t)uu);
+                /* a backward op accumulates into a full gradient: the schedule must hold one */
+                int used = which == 0 || e->layer == GS_LAYER_EMBED || e->layer == GS_LAYER_HEAD;
+                if (used && e->phase == GS_PHASE_BWD && e->kind == GS_EV_COMPUTE && r->N > 1 &&
+                    (g == NO_ID || (g < re->ntensors && re->tensors[g].kind == GS_T_GRAD_SHARD))) {
+                    char name[GS_EVENT_NAME_BYTES];
+                    gs_event_name(re, e, name, sizeof name);
+                    rc = gs_error_set(err, GS_ERR_INPUT, "exec: rank %" PRIu64 " event %s writes unit %" PRId64
+                                      "'s gradient where the schedule holds no full gradient of it (the root unit "
+                                      "under wrap: model with an interleaved pipeline is not supported)",
+                                      r->rank, name, uu);
+                    goto out;
+                }
                 if (which == 0)
                     pl->ptid = p, pl->gtid = g;
                 else
@@ -849,6 +861,11 @@ double gs_train_loss(const gs_train *t)
 uint64_t gs_train_step(const gs_train *t)
 {
     return t->step;
+}
+
+void gs_train_set_step(gs_train *t, uint64_t step)
+{
+    t->step = step;
 }
 
 /* ---- the actions ------------------------------------------------------------------------------- */

@@ -4,6 +4,11 @@
 # "gridstep mem: " program prefix) and contains the fragment named on the file's first line:
 #   # expect: <fragment of the error message>
 # Also a nonexistent path must exit 2 with "No such file".
+# Imported launch configurations, the same way: tests/bad-input/accelerate/*.yaml through
+# `gridstep sim --from-accelerate FILE`, tests/bad-input/megatron/*.sh through
+# `gridstep sim --from-megatron @FILE`, with the options on the file's second line when it is
+#   # args: <options>
+# (default: --model llama2-7b --cluster dgx-a100-80g --nodes 1).
 # Environment (set by make check): GRIDSTEP = the binary, top_srcdir = the source tree.
 # Prints PASS:/FAIL: per case and "N passed, M failed"; exits 1 on any failure.
 
@@ -23,12 +28,15 @@ trap 'rm -rf "$tmp"' 0 1 2 15
 passed=0
 failed=0
 
-# check NAME FILE FRAGMENT: runs gridstep mem FILE and judges its exit status and stderr.
+# check NAME FILE FRAGMENT [COMMAND...]: runs gridstep COMMAND (default: mem FILE) and judges its
+# exit status and stderr.
 check() {
     name=$1
     file=$2
     fragment=$3
-    "$GRIDSTEP" mem "$file" >"$tmp/out" 2>"$tmp/err"
+    shift 3
+    [ $# -eq 0 ] && set -- mem "$file"
+    "$GRIDSTEP" "$@" >"$tmp/out" 2>"$tmp/err"
     rc=$?
     why=
     if [ "$rc" -ge 128 ]; then
@@ -40,7 +48,8 @@ check() {
     else
         # The first line that is not a warning, less the "gridstep mem: " (or "gridstep: ")
         # prefix, starts with the path, then ':' (a line:column or the message follows).
-        first=$(grep -v '^gridstep: warning: ' "$tmp/err" | sed -n '1{s/^gridstep mem: //;s/^gridstep: //;p;}')
+        first=$(grep -v '^gridstep: warning: ' "$tmp/err" | grep -v ': ignored: ' |
+            sed -n '1{s/^gridstep mem: //;s/^gridstep sim: //;s/^gridstep: //;p;}')
         case $first in
         "$file:"*) ;;
         *) why="message does not begin with the file path: $first" ;;
@@ -109,6 +118,25 @@ for f in "$dir"/calib/*.json; do
         failed=$((failed + 1))
     fi
 done
+# import_cases SUBDIR EXT OPTION PREFIX: the imported-config cases of one format.
+import_cases() {
+    for f in "$dir/$1"/*."$2"; do
+        [ -f "$f" ] || continue
+        name=$1/$(basename "$f" ."$2")
+        fragment=$(sed -n '1s/^# expect: //p' "$f")
+        args=$(sed -n '2s/^# args: //p' "$f")
+        [ -n "$args" ] || args="--model llama2-7b --cluster dgx-a100-80g --nodes 1"
+        if [ -z "$fragment" ]; then
+            echo "FAIL: $name: first line is not '# expect: <fragment>'"
+            failed=$((failed + 1))
+            continue
+        fi
+        # shellcheck disable=SC2086
+        check "$name" "$f" "$fragment" sim "$3" "$4$f" $args
+    done
+}
+import_cases accelerate yaml --from-accelerate ""
+import_cases megatron sh --from-megatron @
 
 echo "$passed passed, $failed failed"
 [ "$failed" -eq 0 ]

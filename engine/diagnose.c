@@ -1,0 +1,674 @@
+/* The troubleshooting table as data: one rule per row (symptom, check, fixes), each fix applied
+ * to a copy of the scenario and measured through the ledger and the caller's evaluator. */
+#include "engine/diagnose.h"
+
+#include <inttypes.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "engine/ledger.h"
+#include "engine/units.h"
+
+/* A configuration under diagnosis: the scenario and how it writes checkpoints. */
+typedef struct dcase {
+    gs_scenario s;
+    gs_state_dict state_dict;
+} dcase;
+
+/* What the checks read about the scenario as given (ledger quantities of the peak rank class,
+ * mesh facts, and the measure). */
+typedef struct facts {
+    gs_diagnose_measure m;
+    dcase c;
+    gs_mesh mesh;
+    uint64_t host_bytes;     /* host memory per node, bytes */
+    uint64_t params;
+    uint64_t states;         /* params + master + m + v + grads held between steps, peak rank, bytes */
+    uint64_t gather;         /* FSDP gathered units + unsharded grads at the peak rank, bytes */
+    uint64_t act;            /* saved activations, this and in-flight micro-batches, bytes */
+    uint64_t unit_params;    /* largest FSDP unit on the peak rank's stage (its TP slice), params */
+    uint64_t wb;             /* bytes per working element */
+    uint64_t per_rank_state; /* max over ranks, bytes */
+    uint64_t min_gpus;       /* states total / GPU memory, rounded up */
+    uint64_t peak_stage;
+    char peak_where[96];
+    uint64_t microbatches;
+    int dp_cross;            /* a DP group spans nodes */
+    uint64_t dp_local;       /* DP ranks of rank 0's group on its node */
+    uint64_t tp_nodes;       /* nodes spanned by a TP group that crosses nodes (1: none does) */
+    uint64_t host_offload;   /* rank 0's offloaded states, bytes */
+    uint64_t ckpt_full;      /* rank 0 host bytes for FULL_STATE_DICT (model + Adam state) */
+    uint64_t ckpt_model;     /* of which the model in fp32, bytes */
+    uint64_t ckpt_sharded;   /* rank 0 host bytes for SHARDED_STATE_DICT */
+} facts;
+
+typedef void (*check_fn)(const facts *f, gs_diagnose_row *row);
+
+typedef enum fix_result {
+    FIX_NONE,    /* the fix does not apply here; why says why */
+    FIX_APPLIED, /* the copy has the fix; label says what changed */
+    FIX_ALREADY  /* the scenario has the fix already; the copy is the scenario without it, and why
+                    names what it was set back to */
+} fix_result;
+/* Edits the copy c of the scenario for one fix. */
+typedef fix_result (*fix_fn)(const facts *f, dcase *c, char *label, char *why);
+
+typedef struct rule {
+    const char *id;
+    const char *symptom;
+    const char *cause;
+    const char *check;
+    const char *advice;
+    const char *unit;
+    check_fn check_fn;
+    fix_fn fix[GS_DIAGNOSE_MAX_FIXES];
+} rule;
+
+#define TXT GS_DIAGNOSE_TEXT_BYTES
+
+/* Thresholds (fractions). S16: NCCL over 30% of the step means redesign the grid; the rest are
+ * gridstep's margins, the same the sim report warns at (engine/report.c). */
+#define NCCL_SHARE_MAX 0.30       /* flat-throughput: yes above */
+#define EXPOSED_DP_RISK 0.10      /* flat-throughput: at risk above (exposed DP / step) */
+#define BUBBLE_MAX 0.15           /* pipeline-bubble: yes above (idle / step) */
+#define BUBBLE_RISK 0.05          /* pipeline-bubble: at risk above */
+#define GATHER_RISK_DIV 4         /* oom-at-start: at risk above GPU memory / 4 */
+#define ACT_RISK_DIV 3            /* oom-first-step: at risk above GPU memory / 3 */
+#define PEAK_PART_DIV 4           /* a kind above peak / 4 is a cause of a peak that does not fit */
+#define STATES_RISK_NUM 3         /* states-too-big: at risk above 3/4 of GPU memory */
+#define STATES_RISK_DEN 4
+
+static void say(char *buf, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+static void say(char *buf, const char *fmt, ...)
+{
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(buf, TXT, fmt, ap);
+    va_end(ap);
+}
+
+static void detail(gs_diagnose_row *row, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+static void detail(gs_diagnose_row *row, const char *fmt, ...)
+{
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(row->detail, sizeof row->detail, fmt, ap);
+    va_end(ap);
+}
+
+/* ---- measuring one configuration ---------------------------------------------------------- */
+
+static gs_status measure(const dcase *c, const gs_diagnose_opts *o, facts *f, gs_error *err)
+{
+    gs_ledger *led = NULL;
+    gs_diag warnings;
+    gs_diag_init(&warnings);
+    memset(f, 0, sizeof *f);
+    f->c = *c;
+    f->c.s.grid.allow_tp_cross_node = 1; /* the cross-node TP row diagnoses it */
+    f->host_bytes = o->host_bytes;
+    const gs_scenario *s = &f->c.s;
+    gs_status rc = gs_scenario_mesh(s, &f->mesh, &warnings, err);
+    if (rc != GS_OK)
+        goto out;
+    if ((rc = gs_ledger_create(s, &f->mesh, &led, err)) != GS_OK)
+        goto out;
+    const gs_ledger_rank *pr = gs_ledger_peak_rank(led);
+    f->params = led->params;
+    f->states = pr->state_bytes;
+    f->gather = pr->mem[GS_MEM_GATHER];
+    f->act = pr->mem[GS_MEM_ACTIVATIONS] + pr->mem[GS_MEM_PIPE_INFLIGHT];
+    f->unit_params = pr->unit_params;
+    f->wb = gs_precision_bytes(s->strategy.precision);
+    f->per_rank_state = led->per_rank_state_bytes;
+    f->min_gpus = led->min_gpus;
+    f->peak_stage = pr->stage;
+    snprintf(f->peak_where, sizeof f->peak_where, "%s", pr->peak_where);
+    f->microbatches = led->microbatches;
+    f->dp_cross = gs_mesh_dim_crosses_nodes(&f->mesh, GS_DIM_DP, NULL);
+    f->dp_local = gs_mesh_group_local_size(&f->mesh, GS_DIM_DP, 0);
+    uint64_t tp_rank = 0; /* a rank whose TP group spans nodes, where one does */
+    f->tp_nodes = 1;
+    if (gs_mesh_dim_crosses_nodes(&f->mesh, GS_DIM_TP, &tp_rank))
+        f->tp_nodes = tp_rank == UINT64_MAX ? 2 : gs_mesh_group_nodes(&f->mesh, GS_DIM_TP, tp_rank);
+
+    /* checkpoint host memory on rank 0 (stage 0): FULL gathers the fp32 model (master copy, or the
+     * fp32 params themselves) and Adam's m and v, 4 + 4 + 4 = 12 B per parameter; SHARDED keeps
+     * rank 0's own shard of those; offloaded shards are in host memory already in both cases */
+    const gs_ledger_rank *r0 = &led->ranks[0];
+    f->host_offload = r0->host_bytes;
+    uint64_t model32 = 0, full = 0;
+    if (gs_mul_u64(f->params, 4, &model32) || gs_mul_u64(f->params, 12, &full) ||
+        gs_add_u64(full, f->host_offload, &full)) {
+        rc = gs_error_set(err, GS_ERR_OVERFLOW, "diagnose: checkpoint bytes of %" PRIu64 " parameters overflow",
+                          f->params);
+        goto out;
+    }
+    f->ckpt_model = model32;
+    f->ckpt_full = full;
+    f->ckpt_sharded = r0->mem[GS_MEM_MASTER] + r0->mem[GS_MEM_ADAM_M] + r0->mem[GS_MEM_ADAM_V] +
+                      (s->strategy.precision == GS_PREC_FP32 ? r0->mem[GS_MEM_PARAMS] : 0) + f->host_offload;
+
+    gs_diagnose_measure *m = &f->m;
+    m->peak_bytes = led->peak_bytes;
+    m->gpu_bytes = led->gpu_bytes;
+    m->host_ckpt_bytes = c->state_dict == GS_STATE_DICT_FULL ? f->ckpt_full : f->ckpt_sharded;
+    if (o->full_step) {
+        gs_report rep;
+        if ((rc = o->eval(s, &f->mesh, o->eval_ctx, &rep, err)) != GS_OK)
+            goto out;
+        m->step_time_s = rep.step_time_s;
+        m->tokens_per_s = rep.tokens_per_s;
+        m->comm_share = rep.comm_share;
+        m->bubble_share = rep.bubble_share;
+        m->exposed_dp_s = rep.exposed_s[GS_DIM_DP];
+        m->exposed_tp_s = rep.exposed_s[GS_DIM_TP];
+        gs_report_fini(&rep);
+    } else {
+        gs_plan_candidate cand;
+        memset(&cand, 0, sizeof cand);
+        if ((rc = gs_plan_simulate(s, &f->mesh, o->eval, o->eval_ctx, &cand, err)) != GS_OK)
+            goto out;
+        m->step_time_s = cand.step_time_s;
+        m->tokens_per_s = cand.tokens_per_s;
+        m->comm_share = cand.comm_share;
+        m->bubble_share = cand.bubble_share;
+        m->exposed_dp_s = cand.exposed_s[GS_DIM_DP];
+        m->exposed_tp_s = cand.exposed_s[GS_DIM_TP];
+    }
+out:
+    gs_diag_fini(&warnings);
+    gs_ledger_destroy(led);
+    return rc;
+}
+
+/* ---- the checks --------------------------------------------------------------------------- */
+
+static int fits(const facts *f) { return f->m.peak_bytes <= f->m.gpu_bytes; }
+
+static void check_oom_at_start(const facts *f, gs_diagnose_row *row)
+{
+    char b1[GS_FMT_BYTES], b2[GS_FMT_BYTES], b3[GS_FMT_BYTES], b4[GS_FMT_BYTES], c1[32];
+    uint64_t unit_bytes = f->unit_params * f->wb;
+    row->measured = (double)f->gather;
+    row->threshold = (double)(f->m.gpu_bytes / GATHER_RISK_DIV);
+    if (!fits(f) && f->gather >= f->act && f->gather >= f->states)
+        row->applies = GS_DIAGNOSE_YES;
+    else if (f->gather > f->m.gpu_bytes / GATHER_RISK_DIV || (!fits(f) && f->gather > f->m.peak_bytes / PEAK_PART_DIV))
+        row->applies = GS_DIAGNOSE_AT_RISK;
+    detail(row,
+           "all-gather buffers %s at the peak (stage %" PRIu64 "); largest unit %s params = %s in %s (wrap: %s%s); "
+           "peak %s of %s",
+           gs_fmt_bytes(f->gather, b1, sizeof b1), f->peak_stage, gs_fmt_count(f->unit_params, c1, sizeof c1),
+           gs_fmt_bytes(unit_bytes, b2, sizeof b2), gs_precision_name(f->c.s.strategy.precision),
+           gs_wrap_name(f->c.s.strategy.wrap),
+           f->c.s.strategy.wrap == GS_WRAP_MODEL ? ": the whole model is one unit, gathered at once"
+           : !f->c.s.strategy.reshard_after_forward && f->gather > 2 * unit_bytes
+               ? "; units stay gathered until the step ends: reshard_after_forward off"
+               : "",
+           gs_fmt_bytes(f->m.peak_bytes, b3, sizeof b3), gs_fmt_bytes(f->m.gpu_bytes, b4, sizeof b4));
+}
+
+static void check_oom_first_step(const facts *f, gs_diagnose_row *row)
+{
+    char b1[GS_FMT_BYTES], b2[GS_FMT_BYTES], b3[GS_FMT_BYTES];
+    row->measured = (double)f->act;
+    row->threshold = (double)(f->m.gpu_bytes / ACT_RISK_DIV);
+    if (!fits(f) && f->act > f->gather && f->act >= f->states)
+        row->applies = GS_DIAGNOSE_YES;
+    else if (f->act > f->m.gpu_bytes / ACT_RISK_DIV || (!fits(f) && f->act > f->m.peak_bytes / PEAK_PART_DIV))
+        row->applies = GS_DIAGNOSE_AT_RISK;
+    detail(row,
+           "saved activations %s at the peak (stage %" PRIu64 ", %s; recompute %s, micro %" PRIu64
+           "); peak %s of %s",
+           gs_fmt_bytes(f->act, b1, sizeof b1), f->peak_stage, f->peak_where,
+           gs_recompute_name(f->c.s.strategy.recompute), f->c.s.batch.micro_seqs,
+           gs_fmt_bytes(f->m.peak_bytes, b2, sizeof b2), gs_fmt_bytes(f->m.gpu_bytes, b3, sizeof b3));
+}
+
+static void check_flat_throughput(const facts *f, gs_diagnose_row *row)
+{
+    char t1[32], t2[32];
+    row->measured = f->m.comm_share;
+    row->threshold = NCCL_SHARE_MAX;
+    if (f->dp_cross && f->m.comm_share > NCCL_SHARE_MAX)
+        row->applies = GS_DIAGNOSE_YES;
+    else if (f->dp_cross && f->m.step_time_s > 0 && f->m.exposed_dp_s > EXPOSED_DP_RISK * f->m.step_time_s)
+        row->applies = GS_DIAGNOSE_AT_RISK;
+    detail(row, "NCCL share %.1f%% of the %s step; DP/FSDP exposed %s; DP group of %" PRIu64 " %s (%s)",
+           100 * f->m.comm_share, gs_fmt_seconds(f->m.step_time_s, t1, sizeof t1),
+           gs_fmt_seconds(f->m.exposed_dp_s, t2, sizeof t2), f->mesh.size[GS_DIM_DP],
+           f->dp_cross ? "spans nodes" : "stays within a node", gs_sharding_name(f->c.s.strategy.sharding));
+}
+
+static void check_pipeline_bubble(const facts *f, gs_diagnose_row *row)
+{
+    uint64_t p = f->mesh.size[GS_DIM_PP], mb = f->microbatches;
+    row->measured = f->m.bubble_share;
+    row->threshold = BUBBLE_MAX;
+    if (p == 1) {
+        detail(row, "pp = 1: no pipeline; idle share %.1f%%", 100 * f->m.bubble_share);
+        return;
+    }
+    if (f->m.bubble_share > BUBBLE_MAX)
+        row->applies = GS_DIAGNOSE_YES;
+    else if (f->m.bubble_share > BUBBLE_RISK)
+        row->applies = GS_DIAGNOSE_AT_RISK;
+    detail(row,
+           "idle %.1f%% of the step (simulated); by hand (p-1)/(m+p-1) = %.1f%% for p=%" PRIu64 ", m=%" PRIu64
+           " (%s)",
+           100 * f->m.bubble_share, 100.0 * (double)(p - 1) / (double)(mb + p - 1), p, mb,
+           gs_pipeline_name(f->c.s.strategy.pipeline));
+}
+
+static void check_checkpoint(const facts *f, gs_diagnose_row *row)
+{
+    char b1[GS_FMT_BYTES], b2[GS_FMT_BYTES], b3[GS_FMT_BYTES], b4[GS_FMT_BYTES];
+    uint64_t need = f->c.state_dict == GS_STATE_DICT_FULL ? f->ckpt_full : f->ckpt_sharded;
+    uint64_t gpn = f->c.s.cluster.gpus_per_node ? f->c.s.cluster.gpus_per_node : 1;
+    row->measured = (double)need;
+    row->threshold = (double)f->host_bytes;
+    if (need > f->host_bytes)
+        row->applies = GS_DIAGNOSE_YES;
+    else if (need > f->host_bytes / gpn)
+        row->applies = GS_DIAGNOSE_AT_RISK;
+    if (f->c.state_dict == GS_STATE_DICT_FULL)
+        detail(row,
+               "FULL_STATE_DICT: rank 0 gathers the fp32 model (%s) and Adam m, v: 12 B x params = %s of host "
+               "memory; the node has %s (%s per GPU)",
+               gs_fmt_bytes(f->ckpt_model, b1, sizeof b1), gs_fmt_bytes(need, b2, sizeof b2),
+               gs_fmt_bytes(f->host_bytes, b3, sizeof b3),
+               gs_fmt_bytes(f->host_bytes / gpn, b4, sizeof b4));
+    else
+        detail(row, "SHARDED_STATE_DICT: rank 0 writes its own shard, %s of host memory; the node has %s",
+               gs_fmt_bytes(need, b1, sizeof b1), gs_fmt_bytes(f->host_bytes, b2, sizeof b2));
+}
+
+static void check_loss(const facts *f, gs_diagnose_row *row)
+{
+    row->applies = GS_DIAGNOSE_NA;
+    row->measured = (double)f->c.s.batch.global_seqs;
+    row->threshold = 0;
+    detail(row,
+           "global batch %" PRIu64 " sequences = %.0f tokens per step: the scale to compare with the baseline "
+           "run's",
+           f->c.s.batch.global_seqs, gs_scenario_tokens(&f->c.s));
+}
+
+static void check_tp_cross_node(const facts *f, gs_diagnose_row *row)
+{
+    char t1[32];
+    row->measured = (double)f->tp_nodes;
+    row->threshold = 1;
+    if (f->tp_nodes > 1)
+        row->applies = GS_DIAGNOSE_YES;
+    detail(row, "tp %" PRIu64 " on %" PRIu64 " GPUs per node: a TP group spans %" PRIu64 " node%s; TP exposed %s",
+           f->mesh.size[GS_DIM_TP], f->c.s.cluster.gpus_per_node, f->tp_nodes, f->tp_nodes == 1 ? "" : "s",
+           gs_fmt_seconds(f->m.exposed_tp_s, t1, sizeof t1));
+}
+
+static void check_offload(const facts *f, gs_diagnose_row *row)
+{
+    char b1[GS_FMT_BYTES];
+    row->measured = (double)f->host_offload;
+    row->threshold = 0;
+    if (f->c.s.strategy.offload) {
+        row->applies = GS_DIAGNOSE_YES;
+        detail(row, "CPU offload on: %s of states per rank in host memory, fetched over PCIe every step",
+               gs_fmt_bytes(f->host_offload, b1, sizeof b1));
+    } else {
+        detail(row, "CPU offload off");
+    }
+}
+
+static void check_states(const facts *f, gs_diagnose_row *row)
+{
+    char b1[GS_FMT_BYTES], b2[GS_FMT_BYTES], c1[32];
+    row->measured = (double)f->per_rank_state;
+    row->threshold = (double)f->m.gpu_bytes;
+    if (f->per_rank_state > f->m.gpu_bytes)
+        row->applies = GS_DIAGNOSE_YES;
+    else if (f->per_rank_state > f->m.gpu_bytes / STATES_RISK_DEN * STATES_RISK_NUM)
+        row->applies = GS_DIAGNOSE_AT_RISK;
+    detail(row, "states %s per rank (%s) of %s; states total / GPU memory = at least %s GPUs, the job has %" PRIu64,
+           gs_fmt_bytes(f->per_rank_state, b1, sizeof b1), gs_sharding_name(f->c.s.strategy.sharding),
+           gs_fmt_bytes(f->m.gpu_bytes, b2, sizeof b2), gs_fmt_count(f->min_gpus, c1, sizeof c1), f->mesh.world);
+}
+
+/* ---- the fixes ---------------------------------------------------------------------------- */
+
+static fix_result fix_wrap_layer(const facts *f, dcase *c, char *label, char *why)
+{
+    say(label, "wrap: layer (one FSDP unit per transformer block)");
+    if (c->s.strategy.wrap == GS_WRAP_LAYER) {
+        say(why, "already one unit per layer (effect against wrap: model)%s",
+            f->gather > f->m.gpu_bytes / GATHER_RISK_DIV ? "; add TP to shrink the unit" : "");
+        c->s.strategy.wrap = GS_WRAP_MODEL;
+        return FIX_ALREADY;
+    }
+    c->s.strategy.wrap = GS_WRAP_LAYER;
+    return FIX_APPLIED;
+}
+
+static fix_result fix_recompute_full(const facts *f, dcase *c, char *label, char *why)
+{
+    (void)f;
+    say(label, "recompute: full (activation checkpointing per layer)");
+    if (c->s.strategy.recompute == GS_RECOMPUTE_FULL) {
+        say(why, "already full recompute (effect against recompute: none)");
+        c->s.strategy.recompute = GS_RECOMPUTE_NONE;
+        return FIX_ALREADY;
+    }
+    c->s.strategy.recompute = GS_RECOMPUTE_FULL;
+    return FIX_APPLIED;
+}
+
+static fix_result fix_micro_half(const facts *f, dcase *c, char *label, char *why)
+{
+    uint64_t mu = c->s.batch.micro_seqs;
+    if (mu < 2 || mu % 2) {
+        say(label, "smaller micro-batch");
+        say(why, "micro is %" PRIu64 ": more micro-batches need a larger global batch, which changes the "
+                 "optimization (retune the learning rate)", mu);
+        return FIX_NONE;
+    }
+    say(label, "micro: %" PRIu64 " -> %" PRIu64 " (micro-batches per step %" PRIu64 " -> %" PRIu64 ")", mu, mu / 2,
+        f->microbatches, 2 * f->microbatches);
+    c->s.batch.micro_seqs = mu / 2;
+    return FIX_APPLIED;
+}
+
+static fix_result fix_micro_double(const facts *f, dcase *c, char *label, char *why)
+{
+    uint64_t mu = c->s.batch.micro_seqs, dp = c->s.grid.dp;
+    if (f->microbatches < 2 || f->microbatches % 2) {
+        say(label, "larger micro-batch");
+        say(why, "%" PRIu64 " micro-batch%s per step: global %" PRIu64 " / (dp %" PRIu64 " x micro %" PRIu64
+                 ") leaves no room; a larger global batch changes the optimization",
+            f->microbatches, f->microbatches == 1 ? "" : "es", c->s.batch.global_seqs, dp, 2 * mu);
+        return FIX_NONE;
+    }
+    say(label, "micro: %" PRIu64 " -> %" PRIu64 " (fewer passes: micro-batches per step %" PRIu64 " -> %" PRIu64 ")",
+        mu, 2 * mu, f->microbatches, f->microbatches / 2);
+    c->s.batch.micro_seqs = 2 * mu;
+    return FIX_APPLIED;
+}
+
+static fix_result fix_hybrid_shard(const facts *f, dcase *c, char *label, char *why)
+{
+    say(label, "sharding: hybrid_shard (FULL_SHARD inside a node, replicas across nodes)");
+    if (c->s.strategy.sharding == GS_SHARD_HYBRID_SHARD) {
+        say(why, "already hybrid_shard (effect against full_shard)");
+        c->s.strategy.sharding = GS_SHARD_FULL_SHARD;
+        return FIX_ALREADY;
+    }
+    if (!f->dp_cross) {
+        say(why, "the DP group stays within a node");
+        return FIX_NONE;
+    }
+    if (f->dp_local < 2) {
+        say(why, "one DP rank per node (TP x PP fill the node): no intra-node group to shard over; cut the "
+                 "cross-node DP traffic with a larger micro-batch, TP or PP");
+        return FIX_NONE;
+    }
+    c->s.strategy.sharding = GS_SHARD_HYBRID_SHARD;
+    c->s.strategy.reshard_after_forward = 1;
+    return FIX_APPLIED;
+}
+
+static fix_result fix_interleaved(const facts *f, dcase *c, char *label, char *why)
+{
+    say(label, "pipeline: %s -> interleaved 1F1B, 2 virtual stages", gs_pipeline_name(c->s.strategy.pipeline));
+    if (f->mesh.size[GS_DIM_PP] == 1) {
+        say(why, "no pipeline (pp = 1)");
+        return FIX_NONE;
+    }
+    if (c->s.strategy.pipeline == GS_PIPE_INTERLEAVED) {
+        say(why, "already interleaved with %" PRIu64 " virtual stages (effect against 1f1b)",
+            c->s.strategy.virtual_stages);
+        c->s.strategy.pipeline = GS_PIPE_1F1B;
+        c->s.strategy.virtual_stages = 1;
+        return FIX_ALREADY;
+    }
+    c->s.strategy.pipeline = GS_PIPE_INTERLEAVED;
+    c->s.strategy.virtual_stages = 2;
+    return FIX_APPLIED;
+}
+
+static fix_result fix_sharded_state_dict(const facts *f, dcase *c, char *label, char *why)
+{
+    (void)f;
+    say(label, "checkpoints: SHARDED_STATE_DICT (each rank writes its shard)");
+    if (c->state_dict == GS_STATE_DICT_SHARDED) {
+        say(why, "already SHARDED_STATE_DICT (effect against FULL_STATE_DICT)");
+        c->state_dict = GS_STATE_DICT_FULL;
+        return FIX_ALREADY;
+    }
+    c->state_dict = GS_STATE_DICT_SHARDED;
+    return FIX_APPLIED;
+}
+
+static uint64_t gcd_u64(uint64_t a, uint64_t b)
+{
+    while (b) {
+        uint64_t t = a % b;
+        a = b;
+        b = t;
+    }
+    return a;
+}
+
+static fix_result fix_tp_in_node(const facts *f, dcase *c, char *label, char *why)
+{
+    uint64_t tp = c->s.grid.tp, gpn = c->s.cluster.gpus_per_node;
+    uint64_t tp2 = gcd_u64(tp, gpn);
+    if (f->tp_nodes <= 1) {
+        say(label, "keep tp <= GPUs per node (%" PRIu64 ")", gpn);
+        say(why, "TP groups already within a node");
+        return FIX_NONE;
+    }
+    say(label, "grid: tp %" PRIu64 " -> %" PRIu64 ", dp %" PRIu64 " -> %" PRIu64 " (TP inside the node)", tp, tp2,
+        c->s.grid.dp, c->s.grid.dp * (tp / tp2));
+    c->s.grid.dp *= tp / tp2;
+    c->s.grid.tp = tp2;
+    return FIX_APPLIED;
+}
+
+static fix_result fix_no_offload(const facts *f, dcase *c, char *label, char *why)
+{
+    (void)f;
+    say(label, "offload: false (states stay on the GPU)");
+    if (!c->s.strategy.offload) {
+        say(why, "offload already off");
+        return FIX_NONE;
+    }
+    c->s.strategy.offload = 0;
+    return FIX_APPLIED;
+}
+
+static fix_result fix_full_shard(const facts *f, dcase *c, char *label, char *why)
+{
+    char c1[32];
+    say(label, "sharding: full_shard (params, grads and optimizer state sharded)");
+    if (gs_sharding_shards_params(c->s.strategy.sharding)) {
+        say(why, "parameters already sharded: the job needs at least %s GPUs (states total / GPU memory), or "
+                 "a larger TP x PP slice per rank", gs_fmt_count(f->min_gpus, c1, sizeof c1));
+        return FIX_NONE;
+    }
+    c->s.strategy.sharding = GS_SHARD_FULL_SHARD;
+    c->s.strategy.reshard_after_forward = 1;
+    return FIX_APPLIED;
+}
+
+/* The table: DIGEST section 5 in its order, then the pitfalls of S13, S8 (3) and S1. */
+static const rule rules[] = {
+    {"oom-at-start", "OOM at start", "FSDP unit too large: the all-gather peak",
+     "all-gather buffers at the peak rank (ledger `gather`, unit size = unit params x bytes per element): yes "
+     "when the peak exceeds GPU memory and they are its largest part; at risk above 25% of GPU memory",
+     "wrap per layer, lower min_num_params",
+     "bytes", check_oom_at_start, {fix_wrap_layer, NULL}},
+    {"oom-first-step", "OOM at the first step", "activation peak",
+     "saved activations at the peak rank (ledger `activations` + `pipe_inflight`): yes when the peak exceeds "
+     "GPU memory and they are its largest part; at risk above 1/3 of GPU memory",
+     "enable activation checkpointing (recompute); smaller micro-batch",
+     "bytes", check_oom_first_step, {fix_recompute_full, fix_micro_half}},
+    {"flat-throughput", "throughput flat as GPUs grow", "cross-node FSDP traffic",
+     "NCCL share of the simulated step (S16: over 30%) with the DP group spanning nodes; at risk when exposed "
+     "DP communication exceeds 10% of the step",
+     "HYBRID_SHARD, or cut cross-node DP traffic with TP/PP or larger micro-batches",
+     "fraction", check_flat_throughput, {fix_hybrid_shard, fix_micro_double}},
+    {"pipeline-bubble", "GPU idle periodically", "pipeline bubble",
+     "simulated idle share with pp > 1 (yes over 15%, at risk over 5%) beside (p-1)/(m+p-1)",
+     "more micro-batches per step; interleaved 1F1B",
+     "fraction", check_pipeline_bubble, {fix_micro_half, fix_interleaved}},
+    {"checkpoint-oom", "OOM while saving a checkpoint", "FULL_STATE_DICT gathered on rank 0",
+     "host memory rank 0 needs to write a checkpoint (FULL: 12 B x params) against the node's host memory "
+     "(yes above it, at risk above its per-GPU share)",
+     "SHARDED_STATE_DICT with distributed checkpoint save/load",
+     "bytes", check_checkpoint, {fix_sharded_state_dict, NULL}},
+    {"loss-after-scale", "loss does not fall after changing scale", "batch and learning rate not adapted",
+     "compare the loss curve with the baseline run's (not simulated: gridstep models time and memory)",
+     "retune learning rate and warm-up for the new global batch",
+     "sequences", check_loss, {NULL, NULL}},
+    {"tp-cross-node", "slow step with TP across nodes", "TP group larger than a node (S13)",
+     "nodes one TP group spans: yes above 1 (per-layer all-reduces on the network)",
+     "keep tp <= GPUs per node; use PP or DP across nodes",
+     "nodes", check_tp_cross_node, {fix_tp_in_node, NULL}},
+    {"cpu-offload-slow", "slow step with CPU offload", "parameters fetched from host every layer (S8)",
+     "CPU offload enabled (the seed: 30-50% slower)",
+     "turn CPU offload off where the states fit",
+     "bytes", check_offload, {fix_no_offload, NULL}},
+    {"states-too-big", "OOM whatever the activations", "states per rank exceed the GPU (S1)",
+     "per-rank states (params + master + m + v + grads) against GPU memory: yes above it, at risk above 75%",
+     "shard the states (FULL_SHARD / ZeRO-3), or add GPUs",
+     "bytes", check_states, {fix_full_shard, NULL}},
+};
+static const size_t nrules = sizeof rules / sizeof rules[0];
+
+size_t gs_diagnose_rule_count(void) { return nrules; }
+
+const char *gs_diagnose_rule_id(size_t i) { return i < nrules ? rules[i].id : NULL; }
+
+const char *gs_diagnose_verdict_name(gs_diagnose_verdict v)
+{
+    switch (v) {
+    case GS_DIAGNOSE_NO: return "no";
+    case GS_DIAGNOSE_AT_RISK: return "at risk";
+    case GS_DIAGNOSE_YES: return "yes";
+    case GS_DIAGNOSE_NA: return "n/a";
+    }
+    return "?";
+}
+
+void gs_diagnose_opts_init(gs_diagnose_opts *o)
+{
+    memset(o, 0, sizeof *o);
+    o->state_dict = GS_STATE_DICT_FULL;
+    o->host_bytes = GS_DIAGNOSE_HOST_BYTES_DEFAULT;
+}
+
+/* Measured fixed configurations, so a fix shared by two rows is simulated once. */
+#define CACHE_MAX (GS_DIAGNOSE_MAX_ROWS * GS_DIAGNOSE_MAX_FIXES)
+typedef struct cache {
+    dcase c[CACHE_MAX];
+    gs_diagnose_measure m[CACHE_MAX];
+    size_t n;
+} cache;
+
+/* Measures the fixed copy into fx; a copy that fails its checks or simulation becomes a note. */
+static void measure_fix(const facts *base, const dcase *c, int already, const gs_diagnose_opts *o, cache *k,
+                        gs_diagnose_fix *fx)
+{
+    const gs_diagnose_measure *after = NULL;
+    facts ff;
+    gs_diagnose_measure same;
+    int unchanged = memcmp(&c->s, &base->c.s, sizeof c->s) == 0;
+    if (unchanged) { /* only the checkpoint setting changed */
+        same = base->m;
+        same.host_ckpt_bytes = c->state_dict == GS_STATE_DICT_FULL ? base->ckpt_full : base->ckpt_sharded;
+        after = &same;
+    }
+    for (size_t i = 0; i < k->n && !after; i++)
+        if (memcmp(&k->c[i], c, sizeof *c) == 0)
+            after = &k->m[i];
+    if (!after) {
+        gs_error e;
+        gs_error_init(&e);
+        if (measure(c, o, &ff, &e) != GS_OK) {
+            char *nl = strchr(e.msg, '\n');
+            if (nl)
+                *nl = '\0';
+            say(fx->note, "not applicable here: %s", e.msg);
+            return;
+        }
+        after = &ff.m;
+        if (k->n < CACHE_MAX) {
+            k->c[k->n] = *c;
+            k->m[k->n++] = ff.m;
+        }
+    }
+    /* the effect of the fix: fixed minus unfixed */
+    const gs_diagnose_measure *with = already ? &base->m : after, *without = already ? after : &base->m;
+    fx->simulated = 1;
+    fx->counterfactual = already;
+    fx->after = *with;
+    fx->peak_bytes_delta = (int64_t)with->peak_bytes - (int64_t)without->peak_bytes;
+    fx->step_time_s_delta = with->step_time_s - without->step_time_s;
+    fx->tokens_per_s_delta = with->tokens_per_s - without->tokens_per_s;
+    fx->host_bytes_delta = (int64_t)with->host_ckpt_bytes - (int64_t)without->host_ckpt_bytes;
+    if (!already && !unchanged && after->peak_bytes > after->gpu_bytes)
+        say(fx->note, "still does not fit: peak above GPU memory");
+}
+
+gs_status gs_diagnose_run(const gs_scenario *s, const gs_diagnose_opts *o, gs_diagnosis *out, gs_error *err)
+{
+    gs_status rc = GS_OK;
+    memset(out, 0, sizeof *out);
+    if (!o || !o->eval)
+        return gs_error_set(err, GS_ERR_INPUT, "diagnose: no evaluator");
+    facts *base = calloc(1, sizeof *base);
+    cache *k = calloc(1, sizeof *k);
+    if (!base || !k) {
+        rc = gs_error_set(err, GS_ERR_NOMEM, "diagnose: out of memory");
+        goto out;
+    }
+    dcase c0;
+    memset(&c0, 0, sizeof c0);
+    c0.s = *s;
+    c0.s.grid.allow_tp_cross_node = 1;
+    c0.state_dict = o->state_dict;
+    if ((rc = measure(&c0, o, base, err)) != GS_OK)
+        goto out;
+    out->base = base->m;
+    out->params = base->params;
+    out->unit_params = base->unit_params;
+    out->unit_bytes = base->unit_params * base->wb;
+    out->ckpt_full_bytes = base->ckpt_full;
+    out->ckpt_sharded_bytes = base->ckpt_sharded;
+    for (size_t i = 0; i < nrules && i < GS_DIAGNOSE_MAX_ROWS; i++) {
+        const rule *ru = &rules[i];
+        gs_diagnose_row *row = &out->rows[out->nrows++];
+        row->id = ru->id;
+        row->symptom = ru->symptom;
+        row->cause = ru->cause;
+        row->check = ru->check;
+        row->advice = ru->advice;
+        row->unit = ru->unit;
+        ru->check_fn(base, row);
+        if (row->applies == GS_DIAGNOSE_YES)
+            out->problems++;
+        for (int j = 0; j < GS_DIAGNOSE_MAX_FIXES && ru->fix[j]; j++) {
+            gs_diagnose_fix *fx = &row->fixes[row->nfixes++];
+            dcase c = c0;
+            fix_result fr = ru->fix[j](base, &c, fx->fix, fx->note);
+            if (fr != FIX_NONE)
+                measure_fix(base, &c, fr == FIX_ALREADY, o, k, fx);
+        }
+    }
+out:
+    free(base);
+    free(k);
+    return rc;
+}

@@ -1,0 +1,52 @@
+/* Importing a launch configuration as a scenario: an accelerate config YAML (FSDP or DDP) or the
+ * flags of a Megatron-LM command line, plus what those do not carry (the model when accelerate,
+ * the cluster, the node count, the batch) from gs_import_opts.
+ *
+ * Every field of the input is either mapped onto the scenario or reported: fields with no effect
+ * on a training step (addresses, ranks, checkpoint format, learning rate, ...) go to `ignored`
+ * as "FIELD: reason"; unknown fields, unsupported values and combinations gridstep cannot model
+ * are errors (GS_ERR_INPUT) placed at FILE:LINE:COL (accelerate), FILE:LINE (Megatron flags read
+ * from a file) or "argument N" (Megatron flags given as one string), with a did-you-mean hint
+ * when the name is close to a known one.
+ *
+ * Ownership: the scenario is built in caller storage (a plain value); `ignored` is the caller's
+ * gs_diag, which receives owned strings; inputs are borrowed for the call. */
+#ifndef GS_IMPORT_H
+#define GS_IMPORT_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "engine/scenario.h"
+#include "engine/status.h"
+
+typedef struct gs_import_opts {
+    const char *model;    /* model preset name; NULL: from the Megatron shape flags */
+    const char *cluster;  /* cluster preset name (required) */
+    uint64_t nodes;       /* 0: from the input (num_machines, torchrun --nnodes, dp x pp x tp) */
+    uint64_t global_seqs; /* sequences per step; 0: from the input, else micro x dp */
+    uint64_t micro_seqs;  /* sequences per micro-batch; 0: from the input, else 1 */
+} gs_import_opts;
+
+void gs_import_opts_init(gs_import_opts *o);
+
+/* accelerate config YAML (the shape `accelerate config` writes and `gridstep mesh --emit
+ * accelerate` prints). The grid is dp = num_processes, pp = tp = 1. */
+gs_status gs_import_accelerate_file(const char *path, const gs_import_opts *o, gs_scenario *s,
+                                    gs_diag *ignored, gs_error *err);
+gs_status gs_import_accelerate_string(const char *text, size_t len, const char *name,
+                                      const gs_import_opts *o, gs_scenario *s, gs_diag *ignored,
+                                      gs_error *err);
+
+/* Megatron-LM flags: a command line as the shell would split it (quotes, backslash-newline
+ * continuations and # comments understood). A launcher prefix up to the first *.py word
+ * (torchrun --nnodes N --nproc_per_node G ... pretrain_gpt.py) is allowed: its node count is
+ * used, the rest has no effect on the step. `origin` names the input in messages: a file path
+ * (messages say PATH:LINE) or NULL (messages say "argument N"). */
+gs_status gs_import_megatron_args(const char *args, const char *origin, const gs_import_opts *o,
+                                  gs_scenario *s, gs_diag *ignored, gs_error *err);
+/* The same, reading the flags from a file (a launch script's command). */
+gs_status gs_import_megatron_file(const char *path, const gs_import_opts *o, gs_scenario *s,
+                                  gs_diag *ignored, gs_error *err);
+
+#endif

@@ -1,0 +1,615 @@
+/* Launch configurations (torchrun, accelerate FSDP YAML, Megatron-LM flags, Slurm sbatch) drawn
+ * from a scenario and its mesh, with the mismatches each launcher has named rather than hidden. */
+#include "engine/launch.h"
+
+#include <inttypes.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <strings.h>
+
+/* Rendezvous port written into the launch lines (torchrun's default, 29500). */
+#define LAUNCH_MASTER_PORT 29500
+/* DDP's default gradient bucket, bytes (PyTorch bucket_cap_mb = 25). */
+#define LAUNCH_DEFAULT_BUCKET_BYTES ((uint64_t)25 << 20)
+/* Megatron-LM's default --make-vocab-size-divisible-by. */
+#define LAUNCH_MEGATRON_VOCAB_DIVISOR 128
+
+static const char *const kind_names[GS_LAUNCH_KIND_COUNT] = {"torchrun", "accelerate", "megatron",
+                                                             "slurm"};
+
+const char *gs_launch_kind_name(gs_launch_kind k)
+{
+    return (unsigned)k < GS_LAUNCH_KIND_COUNT ? kind_names[k] : "?";
+}
+
+int gs_launch_kind_parse(const char *s, gs_launch_kind *out)
+{
+    for (int i = 0; i < GS_LAUNCH_KIND_COUNT; i++)
+        if (strcasecmp(s, kind_names[i]) == 0) {
+            *out = (gs_launch_kind)i;
+            return 0;
+        }
+    return -1;
+}
+
+/* ------------------------------------------------------------------- grid strings ---- */
+
+static int order_is(const gs_mesh *m, gs_dim a, gs_dim b, gs_dim c)
+{
+    return m->order[0] == a && m->order[1] == b && m->order[2] == c;
+}
+
+static uint64_t nproc_per_node(const gs_mesh *m)
+{
+    return m->world < m->gpus_per_node ? m->world : m->gpus_per_node;
+}
+
+void gs_launch_grid_build(const gs_mesh *m, gs_launch_grid *l)
+{
+    int is_default = order_is(m, GS_DIM_TP, GS_DIM_DP, GS_DIM_PP);
+    int is_tp_pp_dp = order_is(m, GS_DIM_TP, GS_DIM_PP, GS_DIM_DP);
+
+    gs_mesh_order_format(m->order, l->order, sizeof l->order);
+    snprintf(l->megatron, sizeof l->megatron,
+             "--tensor-model-parallel-size %" PRIu64 " --pipeline-model-parallel-size %" PRIu64
+             "%s",
+             m->size[GS_DIM_TP], m->size[GS_DIM_PP],
+             is_tp_pp_dp ? " --use-tp-pp-dp-mapping" : "");
+    l->megatron_note[0] = '\0';
+    if (is_tp_pp_dp)
+        snprintf(l->megatron_note, sizeof l->megatron_note,
+                 "order tp-pp-dp differs from Megatron-LM's default tp-dp-pp; "
+                 "--use-tp-pp-dp-mapping selects it");
+    else if (!is_default)
+        snprintf(l->megatron_note, sizeof l->megatron_note,
+                 "Megatron-LM cannot express order %s: it orders ranks tp-dp-pp, or tp-pp-dp with "
+                 "--use-tp-pp-dp-mapping; with these flags its groups differ from this table",
+                 l->order);
+    /* init_device_mesh lays ranks out row-major (last dimension fastest): slowest first. */
+    snprintf(l->device_mesh, sizeof l->device_mesh,
+             "init_device_mesh(\"cuda\", (%" PRIu64 ", %" PRIu64 ", %" PRIu64
+             "), mesh_dim_names=(\"%s\", \"%s\", \"%s\"))",
+             m->size[m->order[2]], m->size[m->order[1]], m->size[m->order[0]],
+             gs_dim_name(m->order[2]), gs_dim_name(m->order[1]), gs_dim_name(m->order[0]));
+    snprintf(l->torchrun, sizeof l->torchrun,
+             "torchrun --nnodes %" PRIu64 " --nproc_per_node %" PRIu64
+             " --node_rank $NODE_RANK --master_addr $MASTER_ADDR --master_port %d train.py",
+             gs_mesh_nodes(m), nproc_per_node(m), LAUNCH_MASTER_PORT);
+}
+
+/* ---------------------------------------------------------------- what fits where ---- */
+
+const char *gs_launch_layer_class(const gs_model *m)
+{
+    if (strncasecmp(m->name, "llama", 5) == 0 ||
+        (m->mlp == GS_MLP_SWIGLU && m->norm == GS_NORM_RMSNORM && m->pos == GS_POS_ROPE))
+        return "LlamaDecoderLayer";
+    if (strncasecmp(m->name, "gpt", 3) == 0 ||
+        (m->mlp == GS_MLP_GELU && m->norm == GS_NORM_LAYERNORM && m->pos == GS_POS_LEARNED))
+        return "GPT2Block";
+    return NULL;
+}
+
+/* Returns 0 after writing the reason (printf format) into why. */
+static int no_fit(char *why, size_t len, const char *fmt, ...) __attribute__((format(printf, 3, 4)));
+static int no_fit(char *why, size_t len, const char *fmt, ...)
+{
+    va_list ap;
+    va_start(ap, fmt);
+    if (why && len)
+        vsnprintf(why, len, fmt, ap);
+    va_end(ap);
+    return 0;
+}
+
+int gs_launch_accelerate_fits(const gs_scenario *s, const gs_mesh *m, char *why, size_t len)
+{
+    const gs_strategy *st = &s->strategy;
+    if (m->size[GS_DIM_TP] > 1)
+        return no_fit(why, len,
+                      "grid tp=%" PRIu64 ": accelerate's FSDP config has no tensor parallelism "
+                      "(use --emit megatron)",
+                      m->size[GS_DIM_TP]);
+    if (m->size[GS_DIM_PP] > 1)
+        return no_fit(why, len,
+                      "grid pp=%" PRIu64 ": accelerate's FSDP config has no pipeline parallelism "
+                      "(use --emit megatron)",
+                      m->size[GS_DIM_PP]);
+    if (st->sharding == GS_SHARD_ZERO1)
+        return no_fit(why, len,
+                      "strategy.sharding zero1: FSDP cannot shard the optimizer state alone; that "
+                      "is DeepSpeed ZeRO stage 1 or Megatron-LM's --use-distributed-optimizer "
+                      "(use --emit megatron)");
+    if (st->sharding == GS_SHARD_ZERO2)
+        return no_fit(why, len,
+                      "strategy.sharding zero2: DeepSpeed ZeRO stage 2 (gradients reduced into "
+                      "shards, no flat-parameter units) has no FSDP strategy; FSDP's nearest, "
+                      "shard_grad_op, schedules differently (use --emit megatron, or sharding: "
+                      "shard_grad_op)");
+    if (st->recompute == GS_RECOMPUTE_SELECTIVE)
+        return no_fit(why, len,
+                      "strategy.recompute selective: fsdp_activation_checkpointing recomputes "
+                      "whole decoder layers (recompute: full); selective recompute of the "
+                      "attention core is Megatron-LM's --recompute-granularity selective");
+    if (st->reshard_after_forward != gs_sharding_shards_params(st->sharding))
+        return no_fit(why, len,
+                      "strategy.reshard_after_forward %s with sharding %s: accelerate's FSDP "
+                      "config ties resharding to fsdp_sharding_strategy (FULL_SHARD reshards, "
+                      "SHARD_GRAD_OP keeps parameters through backward)",
+                      st->reshard_after_forward ? "true" : "false",
+                      gs_sharding_name(st->sharding));
+    return 1;
+}
+
+int gs_launch_megatron_fits(const gs_scenario *s, const gs_mesh *m, char *why, size_t len)
+{
+    const gs_strategy *st = &s->strategy;
+    if (!order_is(m, GS_DIM_TP, GS_DIM_DP, GS_DIM_PP) && !order_is(m, GS_DIM_TP, GS_DIM_PP, GS_DIM_DP)) {
+        char order[16];
+        gs_mesh_order_format(m->order, order, sizeof order);
+        return no_fit(why, len,
+                      "grid.order %s: Megatron-LM orders ranks tp-dp-pp, or tp-pp-dp with "
+                      "--use-tp-pp-dp-mapping",
+                      order);
+    }
+    if (st->sharding == GS_SHARD_HYBRID_SHARD)
+        return no_fit(why, len,
+                      "strategy.sharding hybrid_shard: Megatron-LM has no flag for FULL_SHARD "
+                      "inside a node replicated across nodes (use --emit accelerate: "
+                      "HYBRID_SHARD)");
+    if (st->sharding == GS_SHARD_GRAD_OP)
+        return no_fit(why, len,
+                      "strategy.sharding shard_grad_op: Megatron-LM has no FSDP unit that keeps "
+                      "parameters through backward; its nearest, Megatron-FSDP optim_grads, is "
+                      "zero2, which schedules differently (use --emit accelerate: SHARD_GRAD_OP, "
+                      "or sharding: zero2)");
+    if (st->offload)
+        return no_fit(why, len,
+                      "strategy.offload true: Megatron-LM has no flag that keeps parameters and "
+                      "optimizer state on the CPU (--optimizer-cpu-offload moves the optimizer "
+                      "only)");
+    if (m->size[GS_DIM_PP] > 1 && st->pipeline == GS_PIPE_GPIPE)
+        return no_fit(why, len,
+                      "strategy.pipeline gpipe: Megatron-LM schedules pipelines as 1F1B or "
+                      "interleaved 1F1B only");
+    return 1;
+}
+
+/* ------------------------------------------------------------------- documents ---- */
+
+/* An output document with a sticky status: after a failed append every later one is skipped. */
+typedef struct launch_doc {
+    gs_text *t;
+    gs_status st;
+} launch_doc;
+
+static void put(launch_doc *d, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+static void put(launch_doc *d, const char *fmt, ...)
+{
+    if (d->st != GS_OK)
+        return;
+    va_list ap;
+    va_start(ap, fmt);
+    char small[512];
+    int n = vsnprintf(small, sizeof small, fmt, ap);
+    va_end(ap);
+    if (n < 0) {
+        d->st = GS_ERR_NOMEM;
+        return;
+    }
+    if ((size_t)n < sizeof small) {
+        d->st = gs_text_printf(d->t, "%s", small);
+        return;
+    }
+    /* long line: format again into a buffer of the right size */
+    char *big = malloc((size_t)n + 1);
+    if (!big) {
+        d->st = GS_ERR_NOMEM;
+        return;
+    }
+    va_start(ap, fmt);
+    vsnprintf(big, (size_t)n + 1, fmt, ap);
+    va_end(ap);
+    d->st = gs_text_printf(d->t, "%s", big);
+    free(big);
+}
+
+/* "llama2-70b on 8 x dgx-a100-80g (64 GPUs), grid dp=4 pp=2 tp=8, full_shard" */
+static void put_subject(launch_doc *d, const gs_scenario *s, const gs_mesh *m)
+{
+    put(d, "%s on %" PRIu64 " x %s (%" PRIu64 " GPUs), grid dp=%" PRIu64 " pp=%" PRIu64
+           " tp=%" PRIu64 ", %s",
+        s->model.name, gs_mesh_nodes(m), s->cluster.name, m->world, m->size[GS_DIM_DP],
+        m->size[GS_DIM_PP], m->size[GS_DIM_TP], gs_sharding_name(s->strategy.sharding));
+}
+
+static void put_batch_comment(launch_doc *d, const gs_scenario *s, const gs_mesh *m)
+{
+    put(d,
+        "# batch (the training script's, not a launcher setting): micro-batch %" PRIu64
+        " sequence%s per GPU x %" PRIu64 " accumulation step%s x dp %" PRIu64 " = global %" PRIu64
+        " sequences of %" PRIu64 " tokens\n",
+        s->batch.micro_seqs, s->batch.micro_seqs == 1 ? "" : "s", gs_scenario_microbatches(s),
+        gs_scenario_microbatches(s) == 1 ? "" : "s", m->size[GS_DIM_DP], s->batch.global_seqs,
+        s->model.seq);
+}
+
+/* Notes shared by both launchers: settings of the training code, not of the launcher. */
+static void put_code_notes(launch_doc *d, const gs_scenario *s)
+{
+    const gs_strategy *st = &s->strategy;
+    if (!st->flash_attention)
+        put(d, "# note: flash_attention false is the model code's attention implementation "
+               "(attn_implementation=\"eager\"), not a launcher setting\n");
+    if (st->grad_sync != GS_GRAD_SYNC_AUTO)
+        put(d, "# note: grad_sync %s is the training loop's choice (no_sync() around the "
+               "accumulation steps), not a launcher setting\n",
+            st->grad_sync == GS_GRAD_SYNC_LAST ? "last" : "every");
+    if (st->bucket_bytes != LAUNCH_DEFAULT_BUCKET_BYTES && !gs_sharding_is_fsdp(st->sharding))
+        put(d, "# note: bucket_mb %" PRIu64 " is DDP(bucket_cap_mb=%" PRIu64 ") in the training "
+               "code, not a launcher setting\n",
+            st->bucket_bytes >> 20, st->bucket_bytes >> 20);
+}
+
+static const char *fsdp_strategy_name(gs_sharding s)
+{
+    switch (s) {
+    case GS_SHARD_NO_SHARD: return "NO_SHARD";
+    case GS_SHARD_GRAD_OP: return "SHARD_GRAD_OP";
+    case GS_SHARD_HYBRID_SHARD: return "HYBRID_SHARD";
+    default: return "FULL_SHARD";
+    }
+}
+
+static void emit_accelerate(launch_doc *d, const gs_scenario *s, const gs_mesh *m)
+{
+    const gs_strategy *st = &s->strategy;
+    const char *cls = gs_launch_layer_class(&s->model);
+    uint64_t nodes = gs_mesh_nodes(m);
+    put(d, "# accelerate FSDP config for %s: ", s->name);
+    put_subject(d, s, m);
+    put(d, "\n# launch on every node: accelerate launch --config_file accelerate_fsdp.yaml "
+           "--machine_rank $NODE_RANK train.py\n");
+    put_batch_comment(d, s, m);
+    if (st->sharding == GS_SHARD_ZERO3)
+        put(d, "# note: sharding zero3 is written as FSDP FULL_SHARD (the same shard plan and "
+               "schedule in gridstep)\n");
+    if (!st->limit_all_gathers)
+        put(d, "# note: limit_all_gathers false has no accelerate config key (FSDP's default is "
+               "limit_all_gathers=True): set it where the training code wraps the model\n");
+    put_code_notes(d, s);
+    put(d, "compute_environment: LOCAL_MACHINE\n");
+    put(d, "debug: false\n");
+    put(d, "distributed_type: FSDP\n");
+    put(d, "downcast_bf16: 'no'\n");
+    put(d, "enable_cpu_affinity: false\n");
+    put(d, "fsdp_config:\n");
+    put(d, "  fsdp_activation_checkpointing: %s\n",
+        st->recompute == GS_RECOMPUTE_FULL ? "true" : "false");
+    switch (st->wrap) {
+    case GS_WRAP_LAYER:
+        put(d, "  fsdp_auto_wrap_policy: TRANSFORMER_BASED_WRAP\n");
+        break;
+    case GS_WRAP_MIN_PARAMS:
+        put(d, "  fsdp_auto_wrap_policy: SIZE_BASED_WRAP\n");
+        break;
+    case GS_WRAP_MODEL:
+        put(d, "  fsdp_auto_wrap_policy: NO_WRAP\n");
+        break;
+    }
+    put(d, "  fsdp_backward_prefetch: %s\n",
+        st->prefetch == GS_PREFETCH_BACKWARD_PRE    ? "BACKWARD_PRE"
+        : st->prefetch == GS_PREFETCH_BACKWARD_POST ? "BACKWARD_POST"
+                                                    : "NO_PREFETCH");
+    put(d, "  fsdp_cpu_ram_efficient_loading: true\n");
+    put(d, "  fsdp_forward_prefetch: %s\n", st->forward_prefetch ? "true" : "false");
+    if (st->wrap == GS_WRAP_MIN_PARAMS)
+        put(d, "  fsdp_min_num_params: %" PRIu64 "\n", st->wrap_min_params);
+    put(d, "  fsdp_offload_params: %s\n", st->offload ? "true" : "false");
+    put(d, "  fsdp_sharding_strategy: %s\n", fsdp_strategy_name(st->sharding));
+    put(d, "  fsdp_state_dict_type: SHARDED_STATE_DICT\n");
+    put(d, "  fsdp_sync_module_states: true\n");
+    if (st->wrap == GS_WRAP_LAYER) {
+        if (cls)
+            put(d, "  fsdp_transformer_layer_cls_to_wrap: %s\n", cls);
+        else
+            put(d, "  fsdp_transformer_layer_cls_to_wrap: DecoderLayer  # placeholder: your "
+                   "model's decoder-layer class\n");
+    }
+    put(d, "  fsdp_use_orig_params: true\n");
+    put(d, "  fsdp_version: 1\n");
+    if (nodes == 1)
+        put(d, "machine_rank: 0\n");
+    else
+        put(d, "machine_rank: 0  # placeholder: 0 on the first node, up to %" PRIu64 " on the last\n",
+            nodes - 1);
+    if (nodes > 1) {
+        put(d, "main_process_ip: 10.0.0.1  # placeholder: the first node's address\n");
+        put(d, "main_process_port: %d\n", LAUNCH_MASTER_PORT);
+    }
+    put(d, "main_training_function: main\n");
+    put(d, "mixed_precision: %s\n",
+        st->precision == GS_PREC_BF16 ? "bf16" : st->precision == GS_PREC_FP16 ? "fp16" : "'no'");
+    put(d, "num_machines: %" PRIu64 "\n", nodes);
+    put(d, "num_processes: %" PRIu64 "\n", m->world);
+    put(d, "rdzv_backend: static\n");
+    put(d, "same_network: true\n");
+    put(d, "tpu_env: []\n");
+    put(d, "tpu_use_cluster: false\n");
+    put(d, "tpu_use_sudo: false\n");
+    put(d, "use_cpu: false\n");
+}
+
+/* torchrun's rendezvous line (no trailing newline): c10d on node 0, or --standalone on one node. */
+static void put_torchrun(launch_doc *d, const gs_mesh *m, const char *rdzv_id, const char *endpoint)
+{
+    uint64_t nodes = gs_mesh_nodes(m);
+    if (nodes == 1)
+        put(d, "torchrun --standalone --nnodes 1 --nproc_per_node %" PRIu64, nproc_per_node(m));
+    else
+        put(d, "torchrun --nnodes %" PRIu64 " --nproc_per_node %" PRIu64
+               " --rdzv_id %s --rdzv_backend c10d --rdzv_endpoint %s",
+            nodes, nproc_per_node(m), rdzv_id, endpoint);
+}
+
+static const char *megatron_dp_sharding(gs_sharding s)
+{
+    switch (s) {
+    case GS_SHARD_ZERO2: return "optim_grads";
+    case GS_SHARD_FULL_SHARD:
+    case GS_SHARD_ZERO3: return "optim_grads_params";
+    default: return NULL;
+    }
+}
+
+/* The divisor for --make-vocab-size-divisible-by that leaves the vocabulary as the scenario has
+ * it: Megatron pads to a multiple of divisor x tp. 0 when no divisor does (vocab % tp != 0). */
+static uint64_t megatron_vocab_divisor(uint64_t vocab, uint64_t tp)
+{
+    if (vocab % (LAUNCH_MEGATRON_VOCAB_DIVISOR * tp) == 0)
+        return LAUNCH_MEGATRON_VOCAB_DIVISOR;
+    return vocab % tp == 0 ? 1 : 0;
+}
+
+/* Megatron notes, each a "# note:" line. */
+static void put_megatron_notes(launch_doc *d, const gs_scenario *s, const gs_mesh *m)
+{
+    const gs_strategy *st = &s->strategy;
+    const gs_model *md = &s->model;
+    if (st->sharding == GS_SHARD_FULL_SHARD)
+        put(d, "# note: sharding full_shard is written as Megatron-FSDP "
+               "--data-parallel-sharding-strategy optim_grads_params (gridstep schedules both "
+               "alike; it reads back as zero3)\n");
+    if (gs_sharding_is_fsdp(st->sharding) && st->sharding != GS_SHARD_NO_SHARD) {
+        if (st->wrap != GS_WRAP_LAYER)
+            put(d, "# note: wrap %s: Megatron-FSDP shards per transformer layer\n",
+                gs_wrap_name(st->wrap));
+        if (st->prefetch != GS_PREFETCH_BACKWARD_PRE || st->forward_prefetch)
+            put(d, "# note: prefetch %s%s: Megatron-FSDP prefetches the next layer itself (no "
+                   "flag)\n",
+                gs_prefetch_name(st->prefetch), st->forward_prefetch ? " + forward_prefetch" : "");
+    }
+    if (st->sequence_parallel && m->size[GS_DIM_TP] == 1)
+        put(d, "# note: sequence_parallel with tp=1 has nothing to split; --sequence-parallel "
+               "left out\n");
+    if (md->nominal_params)
+        put(d, "# note: the model is nominal (params: %" PRIu64 "); these are its derived shapes, "
+               "whose exact parameter count differs\n",
+            md->nominal_params);
+    if (megatron_vocab_divisor(md->vocab, m->size[GS_DIM_TP]) == 0)
+        put(d, "# note: vocab %" PRIu64 " is not a multiple of tp=%" PRIu64 ": Megatron-LM pads it "
+               "to %" PRIu64 "\n",
+            md->vocab, m->size[GS_DIM_TP],
+            (md->vocab + m->size[GS_DIM_TP] - 1) / m->size[GS_DIM_TP] * m->size[GS_DIM_TP]);
+    put_code_notes(d, s);
+}
+
+/* A list of flag lines: each starts with the indent, all but the last end with " \". */
+typedef struct flag_lines {
+    launch_doc *d;
+    const char *indent;
+    int count; /* lines written so far */
+} flag_lines;
+
+static void flag(flag_lines *f, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+static void flag(flag_lines *f, const char *fmt, ...)
+{
+    char line[GS_LAUNCH_LINE_BYTES];
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(line, sizeof line, fmt, ap);
+    va_end(ap);
+    put(f->d, "%s%s%s", f->count ? " \\\n" : "", f->indent, line);
+    f->count++;
+}
+
+/* The Megatron-LM flags, one per line, each line starting with `indent` and ending " \" except
+ * the last, which ends the command. */
+static void put_megatron_flags(launch_doc *d, const gs_scenario *s, const gs_mesh *m,
+                               const char *indent)
+{
+    flag_lines f = {d, indent, 0};
+    const gs_strategy *st = &s->strategy;
+    const gs_model *md = &s->model;
+    uint64_t tp = m->size[GS_DIM_TP], pp = m->size[GS_DIM_PP];
+    flag(&f, "--tensor-model-parallel-size %" PRIu64, tp);
+    flag(&f, "--pipeline-model-parallel-size %" PRIu64, pp);
+    if (order_is(m, GS_DIM_TP, GS_DIM_PP, GS_DIM_DP))
+        flag(&f, "--use-tp-pp-dp-mapping");
+    if (pp > 1 && st->pipeline == GS_PIPE_INTERLEAVED)
+        flag(&f, "--num-layers-per-virtual-pipeline-stage %" PRIu64,
+            md->layers / (pp * st->virtual_stages));
+    if (st->sequence_parallel && tp > 1)
+        flag(&f, "--sequence-parallel");
+    flag(&f, "--num-layers %" PRIu64, md->layers);
+    flag(&f, "--hidden-size %" PRIu64, md->hidden);
+    flag(&f, "--num-attention-heads %" PRIu64, md->heads);
+    if (md->kv_heads != md->heads)
+        flag(&f, "--group-query-attention --num-query-groups %" PRIu64, md->kv_heads);
+    if (md->head_dim * md->heads != md->hidden)
+        flag(&f, "--kv-channels %" PRIu64, md->head_dim);
+    flag(&f, "--ffn-hidden-size %" PRIu64, md->ffn);
+    flag(&f, "--seq-length %" PRIu64 " --max-position-embeddings %" PRIu64, md->seq,
+        md->seq);
+    uint64_t div = megatron_vocab_divisor(md->vocab, tp);
+    flag(&f, "--vocab-size %" PRIu64 " --make-vocab-size-divisible-by %" PRIu64,
+        md->vocab, div ? div : 1);
+    if (md->mlp == GS_MLP_SWIGLU)
+        flag(&f, "--swiglu");
+    flag(&f, "--normalization %s", md->norm == GS_NORM_RMSNORM ? "RMSNorm" : "LayerNorm");
+    flag(&f, "--position-embedding-type %s",
+        md->pos == GS_POS_ROPE ? "rope" : "learned_absolute");
+    if (!md->tied_embeddings)
+        flag(&f, "--untie-embeddings-and-output-weights");
+    if (!md->bias)
+        flag(&f, "--disable-bias-linear");
+    if (!md->dropout)
+        flag(&f, "--attention-dropout 0 --hidden-dropout 0");
+    flag(&f, "--attention-backend %s", st->flash_attention ? "flash" : "unfused");
+    flag(&f, "--micro-batch-size %" PRIu64, s->batch.micro_seqs);
+    flag(&f, "--global-batch-size %" PRIu64, s->batch.global_seqs);
+    if (st->recompute == GS_RECOMPUTE_FULL)
+        flag(&f, "--recompute-granularity full --recompute-method uniform --recompute-num-layers 1");
+    else if (st->recompute == GS_RECOMPUTE_SELECTIVE)
+        flag(&f, "--recompute-granularity selective");
+    const char *dps = megatron_dp_sharding(st->sharding);
+    if (dps)
+        flag(&f, "--use-custom-fsdp --data-parallel-sharding-strategy %s "
+                 "--no-gradient-accumulation-fusion",
+             dps);
+    if (st->sharding != GS_SHARD_NO_SHARD)
+        flag(&f, "--use-distributed-optimizer");
+    if (st->precision != GS_PREC_FP32) /* fp32 is Megatron-LM's default: no flag */
+        flag(&f, "%s", st->precision == GS_PREC_BF16 ? "--bf16" : "--fp16");
+    put(d, "\n");
+}
+
+static void emit_megatron(launch_doc *d, const gs_scenario *s, const gs_mesh *m)
+{
+    uint64_t nodes = gs_mesh_nodes(m);
+    put(d, "# Megatron-LM launch for %s: ", s->name);
+    put_subject(d, s, m);
+    put(d, "\n");
+    if (nodes > 1)
+        put(d, "# run on every node with MASTER_ADDR = the first node's address (placeholder)\n");
+    put(d, "# placeholders: add your data and tokenizer flags (--data-path, --tokenizer-type, "
+           "...) and the optimizer's (--lr, --train-iters, ...)\n");
+    put_megatron_notes(d, s, m);
+    put_torchrun(d, m, "gridstep", "$MASTER_ADDR:29500");
+    put(d, " pretrain_gpt.py \\\n");
+    put_megatron_flags(d, s, m, "    ");
+}
+
+static void emit_torchrun(launch_doc *d, const gs_scenario *s, const gs_mesh *m,
+                          const char *accelerate_why)
+{
+    if (accelerate_why) {
+        put(d, "# no accelerate FSDP config: %s\n", accelerate_why);
+        emit_megatron(d, s, m);
+        return;
+    }
+    uint64_t nodes = gs_mesh_nodes(m);
+    put(d, "# torchrun launch for %s: ", s->name);
+    put_subject(d, s, m);
+    put(d, "\n");
+    if (nodes > 1)
+        put(d, "# run on every node with MASTER_ADDR = the first node's address (placeholder); "
+               "the c10d rendezvous numbers the nodes\n");
+    put(d, "# train.py wraps the model as the accelerate config below says (FSDP %s, per-%s "
+           "units, %s)\n",
+        fsdp_strategy_name(s->strategy.sharding),
+        s->strategy.wrap == GS_WRAP_LAYER ? "layer" : s->strategy.wrap == GS_WRAP_MODEL ? "model" : "size",
+        gs_precision_name(s->strategy.precision));
+    put_torchrun(d, m, "gridstep", "$MASTER_ADDR:29500");
+    put(d, " train.py\n---\n");
+    emit_accelerate(d, s, m);
+}
+
+static void emit_slurm(launch_doc *d, const gs_scenario *s, const gs_mesh *m,
+                       const char *accelerate_why)
+{
+    uint64_t nodes = gs_mesh_nodes(m);
+    put(d, "#!/bin/bash\n");
+    put(d, "# sbatch script for %s: ", s->name);
+    put_subject(d, s, m);
+    put(d, "\n# placeholders: --cpus-per-task (the node's cores / tasks), --time, and your "
+           "--partition / --account lines\n");
+    put(d, "#SBATCH --job-name=%s\n", s->name[0] ? s->name : "gridstep");
+    put(d, "#SBATCH --nodes=%" PRIu64 "\n", nodes);
+    put(d, "# one torchrun per node; it starts %" PRIu64 " ranks\n", nproc_per_node(m));
+    put(d, "#SBATCH --ntasks-per-node=1\n");
+    put(d, "#SBATCH --gpus-per-node=%" PRIu64 "\n", nproc_per_node(m));
+    put(d, "#SBATCH --cpus-per-task=32\n");
+    put(d, "#SBATCH --exclusive\n");
+    put(d, "#SBATCH --time=01:00:00\n");
+    put(d, "#SBATCH --output=%%x-%%j.out\n");
+    put(d, "set -euo pipefail\n");
+    put(d, "export MASTER_ADDR=$(scontrol show hostnames \"$SLURM_JOB_NODELIST\" | head -n 1)\n");
+    put(d, "export MASTER_PORT=%d\n", LAUNCH_MASTER_PORT);
+    if (accelerate_why) {
+        put(d, "# Megatron-LM (no accelerate FSDP config: %s)\n", accelerate_why);
+        put_megatron_notes(d, s, m);
+    } else {
+        put_batch_comment(d, s, m);
+        put(d, "# train.py wraps the model with FSDP %s as `gridstep ... --emit accelerate` "
+               "writes it\n",
+            fsdp_strategy_name(s->strategy.sharding));
+    }
+    put(d, "srun --kill-on-bad-exit=1 ");
+    if (nodes == 1)
+        put(d, "torchrun --standalone --nnodes 1 --nproc_per_node %" PRIu64, nproc_per_node(m));
+    else
+        put(d, "torchrun --nnodes $SLURM_NNODES --nproc_per_node %" PRIu64
+               " --rdzv_id $SLURM_JOB_ID --rdzv_backend c10d --rdzv_endpoint "
+               "$MASTER_ADDR:$MASTER_PORT",
+            nproc_per_node(m));
+    if (accelerate_why) {
+        put(d, " \\\n    pretrain_gpt.py \\\n");
+        put_megatron_flags(d, s, m, "    ");
+    } else {
+        put(d, " train.py\n");
+    }
+}
+
+gs_status gs_launch_emit(const gs_scenario *s, const gs_mesh *m, gs_launch_kind k, gs_text *out,
+                         gs_error *err)
+{
+    char acc_why[GS_LAUNCH_LINE_BYTES], meg_why[GS_LAUNCH_LINE_BYTES];
+    int acc = gs_launch_accelerate_fits(s, m, acc_why, sizeof acc_why);
+    int meg = gs_launch_megatron_fits(s, m, meg_why, sizeof meg_why);
+    launch_doc d = {out, GS_OK};
+    switch (k) {
+    case GS_LAUNCH_ACCELERATE:
+        if (!acc)
+            return gs_error_set(err, GS_ERR_INPUT, "%s: --emit accelerate: cannot express %s",
+                                s->path, acc_why);
+        emit_accelerate(&d, s, m);
+        break;
+    case GS_LAUNCH_MEGATRON:
+        if (!meg)
+            return gs_error_set(err, GS_ERR_INPUT, "%s: --emit megatron: cannot express %s",
+                                s->path, meg_why);
+        emit_megatron(&d, s, m);
+        break;
+    case GS_LAUNCH_TORCHRUN:
+    case GS_LAUNCH_SLURM:
+        if (!acc && !meg)
+            return gs_error_set(err, GS_ERR_INPUT,
+                                "%s: --emit %s: neither launcher expresses the scenario: "
+                                "accelerate: %s; Megatron-LM: %s",
+                                s->path, gs_launch_kind_name(k), acc_why, meg_why);
+        if (k == GS_LAUNCH_TORCHRUN)
+            emit_torchrun(&d, s, m, acc ? NULL : acc_why);
+        else
+            emit_slurm(&d, s, m, acc ? NULL : acc_why);
+        break;
+    default:
+        return gs_error_set(err, GS_ERR_INPUT, "unknown launch kind %d", (int)k);
+    }
+    if (d.st != GS_OK)
+        return gs_error_set(err, d.st, "out of memory writing the %s launch configuration",
+                            gs_launch_kind_name(k));
+    return GS_OK;
+}

@@ -1,0 +1,152 @@
+/* gs_scenario -> scenario YAML, the inverse of engine/scenario.c's loader. */
+#include "engine/scenario_write.h"
+
+#include <inttypes.h>
+#include <stddef.h>
+#include <string.h>
+#include <strings.h>
+
+/* Appends a double-quoted YAML string. */
+static gs_status put_quoted(gs_text *t, const char *s)
+{
+    gs_status st = gs_text_printf(t, "\"");
+    for (const char *p = s; *p && st == GS_OK; p++) {
+        if (*p == '"' || *p == '\\')
+            st = gs_text_printf(t, "\\%c", *p);
+        else if ((unsigned char)*p < 0x20)
+            st = gs_text_printf(t, "\\x%02x", (unsigned)(unsigned char)*p);
+        else
+            st = gs_text_printf(t, "%c", *p);
+    }
+    return st == GS_OK ? gs_text_printf(t, "\"") : st;
+}
+
+static const char *yes_no(int v)
+{
+    return v ? "true" : "false";
+}
+
+static gs_status put_model(gs_text *t, const gs_model *m)
+{
+    const gs_model *p = gs_model_preset_find(m->name);
+    if (p && m->source && memcmp(&p->layers, &m->layers,
+                                 offsetof(gs_model, source) - offsetof(gs_model, layers)) == 0)
+        return gs_text_printf(t, "model: %s\n", p->name);
+    gs_status st = gs_text_printf(t, "model:\n  name: ");
+    if (st == GS_OK)
+        st = put_quoted(t, m->name);
+    if (st == GS_OK && m->nominal_params)
+        st = gs_text_printf(t, "\n  params: %" PRIu64, m->nominal_params);
+    if (st == GS_OK)
+        st = gs_text_printf(
+            t,
+            "\n  layers: %" PRIu64 "\n  hidden: %" PRIu64 "\n  heads: %" PRIu64
+            "\n  kv_heads: %" PRIu64 "\n  head_dim: %" PRIu64 "\n  ffn: %" PRIu64
+            "\n  vocab: %" PRIu64 "\n  seq: %" PRIu64 "\n  tied_embeddings: %s\n  bias: %s\n"
+            "  dropout: %s\n  norm: %s\n  mlp: %s\n  pos: %s\n",
+            m->layers, m->hidden, m->heads, m->kv_heads, m->head_dim, m->ffn, m->vocab, m->seq,
+            yes_no(m->tied_embeddings), yes_no(m->bias), yes_no(m->dropout),
+            m->norm == GS_NORM_RMSNORM ? "rmsnorm" : "layernorm",
+            m->mlp == GS_MLP_SWIGLU ? "swiglu" : "gelu", m->pos == GS_POS_ROPE ? "rope" : "learned");
+    return st;
+}
+
+static gs_status put_cluster(gs_text *t, const gs_cluster *c, gs_error *err)
+{
+    const gs_cluster *p = gs_cluster_preset_find(c->name);
+    if (!p)
+        return gs_error_set(err, GS_ERR_UNSUPPORTED,
+                            "cannot write cluster '%s' as YAML: it is not a preset", c->name);
+    if (strcmp(p->gpu.name, c->gpu.name) != 0 || strcmp(p->intra.name, c->intra.name) != 0 ||
+        strcmp(p->nic.name, c->nic.name) != 0 || p->nic.gbps != c->nic.gbps ||
+        p->gpu.hbm_bytes != c->gpu.hbm_bytes || p->gpu.peak_flops_bf16 != c->gpu.peak_flops_bf16)
+        return gs_error_set(err, GS_ERR_UNSUPPORTED,
+                            "cannot write cluster '%s' as YAML: its GPU, fabric or NIC differs "
+                            "from the preset's",
+                            c->name);
+    return gs_text_printf(t,
+                          "cluster:\n  preset: %s\n  nodes: %" PRIu64 "\n  gpus_per_node: %" PRIu64
+                          "\n  nics_per_node: %" PRIu64 "\n  rail_optimized: %s\n"
+                          "  oversubscription: %.17g\n",
+                          p->name, c->nodes, c->gpus_per_node, c->nics_per_node,
+                          yes_no(c->rail_optimized), c->oversubscription);
+}
+
+static gs_status put_strategy(gs_text *t, const gs_strategy *s, gs_error *err)
+{
+    static const char *const grad_sync[] = {"auto", "last", "every"};
+    if (s->bucket_bytes % ((uint64_t)1 << 20) != 0)
+        return gs_error_set(err, GS_ERR_UNSUPPORTED,
+                            "cannot write strategy.bucket_mb: %" PRIu64 " bytes is not a whole MiB",
+                            s->bucket_bytes);
+    gs_status st = gs_text_printf(t, "strategy:\n  sharding: %s\n  wrap: ",
+                                  gs_sharding_name(s->sharding));
+    if (st == GS_OK)
+        st = s->wrap == GS_WRAP_MIN_PARAMS
+                 ? gs_text_printf(t, "{min_params: %" PRIu64 "}\n", s->wrap_min_params)
+                 : gs_text_printf(t, "%s\n", s->wrap == GS_WRAP_LAYER ? "layer" : "model");
+    if (st == GS_OK)
+        st = gs_text_printf(
+            t,
+            "  prefetch: %s\n  forward_prefetch: %s\n  reshard_after_forward: %s\n"
+            "  limit_all_gathers: %s\n  recompute: %s\n  flash_attention: %s\n  offload: %s\n"
+            "  precision: %s\n  pipeline: %s\n%s  sequence_parallel: %s\n  bucket_mb: %" PRIu64
+            "\n  grad_sync: %s\n",
+            gs_prefetch_name(s->prefetch), yes_no(s->forward_prefetch),
+            yes_no(s->reshard_after_forward), yes_no(s->limit_all_gathers),
+            gs_recompute_name(s->recompute), yes_no(s->flash_attention), yes_no(s->offload),
+            gs_precision_name(s->precision), gs_pipeline_name(s->pipeline), "",
+            yes_no(s->sequence_parallel), s->bucket_bytes >> 20,
+            grad_sync[(unsigned)s->grad_sync < 3 ? s->grad_sync : 0]);
+    if (st == GS_OK && s->pipeline == GS_PIPE_INTERLEAVED)
+        st = gs_text_printf(t, "  virtual_stages: %" PRIu64 "\n", s->virtual_stages);
+    return st;
+}
+
+gs_status gs_scenario_write_yaml(const gs_scenario *s, gs_text *out, gs_error *err)
+{
+    char order[16];
+    gs_status st = gs_text_printf(out, "# %s, written by gridstep\n", s->path[0] ? s->path : "scenario");
+    if (st == GS_OK && s->title[0]) {
+        st = gs_text_printf(out, "name: ");
+        if (st == GS_OK)
+            st = put_quoted(out, s->title);
+        if (st == GS_OK)
+            st = gs_text_printf(out, "\n");
+    }
+    if (st == GS_OK && s->description[0]) {
+        st = gs_text_printf(out, "description: ");
+        if (st == GS_OK)
+            st = put_quoted(out, s->description);
+        if (st == GS_OK)
+            st = gs_text_printf(out, "\n");
+    }
+    if (st == GS_OK)
+        st = put_model(out, &s->model);
+    if (st == GS_OK)
+        st = put_cluster(out, &s->cluster, err);
+    if (st != GS_OK)
+        goto out;
+    gs_mesh_order_format(s->grid.order, order, sizeof order);
+    st = gs_text_printf(out,
+                        "grid: {dp: %" PRIu64 ", pp: %" PRIu64 ", tp: %" PRIu64
+                        ", order: %s, allow_tp_cross_node: %s}\n",
+                        s->grid.dp, s->grid.pp, s->grid.tp, order,
+                        yes_no(s->grid.allow_tp_cross_node));
+    if (st == GS_OK)
+        st = put_strategy(out, &s->strategy, err);
+    if (st != GS_OK)
+        goto out;
+    st = gs_text_printf(out, "batch: {global: %" PRIu64 ", micro: %" PRIu64 "}\n",
+                        s->batch.global_seqs, s->batch.micro_seqs);
+    if (st == GS_OK && s->nstragglers)
+        st = gs_text_printf(out, "stragglers:\n");
+    for (size_t i = 0; i < s->nstragglers && st == GS_OK; i++)
+        st = gs_text_printf(out, "  - {%s: %" PRIu64 ", slowdown: %.17g}\n",
+                            s->stragglers[i].node ? "node" : "rank", s->stragglers[i].id,
+                            s->stragglers[i].slowdown);
+out:
+    if (st == GS_ERR_NOMEM)
+        return gs_error_set(err, st, "out of memory writing the scenario YAML");
+    return st;
+}

@@ -1,0 +1,203 @@
+/* Training checkpoints of a sharded Llama model: a sharded directory (one safetensors file per rank
+ * plus index.json) holding parameters and Adam state, or one plain safetensors file of the full
+ * parameters; both written crash-safely (a crash leaves the previous checkpoint or the new one,
+ * never a torn one). The formats and the replacement protocol are described at the end of this
+ * header.
+ *
+ * Ownership: the caller owns every tensor buffer; save borrows them for the call, load writes
+ * into them. A gs_ckpt_writer and a gs_ckpt_reader (_create/_destroy) own their copies of the
+ * directory name, metadata and index; a gs_ckpt_index (_init/_fini) owns its tensors and pieces. */
+#ifndef GS_CHECKPOINT_H
+#define GS_CHECKPOINT_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "engine/status.h"
+
+#define GS_CKPT_MAX_DIMS 8
+#define GS_CKPT_FORMAT "gridstep-checkpoint"
+#define GS_CKPT_FORMAT_VERSION 1
+
+/* ---- the caller's view of what one rank holds ---------------------------------------------- */
+
+/* One contiguous run of a tensor's elements, as the row-major flattening of the full tensor. */
+typedef struct gs_ckpt_piece {
+    uint64_t offset; /* elements from the start of the flattened full tensor */
+    uint64_t count;  /* elements */
+    float *data;     /* count parameter values (fp32) */
+    float *adam_m;   /* count Adam first moments, or NULL: no optimizer state */
+    float *adam_v;   /* count Adam second moments; NULL exactly when adam_m is */
+} gs_ckpt_piece;
+
+/* The pieces one rank owns of one tensor. */
+typedef struct gs_ckpt_shard {
+    const char *name; /* HF Llama name, e.g. "model.layers.3.self_attn.q_proj.weight" */
+    size_t ndim;
+    uint64_t shape[GS_CKPT_MAX_DIMS]; /* the FULL tensor's shape */
+    const gs_ckpt_piece *pieces;
+    size_t piece_count;
+} gs_ckpt_shard;
+
+typedef struct gs_ckpt_rank_view {
+    const gs_ckpt_shard *shards;
+    size_t shard_count;
+} gs_ckpt_rank_view;
+
+/* What a checkpoint says about the run that wrote it. */
+typedef struct gs_ckpt_meta {
+    int dp, pp, tp;       /* the grid */
+    uint64_t step;        /* optimizer steps done (Adam's t) */
+    const char *scenario; /* scenario name; "" if none */
+} gs_ckpt_meta;
+
+/* Test hook: called at every step of a save (after each file is written, before and after each
+ * rename); a crash test kills the process there. phase names: "tmp-dir", "file-written",
+ * "files-synced", "index-written", "old-moved", "new-in-place", "old-removed", "full-written",
+ * "full-renamed". path: the file or directory just touched. */
+typedef void (*gs_ckpt_hook)(const char *phase, const char *path, void *arg);
+
+/* ---- sharded save --------------------------------------------------------------------------- */
+
+typedef struct gs_ckpt_writer gs_ckpt_writer;
+
+/* Starts a save of world ranks into DIR: recovers a half-swapped DIR (see the protocol), removes
+ * temporary directories left by dead processes, creates DIR.tmp-PID. */
+gs_status gs_ckpt_writer_create(gs_ckpt_writer **out, const char *dir, const gs_ckpt_meta *meta, int world,
+                                gs_error *err);
+/* Installs the test hook and calls it once at once with "tmp-dir" (the directory exists now). */
+void gs_ckpt_writer_set_hook(gs_ckpt_writer *w, gs_ckpt_hook hook, void *arg);
+/* Writes rank's file (fsynced). Distinct ranks may call this concurrently from their own threads;
+ * every rank must call it once (with zero shards if it owns nothing) before commit. Pieces held
+ * by several ranks (DP replicas) should be passed by one only; identical duplicates are tolerated
+ * (the index names the lowest rank), partial overlaps are an error at commit. */
+gs_status gs_ckpt_writer_write_rank(gs_ckpt_writer *w, int rank, const gs_ckpt_rank_view *view, gs_error *err);
+/* After every rank wrote: checks that the pieces tile every tensor exactly (same shape on every
+ * rank, no hole, no partial overlap, optimizer state on all pieces or none), writes index.json
+ * and swaps the new directory in place of the old one. On failure DIR is left as it was. */
+gs_status gs_ckpt_writer_commit(gs_ckpt_writer *w, gs_error *err);
+/* Frees the writer; an uncommitted save's temporary directory is removed. */
+void gs_ckpt_writer_destroy(gs_ckpt_writer *w);
+
+/* All of the above from one thread: ranks[r] is rank r's view, world = rank_count. */
+gs_status gs_ckpt_save_sharded(const char *dir, const gs_ckpt_meta *meta, const gs_ckpt_rank_view *ranks,
+                               int rank_count, gs_error *err);
+
+/* ---- the index ------------------------------------------------------------------------------ */
+
+typedef struct gs_ckpt_index_piece {
+    uint32_t file;   /* index into gs_ckpt_index.files */
+    uint64_t offset; /* elements into the flattened full tensor */
+    uint64_t count;  /* elements */
+    char *name;      /* tensor name inside the file (owned) */
+    char *adam_m;    /* names of the Adam moments inside the file, or NULL (owned) */
+    char *adam_v;
+} gs_ckpt_index_piece;
+
+typedef struct gs_ckpt_index_tensor {
+    char *name; /* owned */
+    size_t ndim;
+    uint64_t shape[GS_CKPT_MAX_DIMS];
+    gs_ckpt_index_piece *pieces; /* owned, sorted by offset, tiling [0, numel) */
+    size_t piece_count;
+} gs_ckpt_index_tensor;
+
+typedef struct gs_ckpt_index_file {
+    char *name;     /* e.g. "rank00003-of-00008.safetensors" (owned; no '/') */
+    uint64_t bytes; /* the file's size */
+    uint32_t crc32; /* CRC-32 of the whole file (exec/crc32.h), checked when a load opens it */
+} gs_ckpt_index_file;
+
+typedef struct gs_ckpt_index {
+    int version;
+    int dp, pp, tp, world;
+    uint64_t step;
+    char *scenario;       /* owned */
+    int has_optimizer;    /* 1: every piece has adam_m and adam_v */
+    gs_ckpt_index_file *files; /* owned, files[r] is rank r's */
+    size_t file_count;
+    gs_ckpt_index_tensor *tensors; /* owned, sorted by name */
+    size_t tensor_count;
+} gs_ckpt_index;
+
+void gs_ckpt_index_init(gs_ckpt_index *ix);
+void gs_ckpt_index_fini(gs_ckpt_index *ix);
+/* Parses and validates index.json text (len bytes, no NUL needed): format and version, names,
+ * shapes, pieces tiling each tensor exactly, file references. Bounded, for fuzzing. */
+gs_status gs_ckpt_index_parse(const char *buf, size_t len, gs_ckpt_index *out, gs_error *err);
+/* The tensor of that name, or NULL. */
+const gs_ckpt_index_tensor *gs_ckpt_index_find(const gs_ckpt_index *ix, const char *name);
+
+/* ---- sharded load --------------------------------------------------------------------------- */
+
+typedef struct gs_ckpt_reader gs_ckpt_reader;
+
+/* Opens DIR (or DIR.old when DIR is missing after a crash mid-swap) and parses its index. Each
+ * rank file a load touches is checked against the index (size, then CRC-32 of all its bytes:
+ * a torn, corrupt or swapped-in file is refused) before any of its data is used.
+ * GS_ERR_IO with "no checkpoint" in the message when neither exists. */
+gs_status gs_ckpt_reader_create(gs_ckpt_reader **out, const char *dir, gs_error *err);
+/* The parsed index (metadata: grid, step, scenario). */
+const gs_ckpt_index *gs_ckpt_reader_index(const gs_ckpt_reader *r);
+/* The directory actually read (DIR or DIR.old). */
+const char *gs_ckpt_reader_path(const gs_ckpt_reader *r);
+/* Fills every piece of view from the checkpoint, bit-exactly: data always, adam_m/adam_v when
+ * non-NULL. Pieces are located by element range, so any split of a tensor loads. grid (may be
+ * NULL) is the caller's, only used to explain a shape mismatch. Errors name the tensor. Distinct
+ * threads may load concurrently. */
+gs_status gs_ckpt_reader_load_rank(const gs_ckpt_reader *r, const gs_ckpt_rank_view *view, const gs_ckpt_meta *grid,
+                                   gs_error *err);
+void gs_ckpt_reader_destroy(gs_ckpt_reader *r);
+
+/* One-thread convenience: opens DIR, loads every rank's view, returns the saved step in
+ * *step (may be NULL). */
+gs_status gs_ckpt_load_sharded(const char *dir, const gs_ckpt_meta *grid, const gs_ckpt_rank_view *ranks,
+                               int rank_count, uint64_t *step, gs_error *err);
+
+/* ---- full (unsharded) file ------------------------------------------------------------------ */
+
+typedef struct gs_ckpt_full_tensor {
+    const char *name;
+    size_t ndim;
+    uint64_t shape[GS_CKPT_MAX_DIMS];
+    const float *data; /* the gathered full tensor, row-major */
+} gs_ckpt_full_tensor;
+
+/* Writes FILE (any safetensors reader can load it: F32 tensors under their HF names, metadata
+ * "format": "pt" plus gridstep's step, grid and scenario) atomically: FILE.tmp-PID, fsync,
+ * rename, fsync of the directory. hook may be NULL. */
+gs_status gs_ckpt_save_full(const char *path, const gs_ckpt_meta *meta, const gs_ckpt_full_tensor *tensors,
+                            size_t count, gs_ckpt_hook hook, void *hook_arg, gs_error *err);
+/* Fills the data of every piece of view from a full file (F32, or BF16 widened exactly);
+ * adam_m/adam_v are ignored (a full file has no optimizer state). */
+gs_status gs_ckpt_load_full(const char *path, const gs_ckpt_rank_view *view, gs_error *err);
+
+/* ---- formats and protocol --------------------------------------------------------------------
+ *
+ * Sharded directory DIR/:
+ *   rankRRRRR-of-WWWWW.safetensors  one per rank (5-digit, 0-based rank, world size). For every
+ *       piece (tensor NAME, element offset OFF, count C) it holds an F32 tensor "NAME@OFF" of shape
+ *       [C], and with optimizer state "optim.m.NAME@OFF" and "optim.v.NAME@OFF" beside it.
+ *       __metadata__: format, format_version, rank, world, step, dp, pp, tp, scenario.
+ *   index.json  {"format": "gridstep-checkpoint", "format_version": 1,
+ *       "metadata": {"dp", "pp", "tp", "world", "step", "scenario", "optimizer": "adam"|"none"},
+ *       "files": [{"name": "rank00000-of-00008.safetensors", "bytes": N, "crc32": C}, ...],
+ *       "tensors": {"NAME": {"dtype": "F32", "shape": [..], "pieces": [{"file": 0, "offset": OFF,
+ *           "count": C, "name": "NAME@OFF", "adam_m": "optim.m.NAME@OFF", "adam_v": ...}, ...]}}}
+ *       Pieces are sorted by offset and tile [0, numel) exactly once. Keys sorted, 1-space indent.
+ *
+ * Replacement protocol (save to DIR):
+ *   0. recovery: if DIR is missing and DIR.old exists, rename DIR.old -> DIR (a crash hit between
+ *      steps 3 and 4); if both exist, remove DIR.old (a crash hit step 5). Remove DIR.tmp-PID
+ *      directories whose process is gone.
+ *   1. mkdir DIR.tmp-PID; write every rank file (fflush + fsync each) and then index.json
+ *      (fsync); fsync DIR.tmp-PID.
+ *   2. if DIR does not exist go to 4.
+ *   3. rename DIR -> DIR.old; fsync the parent.
+ *   4. rename DIR.tmp-PID -> DIR; fsync the parent.
+ *   5. remove DIR.old (its files, then the directory); fsync the parent.
+ * DIR only ever appears by the rename of a complete, synced directory, so: load reads DIR if it
+ * exists, else DIR.old, and either is a whole checkpoint. A save that fails before step 3 leaves
+ * DIR untouched. Full files: FILE.tmp-PID, fflush + fsync, rename over FILE, fsync the parent. */
+
+#endif

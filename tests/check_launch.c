@@ -1,0 +1,614 @@
+/* Check suite for engine/launch and engine/import: the emitted launch configurations hold the
+ * seed's numbers (70B on 8 x 8 A100 as DP4 x PP2 x TP8: nnodes 8, nproc 8, tp 8, pp 2, from the
+ * seed's section 3 and 4), the launcher mismatches are reported, and an emitted accelerate YAML
+ * or Megatron-LM command read back gives the same scenario (fields compared one by one) and the
+ * same schedule (gs_schedule_equal). Hand-derived values are written beside their assertions. */
+#include <check.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "engine/import.h"
+#include "engine/launch.h"
+#include "engine/scenario.h"
+#include "engine/scenario_write.h"
+#include "engine/schedule.h"
+
+static char *srcpath(const char *rel)
+{
+    static char buf[1024];
+    const char *top = getenv("top_srcdir");
+    snprintf(buf, sizeof buf, "%s/%s", top ? top : ".", rel);
+    return buf;
+}
+
+static void load_file(const char *rel, gs_scenario *s, gs_mesh *m)
+{
+    gs_error err;
+    gs_error_init(&err);
+    ck_assert_msg(gs_scenario_load_file(srcpath(rel), s, &err) == GS_OK, "%s", err.msg);
+    ck_assert_msg(gs_scenario_mesh(s, m, NULL, &err) == GS_OK, "%s", err.msg);
+}
+
+static void load_text(const char *yaml, gs_scenario *s, gs_mesh *m)
+{
+    gs_error err;
+    gs_error_init(&err);
+    ck_assert_msg(gs_scenario_load_string(yaml, strlen(yaml), "test", s, &err) == GS_OK, "%s",
+                  err.msg);
+    ck_assert_msg(gs_scenario_mesh(s, m, NULL, &err) == GS_OK, "%s", err.msg);
+}
+
+/* Emits kind k; returns the status, the text in t (caller finis), the error in err. */
+static gs_status emit(const gs_scenario *s, const gs_mesh *m, gs_launch_kind k, gs_text *t,
+                      gs_error *err)
+{
+    gs_text_init(t);
+    gs_error_init(err);
+    return gs_launch_emit(s, m, k, t, err);
+}
+
+#define ck_assert_has(text, needle)                                                            \
+    ck_assert_msg(strstr((text), (needle)) != NULL, "missing '%s' in:\n%s", (needle), (text))
+
+/* ------------------------------------------------------------------------ emission ---- */
+
+START_TEST(test_seed_70b_megatron)
+{
+    gs_scenario s;
+    gs_mesh m;
+    gs_text t;
+    gs_error err;
+    load_file("scenarios/seed-70b-64xa100.yaml", &s, &m);
+    ck_assert_int_eq(emit(&s, &m, GS_LAUNCH_MEGATRON, &t, &err), GS_OK);
+    const char *x = gs_text_str(&t);
+    /* seed S12/S15: 8 nodes x 8 GPUs, TP8 inside a node, PP2 across, order tp-pp-dp */
+    ck_assert_has(x, "torchrun --nnodes 8 --nproc_per_node 8 ");
+    ck_assert_has(x, "--tensor-model-parallel-size 8 \\\n");
+    ck_assert_has(x, "--pipeline-model-parallel-size 2 \\\n");
+    ck_assert_has(x, "--use-tp-pp-dp-mapping");
+    /* Llama 2 70B config.json: 80 layers, 8192 hidden, 64 heads, 8 KV heads, ffn 28672 */
+    ck_assert_has(x, "--num-layers 80 ");
+    ck_assert_has(x, "--hidden-size 8192 ");
+    ck_assert_has(x, "--num-attention-heads 64 ");
+    ck_assert_has(x, "--group-query-attention --num-query-groups 8 ");
+    ck_assert_has(x, "--ffn-hidden-size 28672 ");
+    ck_assert_has(x, "--seq-length 4096 ");
+    /* the scenario's batch {global: 1024, micro: 1} and recompute: full */
+    ck_assert_has(x, "--micro-batch-size 1 ");
+    ck_assert_has(x, "--global-batch-size 1024 ");
+    ck_assert_has(x, "--recompute-granularity full --recompute-method uniform");
+    ck_assert_has(x, "--swiglu");
+    ck_assert_has(x, "--untie-embeddings-and-output-weights");
+    /* full_shard has no plain Megatron flag: Megatron-FSDP, with a note saying so */
+    ck_assert_has(x, "--data-parallel-sharding-strategy optim_grads_params");
+    ck_assert_has(x, "# note: sharding full_shard");
+    /* 32000 is not a multiple of 128 x 8 = 1024, but is of 8: divisor 1 keeps it exact */
+    ck_assert_has(x, "--vocab-size 32000 --make-vocab-size-divisible-by 1");
+    /* the last flag ends the command: no dangling continuation */
+    ck_assert_has(x, "--bf16\n");
+    ck_assert_ptr_null(strstr(x, "--bf16 \\"));
+    gs_text_fini(&t);
+
+    /* torchrun: accelerate cannot draw TP8, so the Megatron command, with the reason */
+    ck_assert_int_eq(emit(&s, &m, GS_LAUNCH_TORCHRUN, &t, &err), GS_OK);
+    ck_assert_has(gs_text_str(&t), "# no accelerate FSDP config: grid tp=8");
+    ck_assert_has(gs_text_str(&t), "pretrain_gpt.py");
+    gs_text_fini(&t);
+
+    /* accelerate alone: an error naming the tensor parallelism */
+    ck_assert_int_eq(emit(&s, &m, GS_LAUNCH_ACCELERATE, &t, &err), GS_ERR_INPUT);
+    ck_assert_has(err.msg, "tp=8");
+    ck_assert_has(err.msg, "no tensor parallelism");
+    gs_text_fini(&t);
+}
+END_TEST
+
+START_TEST(test_seed_7b_accelerate)
+{
+    gs_scenario s;
+    gs_mesh m;
+    gs_text t;
+    gs_error err;
+    load_file("scenarios/seed-7b-8xa100.yaml", &s, &m);
+    ck_assert_int_eq(emit(&s, &m, GS_LAUNCH_ACCELERATE, &t, &err), GS_OK);
+    const char *x = gs_text_str(&t);
+    /* seed S11/S14: one node of 8 A100, FULL_SHARD, per-layer wrap, BACKWARD_PRE, bf16 */
+    ck_assert_has(x, "distributed_type: FSDP\n");
+    ck_assert_has(x, "  fsdp_sharding_strategy: FULL_SHARD\n");
+    ck_assert_has(x, "  fsdp_auto_wrap_policy: TRANSFORMER_BASED_WRAP\n");
+    ck_assert_has(x, "  fsdp_transformer_layer_cls_to_wrap: LlamaDecoderLayer\n");
+    ck_assert_has(x, "  fsdp_backward_prefetch: BACKWARD_PRE\n");
+    ck_assert_has(x, "  fsdp_forward_prefetch: false\n");
+    ck_assert_has(x, "  fsdp_offload_params: false\n");
+    ck_assert_has(x, "  fsdp_state_dict_type: SHARDED_STATE_DICT\n");
+    ck_assert_has(x, "  fsdp_activation_checkpointing: true\n"); /* recompute: full */
+    ck_assert_has(x, "mixed_precision: bf16\n");
+    ck_assert_has(x, "num_machines: 1\n");
+    ck_assert_has(x, "num_processes: 8\n");
+    ck_assert_ptr_null(strstr(x, "main_process_ip")); /* one node: no address */
+    gs_text_fini(&t);
+
+    ck_assert_int_eq(emit(&s, &m, GS_LAUNCH_TORCHRUN, &t, &err), GS_OK);
+    ck_assert_has(gs_text_str(&t), "torchrun --standalone --nnodes 1 --nproc_per_node 8 train.py\n");
+    ck_assert_has(gs_text_str(&t), "---\n# accelerate FSDP config");
+    gs_text_fini(&t);
+}
+END_TEST
+
+START_TEST(test_slurm)
+{
+    gs_scenario s;
+    gs_mesh m;
+    gs_text t;
+    gs_error err;
+    load_file("scenarios/seed-70b-64xa100.yaml", &s, &m);
+    ck_assert_int_eq(emit(&s, &m, GS_LAUNCH_SLURM, &t, &err), GS_OK);
+    const char *x = gs_text_str(&t);
+    ck_assert_has(x, "#!/bin/bash\n");
+    ck_assert_has(x, "#SBATCH --nodes=8\n");
+    ck_assert_has(x, "#SBATCH --ntasks-per-node=1\n"); /* one torchrun per node */
+    ck_assert_has(x, "#SBATCH --gpus-per-node=8\n");
+    ck_assert_has(x, "#SBATCH --exclusive\n");
+    ck_assert_has(x, "#SBATCH --cpus-per-task=");
+    ck_assert_has(x, "placeholders: --cpus-per-task");
+    ck_assert_has(x, "scontrol show hostnames \"$SLURM_JOB_NODELIST\" | head -n 1");
+    ck_assert_has(x, "--rdzv_endpoint $MASTER_ADDR:$MASTER_PORT");
+    ck_assert_has(x, "--tensor-model-parallel-size 8");
+    gs_text_fini(&t);
+
+    load_file("scenarios/seed-7b-64gpu-25gbe-hsdp.yaml", &s, &m);
+    ck_assert_int_eq(emit(&s, &m, GS_LAUNCH_SLURM, &t, &err), GS_OK);
+    ck_assert_has(gs_text_str(&t), "#SBATCH --nodes=8\n");
+    ck_assert_has(gs_text_str(&t), " train.py\n");
+    gs_text_fini(&t);
+}
+END_TEST
+
+START_TEST(test_mismatches)
+{
+    gs_scenario s;
+    gs_mesh m;
+    gs_text t;
+    gs_error err;
+    /* hybrid_shard: accelerate yes, Megatron no */
+    load_file("scenarios/seed-7b-64gpu-25gbe-hsdp.yaml", &s, &m);
+    ck_assert_int_eq(emit(&s, &m, GS_LAUNCH_MEGATRON, &t, &err), GS_ERR_INPUT);
+    ck_assert_has(err.msg, "hybrid_shard");
+    gs_text_fini(&t);
+    ck_assert_int_eq(emit(&s, &m, GS_LAUNCH_ACCELERATE, &t, &err), GS_OK);
+    ck_assert_has(gs_text_str(&t), "fsdp_sharding_strategy: HYBRID_SHARD\n");
+    gs_text_fini(&t);
+
+    /* zero1 on pure DP: accelerate cannot, Megatron can (--use-distributed-optimizer) */
+    load_text("model: llama2-7b\ncluster: {preset: dgx-a100-80g, nodes: 1}\n"
+              "grid: {dp: 8, pp: 1, tp: 1}\nstrategy: {sharding: zero1}\n",
+              &s, &m);
+    ck_assert_int_eq(emit(&s, &m, GS_LAUNCH_ACCELERATE, &t, &err), GS_ERR_INPUT);
+    ck_assert_has(err.msg, "zero1");
+    gs_text_fini(&t);
+    ck_assert_int_eq(emit(&s, &m, GS_LAUNCH_TORCHRUN, &t, &err), GS_OK);
+    ck_assert_has(gs_text_str(&t), "--use-distributed-optimizer");
+    ck_assert_ptr_null(strstr(gs_text_str(&t), "--use-custom-fsdp"));
+    gs_text_fini(&t);
+
+    /* offload + selective recompute with TP: neither launcher -> one error naming both */
+    load_text("model: llama2-7b\ncluster: {preset: dgx-a100-80g, nodes: 1}\n"
+              "grid: {dp: 4, pp: 1, tp: 2}\nstrategy: {sharding: full_shard, offload: true}\n",
+              &s, &m);
+    ck_assert_int_eq(emit(&s, &m, GS_LAUNCH_TORCHRUN, &t, &err), GS_ERR_INPUT);
+    ck_assert_has(err.msg, "accelerate: grid tp=2");
+    ck_assert_has(err.msg, "Megatron-LM: strategy.offload");
+    gs_text_fini(&t);
+
+    /* gpipe: Megatron has only 1F1B schedules */
+    load_text("model: llama2-7b\ncluster: {preset: dgx-a100-80g, nodes: 1}\n"
+              "grid: {dp: 4, pp: 2, tp: 1}\nstrategy: {sharding: no_shard, pipeline: gpipe}\n",
+              &s, &m);
+    ck_assert_int_eq(emit(&s, &m, GS_LAUNCH_MEGATRON, &t, &err), GS_ERR_INPUT);
+    ck_assert_has(err.msg, "gpipe");
+    gs_text_fini(&t);
+
+    /* zero2 (a DeepSpeed stage) in accelerate: gridstep schedules SHARD_GRAD_OP differently,
+     * so an error; shard_grad_op in Megatron-LM likewise */
+    load_text("model: llama2-7b\ncluster: {preset: dgx-a100-80g, nodes: 1}\n"
+              "grid: {dp: 8, pp: 1, tp: 1}\nstrategy: {sharding: zero2}\n",
+              &s, &m);
+    ck_assert_int_eq(emit(&s, &m, GS_LAUNCH_ACCELERATE, &t, &err), GS_ERR_INPUT);
+    ck_assert_has(err.msg, "strategy.sharding zero2");
+    gs_text_fini(&t);
+    load_text("model: llama2-7b\ncluster: {preset: dgx-a100-80g, nodes: 1}\n"
+              "grid: {dp: 8, pp: 1, tp: 1}\nstrategy: {sharding: shard_grad_op}\n",
+              &s, &m);
+    ck_assert_int_eq(emit(&s, &m, GS_LAUNCH_MEGATRON, &t, &err), GS_ERR_INPUT);
+    ck_assert_has(err.msg, "strategy.sharding shard_grad_op");
+    gs_text_fini(&t);
+
+    /* zero3 in accelerate: FULL_SHARD with a note */
+    load_text("model: llama2-7b\ncluster: {preset: dgx-a100-80g, nodes: 1}\n"
+              "grid: {dp: 8, pp: 1, tp: 1}\nstrategy: {sharding: zero3}\n",
+              &s, &m);
+    ck_assert_int_eq(emit(&s, &m, GS_LAUNCH_ACCELERATE, &t, &err), GS_OK);
+    ck_assert_has(gs_text_str(&t), "# note: sharding zero3 is written as FSDP FULL_SHARD");
+    ck_assert_has(gs_text_str(&t), "fsdp_sharding_strategy: FULL_SHARD\n");
+    gs_text_fini(&t);
+}
+END_TEST
+
+/* ---------------------------------------------------------------------- round trip ---- */
+
+static void assert_same_strategy(const gs_strategy *a, const gs_strategy *b, int same_sharding)
+{
+    if (same_sharding)
+        ck_assert_str_eq(gs_sharding_name(a->sharding), gs_sharding_name(b->sharding));
+    ck_assert_int_eq(a->wrap, b->wrap);
+    ck_assert_uint_eq(a->wrap_min_params, b->wrap_min_params);
+    ck_assert_int_eq(a->prefetch, b->prefetch);
+    ck_assert_int_eq(a->forward_prefetch, b->forward_prefetch);
+    ck_assert_int_eq(a->reshard_after_forward, b->reshard_after_forward);
+    ck_assert_int_eq(a->limit_all_gathers, b->limit_all_gathers);
+    ck_assert_int_eq(a->recompute, b->recompute);
+    ck_assert_int_eq(a->flash_attention, b->flash_attention);
+    ck_assert_int_eq(a->offload, b->offload);
+    ck_assert_int_eq(a->precision, b->precision);
+    ck_assert_int_eq(a->pipeline, b->pipeline);
+    ck_assert_uint_eq(a->virtual_stages, b->virtual_stages);
+    ck_assert_int_eq(a->sequence_parallel, b->sequence_parallel);
+    ck_assert_uint_eq(a->bucket_bytes, b->bucket_bytes);
+    ck_assert_int_eq(a->grad_sync, b->grad_sync);
+}
+
+static void assert_same_shapes(const gs_model *a, const gs_model *b)
+{
+    ck_assert_uint_eq(a->layers, b->layers);
+    ck_assert_uint_eq(a->hidden, b->hidden);
+    ck_assert_uint_eq(a->heads, b->heads);
+    ck_assert_uint_eq(a->kv_heads, b->kv_heads);
+    ck_assert_uint_eq(a->head_dim, b->head_dim);
+    ck_assert_uint_eq(a->ffn, b->ffn);
+    ck_assert_uint_eq(a->vocab, b->vocab);
+    ck_assert_uint_eq(a->seq, b->seq);
+    ck_assert_int_eq(a->tied_embeddings, b->tied_embeddings);
+    ck_assert_int_eq(a->bias, b->bias);
+    ck_assert_int_eq(a->dropout, b->dropout);
+    ck_assert_int_eq(a->norm, b->norm);
+    ck_assert_int_eq(a->mlp, b->mlp);
+    ck_assert_int_eq(a->pos, b->pos);
+}
+
+/* Grid, batch, cluster, and the schedules of both scenarios built and compared. */
+static void assert_same_step(const gs_scenario *a, const gs_mesh *ma, const gs_scenario *b)
+{
+    gs_mesh mb;
+    gs_error err;
+    gs_error_init(&err);
+    ck_assert_msg(gs_scenario_mesh(b, &mb, NULL, &err) == GS_OK, "%s", err.msg);
+    ck_assert_uint_eq(a->grid.dp, b->grid.dp);
+    ck_assert_uint_eq(a->grid.pp, b->grid.pp);
+    ck_assert_uint_eq(a->grid.tp, b->grid.tp);
+    ck_assert_int_eq(memcmp(a->grid.order, b->grid.order, sizeof a->grid.order), 0);
+    ck_assert_uint_eq(a->batch.global_seqs, b->batch.global_seqs);
+    ck_assert_uint_eq(a->batch.micro_seqs, b->batch.micro_seqs);
+    ck_assert_str_eq(a->cluster.name, b->cluster.name);
+    ck_assert_uint_eq(a->cluster.nodes, b->cluster.nodes);
+    gs_schedule *sa = NULL, *sb = NULL;
+    ck_assert_msg(gs_schedule_build(a, ma, 0, &sa, &err) == GS_OK, "%s", err.msg);
+    /* the schedule header names its scenario (display only): give b the same name */
+    gs_scenario named = *b;
+    memcpy(named.name, a->name, sizeof named.name);
+    ck_assert_msg(gs_schedule_build(&named, &mb, 0, &sb, &err) == GS_OK, "%s", err.msg);
+    char diff[512] = "";
+    int differ = gs_schedule_diff(sa, sb, diff, sizeof diff);
+    ck_assert_msg(!differ && gs_schedule_equal(sa, sb), "schedules differ after the round trip: %s",
+                  diff);
+    gs_schedule_destroy(sa);
+    gs_schedule_destroy(sb);
+}
+
+/* Scenarios the accelerate round trip covers: every FSDP field accelerate carries. */
+static const char *const accelerate_cases[] = {
+    "model: llama2-7b\ncluster: {preset: dgx-a100-80g, nodes: 2}\ngrid: {dp: 16, pp: 1, tp: 1}\n"
+    "strategy: {sharding: full_shard, recompute: full}\nbatch: {global: 64, micro: 2}\n",
+    "model: llama2-7b\ncluster: {preset: dgx-a100-80g, nodes: 1}\ngrid: {dp: 8, pp: 1, tp: 1}\n"
+    "strategy: {sharding: shard_grad_op, prefetch: backward_post, forward_prefetch: true, "
+    "precision: fp16}\nbatch: {global: 16, micro: 1}\n",
+    "model: llama2-7b\ncluster: {preset: dgx-a100-80g, nodes: 1}\ngrid: {dp: 8, pp: 1, tp: 1}\n"
+    "strategy: {sharding: full_shard, offload: true, wrap: {min_params: 1000000}, prefetch: none}\n"
+    "batch: {global: 8, micro: 1}\n",
+    "model: llama2-7b\ncluster: {preset: dgx-a100-80g, nodes: 1}\ngrid: {dp: 8, pp: 1, tp: 1}\n"
+    "strategy: {sharding: no_shard, precision: fp32, wrap: model}\nbatch: {global: 8, micro: 1}\n",
+    "model: llama2-7b\ncluster: {preset: pcie-a100-25gbe, nodes: 2}\ngrid: {dp: 16, pp: 1, tp: 1}\n"
+    "strategy: {sharding: hybrid_shard}\nbatch: {global: 32, micro: 1}\n",
+    /* zero3 written as its FSDP twin FULL_SHARD: the same schedule, another name */
+    "model: llama2-7b\ncluster: {preset: dgx-a100-80g, nodes: 1}\ngrid: {dp: 8, pp: 1, tp: 1}\n"
+    "strategy: {sharding: zero3}\nbatch: {global: 16, micro: 1}\n",
+};
+
+START_TEST(test_roundtrip_accelerate)
+{
+    gs_scenario a, b;
+    gs_mesh m;
+    gs_text t;
+    gs_error err;
+    load_text(accelerate_cases[_i], &a, &m);
+    ck_assert_int_eq(emit(&a, &m, GS_LAUNCH_ACCELERATE, &t, &err), GS_OK);
+    gs_import_opts o;
+    gs_import_opts_init(&o);
+    o.model = a.model.name;
+    o.cluster = a.cluster.name;
+    o.global_seqs = a.batch.global_seqs; /* the batch lives in the training script */
+    o.micro_seqs = a.batch.micro_seqs;
+    gs_diag ignored;
+    gs_diag_init(&ignored);
+    gs_status st = gs_import_accelerate_string(gs_text_str(&t), t.len, "emitted.yaml", &o, &b,
+                                               &ignored, &err);
+    ck_assert_msg(st == GS_OK, "%s\n%s", err.msg, gs_text_str(&t));
+    int renamed = a.strategy.sharding == GS_SHARD_ZERO3;
+    assert_same_strategy(&a.strategy, &b.strategy, !renamed);
+    if (renamed)
+        ck_assert_int_eq(b.strategy.sharding, GS_SHARD_FULL_SHARD);
+    assert_same_shapes(&a.model, &b.model);
+    assert_same_step(&a, &m, &b);
+    /* machine_rank has no effect on the step: reported, not mapped */
+    int saw_rank = 0;
+    for (size_t i = 0; i < ignored.count; i++)
+        saw_rank |= strstr(ignored.warnings[i], "machine_rank: ignored: no effect on the step") != NULL;
+    ck_assert(saw_rank);
+    gs_diag_fini(&ignored);
+    gs_text_fini(&t);
+}
+END_TEST
+
+static const char *const megatron_cases[] = {
+    /* the seed's grid B, batch cut to 16 to keep the schedules small */
+    NULL,
+    "model: llama2-7b\ncluster: {preset: dgx-a100-80g, nodes: 2}\ngrid: {dp: 2, pp: 4, tp: 2}\n"
+    "strategy: {sharding: zero1, recompute: selective, pipeline: interleaved, virtual_stages: 2, "
+    "sequence_parallel: true, precision: fp16}\nbatch: {global: 16, micro: 2}\n",
+    "model: gpt-1.7b\ncluster: {preset: dgx-a100-80g, nodes: 1}\ngrid: {dp: 8, pp: 1, tp: 1}\n"
+    "strategy: {sharding: no_shard}\nbatch: {global: 16, micro: 2}\n",
+    "model: llama2-7b\ncluster: {preset: dgx-a100-80g, nodes: 1}\ngrid: {dp: 4, pp: 1, tp: 2}\n"
+    "strategy: {sharding: zero2, flash_attention: false, precision: fp32}\n"
+    "batch: {global: 8, micro: 1}\n",
+    /* head_dim 32 is not hidden / heads = 64: --kv-channels; vocab 1000 is not a multiple of
+     * 128 x 2 but is of 2: --make-vocab-size-divisible-by 1 keeps it */
+    "model: {name: odd, layers: 4, hidden: 256, heads: 4, kv_heads: 2, head_dim: 32, ffn: 700, "
+    "vocab: 1000, seq: 128}\ncluster: {preset: dgx-a100-80g, nodes: 1}\n"
+    "grid: {dp: 2, pp: 2, tp: 2}\nstrategy: {sharding: zero3}\nbatch: {global: 8, micro: 2}\n",
+};
+
+START_TEST(test_roundtrip_megatron)
+{
+    gs_scenario a, b;
+    gs_mesh m;
+    gs_text t;
+    gs_error err;
+    if (megatron_cases[_i]) {
+        load_text(megatron_cases[_i], &a, &m);
+    } else {
+        load_file("scenarios/seed-70b-64xa100.yaml", &a, &m);
+        a.batch.global_seqs = 16;
+    }
+    ck_assert_int_eq(emit(&a, &m, GS_LAUNCH_MEGATRON, &t, &err), GS_OK);
+    gs_import_opts o;
+    gs_import_opts_init(&o);
+    o.cluster = a.cluster.name; /* nodes from torchrun --nnodes, model from the shape flags */
+    gs_diag ignored;
+    gs_diag_init(&ignored);
+    gs_status st = gs_import_megatron_args(gs_text_str(&t), "emitted.sh", &o, &b, &ignored, &err);
+    ck_assert_msg(st == GS_OK, "%s\n%s", err.msg, gs_text_str(&t));
+    /* full_shard reads back as zero3 (Megatron-FSDP optim_grads_params): same shard plan */
+    assert_same_strategy(&a.strategy, &b.strategy, a.strategy.sharding != GS_SHARD_FULL_SHARD);
+    if (a.strategy.sharding == GS_SHARD_FULL_SHARD)
+        ck_assert_int_eq(b.strategy.sharding, GS_SHARD_ZERO3);
+    assert_same_shapes(&a.model, &b.model);
+    assert_same_step(&a, &m, &b);
+    gs_diag_fini(&ignored);
+    gs_text_fini(&t);
+}
+END_TEST
+
+/* The written scenario YAML reads back as the same scenario. */
+START_TEST(test_roundtrip_scenario_yaml)
+{
+    gs_scenario a, b;
+    gs_mesh m;
+    gs_text t;
+    gs_error err;
+    gs_error_init(&err);
+    load_text(megatron_cases[1 + _i], &a, &m);
+    gs_text_init(&t);
+    ck_assert_int_eq(gs_scenario_write_yaml(&a, &t, &err), GS_OK);
+    ck_assert_msg(gs_scenario_load_string(gs_text_str(&t), t.len, "w", &b, &err) == GS_OK, "%s\n%s",
+                  err.msg, gs_text_str(&t));
+    assert_same_strategy(&a.strategy, &b.strategy, 1);
+    assert_same_shapes(&a.model, &b.model);
+    ck_assert_str_eq(a.model.name, b.model.name);
+    assert_same_step(&a, &m, &b);
+    gs_text_fini(&t);
+}
+END_TEST
+
+/* An imported Megatron-LM command (a custom model) written as YAML reads back the same. */
+START_TEST(test_roundtrip_imported_yaml)
+{
+    gs_scenario a, b;
+    gs_mesh m;
+    gs_text t;
+    gs_error err;
+    gs_diag ig;
+    gs_import_opts o;
+    gs_import_opts_init(&o);
+    o.cluster = "dgx-a100-80g";
+    gs_diag_init(&ig);
+    gs_error_init(&err);
+    ck_assert_msg(gs_import_megatron_file(srcpath("tests/golden/megatron-gpt.sh"), &o, &a, &ig,
+                                          &err) == GS_OK,
+                  "%s", err.msg);
+    a.batch.global_seqs = 32; /* fewer micro-batches: a smaller schedule */
+    ck_assert_msg(gs_scenario_mesh(&a, &m, NULL, &err) == GS_OK, "%s", err.msg);
+    gs_text_init(&t);
+    ck_assert_int_eq(gs_scenario_write_yaml(&a, &t, &err), GS_OK);
+    ck_assert_msg(gs_scenario_load_string(gs_text_str(&t), t.len, "w", &b, &err) == GS_OK, "%s\n%s",
+                  err.msg, gs_text_str(&t));
+    assert_same_strategy(&a.strategy, &b.strategy, 1);
+    assert_same_shapes(&a.model, &b.model);
+    assert_same_step(&a, &m, &b);
+    gs_text_fini(&t);
+    gs_diag_fini(&ig);
+}
+END_TEST
+
+/* -------------------------------------------------------------------------- import ---- */
+
+static gs_status import_acc(const char *yaml, gs_scenario *s, gs_diag *ignored, gs_error *err)
+{
+    gs_import_opts o;
+    gs_import_opts_init(&o);
+    o.model = "llama2-7b";
+    o.cluster = "dgx-a100-80g";
+    gs_error_init(err);
+    return gs_import_accelerate_string(yaml, strlen(yaml), "in.yaml", &o, s, ignored, err);
+}
+
+START_TEST(test_import_accelerate_errors)
+{
+    gs_scenario s;
+    gs_error err;
+    gs_diag ig;
+    gs_diag_init(&ig);
+    /* a typo on line 3, column 3, with the hint */
+    ck_assert_int_eq(import_acc("distributed_type: FSDP\nfsdp_config:\n  fsdp_sharding_stratgy: "
+                                "FULL_SHARD\nnum_processes: 8\n",
+                                &s, &ig, &err),
+                     GS_ERR_INPUT);
+    ck_assert_has(err.msg, "in.yaml:3:3:");
+    ck_assert_has(err.msg, "did you mean 'fsdp_sharding_strategy'");
+    /* an unknown value with its hint */
+    ck_assert_int_eq(import_acc("distributed_type: FSDP\nfsdp_config:\n  fsdp_sharding_strategy: "
+                                "FULL_SHARDD\n",
+                                &s, &ig, &err),
+                     GS_ERR_INPUT);
+    ck_assert_has(err.msg, "in.yaml:3:27:");
+    ck_assert_has(err.msg, "did you mean 'FULL_SHARD'");
+    /* 12 processes on one 8-GPU node */
+    ck_assert_int_eq(import_acc("distributed_type: MULTI_GPU\nnum_processes: 12\n", &s, &ig, &err),
+                     GS_ERR_INPUT);
+    ck_assert_has(err.msg, "in.yaml:2:16:");
+    ck_assert_has(err.msg, "expected 8");
+    /* DeepSpeed is reported, not guessed */
+    ck_assert_int_eq(import_acc("distributed_type: DEEPSPEED\n", &s, &ig, &err), GS_ERR_INPUT);
+    ck_assert_has(err.msg, "DeepSpeed");
+    /* DDP, 2 machines of 8: dp 16, no_shard, fp32 by accelerate's default */
+    ck_assert_int_eq(import_acc("distributed_type: MULTI_GPU\nnum_machines: 2\nnum_processes: 16\n"
+                                "main_process_ip: 10.1.2.3\n",
+                                &s, &ig, &err),
+                     GS_OK);
+    ck_assert_uint_eq(s.grid.dp, 16);
+    ck_assert_uint_eq(s.cluster.nodes, 2);
+    ck_assert_int_eq(s.strategy.sharding, GS_SHARD_NO_SHARD);
+    ck_assert_int_eq(s.strategy.precision, GS_PREC_FP32);
+    ck_assert_uint_eq(ig.count, 1);
+    ck_assert_str_eq(ig.warnings[0], "in.yaml:4: main_process_ip: ignored: no effect on the step");
+    gs_diag_fini(&ig);
+}
+END_TEST
+
+static gs_status import_mg(const char *args, const char *model, uint64_t nodes, gs_scenario *s,
+                           gs_diag *ignored, gs_error *err)
+{
+    gs_import_opts o;
+    gs_import_opts_init(&o);
+    o.model = model;
+    o.cluster = "dgx-a100-80g";
+    o.nodes = nodes;
+    gs_error_init(err);
+    return gs_import_megatron_args(args, NULL, &o, s, ignored, err);
+}
+
+START_TEST(test_import_megatron)
+{
+    gs_scenario s;
+    gs_error err;
+    gs_diag ig;
+    gs_diag_init(&ig);
+    /* GPT-2 shaped: vocab 50257 padded to a multiple of 128 x tp 2 = 256: 197 x 256 = 50432;
+     * no --ffn-hidden-size: 4 x 1024 = 4096 (GELU) */
+    ck_assert_int_eq(import_mg("--tensor-model-parallel-size 2 --num-layers 24 --hidden-size 1024 "
+                               "--num-attention-heads 16 --seq-length 1024 --vocab-size 50257 "
+                               "--micro-batch-size 4 --global-batch-size 64 --bf16 --lr 3e-4 "
+                               "--overlap-grad-reduce",
+                               NULL, 1, &s, &ig, &err),
+                     GS_OK);
+    ck_assert_uint_eq(s.model.vocab, 50432);
+    ck_assert_uint_eq(s.model.ffn, 4096);
+    ck_assert_int_eq(s.model.mlp, GS_MLP_GELU);
+    ck_assert_int_eq(s.model.tied_embeddings, 1); /* Megatron ties unless told not to */
+    ck_assert_uint_eq(s.grid.tp, 2);
+    ck_assert_uint_eq(s.grid.dp, 4); /* 8 GPUs / tp 2 */
+    ck_assert_uint_eq(s.batch.micro_seqs, 4);
+    ck_assert_uint_eq(s.batch.global_seqs, 64);
+    ck_assert_int_eq(s.strategy.sharding, GS_SHARD_NO_SHARD);
+    ck_assert_uint_eq(ig.count, 2);
+    ck_assert_has(ig.warnings[0], "argument 18: --lr: ignored");
+    ck_assert_has(ig.warnings[1], "--overlap-grad-reduce: ignored");
+    gs_diag_fini(&ig);
+    gs_diag_init(&ig);
+    /* SwiGLU default ffn: 4 x 4096 x 2 / 3 = 10922, floored to a multiple of 64: 10880 */
+    ck_assert_int_eq(import_mg("--num-layers 32 --hidden-size 4096 --num-attention-heads 32 "
+                               "--seq-length 4096 --vocab-size 32000 --swiglu",
+                               NULL, 1, &s, &ig, &err),
+                     GS_OK);
+    ck_assert_uint_eq(s.model.ffn, 10880);
+    /* a typo with its hint, placed by argument */
+    ck_assert_int_eq(import_mg("--tensor-model-paralel-size 2", "llama2-7b", 1, &s, &ig, &err),
+                     GS_ERR_INPUT);
+    ck_assert_has(err.msg, "argument 1");
+    ck_assert_has(err.msg, "did you mean '--tensor-model-parallel-size'");
+    /* no node count anywhere */
+    ck_assert_int_eq(import_mg("--tensor-model-parallel-size 2", "llama2-7b", 0, &s, &ig, &err),
+                     GS_ERR_INPUT);
+    ck_assert_has(err.msg, "--nodes");
+    /* --data-parallel-size sets it: tp 2 x pp 2 x dp 4 = 16 GPUs = 2 nodes */
+    ck_assert_int_eq(import_mg("--tensor-model-parallel-size 2 --pipeline-model-parallel-size 2 "
+                               "--data-parallel-size 4",
+                               "llama2-7b", 0, &s, &ig, &err),
+                     GS_OK);
+    ck_assert_uint_eq(s.cluster.nodes, 2);
+    gs_diag_fini(&ig);
+}
+END_TEST
+
+static Suite *launch_suite(void)
+{
+    Suite *s = suite_create("launch");
+    TCase *tc = tcase_create("emit");
+    tcase_add_test(tc, test_seed_70b_megatron);
+    tcase_add_test(tc, test_seed_7b_accelerate);
+    tcase_add_test(tc, test_slurm);
+    tcase_add_test(tc, test_mismatches);
+    suite_add_tcase(s, tc);
+    tc = tcase_create("roundtrip");
+    tcase_set_timeout(tc, 120);
+    tcase_add_loop_test(tc, test_roundtrip_accelerate, 0,
+                        (int)(sizeof accelerate_cases / sizeof accelerate_cases[0]));
+    tcase_add_loop_test(tc, test_roundtrip_megatron, 0,
+                        (int)(sizeof megatron_cases / sizeof megatron_cases[0]));
+    tcase_add_loop_test(tc, test_roundtrip_scenario_yaml, 0, 3);
+    tcase_add_test(tc, test_roundtrip_imported_yaml);
+    suite_add_tcase(s, tc);
+    tc = tcase_create("import");
+    tcase_add_test(tc, test_import_accelerate_errors);
+    tcase_add_test(tc, test_import_megatron);
+    suite_add_tcase(s, tc);
+    return s;
+}
+
+int main(void)
+{
+    SRunner *sr = srunner_create(launch_suite());
+    srunner_run_all(sr, CK_NORMAL);
+    int failed = srunner_ntests_failed(sr);
+    srunner_free(sr);
+    return failed == 0 ? EXIT_SUCCESS : EXIT_FAILURE;
+}
