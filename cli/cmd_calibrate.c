@@ -1074,7 +1074,7 @@ static gs_status write_plots(const cal *c, const char *prefix, gs_error *err)
     snprintf(path, sizeof path, "%s-coll.gp", prefix);
     if (!(f = fopen(path, "w")))
         return gs_error_set(err, GS_ERR_IO, "%s: cannot write: %s", path, strerror(errno));
-    fprintf(f, "set terminal pngcairo size 1000,700\nset output '%s-coll.png'\nset logscale xy\n"
+    fprintf(f, "set terminal pngcairo noenhanced size 1000,700\nset output '%s-coll.png'\nset logscale xy\n"
                "set xlabel 'size (bytes)'\nset ylabel 'time (s)'\nset key left top\n"
                "set title 'host collectives: measured medians (points) and alpha-beta fits (lines)'\nplot ",
             prefix);
@@ -1104,7 +1104,7 @@ static gs_status write_plots(const cal *c, const char *prefix, gs_error *err)
     snprintf(path, sizeof path, "%s-gemm.gp", prefix);
     if (!(f = fopen(path, "w")))
         return gs_error_set(err, GS_ERR_IO, "%s: cannot write: %s", path, strerror(errno));
-    fprintf(f, "set terminal pngcairo size 900,600\nset output '%s-gemm.png'\nset logscale x\n"
+    fprintf(f, "set terminal pngcairo noenhanced size 900,600\nset output '%s-gemm.png'\nset logscale x\n"
                "set xlabel 'FLOPs of one GEMM call (2mnk)'\nset ylabel 'efficiency (rate / best rate)'\n"
                "set yrange [0:1.1]\nset key left top\nset title 'host GEMM efficiency'\n",
             prefix);
