@@ -64,16 +64,25 @@ const char gs_cmd_compare_help[] =
     "options:\n"
     "  --driver D       host\n"
     "  --steps N        exec steps; the last one is compared (default 2: the first warms up)\n"
+    "  --calib FILE     also simulate with the calibration file (`gridstep calibrate`): the table\n"
+    "                   shows the sim with the presets (before) and calibrated (after), each\n"
+    "                   with its error; a host calibration models this CPU: measured GEMM,\n"
+    "                   kernel and collective rates for every rank and link, and the ranks'\n"
+    "                   compute sharing the machine's cores\n"
     "  --json           sim_step_time_s, exec_step_time_s, step_error, classes [{name, sim_s,\n"
-    "                   exec_s, error}]\n"
+    "                   exec_s, error}]; with --calib these are the calibrated sim's, and\n"
+    "                   default_sim_step_time_s, default_step_error, classes[].default_sim_s and\n"
+    "                   .default_error the presets'\n"
     "\n"
     "examples:\n"
-    "  gridstep compare scenarios/tiny-llama-2x2x2.yaml\n";
+    "  gridstep compare scenarios/tiny-llama-2x2x2.yaml\n"
+    "  gridstep calibrate --out host.json && gridstep compare --calib host.json tests/calib/b-dp4.yaml\n";
 
 static const char exec_usage[] =
     "gridstep exec [--driver host] [--steps N] [--seed S] [--lr X] [--timeout S] [--json] [--trace FILE] "
     "[--load DIR] [--save DIR] SCENARIO.yaml";
-static const char compare_usage[] = "gridstep compare [--driver host] [--steps N] [--json] SCENARIO.yaml";
+static const char compare_usage[] =
+    "gridstep compare [--driver host] [--steps N] [--calib FILE] [--json] SCENARIO.yaml";
 
 static gs_status parse_u64(const char *opt, const char *arg, uint64_t *out, gs_error *err)
 {
@@ -141,7 +150,7 @@ static void print_report(const gs_report *r)
 }
 
 typedef struct run_args {
-    const char *path, *trace, *driver, *save, *load;
+    const char *path, *trace, *driver, *save, *load, *calib;
     uint64_t steps;
     int json;
     gs_exec_opts o;
@@ -155,7 +164,8 @@ static gs_status parse(int argc, char **argv, int compare, run_args *a, gs_error
         {"seed", required_argument, NULL, 's'},   {"lr", required_argument, NULL, 'l'},
         {"timeout", required_argument, NULL, 'T'}, {"fail-event", required_argument, NULL, 'F'},
         {"fail-rank", required_argument, NULL, 'R'}, {"save", required_argument, NULL, 'S'},
-        {"load", required_argument, NULL, 'L'},       {NULL, 0, NULL, 0},
+        {"load", required_argument, NULL, 'L'},       {"calib", required_argument, NULL, 'C'},
+        {NULL, 0, NULL, 0},
     };
     const char *usage = compare ? compare_usage : exec_usage;
     memset(a, 0, sizeof *a);
@@ -191,6 +201,11 @@ static gs_status parse(int argc, char **argv, int compare, run_args *a, gs_error
             break;
         case 'T': rc = parse_pos("--timeout", optarg, &a->o.timeout_s, err); break;
         case 'F': a->o.fail_event = optarg; break;
+        case 'C':
+            if (!compare)
+                goto bad;
+            a->calib = optarg;
+            break;
         case 'R': {
             char *end;
             errno = 0;
@@ -391,17 +406,34 @@ gs_status gs_cmd_compare(int argc, char **argv, gs_error *err)
             rc = gs_error_set(err, GS_ERR_NOMEM, "out of memory");
             goto out;
         }
-    gs_backend_opts bo = {0, NULL};
-    if ((rc = gs_sim_backend.open(&s, &mesh, &bo, &sim_state, err)) != GS_OK ||
-        (rc = gs_sim_backend.run(sim_state, sch, stime, err)) != GS_OK ||
-        (rc = gs_report_build(&s, sch, stime, &srep, err)) != GS_OK)
-        goto out;
-    have_s = 1;
-    double sim_c[NCLASS] = {0}, ex_c[NCLASS] = {0};
+    double sim_c[NCLASS] = {0}, def_c[NCLASS] = {0}, ex_c[NCLASS] = {0};
     int seen[NCLASS] = {0};
+    double def_step = 0;
+    /* the presets' sim (before), then the calibrated one (after) when there is a file */
+    for (int pass = 0; pass < (a.calib ? 2 : 1); pass++) {
+        gs_backend_opts bo = {0, pass ? a.calib : NULL};
+        if (have_s) {
+            gs_report_fini(&srep);
+            have_s = 0;
+        }
+        if (sim_state) {
+            gs_sim_backend.close(sim_state);
+            sim_state = NULL;
+        }
+        if ((rc = gs_sim_backend.open(&s, &mesh, &bo, &sim_state, err)) != GS_OK ||
+            (rc = gs_sim_backend.run(sim_state, sch, stime, err)) != GS_OK ||
+            (rc = gs_report_build(&s, sch, stime, &srep, err)) != GS_OK)
+            goto out;
+        have_s = 1;
+        if (pass == 0 && a.calib) {
+            class_times(sch, stime, def_c, seen);
+            def_step = srep.step_time_s;
+        }
+    }
     class_times(sch, stime, sim_c, seen);
     class_times(sch, gs_exec_session_timing(x), ex_c, seen);
     double serr = erep.step_time_s > 0 ? (srep.step_time_s - erep.step_time_s) / erep.step_time_s : 0;
+    double derr = erep.step_time_s > 0 ? (def_step - erep.step_time_s) / erep.step_time_s : 0;
     if (a.json) {
         doc = json_object();
         json_object_set_new(doc, "scenario", json_string(s.name));
@@ -409,6 +441,11 @@ gs_status gs_cmd_compare(int argc, char **argv, gs_error *err)
         json_object_set_new(doc, "sim_step_time_s", json_real(srep.step_time_s));
         json_object_set_new(doc, "exec_step_time_s", json_real(erep.step_time_s));
         json_object_set_new(doc, "step_error", json_real(serr));
+        if (a.calib) {
+            json_object_set_new(doc, "calib", json_string(a.calib));
+            json_object_set_new(doc, "default_sim_step_time_s", json_real(def_step));
+            json_object_set_new(doc, "default_step_error", json_real(derr));
+        }
         json_t *cl = json_array();
         for (int c = 0; c < NCLASS; c++) {
             if (!seen[c])
@@ -420,12 +457,42 @@ gs_status gs_cmd_compare(int argc, char **argv, gs_error *err)
             json_object_set_new(o, "sim_s", json_real(sim_c[c]));
             json_object_set_new(o, "exec_s", json_real(ex_c[c]));
             json_object_set_new(o, "error", ex_c[c] > 0 ? json_real((sim_c[c] - ex_c[c]) / ex_c[c]) : json_null());
+            if (a.calib) {
+                json_object_set_new(o, "default_sim_s", json_real(def_c[c]));
+                json_object_set_new(o, "default_error",
+                                    ex_c[c] > 0 ? json_real((def_c[c] - ex_c[c]) / ex_c[c]) : json_null());
+            }
             json_array_append_new(cl, o);
         }
         json_object_set_new(doc, "classes", cl);
         rc = gs_cli_json_print(doc, err);
     } else {
-        char b1[32], b2[32];
+        char b1[32], b2[32], b3[32];
+        if (a.calib) {
+            gs_cli_table_fini(&tab);
+            gs_cli_table_init(&tab, 6);
+            printf("%s: sim before (%s presets) and after calibration (%s) vs exec (%s driver, measured, step %" PRIu64
+                   " of %" PRIu64 ")\n", s.name, s.cluster.name, a.calib, a.o.driver->name, a.steps, a.steps);
+            gs_cli_table_rowf(&tab, "class\texec\tsim before\terror\tsim after\terror");
+            for (int c = 0; c < NCLASS; c++) {
+                if (!seen[c])
+                    continue;
+                char nm[64];
+                class_name(c, nm, sizeof nm);
+                gs_cli_table_rowf(&tab, "%s\t%s\t%s\t%+.1f%%\t%s\t%+.1f%%", nm, gs_fmt_seconds(ex_c[c], b2, sizeof b2),
+                                  gs_fmt_seconds(def_c[c], b3, sizeof b3),
+                                  ex_c[c] > 0 ? 100 * (def_c[c] - ex_c[c]) / ex_c[c] : 0.0,
+                                  gs_fmt_seconds(sim_c[c], b1, sizeof b1),
+                                  ex_c[c] > 0 ? 100 * (sim_c[c] - ex_c[c]) / ex_c[c] : 0.0);
+            }
+            gs_cli_table_rowf(&tab, "step\t%s\t%s\t%+.1f%%\t%s\t%+.1f%%", gs_fmt_seconds(erep.step_time_s, b2, sizeof b2),
+                              gs_fmt_seconds(def_step, b3, sizeof b3), 100 * derr,
+                              gs_fmt_seconds(srep.step_time_s, b1, sizeof b1), 100 * serr);
+            gs_cli_table_print(&tab, stdout, 2);
+            printf("  (per class: time a rank spends in those events, summed, averaged over ranks; error = (sim - exec) "
+                   "/ exec)\n");
+            goto out;
+        }
         printf("%s: sim (%s, modeled) vs exec (%s driver, measured, step %" PRIu64 " of %" PRIu64 ")\n", s.name,
                s.cluster.name, a.o.driver->name, a.steps, a.steps);
         gs_cli_table_rowf(&tab, "class\tsim\texec\terror");

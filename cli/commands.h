@@ -28,6 +28,7 @@ gs_status gs_cmd_sweep(int argc, char **argv, gs_error *err);
 gs_status gs_cmd_merge(int argc, char **argv, gs_error *err);
 gs_status gs_cmd_exec(int argc, char **argv, gs_error *err);
 gs_status gs_cmd_compare(int argc, char **argv, gs_error *err);
+gs_status gs_cmd_calibrate(int argc, char **argv, gs_error *err);
 gs_status gs_cmd_diagnose(int argc, char **argv, gs_error *err);
 
 extern const char gs_cmd_presets_help[];
@@ -42,6 +43,7 @@ extern const char gs_cmd_sweep_help[];
 extern const char gs_cmd_merge_help[];
 extern const char gs_cmd_exec_help[];
 extern const char gs_cmd_compare_help[];
+extern const char gs_cmd_calibrate_help[];
 extern const char gs_cmd_diagnose_help[];
 
 #endif

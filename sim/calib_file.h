@@ -4,10 +4,25 @@
  *
  *   {"machine": "...", "date": "...", "driver": "host|cuda",
  *    "compute": {"peak_flops": F, "gemm_efficiency": E, "hbm_bw": B, "hbm_efficiency": E,
- *                "launch_s": S, "overlap_slowdown": X},
- *    "links": {"intra_bw": B, "nic_bw": B}}
+ *                "launch_s": S, "overlap_slowdown": X, "cores": C, "background_load": L,
+ *                "attn_flops": F, "gemm_bwd_factor": X, "launch_s_by_ranks": [{"ranks": N, "launch_s": S, "wake_s": S}, ...],
+ *                "gemm_curve": {"form": "hyperbolic|exp", "e_max": E, "f0_flops": F},
+ *                "elementwise_bw": {"adamw": B, "rmsnorm": B, "swiglu": B, "add": B}},
+ *    "links": {"intra_bw": B, "nic_bw": B,
+ *              "intra": {"all_gather": [{"ranks": N, "alpha_s": S, "beta_bytes_per_s": B}, ...],
+ *                        "reduce_scatter": [...], "all_reduce": [...], "broadcast": [...],
+ *                        "send_recv": {"alpha_s": S, "beta_bytes_per_s": B}},
+ *              "inter": {... as intra, for groups spanning nodes}},
+ *    "fits": {...}, "measurements": {...}}   (what calibrate measured: kept, not read)
  *
- * Units: FLOP/s, bytes/s, seconds. Every key is optional; unknown keys are errors.
+ * Units: FLOP/s, bytes/s, seconds. Every key is optional; unknown keys are errors. With
+ * gemm_curve the GEMM efficiency is the curve at one call's FLOPs times peak_flops (the preset's
+ * tile model is not used) and a backward GEMM event takes gemm_bwd_factor times its two forward
+ * calls; elementwise_bw gives each non-GEMM kernel's rate in the schedule's
+ * byte count (adamw: the optimizer, rmsnorm: norms, swiglu: the activation, add: embedding and
+ * loss); cores makes every rank's compute share that many cores with background_load other
+ * runnable threads (each of k running compute events gets min(1, cores / (background + k))); "driver": "host" says every
+ * rank was a thread of one machine, so links.intra applies to every group and peer.
  *
  * Ownership: gs_calib is a plain value. */
 #ifndef GS_SIM_CALIB_FILE_H
@@ -18,16 +33,28 @@
 #include "sim/topology.h"
 
 typedef struct gs_calib {
-    double peak_flops, gemm_efficiency, hbm_bw, hbm_efficiency, launch_s, overlap_slowdown;
+    double peak_flops, gemm_efficiency, hbm_bw, hbm_efficiency, launch_s, overlap_slowdown, cores, background_load,
+        attn_flops, gemm_bwd_factor;
     double intra_bw, nic_bw;
     unsigned set; /* bit per field above, in order: 1 = given */
+    int gemm_curve, gemm_form;        /* gemm_curve: 1 = given; gs_gemm_form */
+    double gemm_e_max, gemm_f0_flops;
+    double elementwise_bw[GS_OP_COUNT]; /* bytes/s, 0 = not given */
+    gs_link_fits intra, inter;
+    int host;                         /* "driver": "host" */
+    uint64_t launch_ranks[GS_COLL_FIT_SIZES]; /* compute.launch_s_by_ranks: world sizes, ascending */
+    double launch_by_ranks[GS_COLL_FIT_SIZES]; /* seconds per event there */
+    double wake_by_ranks[GS_COLL_FIT_SIZES];   /* more, when it waits for another stream */
+    size_t nlaunch;
 } gs_calib;
 
 /* Reads and checks the file (positive numbers; efficiencies in (0, 1]; overlap_slowdown >= 1).
  * Errors name the file (and line:column for JSON syntax errors); GS_ERR_INPUT. */
 gs_status gs_calib_load(const char *path, gs_calib *out, gs_error *err);
 
-/* Replaces the given fields of the compute model and the topology. */
-void gs_calib_apply(const gs_calib *c, gs_compute_model *cm, gs_topo *topo);
+/* Replaces the given fields of the compute model and the topology; world (ranks the sim plays)
+ * picks the launch overhead from launch_s_by_ranks (linear between measured sizes, the nearest
+ * outside them). */
+void gs_calib_apply(const gs_calib *c, uint64_t world, gs_compute_model *cm, gs_topo *topo);
 
 #endif

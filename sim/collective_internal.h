@@ -99,6 +99,11 @@ double gs__nvls_time(const gs_topo *t, gs_coll_op op, const gs_coll_shape *s, do
 double gs__hier_time(const gs_topo *t, gs_coll_op op, const gs_coll_shape *s, double bytes, gs_proto p,
                      double *net_bytes);
 
+/* Calibrated (sim/measured.c): the measured alpha-beta line of op over the group's link class,
+ * or INFINITY when the calibration has none. */
+double gs__measured_time(const gs_topo *t, gs_coll_op op, const gs_coll_shape *s, double bytes);
+double gs__measured_p2p_time(const gs_topo *t, int same_node, double bytes);
+
 /* The ring formula with a given graph and a cap (GB/s) on the bus bandwidth the hardware
  * sustains; hierarchical.c runs its per-rail rings through it. */
 double gs__ring_time_graph(const gs_topo *t, gs_coll_op op, const gs_coll_shape *s, double bytes, gs_proto p,

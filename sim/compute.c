@@ -10,6 +10,9 @@
 
 #include <math.h>
 #include <stddef.h>
+#include <string.h>
+
+#include "sim/calib.h"
 
 /* ------------------------------------------------------------------ calibration factors ----- */
 
@@ -176,6 +179,7 @@ double gs_gemm_efficiency(const gs_compute_model *m, uint64_t M, uint64_t N, uin
 
 void gs_compute_model_init(gs_compute_model *m, const gs_gpu *g, gs_precision p)
 {
+    memset(m, 0, sizeof *m);
     m->peak_flops = gs_gpu_peak_flops(g, p);
     /* A dtype without tensor-core support (BF16 on V100) runs on the CUDA cores, at about the
      * FP32 rate (ref 1.1 V100 row: 15.7 TFLOP/s). */
@@ -216,10 +220,38 @@ static double roofline(double flops, double bytes, double flops_rate, double byt
     return t_flops > t_bytes ? t_flops : t_bytes;
 }
 
+/* A calibrated model (gemm_curve, attn_flops, elementwise_bw from a calibration file): the
+ * measured rates replace the preset's tile model and vector fraction. The curve is evaluated at
+ * the FLOPs of one GEMM call (a backward event is two calls of the forward shape's FLOPs). */
+static double calibrated_time(const gs_compute_model *m, const gs_event *e, int *done)
+{
+    double bw = m->hbm_bw * m->hbm_efficiency;
+    *done = 1;
+    if (is_gemm(e) && e->op == GS_OP_ATTN && m->attn_flops > 0)
+        return e->flops / m->attn_flops + (e->phase == GS_PHASE_BWD ? 2 : 1) * m->launch_s;
+    if (is_gemm(e) && m->gemm_curve) {
+        int calls = e->phase == GS_PHASE_BWD ? 2 : 1;
+        double one = e->flops / calls;
+        double eff = gs_gemm_curve_eval((gs_gemm_form)m->gemm_form, m->gemm_e_max, m->gemm_f0_flops, one);
+        double t = roofline(e->flops, (double)e->bytes, m->peak_flops * eff, bw);
+        if (calls == 2 && m->gemm_bwd_factor > 0)
+            t *= m->gemm_bwd_factor;
+        return t + calls * m->launch_s;
+    }
+    if (!is_gemm(e) && e->op < GS_OP_COUNT && m->elementwise_bw[e->op] > 0)
+        return (double)e->bytes / m->elementwise_bw[e->op] + m->launch_s;
+    *done = 0;
+    return 0.0;
+}
+
 double gs_compute_time(const gs_compute_model *m, const gs_event *e)
 {
     double rate;
     int launches = 1;
+    int done;
+    double t = calibrated_time(m, e, &done);
+    if (done)
+        return t;
     if (is_gemm(e)) {
         /* A backward GEMM event is dgrad + wgrad: two GEMMs, two launches, the FLOPs of two
          * forward GEMMs (the event carries them), each at the forward shape's efficiency. */
@@ -230,6 +262,11 @@ double gs_compute_time(const gs_compute_model *m, const gs_event *e)
         rate = m->peak_flops * GS_VECTOR_FRACTION;
     }
     return roofline(e->flops, (double)e->bytes, rate, m->hbm_bw * m->hbm_efficiency) + launches * m->launch_s;
+}
+
+double gs_compute_launch_time(const gs_compute_model *m, const gs_event *e)
+{
+    return (is_gemm(e) && e->phase == GS_PHASE_BWD ? 2 : 1) * m->launch_s;
 }
 
 double gs_compute_time_host(const gs_compute_model *m, const gs_event *e)

@@ -21,6 +21,20 @@ typedef struct gs_compute_model {
     uint32_t sms;             /* for wave quantization */
     double host_flops;        /* CPU offload: the host's FLOP/s for the optimizer */
     double host_bw;           /* CPU offload: host memory bandwidth, bytes/s */
+    /* From a calibration file only (0: not given; the preset model above applies). */
+    int gemm_curve;           /* 1: GEMM efficiency = curve(FLOPs of one GEMM), not the tile model */
+    int gemm_form;            /* gs_gemm_form (sim/calib.h) */
+    double gemm_e_max;        /* the curve's plateau, fraction of peak_flops */
+    double gemm_f0_flops;     /* the curve's scale, FLOPs */
+    double gemm_bwd_factor;   /* backward GEMM event over its two forward-shaped calls (0: 1) */
+    double attn_flops;        /* FLOP/s the attention core reaches (the schedule's FLOP count) */
+    double elementwise_bw[GS_OP_COUNT]; /* bytes/s (the schedule's byte count) per non-GEMM op */
+    double cores;             /* compute events of all ranks share this many cores (the host
+                                 driver's ranks are threads of one machine); 0: one device each */
+    double wake_s;            /* a compute event waiting for another stream's event starts this
+                                 much later (a host thread waking another); 0 by default */
+    double background_load;   /* other runnable threads on those cores (a fair scheduler gives
+                                 each of k compute events min(1, cores / (background + k))) */
 } gs_compute_model;
 
 void gs_compute_model_init(gs_compute_model *m, const gs_gpu *g, gs_precision p);
@@ -31,6 +45,9 @@ double gs_gemm_efficiency(const gs_compute_model *m, uint64_t M, uint64_t N, uin
 
 /* Seconds for one compute event (without overlap slowdown). */
 double gs_compute_time(const gs_compute_model *m, const gs_event *e);
+
+/* The launch part of gs_compute_time (launches x launch_s): a latency, not work on the cores. */
+double gs_compute_launch_time(const gs_compute_model *m, const gs_event *e);
 
 /* Seconds for a compute event run on the host CPU (the optimizer under CPU offload, which the
  * event alone cannot tell): roofline on host_flops and host_bw, no kernel launch. */

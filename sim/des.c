@@ -162,6 +162,15 @@ typedef struct run_ctx {
     size_t fr_cap;
     uint64_t *members;    /* scratch: ranks of a collective's present members */
     size_t members_cap;
+    /* shared cores (cm.cores > 0): running compute events share them equally */
+    double *ps_left;      /* per global event: seconds of work left at full speed */
+    double *ps_delay;     /* per global event: launch latency after its work (not shared) */
+    uint32_t *ps_ver;     /* per global event: version of its latest projected end (0: not shared) */
+    uint64_t *ps_active;  /* running compute events */
+    size_t ps_n;
+    double ps_load;       /* ranks computing (class members counted) */
+    double ps_rate;       /* speed of each, fraction of one core */
+    double ps_t;          /* when ps_left was last brought up to date */
 } run_ctx;
 
 /* What a flow's end completes: the members of a collective instance, a send (and its waiting
@@ -251,6 +260,77 @@ static int complete_at(run_ctx *c, uint64_t gid, double start, double dur)
     t->start_s = start;
     t->end_s = start + dur;
     return gs_queue_push(&c->h, start + dur, gid, 0);
+}
+
+/* ---- shared cores ------------------------------------------------------------------------------- */
+
+/* The host driver's ranks are threads of one machine: k compute events running at once on C
+ * cores, beside L runnable threads of other processes, each progress at min(1, C / (L + k)) of
+ * full speed (the OS shares the cores fairly among runnable threads). Their
+ * ends move whenever one starts or ends; heap entries carry the event's version and stale ones
+ * are skipped. */
+static void ps_advance(run_ctx *c)
+{
+    double dt = c->now - c->ps_t;
+    if (dt > 0)
+        for (size_t i = 0; i < c->ps_n; i++)
+            c->ps_left[c->ps_active[i]] -= dt * c->ps_rate;
+    c->ps_t = c->now;
+}
+
+static int ps_reschedule(run_ctx *c)
+{
+    double cores = c->st->cm.cores, demand = c->ps_load + c->st->cm.background_load;
+    c->ps_rate = demand > cores ? cores / demand : 1.0;
+    for (size_t i = 0; i < c->ps_n; i++) {
+        uint64_t g = c->ps_active[i];
+        double left = c->ps_left[g] > 0 ? c->ps_left[g] : 0;
+        if (gs_queue_push(&c->h, c->now + left / c->ps_rate, g, ++c->ps_ver[g]) != 0)
+            return -1;
+    }
+    return 0;
+}
+
+static int ps_start(run_ctx *c, size_t ri, uint64_t gid, double dur, double delay)
+{
+    gs_timing *t = &c->timing[ri][gid - c->rt[ri].base];
+    ps_advance(c);
+    t->start_s = c->now;
+    t->end_s = c->now + dur;
+    if (delay > dur)
+        delay = dur;
+    c->ps_left[gid] = dur - delay;
+    c->ps_delay[gid] = delay;
+    c->ps_active[c->ps_n++] = gid;
+    c->ps_load += (double)c->sch->ranks[ri].class_size;
+    return ps_reschedule(c);
+}
+
+/* The popped entry of gid with version ver: 1 when stale or when the work is done but the
+ * launch latency is still to run (its end is then pushed as an ordinary completion), 0 when
+ * the event ended now, -1 out of memory. */
+static int ps_pop(run_ctx *c, uint64_t gid, uint32_t ver)
+{
+    if (ver != c->ps_ver[gid])
+        return 1;
+    ps_advance(c);
+    size_t ri = rank_index_of(c, gid);
+    double delay = c->ps_delay[gid];
+    c->timing[ri][gid - c->rt[ri].base].end_s = c->now + delay;
+    for (size_t i = 0; i < c->ps_n; i++)
+        if (c->ps_active[i] == gid) {
+            c->ps_active[i] = c->ps_active[--c->ps_n];
+            break;
+        }
+    c->ps_ver[gid] = UINT32_MAX; /* done: any later entry is stale */
+    c->ps_load -= (double)c->sch->ranks[ri].class_size;
+    if (c->ps_n == 0)
+        c->ps_load = 0;
+    if (ps_reschedule(c) != 0)
+        return -1;
+    if (delay > 0)
+        return gs_queue_push(&c->h, c->now + delay, gid, 0) != 0 ? -1 : 1;
+    return 0;
 }
 
 /* ---- flow mode ---------------------------------------------------------------------------------- */
@@ -471,6 +551,20 @@ static int try_issue(run_ctx *c, size_t ri)
                 if (complete_at(c, gid, c->now, dur) != 0)
                     return -1;
             }
+        } else if (e->kind == GS_EV_COMPUTE && c->ps_active) {
+            double delay = gs_compute_launch_time(&c->st->cm, e);
+            if (c->st->cm.wake_s > 0) {
+                /* a dependency on another stream: that stream's thread wakes this one */
+                const uint32_t *d = gs_event_list(r, e, GS_LINK_DEPS);
+                for (uint16_t j = 0; j < e->nlinks[GS_LINK_DEPS]; j++)
+                    if (r->events[d[j]].stream != e->stream) {
+                        delay += c->st->cm.wake_s;
+                        dur += c->st->cm.wake_s;
+                        break;
+                    }
+            }
+            if (ps_start(c, ri, gid, dur, delay) != 0)
+                return -1;
         } else {
             if (complete_at(c, gid, c->now, dur) != 0)
                 return -1;
@@ -515,6 +609,14 @@ static gs_status sim_run(void *state, const gs_schedule *sch, gs_timing *const *
     c.posted = calloc(total ? total : 1, 1);
     if (!c.remaining || !c.dep_off || !c.match || !c.wait_next || !c.posted)
         goto nomem;
+    if (st->cm.cores > 0) {
+        c.ps_left = calloc(total ? total : 1, sizeof *c.ps_left);
+        c.ps_ver = calloc(total ? total : 1, sizeof *c.ps_ver);
+        c.ps_delay = calloc(total ? total : 1, sizeof *c.ps_delay);
+        c.ps_active = calloc(sch->nranks ? sch->nranks : 1, sizeof *c.ps_active);
+        if (!c.ps_left || !c.ps_ver || !c.ps_active || !c.ps_delay)
+            goto nomem;
+    }
 
     /* ranks present, and how many members of each group are present */
     if (map_init(&c.cost_cache, 1024) != 0 || map_init(&present, sch->nranks * GS_GROUP_KIND_COUNT) != 0 || map_init(&inst_map, ncoll / 2 + 16) != 0 ||
@@ -651,6 +753,15 @@ static gs_status sim_run(void *state, const gs_schedule *sch, gs_timing *const *
                 goto nomem;
             continue;
         }
+        if (nd.ver && c.ps_ver) {
+            /* a shared-core compute event's projected end */
+            c.now = nd.t;
+            int r = ps_pop(&c, nd.id, nd.ver);
+            if (r < 0)
+                goto nomem;
+            if (r > 0)
+                continue;
+        }
         c.now = nd.t;
         size_t ri = rank_index_of(&c, nd.id);
         const gs_event *e = &sch->ranks[ri].events[nd.id - c.rt[ri].base];
@@ -703,6 +814,10 @@ out:
     gs_flow_model_destroy(c.fm);
     free(c.fr);
     free(c.members);
+    free(c.ps_left);
+    free(c.ps_ver);
+    free(c.ps_delay);
+    free(c.ps_active);
     map_fini(&c.cost_cache);
     map_fini(&present);
     map_fini(&inst_map);
@@ -735,10 +850,10 @@ static gs_status sim_open(const gs_scenario *s, const gs_mesh *mesh, const gs_ba
             free(st);
             return rc;
         }
-        gs_calib_apply(&cal, &st->cm, &st->topo);
+        gs_calib_apply(&cal, mesh->world, &st->cm, &st->topo);
         if (st->flow) {
             gs_compute_model unused = st->cm;
-            gs_calib_apply(&cal, &unused, &st->flow_topo);
+            gs_calib_apply(&cal, mesh->world, &unused, &st->flow_topo);
         }
     }
     *state = st;

@@ -5,6 +5,7 @@
 #include "sim/topology.h"
 
 #include <math.h>
+#include <string.h>
 
 #include "sim/collective_internal.h"
 
@@ -23,6 +24,7 @@
 void gs_topo_init(gs_topo *t, const gs_cluster *c)
 {
     uint32_t cc = c->gpu.compute_capability;
+    memset(t, 0, sizeof *t);
     t->cluster = *c;
     t->intra_hop = c->intra.kind == GS_LINK_NVLINK ? GS_HOP_NVLINK : GS_HOP_PCI;
     t->intra_bw = c->intra.nccl_bw; /* NVLink: links x NCCL's per-link bw (ref 3.4); PCIe: ref 2.4 */

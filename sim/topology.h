@@ -14,6 +14,21 @@
 
 typedef enum gs_hop { GS_HOP_NVLINK, GS_HOP_PCI, GS_HOP_NET, GS_HOP_COUNT } gs_hop; /* NCCL's hw classes */
 
+/* Measured collective times from a calibration file: t = alpha_s + bytes / beta_bytes_per_s
+ * (bytes = nccl-tests size) for each op and each measured group size. */
+#define GS_COLL_FIT_SIZES 8
+typedef struct gs_coll_fit {
+    uint64_t nranks;         /* group size measured (0: slot unused) */
+    double alpha_s;          /* seconds */
+    double beta_bytes_per_s; /* bytes/s */
+} gs_coll_fit;
+
+typedef struct gs_link_fits {
+    int set;                                            /* 1: any fit given */
+    gs_coll_fit coll[GS_COLL_COUNT][GS_COLL_FIT_SIZES]; /* by op, ascending nranks */
+    gs_coll_fit p2p;                                    /* send/recv (nranks 2) */
+} gs_link_fits;
+
 typedef struct gs_topo {
     gs_cluster cluster;
     gs_hop intra_hop;       /* NVLINK or PCI */
@@ -24,6 +39,10 @@ typedef struct gs_topo {
     int nvls;               /* NVLink SHARP available */
     int cc_index;           /* NCCL compute-capability row: 0 Volta, 1 Ampere, 2 Hopper, 3 Blackwell */
     double net_overhead_s;  /* NCCL net post overhead per inter-node step */
+    gs_link_fits fit_intra; /* calibrated: groups inside one node (sim/measured.c) */
+    gs_link_fits fit_inter; /* calibrated: groups spanning nodes */
+    int one_machine;        /* calibrated on the host driver: every rank is a thread of one
+                               machine, so fit_intra applies to every group and peer */
 } gs_topo;
 
 void gs_topo_init(gs_topo *t, const gs_cluster *c);

@@ -183,6 +183,9 @@ double gs_p2p_time(const gs_topo *t, int same_node, uint64_t bytes)
      * (NCCL does not stripe one peer's traffic over several NICs, ref 2.3). */
     if (bytes == 0)
         return 0.0;
+    double measured = gs__measured_p2p_time(t, same_node, (double)bytes);
+    if (isfinite(measured))
+        return measured;
     if (same_node)
         return t->cluster.intra.latency_s + (double)bytes / t->intra_bw;
     return t->cluster.nic.latency_s + (double)bytes / (gs__nic_gbs(t, 2) * 1e9);
@@ -244,6 +247,16 @@ gs_status gs_coll_estimate(const gs_topo *t, gs_coll_op op, const gs_coll_shape 
     out->algbw = out->busbw = out->net_bytes = 0.0;
     if (shape->nranks == 1 || bytes == 0)
         return GS_OK; /* nothing moves */
+    if (force == GS_ALGO_COUNT) {
+        double measured = gs__measured_time(t, op, shape, size);
+        if (isfinite(measured)) {
+            out->time_s = measured;
+            out->algo = GS_ALGO_COUNT;
+            out->algbw = size / measured;
+            out->busbw = out->algbw * gs_busbw_factor(op, shape->nranks);
+            return GS_OK;
+        }
+    }
 
     if (op == GS_COLL_ALLTOALL) {
         if (force != GS_ALGO_COUNT)

@@ -274,7 +274,7 @@ START_TEST(test_calib_file)
     gs_topo t;
     memset(&t, 0, sizeof t);
     t.nic_bw = 20e9, t.nic_line_bw = 25e9, t.intra_bw = 240e9;
-    gs_calib_apply(&c, &cm, &t);
+    gs_calib_apply(&c, 1, &cm, &t);
     ck_assert(cm.gemm_efficiency == 0.5 && cm.launch_s == 1e-5 && cm.hbm_efficiency == 0.85);
     ck_assert(t.nic_bw == 10e9 && t.intra_bw == 240e9);
     ck_assert(fabs(t.nic_line_bw - 12.5e9) < 1); /* the line/achievable ratio 25/20 kept */

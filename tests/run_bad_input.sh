@@ -86,6 +86,38 @@ fi
 
 check missing-file "$dir/does-not-exist.yaml" "No such file"
 
+# Calibration files (tests/bad-input/calib/*.json): the first line is the "# expect:" comment,
+# the rest the JSON that `gridstep sim --calib` must refuse (exit 2) with an error that starts
+# with the file's path and names the field.
+for f in "$dir"/calib/*.json; do
+    [ -f "$f" ] || continue
+    name=calib-$(basename "$f" .json)
+    fragment=$(sed -n '1s/^# expect: //p' "$f")
+    if [ -z "$fragment" ]; then
+        echo "FAIL: $name: first line is not '# expect: <fragment>'"
+        failed=$((failed + 1))
+        continue
+    fi
+    sed 1d "$f" >"$tmp/calib.json"
+    "$GRIDSTEP" sim --calib "$tmp/calib.json" "$top_srcdir/tests/exec/single.yaml" >"$tmp/out" 2>"$tmp/err"
+    rc=$?
+    why=
+    if [ "$rc" -ne 2 ]; then
+        why="exit status $rc, expected 2"
+    elif ! grep -F -e "$fragment" "$tmp/err" >/dev/null; then
+        why="stderr lacks '$fragment'"
+    elif ! grep -F -e "$tmp/calib.json" "$tmp/err" >/dev/null; then
+        why="the message does not name the file"
+    fi
+    if [ -z "$why" ]; then
+        echo "PASS: $name"
+        passed=$((passed + 1))
+    else
+        echo "FAIL: $name: $why"
+        sed 's/^/    stderr: /' "$tmp/err"
+        failed=$((failed + 1))
+    fi
+done
 # import_cases SUBDIR EXT OPTION PREFIX: the imported-config cases of one format.
 import_cases() {
     for f in "$dir/$1"/*."$2"; do

@@ -1,0 +1,1275 @@
+/* `gridstep calibrate`: measures this machine through an exec driver (GEMM rates over a grid of
+ * shapes, elementwise kernel bandwidths, attention, collectives per op, size and group size,
+ * send/recv, per-event dispatch cost, how many cores ranks really get), fits the sim's models
+ * to the medians (sim/calib.c) and writes the calibration file `sim --calib` reads. */
+#include <errno.h>
+#include <getopt.h>
+#include <inttypes.h>
+#include <math.h>
+#include <pthread.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/resource.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "cli/cli_common.h"
+#include "cli/commands.h"
+#include "engine/schedule.h"
+#include "exec/driver.h"
+#include "exec/exec.h"
+#include "sim/calib.h"
+#include "sim/collective.h"
+
+const char gs_cmd_calibrate_help[] =
+    "Measures this machine through the driver and writes a calibration file for `gridstep sim\n"
+    "--calib` and `gridstep compare --calib`. Every figure is the median of repeats after a\n"
+    "warm-up. Kernels are timed in thread CPU time (their cost on a core); collectives and the\n"
+    "cores test in wall time, so those depend on the load: calibrate under the load you compare\n"
+    "under (the file records the load average).\n"
+    "  GEMM       the driver's linear, forward and backward, over a grid of shapes (m, n, k), fp32,\n"
+    "             plus the GEMM shapes of SCENARIO's schedule when one is given; the efficiency\n"
+    "             (rate / best rate) is fitted against one call's FLOPs (compute.gemm_curve); the\n"
+    "             backward over twice the forward is compute.gemm_bwd_factor\n"
+    "  kernels    AdamW, RMSNorm, SwiGLU and add: alpha-beta fit of time against the bytes the\n"
+    "             schedule counts for them (compute.elementwise_bw); attention forward+backward\n"
+    "             at SCENARIO's shape (compute.attn_flops, the schedule's FLOP count)\n"
+    "  dispatch   no-op events on one stream, and chained across two streams, of each of 1, 2,\n"
+    "             4, 8 ranks as the dispatcher issues them (compute.launch_s_by_ranks: launch_s\n"
+    "             and the cross-stream wake_s; the driver's per-event cost grows with its\n"
+    "             thread count)\n"
+    "  cores      the CPU-time share of GEMM threads, P and 2P of them at once (P online CPUs):\n"
+    "             with sched_autogroup (Linux's default: CPUs shared fairly between sessions)\n"
+    "             compute.cores is this process's share in cores; otherwise compute.cores = P\n"
+    "             and compute.background_load the other runnable threads. With SCENARIO, two\n"
+    "             training steps of it run for real and the process's CPU time over wall time\n"
+    "             in the second is its share under a real step (used when larger)\n"
+    "  links      all-gather, reduce-scatter, all-reduce, broadcast over 2, 4 and 8 ranks and\n"
+    "             send/recv, 1 KiB .. 16 MiB (--quick: .. 1 MiB) in x4 steps, printed as\n"
+    "             nccl-tests does (busbw: all-reduce 2(n-1)/n, all-gather and reduce-scatter\n"
+    "             (n-1)/n, broadcast and send/recv 1); robust alpha-beta fit per op and group\n"
+    "             size (links.intra). The cap: the host driver's ranks are threads sharing this\n"
+    "             machine's cores and memory bandwidth, so 8 ranks x 16 MiB already take\n"
+    "             seconds per call, and the host scenarios move at most a few MiB per call.\n"
+    "\n"
+    "options:\n"
+    "  --driver D       host (the drivers of this build)\n"
+    "  --out FILE       the calibration file (default calib.json)\n"
+    "  --quick          fewer shapes, sizes and repeats (about 10 s)\n"
+    "  --plot PREFIX    PREFIX-coll.dat/.gp/.png (time vs size, log-log, points + fitted lines)\n"
+    "                   and PREFIX-gemm.dat/.gp/.png (efficiency vs FLOPs + the fitted curve)\n"
+    "                   through gnuplot; without gnuplot the data and scripts stay, exit 1\n"
+    "\n"
+    "examples:\n"
+    "  gridstep calibrate --driver host --out host.json tests/calib/a-dp2-tp2.yaml\n"
+    "  gridstep sim --calib host.json tests/calib/b-dp4.yaml\n"
+    "  gridstep compare --calib host.json tests/calib/b-dp4.yaml\n";
+
+static const char usage[] =
+    "gridstep calibrate [--driver host] [--out FILE] [--quick] [--plot PREFIX] [SCENARIO.yaml]";
+
+#define MAX_SHAPES 64
+#define MAX_SIZES 16
+#define MAX_REPS 16
+#define GROUP_SIZES 3
+#define DISPATCH_SIZES 4
+
+static const uint64_t group_sizes[GROUP_SIZES] = {2, 4, 8};
+
+typedef struct gemm_point {
+    uint64_t m, n, k;
+    double secs; /* median per call */
+    double bwd_secs; /* linear_bwd (dx and dw: two GEMMs) median per call */
+    double flops_per_s;
+} gemm_point;
+
+typedef struct ew_point {
+    uint64_t elements;
+    double bytes; /* as the schedule counts them */
+    double secs;
+} ew_point;
+
+enum { EW_ADAMW, EW_RMSNORM, EW_SWIGLU, EW_ADD, EW_COUNT };
+static const char *const ew_names[EW_COUNT] = {"adamw", "rmsnorm", "swiglu", "add"};
+/* bytes per element the schedule counts in fp32 (engine/build*.c): the optimizer 2 x 8 + 2 x 4,
+ * a norm 5 x 4, SwiGLU 3 x 4; add: read y and x, write y */
+static const double ew_bytes_per_el[EW_COUNT] = {24, 20, 12, 12};
+
+enum { C_AG, C_RS, C_AR, C_BC, C_P2P, C_COUNT };
+static const char *const c_names[C_COUNT] = {"all_gather", "reduce_scatter", "all_reduce", "broadcast", "send_recv"};
+static const gs_coll_op c_ops[C_COUNT] = {GS_COLL_ALLGATHER, GS_COLL_REDUCE_SCATTER, GS_COLL_ALLREDUCE,
+                                          GS_COLL_BROADCAST, GS_COLL_COUNT};
+
+typedef struct cal {
+    const gs_driver_ops *ops;
+    int quick, reps, tty;
+    gemm_point gemm[MAX_SHAPES];
+    size_t ngemm;
+    double best_flops;
+    double bwd_factor; /* median over shapes of linear_bwd / (2 x linear_fwd) */
+    ew_point ew[EW_COUNT][MAX_SIZES];
+    size_t new_;
+    uint64_t attn_seq, attn_nh, attn_nkv, attn_hd;
+    double attn_fwd_s, attn_bwd_s, attn_flops;
+    double launch_s;
+    uint64_t dispatch_ranks[DISPATCH_SIZES];
+    double dispatch_s[DISPATCH_SIZES]; /* per event on one stream, by world size */
+    double wake_s[DISPATCH_SIZES];     /* more when the event waits for another stream */
+    double single_flops, multi_flops, cores, background;
+    int autogroup; /* the kernel shares the CPUs between sessions (sched_autogroup_enabled) */
+    double exec_share; /* CPU time over wall time of the process during a training step */
+    uint64_t exec_ranks;
+    size_t cores_calls; /* GEMM calls per thread in the cores test */
+    uint64_t cores_threads[2];
+    double cores_share[2]; /* mean CPU time / wall time of a thread in each pass */
+    uint64_t sizes[MAX_SIZES];
+    size_t nsizes;
+    double coll_s[C_COUNT][GROUP_SIZES][MAX_SIZES]; /* median seconds; 0 = not measured */
+    gs_fit_ab coll_fit[C_COUNT][GROUP_SIZES];
+    int coll_fit_ok[C_COUNT][GROUP_SIZES];
+    gs_fit_gemm gemm_fit;
+    gs_fit_ab ew_fit[EW_COUNT];
+} cal;
+
+static void progress(const cal *c, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+static void progress(const cal *c, const char *fmt, ...)
+{
+    if (!c->tty)
+        return;
+    va_list ap;
+    va_start(ap, fmt);
+    fprintf(stderr, "\r\033[K");
+    vfprintf(stderr, fmt, ap);
+    va_end(ap);
+    fflush(stderr);
+}
+
+static void fill(float *p, size_t n, float v)
+{
+    for (size_t i = 0; i < n; i++)
+        p[i] = v * (float)(1 + (i % 7)) * 0.125f;
+}
+
+/* ---- one-rank measurements (run inside a launched function on the rank's compute stream) --------- */
+
+typedef struct solo_job {
+    cal *c;
+    gs_drv *d;
+    gs_error *err;
+} solo_job;
+
+/* CPU seconds per call of fn(arg): calls batched to about 2 ms (1 ms quick) per repeat, one
+ * warm-up batch, the median of the repeats. */
+typedef void (*call_fn)(void *arg, gs_drv_stream *s);
+/* Kernels are timed in the calling thread's CPU time: what the work costs on a core running it,
+ * without the time the OS gave the core to other threads (that share is compute.cores, measured
+ * apart, and the sim applies it). */
+static double now_s(const cal *c, gs_drv *d)
+{
+    (void)c, (void)d;
+    struct timespec t;
+    clock_gettime(CLOCK_THREAD_CPUTIME_ID, &t);
+    return (double)t.tv_sec + (double)t.tv_nsec * 1e-9;
+}
+
+static double now_wall(void)
+{
+    struct timespec t;
+    clock_gettime(CLOCK_MONOTONIC, &t);
+    return (double)t.tv_sec + (double)t.tv_nsec * 1e-9;
+}
+
+static double time_calls(const cal *c, gs_drv *d, gs_drv_stream *s, call_fn fn, void *arg)
+{
+    double t0 = now_s(c, d);
+    fn(arg, s);
+    double one = now_s(c, d) - t0;
+    double target = c->quick ? 1e-3 : 2e-3;
+    size_t calls = one > 0 ? (size_t)ceil(target / one) : 1000;
+    if (calls < 1)
+        calls = 1;
+    if (calls > 2000)
+        calls = 2000;
+    double v[MAX_REPS];
+    for (size_t i = 0; i < calls; i++)
+        fn(arg, s);
+    for (int r = 0; r < c->reps; r++) {
+        t0 = now_s(c, d);
+        for (size_t i = 0; i < calls; i++)
+            fn(arg, s);
+        v[r] = (now_s(c, d) - t0) / (double)calls;
+    }
+    return gs_calib_median(v, (size_t)c->reps);
+}
+
+typedef struct gemm_args {
+    const gs_driver_ops *ops;
+    const float *x, *w;
+    float *y;
+    size_t m, n, k;
+    float *dx, *dw; /* backward */
+} gemm_args;
+
+static void gemm_call(void *arg, gs_drv_stream *s)
+{
+    gemm_args *a = arg;
+    a->ops->linear_fwd(s, a->x, a->w, a->y, a->m, a->k, a->n);
+}
+
+static void gemm_bwd_call(void *arg, gs_drv_stream *s)
+{
+    gemm_args *a = arg;
+    a->ops->linear_bwd(s, a->x, a->w, a->y, a->dx, a->dw, a->m, a->k, a->n);
+}
+
+typedef struct ew_args {
+    const gs_driver_ops *ops;
+    int kind;
+    float *a, *b, *m, *v, *y, *rstd;
+    size_t n, h;
+} ew_args;
+
+static void ew_call(void *arg, gs_drv_stream *s)
+{
+    ew_args *e = arg;
+    switch (e->kind) {
+    case EW_ADAMW: e->ops->adamw(s, e->a, e->b, e->m, e->v, e->n, 1e-3f, 0.9f, 0.95f, 1e-8f, 0.1f, 1); break;
+    case EW_RMSNORM: e->ops->rmsnorm_fwd(s, e->a, e->m, e->y, e->rstd, e->n / e->h, e->h, 1e-5f); break;
+    case EW_SWIGLU: e->ops->swiglu_fwd(s, e->a, e->y, e->n / e->h, e->h); break;
+    default: e->ops->add(s, e->y, e->a, e->n); break;
+    }
+}
+
+typedef struct attn_args {
+    const gs_driver_ops *ops;
+    float *q, *k, *v, *o, *p, *dq, *dk, *dv, *dout;
+    size_t seq, nh, nkv, hd;
+    int bwd;
+} attn_args;
+
+static void attn_call(void *arg, gs_drv_stream *s)
+{
+    attn_args *a = arg;
+    size_t ldq = a->nh * a->hd, ldkv = a->nkv * a->hd;
+    if (!a->bwd)
+        a->ops->attn_fwd(s, a->q, ldq, a->k, a->v, ldkv, a->o, ldq, a->p, 1, a->seq, a->nh, a->nkv, a->hd);
+    else
+        a->ops->attn_bwd(s, a->q, ldq, a->k, a->v, ldkv, a->p, a->dout, ldq, a->dq, a->dk, a->dv, 1, a->seq, a->nh,
+                         a->nkv, a->hd);
+}
+
+static gs_status solo_fn(void *arg, gs_drv_stream *s, gs_error *err)
+{
+    solo_job *j = arg;
+    cal *c = j->c;
+    gs_status rc = GS_OK;
+    /* GEMMs */
+    for (size_t i = 0; i < c->ngemm; i++) {
+        gemm_point *g = &c->gemm[i];
+        progress(c, "calibrate: GEMM %zu/%zu (%" PRIu64 " x %" PRIu64 " x %" PRIu64 ")", i + 1, c->ngemm, g->m, g->n,
+                 g->k);
+        float *x = malloc(g->m * g->k * sizeof *x), *w = malloc(g->n * g->k * sizeof *w);
+        float *y = malloc(g->m * g->n * sizeof *y);
+        float *dx = malloc(g->m * g->k * sizeof *dx), *dw = calloc(g->n * g->k, sizeof *dw);
+        if (!x || !w || !y || !dx || !dw) {
+            free(x), free(w), free(y), free(dx), free(dw);
+            return gs_error_set(err, GS_ERR_NOMEM, "calibrate: out of memory for a %" PRIu64 " x %" PRIu64 " x %" PRIu64
+                                " GEMM", g->m, g->n, g->k);
+        }
+        fill(x, g->m * g->k, 0.01f);
+        fill(w, g->n * g->k, 0.02f);
+        gemm_args a = {c->ops, x, w, y, g->m, g->n, g->k, dx, dw};
+        g->secs = time_calls(c, j->d, s, gemm_call, &a);
+        g->bwd_secs = time_calls(c, j->d, s, gemm_bwd_call, &a);
+        g->flops_per_s = 2.0 * (double)g->m * (double)g->n * (double)g->k / g->secs;
+        if (g->flops_per_s > c->best_flops)
+            c->best_flops = g->flops_per_s;
+        free(x), free(w), free(y), free(dx), free(dw);
+    }
+    /* elementwise kernels */
+    for (int kind = 0; kind < EW_COUNT && rc == GS_OK; kind++)
+        for (size_t i = 0; i < c->new_; i++) {
+            ew_point *p = &c->ew[kind][i];
+            progress(c, "calibrate: %s, %" PRIu64 " elements", ew_names[kind], p->elements);
+            size_t n = p->elements, h = 256;
+            ew_args e = {c->ops, kind, calloc(2 * n, 4), calloc(n, 4), calloc(n, 4), calloc(n, 4), calloc(n, 4),
+                         calloc(n / h + 1, 4), n, h};
+            if (!e.a || !e.b || !e.m || !e.v || !e.y || !e.rstd)
+                rc = gs_error_set(err, GS_ERR_NOMEM, "calibrate: out of memory for %s", ew_names[kind]);
+            else {
+                fill(e.a, 2 * n, 0.01f);
+                fill(e.b, n, 0.001f);
+                fill(e.m, n, 1.0f);
+                p->bytes = ew_bytes_per_el[kind] * (double)n;
+                p->secs = time_calls(c, j->d, s, ew_call, &e);
+            }
+            free(e.a), free(e.b), free(e.m), free(e.v), free(e.y), free(e.rstd);
+        }
+    /* attention, forward and backward, one sequence */
+    if (rc == GS_OK) {
+        progress(c, "calibrate: attention (seq %" PRIu64 ", %" PRIu64 " heads of %" PRIu64 ")", c->attn_seq, c->attn_nh,
+                 c->attn_hd);
+        size_t sq = c->attn_seq, qn = sq * c->attn_nh * c->attn_hd, kvn = sq * c->attn_nkv * c->attn_hd;
+        attn_args a = {c->ops, calloc(qn, 4), calloc(kvn, 4), calloc(kvn, 4), calloc(qn, 4),
+                       calloc(c->attn_nh * sq * sq, 4), calloc(qn, 4), calloc(kvn, 4), calloc(kvn, 4), calloc(qn, 4),
+                       sq, c->attn_nh, c->attn_nkv, c->attn_hd, 0};
+        if (!a.q || !a.k || !a.v || !a.o || !a.p || !a.dq || !a.dk || !a.dv || !a.dout)
+            rc = gs_error_set(err, GS_ERR_NOMEM, "calibrate: out of memory for attention");
+        else {
+            fill(a.q, qn, 0.01f), fill(a.k, kvn, 0.02f), fill(a.v, kvn, 0.03f), fill(a.dout, qn, 0.01f);
+            c->attn_fwd_s = time_calls(c, j->d, s, attn_call, &a);
+            a.bwd = 1;
+            c->attn_bwd_s = time_calls(c, j->d, s, attn_call, &a);
+            /* the schedule's count: QK^T and PV, 2 x 2 s^2 hd per head forward, twice that backward */
+            double fwd = 4.0 * (double)sq * (double)sq * (double)c->attn_hd * (double)c->attn_nh;
+            c->attn_flops = 3.0 * fwd / (c->attn_fwd_s + c->attn_bwd_s);
+        }
+        free(a.q), free(a.k), free(a.v), free(a.o), free(a.p), free(a.dq), free(a.dk), free(a.dv), free(a.dout);
+    }
+    return rc;
+}
+
+static gs_status noop_fn(void *arg, gs_drv_stream *s, gs_error *err)
+{
+    (void)arg, (void)s, (void)err;
+    return GS_OK;
+}
+
+/* The dispatch cost of one event as the exec backend pays it, for a world of R ranks: every
+ * rank has its five stream threads and an issuing thread (as the dispatcher runs them), and each
+ * issues a chain of no-op events on its compute stream (record, launch, record); the cost per
+ * event is the chain's wall time over its length, averaged over the ranks. Then the same with
+ * each compute no-op waiting for a no-op on the DP stream (a cross-stream dependency: one thread
+ * wakes another); the difference is the wake-up. Every state change of the host driver wakes
+ * all of its threads, so both grow with R (and with the machine's load). */
+typedef struct chain_job {
+    const gs_driver_ops *ops;
+    gs_drv *d;
+    gs_drv_stream *st[GS_STREAM_COUNT];
+    int n;
+    int cross; /* 1: each compute no-op waits for a DP-stream no-op */
+    double t0, t1;
+    gs_status rc;
+    gs_error err;
+} chain_job;
+
+static void *chain_main(void *arg)
+{
+    chain_job *j = arg;
+    const gs_driver_ops *o = j->ops;
+    gs_drv_event **ev = calloc((size_t)(3 * j->n), sizeof *ev);
+    gs_status rc = ev ? GS_OK : gs_error_set(&j->err, GS_ERR_NOMEM, "calibrate: out of memory");
+    for (int i = 0; i < 3 * j->n && rc == GS_OK; i++)
+        rc = o->event_create(j->d, &ev[i], &j->err);
+    j->t0 = o->clock_s(j->d);
+    for (int i = 0; i < j->n && rc == GS_OK; i++) {
+        gs_drv_stream *cs = j->st[GS_STREAM_COMPUTE], *ds = j->st[GS_STREAM_DP];
+        if (!j->cross) {
+            if ((rc = o->event_record(j->d, cs, ev[3 * i + 1], &j->err)) == GS_OK &&
+                (rc = o->launch(j->d, cs, noop_fn, NULL, &j->err)) == GS_OK)
+                rc = o->event_record(j->d, cs, ev[3 * i + 2], &j->err);
+            continue;
+        }
+        if ((rc = o->launch(j->d, ds, noop_fn, NULL, &j->err)) == GS_OK &&
+            (rc = o->event_record(j->d, ds, ev[3 * i], &j->err)) == GS_OK &&
+            (rc = o->stream_wait_event(j->d, cs, ev[3 * i], &j->err)) == GS_OK &&
+            (rc = o->event_record(j->d, cs, ev[3 * i + 1], &j->err)) == GS_OK &&
+            (rc = o->launch(j->d, cs, noop_fn, NULL, &j->err)) == GS_OK &&
+            (rc = o->event_record(j->d, cs, ev[3 * i + 2], &j->err)) == GS_OK)
+            rc = o->stream_wait_event(j->d, ds, ev[3 * i + 2], &j->err);
+    }
+    if (rc == GS_OK)
+        rc = o->stream_sync(j->d, j->st[GS_STREAM_COMPUTE], &j->err);
+    j->t1 = o->clock_s(j->d);
+    for (int i = 0; ev && i < 3 * j->n; i++)
+        if (ev[i])
+            o->event_destroy(j->d, ev[i]);
+    free(ev);
+    j->rc = rc;
+    return NULL;
+}
+
+static gs_status measure_dispatch(cal *c, gs_error *err)
+{
+    static const uint64_t worlds[DISPATCH_SIZES] = {1, 2, 4, 8};
+    gs_status rc = GS_OK;
+    for (int w = 0; w < 2 * DISPATCH_SIZES && rc == GS_OK; w++) {
+        uint64_t R = worlds[w % DISPATCH_SIZES];
+        int cross = w >= DISPATCH_SIZES;
+        progress(c, "calibrate: dispatch cost, %" PRIu64 " rank%s", R, R > 1 ? "s" : "");
+        gs_mesh mesh;
+        gs_drv *d = NULL;
+        gs_driver_opts o = {600.0};
+        chain_job jobs[8];
+        pthread_t th[8];
+        int started[8] = {0};
+        memset(jobs, 0, sizeof jobs);
+        if ((rc = gs_mesh_init(&mesh, 1, R, 1, NULL, R, err)) == GS_OK)
+            rc = c->ops->open(&mesh, &o, &d, err);
+        for (uint64_t r = 0; r < R && rc == GS_OK; r++) {
+            jobs[r].ops = c->ops;
+            jobs[r].d = d;
+            jobs[r].n = c->quick ? 40 : 150;
+            jobs[r].cross = cross;
+            for (int k = 0; k < GS_STREAM_COUNT && rc == GS_OK; k++)
+                rc = c->ops->stream_create(d, r, (gs_stream)k, &jobs[r].st[k], err);
+        }
+        for (uint64_t r = 0; r < R && rc == GS_OK; r++)
+            started[r] = pthread_create(&th[r], NULL, chain_main, &jobs[r]) == 0;
+        double per = 0;
+        for (uint64_t r = 0; r < R; r++) {
+            if (started[r]) {
+                pthread_join(th[r], NULL);
+                if (jobs[r].rc != GS_OK && rc == GS_OK) {
+                    rc = jobs[r].rc;
+                    *err = jobs[r].err;
+                }
+                per += (jobs[r].t1 - jobs[r].t0) / jobs[r].n / (double)R;
+            } else if (rc == GS_OK && d) {
+                rc = gs_error_set(err, GS_ERR_RUNTIME, "calibrate: cannot start a thread");
+            }
+            for (int k = 0; k < GS_STREAM_COUNT; k++)
+                if (jobs[r].st[k])
+                    c->ops->stream_destroy(d, jobs[r].st[k]);
+        }
+        if (d)
+            c->ops->close(d);
+        c->dispatch_ranks[w % DISPATCH_SIZES] = R;
+        if (cross)
+            c->wake_s[w % DISPATCH_SIZES] = per - c->dispatch_s[w % DISPATCH_SIZES] > 0
+                                                 ? per - c->dispatch_s[w % DISPATCH_SIZES] : 0;
+        else
+            c->dispatch_s[w] = per;
+    }
+    c->launch_s = c->dispatch_s[0];
+    return rc;
+}
+
+/* ---- many ranks: the cores test and the collectives ------------------------------------------------ */
+
+typedef struct rank_job {
+    cal *c;
+    gs_drv *d;
+    uint64_t rank, n;
+    int what;       /* C_* or -1: the cores test */
+    size_t bytes;   /* nccl-tests size */
+    uint64_t members[8];
+    double t[MAX_REPS + 1]; /* per repeat (the cores test: start, end) */
+    float *a, *b;
+} rank_job;
+
+static gs_status rank_fn(void *arg, gs_drv_stream *s, gs_error *err)
+{
+    rank_job *j = arg;
+    const gs_driver_ops *ops = j->c->ops;
+    gs_drv *d = j->d;
+    if (j->what < 0) {
+        gemm_args g = {ops, j->a, j->a, j->b, 128, 128, 128, NULL, NULL};
+        j->t[0] = ops->clock_s(d);
+        j->t[2] = now_s(j->c, d);
+        for (size_t i = 0; i < j->c->cores_calls; i++)
+            gemm_call(&g, s);
+        j->t[1] = ops->clock_s(d);
+        j->t[3] = now_s(j->c, d);
+        return GS_OK;
+    }
+    gs_drv_group g = {GS_GROUP_DP, 0, j->n, j->rank, j->members};
+    size_t floats = j->bytes / 4;
+    gs_status rc = GS_OK;
+    for (int r = 0; r <= j->c->reps && rc == GS_OK; r++) { /* repeat 0 warms up */
+        double t0 = ops->clock_s(d);
+        switch (j->what) {
+        case C_AG: rc = ops->all_gather(d, s, j->rank, &g, j->a, j->b, floats / j->n, err); break;
+        case C_RS: rc = ops->reduce_scatter(d, s, j->rank, &g, j->a, j->b, floats / j->n, err); break;
+        case C_AR: rc = ops->all_reduce(d, s, j->rank, &g, j->a, floats, err); break;
+        case C_BC: rc = ops->broadcast(d, s, j->rank, &g, j->a, floats, 0, err); break;
+        default:
+            /* ping-pong: half the round trip */
+            if (j->rank == 0) {
+                if ((rc = ops->send(d, s, 0, 1, j->a, j->bytes, err)) == GS_OK)
+                    rc = ops->recv(d, s, 0, 1, j->b, j->bytes, err);
+            } else {
+                if ((rc = ops->recv(d, s, 1, 0, j->b, j->bytes, err)) == GS_OK)
+                    rc = ops->send(d, s, 1, 0, j->b, j->bytes, err);
+            }
+            break;
+        }
+        j->t[r] = (ops->clock_s(d) - t0) * (j->what == C_P2P ? 0.5 : 1.0);
+    }
+    return rc;
+}
+
+/* Runs jobs[0..n) on ranks 0..n-1 of a fresh driver. */
+static gs_status run_ranks(cal *c, uint64_t n, rank_job *jobs, gs_error *err)
+{
+    gs_mesh mesh;
+    gs_drv *d = NULL;
+    gs_drv_stream *st[16] = {0};
+    gs_status rc = gs_mesh_init(&mesh, 1, n, 1, NULL, n, err);
+    gs_driver_opts o = {600.0};
+    if (rc == GS_OK)
+        rc = c->ops->open(&mesh, &o, &d, err);
+    for (uint64_t r = 0; r < n && rc == GS_OK; r++)
+        rc = c->ops->stream_create(d, r, GS_STREAM_DP, &st[r], err);
+    for (uint64_t r = 0; r < n && rc == GS_OK; r++) {
+        jobs[r].d = d;
+        rc = c->ops->launch(d, st[r], rank_fn, &jobs[r], err);
+    }
+    for (uint64_t r = 0; r < n; r++)
+        if (st[r]) {
+            gs_error e2;
+            gs_error_init(&e2);
+            gs_status s2 = c->ops->stream_sync(d, st[r], &e2);
+            if (s2 != GS_OK && rc == GS_OK) {
+                rc = s2;
+                *err = e2;
+            }
+            c->ops->stream_destroy(d, st[r]);
+        }
+    if (d)
+        c->ops->close(d);
+    return rc;
+}
+
+/* The machine's compute as the OS shares it: P online CPUs and L other runnable threads (the
+ * load other processes put on it). With k of our threads runnable, a fair scheduler gives each
+ * P / (L + k) of a core (at most 1), so k threads together run at k P / (L + k) times one
+ * thread's full-speed rate. k = P and k = 2P threads each run 128^3 GEMMs for about 0.5 s of
+ * full-speed work (quick: 0.1 s), long enough for the scheduler's sharing to show; each thread's
+ * CPU time over its wall time is its share s, so L = P / mean(s) - k; the mean of the two
+ * passes, at least 0. */
+static gs_status measure_cores(cal *c, gs_error *err)
+{
+    long online = sysconf(_SC_NPROCESSORS_ONLN);
+    double P = online > 0 ? (double)online : 1.0;
+    rank_job jobs[16];
+    gs_status rc = GS_OK;
+    float *a = calloc(128 * 128, 4), *b = calloc(128 * 128, 4);
+    if (!a || !b) {
+        free(a), free(b);
+        return gs_error_set(err, GS_ERR_NOMEM, "calibrate: out of memory");
+    }
+    fill(a, 128 * 128, 0.01f);
+    gemm_args g = {c->ops, a, a, b, 128, 128, 128, NULL, NULL};
+    double one = time_calls(c, NULL, NULL, gemm_call, &g);
+    free(a), free(b);
+    double flops_call = 2.0 * 128 * 128 * 128;
+    c->single_flops = flops_call / one;
+    c->cores_calls = (size_t)ceil((c->quick ? 0.1 : 0.5) / one);
+    double lsum = 0;
+    for (int pass = 0; pass < 2 && rc == GS_OK; pass++) {
+        uint64_t k = (uint64_t)P * (pass + 1);
+        if (k > 16)
+            k = 16;
+        progress(c, "calibrate: cores (%" PRIu64 " threads)", k);
+        memset(jobs, 0, sizeof jobs);
+        for (uint64_t r = 0; r < k; r++) {
+            jobs[r] = (rank_job){.c = c, .rank = r, .n = k, .what = -1};
+            jobs[r].a = calloc(128 * 128, 4);
+            jobs[r].b = calloc(128 * 128, 4);
+            if (!jobs[r].a || !jobs[r].b)
+                rc = gs_error_set(err, GS_ERR_NOMEM, "calibrate: out of memory");
+        }
+        if (rc == GS_OK)
+            rc = run_ranks(c, k, jobs, err);
+        double t0 = INFINITY, t1 = 0, share = 0;
+        for (uint64_t r = 0; r < k; r++) {
+            t0 = fmin(t0, jobs[r].t[0]);
+            t1 = fmax(t1, jobs[r].t[1]);
+            share += (jobs[r].t[3] - jobs[r].t[2]) / (jobs[r].t[1] - jobs[r].t[0]) / (double)k;
+            free(jobs[r].a), free(jobs[r].b);
+        }
+        c->multi_flops = (double)k * (double)c->cores_calls * flops_call / (t1 - t0);
+        lsum += share > 0 ? P / fmin(share, 1.0) - (double)k : 0;
+        c->cores_threads[pass] = k;
+        c->cores_share[pass] = share;
+    }
+    /* Linux with sched_autogroup (the default on most distributions) shares the CPUs fairly
+     * between sessions, not threads: this process gets a share of the machine whatever its
+     * thread count, and the threads it has runnable split that share. Then compute.cores is the
+     * share (the passes' aggregate CPU rate, in cores) and there is no background term. */
+    c->autogroup = 0;
+    FILE *ag = fopen("/proc/sys/kernel/sched_autogroup_enabled", "r");
+    if (ag) {
+        c->autogroup = fgetc(ag) == '1';
+        fclose(ag);
+    }
+    if (c->autogroup) {
+        double agg = 0.5 * ((double)c->cores_threads[0] * c->cores_share[0] +
+                            (double)c->cores_threads[1] * c->cores_share[1]);
+        c->cores = agg > P ? P : agg > 0.01 ? agg : 0.01;
+        c->background = 0;
+    } else {
+        c->cores = P;
+        c->background = lsum / 2 > 0 ? lsum / 2 : 0;
+    }
+    return rc;
+}
+
+static gs_status measure_colls(cal *c, gs_error *err)
+{
+    gs_status rc = GS_OK;
+    for (int op = 0; op < C_COUNT && rc == GS_OK; op++)
+        for (int gi = 0; gi < GROUP_SIZES && rc == GS_OK; gi++) {
+            uint64_t n = op == C_P2P ? 2 : group_sizes[gi];
+            if (op == C_P2P && gi > 0)
+                break;
+            for (size_t si = 0; si < c->nsizes && rc == GS_OK; si++) {
+                size_t bytes = c->sizes[si];
+                progress(c, "calibrate: %s, %" PRIu64 " ranks, %zu B", c_names[op], n, bytes);
+                rank_job jobs[8];
+                memset(jobs, 0, sizeof jobs);
+                size_t floats = bytes / 4;
+                for (uint64_t r = 0; r < n; r++) {
+                    jobs[r].c = c;
+                    jobs[r].rank = r;
+                    jobs[r].n = n;
+                    jobs[r].what = op;
+                    jobs[r].bytes = bytes;
+                    for (uint64_t m = 0; m < n; m++)
+                        jobs[r].members[m] = m;
+                    jobs[r].a = malloc(floats * 4);
+                    jobs[r].b = malloc(floats * 4);
+                    if (!jobs[r].a || !jobs[r].b)
+                        rc = gs_error_set(err, GS_ERR_NOMEM, "calibrate: out of memory for %zu B buffers", bytes);
+                    else
+                        fill(jobs[r].a, floats, 0.5f);
+                }
+                if (rc == GS_OK)
+                    rc = run_ranks(c, n, jobs, err);
+                if (rc == GS_OK) {
+                    /* per repeat: the slowest member (the call ends when the last one leaves) */
+                    double v[MAX_REPS];
+                    for (int rep = 1; rep <= c->reps; rep++) {
+                        v[rep - 1] = 0;
+                        for (uint64_t r = 0; r < n; r++)
+                            v[rep - 1] = fmax(v[rep - 1], jobs[r].t[rep]);
+                    }
+                    c->coll_s[op][gi][si] = gs_calib_median(v, (size_t)c->reps);
+                }
+                for (uint64_t r = 0; r < n; r++)
+                    free(jobs[r].a), free(jobs[r].b);
+            }
+        }
+    return rc;
+}
+
+/* The process's CPU share while it runs the scenario's training step for real (the exec
+ * backend on this driver): CPU time of the whole process over the wall time of the second of
+ * two steps (the first warms up). This is how much of the machine an exec run gets, its
+ * threads blocking and waking as the step makes them, beside whatever else the machine runs. */
+static gs_status measure_exec_share(cal *c, const char *scenario, gs_error *err)
+{
+    gs_scenario s;
+    gs_mesh mesh;
+    gs_exec_session *x = NULL;
+    gs_exec_opts o;
+    gs_exec_opts_defaults(&o);
+    o.driver = c->ops;
+    gs_status rc = gs_cli_load(scenario, &s, &mesh, err);
+    if (rc == GS_OK)
+        rc = gs_exec_session_create(&s, &mesh, &o, &x, err);
+    for (int step = 0; step < 2 && rc == GS_OK; step++) {
+        progress(c, "calibrate: a training step of %s (%d/2)", scenario, step + 1);
+        struct rusage r0, r1;
+        getrusage(RUSAGE_SELF, &r0);
+        double w0 = now_wall();
+        rc = gs_exec_session_step(x, NULL, NULL, NULL, err);
+        double w1 = now_wall();
+        getrusage(RUSAGE_SELF, &r1);
+        double cpu = (double)(r1.ru_utime.tv_sec - r0.ru_utime.tv_sec) + 1e-6 * (double)(r1.ru_utime.tv_usec - r0.ru_utime.tv_usec) +
+                     (double)(r1.ru_stime.tv_sec - r0.ru_stime.tv_sec) + 1e-6 * (double)(r1.ru_stime.tv_usec - r0.ru_stime.tv_usec);
+        c->exec_share = w1 > w0 ? cpu / (w1 - w0) : 0;
+        c->exec_ranks = mesh.world;
+    }
+    gs_exec_session_destroy(x);
+    return rc;
+}
+
+/* ---- shapes ------------------------------------------------------------------------------------------ */
+
+static void add_shape(cal *c, uint64_t m, uint64_t n, uint64_t k)
+{
+    for (size_t i = 0; i < c->ngemm; i++)
+        if (c->gemm[i].m == m && c->gemm[i].n == n && c->gemm[i].k == k)
+            return;
+    if (c->ngemm < MAX_SHAPES && m && n && k)
+        c->gemm[c->ngemm++] = (gemm_point){m, n, k, 0, 0, 0};
+}
+
+/* The grid: Llama-style layer GEMMs (tokens x out x in) of hidden 64 .. 1024, scaled down from
+ * the presets to what one CPU core runs in milliseconds, plus the scenario's own shapes. */
+static gs_status pick_shapes(cal *c, const char *scenario, gs_error *err)
+{
+    static const uint64_t grid[][3] = {
+        {32, 64, 64},     {64, 192, 64},   {128, 128, 64},   {128, 256, 256},  {256, 64, 256},
+        {256, 512, 256},  {256, 768, 256}, {512, 256, 688},  {512, 1376, 256}, {512, 512, 512},
+        {1024, 1024, 256}, {256, 1024, 1024},
+    };
+    static const uint64_t quick[][3] = {{32, 64, 64}, {128, 256, 256}, {256, 512, 256}, {512, 512, 512}};
+    size_t ng = c->quick ? sizeof quick / sizeof quick[0] : sizeof grid / sizeof grid[0];
+    for (size_t i = 0; i < ng; i++)
+        add_shape(c, c->quick ? quick[i][0] : grid[i][0], c->quick ? quick[i][1] : grid[i][1],
+                  c->quick ? quick[i][2] : grid[i][2]);
+    c->attn_seq = 128, c->attn_nh = 4, c->attn_nkv = 2, c->attn_hd = 64;
+    if (!scenario)
+        return GS_OK;
+    gs_scenario s;
+    gs_mesh mesh;
+    gs_schedule *sch = NULL;
+    gs_status rc = gs_cli_load(scenario, &s, &mesh, err);
+    if (rc == GS_OK)
+        rc = gs_schedule_build(&s, &mesh, 0, &sch, err);
+    if (rc != GS_OK)
+        return rc;
+    for (size_t r = 0; r < sch->nranks; r++)
+        for (size_t i = 0; i < sch->ranks[r].nevents; i++) {
+            const gs_event *e = &sch->ranks[r].events[i];
+            if (e->kind == GS_EV_COMPUTE && e->gemm_m && e->op != GS_OP_ATTN)
+                add_shape(c, e->gemm_m, e->gemm_n, e->gemm_k);
+            else if (e->kind == GS_EV_COMPUTE && e->op == GS_OP_ATTN && e->gemm_k) {
+                c->attn_seq = e->gemm_m;
+                c->attn_hd = e->gemm_k;
+            }
+        }
+    uint64_t tp = mesh.size[GS_DIM_TP];
+    c->attn_nh = s.model.heads / tp ? s.model.heads / tp : 1;
+    c->attn_nkv = s.model.kv_heads / tp ? s.model.kv_heads / tp : 1;
+    gs_schedule_destroy(sch);
+    return GS_OK;
+}
+
+/* ---- output ------------------------------------------------------------------------------------------- */
+
+static json_t *line_json(uint64_t ranks, const gs_fit_ab *f)
+{
+    json_t *o = json_object();
+    if (ranks)
+        json_object_set_new(o, "ranks", json_integer((json_int_t)ranks));
+    json_object_set_new(o, "alpha_s", json_real(f->alpha_s));
+    json_object_set_new(o, "beta_bytes_per_s", json_real(f->beta_bytes_per_s));
+    return o;
+}
+
+static json_t *fit_json(const gs_fit_ab *f)
+{
+    json_t *o = line_json(0, f);
+    json_object_set_new(o, "r2_log", json_real(f->r2));
+    json_object_set_new(o, "rms_rel_resid", json_real(f->rms_rel_resid));
+    json_object_set_new(o, "points", json_integer((json_int_t)f->n));
+    json_object_set_new(o, "outliers", json_integer((json_int_t)f->outliers));
+    return o;
+}
+
+static void cpu_model(char *buf, size_t len)
+{
+    snprintf(buf, len, "unknown");
+    FILE *f = fopen("/proc/cpuinfo", "r");
+    if (!f)
+        return;
+    char line[512];
+    while (fgets(line, sizeof line, f))
+        if (strncmp(line, "model name", 10) == 0) {
+            char *p = strchr(line, ':');
+            if (p) {
+                p++;
+                while (*p == ' ')
+                    p++;
+                p[strcspn(p, "\n")] = 0;
+                snprintf(buf, len, "%s", p);
+            }
+            break;
+        }
+    fclose(f);
+}
+
+static json_t *build_json(const cal *c, const char *driver, const char *scenario)
+{
+    json_t *doc = json_object();
+    char host[256] = "unknown", cpu[256], date[64];
+    gethostname(host, sizeof host - 1);
+    cpu_model(cpu, sizeof cpu);
+    time_t now = time(NULL);
+    struct tm tmv;
+    gmtime_r(&now, &tmv);
+    strftime(date, sizeof date, "%Y-%m-%dT%H:%M:%SZ", &tmv);
+    json_t *mach = json_object();
+    json_object_set_new(mach, "hostname", json_string(host));
+    json_object_set_new(mach, "cpu", json_string(cpu));
+    json_object_set_new(mach, "cores_online", json_integer(sysconf(_SC_NPROCESSORS_ONLN)));
+    double load[3] = {0, 0, 0};
+    if (getloadavg(load, 3) > 0)
+        json_object_set_new(mach, "load_average_1min", json_real(load[0]));
+    json_object_set_new(doc, "machine", mach);
+    json_object_set_new(doc, "date", json_string(date));
+    json_object_set_new(doc, "driver", json_string(driver));
+    json_t *units = json_object();
+    json_object_set_new(units, "time", json_string("seconds"));
+    json_object_set_new(units, "size", json_string("bytes (nccl-tests size; elementwise: the schedule's fp32 count)"));
+    json_object_set_new(units, "rate", json_string("FLOP/s, bytes/s"));
+    json_object_set_new(doc, "units", units);
+
+    json_t *comp = json_object();
+    json_object_set_new(comp, "peak_flops", json_real(c->best_flops));
+    json_object_set_new(comp, "gemm_efficiency", json_real(1.0));
+    json_object_set_new(comp, "hbm_bw", json_real(c->ew_fit[EW_ADD].beta_bytes_per_s));
+    json_object_set_new(comp, "hbm_efficiency", json_real(1.0));
+    json_object_set_new(comp, "launch_s", json_real(c->launch_s));
+    json_t *lr = json_array();
+    for (int w = 0; w < DISPATCH_SIZES; w++) {
+        json_t *o = json_object();
+        json_object_set_new(o, "ranks", json_integer((json_int_t)c->dispatch_ranks[w]));
+        json_object_set_new(o, "launch_s", json_real(c->dispatch_s[w]));
+        json_object_set_new(o, "wake_s", json_real(c->wake_s[w]));
+        json_array_append_new(lr, o);
+    }
+    json_object_set_new(comp, "launch_s_by_ranks", lr);
+    json_object_set_new(comp, "overlap_slowdown", json_real(1.0));
+    json_object_set_new(comp, "cores", json_real(c->cores));
+    json_object_set_new(comp, "background_load", json_real(c->background));
+    json_object_set_new(mach, "sched_autogroup", json_boolean(c->autogroup));
+    json_object_set_new(comp, "attn_flops", json_real(c->attn_flops));
+    json_object_set_new(comp, "gemm_bwd_factor", json_real(c->bwd_factor));
+    json_t *gc = json_object();
+    json_object_set_new(gc, "form", json_string(gs_gemm_form_name(c->gemm_fit.form)));
+    json_object_set_new(gc, "e_max", json_real(fmin(1.0, c->gemm_fit.e_max)));
+    json_object_set_new(gc, "f0_flops", json_real(c->gemm_fit.f0_flops));
+    json_object_set_new(comp, "gemm_curve", gc);
+    json_t *ew = json_object();
+    for (int k = 0; k < EW_COUNT; k++)
+        json_object_set_new(ew, ew_names[k], json_real(c->ew_fit[k].beta_bytes_per_s));
+    json_object_set_new(comp, "elementwise_bw", ew);
+    json_object_set_new(doc, "compute", comp);
+
+    json_t *links = json_object(), *intra = json_object();
+    for (int op = 0; op < C_COUNT; op++) {
+        if (op == C_P2P) {
+            if (c->coll_fit_ok[op][0])
+                json_object_set_new(intra, c_names[op], line_json(0, &c->coll_fit[op][0]));
+            continue;
+        }
+        json_t *arr = json_array();
+        for (int gi = 0; gi < GROUP_SIZES; gi++)
+            if (c->coll_fit_ok[op][gi])
+                json_array_append_new(arr, line_json(group_sizes[gi], &c->coll_fit[op][gi]));
+        json_object_set_new(intra, c_names[op], arr);
+    }
+    json_object_set_new(links, "intra", intra);
+    json_object_set_new(doc, "links", links);
+
+    json_t *fits = json_object();
+    json_t *gf = json_object();
+    json_object_set_new(gf, "form", json_string(gs_gemm_form_name(c->gemm_fit.form)));
+    json_object_set_new(gf, "e_max", json_real(c->gemm_fit.e_max));
+    json_object_set_new(gf, "f0_flops", json_real(c->gemm_fit.f0_flops));
+    json_object_set_new(gf, "r2", json_real(c->gemm_fit.r2));
+    json_object_set_new(gf, "rms_rel_resid", json_real(c->gemm_fit.rms_rel_resid));
+    json_object_set_new(fits, "gemm_curve", gf);
+    json_t *ef = json_object();
+    for (int k = 0; k < EW_COUNT; k++)
+        json_object_set_new(ef, ew_names[k], fit_json(&c->ew_fit[k]));
+    json_object_set_new(fits, "elementwise", ef);
+    json_t *cf = json_object();
+    for (int op = 0; op < C_COUNT; op++) {
+        json_t *o = json_object();
+        for (int gi = 0; gi < GROUP_SIZES; gi++)
+            if (c->coll_fit_ok[op][gi]) {
+                char k[16];
+                snprintf(k, sizeof k, "%" PRIu64, op == C_P2P ? 2 : group_sizes[gi]);
+                json_object_set_new(o, k, fit_json(&c->coll_fit[op][gi]));
+            }
+        json_object_set_new(cf, c_names[op], o);
+    }
+    json_object_set_new(fits, "collectives", cf);
+    json_object_set_new(fits, "method", json_string(
+        "medians of repeats; collectives and elementwise kernels: t = alpha + size / beta by robust regression "
+        "(bisquare, gsl_multifit_robust) on relative residuals; GEMM: efficiency (rate / best rate) against one "
+        "call's FLOPs, e_max f/(f+f0) or e_max (1-exp(-f/f0)) by gsl_multifit_nlinear on log efficiency, the "
+        "smaller residual kept"));
+    json_object_set_new(doc, "fits", fits);
+
+    json_t *meas = json_object();
+    if (scenario)
+        json_object_set_new(meas, "scenario", json_string(scenario));
+    json_object_set_new(meas, "repeats", json_integer(c->reps));
+    json_t *ga = json_array();
+    for (size_t i = 0; i < c->ngemm; i++) {
+        json_t *o = json_object();
+        json_object_set_new(o, "m", json_integer((json_int_t)c->gemm[i].m));
+        json_object_set_new(o, "n", json_integer((json_int_t)c->gemm[i].n));
+        json_object_set_new(o, "k", json_integer((json_int_t)c->gemm[i].k));
+        json_object_set_new(o, "time_s", json_real(c->gemm[i].secs));
+        json_object_set_new(o, "bwd_time_s", json_real(c->gemm[i].bwd_secs));
+        json_object_set_new(o, "flops_per_s", json_real(c->gemm[i].flops_per_s));
+        json_array_append_new(ga, o);
+    }
+    json_object_set_new(meas, "gemm", ga);
+    json_t *ea = json_object();
+    for (int k = 0; k < EW_COUNT; k++) {
+        json_t *arr = json_array();
+        for (size_t i = 0; i < c->new_; i++) {
+            json_t *o = json_object();
+            json_object_set_new(o, "elements", json_integer((json_int_t)c->ew[k][i].elements));
+            json_object_set_new(o, "bytes", json_real(c->ew[k][i].bytes));
+            json_object_set_new(o, "time_s", json_real(c->ew[k][i].secs));
+            json_array_append_new(arr, o);
+        }
+        json_object_set_new(ea, ew_names[k], arr);
+    }
+    json_object_set_new(meas, "elementwise", ea);
+    json_t *at = json_object();
+    json_object_set_new(at, "seq", json_integer((json_int_t)c->attn_seq));
+    json_object_set_new(at, "heads", json_integer((json_int_t)c->attn_nh));
+    json_object_set_new(at, "kv_heads", json_integer((json_int_t)c->attn_nkv));
+    json_object_set_new(at, "head_dim", json_integer((json_int_t)c->attn_hd));
+    json_object_set_new(at, "fwd_s", json_real(c->attn_fwd_s));
+    json_object_set_new(at, "bwd_s", json_real(c->attn_bwd_s));
+    json_object_set_new(meas, "attention", at);
+    json_object_set_new(meas, "launch_s", json_real(c->launch_s));
+    json_object_set_new(meas, "gemm_flops_1_thread", json_real(c->single_flops));
+    if (scenario)
+        json_object_set_new(meas, "exec_step_cpu_share", json_real(c->exec_share));
+    json_object_set_new(meas, "gemm_flops_all_threads", json_real(c->multi_flops));
+    json_t *ct = json_array();
+    for (int pass = 0; pass < 2; pass++) {
+        json_t *o = json_object();
+        json_object_set_new(o, "threads", json_integer((json_int_t)c->cores_threads[pass]));
+        json_object_set_new(o, "cpu_share_per_thread", json_real(c->cores_share[pass]));
+        json_array_append_new(ct, o);
+    }
+    json_object_set_new(meas, "cores_test", ct);
+    json_t *co = json_object();
+    for (int op = 0; op < C_COUNT; op++) {
+        json_t *o = json_object();
+        for (int gi = 0; gi < GROUP_SIZES; gi++) {
+            if (op == C_P2P && gi > 0)
+                break;
+            json_t *arr = json_array();
+            for (size_t si = 0; si < c->nsizes; si++) {
+                json_t *p = json_object();
+                json_object_set_new(p, "size", json_integer((json_int_t)c->sizes[si]));
+                json_object_set_new(p, "time_s", json_real(c->coll_s[op][gi][si]));
+                json_array_append_new(arr, p);
+            }
+            char k[16];
+            snprintf(k, sizeof k, "%" PRIu64, op == C_P2P ? 2 : group_sizes[gi]);
+            json_object_set_new(o, k, arr);
+        }
+        json_object_set_new(co, c_names[op], o);
+    }
+    json_object_set_new(meas, "collectives", co);
+    json_object_set_new(doc, "measurements", meas);
+    return doc;
+}
+
+static double busbw_factor(int op, uint64_t n)
+{
+    return op == C_P2P ? 1.0 : gs_busbw_factor(c_ops[op], n);
+}
+
+static void print_summary(const cal *c)
+{
+    char host[256] = "unknown", cpu[256];
+    gethostname(host, sizeof host - 1);
+    cpu_model(cpu, sizeof cpu);
+    printf("calibration of %s (%s, %ld cores online), host driver, fp32; medians of %d repeats\n", host, cpu,
+           sysconf(_SC_NPROCESSORS_ONLN), c->reps);
+    printf("\nGEMM (the driver's linear, one thread, CPU time):\n");
+    gs_cli_table t;
+    gs_cli_table_init(&t, 8);
+    gs_cli_table_rowf(&t, "m\tn\tk\ttime(us)\tGFLOP/s\teff\tfit\tbwd/2fwd");
+    for (size_t i = 0; i < c->ngemm; i++) {
+        const gemm_point *g = &c->gemm[i];
+        double f = 2.0 * (double)g->m * (double)g->n * (double)g->k;
+        gs_cli_table_rowf(&t, "%" PRIu64 "\t%" PRIu64 "\t%" PRIu64 "\t%.1f\t%.2f\t%.3f\t%.3f\t%.2f", g->m, g->n, g->k,
+                          g->secs * 1e6, g->flops_per_s * 1e-9, g->flops_per_s / c->best_flops,
+                          gs_gemm_curve_eval(c->gemm_fit.form, c->gemm_fit.e_max, c->gemm_fit.f0_flops, f),
+                          g->bwd_secs / (2.0 * g->secs));
+    }
+    gs_cli_table_print(&t, stdout, 2);
+    gs_cli_table_fini(&t);
+    printf("  best %.2f GFLOP/s; fit (%s): eff = %.3f x %s, f0 = %.3g FLOP; R^2 %.3f, rms relative residual %.1f%%\n",
+           c->best_flops * 1e-9, gs_gemm_form_name(c->gemm_fit.form), c->gemm_fit.e_max,
+           c->gemm_fit.form == GS_GEMM_FORM_EXP ? "(1 - exp(-f/f0))" : "f / (f + f0)", c->gemm_fit.f0_flops,
+           c->gemm_fit.r2, 100 * c->gemm_fit.rms_rel_resid);
+    printf("  backward (linear_bwd: dx and dw) over twice the forward: median %.3f (compute.gemm_bwd_factor)\n",
+           c->bwd_factor);
+    printf("  attention (seq %" PRIu64 ", %" PRIu64 " heads of %" PRIu64 "): fwd %.1f us, bwd %.1f us, %.2f GFLOP/s "
+           "(the schedule's FLOP count)\n", c->attn_seq, c->attn_nh, c->attn_hd, c->attn_fwd_s * 1e6,
+           c->attn_bwd_s * 1e6, c->attn_flops * 1e-9);
+    printf("\nelementwise kernels (bytes as the schedule counts them, fp32): t = alpha + bytes / bw\n");
+    gs_cli_table_init(&t, 6);
+    gs_cli_table_rowf(&t, "kernel\talpha(us)\tbw(GB/s)\tR^2(log)\trms resid\toutliers");
+    for (int k = 0; k < EW_COUNT; k++)
+        gs_cli_table_rowf(&t, "%s\t%.2f\t%.2f\t%.4f\t%.1f%%\t%zu", ew_names[k], c->ew_fit[k].alpha_s * 1e6,
+                          c->ew_fit[k].beta_bytes_per_s * 1e-9, c->ew_fit[k].r2, 100 * c->ew_fit[k].rms_rel_resid,
+                          c->ew_fit[k].outliers);
+    gs_cli_table_print(&t, stdout, 2);
+    gs_cli_table_fini(&t);
+    printf("\ndispatch per event (+ a cross-stream wake-up):");
+    for (int w = 0; w < DISPATCH_SIZES; w++)
+        printf(" %.1f (+%.1f) us with %" PRIu64 " rank%s%s", c->dispatch_s[w] * 1e6, c->wake_s[w] * 1e6,
+               c->dispatch_ranks[w], c->dispatch_ranks[w] > 1 ? "s" : "", w + 1 < DISPATCH_SIZES ? "," : "");
+    printf("\nscheduler: %s\n", c->autogroup ? "sched_autogroup (fair between sessions): cores = this process's share"
+                                                  : "fair between threads: cores = CPUs, with the other runnable threads");
+    if (c->exec_ranks)
+        printf("a training step of the scenario (%" PRIu64 " ranks): the process used %.2f cores (CPU time / wall)\n",
+               c->exec_ranks, c->exec_share);
+    printf("cores: %.2f, other runnable threads: %.2f (CPU share per thread: %.3f with "
+           "%" PRIu64 " threads, %.3f with %" PRIu64 "; 128^3 GEMMs, one thread in CPU time %.2f GFLOP/s)\n",
+           c->cores, c->background, c->cores_share[0], c->cores_threads[0], c->cores_share[1],
+           c->cores_threads[1], c->single_flops * 1e-9);
+    for (int op = 0; op < C_COUNT; op++)
+        for (int gi = 0; gi < GROUP_SIZES; gi++) {
+            uint64_t n = op == C_P2P ? 2 : group_sizes[gi];
+            if (op == C_P2P && gi > 0)
+                break;
+            printf("\n%s, %" PRIu64 " ranks (host threads, shared memory):\n", c_names[op], n);
+            gs_cli_table_init(&t, 7);
+            gs_cli_table_rowf(&t, "size\tcount\ttype\ttime(us)\talgbw(GB/s)\tbusbw(GB/s)\tfit(us)");
+            for (size_t si = 0; si < c->nsizes; si++) {
+                double s = c->coll_s[op][gi][si], sz = (double)c->sizes[si];
+                double algbw = s > 0 ? sz / s * 1e-9 : 0;
+                const gs_fit_ab *f = &c->coll_fit[op][gi];
+                gs_cli_table_rowf(&t, "%zu\t%zu\tfloat\t%.1f\t%.3f\t%.3f\t%.1f", (size_t)c->sizes[si],
+                                  (size_t)(c->sizes[si] / 4), s * 1e6, algbw, algbw * busbw_factor(op, n),
+                                  (f->alpha_s + sz / f->beta_bytes_per_s) * 1e6);
+            }
+            gs_cli_table_print(&t, stdout, 2);
+            gs_cli_table_fini(&t);
+            const gs_fit_ab *f = &c->coll_fit[op][gi];
+            printf("  fit: latency %.1f us, bandwidth %.3f GB/s (algbw), R^2(log) %.4f, rms residual %.1f%%, "
+                   "%zu outlier%s\n", f->alpha_s * 1e6, f->beta_bytes_per_s * 1e-9, f->r2, 100 * f->rms_rel_resid,
+                   f->outliers, f->outliers == 1 ? "" : "s");
+        }
+}
+
+/* ---- plots --------------------------------------------------------------------------------------------- */
+
+static gs_status write_plots(const cal *c, const char *prefix, gs_error *err)
+{
+    char path[1024];
+    FILE *f;
+    snprintf(path, sizeof path, "%s-coll.dat", prefix);
+    if (!(f = fopen(path, "w")))
+        return gs_error_set(err, GS_ERR_IO, "%s: cannot write: %s", path, strerror(errno));
+    fprintf(f, "# one block per (op, ranks): size_bytes measured_s fitted_s\n");
+    int blocks = 0;
+    for (int op = 0; op < C_COUNT; op++)
+        for (int gi = 0; gi < GROUP_SIZES; gi++) {
+            if (op == C_P2P && gi > 0)
+                break;
+            fprintf(f, "# %s %" PRIu64 "\n", c_names[op], op == C_P2P ? 2 : group_sizes[gi]);
+            for (size_t si = 0; si < c->nsizes; si++) {
+                const gs_fit_ab *fit = &c->coll_fit[op][gi];
+                double sz = (double)c->sizes[si];
+                fprintf(f, "%.0f %.9g %.9g\n", sz, c->coll_s[op][gi][si], fit->alpha_s + sz / fit->beta_bytes_per_s);
+            }
+            fprintf(f, "\n\n");
+            blocks++;
+        }
+    fclose(f);
+    snprintf(path, sizeof path, "%s-coll.gp", prefix);
+    if (!(f = fopen(path, "w")))
+        return gs_error_set(err, GS_ERR_IO, "%s: cannot write: %s", path, strerror(errno));
+    fprintf(f, "set terminal pngcairo noenhanced size 1000,700\nset output '%s-coll.png'\nset logscale xy\n"
+               "set xlabel 'size (bytes)'\nset ylabel 'time (s)'\nset key left top\n"
+               "set title 'host collectives: measured medians (points) and alpha-beta fits (lines)'\nplot ",
+            prefix);
+    int b = 0;
+    for (int op = 0; op < C_COUNT; op++)
+        for (int gi = 0; gi < GROUP_SIZES; gi++) {
+            if (op == C_P2P && gi > 0)
+                break;
+            fprintf(f, "%s'%s-coll.dat' index %d using 1:2 with points lc %d title '%s n=%" PRIu64 "', "
+                       "'' index %d using 1:3 with lines lc %d notitle", b ? ", \\\n     " : "", prefix, b, b + 1,
+                    c_names[op], op == C_P2P ? 2 : group_sizes[gi], b, b + 1);
+            b++;
+        }
+    fprintf(f, "\n");
+    fclose(f);
+    snprintf(path, sizeof path, "%s-gemm.dat", prefix);
+    if (!(f = fopen(path, "w")))
+        return gs_error_set(err, GS_ERR_IO, "%s: cannot write: %s", path, strerror(errno));
+    fprintf(f, "# flops efficiency fitted m n k\n");
+    for (size_t i = 0; i < c->ngemm; i++) {
+        const gemm_point *g = &c->gemm[i];
+        double fl = 2.0 * (double)g->m * (double)g->n * (double)g->k;
+        fprintf(f, "%.0f %.6f %.6f %" PRIu64 " %" PRIu64 " %" PRIu64 "\n", fl, g->flops_per_s / c->best_flops,
+                gs_gemm_curve_eval(c->gemm_fit.form, c->gemm_fit.e_max, c->gemm_fit.f0_flops, fl), g->m, g->n, g->k);
+    }
+    fclose(f);
+    snprintf(path, sizeof path, "%s-gemm.gp", prefix);
+    if (!(f = fopen(path, "w")))
+        return gs_error_set(err, GS_ERR_IO, "%s: cannot write: %s", path, strerror(errno));
+    fprintf(f, "set terminal pngcairo noenhanced size 900,600\nset output '%s-gemm.png'\nset logscale x\n"
+               "set xlabel 'FLOPs of one GEMM call (2mnk)'\nset ylabel 'efficiency (rate / best rate)'\n"
+               "set yrange [0:1.1]\nset key left top\nset title 'host GEMM efficiency'\n",
+            prefix);
+    if (c->gemm_fit.form == GS_GEMM_FORM_EXP)
+        fprintf(f, "f(x) = %.9g * (1 - exp(-x / %.9g))\n", c->gemm_fit.e_max, c->gemm_fit.f0_flops);
+    else
+        fprintf(f, "f(x) = %.9g * x / (x + %.9g)\n", c->gemm_fit.e_max, c->gemm_fit.f0_flops);
+    fprintf(f, "set samples 200\nplot '%s-gemm.dat' using 1:2 with points pt 7 title 'measured', "
+               "[1e4:1e10] f(x) with lines title 'fit (%s)'\n", prefix, gs_gemm_form_name(c->gemm_fit.form));
+    fclose(f);
+    (void)blocks;
+    /* gnuplot */
+    for (int i = 0; i < 2; i++) {
+        char cmd[1200];
+        snprintf(cmd, sizeof cmd, "gnuplot '%s-%s.gp' 2>&1", prefix, i ? "gemm" : "coll");
+        FILE *p = popen(cmd, "r");
+        char out[512];
+        size_t got = p ? fread(out, 1, sizeof out - 1, p) : 0;
+        out[got] = 0;
+        int st = p ? pclose(p) : -1;
+        if (st != 0)
+            return gs_error_set(err, GS_ERR_RUNTIME, "gnuplot is missing or failed (%s); the data and scripts are in "
+                                "%s-coll.dat/.gp and %s-gemm.dat/.gp", got ? out : "exit status nonzero", prefix,
+                                prefix);
+    }
+    printf("\nplots: %s-coll.png, %s-gemm.png (data and gnuplot scripts beside them)\n", prefix, prefix);
+    return GS_OK;
+}
+
+/* ---- the command --------------------------------------------------------------------------------------- */
+
+gs_status gs_cmd_calibrate(int argc, char **argv, gs_error *err)
+{
+    static const struct option opts[] = {
+        {"driver", required_argument, NULL, 'd'}, {"out", required_argument, NULL, 'o'},
+        {"quick", no_argument, NULL, 'q'},        {"plot", required_argument, NULL, 'p'},
+        {NULL, 0, NULL, 0},
+    };
+    const char *driver = "host", *out = "calib.json", *plot = NULL, *scenario = NULL;
+    cal *c = calloc(1, sizeof *c);
+    if (!c)
+        return gs_error_set(err, GS_ERR_NOMEM, "out of memory");
+    gs_status rc = GS_OK;
+    json_t *doc = NULL;
+    gs_drv *d = NULL;
+    gs_drv_stream *s = NULL;
+    int ch;
+    while ((ch = getopt_long(argc, argv, "", opts, NULL)) != -1) {
+        switch (ch) {
+        case 'd': driver = optarg; break;
+        case 'o': out = optarg; break;
+        case 'q': c->quick = 1; break;
+        case 'p': plot = optarg; break;
+        default:
+            rc = gs_error_set(err, GS_ERR_INPUT, "unknown option '%s'\nusage: %s", argv[optind - 1], usage);
+            goto done;
+        }
+    }
+    if (optind < argc)
+        scenario = argv[optind++];
+    if (optind < argc) {
+        rc = gs_error_set(err, GS_ERR_INPUT, "one scenario at most, found '%s' too\nusage: %s", argv[optind], usage);
+        goto done;
+    }
+    if (!(c->ops = gs_driver_find(driver))) {
+        rc = gs_error_set(err, GS_ERR_INPUT, "--driver: found '%s', expected host (the drivers of this build)", driver);
+        goto done;
+    }
+    c->tty = isatty(STDERR_FILENO);
+    c->reps = c->quick ? 3 : 7;
+    if ((rc = pick_shapes(c, scenario, err)) != GS_OK)
+        goto done;
+    /* elementwise sizes: 2^12 .. 2^20 elements (x4; quick x16) */
+    for (uint64_t n = 4096; n <= (1u << 20); n *= c->quick ? 16 : 4)
+        c->ew[0][c->new_++].elements = n;
+    for (int k = 1; k < EW_COUNT; k++)
+        for (size_t i = 0; i < c->new_; i++)
+            c->ew[k][i].elements = c->ew[0][i].elements;
+    /* collective sizes: 1 KiB .. 16 MiB (quick: 1 MiB), x4 */
+    for (uint64_t b = 1024; b <= (c->quick ? (1u << 20) : (16u << 20)); b *= 4)
+        c->sizes[c->nsizes++] = b;
+
+    /* one rank: kernels and dispatch */
+    gs_mesh mesh;
+    gs_driver_opts o = {600.0};
+    if ((rc = gs_mesh_init(&mesh, 1, 1, 1, NULL, 1, err)) != GS_OK || (rc = c->ops->open(&mesh, &o, &d, err)) != GS_OK ||
+        (rc = c->ops->stream_create(d, 0, GS_STREAM_COMPUTE, &s, err)) != GS_OK)
+        goto done;
+    solo_job job = {c, d, err};
+    if ((rc = c->ops->launch(d, s, solo_fn, &job, err)) != GS_OK || (rc = c->ops->stream_sync(d, s, err)) != GS_OK)
+        goto done;
+    c->ops->stream_destroy(d, s);
+    s = NULL;
+    c->ops->close(d);
+    d = NULL;
+    if ((rc = measure_dispatch(c, err)) != GS_OK || (rc = measure_cores(c, err)) != GS_OK ||
+        (rc = measure_colls(c, err)) != GS_OK)
+        goto done;
+    if (scenario) {
+        if ((rc = measure_exec_share(c, scenario, err)) != GS_OK)
+            goto done;
+        /* a real step's threads block and wake, and the scheduler treats them unlike the busy
+         * GEMM threads: under sched_autogroup the step's own share is the better figure (the
+         * busy threads' share when that is larger: the step may not have had work for every
+         * core) */
+        if (c->autogroup && c->exec_share > c->cores) {
+            long online = sysconf(_SC_NPROCESSORS_ONLN);
+            c->cores = online > 0 && c->exec_share > (double)online ? (double)online : c->exec_share;
+        }
+    }
+    if (c->tty)
+        fprintf(stderr, "\r\033[K");
+
+    /* fits */
+    double fl[MAX_SHAPES], eff[MAX_SHAPES];
+    for (size_t i = 0; i < c->ngemm; i++) {
+        fl[i] = 2.0 * (double)c->gemm[i].m * (double)c->gemm[i].n * (double)c->gemm[i].k;
+        eff[i] = c->gemm[i].flops_per_s / c->best_flops;
+    }
+    if ((rc = gs_fit_gemm_curve(fl, eff, c->ngemm, &c->gemm_fit, err)) != GS_OK)
+        goto done;
+    {
+        double r[MAX_SHAPES];
+        for (size_t i = 0; i < c->ngemm; i++)
+            r[i] = c->gemm[i].bwd_secs / (2.0 * c->gemm[i].secs);
+        c->bwd_factor = gs_calib_median(r, c->ngemm);
+    }
+    for (int k = 0; k < EW_COUNT; k++) {
+        double x[MAX_SIZES], y[MAX_SIZES];
+        for (size_t i = 0; i < c->new_; i++)
+            x[i] = c->ew[k][i].bytes, y[i] = c->ew[k][i].secs;
+        if ((rc = gs_fit_alpha_beta(x, y, c->new_, &c->ew_fit[k], err)) != GS_OK) {
+            gs_error_prefix(err, "%s", ew_names[k]);
+            goto done;
+        }
+    }
+    for (int op = 0; op < C_COUNT; op++)
+        for (int gi = 0; gi < GROUP_SIZES; gi++) {
+            if (op == C_P2P && gi > 0)
+                break;
+            double x[MAX_SIZES];
+            for (size_t i = 0; i < c->nsizes; i++)
+                x[i] = (double)c->sizes[i];
+            if ((rc = gs_fit_alpha_beta(x, c->coll_s[op][gi], c->nsizes, &c->coll_fit[op][gi], err)) != GS_OK) {
+                gs_error_prefix(err, "%s over %" PRIu64 " ranks", c_names[op], group_sizes[gi]);
+                goto done;
+            }
+            c->coll_fit_ok[op][gi] = 1;
+        }
+
+    doc = build_json(c, c->ops->name, scenario);
+    if (json_dump_file(doc, out, JSON_INDENT(2) | JSON_PRESERVE_ORDER | JSON_REAL_PRECISION(9)) != 0) {
+        rc = gs_error_set(err, GS_ERR_IO, "%s: cannot write", out);
+        goto done;
+    }
+    print_summary(c);
+    printf("\nwrote %s (use: gridstep sim --calib %s SCENARIO, gridstep compare --calib %s SCENARIO)\n", out, out, out);
+    if (plot)
+        rc = write_plots(c, plot, err);
+done:
+    if (s)
+        c->ops->stream_destroy(d, s);
+    if (d)
+        c->ops->close(d);
+    json_decref(doc);
+    free(c);
+    return rc;
+}

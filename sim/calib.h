@@ -1,0 +1,55 @@
+/* Calibration fits (GSL): the alpha-beta line of a collective's time against its size, the GEMM
+ * efficiency curve against a GEMM's FLOPs, and the median the measurements are reduced to first.
+ * `gridstep calibrate` feeds them the host driver's measurements and writes what they return
+ * into the calibration file that sim/calib_file.c reads.
+ *
+ * Ownership: pure functions over caller arrays; results are plain values. */
+#ifndef GS_SIM_CALIB_H
+#define GS_SIM_CALIB_H
+
+#include <stddef.h>
+
+#include "engine/status.h"
+
+/* Median of n values (n >= 1); reorders v. */
+double gs_calib_median(double *v, size_t n);
+
+/* t = alpha_s + bytes / beta_bytes_per_s, fitted by robust regression (bisquare weights,
+ * gsl_multifit_robust) on the relative residual (t - model) / t, so the 1 KiB and the 1 GiB
+ * points count alike; then points whose (t - model) / model lies beyond 4 robust standard
+ * deviations (1.4826 x MAD, at least 25%) are dropped and the rest refitted (a 10x point is an
+ * outlier however few points there are). alpha is kept >= 0 (a negative intercept is refitted
+ * through the origin). */
+typedef struct gs_fit_ab {
+    double alpha_s;          /* seconds */
+    double beta_bytes_per_s; /* bytes/s */
+    double r2;               /* of log(t) against log(model) */
+    double rms_rel_resid;    /* sqrt(mean(((t - model) / model)^2)) over the points kept */
+    size_t n, outliers;      /* points, and points given a final weight below 0.5 */
+} gs_fit_ab;
+
+gs_status gs_fit_alpha_beta(const double *bytes, const double *secs, size_t n, gs_fit_ab *out, gs_error *err);
+
+/* GEMM efficiency against the GEMM's FLOPs f (2 m n k): eff = e_max * f / (f + f0) (the
+ * "hyperbolic" form: a fixed cost per call worth f0 FLOPs at full speed), or
+ * eff = e_max * (1 - exp(-f / f0)) (the "exp" form); nonlinear least squares on the log of the
+ * efficiency (gsl_multifit_nlinear, trust region with Levenberg-Marquardt steps). Both forms
+ * are fitted; the one with the smaller residual is returned. */
+typedef enum gs_gemm_form { GS_GEMM_FORM_HYPERBOLIC, GS_GEMM_FORM_EXP, GS_GEMM_FORM_COUNT } gs_gemm_form;
+
+typedef struct gs_fit_gemm {
+    gs_gemm_form form;
+    double e_max;         /* fraction of the peak the curve is relative to, (0, 1] */
+    double f0_flops;      /* FLOPs */
+    double r2;            /* of eff */
+    double rms_rel_resid; /* sqrt(mean(((eff - model) / model)^2)) */
+    size_t n;
+} gs_fit_gemm;
+
+gs_status gs_fit_gemm_curve(const double *flops, const double *eff, size_t n, gs_fit_gemm *out, gs_error *err);
+
+/* The curve's efficiency at f FLOPs. */
+double gs_gemm_curve_eval(gs_gemm_form form, double e_max, double f0_flops, double flops);
+const char *gs_gemm_form_name(gs_gemm_form f);
+
+#endif

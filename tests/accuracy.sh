@@ -1,0 +1,74 @@
+#!/bin/sh
+# make accuracy: regenerates the accuracy table (markdown on stdout).
+#  1. the published runs: gridstep validate scenarios/published
+#  2. sim vs exec on this machine: calibrate the host driver on scenario A (tests/calib/a-dp2.yaml),
+#     then compare B, C and D (tests/calib/b-tp2.yaml, c-pp2.yaml, d-dp2-tp2.yaml; A too, for
+#     reference) with the presets (before) and the calibration (after).
+# Exec timings are wall clock on a shared machine: the load average is printed with the table.
+# Each compare runs REPEATS times (default 3); the table gives the median exec step (and the
+# range), and the sim's error against that median (the sim is deterministic).
+# Environment: GRIDSTEP (default ./gridstep), top_srcdir (default .), STEPS (exec steps, default 3),
+# REPEATS (default 3).
+GRIDSTEP=${GRIDSTEP:-./gridstep}
+top_srcdir=${top_srcdir:-.}
+STEPS=${STEPS:-3}
+REPEATS=${REPEATS:-3}
+tmp=${TMPDIR:-/tmp}/gs-accuracy.$$
+mkdir "$tmp" || exit 1
+trap 'rm -rf "$tmp"' 0 1 2 15
+d="$top_srcdir/tests/calib"
+
+num() { # num KEY FILE: the first "KEY": number in FILE
+    sed -n "s/^  \"$1\": \\([-0-9.eE+]*\\).*/\\1/p" "$2" | head -n 1
+}
+
+echo "## Accuracy ($(date -u '+%Y-%m-%d %H:%M UTC'), $(uname -n), $(grep -m1 'model name' /proc/cpuinfo | sed 's/.*: //'), $(nproc) CPUs)"
+echo
+echo "### Published runs"
+echo
+echo '```'
+echo "\$ gridstep validate scenarios/published"
+"$GRIDSTEP" validate "$top_srcdir/scenarios/published" 2>&1 | tail -n 1
+echo '```'
+echo
+echo "### sim vs exec on this machine (host driver)"
+echo
+load0=$(cut -d' ' -f1 /proc/loadavg)
+"$GRIDSTEP" calibrate --driver host --out "$tmp/host.json" "$d/a-dp2.yaml" >"$tmp/calib.out" 2>/dev/null || {
+    echo "calibrate failed"; exit 1; }
+echo "\`gridstep calibrate --driver host --out host.json tests/calib/a-dp2.yaml\` (load average $load0), then"
+echo "\`gridstep compare --steps $STEPS --calib host.json --json SCENARIO\` (step $STEPS of $STEPS compared), $REPEATS runs each:"
+echo
+echo "| scenario | ranks | exec step, median (range) | sim before (A100 presets) | error before | sim after (calibrated on A) | error after | load |"
+echo "|---|---|---|---|---|---|---|---|"
+for s in a-dp2 b-tp2 c-pp2 d-dp2-tp2; do
+    load=$(cut -d' ' -f1 /proc/loadavg)
+    : >"$tmp/$s.exec"
+    i=0
+    ok=1
+    while [ $i -lt "$REPEATS" ]; do
+        if ! "$GRIDSTEP" compare --steps "$STEPS" --calib "$tmp/host.json" --json "$d/$s.yaml" >"$tmp/$s.json" 2>"$tmp/$s.err"; then
+            echo "| $s | compare failed: $(head -n 1 "$tmp/$s.err") |"
+            ok=0
+            break
+        fi
+        num exec_step_time_s "$tmp/$s.json" >>"$tmp/$s.exec"
+        i=$((i + 1))
+    done
+    [ $ok -eq 1 ] || continue
+    "$GRIDSTEP" mesh --json "$d/$s.yaml" >"$tmp/mesh.json" 2>/dev/null
+    ranks=$(num world "$tmp/mesh.json")
+    sort -g "$tmp/$s.exec" | awk -v s="$s" -v r="$ranks" -v l="$load" \
+        -v b="$(num default_sim_step_time_s "$tmp/$s.json")" -v a="$(num sim_step_time_s "$tmp/$s.json")" \
+        -v ref="$([ "$s" = a-dp2 ] && echo ' (calibration scenario)')" \
+        '{ v[NR] = $1 } END {
+            m = NR % 2 ? v[(NR + 1) / 2] : (v[NR / 2] + v[NR / 2 + 1]) / 2
+            printf "| %s%s | %s | %.3f s (%.3f-%.3f) | %.4f s | %+.1f%% | %.3f s | %+.1f%% | %s |\n", s, ref, r, m, v[1], v[NR],
+                   b, 100 * (b - m) / m, a, 100 * (a - m) / m, l }'
+done
+echo
+echo "Calibration summary (gridstep calibrate):"
+echo
+echo '```'
+sed -n '/^  best/p;/^  backward/p;/^  attention/p;/^dispatch/p;/^scheduler/p;/^a training step/p;/^cores/p' "$tmp/calib.out"
+echo '```'

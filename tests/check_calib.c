@@ -1,0 +1,336 @@
+/* Check suite for the calibration fits (sim/calib.c), the extended calibration file
+ * (sim/calib_file.c) and the measured-collective model (sim/measured.c). Synthetic data come
+ * from known parameters plus seeded noise; the expected values are those parameters, and the
+ * tolerances are stated beside each assertion. */
+#include <check.h>
+#include <math.h>
+#include <stdint.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "sim/calib.h"
+#include "sim/calib_file.h"
+#include "sim/collective.h"
+#include "sim/compute.h"
+#include "sim/topology.h"
+
+/* splitmix64: a seeded uniform in [-1, 1) */
+static double noise(uint64_t *state)
+{
+    uint64_t z = (*state += 0x9e3779b97f4a7c15ULL);
+    z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ULL;
+    z = (z ^ (z >> 27)) * 0x94d049bb133111ebULL;
+    z ^= z >> 31;
+    return (double)(z >> 11) / 4503599627370496.0 - 1.0;
+}
+
+/* 11 sizes 1 KiB .. 1 GiB (x4), t = 20 us + size / 5 GB/s, times (1 + 5% uniform noise). */
+static size_t synth_line(double *x, double *t, uint64_t seed)
+{
+    uint64_t st = seed;
+    size_t n = 0;
+    for (double b = 1024; b <= 1073741824.0; b *= 4, n++) {
+        x[n] = b;
+        t[n] = (20e-6 + b / 5e9) * (1 + 0.05 * noise(&st));
+    }
+    return n;
+}
+
+START_TEST(test_alpha_beta_recovers)
+{
+    double x[16], t[16];
+    gs_error err;
+    gs_error_init(&err);
+    for (uint64_t seed = 1; seed <= 5; seed++) {
+        size_t n = synth_line(x, t, seed);
+        gs_fit_ab f;
+        ck_assert_int_eq(gs_fit_alpha_beta(x, t, n, &f, &err), GS_OK);
+        /* 5% noise on every point: latency within 10%, bandwidth within 5% */
+        ck_assert_msg(fabs(f.alpha_s - 20e-6) < 2e-6, "seed %d: alpha %g", (int)seed, f.alpha_s);
+        ck_assert_msg(fabs(f.beta_bytes_per_s - 5e9) < 0.25e9, "seed %d: beta %g", (int)seed, f.beta_bytes_per_s);
+        ck_assert(f.r2 > 0.99 && f.rms_rel_resid < 0.05 && f.n == n);
+    }
+    /* exact data: exact fit */
+    for (size_t i = 0; i < 11; i++)
+        t[i] = 20e-6 + x[i] / 5e9;
+    gs_fit_ab f;
+    ck_assert_int_eq(gs_fit_alpha_beta(x, t, 11, &f, &err), GS_OK);
+    ck_assert(fabs(f.alpha_s - 20e-6) < 1e-9 && fabs(f.beta_bytes_per_s / 5e9 - 1) < 1e-6);
+}
+END_TEST
+
+START_TEST(test_alpha_beta_outliers)
+{
+    double x[16], t[16];
+    gs_error err;
+    gs_error_init(&err);
+    size_t n = synth_line(x, t, 7);
+    /* three points 10x slow (a descheduled thread), one at the latency end, two in the middle */
+    t[0] *= 10, t[4] *= 10, t[8] *= 10;
+    gs_fit_ab f;
+    ck_assert_int_eq(gs_fit_alpha_beta(x, t, n, &f, &err), GS_OK);
+    ck_assert_msg(fabs(f.alpha_s - 20e-6) < 3e-6, "alpha %g", f.alpha_s);
+    ck_assert_msg(fabs(f.beta_bytes_per_s - 5e9) < 0.25e9, "beta %g", f.beta_bytes_per_s);
+    ck_assert_msg(f.outliers == 3, "%zu outliers", f.outliers);
+    /* an ordinary least-squares fit through the same points is far off: the robust weights matter */
+}
+END_TEST
+
+START_TEST(test_alpha_beta_errors)
+{
+    double x[3] = {1, 2, 3}, t[3] = {1, -1, 2};
+    gs_fit_ab f;
+    gs_error err;
+    gs_error_init(&err);
+    ck_assert_int_eq(gs_fit_alpha_beta(x, t, 2, &f, &err), GS_ERR_INPUT);
+    ck_assert_int_eq(gs_fit_alpha_beta(x, t, 3, &f, &err), GS_ERR_INPUT);
+    ck_assert_ptr_nonnull(strstr(err.msg, "point 1"));
+    /* a pure bandwidth line (alpha 0, noise making the intercept negative) keeps alpha at 0 */
+    double xs[6], ts[6];
+    for (int i = 0; i < 6; i++) {
+        xs[i] = 1e6 * (i + 1);
+        ts[i] = xs[i] / 1e9 * (i % 2 ? 1.01 : 0.99);
+    }
+    ck_assert_int_eq(gs_fit_alpha_beta(xs, ts, 6, &f, &err), GS_OK);
+    ck_assert(f.alpha_s >= 0 && fabs(f.beta_bytes_per_s / 1e9 - 1) < 0.03);
+    double m[5] = {5, 1, 4, 2, 3};
+    ck_assert(gs_calib_median(m, 5) == 3);
+    double m2[4] = {4, 1, 3, 2};
+    ck_assert(gs_calib_median(m2, 4) == 2.5);
+}
+END_TEST
+
+/* eff = 0.9 f / (f + 2e6) and eff = 0.8 (1 - exp(-f / 5e7)), 13 points f = 1e4 .. 1e10
+ * (x sqrt(10)^k), 3% noise: the right form, e_max within 3%, f0 within 15%. */
+START_TEST(test_gemm_curve)
+{
+    gs_error err;
+    gs_error_init(&err);
+    for (int form = 0; form < GS_GEMM_FORM_COUNT; form++) {
+        double f[16], e[16];
+        uint64_t st = 42 + (uint64_t)form;
+        size_t n = 0;
+        double e_max = form == GS_GEMM_FORM_HYPERBOLIC ? 0.9 : 0.8, f0 = form == GS_GEMM_FORM_HYPERBOLIC ? 2e6 : 5e7;
+        for (double x = 1e4; x <= 1.0001e10; x *= sqrt(10.0), n++) {
+            f[n] = x;
+            e[n] = gs_gemm_curve_eval((gs_gemm_form)form, e_max, f0, x) * (1 + 0.03 * noise(&st));
+        }
+        gs_fit_gemm g;
+        ck_assert_int_eq(gs_fit_gemm_curve(f, e, n, &g, &err), GS_OK);
+        ck_assert_msg((int)g.form == form, "form %d fitted as %d", form, (int)g.form);
+        ck_assert_msg(fabs(g.e_max / e_max - 1) < 0.03, "e_max %g", g.e_max);
+        ck_assert_msg(fabs(g.f0_flops / f0 - 1) < 0.15, "f0 %g", g.f0_flops);
+        ck_assert(g.rms_rel_resid < 0.04 && g.r2 > 0.95);
+    }
+    /* the curve itself: hyperbolic at f = f0 is e_max / 2; exp at f = f0 is e_max (1 - 1/e) */
+    ck_assert(fabs(gs_gemm_curve_eval(GS_GEMM_FORM_HYPERBOLIC, 0.8, 1e6, 1e6) - 0.4) < 1e-12);
+    ck_assert(fabs(gs_gemm_curve_eval(GS_GEMM_FORM_EXP, 1.0, 1e6, 1e6) - (1 - exp(-1))) < 1e-12);
+}
+END_TEST
+
+/* ---- the calibration file ---- */
+
+static char tmp_path[64];
+
+static void write_tmp(const char *text)
+{
+    strcpy(tmp_path, "/tmp/gs_check_calib_XXXXXX");
+    int fd = mkstemp(tmp_path);
+    ck_assert_int_ge(fd, 0);
+    ck_assert_int_eq((int)write(fd, text, strlen(text)), (int)strlen(text));
+    close(fd);
+}
+
+static void remove_tmp(void)
+{
+    if (tmp_path[0])
+        unlink(tmp_path);
+    tmp_path[0] = 0;
+}
+
+static const char good[] =
+    "{\"driver\": \"host\", \"compute\": {\"peak_flops\": 4e10, \"cores\": 2, \"background_load\": 0.5,"
+    " \"attn_flops\": 2e10, \"launch_s\": 1e-6,"
+    " \"gemm_curve\": {\"form\": \"hyperbolic\", \"e_max\": 0.9, \"f0_flops\": 2e6},"
+    " \"elementwise_bw\": {\"adamw\": 8e9, \"rmsnorm\": 1.6e10, \"swiglu\": 4e9, \"add\": 3e10}},"
+    " \"links\": {\"intra\": {\"all_reduce\": [{\"ranks\": 2, \"alpha_s\": 1e-5, \"beta_bytes_per_s\": 2e9},"
+    " {\"ranks\": 4, \"alpha_s\": 3e-5, \"beta_bytes_per_s\": 1e9}],"
+    " \"send_recv\": {\"alpha_s\": 5e-6, \"beta_bytes_per_s\": 4e9}}}}";
+
+START_TEST(test_file_applies)
+{
+    gs_calib c;
+    gs_error err;
+    gs_error_init(&err);
+    write_tmp(good);
+    ck_assert_int_eq(gs_calib_load(tmp_path, &c, &err), GS_OK);
+    const gs_cluster *cl = gs_cluster_preset_find("dgx-a100-80g");
+    ck_assert_ptr_nonnull(cl);
+    gs_topo t;
+    gs_topo_init(&t, cl);
+    gs_compute_model cm;
+    gs_compute_model_init(&cm, &cl->gpu, GS_PREC_FP32);
+    gs_calib_apply(&c, 1, &cm, &t);
+    ck_assert(cm.cores == 2 && cm.background_load == 0.5 && cm.gemm_curve && cm.gemm_e_max == 0.9);
+    ck_assert(cm.elementwise_bw[GS_OP_OPTIMIZER] == 8e9 && cm.elementwise_bw[GS_OP_LOSS] == 3e10);
+    ck_assert(t.one_machine && t.fit_intra.set);
+
+    /* all-reduce of 1 MB on 2 ranks: 10 us + 1e6 / 2e9 s = 510 us */
+    gs_coll_shape sh = {2, 1, 2};
+    gs_coll_cost cost;
+    ck_assert_int_eq(gs_coll_estimate(&t, GS_COLL_ALLREDUCE, &sh, 1000000, GS_ALGO_COUNT, &cost), GS_OK);
+    ck_assert(fabs(cost.time_s - 510e-6) < 1e-12);
+    /* 3 ranks: halfway between 2 and 4: alpha 20 us, 1/beta = (0.5 + 1) / 2 ns/B: 20 + 750 us */
+    sh = (gs_coll_shape){3, 1, 3};
+    ck_assert_int_eq(gs_coll_estimate(&t, GS_COLL_ALLREDUCE, &sh, 1000000, GS_ALGO_COUNT, &cost), GS_OK);
+    ck_assert(fabs(cost.time_s - 770e-6) < 1e-12);
+    /* 8 ranks on 2 nodes: a host calibration is one machine, so the 4-rank line applies */
+    sh = (gs_coll_shape){8, 2, 4};
+    ck_assert_int_eq(gs_coll_estimate(&t, GS_COLL_ALLREDUCE, &sh, 1000000, GS_ALGO_COUNT, &cost), GS_OK);
+    ck_assert(fabs(cost.time_s - 1030e-6) < 1e-12);
+    /* send/recv: 5 us + 1e6 / 4e9 s = 255 us, on a node or across */
+    ck_assert(fabs(gs_p2p_time(&t, 1, 1000000) - 255e-6) < 1e-12);
+    ck_assert(fabs(gs_p2p_time(&t, 0, 1000000) - 255e-6) < 1e-12);
+    /* an op the file does not name keeps the NCCL model (all-gather: not 0, not a fit) */
+    sh = (gs_coll_shape){2, 1, 2};
+    ck_assert_int_eq(gs_coll_estimate(&t, GS_COLL_ALLGATHER, &sh, 1000000, GS_ALGO_COUNT, &cost), GS_OK);
+    ck_assert(cost.time_s > 0 && cost.algo != GS_ALGO_COUNT);
+
+    /* compute: a 256 x 256 x 256 forward GEMM event: 2^25 FLOPs at 4e10 x 0.9 x 2^25 / (2^25 + 2e6)
+     * plus one launch */
+    gs_event e;
+    memset(&e, 0, sizeof e);
+    e.kind = GS_EV_COMPUTE, e.op = GS_OP_QKV, e.phase = GS_PHASE_FWD;
+    e.gemm_m = e.gemm_n = e.gemm_k = 256, e.gemm_batch = 1;
+    e.flops = 2.0 * 256 * 256 * 256, e.bytes = 3 * 256 * 256 * 4;
+    double f = e.flops, rate = 4e10 * 0.9 * f / (f + 2e6);
+    ck_assert(fabs(gs_compute_time(&cm, &e) - (f / rate + 1e-6)) < 1e-12);
+    /* the optimizer over 1 MB at its own 8 GB/s plus a launch */
+    memset(&e, 0, sizeof e);
+    e.kind = GS_EV_COMPUTE, e.op = GS_OP_OPTIMIZER, e.phase = GS_PHASE_OPTIM, e.bytes = 1000000, e.flops = 5e5;
+    ck_assert(fabs(gs_compute_time(&cm, &e) - (1e6 / 8e9 + 1e-6)) < 1e-12);
+    remove_tmp();
+}
+END_TEST
+
+/* Each bad file is refused (GS_ERR_INPUT) with a message naming the field. */
+START_TEST(test_file_rejects)
+{
+    static const struct {
+        const char *text, *fragment;
+    } cases[] = {
+        {"{\"compute\": {\"gemm_curve\": {\"form\": \"exp\", \"e_max\": 0.9}}}", "compute.gemm_curve.f0_flops: missing"},
+        {"{\"compute\": {\"gemm_curve\": {\"form\": \"cubic\", \"e_max\": 0.9, \"f0_flops\": 1}}}",
+         "compute.gemm_curve.form"},
+        {"{\"compute\": {\"gemm_curve\": {\"form\": \"exp\", \"e_max\": 1.5, \"f0_flops\": 1}}}",
+         "compute.gemm_curve.e_max"},
+        {"{\"compute\": {\"elementwise_bw\": {\"adamw\": \"fast\"}}}", "compute.elementwise_bw.adamw"},
+        {"{\"compute\": {\"elementwise_bw\": {\"gelu\": 1e9}}}", "compute.elementwise_bw.gelu: unknown key"},
+        {"{\"compute\": {\"cores\": -2}}", "compute.cores"},
+        {"{\"links\": {\"intra\": {\"all_reduce\": [{\"ranks\": 2, \"alpha_s\": 1e-5}]}}}",
+         "links.intra.all_reduce[0].beta_bytes_per_s: missing"},
+        {"{\"links\": {\"intra\": {\"all_reduce\": [{\"ranks\": 2.5, \"alpha_s\": 1e-5, \"beta_bytes_per_s\": 1e9}]}}}",
+         "links.intra.all_reduce[0].ranks"},
+        {"{\"links\": {\"intra\": {\"all_reduce\": [{\"ranks\": 4, \"alpha_s\": 0, \"beta_bytes_per_s\": 1e9},"
+         " {\"ranks\": 2, \"alpha_s\": 0, \"beta_bytes_per_s\": 1e9}]}}}", "ascending"},
+        {"{\"links\": {\"intra\": {\"all_reduce\": {\"ranks\": 2}}}}", "links.intra.all_reduce: found an object"},
+        {"{\"links\": {\"intra\": {\"gather\": []}}}", "links.intra.gather: unknown key"},
+        {"{\"links\": {\"intra\": {\"send_recv\": {\"alpha_s\": 1e-5, \"beta_bytes_per_s\": null}}}}",
+         "links.intra.send_recv.beta_bytes_per_s: found null"},
+        {"{\"links\": {\"shm\": {}}}", "links.shm: unknown key"},
+        {"{\"driver\": 3}", "driver: found a number"},
+    };
+    for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+        gs_calib c;
+        gs_error err;
+        gs_error_init(&err);
+        write_tmp(cases[i].text);
+        ck_assert_msg(gs_calib_load(tmp_path, &c, &err) == GS_ERR_INPUT, "case %zu accepted", i);
+        ck_assert_msg(strstr(err.msg, cases[i].fragment) != NULL, "case %zu: '%s' lacks '%s'", i, err.msg,
+                      cases[i].fragment);
+        ck_assert_msg(strncmp(err.msg, tmp_path, strlen(tmp_path)) == 0, "case %zu: no path: %s", i, err.msg);
+        remove_tmp();
+    }
+}
+END_TEST
+
+/* launch_s_by_ranks: linear in the world size between measured sizes, the nearest outside. */
+START_TEST(test_launch_by_ranks)
+{
+    gs_calib c;
+    gs_error err;
+    gs_error_init(&err);
+    write_tmp("{\"compute\": {\"launch_s\": 1e-6, \"launch_s_by_ranks\": [{\"ranks\": 1, \"launch_s\": 1e-5, "
+              "\"wake_s\": 2e-5}, {\"ranks\": 4, \"launch_s\": 4e-5, \"wake_s\": 8e-5}]}}");
+    ck_assert_int_eq(gs_calib_load(tmp_path, &c, &err), GS_OK);
+    static const struct {
+        uint64_t world;
+        double launch, wake;
+    } rows[] = {
+        {1, 1e-5, 2e-5},       /* measured */
+        {2, 2e-5, 4e-5},       /* a third of the way from 1 to 4 */
+        {4, 4e-5, 8e-5},       /* measured */
+        {64, 4e-5, 8e-5},      /* beyond: the largest measured */
+    };
+    for (size_t i = 0; i < sizeof rows / sizeof rows[0]; i++) {
+        gs_compute_model cm;
+        gs_topo t;
+        memset(&cm, 0, sizeof cm);
+        memset(&t, 0, sizeof t);
+        gs_calib_apply(&c, rows[i].world, &cm, &t);
+        ck_assert_msg(fabs(cm.launch_s - rows[i].launch) < 1e-15 && fabs(cm.wake_s - rows[i].wake) < 1e-15,
+                      "world %d: launch %g wake %g", (int)rows[i].world, cm.launch_s, cm.wake_s);
+    }
+    remove_tmp();
+    write_tmp("{\"compute\": {\"launch_s_by_ranks\": [{\"ranks\": 4, \"launch_s\": 1e-5}, {\"ranks\": 2, "
+              "\"launch_s\": 1e-5}]}}");
+    ck_assert_int_eq(gs_calib_load(tmp_path, &c, &err), GS_ERR_INPUT);
+    ck_assert_ptr_nonnull(strstr(err.msg, "compute.launch_s_by_ranks[1].ranks"));
+}
+END_TEST
+
+/* Without a file nothing changes: a freshly initialized model has none of the calibrated parts. */
+START_TEST(test_defaults_untouched)
+{
+    const gs_cluster *cl = gs_cluster_preset_find("dgx-h100");
+    ck_assert_ptr_nonnull(cl);
+    gs_topo t;
+    gs_topo_init(&t, cl);
+    gs_compute_model cm;
+    gs_compute_model_init(&cm, &cl->gpu, GS_PREC_BF16);
+    ck_assert(!t.fit_intra.set && !t.fit_inter.set && !t.one_machine);
+    ck_assert(!cm.gemm_curve && cm.cores == 0 && cm.attn_flops == 0 && cm.elementwise_bw[GS_OP_NORM] == 0);
+}
+END_TEST
+
+static Suite *calib_suite(void)
+{
+    Suite *s = suite_create("calib");
+    TCase *fits = tcase_create("fits");
+    tcase_add_test(fits, test_alpha_beta_recovers);
+    tcase_add_test(fits, test_alpha_beta_outliers);
+    tcase_add_test(fits, test_gemm_curve);
+    suite_add_tcase(s, fits);
+    TCase *file = tcase_create("file");
+    tcase_add_checked_fixture(file, NULL, remove_tmp);
+    tcase_add_test(file, test_file_applies);
+    tcase_add_test(file, test_defaults_untouched);
+    tcase_add_test(file, test_launch_by_ranks);
+    suite_add_tcase(s, file);
+    TCase *errors = tcase_create("errors");
+    tcase_add_checked_fixture(errors, NULL, remove_tmp);
+    tcase_add_test(errors, test_alpha_beta_errors);
+    tcase_add_test(errors, test_file_rejects);
+    suite_add_tcase(s, errors);
+    return s;
+}
+
+int main(void)
+{
+    SRunner *sr = srunner_create(calib_suite());
+    srunner_run_all(sr, CK_NORMAL);
+    int failed = srunner_ntests_failed(sr);
+    srunner_free(sr);
+    return failed == 0 ? EXIT_SUCCESS : EXIT_FAILURE;
+}
