@@ -591,7 +591,7 @@ static gs_status build_stage(const gs_scenario *s, const gs_mesh *mesh, uint64_t
         /* Passes in flight differ only in their chunk; a backward pass's moments depend only on its
          * chunk and on the stash of the others, so identical (chunk, others) pairs are skipped. */
         uint64_t seen_chunk[64], seen_others[64], fseen_chunk[64], fseen_others[64];
-        size_t nseen = 0, nfseen = 0, max_inflight = 0, cur_inflight = 0;
+        size_t nseen = 0, nfseen = 0, max_inflight = 0, cur_inflight = 0, hint = 0, fhint = 0;
         seen = calloc(v, 1);
         if (!seen) {
             rc = gs_error_set(err, GS_ERR_NOMEM, "out of memory");
@@ -604,8 +604,14 @@ static gs_status build_stage(const gs_scenario *s, const gs_mesh *mesh, uint64_t
                 for (uint64_t ch = 0; ch < v; ch++)
                     others_f = add(c, others_f, mul(c, inflight[ch], chunk_stash(&x, ch), "stash"), "stash");
                 int fdup = 0;
-                for (size_t k = 0; k < nfseen && !fdup; k++)
-                    fdup = fseen_chunk[k] == op->chunk && fseen_others[k] == others_f && seen[op->chunk];
+                if (seen[op->chunk]) { /* the last match first: in steady state the same pair repeats */
+                    fdup = fhint < nfseen && fseen_chunk[fhint] == op->chunk && fseen_others[fhint] == others_f;
+                    for (size_t k = 0; k < nfseen && !fdup; k++)
+                        if (fseen_chunk[k] == op->chunk && fseen_others[k] == others_f) {
+                            fdup = 1;
+                            fhint = k;
+                        }
+                }
                 if (!fdup) {
                     forward_moments(&x, op->mb, op->chunk, others_f, seen);
                     fseen_chunk[nfseen % 64] = op->chunk;
@@ -623,9 +629,12 @@ static gs_status build_stage(const gs_scenario *s, const gs_mesh *mesh, uint64_t
             for (uint64_t ch = 0; ch < v; ch++)
                 others = add(c, others, mul(c, inflight[ch], chunk_stash(&x, ch), "stash"), "stash");
             others -= chunk_stash(&x, op->chunk);
-            int dup = 0;
+            int dup = hint < nseen && seen_chunk[hint] == op->chunk && seen_others[hint] == others;
             for (size_t k = 0; k < nseen && !dup; k++)
-                dup = seen_chunk[k] == op->chunk && seen_others[k] == others;
+                if (seen_chunk[k] == op->chunk && seen_others[k] == others) {
+                    dup = 1;
+                    hint = k;
+                }
             if (!dup) {
                 backward_moments(&x, op->mb, op->chunk, others);
                 seen_chunk[nseen % 64] = op->chunk;

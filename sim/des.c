@@ -7,7 +7,8 @@
  *
  * Flow mode (sim/flow.c): a collective or send that moves bytes starts as a flow on the shared
  * links instead of taking a fixed time; its end moves whenever a flow on its links starts or
- * ends. Heap entries for flow ends carry the flow's version and are skipped once stale; the
+ * ends. Heap entries for flow ends carry the flow's version and are skipped once stale (an
+ * event's entry carries its rank list index in that field instead); the
  * members complete the flow's latency after its bytes have moved. Analytic mode never enters
  * these paths. On the class path (one representative per pipeline stage) a flow also loads the
  * shared links with the copies of it that the rest of the class runs at the same time
@@ -289,7 +290,7 @@ static int complete_at(run_ctx *c, uint64_t gid, double start, double dur)
     gs_timing *t = &c->timing[ri][gid - c->rt[ri].base];
     t->start_s = start;
     t->end_s = start + dur;
-    return gs_queue_push(&c->h, start + dur, gid, 0);
+    return gs_queue_push(&c->h, start + dur, gid, (uint32_t)ri); /* an event's entry carries its rank list */
 }
 
 /* ---- flow mode ---------------------------------------------------------------------------------- */
@@ -533,6 +534,8 @@ static gs_status sim_run(void *state, const gs_schedule *sch, gs_timing *const *
     memset(&pair_map, 0, sizeof pair_map);
     memset(&seq_map, 0, sizeof seq_map);
 
+    if (sch->nranks > UINT32_MAX) /* heap entries carry a rank list index in 32 bits */
+        return gs_error_set(err, GS_ERR_INPUT, "sim: %zu rank lists is more than the event heap indexes", sch->nranks);
     c.rt = calloc(sch->nranks ? sch->nranks : 1, sizeof *c.rt);
     if (!c.rt)
         goto nomem;
@@ -719,7 +722,7 @@ static gs_status sim_run(void *state, const gs_schedule *sch, gs_timing *const *
             continue;
         }
         c.now = nd.t;
-        size_t ri = rank_index_of(&c, nd.id);
+        size_t ri = nd.ver;
         const gs_event *e = &sch->ranks[ri].events[nd.id - c.rt[ri].base];
         c.rt[ri].busy[e->stream] = 0;
         c.rt[ri].cursor[e->stream]++;
