@@ -1,10 +1,24 @@
 /* Helpers shared by the subcommands: scenario + mesh loading, JSON output, aligned tables. */
+#include "config.h"
+
 #include "cli/cli_common.h"
 
 #include <ctype.h>
+#ifdef HAVE_MALLOC_H
+#include <malloc.h>
+#endif
 #include <stdarg.h>
 #include <stdlib.h>
 #include <string.h>
+
+void gs_cli_keep_freed_memory(void)
+{
+#if defined(HAVE_MALLOPT) && defined(M_MMAP_THRESHOLD) && defined(M_TRIM_THRESHOLD) && defined(M_ARENA_MAX)
+    mallopt(M_MMAP_THRESHOLD, 32 << 20); /* bytes: blocks below come from the heap */
+    mallopt(M_TRIM_THRESHOLD, 1 << 30);  /* bytes of free heap top kept before trimming */
+    mallopt(M_ARENA_MAX, 1);             /* one heap: a thread's arena frees whole heaps back */
+#endif
+}
 
 gs_status gs_cli_load(const char *path, gs_scenario *s, gs_mesh *mesh, gs_error *err)
 {

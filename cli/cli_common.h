@@ -17,6 +17,11 @@
 /* Loads the scenario file and builds its mesh; prints the check warnings to stderr as
  * "gridstep: warning: ...". On error, err says file:line:column where there is one. */
 gs_status gs_cli_load(const char *path, gs_scenario *s, gs_mesh *mesh, gs_error *err);
+/* Commands that build and simulate thousands of schedules (plan) call this before starting
+ * threads: freed blocks of a few MiB stay in one process heap instead of going back to the
+ * kernel and faulting in again for the next schedule (glibc's mallopt: no mmap below 32 MiB,
+ * no trim below 1 GiB, one arena; a no-op where mallopt is missing). */
+void gs_cli_keep_freed_memory(void);
 
 /* Writes one JSON document (2-space indent, keys in insertion order, reals with 12
  * significant digits) and a newline to stdout. */

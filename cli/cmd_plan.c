@@ -538,6 +538,7 @@ gs_status gs_cmd_plan(int argc, char **argv, gs_error *err)
         po.progress = progress_tty;
     gs_plan *p = NULL;
     double t0 = now_s();
+    gs_cli_keep_freed_memory();
     rc = gs_plan_run(&s, &po, &p, err);
     if (po.progress)
         fputc('\n', stderr); /* end the progress line */

@@ -659,6 +659,7 @@ static void *clone_worker(void *arg)
         gs_rank_events *r = &j->sch->ranks[i];
         r->rank = i;
         r->class_size = 1;
+        r->unnamed = j->sch->ranks[j->rep[c[GS_DIM_PP]]].unnamed;
         gs_status rc = clone_rank(j->mesh, &j->sch->ranks[j->rep[c[GS_DIM_PP]]], r);
         if (rc == GS_ERR_RUNTIME) /* not identical up to group ids (uneven HSDP groups): build */
             rc = build_rank(j->s, j->mesh, j->sch->microbatches, r, &j->err);
@@ -703,7 +704,8 @@ static gs_status clone_all(const gs_scenario *s, const gs_mesh *mesh, gs_schedul
     return rc;
 }
 
-gs_status gs_schedule_build(const gs_scenario *s, const gs_mesh *mesh, int exact, gs_schedule **out, gs_error *err)
+static gs_status schedule_build(const gs_scenario *s, const gs_mesh *mesh, int exact, int named, gs_schedule **out,
+                                gs_error *err)
 {
     gs_status rc = GS_OK;
     *out = NULL;
@@ -742,6 +744,7 @@ gs_status gs_schedule_build(const gs_scenario *s, const gs_mesh *mesh, int exact
         gs_rank_events *r = &sch->ranks[exact ? rank : st];
         r->rank = rank;
         r->class_size = exact ? 1 : mesh->world / pp;
+        r->unnamed = !named;
         rc = build_rank(s, mesh, sch->microbatches, r, err);
         if (rc == GS_OK)
             gs_rank_finish(r);
@@ -758,6 +761,17 @@ out:
     }
     *out = sch;
     return GS_OK;
+}
+
+gs_status gs_schedule_build(const gs_scenario *s, const gs_mesh *mesh, int exact, gs_schedule **out, gs_error *err)
+{
+    return schedule_build(s, mesh, exact, 1, out, err);
+}
+
+gs_status gs_schedule_build_unnamed(const gs_scenario *s, const gs_mesh *mesh, int exact, gs_schedule **out,
+                                    gs_error *err)
+{
+    return schedule_build(s, mesh, exact, 0, out, err);
 }
 
 /* ---- the ledger half of validation ---------------------------------------------------------------- */

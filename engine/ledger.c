@@ -269,7 +269,10 @@ gs_status gs_ledger_act_sizes(const gs_scenario *s, const gs_mesh *mesh, uint64_
 typedef struct moment {
     uint64_t mem[GS_MEM_KIND_COUNT];
     uint64_t total;
-    char where[96];
+    const char *what; /* the moment, formatted by moment_where once the peak is known; NULL: none yet */
+    int64_t layer;    /* stage-local layer, -1 for none */
+    uint32_t mb;
+    uint64_t chunk;
 } moment;
 
 typedef struct stage_ctx {
@@ -297,24 +300,39 @@ static uint64_t chunk_stash(const stage_ctx *x, uint64_t chunk)
 static void moment_offer(stage_ctx *x, uint64_t act, uint64_t others, uint64_t gather, uint64_t tgrads,
                          const char *what, int64_t layer, uint32_t mb, uint64_t chunk)
 {
-    moment mo;
-    memset(&mo, 0, sizeof mo);
+    uint64_t mem[GS_MEM_KIND_COUNT], total = 0;
     for (int k = 0; k < GS_MEM_KIND_COUNT; k++)
-        mo.mem[k] = x->resident[k];
-    mo.mem[GS_MEM_GRADS] += tgrads;
-    mo.mem[GS_MEM_ACTIVATIONS] = act;
-    mo.mem[GS_MEM_PIPE_INFLIGHT] = others;
-    mo.mem[GS_MEM_GATHER] = gather;
+        mem[k] = x->resident[k];
+    mem[GS_MEM_GRADS] += tgrads;
+    mem[GS_MEM_ACTIVATIONS] = act;
+    mem[GS_MEM_PIPE_INFLIGHT] = others;
+    mem[GS_MEM_GATHER] = gather;
     for (int k = 0; k < GS_MEM_KIND_COUNT; k++)
-        mo.total = add(x->c, mo.total, mo.mem[k], "peak");
-    if (mo.total <= x->best.total && x->best.where[0])
+        total = add(x->c, total, mem[k], "peak");
+    if (total <= x->best.total && x->best.what)
         return;
-    if (layer >= 0)
-        snprintf(mo.where, sizeof mo.where, "%s of local layer %" PRId64 ", micro-batch %u%s", what, layer, mb,
-                 x->v > 1 ? (chunk ? ", later chunk" : ", chunk 0") : "");
-    else
-        snprintf(mo.where, sizeof mo.where, "%s, micro-batch %u", what, mb);
-    x->best = mo;
+    memcpy(x->best.mem, mem, sizeof mem);
+    x->best.total = total;
+    x->best.what = what;
+    x->best.layer = layer;
+    x->best.mb = mb;
+    x->best.chunk = chunk;
+}
+
+/* The peak moment's description, e.g. "backward of local layer 3, micro-batch 0" (empty when
+ * no moment was offered). */
+static void moment_where(const stage_ctx *x, char *out, size_t len)
+{
+    const moment *mo = &x->best;
+    if (!mo->what) {
+        if (len)
+            out[0] = '\0';
+    } else if (mo->layer >= 0) {
+        snprintf(out, len, "%s of local layer %" PRId64 ", micro-batch %u%s", mo->what, mo->layer, mo->mb,
+                 x->v > 1 ? (mo->chunk ? ", later chunk" : ", chunk 0") : "");
+    } else {
+        snprintf(out, len, "%s, micro-batch %u", mo->what, mo->mb);
+    }
 }
 
 /* The moments of one backward pass of (mb, chunk), given the stash of the other passes in flight.
@@ -573,7 +591,7 @@ static gs_status build_stage(const gs_scenario *s, const gs_mesh *mesh, uint64_t
         /* Passes in flight differ only in their chunk; a backward pass's moments depend only on its
          * chunk and on the stash of the others, so identical (chunk, others) pairs are skipped. */
         uint64_t seen_chunk[64], seen_others[64], fseen_chunk[64], fseen_others[64];
-        size_t nseen = 0, nfseen = 0, max_inflight = 0, cur_inflight = 0;
+        size_t nseen = 0, nfseen = 0, max_inflight = 0, cur_inflight = 0, hint = 0, fhint = 0;
         seen = calloc(v, 1);
         if (!seen) {
             rc = gs_error_set(err, GS_ERR_NOMEM, "out of memory");
@@ -586,8 +604,14 @@ static gs_status build_stage(const gs_scenario *s, const gs_mesh *mesh, uint64_t
                 for (uint64_t ch = 0; ch < v; ch++)
                     others_f = add(c, others_f, mul(c, inflight[ch], chunk_stash(&x, ch), "stash"), "stash");
                 int fdup = 0;
-                for (size_t k = 0; k < nfseen && !fdup; k++)
-                    fdup = fseen_chunk[k] == op->chunk && fseen_others[k] == others_f && seen[op->chunk];
+                if (seen[op->chunk]) { /* the last match first: in steady state the same pair repeats */
+                    fdup = fhint < nfseen && fseen_chunk[fhint] == op->chunk && fseen_others[fhint] == others_f;
+                    for (size_t k = 0; k < nfseen && !fdup; k++)
+                        if (fseen_chunk[k] == op->chunk && fseen_others[k] == others_f) {
+                            fdup = 1;
+                            fhint = k;
+                        }
+                }
                 if (!fdup) {
                     forward_moments(&x, op->mb, op->chunk, others_f, seen);
                     fseen_chunk[nfseen % 64] = op->chunk;
@@ -605,9 +629,12 @@ static gs_status build_stage(const gs_scenario *s, const gs_mesh *mesh, uint64_t
             for (uint64_t ch = 0; ch < v; ch++)
                 others = add(c, others, mul(c, inflight[ch], chunk_stash(&x, ch), "stash"), "stash");
             others -= chunk_stash(&x, op->chunk);
-            int dup = 0;
+            int dup = hint < nseen && seen_chunk[hint] == op->chunk && seen_others[hint] == others;
             for (size_t k = 0; k < nseen && !dup; k++)
-                dup = seen_chunk[k] == op->chunk && seen_others[k] == others;
+                if (seen_chunk[k] == op->chunk && seen_others[k] == others) {
+                    dup = 1;
+                    hint = k;
+                }
             if (!dup) {
                 backward_moments(&x, op->mb, op->chunk, others);
                 seen_chunk[nseen % 64] = op->chunk;
@@ -621,7 +648,7 @@ static gs_status build_stage(const gs_scenario *s, const gs_mesh *mesh, uint64_t
         for (int k = 0; k < GS_MEM_KIND_COUNT; k++)
             r->mem[k] = x.best.mem[k];
         r->peak_bytes = x.best.total;
-        snprintf(r->peak_where, sizeof r->peak_where, "%s", x.best.where);
+        moment_where(&x, r->peak_where, sizeof r->peak_where);
         r->inflight_microbatches = max_inflight;
         line_add(r, "activations", r->mem[GS_MEM_ACTIVATIONS], "at the peak: the current pass's stash, its "
                  "rematerialized layer and pipeline gradients in flight");

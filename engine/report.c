@@ -22,12 +22,17 @@ static int ival_cmp(const void *x, const void *y)
     return (p->b > q->b) - (p->b < q->b);
 }
 
-/* Sorts and merges intervals in place; returns the count. */
+/* Sorts and merges intervals in place; returns the count. A stream's intervals usually come in
+ * order already (a stream runs its events one after another): the sort is skipped then. */
 static size_t ival_union(ival *v, size_t n)
 {
     if (n == 0)
         return 0;
-    qsort(v, n, sizeof *v, ival_cmp);
+    size_t sorted = 1;
+    while (sorted < n && ival_cmp(&v[sorted - 1], &v[sorted]) <= 0)
+        sorted++;
+    if (sorted < n)
+        qsort(v, n, sizeof *v, ival_cmp);
     size_t m = 0;
     for (size_t i = 1; i < n; i++) {
         if (v[i].a <= v[m].b) {
@@ -38,6 +43,22 @@ static size_t ival_union(ival *v, size_t n)
         }
     }
     return m + 1;
+}
+
+/* Merges the sorted lists v[GS_STREAM_DP .. GS_STREAM_PP] (n[k] intervals each) into out, in
+ * ival_cmp order; returns the count. */
+static size_t ival_merge3(ival *const v[GS_STREAM_COUNT], const size_t n[GS_STREAM_COUNT], ival *out)
+{
+    size_t pos[GS_STREAM_COUNT] = {0}, m = 0;
+    for (;;) {
+        int best = -1;
+        for (int k = GS_STREAM_DP; k <= GS_STREAM_PP; k++)
+            if (pos[k] < n[k] && (best < 0 || ival_cmp(&v[k][pos[k]], &v[best][pos[best]]) < 0))
+                best = k;
+        if (best < 0)
+            return m;
+        out[m++] = v[best][pos[best]++];
+    }
 }
 
 static double ival_len(const ival *v, size_t n)
@@ -130,7 +151,7 @@ gs_status gs_report_build(const gs_scenario *s, const gs_schedule *sch, gs_timin
         }
         hw += flops * (double)re->class_size;
         size_t nc = ival_union(buf[GS_STREAM_COMPUTE], n[GS_STREAM_COMPUTE]);
-        size_t ncomm = 0;
+        size_t ncomm = 0, ncomm_k[GS_STREAM_COUNT] = {0};
         double comm_by_dim[GS_DIM_COUNT] = {0}, exposed[GS_DIM_COUNT] = {0};
         for (int k = GS_STREAM_DP; k <= GS_STREAM_PP; k++) {
             size_t m = ival_union(buf[k], n[k]);
@@ -138,9 +159,9 @@ gs_status gs_report_build(const gs_scenario *s, const gs_schedule *sch, gs_timin
             double len = ival_len(buf[k], m);
             comm_by_dim[d] += len;
             exposed[d] += len - ival_overlap(buf[k], m, buf[GS_STREAM_COMPUTE], nc);
-            memcpy(comm + ncomm, buf[k], m * sizeof *comm);
-            ncomm += m;
+            ncomm_k[k] = m;
         }
+        ncomm = ival_merge3(buf, ncomm_k, comm);
         ncomm = ival_union(comm, ncomm);
         double compute = ival_len(buf[GS_STREAM_COMPUTE], nc);
         double comm_len = ival_len(comm, ncomm);

@@ -260,6 +260,16 @@ static uint64_t name_key_hash(const name_key *k)
 /* n of "#n" for event id (1 = no suffix). */
 static uint32_t name_ordinal(const gs_rank_events *r, uint32_t id)
 {
+    if (r->unnamed) {
+        name_key k, other;
+        uint32_t n = 1;
+        name_key_of(&r->events[id], &k);
+        for (uint32_t i = 0; i < id; i++) {
+            name_key_of(&r->events[i], &other);
+            n += name_key_eq(&k, &other);
+        }
+        return n;
+    }
     size_t lo = 0, hi = r->ndups;
     while (lo < hi) {
         size_t mid = lo + (hi - lo) / 2;
@@ -345,8 +355,8 @@ gs_status gs_rank_add_event(gs_rank_events *r, const gs_event *ev, const uint32_
         return GS_ERR_OVERFLOW;
     if (grow((void **)&r->events, &r->cap_events, r->nevents + 1, sizeof *r->events) != 0 ||
         grow((void **)&r->pool, &r->cap_pool, r->npool + total, sizeof *r->pool) != 0 ||
-        grow((void **)&r->dups, &r->cap_dups, 2 * (r->ndups + 1), sizeof *r->dups) != 0 ||
-        name_hash_reserve(r, r->nevents) != 0)
+        (!r->unnamed && (grow((void **)&r->dups, &r->cap_dups, 2 * (r->ndups + 1), sizeof *r->dups) != 0 ||
+                         name_hash_reserve(r, r->nevents) != 0)))
         return GS_ERR_NOMEM;
 
     gs_event e = *ev;
@@ -357,17 +367,19 @@ gs_status gs_rank_add_event(gs_rank_events *r, const gs_event *ev, const uint32_
         r->npool += ev->nlinks[w];
     }
     uint32_t me = (uint32_t)r->nevents;
-    name_key k;
-    name_key_of(&e, &k);
-    uint32_t fp = (uint32_t)(name_key_hash(&k) >> 32);
-    size_t slot = name_hash_find(r, &k, fp);
-    if (r->name_hash[slot] != 0) {
-        uint32_t n = name_ordinal(r, (uint32_t)r->name_hash[slot] - 1) + 1;
-        r->dups[2 * r->ndups] = me;
-        r->dups[2 * r->ndups + 1] = n;
-        r->ndups++;
+    if (!r->unnamed) {
+        name_key k;
+        name_key_of(&e, &k);
+        uint32_t fp = (uint32_t)(name_key_hash(&k) >> 32);
+        size_t slot = name_hash_find(r, &k, fp);
+        if (r->name_hash[slot] != 0) {
+            uint32_t n = name_ordinal(r, (uint32_t)r->name_hash[slot] - 1) + 1;
+            r->dups[2 * r->ndups] = me;
+            r->dups[2 * r->ndups + 1] = n;
+            r->ndups++;
+        }
+        r->name_hash[slot] = (uint64_t)fp << 32 | ((uint64_t)me + 1);
     }
-    r->name_hash[slot] = (uint64_t)fp << 32 | ((uint64_t)me + 1);
     r->events[me] = e;
     r->nevents++;
     if (id)

@@ -143,6 +143,8 @@ typedef struct gs_rank_events {
     size_t ndups, cap_dups;
     uint64_t *name_hash;   /* open addressing: name hash << 32 | (event id + 1); 0 = empty */
     size_t name_hash_cap;  /* slots, a power of two (0 when not built) */
+    int unnamed;           /* 1: set before appending: no index, dups stays empty and
+                              gs_event_name counts the earlier events of the same name instead */
 } gs_rank_events;
 
 typedef struct gs_schedule {
@@ -159,6 +161,11 @@ typedef struct gs_schedule {
  * ids). */
 gs_status gs_schedule_build(const gs_scenario *s, const gs_mesh *mesh, int exact, gs_schedule **out,
                             gs_error *err);
+/* As gs_schedule_build, for callers that name at most a few events (the simulator without a
+ * trace): no name index is kept while the events are appended; gs_event_name gives the same
+ * names, in O(events) per call instead of O(log dups). */
+gs_status gs_schedule_build_unnamed(const gs_scenario *s, const gs_mesh *mesh, int exact, gs_schedule **out,
+                                    gs_error *err);
 /* An empty schedule with nranks zeroed rank lists (fill rank, class_size, stage and the
  * header fields; destroy with gs_schedule_destroy). GS_ERR_NOMEM on failure. */
 gs_status gs_schedule_create(size_t nranks, gs_schedule **out);

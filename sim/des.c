@@ -7,7 +7,8 @@
  *
  * Flow mode (sim/flow.c): a collective or send that moves bytes starts as a flow on the shared
  * links instead of taking a fixed time; its end moves whenever a flow on its links starts or
- * ends. Heap entries for flow ends carry the flow's version and are skipped once stale; the
+ * ends. Heap entries for flow ends carry the flow's version and are skipped once stale (an
+ * event's entry carries its rank list index in that field instead); the
  * members complete the flow's latency after its bytes have moved. Analytic mode never enters
  * these paths. On the class path (one representative per pipeline stage) a flow also loads the
  * shared links with the copies of it that the rest of the class runs at the same time
@@ -96,26 +97,65 @@ static size_t map_slot(map64 *m, uint64_t key, uint64_t fresh, int *inserted)
     return i;
 }
 
-/* Doubles the table when it is half full (keeps probing short). */
-static void map_grow(map64 *m)
-{
-    if (m->n * 2 < m->cap)
-        return;
-    map64 bigger;
-    if (map_init(&bigger, m->cap) != 0)
-        return; /* stays correct, just slower */
-    for (size_t i = 0; i < m->cap; i++)
-        if (m->keys[i] != NONE) {
-            size_t j = map_slot(&bigger, m->keys[i], 0, NULL);
-            bigger.vals[j] = m->vals[i];
-        }
-    map_fini(m);
-    *m = bigger;
-}
-
 static uint64_t key3(uint64_t a, uint64_t b, uint64_t c)
 {
     return mix64(a * 0x9e3779b97f4a7c15ULL ^ mix64(b + 0x632be59bd9b4e019ULL) ^ mix64(c * 31 + 7));
+}
+
+/* ---- the cost cache: seconds by a triple of 64-bit keys, compared whole ---------------------------- */
+
+typedef struct cost_entry {
+    uint64_t key[3];
+    double cost_s;
+    int used;
+} cost_entry;
+
+typedef struct cost_map {
+    cost_entry *v;
+    size_t cap, n;
+} cost_map;
+
+static int cost_map_init(cost_map *m, size_t cap)
+{
+    m->v = calloc(cap, sizeof *m->v);
+    m->cap = cap;
+    m->n = 0;
+    return m->v ? 0 : -1;
+}
+
+/* The entry of (a, b, c); a new one (used = 0, key filled) when absent: the caller sets cost_s
+ * and used, then calls cost_map_grow. */
+static cost_entry *cost_map_find(const cost_map *m, uint64_t a, uint64_t b, uint64_t c)
+{
+    uint64_t h = a * 0x9e3779b97f4a7c15ULL ^ b * 0xc2b2ae3d27d4eb4fULL ^ c * 0x165667b19e3779f9ULL;
+    size_t i = (size_t)(h ^ h >> 29 ^ h >> 47) & (m->cap - 1);
+    for (;; i = (i + 1) & (m->cap - 1)) {
+        cost_entry *e = &m->v[i];
+        if (!e->used) {
+            e->key[0] = a;
+            e->key[1] = b;
+            e->key[2] = c;
+            return e;
+        }
+        if (e->key[0] == a && e->key[1] == b && e->key[2] == c)
+            return e;
+    }
+}
+
+/* Counts a new entry and doubles the table when it is half full (stays correct if that fails). */
+static void cost_map_grow(cost_map *m)
+{
+    if (++m->n * 2 < m->cap)
+        return;
+    cost_map bigger;
+    if (cost_map_init(&bigger, 2 * m->cap) != 0)
+        return;
+    for (size_t i = 0; i < m->cap; i++)
+        if (m->v[i].used)
+            *cost_map_find(&bigger, m->v[i].key[0], m->v[i].key[1], m->v[i].key[2]) = m->v[i];
+    bigger.n = m->n;
+    free(m->v);
+    *m = bigger;
 }
 
 /* ---- the run ------------------------------------------------------------------------------------ */
@@ -132,7 +172,7 @@ typedef struct rank_rt {
 } rank_rt;
 
 typedef struct run_ctx {
-    map64 cost_cache;     /* event cost by (shape, op) or (rank list, group, op, bytes): seconds */
+    cost_map cost_cache;  /* event cost by (shape, op) or (rank list, group, op, bytes): seconds */
     const sim_state *st;
     const gs_schedule *sch;
     gs_timing *const *timing;
@@ -205,38 +245,38 @@ static double event_duration(run_ctx *c, size_t ri, const gs_event *e)
     switch ((gs_event_kind)e->kind) {
     case GS_EV_COMPUTE: {
         /* identical ops (every layer, every micro-batch) cost the same: cache by shape */
-        uint64_t key = key3(((uint64_t)e->op << 8 | e->phase) ^ ((uint64_t)e->gemm_batch << 16),
-                            (uint64_t)e->gemm_m << 32 | e->gemm_n, ((uint64_t)e->gemm_k << 32) ^ e->bytes ^
-                                                                       ((uint64_t)(e->flops * 1e-3) << 7));
-        int fresh;
-        size_t slot = map_slot(&c->cost_cache, key, 0, &fresh);
+        cost_entry *ce = cost_map_find(&c->cost_cache,
+                                       ((uint64_t)e->op << 8 | e->phase) ^ ((uint64_t)e->gemm_batch << 16),
+                                       (uint64_t)e->gemm_m << 32 | e->gemm_n,
+                                       ((uint64_t)e->gemm_k << 32) ^ e->bytes ^ ((uint64_t)(e->flops * 1e-3) << 7));
         double t;
-        if (fresh) {
+        if (!ce->used) {
             t = (e->phase == GS_PHASE_OPTIM && st->s.strategy.offload) ? gs_compute_time_host(&st->cm, e)
                                                                        : gs_compute_time(&st->cm, e);
-            memcpy(&c->cost_cache.vals[slot], &t, sizeof t);
-            map_grow(&c->cost_cache);
+            ce->cost_s = t;
+            ce->used = 1;
+            cost_map_grow(&c->cost_cache);
         } else {
-            memcpy(&t, &c->cost_cache.vals[slot], sizeof t);
+            t = ce->cost_s;
         }
         int comm = rt->busy[GS_STREAM_DP] || rt->busy[GS_STREAM_TP] || rt->busy[GS_STREAM_PP];
         return (comm ? t * st->cm.overlap_slowdown : t) * rt->slowdown;
     }
     case GS_EV_COLLECTIVE: {
-        uint64_t key = key3((uint64_t)ri << 16 | (uint64_t)e->group << 8 | e->op, e->bytes, e->group_size | 1ULL << 63);
-        int fresh;
-        size_t slot = map_slot(&c->cost_cache, key, 0, &fresh);
+        cost_entry *ce = cost_map_find(&c->cost_cache, (uint64_t)ri << 16 | (uint64_t)e->group << 8 | e->op,
+                                       e->bytes, e->group_size | 1ULL << 63);
         double t = 0.0;
-        if (fresh) {
+        if (!ce->used) {
             gs_coll_cost cost;
             gs_coll_shape shape = rt->shape[e->group];
             shape.nranks = e->group_size;
             if (gs_coll_estimate(topo, (gs_coll_op)e->op, &shape, e->bytes, GS_ALGO_COUNT, &cost) == GS_OK)
                 t = cost.time_s;
-            memcpy(&c->cost_cache.vals[slot], &t, sizeof t);
-            map_grow(&c->cost_cache);
+            ce->cost_s = t;
+            ce->used = 1;
+            cost_map_grow(&c->cost_cache);
         } else {
-            memcpy(&t, &c->cost_cache.vals[slot], sizeof t);
+            t = ce->cost_s;
         }
         return t;
     }
@@ -259,7 +299,7 @@ static int complete_at(run_ctx *c, uint64_t gid, double start, double dur)
     gs_timing *t = &c->timing[ri][gid - c->rt[ri].base];
     t->start_s = start;
     t->end_s = start + dur;
-    return gs_queue_push(&c->h, start + dur, gid, 0);
+    return gs_queue_push(&c->h, start + dur, gid, (uint32_t)ri); /* an event's entry carries its rank list */
 }
 
 /* ---- shared cores ------------------------------------------------------------------------------- */
@@ -588,6 +628,8 @@ static gs_status sim_run(void *state, const gs_schedule *sch, gs_timing *const *
     memset(&pair_map, 0, sizeof pair_map);
     memset(&seq_map, 0, sizeof seq_map);
 
+    if (sch->nranks > UINT32_MAX) /* heap entries carry a rank list index in 32 bits */
+        return gs_error_set(err, GS_ERR_INPUT, "sim: %zu rank lists is more than the event heap indexes", sch->nranks);
     c.rt = calloc(sch->nranks ? sch->nranks : 1, sizeof *c.rt);
     if (!c.rt)
         goto nomem;
@@ -619,7 +661,7 @@ static gs_status sim_run(void *state, const gs_schedule *sch, gs_timing *const *
     }
 
     /* ranks present, and how many members of each group are present */
-    if (map_init(&c.cost_cache, 1024) != 0 || map_init(&present, sch->nranks * GS_GROUP_KIND_COUNT) != 0 || map_init(&inst_map, ncoll / 2 + 16) != 0 ||
+    if (cost_map_init(&c.cost_cache, 1024) != 0 || map_init(&present, sch->nranks * GS_GROUP_KIND_COUNT) != 0 || map_init(&inst_map, ncoll / 2 + 16) != 0 ||
         map_init(&pair_map, np2p + 16) != 0 || map_init(&seq_map, 1024) != 0)
         goto nomem;
     for (size_t i = 0; i < sch->nranks; i++) {
@@ -694,12 +736,40 @@ static gs_status sim_run(void *state, const gs_schedule *sch, gs_timing *const *
         map64 local; /* per rank: k-th collective per (kind, idx), k-th send/recv per peer */
         if (map_init(&local, 256) != 0)
             goto nomem;
+        /* A rank is in one group of each kind: the first group seen per kind keeps its count and
+         * present members here instead of in the maps. A group with this rank as its only member
+         * present gets a new instance per collective (nobody else can match it). */
+        uint64_t own_group[GS_GROUP_KIND_COUNT], own_seq[GS_GROUP_KIND_COUNT], own_present[GS_GROUP_KIND_COUNT];
+        for (int g = 0; g < GS_GROUP_KIND_COUNT; g++)
+            own_group[g] = NONE;
         for (size_t k = 0; k < r->nevents; k++) {
             const gs_event *e = &r->events[k];
             uint64_t gid = c.rt[i].base + k;
             c.match[gid] = NONE;
             c.wait_next[gid] = NONE;
-            if (e->kind == GS_EV_COLLECTIVE) {
+            if (e->kind == GS_EV_COLLECTIVE && e->group < GS_GROUP_KIND_COUNT &&
+                (own_group[e->group] == NONE || own_group[e->group] == e->peer)) {
+                if (own_group[e->group] == NONE) {
+                    own_group[e->group] = e->peer;
+                    own_seq[e->group] = 0;
+                    own_present[e->group] = present.vals[map_slot(&present, key3(1, e->group, e->peer), 0, NULL)];
+                }
+                uint64_t seq = own_seq[e->group]++;
+                if (own_present[e->group] <= 1) {
+                    c.inst_needed[c.ninst] = 1;
+                    c.inst_head[c.ninst] = NONE;
+                    c.match[gid] = c.ninst++;
+                    continue;
+                }
+                int fresh;
+                size_t slot = map_slot(&inst_map, key3(e->group, e->peer, seq), c.ninst, &fresh);
+                if (fresh) {
+                    c.inst_needed[c.ninst] = own_present[e->group];
+                    c.inst_head[c.ninst] = NONE;
+                    c.ninst++;
+                }
+                c.match[gid] = inst_map.vals[slot];
+            } else if (e->kind == GS_EV_COLLECTIVE) {
                 size_t ls = map_slot(&local, key3(3, e->group, e->peer), 0, NULL);
                 uint64_t seq = local.vals[ls]++;
                 int fresh;
@@ -763,7 +833,7 @@ static gs_status sim_run(void *state, const gs_schedule *sch, gs_timing *const *
                 continue;
         }
         c.now = nd.t;
-        size_t ri = rank_index_of(&c, nd.id);
+        size_t ri = nd.ver;
         const gs_event *e = &sch->ranks[ri].events[nd.id - c.rt[ri].base];
         c.rt[ri].busy[e->stream] = 0;
         c.rt[ri].cursor[e->stream]++;
@@ -818,7 +888,7 @@ out:
     free(c.ps_ver);
     free(c.ps_delay);
     free(c.ps_active);
-    map_fini(&c.cost_cache);
+    free(c.cost_cache.v);
     map_fini(&present);
     map_fini(&inst_map);
     map_fini(&pair_map);

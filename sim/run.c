@@ -29,7 +29,9 @@ gs_status gs_sim_scenario_timed(const gs_scenario *s, const gs_mesh *mesh, int e
     /* a straggler breaks the symmetry the class path relies on: simulate every rank */
     if (s->nstragglers > 0)
         exact = 1;
-    gs_status rc = gs_schedule_build(s, mesh, exact, &sch, err);
+    /* without a trace at most one event is named (a deadlock's): no name index */
+    gs_status rc = trace ? gs_schedule_build(s, mesh, exact, &sch, err)
+                         : gs_schedule_build_unnamed(s, mesh, exact, &sch, err);
     if (rc != GS_OK)
         return rc;
     timing = calloc(sch->nranks ? sch->nranks : 1, sizeof *timing);

@@ -2,6 +2,11 @@
  * configuration of llama2-70b on 1,024 A100 80GB (128 DGX A100 nodes, HDR IB), global batch
  * 2 x GPUs = 2,048 sequences; prints configurations evaluated, simulated and seconds.
  * usage: bench_plan [--threads N] [--model M] [--nodes N] [--keep K] (--keep 0: simulate every survivor) */
+#include "config.h"
+
+#ifdef HAVE_MALLOC_H
+#include <malloc.h>
+#endif
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -61,6 +66,12 @@ int main(int argc, char **argv)
     gs_compute_model_init(&cm, &s.cluster.gpu, s.strategy.precision);
     o.compute_slowdown = cm.overlap_slowdown;
     gs_plan *p = NULL;
+#if defined(HAVE_MALLOPT) && defined(M_MMAP_THRESHOLD) && defined(M_TRIM_THRESHOLD) && defined(M_ARENA_MAX)
+    /* as `gridstep plan` (gs_cli_keep_freed_memory): freed schedules stay in the heap */
+    mallopt(M_MMAP_THRESHOLD, 32 << 20);
+    mallopt(M_TRIM_THRESHOLD, 1 << 30);
+    mallopt(M_ARENA_MAX, 1);
+#endif
     double t0 = now_s();
     if (gs_plan_run(&s, &o, &p, &err) != GS_OK) {
         fprintf(stderr, "bench_plan: %s\n", err.msg);
