@@ -32,6 +32,17 @@ gs_status gs_cli_json_print(json_t *doc, gs_error *err)
     return GS_OK;
 }
 
+gs_status gs_cli_json_fprint(FILE *f, json_t *doc, gs_error *err)
+{
+    char *text = json_dumps(doc, JSON_INDENT(2) | JSON_PRESERVE_ORDER | JSON_REAL_PRECISION(12));
+    if (!text)
+        return gs_error_set(err, GS_ERR_NOMEM, "cannot serialize JSON output");
+    fputs(text, f);
+    fputc('\n', f);
+    free(text);
+    return GS_OK;
+}
+
 gs_status gs_cli_one_positional(int argc, char **argv, int optind_, const char *usage,
                                 const char **out, gs_error *err)
 {

@@ -22,6 +22,9 @@ gs_status gs_cli_load(const char *path, gs_scenario *s, gs_mesh *mesh, gs_error 
  * significant digits) and a newline to stdout. */
 gs_status gs_cli_json_print(json_t *doc, gs_error *err);
 
+/* The same document to f (gs_cli_json_print is this on stdout). */
+gs_status gs_cli_json_fprint(FILE *f, json_t *doc, gs_error *err);
+
 /* Exactly one positional argument (the scenario) after options; else a usage error. */
 gs_status gs_cli_one_positional(int argc, char **argv, int optind_, const char *usage,
                                 const char **out, gs_error *err);

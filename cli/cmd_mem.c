@@ -6,6 +6,7 @@
 
 #include "cli/cli_common.h"
 #include "cli/commands.h"
+#include "cli/plot.h"
 #include "engine/ledger.h"
 #include "engine/units.h"
 
@@ -33,13 +34,18 @@ const char gs_cmd_mem_help[] =
     "              traffic_bytes, traffic_by_dim {dp, tp, pp}, ranks [...] (see DESIGN.md)\n"
     "  --explain   every line's formula with the numbers substituted, and cross-checks against\n"
     "              the seed's hand figures\n"
+    "  --plot FILE.png|FILE.svg  stacked bars through gnuplot: per pipeline stage (its ranks hold\n"
+    "              the same bytes) params, master, optimizer (Adam m + v), grads, activations (with\n"
+    "              the micro-batches in flight) and buffers (FSDP gathers, workspace) in GiB, the\n"
+    "              GPU's memory as a dashed line; FILE.dat (bytes) and FILE.gp are written beside it\n"
     "\n"
     "examples:\n"
     "  gridstep mem scenarios/seed-7b-8xa100.yaml\n"
     "  gridstep mem --explain scenarios/seed-70b-64xa100.yaml\n"
-    "  gridstep mem --json scenarios/seed-7b-64gpu-25gbe.yaml | jq .traffic_bytes\n";
+    "  gridstep mem --json scenarios/seed-7b-64gpu-25gbe.yaml | jq .traffic_bytes\n"
+    "  gridstep mem --plot mem.png scenarios/seed-70b-64xa100.yaml\n";
 
-static const char usage[] = "gridstep mem [--json] [--explain] SCENARIO.yaml";
+static const char usage[] = "gridstep mem [--json] [--explain] [--plot FILE.png|FILE.svg] SCENARIO.yaml";
 
 static json_t *ledger_json(const gs_scenario *s, const gs_mesh *mesh, const gs_ledger *l, int explain)
 {
@@ -277,13 +283,23 @@ gs_status gs_cmd_mem(int argc, char **argv, gs_error *err)
     static const struct option opts[] = {
         {"json", no_argument, NULL, 'j'},
         {"explain", no_argument, NULL, 'e'},
+        {"plot", required_argument, NULL, 'p'},
         {NULL, 0, NULL, 0},
     };
     int json = 0, explain = 0, c;
+    const char *plot_path = NULL;
+    gs_plot plot;
     while ((c = getopt_long(argc, argv, "", opts, NULL)) != -1) {
         switch (c) {
         case 'j': json = 1; break;
         case 'e': explain = 1; break;
+        case 'p': {
+            gs_status prc = gs_plot_init(&plot, "--plot", optarg, err);
+            if (prc != GS_OK)
+                return prc;
+            plot_path = optarg;
+            break;
+        }
         default:
             return gs_error_set(err, GS_ERR_INPUT, "unknown option '%s'\nusage: %s", argv[optind - 1], usage);
         }
@@ -309,6 +325,10 @@ gs_status gs_cmd_mem(int argc, char **argv, gs_error *err)
         rc = print_human(&s, &mesh, l, explain);
         if (rc != GS_OK)
             gs_error_set(err, rc, "out of memory printing the ledger");
+    }
+    if (rc == GS_OK && plot_path) {
+        fflush(stdout);
+        rc = gs_plot_mem(&plot, &s, l, err);
     }
 out:
     json_decref(doc);

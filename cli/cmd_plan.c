@@ -13,6 +13,7 @@
 #include "cli/commands.h"
 #include "engine/launch.h"
 #include "engine/plan.h"
+#include "engine/sweep.h"
 #include "engine/units.h"
 #include "sim/compute.h"
 #include "sim/sim.h"
@@ -63,6 +64,10 @@ const char gs_cmd_plan_help[] =
     "  --max-candidates N stop enumerating after N configurations\n"
     "  --threads N        worker threads (default 2)\n"
     "  --no-extrapolate   simulate every candidate's full step (slow; for checking)\n"
+    "  --shard I/N        (with --json) a piece for gridstep merge: only the configurations of shard I.\n"
+    "                     Fitting configurations are grouped as the bound R4 groups them (same grid,\n"
+    "                     micro, recompute, pipeline, SP), the groups sorted by that key, group g to\n"
+    "                     shard g % N; each piece holds its shard's exact best --top\n"
     "  --emit K           print only the winner's launch configuration, K = torchrun, accelerate,\n"
     "                     megatron or slurm (as gridstep mesh --emit; the ranking is not printed)\n"
     "A SCENARIO.yaml argument supplies the model, cluster and batch; its grid and strategy are\n"
@@ -76,7 +81,7 @@ const char gs_cmd_plan_help[] =
 static const char usage[] =
     "gridstep plan (--model M --cluster C --nodes N | SCENARIO.yaml) [--global-batch B] [--seq S] [--top K] "
     "[--json] [--tp LIST] [--pp LIST] [--dp LIST] [--sharding LIST] [--micro LIST] [--max-candidates N] "
-    "[--threads N] [--no-extrapolate] [--emit torchrun|accelerate|megatron|slurm]";
+    "[--threads N] [--no-extrapolate] [--emit torchrun|accelerate|megatron|slurm] [--shard I/N]";
 
 /* The winner as a scenario of its own: the plan's model, cluster and batch with the winner's
  * grid, strategy and micro-batch; then its launch document on stdout. */
@@ -252,6 +257,26 @@ static json_t *plan_json(const gs_scenario *s, const gs_plan *p, size_t top, dou
     return doc;
 }
 
+/* A --shard piece: "shard" {command, index, count, top} and each candidate's exact ranking key
+ * "order" {tokens_per_s (hexadecimal, every bit), key (enumeration index)} for gridstep merge. */
+static void add_shard_keys(json_t *doc, const gs_plan *p, const gs_plan_opts *po, uint64_t top)
+{
+    json_t *sh = json_object(), *cands = json_object_get(doc, "candidates");
+    json_object_set_new(sh, "command", json_string("plan"));
+    json_object_set_new(sh, "index", json_integer((json_int_t)po->shard_index));
+    json_object_set_new(sh, "count", json_integer((json_int_t)po->shard_count));
+    json_object_set_new(sh, "top", json_integer((json_int_t)top));
+    json_object_set_new(doc, "shard", sh);
+    for (size_t i = 0; i < json_array_size(cands); i++) {
+        char hex[64];
+        json_t *o = json_object();
+        snprintf(hex, sizeof hex, "%a", p->cands[i].tokens_per_s);
+        json_object_set_new(o, "tokens_per_s", json_string(hex));
+        json_object_set_new(o, "key", json_integer((json_int_t)p->cands[i].key));
+        json_object_set_new(json_array_get(cands, i), "order", o);
+    }
+}
+
 /* What runner-up r loses against the winner w, largest first. */
 typedef struct why_part {
     const char *what;
@@ -421,7 +446,7 @@ static gs_status scenario_from_presets(const char *model, const char *cluster, u
 gs_status gs_cmd_plan(int argc, char **argv, gs_error *err)
 {
     enum { O_MODEL = 256, O_CLUSTER, O_NODES, O_BATCH, O_SEQ, O_TOP, O_JSON, O_TP, O_PP, O_DP, O_SHARD, O_MICRO,
-           O_MAX, O_THREADS, O_NOEXTRA, O_EMIT };
+           O_MAX, O_THREADS, O_NOEXTRA, O_EMIT, O_SHARD_IN };
     static const struct option opts[] = {
         {"model", required_argument, NULL, O_MODEL}, {"cluster", required_argument, NULL, O_CLUSTER},
         {"nodes", required_argument, NULL, O_NODES}, {"global-batch", required_argument, NULL, O_BATCH},
@@ -431,6 +456,7 @@ gs_status gs_cmd_plan(int argc, char **argv, gs_error *err)
         {"sharding", required_argument, NULL, O_SHARD}, {"micro", required_argument, NULL, O_MICRO},
         {"max-candidates", required_argument, NULL, O_MAX}, {"threads", required_argument, NULL, O_THREADS},
         {"no-extrapolate", no_argument, NULL, O_NOEXTRA}, {"emit", required_argument, NULL, O_EMIT},
+        {"shard", required_argument, NULL, O_SHARD_IN},
         {NULL, 0, NULL, 0},
     };
     const char *model = NULL, *cluster = NULL;
@@ -463,6 +489,7 @@ gs_status gs_cmd_plan(int argc, char **argv, gs_error *err)
             }
             break;
         case O_NOEXTRA: po.no_extrapolate = 1; break;
+        case O_SHARD_IN: rc = gs_shard_parse("--shard", optarg, &po.shard_index, &po.shard_count, err); break;
         case O_EMIT:
             if (gs_launch_kind_parse(optarg, &kind) != 0)
                 rc = gs_error_set(err, GS_ERR_INPUT,
@@ -476,6 +503,8 @@ gs_status gs_cmd_plan(int argc, char **argv, gs_error *err)
     }
     if (rc != GS_OK)
         return rc;
+    if (po.shard_count && !json)
+        return gs_error_set(err, GS_ERR_INPUT, "--shard needs --json (pieces for gridstep merge)\nusage: %s", usage);
     gs_scenario s;
     int default_batch = 0;
     if (optind < argc) {
@@ -521,6 +550,8 @@ gs_status gs_cmd_plan(int argc, char **argv, gs_error *err)
         rc = emit_winner(&s, p, kind, err);
     } else if (json) {
         json_t *doc = plan_json(&s, p, (size_t)top, wall);
+        if (po.shard_count)
+            add_shard_keys(doc, p, &po, top);
         rc = gs_cli_json_print(doc, err);
         json_decref(doc);
     } else {

@@ -10,6 +10,7 @@
 #include "sim/sim.h"
 #include "cli/cli_common.h"
 #include "cli/commands.h"
+#include "cli/plot.h"
 #include "engine/import.h"
 #include "engine/ledger.h"
 #include "engine/scenario_write.h"
@@ -48,6 +49,15 @@ const char gs_cmd_sim_help[] =
     "                   the ledger's bytes over the links) and why they differ\n"
     "  --trace FILE     Chrome trace JSON (open in Perfetto): a track per rank and stream, a slice\n"
     "                   per event, a memory counter\n"
+    "  --plot FILE.png|FILE.svg  the step as a Gantt chart through gnuplot: one row per rank and\n"
+    "                   stream, a box per event coloured by kind (forward, backward, recompute,\n"
+    "                   optimizer, DP/FSDP, TP, PP send/recv, host copies); gaps on the compute row\n"
+    "                   are the bubble and exposed communication. x in seconds (ms for steps under\n"
+    "                   a second); FILE.dat and FILE.gp are written beside the image\n"
+    "  --plot-ranks R,... the ranks to draw (default: the first rank of each pipeline stage, at most\n"
+    "                   8; at most 16 when given); without --exact only those ranks are simulated\n"
+    "  --plot-comm FILE.png|FILE.svg  per dimension (dp, tp, pp) the seconds communicating on the\n"
+    "                   critical rank, stacked as overlapped and exposed\n"
     "\n"
     "importing a launch configuration (instead of SCENARIO.yaml):\n"
     "  --from-accelerate FILE   an accelerate config YAML (distributed_type FSDP or MULTI_GPU):\n"
@@ -90,6 +100,7 @@ const char gs_cmd_sim_help[] =
 
 static const char usage[] =
     "gridstep sim [--exact] [--mode analytic|flow] [--json] [--explain] [--calib FILE] [--trace FILE] "
+    "[--plot FILE.png|FILE.svg [--plot-ranks R,...]] [--plot-comm FILE.png|FILE.svg] "
     "(SCENARIO.yaml | (--from-accelerate FILE | --from-megatron ARGS|@FILE) --cluster C [--model M] "
     "[--nodes N] [--global-batch B] [--micro B] [--print-scenario | --dump-scenario FILE])";
 
@@ -281,6 +292,8 @@ gs_status gs_cmd_sim(int argc, char **argv, gs_error *err)
         {"nodes", required_argument, NULL, 'n'}, {"global-batch", required_argument, NULL, 'g'},
         {"micro", required_argument, NULL, 'u'}, {"print-scenario", no_argument, NULL, 'p'},
         {"dump-scenario", required_argument, NULL, 'd'},
+        {"plot", required_argument, NULL, 'P'}, {"plot-ranks", required_argument, NULL, 'R'},
+        {"plot-comm", required_argument, NULL, 'K'},
         {NULL, 0, NULL, 0},
     };
     int exact = 0, json = 0, explain = 0, print_scenario = 0, c;
@@ -288,6 +301,8 @@ gs_status gs_cmd_sim(int argc, char **argv, gs_error *err)
     gs_import_opts io;
     uint64_t *count_dst;
     gs_import_opts_init(&io);
+    gs_plot plot, plot_comm;
+    const char *plot_path = NULL, *comm_path = NULL, *plot_ranks = NULL;
     const char *trace = NULL;
     gs_backend_opts bo = {0, NULL};
     while ((c = getopt_long(argc, argv, "", opts, NULL)) != -1) {
@@ -297,6 +312,14 @@ gs_status gs_cmd_sim(int argc, char **argv, gs_error *err)
         case 'c': bo.calib = optarg; break;
         case 'j': json = 1; break;
         case 't': trace = optarg; break;
+        case 'P': case 'K': {
+            gs_status prc = gs_plot_init(c == 'P' ? &plot : &plot_comm, c == 'P' ? "--plot" : "--plot-comm", optarg, err);
+            if (prc != GS_OK)
+                return prc;
+            *(c == 'P' ? &plot_path : &comm_path) = optarg;
+            break;
+        }
+        case 'R': plot_ranks = optarg; break;
         case 'A': from_accelerate = optarg; break;
         case 'M': from_megatron = optarg; break;
         case 'o': io.model = optarg; break;
@@ -348,6 +371,8 @@ gs_status gs_cmd_sim(int argc, char **argv, gs_error *err)
     gs_report rep;
     int have_rep = 0;
     FILE *tf = NULL;
+    gs_schedule *sch = NULL;
+    gs_timing **timing = NULL;
     double t0 = now_s();
     if (importing) {
         gs_diag warnings;
@@ -373,7 +398,12 @@ gs_status gs_cmd_sim(int argc, char **argv, gs_error *err)
         rc = gs_error_set(err, GS_ERR_IO, "%s: cannot write: %s", trace, strerror(errno));
         goto out;
     }
-    if ((rc = gs_sim_scenario(&s, &mesh, exact, &bo, &rep, tf, err)) != GS_OK)
+    if (plot_ranks && !plot_path) {
+        rc = gs_error_set(err, GS_ERR_INPUT, "--plot-ranks needs --plot FILE\nusage: %s", usage);
+        goto out;
+    }
+    if ((rc = gs_sim_scenario_timed(&s, &mesh, exact, &bo, &rep, tf, plot_path ? &sch : NULL,
+                                     plot_path ? &timing : NULL, err)) != GS_OK)
         goto out;
     have_rep = 1;
     if (tf) {
@@ -392,7 +422,16 @@ gs_status gs_cmd_sim(int argc, char **argv, gs_error *err)
         if (explain)
             rc = print_explain(&s, &mesh, &rep, err);
     }
+    fflush(stdout);
+    if (rc == GS_OK && plot_path) {
+        size_t lists[GS_PLOT_MAX_RANKS], nlists = 0;
+        if ((rc = gs_plot_pick_ranks(sch, plot_ranks, lists, &nlists, err)) == GS_OK)
+            rc = gs_plot_timeline(&plot, &s, sch, timing, lists, nlists, rep.step_time_s, err);
+    }
+    if (rc == GS_OK && comm_path)
+        rc = gs_plot_comm(&plot_comm, &s, &rep, err);
 out:
+    gs_sim_timed_free(sch, timing);
     if (tf)
         fclose(tf);
     if (have_rep)

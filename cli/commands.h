@@ -26,6 +26,8 @@ gs_status gs_cmd_validate(int argc, char **argv, gs_error *err);
 gs_status gs_cmd_plan(int argc, char **argv, gs_error *err);
 gs_status gs_cmd_exec(int argc, char **argv, gs_error *err);
 gs_status gs_cmd_compare(int argc, char **argv, gs_error *err);
+gs_status gs_cmd_sweep(int argc, char **argv, gs_error *err);
+gs_status gs_cmd_merge(int argc, char **argv, gs_error *err);
 gs_status gs_cmd_diagnose(int argc, char **argv, gs_error *err);
 
 extern const char gs_cmd_presets_help[];
@@ -38,6 +40,8 @@ extern const char gs_cmd_validate_help[];
 extern const char gs_cmd_plan_help[];
 extern const char gs_cmd_exec_help[];
 extern const char gs_cmd_compare_help[];
+extern const char gs_cmd_sweep_help[];
+extern const char gs_cmd_merge_help[];
 extern const char gs_cmd_diagnose_help[];
 
 #endif

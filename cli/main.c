@@ -32,6 +32,12 @@ static const gs_command commands[] = {
     {"plan", "every legal grid and strategy, ranked by simulated tokens/s, with why the winner wins",
      "gridstep plan (--model M --cluster C --nodes N | SCENARIO.yaml) [--global-batch B] [--top K] [--json] "
      "[--emit torchrun|accelerate|megatron|slurm] [constraints]", gs_cmd_plan_help, gs_cmd_plan},
+    {"sweep", "one scenario over a grid of varied keys: a CSV/JSON row per point, curves via gnuplot",
+     "gridstep sweep --vary KEY=V1,V2,...|A..B [--vary ...] [--csv|--json] [--out FILE] [--shard I/N] "
+     "[--plot FILE.png|FILE.svg] [--mode analytic|flow] [--exact] [--threads N] SCENARIO.yaml", gs_cmd_sweep_help,
+     gs_cmd_sweep},
+    {"merge", "join the --shard pieces of a sweep or a plan into the serial run's output",
+     "gridstep merge [--out FILE] [--plot FILE.png|FILE.svg] PIECE...", gs_cmd_merge_help, gs_cmd_merge},
     {"diagnose", "the seed's troubleshooting table against a scenario, each fix simulated on a copy",
      "gridstep diagnose [--json] [--full-step] [--state-dict full|sharded] [--host-memory-gb G] SCENARIO.yaml",
      gs_cmd_diagnose_help, gs_cmd_diagnose},

@@ -88,7 +88,8 @@ typedef enum cand_state {
     CAND_PRUNED,     /* dominated (R1, R2) */
     CAND_COPY,       /* same schedule as cand[twin] (R3) */
     CAND_DONE,       /* simulated */
-    CAND_BOUNDED     /* not simulated: its lower bound is slower than the keep-th best (R4) */
+    CAND_BOUNDED,    /* not simulated: its lower bound is slower than the keep-th best (R4) */
+    CAND_OTHER_SHARD /* fits, but its bound group belongs to another shard (opts shard_count) */
 } cand_state;
 
 typedef struct cand {
@@ -968,6 +969,48 @@ out:
     return rc;
 }
 
+/* Sharding: the fitting candidates' bound groups (bound_search's key: grid, micro, recompute,
+ * pipeline, virtual stages, SP) in their sorted order, group g to shard g % shard_count; the
+ * others are set aside. A group stays whole, so its bound (R4) is the serial one, and an R3 copy
+ * shares its twin's group. Each shard ranks its own candidates exactly in its best `keep`; a
+ * global top-keep member is among the best `keep` of its shard, so the union of the shards' best
+ * `keep` holds the global best `keep`. */
+static gs_status shard_filter(search *x, gs_error *err)
+{
+    const gs_plan_opts *o = x->o;
+    size_t nfit = 0;
+    for (size_t i = 0; i < x->n; i++)
+        nfit += x->c[i].state == CAND_FITS;
+    if (o->shard_count < 2 || nfit == 0)
+        return GS_OK;
+    group_item *g = calloc(nfit, sizeof *g);
+    if (!g)
+        return gs_error_set(err, GS_ERR_NOMEM, "plan: out of memory");
+    size_t k = 0;
+    for (size_t i = 0; i < x->n; i++) {
+        const cand *c = &x->c[i];
+        if (c->state != CAND_FITS)
+            continue;
+        uint64_t key[8] = {c->dp, c->pp, c->tp, c->micro, (uint64_t)c->st.recompute, (uint64_t)c->st.pipeline,
+                           c->st.virtual_stages, (uint64_t)c->st.sequence_parallel};
+        memcpy(g[k].key, key, sizeof key);
+        g[k++].index = i;
+    }
+    qsort(g, nfit, sizeof *g, group_cmp);
+    uint64_t group = 0;
+    for (size_t i = 0; i < nfit; i++) {
+        if (i > 0 && memcmp(g[i].key, g[i - 1].key, sizeof g[i].key) != 0)
+            group++;
+        if (group % o->shard_count != o->shard_index)
+            x->c[g[i].index].state = CAND_OTHER_SHARD;
+    }
+    for (size_t i = 0; i < x->n; i++)
+        if (x->c[i].state == CAND_COPY && x->c[x->c[i].twin].state == CAND_OTHER_SHARD)
+            x->c[i].state = CAND_OTHER_SHARD;
+    free(g);
+    return GS_OK;
+}
+
 gs_status gs_plan_run(const gs_scenario *base, const gs_plan_opts *o, gs_plan **out, gs_error *err)
 {
     *out = NULL;
@@ -988,6 +1031,11 @@ gs_status gs_plan_run(const gs_scenario *base, const gs_plan_opts *o, gs_plan **
         goto out;
     }
     if ((rc = check_memory(&x, items, err)) != GS_OK || (rc = merge_identical(&x, err)) != GS_OK)
+        goto out;
+    size_t nfit_all = 0; /* before sharding: whether anything fits at all */
+    for (size_t i = 0; i < x.n; i++)
+        nfit_all += x.c[i].state == CAND_FITS || x.c[i].state == CAND_COPY;
+    if ((rc = shard_filter(&x, err)) != GS_OK)
         goto out;
 
     if (!(p = calloc(1, sizeof *p))) {
@@ -1011,7 +1059,7 @@ gs_status gs_plan_run(const gs_scenario *base, const gs_plan_opts *o, gs_plan **
     size_t ncands = 0;
     for (size_t i = 0; i < x.n; i++)
         ncands += x.c[i].state == CAND_DONE || x.c[i].state == CAND_COPY;
-    if (ncands == 0) {
+    if (ncands == 0 && nfit_all == 0) {
         char buf[GS_ERROR_MSG_BYTES] = "";
         size_t used = 0;
         qsort(x.rejected.v, x.rejected.n, sizeof *x.rejected.v, count_cmp);
@@ -1026,7 +1074,7 @@ gs_status gs_plan_run(const gs_scenario *base, const gs_plan_opts *o, gs_plan **
                           (unsigned long long)x.grids, (unsigned long long)x.evaluated, buf);
         goto out;
     }
-    if (!(p->cands = calloc(ncands, sizeof *p->cands))) {
+    if (!(p->cands = calloc(ncands ? ncands : 1, sizeof *p->cands))) {
         rc = gs_error_set(err, GS_ERR_NOMEM, "plan: out of memory");
         goto out;
     }

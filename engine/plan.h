@@ -46,6 +46,14 @@ typedef struct gs_plan_opts {
      * evaluator's largest factor on a compute event's base duration (the sim's overlap slowdown). */
     size_t keep;
     double compute_slowdown;
+    /* Sharding: shard_count > 1 simulates only the configurations of shard shard_index: the
+     * fitting configurations are grouped as R4 groups them (same grid, micro, recompute, pipeline,
+     * virtual stages, SP: they differ in sharding and offload), the groups sorted by that key, and
+     * group g belongs to shard g % shard_count. Enumeration, rejections and R1-R3 are every
+     * shard's; the shard's best `keep` are exact, and the union of all shards' best `keep` holds
+     * the serial best `keep`. A shard with no configuration returns an empty plan, not an error
+     * (unless nothing fits at all). 0 or 1: no sharding. */
+    uint64_t shard_index, shard_count;
     gs_plan_eval eval;
     void *eval_ctx;
     gs_plan_progress progress;

@@ -6,6 +6,22 @@
 gs_status gs_sim_scenario(const gs_scenario *s, const gs_mesh *mesh, int exact, const gs_backend_opts *opts,
                           gs_report *rep, FILE *trace, gs_error *err)
 {
+    return gs_sim_scenario_timed(s, mesh, exact, opts, rep, trace, NULL, NULL, err);
+}
+
+void gs_sim_timed_free(gs_schedule *sch, gs_timing **timing)
+{
+    if (timing && sch)
+        for (size_t i = 0; i < sch->nranks; i++)
+            free(timing[i]);
+    free(timing);
+    gs_schedule_destroy(sch);
+}
+
+gs_status gs_sim_scenario_timed(const gs_scenario *s, const gs_mesh *mesh, int exact, const gs_backend_opts *opts,
+                                gs_report *rep, FILE *trace, gs_schedule **sch_out, gs_timing ***timing_out,
+                                gs_error *err)
+{
     gs_schedule *sch = NULL;
     gs_timing **timing = NULL;
     void *state = NULL;
@@ -34,6 +50,12 @@ gs_status gs_sim_scenario(const gs_scenario *s, const gs_mesh *mesh, int exact, 
         goto out;
     if (trace && (rc = gs_report_trace(sch, timing, trace, err)) != GS_OK)
         gs_report_fini(rep);
+    if (rc == GS_OK && sch_out && timing_out) {
+        *sch_out = sch;
+        *timing_out = timing;
+        sch = NULL;
+        timing = NULL;
+    }
 out:
     if (state)
         gs_sim_backend.close(state);
