@@ -41,6 +41,10 @@ const char gs_cmd_exec_help[] =
     "  --json           one JSON document: sim's keys (step_time_s, tokens_per_s, ...) for the last\n"
     "                   step, plus driver, steps, loss [per step], step_s [per step]\n"
     "  --trace FILE     Chrome trace JSON of the last step (measured times)\n"
+    "  --load DIR       start from a sharded checkpoint (any grid of the same model: pieces are\n"
+    "                   matched by element range; Adam's step continues)\n"
+    "  --save DIR       after the last step, write a sharded checkpoint (one safetensors file per\n"
+    "                   rank + index.json, parameters and Adam m, v; replaced crash-safely)\n"
     "  --fail-event E --fail-rank R\n"
     "                   test hook: event E (as `gridstep schedule --format list` names it) fails\n"
     "                   on rank R\n"
@@ -68,7 +72,7 @@ const char gs_cmd_compare_help[] =
 
 static const char exec_usage[] =
     "gridstep exec [--driver host] [--steps N] [--seed S] [--lr X] [--timeout S] [--json] [--trace FILE] "
-    "SCENARIO.yaml";
+    "[--load DIR] [--save DIR] SCENARIO.yaml";
 static const char compare_usage[] = "gridstep compare [--driver host] [--steps N] [--json] SCENARIO.yaml";
 
 static gs_status parse_u64(const char *opt, const char *arg, uint64_t *out, gs_error *err)
@@ -137,7 +141,7 @@ static void print_report(const gs_report *r)
 }
 
 typedef struct run_args {
-    const char *path, *trace, *driver;
+    const char *path, *trace, *driver, *save, *load;
     uint64_t steps;
     int json;
     gs_exec_opts o;
@@ -150,7 +154,8 @@ static gs_status parse(int argc, char **argv, int compare, run_args *a, gs_error
         {"json", no_argument, NULL, 'j'},         {"trace", required_argument, NULL, 't'},
         {"seed", required_argument, NULL, 's'},   {"lr", required_argument, NULL, 'l'},
         {"timeout", required_argument, NULL, 'T'}, {"fail-event", required_argument, NULL, 'F'},
-        {"fail-rank", required_argument, NULL, 'R'}, {NULL, 0, NULL, 0},
+        {"fail-rank", required_argument, NULL, 'R'}, {"save", required_argument, NULL, 'S'},
+        {"load", required_argument, NULL, 'L'},       {NULL, 0, NULL, 0},
     };
     const char *usage = compare ? compare_usage : exec_usage;
     memset(a, 0, sizeof *a);
@@ -171,6 +176,15 @@ static gs_status parse(int argc, char **argv, int compare, run_args *a, gs_error
             a->trace = optarg;
             break;
         case 's': rc = parse_u64("--seed", optarg, &a->o.train.seed, err); break;
+        case 'S':
+        case 'L':
+            if (compare)
+                goto bad;
+            if (c == 'S')
+                a->save = optarg;
+            else
+                a->load = optarg;
+            break;
         case 'l':
             if ((rc = parse_pos("--lr", optarg, &x, err)) == GS_OK)
                 a->o.train.lr = (float)x;
@@ -239,7 +253,11 @@ gs_status gs_cmd_exec(int argc, char **argv, gs_error *err)
     }
     if ((rc = gs_exec_session_create(&s, &mesh, &a.o, &x, err)) != GS_OK)
         goto out;
+    if (a.load && (rc = gs_exec_session_load(x, a.load, err)) != GS_OK)
+        goto out;
     if ((rc = run_steps(x, a.steps, loss, secs, err)) != GS_OK)
+        goto out;
+    if (a.save && (rc = gs_exec_session_save(x, a.save, err)) != GS_OK)
         goto out;
     if ((rc = gs_exec_session_report(x, &rep, err)) != GS_OK)
         goto out;

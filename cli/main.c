@@ -21,7 +21,7 @@ static const gs_command commands[] = {
      gs_cmd_sim},
     {"exec", "run the step for real on CPU threads: losses, measured step time, the sim's report",
      "gridstep exec [--driver host] [--steps N] [--seed S] [--lr X] [--timeout S] [--json] [--trace FILE] "
-     "SCENARIO.yaml", gs_cmd_exec_help, gs_cmd_exec},
+     "[--load DIR] [--save DIR] SCENARIO.yaml", gs_cmd_exec_help, gs_cmd_exec},
     {"compare", "sim vs exec on the same schedule: time per class of event and the error",
      "gridstep compare [--driver host] [--steps N] [--json] SCENARIO.yaml", gs_cmd_compare_help, gs_cmd_compare},
     {"coll", "the simulator's nccl-tests: time, algbw, busbw of one collective per size",

@@ -51,6 +51,12 @@ const gs_schedule *gs_exec_session_schedule(const gs_exec_session *x);
 gs_timing *const *gs_exec_session_timing(const gs_exec_session *x);
 gs_train *gs_exec_session_train(gs_exec_session *x);
 
+/* Sharded checkpoint of every rank's parameters and Adam state (exec/checkpoint.h's directory
+ * format; each element written once, by its primary owner), and its load: any grid of the same
+ * model can load it (pieces are matched by element range) and continues at the saved step. */
+gs_status gs_exec_session_save(gs_exec_session *x, const char *dir, gs_error *err);
+gs_status gs_exec_session_load(gs_exec_session *x, const char *dir, gs_error *err);
+
 /* MemAvailable from /proc/meminfo in bytes (0 when unknown). */
 uint64_t gs_exec_mem_available(void);
 

@@ -6,6 +6,7 @@
 
 #include "engine/ledger.h"
 #include "engine/units.h"
+#include "exec/checkpoint.h"
 #include "exec/exec.h"
 
 struct gs_exec_session {
@@ -177,6 +178,112 @@ gs_timing *const *gs_exec_session_timing(const gs_exec_session *x)
 gs_train *gs_exec_session_train(gs_exec_session *x)
 {
     return x->train;
+}
+
+/* ---- checkpoints ----------------------------------------------------------------------------- */
+
+/* Every rank's shards as checkpoint views (primary pieces only when `primary`). */
+typedef struct ckpt_views {
+    size_t n;
+    gs_shard_list *lists;
+    gs_ckpt_rank_view *views;
+    gs_ckpt_shard **shards;
+    gs_ckpt_piece **pieces;
+} ckpt_views;
+
+static void views_fini(ckpt_views *v)
+{
+    for (size_t i = 0; i < v->n; i++) {
+        if (v->lists)
+            gs_shard_list_fini(&v->lists[i]);
+        if (v->shards)
+            free(v->shards[i]);
+        if (v->pieces)
+            free(v->pieces[i]);
+    }
+    free(v->lists);
+    free(v->views);
+    free(v->shards);
+    free(v->pieces);
+}
+
+static gs_status views_init(gs_exec_session *x, int primary, ckpt_views *v, gs_error *err)
+{
+    gs_status rc = GS_OK;
+    memset(v, 0, sizeof *v);
+    v->n = x->sch->nranks;
+    v->lists = calloc(v->n, sizeof *v->lists);
+    v->views = calloc(v->n, sizeof *v->views);
+    v->shards = calloc(v->n, sizeof *v->shards);
+    v->pieces = calloc(v->n, sizeof *v->pieces);
+    if (!v->lists || !v->views || !v->shards || !v->pieces)
+        return gs_error_set(err, GS_ERR_NOMEM, "exec: out of memory");
+    for (size_t i = 0; i < v->n && rc == GS_OK; i++) {
+        gs_shard_list *l = &v->lists[i];
+        if ((rc = gs_train_shards(x->train, i, l, err)) != GS_OK)
+            break;
+        size_t np = 0;
+        for (size_t k = 0; k < l->ntensors; k++)
+            np += l->tensors[k].npieces;
+        v->shards[i] = calloc(l->ntensors + 1, sizeof *v->shards[i]);
+        v->pieces[i] = calloc(np + 1, sizeof *v->pieces[i]);
+        if (!v->shards[i] || !v->pieces[i])
+            return gs_error_set(err, GS_ERR_NOMEM, "exec: out of memory");
+        size_t ns = 0, at = 0;
+        for (size_t k = 0; k < l->ntensors; k++) {
+            const gs_shard_tensor *t = &l->tensors[k];
+            if (primary && !t->primary)
+                continue;
+            gs_ckpt_shard *sh = &v->shards[i][ns++];
+            sh->name = t->name;
+            sh->ndim = (size_t)t->ndim;
+            sh->shape[0] = t->shape[0];
+            sh->shape[1] = t->shape[1];
+            sh->pieces = &v->pieces[i][at];
+            sh->piece_count = t->npieces;
+            for (size_t p = 0; p < t->npieces; p++)
+                v->pieces[i][at++] = (gs_ckpt_piece){t->pieces[p].offset, t->pieces[p].count, t->pieces[p].param,
+                                                     t->pieces[p].m, t->pieces[p].v};
+        }
+        v->views[i] = (gs_ckpt_rank_view){v->shards[i], ns};
+    }
+    return rc;
+}
+
+static void ckpt_meta(const gs_exec_session *x, gs_ckpt_meta *m)
+{
+    m->dp = (int)x->sch->mesh.size[GS_DIM_DP];
+    m->pp = (int)x->sch->mesh.size[GS_DIM_PP];
+    m->tp = (int)x->sch->mesh.size[GS_DIM_TP];
+    m->step = gs_train_step(x->train);
+    m->scenario = x->s.name;
+}
+
+gs_status gs_exec_session_save(gs_exec_session *x, const char *dir, gs_error *err)
+{
+    ckpt_views v;
+    gs_ckpt_meta meta;
+    ckpt_meta(x, &meta);
+    gs_status rc = views_init(x, 1, &v, err);
+    if (rc == GS_OK)
+        rc = gs_ckpt_save_sharded(dir, &meta, v.views, (int)v.n, err);
+    views_fini(&v);
+    return rc;
+}
+
+gs_status gs_exec_session_load(gs_exec_session *x, const char *dir, gs_error *err)
+{
+    ckpt_views v;
+    gs_ckpt_meta meta;
+    ckpt_meta(x, &meta);
+    uint64_t step = 0;
+    gs_status rc = views_init(x, 0, &v, err);
+    if (rc == GS_OK)
+        rc = gs_ckpt_load_sharded(dir, &meta, v.views, (int)v.n, &step, err);
+    if (rc == GS_OK)
+        gs_train_set_step(x->train, step);
+    views_fini(&v);
+    return rc;
 }
 
 /* ---- the backend seam: one step of a given schedule on the host driver ------------------------ */

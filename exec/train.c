@@ -863,6 +863,11 @@ uint64_t gs_train_step(const gs_train *t)
     return t->step;
 }
 
+void gs_train_set_step(gs_train *t, uint64_t step)
+{
+    t->step = step;
+}
+
 /* ---- the actions ------------------------------------------------------------------------------- */
 
 typedef struct ctx {

@@ -54,8 +54,9 @@ gs_status gs_train_run_event(void *prog, size_t rank_index, size_t event, gs_drv
 /* After a step: the loss, averaged over the global batch's tokens (summed over the ranks that
  * hold the head, in ascending rank order). */
 double gs_train_loss(const gs_train *t);
-/* Optimizer steps taken. */
+/* Optimizer steps taken; set after loading a checkpoint (the next step is step + 1). */
 uint64_t gs_train_step(const gs_train *t);
+void gs_train_set_step(gs_train *t, uint64_t step);
 
 /* ---- the shards a rank owns (for checkpoints and tests) ---- */
 

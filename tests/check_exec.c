@@ -313,6 +313,69 @@ START_TEST(collective_timeout)
 }
 END_TEST
 
+/* Checkpoints: 2 steps, save, load into a fresh session, 1 more step = 3 steps in a row, bit for
+ * bit, on the same grid; and a single-rank run loaded from the 8-rank checkpoint continues with
+ * the single-rank run's loss (1e-5: the grids' parameters agree to ~4e-7 after 2 steps). */
+static gs_exec_session *open_cfg(const cfg *c)
+{
+    char text[1024];
+    scenario_text(c, text, sizeof text);
+    static gs_scenario s; /* sessions copy it */
+    gs_mesh mesh;
+    gs_error err;
+    ck_assert_int_eq(gs_scenario_load_string(text, strlen(text), c->name, &s, &err), GS_OK);
+    ck_assert_int_eq(gs_scenario_mesh(&s, &mesh, NULL, &err), GS_OK);
+    gs_exec_session *x = NULL;
+    gs_status rc = gs_exec_session_create(&s, &mesh, NULL, &x, &err);
+    ck_assert_msg(rc == GS_OK, "%s", err.msg);
+    return x;
+}
+
+START_TEST(checkpoint_resume)
+{
+    const cfg grid = {"ckpt", 2, 2, 2, 1, 8, "full_shard", "1f1b", "none", "layer", 1, 1, 4, 1};
+    const cfg one = {"ckpt1", 1, 1, 1, 1, 1, "full_shard", "1f1b", "none", "layer", 1, 0, 4, 2};
+    char dir[] = "/tmp/gs-check-exec-XXXXXX";
+    ck_assert_ptr_nonnull(mkdtemp(dir));
+    char ck[sizeof dir + 8];
+    snprintf(ck, sizeof ck, "%s/ck", dir);
+    gs_error err;
+    double l[3], lc[3], l1[3], l1c;
+    gs_exec_session *a = open_cfg(&grid);
+    for (int i = 0; i < 2; i++)
+        ck_assert_int_eq(gs_exec_session_step(a, &l[i], NULL, NULL, &err), GS_OK);
+    gs_status rc = gs_exec_session_save(a, ck, &err);
+    ck_assert_msg(rc == GS_OK, "%s", err.msg);
+    gs_exec_session_destroy(a);
+    gs_exec_session *b = open_cfg(&grid);
+    rc = gs_exec_session_load(b, ck, &err);
+    ck_assert_msg(rc == GS_OK, "%s", err.msg);
+    ck_assert_uint_eq(gs_train_step(gs_exec_session_train(b)), 2);
+    ck_assert_int_eq(gs_exec_session_step(b, &l[2], NULL, NULL, &err), GS_OK);
+    gs_exec_session *c = open_cfg(&grid);
+    for (int i = 0; i < 3; i++)
+        ck_assert_int_eq(gs_exec_session_step(c, &lc[i], NULL, NULL, &err), GS_OK);
+    ck_assert_msg(l[2] == lc[2], "resumed %.17g, continuous %.17g", l[2], lc[2]);
+    gs_exec_session_destroy(b);
+    gs_exec_session_destroy(c);
+    /* another grid continues from it */
+    gs_exec_session *d = open_cfg(&one);
+    rc = gs_exec_session_load(d, ck, &err);
+    ck_assert_msg(rc == GS_OK, "%s", err.msg);
+    ck_assert_int_eq(gs_exec_session_step(d, &l1c, NULL, NULL, &err), GS_OK);
+    gs_exec_session_destroy(d);
+    gs_exec_session *e = open_cfg(&one);
+    for (int i = 0; i < 3; i++)
+        ck_assert_int_eq(gs_exec_session_step(e, &l1[i], NULL, NULL, &err), GS_OK);
+    gs_exec_session_destroy(e);
+    ck_assert_msg(fabs(l1c - l1[2]) / l1[2] <= TOL, "single rank from the 8-rank checkpoint %.9g, continuous %.9g",
+                  l1c, l1[2]);
+    char cmd[sizeof dir + 16];
+    snprintf(cmd, sizeof cmd, "rm -rf '%s'", dir);
+    ck_assert_int_eq(system(cmd), 0);
+}
+END_TEST
+
 /* The dispatcher's timings: every event ran after its dependencies ended, events of one stream
  * did not overlap and ran in list order, and communication overlapped compute somewhere (the DP
  * stream's gathers and reductions run beside the compute stream's kernels). */
@@ -417,6 +480,7 @@ static Suite *exec_suite(void)
     tcase_add_test(te, collective_timeout);
     tcase_add_test(te, allreduce_order);
     tcase_add_test(te, dispatch_order);
+    tcase_add_test(te, checkpoint_resume);
     suite_add_tcase(s, te);
     return s;
 }
