@@ -32,7 +32,16 @@ const char gs_cmd_exec_help[] =
     "ledger's peaks, fp32) is refused before anything is allocated.\n"
     "\n"
     "options:\n"
-    "  --driver D       host (CPU threads, shared-memory collectives; the only driver of this build)\n"
+    "  --driver D       host (default: CPU threads, shared-memory collectives) or cuda: one GPU per\n"
+    "                   rank in this process (a thread per GPU), a CUDA stream per schedule stream,\n"
+    "                   cuBLASLt GEMMs (fp32; GRIDSTEP_CUDA_GEMM=tf32 for TF32 tensor cores),\n"
+    "                   kernels/cuda, NCCL communicators per mesh dimension, NVTX ranges named\n"
+    "                   after the events. cuda is the module gridstep-cuda.so (built when configure\n"
+    "                   finds CUDA and NCCL), searched in $GRIDSTEP_MODULE_PATH, next to the\n"
+    "                   binary, then the install directory; without it, its libraries (libcudart,\n"
+    "                   libcublasLt, libnccl) or a GPU, exec says which and exits 1. A scenario\n"
+    "                   needing more GPUs than the machine has, or a rank whose ledger peak\n"
+    "                   exceeds its GPU's free memory, is refused with the numbers\n"
     "  --steps N        optimizer steps (default 1)\n"
     "  --seed S         data and init seed (default 1234)\n"
     "  --lr X           AdamW learning rate (default 0.001)\n"
@@ -62,7 +71,7 @@ const char gs_cmd_compare_help[] =
     "are what a calibration (sim --calib) would fit.\n"
     "\n"
     "options:\n"
-    "  --driver D       host\n"
+    "  --driver D       host or cuda (as for exec)\n"
     "  --steps N        exec steps; the last one is compared (default 2: the first warms up)\n"
     "  --json           sim_step_time_s, exec_step_time_s, step_error, classes [{name, sim_s,\n"
     "                   exec_s, error}]\n"
@@ -71,9 +80,9 @@ const char gs_cmd_compare_help[] =
     "  gridstep compare scenarios/tiny-llama-2x2x2.yaml\n";
 
 static const char exec_usage[] =
-    "gridstep exec [--driver host] [--steps N] [--seed S] [--lr X] [--timeout S] [--json] [--trace FILE] "
+    "gridstep exec [--driver host|cuda] [--steps N] [--seed S] [--lr X] [--timeout S] [--json] [--trace FILE] "
     "[--load DIR] [--save DIR] SCENARIO.yaml";
-static const char compare_usage[] = "gridstep compare [--driver host] [--steps N] [--json] SCENARIO.yaml";
+static const char compare_usage[] = "gridstep compare [--driver host|cuda] [--steps N] [--json] SCENARIO.yaml";
 
 static gs_status parse_u64(const char *opt, const char *arg, uint64_t *out, gs_error *err)
 {
@@ -206,9 +215,8 @@ static gs_status parse(int argc, char **argv, int compare, run_args *a, gs_error
     }
     if (rc != GS_OK)
         return rc;
-    if (!(a->o.driver = gs_driver_find(a->driver)))
-        return gs_error_set(err, GS_ERR_INPUT, "--driver: found '%s', expected host (the drivers of this build)",
-                            a->driver);
+    if ((rc = gs_driver_load(a->driver, &a->o.driver, err)) != GS_OK)
+        return rc;
     return gs_cli_one_positional(argc, argv, optind, usage, &a->path, err);
 }
 
