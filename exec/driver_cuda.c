@@ -879,6 +879,16 @@ static void cuda_event_end(gs_drv *d, gs_drv_stream *s)
 
 /* ---- GEMM through cuBLASLt ------------------------------------------------------------------- */
 
+/* The largest power of two (<= 256) dividing the address: the buffer's alignment in bytes. */
+static uint32_t alignment_of(const void *p)
+{
+    uintptr_t a = (uintptr_t)p;
+    uint32_t al = 256;
+    while (al > 1 && a % al)
+        al /= 2;
+    return al;
+}
+
 /* Column-major C[m,n] = op(A) op(B) + beta C (alpha 1), fp32 storage, fp32 (or TF32) compute. */
 static void gemm_cm(gs_drv_stream *s, int ta, int tb, size_t m, size_t n, size_t k, const float *a, size_t lda,
                     const float *b, size_t ldb, float beta, float *c, size_t ldc)
@@ -932,6 +942,17 @@ static void gemm_cm(gs_drv_stream *s, int ta, int tb, size_t m, size_t n, size_t
     }
     if (st == CUBLAS_STATUS_SUCCESS)
         st = cublasLtMatmulPreferenceSetAttribute(pref, CUBLASLT_MATMUL_PREF_MAX_WORKSPACE_BYTES, &ws, sizeof ws);
+    /* the buffers are often offsets into a flat unit (4-byte aligned only): tell the heuristic,
+     * which otherwise assumes 256-byte alignment */
+    uint32_t al_a = alignment_of(a), al_b = alignment_of(b), al_c = alignment_of(c);
+    if (st == CUBLAS_STATUS_SUCCESS)
+        st = cublasLtMatmulPreferenceSetAttribute(pref, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_A_BYTES, &al_a, sizeof al_a);
+    if (st == CUBLAS_STATUS_SUCCESS)
+        st = cublasLtMatmulPreferenceSetAttribute(pref, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_B_BYTES, &al_b, sizeof al_b);
+    if (st == CUBLAS_STATUS_SUCCESS)
+        st = cublasLtMatmulPreferenceSetAttribute(pref, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_C_BYTES, &al_c, sizeof al_c);
+    if (st == CUBLAS_STATUS_SUCCESS)
+        st = cublasLtMatmulPreferenceSetAttribute(pref, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_D_BYTES, &al_c, sizeof al_c);
     cublasLtMatmulHeuristicResult_t heur;
     int found = 0;
     if (st == CUBLAS_STATUS_SUCCESS) {

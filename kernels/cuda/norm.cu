@@ -62,7 +62,8 @@ extern "C" int gs_cu_rmsnorm_bwd(cudaStream_t st, const float *x, const float *g
 {
     if (!t || !h)
         return gs_cu_last_error();
-    k_rmsnorm_bwd_dx<<<(unsigned)t, GS_CU_THREADS, 0, st>>>(x, g, rstd, dy, dx, h);
+    /* dg first: dx may be written over dy (in place), as the host kernel allows */
     k_rmsnorm_bwd_dg<<<gs_cu_blocks(h), GS_CU_THREADS, 0, st>>>(x, rstd, dy, dg, t, h);
+    k_rmsnorm_bwd_dx<<<(unsigned)t, GS_CU_THREADS, 0, st>>>(x, g, rstd, dy, dx, h);
     return gs_cu_last_error();
 }
