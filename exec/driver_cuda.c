@@ -315,6 +315,23 @@ static void release_frees(rank_dev *r)
     r->frees = NULL;
 }
 
+/* Finalizes a non-blocking communicator (polled up to the timeout; aborted past it), then
+ * destroys it. */
+static void comm_release(gs_drv *d, ncclComm_t c)
+{
+    ncclResult_t st = ncclCommFinalize(c);
+    double t0 = mono_s();
+    while (st == ncclInProgress && mono_s() - t0 < d->timeout_s) {
+        nap();
+        if (ncclCommGetAsyncError(c, &st) != ncclSuccess)
+            break;
+    }
+    if (st == ncclSuccess)
+        ncclCommDestroy(c);
+    else
+        ncclCommAbort(c);
+}
+
 static void cuda_close(gs_drv *d)
 {
     if (!d)
@@ -329,11 +346,12 @@ static void cuda_close(gs_drv *d)
         release_frees(r);
         if (r->setup)
             cudaStreamSynchronize(r->setup);
-        for (int k = 0; k < GS_GROUP_KIND_COUNT; k++)
-            if (r->comm[k])
-                ncclCommDestroy(r->comm[k]);
-        if (r->world)
-            ncclCommDestroy(r->world);
+        for (int k = 0; k <= GS_GROUP_KIND_COUNT; k++) {
+            ncclComm_t *c = k < GS_GROUP_KIND_COUNT ? &r->comm[k] : &r->world;
+            if (*c)
+                comm_release(d, *c);
+            *c = NULL;
+        }
         if (r->lt)
             cublasLtDestroy(r->lt);
         if (r->loss_dev)
