@@ -455,6 +455,15 @@ static void *init_rank(void *arg)
                                       ncclGetErrorString(nr));
             goto out;
         }
+        /* a non-blocking split completes on the parent (NVIDIA/nccl#1472): the new
+         * communicator is filled in when the parent leaves ncclInProgress */
+        if ((r->init_rc = nccl_wait(d, r, r->world, j->rank, what, err)) != GS_OK)
+            goto out;
+        if (!r->comm[k]) {
+            r->init_rc = gs_error_set(err, GS_ERR_RUNTIME, "cuda driver: rank %" PRIu64 ": %s gave no communicator",
+                                      j->rank, what);
+            goto out;
+        }
         if ((r->init_rc = nccl_wait(d, r, r->comm[k], j->rank, what, err)) != GS_OK)
             goto out;
         int count = 0;

@@ -132,8 +132,8 @@ nok=$(grep -c ' ok$' "$out/kernel_check.txt")
 if [ $rc -eq 0 ]; then row "kernels vs host (fp32)" ok "$nok ops within tolerance"
 else row "kernels vs host (fp32)" FAIL "exit $rc, $nbad outside tolerance"; fail=1; fi
 if [ $quick -eq 0 ] && [ $rc -eq 0 ]; then
-    row "AdamW bandwidth" info "$(grep '^  adamw ' "$out/kernel_check.txt" | sed 's/^ *adamw *//')"
-    row "RMSNorm bandwidth" info "$(grep '^  rmsnorm_fwd ' "$out/kernel_check.txt" | sed 's/^ *rmsnorm_fwd *//')"
+    row "AdamW bandwidth" info "$(grep '^  adamw .*GB/s' "$out/kernel_check.txt" | sed 's/^ *adamw *//')"
+    row "RMSNorm bandwidth" info "$(grep '^  rmsnorm_fwd .*GB/s' "$out/kernel_check.txt" | sed 's/^ *rmsnorm_fwd *//')"
     row "D2D copy bandwidth" info "$(grep 'device-to-device' "$out/kernel_check.txt" | sed 's/^ *device-to-device copy *//')"
     grep -E '^  (qkv|o_proj|gate_up|down|lm_head) ' "$out/kernel_check.txt" | while read -r name rest; do
         row "GEMM $name (fp32)" info "$(echo "$rest" | sed 's/.*driver *\([0-9.]* TFLOP\/s\).*best of [0-9]* *\([0-9.]* TFLOP\/s\).*/\1 vs cuBLASLt best \2/')"
