@@ -263,6 +263,7 @@ gs_status gs_cmd_exec(int argc, char **argv, gs_error *err)
         goto out;
     if (a.load && (rc = gs_exec_session_load(x, a.load, err)) != GS_OK)
         goto out;
+    uint64_t first = gs_train_step(gs_exec_session_train(x)) + 1; /* the first step this run takes */
     if ((rc = run_steps(x, a.steps, loss, secs, err)) != GS_OK)
         goto out;
     if (a.save && (rc = gs_exec_session_save(x, a.save, err)) != GS_OK)
@@ -289,6 +290,7 @@ gs_status gs_cmd_exec(int argc, char **argv, gs_error *err)
         json_object_set_new(doc, "scenario", json_string(s.name));
         json_object_set_new(doc, "driver", json_string(a.o.driver->name));
         json_object_set_new(doc, "steps", json_integer((json_int_t)a.steps));
+        json_object_set_new(doc, "first_step", json_integer((json_int_t)first));
         json_t *jl = json_array(), *js = json_array();
         for (uint64_t i = 0; i < a.steps; i++) {
             json_array_append_new(jl, json_real(loss[i]));
@@ -304,7 +306,7 @@ gs_status gs_cmd_exec(int argc, char **argv, gs_error *err)
                gs_sharding_name(s.strategy.sharding), a.o.driver->name);
         printf("  step  loss        time\n");
         for (uint64_t i = 0; i < a.steps; i++)
-            printf("  %4" PRIu64 "  %.6f  %.4f s\n", i + 1, loss[i], secs[i]);
+            printf("  %4" PRIu64 "  %.6f  %.4f s\n", first + i, loss[i], secs[i]);
         print_report(&rep);
     }
 out:

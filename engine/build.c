@@ -219,6 +219,14 @@ static gs_status forward_pass(gs_bctx *x, uint32_t mb, uint16_t chunk)
             }
         if (x->root != SIZE_MAX)
             io_add(io.reads, &io.nreads, GS_IO_MAX, pl->gather_root ? x->gathered_t[x->root] : x->param_t[x->root]);
+        /* a layer held by the root unit (wrap: model) reads the root's gathered copy: wait for its
+         * all-gather (otherwise implied by a layer unit's gather after it on the DP stream) */
+        int gathered = 0;
+        for (size_t u = 0; u < x->part.nunits; u++)
+            if (gs__covers(&x->part.units[u], l) && x->gathered_ev[u] != GS_NO_ID)
+                gathered = 1;
+        if (!gathered && pl->gather_root && x->root != SIZE_MAX)
+            io_add(io.deps, &io.ndeps, GS_BUILD_MAX_LIST, x->gathered_ev[x->root]);
         if ((rc = gs__layer_forward(x, l, mb, GS_PHASE_FWD, &io, &prev)) != GS_OK)
             return rc;
         end2 = end1;
