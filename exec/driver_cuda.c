@@ -516,9 +516,10 @@ static gs_status cuda_open(const gs_mesh *mesh, const gs_driver_opts *opts, gs_d
     long procs = launcher_size(&var);
     if (procs > 1)
         return gs_error_set(err, GS_ERR_UNSUPPORTED,
-                            "cuda driver: started as one of %ld processes (%s=%ld); this build runs one process per "
-                            "node with a thread per GPU: run `gridstep exec --driver cuda` once per node without "
-                            "mpirun (a multi-node launch needs a gridstep configured --with-mpi)",
+                            "cuda driver: started as one of %ld processes (%s=%ld), but the driver runs every rank "
+                            "in one process, a thread per GPU of this node: run `gridstep exec --driver cuda` without "
+                            "mpirun/srun on one node (multi-node launch, an MPI bootstrap of the NCCL id, is not "
+                            "implemented)",
                             procs, var, procs);
     if (!opts || !opts->group_of)
         return gs_error_set(err, GS_ERR_RUNTIME, "cuda driver: opened without the group map (gs_driver_opts.group_of)");
