@@ -35,6 +35,7 @@
 
 #define GEMM_WORKSPACE_BYTES ((size_t)32 << 20)
 #define EVENT_NAME_BYTES 96
+#define PROGRESS_MARKS 32 /* per stream: the last launches' completion, for stall detection */
 
 typedef struct deferred_free {
     struct deferred_free *next;
@@ -49,6 +50,8 @@ struct gs_drv_stream {
     gs_stream kind;
     cudaStream_t cs;
     void *workspace; /* cuBLASLt workspace, GEMM_WORKSPACE_BYTES, on first GEMM */
+    cudaEvent_t marks[PROGRESS_MARKS]; /* recorded after each launch, round robin */
+    uint64_t nmarks;                   /* marks recorded so far */
     int failed;
     gs_error err;                 /* first failure of work issued here */
     char event[EVENT_NAME_BYTES]; /* the schedule event being issued ("" none) */
@@ -213,10 +216,24 @@ static ncclResult_t comms_error(rank_dev *r, const char **which)
 /* Waits until cs has drained, polling the rank's NCCL errors; a timeout or an NCCL error
  * aborts everyone. After an abort it still waits (up to the timeout) for the stream to drain so
  * that no kernel outlives its buffers, then returns the abort's error. */
-static gs_status poll_stream(gs_drv *d, rank_dev *r, uint64_t rank, cudaStream_t cs, const char *what,
-                             gs_error *err)
+/* How many of s's launches have completed (a lower bound from the newest completed mark). */
+static uint64_t progress_of(const gs_drv_stream *s)
+{
+    if (!s)
+        return 0;
+    uint64_t lo = s->nmarks > PROGRESS_MARKS ? s->nmarks - PROGRESS_MARKS : 0;
+    for (uint64_t i = s->nmarks; i > lo; i--)
+        if (cudaEventQuery(s->marks[(i - 1) % PROGRESS_MARKS]) == cudaSuccess)
+            return i;
+    return lo;
+}
+
+/* The timeout counts from the last progress: a launch of s (when given) completing. */
+static gs_status poll_stream(gs_drv *d, rank_dev *r, uint64_t rank, cudaStream_t cs, const gs_drv_stream *s,
+                             const char *what, gs_error *err)
 {
     double t0 = mono_s(), t_abort = -1;
+    uint64_t seen = progress_of(s);
     for (;;) {
         cudaError_t q = cudaStreamQuery(cs);
         int ab = cuda_aborted(d, NULL);
@@ -235,6 +252,11 @@ static gs_status poll_stream(gs_drv *d, rank_dev *r, uint64_t rank, cudaStream_t
             return gs_error_set(err, GS_ERR_RUNTIME, "%s", msg);
         }
         double now = mono_s();
+        uint64_t p = progress_of(s);
+        if (p > seen) {
+            seen = p;
+            t0 = now;
+        }
         if (ab) {
             if (t_abort < 0)
                 t_abort = now;
@@ -254,7 +276,7 @@ static gs_status poll_stream(gs_drv *d, rank_dev *r, uint64_t rank, cudaStream_t
                          which, ncclGetErrorString(st));
             else if (now - t0 > d->timeout_s)
                 snprintf(msg, sizeof msg,
-                         "rank %" PRIu64 ": %s: timed out after %g s (a collective or a peer did not finish); "
+                         "rank %" PRIu64 ": %s: timed out: no progress for %g s (a collective or a peer did not finish); "
                          "communicators aborted",
                          rank, what, d->timeout_s);
             if (msg[0]) {
@@ -495,7 +517,7 @@ static void *init_rank(void *arg)
         }
         if ((r->init_rc = nccl_wait(d, r, r->world, j->rank, "p2p warm-up with the pipeline neighbours", err)) !=
                 GS_OK ||
-            (r->init_rc = poll_stream(d, r, j->rank, r->setup, "p2p warm-up", err)) != GS_OK)
+            (r->init_rc = poll_stream(d, r, j->rank, r->setup, NULL, "p2p warm-up", err)) != GS_OK)
             goto out;
     }
     INIT_CU(rebase(r));
@@ -673,7 +695,7 @@ static void cuda_copy_kind(gs_drv *d, gs_drv_stream *s, void *dst, const void *s
     if (wait) {
         gs_error e;
         gs_error_init(&e);
-        if (poll_stream(d, &d->r[s->rank], s->rank, s->cs, kind == cudaMemcpyHostToDevice ? "upload" : "download",
+        if (poll_stream(d, &d->r[s->rank], s->rank, s->cs, s, kind == cudaMemcpyHostToDevice ? "upload" : "download",
                         &e) != GS_OK)
             fail_stream(s, "%s", e.msg);
     }
@@ -720,7 +742,14 @@ static gs_status cuda_stream_create(gs_drv *d, uint64_t rank, gs_stream kind, gs
     cudaError_t e = cudaSetDevice(r->dev);
     if (e == cudaSuccess)
         e = cudaStreamCreateWithFlags(&s->cs, cudaStreamNonBlocking);
+    for (int i = 0; i < PROGRESS_MARKS && e == cudaSuccess; i++)
+        e = cudaEventCreateWithFlags(&s->marks[i], cudaEventDisableTiming);
     if (e != cudaSuccess) {
+        for (int i = 0; i < PROGRESS_MARKS; i++)
+            if (s->marks[i])
+                cudaEventDestroy(s->marks[i]);
+        if (s->cs)
+            cudaStreamDestroy(s->cs);
         free(s);
         return gs_error_set(err, GS_ERR_RUNTIME, "cuda driver: rank %" PRIu64 " stream %s: cudaStreamCreateWithFlags: %s",
                             rank, stream_name(kind), cudaGetErrorString(e));
@@ -750,6 +779,8 @@ static void cuda_stream_destroy(gs_drv *d, gs_drv_stream *s)
     if (s->workspace)
         cudaFreeAsync(s->workspace, s->cs);
     cudaStreamSynchronize(s->cs);
+    for (int i = 0; i < PROGRESS_MARKS; i++)
+        cudaEventDestroy(s->marks[i]);
     cudaStreamDestroy(s->cs);
     free(s);
 }
@@ -774,6 +805,8 @@ static gs_status cuda_launch(gs_drv *d, gs_drv_stream *s, gs_drv_fn fn, void *ar
         cuda_abort(d, err->msg[0] ? err->msg : gs_status_name(rc));
         return rc;
     }
+    if (cudaEventRecord(s->marks[s->nmarks % PROGRESS_MARKS], s->cs) == cudaSuccess)
+        s->nmarks++;
     return stream_status(s, err);
 }
 
@@ -849,7 +882,7 @@ static gs_status cuda_stream_sync(gs_drv *d, gs_drv_stream *s, gs_error *err)
     char what[64];
     snprintf(what, sizeof what, "stream %s", stream_name(s->kind));
     cudaSetDevice(s->dev);
-    gs_status rc = poll_stream(d, &d->r[s->rank], s->rank, s->cs, what, err);
+    gs_status rc = poll_stream(d, &d->r[s->rank], s->rank, s->cs, s, what, err);
     if (rc == GS_OK && (rc = stream_status(s, err)) == GS_OK) {
         rank_dev *r = &d->r[s->rank];
         pthread_mutex_lock(&r->mu);
@@ -1099,7 +1132,7 @@ static void k_xent_combine(gs_drv_stream *s, const float *stats, size_t parts, s
         return;
     gs_error e;
     gs_error_init(&e);
-    if (poll_stream(d, r, s->rank, s->cs, "xent_combine (reading the loss)", &e) != GS_OK) {
+    if (poll_stream(d, r, s->rank, s->cs, s, "xent_combine (reading the loss)", &e) != GS_OK) {
         fail_stream(s, "%s", e.msg);
         return;
     }
