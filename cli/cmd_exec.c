@@ -32,12 +32,22 @@ const char gs_cmd_exec_help[] =
     "ledger's peaks, fp32) is refused before anything is allocated.\n"
     "\n"
     "options:\n"
-    "  --driver D       host (CPU threads, shared-memory collectives; the only driver of this build)\n"
+    "  --driver D       host (default: CPU threads, shared-memory collectives) or cuda: one GPU per\n"
+    "                   rank in this process (a thread per GPU), a CUDA stream per schedule stream,\n"
+    "                   cuBLASLt GEMMs (fp32; GRIDSTEP_CUDA_GEMM=tf32 for TF32 tensor cores),\n"
+    "                   kernels/cuda, NCCL communicators per mesh dimension, NVTX ranges named\n"
+    "                   after the events. cuda is the module gridstep-cuda.so (built when configure\n"
+    "                   finds CUDA and NCCL), searched in $GRIDSTEP_MODULE_PATH, next to the\n"
+    "                   binary, then the install directory; without it, its libraries (libcudart,\n"
+    "                   libcublasLt, libnccl) or a GPU, exec says which and exits 1. A scenario\n"
+    "                   needing more GPUs than the machine has, or a rank whose ledger peak\n"
+    "                   exceeds its GPU's free memory, is refused with the numbers\n"
     "  --steps N        optimizer steps (default 1)\n"
     "  --seed S         data and init seed (default 1234)\n"
     "  --lr X           AdamW learning rate (default 0.001)\n"
     "  --timeout S      every blocking wait gives up after S seconds (default 60); then every rank\n"
-    "                   stops with an error naming the event\n"
+    "                   stops with an error naming the event (cuda: a stream with no progress for\n"
+    "                   S seconds or an NCCL error aborts the communicators)\n"
     "  --json           one JSON document: sim's keys (step_time_s, tokens_per_s, ...) for the last\n"
     "                   step, plus driver, steps, loss [per step], step_s [per step]\n"
     "  --trace FILE     Chrome trace JSON of the last step (measured times)\n"
@@ -62,7 +72,7 @@ const char gs_cmd_compare_help[] =
     "are what a calibration (sim --calib) would fit.\n"
     "\n"
     "options:\n"
-    "  --driver D       host\n"
+    "  --driver D       host or cuda (as for exec)\n"
     "  --steps N        exec steps; the last one is compared (default 2: the first warms up)\n"
     "  --calib FILE     also simulate with the calibration file (`gridstep calibrate`): the table\n"
     "                   shows the sim with the presets (before) and calibrated (after), each\n"
@@ -79,10 +89,10 @@ const char gs_cmd_compare_help[] =
     "  gridstep calibrate --out host.json && gridstep compare --calib host.json tests/calib/b-dp4.yaml\n";
 
 static const char exec_usage[] =
-    "gridstep exec [--driver host] [--steps N] [--seed S] [--lr X] [--timeout S] [--json] [--trace FILE] "
+    "gridstep exec [--driver host|cuda] [--steps N] [--seed S] [--lr X] [--timeout S] [--json] [--trace FILE] "
     "[--load DIR] [--save DIR] SCENARIO.yaml";
 static const char compare_usage[] =
-    "gridstep compare [--driver host] [--steps N] [--calib FILE] [--json] SCENARIO.yaml";
+    "gridstep compare [--driver host|cuda] [--steps N] [--calib FILE] [--json] SCENARIO.yaml";
 
 static gs_status parse_u64(const char *opt, const char *arg, uint64_t *out, gs_error *err)
 {
@@ -221,9 +231,8 @@ static gs_status parse(int argc, char **argv, int compare, run_args *a, gs_error
     }
     if (rc != GS_OK)
         return rc;
-    if (!(a->o.driver = gs_driver_find(a->driver)))
-        return gs_error_set(err, GS_ERR_INPUT, "--driver: found '%s', expected host (the drivers of this build)",
-                            a->driver);
+    if ((rc = gs_driver_load(a->driver, &a->o.driver, err)) != GS_OK)
+        return rc;
     return gs_cli_one_positional(argc, argv, optind, usage, &a->path, err);
 }
 

@@ -130,10 +130,17 @@ static gs_status run_event(void *arg, gs_drv_stream *s, gs_error *err)
     gs_dispatch *d = j->d;
     const gs_rank_events *re = &d->sch->ranks[j->ri];
     gs_status rc;
+    if (d->ops->event_begin) {
+        char name[GS_EVENT_NAME_BYTES];
+        gs_event_name(re, &re->events[j->ei], name, sizeof name);
+        d->ops->event_begin(d->drv, s, name);
+    }
     if (j->fail)
         rc = gs_error_set(err, GS_ERR_RUNTIME, "injected failure (test hook)");
     else
         rc = d->run(d->prog, j->ri, j->ei, s, err);
+    if (d->ops->event_end)
+        d->ops->event_end(d->drv, s);
     j->start = d->ops->op_start_s ? d->ops->op_start_s(d->drv, s) : -1;
     if (rc != GS_OK) {
         char name[GS_EVENT_NAME_BYTES];

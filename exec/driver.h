@@ -30,6 +30,12 @@ typedef struct gs_drv_event gs_drv_event;   /* a point in a stream's work */
 
 typedef struct gs_driver_opts {
     double timeout_s; /* every blocking wait gives up after this long (seconds; 0: 60) */
+    /* The engine's group map (gs_group_of), for drivers that build communicators at open (a
+     * driver in a module reaches the engine only through it); NULL: not needed (host). */
+    uint64_t (*group_of)(const gs_mesh *m, gs_group_kind g, uint64_t rank, uint64_t *size);
+    /* The memory ledger's peak per rank (bytes, fp32; mesh world entries) for drivers with
+     * device memory to check before allocating; NULL: unknown. Borrowed for open(). */
+    const uint64_t *rank_peak_bytes;
 } gs_driver_opts;
 
 /* A process group as the schedule names it: kind and index (gs_group_of), its members in
@@ -140,11 +146,28 @@ typedef struct gs_driver_ops {
                       gs_error *err);
     gs_status (*recv)(gs_drv *d, gs_drv_stream *s, uint64_t rank, uint64_t peer, void *buf, uint64_t bytes,
                       gs_error *err);
+
+    /* ---- optional (NULL / 0 when absent) ---- */
+    /* The schedule event whose work is issued to s next (profiler ranges, error messages), and
+     * its end. */
+    void (*event_begin)(gs_drv *d, gs_drv_stream *s, const char *name);
+    void (*event_end)(gs_drv *d, gs_drv_stream *s);
+    /* 1: buffers live in device memory and open() checks opts->rank_peak_bytes against it (the
+     * session then skips its host MemAvailable check). */
+    int device_memory;
 } gs_driver_ops;
 
 extern const gs_driver_ops gs_driver_host;
 
 /* The drivers this build has, by name (NULL when unknown). */
 const gs_driver_ops *gs_driver_find(const char *name);
+
+/* A driver by name: one built in (gs_driver_find), else the module gridstep-NAME.so, looked up
+ * in $GRIDSTEP_MODULE_PATH (colon-separated), then next to the running binary, then the install
+ * directory (pkglibdir), and asked for its table through gs_driver_NAME_module(). GS_ERR_INPUT
+ * for a name that is no driver; GS_ERR_UNSUPPORTED (with dlerror's text: the module or a library
+ * it needs, such as libcudart, missing) when the module cannot be loaded. The module stays
+ * loaded for the life of the process. */
+gs_status gs_driver_load(const char *name, const gs_driver_ops **out, gs_error *err);
 
 #endif

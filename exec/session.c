@@ -42,8 +42,10 @@ uint64_t gs_exec_mem_available(void)
     return (uint64_t)kb * 1024u;
 }
 
-/* The ledger's per-rank peaks summed over every rank (all ranks live in this process). */
-static gs_status check_memory(const gs_scenario *s, const gs_mesh *mesh, gs_error *err)
+/* The ledger's peak of every rank (fp32: 2-byte working precisions scaled up) into peaks
+ * (mesh->world entries); with `host`, refuses a scenario whose ranks together need more than
+ * MemAvailable (all ranks live in this process). */
+static gs_status check_memory(const gs_scenario *s, const gs_mesh *mesh, int host, uint64_t *peaks, gs_error *err)
 {
     gs_ledger *l = NULL;
     gs_status rc = gs_ledger_create(s, mesh, &l, err);
@@ -54,15 +56,16 @@ static gs_status check_memory(const gs_scenario *s, const gs_mesh *mesh, gs_erro
         uint64_t c[GS_DIM_COUNT];
         gs_mesh_rank_coords(mesh, r, c);
         uint64_t p = l->ranks[c[GS_DIM_PP] < l->nranks ? c[GS_DIM_PP] : 0].peak_bytes;
-        /* the host program computes in fp32: scale 2-byte working precisions up */
+        /* the exec program computes in fp32: scale 2-byte working precisions up */
         if (s->strategy.precision != GS_PREC_FP32)
             p = p > UINT64_MAX / 2 ? UINT64_MAX : 2 * p;
+        peaks[r] = p;
         need = need > UINT64_MAX - p ? UINT64_MAX : need + p;
         if (p > peak)
             peak = p;
     }
     gs_ledger_destroy(l);
-    uint64_t avail = gs_exec_mem_available();
+    uint64_t avail = host ? gs_exec_mem_available() : 0;
     if (avail && need > avail) {
         char b1[GS_FMT_BYTES], b2[GS_FMT_BYTES], b3[GS_FMT_BYTES];
         return gs_error_set(err, GS_ERR_INPUT,
@@ -95,6 +98,7 @@ gs_status gs_exec_session_create(const gs_scenario *s, const gs_mesh *mesh, cons
 {
     *out = NULL;
     gs_status rc;
+    uint64_t *peaks = NULL;
     gs_exec_session *x = calloc(1, sizeof *x);
     if (!x)
         return gs_error_set(err, GS_ERR_NOMEM, "exec: out of memory");
@@ -104,7 +108,13 @@ gs_status gs_exec_session_create(const gs_scenario *s, const gs_mesh *mesh, cons
     else
         gs_exec_opts_defaults(&x->o);
     x->ops = x->o.driver ? x->o.driver : &gs_driver_host;
-    if (!x->o.skip_memory_check && (rc = check_memory(s, mesh, err)) != GS_OK)
+    peaks = calloc(mesh->world ? mesh->world : 1, sizeof *peaks);
+    if (!peaks) {
+        rc = gs_error_set(err, GS_ERR_NOMEM, "exec: out of memory");
+        goto out;
+    }
+    if (!x->o.skip_memory_check &&
+        (rc = check_memory(s, mesh, !x->ops->device_memory, peaks, err)) != GS_OK)
         goto out;
     /* the dispatcher and the program rely on a valid schedule: matched collectives and p2p,
      * tensors alive when used */
@@ -120,13 +130,16 @@ gs_status gs_exec_session_create(const gs_scenario *s, const gs_mesh *mesh, cons
             rc = gs_error_set(err, GS_ERR_NOMEM, "exec: out of memory");
             goto out;
         }
-    gs_driver_opts dopts = {x->o.timeout_s};
+    gs_driver_opts dopts = {.timeout_s = x->o.timeout_s,
+                           .group_of = gs_group_of,
+                           .rank_peak_bytes = x->o.skip_memory_check ? NULL : peaks};
     if ((rc = x->ops->open(mesh, &dopts, &x->drv, err)) != GS_OK)
         goto out;
     if ((rc = gs_dispatch_create(x->ops, x->drv, x->sch, &x->disp, err)) != GS_OK)
         goto out;
     rc = gs_train_create(&x->s, x->sch, x->ops, x->drv, x->disp, &x->o.train, &x->train, err);
 out:
+    free(peaks);
     if (rc != GS_OK) {
         gs_exec_session_destroy(x);
         return rc;
@@ -302,7 +315,9 @@ static gs_status backend_open(const gs_scenario *s, const gs_mesh *mesh, const g
         return gs_error_set(err, GS_ERR_NOMEM, "exec: out of memory");
     b->s = *s;
     b->mesh = *mesh;
-    gs_status rc = check_memory(s, mesh, err);
+    uint64_t *peaks = calloc(mesh->world ? mesh->world : 1, sizeof *peaks);
+    gs_status rc = peaks ? check_memory(s, mesh, 1, peaks, err) : gs_error_set(err, GS_ERR_NOMEM, "exec: out of memory");
+    free(peaks);
     if (rc != GS_OK) {
         free(b);
         return rc;
@@ -318,7 +333,7 @@ static gs_status backend_run(void *state, const gs_schedule *sch, gs_timing *con
     gs_drv *drv = NULL;
     gs_dispatch *disp = NULL;
     gs_train *train = NULL;
-    gs_driver_opts dopts = {60.0};
+    gs_driver_opts dopts = {.timeout_s = 60.0};
     gs_status rc = ops->open(&sch->mesh, &dopts, &drv, err);
     if (rc == GS_OK)
         rc = gs_dispatch_create(ops, drv, sch, &disp, err);

@@ -290,7 +290,7 @@ START_TEST(collective_timeout)
     gs_error err;
     gs_error_init(&err);
     ck_assert_int_eq(gs_mesh_init(&mesh, 2, 1, 1, NULL, 2, &err), GS_OK);
-    gs_driver_opts o = {0.3};
+    gs_driver_opts o = {.timeout_s = 0.3};
     gs_drv *d = NULL;
     ck_assert_int_eq(gs_driver_host.open(&mesh, &o, &d, &err), GS_OK);
     uint64_t members[2] = {0, 1};
@@ -445,7 +445,7 @@ START_TEST(allreduce_order)
     gs_mesh mesh;
     gs_error err;
     ck_assert_int_eq(gs_mesh_init(&mesh, 3, 1, 1, NULL, 3, &err), GS_OK);
-    gs_driver_opts o = {10};
+    gs_driver_opts o = {.timeout_s = 10};
     gs_drv *d = NULL;
     ck_assert_int_eq(gs_driver_host.open(&mesh, &o, &d, &err), GS_OK);
     /* 1e8 + 1 - 1e8 in float: ascending order gives (1e8 + 1) - 1e8 = 0 (1 is lost), the other

@@ -1,0 +1,1360 @@
+/* The cuda driver: every rank is one GPU of this process (rank r on device r), each schedule
+ * stream a non-blocking CUDA stream, dependencies cudaEventRecord / cudaStreamWaitEvent, event
+ * times from CUDA events against a per-device base event, GEMMs through cuBLASLt (fp32 compute;
+ * GRIDSTEP_CUDA_GEMM=tf32 selects TF32 tensor cores with fp32 accumulation), the other compute
+ * ops kernels/cuda, collectives and send/recv NCCL (one communicator per rank and group kind,
+ * split from a world communicator; non-blocking communicators polled with the driver's timeout,
+ * so a dead peer ends in ncclCommAbort and an error, never a hang).
+ *
+ * It is built as the module gridstep-cuda.so (dlopen'ed by `gridstep exec --driver cuda`; see
+ * exec/driver_module.c), so the gridstep binary never links CUDA. The module exports one symbol,
+ * gs_driver_cuda_module(), returning this ops table; it carries its own copy of engine/status.c
+ * and reaches the engine only through gs_driver_opts.group_of.
+ *
+ * Issue model: launch() runs the work function at once in the calling (rank) thread; the ops it
+ * calls enqueue on the CUDA stream and return. The only host waits are upload/download, the
+ * cross-entropy combine (the loss is a host double) and stream_sync, all polled with the timeout.
+ * A failed CUDA / cuBLAS / NCCL call is recorded on its stream with the call, the rank and the
+ * schedule event (event_begin) and aborts the driver. */
+#include <inttypes.h>
+#include <math.h>
+#include <pthread.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include <cublasLt.h>
+#include <cuda_runtime_api.h>
+#include <nccl.h>
+#include <nvtx3/nvToolsExt.h>
+
+#include "exec/driver.h"
+#include "kernels/cuda/kernels_cuda.h"
+
+#define GEMM_WORKSPACE_BYTES ((size_t)32 << 20)
+#define EVENT_NAME_BYTES 96
+#define PROGRESS_MARKS 32 /* per stream: the last launches' completion, for stall detection */
+
+typedef struct deferred_free {
+    struct deferred_free *next;
+    void *p;
+} deferred_free;
+
+struct gs_drv_stream {
+    struct gs_drv_stream *next_of_rank;
+    gs_drv *d;
+    uint64_t rank;
+    int dev;
+    gs_stream kind;
+    cudaStream_t cs;
+    void *workspace; /* cuBLASLt workspace, GEMM_WORKSPACE_BYTES, on first GEMM */
+    cudaEvent_t marks[PROGRESS_MARKS]; /* recorded after each launch, round robin */
+    uint64_t nmarks;                   /* marks recorded so far */
+    int failed;
+    gs_error err;                 /* first failure of work issued here */
+    char event[EVENT_NAME_BYTES]; /* the schedule event being issued ("" none) */
+};
+
+struct gs_drv_event {
+    cudaEvent_t ev; /* created at the first record, on the recording stream's device */
+    int dev;
+    uint64_t rank;
+};
+
+typedef struct rank_dev {
+    int dev;
+    pthread_mutex_t mu; /* recursive: guards this rank's NCCL calls, streams list, frees */
+    ncclComm_t world;
+    ncclComm_t comm[GS_GROUP_KIND_COUNT];
+    cublasLtHandle_t lt;
+    cudaStream_t setup;  /* allocation, zero-fill, base events */
+    cudaEvent_t base;    /* the clock's base on this device */
+    double base_host_s;  /* host monotonic time of base */
+    double *loss_dev;    /* one double, device */
+    double *loss_host;   /* one double, pinned */
+    gs_drv_stream *streams;
+    deferred_free *frees;
+    int inited;
+    gs_status init_rc;
+    gs_error init_err;
+} rank_dev;
+
+struct gs_drv {
+    gs_mesh mesh;
+    double timeout_s;
+    int tf32;
+    uint64_t world;
+    rank_dev *r;
+    ncclUniqueId id;
+    const gs_driver_opts *opts;
+    pthread_mutex_t mu; /* abort state, clock base */
+    int aborted;
+    gs_error abort_err;
+};
+
+static double mono_s(void)
+{
+    struct timespec t;
+    clock_gettime(CLOCK_MONOTONIC, &t);
+    return (double)t.tv_sec + (double)t.tv_nsec * 1e-9;
+}
+
+static void nap(void)
+{
+    struct timespec t = {0, 20000}; /* 20 us */
+    nanosleep(&t, NULL);
+}
+
+static const char *group_name(gs_group_kind k)
+{
+    static const char *const n[GS_GROUP_KIND_COUNT] = {"dp", "dp_intra", "dp_inter", "tp", "pp"};
+    return (int)k < GS_GROUP_KIND_COUNT ? n[k] : "?";
+}
+
+static const char *stream_name(gs_stream k)
+{
+    static const char *const n[GS_STREAM_COUNT] = {"compute", "dp", "tp", "pp", "copy"};
+    return (int)k < GS_STREAM_COUNT ? n[k] : "?";
+}
+
+/* ---- abort ---------------------------------------------------------------------------------- */
+
+/* Aborts every communicator (each under its rank's lock, so no thread is inside a call on it). */
+static void abort_comms(gs_drv *d)
+{
+    for (uint64_t i = 0; i < d->world; i++) {
+        rank_dev *r = &d->r[i];
+        if (!r->inited)
+            continue;
+        pthread_mutex_lock(&r->mu);
+        cudaSetDevice(r->dev);
+        for (int k = 0; k < GS_GROUP_KIND_COUNT; k++)
+            if (r->comm[k]) {
+                ncclCommAbort(r->comm[k]);
+                r->comm[k] = NULL;
+            }
+        if (r->world) {
+            ncclCommAbort(r->world);
+            r->world = NULL;
+        }
+        pthread_mutex_unlock(&r->mu);
+    }
+}
+
+static void cuda_abort(gs_drv *d, const char *msg)
+{
+    pthread_mutex_lock(&d->mu);
+    int first = !d->aborted;
+    if (first) {
+        d->aborted = 1;
+        gs_error_set(&d->abort_err, GS_ERR_RUNTIME, "%s", msg);
+    }
+    pthread_mutex_unlock(&d->mu);
+    if (first)
+        abort_comms(d);
+}
+
+static int cuda_aborted(gs_drv *d, gs_error *err)
+{
+    pthread_mutex_lock(&d->mu);
+    int a = d->aborted;
+    if (a && err)
+        *err = d->abort_err;
+    pthread_mutex_unlock(&d->mu);
+    return a;
+}
+
+/* Records the first failure of work issued to s (the call, the rank, the event) and aborts. */
+static void fail_stream(gs_drv_stream *s, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+static void fail_stream(gs_drv_stream *s, const char *fmt, ...)
+{
+    char what[GS_ERROR_MSG_BYTES / 2];
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(what, sizeof what, fmt, ap);
+    va_end(ap);
+    if (!s->failed) {
+        s->failed = 1;
+        gs_error_set(&s->err, GS_ERR_RUNTIME, "rank %" PRIu64 "%s%s: %s", s->rank, s->event[0] ? ": event " : "",
+                     s->event, what);
+    }
+    cuda_abort(s->d, s->err.msg);
+}
+
+#define CU_OK(s, call)                                                                                           \
+    do {                                                                                                         \
+        cudaError_t e_ = (call);                                                                                 \
+        if (e_ != cudaSuccess)                                                                                   \
+            fail_stream((s), "%s: %s", #call, cudaGetErrorString(e_));                                           \
+    } while (0)
+
+/* Kernel launchers return a cudaError_t as int. */
+static void kernel_ok(gs_drv_stream *s, const char *name, int rc)
+{
+    if (rc != 0)
+        fail_stream(s, "kernel %s: %s", name, cudaGetErrorString((cudaError_t)rc));
+}
+
+/* ---- polling with the timeout --------------------------------------------------------------- */
+
+/* The async error of rank r's communicators (ncclSuccess when none; r->mu held). */
+static ncclResult_t comms_error(rank_dev *r, const char **which)
+{
+    for (int k = 0; k <= GS_GROUP_KIND_COUNT; k++) {
+        ncclComm_t c = k < GS_GROUP_KIND_COUNT ? r->comm[k] : r->world;
+        ncclResult_t st = ncclSuccess;
+        if (c && ncclCommGetAsyncError(c, &st) == ncclSuccess && st != ncclSuccess && st != ncclInProgress) {
+            *which = k < GS_GROUP_KIND_COUNT ? group_name((gs_group_kind)k) : "world";
+            return st;
+        }
+    }
+    return ncclSuccess;
+}
+
+/* Waits until cs has drained, polling the rank's NCCL errors; a timeout or an NCCL error
+ * aborts everyone. After an abort it still waits (up to the timeout) for the stream to drain so
+ * that no kernel outlives its buffers, then returns the abort's error. */
+/* How many of s's launches have completed (a lower bound from the newest completed mark). */
+static uint64_t progress_of(const gs_drv_stream *s)
+{
+    if (!s)
+        return 0;
+    uint64_t lo = s->nmarks > PROGRESS_MARKS ? s->nmarks - PROGRESS_MARKS : 0;
+    for (uint64_t i = s->nmarks; i > lo; i--)
+        if (cudaEventQuery(s->marks[(i - 1) % PROGRESS_MARKS]) == cudaSuccess)
+            return i;
+    return lo;
+}
+
+/* The timeout counts from the last progress: a launch of s (when given) completing. */
+static gs_status poll_stream(gs_drv *d, rank_dev *r, uint64_t rank, cudaStream_t cs, const gs_drv_stream *s,
+                             const char *what, gs_error *err)
+{
+    double t0 = mono_s(), t_abort = -1;
+    uint64_t seen = progress_of(s);
+    for (;;) {
+        cudaError_t q = cudaStreamQuery(cs);
+        int ab = cuda_aborted(d, NULL);
+        if (q == cudaSuccess) {
+            if (ab) {
+                if (err)
+                    cuda_aborted(d, err);
+                return GS_ERR_RUNTIME;
+            }
+            return GS_OK;
+        }
+        if (q != cudaErrorNotReady) {
+            char msg[GS_ERROR_MSG_BYTES];
+            snprintf(msg, sizeof msg, "rank %" PRIu64 ": %s: cudaStreamQuery: %s", rank, what, cudaGetErrorString(q));
+            cuda_abort(d, msg);
+            return gs_error_set(err, GS_ERR_RUNTIME, "%s", msg);
+        }
+        double now = mono_s();
+        uint64_t p = progress_of(s);
+        if (p > seen) {
+            seen = p;
+            t0 = now;
+        }
+        if (ab) {
+            if (t_abort < 0)
+                t_abort = now;
+            if (now - t_abort > d->timeout_s) {
+                cuda_aborted(d, err);
+                return GS_ERR_RUNTIME;
+            }
+        } else {
+            const char *which = NULL;
+            pthread_mutex_lock(&r->mu);
+            ncclResult_t st = comms_error(r, &which);
+            pthread_mutex_unlock(&r->mu);
+            char msg[GS_ERROR_MSG_BYTES];
+            msg[0] = 0;
+            if (st != ncclSuccess)
+                snprintf(msg, sizeof msg, "rank %" PRIu64 ": %s: NCCL error on the %s communicator: %s", rank, what,
+                         which, ncclGetErrorString(st));
+            else if (now - t0 > d->timeout_s)
+                snprintf(msg, sizeof msg,
+                         "rank %" PRIu64 ": %s: timed out: no progress for %g s (a collective or a peer did not finish); "
+                         "communicators aborted",
+                         rank, what, d->timeout_s);
+            if (msg[0]) {
+                cuda_abort(d, msg);
+                t_abort = now;
+            }
+        }
+        nap();
+    }
+}
+
+/* Waits for a non-blocking communicator's pending call (init, split, group end). */
+static gs_status nccl_wait(gs_drv *d, rank_dev *r, ncclComm_t c, uint64_t rank, const char *what, gs_error *err)
+{
+    double t0 = mono_s();
+    for (;;) {
+        ncclResult_t st = ncclInProgress;
+        pthread_mutex_lock(&r->mu);
+        ncclResult_t q = ncclSuccess;
+        int gone = cuda_aborted(d, NULL);
+        if (!gone)
+            q = ncclCommGetAsyncError(c, &st);
+        pthread_mutex_unlock(&r->mu);
+        if (gone) {
+            gs_error e;
+            cuda_aborted(d, &e);
+            return gs_error_set(err, GS_ERR_RUNTIME, "rank %" PRIu64 ": %s: stopped: %s", rank, what, e.msg);
+        }
+        if (q != ncclSuccess)
+            st = q;
+        if (st == ncclSuccess)
+            return GS_OK;
+        char msg[GS_ERROR_MSG_BYTES];
+        msg[0] = 0;
+        if (st != ncclInProgress)
+            snprintf(msg, sizeof msg, "rank %" PRIu64 ": %s: %s (%s)", rank, what, ncclGetErrorString(st),
+                     ncclGetLastError(c));
+        else if (mono_s() - t0 > d->timeout_s)
+            snprintf(msg, sizeof msg, "rank %" PRIu64 ": %s: timed out after %g s; communicators aborted", rank, what,
+                     d->timeout_s);
+        if (msg[0]) {
+            cuda_abort(d, msg);
+            return gs_error_set(err, GS_ERR_RUNTIME, "%s", msg);
+        }
+        nap();
+    }
+}
+
+/* ---- lifetime ------------------------------------------------------------------------------- */
+
+static void release_frees(rank_dev *r)
+{
+    for (deferred_free *f = r->frees, *n; f; f = n) {
+        n = f->next;
+        cudaFreeAsync(f->p, r->setup);
+        free(f);
+    }
+    r->frees = NULL;
+}
+
+/* Finalizes a non-blocking communicator (polled up to the timeout; aborted past it), then
+ * destroys it. */
+static void comm_release(gs_drv *d, ncclComm_t c)
+{
+    ncclResult_t st = ncclCommFinalize(c);
+    double t0 = mono_s();
+    while (st == ncclInProgress && mono_s() - t0 < d->timeout_s) {
+        nap();
+        if (ncclCommGetAsyncError(c, &st) != ncclSuccess)
+            break;
+    }
+    if (st == ncclSuccess)
+        ncclCommDestroy(c);
+    else
+        ncclCommAbort(c);
+}
+
+static void cuda_close(gs_drv *d)
+{
+    if (!d)
+        return;
+    for (uint64_t i = 0; i < d->world; i++) {
+        rank_dev *r = &d->r[i];
+        if (!r->inited)
+            continue;
+        cudaSetDevice(r->dev);
+        for (gs_drv_stream *s = r->streams; s; s = s->next_of_rank)
+            cudaStreamSynchronize(s->cs);
+        release_frees(r);
+        if (r->setup)
+            cudaStreamSynchronize(r->setup);
+        for (int k = 0; k <= GS_GROUP_KIND_COUNT; k++) {
+            ncclComm_t *c = k < GS_GROUP_KIND_COUNT ? &r->comm[k] : &r->world;
+            if (*c)
+                comm_release(d, *c);
+            *c = NULL;
+        }
+        if (r->lt)
+            cublasLtDestroy(r->lt);
+        if (r->loss_dev)
+            cudaFree(r->loss_dev);
+        if (r->loss_host)
+            cudaFreeHost(r->loss_host);
+        if (r->base)
+            cudaEventDestroy(r->base);
+        if (r->setup)
+            cudaStreamDestroy(r->setup);
+    }
+    for (uint64_t i = 0; i < d->world; i++)
+        pthread_mutex_destroy(&d->r[i].mu);
+    pthread_mutex_destroy(&d->mu);
+    free(d->r);
+    free(d);
+}
+
+/* The number of processes a launcher started (1 when none). */
+static long launcher_size(const char **var)
+{
+    static const char *const vars[] = {"OMPI_COMM_WORLD_SIZE", "PMI_SIZE", "PMIX_SIZE", "SLURM_NTASKS"};
+    for (size_t i = 0; i < sizeof vars / sizeof vars[0]; i++) {
+        const char *v = getenv(vars[i]);
+        if (v && atol(v) > 1) {
+            *var = vars[i];
+            return atol(v);
+        }
+    }
+    return 1;
+}
+
+/* Records this device's clock base: a CUDA event and the host time it completed. */
+static cudaError_t rebase(rank_dev *r)
+{
+    cudaError_t e = cudaEventRecord(r->base, r->setup);
+    if (e == cudaSuccess)
+        e = cudaEventSynchronize(r->base);
+    r->base_host_s = mono_s();
+    return e;
+}
+
+typedef struct init_job {
+    gs_drv *d;
+    uint64_t rank;
+} init_job;
+
+#define INIT_CU(call)                                                                                            \
+    do {                                                                                                         \
+        cudaError_t e_ = (call);                                                                                 \
+        if (e_ != cudaSuccess) {                                                                                 \
+            r->init_rc = gs_error_set(&r->init_err, GS_ERR_RUNTIME, "cuda driver: rank %" PRIu64 " (device %d): %s: %s", \
+                                      j->rank, r->dev, #call, cudaGetErrorString(e_));                           \
+            goto out;                                                                                            \
+        }                                                                                                        \
+    } while (0)
+
+/* One rank's set-up, in its own thread (as nccl-tests does): device, streams, cuBLASLt, the world
+ * communicator from the shared unique id, one split per group kind, p2p connections to the
+ * pipeline neighbours (so no later send/recv blocks the issuing thread in a connection). */
+static void *init_rank(void *arg)
+{
+    init_job *j = arg;
+    gs_drv *d = j->d;
+    rank_dev *r = &d->r[j->rank];
+    gs_error *err = &r->init_err;
+    float *probe = NULL;
+    INIT_CU(cudaSetDevice(r->dev));
+    INIT_CU(cudaStreamCreateWithFlags(&r->setup, cudaStreamNonBlocking));
+    INIT_CU(cudaEventCreate(&r->base));
+    INIT_CU(cudaMalloc((void **)&r->loss_dev, sizeof(double)));
+    INIT_CU(cudaMallocHost((void **)&r->loss_host, sizeof(double)));
+    INIT_CU(cudaMalloc((void **)&probe, 4 * sizeof(float)));
+    cublasStatus_t bs = cublasLtCreate(&r->lt);
+    if (bs != CUBLAS_STATUS_SUCCESS) {
+        r->init_rc = gs_error_set(err, GS_ERR_RUNTIME, "cuda driver: rank %" PRIu64 ": cublasLtCreate: %s", j->rank,
+                                  cublasLtGetStatusString(bs));
+        goto out;
+    }
+    ncclConfig_t cfg = NCCL_CONFIG_INITIALIZER;
+    cfg.blocking = 0;
+    ncclResult_t nr = ncclCommInitRankConfig(&r->world, (int)d->world, d->id, (int)j->rank, &cfg);
+    if (nr != ncclSuccess && nr != ncclInProgress) {
+        r->init_rc = gs_error_set(err, GS_ERR_RUNTIME, "cuda driver: rank %" PRIu64 ": ncclCommInitRankConfig: %s",
+                                  j->rank, ncclGetErrorString(nr));
+        goto out;
+    }
+    r->inited = 1; /* from here on abort_comms may touch it */
+    if ((r->init_rc = nccl_wait(d, r, r->world, j->rank, "ncclCommInitRankConfig (world)", err)) != GS_OK)
+        goto out;
+    for (int k = 0; k < GS_GROUP_KIND_COUNT; k++) {
+        uint64_t size = 0;
+        uint64_t color = d->opts->group_of(&d->mesh, (gs_group_kind)k, j->rank, &size);
+        char what[96];
+        snprintf(what, sizeof what, "ncclCommSplit (%s group %" PRIu64 ")", group_name((gs_group_kind)k), color);
+        pthread_mutex_lock(&r->mu);
+        nr = ncclCommSplit(r->world, (int)color, (int)j->rank, &r->comm[k], &cfg);
+        pthread_mutex_unlock(&r->mu);
+        if (nr != ncclSuccess && nr != ncclInProgress) {
+            r->init_rc = gs_error_set(err, GS_ERR_RUNTIME, "cuda driver: rank %" PRIu64 ": %s: %s", j->rank, what,
+                                      ncclGetErrorString(nr));
+            goto out;
+        }
+        /* a non-blocking split completes on the parent (NVIDIA/nccl#1472): the new
+         * communicator is filled in when the parent leaves ncclInProgress */
+        if ((r->init_rc = nccl_wait(d, r, r->world, j->rank, what, err)) != GS_OK)
+            goto out;
+        if (!r->comm[k]) {
+            r->init_rc = gs_error_set(err, GS_ERR_RUNTIME, "cuda driver: rank %" PRIu64 ": %s gave no communicator",
+                                      j->rank, what);
+            goto out;
+        }
+        if ((r->init_rc = nccl_wait(d, r, r->comm[k], j->rank, what, err)) != GS_OK)
+            goto out;
+        int count = 0;
+        if (ncclCommCount(r->comm[k], &count) != ncclSuccess || (uint64_t)count != size) {
+            r->init_rc = gs_error_set(err, GS_ERR_RUNTIME,
+                                      "cuda driver: rank %" PRIu64 ": %s has %d members, the mesh says %" PRIu64,
+                                      j->rank, what, count, size);
+            goto out;
+        }
+    }
+    /* pipeline neighbours (ring order, so interleaved schedules' wrap-around is connected too) */
+    uint64_t pp = d->mesh.size[GS_DIM_PP];
+    if (pp > 1) {
+        uint64_t st = d->mesh.stride[GS_DIM_PP], stage = (j->rank / st) % pp; /* gs_mesh_rank_coords */
+        uint64_t next = j->rank - stage * st + ((stage + 1) % pp) * st;
+        uint64_t prev = j->rank - stage * st + ((stage + pp - 1) % pp) * st;
+        pthread_mutex_lock(&r->mu);
+        ncclGroupStart();
+        ncclSend(probe, 1, ncclFloat, (int)next, r->world, r->setup);
+        ncclRecv(probe + 1, 1, ncclFloat, (int)prev, r->world, r->setup);
+        ncclSend(probe + 2, 1, ncclFloat, (int)prev, r->world, r->setup);
+        ncclRecv(probe + 3, 1, ncclFloat, (int)next, r->world, r->setup);
+        nr = ncclGroupEnd();
+        pthread_mutex_unlock(&r->mu);
+        if (nr != ncclSuccess && nr != ncclInProgress) {
+            r->init_rc = gs_error_set(err, GS_ERR_RUNTIME, "cuda driver: rank %" PRIu64 ": p2p warm-up: %s", j->rank,
+                                      ncclGetErrorString(nr));
+            goto out;
+        }
+        if ((r->init_rc = nccl_wait(d, r, r->world, j->rank, "p2p warm-up with the pipeline neighbours", err)) !=
+                GS_OK ||
+            (r->init_rc = poll_stream(d, r, j->rank, r->setup, NULL, "p2p warm-up", err)) != GS_OK)
+            goto out;
+    }
+    INIT_CU(rebase(r));
+out:
+    if (probe) {
+        cudaStreamSynchronize(r->setup);
+        cudaFree(probe);
+    }
+    if (r->init_rc != GS_OK)
+        cuda_abort(d, r->init_err.msg);
+    return NULL;
+}
+
+static gs_status cuda_open(const gs_mesh *mesh, const gs_driver_opts *opts, gs_drv **out, gs_error *err)
+{
+    *out = NULL;
+    const char *var = NULL;
+    long procs = launcher_size(&var);
+    if (procs > 1)
+        return gs_error_set(err, GS_ERR_UNSUPPORTED,
+                            "cuda driver: started as one of %ld processes (%s=%ld), but the driver runs every rank "
+                            "in one process, a thread per GPU of this node: run `gridstep exec --driver cuda` without "
+                            "mpirun/srun on one node (multi-node launch, an MPI bootstrap of the NCCL id, is not "
+                            "implemented)",
+                            procs, var, procs);
+    if (!opts || !opts->group_of)
+        return gs_error_set(err, GS_ERR_RUNTIME, "cuda driver: opened without the group map (gs_driver_opts.group_of)");
+    int ndev = 0;
+    cudaError_t ce = cudaGetDeviceCount(&ndev);
+    if (ce != cudaSuccess)
+        return gs_error_set(err, GS_ERR_RUNTIME, "cuda driver: cudaGetDeviceCount: %s (no GPU or no NVIDIA driver here)",
+                            cudaGetErrorString(ce));
+    if ((uint64_t)ndev < mesh->world)
+        return gs_error_set(err, GS_ERR_INPUT,
+                            "cuda driver: the scenario has %" PRIu64 " ranks (dp=%" PRIu64 " pp=%" PRIu64 " tp=%" PRIu64
+                            "), one GPU each, but this machine shows %d GPU%s",
+                            mesh->world, mesh->size[GS_DIM_DP], mesh->size[GS_DIM_PP], mesh->size[GS_DIM_TP], ndev,
+                            ndev == 1 ? "" : "s");
+    /* the memory ledger's peak per rank vs the device's free memory */
+    for (uint64_t i = 0; opts->rank_peak_bytes && i < mesh->world; i++) {
+        size_t freeb = 0, total = 0;
+        if ((ce = cudaSetDevice((int)i)) != cudaSuccess || (ce = cudaMemGetInfo(&freeb, &total)) != cudaSuccess)
+            return gs_error_set(err, GS_ERR_RUNTIME, "cuda driver: device %" PRIu64 ": cudaMemGetInfo: %s", i,
+                                cudaGetErrorString(ce));
+        if (opts->rank_peak_bytes[i] > freeb)
+            return gs_error_set(err, GS_ERR_INPUT,
+                                "cuda driver: rank %" PRIu64 " needs %.3f GiB (the memory ledger's peak, fp32) but "
+                                "device %" PRIu64 " has %.3f GiB free of %.3f GiB; refused before allocating",
+                                i, (double)opts->rank_peak_bytes[i] / 1073741824.0, i, (double)freeb / 1073741824.0,
+                                (double)total / 1073741824.0);
+    }
+    gs_status rc = GS_OK;
+    gs_drv *d = calloc(1, sizeof *d);
+    pthread_t *th = NULL;
+    init_job *jobs = NULL;
+    int *started = NULL;
+    if (!d)
+        return gs_error_set(err, GS_ERR_NOMEM, "cuda driver: out of memory");
+    d->mesh = *mesh;
+    d->world = mesh->world;
+    d->opts = opts;
+    d->timeout_s = opts->timeout_s > 0 ? opts->timeout_s : 60.0;
+    const char *gm = getenv("GRIDSTEP_CUDA_GEMM");
+    d->tf32 = gm && strcmp(gm, "tf32") == 0;
+    pthread_mutex_init(&d->mu, NULL);
+    gs_error_init(&d->abort_err);
+    d->r = calloc(d->world, sizeof *d->r);
+    th = calloc(d->world, sizeof *th);
+    jobs = calloc(d->world, sizeof *jobs);
+    started = calloc(d->world, sizeof *started);
+    if (!d->r || !th || !jobs || !started) {
+        free(d->r);
+        d->r = NULL;
+        d->world = 0;
+        rc = gs_error_set(err, GS_ERR_NOMEM, "cuda driver: out of memory");
+        goto out;
+    }
+    pthread_mutexattr_t ma;
+    pthread_mutexattr_init(&ma);
+    pthread_mutexattr_settype(&ma, PTHREAD_MUTEX_RECURSIVE);
+    for (uint64_t i = 0; i < d->world; i++) {
+        d->r[i].dev = (int)i;
+        pthread_mutex_init(&d->r[i].mu, &ma);
+        gs_error_init(&d->r[i].init_err);
+    }
+    pthread_mutexattr_destroy(&ma);
+    /* collectives connect at init, not in the middle of a step's issue */
+    setenv("NCCL_RUNTIME_CONNECT", "0", 0);
+    ncclResult_t nr = ncclGetUniqueId(&d->id);
+    if (nr != ncclSuccess) {
+        rc = gs_error_set(err, GS_ERR_RUNTIME, "cuda driver: ncclGetUniqueId: %s", ncclGetErrorString(nr));
+        goto out;
+    }
+    for (uint64_t i = 0; i < d->world; i++) {
+        jobs[i] = (init_job){d, i};
+        started[i] = pthread_create(&th[i], NULL, init_rank, &jobs[i]) == 0;
+        if (!started[i]) {
+            rc = gs_error_set(err, GS_ERR_RUNTIME, "cuda driver: cannot start the set-up thread of rank %" PRIu64, i);
+            cuda_abort(d, err->msg);
+        }
+    }
+    for (uint64_t i = 0; i < d->world; i++)
+        if (started[i])
+            pthread_join(th[i], NULL);
+    for (uint64_t i = 0; i < d->world && rc == GS_OK; i++)
+        if (d->r[i].init_rc != GS_OK) {
+            rc = d->r[i].init_rc;
+            *err = d->r[i].init_err;
+        }
+    if (rc == GS_OK && cuda_aborted(d, err))
+        rc = GS_ERR_RUNTIME;
+out:
+    free(th);
+    free(jobs);
+    free(started);
+    if (rc != GS_OK) {
+        cuda_close(d);
+        return rc;
+    }
+    *out = d;
+    return GS_OK;
+}
+
+/* ---- memory --------------------------------------------------------------------------------- */
+
+static void *cuda_alloc(gs_drv *d, uint64_t rank, uint64_t bytes)
+{
+    if (rank >= d->world)
+        return NULL;
+    rank_dev *r = &d->r[rank];
+    void *p = NULL;
+    if (cudaSetDevice(r->dev) != cudaSuccess)
+        return NULL;
+    size_t n = bytes ? (size_t)bytes : 4;
+    /* stream-ordered: no device-wide synchronization that could stall NCCL kernels */
+    if (cudaMallocAsync(&p, n, r->setup) != cudaSuccess)
+        return NULL;
+    if (cudaMemsetAsync(p, 0, n, r->setup) != cudaSuccess || cudaStreamSynchronize(r->setup) != cudaSuccess) {
+        cudaFreeAsync(p, r->setup);
+        cudaStreamSynchronize(r->setup);
+        return NULL;
+    }
+    return p;
+}
+
+/* Deferred until every stream of the rank is idle (work issued before may still read p). */
+static void cuda_free(gs_drv *d, uint64_t rank, void *p)
+{
+    if (!p || rank >= d->world)
+        return;
+    rank_dev *r = &d->r[rank];
+    deferred_free *f = malloc(sizeof *f);
+    pthread_mutex_lock(&r->mu);
+    if (f) {
+        f->p = p;
+        f->next = r->frees;
+        r->frees = f;
+    } else {
+        /* no memory to remember it: wait for the rank's streams and free now */
+        cudaSetDevice(r->dev);
+        for (gs_drv_stream *s = r->streams; s; s = s->next_of_rank)
+            cudaStreamSynchronize(s->cs);
+        cudaFreeAsync(p, r->setup);
+    }
+    pthread_mutex_unlock(&r->mu);
+}
+
+static void cuda_copy_kind(gs_drv *d, gs_drv_stream *s, void *dst, const void *src, uint64_t bytes,
+                           enum cudaMemcpyKind kind, int wait)
+{
+    if (!bytes || dst == src)
+        return;
+    CU_OK(s, cudaSetDevice(s->dev));
+    CU_OK(s, cudaMemcpyAsync(dst, src, (size_t)bytes, kind, s->cs));
+    if (wait) {
+        gs_error e;
+        gs_error_init(&e);
+        if (poll_stream(d, &d->r[s->rank], s->rank, s->cs, s, kind == cudaMemcpyHostToDevice ? "upload" : "download",
+                        &e) != GS_OK)
+            fail_stream(s, "%s", e.msg);
+    }
+}
+
+static void cuda_upload(gs_drv *d, gs_drv_stream *s, void *dst, const void *src, uint64_t bytes)
+{
+    cuda_copy_kind(d, s, dst, src, bytes, cudaMemcpyHostToDevice, 1);
+}
+
+static void cuda_download(gs_drv *d, gs_drv_stream *s, void *dst, const void *src, uint64_t bytes)
+{
+    cuda_copy_kind(d, s, dst, src, bytes, cudaMemcpyDeviceToHost, 1);
+}
+
+static void cuda_copy(gs_drv *d, gs_drv_stream *s, void *dst, const void *src, uint64_t bytes)
+{
+    cuda_copy_kind(d, s, dst, src, bytes, cudaMemcpyDeviceToDevice, 0);
+}
+
+static void cuda_fill(gs_drv *d, gs_drv_stream *s, float *dst, float value, size_t n)
+{
+    (void)d;
+    CU_OK(s, cudaSetDevice(s->dev));
+    kernel_ok(s, "fill", gs_cu_fill(s->cs, dst, value, n));
+}
+
+/* ---- streams, events, clock ----------------------------------------------------------------- */
+
+static gs_status cuda_stream_create(gs_drv *d, uint64_t rank, gs_stream kind, gs_drv_stream **out, gs_error *err)
+{
+    *out = NULL;
+    if (rank >= d->world)
+        return gs_error_set(err, GS_ERR_RUNTIME, "cuda driver: no rank %" PRIu64, rank);
+    rank_dev *r = &d->r[rank];
+    gs_drv_stream *s = calloc(1, sizeof *s);
+    if (!s)
+        return gs_error_set(err, GS_ERR_NOMEM, "cuda driver: out of memory");
+    s->d = d;
+    s->rank = rank;
+    s->dev = r->dev;
+    s->kind = kind;
+    gs_error_init(&s->err);
+    cudaError_t e = cudaSetDevice(r->dev);
+    if (e == cudaSuccess)
+        e = cudaStreamCreateWithFlags(&s->cs, cudaStreamNonBlocking);
+    for (int i = 0; i < PROGRESS_MARKS && e == cudaSuccess; i++)
+        e = cudaEventCreateWithFlags(&s->marks[i], cudaEventDisableTiming);
+    if (e != cudaSuccess) {
+        for (int i = 0; i < PROGRESS_MARKS; i++)
+            if (s->marks[i])
+                cudaEventDestroy(s->marks[i]);
+        if (s->cs)
+            cudaStreamDestroy(s->cs);
+        free(s);
+        return gs_error_set(err, GS_ERR_RUNTIME, "cuda driver: rank %" PRIu64 " stream %s: cudaStreamCreateWithFlags: %s",
+                            rank, stream_name(kind), cudaGetErrorString(e));
+    }
+    pthread_mutex_lock(&r->mu);
+    s->next_of_rank = r->streams;
+    r->streams = s;
+    pthread_mutex_unlock(&r->mu);
+    *out = s;
+    return GS_OK;
+}
+
+static void cuda_stream_destroy(gs_drv *d, gs_drv_stream *s)
+{
+    if (!s)
+        return;
+    rank_dev *r = &d->r[s->rank];
+    cudaSetDevice(s->dev);
+    cudaStreamSynchronize(s->cs);
+    pthread_mutex_lock(&r->mu);
+    for (gs_drv_stream **p = &r->streams; *p; p = &(*p)->next_of_rank)
+        if (*p == s) {
+            *p = s->next_of_rank;
+            break;
+        }
+    pthread_mutex_unlock(&r->mu);
+    if (s->workspace)
+        cudaFreeAsync(s->workspace, s->cs);
+    cudaStreamSynchronize(s->cs);
+    for (int i = 0; i < PROGRESS_MARKS; i++)
+        cudaEventDestroy(s->marks[i]);
+    cudaStreamDestroy(s->cs);
+    free(s);
+}
+
+static gs_status stream_status(gs_drv_stream *s, gs_error *err)
+{
+    if (!s->failed)
+        return GS_OK;
+    if (err)
+        *err = s->err;
+    return GS_ERR_RUNTIME;
+}
+
+static gs_status cuda_launch(gs_drv *d, gs_drv_stream *s, gs_drv_fn fn, void *arg, gs_error *err)
+{
+    if (cuda_aborted(d, err))
+        return GS_ERR_RUNTIME;
+    if (cudaSetDevice(s->dev) != cudaSuccess)
+        return gs_error_set(err, GS_ERR_RUNTIME, "rank %" PRIu64 ": cudaSetDevice(%d) failed", s->rank, s->dev);
+    gs_status rc = fn(arg, s, err);
+    if (rc != GS_OK) {
+        cuda_abort(d, err->msg[0] ? err->msg : gs_status_name(rc));
+        return rc;
+    }
+    if (cudaEventRecord(s->marks[s->nmarks % PROGRESS_MARKS], s->cs) == cudaSuccess)
+        s->nmarks++;
+    return stream_status(s, err);
+}
+
+static gs_status cuda_event_create(gs_drv *d, gs_drv_event **out, gs_error *err)
+{
+    (void)d;
+    if (!(*out = calloc(1, sizeof **out)))
+        return gs_error_set(err, GS_ERR_NOMEM, "cuda driver: out of memory");
+    (*out)->dev = -1;
+    return GS_OK;
+}
+
+static void cuda_event_destroy(gs_drv *d, gs_drv_event *e)
+{
+    (void)d;
+    if (!e)
+        return;
+    if (e->ev) {
+        cudaSetDevice(e->dev);
+        cudaEventDestroy(e->ev);
+    }
+    free(e);
+}
+
+static gs_status cuda_event_record(gs_drv *d, gs_drv_stream *s, gs_drv_event *e, gs_error *err)
+{
+    (void)d;
+    cudaError_t ce = cudaSetDevice(s->dev);
+    if (ce == cudaSuccess && e->ev && e->dev != s->dev) {
+        cudaSetDevice(e->dev);
+        cudaEventDestroy(e->ev);
+        e->ev = NULL;
+        ce = cudaSetDevice(s->dev);
+    }
+    if (ce == cudaSuccess && !e->ev) {
+        ce = cudaEventCreate(&e->ev);
+        e->dev = s->dev;
+    }
+    e->rank = s->rank;
+    if (ce == cudaSuccess)
+        ce = cudaEventRecord(e->ev, s->cs);
+    if (ce != cudaSuccess)
+        return gs_error_set(err, GS_ERR_RUNTIME, "rank %" PRIu64 " stream %s: cudaEventRecord: %s", s->rank,
+                            stream_name(s->kind), cudaGetErrorString(ce));
+    return GS_OK;
+}
+
+static gs_status cuda_stream_wait_event(gs_drv *d, gs_drv_stream *s, gs_drv_event *e, gs_error *err)
+{
+    (void)d;
+    if (!e->ev)
+        return GS_OK; /* never recorded: nothing to wait for (CUDA's rule) */
+    cudaError_t ce = cudaSetDevice(s->dev);
+    if (ce == cudaSuccess)
+        ce = cudaStreamWaitEvent(s->cs, e->ev, 0);
+    if (ce != cudaSuccess)
+        return gs_error_set(err, GS_ERR_RUNTIME, "rank %" PRIu64 " stream %s: cudaStreamWaitEvent: %s", s->rank,
+                            stream_name(s->kind), cudaGetErrorString(ce));
+    return GS_OK;
+}
+
+/* 1 when every stream of the rank has drained (r->mu held). */
+static int rank_idle(rank_dev *r)
+{
+    for (gs_drv_stream *s = r->streams; s; s = s->next_of_rank)
+        if (cudaStreamQuery(s->cs) != cudaSuccess)
+            return 0;
+    return 1;
+}
+
+static gs_status cuda_stream_sync(gs_drv *d, gs_drv_stream *s, gs_error *err)
+{
+    char what[64];
+    snprintf(what, sizeof what, "stream %s", stream_name(s->kind));
+    cudaSetDevice(s->dev);
+    gs_status rc = poll_stream(d, &d->r[s->rank], s->rank, s->cs, s, what, err);
+    if (rc == GS_OK && (rc = stream_status(s, err)) == GS_OK) {
+        rank_dev *r = &d->r[s->rank];
+        pthread_mutex_lock(&r->mu);
+        if (r->frees && rank_idle(r))
+            release_frees(r);
+        pthread_mutex_unlock(&r->mu);
+    }
+    return rc;
+}
+
+static double cuda_event_time_s(gs_drv *d, const gs_drv_event *e)
+{
+    if (!e->ev || e->rank >= d->world)
+        return -1;
+    rank_dev *r = &d->r[e->rank];
+    float ms = 0;
+    cudaSetDevice(e->dev);
+    if (cudaEventElapsedTime(&ms, r->base, e->ev) != cudaSuccess)
+        return -1;
+    return r->base_host_s + (double)ms * 1e-3;
+}
+
+/* Host monotonic time. When every stream is idle (between steps) the per-device bases are
+ * re-recorded, so event times stay within float milliseconds' precision of their base. */
+static double cuda_clock_s(gs_drv *d)
+{
+    int idle = 1;
+    for (uint64_t i = 0; i < d->world && idle; i++) {
+        pthread_mutex_lock(&d->r[i].mu);
+        cudaSetDevice(d->r[i].dev);
+        idle = d->r[i].inited && rank_idle(&d->r[i]);
+        pthread_mutex_unlock(&d->r[i].mu);
+    }
+    if (idle && !cuda_aborted(d, NULL))
+        for (uint64_t i = 0; i < d->world; i++) {
+            cudaSetDevice(d->r[i].dev);
+            rebase(&d->r[i]);
+        }
+    return mono_s();
+}
+
+static void cuda_event_begin(gs_drv *d, gs_drv_stream *s, const char *name)
+{
+    (void)d;
+    snprintf(s->event, sizeof s->event, "%s", name);
+    nvtxRangePushA(name);
+}
+
+static void cuda_event_end(gs_drv *d, gs_drv_stream *s)
+{
+    (void)d;
+    s->event[0] = 0;
+    nvtxRangePop();
+}
+
+/* ---- GEMM through cuBLASLt ------------------------------------------------------------------- */
+
+/* The largest power of two (<= 256) dividing the address: the buffer's alignment in bytes. */
+static uint32_t alignment_of(const void *p)
+{
+    uintptr_t a = (uintptr_t)p;
+    uint32_t al = 256;
+    while (al > 1 && a % al)
+        al /= 2;
+    return al;
+}
+
+/* Column-major C[m,n] = op(A) op(B) + beta C (alpha 1), fp32 storage, fp32 (or TF32) compute. */
+static void gemm_cm(gs_drv_stream *s, int ta, int tb, size_t m, size_t n, size_t k, const float *a, size_t lda,
+                    const float *b, size_t ldb, float beta, float *c, size_t ldc)
+{
+    if (!m || !n)
+        return;
+    if (!k) {
+        if (beta == 0.0f)
+            for (size_t j = 0; j < n; j++)
+                CU_OK(s, cudaMemsetAsync(c + j * ldc, 0, m * sizeof(float), s->cs));
+        else if (beta != 1.0f)
+            fail_stream(s, "gemm with k = 0 and beta %g", (double)beta);
+        return;
+    }
+    gs_drv *d = s->d;
+    rank_dev *r = &d->r[s->rank];
+    if (!s->workspace) {
+        cudaError_t e = cudaMallocAsync(&s->workspace, GEMM_WORKSPACE_BYTES, s->cs);
+        if (e != cudaSuccess) {
+            s->workspace = NULL;
+            fail_stream(s, "cudaMallocAsync (cuBLASLt workspace): %s", cudaGetErrorString(e));
+            return;
+        }
+    }
+    cublasLtMatmulDesc_t op = NULL;
+    cublasLtMatrixLayout_t la = NULL, lb = NULL, lc = NULL;
+    cublasLtMatmulPreference_t pref = NULL;
+    cublasOperation_t opa = ta ? CUBLAS_OP_T : CUBLAS_OP_N, opb = tb ? CUBLAS_OP_T : CUBLAS_OP_N;
+    uint64_t ws = GEMM_WORKSPACE_BYTES;
+    float alpha = 1.0f;
+    const char *call = "cublasLtMatmulDescCreate";
+    cublasStatus_t st = cublasLtMatmulDescCreate(&op, d->tf32 ? CUBLAS_COMPUTE_32F_FAST_TF32 : CUBLAS_COMPUTE_32F,
+                                                 CUDA_R_32F);
+    if (st == CUBLAS_STATUS_SUCCESS) {
+        call = "cublasLtMatmulDescSetAttribute";
+        st = cublasLtMatmulDescSetAttribute(op, CUBLASLT_MATMUL_DESC_TRANSA, &opa, sizeof opa);
+    }
+    if (st == CUBLAS_STATUS_SUCCESS)
+        st = cublasLtMatmulDescSetAttribute(op, CUBLASLT_MATMUL_DESC_TRANSB, &opb, sizeof opb);
+    if (st == CUBLAS_STATUS_SUCCESS) {
+        call = "cublasLtMatrixLayoutCreate";
+        st = cublasLtMatrixLayoutCreate(&la, CUDA_R_32F, ta ? k : m, ta ? m : k, (int64_t)lda);
+    }
+    if (st == CUBLAS_STATUS_SUCCESS)
+        st = cublasLtMatrixLayoutCreate(&lb, CUDA_R_32F, tb ? n : k, tb ? k : n, (int64_t)ldb);
+    if (st == CUBLAS_STATUS_SUCCESS)
+        st = cublasLtMatrixLayoutCreate(&lc, CUDA_R_32F, m, n, (int64_t)ldc);
+    if (st == CUBLAS_STATUS_SUCCESS) {
+        call = "cublasLtMatmulPreferenceCreate";
+        st = cublasLtMatmulPreferenceCreate(&pref);
+    }
+    if (st == CUBLAS_STATUS_SUCCESS)
+        st = cublasLtMatmulPreferenceSetAttribute(pref, CUBLASLT_MATMUL_PREF_MAX_WORKSPACE_BYTES, &ws, sizeof ws);
+    /* the buffers are often offsets into a flat unit (4-byte aligned only): tell the heuristic,
+     * which otherwise assumes 256-byte alignment */
+    uint32_t al_a = alignment_of(a), al_b = alignment_of(b), al_c = alignment_of(c);
+    if (st == CUBLAS_STATUS_SUCCESS)
+        st = cublasLtMatmulPreferenceSetAttribute(pref, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_A_BYTES, &al_a, sizeof al_a);
+    if (st == CUBLAS_STATUS_SUCCESS)
+        st = cublasLtMatmulPreferenceSetAttribute(pref, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_B_BYTES, &al_b, sizeof al_b);
+    if (st == CUBLAS_STATUS_SUCCESS)
+        st = cublasLtMatmulPreferenceSetAttribute(pref, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_C_BYTES, &al_c, sizeof al_c);
+    if (st == CUBLAS_STATUS_SUCCESS)
+        st = cublasLtMatmulPreferenceSetAttribute(pref, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_D_BYTES, &al_c, sizeof al_c);
+    cublasLtMatmulHeuristicResult_t heur;
+    int found = 0;
+    if (st == CUBLAS_STATUS_SUCCESS) {
+        call = "cublasLtMatmulAlgoGetHeuristic";
+        st = cublasLtMatmulAlgoGetHeuristic(r->lt, op, la, lb, lc, lc, pref, 1, &heur, &found);
+        if (st == CUBLAS_STATUS_SUCCESS && found == 0)
+            st = CUBLAS_STATUS_NOT_SUPPORTED;
+    }
+    if (st == CUBLAS_STATUS_SUCCESS) {
+        call = "cublasLtMatmul";
+        st = cublasLtMatmul(r->lt, op, &alpha, a, la, b, lb, &beta, c, lc, c, lc, &heur.algo, s->workspace,
+                            GEMM_WORKSPACE_BYTES, s->cs);
+    }
+    if (st != CUBLAS_STATUS_SUCCESS)
+        fail_stream(s, "%s (m=%zu n=%zu k=%zu%s%s): %s", call, m, n, k, ta ? " A^T" : "", tb ? " B^T" : "",
+                    cublasLtGetStatusString(st));
+    if (pref)
+        cublasLtMatmulPreferenceDestroy(pref);
+    if (lc)
+        cublasLtMatrixLayoutDestroy(lc);
+    if (lb)
+        cublasLtMatrixLayoutDestroy(lb);
+    if (la)
+        cublasLtMatrixLayoutDestroy(la);
+    if (op)
+        cublasLtMatmulDescDestroy(op);
+}
+
+/* Row-major y[t,n] = x[t,k] w[n,k]^T is column-major y^T = w x^T: A = w as [k,n] transposed. */
+static void k_linear_fwd(gs_drv_stream *s, const float *x, const float *w, float *y, size_t t, size_t k, size_t n)
+{
+    gemm_cm(s, 1, 0, n, t, k, w, k, x, k, 0.0f, y, n);
+}
+
+static void k_linear_bwd(gs_drv_stream *s, const float *x, const float *w, const float *dy, float *dx, float *dw,
+                         size_t t, size_t k, size_t n)
+{
+    if (dx) /* dx^T [k,t] = w^T [k,n] dy^T [n,t] */
+        gemm_cm(s, 0, 0, k, t, n, w, k, dy, n, 0.0f, dx, k);
+    /* dw^T [k,n] += x^T [k,t] dy [t,n] */
+    gemm_cm(s, 0, 1, k, n, t, x, k, dy, n, 1.0f, dw, k);
+}
+
+/* ---- the other compute ops: kernels/cuda ----------------------------------------------------- */
+
+static void k_add(gs_drv_stream *s, float *y, const float *x, size_t n)
+{
+    kernel_ok(s, "add", gs_cu_add(s->cs, y, x, n));
+}
+static void k_scale(gs_drv_stream *s, float *y, float a, size_t n)
+{
+    kernel_ok(s, "scale", gs_cu_scale(s->cs, y, a, n));
+}
+static void k_embed_fwd(gs_drv_stream *s, const int32_t *tok, size_t t, const float *w, size_t lo, size_t vn, size_t h,
+                        float *y)
+{
+    kernel_ok(s, "embed_fwd", gs_cu_embed_fwd(s->cs, tok, t, w, lo, vn, h, y));
+}
+static void k_embed_bwd(gs_drv_stream *s, const int32_t *tok, size_t t, const float *dy, size_t lo, size_t vn,
+                        size_t h, float *dw)
+{
+    kernel_ok(s, "embed_bwd", gs_cu_embed_bwd(s->cs, tok, t, dy, lo, vn, h, dw));
+}
+static void k_rmsnorm_fwd(gs_drv_stream *s, const float *x, const float *g, float *y, float *rstd, size_t t, size_t h,
+                          float eps)
+{
+    kernel_ok(s, "rmsnorm_fwd", gs_cu_rmsnorm_fwd(s->cs, x, g, y, rstd, t, h, eps));
+}
+static void k_rmsnorm_bwd(gs_drv_stream *s, const float *x, const float *g, const float *rstd, const float *dy,
+                          float *dx, float *dg, size_t t, size_t h)
+{
+    kernel_ok(s, "rmsnorm_bwd", gs_cu_rmsnorm_bwd(s->cs, x, g, rstd, dy, dx, dg, t, h));
+}
+static void k_rope_fwd(gs_drv_stream *s, float *x, size_t t, size_t seq, size_t nh, size_t hd, size_t ld, float th)
+{
+    kernel_ok(s, "rope_fwd", gs_cu_rope(s->cs, x, t, seq, nh, hd, ld, th, 1.0));
+}
+static void k_rope_bwd(gs_drv_stream *s, float *x, size_t t, size_t seq, size_t nh, size_t hd, size_t ld, float th)
+{
+    kernel_ok(s, "rope_bwd", gs_cu_rope(s->cs, x, t, seq, nh, hd, ld, th, -1.0));
+}
+static void k_attn_fwd(gs_drv_stream *s, const float *q, size_t ldq, const float *k, const float *v, size_t ldkv,
+                       float *out, size_t ldo, float *p, size_t nseq, size_t seq, size_t nh, size_t nkv, size_t hd)
+{
+    kernel_ok(s, "attn_fwd", gs_cu_attn_fwd(s->cs, q, ldq, k, v, ldkv, out, ldo, p, nseq, seq, nh, nkv, hd));
+}
+static void k_attn_bwd(gs_drv_stream *s, const float *q, size_t ldq, const float *k, const float *v, size_t ldkv,
+                       const float *p, const float *dout, size_t ldo, float *dq, float *dk, float *dv, size_t nseq,
+                       size_t seq, size_t nh, size_t nkv, size_t hd)
+{
+    kernel_ok(s, "attn_bwd",
+              gs_cu_attn_bwd(s->cs, q, ldq, k, v, ldkv, p, dout, ldo, dq, dk, dv, nseq, seq, nh, nkv, hd));
+}
+static void k_swiglu_fwd(gs_drv_stream *s, const float *gu, float *h, size_t t, size_t f)
+{
+    kernel_ok(s, "swiglu_fwd", gs_cu_swiglu_fwd(s->cs, gu, h, t, f));
+}
+static void k_swiglu_bwd(gs_drv_stream *s, const float *gu, const float *dh, float *dgu, size_t t, size_t f)
+{
+    kernel_ok(s, "swiglu_bwd", gs_cu_swiglu_bwd(s->cs, gu, dh, dgu, t, f));
+}
+static void k_xent_stats(gs_drv_stream *s, const float *logits, const int32_t *target, size_t t, size_t lo, size_t vn,
+                         float *stats)
+{
+    kernel_ok(s, "xent_stats", gs_cu_xent_stats(s->cs, logits, target, t, lo, vn, stats));
+}
+/* The loss is a host double: the one op that waits for its stream (polled with the timeout). */
+static void k_xent_combine(gs_drv_stream *s, const float *stats, size_t parts, size_t t, float *lse, double *loss)
+{
+    gs_drv *d = s->d;
+    rank_dev *r = &d->r[s->rank];
+    *loss = 0;
+    kernel_ok(s, "xent_combine", gs_cu_xent_combine(s->cs, stats, parts, t, lse, r->loss_dev));
+    CU_OK(s, cudaMemcpyAsync(r->loss_host, r->loss_dev, sizeof(double), cudaMemcpyDeviceToHost, s->cs));
+    if (s->failed)
+        return;
+    gs_error e;
+    gs_error_init(&e);
+    if (poll_stream(d, r, s->rank, s->cs, s, "xent_combine (reading the loss)", &e) != GS_OK) {
+        fail_stream(s, "%s", e.msg);
+        return;
+    }
+    *loss = *r->loss_host;
+}
+static void k_xent_bwd(gs_drv_stream *s, const float *logits, const int32_t *target, const float *lse, size_t t,
+                       size_t lo, size_t vn, float scale, float *dlogits)
+{
+    kernel_ok(s, "xent_bwd", gs_cu_xent_bwd(s->cs, logits, target, lse, t, lo, vn, scale, dlogits));
+}
+/* The step's scalars exactly as kernels/host/adamw.c computes them. */
+static void k_adamw(gs_drv_stream *s, float *p, const float *g, float *m, float *v, size_t n, float lr, float b1,
+                    float b2, float eps, float wd, uint64_t step)
+{
+    double bias1 = 1.0 - pow((double)b1, (double)step), bias2 = 1.0 - pow((double)b2, (double)step);
+    float decay = (float)(1.0 - (double)lr * (double)wd);
+    float step_size = (float)((double)lr / bias1);
+    float bias2_sqrt = (float)sqrt(bias2);
+    float omb1 = (float)(1.0 - (double)b1), omb2 = (float)(1.0 - (double)b2);
+    kernel_ok(s, "adamw",
+              gs_cu_adamw(s->cs, p, g, m, v, n, decay, step_size, bias2_sqrt, b2, omb2, omb1, 1.0f - omb1,
+                          omb1 < 0.5f, eps));
+}
+
+/* ---- collectives and p2p: NCCL ---------------------------------------------------------------- */
+
+/* The rank's communicator for g, checked against the group's size and the caller's position. */
+static gs_status comm_of(gs_drv *d, uint64_t rank, const gs_drv_group *g, ncclComm_t *out, gs_error *err)
+{
+    if (rank >= d->world || (int)g->kind < 0 || (int)g->kind >= GS_GROUP_KIND_COUNT)
+        return gs_error_set(err, GS_ERR_RUNTIME, "rank %" PRIu64 ": no such group", rank);
+    ncclComm_t c = d->r[rank].comm[g->kind];
+    if (!c)
+        return cuda_aborted(d, err) ? GS_ERR_RUNTIME
+                                    : gs_error_set(err, GS_ERR_RUNTIME, "rank %" PRIu64 ": no %s communicator", rank,
+                                                   group_name(g->kind));
+    *out = c;
+    return GS_OK;
+}
+
+typedef enum coll_kind { C_AG, C_RS, C_AR, C_BCAST, C_SEND, C_RECV } coll_kind;
+
+static const char *coll_name(coll_kind k)
+{
+    static const char *const n[] = {"ncclAllGather", "ncclReduceScatter", "ncclAllReduce", "ncclBroadcast",
+                                    "ncclSend", "ncclRecv"};
+    return n[k];
+}
+
+/* One NCCL call inside ncclGroupStart/End, under the rank's lock, then waited for (non-blocking
+ * communicators: the call is on the stream once the async state leaves ncclInProgress). */
+static gs_status nccl_issue(gs_drv *d, gs_drv_stream *s, uint64_t rank, ncclComm_t c, coll_kind k, const void *send,
+                            void *recv, size_t count, ncclDataType_t type, int peer_or_root, const char *where,
+                            gs_error *err)
+{
+    rank_dev *r = &d->r[rank];
+    pthread_mutex_lock(&r->mu);
+    if (cuda_aborted(d, NULL)) {
+        pthread_mutex_unlock(&r->mu);
+        gs_error e;
+        cuda_aborted(d, &e);
+        return gs_error_set(err, GS_ERR_RUNTIME, "%s: stopped: %s", where, e.msg);
+    }
+    ncclResult_t st = ncclGroupStart(), st2;
+    if (st == ncclSuccess) {
+        switch (k) {
+        case C_AG: st = ncclAllGather(send, recv, count, type, c, s->cs); break;
+        case C_RS: st = ncclReduceScatter(send, recv, count, type, ncclSum, c, s->cs); break;
+        case C_AR: st = ncclAllReduce(send, recv, count, type, ncclSum, c, s->cs); break;
+        case C_BCAST: st = ncclBroadcast(send, recv, count, type, peer_or_root, c, s->cs); break;
+        case C_SEND: st = ncclSend(send, count, type, peer_or_root, c, s->cs); break;
+        case C_RECV: st = ncclRecv(recv, count, type, peer_or_root, c, s->cs); break;
+        }
+        st2 = ncclGroupEnd();
+        if (st == ncclSuccess || st == ncclInProgress)
+            st = st2;
+    }
+    pthread_mutex_unlock(&r->mu);
+    if (st != ncclSuccess && st != ncclInProgress) {
+        char msg[GS_ERROR_MSG_BYTES];
+        snprintf(msg, sizeof msg, "%s: %s: %s (%s)", where, coll_name(k), ncclGetErrorString(st), ncclGetLastError(c));
+        cuda_abort(d, msg);
+        return gs_error_set(err, GS_ERR_RUNTIME, "%s", msg);
+    }
+    return nccl_wait(d, r, c, rank, where, err);
+}
+
+static gs_status coll(gs_drv *d, gs_drv_stream *s, uint64_t rank, const gs_drv_group *g, coll_kind k,
+                      const float *send, float *recv, size_t count, int root, gs_error *err)
+{
+    char where[160];
+    snprintf(where, sizeof where, "rank %" PRIu64 ": %s of %zu floats on %s group %" PRIu64, rank, coll_name(k), count,
+             group_name(g->kind), g->index);
+    ncclComm_t c = NULL;
+    gs_status rc = comm_of(d, rank, g, &c, err);
+    if (rc != GS_OK)
+        return rc;
+    if (cudaSetDevice(s->dev) != cudaSuccess)
+        return gs_error_set(err, GS_ERR_RUNTIME, "%s: cudaSetDevice failed", where);
+    return nccl_issue(d, s, rank, c, k, send, recv, count, ncclFloat, root, where, err);
+}
+
+static gs_status cuda_all_gather(gs_drv *d, gs_drv_stream *s, uint64_t rank, const gs_drv_group *g, const float *send,
+                                 float *recv, size_t count, gs_error *err)
+{
+    return coll(d, s, rank, g, C_AG, send, recv, count, 0, err);
+}
+
+static gs_status cuda_reduce_scatter(gs_drv *d, gs_drv_stream *s, uint64_t rank, const gs_drv_group *g,
+                                     const float *send, float *recv, size_t count, gs_error *err)
+{
+    return coll(d, s, rank, g, C_RS, send, recv, count, 0, err);
+}
+
+static gs_status cuda_all_reduce(gs_drv *d, gs_drv_stream *s, uint64_t rank, const gs_drv_group *g, float *buf,
+                                 size_t count, gs_error *err)
+{
+    return coll(d, s, rank, g, C_AR, buf, buf, count, 0, err);
+}
+
+static gs_status cuda_broadcast(gs_drv *d, gs_drv_stream *s, uint64_t rank, const gs_drv_group *g, float *buf,
+                                size_t count, uint64_t root, gs_error *err)
+{
+    if (root >= g->size)
+        return gs_error_set(err, GS_ERR_RUNTIME, "rank %" PRIu64 ": broadcast root %" PRIu64 " outside the group", rank,
+                            root);
+    return coll(d, s, rank, g, C_BCAST, buf, buf, count, (int)root, err);
+}
+
+static gs_status p2p(gs_drv *d, gs_drv_stream *s, uint64_t rank, uint64_t peer, coll_kind k, const void *send,
+                     void *recv, uint64_t bytes, gs_error *err)
+{
+    char where[128];
+    snprintf(where, sizeof where, "rank %" PRIu64 ": %s of %" PRIu64 " B %s rank %" PRIu64, rank,
+             k == C_SEND ? "send" : "recv", bytes, k == C_SEND ? "to" : "from", peer);
+    if (rank >= d->world || peer >= d->world)
+        return gs_error_set(err, GS_ERR_RUNTIME, "%s: no such rank", where);
+    ncclComm_t c = d->r[rank].world;
+    if (!c) {
+        gs_error e;
+        cuda_aborted(d, &e);
+        return gs_error_set(err, GS_ERR_RUNTIME, "%s: stopped: %s", where, e.msg);
+    }
+    if (cudaSetDevice(s->dev) != cudaSuccess)
+        return gs_error_set(err, GS_ERR_RUNTIME, "%s: cudaSetDevice failed", where);
+    return nccl_issue(d, s, rank, c, k, send, recv, (size_t)bytes, ncclInt8, (int)peer, where, err);
+}
+
+static gs_status cuda_send(gs_drv *d, gs_drv_stream *s, uint64_t rank, uint64_t peer, const void *buf, uint64_t bytes,
+                           gs_error *err)
+{
+    return p2p(d, s, rank, peer, C_SEND, buf, NULL, bytes, err);
+}
+
+static gs_status cuda_recv(gs_drv *d, gs_drv_stream *s, uint64_t rank, uint64_t peer, void *buf, uint64_t bytes,
+                           gs_error *err)
+{
+    return p2p(d, s, rank, peer, C_RECV, NULL, buf, bytes, err);
+}
+
+static double cuda_op_start_s(gs_drv *d, gs_drv_stream *s)
+{
+    (void)d, (void)s;
+    return -1; /* the stream's order decides; the event's posted time stands for its start */
+}
+
+static const gs_driver_ops gs_driver_cuda = {
+    .name = "cuda",
+    .description = "NVIDIA GPUs: a GPU per rank, a CUDA stream per schedule stream, cuBLASLt, kernels/cuda, NCCL",
+    .open = cuda_open,
+    .close = cuda_close,
+    .abort = cuda_abort,
+    .aborted = cuda_aborted,
+    .alloc = cuda_alloc,
+    .free = cuda_free,
+    .upload = cuda_upload,
+    .download = cuda_download,
+    .copy = cuda_copy,
+    .fill = cuda_fill,
+    .stream_create = cuda_stream_create,
+    .stream_destroy = cuda_stream_destroy,
+    .launch = cuda_launch,
+    .event_create = cuda_event_create,
+    .event_destroy = cuda_event_destroy,
+    .event_record = cuda_event_record,
+    .stream_wait_event = cuda_stream_wait_event,
+    .stream_sync = cuda_stream_sync,
+    .event_time_s = cuda_event_time_s,
+    .clock_s = cuda_clock_s,
+    .op_start_s = cuda_op_start_s,
+    .linear_fwd = k_linear_fwd,
+    .linear_bwd = k_linear_bwd,
+    .add = k_add,
+    .scale = k_scale,
+    .embed_fwd = k_embed_fwd,
+    .embed_bwd = k_embed_bwd,
+    .rmsnorm_fwd = k_rmsnorm_fwd,
+    .rmsnorm_bwd = k_rmsnorm_bwd,
+    .rope_fwd = k_rope_fwd,
+    .rope_bwd = k_rope_bwd,
+    .attn_fwd = k_attn_fwd,
+    .attn_bwd = k_attn_bwd,
+    .swiglu_fwd = k_swiglu_fwd,
+    .swiglu_bwd = k_swiglu_bwd,
+    .xent_stats = k_xent_stats,
+    .xent_combine = k_xent_combine,
+    .xent_bwd = k_xent_bwd,
+    .adamw = k_adamw,
+    .all_gather = cuda_all_gather,
+    .reduce_scatter = cuda_reduce_scatter,
+    .all_reduce = cuda_all_reduce,
+    .broadcast = cuda_broadcast,
+    .send = cuda_send,
+    .recv = cuda_recv,
+    .event_begin = cuda_event_begin,
+    .event_end = cuda_event_end,
+    .device_memory = 1,
+};
+
+/* The module's one exported symbol. */
+__attribute__((visibility("default"))) const gs_driver_ops *gs_driver_cuda_module(void);
+const gs_driver_ops *gs_driver_cuda_module(void)
+{
+    return &gs_driver_cuda;
+}

@@ -1,0 +1,190 @@
+/* Element-wise CUDA kernels: add, scale, fill, embedding, SwiGLU, RoPE and AdamW, with the
+ * semantics of kernels/host/kernels.h. */
+#include "kernels/cuda/common.cuh"
+#include "kernels/cuda/kernels_cuda.h"
+
+#define GRID_STRIDE(i, n) for (size_t i = blockIdx.x * (size_t)blockDim.x + threadIdx.x; i < (n); \
+                               i += (size_t)gridDim.x * blockDim.x)
+
+static __global__ void k_add(float *y, const float *x, size_t n)
+{
+    GRID_STRIDE(i, n) y[i] += x[i];
+}
+
+static __global__ void k_scale(float *y, float a, size_t n)
+{
+    GRID_STRIDE(i, n) y[i] *= a;
+}
+
+static __global__ void k_fill(float *y, float value, size_t n)
+{
+    GRID_STRIDE(i, n) y[i] = value;
+}
+
+extern "C" int gs_cu_add(cudaStream_t st, float *y, const float *x, size_t n)
+{
+    if (n)
+        k_add<<<gs_cu_blocks(n), GS_CU_THREADS, 0, st>>>(y, x, n);
+    return gs_cu_last_error();
+}
+
+extern "C" int gs_cu_scale(cudaStream_t st, float *y, float a, size_t n)
+{
+    if (n)
+        k_scale<<<gs_cu_blocks(n), GS_CU_THREADS, 0, st>>>(y, a, n);
+    return gs_cu_last_error();
+}
+
+extern "C" int gs_cu_fill(cudaStream_t st, float *y, float value, size_t n)
+{
+    if (n)
+        k_fill<<<gs_cu_blocks(n), GS_CU_THREADS, 0, st>>>(y, value, n);
+    return gs_cu_last_error();
+}
+
+/* ---- embedding ---------------------------------------------------------------------------- */
+
+static __device__ inline long embed_row(int32_t tok, size_t lo, size_t vn)
+{
+    if (tok < 0 || (size_t)tok < lo || (size_t)tok - lo >= vn)
+        return -1;
+    return (long)((size_t)tok - lo);
+}
+
+static __global__ void k_embed_fwd(const int32_t *tok, size_t t, const float *w, size_t lo, size_t vn, size_t h,
+                                   float *y)
+{
+    GRID_STRIDE(i, t * h)
+    {
+        size_t r = i / h, c = i % h;
+        long row = embed_row(tok[r], lo, vn);
+        y[i] = row < 0 ? 0.0f : w[(size_t)row * h + c];
+    }
+}
+
+/* One thread per column, rows in order: repeated tokens add in the host's order. */
+static __global__ void k_embed_bwd(const int32_t *tok, size_t t, const float *dy, size_t lo, size_t vn, size_t h,
+                                   float *dw)
+{
+    GRID_STRIDE(c, h)
+    {
+        for (size_t r = 0; r < t; r++) {
+            long row = embed_row(tok[r], lo, vn);
+            if (row >= 0)
+                dw[(size_t)row * h + c] += dy[r * h + c];
+        }
+    }
+}
+
+extern "C" int gs_cu_embed_fwd(cudaStream_t st, const int32_t *tok, size_t t, const float *w, size_t vocab_lo,
+                               size_t vocab_n, size_t h, float *y)
+{
+    if (t * h)
+        k_embed_fwd<<<gs_cu_blocks(t * h), GS_CU_THREADS, 0, st>>>(tok, t, w, vocab_lo, vocab_n, h, y);
+    return gs_cu_last_error();
+}
+
+extern "C" int gs_cu_embed_bwd(cudaStream_t st, const int32_t *tok, size_t t, const float *dy, size_t vocab_lo,
+                               size_t vocab_n, size_t h, float *dw)
+{
+    if (t * h)
+        k_embed_bwd<<<gs_cu_blocks(h), GS_CU_THREADS, 0, st>>>(tok, t, dy, vocab_lo, vocab_n, h, dw);
+    return gs_cu_last_error();
+}
+
+/* ---- SwiGLU ------------------------------------------------------------------------------- */
+
+static __device__ inline float sigmoidf_(float x)
+{
+    return 1.0f / (1.0f + expf(-x));
+}
+
+static __global__ void k_swiglu_fwd(const float *gu, float *h, size_t t, size_t f)
+{
+    GRID_STRIDE(i, t * f)
+    {
+        size_t r = i / f, c = i % f;
+        float g = gu[r * 2 * f + c], u = gu[r * 2 * f + f + c];
+        h[i] = g * sigmoidf_(g) * u;
+    }
+}
+
+static __global__ void k_swiglu_bwd(const float *gu, const float *dh, float *dgu, size_t t, size_t f)
+{
+    GRID_STRIDE(i, t * f)
+    {
+        size_t r = i / f, c = i % f;
+        float g = gu[r * 2 * f + c], u = gu[r * 2 * f + f + c], s = sigmoidf_(g), d = dh[i];
+        dgu[r * 2 * f + c] = d * u * s * (1.0f + g * (1.0f - s));
+        dgu[r * 2 * f + f + c] = d * g * s;
+    }
+}
+
+extern "C" int gs_cu_swiglu_fwd(cudaStream_t st, const float *gu, float *h, size_t t, size_t f)
+{
+    if (t * f)
+        k_swiglu_fwd<<<gs_cu_blocks(t * f), GS_CU_THREADS, 0, st>>>(gu, h, t, f);
+    return gs_cu_last_error();
+}
+
+extern "C" int gs_cu_swiglu_bwd(cudaStream_t st, const float *gu, const float *dh, float *dgu, size_t t, size_t f)
+{
+    if (t * f)
+        k_swiglu_bwd<<<gs_cu_blocks(t * f), GS_CU_THREADS, 0, st>>>(gu, dh, dgu, t, f);
+    return gs_cu_last_error();
+}
+
+/* ---- RoPE (rotate half), angles in double like the host ----------------------------------- */
+
+static __global__ void k_rope(float *x, size_t t, size_t seq, size_t nh, size_t hd, size_t ld, float theta,
+                              double sign)
+{
+    size_t half = hd / 2;
+    GRID_STRIDE(idx, t * nh * half)
+    {
+        size_t i = idx % half, head = (idx / half) % nh, r = idx / (half * nh);
+        double angle = sign * (double)(r % seq) * pow((double)theta, -2.0 * (double)i / (double)hd);
+        float c = (float)cos(angle), s = (float)sin(angle);
+        float *v = x + r * ld + head * hd;
+        float x0 = v[i], x1 = v[i + half];
+        v[i] = x0 * c - x1 * s;
+        v[i + half] = x0 * s + x1 * c;
+    }
+}
+
+extern "C" int gs_cu_rope(cudaStream_t st, float *x, size_t t, size_t seq, size_t nh, size_t hd, size_t ld,
+                          float theta, double sign)
+{
+    size_t n = t * nh * (hd / 2);
+    if (n)
+        k_rope<<<gs_cu_blocks(n), GS_CU_THREADS, 0, st>>>(x, t, seq, nh, hd, ld, theta, sign);
+    return gs_cu_last_error();
+}
+
+/* ---- AdamW (PyTorch's single-tensor order of operations, as the host kernel) --------------- */
+
+static __global__ void k_adamw(float *p, const float *g, float *m, float *v, size_t n, float decay, float step_size,
+                               float bias2_sqrt, float beta2, float one_minus_b2, float lerp_w, float lerp_1mw,
+                               int lerp_low, float eps)
+{
+    GRID_STRIDE(i, n)
+    {
+        float gi = g[i], pi = p[i] * decay, mi = m[i], vi = v[i];
+        mi = lerp_low ? mi + lerp_w * (gi - mi) : gi - (gi - mi) * lerp_1mw;
+        vi = vi * beta2 + one_minus_b2 * gi * gi;
+        float denom = sqrtf(vi) / bias2_sqrt + eps;
+        p[i] = pi + (-step_size * mi) / denom;
+        m[i] = mi;
+        v[i] = vi;
+    }
+}
+
+extern "C" int gs_cu_adamw(cudaStream_t st, float *p, const float *g, float *m, float *v, size_t n, float decay,
+                           float step_size, float bias2_sqrt, float beta2, float one_minus_b2, float lerp_w,
+                           float lerp_1mw, int lerp_low, float eps)
+{
+    if (n)
+        k_adamw<<<gs_cu_blocks(n), GS_CU_THREADS, 0, st>>>(p, g, m, v, n, decay, step_size, bias2_sqrt, beta2,
+                                                          one_minus_b2, lerp_w, lerp_1mw, lerp_low, eps);
+    return gs_cu_last_error();
+}

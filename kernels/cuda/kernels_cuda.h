@@ -1,0 +1,68 @@
+/* CUDA kernels of the exec backend's cuda driver: the same forward and backward passes as
+ * kernels/host/kernels.h (same arguments, layouts and write/accumulate rules), enqueued on a
+ * stream. GEMMs are not here: the driver calls cuBLASLt. Every function only launches (returns
+ * the launch's cudaError_t as an int, 0 ok); none synchronizes, none allocates except
+ * gs_cu_attn_bwd, which takes stream-ordered scratch (cudaMallocAsync) and frees it on the stream.
+ *
+ * Numerics: fp32 storage and arithmetic, row reductions (RMSNorm, softmax, cross-entropy sums) in
+ * double like the host; results agree with the host kernels to float rounding (reduction order
+ * differs: a tree, not a loop), which the GPU check states as a relative tolerance.
+ *
+ * Ownership: every pointer is device memory of the stream's device, borrowed for the launch. */
+#ifndef GS_KERNELS_CUDA_H
+#define GS_KERNELS_CUDA_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include <cuda_runtime_api.h>
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+int gs_cu_add(cudaStream_t st, float *y, const float *x, size_t n);
+int gs_cu_scale(cudaStream_t st, float *y, float a, size_t n);
+int gs_cu_fill(cudaStream_t st, float *y, float value, size_t n);
+
+int gs_cu_embed_fwd(cudaStream_t st, const int32_t *tok, size_t t, const float *w, size_t vocab_lo, size_t vocab_n,
+                    size_t h, float *y);
+/* Deterministic: one thread per column walks the rows in order (no atomics). */
+int gs_cu_embed_bwd(cudaStream_t st, const int32_t *tok, size_t t, const float *dy, size_t vocab_lo, size_t vocab_n,
+                    size_t h, float *dw);
+
+int gs_cu_rmsnorm_fwd(cudaStream_t st, const float *x, const float *g, float *y, float *rstd, size_t t, size_t h,
+                      float eps);
+int gs_cu_rmsnorm_bwd(cudaStream_t st, const float *x, const float *g, const float *rstd, const float *dy, float *dx,
+                      float *dg, size_t t, size_t h);
+
+int gs_cu_rope(cudaStream_t st, float *x, size_t t, size_t seq, size_t nh, size_t hd, size_t ld, float theta,
+               double sign); /* sign +1: forward, -1: backward (the inverse rotation) */
+
+int gs_cu_attn_fwd(cudaStream_t st, const float *q, size_t ldq, const float *k, const float *v, size_t ldkv,
+                   float *out, size_t ldo, float *p, size_t nseq, size_t seq, size_t nh, size_t nkv, size_t hd);
+int gs_cu_attn_bwd(cudaStream_t st, const float *q, size_t ldq, const float *k, const float *v, size_t ldkv,
+                   const float *p, const float *dout, size_t ldo, float *dq, float *dk, float *dv, size_t nseq,
+                   size_t seq, size_t nh, size_t nkv, size_t hd);
+
+int gs_cu_swiglu_fwd(cudaStream_t st, const float *gu, float *h, size_t t, size_t f);
+int gs_cu_swiglu_bwd(cudaStream_t st, const float *gu, const float *dh, float *dgu, size_t t, size_t f);
+
+int gs_cu_xent_stats(cudaStream_t st, const float *logits, const int32_t *target, size_t t, size_t vocab_lo,
+                     size_t vocab_n, float *stats);
+/* lse[t] on the device; *loss_dev (one double, device memory) = sum over rows of lse - target
+ * logit, summed in a fixed order. */
+int gs_cu_xent_combine(cudaStream_t st, const float *stats, size_t parts, size_t t, float *lse, double *loss_dev);
+int gs_cu_xent_bwd(cudaStream_t st, const float *logits, const int32_t *target, const float *lse, size_t t,
+                   size_t vocab_lo, size_t vocab_n, float scale, float *dlogits);
+
+/* The scalars are the host kernel's (computed on the host from lr, betas and step). */
+int gs_cu_adamw(cudaStream_t st, float *p, const float *g, float *m, float *v, size_t n, float decay,
+                float step_size, float bias2_sqrt, float beta2, float one_minus_b2, float lerp_w, float lerp_1mw,
+                int lerp_low, float eps);
+
+#ifdef __cplusplus
+}
+#endif
+
+#endif

@@ -1,0 +1,193 @@
+#!/bin/sh
+# The GPU check of the cuda driver, for a machine with a GPU, the CUDA toolkit and NCCL (the pip
+# package nvidia-nccl-cu13 will do) but no autotools, GSL, libyaml or jansson. Runs from the
+# directory tests/gpu/pack-for-device.sh made (a prebuilt gridstep, lib/, src/, scenarios/), or
+# from the top of a built source tree. Builds ONLY the cuda module and the kernel check with nvcc,
+# then, within about 8 minutes:
+#   1. kernels: every compute op vs kernels/host on the same inputs (normwise relative error,
+#      tolerance 1e-5 element-wise, 1e-4 reductions and fp32 GEMM, 5e-3 TF32 GEMM);
+#   2. HBM bandwidth of AdamW and RMSNorm vs a device-to-device copy;
+#   3. GEMM TFLOP/s of llama2-7b's shapes, driver vs the best of cuBLASLt's top algorithms;
+#   4. exec --driver cuda vs --driver host on a tiny model: losses within 1e-3 relative;
+#   5. 5 steps of llama2-7b cut to 8 layers on one GPU (TF32 GEMMs), the measured step next to
+#      `gridstep sim`'s prediction for an H200; 2 fp32 steps when time is left;
+# and prints a short table last. Exit 0 when every check passed, 1 otherwise, 77 without a GPU.
+#
+# usage: device-check.sh [--arch sm_90] [--build-only] [--skip-build] [--quick] [--out DIR]
+set -u
+arch=sm_90
+build_only=0
+skip_build=0
+quick=0
+out=
+while [ $# -gt 0 ]; do
+    case "$1" in
+    --arch) [ $# -ge 2 ] || { echo "device-check: --arch needs a value (sm_90)" >&2; exit 2; }
+        arch=$2; shift 2 ;;
+    --build-only) build_only=1; shift ;;
+    --skip-build) skip_build=1; shift ;;
+    --quick) quick=1; shift ;;
+    --out) [ $# -ge 2 ] || { echo "device-check: --out needs a directory" >&2; exit 2; }
+        out=$2; shift 2 ;;
+    -h|--help) sed -n '2,17p' "$0" | sed 's/^# \{0,1\}//'; exit 0 ;;
+    *) echo "device-check: unknown argument '$1' (see --help)" >&2; exit 2 ;;
+    esac
+done
+case "$arch" in sm_[0-9]*) ;; *) echo "device-check: --arch: found '$arch', expected sm_NN" >&2; exit 2 ;; esac
+
+here=$(cd "$(dirname "$0")" && pwd)
+if [ -d "$here/src/exec" ]; then
+    root=$here; src=$here/src; scn=$here/scenarios; tiny=$src/tests/gpu/tiny-llama-1gpu.yaml
+else
+    root=$(cd "$here/../.." && pwd); src=$root; scn=$root/scenarios; tiny=$root/tests/gpu/tiny-llama-1gpu.yaml
+fi
+gridstep=$root/gridstep
+[ -n "$out" ] || out=$root/build-cuda
+mkdir -p "$out" || exit 1
+[ -d "$root/lib" ] && LD_LIBRARY_PATH="$root/lib${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}" && export LD_LIBRARY_PATH
+t_start=$(date +%s)
+elapsed() { echo $(($(date +%s) - t_start)); }
+results=$out/results.txt
+: > "$results"
+row() { printf '%-34s %-8s %s\n' "$1" "$2" "$3" >> "$results"; }
+fail=0
+
+# ---- toolchain: CUDA, then NCCL (the CUDA tree, or the nvidia-nccl pip package) ----------------
+NVCC=$(command -v nvcc 2>/dev/null || true)
+[ -n "$NVCC" ] || for d in "${CUDA_HOME:-}" /usr/local/cuda /opt/cuda; do
+    [ -n "$d" ] && [ -x "$d/bin/nvcc" ] && NVCC=$d/bin/nvcc && break
+done
+[ -n "$NVCC" ] || { echo "device-check: no nvcc (set CUDA_HOME)" >&2; exit 1; }
+CUDA_HOME=$(cd "$(dirname "$NVCC")/.." && pwd)
+CUDA_LIB=$CUDA_HOME/lib64
+[ -d "$CUDA_LIB" ] || CUDA_LIB=$CUDA_HOME/lib
+NCCL_INC=; NCCL_LIB=
+if [ -f "$CUDA_HOME/include/nccl.h" ] && ls "$CUDA_LIB"/libnccl.so* >/dev/null 2>&1; then
+    NCCL_INC=$CUDA_HOME/include; NCCL_LIB=$CUDA_LIB
+else
+    nd=$(python3 -c 'import nvidia.nccl, os; print(os.path.dirname(nvidia.nccl.__file__))' 2>/dev/null || true)
+    [ -z "$nd" ] && nd=$(python3 -c 'import nvidia.nccl, os; print(list(nvidia.nccl.__path__)[0])' 2>/dev/null || true)
+    if [ -n "$nd" ] && [ -f "$nd/include/nccl.h" ]; then
+        NCCL_INC=$nd/include; NCCL_LIB=$nd/lib
+    fi
+fi
+[ -n "$NCCL_INC" ] || { echo "device-check: no nccl.h (CUDA tree or pip nvidia-nccl)" >&2; exit 1; }
+ncclso=$(ls "$NCCL_LIB"/libnccl.so* 2>/dev/null | head -1)
+echo "device-check: nvcc $("$NVCC" --version | sed -n 's/.*release \([0-9.]*\).*/\1/p') ($CUDA_HOME), NCCL $NCCL_INC, $arch"
+
+# ---- build: the module and the kernel check, nothing else --------------------------------------
+if [ $skip_build -eq 0 ]; then
+    b0=$(date +%s)
+    pids=
+    for f in elementwise norm xent attention; do
+        "$NVCC" -std=c++17 -O3 -arch="$arch" -Xcompiler -fPIC -Xcompiler -fvisibility=hidden -I"$src" \
+            -c "$src/kernels/cuda/$f.cu" -o "$out/$f.o" &
+        pids="$pids $!"
+    done
+    ok=1
+    for p in $pids; do wait "$p" || ok=0; done
+    CC=${CC:-cc}
+    cflags="-std=gnu11 -O2 -fPIC -fvisibility=hidden -I$src -isystem $CUDA_HOME/include -isystem $NCCL_INC"
+    [ $ok -eq 1 ] && $CC $cflags -c "$src/exec/driver_cuda.c" -o "$out/driver_cuda.o" || ok=0
+    [ $ok -eq 1 ] && $CC $cflags -c "$src/engine/status.c" -o "$out/status.o" || ok=0
+    [ $ok -eq 1 ] && $CC -shared -Wl,--no-undefined -o "$out/gridstep-cuda.so" "$out"/elementwise.o "$out"/norm.o \
+        "$out"/xent.o "$out"/attention.o "$out"/driver_cuda.o "$out"/status.o -L"$CUDA_LIB" -Wl,-rpath,"$CUDA_LIB" \
+        "$ncclso" -Wl,-rpath,"$NCCL_LIB" -lcublasLt -lcudart -lstdc++ -lm -lpthread || ok=0
+    [ $ok -eq 1 ] && $CC -std=gnu11 -O2 -I"$src" -isystem "$CUDA_HOME/include" "$src/tests/gpu/kernel_check.c" \
+        "$src"/kernels/host/*.c "$src/engine/status.c" -L"$CUDA_LIB" -Wl,-rpath,"$CUDA_LIB" -lcublasLt -lcudart \
+        -ldl -lm -o "$out/kernel_check" || ok=0
+    if [ $ok -eq 1 ]; then
+        row "build (module + kernel_check)" ok "$(($(date +%s) - b0)) s, $arch"
+    else
+        row "build (module + kernel_check)" FAIL "see the compiler output above"
+        cat "$results"; exit 1
+    fi
+    nm -D --defined-only "$out/gridstep-cuda.so" | grep -q ' gs_driver_cuda_module$' ||
+        { echo "device-check: the module does not export gs_driver_cuda_module" >&2; exit 1; }
+fi
+[ $build_only -eq 1 ] && { cat "$results"; exit 0; }
+
+# ---- a GPU? ---------------------------------------------------------------------------------------
+if ! command -v nvidia-smi >/dev/null 2>&1 || ! nvidia-smi -L 2>/dev/null | grep -q '^GPU '; then
+    echo "device-check: no GPU here (nvidia-smi)"; exit 77
+fi
+nvidia-smi -L | head -2
+GRIDSTEP_MODULE_PATH=$out
+export GRIDSTEP_MODULE_PATH
+[ -x "$gridstep" ] || { echo "device-check: no gridstep binary at $gridstep" >&2; exit 1; }
+if ldd "$gridstep" | grep -Eq 'libcuda|libcudart|libnccl|libcublas'; then
+    row "gridstep links no CUDA" FAIL "$(ldd "$gridstep" | grep -E 'cuda|nccl|cublas' | tr -s ' \n' ' ')"; fail=1
+else
+    row "gridstep links no CUDA" ok "ldd: no libcudart/libnccl/libcublas"
+fi
+
+# ---- 1-3: kernels, bandwidth, GEMM ------------------------------------------------------------------
+kc_args=
+[ $quick -eq 1 ] && kc_args=--quick
+timeout 150 "$out/kernel_check" $kc_args "$out/gridstep-cuda.so" > "$out/kernel_check.txt" 2>&1
+rc=$?
+cat "$out/kernel_check.txt"
+nbad=$(grep -c 'FAIL' "$out/kernel_check.txt")
+nok=$(grep -c ' ok$' "$out/kernel_check.txt")
+if [ $rc -eq 0 ]; then row "kernels vs host (fp32)" ok "$nok ops within tolerance"
+else row "kernels vs host (fp32)" FAIL "exit $rc, $nbad outside tolerance"; fail=1; fi
+if [ $quick -eq 0 ] && [ $rc -eq 0 ]; then
+    row "AdamW bandwidth" info "$(grep '^  adamw .*GB/s' "$out/kernel_check.txt" | sed 's/^ *adamw *//')"
+    row "RMSNorm bandwidth" info "$(grep '^  rmsnorm_fwd .*GB/s' "$out/kernel_check.txt" | sed 's/^ *rmsnorm_fwd *//')"
+    row "D2D copy bandwidth" info "$(grep 'device-to-device' "$out/kernel_check.txt" | sed 's/^ *device-to-device copy *//')"
+    grep -E '^  (qkv|o_proj|gate_up|down|lm_head) ' "$out/kernel_check.txt" | while read -r name rest; do
+        row "GEMM $name (fp32)" info "$(echo "$rest" | sed 's/.*driver *\([0-9.]* TFLOP\/s\).*best of [0-9]* *\([0-9.]* TFLOP\/s\).*/\1 vs cuBLASLt best \2/')"
+    done
+    GRIDSTEP_CUDA_GEMM=tf32 timeout 60 "$out/kernel_check" "$out/gridstep-cuda.so" > "$out/kernel_check_tf32.txt" 2>&1 &&
+        grep -E '^  (qkv|gate_up) ' "$out/kernel_check_tf32.txt" | while read -r name rest; do
+            row "GEMM $name (TF32)" info "$(echo "$rest" | sed 's/.*driver *\([0-9.]* TFLOP\/s\).*best of [0-9]* *\([0-9.]* TFLOP\/s\).*/\1 vs cuBLASLt best \2/')"
+        done
+fi
+
+# ---- 4: exec, cuda vs host, tiny model ------------------------------------------------------------
+h=$(timeout 120 "$gridstep" exec --json --steps 3 "$tiny" 2>"$out/tiny-host.err")
+c=$(timeout 120 "$gridstep" exec --json --steps 3 --driver cuda "$tiny" 2>"$out/tiny-cuda.err")
+cmp=$(python3 - "$h" "$c" <<'PY'
+import json, sys
+try:
+    h, c = json.loads(sys.argv[1])["loss"], json.loads(sys.argv[2])["loss"]
+except Exception as e:
+    print("FAIL no result (%s)" % e); sys.exit(0)
+worst = max(abs(a - b) / abs(a) for a, b in zip(h, c))
+print(("ok" if worst <= 1e-3 and len(h) == len(c) else "FAIL"),
+      "losses host %s cuda %s, worst rel %.1e" % (" ".join("%.5f" % x for x in h), " ".join("%.5f" % x for x in c), worst))
+PY
+)
+st=${cmp%% *}
+row "exec tiny: cuda vs host losses" "$st" "${cmp#* }"
+[ "$st" = ok ] || { fail=1; cat "$out/tiny-cuda.err"; }
+
+# ---- 5: llama2-7b, 8 layers, one GPU ---------------------------------------------------------------
+big=$scn/llama2-7b-8l-1xh200.yaml
+sim=$("$gridstep" sim --json "$big" 2>/dev/null | python3 -c 'import json,sys; print("%.4f" % json.load(sys.stdin)["step_time_s"])' 2>/dev/null)
+left=$((420 - $(elapsed)))
+if [ $left -lt 60 ]; then
+    row "llama2-7b 8L x5 steps (TF32)" skip "no time left ($(elapsed) s used)"
+else
+    GRIDSTEP_CUDA_GEMM=tf32 timeout $left "$gridstep" exec --json --steps 5 --driver cuda "$big" > "$out/big.json" 2>"$out/big.err"
+    rc=$?
+    res=$(python3 -c 'import json,sys; d=json.load(open(sys.argv[1])); s=d["step_s"]; print("%.3f %.3f %s" % (min(s[1:] or s), d["loss"][-1], " ".join("%.3f" % x for x in s)))' "$out/big.json" 2>/dev/null)
+    if [ $rc -eq 0 ] && [ -n "$res" ]; then
+        set -- $res
+        row "llama2-7b 8L x5 steps (TF32)" ok "measured $1 s/step (best of steps 2-5), sim h200 ${sim:-?} s; loss $2"
+    else
+        row "llama2-7b 8L x5 steps (TF32)" FAIL "exit $rc: $(tail -c 300 "$out/big.err")"; fail=1
+    fi
+    left=$((450 - $(elapsed)))
+    if [ $left -gt 60 ]; then
+        timeout $left "$gridstep" exec --json --steps 2 --driver cuda "$big" > "$out/big32.json" 2>"$out/big32.err" &&
+            row "llama2-7b 8L x2 steps (fp32)" ok "$(python3 -c 'import json,sys; d=json.load(open(sys.argv[1])); print("measured %.3f s/step (step 2)" % d["step_s"][-1])' "$out/big32.json")" ||
+            row "llama2-7b 8L x2 steps (fp32)" skip "did not finish in ${left} s"
+    fi
+fi
+
+echo
+echo "device check ($(nvidia-smi --query-gpu=name --format=csv,noheader | head -1), $(elapsed) s):"
+printf '%-34s %-8s %s\n' check result detail
+cat "$results"
+exit $fail

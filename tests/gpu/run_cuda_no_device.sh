@@ -1,0 +1,20 @@
+#!/bin/sh
+# On a machine without a GPU (or without the NVIDIA driver) where the cuda module was built:
+# `exec --driver cuda` loads the module, finds no device and exits 1 with a message naming
+# cudaGetDeviceCount, never a crash. Skips (77) where there is a GPU or no module.
+. "${top_srcdir:-.}/tests/gpu/gpu_common.sh"
+[ -f "$GS_MODULE" ] || { echo "SKIP: no cuda module in this build"; exit 77; }
+gs_have_gpu && { echo "SKIP: a GPU is present (tests/gpu/run_cuda_exec.sh covers it)"; exit 77; }
+err=$(mktemp) || exit 1
+trap 'rm -f "$err"' EXIT
+"$GRIDSTEP" exec --driver cuda "$top_srcdir/scenarios/tiny-llama-2x2x2.yaml" >/dev/null 2>"$err"
+rc=$?
+if [ $rc -ne 1 ]; then
+    echo "FAIL: exit $rc (want 1)"; cat "$err"; exit 1
+fi
+# the module may also fail to load where libcudart / libnccl are absent: that message is fine too
+if ! grep -Eq "cudaGetDeviceCount|cannot load" "$err"; then
+    echo "FAIL: no device / library message:"; cat "$err"; exit 1
+fi
+cat "$err"
+exit 0
