@@ -401,7 +401,7 @@ static gs_status measure_dispatch(cal *c, gs_error *err)
         progress(c, "calibrate: dispatch cost, %" PRIu64 " rank%s", R, R > 1 ? "s" : "");
         gs_mesh mesh;
         gs_drv *d = NULL;
-        gs_driver_opts o = {600.0};
+        gs_driver_opts o = {.timeout_s = 600.0};
         chain_job jobs[8];
         pthread_t th[8];
         int started[8] = {0};
@@ -508,7 +508,7 @@ static gs_status run_ranks(cal *c, uint64_t n, rank_job *jobs, gs_error *err)
     gs_drv *d = NULL;
     gs_drv_stream *st[16] = {0};
     gs_status rc = gs_mesh_init(&mesh, 1, n, 1, NULL, n, err);
-    gs_driver_opts o = {600.0};
+    gs_driver_opts o = {.timeout_s = 600.0};
     if (rc == GS_OK)
         rc = c->ops->open(&mesh, &o, &d, err);
     for (uint64_t r = 0; r < n && rc == GS_OK; r++)
@@ -1189,7 +1189,7 @@ gs_status gs_cmd_calibrate(int argc, char **argv, gs_error *err)
 
     /* one rank: kernels and dispatch */
     gs_mesh mesh;
-    gs_driver_opts o = {600.0};
+    gs_driver_opts o = {.timeout_s = 600.0};
     if ((rc = gs_mesh_init(&mesh, 1, 1, 1, NULL, 1, err)) != GS_OK || (rc = c->ops->open(&mesh, &o, &d, err)) != GS_OK ||
         (rc = c->ops->stream_create(d, 0, GS_STREAM_COMPUTE, &s, err)) != GS_OK)
         goto done;
