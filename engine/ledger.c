@@ -677,8 +677,10 @@ static gs_status build_stage(const gs_scenario *s, const gs_mesh *mesh, uint64_t
                 ar = mul(c, red_pass, n_sync, "traffic");
             else
                 rs = mul(c, red_pass, n_sync, "traffic");
-            ar_net = mul(c, inter_pass, n_sync, "traffic");
         }
+        /* HSDP: the cross-node all-reduce runs even with one DP rank per node (N = 1) */
+        if (R > 1)
+            ar_net = mul(c, inter_pass, n_sync, "traffic");
         if (ag)
             line_add(r, "dp all-gather", ag, "%s%s%s (N=%" PRIu64 ", (N-1) x padded shard x %" PRIu64 " B per unit)",
                      plan.gather_root ? "root once + " : "",

@@ -178,6 +178,40 @@ START_TEST(test_hsdp_counts)
 }
 END_TEST
 
+/* HYBRID_SHARD with one DP rank per node (2 nodes of 2 GPUs, dp 2 x tp 2): the shard group has
+ * size 1, so nothing is reduce-scattered and each unit's whole gradient is all-reduced across the
+ * 2 nodes: 4 layer units + the root = 5 all-reduces of group size 2, each of the unit's full
+ * gradient (bytes = the unit's parameters x 2 B, padded to a multiple of 2 elements), once per step
+ * (grad_sync auto keeps the full gradient until the last micro-batch). gs_schedule_validate holds
+ * their traffic against the ledger's. The same with the pipeline inside the node (dp 2 x
+ * interleaved pp 2, order tp-pp-dp): per stage 2 layer units + the root. */
+START_TEST(test_hsdp_one_rank_per_node)
+{
+    gs_schedule *sch = build(SMALL "cluster: {preset: dgx-a100-80g, nodes: 2, gpus_per_node: 2}\n"
+                                   "grid: {dp: 2, tp: 2}\nstrategy: {sharding: hybrid_shard}\n"
+                                   "batch: {global: 4, micro: 1}\n", 1);
+    for (size_t i = 0; i < sch->nranks; i++) {
+        ck_assert_uint_eq(count(sch, i, GS_EV_COLLECTIVE, GS_COLL_REDUCE_SCATTER, -1), 0);
+        ck_assert_uint_eq(count(sch, i, GS_EV_COLLECTIVE, GS_COLL_ALLREDUCE, GS_GROUP_DP_INTER), 5);
+        const gs_rank_events *r = &sch->ranks[i];
+        for (size_t k = 0; k < r->nevents; k++)
+            if (r->events[k].kind == GS_EV_COLLECTIVE && r->events[k].group == GS_GROUP_DP_INTER) {
+                ck_assert_uint_eq(r->events[k].group_size, 2);
+                ck_assert_uint_eq(r->events[k].bytes % 4, 0);
+                ck_assert_uint_gt(r->events[k].bytes, 0);
+            }
+    }
+    gs_schedule_destroy(sch);
+    sch = build(SMALL "cluster: {preset: dgx-a100-80g, nodes: 2, gpus_per_node: 2}\n"
+                      "grid: {dp: 2, pp: 2, order: tp-pp-dp}\nstrategy: {sharding: hybrid_shard, pipeline: interleaved, "
+                      "virtual_stages: 2, grad_sync: every}\nbatch: {global: 8, micro: 1}\n", 0);
+    /* grad_sync every, m = 4 micro-batches: 3 units x 4 */
+    for (size_t i = 0; i < sch->nranks; i++)
+        ck_assert_uint_eq(count(sch, i, GS_EV_COLLECTIVE, GS_COLL_ALLREDUCE, GS_GROUP_DP_INTER), 3 * 4);
+    gs_schedule_destroy(sch);
+}
+END_TEST
+
 /* TP = 2, m = 1: per block 2 all-reduces in forward and 2 in backward, plus the embedding's
  * (forward) and the head's (backward): 4 x 4 + 2 = 18. Full recompute adds the forward's 2 per
  * block: 26. Sequence parallel turns each into an all-gather + reduce-scatter pair: 18 + 18, and
@@ -284,6 +318,7 @@ static Suite *build_suite(void)
     tcase_add_test(dp, test_fsdp_counts);
     tcase_add_test(dp, test_ddp_zero_counts);
     tcase_add_test(dp, test_hsdp_counts);
+    tcase_add_test(dp, test_hsdp_one_rank_per_node);
     suite_add_tcase(s, dp);
     TCase *tp = tcase_create("tensor_parallel");
     tcase_add_test(tp, test_tp_counts);

@@ -47,6 +47,10 @@ static const cfg configs[] = {
     {"dp2-no-shard", 2, 1, 1, 1, 2, "no_shard", "1f1b", "none", "layer", 1, 0, 4, 2},
     {"dp4-no-shard", 4, 1, 1, 1, 4, "no_shard", "1f1b", "none", "layer", 1, 0, 4, 1},
     {"hsdp-2x2", 4, 1, 1, 2, 2, "hybrid_shard", "1f1b", "none", "layer", 1, 0, 4, 1},
+    /* HSDP with one DP rank per node: TP2 fills each node, the replicas all-reduce whole units */
+    {"hsdp-2x1-tp2", 2, 1, 2, 2, 2, "hybrid_shard", "1f1b", "none", "layer", 1, 0, 4, 2},
+    {"hsdp-2x1-tp2-sync-every", 2, 1, 2, 2, 2, "hybrid_shard, grad_sync: every", "1f1b", "none", "layer", 1, 0, 4,
+     2},
     {"dp2-full-wrap-model", 2, 1, 1, 1, 2, "full_shard", "1f1b", "none", "model", 1, 0, 4, 2},
     /* (the sharding string carries further strategy keys) */
     {"dp2-full-offload", 2, 1, 1, 1, 2, "full_shard, offload: true", "1f1b", "none", "layer", 1, 0, 4, 2},
