@@ -404,8 +404,7 @@ static gs_status plan_rank(gs_train *t, rank_st *r, const gs_rank_events *re, gs
                     char name[GS_EVENT_NAME_BYTES];
                     gs_event_name(re, e, name, sizeof name);
                     rc = gs_error_set(err, GS_ERR_INPUT, "exec: rank %" PRIu64 " event %s writes unit %" PRId64
-                                      "'s gradient where the schedule holds no full gradient of it (the root unit "
-                                      "under wrap: model with an interleaved pipeline is not supported)",
+                                      "'s gradient where the schedule holds no full gradient of it",
                                       r->rank, name, uu);
                     goto out;
                 }

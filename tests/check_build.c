@@ -212,6 +212,50 @@ START_TEST(test_hsdp_one_rank_per_node)
 }
 END_TEST
 
+/* wrap: model under interleaved PP2 (v = 2, 8 layers, dp 2, m = 4, grad_sync every): the one
+ * unit is the root, and every chunk's backward writes its gradient. The root's full gradient must
+ * be live at every backward compute event of both chunks on both stages (the schedule used to
+ * allocate it only in the root chunk's pass), and it is reduce-scattered once per micro-batch,
+ * after the lowest chunk's (chunk 0's) backward: 4 reduce-scatters, 4 allocations of it.
+ * gs_schedule_validate (in build) holds its lifetime and the memory high-water to the ledger. */
+START_TEST(test_wrap_model_interleaved_root_grad)
+{
+    gs_schedule *sch = build("model: {layers: 8, hidden: 256, heads: 4, ffn: 512, vocab: 1000, seq: 64}\n"
+                             "cluster: {preset: dgx-a100-80g, nodes: 1, gpus_per_node: 4}\n"
+                             "grid: {dp: 2, pp: 2}\nstrategy: {sharding: full_shard, wrap: model, "
+                             "pipeline: interleaved, virtual_stages: 2, grad_sync: every}\n"
+                             "batch: {global: 8, micro: 1}\n", 0);
+    for (size_t i = 0; i < sch->nranks; i++) {
+        const gs_rank_events *r = &sch->ranks[i];
+        size_t live = 0, allocs = 0, bwd = 0, chunks_seen[2] = {0, 0};
+        for (size_t k = 0; k < r->nevents; k++) {
+            const gs_event *e = &r->events[k];
+            const uint32_t *al = gs_event_list(r, e, GS_LINK_ALLOCS), *fr = gs_event_list(r, e, GS_LINK_FREES);
+            for (uint16_t j = 0; j < e->nlinks[GS_LINK_ALLOCS]; j++)
+                if (r->tensors[al[j]].kind == GS_T_GRAD)
+                    live++, allocs++;
+            if (e->kind == GS_EV_COMPUTE && e->phase == GS_PHASE_BWD) {
+                ck_assert_msg(live == 1, "rank list %zu event %zu (layer %d, mb %u): %zu root gradients live", i, k,
+                              (int)e->layer, e->mb, live);
+                bwd++;
+                /* global layer L is in virtual stage L / 2 (2 layers each), chunk (L / 2) / pp */
+                if (e->layer >= 0)
+                    chunks_seen[(e->layer / 2) / 2] = 1;
+            }
+            for (uint16_t j = 0; j < e->nlinks[GS_LINK_FREES]; j++)
+                if (r->tensors[fr[j]].kind == GS_T_GRAD)
+                    live--;
+        }
+        ck_assert_uint_eq(live, 0);
+        ck_assert_uint_eq(allocs, 4);
+        ck_assert_uint_gt(bwd, 0);
+        ck_assert(chunks_seen[0] && chunks_seen[1]);
+        ck_assert_uint_eq(count(sch, i, GS_EV_COLLECTIVE, GS_COLL_REDUCE_SCATTER, GS_GROUP_DP), 4);
+    }
+    gs_schedule_destroy(sch);
+}
+END_TEST
+
 /* TP = 2, m = 1: per block 2 all-reduces in forward and 2 in backward, plus the embedding's
  * (forward) and the head's (backward): 4 x 4 + 2 = 18. Full recompute adds the forward's 2 per
  * block: 26. Sequence parallel turns each into an all-gather + reduce-scatter pair: 18 + 18, and
@@ -319,6 +363,7 @@ static Suite *build_suite(void)
     tcase_add_test(dp, test_ddp_zero_counts);
     tcase_add_test(dp, test_hsdp_counts);
     tcase_add_test(dp, test_hsdp_one_rank_per_node);
+    tcase_add_test(dp, test_wrap_model_interleaved_root_grad);
     suite_add_tcase(s, dp);
     TCase *tp = tcase_create("tensor_parallel");
     tcase_add_test(tp, test_tp_counts);
