@@ -104,7 +104,8 @@ static gs_status reduce_one(gs_bctx *x, size_t u, gs_coll_op op, gs_group_kind g
 }
 
 /* Gradient reduction of unit u after its backward (dep): FSDP reduce-scatter (+ HSDP's
- * cross-node all-reduce of the shard; of the whole unit with one DP rank per node), or the DDP / ZeRO buckets. Frees the transient gradient. */
+ * cross-node all-reduce of the shard; of the whole unit with one DP rank per node), or the DDP /
+ * ZeRO buckets. Frees the transient gradient. */
 gs_status gs__reduce_unit(gs_bctx *x, size_t u, uint32_t mb, uint32_t dep)
 {
     const gs_shard_plan *pl = &x->plan;

@@ -251,8 +251,9 @@ static int is_tp(const gs_event *e)
     return e->kind == GS_EV_COLLECTIVE && e->group == GS_GROUP_TP;
 }
 
-/* DDP (NO_SHARD), and HSDP with one DP rank per node, keep one resident full gradient that every reduction reads and writes: reducing
- * it in place after each micro-batch would count earlier micro-batches again. Each rank therefore
+/* DDP (NO_SHARD), and HSDP with one DP rank per node, keep one resident full gradient that every
+ * reduction reads and writes: reducing it in place after each micro-batch would count earlier
+ * micro-batches again. Each rank therefore
  * accumulates its new gradients in a pending buffer (a virtual tensor id past the schedule's) that
  * a reduction sums over the group and adds to the resident gradient, as DDP's buckets do. */
 static uint32_t pending_id(const rank_st *r, const gs_rank_events *re, size_t u)

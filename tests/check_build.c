@@ -203,8 +203,9 @@ START_TEST(test_hsdp_one_rank_per_node)
     }
     gs_schedule_destroy(sch);
     sch = build(SMALL "cluster: {preset: dgx-a100-80g, nodes: 2, gpus_per_node: 2}\n"
-                      "grid: {dp: 2, pp: 2, order: tp-pp-dp}\nstrategy: {sharding: hybrid_shard, pipeline: interleaved, "
-                      "virtual_stages: 2, grad_sync: every}\nbatch: {global: 8, micro: 1}\n", 0);
+                      "grid: {dp: 2, pp: 2, order: tp-pp-dp}\n"
+                      "strategy: {sharding: hybrid_shard, pipeline: interleaved, virtual_stages: 2, grad_sync: every}\n"
+                      "batch: {global: 8, micro: 1}\n", 0);
     /* grad_sync every, m = 4 micro-batches: 3 units x 4 */
     for (size_t i = 0; i < sch->nranks; i++)
         ck_assert_uint_eq(count(sch, i, GS_EV_COLLECTIVE, GS_COLL_ALLREDUCE, GS_GROUP_DP_INTER), 3 * 4);
