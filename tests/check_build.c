@@ -352,6 +352,34 @@ START_TEST(test_strategy_grid)
 }
 END_TEST
 
+/* Property: HYBRID_SHARD with one DP rank per node (tp 2 x pp 2 fill each 4-GPU node, dp 2
+ * across the 2 nodes) validates under every wrap policy, pipeline, grad_sync and offload setting;
+ * the 3 x 3 x 2 x 2 = 36 combinations alternate the class and the exact path. */
+START_TEST(test_hsdp_one_rank_per_node_grid)
+{
+    static const char *wrap[] = {"model", "layer", "{min_params: 1e5}"};
+    static const char *pipe[] = {"pipeline: 1f1b", "pipeline: gpipe", "pipeline: interleaved, virtual_stages: 2"};
+    size_t n = 0;
+    for (size_t a = 0; a < 3; a++)
+        for (size_t b = 0; b < 3; b++)
+            for (size_t c = 0; c < 2; c++)
+                for (size_t d = 0; d < 2; d++) {
+                    char y[1024];
+                    snprintf(y, sizeof y,
+                             SMALL "cluster: {preset: dgx-a100-80g, nodes: 2, gpus_per_node: 4}\n"
+                                   "grid: {dp: 2, pp: 2, tp: 2, order: tp-pp-dp}\n"
+                                   "strategy: {sharding: hybrid_shard, wrap: %s, %s, grad_sync: %s, offload: %s}\n"
+                                   "batch: {global: 8, micro: 1}\n",
+                             wrap[a], pipe[b], c ? "last" : "every", d ? "true" : "false");
+                    gs_schedule *sch = build(y, (a + b + c + d) % 2);
+                    ck_assert_uint_gt(count(sch, 0, GS_EV_COLLECTIVE, GS_COLL_ALLREDUCE, GS_GROUP_DP_INTER), 0);
+                    gs_schedule_destroy(sch);
+                    n++;
+                }
+    ck_assert_uint_eq(n, 36);
+}
+END_TEST
+
 static Suite *build_suite(void)
 {
     Suite *s = suite_create("build");
@@ -374,6 +402,7 @@ static Suite *build_suite(void)
     tcase_set_timeout(v, 120);
     tcase_add_test(v, test_exact_matches_class);
     tcase_add_test(v, test_strategy_grid);
+    tcase_add_test(v, test_hsdp_one_rank_per_node_grid);
     suite_add_tcase(s, v);
     return s;
 }
