@@ -264,13 +264,16 @@ static gs_status backward_pass(gs_bctx *x, uint32_t mb, uint16_t chunk)
     int has_emb = g.has_emb, has_head = g.has_head, has_prev = !g.has_emb, has_next = !g.has_head;
     uint64_t w = mb % x->window;
     int sync = pl->sync_every || mb + 1 == x->mb_count;
-    uint64_t root_chunk = gs_pipe_root_chunk(x->stage, x->pp, x->v);
+    /* the root's transient gradient lives from the first backward pass writing it (under wrap:
+     * model every chunk does) to its reduction after the root chunk's pass */
+    uint64_t root_chunk = gs_partition_root_chunk(&x->part, x->stage, x->pp, x->v);
     int root_here = x->root != SIZE_MAX && chunk == root_chunk;
+    int root_writes = x->root != SIZE_MAX && gs_partition_root_written_by(&x->part, x->stage, x->pp, x->v, chunk);
     uint32_t prev = GS_NO_ID, gin = GS_NO_ID, gout = GS_NO_ID;
     int root_grad_pending = 0;
     gs_layer_io io;
 
-    if (root_here && pl->transient_grads) {
+    if (root_writes && pl->transient_grads && x->ugrad_t[x->root] == GS_NO_ID) {
         if ((rc = gs__tensor(x, GS_T_GRAD, x->part.units[x->root].params * pl->wb, GS_LAYER_NONE, mb,
                              (uint32_t)x->root, 0, &x->ugrad_t[x->root])) != GS_OK)
             return rc;
@@ -336,6 +339,9 @@ static gs_status backward_pass(gs_bctx *x, uint32_t mb, uint16_t chunk)
             if (pl->gather_per_pass && x->part.units[u].layer_begin == l)
                 io_add(io.free, &io.nfree, GS_IO_MAX, x->gathered_t[u]);
         }
+        /* a layer the root holds writes the root's gradient: wait for its last reduction */
+        if (x->root != SIZE_MAX && gs_partition_root_holds_layer(&x->part, l))
+            io_add(io.deps, &io.ndeps, GS_BUILD_MAX_LIST, x->reduce_ev[x->root]);
         if (l == bot && has_prev) {
             if ((rc = gs__tensor(x, GS_T_BOUNDARY, x->act.boundary, gs__global_layer(x, l), mb, 0, 0, &gout)) != GS_OK)
                 return rc;

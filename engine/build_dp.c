@@ -104,7 +104,8 @@ static gs_status reduce_one(gs_bctx *x, size_t u, gs_coll_op op, gs_group_kind g
 }
 
 /* Gradient reduction of unit u after its backward (dep): FSDP reduce-scatter (+ HSDP's
- * cross-node all-reduce of the shard), or the DDP / ZeRO buckets. Frees the transient gradient. */
+ * cross-node all-reduce of the shard; of the whole unit with one DP rank per node), or the DDP /
+ * ZeRO buckets. Frees the transient gradient. */
 gs_status gs__reduce_unit(gs_bctx *x, size_t u, uint32_t mb, uint32_t dep)
 {
     const gs_shard_plan *pl = &x->plan;
@@ -113,6 +114,15 @@ gs_status gs__reduce_unit(gs_bctx *x, size_t u, uint32_t mb, uint32_t dep)
     uint32_t transient = x->ugrad_t[u];
     uint32_t ev = GS_NO_ID;
     gs_status rc = GS_OK;
+    if (pl->N <= 1 && pl->R > 1) {
+        /* HSDP with one DP rank per node: the shard group has size 1, so the "shard" is the whole
+         * unit; only the cross-node all-reduce of the full gradient remains */
+        rc = reduce_one(x, u, GS_COLL_ALLREDUCE, GS_GROUP_DP_INTER, params, mb, dep, grad, transient, &ev);
+        if (transient == GS_NO_ID)
+            x->reduce_ev[u] = ev;
+        x->ugrad_t[u] = GS_NO_ID;
+        return rc;
+    }
     if (pl->N <= 1) {
         /* nothing to reduce: drop the transient gradient with the backward's last event */
         x->ugrad_t[u] = GS_NO_ID;

@@ -283,6 +283,8 @@ typedef struct stage_ctx {
     uint64_t stage, pp, v, layers_per_chunk;
     uint64_t nonroot_params;
     int last;
+    int root_grad_live;  /* the root's transient gradient outlives the pass that allocated it
+                            (interleaved chunks writing it before the root chunk reduces it) */
     moment best;
     calc *c;
 } stage_ctx;
@@ -351,10 +353,11 @@ static void backward_moments(stage_ctx *x, uint32_t mb, uint64_t chunk, uint64_t
     int has_emb = x->stage == 0 && chunk == 0;
     int has_next = !has_head, has_prev = !has_emb;
     uint64_t root = gs_partition_root(p);
-    uint64_t root_chunk = gs_pipe_root_chunk(x->stage, x->pp, x->v);
+    int root_writes = gs_partition_root_written_by(p, x->stage, x->pp, x->v, chunk);
     uint64_t base_g = (pl->gather_root ? mul(x->c, root, wb, "gather") : 0) +
                       (pl->gather_all ? mul(x->c, x->nonroot_params, wb, "gather") : 0);
-    uint64_t root_grad = pl->transient_grads && chunk == root_chunk ? mul(x->c, root, wb, "grads") : 0;
+    uint64_t root_grad = pl->transient_grads && (root_writes || x->root_grad_live) ? mul(x->c, root, wb, "grads")
+                                                                                   : 0;
     int64_t bot = (int64_t)(chunk * x->layers_per_chunk), top = bot + (int64_t)x->layers_per_chunk - 1;
     uint64_t st = x->act->stored, xb = x->act->boundary;
     if (has_head) {
@@ -408,6 +411,7 @@ static void forward_moments(stage_ctx *x, uint32_t mb, uint64_t chunk, uint64_t 
     int has_next = !has_head;
     int64_t bot = (int64_t)(chunk * x->layers_per_chunk), top = bot + (int64_t)x->layers_per_chunk - 1;
     uint64_t root_g = pl->gather_root ? mul(x->c, gs_partition_root(p), wb, "gather") : 0;
+    uint64_t root_grad = pl->transient_grads && x->root_grad_live ? mul(x->c, gs_partition_root(p), wb, "grads") : 0;
     uint64_t seen_g = 0;
     if (pl->gather_all)
         for (uint64_t ch = 0; ch < x->v; ch++)
@@ -426,11 +430,11 @@ static void forward_moments(stage_ctx *x, uint32_t mb, uint64_t chunk, uint64_t 
         if (pl->gather_all)
             g += mul(x->c, seen_g + (seen[chunk] ? units_beginning_in(p, bot, top) : units_beginning_in(p, bot, ahead)),
                      wb, "gather");
-        moment_offer(x, act, others, g, 0, "forward", l, mb, chunk);
+        moment_offer(x, act, others, g, root_grad, "forward", l, mb, chunk);
     }
     if (has_head) {
         uint64_t g = root_g + (pl->gather_all ? mul(x->c, seen_g + units_beginning_in(p, bot, top), wb, "gather") : 0);
-        moment_offer(x, chunk_stash(x, chunk), others, g, 0, "head forward", -1, mb, chunk);
+        moment_offer(x, chunk_stash(x, chunk), others, g, root_grad, "head forward", -1, mb, chunk);
     }
 }
 
@@ -591,6 +595,8 @@ static gs_status build_stage(const gs_scenario *s, const gs_mesh *mesh, uint64_t
         /* Passes in flight differ only in their chunk; a backward pass's moments depend only on its
          * chunk and on the stash of the others, so identical (chunk, others) pairs are skipped. */
         uint64_t seen_chunk[64], seen_others[64], fseen_chunk[64], fseen_others[64];
+        int seen_root[64], fseen_root[64];
+        uint64_t root_chunk = gs_partition_root_chunk(&part, stage, pp, v);
         size_t nseen = 0, nfseen = 0, max_inflight = 0, cur_inflight = 0, hint = 0, fhint = 0;
         seen = calloc(v, 1);
         if (!seen) {
@@ -605,9 +611,11 @@ static gs_status build_stage(const gs_scenario *s, const gs_mesh *mesh, uint64_t
                     others_f = add(c, others_f, mul(c, inflight[ch], chunk_stash(&x, ch), "stash"), "stash");
                 int fdup = 0;
                 if (seen[op->chunk]) { /* the last match first: in steady state the same pair repeats */
-                    fdup = fhint < nfseen && fseen_chunk[fhint] == op->chunk && fseen_others[fhint] == others_f;
+                    fdup = fhint < nfseen && fseen_chunk[fhint] == op->chunk && fseen_others[fhint] == others_f &&
+                           fseen_root[fhint] == x.root_grad_live;
                     for (size_t k = 0; k < nfseen && !fdup; k++)
-                        if (fseen_chunk[k] == op->chunk && fseen_others[k] == others_f) {
+                        if (fseen_chunk[k] == op->chunk && fseen_others[k] == others_f &&
+                            fseen_root[k] == x.root_grad_live) {
                             fdup = 1;
                             fhint = k;
                         }
@@ -616,6 +624,7 @@ static gs_status build_stage(const gs_scenario *s, const gs_mesh *mesh, uint64_t
                     forward_moments(&x, op->mb, op->chunk, others_f, seen);
                     fseen_chunk[nfseen % 64] = op->chunk;
                     fseen_others[nfseen % 64] = others_f;
+                    fseen_root[nfseen % 64] = x.root_grad_live;
                     if (nfseen < 64)
                         nfseen++;
                 }
@@ -629,9 +638,10 @@ static gs_status build_stage(const gs_scenario *s, const gs_mesh *mesh, uint64_t
             for (uint64_t ch = 0; ch < v; ch++)
                 others = add(c, others, mul(c, inflight[ch], chunk_stash(&x, ch), "stash"), "stash");
             others -= chunk_stash(&x, op->chunk);
-            int dup = hint < nseen && seen_chunk[hint] == op->chunk && seen_others[hint] == others;
+            int dup = hint < nseen && seen_chunk[hint] == op->chunk && seen_others[hint] == others &&
+                      seen_root[hint] == x.root_grad_live;
             for (size_t k = 0; k < nseen && !dup; k++)
-                if (seen_chunk[k] == op->chunk && seen_others[k] == others) {
+                if (seen_chunk[k] == op->chunk && seen_others[k] == others && seen_root[k] == x.root_grad_live) {
                     dup = 1;
                     hint = k;
                 }
@@ -639,9 +649,14 @@ static gs_status build_stage(const gs_scenario *s, const gs_mesh *mesh, uint64_t
                 backward_moments(&x, op->mb, op->chunk, others);
                 seen_chunk[nseen % 64] = op->chunk;
                 seen_others[nseen % 64] = others;
+                seen_root[nseen % 64] = x.root_grad_live;
                 if (nseen < 64)
                     nseen++;
             }
+            if (gs_partition_root_written_by(&part, stage, pp, v, op->chunk))
+                x.root_grad_live = 1;
+            if (op->chunk == root_chunk)
+                x.root_grad_live = 0;
             inflight[op->chunk]--;
             cur_inflight--;
         }
@@ -704,8 +719,10 @@ static gs_status build_stage(const gs_scenario *s, const gs_mesh *mesh, uint64_t
                 ar = mul(c, red_pass, n_sync, "traffic");
             else
                 rs = mul(c, red_pass, n_sync, "traffic");
-            ar_net = mul(c, inter_pass, n_sync, "traffic");
         }
+        /* HSDP: the cross-node all-reduce runs even with one DP rank per node (N = 1) */
+        if (R > 1)
+            ar_net = mul(c, inter_pass, n_sync, "traffic");
         if (ag)
             line_add(r, "dp all-gather", ag, "%s%s%s (N=%" PRIu64 ", (N-1) x padded shard x %" PRIu64 " B per unit)",
                      plan.gather_root ? "root once + " : "",

@@ -5,6 +5,8 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "engine/pipeline.h"
+
 typedef struct pcalc {
     int overflow;
     const char *what;
@@ -247,6 +249,32 @@ uint64_t gs_partition_prefetch(const gs_partition *p, int64_t cur, int64_t next)
 uint64_t gs_partition_root(const gs_partition *p)
 {
     return p->has_root ? p->units[p->nunits - 1].params : 0;
+}
+
+int gs_partition_root_holds_layer(const gs_partition *p, int64_t layer)
+{
+    return p->has_root && gs_partition_covering(p, layer) < p->layer_params;
+}
+
+int gs_partition_root_written_by(const gs_partition *p, uint64_t stage, uint64_t pp, uint64_t v, uint64_t chunk)
+{
+    if (!p->has_root)
+        return 0;
+    if ((stage == 0 && chunk == 0 && p->emb_params) || (stage + 1 == pp && chunk + 1 == v && p->head_params))
+        return 1;
+    uint64_t per_chunk = p->layers / (v ? v : 1);
+    for (uint64_t l = chunk * per_chunk; l < (chunk + 1) * per_chunk; l++)
+        if (gs_partition_root_holds_layer(p, (int64_t)l))
+            return 1;
+    return 0;
+}
+
+uint64_t gs_partition_root_chunk(const gs_partition *p, uint64_t stage, uint64_t pp, uint64_t v)
+{
+    for (uint64_t c = 0; c < v; c++)
+        if (gs_partition_root_written_by(p, stage, pp, v, c))
+            return c;
+    return gs_pipe_root_chunk(stage, pp, v);
 }
 
 uint64_t gs_bucket_count(uint64_t unit_params, uint64_t wb, uint64_t bucket_bytes)

@@ -53,6 +53,15 @@ uint64_t gs_partition_covering(const gs_partition *p, int64_t layer);
 uint64_t gs_partition_prefetch(const gs_partition *p, int64_t cur, int64_t next);
 /* Root unit's params (0 without a root). */
 uint64_t gs_partition_root(const gs_partition *p);
+/* Whether the root unit holds parameters of stage-local layer l (wrap: model; min_params' strays). */
+int gs_partition_root_holds_layer(const gs_partition *p, int64_t layer);
+/* Whether the backward pass of model chunk `chunk` (of v on this stage of pp) writes the root
+ * unit's gradient: it runs the embedding's or the head's backward, or a layer the root holds. */
+int gs_partition_root_written_by(const gs_partition *p, uint64_t stage, uint64_t pp, uint64_t v, uint64_t chunk);
+/* The chunk whose backward pass reduces the root unit's gradient: the lowest chunk writing it. A
+ * micro-batch's backward passes run from its last chunk down to chunk 0, so that one comes last
+ * (gs_pipe_root_chunk when the root holds no layer). */
+uint64_t gs_partition_root_chunk(const gs_partition *p, uint64_t stage, uint64_t pp, uint64_t v);
 
 /* DDP / ZeRO gradient buckets: a unit of u elements of wb bytes is reduced in
  * ceil(u x wb / bucket_bytes) buckets of ceil(u / n) elements (the last one smaller). */

@@ -35,8 +35,9 @@ void gs_pipe_order_fini(gs_pipe_order *o);
 /* Global layer index of stage-local layer `local` (0 .. stage_layers-1) in chunk terms: chunk c
  * of stage s holds layers of virtual stage c * pp + s. For v == 1 this is first_layer + local. */
 uint64_t gs_pipe_global_layer(uint64_t layers, uint64_t pp, uint64_t v, uint64_t stage, uint64_t local);
-/* The chunk whose backward pass reduces the FSDP root unit: the embedding's (chunk 0 of stage
- * 0), the head's (the last chunk of the last stage), else chunk 0. */
+/* The chunk whose backward pass reduces the FSDP root unit when the root holds no layer: the
+ * embedding's (chunk 0 of stage 0), the head's (the last chunk of the last stage), else chunk 0.
+ * gs_partition_root_chunk (engine/partition.h) covers roots that hold layers (wrap: model). */
 uint64_t gs_pipe_root_chunk(uint64_t stage, uint64_t pp, uint64_t v);
 
 /* Chunk of stage-local layer `local`. */

@@ -251,14 +251,15 @@ static int is_tp(const gs_event *e)
     return e->kind == GS_EV_COLLECTIVE && e->group == GS_GROUP_TP;
 }
 
-/* DDP (NO_SHARD) keeps one resident full gradient that every reduction reads and writes: reducing
- * it in place after each micro-batch would count earlier micro-batches again. Each rank therefore
+/* DDP (NO_SHARD), and HSDP with one DP rank per node, keep one resident full gradient that every
+ * reduction reads and writes: reducing it in place after each micro-batch would count earlier
+ * micro-batches again. Each rank therefore
  * accumulates its new gradients in a pending buffer (a virtual tensor id past the schedule's) that
  * a reduction sums over the group and adds to the resident gradient, as DDP's buckets do. */
 static uint32_t pending_id(const rank_st *r, const gs_rank_events *re, size_t u)
 {
     uint32_t g = r->grad_t[u];
-    if (r->N <= 1 || g == NO_ID || re->tensors[g].kind != GS_T_GRAD)
+    if ((r->N <= 1 && r->R <= 1) || g == NO_ID || re->tensors[g].kind != GS_T_GRAD)
         return g;
     return (uint32_t)(re->ntensors + u);
 }
@@ -373,7 +374,7 @@ static gs_status plan_rank(gs_train *t, rank_st *r, const gs_rank_events *re, gs
                     if (re->tensors[writes[j]].kind == GS_T_PARAM_FULL)
                         cur_full[u] = writes[j];
             pl->ptid = e->nlinks[GS_LINK_READS] ? reads[0] : NO_ID;   /* AG: the shard; RS/AR: the gradient */
-            if (a == A_BUCKET_AR && pl->ptid == r->grad_t[u])
+            if ((a == A_BUCKET_AR || (a == A_INTER_AR && r->N <= 1)) && pl->ptid == r->grad_t[u])
                 pl->ptid = pending_id(r, re, u);
             pl->gtid = e->nlinks[GS_LINK_WRITES] ? writes[0] : NO_ID; /* AG: the gathered copy; RS/AR: storage */
         } else if (e->kind == GS_EV_SEND || e->kind == GS_EV_RECV) {
@@ -394,7 +395,7 @@ static gs_status plan_rank(gs_train *t, rank_st *r, const gs_rank_events *re, gs
                 if (uu < 0)
                     continue;
                 uint32_t p = cur_full[uu] != NO_ID ? cur_full[uu] : (r->plan.stored_sharded ? NO_ID : r->param_t[uu]);
-                uint32_t g = r->N <= 1 ? r->grad_t[uu]
+                uint32_t g = r->N <= 1 && r->R <= 1 ? r->grad_t[uu]
                              : cur_grad[uu] != NO_ID ? cur_grad[uu]
                              : r->hold_t[uu] != NO_ID ? r->hold_t[uu] : pending_id(r, re, (size_t)uu);
                 /* a backward op accumulates into a full gradient: the schedule must hold one */
@@ -404,8 +405,7 @@ static gs_status plan_rank(gs_train *t, rank_st *r, const gs_rank_events *re, gs
                     char name[GS_EVENT_NAME_BYTES];
                     gs_event_name(re, e, name, sizeof name);
                     rc = gs_error_set(err, GS_ERR_INPUT, "exec: rank %" PRIu64 " event %s writes unit %" PRId64
-                                      "'s gradient where the schedule holds no full gradient of it (the root unit "
-                                      "under wrap: model with an interleaved pipeline is not supported)",
+                                      "'s gradient where the schedule holds no full gradient of it",
                                       r->rank, name, uu);
                     goto out;
                 }
@@ -531,9 +531,6 @@ static gs_status rank_init(gs_train *t, gs_dispatch *disp, size_t ri, gs_error *
     gs_shard_plan_init(s, mesh, r->rank, t->mbs, &r->plan);
     r->N = r->plan.N ? r->plan.N : 1;
     r->R = r->plan.R ? r->plan.R : 1;
-    if (r->N <= 1 && r->R > 1)
-        return gs_error_set(err, GS_ERR_INPUT, "exec: hybrid_shard with one DP rank per node: the schedule has no "
-                            "gradient reduction across the %" PRIu64 " replicas (use full_shard or no_shard)", r->R);
     for (int k = 0; k < GS_GROUP_KIND_COUNT; k++) {
         uint64_t size;
         uint64_t idx = gs_group_of(mesh, (gs_group_kind)k, r->rank, &size);
@@ -1195,6 +1192,14 @@ static gs_status dp_action(const ctx *c, action act)
         return GS_OK;
     }
     case A_INTER_AR: {
+        if (r->N <= 1) {
+            /* one DP rank per node: the whole unit's pending gradient, summed over the replicas */
+            if ((rc = ops->all_reduce(t->drv, c->s, r->rank, g, in, ui->S, c->err)) != GS_OK)
+                return rc;
+            ops->add(c->s, out, in, ui->S);
+            ops->fill(t->drv, c->s, in, 0.0f, ui->S);
+            return GS_OK;
+        }
         float *tmp = r->tmp[e->unit];
         if ((rc = ops->all_reduce(t->drv, c->s, r->rank, g, tmp, ui->S, c->err)) != GS_OK)
             return rc;

@@ -178,6 +178,85 @@ START_TEST(test_hsdp_counts)
 }
 END_TEST
 
+/* HYBRID_SHARD with one DP rank per node (2 nodes of 2 GPUs, dp 2 x tp 2): the shard group has
+ * size 1, so nothing is reduce-scattered and each unit's whole gradient is all-reduced across the
+ * 2 nodes: 4 layer units + the root = 5 all-reduces of group size 2, each of the unit's full
+ * gradient (bytes = the unit's parameters x 2 B, padded to a multiple of 2 elements), once per step
+ * (grad_sync auto keeps the full gradient until the last micro-batch). gs_schedule_validate holds
+ * their traffic against the ledger's. The same with the pipeline inside the node (dp 2 x
+ * interleaved pp 2, order tp-pp-dp): per stage 2 layer units + the root. */
+START_TEST(test_hsdp_one_rank_per_node)
+{
+    gs_schedule *sch = build(SMALL "cluster: {preset: dgx-a100-80g, nodes: 2, gpus_per_node: 2}\n"
+                                   "grid: {dp: 2, tp: 2}\nstrategy: {sharding: hybrid_shard}\n"
+                                   "batch: {global: 4, micro: 1}\n", 1);
+    for (size_t i = 0; i < sch->nranks; i++) {
+        ck_assert_uint_eq(count(sch, i, GS_EV_COLLECTIVE, GS_COLL_REDUCE_SCATTER, -1), 0);
+        ck_assert_uint_eq(count(sch, i, GS_EV_COLLECTIVE, GS_COLL_ALLREDUCE, GS_GROUP_DP_INTER), 5);
+        const gs_rank_events *r = &sch->ranks[i];
+        for (size_t k = 0; k < r->nevents; k++)
+            if (r->events[k].kind == GS_EV_COLLECTIVE && r->events[k].group == GS_GROUP_DP_INTER) {
+                ck_assert_uint_eq(r->events[k].group_size, 2);
+                ck_assert_uint_eq(r->events[k].bytes % 4, 0);
+                ck_assert_uint_gt(r->events[k].bytes, 0);
+            }
+    }
+    gs_schedule_destroy(sch);
+    sch = build(SMALL "cluster: {preset: dgx-a100-80g, nodes: 2, gpus_per_node: 2}\n"
+                      "grid: {dp: 2, pp: 2, order: tp-pp-dp}\n"
+                      "strategy: {sharding: hybrid_shard, pipeline: interleaved, virtual_stages: 2, grad_sync: every}\n"
+                      "batch: {global: 8, micro: 1}\n", 0);
+    /* grad_sync every, m = 4 micro-batches: 3 units x 4 */
+    for (size_t i = 0; i < sch->nranks; i++)
+        ck_assert_uint_eq(count(sch, i, GS_EV_COLLECTIVE, GS_COLL_ALLREDUCE, GS_GROUP_DP_INTER), 3 * 4);
+    gs_schedule_destroy(sch);
+}
+END_TEST
+
+/* wrap: model under interleaved PP2 (v = 2, 8 layers, dp 2, m = 4, grad_sync every): the one
+ * unit is the root, and every chunk's backward writes its gradient. The root's full gradient must
+ * be live at every backward compute event of both chunks on both stages (the schedule used to
+ * allocate it only in the root chunk's pass), and it is reduce-scattered once per micro-batch,
+ * after the lowest chunk's (chunk 0's) backward: 4 reduce-scatters, 4 allocations of it.
+ * gs_schedule_validate (in build) holds its lifetime and the memory high-water to the ledger. */
+START_TEST(test_wrap_model_interleaved_root_grad)
+{
+    gs_schedule *sch = build("model: {layers: 8, hidden: 256, heads: 4, ffn: 512, vocab: 1000, seq: 64}\n"
+                             "cluster: {preset: dgx-a100-80g, nodes: 1, gpus_per_node: 4}\n"
+                             "grid: {dp: 2, pp: 2}\nstrategy: {sharding: full_shard, wrap: model, "
+                             "pipeline: interleaved, virtual_stages: 2, grad_sync: every}\n"
+                             "batch: {global: 8, micro: 1}\n", 0);
+    for (size_t i = 0; i < sch->nranks; i++) {
+        const gs_rank_events *r = &sch->ranks[i];
+        size_t live = 0, allocs = 0, bwd = 0, chunks_seen[2] = {0, 0};
+        for (size_t k = 0; k < r->nevents; k++) {
+            const gs_event *e = &r->events[k];
+            const uint32_t *al = gs_event_list(r, e, GS_LINK_ALLOCS), *fr = gs_event_list(r, e, GS_LINK_FREES);
+            for (uint16_t j = 0; j < e->nlinks[GS_LINK_ALLOCS]; j++)
+                if (r->tensors[al[j]].kind == GS_T_GRAD)
+                    live++, allocs++;
+            if (e->kind == GS_EV_COMPUTE && e->phase == GS_PHASE_BWD) {
+                ck_assert_msg(live == 1, "rank list %zu event %zu (layer %d, mb %u): %zu root gradients live", i, k,
+                              (int)e->layer, e->mb, live);
+                bwd++;
+                /* global layer L is in virtual stage L / 2 (2 layers each), chunk (L / 2) / pp */
+                if (e->layer >= 0)
+                    chunks_seen[(e->layer / 2) / 2] = 1;
+            }
+            for (uint16_t j = 0; j < e->nlinks[GS_LINK_FREES]; j++)
+                if (r->tensors[fr[j]].kind == GS_T_GRAD)
+                    live--;
+        }
+        ck_assert_uint_eq(live, 0);
+        ck_assert_uint_eq(allocs, 4);
+        ck_assert_uint_gt(bwd, 0);
+        ck_assert(chunks_seen[0] && chunks_seen[1]);
+        ck_assert_uint_eq(count(sch, i, GS_EV_COLLECTIVE, GS_COLL_REDUCE_SCATTER, GS_GROUP_DP), 4);
+    }
+    gs_schedule_destroy(sch);
+}
+END_TEST
+
 /* TP = 2, m = 1: per block 2 all-reduces in forward and 2 in backward, plus the embedding's
  * (forward) and the head's (backward): 4 x 4 + 2 = 18. Full recompute adds the forward's 2 per
  * block: 26. Sequence parallel turns each into an all-gather + reduce-scatter pair: 18 + 18, and
@@ -273,6 +352,34 @@ START_TEST(test_strategy_grid)
 }
 END_TEST
 
+/* Property: HYBRID_SHARD with one DP rank per node (tp 2 x pp 2 fill each 4-GPU node, dp 2
+ * across the 2 nodes) validates under every wrap policy, pipeline, grad_sync and offload setting;
+ * the 3 x 3 x 2 x 2 = 36 combinations alternate the class and the exact path. */
+START_TEST(test_hsdp_one_rank_per_node_grid)
+{
+    static const char *wrap[] = {"model", "layer", "{min_params: 1e5}"};
+    static const char *pipe[] = {"pipeline: 1f1b", "pipeline: gpipe", "pipeline: interleaved, virtual_stages: 2"};
+    size_t n = 0;
+    for (size_t a = 0; a < 3; a++)
+        for (size_t b = 0; b < 3; b++)
+            for (size_t c = 0; c < 2; c++)
+                for (size_t d = 0; d < 2; d++) {
+                    char y[1024];
+                    snprintf(y, sizeof y,
+                             SMALL "cluster: {preset: dgx-a100-80g, nodes: 2, gpus_per_node: 4}\n"
+                                   "grid: {dp: 2, pp: 2, tp: 2, order: tp-pp-dp}\n"
+                                   "strategy: {sharding: hybrid_shard, wrap: %s, %s, grad_sync: %s, offload: %s}\n"
+                                   "batch: {global: 8, micro: 1}\n",
+                             wrap[a], pipe[b], c ? "last" : "every", d ? "true" : "false");
+                    gs_schedule *sch = build(y, (a + b + c + d) % 2);
+                    ck_assert_uint_gt(count(sch, 0, GS_EV_COLLECTIVE, GS_COLL_ALLREDUCE, GS_GROUP_DP_INTER), 0);
+                    gs_schedule_destroy(sch);
+                    n++;
+                }
+    ck_assert_uint_eq(n, 36);
+}
+END_TEST
+
 static Suite *build_suite(void)
 {
     Suite *s = suite_create("build");
@@ -284,6 +391,8 @@ static Suite *build_suite(void)
     tcase_add_test(dp, test_fsdp_counts);
     tcase_add_test(dp, test_ddp_zero_counts);
     tcase_add_test(dp, test_hsdp_counts);
+    tcase_add_test(dp, test_hsdp_one_rank_per_node);
+    tcase_add_test(dp, test_wrap_model_interleaved_root_grad);
     suite_add_tcase(s, dp);
     TCase *tp = tcase_create("tensor_parallel");
     tcase_add_test(tp, test_tp_counts);
@@ -293,6 +402,7 @@ static Suite *build_suite(void)
     tcase_set_timeout(v, 120);
     tcase_add_test(v, test_exact_matches_class);
     tcase_add_test(v, test_strategy_grid);
+    tcase_add_test(v, test_hsdp_one_rank_per_node_grid);
     suite_add_tcase(s, v);
     return s;
 }

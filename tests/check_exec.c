@@ -7,7 +7,7 @@
  *               assembled from every rank's primary shard pieces)
  * The reference is an independent execution of the same model on one rank (no collectives, no
  * sharding, no pipeline): a wrong gather, reduction, pipeline transfer, recompute or TP split
- * shows up as a difference. The model: 4 layers (8 for PP4 interleaved), hidden 64, 8 heads,
+ * shows up as a difference. The model: 4 layers (8 for PP4 and wrap-model interleaved), hidden 64, 8 heads,
  * 4 KV heads (GQA: 2 query heads per KV head; 4 so that TP4 splits KV heads without
  * replication), head_dim 8, ffn 128, vocab 256, seq 32; global batch 8 sequences; AdamW lr 1e-3,
  * betas (0.9, 0.95), weight decay 0.1, eps ADAM_EPS (below). */
@@ -47,6 +47,10 @@ static const cfg configs[] = {
     {"dp2-no-shard", 2, 1, 1, 1, 2, "no_shard", "1f1b", "none", "layer", 1, 0, 4, 2},
     {"dp4-no-shard", 4, 1, 1, 1, 4, "no_shard", "1f1b", "none", "layer", 1, 0, 4, 1},
     {"hsdp-2x2", 4, 1, 1, 2, 2, "hybrid_shard", "1f1b", "none", "layer", 1, 0, 4, 1},
+    /* HSDP with one DP rank per node: TP2 fills each node, the replicas all-reduce whole units */
+    {"hsdp-2x1-tp2", 2, 1, 2, 2, 2, "hybrid_shard", "1f1b", "none", "layer", 1, 0, 4, 2},
+    {"hsdp-2x1-tp2-sync-every", 2, 1, 2, 2, 2, "hybrid_shard, grad_sync: every", "1f1b", "none", "layer", 1, 0, 4,
+     2},
     {"dp2-full-wrap-model", 2, 1, 1, 1, 2, "full_shard", "1f1b", "none", "model", 1, 0, 4, 2},
     /* (the sharding string carries further strategy keys) */
     {"dp2-full-offload", 2, 1, 1, 1, 2, "full_shard, offload: true", "1f1b", "none", "layer", 1, 0, 4, 2},
@@ -72,6 +76,10 @@ static const cfg configs[] = {
     {"dp2-pp2-tp2-sp-wrap-model-selective", 2, 2, 2, 1, 8, "full_shard", "gpipe", "selective", "model", 1, 1, 4,
      1},
     {"recompute-full", 1, 1, 1, 1, 1, "full_shard", "1f1b", "full", "layer", 1, 0, 4, 2},
+    /* wrap: model under an interleaved pipeline: every chunk writes the root's gradient */
+    {"dp2-pp2-interleaved-wrap-model", 2, 2, 1, 1, 4, "full_shard", "interleaved", "none", "model", 2, 0, 8, 1},
+    {"dp2-pp2-interleaved-wrap-model-no-sync", 2, 2, 1, 1, 4, "full_shard, grad_sync: last", "interleaved", "none",
+     "model", 2, 0, 8, 1},
     {"hsdp-2x2-tp2-pp2-recompute", 4, 2, 2, 2, 8, "hybrid_shard", "interleaved", "full", "layer", 2, 0, 8, 1},
 };
 #define NCONFIGS (sizeof configs / sizeof configs[0])

@@ -207,6 +207,30 @@ START_TEST(test_hsdp)
 }
 END_TEST
 
+/* HSDP with one DP rank per node (2 nodes of 1 GPU, dp 2): shard group S = 1, R = 2 replicas.
+ * Nothing is gathered or reduce-scattered; the cross-node ring all-reduce of the whole bf16
+ * gradient (7e9 x 2 B = 14 GB, 32 units of 218,750,000 elements: even, no padding) sends
+ * 2 (R-1)/R x 14 GB = 14 GB per rank over the network, once per step (m = 1). */
+START_TEST(test_hsdp_one_rank_per_node)
+{
+    gs_scenario s;
+    gs_mesh m;
+    gs_ledger *l = ledger_from(NOMINAL7 "cluster: {preset: pcie-a100-25gbe, nodes: 2, gpus_per_node: 1}\n"
+                                        "grid: {dp: 2}\nstrategy: {sharding: hybrid_shard}\n"
+                                        "batch: {global: 2}\n",
+                               &s, &m);
+    const gs_ledger_rank *r = &l->ranks[0];
+    ck_assert_uint_eq(r->dp_shard_group, 1);
+    ck_assert_uint_eq(r->dp_replica_group, 2);
+    ck_assert_uint_eq(r->traffic[GS_TRAFFIC_DP_ALLGATHER], 0);
+    ck_assert_uint_eq(r->traffic[GS_TRAFFIC_DP_REDUCE_SCATTER], 0);
+    ck_assert_uint_eq(r->traffic[GS_TRAFFIC_DP_ALLREDUCE], 14000000000ull);
+    ck_assert_uint_eq(r->traffic_link[GS_LINKCLASS_NET], 14000000000ull);
+    ck_assert_uint_eq(r->traffic_link[GS_LINKCLASS_INTRA], 0);
+    gs_ledger_destroy(l);
+}
+END_TEST
+
 /* Exact llama2-7b FULL_SHARD on 8: per-layer units of 202,383,360 and a root unit of
  * 2 x 131,072,000 + 4,096 (embedding, head, final norm): all divide by 8, so the shard is
  * 6,738,415,616 / 8 = 842,301,952 elements and the states 16 x that = 13,476,831,232 B. */
@@ -419,6 +443,7 @@ static Suite *ledger_suite(void)
     suite_add_tcase(s, mem);
     TCase *traffic = tcase_create("traffic");
     tcase_add_test(traffic, test_hsdp);
+    tcase_add_test(traffic, test_hsdp_one_rank_per_node);
     tcase_add_test(traffic, test_tp_traffic);
     suite_add_tcase(s, traffic);
     TCase *lim = tcase_create("limits");
