@@ -978,8 +978,8 @@ static gs_status load_stragglers(const gs__yaml_loader *l, const yaml_node_t *v,
                 "{node: N, slowdown: F}",
                 gs__yaml_describe(e, found, sizeof found));
         if (s->nstragglers == GS_MAX_STRAGGLERS)
-            return gs__yaml_fail_at(l, e, GS_ERR_INPUT, "stragglers: more than %d entries",
-                                    GS_MAX_STRAGGLERS);
+            return gs__yaml_fail_at(l, e, GS_ERR_INPUT, "stragglers: found more than %d entries, expected at most %d",
+                                    GS_MAX_STRAGGLERS, GS_MAX_STRAGGLERS);
         if ((st = gs__yaml_check_keys(l, e, "stragglers", straggler_keys, 3)) != GS_OK)
             return st;
         gs_straggler *g = &s->stragglers[s->nstragglers];
