@@ -215,7 +215,7 @@ gs_status gs_cmd_sim(int argc, char **argv, gs_error *err)
                                     optarg, usage);
             break;
         default:
-            return gs_error_set(err, GS_ERR_INPUT, "unknown option '%s'\nusage: %s", argv[optind - 1], usage);
+            return gs_cli_bad_option(argv[optind - 1], opts, "", usage, err);
         }
     }
     const char *path = NULL;

@@ -12,18 +12,33 @@ typedef struct field {
     const char *section, *key;
     size_t offset;
     double lo, hi; /* accepted range (inclusive hi) */
+    int lo_inclusive; /* 1: lo itself is accepted */
 } field;
 
 static const field fields[F_COUNT] = {
-    {"compute", "peak_flops", offsetof(gs_calib, peak_flops), 0, 1e20},
-    {"compute", "gemm_efficiency", offsetof(gs_calib, gemm_efficiency), 0, 1},
-    {"compute", "hbm_bw", offsetof(gs_calib, hbm_bw), 0, 1e16},
-    {"compute", "hbm_efficiency", offsetof(gs_calib, hbm_efficiency), 0, 1},
-    {"compute", "launch_s", offsetof(gs_calib, launch_s), 0, 1},
-    {"compute", "overlap_slowdown", offsetof(gs_calib, overlap_slowdown), 0.999999, 10},
-    {"links", "intra_bw", offsetof(gs_calib, intra_bw), 0, 1e16},
-    {"links", "nic_bw", offsetof(gs_calib, nic_bw), 0, 1e16},
+    {"compute", "peak_flops", offsetof(gs_calib, peak_flops), 0, 1e20, 0},
+    {"compute", "gemm_efficiency", offsetof(gs_calib, gemm_efficiency), 0, 1, 0},
+    {"compute", "hbm_bw", offsetof(gs_calib, hbm_bw), 0, 1e16, 0},
+    {"compute", "hbm_efficiency", offsetof(gs_calib, hbm_efficiency), 0, 1, 0},
+    {"compute", "launch_s", offsetof(gs_calib, launch_s), 0, 1, 0},
+    {"compute", "overlap_slowdown", offsetof(gs_calib, overlap_slowdown), 1, 10, 1},
+    {"links", "intra_bw", offsetof(gs_calib, intra_bw), 0, 1e16, 0},
+    {"links", "nic_bw", offsetof(gs_calib, nic_bw), 0, 1e16, 0},
 };
+
+/* What a JSON value is, for "found X" in messages. */
+static const char *json_kind(const json_t *v)
+{
+    switch (json_typeof(v)) {
+    case JSON_OBJECT: return "an object";
+    case JSON_ARRAY: return "a list";
+    case JSON_STRING: return "a string";
+    case JSON_TRUE: return "true";
+    case JSON_FALSE: return "false";
+    case JSON_NULL: return "null";
+    default: return "a number";
+    }
+}
 
 static gs_status section(const char *path, json_t *root, const char *name, gs_calib *out, gs_error *err)
 {
@@ -32,7 +47,7 @@ static gs_status section(const char *path, json_t *root, const char *name, gs_ca
         return GS_OK;
     if (!json_is_object(obj))
         return gs_error_set(err, GS_ERR_INPUT, "%s: %s: found %s, expected an object", path, name,
-                            json_is_array(obj) ? "a list" : "a value");
+                            json_kind(obj));
     const char *key;
     json_t *v;
     json_object_foreach(obj, key, v) {
@@ -51,11 +66,12 @@ static gs_status section(const char *path, json_t *root, const char *name, gs_ca
         }
         if (!json_is_number(v))
             return gs_error_set(err, GS_ERR_INPUT, "%s: %s.%s: found %s, expected a number", path, name, key,
-                                json_is_string(v) ? "a string" : "a non-number");
+                                json_kind(v));
         double x = json_number_value(v);
-        if (!(x > fields[f].lo) || !(x <= fields[f].hi) || !isfinite(x))
-            return gs_error_set(err, GS_ERR_INPUT, "%s: %s.%s: found %g, expected a number in (%g, %g]", path, name,
-                                key, x, fields[f].lo, fields[f].hi);
+        int above_lo = fields[f].lo_inclusive ? x >= fields[f].lo : x > fields[f].lo;
+        if (!above_lo || !(x <= fields[f].hi) || !isfinite(x))
+            return gs_error_set(err, GS_ERR_INPUT, "%s: %s.%s: found %g, expected a number in %c%g, %g]", path, name,
+                                key, x, fields[f].lo_inclusive ? '[' : '(', fields[f].lo, fields[f].hi);
         *(double *)((char *)out + fields[f].offset) = x;
         out->set |= 1u << f;
     }
@@ -66,7 +82,7 @@ gs_status gs_calib_load(const char *path, gs_calib *out, gs_error *err)
 {
     memset(out, 0, sizeof *out);
     json_error_t je;
-    json_t *root = json_load_file(path, 0, &je);
+    json_t *root = json_load_file(path, JSON_REJECT_DUPLICATES, &je);
     if (!root) {
         if (je.line <= 0)
             return gs_error_set(err, GS_ERR_INPUT, "%s: cannot read: %s", path, je.text);
@@ -74,8 +90,8 @@ gs_status gs_calib_load(const char *path, gs_calib *out, gs_error *err)
     }
     gs_status rc = GS_OK;
     if (!json_is_object(root)) {
-        rc = gs_error_set(err, GS_ERR_INPUT, "%s: found a JSON %s, expected an object", path,
-                          json_is_array(root) ? "list" : "value");
+        rc = gs_error_set(err, GS_ERR_INPUT, "%s: found %s at the top level, expected an object", path,
+                          json_kind(root));
         goto out;
     }
     const char *key;

@@ -61,8 +61,9 @@ for name in $names; do
     seeds="$top_srcdir/tests/fuzz/corpus/$name"
     [ -d "$seeds" ] || seeds=
     echo "fuzz: fuzz_$name for ${FUZZ_SECONDS}s (log: $dir/fuzz.log)"
+    # A small ASan quarantine keeps memory (and stalls on a loaded machine) down.
     # shellcheck disable=SC2086
-    "$dir/fuzz_$name" -max_total_time="$FUZZ_SECONDS" -print_final_stats=1 -timeout=20 \
+    ASAN_OPTIONS=${ASAN_OPTIONS:-quarantine_size_mb=32} "$dir/fuzz_$name" -max_total_time="$FUZZ_SECONDS" -print_final_stats=1 -timeout=60 \
         -rss_limit_mb=2048 -artifact_prefix="$dir/" "$dir/corpus" $seeds >"$dir/fuzz.log" 2>&1
     rc=$?
     grep -E '^#[0-9]+.*(DONE|cov:)' "$dir/fuzz.log" | tail -n 1 | sed "s/^/fuzz: fuzz_$name: /"
