@@ -5,6 +5,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/resource.h>
 #include <time.h>
 
 #include "sim/sim.h"
@@ -46,19 +47,33 @@ const char gs_cmd_sim_help[] =
     "                   the ledger's bytes over the links) and why they differ\n"
     "  --trace FILE     Chrome trace JSON (open in Perfetto): a track per rank and stream, a slice\n"
     "                   per event, a memory counter\n"
+    "  --stats          to stderr: rank lists, events, tensors, the event queue's peak entries and\n"
+    "                   bytes, the process's peak resident memory (getrusage) and the wall time\n"
     "\n"
     "examples:\n"
     "  gridstep sim scenarios/seed-70b-64xa100.yaml\n"
     "  gridstep sim --json scenarios/seed-7b-64gpu-25gbe.yaml | jq .step_time_s\n"
     "  gridstep sim --trace step.json scenarios/seed-7b-8xa100.yaml\n";
 
-static const char usage[] = "gridstep sim [--exact] [--mode analytic|flow] [--json] [--explain] [--calib FILE] [--trace FILE] SCENARIO.yaml";
+static const char usage[] = "gridstep sim [--exact] [--mode analytic|flow] [--json] [--explain] [--calib FILE] [--trace FILE] [--stats] SCENARIO.yaml";
 
 static double now_s(void)
 {
     struct timespec t;
     clock_gettime(CLOCK_MONOTONIC, &t);
     return (double)t.tv_sec + (double)t.tv_nsec * 1e-9;
+}
+
+/* --stats: the run's sizes and the process's peak resident memory, one line to stderr. */
+static void print_stats(const gs_backend_stats *st, double wall_s)
+{
+    struct rusage ru;
+    double rss_mib = getrusage(RUSAGE_SELF, &ru) == 0 ? (double)ru.ru_maxrss / 1024.0 : 0.0; /* KiB */
+    fprintf(stderr,
+            "gridstep: sim stats: %" PRIu64 " rank lists, %" PRIu64 " events (%" PRIu64 " collectives), %" PRIu64
+            " tensors; event queue peak %" PRIu64 " entries (%" PRIu64 " B allocated); peak RSS %.1f MiB; %.3f s\n",
+            st->rank_lists, st->events, st->collectives, st->tensors, st->queue_peak, st->queue_bytes, rss_mib,
+            wall_s);
 }
 
 static json_t *report_json(const gs_scenario *s, const gs_report *r, int flow)
@@ -193,11 +208,13 @@ gs_status gs_cmd_sim(int argc, char **argv, gs_error *err)
         {"explain", no_argument, NULL, 'x'},
         {"calib", required_argument, NULL, 'c'},
         {"trace", required_argument, NULL, 't'}, {"mode", required_argument, NULL, 'm'},
+        {"stats", no_argument, NULL, 's'},
         {NULL, 0, NULL, 0},
     };
-    int exact = 0, json = 0, explain = 0, c;
+    int exact = 0, json = 0, explain = 0, stats = 0, c;
+    gs_backend_stats sizes;
     const char *trace = NULL;
-    gs_backend_opts bo = {0, NULL};
+    gs_backend_opts bo = {0, NULL, NULL};
     while ((c = getopt_long(argc, argv, "", opts, NULL)) != -1) {
         switch (c) {
         case 'e': exact = 1; break;
@@ -205,6 +222,7 @@ gs_status gs_cmd_sim(int argc, char **argv, gs_error *err)
         case 'c': bo.calib = optarg; break;
         case 'j': json = 1; break;
         case 't': trace = optarg; break;
+        case 's': stats = 1; break;
         case 'm':
             if (strcmp(optarg, "analytic") == 0)
                 bo.flow = 0;
@@ -235,8 +253,12 @@ gs_status gs_cmd_sim(int argc, char **argv, gs_error *err)
         rc = gs_error_set(err, GS_ERR_IO, "%s: cannot write: %s", trace, strerror(errno));
         goto out;
     }
+    memset(&sizes, 0, sizeof sizes);
+    bo.stats = stats ? &sizes : NULL;
     if ((rc = gs_sim_scenario(&s, &mesh, exact, &bo, &rep, tf, err)) != GS_OK)
         goto out;
+    if (stats)
+        print_stats(&sizes, now_s() - t0);
     have_rep = 1;
     if (tf) {
         int bad = fclose(tf) != 0;

@@ -15,7 +15,7 @@ static const gs_command commands[] = {
     {"mem", "memory and traffic ledgers per rank: will it fit, what will it cost to move",
      "gridstep mem [--json] [--explain] SCENARIO.yaml", gs_cmd_mem_help, gs_cmd_mem},
     {"sim", "simulate one training step: step time, tokens/s, MFU, exposed communication, bubble",
-     "gridstep sim [--exact] [--mode analytic|flow] [--json] [--explain] [--calib FILE] [--trace FILE] SCENARIO.yaml", gs_cmd_sim_help,
+     "gridstep sim [--exact] [--mode analytic|flow] [--json] [--explain] [--calib FILE] [--trace FILE] [--stats] SCENARIO.yaml", gs_cmd_sim_help,
      gs_cmd_sim},
     {"coll", "the simulator's nccl-tests: time, algbw, busbw of one collective per size",
      "gridstep coll --op OP --ranks N --cluster C [--nodes K] [-b MIN] [-e MAX] [-f FACTOR] "

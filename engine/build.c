@@ -681,6 +681,8 @@ gs_status gs_schedule_build(const gs_scenario *s, const gs_mesh *mesh, int exact
     if (sch->microbatches == 0)
         sch->microbatches = 1;
     uint64_t n = exact ? mesh->world : pp;
+    if ((rc = gs_scenario_check_schedule_size(s, mesh, sch->microbatches, exact, err)) != GS_OK)
+        goto out;
     if (n > SIZE_MAX / sizeof *sch->ranks) {
         rc = gs_error_set(err, GS_ERR_INPUT, "%" PRIu64 " rank lists is more than this machine can hold", n);
         goto out;

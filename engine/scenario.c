@@ -1252,3 +1252,37 @@ double gs_scenario_tokens(const gs_scenario *s)
 {
     return (double)s->batch.global_seqs * (double)s->model.seq;
 }
+
+gs_status gs_scenario_check_schedule_size(const gs_scenario *s, const gs_mesh *mesh, uint64_t microbatches,
+                                          int exact, gs_error *err)
+{
+    uint64_t pp = mesh->size[GS_DIM_PP], lists = exact ? mesh->world : pp;
+    uint64_t stage_layers = (s->model.layers + pp - 1) / pp + 2; /* + embedding and head */
+    uint64_t events = 0;
+    int over = gs_mul_u64(lists, microbatches, &events) != 0 ||
+               gs_mul_u64(events, stage_layers, &events) != 0 ||
+               gs_mul_u64(events, GS_SCHEDULE_EVENTS_PER_LAYER_PASS, &events) != 0 ||
+               events > GS_SCHEDULE_MAX_EVENTS;
+    if (!over)
+        return GS_OK;
+    char at[600];
+    uint32_t line = exact ? s->grid.grid_line : s->batch.batch_line;
+    uint32_t col = exact ? s->grid.grid_col : s->batch.batch_col;
+    if (line)
+        snprintf(at, sizeof at, "%s:%u:%u", s->path, line, col);
+    else
+        snprintf(at, sizeof at, "%s", s->path[0] ? s->path : "<scenario>");
+    double shown = (double)lists * (double)microbatches * (double)stage_layers *
+                   GS_SCHEDULE_EVENTS_PER_LAYER_PASS;
+    return gs_error_set(err, GS_ERR_OVERFLOW,
+                        "%s: %s: the schedule is too large to build: found %llu rank list%s x %llu "
+                        "micro-batch%s x %llu layers per stage (with embedding and head) x %u = "
+                        "about %.3g events, expected at most %.3g; %suse fewer micro-batches per "
+                        "step (a larger batch.micro or a smaller batch.global); `gridstep mem` "
+                        "works at any size",
+                        at, exact ? "grid" : "batch", (unsigned long long)lists,
+                        lists == 1 ? "" : "s", (unsigned long long)microbatches,
+                        microbatches == 1 ? "" : "es", (unsigned long long)stage_layers,
+                        GS_SCHEDULE_EVENTS_PER_LAYER_PASS, shown, (double)GS_SCHEDULE_MAX_EVENTS,
+                        exact ? "simulate one rank per class (no --exact, no stragglers) or " : "");
+}

@@ -31,7 +31,7 @@ static void simulate_mode(const char *yaml, int exact, int flow, gs_report *rep)
     ck_assert_msg(gs_scenario_load_string(yaml, strlen(yaml), "test", &s, &err) == GS_OK, "load: %s", err.msg);
     ck_assert_msg(gs_scenario_mesh(&s, &m, &w, &err) == GS_OK, "mesh: %s", err.msg);
     gs_diag_fini(&w);
-    gs_backend_opts bo = {flow, NULL};
+    gs_backend_opts bo = {flow, NULL, NULL};
     ck_assert_msg(gs_sim_scenario(&s, &m, exact, &bo, rep, NULL, &err) == GS_OK, "sim: %s", err.msg);
 }
 
