@@ -19,6 +19,10 @@
  * 4 + Adam m 4 + v 4 + grads 2; fp32: weights 4 + m 4 + v 4 + grads 4. Bytes per parameter. */
 #define GS_SCENARIO_STATE_BYTES_PER_PARAM 16u
 
+/* Most layers a model may have: per-layer tables (partition, ledger) are sized by it; the
+ * largest published models have under 200. */
+#define GS_SCENARIO_MAX_LAYERS 1000000u
+
 /* ------------------------------------------------------------------------ messages ---- */
 
 /* Prefixes an error set by another module (whose message names its subject) with the
@@ -480,6 +484,13 @@ static gs_status load_model(const gs__yaml_loader *l, const yaml_node_t *v, gs_m
     if (st != GS_OK) {
         prefix_at(l, v);
         return st;
+    }
+    if (m->layers > GS_SCENARIO_MAX_LAYERS) {
+        const yaml_node_t *at = v->type == YAML_MAPPING_NODE ? gs__yaml_lookup(l, v, "layers", NULL) : NULL;
+        return gs__yaml_fail_at(l, at ? at : v, GS_ERR_INPUT,
+                                "model.layers is too large: found %llu, expected at most %u (the "
+                                "ledger and the schedule keep entries per layer)",
+                                (unsigned long long)m->layers, GS_SCENARIO_MAX_LAYERS);
     }
     uint64_t params = gs_model_params(m), state;
     if (gs_mul_u64(params, GS_SCENARIO_STATE_BYTES_PER_PARAM, &state) != 0)
