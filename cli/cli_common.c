@@ -181,3 +181,25 @@ void gs_cli_table_print(const gs_cli_table *t, FILE *f, int indent)
         }
     }
 }
+
+gs_status gs_cli_bad_option(const char *arg, const struct option *opts, const char *shortopts,
+                            const char *usage, gs_error *err)
+{
+    const char *needs = NULL;
+    if (arg && strncmp(arg, "--", 2) == 0 && arg[2] && !strchr(arg, '=')) {
+        size_t n = strlen(arg + 2);
+        for (const struct option *o = opts; o && o->name; o++)
+            if (strncmp(o->name, arg + 2, n) == 0 && o->has_arg == required_argument) {
+                needs = o->name;
+                break;
+            }
+    } else if (arg && arg[0] == '-' && arg[1] && arg[1] != '-' && !arg[2] && shortopts) {
+        const char *c = strchr(shortopts, arg[1]);
+        if (c && c[1] == ':')
+            needs = arg;
+    }
+    if (needs)
+        return gs_error_set(err, GS_ERR_INPUT, "option '%s%s' needs a value\nusage: %s",
+                            needs == arg ? "" : "--", needs, usage);
+    return gs_error_set(err, GS_ERR_INPUT, "unknown option '%s'\nusage: %s", arg ? arg : "?", usage);
+}

@@ -6,6 +6,7 @@
 #ifndef GS_CLI_COMMON_H
 #define GS_CLI_COMMON_H
 
+#include <getopt.h>
 #include <stdio.h>
 
 #include <jansson.h>
@@ -33,6 +34,12 @@ gs_status gs_cli_json_fprint(FILE *f, json_t *doc, gs_error *err);
 /* Exactly one positional argument (the scenario) after options; else a usage error. */
 gs_status gs_cli_one_positional(int argc, char **argv, int optind_, const char *usage,
                                 const char **out, gs_error *err);
+
+/* The usage error for the option getopt_long refused (arg = argv[optind - 1]): "option '--x'
+ * needs a value" when arg names (or abbreviates) an option of opts, or a short option of
+ * shortopts, that takes one; else "unknown option 'arg'". Both end with the usage line. */
+gs_status gs_cli_bad_option(const char *arg, const struct option *opts, const char *shortopts,
+                            const char *usage, gs_error *err);
 
 /* Aligned text table: add rows of cells, print with columns padded to the widest cell.
  * Numeric-looking cells are right-aligned. */

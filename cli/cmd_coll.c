@@ -392,7 +392,7 @@ gs_status gs_cmd_coll(int argc, char **argv, gs_error *err)
                 return gs_error_set(err, GS_ERR_INPUT, "--algo '%s': expected ring, tree, nvls or hier", optarg);
             break;
         default:
-            return gs_error_set(err, GS_ERR_INPUT, "unknown option '%s'\nusage: %s", argv[optind - 1], usage);
+            return gs_cli_bad_option(argv[optind - 1], opts, "b:e:f:", usage, err);
         }
     }
     if (optind < argc)

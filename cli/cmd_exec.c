@@ -420,7 +420,7 @@ gs_status gs_cmd_compare(int argc, char **argv, gs_error *err)
     double def_step = 0;
     /* the presets' sim (before), then the calibrated one (after) when there is a file */
     for (int pass = 0; pass < (a.calib ? 2 : 1); pass++) {
-        gs_backend_opts bo = {0, pass ? a.calib : NULL};
+        gs_backend_opts bo = {0, pass ? a.calib : NULL, NULL};
         if (have_s) {
             gs_report_fini(&srep);
             have_s = 0;

@@ -498,7 +498,7 @@ gs_status gs_cmd_plan(int argc, char **argv, gs_error *err)
             emit = 1;
             break;
         default:
-            return gs_error_set(err, GS_ERR_INPUT, "unknown option '%s'\nusage: %s", argv[optind - 1], usage);
+            return gs_cli_bad_option(argv[optind - 1], opts, "", usage, err);
         }
     }
     if (rc != GS_OK)

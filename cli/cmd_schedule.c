@@ -319,7 +319,7 @@ gs_status gs_cmd_schedule(int argc, char **argv, gs_error *err)
         case 'l': load = optarg; break;
         case 'j': json = 1; break;
         default:
-            return gs_error_set(err, GS_ERR_INPUT, "unknown option '%s'\nusage: %s", argv[optind - 1], usage);
+            return gs_cli_bad_option(argv[optind - 1], opts, "", usage, err);
         }
     }
     const char *path = NULL;
@@ -358,7 +358,7 @@ gs_status gs_cmd_schedule(int argc, char **argv, gs_error *err)
             goto out;
         if (gs_schedule_validate_structure(loaded, err) != GS_OK) {
             gs_error_prefix(err, "%s: the loaded schedule is invalid", load);
-            rc = GS_ERR_RUNTIME;
+            rc = GS_ERR_INPUT; /* a bad file: exit 2 */
             goto out;
         }
     }

@@ -5,6 +5,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/resource.h>
 #include <time.h>
 
 #include "sim/sim.h"
@@ -58,6 +59,8 @@ const char gs_cmd_sim_help[] =
     "                   8; at most 16 when given); without --exact only those ranks are simulated\n"
     "  --plot-comm FILE.png|FILE.svg  per dimension (dp, tp, pp) the seconds communicating on the\n"
     "                   critical rank, stacked as overlapped and exposed\n"
+    "  --stats          to stderr: rank lists, events, tensors, the event queue's peak entries and\n"
+    "                   bytes, the process's peak resident memory (getrusage) and the wall time\n"
     "\n"
     "importing a launch configuration (instead of SCENARIO.yaml):\n"
     "  --from-accelerate FILE   an accelerate config YAML (distributed_type FSDP or MULTI_GPU):\n"
@@ -99,7 +102,7 @@ const char gs_cmd_sim_help[] =
     "  gridstep sim --from-megatron @launch.sh --cluster dgx-a100-80g --print-scenario\n";
 
 static const char usage[] =
-    "gridstep sim [--exact] [--mode analytic|flow] [--json] [--explain] [--calib FILE] [--trace FILE] "
+    "gridstep sim [--exact] [--mode analytic|flow] [--json] [--explain] [--calib FILE] [--trace FILE] [--stats] "
     "[--plot FILE.png|FILE.svg [--plot-ranks R,...]] [--plot-comm FILE.png|FILE.svg] "
     "(SCENARIO.yaml | (--from-accelerate FILE | --from-megatron ARGS|@FILE) --cluster C [--model M] "
     "[--nodes N] [--global-batch B] [--micro B] [--print-scenario | --dump-scenario FILE])";
@@ -152,6 +155,18 @@ static double now_s(void)
     struct timespec t;
     clock_gettime(CLOCK_MONOTONIC, &t);
     return (double)t.tv_sec + (double)t.tv_nsec * 1e-9;
+}
+
+/* --stats: the run's sizes and the process's peak resident memory, one line to stderr. */
+static void print_stats(const gs_backend_stats *st, double wall_s)
+{
+    struct rusage ru;
+    double rss_mib = getrusage(RUSAGE_SELF, &ru) == 0 ? (double)ru.ru_maxrss / 1024.0 : 0.0; /* KiB */
+    fprintf(stderr,
+            "gridstep: sim stats: %" PRIu64 " rank lists, %" PRIu64 " events (%" PRIu64 " collectives), %" PRIu64
+            " tensors; event queue peak %" PRIu64 " entries (%" PRIu64 " B allocated); peak RSS %.1f MiB; %.3f s\n",
+            st->rank_lists, st->events, st->collectives, st->tensors, st->queue_peak, st->queue_bytes, rss_mib,
+            wall_s);
 }
 
 static json_t *report_json(const gs_scenario *s, const gs_report *r, int flow)
@@ -294,9 +309,11 @@ gs_status gs_cmd_sim(int argc, char **argv, gs_error *err)
         {"dump-scenario", required_argument, NULL, 'd'},
         {"plot", required_argument, NULL, 'P'}, {"plot-ranks", required_argument, NULL, 'R'},
         {"plot-comm", required_argument, NULL, 'K'},
+        {"stats", no_argument, NULL, 's'},
         {NULL, 0, NULL, 0},
     };
-    int exact = 0, json = 0, explain = 0, print_scenario = 0, c;
+    int exact = 0, json = 0, explain = 0, print_scenario = 0, stats = 0, c;
+    gs_backend_stats sizes;
     const char *from_accelerate = NULL, *from_megatron = NULL, *dump = NULL;
     gs_import_opts io;
     uint64_t *count_dst;
@@ -304,7 +321,7 @@ gs_status gs_cmd_sim(int argc, char **argv, gs_error *err)
     gs_plot plot, plot_comm;
     const char *plot_path = NULL, *comm_path = NULL, *plot_ranks = NULL;
     const char *trace = NULL;
-    gs_backend_opts bo = {0, NULL};
+    gs_backend_opts bo = {0, NULL, NULL};
     while ((c = getopt_long(argc, argv, "", opts, NULL)) != -1) {
         switch (c) {
         case 'e': exact = 1; break;
@@ -312,6 +329,7 @@ gs_status gs_cmd_sim(int argc, char **argv, gs_error *err)
         case 'c': bo.calib = optarg; break;
         case 'j': json = 1; break;
         case 't': trace = optarg; break;
+        case 's': stats = 1; break;
         case 'P': case 'K': {
             gs_status prc = gs_plot_init(c == 'P' ? &plot : &plot_comm, c == 'P' ? "--plot" : "--plot-comm", optarg, err);
             if (prc != GS_OK)
@@ -344,7 +362,7 @@ gs_status gs_cmd_sim(int argc, char **argv, gs_error *err)
                                     optarg, usage);
             break;
         default:
-            return gs_error_set(err, GS_ERR_INPUT, "unknown option '%s'\nusage: %s", argv[optind - 1], usage);
+            return gs_cli_bad_option(argv[optind - 1], opts, "", usage, err);
         }
     }
     const char *path = NULL;
@@ -402,9 +420,13 @@ gs_status gs_cmd_sim(int argc, char **argv, gs_error *err)
         rc = gs_error_set(err, GS_ERR_INPUT, "--plot-ranks needs --plot FILE\nusage: %s", usage);
         goto out;
     }
+    memset(&sizes, 0, sizeof sizes);
+    bo.stats = stats ? &sizes : NULL;
     if ((rc = gs_sim_scenario_timed(&s, &mesh, exact, &bo, &rep, tf, plot_path ? &sch : NULL,
                                      plot_path ? &timing : NULL, err)) != GS_OK)
         goto out;
+    if (stats)
+        print_stats(&sizes, now_s() - t0);
     have_rep = 1;
     if (tf) {
         int bad = fclose(tf) != 0;

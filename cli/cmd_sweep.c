@@ -387,7 +387,7 @@ gs_status gs_cmd_sweep(int argc, char **argv, gs_error *err)
     };
     gs_sweep sw;
     gs_sweep_init(&sw);
-    gs_backend_opts bo = {0, NULL};
+    gs_backend_opts bo = {0, NULL, NULL};
     int json = 0, exact = 0, c, sharded = 0, threads = 2;
     uint64_t shard_i = 0, shard_n = 1;
     const char *out_path = NULL, *plot_path = NULL;

@@ -384,7 +384,7 @@ gs_status gs_cmd_validate(int argc, char **argv, gs_error *err)
         goto out;
     }
 
-    gs_backend_opts bo = {0, NULL};
+    gs_backend_opts bo = {0, NULL, NULL};
     for (size_t i = 0; i < nruns; i++) {
         validate_run *r = &runs[i];
         gs_report rep;

@@ -17,9 +17,20 @@ typedef struct gs_timing {
     double end_s;
 } gs_timing;
 
+/* Sizes of one run, for `gridstep sim --stats` (counts, not times). */
+typedef struct gs_backend_stats {
+    uint64_t rank_lists;  /* rank lists played */
+    uint64_t events;      /* events played, all rank lists */
+    uint64_t tensors;     /* tensors, all rank lists */
+    uint64_t collectives; /* collective events, all rank lists */
+    uint64_t queue_peak;  /* most entries the event queue held at once */
+    uint64_t queue_bytes; /* bytes allocated for the event queue at its largest */
+} gs_backend_stats;
+
 typedef struct gs_backend_opts {
     int flow;          /* sim: 1 = flow mode (max-min fair sharing), 0 = analytic */
     const char *calib; /* calibration file (NULL: preset defaults) */
+    gs_backend_stats *stats; /* NULL, or filled by run() (the caller's storage) */
 } gs_backend_opts;
 
 typedef struct gs_backend_ops {

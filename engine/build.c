@@ -726,6 +726,8 @@ static gs_status schedule_build(const gs_scenario *s, const gs_mesh *mesh, int e
     if (sch->microbatches == 0)
         sch->microbatches = 1;
     uint64_t n = exact ? mesh->world : pp;
+    if ((rc = gs_scenario_check_schedule_size(s, mesh, sch->microbatches, exact, err)) != GS_OK)
+        goto out;
     if (n > SIZE_MAX / sizeof *sch->ranks) {
         rc = gs_error_set(err, GS_ERR_INPUT, "%" PRIu64 " rank lists is more than this machine can hold", n);
         goto out;

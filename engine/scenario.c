@@ -19,6 +19,10 @@
  * 4 + Adam m 4 + v 4 + grads 2; fp32: weights 4 + m 4 + v 4 + grads 4. Bytes per parameter. */
 #define GS_SCENARIO_STATE_BYTES_PER_PARAM 16u
 
+/* Most layers a model may have: per-layer tables (partition, ledger) are sized by it; the
+ * largest published models have under 200. */
+#define GS_SCENARIO_MAX_LAYERS 1000000u
+
 /* ------------------------------------------------------------------------ messages ---- */
 
 /* Prefixes an error set by another module (whose message names its subject) with the
@@ -480,6 +484,13 @@ static gs_status load_model(const gs__yaml_loader *l, const yaml_node_t *v, gs_m
     if (st != GS_OK) {
         prefix_at(l, v);
         return st;
+    }
+    if (m->layers > GS_SCENARIO_MAX_LAYERS) {
+        const yaml_node_t *at = v->type == YAML_MAPPING_NODE ? gs__yaml_lookup(l, v, "layers", NULL) : NULL;
+        return gs__yaml_fail_at(l, at ? at : v, GS_ERR_INPUT,
+                                "model.layers is too large: found %llu, expected at most %u (the "
+                                "ledger and the schedule keep entries per layer)",
+                                (unsigned long long)m->layers, GS_SCENARIO_MAX_LAYERS);
     }
     uint64_t params = gs_model_params(m), state;
     if (gs_mul_u64(params, GS_SCENARIO_STATE_BYTES_PER_PARAM, &state) != 0)
@@ -978,8 +989,8 @@ static gs_status load_stragglers(const gs__yaml_loader *l, const yaml_node_t *v,
                 "{node: N, slowdown: F}",
                 gs__yaml_describe(e, found, sizeof found));
         if (s->nstragglers == GS_MAX_STRAGGLERS)
-            return gs__yaml_fail_at(l, e, GS_ERR_INPUT, "stragglers: more than %d entries",
-                                    GS_MAX_STRAGGLERS);
+            return gs__yaml_fail_at(l, e, GS_ERR_INPUT, "stragglers: found more than %d entries, expected at most %d",
+                                    GS_MAX_STRAGGLERS, GS_MAX_STRAGGLERS);
         if ((st = gs__yaml_check_keys(l, e, "stragglers", straggler_keys, 3)) != GS_OK)
             return st;
         gs_straggler *g = &s->stragglers[s->nstragglers];
@@ -1251,4 +1262,38 @@ uint64_t gs_scenario_microbatches(const gs_scenario *s)
 double gs_scenario_tokens(const gs_scenario *s)
 {
     return (double)s->batch.global_seqs * (double)s->model.seq;
+}
+
+gs_status gs_scenario_check_schedule_size(const gs_scenario *s, const gs_mesh *mesh, uint64_t microbatches,
+                                          int exact, gs_error *err)
+{
+    uint64_t pp = mesh->size[GS_DIM_PP], lists = exact ? mesh->world : pp;
+    uint64_t stage_layers = (s->model.layers + pp - 1) / pp + 2; /* + embedding and head */
+    uint64_t events = 0;
+    int over = gs_mul_u64(lists, microbatches, &events) != 0 ||
+               gs_mul_u64(events, stage_layers, &events) != 0 ||
+               gs_mul_u64(events, GS_SCHEDULE_EVENTS_PER_LAYER_PASS, &events) != 0 ||
+               events > GS_SCHEDULE_MAX_EVENTS;
+    if (!over)
+        return GS_OK;
+    char at[600];
+    uint32_t line = exact ? s->grid.grid_line : s->batch.batch_line;
+    uint32_t col = exact ? s->grid.grid_col : s->batch.batch_col;
+    if (line)
+        snprintf(at, sizeof at, "%s:%u:%u", s->path, line, col);
+    else
+        snprintf(at, sizeof at, "%s", s->path[0] ? s->path : "<scenario>");
+    double shown = (double)lists * (double)microbatches * (double)stage_layers *
+                   GS_SCHEDULE_EVENTS_PER_LAYER_PASS;
+    return gs_error_set(err, GS_ERR_OVERFLOW,
+                        "%s: %s: the schedule is too large to build: found %llu rank list%s x %llu "
+                        "micro-batch%s x %llu layers per stage (with embedding and head) x %u = "
+                        "about %.3g events, expected at most %.3g; %suse fewer micro-batches per "
+                        "step (a larger batch.micro or a smaller batch.global); `gridstep mem` "
+                        "works at any size",
+                        at, exact ? "grid" : "batch", (unsigned long long)lists,
+                        lists == 1 ? "" : "s", (unsigned long long)microbatches,
+                        microbatches == 1 ? "" : "es", (unsigned long long)stage_layers,
+                        GS_SCHEDULE_EVENTS_PER_LAYER_PASS, shown, (double)GS_SCHEDULE_MAX_EVENTS,
+                        exact ? "simulate one rank per class (no --exact, no stragglers) or " : "");
 }

@@ -70,6 +70,19 @@ gs_status gs_scenario_mesh(const gs_scenario *s, gs_mesh *mesh, gs_diag *warning
  * global / (micro * dp). Valid after gs_scenario_mesh succeeded. */
 uint64_t gs_scenario_microbatches(const gs_scenario *s);
 
+/* The largest schedule gs_schedule_build makes: estimated events over all rank lists (an event
+ * takes about 110 bytes with its links, so about 11 GB). */
+#define GS_SCHEDULE_MAX_EVENTS 100000000u
+/* Events per layer per micro-batch the estimate counts (forward, backward, their collectives;
+ * measured 20 for Llama with TP, so the estimate errs low). */
+#define GS_SCHEDULE_EVENTS_PER_LAYER_PASS 16u
+
+/* Refuses, before anything is built, a schedule above GS_SCHEDULE_MAX_EVENTS: rank lists (world
+ * when exact, else pp) x microbatches x (layers per stage + 2) x GS_SCHEDULE_EVENTS_PER_LAYER_PASS.
+ * GS_ERR_OVERFLOW with a message at the batch (or grid, when exact) saying how to shrink it. */
+gs_status gs_scenario_check_schedule_size(const gs_scenario *s, const gs_mesh *mesh, uint64_t microbatches,
+                                          int exact, gs_error *err);
+
 /* Tokens per optimizer step: global_seqs * seq. */
 double gs_scenario_tokens(const gs_scenario *s);
 

@@ -1800,7 +1800,7 @@ static gs_status load_event(loader *ld, gs_rank_events *r, size_t idx, size_t ne
     const uint32_t *lists[GS_LINK_LISTS];
     size_t off = 0;
     for (int w = 0; w < GS_LINK_LISTS; w++) {
-        lists[w] = ls->buf + off;
+        lists[w] = ls->buf ? ls->buf + off : NULL; /* no list read yet: buf is NULL */
         off += e.nlinks[w];
     }
     st = gs_rank_add_event(r, &e, lists, NULL);

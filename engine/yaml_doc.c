@@ -204,11 +204,19 @@ gs_status gs__yaml_parser_failure(const gs__yaml_loader *l, const yaml_parser_t 
         return gs_error_set(l->err, GS_ERR_NOMEM, "%s: out of memory while parsing YAML",
                             l->path);
     const char *problem = p->problem ? p->problem : "unknown error";
-    if (p->error == YAML_READER_ERROR)
+    if (p->error == YAML_READER_ERROR) {
+        /* Reader errors carry a byte offset only: count lines in the text (read from a string). */
+        const unsigned char *text = p->input.string.start;
+        size_t end = (size_t)(p->input.string.end - text), at = p->problem_offset;
+        unsigned long line = 1, col = 1;
+        for (size_t i = 0; text && i < at && i < end; i++, col++)
+            if (text[i] == '\n')
+                line++, col = 0;
         return gs_error_set(l->err, GS_ERR_INPUT,
-                            "%s: cannot read YAML: %s at byte %zu: found bad text, expected "
-                            "UTF-8",
-                            l->path, problem, p->problem_offset);
+                            "%s:%lu:%lu: cannot read YAML: %s at byte %zu: found bad text, "
+                            "expected UTF-8",
+                            l->path, line, col, problem, at);
+    }
     char context[160] = "";
     if (p->context)
         snprintf(context, sizeof context, " (%s at line %lu column %lu)", p->context,

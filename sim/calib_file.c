@@ -320,11 +320,11 @@ static gs_status section(const char *path, json_t *root, const char *name, gs_ca
     return GS_OK;
 }
 
-gs_status gs_calib_load(const char *path, gs_calib *out, gs_error *err)
+/* Checks and reads a parsed document (root NULL: je says why it failed); frees root. */
+static gs_status load_root(json_t *root, const json_error_t *je_in, const char *path, gs_calib *out, gs_error *err)
 {
     memset(out, 0, sizeof *out);
-    json_error_t je;
-    json_t *root = json_load_file(path, 0, &je);
+    json_error_t je = *je_in;
     if (!root) {
         if (je.line <= 0)
             return gs_error_set(err, GS_ERR_INPUT, "%s: cannot read: %s", path, je.text);
@@ -357,6 +357,20 @@ gs_status gs_calib_load(const char *path, gs_calib *out, gs_error *err)
 out:
     json_decref(root);
     return rc;
+}
+
+gs_status gs_calib_load(const char *path, gs_calib *out, gs_error *err)
+{
+    json_error_t je;
+    json_t *root = json_load_file(path, JSON_REJECT_DUPLICATES, &je);
+    return load_root(root, &je, path, out, err);
+}
+
+gs_status gs_calib_load_string(const char *text, size_t len, const char *path, gs_calib *out, gs_error *err)
+{
+    json_error_t je;
+    json_t *root = json_loadb(text, len, JSON_REJECT_DUPLICATES, &je);
+    return load_root(root, &je, path ? path : "<calibration>", out, err);
 }
 
 void gs_calib_apply(const gs_calib *c, uint64_t world, gs_compute_model *cm, gs_topo *topo)

@@ -52,6 +52,9 @@ typedef struct gs_calib {
  * Errors name the file (and line:column for JSON syntax errors); GS_ERR_INPUT. */
 gs_status gs_calib_load(const char *path, gs_calib *out, gs_error *err);
 
+/* The same from len bytes of text (need not end in NUL); path names it in messages. */
+gs_status gs_calib_load_string(const char *text, size_t len, const char *path, gs_calib *out, gs_error *err);
+
 /* Replaces the given fields of the compute model and the topology; world (ranks the sim plays)
  * picks the launch overhead from launch_s_by_ranks (linear between measured sizes, the nearest
  * outside them). */

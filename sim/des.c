@@ -38,6 +38,7 @@ typedef struct sim_state {
     int flow;
     gs_topo flow_topo;   /* flow mode's costs: topo with oversubscription 1 (the uplinks share instead) */
     double host_link_bw; /* bytes/s GPU <-> host (PCIe: NCCL's 24 GB/s gen4, 48 GB/s gen5) */
+    gs_backend_stats *stats; /* borrowed from the options; NULL when not asked for */
 } sim_state;
 
 /* ---- a small open-addressing map from 64-bit keys to 64-bit values ------------------------------ */
@@ -811,7 +812,10 @@ static gs_status sim_run(void *state, const gs_schedule *sch, gs_timing *const *
     for (size_t i = 0; i < sch->nranks; i++)
         if (try_issue(&c, i) != 0)
             goto nomem;
+    size_t queue_peak = 0;
     while (c.h.n > 0) {
+        if (c.h.n > queue_peak)
+            queue_peak = c.h.n;
         gs_qnode nd = gs_queue_pop(&c.h);
         if (nd.id >= total) {
             /* a flow's projected end: stale unless its version is current */
@@ -842,6 +846,17 @@ static gs_status sim_run(void *state, const gs_schedule *sch, gs_timing *const *
             c.remaining[c.dep_list[j]]--;
         if (try_issue(&c, ri) != 0)
             goto nomem;
+    }
+    if (st->stats) {
+        gs_backend_stats *stats = st->stats;
+        memset(stats, 0, sizeof *stats);
+        stats->rank_lists = sch->nranks;
+        stats->events = total;
+        stats->collectives = ncoll;
+        for (size_t i = 0; i < sch->nranks; i++)
+            stats->tensors += sch->ranks[i].ntensors;
+        stats->queue_peak = queue_peak;
+        stats->queue_bytes = (uint64_t)c.h.cap * sizeof *c.h.a;
     }
     if (c.done != total) {
         /* find a stuck event to name */
@@ -907,6 +922,7 @@ static gs_status sim_open(const gs_scenario *s, const gs_mesh *mesh, const gs_ba
     gs_topo_init(&st->topo, &s->cluster);
     gs_compute_model_init(&st->cm, &s->cluster.gpu, s->strategy.precision);
     st->flow = opts ? opts->flow : 0;
+    st->stats = opts ? opts->stats : NULL;
     if (st->flow) {
         gs_cluster flat = s->cluster;
         flat.oversubscription = 1.0;

@@ -363,7 +363,7 @@ static void simulate(const char *yaml, int exact, int flow, gs_report *rep, FILE
     gs_mesh m;
     gs_error err;
     gs_diag w;
-    gs_backend_opts bo = {flow, NULL};
+    gs_backend_opts bo = {flow, NULL, NULL};
     gs_error_init(&err);
     gs_diag_init(&w);
     ck_assert_msg(gs_scenario_load_string(yaml, strlen(yaml), "test", &s, &err) == GS_OK, "load: %s", err.msg);

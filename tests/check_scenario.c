@@ -588,8 +588,8 @@ START_TEST(error_yaml_syntax)
                "grid:\n"            /* 2 */
                "\tdp: 8\n",         /* 3 */
                GS_ERR_INPUT, 3, 1, "YAML syntax error");
-    /* Invalid UTF-8: a reader error, no line. */
-    load_fails("model: \xff\xfe\n", GS_ERR_INPUT, 0, 0, "cannot read YAML");
+    /* Invalid UTF-8: a reader error, placed at the bad byte (column 8 of line 1). */
+    load_fails("model: \xff\xfe\n", GS_ERR_INPUT, 1, 8, "cannot read YAML");
 }
 END_TEST
 

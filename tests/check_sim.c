@@ -31,7 +31,7 @@ static void simulate_mode(const char *yaml, int exact, int flow, gs_report *rep)
     ck_assert_msg(gs_scenario_load_string(yaml, strlen(yaml), "test", &s, &err) == GS_OK, "load: %s", err.msg);
     ck_assert_msg(gs_scenario_mesh(&s, &m, &w, &err) == GS_OK, "mesh: %s", err.msg);
     gs_diag_fini(&w);
-    gs_backend_opts bo = {flow, NULL};
+    gs_backend_opts bo = {flow, NULL, NULL};
     ck_assert_msg(gs_sim_scenario(&s, &m, exact, &bo, rep, NULL, &err) == GS_OK, "sim: %s", err.msg);
 }
 
@@ -291,6 +291,19 @@ START_TEST(test_calib_file)
     ck_assert_int_eq(gs_calib_load(path, &c, &err), GS_ERR_INPUT);
     ck_assert_ptr_nonnull(strstr(err.msg, ":2:")); /* line of the syntax error */
     unlink(path);
+    /* From a buffer (not NUL-terminated: the length bounds it), with the same checks. */
+    static const char two[] = "{\"compute\": {\"overlap_slowdown\": 1}}XXXX";
+    ck_assert_int_eq(gs_calib_load_string(two, sizeof two - 5, "b.json", &c, &err), GS_OK);
+    ck_assert(c.overlap_slowdown == 1.0); /* 1 = no slowdown: the range is [1, 10] */
+    static const char below[] = "{\"compute\": {\"overlap_slowdown\": 0.99}}";
+    ck_assert_int_eq(gs_calib_load_string(below, strlen(below), "b.json", &c, &err), GS_ERR_INPUT);
+    ck_assert_ptr_nonnull(strstr(err.msg, "b.json: compute.overlap_slowdown: found 0.99, expected a number in [1, 10]"));
+    static const char dup[] = "{\"links\": {\"nic_bw\": 1e10, \"nic_bw\": 2e10}}";
+    ck_assert_int_eq(gs_calib_load_string(dup, strlen(dup), "b.json", &c, &err), GS_ERR_INPUT);
+    ck_assert_ptr_nonnull(strstr(err.msg, "duplicate"));
+    static const char null_value[] = "{\"links\": {\"nic_bw\": null}}";
+    ck_assert_int_eq(gs_calib_load_string(null_value, strlen(null_value), "b.json", &c, &err), GS_ERR_INPUT);
+    ck_assert_ptr_nonnull(strstr(err.msg, "b.json: links.nic_bw: found null, expected a number"));
 }
 END_TEST
 

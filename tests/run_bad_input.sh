@@ -1,8 +1,18 @@
 #!/bin/sh
-# Bad-input corpus: every tests/bad-input/*.yaml must make `gridstep mem FILE` exit 2 (bad
-# input) without crashing, with an error that starts with the file path (after the
-# "gridstep mem: " program prefix) and contains the fragment named on the file's first line:
+# Bad-input corpus: every case in tests/bad-input/ must make gridstep exit 2 (bad input or
+# usage) without crashing, with an error that contains the fragment named on the case's first
+# line:
 #   # expect: <fragment of the error message>
+# and, when the case is a file, an error that starts with the file's path (after the
+# "gridstep CMD: " program prefix). The kind of case is its extension:
+#   NAME.yaml   a scenario: `gridstep mem FILE`
+#   NAME.sched  a schedule dump: `gridstep schedule --load FILE`
+#   NAME.json   a calibration file: `gridstep sim --calib FILE tiny-llama-2x2x2.yaml`
+#   NAME.args   a command line (no file): the `# args:` line is required
+# A second line `# args: ARGS` replaces the command (words split at spaces; @FILE@ is the input
+# file, @SCENARIO@ scenarios/tiny-llama-2x2x2.yaml, @SRCDIR@ the source tree). For .sched and
+# .json cases the leading '#' lines are stripped and the rest written to a temporary NAME.EXT,
+# so line numbers in their fragments count from the first line after the header.
 # Also a nonexistent path must exit 2 with "No such file".
 # Imported launch configurations, the same way: tests/bad-input/accelerate/*.yaml through
 # `gridstep sim --from-accelerate FILE`, tests/bad-input/megatron/*.sh through
@@ -15,6 +25,7 @@
 GRIDSTEP=${GRIDSTEP:-./gridstep}
 top_srcdir=${top_srcdir:-.}
 dir="$top_srcdir/tests/bad-input"
+scenario="$top_srcdir/scenarios/tiny-llama-2x2x2.yaml"
 
 if [ ! -x "$GRIDSTEP" ]; then
     echo "run_bad_input.sh: gridstep binary not found at '$GRIDSTEP'" >&2
@@ -28,15 +39,15 @@ trap 'rm -rf "$tmp"' 0 1 2 15
 passed=0
 failed=0
 
-# check NAME FILE FRAGMENT [COMMAND...]: runs gridstep COMMAND (default: mem FILE) and judges its
-# exit status and stderr.
+# check NAME FILE FRAGMENT ARGS...: runs gridstep ARGS and judges its exit status and stderr;
+# FILE ("" for none) must begin the message.
 check() {
     name=$1
     file=$2
     fragment=$3
     shift 3
     [ $# -eq 0 ] && set -- mem "$file"
-    "$GRIDSTEP" "$@" >"$tmp/out" 2>"$tmp/err"
+    "$GRIDSTEP" "$@" >"$tmp/out" 2>"$tmp/err" </dev/null
     rc=$?
     why=
     if [ "$rc" -ge 128 ]; then
@@ -45,11 +56,11 @@ check() {
         why="exit status $rc, expected 2"
     elif ! grep -F -e "$fragment" "$tmp/err" >/dev/null; then
         why="stderr lacks '$fragment'"
-    else
-        # The first line that is not a warning, less the "gridstep mem: " (or "gridstep: ")
+    elif [ -n "$file" ]; then
+        # The first line that is not a warning, less the "gridstep CMD: " (or "gridstep: ")
         # prefix, starts with the path, then ':' (a line:column or the message follows).
         first=$(grep -v '^gridstep: warning: ' "$tmp/err" | grep -v ': ignored: ' |
-            sed -n '1{s/^gridstep mem: //;s/^gridstep sim: //;s/^gridstep: //;p;}')
+            sed -n '1{s/^gridstep [a-z]*: //;s/^gridstep: //;p;}')
         case $first in
         "$file:"*) ;;
         *) why="message does not begin with the file path: $first" ;;
@@ -66,17 +77,42 @@ check() {
 }
 
 count=0
-for f in "$dir"/*.yaml; do
+for f in "$dir"/*.yaml "$dir"/*.sched "$dir"/*.json "$dir"/*.args; do
     [ -f "$f" ] || continue
     count=$((count + 1))
-    name=$(basename "$f" .yaml)
+    base=$(basename "$f")
+    name=${base%.*}
+    ext=${base##*.}
     fragment=$(sed -n '1s/^# expect: //p' "$f")
+    args=$(sed -n '2s/^# args: //p' "$f")
     if [ -z "$fragment" ]; then
-        echo "FAIL: $name: first line is not '# expect: <fragment>'"
+        echo "FAIL: $name.$ext: first line is not '# expect: <fragment>'"
         failed=$((failed + 1))
         continue
     fi
-    check "$name" "$f" "$fragment"
+    input=$f
+    case $ext in
+    yaml) default="mem @FILE@" ;;
+    sched) default="schedule --load @FILE@" ;;
+    json) default="sim --calib @FILE@ @SCENARIO@" ;;
+    args) default= ; input= ;;
+    esac
+    if [ "$ext" = sched ] || [ "$ext" = json ]; then
+        input="$tmp/$base"
+        awk 'body || !/^#/ { body = 1; print }' "$f" >"$input"
+    fi
+    [ -n "$args" ] || args=$default
+    if [ -z "$args" ]; then
+        echo "FAIL: $name.$ext: a .args case needs a second line '# args: ARGS'"
+        failed=$((failed + 1))
+        continue
+    fi
+    # Words split at spaces after substituting the placeholders (paths hold no spaces here).
+    # shellcheck disable=SC2046
+    set -f
+    set -- $(echo "$args" | sed -e "s|@FILE@|$input|g" -e "s|@SCENARIO@|$scenario|g" -e "s|@SRCDIR@|$top_srcdir|g")
+    set +f
+    check "$name.$ext" "$input" "$fragment" "$@"
 done
 
 if [ "$count" -eq 0 ]; then
@@ -84,7 +120,7 @@ if [ "$count" -eq 0 ]; then
     failed=$((failed + 1))
 fi
 
-check missing-file "$dir/does-not-exist.yaml" "No such file"
+check missing-file "$dir/does-not-exist.yaml" "No such file" mem "$dir/does-not-exist.yaml"
 
 # Calibration files (tests/bad-input/calib/*.json): the first line is the "# expect:" comment,
 # the rest the JSON that `gridstep sim --calib` must refuse (exit 2) with an error that starts
