@@ -15,21 +15,22 @@ typedef struct field {
     const char *section, *key;
     size_t offset;
     double lo, hi; /* accepted range (inclusive hi) */
+    int lo_inclusive; /* 1: lo itself is accepted */
 } field;
 
 static const field fields[F_COUNT] = {
-    {"compute", "peak_flops", offsetof(gs_calib, peak_flops), 0, 1e20},
-    {"compute", "gemm_efficiency", offsetof(gs_calib, gemm_efficiency), 0, 1},
-    {"compute", "hbm_bw", offsetof(gs_calib, hbm_bw), 0, 1e16},
-    {"compute", "hbm_efficiency", offsetof(gs_calib, hbm_efficiency), 0, 1},
-    {"compute", "launch_s", offsetof(gs_calib, launch_s), 0, 1},
-    {"compute", "overlap_slowdown", offsetof(gs_calib, overlap_slowdown), 0.999999, 10},
-    {"compute", "cores", offsetof(gs_calib, cores), 0, 1e6},
-    {"compute", "background_load", offsetof(gs_calib, background_load), -1e-300, 1e6},
-    {"compute", "attn_flops", offsetof(gs_calib, attn_flops), 0, 1e20},
-    {"compute", "gemm_bwd_factor", offsetof(gs_calib, gemm_bwd_factor), 0, 10},
-    {"links", "intra_bw", offsetof(gs_calib, intra_bw), 0, 1e16},
-    {"links", "nic_bw", offsetof(gs_calib, nic_bw), 0, 1e16},
+    {"compute", "peak_flops", offsetof(gs_calib, peak_flops), 0, 1e20, 0},
+    {"compute", "gemm_efficiency", offsetof(gs_calib, gemm_efficiency), 0, 1, 0},
+    {"compute", "hbm_bw", offsetof(gs_calib, hbm_bw), 0, 1e16, 0},
+    {"compute", "hbm_efficiency", offsetof(gs_calib, hbm_efficiency), 0, 1, 0},
+    {"compute", "launch_s", offsetof(gs_calib, launch_s), 0, 1, 0},
+    {"compute", "overlap_slowdown", offsetof(gs_calib, overlap_slowdown), 1, 10, 1},
+    {"compute", "cores", offsetof(gs_calib, cores), 0, 1e6, 0},
+    {"compute", "background_load", offsetof(gs_calib, background_load), 0, 1e6, 1},
+    {"compute", "attn_flops", offsetof(gs_calib, attn_flops), 0, 1e20, 0},
+    {"compute", "gemm_bwd_factor", offsetof(gs_calib, gemm_bwd_factor), 0, 10, 0},
+    {"links", "intra_bw", offsetof(gs_calib, intra_bw), 0, 1e16, 0},
+    {"links", "nic_bw", offsetof(gs_calib, nic_bw), 0, 1e16, 0},
 };
 
 /* The nested objects each section accepts besides its numbers. */
@@ -309,11 +310,12 @@ static gs_status section(const char *path, json_t *root, const char *name, gs_ca
         }
         if (!json_is_number(v))
             return gs_error_set(err, GS_ERR_INPUT, "%s: %s.%s: found %s, expected a number", path, name, key,
-                                json_is_string(v) ? "a string" : "a non-number");
+                                kind_of(v));
         double x = json_number_value(v);
-        if (!(x > fields[f].lo) || !(x <= fields[f].hi) || !isfinite(x))
-            return gs_error_set(err, GS_ERR_INPUT, "%s: %s.%s: found %g, expected a number in (%g, %g]", path, name,
-                                key, x, fields[f].lo, fields[f].hi);
+        int above_lo = fields[f].lo_inclusive ? x >= fields[f].lo : x > fields[f].lo;
+        if (!above_lo || !(x <= fields[f].hi) || !isfinite(x))
+            return gs_error_set(err, GS_ERR_INPUT, "%s: %s.%s: found %g, expected a number in %c%g, %g]", path, name,
+                                key, x, fields[f].lo_inclusive ? '[' : '(', fields[f].lo, fields[f].hi);
         *(double *)((char *)out + fields[f].offset) = x;
         out->set |= 1u << f;
     }
