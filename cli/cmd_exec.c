@@ -39,6 +39,7 @@ const char gs_cmd_exec_help[] =
     "  --steps N        optimizer steps (default 1)\n"
     "  --seed S         data and init seed (default 1234)\n"
     "  --lr X           AdamW learning rate (default 0.001)\n"
+    "  --adam-eps X     AdamW epsilon (default 1e-8; tests/check_exec's contract uses 1e-6)\n"
     "  --timeout S      every blocking wait gives up after S seconds (default 60); then every rank\n"
     "                   stops with an error naming the event\n"
     "  --json           one JSON document: sim's keys (step_time_s, tokens_per_s, ...) for the last\n"
@@ -91,8 +92,8 @@ const char gs_cmd_compare_help[] =
     "  gridstep calibrate --out host.json && gridstep compare --calib host.json tests/calib/b-dp4.yaml\n";
 
 static const char exec_usage[] =
-    "gridstep exec [--driver host] [--steps N] [--seed S] [--lr X] [--timeout S] [--json] [--trace FILE] "
-    "[--load DIR] [--save DIR [--save-every N]] [--save-full FILE] SCENARIO.yaml";
+    "gridstep exec [--driver host] [--steps N] [--seed S] [--lr X] [--adam-eps X] [--timeout S] [--json] "
+    "[--trace FILE] [--load DIR] [--save DIR [--save-every N]] [--save-full FILE] SCENARIO.yaml";
 static const char compare_usage[] =
     "gridstep compare [--driver host] [--steps N] [--calib FILE] [--json] SCENARIO.yaml";
 
@@ -201,7 +202,8 @@ static gs_status parse(int argc, char **argv, int compare, run_args *a, gs_error
         {"timeout", required_argument, NULL, 'T'}, {"fail-event", required_argument, NULL, 'F'},
         {"fail-rank", required_argument, NULL, 'R'}, {"save", required_argument, NULL, 'S'},
         {"load", required_argument, NULL, 'L'},       {"calib", required_argument, NULL, 'C'},
-        {"save-every", required_argument, NULL, 'E'}, {"save-full", required_argument, NULL, 'U'},
+        {"adam-eps", required_argument, NULL, 'A'},   {"save-every", required_argument, NULL, 'E'},
+        {"save-full", required_argument, NULL, 'U'},
         {NULL, 0, NULL, 0},
     };
     const char *usage = compare ? compare_usage : exec_usage;
@@ -231,6 +233,10 @@ static gs_status parse(int argc, char **argv, int compare, run_args *a, gs_error
                 a->save = optarg;
             else
                 a->load = optarg;
+            break;
+        case 'A':
+            if ((rc = parse_pos("--adam-eps", optarg, &x, err)) == GS_OK)
+                a->o.train.eps = (float)x;
             break;
         case 'E':
             if (compare)

@@ -281,12 +281,27 @@ gs_status gs_exec_session_load(gs_exec_session *x, const char *dir, gs_error *er
     ckpt_views v;
     gs_ckpt_meta meta;
     ckpt_meta(x, &meta);
-    uint64_t step = 0;
+    gs_ckpt_reader *r = NULL;
     gs_status rc = views_init(x, 0, &v, err);
     if (rc == GS_OK)
-        rc = gs_ckpt_load_sharded(dir, &meta, v.views, (int)v.n, &step, err);
+        rc = gs_ckpt_reader_create(&r, dir, err);
+    /* every tensor of the checkpoint must be one of the model's: another model's checkpoint
+     * whose first layers happen to match is refused rather than half loaded */
+    const gs_ckpt_index *ix = r ? gs_ckpt_reader_index(r) : NULL;
+    for (size_t t = 0; rc == GS_OK && t < ix->tensor_count; t++) {
+        int found = 0;
+        for (size_t i = 0; i < v.n && !found; i++)
+            for (size_t k = 0; k < v.views[i].shard_count && !found; k++)
+                found = strcmp(v.views[i].shards[k].name, ix->tensors[t].name) == 0;
+        if (!found)
+            rc = gs_error_set(err, GS_ERR_INPUT, "checkpoint %s: tensor %s is not in the model of %s (another model's "
+                              "checkpoint?)", dir, ix->tensors[t].name, x->s.name);
+    }
+    for (size_t i = 0; rc == GS_OK && i < v.n; i++)
+        rc = gs_ckpt_reader_load_rank(r, &v.views[i], &meta, err);
     if (rc == GS_OK)
-        gs_train_set_step(x->train, step);
+        gs_train_set_step(x->train, ix->step);
+    gs_ckpt_reader_destroy(r);
     views_fini(&v);
     return rc;
 }
