@@ -832,11 +832,6 @@ gs_status gs_ckpt_index_parse(const char *buf, size_t len, gs_ckpt_index *ix, gs
                           "metadata needs dp, pp, tp, world (positive), step, scenario and optimizer (adam|none)");
         goto out;
     }
-    if ((int64_t)ix->dp * ix->pp * ix->tp != ix->world) {
-        st = gs_error_set(err, GS_ERR_INPUT, "metadata: grid dp %d x pp %d x tp %d is not world %d", ix->dp, ix->pp,
-                          ix->tp, ix->world);
-        goto out;
-    }
     ix->has_optimizer = strcmp(optim, "adam") == 0;
     ix->scenario = get_string_dup(md, "scenario");
     if (!json_is_array(files) || json_array_size(files) != (size_t)ix->world) {

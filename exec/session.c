@@ -288,6 +288,9 @@ gs_status gs_exec_session_load(gs_exec_session *x, const char *dir, gs_error *er
     /* every tensor of the checkpoint must be one of the model's: another model's checkpoint
      * whose first layers happen to match is refused rather than half loaded */
     const gs_ckpt_index *ix = r ? gs_ckpt_reader_index(r) : NULL;
+    if (rc == GS_OK && (int64_t)ix->dp * ix->pp * ix->tp != ix->world)
+        rc = gs_error_set(err, GS_ERR_INPUT, "checkpoint %s: index.json: grid dp %d x pp %d x tp %d is not world %d",
+                          dir, ix->dp, ix->pp, ix->tp, ix->world);
     for (size_t t = 0; rc == GS_OK && t < ix->tensor_count; t++) {
         int found = 0;
         for (size_t i = 0; i < v.n && !found; i++)
