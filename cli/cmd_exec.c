@@ -4,9 +4,12 @@
 #include <errno.h>
 #include <getopt.h>
 #include <inttypes.h>
+#include <pthread.h>
+#include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 #include <unistd.h>
 
 #include "cli/cli_common.h"
@@ -45,6 +48,7 @@ const char gs_cmd_exec_help[] =
     "  --steps N        optimizer steps (default 1)\n"
     "  --seed S         data and init seed (default 1234)\n"
     "  --lr X           AdamW learning rate (default 0.001)\n"
+    "  --adam-eps X     AdamW epsilon (default 1e-8; tests/check_exec's contract uses 1e-6)\n"
     "  --timeout S      every blocking wait gives up after S seconds (default 60); then every rank\n"
     "                   stops with an error naming the event (cuda: a stream with no progress for\n"
     "                   S seconds or an NCCL error aborts the communicators)\n"
@@ -55,9 +59,18 @@ const char gs_cmd_exec_help[] =
     "                   matched by element range; Adam's step continues)\n"
     "  --save DIR       after the last step, write a sharded checkpoint (one safetensors file per\n"
     "                   rank + index.json, parameters and Adam m, v; replaced crash-safely)\n"
+    "  --save-every N   with --save: also save after every N steps\n"
+    "  --save-full FILE after the last step, write the full parameters (gathered from every rank,\n"
+    "                   DP replicas once) as one plain safetensors file with HF Llama names\n"
+    "                   (atomic: FILE is the old file or the new one)\n"
     "  --fail-event E --fail-rank R\n"
     "                   test hook: event E (as `gridstep schedule --format list` names it) fails\n"
     "                   on rank R\n"
+    "\n"
+    "Ctrl-C (SIGINT) stops the run: the current step is aborted on every rank, a checkpoint being\n"
+    "written is finished first, and the exit status is 1 with \"interrupted after step N\" (and the\n"
+    "last checkpoint's step with --save). Test hook: GRIDSTEP_FAULT=fail|stall|die:RANK:EVENT makes\n"
+    "that event fail, hang, or kill the rank; the others stop within --timeout naming it.\n"
     "\n"
     "examples:\n"
     "  gridstep exec --steps 3 scenarios/tiny-llama-2x2x2.yaml\n"
@@ -89,8 +102,8 @@ const char gs_cmd_compare_help[] =
     "  gridstep calibrate --out host.json && gridstep compare --calib host.json tests/calib/b-dp4.yaml\n";
 
 static const char exec_usage[] =
-    "gridstep exec [--driver host|cuda] [--steps N] [--seed S] [--lr X] [--timeout S] [--json] [--trace FILE] "
-    "[--load DIR] [--save DIR] SCENARIO.yaml";
+    "gridstep exec [--driver host|cuda] [--steps N] [--seed S] [--lr X] [--adam-eps X] [--timeout S] [--json] "
+    "[--trace FILE] [--load DIR] [--save DIR [--save-every N]] [--save-full FILE] SCENARIO.yaml";
 static const char compare_usage[] =
     "gridstep compare [--driver host|cuda] [--steps N] [--calib FILE] [--json] SCENARIO.yaml";
 
@@ -159,9 +172,33 @@ static void print_report(const gs_report *r)
     printf("  events              %" PRIu64 " run\n", r->events);
 }
 
+/* The test hook GRIDSTEP_FAULT=KIND:RANK:EVENT (KIND fail, stall or die); NULL or "": none. */
+static gs_status parse_fault(const char *spec, gs_exec_opts *o, gs_error *err)
+{
+    if (!spec || !*spec)
+        return GS_OK;
+    static const struct { const char *name; gs_fault_kind kind; } kinds[] = {
+        {"fail:", GS_FAULT_FAIL}, {"stall:", GS_FAULT_STALL}, {"die:", GS_FAULT_DIE}};
+    for (size_t i = 0; i < sizeof kinds / sizeof kinds[0]; i++) {
+        size_t n = strlen(kinds[i].name);
+        if (strncmp(spec, kinds[i].name, n) != 0)
+            continue;
+        char *end;
+        errno = 0;
+        unsigned long long r = strtoull(spec + n, &end, 10);
+        if (errno || end == spec + n || spec[n] == '-' || *end != ':' || !end[1])
+            break;
+        o->fail_kind = kinds[i].kind;
+        o->fail_rank = r;
+        o->fail_event = end + 1;
+        return GS_OK;
+    }
+    return gs_error_set(err, GS_ERR_INPUT, "GRIDSTEP_FAULT: found '%s', expected fail|stall|die:RANK:EVENT", spec);
+}
+
 typedef struct run_args {
-    const char *path, *trace, *driver, *save, *load, *calib;
-    uint64_t steps;
+    const char *path, *trace, *driver, *save, *load, *calib, *save_full;
+    uint64_t steps, save_every; /* save_every: 0 = only after the last step */
     int json;
     gs_exec_opts o;
 } run_args;
@@ -175,6 +212,8 @@ static gs_status parse(int argc, char **argv, int compare, run_args *a, gs_error
         {"timeout", required_argument, NULL, 'T'}, {"fail-event", required_argument, NULL, 'F'},
         {"fail-rank", required_argument, NULL, 'R'}, {"save", required_argument, NULL, 'S'},
         {"load", required_argument, NULL, 'L'},       {"calib", required_argument, NULL, 'C'},
+        {"adam-eps", required_argument, NULL, 'A'},   {"save-every", required_argument, NULL, 'E'},
+        {"save-full", required_argument, NULL, 'U'},
         {NULL, 0, NULL, 0},
     };
     const char *usage = compare ? compare_usage : exec_usage;
@@ -205,6 +244,20 @@ static gs_status parse(int argc, char **argv, int compare, run_args *a, gs_error
             else
                 a->load = optarg;
             break;
+        case 'A':
+            if ((rc = parse_pos("--adam-eps", optarg, &x, err)) == GS_OK)
+                a->o.train.eps = (float)x;
+            break;
+        case 'E':
+            if (compare)
+                goto bad;
+            rc = parse_u64("--save-every", optarg, &a->save_every, err);
+            break;
+        case 'U':
+            if (compare)
+                goto bad;
+            a->save_full = optarg;
+            break;
         case 'l':
             if ((rc = parse_pos("--lr", optarg, &x, err)) == GS_OK)
                 a->o.train.lr = (float)x;
@@ -231,17 +284,133 @@ static gs_status parse(int argc, char **argv, int compare, run_args *a, gs_error
     }
     if (rc != GS_OK)
         return rc;
+    if (a->save_every && !a->save)
+        return gs_error_set(err, GS_ERR_INPUT, "--save-every needs --save DIR\nusage: %s", usage);
+    if (!compare && (rc = parse_fault(getenv("GRIDSTEP_FAULT"), &a->o, err)) != GS_OK)
+        return rc;
     if ((rc = gs_driver_load(a->driver, &a->o.driver, err)) != GS_OK)
         return rc;
     return gs_cli_one_positional(argc, argv, optind, usage, &a->path, err);
 }
 
-/* Runs the steps with progress on a terminal; losses and step times into the arrays. */
-static gs_status run_steps(gs_exec_session *x, uint64_t steps, double *loss, double *secs, gs_error *err)
+/* ---- Ctrl-C ------------------------------------------------------------------------------------
+ * The handler only sets the flag. SIGINT is blocked in every thread but a watcher, which turns
+ * the flag into an abort of the session (so a long step's waits return at once); the step loop
+ * checks the flag between steps. Checkpoint writes happen on the main thread, which never takes
+ * the signal, so a save is never cut short: it completes or fails as a whole. */
+
+static volatile sig_atomic_t interrupted;
+
+static void on_sigint(int sig)
+{
+    (void)sig;
+    interrupted = 1;
+}
+
+typedef struct sigint_watch {
+    gs_exec_session *x;
+    pthread_mutex_t mu;
+    int done; /* guarded by mu */
+    pthread_t th;
+    int started;
+    sigset_t old_mask; /* the main thread's mask before SIGINT was blocked */
+    struct sigaction old_action;
+} sigint_watch;
+
+static void *watch_main(void *arg)
+{
+    sigint_watch *w = arg;
+    sigset_t set;
+    sigemptyset(&set);
+    sigaddset(&set, SIGINT);
+    pthread_sigmask(SIG_UNBLOCK, &set, NULL);
+    const struct timespec nap = {0, 20 * 1000 * 1000};
+    for (;;) {
+        pthread_mutex_lock(&w->mu);
+        int done = w->done;
+        pthread_mutex_unlock(&w->mu);
+        if (done)
+            break;
+        if (interrupted) {
+            gs_exec_session_abort(w->x, "interrupted (SIGINT)");
+            break;
+        }
+        nanosleep(&nap, NULL);
+    }
+    return NULL;
+}
+
+/* Blocks SIGINT in this thread (and so in every thread created after), installs the handler. */
+static void sigint_block(sigint_watch *w)
+{
+    memset(w, 0, sizeof *w);
+    pthread_mutex_init(&w->mu, NULL);
+    interrupted = 0;
+    sigset_t set;
+    sigemptyset(&set);
+    sigaddset(&set, SIGINT);
+    pthread_sigmask(SIG_BLOCK, &set, &w->old_mask);
+    struct sigaction sa;
+    memset(&sa, 0, sizeof sa);
+    sa.sa_handler = on_sigint;
+    sa.sa_flags = SA_RESTART;
+    sigemptyset(&sa.sa_mask);
+    sigaction(SIGINT, &sa, &w->old_action);
+}
+
+static void sigint_watch_start(sigint_watch *w, gs_exec_session *x)
+{
+    w->x = x;
+    w->started = pthread_create(&w->th, NULL, watch_main, w) == 0;
+}
+
+static void sigint_restore(sigint_watch *w)
+{
+    if (w->started) {
+        pthread_mutex_lock(&w->mu);
+        w->done = 1;
+        pthread_mutex_unlock(&w->mu);
+        pthread_join(w->th, NULL);
+    }
+    sigaction(SIGINT, &w->old_action, NULL);
+    pthread_sigmask(SIG_SETMASK, &w->old_mask, NULL);
+    pthread_mutex_destroy(&w->mu);
+}
+
+/* What exec saves while it runs: --save DIR every save_every steps and after the last. */
+typedef struct save_plan {
+    const char *dir;
+    uint64_t every;
+    uint64_t saved_step; /* the optimizer step of the last checkpoint written; 0: none */
+} save_plan;
+
+/* done: the last optimizer step completed. */
+static gs_status interrupted_error(const save_plan *sp, uint64_t done, gs_error *err)
+{
+    if (sp && sp->dir && sp->saved_step)
+        return gs_error_set(err, GS_ERR_RUNTIME, "interrupted after step %" PRIu64 "; last checkpoint %s (step %" PRIu64
+                            ") is intact", done, sp->dir, sp->saved_step);
+    if (sp && sp->dir)
+        return gs_error_set(err, GS_ERR_RUNTIME, "interrupted after step %" PRIu64 "; no checkpoint written to %s",
+                            done, sp->dir);
+    return gs_error_set(err, GS_ERR_RUNTIME, "interrupted after step %" PRIu64, done);
+}
+
+/* Runs the steps with progress on a terminal; losses and step times into the arrays. sp (may be
+ * NULL): periodic saves. *done gets the steps completed. */
+static gs_status run_steps(gs_exec_session *x, uint64_t steps, double *loss, double *secs, save_plan *sp,
+                           uint64_t *done, gs_error *err)
 {
     int tty = isatty(STDERR_FILENO);
+    *done = 0;
     for (uint64_t i = 0; i < steps; i++) {
+        if (interrupted)
+            return interrupted_error(sp, gs_train_step(gs_exec_session_train(x)), err);
         gs_status rc = gs_exec_session_step(x, &loss[i], &secs[i], NULL, err);
+        if (rc != GS_OK && interrupted) {
+            /* the abort undid nothing: the failed step's state is torn, the checkpoint is not */
+            return interrupted_error(sp, gs_train_step(gs_exec_session_train(x)) - 1, err);
+        }
         if (tty && steps > 1) {
             fprintf(stderr, "\rstep %" PRIu64 "/%" PRIu64 "  loss %.6f  %.3f s ", i + 1, steps, loss[i], secs[i]);
             if (i + 1 == steps || rc != GS_OK)
@@ -249,6 +418,12 @@ static gs_status run_steps(gs_exec_session *x, uint64_t steps, double *loss, dou
         }
         if (rc != GS_OK)
             return rc;
+        *done = i + 1;
+        if (sp && sp->dir && (i + 1 == steps || (sp->every && (i + 1) % sp->every == 0))) {
+            if ((rc = gs_exec_session_save(x, sp->dir, err)) != GS_OK)
+                return rc;
+            sp->saved_step = gs_train_step(gs_exec_session_train(x));
+        }
     }
     return GS_OK;
 }
@@ -267,6 +442,8 @@ gs_status gs_cmd_exec(int argc, char **argv, gs_error *err)
     int have_rep = 0;
     json_t *doc = NULL;
     FILE *tf = NULL;
+    sigint_watch watch;
+    sigint_block(&watch);
     if ((rc = gs_cli_load(a.path, &s, &mesh, err)) != GS_OK)
         goto out;
     loss = calloc(a.steps, sizeof *loss);
@@ -279,10 +456,13 @@ gs_status gs_cmd_exec(int argc, char **argv, gs_error *err)
         goto out;
     if (a.load && (rc = gs_exec_session_load(x, a.load, err)) != GS_OK)
         goto out;
+    sigint_watch_start(&watch, x);
     uint64_t first = gs_train_step(gs_exec_session_train(x)) + 1; /* the first step this run takes */
-    if ((rc = run_steps(x, a.steps, loss, secs, err)) != GS_OK)
+    save_plan sp = {a.save, a.save_every, 0};
+    uint64_t done = 0;
+    if ((rc = run_steps(x, a.steps, loss, secs, &sp, &done, err)) != GS_OK)
         goto out;
-    if (a.save && (rc = gs_exec_session_save(x, a.save, err)) != GS_OK)
+    if (a.save_full && (rc = gs_exec_session_save_full(x, a.save_full, err)) != GS_OK)
         goto out;
     if ((rc = gs_exec_session_report(x, &rep, err)) != GS_OK)
         goto out;
@@ -326,6 +506,7 @@ gs_status gs_cmd_exec(int argc, char **argv, gs_error *err)
         print_report(&rep);
     }
 out:
+    sigint_restore(&watch);
     if (tf)
         fclose(tf);
     if (have_rep)
@@ -384,6 +565,7 @@ gs_status gs_cmd_compare(int argc, char **argv, gs_error *err)
     gs_mesh mesh;
     gs_exec_session *x = NULL;
     double *loss = NULL, *secs = NULL;
+    uint64_t done = 0;
     gs_report srep, erep;
     int have_s = 0, have_e = 0;
     void *sim_state = NULL;
@@ -401,7 +583,7 @@ gs_status gs_cmd_compare(int argc, char **argv, gs_error *err)
         goto out;
     }
     if ((rc = gs_exec_session_create(&s, &mesh, &a.o, &x, err)) != GS_OK ||
-        (rc = run_steps(x, a.steps, loss, secs, err)) != GS_OK ||
+        (rc = run_steps(x, a.steps, loss, secs, NULL, &done, err)) != GS_OK ||
         (rc = gs_exec_session_report(x, &erep, err)) != GS_OK)
         goto out;
     have_e = 1;

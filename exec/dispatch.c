@@ -4,6 +4,7 @@
 #include <pthread.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 
 #include "exec/dispatch.h"
 
@@ -12,7 +13,7 @@ typedef struct gs_dispatch gs_dispatch;
 typedef struct ev_job {
     gs_dispatch *d;
     size_t ri, ei;
-    int fail;
+    int fail; /* 1 + gs_fault_kind when the test hook hits this event, else 0 */
     double start; /* driver clock: when a collective / p2p found its parties; -1 unknown */
 } ev_job;
 
@@ -20,6 +21,7 @@ typedef struct rank_state {
     gs_drv_stream *streams[GS_STREAM_COUNT];
     gs_drv_event **posted, **ended; /* per event */
     ev_job *jobs;                   /* per event */
+    int dead;                       /* test hook: the rank died (read and written atomically) */
 } rank_state;
 
 struct gs_dispatch {
@@ -129,13 +131,25 @@ static gs_status run_event(void *arg, gs_drv_stream *s, gs_error *err)
     ev_job *j = arg;
     gs_dispatch *d = j->d;
     const gs_rank_events *re = &d->sch->ranks[j->ri];
+    rank_state *r = &d->ranks[j->ri];
     gs_status rc;
+    if (__atomic_load_n(&r->dead, __ATOMIC_ACQUIRE))
+        return GS_OK; /* a dead rank does nothing more */
+    if (j->fail == 1 + GS_FAULT_DIE) {
+        __atomic_store_n(&r->dead, 1, __ATOMIC_RELEASE);
+        return GS_OK;
+    }
     if (d->ops->event_begin) {
         char name[GS_EVENT_NAME_BYTES];
         gs_event_name(re, &re->events[j->ei], name, sizeof name);
         d->ops->event_begin(d->drv, s, name);
     }
-    if (j->fail)
+    if (j->fail == 1 + GS_FAULT_STALL) {
+        const struct timespec nap = {0, 10 * 1000 * 1000};
+        while (!d->ops->aborted(d->drv, NULL))
+            nanosleep(&nap, NULL);
+        rc = gs_error_set(err, GS_ERR_RUNTIME, "stalled (test hook) until the run was aborted");
+    } else if (j->fail)
         rc = gs_error_set(err, GS_ERR_RUNTIME, "injected failure (test hook)");
     else
         rc = d->run(d->prog, j->ri, j->ei, s, err);
@@ -158,6 +172,7 @@ static void issue_rank(gs_dispatch *d, size_t i)
     gs_error *err = &d->rank_err[i];
     gs_status rc = GS_OK;
     const char *fail = d->opts ? d->opts->fail_event : NULL;
+    __atomic_store_n(&r->dead, 0, __ATOMIC_RELEASE);
     for (size_t e = 0; e < re->nevents && rc == GS_OK; e++) {
         const gs_event *ev = &re->events[e];
         gs_drv_stream *s = r->streams[ev->stream < GS_STREAM_COUNT ? ev->stream : GS_STREAM_COMPUTE];
@@ -174,7 +189,7 @@ static void issue_rank(gs_dispatch *d, size_t i)
         if (fail && re->rank == d->opts->fail_rank) {
             char name[GS_EVENT_NAME_BYTES];
             gs_event_name(re, ev, name, sizeof name);
-            job->fail = strcmp(name, fail) == 0;
+            job->fail = strcmp(name, fail) == 0 ? 1 + (int)d->opts->fail_kind : 0;
         }
         if (rc == GS_OK)
             rc = ops->event_record(d->drv, s, r->posted[e], err);

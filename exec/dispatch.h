@@ -19,11 +19,21 @@
 typedef gs_status (*gs_dispatch_run_fn)(void *prog, size_t rank_index, size_t event, gs_drv_stream *s,
                                         gs_error *err);
 
+/* What the test hook does to its event. */
+typedef enum gs_fault_kind {
+    GS_FAULT_FAIL = 0, /* the event fails with "injected failure (test hook)" */
+    GS_FAULT_STALL,    /* the event never completes: it sleeps until the run is aborted (by a
+                          peer's timeout), as a hung rank would */
+    GS_FAULT_DIE,      /* the rank dies there: this event and every later one of the rank are
+                          skipped silently, as if its process had exited */
+} gs_fault_kind;
+
 typedef struct gs_dispatch_opts {
-    /* Test hook: event `fail_event` (gs_event_name) of rank `fail_rank` fails instead of running;
-     * NULL: none. */
+    /* Test hook: event `fail_event` (gs_event_name) of rank `fail_rank` does what fail_kind says
+     * instead of running; NULL: none. */
     const char *fail_event;
     uint64_t fail_rank;
+    gs_fault_kind fail_kind;
 } gs_dispatch_opts;
 
 typedef struct gs_dispatch gs_dispatch;

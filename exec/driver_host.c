@@ -121,6 +121,18 @@ static int host_aborted(gs_drv *d, gs_error *err)
     return a;
 }
 
+/* 1 when msg is abort_msg with context prepended ("rank 3: event E: " + abort_msg), i.e. the work
+ * that failed with msg is the one whose wait aborted the run, not a bystander ("...: stopped: "). */
+static int adds_context(const char *msg, const char *abort_msg)
+{
+    size_t n = strlen(msg), a = strlen(abort_msg);
+    static const char stopped[] = "stopped: ";
+    size_t k = sizeof stopped - 1;
+    if (n <= a || strcmp(msg + n - a, abort_msg) != 0)
+        return 0;
+    return !(n - a >= k && strncmp(msg + n - a - k, stopped, k) == 0);
+}
+
 /* The status of a wait that did not complete (mu held). */
 static gs_status wait_failed(gs_drv *d, int why, gs_error *err, const char *what)
 {
@@ -235,14 +247,16 @@ static void *stream_main(void *arg)
             it->ev->done = 1;
             pthread_cond_broadcast(&d->cv);
         } else if (it->kind == ITEM_WAIT) {
-            struct timespec dl = deadline_in(d->timeout_s);
+            /* twice the timeout: the work waited for has its own timed waits, and a wait on a
+             * peer (which names the peer and the event) should be the one that reports */
+            struct timespec dl = deadline_in(2 * d->timeout_s);
             int why = 0;
             while (!it->ev->done && (why = wait_until(d, &dl)) == 0)
                 ;
             if (!it->ev->done && why == 2) {
                 char msg[GS_ERROR_MSG_BYTES];
                 snprintf(msg, sizeof msg, "rank %" PRIu64 " stream %s: timed out after %g s waiting for a dependency",
-                         s->rank, gs_stream_name(s->kind), d->timeout_s);
+                         s->rank, gs_stream_name(s->kind), 2 * d->timeout_s);
                 abort_locked(d, msg);
             }
         } else if (!d->aborted) {
@@ -251,7 +265,9 @@ static void *stream_main(void *arg)
             gs_error_init(&e);
             gs_status rc = it->fn(it->arg, s, &e);
             pthread_mutex_lock(&d->mu);
-            if (rc != GS_OK)
+            if (rc != GS_OK && d->aborted && adds_context(e.msg, d->abort_err.msg))
+                d->abort_err = e; /* this work's own wait aborted the run: keep its context */
+            else if (rc != GS_OK)
                 abort_locked(d, e.msg[0] ? e.msg : gs_status_name(rc));
         }
         free(it);
@@ -511,7 +527,7 @@ static const char *op_name(int op)
 static gs_status arrive(gs_drv *d, gs_drv_stream *s, uint64_t rank, const gs_drv_group *g, int op, size_t count,
                         const float *in, coll_slot **out, uint64_t *gen, gs_error *err)
 {
-    char what[160];
+    char what[256];
     snprintf(what, sizeof what, "rank %" PRIu64 ": %s of %zu floats on %s group %" PRIu64, rank, op_name(op), count,
              gs_group_kind_name(g->kind), g->index);
     if (g->index >= d->mesh.world || g->pos >= g->size)
@@ -544,8 +560,13 @@ static gs_status arrive(gs_drv *d, gs_drv_stream *s, uint64_t rank, const gs_drv
         ;
     gs_status rc = GS_OK;
     if (c->arrived < g->size) {
-        snprintf(what + strlen(what), sizeof what - strlen(what), " (%" PRIu64 " of %" PRIu64 " members arrived)",
-                 c->arrived, g->size);
+        char missing[64] = "";
+        size_t at = 0;
+        for (uint64_t i = 0; i < g->size && at < sizeof missing - 8; i++)
+            if (!c->in[i])
+                at += (size_t)snprintf(missing + at, sizeof missing - at, "%s%" PRIu64, at ? " " : "", g->members[i]);
+        snprintf(what + strlen(what), sizeof what - strlen(what),
+                 " (%" PRIu64 " of %" PRIu64 " members arrived; waiting for rank %s)", c->arrived, g->size, missing);
         rc = wait_failed(d, why, err, what);
     } else {
         mark_start(s);
@@ -560,6 +581,9 @@ static gs_status depart(gs_drv *d, uint64_t rank, const gs_drv_group *g, coll_sl
     pthread_mutex_lock(&d->mu);
     c->departed++;
     if (c->departed == g->size) {
+        /* every member has read every input: forget them (arrive names the absent by NULL) */
+        for (uint64_t i = 0; i < g->size; i++)
+            c->in[i] = NULL;
         c->arrived = c->departed = 0;
         c->gen++;
         pthread_cond_broadcast(&d->cv);

@@ -23,6 +23,7 @@ typedef struct gs_exec_opts {
     gs_train_opts train;
     const char *fail_event;      /* test hook: this event (gs_event_name) fails on fail_rank */
     uint64_t fail_rank;
+    gs_fault_kind fail_kind;     /* ... or stalls, or kills the rank there */
     int skip_memory_check;       /* 1: do not compare the need with MemAvailable */
 } gs_exec_opts;
 
@@ -51,11 +52,18 @@ const gs_schedule *gs_exec_session_schedule(const gs_exec_session *x);
 gs_timing *const *gs_exec_session_timing(const gs_exec_session *x);
 gs_train *gs_exec_session_train(gs_exec_session *x);
 
+/* Stops the run from any thread (e.g. a signal watcher): the current step's waits return at
+ * once with msg, and so does every later step; the session can still be saved or destroyed. */
+void gs_exec_session_abort(gs_exec_session *x, const char *msg);
+
 /* Sharded checkpoint of every rank's parameters and Adam state (exec/checkpoint.h's directory
  * format; each element written once, by its primary owner), and its load: any grid of the same
  * model can load it (pieces are matched by element range) and continues at the saved step. */
 gs_status gs_exec_session_save(gs_exec_session *x, const char *dir, gs_error *err);
 gs_status gs_exec_session_load(gs_exec_session *x, const char *dir, gs_error *err);
+/* One plain safetensors FILE of the full parameters under their HF Llama names (exec/checkpoint.h's
+ * full format): every rank's primary pieces gathered (DP replicas once), written atomically. */
+gs_status gs_exec_session_save_full(gs_exec_session *x, const char *path, gs_error *err);
 
 /* MemAvailable from /proc/meminfo in bytes (0 when unknown). */
 uint64_t gs_exec_mem_available(void);

@@ -151,7 +151,7 @@ out:
 gs_status gs_exec_session_step(gs_exec_session *x, double *loss, double *step_s, gs_error *rank_err, gs_error *err)
 {
     gs_train_begin_step(x->train);
-    gs_dispatch_opts dopts = {x->o.fail_event, x->o.fail_rank};
+    gs_dispatch_opts dopts = {x->o.fail_event, x->o.fail_rank, x->o.fail_kind};
     double t0 = x->ops->clock_s(x->drv);
     gs_status rc = gs_dispatch_step(x->disp, gs_train_run_event, x->train, &dopts, x->timing, rank_err, err);
     if (rc != GS_OK)
@@ -176,6 +176,11 @@ gs_status gs_exec_session_trace(gs_exec_session *x, FILE *f, gs_error *err)
     if (!x->stepped)
         return gs_error_set(err, GS_ERR_RUNTIME, "exec: no step has run");
     return gs_report_trace(x->sch, x->timing, f, err);
+}
+
+void gs_exec_session_abort(gs_exec_session *x, const char *msg)
+{
+    x->ops->abort(x->drv, msg);
 }
 
 const gs_schedule *gs_exec_session_schedule(const gs_exec_session *x)
@@ -289,12 +294,114 @@ gs_status gs_exec_session_load(gs_exec_session *x, const char *dir, gs_error *er
     ckpt_views v;
     gs_ckpt_meta meta;
     ckpt_meta(x, &meta);
-    uint64_t step = 0;
+    gs_ckpt_reader *r = NULL;
     gs_status rc = views_init(x, 0, &v, err);
     if (rc == GS_OK)
-        rc = gs_ckpt_load_sharded(dir, &meta, v.views, (int)v.n, &step, err);
+        rc = gs_ckpt_reader_create(&r, dir, err);
+    /* every tensor of the checkpoint must be one of the model's: another model's checkpoint
+     * whose first layers happen to match is refused rather than half loaded */
+    const gs_ckpt_index *ix = r ? gs_ckpt_reader_index(r) : NULL;
+    if (rc == GS_OK && (int64_t)ix->dp * ix->pp * ix->tp != ix->world)
+        rc = gs_error_set(err, GS_ERR_INPUT, "checkpoint %s: index.json: grid dp %d x pp %d x tp %d is not world %d",
+                          dir, ix->dp, ix->pp, ix->tp, ix->world);
+    for (size_t t = 0; rc == GS_OK && t < ix->tensor_count; t++) {
+        int found = 0;
+        for (size_t i = 0; i < v.n && !found; i++)
+            for (size_t k = 0; k < v.views[i].shard_count && !found; k++)
+                found = strcmp(v.views[i].shards[k].name, ix->tensors[t].name) == 0;
+        if (!found)
+            rc = gs_error_set(err, GS_ERR_INPUT, "checkpoint %s: tensor %s is not in the model of %s (another model's "
+                              "checkpoint?)", dir, ix->tensors[t].name, x->s.name);
+    }
+    for (size_t i = 0; rc == GS_OK && i < v.n; i++)
+        rc = gs_ckpt_reader_load_rank(r, &v.views[i], &meta, err);
     if (rc == GS_OK)
-        gs_train_set_step(x->train, step);
+        gs_train_set_step(x->train, ix->step);
+    gs_ckpt_reader_destroy(r);
+    views_fini(&v);
+    return rc;
+}
+
+/* The full tensors being gathered, in first-seen order (rank 0's tensors first). */
+typedef struct full_set {
+    gs_ckpt_full_tensor *t;
+    float **data; /* owned, one per tensor */
+    size_t n, cap;
+} full_set;
+
+static void full_set_fini(full_set *f)
+{
+    for (size_t i = 0; i < f->n; i++)
+        free(f->data[i]);
+    free(f->t);
+    free(f->data);
+}
+
+/* The index in f of shard sh's tensor, added (zero-filled) when new; (size_t)-1 and *rc set when out of
+ * memory. */
+static size_t full_set_find(full_set *f, const gs_ckpt_shard *sh, gs_error *err, gs_status *rc)
+{
+    for (size_t i = 0; i < f->n; i++)
+        if (strcmp(f->t[i].name, sh->name) == 0)
+            return i;
+    uint64_t numel = 1;
+    for (size_t k = 0; k < sh->ndim; k++)
+        numel *= sh->shape[k];
+    if (f->n == f->cap) {
+        size_t cap = f->cap ? 2 * f->cap : 64;
+        gs_ckpt_full_tensor *t = realloc(f->t, cap * sizeof *t);
+        if (t)
+            f->t = t;
+        float **d = t ? realloc(f->data, cap * sizeof *d) : NULL;
+        if (!t || !d) {
+            *rc = gs_error_set(err, GS_ERR_NOMEM, "exec: out of memory");
+            return (size_t)-1;
+        }
+        f->data = d;
+        f->cap = cap;
+    }
+    if (!(f->data[f->n] = calloc(numel ? numel : 1, sizeof(float)))) {
+        *rc = gs_error_set(err, GS_ERR_NOMEM, "exec: out of memory for %s", sh->name);
+        return (size_t)-1;
+    }
+    gs_ckpt_full_tensor *t = &f->t[f->n];
+    memset(t, 0, sizeof *t);
+    t->name = sh->name;
+    t->ndim = sh->ndim;
+    memcpy(t->shape, sh->shape, sizeof t->shape);
+    t->data = f->data[f->n];
+    return f->n++;
+}
+
+gs_status gs_exec_session_save_full(gs_exec_session *x, const char *path, gs_error *err)
+{
+    ckpt_views v;
+    full_set f = {0};
+    gs_ckpt_meta meta;
+    ckpt_meta(x, &meta);
+    gs_status rc = views_init(x, 1, &v, err);
+    for (size_t r = 0; r < v.n && rc == GS_OK; r++)
+        for (size_t k = 0; k < v.views[r].shard_count && rc == GS_OK; k++) {
+            const gs_ckpt_shard *sh = &v.views[r].shards[k];
+            size_t i = full_set_find(&f, sh, err, &rc);
+            if (rc != GS_OK)
+                break;
+            uint64_t numel = 1;
+            for (size_t d = 0; d < sh->ndim; d++)
+                numel *= sh->shape[d];
+            for (size_t p = 0; p < sh->piece_count; p++) {
+                const gs_ckpt_piece *pc = &sh->pieces[p];
+                if (pc->offset > numel || pc->count > numel - pc->offset) {
+                    rc = gs_error_set(err, GS_ERR_RUNTIME, "exec: %s: piece [%" PRIu64 ", +%" PRIu64
+                                      ") outside its %" PRIu64 " elements", sh->name, pc->offset, pc->count, numel);
+                    break;
+                }
+                memcpy(f.data[i] + pc->offset, pc->data, pc->count * sizeof(float));
+            }
+        }
+    if (rc == GS_OK)
+        rc = gs_ckpt_save_full(path, &meta, f.t, f.n, NULL, NULL, err);
+    full_set_fini(&f);
     views_fini(&v);
     return rc;
 }

@@ -290,6 +290,41 @@ START_TEST(injected_failure)
 }
 END_TEST
 
+/* A rank that hangs (stall) or exits (die) in a TP all-reduce: its TP peer (rank 7) gives up
+ * after the timeout with an error naming its own event and the absent rank 6, every rank
+ * stops, and the step returns within a few timeouts (the stalled rank is released by the abort). */
+START_TEST(stalled_or_dead_rank)
+{
+    const cfg c = {"fault", 2, 2, 2, 1, 8, "full_shard", "1f1b", "none", "layer", 1, 0, 4, 1};
+    char text[1024];
+    scenario_text(&c, text, sizeof text);
+    gs_scenario s;
+    gs_mesh mesh;
+    gs_error err;
+    gs_error_init(&err);
+    ck_assert_int_eq(gs_scenario_load_string(text, strlen(text), "fault", &s, &err), GS_OK);
+    ck_assert_int_eq(gs_scenario_mesh(&s, &mesh, NULL, &err), GS_OK);
+    gs_exec_opts eo;
+    gs_exec_opts_defaults(&eo);
+    eo.timeout_s = 0.5;
+    eo.fail_event = "L2.mb0.fwd.tp_ar"; /* rank 6 and rank 7 form TP group 3 */
+    eo.fail_rank = 6;
+    eo.fail_kind = _i == 0 ? GS_FAULT_STALL : GS_FAULT_DIE;
+    gs_exec_session *x = NULL;
+    ck_assert_int_eq(gs_exec_session_create(&s, &mesh, &eo, &x, &err), GS_OK);
+    double t0 = now_s();
+    gs_status rc = gs_exec_session_step(x, NULL, NULL, NULL, &err);
+    double took = now_s() - t0;
+    ck_assert_int_eq(rc, GS_ERR_RUNTIME);
+    ck_assert_msg(strstr(err.msg, "rank 7: event L2.mb0.fwd.tp_ar: ") && strstr(err.msg, "waiting for rank 6)") &&
+                      strstr(err.msg, "timed out after 0.5 s"),
+                  "%s", err.msg);
+    ck_assert_double_ge(took, 0.45);
+    ck_assert_double_lt(took, 5.0);
+    gs_exec_session_destroy(x);
+}
+END_TEST
+
 /* A member that never arrives: the waiting rank gives up after the timeout, names the
  * collective, and the driver is aborted for everyone. */
 START_TEST(collective_timeout)
@@ -486,6 +521,7 @@ static Suite *exec_suite(void)
     tcase_set_timeout(te, 60);
     tcase_add_test(te, injected_failure);
     tcase_add_test(te, collective_timeout);
+    tcase_add_loop_test(te, stalled_or_dead_rank, 0, 2);
     tcase_add_test(te, allreduce_order);
     tcase_add_test(te, dispatch_order);
     tcase_add_test(te, checkpoint_resume);

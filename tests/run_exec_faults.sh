@@ -1,0 +1,191 @@
+#!/bin/sh
+# `gridstep exec` robustness end to end on the host driver:
+#  - --save-full writes one safetensors file that the independent reader tests/safetensors_check.py
+#    parses; its tensors equal the single-rank run's after the same steps (bit-exact for a
+#    PP-only grid, the contract's 1e-5 relative L2 for dp2-pp2-tp2, AdamW eps 1e-6 as in
+#    tests/check_exec), and a sharded save of the same dp2-pp2-tp2 run holds the same numbers
+#    (tests/safetensors_compare.py; these parts are skipped without python3);
+#  - SIGINT during a long run with --save-every stops it within seconds, exit 1, with
+#    "interrupted after step N; last checkpoint DIR (step M) is intact", and --load DIR continues
+#    at step M + 1;
+#  - GRIDSTEP_FAULT=stall|die:6:EVENT: every other rank stops within --timeout with an error
+#    naming rank 6 and the event; an outer `timeout` guards every run;
+#  - bad checkpoints and bad exec flags are refused with the right exit status and message.
+# Environment (set by make check): GRIDSTEP = the binary, top_srcdir = the source tree.
+GRIDSTEP=${GRIDSTEP:-./gridstep}
+top_srcdir=${top_srcdir:-.}
+dir="$top_srcdir/tests/exec"
+tmp=${TMPDIR:-/tmp}/gs-exec-faults.$$
+mkdir "$tmp" || exit 1
+trap 'rm -rf "$tmp"' 0 1 2 15
+passed=0
+failed=0
+ok() { echo "PASS: $1"; passed=$((passed + 1)); }
+bad() { echo "FAIL: $1"; failed=$((failed + 1)); }
+# every gridstep run is bounded: nothing may hang the test suite
+guard() { timeout 120 "$GRIDSTEP" "$@"; }
+python=
+command -v python3 > /dev/null 2>&1 && python=python3
+full=dp2-pp2-tp2
+
+# ---- --save-full ---------------------------------------------------------------------------------
+sed 's/grid: {dp: 1, pp: 1, tp: 1}/grid: {dp: 1, pp: 2, tp: 1}/; s/gpus_per_node: 1/gpus_per_node: 2/' \
+    "$dir/single.yaml" > "$tmp/pp2.yaml"
+if guard exec --steps 2 --adam-eps 1e-6 --save-full "$tmp/single.safetensors" "$dir/single.yaml" > /dev/null &&
+   guard exec --steps 2 --adam-eps 1e-6 --save-full "$tmp/pp2.safetensors" "$tmp/pp2.yaml" > /dev/null &&
+   guard exec --steps 2 --adam-eps 1e-6 --save "$tmp/ck" --save-full "$tmp/$full.safetensors" \
+       "$dir/$full.yaml" > /dev/null; then
+    ok "exec --save-full runs"
+    if [ -z "$python" ]; then
+        echo "SKIP: --save-full contents (no python3)"
+    else
+        if $python "$top_srcdir/tests/safetensors_check.py" "$tmp/$full.safetensors" > "$tmp/list.txt" &&
+           grep -q "^model.layers.3.mlp.down_proj.weight F32 64x128 " "$tmp/list.txt" &&
+           grep -q "^lm_head.weight F32 256x64 " "$tmp/list.txt" &&
+           grep -q "^metadata format=pt" "$tmp/list.txt" && [ "$(grep -vc '^metadata' "$tmp/list.txt")" -eq 39 ]; then
+            ok "the full file parses (independent reader): 39 HF-named tensors"
+        else
+            bad "the full file: $(head -3 "$tmp/list.txt")"
+        fi
+        if $python "$top_srcdir/tests/safetensors_compare.py" full "$tmp/pp2.safetensors" "$tmp/single.safetensors" 0 \
+               > "$tmp/cmp.txt" 2>&1; then
+            ok "pp2 full file = single-rank parameters, bit-exact"
+        else
+            bad "pp2 vs single: $(cat "$tmp/cmp.txt")"
+        fi
+        if $python "$top_srcdir/tests/safetensors_compare.py" full "$tmp/$full.safetensors" "$tmp/single.safetensors" \
+               1e-5 > "$tmp/cmp.txt" 2>&1; then
+            ok "$full full file = single-rank parameters (1e-5): $(cat "$tmp/cmp.txt")"
+        else
+            bad "$full vs single: $(cat "$tmp/cmp.txt")"
+        fi
+        if $python "$top_srcdir/tests/safetensors_compare.py" sharded "$tmp/ck" "$tmp/$full.safetensors" \
+               > "$tmp/cmp.txt" 2>&1; then
+            ok "$full sharded save = full save, bit-exact"
+        else
+            bad "$full sharded vs full: $(cat "$tmp/cmp.txt")"
+        fi
+    fi
+else
+    bad "exec --save-full runs failed"
+fi
+
+# ---- SIGINT --------------------------------------------------------------------------------------
+# gridstep installs its handler itself, so the signal arrives although sh starts background jobs
+# with SIGINT ignored.
+"$GRIDSTEP" exec --steps 1000 --save "$tmp/int" --save-every 2 "$dir/$full.yaml" > /dev/null 2> "$tmp/int.err" &
+pid=$!
+# the guard: a run that ignores SIGINT is killed after 300 s (the guard ends with the run)
+(i=0; while [ $i -lt 300 ] && kill -0 $pid; do sleep 1; i=$((i + 1)); done; kill -9 $pid) > /dev/null 2>&1 &
+waited=0
+while [ ! -f "$tmp/int/index.json" ] && [ $waited -lt 600 ]; do
+    sleep 0.1
+    waited=$((waited + 1))
+done
+sleep 0.5
+sent=$(date +%s)
+kill -INT $pid
+wait $pid
+rc=$?
+took=$(($(date +%s) - sent))
+msg=$(grep "interrupted after step" "$tmp/int.err")
+m=$(echo "$msg" | sed -n 's/.*(step \([0-9]*\)) is intact.*/\1/p')
+n=$(echo "$msg" | sed -n 's/.*interrupted after step \([0-9]*\);.*/\1/p')
+if [ $rc -eq 1 ] && [ -n "$m" ] && [ -n "$n" ] && [ "$m" -le "$n" ] && [ $took -le 5 ] &&
+   echo "$msg" | grep -q "last checkpoint $tmp/int (step $m) is intact"; then
+    ok "SIGINT: exit 1 in ${took} s: $msg"
+    if guard exec --json --load "$tmp/int" "$dir/$full.yaml" > "$tmp/load.json" &&
+       tr -d ' \n' < "$tmp/load.json" | grep -q "\"first_step\":$((m + 1))"; then
+        ok "--load after SIGINT continues at step $((m + 1))"
+    else
+        bad "--load after SIGINT: $(head -c 300 "$tmp/load.json")"
+    fi
+else
+    bad "SIGINT: exit $rc after ${took} s: $(cat "$tmp/int.err")"
+fi
+
+# ---- stalled and dead ranks ----------------------------------------------------------------------
+for kind in stall die; do
+    start=$(date +%s)
+    GRIDSTEP_FAULT=$kind:6:L2.mb0.fwd.tp_ag timeout 60 "$GRIDSTEP" exec --timeout 2 "$dir/$full.yaml" \
+        > /dev/null 2> "$tmp/$kind.err"
+    rc=$?
+    took=$(($(date +%s) - start))
+    if [ $rc -eq 1 ] && grep -q "event L2.mb0.fwd.tp_ag: " "$tmp/$kind.err" &&
+       grep -q "waiting for rank 6): timed out after 2 s" "$tmp/$kind.err" && [ $took -lt 10 ]; then
+        ok "$kind: every rank stops in ${took} s naming rank 6 and the event"
+    else
+        bad "$kind: exit $rc after ${took} s: $(cat "$tmp/$kind.err")"
+    fi
+done
+
+# ---- bad checkpoints and flags -------------------------------------------------------------------
+# expect NAME STATUS FRAGMENT ARGS...: `gridstep exec ARGS` exits STATUS with FRAGMENT on stderr.
+expect() {
+    name=$1
+    want=$2
+    fragment=$3
+    shift 3
+    timeout 120 "$GRIDSTEP" exec "$@" > /dev/null 2> "$tmp/err"
+    rc=$?
+    if [ $rc -eq "$want" ] && grep -q "^gridstep exec: " "$tmp/err" && grep -F -q -e "$fragment" "$tmp/err"; then
+        ok "bad input: $name"
+    else
+        bad "bad input: $name: exit $rc (expected $want): $(cat "$tmp/err")"
+    fi
+}
+# broken NAME: a copy of the good checkpoint to break
+broken() {
+    cp -r "$tmp/ck" "$tmp/$1"
+    echo "$tmp/$1"
+}
+if [ -f "$tmp/ck/index.json" ]; then
+    Y="$dir/$full.yaml"
+    d=$(broken json)
+    printf '{"format": ' > "$d/index.json"
+    expect "index.json bad JSON" 2 "index.json: bad JSON at line 1" --load "$d" "$Y"
+    sed 's/layers: 4/layers: 6/' "$dir/single.yaml" > "$tmp/l6.yaml"
+    expect "tensor missing" 2 "tensor model.layers.4.input_layernorm.weight: not in the checkpoint" --load "$tmp/ck" \
+        "$tmp/l6.yaml"
+    sed 's/ffn: 128/ffn: 256/' "$dir/single.yaml" > "$tmp/ffn.yaml"
+    expect "wrong shape" 2 "tensor model.layers.0.mlp.gate_proj.weight: shape [128,64] in index, [256,64] expected" \
+        --load "$tmp/ck" "$tmp/ffn.yaml"
+    sed 's/layers: 4/layers: 2/' "$dir/single.yaml" > "$tmp/l2.yaml"
+    expect "another model" 2 "tensor model.layers.2.input_layernorm.weight is not in the model" --load "$tmp/ck" \
+        "$tmp/l2.yaml"
+    d=$(broken grid)
+    sed 's/"tp": 2/"tp": 3/' "$tmp/ck/index.json" > "$d/index.json"
+    expect "wrong grid" 2 "grid dp 2 x pp 2 x tp 3 is not world 8" --load "$d" "$Y"
+    d=$(broken world)
+    sed 's/"world": 8/"world": 4/; s/"tp": 2/"tp": 1/' "$tmp/ck/index.json" > "$d/index.json"
+    expect "world vs files" 2 "files must list 4 files" --load "$d" "$Y"
+    d=$(broken truncated)
+    f="$d/rank00003-of-00008.safetensors"
+    head -c 1000 "$tmp/ck/rank00003-of-00008.safetensors" > "$f"
+    expect "truncated rank file" 2 "rank00003-of-00008.safetensors: header length" --load "$d" "$Y"
+    d=$(broken crc)
+    f="$d/rank00003-of-00008.safetensors"
+    printf 'XYZW' | dd of="$f" bs=1 seek=$(($(wc -c < "$f") - 4)) conv=notrunc 2> /dev/null
+    expect "CRC mismatch" 2 "rank00003-of-00008.safetensors: CRC-32" --load "$d" "$Y"
+    d=$(broken version)
+    sed 's/"format_version": 1/"format_version": 99/' "$tmp/ck/index.json" > "$d/index.json"
+    expect "unknown format_version" 2 "format_version 99 not supported" --load "$d" "$Y"
+    expect "no checkpoint" 1 "no checkpoint (neither" --load "$tmp/nothing" "$Y"
+else
+    bad "no checkpoint to break"
+fi
+expect "--save-full unwritable" 1 "/nonexistent-gs-dir/full.safetensors.tmp-" --save-full \
+    /nonexistent-gs-dir/full.safetensors "$dir/single.yaml"
+expect "--steps 0" 2 "--steps: found '0', expected a positive integer" --steps 0 "$dir/single.yaml"
+expect "--steps abc" 2 "--steps: found 'abc'" --steps abc "$dir/single.yaml"
+expect "--driver unknown" 2 "--driver: found 'foo', expected host or cuda" --driver foo "$dir/single.yaml"
+expect "--timeout negative" 2 "--timeout: found '-1', expected a positive number" --timeout -1 "$dir/single.yaml"
+expect "--save-every alone" 2 "--save-every needs --save DIR" --save-every 2 "$dir/single.yaml"
+expect "--adam-eps 0" 2 "--adam-eps: found '0'" --adam-eps 0 "$dir/single.yaml"
+GRIDSTEP_FAULT=hang:1:x
+export GRIDSTEP_FAULT
+expect "GRIDSTEP_FAULT unknown" 2 "GRIDSTEP_FAULT: found 'hang:1:x'" "$dir/single.yaml"
+unset GRIDSTEP_FAULT
+
+echo "$passed passed, $failed failed"
+[ $failed -eq 0 ]
