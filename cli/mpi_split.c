@@ -150,8 +150,7 @@ gs_status gs_mpi_split_finish(gs_mpi_split *sp, gs_status local, const char *pie
         memcpy(sendbuf, mine, mlen);
         sendbuf[mlen] = '\0';
         meta_mine[1] = (int)mlen + 1;
-    } else { /* an empty error message still takes part in the collectives */
-        sendbuf = NULL;
+    } else { /* no memory even for the message: an empty one still takes part in the collectives */
         meta_mine[0] = GS_ERR_NOMEM;
         meta_mine[1] = 0;
     }
@@ -190,8 +189,9 @@ gs_status gs_mpi_split_finish(gs_mpi_split *sp, gs_status local, const char *pie
         rc = (gs_status)agreed;
         if (rc != GS_OK) {
             gs_error_set(err, rc, "rank %d of %d: stopped; rank 0 reports the error", sp->rank, sp->size);
-            if (!freopen("/dev/null", "w", stderr)) /* rank 0 has said it once */
-                clearerr(stdout); /* stderr stays: the message shows twice, nothing worse */
+            /* rank 0 has said it once (should /dev/null not open, it shows twice, nothing worse) */
+            FILE *devnull = freopen("/dev/null", "w", stderr);
+            (void)devnull;
         }
     }
     free(sendbuf);
