@@ -74,5 +74,13 @@ $MPIRUN "$GRIDSTEP" sweep $V tests/no-such-scenario.yaml >"$tmp/out" 2>"$tmp/err
 check "mpirun sweep of a missing scenario: exit 2 as serial" test $? -eq 2
 check "mpirun sweep of a missing scenario: said once, nothing printed" \
     test "$(grep -c 'no-such-scenario' "$tmp/err")" -eq 1 -a ! -s "$tmp/out"
+# an error on ranks 1 and 2 only (MPMD launch: rank 0 gets a good scenario): rank 0 reports the
+# lowest failed rank's error, once, and prints no output
+mpirun --allow-run-as-root --oversubscribe -np 1 "$GRIDSTEP" sweep $V "$S" : \
+    -np 2 "$GRIDSTEP" sweep $V tests/no-such-scenario.yaml >"$tmp/out" 2>"$tmp/err"
+check "mpirun, ranks 1-2 failing: exit 2" test $? -eq 2
+check "mpirun, ranks 1-2 failing: rank 0 reports rank 1's error, once" \
+    test "$(grep -c 'rank 1 of 3: tests/no-such-scenario.yaml' "$tmp/err")" -eq 1 -a "$(grep -c 'no-such' "$tmp/err")" -eq 1
+check "mpirun, ranks 1-2 failing: no partial output" test ! -s "$tmp/out"
 
 exit $fail
