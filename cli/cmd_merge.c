@@ -9,6 +9,7 @@
 
 #include "cli/cli_common.h"
 #include "cli/commands.h"
+#include "cli/merge.h"
 #include "cli/plot.h"
 
 const char gs_cmd_merge_help[] =
@@ -503,6 +504,32 @@ out:
     return rc;
 }
 
+/* CSV or JSON by the first piece; mixed pieces are refused. */
+static gs_status merge_any(char **text, char *const *names, size_t n, FILE *out, const gs_plot *plot,
+                           gs_error *err)
+{
+    int json = 0;
+    for (size_t i = 0; i < n; i++) {
+        const char *p = text[i] + strspn(text[i], " \t\r\n");
+        int is_json = *p == '{';
+        if (i == 0)
+            json = is_json;
+        else if (is_json != json)
+            return gs_error_set(err, GS_ERR_INPUT, "%s: a %s piece, expected %s like %s", names[i],
+                                is_json ? "JSON" : "CSV", json ? "JSON" : "CSV", names[0]);
+    }
+    if (plot && !json)
+        return gs_error_set(err, GS_ERR_INPUT, "--plot needs JSON sweep pieces (gridstep sweep --json --shard I/N)");
+    return json ? merge_json(text, names, n, out, plot, err) : merge_csv(text, names, n, out, err);
+}
+
+gs_status gs_merge_pieces(char **text, char *const *names, size_t n, FILE *out, gs_error *err)
+{
+    if (n == 0)
+        return gs_error_set(err, GS_ERR_INPUT, "no pieces to merge");
+    return merge_any(text, names, n, out, NULL, err);
+}
+
 gs_status gs_cmd_merge(int argc, char **argv, gs_error *err)
 {
     static const struct option opts[] = {
@@ -530,18 +557,9 @@ gs_status gs_cmd_merge(int argc, char **argv, gs_error *err)
     gs_status rc = GS_OK;
     if (!text)
         return gs_error_set(err, GS_ERR_NOMEM, "out of memory");
-    int json = 0;
     for (size_t i = 0; i < n && rc == GS_OK; i++) {
         size_t len;
-        if ((rc = read_file(argv[optind + (int)i], &text[i], &len, err)) != GS_OK)
-            break;
-        const char *p = text[i] + strspn(text[i], " \t\r\n");
-        int is_json = *p == '{';
-        if (i == 0)
-            json = is_json;
-        else if (is_json != json)
-            rc = gs_error_set(err, GS_ERR_INPUT, "%s: a %s piece, expected %s like %s", argv[optind + (int)i],
-                              is_json ? "JSON" : "CSV", json ? "JSON" : "CSV", argv[optind]);
+        rc = read_file(argv[optind + (int)i], &text[i], &len, err);
     }
     if (rc != GS_OK)
         goto out;
@@ -550,12 +568,7 @@ gs_status gs_cmd_merge(int argc, char **argv, gs_error *err)
         rc = gs_error_set(err, GS_ERR_IO, "%s: cannot write: %s", out_path, strerror(errno));
         goto out;
     }
-    if (plotting && !json) {
-        rc = gs_error_set(err, GS_ERR_INPUT, "--plot needs JSON sweep pieces (gridstep sweep --json --shard I/N)");
-        goto out;
-    }
-    rc = json ? merge_json(text, argv + optind, n, out, plotting ? &plot : NULL, err)
-              : merge_csv(text, argv + optind, n, out, err);
+    rc = merge_any(text, argv + optind, n, out, plotting ? &plot : NULL, err);
     if (out != stdout) {
         int bad = ferror(out);
         if (fclose(out) != 0 || bad)

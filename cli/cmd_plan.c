@@ -11,6 +11,7 @@
 
 #include "cli/cli_common.h"
 #include "cli/commands.h"
+#include "cli/mpi_split.h"
 #include "engine/launch.h"
 #include "engine/plan.h"
 #include "engine/sweep.h"
@@ -70,13 +71,18 @@ const char gs_cmd_plan_help[] =
     "                     shard g % N; each piece holds its shard's exact best --top\n"
     "  --emit K           print only the winner's launch configuration, K = torchrun, accelerate,\n"
     "                     megatron or slurm (as gridstep mesh --emit; the ranking is not printed)\n"
+    "Under mpirun (a gridstep built --with-mpi; needs --json): rank r of N searches shard r/N and\n"
+    "rank 0 merges the pieces as gridstep merge does and prints the document; the candidates and\n"
+    "counts are the serial plan's, except `simulated` and the R4 entry of `pruned` (the work the\n"
+    "ranks did together; see gridstep help merge). An error on any rank is reported once by rank 0.\n"
     "A SCENARIO.yaml argument supplies the model, cluster and batch; its grid and strategy are\n"
     "ignored (precision is kept).\n"
     "\n"
     "examples:\n"
     "  gridstep plan --model llama2-70b --cluster dgx-a100-80g --nodes 8\n"
     "  gridstep plan scenarios/seed-7b-8xa100.yaml --top 5\n"
-    "  gridstep plan --model llama2-70b --cluster dgx-a100-80g --nodes 8 --tp 8 --json | jq '.candidates[0]'\n";
+    "  gridstep plan --model llama2-70b --cluster dgx-a100-80g --nodes 8 --tp 8 --json | jq '.candidates[0]'\n"
+    "  mpirun -np 4 gridstep plan --model llama2-70b --cluster dgx-a100-80g --nodes 8 --json > plan.json\n";
 
 static const char usage[] =
     "gridstep plan (--model M --cluster C --nodes N | SCENARIO.yaml) [--global-batch B] [--seq S] [--top K] "
@@ -443,7 +449,10 @@ static gs_status scenario_from_presets(const char *model, const char *cluster, u
     return gs_scenario_load_string(yaml, strlen(yaml), "plan", s, err);
 }
 
-gs_status gs_cmd_plan(int argc, char **argv, gs_error *err)
+/* The search itself. Split across MPI ranks (sp active), it searches shard rank/size and
+ * writes that JSON piece to *piece (malloc'ed, *piece_len bytes) instead of standard output. */
+static gs_status plan_run(int argc, char **argv, const gs_mpi_split *sp, char **piece, size_t *piece_len,
+                          gs_error *err)
 {
     enum { O_MODEL = 256, O_CLUSTER, O_NODES, O_BATCH, O_SEQ, O_TOP, O_JSON, O_TP, O_PP, O_DP, O_SHARD, O_MICRO,
            O_MAX, O_THREADS, O_NOEXTRA, O_EMIT, O_SHARD_IN };
@@ -505,6 +514,17 @@ gs_status gs_cmd_plan(int argc, char **argv, gs_error *err)
         return rc;
     if (po.shard_count && !json)
         return gs_error_set(err, GS_ERR_INPUT, "--shard needs --json (pieces for gridstep merge)\nusage: %s", usage);
+    int split = gs_mpi_split_active(sp);
+    if (split && po.shard_count)
+        return gs_error_set(err, GS_ERR_INPUT, "--shard under mpirun (%d ranks): the ranks are the shards; run one or "
+                                               "the other", sp->size);
+    if (split && (!json || emit))
+        return gs_error_set(err, GS_ERR_INPUT, "under mpirun (%d ranks) plan needs --json (and no --emit): the ranks' "
+                                               "JSON pieces are merged on rank 0\nusage: %s", sp->size, usage);
+    if (split) { /* rank r searches shard r/size, as --shard would */
+        po.shard_index = (uint64_t)sp->rank;
+        po.shard_count = (uint64_t)sp->size;
+    }
     gs_scenario s;
     int default_batch = 0;
     if (optind < argc) {
@@ -553,11 +573,36 @@ gs_status gs_cmd_plan(int argc, char **argv, gs_error *err)
         json_t *doc = plan_json(&s, p, (size_t)top, wall);
         if (po.shard_count)
             add_shard_keys(doc, p, &po, top);
-        rc = gs_cli_json_print(doc, err);
+        if (split) {
+            FILE *f = open_memstream(piece, piece_len);
+            if (!f) {
+                rc = gs_error_set(err, GS_ERR_NOMEM, "out of memory for this rank's piece");
+            } else {
+                rc = gs_cli_json_fprint(f, doc, err);
+                if (fclose(f) != 0 && rc == GS_OK)
+                    rc = gs_error_set(err, GS_ERR_NOMEM, "out of memory for this rank's piece");
+            }
+        } else {
+            rc = gs_cli_json_print(doc, err);
+        }
         json_decref(doc);
     } else {
         print_plan(&s, p, (size_t)top, default_batch, wall);
     }
     gs_plan_destroy(p);
+    return rc;
+}
+
+gs_status gs_cmd_plan(int argc, char **argv, gs_error *err)
+{
+    gs_mpi_split sp;
+    char *piece = NULL;
+    size_t len = 0;
+    gs_status rc = gs_mpi_split_begin(&sp, err);
+    if (rc != GS_OK)
+        return rc;
+    rc = plan_run(argc, argv, &sp, &piece, &len, err);
+    rc = gs_mpi_split_finish(&sp, rc, piece, len, NULL, err);
+    free(piece);
     return rc;
 }

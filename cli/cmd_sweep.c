@@ -12,6 +12,7 @@
 
 #include "cli/cli_common.h"
 #include "cli/commands.h"
+#include "cli/mpi_split.h"
 #include "cli/plot.h"
 #include "engine/ledger.h"
 #include "engine/sweep.h"
@@ -52,13 +53,18 @@ const char gs_cmd_sweep_help[] =
     "  --exact            simulate every rank (default: one per pipeline stage)\n"
     "  --threads N        points simulated at once (default 2, at most 64); the output does not\n"
     "                     depend on it\n"
+    "Under mpirun (a gridstep built --with-mpi), rank r of N computes the points of shard r/N and\n"
+    "rank 0 merges the pieces as gridstep merge does and prints them (or writes --out): the output\n"
+    "is byte for byte the serial sweep's; the other ranks print nothing, and an error on any rank is\n"
+    "reported once by rank 0 with the serial exit code. --shard and --plot are refused there.\n"
     "A progress line goes to standard error when it is a terminal.\n"
     "\n"
     "examples:\n"
     "  gridstep sweep --vary gpus=8..64 --vary sharding=full_shard,hybrid_shard scenarios/seed-7b-64gpu-25gbe.yaml\n"
     "  gridstep sweep --vary nic_gbps=25,100,200,400 --plot nic.png scenarios/seed-70b-64xa100.yaml\n"
     "  for i in 0 1 2; do gridstep sweep --vary micro=1,2,4 --shard $i/3 --out part$i.csv S.yaml; done\n"
-    "  gridstep merge part0.csv part1.csv part2.csv > all.csv\n";
+    "  gridstep merge part0.csv part1.csv part2.csv > all.csv\n"
+    "  mpirun -np 3 gridstep sweep --vary micro=1,2,4 S.yaml > all.csv\n";
 
 static const char usage[] =
     "gridstep sweep --vary KEY=V1,V2,...|A..B [--vary ...] [--csv|--json] [--out FILE] [--shard I/N] "
@@ -375,7 +381,11 @@ static gs_status run_pool(sweep_pool *w, int threads, gs_error *err)
 
 /* ---- the command ----------------------------------------------------------------------------- */
 
-gs_status gs_cmd_sweep(int argc, char **argv, gs_error *err)
+/* The sweep itself. Split across MPI ranks (sp active), it computes shard rank/size and writes
+ * that piece to *piece (malloc'ed, *piece_len bytes) instead of the output; *out_path is the
+ * --out FILE for rank 0's merged output then. */
+static gs_status sweep_run(int argc, char **argv, const gs_mpi_split *sp, const char **out_path_ret, char **piece,
+                           size_t *piece_len, gs_error *err)
 {
     enum { O_VARY = 256, O_CSV, O_JSON, O_OUT, O_SHARD, O_PLOT, O_MODE, O_EXACT, O_THREADS };
     static const struct option opts[] = {
@@ -439,6 +449,19 @@ gs_status gs_cmd_sweep(int argc, char **argv, gs_error *err)
     if (plot_path && sharded)
         return gs_error_set(err, GS_ERR_INPUT,
                             "--plot and --shard: a shard holds part of the points; plot the serial sweep instead");
+    int split = gs_mpi_split_active(sp);
+    if (split && sharded)
+        return gs_error_set(err, GS_ERR_INPUT, "--shard under mpirun (%d ranks): the ranks are the shards; run one or "
+                                               "the other", sp->size);
+    if (split && plot_path)
+        return gs_error_set(err, GS_ERR_INPUT, "--plot under mpirun (%d ranks): plot a serial sweep, or gridstep merge "
+                                               "--plot of JSON pieces", sp->size);
+    if (split) { /* rank r computes shard r/size, as --shard would */
+        sharded = 1;
+        shard_i = (uint64_t)sp->rank;
+        shard_n = (uint64_t)sp->size;
+        *out_path_ret = out_path;
+    }
     uint64_t npoints = gs_sweep_points(&sw);
     if (npoints > 1000000)
         return gs_error_set(err, GS_ERR_INPUT, "%" PRIu64 " points, expected at most 1,000,000", npoints);
@@ -454,7 +477,14 @@ gs_status gs_cmd_sweep(int argc, char **argv, gs_error *err)
     uint64_t mine = npoints / shard_n + (shard_i < npoints % shard_n);
     if (!(rows = calloc(mine ? mine : 1, sizeof *rows)))
         return gs_error_set(err, GS_ERR_NOMEM, "out of memory for %" PRIu64 " rows", mine);
-    if (out_path && !(out = fopen(out_path, "w"))) { /* before the work: a bad path fails at once */
+    if (split && !(out = open_memstream(piece, piece_len))) {
+        out = stdout;
+        rc = gs_error_set(err, GS_ERR_NOMEM, "out of memory for this rank's piece");
+        goto out;
+    }
+    if (split)
+        out_path = "this rank's piece";
+    else if (out_path && !(out = fopen(out_path, "w"))) { /* before the work: a bad path fails at once */
         out = stdout;
         rc = gs_error_set(err, GS_ERR_IO, "%s: cannot write: %s", out_path, strerror(errno));
         goto out;
@@ -500,5 +530,20 @@ out:
     if (out != stdout)
         fclose(out);
     free(rows);
+    return rc;
+}
+
+gs_status gs_cmd_sweep(int argc, char **argv, gs_error *err)
+{
+    gs_mpi_split sp;
+    const char *out_path = NULL;
+    char *piece = NULL;
+    size_t len = 0;
+    gs_status rc = gs_mpi_split_begin(&sp, err);
+    if (rc != GS_OK)
+        return rc;
+    rc = sweep_run(argc, argv, &sp, &out_path, &piece, &len, err);
+    rc = gs_mpi_split_finish(&sp, rc, piece, len, out_path, err);
+    free(piece);
     return rc;
 }
