@@ -1090,9 +1090,13 @@ gs_status gs_plan_run(const gs_scenario *base, const gs_plan_opts *o, gs_plan **
             p->cands[p->ncands++] = r;
         }
     }
-    qsort(p->cands, p->ncands, sizeof *p->cands, rank_cmp);
-    qsort(x.rejected.v, x.rejected.n, sizeof *x.rejected.v, count_cmp);
-    qsort(x.pruned.v, x.pruned.n, sizeof *x.pruned.v, count_cmp);
+    /* qsort's base must not be NULL even for 0 elements (C11 7.1.4): lists may be empty */
+    if (p->ncands > 0)
+        qsort(p->cands, p->ncands, sizeof *p->cands, rank_cmp);
+    if (x.rejected.n > 0)
+        qsort(x.rejected.v, x.rejected.n, sizeof *x.rejected.v, count_cmp);
+    if (x.pruned.n > 0)
+        qsort(x.pruned.v, x.pruned.n, sizeof *x.pruned.v, count_cmp);
     p->rejected = x.rejected.v;
     p->nrejected = x.rejected.n;
     x.rejected.v = NULL;
