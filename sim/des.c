@@ -40,6 +40,13 @@ typedef struct sim_state {
     double host_link_bw; /* bytes/s GPU <-> host (PCIe: NCCL's 24 GB/s gen4, 48 GB/s gen5) */
 } sim_state;
 
+/* A hint to start loading a cache line (no effect on results). */
+#if defined(__GNUC__)
+#define GS_PREFETCH(p) __builtin_prefetch(p)
+#else
+#define GS_PREFETCH(p) ((void)(p))
+#endif
+
 /* ---- a small open-addressing map from 64-bit keys to 64-bit values ------------------------------ */
 
 typedef struct map64 {
@@ -560,6 +567,13 @@ static int try_issue(run_ctx *c, size_t ri)
             continue;
         const gs_event *e = &r->events[ev];
         rt->busy[s] = 1;
+        if (pos + 1 < rt->stream_off[s + 1]) {
+            /* the stream's next event is read when this one ends: start loading it now */
+            uint32_t next_ev = rt->stream_ev[pos + 1];
+            const char *next = (const char *)&r->events[next_ev];
+            GS_PREFETCH(next);
+            GS_PREFETCH(next + sizeof(gs_event) - 1);
+        }
         c->timing[ri][ev].posted_s = c->now;
         double dur = event_duration(c, ri, e);
         if (e->kind == GS_EV_COLLECTIVE && c->match[gid] != NONE) {
