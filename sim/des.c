@@ -896,7 +896,9 @@ static gs_status sim_run(void *state, const gs_schedule *sch, gs_timing *const *
         memset(stats, 0, sizeof *stats);
         stats->rank_lists = sch->nranks;
         stats->events = total;
-        stats->collectives = ncoll;
+        for (size_t i = 0; i < sch->nranks; i++) /* counted here: the setup sizes by events */
+            for (size_t k = 0; k < sch->ranks[i].nevents; k++)
+                stats->collectives += sch->ranks[i].events[k].kind == GS_EV_COLLECTIVE;
         for (size_t i = 0; i < sch->nranks; i++)
             stats->tensors += sch->ranks[i].ntensors;
         stats->queue_peak = queue_peak;
