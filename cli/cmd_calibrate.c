@@ -383,6 +383,9 @@ static void *chain_main(void *arg)
     if (rc == GS_OK)
         rc = o->stream_sync(j->d, j->st[GS_STREAM_COMPUTE], &j->err);
     j->t1 = o->clock_s(j->d);
+    /* the DP stream's last wait may still hold an event: drain it before destroying them */
+    if (rc == GS_OK && j->cross)
+        rc = o->stream_sync(j->d, j->st[GS_STREAM_DP], &j->err);
     for (int i = 0; ev && i < 3 * j->n; i++)
         if (ev[i])
             o->event_destroy(j->d, ev[i]);
