@@ -41,13 +41,6 @@ typedef struct sim_state {
     gs_backend_stats *stats; /* borrowed from the options; NULL when not asked for */
 } sim_state;
 
-/* A hint to start loading a cache line (no effect on results). */
-#if defined(__GNUC__)
-#define GS_PREFETCH(p) __builtin_prefetch(p)
-#else
-#define GS_PREFETCH(p) ((void)(p))
-#endif
-
 /* ---- a small open-addressing map from 64-bit keys to 64-bit values ------------------------------ */
 
 typedef struct map64 {
@@ -103,24 +96,6 @@ static size_t map_slot(map64 *m, uint64_t key, uint64_t fresh, int *inserted)
         *inserted = 0;
     }
     return i;
-}
-
-/* Doubles the map when it is half full (the values stay with their keys); -1 when out of memory. */
-static int map_grow(map64 *m)
-{
-    if (m->n * 2 < m->cap)
-        return 0;
-    map64 bigger;
-    if (map_init(&bigger, m->cap) != 0) {
-        map_fini(&bigger);
-        return -1;
-    }
-    for (size_t i = 0; i < m->cap; i++)
-        if (m->keys[i] != NONE)
-            map_slot(&bigger, m->keys[i], m->vals[i], NULL);
-    map_fini(m);
-    *m = bigger;
-    return 0;
 }
 
 static uint64_t key3(uint64_t a, uint64_t b, uint64_t c)
@@ -206,7 +181,7 @@ typedef struct run_ctx {
     uint64_t total;
     uint32_t *remaining;  /* per global event: deps not done */
     uint64_t *dep_off;    /* CSR of dependents, per global event */
-    uint32_t *dep_list;   /* dependents' indices within their rank list (deps never cross ranks) */
+    uint64_t *dep_list;
     uint64_t *match;      /* per global event: collective instance or p2p pair index, NONE */
     /* collective instances */
     uint64_t *inst_needed, *inst_arrived, *inst_head; /* waiting list head (global id) */
@@ -568,13 +543,6 @@ static int try_issue(run_ctx *c, size_t ri)
             continue;
         const gs_event *e = &r->events[ev];
         rt->busy[s] = 1;
-        if (pos + 1 < rt->stream_off[s + 1]) {
-            /* the stream's next event is read when this one ends: start loading it now */
-            uint32_t next_ev = rt->stream_ev[pos + 1];
-            const char *next = (const char *)&r->events[next_ev];
-            GS_PREFETCH(next);
-            GS_PREFETCH(next + sizeof(gs_event) - 1);
-        }
         c->timing[ri][ev].posted_s = c->now;
         double dur = event_duration(c, ri, e);
         if (e->kind == GS_EV_COLLECTIVE && c->match[gid] != NONE) {
@@ -656,7 +624,6 @@ static gs_status sim_run(void *state, const gs_schedule *sch, gs_timing *const *
     c.timing = timing;
     gs_status rc = GS_OK;
     map64 present, inst_map, pair_map, seq_map;
-    uint64_t *dep_fill = NULL; /* scratch: next free dependents slot per event of one rank list */
     memset(&present, 0, sizeof present);
     memset(&inst_map, 0, sizeof inst_map);
     memset(&pair_map, 0, sizeof pair_map);
@@ -667,36 +634,23 @@ static gs_status sim_run(void *state, const gs_schedule *sch, gs_timing *const *
     c.rt = calloc(sch->nranks ? sch->nranks : 1, sizeof *c.rt);
     if (!c.rt)
         goto nomem;
-    uint64_t total = 0;
-    size_t max_events = 1;
+    uint64_t total = 0, ncoll = 0, np2p = 0;
     for (size_t i = 0; i < sch->nranks; i++) {
         c.rt[i].base = total;
         total += sch->ranks[i].nevents;
-        if (sch->ranks[i].nevents > max_events)
-            max_events = sch->ranks[i].nevents;
-    }
-    if (max_events > UINT32_MAX) { /* dependents are indexed within their rank list in 32 bits */
-        rc = gs_error_set(err, GS_ERR_INPUT, "sim: a rank list of %zu events is more than the sim indexes", max_events);
-        goto out;
+        for (size_t k = 0; k < sch->ranks[i].nevents; k++) {
+            uint8_t kind = sch->ranks[i].events[k].kind;
+            ncoll += kind == GS_EV_COLLECTIVE;
+            np2p += kind == GS_EV_SEND || kind == GS_EV_RECV;
+        }
     }
     c.total = total;
-    /* Collective instances and p2p pairs number at most one per event: their arrays are sized
-     * by the event count (untouched pages cost nothing), so the events are read once per rank
-     * below instead of in a separate counting pass. */
-    c.remaining = malloc((total ? total : 1) * sizeof *c.remaining);
+    c.remaining = calloc(total ? total : 1, sizeof *c.remaining);
     c.dep_off = calloc(total + 1, sizeof *c.dep_off);
     c.match = malloc((total ? total : 1) * sizeof *c.match);
     c.wait_next = malloc((total ? total : 1) * sizeof *c.wait_next);
     c.posted = calloc(total ? total : 1, 1);
-    c.inst_needed = malloc((total ? total : 1) * sizeof *c.inst_needed);
-    c.inst_arrived = calloc(total ? total : 1, sizeof *c.inst_arrived);
-    c.inst_head = malloc((total ? total : 1) * sizeof *c.inst_head);
-    c.inst_ready = calloc(total ? total : 1, sizeof *c.inst_ready);
-    c.pair = malloc((total ? 2 * total : 2) * sizeof *c.pair);
-    c.pair_end = malloc((total ? total : 1) * sizeof *c.pair_end);
-    dep_fill = malloc(max_events * sizeof *dep_fill);
-    if (!c.remaining || !c.dep_off || !c.match || !c.wait_next || !c.posted || !c.inst_needed || !c.inst_arrived ||
-        !c.inst_head || !c.inst_ready || !c.pair || !c.pair_end || !dep_fill)
+    if (!c.remaining || !c.dep_off || !c.match || !c.wait_next || !c.posted)
         goto nomem;
     if (st->cm.cores > 0) {
         c.ps_left = calloc(total ? total : 1, sizeof *c.ps_left);
@@ -708,8 +662,8 @@ static gs_status sim_run(void *state, const gs_schedule *sch, gs_timing *const *
     }
 
     /* ranks present, and how many members of each group are present */
-    if (cost_map_init(&c.cost_cache, 1024) != 0 || map_init(&present, sch->nranks * GS_GROUP_KIND_COUNT) != 0 ||
-        map_init(&inst_map, 64) != 0 || map_init(&pair_map, 64) != 0 || map_init(&seq_map, 1024) != 0)
+    if (cost_map_init(&c.cost_cache, 1024) != 0 || map_init(&present, sch->nranks * GS_GROUP_KIND_COUNT) != 0 || map_init(&inst_map, ncoll / 2 + 16) != 0 ||
+        map_init(&pair_map, np2p + 16) != 0 || map_init(&seq_map, 1024) != 0)
         goto nomem;
     for (size_t i = 0; i < sch->nranks; i++) {
         rank_rt *rt = &c.rt[i];
@@ -725,36 +679,73 @@ static gs_status sim_run(void *state, const gs_schedule *sch, gs_timing *const *
         map_slot(&present, key3(2, rank, 0), i, NULL);
     }
 
-    /* Per rank list, two passes over its events: (1) pending deps, dependents and stream
-     * counts, collective instance or p2p pair; (2) stream queues and the dependents' CSR
-     * (dependencies never leave the rank list, so its CSR range closes with it).
-     * collective instance = (group kind, group index, k-th collective of this rank on it) */
-    size_t dep_cap = 0;
+    /* dependents (CSR), stream queues, collective instances, p2p pairs */
     for (size_t i = 0; i < sch->nranks; i++) {
         const gs_rank_events *r = &sch->ranks[i];
         rank_rt *rt = &c.rt[i];
-        uint64_t rank = r->rank;
-        uint64_t *off = c.dep_off + rt->base; /* off[0]: dependents of the earlier rank lists */
-        map64 local; /* per rank: k-th collective per (kind, idx), k-th send/recv per peer */
-        if (map_init(&local, 256) != 0) {
-            map_fini(&local);
-            goto nomem;
+        for (size_t k = 0; k < r->nevents; k++) {
+            const gs_event *e = &r->events[k];
+            c.remaining[rt->base + k] = e->nlinks[GS_LINK_DEPS];
+            const uint32_t *d = gs_event_list(r, e, GS_LINK_DEPS);
+            for (uint16_t j = 0; j < e->nlinks[GS_LINK_DEPS]; j++)
+                c.dep_off[rt->base + d[j] + 1]++;
+            rt->stream_off[e->stream + 1]++;
         }
+        for (int s = 0; s < GS_STREAM_COUNT; s++)
+            rt->stream_off[s + 1] += rt->stream_off[s];
+        rt->stream_ev = malloc((r->nevents ? r->nevents : 1) * sizeof *rt->stream_ev);
+        if (!rt->stream_ev)
+            goto nomem;
+        size_t fill[GS_STREAM_COUNT];
+        for (int s = 0; s < GS_STREAM_COUNT; s++)
+            fill[s] = rt->stream_off[s];
+        for (size_t k = 0; k < r->nevents; k++)
+            rt->stream_ev[fill[r->events[k].stream]++] = (uint32_t)k;
+    }
+    for (uint64_t g = 0; g < total; g++)
+        c.dep_off[g + 1] += c.dep_off[g];
+    c.dep_list = malloc((c.dep_off[total] ? c.dep_off[total] : 1) * sizeof *c.dep_list);
+    if (!c.dep_list)
+        goto nomem;
+    {
+        uint64_t *fill = malloc((total ? total : 1) * sizeof *fill);
+        if (!fill)
+            goto nomem;
+        memcpy(fill, c.dep_off, total * sizeof *fill);
+        for (size_t i = 0; i < sch->nranks; i++) {
+            const gs_rank_events *r = &sch->ranks[i];
+            for (size_t k = 0; k < r->nevents; k++) {
+                const uint32_t *d = gs_event_list(r, &r->events[k], GS_LINK_DEPS);
+                for (uint16_t j = 0; j < r->events[k].nlinks[GS_LINK_DEPS]; j++)
+                    c.dep_list[fill[c.rt[i].base + d[j]]++] = c.rt[i].base + k;
+            }
+        }
+        free(fill);
+    }
+    /* collective instance = (group kind, group index, k-th collective of this rank on it) */
+    c.inst_needed = malloc((ncoll ? ncoll : 1) * sizeof *c.inst_needed);
+    c.inst_arrived = calloc(ncoll ? ncoll : 1, sizeof *c.inst_arrived);
+    c.inst_head = malloc((ncoll ? ncoll : 1) * sizeof *c.inst_head);
+    c.inst_ready = calloc(ncoll ? ncoll : 1, sizeof *c.inst_ready);
+    c.pair = malloc((np2p ? 2 * np2p : 2) * sizeof *c.pair);
+    c.pair_end = malloc((np2p ? np2p : 1) * sizeof *c.pair_end);
+    if (!c.inst_needed || !c.inst_arrived || !c.inst_head || !c.inst_ready || !c.pair || !c.pair_end)
+        goto nomem;
+    for (size_t i = 0; i < sch->nranks; i++) {
+        const gs_rank_events *r = &sch->ranks[i];
+        uint64_t rank = r->rank;
+        map64 local; /* per rank: k-th collective per (kind, idx), k-th send/recv per peer */
+        if (map_init(&local, 256) != 0)
+            goto nomem;
         /* A rank is in one group of each kind: the first group seen per kind keeps its count and
          * present members here instead of in the maps. A group with this rank as its only member
          * present gets a new instance per collective (nobody else can match it). */
         uint64_t own_group[GS_GROUP_KIND_COUNT], own_seq[GS_GROUP_KIND_COUNT], own_present[GS_GROUP_KIND_COUNT];
         for (int g = 0; g < GS_GROUP_KIND_COUNT; g++)
             own_group[g] = NONE;
-        int oom = 0;
-        for (size_t k = 0; k < r->nevents && !oom; k++) {
+        for (size_t k = 0; k < r->nevents; k++) {
             const gs_event *e = &r->events[k];
-            uint64_t gid = rt->base + k;
-            c.remaining[gid] = e->nlinks[GS_LINK_DEPS];
-            const uint32_t *d = gs_event_list(r, e, GS_LINK_DEPS);
-            for (uint16_t j = 0; j < e->nlinks[GS_LINK_DEPS]; j++)
-                off[d[j] + 1]++;
-            rt->stream_off[e->stream + 1]++;
+            uint64_t gid = c.rt[i].base + k;
             c.match[gid] = NONE;
             c.wait_next[gid] = NONE;
             if (e->kind == GS_EV_COLLECTIVE && e->group < GS_GROUP_KIND_COUNT &&
@@ -779,7 +770,6 @@ static gs_status sim_run(void *state, const gs_schedule *sch, gs_timing *const *
                     c.ninst++;
                 }
                 c.match[gid] = inst_map.vals[slot];
-                oom = map_grow(&inst_map) != 0;
             } else if (e->kind == GS_EV_COLLECTIVE) {
                 size_t ls = map_slot(&local, key3(3, e->group, e->peer), 0, NULL);
                 uint64_t seq = local.vals[ls]++;
@@ -792,7 +782,6 @@ static gs_status sim_run(void *state, const gs_schedule *sch, gs_timing *const *
                     c.ninst++;
                 }
                 c.match[gid] = inst_map.vals[slot];
-                oom = map_grow(&inst_map) != 0;
             } else if (e->kind == GS_EV_SEND || e->kind == GS_EV_RECV) {
                 int send = e->kind == GS_EV_SEND;
                 uint64_t src = send ? rank : e->peer, dst = send ? e->peer : rank;
@@ -809,41 +798,9 @@ static gs_status sim_run(void *state, const gs_schedule *sch, gs_timing *const *
                 uint64_t p = pair_map.vals[slot];
                 c.pair[2 * p + (send ? 0 : 1)] = gid;
                 c.match[gid] = p;
-                oom = map_grow(&pair_map) != 0;
             }
         }
         map_fini(&local);
-        if (oom)
-            goto nomem;
-        for (int s = 0; s < GS_STREAM_COUNT; s++)
-            rt->stream_off[s + 1] += rt->stream_off[s];
-        for (size_t k = 0; k < r->nevents; k++)
-            off[k + 1] += off[k];
-        if (off[r->nevents] > dep_cap) {
-            size_t cap = dep_cap ? 2 * dep_cap : 4096;
-            while (cap < off[r->nevents])
-                cap *= 2;
-            uint32_t *grown = realloc(c.dep_list, cap * sizeof *grown);
-            if (!grown)
-                goto nomem;
-            c.dep_list = grown;
-            dep_cap = cap;
-        }
-        rt->stream_ev = malloc((r->nevents ? r->nevents : 1) * sizeof *rt->stream_ev);
-        if (!rt->stream_ev)
-            goto nomem;
-        size_t fill[GS_STREAM_COUNT];
-        for (int s = 0; s < GS_STREAM_COUNT; s++)
-            fill[s] = rt->stream_off[s];
-        for (size_t k = 0; k < r->nevents; k++)
-            dep_fill[k] = off[k];
-        for (size_t k = 0; k < r->nevents; k++) {
-            const gs_event *e = &r->events[k];
-            rt->stream_ev[fill[e->stream]++] = (uint32_t)k;
-            const uint32_t *d = gs_event_list(r, e, GS_LINK_DEPS);
-            for (uint16_t j = 0; j < e->nlinks[GS_LINK_DEPS]; j++)
-                c.dep_list[dep_fill[d[j]]++] = (uint32_t)k;
-        }
     }
 
     if (st->flow && gs_flow_model_create(&st->flow_topo, st->s.cluster.nodes > gs_mesh_nodes(&st->mesh)
@@ -885,9 +842,8 @@ static gs_status sim_run(void *state, const gs_schedule *sch, gs_timing *const *
         c.rt[ri].busy[e->stream] = 0;
         c.rt[ri].cursor[e->stream]++;
         c.done++;
-        uint32_t *rem = c.remaining + c.rt[ri].base;
         for (uint64_t j = c.dep_off[nd.id]; j < c.dep_off[nd.id + 1]; j++)
-            rem[c.dep_list[j]]--;
+            c.remaining[c.dep_list[j]]--;
         if (try_issue(&c, ri) != 0)
             goto nomem;
     }
@@ -932,7 +888,6 @@ out:
     free(c.remaining);
     free(c.dep_off);
     free(c.dep_list);
-    free(dep_fill);
     free(c.match);
     free(c.wait_next);
     free(c.posted);
