@@ -303,6 +303,10 @@ static int complete_at(run_ctx *c, uint64_t gid, double start, double dur)
     return gs_queue_push(&c->h, start + dur, gid, (uint32_t)ri); /* an event's entry carries its rank list */
 }
 
+/* A heap entry's version field: the rank list index of an ordinary completion, or PS_ENTRY |
+ * the version of a shared-core event's projected end. */
+#define PS_ENTRY 0x80000000u
+
 /* ---- shared cores ------------------------------------------------------------------------------- */
 
 /* The host driver's ranks are threads of one machine: k compute events running at once on C
@@ -326,7 +330,7 @@ static int ps_reschedule(run_ctx *c)
     for (size_t i = 0; i < c->ps_n; i++) {
         uint64_t g = c->ps_active[i];
         double left = c->ps_left[g] > 0 ? c->ps_left[g] : 0;
-        if (gs_queue_push(&c->h, c->now + left / c->ps_rate, g, ++c->ps_ver[g]) != 0)
+        if (gs_queue_push(&c->h, c->now + left / c->ps_rate, g, PS_ENTRY | ++c->ps_ver[g]) != 0)
             return -1;
     }
     return 0;
@@ -363,14 +367,14 @@ static int ps_pop(run_ctx *c, uint64_t gid, uint32_t ver)
             c->ps_active[i] = c->ps_active[--c->ps_n];
             break;
         }
-    c->ps_ver[gid] = UINT32_MAX; /* done: any later entry is stale */
+    c->ps_ver[gid] = 0; /* done: any later entry (version >= 1) is stale */
     c->ps_load -= (double)c->sch->ranks[ri].class_size;
     if (c->ps_n == 0)
         c->ps_load = 0;
     if (ps_reschedule(c) != 0)
         return -1;
     if (delay > 0)
-        return gs_queue_push(&c->h, c->now + delay, gid, 0) != 0 ? -1 : 1;
+        return gs_queue_push(&c->h, c->now + delay, gid, (uint32_t)ri) != 0 ? -1 : 1;
     return 0;
 }
 
@@ -629,7 +633,7 @@ static gs_status sim_run(void *state, const gs_schedule *sch, gs_timing *const *
     memset(&pair_map, 0, sizeof pair_map);
     memset(&seq_map, 0, sizeof seq_map);
 
-    if (sch->nranks > UINT32_MAX) /* heap entries carry a rank list index in 32 bits */
+    if (sch->nranks >= PS_ENTRY) /* heap entries carry a rank list index in 31 bits */
         return gs_error_set(err, GS_ERR_INPUT, "sim: %zu rank lists is more than the event heap indexes", sch->nranks);
     c.rt = calloc(sch->nranks ? sch->nranks : 1, sizeof *c.rt);
     if (!c.rt)
@@ -827,17 +831,18 @@ static gs_status sim_run(void *state, const gs_schedule *sch, gs_timing *const *
                 goto nomem;
             continue;
         }
-        if (nd.ver && c.ps_ver) {
-            /* a shared-core compute event's projected end */
+        size_t ri = nd.ver;
+        if (nd.ver & PS_ENTRY) {
+            /* a shared-core compute event's projected end (its version, not its rank list) */
             c.now = nd.t;
-            int r = ps_pop(&c, nd.id, nd.ver);
+            int r = ps_pop(&c, nd.id, nd.ver & ~PS_ENTRY);
             if (r < 0)
                 goto nomem;
             if (r > 0)
                 continue;
+            ri = rank_index_of(&c, nd.id);
         }
         c.now = nd.t;
-        size_t ri = nd.ver;
         const gs_event *e = &sch->ranks[ri].events[nd.id - c.rt[ri].base];
         c.rt[ri].busy[e->stream] = 0;
         c.rt[ri].cursor[e->stream]++;
