@@ -186,13 +186,11 @@ gs_status gs_mpi_split_finish(gs_mpi_split *sp, gs_status local, const char *pie
     }
     MPI_Bcast(&agreed, 1, MPI_INT, 0, MPI_COMM_WORLD);
     if (sp->rank != 0) {
-        rc = (gs_status)agreed;
-        if (rc != GS_OK) {
-            gs_error_set(err, rc, "rank %d of %d: stopped; rank 0 reports the error", sp->rank, sp->size);
-            /* rank 0 has said it once (should /dev/null not open, it shows twice, nothing worse) */
-            FILE *devnull = freopen("/dev/null", "w", stderr);
-            (void)devnull;
-        }
+        /* Rank 0 reports the agreed status and exits with it (mpirun passes rank 0's code on).
+         * The other ranks exit 0: a rank exiting non-zero first makes mpirun abort the job, and
+         * with it rank 0 before it has said why. */
+        (void)agreed;
+        rc = GS_OK;
     }
     free(sendbuf);
     free(meta);
