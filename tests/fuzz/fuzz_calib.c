@@ -23,6 +23,6 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
     memset(&topo, 0, sizeof topo);
     topo.nic_bw = 1e10;
     topo.nic_line_bw = 1.25e10;
-    gs_calib_apply(&c, &cm, &topo);
+    gs_calib_apply(&c, 8, &cm, &topo); /* 8 ranks: exercises launch_s_by_ranks interpolation */
     return 0;
 }
