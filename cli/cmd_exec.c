@@ -14,6 +14,7 @@
 
 #include "cli/cli_common.h"
 #include "cli/commands.h"
+#include "cli/mpi_exec.h"
 #include "engine/report.h"
 #include "engine/units.h"
 #include "exec/exec.h"
@@ -293,6 +294,41 @@ static gs_status parse(int argc, char **argv, int compare, run_args *a, gs_error
     return gs_cli_one_positional(argc, argv, optind, usage, &a->path, err);
 }
 
+/* ---- under mpirun / srun --------------------------------------------------------------------------
+ * Started by a launcher, exec and compare run one rank per process (exec/boot.h over MPI,
+ * cli/mpi_exec.c); every process ends with the same outcome, rank 0 prints the output and the
+ * error, the others print nothing. */
+
+static gs_status launch_begin(int argc, char **argv, int compare, run_args *a, gs_mpi_exec *mx, int *prank,
+                              gs_error *err)
+{
+    gs_status rc = gs_mpi_exec_begin(mx, prank, err);
+    if (*prank != 0 && !freopen("/dev/null", "w", stdout))
+        rc = gs_error_set(err, GS_ERR_IO, "rank %d: cannot quiet standard output", *prank);
+    if (rc == GS_OK)
+        rc = parse(argc, argv, compare, a, err);
+    if (rc == GS_OK && mx->launched) {
+        if (a->save || a->load || a->save_full)
+            rc = gs_error_set(err, GS_ERR_INPUT,
+                              "--save, --load and --save-full are not supported across processes (mpirun/srun) "
+                              "yet: each process holds only its own rank's shards; run exec in one process to "
+                              "save or load a checkpoint");
+        else if (strcmp(a->o.driver->name, "host") == 0 && !mx->threads_ok)
+            rc = gs_mpi_exec_threads_error(mx, err);
+        a->o.boot = &mx->boot;
+    }
+    return rc;
+}
+
+/* Every process's outcome agreed; rank 0 returns it, the others GS_OK and a quiet stderr. */
+static gs_status launch_end(gs_mpi_exec *mx, int prank, gs_status rc, gs_error *err)
+{
+    rc = gs_mpi_exec_finish(mx, rc, err);
+    if (prank != 0 && rc != GS_OK && !freopen("/dev/null", "w", stderr))
+        rc = GS_ERR_IO;
+    return rc;
+}
+
 /* ---- Ctrl-C ------------------------------------------------------------------------------------
  * The handler only sets the flag. SIGINT is blocked in every thread but a watcher, which turns
  * the flag into an abort of the session (so a long step's waits return at once); the step loop
@@ -431,9 +467,11 @@ static gs_status run_steps(gs_exec_session *x, uint64_t steps, double *loss, dou
 gs_status gs_cmd_exec(int argc, char **argv, gs_error *err)
 {
     run_args a;
-    gs_status rc = parse(argc, argv, 0, &a, err);
+    gs_mpi_exec mx;
+    int prank = 0;
+    gs_status rc = launch_begin(argc, argv, 0, &a, &mx, &prank, err);
     if (rc != GS_OK)
-        return rc;
+        return launch_end(&mx, prank, rc, err);
     gs_scenario s;
     gs_mesh mesh;
     gs_exec_session *x = NULL;
@@ -515,7 +553,7 @@ out:
     gs_exec_session_destroy(x);
     free(loss);
     free(secs);
-    return rc;
+    return launch_end(&mx, prank, rc, err);
 }
 
 /* ---- compare -------------------------------------------------------------------------------------- */
@@ -558,9 +596,11 @@ static void class_times(const gs_schedule *sch, gs_timing *const *timing, double
 gs_status gs_cmd_compare(int argc, char **argv, gs_error *err)
 {
     run_args a;
-    gs_status rc = parse(argc, argv, 1, &a, err);
+    gs_mpi_exec mx;
+    int prank = 0;
+    gs_status rc = launch_begin(argc, argv, 1, &a, &mx, &prank, err);
     if (rc != GS_OK)
-        return rc;
+        return launch_end(&mx, prank, rc, err);
     gs_scenario s;
     gs_mesh mesh;
     gs_exec_session *x = NULL;
@@ -718,5 +758,5 @@ out:
     gs_exec_session_destroy(x);
     free(loss);
     free(secs);
-    return rc;
+    return launch_end(&mx, prank, rc, err);
 }

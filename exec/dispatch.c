@@ -28,6 +28,7 @@ struct gs_dispatch {
     const gs_driver_ops *ops;
     gs_drv *drv;
     const gs_schedule *sch;
+    size_t only; /* the one rank list this process plays, or GS_DISPATCH_ALL */
     rank_state *ranks;
     /* per step */
     gs_dispatch_run_fn run;
@@ -66,7 +67,20 @@ void gs_dispatch_destroy(gs_dispatch *d)
 gs_status gs_dispatch_create(const gs_driver_ops *ops, gs_drv *drv, const gs_schedule *sch, gs_dispatch **out,
                              gs_error *err)
 {
+    return gs_dispatch_create_local(ops, drv, sch, GS_DISPATCH_ALL, out, err);
+}
+
+int gs_dispatch_is_local(const gs_dispatch *d, size_t i)
+{
+    return i < d->sch->nranks && (d->only == GS_DISPATCH_ALL || d->only == i);
+}
+
+gs_status gs_dispatch_create_local(const gs_driver_ops *ops, gs_drv *drv, const gs_schedule *sch, size_t only,
+                                   gs_dispatch **out, gs_error *err)
+{
     *out = NULL;
+    if (only != GS_DISPATCH_ALL && only >= sch->nranks)
+        return gs_error_set(err, GS_ERR_INPUT, "exec: rank list %zu of a schedule of %zu", only, sch->nranks);
     if (!sch->exact && sch->nranks != sch->mesh.world)
         return gs_error_set(err, GS_ERR_INPUT, "exec: the schedule holds one rank per class; exec needs every rank");
     gs_status rc = GS_OK;
@@ -76,6 +90,7 @@ gs_status gs_dispatch_create(const gs_driver_ops *ops, gs_drv *drv, const gs_sch
     d->ops = ops;
     d->drv = drv;
     d->sch = sch;
+    d->only = only;
     if (!(d->ranks = calloc(sch->nranks ? sch->nranks : 1, sizeof *d->ranks))) {
         rc = gs_error_set(err, GS_ERR_NOMEM, "exec: out of memory");
         goto out;
@@ -84,6 +99,8 @@ gs_status gs_dispatch_create(const gs_driver_ops *ops, gs_drv *drv, const gs_sch
         const gs_rank_events *re = &sch->ranks[i];
         rank_state *r = &d->ranks[i];
         size_t n = re->nevents ? re->nevents : 1;
+        if (!gs_dispatch_is_local(d, i))
+            continue; /* another process plays it */
         r->posted = calloc(n, sizeof *r->posted);
         r->ended = calloc(n, sizeof *r->ended);
         r->jobs = calloc(n, sizeof *r->jobs);
@@ -259,6 +276,8 @@ gs_status gs_dispatch_step(gs_dispatch *d, gs_dispatch_run_fn run, void *prog, c
     d->rank_rc = rcs;
     d->t0 = d->ops->clock_s(d->drv);
     for (size_t i = 0; i < n; i++) {
+        if (!gs_dispatch_is_local(d, i))
+            continue;
         args[i] = (rank_thread){d, i};
         started[i] = pthread_create(&th[i], NULL, rank_main, &args[i]) == 0;
         if (!started[i]) {

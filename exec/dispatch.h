@@ -43,6 +43,15 @@ gs_status gs_dispatch_create(const gs_driver_ops *ops, gs_drv *drv, const gs_sch
                              gs_error *err);
 void gs_dispatch_destroy(gs_dispatch *d);
 
+/* A dispatcher that plays rank list `only` of sch alone (a multi-process run: the other lists are
+ * other processes'); GS_DISPATCH_ALL: every list (gs_dispatch_create). Lists it does not play have
+ * no streams (gs_dispatch_stream: NULL), and gs_dispatch_step leaves their timing alone. */
+#define GS_DISPATCH_ALL ((size_t)-1)
+gs_status gs_dispatch_create_local(const gs_driver_ops *ops, gs_drv *drv, const gs_schedule *sch, size_t only,
+                                   gs_dispatch **out, gs_error *err);
+/* 1 when this dispatcher plays rank list i. */
+int gs_dispatch_is_local(const gs_dispatch *d, size_t i);
+
 /* The stream of rank list i, kind k (for the program's set-up work). */
 gs_drv_stream *gs_dispatch_stream(gs_dispatch *d, size_t i, gs_stream k);
 

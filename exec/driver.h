@@ -21,6 +21,7 @@
 #include <stdint.h>
 
 #include "engine/mesh.h"
+#include "exec/boot.h"
 #include "engine/schedule.h"
 #include "engine/status.h"
 
@@ -36,6 +37,10 @@ typedef struct gs_driver_opts {
     /* The memory ledger's peak per rank (bytes, fp32; mesh world entries) for drivers with
      * device memory to check before allocating; NULL: unknown. Borrowed for open(). */
     const uint64_t *rank_peak_bytes;
+    /* A multi-process run (exec/boot.h; NULL or one process: every rank in this process): this
+     * process runs rank boot->proc only, and talks to the others through boot. Borrowed for the
+     * driver's life. */
+    const gs_exec_boot *boot;
 } gs_driver_opts;
 
 /* A process group as the schedule names it: kind and index (gs_group_of), its members in

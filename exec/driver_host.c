@@ -10,6 +10,7 @@
 #include <string.h>
 #include <time.h>
 
+#include "exec/boot.h"
 #include "exec/driver.h"
 #include "kernels/host/kernels.h"
 
@@ -65,6 +66,11 @@ struct gs_drv {
     gs_error abort_err;
     coll_slot *slots[GS_GROUP_KIND_COUNT]; /* world slots per kind (group index < world) */
     mailbox *mail;                         /* world x world, [src * world + dst] */
+    /* Across processes (opts->boot active): this process runs rank boot->proc alone, and every
+     * collective and p2p op goes through the bootstrap's transport. */
+    const gs_exec_boot *boot;
+    void *comm[GS_GROUP_KIND_COUNT]; /* this rank's group of each kind */
+    int peer_abort;                  /* the abort came from another process (not announced again) */
 };
 
 static double mono_s(void)
@@ -100,8 +106,19 @@ static void abort_locked(gs_drv *d, const char *msg)
     if (!d->aborted) {
         d->aborted = 1;
         gs_error_set(&d->abort_err, GS_ERR_RUNTIME, "%s", msg);
+        /* a failure here stops the other processes' ranks too */
+        if (gs_boot_active(d->boot) && !d->peer_abort)
+            d->boot->announce_abort(d->boot->ctx, msg);
     }
     pthread_cond_broadcast(&d->cv);
+}
+
+/* Another process aborted the run (mu held): stop here with its message, not announced again. */
+static void peer_abort_locked(gs_drv *d, const char *msg)
+{
+    if (!d->aborted)
+        d->peer_abort = 1;
+    abort_locked(d, msg);
 }
 
 static void host_abort(gs_drv *d, const char *msg)
@@ -113,7 +130,10 @@ static void host_abort(gs_drv *d, const char *msg)
 
 static int host_aborted(gs_drv *d, gs_error *err)
 {
+    char msg[GS_ERROR_MSG_BYTES];
     pthread_mutex_lock(&d->mu);
+    if (!d->aborted && gs_boot_active(d->boot) && d->boot->peer_aborted(d->boot->ctx, msg, sizeof msg))
+        peer_abort_locked(d, msg);
     int a = d->aborted;
     if (a && err)
         *err = d->abort_err;
@@ -147,10 +167,39 @@ static gs_status wait_failed(gs_drv *d, int why, gs_error *err, const char *what
 
 /* ---- lifetime ------------------------------------------------------------------------------- */
 
+/* Across processes: this process's rank and one group per kind (MPI_Comm_split by group index,
+ * ordered by rank, so positions are the schedule's). Collective over every process. */
+static gs_status boot_open(gs_drv *d, const gs_driver_opts *opts, gs_error *err)
+{
+    const gs_exec_boot *b = opts->boot;
+    if ((uint64_t)b->procs != d->mesh.world)
+        return gs_error_set(err, GS_ERR_INPUT, "host driver: the scenario has %" PRIu64 " ranks, but %d processes were "
+                            "started (one rank per process)", d->mesh.world, b->procs);
+    if (!b->group_split || !b->group_allgather || !b->group_alltoall || !b->group_bcast || !b->send || !b->recv)
+        return gs_error_set(err, GS_ERR_UNSUPPORTED, "host driver: the process bootstrap has no transport for "
+                            "collectives across processes");
+    if (!opts->group_of)
+        return gs_error_set(err, GS_ERR_RUNTIME, "host driver: opened across processes without the group map");
+    d->boot = b;
+    for (int k = 0; k < GS_GROUP_KIND_COUNT; k++) {
+        uint64_t size = 0;
+        uint64_t idx = opts->group_of(&d->mesh, (gs_group_kind)k, (uint64_t)b->proc, &size);
+        gs_status rc = b->group_split(b->ctx, (int)idx, b->proc, &d->comm[k], err);
+        if (rc != GS_OK) {
+            gs_error_prefix(err, "host driver: %s groups", gs_group_kind_name((gs_group_kind)k));
+            return rc;
+        }
+    }
+    return GS_OK;
+}
+
 static void host_close(gs_drv *d)
 {
     if (!d)
         return;
+    for (int k = 0; k < GS_GROUP_KIND_COUNT; k++)
+        if (d->boot && d->comm[k])
+            d->boot->group_free(d->boot->ctx, d->comm[k]);
     for (int k = 0; k < GS_GROUP_KIND_COUNT; k++) {
         if (d->slots[k])
             for (uint64_t i = 0; i < d->mesh.world; i++)
@@ -192,6 +241,13 @@ static gs_status host_open(const gs_mesh *mesh, const gs_driver_opts *opts, gs_d
     if (!ok) {
         host_close(d);
         return gs_error_set(err, GS_ERR_NOMEM, "host driver: out of memory for %" PRIu64 " ranks", w);
+    }
+    if (opts && gs_boot_active(opts->boot)) {
+        gs_status rc = boot_open(d, opts, err);
+        if (rc != GS_OK) {
+            host_close(d);
+            return rc;
+        }
     }
     *out = d;
     return GS_OK;
@@ -522,14 +578,90 @@ static const char *op_name(int op)
     return op == OP_AG ? "all_gather" : op == OP_RS ? "reduce_scatter" : op == OP_AR ? "all_reduce" : "broadcast";
 }
 
+/* ---- across processes: the bootstrap's transport ---- */
+
+static int boot_stop(void *arg)
+{
+    gs_drv *d = arg;
+    pthread_mutex_lock(&d->mu);
+    int a = d->aborted;
+    pthread_mutex_unlock(&d->mu);
+    return a;
+}
+
+static void boot_wait_init(gs_drv *d, gs_boot_wait *w)
+{
+    w->timeout_s = d->timeout_s;
+    w->stop = boot_stop;
+    w->arg = d;
+    w->peer_msg[0] = '\0';
+}
+
+/* The status of a transport call that ended with o; what names the op for messages. */
+static gs_status boot_result(gs_drv *d, gs_boot_outcome o, const gs_boot_wait *w, const gs_error *terr,
+                             const char *what, gs_error *err)
+{
+    if (o == GS_BOOT_DONE)
+        return GS_OK;
+    gs_status rc;
+    pthread_mutex_lock(&d->mu);
+    if (o == GS_BOOT_FAILED) {
+        rc = gs_error_set(err, GS_ERR_RUNTIME, "%s: %s", what, terr->msg);
+        abort_locked(d, err->msg);
+    } else {
+        if (o == GS_BOOT_PEER_ABORT)
+            peer_abort_locked(d, w->peer_msg);
+        rc = wait_failed(d, o == GS_BOOT_TIMEOUT ? 2 : 1, err, what);
+    }
+    pthread_mutex_unlock(&d->mu);
+    return rc;
+}
+
+static void coll_what(char *what, size_t len, uint64_t rank, const gs_drv_group *g, int op, size_t count);
+
+/* One collective across processes: recv (size x count floats) gets every member's count floats of
+ * send (all-gather) or every member's send[pos * count ..] (all-to-all; send holds size x count). */
+static gs_status boot_exchange(gs_drv *d, gs_drv_stream *s, uint64_t rank, const gs_drv_group *g, int op,
+                               const float *send, float *recv, size_t count, int alltoall, gs_error *err)
+{
+    char what[256];
+    coll_what(what, sizeof what, rank, g, op, count);
+    /* the other processes' ranks, so that a timeout says whom it waited for */
+    size_t at = strlen(what);
+    at += (size_t)snprintf(what + at, sizeof what - at, " (with rank");
+    for (uint64_t i = 0; i < g->size && at < sizeof what - 24; i++)
+        if (i != g->pos)
+            at += (size_t)snprintf(what + at, sizeof what - at, " %" PRIu64, g->members[i]);
+    if (at < sizeof what - 2)
+        snprintf(what + at, sizeof what - at, ")");
+    if (g->kind >= GS_GROUP_KIND_COUNT || !d->comm[g->kind])
+        return gs_error_set(err, GS_ERR_RUNTIME, "%s: no such group", what);
+    gs_boot_wait w;
+    boot_wait_init(d, &w);
+    gs_error terr;
+    gs_error_init(&terr);
+    const gs_exec_boot *b = d->boot;
+    gs_boot_outcome o = alltoall ? b->group_alltoall(b->ctx, d->comm[g->kind], send, count * sizeof *send, recv, &w,
+                                                     &terr)
+                                 : b->group_allgather(b->ctx, d->comm[g->kind], send, count * sizeof *send, recv, &w,
+                                                      &terr);
+    (void)s; /* the transport does not say when every party arrived: op_start stays unknown */
+    return boot_result(d, o, &w, &terr, what, err);
+}
+
 /* Meets the other members of g: publishes `in`, waits for everyone (phase 1); the caller then
  * reads the others' inputs; depart() waits until every member has read (phase 2). */
+static void coll_what(char *what, size_t len, uint64_t rank, const gs_drv_group *g, int op, size_t count)
+{
+    snprintf(what, len, "rank %" PRIu64 ": %s of %zu floats on %s group %" PRIu64, rank, op_name(op), count,
+             gs_group_kind_name(g->kind), g->index);
+}
+
 static gs_status arrive(gs_drv *d, gs_drv_stream *s, uint64_t rank, const gs_drv_group *g, int op, size_t count,
                         const float *in, coll_slot **out, uint64_t *gen, gs_error *err)
 {
     char what[256];
-    snprintf(what, sizeof what, "rank %" PRIu64 ": %s of %zu floats on %s group %" PRIu64, rank, op_name(op), count,
-             gs_group_kind_name(g->kind), g->index);
+    coll_what(what, sizeof what, rank, g, op, count);
     if (g->index >= d->mesh.world || g->pos >= g->size)
         return gs_error_set(err, GS_ERR_RUNTIME, "%s: no such group", what);
     coll_slot *c = &d->slots[g->kind][g->index];
@@ -606,6 +738,16 @@ static gs_status depart(gs_drv *d, uint64_t rank, const gs_drv_group *g, coll_sl
 static gs_status host_all_gather(gs_drv *d, gs_drv_stream *s, uint64_t rank, const gs_drv_group *g, const float *send,
                                  float *recv, size_t count, gs_error *err)
 {
+    if (d->boot && g->size > 1) {
+        /* the transport may not read send while it writes recv: send can lie inside recv */
+        float *tmp = malloc((count ? count : 1) * sizeof *tmp);
+        if (!tmp)
+            return gs_error_set(err, GS_ERR_NOMEM, "rank %" PRIu64 ": all_gather: out of memory", rank);
+        memcpy(tmp, send, count * sizeof *tmp);
+        gs_status rc = boot_exchange(d, s, rank, g, OP_AG, tmp, recv, count, 0, err);
+        free(tmp);
+        return rc;
+    }
     coll_slot *c;
     uint64_t gen;
     gs_status rc = arrive(d, s, rank, g, OP_AG, count, send, &c, &gen, err);
@@ -620,6 +762,22 @@ static gs_status host_all_gather(gs_drv *d, gs_drv_stream *s, uint64_t rank, con
 static gs_status host_reduce_scatter(gs_drv *d, gs_drv_stream *s, uint64_t rank, const gs_drv_group *g,
                                      const float *send, float *recv, size_t count, gs_error *err)
 {
+    if (d->boot && g->size > 1) {
+        /* every member's slice for this member, then summed in ascending member order as below */
+        size_t n = (size_t)g->size * count;
+        float *parts = malloc((n ? n : 1) * sizeof *parts);
+        if (!parts)
+            return gs_error_set(err, GS_ERR_NOMEM, "rank %" PRIu64 ": reduce_scatter: out of memory", rank);
+        gs_status rc = boot_exchange(d, s, rank, g, OP_RS, send, parts, count, 1, err);
+        for (size_t j = 0; rc == GS_OK && j < count; j++) {
+            float acc = parts[j];
+            for (uint64_t i = 1; i < g->size; i++)
+                acc += parts[i * count + j];
+            recv[j] = acc;
+        }
+        free(parts);
+        return rc;
+    }
     coll_slot *c;
     uint64_t gen;
     gs_status rc = arrive(d, s, rank, g, OP_RS, count, send, &c, &gen, err);
@@ -641,6 +799,22 @@ static gs_status host_all_reduce(gs_drv *d, gs_drv_stream *s, uint64_t rank, con
     float *tmp = malloc((count ? count : 1) * sizeof *tmp);
     if (!tmp)
         return gs_error_set(err, GS_ERR_NOMEM, "rank %" PRIu64 ": all_reduce: out of memory", rank);
+    if (d->boot && g->size > 1) {
+        /* every member's buffer, then summed in ascending member order as below */
+        size_t n = (size_t)g->size * count;
+        float *all = malloc((n ? n : 1) * sizeof *all);
+        gs_status rc = all ? boot_exchange(d, s, rank, g, OP_AR, buf, all, count, 0, err)
+                           : gs_error_set(err, GS_ERR_NOMEM, "rank %" PRIu64 ": all_reduce: out of memory", rank);
+        for (size_t j = 0; rc == GS_OK && j < count; j++) {
+            float acc = all[j];
+            for (uint64_t i = 1; i < g->size; i++)
+                acc += all[i * count + j];
+            buf[j] = acc;
+        }
+        free(all);
+        free(tmp);
+        return rc;
+    }
     coll_slot *c;
     uint64_t gen;
     gs_status rc = arrive(d, s, rank, g, OP_AR, count, buf, &c, &gen, err);
@@ -663,6 +837,19 @@ static gs_status host_all_reduce(gs_drv *d, gs_drv_stream *s, uint64_t rank, con
 static gs_status host_broadcast(gs_drv *d, gs_drv_stream *s, uint64_t rank, const gs_drv_group *g, float *buf,
                                 size_t count, uint64_t root, gs_error *err)
 {
+    if (d->boot && g->size > 1) {
+        char what[256];
+        coll_what(what, sizeof what, rank, g, OP_BCAST, count);
+        if (g->kind >= GS_GROUP_KIND_COUNT || !d->comm[g->kind] || root >= g->size)
+            return gs_error_set(err, GS_ERR_RUNTIME, "%s: no such group or root", what);
+        gs_boot_wait w;
+        boot_wait_init(d, &w);
+        gs_error terr;
+        gs_error_init(&terr);
+        gs_boot_outcome o = d->boot->group_bcast(d->boot->ctx, d->comm[g->kind], buf, count * sizeof *buf, (int)root,
+                                                 &w, &terr);
+        return boot_result(d, o, &w, &terr, what, err);
+    }
     coll_slot *c;
     uint64_t gen;
     gs_status rc = arrive(d, s, rank, g, OP_BCAST, count, buf, &c, &gen, err);
@@ -681,6 +868,12 @@ static gs_status host_send(gs_drv *d, gs_drv_stream *s, uint64_t rank, uint64_t 
     (void)s;
     if (peer >= d->mesh.world)
         return gs_error_set(err, GS_ERR_RUNTIME, "rank %" PRIu64 ": send to rank %" PRIu64 ": no such rank", rank, peer);
+    if (d->boot) {
+        gs_status rc = d->boot->send(d->boot->ctx, (int)peer, buf, (size_t)bytes, err);
+        if (rc != GS_OK)
+            gs_error_prefix(err, "rank %" PRIu64 ": send of %" PRIu64 " B to rank %" PRIu64, rank, bytes, peer);
+        return rc;
+    }
     mail *m = malloc(sizeof *m + (size_t)bytes);
     if (!m)
         return gs_error_set(err, GS_ERR_NOMEM, "rank %" PRIu64 ": send: out of memory", rank);
@@ -705,6 +898,16 @@ static gs_status host_recv(gs_drv *d, gs_drv_stream *s, uint64_t rank, uint64_t 
     if (peer >= d->mesh.world)
         return gs_error_set(err, GS_ERR_RUNTIME, "rank %" PRIu64 ": recv from rank %" PRIu64 ": no such rank", rank,
                             peer);
+    if (d->boot) {
+        char what[120];
+        snprintf(what, sizeof what, "rank %" PRIu64 ": recv of %" PRIu64 " B from rank %" PRIu64, rank, bytes, peer);
+        gs_boot_wait w;
+        boot_wait_init(d, &w);
+        gs_error terr;
+        gs_error_init(&terr);
+        gs_boot_outcome o = d->boot->recv(d->boot->ctx, (int)peer, buf, (size_t)bytes, &w, &terr);
+        return boot_result(d, o, &w, &terr, what, err);
+    }
     pthread_mutex_lock(&d->mu);
     mailbox *b = &d->mail[peer * d->mesh.world + rank];
     struct timespec dl = deadline_in(d->timeout_s);

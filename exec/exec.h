@@ -25,13 +25,21 @@ typedef struct gs_exec_opts {
     uint64_t fail_rank;
     gs_fault_kind fail_kind;     /* ... or stalls, or kills the rank there */
     int skip_memory_check;       /* 1: do not compare the need with MemAvailable */
+    /* A multi-process run (exec/boot.h): this process plays rank boot->proc only; steps gather
+     * what the report, trace and loss need from the other processes, so every process ends a
+     * step with the whole run's loss, step time, timings and first error. NULL or one process:
+     * every rank here. Borrowed for the session's life. */
+    const gs_exec_boot *boot;
 } gs_exec_opts;
 
 void gs_exec_opts_defaults(gs_exec_opts *o);
 
 typedef struct gs_exec_session gs_exec_session;
 
-/* Builds the exact schedule, refuses (GS_ERR_INPUT, with the memory ledger's numbers) a scenario
+/* Multi-process (o->boot active): refuses (GS_ERR_INPUT) a launch whose process count is not the
+ * scenario's rank count, and agrees with the other processes on the outcome (every process
+ * returns the lowest failed process's error). Checkpoints are refused there (GS_ERR_UNSUPPORTED).
+ * Builds the exact schedule, refuses (GS_ERR_INPUT, with the memory ledger's numbers) a scenario
  * whose ranks together need more memory than /proc/meminfo's MemAvailable, then opens the
  * driver and initializes every rank. */
 gs_status gs_exec_session_create(const gs_scenario *s, const gs_mesh *mesh, const gs_exec_opts *o,
@@ -40,7 +48,11 @@ void gs_exec_session_destroy(gs_exec_session *x);
 
 /* One optimizer step; *loss (may be NULL) gets its loss (mean over the global batch's tokens),
  * *step_s (may be NULL) the measured wall time (seconds). rank_err (may be NULL, one per rank)
- * gets each rank's own outcome. */
+ * gets each rank's own outcome (multi-process: only this process's rank is filled).
+ * Multi-process: a barrier, then each process's clock zero (timings are seconds from there, so
+ * processes are aligned to within the barrier's exit skew); after the step every process gets
+ * every rank's timings, the loss summed in rank order, the slowest process's step time, and the
+ * lowest failed process's error. */
 gs_status gs_exec_session_step(gs_exec_session *x, double *loss, double *step_s, gs_error *rank_err,
                                gs_error *err);
 

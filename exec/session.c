@@ -19,6 +19,8 @@ struct gs_exec_session {
     gs_train *train;
     gs_timing **timing;
     int stepped;
+    const gs_exec_boot *boot; /* active: a multi-process run, this process plays rank list `local` */
+    size_t local;
 };
 
 void gs_exec_opts_defaults(gs_exec_opts *o)
@@ -45,7 +47,8 @@ uint64_t gs_exec_mem_available(void)
 /* The ledger's peak of every rank (fp32: 2-byte working precisions scaled up) into peaks
  * (mesh->world entries); with `host`, refuses a scenario whose ranks together need more than
  * MemAvailable (all ranks live in this process). */
-static gs_status check_memory(const gs_scenario *s, const gs_mesh *mesh, int host, uint64_t *peaks, gs_error *err)
+static gs_status check_memory(const gs_scenario *s, const gs_mesh *mesh, int host, const gs_exec_boot *boot,
+                               uint64_t *peaks, gs_error *err)
 {
     gs_ledger *l = NULL;
     gs_status rc = gs_ledger_create(s, mesh, &l, err);
@@ -60,6 +63,11 @@ static gs_status check_memory(const gs_scenario *s, const gs_mesh *mesh, int hos
         if (s->strategy.precision != GS_PREC_FP32)
             p = p > UINT64_MAX / 2 ? UINT64_MAX : 2 * p;
         peaks[r] = p;
+        /* multi-process: this host holds its processes' ranks (counted as this one's peak each) */
+        if (gs_boot_active(boot))
+            p = r == (uint64_t)boot->proc ? (p > UINT64_MAX / (uint64_t)boot->local_procs
+                                                 ? UINT64_MAX : p * (uint64_t)boot->local_procs)
+                                          : 0;
         need = need > UINT64_MAX - p ? UINT64_MAX : need + p;
         if (p > peak)
             peak = p;
@@ -72,9 +80,65 @@ static gs_status check_memory(const gs_scenario *s, const gs_mesh *mesh, int hos
                             "exec: %s needs %s on this host (the memory ledger's peak, up to %s per rank in fp32, x "
                             "%" PRIu64 " ranks) but MemAvailable is %s; refused before allocating",
                             s->name, gs_fmt_bytes(need, b1, sizeof b1), gs_fmt_bytes(peak, b2, sizeof b2),
-                            mesh->world, gs_fmt_bytes(avail, b3, sizeof b3));
+                            gs_boot_active(boot) ? (uint64_t)boot->local_procs : mesh->world,
+                            gs_fmt_bytes(avail, b3, sizeof b3));
     }
     return GS_OK;
+}
+
+/* Multi-process: every process's outcome; the lowest failed process's error for all. */
+typedef struct proc_record {
+    int32_t status;
+    double loss_sum; /* token losses of this process's head ranks */
+    double step_s;
+    int32_t bystander; /* failed only because another process announced its failure */
+    char msg[GS_ERROR_MSG_BYTES];
+} proc_record;
+
+/* Fills r's status and message from a local outcome. */
+static void record_outcome(const gs_exec_session *x, proc_record *r, gs_status st, const gs_error *err)
+{
+    r->status = st;
+    if (st == GS_OK)
+        return;
+    snprintf(r->msg, sizeof r->msg, "%s", err->msg[0] ? err->msg : gs_status_name(st));
+    char peer[GS_ERROR_MSG_BYTES];
+    if (x->boot->peer_aborted && x->boot->peer_aborted(x->boot->ctx, peer, sizeof peer))
+        r->bystander = strcmp(peer, r->msg) == 0;
+}
+
+static gs_status exchange(gs_exec_session *x, const proc_record *mine, proc_record *all, gs_error *err)
+{
+    gs_error e2;
+    gs_error_init(&e2);
+    gs_status rc = x->boot->allgather(x->boot->ctx, mine, sizeof *mine, all, &e2);
+    if (rc != GS_OK) {
+        *err = e2;
+        return rc;
+    }
+    /* the lowest process that failed on its own (not as a bystander of another's failure) */
+    int first = -1;
+    for (int pass = 0; pass < 2 && first < 0; pass++)
+        for (int p = 0; p < x->boot->procs && first < 0; p++)
+            if (all[p].status != GS_OK && (pass || !all[p].bystander))
+                first = p;
+    if (first < 0)
+        return GS_OK;
+    if (first != x->boot->proc || mine->msg[0] == '\0')
+        gs_error_set(err, (gs_status)all[first].status, "%s", all[first].msg);
+    return (gs_status)all[first].status;
+}
+
+static gs_status agree(gs_exec_session *x, gs_status local, gs_error *err)
+{
+    proc_record mine, *all = calloc((size_t)x->boot->procs, sizeof *all);
+    memset(&mine, 0, sizeof mine);
+    record_outcome(x, &mine, local, err);
+    if (!all)
+        return local != GS_OK ? local : gs_error_set(err, GS_ERR_NOMEM, "exec: out of memory");
+    gs_status rc = exchange(x, &mine, all, err);
+    free(all);
+    return rc;
 }
 
 void gs_exec_session_destroy(gs_exec_session *x)
@@ -99,6 +163,7 @@ gs_status gs_exec_session_create(const gs_scenario *s, const gs_mesh *mesh, cons
     *out = NULL;
     gs_status rc;
     uint64_t *peaks = NULL;
+    int synced = 0; /* multi-process: this process took part in the first agreement */
     gs_exec_session *x = calloc(1, sizeof *x);
     if (!x)
         return gs_error_set(err, GS_ERR_NOMEM, "exec: out of memory");
@@ -108,19 +173,36 @@ gs_status gs_exec_session_create(const gs_scenario *s, const gs_mesh *mesh, cons
     else
         gs_exec_opts_defaults(&x->o);
     x->ops = x->o.driver ? x->o.driver : &gs_driver_host;
+    x->boot = gs_boot_active(x->o.boot) ? x->o.boot : NULL;
+    x->local = GS_DISPATCH_ALL;
+    if (x->boot && (uint64_t)x->boot->procs != mesh->world) {
+        /* every process sees the same counts: each refuses alike, nothing collective has run */
+        rc = gs_error_set(err, GS_ERR_INPUT,
+                          "exec: %s has %" PRIu64 " ranks (dp=%" PRIu64 " pp=%" PRIu64 " tp=%" PRIu64 "), but the "
+                          "launcher started %d processes; exec runs one rank per process: start %" PRIu64
+                          " (mpirun -np %" PRIu64 ")",
+                          s->name, mesh->world, mesh->size[GS_DIM_DP], mesh->size[GS_DIM_PP], mesh->size[GS_DIM_TP],
+                          x->boot->procs, mesh->world, mesh->world);
+        x->boot = NULL;
+        goto out;
+    }
     peaks = calloc(mesh->world ? mesh->world : 1, sizeof *peaks);
     if (!peaks) {
         rc = gs_error_set(err, GS_ERR_NOMEM, "exec: out of memory");
         goto out;
     }
     if (!x->o.skip_memory_check &&
-        (rc = check_memory(s, mesh, !x->ops->device_memory, peaks, err)) != GS_OK)
+        (rc = check_memory(s, mesh, !x->ops->device_memory, x->boot, peaks, err)) != GS_OK)
         goto out;
     /* the dispatcher and the program rely on a valid schedule: matched collectives and p2p,
      * tensors alive when used */
     if ((rc = gs_schedule_build(&x->s, mesh, 1, &x->sch, err)) != GS_OK ||
         (rc = gs_schedule_validate_structure(x->sch, err)) != GS_OK)
         goto out;
+    if (x->boot)
+        for (size_t i = 0; i < x->sch->nranks; i++)
+            if (x->sch->ranks[i].rank == (uint64_t)x->boot->proc)
+                x->local = i;
     if (!(x->timing = calloc(x->sch->nranks ? x->sch->nranks : 1, sizeof *x->timing))) {
         rc = gs_error_set(err, GS_ERR_NOMEM, "exec: out of memory");
         goto out;
@@ -130,15 +212,27 @@ gs_status gs_exec_session_create(const gs_scenario *s, const gs_mesh *mesh, cons
             rc = gs_error_set(err, GS_ERR_NOMEM, "exec: out of memory");
             goto out;
         }
+    if (x->boot && x->local == GS_DISPATCH_ALL) {
+        rc = gs_error_set(err, GS_ERR_RUNTIME, "exec: rank %d is not in the schedule", x->boot->proc);
+        goto out;
+    }
+    /* the driver's open is collective across processes: enter it together or not at all */
+    synced = 1;
+    if (x->boot && (rc = agree(x, rc, err)) != GS_OK)
+        goto out;
     gs_driver_opts dopts = {.timeout_s = x->o.timeout_s,
                            .group_of = gs_group_of,
-                           .rank_peak_bytes = x->o.skip_memory_check ? NULL : peaks};
-    if ((rc = x->ops->open(mesh, &dopts, &x->drv, err)) != GS_OK)
-        goto out;
-    if ((rc = gs_dispatch_create(x->ops, x->drv, x->sch, &x->disp, err)) != GS_OK)
-        goto out;
-    rc = gs_train_create(&x->s, x->sch, x->ops, x->drv, x->disp, &x->o.train, &x->train, err);
+                           .rank_peak_bytes = x->o.skip_memory_check ? NULL : peaks,
+                           .boot = x->boot};
+    if ((rc = x->ops->open(mesh, &dopts, &x->drv, err)) == GS_OK &&
+        (rc = gs_dispatch_create_local(x->ops, x->drv, x->sch, x->local, &x->disp, err)) == GS_OK)
+        rc = gs_train_create(&x->s, x->sch, x->ops, x->drv, x->disp, &x->o.train, &x->train, err);
+    if (x->boot)
+        rc = agree(x, rc, err);
 out:
+    /* a failure before the first agreement: tell the processes waiting in it */
+    if (x->boot && !synced)
+        rc = agree(x, rc, err);
     free(peaks);
     if (rc != GS_OK) {
         gs_exec_session_destroy(x);
@@ -148,8 +242,80 @@ out:
     return GS_OK;
 }
 
+/* Multi-process: every rank list's timings from the process that played it (into x->timing). */
+static gs_status gather_timing(gs_exec_session *x, gs_error *err)
+{
+    size_t n = x->sch->nranks, total = 0;
+    size_t *counts = calloc(n ? n : 1, sizeof *counts);
+    gs_timing *all = NULL;
+    gs_status rc = GS_OK;
+    if (!counts || n != (size_t)x->boot->procs) {
+        rc = gs_error_set(err, GS_ERR_NOMEM, "exec: out of memory");
+        goto out;
+    }
+    /* process p plays rank p, the schedule's list p */
+    for (size_t i = 0; i < n; i++) {
+        counts[i] = x->sch->ranks[i].nevents * sizeof(gs_timing);
+        total += counts[i];
+    }
+    if (!(all = malloc(total ? total : 1))) {
+        rc = gs_error_set(err, GS_ERR_NOMEM, "exec: out of memory for the ranks' timings");
+        goto out;
+    }
+    if ((rc = x->boot->allgatherv(x->boot->ctx, x->timing[x->local], counts[x->local], all, counts, err)) != GS_OK)
+        goto out;
+    size_t at = 0;
+    for (size_t i = 0; i < n; i++) {
+        memcpy(x->timing[i], all + at, counts[i]);
+        at += x->sch->ranks[i].nevents;
+    }
+out:
+    free(counts);
+    free(all);
+    return rc;
+}
+
+static gs_status step_across(gs_exec_session *x, double *loss, double *step_s, gs_error *rank_err, gs_error *err)
+{
+    gs_dispatch_opts dopts = {x->o.fail_event, x->o.fail_rank, x->o.fail_kind};
+    proc_record mine, *all = calloc((size_t)x->boot->procs, sizeof *all);
+    if (!all)
+        return gs_error_set(err, GS_ERR_NOMEM, "exec: out of memory");
+    memset(&mine, 0, sizeof mine);
+    gs_train_begin_step(x->train);
+    /* clock alignment: every process leaves the barrier, then takes its own clock zero */
+    gs_status rc = x->boot->barrier(x->boot->ctx, err);
+    if (rc != GS_OK)
+        goto out;
+    double t0 = x->ops->clock_s(x->drv);
+    gs_status st = gs_dispatch_step(x->disp, gs_train_run_event, x->train, &dopts, x->timing, rank_err, err);
+    mine.step_s = x->ops->clock_s(x->drv) - t0;
+    mine.loss_sum = gs_train_loss_sum(x->train);
+    record_outcome(x, &mine, st, err);
+    if ((rc = exchange(x, &mine, all, err)) != GS_OK)
+        goto out;
+    if ((rc = gather_timing(x, err)) != GS_OK)
+        goto out;
+    double sum = 0, slowest = 0;
+    for (int p = 0; p < x->boot->procs; p++) {
+        sum += all[p].loss_sum; /* rank order, as gs_train_loss sums in one process */
+        if (all[p].step_s > slowest)
+            slowest = all[p].step_s;
+    }
+    x->stepped = 1;
+    if (step_s)
+        *step_s = slowest;
+    if (loss)
+        *loss = sum / gs_train_loss_tokens(x->train);
+out:
+    free(all);
+    return rc;
+}
+
 gs_status gs_exec_session_step(gs_exec_session *x, double *loss, double *step_s, gs_error *rank_err, gs_error *err)
 {
+    if (x->boot)
+        return step_across(x, loss, step_s, rank_err, err);
     gs_train_begin_step(x->train);
     gs_dispatch_opts dopts = {x->o.fail_event, x->o.fail_rank, x->o.fail_kind};
     double t0 = x->ops->clock_s(x->drv);
@@ -199,6 +365,16 @@ gs_train *gs_exec_session_train(gs_exec_session *x)
 }
 
 /* ---- checkpoints ----------------------------------------------------------------------------- */
+
+/* Multi-process: each process holds only its rank's shards, and the writer checks the tiling of
+ * every rank's pieces in one process: not supported yet. */
+static gs_status ckpt_refused(gs_error *err)
+{
+    return gs_error_set(err, GS_ERR_UNSUPPORTED,
+                        "exec: checkpoints (--save, --load, --save-full) are not supported across processes "
+                        "(mpirun/srun) yet: each process holds only its own rank's shards; run exec in one process to "
+                        "save or load");
+}
 
 /* Every rank's shards as checkpoint views (primary pieces only when `primary`). */
 typedef struct ckpt_views {
@@ -279,6 +455,8 @@ static void ckpt_meta(const gs_exec_session *x, gs_ckpt_meta *m)
 
 gs_status gs_exec_session_save(gs_exec_session *x, const char *dir, gs_error *err)
 {
+    if (x->boot)
+        return ckpt_refused(err);
     ckpt_views v;
     gs_ckpt_meta meta;
     ckpt_meta(x, &meta);
@@ -291,6 +469,8 @@ gs_status gs_exec_session_save(gs_exec_session *x, const char *dir, gs_error *er
 
 gs_status gs_exec_session_load(gs_exec_session *x, const char *dir, gs_error *err)
 {
+    if (x->boot)
+        return ckpt_refused(err);
     ckpt_views v;
     gs_ckpt_meta meta;
     ckpt_meta(x, &meta);
@@ -375,6 +555,8 @@ static size_t full_set_find(full_set *f, const gs_ckpt_shard *sh, gs_error *err,
 
 gs_status gs_exec_session_save_full(gs_exec_session *x, const char *path, gs_error *err)
 {
+    if (x->boot)
+        return ckpt_refused(err);
     ckpt_views v;
     full_set f = {0};
     gs_ckpt_meta meta;
@@ -423,7 +605,7 @@ static gs_status backend_open(const gs_scenario *s, const gs_mesh *mesh, const g
     b->s = *s;
     b->mesh = *mesh;
     uint64_t *peaks = calloc(mesh->world ? mesh->world : 1, sizeof *peaks);
-    gs_status rc = peaks ? check_memory(s, mesh, 1, peaks, err) : gs_error_set(err, GS_ERR_NOMEM, "exec: out of memory");
+    gs_status rc = peaks ? check_memory(s, mesh, 1, NULL, peaks, err) : gs_error_set(err, GS_ERR_NOMEM, "exec: out of memory");
     free(peaks);
     if (rc != GS_OK) {
         free(b);

@@ -826,10 +826,13 @@ gs_status gs_train_create(const gs_scenario *s, const gs_schedule *sch, const gs
         rc = gs_error_set(err, GS_ERR_NOMEM, "exec: out of memory");
         goto out;
     }
+    /* a multi-process run: the ranks of other processes stay empty here */
     for (size_t i = 0; i < t->nr && rc == GS_OK; i++)
-        rc = rank_init(t, disp, i, err);
+        if (gs_dispatch_is_local(disp, i))
+            rc = rank_init(t, disp, i, err);
     for (size_t i = 0; i < t->nr && rc == GS_OK; i++)
-        rc = t->ops->stream_sync(t->drv, gs_dispatch_stream(disp, i, GS_STREAM_COMPUTE), err);
+        if (gs_dispatch_is_local(disp, i))
+            rc = t->ops->stream_sync(t->drv, gs_dispatch_stream(disp, i, GS_STREAM_COMPUTE), err);
 out:
     if (rc != GS_OK) {
         gs_train_destroy(t);
@@ -846,13 +849,23 @@ void gs_train_begin_step(gs_train *t)
         t->r[i].loss_sum = 0;
 }
 
-double gs_train_loss(const gs_train *t)
+double gs_train_loss_sum(const gs_train *t)
 {
     double sum = 0;
     for (size_t i = 0; i < t->nr; i++)
         if (t->r[i].last && t->r[i].tp_pos == 0)
             sum += t->r[i].loss_sum;
-    return sum / ((double)t->s->batch.global_seqs * (double)t->seq);
+    return sum;
+}
+
+double gs_train_loss_tokens(const gs_train *t)
+{
+    return (double)t->s->batch.global_seqs * (double)t->seq;
+}
+
+double gs_train_loss(const gs_train *t)
+{
+    return gs_train_loss_sum(t) / gs_train_loss_tokens(t);
 }
 
 uint64_t gs_train_step(const gs_train *t)

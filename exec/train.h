@@ -13,7 +13,8 @@
  * (root unit) embed_tokens, norm, lm_head.
  *
  * Ownership: gs_train is created by gs_train_create and freed by gs_train_destroy; it borrows
- * the scenario, schedule, driver and dispatcher (all must outlive it) and owns its buffers.
+ * the scenario, schedule, driver and dispatcher (all must outlive it) and owns its buffers. It
+ * holds state only for the ranks the dispatcher plays (gs_dispatch_is_local).
  * gs_train_shards fills caller storage that gs_shard_list_fini frees; its pointers point into
  * the gs_train (driver memory) and are valid until the next step or gs_train_destroy. */
 #ifndef GS_EXEC_TRAIN_H
@@ -54,6 +55,11 @@ gs_status gs_train_run_event(void *prog, size_t rank_index, size_t event, gs_drv
 /* After a step: the loss, averaged over the global batch's tokens (summed over the ranks that
  * hold the head, in ascending rank order). */
 double gs_train_loss(const gs_train *t);
+/* Its parts: the token losses summed over this process's head ranks (ascending rank order; a
+ * multi-process run adds the processes' sums in rank order, which is the same sum), and the
+ * global batch's token count it is divided by. */
+double gs_train_loss_sum(const gs_train *t);
+double gs_train_loss_tokens(const gs_train *t);
 /* Optimizer steps taken; set after loading a checkpoint (the next step is step + 1). */
 uint64_t gs_train_step(const gs_train *t);
 void gs_train_set_step(gs_train *t, uint64_t step);

@@ -1,0 +1,40 @@
+/* `gridstep exec` / `compare` across the processes of an MPI job: launcher detection, MPI_Init_thread,
+ * the process bootstrap (exec/boot.h) implemented over MPI, and the end of the job (every
+ * process's status agreed, rank 0 reports, MPI_Finalize).
+ *
+ * Ownership: gs_mpi_exec is caller storage; gs_mpi_exec_begin fills it (the boot table points
+ * into it) and gs_mpi_exec_finish (called once on every process, whatever happened in between)
+ * releases what it holds. */
+#ifndef GS_CLI_MPI_EXEC_H
+#define GS_CLI_MPI_EXEC_H
+
+#include "engine/status.h"
+#include "exec/boot.h"
+
+typedef struct gs_mpi_exec {
+    int launched;      /* 1: MPI is initialized (a launcher started us with more than one process) */
+    gs_exec_boot boot; /* valid when launched */
+    void *impl;        /* the MPI state (cli/mpi_exec.c) */
+    int threads_ok;    /* launched: MPI_Init_thread provided MPI_THREAD_MULTIPLE */
+    int thread_level;  /* what it provided (MPI_THREAD_*) */
+} gs_mpi_exec;
+
+/* Without a launcher (or a launcher of one process): not launched, MPI untouched. Under a
+ * launcher of N > 1 processes with MPI built in: MPI_Init_thread asking for MPI_THREAD_MULTIPLE
+ * (threads_ok says whether it was given), the boot table, the local rank. Without MPI built in:
+ * GS_ERR_INPUT saying how to build it (every process returns it). *rank gets this process's
+ * index (from the launcher's environment when MPI is absent; 0 when unknown), so that the caller
+ * can keep the other processes quiet even then. */
+gs_status gs_mpi_exec_begin(gs_mpi_exec *m, int *rank, gs_error *err);
+/* GS_ERR_UNSUPPORTED: the host driver across processes needs MPI_THREAD_MULTIPLE (its stream
+ * workers call MPI concurrently), which this MPI did not provide. */
+gs_status gs_mpi_exec_threads_error(const gs_mpi_exec *m, gs_error *err);
+
+/* Collective when launched: every process's status goes to rank 0, which returns the lowest
+ * failed process's error ("rank R: ..." prefixed when R is not 0 and the message does not name
+ * it); the other processes return GS_OK (mpirun passes rank 0's exit status on, and a process
+ * exiting non-zero first would make mpirun kill rank 0 before it reported). Then the pending
+ * transport messages are settled and MPI is finalized. Not launched: returns `local`. */
+gs_status gs_mpi_exec_finish(gs_mpi_exec *m, gs_status local, gs_error *err);
+
+#endif

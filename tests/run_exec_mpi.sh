@@ -1,0 +1,124 @@
+#!/bin/sh
+# gridstep exec across processes (mpirun, one rank per process, the host driver's collectives
+# and sends over MPI). Scenarios: the model of tests/exec/single.yaml on dp2, tp2, pp2 (2
+# processes) and dp2 x tp2 (4 processes), made from tests/exec/dp2-pp2-tp2.yaml by changing only
+# the grid (FULL_SHARD, 1F1B, SP, full recompute as there).
+#  - the losses of 3 steps equal the single-rank reference within 1e-5 relative (the correctness
+#    contract tests/run_exec.sh applies to the one-process run), and equal the one-process run of
+#    the same grid exactly: every fp32 sum is taken in the same ascending rank order either way
+#    (the host driver gathers the members' inputs and sums them in rank order), and the loss is
+#    the same sum of the head ranks' token losses in rank order;
+#  - the output is printed once (rank 0); the trace holds every rank's events (as many as the
+#    one-process trace, every rank's pid);
+#  - a launch of 2 processes for a 4-rank scenario fails with exit 2 and says why, once;
+#  - an injected failure on rank 3 ends every process (exit 1) with rank 0 naming rank 3 and the
+#    event, once, well within --timeout; a rank that dies is named by the timeout of its peers;
+#  - --save is refused across processes (exit 2).
+# Without MPI built in, a launcher's environment of 2 processes is refused with exit 2 and the
+# way to build MPI in, printed by rank 0 only. Skips (77) when MPI is built in but mpirun is
+# absent.
+set -u
+: "${top_srcdir:?set top_srcdir}"
+: "${GRIDSTEP:?set GRIDSTEP}"
+cd "$top_srcdir" || exit 1
+tmp=$(mktemp -d) || exit 1
+trap 'rm -rf "$tmp"' EXIT
+fail=0
+check() { # name, command...
+    name=$1; shift
+    if "$@"; then echo "PASS: $name"; else echo "FAIL: $name"; fail=1; fi
+}
+dir=tests/exec
+
+if [ "${GS_HAVE_MPI:-no}" != yes ]; then
+    OMPI_COMM_WORLD_SIZE=2 OMPI_COMM_WORLD_RANK=0 "$GRIDSTEP" exec "$dir/single.yaml" >"$tmp/out" 2>"$tmp/err"
+    check "no MPI: exec under a 2-process launcher: exit 2" test $? -eq 2
+    check "no MPI: ... saying how to build MPI in" grep -q "built without MPI: install an MPI (apt-get install libopenmpi-dev), then reconfigure with --with-mpi" "$tmp/err"
+    check "no MPI: ... and running nothing" test ! -s "$tmp/out"
+    OMPI_COMM_WORLD_SIZE=2 OMPI_COMM_WORLD_RANK=1 "$GRIDSTEP" exec "$dir/single.yaml" >"$tmp/out" 2>"$tmp/err"
+    check "no MPI: rank 1 exits 2 too" test $? -eq 2
+    check "no MPI: ... silently (rank 0 says it)" test ! -s "$tmp/err" -a ! -s "$tmp/out"
+    exit $fail
+fi
+
+command -v mpirun >/dev/null 2>&1 || { echo "SKIP: gridstep has MPI but mpirun is not on PATH"; exit 77; }
+ASAN_OPTIONS="${ASAN_OPTIONS:+$ASAN_OPTIONS:}detect_leaks=0"
+export ASAN_OPTIONS
+export OMPI_MCA_btl_base_warn_component_unused=0 OMPI_MCA_btl_vader_single_copy_mechanism=none
+MPIRUN="mpirun --allow-run-as-root --oversubscribe"
+
+# the grids: NAME DP PP TP (gpus_per_node = the rank count, so the cluster fits the grid)
+grid() {
+    n=$(($2 * $3 * $4))
+    sed "s/grid: {dp: 2, pp: 2, tp: 2}/grid: {dp: $2, pp: $3, tp: $4}/; s/gpus_per_node: 8/gpus_per_node: $n/; s/^name: .*/name: $1/" \
+        "$dir/dp2-pp2-tp2.yaml" >"$tmp/$1.yaml"
+    grep -q "grid: {dp: $2, pp: $3, tp: $4}" "$tmp/$1.yaml" || { echo "FAIL: cannot make $1"; fail=1; }
+}
+grid dp2 2 1 1
+grid tp2 1 1 2
+grid pp2 1 2 1
+grid dp2tp2 2 1 2
+
+losses() { # JSON file -> one loss a line
+    tr -d ' \n' <"$1" | sed 's/.*"loss":\[\([^]]*\)\].*/\1/' | tr ',' '\n'
+}
+"$GRIDSTEP" exec --json --steps 3 "$dir/single.yaml" >"$tmp/ref.json" || fail=1
+losses "$tmp/ref.json" >"$tmp/ref.txt"
+check "reference: 3 losses" test "$(grep -c . "$tmp/ref.txt")" -eq 3
+
+for spec in dp2:2 tp2:2 pp2:2 dp2tp2:4; do
+    g=${spec%:*}; np=${spec#*:}
+    "$GRIDSTEP" exec --json --steps 3 --trace "$tmp/$g.one.trace" "$tmp/$g.yaml" >"$tmp/$g.one.json" || fail=1
+    $MPIRUN -np "$np" "$GRIDSTEP" exec --json --steps 3 --trace "$tmp/$g.mpi.trace" "$tmp/$g.yaml" \
+        >"$tmp/$g.mpi.json" 2>"$tmp/$g.err"
+    check "$g, mpirun -np $np: exit 0" test $? -eq 0
+    losses "$tmp/$g.one.json" >"$tmp/$g.one.txt"
+    losses "$tmp/$g.mpi.json" >"$tmp/$g.mpi.txt"
+    check "$g, mpirun -np $np: 3 losses, printed once" test "$(grep -c . "$tmp/$g.mpi.txt")" -eq 3 -a \
+        "$(grep -c '"scenario"' "$tmp/$g.mpi.json")" -eq 1
+    check "$g, mpirun -np $np: losses = single-rank reference (1e-5 relative)" sh -c \
+        "paste '$tmp/ref.txt' '$tmp/$g.mpi.txt' | awk '{ d = \$1 - \$2; if (d < 0) d = -d; if (d / \$1 > 1e-5) bad = 1 } END { exit bad }'"
+    check "$g, mpirun -np $np: losses = the one-process run of $g, exactly" cmp "$tmp/$g.one.txt" "$tmp/$g.mpi.txt"
+    # the trace: every rank's events (one "ph":"X" slice per event, pid = rank)
+    one=$(grep -o '"ph": *"X"' "$tmp/$g.one.trace" | wc -l)
+    mpi=$(grep -o '"ph": *"X"' "$tmp/$g.mpi.trace" | wc -l)
+    check "$g, mpirun -np $np: trace holds every rank's events ($mpi = $one)" test "$mpi" -eq "$one" -a "$one" -gt 0
+    pids_one=$(grep -o '"pid": *[0-9]*' "$tmp/$g.one.trace" | sort -u | tr -d ' \n')
+    pids_mpi=$(grep -o '"pid": *[0-9]*' "$tmp/$g.mpi.trace" | sort -u | tr -d ' \n')
+    check "$g, mpirun -np $np: trace ranks = the one-process trace's" test "$pids_one" = "$pids_mpi"
+done
+
+# the text output: once
+$MPIRUN -np 2 "$GRIDSTEP" exec --steps 2 "$tmp/tp2.yaml" >"$tmp/text.out" 2>/dev/null
+check "text output printed once" test "$(grep -c 'step  loss' "$tmp/text.out")" -eq 1 -a \
+    "$(grep -c 'last step (measured)' "$tmp/text.out")" -eq 1
+
+# a bad launch: 2 processes for 4 ranks
+$MPIRUN -np 2 "$GRIDSTEP" exec "$tmp/dp2tp2.yaml" >"$tmp/out" 2>"$tmp/err"
+check "np 2 for 4 ranks: exit 2" test $? -eq 2
+check "np 2 for 4 ranks: said once" test "$(grep -c 'dp2tp2 has 4 ranks (dp=2 pp=1 tp=2), but the launcher started 2 processes' "$tmp/err")" -eq 1
+check "np 2 for 4 ranks: nothing printed" test ! -s "$tmp/out"
+
+# an injected failure on rank 3: every process ends, rank 0 names it, fast
+start=$(date +%s)
+GRIDSTEP_FAULT=fail:3:L2.mb0.fwd.tp_ag $MPIRUN -np 4 "$GRIDSTEP" exec --timeout 30 --steps 2 "$tmp/dp2tp2.yaml" \
+    >"$tmp/out" 2>"$tmp/err"
+rc=$?
+took=$(($(date +%s) - start))
+check "failure on rank 3: exit 1" test $rc -eq 1
+check "failure on rank 3: named once" test "$(grep -c 'rank 3: event L2.mb0.fwd.tp_ag: injected failure (test hook)' "$tmp/err")" -eq 1
+check "failure on rank 3: every process stopped in $took s (< 15 s; --timeout 30)" test "$took" -lt 15
+check "failure on rank 3: no report printed" test ! -s "$tmp/out"
+# rank 3 dies: its peers time out waiting for it and say so
+GRIDSTEP_FAULT=die:3:L2.mb0.fwd.tp_ag $MPIRUN -np 4 "$GRIDSTEP" exec --timeout 3 "$tmp/dp2tp2.yaml" \
+    >/dev/null 2>"$tmp/err"
+check "rank 3 dies: exit 1" test $? -eq 1
+check "rank 3 dies: a peer's timeout names rank 3, once" test "$(grep -c '(with rank 3): timed out after 3 s' "$tmp/err")" -eq 1
+
+# checkpoints are refused across processes
+$MPIRUN -np 2 "$GRIDSTEP" exec --save "$tmp/ck" "$tmp/dp2.yaml" >/dev/null 2>"$tmp/err"
+check "--save under mpirun: exit 2" test $? -eq 2
+check "--save under mpirun: said once" test "$(grep -c 'not supported across processes' "$tmp/err")" -eq 1
+check "--save under mpirun: nothing written" test ! -e "$tmp/ck"
+
+exit $fail
