@@ -89,6 +89,10 @@ struct gs_drv {
     rank_dev *r;
     ncclUniqueId id;
     const gs_driver_opts *opts;
+    /* Across processes (opts->boot active): this process sets up and runs rank `local` alone, on
+     * device boot->local_rank; the NCCL id comes from process 0 through the bootstrap.
+     * UINT64_MAX: every rank here, rank r on device r. */
+    uint64_t local;
     pthread_mutex_t mu; /* abort state, clock base */
     int aborted;
     gs_error abort_err;
@@ -531,45 +535,88 @@ out:
     return NULL;
 }
 
+/* Across processes, every process's outcome of its local checks: the lowest failed process's
+ * error for all (so that no process waits for the NCCL id of one that gave up). */
+static gs_status agree_local(const gs_exec_boot *b, gs_status rc, gs_error *err)
+{
+    gs_error *all = calloc((size_t)b->procs, sizeof *all);
+    gs_error mine = *err, e2;
+    gs_error_init(&e2);
+    mine.status = rc;
+    if (!all)
+        return gs_error_set(err, GS_ERR_NOMEM, "cuda driver: out of memory");
+    gs_status st = b->allgather(b->ctx, &mine, sizeof mine, all, &e2);
+    if (st != GS_OK)
+        *err = e2;
+    for (int p = 0; st == GS_OK && p < b->procs; p++)
+        if (all[p].status != GS_OK) {
+            st = all[p].status;
+            *err = all[p];
+        }
+    free(all);
+    return st;
+}
+
+/* The NCCL id of the job: process 0's, broadcast (with whether process 0 could make one). */
+typedef struct id_msg {
+    int32_t ok;
+    ncclUniqueId id;
+} id_msg;
+
 static gs_status cuda_open(const gs_mesh *mesh, const gs_driver_opts *opts, gs_drv **out, gs_error *err)
 {
     *out = NULL;
+    const gs_exec_boot *boot = opts && gs_boot_active(opts->boot) ? opts->boot : NULL;
     const char *var = NULL;
     long procs = launcher_size(&var);
-    if (procs > 1)
+    if (procs > 1 && !boot)
         return gs_error_set(err, GS_ERR_UNSUPPORTED,
-                            "cuda driver: started as one of %ld processes (%s=%ld), but the driver runs every rank "
-                            "in one process, a thread per GPU of this node: run `gridstep exec --driver cuda` without "
-                            "mpirun/srun on one node (multi-node launch, an MPI bootstrap of the NCCL id, is not "
-                            "implemented)",
+                            "cuda driver: started as one of %ld processes (%s=%ld) without the process bootstrap: "
+                            "run `gridstep exec --driver cuda` under mpirun/srun with a gridstep built with MPI "
+                            "(configure --with-mpi), or without a launcher on one node (a thread per GPU)",
                             procs, var, procs);
     if (!opts || !opts->group_of)
         return gs_error_set(err, GS_ERR_RUNTIME, "cuda driver: opened without the group map (gs_driver_opts.group_of)");
+    if (boot && (uint64_t)boot->procs != mesh->world)
+        return gs_error_set(err, GS_ERR_INPUT, "cuda driver: the scenario has %" PRIu64 " ranks, but %d processes were "
+                            "started (one rank per process)", mesh->world, boot->procs);
+    /* the ranks this process sets up, and their devices */
+    uint64_t lo = boot ? (uint64_t)boot->proc : 0, hi = boot ? lo + 1 : mesh->world;
     int ndev = 0;
+    gs_status rc = GS_OK;
     cudaError_t ce = cudaGetDeviceCount(&ndev);
     if (ce != cudaSuccess)
-        return gs_error_set(err, GS_ERR_RUNTIME, "cuda driver: cudaGetDeviceCount: %s (no GPU or no NVIDIA driver here)",
-                            cudaGetErrorString(ce));
-    if ((uint64_t)ndev < mesh->world)
-        return gs_error_set(err, GS_ERR_INPUT,
-                            "cuda driver: the scenario has %" PRIu64 " ranks (dp=%" PRIu64 " pp=%" PRIu64 " tp=%" PRIu64
-                            "), one GPU each, but this machine shows %d GPU%s",
-                            mesh->world, mesh->size[GS_DIM_DP], mesh->size[GS_DIM_PP], mesh->size[GS_DIM_TP], ndev,
-                            ndev == 1 ? "" : "s");
+        rc = gs_error_set(err, GS_ERR_RUNTIME, "cuda driver: cudaGetDeviceCount: %s (no GPU or no NVIDIA driver here)",
+                          cudaGetErrorString(ce));
+    else if (!boot && (uint64_t)ndev < mesh->world)
+        rc = gs_error_set(err, GS_ERR_INPUT,
+                          "cuda driver: the scenario has %" PRIu64 " ranks (dp=%" PRIu64 " pp=%" PRIu64 " tp=%" PRIu64
+                          "), one GPU each, but this machine shows %d GPU%s",
+                          mesh->world, mesh->size[GS_DIM_DP], mesh->size[GS_DIM_PP], mesh->size[GS_DIM_TP], ndev,
+                          ndev == 1 ? "" : "s");
+    else if (boot && ndev < boot->local_procs)
+        rc = gs_error_set(err, GS_ERR_INPUT,
+                          "cuda driver: rank %d: host %s runs %d ranks of the job (one GPU each, by local rank), but "
+                          "shows %d GPU%s",
+                          boot->proc, boot->host ? boot->host : "?", boot->local_procs, ndev, ndev == 1 ? "" : "s");
     /* the memory ledger's peak per rank vs the device's free memory */
-    for (uint64_t i = 0; opts->rank_peak_bytes && i < mesh->world; i++) {
+    for (uint64_t i = lo; rc == GS_OK && opts->rank_peak_bytes && i < hi; i++) {
         size_t freeb = 0, total = 0;
-        if ((ce = cudaSetDevice((int)i)) != cudaSuccess || (ce = cudaMemGetInfo(&freeb, &total)) != cudaSuccess)
-            return gs_error_set(err, GS_ERR_RUNTIME, "cuda driver: device %" PRIu64 ": cudaMemGetInfo: %s", i,
-                                cudaGetErrorString(ce));
-        if (opts->rank_peak_bytes[i] > freeb)
-            return gs_error_set(err, GS_ERR_INPUT,
-                                "cuda driver: rank %" PRIu64 " needs %.3f GiB (the memory ledger's peak, fp32) but "
-                                "device %" PRIu64 " has %.3f GiB free of %.3f GiB; refused before allocating",
-                                i, (double)opts->rank_peak_bytes[i] / 1073741824.0, i, (double)freeb / 1073741824.0,
-                                (double)total / 1073741824.0);
+        int dev = boot ? boot->local_rank : (int)i;
+        if ((ce = cudaSetDevice(dev)) != cudaSuccess || (ce = cudaMemGetInfo(&freeb, &total)) != cudaSuccess)
+            rc = gs_error_set(err, GS_ERR_RUNTIME, "cuda driver: device %d: cudaMemGetInfo: %s", dev,
+                              cudaGetErrorString(ce));
+        else if (opts->rank_peak_bytes[i] > freeb)
+            rc = gs_error_set(err, GS_ERR_INPUT,
+                              "cuda driver: rank %" PRIu64 " needs %.3f GiB (the memory ledger's peak, fp32) but "
+                              "device %d has %.3f GiB free of %.3f GiB; refused before allocating",
+                              i, (double)opts->rank_peak_bytes[i] / 1073741824.0, dev, (double)freeb / 1073741824.0,
+                              (double)total / 1073741824.0);
     }
-    gs_status rc = GS_OK;
+    if (boot)
+        rc = agree_local(boot, rc, err);
+    if (rc != GS_OK)
+        return rc;
     gs_drv *d = calloc(1, sizeof *d);
     pthread_t *th = NULL;
     init_job *jobs = NULL;
@@ -579,6 +626,7 @@ static gs_status cuda_open(const gs_mesh *mesh, const gs_driver_opts *opts, gs_d
     d->mesh = *mesh;
     d->world = mesh->world;
     d->opts = opts;
+    d->local = boot ? lo : UINT64_MAX;
     d->timeout_s = opts->timeout_s > 0 ? opts->timeout_s : 60.0;
     const char *gm = getenv("GRIDSTEP_CUDA_GEMM");
     d->tf32 = gm && strcmp(gm, "tf32") == 0;
@@ -599,19 +647,39 @@ static gs_status cuda_open(const gs_mesh *mesh, const gs_driver_opts *opts, gs_d
     pthread_mutexattr_init(&ma);
     pthread_mutexattr_settype(&ma, PTHREAD_MUTEX_RECURSIVE);
     for (uint64_t i = 0; i < d->world; i++) {
-        d->r[i].dev = (int)i;
+        d->r[i].dev = boot ? (i == lo ? boot->local_rank : -1) : (int)i;
         pthread_mutex_init(&d->r[i].mu, &ma);
         gs_error_init(&d->r[i].init_err);
     }
     pthread_mutexattr_destroy(&ma);
     /* collectives connect at init, not in the middle of a step's issue */
     setenv("NCCL_RUNTIME_CONNECT", "0", 0);
-    ncclResult_t nr = ncclGetUniqueId(&d->id);
-    if (nr != ncclSuccess) {
-        rc = gs_error_set(err, GS_ERR_RUNTIME, "cuda driver: ncclGetUniqueId: %s", ncclGetErrorString(nr));
-        goto out;
+    if (!boot) {
+        ncclResult_t nr = ncclGetUniqueId(&d->id);
+        if (nr != ncclSuccess) {
+            rc = gs_error_set(err, GS_ERR_RUNTIME, "cuda driver: ncclGetUniqueId: %s", ncclGetErrorString(nr));
+            goto out;
+        }
+    } else {
+        /* process 0 makes the id; every process gets it (or process 0's failure) */
+        id_msg m;
+        memset(&m, 0, sizeof m);
+        if (boot->proc == 0) {
+            ncclResult_t nr = ncclGetUniqueId(&m.id);
+            m.ok = nr == ncclSuccess;
+            if (!m.ok)
+                gs_error_set(err, GS_ERR_RUNTIME, "cuda driver: rank 0: ncclGetUniqueId: %s", ncclGetErrorString(nr));
+        }
+        if ((rc = boot->bcast(boot->ctx, &m, sizeof m, 0, err)) != GS_OK)
+            goto out;
+        if (!m.ok) {
+            rc = boot->proc == 0 ? GS_ERR_RUNTIME
+                                 : gs_error_set(err, GS_ERR_RUNTIME, "cuda driver: rank 0 could not make the NCCL id");
+            goto out;
+        }
+        d->id = m.id;
     }
-    for (uint64_t i = 0; i < d->world; i++) {
+    for (uint64_t i = lo; i < hi; i++) {
         jobs[i] = (init_job){d, i};
         started[i] = pthread_create(&th[i], NULL, init_rank, &jobs[i]) == 0;
         if (!started[i]) {
@@ -619,10 +687,10 @@ static gs_status cuda_open(const gs_mesh *mesh, const gs_driver_opts *opts, gs_d
             cuda_abort(d, err->msg);
         }
     }
-    for (uint64_t i = 0; i < d->world; i++)
+    for (uint64_t i = lo; i < hi; i++)
         if (started[i])
             pthread_join(th[i], NULL);
-    for (uint64_t i = 0; i < d->world && rc == GS_OK; i++)
+    for (uint64_t i = lo; i < hi && rc == GS_OK; i++)
         if (d->r[i].init_rc != GS_OK) {
             rc = d->r[i].init_rc;
             *err = d->r[i].init_err;
@@ -911,6 +979,8 @@ static double cuda_clock_s(gs_drv *d)
 {
     int idle = 1;
     for (uint64_t i = 0; i < d->world && idle; i++) {
+        if (d->local != UINT64_MAX && i != d->local)
+            continue; /* another process's rank */
         pthread_mutex_lock(&d->r[i].mu);
         cudaSetDevice(d->r[i].dev);
         idle = d->r[i].inited && rank_idle(&d->r[i]);
@@ -918,6 +988,8 @@ static double cuda_clock_s(gs_drv *d)
     }
     if (idle && !cuda_aborted(d, NULL))
         for (uint64_t i = 0; i < d->world; i++) {
+            if (d->local != UINT64_MAX && i != d->local)
+                continue;
             cudaSetDevice(d->r[i].dev);
             rebase(&d->r[i]);
         }
