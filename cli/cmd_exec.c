@@ -448,12 +448,15 @@ static gs_status interrupted_error(const save_plan *sp, uint64_t done, gs_error 
 /* Runs the steps with progress on a terminal; losses and step times into the arrays. sp (may be
  * NULL): periodic saves. *done gets the steps completed. */
 static gs_status run_steps(gs_exec_session *x, uint64_t steps, double *loss, double *secs, save_plan *sp,
-                           uint64_t *done, gs_error *err)
+                           int across, uint64_t *done, gs_error *err)
 {
     int tty = isatty(STDERR_FILENO);
     *done = 0;
     for (uint64_t i = 0; i < steps; i++) {
-        if (interrupted)
+        /* across processes the signal reaches them at different times: a process that skipped
+         * the step would leave the others in its collectives, so the step runs and the abort
+         * (the watcher's, announced to every process) fails it everywhere */
+        if (interrupted && !across)
             return interrupted_error(sp, gs_train_step(gs_exec_session_train(x)), err);
         gs_status rc = gs_exec_session_step(x, &loss[i], &secs[i], NULL, err);
         if (rc != GS_OK && interrupted) {
@@ -511,7 +514,7 @@ gs_status gs_cmd_exec(int argc, char **argv, gs_error *err)
     uint64_t first = gs_train_step(gs_exec_session_train(x)) + 1; /* the first step this run takes */
     save_plan sp = {a.save, a.save_every, 0};
     uint64_t done = 0;
-    if ((rc = run_steps(x, a.steps, loss, secs, &sp, &done, err)) != GS_OK)
+    if ((rc = run_steps(x, a.steps, loss, secs, &sp, mx.launched, &done, err)) != GS_OK)
         goto out;
     if (a.save_full && (rc = gs_exec_session_save_full(x, a.save_full, err)) != GS_OK)
         goto out;
@@ -636,7 +639,7 @@ gs_status gs_cmd_compare(int argc, char **argv, gs_error *err)
         goto out;
     }
     if ((rc = gs_exec_session_create(&s, &mesh, &a.o, &x, err)) != GS_OK ||
-        (rc = run_steps(x, a.steps, loss, secs, NULL, &done, err)) != GS_OK ||
+        (rc = run_steps(x, a.steps, loss, secs, NULL, mx.launched, &done, err)) != GS_OK ||
         (rc = gs_exec_session_report(x, &erep, err)) != GS_OK)
         goto out;
     have_e = 1;
