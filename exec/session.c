@@ -63,14 +63,14 @@ static gs_status check_memory(const gs_scenario *s, const gs_mesh *mesh, int hos
         if (s->strategy.precision != GS_PREC_FP32)
             p = p > UINT64_MAX / 2 ? UINT64_MAX : 2 * p;
         peaks[r] = p;
+        if (p > peak)
+            peak = p;
         /* multi-process: this host holds its processes' ranks (counted as this one's peak each) */
         if (gs_boot_active(boot))
             p = r == (uint64_t)boot->proc ? (p > UINT64_MAX / (uint64_t)boot->local_procs
                                                  ? UINT64_MAX : p * (uint64_t)boot->local_procs)
                                           : 0;
         need = need > UINT64_MAX - p ? UINT64_MAX : need + p;
-        if (p > peak)
-            peak = p;
     }
     gs_ledger_destroy(l);
     uint64_t avail = host ? gs_exec_mem_available() : 0;
@@ -199,10 +199,17 @@ gs_status gs_exec_session_create(const gs_scenario *s, const gs_mesh *mesh, cons
     if ((rc = gs_schedule_build(&x->s, mesh, 1, &x->sch, err)) != GS_OK ||
         (rc = gs_schedule_validate_structure(x->sch, err)) != GS_OK)
         goto out;
+    /* process p plays rank p, which is the exact schedule's list p (gather_timing relies on it) */
     if (x->boot)
-        for (size_t i = 0; i < x->sch->nranks; i++)
-            if (x->sch->ranks[i].rank == (uint64_t)x->boot->proc)
+        for (size_t i = 0; i < x->sch->nranks; i++) {
+            if (x->sch->ranks[i].rank != i) {
+                rc = gs_error_set(err, GS_ERR_RUNTIME, "exec: the schedule's rank list %zu is rank %" PRIu64
+                                  ", expected one list per rank in rank order", i, x->sch->ranks[i].rank);
+                goto out;
+            }
+            if (i == (size_t)x->boot->proc)
                 x->local = i;
+        }
     if (!(x->timing = calloc(x->sch->nranks ? x->sch->nranks : 1, sizeof *x->timing))) {
         rc = gs_error_set(err, GS_ERR_NOMEM, "exec: out of memory");
         goto out;
