@@ -77,8 +77,9 @@ const char gs_cmd_exec_help[] =
     "with a barrier and each process's clock zero; the ranks' losses, timings and errors are then\n"
     "gathered, so rank 0 prints exactly what one process prints and the others print nothing. A\n"
     "failure on any rank stops every process; rank 0 names the rank and the event (exit 1).\n"
-    "--save, --load and --save-full are refused there (exit 2). Without MPI built in, exec under a\n"
-    "launcher of several processes exits 2 saying how to build it in. Example (Open MPI):\n"
+    "--load works there (each process reads its rank's pieces); --save and --save-full are refused\n"
+    "(exit 2). Without MPI built in, exec under a launcher of several processes exits 2 saying how\n"
+    "to build it in. Example (Open MPI):\n"
     "  mpirun -np 4 gridstep exec --steps 3 dp2-tp2.yaml\n"
     "\n"
     "Ctrl-C (SIGINT) stops the run: the current step is aborted on every rank, a checkpoint being\n"
@@ -321,11 +322,11 @@ static gs_status launch_begin(int argc, char **argv, int compare, run_args *a, g
     if (rc == GS_OK)
         rc = parse(argc, argv, compare, a, err);
     if (rc == GS_OK && mx->launched) {
-        if (a->save || a->load || a->save_full)
+        if (a->save || a->save_full)
             rc = gs_error_set(err, GS_ERR_INPUT,
-                              "--save, --load and --save-full are not supported across processes (mpirun/srun) "
-                              "yet: each process holds only its own rank's shards; run exec in one process to "
-                              "save or load a checkpoint");
+                              "--save and --save-full are not supported across processes (mpirun/srun) yet: each "
+                              "process holds only its own rank's shards; run exec in one process to save a "
+                              "checkpoint (--load works: each process reads its rank's pieces)");
         else if (strcmp(a->o.driver->name, "host") == 0 && !mx->threads_ok)
             rc = gs_mpi_exec_threads_error(mx, err);
         a->o.boot = &mx->boot;

@@ -373,14 +373,15 @@ gs_train *gs_exec_session_train(gs_exec_session *x)
 
 /* ---- checkpoints ----------------------------------------------------------------------------- */
 
-/* Multi-process: each process holds only its rank's shards, and the writer checks the tiling of
- * every rank's pieces in one process: not supported yet. */
+/* Multi-process saves: each process holds only its rank's shards, and the writer checks the
+ * tiling of every rank's pieces in one process: not supported yet (loads are: each process reads
+ * its rank's pieces). */
 static gs_status ckpt_refused(gs_error *err)
 {
     return gs_error_set(err, GS_ERR_UNSUPPORTED,
-                        "exec: checkpoints (--save, --load, --save-full) are not supported across processes "
+                        "exec: saving checkpoints (--save, --save-full) is not supported across processes "
                         "(mpirun/srun) yet: each process holds only its own rank's shards; run exec in one process to "
-                        "save or load");
+                        "save");
 }
 
 /* Every rank's shards as checkpoint views (primary pieces only when `primary`). */
@@ -476,12 +477,11 @@ gs_status gs_exec_session_save(gs_exec_session *x, const char *dir, gs_error *er
 
 gs_status gs_exec_session_load(gs_exec_session *x, const char *dir, gs_error *err)
 {
-    if (x->boot)
-        return ckpt_refused(err);
     ckpt_views v;
     gs_ckpt_meta meta;
     ckpt_meta(x, &meta);
     gs_ckpt_reader *r = NULL;
+    unsigned char *found = NULL, *found_all = NULL;
     gs_status rc = views_init(x, 0, &v, err);
     if (rc == GS_OK)
         rc = gs_ckpt_reader_create(&r, dir, err);
@@ -491,19 +491,47 @@ gs_status gs_exec_session_load(gs_exec_session *x, const char *dir, gs_error *er
     if (rc == GS_OK && (int64_t)ix->dp * ix->pp * ix->tp != ix->world)
         rc = gs_error_set(err, GS_ERR_INPUT, "checkpoint %s: index.json: grid dp %d x pp %d x tp %d is not world %d",
                           dir, ix->dp, ix->pp, ix->tp, ix->world);
-    for (size_t t = 0; rc == GS_OK && t < ix->tensor_count; t++) {
-        int found = 0;
-        for (size_t i = 0; i < v.n && !found; i++)
-            for (size_t k = 0; k < v.views[i].shard_count && !found; k++)
-                found = strcmp(v.views[i].shards[k].name, ix->tensors[t].name) == 0;
-        if (!found)
+    /* multi-process: every process read the same index (or every one says why not) */
+    if (x->boot)
+        rc = agree(x, rc, err);
+    if (rc != GS_OK)
+        goto out;
+    size_t nt = ix->tensor_count;
+    if (!(found = calloc(nt ? nt : 1, 1))) {
+        rc = gs_error_set(err, GS_ERR_NOMEM, "exec: out of memory");
+        goto out;
+    }
+    for (size_t t = 0; t < nt; t++)
+        for (size_t i = 0; i < v.n && !found[t]; i++)
+            for (size_t k = 0; k < v.views[i].shard_count && !found[t]; k++)
+                found[t] = strcmp(v.views[i].shards[k].name, ix->tensors[t].name) == 0;
+    if (x->boot) {
+        /* a process holds only its rank's tensors: a tensor is the model's when any rank has it */
+        size_t procs = (size_t)x->boot->procs;
+        if (!(found_all = calloc(procs * (nt ? nt : 1), 1))) {
+            rc = gs_error_set(err, GS_ERR_NOMEM, "exec: out of memory");
+            goto out;
+        }
+        if ((rc = x->boot->allgather(x->boot->ctx, found, nt ? nt : 1, found_all, err)) != GS_OK)
+            goto out;
+        for (size_t p = 0; p < procs; p++)
+            for (size_t t = 0; t < nt; t++)
+                found[t] |= found_all[p * (nt ? nt : 1) + t];
+    }
+    for (size_t t = 0; rc == GS_OK && t < nt; t++)
+        if (!found[t])
             rc = gs_error_set(err, GS_ERR_INPUT, "checkpoint %s: tensor %s is not in the model of %s (another model's "
                               "checkpoint?)", dir, ix->tensors[t].name, x->s.name);
-    }
     for (size_t i = 0; rc == GS_OK && i < v.n; i++)
         rc = gs_ckpt_reader_load_rank(r, &v.views[i], &meta, err);
+    /* multi-process: a rank file only one process read may have failed it */
+    if (x->boot)
+        rc = agree(x, rc, err);
     if (rc == GS_OK)
         gs_train_set_step(x->train, ix->step);
+out:
+    free(found);
+    free(found_all);
     gs_ckpt_reader_destroy(r);
     views_fini(&v);
     return rc;

@@ -13,7 +13,9 @@
 #  - a launch of 2 processes for a 4-rank scenario fails with exit 2 and says why, once;
 #  - an injected failure on rank 3 ends every process (exit 1) with rank 0 naming rank 3 and the
 #    event, once, well within --timeout; a rank that dies is named by the timeout of its peers;
-#  - --save is refused across processes (exit 2).
+#  - --save and --save-full are refused across processes (exit 2); --load works (each process
+#    reads its rank's pieces) and continues with the one-process load's losses, exactly; another
+#    model's checkpoint is refused (a tensor is the model's when any process's rank has it).
 # Without MPI built in, a launcher's environment of 2 processes is refused with exit 2 and the
 # way to build MPI in, printed by rank 0 only. Skips (77) when MPI is built in but mpirun is
 # absent.
@@ -115,10 +117,37 @@ GRIDSTEP_FAULT=die:3:L2.mb0.fwd.tp_ag $MPIRUN -np 4 "$GRIDSTEP" exec --timeout 3
 check "rank 3 dies: exit 1" test $? -eq 1
 check "rank 3 dies: a peer's timeout names rank 3, once" test "$(grep -c '(with rank 3): timed out after 3 s' "$tmp/err")" -eq 1
 
-# checkpoints are refused across processes
+# saving is refused across processes
 $MPIRUN -np 2 "$GRIDSTEP" exec --save "$tmp/ck" "$tmp/dp2.yaml" >/dev/null 2>"$tmp/err"
 check "--save under mpirun: exit 2" test $? -eq 2
 check "--save under mpirun: said once" test "$(grep -c 'not supported across processes' "$tmp/err")" -eq 1
 check "--save under mpirun: nothing written" test ! -e "$tmp/ck"
+$MPIRUN -np 2 "$GRIDSTEP" exec --save-full "$tmp/full.safetensors" "$tmp/dp2.yaml" >/dev/null 2>"$tmp/err"
+check "--save-full under mpirun: exit 2, nothing written" test $? -eq 2 -a ! -e "$tmp/full.safetensors"
+
+# loading works: each process reads its rank's pieces. Checkpoints saved by one process (dp2 x
+# tp2 after 2 steps; the single-rank model after 2 steps, loaded on tp2 and on pp2, whose ranks
+# each hold half the layers: a tensor is the model's when some process has it), then 2 more steps: the
+# same losses as the one-process load, exactly, starting at step 3
+"$GRIDSTEP" exec --steps 2 --save "$tmp/ck4" "$tmp/dp2tp2.yaml" >/dev/null || fail=1
+"$GRIDSTEP" exec --steps 2 --save "$tmp/ck1" "$dir/single.yaml" >/dev/null || fail=1
+for spec in dp2tp2:4:ck4 tp2:2:ck1 pp2:2:ck1; do
+    g=${spec%%:*}; rest=${spec#*:}; np=${rest%%:*}; ck=${rest#*:}
+    "$GRIDSTEP" exec --json --steps 2 --load "$tmp/$ck" "$tmp/$g.yaml" >"$tmp/$g.l1.json" || fail=1
+    $MPIRUN -np "$np" "$GRIDSTEP" exec --json --steps 2 --load "$tmp/$ck" "$tmp/$g.yaml" >"$tmp/$g.lm.json" 2>"$tmp/err"
+    check "--load $ck on $g, mpirun -np $np: exit 0" test $? -eq 0
+    losses "$tmp/$g.l1.json" >"$tmp/a"
+    losses "$tmp/$g.lm.json" >"$tmp/b"
+    check "--load $ck on $g, mpirun -np $np: 2 losses = the one-process load's, exactly" \
+        test "$(grep -c . "$tmp/b")" -eq 2 -a -z "$(cmp "$tmp/a" "$tmp/b" 2>&1)"
+    check "--load $ck on $g, mpirun -np $np: continues at step 3" grep -q '"first_step": *3' "$tmp/$g.lm.json"
+done
+# another model's checkpoint (6 layers: layers 4 and 5 exist on no rank of the 4-layer model)
+sed 's/layers: 4/layers: 6/' "$dir/single.yaml" >"$tmp/six.yaml"
+"$GRIDSTEP" exec --save "$tmp/ck6" "$tmp/six.yaml" >/dev/null || fail=1
+$MPIRUN -np 2 "$GRIDSTEP" exec --load "$tmp/ck6" "$tmp/tp2.yaml" >/dev/null 2>"$tmp/err"
+check "--load of a 6-layer checkpoint on the 4-layer tp2, mpirun: exit 2" test $? -eq 2
+check "--load of a 6-layer checkpoint: refused once, naming a tensor of layer 4" \
+    test "$(grep -c 'tensor model.layers.4.* is not in the model of tp2' "$tmp/err")" -eq 1
 
 exit $fail
