@@ -38,8 +38,10 @@ static long env_long(const char *const *vars, size_t n)
 
 static long launcher_size(void)
 {
+    /* srun: SLURM_STEP_NUM_TASKS, set inside a job step only (SLURM_NTASKS is set in a batch
+     * script's own shell too, where one gridstep is one process) */
     static const char *const vars[] = {"OMPI_COMM_WORLD_SIZE", "PMI_SIZE", "MV2_COMM_WORLD_SIZE", "PMIX_SIZE",
-                                       "SLURM_NTASKS"};
+                                       "SLURM_STEP_NUM_TASKS"};
     long n = env_long(vars, sizeof vars / sizeof vars[0]);
     return n > 0 ? n : 0;
 }
