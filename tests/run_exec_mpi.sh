@@ -9,7 +9,7 @@
 #    (the host driver gathers the members' inputs and sums them in rank order), and the loss is
 #    the same sum of the head ranks' token losses in rank order;
 #  - the output is printed once (rank 0); the trace holds every rank's events (as many as the
-#    one-process trace, every rank's pid);
+#    one-process trace, every rank's pid); compare prints the one-process compare's classes;
 #  - a launch of 2 processes for a 4-rank scenario fails with exit 2 and says why, once;
 #  - an injected failure on rank 3 ends every process (exit 1) with rank 0 naming rank 3 and the
 #    event, once, well within --timeout; a rank that dies is named by the timeout of its peers;
@@ -94,6 +94,16 @@ done
 $MPIRUN -np 2 "$GRIDSTEP" exec --steps 2 "$tmp/tp2.yaml" >"$tmp/text.out" 2>/dev/null
 check "text output printed once" test "$(grep -c 'step  loss' "$tmp/text.out")" -eq 1 -a \
     "$(grep -c 'last step (measured)' "$tmp/text.out")" -eq 1
+
+# compare: the measured side gathered from every process, printed once: the same classes of
+# events as the one-process compare (the schedule is the same; only times differ)
+"$GRIDSTEP" compare --json "$tmp/pp2.yaml" >"$tmp/cmp1.json" || fail=1
+$MPIRUN -np 2 "$GRIDSTEP" compare --json "$tmp/pp2.yaml" >"$tmp/cmpm.json" 2>/dev/null
+check "compare, mpirun -np 2: exit 0, one document" test $? -eq 0 -a "$(grep -c '"sim_step_time_s"' "$tmp/cmpm.json")" -eq 1
+grep -o '"name": *"[^"]*"' "$tmp/cmp1.json" >"$tmp/a"
+grep -o '"name": *"[^"]*"' "$tmp/cmpm.json" >"$tmp/b"
+check "compare, mpirun -np 2: the one-process compare's classes ($(grep -c . "$tmp/a"))" \
+    test -s "$tmp/a" -a -z "$(cmp "$tmp/a" "$tmp/b" 2>&1)"
 
 # a bad launch: 2 processes for 4 ranks
 $MPIRUN -np 2 "$GRIDSTEP" exec "$tmp/dp2tp2.yaml" >"$tmp/out" 2>"$tmp/err"
