@@ -515,6 +515,222 @@ START_TEST(allreduce_order)
 }
 END_TEST
 
+/* The host driver across processes (exec/boot.h), without MPI: a fake bootstrap whose
+ * "processes" are threads meeting at a barrier. Each thread opens its own driver for its one
+ * rank, as a process under mpirun would, and the collectives go through the transport path
+ * (gathered inputs, sums in ascending rank order): the results must be the one-process ones. */
+#define FAKE_PROCS 3
+typedef struct fake_world {
+    pthread_barrier_t bar;
+    int colors[FAKE_PROCS];
+    const void *slot[FAKE_PROCS];
+} fake_world;
+
+typedef struct fake_group {
+    int members[FAKE_PROCS];
+    int n, pos;
+} fake_group;
+
+typedef struct fake_proc {
+    fake_world *w;
+    int proc;
+    fake_group groups[GS_GROUP_KIND_COUNT];
+    int ngroups;
+} fake_proc;
+
+static gs_status fake_split(void *ctx, int color, int key, void **group, gs_error *err)
+{
+    fake_proc *p = ctx;
+    (void)err;
+    ck_assert_int_eq(key, p->proc); /* the driver orders groups by rank = process */
+    ck_assert_int_lt(p->ngroups, GS_GROUP_KIND_COUNT);
+    p->w->colors[p->proc] = color;
+    pthread_barrier_wait(&p->w->bar);
+    fake_group *g = &p->groups[p->ngroups++];
+    g->n = 0;
+    for (int q = 0; q < FAKE_PROCS; q++)
+        if (p->w->colors[q] == color) {
+            if (q == p->proc)
+                g->pos = g->n;
+            g->members[g->n++] = q;
+        }
+    pthread_barrier_wait(&p->w->bar);
+    *group = g;
+    return GS_OK;
+}
+
+static void fake_group_free(void *ctx, void *group)
+{
+    (void)ctx, (void)group;
+}
+
+/* Publishes buf, then (between two barriers) copy() reads the others'. Whole-world groups only. */
+static gs_boot_outcome fake_meet(fake_proc *p, fake_group *g, const void *buf, void (*copy)(fake_proc *, fake_group *,
+                                                                                           void *), void *arg)
+{
+    ck_assert_int_eq(g->n, FAKE_PROCS);
+    p->w->slot[p->proc] = buf;
+    pthread_barrier_wait(&p->w->bar);
+    copy(p, g, arg);
+    pthread_barrier_wait(&p->w->bar);
+    return GS_BOOT_DONE;
+}
+
+typedef struct fake_xfer {
+    void *recv;
+    size_t bytes;
+    int root;
+} fake_xfer;
+
+static void copy_gather(fake_proc *p, fake_group *g, void *arg)
+{
+    fake_xfer *x = arg;
+    for (int i = 0; i < g->n; i++)
+        memcpy((char *)x->recv + (size_t)i * x->bytes, p->w->slot[g->members[i]], x->bytes);
+}
+
+static void copy_alltoall(fake_proc *p, fake_group *g, void *arg)
+{
+    fake_xfer *x = arg;
+    for (int i = 0; i < g->n; i++)
+        memcpy((char *)x->recv + (size_t)i * x->bytes, (const char *)p->w->slot[g->members[i]] + (size_t)g->pos * x->bytes,
+               x->bytes);
+}
+
+static void copy_bcast(fake_proc *p, fake_group *g, void *arg)
+{
+    fake_xfer *x = arg;
+    if (g->pos != x->root)
+        memcpy(x->recv, p->w->slot[g->members[x->root]], x->bytes);
+}
+
+static gs_boot_outcome fake_allgather(void *ctx, void *group, const void *send, size_t bytes, void *recv,
+                                      gs_boot_wait *w, gs_error *err)
+{
+    (void)w, (void)err;
+    fake_xfer x = {recv, bytes, 0};
+    return fake_meet(ctx, group, send, copy_gather, &x);
+}
+
+static gs_boot_outcome fake_alltoall(void *ctx, void *group, const void *send, size_t bytes, void *recv,
+                                     gs_boot_wait *w, gs_error *err)
+{
+    (void)w, (void)err;
+    fake_xfer x = {recv, bytes, 0};
+    return fake_meet(ctx, group, send, copy_alltoall, &x);
+}
+
+static gs_boot_outcome fake_bcast(void *ctx, void *group, void *buf, size_t bytes, int root, gs_boot_wait *w,
+                                  gs_error *err)
+{
+    (void)w, (void)err;
+    fake_xfer x = {buf, bytes, root};
+    return fake_meet(ctx, group, buf, copy_bcast, &x);
+}
+
+static gs_status fake_send(void *ctx, int peer, const void *buf, size_t bytes, gs_error *err)
+{
+    (void)ctx, (void)peer, (void)buf, (void)bytes;
+    return gs_error_set(err, GS_ERR_RUNTIME, "not in this test");
+}
+
+static gs_boot_outcome fake_recv(void *ctx, int peer, void *buf, size_t bytes, gs_boot_wait *w, gs_error *err)
+{
+    (void)ctx, (void)peer, (void)buf, (void)bytes, (void)w;
+    gs_error_set(err, GS_ERR_RUNTIME, "not in this test");
+    return GS_BOOT_FAILED;
+}
+
+static void fake_announce(void *ctx, const char *msg)
+{
+    (void)ctx, (void)msg;
+}
+
+static int fake_peer_aborted(void *ctx, char *msg, size_t len)
+{
+    (void)ctx, (void)msg, (void)len;
+    return 0;
+}
+
+typedef struct xp_job {
+    fake_proc p;
+    gs_exec_boot boot;
+    const gs_mesh *mesh;
+    float ar[3], rs_send[3], rs_recv[1], ag_recv[3], bc[2];
+    gs_status rc;
+} xp_job;
+
+static void *xp_main(void *arg)
+{
+    xp_job *j = arg;
+    gs_driver_opts o = {.timeout_s = 10, .group_of = gs_group_of, .boot = &j->boot};
+    gs_drv *d = NULL;
+    gs_error err;
+    static const uint64_t members[3] = {0, 1, 2};
+    uint64_t rank = (uint64_t)j->p.proc;
+    gs_drv_group g = {GS_GROUP_TP, 0, 3, rank, members};
+    if ((j->rc = gs_driver_host.open(j->mesh, &o, &d, &err)) != GS_OK)
+        return NULL;
+    float mine = j->ar[0];
+    if ((j->rc = gs_driver_host.all_reduce(d, NULL, rank, &g, j->ar, 3, &err)) == GS_OK &&
+        (j->rc = gs_driver_host.reduce_scatter(d, NULL, rank, &g, j->rs_send, j->rs_recv, 1, &err)) == GS_OK &&
+        (j->rc = gs_driver_host.all_gather(d, NULL, rank, &g, &mine, j->ag_recv, 1, &err)) == GS_OK)
+        j->rc = gs_driver_host.broadcast(d, NULL, rank, &g, j->bc, 2, 2, &err);
+    gs_driver_host.close(d);
+    return NULL;
+}
+
+START_TEST(transport_order)
+{
+    gs_mesh mesh;
+    gs_error err;
+    ck_assert_int_eq(gs_mesh_init(&mesh, 3, 1, 1, NULL, 3, &err), GS_OK); /* tp 3: one TP group */
+    fake_world w;
+    memset(&w, 0, sizeof w);
+    pthread_barrier_init(&w.bar, NULL, FAKE_PROCS);
+    /* all_reduce and reduce_scatter: 1 + 1e8 - 1e8 in float; ascending rank order gives
+     * (1 + 1e8) - 1e8 = 0 (1 is lost below 1e8's spacing of 8), descending order
+     * (-1e8 + 1e8) + 1 = 1 */
+    static const float ar[FAKE_PROCS][3] = {{1, 1, 2}, {1e8f, 2, 3}, {-1e8f, 3, 4}};
+    static const float rs[FAKE_PROCS][3] = {{1, 5, 7}, {1e8f, 6, 8}, {-1e8f, 7, 9}};
+    xp_job j[FAKE_PROCS];
+    memset(j, 0, sizeof j);
+    for (int i = 0; i < FAKE_PROCS; i++) {
+        j[i].p = (fake_proc){&w, i, {{{0}, 0, 0}}, 0};
+        j[i].boot = (gs_exec_boot){.proc = i, .procs = FAKE_PROCS, .local_rank = i, .local_procs = FAKE_PROCS,
+                                   .host = "fake", .ctx = &j[i].p, .group_split = fake_split,
+                                   .group_free = fake_group_free, .group_allgather = fake_allgather,
+                                   .group_alltoall = fake_alltoall, .group_bcast = fake_bcast, .send = fake_send,
+                                   .recv = fake_recv, .announce_abort = fake_announce,
+                                   .peer_aborted = fake_peer_aborted};
+        j[i].mesh = &mesh;
+        memcpy(j[i].ar, ar[i], sizeof j[i].ar);
+        memcpy(j[i].rs_send, rs[i], sizeof j[i].rs_send);
+        j[i].bc[0] = (float)(10 * i);
+        j[i].bc[1] = (float)(10 * i + 1);
+    }
+    pthread_t th[FAKE_PROCS];
+    for (int i = 0; i < FAKE_PROCS; i++)
+        pthread_create(&th[i], NULL, xp_main, &j[i]);
+    for (int i = 0; i < FAKE_PROCS; i++)
+        pthread_join(th[i], NULL);
+    /* reduce_scatter: member q gets sum over members of their send[q], in rank order */
+    const float rs_want[FAKE_PROCS] = {0.0f /* (1 + 1e8) - 1e8 */, 5.0f + 6.0f + 7.0f, 7.0f + 8.0f + 9.0f};
+    for (int i = 0; i < FAKE_PROCS; i++) {
+        ck_assert_int_eq(j[i].rc, GS_OK);
+        ck_assert_float_eq(j[i].ar[0], 0.0f); /* (1 + 1e8) - 1e8 */
+        ck_assert_float_eq(j[i].ar[1], 6.0f);
+        ck_assert_float_eq(j[i].ar[2], 9.0f);
+        ck_assert_float_eq(j[i].rs_recv[0], rs_want[i]);
+        for (int q = 0; q < FAKE_PROCS; q++) /* all_gather of each member's ar[0] before the reduce */
+            ck_assert_float_eq(j[i].ag_recv[q], ar[q][0]);
+        ck_assert_float_eq(j[i].bc[0], 20.0f); /* broadcast from member 2 */
+        ck_assert_float_eq(j[i].bc[1], 21.0f);
+    }
+    pthread_barrier_destroy(&w.bar);
+}
+END_TEST
+
 static Suite *exec_suite(void)
 {
     Suite *s = suite_create("exec");
@@ -529,6 +745,7 @@ static Suite *exec_suite(void)
     tcase_add_test(te, collective_timeout);
     tcase_add_loop_test(te, stalled_or_dead_rank, 0, 2);
     tcase_add_test(te, allreduce_order);
+    tcase_add_test(te, transport_order);
     tcase_add_test(te, dispatch_order);
     tcase_add_test(te, checkpoint_resume);
     suite_add_tcase(s, te);
