@@ -7,6 +7,7 @@
 #include <inttypes.h>
 #include <math.h>
 #include <pthread.h>
+#include <sched.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -58,6 +59,8 @@ const char gs_cmd_calibrate_help[] =
     "  --driver D       host (the drivers of this build)\n"
     "  --out FILE       the calibration file (default calib.json)\n"
     "  --quick          fewer shapes, sizes and repeats (about 10 s)\n"
+    "  --warm           time GEMMs on the same operands every call (default: operand sets over\n"
+    "                   32 MiB used in turn, so operands come from memory as in a step)\n"
     "  --plot PREFIX    PREFIX-coll.dat/.gp/.png (time vs size, log-log, points + fitted lines)\n"
     "                   and PREFIX-gemm.dat/.gp/.png (efficiency vs FLOPs + the fitted curve)\n"
     "                   through gnuplot; without gnuplot the data and scripts stay, exit 1\n"
@@ -68,7 +71,7 @@ const char gs_cmd_calibrate_help[] =
     "  gridstep compare --calib host.json tests/calib/b-dp4.yaml\n";
 
 static const char usage[] =
-    "gridstep calibrate [--driver host] [--out FILE] [--quick] [--plot PREFIX] [SCENARIO.yaml]";
+    "gridstep calibrate [--driver host] [--out FILE] [--quick] [--warm] [--plot PREFIX] [SCENARIO.yaml]";
 
 #define MAX_SHAPES 64
 #define MAX_SIZES 16
@@ -77,6 +80,8 @@ static const char usage[] =
 #define DISPATCH_SIZES 4
 
 static const uint64_t group_sizes[GROUP_SIZES] = {2, 4, 8};
+
+#define MAX_CONC 8 /* thread counts of the concurrency test */
 
 typedef struct gemm_point {
     uint64_t m, n, k;
@@ -91,11 +96,23 @@ typedef struct ew_point {
     double secs;
 } ew_point;
 
-enum { EW_ADAMW, EW_RMSNORM, EW_SWIGLU, EW_ADD, EW_COUNT };
-static const char *const ew_names[EW_COUNT] = {"adamw", "rmsnorm", "swiglu", "add"};
+/* The non-GEMM work of the schedule's events as exec runs it (exec/train.c): rmsnorm is the norm
+ * forward event, half of which (the second norm of a layer) first copies and adds the residual;
+ * rmsnorm_bwd is rmsnorm_bwd plus the residual gradient's add; xent the loss forward (slice
+ * statistics and their combination), xent_bwd its backward; embed the row lookup, embed_bwd
+ * its scatter-add. Elements: tokens x hidden (norms, embedding), tokens x ffn (SwiGLU), tokens
+ * x vocabulary (the loss), parameters (AdamW). */
+enum {
+    EW_ADAMW, EW_RMSNORM, EW_SWIGLU, EW_ADD, EW_XENT, EW_EMBED,
+    EW_RMSNORM_BWD, EW_SWIGLU_BWD, EW_XENT_BWD, EW_EMBED_BWD, EW_COUNT
+};
+#define EW_FIRST_BWD EW_RMSNORM_BWD
+static const char *const ew_names[EW_COUNT] = {"adamw",       "rmsnorm",    "swiglu",   "add",      "xent",
+                                               "embed",       "rmsnorm_bwd", "swiglu_bwd", "xent_bwd", "embed_bwd"};
 /* bytes per element the schedule counts in fp32 (engine/build*.c): the optimizer 2 x 8 + 2 x 4,
- * a norm 5 x 4, SwiGLU 3 x 4; add: read y and x, write y */
-static const double ew_bytes_per_el[EW_COUNT] = {24, 20, 12, 12};
+ * a norm 5 x 4 (backward 10 x 4), SwiGLU 3 x 4 (backward 6 x 4); add: read y and x, write y;
+ * the loss 2 x 4 per logit (backward 4 x 4); the embedding 4 per output element (backward 8) */
+static const double ew_bytes_per_el[EW_COUNT] = {24, 20, 12, 12, 8, 4, 40, 24, 16, 8};
 
 enum { C_AG, C_RS, C_AR, C_BC, C_P2P, C_COUNT };
 static const char *const c_names[C_COUNT] = {"all_gather", "reduce_scatter", "all_reduce", "broadcast", "send_recv"};
@@ -105,6 +122,7 @@ static const gs_coll_op c_ops[C_COUNT] = {GS_COLL_ALLGATHER, GS_COLL_REDUCE_SCAT
 typedef struct cal {
     const gs_driver_ops *ops;
     int quick, reps, tty;
+    int rotate; /* 1: GEMMs are timed over operand sets beyond the caches (0: --warm) */
     gemm_point gemm[MAX_SHAPES];
     size_t ngemm;
     double best_flops;
@@ -112,6 +130,13 @@ typedef struct cal {
     ew_point ew[EW_COUNT][MAX_SIZES];
     size_t new_;
     uint64_t attn_seq, attn_nh, attn_nkv, attn_hd;
+    size_t vocab_row;       /* the loss kernels' row: the scenario's vocabulary slice (64 .. 4096) */
+    size_t scen_first;      /* gemm[scen_first..]: the scenario's own shapes (none: the grid's) */
+    double rope_s;          /* rotary embedding of q and k per token, mean of forward and backward */
+    uint64_t conc_threads[MAX_CONC];
+    double conc_ratio[MAX_CONC]; /* CPU time per GEMM pass with k threads over one thread's */
+    size_t nconc;
+    gs_fit_slow conc_fit;
     double attn_fwd_s, attn_bwd_s, attn_flops;
     double launch_s;
     uint64_t dispatch_ranks[DISPATCH_SIZES];
@@ -210,34 +235,78 @@ typedef struct gemm_args {
     float *y;
     size_t m, n, k;
     float *dx, *dw; /* backward */
+    size_t copies;  /* > 1: x, w, y, dx, dw each hold that many operand sets, used in turn */
+    size_t next;
 } gemm_args;
+
+/* Operand sets a GEMM is timed over in turn, so that its operands come from memory, not from the
+ * cache the previous call left them in: in a training step a rank touches its whole working set
+ * (every layer's weights and activations) between two uses of the same operands. The sets
+ * together exceed ROTATE_BYTES (beyond a server core's L2 and its share of the L3), at most
+ * ROTATE_MAX of them. */
+#define ROTATE_BYTES (32u << 20)
+#define ROTATE_MAX 64
+
+static size_t rotate_copies(const cal *c, double bytes_per_set)
+{
+    if (!c->rotate || bytes_per_set <= 0)
+        return 1;
+    double n = ceil((double)ROTATE_BYTES / bytes_per_set);
+    return n < 1 ? 1 : n > ROTATE_MAX ? ROTATE_MAX : (size_t)n;
+}
 
 static void gemm_call(void *arg, gs_drv_stream *s)
 {
     gemm_args *a = arg;
-    a->ops->linear_fwd(s, a->x, a->w, a->y, a->m, a->k, a->n);
+    size_t i = a->copies > 1 ? a->next++ % a->copies : 0;
+    a->ops->linear_fwd(s, a->x + i * a->m * a->k, a->w + i * a->n * a->k, a->y + i * a->m * a->n, a->m, a->k, a->n);
 }
 
 static void gemm_bwd_call(void *arg, gs_drv_stream *s)
 {
     gemm_args *a = arg;
-    a->ops->linear_bwd(s, a->x, a->w, a->y, a->dx, a->dw, a->m, a->k, a->n);
+    size_t i = a->copies > 1 ? a->next++ % a->copies : 0;
+    a->ops->linear_bwd(s, a->x + i * a->m * a->k, a->w + i * a->n * a->k, a->y + i * a->m * a->n,
+                       a->dx + i * a->m * a->k, a->dw + i * a->n * a->k, a->m, a->k, a->n);
 }
 
 typedef struct ew_args {
     const gs_driver_ops *ops;
+    gs_drv *d;
     int kind;
-    float *a, *b, *m, *v, *y, *rstd;
-    size_t n, h;
+    float *a, *b, *m, *v, *y, *rstd; /* a and y: 2n floats; rstd: n / h + 1 (tokens, targets) */
+    size_t n, h;                     /* h: row length (hidden, ffn or vocabulary) */
+    unsigned calls;
 } ew_args;
 
 static void ew_call(void *arg, gs_drv_stream *s)
 {
     ew_args *e = arg;
+    size_t t = e->n / e->h;
+    const int32_t *tok = (const int32_t *)e->rstd;
+    double loss = 0;
     switch (e->kind) {
     case EW_ADAMW: e->ops->adamw(s, e->a, e->b, e->m, e->v, e->n, 1e-3f, 0.9f, 0.95f, 1e-8f, 0.1f, 1); break;
-    case EW_RMSNORM: e->ops->rmsnorm_fwd(s, e->a, e->m, e->y, e->rstd, e->n / e->h, e->h, 1e-5f); break;
-    case EW_SWIGLU: e->ops->swiglu_fwd(s, e->a, e->y, e->n / e->h, e->h); break;
+    case EW_RMSNORM:
+        if (e->calls++ % 2) { /* the layer's second norm: x + attention output first */
+            e->ops->copy(e->d, s, e->y, e->a, e->n * sizeof(float));
+            e->ops->add(s, e->y, e->b, e->n);
+        }
+        e->ops->rmsnorm_fwd(s, e->a, e->m, e->y + e->n, e->v, t, e->h, 1e-5f);
+        break;
+    case EW_RMSNORM_BWD:
+        e->ops->rmsnorm_bwd(s, e->a, e->m, e->m, e->b, e->y, e->v, t, e->h);
+        e->ops->add(s, e->y, e->b, e->n);
+        break;
+    case EW_SWIGLU: e->ops->swiglu_fwd(s, e->a, e->y, t, e->h); break;
+    case EW_SWIGLU_BWD: e->ops->swiglu_bwd(s, e->a, e->b, e->y, t, e->h); break;
+    case EW_XENT:
+        e->ops->xent_stats(s, e->a, tok, t, 0, e->h, e->m);
+        e->ops->xent_combine(s, e->m, 1, t, e->v, &loss);
+        break;
+    case EW_XENT_BWD: e->ops->xent_bwd(s, e->a, tok, e->v, t, 0, e->h, 1e-3f, e->y); break;
+    case EW_EMBED: e->ops->embed_fwd(s, tok, t, e->a, 0, 2 * t, e->h, e->y); break;
+    case EW_EMBED_BWD: e->ops->embed_bwd(s, tok, t, e->b, 0, 2 * t, e->h, e->a); break;
     default: e->ops->add(s, e->y, e->a, e->n); break;
     }
 }
@@ -260,6 +329,27 @@ static void attn_call(void *arg, gs_drv_stream *s)
                          a->nkv, a->hd);
 }
 
+typedef struct rope_args {
+    const gs_driver_ops *ops;
+    float *qkv; /* seq rows of (nh + 2 nkv) hd */
+    size_t seq, nh, nkv, hd;
+    int bwd;
+} rope_args;
+
+static void rope_call(void *arg, gs_drv_stream *s)
+{
+    rope_args *r = arg;
+    size_t ld = (r->nh + 2 * r->nkv) * r->hd;
+    float *q = r->qkv, *k = r->qkv + r->nh * r->hd;
+    if (!r->bwd) {
+        r->ops->rope_fwd(s, q, r->seq, r->seq, r->nh, r->hd, ld, 10000.0f);
+        r->ops->rope_fwd(s, k, r->seq, r->seq, r->nkv, r->hd, ld, 10000.0f);
+    } else {
+        r->ops->rope_bwd(s, q, r->seq, r->seq, r->nh, r->hd, ld, 10000.0f);
+        r->ops->rope_bwd(s, k, r->seq, r->seq, r->nkv, r->hd, ld, 10000.0f);
+    }
+}
+
 static gs_status solo_fn(void *arg, gs_drv_stream *s, gs_error *err)
 {
     solo_job *j = arg;
@@ -270,17 +360,21 @@ static gs_status solo_fn(void *arg, gs_drv_stream *s, gs_error *err)
         gemm_point *g = &c->gemm[i];
         progress(c, "calibrate: GEMM %zu/%zu (%" PRIu64 " x %" PRIu64 " x %" PRIu64 ")", i + 1, c->ngemm, g->m, g->n,
                  g->k);
-        float *x = malloc(g->m * g->k * sizeof *x), *w = malloc(g->n * g->k * sizeof *w);
-        float *y = malloc(g->m * g->n * sizeof *y);
-        float *dx = malloc(g->m * g->k * sizeof *dx), *dw = calloc(g->n * g->k, sizeof *dw);
+        size_t nc = rotate_copies(c, 4.0 * (double)(2 * g->m * g->k + 2 * g->n * g->k + g->m * g->n));
+        float *x = malloc(nc * g->m * g->k * sizeof *x), *w = malloc(nc * g->n * g->k * sizeof *w);
+        float *y = malloc(nc * g->m * g->n * sizeof *y);
+        float *dx = malloc(nc * g->m * g->k * sizeof *dx), *dw = calloc(nc * g->n * g->k, sizeof *dw);
         if (!x || !w || !y || !dx || !dw) {
             free(x), free(w), free(y), free(dx), free(dw);
             return gs_error_set(err, GS_ERR_NOMEM, "calibrate: out of memory for a %" PRIu64 " x %" PRIu64 " x %" PRIu64
                                 " GEMM", g->m, g->n, g->k);
         }
-        fill(x, g->m * g->k, 0.01f);
-        fill(w, g->n * g->k, 0.02f);
-        gemm_args a = {c->ops, x, w, y, g->m, g->n, g->k, dx, dw};
+        fill(x, nc * g->m * g->k, 0.01f);
+        fill(w, nc * g->n * g->k, 0.02f);
+        fill(y, nc * g->m * g->n, 0.01f);
+        fill(dx, nc * g->m * g->k, 0.0f); /* touch every page before timing */
+        fill(dw, nc * g->n * g->k, 0.0f);
+        gemm_args a = {c->ops, x, w, y, g->m, g->n, g->k, dx, dw, nc, 0};
         g->secs = time_calls(c, j->d, s, gemm_call, &a);
         g->bwd_secs = time_calls(c, j->d, s, gemm_bwd_call, &a);
         g->flops_per_s = 2.0 * (double)g->m * (double)g->n * (double)g->k / g->secs;
@@ -294,14 +388,20 @@ static gs_status solo_fn(void *arg, gs_drv_stream *s, gs_error *err)
             ew_point *p = &c->ew[kind][i];
             progress(c, "calibrate: %s, %" PRIu64 " elements", ew_names[kind], p->elements);
             size_t n = p->elements, h = 256;
-            ew_args e = {c->ops, kind, calloc(2 * n, 4), calloc(n, 4), calloc(n, 4), calloc(n, 4), calloc(n, 4),
-                         calloc(n / h + 1, 4), n, h};
+            if (kind == EW_XENT || kind == EW_XENT_BWD)
+                h = c->vocab_row;
+            ew_args e = {c->ops, j->d, kind, calloc(2 * n, 4), calloc(n, 4), calloc(n, 4), calloc(n, 4),
+                         calloc(2 * n, 4), calloc(n / h + 1, 4), n, h, 0};
             if (!e.a || !e.b || !e.m || !e.v || !e.y || !e.rstd)
                 rc = gs_error_set(err, GS_ERR_NOMEM, "calibrate: out of memory for %s", ew_names[kind]);
             else {
                 fill(e.a, 2 * n, 0.01f);
                 fill(e.b, n, 0.001f);
                 fill(e.m, n, 1.0f);
+                /* token ids and targets spread over the rows (embedding: a table of 2 t rows) */
+                int32_t *tok = (int32_t *)e.rstd;
+                for (size_t r = 0; r < n / h; r++)
+                    tok[r] = (int32_t)((r * 7919u) % (kind == EW_EMBED || kind == EW_EMBED_BWD ? 2 * (n / h) : h));
                 p->bytes = ew_bytes_per_el[kind] * (double)n;
                 p->secs = time_calls(c, j->d, s, ew_call, &e);
             }
@@ -327,6 +427,23 @@ static gs_status solo_fn(void *arg, gs_drv_stream *s, gs_error *err)
             c->attn_flops = 3.0 * fwd / (c->attn_fwd_s + c->attn_bwd_s);
         }
         free(a.q), free(a.k), free(a.v), free(a.o), free(a.p), free(a.dq), free(a.dk), free(a.dv), free(a.dout);
+    }
+    /* the rotary embedding the QKV event applies to q and k (and the backward to dq and dk), on
+     * seq tokens of the scenario's QKV rows: its cost per token */
+    if (rc == GS_OK) {
+        progress(c, "calibrate: rotary embedding");
+        rope_args r = {c->ops, NULL, c->attn_seq, c->attn_nh, c->attn_nkv, c->attn_hd, 0};
+        size_t ld = (c->attn_nh + 2 * c->attn_nkv) * c->attn_hd;
+        if (!(r.qkv = calloc(c->attn_seq * ld, 4)))
+            rc = gs_error_set(err, GS_ERR_NOMEM, "calibrate: out of memory for the rotary embedding");
+        else {
+            fill(r.qkv, c->attn_seq * ld, 0.01f);
+            double fwd = time_calls(c, j->d, s, rope_call, &r);
+            r.bwd = 1;
+            double bwd = time_calls(c, j->d, s, rope_call, &r);
+            c->rope_s = 0.5 * (fwd + bwd) / (double)c->attn_seq;
+        }
+        free(r.qkv);
     }
     return rc;
 }
@@ -469,7 +586,7 @@ static gs_status rank_fn(void *arg, gs_drv_stream *s, gs_error *err)
     const gs_driver_ops *ops = j->c->ops;
     gs_drv *d = j->d;
     if (j->what < 0) {
-        gemm_args g = {ops, j->a, j->a, j->b, 128, 128, 128, NULL, NULL};
+        gemm_args g = {ops, j->a, j->a, j->b, 128, 128, 128, NULL, NULL, 1, 0};
         j->t[0] = ops->clock_s(d);
         j->t[2] = now_s(j->c, d);
         for (size_t i = 0; i < j->c->cores_calls; i++)
@@ -555,7 +672,7 @@ static gs_status measure_cores(cal *c, gs_error *err)
         return gs_error_set(err, GS_ERR_NOMEM, "calibrate: out of memory");
     }
     fill(a, 128 * 128, 0.01f);
-    gemm_args g = {c->ops, a, a, b, 128, 128, 128, NULL, NULL};
+    gemm_args g = {c->ops, a, a, b, 128, 128, 128, NULL, NULL, 1, 0};
     double one = time_calls(c, NULL, NULL, gemm_call, &g);
     free(a), free(b);
     double flops_call = 2.0 * 128 * 128 * 128;
@@ -607,6 +724,134 @@ static gs_status measure_cores(cal *c, gs_error *err)
     } else {
         c->cores = P;
         c->background = lsum / 2 > 0 ? lsum / 2 : 0;
+    }
+    return rc;
+}
+
+/* The concurrency test: k threads (k = 1 .. the online CPUs, at most MAX_CONC) each run the
+ * scenario's GEMM shapes (forward) on operand sets of their own, used in turn as the GEMM
+ * measurement does, started together; each thread's CPU time per pass (the median of the
+ * repeats) averaged over the threads, over the same with one thread, is ratio(k): how much
+ * longer the same work takes on a core while k - 1 others compute beside it (they share the
+ * L3 and the memory bandwidth). CPU time, so the share of the cores other processes take does
+ * not count (that is compute.cores). */
+typedef struct conc_job {
+    const cal *c;
+    int *go; /* set (atomically) once every thread is started: they start together */
+    float **x, **w, **y; /* per shape */
+    size_t *copies;      /* per shape */
+    double pass_s[MAX_REPS];
+    int ok;
+} conc_job;
+
+static size_t conc_first(const cal *c)
+{
+    return c->scen_first < c->ngemm ? c->scen_first : 0;
+}
+
+static void conc_pass(conc_job *j, size_t rep)
+{
+    const cal *c = j->c;
+    for (size_t i = conc_first(c); i < c->ngemm; i++) {
+        const gemm_point *g = &c->gemm[i];
+        for (size_t r = 0; r < j->copies[i]; r++) {
+            size_t at = (rep * 7 + r) % j->copies[i];
+            c->ops->linear_fwd(NULL, j->x[i] + at * g->m * g->k, j->w[i] + at * g->n * g->k,
+                               j->y[i] + at * g->m * g->n, g->m, g->k, g->n);
+        }
+    }
+}
+
+static void *conc_main(void *arg)
+{
+    conc_job *j = arg;
+    conc_pass(j, 0); /* warm-up */
+    while (!__atomic_load_n(j->go, __ATOMIC_ACQUIRE))
+        sched_yield();
+    for (int r = 0; r < j->c->reps; r++) {
+        double t0 = now_s(j->c, NULL);
+        conc_pass(j, (size_t)r + 1);
+        j->pass_s[r] = now_s(j->c, NULL) - t0;
+    }
+    return NULL;
+}
+
+static gs_status measure_concurrency(cal *c, gs_error *err)
+{
+    long online = sysconf(_SC_NPROCESSORS_ONLN);
+    uint64_t kmax = online > 1 ? (uint64_t)online : 1;
+    if (kmax > MAX_CONC)
+        kmax = MAX_CONC;
+    gs_status rc = GS_OK;
+    double one = 0;
+    c->nconc = 0;
+    for (uint64_t k = 1; k <= kmax && rc == GS_OK; k++) {
+        progress(c, "calibrate: concurrency (%" PRIu64 " thread%s)", k, k > 1 ? "s" : "");
+        conc_job jobs[MAX_CONC];
+        pthread_t th[MAX_CONC];
+        int started[MAX_CONC] = {0};
+        int go = 0;
+        memset(jobs, 0, sizeof jobs);
+        for (uint64_t t = 0; t < k && rc == GS_OK; t++) {
+            conc_job *j = &jobs[t];
+            j->c = c;
+            j->go = &go;
+            j->x = calloc(c->ngemm, sizeof *j->x);
+            j->w = calloc(c->ngemm, sizeof *j->w);
+            j->y = calloc(c->ngemm, sizeof *j->y);
+            j->copies = calloc(c->ngemm, sizeof *j->copies);
+            if (!j->x || !j->w || !j->y || !j->copies) {
+                rc = gs_error_set(err, GS_ERR_NOMEM, "calibrate: out of memory for the concurrency test");
+                break;
+            }
+            for (size_t i = conc_first(c); i < c->ngemm && rc == GS_OK; i++) {
+                const gemm_point *g = &c->gemm[i];
+                size_t nc = rotate_copies(c, 4.0 * (double)(g->m * g->k + g->n * g->k + g->m * g->n));
+                j->copies[i] = nc;
+                j->x[i] = malloc(nc * g->m * g->k * sizeof(float));
+                j->w[i] = malloc(nc * g->n * g->k * sizeof(float));
+                j->y[i] = malloc(nc * g->m * g->n * sizeof(float));
+                if (!j->x[i] || !j->w[i] || !j->y[i])
+                    rc = gs_error_set(err, GS_ERR_NOMEM, "calibrate: out of memory for the concurrency test");
+                else {
+                    fill(j->x[i], nc * g->m * g->k, 0.01f);
+                    fill(j->w[i], nc * g->n * g->k, 0.02f);
+                    fill(j->y[i], nc * g->m * g->n, 0.0f);
+                }
+            }
+        }
+        if (rc == GS_OK)
+            for (uint64_t t = 0; t < k; t++) {
+                started[t] = pthread_create(&th[t], NULL, conc_main, &jobs[t]) == 0;
+                if (!started[t]) {
+                    rc = gs_error_set(err, GS_ERR_RUNTIME, "calibrate: cannot start a thread");
+                    break;
+                }
+            }
+        __atomic_store_n(&go, 1, __ATOMIC_RELEASE); /* also after a failed start: the others finish */
+        double mean = 0;
+        for (uint64_t t = 0; t < k; t++)
+            if (started[t]) {
+                pthread_join(th[t], NULL);
+                mean += gs_calib_median(jobs[t].pass_s, (size_t)c->reps) / (double)k;
+            }
+        for (uint64_t t = 0; t < k; t++) {
+            for (size_t i = 0; jobs[t].x && i < c->ngemm; i++)
+                free(jobs[t].x[i]), free(jobs[t].w[i]), free(jobs[t].y[i]);
+            free(jobs[t].x), free(jobs[t].w), free(jobs[t].y), free(jobs[t].copies);
+        }
+        if (rc != GS_OK)
+            break;
+        if (k == 1)
+            one = mean;
+        c->conc_threads[c->nconc] = k;
+        c->conc_ratio[c->nconc++] = one > 0 ? mean / one : 1.0;
+    }
+    if (rc == GS_OK && c->nconc > 1) {
+        double x[MAX_CONC];
+        for (size_t i = 0; i < c->nconc; i++)
+            x[i] = (double)c->conc_threads[i];
+        rc = gs_fit_slowdown(x, c->conc_ratio, c->nconc, &c->conc_fit, err);
     }
     return rc;
 }
@@ -717,6 +962,8 @@ static gs_status pick_shapes(cal *c, const char *scenario, gs_error *err)
         add_shape(c, c->quick ? quick[i][0] : grid[i][0], c->quick ? quick[i][1] : grid[i][1],
                   c->quick ? quick[i][2] : grid[i][2]);
     c->attn_seq = 128, c->attn_nh = 4, c->attn_nkv = 2, c->attn_hd = 64;
+    c->vocab_row = 1024;
+    c->scen_first = c->ngemm;
     if (!scenario)
         return GS_OK;
     gs_scenario s;
@@ -740,6 +987,8 @@ static gs_status pick_shapes(cal *c, const char *scenario, gs_error *err)
     uint64_t tp = mesh.size[GS_DIM_TP];
     c->attn_nh = s.model.heads / tp ? s.model.heads / tp : 1;
     c->attn_nkv = s.model.kv_heads / tp ? s.model.kv_heads / tp : 1;
+    uint64_t vr = s.model.vocab / (tp ? tp : 1);
+    c->vocab_row = vr < 64 ? 64 : vr > 4096 ? 4096 : (size_t)vr;
     gs_schedule_destroy(sch);
     return GS_OK;
 }
@@ -840,10 +1089,18 @@ static json_t *build_json(const cal *c, const char *driver, const char *scenario
     json_object_set_new(gc, "e_max", json_real(fmin(1.0, c->gemm_fit.e_max)));
     json_object_set_new(gc, "f0_flops", json_real(c->gemm_fit.f0_flops));
     json_object_set_new(comp, "gemm_curve", gc);
-    json_t *ew = json_object();
-    for (int k = 0; k < EW_COUNT; k++)
-        json_object_set_new(ew, ew_names[k], json_real(c->ew_fit[k].beta_bytes_per_s));
+    json_t *ew = json_object(), *ewb = json_object();
+    for (int k = 0; k < EW_COUNT; k++) {
+        char nm[32];
+        snprintf(nm, sizeof nm, "%s", ew_names[k]);
+        if (k >= EW_FIRST_BWD)
+            nm[strlen(nm) - 4] = 0; /* "_bwd" */
+        json_object_set_new(k >= EW_FIRST_BWD ? ewb : ew, nm, json_real(c->ew_fit[k].beta_bytes_per_s));
+    }
     json_object_set_new(comp, "elementwise_bw", ew);
+    json_object_set_new(comp, "elementwise_bw_bwd", ewb);
+    json_object_set_new(comp, "qkv_rope_s_per_token", json_real(c->rope_s));
+    json_object_set_new(comp, "concurrency_slowdown", json_real(c->conc_fit.s));
     json_object_set_new(doc, "compute", comp);
 
     json_t *links = json_object(), *intra = json_object();
@@ -943,6 +1200,15 @@ static json_t *build_json(const cal *c, const char *driver, const char *scenario
         json_array_append_new(ct, o);
     }
     json_object_set_new(meas, "cores_test", ct);
+    json_t *cc = json_array();
+    for (size_t i = 0; i < c->nconc; i++) {
+        json_t *o = json_object();
+        json_object_set_new(o, "threads", json_integer((json_int_t)c->conc_threads[i]));
+        json_object_set_new(o, "cpu_time_ratio", json_real(c->conc_ratio[i]));
+        json_array_append_new(cc, o);
+    }
+    json_object_set_new(meas, "concurrency_test", cc);
+    json_object_set_new(meas, "gemm_operands", json_string(c->rotate ? "rotated" : "warm"));
     json_t *co = json_object();
     for (int op = 0; op < C_COUNT; op++) {
         json_t *o = json_object();
@@ -1011,6 +1277,15 @@ static void print_summary(const cal *c)
                           c->ew_fit[k].outliers);
     gs_cli_table_print(&t, stdout, 2);
     gs_cli_table_fini(&t);
+    printf("  rotary embedding (q and k, %" PRIu64 " + %" PRIu64 " heads of %" PRIu64 "): %.2f us per token "
+           "(compute.qkv_rope_s_per_token)\n", c->attn_nh, c->attn_nkv, c->attn_hd, c->rope_s * 1e6);
+    printf("  GEMM operands: %s\n", c->rotate ? "rotated over sets beyond the caches (as a step finds them)"
+                                               : "warm (--warm: the same operands every call)");
+    printf("\nconcurrency (the scenario's GEMMs, k threads at once, CPU time over one thread's):");
+    for (size_t i = 0; i < c->nconc; i++)
+        printf(" %.3f with %" PRIu64 "%s", c->conc_ratio[i], c->conc_threads[i], i + 1 < c->nconc ? "," : "");
+    printf("\n  fit: 1 + s (k - 1), s = %.3f (compute.concurrency_slowdown), rms residual %.1f%%\n", c->conc_fit.s,
+           100 * c->conc_fit.rms_rel_resid);
     printf("\ndispatch per event (+ a cross-stream wake-up):");
     for (int w = 0; w < DISPATCH_SIZES; w++)
         printf(" %.1f (+%.1f) us with %" PRIu64 " rank%s%s", c->dispatch_s[w] * 1e6, c->wake_s[w] * 1e6,
@@ -1144,6 +1419,7 @@ gs_status gs_cmd_calibrate(int argc, char **argv, gs_error *err)
     static const struct option opts[] = {
         {"driver", required_argument, NULL, 'd'}, {"out", required_argument, NULL, 'o'},
         {"quick", no_argument, NULL, 'q'},        {"plot", required_argument, NULL, 'p'},
+        {"warm", no_argument, NULL, 'w'},
         {NULL, 0, NULL, 0},
     };
     const char *driver = "host", *out = "calib.json", *plot = NULL, *scenario = NULL;
@@ -1161,6 +1437,7 @@ gs_status gs_cmd_calibrate(int argc, char **argv, gs_error *err)
         case 'o': out = optarg; break;
         case 'q': c->quick = 1; break;
         case 'p': plot = optarg; break;
+        case 'w': c->rotate = -1; break;
         default:
             rc = gs_error_set(err, GS_ERR_INPUT, "unknown option '%s'\nusage: %s", argv[optind - 1], usage);
             goto done;
@@ -1176,6 +1453,7 @@ gs_status gs_cmd_calibrate(int argc, char **argv, gs_error *err)
         rc = gs_error_set(err, GS_ERR_INPUT, "--driver: found '%s', expected host (the drivers of this build)", driver);
         goto done;
     }
+    c->rotate = c->rotate < 0 ? 0 : 1;
     c->tty = isatty(STDERR_FILENO);
     c->reps = c->quick ? 3 : 7;
     if ((rc = pick_shapes(c, scenario, err)) != GS_OK)
@@ -1204,7 +1482,7 @@ gs_status gs_cmd_calibrate(int argc, char **argv, gs_error *err)
     c->ops->close(d);
     d = NULL;
     if ((rc = measure_dispatch(c, err)) != GS_OK || (rc = measure_cores(c, err)) != GS_OK ||
-        (rc = measure_colls(c, err)) != GS_OK)
+        (rc = measure_concurrency(c, err)) != GS_OK || (rc = measure_colls(c, err)) != GS_OK)
         goto done;
     if (scenario) {
         if ((rc = measure_exec_share(c, scenario, err)) != GS_OK)

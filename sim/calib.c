@@ -286,3 +286,28 @@ gs_status gs_fit_gemm_curve(const double *flops, const double *eff, size_t n, gs
     *out = best;
     return GS_OK;
 }
+
+gs_status gs_fit_slowdown(const double *threads, const double *ratio, size_t n, gs_fit_slow *out, gs_error *err)
+{
+    memset(out, 0, sizeof *out);
+    double sxy = 0, sxx = 0;
+    for (size_t i = 0; i < n; i++) {
+        if (!(threads[i] >= 1) || !(ratio[i] > 0) || !isfinite(ratio[i]))
+            return gs_error_set(err, GS_ERR_INPUT, "slowdown fit: point %zu: %g threads, ratio %g (expected >= 1 "
+                                "thread and a positive ratio)", i, threads[i], ratio[i]);
+        double x = threads[i] - 1;
+        sxy += x * (ratio[i] - 1);
+        sxx += x * x;
+    }
+    if (sxx <= 0)
+        return gs_error_set(err, GS_ERR_INPUT, "slowdown fit: no point with more than one thread");
+    out->s = sxy / sxx > 0 ? sxy / sxx : 0;
+    double ss = 0;
+    for (size_t i = 0; i < n; i++) {
+        double model = 1 + out->s * (threads[i] - 1);
+        ss += (ratio[i] - model) / model * ((ratio[i] - model) / model);
+    }
+    out->rms_rel_resid = sqrt(ss / (double)n);
+    out->n = n;
+    return GS_OK;
+}

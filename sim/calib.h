@@ -48,6 +48,19 @@ typedef struct gs_fit_gemm {
 
 gs_status gs_fit_gemm_curve(const double *flops, const double *eff, size_t n, gs_fit_gemm *out, gs_error *err);
 
+/* Concurrency slowdown: with k threads computing at once on their own data, each call takes
+ * ratio(k) = 1 + s (k - 1) times its one-thread time (shared caches and memory bandwidth).
+ * s by least squares through (1, 1): s = sum (k - 1)(ratio - 1) / sum (k - 1)^2, kept >= 0;
+ * rms_rel_resid as for the other fits. Points with k < 1 or a non-positive ratio are errors;
+ * points at k = 1 carry no information about s and need not be given. */
+typedef struct gs_fit_slow {
+    double s;             /* per extra concurrent thread, fraction */
+    double rms_rel_resid; /* sqrt(mean(((ratio - model) / model)^2)) */
+    size_t n;
+} gs_fit_slow;
+
+gs_status gs_fit_slowdown(const double *threads, const double *ratio, size_t n, gs_fit_slow *out, gs_error *err);
+
 /* The curve's efficiency at f FLOPs. */
 double gs_gemm_curve_eval(gs_gemm_form form, double e_max, double f0_flops, double flops);
 const char *gs_gemm_form_name(gs_gemm_form f);

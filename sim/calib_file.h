@@ -7,7 +7,9 @@
  *                "launch_s": S, "overlap_slowdown": X, "cores": C, "background_load": L,
  *                "attn_flops": F, "gemm_bwd_factor": X, "launch_s_by_ranks": [{"ranks": N, "launch_s": S, "wake_s": S}, ...],
  *                "gemm_curve": {"form": "hyperbolic|exp", "e_max": E, "f0_flops": F},
- *                "elementwise_bw": {"adamw": B, "rmsnorm": B, "swiglu": B, "add": B}},
+ *                "elementwise_bw": {"adamw": B, "rmsnorm": B, "swiglu": B, "add": B, "xent": B, "embed": B},
+ *                "elementwise_bw_bwd": {"rmsnorm": B, "swiglu": B, "xent": B, "embed": B},
+ *                "qkv_rope_s_per_token": S, "concurrency_slowdown": X},
  *    "links": {"intra_bw": B, "nic_bw": B,
  *              "intra": {"all_gather": [{"ranks": N, "alpha_s": S, "beta_bytes_per_s": B}, ...],
  *                        "reduce_scatter": [...], "all_reduce": [...], "broadcast": [...],
@@ -19,8 +21,12 @@
  * gemm_curve the GEMM efficiency is the curve at one call's FLOPs times peak_flops (the preset's
  * tile model is not used) and a backward GEMM event takes gemm_bwd_factor times its two forward
  * calls; elementwise_bw gives each non-GEMM kernel's rate in the schedule's
- * byte count (adamw: the optimizer, rmsnorm: norms, swiglu: the activation, add: embedding and
- * loss); cores makes every rank's compute share that many cores with background_load other
+ * byte count (adamw: the optimizer, rmsnorm: norms, swiglu: the activation, xent: the loss,
+ * embed: the embedding; add: embedding and loss where xent / embed are not given, as files
+ * before them said), elementwise_bw_bwd the same for backward events (absent: the forward
+ * rate); qkv_rope_s_per_token is added to a QKV event per token (the host's rotary embedding);
+ * concurrency_slowdown s makes a compute event's work take 1 + s (n - 1) times as long while
+ * n of the shared cores compute at once (0 when absent); cores makes every rank's compute share that many cores with background_load other
  * runnable threads (each of k running compute events gets min(1, cores / (background + k))); "driver": "host" says every
  * rank was a thread of one machine, so links.intra applies to every group and peer.
  *
@@ -34,12 +40,13 @@
 
 typedef struct gs_calib {
     double peak_flops, gemm_efficiency, hbm_bw, hbm_efficiency, launch_s, overlap_slowdown, cores, background_load,
-        attn_flops, gemm_bwd_factor;
+        attn_flops, gemm_bwd_factor, qkv_rope_s, concurrency_slowdown;
     double intra_bw, nic_bw;
     unsigned set; /* bit per field above, in order: 1 = given */
     int gemm_curve, gemm_form;        /* gemm_curve: 1 = given; gs_gemm_form */
     double gemm_e_max, gemm_f0_flops;
     double elementwise_bw[GS_OP_COUNT]; /* bytes/s, 0 = not given */
+    double elementwise_bw_bwd[GS_OP_COUNT]; /* backward events' rates, bytes/s, 0 = not given */
     gs_link_fits intra, inter;
     int host;                         /* "driver": "host" */
     uint64_t launch_ranks[GS_COLL_FIT_SIZES]; /* compute.launch_s_by_ranks: world sizes, ascending */

@@ -236,10 +236,17 @@ static double calibrated_time(const gs_compute_model *m, const gs_event *e, int 
         double t = roofline(e->flops, (double)e->bytes, m->peak_flops * eff, bw);
         if (calls == 2 && m->gemm_bwd_factor > 0)
             t *= m->gemm_bwd_factor;
+        /* the host QKV event also rotates q and k (forward) or dq and dk (backward): once per token */
+        if (e->op == GS_OP_QKV)
+            t += m->qkv_rope_s * (double)e->gemm_m;
         return t + calls * m->launch_s;
     }
-    if (!is_gemm(e) && e->op < GS_OP_COUNT && m->elementwise_bw[e->op] > 0)
-        return (double)e->bytes / m->elementwise_bw[e->op] + m->launch_s;
+    if (!is_gemm(e) && e->op < GS_OP_COUNT) {
+        double rate = e->phase == GS_PHASE_BWD && m->elementwise_bw_bwd[e->op] > 0 ? m->elementwise_bw_bwd[e->op]
+                                                                                   : m->elementwise_bw[e->op];
+        if (rate > 0)
+            return (double)e->bytes / rate + m->launch_s;
+    }
     *done = 0;
     return 0.0;
 }

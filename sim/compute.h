@@ -29,6 +29,13 @@ typedef struct gs_compute_model {
     double gemm_bwd_factor;   /* backward GEMM event over its two forward-shaped calls (0: 1) */
     double attn_flops;        /* FLOP/s the attention core reaches (the schedule's FLOP count) */
     double elementwise_bw[GS_OP_COUNT]; /* bytes/s (the schedule's byte count) per non-GEMM op */
+    double elementwise_bw_bwd[GS_OP_COUNT]; /* the same for the op's backward event (0: elementwise_bw) */
+    double qkv_rope_s;        /* seconds per token (row) of a QKV event for the rotary embedding the
+                                 host kernels apply to q and k after the GEMM (and to dq, dk before
+                                 it in the backward); 0: none */
+    double concurrency_slowdown; /* the work of a compute event takes 1 + this x (n - 1) times as long
+                                    while n threads compute at once on the shared cores (cache and
+                                    memory bandwidth contention; n <= cores); 0 by default */
     double cores;             /* compute events of all ranks share this many cores (the host
                                  driver's ranks are threads of one machine); 0: one device each */
     double wake_s;            /* a compute event waiting for another stream's event starts this

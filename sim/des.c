@@ -311,7 +311,9 @@ static int complete_at(run_ctx *c, uint64_t gid, double start, double dur)
 
 /* The host driver's ranks are threads of one machine: k compute events running at once on C
  * cores, beside L runnable threads of other processes, each progress at min(1, C / (L + k)) of
- * full speed (the OS shares the cores fairly among runnable threads). Their
+ * full speed (the OS shares the cores fairly among runnable threads), divided by
+ * 1 + s (min(k, C) - 1) for the contention of the ones running at once (s:
+ * concurrency_slowdown, 0 unless calibrated). Their
  * ends move whenever one starts or ends; heap entries carry the event's version and stale ones
  * are skipped. */
 static void ps_advance(run_ctx *c)
@@ -327,6 +329,11 @@ static int ps_reschedule(run_ctx *c)
 {
     double cores = c->st->cm.cores, demand = c->ps_load + c->st->cm.background_load;
     c->ps_rate = demand > cores ? cores / demand : 1.0;
+    /* n of our compute events on the cores at once (at most the cores) contend for their caches
+     * and memory bandwidth: each one's work takes 1 + s (n - 1) times as long */
+    double n = c->ps_load < cores ? c->ps_load : cores;
+    if (c->st->cm.concurrency_slowdown > 0 && n > 1)
+        c->ps_rate /= 1.0 + c->st->cm.concurrency_slowdown * (n - 1);
     for (size_t i = 0; i < c->ps_n; i++) {
         uint64_t g = c->ps_active[i];
         double left = c->ps_left[g] > 0 ? c->ps_left[g] : 0;

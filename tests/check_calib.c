@@ -240,6 +240,13 @@ START_TEST(test_file_rejects)
          "links.intra.send_recv.beta_bytes_per_s: found null"},
         {"{\"links\": {\"shm\": {}}}", "links.shm: unknown key"},
         {"{\"driver\": 3}", "driver: found a number"},
+        {"{\"compute\": {\"concurrency_slowdown\": \"high\"}}", "compute.concurrency_slowdown: found a string"},
+        {"{\"compute\": {\"concurrency_slowdown\": -0.1}}", "compute.concurrency_slowdown: found -0.1"},
+        {"{\"compute\": {\"qkv_rope_s_per_token\": [1]}}", "compute.qkv_rope_s_per_token: found a list"},
+        {"{\"compute\": {\"elementwise_bw_bwd\": {\"adamw\": 1e9}}}", "compute.elementwise_bw_bwd.adamw: unknown key"},
+        {"{\"compute\": {\"elementwise_bw_bwd\": {\"xent\": 0}}}", "compute.elementwise_bw_bwd.xent: found 0"},
+        {"{\"compute\": {\"elementwise_bw_bwd\": 5}}", "compute.elementwise_bw_bwd: found a number"},
+        {"{\"compute\": {\"elementwise_bw\": {\"xent\": true}}}", "compute.elementwise_bw.xent: found a boolean"},
     };
     for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
         gs_calib c;
@@ -290,6 +297,103 @@ START_TEST(test_launch_by_ranks)
 }
 END_TEST
 
+/* The concurrency slowdown: ratio(k) = 1 + s (k - 1) recovered from synthetic points. */
+START_TEST(test_slowdown_recovers)
+{
+    gs_error err;
+    gs_error_init(&err);
+    double k[8], r[8];
+    /* exact points of s = 0.12 at k = 1 .. 8: s exactly, no residual */
+    for (int i = 0; i < 8; i++)
+        k[i] = i + 1, r[i] = 1 + 0.12 * i;
+    gs_fit_slow f;
+    ck_assert_int_eq(gs_fit_slowdown(k, r, 8, &f, &err), GS_OK);
+    ck_assert(fabs(f.s - 0.12) < 1e-12 && f.rms_rel_resid < 1e-12 && f.n == 8);
+    /* 2% uniform noise on the ratios: r_i - (1 + 0.12 i) = e_i with |e_i| <= 0.02 (1 + 0.12 x 7)
+     * = 0.0368 (i = k - 1 = 0 .. 7); the fitted slope is off by sum i e_i / sum i^2, at most
+     * 0.0368 x 28 / 140 = 0.00736 */
+    for (uint64_t seed = 1; seed <= 5; seed++) {
+        uint64_t st = seed;
+        for (int i = 0; i < 8; i++)
+            r[i] = (1 + 0.12 * i) * (1 + 0.02 * noise(&st));
+        ck_assert_int_eq(gs_fit_slowdown(k, r, 8, &f, &err), GS_OK);
+        ck_assert_msg(fabs(f.s - 0.12) < 0.0074, "seed %d: s %g", (int)seed, f.s);
+        ck_assert(f.rms_rel_resid < 0.03);
+    }
+    /* two cores: one point beside k = 1 gives s = r(2) - 1 */
+    k[0] = 1, r[0] = 1, k[1] = 2, r[1] = 1.07;
+    ck_assert_int_eq(gs_fit_slowdown(k, r, 2, &f, &err), GS_OK);
+    ck_assert(fabs(f.s - 0.07) < 1e-12);
+    /* faster with company (noise): no negative slowdown */
+    r[1] = 0.97;
+    ck_assert_int_eq(gs_fit_slowdown(k, r, 2, &f, &err), GS_OK);
+    ck_assert(f.s == 0);
+    /* errors: a single thread only, a thread count below 1, a non-positive ratio */
+    ck_assert_int_eq(gs_fit_slowdown(k, r, 1, &f, &err), GS_ERR_INPUT);
+    ck_assert_ptr_nonnull(strstr(err.msg, "no point with more than one thread"));
+    k[1] = 0.5;
+    ck_assert_int_eq(gs_fit_slowdown(k, r, 2, &f, &err), GS_ERR_INPUT);
+    k[1] = 2, r[1] = -1;
+    ck_assert_int_eq(gs_fit_slowdown(k, r, 2, &f, &err), GS_ERR_INPUT);
+    ck_assert_ptr_nonnull(strstr(err.msg, "point 1"));
+}
+END_TEST
+
+/* The per-kernel rates of exec's work: xent and embed replace add for the loss and the
+ * embedding; backward events take elementwise_bw_bwd; a QKV event adds its rotary embedding per
+ * token; concurrency_slowdown is carried to the model. */
+START_TEST(test_file_kernels)
+{
+    gs_calib c;
+    gs_error err;
+    gs_error_init(&err);
+    /* "add" after xent: the order of the keys does not matter, xent wins for the loss */
+    write_tmp("{\"compute\": {\"launch_s\": 1e-6, \"qkv_rope_s_per_token\": 2e-6, \"concurrency_slowdown\": 0.08,"
+              " \"peak_flops\": 4e10, \"gemm_curve\": {\"form\": \"hyperbolic\", \"e_max\": 1, \"f0_flops\": 1},"
+              " \"elementwise_bw\": {\"rmsnorm\": 1.6e10, \"xent\": 2e9, \"add\": 3e10},"
+              " \"elementwise_bw_bwd\": {\"rmsnorm\": 2e10, \"xent\": 4e9, \"embed\": 1e10}}}");
+    ck_assert_int_eq(gs_calib_load(tmp_path, &c, &err), GS_OK);
+    gs_compute_model cm;
+    gs_topo t;
+    memset(&cm, 0, sizeof cm);
+    memset(&t, 0, sizeof t);
+    gs_calib_apply(&c, 2, &cm, &t);
+    ck_assert(cm.elementwise_bw[GS_OP_LOSS] == 2e9 && cm.elementwise_bw[GS_OP_EMBED] == 3e10);
+    ck_assert(cm.elementwise_bw_bwd[GS_OP_LOSS] == 4e9 && cm.elementwise_bw_bwd[GS_OP_EMBED] == 1e10);
+    ck_assert(cm.elementwise_bw_bwd[GS_OP_ACT] == 0 && cm.concurrency_slowdown == 0.08 && cm.qkv_rope_s == 2e-6);
+    gs_event e;
+    memset(&e, 0, sizeof e);
+    e.kind = GS_EV_COMPUTE, e.op = GS_OP_NORM, e.phase = GS_PHASE_FWD, e.bytes = 1000000;
+    /* forward norm: 1e6 B at 16 GB/s + 1 us; its backward at 20 GB/s; a recompute is a forward */
+    ck_assert(fabs(gs_compute_time(&cm, &e) - (1e6 / 1.6e10 + 1e-6)) < 1e-15);
+    e.phase = GS_PHASE_BWD;
+    ck_assert(fabs(gs_compute_time(&cm, &e) - (1e6 / 2e10 + 1e-6)) < 1e-15);
+    e.phase = GS_PHASE_RECOMPUTE;
+    ck_assert(fabs(gs_compute_time(&cm, &e) - (1e6 / 1.6e10 + 1e-6)) < 1e-15);
+    /* QKV 256 x 512 x 256 forward: the GEMM at 4e10 x f / (f + 1) plus 256 tokens x 2 us of rotary
+     * embedding plus one launch */
+    memset(&e, 0, sizeof e);
+    e.kind = GS_EV_COMPUTE, e.op = GS_OP_QKV, e.phase = GS_PHASE_FWD;
+    e.gemm_m = 256, e.gemm_n = 512, e.gemm_k = 256, e.gemm_batch = 1;
+    e.flops = 2.0 * 256 * 512 * 256;
+    double f = e.flops;
+    ck_assert(fabs(gs_compute_time(&cm, &e) - (f / (4e10 * f / (f + 1)) + 256 * 2e-6 + 1e-6)) < 1e-12);
+    /* the same shape as an output projection: no rotary embedding */
+    e.op = GS_OP_OPROJ;
+    ck_assert(fabs(gs_compute_time(&cm, &e) - (f / (4e10 * f / (f + 1)) + 1e-6)) < 1e-12);
+    remove_tmp();
+
+    /* a file before these keys ("add" only): the loss and the embedding take add, both ways */
+    write_tmp("{\"compute\": {\"elementwise_bw\": {\"add\": 3e10}}}");
+    ck_assert_int_eq(gs_calib_load(tmp_path, &c, &err), GS_OK);
+    memset(&cm, 0, sizeof cm);
+    gs_calib_apply(&c, 2, &cm, &t);
+    ck_assert(cm.elementwise_bw[GS_OP_LOSS] == 3e10 && cm.elementwise_bw[GS_OP_EMBED] == 3e10);
+    ck_assert(cm.elementwise_bw_bwd[GS_OP_LOSS] == 0 && cm.concurrency_slowdown == 0 && cm.qkv_rope_s == 0);
+    remove_tmp();
+}
+END_TEST
+
 /* Without a file nothing changes: a freshly initialized model has none of the calibrated parts. */
 START_TEST(test_defaults_untouched)
 {
@@ -311,12 +415,14 @@ static Suite *calib_suite(void)
     tcase_add_test(fits, test_alpha_beta_recovers);
     tcase_add_test(fits, test_alpha_beta_outliers);
     tcase_add_test(fits, test_gemm_curve);
+    tcase_add_test(fits, test_slowdown_recovers);
     suite_add_tcase(s, fits);
     TCase *file = tcase_create("file");
     tcase_add_checked_fixture(file, NULL, remove_tmp);
     tcase_add_test(file, test_file_applies);
     tcase_add_test(file, test_defaults_untouched);
     tcase_add_test(file, test_launch_by_ranks);
+    tcase_add_test(file, test_file_kernels);
     suite_add_tcase(s, file);
     TCase *errors = tcase_create("errors");
     tcase_add_checked_fixture(errors, NULL, remove_tmp);

@@ -47,5 +47,30 @@ d=$(sed -n 's/.*"step_time_s": \([^,]*\),.*/\1/p' "$tmp/default.json")
 c=$(sed -n 's/.*"step_time_s": \([^,]*\),.*/\1/p' "$tmp/calib.json")
 [ -n "$d" ] && [ -n "$c" ] && [ "$d" != "$c" ] || fail "step time with the calibration ($c) equals the default ($d)"
 
+# compute.concurrency_slowdown s: a-dp2's two ranks compute at the same time on 2 cores, so each
+# compute event's work takes 1 + s (2 - 1) times as long and the step (almost all compute: its
+# collectives on the preset's NVLink take microseconds against milliseconds of host-rate
+# compute) 1 + s = 1.25 times as long, a little less for the exposed communication; with one
+# core the ranks take turns (n = min(2 ranks, 1 core) = 1) and nothing changes.
+for c in 2 1; do
+    for s in 0 0.25; do
+        printf '{"driver": "host", "compute": {"peak_flops": 4e10, "cores": %s, "launch_s": 1e-6, "concurrency_slowdown": %s, "gemm_curve": {"form": "hyperbolic", "e_max": 1, "f0_flops": 1}, "elementwise_bw": {"add": 1e10}}}' \
+            "$c" "$s" >"$tmp/conc-$c-$s.json"
+        "$GRIDSTEP" sim --json --calib "$tmp/conc-$c-$s.json" "$scen" >"$tmp/conc-$c-$s.out" 2>&1 ||
+            fail "sim --calib with concurrency_slowdown $s, cores $c: $(cat "$tmp/conc-$c-$s.out")"
+    done
+    t0=$(sed -n 's/.*"step_time_s": \([^,]*\),.*/\1/p' "$tmp/conc-$c-0.out")
+    t1=$(sed -n 's/.*"step_time_s": \([^,]*\),.*/\1/p' "$tmp/conc-$c-0.25.out")
+    if [ "$c" = 2 ]; then lo=1.23 hi=1.2500001; else lo=0.9999999 hi=1.0000001; fi
+    if awk -v a="$t0" -v b="$t1" -v lo="$lo" -v hi="$hi" 'BEGIN { r = b / a; exit !(a > 0 && r >= lo && r <= hi) }'; then
+        echo "PASS: concurrency_slowdown 0.25 on $c core(s): step $t0 -> $t1 s"
+    else
+        fail "concurrency_slowdown 0.25 on $c core(s): step $t0 -> $t1 s, expected a ratio in [$lo, $hi]"
+    fi
+done
+for key in '"elementwise_bw_bwd"' '"xent"' '"qkv_rope_s_per_token"' '"concurrency_slowdown"' '"concurrency_test"'; do
+    grep -q "$key" "$tmp/host.json" || fail "calibration file lacks $key"
+done
+
 echo "$failed failed"
 [ "$failed" -eq 0 ]
