@@ -1101,6 +1101,9 @@ static json_t *build_json(const cal *c, const char *driver, const char *scenario
     json_object_set_new(comp, "elementwise_bw_bwd", ewb);
     json_object_set_new(comp, "qkv_rope_s_per_token", json_real(c->rope_s));
     json_object_set_new(comp, "concurrency_slowdown", json_real(c->conc_fit.s));
+    /* the host driver's collectives copy and sum in the members' own threads (exec/driver_host.c):
+     * all of their bandwidth time is work on the shared cores */
+    json_object_set_new(comp, "collective_cpu_share", json_real(1.0));
     json_object_set_new(doc, "compute", comp);
 
     json_t *links = json_object(), *intra = json_object();

@@ -9,7 +9,7 @@
 
 #include "sim/calib.h"
 
-enum { F_PEAK, F_GEMM, F_HBM, F_HBM_EFF, F_LAUNCH, F_OVERLAP, F_CORES, F_BACKGROUND, F_ATTN, F_BWD, F_ROPE, F_CONC, F_INTRA, F_NIC, F_COUNT };
+enum { F_PEAK, F_GEMM, F_HBM, F_HBM_EFF, F_LAUNCH, F_OVERLAP, F_CORES, F_BACKGROUND, F_ATTN, F_BWD, F_ROPE, F_CONC, F_COLL_CPU, F_INTRA, F_NIC, F_COUNT };
 
 typedef struct field {
     const char *section, *key;
@@ -31,6 +31,7 @@ static const field fields[F_COUNT] = {
     {"compute", "gemm_bwd_factor", offsetof(gs_calib, gemm_bwd_factor), 0, 10, 0},
     {"compute", "qkv_rope_s_per_token", offsetof(gs_calib, qkv_rope_s), 0, 1, 1},
     {"compute", "concurrency_slowdown", offsetof(gs_calib, concurrency_slowdown), 0, 10, 1},
+    {"compute", "collective_cpu_share", offsetof(gs_calib, coll_cpu_share), 0, 1, 1},
     {"links", "intra_bw", offsetof(gs_calib, intra_bw), 0, 1e16, 0},
     {"links", "nic_bw", offsetof(gs_calib, nic_bw), 0, 1e16, 0},
 };
@@ -444,6 +445,8 @@ void gs_calib_apply(const gs_calib *c, uint64_t world, gs_compute_model *cm, gs_
         cm->qkv_rope_s = c->qkv_rope_s;
     if (c->set & (1u << F_CONC))
         cm->concurrency_slowdown = c->concurrency_slowdown;
+    if (c->set & (1u << F_COLL_CPU))
+        cm->coll_cpu_share = c->coll_cpu_share;
     for (int i = 0; i < GS_OP_COUNT; i++) {
         if (c->elementwise_bw[i] > 0)
             cm->elementwise_bw[i] = c->elementwise_bw[i];

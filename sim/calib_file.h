@@ -9,7 +9,7 @@
  *                "gemm_curve": {"form": "hyperbolic|exp", "e_max": E, "f0_flops": F},
  *                "elementwise_bw": {"adamw": B, "rmsnorm": B, "swiglu": B, "add": B, "xent": B, "embed": B},
  *                "elementwise_bw_bwd": {"rmsnorm": B, "swiglu": B, "xent": B, "embed": B},
- *                "qkv_rope_s_per_token": S, "concurrency_slowdown": X},
+ *                "qkv_rope_s_per_token": S, "concurrency_slowdown": X, "collective_cpu_share": F},
  *    "links": {"intra_bw": B, "nic_bw": B,
  *              "intra": {"all_gather": [{"ranks": N, "alpha_s": S, "beta_bytes_per_s": B}, ...],
  *                        "reduce_scatter": [...], "all_reduce": [...], "broadcast": [...],
@@ -26,7 +26,9 @@
  * before them said), elementwise_bw_bwd the same for backward events (absent: the forward
  * rate); qkv_rope_s_per_token is added to a QKV event per token (the host's rotary embedding);
  * concurrency_slowdown s makes a compute event's work take 1 + s (n - 1) times as long while
- * n of the shared cores compute at once (0 when absent); cores makes every rank's compute share that many cores with background_load other
+ * n of the shared cores compute at once (0 when absent); collective_cpu_share F puts F x a
+ * collective's bandwidth time (beyond its zero-byte time) on the shared cores while it runs,
+ * beside the compute events (0 when absent); cores makes every rank's compute share that many cores with background_load other
  * runnable threads (each of k running compute events gets min(1, cores / (background + k))); "driver": "host" says every
  * rank was a thread of one machine, so links.intra applies to every group and peer.
  *
@@ -40,7 +42,7 @@
 
 typedef struct gs_calib {
     double peak_flops, gemm_efficiency, hbm_bw, hbm_efficiency, launch_s, overlap_slowdown, cores, background_load,
-        attn_flops, gemm_bwd_factor, qkv_rope_s, concurrency_slowdown;
+        attn_flops, gemm_bwd_factor, qkv_rope_s, concurrency_slowdown, coll_cpu_share;
     double intra_bw, nic_bw;
     unsigned set; /* bit per field above, in order: 1 = given */
     int gemm_curve, gemm_form;        /* gemm_curve: 1 = given; gs_gemm_form */

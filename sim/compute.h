@@ -33,6 +33,9 @@ typedef struct gs_compute_model {
     double qkv_rope_s;        /* seconds per token (row) of a QKV event for the rotary embedding the
                                  host kernels apply to q and k after the GEMM (and to dq, dk before
                                  it in the backward); 0: none */
+    double coll_cpu_share;    /* a collective's bandwidth time (its time beyond the zero-byte
+                                 latency) that its member spends on the shared cores copying and
+                                 summing (the host driver's threads do: 1); 0 by default */
     double concurrency_slowdown; /* the work of a compute event takes 1 + this x (n - 1) times as long
                                     while n threads compute at once on the shared cores (cache and
                                     memory bandwidth contention; n <= cores); 0 by default */

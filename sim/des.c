@@ -210,6 +210,9 @@ typedef struct run_ctx {
     uint64_t *ps_active;  /* running compute events */
     size_t ps_n;
     double ps_load;       /* ranks computing (class members counted) */
+    double *ps_coll;      /* per global event: the cores a running collective keeps busy (0: none) */
+    size_t ps_ncoll;      /* collectives running with ps_coll > 0 */
+    double ps_coll_load;  /* their sum */
     double ps_rate;       /* speed of each, fraction of one core */
     double ps_t;          /* when ps_left was last brought up to date */
 } run_ctx;
@@ -327,11 +330,11 @@ static void ps_advance(run_ctx *c)
 
 static int ps_reschedule(run_ctx *c)
 {
-    double cores = c->st->cm.cores, demand = c->ps_load + c->st->cm.background_load;
+    double cores = c->st->cm.cores, busy = c->ps_load + c->ps_coll_load, demand = busy + c->st->cm.background_load;
     c->ps_rate = demand > cores ? cores / demand : 1.0;
-    /* n of our compute events on the cores at once (at most the cores) contend for their caches
-     * and memory bandwidth: each one's work takes 1 + s (n - 1) times as long */
-    double n = c->ps_load < cores ? c->ps_load : cores;
+    /* n of our threads on the cores at once (at most the cores) contend for their caches and
+     * memory bandwidth: each compute event's work takes 1 + s (n - 1) times as long */
+    double n = busy < cores ? busy : cores;
     if (c->st->cm.concurrency_slowdown > 0 && n > 1)
         c->ps_rate /= 1.0 + c->st->cm.concurrency_slowdown * (n - 1);
     for (size_t i = 0; i < c->ps_n; i++) {
@@ -383,6 +386,44 @@ static int ps_pop(run_ctx *c, uint64_t gid, uint32_t ver)
     if (delay > 0)
         return gs_queue_push(&c->h, c->now + delay, gid, (uint32_t)ri) != 0 ? -1 : 1;
     return 0;
+}
+
+/* A host collective's members copy and sum on the shared cores: from its start to its end the
+ * collective keeps coll_cpu_share x (its time - its zero-byte time) / its time of a core busy
+ * per member (the rest of its time is the members meeting, blocked). */
+static int ps_coll_start(run_ctx *c, size_t ri, uint64_t gid, const gs_event *e, double dur)
+{
+    const sim_state *st = c->st;
+    if (!c->ps_coll || st->cm.coll_cpu_share <= 0 || dur <= 0 || e->bytes == 0)
+        return 0;
+    gs_coll_shape shape = c->rt[ri].shape[e->group];
+    shape.nranks = e->group_size;
+    gs_coll_cost full, zero;
+    if (gs_coll_estimate(&st->topo, (gs_coll_op)e->op, &shape, e->bytes, GS_ALGO_COUNT, &full) != GS_OK ||
+        gs_coll_estimate(&st->topo, (gs_coll_op)e->op, &shape, 0, GS_ALGO_COUNT, &zero) != GS_OK)
+        return 0;
+    double frac = st->cm.coll_cpu_share * (full.time_s - zero.time_s) / dur;
+    if (!(frac > 0))
+        return 0;
+    if (frac > 1)
+        frac = 1;
+    ps_advance(c);
+    c->ps_coll[gid] = frac * (double)c->sch->ranks[ri].class_size;
+    c->ps_coll_load += c->ps_coll[gid];
+    c->ps_ncoll++;
+    return ps_reschedule(c);
+}
+
+static int ps_coll_end(run_ctx *c, uint64_t gid)
+{
+    if (!c->ps_coll || c->ps_coll[gid] <= 0)
+        return 0;
+    ps_advance(c);
+    c->ps_coll_load -= c->ps_coll[gid];
+    c->ps_coll[gid] = 0;
+    if (--c->ps_ncoll == 0)
+        c->ps_coll_load = 0;
+    return ps_reschedule(c);
 }
 
 /* ---- flow mode ---------------------------------------------------------------------------------- */
@@ -571,9 +612,12 @@ static int try_issue(run_ctx *c, size_t ri)
                         continue;
                 }
                 /* everyone is here: all members start now and take the same time */
-                for (uint64_t g = c->inst_head[in]; g != NONE; g = c->wait_next[g])
-                    if (complete_at(c, g, c->inst_ready[in], dur) != 0)
+                for (uint64_t g = c->inst_head[in]; g != NONE; g = c->wait_next[g]) {
+                    size_t gr = rank_index_of(c, g);
+                    if (complete_at(c, g, c->inst_ready[in], dur) != 0 ||
+                        ps_coll_start(c, gr, g, &c->sch->ranks[gr].events[g - c->rt[gr].base], dur) != 0)
                         return -1;
+                }
             }
         } else if ((e->kind == GS_EV_SEND || e->kind == GS_EV_RECV) && c->match[gid] != NONE && c->fm) {
             if (issue_p2p_flow(c, ri, gid, e, dur) != 0)
@@ -669,6 +713,8 @@ static gs_status sim_run(void *state, const gs_schedule *sch, gs_timing *const *
         c.ps_delay = calloc(total ? total : 1, sizeof *c.ps_delay);
         c.ps_active = calloc(sch->nranks ? sch->nranks : 1, sizeof *c.ps_active);
         if (!c.ps_left || !c.ps_ver || !c.ps_active || !c.ps_delay)
+            goto nomem;
+        if (st->cm.coll_cpu_share > 0 && !st->flow && !(c.ps_coll = calloc(total ? total : 1, sizeof *c.ps_coll)))
             goto nomem;
     }
 
@@ -851,6 +897,8 @@ static gs_status sim_run(void *state, const gs_schedule *sch, gs_timing *const *
         }
         c.now = nd.t;
         const gs_event *e = &sch->ranks[ri].events[nd.id - c.rt[ri].base];
+        if (ps_coll_end(&c, nd.id) != 0)
+            goto nomem;
         c.rt[ri].busy[e->stream] = 0;
         c.rt[ri].cursor[e->stream]++;
         c.done++;
@@ -917,6 +965,7 @@ out:
     free(c.ps_ver);
     free(c.ps_delay);
     free(c.ps_active);
+    free(c.ps_coll);
     free(c.cost_cache.v);
     map_fini(&present);
     map_fini(&inst_map);

@@ -68,7 +68,30 @@ for c in 2 1; do
         fail "concurrency_slowdown 0.25 on $c core(s): step $t0 -> $t1 s, expected a ratio in [$lo, $hi]"
     fi
 done
-for key in '"elementwise_bw_bwd"' '"xent"' '"qkv_rope_s_per_token"' '"concurrency_slowdown"' '"concurrency_test"'; do
+# compute.collective_cpu_share: a-dp2's all-gathers and reduce-scatters (2 ranks, 10 us + size /
+# 1 GB/s) copy on the same 2 cores as the two ranks' compute. With share 1 the step is longer,
+# but by no more than the time any collective runs (while one runs, compute still gets at least
+# half of the cores: 2 ranks computing + at most 2 members copying on 2 cores); share 0 is the
+# file without the key.
+links='"links": {"intra": {"all_gather": [{"ranks": 2, "alpha_s": 1e-5, "beta_bytes_per_s": 1e9}], "reduce_scatter": [{"ranks": 2, "alpha_s": 1e-5, "beta_bytes_per_s": 1e9}]}}'
+for sh in none 0 1; do
+    key=""
+    [ "$sh" = none ] || key="\"collective_cpu_share\": $sh, "
+    printf '{"driver": "host", "compute": {%s"peak_flops": 4e10, "cores": 2, "launch_s": 1e-6, "gemm_curve": {"form": "hyperbolic", "e_max": 1, "f0_flops": 1}, "elementwise_bw": {"add": 1e10}}, %s}' \
+        "$key" "$links" >"$tmp/cc-$sh.json"
+    "$GRIDSTEP" sim --json --calib "$tmp/cc-$sh.json" "$scen" >"$tmp/cc-$sh.out" 2>&1 || fail "sim with collective_cpu_share $sh"
+done
+t_none=$(sed -n 's/.*"step_time_s": \([^,]*\),.*/\1/p' "$tmp/cc-none.out")
+t0=$(sed -n 's/.*"step_time_s": \([^,]*\),.*/\1/p' "$tmp/cc-0.out")
+t1=$(sed -n 's/.*"step_time_s": \([^,]*\),.*/\1/p' "$tmp/cc-1.out")
+comm=$(sed -n 's/.*"comm_share": \([^,]*\),.*/\1/p' "$tmp/cc-0.out")
+if [ -n "$t0" ] && [ "$t0" = "$t_none" ] &&
+    awk -v a="$t0" -v b="$t1" -v cs="$comm" 'BEGIN { exit !(b > a && b - a <= cs * a) }'; then
+    echo "PASS: collective_cpu_share 1: step $t0 -> $t1 s (collectives run ${comm} of the step)"
+else
+    fail "collective_cpu_share: step $t_none (no key), $t0 (0), $t1 (1); collectives run $comm of the step"
+fi
+for key in '"collective_cpu_share"' '"elementwise_bw_bwd"' '"xent"' '"qkv_rope_s_per_token"' '"concurrency_slowdown"' '"concurrency_test"'; do
     grep -q "$key" "$tmp/host.json" || fail "calibration file lacks $key"
 done
 
