@@ -578,6 +578,19 @@ static int finish_flow(run_ctx *c, uint32_t id)
     }
 }
 
+/* The host's wake-up latency when event e of rank list r waits for an event of another stream
+ * (that stream's thread wakes e's; compute.wake_s, 0 unless calibrated). */
+static double cross_stream_wake(const run_ctx *c, const gs_rank_events *r, const gs_event *e)
+{
+    if (c->st->cm.wake_s <= 0)
+        return 0;
+    const uint32_t *d = gs_event_list(r, e, GS_LINK_DEPS);
+    for (uint16_t j = 0; j < e->nlinks[GS_LINK_DEPS]; j++)
+        if (r->events[d[j]].stream != e->stream)
+            return c->st->cm.wake_s;
+    return 0;
+}
+
 /* Try to start the head event of each stream of rank list ri. */
 static int try_issue(run_ctx *c, size_t ri)
 {
@@ -601,8 +614,11 @@ static int try_issue(run_ctx *c, size_t ri)
             uint64_t in = c->match[gid];
             c->wait_next[gid] = c->inst_head[in];
             c->inst_head[in] = gid;
-            if (c->now > c->inst_ready[in])
-                c->inst_ready[in] = c->now;
+            /* a member whose thread is woken by another stream arrives that much later (the
+             * host driver; flow mode keeps its own start) */
+            double arrive = c->now + (c->fm ? 0 : cross_stream_wake(c, r, e));
+            if (arrive > c->inst_ready[in])
+                c->inst_ready[in] = arrive;
             if (++c->inst_arrived[in] == c->inst_needed[in]) {
                 if (c->fm) {
                     int started = start_coll_flow(c, in, ri, e);
@@ -628,13 +644,15 @@ static int try_issue(run_ctx *c, size_t ri)
             uint64_t p = c->match[gid];
             c->posted[gid] = 1;
             if (e->kind == GS_EV_SEND) {
-                if (complete_at(c, gid, c->now, dur) != 0)
+                /* a sender woken by the compute stream's thread starts that much later (host) */
+                double t0 = c->now + cross_stream_wake(c, r, e);
+                if (complete_at(c, gid, t0, dur) != 0)
                     return -1;
-                c->pair_end[p] = c->now + dur;
+                c->pair_end[p] = t0 + dur;
                 uint64_t recv = c->pair[2 * p + 1];
                 if (recv != NONE && c->posted[recv]) {
-                    /* the receiver was waiting: the transfer runs from now to the send's end */
-                    if (complete_at(c, recv, c->now, dur) != 0)
+                    /* the receiver was waiting: the transfer runs from the send's start to its end */
+                    if (complete_at(c, recv, c->now, t0 - c->now + dur) != 0)
                         return -1;
                 }
             } else if (!isnan(c->pair_end[p])) {

@@ -91,6 +91,37 @@ if [ -n "$t0" ] && [ "$t0" = "$t_none" ] &&
 else
     fail "collective_cpu_share: step $t_none (no key), $t0 (0), $t1 (1); collectives run $comm of the step"
 fi
+# wake_s: on the host a stream's thread that waits for another stream's event is woken by it,
+# whatever the event: c-pp2's first send (pp stream) waits for L1's mlp_down (compute stream), so
+# with wake_s 1 ms it starts 1000 us after mlp_down ends, and at once with wake_s 0; likewise
+# b-tp2's first TP all-gather of L1 after L1's norm (both members alike: the same gap).
+for w in 0 1e-3; do
+    printf '{"driver": "host", "compute": {"peak_flops": 4e10, "cores": 2, "launch_s_by_ranks": [{"ranks": 1, "launch_s": 1e-6, "wake_s": %s}], "gemm_curve": {"form": "hyperbolic", "e_max": 1, "f0_flops": 1}, "elementwise_bw": {"add": 1e10}}}' \
+        "$w" >"$tmp/wake-$w.json"
+    "$GRIDSTEP" sim --exact --calib "$tmp/wake-$w.json" --trace "$tmp/wake-$w.trace" "$top_srcdir/tests/calib/c-pp2.yaml" \
+        >/dev/null 2>&1 || fail "sim --trace with wake_s $w"
+    gap=$(awk -F'"ts": |, "dur": |, "name": "' '
+        /"name": "L1.mb0.fwd.mlp_down"/ { end = $2 + $3 }
+        /"name": "L1.mb0.fwd.send"/ { start = $2 }
+        END { printf "%.3f", start - end }' "$tmp/wake-$w.trace")
+    want=$(awk -v w="$w" 'BEGIN { printf "%.3f", w * 1e6 }')
+    if [ "$gap" = "$want" ]; then
+        echo "PASS: wake_s $w: the send starts $gap us after its compute dependency"
+    else
+        fail "wake_s $w: the send starts $gap us after its compute dependency, expected $want"
+    fi
+    "$GRIDSTEP" sim --exact --calib "$tmp/wake-$w.json" --trace "$tmp/wake-b-$w.trace" "$top_srcdir/tests/calib/b-tp2.yaml" \
+        >/dev/null 2>&1 || fail "sim --trace b-tp2 with wake_s $w"
+    gap=$(awk -F'"ts": |, "dur": |, "name": "' '
+        /"pid": 0,/ && /"name": "L1.mb0.fwd.norm"/ { end = $2 + $3 }
+        /"pid": 0,/ && /"name": "L1.mb0.fwd.tp_ag"/ { start = $2 }
+        END { printf "%.3f", start - end }' "$tmp/wake-b-$w.trace")
+    if [ "$gap" = "$want" ]; then
+        echo "PASS: wake_s $w: the TP all-gather starts $gap us after its compute dependency"
+    else
+        fail "wake_s $w: the TP all-gather starts $gap us after its compute dependency, expected $want"
+    fi
+done
 for key in '"collective_cpu_share"' '"elementwise_bw_bwd"' '"xent"' '"qkv_rope_s_per_token"' '"concurrency_slowdown"' '"concurrency_test"'; do
     grep -q "$key" "$tmp/host.json" || fail "calibration file lacks $key"
 done
