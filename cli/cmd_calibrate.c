@@ -142,6 +142,8 @@ typedef struct cal {
     uint64_t dispatch_ranks[DISPATCH_SIZES];
     double dispatch_s[DISPATCH_SIZES]; /* per event on one stream, by world size */
     double wake_s[DISPATCH_SIZES];     /* more when the event waits for another stream */
+    double dispatch_cpu_s[DISPATCH_SIZES]; /* the process's CPU time per event of the chains */
+    double wake_cpu_s[DISPATCH_SIZES];     /* more when the event waits for another stream */
     double single_flops, multi_flops, cores, background;
     int autogroup; /* the kernel shares the CPUs between sessions (sched_autogroup_enabled) */
     double exec_share; /* CPU time over wall time of the process during a training step */
@@ -511,6 +513,12 @@ static void *chain_main(void *arg)
     return NULL;
 }
 
+static double rusage_s(const struct rusage *u)
+{
+    return (double)u->ru_utime.tv_sec + 1e-6 * (double)u->ru_utime.tv_usec + (double)u->ru_stime.tv_sec +
+           1e-6 * (double)u->ru_stime.tv_usec;
+}
+
 static gs_status measure_dispatch(cal *c, gs_error *err)
 {
     static const uint64_t worlds[DISPATCH_SIZES] = {1, 2, 4, 8};
@@ -536,6 +544,10 @@ static gs_status measure_dispatch(cal *c, gs_error *err)
             for (int k = 0; k < GS_STREAM_COUNT && rc == GS_OK; k++)
                 rc = c->ops->stream_create(d, r, (gs_stream)k, &jobs[r].st[k], err);
         }
+        /* the CPU time the whole process spends meanwhile: every thread the driver wakes for an
+         * event, not only the issuing one (its condition variable wakes them all) */
+        struct rusage u0, u1;
+        getrusage(RUSAGE_SELF, &u0);
         for (uint64_t r = 0; r < R && rc == GS_OK; r++)
             started[r] = pthread_create(&th[r], NULL, chain_main, &jobs[r]) == 0;
         double per = 0;
@@ -554,14 +566,22 @@ static gs_status measure_dispatch(cal *c, gs_error *err)
                 if (jobs[r].st[k])
                     c->ops->stream_destroy(d, jobs[r].st[k]);
         }
+        getrusage(RUSAGE_SELF, &u1);
         if (d)
             c->ops->close(d);
+        double cpu = rusage_s(&u1) - rusage_s(&u0), events = (double)R * (double)(c->quick ? 40 : 150);
+        double cpu_per = cpu / events;
         c->dispatch_ranks[w % DISPATCH_SIZES] = R;
-        if (cross)
+        if (cross) {
             c->wake_s[w % DISPATCH_SIZES] = per - c->dispatch_s[w % DISPATCH_SIZES] > 0
                                                  ? per - c->dispatch_s[w % DISPATCH_SIZES] : 0;
-        else
+            double extra = cpu_per - c->dispatch_cpu_s[w % DISPATCH_SIZES];
+            /* CPU work of a wake-up is part of its time: at most all of it */
+            c->wake_cpu_s[w % DISPATCH_SIZES] = extra <= 0 ? 0 : fmin(extra, c->wake_s[w % DISPATCH_SIZES]);
+        } else {
             c->dispatch_s[w] = per;
+            c->dispatch_cpu_s[w] = fmin(cpu_per, per);
+        }
     }
     c->launch_s = c->dispatch_s[0];
     return rc;
@@ -1075,6 +1095,8 @@ static json_t *build_json(const cal *c, const char *driver, const char *scenario
         json_object_set_new(o, "ranks", json_integer((json_int_t)c->dispatch_ranks[w]));
         json_object_set_new(o, "launch_s", json_real(c->dispatch_s[w]));
         json_object_set_new(o, "wake_s", json_real(c->wake_s[w]));
+        json_object_set_new(o, "launch_cpu_s", json_real(c->dispatch_cpu_s[w]));
+        json_object_set_new(o, "wake_cpu_s", json_real(c->wake_cpu_s[w]));
         json_array_append_new(lr, o);
     }
     json_object_set_new(comp, "launch_s_by_ranks", lr);
@@ -1293,6 +1315,9 @@ static void print_summary(const cal *c)
     for (int w = 0; w < DISPATCH_SIZES; w++)
         printf(" %.1f (+%.1f) us with %" PRIu64 " rank%s%s", c->dispatch_s[w] * 1e6, c->wake_s[w] * 1e6,
                c->dispatch_ranks[w], c->dispatch_ranks[w] > 1 ? "s" : "", w + 1 < DISPATCH_SIZES ? "," : "");
+    printf("\n  of which CPU work (the process's CPU time per event, every thread woken):");
+    for (int w = 0; w < DISPATCH_SIZES; w++)
+        printf(" %.1f (+%.1f) us%s", c->dispatch_cpu_s[w] * 1e6, c->wake_cpu_s[w] * 1e6, w + 1 < DISPATCH_SIZES ? "," : "");
     printf("\nscheduler: %s\n", c->autogroup ? "sched_autogroup (fair between sessions): cores = this process's share"
                                                   : "fair between threads: cores = CPUs, with the other runnable threads");
     if (c->exec_ranks)

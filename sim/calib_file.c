@@ -253,9 +253,10 @@ static gs_status launch_by_ranks(const char *path, const json_t *v, gs_calib *ou
         const char *key;
         json_t *x;
         json_object_foreach((json_t *)o, key, x) {
-            if (strcmp(key, "ranks") && strcmp(key, "launch_s") && strcmp(key, "wake_s"))
-                return gs_error_set(err, GS_ERR_INPUT, "%s: %s.%s: unknown key, expected ranks, launch_s or wake_s",
-                                    path, where, key);
+            if (strcmp(key, "ranks") && strcmp(key, "launch_s") && strcmp(key, "wake_s") &&
+                strcmp(key, "launch_cpu_s") && strcmp(key, "wake_cpu_s"))
+                return gs_error_set(err, GS_ERR_INPUT, "%s: %s.%s: unknown key, expected ranks, launch_s, wake_s, "
+                                    "launch_cpu_s or wake_cpu_s", path, where, key);
         }
         double r, s;
         char w2[128];
@@ -280,6 +281,24 @@ static gs_status launch_by_ranks(const char *path, const json_t *v, gs_calib *ou
             snprintf(w2, sizeof w2, "%s.wake_s", where);
             if ((rc = number(path, w2, wk, 0, 1, &out->wake_by_ranks[i], err)) != GS_OK)
                 return rc;
+        }
+        /* the CPU parts: 0 .. the time they are part of */
+        static const char *const cpu_keys[2] = {"launch_cpu_s", "wake_cpu_s"};
+        double *cpu_out[2] = {&out->launch_cpu_by_ranks[i], &out->wake_cpu_by_ranks[i]};
+        double cap[2] = {out->launch_by_ranks[i], out->wake_by_ranks[i]};
+        for (int k = 0; k < 2; k++) {
+            const json_t *cv = json_object_get(o, cpu_keys[k]);
+            *cpu_out[k] = 0;
+            if (!cv)
+                continue;
+            snprintf(w2, sizeof w2, "%s.%s", where, cpu_keys[k]);
+            if (!json_is_number(cv))
+                return gs_error_set(err, GS_ERR_INPUT, "%s: %s: found %s, expected a number", path, w2, kind_of(cv));
+            double v2 = json_number_value(cv);
+            if (!(v2 >= 0) || !(v2 <= cap[k]))
+                return gs_error_set(err, GS_ERR_INPUT, "%s: %s: found %g, expected a number in [0, %g] (at most %s)",
+                                    path, w2, v2, cap[k], k ? "wake_s" : "launch_s");
+            *cpu_out[k] = v2;
         }
     }
     out->nlaunch = n;
@@ -426,6 +445,8 @@ void gs_calib_apply(const gs_calib *c, uint64_t world, gs_compute_model *cm, gs_
                             : (double)(world - c->launch_ranks[lo]) / (double)(c->launch_ranks[up] - c->launch_ranks[lo]);
         cm->launch_s = (1 - w) * c->launch_by_ranks[lo] + w * c->launch_by_ranks[up];
         cm->wake_s = (1 - w) * c->wake_by_ranks[lo] + w * c->wake_by_ranks[up];
+        cm->launch_cpu_s = (1 - w) * c->launch_cpu_by_ranks[lo] + w * c->launch_cpu_by_ranks[up];
+        cm->wake_cpu_s = (1 - w) * c->wake_cpu_by_ranks[lo] + w * c->wake_cpu_by_ranks[up];
     }
     if (c->set & (1u << F_CORES))
         cm->cores = c->cores;

@@ -5,7 +5,7 @@
  *   {"machine": "...", "date": "...", "driver": "host|cuda",
  *    "compute": {"peak_flops": F, "gemm_efficiency": E, "hbm_bw": B, "hbm_efficiency": E,
  *                "launch_s": S, "overlap_slowdown": X, "cores": C, "background_load": L,
- *                "attn_flops": F, "gemm_bwd_factor": X, "launch_s_by_ranks": [{"ranks": N, "launch_s": S, "wake_s": S}, ...],
+ *                "attn_flops": F, "gemm_bwd_factor": X, "launch_s_by_ranks": [{"ranks": N, "launch_s": S, "wake_s": S, "launch_cpu_s": S, "wake_cpu_s": S}, ...],
  *                "gemm_curve": {"form": "hyperbolic|exp", "e_max": E, "f0_flops": F},
  *                "elementwise_bw": {"adamw": B, "rmsnorm": B, "swiglu": B, "add": B, "xent": B, "embed": B},
  *                "elementwise_bw_bwd": {"rmsnorm": B, "swiglu": B, "xent": B, "embed": B},
@@ -28,6 +28,8 @@
  * concurrency_slowdown s makes a compute event's work take 1 + s (n - 1) times as long while
  * n of the shared cores compute at once (0 when absent); collective_cpu_share F puts F x a
  * collective's bandwidth time (beyond its zero-byte time) on the shared cores while it runs,
+ * launch_s_by_ranks' launch_cpu_s and wake_cpu_s (at most launch_s and wake_s) are the parts of
+ * the per-event costs that are work on the shared cores rather than latency (0 when absent),
  * beside the compute events (0 when absent); cores makes every rank's compute share that many cores with background_load other
  * runnable threads (each of k running compute events gets min(1, cores / (background + k))); "driver": "host" says every
  * rank was a thread of one machine, so links.intra applies to every group and peer.
@@ -54,6 +56,7 @@ typedef struct gs_calib {
     uint64_t launch_ranks[GS_COLL_FIT_SIZES]; /* compute.launch_s_by_ranks: world sizes, ascending */
     double launch_by_ranks[GS_COLL_FIT_SIZES]; /* seconds per event there */
     double wake_by_ranks[GS_COLL_FIT_SIZES];   /* more, when it waits for another stream */
+    double launch_cpu_by_ranks[GS_COLL_FIT_SIZES], wake_cpu_by_ranks[GS_COLL_FIT_SIZES]; /* their CPU work */
     size_t nlaunch;
 } gs_calib;
 

@@ -43,6 +43,9 @@ typedef struct gs_compute_model {
                                  driver's ranks are threads of one machine); 0: one device each */
     double wake_s;            /* a compute event waiting for another stream's event starts this
                                  much later (a host thread waking another); 0 by default */
+    double launch_cpu_s, wake_cpu_s; /* the parts of launch_s and wake_s that are work on the
+                                        shared cores (every host thread the driver wakes), not
+                                        latency; 0 by default */
     double background_load;   /* other runnable threads on those cores (a fair scheduler gives
                                  each of k compute events min(1, cores / (background + k))) */
 } gs_compute_model;

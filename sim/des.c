@@ -666,17 +666,14 @@ static int try_issue(run_ctx *c, size_t ri)
                     return -1;
             }
         } else if (e->kind == GS_EV_COMPUTE && c->ps_active) {
-            double delay = gs_compute_launch_time(&c->st->cm, e);
-            if (c->st->cm.wake_s > 0) {
-                /* a dependency on another stream: that stream's thread wakes this one */
-                const uint32_t *d = gs_event_list(r, e, GS_LINK_DEPS);
-                for (uint16_t j = 0; j < e->nlinks[GS_LINK_DEPS]; j++)
-                    if (r->events[d[j]].stream != e->stream) {
-                        delay += c->st->cm.wake_s;
-                        dur += c->st->cm.wake_s;
-                        break;
-                    }
-            }
+            const gs_compute_model *cm = &c->st->cm;
+            double launch = gs_compute_launch_time(cm, e);
+            /* the part of the launches that is work on the shared cores, not latency */
+            double delay = launch - (cm->launch_s > 0 ? launch * fmin(1.0, cm->launch_cpu_s / cm->launch_s) : 0);
+            /* a dependency on another stream: that stream's thread wakes this one */
+            double wake = cross_stream_wake(c, r, e);
+            delay += wake - fmin(wake, wake > 0 ? cm->wake_cpu_s : 0);
+            dur += wake;
             if (ps_start(c, ri, gid, dur, delay) != 0)
                 return -1;
         } else {

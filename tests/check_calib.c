@@ -292,6 +292,29 @@ START_TEST(test_launch_by_ranks)
                       "world %d: launch %g wake %g", (int)rows[i].world, cm.launch_s, cm.wake_s);
     }
     remove_tmp();
+    /* the CPU parts interpolate alike; absent ones are 0; more than the time they are part of is
+     * refused by name */
+    write_tmp("{\"compute\": {\"launch_s_by_ranks\": [{\"ranks\": 1, \"launch_s\": 1e-5, \"wake_s\": 2e-5, "
+              "\"launch_cpu_s\": 1e-5, \"wake_cpu_s\": 1e-5}, {\"ranks\": 4, \"launch_s\": 4e-5, \"wake_s\": 8e-5}]}}");
+    ck_assert_int_eq(gs_calib_load(tmp_path, &c, &err), GS_OK);
+    {
+        gs_compute_model cm;
+        gs_topo t;
+        memset(&cm, 0, sizeof cm);
+        memset(&t, 0, sizeof t);
+        gs_calib_apply(&c, 2, &cm, &t); /* a third of the way from 1 to 4: 2/3 of the 1-rank figures */
+        ck_assert(fabs(cm.launch_cpu_s - 1e-5 * 2 / 3) < 1e-15 && fabs(cm.wake_cpu_s - 1e-5 * 2 / 3) < 1e-15);
+    }
+    remove_tmp();
+    write_tmp("{\"compute\": {\"launch_s_by_ranks\": [{\"ranks\": 1, \"launch_s\": 1e-5, \"wake_s\": 2e-5, "
+              "\"wake_cpu_s\": 3e-5}]}}");
+    ck_assert_int_eq(gs_calib_load(tmp_path, &c, &err), GS_ERR_INPUT);
+    ck_assert_ptr_nonnull(strstr(err.msg, "compute.launch_s_by_ranks[0].wake_cpu_s: found 3e-05"));
+    remove_tmp();
+    write_tmp("{\"compute\": {\"launch_s_by_ranks\": [{\"ranks\": 1, \"launch_s\": 1e-5, \"launch_cpu_s\": \"x\"}]}}");
+    ck_assert_int_eq(gs_calib_load(tmp_path, &c, &err), GS_ERR_INPUT);
+    ck_assert_ptr_nonnull(strstr(err.msg, "compute.launch_s_by_ranks[0].launch_cpu_s: found a string"));
+    remove_tmp();
     write_tmp("{\"compute\": {\"launch_s_by_ranks\": [{\"ranks\": 4, \"launch_s\": 1e-5}, {\"ranks\": 2, "
               "\"launch_s\": 1e-5}]}}");
     ck_assert_int_eq(gs_calib_load(tmp_path, &c, &err), GS_ERR_INPUT);

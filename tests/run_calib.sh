@@ -122,6 +122,24 @@ for w in 0 1e-3; do
         fail "wake_s $w: the TP all-gather starts $gap us after its compute dependency, expected $want"
     fi
 done
+# launch_cpu_s / wake_cpu_s: the CPU parts of the per-event costs are work on the shared cores,
+# not latency. a-dp2's two ranks on 2 cores never contend (each runs at full speed), so moving
+# the costs from latency to work changes nothing; on 1 core they share it and the step grows.
+for c in 2 1; do
+    for part in 0 1; do
+        printf '{"driver": "host", "compute": {"peak_flops": 4e10, "cores": %s, "launch_s_by_ranks": [{"ranks": 1, "launch_s": 1e-4, "wake_s": 1e-3, "launch_cpu_s": %s, "wake_cpu_s": %s}], "gemm_curve": {"form": "hyperbolic", "e_max": 1, "f0_flops": 1}, "elementwise_bw": {"add": 1e10}}}' \
+            "$c" "$(awk -v p=$part 'BEGIN { print p * 1e-4 }')" "$(awk -v p=$part 'BEGIN { print p * 1e-3 }')" >"$tmp/cpu-$c-$part.json"
+        "$GRIDSTEP" sim --json --calib "$tmp/cpu-$c-$part.json" "$scen" >"$tmp/cpu-$c-$part.out" 2>&1 ||
+            fail "sim with the CPU parts $part on $c core(s): $(cat "$tmp/cpu-$c-$part.out")"
+    done
+    t0=$(sed -n 's/.*"step_time_s": \([^,]*\),.*/\1/p' "$tmp/cpu-$c-0.out")
+    t1=$(sed -n 's/.*"step_time_s": \([^,]*\),.*/\1/p' "$tmp/cpu-$c-1.out")
+    if awk -v a="$t0" -v b="$t1" -v c="$c" 'BEGIN { d = (b - a) / a; exit !(a > 0 && (c == 2 ? (d < 1e-9 && d > -1e-9) : d > 1e-3)) }'; then
+        echo "PASS: per-event CPU parts on $c core(s): step $t0 -> $t1 s"
+    else
+        fail "per-event CPU parts on $c core(s): step $t0 -> $t1 s (expected equal on 2 cores, longer on 1)"
+    fi
+done
 for key in '"collective_cpu_share"' '"elementwise_bw_bwd"' '"xent"' '"qkv_rope_s_per_token"' '"concurrency_slowdown"' '"concurrency_test"'; do
     grep -q "$key" "$tmp/host.json" || fail "calibration file lacks $key"
 done
