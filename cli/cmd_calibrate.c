@@ -32,15 +32,23 @@ const char gs_cmd_calibrate_help[] =
     "under (the file records the load average).\n"
     "  GEMM       the driver's linear, forward and backward, over a grid of shapes (m, n, k), fp32,\n"
     "             plus the GEMM shapes of SCENARIO's schedule when one is given; the efficiency\n"
-    "             (rate / best rate) is fitted against one call's FLOPs (compute.gemm_curve); the\n"
+    "             (rate / best rate) is fitted against one call's FLOPs (compute.gemm_curve), and\n"
+    "             the time against the shape's terms 2mnk, kn, mk and 1 (compute.gemm_terms,\n"
+    "             what the sim uses: a short m amortizes the packing of the k x n operand over\n"
+    "             fewer rows); operands are used in turn from sets beyond the caches; the\n"
     "             backward over twice the forward is compute.gemm_bwd_factor\n"
-    "  kernels    AdamW, RMSNorm, SwiGLU and add: alpha-beta fit of time against the bytes the\n"
-    "             schedule counts for them (compute.elementwise_bw); attention forward+backward\n"
+    "  rope       the rotary embedding of q and k per token (compute.qkv_rope_s_per_token)\n"
+    "  concurrency the scenario's GEMMs on 1 .. P threads at once, CPU time over one thread's:\n"
+    "             1 + s (k - 1) (compute.concurrency_slowdown)\n"
+    "  kernels    the non-GEMM work of each event as exec runs it (AdamW, the norms with their\n"
+    "             residual adds, SwiGLU, the loss, the embedding; forward and backward): alpha-beta\n"
+    "             fit of time against the bytes the schedule counts for them\n"
+    "             (compute.elementwise_bw, compute.elementwise_bw_bwd); attention forward+backward\n"
     "             at SCENARIO's shape (compute.attn_flops, the schedule's FLOP count)\n"
     "  dispatch   no-op events on one stream, and chained across two streams, of each of 1, 2,\n"
     "             4, 8 ranks as the dispatcher issues them (compute.launch_s_by_ranks: launch_s\n"
     "             and the cross-stream wake_s; the driver's per-event cost grows with its\n"
-    "             thread count)\n"
+    "             thread count; launch_cpu_s and wake_cpu_s: the process's CPU time of them)\n"
     "  cores      the CPU-time share of GEMM threads, P and 2P of them at once (P online CPUs):\n"
     "             with sched_autogroup (Linux's default: CPUs shared fairly between sessions)\n"
     "             compute.cores is this process's share in cores; otherwise compute.cores = P\n"
@@ -157,6 +165,7 @@ typedef struct cal {
     gs_fit_ab coll_fit[C_COUNT][GROUP_SIZES];
     int coll_fit_ok[C_COUNT][GROUP_SIZES];
     gs_fit_gemm gemm_fit;
+    gs_fit_gemm_terms gemm_terms;
     gs_fit_ab ew_fit[EW_COUNT];
 } cal;
 
@@ -974,7 +983,7 @@ static gs_status pick_shapes(cal *c, const char *scenario, gs_error *err)
     static const uint64_t grid[][3] = {
         {32, 64, 64},     {64, 192, 64},   {128, 128, 64},   {128, 256, 256},  {256, 64, 256},
         {256, 512, 256},  {256, 768, 256}, {512, 256, 688},  {512, 1376, 256}, {512, 512, 512},
-        {1024, 1024, 256}, {256, 1024, 1024},
+        {1024, 1024, 256}, {256, 1024, 1024}, {128, 768, 256}, {128, 1024, 512},
     };
     static const uint64_t quick[][3] = {{32, 64, 64}, {128, 256, 256}, {256, 512, 256}, {512, 512, 512}};
     size_t ng = c->quick ? sizeof quick / sizeof quick[0] : sizeof grid / sizeof grid[0];
@@ -1111,6 +1120,12 @@ static json_t *build_json(const cal *c, const char *driver, const char *scenario
     json_object_set_new(gc, "e_max", json_real(fmin(1.0, c->gemm_fit.e_max)));
     json_object_set_new(gc, "f0_flops", json_real(c->gemm_fit.f0_flops));
     json_object_set_new(comp, "gemm_curve", gc);
+    json_t *gt = json_object();
+    json_object_set_new(gt, "s_per_flop", json_real(c->gemm_terms.s_per_flop));
+    json_object_set_new(gt, "s_per_kn", json_real(c->gemm_terms.s_per_kn));
+    json_object_set_new(gt, "s_per_mk", json_real(c->gemm_terms.s_per_mk));
+    json_object_set_new(gt, "s_per_call", json_real(c->gemm_terms.s_per_call));
+    json_object_set_new(comp, "gemm_terms", gt);
     json_t *ew = json_object(), *ewb = json_object();
     for (int k = 0; k < EW_COUNT; k++) {
         char nm[32];
@@ -1272,14 +1287,17 @@ static void print_summary(const cal *c)
            sysconf(_SC_NPROCESSORS_ONLN), c->reps);
     printf("\nGEMM (the driver's linear, one thread, CPU time):\n");
     gs_cli_table t;
-    gs_cli_table_init(&t, 8);
-    gs_cli_table_rowf(&t, "m\tn\tk\ttime(us)\tGFLOP/s\teff\tfit\tbwd/2fwd");
+    gs_cli_table_init(&t, 9);
+    gs_cli_table_rowf(&t, "m\tn\tk\ttime(us)\tGFLOP/s\teff\tfit\tterms(us)\tbwd/2fwd");
     for (size_t i = 0; i < c->ngemm; i++) {
         const gemm_point *g = &c->gemm[i];
         double f = 2.0 * (double)g->m * (double)g->n * (double)g->k;
-        gs_cli_table_rowf(&t, "%" PRIu64 "\t%" PRIu64 "\t%" PRIu64 "\t%.1f\t%.2f\t%.3f\t%.3f\t%.2f", g->m, g->n, g->k,
-                          g->secs * 1e6, g->flops_per_s * 1e-9, g->flops_per_s / c->best_flops,
+        gs_cli_table_rowf(&t, "%" PRIu64 "\t%" PRIu64 "\t%" PRIu64 "\t%.1f\t%.2f\t%.3f\t%.3f\t%.1f\t%.2f", g->m, g->n,
+                          g->k, g->secs * 1e6, g->flops_per_s * 1e-9, g->flops_per_s / c->best_flops,
                           gs_gemm_curve_eval(c->gemm_fit.form, c->gemm_fit.e_max, c->gemm_fit.f0_flops, f),
+                          1e6 * gs_gemm_terms_eval(c->gemm_terms.s_per_flop, c->gemm_terms.s_per_kn,
+                                                   c->gemm_terms.s_per_mk, c->gemm_terms.s_per_call, (double)g->m,
+                                                   (double)g->n, (double)g->k),
                           g->bwd_secs / (2.0 * g->secs));
     }
     gs_cli_table_print(&t, stdout, 2);
@@ -1288,6 +1306,9 @@ static void print_summary(const cal *c)
            c->best_flops * 1e-9, gs_gemm_form_name(c->gemm_fit.form), c->gemm_fit.e_max,
            c->gemm_fit.form == GS_GEMM_FORM_EXP ? "(1 - exp(-f/f0))" : "f / (f + f0)", c->gemm_fit.f0_flops,
            c->gemm_fit.r2, 100 * c->gemm_fit.rms_rel_resid);
+    printf("  terms (compute.gemm_terms, used by the sim): t = 2mnk / %.2f GFLOP/s + kn x %.3g ns + mk x %.3g ns + "
+           "%.2f us; rms relative residual %.1f%%\n", 1e-9 / c->gemm_terms.s_per_flop, c->gemm_terms.s_per_kn * 1e9,
+           c->gemm_terms.s_per_mk * 1e9, c->gemm_terms.s_per_call * 1e6, 100 * c->gemm_terms.rms_rel_resid);
     printf("  backward (linear_bwd: dx and dw) over twice the forward: median %.3f (compute.gemm_bwd_factor)\n",
            c->bwd_factor);
     printf("  attention (seq %" PRIu64 ", %" PRIu64 " heads of %" PRIu64 "): fwd %.1f us, bwd %.1f us, %.2f GFLOP/s "
@@ -1535,6 +1556,14 @@ gs_status gs_cmd_calibrate(int argc, char **argv, gs_error *err)
     }
     if ((rc = gs_fit_gemm_curve(fl, eff, c->ngemm, &c->gemm_fit, err)) != GS_OK)
         goto done;
+    {
+        double gm[MAX_SHAPES], gn[MAX_SHAPES], gk[MAX_SHAPES], gt[MAX_SHAPES];
+        for (size_t i = 0; i < c->ngemm; i++)
+            gm[i] = (double)c->gemm[i].m, gn[i] = (double)c->gemm[i].n, gk[i] = (double)c->gemm[i].k,
+            gt[i] = c->gemm[i].secs;
+        if ((rc = gs_fit_gemm_terms_fit(gm, gn, gk, gt, c->ngemm, &c->gemm_terms, err)) != GS_OK)
+            goto done;
+    }
     {
         double r[MAX_SHAPES];
         for (size_t i = 0; i < c->ngemm; i++)

@@ -38,7 +38,7 @@ static const field fields[F_COUNT] = {
 
 /* The nested objects each section accepts besides its numbers. */
 static const char *const compute_objects[] = {"gemm_curve", "elementwise_bw", "launch_s_by_ranks",
-                                              "elementwise_bw_bwd"};
+                                              "elementwise_bw_bwd", "gemm_terms"};
 #define N_COMPUTE_OBJECTS (sizeof compute_objects / sizeof compute_objects[0])
 static const char *const link_objects[] = {"intra", "inter"};
 static const char *const coll_keys[GS_COLL_COUNT] = {"all_gather", "reduce_scatter", "all_reduce", "broadcast",
@@ -188,6 +188,42 @@ static gs_status gemm_curve(const char *path, const json_t *o, gs_calib *out, gs
     return GS_OK;
 }
 
+static gs_status gemm_terms(const char *path, const json_t *o, gs_calib *out, gs_error *err)
+{
+    static const char *const keys[4] = {"s_per_flop", "s_per_kn", "s_per_mk", "s_per_call"};
+    double *dst[4] = {&out->gemm_s_per_flop, &out->gemm_s_per_kn, &out->gemm_s_per_mk, &out->gemm_s_per_call};
+    if (!json_is_object(o))
+        return gs_error_set(err, GS_ERR_INPUT, "%s: compute.gemm_terms: found %s, expected an object {s_per_flop, "
+                            "s_per_kn, s_per_mk, s_per_call}", path, kind_of(o));
+    const char *key;
+    json_t *v;
+    json_object_foreach((json_t *)o, key, v) {
+        int known = 0;
+        for (int i = 0; i < 4; i++)
+            known |= strcmp(key, keys[i]) == 0;
+        if (!known)
+            return gs_error_set(err, GS_ERR_INPUT, "%s: compute.gemm_terms.%s: unknown key, expected s_per_flop, "
+                                "s_per_kn, s_per_mk or s_per_call", path, key);
+    }
+    for (int i = 0; i < 4; i++) {
+        char where[64];
+        snprintf(where, sizeof where, "compute.gemm_terms.%s", keys[i]);
+        const json_t *x = json_object_get(o, keys[i]);
+        if (!x)
+            return gs_error_set(err, GS_ERR_INPUT, "%s: %s: missing", path, where);
+        if (!json_is_number(x))
+            return gs_error_set(err, GS_ERR_INPUT, "%s: %s: found %s, expected a number", path, where, kind_of(x));
+        double y = json_number_value(x);
+        /* the FLOP term must be positive; the others may be 0 (a dropped term) */
+        if (!isfinite(y) || y < 0 || (i == 0 && y <= 0) || y > 1)
+            return gs_error_set(err, GS_ERR_INPUT, "%s: %s: found %g, expected a number in %s0, 1]", path, where, y,
+                                i == 0 ? "(" : "[");
+        *dst[i] = y;
+    }
+    out->gemm_terms = 1;
+    return GS_OK;
+}
+
 /* compute.elementwise_bw (bwd 0) or compute.elementwise_bw_bwd (bwd 1). "add" (forward only)
  * is the rate files before the xent and embed keys gave the embedding and the loss: it applies
  * to them where those keys are absent, whatever the order of the keys. */
@@ -324,6 +360,8 @@ static gs_status section(const char *path, json_t *root, const char *name, gs_ca
             rc = elementwise_bw(path, v, 0, out, err);
         else if (strcmp(name, "compute") == 0 && strcmp(key, compute_objects[3]) == 0)
             rc = elementwise_bw(path, v, 1, out, err);
+        else if (strcmp(name, "compute") == 0 && strcmp(key, compute_objects[4]) == 0)
+            rc = gemm_terms(path, v, out, err);
         else if (strcmp(name, "compute") == 0 && strcmp(key, compute_objects[2]) == 0)
             rc = launch_by_ranks(path, v, out, err);
         else if (strcmp(name, "links") == 0 && strcmp(key, link_objects[0]) == 0)
@@ -341,7 +379,7 @@ static gs_status section(const char *path, json_t *root, const char *name, gs_ca
             if (strcmp(fields[i].section, name) == 0 && strcmp(fields[i].key, key) == 0)
                 f = i;
         if (f < 0) {
-            char list[384] = "";
+            char list[512] = "";
             for (int i = 0; i < F_COUNT; i++)
                 if (strcmp(fields[i].section, name) == 0) {
                     strncat(list, list[0] ? ", " : "", sizeof list - strlen(list) - 1);
@@ -456,6 +494,13 @@ void gs_calib_apply(const gs_calib *c, uint64_t world, gs_compute_model *cm, gs_
         cm->gemm_bwd_factor = c->gemm_bwd_factor;
     if (c->set & (1u << F_ATTN))
         cm->attn_flops = c->attn_flops;
+    if (c->gemm_terms) {
+        cm->gemm_terms = 1;
+        cm->gemm_s_per_flop = c->gemm_s_per_flop;
+        cm->gemm_s_per_kn = c->gemm_s_per_kn;
+        cm->gemm_s_per_mk = c->gemm_s_per_mk;
+        cm->gemm_s_per_call = c->gemm_s_per_call;
+    }
     if (c->gemm_curve) {
         cm->gemm_curve = 1;
         cm->gemm_form = c->gemm_form;

@@ -7,6 +7,7 @@
  *                "launch_s": S, "overlap_slowdown": X, "cores": C, "background_load": L,
  *                "attn_flops": F, "gemm_bwd_factor": X, "launch_s_by_ranks": [{"ranks": N, "launch_s": S, "wake_s": S, "launch_cpu_s": S, "wake_cpu_s": S}, ...],
  *                "gemm_curve": {"form": "hyperbolic|exp", "e_max": E, "f0_flops": F},
+ *                "gemm_terms": {"s_per_flop": S, "s_per_kn": S, "s_per_mk": S, "s_per_call": S},
  *                "elementwise_bw": {"adamw": B, "rmsnorm": B, "swiglu": B, "add": B, "xent": B, "embed": B},
  *                "elementwise_bw_bwd": {"rmsnorm": B, "swiglu": B, "xent": B, "embed": B},
  *                "qkv_rope_s_per_token": S, "concurrency_slowdown": X, "collective_cpu_share": F},
@@ -19,7 +20,8 @@
  *
  * Units: FLOP/s, bytes/s, seconds. Every key is optional; unknown keys are errors. With
  * gemm_curve the GEMM efficiency is the curve at one call's FLOPs times peak_flops (the preset's
- * tile model is not used) and a backward GEMM event takes gemm_bwd_factor times its two forward
+ * tile model is not used); gemm_terms, when given, replaces the curve: one m x n x k call takes
+ * s_per_flop x 2mnk + s_per_kn x kn + s_per_mk x mk + s_per_call (sim/calib.h); a backward GEMM event takes gemm_bwd_factor times its two forward
  * calls; elementwise_bw gives each non-GEMM kernel's rate in the schedule's
  * byte count (adamw: the optimizer, rmsnorm: norms, swiglu: the activation, xent: the loss,
  * embed: the embedding; add: embedding and loss where xent / embed are not given, as files
@@ -49,6 +51,8 @@ typedef struct gs_calib {
     unsigned set; /* bit per field above, in order: 1 = given */
     int gemm_curve, gemm_form;        /* gemm_curve: 1 = given; gs_gemm_form */
     double gemm_e_max, gemm_f0_flops;
+    int gemm_terms;                   /* 1 = given */
+    double gemm_s_per_flop, gemm_s_per_kn, gemm_s_per_mk, gemm_s_per_call;
     double elementwise_bw[GS_OP_COUNT]; /* bytes/s, 0 = not given */
     double elementwise_bw_bwd[GS_OP_COUNT]; /* backward events' rates, bytes/s, 0 = not given */
     gs_link_fits intra, inter;

@@ -27,6 +27,9 @@ typedef struct gs_compute_model {
     double gemm_e_max;        /* the curve's plateau, fraction of peak_flops */
     double gemm_f0_flops;     /* the curve's scale, FLOPs */
     double gemm_bwd_factor;   /* backward GEMM event over its two forward-shaped calls (0: 1) */
+    int gemm_terms;           /* 1: a GEMM call takes gs_gemm_terms_eval(gemm_s_per_*) (sim/calib.h),
+                                 not the curve */
+    double gemm_s_per_flop, gemm_s_per_kn, gemm_s_per_mk, gemm_s_per_call;
     double attn_flops;        /* FLOP/s the attention core reaches (the schedule's FLOP count) */
     double elementwise_bw[GS_OP_COUNT]; /* bytes/s (the schedule's byte count) per non-GEMM op */
     double elementwise_bw_bwd[GS_OP_COUNT]; /* the same for the op's backward event (0: elementwise_bw) */

@@ -244,6 +244,16 @@ START_TEST(test_file_rejects)
         {"{\"compute\": {\"concurrency_slowdown\": -0.1}}", "compute.concurrency_slowdown: found -0.1"},
         {"{\"compute\": {\"qkv_rope_s_per_token\": [1]}}", "compute.qkv_rope_s_per_token: found a list"},
         {"{\"compute\": {\"collective_cpu_share\": 1.5}}", "compute.collective_cpu_share: found 1.5"},
+        {"{\"compute\": {\"gemm_terms\": {\"s_per_flop\": 1e-11, \"s_per_kn\": 0, \"s_per_mk\": 0}}}",
+         "compute.gemm_terms.s_per_call: missing"},
+        {"{\"compute\": {\"gemm_terms\": {\"s_per_flop\": 0, \"s_per_kn\": 0, \"s_per_mk\": 0, \"s_per_call\": 0}}}",
+         "compute.gemm_terms.s_per_flop: found 0"},
+        {"{\"compute\": {\"gemm_terms\": {\"s_per_flop\": 1e-11, \"s_per_kn\": \"1ns\", \"s_per_mk\": 0, \"s_per_call\": 0}}}",
+         "compute.gemm_terms.s_per_kn: found a string"},
+        {"{\"compute\": {\"gemm_terms\": {\"s_per_flop\": 1e-11, \"s_per_kn\": -1, \"s_per_mk\": 0, \"s_per_call\": 0}}}",
+         "compute.gemm_terms.s_per_kn: found -1"},
+        {"{\"compute\": {\"gemm_terms\": {\"s_per_byte\": 1}}}", "compute.gemm_terms.s_per_byte: unknown key"},
+        {"{\"compute\": {\"gemm_terms\": [1, 2]}}", "compute.gemm_terms: found a list"},
         {"{\"compute\": {\"collective_cpu_share\": \"all\"}}", "compute.collective_cpu_share: found a string"},
         {"{\"compute\": {\"elementwise_bw_bwd\": {\"adamw\": 1e9}}}", "compute.elementwise_bw_bwd.adamw: unknown key"},
         {"{\"compute\": {\"elementwise_bw_bwd\": {\"xent\": 0}}}", "compute.elementwise_bw_bwd.xent: found 0"},
@@ -364,6 +374,62 @@ START_TEST(test_slowdown_recovers)
 }
 END_TEST
 
+/* GEMM terms: t = a 2mnk + b kn + c mk + d recovered from synthetic times on a grid of shapes. */
+START_TEST(test_gemm_terms_recovers)
+{
+    static const double shapes[][3] = {{32, 64, 64},    {64, 192, 64},   {128, 128, 64},   {128, 256, 256},
+                                       {256, 64, 256},  {256, 512, 256}, {512, 256, 688},  {512, 1376, 256},
+                                       {512, 512, 512}, {128, 768, 256}, {128, 1024, 512}, {1024, 1024, 256}};
+    enum { NS = sizeof shapes / sizeof shapes[0] };
+    /* 40 GFLOP/s, 1 ns per k x n element, 0.5 ns per m x k element, 2 us per call */
+    const double a = 1.0 / 40e9, b = 1e-9, c = 0.5e-9, d = 2e-6;
+    double m[NS], n[NS], k[NS], t[NS];
+    gs_error err;
+    gs_error_init(&err);
+    for (int i = 0; i < NS; i++) {
+        m[i] = shapes[i][0], n[i] = shapes[i][1], k[i] = shapes[i][2];
+        t[i] = a * 2 * m[i] * n[i] * k[i] + b * k[i] * n[i] + c * m[i] * k[i] + d;
+    }
+    gs_fit_gemm_terms f;
+    /* exact data: every coefficient to 1e-6 relative, no residual */
+    ck_assert_int_eq(gs_fit_gemm_terms_fit(m, n, k, t, NS, &f, &err), GS_OK);
+    ck_assert_msg(fabs(f.s_per_flop / a - 1) < 1e-6 && fabs(f.s_per_kn / b - 1) < 1e-6 &&
+                  fabs(f.s_per_mk / c - 1) < 1e-6 && fabs(f.s_per_call / d - 1) < 1e-6, "%g %g %g %g", f.s_per_flop,
+                  f.s_per_kn, f.s_per_mk, f.s_per_call);
+    ck_assert(f.rms_rel_resid < 1e-9 && f.n == NS);
+    /* 2% noise: the predicted time of every shape within 4% (the model's own error is at most
+     * the noise, 2%, where the fit is good; twice that for the fit's spread) */
+    for (uint64_t seed = 1; seed <= 5; seed++) {
+        uint64_t st = seed;
+        double tn[NS];
+        for (int i = 0; i < NS; i++)
+            tn[i] = t[i] * (1 + 0.02 * noise(&st));
+        ck_assert_int_eq(gs_fit_gemm_terms_fit(m, n, k, tn, NS, &f, &err), GS_OK);
+        for (int i = 0; i < NS; i++) {
+            double p = gs_gemm_terms_eval(f.s_per_flop, f.s_per_kn, f.s_per_mk, f.s_per_call, m[i], n[i], k[i]);
+            ck_assert_msg(fabs(p / t[i] - 1) < 0.04, "seed %d shape %d: %g vs %g", (int)seed, i, p, t[i]);
+        }
+        ck_assert(f.s_per_kn >= 0 && f.s_per_mk >= 0 && f.s_per_call >= 0);
+        /* the FLOP rate, the term that matters for large shapes, within 3% */
+        ck_assert_msg(fabs(f.s_per_flop / a - 1) < 0.03, "seed %d: %g", (int)seed, f.s_per_flop);
+    }
+    /* a short m is slower at the same FLOPs: 128 x 1376 x 256 against 256 x 688 x 256 */
+    double t128 = gs_gemm_terms_eval(a, b, c, d, 128, 1376, 256), t256 = gs_gemm_terms_eval(a, b, c, d, 256, 688, 256);
+    ck_assert(t128 > t256);
+    /* data without a per-call cost, made negative by a constant shift: the term is dropped (0) */
+    for (int i = 0; i < NS; i++)
+        t[i] = a * 2 * m[i] * n[i] * k[i] + b * k[i] * n[i] + c * m[i] * k[i] - 1e-7;
+    ck_assert_int_eq(gs_fit_gemm_terms_fit(m, n, k, t, NS, &f, &err), GS_OK);
+    ck_assert(f.s_per_call == 0 && f.s_per_flop > 0);
+    /* errors: too few points, a non-positive time */
+    ck_assert_int_eq(gs_fit_gemm_terms_fit(m, n, k, t, 3, &f, &err), GS_ERR_INPUT);
+    ck_assert_ptr_nonnull(strstr(err.msg, "need at least 4"));
+    t[2] = 0;
+    ck_assert_int_eq(gs_fit_gemm_terms_fit(m, n, k, t, NS, &f, &err), GS_ERR_INPUT);
+    ck_assert_ptr_nonnull(strstr(err.msg, "point 2"));
+}
+END_TEST
+
 /* The per-kernel rates of exec's work: xent and embed replace add for the loss and the
  * embedding; backward events take elementwise_bw_bwd; a QKV event adds its rotary embedding per
  * token; concurrency_slowdown is carried to the model. */
@@ -409,6 +475,22 @@ START_TEST(test_file_kernels)
     ck_assert(fabs(gs_compute_time(&cm, &e) - (f / (4e10 * f / (f + 1)) + 1e-6)) < 1e-12);
     remove_tmp();
 
+    /* gemm_terms replaces the curve: 256 x 512 x 256 forward = 2^26 x 25 ps + 131072 x 1 ns +
+     * 65536 x 0.5 ns + 2 us, plus a launch; backward: twice that (factor 1), two launches */
+    write_tmp("{\"compute\": {\"launch_s\": 1e-6, \"peak_flops\": 4e10, \"gemm_curve\": {\"form\": \"hyperbolic\","
+              " \"e_max\": 1, \"f0_flops\": 1}, \"gemm_terms\": {\"s_per_flop\": 2.5e-11, \"s_per_kn\": 1e-9,"
+              " \"s_per_mk\": 5e-10, \"s_per_call\": 2e-6}}}");
+    ck_assert_int_eq(gs_calib_load(tmp_path, &c, &err), GS_OK);
+    memset(&cm, 0, sizeof cm);
+    gs_calib_apply(&c, 2, &cm, &t);
+    double call = 2.0 * 256 * 512 * 256 * 2.5e-11 + 256.0 * 512 * 1e-9 + 256.0 * 256 * 5e-10 + 2e-6;
+    e.phase = GS_PHASE_FWD;
+    ck_assert(fabs(gs_compute_time(&cm, &e) - (call + 1e-6)) < 1e-12);
+    e.phase = GS_PHASE_BWD;
+    e.flops *= 2;
+    ck_assert(fabs(gs_compute_time(&cm, &e) - (2 * call + 2e-6)) < 1e-12);
+    remove_tmp();
+
     /* a file before these keys ("add" only): the loss and the embedding take add, both ways */
     write_tmp("{\"compute\": {\"elementwise_bw\": {\"add\": 3e10}}}");
     ck_assert_int_eq(gs_calib_load(tmp_path, &c, &err), GS_OK);
@@ -442,6 +524,7 @@ static Suite *calib_suite(void)
     tcase_add_test(fits, test_alpha_beta_outliers);
     tcase_add_test(fits, test_gemm_curve);
     tcase_add_test(fits, test_slowdown_recovers);
+    tcase_add_test(fits, test_gemm_terms_recovers);
     suite_add_tcase(s, fits);
     TCase *file = tcase_create("file");
     tcase_add_checked_fixture(file, NULL, remove_tmp);
