@@ -388,21 +388,41 @@ static int ps_pop(run_ctx *c, uint64_t gid, uint32_t ver)
     return 0;
 }
 
+/* The host's wake-up latency when event e of rank list r waits for an event of another stream
+ * (that stream's thread wakes e's; compute.wake_s, 0 unless calibrated). */
+static double cross_stream_wake(const run_ctx *c, const gs_rank_events *r, const gs_event *e)
+{
+    if (c->st->cm.wake_s <= 0)
+        return 0;
+    const uint32_t *d = gs_event_list(r, e, GS_LINK_DEPS);
+    for (uint16_t j = 0; j < e->nlinks[GS_LINK_DEPS]; j++)
+        if (r->events[d[j]].stream != e->stream)
+            return c->st->cm.wake_s;
+    return 0;
+}
+
 /* A host collective's members copy and sum on the shared cores: from its start to its end the
  * collective keeps coll_cpu_share x (its time - its zero-byte time) / its time of a core busy
- * per member (the rest of its time is the members meeting, blocked). */
+ * per member (the rest of its time is the members meeting, blocked), plus the CPU part of its
+ * dispatch (launch_cpu_s, and wake_cpu_s when it waits for another stream) over the same span. */
 static int ps_coll_start(run_ctx *c, size_t ri, uint64_t gid, const gs_event *e, double dur)
 {
     const sim_state *st = c->st;
-    if (!c->ps_coll || st->cm.coll_cpu_share <= 0 || dur <= 0 || e->bytes == 0)
+    if (!c->ps_coll || dur <= 0)
         return 0;
+    /* its dispatch: the CPU part of its launch and of a cross-stream wake-up, as for compute */
+    const gs_rank_events *r = &c->sch->ranks[ri];
+    double wake = cross_stream_wake(c, r, e);
+    double cpu = (st->cm.launch_s > 0 ? fmin(st->cm.launch_cpu_s, st->cm.launch_s) : 0) +
+                 (wake > 0 ? fmin(st->cm.wake_cpu_s, wake) : 0);
     gs_coll_shape shape = c->rt[ri].shape[e->group];
     shape.nranks = e->group_size;
     gs_coll_cost full, zero;
-    if (gs_coll_estimate(&st->topo, (gs_coll_op)e->op, &shape, e->bytes, GS_ALGO_COUNT, &full) != GS_OK ||
-        gs_coll_estimate(&st->topo, (gs_coll_op)e->op, &shape, 0, GS_ALGO_COUNT, &zero) != GS_OK)
-        return 0;
-    double frac = st->cm.coll_cpu_share * (full.time_s - zero.time_s) / dur;
+    if (st->cm.coll_cpu_share > 0 && e->bytes > 0 &&
+        gs_coll_estimate(&st->topo, (gs_coll_op)e->op, &shape, e->bytes, GS_ALGO_COUNT, &full) == GS_OK &&
+        gs_coll_estimate(&st->topo, (gs_coll_op)e->op, &shape, 0, GS_ALGO_COUNT, &zero) == GS_OK)
+        cpu += st->cm.coll_cpu_share * (full.time_s - zero.time_s);
+    double frac = cpu / dur;
     if (!(frac > 0))
         return 0;
     if (frac > 1)
@@ -578,19 +598,6 @@ static int finish_flow(run_ctx *c, uint32_t id)
     }
 }
 
-/* The host's wake-up latency when event e of rank list r waits for an event of another stream
- * (that stream's thread wakes e's; compute.wake_s, 0 unless calibrated). */
-static double cross_stream_wake(const run_ctx *c, const gs_rank_events *r, const gs_event *e)
-{
-    if (c->st->cm.wake_s <= 0)
-        return 0;
-    const uint32_t *d = gs_event_list(r, e, GS_LINK_DEPS);
-    for (uint16_t j = 0; j < e->nlinks[GS_LINK_DEPS]; j++)
-        if (r->events[d[j]].stream != e->stream)
-            return c->st->cm.wake_s;
-    return 0;
-}
-
 /* Try to start the head event of each stream of rank list ri. */
 static int try_issue(run_ctx *c, size_t ri)
 {
@@ -729,7 +736,8 @@ static gs_status sim_run(void *state, const gs_schedule *sch, gs_timing *const *
         c.ps_active = calloc(sch->nranks ? sch->nranks : 1, sizeof *c.ps_active);
         if (!c.ps_left || !c.ps_ver || !c.ps_active || !c.ps_delay)
             goto nomem;
-        if (st->cm.coll_cpu_share > 0 && !st->flow && !(c.ps_coll = calloc(total ? total : 1, sizeof *c.ps_coll)))
+        if ((st->cm.coll_cpu_share > 0 || st->cm.launch_cpu_s > 0 || st->cm.wake_cpu_s > 0) && !st->flow &&
+            !(c.ps_coll = calloc(total ? total : 1, sizeof *c.ps_coll)))
             goto nomem;
     }
 
