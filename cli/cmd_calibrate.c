@@ -59,7 +59,8 @@ const char gs_cmd_calibrate_help[] =
     "             training steps of it run for real and the process's CPU time over wall time\n"
     "             in the second is its share under a real step (used when larger); that\n"
     "             step's CPU time beyond the calibrated model's work, per event and host\n"
-    "             thread, is compute.thread_wake_cpu_s (the driver wakes every thread)\n"
+    "             thread, is compute.thread_wake_cpu_s (the driver wakes every thread; 0,\n"
+    "             not fitted, when other processes held the CPUs: cores < 0.9 x online)\n"
     "  links      all-gather, reduce-scatter, all-reduce, broadcast over 2, 4 and 8 ranks and\n"
     "             send/recv, 1 KiB .. 16 MiB (--quick: .. 1 MiB) in x4 steps, printed as\n"
     "             nccl-tests does (busbw: all-reduce 2(n-1)/n, all-gather and reduce-scatter\n"
@@ -164,6 +165,7 @@ typedef struct cal {
     double modeled_cpu_s; /* the CPU work the calibrated model gives that step (all ranks) */
     uint64_t exec_events;
     double thread_wake_cpu_s; /* (exec_cpu_s - modeled_cpu_s) / (events x threads), >= 0 */
+    int thread_wake_busy;     /* 1: not fitted (the machine was busy: cores < 0.9 x online) */
     uint64_t exec_ranks;
     size_t cores_calls; /* GEMM calls per thread in the cores test */
     uint64_t cores_threads[2];
@@ -1037,6 +1039,14 @@ static gs_status fit_thread_wake(cal *c, const char *scenario, json_t *doc, gs_e
     c->modeled_cpu_s = work;
     c->exec_events = events;
     c->thread_wake_cpu_s = events && c->exec_cpu_s > work ? (c->exec_cpu_s - work) / ((double)events * threads) : 0;
+    /* only on a machine that gave this process (nearly) all its CPUs: with other processes on
+     * them, the residual also holds their preemptions and their pressure on the caches, which
+     * grow with time and work, not with events x threads, and scaling it to more ranks would
+     * multiply that error */
+    long online = sysconf(_SC_NPROCESSORS_ONLN);
+    c->thread_wake_busy = online > 0 && c->cores < 0.9 * (double)online;
+    if (c->thread_wake_busy)
+        c->thread_wake_cpu_s = 0;
     json_object_set_new(json_object_get(doc, "compute"), "thread_wake_cpu_s", json_real(c->thread_wake_cpu_s));
 out:
     gs_schedule_destroy(sch);
@@ -1422,9 +1432,15 @@ static void print_summary(const cal *c)
     if (c->exec_ranks) {
         printf("a training step of the scenario (%" PRIu64 " ranks): the process used %.2f cores (CPU time / wall)\n",
                c->exec_ranks, c->exec_share);
-        printf("  its CPU time %.1f ms, the calibrated model's work %.1f ms: %.2f us per event (%" PRIu64 ") and host "
-               "thread (%" PRIu64 ") (compute.thread_wake_cpu_s)\n", c->exec_cpu_s * 1e3, c->modeled_cpu_s * 1e3,
-               c->thread_wake_cpu_s * 1e6, c->exec_events, (uint64_t)(GS_STREAM_COUNT + 1) * c->exec_ranks);
+        if (c->thread_wake_busy)
+            printf("  its CPU time %.1f ms, the calibrated model's work %.1f ms; compute.thread_wake_cpu_s not fitted "
+                   "(0): other processes held the CPUs (cores %.2f of %ld)\n", c->exec_cpu_s * 1e3,
+                   c->modeled_cpu_s * 1e3, c->cores, sysconf(_SC_NPROCESSORS_ONLN));
+        else
+            printf("  its CPU time %.1f ms, the calibrated model's work %.1f ms: %.2f us per event (%" PRIu64 ") and "
+                   "host thread (%" PRIu64 ") (compute.thread_wake_cpu_s)\n", c->exec_cpu_s * 1e3,
+                   c->modeled_cpu_s * 1e3, c->thread_wake_cpu_s * 1e6, c->exec_events,
+                   (uint64_t)(GS_STREAM_COUNT + 1) * c->exec_ranks);
     }
     printf("cores: %.2f, other runnable threads: %.2f (CPU share per thread: %.3f with "
            "%" PRIu64 " threads, %.3f with %" PRIu64 "; 128^3 GEMMs, one thread in CPU time %.2f GFLOP/s)\n",
