@@ -7,6 +7,7 @@
 #include <inttypes.h>
 #include <math.h>
 #include <pthread.h>
+#include <sched.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -21,6 +22,9 @@
 #include "exec/driver.h"
 #include "exec/exec.h"
 #include "sim/calib.h"
+#include "sim/calib_file.h"
+#include "sim/compute.h"
+#include "sim/topology.h"
 #include "sim/collective.h"
 
 const char gs_cmd_calibrate_help[] =
@@ -31,21 +35,32 @@ const char gs_cmd_calibrate_help[] =
     "under (the file records the load average).\n"
     "  GEMM       the driver's linear, forward and backward, over a grid of shapes (m, n, k), fp32,\n"
     "             plus the GEMM shapes of SCENARIO's schedule when one is given; the efficiency\n"
-    "             (rate / best rate) is fitted against one call's FLOPs (compute.gemm_curve); the\n"
+    "             (rate / best rate) is fitted against one call's FLOPs (compute.gemm_curve), and\n"
+    "             the time against the shape's terms 2mnk, kn, mk and 1 (compute.gemm_terms,\n"
+    "             what the sim uses: a short m amortizes the packing of the k x n operand over\n"
+    "             fewer rows); operands are used in turn from sets beyond the caches; the\n"
     "             backward over twice the forward is compute.gemm_bwd_factor\n"
-    "  kernels    AdamW, RMSNorm, SwiGLU and add: alpha-beta fit of time against the bytes the\n"
-    "             schedule counts for them (compute.elementwise_bw); attention forward+backward\n"
+    "  rope       the rotary embedding of q and k per token (compute.qkv_rope_s_per_token)\n"
+    "  concurrency the scenario's GEMMs on 1 .. P threads at once, CPU time over one thread's:\n"
+    "             1 + s (k - 1) (compute.concurrency_slowdown)\n"
+    "  kernels    the non-GEMM work of each event as exec runs it (AdamW, the norms with their\n"
+    "             residual adds, SwiGLU, the loss, the embedding; forward and backward): alpha-beta\n"
+    "             fit of time against the bytes the schedule counts for them\n"
+    "             (compute.elementwise_bw, compute.elementwise_bw_bwd); attention forward+backward\n"
     "             at SCENARIO's shape (compute.attn_flops, the schedule's FLOP count)\n"
     "  dispatch   no-op events on one stream, and chained across two streams, of each of 1, 2,\n"
     "             4, 8 ranks as the dispatcher issues them (compute.launch_s_by_ranks: launch_s\n"
     "             and the cross-stream wake_s; the driver's per-event cost grows with its\n"
-    "             thread count)\n"
+    "             thread count; launch_cpu_s and wake_cpu_s: the process's CPU time of them)\n"
     "  cores      the CPU-time share of GEMM threads, P and 2P of them at once (P online CPUs):\n"
     "             with sched_autogroup (Linux's default: CPUs shared fairly between sessions)\n"
     "             compute.cores is this process's share in cores; otherwise compute.cores = P\n"
     "             and compute.background_load the other runnable threads. With SCENARIO, two\n"
     "             training steps of it run for real and the process's CPU time over wall time\n"
-    "             in the second is its share under a real step (used when larger)\n"
+    "             in the second is its share under a real step (used when larger); that\n"
+    "             step's CPU time beyond the calibrated model's work, per event and host\n"
+    "             thread, is compute.thread_wake_cpu_s (the driver wakes every thread; 0,\n"
+    "             not fitted, when other processes held the CPUs: cores < 0.9 x online)\n"
     "  links      all-gather, reduce-scatter, all-reduce, broadcast over 2, 4 and 8 ranks and\n"
     "             send/recv, 1 KiB .. 16 MiB (--quick: .. 1 MiB) in x4 steps, printed as\n"
     "             nccl-tests does (busbw: all-reduce 2(n-1)/n, all-gather and reduce-scatter\n"
@@ -58,6 +73,8 @@ const char gs_cmd_calibrate_help[] =
     "  --driver D       host (the drivers of this build)\n"
     "  --out FILE       the calibration file (default calib.json)\n"
     "  --quick          fewer shapes, sizes and repeats (about 10 s)\n"
+    "  --warm           time GEMMs on the same operands every call (default: operand sets over\n"
+    "                   32 MiB used in turn, so operands come from memory as in a step)\n"
     "  --plot PREFIX    PREFIX-coll.dat/.gp/.png (time vs size, log-log, points + fitted lines)\n"
     "                   and PREFIX-gemm.dat/.gp/.png (efficiency vs FLOPs + the fitted curve)\n"
     "                   through gnuplot; without gnuplot the data and scripts stay, exit 1\n"
@@ -68,7 +85,7 @@ const char gs_cmd_calibrate_help[] =
     "  gridstep compare --calib host.json tests/calib/b-dp4.yaml\n";
 
 static const char usage[] =
-    "gridstep calibrate [--driver host] [--out FILE] [--quick] [--plot PREFIX] [SCENARIO.yaml]";
+    "gridstep calibrate [--driver host] [--out FILE] [--quick] [--warm] [--plot PREFIX] [SCENARIO.yaml]";
 
 #define MAX_SHAPES 64
 #define MAX_SIZES 16
@@ -77,6 +94,8 @@ static const char usage[] =
 #define DISPATCH_SIZES 4
 
 static const uint64_t group_sizes[GROUP_SIZES] = {2, 4, 8};
+
+#define MAX_CONC 8 /* thread counts of the concurrency test */
 
 typedef struct gemm_point {
     uint64_t m, n, k;
@@ -91,11 +110,23 @@ typedef struct ew_point {
     double secs;
 } ew_point;
 
-enum { EW_ADAMW, EW_RMSNORM, EW_SWIGLU, EW_ADD, EW_COUNT };
-static const char *const ew_names[EW_COUNT] = {"adamw", "rmsnorm", "swiglu", "add"};
+/* The non-GEMM work of the schedule's events as exec runs it (exec/train.c): rmsnorm is the norm
+ * forward event, half of which (the second norm of a layer) first copies and adds the residual;
+ * rmsnorm_bwd is rmsnorm_bwd plus the residual gradient's add; xent the loss forward (slice
+ * statistics and their combination), xent_bwd its backward; embed the row lookup, embed_bwd
+ * its scatter-add. Elements: tokens x hidden (norms, embedding), tokens x ffn (SwiGLU), tokens
+ * x vocabulary (the loss), parameters (AdamW). */
+enum {
+    EW_ADAMW, EW_RMSNORM, EW_SWIGLU, EW_ADD, EW_XENT, EW_EMBED,
+    EW_RMSNORM_BWD, EW_SWIGLU_BWD, EW_XENT_BWD, EW_EMBED_BWD, EW_COUNT
+};
+#define EW_FIRST_BWD EW_RMSNORM_BWD
+static const char *const ew_names[EW_COUNT] = {"adamw",       "rmsnorm",    "swiglu",   "add",      "xent",
+                                               "embed",       "rmsnorm_bwd", "swiglu_bwd", "xent_bwd", "embed_bwd"};
 /* bytes per element the schedule counts in fp32 (engine/build*.c): the optimizer 2 x 8 + 2 x 4,
- * a norm 5 x 4, SwiGLU 3 x 4; add: read y and x, write y */
-static const double ew_bytes_per_el[EW_COUNT] = {24, 20, 12, 12};
+ * a norm 5 x 4 (backward 10 x 4), SwiGLU 3 x 4 (backward 6 x 4); add: read y and x, write y;
+ * the loss 2 x 4 per logit (backward 4 x 4); the embedding 4 per output element (backward 8) */
+static const double ew_bytes_per_el[EW_COUNT] = {24, 20, 12, 12, 8, 4, 40, 24, 16, 8};
 
 enum { C_AG, C_RS, C_AR, C_BC, C_P2P, C_COUNT };
 static const char *const c_names[C_COUNT] = {"all_gather", "reduce_scatter", "all_reduce", "broadcast", "send_recv"};
@@ -105,6 +136,7 @@ static const gs_coll_op c_ops[C_COUNT] = {GS_COLL_ALLGATHER, GS_COLL_REDUCE_SCAT
 typedef struct cal {
     const gs_driver_ops *ops;
     int quick, reps, tty;
+    int rotate; /* 1: GEMMs are timed over operand sets beyond the caches (0: --warm) */
     gemm_point gemm[MAX_SHAPES];
     size_t ngemm;
     double best_flops;
@@ -112,14 +144,28 @@ typedef struct cal {
     ew_point ew[EW_COUNT][MAX_SIZES];
     size_t new_;
     uint64_t attn_seq, attn_nh, attn_nkv, attn_hd;
+    size_t vocab_row;       /* the loss kernels' row: the scenario's vocabulary slice (64 .. 4096) */
+    size_t scen_first;      /* gemm[scen_first..]: the scenario's own shapes (none: the grid's) */
+    double rope_s;          /* rotary embedding of q and k per token, mean of forward and backward */
+    uint64_t conc_threads[MAX_CONC];
+    double conc_ratio[MAX_CONC]; /* CPU time per GEMM pass with k threads over one thread's */
+    size_t nconc;
+    gs_fit_slow conc_fit;
     double attn_fwd_s, attn_bwd_s, attn_flops;
     double launch_s;
     uint64_t dispatch_ranks[DISPATCH_SIZES];
     double dispatch_s[DISPATCH_SIZES]; /* per event on one stream, by world size */
     double wake_s[DISPATCH_SIZES];     /* more when the event waits for another stream */
+    double dispatch_cpu_s[DISPATCH_SIZES]; /* the process's CPU time per event of the chains */
+    double wake_cpu_s[DISPATCH_SIZES];     /* more when the event waits for another stream */
     double single_flops, multi_flops, cores, background;
     int autogroup; /* the kernel shares the CPUs between sessions (sched_autogroup_enabled) */
     double exec_share; /* CPU time over wall time of the process during a training step */
+    double exec_cpu_s;  /* the process's CPU time in that step */
+    double modeled_cpu_s; /* the CPU work the calibrated model gives that step (all ranks) */
+    uint64_t exec_events;
+    double thread_wake_cpu_s; /* (exec_cpu_s - modeled_cpu_s) / (events x threads), >= 0 */
+    int thread_wake_busy;     /* 1: not fitted (the machine was busy: cores < 0.9 x online) */
     uint64_t exec_ranks;
     size_t cores_calls; /* GEMM calls per thread in the cores test */
     uint64_t cores_threads[2];
@@ -130,6 +176,7 @@ typedef struct cal {
     gs_fit_ab coll_fit[C_COUNT][GROUP_SIZES];
     int coll_fit_ok[C_COUNT][GROUP_SIZES];
     gs_fit_gemm gemm_fit;
+    gs_fit_gemm_terms gemm_terms;
     gs_fit_ab ew_fit[EW_COUNT];
 } cal;
 
@@ -210,34 +257,78 @@ typedef struct gemm_args {
     float *y;
     size_t m, n, k;
     float *dx, *dw; /* backward */
+    size_t copies;  /* > 1: x, w, y, dx, dw each hold that many operand sets, used in turn */
+    size_t next;
 } gemm_args;
+
+/* Operand sets a GEMM is timed over in turn, so that its operands come from memory, not from the
+ * cache the previous call left them in: in a training step a rank touches its whole working set
+ * (every layer's weights and activations) between two uses of the same operands. The sets
+ * together exceed ROTATE_BYTES (beyond a server core's L2 and its share of the L3), at most
+ * ROTATE_MAX of them. */
+#define ROTATE_BYTES (32u << 20)
+#define ROTATE_MAX 64
+
+static size_t rotate_copies(const cal *c, double bytes_per_set)
+{
+    if (!c->rotate || bytes_per_set <= 0)
+        return 1;
+    double n = ceil((double)ROTATE_BYTES / bytes_per_set);
+    return n < 1 ? 1 : n > ROTATE_MAX ? ROTATE_MAX : (size_t)n;
+}
 
 static void gemm_call(void *arg, gs_drv_stream *s)
 {
     gemm_args *a = arg;
-    a->ops->linear_fwd(s, a->x, a->w, a->y, a->m, a->k, a->n);
+    size_t i = a->copies > 1 ? a->next++ % a->copies : 0;
+    a->ops->linear_fwd(s, a->x + i * a->m * a->k, a->w + i * a->n * a->k, a->y + i * a->m * a->n, a->m, a->k, a->n);
 }
 
 static void gemm_bwd_call(void *arg, gs_drv_stream *s)
 {
     gemm_args *a = arg;
-    a->ops->linear_bwd(s, a->x, a->w, a->y, a->dx, a->dw, a->m, a->k, a->n);
+    size_t i = a->copies > 1 ? a->next++ % a->copies : 0;
+    a->ops->linear_bwd(s, a->x + i * a->m * a->k, a->w + i * a->n * a->k, a->y + i * a->m * a->n,
+                       a->dx + i * a->m * a->k, a->dw + i * a->n * a->k, a->m, a->k, a->n);
 }
 
 typedef struct ew_args {
     const gs_driver_ops *ops;
+    gs_drv *d;
     int kind;
-    float *a, *b, *m, *v, *y, *rstd;
-    size_t n, h;
+    float *a, *b, *m, *v, *y, *rstd; /* a and y: 2n floats; rstd: n / h + 1 (tokens, targets) */
+    size_t n, h;                     /* h: row length (hidden, ffn or vocabulary) */
+    unsigned calls;
 } ew_args;
 
 static void ew_call(void *arg, gs_drv_stream *s)
 {
     ew_args *e = arg;
+    size_t t = e->n / e->h;
+    const int32_t *tok = (const int32_t *)e->rstd;
+    double loss = 0;
     switch (e->kind) {
     case EW_ADAMW: e->ops->adamw(s, e->a, e->b, e->m, e->v, e->n, 1e-3f, 0.9f, 0.95f, 1e-8f, 0.1f, 1); break;
-    case EW_RMSNORM: e->ops->rmsnorm_fwd(s, e->a, e->m, e->y, e->rstd, e->n / e->h, e->h, 1e-5f); break;
-    case EW_SWIGLU: e->ops->swiglu_fwd(s, e->a, e->y, e->n / e->h, e->h); break;
+    case EW_RMSNORM:
+        if (e->calls++ % 2) { /* the layer's second norm: x + attention output first */
+            e->ops->copy(e->d, s, e->y, e->a, e->n * sizeof(float));
+            e->ops->add(s, e->y, e->b, e->n);
+        }
+        e->ops->rmsnorm_fwd(s, e->a, e->m, e->y + e->n, e->v, t, e->h, 1e-5f);
+        break;
+    case EW_RMSNORM_BWD:
+        e->ops->rmsnorm_bwd(s, e->a, e->m, e->m, e->b, e->y, e->v, t, e->h);
+        e->ops->add(s, e->y, e->b, e->n);
+        break;
+    case EW_SWIGLU: e->ops->swiglu_fwd(s, e->a, e->y, t, e->h); break;
+    case EW_SWIGLU_BWD: e->ops->swiglu_bwd(s, e->a, e->b, e->y, t, e->h); break;
+    case EW_XENT:
+        e->ops->xent_stats(s, e->a, tok, t, 0, e->h, e->m);
+        e->ops->xent_combine(s, e->m, 1, t, e->v, &loss);
+        break;
+    case EW_XENT_BWD: e->ops->xent_bwd(s, e->a, tok, e->v, t, 0, e->h, 1e-3f, e->y); break;
+    case EW_EMBED: e->ops->embed_fwd(s, tok, t, e->a, 0, 2 * t, e->h, e->y); break;
+    case EW_EMBED_BWD: e->ops->embed_bwd(s, tok, t, e->b, 0, 2 * t, e->h, e->a); break;
     default: e->ops->add(s, e->y, e->a, e->n); break;
     }
 }
@@ -260,6 +351,27 @@ static void attn_call(void *arg, gs_drv_stream *s)
                          a->nkv, a->hd);
 }
 
+typedef struct rope_args {
+    const gs_driver_ops *ops;
+    float *qkv; /* seq rows of (nh + 2 nkv) hd */
+    size_t seq, nh, nkv, hd;
+    int bwd;
+} rope_args;
+
+static void rope_call(void *arg, gs_drv_stream *s)
+{
+    rope_args *r = arg;
+    size_t ld = (r->nh + 2 * r->nkv) * r->hd;
+    float *q = r->qkv, *k = r->qkv + r->nh * r->hd;
+    if (!r->bwd) {
+        r->ops->rope_fwd(s, q, r->seq, r->seq, r->nh, r->hd, ld, 10000.0f);
+        r->ops->rope_fwd(s, k, r->seq, r->seq, r->nkv, r->hd, ld, 10000.0f);
+    } else {
+        r->ops->rope_bwd(s, q, r->seq, r->seq, r->nh, r->hd, ld, 10000.0f);
+        r->ops->rope_bwd(s, k, r->seq, r->seq, r->nkv, r->hd, ld, 10000.0f);
+    }
+}
+
 static gs_status solo_fn(void *arg, gs_drv_stream *s, gs_error *err)
 {
     solo_job *j = arg;
@@ -270,17 +382,21 @@ static gs_status solo_fn(void *arg, gs_drv_stream *s, gs_error *err)
         gemm_point *g = &c->gemm[i];
         progress(c, "calibrate: GEMM %zu/%zu (%" PRIu64 " x %" PRIu64 " x %" PRIu64 ")", i + 1, c->ngemm, g->m, g->n,
                  g->k);
-        float *x = malloc(g->m * g->k * sizeof *x), *w = malloc(g->n * g->k * sizeof *w);
-        float *y = malloc(g->m * g->n * sizeof *y);
-        float *dx = malloc(g->m * g->k * sizeof *dx), *dw = calloc(g->n * g->k, sizeof *dw);
+        size_t nc = rotate_copies(c, 4.0 * (double)(2 * g->m * g->k + 2 * g->n * g->k + g->m * g->n));
+        float *x = malloc(nc * g->m * g->k * sizeof *x), *w = malloc(nc * g->n * g->k * sizeof *w);
+        float *y = malloc(nc * g->m * g->n * sizeof *y);
+        float *dx = malloc(nc * g->m * g->k * sizeof *dx), *dw = calloc(nc * g->n * g->k, sizeof *dw);
         if (!x || !w || !y || !dx || !dw) {
             free(x), free(w), free(y), free(dx), free(dw);
             return gs_error_set(err, GS_ERR_NOMEM, "calibrate: out of memory for a %" PRIu64 " x %" PRIu64 " x %" PRIu64
                                 " GEMM", g->m, g->n, g->k);
         }
-        fill(x, g->m * g->k, 0.01f);
-        fill(w, g->n * g->k, 0.02f);
-        gemm_args a = {c->ops, x, w, y, g->m, g->n, g->k, dx, dw};
+        fill(x, nc * g->m * g->k, 0.01f);
+        fill(w, nc * g->n * g->k, 0.02f);
+        fill(y, nc * g->m * g->n, 0.01f);
+        fill(dx, nc * g->m * g->k, 0.0f); /* touch every page before timing */
+        fill(dw, nc * g->n * g->k, 0.0f);
+        gemm_args a = {c->ops, x, w, y, g->m, g->n, g->k, dx, dw, nc, 0};
         g->secs = time_calls(c, j->d, s, gemm_call, &a);
         g->bwd_secs = time_calls(c, j->d, s, gemm_bwd_call, &a);
         g->flops_per_s = 2.0 * (double)g->m * (double)g->n * (double)g->k / g->secs;
@@ -294,14 +410,20 @@ static gs_status solo_fn(void *arg, gs_drv_stream *s, gs_error *err)
             ew_point *p = &c->ew[kind][i];
             progress(c, "calibrate: %s, %" PRIu64 " elements", ew_names[kind], p->elements);
             size_t n = p->elements, h = 256;
-            ew_args e = {c->ops, kind, calloc(2 * n, 4), calloc(n, 4), calloc(n, 4), calloc(n, 4), calloc(n, 4),
-                         calloc(n / h + 1, 4), n, h};
+            if (kind == EW_XENT || kind == EW_XENT_BWD)
+                h = c->vocab_row;
+            ew_args e = {c->ops, j->d, kind, calloc(2 * n, 4), calloc(n, 4), calloc(n, 4), calloc(n, 4),
+                         calloc(2 * n, 4), calloc(n / h + 1, 4), n, h, 0};
             if (!e.a || !e.b || !e.m || !e.v || !e.y || !e.rstd)
                 rc = gs_error_set(err, GS_ERR_NOMEM, "calibrate: out of memory for %s", ew_names[kind]);
             else {
                 fill(e.a, 2 * n, 0.01f);
                 fill(e.b, n, 0.001f);
                 fill(e.m, n, 1.0f);
+                /* token ids and targets spread over the rows (embedding: a table of 2 t rows) */
+                int32_t *tok = (int32_t *)e.rstd;
+                for (size_t r = 0; r < n / h; r++)
+                    tok[r] = (int32_t)((r * 7919u) % (kind == EW_EMBED || kind == EW_EMBED_BWD ? 2 * (n / h) : h));
                 p->bytes = ew_bytes_per_el[kind] * (double)n;
                 p->secs = time_calls(c, j->d, s, ew_call, &e);
             }
@@ -327,6 +449,23 @@ static gs_status solo_fn(void *arg, gs_drv_stream *s, gs_error *err)
             c->attn_flops = 3.0 * fwd / (c->attn_fwd_s + c->attn_bwd_s);
         }
         free(a.q), free(a.k), free(a.v), free(a.o), free(a.p), free(a.dq), free(a.dk), free(a.dv), free(a.dout);
+    }
+    /* the rotary embedding the QKV event applies to q and k (and the backward to dq and dk), on
+     * seq tokens of the scenario's QKV rows: its cost per token */
+    if (rc == GS_OK) {
+        progress(c, "calibrate: rotary embedding");
+        rope_args r = {c->ops, NULL, c->attn_seq, c->attn_nh, c->attn_nkv, c->attn_hd, 0};
+        size_t ld = (c->attn_nh + 2 * c->attn_nkv) * c->attn_hd;
+        if (!(r.qkv = calloc(c->attn_seq * ld, 4)))
+            rc = gs_error_set(err, GS_ERR_NOMEM, "calibrate: out of memory for the rotary embedding");
+        else {
+            fill(r.qkv, c->attn_seq * ld, 0.01f);
+            double fwd = time_calls(c, j->d, s, rope_call, &r);
+            r.bwd = 1;
+            double bwd = time_calls(c, j->d, s, rope_call, &r);
+            c->rope_s = 0.5 * (fwd + bwd) / (double)c->attn_seq;
+        }
+        free(r.qkv);
     }
     return rc;
 }
@@ -394,6 +533,12 @@ static void *chain_main(void *arg)
     return NULL;
 }
 
+static double rusage_s(const struct rusage *u)
+{
+    return (double)u->ru_utime.tv_sec + 1e-6 * (double)u->ru_utime.tv_usec + (double)u->ru_stime.tv_sec +
+           1e-6 * (double)u->ru_stime.tv_usec;
+}
+
 static gs_status measure_dispatch(cal *c, gs_error *err)
 {
     static const uint64_t worlds[DISPATCH_SIZES] = {1, 2, 4, 8};
@@ -419,6 +564,10 @@ static gs_status measure_dispatch(cal *c, gs_error *err)
             for (int k = 0; k < GS_STREAM_COUNT && rc == GS_OK; k++)
                 rc = c->ops->stream_create(d, r, (gs_stream)k, &jobs[r].st[k], err);
         }
+        /* the CPU time the whole process spends meanwhile: every thread the driver wakes for an
+         * event, not only the issuing one (its condition variable wakes them all) */
+        struct rusage u0, u1;
+        getrusage(RUSAGE_SELF, &u0);
         for (uint64_t r = 0; r < R && rc == GS_OK; r++)
             started[r] = pthread_create(&th[r], NULL, chain_main, &jobs[r]) == 0;
         double per = 0;
@@ -437,14 +586,22 @@ static gs_status measure_dispatch(cal *c, gs_error *err)
                 if (jobs[r].st[k])
                     c->ops->stream_destroy(d, jobs[r].st[k]);
         }
+        getrusage(RUSAGE_SELF, &u1);
         if (d)
             c->ops->close(d);
+        double cpu = rusage_s(&u1) - rusage_s(&u0), events = (double)R * (double)(c->quick ? 40 : 150);
+        double cpu_per = cpu / events;
         c->dispatch_ranks[w % DISPATCH_SIZES] = R;
-        if (cross)
+        if (cross) {
             c->wake_s[w % DISPATCH_SIZES] = per - c->dispatch_s[w % DISPATCH_SIZES] > 0
                                                  ? per - c->dispatch_s[w % DISPATCH_SIZES] : 0;
-        else
+            double extra = cpu_per - c->dispatch_cpu_s[w % DISPATCH_SIZES];
+            /* CPU work of a wake-up is part of its time: at most all of it */
+            c->wake_cpu_s[w % DISPATCH_SIZES] = extra <= 0 ? 0 : fmin(extra, c->wake_s[w % DISPATCH_SIZES]);
+        } else {
             c->dispatch_s[w] = per;
+            c->dispatch_cpu_s[w] = fmin(cpu_per, per);
+        }
     }
     c->launch_s = c->dispatch_s[0];
     return rc;
@@ -469,7 +626,7 @@ static gs_status rank_fn(void *arg, gs_drv_stream *s, gs_error *err)
     const gs_driver_ops *ops = j->c->ops;
     gs_drv *d = j->d;
     if (j->what < 0) {
-        gemm_args g = {ops, j->a, j->a, j->b, 128, 128, 128, NULL, NULL};
+        gemm_args g = {ops, j->a, j->a, j->b, 128, 128, 128, NULL, NULL, 1, 0};
         j->t[0] = ops->clock_s(d);
         j->t[2] = now_s(j->c, d);
         for (size_t i = 0; i < j->c->cores_calls; i++)
@@ -555,7 +712,7 @@ static gs_status measure_cores(cal *c, gs_error *err)
         return gs_error_set(err, GS_ERR_NOMEM, "calibrate: out of memory");
     }
     fill(a, 128 * 128, 0.01f);
-    gemm_args g = {c->ops, a, a, b, 128, 128, 128, NULL, NULL};
+    gemm_args g = {c->ops, a, a, b, 128, 128, 128, NULL, NULL, 1, 0};
     double one = time_calls(c, NULL, NULL, gemm_call, &g);
     free(a), free(b);
     double flops_call = 2.0 * 128 * 128 * 128;
@@ -607,6 +764,134 @@ static gs_status measure_cores(cal *c, gs_error *err)
     } else {
         c->cores = P;
         c->background = lsum / 2 > 0 ? lsum / 2 : 0;
+    }
+    return rc;
+}
+
+/* The concurrency test: k threads (k = 1 .. the online CPUs, at most MAX_CONC) each run the
+ * scenario's GEMM shapes (forward) on operand sets of their own, used in turn as the GEMM
+ * measurement does, started together; each thread's CPU time per pass (the median of the
+ * repeats) averaged over the threads, over the same with one thread, is ratio(k): how much
+ * longer the same work takes on a core while k - 1 others compute beside it (they share the
+ * L3 and the memory bandwidth). CPU time, so the share of the cores other processes take does
+ * not count (that is compute.cores). */
+typedef struct conc_job {
+    const cal *c;
+    int *go; /* set (atomically) once every thread is started: they start together */
+    float **x, **w, **y; /* per shape */
+    size_t *copies;      /* per shape */
+    double pass_s[MAX_REPS];
+    int ok;
+} conc_job;
+
+static size_t conc_first(const cal *c)
+{
+    return c->scen_first < c->ngemm ? c->scen_first : 0;
+}
+
+static void conc_pass(conc_job *j, size_t rep)
+{
+    const cal *c = j->c;
+    for (size_t i = conc_first(c); i < c->ngemm; i++) {
+        const gemm_point *g = &c->gemm[i];
+        for (size_t r = 0; r < j->copies[i]; r++) {
+            size_t at = (rep * 7 + r) % j->copies[i];
+            c->ops->linear_fwd(NULL, j->x[i] + at * g->m * g->k, j->w[i] + at * g->n * g->k,
+                               j->y[i] + at * g->m * g->n, g->m, g->k, g->n);
+        }
+    }
+}
+
+static void *conc_main(void *arg)
+{
+    conc_job *j = arg;
+    conc_pass(j, 0); /* warm-up */
+    while (!__atomic_load_n(j->go, __ATOMIC_ACQUIRE))
+        sched_yield();
+    for (int r = 0; r < j->c->reps; r++) {
+        double t0 = now_s(j->c, NULL);
+        conc_pass(j, (size_t)r + 1);
+        j->pass_s[r] = now_s(j->c, NULL) - t0;
+    }
+    return NULL;
+}
+
+static gs_status measure_concurrency(cal *c, gs_error *err)
+{
+    long online = sysconf(_SC_NPROCESSORS_ONLN);
+    uint64_t kmax = online > 1 ? (uint64_t)online : 1;
+    if (kmax > MAX_CONC)
+        kmax = MAX_CONC;
+    gs_status rc = GS_OK;
+    double one = 0;
+    c->nconc = 0;
+    for (uint64_t k = 1; k <= kmax && rc == GS_OK; k++) {
+        progress(c, "calibrate: concurrency (%" PRIu64 " thread%s)", k, k > 1 ? "s" : "");
+        conc_job jobs[MAX_CONC];
+        pthread_t th[MAX_CONC];
+        int started[MAX_CONC] = {0};
+        int go = 0;
+        memset(jobs, 0, sizeof jobs);
+        for (uint64_t t = 0; t < k && rc == GS_OK; t++) {
+            conc_job *j = &jobs[t];
+            j->c = c;
+            j->go = &go;
+            j->x = calloc(c->ngemm, sizeof *j->x);
+            j->w = calloc(c->ngemm, sizeof *j->w);
+            j->y = calloc(c->ngemm, sizeof *j->y);
+            j->copies = calloc(c->ngemm, sizeof *j->copies);
+            if (!j->x || !j->w || !j->y || !j->copies) {
+                rc = gs_error_set(err, GS_ERR_NOMEM, "calibrate: out of memory for the concurrency test");
+                break;
+            }
+            for (size_t i = conc_first(c); i < c->ngemm && rc == GS_OK; i++) {
+                const gemm_point *g = &c->gemm[i];
+                size_t nc = rotate_copies(c, 4.0 * (double)(g->m * g->k + g->n * g->k + g->m * g->n));
+                j->copies[i] = nc;
+                j->x[i] = malloc(nc * g->m * g->k * sizeof(float));
+                j->w[i] = malloc(nc * g->n * g->k * sizeof(float));
+                j->y[i] = malloc(nc * g->m * g->n * sizeof(float));
+                if (!j->x[i] || !j->w[i] || !j->y[i])
+                    rc = gs_error_set(err, GS_ERR_NOMEM, "calibrate: out of memory for the concurrency test");
+                else {
+                    fill(j->x[i], nc * g->m * g->k, 0.01f);
+                    fill(j->w[i], nc * g->n * g->k, 0.02f);
+                    fill(j->y[i], nc * g->m * g->n, 0.0f);
+                }
+            }
+        }
+        if (rc == GS_OK)
+            for (uint64_t t = 0; t < k; t++) {
+                started[t] = pthread_create(&th[t], NULL, conc_main, &jobs[t]) == 0;
+                if (!started[t]) {
+                    rc = gs_error_set(err, GS_ERR_RUNTIME, "calibrate: cannot start a thread");
+                    break;
+                }
+            }
+        __atomic_store_n(&go, 1, __ATOMIC_RELEASE); /* also after a failed start: the others finish */
+        double mean = 0;
+        for (uint64_t t = 0; t < k; t++)
+            if (started[t]) {
+                pthread_join(th[t], NULL);
+                mean += gs_calib_median(jobs[t].pass_s, (size_t)c->reps) / (double)k;
+            }
+        for (uint64_t t = 0; t < k; t++) {
+            for (size_t i = 0; jobs[t].x && i < c->ngemm; i++)
+                free(jobs[t].x[i]), free(jobs[t].w[i]), free(jobs[t].y[i]);
+            free(jobs[t].x), free(jobs[t].w), free(jobs[t].y), free(jobs[t].copies);
+        }
+        if (rc != GS_OK)
+            break;
+        if (k == 1)
+            one = mean;
+        c->conc_threads[c->nconc] = k;
+        c->conc_ratio[c->nconc++] = one > 0 ? mean / one : 1.0;
+    }
+    if (rc == GS_OK && c->nconc > 1) {
+        double x[MAX_CONC];
+        for (size_t i = 0; i < c->nconc; i++)
+            x[i] = (double)c->conc_threads[i];
+        rc = gs_fit_slowdown(x, c->conc_ratio, c->nconc, &c->conc_fit, err);
     }
     return rc;
 }
@@ -685,9 +970,86 @@ static gs_status measure_exec_share(cal *c, const char *scenario, gs_error *err)
         double cpu = (double)(r1.ru_utime.tv_sec - r0.ru_utime.tv_sec) + 1e-6 * (double)(r1.ru_utime.tv_usec - r0.ru_utime.tv_usec) +
                      (double)(r1.ru_stime.tv_sec - r0.ru_stime.tv_sec) + 1e-6 * (double)(r1.ru_stime.tv_usec - r0.ru_stime.tv_usec);
         c->exec_share = w1 > w0 ? cpu / (w1 - w0) : 0;
+        c->exec_cpu_s = cpu;
         c->exec_ranks = mesh.world;
     }
     gs_exec_session_destroy(x);
+    return rc;
+}
+
+/* The host threads' wake-ups: the driver's one condition variable wakes every thread of every
+ * rank at each change, so each event costs CPU on every one of the (streams + 1) x ranks threads,
+ * whatever they were doing, beyond what the dispatch chains show (their no-op threads seldom
+ * sleep). The scenario's real step (measure_exec_share) took exec_cpu_s of the process's CPU;
+ * the calibrated model (doc, just built) gives its ranks' work: compute events without their
+ * launch latency, at the concurrency slowdown of its ranks computing at once, the CPU parts of
+ * every event's launch and cross-stream wake-up, and the collectives' copying. What is left,
+ * per event and thread, is compute.thread_wake_cpu_s (0 when the model already accounts for
+ * all of it). */
+static gs_status fit_thread_wake(cal *c, const char *scenario, json_t *doc, gs_error *err)
+{
+    char *text = json_dumps(doc, 0);
+    gs_calib file;
+    gs_scenario s;
+    gs_mesh mesh;
+    gs_schedule *sch = NULL;
+    gs_status rc = text ? gs_calib_load_string(text, strlen(text), "calibration", &file, err)
+                        : gs_error_set(err, GS_ERR_NOMEM, "calibrate: out of memory");
+    free(text);
+    if (rc == GS_OK)
+        rc = gs_cli_load(scenario, &s, &mesh, err);
+    if (rc == GS_OK)
+        rc = gs_schedule_build(&s, &mesh, 1, &sch, err);
+    if (rc != GS_OK)
+        goto out;
+    gs_topo topo;
+    gs_compute_model cm;
+    gs_topo_init(&topo, &s.cluster);
+    gs_compute_model_init(&cm, &s.cluster.gpu, s.strategy.precision);
+    gs_calib_apply(&file, mesh.world, &cm, &topo);
+    double busy = (double)mesh.world < cm.cores ? (double)mesh.world : cm.cores;
+    double slow = busy > 1 ? 1 + cm.concurrency_slowdown * (busy - 1) : 1;
+    double work = 0;
+    uint64_t events = 0;
+    for (size_t i = 0; i < sch->nranks; i++) {
+        const gs_rank_events *r = &sch->ranks[i];
+        for (size_t k = 0; k < r->nevents; k++) {
+            const gs_event *e = &r->events[k];
+            int cross = 0;
+            const uint32_t *dl = gs_event_list(r, e, GS_LINK_DEPS);
+            for (uint16_t j = 0; j < e->nlinks[GS_LINK_DEPS]; j++)
+                cross |= r->events[dl[j]].stream != e->stream;
+            int calls = e->kind == GS_EV_COMPUTE ? (int)(gs_compute_launch_time(&cm, e) / (cm.launch_s > 0 ? cm.launch_s : 1) + 0.5) : 1;
+            work += calls * fmin(cm.launch_cpu_s, cm.launch_s) + (cross ? fmin(cm.wake_cpu_s, cm.wake_s) : 0);
+            events++;
+            if (e->kind == GS_EV_COMPUTE) {
+                work += (gs_compute_time(&cm, e) - gs_compute_launch_time(&cm, e)) * slow;
+            } else if (e->kind == GS_EV_COLLECTIVE && e->bytes > 0 && cm.coll_cpu_share > 0) {
+                gs_coll_shape sh;
+                gs_coll_cost full, zero;
+                gs_topo_group_shape(&mesh, (gs_group_kind)e->group, r->rank, &sh);
+                sh.nranks = e->group_size;
+                if (gs_coll_estimate(&topo, (gs_coll_op)e->op, &sh, e->bytes, GS_ALGO_COUNT, &full) == GS_OK &&
+                    gs_coll_estimate(&topo, (gs_coll_op)e->op, &sh, 0, GS_ALGO_COUNT, &zero) == GS_OK)
+                    work += cm.coll_cpu_share * (full.time_s - zero.time_s);
+            }
+        }
+    }
+    double threads = (double)(GS_STREAM_COUNT + 1) * (double)mesh.world;
+    c->modeled_cpu_s = work;
+    c->exec_events = events;
+    c->thread_wake_cpu_s = events && c->exec_cpu_s > work ? (c->exec_cpu_s - work) / ((double)events * threads) : 0;
+    /* only on a machine that gave this process (nearly) all its CPUs: with other processes on
+     * them, the residual also holds their preemptions and their pressure on the caches, which
+     * grow with time and work, not with events x threads, and scaling it to more ranks would
+     * multiply that error */
+    long online = sysconf(_SC_NPROCESSORS_ONLN);
+    c->thread_wake_busy = online > 0 && c->cores < 0.9 * (double)online;
+    if (c->thread_wake_busy)
+        c->thread_wake_cpu_s = 0;
+    json_object_set_new(json_object_get(doc, "compute"), "thread_wake_cpu_s", json_real(c->thread_wake_cpu_s));
+out:
+    gs_schedule_destroy(sch);
     return rc;
 }
 
@@ -709,7 +1071,7 @@ static gs_status pick_shapes(cal *c, const char *scenario, gs_error *err)
     static const uint64_t grid[][3] = {
         {32, 64, 64},     {64, 192, 64},   {128, 128, 64},   {128, 256, 256},  {256, 64, 256},
         {256, 512, 256},  {256, 768, 256}, {512, 256, 688},  {512, 1376, 256}, {512, 512, 512},
-        {1024, 1024, 256}, {256, 1024, 1024},
+        {1024, 1024, 256}, {256, 1024, 1024}, {128, 768, 256}, {128, 1024, 512},
     };
     static const uint64_t quick[][3] = {{32, 64, 64}, {128, 256, 256}, {256, 512, 256}, {512, 512, 512}};
     size_t ng = c->quick ? sizeof quick / sizeof quick[0] : sizeof grid / sizeof grid[0];
@@ -717,6 +1079,8 @@ static gs_status pick_shapes(cal *c, const char *scenario, gs_error *err)
         add_shape(c, c->quick ? quick[i][0] : grid[i][0], c->quick ? quick[i][1] : grid[i][1],
                   c->quick ? quick[i][2] : grid[i][2]);
     c->attn_seq = 128, c->attn_nh = 4, c->attn_nkv = 2, c->attn_hd = 64;
+    c->vocab_row = 1024;
+    c->scen_first = c->ngemm;
     if (!scenario)
         return GS_OK;
     gs_scenario s;
@@ -740,6 +1104,8 @@ static gs_status pick_shapes(cal *c, const char *scenario, gs_error *err)
     uint64_t tp = mesh.size[GS_DIM_TP];
     c->attn_nh = s.model.heads / tp ? s.model.heads / tp : 1;
     c->attn_nkv = s.model.kv_heads / tp ? s.model.kv_heads / tp : 1;
+    uint64_t vr = s.model.vocab / (tp ? tp : 1);
+    c->vocab_row = vr < 64 ? 64 : vr > 4096 ? 4096 : (size_t)vr;
     gs_schedule_destroy(sch);
     return GS_OK;
 }
@@ -826,6 +1192,8 @@ static json_t *build_json(const cal *c, const char *driver, const char *scenario
         json_object_set_new(o, "ranks", json_integer((json_int_t)c->dispatch_ranks[w]));
         json_object_set_new(o, "launch_s", json_real(c->dispatch_s[w]));
         json_object_set_new(o, "wake_s", json_real(c->wake_s[w]));
+        json_object_set_new(o, "launch_cpu_s", json_real(c->dispatch_cpu_s[w]));
+        json_object_set_new(o, "wake_cpu_s", json_real(c->wake_cpu_s[w]));
         json_array_append_new(lr, o);
     }
     json_object_set_new(comp, "launch_s_by_ranks", lr);
@@ -840,10 +1208,27 @@ static json_t *build_json(const cal *c, const char *driver, const char *scenario
     json_object_set_new(gc, "e_max", json_real(fmin(1.0, c->gemm_fit.e_max)));
     json_object_set_new(gc, "f0_flops", json_real(c->gemm_fit.f0_flops));
     json_object_set_new(comp, "gemm_curve", gc);
-    json_t *ew = json_object();
-    for (int k = 0; k < EW_COUNT; k++)
-        json_object_set_new(ew, ew_names[k], json_real(c->ew_fit[k].beta_bytes_per_s));
+    json_t *gt = json_object();
+    json_object_set_new(gt, "s_per_flop", json_real(c->gemm_terms.s_per_flop));
+    json_object_set_new(gt, "s_per_kn", json_real(c->gemm_terms.s_per_kn));
+    json_object_set_new(gt, "s_per_mk", json_real(c->gemm_terms.s_per_mk));
+    json_object_set_new(gt, "s_per_call", json_real(c->gemm_terms.s_per_call));
+    json_object_set_new(comp, "gemm_terms", gt);
+    json_t *ew = json_object(), *ewb = json_object();
+    for (int k = 0; k < EW_COUNT; k++) {
+        char nm[32];
+        snprintf(nm, sizeof nm, "%s", ew_names[k]);
+        if (k >= EW_FIRST_BWD)
+            nm[strlen(nm) - 4] = 0; /* "_bwd" */
+        json_object_set_new(k >= EW_FIRST_BWD ? ewb : ew, nm, json_real(c->ew_fit[k].beta_bytes_per_s));
+    }
     json_object_set_new(comp, "elementwise_bw", ew);
+    json_object_set_new(comp, "elementwise_bw_bwd", ewb);
+    json_object_set_new(comp, "qkv_rope_s_per_token", json_real(c->rope_s));
+    json_object_set_new(comp, "concurrency_slowdown", json_real(c->conc_fit.s));
+    /* the host driver's collectives copy and sum in the members' own threads (exec/driver_host.c):
+     * all of their bandwidth time is work on the shared cores */
+    json_object_set_new(comp, "collective_cpu_share", json_real(1.0));
     json_object_set_new(doc, "compute", comp);
 
     json_t *links = json_object(), *intra = json_object();
@@ -943,6 +1328,15 @@ static json_t *build_json(const cal *c, const char *driver, const char *scenario
         json_array_append_new(ct, o);
     }
     json_object_set_new(meas, "cores_test", ct);
+    json_t *cc = json_array();
+    for (size_t i = 0; i < c->nconc; i++) {
+        json_t *o = json_object();
+        json_object_set_new(o, "threads", json_integer((json_int_t)c->conc_threads[i]));
+        json_object_set_new(o, "cpu_time_ratio", json_real(c->conc_ratio[i]));
+        json_array_append_new(cc, o);
+    }
+    json_object_set_new(meas, "concurrency_test", cc);
+    json_object_set_new(meas, "gemm_operands", json_string(c->rotate ? "rotated" : "warm"));
     json_t *co = json_object();
     for (int op = 0; op < C_COUNT; op++) {
         json_t *o = json_object();
@@ -981,14 +1375,17 @@ static void print_summary(const cal *c)
            sysconf(_SC_NPROCESSORS_ONLN), c->reps);
     printf("\nGEMM (the driver's linear, one thread, CPU time):\n");
     gs_cli_table t;
-    gs_cli_table_init(&t, 8);
-    gs_cli_table_rowf(&t, "m\tn\tk\ttime(us)\tGFLOP/s\teff\tfit\tbwd/2fwd");
+    gs_cli_table_init(&t, 9);
+    gs_cli_table_rowf(&t, "m\tn\tk\ttime(us)\tGFLOP/s\teff\tfit\tterms(us)\tbwd/2fwd");
     for (size_t i = 0; i < c->ngemm; i++) {
         const gemm_point *g = &c->gemm[i];
         double f = 2.0 * (double)g->m * (double)g->n * (double)g->k;
-        gs_cli_table_rowf(&t, "%" PRIu64 "\t%" PRIu64 "\t%" PRIu64 "\t%.1f\t%.2f\t%.3f\t%.3f\t%.2f", g->m, g->n, g->k,
-                          g->secs * 1e6, g->flops_per_s * 1e-9, g->flops_per_s / c->best_flops,
+        gs_cli_table_rowf(&t, "%" PRIu64 "\t%" PRIu64 "\t%" PRIu64 "\t%.1f\t%.2f\t%.3f\t%.3f\t%.1f\t%.2f", g->m, g->n,
+                          g->k, g->secs * 1e6, g->flops_per_s * 1e-9, g->flops_per_s / c->best_flops,
                           gs_gemm_curve_eval(c->gemm_fit.form, c->gemm_fit.e_max, c->gemm_fit.f0_flops, f),
+                          1e6 * gs_gemm_terms_eval(c->gemm_terms.s_per_flop, c->gemm_terms.s_per_kn,
+                                                   c->gemm_terms.s_per_mk, c->gemm_terms.s_per_call, (double)g->m,
+                                                   (double)g->n, (double)g->k),
                           g->bwd_secs / (2.0 * g->secs));
     }
     gs_cli_table_print(&t, stdout, 2);
@@ -997,6 +1394,9 @@ static void print_summary(const cal *c)
            c->best_flops * 1e-9, gs_gemm_form_name(c->gemm_fit.form), c->gemm_fit.e_max,
            c->gemm_fit.form == GS_GEMM_FORM_EXP ? "(1 - exp(-f/f0))" : "f / (f + f0)", c->gemm_fit.f0_flops,
            c->gemm_fit.r2, 100 * c->gemm_fit.rms_rel_resid);
+    printf("  terms (compute.gemm_terms, used by the sim): t = 2mnk / %.2f GFLOP/s + kn x %.3g ns + mk x %.3g ns + "
+           "%.2f us; rms relative residual %.1f%%\n", 1e-9 / c->gemm_terms.s_per_flop, c->gemm_terms.s_per_kn * 1e9,
+           c->gemm_terms.s_per_mk * 1e9, c->gemm_terms.s_per_call * 1e6, 100 * c->gemm_terms.rms_rel_resid);
     printf("  backward (linear_bwd: dx and dw) over twice the forward: median %.3f (compute.gemm_bwd_factor)\n",
            c->bwd_factor);
     printf("  attention (seq %" PRIu64 ", %" PRIu64 " heads of %" PRIu64 "): fwd %.1f us, bwd %.1f us, %.2f GFLOP/s "
@@ -1011,15 +1411,37 @@ static void print_summary(const cal *c)
                           c->ew_fit[k].outliers);
     gs_cli_table_print(&t, stdout, 2);
     gs_cli_table_fini(&t);
+    printf("  rotary embedding (q and k, %" PRIu64 " + %" PRIu64 " heads of %" PRIu64 "): %.2f us per token "
+           "(compute.qkv_rope_s_per_token)\n", c->attn_nh, c->attn_nkv, c->attn_hd, c->rope_s * 1e6);
+    printf("  GEMM operands: %s\n", c->rotate ? "rotated over sets beyond the caches (as a step finds them)"
+                                               : "warm (--warm: the same operands every call)");
+    printf("\nconcurrency (the scenario's GEMMs, k threads at once, CPU time over one thread's):");
+    for (size_t i = 0; i < c->nconc; i++)
+        printf(" %.3f with %" PRIu64 "%s", c->conc_ratio[i], c->conc_threads[i], i + 1 < c->nconc ? "," : "");
+    printf("\n  fit: 1 + s (k - 1), s = %.3f (compute.concurrency_slowdown), rms residual %.1f%%\n", c->conc_fit.s,
+           100 * c->conc_fit.rms_rel_resid);
     printf("\ndispatch per event (+ a cross-stream wake-up):");
     for (int w = 0; w < DISPATCH_SIZES; w++)
         printf(" %.1f (+%.1f) us with %" PRIu64 " rank%s%s", c->dispatch_s[w] * 1e6, c->wake_s[w] * 1e6,
                c->dispatch_ranks[w], c->dispatch_ranks[w] > 1 ? "s" : "", w + 1 < DISPATCH_SIZES ? "," : "");
+    printf("\n  of which CPU work (the process's CPU time per event, every thread woken):");
+    for (int w = 0; w < DISPATCH_SIZES; w++)
+        printf(" %.1f (+%.1f) us%s", c->dispatch_cpu_s[w] * 1e6, c->wake_cpu_s[w] * 1e6, w + 1 < DISPATCH_SIZES ? "," : "");
     printf("\nscheduler: %s\n", c->autogroup ? "sched_autogroup (fair between sessions): cores = this process's share"
                                                   : "fair between threads: cores = CPUs, with the other runnable threads");
-    if (c->exec_ranks)
+    if (c->exec_ranks) {
         printf("a training step of the scenario (%" PRIu64 " ranks): the process used %.2f cores (CPU time / wall)\n",
                c->exec_ranks, c->exec_share);
+        if (c->thread_wake_busy)
+            printf("  its CPU time %.1f ms, the calibrated model's work %.1f ms; compute.thread_wake_cpu_s not fitted "
+                   "(0): other processes held the CPUs (cores %.2f of %ld)\n", c->exec_cpu_s * 1e3,
+                   c->modeled_cpu_s * 1e3, c->cores, sysconf(_SC_NPROCESSORS_ONLN));
+        else
+            printf("  its CPU time %.1f ms, the calibrated model's work %.1f ms: %.2f us per event (%" PRIu64 ") and "
+                   "host thread (%" PRIu64 ") (compute.thread_wake_cpu_s)\n", c->exec_cpu_s * 1e3,
+                   c->modeled_cpu_s * 1e3, c->thread_wake_cpu_s * 1e6, c->exec_events,
+                   (uint64_t)(GS_STREAM_COUNT + 1) * c->exec_ranks);
+    }
     printf("cores: %.2f, other runnable threads: %.2f (CPU share per thread: %.3f with "
            "%" PRIu64 " threads, %.3f with %" PRIu64 "; 128^3 GEMMs, one thread in CPU time %.2f GFLOP/s)\n",
            c->cores, c->background, c->cores_share[0], c->cores_threads[0], c->cores_share[1],
@@ -1144,6 +1566,7 @@ gs_status gs_cmd_calibrate(int argc, char **argv, gs_error *err)
     static const struct option opts[] = {
         {"driver", required_argument, NULL, 'd'}, {"out", required_argument, NULL, 'o'},
         {"quick", no_argument, NULL, 'q'},        {"plot", required_argument, NULL, 'p'},
+        {"warm", no_argument, NULL, 'w'},
         {NULL, 0, NULL, 0},
     };
     const char *driver = "host", *out = "calib.json", *plot = NULL, *scenario = NULL;
@@ -1161,6 +1584,7 @@ gs_status gs_cmd_calibrate(int argc, char **argv, gs_error *err)
         case 'o': out = optarg; break;
         case 'q': c->quick = 1; break;
         case 'p': plot = optarg; break;
+        case 'w': c->rotate = -1; break;
         default:
             rc = gs_error_set(err, GS_ERR_INPUT, "unknown option '%s'\nusage: %s", argv[optind - 1], usage);
             goto done;
@@ -1176,6 +1600,7 @@ gs_status gs_cmd_calibrate(int argc, char **argv, gs_error *err)
         rc = gs_error_set(err, GS_ERR_INPUT, "--driver: found '%s', expected host (the drivers of this build)", driver);
         goto done;
     }
+    c->rotate = c->rotate < 0 ? 0 : 1;
     c->tty = isatty(STDERR_FILENO);
     c->reps = c->quick ? 3 : 7;
     if ((rc = pick_shapes(c, scenario, err)) != GS_OK)
@@ -1204,7 +1629,7 @@ gs_status gs_cmd_calibrate(int argc, char **argv, gs_error *err)
     c->ops->close(d);
     d = NULL;
     if ((rc = measure_dispatch(c, err)) != GS_OK || (rc = measure_cores(c, err)) != GS_OK ||
-        (rc = measure_colls(c, err)) != GS_OK)
+        (rc = measure_concurrency(c, err)) != GS_OK || (rc = measure_colls(c, err)) != GS_OK)
         goto done;
     if (scenario) {
         if ((rc = measure_exec_share(c, scenario, err)) != GS_OK)
@@ -1229,6 +1654,14 @@ gs_status gs_cmd_calibrate(int argc, char **argv, gs_error *err)
     }
     if ((rc = gs_fit_gemm_curve(fl, eff, c->ngemm, &c->gemm_fit, err)) != GS_OK)
         goto done;
+    {
+        double gm[MAX_SHAPES], gn[MAX_SHAPES], gk[MAX_SHAPES], gt[MAX_SHAPES];
+        for (size_t i = 0; i < c->ngemm; i++)
+            gm[i] = (double)c->gemm[i].m, gn[i] = (double)c->gemm[i].n, gk[i] = (double)c->gemm[i].k,
+            gt[i] = c->gemm[i].secs;
+        if ((rc = gs_fit_gemm_terms_fit(gm, gn, gk, gt, c->ngemm, &c->gemm_terms, err)) != GS_OK)
+            goto done;
+    }
     {
         double r[MAX_SHAPES];
         for (size_t i = 0; i < c->ngemm; i++)
@@ -1259,6 +1692,8 @@ gs_status gs_cmd_calibrate(int argc, char **argv, gs_error *err)
         }
 
     doc = build_json(c, c->ops->name, scenario);
+    if (scenario && (rc = fit_thread_wake(c, scenario, doc, err)) != GS_OK)
+        goto done;
     if (json_dump_file(doc, out, JSON_INDENT(2) | JSON_PRESERVE_ORDER | JSON_REAL_PRECISION(9)) != 0) {
         rc = gs_error_set(err, GS_ERR_IO, "%s: cannot write", out);
         goto done;

@@ -286,3 +286,107 @@ gs_status gs_fit_gemm_curve(const double *flops, const double *eff, size_t n, gs
     *out = best;
     return GS_OK;
 }
+
+gs_status gs_fit_slowdown(const double *threads, const double *ratio, size_t n, gs_fit_slow *out, gs_error *err)
+{
+    memset(out, 0, sizeof *out);
+    double sxy = 0, sxx = 0;
+    for (size_t i = 0; i < n; i++) {
+        if (!(threads[i] >= 1) || !(ratio[i] > 0) || !isfinite(ratio[i]))
+            return gs_error_set(err, GS_ERR_INPUT, "slowdown fit: point %zu: %g threads, ratio %g (expected >= 1 "
+                                "thread and a positive ratio)", i, threads[i], ratio[i]);
+        double x = threads[i] - 1;
+        sxy += x * (ratio[i] - 1);
+        sxx += x * x;
+    }
+    if (sxx <= 0)
+        return gs_error_set(err, GS_ERR_INPUT, "slowdown fit: no point with more than one thread");
+    out->s = sxy / sxx > 0 ? sxy / sxx : 0;
+    double ss = 0;
+    for (size_t i = 0; i < n; i++) {
+        double model = 1 + out->s * (threads[i] - 1);
+        ss += (ratio[i] - model) / model * ((ratio[i] - model) / model);
+    }
+    out->rms_rel_resid = sqrt(ss / (double)n);
+    out->n = n;
+    return GS_OK;
+}
+
+double gs_gemm_terms_eval(double s_per_flop, double s_per_kn, double s_per_mk, double s_per_call, double m, double n,
+                          double k)
+{
+    return s_per_flop * 2.0 * m * n * k + s_per_kn * k * n + s_per_mk * m * k + s_per_call;
+}
+
+gs_status gs_fit_gemm_terms_fit(const double *m, const double *n, const double *k, const double *secs, size_t npts,
+                                gs_fit_gemm_terms *out, gs_error *err)
+{
+    enum { NT = 4 };
+    memset(out, 0, sizeof *out);
+    if (npts < NT)
+        return gs_error_set(err, GS_ERR_INPUT, "GEMM terms fit: %zu points, need at least %d", npts, NT);
+    for (size_t i = 0; i < npts; i++)
+        if (!(secs[i] > 0) || !(m[i] > 0) || !(n[i] > 0) || !(k[i] > 0) || !isfinite(secs[i]))
+            return gs_error_set(err, GS_ERR_INPUT, "GEMM terms fit: point %zu: %g x %g x %g in %g s", i, m[i], n[i],
+                                k[i], secs[i]);
+    int active[NT] = {1, 1, 1, 1};
+    double coef[NT] = {0};
+    gs_status rc = GS_OK;
+    gsl_error_handler_t *old = gsl_set_error_handler_off();
+    for (int pass = 0; pass < NT; pass++) {
+        size_t na = 0, col[NT];
+        for (int j = 0; j < NT; j++)
+            if (active[j])
+                col[na++] = (size_t)j;
+        gsl_matrix *X = gsl_matrix_alloc(npts, na), *cov = gsl_matrix_alloc(na, na);
+        gsl_vector *y = gsl_vector_alloc(npts), *c = gsl_vector_alloc(na);
+        gsl_multifit_linear_workspace *w = gsl_multifit_linear_alloc(npts, na);
+        if (!X || !cov || !y || !c || !w) {
+            rc = gs_error_set(err, GS_ERR_NOMEM, "GEMM terms fit: out of memory");
+        } else {
+            for (size_t i = 0; i < npts; i++) {
+                double f[NT] = {2.0 * m[i] * n[i] * k[i], k[i] * n[i], m[i] * k[i], 1.0};
+                for (size_t a = 0; a < na; a++)
+                    gsl_matrix_set(X, i, a, f[col[a]] / secs[i]); /* relative: row / t, target 1 */
+                gsl_vector_set(y, i, 1.0);
+            }
+            double chisq;
+            if (gsl_multifit_linear(X, y, c, cov, &chisq, w) != GSL_SUCCESS)
+                rc = gs_error_set(err, GS_ERR_RUNTIME, "GEMM terms fit: gsl_multifit_linear failed");
+            for (int j = 0; j < NT; j++)
+                coef[j] = 0;
+            for (size_t a = 0; a < na && rc == GS_OK; a++)
+                coef[col[a]] = gsl_vector_get(c, a);
+        }
+        gsl_matrix_free(X), gsl_matrix_free(cov), gsl_vector_free(y), gsl_vector_free(c);
+        if (w)
+            gsl_multifit_linear_free(w);
+        if (rc != GS_OK)
+            break;
+        int worst = -1;
+        for (int j = 1; j < NT; j++) /* the FLOP term is never dropped */
+            if (active[j] && coef[j] < 0 && (worst < 0 || coef[j] < coef[worst]))
+                worst = j;
+        if (worst < 0)
+            break;
+        active[worst] = 0;
+        coef[worst] = 0;
+    }
+    gsl_set_error_handler(old);
+    if (rc != GS_OK)
+        return rc;
+    if (!(coef[0] > 0))
+        return gs_error_set(err, GS_ERR_INPUT, "GEMM terms fit: no positive time per FLOP (%g s)", coef[0]);
+    for (int j = 1; j < NT; j++)
+        if (coef[j] < 0)
+            coef[j] = 0;
+    out->s_per_flop = coef[0], out->s_per_kn = coef[1], out->s_per_mk = coef[2], out->s_per_call = coef[3];
+    double ss = 0;
+    for (size_t i = 0; i < npts; i++) {
+        double mod = gs_gemm_terms_eval(coef[0], coef[1], coef[2], coef[3], m[i], n[i], k[i]);
+        ss += (secs[i] - mod) / mod * ((secs[i] - mod) / mod);
+    }
+    out->rms_rel_resid = sqrt(ss / (double)npts);
+    out->n = npts;
+    return GS_OK;
+}

@@ -48,6 +48,38 @@ typedef struct gs_fit_gemm {
 
 gs_status gs_fit_gemm_curve(const double *flops, const double *eff, size_t n, gs_fit_gemm *out, gs_error *err);
 
+/* Concurrency slowdown: with k threads computing at once on their own data, each call takes
+ * ratio(k) = 1 + s (k - 1) times its one-thread time (shared caches and memory bandwidth).
+ * s by least squares through (1, 1): s = sum (k - 1)(ratio - 1) / sum (k - 1)^2, kept >= 0;
+ * rms_rel_resid as for the other fits. Points with k < 1 or a non-positive ratio are errors;
+ * points at k = 1 carry no information about s and need not be given. */
+typedef struct gs_fit_slow {
+    double s;             /* per extra concurrent thread, fraction */
+    double rms_rel_resid; /* sqrt(mean(((ratio - model) / model)^2)) */
+    size_t n;
+} gs_fit_slow;
+
+gs_status gs_fit_slowdown(const double *threads, const double *ratio, size_t n, gs_fit_slow *out, gs_error *err);
+
+/* GEMM time by its terms: t = s_per_flop x 2mnk + s_per_kn x kn + s_per_mk x mk + s_per_call,
+ * the multiply-adds plus the packing of the k x n operand (amortized over the m rows: why a
+ * short m runs slower at the same FLOPs) and of the m x k one, plus a fixed cost per call.
+ * Linear least squares (gsl_multifit_linear) on the relative residual (t - model) / t; a term
+ * whose coefficient comes out negative is dropped (kept at 0) and the rest refitted, the most
+ * negative first; s_per_flop must stay positive. Needs at least as many points as terms. */
+typedef struct gs_fit_gemm_terms {
+    double s_per_flop, s_per_kn, s_per_mk, s_per_call; /* seconds per unit, >= 0 */
+    double rms_rel_resid; /* sqrt(mean(((t - model) / model)^2)) */
+    size_t n;
+} gs_fit_gemm_terms;
+
+gs_status gs_fit_gemm_terms_fit(const double *m, const double *n, const double *k, const double *secs, size_t npts,
+                                gs_fit_gemm_terms *out, gs_error *err);
+
+/* The terms' time of one m x n x k GEMM call. */
+double gs_gemm_terms_eval(double s_per_flop, double s_per_kn, double s_per_mk, double s_per_call, double m, double n,
+                          double k);
+
 /* The curve's efficiency at f FLOPs. */
 double gs_gemm_curve_eval(gs_gemm_form form, double e_max, double f0_flops, double flops);
 const char *gs_gemm_form_name(gs_gemm_form f);

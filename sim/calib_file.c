@@ -9,7 +9,7 @@
 
 #include "sim/calib.h"
 
-enum { F_PEAK, F_GEMM, F_HBM, F_HBM_EFF, F_LAUNCH, F_OVERLAP, F_CORES, F_BACKGROUND, F_ATTN, F_BWD, F_INTRA, F_NIC, F_COUNT };
+enum { F_PEAK, F_GEMM, F_HBM, F_HBM_EFF, F_LAUNCH, F_OVERLAP, F_CORES, F_BACKGROUND, F_ATTN, F_BWD, F_ROPE, F_CONC, F_COLL_CPU, F_THREAD_WAKE, F_INTRA, F_NIC, F_COUNT };
 
 typedef struct field {
     const char *section, *key;
@@ -29,19 +29,28 @@ static const field fields[F_COUNT] = {
     {"compute", "background_load", offsetof(gs_calib, background_load), 0, 1e6, 1},
     {"compute", "attn_flops", offsetof(gs_calib, attn_flops), 0, 1e20, 0},
     {"compute", "gemm_bwd_factor", offsetof(gs_calib, gemm_bwd_factor), 0, 10, 0},
+    {"compute", "qkv_rope_s_per_token", offsetof(gs_calib, qkv_rope_s), 0, 1, 1},
+    {"compute", "concurrency_slowdown", offsetof(gs_calib, concurrency_slowdown), 0, 10, 1},
+    {"compute", "collective_cpu_share", offsetof(gs_calib, coll_cpu_share), 0, 1, 1},
+    {"compute", "thread_wake_cpu_s", offsetof(gs_calib, thread_wake_cpu_s), 0, 1, 1},
     {"links", "intra_bw", offsetof(gs_calib, intra_bw), 0, 1e16, 0},
     {"links", "nic_bw", offsetof(gs_calib, nic_bw), 0, 1e16, 0},
 };
 
 /* The nested objects each section accepts besides its numbers. */
-static const char *const compute_objects[] = {"gemm_curve", "elementwise_bw", "launch_s_by_ranks"};
+static const char *const compute_objects[] = {"gemm_curve", "elementwise_bw", "launch_s_by_ranks",
+                                              "elementwise_bw_bwd", "gemm_terms"};
+#define N_COMPUTE_OBJECTS (sizeof compute_objects / sizeof compute_objects[0])
 static const char *const link_objects[] = {"intra", "inter"};
 static const char *const coll_keys[GS_COLL_COUNT] = {"all_gather", "reduce_scatter", "all_reduce", "broadcast",
                                                      "all_to_all"};
 static const struct {
     const char *name;
     gs_op op;
-} elementwise[] = {{"adamw", GS_OP_OPTIMIZER}, {"rmsnorm", GS_OP_NORM}, {"swiglu", GS_OP_ACT}, {"add", GS_OP_EMBED}};
+} elementwise[] = {{"adamw", GS_OP_OPTIMIZER}, {"rmsnorm", GS_OP_NORM}, {"swiglu", GS_OP_ACT}, {"add", GS_OP_COUNT},
+                   {"xent", GS_OP_LOSS},        {"embed", GS_OP_EMBED}};
+/* The backward events' kernels (elementwise_bw_bwd): the optimizer has no backward. */
+static const char *const elementwise_bwd_names[] = {"rmsnorm", "swiglu", "xent", "embed"};
 
 static const char *kind_of(const json_t *v)
 {
@@ -180,11 +189,52 @@ static gs_status gemm_curve(const char *path, const json_t *o, gs_calib *out, gs
     return GS_OK;
 }
 
-static gs_status elementwise_bw(const char *path, const json_t *o, gs_calib *out, gs_error *err)
+static gs_status gemm_terms(const char *path, const json_t *o, gs_calib *out, gs_error *err)
 {
+    static const char *const keys[4] = {"s_per_flop", "s_per_kn", "s_per_mk", "s_per_call"};
+    double *dst[4] = {&out->gemm_s_per_flop, &out->gemm_s_per_kn, &out->gemm_s_per_mk, &out->gemm_s_per_call};
     if (!json_is_object(o))
-        return gs_error_set(err, GS_ERR_INPUT, "%s: compute.elementwise_bw: found %s, expected an object", path,
-                            kind_of(o));
+        return gs_error_set(err, GS_ERR_INPUT, "%s: compute.gemm_terms: found %s, expected an object {s_per_flop, "
+                            "s_per_kn, s_per_mk, s_per_call}", path, kind_of(o));
+    const char *key;
+    json_t *v;
+    json_object_foreach((json_t *)o, key, v) {
+        int known = 0;
+        for (int i = 0; i < 4; i++)
+            known |= strcmp(key, keys[i]) == 0;
+        if (!known)
+            return gs_error_set(err, GS_ERR_INPUT, "%s: compute.gemm_terms.%s: unknown key, expected s_per_flop, "
+                                "s_per_kn, s_per_mk or s_per_call", path, key);
+    }
+    for (int i = 0; i < 4; i++) {
+        char where[64];
+        snprintf(where, sizeof where, "compute.gemm_terms.%s", keys[i]);
+        const json_t *x = json_object_get(o, keys[i]);
+        if (!x)
+            return gs_error_set(err, GS_ERR_INPUT, "%s: %s: missing", path, where);
+        if (!json_is_number(x))
+            return gs_error_set(err, GS_ERR_INPUT, "%s: %s: found %s, expected a number", path, where, kind_of(x));
+        double y = json_number_value(x);
+        /* the FLOP term must be positive; the others may be 0 (a dropped term) */
+        if (!isfinite(y) || y < 0 || (i == 0 && y <= 0) || y > 1)
+            return gs_error_set(err, GS_ERR_INPUT, "%s: %s: found %g, expected a number in %s0, 1]", path, where, y,
+                                i == 0 ? "(" : "[");
+        *dst[i] = y;
+    }
+    out->gemm_terms = 1;
+    return GS_OK;
+}
+
+/* compute.elementwise_bw (bwd 0) or compute.elementwise_bw_bwd (bwd 1). "add" (forward only)
+ * is the rate files before the xent and embed keys gave the embedding and the loss: it applies
+ * to them where those keys are absent, whatever the order of the keys. */
+static gs_status elementwise_bw(const char *path, const json_t *o, int bwd, gs_calib *out, gs_error *err)
+{
+    const char *obj = bwd ? "elementwise_bw_bwd" : "elementwise_bw";
+    if (!json_is_object(o))
+        return gs_error_set(err, GS_ERR_INPUT, "%s: compute.%s: found %s, expected an object", path, obj, kind_of(o));
+    double add = 0;
+    double *dst = bwd ? out->elementwise_bw_bwd : out->elementwise_bw;
     const char *key;
     json_t *v;
     json_object_foreach((json_t *)o, key, v) {
@@ -192,18 +242,31 @@ static gs_status elementwise_bw(const char *path, const json_t *o, gs_calib *out
         for (i = 0; i < k; i++)
             if (strcmp(elementwise[i].name, key) == 0)
                 break;
-        if (i == k)
-            return gs_error_set(err, GS_ERR_INPUT, "%s: compute.elementwise_bw.%s: unknown key, expected adamw, rmsnorm, "
-                                "swiglu or add", path, key);
+        int known = i < k;
+        if (known && bwd) {
+            known = 0;
+            for (size_t j = 0; j < sizeof elementwise_bwd_names / sizeof elementwise_bwd_names[0]; j++)
+                known |= strcmp(elementwise_bwd_names[j], key) == 0;
+        }
+        if (!known)
+            return gs_error_set(err, GS_ERR_INPUT, "%s: compute.%s.%s: unknown key, expected %s", path, obj, key,
+                                bwd ? "rmsnorm, swiglu, xent or embed" : "adamw, rmsnorm, swiglu, add, xent or embed");
         char where[80];
-        snprintf(where, sizeof where, "compute.elementwise_bw.%s", key);
+        snprintf(where, sizeof where, "compute.%s.%s", obj, key);
         double b;
         gs_status rc = number(path, where, v, 0, 1e16, &b, err);
         if (rc != GS_OK)
             return rc;
-        out->elementwise_bw[elementwise[i].op] = b;
-        if (elementwise[i].op == GS_OP_EMBED)
-            out->elementwise_bw[GS_OP_LOSS] = b;
+        if (elementwise[i].op == GS_OP_COUNT)
+            add = b;
+        else
+            dst[elementwise[i].op] = b;
+    }
+    if (add > 0) {
+        if (dst[GS_OP_EMBED] == 0)
+            dst[GS_OP_EMBED] = add;
+        if (dst[GS_OP_LOSS] == 0)
+            dst[GS_OP_LOSS] = add;
     }
     return GS_OK;
 }
@@ -227,9 +290,10 @@ static gs_status launch_by_ranks(const char *path, const json_t *v, gs_calib *ou
         const char *key;
         json_t *x;
         json_object_foreach((json_t *)o, key, x) {
-            if (strcmp(key, "ranks") && strcmp(key, "launch_s") && strcmp(key, "wake_s"))
-                return gs_error_set(err, GS_ERR_INPUT, "%s: %s.%s: unknown key, expected ranks, launch_s or wake_s",
-                                    path, where, key);
+            if (strcmp(key, "ranks") && strcmp(key, "launch_s") && strcmp(key, "wake_s") &&
+                strcmp(key, "launch_cpu_s") && strcmp(key, "wake_cpu_s"))
+                return gs_error_set(err, GS_ERR_INPUT, "%s: %s.%s: unknown key, expected ranks, launch_s, wake_s, "
+                                    "launch_cpu_s or wake_cpu_s", path, where, key);
         }
         double r, s;
         char w2[128];
@@ -255,6 +319,24 @@ static gs_status launch_by_ranks(const char *path, const json_t *v, gs_calib *ou
             if ((rc = number(path, w2, wk, 0, 1, &out->wake_by_ranks[i], err)) != GS_OK)
                 return rc;
         }
+        /* the CPU parts: 0 .. the time they are part of */
+        static const char *const cpu_keys[2] = {"launch_cpu_s", "wake_cpu_s"};
+        double *cpu_out[2] = {&out->launch_cpu_by_ranks[i], &out->wake_cpu_by_ranks[i]};
+        double cap[2] = {out->launch_by_ranks[i], out->wake_by_ranks[i]};
+        for (int k = 0; k < 2; k++) {
+            const json_t *cv = json_object_get(o, cpu_keys[k]);
+            *cpu_out[k] = 0;
+            if (!cv)
+                continue;
+            snprintf(w2, sizeof w2, "%s.%s", where, cpu_keys[k]);
+            if (!json_is_number(cv))
+                return gs_error_set(err, GS_ERR_INPUT, "%s: %s: found %s, expected a number", path, w2, kind_of(cv));
+            double v2 = json_number_value(cv);
+            if (!(v2 >= 0) || !(v2 <= cap[k]))
+                return gs_error_set(err, GS_ERR_INPUT, "%s: %s: found %g, expected a number in [0, %g] (at most %s)",
+                                    path, w2, v2, cap[k], k ? "wake_s" : "launch_s");
+            *cpu_out[k] = v2;
+        }
     }
     out->nlaunch = n;
     return GS_OK;
@@ -276,7 +358,11 @@ static gs_status section(const char *path, json_t *root, const char *name, gs_ca
         if (strcmp(name, "compute") == 0 && strcmp(key, compute_objects[0]) == 0)
             rc = gemm_curve(path, v, out, err);
         else if (strcmp(name, "compute") == 0 && strcmp(key, compute_objects[1]) == 0)
-            rc = elementwise_bw(path, v, out, err);
+            rc = elementwise_bw(path, v, 0, out, err);
+        else if (strcmp(name, "compute") == 0 && strcmp(key, compute_objects[3]) == 0)
+            rc = elementwise_bw(path, v, 1, out, err);
+        else if (strcmp(name, "compute") == 0 && strcmp(key, compute_objects[4]) == 0)
+            rc = gemm_terms(path, v, out, err);
         else if (strcmp(name, "compute") == 0 && strcmp(key, compute_objects[2]) == 0)
             rc = launch_by_ranks(path, v, out, err);
         else if (strcmp(name, "links") == 0 && strcmp(key, link_objects[0]) == 0)
@@ -294,7 +380,7 @@ static gs_status section(const char *path, json_t *root, const char *name, gs_ca
             if (strcmp(fields[i].section, name) == 0 && strcmp(fields[i].key, key) == 0)
                 f = i;
         if (f < 0) {
-            char list[384] = "";
+            char list[512] = "";
             for (int i = 0; i < F_COUNT; i++)
                 if (strcmp(fields[i].section, name) == 0) {
                     strncat(list, list[0] ? ", " : "", sizeof list - strlen(list) - 1);
@@ -302,7 +388,7 @@ static gs_status section(const char *path, json_t *root, const char *name, gs_ca
                 }
             int compute = strcmp(name, "compute") == 0;
             const char *const *objs = compute ? compute_objects : link_objects;
-            for (int i = 0; i < (compute ? 3 : 2); i++) {
+            for (size_t i = 0; i < (compute ? N_COMPUTE_OBJECTS : 2); i++) {
                 strncat(list, ", ", sizeof list - strlen(list) - 1);
                 strncat(list, objs[i], sizeof list - strlen(list) - 1);
             }
@@ -398,6 +484,8 @@ void gs_calib_apply(const gs_calib *c, uint64_t world, gs_compute_model *cm, gs_
                             : (double)(world - c->launch_ranks[lo]) / (double)(c->launch_ranks[up] - c->launch_ranks[lo]);
         cm->launch_s = (1 - w) * c->launch_by_ranks[lo] + w * c->launch_by_ranks[up];
         cm->wake_s = (1 - w) * c->wake_by_ranks[lo] + w * c->wake_by_ranks[up];
+        cm->launch_cpu_s = (1 - w) * c->launch_cpu_by_ranks[lo] + w * c->launch_cpu_by_ranks[up];
+        cm->wake_cpu_s = (1 - w) * c->wake_cpu_by_ranks[lo] + w * c->wake_cpu_by_ranks[up];
     }
     if (c->set & (1u << F_CORES))
         cm->cores = c->cores;
@@ -407,15 +495,33 @@ void gs_calib_apply(const gs_calib *c, uint64_t world, gs_compute_model *cm, gs_
         cm->gemm_bwd_factor = c->gemm_bwd_factor;
     if (c->set & (1u << F_ATTN))
         cm->attn_flops = c->attn_flops;
+    if (c->gemm_terms) {
+        cm->gemm_terms = 1;
+        cm->gemm_s_per_flop = c->gemm_s_per_flop;
+        cm->gemm_s_per_kn = c->gemm_s_per_kn;
+        cm->gemm_s_per_mk = c->gemm_s_per_mk;
+        cm->gemm_s_per_call = c->gemm_s_per_call;
+    }
     if (c->gemm_curve) {
         cm->gemm_curve = 1;
         cm->gemm_form = c->gemm_form;
         cm->gemm_e_max = c->gemm_e_max;
         cm->gemm_f0_flops = c->gemm_f0_flops;
     }
-    for (int i = 0; i < GS_OP_COUNT; i++)
+    if (c->set & (1u << F_ROPE))
+        cm->qkv_rope_s = c->qkv_rope_s;
+    if (c->set & (1u << F_CONC))
+        cm->concurrency_slowdown = c->concurrency_slowdown;
+    if (c->set & (1u << F_COLL_CPU))
+        cm->coll_cpu_share = c->coll_cpu_share;
+    if (c->set & (1u << F_THREAD_WAKE))
+        cm->thread_wake_cpu_s = c->thread_wake_cpu_s;
+    for (int i = 0; i < GS_OP_COUNT; i++) {
         if (c->elementwise_bw[i] > 0)
             cm->elementwise_bw[i] = c->elementwise_bw[i];
+        if (c->elementwise_bw_bwd[i] > 0)
+            cm->elementwise_bw_bwd[i] = c->elementwise_bw_bwd[i];
+    }
     if (c->set & (1u << F_INTRA))
         topo->intra_bw = c->intra_bw;
     if (c->set & (1u << F_NIC)) {

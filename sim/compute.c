@@ -229,17 +229,34 @@ static double calibrated_time(const gs_compute_model *m, const gs_event *e, int 
     *done = 1;
     if (is_gemm(e) && e->op == GS_OP_ATTN && m->attn_flops > 0)
         return e->flops / m->attn_flops + (e->phase == GS_PHASE_BWD ? 2 : 1) * m->launch_s;
-    if (is_gemm(e) && m->gemm_curve) {
+    if (is_gemm(e) && (m->gemm_curve || m->gemm_terms)) {
         int calls = e->phase == GS_PHASE_BWD ? 2 : 1;
-        double one = e->flops / calls;
-        double eff = gs_gemm_curve_eval((gs_gemm_form)m->gemm_form, m->gemm_e_max, m->gemm_f0_flops, one);
-        double t = roofline(e->flops, (double)e->bytes, m->peak_flops * eff, bw);
+        double one = e->flops / calls, t;
+        if (m->gemm_terms) {
+            /* per call by its terms (the shape, not only the FLOPs), at least the bytes' time */
+            double call = gs_gemm_terms_eval(m->gemm_s_per_flop, m->gemm_s_per_kn, m->gemm_s_per_mk, m->gemm_s_per_call,
+                                             (double)e->gemm_m, (double)e->gemm_n, (double)e->gemm_k) *
+                          (double)(e->gemm_batch ? e->gemm_batch : 1);
+            t = roofline(0, (double)e->bytes, 1, bw);
+            if (calls * call > t)
+                t = calls * call;
+        } else {
+            double eff = gs_gemm_curve_eval((gs_gemm_form)m->gemm_form, m->gemm_e_max, m->gemm_f0_flops, one);
+            t = roofline(e->flops, (double)e->bytes, m->peak_flops * eff, bw);
+        }
         if (calls == 2 && m->gemm_bwd_factor > 0)
             t *= m->gemm_bwd_factor;
+        /* the host QKV event also rotates q and k (forward) or dq and dk (backward): once per token */
+        if (e->op == GS_OP_QKV)
+            t += m->qkv_rope_s * (double)e->gemm_m;
         return t + calls * m->launch_s;
     }
-    if (!is_gemm(e) && e->op < GS_OP_COUNT && m->elementwise_bw[e->op] > 0)
-        return (double)e->bytes / m->elementwise_bw[e->op] + m->launch_s;
+    if (!is_gemm(e) && e->op < GS_OP_COUNT) {
+        double rate = e->phase == GS_PHASE_BWD && m->elementwise_bw_bwd[e->op] > 0 ? m->elementwise_bw_bwd[e->op]
+                                                                                   : m->elementwise_bw[e->op];
+        if (rate > 0)
+            return (double)e->bytes / rate + m->launch_s;
+    }
     *done = 0;
     return 0.0;
 }

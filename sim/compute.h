@@ -27,12 +27,32 @@ typedef struct gs_compute_model {
     double gemm_e_max;        /* the curve's plateau, fraction of peak_flops */
     double gemm_f0_flops;     /* the curve's scale, FLOPs */
     double gemm_bwd_factor;   /* backward GEMM event over its two forward-shaped calls (0: 1) */
+    int gemm_terms;           /* 1: a GEMM call takes gs_gemm_terms_eval(gemm_s_per_*) (sim/calib.h),
+                                 not the curve */
+    double gemm_s_per_flop, gemm_s_per_kn, gemm_s_per_mk, gemm_s_per_call;
     double attn_flops;        /* FLOP/s the attention core reaches (the schedule's FLOP count) */
     double elementwise_bw[GS_OP_COUNT]; /* bytes/s (the schedule's byte count) per non-GEMM op */
+    double elementwise_bw_bwd[GS_OP_COUNT]; /* the same for the op's backward event (0: elementwise_bw) */
+    double qkv_rope_s;        /* seconds per token (row) of a QKV event for the rotary embedding the
+                                 host kernels apply to q and k after the GEMM (and to dq, dk before
+                                 it in the backward); 0: none */
+    double coll_cpu_share;    /* a collective's bandwidth time (its time beyond the zero-byte
+                                 latency) that its member spends on the shared cores copying and
+                                 summing (the host driver's threads do: 1); 0 by default */
+    double concurrency_slowdown; /* the work of a compute event takes 1 + this x (n - 1) times as long
+                                    while n threads compute at once on the shared cores (cache and
+                                    memory bandwidth contention; n <= cores); 0 by default */
     double cores;             /* compute events of all ranks share this many cores (the host
                                  driver's ranks are threads of one machine); 0: one device each */
     double wake_s;            /* a compute event waiting for another stream's event starts this
                                  much later (a host thread waking another); 0 by default */
+    double launch_cpu_s, wake_cpu_s; /* the parts of launch_s and wake_s that are work on the
+                                        shared cores (every host thread the driver wakes), not
+                                        latency; 0 by default */
+    double thread_wake_cpu_s; /* CPU seconds each host thread of the process burns per event
+                                 dispatched anywhere (the driver's condition variable wakes them
+                                 all): per event, this x (streams + 1) x ranks of work on the
+                                 shared cores; 0 by default */
     double background_load;   /* other runnable threads on those cores (a fair scheduler gives
                                  each of k compute events min(1, cores / (background + k))) */
 } gs_compute_model;

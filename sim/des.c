@@ -210,6 +210,10 @@ typedef struct run_ctx {
     uint64_t *ps_active;  /* running compute events */
     size_t ps_n;
     double ps_load;       /* ranks computing (class members counted) */
+    double *ps_coll;      /* per global event: the cores a running collective keeps busy (0: none) */
+    double *ps_wake_work; /* per rank list: seconds of woken threads' CPU each compute event carries */
+    size_t ps_ncoll;      /* collectives running with ps_coll > 0 */
+    double ps_coll_load;  /* their sum */
     double ps_rate;       /* speed of each, fraction of one core */
     double ps_t;          /* when ps_left was last brought up to date */
 } run_ctx;
@@ -311,7 +315,9 @@ static int complete_at(run_ctx *c, uint64_t gid, double start, double dur)
 
 /* The host driver's ranks are threads of one machine: k compute events running at once on C
  * cores, beside L runnable threads of other processes, each progress at min(1, C / (L + k)) of
- * full speed (the OS shares the cores fairly among runnable threads). Their
+ * full speed (the OS shares the cores fairly among runnable threads), divided by
+ * 1 + s (min(k, C) - 1) for the contention of the ones running at once (s:
+ * concurrency_slowdown, 0 unless calibrated). Their
  * ends move whenever one starts or ends; heap entries carry the event's version and stale ones
  * are skipped. */
 static void ps_advance(run_ctx *c)
@@ -325,8 +331,13 @@ static void ps_advance(run_ctx *c)
 
 static int ps_reschedule(run_ctx *c)
 {
-    double cores = c->st->cm.cores, demand = c->ps_load + c->st->cm.background_load;
+    double cores = c->st->cm.cores, busy = c->ps_load + c->ps_coll_load, demand = busy + c->st->cm.background_load;
     c->ps_rate = demand > cores ? cores / demand : 1.0;
+    /* n of our threads on the cores at once (at most the cores) contend for their caches and
+     * memory bandwidth: each compute event's work takes 1 + s (n - 1) times as long */
+    double n = busy < cores ? busy : cores;
+    if (c->st->cm.concurrency_slowdown > 0 && n > 1)
+        c->ps_rate /= 1.0 + c->st->cm.concurrency_slowdown * (n - 1);
     for (size_t i = 0; i < c->ps_n; i++) {
         uint64_t g = c->ps_active[i];
         double left = c->ps_left[g] > 0 ? c->ps_left[g] : 0;
@@ -376,6 +387,64 @@ static int ps_pop(run_ctx *c, uint64_t gid, uint32_t ver)
     if (delay > 0)
         return gs_queue_push(&c->h, c->now + delay, gid, (uint32_t)ri) != 0 ? -1 : 1;
     return 0;
+}
+
+/* The host's wake-up latency when event e of rank list r waits for an event of another stream
+ * (that stream's thread wakes e's; compute.wake_s, 0 unless calibrated). */
+static double cross_stream_wake(const run_ctx *c, const gs_rank_events *r, const gs_event *e)
+{
+    if (c->st->cm.wake_s <= 0)
+        return 0;
+    const uint32_t *d = gs_event_list(r, e, GS_LINK_DEPS);
+    for (uint16_t j = 0; j < e->nlinks[GS_LINK_DEPS]; j++)
+        if (r->events[d[j]].stream != e->stream)
+            return c->st->cm.wake_s;
+    return 0;
+}
+
+/* A host collective's members copy and sum on the shared cores: from its start to its end the
+ * collective keeps coll_cpu_share x (its time - its zero-byte time) / its time of a core busy
+ * per member (the rest of its time is the members meeting, blocked), plus the CPU part of its
+ * dispatch (launch_cpu_s, and wake_cpu_s when it waits for another stream) over the same span. */
+static int ps_coll_start(run_ctx *c, size_t ri, uint64_t gid, const gs_event *e, double dur)
+{
+    const sim_state *st = c->st;
+    if (!c->ps_coll || dur <= 0)
+        return 0;
+    /* its dispatch: the CPU part of its launch and of a cross-stream wake-up, as for compute */
+    const gs_rank_events *r = &c->sch->ranks[ri];
+    double wake = cross_stream_wake(c, r, e);
+    double cpu = (st->cm.launch_s > 0 ? fmin(st->cm.launch_cpu_s, st->cm.launch_s) : 0) +
+                 (wake > 0 ? fmin(st->cm.wake_cpu_s, wake) : 0);
+    gs_coll_shape shape = c->rt[ri].shape[e->group];
+    shape.nranks = e->group_size;
+    gs_coll_cost full, zero;
+    if (st->cm.coll_cpu_share > 0 && e->bytes > 0 &&
+        gs_coll_estimate(&st->topo, (gs_coll_op)e->op, &shape, e->bytes, GS_ALGO_COUNT, &full) == GS_OK &&
+        gs_coll_estimate(&st->topo, (gs_coll_op)e->op, &shape, 0, GS_ALGO_COUNT, &zero) == GS_OK)
+        cpu += st->cm.coll_cpu_share * (full.time_s - zero.time_s);
+    double frac = cpu / dur;
+    if (!(frac > 0))
+        return 0;
+    if (frac > 1)
+        frac = 1;
+    ps_advance(c);
+    c->ps_coll[gid] = frac * (double)c->sch->ranks[ri].class_size;
+    c->ps_coll_load += c->ps_coll[gid];
+    c->ps_ncoll++;
+    return ps_reschedule(c);
+}
+
+static int ps_coll_end(run_ctx *c, uint64_t gid)
+{
+    if (!c->ps_coll || c->ps_coll[gid] <= 0)
+        return 0;
+    ps_advance(c);
+    c->ps_coll_load -= c->ps_coll[gid];
+    c->ps_coll[gid] = 0;
+    if (--c->ps_ncoll == 0)
+        c->ps_coll_load = 0;
+    return ps_reschedule(c);
 }
 
 /* ---- flow mode ---------------------------------------------------------------------------------- */
@@ -553,8 +622,11 @@ static int try_issue(run_ctx *c, size_t ri)
             uint64_t in = c->match[gid];
             c->wait_next[gid] = c->inst_head[in];
             c->inst_head[in] = gid;
-            if (c->now > c->inst_ready[in])
-                c->inst_ready[in] = c->now;
+            /* a member whose thread is woken by another stream arrives that much later (the
+             * host driver; flow mode keeps its own start) */
+            double arrive = c->now + (c->fm ? 0 : cross_stream_wake(c, r, e));
+            if (arrive > c->inst_ready[in])
+                c->inst_ready[in] = arrive;
             if (++c->inst_arrived[in] == c->inst_needed[in]) {
                 if (c->fm) {
                     int started = start_coll_flow(c, in, ri, e);
@@ -564,9 +636,12 @@ static int try_issue(run_ctx *c, size_t ri)
                         continue;
                 }
                 /* everyone is here: all members start now and take the same time */
-                for (uint64_t g = c->inst_head[in]; g != NONE; g = c->wait_next[g])
-                    if (complete_at(c, g, c->inst_ready[in], dur) != 0)
+                for (uint64_t g = c->inst_head[in]; g != NONE; g = c->wait_next[g]) {
+                    size_t gr = rank_index_of(c, g);
+                    if (complete_at(c, g, c->inst_ready[in], dur) != 0 ||
+                        ps_coll_start(c, gr, g, &c->sch->ranks[gr].events[g - c->rt[gr].base], dur) != 0)
                         return -1;
+                }
             }
         } else if ((e->kind == GS_EV_SEND || e->kind == GS_EV_RECV) && c->match[gid] != NONE && c->fm) {
             if (issue_p2p_flow(c, ri, gid, e, dur) != 0)
@@ -577,13 +652,15 @@ static int try_issue(run_ctx *c, size_t ri)
             uint64_t p = c->match[gid];
             c->posted[gid] = 1;
             if (e->kind == GS_EV_SEND) {
-                if (complete_at(c, gid, c->now, dur) != 0)
+                /* a sender woken by the compute stream's thread starts that much later (host) */
+                double t0 = c->now + cross_stream_wake(c, r, e);
+                if (complete_at(c, gid, t0, dur) != 0)
                     return -1;
-                c->pair_end[p] = c->now + dur;
+                c->pair_end[p] = t0 + dur;
                 uint64_t recv = c->pair[2 * p + 1];
                 if (recv != NONE && c->posted[recv]) {
-                    /* the receiver was waiting: the transfer runs from now to the send's end */
-                    if (complete_at(c, recv, c->now, dur) != 0)
+                    /* the receiver was waiting: the transfer runs from the send's start to its end */
+                    if (complete_at(c, recv, c->now, t0 - c->now + dur) != 0)
                         return -1;
                 }
             } else if (!isnan(c->pair_end[p])) {
@@ -597,17 +674,17 @@ static int try_issue(run_ctx *c, size_t ri)
                     return -1;
             }
         } else if (e->kind == GS_EV_COMPUTE && c->ps_active) {
-            double delay = gs_compute_launch_time(&c->st->cm, e);
-            if (c->st->cm.wake_s > 0) {
-                /* a dependency on another stream: that stream's thread wakes this one */
-                const uint32_t *d = gs_event_list(r, e, GS_LINK_DEPS);
-                for (uint16_t j = 0; j < e->nlinks[GS_LINK_DEPS]; j++)
-                    if (r->events[d[j]].stream != e->stream) {
-                        delay += c->st->cm.wake_s;
-                        dur += c->st->cm.wake_s;
-                        break;
-                    }
-            }
+            const gs_compute_model *cm = &c->st->cm;
+            double launch = gs_compute_launch_time(cm, e);
+            /* the part of the launches that is work on the shared cores, not latency */
+            double delay = launch - (cm->launch_s > 0 ? launch * fmin(1.0, cm->launch_cpu_s / cm->launch_s) : 0);
+            /* a dependency on another stream: that stream's thread wakes this one */
+            double wake = cross_stream_wake(c, r, e);
+            delay += wake - fmin(wake, wake > 0 ? cm->wake_cpu_s : 0);
+            dur += wake;
+            /* every host thread woken per event dispatched: the rank's events' share, on its
+             * compute events (the ones on the shared cores) */
+            dur += c->ps_wake_work[ri];
             if (ps_start(c, ri, gid, dur, delay) != 0)
                 return -1;
         } else {
@@ -662,6 +739,22 @@ static gs_status sim_run(void *state, const gs_schedule *sch, gs_timing *const *
         c.ps_delay = calloc(total ? total : 1, sizeof *c.ps_delay);
         c.ps_active = calloc(sch->nranks ? sch->nranks : 1, sizeof *c.ps_active);
         if (!c.ps_left || !c.ps_ver || !c.ps_active || !c.ps_delay)
+            goto nomem;
+        c.ps_wake_work = calloc(sch->nranks ? sch->nranks : 1, sizeof *c.ps_wake_work);
+        if (!c.ps_wake_work)
+            goto nomem;
+        /* per event anywhere, thread_wake_cpu_s for each of the (streams + 1) x world threads; a
+         * rank's events' share of it rides on its compute events */
+        for (size_t i = 0; i < sch->nranks && st->cm.thread_wake_cpu_s > 0; i++) {
+            uint64_t ncomp = 0;
+            for (size_t k = 0; k < sch->ranks[i].nevents; k++)
+                ncomp += sch->ranks[i].events[k].kind == GS_EV_COMPUTE;
+            if (ncomp)
+                c.ps_wake_work[i] = st->cm.thread_wake_cpu_s * (double)(GS_STREAM_COUNT + 1) * (double)st->mesh.world *
+                                    (double)sch->ranks[i].nevents / (double)ncomp;
+        }
+        if ((st->cm.coll_cpu_share > 0 || st->cm.launch_cpu_s > 0 || st->cm.wake_cpu_s > 0) && !st->flow &&
+            !(c.ps_coll = calloc(total ? total : 1, sizeof *c.ps_coll)))
             goto nomem;
     }
 
@@ -844,6 +937,8 @@ static gs_status sim_run(void *state, const gs_schedule *sch, gs_timing *const *
         }
         c.now = nd.t;
         const gs_event *e = &sch->ranks[ri].events[nd.id - c.rt[ri].base];
+        if (ps_coll_end(&c, nd.id) != 0)
+            goto nomem;
         c.rt[ri].busy[e->stream] = 0;
         c.rt[ri].cursor[e->stream]++;
         c.done++;
@@ -910,6 +1005,8 @@ out:
     free(c.ps_ver);
     free(c.ps_delay);
     free(c.ps_active);
+    free(c.ps_coll);
+    free(c.ps_wake_work);
     free(c.cost_cache.v);
     map_fini(&present);
     map_fini(&inst_map);

@@ -240,6 +240,27 @@ START_TEST(test_file_rejects)
          "links.intra.send_recv.beta_bytes_per_s: found null"},
         {"{\"links\": {\"shm\": {}}}", "links.shm: unknown key"},
         {"{\"driver\": 3}", "driver: found a number"},
+        {"{\"compute\": {\"concurrency_slowdown\": \"high\"}}", "compute.concurrency_slowdown: found a string"},
+        {"{\"compute\": {\"concurrency_slowdown\": -0.1}}", "compute.concurrency_slowdown: found -0.1"},
+        {"{\"compute\": {\"qkv_rope_s_per_token\": [1]}}", "compute.qkv_rope_s_per_token: found a list"},
+        {"{\"compute\": {\"collective_cpu_share\": 1.5}}", "compute.collective_cpu_share: found 1.5"},
+        {"{\"compute\": {\"thread_wake_cpu_s\": -1e-6}}", "compute.thread_wake_cpu_s: found -1e-06"},
+        {"{\"compute\": {\"thread_wake_cpu_s\": {}}}", "compute.thread_wake_cpu_s: found an object"},
+        {"{\"compute\": {\"gemm_terms\": {\"s_per_flop\": 1e-11, \"s_per_kn\": 0, \"s_per_mk\": 0}}}",
+         "compute.gemm_terms.s_per_call: missing"},
+        {"{\"compute\": {\"gemm_terms\": {\"s_per_flop\": 0, \"s_per_kn\": 0, \"s_per_mk\": 0, \"s_per_call\": 0}}}",
+         "compute.gemm_terms.s_per_flop: found 0"},
+        {"{\"compute\": {\"gemm_terms\": {\"s_per_flop\": 1e-11, \"s_per_kn\": \"1ns\", \"s_per_mk\": 0, \"s_per_call\": 0}}}",
+         "compute.gemm_terms.s_per_kn: found a string"},
+        {"{\"compute\": {\"gemm_terms\": {\"s_per_flop\": 1e-11, \"s_per_kn\": -1, \"s_per_mk\": 0, \"s_per_call\": 0}}}",
+         "compute.gemm_terms.s_per_kn: found -1"},
+        {"{\"compute\": {\"gemm_terms\": {\"s_per_byte\": 1}}}", "compute.gemm_terms.s_per_byte: unknown key"},
+        {"{\"compute\": {\"gemm_terms\": [1, 2]}}", "compute.gemm_terms: found a list"},
+        {"{\"compute\": {\"collective_cpu_share\": \"all\"}}", "compute.collective_cpu_share: found a string"},
+        {"{\"compute\": {\"elementwise_bw_bwd\": {\"adamw\": 1e9}}}", "compute.elementwise_bw_bwd.adamw: unknown key"},
+        {"{\"compute\": {\"elementwise_bw_bwd\": {\"xent\": 0}}}", "compute.elementwise_bw_bwd.xent: found 0"},
+        {"{\"compute\": {\"elementwise_bw_bwd\": 5}}", "compute.elementwise_bw_bwd: found a number"},
+        {"{\"compute\": {\"elementwise_bw\": {\"xent\": true}}}", "compute.elementwise_bw.xent: found a boolean"},
     };
     for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
         gs_calib c;
@@ -283,10 +304,203 @@ START_TEST(test_launch_by_ranks)
                       "world %d: launch %g wake %g", (int)rows[i].world, cm.launch_s, cm.wake_s);
     }
     remove_tmp();
+    /* the CPU parts interpolate alike; absent ones are 0; more than the time they are part of is
+     * refused by name */
+    write_tmp("{\"compute\": {\"launch_s_by_ranks\": [{\"ranks\": 1, \"launch_s\": 1e-5, \"wake_s\": 2e-5, "
+              "\"launch_cpu_s\": 1e-5, \"wake_cpu_s\": 1e-5}, {\"ranks\": 4, \"launch_s\": 4e-5, \"wake_s\": 8e-5}]}}");
+    ck_assert_int_eq(gs_calib_load(tmp_path, &c, &err), GS_OK);
+    {
+        gs_compute_model cm;
+        gs_topo t;
+        memset(&cm, 0, sizeof cm);
+        memset(&t, 0, sizeof t);
+        gs_calib_apply(&c, 2, &cm, &t); /* a third of the way from 1 to 4: 2/3 of the 1-rank figures */
+        ck_assert(fabs(cm.launch_cpu_s - 1e-5 * 2 / 3) < 1e-15 && fabs(cm.wake_cpu_s - 1e-5 * 2 / 3) < 1e-15);
+    }
+    remove_tmp();
+    write_tmp("{\"compute\": {\"launch_s_by_ranks\": [{\"ranks\": 1, \"launch_s\": 1e-5, \"wake_s\": 2e-5, "
+              "\"wake_cpu_s\": 3e-5}]}}");
+    ck_assert_int_eq(gs_calib_load(tmp_path, &c, &err), GS_ERR_INPUT);
+    ck_assert_ptr_nonnull(strstr(err.msg, "compute.launch_s_by_ranks[0].wake_cpu_s: found 3e-05"));
+    remove_tmp();
+    write_tmp("{\"compute\": {\"launch_s_by_ranks\": [{\"ranks\": 1, \"launch_s\": 1e-5, \"launch_cpu_s\": \"x\"}]}}");
+    ck_assert_int_eq(gs_calib_load(tmp_path, &c, &err), GS_ERR_INPUT);
+    ck_assert_ptr_nonnull(strstr(err.msg, "compute.launch_s_by_ranks[0].launch_cpu_s: found a string"));
+    remove_tmp();
     write_tmp("{\"compute\": {\"launch_s_by_ranks\": [{\"ranks\": 4, \"launch_s\": 1e-5}, {\"ranks\": 2, "
               "\"launch_s\": 1e-5}]}}");
     ck_assert_int_eq(gs_calib_load(tmp_path, &c, &err), GS_ERR_INPUT);
     ck_assert_ptr_nonnull(strstr(err.msg, "compute.launch_s_by_ranks[1].ranks"));
+}
+END_TEST
+
+/* The concurrency slowdown: ratio(k) = 1 + s (k - 1) recovered from synthetic points. */
+START_TEST(test_slowdown_recovers)
+{
+    gs_error err;
+    gs_error_init(&err);
+    double k[8], r[8];
+    /* exact points of s = 0.12 at k = 1 .. 8: s exactly, no residual */
+    for (int i = 0; i < 8; i++)
+        k[i] = i + 1, r[i] = 1 + 0.12 * i;
+    gs_fit_slow f;
+    ck_assert_int_eq(gs_fit_slowdown(k, r, 8, &f, &err), GS_OK);
+    ck_assert(fabs(f.s - 0.12) < 1e-12 && f.rms_rel_resid < 1e-12 && f.n == 8);
+    /* 2% uniform noise on the ratios: r_i - (1 + 0.12 i) = e_i with |e_i| <= 0.02 (1 + 0.12 x 7)
+     * = 0.0368 (i = k - 1 = 0 .. 7); the fitted slope is off by sum i e_i / sum i^2, at most
+     * 0.0368 x 28 / 140 = 0.00736 */
+    for (uint64_t seed = 1; seed <= 5; seed++) {
+        uint64_t st = seed;
+        for (int i = 0; i < 8; i++)
+            r[i] = (1 + 0.12 * i) * (1 + 0.02 * noise(&st));
+        ck_assert_int_eq(gs_fit_slowdown(k, r, 8, &f, &err), GS_OK);
+        ck_assert_msg(fabs(f.s - 0.12) < 0.0074, "seed %d: s %g", (int)seed, f.s);
+        ck_assert(f.rms_rel_resid < 0.03);
+    }
+    /* two cores: one point beside k = 1 gives s = r(2) - 1 */
+    k[0] = 1, r[0] = 1, k[1] = 2, r[1] = 1.07;
+    ck_assert_int_eq(gs_fit_slowdown(k, r, 2, &f, &err), GS_OK);
+    ck_assert(fabs(f.s - 0.07) < 1e-12);
+    /* faster with company (noise): no negative slowdown */
+    r[1] = 0.97;
+    ck_assert_int_eq(gs_fit_slowdown(k, r, 2, &f, &err), GS_OK);
+    ck_assert(f.s == 0);
+    /* errors: a single thread only, a thread count below 1, a non-positive ratio */
+    ck_assert_int_eq(gs_fit_slowdown(k, r, 1, &f, &err), GS_ERR_INPUT);
+    ck_assert_ptr_nonnull(strstr(err.msg, "no point with more than one thread"));
+    k[1] = 0.5;
+    ck_assert_int_eq(gs_fit_slowdown(k, r, 2, &f, &err), GS_ERR_INPUT);
+    k[1] = 2, r[1] = -1;
+    ck_assert_int_eq(gs_fit_slowdown(k, r, 2, &f, &err), GS_ERR_INPUT);
+    ck_assert_ptr_nonnull(strstr(err.msg, "point 1"));
+}
+END_TEST
+
+/* GEMM terms: t = a 2mnk + b kn + c mk + d recovered from synthetic times on a grid of shapes. */
+START_TEST(test_gemm_terms_recovers)
+{
+    static const double shapes[][3] = {{32, 64, 64},    {64, 192, 64},   {128, 128, 64},   {128, 256, 256},
+                                       {256, 64, 256},  {256, 512, 256}, {512, 256, 688},  {512, 1376, 256},
+                                       {512, 512, 512}, {128, 768, 256}, {128, 1024, 512}, {1024, 1024, 256}};
+    enum { NS = sizeof shapes / sizeof shapes[0] };
+    /* 40 GFLOP/s, 1 ns per k x n element, 0.5 ns per m x k element, 2 us per call */
+    const double a = 1.0 / 40e9, b = 1e-9, c = 0.5e-9, d = 2e-6;
+    double m[NS], n[NS], k[NS], t[NS];
+    gs_error err;
+    gs_error_init(&err);
+    for (int i = 0; i < NS; i++) {
+        m[i] = shapes[i][0], n[i] = shapes[i][1], k[i] = shapes[i][2];
+        t[i] = a * 2 * m[i] * n[i] * k[i] + b * k[i] * n[i] + c * m[i] * k[i] + d;
+    }
+    gs_fit_gemm_terms f;
+    /* exact data: every coefficient to 1e-6 relative, no residual */
+    ck_assert_int_eq(gs_fit_gemm_terms_fit(m, n, k, t, NS, &f, &err), GS_OK);
+    ck_assert_msg(fabs(f.s_per_flop / a - 1) < 1e-6 && fabs(f.s_per_kn / b - 1) < 1e-6 &&
+                  fabs(f.s_per_mk / c - 1) < 1e-6 && fabs(f.s_per_call / d - 1) < 1e-6, "%g %g %g %g", f.s_per_flop,
+                  f.s_per_kn, f.s_per_mk, f.s_per_call);
+    ck_assert(f.rms_rel_resid < 1e-9 && f.n == NS);
+    /* 2% noise: the predicted time of every shape within 4% (the model's own error is at most
+     * the noise, 2%, where the fit is good; twice that for the fit's spread) */
+    for (uint64_t seed = 1; seed <= 5; seed++) {
+        uint64_t st = seed;
+        double tn[NS];
+        for (int i = 0; i < NS; i++)
+            tn[i] = t[i] * (1 + 0.02 * noise(&st));
+        ck_assert_int_eq(gs_fit_gemm_terms_fit(m, n, k, tn, NS, &f, &err), GS_OK);
+        for (int i = 0; i < NS; i++) {
+            double p = gs_gemm_terms_eval(f.s_per_flop, f.s_per_kn, f.s_per_mk, f.s_per_call, m[i], n[i], k[i]);
+            ck_assert_msg(fabs(p / t[i] - 1) < 0.04, "seed %d shape %d: %g vs %g", (int)seed, i, p, t[i]);
+        }
+        ck_assert(f.s_per_kn >= 0 && f.s_per_mk >= 0 && f.s_per_call >= 0);
+        /* the FLOP rate, the term that matters for large shapes, within 3% */
+        ck_assert_msg(fabs(f.s_per_flop / a - 1) < 0.03, "seed %d: %g", (int)seed, f.s_per_flop);
+    }
+    /* a short m is slower at the same FLOPs: 128 x 1376 x 256 against 256 x 688 x 256 */
+    double t128 = gs_gemm_terms_eval(a, b, c, d, 128, 1376, 256), t256 = gs_gemm_terms_eval(a, b, c, d, 256, 688, 256);
+    ck_assert(t128 > t256);
+    /* data without a per-call cost, made negative by a constant shift: the term is dropped (0) */
+    for (int i = 0; i < NS; i++)
+        t[i] = a * 2 * m[i] * n[i] * k[i] + b * k[i] * n[i] + c * m[i] * k[i] - 1e-7;
+    ck_assert_int_eq(gs_fit_gemm_terms_fit(m, n, k, t, NS, &f, &err), GS_OK);
+    ck_assert(f.s_per_call == 0 && f.s_per_flop > 0);
+    /* errors: too few points, a non-positive time */
+    ck_assert_int_eq(gs_fit_gemm_terms_fit(m, n, k, t, 3, &f, &err), GS_ERR_INPUT);
+    ck_assert_ptr_nonnull(strstr(err.msg, "need at least 4"));
+    t[2] = 0;
+    ck_assert_int_eq(gs_fit_gemm_terms_fit(m, n, k, t, NS, &f, &err), GS_ERR_INPUT);
+    ck_assert_ptr_nonnull(strstr(err.msg, "point 2"));
+}
+END_TEST
+
+/* The per-kernel rates of exec's work: xent and embed replace add for the loss and the
+ * embedding; backward events take elementwise_bw_bwd; a QKV event adds its rotary embedding per
+ * token; concurrency_slowdown is carried to the model. */
+START_TEST(test_file_kernels)
+{
+    gs_calib c;
+    gs_error err;
+    gs_error_init(&err);
+    /* "add" after xent: the order of the keys does not matter, xent wins for the loss */
+    write_tmp("{\"compute\": {\"launch_s\": 1e-6, \"qkv_rope_s_per_token\": 2e-6, \"concurrency_slowdown\": 0.08,"
+              " \"peak_flops\": 4e10, \"gemm_curve\": {\"form\": \"hyperbolic\", \"e_max\": 1, \"f0_flops\": 1},"
+              " \"elementwise_bw\": {\"rmsnorm\": 1.6e10, \"xent\": 2e9, \"add\": 3e10},"
+              " \"elementwise_bw_bwd\": {\"rmsnorm\": 2e10, \"xent\": 4e9, \"embed\": 1e10}}}");
+    ck_assert_int_eq(gs_calib_load(tmp_path, &c, &err), GS_OK);
+    gs_compute_model cm;
+    gs_topo t;
+    memset(&cm, 0, sizeof cm);
+    memset(&t, 0, sizeof t);
+    gs_calib_apply(&c, 2, &cm, &t);
+    ck_assert(cm.elementwise_bw[GS_OP_LOSS] == 2e9 && cm.elementwise_bw[GS_OP_EMBED] == 3e10);
+    ck_assert(cm.elementwise_bw_bwd[GS_OP_LOSS] == 4e9 && cm.elementwise_bw_bwd[GS_OP_EMBED] == 1e10);
+    ck_assert(cm.elementwise_bw_bwd[GS_OP_ACT] == 0 && cm.concurrency_slowdown == 0.08 && cm.qkv_rope_s == 2e-6);
+    ck_assert(cm.coll_cpu_share == 0 && cm.thread_wake_cpu_s == 0); /* not in this file: off */
+    gs_event e;
+    memset(&e, 0, sizeof e);
+    e.kind = GS_EV_COMPUTE, e.op = GS_OP_NORM, e.phase = GS_PHASE_FWD, e.bytes = 1000000;
+    /* forward norm: 1e6 B at 16 GB/s + 1 us; its backward at 20 GB/s; a recompute is a forward */
+    ck_assert(fabs(gs_compute_time(&cm, &e) - (1e6 / 1.6e10 + 1e-6)) < 1e-15);
+    e.phase = GS_PHASE_BWD;
+    ck_assert(fabs(gs_compute_time(&cm, &e) - (1e6 / 2e10 + 1e-6)) < 1e-15);
+    e.phase = GS_PHASE_RECOMPUTE;
+    ck_assert(fabs(gs_compute_time(&cm, &e) - (1e6 / 1.6e10 + 1e-6)) < 1e-15);
+    /* QKV 256 x 512 x 256 forward: the GEMM at 4e10 x f / (f + 1) plus 256 tokens x 2 us of rotary
+     * embedding plus one launch */
+    memset(&e, 0, sizeof e);
+    e.kind = GS_EV_COMPUTE, e.op = GS_OP_QKV, e.phase = GS_PHASE_FWD;
+    e.gemm_m = 256, e.gemm_n = 512, e.gemm_k = 256, e.gemm_batch = 1;
+    e.flops = 2.0 * 256 * 512 * 256;
+    double f = e.flops;
+    ck_assert(fabs(gs_compute_time(&cm, &e) - (f / (4e10 * f / (f + 1)) + 256 * 2e-6 + 1e-6)) < 1e-12);
+    /* the same shape as an output projection: no rotary embedding */
+    e.op = GS_OP_OPROJ;
+    ck_assert(fabs(gs_compute_time(&cm, &e) - (f / (4e10 * f / (f + 1)) + 1e-6)) < 1e-12);
+    remove_tmp();
+
+    /* gemm_terms replaces the curve: 256 x 512 x 256 forward = 2^26 x 25 ps + 131072 x 1 ns +
+     * 65536 x 0.5 ns + 2 us, plus a launch; backward: twice that (factor 1), two launches */
+    write_tmp("{\"compute\": {\"launch_s\": 1e-6, \"peak_flops\": 4e10, \"gemm_curve\": {\"form\": \"hyperbolic\","
+              " \"e_max\": 1, \"f0_flops\": 1}, \"gemm_terms\": {\"s_per_flop\": 2.5e-11, \"s_per_kn\": 1e-9,"
+              " \"s_per_mk\": 5e-10, \"s_per_call\": 2e-6}}}");
+    ck_assert_int_eq(gs_calib_load(tmp_path, &c, &err), GS_OK);
+    memset(&cm, 0, sizeof cm);
+    gs_calib_apply(&c, 2, &cm, &t);
+    double call = 2.0 * 256 * 512 * 256 * 2.5e-11 + 256.0 * 512 * 1e-9 + 256.0 * 256 * 5e-10 + 2e-6;
+    e.phase = GS_PHASE_FWD;
+    ck_assert(fabs(gs_compute_time(&cm, &e) - (call + 1e-6)) < 1e-12);
+    e.phase = GS_PHASE_BWD;
+    e.flops *= 2;
+    ck_assert(fabs(gs_compute_time(&cm, &e) - (2 * call + 2e-6)) < 1e-12);
+    remove_tmp();
+
+    /* a file before these keys ("add" only): the loss and the embedding take add, both ways */
+    write_tmp("{\"compute\": {\"elementwise_bw\": {\"add\": 3e10}}}");
+    ck_assert_int_eq(gs_calib_load(tmp_path, &c, &err), GS_OK);
+    memset(&cm, 0, sizeof cm);
+    gs_calib_apply(&c, 2, &cm, &t);
+    ck_assert(cm.elementwise_bw[GS_OP_LOSS] == 3e10 && cm.elementwise_bw[GS_OP_EMBED] == 3e10);
+    ck_assert(cm.elementwise_bw_bwd[GS_OP_LOSS] == 0 && cm.concurrency_slowdown == 0 && cm.qkv_rope_s == 0);
+    remove_tmp();
 }
 END_TEST
 
@@ -311,12 +525,15 @@ static Suite *calib_suite(void)
     tcase_add_test(fits, test_alpha_beta_recovers);
     tcase_add_test(fits, test_alpha_beta_outliers);
     tcase_add_test(fits, test_gemm_curve);
+    tcase_add_test(fits, test_slowdown_recovers);
+    tcase_add_test(fits, test_gemm_terms_recovers);
     suite_add_tcase(s, fits);
     TCase *file = tcase_create("file");
     tcase_add_checked_fixture(file, NULL, remove_tmp);
     tcase_add_test(file, test_file_applies);
     tcase_add_test(file, test_defaults_untouched);
     tcase_add_test(file, test_launch_by_ranks);
+    tcase_add_test(file, test_file_kernels);
     suite_add_tcase(s, file);
     TCase *errors = tcase_create("errors");
     tcase_add_checked_fixture(errors, NULL, remove_tmp);

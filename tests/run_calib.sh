@@ -47,5 +47,126 @@ d=$(sed -n 's/.*"step_time_s": \([^,]*\),.*/\1/p' "$tmp/default.json")
 c=$(sed -n 's/.*"step_time_s": \([^,]*\),.*/\1/p' "$tmp/calib.json")
 [ -n "$d" ] && [ -n "$c" ] && [ "$d" != "$c" ] || fail "step time with the calibration ($c) equals the default ($d)"
 
+# compute.concurrency_slowdown s: a-dp2's two ranks compute at the same time on 2 cores, so each
+# compute event's work takes 1 + s (2 - 1) times as long and the step (almost all compute: its
+# collectives on the preset's NVLink take microseconds against milliseconds of host-rate
+# compute) 1 + s = 1.25 times as long, a little less for the exposed communication; with one
+# core the ranks take turns (n = min(2 ranks, 1 core) = 1) and nothing changes.
+for c in 2 1; do
+    for s in 0 0.25; do
+        printf '{"driver": "host", "compute": {"peak_flops": 4e10, "cores": %s, "launch_s": 1e-6, "concurrency_slowdown": %s, "gemm_curve": {"form": "hyperbolic", "e_max": 1, "f0_flops": 1}, "elementwise_bw": {"add": 1e10}}}' \
+            "$c" "$s" >"$tmp/conc-$c-$s.json"
+        "$GRIDSTEP" sim --json --calib "$tmp/conc-$c-$s.json" "$scen" >"$tmp/conc-$c-$s.out" 2>&1 ||
+            fail "sim --calib with concurrency_slowdown $s, cores $c: $(cat "$tmp/conc-$c-$s.out")"
+    done
+    t0=$(sed -n 's/.*"step_time_s": \([^,]*\),.*/\1/p' "$tmp/conc-$c-0.out")
+    t1=$(sed -n 's/.*"step_time_s": \([^,]*\),.*/\1/p' "$tmp/conc-$c-0.25.out")
+    if [ "$c" = 2 ]; then lo=1.23 hi=1.2500001; else lo=0.9999999 hi=1.0000001; fi
+    if awk -v a="$t0" -v b="$t1" -v lo="$lo" -v hi="$hi" 'BEGIN { r = b / a; exit !(a > 0 && r >= lo && r <= hi) }'; then
+        echo "PASS: concurrency_slowdown 0.25 on $c core(s): step $t0 -> $t1 s"
+    else
+        fail "concurrency_slowdown 0.25 on $c core(s): step $t0 -> $t1 s, expected a ratio in [$lo, $hi]"
+    fi
+done
+# compute.collective_cpu_share: a-dp2's all-gathers and reduce-scatters (2 ranks, 10 us + size /
+# 1 GB/s) copy on the same 2 cores as the two ranks' compute. With share 1 the step is longer,
+# but by no more than the time any collective runs (while one runs, compute still gets at least
+# half of the cores: 2 ranks computing + at most 2 members copying on 2 cores); share 0 is the
+# file without the key.
+links='"links": {"intra": {"all_gather": [{"ranks": 2, "alpha_s": 1e-5, "beta_bytes_per_s": 1e9}], "reduce_scatter": [{"ranks": 2, "alpha_s": 1e-5, "beta_bytes_per_s": 1e9}]}}'
+for sh in none 0 1; do
+    key=""
+    [ "$sh" = none ] || key="\"collective_cpu_share\": $sh, "
+    printf '{"driver": "host", "compute": {%s"peak_flops": 4e10, "cores": 2, "launch_s": 1e-6, "gemm_curve": {"form": "hyperbolic", "e_max": 1, "f0_flops": 1}, "elementwise_bw": {"add": 1e10}}, %s}' \
+        "$key" "$links" >"$tmp/cc-$sh.json"
+    "$GRIDSTEP" sim --json --calib "$tmp/cc-$sh.json" "$scen" >"$tmp/cc-$sh.out" 2>&1 || fail "sim with collective_cpu_share $sh"
+done
+t_none=$(sed -n 's/.*"step_time_s": \([^,]*\),.*/\1/p' "$tmp/cc-none.out")
+t0=$(sed -n 's/.*"step_time_s": \([^,]*\),.*/\1/p' "$tmp/cc-0.out")
+t1=$(sed -n 's/.*"step_time_s": \([^,]*\),.*/\1/p' "$tmp/cc-1.out")
+comm=$(sed -n 's/.*"comm_share": \([^,]*\),.*/\1/p' "$tmp/cc-0.out")
+if [ -n "$t0" ] && [ "$t0" = "$t_none" ] &&
+    awk -v a="$t0" -v b="$t1" -v cs="$comm" 'BEGIN { exit !(b > a && b - a <= cs * a) }'; then
+    echo "PASS: collective_cpu_share 1: step $t0 -> $t1 s (collectives run ${comm} of the step)"
+else
+    fail "collective_cpu_share: step $t_none (no key), $t0 (0), $t1 (1); collectives run $comm of the step"
+fi
+# wake_s: on the host a stream's thread that waits for another stream's event is woken by it,
+# whatever the event: c-pp2's first send (pp stream) waits for L1's mlp_down (compute stream), so
+# with wake_s 1 ms it starts 1000 us after mlp_down ends, and at once with wake_s 0; likewise
+# b-tp2's first TP all-gather of L1 after L1's norm (both members alike: the same gap).
+for w in 0 1e-3; do
+    printf '{"driver": "host", "compute": {"peak_flops": 4e10, "cores": 2, "launch_s_by_ranks": [{"ranks": 1, "launch_s": 1e-6, "wake_s": %s}], "gemm_curve": {"form": "hyperbolic", "e_max": 1, "f0_flops": 1}, "elementwise_bw": {"add": 1e10}}}' \
+        "$w" >"$tmp/wake-$w.json"
+    "$GRIDSTEP" sim --exact --calib "$tmp/wake-$w.json" --trace "$tmp/wake-$w.trace" "$top_srcdir/tests/calib/c-pp2.yaml" \
+        >/dev/null 2>&1 || fail "sim --trace with wake_s $w"
+    gap=$(awk -F'"ts": |, "dur": |, "name": "' '
+        /"name": "L1.mb0.fwd.mlp_down"/ { end = $2 + $3 }
+        /"name": "L1.mb0.fwd.send"/ { start = $2 }
+        END { printf "%.3f", start - end }' "$tmp/wake-$w.trace")
+    want=$(awk -v w="$w" 'BEGIN { printf "%.3f", w * 1e6 }')
+    if [ "$gap" = "$want" ]; then
+        echo "PASS: wake_s $w: the send starts $gap us after its compute dependency"
+    else
+        fail "wake_s $w: the send starts $gap us after its compute dependency, expected $want"
+    fi
+    "$GRIDSTEP" sim --exact --calib "$tmp/wake-$w.json" --trace "$tmp/wake-b-$w.trace" "$top_srcdir/tests/calib/b-tp2.yaml" \
+        >/dev/null 2>&1 || fail "sim --trace b-tp2 with wake_s $w"
+    gap=$(awk -F'"ts": |, "dur": |, "name": "' '
+        /"pid": 0,/ && /"name": "L1.mb0.fwd.norm"/ { end = $2 + $3 }
+        /"pid": 0,/ && /"name": "L1.mb0.fwd.tp_ag"/ { start = $2 }
+        END { printf "%.3f", start - end }' "$tmp/wake-b-$w.trace")
+    if [ "$gap" = "$want" ]; then
+        echo "PASS: wake_s $w: the TP all-gather starts $gap us after its compute dependency"
+    else
+        fail "wake_s $w: the TP all-gather starts $gap us after its compute dependency, expected $want"
+    fi
+done
+# launch_cpu_s / wake_cpu_s: the CPU parts of the per-event costs are work on the shared cores,
+# not latency. On 2 cores a-dp2's two computing ranks alone would not contend; only the CPU part
+# of its collectives' dispatch (at most launch + wake = 1.1 ms each, ncoll of them per rank)
+# competes with them, so the step grows by more than 0 and at most ncoll x 1.1 ms. On 1 core the
+# ranks share it and every compute event's CPU part slows the other rank too: the step grows.
+for c in 2 1; do
+    for part in 0 1; do
+        printf '{"driver": "host", "compute": {"peak_flops": 4e10, "cores": %s, "launch_s_by_ranks": [{"ranks": 1, "launch_s": 1e-4, "wake_s": 1e-3, "launch_cpu_s": %s, "wake_cpu_s": %s}], "gemm_curve": {"form": "hyperbolic", "e_max": 1, "f0_flops": 1}, "elementwise_bw": {"add": 1e10}}}' \
+            "$c" "$(awk -v p=$part 'BEGIN { print p * 1e-4 }')" "$(awk -v p=$part 'BEGIN { print p * 1e-3 }')" >"$tmp/cpu-$c-$part.json"
+        "$GRIDSTEP" sim --json --calib "$tmp/cpu-$c-$part.json" "$scen" >"$tmp/cpu-$c-$part.out" 2>&1 ||
+            fail "sim with the CPU parts $part on $c core(s): $(cat "$tmp/cpu-$c-$part.out")"
+    done
+    t0=$(sed -n 's/.*"step_time_s": \([^,]*\),.*/\1/p' "$tmp/cpu-$c-0.out")
+    t1=$(sed -n 's/.*"step_time_s": \([^,]*\),.*/\1/p' "$tmp/cpu-$c-1.out")
+    ncoll=$("$GRIDSTEP" schedule "$scen" | awk '$1 == 0 && NF >= 9 && $4 ~ /^[0-9]+$/ { print $6; exit }')
+    if awk -v a="$t0" -v b="$t1" -v c="$c" -v n="$ncoll" 'BEGIN { d = b - a; exit !(a > 0 && n > 0 && d > 1e-6 && (c == 1 || d <= n * 1.1e-3)) }'; then
+        echo "PASS: per-event CPU parts on $c core(s): step $t0 -> $t1 s ($ncoll collectives per rank)"
+    else
+        fail "per-event CPU parts on $c core(s): step $t0 -> $t1 s, $ncoll collectives per rank (expected longer, on 2 cores by at most $ncoll x 1.1 ms)"
+    fi
+done
+# thread_wake_cpu_s X: every event costs X on each of the (5 streams + 1) x 2 = 12 host threads,
+# carried by the rank's compute events. a-dp2 has nev events per rank: on 1 core the two ranks'
+# work runs one after the other, so the step grows by exactly 2 x nev x 12 X; on 2 cores each
+# rank carries its own nev x 12 X at full speed (at most that; a little less where it overlaps
+# a wait).
+nev=$("$GRIDSTEP" schedule "$scen" | awk '$1 == 0 && NF >= 9 && $4 ~ /^[0-9]+$/ { print $4; exit }')
+for c in 1 2; do
+    for x in 0 1e-5; do
+        printf '{"driver": "host", "compute": {"peak_flops": 4e10, "cores": %s, "launch_s": 1e-6, "thread_wake_cpu_s": %s, "gemm_curve": {"form": "hyperbolic", "e_max": 1, "f0_flops": 1}, "elementwise_bw": {"add": 1e10}}}' \
+            "$c" "$x" >"$tmp/tw-$c-$x.json"
+        "$GRIDSTEP" sim --json --calib "$tmp/tw-$c-$x.json" "$scen" >"$tmp/tw-$c-$x.out" 2>&1 || fail "sim with thread_wake_cpu_s $x"
+    done
+    t0=$(sed -n 's/.*"step_time_s": \([^,]*\),.*/\1/p' "$tmp/tw-$c-0.out")
+    t1=$(sed -n 's/.*"step_time_s": \([^,]*\),.*/\1/p' "$tmp/tw-$c-1e-5.out")
+    if awk -v a="$t0" -v b="$t1" -v c="$c" -v n="$nev" 'BEGIN { w = n * 12 * 1e-5; d = b - a;
+            exit !(n > 0 && (c == 1 ? (d > 2 * w * (1 - 1e-6) && d < 2 * w * (1 + 1e-6)) : (d > 0.95 * w && d <= w * (1 + 1e-6)))) }'; then
+        echo "PASS: thread_wake_cpu_s 1e-5 on $c core(s): step $t0 -> $t1 s ($nev events per rank)"
+    else
+        fail "thread_wake_cpu_s 1e-5 on $c core(s): step $t0 -> $t1 s, $nev events per rank"
+    fi
+done
+for key in '"thread_wake_cpu_s"' '"collective_cpu_share"' '"elementwise_bw_bwd"' '"xent"' '"qkv_rope_s_per_token"' '"concurrency_slowdown"' '"concurrency_test"'; do
+    grep -q "$key" "$tmp/host.json" || fail "calibration file lacks $key"
+done
+
 echo "$failed failed"
 [ "$failed" -eq 0 ]
