@@ -7,6 +7,7 @@
  * k=hd (QK^T and PV, counted as full s x s as Megatron's FLOP formula does); out-proj m=T n=h
  * k=a_t hd; MLP up m=T n=2 f_t (SwiGLU) or f_t k=h; down m=T n=h k=f_t; LM head m=T n=V/tp k=h.
  * A backward GEMM op does twice its forward FLOPs (data and weight gradients). */
+#include <stddef.h>
 #include <string.h>
 
 #include "engine/build_internal.h"
@@ -69,7 +70,8 @@ static gs_status flush(pass *p)
 
 static void pass_init(pass *p, gs_bctx *x, gs_phase phase, int32_t layer, uint32_t mb, const gs_layer_io *io)
 {
-    memset(p, 0, sizeof *p);
+    memset(p, 0, offsetof(pass, pending)); /* pending is written whole before it is read */
+    p->have_pending = 0;
     p->x = x;
     p->phase = phase;
     p->layer = layer;
@@ -94,7 +96,7 @@ static gs_status pass_event(pass *p, gs_evb *b)
             gs__evb_add(b, GS_LINK_READS, p->io->reads[i]);
         p->first_done = 1;
     }
-    p->pending = *b;
+    gs__evb_copy(&p->pending, b);
     p->have_pending = 1;
     return GS_OK;
 }
@@ -179,7 +181,7 @@ static gs_status tp_coll(pass *p, gs_coll_op op, const shapes *sh)
             gs__evb_add(&b, GS_LINK_ALLOCS, p->io->alloc[i]);
         p->first_done = 1;
     }
-    p->pending = b;
+    gs__evb_copy(&p->pending, &b);
     p->have_pending = 1;
     return GS_OK;
 }

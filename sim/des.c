@@ -176,9 +176,10 @@ typedef struct rank_rt {
  * id order) so that it does not load the 80-byte gs_event: its duration before the compute
  * overlap slowdown and straggler factor (event_base_s), kind and stream. */
 typedef struct hot_event {
-    double base_s;  /* seconds */
-    uint8_t kind;   /* gs_event_kind */
-    uint8_t stream; /* gs_stream */
+    double base_s;      /* seconds */
+    uint32_t rank_list; /* index of its rank list in the schedule (< PS_ENTRY, checked) */
+    uint8_t kind;       /* gs_event_kind */
+    uint8_t stream;     /* gs_stream */
 } hot_event;
 
 typedef struct run_ctx {
@@ -320,7 +321,7 @@ static double event_duration(const run_ctx *c, size_t ri, const hot_event *h)
 
 static int complete_at(run_ctx *c, uint64_t gid, double start, double dur)
 {
-    size_t ri = rank_index_of(c, gid);
+    size_t ri = c->hot[gid].rank_list;
     gs_timing *t = &c->timing[ri][gid - c->rt[ri].base];
     t->start_s = start;
     t->end_s = start + dur;
@@ -778,6 +779,7 @@ static gs_status sim_run(void *state, const gs_schedule *sch, gs_timing *const *
             const gs_event *e = &r->events[k];
             uint64_t gid = c.rt[i].base + k;
             c.hot[gid].base_s = event_base_s(&c, i, e);
+            c.hot[gid].rank_list = (uint32_t)i;
             c.hot[gid].kind = e->kind;
             c.hot[gid].stream = e->stream;
             c.match[gid] = NONE;
