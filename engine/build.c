@@ -760,7 +760,13 @@ static gs_status schedule_build(const gs_scenario *s, const gs_mesh *mesh, int e
         r->rank = rank;
         r->class_size = exact ? 1 : mesh->world / pp;
         r->unnamed = !named;
-        rc = build_rank(s, mesh, sch->microbatches, r, err);
+        if (st > 0 && !exact) { /* stages differ by a few events: room for the previous one's */
+            const gs_rank_events *prev = &sch->ranks[st - 1];
+            if (gs_rank_reserve(r, prev->nevents, prev->npool, prev->ntensors) != GS_OK)
+                rc = gs_error_set(err, GS_ERR_NOMEM, "out of memory building rank %" PRIu64, rank);
+        }
+        if (rc == GS_OK)
+            rc = build_rank(s, mesh, sch->microbatches, r, err);
         if (rc == GS_OK)
             gs_rank_finish(r);
         if (exact)

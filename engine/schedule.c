@@ -342,6 +342,15 @@ static int name_hash_reserve(gs_rank_events *r, size_t n)
     return 0;
 }
 
+gs_status gs_rank_reserve(gs_rank_events *r, size_t events, size_t pool, size_t tensors)
+{
+    if (grow((void **)&r->events, &r->cap_events, events, sizeof *r->events) != 0 ||
+        grow((void **)&r->pool, &r->cap_pool, pool, sizeof *r->pool) != 0 ||
+        grow((void **)&r->tensors, &r->cap_tensors, tensors, sizeof *r->tensors) != 0)
+        return GS_ERR_NOMEM;
+    return GS_OK;
+}
+
 gs_status gs_rank_add_event(gs_rank_events *r, const gs_event *ev, const uint32_t *const lists[GS_LINK_LISTS],
                             uint32_t *id)
 {
