@@ -61,13 +61,6 @@ void gs__evb_add(gs_evb *b, int which, uint32_t id)
     }
 }
 
-void gs__evb_copy(gs_evb *dst, const gs_evb *src)
-{
-    dst->e = src->e;
-    for (int w = 0; w < GS_LINK_LISTS; w++)
-        memcpy(dst->list[w], src->list[w], src->e.nlinks[w] * sizeof src->list[w][0]);
-}
-
 gs_status gs__evb_emit(gs_bctx *x, gs_evb *b, uint32_t *id)
 {
     const uint32_t *lists[GS_LINK_LISTS];

@@ -64,8 +64,6 @@ typedef struct gs_evb {
 
 void gs__evb_init(gs_evb *b, gs_event_kind kind, gs_stream stream, gs_phase phase, int32_t layer, uint32_t mb);
 void gs__evb_add(gs_evb *b, int which, uint32_t id); /* ignores GS_NO_ID */
-/* dst = src, copying only the used part of each list (a whole gs_evb is 1.3 KB). */
-void gs__evb_copy(gs_evb *dst, const gs_evb *src);
 gs_status gs__evb_emit(gs_bctx *x, gs_evb *b, uint32_t *id);
 gs_status gs__tensor(gs_bctx *x, gs_tensor_kind kind, uint64_t bytes, int32_t layer, uint32_t mb, uint32_t unit,
                      int resident, uint32_t *id);
