@@ -1,5 +1,4 @@
-/* The sim's event queue: a 4-ary min-heap with deterministic tie-breaking (half the depth of a
- * binary heap; (t, seq) is a strict order, so the pops do not depend on the heap's shape). */
+/* The sim's event queue: a binary min-heap with deterministic tie-breaking. */
 #include "sim/queue.h"
 
 #include <stdlib.h>
@@ -22,7 +21,7 @@ int gs_queue_push(gs_queue *q, double t, uint64_t id, uint32_t ver)
     gs_qnode node = {t, q->seq++, id, ver};
     size_t i = q->n++;
     while (i > 0) { /* sift up: move parents down into the hole */
-        size_t p = (i - 1) / 4;
+        size_t p = (i - 1) / 2;
         if (!earlier(&node, &q->a[p]))
             break;
         q->a[i] = q->a[p];
@@ -38,13 +37,10 @@ gs_qnode gs_queue_pop(gs_queue *q)
     gs_qnode last = q->a[--q->n];
     size_t i = 0, n = q->n;
     for (;;) { /* sift down the hole left by the top */
-        size_t l = 4 * i + 1;
+        size_t l = 2 * i + 1;
         if (l >= n)
             break;
-        size_t m = l, end = l + 4 < n ? l + 4 : n;
-        for (size_t k = l + 1; k < end; k++)
-            if (earlier(&q->a[k], &q->a[m]))
-                m = k;
+        size_t m = (l + 1 < n && earlier(&q->a[l + 1], &q->a[l])) ? l + 1 : l;
         if (!earlier(&q->a[m], &last))
             break;
         q->a[i] = q->a[m];
