@@ -353,6 +353,8 @@ typedef struct pass_memo {
     pass_key tab[PASS_MEMO_SLOTS]; /* indices 1..63 */
     uint8_t used[PASS_MEMO_SLOTS];
     size_t n;                     /* entries written, at most 64 */
+    pass_key hit;                 /* the last key found in tab (it stays there): checked first */
+    int have_hit;
 } pass_memo;
 
 static size_t pass_hash(const pass_key *k)
@@ -369,17 +371,20 @@ static int pass_key_eq(const pass_key *a, const pass_key *b)
     return a->chunk == b->chunk && a->others == b->others && a->root == b->root;
 }
 
-static int pass_memo_has(const pass_memo *m, const pass_key *k)
+static int pass_memo_has(pass_memo *m, const pass_key *k)
 {
-    if (m->n > 0 && pass_key_eq(&m->slot0, k))
+    if ((m->have_hit && pass_key_eq(&m->hit, k)) || (m->n > 0 && pass_key_eq(&m->slot0, k)))
         return 1;
     if (m->n <= 1)
         return 0;
     for (size_t i = pass_hash(k);; i = (i + 1) & (PASS_MEMO_SLOTS - 1)) {
         if (!m->used[i])
             return 0;
-        if (pass_key_eq(&m->tab[i], k))
+        if (pass_key_eq(&m->tab[i], k)) {
+            m->hit = *k;
+            m->have_hit = 1;
             return 1;
+        }
     }
 }
 
@@ -687,6 +692,7 @@ static gs_status build_stage(const gs_scenario *s, const gs_mesh *mesh, uint64_t
         }
         pass_memo *bmemo = &memo[0], *fmemo = &memo[1];
         bmemo->n = fmemo->n = 0;
+        bmemo->have_hit = fmemo->have_hit = 0;
         memset(bmemo->used, 0, sizeof bmemo->used);
         memset(fmemo->used, 0, sizeof fmemo->used);
         {

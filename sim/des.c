@@ -666,14 +666,9 @@ static gs_status sim_run(void *state, const gs_schedule *sch, gs_timing *const *
     if (!c.rt)
         goto nomem;
     uint64_t total = 0, ncoll = 0, np2p = 0;
-    for (size_t i = 0; i < sch->nranks; i++) {
+    for (size_t i = 0; i < sch->nranks; i++) { /* collectives and p2p are counted in the CSR pass */
         c.rt[i].base = total;
         total += sch->ranks[i].nevents;
-        for (size_t k = 0; k < sch->ranks[i].nevents; k++) {
-            uint8_t kind = sch->ranks[i].events[k].kind;
-            ncoll += kind == GS_EV_COLLECTIVE;
-            np2p += kind == GS_EV_SEND || kind == GS_EV_RECV;
-        }
     }
     c.total = total;
     c.remaining = calloc(total ? total : 1, sizeof *c.remaining);
@@ -694,8 +689,8 @@ static gs_status sim_run(void *state, const gs_schedule *sch, gs_timing *const *
     }
 
     /* ranks present, and how many members of each group are present */
-    if (cost_map_init(&c.cost_cache, 1024) != 0 || map_init(&present, sch->nranks * GS_GROUP_KIND_COUNT) != 0 || map_init(&inst_map, ncoll / 2 + 16) != 0 ||
-        map_init(&pair_map, np2p + 16) != 0 || map_init(&seq_map, 1024) != 0)
+    if (cost_map_init(&c.cost_cache, 1024) != 0 || map_init(&present, sch->nranks * GS_GROUP_KIND_COUNT) != 0 ||
+        map_init(&seq_map, 1024) != 0)
         goto nomem;
     for (size_t i = 0; i < sch->nranks; i++) {
         rank_rt *rt = &c.rt[i];
@@ -717,6 +712,8 @@ static gs_status sim_run(void *state, const gs_schedule *sch, gs_timing *const *
         rank_rt *rt = &c.rt[i];
         for (size_t k = 0; k < r->nevents; k++) {
             const gs_event *e = &r->events[k];
+            ncoll += e->kind == GS_EV_COLLECTIVE;
+            np2p += e->kind == GS_EV_SEND || e->kind == GS_EV_RECV;
             c.remaining[rt->base + k] = e->nlinks[GS_LINK_DEPS];
             const uint32_t *d = gs_event_list(r, e, GS_LINK_DEPS);
             for (uint16_t j = 0; j < e->nlinks[GS_LINK_DEPS]; j++)
@@ -754,6 +751,8 @@ static gs_status sim_run(void *state, const gs_schedule *sch, gs_timing *const *
         }
         free(fill);
     }
+    if (map_init(&inst_map, ncoll / 2 + 16) != 0 || map_init(&pair_map, np2p + 16) != 0)
+        goto nomem;
     /* collective instance = (group kind, group index, k-th collective of this rank on it) */
     c.inst_needed = malloc((ncoll ? ncoll : 1) * sizeof *c.inst_needed);
     c.inst_arrived = calloc(ncoll ? ncoll : 1, sizeof *c.inst_arrived);
