@@ -209,21 +209,25 @@ static gs_status forward_pass(gs_bctx *x, uint32_t mb, uint16_t chunk)
             io_add(io.alloc, &io.nalloc, GS_IO_MAX, boundary_out);
         }
         io_add(io.deps, &io.ndeps, GS_BUILD_MAX_LIST, prev);
-        for (size_t u = 0; u < x->part.nunits; u++)
-            if (gs__covers(&x->part.units[u], l)) {
+        const size_t *cov;
+        size_t ncov = gs_partition_units_covering(&x->part, l, &cov);
+        for (size_t k = 0; k < ncov; k++) {
+            size_t u = cov[k];
+            {
                 io_add(io.deps, &io.ndeps, GS_BUILD_MAX_LIST, x->gathered_ev[u]);
                 io_add(io.reads, &io.nreads, GS_IO_MAX, x->gathered_t[u]);
                 if (pl->gather_per_pass && x->part.units[u].layer_end == l) {
                     io_add(io.free, &io.nfree, GS_IO_MAX, x->gathered_t[u]);
                 }
             }
+        }
         if (x->root != SIZE_MAX)
             io_add(io.reads, &io.nreads, GS_IO_MAX, pl->gather_root ? x->gathered_t[x->root] : x->param_t[x->root]);
         /* a layer held by the root unit (wrap: model) reads the root's gathered copy: wait for its
          * all-gather (otherwise implied by a layer unit's gather after it on the DP stream) */
         int gathered = 0;
-        for (size_t u = 0; u < x->part.nunits; u++)
-            if (gs__covers(&x->part.units[u], l) && x->gathered_ev[u] != GS_NO_ID)
+        for (size_t k = 0; k < ncov; k++)
+            if (x->gathered_ev[cov[k]] != GS_NO_ID)
                 gathered = 1;
         if (!gathered && pl->gather_root && x->root != SIZE_MAX)
             io_add(io.deps, &io.ndeps, GS_BUILD_MAX_LIST, x->gathered_ev[x->root]);
@@ -232,9 +236,9 @@ static gs_status forward_pass(gs_bctx *x, uint32_t mb, uint16_t chunk)
         end2 = end1;
         end1 = prev;
         if (pl->gather_per_pass)
-            for (size_t u = 0; u < x->part.nunits; u++)
-                if (gs__covers(&x->part.units[u], l) && x->part.units[u].layer_end == l)
-                    x->gathered_t[u] = GS_NO_ID, x->gathered_ev[u] = GS_NO_ID;
+            for (size_t k = 0; k < ncov; k++)
+                if (x->part.units[cov[k]].layer_end == l)
+                    x->gathered_t[cov[k]] = GS_NO_ID, x->gathered_ev[cov[k]] = GS_NO_ID;
     }
     if (has_head) {
         io_reset(&io);
@@ -301,6 +305,8 @@ static gs_status backward_pass(gs_bctx *x, uint32_t mb, uint16_t chunk)
             return rc;
     }
     for (int64_t l = top; l >= bot; l--) {
+        const size_t *cov;
+        size_t ncov = gs_partition_units_covering(&x->part, l, &cov);
         if (pl->gather_per_pass) {
             if ((rc = gs__gather_covering(x, l, GS_PHASE_BWD, mb, x->last_compute)) != GS_OK)
                 return rc;
@@ -316,18 +322,16 @@ static gs_status backward_pass(gs_bctx *x, uint32_t mb, uint16_t chunk)
             io_add(io.alloc, &io.nalloc, GS_IO_MAX, remat);
             io_add(io.reads, &io.nreads, GS_IO_MAX, st);
             io_add(io.deps, &io.ndeps, GS_BUILD_MAX_LIST, prev);
-            for (size_t u = 0; u < x->part.nunits; u++)
-                if (gs__covers(&x->part.units[u], l))
-                    io_add(io.deps, &io.ndeps, GS_BUILD_MAX_LIST, x->gathered_ev[u]);
+            for (size_t k = 0; k < ncov; k++)
+                io_add(io.deps, &io.ndeps, GS_BUILD_MAX_LIST, x->gathered_ev[cov[k]]);
             if ((rc = gs__layer_forward(x, l, mb, GS_PHASE_RECOMPUTE, &io, &prev)) != GS_OK)
                 return rc;
         }
         io_reset(&io);
         if (root_grad_pending)
             io_add(io.alloc, &io.nalloc, GS_IO_MAX, x->ugrad_t[x->root]), root_grad_pending = 0;
-        for (size_t u = 0; u < x->part.nunits; u++) {
-            if (!gs__covers(&x->part.units[u], l))
-                continue;
+        for (size_t k = 0; k < ncov; k++) {
+            size_t u = cov[k];
             if (pl->transient_grads && x->ugrad_t[u] == GS_NO_ID) {
                 if ((rc = gs__tensor(x, GS_T_GRAD, x->part.units[u].params * pl->wb, gs__unit_layer(x, u), mb,
                                      (uint32_t)u, 0, &x->ugrad_t[u])) != GS_OK)
@@ -358,9 +362,9 @@ static gs_status backward_pass(gs_bctx *x, uint32_t mb, uint16_t chunk)
             return rc;
         prev = last_bwd;
         if (pl->gather_per_pass)
-            for (size_t u = 0; u < x->part.nunits; u++)
-                if (gs__covers(&x->part.units[u], l) && x->part.units[u].layer_begin == l)
-                    x->gathered_t[u] = GS_NO_ID, x->gathered_ev[u] = GS_NO_ID;
+            for (size_t k = 0; k < ncov; k++)
+                if (x->part.units[cov[k]].layer_begin == l)
+                    x->gathered_t[cov[k]] = GS_NO_ID, x->gathered_ev[cov[k]] = GS_NO_ID;
         if (pl->gather_per_pass && pl->prefetch_bwd == 2 && l > bot &&
             (rc = gs__gather_covering(x, l - 1, GS_PHASE_BWD, mb, last_bwd)) != GS_OK)
             return rc;
@@ -753,7 +757,13 @@ static gs_status schedule_build(const gs_scenario *s, const gs_mesh *mesh, int e
         r->rank = rank;
         r->class_size = exact ? 1 : mesh->world / pp;
         r->unnamed = !named;
-        rc = build_rank(s, mesh, sch->microbatches, r, err);
+        if (st > 0 && !exact) { /* stages differ by a few events: room for the previous one's */
+            const gs_rank_events *prev = &sch->ranks[st - 1];
+            if (gs_rank_reserve(r, prev->nevents, prev->npool, prev->ntensors) != GS_OK)
+                rc = gs_error_set(err, GS_ERR_NOMEM, "out of memory building rank %" PRIu64, rank);
+        }
+        if (rc == GS_OK)
+            rc = build_rank(s, mesh, sch->microbatches, r, err);
         if (rc == GS_OK)
             gs_rank_finish(r);
         if (exact)

@@ -73,8 +73,11 @@ gs_status gs__gather_unit(gs_bctx *x, size_t u, gs_phase phase, uint32_t mb, uin
 /* Gathers every unit covering stage-local layer l that is not live. */
 gs_status gs__gather_covering(gs_bctx *x, int64_t l, gs_phase phase, uint32_t mb, uint32_t dep)
 {
-    for (size_t u = 0; u < x->part.nunits; u++) {
-        if (!gs__covers(&x->part.units[u], l) || x->gathered_t[u] != GS_NO_ID)
+    const size_t *cov;
+    size_t ncov = gs_partition_units_covering(&x->part, l, &cov);
+    for (size_t k = 0; k < ncov; k++) {
+        size_t u = cov[k];
+        if (x->gathered_t[u] != GS_NO_ID)
             continue;
         gs_status rc = gs__gather_unit(x, u, phase, mb, dep);
         if (rc != GS_OK)

@@ -7,6 +7,7 @@
  * k=hd (QK^T and PV, counted as full s x s as Megatron's FLOP formula does); out-proj m=T n=h
  * k=a_t hd; MLP up m=T n=2 f_t (SwiGLU) or f_t k=h; down m=T n=h k=f_t; LM head m=T n=V/tp k=h.
  * A backward GEMM op does twice its forward FLOPs (data and weight gradients). */
+#include <stddef.h>
 #include <string.h>
 
 #include "engine/build_internal.h"
@@ -69,7 +70,8 @@ static gs_status flush(pass *p)
 
 static void pass_init(pass *p, gs_bctx *x, gs_phase phase, int32_t layer, uint32_t mb, const gs_layer_io *io)
 {
-    memset(p, 0, sizeof *p);
+    memset(p, 0, offsetof(pass, pending)); /* pending is written whole before it is read */
+    p->have_pending = 0;
     p->x = x;
     p->phase = phase;
     p->layer = layer;
@@ -78,12 +80,11 @@ static void pass_init(pass *p, gs_bctx *x, gs_phase phase, int32_t layer, uint32
     p->prev = GS_NO_ID;
 }
 
-/* Queue one event; the first one of the pass carries the pass's allocations, reads and deps. */
-static gs_status pass_event(pass *p, gs_evb *b)
+/* Queues the event built in p->pending (see pending_begin); the first one of the pass carries the
+ * pass's allocations, reads and deps. */
+static gs_status pass_event(pass *p)
 {
-    gs_status rc = flush(p);
-    if (rc != GS_OK)
-        return rc;
+    gs_evb *b = &p->pending;
     gs__evb_add(b, GS_LINK_DEPS, p->prev);
     if (!p->first_done) {
         for (size_t i = 0; i < p->io->ndeps; i++)
@@ -94,9 +95,18 @@ static gs_status pass_event(pass *p, gs_evb *b)
             gs__evb_add(b, GS_LINK_READS, p->io->reads[i]);
         p->first_done = 1;
     }
-    p->pending = *b;
     p->have_pending = 1;
     return GS_OK;
+}
+
+/* Emits the held event and starts the next one in its place (built there: no copy of the 1.3 KB
+ * builder). NULL (rc set) when the emit fails. */
+static gs_evb *pending_begin(pass *p, gs_event_kind kind, gs_stream stream, gs_status *rc)
+{
+    if ((*rc = flush(p)) != GS_OK)
+        return NULL;
+    gs__evb_init(&p->pending, kind, stream, p->phase, p->layer, p->mb);
+    return &p->pending;
 }
 
 /* Ends the pass: the last event frees what the pass releases. */
@@ -114,16 +124,18 @@ static gs_status pass_end(pass *p, uint32_t *last_ev)
 static gs_status compute(pass *p, gs_op op, uint64_t m, uint64_t n, uint64_t k, uint64_t batch, double flops,
                          uint64_t bytes)
 {
-    gs_evb b;
-    gs__evb_init(&b, GS_EV_COMPUTE, GS_STREAM_COMPUTE, p->phase, p->layer, p->mb);
-    b.e.op = (uint8_t)op;
-    b.e.gemm_m = (uint32_t)m;
-    b.e.gemm_n = (uint32_t)n;
-    b.e.gemm_k = (uint32_t)k;
-    b.e.gemm_batch = (uint32_t)batch;
-    b.e.flops = flops;
-    b.e.bytes = bytes;
-    return pass_event(p, &b);
+    gs_status rc;
+    gs_evb *b = pending_begin(p, GS_EV_COMPUTE, GS_STREAM_COMPUTE, &rc);
+    if (!b)
+        return rc;
+    b->e.op = (uint8_t)op;
+    b->e.gemm_m = (uint32_t)m;
+    b->e.gemm_n = (uint32_t)n;
+    b->e.gemm_k = (uint32_t)k;
+    b->e.gemm_batch = (uint32_t)batch;
+    b->e.flops = flops;
+    b->e.bytes = bytes;
+    return pass_event(p);
 }
 
 /* A GEMM op: forward flops 2 m n k per batch entry; backward twice that. The attention core is
@@ -160,26 +172,24 @@ static gs_status tp_coll(pass *p, gs_coll_op op, const shapes *sh)
     gs_bctx *x = p->x;
     if (x->tp <= 1)
         return GS_OK;
-    gs_status rc = flush(p);
-    if (rc != GS_OK)
-        return rc;
     uint64_t X = sh ? sh->T * sh->h * sh->e : 0;
-    gs_evb b;
-    gs__evb_init(&b, GS_EV_COLLECTIVE, GS_STREAM_TP, p->phase, p->layer, p->mb);
-    b.e.op = (uint8_t)op;
-    b.e.group = GS_GROUP_TP;
-    b.e.peer = x->group[GS_GROUP_TP];
-    b.e.group_size = x->tp;
-    b.e.bytes = op == GS_COLL_ALLREDUCE ? X : x->tp * ceil_div(X, x->tp);
-    gs__evb_add(&b, GS_LINK_DEPS, p->prev);
+    gs_status rc;
+    gs_evb *b = pending_begin(p, GS_EV_COLLECTIVE, GS_STREAM_TP, &rc);
+    if (!b)
+        return rc;
+    b->e.op = (uint8_t)op;
+    b->e.group = GS_GROUP_TP;
+    b->e.peer = x->group[GS_GROUP_TP];
+    b->e.group_size = x->tp;
+    b->e.bytes = op == GS_COLL_ALLREDUCE ? X : x->tp * ceil_div(X, x->tp);
+    gs__evb_add(b, GS_LINK_DEPS, p->prev);
     if (!p->first_done) {
         for (size_t i = 0; i < p->io->ndeps; i++)
-            gs__evb_add(&b, GS_LINK_DEPS, p->io->deps[i]);
+            gs__evb_add(b, GS_LINK_DEPS, p->io->deps[i]);
         for (size_t i = 0; i < p->io->nalloc; i++)
-            gs__evb_add(&b, GS_LINK_ALLOCS, p->io->alloc[i]);
+            gs__evb_add(b, GS_LINK_ALLOCS, p->io->alloc[i]);
         p->first_done = 1;
     }
-    p->pending = b;
     p->have_pending = 1;
     return GS_OK;
 }

@@ -29,12 +29,13 @@
 typedef struct calc {
     int overflow;
     const char *what; /* quantity that overflowed */
+    int explain;      /* 1: write the explain lines and the peak's description; 0: numbers only */
 } calc;
 
 static uint64_t mul(calc *c, uint64_t a, uint64_t b, const char *what)
 {
     uint64_t r;
-    if (gs_mul_u64(a, b, &r) != 0) {
+    if (__builtin_mul_overflow(a, b, &r)) { /* as gs_mul_u64, inlined: the peak loop calls it per layer */
         if (!c->overflow) {
             c->overflow = 1;
             c->what = what;
@@ -47,7 +48,7 @@ static uint64_t mul(calc *c, uint64_t a, uint64_t b, const char *what)
 static uint64_t add(calc *c, uint64_t a, uint64_t b, const char *what)
 {
     uint64_t r;
-    if (gs_add_u64(a, b, &r) != 0) {
+    if (__builtin_add_overflow(a, b, &r)) { /* as gs_add_u64, inlined */
         if (!c->overflow) {
             c->overflow = 1;
             c->what = what;
@@ -81,12 +82,13 @@ const char *gs_traffic_kind_name(gs_traffic_kind k)
 
 /* ---- explain lines -------------------------------------------------------------------------- */
 
-static void line_add(gs_ledger_rank *r, const char *label, uint64_t bytes, const char *fmt, ...)
-    __attribute__((format(printf, 4, 5)));
+static void line_add(const calc *c, gs_ledger_rank *r, const char *label, uint64_t bytes, const char *fmt, ...)
+    __attribute__((format(printf, 5, 6)));
 
-static void line_add(gs_ledger_rank *r, const char *label, uint64_t bytes, const char *fmt, ...)
+/* Appends an explain line (nothing when c->explain is 0: the planner reads only the numbers). */
+static void line_add(const calc *c, gs_ledger_rank *r, const char *label, uint64_t bytes, const char *fmt, ...)
 {
-    if (r->nlines >= GS_LEDGER_MAX_LINES)
+    if (!c->explain || r->nlines >= GS_LEDGER_MAX_LINES)
         return;
     gs_ledger_line *l = &r->lines[r->nlines++];
     snprintf(l->label, sizeof l->label, "%s", label);
@@ -183,7 +185,7 @@ static uint64_t act_stored(const act_terms *a, gs_recompute r, calc *c)
 uint64_t gs_ledger_layer_activation_bytes(const gs_model *m, const gs_strategy *st,
                                           uint64_t micro_seqs, uint64_t tp)
 {
-    calc c = {0, NULL};
+    calc c = {0, NULL, 0};
     act_terms a;
     layer_activation_terms(m, st, micro_seqs, tp ? tp : 1, &c, &a);
     uint64_t r = act_stored(&a, st->recompute, &c);
@@ -235,7 +237,7 @@ gs_status gs_ledger_act_sizes(const gs_scenario *s, const gs_mesh *mesh, uint64_
     const gs_model *m = &s->model;
     const gs_strategy *st = &s->strategy;
     uint64_t tp = mesh->size[GS_DIM_TP], pp = mesh->size[GS_DIM_PP], b = s->batch.micro_seqs;
-    calc c = {0, NULL};
+    calc c = {0, NULL, 0};
     act_terms a;
     memset(out, 0, sizeof *out);
     layer_activation_terms(m, st, b, tp, &c, &a);
@@ -287,6 +289,8 @@ typedef struct stage_ctx {
                             (interleaved chunks writing it before the root chunk reduces it) */
     moment best;
     calc *c;
+    uint64_t fixed_bytes; /* resident params + master + m + v + workspace (valid when fixed_ok) */
+    int fixed_ok;         /* 1: that sum does not overflow 64 bits */
 } stage_ctx;
 
 static uint64_t chunk_stash(const stage_ctx *x, uint64_t chunk)
@@ -302,23 +306,101 @@ static uint64_t chunk_stash(const stage_ctx *x, uint64_t chunk)
 static void moment_offer(stage_ctx *x, uint64_t act, uint64_t others, uint64_t gather, uint64_t tgrads,
                          const char *what, int64_t layer, uint32_t mb, uint64_t chunk)
 {
-    uint64_t mem[GS_MEM_KIND_COUNT], total = 0;
-    for (int k = 0; k < GS_MEM_KIND_COUNT; k++)
-        mem[k] = x->resident[k];
-    mem[GS_MEM_GRADS] += tgrads;
-    mem[GS_MEM_ACTIVATIONS] = act;
-    mem[GS_MEM_PIPE_INFLIGHT] = others;
-    mem[GS_MEM_GATHER] = gather;
-    for (int k = 0; k < GS_MEM_KIND_COUNT; k++)
-        total = add(x->c, total, mem[k], "peak");
+    uint64_t grads = x->resident[GS_MEM_GRADS] + tgrads, total;
+    if (x->fixed_ok) {
+        /* The same checked sum as below, the kinds that do not vary between moments added once
+         * (a sum of non-negative terms overflows in any order or in none). */
+        total = add(x->c, x->fixed_bytes, grads, "peak");
+        total = add(x->c, total, act, "peak");
+        total = add(x->c, total, others, "peak");
+        total = add(x->c, total, gather, "peak");
+    } else {
+        total = 0;
+        for (int k = 0; k < GS_MEM_KIND_COUNT; k++) {
+            uint64_t v = k == GS_MEM_GRADS ? grads : k == GS_MEM_ACTIVATIONS ? act : k == GS_MEM_PIPE_INFLIGHT ? others
+                         : k == GS_MEM_GATHER ? gather : x->resident[k];
+            total = add(x->c, total, v, "peak");
+        }
+    }
     if (total <= x->best.total && x->best.what)
         return;
-    memcpy(x->best.mem, mem, sizeof mem);
+    for (int k = 0; k < GS_MEM_KIND_COUNT; k++)
+        x->best.mem[k] = x->resident[k];
+    x->best.mem[GS_MEM_GRADS] = grads;
+    x->best.mem[GS_MEM_ACTIVATIONS] = act;
+    x->best.mem[GS_MEM_PIPE_INFLIGHT] = others;
+    x->best.mem[GS_MEM_GATHER] = gather;
     x->best.total = total;
     x->best.what = what;
     x->best.layer = layer;
     x->best.mb = mb;
     x->best.chunk = chunk;
+}
+
+/* The passes whose memory moments were already offered, keyed by (chunk, stash of the other
+ * passes in flight, root gradient live). It remembers exactly what a list of 64 entries written at
+ * index (count % 64), count stopping at 64, holds: the first entry and entries 1..63 for good, each
+ * later one in index 0 in turn (so a pass is skipped exactly where that list skipped it), with a
+ * hash lookup instead of a scan. */
+#define PASS_MEMO_SLOTS 128 /* > 2 x 63 entries: probes stay short */
+typedef struct pass_key {
+    uint64_t chunk, others;
+    int root;
+} pass_key;
+
+typedef struct pass_memo {
+    pass_key slot0;               /* index 0 of the list */
+    pass_key tab[PASS_MEMO_SLOTS]; /* indices 1..63 */
+    uint8_t used[PASS_MEMO_SLOTS];
+    size_t n;                     /* entries written, at most 64 */
+    pass_key hit;                 /* the last key found in tab (it stays there): checked first */
+    int have_hit;
+} pass_memo;
+
+static size_t pass_hash(const pass_key *k)
+{
+    uint64_t h = k->chunk * 0x9e3779b97f4a7c15ULL ^ k->others * 0xc2b2ae3d27d4eb4fULL ^ (uint64_t)k->root;
+    h ^= h >> 31;
+    h *= 0xbf58476d1ce4e5b9ULL;
+    h ^= h >> 29;
+    return (size_t)h & (PASS_MEMO_SLOTS - 1);
+}
+
+static int pass_key_eq(const pass_key *a, const pass_key *b)
+{
+    return a->chunk == b->chunk && a->others == b->others && a->root == b->root;
+}
+
+static int pass_memo_has(pass_memo *m, const pass_key *k)
+{
+    if ((m->have_hit && pass_key_eq(&m->hit, k)) || (m->n > 0 && pass_key_eq(&m->slot0, k)))
+        return 1;
+    if (m->n <= 1)
+        return 0;
+    for (size_t i = pass_hash(k);; i = (i + 1) & (PASS_MEMO_SLOTS - 1)) {
+        if (!m->used[i])
+            return 0;
+        if (pass_key_eq(&m->tab[i], k)) {
+            m->hit = *k;
+            m->have_hit = 1;
+            return 1;
+        }
+    }
+}
+
+static void pass_memo_add(pass_memo *m, const pass_key *k)
+{
+    if (m->n == 0 || m->n == 64) {
+        m->slot0 = *k;
+    } else {
+        size_t i = pass_hash(k);
+        while (m->used[i])
+            i = (i + 1) & (PASS_MEMO_SLOTS - 1);
+        m->used[i] = 1;
+        m->tab[i] = *k;
+    }
+    if (m->n < 64)
+        m->n++;
 }
 
 /* The peak moment's description, e.g. "backward of local layer 3, micro-batch 0" (empty when
@@ -460,11 +542,17 @@ static gs_status build_stage(const gs_scenario *s, const gs_mesh *mesh, uint64_t
     gs_act_sizes act;
     uint64_t *inflight = NULL;
     uint8_t *seen = NULL;
+    pass_memo *memo = NULL; /* [0] backward passes, [1] forward passes */
     gs_status rc;
     char b1[GS_FMT_BYTES];
     const char *pl = prec_label(st->precision);
 
-    memset(r, 0, sizeof *r);
+    if (c->explain) {
+        memset(r, 0, sizeof *r);
+    } else { /* the explain lines stay unwritten: only the numbers ahead of them are cleared */
+        memset(r, 0, offsetof(gs_ledger_rank, lines));
+        r->nlines = 0;
+    }
     memset(&part, 0, sizeof part);
     r->stage = stage;
     r->first_rank = rank;
@@ -500,17 +588,17 @@ static gs_status build_stage(const gs_scenario *s, const gs_mesh *mesh, uint64_t
     uint64_t mem_g = mul(c, g_el, wb, "grads");
     r->state_bytes = add(c, add(c, add(c, mem_params, mem_master, "states"), add(c, mem_m, mem_v, "states"),
                                 "states"), mem_g, "states");
-    line_add(r, "params", mem_params, "%s %s: %" PRIu64 " elements x %" PRIu64 " B (P=%" PRIu64
+    line_add(c, r, "params", mem_params, "%s %s: %" PRIu64 " elements x %" PRIu64 " B (P=%" PRIu64
              " on stage %" PRIu64 ", tp slice 1/%" PRIu64 "%s)", pl, plan.stored_sharded ? "shard" : "full", p_el,
              wb, P, stage, tp, plan.stored_sharded ? ", padded shard of each FSDP unit over N" : "");
     if (plan.mixed)
-        line_add(r, "master", mem_master, "fp32 %s: %" PRIu64 " x 4 B", plan.shard_opt ? "shard" : "full", o_el);
-    line_add(r, "adam_m", mem_m, "fp32 %s: %" PRIu64 " x 4 B", plan.shard_opt ? "shard" : "full", o_el);
-    line_add(r, "adam_v", mem_v, "fp32 %s: %" PRIu64 " x 4 B", plan.shard_opt ? "shard" : "full", o_el);
-    line_add(r, "grads", mem_g, "%s %s: %" PRIu64 " x %" PRIu64 " B", pl, plan.shard_grads ? "shard" : "full",
+        line_add(c, r, "master", mem_master, "fp32 %s: %" PRIu64 " x 4 B", plan.shard_opt ? "shard" : "full", o_el);
+    line_add(c, r, "adam_m", mem_m, "fp32 %s: %" PRIu64 " x 4 B", plan.shard_opt ? "shard" : "full", o_el);
+    line_add(c, r, "adam_v", mem_v, "fp32 %s: %" PRIu64 " x 4 B", plan.shard_opt ? "shard" : "full", o_el);
+    line_add(c, r, "grads", mem_g, "%s %s: %" PRIu64 " x %" PRIu64 " B", pl, plan.shard_grads ? "shard" : "full",
              g_el, wb);
     if (plan.shard_opt)
-        line_add(r, "shard group", 0, "N = %" PRIu64 " ranks (%s)%s, %zu FSDP units%s", N,
+        line_add(c, r, "shard group", 0, "N = %" PRIu64 " ranks (%s)%s, %zu FSDP units%s", N,
                  st->sharding == GS_SHARD_HYBRID_SHARD ? "the DP ranks on this node" : "the DP group",
                  st->sharding == GS_SHARD_HYBRID_SHARD ? ", replicated across R nodes" : "", part.nunits,
                  part.has_root ? " (the last is the root: embedding, head, stray params)" : "");
@@ -518,7 +606,7 @@ static gs_status build_stage(const gs_scenario *s, const gs_mesh *mesh, uint64_t
         uint64_t host = add(c, add(c, mem_master, add(c, mem_m, mem_v, "host"), "host"),
                             plan.stored_sharded ? add(c, mem_params, mem_g, "host") : 0, "host");
         r->host_bytes = host;
-        line_add(r, "host (offload)", host, "%s master + m + v moved to host memory; the optimizer runs on the CPU",
+        line_add(c, r, "host (offload)", host, "%s master + m + v moved to host memory; the optimizer runs on the CPU",
                  plan.stored_sharded ? "param and grad shards," : "");
         mem_master = mem_m = mem_v = 0;
         if (plan.stored_sharded)
@@ -527,14 +615,14 @@ static gs_status build_stage(const gs_scenario *s, const gs_mesh *mesh, uint64_t
     uint64_t mem_hold = 0;
     if (plan.hold_full_grads) {
         mem_hold = mul(c, P, wb, "grads");
-        line_add(r, "grads (no_sync)", mem_hold, "full gradient accumulated unsharded until the last of %" PRIu64
+        line_add(c, r, "grads (no_sync)", mem_hold, "full gradient accumulated unsharded until the last of %" PRIu64
                  " micro-batches: P x %" PRIu64 " B", mb, wb);
     }
     uint64_t comms = 0;
     for (int d = 0; d < GS_DIM_COUNT; d++)
         comms += mesh->size[d] > 1;
     uint64_t ws = (32ull << 20) + comms * (128ull << 20);
-    line_add(r, "workspace", ws, "estimate: cuBLAS 32 MiB + NCCL buffers 128 MiB x %" PRIu64
+    line_add(c, r, "workspace", ws, "estimate: cuBLAS 32 MiB + NCCL buffers 128 MiB x %" PRIu64
              " communicators (dims of size > 1)", comms);
 
     /* ---- activations ---- */
@@ -547,19 +635,19 @@ static gs_status build_stage(const gs_scenario *s, const gs_mesh *mesh, uint64_t
         const char *how = st->recompute == GS_RECOMPUTE_FULL ? "full recompute: layer input only"
                           : st->recompute == GS_RECOMPUTE_SELECTIVE ? "selective recompute: attention scores dropped"
                                                                     : "no recompute";
-        line_add(r, "act: per layer", act.stored,
+        line_add(c, r, "act: per layer", act.stored,
                  "%s%s%s; replicated %" PRIu64 " + split %" PRIu64 " + scores %" PRIu64 " + lse %" PRIu64
                  " B (Korthikanti 2022; b=%" PRIu64 ", s=%" PRIu64 ", h=%" PRIu64 ", a=%" PRIu64 ", t=%" PRIu64 ")",
                  how, st->sequence_parallel ? ", sequence parallel" : "", st->flash_attention ? ", flash attention" : "",
                  a.replicated, a.split, a.scores, a.lse, s->batch.micro_seqs, m->seq, m->hidden, m->heads, tp);
         if (act.remat)
-            line_add(r, "act: recompute set", act.remat, "one layer's %s rematerialized during its backward",
+            line_add(c, r, "act: recompute set", act.remat, "one layer's %s rematerialized during its backward",
                      st->recompute == GS_RECOMPUTE_FULL ? "full activations" : "attention scores");
         if (act.emb_mask)
-            line_add(r, "act: embedding", act.emb_mask, "dropout mask 1 B x s*b*h%s",
+            line_add(c, r, "act: embedding", act.emb_mask, "dropout mask 1 B x s*b*h%s",
                      st->sequence_parallel ? " / tp" : "");
         if (act.head_act)
-            line_add(r, "act: head", act.head_act, "final-norm input e*s*b*h + fp32 logits 4*s*b*V/t = 4*%" PRIu64
+            line_add(c, r, "act: head", act.head_act, "final-norm input e*s*b*h + fp32 logits 4*s*b*V/t = 4*%" PRIu64
                      "*%" PRIu64 "*%" PRIu64 "/%" PRIu64, m->seq, s->batch.micro_seqs, m->vocab, tp);
     }
 
@@ -594,14 +682,27 @@ static gs_status build_stage(const gs_scenario *s, const gs_mesh *mesh, uint64_t
         }
         /* Passes in flight differ only in their chunk; a backward pass's moments depend only on its
          * chunk and on the stash of the others, so identical (chunk, others) pairs are skipped. */
-        uint64_t seen_chunk[64], seen_others[64], fseen_chunk[64], fseen_others[64];
-        int seen_root[64], fseen_root[64];
         uint64_t root_chunk = gs_partition_root_chunk(&part, stage, pp, v);
-        size_t nseen = 0, nfseen = 0, max_inflight = 0, cur_inflight = 0, hint = 0, fhint = 0;
+        size_t max_inflight = 0, cur_inflight = 0;
         seen = calloc(v, 1);
-        if (!seen) {
+        memo = malloc(2 * sizeof *memo);
+        if (!seen || !memo) {
             rc = gs_error_set(err, GS_ERR_NOMEM, "out of memory");
             goto out;
+        }
+        pass_memo *bmemo = &memo[0], *fmemo = &memo[1];
+        bmemo->n = fmemo->n = 0;
+        bmemo->have_hit = fmemo->have_hit = 0;
+        memset(bmemo->used, 0, sizeof bmemo->used);
+        memset(fmemo->used, 0, sizeof fmemo->used);
+        {
+            calc fc = {0, NULL, 0};
+            uint64_t f = 0;
+            for (int k = 0; k < GS_MEM_KIND_COUNT; k++)
+                if (k != GS_MEM_GRADS && k != GS_MEM_ACTIVATIONS && k != GS_MEM_PIPE_INFLIGHT && k != GS_MEM_GATHER)
+                    f = add(&fc, f, x.resident[k], "peak");
+            x.fixed_bytes = f;
+            x.fixed_ok = !fc.overflow;
         }
         for (size_t i = 0; i < order.nops; i++) {
             const gs_pipe_op *op = &order.ops[i];
@@ -609,24 +710,10 @@ static gs_status build_stage(const gs_scenario *s, const gs_mesh *mesh, uint64_t
                 uint64_t others_f = 0;
                 for (uint64_t ch = 0; ch < v; ch++)
                     others_f = add(c, others_f, mul(c, inflight[ch], chunk_stash(&x, ch), "stash"), "stash");
-                int fdup = 0;
-                if (seen[op->chunk]) { /* the last match first: in steady state the same pair repeats */
-                    fdup = fhint < nfseen && fseen_chunk[fhint] == op->chunk && fseen_others[fhint] == others_f &&
-                           fseen_root[fhint] == x.root_grad_live;
-                    for (size_t k = 0; k < nfseen && !fdup; k++)
-                        if (fseen_chunk[k] == op->chunk && fseen_others[k] == others_f &&
-                            fseen_root[k] == x.root_grad_live) {
-                            fdup = 1;
-                            fhint = k;
-                        }
-                }
-                if (!fdup) {
+                pass_key key = {op->chunk, others_f, x.root_grad_live};
+                if (!(seen[op->chunk] && pass_memo_has(fmemo, &key))) {
                     forward_moments(&x, op->mb, op->chunk, others_f, seen);
-                    fseen_chunk[nfseen % 64] = op->chunk;
-                    fseen_others[nfseen % 64] = others_f;
-                    fseen_root[nfseen % 64] = x.root_grad_live;
-                    if (nfseen < 64)
-                        nfseen++;
+                    pass_memo_add(fmemo, &key);
                 }
                 seen[op->chunk] = 1;
                 inflight[op->chunk]++;
@@ -638,20 +725,10 @@ static gs_status build_stage(const gs_scenario *s, const gs_mesh *mesh, uint64_t
             for (uint64_t ch = 0; ch < v; ch++)
                 others = add(c, others, mul(c, inflight[ch], chunk_stash(&x, ch), "stash"), "stash");
             others -= chunk_stash(&x, op->chunk);
-            int dup = hint < nseen && seen_chunk[hint] == op->chunk && seen_others[hint] == others &&
-                      seen_root[hint] == x.root_grad_live;
-            for (size_t k = 0; k < nseen && !dup; k++)
-                if (seen_chunk[k] == op->chunk && seen_others[k] == others && seen_root[k] == x.root_grad_live) {
-                    dup = 1;
-                    hint = k;
-                }
-            if (!dup) {
+            pass_key key = {op->chunk, others, x.root_grad_live};
+            if (!pass_memo_has(bmemo, &key)) {
                 backward_moments(&x, op->mb, op->chunk, others);
-                seen_chunk[nseen % 64] = op->chunk;
-                seen_others[nseen % 64] = others;
-                seen_root[nseen % 64] = x.root_grad_live;
-                if (nseen < 64)
-                    nseen++;
+                pass_memo_add(bmemo, &key);
             }
             if (gs_partition_root_written_by(&part, stage, pp, v, op->chunk))
                 x.root_grad_live = 1;
@@ -663,20 +740,21 @@ static gs_status build_stage(const gs_scenario *s, const gs_mesh *mesh, uint64_t
         for (int k = 0; k < GS_MEM_KIND_COUNT; k++)
             r->mem[k] = x.best.mem[k];
         r->peak_bytes = x.best.total;
-        moment_where(&x, r->peak_where, sizeof r->peak_where);
+        if (c->explain)
+            moment_where(&x, r->peak_where, sizeof r->peak_where);
         r->inflight_microbatches = max_inflight;
-        line_add(r, "activations", r->mem[GS_MEM_ACTIVATIONS], "at the peak: the current pass's stash, its "
+        line_add(c, r, "activations", r->mem[GS_MEM_ACTIVATIONS], "at the peak: the current pass's stash, its "
                  "rematerialized layer and pipeline gradients in flight");
         if (pp > 1)
-            line_add(r, "pipeline_inflight", r->mem[GS_MEM_PIPE_INFLIGHT], "%s: up to %zu passes in flight on "
+            line_add(c, r, "pipeline_inflight", r->mem[GS_MEM_PIPE_INFLIGHT], "%s: up to %zu passes in flight on "
                      "stage %" PRIu64 " (warm-up %" PRIu64 "); the others' stashes at the peak",
                      v > 1 ? "interleaved 1F1B" : gs_pipeline_name(st->pipeline), max_inflight, stage, order.warmup);
         if (plan.stored_sharded)
-            line_add(r, "gather_buffers", r->mem[GS_MEM_GATHER], "root unit %" PRIu64 " params gathered for the step%s"
+            line_add(c, r, "gather_buffers", r->mem[GS_MEM_GATHER], "root unit %" PRIu64 " params gathered for the step%s"
                      " x %" PRIu64 " B", root,
                      plan.gather_all ? " + every layer unit kept gathered (shard_grad_op / no reshard)"
                      : plan.prefetch_bwd ? " + the layer's unit and the prefetched next" : " + the layer's unit", wb);
-        line_add(r, "peak", r->peak_bytes, "at %s", r->peak_where);
+        line_add(c, r, "peak", r->peak_bytes, "at %s", r->peak_where);
     }
 
     /* ---- traffic ---- */
@@ -724,22 +802,22 @@ static gs_status build_stage(const gs_scenario *s, const gs_mesh *mesh, uint64_t
         if (R > 1)
             ar_net = mul(c, inter_pass, n_sync, "traffic");
         if (ag)
-            line_add(r, "dp all-gather", ag, "%s%s%s (N=%" PRIu64 ", (N-1) x padded shard x %" PRIu64 " B per unit)",
+            line_add(c, r, "dp all-gather", ag, "%s%s%s (N=%" PRIu64 ", (N-1) x padded shard x %" PRIu64 " B per unit)",
                      plan.gather_root ? "root once + " : "",
                      plan.gather_per_pass ? "every layer unit before each forward and backward pass (2 x m)"
                      : plan.gather_all ? "every layer unit once per step"
                                        : "updated params once per step",
                      "", N, wb);
         if (rs)
-            line_add(r, "dp reduce-scatter", rs, "%" PRIu64 " x %s of gradients%s", n_sync,
-                     gs_fmt_bytes(red_pass, b1, sizeof b1),
+            line_add(c, r, "dp reduce-scatter", rs, "%" PRIu64 " x %s of gradients%s", n_sync,
+                     (c->explain ? gs_fmt_bytes(red_pass, b1, sizeof b1) : ""),
                      n_sync == 1 ? " (once per step: no_sync until the last micro-batch)" : " (every micro-batch)");
         if (ar)
-            line_add(r, "dp all-reduce", ar, "%" PRIu64 " x %s: 2 (N-1)/N over %" PRIu64 " B buckets, N=%" PRIu64 "%s",
-                     n_sync, gs_fmt_bytes(red_pass, b1, sizeof b1), st->bucket_bytes, N,
+            line_add(c, r, "dp all-reduce", ar, "%" PRIu64 " x %s: 2 (N-1)/N over %" PRIu64 " B buckets, N=%" PRIu64 "%s",
+                     n_sync, (c->explain ? gs_fmt_bytes(red_pass, b1, sizeof b1) : ""), st->bucket_bytes, N,
                      n_sync == 1 ? " (no_sync until the last micro-batch)" : "");
         if (ar_net)
-            line_add(r, "hsdp all-reduce", ar_net, "2 (R-1)/R x gradient shard x %" PRIu64 " B x %" PRIu64
+            line_add(c, r, "hsdp all-reduce", ar_net, "2 (R-1)/R x gradient shard x %" PRIu64 " B x %" PRIu64
                      " syncs, R=%" PRIu64 " nodes", wb, n_sync, R);
         r->traffic[GS_TRAFFIC_DP_ALLGATHER] = ag;
         r->traffic[GS_TRAFFIC_DP_REDUCE_SCATTER] = rs;
@@ -773,7 +851,7 @@ static gs_status build_stage(const gs_scenario *s, const gs_mesh *mesh, uint64_t
                                                        ceil_div(mul(c, gs_sp_norm_params(s, r->layers, stage + 1 == pp),
                                                                     e, "traffic"), tp), "traffic") : 0;
             tpb = add(c, tpb, spn, "traffic");
-            line_add(r, "tp", tpb, "%" PRIu64 " all-reduce equivalents x 2 (t-1) x ceil(s*b*h*%" PRIu64 " B / t) x %"
+            line_add(c, r, "tp", tpb, "%" PRIu64 " all-reduce equivalents x 2 (t-1) x ceil(s*b*h*%" PRIu64 " B / t) x %"
                      PRIu64 " micro-batches (%" PRIu64 " per layer%s%s, t=%" PRIu64 ")%s%s", colls, e, mb, per_layer,
                      st->recompute == GS_RECOMPUTE_FULL ? " incl. the recomputed forward" : "",
                      st->sequence_parallel ? ", as all-gather + reduce-scatter pairs" : "", tp,
@@ -790,7 +868,7 @@ static gs_status build_stage(const gs_scenario *s, const gs_mesh *mesh, uint64_t
             uint64_t fwd = mul(c, mb, v, "traffic") - (stage + 1 == pp ? mb : 0);
             uint64_t bwd = mul(c, mb, v, "traffic") - (stage == 0 ? mb : 0);
             ppb = mul(c, add(c, fwd, bwd, "traffic"), act.boundary, "traffic");
-            line_add(r, "pp", ppb, "(%" PRIu64 " activation + %" PRIu64 " gradient sends) x %" PRIu64 " B", fwd, bwd,
+            line_add(c, r, "pp", ppb, "(%" PRIu64 " activation + %" PRIu64 " gradient sends) x %" PRIu64 " B", fwd, bwd,
                      act.boundary);
             uint64_t cn[GS_DIM_COUNT] = {0};
             cn[GS_DIM_PP] = stage + 1 < pp ? stage + 1 : stage - 1;
@@ -803,6 +881,7 @@ static gs_status build_stage(const gs_scenario *s, const gs_mesh *mesh, uint64_t
 out:
     free(inflight);
     free(seen);
+    free(memo);
     gs_pipe_order_fini(&order);
     gs_partition_fini(&part);
     return rc;
@@ -838,16 +917,21 @@ static void seed_cross_checks(gs_ledger *l, const gs_scenario *s, const gs_mesh 
              gs_fmt_bytes((uint64_t)exact_traffic, b4, sizeof b4));
 }
 
-gs_status gs_ledger_create(const gs_scenario *s, const gs_mesh *mesh, gs_ledger **out, gs_error *err)
+static gs_status ledger_create(const gs_scenario *s, const gs_mesh *mesh, int explain, gs_ledger **out, gs_error *err)
 {
     gs_status rc = GS_OK;
-    calc c = {0, NULL};
+    calc c = {0, NULL, explain};
     *out = NULL;
-    gs_ledger *l = calloc(1, sizeof *l);
+    gs_ledger *l = explain ? calloc(1, sizeof *l) : malloc(sizeof *l);
+    if (l && !explain) { /* everything but the notes, which stay unwritten */
+        memset(l, 0, offsetof(gs_ledger, notes));
+        l->nnotes = 0;
+    }
     if (!l)
         return gs_error_set(err, GS_ERR_NOMEM, "out of memory allocating the ledger");
     uint64_t pp = mesh->size[GS_DIM_PP];
-    l->ranks = calloc(pp, sizeof *l->ranks);
+    /* without the explain lines each stage clears only its numbers (build_stage) */
+    l->ranks = explain ? calloc(pp, sizeof *l->ranks) : malloc(pp * sizeof *l->ranks);
     if (!l->ranks) {
         rc = gs_error_set(err, GS_ERR_NOMEM, "out of memory: %" PRIu64 " pipeline stages", pp);
         goto out;
@@ -889,7 +973,8 @@ gs_status gs_ledger_create(const gs_scenario *s, const gs_mesh *mesh, gs_ledger 
                           s->path, c.what ? c.what : "a size", s->model.name, mesh->world);
         goto out;
     }
-    seed_cross_checks(l, s, mesh);
+    if (explain)
+        seed_cross_checks(l, s, mesh);
 out:
     if (rc != GS_OK) {
         gs_ledger_destroy(l);
@@ -897,6 +982,16 @@ out:
     }
     *out = l;
     return GS_OK;
+}
+
+gs_status gs_ledger_create(const gs_scenario *s, const gs_mesh *mesh, gs_ledger **out, gs_error *err)
+{
+    return ledger_create(s, mesh, 1, out, err);
+}
+
+gs_status gs_ledger_create_numbers(const gs_scenario *s, const gs_mesh *mesh, gs_ledger **out, gs_error *err)
+{
+    return ledger_create(s, mesh, 0, out, err);
 }
 
 void gs_ledger_destroy(gs_ledger *l)

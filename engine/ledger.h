@@ -91,6 +91,10 @@ typedef struct gs_ledger {
 /* Builds both ledgers for the scenario on the mesh (gs_scenario_mesh must have succeeded).
  * Overflowing sizes fail with GS_ERR_OVERFLOW naming the quantity. */
 gs_status gs_ledger_create(const gs_scenario *s, const gs_mesh *mesh, gs_ledger **out, gs_error *err);
+/* The same numbers without the explanation: no lines, notes or peak_where (each rank's nlines and
+ * the ledger's nnotes are 0, peak_where is empty). For callers that read only the byte counts
+ * (the planner, the sim report); same ownership. */
+gs_status gs_ledger_create_numbers(const gs_scenario *s, const gs_mesh *mesh, gs_ledger **out, gs_error *err);
 void gs_ledger_destroy(gs_ledger *l);
 
 /* The rank class with the highest peak (ties: lowest stage). */

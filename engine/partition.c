@@ -93,6 +93,46 @@ static void block_slice_init(const gs_model *m, uint64_t tp, pcalc *c, block_sli
         b->total = padd(c, b->total, b->linear[i], "block params");
 }
 
+static int covers(const gs_unit *u, int64_t l);
+
+/* The per-layer index of covering units (the builders and the ledger ask per layer and pass). */
+static gs_status build_cover_index(gs_partition *p)
+{
+    size_t n = (size_t)p->layers, total = 0;
+    p->cover_off = calloc(n + 1, sizeof *p->cover_off);
+    p->cover_params = calloc(n ? n : 1, sizeof *p->cover_params);
+    if (!p->cover_off || !p->cover_params)
+        return GS_ERR_NOMEM;
+    for (size_t u = 0; u < p->nunits; u++) {
+        const gs_unit *un = &p->units[u];
+        if (un->layer_begin == GS_PART_ROOT)
+            continue;
+        for (int64_t l = un->layer_begin < 0 ? 0 : un->layer_begin; l <= un->layer_end && (uint64_t)l < n; l++)
+            p->cover_off[l + 1]++;
+    }
+    for (size_t l = 0; l < n; l++)
+        p->cover_off[l + 1] += p->cover_off[l];
+    total = p->cover_off[n];
+    p->cover_units = malloc((total ? total : 1) * sizeof *p->cover_units);
+    size_t *fill = malloc((n ? n : 1) * sizeof *fill);
+    if (!p->cover_units || !fill) {
+        free(fill);
+        return GS_ERR_NOMEM;
+    }
+    memcpy(fill, p->cover_off, n * sizeof *fill);
+    for (size_t u = 0; u < p->nunits; u++) { /* ascending u: each layer's list is ascending */
+        const gs_unit *un = &p->units[u];
+        if (un->layer_begin == GS_PART_ROOT)
+            continue;
+        for (int64_t l = un->layer_begin < 0 ? 0 : un->layer_begin; l <= un->layer_end && (uint64_t)l < n; l++) {
+            p->cover_units[fill[l]++] = u;
+            p->cover_params[l] += un->params;
+        }
+    }
+    free(fill);
+    return GS_OK;
+}
+
 gs_status gs_partition_stage(const gs_scenario *s, const gs_mesh *mesh, uint64_t stage, gs_partition *p,
                              gs_error *err)
 {
@@ -207,6 +247,8 @@ gs_status gs_partition_stage(const gs_scenario *s, const gs_mesh *mesh, uint64_t
         rc = push(p, root, GS_PART_ROOT, GS_PART_ROOT);
         p->has_root = rc == GS_OK;
     }
+    if (rc == GS_OK)
+        rc = build_cover_index(p);
     if (rc != GS_OK && rc != GS_ERR_OVERFLOW)
         gs_error_set(err, rc, "out of memory partitioning stage %" PRIu64 " into FSDP units", stage);
 out:
@@ -218,6 +260,11 @@ out:
 void gs_partition_fini(gs_partition *p)
 {
     free(p->units);
+    free(p->cover_off);
+    free(p->cover_units);
+    free(p->cover_params);
+    p->cover_off = p->cover_units = NULL;
+    p->cover_params = NULL;
     p->units = NULL;
     p->nunits = p->cap = 0;
     p->has_root = 0;
@@ -230,11 +277,23 @@ static int covers(const gs_unit *u, int64_t l)
 
 uint64_t gs_partition_covering(const gs_partition *p, int64_t layer)
 {
+    if (p->cover_params && layer >= 0 && (uint64_t)layer < p->layers)
+        return p->cover_params[layer];
     uint64_t sum = 0;
     for (size_t i = 0; i < p->nunits; i++)
         if (covers(&p->units[i], layer))
             sum += p->units[i].params;
     return sum;
+}
+
+size_t gs_partition_units_covering(const gs_partition *p, int64_t layer, const size_t **units)
+{
+    if (p->cover_off && layer >= 0 && (uint64_t)layer < p->layers) {
+        *units = p->cover_units + p->cover_off[layer];
+        return p->cover_off[layer + 1] - p->cover_off[layer];
+    }
+    *units = NULL;
+    return 0;
 }
 
 uint64_t gs_partition_prefetch(const gs_partition *p, int64_t cur, int64_t next)

@@ -4,7 +4,7 @@
  * bytes and memory on its own.
  *
  * Ownership: gs_partition is caller storage (init by gs_partition_stage, free with
- * gs_partition_fini); it owns its unit array. */
+ * gs_partition_fini); it owns its unit array and its per-layer index. */
 #ifndef GS_PARTITION_H
 #define GS_PARTITION_H
 
@@ -34,6 +34,11 @@ typedef struct gs_partition {
     uint64_t head_params; /* final norm + LM head slice (last stage), else 0 */
     uint64_t first_layer; /* global index of the stage's first layer */
     uint64_t layers;      /* layers on this stage */
+    /* Index by stage-local layer, built by gs_partition_stage (NULL when it is not): the non-root
+     * units covering layer l are cover_units[cover_off[l] .. cover_off[l + 1]), ascending; their
+     * parameters sum to cover_params[l]. */
+    size_t *cover_off, *cover_units;
+    uint64_t *cover_params;
 } gs_partition;
 
 /* Builds the partition of `stage` for the scenario's wrap policy:
@@ -49,6 +54,8 @@ void gs_partition_fini(gs_partition *p);
 
 /* Sum of non-root units covering stage-local layer l (what must be gathered to compute it). */
 uint64_t gs_partition_covering(const gs_partition *p, int64_t layer);
+/* The non-root units covering stage-local layer l, ascending (*units; the count is returned). */
+size_t gs_partition_units_covering(const gs_partition *p, int64_t layer, const size_t **units);
 /* Sum of non-root units covering layer `next` but not layer `cur` (what a prefetch adds). */
 uint64_t gs_partition_prefetch(const gs_partition *p, int64_t cur, int64_t next);
 /* Root unit's params (0 without a root). */

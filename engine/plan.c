@@ -441,7 +441,7 @@ static gs_status ledger_one(search *x, cand *c, gs_error *err)
     cand_scenario(x, c, &s);
     gs_status rc = gs_scenario_mesh(&s, &mesh, NULL, err);
     if (rc == GS_OK)
-        rc = gs_ledger_create(&s, &mesh, &l, err);
+        rc = gs_ledger_create_numbers(&s, &mesh, &l, err); /* the peak only: no explain text */
     if (rc == GS_OK) {
         c->peak_bytes = l->peak_bytes;
         c->gpu_bytes = l->gpu_bytes;

@@ -188,10 +188,17 @@ gs_status gs_report_build(const gs_scenario *s, const gs_schedule *sch, gs_timin
     if (r->bubble_share < 0) /* rounding of interval sums */
         r->bubble_share = 0;
 
-    if ((rc = gs_ledger_create(s, &sch->mesh, &led, err)) != GS_OK)
+    /* the numbers only; the explained ledger when a warning names the peak's moment */
+    if ((rc = gs_ledger_create_numbers(s, &sch->mesh, &led, err)) != GS_OK)
         goto out;
     r->peak_bytes = led->peak_bytes;
     r->gpu_bytes = led->gpu_bytes;
+    if (r->peak_bytes > r->gpu_bytes) {
+        gs_ledger_destroy(led);
+        led = NULL;
+        if ((rc = gs_ledger_create(s, &sch->mesh, &led, err)) != GS_OK)
+            goto out;
+    }
 
     /* warnings: the seed's troubleshooting table (DIGEST section 5) */
     char b1[GS_FMT_BYTES], b2[GS_FMT_BYTES];

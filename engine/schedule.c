@@ -342,6 +342,15 @@ static int name_hash_reserve(gs_rank_events *r, size_t n)
     return 0;
 }
 
+gs_status gs_rank_reserve(gs_rank_events *r, size_t events, size_t pool, size_t tensors)
+{
+    if (grow((void **)&r->events, &r->cap_events, events, sizeof *r->events) != 0 ||
+        grow((void **)&r->pool, &r->cap_pool, pool, sizeof *r->pool) != 0 ||
+        grow((void **)&r->tensors, &r->cap_tensors, tensors, sizeof *r->tensors) != 0)
+        return GS_ERR_NOMEM;
+    return GS_OK;
+}
+
 gs_status gs_rank_add_event(gs_rank_events *r, const gs_event *ev, const uint32_t *const lists[GS_LINK_LISTS],
                             uint32_t *id)
 {
@@ -361,11 +370,13 @@ gs_status gs_rank_add_event(gs_rank_events *r, const gs_event *ev, const uint32_
 
     gs_event e = *ev;
     e.links = (uint32_t)r->npool;
-    for (int w = 0; w < GS_LINK_LISTS; w++) {
-        if (ev->nlinks[w])
-            memcpy(r->pool + r->npool, lists[w], ev->nlinks[w] * sizeof *r->pool);
-        r->npool += ev->nlinks[w];
+    uint32_t *dst = r->pool + r->npool;
+    for (int w = 0; w < GS_LINK_LISTS; w++) { /* a few ids each: copied inline, not by memcpy calls */
+        const uint32_t *src = lists ? lists[w] : NULL;
+        for (uint16_t j = 0; j < ev->nlinks[w]; j++)
+            *dst++ = src[j];
     }
+    r->npool += total;
     uint32_t me = (uint32_t)r->nevents;
     if (!r->unnamed) {
         name_key k;

@@ -178,6 +178,9 @@ gs_status gs_rank_add_tensor(gs_rank_events *r, const gs_tensor *t, uint32_t *id
 /* Appends ev with its lists; lists may be NULL when their count in ev->nlinks is 0. */
 gs_status gs_rank_add_event(gs_rank_events *r, const gs_event *ev, const uint32_t *const lists[GS_LINK_LISTS],
                             uint32_t *id);
+/* Optional, before appending: room for this many events, link pool entries and tensors (a
+ * builder that knows about how many are coming saves the doublings). GS_ERR_NOMEM. */
+gs_status gs_rank_reserve(gs_rank_events *r, size_t events, size_t pool, size_t tensors);
 /* The list `which` (GS_LINK_*) of event e. */
 const uint32_t *gs_event_list(const gs_rank_events *r, const gs_event *e, int which);
 /* Optional, once a rank's list is complete: frees the append-time name index and trims the

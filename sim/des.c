@@ -172,6 +172,16 @@ typedef struct rank_rt {
     double slowdown;                 /* straggler factor on compute (1 = none) */
 } rank_rt;
 
+/* What the loop reads of an event when it issues or completes it, packed (16 bytes, in global
+ * id order) so that it does not load the 80-byte gs_event: its duration before the compute
+ * overlap slowdown and straggler factor (event_base_s), kind and stream. */
+typedef struct hot_event {
+    double base_s;      /* seconds */
+    uint32_t rank_list; /* index of its rank list in the schedule (< PS_ENTRY, checked) */
+    uint8_t kind;       /* gs_event_kind */
+    uint8_t stream;     /* gs_stream */
+} hot_event;
+
 typedef struct run_ctx {
     cost_map cost_cache;  /* event cost by (shape, op) or (rank list, group, op, bytes): seconds */
     const sim_state *st;
@@ -179,6 +189,7 @@ typedef struct run_ctx {
     gs_timing *const *timing;
     rank_rt *rt;
     uint64_t total;
+    hot_event *hot;       /* per global event */
     uint32_t *remaining;  /* per global event: deps not done */
     uint64_t *dep_off;    /* CSR of dependents, per global event */
     uint64_t *dep_list;
@@ -242,7 +253,10 @@ static size_t rank_index_of(const run_ctx *c, uint64_t gid)
     return lo;
 }
 
-static double event_duration(run_ctx *c, size_t ri, const gs_event *e)
+/* An event's duration as far as it does not depend on the moment it starts (everything but a
+ * compute event's overlap slowdown and its rank's straggler factor, see event_duration); computed
+ * once per event while the run is set up. */
+static double event_base_s(run_ctx *c, size_t ri, const gs_event *e)
 {
     const sim_state *st = c->st;
     const rank_rt *rt = &c->rt[ri];
@@ -264,8 +278,7 @@ static double event_duration(run_ctx *c, size_t ri, const gs_event *e)
         } else {
             t = ce->cost_s;
         }
-        int comm = rt->busy[GS_STREAM_DP] || rt->busy[GS_STREAM_TP] || rt->busy[GS_STREAM_PP];
-        return (comm ? t * st->cm.overlap_slowdown : t) * rt->slowdown;
+        return t;
     }
     case GS_EV_COLLECTIVE: {
         cost_entry *ce = cost_map_find(&c->cost_cache, (uint64_t)ri << 16 | (uint64_t)e->group << 8 | e->op,
@@ -298,9 +311,21 @@ static double event_duration(run_ctx *c, size_t ri, const gs_event *e)
     }
 }
 
+/* The duration of an event issued now: a compute event is slowed while a communication stream
+ * of its rank is busy (the overlap factor) and by its rank's straggler factor. */
+static double event_duration(const run_ctx *c, size_t ri, const hot_event *h)
+{
+    if (h->kind != GS_EV_COMPUTE)
+        return h->base_s;
+    const rank_rt *rt = &c->rt[ri];
+    double t = h->base_s;
+    int comm = rt->busy[GS_STREAM_DP] || rt->busy[GS_STREAM_TP] || rt->busy[GS_STREAM_PP];
+    return (comm ? t * c->st->cm.overlap_slowdown : t) * rt->slowdown;
+}
+
 static int complete_at(run_ctx *c, uint64_t gid, double start, double dur)
 {
-    size_t ri = rank_index_of(c, gid);
+    size_t ri = c->hot[gid].rank_list;
     gs_timing *t = &c->timing[ri][gid - c->rt[ri].base];
     t->start_s = start;
     t->end_s = start + dur;
@@ -614,11 +639,13 @@ static int try_issue(run_ctx *c, size_t ri)
         uint64_t gid = rt->base + ev;
         if (c->remaining[gid])
             continue;
-        const gs_event *e = &r->events[ev];
+        const hot_event *h = &c->hot[gid];
+        uint8_t kind = h->kind;
+        const gs_event *e = &r->events[ev]; /* read only on the paths that need the whole event */
         rt->busy[s] = 1;
         c->timing[ri][ev].posted_s = c->now;
-        double dur = event_duration(c, ri, e);
-        if (e->kind == GS_EV_COLLECTIVE && c->match[gid] != NONE) {
+        double dur = event_duration(c, ri, h);
+        if (kind == GS_EV_COLLECTIVE && c->match[gid] != NONE) {
             uint64_t in = c->match[gid];
             c->wait_next[gid] = c->inst_head[in];
             c->inst_head[in] = gid;
@@ -629,7 +656,7 @@ static int try_issue(run_ctx *c, size_t ri)
                 c->inst_ready[in] = arrive;
             if (++c->inst_arrived[in] == c->inst_needed[in]) {
                 if (c->fm) {
-                    int started = start_coll_flow(c, in, ri, e);
+                    int started = start_coll_flow(c, in, ri, &r->events[ev]);
                     if (started < 0)
                         return -1;
                     if (started == 0)
@@ -643,15 +670,15 @@ static int try_issue(run_ctx *c, size_t ri)
                         return -1;
                 }
             }
-        } else if ((e->kind == GS_EV_SEND || e->kind == GS_EV_RECV) && c->match[gid] != NONE && c->fm) {
-            if (issue_p2p_flow(c, ri, gid, e, dur) != 0)
+        } else if ((kind == GS_EV_SEND || kind == GS_EV_RECV) && c->match[gid] != NONE && c->fm) {
+            if (issue_p2p_flow(c, ri, gid, &r->events[ev], dur) != 0)
                 return -1;
-        } else if ((e->kind == GS_EV_SEND || e->kind == GS_EV_RECV) && c->match[gid] != NONE) {
+        } else if ((kind == GS_EV_SEND || kind == GS_EV_RECV) && c->match[gid] != NONE) {
             /* NCCL p2p through proxy buffers: a send proceeds once posted and lands in the
              * receiver's buffer; the receive completes when it is posted and the data is there. */
             uint64_t p = c->match[gid];
             c->posted[gid] = 1;
-            if (e->kind == GS_EV_SEND) {
+            if (kind == GS_EV_SEND) {
                 /* a sender woken by the compute stream's thread starts that much later (host) */
                 double t0 = c->now + cross_stream_wake(c, r, e);
                 if (complete_at(c, gid, t0, dur) != 0)
@@ -673,7 +700,7 @@ static int try_issue(run_ctx *c, size_t ri)
                 if (complete_at(c, gid, c->now, dur) != 0)
                     return -1;
             }
-        } else if (e->kind == GS_EV_COMPUTE && c->ps_active) {
+        } else if (kind == GS_EV_COMPUTE && c->ps_active) {
             const gs_compute_model *cm = &c->st->cm;
             double launch = gs_compute_launch_time(cm, e);
             /* the part of the launches that is work on the shared cores, not latency */
@@ -716,22 +743,18 @@ static gs_status sim_run(void *state, const gs_schedule *sch, gs_timing *const *
     if (!c.rt)
         goto nomem;
     uint64_t total = 0, ncoll = 0, np2p = 0;
-    for (size_t i = 0; i < sch->nranks; i++) {
+    for (size_t i = 0; i < sch->nranks; i++) { /* collectives and p2p are counted in the CSR pass */
         c.rt[i].base = total;
         total += sch->ranks[i].nevents;
-        for (size_t k = 0; k < sch->ranks[i].nevents; k++) {
-            uint8_t kind = sch->ranks[i].events[k].kind;
-            ncoll += kind == GS_EV_COLLECTIVE;
-            np2p += kind == GS_EV_SEND || kind == GS_EV_RECV;
-        }
     }
     c.total = total;
     c.remaining = calloc(total ? total : 1, sizeof *c.remaining);
     c.dep_off = calloc(total + 1, sizeof *c.dep_off);
     c.match = malloc((total ? total : 1) * sizeof *c.match);
+    c.hot = malloc((total ? total : 1) * sizeof *c.hot);
     c.wait_next = malloc((total ? total : 1) * sizeof *c.wait_next);
     c.posted = calloc(total ? total : 1, 1);
-    if (!c.remaining || !c.dep_off || !c.match || !c.wait_next || !c.posted)
+    if (!c.remaining || !c.dep_off || !c.match || !c.hot || !c.wait_next || !c.posted)
         goto nomem;
     if (st->cm.cores > 0) {
         c.ps_left = calloc(total ? total : 1, sizeof *c.ps_left);
@@ -759,8 +782,8 @@ static gs_status sim_run(void *state, const gs_schedule *sch, gs_timing *const *
     }
 
     /* ranks present, and how many members of each group are present */
-    if (cost_map_init(&c.cost_cache, 1024) != 0 || map_init(&present, sch->nranks * GS_GROUP_KIND_COUNT) != 0 || map_init(&inst_map, ncoll / 2 + 16) != 0 ||
-        map_init(&pair_map, np2p + 16) != 0 || map_init(&seq_map, 1024) != 0)
+    if (cost_map_init(&c.cost_cache, 1024) != 0 || map_init(&present, sch->nranks * GS_GROUP_KIND_COUNT) != 0 ||
+        map_init(&seq_map, 1024) != 0)
         goto nomem;
     for (size_t i = 0; i < sch->nranks; i++) {
         rank_rt *rt = &c.rt[i];
@@ -782,6 +805,8 @@ static gs_status sim_run(void *state, const gs_schedule *sch, gs_timing *const *
         rank_rt *rt = &c.rt[i];
         for (size_t k = 0; k < r->nevents; k++) {
             const gs_event *e = &r->events[k];
+            ncoll += e->kind == GS_EV_COLLECTIVE;
+            np2p += e->kind == GS_EV_SEND || e->kind == GS_EV_RECV;
             c.remaining[rt->base + k] = e->nlinks[GS_LINK_DEPS];
             const uint32_t *d = gs_event_list(r, e, GS_LINK_DEPS);
             for (uint16_t j = 0; j < e->nlinks[GS_LINK_DEPS]; j++)
@@ -819,6 +844,8 @@ static gs_status sim_run(void *state, const gs_schedule *sch, gs_timing *const *
         }
         free(fill);
     }
+    if (map_init(&inst_map, ncoll / 2 + 16) != 0 || map_init(&pair_map, np2p + 16) != 0)
+        goto nomem;
     /* collective instance = (group kind, group index, k-th collective of this rank on it) */
     c.inst_needed = malloc((ncoll ? ncoll : 1) * sizeof *c.inst_needed);
     c.inst_arrived = calloc(ncoll ? ncoll : 1, sizeof *c.inst_arrived);
@@ -843,6 +870,10 @@ static gs_status sim_run(void *state, const gs_schedule *sch, gs_timing *const *
         for (size_t k = 0; k < r->nevents; k++) {
             const gs_event *e = &r->events[k];
             uint64_t gid = c.rt[i].base + k;
+            c.hot[gid].base_s = event_base_s(&c, i, e);
+            c.hot[gid].rank_list = (uint32_t)i;
+            c.hot[gid].kind = e->kind;
+            c.hot[gid].stream = e->stream;
             c.match[gid] = NONE;
             c.wait_next[gid] = NONE;
             if (e->kind == GS_EV_COLLECTIVE && e->group < GS_GROUP_KIND_COUNT &&
@@ -936,11 +967,11 @@ static gs_status sim_run(void *state, const gs_schedule *sch, gs_timing *const *
             ri = rank_index_of(&c, nd.id);
         }
         c.now = nd.t;
-        const gs_event *e = &sch->ranks[ri].events[nd.id - c.rt[ri].base];
+        uint8_t stream = c.hot[nd.id].stream;
         if (ps_coll_end(&c, nd.id) != 0)
             goto nomem;
-        c.rt[ri].busy[e->stream] = 0;
-        c.rt[ri].cursor[e->stream]++;
+        c.rt[ri].busy[stream] = 0;
+        c.rt[ri].cursor[stream]++;
         c.done++;
         for (uint64_t j = c.dep_off[nd.id]; j < c.dep_off[nd.id + 1]; j++)
             c.remaining[c.dep_list[j]]--;
@@ -989,6 +1020,7 @@ out:
     free(c.dep_off);
     free(c.dep_list);
     free(c.match);
+    free(c.hot);
     free(c.wait_next);
     free(c.posted);
     free(c.inst_needed);

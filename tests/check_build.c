@@ -7,6 +7,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "engine/partition.h"
 #include "engine/schedule.h"
 
 /* 4 layers, h 256, 4 heads, ffn 512, vocab 1000, seq 64: small enough to build exactly. */
@@ -380,6 +381,56 @@ START_TEST(test_hsdp_one_rank_per_node_grid)
 }
 END_TEST
 
+/* The partition's per-layer index (gs_partition_units_covering, gs_partition_covering) against a
+ * scan of every unit (a unit covers stage-local layer l when it is not the root and
+ * layer_begin <= l <= layer_end): the same units in the same ascending order, the same sums.
+ * min_params wraps give units of part of a block, whole blocks, and one unit spanning a chunk's
+ * list of blocks (several layers); model wrap leaves only the root (no layer is covered). */
+START_TEST(test_partition_index)
+{
+    static const char *wraps[] = {"layer", "model", "{min_params: 100000000}", "{min_params: 20000000}",
+                                  "{min_params: 500000000}"};
+    for (size_t w = 0; w < sizeof wraps / sizeof wraps[0]; w++)
+        for (uint64_t stage = 0; stage < 2; stage++) {
+            char y[512];
+            snprintf(y, sizeof y,
+                     "model: llama2-7b\ncluster: {preset: dgx-a100-80g, nodes: 1}\ngrid: {dp: 2, pp: 2, tp: 2}\n"
+                     "strategy: {sharding: full_shard, wrap: %s, pipeline: interleaved, virtual_stages: 2}\n"
+                     "batch: {global: 8, micro: 1}\n", wraps[w]);
+            gs_error err;
+            gs_error_init(&err);
+            ck_assert_msg(gs_scenario_load_string(y, strlen(y), "t", &g_s, &err) == GS_OK, "%s", err.msg);
+            ck_assert_msg(gs_scenario_mesh(&g_s, &g_m, NULL, &err) == GS_OK, "%s", err.msg);
+            gs_partition p;
+            ck_assert_msg(gs_partition_stage(&g_s, &g_m, stage, &p, &err) == GS_OK, "%s", err.msg);
+            ck_assert_uint_eq(p.layers, 16); /* 32 layers over pp = 2 */
+            size_t covered = 0;
+            for (int64_t l = -1; l <= (int64_t)p.layers; l++) {
+                const size_t *units;
+                size_t n = gs_partition_units_covering(&p, l, &units), k = 0;
+                uint64_t sum = 0;
+                for (size_t u = 0; u < p.nunits; u++) {
+                    const gs_unit *un = &p.units[u];
+                    if (un->layer_begin == GS_PART_ROOT || un->layer_begin > l || l > un->layer_end)
+                        continue;
+                    ck_assert_msg(k < n && units[k] == u, "%s stage %llu layer %lld: unit %zu missing", wraps[w],
+                                  (unsigned long long)stage, (long long)l, u);
+                    k++;
+                    sum += un->params;
+                }
+                ck_assert_uint_eq(k, n);
+                ck_assert_uint_eq(gs_partition_covering(&p, l), sum);
+                covered += n;
+            }
+            if (w == 1)
+                ck_assert_uint_eq(covered, 0);
+            else
+                ck_assert_uint_ge(covered, p.layers);
+            gs_partition_fini(&p);
+        }
+}
+END_TEST
+
 static Suite *build_suite(void)
 {
     Suite *s = suite_create("build");
@@ -393,6 +444,7 @@ static Suite *build_suite(void)
     tcase_add_test(dp, test_hsdp_counts);
     tcase_add_test(dp, test_hsdp_one_rank_per_node);
     tcase_add_test(dp, test_wrap_model_interleaved_root_grad);
+    tcase_add_test(dp, test_partition_index);
     suite_add_tcase(s, dp);
     TCase *tp = tcase_create("tensor_parallel");
     tcase_add_test(tp, test_tp_counts);

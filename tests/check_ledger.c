@@ -423,6 +423,68 @@ START_TEST(test_absurd_but_valid)
 }
 END_TEST
 
+/* gs_ledger_create_numbers is the explained ledger without its text: every byte count of every
+ * stage equal to gs_ledger_create's (the reference here; its figures are checked by hand above),
+ * no lines, notes or peak description. The strategies cover each shard plan branch of the peak
+ * loop: FSDP gathers per pass with prefetch, SHARD_GRAD_OP's gathers kept from the first
+ * forward (the forward passes' memo), interleaved chunks (passes differing in their chunk and in
+ * the root gradient), gpipe's all-forwards warm-up (more distinct passes than the memo's 64
+ * entries), offload and recompute. */
+START_TEST(test_numbers_only)
+{
+    static const char *strategies[] = {
+        "{sharding: full_shard, prefetch: backward_post, forward_prefetch: true}",
+        "{sharding: shard_grad_op, pipeline: interleaved, virtual_stages: 2}",
+        "{sharding: full_shard, pipeline: interleaved, virtual_stages: 4, recompute: selective}",
+        "{sharding: zero1, pipeline: gpipe}",
+        "{sharding: no_shard, pipeline: 1f1b, recompute: full}",
+        "{sharding: full_shard, offload: true, pipeline: gpipe}",
+        "{sharding: hybrid_shard}",
+    };
+    for (size_t i = 0; i < sizeof strategies / sizeof strategies[0]; i++) {
+        char y[1024];
+        snprintf(y, sizeof y,
+                 "model: llama2-7b\ncluster: {preset: dgx-a100-80g, nodes: 4}\n"
+                 "grid: {dp: 4, pp: 4, tp: 2}\nbatch: {global: 512, micro: 1}\nstrategy: %s\n",
+                 strategies[i]);
+        gs_scenario s;
+        gs_mesh m;
+        gs_error err;
+        gs_error_init(&err);
+        gs_ledger *full = ledger_from(y, &s, &m), *num = NULL;
+        ck_assert_msg(gs_ledger_create_numbers(&s, &m, &num, &err) == GS_OK, "%s: %s", strategies[i], err.msg);
+        ck_assert_uint_eq(num->nranks, full->nranks);
+        ck_assert_uint_eq(num->peak_bytes, full->peak_bytes);
+        ck_assert_uint_eq(num->per_rank_state_bytes, full->per_rank_state_bytes);
+        ck_assert_uint_eq(num->traffic_bytes, full->traffic_bytes);
+        ck_assert_uint_eq(num->gpu_bytes, full->gpu_bytes);
+        ck_assert_uint_eq(num->microbatches, full->microbatches);
+        ck_assert_uint_eq(num->nnotes, 0);
+        for (int d = 0; d < GS_DIM_COUNT; d++)
+            ck_assert_uint_eq(num->traffic_by_dim[d], full->traffic_by_dim[d]);
+        for (size_t r = 0; r < full->nranks; r++) {
+            const gs_ledger_rank *a = &full->ranks[r], *b = &num->ranks[r];
+            ck_assert_msg(full->ranks[r].nlines > 0, "the explained ledger has lines");
+            ck_assert_uint_eq(b->nlines, 0);
+            ck_assert_str_eq(b->peak_where, "");
+            ck_assert_uint_eq(b->peak_bytes, a->peak_bytes);
+            ck_assert_uint_eq(b->state_bytes, a->state_bytes);
+            ck_assert_uint_eq(b->host_bytes, a->host_bytes);
+            ck_assert_uint_eq(b->inflight_microbatches, a->inflight_microbatches);
+            ck_assert_uint_eq(b->traffic_bytes, a->traffic_bytes);
+            for (int k = 0; k < GS_MEM_KIND_COUNT; k++)
+                ck_assert_msg(b->mem[k] == a->mem[k], "%s stage %zu %s: %llu != %llu", strategies[i], r,
+                              gs_mem_kind_name((gs_mem_kind)k), (unsigned long long)b->mem[k],
+                              (unsigned long long)a->mem[k]);
+            for (int k = 0; k < GS_TRAFFIC_KIND_COUNT; k++)
+                ck_assert_uint_eq(b->traffic[k], a->traffic[k]);
+        }
+        gs_ledger_destroy(num);
+        gs_ledger_destroy(full);
+    }
+}
+END_TEST
+
 static Suite *ledger_suite(void)
 {
     Suite *s = suite_create("ledger");
@@ -440,6 +502,7 @@ static Suite *ledger_suite(void)
     tcase_add_test(mem, test_korthikanti_table2);
     tcase_add_test(mem, test_llama_block);
     tcase_add_test(mem, test_pipeline_inflight);
+    tcase_add_test(mem, test_numbers_only);
     suite_add_tcase(s, mem);
     TCase *traffic = tcase_create("traffic");
     tcase_add_test(traffic, test_hsdp);
