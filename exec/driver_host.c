@@ -1,8 +1,12 @@
 /* The host driver: every rank is a set of CPU threads (one worker per stream), buffers are
  * malloc'd, compute ops are kernels/host, collectives meet in shared memory (sums in ascending
  * rank order), send/recv go through per-pair mailboxes, and every wait gives up after the
- * driver's timeout or when any rank aborts. One mutex and one condition variable guard all
- * shared state: simple, deadlock-free, and fast enough for the tiny models the host runs. */
+ * driver's timeout or when any rank aborts. One mutex guards all shared state (simple and
+ * deadlock-free); every waiting thread parks on a condition variable of its own, listed with the
+ * object it waits on (a stream's queue, a stream going idle, an event, a collective slot, a
+ * mailbox), and a state change signals only the waiters on the object that changed (abort signals
+ * them all). One shared condition variable woke every thread of every rank on every change:
+ * ~100 ms of CPU per step for 2 ranks, growing with the square of the rank count. */
 #include <errno.h>
 #include <inttypes.h>
 #include <pthread.h>
@@ -47,6 +51,14 @@ struct gs_drv_event {
     double t; /* seconds, driver clock */
 };
 
+/* A thread parked until `on` changes (or the run aborts); lives on the waiting thread's stack and
+ * is linked into the driver's list only while it waits (mu held throughout). */
+typedef struct waiter {
+    struct waiter *prev, *next;
+    const void *on;
+    pthread_cond_t cv;
+} waiter;
+
 struct gs_drv_stream {
     gs_drv *d;
     uint64_t rank;
@@ -61,7 +73,7 @@ struct gs_drv {
     gs_mesh mesh;
     double timeout_s;
     pthread_mutex_t mu;
-    pthread_cond_t cv;
+    waiter *waiters; /* every parked thread, whatever it waits on */
     int aborted;
     gs_error abort_err;
     coll_slot *slots[GS_GROUP_KIND_COUNT]; /* world slots per kind (group index < world) */
@@ -90,12 +102,43 @@ static struct timespec deadline_in(double s)
     return t;
 }
 
-/* Waits on the driver's condition (mu held). Returns 0 when woken, 1 on abort, 2 on timeout. */
-static int wait_until(gs_drv *d, const struct timespec *dl)
+/* Parks the calling thread until notify(d, on) or an abort signals it, or until dl (NULL: no
+ * deadline) passes (mu held; released while parked). Returns pthread_cond_*wait's status. Like
+ * any condition wait it may return early: callers re-check their condition in a loop. */
+static int park(gs_drv *d, const void *on, const struct timespec *dl)
+{
+    waiter w = {.prev = NULL, .next = d->waiters, .on = on};
+    pthread_cond_init(&w.cv, NULL);
+    if (d->waiters)
+        d->waiters->prev = &w;
+    d->waiters = &w;
+    int rc = dl ? pthread_cond_timedwait(&w.cv, &d->mu, dl) : pthread_cond_wait(&w.cv, &d->mu);
+    /* mu is held again: no notifier is inside pthread_cond_signal on w.cv now, and none will
+     * find w once it is unlinked */
+    if (w.prev)
+        w.prev->next = w.next;
+    else
+        d->waiters = w.next;
+    if (w.next)
+        w.next->prev = w.prev;
+    pthread_cond_destroy(&w.cv);
+    return rc;
+}
+
+/* Wakes the threads parked on `on` (mu held), and only those. */
+static void notify(gs_drv *d, const void *on)
+{
+    for (waiter *w = d->waiters; w; w = w->next)
+        if (w->on == on)
+            pthread_cond_signal(&w->cv);
+}
+
+/* Waits for `on` to change (mu held). Returns 0 when woken, 1 on abort, 2 on timeout. */
+static int wait_until(gs_drv *d, const void *on, const struct timespec *dl)
 {
     if (d->aborted)
         return 1;
-    int rc = pthread_cond_timedwait(&d->cv, &d->mu, dl);
+    int rc = park(d, on, dl);
     if (d->aborted)
         return 1;
     return rc == ETIMEDOUT ? 2 : 0;
@@ -110,7 +153,9 @@ static void abort_locked(gs_drv *d, const char *msg)
         if (gs_boot_active(d->boot) && !d->peer_abort)
             d->boot->announce_abort(d->boot->ctx, msg);
     }
-    pthread_cond_broadcast(&d->cv);
+    /* every parked thread, whatever it waits on */
+    for (waiter *w = d->waiters; w; w = w->next)
+        pthread_cond_signal(&w->cv);
 }
 
 /* Another process aborted the run (mu held): stop here with its message, not announced again. */
@@ -214,7 +259,6 @@ static void host_close(gs_drv *d)
             }
     free(d->mail);
     pthread_mutex_destroy(&d->mu);
-    pthread_cond_destroy(&d->cv);
     free(d);
 }
 
@@ -227,7 +271,6 @@ static gs_status host_open(const gs_mesh *mesh, const gs_driver_opts *opts, gs_d
     d->mesh = *mesh;
     d->timeout_s = opts && opts->timeout_s > 0 ? opts->timeout_s : 60.0;
     pthread_mutex_init(&d->mu, NULL);
-    pthread_cond_init(&d->cv, NULL);
     gs_error_init(&d->abort_err);
     uint64_t w = mesh->world;
     d->mail = calloc(w * w, sizeof *d->mail);
@@ -290,7 +333,7 @@ static void *stream_main(void *arg)
     pthread_mutex_lock(&d->mu);
     for (;;) {
         while (!s->head && !s->stop)
-            pthread_cond_wait(&d->cv, &d->mu);
+            park(d, &s->head, NULL);
         if (!s->head && s->stop)
             break;
         item *it = s->head;
@@ -301,13 +344,13 @@ static void *stream_main(void *arg)
         if (it->kind == ITEM_RECORD) {
             it->ev->t = mono_s();
             it->ev->done = 1;
-            pthread_cond_broadcast(&d->cv);
+            notify(d, it->ev);
         } else if (it->kind == ITEM_WAIT) {
             /* twice the timeout: the work waited for has its own timed waits, and a wait on a
              * peer (which names the peer and the event) should be the one that reports */
             struct timespec dl = deadline_in(2 * d->timeout_s);
             int why = 0;
-            while (!it->ev->done && (why = wait_until(d, &dl)) == 0)
+            while (!it->ev->done && (why = wait_until(d, it->ev, &dl)) == 0)
                 ;
             if (!it->ev->done && why == 2) {
                 char msg[GS_ERROR_MSG_BYTES];
@@ -328,7 +371,8 @@ static void *stream_main(void *arg)
         }
         free(it);
         s->busy = 0;
-        pthread_cond_broadcast(&d->cv);
+        if (!s->head)
+            notify(d, &s->busy); /* host_stream_sync */
     }
     pthread_mutex_unlock(&d->mu);
     return NULL;
@@ -358,7 +402,7 @@ static void host_stream_destroy(gs_drv *d, gs_drv_stream *s)
         return;
     pthread_mutex_lock(&d->mu);
     s->stop = 1;
-    pthread_cond_broadcast(&d->cv);
+    notify(d, &s->head);
     pthread_mutex_unlock(&d->mu);
     pthread_join(s->th, NULL);
     for (item *it = s->head, *n; it; it = n) {
@@ -386,7 +430,7 @@ static gs_status enqueue(gs_drv *d, gs_drv_stream *s, item_kind kind, gs_drv_fn 
     else
         s->head = it;
     s->tail = it;
-    pthread_cond_broadcast(&d->cv);
+    notify(d, &s->head);
     pthread_mutex_unlock(&d->mu);
     return GS_OK;
 }
@@ -426,7 +470,7 @@ static gs_status host_stream_sync(gs_drv *d, gs_drv_stream *s, gs_error *err)
     pthread_mutex_lock(&d->mu);
     /* no timeout here: every item the worker runs has its own */
     while (s->head || s->busy)
-        pthread_cond_wait(&d->cv, &d->mu);
+        park(d, &s->busy, NULL);
     if (d->aborted) {
         if (err)
             *err = d->abort_err;
@@ -685,10 +729,11 @@ static gs_status arrive(gs_drv *d, gs_drv_stream *s, uint64_t rank, const gs_drv
     c->in[g->pos] = in;
     c->arrived++;
     *gen = c->gen;
-    pthread_cond_broadcast(&d->cv);
+    if (c->arrived == g->size)
+        notify(d, c); /* the members before this one */
     struct timespec dl = deadline_in(d->timeout_s);
     int why = 0;
-    while (c->arrived < g->size && (why = wait_until(d, &dl)) == 0)
+    while (c->arrived < g->size && (why = wait_until(d, c, &dl)) == 0)
         ;
     gs_status rc = GS_OK;
     if (c->arrived < g->size) {
@@ -718,11 +763,11 @@ static gs_status depart(gs_drv *d, uint64_t rank, const gs_drv_group *g, coll_sl
             c->in[i] = NULL;
         c->arrived = c->departed = 0;
         c->gen++;
-        pthread_cond_broadcast(&d->cv);
+        notify(d, c);
     }
     struct timespec dl = deadline_in(d->timeout_s);
     int why = 0;
-    while (c->gen == gen && (why = wait_until(d, &dl)) == 0)
+    while (c->gen == gen && (why = wait_until(d, c, &dl)) == 0)
         ;
     gs_status rc = GS_OK;
     if (c->gen == gen) {
@@ -887,7 +932,7 @@ static gs_status host_send(gs_drv *d, gs_drv_stream *s, uint64_t rank, uint64_t 
     else
         b->head = m;
     b->tail = m;
-    pthread_cond_broadcast(&d->cv);
+    notify(d, b);
     pthread_mutex_unlock(&d->mu);
     return GS_OK;
 }
@@ -912,7 +957,7 @@ static gs_status host_recv(gs_drv *d, gs_drv_stream *s, uint64_t rank, uint64_t 
     mailbox *b = &d->mail[peer * d->mesh.world + rank];
     struct timespec dl = deadline_in(d->timeout_s);
     int why = 0;
-    while (!b->head && (why = wait_until(d, &dl)) == 0)
+    while (!b->head && (why = wait_until(d, b, &dl)) == 0)
         ;
     if (!b->head) {
         char what[120];
