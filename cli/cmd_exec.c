@@ -6,6 +6,7 @@
 #include <inttypes.h>
 #include <pthread.h>
 #include <signal.h>
+#include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -349,12 +350,16 @@ static gs_status launch_end(gs_mpi_exec *mx, int prank, gs_status rc, gs_error *
  * checks the flag between steps. Checkpoint writes happen on the main thread, which never takes
  * the signal, so a save is never cut short: it completes or fails as a whole. */
 
-static volatile sig_atomic_t interrupted;
+/* Lock-free atomic: set by the handler, read by the watcher thread (a volatile sig_atomic_t is
+ * only defined for a handler and the thread it interrupted). */
+static atomic_int interrupted;
 
 static void on_sigint(int sig)
 {
     (void)sig;
-    interrupted = 1;
+    int saved = errno;
+    atomic_store(&interrupted, 1);
+    errno = saved;
 }
 
 typedef struct sigint_watch {
@@ -381,7 +386,7 @@ static void *watch_main(void *arg)
         pthread_mutex_unlock(&w->mu);
         if (done)
             break;
-        if (interrupted) {
+        if (atomic_load(&interrupted)) {
             gs_exec_session_abort(w->x, "interrupted (SIGINT)");
             break;
         }
@@ -395,7 +400,7 @@ static void sigint_block(sigint_watch *w)
 {
     memset(w, 0, sizeof *w);
     pthread_mutex_init(&w->mu, NULL);
-    interrupted = 0;
+    atomic_store(&interrupted, 0);
     sigset_t set;
     sigemptyset(&set);
     sigaddset(&set, SIGINT);
@@ -457,10 +462,10 @@ static gs_status run_steps(gs_exec_session *x, uint64_t steps, double *loss, dou
         /* across processes the signal reaches them at different times: a process that skipped
          * the step would leave the others in its collectives, so the step runs and the abort
          * (the watcher's, announced to every process) fails it everywhere */
-        if (interrupted && !across)
+        if (atomic_load(&interrupted) && !across)
             return interrupted_error(sp, gs_train_step(gs_exec_session_train(x)), err);
         gs_status rc = gs_exec_session_step(x, &loss[i], &secs[i], NULL, err);
-        if (rc != GS_OK && interrupted) {
+        if (rc != GS_OK && atomic_load(&interrupted)) {
             /* the abort undid nothing: the failed step's state is torn, the checkpoint is not */
             return interrupted_error(sp, gs_train_step(gs_exec_session_train(x)) - 1, err);
         }
