@@ -22,9 +22,6 @@
 #include "exec/driver.h"
 #include "exec/exec.h"
 #include "sim/calib.h"
-#include "sim/calib_file.h"
-#include "sim/compute.h"
-#include "sim/topology.h"
 #include "sim/collective.h"
 
 const char gs_cmd_calibrate_help[] =
@@ -57,10 +54,7 @@ const char gs_cmd_calibrate_help[] =
     "             compute.cores is this process's share in cores; otherwise compute.cores = P\n"
     "             and compute.background_load the other runnable threads. With SCENARIO, two\n"
     "             training steps of it run for real and the process's CPU time over wall time\n"
-    "             in the second is its share under a real step (used when larger); that\n"
-    "             step's CPU time beyond the calibrated model's work, per event and host\n"
-    "             thread, is compute.thread_wake_cpu_s (the driver wakes every thread; 0,\n"
-    "             not fitted, when other processes held the CPUs: cores < 0.9 x online)\n"
+    "             in the second is its share under a real step (used when larger)\n"
     "  links      all-gather, reduce-scatter, all-reduce, broadcast over 2, 4 and 8 ranks and\n"
     "             send/recv, 1 KiB .. 16 MiB (--quick: .. 1 MiB) in x4 steps, printed as\n"
     "             nccl-tests does (busbw: all-reduce 2(n-1)/n, all-gather and reduce-scatter\n"
@@ -161,11 +155,6 @@ typedef struct cal {
     double single_flops, multi_flops, cores, background;
     int autogroup; /* the kernel shares the CPUs between sessions (sched_autogroup_enabled) */
     double exec_share; /* CPU time over wall time of the process during a training step */
-    double exec_cpu_s;  /* the process's CPU time in that step */
-    double modeled_cpu_s; /* the CPU work the calibrated model gives that step (all ranks) */
-    uint64_t exec_events;
-    double thread_wake_cpu_s; /* (exec_cpu_s - modeled_cpu_s) / (events x threads), >= 0 */
-    int thread_wake_busy;     /* 1: not fitted (the machine was busy: cores < 0.9 x online) */
     uint64_t exec_ranks;
     size_t cores_calls; /* GEMM calls per thread in the cores test */
     uint64_t cores_threads[2];
@@ -970,86 +959,9 @@ static gs_status measure_exec_share(cal *c, const char *scenario, gs_error *err)
         double cpu = (double)(r1.ru_utime.tv_sec - r0.ru_utime.tv_sec) + 1e-6 * (double)(r1.ru_utime.tv_usec - r0.ru_utime.tv_usec) +
                      (double)(r1.ru_stime.tv_sec - r0.ru_stime.tv_sec) + 1e-6 * (double)(r1.ru_stime.tv_usec - r0.ru_stime.tv_usec);
         c->exec_share = w1 > w0 ? cpu / (w1 - w0) : 0;
-        c->exec_cpu_s = cpu;
         c->exec_ranks = mesh.world;
     }
     gs_exec_session_destroy(x);
-    return rc;
-}
-
-/* The host threads' wake-ups: the driver's one condition variable wakes every thread of every
- * rank at each change, so each event costs CPU on every one of the (streams + 1) x ranks threads,
- * whatever they were doing, beyond what the dispatch chains show (their no-op threads seldom
- * sleep). The scenario's real step (measure_exec_share) took exec_cpu_s of the process's CPU;
- * the calibrated model (doc, just built) gives its ranks' work: compute events without their
- * launch latency, at the concurrency slowdown of its ranks computing at once, the CPU parts of
- * every event's launch and cross-stream wake-up, and the collectives' copying. What is left,
- * per event and thread, is compute.thread_wake_cpu_s (0 when the model already accounts for
- * all of it). */
-static gs_status fit_thread_wake(cal *c, const char *scenario, json_t *doc, gs_error *err)
-{
-    char *text = json_dumps(doc, 0);
-    gs_calib file;
-    gs_scenario s;
-    gs_mesh mesh;
-    gs_schedule *sch = NULL;
-    gs_status rc = text ? gs_calib_load_string(text, strlen(text), "calibration", &file, err)
-                        : gs_error_set(err, GS_ERR_NOMEM, "calibrate: out of memory");
-    free(text);
-    if (rc == GS_OK)
-        rc = gs_cli_load(scenario, &s, &mesh, err);
-    if (rc == GS_OK)
-        rc = gs_schedule_build(&s, &mesh, 1, &sch, err);
-    if (rc != GS_OK)
-        goto out;
-    gs_topo topo;
-    gs_compute_model cm;
-    gs_topo_init(&topo, &s.cluster);
-    gs_compute_model_init(&cm, &s.cluster.gpu, s.strategy.precision);
-    gs_calib_apply(&file, mesh.world, &cm, &topo);
-    double busy = (double)mesh.world < cm.cores ? (double)mesh.world : cm.cores;
-    double slow = busy > 1 ? 1 + cm.concurrency_slowdown * (busy - 1) : 1;
-    double work = 0;
-    uint64_t events = 0;
-    for (size_t i = 0; i < sch->nranks; i++) {
-        const gs_rank_events *r = &sch->ranks[i];
-        for (size_t k = 0; k < r->nevents; k++) {
-            const gs_event *e = &r->events[k];
-            int cross = 0;
-            const uint32_t *dl = gs_event_list(r, e, GS_LINK_DEPS);
-            for (uint16_t j = 0; j < e->nlinks[GS_LINK_DEPS]; j++)
-                cross |= r->events[dl[j]].stream != e->stream;
-            int calls = e->kind == GS_EV_COMPUTE ? (int)(gs_compute_launch_time(&cm, e) / (cm.launch_s > 0 ? cm.launch_s : 1) + 0.5) : 1;
-            work += calls * fmin(cm.launch_cpu_s, cm.launch_s) + (cross ? fmin(cm.wake_cpu_s, cm.wake_s) : 0);
-            events++;
-            if (e->kind == GS_EV_COMPUTE) {
-                work += (gs_compute_time(&cm, e) - gs_compute_launch_time(&cm, e)) * slow;
-            } else if (e->kind == GS_EV_COLLECTIVE && e->bytes > 0 && cm.coll_cpu_share > 0) {
-                gs_coll_shape sh;
-                gs_coll_cost full, zero;
-                gs_topo_group_shape(&mesh, (gs_group_kind)e->group, r->rank, &sh);
-                sh.nranks = e->group_size;
-                if (gs_coll_estimate(&topo, (gs_coll_op)e->op, &sh, e->bytes, GS_ALGO_COUNT, &full) == GS_OK &&
-                    gs_coll_estimate(&topo, (gs_coll_op)e->op, &sh, 0, GS_ALGO_COUNT, &zero) == GS_OK)
-                    work += cm.coll_cpu_share * (full.time_s - zero.time_s);
-            }
-        }
-    }
-    double threads = (double)(GS_STREAM_COUNT + 1) * (double)mesh.world;
-    c->modeled_cpu_s = work;
-    c->exec_events = events;
-    c->thread_wake_cpu_s = events && c->exec_cpu_s > work ? (c->exec_cpu_s - work) / ((double)events * threads) : 0;
-    /* only on a machine that gave this process (nearly) all its CPUs: with other processes on
-     * them, the residual also holds their preemptions and their pressure on the caches, which
-     * grow with time and work, not with events x threads, and scaling it to more ranks would
-     * multiply that error */
-    long online = sysconf(_SC_NPROCESSORS_ONLN);
-    c->thread_wake_busy = online > 0 && c->cores < 0.9 * (double)online;
-    if (c->thread_wake_busy)
-        c->thread_wake_cpu_s = 0;
-    json_object_set_new(json_object_get(doc, "compute"), "thread_wake_cpu_s", json_real(c->thread_wake_cpu_s));
-out:
-    gs_schedule_destroy(sch);
     return rc;
 }
 
@@ -1429,19 +1341,9 @@ static void print_summary(const cal *c)
         printf(" %.1f (+%.1f) us%s", c->dispatch_cpu_s[w] * 1e6, c->wake_cpu_s[w] * 1e6, w + 1 < DISPATCH_SIZES ? "," : "");
     printf("\nscheduler: %s\n", c->autogroup ? "sched_autogroup (fair between sessions): cores = this process's share"
                                                   : "fair between threads: cores = CPUs, with the other runnable threads");
-    if (c->exec_ranks) {
+    if (c->exec_ranks)
         printf("a training step of the scenario (%" PRIu64 " ranks): the process used %.2f cores (CPU time / wall)\n",
                c->exec_ranks, c->exec_share);
-        if (c->thread_wake_busy)
-            printf("  its CPU time %.1f ms, the calibrated model's work %.1f ms; compute.thread_wake_cpu_s not fitted "
-                   "(0): other processes held the CPUs (cores %.2f of %ld)\n", c->exec_cpu_s * 1e3,
-                   c->modeled_cpu_s * 1e3, c->cores, sysconf(_SC_NPROCESSORS_ONLN));
-        else
-            printf("  its CPU time %.1f ms, the calibrated model's work %.1f ms: %.2f us per event (%" PRIu64 ") and "
-                   "host thread (%" PRIu64 ") (compute.thread_wake_cpu_s)\n", c->exec_cpu_s * 1e3,
-                   c->modeled_cpu_s * 1e3, c->thread_wake_cpu_s * 1e6, c->exec_events,
-                   (uint64_t)(GS_STREAM_COUNT + 1) * c->exec_ranks);
-    }
     printf("cores: %.2f, other runnable threads: %.2f (CPU share per thread: %.3f with "
            "%" PRIu64 " threads, %.3f with %" PRIu64 "; 128^3 GEMMs, one thread in CPU time %.2f GFLOP/s)\n",
            c->cores, c->background, c->cores_share[0], c->cores_threads[0], c->cores_share[1],
@@ -1692,8 +1594,6 @@ gs_status gs_cmd_calibrate(int argc, char **argv, gs_error *err)
         }
 
     doc = build_json(c, c->ops->name, scenario);
-    if (scenario && (rc = fit_thread_wake(c, scenario, doc, err)) != GS_OK)
-        goto done;
     if (json_dump_file(doc, out, JSON_INDENT(2) | JSON_PRESERVE_ORDER | JSON_REAL_PRECISION(9)) != 0) {
         rc = gs_error_set(err, GS_ERR_IO, "%s: cannot write", out);
         goto done;

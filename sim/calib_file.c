@@ -9,7 +9,7 @@
 
 #include "sim/calib.h"
 
-enum { F_PEAK, F_GEMM, F_HBM, F_HBM_EFF, F_LAUNCH, F_OVERLAP, F_CORES, F_BACKGROUND, F_ATTN, F_BWD, F_ROPE, F_CONC, F_COLL_CPU, F_THREAD_WAKE, F_INTRA, F_NIC, F_COUNT };
+enum { F_PEAK, F_GEMM, F_HBM, F_HBM_EFF, F_LAUNCH, F_OVERLAP, F_CORES, F_BACKGROUND, F_ATTN, F_BWD, F_ROPE, F_CONC, F_COLL_CPU, F_INTRA, F_NIC, F_COUNT };
 
 typedef struct field {
     const char *section, *key;
@@ -32,7 +32,6 @@ static const field fields[F_COUNT] = {
     {"compute", "qkv_rope_s_per_token", offsetof(gs_calib, qkv_rope_s), 0, 1, 1},
     {"compute", "concurrency_slowdown", offsetof(gs_calib, concurrency_slowdown), 0, 10, 1},
     {"compute", "collective_cpu_share", offsetof(gs_calib, coll_cpu_share), 0, 1, 1},
-    {"compute", "thread_wake_cpu_s", offsetof(gs_calib, thread_wake_cpu_s), 0, 1, 1},
     {"links", "intra_bw", offsetof(gs_calib, intra_bw), 0, 1e16, 0},
     {"links", "nic_bw", offsetof(gs_calib, nic_bw), 0, 1e16, 0},
 };
@@ -514,8 +513,6 @@ void gs_calib_apply(const gs_calib *c, uint64_t world, gs_compute_model *cm, gs_
         cm->concurrency_slowdown = c->concurrency_slowdown;
     if (c->set & (1u << F_COLL_CPU))
         cm->coll_cpu_share = c->coll_cpu_share;
-    if (c->set & (1u << F_THREAD_WAKE))
-        cm->thread_wake_cpu_s = c->thread_wake_cpu_s;
     for (int i = 0; i < GS_OP_COUNT; i++) {
         if (c->elementwise_bw[i] > 0)
             cm->elementwise_bw[i] = c->elementwise_bw[i];

@@ -10,8 +10,7 @@
  *                "gemm_terms": {"s_per_flop": S, "s_per_kn": S, "s_per_mk": S, "s_per_call": S},
  *                "elementwise_bw": {"adamw": B, "rmsnorm": B, "swiglu": B, "add": B, "xent": B, "embed": B},
  *                "elementwise_bw_bwd": {"rmsnorm": B, "swiglu": B, "xent": B, "embed": B},
- *                "qkv_rope_s_per_token": S, "concurrency_slowdown": X, "collective_cpu_share": F,
- *                "thread_wake_cpu_s": S},
+ *                "qkv_rope_s_per_token": S, "concurrency_slowdown": X, "collective_cpu_share": F},
  *    "links": {"intra_bw": B, "nic_bw": B,
  *              "intra": {"all_gather": [{"ranks": N, "alpha_s": S, "beta_bytes_per_s": B}, ...],
  *                        "reduce_scatter": [...], "all_reduce": [...], "broadcast": [...],
@@ -33,7 +32,6 @@
  * collective's bandwidth time (beyond its zero-byte time) on the shared cores while it runs,
  * launch_s_by_ranks' launch_cpu_s and wake_cpu_s (at most launch_s and wake_s) are the parts of
  * the per-event costs that are work on the shared cores rather than latency (0 when absent),
- * thread_wake_cpu_s the CPU every host thread burns per event dispatched anywhere (0 when absent),
  * beside the compute events (0 when absent); cores makes every rank's compute share that many cores with background_load other
  * runnable threads (each of k running compute events gets min(1, cores / (background + k))); "driver": "host" says every
  * rank was a thread of one machine, so links.intra applies to every group and peer.
@@ -48,8 +46,7 @@
 
 typedef struct gs_calib {
     double peak_flops, gemm_efficiency, hbm_bw, hbm_efficiency, launch_s, overlap_slowdown, cores, background_load,
-        attn_flops, gemm_bwd_factor, qkv_rope_s, concurrency_slowdown, coll_cpu_share,
-        thread_wake_cpu_s;
+        attn_flops, gemm_bwd_factor, qkv_rope_s, concurrency_slowdown, coll_cpu_share;
     double intra_bw, nic_bw;
     unsigned set; /* bit per field above, in order: 1 = given */
     int gemm_curve, gemm_form;        /* gemm_curve: 1 = given; gs_gemm_form */

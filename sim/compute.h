@@ -49,10 +49,6 @@ typedef struct gs_compute_model {
     double launch_cpu_s, wake_cpu_s; /* the parts of launch_s and wake_s that are work on the
                                         shared cores (every host thread the driver wakes), not
                                         latency; 0 by default */
-    double thread_wake_cpu_s; /* CPU seconds each host thread of the process burns per event
-                                 dispatched anywhere (the driver's condition variable wakes them
-                                 all): per event, this x (streams + 1) x ranks of work on the
-                                 shared cores; 0 by default */
     double background_load;   /* other runnable threads on those cores (a fair scheduler gives
                                  each of k compute events min(1, cores / (background + k))) */
 } gs_compute_model;

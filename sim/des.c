@@ -222,7 +222,6 @@ typedef struct run_ctx {
     size_t ps_n;
     double ps_load;       /* ranks computing (class members counted) */
     double *ps_coll;      /* per global event: the cores a running collective keeps busy (0: none) */
-    double *ps_wake_work; /* per rank list: seconds of woken threads' CPU each compute event carries */
     size_t ps_ncoll;      /* collectives running with ps_coll > 0 */
     double ps_coll_load;  /* their sum */
     double ps_rate;       /* speed of each, fraction of one core */
@@ -709,9 +708,6 @@ static int try_issue(run_ctx *c, size_t ri)
             double wake = cross_stream_wake(c, r, e);
             delay += wake - fmin(wake, wake > 0 ? cm->wake_cpu_s : 0);
             dur += wake;
-            /* every host thread woken per event dispatched: the rank's events' share, on its
-             * compute events (the ones on the shared cores) */
-            dur += c->ps_wake_work[ri];
             if (ps_start(c, ri, gid, dur, delay) != 0)
                 return -1;
         } else {
@@ -763,19 +759,6 @@ static gs_status sim_run(void *state, const gs_schedule *sch, gs_timing *const *
         c.ps_active = calloc(sch->nranks ? sch->nranks : 1, sizeof *c.ps_active);
         if (!c.ps_left || !c.ps_ver || !c.ps_active || !c.ps_delay)
             goto nomem;
-        c.ps_wake_work = calloc(sch->nranks ? sch->nranks : 1, sizeof *c.ps_wake_work);
-        if (!c.ps_wake_work)
-            goto nomem;
-        /* per event anywhere, thread_wake_cpu_s for each of the (streams + 1) x world threads; a
-         * rank's events' share of it rides on its compute events */
-        for (size_t i = 0; i < sch->nranks && st->cm.thread_wake_cpu_s > 0; i++) {
-            uint64_t ncomp = 0;
-            for (size_t k = 0; k < sch->ranks[i].nevents; k++)
-                ncomp += sch->ranks[i].events[k].kind == GS_EV_COMPUTE;
-            if (ncomp)
-                c.ps_wake_work[i] = st->cm.thread_wake_cpu_s * (double)(GS_STREAM_COUNT + 1) * (double)st->mesh.world *
-                                    (double)sch->ranks[i].nevents / (double)ncomp;
-        }
         if ((st->cm.coll_cpu_share > 0 || st->cm.launch_cpu_s > 0 || st->cm.wake_cpu_s > 0) && !st->flow &&
             !(c.ps_coll = calloc(total ? total : 1, sizeof *c.ps_coll)))
             goto nomem;
@@ -1038,7 +1021,6 @@ out:
     free(c.ps_delay);
     free(c.ps_active);
     free(c.ps_coll);
-    free(c.ps_wake_work);
     free(c.cost_cache.v);
     map_fini(&present);
     map_fini(&inst_map);
