@@ -759,10 +759,10 @@ static gs_status measure_cores(cal *c, gs_error *err)
 
 /* The concurrency test: k threads (k = 1 .. the online CPUs, at most MAX_CONC) each run the
  * scenario's GEMM shapes (forward) on operand sets of their own, used in turn as the GEMM
- * measurement does, started together; each thread's CPU time per pass (the median of the
- * repeats) averaged over the threads, over the same with one thread, is ratio(k): how much
- * longer the same work takes on a core while k - 1 others compute beside it (they share the
- * L3 and the memory bandwidth). CPU time, so the share of the cores other processes take does
+ * measurement does, started together; the slowest thread's CPU time per pass (the median of
+ * its repeats) over the same with one thread is ratio(k): how much longer the same work takes
+ * on the slowest core while k - 1 others compute beside it (they share the L3 and the memory
+ * bandwidth, and cores differ). CPU time, so the share of the cores other processes take does
  * not count (that is compute.cores). */
 typedef struct conc_job {
     const cal *c;
@@ -811,8 +811,11 @@ static void *conc_main(void *arg)
     return NULL;
 }
 
-/* One round: pass_s[k - 1] = the mean over k threads started together of each one's median
- * CPU time per pass, for k = 1 .. kmax. */
+/* One round: pass_s[k - 1] = the slowest of k threads started together (each one's median CPU
+ * time per pass), for k = 1 .. kmax. The slowest, not the mean: ranks meet at every collective,
+ * so a step runs at its slowest rank's pace, and the cores are not equal (on the development VM
+ * one vCPU ran the same GEMMs 20-25% slower than the other, pinned with taskset, and which one
+ * changed over minutes). */
 static gs_status conc_round(cal *c, uint64_t kmax, double *pass_s, gs_error *err)
 {
     gs_status rc = GS_OK;
@@ -860,11 +863,11 @@ static gs_status conc_round(cal *c, uint64_t kmax, double *pass_s, gs_error *err
                 }
             }
         __atomic_store_n(&go, 1, __ATOMIC_RELEASE); /* also after a failed start: the others finish */
-        double mean = 0;
+        double slowest = 0;
         for (uint64_t t = 0; t < k; t++)
             if (started[t]) {
                 pthread_join(th[t], NULL);
-                mean += gs_calib_median(jobs[t].pass_s, (size_t)conc_reps(c)) / (double)k;
+                slowest = fmax(slowest, gs_calib_median(jobs[t].pass_s, (size_t)conc_reps(c)));
             }
         for (uint64_t t = 0; t < k; t++) {
             for (size_t i = 0; jobs[t].x && i < c->ngemm; i++)
@@ -873,7 +876,7 @@ static gs_status conc_round(cal *c, uint64_t kmax, double *pass_s, gs_error *err
         }
         if (rc != GS_OK)
             break;
-        pass_s[k - 1] = mean;
+        pass_s[k - 1] = slowest;
     }
     return rc;
 }
