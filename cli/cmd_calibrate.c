@@ -38,8 +38,8 @@ const char gs_cmd_calibrate_help[] =
     "             fewer rows); operands are used in turn from sets beyond the caches; the\n"
     "             backward over twice the forward is compute.gemm_bwd_factor\n"
     "  rope       the rotary embedding of q and k per token (compute.qkv_rope_s_per_token)\n"
-    "  concurrency the scenario's GEMMs on 1 .. P threads at once, CPU time over one thread's:\n"
-    "             1 + s (k - 1) (compute.concurrency_slowdown)\n"
+    "  concurrency the scenario's GEMMs on 1 .. P threads at once, the slowest one's CPU time\n"
+    "             over one thread's (median of 5 rounds): 1 + s (k - 1) (compute.concurrency_slowdown)\n"
     "  kernels    the non-GEMM work of each event as exec runs it (AdamW, the norms with their\n"
     "             residual adds, SwiGLU, the loss, the embedding; forward and backward): alpha-beta\n"
     "             fit of time against the bytes the schedule counts for them\n"
@@ -1358,7 +1358,8 @@ static void print_summary(const cal *c)
            "(compute.qkv_rope_s_per_token)\n", c->attn_nh, c->attn_nkv, c->attn_hd, c->rope_s * 1e6);
     printf("  GEMM operands: %s\n", c->rotate ? "rotated over sets beyond the caches (as a step finds them)"
                                                : "warm (--warm: the same operands every call)");
-    printf("\nconcurrency (the scenario's GEMMs, k threads at once, CPU time over one thread's):");
+    printf("\nconcurrency (the scenario's GEMMs, k threads at once, the slowest one's CPU time over one "
+           "thread's, median of 5 rounds):");
     for (size_t i = 0; i < c->nconc; i++)
         printf(" %.3f with %" PRIu64 "%s", c->conc_ratio[i], c->conc_threads[i], i + 1 < c->nconc ? "," : "");
     printf("\n  fit: 1 + s (k - 1), s = %.3f (compute.concurrency_slowdown), rms residual %.1f%%\n", c->conc_fit.s,
