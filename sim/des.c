@@ -238,18 +238,10 @@ typedef struct flow_rec {
     double lat_s;   /* latency added after the bytes have moved */
 } flow_rec;
 
+/* The rank list of global event gid (filled in the packed record while the run is set up). */
 static size_t rank_index_of(const run_ctx *c, uint64_t gid)
 {
-    /* binary search over rank bases */
-    size_t lo = 0, hi = c->sch->nranks;
-    while (hi - lo > 1) {
-        size_t mid = (lo + hi) / 2;
-        if (c->rt[mid].base <= gid)
-            lo = mid;
-        else
-            hi = mid;
-    }
-    return lo;
+    return c->hot[gid].rank_list;
 }
 
 /* An event's duration as far as it does not depend on the moment it starts (everything but a
