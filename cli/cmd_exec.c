@@ -78,15 +78,25 @@ const char gs_cmd_exec_help[] =
     "with a barrier and each process's clock zero; the ranks' losses, timings and errors are then\n"
     "gathered, so rank 0 prints exactly what one process prints and the others print nothing. A\n"
     "failure on any rank stops every process; rank 0 names the rank and the event (exit 1).\n"
-    "--load works there (each process reads its rank's pieces); --save and --save-full are refused\n"
-    "(exit 2). Without MPI built in, exec under a launcher of several processes exits 2 saying how\n"
-    "to build it in. Example (Open MPI):\n"
+    "--load works there (each process reads its rank's pieces). --save writes the same files as one\n"
+    "process: rank 0 creates DIR.tmp-PID (its PID), each process writes its rank's file into it,\n"
+    "rank 0 gathers what each wrote, checks the pieces tile every tensor, writes index.json and\n"
+    "swaps DIR in; a failure on any rank fails the save on every rank and leaves DIR as it was.\n"
+    "DIR must be on a filesystem every process sees (multi-host: a shared one); a save killed\n"
+    "mid-way leaves DIR.tmp-PID, removed by the next save whose rank 0 finds that PID gone on its\n"
+    "host. --save-full sends each rank's parameters to rank 0, which alone holds the full model\n"
+    "and writes FILE. Without MPI built in, exec under a launcher of several processes exits 2\n"
+    "saying how to build it in. Example (Open MPI):\n"
     "  mpirun -np 4 gridstep exec --steps 3 dp2-tp2.yaml\n"
     "\n"
     "Ctrl-C (SIGINT) stops the run: the current step is aborted on every rank, a checkpoint being\n"
     "written is finished first, and the exit status is 1 with \"interrupted after step N\" (and the\n"
     "last checkpoint's step with --save). Test hook: GRIDSTEP_FAULT=fail|stall|die:RANK:EVENT makes\n"
-    "that event fail, hang, or kill the rank; the others stop within --timeout naming it.\n"
+    "that event fail, hang, or kill the rank; the others stop within --timeout naming it. EVENT\n"
+    "save:PHASE hits a save instead: fail at tmp-dir or file-written (RANK's file), or die (SIGKILL\n"
+    "of RANK's process) at any step of exec/checkpoint.h's protocol (tmp-dir, file-written,\n"
+    "files-synced, index-written, old-moved, new-in-place, old-removed, full-written,\n"
+    "full-renamed; all but file-written are rank 0's).\n"
     "\n"
     "examples:\n"
     "  gridstep exec --steps 3 scenarios/tiny-llama-2x2x2.yaml\n"
@@ -323,12 +333,7 @@ static gs_status launch_begin(int argc, char **argv, int compare, run_args *a, g
     if (rc == GS_OK)
         rc = parse(argc, argv, compare, a, err);
     if (rc == GS_OK && mx->launched) {
-        if (a->save || a->save_full)
-            rc = gs_error_set(err, GS_ERR_INPUT,
-                              "--save and --save-full are not supported across processes (mpirun/srun) yet: each "
-                              "process holds only its own rank's shards; run exec in one process to save a "
-                              "checkpoint (--load works: each process reads its rank's pieces)");
-        else if (strcmp(a->o.driver->name, "host") == 0 && !mx->threads_ok)
+        if (strcmp(a->o.driver->name, "host") == 0 && !mx->threads_ok)
             rc = gs_mpi_exec_threads_error(mx, err);
         a->o.boot = &mx->boot;
     }

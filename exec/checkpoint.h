@@ -6,7 +6,8 @@
  *
  * Ownership: the caller owns every tensor buffer; save borrows them for the call, load writes
  * into them. A gs_ckpt_writer and a gs_ckpt_reader (_create/_destroy) own their copies of the
- * directory name, metadata and index; a gs_ckpt_index (_init/_fini) owns its tensors and pieces. */
+ * directory name, metadata and index; a gs_ckpt_index (_init/_fini) owns its tensors and pieces;
+ * a gs_ckpt_rank_record (_init/_fini) owns its pieces and their names. */
 #ifndef GS_CHECKPOINT_H
 #define GS_CHECKPOINT_H
 
@@ -82,6 +83,66 @@ void gs_ckpt_writer_destroy(gs_ckpt_writer *w);
 /* All of the above from one thread: ranks[r] is rank r's view, world = rank_count. */
 gs_status gs_ckpt_save_sharded(const char *dir, const gs_ckpt_meta *meta, const gs_ckpt_rank_view *ranks,
                                int rank_count, gs_error *err);
+
+/* ---- sharded save across processes ------------------------------------------------------------
+ * One root process creates the writer (gs_ckpt_writer_create: recovery, stale-temporary cleanup,
+ * DIR.tmp-PID with the root's PID) and passes gs_ckpt_writer_tmp_dir to the others, which attach
+ * to that directory and write their ranks' files into it. Each process then describes what it
+ * wrote as a rank record (gs_ckpt_writer_export_rank), serialised (gs_ckpt_rank_record_encode)
+ * and sent to the root, which decodes and imports it (gs_ckpt_writer_import_rank) and commits:
+ * the same tiling checks, index.json and swap as one process. DIR must be on a filesystem every
+ * process sees (multi-host: a shared one); an import checks the rank's file is there. */
+
+/* One piece as a record describes it: no data. */
+typedef struct gs_ckpt_piece_info {
+    char *tensor; /* tensor name (owned) */
+    size_t ndim;
+    uint64_t shape[GS_CKPT_MAX_DIMS]; /* the full tensor's shape */
+    uint64_t offset;                  /* elements into the flattened full tensor */
+    uint64_t count;                   /* elements */
+    int has_optim;                    /* 1: Adam m and v saved beside the parameters */
+} gs_ckpt_piece_info;
+
+/* What one rank contributes to a save: its pieces in the order it wrote them, and (for a sharded
+ * save) its file's size and CRC-32. */
+typedef struct gs_ckpt_rank_record {
+    int rank, world;
+    uint64_t step;        /* the saving run's optimizer step */
+    int has_file;         /* 1: a rank file was written (file_bytes, file_crc32 valid) */
+    uint64_t file_bytes;  /* bytes */
+    uint32_t file_crc32;
+    gs_ckpt_piece_info *pieces; /* owned */
+    size_t piece_count;
+} gs_ckpt_rank_record;
+
+void gs_ckpt_rank_record_init(gs_ckpt_rank_record *rec);
+void gs_ckpt_rank_record_fini(gs_ckpt_rank_record *rec);
+/* The pieces of view (no file) as rank `rank` of world's record. Checks the view as write_rank does. */
+gs_status gs_ckpt_rank_record_of_view(gs_ckpt_rank_record *rec, int rank, int world, uint64_t step,
+                                      const gs_ckpt_rank_view *view, gs_error *err);
+/* Serialises rec: little-endian fields, then a CRC-32 of all the bytes before it. *buf is the
+ * caller's to free. */
+gs_status gs_ckpt_rank_record_encode(const gs_ckpt_rank_record *rec, unsigned char **buf, size_t *bytes,
+                                     gs_error *err);
+/* Parses bytes of encode's output into out (init'ed by it): refuses (GS_ERR_INPUT, saying what)
+ * a truncated or garbled buffer (CRC-32), an unknown magic, trailing bytes, or a piece out of
+ * range (empty name or one holding '@', 0 or more than GS_CKPT_MAX_DIMS dimensions, an empty
+ * piece or one beyond its tensor). Bounded, for fuzzing. */
+gs_status gs_ckpt_rank_record_decode(const void *buf, size_t bytes, gs_ckpt_rank_record *out, gs_error *err);
+
+/* The temporary directory a created writer writes into (DIR.tmp-PID, PID the creator's). */
+const char *gs_ckpt_writer_tmp_dir(const gs_ckpt_writer *w);
+/* A writer for a non-root process: writes rank files into tmp_dir, which the root's writer for
+ * the same DIR created (refused unless tmp_dir is "DIR.tmp-DIGITS" and a directory visible here).
+ * No recovery or cleanup; destroy leaves tmp_dir to the root; commit is refused. */
+gs_status gs_ckpt_writer_attach(gs_ckpt_writer **out, const char *dir, const char *tmp_dir, const gs_ckpt_meta *meta,
+                                int world, gs_error *err);
+/* The record of what write_rank wrote for rank (GS_ERR_INPUT if it has not). */
+gs_status gs_ckpt_writer_export_rank(const gs_ckpt_writer *w, int rank, gs_ckpt_rank_record *rec, gs_error *err);
+/* Takes rec as rank rec->rank's write on the root: its world and step must be the writer's, the
+ * rank not written yet, every piece valid, and its file present in the temporary directory with
+ * rec->file_bytes bytes. Commit then checks it with the others. */
+gs_status gs_ckpt_writer_import_rank(gs_ckpt_writer *w, const gs_ckpt_rank_record *rec, gs_error *err);
 
 /* ---- the index ------------------------------------------------------------------------------ */
 
@@ -198,6 +259,14 @@ gs_status gs_ckpt_load_full(const char *path, const gs_ckpt_rank_view *view, gs_
  *   5. remove DIR.old (its files, then the directory); fsync the parent.
  * DIR only ever appears by the rename of a complete, synced directory, so: load reads DIR if it
  * exists, else DIR.old, and either is a whole checkpoint. A save that fails before step 3 leaves
- * DIR untouched. Full files: FILE.tmp-PID, fflush + fsync, rename over FILE, fsync the parent. */
+ * DIR untouched. Full files: FILE.tmp-PID, fflush + fsync, rename over FILE, fsync the parent.
+ *
+ * Across processes the protocol is the same, run by the root: step 0 and the mkdir of step 1 on
+ * the root (PID = the root's), the rank files written by their own processes into it (each
+ * fsynced), index.json, the directory fsync and steps 2-5 on the root after every record is in.
+ * A process that dies mid-save leaves DIR.tmp-PID (the root's PID) and DIR as they were; the next
+ * save whose root runs on the same host removes it (its PID is gone). Multi-host, only the root's
+ * host can tell whether that PID is alive: a leftover is removed by the next save whose root sees
+ * no such process, and two saves to one DIR at once are not supported. */
 
 #endif

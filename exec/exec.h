@@ -38,7 +38,7 @@ typedef struct gs_exec_session gs_exec_session;
 
 /* Multi-process (o->boot active): refuses (GS_ERR_INPUT) a launch whose process count is not the
  * scenario's rank count, and agrees with the other processes on the outcome (every process
- * returns the lowest failed process's error). Checkpoints are refused there (GS_ERR_UNSUPPORTED).
+ * returns the lowest failed process's error).
  * Builds the exact schedule, refuses (GS_ERR_INPUT, with the memory ledger's numbers) a scenario
  * whose ranks together need more memory than /proc/meminfo's MemAvailable, then opens the
  * driver and initializes every rank. */
@@ -70,11 +70,17 @@ void gs_exec_session_abort(gs_exec_session *x, const char *msg);
 
 /* Sharded checkpoint of every rank's parameters and Adam state (exec/checkpoint.h's directory
  * format; each element written once, by its primary owner), and its load: any grid of the same
- * model can load it (pieces are matched by element range) and continues at the saved step. */
+ * model can load it (pieces are matched by element range) and continues at the saved step.
+ * Multi-process: collective; each process writes its rank's file, process 0 creates the
+ * temporary directory, checks every rank's pieces and commits; every process returns the same
+ * outcome (the files are the one-process save's, byte for byte). The test hook fail_event
+ * "save:PHASE" (fail_kind fail or die, on fail_rank) hits a step of the save. */
 gs_status gs_exec_session_save(gs_exec_session *x, const char *dir, gs_error *err);
 gs_status gs_exec_session_load(gs_exec_session *x, const char *dir, gs_error *err);
 /* One plain safetensors FILE of the full parameters under their HF Llama names (exec/checkpoint.h's
- * full format): every rank's primary pieces gathered (DP replicas once), written atomically. */
+ * full format): every rank's primary pieces gathered (DP replicas once), written atomically.
+ * Multi-process: collective; the other processes send their pieces to process 0 over the
+ * bootstrap's point-to-point transport, and only process 0 holds the full model and writes. */
 gs_status gs_exec_session_save_full(gs_exec_session *x, const char *path, gs_error *err);
 
 /* MemAvailable from /proc/meminfo in bytes (0 when unknown). */

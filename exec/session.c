@@ -1,6 +1,8 @@
 /* An exec session (schedule + driver + dispatcher + training program) and the exec backend's
  * gs_backend_ops, which plays one step of a schedule through a session's pieces. */
 #include <inttypes.h>
+#include <limits.h>
+#include <signal.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -373,17 +375,6 @@ gs_train *gs_exec_session_train(gs_exec_session *x)
 
 /* ---- checkpoints ----------------------------------------------------------------------------- */
 
-/* Multi-process saves: each process holds only its rank's shards, and the writer checks the
- * tiling of every rank's pieces in one process: not supported yet (loads are: each process reads
- * its rank's pieces). */
-static gs_status ckpt_refused(gs_error *err)
-{
-    return gs_error_set(err, GS_ERR_UNSUPPORTED,
-                        "exec: saving checkpoints (--save, --save-full) is not supported across processes "
-                        "(mpirun/srun) yet: each process holds only its own rank's shards; run exec in one process to "
-                        "save");
-}
-
 /* Every rank's shards as checkpoint views (primary pieces only when `primary`). */
 typedef struct ckpt_views {
     size_t n;
@@ -461,18 +452,224 @@ static void ckpt_meta(const gs_exec_session *x, gs_ckpt_meta *m)
     m->scenario = x->s.name;
 }
 
-gs_status gs_exec_session_save(gs_exec_session *x, const char *dir, gs_error *err)
+/* The test hook GRIDSTEP_FAULT=fail|die:RANK:save:PHASE (opts fail_event "save:PHASE"): at that
+ * step of a save (exec/checkpoint.h's hook phases) the save of RANK fails ("fail": tmp-dir and
+ * file-written only, the steps before the commit) or its process is killed (SIGKILL, "die": any
+ * phase). file-written is the named rank's file; the other phases are the root's (rank 0). */
+typedef struct save_fault {
+    const char *phase; /* NULL: no fault */
+    gs_fault_kind kind;
+    int rank;
+    int is_root;         /* this process does the root's steps (rank 0's) */
+    char rank_file[64];  /* the named rank's file name */
+    int fired;
+} save_fault;
+
+static gs_status save_fault_init(const gs_exec_session *x, save_fault *f, gs_error *err)
 {
-    if (x->boot)
-        return ckpt_refused(err);
+    static const char *const phases[] = {"tmp-dir",      "file-written", "files-synced",
+                                         "index-written", "old-moved",   "new-in-place",
+                                         "old-removed",  "full-written", "full-renamed"};
+    memset(f, 0, sizeof *f);
+    const char *e = x->o.fail_event;
+    if (!e || strncmp(e, "save:", 5) != 0)
+        return GS_OK;
+    const char *phase = e + 5;
+    int known = 0;
+    for (size_t i = 0; i < sizeof phases / sizeof phases[0]; i++)
+        known |= strcmp(phase, phases[i]) == 0;
+    int early = strcmp(phase, "tmp-dir") == 0 || strcmp(phase, "file-written") == 0;
+    if (!known || x->o.fail_kind == GS_FAULT_STALL || (x->o.fail_kind == GS_FAULT_FAIL && !early) ||
+        x->o.fail_rank >= x->sch->nranks)
+        return gs_error_set(err, GS_ERR_INPUT,
+                            "GRIDSTEP_FAULT: save:%s on rank %" PRIu64 ": expected fail:RANK:save:tmp-dir|file-written "
+                            "or die:RANK:save:PHASE (a checkpoint hook phase), RANK under %zu",
+                            phase, x->o.fail_rank, x->sch->nranks);
+    f->phase = phase;
+    f->kind = x->o.fail_kind;
+    f->rank = (int)x->o.fail_rank;
+    f->is_root = !x->boot || x->boot->proc == 0;
+    snprintf(f->rank_file, sizeof f->rank_file, "rank%05d-of-%05d.safetensors", f->rank, (int)x->sch->nranks);
+    return GS_OK;
+}
+
+static void save_fault_hook(const char *phase, const char *path, void *arg)
+{
+    save_fault *f = arg;
+    if (!f->phase || f->fired || strcmp(phase, f->phase) != 0)
+        return;
+    if (strcmp(phase, "file-written") == 0) {
+        size_t a = strlen(path), b = strlen(f->rank_file);
+        if (a < b || strcmp(path + a - b, f->rank_file) != 0)
+            return;
+    } else if (f->rank != 0 || !f->is_root) {
+        return;
+    }
+    f->fired = 1;
+    if (f->kind == GS_FAULT_DIE)
+        raise(SIGKILL); /* a crash mid-save: what it leaves must be recoverable */
+}
+
+/* GS_OK unless the fault fired (a "fail" one). */
+static gs_status save_fault_check(const save_fault *f, const char *dir, gs_error *err)
+{
+    if (!f->fired)
+        return GS_OK;
+    return gs_error_set(err, GS_ERR_IO, "checkpoint %s: rank %d: injected failure at %s (test hook)", dir, f->rank,
+                        f->phase);
+}
+
+/* One process, every rank: the writer from one thread (gs_ckpt_save_sharded's steps, with the
+ * fault hook). */
+static gs_status save_here(gs_exec_session *x, const char *dir, gs_error *err)
+{
     ckpt_views v;
     gs_ckpt_meta meta;
+    save_fault f;
+    gs_ckpt_writer *w = NULL;
+    memset(&v, 0, sizeof v);
     ckpt_meta(x, &meta);
-    gs_status rc = views_init(x, 1, &v, err);
+    gs_status rc = save_fault_init(x, &f, err);
     if (rc == GS_OK)
-        rc = gs_ckpt_save_sharded(dir, &meta, v.views, (int)v.n, err);
+        rc = views_init(x, 1, &v, err);
+    if (rc == GS_OK)
+        rc = gs_ckpt_writer_create(&w, dir, &meta, (int)v.n, err);
+    if (rc == GS_OK && f.phase) {
+        gs_ckpt_writer_set_hook(w, save_fault_hook, &f);
+        rc = save_fault_check(&f, dir, err);
+    }
+    for (size_t r = 0; rc == GS_OK && r < v.n; r++)
+        if ((rc = gs_ckpt_writer_write_rank(w, (int)r, &v.views[r], err)) == GS_OK)
+            rc = save_fault_check(&f, dir, err);
+    if (rc == GS_OK)
+        rc = gs_ckpt_writer_commit(w, err);
+    gs_ckpt_writer_destroy(w);
     views_fini(&v);
     return rc;
+}
+
+/* What the root tells the other processes when a save starts. */
+typedef struct save_start {
+    int32_t status;
+    char msg[GS_ERROR_MSG_BYTES];
+    char tmp_dir[PATH_MAX];
+} save_start;
+
+/* Across processes: the root (process 0) creates DIR.tmp-PID and broadcasts its name; each
+ * process writes its rank's file into it; the ranks' records are gathered and the root imports
+ * them and commits (the tiling checks, index.json, the swap); every process returns the same
+ * outcome (agree: the lowest failed process's error). */
+static gs_status save_across(gs_exec_session *x, const char *dir, gs_error *err)
+{
+    const gs_exec_boot *b = x->boot;
+    int root = b->proc == 0, world = (int)x->sch->nranks, me = (int)x->local;
+    size_t procs = (size_t)b->procs;
+    ckpt_views v;
+    gs_ckpt_meta meta;
+    save_fault f;
+    gs_ckpt_writer *w = NULL;
+    gs_ckpt_rank_record rec, got;
+    unsigned char *mine = NULL, *all = NULL;
+    size_t mine_bytes = 0, *counts = NULL;
+    uint64_t my_size, *sizes = NULL;
+    save_start start_buf, *start = &start_buf;
+    memset(start, 0, sizeof *start);
+    memset(&v, 0, sizeof v);
+    gs_ckpt_rank_record_init(&rec);
+    gs_ckpt_rank_record_init(&got);
+    ckpt_meta(x, &meta);
+    gs_status rc = save_fault_init(x, &f, err);
+    if (rc == GS_OK)
+        rc = views_init(x, 1, &v, err);
+    /* 1. the root recovers DIR and creates the temporary directory */
+    if (root) {
+        if (rc == GS_OK)
+            rc = gs_ckpt_writer_create(&w, dir, &meta, world, err);
+        if (rc == GS_OK && f.phase) {
+            gs_ckpt_writer_set_hook(w, save_fault_hook, &f);
+            rc = save_fault_check(&f, dir, err);
+        }
+        if (rc == GS_OK && strlen(gs_ckpt_writer_tmp_dir(w)) >= sizeof start->tmp_dir)
+            rc = gs_error_set(err, GS_ERR_INPUT, "checkpoint %s: path too long", dir);
+        start->status = rc;
+        if (rc != GS_OK)
+            snprintf(start->msg, sizeof start->msg, "%s", err->msg[0] ? err->msg : gs_status_name(rc));
+        else
+            snprintf(start->tmp_dir, sizeof start->tmp_dir, "%s", gs_ckpt_writer_tmp_dir(w));
+    }
+    gs_status brc = b->bcast(b->ctx, start, sizeof *start, 0, err);
+    if (brc != GS_OK) {
+        rc = brc;
+        goto out;
+    }
+    if (start->status != GS_OK) { /* nothing was written: every process returns the root's error */
+        rc = (gs_status)start->status;
+        if (!root)
+            gs_error_set(err, rc, "%s", start->msg);
+        goto out;
+    }
+    /* 2. every process writes its rank's file */
+    if (rc == GS_OK && !root)
+        rc = gs_ckpt_writer_attach(&w, dir, start->tmp_dir, &meta, world, err);
+    if (rc == GS_OK && !root && f.phase)
+        gs_ckpt_writer_set_hook(w, save_fault_hook, &f);
+    if (rc == GS_OK && (rc = gs_ckpt_writer_write_rank(w, me, &v.views[me], err)) == GS_OK)
+        rc = save_fault_check(&f, dir, err);
+    if (rc == GS_OK && (rc = gs_ckpt_writer_export_rank(w, me, &rec, err)) == GS_OK)
+        rc = gs_ckpt_rank_record_encode(&rec, &mine, &mine_bytes, err);
+    /* every file is closed (or some process failed) before the root reads or removes the directory */
+    if ((rc = agree(x, rc, err)) != GS_OK)
+        goto out;
+    /* 3. the records to the root (allgatherv: a few hundred bytes per piece) */
+    sizes = calloc(procs, sizeof *sizes);
+    counts = calloc(procs, sizeof *counts);
+    my_size = mine_bytes;
+    if (!sizes || !counts)
+        rc = gs_error_set(err, GS_ERR_NOMEM, "exec: out of memory");
+    if ((rc = agree(x, rc, err)) != GS_OK || (rc = b->allgather(b->ctx, &my_size, sizeof my_size, sizes, err)) != GS_OK)
+        goto out;
+    size_t total = 0;
+    for (size_t p = 0; p < procs; p++) {
+        counts[p] = (size_t)sizes[p];
+        total += counts[p];
+    }
+    if (!(all = malloc(total ? total : 1)))
+        rc = gs_error_set(err, GS_ERR_NOMEM, "exec: out of memory for %zu bytes of checkpoint records", total);
+    if ((rc = agree(x, rc, err)) != GS_OK ||
+        (rc = b->allgatherv(b->ctx, mine, mine_bytes, all, counts, err)) != GS_OK)
+        goto out;
+    /* 4. the root checks and commits */
+    if (root) {
+        size_t at = counts[0];
+        for (size_t p = 1; rc == GS_OK && p < procs; p++) {
+            if ((rc = gs_ckpt_rank_record_decode(all + at, counts[p], &got, err)) == GS_OK) {
+                if (got.rank != (int)p)
+                    rc = gs_error_set(err, GS_ERR_RUNTIME, "checkpoint %s: process %zu sent rank %d's record", dir, p,
+                                      got.rank);
+                else
+                    rc = gs_ckpt_writer_import_rank(w, &got, err);
+            }
+            gs_ckpt_rank_record_fini(&got);
+            at += counts[p];
+        }
+        if (rc == GS_OK)
+            rc = gs_ckpt_writer_commit(w, err);
+    }
+    rc = agree(x, rc, err);
+out:
+    gs_ckpt_writer_destroy(w); /* the root's removes an uncommitted temporary directory */
+    gs_ckpt_rank_record_fini(&rec);
+    free(mine);
+    free(all);
+    free(sizes);
+    free(counts);
+    views_fini(&v);
+    return rc;
+}
+
+gs_status gs_exec_session_save(gs_exec_session *x, const char *dir, gs_error *err)
+{
+    return x->boot ? save_across(x, dir, err) : save_here(x, dir, err);
 }
 
 gs_status gs_exec_session_load(gs_exec_session *x, const char *dir, gs_error *err)
@@ -541,83 +738,217 @@ out:
 typedef struct full_set {
     gs_ckpt_full_tensor *t;
     float **data; /* owned, one per tensor */
+    char **names; /* owned, one per tensor (t[i].name points at names[i]) */
     size_t n, cap;
 } full_set;
 
 static void full_set_fini(full_set *f)
 {
-    for (size_t i = 0; i < f->n; i++)
+    for (size_t i = 0; i < f->n; i++) {
         free(f->data[i]);
+        free(f->names[i]);
+    }
     free(f->t);
     free(f->data);
+    free(f->names);
 }
 
-/* The index in f of shard sh's tensor, added (zero-filled) when new; (size_t)-1 and *rc set when out of
- * memory. */
-static size_t full_set_find(full_set *f, const gs_ckpt_shard *sh, gs_error *err, gs_status *rc)
+/* The index in f of tensor `name` (ndim, shape: its full shape), added (zero-filled) when new;
+ * (size_t)-1 and *rc set when out of memory. */
+static size_t full_set_find(full_set *f, const char *name, size_t ndim, const uint64_t *shape, gs_error *err,
+                            gs_status *rc)
 {
     for (size_t i = 0; i < f->n; i++)
-        if (strcmp(f->t[i].name, sh->name) == 0)
+        if (strcmp(f->t[i].name, name) == 0)
             return i;
     uint64_t numel = 1;
-    for (size_t k = 0; k < sh->ndim; k++)
-        numel *= sh->shape[k];
+    for (size_t k = 0; k < ndim; k++)
+        numel *= shape[k];
     if (f->n == f->cap) {
         size_t cap = f->cap ? 2 * f->cap : 64;
         gs_ckpt_full_tensor *t = realloc(f->t, cap * sizeof *t);
         if (t)
             f->t = t;
         float **d = t ? realloc(f->data, cap * sizeof *d) : NULL;
-        if (!t || !d) {
+        if (d)
+            f->data = d;
+        char **nm = d ? realloc(f->names, cap * sizeof *nm) : NULL;
+        if (!t || !d || !nm) {
             *rc = gs_error_set(err, GS_ERR_NOMEM, "exec: out of memory");
             return (size_t)-1;
         }
-        f->data = d;
+        f->names = nm;
         f->cap = cap;
     }
-    if (!(f->data[f->n] = calloc(numel ? numel : 1, sizeof(float)))) {
-        *rc = gs_error_set(err, GS_ERR_NOMEM, "exec: out of memory for %s", sh->name);
+    f->names[f->n] = strdup(name);
+    f->data[f->n] = calloc(numel ? numel : 1, sizeof(float));
+    if (!f->names[f->n] || !f->data[f->n]) {
+        free(f->names[f->n]);
+        free(f->data[f->n]);
+        *rc = gs_error_set(err, GS_ERR_NOMEM, "exec: out of memory for %s", name);
         return (size_t)-1;
     }
     gs_ckpt_full_tensor *t = &f->t[f->n];
     memset(t, 0, sizeof *t);
-    t->name = sh->name;
-    t->ndim = sh->ndim;
-    memcpy(t->shape, sh->shape, sizeof t->shape);
+    t->name = f->names[f->n];
+    t->ndim = ndim;
+    memcpy(t->shape, shape, sizeof t->shape);
     t->data = f->data[f->n];
     return f->n++;
 }
 
+/* The place in f of a piece of tensor `name`, or NULL (*rc set) when out of memory or beyond the
+ * tensor. */
+static float *full_set_place(full_set *f, const char *name, size_t ndim, const uint64_t *shape, uint64_t offset,
+                             uint64_t count, gs_error *err, gs_status *rc)
+{
+    size_t i = full_set_find(f, name, ndim, shape, err, rc);
+    if (*rc != GS_OK)
+        return NULL;
+    uint64_t numel = 1;
+    for (size_t d = 0; d < ndim; d++)
+        numel *= shape[d];
+    if (offset > numel || count > numel - offset) {
+        *rc = gs_error_set(err, GS_ERR_RUNTIME, "exec: %s: piece [%" PRIu64 ", +%" PRIu64 ") outside its %" PRIu64
+                           " elements", name, offset, count, numel);
+        return NULL;
+    }
+    return f->data[i] + offset;
+}
+
+/* Every primary piece of the views into f. */
+static gs_status full_set_add_views(full_set *f, const ckpt_views *v, gs_error *err)
+{
+    gs_status rc = GS_OK;
+    for (size_t r = 0; r < v->n && rc == GS_OK; r++)
+        for (size_t k = 0; k < v->views[r].shard_count && rc == GS_OK; k++) {
+            const gs_ckpt_shard *sh = &v->views[r].shards[k];
+            full_set_find(f, sh->name, sh->ndim, sh->shape, err, &rc); /* a tensor even without pieces here */
+            for (size_t p = 0; p < sh->piece_count && rc == GS_OK; p++) {
+                const gs_ckpt_piece *pc = &sh->pieces[p];
+                float *dst = full_set_place(f, sh->name, sh->ndim, sh->shape, pc->offset, pc->count, err, &rc);
+                if (dst)
+                    memcpy(dst, pc->data, pc->count * sizeof(float));
+            }
+        }
+    return rc;
+}
+
+/* Piece data goes to the root in messages of at most this many bytes. */
+#define FULL_CHUNK_BYTES ((size_t)64 << 20)
+
+/* Across processes: each other process sends the root its rank's record (pieces, no file) and
+ * then each piece's parameters, over the bootstrap's point-to-point transport; only the root
+ * holds the full model. A process that failed sends an empty record; every process returns the
+ * agreed outcome. */
+static gs_status save_full_across(gs_exec_session *x, ckpt_views *v, full_set *f, const save_fault *fault,
+                                  const char *path, gs_error *err)
+{
+    const gs_exec_boot *b = x->boot;
+    int me = (int)x->local;
+    gs_ckpt_rank_record rec;
+    unsigned char *buf = NULL;
+    size_t bytes = 0;
+    gs_ckpt_meta meta;
+    gs_status rc = GS_OK;
+    gs_ckpt_rank_record_init(&rec);
+    ckpt_meta(x, &meta);
+    if (!b->send || !b->recv) {
+        rc = gs_error_set(err, GS_ERR_UNSUPPORTED, "exec: --save-full across processes needs the bootstrap's "
+                          "point-to-point transport, which this one lacks");
+        return agree(x, rc, err);
+    }
+    if (b->proc != 0) {
+        const gs_ckpt_rank_view *view = &v->views[me];
+        rc = gs_ckpt_rank_record_of_view(&rec, me, (int)v->n, meta.step, view, err);
+        if (rc == GS_OK)
+            rc = gs_ckpt_rank_record_encode(&rec, &buf, &bytes, err);
+        uint64_t size = rc == GS_OK ? bytes : 0;
+        gs_status src = b->send(b->ctx, 0, &size, sizeof size, err);
+        if (src == GS_OK && size)
+            src = b->send(b->ctx, 0, buf, bytes, err);
+        for (size_t k = 0; src == GS_OK && size && k < view->shard_count; k++)
+            for (size_t p = 0; src == GS_OK && p < view->shards[k].piece_count; p++) {
+                const gs_ckpt_piece *pc = &view->shards[k].pieces[p];
+                size_t left = pc->count * sizeof(float);
+                for (const char *at = (const char *)pc->data; src == GS_OK && left;) {
+                    size_t n = left < FULL_CHUNK_BYTES ? left : FULL_CHUNK_BYTES;
+                    src = b->send(b->ctx, 0, at, n, err);
+                    at += n;
+                    left -= n;
+                }
+            }
+        if (rc == GS_OK)
+            rc = src;
+        goto out;
+    }
+    rc = full_set_add_views(f, v, err);
+    for (int p = 1; rc == GS_OK && p < b->procs; p++) {
+        gs_boot_wait w = {.timeout_s = x->o.timeout_s};
+        uint64_t size = 0;
+        gs_boot_outcome o = b->recv(b->ctx, p, &size, sizeof size, &w, err);
+        if (o == GS_BOOT_DONE && size == 0)
+            continue; /* that process failed: it says why in the agreement */
+        if (o == GS_BOOT_DONE && size > ((uint64_t)1 << 31))
+            rc = gs_error_set(err, GS_ERR_RUNTIME, "exec: --save-full: rank %d announced a record of %" PRIu64
+                              " bytes", p, size);
+        free(buf);
+        buf = NULL;
+        if (o == GS_BOOT_DONE && rc == GS_OK && !(buf = malloc((size_t)size)))
+            rc = gs_error_set(err, GS_ERR_NOMEM, "exec: out of memory");
+        if (o == GS_BOOT_DONE && rc == GS_OK)
+            o = b->recv(b->ctx, p, buf, (size_t)size, &w, err);
+        if (o == GS_BOOT_DONE && rc == GS_OK && (rc = gs_ckpt_rank_record_decode(buf, (size_t)size, &rec, err)) == GS_OK &&
+            rec.rank != p)
+            rc = gs_error_set(err, GS_ERR_RUNTIME, "exec: --save-full: process %d sent rank %d's pieces", p, rec.rank);
+        for (size_t i = 0; o == GS_BOOT_DONE && rc == GS_OK && i < rec.piece_count; i++) {
+            const gs_ckpt_piece_info *pi = &rec.pieces[i];
+            char *dst = (char *)full_set_place(f, pi->tensor, pi->ndim, pi->shape, pi->offset, pi->count, err, &rc);
+            for (size_t left = pi->count * sizeof(float); dst && o == GS_BOOT_DONE && left;) {
+                size_t n = left < FULL_CHUNK_BYTES ? left : FULL_CHUNK_BYTES;
+                o = b->recv(b->ctx, p, dst, n, &w, err);
+                dst += n;
+                left -= n;
+            }
+        }
+        gs_ckpt_rank_record_fini(&rec);
+        if (rc == GS_OK && o != GS_BOOT_DONE)
+            rc = o == GS_BOOT_PEER_ABORT ? gs_error_set(err, GS_ERR_RUNTIME, "%s", w.peer_msg)
+                 : o == GS_BOOT_TIMEOUT  ? gs_error_set(err, GS_ERR_RUNTIME, "exec: --save-full: rank %d's pieces: "
+                                                        "timed out after %g s", p, x->o.timeout_s)
+                 : o == GS_BOOT_FAILED   ? (gs_error_prefix(err, "exec: --save-full: rank %d's pieces", p),
+                                            GS_ERR_RUNTIME)
+                                         : gs_error_set(err, GS_ERR_RUNTIME, "exec: --save-full: stopped");
+    }
+    if (rc == GS_OK)
+        rc = gs_ckpt_save_full(path, &meta, f->t, f->n, fault->phase ? save_fault_hook : NULL, (void *)fault, err);
+out:
+    gs_ckpt_rank_record_fini(&rec);
+    free(buf);
+    return agree(x, rc, err);
+}
+
 gs_status gs_exec_session_save_full(gs_exec_session *x, const char *path, gs_error *err)
 {
-    if (x->boot)
-        return ckpt_refused(err);
     ckpt_views v;
     full_set f = {0};
     gs_ckpt_meta meta;
+    save_fault fault;
+    memset(&v, 0, sizeof v);
     ckpt_meta(x, &meta);
-    gs_status rc = views_init(x, 1, &v, err);
-    for (size_t r = 0; r < v.n && rc == GS_OK; r++)
-        for (size_t k = 0; k < v.views[r].shard_count && rc == GS_OK; k++) {
-            const gs_ckpt_shard *sh = &v.views[r].shards[k];
-            size_t i = full_set_find(&f, sh, err, &rc);
-            if (rc != GS_OK)
-                break;
-            uint64_t numel = 1;
-            for (size_t d = 0; d < sh->ndim; d++)
-                numel *= sh->shape[d];
-            for (size_t p = 0; p < sh->piece_count; p++) {
-                const gs_ckpt_piece *pc = &sh->pieces[p];
-                if (pc->offset > numel || pc->count > numel - pc->offset) {
-                    rc = gs_error_set(err, GS_ERR_RUNTIME, "exec: %s: piece [%" PRIu64 ", +%" PRIu64
-                                      ") outside its %" PRIu64 " elements", sh->name, pc->offset, pc->count, numel);
-                    break;
-                }
-                memcpy(f.data[i] + pc->offset, pc->data, pc->count * sizeof(float));
-            }
-        }
+    gs_status rc = save_fault_init(x, &fault, err);
     if (rc == GS_OK)
-        rc = gs_ckpt_save_full(path, &meta, f.t, f.n, NULL, NULL, err);
+        rc = views_init(x, 1, &v, err);
+    if (x->boot) {
+        rc = agree(x, rc, err); /* every process enters the exchange, or none */
+        if (rc == GS_OK)
+            rc = save_full_across(x, &v, &f, &fault, path, err);
+    } else {
+        if (rc == GS_OK)
+            rc = full_set_add_views(&f, &v, err);
+        if (rc == GS_OK)
+            rc = gs_ckpt_save_full(path, &meta, f.t, f.n, fault.phase ? save_fault_hook : NULL, &fault, err);
+    }
     full_set_fini(&f);
     views_fini(&v);
     return rc;

@@ -782,6 +782,247 @@ START_TEST(test_checkpoint_errors)
 }
 END_TEST
 
+/* ---- across processes: rank records --------------------------------------------------------- */
+
+/* 1 when files a and b hold the same bytes. */
+static int same_bytes(const char *a, const char *b)
+{
+    unsigned char *x, *y;
+    size_t nx = read_bytes(a, &x), ny = read_bytes(b, &y);
+    int same = nx == ny && memcmp(x, y, nx) == 0;
+    free(x);
+    free(y);
+    return same;
+}
+
+/* The record format's size, from its description in exec/checkpoint.c: a 48-byte head (magic 8,
+ * rank 4, world 4, step 8, has_file 4, crc 4, file bytes 8, piece count 8), per piece 2 + name +
+ * 1 + 8 per dimension + 8 + 8 + 1, then a 4-byte CRC. Rank r of the test model has two pieces of
+ * every tensor (one where its range holds a single element). */
+static size_t record_bytes_expected(int rank, int world)
+{
+    size_t n = 48 + 4;
+    for (size_t t = 0; t < NT; t++) {
+        uint64_t e = numel_of(&model[t]);
+        uint64_t lo = e * (uint64_t)rank / (uint64_t)world, hi = e * (uint64_t)(rank + 1) / (uint64_t)world;
+        size_t pieces = hi - lo >= 2 ? 2 : hi - lo;
+        n += pieces * (2 + strlen(model[t].name) + 1 + 8 * model[t].ndim + 8 + 8 + 1);
+    }
+    return n;
+}
+
+/* The multi-process save, played in one process: a root writer, three writers attached to its
+ * temporary directory (as the other processes' would be), each writing its rank; their records
+ * encoded, decoded and imported by the root, which commits. The result must be the one-process
+ * save's directory, byte for byte. */
+START_TEST(test_records_across_processes)
+{
+    gs_error err;
+    gs_error_init(&err);
+    test_world saved, loaded;
+    test_world_make(&saved, 4, 8, 1);
+    ck_assert_int_eq(gs_ckpt_save_sharded(tpath("one"), &meta_2x1x2, saved.views, 4, &err), GS_OK);
+
+    gs_ckpt_writer *root, *other[4] = {NULL};
+    ck_assert_int_eq(gs_ckpt_writer_create(&root, tpath("many"), &meta_2x1x2, 4, &err), GS_OK);
+    const char *tmp = gs_ckpt_writer_tmp_dir(root);
+    char want[600];
+    snprintf(want, sizeof want, "%s.tmp-%ld", tpath("many"), (long)getpid());
+    ck_assert_str_eq(tmp, want);
+    ck_assert_int_eq(gs_ckpt_writer_write_rank(root, 0, &saved.views[0], &err), GS_OK);
+    for (int r = 1; r < 4; r++) {
+        ck_assert_msg(gs_ckpt_writer_attach(&other[r], tpath("many"), tmp, &meta_2x1x2, 4, &err) == GS_OK, "%s",
+                      err.msg);
+        ck_assert_int_eq(gs_ckpt_writer_write_rank(other[r], r, &saved.views[r], &err), GS_OK);
+        /* an attached writer never commits: the root does */
+        ck_assert_int_eq(gs_ckpt_writer_commit(other[r], &err), GS_ERR_INPUT);
+        ck_assert_msg(strstr(err.msg, "an attached writer cannot commit") != NULL, "%s", err.msg);
+    }
+    for (int r = 1; r < 4; r++) {
+        gs_ckpt_rank_record rec, back;
+        unsigned char *buf, *again;
+        size_t n, n2;
+        ck_assert_int_eq(gs_ckpt_writer_export_rank(other[r], r, &rec, &err), GS_OK);
+        ck_assert_int_eq(gs_ckpt_rank_record_encode(&rec, &buf, &n, &err), GS_OK);
+        ck_assert_uint_eq(n, record_bytes_expected(r, 4));
+        ck_assert_msg(gs_ckpt_rank_record_decode(buf, n, &back, &err) == GS_OK, "%s", err.msg);
+        /* what the root learns: rank, world, step, the file's size and CRC (the bytes on disk) */
+        ck_assert_int_eq(back.rank, r);
+        ck_assert_int_eq(back.world, 4);
+        ck_assert_uint_eq(back.step, 7);
+        ck_assert_int_eq(back.has_file, 1);
+        char name[64];
+        snprintf(name, sizeof name, "rank%05d-of-00004.safetensors", r);
+        unsigned char *img;
+        char fpath[700];
+        snprintf(fpath, sizeof fpath, "%s/%s", tmp, name);
+        size_t fbytes = read_bytes(fpath, &img);
+        ck_assert_uint_eq(back.file_bytes, fbytes);
+        ck_assert_uint_eq(back.file_crc32, crc32_of(img, fbytes));
+        free(img);
+        /* the pieces as the view has them: tensor order, two per tensor, full shapes, optimizer */
+        ck_assert_uint_eq(back.piece_count, 2 * NT);
+        for (size_t t = 0, k = 0; t < NT; t++)
+            for (size_t p = 0; p < saved.ranks[r].shards[t].piece_count; p++, k++) {
+                ck_assert_str_eq(back.pieces[k].tensor, model[t].name);
+                ck_assert_uint_eq(back.pieces[k].ndim, model[t].ndim);
+                ck_assert_uint_eq(back.pieces[k].shape[0], model[t].shape[0]);
+                ck_assert_uint_eq(back.pieces[k].offset, saved.ranks[r].pieces[t][p].offset);
+                ck_assert_uint_eq(back.pieces[k].count, saved.ranks[r].pieces[t][p].count);
+                ck_assert_int_eq(back.pieces[k].has_optim, 1);
+            }
+        /* decode is encode's inverse */
+        ck_assert_int_eq(gs_ckpt_rank_record_encode(&back, &again, &n2, &err), GS_OK);
+        ck_assert(n2 == n && memcmp(again, buf, n) == 0);
+        ck_assert_msg(gs_ckpt_writer_import_rank(root, &back, &err) == GS_OK, "%s", err.msg);
+        /* the same rank twice */
+        ck_assert_int_eq(gs_ckpt_writer_import_rank(root, &back, &err), GS_ERR_INPUT);
+        ck_assert_msg(strstr(err.msg, "written twice") != NULL, "%s", err.msg);
+        free(buf);
+        free(again);
+        gs_ckpt_rank_record_fini(&rec);
+        gs_ckpt_rank_record_fini(&back);
+    }
+    for (int r = 1; r < 4; r++)
+        gs_ckpt_writer_destroy(other[r]); /* attached: leaves the root's directory */
+    ck_assert_int_eq(access(tmp, F_OK), 0);
+    ck_assert_msg(gs_ckpt_writer_commit(root, &err) == GS_OK, "%s", err.msg);
+    gs_ckpt_writer_destroy(root);
+
+    static const char *const files[] = {"index.json", "rank00000-of-00004.safetensors",
+                                        "rank00001-of-00004.safetensors", "rank00002-of-00004.safetensors",
+                                        "rank00003-of-00004.safetensors"};
+    for (size_t i = 0; i < sizeof files / sizeof files[0]; i++) {
+        char a[64], b[64];
+        snprintf(a, sizeof a, "one/%s", files[i]);
+        snprintf(b, sizeof b, "many/%s", files[i]);
+        ck_assert_msg(same_bytes(tpath(a), tpath(b)), "%s differs from the one-process save's", files[i]);
+    }
+    ck_assert_int_eq(count_entries_except("one"), 1); /* "many", no temporaries */
+    test_world_make(&loaded, 4, -1, 1);
+    ck_assert_int_eq(gs_ckpt_load_sharded(tpath("many"), &meta_2x1x2, loaded.views, 4, NULL, &err), GS_OK);
+    ck_assert(test_world_matches(&loaded, 8));
+    test_world_free(&loaded);
+    test_world_free(&saved);
+}
+END_TEST
+
+/* Rewrites the CRC-32 at the end of a record after an edit (the test's own CRC). */
+static void reseal(unsigned char *buf, size_t n)
+{
+    uint32_t c = crc32_of(buf, n - 4);
+    for (int i = 0; i < 4; i++)
+        buf[n - 4 + (size_t)i] = (unsigned char)(c >> (8 * i));
+}
+
+START_TEST(test_record_errors)
+{
+    gs_error err;
+    gs_error_init(&err);
+    test_rank tr;
+    test_rank_make(&tr, 1, 2, 3, 1);
+    gs_ckpt_rank_record rec, back;
+    unsigned char *buf;
+    size_t n;
+    ck_assert_int_eq(gs_ckpt_rank_record_of_view(&rec, 1, 2, 9, &tr.view, &err), GS_OK);
+    ck_assert_int_eq(rec.has_file, 0);
+    ck_assert_int_eq(gs_ckpt_rank_record_encode(&rec, &buf, &n, &err), GS_OK);
+    ck_assert_uint_eq(n, record_bytes_expected(1, 2));
+    ck_assert_int_eq(gs_ckpt_rank_record_decode(buf, n, &back, &err), GS_OK);
+    gs_ckpt_rank_record_fini(&back);
+
+    /* every truncation is refused, with a message */
+    for (size_t cut = 0; cut < n; cut++) {
+        gs_error_init(&err);
+        ck_assert_int_eq(gs_ckpt_rank_record_decode(buf, cut, &back, &err), GS_ERR_INPUT);
+        ck_assert_msg(strstr(err.msg, "truncated") != NULL, "cut at %zu: %s", cut, err.msg);
+        ck_assert_ptr_null(back.pieces);
+    }
+    /* every single flipped bit (one per byte) is caught by the CRC */
+    for (size_t i = 0; i < n; i++) {
+        buf[i] ^= (unsigned char)(1u << (i % 8));
+        ck_assert_int_eq(gs_ckpt_rank_record_decode(buf, n, &back, &err), GS_ERR_INPUT);
+        ck_assert_msg(strstr(err.msg, "garbled") != NULL, "byte %zu: %s", i, err.msg);
+        buf[i] ^= (unsigned char)(1u << (i % 8));
+    }
+    /* garbage that passes the CRC: refused by the structure checks. The first piece starts at
+     * byte 48: name length (2), "model.embed_tokens.weight" (25) from byte 50, ndim (1) at byte 75,
+     * two 8-byte dimensions, the offset at byte 92 */
+    ck_assert_uint_eq(strlen(model[0].name), 25);
+    unsigned char *bad = malloc(n + 1);
+    memcpy(bad, buf, n);
+    bad[75] = 9;
+    reseal(bad, n);
+    ck_assert_int_eq(gs_ckpt_rank_record_decode(bad, n, &back, &err), GS_ERR_INPUT);
+    ck_assert_str_eq(err.msg, "rank record: piece 0: tensor model.embed_tokens.weight: 9 dimensions (1 to 8)");
+    memcpy(bad, buf, n);
+    bad[50] = '@';
+    reseal(bad, n);
+    ck_assert_int_eq(gs_ckpt_rank_record_decode(bad, n, &back, &err), GS_ERR_INPUT);
+    ck_assert_msg(strstr(err.msg, "name '@odel.embed_tokens.weight' empty or holds '@'") != NULL, "%s", err.msg);
+    /* rank 1's offset 64 of embed_tokens becomes 200, past the tensor's 128 elements */
+    memcpy(bad, buf, n);
+    ck_assert_int_eq(bad[92], 64);
+    bad[92] = 200;
+    reseal(bad, n);
+    ck_assert_int_eq(gs_ckpt_rank_record_decode(bad, n, &back, &err), GS_ERR_INPUT);
+    ck_assert_msg(strstr(err.msg, "beyond its 128 elements") != NULL, "%s", err.msg);
+    memcpy(bad, buf, n);
+    memcpy(bad, "GSCKREC2", 8);
+    reseal(bad, n);
+    ck_assert_int_eq(gs_ckpt_rank_record_decode(bad, n, &back, &err), GS_ERR_INPUT);
+    ck_assert_str_eq(err.msg, "rank record: not a gridstep rank record (magic)");
+    /* one byte more before the CRC */
+    memcpy(bad, buf, n - 4);
+    bad[n - 4] = 0;
+    reseal(bad, n + 1);
+    ck_assert_int_eq(gs_ckpt_rank_record_decode(bad, n + 1, &back, &err), GS_ERR_INPUT);
+    ck_assert_str_eq(err.msg, "rank record: 1 bytes after the last piece");
+    /* rank 1 of world 1 */
+    memcpy(bad, buf, n);
+    bad[12] = 1;
+    reseal(bad, n);
+    ck_assert_int_eq(gs_ckpt_rank_record_decode(bad, n, &back, &err), GS_ERR_INPUT);
+    ck_assert_msg(strstr(err.msg, "rank 1 of world 1") != NULL, "%s", err.msg);
+    free(bad);
+
+    /* import: a record without a file; one whose file is not in the directory */
+    gs_ckpt_meta m = meta_2x1x2;
+    m.step = 9;
+    gs_ckpt_writer *w;
+    ck_assert_int_eq(gs_ckpt_writer_create(&w, tpath("ck"), &m, 2, &err), GS_OK);
+    ck_assert_int_eq(gs_ckpt_writer_import_rank(w, &rec, &err), GS_ERR_INPUT);
+    ck_assert_msg(strstr(err.msg, "or no file") != NULL, "%s", err.msg);
+    rec.has_file = 1;
+    rec.file_bytes = 1234;
+    ck_assert_int_eq(gs_ckpt_writer_import_rank(w, &rec, &err), GS_ERR_IO);
+    ck_assert_msg(strstr(err.msg, "rank00001-of-00002.safetensors: missing, its record says 1234 bytes (is DIR on a "
+                                  "filesystem every process sees?)") != NULL,
+                  "%s", err.msg);
+    rec.step = 8;
+    ck_assert_int_eq(gs_ckpt_writer_import_rank(w, &rec, &err), GS_ERR_INPUT);
+    ck_assert_msg(strstr(err.msg, "step 8 (saving step 9)") != NULL, "%s", err.msg);
+    /* commit without rank 1: the one-process check */
+    ck_assert_int_eq(gs_ckpt_writer_write_rank(w, 0, &tr.view, &err), GS_OK);
+    ck_assert_int_eq(gs_ckpt_writer_commit(w, &err), GS_ERR_INPUT);
+    ck_assert_msg(strstr(err.msg, "rank 1 has not written its file") != NULL, "%s", err.msg);
+    /* attach: only to DIR.tmp-DIGITS, and only when it is there */
+    gs_ckpt_writer *a = NULL;
+    ck_assert_int_eq(gs_ckpt_writer_attach(&a, tpath("ck"), tpath("elsewhere"), &m, 2, &err), GS_ERR_INPUT);
+    ck_assert_msg(strstr(err.msg, "is not one of its temporary directories") != NULL, "%s", err.msg);
+    ck_assert_int_eq(gs_ckpt_writer_attach(&a, tpath("ck"), tpath("ck.tmp-1"), &m, 2, &err), GS_ERR_IO);
+    ck_assert_msg(strstr(err.msg, "is not visible here (No such file or directory): DIR must be on a filesystem "
+                                  "every process sees") != NULL,
+                  "%s", err.msg);
+    ck_assert_ptr_null(a);
+    gs_ckpt_writer_destroy(w);
+    ck_assert_int_eq(count_entries_except("none"), 0); /* the failed save's directory removed */
+    free(buf);
+    gs_ckpt_rank_record_fini(&rec);
+    test_rank_free(&tr);
+}
+END_TEST
+
 /* ---- crash safety --------------------------------------------------------------------------- */
 
 typedef struct crash_plan {
@@ -996,12 +1237,14 @@ static Suite *checkpoint_suite(void)
     tcase_add_test(core, test_full_python_reader);
     tcase_set_timeout(core, 30); /* python3 behind a pyenv shim takes seconds to start */
     tcase_add_test(core, test_writer_layout);
+    tcase_add_test(core, test_records_across_processes);
     suite_add_tcase(s, core);
     TCase *errors = tcase_create("errors");
     tcase_add_checked_fixture(errors, make_tmpdir, remove_tmpdir);
     tcase_add_test(errors, test_header_errors);
     tcase_add_test(errors, test_file_errors);
     tcase_add_test(errors, test_checkpoint_errors);
+    tcase_add_test(errors, test_record_errors);
     suite_add_tcase(s, errors);
     TCase *crash = tcase_create("crash");
     tcase_add_checked_fixture(crash, make_tmpdir_fast, remove_tmpdir);

@@ -13,9 +13,15 @@
 #  - a launch of 2 processes for a 4-rank scenario fails with exit 2 and says why, once;
 #  - an injected failure on rank 3 ends every process (exit 1) with rank 0 naming rank 3 and the
 #    event, once, well within --timeout; a rank that dies is named by the timeout of its peers;
-#  - --save and --save-full are refused across processes (exit 2); --load works (each process
-#    reads its rank's pieces) and continues with the one-process load's losses, exactly; another
-#    model's checkpoint is refused (a tensor is the model's when any process's rank has it).
+#  - --save across processes writes the one-process save's files byte for byte (every rank file
+#    and index.json), --save-full the one-process file; --save then --load resumes bit-exactly;
+#    --save-every; rank 0 killed mid-swap leaves the previous checkpoint loadable (DIR.old) and the
+#    next save recovers; a save failing on one rank fails on all, said once, the previous
+#    checkpoint intact; a process killed mid-save leaves rank 0's DIR.tmp-PID, which the next
+#    save removes;
+#  - --load works (each process reads its rank's pieces) and continues with the one-process
+#    load's losses, exactly; another model's checkpoint is refused (a tensor is the model's when
+#    any process's rank has it).
 # Without MPI built in, a launcher's environment of 2 processes is refused with exit 2 and the
 # way to build MPI in, printed by rank 0 only. Skips (77) when MPI is built in but mpirun is
 # absent.
@@ -127,13 +133,107 @@ GRIDSTEP_FAULT=die:3:L2.mb0.fwd.tp_ag $MPIRUN -np 4 "$GRIDSTEP" exec --timeout 3
 check "rank 3 dies: exit 1" test $? -eq 1
 check "rank 3 dies: a peer's timeout names rank 3, once" test "$(grep -c '(with rank 3): timed out after 3 s' "$tmp/err")" -eq 1
 
-# saving is refused across processes
-$MPIRUN -np 2 "$GRIDSTEP" exec --save "$tmp/ck" "$tmp/dp2.yaml" >/dev/null 2>"$tmp/err"
-check "--save under mpirun: exit 2" test $? -eq 2
-check "--save under mpirun: said once" test "$(grep -c 'not supported across processes' "$tmp/err")" -eq 1
-check "--save under mpirun: nothing written" test ! -e "$tmp/ck"
-$MPIRUN -np 2 "$GRIDSTEP" exec --save-full "$tmp/full.safetensors" "$tmp/dp2.yaml" >/dev/null 2>"$tmp/err"
-check "--save-full under mpirun: exit 2, nothing written" test $? -eq 2 -a ! -e "$tmp/full.safetensors"
+# ---- saving across processes ----------------------------------------------------------------
+# --save: rank 0 creates DIR.tmp-PID, each process writes its rank's file, rank 0 checks and
+# swaps. The files hold nothing process-specific (no PID, host or date: the rank files' metadata
+# and index.json hold the grid, step, scenario, sizes and CRCs), so every file must be the
+# one-process save's, byte for byte (same parameters: the losses above are bit-exact), and the
+# directory one file per rank plus index.json. --save-full: rank 0 gathers every rank's pieces
+# and writes the one-process file, byte for byte.
+gone() { # DIR: waits (up to 10 s) until the process whose PID names DIR.tmp-PID has exited (mpirun
+    # can return while the processes it told to stop are still exiting; a live PID's temporary is
+    # rightly kept)
+    for t in "$1".tmp-*; do
+        pid=${t##*.tmp-}; n=0
+        while kill -0 "$pid" 2>/dev/null && [ $n -lt 100 ]; do sleep 0.1; n=$((n + 1)); done
+    done
+}
+same_dir() { # DIR0 DIR1: the same file names, every file cmp-identical
+    [ "$(ls "$1" | tr '\n' ' ')" = "$(ls "$2" | tr '\n' ' ')" ] || return 1
+    for f in "$1"/*; do cmp -s "$f" "$2/${f##*/}" || return 1; done
+}
+for spec in dp2:2 tp2:2 pp2:2 dp2tp2:4; do
+    g=${spec%:*}; np=${spec#*:}
+    "$GRIDSTEP" exec --steps 2 --save "$tmp/$g.s0" --save-full "$tmp/$g.f0" "$tmp/$g.yaml" >/dev/null || fail=1
+    $MPIRUN -np "$np" "$GRIDSTEP" exec --steps 2 --save "$tmp/$g.s1" --save-full "$tmp/$g.f1" "$tmp/$g.yaml" \
+        >/dev/null 2>"$tmp/err"
+    check "--save/--save-full on $g, mpirun -np $np: exit 0" test $? -eq 0
+    check "--save on $g, mpirun -np $np: $np rank files + index.json" \
+        test "$(ls "$tmp/$g.s1" | grep -c '^rank[0-9]\{5\}-of-0000'"$np"'\.safetensors$')" -eq "$np" -a \
+        "$(ls "$tmp/$g.s1" | wc -l)" -eq $((np + 1))
+    check "--save on $g, mpirun -np $np: every file = the one-process save's, byte for byte" \
+        same_dir "$tmp/$g.s0" "$tmp/$g.s1"
+    check "--save-full on $g, mpirun -np $np: the one-process file, byte for byte" cmp -s "$tmp/$g.f0" "$tmp/$g.f1"
+    check "--save on $g, mpirun -np $np: no temporaries left" test -z "$(ls -d "$tmp/$g.s1".* "$tmp/$g.f1".* 2>/dev/null)"
+done
+
+# --save then --load across processes resumes bit-exactly: 2 + 2 steps give the losses of 4
+# uninterrupted steps (Adam's step and moments saved and restored on every rank)
+for spec in dp2tp2:4 pp2:2; do
+    g=${spec%:*}; np=${spec#*:}
+    $MPIRUN -np "$np" "$GRIDSTEP" exec --json --steps 4 "$tmp/$g.yaml" >"$tmp/$g.r4.json" 2>/dev/null || fail=1
+    $MPIRUN -np "$np" "$GRIDSTEP" exec --json --steps 2 --save "$tmp/$g.rk" "$tmp/$g.yaml" >"$tmp/$g.ra.json" \
+        2>/dev/null || fail=1
+    $MPIRUN -np "$np" "$GRIDSTEP" exec --json --steps 2 --load "$tmp/$g.rk" "$tmp/$g.yaml" >"$tmp/$g.rb.json" \
+        2>/dev/null
+    check "--save, then --load on $g, mpirun -np $np: exit 0" test $? -eq 0
+    losses "$tmp/$g.r4.json" | awk 1 >"$tmp/a"
+    { losses "$tmp/$g.ra.json" | awk 1; losses "$tmp/$g.rb.json" | awk 1; } >"$tmp/b"
+    check "--save, then --load on $g, mpirun -np $np: 2 + 2 losses = 4 uninterrupted, exactly" \
+        test "$(grep -c . "$tmp/a")" -eq 4 -a -z "$(cmp "$tmp/a" "$tmp/b" 2>&1)"
+done
+
+# --save-every 2 over 3 steps saves at steps 2 and 3. Rank 0 killed in the step-3 save right
+# after moving the step-2 checkpoint aside (die at old-moved: DIR missing, DIR.old complete,
+# DIR.tmp-PID of a dead PID): what is on disk is the step-2 checkpoint, the one-process
+# --steps 2 save's files byte for byte, and a load resumes from it
+"$GRIDSTEP" exec --steps 2 --save "$tmp/e0" "$tmp/dp2tp2.yaml" >/dev/null || fail=1
+GRIDSTEP_FAULT=die:0:save:old-moved $MPIRUN -np 4 "$GRIDSTEP" exec --steps 3 --save-every 2 --save "$tmp/e1" \
+    "$tmp/dp2tp2.yaml" >/dev/null 2>&1
+check "--save-every 2, rank 0 killed in the step-3 save: mpirun fails" test $? -ne 0
+check "... DIR missing, DIR.old and rank 0's DIR.tmp-PID left" \
+    test ! -e "$tmp/e1" -a -d "$tmp/e1.old" -a "$(ls -d "$tmp/e1".tmp-* 2>/dev/null | wc -l)" -eq 1
+check "... DIR.old is the step-2 save (the one-process --steps 2 --save's files)" same_dir "$tmp/e0" "$tmp/e1.old"
+$MPIRUN -np 4 "$GRIDSTEP" exec --json --steps 1 --load "$tmp/e1" "$tmp/dp2tp2.yaml" >"$tmp/e.json" 2>/dev/null
+check "... a load reads DIR.old and continues at step 3" grep -q '"first_step": *3' "$tmp/e.json"
+# the next save recovers DIR.old, removes the dead rank 0's temporary and saves step 3 (the
+# one-process --steps 3 save's files)
+gone "$tmp/e1"
+"$GRIDSTEP" exec --steps 3 --save "$tmp/e3" "$tmp/dp2tp2.yaml" >/dev/null || fail=1
+$MPIRUN -np 4 "$GRIDSTEP" exec --steps 3 --save-every 2 --save "$tmp/e1" "$tmp/dp2tp2.yaml" >/dev/null 2>&1
+check "--save-every 2 over 3 steps, mpirun: exit 0" test $? -eq 0
+check "... DIR is the step-3 save, byte for byte" same_dir "$tmp/e3" "$tmp/e1"
+check "... DIR.old and the dead rank 0's DIR.tmp-PID are gone" test -z "$(ls -d "$tmp/e1".* 2>/dev/null)"
+
+# a failure on one rank during a save: every process fails the save, rank 0 says it once, and
+# the previous checkpoint (e1, step 3) is left as it was
+cp -r "$tmp/e1" "$tmp/e1.copy"
+GRIDSTEP_FAULT=fail:1:save:file-written $MPIRUN -np 4 "$GRIDSTEP" exec --steps 1 --save "$tmp/e1" \
+    "$tmp/dp2tp2.yaml" >"$tmp/out" 2>"$tmp/err"
+check "save failing on rank 1: exit 1" test $? -eq 1
+check "save failing on rank 1: said once" \
+    test "$(grep -c "checkpoint $tmp/e1: rank 1: injected failure at file-written (test hook)" "$tmp/err")" -eq 1
+check "save failing on rank 1: the previous checkpoint intact, no temporaries" \
+    sh -c "cd '$tmp' && test -z \"\$(ls -d e1.tmp-* e1.old 2>/dev/null)\"" 
+check "save failing on rank 1: ... byte for byte" same_dir "$tmp/e1.copy" "$tmp/e1"
+check "save failing on rank 1: no report printed" test ! -s "$tmp/out"
+# rank 0 cannot create DIR.tmp-PID (no parent): the others write nothing, same message once
+$MPIRUN -np 2 "$GRIDSTEP" exec --save "$tmp/none/ck" "$tmp/dp2.yaml" >/dev/null 2>"$tmp/err"
+check "save to a missing parent, mpirun: exit 1" test $? -eq 1
+check "save to a missing parent, mpirun: said once" \
+    test "$(grep -c "checkpoint $tmp/none/ck: cannot create $tmp/none/ck.tmp-[0-9]*: No such file or directory" "$tmp/err")" -eq 1
+# rank 2's process killed after writing its file: mpirun fails, DIR is as it was, rank 0's
+# DIR.tmp-PID is left (its PID is dead now) and the next save removes it
+GRIDSTEP_FAULT=die:2:save:file-written $MPIRUN -np 4 "$GRIDSTEP" exec --steps 1 --save "$tmp/e1" \
+    "$tmp/dp2tp2.yaml" >/dev/null 2>&1
+check "rank 2 killed mid-save: mpirun fails" test $? -ne 0
+check "rank 2 killed mid-save: DIR byte for byte as it was, DIR.tmp-PID left" \
+    sh -c "same() { for f in '$tmp/e1.copy'/*; do cmp -s \"\$f\" '$tmp/e1/'\"\${f##*/}\" || return 1; done; }; same && test \$(ls -d '$tmp'/e1.tmp-* | wc -l) -eq 1"
+gone "$tmp/e1"
+$MPIRUN -np 4 "$GRIDSTEP" exec --steps 3 --save "$tmp/e1" "$tmp/dp2tp2.yaml" >/dev/null 2>&1
+check "the next save, mpirun: exit 0, the stale DIR.tmp-PID removed" \
+    test $? -eq 0 -a -z "$(ls -d "$tmp/e1".tmp-* "$tmp/e1.old" 2>/dev/null)"
+check "the next save: the one-process --steps 3 save's files" same_dir "$tmp/e3" "$tmp/e1"
 
 # loading works: each process reads its rank's pieces. Checkpoints saved by one process (dp2 x
 # tp2 after 2 steps; the single-rank model after 2 steps, loaded on tp2 and on pp2, whose ranks
