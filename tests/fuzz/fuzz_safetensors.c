@@ -1,6 +1,7 @@
 /* libFuzzer harness for the checkpoint parsers: the input is tried as a whole safetensors file
- * image (length prefix, header, buffer) and as index.json text. Both parsers must reject garbage
- * with a status, never crash, leak or read out of bounds.
+ * image (length prefix, header, buffer), as index.json text and as a rank record (the multi-process
+ * save's). Every parser must reject garbage with a status, never crash, leak or read out of bounds;
+ * a record it accepts must encode back to the same bytes.
  *
  *   clang -g -O1 -fsanitize=fuzzer,address -I. -Iengine $(pkg-config --cflags jansson) \
  *     tests/fuzz/fuzz_safetensors.c exec/safetensors.c exec/checkpoint.c exec/atomic_file.c exec/crc32.c \
@@ -8,6 +9,7 @@
  *   ./fuzz_safetensors tests/fuzz/corpus/safetensors */
 #include <stddef.h>
 #include <stdint.h>
+#include <stdlib.h>
 #include <string.h>
 
 #include "engine/status.h"
@@ -52,6 +54,16 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
             }
         }
         gs_ckpt_index_fini(&ix);
+    }
+
+    gs_ckpt_rank_record rec;
+    if (gs_ckpt_rank_record_decode(data, size, &rec, &err) == GS_OK) {
+        unsigned char *again = NULL;
+        size_t n = 0;
+        if (gs_ckpt_rank_record_encode(&rec, &again, &n, &err) != GS_OK || n != size || memcmp(again, data, n) != 0)
+            __builtin_trap();
+        free(again);
+        gs_ckpt_rank_record_fini(&rec);
     }
     return 0;
 }
