@@ -720,7 +720,8 @@ gs_status gs_exec_session_load(gs_exec_session *x, const char *dir, gs_error *er
             rc = gs_error_set(err, GS_ERR_INPUT, "checkpoint %s: tensor %s is not in the model of %s (another model's "
                               "checkpoint?)", dir, ix->tensors[t].name, x->s.name);
     for (size_t i = 0; rc == GS_OK && i < v.n; i++)
-        rc = gs_ckpt_reader_load_rank(r, &v.views[i], &meta, err);
+        if ((rc = gs_ckpt_reader_load_rank(r, &v.views[i], &meta, err)) == GS_OK)
+            rc = gs_train_shards_upload(x->train, i, &v.lists[i], err); /* device memory: the host copies back */
     /* multi-process: a rank file only one process read may have failed it */
     if (x->boot)
         rc = agree(x, rc, err);

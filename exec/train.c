@@ -115,6 +115,7 @@ struct gs_train {
     uint64_t step;
     rank_st *r;
     size_t nr;
+    gs_dispatch *disp; /* borrowed: the streams a checkpoint's copies go on */
 };
 
 /* ---- set-up helpers --------------------------------------------------------------------------- */
@@ -800,6 +801,7 @@ gs_status gs_train_create(const gs_scenario *s, const gs_schedule *sch, const gs
     t->sch = sch;
     t->ops = ops;
     t->drv = drv;
+    t->disp = disp;
     if (o)
         t->o = *o;
     else
@@ -1369,6 +1371,9 @@ void gs_shard_list_fini(gs_shard_list *s)
     for (size_t i = 0; i < s->ntensors; i++)
         free(s->tensors[i].pieces);
     free(s->tensors);
+    for (size_t i = 0; i < s->nstages; i++)
+        free(s->stages[i].host);
+    free(s->stages);
     memset(s, 0, sizeof *s);
 }
 
@@ -1386,8 +1391,27 @@ static gs_status add_piece(gs_shard_tensor *st, size_t *cap, const gs_shard_piec
     return GS_OK;
 }
 
+/* Downloads n elements of the device buffer dev into a new stage of l; *host = its copy. */
+static gs_status stage_download(const gs_train *t, size_t ri, gs_shard_list *l, float *dev, uint64_t n, float **host,
+                                gs_error *err)
+{
+    gs_shard_stage *ns = realloc(l->stages, (l->nstages + 1) * sizeof *ns);
+    if (!ns)
+        return gs_error_set(err, GS_ERR_NOMEM, "exec: out of memory");
+    l->stages = ns;
+    float *h = malloc((n ? n : 1) * sizeof *h);
+    if (!h)
+        return gs_error_set(err, GS_ERR_NOMEM, "exec: out of memory for a %" PRIu64 "-byte host copy of rank "
+                            "%" PRIu64 "'s parameters", n * (uint64_t)sizeof *h, l->rank);
+    l->stages[l->nstages++] = (gs_shard_stage){dev, h, n};
+    t->ops->download(t->drv, gs_dispatch_stream(t->disp, ri, GS_STREAM_COMPUTE), h, dev, n * sizeof *h);
+    *host = h;
+    return GS_OK;
+}
+
 gs_status gs_train_shards(const gs_train *t, size_t ri, gs_shard_list *out, gs_error *err)
 {
+    gs_status rc = GS_OK;
     memset(out, 0, sizeof *out);
     if (ri >= t->nr)
         return gs_error_set(err, GS_ERR_INPUT, "exec: no rank list %zu", ri);
@@ -1408,6 +1432,12 @@ gs_status gs_train_shards(const gs_train *t, size_t ri, gs_shard_list *out, gs_e
         uint64_t lo = r->plan.stored_sharded ? r->shard_pos * ui->S : 0;
         uint64_t hi = r->plan.stored_sharded ? lo + ui->S : r->N * ui->S;
         float *p = r->tbuf[r->param_t[u]], *m = r->m[u], *v = r->v[u];
+        if (t->ops->device_memory) {
+            float **pmv[3] = {&p, &m, &v};
+            for (int b = 0; b < 3; b++)
+                if ((rc = stage_download(t, ri, out, *pmv[b], hi - lo, pmv[b], err)) != GS_OK)
+                    goto out;
+        }
         for (size_t k = 0; k < ui->nsegs; k++) {
             const segment *sg = &ui->segs[k];
             gs_shard_tensor *st = &out->tensors[out->ntensors++];
@@ -1425,11 +1455,27 @@ gs_status gs_train_shards(const gs_train *t, size_t ri, gs_shard_list *out, gs_e
                 gs_shard_piece pc = {sg->full_off0 + row * sg->full_stride + (a - f0), b - a, p + (a - lo),
                                      m + (a - lo), v + (a - lo)};
                 if (add_piece(st, &cap, &pc) != GS_OK) {
-                    gs_shard_list_fini(out);
-                    return gs_error_set(err, GS_ERR_NOMEM, "exec: out of memory");
+                    rc = gs_error_set(err, GS_ERR_NOMEM, "exec: out of memory");
+                    goto out;
                 }
             }
         }
     }
-    return GS_OK;
+    /* the downloads waited on the stream; an asynchronous failure shows here */
+    if (out->nstages)
+        rc = t->ops->stream_sync(t->drv, gs_dispatch_stream(t->disp, ri, GS_STREAM_COMPUTE), err);
+out:
+    if (rc != GS_OK)
+        gs_shard_list_fini(out);
+    return rc;
+}
+
+gs_status gs_train_shards_upload(const gs_train *t, size_t ri, const gs_shard_list *s, gs_error *err)
+{
+    if (!s->nstages)
+        return GS_OK;
+    gs_drv_stream *st = gs_dispatch_stream(t->disp, ri, GS_STREAM_COMPUTE);
+    for (size_t i = 0; i < s->nstages; i++)
+        t->ops->upload(t->drv, st, s->stages[i].dev, s->stages[i].host, s->stages[i].n * sizeof(float));
+    return t->ops->stream_sync(t->drv, st, err);
 }

@@ -16,7 +16,8 @@
  * the scenario, schedule, driver and dispatcher (all must outlive it) and owns its buffers. It
  * holds state only for the ranks the dispatcher plays (gs_dispatch_is_local).
  * gs_train_shards fills caller storage that gs_shard_list_fini frees; its pointers point into
- * the gs_train (driver memory) and are valid until the next step or gs_train_destroy. */
+ * the gs_train's buffers (host-memory drivers) or into host copies the list owns (device-memory
+ * drivers), valid until the next step or gs_train_destroy. */
 #ifndef GS_EXEC_TRAIN_H
 #define GS_EXEC_TRAIN_H
 
@@ -69,7 +70,7 @@ void gs_train_set_step(gs_train *t, uint64_t step);
 typedef struct gs_shard_piece {
     uint64_t offset; /* into the full tensor, elements (row-major) */
     uint64_t count;  /* elements */
-    float *param, *m, *v; /* count elements each, in the driver's memory */
+    float *param, *m, *v; /* count elements each, in host memory (see gs_shard_list) */
 } gs_shard_piece;
 
 typedef struct gs_shard_tensor {
@@ -82,14 +83,29 @@ typedef struct gs_shard_tensor {
     size_t npieces;
 } gs_shard_tensor;
 
+/* A host copy of one device buffer (device-memory drivers only). */
+typedef struct gs_shard_stage {
+    float *dev;  /* the driver's buffer */
+    float *host; /* owned: n elements downloaded from dev */
+    uint64_t n;  /* elements */
+} gs_shard_stage;
+
 typedef struct gs_shard_list {
     uint64_t rank;
     uint64_t step;      /* Adam step (optimizer steps taken) */
     gs_shard_tensor *tensors;
     size_t ntensors;
+    gs_shard_stage *stages; /* device-memory drivers: the host copies the pieces point into */
+    size_t nstages;
 } gs_shard_list;
 
+/* The pieces rank list rank_index owns. With a device-memory driver (gs_driver_ops.device_memory)
+ * the parameters and Adam moments are downloaded first and the pieces point into those host
+ * copies, so a checkpoint reads or writes host memory whatever the driver. */
 gs_status gs_train_shards(const gs_train *t, size_t rank_index, gs_shard_list *out, gs_error *err);
+/* After writing into the pieces (a checkpoint load): uploads the host copies back into the
+ * driver's buffers and waits for it. Nothing to do for a host-memory driver. */
+gs_status gs_train_shards_upload(const gs_train *t, size_t rank_index, const gs_shard_list *s, gs_error *err);
 void gs_shard_list_fini(gs_shard_list *s);
 
 #endif

@@ -501,6 +501,110 @@ START_TEST(checkpoint_resume)
 }
 END_TEST
 
+/* A driver whose buffers count as device memory: the host driver with device_memory set and its
+ * copies counted. Checkpoints must then go through download/upload (host copies) rather than
+ * read the buffers in place; with the host driver underneath, in-place access would also work,
+ * so the counts are what tells the two apart. */
+static gs_driver_ops staged_ops;
+static long staged_downloads, staged_uploads;
+static void staged_download(gs_drv *d, gs_drv_stream *s, void *dst, const void *src, uint64_t bytes)
+{
+    __atomic_add_fetch(&staged_downloads, 1, __ATOMIC_RELAXED);
+    gs_driver_host.download(d, s, dst, src, bytes);
+}
+static void staged_upload(gs_drv *d, gs_drv_stream *s, void *dst, const void *src, uint64_t bytes)
+{
+    __atomic_add_fetch(&staged_uploads, 1, __ATOMIC_RELAXED);
+    gs_driver_host.upload(d, s, dst, src, bytes);
+}
+
+static gs_exec_session *open_cfg_ops(const cfg *c, const gs_driver_ops *ops)
+{
+    char text[1024];
+    scenario_text(c, text, sizeof text);
+    static gs_scenario s2; /* sessions copy it */
+    gs_mesh mesh;
+    gs_error err;
+    ck_assert_int_eq(gs_scenario_load_string(text, strlen(text), c->name, &s2, &err), GS_OK);
+    ck_assert_int_eq(gs_scenario_mesh(&s2, &mesh, NULL, &err), GS_OK);
+    gs_exec_opts o;
+    gs_exec_opts_defaults(&o);
+    o.driver = ops;
+    gs_exec_session *x = NULL;
+    gs_status rc = gs_exec_session_create(&s2, &mesh, &o, &x, &err);
+    ck_assert_msg(rc == GS_OK, "%s", err.msg);
+    return x;
+}
+
+static int files_equal(const char *a, const char *b)
+{
+    char cmd[512];
+    snprintf(cmd, sizeof cmd, "cmp -s '%s' '%s'", a, b);
+    return system(cmd) == 0;
+}
+
+/* Checkpoints of a device-memory driver: the save downloads (and writes the same bytes as the
+ * host driver's save of the same run), the load uploads (and the next step's loss equals the
+ * uninterrupted run's, bit for bit: without the upload the loaded values would never reach the
+ * driver's buffers and the step would run from the initial parameters). */
+START_TEST(checkpoint_device_memory)
+{
+    const cfg grid = {"ckptdev", 2, 2, 1, 1, 4, "full_shard", "1f1b", "none", "layer", 1, 0, 4, 2};
+    staged_ops = gs_driver_host;
+    staged_ops.device_memory = 1;
+    staged_ops.download = staged_download;
+    staged_ops.upload = staged_upload;
+    char dir[] = "/tmp/gs-check-exec-XXXXXX";
+    ck_assert_ptr_nonnull(mkdtemp(dir));
+    char ckh[sizeof dir + 8], ckd[sizeof dir + 8];
+    snprintf(ckh, sizeof ckh, "%s/h", dir);
+    snprintf(ckd, sizeof ckd, "%s/d", dir);
+    gs_error err;
+    double l[3], ld[2], lr;
+    gs_exec_session *a = open_cfg_ops(&grid, NULL);
+    for (int i = 0; i < 3; i++)
+        ck_assert_int_eq(gs_exec_session_step(a, &l[i], NULL, NULL, &err), GS_OK);
+    gs_exec_session_destroy(a);
+    a = open_cfg_ops(&grid, NULL);
+    for (int i = 0; i < 2; i++)
+        ck_assert_int_eq(gs_exec_session_step(a, &ld[i], NULL, NULL, &err), GS_OK);
+    gs_status rc = gs_exec_session_save(a, ckh, &err);
+    ck_assert_msg(rc == GS_OK, "%s", err.msg);
+    gs_exec_session_destroy(a);
+
+    gs_exec_session *b = open_cfg_ops(&grid, &staged_ops);
+    for (int i = 0; i < 2; i++) {
+        ck_assert_int_eq(gs_exec_session_step(b, &ld[i], NULL, NULL, &err), GS_OK);
+        ck_assert_msg(ld[i] == l[i], "step %d: %.17g under the staged driver, %.17g under host", i + 1, ld[i], l[i]);
+    }
+    long down0 = staged_downloads;
+    rc = gs_exec_session_save(b, ckd, &err);
+    ck_assert_msg(rc == GS_OK, "%s", err.msg);
+    ck_assert_msg(staged_downloads > down0, "the save read device buffers in place (no download)");
+    gs_exec_session_destroy(b);
+    const char *files[] = {"index.json", "rank00000-of-00004.safetensors", "rank00001-of-00004.safetensors",
+                           "rank00002-of-00004.safetensors", "rank00003-of-00004.safetensors"};
+    for (size_t i = 0; i < sizeof files / sizeof *files; i++) {
+        char fa[sizeof dir + 48], fb[sizeof dir + 48];
+        snprintf(fa, sizeof fa, "%s/%s", ckh, files[i]);
+        snprintf(fb, sizeof fb, "%s/%s", ckd, files[i]);
+        ck_assert_msg(files_equal(fa, fb), "%s differs between the host and the staged driver's save", files[i]);
+    }
+
+    gs_exec_session *c = open_cfg_ops(&grid, &staged_ops);
+    long up0 = staged_uploads;
+    rc = gs_exec_session_load(c, ckd, &err);
+    ck_assert_msg(rc == GS_OK, "%s", err.msg);
+    ck_assert_msg(staged_uploads > up0, "the load wrote device buffers in place (no upload)");
+    ck_assert_int_eq(gs_exec_session_step(c, &lr, NULL, NULL, &err), GS_OK);
+    ck_assert_msg(lr == l[2], "resumed %.17g, continuous %.17g", lr, l[2]);
+    gs_exec_session_destroy(c);
+    char cmd[sizeof dir + 16];
+    snprintf(cmd, sizeof cmd, "rm -rf '%s'", dir);
+    ck_assert_int_eq(system(cmd), 0);
+}
+END_TEST
+
 /* The dispatcher's timings: every event ran after its dependencies ended, events of one stream
  * did not overlap and ran in list order, and communication overlapped compute somewhere (the DP
  * stream's gathers and reductions run beside the compute stream's kernels). */
@@ -825,6 +929,7 @@ static Suite *exec_suite(void)
     tcase_add_test(te, transport_order);
     tcase_add_test(te, dispatch_order);
     tcase_add_test(te, checkpoint_resume);
+    tcase_add_test(te, checkpoint_device_memory);
     suite_add_tcase(s, te);
     return s;
 }
