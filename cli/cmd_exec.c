@@ -89,8 +89,9 @@ const char gs_cmd_exec_help[] =
     "saying how to build it in. Example (Open MPI):\n"
     "  mpirun -np 4 gridstep exec --steps 3 dp2-tp2.yaml\n"
     "\n"
-    "Ctrl-C (SIGINT) stops the run: the current step is aborted on every rank, a checkpoint being\n"
-    "written is finished first, and the exit status is 1 with \"interrupted after step N\" (and the\n"
+    "Ctrl-C (SIGINT) or SIGTERM (what Slurm and mpirun send at a time limit or a preemption) stops\n"
+    "the run: the current step is aborted on every rank, a checkpoint being written is finished\n"
+    "first, and the exit status is 1 with \"interrupted after step N\" (and the\n"
     "last checkpoint's step with --save). Test hook: GRIDSTEP_FAULT=fail|stall|die:RANK:EVENT makes\n"
     "that event fail, hang, or kill the rank; the others stop within --timeout naming it. EVENT\n"
     "save:PHASE hits a save instead: fail at tmp-dir or file-written (RANK's file), or die (SIGKILL\n"
@@ -349,22 +350,31 @@ static gs_status launch_end(gs_mpi_exec *mx, int prank, gs_status rc, gs_error *
     return rc;
 }
 
-/* ---- Ctrl-C ------------------------------------------------------------------------------------
- * The handler only sets the flag. SIGINT is blocked in every thread but a watcher, which turns
+/* ---- Ctrl-C and SIGTERM ---------------------------------------------------------------------------
+ * The handler only records the signal. SIGINT and SIGTERM are blocked in every thread but a
+ * watcher, which turns
  * the flag into an abort of the session (so a long step's waits return at once); the step loop
  * checks the flag between steps. Checkpoint writes happen on the main thread, which never takes
  * the signal, so a save is never cut short: it completes or fails as a whole. */
 
-/* Lock-free atomic: set by the handler, read by the watcher thread (a volatile sig_atomic_t is
- * only defined for a handler and the thread it interrupted). */
+/* The signal that stopped the run (0: none). Lock-free atomic: set by the handler, read by the
+ * watcher thread (a volatile sig_atomic_t is only defined for a handler and the thread it
+ * interrupted). */
 static atomic_int interrupted;
 
 static void on_sigint(int sig)
 {
-    (void)sig;
     int saved = errno;
-    atomic_store(&interrupted, 1);
+    atomic_store(&interrupted, sig);
     errno = saved;
+}
+
+/* The signals that stop a run: Ctrl-C, and the SIGTERM a batch system or launcher sends first. */
+static void stop_signals(sigset_t *set)
+{
+    sigemptyset(set);
+    sigaddset(set, SIGINT);
+    sigaddset(set, SIGTERM);
 }
 
 typedef struct sigint_watch {
@@ -373,16 +383,15 @@ typedef struct sigint_watch {
     int done; /* guarded by mu */
     pthread_t th;
     int started;
-    sigset_t old_mask; /* the main thread's mask before SIGINT was blocked */
-    struct sigaction old_action;
+    sigset_t old_mask; /* the main thread's mask before the signals were blocked */
+    struct sigaction old_int, old_term;
 } sigint_watch;
 
 static void *watch_main(void *arg)
 {
     sigint_watch *w = arg;
     sigset_t set;
-    sigemptyset(&set);
-    sigaddset(&set, SIGINT);
+    stop_signals(&set);
     pthread_sigmask(SIG_UNBLOCK, &set, NULL);
     const struct timespec nap = {0, 20 * 1000 * 1000};
     for (;;) {
@@ -391,8 +400,9 @@ static void *watch_main(void *arg)
         pthread_mutex_unlock(&w->mu);
         if (done)
             break;
-        if (atomic_load(&interrupted)) {
-            gs_exec_session_abort(w->x, "interrupted (SIGINT)");
+        int sig = atomic_load(&interrupted);
+        if (sig) {
+            gs_exec_session_abort(w->x, sig == SIGTERM ? "interrupted (SIGTERM)" : "interrupted (SIGINT)");
             break;
         }
         nanosleep(&nap, NULL);
@@ -400,22 +410,23 @@ static void *watch_main(void *arg)
     return NULL;
 }
 
-/* Blocks SIGINT in this thread (and so in every thread created after), installs the handler. */
+/* Blocks SIGINT and SIGTERM in this thread (and so in every thread created after), installs the
+ * handler. */
 static void sigint_block(sigint_watch *w)
 {
     memset(w, 0, sizeof *w);
     pthread_mutex_init(&w->mu, NULL);
     atomic_store(&interrupted, 0);
     sigset_t set;
-    sigemptyset(&set);
-    sigaddset(&set, SIGINT);
+    stop_signals(&set);
     pthread_sigmask(SIG_BLOCK, &set, &w->old_mask);
     struct sigaction sa;
     memset(&sa, 0, sizeof sa);
     sa.sa_handler = on_sigint;
     sa.sa_flags = SA_RESTART;
     sigemptyset(&sa.sa_mask);
-    sigaction(SIGINT, &sa, &w->old_action);
+    sigaction(SIGINT, &sa, &w->old_int);
+    sigaction(SIGTERM, &sa, &w->old_term);
 }
 
 static void sigint_watch_start(sigint_watch *w, gs_exec_session *x)
@@ -432,7 +443,8 @@ static void sigint_restore(sigint_watch *w)
         pthread_mutex_unlock(&w->mu);
         pthread_join(w->th, NULL);
     }
-    sigaction(SIGINT, &w->old_action, NULL);
+    sigaction(SIGINT, &w->old_int, NULL);
+    sigaction(SIGTERM, &w->old_term, NULL);
     pthread_sigmask(SIG_SETMASK, &w->old_mask, NULL);
     pthread_mutex_destroy(&w->mu);
 }

@@ -5,7 +5,7 @@
 #    PP-only grid, the contract's 1e-5 relative L2 for dp2-pp2-tp2, AdamW eps 1e-6 as in
 #    tests/check_exec), and a sharded save of the same dp2-pp2-tp2 run holds the same numbers
 #    (tests/safetensors_compare.py; these parts are skipped without python3);
-#  - SIGINT during a long run with --save-every stops it within seconds, exit 1, with
+#  - SIGINT or SIGTERM during a long run with --save-every stops it within seconds, exit 1, with
 #    "interrupted after step N; last checkpoint DIR (step M) is intact", and --load DIR continues
 #    at step M + 1;
 #  - GRIDSTEP_FAULT=stall|die:6:EVENT: every other rank stops within --timeout with an error
@@ -70,39 +70,43 @@ else
     bad "exec --save-full runs failed"
 fi
 
-# ---- SIGINT --------------------------------------------------------------------------------------
-# gridstep installs its handler itself, so the signal arrives although sh starts background jobs
-# with SIGINT ignored.
-"$GRIDSTEP" exec --steps 1000 --save "$tmp/int" --save-every 2 "$dir/$full.yaml" > /dev/null 2> "$tmp/int.err" &
-pid=$!
-# the guard: a run that ignores SIGINT is killed after 300 s (the guard ends with the run)
-(i=0; while [ $i -lt 300 ] && kill -0 $pid; do sleep 1; i=$((i + 1)); done; kill -9 $pid) > /dev/null 2>&1 &
-waited=0
-while [ ! -f "$tmp/int/index.json" ] && [ $waited -lt 600 ]; do
-    sleep 0.1
-    waited=$((waited + 1))
-done
-sleep 0.5
-sent=$(date +%s)
-kill -INT $pid
-wait $pid
-rc=$?
-took=$(($(date +%s) - sent))
-msg=$(grep "interrupted after step" "$tmp/int.err")
-m=$(echo "$msg" | sed -n 's/.*(step \([0-9]*\)) is intact.*/\1/p')
-n=$(echo "$msg" | sed -n 's/.*interrupted after step \([0-9]*\);.*/\1/p')
-if [ $rc -eq 1 ] && [ -n "$m" ] && [ -n "$n" ] && [ "$m" -le "$n" ] && [ $took -le 5 ] &&
-   echo "$msg" | grep -q "last checkpoint $tmp/int (step $m) is intact"; then
-    ok "SIGINT: exit 1 in ${took} s: $msg"
-    if guard exec --json --load "$tmp/int" "$dir/$full.yaml" > "$tmp/load.json" &&
-       tr -d ' \n' < "$tmp/load.json" | grep -q "\"first_step\":$((m + 1))"; then
-        ok "--load after SIGINT continues at step $((m + 1))"
+# ---- SIGINT and SIGTERM ---------------------------------------------------------------------------
+# gridstep installs its handlers itself, so the signal arrives although sh starts background jobs
+# with SIGINT ignored. SIGTERM is what Slurm and mpirun send at a time limit: its default action
+# would end the process with status 143 and no message.
+for sig in INT TERM; do
+    d=$tmp/int-$sig
+    "$GRIDSTEP" exec --steps 1000 --save "$d" --save-every 2 "$dir/$full.yaml" > /dev/null 2> "$d.err" &
+    pid=$!
+    # the guard: a run that ignores the signal is killed after 300 s (the guard ends with the run)
+    (i=0; while [ $i -lt 300 ] && kill -0 $pid; do sleep 1; i=$((i + 1)); done; kill -9 $pid) > /dev/null 2>&1 &
+    waited=0
+    while [ ! -f "$d/index.json" ] && [ $waited -lt 600 ]; do
+        sleep 0.1
+        waited=$((waited + 1))
+    done
+    sleep 0.5
+    sent=$(date +%s)
+    kill -$sig $pid
+    wait $pid
+    rc=$?
+    took=$(($(date +%s) - sent))
+    msg=$(grep "interrupted after step" "$d.err")
+    m=$(echo "$msg" | sed -n 's/.*(step \([0-9]*\)) is intact.*/\1/p')
+    n=$(echo "$msg" | sed -n 's/.*interrupted after step \([0-9]*\);.*/\1/p')
+    if [ $rc -eq 1 ] && [ -n "$m" ] && [ -n "$n" ] && [ "$m" -le "$n" ] && [ $took -le 5 ] &&
+       echo "$msg" | grep -q "last checkpoint $d (step $m) is intact"; then
+        ok "SIG$sig: exit 1 in ${took} s: $msg"
+        if guard exec --json --load "$d" "$dir/$full.yaml" > "$tmp/load.json" &&
+           tr -d ' \n' < "$tmp/load.json" | grep -q "\"first_step\":$((m + 1))"; then
+            ok "--load after SIG$sig continues at step $((m + 1))"
+        else
+            bad "--load after SIG$sig: $(head -c 300 "$tmp/load.json")"
+        fi
     else
-        bad "--load after SIGINT: $(head -c 300 "$tmp/load.json")"
+        bad "SIG$sig: exit $rc after ${took} s: $(cat "$d.err")"
     fi
-else
-    bad "SIGINT: exit $rc after ${took} s: $(cat "$tmp/int.err")"
-fi
+done
 
 # ---- stalled and dead ranks ----------------------------------------------------------------------
 for kind in stall die; do
