@@ -13,6 +13,10 @@
  * these paths. On the class path (one representative per pipeline stage) a flow also loads the
  * shared links with the copies of it that the rest of the class runs at the same time
  * (gs_flow_class; the count is derived in flow.c), so groups that share a NIC still meet.
+ * The host driver's shared cores (cm.cores > 0, below) apply in both modes: in flow mode a
+ * collective's CPU work follows the time its flow actually takes (follow_coll_cpu), and a
+ * collective or send whose thread is woken by another stream starts its flow that much later
+ * (a deferred start, DEFER_ENTRY).
  *
  * Streams run their events in list order (like CUDA streams). Time is in seconds from 0. */
 #include <inttypes.h>
@@ -224,6 +228,8 @@ typedef struct run_ctx {
     double *ps_coll;      /* per global event: the cores a running collective keeps busy (0: none) */
     size_t ps_ncoll;      /* collectives running with ps_coll > 0 */
     double ps_coll_load;  /* their sum */
+    double *ps_coll_left; /* flow mode: per global event, the core-seconds of CPU work a running
+                             collective's member still has to do (follow_coll_cpu); else NULL */
     double ps_rate;       /* speed of each, fraction of one core */
     double ps_t;          /* when ps_left was last brought up to date */
 } run_ctx;
@@ -233,9 +239,13 @@ typedef struct run_ctx {
 typedef enum flow_kind { FLOW_COLL, FLOW_PAIR, FLOW_SINGLE } flow_kind;
 typedef struct flow_rec {
     flow_kind kind;
-    uint64_t idx;   /* instance, pair or global event id */
-    double start_s; /* when the transfer started */
-    double lat_s;   /* latency added after the bytes have moved */
+    uint64_t idx;     /* instance, pair or global event id */
+    double start_s;   /* when the transfer started */
+    double lat_s;     /* latency added after the bytes have moved */
+    /* a collective on shared cores (follow_coll_cpu; 0 otherwise) */
+    double end_s;     /* when its bytes were last projected to have moved, seconds */
+    double cpu_per_s; /* a member's CPU work, core-seconds, per second its bytes take */
+    double cpu_t;     /* when its members' ps_coll_left were last brought up to date, seconds */
 } flow_rec;
 
 /* The rank list of global event gid (filled in the packed record while the run is set up). */
@@ -324,8 +334,11 @@ static int complete_at(run_ctx *c, uint64_t gid, double start, double dur)
 }
 
 /* A heap entry's version field: the rank list index of an ordinary completion, or PS_ENTRY |
- * the version of a shared-core event's projected end. */
+ * the version of a shared-core event's projected end, or DEFER_ENTRY: flow mode starts the
+ * flow of this event (a collective's last member to arrive, or a send) now, its thread woken
+ * by another stream's (cross_stream_wake) at the time of the entry. */
 #define PS_ENTRY 0x80000000u
+#define DEFER_ENTRY 0x7fffffffu
 
 /* ---- shared cores ------------------------------------------------------------------------------- */
 
@@ -418,10 +431,42 @@ static double cross_stream_wake(const run_ctx *c, const gs_rank_events *r, const
     return 0;
 }
 
+/* The copying and summing part of a host collective's CPU work, core-seconds per member:
+ * coll_cpu_share x (its time - its zero-byte time) under the mode's links (0 when not
+ * calibrated). */
+static double coll_copy_cpu_s(const run_ctx *c, size_t ri, const gs_event *e)
+{
+    const sim_state *st = c->st;
+    const gs_topo *topo = st->flow ? &st->flow_topo : &st->topo;
+    gs_coll_shape shape = c->rt[ri].shape[e->group];
+    shape.nranks = e->group_size;
+    gs_coll_cost full, zero;
+    if (st->cm.coll_cpu_share > 0 && e->bytes > 0 &&
+        gs_coll_estimate(topo, (gs_coll_op)e->op, &shape, e->bytes, GS_ALGO_COUNT, &full) == GS_OK &&
+        gs_coll_estimate(topo, (gs_coll_op)e->op, &shape, 0, GS_ALGO_COUNT, &zero) == GS_OK)
+        return st->cm.coll_cpu_share * (full.time_s - zero.time_s);
+    return 0;
+}
+
+/* Sets the cores the running collective gid keeps busy (ranks of its class counted). */
+static void ps_coll_set(run_ctx *c, uint64_t gid, double load)
+{
+    if (c->ps_coll[gid] > 0)
+        c->ps_ncoll--;
+    c->ps_coll_load += load - c->ps_coll[gid];
+    c->ps_coll[gid] = load;
+    if (load > 0)
+        c->ps_ncoll++;
+    if (c->ps_ncoll == 0)
+        c->ps_coll_load = 0;
+}
+
 /* A host collective's members copy and sum on the shared cores: from its start to its end the
  * collective keeps coll_cpu_share x (its time - its zero-byte time) / its time of a core busy
  * per member (the rest of its time is the members meeting, blocked), plus the CPU part of its
- * dispatch (launch_cpu_s, and wake_cpu_s when it waits for another stream) over the same span. */
+ * dispatch (launch_cpu_s, and wake_cpu_s when it waits for another stream) over the same span.
+ * Its time is dur, the time it takes alone; in flow mode follow_coll_cpu respreads that work
+ * when its flow's end moves. */
 static int ps_coll_start(run_ctx *c, size_t ri, uint64_t gid, const gs_event *e, double dur)
 {
     const sim_state *st = c->st;
@@ -432,19 +477,15 @@ static int ps_coll_start(run_ctx *c, size_t ri, uint64_t gid, const gs_event *e,
     double wake = cross_stream_wake(c, r, e);
     double cpu = (st->cm.launch_s > 0 ? fmin(st->cm.launch_cpu_s, st->cm.launch_s) : 0) +
                  (wake > 0 ? fmin(st->cm.wake_cpu_s, wake) : 0);
-    gs_coll_shape shape = c->rt[ri].shape[e->group];
-    shape.nranks = e->group_size;
-    gs_coll_cost full, zero;
-    if (st->cm.coll_cpu_share > 0 && e->bytes > 0 &&
-        gs_coll_estimate(&st->topo, (gs_coll_op)e->op, &shape, e->bytes, GS_ALGO_COUNT, &full) == GS_OK &&
-        gs_coll_estimate(&st->topo, (gs_coll_op)e->op, &shape, 0, GS_ALGO_COUNT, &zero) == GS_OK)
-        cpu += st->cm.coll_cpu_share * (full.time_s - zero.time_s);
+    cpu += coll_copy_cpu_s(c, ri, e);
     double frac = cpu / dur;
     if (!(frac > 0))
         return 0;
     if (frac > 1)
         frac = 1;
     ps_advance(c);
+    if (c->ps_coll_left)
+        c->ps_coll_left[gid] = frac * dur; /* the work the load above does by the end of dur */
     c->ps_coll[gid] = frac * (double)c->sch->ranks[ri].class_size;
     c->ps_coll_load += c->ps_coll[gid];
     c->ps_ncoll++;
@@ -465,6 +506,41 @@ static int ps_coll_end(run_ctx *c, uint64_t gid)
 
 /* ---- flow mode ---------------------------------------------------------------------------------- */
 
+/* A host collective's CPU work follows the time its flow takes. Each member's work is
+ * W = dispatch + coll_cpu_share x (T - T0) x (the time its bytes take / the time they take
+ * alone), T and T0 its time alone and at zero bytes (ps_coll_start): the copying goes on while
+ * the bytes move, however slowly. Spread evenly from the collective's start to its end as in
+ * analytic mode: when the flow's projected end moves by d, each member's work still to do
+ * (ps_coll_left) grows by cpu_per_s x d and the member keeps (that work / the time left until
+ * its projected end) of a core busy, at most one. A flow that never shares a link keeps its
+ * first projection, so its members' load is analytic mode's. */
+static int follow_coll_cpu(run_ctx *c, const gs_flow_change *ch, size_t n)
+{
+    int moved = 0;
+    for (size_t i = 0; i < n; i++) {
+        if (ch[i].flow >= c->fr_cap)
+            continue;
+        flow_rec *fr = &c->fr[ch[i].flow];
+        if (fr->kind != FLOW_COLL || ch[i].end_s == fr->end_s)
+            continue;
+        if (!moved)
+            ps_advance(c);
+        moved = 1;
+        double left_s = ch[i].end_s + fr->lat_s - c->now; /* until the members' projected end */
+        for (uint64_t g = c->inst_head[fr->idx]; g != NONE; g = c->wait_next[g]) {
+            double members = (double)c->sch->ranks[rank_index_of(c, g)].class_size;
+            double work = c->ps_coll_left[g] - c->ps_coll[g] / members * (c->now - fr->cpu_t) +
+                          fr->cpu_per_s * (ch[i].end_s - fr->end_s);
+            double frac = left_s > 0 && work > 0 ? fmin(1.0, work / left_s) : 0;
+            c->ps_coll_left[g] = work;
+            ps_coll_set(c, g, frac * members);
+        }
+        fr->end_s = ch[i].end_s;
+        fr->cpu_t = c->now;
+    }
+    return moved ? ps_reschedule(c) : 0;
+}
+
 /* Pushes the new ends the flow solver reports. */
 static int push_flow_changes(run_ctx *c)
 {
@@ -473,10 +549,13 @@ static int push_flow_changes(run_ctx *c)
     for (size_t i = 0; i < n; i++)
         if (gs_queue_push(&c->h, ch[i].end_s, c->total + ch[i].flow, ch[i].version) != 0)
             return -1;
-    return 0;
+    return c->ps_coll_left ? follow_coll_cpu(c, ch, n) : 0;
 }
 
-static int record_flow(run_ctx *c, uint32_t id, flow_kind kind, uint64_t idx, double lat)
+/* Records what flow id's end completes; a collective's members on shared cores (cpu_per_s
+ * > 0 or dispatch work) started their load at cpu_t, the flow alone moving its bytes in work_s. */
+static int record_flow(run_ctx *c, uint32_t id, flow_kind kind, uint64_t idx, double lat, double work_s,
+                       double cpu_per_s, double cpu_t)
 {
     if (id >= c->fr_cap) {
         size_t cap = c->fr_cap ? c->fr_cap : 256;
@@ -488,29 +567,45 @@ static int record_flow(run_ctx *c, uint32_t id, flow_kind kind, uint64_t idx, do
         c->fr = fr;
         c->fr_cap = cap;
     }
-    c->fr[id] = (flow_rec){kind, idx, c->now, lat};
+    c->fr[id] = (flow_rec){kind, idx, c->now, lat, c->now + work_s, cpu_per_s, cpu_t};
     return push_flow_changes(c);
 }
 
-/* Starts collective instance `in` (every member present, the last one being event e of rank
- * list ri) as a flow. Returns 1 when it does not move bytes over a link (the caller gives it
- * its fixed duration), 0 when started, -1 out of memory. */
-static int start_coll_flow(run_ctx *c, uint64_t in, size_t ri, const gs_event *e)
+/* A collective as a flow: its group's shape, its cost alone, the latency part and the seconds
+ * its bytes take alone. */
+typedef struct coll_plan {
+    gs_coll_shape shape;
+    gs_coll_cost cost;
+    double lat_s, work_s;
+} coll_plan;
+
+/* The plan of event e of rank list ri; 1 when it does not move bytes over a link (it then
+ * takes its fixed duration), 0 when it is a flow. */
+static int coll_flow_plan(const run_ctx *c, size_t ri, const gs_event *e, coll_plan *p)
 {
     const gs_topo *topo = &c->st->flow_topo;
-    gs_coll_shape shape = c->rt[ri].shape[e->group];
-    gs_coll_cost cost;
+    p->shape = c->rt[ri].shape[e->group];
+    p->shape.nranks = e->group_size;
+    if (gs_coll_estimate(topo, (gs_coll_op)e->op, &p->shape, e->bytes, GS_ALGO_COUNT, &p->cost) != GS_OK ||
+        !(p->cost.time_s > 0.0))
+        return 1;
+    p->lat_s = gs_flow_coll_latency(topo, (gs_coll_op)e->op, &p->shape, &p->cost);
+    p->work_s = p->cost.time_s - p->lat_s;
+    return p->work_s > 0.0 ? 0 : 1;
+}
+
+/* Starts collective instance `in` (every member present, the last one being event e of rank
+ * list ri) as the flow planned in p. Returns 0, or -1 out of memory. */
+static int start_coll_flow(run_ctx *c, uint64_t in, size_t ri, const gs_event *e, const coll_plan *p)
+{
     size_t n = 0;
     uint32_t id;
-    shape.nranks = e->group_size;
-    if (gs_coll_estimate(topo, (gs_coll_op)e->op, &shape, e->bytes, GS_ALGO_COUNT, &cost) != GS_OK ||
-        !(cost.time_s > 0.0))
-        return 1;
-    double lat = gs_flow_coll_latency(topo, (gs_coll_op)e->op, &shape, &cost);
-    double work = cost.time_s - lat;
-    if (!(work > 0.0))
-        return 1;
+    double arrived = 0; /* when the last member arrived: the members' CPU load started then */
     for (uint64_t g = c->inst_head[in]; g != NONE; g = c->wait_next[g]) {
+        size_t gr = rank_index_of(c, g);
+        double posted = c->timing[gr][g - c->rt[gr].base].posted_s;
+        if (posted > arrived)
+            arrived = posted;
         if (n == c->members_cap) {
             size_t cap = c->members_cap ? 2 * c->members_cap : 64;
             uint64_t *m = realloc(c->members, cap * sizeof *m);
@@ -522,10 +617,11 @@ static int start_coll_flow(run_ctx *c, uint64_t in, size_t ri, const gs_event *e
         c->members[n++] = c->sch->ranks[rank_index_of(c, g)].rank;
     }
     gs_flow_class cls = {&c->st->mesh, (gs_group_kind)e->group};
-    if (gs_flow_model_coll(c->fm, c->now, (gs_coll_op)e->op, &shape, e->bytes, &cost, c->members, n, work,
-                           c->sch->exact ? NULL : &cls, &id) != GS_OK)
+    if (gs_flow_model_coll(c->fm, c->now, (gs_coll_op)e->op, &p->shape, e->bytes, &p->cost, c->members, n,
+                           p->work_s, c->sch->exact ? NULL : &cls, &id) != GS_OK)
         return -1;
-    return record_flow(c, id, FLOW_COLL, in, lat);
+    double cpu_per_s = c->ps_coll_left ? coll_copy_cpu_s(c, ri, e) / p->work_s : 0;
+    return record_flow(c, id, FLOW_COLL, in, p->lat_s, p->work_s, cpu_per_s, arrived);
 }
 
 /* Starts a send (or a receive whose sender is not in the schedule) of event e on rank list ri
@@ -546,7 +642,24 @@ static int start_p2p_flow(run_ctx *c, size_t ri, const gs_event *e, flow_kind ki
     gs_flow_class cls = {&c->st->mesh, GS_GROUP_PP};
     if (gs_flow_model_p2p(c->fm, c->now, src, dst, e->bytes, work, c->sch->exact ? NULL : &cls, &id) != GS_OK)
         return -1;
-    return record_flow(c, id, kind, idx, lat);
+    return record_flow(c, id, kind, idx, lat, work, 0, c->now);
+}
+
+/* Starts the send gid (event e of rank list ri, posted) now: its flow, or, moving no bytes,
+ * done after dur as in analytic mode. */
+static int start_send_flow(run_ctx *c, size_t ri, uint64_t gid, const gs_event *e, double dur)
+{
+    uint64_t p = c->match[gid];
+    int r;
+    if ((r = start_p2p_flow(c, ri, e, FLOW_PAIR, p)) <= 0)
+        return r;
+    if (complete_at(c, gid, c->now, dur) != 0)
+        return -1;
+    c->pair_end[p] = c->now + dur;
+    uint64_t recv = c->pair[2 * p + 1];
+    if (recv != NONE && c->posted[recv] && complete_at(c, recv, c->now, dur) != 0)
+        return -1;
+    return 0;
 }
 
 /* Flow mode's send/recv issue: as the analytic branch of try_issue, with the transfer's end
@@ -557,16 +670,11 @@ static int issue_p2p_flow(run_ctx *c, size_t ri, uint64_t gid, const gs_event *e
     int r;
     c->posted[gid] = 1;
     if (e->kind == GS_EV_SEND) {
-        if ((r = start_p2p_flow(c, ri, e, FLOW_PAIR, p)) <= 0)
-            return r;
-        /* no bytes: done at once, as in analytic mode */
-        if (complete_at(c, gid, c->now, dur) != 0)
-            return -1;
-        c->pair_end[p] = c->now + dur;
-        uint64_t recv = c->pair[2 * p + 1];
-        if (recv != NONE && c->posted[recv] && complete_at(c, recv, c->now, dur) != 0)
-            return -1;
-        return 0;
+        /* a sender woken by the compute stream's thread starts that much later (host) */
+        double wake = cross_stream_wake(c, &c->sch->ranks[ri], e);
+        if (wake > 0)
+            return gs_queue_push(&c->h, c->now + wake, gid, DEFER_ENTRY) != 0 ? -1 : 0;
+        return start_send_flow(c, ri, gid, e, dur);
     }
     if (!isnan(c->pair_end[p])) {
         double end = c->pair_end[p] > c->now ? c->pair_end[p] : c->now;
@@ -641,17 +749,27 @@ static int try_issue(run_ctx *c, size_t ri)
             c->wait_next[gid] = c->inst_head[in];
             c->inst_head[in] = gid;
             /* a member whose thread is woken by another stream arrives that much later (the
-             * host driver; flow mode keeps its own start) */
-            double arrive = c->now + (c->fm ? 0 : cross_stream_wake(c, r, e));
+             * host driver) */
+            double arrive = c->now + cross_stream_wake(c, r, e);
             if (arrive > c->inst_ready[in])
                 c->inst_ready[in] = arrive;
             if (++c->inst_arrived[in] == c->inst_needed[in]) {
-                if (c->fm) {
-                    int started = start_coll_flow(c, in, ri, &r->events[ev]);
-                    if (started < 0)
+                coll_plan plan;
+                if (c->fm && coll_flow_plan(c, ri, e, &plan) == 0) {
+                    /* the members' CPU load starts now, as in analytic mode; the flow when the
+                     * last woken member is there */
+                    for (uint64_t g = c->inst_head[in]; g != NONE; g = c->wait_next[g]) {
+                        size_t gr = rank_index_of(c, g);
+                        if (ps_coll_start(c, gr, g, &c->sch->ranks[gr].events[g - c->rt[gr].base], dur) != 0)
+                            return -1;
+                    }
+                    if (c->inst_ready[in] > c->now) {
+                        if (gs_queue_push(&c->h, c->inst_ready[in], gid, DEFER_ENTRY) != 0)
+                            return -1;
+                    } else if (start_coll_flow(c, in, ri, e, &plan) < 0) {
                         return -1;
-                    if (started == 0)
-                        continue;
+                    }
+                    continue;
                 }
                 /* everyone is here: all members start now and take the same time */
                 for (uint64_t g = c->inst_head[in]; g != NONE; g = c->wait_next[g]) {
@@ -725,7 +843,7 @@ static gs_status sim_run(void *state, const gs_schedule *sch, gs_timing *const *
     memset(&pair_map, 0, sizeof pair_map);
     memset(&seq_map, 0, sizeof seq_map);
 
-    if (sch->nranks >= PS_ENTRY) /* heap entries carry a rank list index in 31 bits */
+    if (sch->nranks >= DEFER_ENTRY) /* heap entries carry a rank list index in 31 bits, below DEFER_ENTRY */
         return gs_error_set(err, GS_ERR_INPUT, "sim: %zu rank lists is more than the event heap indexes", sch->nranks);
     c.rt = calloc(sch->nranks ? sch->nranks : 1, sizeof *c.rt);
     if (!c.rt)
@@ -751,8 +869,10 @@ static gs_status sim_run(void *state, const gs_schedule *sch, gs_timing *const *
         c.ps_active = calloc(sch->nranks ? sch->nranks : 1, sizeof *c.ps_active);
         if (!c.ps_left || !c.ps_ver || !c.ps_active || !c.ps_delay)
             goto nomem;
-        if ((st->cm.coll_cpu_share > 0 || st->cm.launch_cpu_s > 0 || st->cm.wake_cpu_s > 0) && !st->flow &&
+        if ((st->cm.coll_cpu_share > 0 || st->cm.launch_cpu_s > 0 || st->cm.wake_cpu_s > 0) &&
             !(c.ps_coll = calloc(total ? total : 1, sizeof *c.ps_coll)))
+            goto nomem;
+        if (c.ps_coll && st->flow && !(c.ps_coll_left = calloc(total ? total : 1, sizeof *c.ps_coll_left)))
             goto nomem;
     }
 
@@ -930,6 +1050,19 @@ static gs_status sim_run(void *state, const gs_schedule *sch, gs_timing *const *
                 goto nomem;
             continue;
         }
+        if (nd.ver == DEFER_ENTRY) {
+            /* a flow whose thread has been woken: the send, or the collective of its last member */
+            c.now = nd.t;
+            size_t dr = rank_index_of(&c, nd.id);
+            const gs_event *e = &sch->ranks[dr].events[nd.id - c.rt[dr].base];
+            coll_plan plan;
+            int r = e->kind != GS_EV_COLLECTIVE ? start_send_flow(&c, dr, nd.id, e, c.hot[nd.id].base_s)
+                    : coll_flow_plan(&c, dr, e, &plan) == 0 ? start_coll_flow(&c, c.match[nd.id], dr, e, &plan)
+                                                            : -1; /* planned as a flow when deferred */
+            if (r < 0)
+                goto nomem;
+            continue;
+        }
         size_t ri = nd.ver;
         if (nd.ver & PS_ENTRY) {
             /* a shared-core compute event's projected end (its version, not its rank list) */
@@ -1013,6 +1146,7 @@ out:
     free(c.ps_delay);
     free(c.ps_active);
     free(c.ps_coll);
+    free(c.ps_coll_left);
     free(c.cost_cache.v);
     map_fini(&present);
     map_fini(&inst_map);

@@ -307,6 +307,239 @@ START_TEST(test_calib_file)
 }
 END_TEST
 
+/* ---- the host driver's shared cores in both modes (sim/des.c) ---------------------------- */
+
+/* Plays a schedule given as text (engine/schedule.c's line format) on the sim backend for the
+ * scenario `yaml` with the calibration file `calib` (JSON text): the step (the last event's
+ * end, seconds), and the end of event `probe` of rank list 0 in *probe_end_s. */
+static double play_text(const char *yaml, const char *sched_text, const char *calib, int flow, size_t probe,
+                        double *probe_end_s)
+{
+    gs_scenario s;
+    gs_mesh m;
+    gs_error err;
+    gs_diag w;
+    gs_schedule *sch = NULL;
+    void *state = NULL;
+    char path[64];
+    gs_error_init(&err);
+    gs_diag_init(&w);
+    ck_assert_msg(gs_scenario_load_string(yaml, strlen(yaml), "test", &s, &err) == GS_OK, "load: %s", err.msg);
+    ck_assert_msg(gs_scenario_mesh(&s, &m, &w, &err) == GS_OK, "mesh: %s", err.msg);
+    gs_diag_fini(&w);
+    FILE *f = fmemopen((void *)sched_text, strlen(sched_text), "r");
+    ck_assert_ptr_nonnull(f);
+    ck_assert_msg(gs_schedule_load(f, "test.sched", &sch, &err) == GS_OK, "schedule: %s", err.msg);
+    fclose(f);
+    write_tmp(path, calib);
+    gs_backend_opts bo = {flow, path, NULL};
+    ck_assert_msg(gs_sim_backend.open(&s, &m, &bo, &state, &err) == GS_OK, "open: %s", err.msg);
+    unlink(path);
+    gs_timing **timing = calloc(sch->nranks, sizeof *timing);
+    ck_assert_ptr_nonnull(timing);
+    for (size_t i = 0; i < sch->nranks; i++)
+        ck_assert_ptr_nonnull(timing[i] = calloc(sch->ranks[i].nevents, sizeof *timing[i]));
+    ck_assert_msg(gs_sim_backend.run(state, sch, timing, &err) == GS_OK, "run: %s", err.msg);
+    double step = 0;
+    for (size_t i = 0; i < sch->nranks; i++)
+        for (size_t k = 0; k < sch->ranks[i].nevents; k++)
+            step = timing[i][k].end_s > step ? timing[i][k].end_s : step;
+    *probe_end_s = timing[0][probe].end_s;
+    for (size_t i = 0; i < sch->nranks; i++)
+        free(timing[i]);
+    free(timing);
+    gs_sim_backend.close(state);
+    gs_schedule_destroy(sch);
+    return step;
+}
+
+/* Two host threads on one node (dp 2), one core between them. */
+#define HOST2 "model: {layers: 1, hidden: 256, heads: 4, seq: 128}\n" \
+              "cluster: {preset: dgx-a100-80g, nodes: 1, gpus_per_node: 2}\ngrid: {dp: 2}\n"
+/* One event line of the schedule format; the fields the sim reads are spelled out per test. */
+#define EV(i, kind, stream, op, group, peer, gsize, bytes, deps)                                        \
+    "e " #i " " kind " stream " stream " phase fwd op " op " group " group                              \
+    " chunk 0 layer 0 mb 0 unit 0 gemm 0 0 0 0 peer " #peer " gsize " #gsize " bytes " #bytes          \
+    " flops 0 deps " deps " reads - writes - allocs - frees -\n"
+#define SCHED_HEAD "gridstep-schedule 1\nscenario host2\nmesh tp 1 dp 2 pp 1 order tp-dp-pp gpus_per_node 2\n" \
+                   "microbatches 1\nexact 1\nranks 2\n"
+
+/* Per rank: e0 a norm of 2 MB (2.1 ms: 2e6 B / 1e9 B/s + the 0.1 ms launch, all of it CPU
+ * work), e1 a 4 MB all-reduce over both ranks after e0 (another stream's event: the thread is
+ * woken, 1 ms, 0.5 ms of it CPU), e2 a norm of 6 MB after e0 on the compute stream (6.1 ms).
+ * One core, collective_cpu_share 0.5, the all-reduce measured at 0.1 ms + 4e6 / 1e9 = 4.1 ms.
+ * By hand:
+ *   0 - 4.2 ms: both e0 on the one core at 1/2 speed: 2 x 2.1 = 4.2 ms.
+ *   4.2 ms: e2 starts on both; e1's members arrive at 4.2 + 1 (the wake-up) = 5.2 ms and the
+ *     all-reduce ends at 5.2 + 4.1 = 9.3 ms. From 4.2 ms each member keeps
+ *     (0.1 launch + 0.5 wake + 0.5 x 4.1 copying) / 4.1 = 2.65 / 4.1 of a core busy, so the two
+ *     e2 progress at 1 / (2 + 2 x 2.65 / 4.1) = 4.1 / 13.5 each until 9.3 ms:
+ *     5.1 x 4.1 / 13.5 = 1.54889 ms of their 6.1 ms.
+ *   9.3 ms on: 1/2 speed each, the 4.55111 ms left take 9.10222 ms: the step ends at
+ *     9.3 + 2 x (6.1 - 5.1 x 4.1 / 13.5) = 18.40222 ms.
+ * Without the host effects (the flow mode before: no wake-up, no CPU load of the collective)
+ * it would end at 4.2 + 2 x 6.1 = 16.4 ms. Flow mode: the all-reduce is the only flow, so it
+ * must give the same step; its end is start + (time - latency) + latency, equal to the
+ * analytic start + time up to a rounding of the sum (1e-15 s at 1e-2 s), and the cores'
+ * projections accumulate a few roundings per event: 1e-12 s allowed between the modes, 1e-9 s
+ * against the hand value (printed to 6 digits above, computed exactly below). */
+START_TEST(test_host_effects_both_modes)
+{
+    static const char calib[] =
+        "{\"driver\": \"host\", \"compute\": {\"peak_flops\": 1e10, \"cores\": 1, \"collective_cpu_share\": 0.5,"
+        " \"elementwise_bw\": {\"rmsnorm\": 1e9},"
+        " \"launch_s_by_ranks\": [{\"ranks\": 2, \"launch_s\": 1e-4, \"wake_s\": 1e-3, \"launch_cpu_s\": 1e-4,"
+        " \"wake_cpu_s\": 5e-4}]},"
+        " \"links\": {\"intra\": {\"all_reduce\": [{\"ranks\": 2, \"alpha_s\": 1e-4, \"beta_bytes_per_s\": 1e9}]}}}";
+    static const char sched[] = SCHED_HEAD
+        "rank 0 class 1 stage 0 tensors 0 events 3\n"
+        EV(0, "compute", "compute", "norm", "-", 0, 0, 2000000, "-")
+        EV(1, "collective", "dp", "all_reduce", "dp", 0, 2, 4000000, "0")
+        EV(2, "compute", "compute", "norm", "-", 0, 0, 6000000, "0")
+        "rank 1 class 1 stage 0 tensors 0 events 3\n"
+        EV(0, "compute", "compute", "norm", "-", 0, 0, 2000000, "-")
+        EV(1, "collective", "dp", "all_reduce", "dp", 0, 2, 4000000, "0")
+        EV(2, "compute", "compute", "norm", "-", 0, 0, 6000000, "0")
+        "end\n";
+    double coll_end[2], step[2];
+    double expect = 9.3e-3 + 2 * (6.1e-3 - 5.1e-3 * 4.1 / 13.5);
+    for (int flow = 0; flow < 2; flow++) {
+        step[flow] = play_text(HOST2, sched, calib, flow, 1, &coll_end[flow]);
+        ck_assert_msg(fabs(coll_end[flow] - 9.3e-3) < 1e-9, "%s: the all-reduce ends at %.9f s, expected 0.0093",
+                      flow ? "flow" : "analytic", coll_end[flow]);
+        ck_assert_msg(fabs(step[flow] - expect) < 1e-9, "%s: step %.9f s, expected %.9f", flow ? "flow" : "analytic",
+                      step[flow], expect);
+    }
+    ck_assert_msg(fabs(step[1] - step[0]) < 1e-12, "flow %.15f s vs analytic %.15f s", step[1], step[0]);
+}
+END_TEST
+
+/* Flow mode, a collective slowed by sharing a link: per rank e0 the 4 MB all-reduce above
+ * (4.1 ms alone) and e2 a norm of 6 MB (6.1 ms of CPU work), all at 0; rank 0 also sends
+ * 40 MB to rank 1 (e1, send_recv measured at 1e-5 + 4e7 / 1e9 = 40.01 ms). On one node the
+ * send loads rank 0's GPU egress, as the all-reduce does (and rank 1's), and intra_bw 1e6 B/s
+ * is below what either moves alone (about 1e9 B/s), so flow.c scales both to the link and
+ * max-min fairness gives each half of it: the all-reduce's bytes take twice their time alone,
+ * 2 x (4.1 - lat) with lat the preset's NVLink latency (its latency part), and it ends at
+ * 2 x (4.1 - lat) + lat = 8.2 - lat ms (the send, 40 ms alone, is still running).
+ * Its CPU work follows the time its bytes took: 0.1 ms launch + 0.5 x 4.1 ms copying x 2 = 4.2 ms
+ * per member, spread over its 8.2 - lat ms, so each member keeps f = 4.2 / (8.2 - lat) of the
+ * core busy (no wake-ups: nothing waits for another stream). The two e2 share the one core with
+ * that load: 1 / (2 + 2 f) speed each until 8.2 - lat, then 1/2, so e2 ends at
+ *     E = (8.2 - lat) + 2 x (6.1 - (8.2 - lat) / (2 + 8.4 / (8.2 - lat))) ms   (about 14.98).
+ * Kept at its alone fraction, 2.15 / 4.1 of a core, over the longer span, the load would end e2
+ * at (8.2 - lat) + 2 x (6.1 - (8.2 - lat) / (2 + 2 x 2.15 / 4.1)) (about 15.02); without any
+ * collective load at 2 x 6.1 = 12.2 ms. The send does no CPU work. */
+START_TEST(test_host_flow_shared_link)
+{
+    static const char calib[] =
+        "{\"driver\": \"host\", \"compute\": {\"peak_flops\": 1e10, \"cores\": 1, \"collective_cpu_share\": 0.5,"
+        " \"elementwise_bw\": {\"rmsnorm\": 1e9},"
+        " \"launch_s_by_ranks\": [{\"ranks\": 2, \"launch_s\": 1e-4, \"wake_s\": 1e-3, \"launch_cpu_s\": 1e-4,"
+        " \"wake_cpu_s\": 5e-4}]},"
+        " \"links\": {\"intra_bw\": 1e6, \"intra\": {\"all_reduce\": [{\"ranks\": 2, \"alpha_s\": 1e-4,"
+        " \"beta_bytes_per_s\": 1e9}], \"send_recv\": {\"alpha_s\": 1e-5, \"beta_bytes_per_s\": 1e9}}}}";
+    static const char sched[] = SCHED_HEAD
+        "rank 0 class 1 stage 0 tensors 0 events 3\n"
+        EV(0, "collective", "dp", "all_reduce", "dp", 0, 2, 4000000, "-")
+        EV(1, "send", "pp", "-", "-", 1, 0, 40000000, "-")
+        EV(2, "compute", "compute", "norm", "-", 0, 0, 6000000, "-")
+        "rank 1 class 1 stage 0 tensors 0 events 3\n"
+        EV(0, "collective", "dp", "all_reduce", "dp", 0, 2, 4000000, "-")
+        EV(1, "recv", "pp", "-", "-", 0, 0, 40000000, "-")
+        EV(2, "compute", "compute", "norm", "-", 0, 0, 6000000, "-")
+        "end\n";
+    gs_scenario s;
+    gs_error err;
+    gs_error_init(&err);
+    ck_assert(gs_scenario_load_string(HOST2, strlen(HOST2), "test", &s, &err) == GS_OK);
+    double lat = s.cluster.intra.latency_s * 1e3; /* ms */
+    ck_assert(lat > 0 && lat < 0.1);
+    double coll_end_s, e2_end_s, end = 8.2 - lat;
+    double e2 = end + 2 * (6.1 - end / (2 + 8.4 / end));
+    play_text(HOST2, sched, calib, 1, 0, &coll_end_s);
+    ck_assert_msg(fabs(coll_end_s * 1e3 - end) < 1e-9, "the all-reduce ends at %.9f ms, expected %.9f", coll_end_s * 1e3,
+                  end);
+    play_text(HOST2, sched, calib, 1, 2, &e2_end_s); /* probe: rank 0's e2 */
+    ck_assert_msg(fabs(e2_end_s * 1e3 - e2) < 1e-8, "e2 ends at %.9f ms, expected %.9f", e2_end_s * 1e3, e2);
+    /* the load kept at its alone fraction would end e2 elsewhere: the test can tell */
+    double e2_fixed = end + 2 * (6.1 - end / (2 + 2 * 2.15 / 4.1));
+    ck_assert(fabs(e2_fixed - e2) > 1e-3);
+}
+END_TEST
+
+/* A host calibration (rounded from `gridstep calibrate --driver host` on the development VM):
+ * shared cores, a concurrency slowdown, collective_cpu_share 1, dispatch and wake-up costs with
+ * their CPU parts, the measured collectives. %s: extra "links" keys. */
+#define HOST_CALIB_FMT                                                                                          \
+    "{\"driver\": \"host\", \"compute\": {\"peak_flops\": 3.9e10, \"hbm_bw\": 3.6e10, \"cores\": 1.04,"       \
+    " \"concurrency_slowdown\": 0.074, \"collective_cpu_share\": %s, \"attn_flops\": 3.2e10,"                 \
+    " \"gemm_curve\": {\"form\": \"hyperbolic\", \"e_max\": 0.72, \"f0_flops\": 4.1e5},"                       \
+    " \"elementwise_bw\": {\"adamw\": 7.8e9, \"rmsnorm\": 1.5e10, \"swiglu\": 4.7e9, \"xent\": 1.9e9, \"embed\": 6.6e10},"  \
+    " \"launch_s_by_ranks\": [{\"ranks\": 1, \"launch_s\": 1.5e-6, \"wake_s\": %s, \"launch_cpu_s\": 1.5e-6,"  \
+    " \"wake_cpu_s\": %s}, {\"ranks\": 2, \"launch_s\": 4.6e-6, \"wake_s\": %s, \"launch_cpu_s\": 4.6e-6,"     \
+    " \"wake_cpu_s\": %s}, {\"ranks\": 4, \"launch_s\": 6.4e-6, \"wake_s\": %s, \"launch_cpu_s\": 6.4e-6,"     \
+    " \"wake_cpu_s\": %s}]},"                                                                                   \
+    " \"links\": {\"intra\": {"                                                                                 \
+    " \"all_gather\": [{\"ranks\": 2, \"alpha_s\": 2.1e-5, \"beta_bytes_per_s\": 1.47e10},"                    \
+    " {\"ranks\": 4, \"alpha_s\": 9.0e-5, \"beta_bytes_per_s\": 4.1e9}],"                                      \
+    " \"reduce_scatter\": [{\"ranks\": 2, \"alpha_s\": 2.1e-5, \"beta_bytes_per_s\": 9.2e9},"                  \
+    " {\"ranks\": 4, \"alpha_s\": 6.7e-5, \"beta_bytes_per_s\": 6.8e9}],"                                      \
+    " \"all_reduce\": [{\"ranks\": 2, \"alpha_s\": 1.05e-4, \"beta_bytes_per_s\": 2.7e9},"                     \
+    " {\"ranks\": 4, \"alpha_s\": 1.3e-4, \"beta_bytes_per_s\": 8.7e8}],"                                      \
+    " \"send_recv\": {\"alpha_s\": 5.3e-6, \"beta_bytes_per_s\": 1.7e10}}}}"
+
+/* The host calibration set's scenarios (tests/calib: A dp2, B tp2, C pp2, D dp2 x tp2, what
+ * `make accuracy` compares) in flow mode with the host effects on: their collectives and sends
+ * are flows of one node's GPU links. In A, B and C no two flows ever run at once (one
+ * collective stream, or one pipeline stream whose sends alternate); in D the two DP groups', the
+ * two TP groups' and a DP and a TP flow of the same rank overlap, the last sharing that rank's
+ * GPU link, but the calibration leaves the preset's NVLink capacity under host collectives of a
+ * few GB/s, so no flow ever runs below its speed alone (checked with a probe in des.c while
+ * writing this). So flow mode must give analytic mode's step, on the class path and the exact
+ * one: the flows' ends are start + (time - latency) + latency instead of start + time, and
+ * the shared cores' projections carry that rounding on, a few ulps of a step of about a second:
+ * 1e-12 relative allowed. The effects themselves are on in both: with collective_cpu_share 0
+ * and no wake-ups the flow step is shorter (each step has tens of collectives whose CPU load
+ * and wake-ups slow compute: more than 0.1%). */
+START_TEST(test_host_scenarios_flow_equals_analytic)
+{
+    static const char *const names[] = {"a-dp2", "b-tp2", "c-pp2", "d-dp2-tp2"};
+    char calib[4096], off[4096], path[64], off_path[64], yaml[512];
+    snprintf(calib, sizeof calib, HOST_CALIB_FMT, "1", "4.4e-5", "3.2e-5", "7.6e-5", "7.6e-5", "6.9e-5", "2.6e-5");
+    snprintf(off, sizeof off, HOST_CALIB_FMT, "0", "0", "0", "0", "0", "0", "0");
+    write_tmp(path, calib);
+    write_tmp(off_path, off);
+    const char *top = getenv("top_srcdir");
+    for (size_t i = 0; i < sizeof names / sizeof *names; i++)
+        for (int exact = 0; exact < 2; exact++) {
+            gs_scenario s;
+            gs_mesh m;
+            gs_error err;
+            gs_diag w;
+            gs_report rep[3];
+            gs_error_init(&err);
+            gs_diag_init(&w);
+            snprintf(yaml, sizeof yaml, "%s/tests/calib/%s.yaml", top && *top ? top : ".", names[i]);
+            ck_assert_msg(gs_scenario_load_file(yaml, &s, &err) == GS_OK, "%s: %s", yaml, err.msg);
+            ck_assert_msg(gs_scenario_mesh(&s, &m, &w, &err) == GS_OK, "mesh: %s", err.msg);
+            gs_diag_fini(&w);
+            for (int k = 0; k < 3; k++) {
+                gs_backend_opts bo = {k > 0, k < 2 ? path : off_path, NULL};
+                ck_assert_msg(gs_sim_scenario(&s, &m, exact, &bo, &rep[k], NULL, &err) == GS_OK, "sim: %s", err.msg);
+            }
+            double a = rep[0].step_time_s, f = rep[1].step_time_s, none = rep[2].step_time_s;
+            ck_assert_msg(fabs(f - a) <= 1e-12 * a, "%s exact %d: flow %.15f s, analytic %.15f s", names[i], exact, f, a);
+            ck_assert_msg(f > 1.001 * none, "%s exact %d: flow %.6f s with the host effects, %.6f s without", names[i],
+                          exact, f, none);
+            for (int k = 0; k < 3; k++)
+                gs_report_fini(&rep[k]);
+        }
+    unlink(path);
+    unlink(off_path);
+}
+END_TEST
+
 static Suite *sim_suite(void)
 {
     Suite *s = suite_create("sim");
@@ -330,6 +563,12 @@ static Suite *sim_suite(void)
     tcase_add_test(core, test_straggler);
     tcase_add_test(core, test_calib_file);
     suite_add_tcase(s, core);
+    TCase *host = tcase_create("host");
+    tcase_set_timeout(host, 30);
+    tcase_add_test(host, test_host_effects_both_modes);
+    tcase_add_test(host, test_host_flow_shared_link);
+    tcase_add_test(host, test_host_scenarios_flow_equals_analytic);
+    suite_add_tcase(s, host);
     return s;
 }
 
