@@ -119,7 +119,8 @@ const char gs_cmd_compare_help[] =
     "                   with its error; a host calibration models this CPU: measured GEMM,\n"
     "                   kernel and collective rates for every rank and link, and the ranks'\n"
     "                   compute sharing the machine's cores\n"
-    "  --json           sim_step_time_s, exec_step_time_s, step_error, classes [{name, sim_s,\n"
+    "  --mode M         the sim's mode, analytic (default) or flow (as for sim)\n"
+    "  --json           sim_mode, sim_step_time_s, exec_step_time_s, step_error, classes [{name, sim_s,\n"
     "                   exec_s, error}]; with --calib these are the calibrated sim's, and\n"
     "                   default_sim_step_time_s, default_step_error, classes[].default_sim_s and\n"
     "                   .default_error the presets'\n"
@@ -132,7 +133,7 @@ static const char exec_usage[] =
     "gridstep exec [--driver host|cuda] [--steps N] [--seed S] [--lr X] [--adam-eps X] [--timeout S] [--json] "
     "[--trace FILE] [--load DIR] [--save DIR [--save-every N]] [--save-full FILE] SCENARIO.yaml";
 static const char compare_usage[] =
-    "gridstep compare [--driver host|cuda] [--steps N] [--calib FILE] [--json] SCENARIO.yaml";
+    "gridstep compare [--driver host|cuda] [--steps N] [--calib FILE] [--mode analytic|flow] [--json] SCENARIO.yaml";
 
 static gs_status parse_u64(const char *opt, const char *arg, uint64_t *out, gs_error *err)
 {
@@ -227,6 +228,7 @@ typedef struct run_args {
     const char *path, *trace, *driver, *save, *load, *calib, *save_full;
     uint64_t steps, save_every; /* save_every: 0 = only after the last step */
     int json;
+    int flow; /* compare: the sim in flow mode */
     gs_exec_opts o;
 } run_args;
 
@@ -240,7 +242,7 @@ static gs_status parse(int argc, char **argv, int compare, run_args *a, gs_error
         {"fail-rank", required_argument, NULL, 'R'}, {"save", required_argument, NULL, 'S'},
         {"load", required_argument, NULL, 'L'},       {"calib", required_argument, NULL, 'C'},
         {"adam-eps", required_argument, NULL, 'A'},   {"save-every", required_argument, NULL, 'E'},
-        {"save-full", required_argument, NULL, 'U'},
+        {"save-full", required_argument, NULL, 'U'}, {"mode", required_argument, NULL, 'M'},
         {NULL, 0, NULL, 0},
     };
     const char *usage = compare ? compare_usage : exec_usage;
@@ -295,6 +297,15 @@ static gs_status parse(int argc, char **argv, int compare, run_args *a, gs_error
             if (!compare)
                 goto bad;
             a->calib = optarg;
+            break;
+        case 'M':
+            if (!compare)
+                goto bad;
+            if (strcmp(optarg, "analytic") == 0 || strcmp(optarg, "flow") == 0)
+                a->flow = strcmp(optarg, "flow") == 0;
+            else
+                rc = gs_error_set(err, GS_ERR_INPUT, "--mode: found '%s', expected analytic or flow\nusage: %s",
+                                  optarg, usage);
             break;
         case 'R': {
             char *end;
@@ -681,7 +692,7 @@ gs_status gs_cmd_compare(int argc, char **argv, gs_error *err)
     double def_step = 0;
     /* the presets' sim (before), then the calibrated one (after) when there is a file */
     for (int pass = 0; pass < (a.calib ? 2 : 1); pass++) {
-        gs_backend_opts bo = {0, pass ? a.calib : NULL, NULL};
+        gs_backend_opts bo = {a.flow, pass ? a.calib : NULL, NULL};
         if (have_s) {
             gs_report_fini(&srep);
             have_s = 0;
@@ -708,6 +719,7 @@ gs_status gs_cmd_compare(int argc, char **argv, gs_error *err)
         doc = json_object();
         json_object_set_new(doc, "scenario", json_string(s.name));
         json_object_set_new(doc, "driver", json_string(a.o.driver->name));
+        json_object_set_new(doc, "sim_mode", json_string(a.flow ? "flow" : "analytic"));
         json_object_set_new(doc, "sim_step_time_s", json_real(srep.step_time_s));
         json_object_set_new(doc, "exec_step_time_s", json_real(erep.step_time_s));
         json_object_set_new(doc, "step_error", json_real(serr));
@@ -763,8 +775,8 @@ gs_status gs_cmd_compare(int argc, char **argv, gs_error *err)
                    "/ exec)\n");
             goto out;
         }
-        printf("%s: sim (%s, modeled) vs exec (%s driver, measured, step %" PRIu64 " of %" PRIu64 ")\n", s.name,
-               s.cluster.name, a.o.driver->name, a.steps, a.steps);
+        printf("%s: sim (%s, modeled%s) vs exec (%s driver, measured, step %" PRIu64 " of %" PRIu64 ")\n", s.name,
+               s.cluster.name, a.flow ? ", flow mode" : "", a.o.driver->name, a.steps, a.steps);
         gs_cli_table_rowf(&tab, "class\tsim\texec\terror");
         for (int c = 0; c < NCLASS; c++) {
             if (!seen[c])

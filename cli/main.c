@@ -23,7 +23,7 @@ static const gs_command commands[] = {
      "gridstep exec [--driver host] [--steps N] [--seed S] [--lr X] [--timeout S] [--json] [--trace FILE] "
      "[--load DIR] [--save DIR] SCENARIO.yaml", gs_cmd_exec_help, gs_cmd_exec},
     {"compare", "sim vs exec on the same schedule: time per class of event and the error",
-     "gridstep compare [--driver host] [--steps N] [--calib FILE] [--json] SCENARIO.yaml", gs_cmd_compare_help, gs_cmd_compare},
+     "gridstep compare [--driver host] [--steps N] [--calib FILE] [--mode M] [--json] SCENARIO.yaml", gs_cmd_compare_help, gs_cmd_compare},
     {"calibrate", "measure this machine through a driver, fit the sim's models, write a calibration file",
      "gridstep calibrate [--driver host] [--out FILE] [--quick] [--plot PREFIX] [SCENARIO.yaml]",
      gs_cmd_calibrate_help, gs_cmd_calibrate},

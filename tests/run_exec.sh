@@ -85,5 +85,24 @@ else
     bad "compare failed"
 fi
 
+# compare --mode flow simulates in flow mode: its sim step is `sim --exact --mode flow`'s (the
+# same every-rank schedule), which on this scenario differs from analytic mode's in the 5th digit
+if "$GRIDSTEP" compare --mode flow --json "$dir/dp2-pp2-tp2.yaml" > "$tmp/cmpf.json"; then
+    got=$(sed -n 's/.*"sim_step_time_s": *\([0-9.e+-]*\).*/\1/p' "$tmp/cmpf.json")
+    want=$("$GRIDSTEP" sim --exact --mode flow --json "$dir/dp2-pp2-tp2.yaml" |
+           sed -n 's/^  "step_time_s": *\([0-9.e+-]*\).*/\1/p')
+    if [ -n "$got" ] && [ "$got" = "$want" ] && grep -q '"sim_mode": "flow"' "$tmp/cmpf.json"; then
+        ok "compare --mode flow: sim step $got = sim --exact --mode flow"
+    else
+        bad "compare --mode flow: sim step '$got', sim --exact --mode flow '$want'"
+    fi
+else
+    bad "compare --mode flow failed"
+fi
+"$GRIDSTEP" compare --mode fluid "$dir/dp2-pp2-tp2.yaml" > /dev/null 2> "$tmp/mode.err"
+rc=$?
+[ $rc -eq 2 ] && grep -q "mode: found 'fluid'" "$tmp/mode.err" && ok "compare --mode fluid refused" ||
+    bad "compare --mode fluid: exit $rc: $(cat "$tmp/mode.err")"
+
 echo "$passed passed, $failed failed"
 [ $failed -eq 0 ]
