@@ -85,19 +85,24 @@ const char gs_cmd_exec_help[] =
     "DIR must be on a filesystem every process sees (multi-host: a shared one); a save killed\n"
     "mid-way leaves DIR.tmp-PID, removed by the next save whose rank 0 finds that PID gone on its\n"
     "host. --save-full sends each rank's parameters to rank 0, which alone holds the full model\n"
-    "and writes FILE. Without MPI built in, exec under a launcher of several processes exits 2\n"
+    "and writes FILE. --json adds processes [{rank, host, local_rank, local_procs}]: each rank's\n"
+    "host (MPI_Get_processor_name) and place among that host's processes, the cuda driver's\n"
+    "device; GRIDSTEP_HOST=NAME in a process's environment stands in for its host name, to\n"
+    "rehearse a multi-host layout on one machine.\n"
+    "Without MPI built in, exec under a launcher of several processes exits 2\n"
     "saying how to build it in. Example (Open MPI):\n"
     "  mpirun -np 4 gridstep exec --steps 3 dp2-tp2.yaml\n"
     "\n"
     "Ctrl-C (SIGINT) or SIGTERM (what Slurm and mpirun send at a time limit or a preemption) stops\n"
     "the run: the current step is aborted on every rank, a checkpoint being written is finished\n"
-    "first, and the exit status is 1 with \"interrupted after step N\" (and the\n"
-    "last checkpoint's step with --save). Test hook: GRIDSTEP_FAULT=fail|stall|die:RANK:EVENT makes\n"
-    "that event fail, hang, or kill the rank; the others stop within --timeout naming it. EVENT\n"
-    "save:PHASE hits a save instead: fail at tmp-dir or file-written (RANK's file), or die (SIGKILL\n"
-    "of RANK's process) at any step of exec/checkpoint.h's protocol (tmp-dir, file-written,\n"
-    "files-synced, index-written, old-moved, new-in-place, old-removed, full-written,\n"
-    "full-renamed; all but file-written are rank 0's).\n"
+    "first, and the exit status is 1 with \"interrupted after step N\" (and the last checkpoint's\n"
+    "step with --save). Under mpirun and srun the launcher passes SIGTERM on; Open MPI's mpirun\n"
+    "kills 1 s later unless given --mca odls_base_sigkill_timeout 10.\n"
+    "Test hook: GRIDSTEP_FAULT=fail|stall|die:RANK:EVENT makes that event fail, hang, or kill the\n"
+    "rank; the others stop within --timeout naming it. EVENT save:PHASE hits a save instead: fail\n"
+    "at tmp-dir or file-written (RANK's file), or die (SIGKILL of RANK's process) at any step of\n"
+    "exec/checkpoint.h's protocol (tmp-dir, file-written, files-synced, index-written, old-moved,\n"
+    "new-in-place, old-removed, full-written, full-renamed; all but file-written are rank 0's).\n"
     "\n"
     "examples:\n"
     "  gridstep exec --steps 3 scenarios/tiny-llama-2x2x2.yaml\n"
@@ -361,6 +366,23 @@ static gs_status launch_end(gs_mpi_exec *mx, int prank, gs_status rc, gs_error *
     return rc;
 }
 
+/* [{rank, host, local_rank, local_procs}] of a launched run, one per process (= rank). */
+static json_t *processes_json(const gs_mpi_exec *mx)
+{
+    json_t *arr = json_array();
+    int lr, lp;
+    const char *h;
+    for (int p = 0; (h = gs_mpi_exec_host(mx, p, &lr, &lp)) != NULL; p++) {
+        json_t *o = json_object();
+        json_object_set_new(o, "rank", json_integer(p));
+        json_object_set_new(o, "host", json_string(h));
+        json_object_set_new(o, "local_rank", json_integer(lr));
+        json_object_set_new(o, "local_procs", json_integer(lp));
+        json_array_append_new(arr, o);
+    }
+    return arr;
+}
+
 /* ---- Ctrl-C and SIGTERM ---------------------------------------------------------------------------
  * The handler only records the signal. SIGINT and SIGTERM are blocked in every thread but a
  * watcher, which turns
@@ -582,6 +604,8 @@ gs_status gs_cmd_exec(int argc, char **argv, gs_error *err)
         }
         json_object_set_new(doc, "loss", jl);
         json_object_set_new(doc, "step_s", js);
+        if (mx.launched) /* where each rank ran: its process's host and place on it */
+            json_object_set_new(doc, "processes", processes_json(&mx));
         put_report(doc, &rep);
         rc = gs_cli_json_print(doc, err);
     } else {

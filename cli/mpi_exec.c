@@ -68,6 +68,7 @@ typedef struct mpi_impl {
     MPI_Comm world, p2p, aborts; /* duplicates of MPI_COMM_WORLD: collectives, sends, announcements */
     int rank, size;
     char host[MPI_MAX_PROCESSOR_NAME + 1];
+    char *hosts;             /* size names of sizeof host bytes: every process's host, rank order */
     pthread_mutex_t mu;      /* guards everything below */
     pending_send *sends;     /* buffered sends not known complete */
     int announced;           /* this process announced an abort */
@@ -423,28 +424,46 @@ static void impl_free(mpi_impl *m)
     pthread_mutex_destroy(&m->mu);
     free(m->announce_reqs);
     free(m->groups);
+    free(m->hosts);
     free(m);
 }
 
+/* Where process p sits among the processes on its host (the same name in hosts), counted in rank
+ * order; *procs gets how many there are. */
+static int host_position(const mpi_impl *m, int p, int *procs)
+{
+    size_t w = sizeof m->host;
+    int pos = 0;
+    *procs = 0;
+    for (int q = 0; q < m->size; q++)
+        if (strncmp(m->hosts + (size_t)q * w, m->hosts + (size_t)p * w, w) == 0) {
+            ++*procs;
+            if (q < p)
+                pos++;
+        }
+    return pos;
+}
+
 /* This host's name and where this process sits among the processes on it: the processes whose
- * MPI_Get_processor_name is the same, counted in rank order. */
+ * MPI_Get_processor_name (or GRIDSTEP_HOST) is the same, counted in rank order. */
 static gs_status local_rank(mpi_impl *m, gs_exec_boot *b, gs_error *err)
 {
     size_t w = sizeof m->host;
-    char *all = calloc((size_t)m->size, w);
-    if (!all)
+    if (!(m->hosts = calloc((size_t)m->size, w)))
         return gs_error_set(err, GS_ERR_NOMEM, "MPI: out of memory for %d host names", m->size);
-    gs_status st = b_allgather(m, m->host, w, all, err);
-    b->local_rank = 0;
-    b->local_procs = 0;
-    for (int p = 0; st == GS_OK && p < m->size; p++)
-        if (strncmp(all + (size_t)p * w, m->host, w) == 0) {
-            b->local_procs++;
-            if (p < m->rank)
-                b->local_rank++;
-        }
-    free(all);
+    gs_status st = b_allgather(m, m->host, w, m->hosts, err);
+    if (st == GS_OK)
+        b->local_rank = host_position(m, m->rank, &b->local_procs);
     return st;
+}
+
+const char *gs_mpi_exec_host(const gs_mpi_exec *me, int p, int *local_rank, int *local_procs)
+{
+    const mpi_impl *m = me->impl;
+    if (!me->launched || !m || !m->hosts || p < 0 || p >= m->size)
+        return NULL;
+    *local_rank = host_position(m, p, local_procs);
+    return m->hosts + (size_t)p * sizeof m->host;
 }
 
 gs_status gs_mpi_exec_begin(gs_mpi_exec *me, int *rank, gs_error *err)
@@ -478,6 +497,10 @@ gs_status gs_mpi_exec_begin(gs_mpi_exec *me, int *rank, gs_error *err)
     int len = 0;
     MPI_Get_processor_name(m->host, &len);
     m->host[len < (int)sizeof m->host ? len : (int)sizeof m->host - 1] = '\0';
+    /* a stand-in host name: rehearses a multi-host layout on one machine (tests, dry runs) */
+    const char *fake = getenv("GRIDSTEP_HOST");
+    if (fake && *fake)
+        snprintf(m->host, sizeof m->host, "%s", fake);
     gs_exec_boot *b = &me->boot;
     b->proc = m->rank;
     b->procs = m->size;
@@ -628,6 +651,12 @@ gs_status gs_mpi_exec_finish(gs_mpi_exec *me, gs_status local, gs_error *err)
 {
     (void)me, (void)err;
     return local;
+}
+
+const char *gs_mpi_exec_host(const gs_mpi_exec *me, int p, int *local_rank, int *local_procs)
+{
+    (void)me, (void)p, (void)local_rank, (void)local_procs;
+    return NULL;
 }
 
 #endif

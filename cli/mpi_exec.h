@@ -37,4 +37,10 @@ gs_status gs_mpi_exec_threads_error(const gs_mpi_exec *m, gs_error *err);
  * transport messages are settled and MPI is finalized. Not launched: returns `local`. */
 gs_status gs_mpi_exec_finish(gs_mpi_exec *m, gs_status local, gs_error *err);
 
+/* Launched: process p's host name (MPI_Get_processor_name, or the environment's GRIDSTEP_HOST
+ * when set: a stand-in to rehearse a multi-host layout on one machine) and where it sits among
+ * that host's processes (*local_rank of *local_procs, rank order; the cuda driver's device).
+ * NULL when not launched or p is out of range. The name is me's. */
+const char *gs_mpi_exec_host(const gs_mpi_exec *m, int p, int *local_rank, int *local_procs);
+
 #endif

@@ -19,6 +19,8 @@
 #    next save recovers; a save failing on one rank fails on all, said once, the previous
 #    checkpoint intact; a process killed mid-save leaves rank 0's DIR.tmp-PID, which the next
 #    save removes;
+#  - the JSON names each rank's host and local rank (GRIDSTEP_HOST standing in for other
+#    machines: hosts a a b b give local ranks 0 1 0 1, a b a b give 0 0 1 1);
 #  - --load works (each process reads its rank's pieces) and continues with the one-process
 #    load's losses, exactly; another model's checkpoint is refused (a tensor is the model's when
 #    any process's rank has it).
@@ -95,6 +97,48 @@ for spec in dp2:2 tp2:2 pp2:2 dp2tp2:4; do
     pids_mpi=$(grep -o '"pid": *[0-9]*' "$tmp/$g.mpi.trace" | sort -u | tr -d ' \n')
     check "$g, mpirun -np $np: trace ranks = the one-process trace's" test "$pids_one" = "$pids_mpi"
 done
+
+# where each rank ran: the host's name (GRIDSTEP_HOST stands in for a second machine) and the
+# local rank, its place among that host's processes in rank order (the cuda driver's device).
+# Hosts a a b b: local ranks 0 1 0 1; a b a b: 0 0 1 1; each host holds 2 processes.
+layout() { # JSON -> "host:local_rank/local_procs" per process, in rank order
+    tr -d ' \n' <"$1" | sed 's/.*"processes":\[\([^]]*\)\].*/\1/' | tr '}' '\n' |
+        sed -n 's/.*"host":"\([^"]*\)","local_rank":\([0-9]*\),"local_procs":\([0-9]*\).*/\1:\2\/\3/p' | tr '\n' ' '
+}
+for hosts in "a a b b" "a b a b"; do
+    set -- $hosts
+    $MPIRUN -np 1 env GRIDSTEP_HOST=$1 "$GRIDSTEP" exec --json --steps 3 "$tmp/dp2tp2.yaml" : \
+        -np 1 env GRIDSTEP_HOST=$2 "$GRIDSTEP" exec --json --steps 3 "$tmp/dp2tp2.yaml" : \
+        -np 1 env GRIDSTEP_HOST=$3 "$GRIDSTEP" exec --json --steps 3 "$tmp/dp2tp2.yaml" : \
+        -np 1 env GRIDSTEP_HOST=$4 "$GRIDSTEP" exec --json --steps 3 "$tmp/dp2tp2.yaml" >"$tmp/hosts.json" 2>"$tmp/hosts.err"
+    rc=$?
+    case "$hosts" in "a a b b") want="a:0/2 a:1/2 b:0/2 b:1/2 " ;; *) want="a:0/2 b:0/2 a:1/2 b:1/2 " ;; esac
+    got=$(layout "$tmp/hosts.json")
+    check "hosts $hosts (GRIDSTEP_HOST): exit 0, processes $want" test $rc -eq 0 -a "$got" = "$want"
+    losses "$tmp/hosts.json" >"$tmp/hosts.txt"
+    check "hosts $hosts: losses = the one-process run, exactly" cmp "$tmp/dp2tp2.one.txt" "$tmp/hosts.txt"
+done
+
+# SIGTERM to mpirun (a batch system's time limit): Open MPI passes it on to every process and
+# sends SIGKILL odls_base_sigkill_timeout seconds later (default 1); with 10 s of grace every
+# process stops its step, rank 0 reports, and the last periodic checkpoint is intact
+$MPIRUN --mca odls_base_sigkill_timeout 10 -np 2 "$GRIDSTEP" exec --steps 100000 --save "$tmp/term" \
+    --save-every 2 "$tmp/dp2.yaml" >/dev/null 2>"$tmp/term.err" &
+pid=$!
+waited=0
+while [ ! -f "$tmp/term/index.json" ] && [ $waited -lt 600 ]; do
+    sleep 0.1
+    waited=$((waited + 1))
+done
+sleep 0.5
+kill -TERM $pid
+wait $pid
+rc=$?
+check "SIGTERM to mpirun: exit 1, rank 0 says interrupted and names the intact checkpoint" \
+    test $rc -eq 1 -a "$(grep -c "interrupted after step [0-9]*; last checkpoint $tmp/term (step [0-9]*) is intact" "$tmp/term.err")" -eq 1
+step=$(sed -n 's/.*(step \([0-9]*\)) is intact.*/\1/p' "$tmp/term.err")
+$MPIRUN -np 2 "$GRIDSTEP" exec --json --steps 1 --load "$tmp/term" "$tmp/dp2.yaml" >"$tmp/term.json" 2>/dev/null
+check "... and a load continues after that step" grep -q "\"first_step\": *$((${step:-0} + 1))" "$tmp/term.json"
 
 # the text output: once
 $MPIRUN -np 2 "$GRIDSTEP" exec --steps 2 "$tmp/tp2.yaml" >"$tmp/text.out" 2>/dev/null
