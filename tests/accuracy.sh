@@ -7,8 +7,13 @@
 # Exec timings are wall clock on a shared machine: the load average is printed with the table.
 # Each compare runs REPEATS times (default 3); the table gives the median exec step (and the
 # range), and the sim's error against that median (the sim is deterministic).
+# The machine's state beside each row: every CPU's single-thread GEMM rate (512^3, GFLOP/s),
+# measured at once on all CPUs (tests/bench/bench_kernels --quick pinned with taskset, ~4 s) just
+# before the calibration and before each scenario's runs. A VM's vCPUs can differ by a quarter
+# and drift within minutes; ranks meet at every collective, so a step runs at its slowest CPU's pace.
 # Environment: GRIDSTEP (default ./gridstep), top_srcdir (default .), STEPS (exec steps, default 3),
-# REPEATS (default 3).
+# REPEATS (default 3), BENCH_KERNELS (default tests/bench/bench_kernels; the probe is skipped
+# without it or taskset).
 GRIDSTEP=${GRIDSTEP:-./gridstep}
 top_srcdir=${top_srcdir:-.}
 STEPS=${STEPS:-3}
@@ -17,6 +22,30 @@ tmp=${TMPDIR:-/tmp}/gs-accuracy.$$
 mkdir "$tmp" || exit 1
 trap 'rm -rf "$tmp"' 0 1 2 15
 d="$top_srcdir/tests/calib"
+BENCH_KERNELS=${BENCH_KERNELS:-tests/bench/bench_kernels}
+
+# probe: "c0/c1/..." GFLOP/s of a 512^3 GEMM on each CPU, all CPUs at once; "-" without the tools
+probe() {
+    if ! command -v taskset >/dev/null 2>&1 || [ ! -x "$BENCH_KERNELS" ]; then
+        echo "-"
+        return
+    fi
+    n=$(nproc)
+    c=0
+    while [ $c -lt "$n" ]; do
+        taskset -c $c "$BENCH_KERNELS" --quick >"$tmp/probe.$c" 2>/dev/null &
+        c=$((c + 1))
+    done
+    wait
+    c=0
+    out=
+    while [ $c -lt "$n" ]; do
+        g=$(awk '$1 == 512 && $2 == 512 && $3 == 512 { print $4; exit }' "$tmp/probe.$c")
+        out="$out${out:+/}${g:-?}"
+        c=$((c + 1))
+    done
+    echo "$out"
+}
 
 num() { # num KEY FILE: the first "KEY": number in FILE
     sed -n "s/^  \"$1\": \\([-0-9.eE+]*\\).*/\\1/p" "$2" | head -n 1
@@ -34,15 +63,17 @@ echo
 echo "### sim vs exec on this machine (host driver)"
 echo
 load0=$(cut -d' ' -f1 /proc/loadavg)
+probe0=$(probe)
 "$GRIDSTEP" calibrate --driver host --out "$tmp/host.json" "$d/a-dp2.yaml" >"$tmp/calib.out" 2>/dev/null || {
     echo "calibrate failed"; exit 1; }
-echo "\`gridstep calibrate --driver host --out host.json tests/calib/a-dp2.yaml\` (load average $load0), then"
+echo "\`gridstep calibrate --driver host --out host.json tests/calib/a-dp2.yaml\` (load average $load0; each CPU's GEMM GFLOP/s before it: $probe0), then"
 echo "\`gridstep compare --steps $STEPS --calib host.json --json SCENARIO\` (step $STEPS of $STEPS compared), $REPEATS runs each:"
 echo
-echo "| scenario | ranks | exec step, median (range) | sim before (A100 presets) | error before | sim after (calibrated on A) | error after | load |"
-echo "|---|---|---|---|---|---|---|---|"
+echo "| scenario | ranks | exec step, median (range) | sim before (A100 presets) | error before | sim after (calibrated on A) | error after | load | CPUs' GEMM GFLOP/s |"
+echo "|---|---|---|---|---|---|---|---|---|"
 for s in a-dp2 b-tp2 c-pp2 d-dp2-tp2; do
     load=$(cut -d' ' -f1 /proc/loadavg)
+    cpus=$(probe)
     : >"$tmp/$s.exec"
     i=0
     ok=1
@@ -59,12 +90,12 @@ for s in a-dp2 b-tp2 c-pp2 d-dp2-tp2; do
     "$GRIDSTEP" mesh --json "$d/$s.yaml" >"$tmp/mesh.json" 2>/dev/null
     ranks=$(num world "$tmp/mesh.json")
     sort -g "$tmp/$s.exec" | awk -v s="$s" -v r="$ranks" -v l="$load" \
-        -v b="$(num default_sim_step_time_s "$tmp/$s.json")" -v a="$(num sim_step_time_s "$tmp/$s.json")" \
+        -v b="$(num default_sim_step_time_s "$tmp/$s.json")" -v a="$(num sim_step_time_s "$tmp/$s.json")" -v g="$cpus" \
         -v ref="$([ "$s" = a-dp2 ] && echo ' (calibration scenario)')" \
         '{ v[NR] = $1 } END {
             m = NR % 2 ? v[(NR + 1) / 2] : (v[NR / 2] + v[NR / 2 + 1]) / 2
-            printf "| %s%s | %s | %.3f s (%.3f-%.3f) | %.4f s | %+.1f%% | %.3f s | %+.1f%% | %s |\n", s, ref, r, m, v[1], v[NR],
-                   b, 100 * (b - m) / m, a, 100 * (a - m) / m, l }'
+            printf "| %s%s | %s | %.3f s (%.3f-%.3f) | %.4f s | %+.1f%% | %.3f s | %+.1f%% | %s | %s |\n", s, ref, r, m, v[1], v[NR],
+                   b, 100 * (b - m) / m, a, 100 * (a - m) / m, l, g }'
 done
 echo
 echo "Calibration summary (gridstep calibrate):"
