@@ -1216,9 +1216,9 @@ static int ensure_blas(gs_drv_stream *s)
 
 typedef struct attn_gemm_ctx {
     gs_drv_stream *s;
-    const char *op;                    /* "attn_fwd" or "attn_bwd" */
-    float *const *buf;                 /* device base of each gs_attn_buf */
-    cublasComputeType_t compute;       /* the driver's GEMM math: fp32 or TF32 */
+    const char *op;              /* "attn_fwd" or "attn_bwd" */
+    float *const *buf;           /* device base of each gs_attn_buf */
+    cublasComputeType_t compute; /* the driver's GEMM math (GRIDSTEP_CUDA_GEMM): fp32 or TF32 */
 } attn_gemm_ctx;
 
 /* One step of the plan on the stream; a failure names the call, the step, its sequence, group
