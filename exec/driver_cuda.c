@@ -2,7 +2,9 @@
  * stream a non-blocking CUDA stream, dependencies cudaEventRecord / cudaStreamWaitEvent, event
  * times from CUDA events against a per-device base event, GEMMs through cuBLASLt (fp32 compute;
  * GRIDSTEP_CUDA_GEMM=tf32 selects TF32 tensor cores with fp32 accumulation), the other compute
- * ops kernels/cuda, collectives and send/recv NCCL (one communicator per rank and group kind,
+ * ops kernels/cuda (attention: the exact per-row kernels by default; GRIDSTEP_CUDA_ATTENTION=gemm
+ * selects cuBLAS strided-batched GEMMs with row passes between them, kernels/cuda/attn_gemm_plan.c),
+ * collectives and send/recv NCCL (one communicator per rank and group kind,
  * split from a world communicator; non-blocking communicators polled with the driver's timeout,
  * so a dead peer ends in ncclCommAbort and an error, never a hang).
  *
@@ -26,11 +28,13 @@
 #include <time.h>
 
 #include <cublasLt.h>
+#include <cublas_v2.h>
 #include <cuda_runtime_api.h>
 #include <nccl.h>
 #include <nvtx3/nvToolsExt.h>
 
 #include "exec/driver.h"
+#include "kernels/cuda/attn_gemm_plan.h"
 #include "kernels/cuda/kernels_cuda.h"
 
 #define GEMM_WORKSPACE_BYTES ((size_t)32 << 20)
@@ -49,7 +53,8 @@ struct gs_drv_stream {
     int dev;
     gs_stream kind;
     cudaStream_t cs;
-    void *workspace; /* cuBLASLt workspace, GEMM_WORKSPACE_BYTES, on first GEMM */
+    void *workspace; /* cuBLASLt (and cuBLAS) workspace, GEMM_WORKSPACE_BYTES, on first GEMM */
+    cublasHandle_t blas; /* cuBLAS bound to cs and workspace (GEMM attention), on first use */
     cudaEvent_t marks[PROGRESS_MARKS]; /* recorded after each launch, round robin */
     uint64_t nmarks;                   /* marks recorded so far */
     int failed;
@@ -85,6 +90,7 @@ struct gs_drv {
     gs_mesh mesh;
     double timeout_s;
     int tf32;
+    int attn_gemm; /* GRIDSTEP_CUDA_ATTENTION=gemm: attention through cuBLAS GEMMs */
     uint64_t world;
     rank_dev *r;
     ncclUniqueId id;
@@ -577,6 +583,13 @@ static gs_status cuda_open(const gs_mesh *mesh, const gs_driver_opts *opts, gs_d
                             procs, var, procs);
     if (!opts || !opts->group_of)
         return gs_error_set(err, GS_ERR_RUNTIME, "cuda driver: opened without the group map (gs_driver_opts.group_of)");
+    const char *attn = getenv("GRIDSTEP_CUDA_ATTENTION");
+    int attn_gemm = attn && strcmp(attn, "gemm") == 0;
+    if (attn && attn[0] && !attn_gemm && strcmp(attn, "simple") != 0)
+        return gs_error_set(err, GS_ERR_INPUT,
+                            "cuda driver: GRIDSTEP_CUDA_ATTENTION='%s': expected simple (the default: per-row kernels) "
+                            "or gemm (cuBLAS GEMMs)",
+                            attn);
     if (boot && (uint64_t)boot->procs != mesh->world)
         return gs_error_set(err, GS_ERR_INPUT, "cuda driver: the scenario has %" PRIu64 " ranks, but %d processes were "
                             "started (one rank per process)", mesh->world, boot->procs);
@@ -630,6 +643,7 @@ static gs_status cuda_open(const gs_mesh *mesh, const gs_driver_opts *opts, gs_d
     d->timeout_s = opts->timeout_s > 0 ? opts->timeout_s : 60.0;
     const char *gm = getenv("GRIDSTEP_CUDA_GEMM");
     d->tf32 = gm && strcmp(gm, "tf32") == 0;
+    d->attn_gemm = attn_gemm;
     pthread_mutex_init(&d->mu, NULL);
     gs_error_init(&d->abort_err);
     d->r = calloc(d->world, sizeof *d->r);
@@ -793,6 +807,9 @@ static void cuda_fill(gs_drv *d, gs_drv_stream *s, float *dst, float value, size
 
 /* ---- streams, events, clock ----------------------------------------------------------------- */
 
+static cublasStatus_t blas_create(gs_drv_stream *s, const char **call);
+static void cuda_stream_destroy(gs_drv *d, gs_drv_stream *s);
+
 static gs_status cuda_stream_create(gs_drv *d, uint64_t rank, gs_stream kind, gs_drv_stream **out, gs_error *err)
 {
     *out = NULL;
@@ -826,6 +843,13 @@ static gs_status cuda_stream_create(gs_drv *d, uint64_t rank, gs_stream kind, gs
     s->next_of_rank = r->streams;
     r->streams = s;
     pthread_mutex_unlock(&r->mu);
+    const char *call = NULL;
+    cublasStatus_t bs = CUBLAS_STATUS_SUCCESS;
+    if (d->attn_gemm && kind == GS_STREAM_COMPUTE && (bs = blas_create(s, &call)) != CUBLAS_STATUS_SUCCESS) {
+        cuda_stream_destroy(d, s);
+        return gs_error_set(err, GS_ERR_RUNTIME, "cuda driver: rank %" PRIu64 " stream %s: %s (attention's cuBLAS "
+                            "handle): %s", rank, stream_name(kind), call, cublasGetStatusString(bs));
+    }
     *out = s;
     return GS_OK;
 }
@@ -844,6 +868,8 @@ static void cuda_stream_destroy(gs_drv *d, gs_drv_stream *s)
             break;
         }
     pthread_mutex_unlock(&r->mu);
+    if (s->blas)
+        cublasDestroy(s->blas);
     if (s->workspace)
         cudaFreeAsync(s->workspace, s->cs);
     cudaStreamSynchronize(s->cs);
@@ -1022,6 +1048,20 @@ static uint32_t alignment_of(const void *p)
     return al;
 }
 
+/* The stream's GEMM workspace (allocated on the stream at its first GEMM); 0 when it failed. */
+static int ensure_workspace(gs_drv_stream *s)
+{
+    if (s->workspace)
+        return 1;
+    cudaError_t e = cudaMallocAsync(&s->workspace, GEMM_WORKSPACE_BYTES, s->cs);
+    if (e != cudaSuccess) {
+        s->workspace = NULL;
+        fail_stream(s, "cudaMallocAsync (cuBLASLt workspace): %s", cudaGetErrorString(e));
+        return 0;
+    }
+    return 1;
+}
+
 /* Column-major C[m,n] = op(A) op(B) + beta C (alpha 1), fp32 storage, fp32 (or TF32) compute. */
 static void gemm_cm(gs_drv_stream *s, int ta, int tb, size_t m, size_t n, size_t k, const float *a, size_t lda,
                     const float *b, size_t ldb, float beta, float *c, size_t ldc)
@@ -1038,14 +1078,8 @@ static void gemm_cm(gs_drv_stream *s, int ta, int tb, size_t m, size_t n, size_t
     }
     gs_drv *d = s->d;
     rank_dev *r = &d->r[s->rank];
-    if (!s->workspace) {
-        cudaError_t e = cudaMallocAsync(&s->workspace, GEMM_WORKSPACE_BYTES, s->cs);
-        if (e != cudaSuccess) {
-            s->workspace = NULL;
-            fail_stream(s, "cudaMallocAsync (cuBLASLt workspace): %s", cudaGetErrorString(e));
-            return;
-        }
-    }
+    if (!ensure_workspace(s))
+        return;
     cublasLtMatmulDesc_t op = NULL;
     cublasLtMatrixLayout_t la = NULL, lb = NULL, lc = NULL;
     cublasLtMatmulPreference_t pref = NULL;
@@ -1129,6 +1163,131 @@ static void k_linear_bwd(gs_drv_stream *s, const float *x, const float *w, const
     gemm_cm(s, 0, 1, k, n, t, x, k, dy, n, 1.0f, dw, k);
 }
 
+/* ---- attention through cuBLAS GEMMs (GRIDSTEP_CUDA_ATTENTION=gemm) ---------------------------- */
+
+/* Creates the stream's cuBLAS handle: bound to the stream and to its workspace (one handle per
+ * stream, so cuBLAS's results do not depend on which stream ran before), default math mode (the
+ * compute type of each call chooses fp32 or TF32). Made when a compute stream is created (so
+ * that cuBLAS's own set-up allocations happen before the step, not between NCCL kernels), or
+ * at the first use on another stream. On failure *call names the failing call. */
+static cublasStatus_t blas_create(gs_drv_stream *s, const char **call)
+{
+    cublasHandle_t h = NULL;
+    *call = "cudaMallocAsync (cuBLASLt workspace)";
+    if (!s->workspace && cudaMallocAsync(&s->workspace, GEMM_WORKSPACE_BYTES, s->cs) != cudaSuccess) {
+        s->workspace = NULL;
+        return CUBLAS_STATUS_ALLOC_FAILED;
+    }
+    *call = "cublasCreate";
+    cublasStatus_t st = cublasCreate(&h);
+    if (st == CUBLAS_STATUS_SUCCESS) {
+        *call = "cublasSetStream";
+        st = cublasSetStream(h, s->cs);
+    }
+    if (st == CUBLAS_STATUS_SUCCESS) { /* after cublasSetStream, which resets the workspace */
+        *call = "cublasSetWorkspace";
+        st = cublasSetWorkspace(h, s->workspace, GEMM_WORKSPACE_BYTES);
+    }
+    if (st == CUBLAS_STATUS_SUCCESS) {
+        *call = "cublasSetMathMode";
+        st = cublasSetMathMode(h, CUBLAS_DEFAULT_MATH);
+    }
+    if (st != CUBLAS_STATUS_SUCCESS) {
+        if (h)
+            cublasDestroy(h);
+        return st;
+    }
+    s->blas = h;
+    return CUBLAS_STATUS_SUCCESS;
+}
+
+/* The stream's cuBLAS handle, made at the first use when the stream has none; 0 when that failed
+ * (recorded on the stream). */
+static int ensure_blas(gs_drv_stream *s)
+{
+    if (s->blas)
+        return 1;
+    const char *call = NULL;
+    cublasStatus_t st = blas_create(s, &call);
+    if (st != CUBLAS_STATUS_SUCCESS)
+        fail_stream(s, "%s (attention's cuBLAS handle): %s", call, cublasGetStatusString(st));
+    return st == CUBLAS_STATUS_SUCCESS;
+}
+
+typedef struct attn_gemm_ctx {
+    gs_drv_stream *s;
+    const char *op;              /* "attn_fwd" or "attn_bwd" */
+    float *const *buf;           /* device base of each gs_attn_buf */
+    cublasComputeType_t compute; /* the driver's GEMM math (GRIDSTEP_CUDA_GEMM): fp32 or TF32 */
+} attn_gemm_ctx;
+
+/* One step of the plan on the stream; a failure names the call, the step, its sequence, group
+ * member and kv heads (fail_stream adds the rank and the event). */
+static int attn_gemm_step(void *arg, const gs_attn_step *st)
+{
+    attn_gemm_ctx *x = arg;
+    gs_drv_stream *s = x->s;
+    float *a = x->buf[st->a.buf] + st->a.offset, *b = x->buf[st->b.buf] + st->b.offset;
+    float *c = x->buf[st->c.buf] + st->c.offset;
+    const char *call = "?";
+    int rc = 0;
+    cublasStatus_t bs = CUBLAS_STATUS_SUCCESS;
+    switch (st->kind) {
+    case GS_ATTN_STEP_GEMM:
+        call = "cublasGemmStridedBatchedEx";
+        bs = cublasGemmStridedBatchedEx(s->blas, st->ta ? CUBLAS_OP_T : CUBLAS_OP_N, st->tb ? CUBLAS_OP_T : CUBLAS_OP_N,
+                                        (int)st->m, (int)st->n, (int)st->k, &st->alpha, a, CUDA_R_32F, (int)st->a.ld,
+                                        (long long)st->a.stride, b, CUDA_R_32F, (int)st->b.ld, (long long)st->b.stride,
+                                        &st->beta, c, CUDA_R_32F, (int)st->c.ld, (long long)st->c.stride,
+                                        (int)st->batch, x->compute, CUBLAS_GEMM_DEFAULT);
+        break;
+    case GS_ATTN_STEP_SOFTMAX:
+        call = "kernel attn_softmax_rows";
+        rc = gs_cu_attn_softmax_rows(s->cs, c, st->c.ld, st->c.stride, st->m, st->n, st->batch);
+        break;
+    case GS_ATTN_STEP_DS:
+        call = "kernel attn_ds_rows";
+        rc = gs_cu_attn_ds_rows(s->cs, a, st->a.ld, st->a.stride, c, st->c.ld, st->c.stride, st->m, st->n, st->batch);
+        break;
+    }
+    if (bs == CUBLAS_STATUS_SUCCESS && rc == 0)
+        return 0;
+    fail_stream(s, "%s (gemm path): %s (%s; sequence %zu, group member %zu, kv heads %zu..%zu, m=%zu n=%zu k=%zu): %s",
+                x->op, call, st->what, st->seq_index, st->group_member, st->kv0, st->kv0 + st->batch - 1, st->m, st->n,
+                st->k, bs != CUBLAS_STATUS_SUCCESS ? cublasGetStatusString(bs) : cudaGetErrorString((cudaError_t)rc));
+    return 1;
+}
+
+/* Attention as the plan's GEMMs and row passes; the backward's dP/dS scratch is stream-ordered
+ * (cudaMallocAsync, freed on the stream after the last step that reads it). */
+static void attn_gemm(gs_drv_stream *s, int backward, const gs_attn_shape *sh, float **buf)
+{
+    const char *op = backward ? "attn_bwd" : "attn_fwd";
+    if (!sh->nseq || !sh->seq || !sh->nh)
+        return;
+    gs_error e;
+    gs_error_init(&e);
+    if (gs_attn_gemm_check(sh, &e) != GS_OK) {
+        fail_stream(s, "%s: %s", op, e.msg);
+        return;
+    }
+    if (!ensure_blas(s))
+        return;
+    attn_gemm_ctx x = {s, op, buf, s->d->tf32 ? CUBLAS_COMPUTE_32F_FAST_TF32 : CUBLAS_COMPUTE_32F};
+    if (!backward) {
+        gs_attn_gemm_fwd(sh, attn_gemm_step, &x, &e);
+        return;
+    }
+    size_t bytes = gs_attn_gemm_scratch_floats(sh) * sizeof(float);
+    cudaError_t ce = cudaMallocAsync((void **)&buf[GS_ATTN_SCRATCH], bytes, s->cs);
+    if (ce != cudaSuccess) {
+        fail_stream(s, "%s (gemm path): cudaMallocAsync (dP/dS scratch, %zu B): %s", op, bytes, cudaGetErrorString(ce));
+        return;
+    }
+    gs_attn_gemm_bwd(sh, attn_gemm_step, &x, &e);
+    CU_OK(s, cudaFreeAsync(buf[GS_ATTN_SCRATCH], s->cs));
+}
+
 /* ---- the other compute ops: kernels/cuda ----------------------------------------------------- */
 
 static void k_add(gs_drv_stream *s, float *y, const float *x, size_t n)
@@ -1170,12 +1329,37 @@ static void k_rope_bwd(gs_drv_stream *s, float *x, size_t t, size_t seq, size_t 
 static void k_attn_fwd(gs_drv_stream *s, const float *q, size_t ldq, const float *k, const float *v, size_t ldkv,
                        float *out, size_t ldo, float *p, size_t nseq, size_t seq, size_t nh, size_t nkv, size_t hd)
 {
+    if (s->d->attn_gemm) {
+        gs_attn_shape sh = {nseq, seq, nh, nkv, hd, ldq, ldkv, ldo, GS_ATTN_GEMM_SCRATCH_BYTES};
+        float *buf[GS_ATTN_BUF_COUNT] = {NULL};
+        buf[GS_ATTN_Q] = (float *)q;
+        buf[GS_ATTN_K] = (float *)k;
+        buf[GS_ATTN_V] = (float *)v;
+        buf[GS_ATTN_OUT] = out;
+        buf[GS_ATTN_P] = p;
+        attn_gemm(s, 0, &sh, buf);
+        return;
+    }
     kernel_ok(s, "attn_fwd", gs_cu_attn_fwd(s->cs, q, ldq, k, v, ldkv, out, ldo, p, nseq, seq, nh, nkv, hd));
 }
 static void k_attn_bwd(gs_drv_stream *s, const float *q, size_t ldq, const float *k, const float *v, size_t ldkv,
                        const float *p, const float *dout, size_t ldo, float *dq, float *dk, float *dv, size_t nseq,
                        size_t seq, size_t nh, size_t nkv, size_t hd)
 {
+    if (s->d->attn_gemm) {
+        gs_attn_shape sh = {nseq, seq, nh, nkv, hd, ldq, ldkv, ldo, GS_ATTN_GEMM_SCRATCH_BYTES};
+        float *buf[GS_ATTN_BUF_COUNT] = {NULL};
+        buf[GS_ATTN_Q] = (float *)q;
+        buf[GS_ATTN_K] = (float *)k;
+        buf[GS_ATTN_V] = (float *)v;
+        buf[GS_ATTN_P] = (float *)p;
+        buf[GS_ATTN_DOUT] = (float *)dout;
+        buf[GS_ATTN_DQ] = dq;
+        buf[GS_ATTN_DK] = dk;
+        buf[GS_ATTN_DV] = dv;
+        attn_gemm(s, 1, &sh, buf);
+        return;
+    }
     kernel_ok(s, "attn_bwd",
               gs_cu_attn_bwd(s->cs, q, ldq, k, v, ldkv, p, dout, ldo, dq, dk, dv, nseq, seq, nh, nkv, hd));
 }

@@ -1,8 +1,9 @@
 /* CUDA kernels of the exec backend's cuda driver: the same forward and backward passes as
  * kernels/host/kernels.h (same arguments, layouts and write/accumulate rules), enqueued on a
- * stream. GEMMs are not here: the driver calls cuBLASLt. Every function only launches (returns
- * the launch's cudaError_t as an int, 0 ok); none synchronizes, none allocates except
- * gs_cu_attn_bwd, which takes stream-ordered scratch (cudaMallocAsync) and frees it on the stream.
+ * stream. GEMMs are not here: the driver calls cuBLASLt (and cuBLAS for the GEMM attention
+ * path). Every function only launches (returns the launch's cudaError_t as an int, 0 ok);
+ * none synchronizes, none allocates except gs_cu_attn_bwd, which takes stream-ordered scratch
+ * (cudaMallocAsync) and frees it on the stream.
  *
  * Numerics: fp32 storage and arithmetic, row reductions (RMSNorm, softmax, cross-entropy sums) in
  * double like the host; results agree with the host kernels to float rounding (reduction order
@@ -44,6 +45,14 @@ int gs_cu_attn_fwd(cudaStream_t st, const float *q, size_t ldq, const float *k, 
 int gs_cu_attn_bwd(cudaStream_t st, const float *q, size_t ldq, const float *k, const float *v, size_t ldkv,
                    const float *p, const float *dout, size_t ldo, float *dq, float *dk, float *dv, size_t nseq,
                    size_t seq, size_t nh, size_t nkv, size_t hd);
+
+/* The GEMM attention path's row passes (kernels/cuda/attn_gemm_plan.c issues the GEMMs): rows
+ * a < rows of n floats at base + h*stride + a*ld for members h < batch. softmax_rows: causal
+ * softmax over b <= a in place, exactly 0 past a. ds_rows: x holds dP; writes dS = P o (dP - D),
+ * D_a = sum_{b<=a} P_ab dP_ab (double), exactly 0 past a. Fixed reduction order (deterministic). */
+int gs_cu_attn_softmax_rows(cudaStream_t st, float *p, size_t ld, size_t stride, size_t rows, size_t n, size_t batch);
+int gs_cu_attn_ds_rows(cudaStream_t st, const float *p, size_t ldp, size_t pstride, float *x, size_t ldx,
+                       size_t xstride, size_t rows, size_t n, size_t batch);
 
 int gs_cu_swiglu_fwd(cudaStream_t st, const float *gu, float *h, size_t t, size_t f);
 int gs_cu_swiglu_bwd(cudaStream_t st, const float *gu, const float *dh, float *dgu, size_t t, size_t f);

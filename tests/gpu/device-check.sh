@@ -5,12 +5,16 @@
 # from the top of a built source tree. Builds ONLY the cuda module and the kernel check with nvcc,
 # then, within about 8 minutes:
 #   1. kernels: every compute op vs kernels/host on the same inputs (normwise relative error,
-#      tolerance 1e-5 element-wise, 1e-4 reductions and fp32 GEMM, 5e-3 TF32 GEMM);
+#      tolerance 1e-5 element-wise, 1e-4 reductions and fp32 GEMM, 5e-3 TF32 GEMM), the GEMM
+#      attention path (GRIDSTEP_CUDA_ATTENTION=gemm) too, under the GEMM tolerances, in fp32 and
+#      TF32, with its backward's bits equal on a rerun; one attention layer timed both ways;
 #   2. HBM bandwidth of AdamW and RMSNorm vs a device-to-device copy;
 #   3. GEMM TFLOP/s of llama2-7b's shapes, driver vs the best of cuBLASLt's top algorithms;
-#   4. exec --driver cuda vs --driver host on a tiny model: losses within 1e-3 relative;
+#   4. exec --driver cuda vs --driver host on a tiny model: losses within 1e-3 relative (both
+#      attention paths);
 #   5. 5 steps of llama2-7b cut to 8 layers on one GPU (TF32 GEMMs), the measured step next to
-#      `gridstep sim`'s prediction for an H200; 2 fp32 steps when time is left;
+#      `gridstep sim`'s prediction for an H200, with the default attention and with
+#      GRIDSTEP_CUDA_ATTENTION=gemm (first losses within 1e-3); 2 fp32 steps when time is left;
 # and prints a short table last. Exit 0 when every check passed, 1 otherwise, 77 without a GPU.
 #
 # usage: device-check.sh [--arch sm_90] [--build-only] [--skip-build] [--quick] [--out DIR]
@@ -79,7 +83,7 @@ echo "device-check: nvcc $("$NVCC" --version | sed -n 's/.*release \([0-9.]*\).*
 if [ $skip_build -eq 0 ]; then
     b0=$(date +%s)
     pids=
-    for f in elementwise norm xent attention; do
+    for f in elementwise norm xent attention attention_gemm; do
         "$NVCC" -std=c++17 -O3 -arch="$arch" -Xcompiler -fPIC -Xcompiler -fvisibility=hidden -I"$src" \
             -c "$src/kernels/cuda/$f.cu" -o "$out/$f.o" &
         pids="$pids $!"
@@ -90,9 +94,11 @@ if [ $skip_build -eq 0 ]; then
     cflags="-std=gnu11 -O2 -fPIC -fvisibility=hidden -I$src -isystem $CUDA_HOME/include -isystem $NCCL_INC"
     [ $ok -eq 1 ] && $CC $cflags -c "$src/exec/driver_cuda.c" -o "$out/driver_cuda.o" || ok=0
     [ $ok -eq 1 ] && $CC $cflags -c "$src/engine/status.c" -o "$out/status.o" || ok=0
+    [ $ok -eq 1 ] && $CC $cflags -c "$src/kernels/cuda/attn_gemm_plan.c" -o "$out/attn_gemm_plan.o" || ok=0
     [ $ok -eq 1 ] && $CC -shared -Wl,--no-undefined -o "$out/gridstep-cuda.so" "$out"/elementwise.o "$out"/norm.o \
-        "$out"/xent.o "$out"/attention.o "$out"/driver_cuda.o "$out"/status.o -L"$CUDA_LIB" -Wl,-rpath,"$CUDA_LIB" \
-        "$ncclso" -Wl,-rpath,"$NCCL_LIB" -lcublasLt -lcudart -lstdc++ -lm -lpthread || ok=0
+        "$out"/xent.o "$out"/attention.o "$out"/attention_gemm.o "$out"/attn_gemm_plan.o "$out"/driver_cuda.o \
+        "$out"/status.o -L"$CUDA_LIB" -Wl,-rpath,"$CUDA_LIB" \
+        "$ncclso" -Wl,-rpath,"$NCCL_LIB" -lcublas -lcublasLt -lcudart -lstdc++ -lm -lpthread || ok=0
     [ $ok -eq 1 ] && $CC -std=gnu11 -O2 -I"$src" -isystem "$CUDA_HOME/include" "$src/tests/gpu/kernel_check.c" \
         "$src"/kernels/host/*.c "$src/engine/status.c" -L"$CUDA_LIB" -Wl,-rpath,"$CUDA_LIB" -lcublasLt -lcudart \
         -ldl -lm -o "$out/kernel_check" || ok=0
@@ -131,6 +137,21 @@ nbad=$(grep -c 'FAIL' "$out/kernel_check.txt")
 nok=$(grep -c ' ok$' "$out/kernel_check.txt")
 if [ $rc -eq 0 ]; then row "kernels vs host (fp32)" ok "$nok ops within tolerance"
 else row "kernels vs host (fp32)" FAIL "exit $rc, $nbad outside tolerance"; fail=1; fi
+# the GEMM attention path's own lines (out, p, mask, dqkv, rerun), already counted above
+attn_rows() { # FILE LABEL
+    ag=$(grep '^  attn_gemm ' "$1")
+    if [ -z "$ag" ]; then row "$2" FAIL "no attn_gemm lines (kernel_check stopped early?)"; fail=1
+    elif echo "$ag" | grep -q FAIL; then row "$2" FAIL "$(echo "$ag" | grep FAIL | awk '{print $2}' | tr '\n' ' ')"; fail=1
+    else row "$2" ok "$(echo "$ag" | grep -c ' ok$') checks, worst $(echo "$ag" | sed -n 's/.*rel err \([0-9.e+-]*\).*/\1/p' | sort -g | tail -1)"
+    fi
+}
+attn_rows "$out/kernel_check.txt" "attention gemm vs host (fp32)"
+attn_time() { # FILE LABEL
+    for p in simple gemm; do
+        t=$(grep "^  attention $p " "$1" | sed 's/.*: //')
+        [ -n "$t" ] && row "attention 1 layer $p ($2)" info "$t (seq 2048, 32 heads x 128)"
+    done
+}
 if [ $quick -eq 0 ] && [ $rc -eq 0 ]; then
     row "AdamW bandwidth" info "$(grep '^  adamw .*GB/s' "$out/kernel_check.txt" | sed 's/^ *adamw *//')"
     row "RMSNorm bandwidth" info "$(grep '^  rmsnorm_fwd .*GB/s' "$out/kernel_check.txt" | sed 's/^ *rmsnorm_fwd *//')"
@@ -138,16 +159,23 @@ if [ $quick -eq 0 ] && [ $rc -eq 0 ]; then
     grep -E '^  (qkv|o_proj|gate_up|down|lm_head) ' "$out/kernel_check.txt" | while read -r name rest; do
         row "GEMM $name (fp32)" info "$(echo "$rest" | sed 's/.*driver *\([0-9.]* TFLOP\/s\).*best of [0-9]* *\([0-9.]* TFLOP\/s\).*/\1 vs cuBLASLt best \2/')"
     done
-    GRIDSTEP_CUDA_GEMM=tf32 timeout 60 "$out/kernel_check" "$out/gridstep-cuda.so" > "$out/kernel_check_tf32.txt" 2>&1 &&
-        grep -E '^  (qkv|gate_up) ' "$out/kernel_check_tf32.txt" | while read -r name rest; do
-            row "GEMM $name (TF32)" info "$(echo "$rest" | sed 's/.*driver *\([0-9.]* TFLOP\/s\).*best of [0-9]* *\([0-9.]* TFLOP\/s\).*/\1 vs cuBLASLt best \2/')"
-        done
+    attn_time "$out/kernel_check.txt" fp32
+    GRIDSTEP_CUDA_GEMM=tf32 timeout 75 "$out/kernel_check" "$out/gridstep-cuda.so" > "$out/kernel_check_tf32.txt" 2>&1
+    rc32=$?
+    grep -E '^  (qkv|gate_up) ' "$out/kernel_check_tf32.txt" | while read -r name rest; do
+        row "GEMM $name (TF32)" info "$(echo "$rest" | sed 's/.*driver *\([0-9.]* TFLOP\/s\).*best of [0-9]* *\([0-9.]* TFLOP\/s\).*/\1 vs cuBLASLt best \2/')"
+    done
+    attn_rows "$out/kernel_check_tf32.txt" "attention gemm vs host (TF32)"
+    attn_time "$out/kernel_check_tf32.txt" TF32
+    [ $rc32 -eq 0 ] || { row "kernels vs host (TF32)" FAIL "exit $rc32: $(grep -c FAIL "$out/kernel_check_tf32.txt") outside tolerance"; fail=1; }
 fi
 
 # ---- 4: exec, cuda vs host, tiny model ------------------------------------------------------------
 h=$(timeout 120 "$gridstep" exec --json --steps 3 "$tiny" 2>"$out/tiny-host.err")
 c=$(timeout 120 "$gridstep" exec --json --steps 3 --driver cuda "$tiny" 2>"$out/tiny-cuda.err")
-cmp=$(python3 - "$h" "$c" <<'PY'
+g=$(GRIDSTEP_CUDA_ATTENTION=gemm timeout 120 "$gridstep" exec --json --steps 3 --driver cuda "$tiny" 2>"$out/tiny-gemm.err")
+losses() { # HOST_JSON CUDA_JSON
+python3 - "$1" "$2" <<'PY'
 import json, sys
 try:
     h, c = json.loads(sys.argv[1])["loss"], json.loads(sys.argv[2])["loss"]
@@ -157,10 +185,15 @@ worst = max(abs(a - b) / abs(a) for a, b in zip(h, c))
 print(("ok" if worst <= 1e-3 and len(h) == len(c) else "FAIL"),
       "losses host %s cuda %s, worst rel %.1e" % (" ".join("%.5f" % x for x in h), " ".join("%.5f" % x for x in c), worst))
 PY
-)
+}
+cmp=$(losses "$h" "$c")
 st=${cmp%% *}
 row "exec tiny: cuda vs host losses" "$st" "${cmp#* }"
 [ "$st" = ok ] || { fail=1; cat "$out/tiny-cuda.err"; }
+cmp=$(losses "$h" "$g")
+st=${cmp%% *}
+row "exec tiny: cuda gemm-attn vs host" "$st" "${cmp#* }"
+[ "$st" = ok ] || { fail=1; cat "$out/tiny-gemm.err"; }
 
 # ---- 5: llama2-7b, 8 layers, one GPU ---------------------------------------------------------------
 big=$scn/llama2-7b-8l-1xh200.yaml
@@ -178,7 +211,37 @@ else
     else
         row "llama2-7b 8L x5 steps (TF32)" FAIL "exit $rc: $(tail -c 300 "$out/big.err")"; fail=1
     fi
-    left=$((450 - $(elapsed)))
+    # the same with attention through cuBLAS GEMMs; its first loss (before any update: the
+    # forward alone) within 1e-3 of the default path's
+    left=$((440 - $(elapsed)))
+    if [ $left -lt 60 ]; then
+        row "llama2-7b 8L x5 (TF32, gemm attn)" skip "no time left ($(elapsed) s used)"
+    else
+        GRIDSTEP_CUDA_ATTENTION=gemm GRIDSTEP_CUDA_GEMM=tf32 timeout $left "$gridstep" exec --json --steps 5 \
+            --driver cuda "$big" > "$out/big-gemm.json" 2>"$out/big-gemm.err"
+        rc=$?
+        res=$(python3 - "$out/big-gemm.json" "$out/big.json" <<'PY'
+import json, sys
+d = json.load(open(sys.argv[1])); s = d["step_s"]
+try:
+    ref = json.load(open(sys.argv[2]))["loss"][0]
+    rel = abs(d["loss"][0] - ref) / abs(ref)
+except Exception:
+    ref, rel = None, None
+ok = rel is not None and rel <= 1e-3
+print("%s measured %.3f s/step (best of steps 2-5); loss %.4f; first loss %.5f vs default %s (rel %s)" % (
+    "ok" if ok else "FAIL", min(s[1:] or s), d["loss"][-1], d["loss"][0],
+    "%.5f" % ref if ref is not None else "?", "%.1e" % rel if rel is not None else "?"))
+PY
+)
+        if [ $rc -eq 0 ] && [ -n "$res" ]; then
+            row "llama2-7b 8L x5 (TF32, gemm attn)" "${res%% *}" "${res#* }"
+            [ "${res%% *}" = ok ] || fail=1
+        else
+            row "llama2-7b 8L x5 (TF32, gemm attn)" FAIL "exit $rc: $(tail -c 300 "$out/big-gemm.err")"; fail=1
+        fi
+    fi
+    left=$((455 - $(elapsed)))
     if [ $left -gt 60 ]; then
         timeout $left "$gridstep" exec --json --steps 2 --driver cuda "$big" > "$out/big32.json" 2>"$out/big32.err" &&
             row "llama2-7b 8L x2 steps (fp32)" ok "$(python3 -c 'import json,sys; d=json.load(open(sys.argv[1])); print("measured %.3f s/step (step 2)" % d["step_s"][-1])' "$out/big32.json")" ||

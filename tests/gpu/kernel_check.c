@@ -4,8 +4,11 @@
  * max|cuda - host| / max|host| per op against its tolerance; then (unless --quick) the HBM
  * bandwidth of AdamW and RMSNorm next to a device-to-device copy, and the TFLOP/s of the
  * driver's linear layer at the model's GEMM shapes next to the best of cuBLASLt's top
- * heuristic algorithms timed directly. Exits 77 when there is no GPU (automake's SKIP), 1 when
- * an op is outside its tolerance.
+ * heuristic algorithms timed directly. Then it opens the driver a second time with
+ * GRIDSTEP_CUDA_ATTENTION=gemm and checks the GEMM attention path the same way (forward,
+ * backward, masked probabilities exactly 0, the backward's bits equal on a rerun) and, unless
+ * --quick, times both attention paths at llama2-7b's shape. Exits 77 when there is no GPU
+ * (automake's SKIP), 1 when an op is outside its tolerance.
  *
  * usage: kernel_check [--quick] [--tokens T] MODULE.so */
 #include <dlfcn.h>
@@ -239,8 +242,107 @@ static void check_kernels(ctx *c)
     /* host buffers are left to the process exit; device ones to the driver's close */
 }
 
-/* Seconds per call of fn over iters calls, timed by the driver's events. */
+/* The GEMM attention path (a driver opened with GRIDSTEP_CUDA_ATTENTION=gemm) against
+ * kernels/host on the shape of check_kernels' attention (GQA, fused qkv rows). Its products are
+ * cuBLAS GEMMs in the driver's math mode, so the GEMM tolerance applies (fp32 1e-4; TF32 5e-3:
+ * tests/check_attn_gemm_plan emulates TF32 on this shape and finds 4.9e-4 rounded, 1.4e-3
+ * truncated). */
+static void check_attn_gemm(ctx *c)
+{
+    const gs_driver_ops *o = c->ops;
+    size_t nseq = 2, seq = 128, nh = 8, nkv = 2, hd = 64, T = nseq * seq, ld = (nh + 2 * nkv) * hd;
+    size_t np = nseq * nh * seq * seq;
+    printf("attention through cuBLAS GEMMs (GRIDSTEP_CUDA_ATTENTION=gemm) vs kernels/host:\n");
+    float *qkv = host_rand(T * ld, 1), *out = calloc(T * nh * hd, 4), *p = calloc(np, 4);
+    float *dout = host_rand(T * nh * hd, 1), *dqkv = calloc(T * ld, 4);
+    gs_k_attn_fwd(qkv, ld, qkv + nh * hd, qkv + (nh + nkv) * hd, ld, out, nh * hd, p, nseq, seq, nh, nkv, hd);
+    gs_k_attn_bwd(qkv, ld, qkv + nh * hd, qkv + (nh + nkv) * hd, ld, p, dout, nh * hd, dqkv, dqkv + nh * hd,
+                  dqkv + (nh + nkv) * hd, nseq, seq, nh, nkv, hd);
+    float *dQKV = dev_from(c, qkv, T * ld * 4), *dOut = dev_from(c, NULL, T * nh * hd * 4);
+    float *dP = dev_from(c, NULL, np * 4), *dDout = dev_from(c, dout, T * nh * hd * 4);
+    float *dDQKV = dev_from(c, NULL, T * ld * 4), *dDQKV2 = dev_from(c, NULL, T * ld * 4);
+    o->attn_fwd(c->s, dQKV, ld, dQKV + nh * hd, dQKV + (nh + nkv) * hd, ld, dOut, nh * hd, dP, nseq, seq, nh, nkv,
+                hd);
+    compare(c, "attn_gemm out", out, dOut, T * nh * hd, c->tol_gemm);
+    compare(c, "attn_gemm p", p, dP, np, c->tol_gemm);
+    /* masked probabilities exactly 0 (p's row a of each head: entries b > a) */
+    float *got = malloc(np * 4);
+    c->ops->download(c->d, c->s, got, dP, np * 4);
+    size_t nonzero = 0;
+    for (size_t r = 0; r < np / seq; r++)
+        for (size_t b = r % seq + 1; b < seq; b++)
+            nonzero += got[r * seq + b] != 0.0f;
+    printf("  %-14s %10zu  nonzero %zu  %s\n", "attn_gemm mask", np, nonzero, nonzero ? "FAIL" : "ok");
+    c->failures += nonzero != 0;
+    for (int rep = 0; rep < 2; rep++)
+        o->attn_bwd(c->s, dQKV, ld, dQKV + nh * hd, dQKV + (nh + nkv) * hd, ld, dP, dDout, nh * hd,
+                    rep ? dDQKV2 : dDQKV, (rep ? dDQKV2 : dDQKV) + nh * hd, (rep ? dDQKV2 : dDQKV) + (nh + nkv) * hd,
+                    nseq, seq, nh, nkv, hd);
+    compare(c, "attn_gemm dqkv", dqkv, dDQKV, T * ld, c->tol_gemm);
+    /* the same inputs twice: the same bits (GQA sums in a fixed order, no atomics) */
+    float *g2 = malloc(T * ld * 4), *g1 = malloc(T * ld * 4);
+    sync_or_die(c, "attn_gemm rerun");
+    c->ops->download(c->d, c->s, g1, dDQKV, T * ld * 4);
+    c->ops->download(c->d, c->s, g2, dDQKV2, T * ld * 4);
+    int same = memcmp(g1, g2, T * ld * 4) == 0;
+    printf("  %-14s %10zu  %s  %s\n", "attn_gemm rerun", T * ld, same ? "bitwise equal" : "bits differ",
+           same ? "ok" : "FAIL");
+    c->failures += !same;
+    free(g1);
+    free(g2);
+    free(got);
+}
+
+typedef struct attn_arg {
+    float *qkv, *out, *p, *dout, *dqkv;
+    size_t nseq, seq, nh, nkv, hd;
+} attn_arg;
+
+static void run_attn_fwd(ctx *c, void *v)
+{
+    attn_arg *a = v;
+    size_t ld = (a->nh + 2 * a->nkv) * a->hd;
+    c->ops->attn_fwd(c->s, a->qkv, ld, a->qkv + a->nh * a->hd, a->qkv + (a->nh + a->nkv) * a->hd, ld, a->out,
+                     a->nh * a->hd, a->p, a->nseq, a->seq, a->nh, a->nkv, a->hd);
+}
+
+static void run_attn_bwd(ctx *c, void *v)
+{
+    attn_arg *a = v;
+    size_t ld = (a->nh + 2 * a->nkv) * a->hd;
+    c->ops->attn_bwd(c->s, a->qkv, ld, a->qkv + a->nh * a->hd, a->qkv + (a->nh + a->nkv) * a->hd, ld, a->p, a->dout,
+                     a->nh * a->hd, a->dqkv, a->dqkv + a->nh * a->hd, a->dqkv + (a->nh + a->nkv) * a->hd, a->nseq,
+                     a->seq, a->nh, a->nkv, a->hd);
+}
+
 typedef void (*bench_fn)(ctx *c, void *arg);
+static double time_op(ctx *c, bench_fn fn, void *arg, int iters);
+
+/* One layer's attention at llama2-7b's shape (a sequence of 2048 tokens, 32 heads of 128, MHA),
+ * the path the driver was opened with; one line the device check reads. */
+static void time_attention(ctx *c, const char *path)
+{
+    attn_arg a = {NULL, NULL, NULL, NULL, NULL, 1, 2048, 32, 32, 128};
+    size_t T = a.nseq * a.seq, ld = (a.nh + 2 * a.nkv) * a.hd;
+    float *h = host_rand(T * ld, 1);
+    a.qkv = dev_from(c, h, T * ld * 4);
+    free(h);
+    a.out = dev_from(c, NULL, T * a.nh * a.hd * 4);
+    a.dout = dev_from(c, NULL, T * a.nh * a.hd * 4);
+    a.dqkv = dev_from(c, NULL, T * ld * 4);
+    a.p = dev_from(c, NULL, a.nseq * a.nh * a.seq * a.seq * 4);
+    double tf = time_op(c, run_attn_fwd, &a, 5), tb = time_op(c, run_attn_bwd, &a, 5);
+    printf("  attention %-6s seq %zu heads %zu hd %zu: fwd %.2f ms  bwd %.2f ms\n", path, a.seq, a.nh, a.hd, tf * 1e3,
+           tb * 1e3);
+    c->ops->free(c->d, 0, a.qkv);
+    c->ops->free(c->d, 0, a.out);
+    c->ops->free(c->d, 0, a.dout);
+    c->ops->free(c->d, 0, a.dqkv);
+    c->ops->free(c->d, 0, a.p);
+    sync_or_die(c, "attention timing");
+}
+
+/* Seconds per call of fn over iters calls, timed by the driver's events. */
 
 static double time_op(ctx *c, bench_fn fn, void *arg, int iters)
 {
@@ -456,6 +558,7 @@ int main(int argc, char **argv)
     gs_driver_opts opts = {.timeout_s = 120, .group_of = one_group};
     gs_error err;
     gs_error_init(&err);
+    setenv("GRIDSTEP_CUDA_ATTENTION", "simple", 1); /* the default path first, whatever the caller set */
     if (c.ops->open(&mesh, &opts, &c.d, &err) != GS_OK) {
         fprintf(stderr, "kernel_check: open: %s\n", err.msg);
         return 1;
@@ -465,8 +568,25 @@ int main(int argc, char **argv)
         return 1;
     }
     check_kernels(&c);
-    if (!quick)
+    if (!quick) {
         check_speed(&c, tokens, tf32);
+        printf("attention, one layer (%s GEMM math where GEMMs are used):\n", tf32 ? "TF32" : "fp32");
+        time_attention(&c, "simple");
+    }
+    c.ops->stream_destroy(c.d, c.s);
+    c.ops->close(c.d);
+    /* the GEMM attention path: a second driver */
+    setenv("GRIDSTEP_CUDA_ATTENTION", "gemm", 1);
+    c.d = NULL;
+    c.s = NULL;
+    if (c.ops->open(&mesh, &opts, &c.d, &err) != GS_OK ||
+        c.ops->stream_create(c.d, 0, GS_STREAM_COMPUTE, &c.s, &err) != GS_OK) {
+        fprintf(stderr, "kernel_check: open (GRIDSTEP_CUDA_ATTENTION=gemm): %s\n", err.msg);
+        return 1;
+    }
+    check_attn_gemm(&c);
+    if (!quick)
+        time_attention(&c, "gemm");
     c.ops->stream_destroy(c.d, c.s);
     c.ops->close(c.d);
     printf("kernel check: %d failure%s\n", c.failures, c.failures == 1 ? "" : "s");

@@ -34,9 +34,9 @@ ldd "$bin" | awk '/=> \// { print $3 }' | while read -r lib; do
     *) cp -L "$lib" "$out/lib/" ;;
     esac
 done
-cp "$src"/exec/driver_cuda.c "$src"/exec/driver.h "$out/src/exec/"
+cp "$src"/exec/driver_cuda.c "$src"/exec/*.h "$out/src/exec/"
 cp "$src"/engine/*.h "$src"/engine/status.c "$out/src/engine/"
-cp "$src"/kernels/cuda/*.cu "$src"/kernels/cuda/*.cuh "$src"/kernels/cuda/*.h "$out/src/kernels/cuda/"
+cp "$src"/kernels/cuda/*.cu "$src"/kernels/cuda/*.cuh "$src"/kernels/cuda/*.h "$src"/kernels/cuda/*.c "$out/src/kernels/cuda/"
 cp "$src"/kernels/host/*.c "$src"/kernels/host/*.h "$out/src/kernels/host/"
 cp "$src"/tests/gpu/kernel_check.c "$src"/tests/gpu/tiny-llama-1gpu.yaml "$out/src/tests/gpu/"
 cp "$src"/scenarios/llama2-7b-8l-1xh200.yaml "$src"/scenarios/tiny-llama-2x2x2.yaml "$out/scenarios/"

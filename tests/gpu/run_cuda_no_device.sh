@@ -1,12 +1,23 @@
 #!/bin/sh
 # On a machine without a GPU (or without the NVIDIA driver) where the cuda module was built:
 # `exec --driver cuda` loads the module, finds no device and exits 1 with a message naming
-# cudaGetDeviceCount, never a crash. Skips (77) where there is a GPU or no module.
+# cudaGetDeviceCount, never a crash; and (with a GPU too) a bad GRIDSTEP_CUDA_ATTENTION is refused.
+# Skips (77) where there is a GPU (after the variable's check) or no module.
 . "${top_srcdir:-.}/tests/gpu/gpu_common.sh"
 [ -f "$GS_MODULE" ] || { echo "SKIP: no cuda module in this build"; exit 77; }
-gs_have_gpu && { echo "SKIP: a GPU is present (tests/gpu/run_cuda_exec.sh covers it)"; exit 77; }
 err=$(mktemp) || exit 1
 trap 'rm -f "$err"' EXIT
+# with or without a GPU: a bad GRIDSTEP_CUDA_ATTENTION is refused (exit 2) naming the variable,
+# before any device is touched (where the module loads at all)
+GRIDSTEP_CUDA_ATTENTION=fast "$GRIDSTEP" exec --driver cuda "$top_srcdir/tests/gpu/tiny-llama-1gpu.yaml" \
+    >/dev/null 2>"$err"
+rc=$?
+if ! grep -q "cannot load" "$err"; then
+    if [ $rc -ne 2 ] || ! grep -q "GRIDSTEP_CUDA_ATTENTION='fast': expected simple" "$err"; then
+        echo "FAIL: GRIDSTEP_CUDA_ATTENTION=fast: exit $rc (want 2 and a message naming it):"; cat "$err"; exit 1
+    fi
+fi
+gs_have_gpu && { echo "SKIP: a GPU is present (tests/gpu/run_cuda_exec.sh covers it)"; exit 77; }
 "$GRIDSTEP" exec --driver cuda "$top_srcdir/scenarios/tiny-llama-2x2x2.yaml" >/dev/null 2>"$err"
 rc=$?
 if [ $rc -ne 1 ]; then

@@ -1,0 +1,86 @@
+/* The GEMM decomposition of causal GQA attention (kernels/host/kernels.h semantics) as a list of
+ * steps: column-major strided-batched GEMMs (the parameters of cublasGemmStridedBatchedEx) and
+ * row passes (causal softmax; dS from dP). Pure C, no CUDA: the cuda driver executes the steps
+ * with cuBLAS and kernels/cuda/attention_gemm.cu, tests/check_attn_gemm_plan executes the same
+ * steps with plain loops against kernels/host/attention.c, so the index mapping is checked on
+ * any machine. The layouts and the mapping of every GEMM are written out in attn_gemm_plan.c.
+ *
+ * Ownership: a plan owns nothing; steps are passed by pointer to the visitor for the duration of
+ * the call, and name buffers (gs_attn_buf) with float offsets, never addresses. */
+#ifndef GS_KERNELS_CUDA_ATTN_GEMM_PLAN_H
+#define GS_KERNELS_CUDA_ATTN_GEMM_PLAN_H
+
+#include <stddef.h>
+
+#include "engine/status.h"
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+/* Backward scratch cap (dP and then dS in place, seq*seq floats per kv head of a chunk): the
+ * kv heads of one (sequence, group member) are processed in chunks that fit; one head at least. */
+#define GS_ATTN_GEMM_SCRATCH_BYTES ((size_t)512 << 20)
+
+typedef enum gs_attn_buf {
+    GS_ATTN_Q,       /* q rows [nseq*seq], head i at column i*hd, leading dim ldq */
+    GS_ATTN_K,       /* k rows, kv head j at column j*hd, leading dim ldkv */
+    GS_ATTN_V,       /* v rows, like k */
+    GS_ATTN_OUT,     /* out rows, head i at column i*hd, leading dim ldo */
+    GS_ATTN_P,       /* probabilities [nseq][nh][seq][seq] */
+    GS_ATTN_DOUT,    /* dout, like out */
+    GS_ATTN_DQ,      /* dq, like q */
+    GS_ATTN_DK,      /* dk, like k */
+    GS_ATTN_DV,      /* dv, like v */
+    GS_ATTN_SCRATCH, /* backward scratch [chunk][seq][seq] */
+    GS_ATTN_BUF_COUNT
+} gs_attn_buf;
+
+typedef struct gs_attn_operand {
+    gs_attn_buf buf;
+    size_t offset; /* floats from the buffer's start to batch member 0 */
+    size_t ld;     /* column-major leading dimension, floats */
+    size_t stride; /* floats between consecutive batch members */
+} gs_attn_operand;
+
+typedef enum gs_attn_step_kind {
+    GS_ATTN_STEP_GEMM,    /* c = alpha op(a) op(b) + beta c, column-major, batch members */
+    GS_ATTN_STEP_SOFTMAX, /* c: per member, rows a < m of seq floats (ld): causal softmax in place */
+    GS_ATTN_STEP_DS       /* a = P, c = dP in, dS out: dS_ab = P_ab (dP_ab - sum_b' P_ab' dP_ab') */
+} gs_attn_step_kind;
+
+typedef struct gs_attn_step {
+    gs_attn_step_kind kind;
+    const char *what; /* e.g. "S = scale Q K^T" (static string, for error messages) */
+    size_t seq_index, group_member, kv0; /* the sequence, member g of the group, first kv head */
+    int ta, tb;       /* GEMM: op(a) = a^T when ta (CUBLAS_OP_T), likewise b */
+    size_t m, n, k;   /* GEMM: op(a) [m,k], op(b) [k,n], c [m,n]; row passes: m rows of n = seq */
+    float alpha, beta;
+    gs_attn_operand a, b, c;
+    size_t batch; /* members (kv heads of the chunk) */
+} gs_attn_step;
+
+typedef struct gs_attn_shape {
+    size_t nseq, seq, nh, nkv, hd; /* sequences, tokens per sequence, query heads, kv heads, head dim */
+    size_t ldq, ldkv, ldo;         /* leading dims (floats) of q/dq, k/v/dk/dv, out/dout */
+    size_t scratch_bytes;          /* backward scratch cap (GS_ATTN_GEMM_SCRATCH_BYTES; tests: smaller) */
+} gs_attn_shape;
+
+/* Returns 0 to continue, nonzero to stop: gs_attn_gemm_fwd/bwd then return GS_ERR_RUNTIME and
+ * leave err alone (the visitor reports its own failure). */
+typedef int (*gs_attn_visit_fn)(void *ctx, const gs_attn_step *step);
+
+/* Checks the shape (nkv divides nh, sizes within cuBLAS's int range, lds wide enough). */
+gs_status gs_attn_gemm_check(const gs_attn_shape *sh, gs_error *err);
+/* kv heads per backward chunk (>= 1, <= nkv) and the scratch it needs in floats. */
+size_t gs_attn_gemm_chunk(const gs_attn_shape *sh);
+size_t gs_attn_gemm_scratch_floats(const gs_attn_shape *sh);
+/* The forward's steps in order (writes p and out) / the backward's (reads p, writes dq, dk, dv). */
+gs_status gs_attn_gemm_fwd(const gs_attn_shape *sh, gs_attn_visit_fn visit, void *ctx, gs_error *err);
+gs_status gs_attn_gemm_bwd(const gs_attn_shape *sh, gs_attn_visit_fn visit, void *ctx, gs_error *err);
+
+#ifdef __cplusplus
+}
+#endif
+
+#endif

@@ -1,0 +1,433 @@
+/* Check suite for kernels/cuda/attn_gemm_plan.c, the cuda driver's GEMM attention path, without a
+ * GPU: every step of the plan is executed by plain loops that follow cuBLAS's documented
+ * semantics for exactly the parameters the driver passes to cublasGemmStridedBatchedEx (ops, m,
+ * n, k, lda/ldb/ldc, member strides, alpha, beta; beta 0 never reads C) and by loops that do what
+ * kernels/cuda/attention_gemm.cu's row passes do, on buffers poisoned with NaN, with every access
+ * bounds-checked and the leading dims checked against cuBLAS's rules. The results are compared
+ * with kernels/host/attention.c (an independent implementation: query-block GEMMs and tiles) on
+ * random inputs, for MHA, GQA and MQA shapes and for the backward split into kv-head chunks. */
+#include <check.h>
+#include <math.h>
+#include <stdint.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "kernels/cuda/attn_gemm_plan.h"
+#include "kernels/host/kernels.h"
+
+/* ---- an emulator of the steps --------------------------------------------------------------- */
+
+typedef struct emu {
+    float *buf[GS_ATTN_BUF_COUNT];
+    size_t len[GS_ATTN_BUF_COUNT]; /* floats */
+    int tf32; /* GEMM inputs to TF32 (10-bit mantissa): 1 rounded to nearest even, 2 truncated */
+    size_t gemms, softmaxes, ds_passes, max_batch;
+    size_t bad; /* out-of-bounds accesses, illegal leading dims, overlapping member outputs */
+    unsigned char *written; /* per call: which elements of the output buffer were written */
+} emu;
+
+/* Index of element (r, c) of member p of operand o (column-major, ld), bounds-checked. */
+static size_t at(emu *e, const gs_attn_operand *o, size_t p, size_t r, size_t c)
+{
+    size_t idx = o->offset + p * o->stride + r + c * o->ld;
+    if (idx >= e->len[o->buf]) {
+        e->bad++;
+        return 0;
+    }
+    return idx;
+}
+
+static float tf32_round(float x, int mode)
+{
+    uint32_t u;
+    memcpy(&u, &x, sizeof u);
+    if (mode == 2)
+        u &= ~0x1fffu;
+    else if ((u & 0x7f800000u) != 0x7f800000u) {
+        uint32_t lsb = (u >> 13) & 1u; /* keep 10 of the 23 mantissa bits, round to nearest even */
+        u = (u + 0x0fffu + lsb) & ~0x1fffu;
+    }
+    memcpy(&x, &u, sizeof x);
+    return x;
+}
+
+/* cublasGemmStridedBatchedEx: for p < batch, C_p = alpha op(A_p) op(B_p) + beta C_p, column-major,
+ * op(A)[i,l] = A[i + l*lda] (N) or A[l + i*lda] (T); beta == 0 writes C without reading it. */
+static void emu_gemm(emu *e, const gs_attn_step *st)
+{
+    /* cuBLAS's argument rules (CUBLAS_STATUS_INVALID_VALUE otherwise) */
+    size_t rows_a = st->ta ? st->k : st->m, rows_b = st->tb ? st->n : st->k;
+    if (st->a.ld < (rows_a ? rows_a : 1) || st->b.ld < (rows_b ? rows_b : 1) || st->c.ld < (st->m ? st->m : 1))
+        e->bad++;
+    e->gemms++;
+    if (st->batch > e->max_batch)
+        e->max_batch = st->batch;
+    memset(e->written, 0, e->len[st->c.buf]);
+    float *A = e->buf[st->a.buf], *B = e->buf[st->b.buf], *C = e->buf[st->c.buf];
+    for (size_t p = 0; p < st->batch; p++)
+        for (size_t j = 0; j < st->n; j++)
+            for (size_t i = 0; i < st->m; i++) {
+                double acc = 0.0;
+                for (size_t l = 0; l < st->k; l++) {
+                    float x = st->ta ? A[at(e, &st->a, p, l, i)] : A[at(e, &st->a, p, i, l)];
+                    float y = st->tb ? B[at(e, &st->b, p, j, l)] : B[at(e, &st->b, p, l, j)];
+                    if (e->tf32) {
+                        x = tf32_round(x, e->tf32);
+                        y = tf32_round(y, e->tf32);
+                    }
+                    acc += (double)x * y;
+                }
+                size_t ci = at(e, &st->c, p, i, j);
+                if (e->written[ci]++)
+                    e->bad++; /* two members (or two elements) write one float */
+                float prev = st->beta == 0.0f ? 0.0f : C[ci];
+                C[ci] = (float)(st->alpha * acc + (double)st->beta * prev);
+            }
+}
+
+/* kernels/cuda/attention_gemm.cu's k_softmax_causal_rows, row by row. */
+static void emu_softmax(emu *e, const gs_attn_step *st)
+{
+    e->softmaxes++;
+    float *P = e->buf[st->c.buf];
+    for (size_t h = 0; h < st->batch; h++)
+        for (size_t a = 0; a < st->m; a++) {
+            size_t last = a < st->n ? a : st->n - 1;
+            float mx = -INFINITY;
+            for (size_t b = 0; b <= last; b++) {
+                float x = P[at(e, &st->c, h, b, a)]; /* row a of member h: column-major (b, a) */
+                mx = x > mx ? x : mx;
+            }
+            double sum = 0.0;
+            for (size_t b = 0; b <= last; b++) {
+                size_t idx = at(e, &st->c, h, b, a);
+                P[idx] = expf(P[idx] - mx);
+                sum += P[idx];
+            }
+            float inv = (float)(1.0 / sum);
+            for (size_t b = 0; b < st->n; b++) {
+                size_t idx = at(e, &st->c, h, b, a);
+                P[idx] = b <= last ? P[idx] * inv : 0.0f;
+            }
+        }
+}
+
+/* k_ds_causal_rows: D = sum_{b<=a} P dP, dS = P (dP - D), 0 past a. */
+static void emu_ds(emu *e, const gs_attn_step *st)
+{
+    e->ds_passes++;
+    const float *P = e->buf[st->a.buf];
+    float *X = e->buf[st->c.buf];
+    for (size_t h = 0; h < st->batch; h++)
+        for (size_t a = 0; a < st->m; a++) {
+            size_t last = a < st->n ? a : st->n - 1;
+            double D = 0.0;
+            for (size_t b = 0; b <= last; b++)
+                D += (double)P[at(e, &st->a, h, b, a)] * X[at(e, &st->c, h, b, a)];
+            float d = (float)D;
+            for (size_t b = 0; b < st->n; b++) {
+                size_t xi = at(e, &st->c, h, b, a);
+                X[xi] = b <= last ? P[at(e, &st->a, h, b, a)] * (X[xi] - d) : 0.0f;
+            }
+        }
+}
+
+static int emu_step(void *ctx, const gs_attn_step *st)
+{
+    emu *e = ctx;
+    switch (st->kind) {
+    case GS_ATTN_STEP_GEMM: emu_gemm(e, st); break;
+    case GS_ATTN_STEP_SOFTMAX: emu_softmax(e, st); break;
+    case GS_ATTN_STEP_DS: emu_ds(e, st); break;
+    }
+    return 0;
+}
+
+/* ---- helpers ----------------------------------------------------------------------------------- */
+
+/* xorshift64*: the test's own random numbers. */
+static float urand(uint64_t *s)
+{
+    *s ^= *s >> 12;
+    *s ^= *s << 25;
+    *s ^= *s >> 27;
+    uint64_t x = *s * UINT64_C(2685821657736338717);
+    return (float)((double)(x >> 11) / 9007199254740992.0 * 2.0 - 1.0);
+}
+
+static float *alloc_fill(size_t n, float value)
+{
+    float *p = malloc((n ? n : 1) * sizeof *p);
+    ck_assert_ptr_nonnull(p);
+    for (size_t i = 0; i < n; i++)
+        p[i] = value;
+    return p;
+}
+
+/* max |got - ref| / max |ref| over the elements of the given columns of each row (NaN: infinite). */
+static double rel_err_cols(const float *got, const float *ref, size_t rows, size_t ld, size_t col0, size_t ncols)
+{
+    double maxref = 0, maxdiff = 0;
+    for (size_t r = 0; r < rows; r++)
+        for (size_t c = col0; c < col0 + ncols; c++) {
+            double g = got[r * ld + c], f = ref[r * ld + c], df = fabs(g - f);
+            if (isnan(df))
+                return INFINITY;
+            maxdiff = df > maxdiff ? df : maxdiff;
+            maxref = fabs(f) > maxref ? fabs(f) : maxref;
+        }
+    return maxdiff / (maxref > 0 ? maxref : 1);
+}
+
+typedef struct attn_case {
+    size_t nseq, seq, nh, nkv, hd;
+    size_t scratch_bytes; /* 0: GS_ATTN_GEMM_SCRATCH_BYTES */
+    int tf32;
+} attn_case;
+
+typedef struct attn_result {
+    double err_out, err_p, err_dq, err_dk, err_dv;
+    size_t bad, gemms, softmaxes, ds_passes, max_batch, masked_nonzero, chunk;
+} attn_result;
+
+/* Host attention vs the plan run by the emulator on the same inputs: q, k, v fused in one row of
+ * (nh + 2 nkv) hd floats (as the driver's qkv projection lays them out), out and dout in rows of
+ * nh*hd + 3 floats (padding, so a leading dim mixed up with a width shows), dq, dk, dv fused like
+ * q, k, v. */
+static attn_result run_case(const attn_case *cs, uint64_t seed)
+{
+    size_t T = cs->nseq * cs->seq, nh = cs->nh, nkv = cs->nkv, hd = cs->hd, seq = cs->seq;
+    size_t ld = (nh + 2 * nkv) * hd, ldo = nh * hd + 3, np = cs->nseq * nh * seq * seq;
+    float *qkv = alloc_fill(T * ld, 0), *dout = alloc_fill(T * ldo, 0);
+    for (size_t i = 0; i < T * ld; i++)
+        qkv[i] = urand(&seed);
+    for (size_t i = 0; i < T * ldo; i++)
+        dout[i] = urand(&seed);
+    float *q = qkv, *k = qkv + nh * hd, *v = qkv + (nh + nkv) * hd;
+    /* the reference: kernels/host */
+    float *out_h = alloc_fill(T * ldo, 0), *p_h = alloc_fill(np, 0), *dqkv_h = alloc_fill(T * ld, 0);
+    gs_k_attn_fwd(q, ld, k, v, ld, out_h, ldo, p_h, cs->nseq, seq, nh, nkv, hd);
+    gs_k_attn_bwd(q, ld, k, v, ld, p_h, dout, ldo, dqkv_h, dqkv_h + nh * hd, dqkv_h + (nh + nkv) * hd, cs->nseq, seq,
+                  nh, nkv, hd);
+    /* the plan, on NaN-poisoned outputs */
+    gs_attn_shape sh = {cs->nseq, seq, nh, nkv, hd, ld, ld, ldo,
+                        cs->scratch_bytes ? cs->scratch_bytes : GS_ATTN_GEMM_SCRATCH_BYTES};
+    attn_result res;
+    memset(&res, 0, sizeof res);
+    res.chunk = gs_attn_gemm_chunk(&sh);
+    size_t nscratch = gs_attn_gemm_scratch_floats(&sh);
+    float *out_e = alloc_fill(T * ldo, NAN), *p_e = alloc_fill(np, NAN), *dqkv_e = alloc_fill(T * ld, NAN);
+    float *scratch = alloc_fill(nscratch, NAN);
+    emu e;
+    memset(&e, 0, sizeof e);
+    e.tf32 = cs->tf32;
+    /* q, k, v are views into one fused buffer: each buffer's length counts from its own start */
+    e.buf[GS_ATTN_Q] = q, e.len[GS_ATTN_Q] = T * ld;
+    e.buf[GS_ATTN_K] = k, e.len[GS_ATTN_K] = T * ld - nh * hd;
+    e.buf[GS_ATTN_V] = v, e.len[GS_ATTN_V] = T * ld - (nh + nkv) * hd;
+    e.buf[GS_ATTN_OUT] = out_e, e.len[GS_ATTN_OUT] = T * ldo;
+    e.buf[GS_ATTN_P] = p_e, e.len[GS_ATTN_P] = np;
+    e.buf[GS_ATTN_DOUT] = dout, e.len[GS_ATTN_DOUT] = T * ldo;
+    e.buf[GS_ATTN_DQ] = dqkv_e, e.len[GS_ATTN_DQ] = T * ld;
+    e.buf[GS_ATTN_DK] = dqkv_e + nh * hd, e.len[GS_ATTN_DK] = T * ld - nh * hd;
+    e.buf[GS_ATTN_DV] = dqkv_e + (nh + nkv) * hd, e.len[GS_ATTN_DV] = T * ld - (nh + nkv) * hd;
+    e.buf[GS_ATTN_SCRATCH] = scratch, e.len[GS_ATTN_SCRATCH] = nscratch;
+    size_t maxlen = 0;
+    for (int b = 0; b < GS_ATTN_BUF_COUNT; b++)
+        maxlen = e.len[b] > maxlen ? e.len[b] : maxlen;
+    e.written = malloc(maxlen);
+    ck_assert_ptr_nonnull(e.written);
+    gs_error err;
+    gs_error_init(&err);
+    ck_assert_int_eq(gs_attn_gemm_fwd(&sh, emu_step, &e, &err), GS_OK);
+    ck_assert_int_eq(gs_attn_gemm_bwd(&sh, emu_step, &e, &err), GS_OK);
+    res.err_out = rel_err_cols(out_e, out_h, T, ldo, 0, nh * hd);
+    res.err_p = rel_err_cols(p_e, p_h, np / seq, seq, 0, seq);
+    res.err_dq = rel_err_cols(dqkv_e, dqkv_h, T, ld, 0, nh * hd);
+    res.err_dk = rel_err_cols(dqkv_e, dqkv_h, T, ld, nh * hd, nkv * hd);
+    res.err_dv = rel_err_cols(dqkv_e, dqkv_h, T, ld, (nh + nkv) * hd, nkv * hd);
+    for (size_t r = 0; r < np / seq; r++) /* row a = r % seq: entries past a exactly 0 */
+        for (size_t b = r % seq + 1; b < seq; b++)
+            res.masked_nonzero += p_e[r * seq + b] != 0.0f;
+    /* out's padding columns were never part of an output: still the poison */
+    for (size_t r = 0; r < T; r++)
+        for (size_t c = nh * hd; c < ldo; c++)
+            res.bad += !isnan(out_e[r * ldo + c]);
+    res.bad += e.bad;
+    res.gemms = e.gemms;
+    res.softmaxes = e.softmaxes;
+    res.ds_passes = e.ds_passes;
+    res.max_batch = e.max_batch;
+    free(e.written);
+    free(scratch);
+    free(dqkv_e);
+    free(p_e);
+    free(out_e);
+    free(dqkv_h);
+    free(p_h);
+    free(out_h);
+    free(dout);
+    free(qkv);
+    return res;
+}
+
+/* fp32 against fp32 with different summation orders (the host sums in float, by blocks; the
+ * emulator in double): a few ulps times sqrt(seq) on values of order 1 */
+#define TOL_FP32 1e-5
+
+static void assert_matches(const attn_case *cs, const attn_result *r, double tol)
+{
+    ck_assert_msg(r->bad == 0, "%zu out-of-bounds accesses, illegal leading dims or overlapping outputs", r->bad);
+    ck_assert_msg(r->masked_nonzero == 0, "%zu masked probabilities not exactly 0", r->masked_nonzero);
+    ck_assert_msg(r->err_out <= tol, "out rel err %.3g (nh %zu nkv %zu)", r->err_out, cs->nh, cs->nkv);
+    ck_assert_msg(r->err_p <= tol, "p rel err %.3g", r->err_p);
+    ck_assert_msg(r->err_dq <= tol, "dq rel err %.3g", r->err_dq);
+    ck_assert_msg(r->err_dk <= tol, "dk rel err %.3g", r->err_dk);
+    ck_assert_msg(r->err_dv <= tol, "dv rel err %.3g", r->err_dv);
+}
+
+/* Step counts from the plan's definition: forward 2 GEMMs + 1 softmax, backward 4 GEMMs + 1 dS
+ * pass, per (sequence, group member, kv chunk). */
+static void assert_counts(const attn_case *cs, const attn_result *r, size_t chunk)
+{
+    size_t chunks = (cs->nkv + chunk - 1) / chunk, group = cs->nh / cs->nkv;
+    size_t per_fwd = cs->nseq * group, per_bwd = cs->nseq * group * chunks;
+    ck_assert_uint_eq(r->gemms, 2 * per_fwd + 4 * per_bwd);
+    ck_assert_uint_eq(r->softmaxes, per_fwd);
+    ck_assert_uint_eq(r->ds_passes, per_bwd);
+    ck_assert_uint_eq(r->max_batch, cs->nkv); /* the forward batches every kv head */
+}
+
+/* ---- tests ------------------------------------------------------------------------------------- */
+
+START_TEST(test_gqa)
+{
+    /* 6 query heads on 2 kv heads (group 3), 2 sequences of 13 tokens (not a multiple of anything),
+     * head dim 8 */
+    attn_case cs = {2, 13, 6, 2, 8, 0, 0};
+    attn_result r = run_case(&cs, 11);
+    assert_matches(&cs, &r, TOL_FP32);
+    ck_assert_uint_eq(r.chunk, 2);
+    assert_counts(&cs, &r, 2);
+}
+END_TEST
+
+START_TEST(test_mha)
+{
+    attn_case cs = {1, 17, 4, 4, 5, 0, 0}; /* group 1: one call per GEMM batches all heads */
+    attn_result r = run_case(&cs, 12);
+    assert_matches(&cs, &r, TOL_FP32);
+    assert_counts(&cs, &r, 4);
+}
+END_TEST
+
+START_TEST(test_mqa)
+{
+    attn_case cs = {2, 9, 3, 1, 4, 0, 0}; /* one kv head for 3 query heads: dk, dv summed over 3 */
+    attn_result r = run_case(&cs, 13);
+    assert_matches(&cs, &r, TOL_FP32);
+    assert_counts(&cs, &r, 1);
+}
+END_TEST
+
+START_TEST(test_chunks)
+{
+    /* a scratch of 2 heads (2 * 11 * 11 floats) over 5 kv heads: backward chunks of 2, 2, 1 */
+    attn_case cs = {2, 11, 10, 5, 4, 2 * 11 * 11 * sizeof(float) + 7, 0};
+    attn_result r = run_case(&cs, 14);
+    ck_assert_uint_eq(r.chunk, 2);
+    assert_matches(&cs, &r, TOL_FP32);
+    assert_counts(&cs, &r, 2);
+    /* a cap below one head still runs, one head at a time */
+    attn_case one = {1, 11, 10, 5, 4, 16, 0};
+    r = run_case(&one, 15);
+    ck_assert_uint_eq(r.chunk, 1);
+    assert_matches(&one, &r, TOL_FP32);
+    assert_counts(&one, &r, 1);
+}
+END_TEST
+
+/* TF32 (inputs cut to 10 mantissa bits, products accumulated in fp32 or wider), on the GPU
+ * check's attention shape (tests/gpu/kernel_check.c: 2 x 128 tokens, 8 heads on 2 kv heads, head
+ * dim 64, inputs U(-1,1)). Each input's relative error is up to 2^-11 = 4.9e-4 rounded (2^-10
+ * truncated, in case the hardware path truncates); a product of two up to twice that, averaged
+ * down over the sums, then carried through a second (forward) or third (backward) GEMM. The GPU
+ * check holds the GEMM path under TF32 to its TF32 GEMM tolerance, 5e-3 (TOL_GEMM_TF32 there):
+ * this emulation must stay inside a third of it (it measures 4.9e-4 rounded, 1.4e-3
+ * truncated), and above fp32's (so that the emulated rounding is really there). */
+#define TOL_ATTN_TF32 5e-3
+
+static double worst_err(const attn_result *r)
+{
+    double errs[] = {r->err_out, r->err_p, r->err_dq, r->err_dk, r->err_dv}, worst = 0;
+    for (size_t i = 0; i < sizeof errs / sizeof errs[0]; i++)
+        worst = errs[i] > worst ? errs[i] : worst;
+    return worst;
+}
+
+START_TEST(test_tf32_tolerance)
+{
+    for (int mode = 1; mode <= 2; mode++) {
+        attn_case cs = {2, 128, 8, 2, 64, 0, mode};
+        attn_result r = run_case(&cs, 16);
+        ck_assert_uint_eq(r.bad, 0);
+        double worst = worst_err(&r);
+        ck_assert_msg(worst <= TOL_ATTN_TF32 / 3, "TF32 emulation (%s): worst rel err %.3g, tolerance %.0e",
+                      mode == 1 ? "rounded" : "truncated", worst, TOL_ATTN_TF32);
+        ck_assert_msg(worst > 10 * TOL_FP32, "TF32 emulation: worst rel err %.3g, no rounding seen", worst);
+    }
+}
+END_TEST
+
+START_TEST(test_errors)
+{
+    gs_error err;
+    gs_error_init(&err);
+    gs_attn_shape bad_heads = {1, 8, 6, 4, 8, 80, 80, 48, GS_ATTN_GEMM_SCRATCH_BYTES};
+    ck_assert_int_eq(gs_attn_gemm_check(&bad_heads, &err), GS_ERR_INPUT);
+    ck_assert_ptr_nonnull(strstr(err.msg, "not a multiple"));
+    gs_attn_shape narrow = {1, 8, 4, 2, 8, 31, 64, 32, GS_ATTN_GEMM_SCRATCH_BYTES}; /* q needs 4*8 = 32 */
+    ck_assert_int_eq(gs_attn_gemm_check(&narrow, &err), GS_ERR_INPUT);
+    ck_assert_ptr_nonnull(strstr(err.msg, "narrower"));
+    gs_attn_shape huge = {1, (size_t)1 << 31, 4, 2, 8, 64, 64, 32, GS_ATTN_GEMM_SCRATCH_BYTES};
+    ck_assert_int_eq(gs_attn_gemm_check(&huge, &err), GS_ERR_INPUT);
+    ck_assert_ptr_nonnull(strstr(err.msg, "int range"));
+    /* the plan refuses before visiting anything */
+    emu e;
+    memset(&e, 0, sizeof e);
+    ck_assert_int_eq(gs_attn_gemm_fwd(&bad_heads, emu_step, &e, &err), GS_ERR_INPUT);
+    ck_assert_int_eq(gs_attn_gemm_bwd(&narrow, emu_step, &e, &err), GS_ERR_INPUT);
+    ck_assert_uint_eq(e.gemms + e.softmaxes + e.ds_passes, 0);
+}
+END_TEST
+
+enum { ATTN_PLAN_TEST_TIMEOUT_S = 120 }; /* each case takes well under a second on an idle core */
+
+static Suite *attn_gemm_plan_suite(void)
+{
+    Suite *s = suite_create("attn_gemm_plan");
+    TCase *tc = tcase_create("mapping");
+    tcase_add_test(tc, test_gqa);
+    tcase_add_test(tc, test_mha);
+    tcase_add_test(tc, test_mqa);
+    tcase_add_test(tc, test_chunks);
+    tcase_set_timeout(tc, ATTN_PLAN_TEST_TIMEOUT_S);
+    suite_add_tcase(s, tc);
+    tc = tcase_create("numerics");
+    tcase_add_test(tc, test_tf32_tolerance);
+    tcase_set_timeout(tc, ATTN_PLAN_TEST_TIMEOUT_S);
+    suite_add_tcase(s, tc);
+    tc = tcase_create("errors");
+    tcase_add_test(tc, test_errors);
+    suite_add_tcase(s, tc);
+    return s;
+}
+
+int main(void)
+{
+    SRunner *sr = srunner_create(attn_gemm_plan_suite());
+    srunner_run_all(sr, CK_NORMAL);
+    int failed = srunner_ntests_failed(sr);
+    srunner_free(sr);
+    return failed == 0 ? EXIT_SUCCESS : EXIT_FAILURE;
+}
