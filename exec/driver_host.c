@@ -57,7 +57,19 @@ typedef struct waiter {
     struct waiter *prev, *next;
     const void *on;
     pthread_cond_t cv;
+    const struct wait_for *wf; /* a wait on another rank (collective, recv), or NULL */
 } waiter;
+
+/* What a rank waiting on other ranks waits for, for the timeout message's chain (see
+ * append_chain). Lives on the waiting thread's stack. */
+typedef struct wait_for {
+    uint64_t rank;              /* the waiting rank */
+    const struct gs_drv_stream *s; /* its stream (the event it runs) */
+    const char *what;           /* "rank R: all_reduce of N floats on tp group G" */
+    const gs_drv_group *g;      /* a collective: the members whose input is missing from slot */
+    const struct coll_slot *slot;
+    uint64_t peer;              /* a recv: the sender; UINT64_MAX: a wait within the rank */
+} wait_for;
 
 struct gs_drv_stream {
     gs_drv *d;
@@ -66,6 +78,9 @@ struct gs_drv_stream {
     item *head, *tail;
     int busy, stop;
     double op_start; /* when the last collective / recv found every party, -1 unknown */
+    char event[GS_EVENT_NAME_BYTES]; /* the event the worker runs (event_begin); only the
+                                        worker writes it, read under mu while it waits */
+    struct gs_drv_stream *next_all;  /* the driver's list of streams (mu) */
     pthread_t th;
 };
 
@@ -74,6 +89,7 @@ struct gs_drv {
     double timeout_s;
     pthread_mutex_t mu;
     waiter *waiters; /* every parked thread, whatever it waits on */
+    gs_drv_stream *streams; /* every stream (next_all) */
     int aborted;
     gs_error abort_err;
     coll_slot *slots[GS_GROUP_KIND_COUNT]; /* world slots per kind (group index < world) */
@@ -105,9 +121,9 @@ static struct timespec deadline_in(double s)
 /* Parks the calling thread until notify(d, on) or an abort signals it, or until dl (NULL: no
  * deadline) passes (mu held; released while parked). Returns pthread_cond_*wait's status. Like
  * any condition wait it may return early: callers re-check their condition in a loop. */
-static int park(gs_drv *d, const void *on, const struct timespec *dl)
+static int park(gs_drv *d, const void *on, const struct timespec *dl, const wait_for *wf)
 {
-    waiter w = {.prev = NULL, .next = d->waiters, .on = on};
+    waiter w = {.prev = NULL, .next = d->waiters, .on = on, .wf = wf};
     pthread_cond_init(&w.cv, NULL);
     if (d->waiters)
         d->waiters->prev = &w;
@@ -133,12 +149,13 @@ static void notify(gs_drv *d, const void *on)
             pthread_cond_signal(&w->cv);
 }
 
-/* Waits for `on` to change (mu held). Returns 0 when woken, 1 on abort, 2 on timeout. */
-static int wait_until(gs_drv *d, const void *on, const struct timespec *dl)
+/* Waits for `on` to change (mu held); wf: what other ranks it waits for (NULL: none). Returns 0
+ * when woken, 1 on abort, 2 on timeout. */
+static int wait_until(gs_drv *d, const void *on, const struct timespec *dl, const wait_for *wf)
 {
     if (d->aborted)
         return 1;
-    int rc = park(d, on, dl);
+    int rc = park(d, on, dl, wf);
     if (d->aborted)
         return 1;
     return rc == ETIMEDOUT ? 2 : 0;
@@ -198,16 +215,93 @@ static int adds_context(const char *msg, const char *abort_msg)
     return !(n - a >= k && strncmp(msg + n - a - k, stopped, k) == 0);
 }
 
-/* The status of a wait that did not complete (mu held). */
-static gs_status wait_failed(gs_drv *d, int why, gs_error *err, const char *what)
+/* The rank wf waits for: a recv's sender, or the lowest member of the collective's group whose
+ * input is missing (UINT64_MAX: none is, any more). */
+static uint64_t waited_rank(const wait_for *wf)
+{
+    if (!wf->g)
+        return wf->peer;
+    for (uint64_t i = 0; i < wf->g->size; i++)
+        if (!wf->slot->in[i] && wf->g->members[i] != wf->rank)
+            return wf->g->members[i];
+    return UINT64_MAX;
+}
+
+/* A timed-out wait on rank r: appends to msg (cap bytes) whom r waits for in turn, and so on, up
+ * to the first rank that waits for no other rank: the one that stalled, died or is still
+ * computing. The first rank to time out is the one whose wait began first, which can be a
+ * bystander waiting on a rank that is itself stuck behind the culprit. mu held; every rank's
+ * cross-rank waits are parked waiters (one process only: another process's ranks are not
+ * visible, and the chain stops there). */
+static void append_chain(const gs_drv *d, char *msg, size_t cap, uint64_t r)
+{
+    enum { MAX_HOPS = 8 };
+    uint64_t seen[MAX_HOPS + 1];
+    size_t nseen = 0, at = strlen(msg);
+    while (r < d->mesh.world && nseen < MAX_HOPS && at + 1 < cap) {
+        seen[nseen++] = r;
+        if (gs_boot_active(d->boot) && r != (uint64_t)d->boot->proc)
+            return; /* another process's rank */
+        /* a stream of r running work without waiting: r is computing, or stuck in it */
+        const gs_drv_stream *run = NULL;
+        for (const gs_drv_stream *s = d->streams; s && !run; s = s->next_all) {
+            if (s->rank != r || !s->busy)
+                continue;
+            int parked = 0;
+            for (const waiter *w = d->waiters; w && !parked; w = w->next)
+                parked = w->wf && w->wf->s == s;
+            if (!parked)
+                run = s;
+        }
+        if (run) {
+            snprintf(msg + at, cap - at, "; rank %" PRIu64 " runs %s%s%s without waiting for another rank", r,
+                     run->event[0] ? "event " : "work on its ", run->event[0] ? run->event : gs_stream_name(run->kind),
+                     run->event[0] ? "" : " stream");
+            return;
+        }
+        const wait_for *wf = NULL;
+        for (const waiter *w = d->waiters; w && !wf; w = w->next)
+            if (w->wf && w->wf->rank == r && waited_rank(w->wf) != UINT64_MAX)
+                wf = w->wf;
+        if (!wf) {
+            snprintf(msg + at, cap - at, "; rank %" PRIu64 " neither runs work nor waits for another rank (it died, or "
+                     "has not reached this point)", r);
+            return;
+        }
+        uint64_t next = waited_rank(wf);
+        const char *op = strstr(wf->what, ": ");
+        op = op ? op + 2 : wf->what;
+        at += (size_t)snprintf(msg + at, cap - at, "; rank %" PRIu64 " is itself waiting%s%s%s in %s for rank %" PRIu64,
+                               r, wf->s && wf->s->event[0] ? " (event " : "", wf->s ? wf->s->event : "",
+                               wf->s && wf->s->event[0] ? ")" : "", op, next);
+        for (size_t i = 0; i < nseen; i++)
+            if (seen[i] == next) {
+                if (at + 1 < cap)
+                    snprintf(msg + at, cap - at, " (a cycle)");
+                return;
+            }
+        r = next;
+    }
+}
+
+/* The status of a wait that did not complete (mu held). wf: the timed-out wait's other ranks
+ * (NULL: none), for the chain in the message. */
+static gs_status wait_failed_for(gs_drv *d, int why, gs_error *err, const char *what, const wait_for *wf)
 {
     if (why == 2) {
         char msg[GS_ERROR_MSG_BYTES];
         snprintf(msg, sizeof msg, "%s: timed out after %g s", what, d->timeout_s);
+        if (wf)
+            append_chain(d, msg, sizeof msg, waited_rank(wf));
         abort_locked(d, msg);
         return gs_error_set(err, GS_ERR_RUNTIME, "%s", msg);
     }
     return gs_error_set(err, GS_ERR_RUNTIME, "%s: stopped: %s", what, d->abort_err.msg);
+}
+
+static gs_status wait_failed(gs_drv *d, int why, gs_error *err, const char *what)
+{
+    return wait_failed_for(d, why, err, what, NULL);
 }
 
 /* ---- lifetime ------------------------------------------------------------------------------- */
@@ -333,7 +427,7 @@ static void *stream_main(void *arg)
     pthread_mutex_lock(&d->mu);
     for (;;) {
         while (!s->head && !s->stop)
-            park(d, &s->head, NULL);
+            park(d, &s->head, NULL, NULL);
         if (!s->head && s->stop)
             break;
         item *it = s->head;
@@ -350,7 +444,8 @@ static void *stream_main(void *arg)
              * peer (which names the peer and the event) should be the one that reports */
             struct timespec dl = deadline_in(2 * d->timeout_s);
             int why = 0;
-            while (!it->ev->done && (why = wait_until(d, it->ev, &dl)) == 0)
+            const wait_for wf = {s->rank, s, "", NULL, NULL, UINT64_MAX};
+            while (!it->ev->done && (why = wait_until(d, it->ev, &dl, &wf)) == 0)
                 ;
             if (!it->ev->done && why == 2) {
                 char msg[GS_ERROR_MSG_BYTES];
@@ -378,6 +473,17 @@ static void *stream_main(void *arg)
     return NULL;
 }
 
+static void unlink_stream(gs_drv *d, gs_drv_stream *s)
+{
+    pthread_mutex_lock(&d->mu);
+    for (gs_drv_stream **p = &d->streams; *p; p = &(*p)->next_all)
+        if (*p == s) {
+            *p = s->next_all;
+            break;
+        }
+    pthread_mutex_unlock(&d->mu);
+}
+
 static gs_status host_stream_create(gs_drv *d, uint64_t rank, gs_stream kind, gs_drv_stream **out, gs_error *err)
 {
     gs_drv_stream *s = calloc(1, sizeof *s);
@@ -387,7 +493,12 @@ static gs_status host_stream_create(gs_drv *d, uint64_t rank, gs_stream kind, gs
     s->rank = rank;
     s->kind = kind;
     s->op_start = -1;
+    pthread_mutex_lock(&d->mu);
+    s->next_all = d->streams;
+    d->streams = s;
+    pthread_mutex_unlock(&d->mu);
     if (pthread_create(&s->th, NULL, stream_main, s) != 0) {
+        unlink_stream(d, s);
         free(s);
         return gs_error_set(err, GS_ERR_RUNTIME, "host driver: cannot start a thread for rank %" PRIu64 " stream %s",
                             rank, gs_stream_name(kind));
@@ -405,6 +516,7 @@ static void host_stream_destroy(gs_drv *d, gs_drv_stream *s)
     notify(d, &s->head);
     pthread_mutex_unlock(&d->mu);
     pthread_join(s->th, NULL);
+    unlink_stream(d, s);
     for (item *it = s->head, *n; it; it = n) {
         n = it->next;
         free(it);
@@ -470,7 +582,7 @@ static gs_status host_stream_sync(gs_drv *d, gs_drv_stream *s, gs_error *err)
     pthread_mutex_lock(&d->mu);
     /* no timeout here: every item the worker runs has its own */
     while (s->head || s->busy)
-        park(d, &s->busy, NULL);
+        park(d, &s->busy, NULL, NULL);
     if (d->aborted) {
         if (err)
             *err = d->abort_err;
@@ -733,7 +845,8 @@ static gs_status arrive(gs_drv *d, gs_drv_stream *s, uint64_t rank, const gs_drv
         notify(d, c); /* the members before this one */
     struct timespec dl = deadline_in(d->timeout_s);
     int why = 0;
-    while (c->arrived < g->size && (why = wait_until(d, c, &dl)) == 0)
+    const wait_for wf = {rank, s, what, g, c, 0};
+    while (c->arrived < g->size && (why = wait_until(d, c, &dl, &wf)) == 0)
         ;
     gs_status rc = GS_OK;
     if (c->arrived < g->size) {
@@ -744,7 +857,7 @@ static gs_status arrive(gs_drv *d, gs_drv_stream *s, uint64_t rank, const gs_drv
                 at += (size_t)snprintf(missing + at, sizeof missing - at, "%s%" PRIu64, at ? " " : "", g->members[i]);
         snprintf(what + strlen(what), sizeof what - strlen(what),
                  " (%" PRIu64 " of %" PRIu64 " members arrived; waiting for rank %s)", c->arrived, g->size, missing);
-        rc = wait_failed(d, why, err, what);
+        rc = wait_failed_for(d, why, err, what, &wf);
     } else {
         mark_start(s);
     }
@@ -767,7 +880,7 @@ static gs_status depart(gs_drv *d, uint64_t rank, const gs_drv_group *g, coll_sl
     }
     struct timespec dl = deadline_in(d->timeout_s);
     int why = 0;
-    while (c->gen == gen && (why = wait_until(d, c, &dl)) == 0)
+    while (c->gen == gen && (why = wait_until(d, c, &dl, NULL)) == 0)
         ;
     gs_status rc = GS_OK;
     if (c->gen == gen) {
@@ -953,16 +1066,17 @@ static gs_status host_recv(gs_drv *d, gs_drv_stream *s, uint64_t rank, uint64_t 
         gs_boot_outcome o = d->boot->recv(d->boot->ctx, (int)peer, buf, (size_t)bytes, &w, &terr);
         return boot_result(d, o, &w, &terr, what, err);
     }
+    char what[120];
+    snprintf(what, sizeof what, "rank %" PRIu64 ": recv of %" PRIu64 " B from rank %" PRIu64, rank, bytes, peer);
     pthread_mutex_lock(&d->mu);
     mailbox *b = &d->mail[peer * d->mesh.world + rank];
     struct timespec dl = deadline_in(d->timeout_s);
     int why = 0;
-    while (!b->head && (why = wait_until(d, b, &dl)) == 0)
+    const wait_for wf = {rank, s, what, NULL, NULL, peer};
+    while (!b->head && (why = wait_until(d, b, &dl, &wf)) == 0)
         ;
     if (!b->head) {
-        char what[120];
-        snprintf(what, sizeof what, "rank %" PRIu64 ": recv of %" PRIu64 " B from rank %" PRIu64, rank, bytes, peer);
-        gs_status rc = wait_failed(d, why, err, what);
+        gs_status rc = wait_failed_for(d, why, err, what, &wf);
         pthread_mutex_unlock(&d->mu);
         return rc;
     }
@@ -984,6 +1098,21 @@ static gs_status host_recv(gs_drv *d, gs_drv_stream *s, uint64_t rank, uint64_t 
     }
     free(m);
     return rc;
+}
+
+/* The event a stream's worker runs next: kept for the timeout chain (append_chain). */
+static void host_event_begin(gs_drv *d, gs_drv_stream *s, const char *name)
+{
+    (void)d;
+    if (s)
+        snprintf(s->event, sizeof s->event, "%s", name);
+}
+
+static void host_event_end(gs_drv *d, gs_drv_stream *s)
+{
+    (void)d;
+    if (s)
+        s->event[0] = '\0';
 }
 
 const gs_driver_ops gs_driver_host = {
@@ -1010,6 +1139,8 @@ const gs_driver_ops gs_driver_host = {
     .event_time_s = host_event_time_s,
     .clock_s = host_clock_s,
     .op_start_s = host_op_start_s,
+    .event_begin = host_event_begin,
+    .event_end = host_event_end,
     .linear_fwd = k_linear_fwd,
     .linear_bwd = k_linear_bwd,
     .add = k_add,

@@ -13,6 +13,7 @@
  * betas (0.9, 0.95), weight decay 0.1, eps ADAM_EPS (below). */
 #include <check.h>
 #include <math.h>
+#include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -323,12 +324,14 @@ START_TEST(stalled_or_dead_rank)
     gs_status rc = gs_exec_session_step(x, NULL, NULL, NULL, &err);
     double took = now_s() - t0;
     ck_assert_int_eq(rc, GS_ERR_RUNTIME);
-    /* Whoever waits on rank 6 first reports it: usually rank 7 in the TP all-reduce, but rank 6's
-     * pipeline peer (rank 2, receiving from it) can time out first when its wait began earlier;
-     * either way the error names an event, rank 6 as the missing party and the timeout. */
-    int names_6 = (strstr(err.msg, "rank 7: event L2.mb0.fwd.tp_ar: ") && strstr(err.msg, "waiting for rank 6)")) ||
-                  (strstr(err.msg, ": event ") && strstr(err.msg, " from rank 6"));
-    ck_assert_msg(names_6 && strstr(err.msg, timed_out), "%s", err.msg);
+    /* Whoever times out first reports: usually rank 7 in the TP all-reduce, but a rank whose
+     * wait began earlier can, waiting on a rank that is itself stuck behind rank 6 (rank 3 on
+     * rank 7, seen under load). Either way the message names the event and the timeout, and its
+     * chain of waits ends at rank 6: running the stalled event, or (dead) neither running work
+     * nor waiting. */
+    const char *end6 = _i == 0 ? "; rank 6 runs event L2.mb0.fwd.tp_ar without waiting for another rank"
+                               : "; rank 6 neither runs work nor waits for another rank";
+    ck_assert_msg(strstr(err.msg, ": event ") && strstr(err.msg, timed_out) && strstr(err.msg, end6), "%s", err.msg);
     ck_assert_double_ge(took, 0.9 * eo.timeout_s);
     ck_assert_double_lt(took, 10 * eo.timeout_s);
     gs_exec_session_destroy(x);
@@ -362,6 +365,55 @@ START_TEST(collective_timeout)
     rc = gs_driver_host.recv(d, NULL, 1, 0, buf, sizeof buf, &err);
     ck_assert_int_eq(rc, GS_ERR_RUNTIME);
     ck_assert_msg(strstr(err.msg, "stopped") != NULL, "%s", err.msg);
+    gs_driver_host.close(d);
+}
+END_TEST
+
+/* The chain of waits in a timeout message: rank 0 receives from rank 1, which receives from rank
+ * 2, which does nothing. Rank 0's wait began first, so it times out first, on rank 1; the message
+ * must go on to rank 1's own wait and end at rank 2, the culprit (a message naming only rank 1
+ * would send the user to the wrong rank). */
+typedef struct recv_job {
+    gs_drv *d;
+    uint64_t rank, peer;
+    gs_status rc;
+    gs_error err;
+} recv_job;
+
+static void *recv_main(void *arg)
+{
+    recv_job *j = arg;
+    float buf[1];
+    gs_error_init(&j->err);
+    j->rc = gs_driver_host.recv(j->d, NULL, j->rank, j->peer, buf, sizeof buf, &j->err);
+    return NULL;
+}
+
+START_TEST(timeout_chain)
+{
+    gs_mesh mesh;
+    gs_error err;
+    gs_error_init(&err);
+    ck_assert_int_eq(gs_mesh_init(&mesh, 3, 1, 1, NULL, 3, &err), GS_OK);
+    gs_driver_opts o = {.timeout_s = 0.5};
+    gs_drv *d = NULL;
+    ck_assert_int_eq(gs_driver_host.open(&mesh, &o, &d, &err), GS_OK);
+    recv_job a = {d, 0, 1, GS_OK, {0}}, b = {d, 1, 2, GS_OK, {0}};
+    pthread_t ta, tb;
+    ck_assert_int_eq(pthread_create(&ta, NULL, recv_main, &a), 0);
+    const struct timespec gap = {0, 150 * 1000 * 1000};
+    nanosleep(&gap, NULL);
+    ck_assert_int_eq(pthread_create(&tb, NULL, recv_main, &b), 0);
+    pthread_join(ta, NULL);
+    pthread_join(tb, NULL);
+    ck_assert_int_eq(a.rc, GS_ERR_RUNTIME);
+    ck_assert_msg(strstr(a.err.msg, "rank 0: recv of 4 B from rank 1: timed out after 0.5 s; rank 1 is itself waiting "
+                                    "in recv of 4 B from rank 2 for rank 2; rank 2 neither runs work nor waits for "
+                                    "another rank") != NULL,
+                  "%s", a.err.msg);
+    /* rank 1 was stopped by rank 0's abort, its own message saying so */
+    ck_assert_int_eq(b.rc, GS_ERR_RUNTIME);
+    ck_assert_msg(strstr(b.err.msg, "stopped") != NULL, "%s", b.err.msg);
     gs_driver_host.close(d);
 }
 END_TEST
@@ -658,7 +710,6 @@ typedef struct ar_job {
     gs_status rc;
 } ar_job;
 
-#include <pthread.h>
 static void *ar_main(void *arg)
 {
     ar_job *j = arg;
@@ -923,6 +974,7 @@ static Suite *exec_suite(void)
     tcase_set_timeout(te, 60);
     tcase_add_test(te, injected_failure);
     tcase_add_test(te, collective_timeout);
+    tcase_add_test(te, timeout_chain);
     tcase_add_loop_test(te, stalled_or_dead_rank, 0, 2);
     tcase_add_test(te, allreduce_order);
     tcase_add_test(te, targeted_wakeups);
