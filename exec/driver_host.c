@@ -78,8 +78,7 @@ struct gs_drv_stream {
     item *head, *tail;
     int busy, stop;
     double op_start; /* when the last collective / recv found every party, -1 unknown */
-    char event[GS_EVENT_NAME_BYTES]; /* the event the worker runs (event_begin); only the
-                                        worker writes it, read under mu while it waits */
+    char event[GS_EVENT_NAME_BYTES]; /* the event the worker runs (event_begin; mu) */
     struct gs_drv_stream *next_all;  /* the driver's list of streams (mu) */
     pthread_t th;
 };
@@ -1100,19 +1099,24 @@ static gs_status host_recv(gs_drv *d, gs_drv_stream *s, uint64_t rank, uint64_t 
     return rc;
 }
 
-/* The event a stream's worker runs next: kept for the timeout chain (append_chain). */
+/* The event a stream's worker runs next: kept for the timeout chain (append_chain), which reads
+ * it from another thread, so under mu. */
 static void host_event_begin(gs_drv *d, gs_drv_stream *s, const char *name)
 {
-    (void)d;
-    if (s)
-        snprintf(s->event, sizeof s->event, "%s", name);
+    if (!s)
+        return;
+    pthread_mutex_lock(&d->mu);
+    snprintf(s->event, sizeof s->event, "%s", name);
+    pthread_mutex_unlock(&d->mu);
 }
 
 static void host_event_end(gs_drv *d, gs_drv_stream *s)
 {
-    (void)d;
-    if (s)
-        s->event[0] = '\0';
+    if (!s)
+        return;
+    pthread_mutex_lock(&d->mu);
+    s->event[0] = '\0';
+    pthread_mutex_unlock(&d->mu);
 }
 
 const gs_driver_ops gs_driver_host = {
