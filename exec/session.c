@@ -811,6 +811,25 @@ static float *full_set_place(full_set *f, const char *name, size_t ndim, const u
     size_t i = full_set_find(f, name, ndim, shape, err, rc);
     if (*rc != GS_OK)
         return NULL;
+    /* a piece from another process names a tensor already here: the bounds below are its shape's,
+     * so it must be the one the buffer was made for */
+    const gs_ckpt_full_tensor *t = &f->t[i];
+    int same = t->ndim == ndim;
+    for (size_t d = 0; same && d < ndim; d++)
+        same = t->shape[d] == shape[d];
+    if (!same) {
+        char have[128] = "", got[128] = "";
+        for (size_t d = 0, a = 0, b = 0; d < GS_CKPT_MAX_DIMS; d++) {
+            if (d < t->ndim && a < sizeof have)
+                a += (size_t)snprintf(have + a, sizeof have - a, "%s%" PRIu64, d ? " x " : "", t->shape[d]);
+            if (d < ndim && b < sizeof got)
+                b += (size_t)snprintf(got + b, sizeof got - b, "%s%" PRIu64, d ? " x " : "", shape[d]);
+        }
+        *rc = gs_error_set(err, GS_ERR_RUNTIME,
+                           "exec: --save-full: %s: a piece of a [%s] tensor, [%s] here (do the processes run the same "
+                           "scenario?)", name, got, have);
+        return NULL;
+    }
     uint64_t numel = 1;
     for (size_t d = 0; d < ndim; d++)
         numel *= shape[d];
