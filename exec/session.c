@@ -485,11 +485,13 @@ static gs_status save_fault_init(const gs_exec_session *x, save_fault *f, gs_err
     int own = strcmp(phase, "file-written") == 0 || pieces; /* RANK's step; every other phase is rank 0's */
     int early = strcmp(phase, "tmp-dir") == 0 || own;
     if (!known || x->o.fail_kind == GS_FAULT_STALL || (x->o.fail_kind == GS_FAULT_FAIL && !early) ||
-        x->o.fail_rank >= x->sch->nranks || (pieces && x->o.fail_rank == 0) || (!own && x->o.fail_rank != 0))
+        x->o.fail_rank >= x->sch->nranks || (pieces && (x->o.fail_rank == 0 || !x->boot)) ||
+        (!own && x->o.fail_rank != 0))
         return gs_error_set(err, GS_ERR_INPUT,
                             "GRIDSTEP_FAULT: save:%s on rank %" PRIu64 ": expected "
                             "fail:RANK:save:tmp-dir|file-written|full-pieces or die:RANK:save:PHASE (a checkpoint hook "
-                            "phase), RANK under %zu (full-pieces: not 0; all but file-written and full-pieces: 0)",
+                            "phase), RANK under %zu (full-pieces: not 0, across processes; all but file-written and "
+                            "full-pieces: 0)",
                             phase, x->o.fail_rank, x->sch->nranks);
     f->phase = phase;
     f->kind = x->o.fail_kind;

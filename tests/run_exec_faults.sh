@@ -203,6 +203,13 @@ expect "GRIDSTEP_FAULT save phase of rank 0 on rank 1" 2 \
     --save "$tmp/hook1" "$tmp/pp2.yaml"
 unset GRIDSTEP_FAULT
 if [ -e "$tmp/hook1" ]; then bad "... nothing saved"; else ok "... nothing saved"; fi
+# full-pieces is a step of --save-full across processes only: in one process it would never fire
+GRIDSTEP_FAULT=fail:1:save:full-pieces
+export GRIDSTEP_FAULT
+expect "GRIDSTEP_FAULT full-pieces in one process" 2 "GRIDSTEP_FAULT: save:full-pieces on rank 1: expected" \
+    --save-full "$tmp/hook2.safetensors" "$tmp/pp2.yaml"
+unset GRIDSTEP_FAULT
+if [ -e "$tmp/hook2.safetensors" ]; then bad "... nothing saved"; else ok "... nothing saved"; fi
 
 echo "$passed passed, $failed failed"
 [ $failed -eq 0 ]
