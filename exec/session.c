@@ -453,9 +453,11 @@ static void ckpt_meta(const gs_exec_session *x, gs_ckpt_meta *m)
 }
 
 /* The test hook GRIDSTEP_FAULT=fail|die:RANK:save:PHASE (opts fail_event "save:PHASE"): at that
- * step of a save (exec/checkpoint.h's hook phases) the save of RANK fails ("fail": tmp-dir and
- * file-written only, the steps before the commit) or its process is killed (SIGKILL, "die": any
- * phase). file-written is the named rank's file; the other phases are the root's (rank 0). */
+ * step of a save (exec/checkpoint.h's hook phases) the save of RANK fails ("fail": tmp-dir,
+ * file-written and full-pieces only, the steps before the commit) or its process is killed
+ * (SIGKILL, "die": any phase). file-written is the named rank's file; full-pieces (--save-full
+ * across processes, RANK not 0) is RANK's process about to send its pieces to the root; the other
+ * phases are the root's (rank 0). */
 typedef struct save_fault {
     const char *phase; /* NULL: no fault */
     gs_fault_kind kind;
@@ -469,7 +471,8 @@ static gs_status save_fault_init(const gs_exec_session *x, save_fault *f, gs_err
 {
     static const char *const phases[] = {"tmp-dir",      "file-written", "files-synced",
                                          "index-written", "old-moved",   "new-in-place",
-                                         "old-removed",  "full-written", "full-renamed"};
+                                         "old-removed",  "full-written", "full-renamed",
+                                         "full-pieces"};
     memset(f, 0, sizeof *f);
     const char *e = x->o.fail_event;
     if (!e || strncmp(e, "save:", 5) != 0)
@@ -478,12 +481,17 @@ static gs_status save_fault_init(const gs_exec_session *x, save_fault *f, gs_err
     int known = 0;
     for (size_t i = 0; i < sizeof phases / sizeof phases[0]; i++)
         known |= strcmp(phase, phases[i]) == 0;
-    int early = strcmp(phase, "tmp-dir") == 0 || strcmp(phase, "file-written") == 0;
+    int pieces = strcmp(phase, "full-pieces") == 0;
+    int own = strcmp(phase, "file-written") == 0 || pieces; /* RANK's step; every other phase is rank 0's */
+    int early = strcmp(phase, "tmp-dir") == 0 || own;
     if (!known || x->o.fail_kind == GS_FAULT_STALL || (x->o.fail_kind == GS_FAULT_FAIL && !early) ||
-        x->o.fail_rank >= x->sch->nranks)
+        x->o.fail_rank >= x->sch->nranks || (pieces && (x->o.fail_rank == 0 || !x->boot)) ||
+        (!own && x->o.fail_rank != 0))
         return gs_error_set(err, GS_ERR_INPUT,
-                            "GRIDSTEP_FAULT: save:%s on rank %" PRIu64 ": expected fail:RANK:save:tmp-dir|file-written "
-                            "or die:RANK:save:PHASE (a checkpoint hook phase), RANK under %zu",
+                            "GRIDSTEP_FAULT: save:%s on rank %" PRIu64 ": expected "
+                            "fail:RANK:save:tmp-dir|file-written|full-pieces or die:RANK:save:PHASE (a checkpoint hook "
+                            "phase), RANK under %zu (full-pieces: not 0, across processes; all but file-written and "
+                            "full-pieces: 0)",
                             phase, x->o.fail_rank, x->sch->nranks);
     f->phase = phase;
     f->kind = x->o.fail_kind;
@@ -806,6 +814,25 @@ static float *full_set_place(full_set *f, const char *name, size_t ndim, const u
     size_t i = full_set_find(f, name, ndim, shape, err, rc);
     if (*rc != GS_OK)
         return NULL;
+    /* a piece from another process names a tensor already here: the bounds below are its shape's,
+     * so it must be the one the buffer was made for */
+    const gs_ckpt_full_tensor *t = &f->t[i];
+    int same = t->ndim == ndim;
+    for (size_t d = 0; same && d < ndim; d++)
+        same = t->shape[d] == shape[d];
+    if (!same) {
+        char have[128] = "", got[128] = "";
+        for (size_t d = 0, a = 0, b = 0; d < GS_CKPT_MAX_DIMS; d++) {
+            if (d < t->ndim && a < sizeof have)
+                a += (size_t)snprintf(have + a, sizeof have - a, "%s%" PRIu64, d ? " x " : "", t->shape[d]);
+            if (d < ndim && b < sizeof got)
+                b += (size_t)snprintf(got + b, sizeof got - b, "%s%" PRIu64, d ? " x " : "", shape[d]);
+        }
+        *rc = gs_error_set(err, GS_ERR_RUNTIME,
+                           "exec: --save-full: %s: a piece of a [%s] tensor, [%s] here (do the processes run the same "
+                           "scenario?)", name, got, have);
+        return NULL;
+    }
     uint64_t numel = 1;
     for (size_t d = 0; d < ndim; d++)
         numel *= shape[d];
@@ -852,6 +879,7 @@ static gs_status save_full_across(gs_exec_session *x, ckpt_views *v, full_set *f
     size_t bytes = 0;
     gs_ckpt_meta meta;
     gs_status rc = GS_OK;
+    int missing = 0; /* root: a process sent no pieces, so FILE is not written (the agreement fails with its error) */
     gs_ckpt_rank_record_init(&rec);
     ckpt_meta(x, &meta);
     if (!b->send || !b->recv) {
@@ -861,7 +889,14 @@ static gs_status save_full_across(gs_exec_session *x, ckpt_views *v, full_set *f
     }
     if (b->proc != 0) {
         const gs_ckpt_rank_view *view = &v->views[me];
-        rc = gs_ckpt_rank_record_of_view(&rec, me, (int)v->n, meta.step, view, err);
+        if (fault->phase && strcmp(fault->phase, "full-pieces") == 0 && fault->rank == me) {
+            if (fault->kind == GS_FAULT_DIE)
+                raise(SIGKILL);
+            rc = gs_error_set(err, GS_ERR_IO, "checkpoint %s: rank %d: injected failure at full-pieces (test hook)",
+                              path, me);
+        }
+        if (rc == GS_OK)
+            rc = gs_ckpt_rank_record_of_view(&rec, me, (int)v->n, meta.step, view, err);
         if (rc == GS_OK)
             rc = gs_ckpt_rank_record_encode(&rec, &buf, &bytes, err);
         uint64_t size = rc == GS_OK ? bytes : 0;
@@ -888,8 +923,10 @@ static gs_status save_full_across(gs_exec_session *x, ckpt_views *v, full_set *f
         gs_boot_wait w = {.timeout_s = x->o.timeout_s};
         uint64_t size = 0;
         gs_boot_outcome o = b->recv(b->ctx, p, &size, sizeof size, &w, err);
-        if (o == GS_BOOT_DONE && size == 0)
-            continue; /* that process failed: it says why in the agreement */
+        if (o == GS_BOOT_DONE && size == 0) {
+            missing = 1; /* that process failed: it says why in the agreement */
+            continue;
+        }
         if (o == GS_BOOT_DONE && size > ((uint64_t)1 << 31))
             rc = gs_error_set(err, GS_ERR_RUNTIME, "exec: --save-full: rank %d announced a record of %" PRIu64
                               " bytes", p, size);
@@ -921,7 +958,7 @@ static gs_status save_full_across(gs_exec_session *x, ckpt_views *v, full_set *f
                                             GS_ERR_RUNTIME)
                                          : gs_error_set(err, GS_ERR_RUNTIME, "exec: --save-full: stopped");
     }
-    if (rc == GS_OK)
+    if (rc == GS_OK && !missing)
         rc = gs_ckpt_save_full(path, &meta, f->t, f->n, fault->phase ? save_fault_hook : NULL, (void *)fault, err);
 out:
     gs_ckpt_rank_record_fini(&rec);

@@ -198,6 +198,22 @@ GRIDSTEP_FAULT=hang:1:x
 export GRIDSTEP_FAULT
 expect "GRIDSTEP_FAULT unknown" 2 "GRIDSTEP_FAULT: found 'hang:1:x'" "$dir/single.yaml"
 unset GRIDSTEP_FAULT
+# a save hook phase that is rank 0's, named on rank 1, would never fire (the save would succeed
+# and a test relying on it pass without testing anything): refused, and nothing saved
+GRIDSTEP_FAULT=fail:1:save:tmp-dir
+export GRIDSTEP_FAULT
+expect "GRIDSTEP_FAULT save phase of rank 0 on rank 1" 2 \
+    "GRIDSTEP_FAULT: save:tmp-dir on rank 1: expected fail:RANK:save:tmp-dir|file-written|full-pieces" \
+    --save "$tmp/hook1" "$tmp/pp2.yaml"
+unset GRIDSTEP_FAULT
+if [ -e "$tmp/hook1" ]; then bad "... nothing saved"; else ok "... nothing saved"; fi
+# full-pieces is a step of --save-full across processes only: in one process it would never fire
+GRIDSTEP_FAULT=fail:1:save:full-pieces
+export GRIDSTEP_FAULT
+expect "GRIDSTEP_FAULT full-pieces in one process" 2 "GRIDSTEP_FAULT: save:full-pieces on rank 1: expected" \
+    --save-full "$tmp/hook2.safetensors" "$tmp/pp2.yaml"
+unset GRIDSTEP_FAULT
+if [ -e "$tmp/hook2.safetensors" ]; then bad "... nothing saved"; else ok "... nothing saved"; fi
 
 echo "$passed passed, $failed failed"
 [ $failed -eq 0 ]

@@ -18,7 +18,7 @@
 #    --save-every; rank 0 killed mid-swap leaves the previous checkpoint loadable (DIR.old) and the
 #    next save recovers; a save failing on one rank fails on all, said once, the previous
 #    checkpoint intact; a process killed mid-save leaves rank 0's DIR.tmp-PID, which the next
-#    save removes;
+#    save removes; --save-full failing on one process leaves FILE as it was;
 #  - the JSON names each rank's host and local rank (GRIDSTEP_HOST standing in for other
 #    machines: hosts a a b b give local ranks 0 1 0 1, a b a b give 0 0 1 1);
 #  - --load works (each process reads its rank's pieces) and continues with the one-process
@@ -210,6 +210,34 @@ for spec in dp2:2 tp2:2 pp2:2 dp2tp2:4; do
     check "--save-full on $g, mpirun -np $np: the one-process file, byte for byte" cmp -s "$tmp/$g.f0" "$tmp/$g.f1"
     check "--save on $g, mpirun -np $np: no temporaries left" test -z "$(ls -d "$tmp/$g.s1".* "$tmp/$g.f1".* 2>/dev/null)"
 done
+
+# --save-full failing on one process before it sends its pieces (fail:1:save:full-pieces): every
+# process fails, rank 0 says it once, and FILE is left as it was (the step-2 file just written),
+# byte for byte, with no temporary. A --steps 1 file differs from it in every parameter, so any
+# write shows; rank 0 must not write the model without rank 1's pieces (zeros in their place)
+cp "$tmp/dp2.f1" "$tmp/dp2.f1.copy"
+GRIDSTEP_FAULT=fail:1:save:full-pieces $MPIRUN -np 2 "$GRIDSTEP" exec --steps 1 --save-full "$tmp/dp2.f1" \
+    "$tmp/dp2.yaml" >"$tmp/out" 2>"$tmp/err"
+check "--save-full failing on rank 1: exit 1" test $? -eq 1
+check "--save-full failing on rank 1: said once" \
+    test "$(grep -c "checkpoint $tmp/dp2.f1: rank 1: injected failure at full-pieces (test hook)" "$tmp/err")" -eq 1
+check "--save-full failing on rank 1: FILE as it was, byte for byte" cmp -s "$tmp/dp2.f1.copy" "$tmp/dp2.f1"
+check "--save-full failing on rank 1: no temporaries" test -z "$(ls -d "$tmp/dp2.f1".tmp-* 2>/dev/null)"
+check "--save-full failing on rank 1: no report printed" test ! -s "$tmp/out"
+
+# processes launched on two scenarios that differ only in the MLP width (mpirun's colon syntax;
+# tp2, so both ranks hold a piece of every tensor and the TP collectives carry hidden-sized
+# activations that still match, so the steps run): rank 0 must refuse rank 1's piece of the
+# [256 x 64] gate_proj (elements 8192 to 16383) for the [128 x 64] buffer it made for that name,
+# rather than copy it past the buffer's end (which corrupted its heap: a crash or a hang, hence
+# the timeout)
+sed 's/ffn: 128/ffn: 256/' "$tmp/tp2.yaml" >"$tmp/tp2w.yaml"
+timeout 120 $MPIRUN -np 1 "$GRIDSTEP" exec --steps 1 --save-full "$tmp/mixed.f" "$tmp/tp2.yaml" : \
+    -np 1 "$GRIDSTEP" exec --steps 1 --save-full "$tmp/mixed.f" "$tmp/tp2w.yaml" >/dev/null 2>"$tmp/err"
+check "--save-full across two scenarios: exit 1" test $? -eq 1
+check "--save-full across two scenarios: the shape mismatch said once" \
+    test "$(grep -c 'model.layers.0.mlp.gate_proj.weight: a piece of a \[256 x 64\] tensor, \[128 x 64\] here' "$tmp/err")" -eq 1
+check "--save-full across two scenarios: no FILE, no temporaries" test -z "$(ls -d "$tmp/mixed.f"* 2>/dev/null)"
 
 # --save then --load across processes resumes bit-exactly: 2 + 2 steps give the losses of 4
 # uninterrupted steps (Adam's step and moments saved and restored on every rank)
