@@ -159,6 +159,80 @@ void gs_exec_session_destroy(gs_exec_session *x)
     free(x);
 }
 
+/* What every process of a run must agree on: the fields that shape the model, the grid, the
+ * schedule and the training program (processes launched on different files, or on one file that
+ * differs between hosts, would otherwise run mismatched collectives or corrupt a gather). Floats
+ * travel as their bits. */
+enum { SIG_FIELDS = 30 };
+typedef struct sig_field {
+    const char *name;
+    int is_float;
+} sig_field;
+
+static void run_signature(const gs_exec_session *x, const gs_scenario *s, uint64_t *v, sig_field *f)
+{
+    const gs_model *m = &s->model;
+    const gs_strategy *st = &s->strategy;
+    const gs_train_opts *t = &x->o.train;
+    const float fl[] = {t->lr, t->eps, t->weight_decay, t->init_std};
+    const char *fln[] = {"--lr", "--adam-eps", "AdamW weight decay", "init std"};
+    size_t i = 0;
+#define SIG(label, value) (f[i] = (sig_field){(label), 0}, v[i++] = (uint64_t)(value))
+    SIG("model layers", m->layers), SIG("model hidden", m->hidden), SIG("model heads", m->heads);
+    SIG("model kv_heads", m->kv_heads), SIG("model head_dim", m->head_dim), SIG("model ffn", m->ffn);
+    SIG("model vocab", m->vocab), SIG("model seq", m->seq), SIG("model tied_embeddings", m->tied_embeddings);
+    SIG("model norm", m->norm), SIG("model mlp", m->mlp), SIG("model pos", m->pos);
+    SIG("grid dp", s->grid.dp), SIG("grid pp", s->grid.pp), SIG("grid tp", s->grid.tp);
+    SIG("cluster nodes", s->cluster.nodes), SIG("cluster gpus_per_node", s->cluster.gpus_per_node);
+    SIG("strategy sharding", st->sharding), SIG("strategy wrap", st->wrap), SIG("strategy recompute", st->recompute);
+    SIG("strategy pipeline", st->pipeline), SIG("strategy virtual_stages", st->virtual_stages);
+    SIG("strategy sequence_parallel", st->sequence_parallel);
+    SIG("batch global_seqs", s->batch.global_seqs), SIG("batch micro_seqs", s->batch.micro_seqs);
+    SIG("--seed", t->seed);
+#undef SIG
+    for (size_t k = 0; k < sizeof fl / sizeof *fl; k++) {
+        uint32_t u;
+        memcpy(&u, &fl[k], sizeof u);
+        f[i] = (sig_field){fln[k], 1};
+        v[i++] = u;
+    }
+}
+
+static double sig_value(uint64_t v, int is_float)
+{
+    if (!is_float)
+        return (double)v;
+    uint32_t u = (uint32_t)v;
+    float fv;
+    memcpy(&fv, &u, sizeof fv);
+    return fv;
+}
+
+/* Collective: every process's signature against process 0's; the first difference (lowest
+ * process, first field) becomes the same error on every process. */
+static gs_status agree_on_scenario(gs_exec_session *x, const gs_scenario *s, gs_error *err)
+{
+    uint64_t mine[SIG_FIELDS];
+    sig_field f[SIG_FIELDS];
+    run_signature(x, s, mine, f);
+    size_t procs = (size_t)x->boot->procs;
+    uint64_t *all = calloc(procs * SIG_FIELDS, sizeof *all);
+    if (!all)
+        return gs_error_set(err, GS_ERR_NOMEM, "exec: out of memory");
+    gs_status rc = x->boot->allgather(x->boot->ctx, mine, sizeof mine, all, err);
+    for (size_t p = 1; rc == GS_OK && p < procs; p++)
+        for (size_t k = 0; k < SIG_FIELDS; k++)
+            if (all[p * SIG_FIELDS + k] != all[k]) {
+                rc = gs_error_set(err, GS_ERR_INPUT, "exec: process %zu runs a different scenario or options than "
+                                  "process 0 (%s: %.9g vs %.9g); every process must run the same scenario with the "
+                                  "same options", p, f[k].name, sig_value(all[p * SIG_FIELDS + k], f[k].is_float),
+                                  sig_value(all[k], f[k].is_float));
+                break;
+            }
+    free(all);
+    return rc;
+}
+
 gs_status gs_exec_session_create(const gs_scenario *s, const gs_mesh *mesh, const gs_exec_opts *o,
                                  gs_exec_session **out, gs_error *err)
 {
@@ -177,6 +251,12 @@ gs_status gs_exec_session_create(const gs_scenario *s, const gs_mesh *mesh, cons
     x->ops = x->o.driver ? x->o.driver : &gs_driver_host;
     x->boot = gs_boot_active(x->o.boot) ? x->o.boot : NULL;
     x->local = GS_DISPATCH_ALL;
+    /* the first collective: the processes agree on what they run (then every check below sees
+     * the same values everywhere, so each process refuses alike) */
+    if (x->boot && (rc = agree_on_scenario(x, s, err)) != GS_OK) {
+        x->boot = NULL;
+        goto out;
+    }
     if (x->boot && (uint64_t)x->boot->procs != mesh->world) {
         /* every process sees the same counts: each refuses alike, nothing collective has run */
         rc = gs_error_set(err, GS_ERR_INPUT,

@@ -226,18 +226,21 @@ check "--save-full failing on rank 1: no temporaries" test -z "$(ls -d "$tmp/dp2
 check "--save-full failing on rank 1: no report printed" test ! -s "$tmp/out"
 
 # processes launched on two scenarios that differ only in the MLP width (mpirun's colon syntax;
-# tp2, so both ranks hold a piece of every tensor and the TP collectives carry hidden-sized
-# activations that still match, so the steps run): rank 0 must refuse rank 1's piece of the
-# [256 x 64] gate_proj (elements 8192 to 16383) for the [128 x 64] buffer it made for that name,
-# rather than copy it past the buffer's end (which corrupted its heap: a crash or a hang, hence
-# the timeout)
+# tp2, whose TP collectives carry hidden-sized activations that would still match, so the steps
+# would run and --save-full then meet a [256 x 64] piece for a [128 x 64] tensor): every process
+# refuses before anything runs, naming the field, said once (the timeout guards a hang)
 sed 's/ffn: 128/ffn: 256/' "$tmp/tp2.yaml" >"$tmp/tp2w.yaml"
 timeout 120 $MPIRUN -np 1 "$GRIDSTEP" exec --steps 1 --save-full "$tmp/mixed.f" "$tmp/tp2.yaml" : \
-    -np 1 "$GRIDSTEP" exec --steps 1 --save-full "$tmp/mixed.f" "$tmp/tp2w.yaml" >/dev/null 2>"$tmp/err"
-check "--save-full across two scenarios: exit 1" test $? -eq 1
-check "--save-full across two scenarios: the shape mismatch said once" \
-    test "$(grep -c 'model.layers.0.mlp.gate_proj.weight: a piece of a \[256 x 64\] tensor, \[128 x 64\] here' "$tmp/err")" -eq 1
-check "--save-full across two scenarios: no FILE, no temporaries" test -z "$(ls -d "$tmp/mixed.f"* 2>/dev/null)"
+    -np 1 "$GRIDSTEP" exec --steps 1 --save-full "$tmp/mixed.f" "$tmp/tp2w.yaml" >"$tmp/out" 2>"$tmp/err"
+check "two scenarios across processes: exit 2" test $? -eq 2
+check "... naming the field that differs, once" \
+    test "$(grep -c 'process 1 runs a different scenario or options than process 0 (model ffn: 256 vs 128)' "$tmp/err")" -eq 1
+check "... nothing run, no FILE" test ! -s "$tmp/out" -a -z "$(ls -d "$tmp/mixed.f"* 2>/dev/null)"
+# the same file with another --seed on one process: the data and the initial weights would differ
+timeout 120 $MPIRUN -np 1 "$GRIDSTEP" exec --steps 1 "$tmp/tp2.yaml" : \
+    -np 1 "$GRIDSTEP" exec --steps 1 --seed 7 "$tmp/tp2.yaml" >/dev/null 2>"$tmp/err"
+check "another --seed on process 1: exit 2 naming --seed" \
+    test $? -eq 2 -a "$(grep -c '(--seed: 7 vs 1234)' "$tmp/err")" -eq 1
 
 # --save then --load across processes resumes bit-exactly: 2 + 2 steps give the losses of 4
 # uninterrupted steps (Adam's step and moments saved and restored on every rank)
