@@ -2,6 +2,7 @@
  * shapes, elementwise kernel bandwidths, attention, collectives per op, size and group size,
  * send/recv, per-event dispatch cost, how many cores ranks really get), fits the sim's models
  * to the medians (sim/calib.c) and writes the calibration file `sim --calib` reads. */
+#define _GNU_SOURCE /* sched_getaffinity, pthread_setaffinity_np */
 #include <errno.h>
 #include <getopt.h>
 #include <inttypes.h>
@@ -39,7 +40,9 @@ const char gs_cmd_calibrate_help[] =
     "             backward over twice the forward is compute.gemm_bwd_factor\n"
     "  rope       the rotary embedding of q and k per token (compute.qkv_rope_s_per_token)\n"
     "  concurrency the scenario's GEMMs on 1 .. P threads at once, the slowest one's CPU time\n"
-    "             over one thread's (median of 5 rounds): 1 + s (k - 1) (compute.concurrency_slowdown)\n"
+    "             over one thread's (median of 5 rounds): 1 + s (k - 1) (compute.concurrency_slowdown);\n"
+    "             each thread pinned to a CPU of its own, the first on the CPU the kernels\n"
+    "             above were measured on (the one-thread reference is the GEMM fit's CPU)\n"
     "  kernels    the non-GEMM work of each event as exec runs it (AdamW, the norms with their\n"
     "             residual adds, SwiGLU, the loss, the embedding; forward and backward): alpha-beta\n"
     "             fit of time against the bytes the schedule counts for them\n"
@@ -143,6 +146,8 @@ typedef struct cal {
     double rope_s;          /* rotary embedding of q and k per token, mean of forward and backward */
     uint64_t conc_threads[MAX_CONC];
     double conc_ratio[MAX_CONC]; /* CPU time per GEMM pass with k threads over one thread's */
+    int solo_cpu;                /* the CPU the single-thread kernels ran on (pinned), -1: unpinned */
+    int conc_cpu[MAX_CONC];      /* the concurrency test's thread t ran on CPU conc_cpu[t] (-1: unpinned) */
     size_t nconc;
     gs_fit_slow conc_fit;
     double attn_fwd_s, attn_bwd_s, attn_flops;
@@ -361,11 +366,43 @@ static void rope_call(void *arg, gs_drv_stream *s)
     }
 }
 
+/* CPU number `slot` (modulo their count) among the CPUs this thread may run on; -1 unknown. */
+static int allowed_cpu(size_t slot)
+{
+    cpu_set_t set;
+    CPU_ZERO(&set);
+    if (sched_getaffinity(0, sizeof set, &set) != 0 || CPU_COUNT(&set) <= 0)
+        return -1;
+    size_t want = slot % (size_t)CPU_COUNT(&set), seen = 0;
+    for (int cpu = 0; cpu < CPU_SETSIZE; cpu++)
+        if (CPU_ISSET(cpu, &set) && seen++ == want)
+            return cpu;
+    return -1;
+}
+
+/* Pins the calling thread to allowed CPU `slot`; returns the CPU, or -1 (left unpinned). The
+ * single-thread kernel measurements and the concurrency test's thread 0 run on the same CPU, so
+ * ratio(k) is taken against the CPU the GEMM fit was measured on. Unpinned, the fit could come
+ * from a fast vCPU and the ratio's one-thread reference from a slow one, and the difference
+ * between them (a quarter on the development VM, which one changing over minutes) would be
+ * missed both ways. */
+static int pin_self(size_t slot)
+{
+    int cpu = allowed_cpu(slot);
+    if (cpu < 0)
+        return -1;
+    cpu_set_t one;
+    CPU_ZERO(&one);
+    CPU_SET(cpu, &one);
+    return pthread_setaffinity_np(pthread_self(), sizeof one, &one) == 0 ? cpu : -1;
+}
+
 static gs_status solo_fn(void *arg, gs_drv_stream *s, gs_error *err)
 {
     solo_job *j = arg;
     cal *c = j->c;
     gs_status rc = GS_OK;
+    c->solo_cpu = pin_self(0);
     /* GEMMs */
     for (size_t i = 0; i < c->ngemm; i++) {
         gemm_point *g = &c->gemm[i];
@@ -766,6 +803,8 @@ static gs_status measure_cores(cal *c, gs_error *err)
  * not count (that is compute.cores). */
 typedef struct conc_job {
     const cal *c;
+    size_t slot; /* thread t of k: pinned to allowed CPU t (thread 0 on the solo kernels' CPU) */
+    int cpu;     /* out: the CPU it was pinned to, -1 unpinned */
     int *go; /* set (atomically) once every thread is started: they start together */
     float **x, **w, **y; /* per shape */
     size_t *copies;      /* per shape */
@@ -800,6 +839,7 @@ static int conc_reps(const cal *c)
 static void *conc_main(void *arg)
 {
     conc_job *j = arg;
+    j->cpu = pin_self(j->slot);
     conc_pass(j, 0); /* warm-up */
     while (!__atomic_load_n(j->go, __ATOMIC_ACQUIRE))
         sched_yield();
@@ -829,6 +869,7 @@ static gs_status conc_round(cal *c, uint64_t kmax, double *pass_s, gs_error *err
         for (uint64_t t = 0; t < k && rc == GS_OK; t++) {
             conc_job *j = &jobs[t];
             j->c = c;
+            j->slot = (size_t)t;
             j->go = &go;
             j->x = calloc(c->ngemm, sizeof *j->x);
             j->w = calloc(c->ngemm, sizeof *j->w);
@@ -868,6 +909,7 @@ static gs_status conc_round(cal *c, uint64_t kmax, double *pass_s, gs_error *err
             if (started[t]) {
                 pthread_join(th[t], NULL);
                 slowest = fmax(slowest, gs_calib_median(jobs[t].pass_s, (size_t)conc_reps(c)));
+                c->conc_cpu[t] = jobs[t].cpu;
             }
         for (uint64_t t = 0; t < k; t++) {
             for (size_t i = 0; jobs[t].x && i < c->ngemm; i++)
@@ -1279,6 +1321,12 @@ static json_t *build_json(const cal *c, const char *driver, const char *scenario
         json_array_append_new(cc, o);
     }
     json_object_set_new(meas, "concurrency_test", cc);
+    /* where the single-thread kernels and the concurrency threads ran (-1: not pinned) */
+    json_object_set_new(meas, "single_thread_cpu", json_integer(c->solo_cpu));
+    json_t *cp = json_array();
+    for (size_t t = 0; t < c->nconc && t < MAX_CONC; t++)
+        json_array_append_new(cp, json_integer(c->conc_cpu[t]));
+    json_object_set_new(meas, "concurrency_cpus", cp);
     json_object_set_new(meas, "gemm_operands", json_string(c->rotate ? "rotated" : "warm"));
     json_t *co = json_object();
     for (int op = 0; op < C_COUNT; op++) {
@@ -1363,7 +1411,13 @@ static void print_summary(const cal *c)
     for (size_t i = 0; i < c->nconc; i++)
         printf(" %.3f with %" PRIu64 "%s", c->conc_ratio[i], c->conc_threads[i], i + 1 < c->nconc ? "," : "");
     printf("\n  fit: 1 + s (k - 1), s = %.3f (compute.concurrency_slowdown), rms residual %.1f%%\n", c->conc_fit.s,
-           100 * c->conc_fit.rms_rel_resid);
+           100 * c->conc_fit.rms_rel_resid);    if (c->solo_cpu >= 0) {
+        printf("  pinned: the single-thread kernels and thread 1 on CPU %d, threads 2.. on CPUs", c->solo_cpu);
+        for (size_t q = 1; q < c->nconc && q < MAX_CONC; q++)
+            printf("%s%d", q > 1 ? "," : " ", c->conc_cpu[q]);
+        printf("\n");
+    } else
+        printf("  not pinned (no CPU affinity): the one-thread reference may not be the GEMM fit's CPU\n");
     printf("\ndispatch per event (+ a cross-stream wake-up):");
     for (int w = 0; w < DISPATCH_SIZES; w++)
         printf(" %.1f (+%.1f) us with %" PRIu64 " rank%s%s", c->dispatch_s[w] * 1e6, c->wake_s[w] * 1e6,
@@ -1507,6 +1561,9 @@ gs_status gs_cmd_calibrate(int argc, char **argv, gs_error *err)
     cal *c = calloc(1, sizeof *c);
     if (!c)
         return gs_error_set(err, GS_ERR_NOMEM, "out of memory");
+    c->solo_cpu = -1;
+    for (int t = 0; t < MAX_CONC; t++)
+        c->conc_cpu[t] = -1;
     gs_status rc = GS_OK;
     json_t *doc = NULL;
     gs_drv *d = NULL;
