@@ -101,5 +101,5 @@ echo
 echo "Calibration summary (gridstep calibrate):"
 echo
 echo '```'
-sed -n '/^  best/p;/^  backward/p;/^  attention/p;/^dispatch/p;/^scheduler/p;/^a training step/p;/^cores/p' "$tmp/calib.out"
+sed -n '/^  best/p;/^  backward/p;/^  attention/p;/^concurrency/p;/^  fit: 1/p;/^  pinned/p;/^dispatch/p;/^scheduler/p;/^a training step/p;/^cores/p' "$tmp/calib.out"
 echo '```'
