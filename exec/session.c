@@ -163,13 +163,14 @@ void gs_exec_session_destroy(gs_exec_session *x)
  * schedule and the training program (processes launched on different files, or on one file that
  * differs between hosts, would otherwise run mismatched collectives or corrupt a gather). Floats
  * travel as their bits. */
-enum { SIG_FIELDS = 30 };
+enum { SIG_FIELDS = 32 }; /* room for every field below */
 typedef struct sig_field {
     const char *name;
     int is_float;
 } sig_field;
 
-static void run_signature(const gs_exec_session *x, const gs_scenario *s, uint64_t *v, sig_field *f)
+/* Fills v and f; returns the field count (<= SIG_FIELDS). */
+static size_t run_signature(const gs_exec_session *x, const gs_scenario *s, uint64_t *v, sig_field *f)
 {
     const gs_model *m = &s->model;
     const gs_strategy *st = &s->strategy;
@@ -196,6 +197,7 @@ static void run_signature(const gs_exec_session *x, const gs_scenario *s, uint64
         f[i] = (sig_field){fln[k], 1};
         v[i++] = u;
     }
+    return i;
 }
 
 static double sig_value(uint64_t v, int is_float)
@@ -212,16 +214,16 @@ static double sig_value(uint64_t v, int is_float)
  * process, first field) becomes the same error on every process. */
 static gs_status agree_on_scenario(gs_exec_session *x, const gs_scenario *s, gs_error *err)
 {
-    uint64_t mine[SIG_FIELDS];
-    sig_field f[SIG_FIELDS];
-    run_signature(x, s, mine, f);
+    uint64_t mine[SIG_FIELDS] = {0};
+    sig_field f[SIG_FIELDS] = {{0}};
+    size_t n = run_signature(x, s, mine, f);
     size_t procs = (size_t)x->boot->procs;
     uint64_t *all = calloc(procs * SIG_FIELDS, sizeof *all);
     if (!all)
         return gs_error_set(err, GS_ERR_NOMEM, "exec: out of memory");
     gs_status rc = x->boot->allgather(x->boot->ctx, mine, sizeof mine, all, err);
     for (size_t p = 1; rc == GS_OK && p < procs; p++)
-        for (size_t k = 0; k < SIG_FIELDS; k++)
+        for (size_t k = 0; k < n; k++)
             if (all[p * SIG_FIELDS + k] != all[k]) {
                 rc = gs_error_set(err, GS_ERR_INPUT, "exec: process %zu runs a different scenario or options than "
                                   "process 0 (%s: %.9g vs %.9g); every process must run the same scenario with the "
