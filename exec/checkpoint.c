@@ -197,20 +197,24 @@ static gs_status recover_swap(const char *dir, const char *old_dir, gs_error *er
     return gs_fsync_parent(dir, err);
 }
 
-gs_status gs_ckpt_writer_create(gs_ckpt_writer **out, const char *dir, const gs_ckpt_meta *meta, int world,
-                                gs_error *err)
+/* A writer's common state for DIR: its normalised name, DIR.old, the metadata and the per-rank
+ * slots; tmp_dir: the root's temporary directory to attach to (attached: never removed here), or
+ * NULL for this process's own DIR.tmp-PID. On failure *out is NULL. */
+static gs_status writer_new(gs_ckpt_writer **out, const char *dir, const char *tmp_dir, const gs_ckpt_meta *meta,
+                            int world, gs_error *err)
 {
     gs_status st = GS_OK;
     *out = NULL;
     gs_ckpt_writer *w = calloc(1, sizeof *w);
     if (!w)
         return gs_error_set(err, GS_ERR_NOMEM, "checkpoint %s: out of memory", dir);
+    w->attached = tmp_dir != NULL;
     if (world < 1 || world > 99999 || !meta || meta->dp < 1 || meta->pp < 1 || meta->tp < 1) {
         st = gs_error_set(err, GS_ERR_INPUT, "checkpoint %s: world %d or grid out of range", dir, world);
         goto out;
     }
     w->dir = dir_normalise(dir);
-    w->tmp_dir = w->dir ? str_printf("%s.tmp-%ld", w->dir, (long)getpid()) : NULL;
+    w->tmp_dir = tmp_dir ? strdup(tmp_dir) : w->dir ? str_printf("%s.tmp-%ld", w->dir, (long)getpid()) : NULL;
     w->old_dir = w->dir ? str_printf("%s.old", w->dir) : NULL;
     w->scenario_copy = strdup(meta->scenario ? meta->scenario : "");
     w->ranks = calloc((size_t)world, sizeof *w->ranks);
@@ -221,6 +225,21 @@ gs_status gs_ckpt_writer_create(gs_ckpt_writer **out, const char *dir, const gs_
     w->meta = *meta;
     w->meta.scenario = w->scenario_copy;
     w->world = world;
+    *out = w;
+out:
+    if (st != GS_OK)
+        gs_ckpt_writer_destroy(w);
+    return st;
+}
+
+gs_status gs_ckpt_writer_create(gs_ckpt_writer **out, const char *dir, const gs_ckpt_meta *meta, int world,
+                                gs_error *err)
+{
+    gs_ckpt_writer *w = NULL;
+    gs_status st = writer_new(&w, dir, NULL, meta, world, err);
+    *out = NULL;
+    if (st != GS_OK)
+        return st;
     st = recover_swap(w->dir, w->old_dir, err);
     if (st == GS_OK)
         st = remove_stale_temporaries(w->dir, err);
@@ -890,33 +909,16 @@ const char *gs_ckpt_writer_tmp_dir(const gs_ckpt_writer *w)
 gs_status gs_ckpt_writer_attach(gs_ckpt_writer **out, const char *dir, const char *tmp_dir, const gs_ckpt_meta *meta,
                                 int world, gs_error *err)
 {
-    gs_status st = GS_OK;
     struct stat sb;
+    gs_ckpt_writer *w = NULL;
+    gs_status st = writer_new(&w, dir, tmp_dir, meta, world, err);
     *out = NULL;
-    gs_ckpt_writer *w = calloc(1, sizeof *w);
-    if (!w)
-        return gs_error_set(err, GS_ERR_NOMEM, "checkpoint %s: out of memory", dir);
-    w->attached = 1;
-    if (world < 1 || world > 99999 || !meta || meta->dp < 1 || meta->pp < 1 || meta->tp < 1) {
-        st = gs_error_set(err, GS_ERR_INPUT, "checkpoint %s: world %d or grid out of range", dir, world);
-        goto out;
-    }
-    w->dir = dir_normalise(dir);
-    w->tmp_dir = strdup(tmp_dir);
-    w->old_dir = w->dir ? str_printf("%s.old", w->dir) : NULL;
-    w->scenario_copy = strdup(meta->scenario ? meta->scenario : "");
-    w->ranks = calloc((size_t)world, sizeof *w->ranks);
-    if (!w->dir || !w->tmp_dir || !w->old_dir || !w->scenario_copy || !w->ranks) {
-        st = gs_error_set(err, GS_ERR_NOMEM, "checkpoint %s: out of memory", dir);
-        goto out;
-    }
-    w->meta = *meta;
-    w->meta.scenario = w->scenario_copy;
-    w->world = world;
+    if (st != GS_OK)
+        return st;
     size_t dl = strlen(w->dir);
-    const char *digits = tmp_dir + dl + 5;
-    if (strncmp(tmp_dir, w->dir, dl) != 0 || strncmp(tmp_dir + dl, ".tmp-", 5) != 0 || !*digits ||
-        strspn(digits, "0123456789") != strlen(digits)) {
+    /* DIR, then ".tmp-", then digits; each checked before the next is looked at */
+    if (strncmp(tmp_dir, w->dir, dl) != 0 || strncmp(tmp_dir + dl, ".tmp-", 5) != 0 || !tmp_dir[dl + 5] ||
+        strspn(tmp_dir + dl + 5, "0123456789") != strlen(tmp_dir + dl + 5)) {
         st = gs_error_set(err, GS_ERR_INPUT, "checkpoint %s: %s is not one of its temporary directories (DIR.tmp-PID)",
                           w->dir, tmp_dir);
         goto out;

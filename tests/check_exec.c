@@ -493,7 +493,7 @@ END_TEST
 /* Checkpoints: 2 steps, save, load into a fresh session, 1 more step = 3 steps in a row, bit for
  * bit, on the same grid; and a single-rank run loaded from the 8-rank checkpoint continues with
  * the single-rank run's loss (1e-5: the grids' parameters agree to ~4e-7 after 2 steps). */
-static gs_exec_session *open_cfg(const cfg *c)
+static gs_exec_session *open_cfg_ops(const cfg *c, const gs_driver_ops *ops)
 {
     char text[1024];
     scenario_text(c, text, sizeof text);
@@ -502,10 +502,18 @@ static gs_exec_session *open_cfg(const cfg *c)
     gs_error err;
     ck_assert_int_eq(gs_scenario_load_string(text, strlen(text), c->name, &s, &err), GS_OK);
     ck_assert_int_eq(gs_scenario_mesh(&s, &mesh, NULL, &err), GS_OK);
+    gs_exec_opts o;
+    gs_exec_opts_defaults(&o);
+    o.driver = ops; /* NULL: the host driver */
     gs_exec_session *x = NULL;
-    gs_status rc = gs_exec_session_create(&s, &mesh, NULL, &x, &err);
+    gs_status rc = gs_exec_session_create(&s, &mesh, &o, &x, &err);
     ck_assert_msg(rc == GS_OK, "%s", err.msg);
     return x;
+}
+
+static gs_exec_session *open_cfg(const cfg *c)
+{
+    return open_cfg_ops(c, NULL);
 }
 
 START_TEST(checkpoint_resume)
@@ -570,23 +578,6 @@ static void staged_upload(gs_drv *d, gs_drv_stream *s, void *dst, const void *sr
     gs_driver_host.upload(d, s, dst, src, bytes);
 }
 
-static gs_exec_session *open_cfg_ops(const cfg *c, const gs_driver_ops *ops)
-{
-    char text[1024];
-    scenario_text(c, text, sizeof text);
-    static gs_scenario s2; /* sessions copy it */
-    gs_mesh mesh;
-    gs_error err;
-    ck_assert_int_eq(gs_scenario_load_string(text, strlen(text), c->name, &s2, &err), GS_OK);
-    ck_assert_int_eq(gs_scenario_mesh(&s2, &mesh, NULL, &err), GS_OK);
-    gs_exec_opts o;
-    gs_exec_opts_defaults(&o);
-    o.driver = ops;
-    gs_exec_session *x = NULL;
-    gs_status rc = gs_exec_session_create(&s2, &mesh, &o, &x, &err);
-    ck_assert_msg(rc == GS_OK, "%s", err.msg);
-    return x;
-}
 
 static int files_equal(const char *a, const char *b)
 {
