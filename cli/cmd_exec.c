@@ -143,10 +143,10 @@ const char gs_cmd_compare_help[] =
     "  gridstep compare scenarios/tiny-llama-2x2x2.yaml\n"
     "  gridstep calibrate --out host.json && gridstep compare --calib host.json tests/calib/b-dp4.yaml\n";
 
-static const char exec_usage[] =
+const char gs_cmd_exec_usage[] =
     "gridstep exec [--driver host|cuda] [--steps N] [--seed S] [--lr X] [--adam-eps X] [--timeout S] [--json] "
     "[--trace FILE] [--load DIR] [--save DIR [--save-every N]] [--save-full FILE] SCENARIO.yaml";
-static const char compare_usage[] =
+const char gs_cmd_compare_usage[] =
     "gridstep compare [--driver host|cuda] [--steps N] [--calib FILE] [--mode analytic|flow] [--json] SCENARIO.yaml";
 
 static gs_status parse_u64(const char *opt, const char *arg, uint64_t *out, gs_error *err)
@@ -259,7 +259,7 @@ static gs_status parse(int argc, char **argv, int compare, run_args *a, gs_error
         {"save-full", required_argument, NULL, 'U'}, {"mode", required_argument, NULL, 'M'},
         {NULL, 0, NULL, 0},
     };
-    const char *usage = compare ? compare_usage : exec_usage;
+    const char *usage = compare ? gs_cmd_compare_usage : gs_cmd_exec_usage;
     memset(a, 0, sizeof *a);
     gs_exec_opts_defaults(&a->o);
     a->steps = compare ? 2 : 1;

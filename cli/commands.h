@@ -35,6 +35,9 @@ extern const char gs_cmd_presets_help[];
 extern const char gs_cmd_mesh_help[];
 extern const char gs_cmd_mem_help[];
 extern const char gs_cmd_sim_help[];
+/* exec's and compare's usage lines, shared by their errors and the command table */
+extern const char gs_cmd_exec_usage[];
+extern const char gs_cmd_compare_usage[];
 extern const char gs_cmd_schedule_help[];
 extern const char gs_cmd_coll_help[];
 extern const char gs_cmd_validate_help[];

@@ -19,11 +19,10 @@ static const gs_command commands[] = {
      "(SCENARIO.yaml | (--from-accelerate FILE | --from-megatron ARGS|@FILE) --cluster C [--model M] [--nodes N] "
      "[--global-batch B] [--micro B] [--print-scenario | --dump-scenario FILE])", gs_cmd_sim_help,
      gs_cmd_sim},
-    {"exec", "run the step for real on CPU threads: losses, measured step time, the sim's report",
-     "gridstep exec [--driver host] [--steps N] [--seed S] [--lr X] [--timeout S] [--json] [--trace FILE] "
-     "[--load DIR] [--save DIR] SCENARIO.yaml", gs_cmd_exec_help, gs_cmd_exec},
-    {"compare", "sim vs exec on the same schedule: time per class of event and the error",
-     "gridstep compare [--driver host] [--steps N] [--calib FILE] [--mode M] [--json] SCENARIO.yaml", gs_cmd_compare_help, gs_cmd_compare},
+    {"exec", "run the step for real (CPU threads or GPUs): losses, measured step time, the sim's report",
+     gs_cmd_exec_usage, gs_cmd_exec_help, gs_cmd_exec},
+    {"compare", "sim vs exec on the same schedule: time per class of event and the error", gs_cmd_compare_usage,
+     gs_cmd_compare_help, gs_cmd_compare},
     {"calibrate", "measure this machine through a driver, fit the sim's models, write a calibration file",
      "gridstep calibrate [--driver host] [--out FILE] [--quick] [--plot PREFIX] [SCENARIO.yaml]",
      gs_cmd_calibrate_help, gs_cmd_calibrate},
