@@ -162,22 +162,6 @@ done
 for key in '"collective_cpu_share"' '"elementwise_bw_bwd"' '"xent"' '"qkv_rope_s_per_token"' '"concurrency_slowdown"' '"concurrency_test"'; do
     grep -q "$key" "$tmp/host.json" || fail "calibration file lacks $key"
 done
-# pinning: the single-thread kernels and the concurrency test's first thread on one CPU (the
-# ratio's reference is the GEMM fit's CPU), the others each on another allowed CPU; skipped where
-# this process may run on one CPU only
-ncpu=$(nproc)
-cpus=$(tr -d ' \n' <"$tmp/host.json" | sed -n 's/.*"concurrency_cpus":\[\([^]]*\)\].*/\1/p')
-solo=$(tr -d ' \n' <"$tmp/host.json" | sed -n 's/.*"single_thread_cpu":\(-\{0,1\}[0-9]*\).*/\1/p')
-if [ "$ncpu" -gt 1 ]; then
-    first=${cpus%%,*}
-    distinct=$(echo "$cpus" | tr ',' '\n' | sort -u | grep -c .)
-    total=$(echo "$cpus" | tr ',' '\n' | grep -c .)
-    if [ -n "$solo" ] && [ "$solo" -ge 0 ] && [ "$first" = "$solo" ] && [ "$distinct" -eq "$total" ]; then
-        echo "PASS: calibrate pins the kernels and thread 1 to CPU $solo, the concurrency threads to CPUs $cpus"
-    else
-        fail "calibrate pinning: single_thread_cpu '$solo', concurrency_cpus '$cpus' ($ncpu CPUs)"
-    fi
-fi
 
 echo "$failed failed"
 [ "$failed" -eq 0 ]
