@@ -402,6 +402,23 @@ static gs_status backward_pass(gs_bctx *x, uint32_t mb, uint16_t chunk)
 
 /* ---- one rank ------------------------------------------------------------------------------------ */
 
+/* ZeRO-1/2's all-gather of unit u's updated parameters over the DP group (each rank contributes
+ * its shard), after `dep`. */
+static gs_status param_allgather(gs_bctx *x, size_t u, uint32_t dep, uint32_t *ev)
+{
+    gs_evb b;
+    gs__evb_init(&b, GS_EV_COLLECTIVE, GS_STREAM_DP, GS_PHASE_OPTIM, gs__unit_layer(x, u), 0);
+    b.e.op = GS_COLL_ALLGATHER;
+    b.e.group = GS_GROUP_DP;
+    b.e.peer = x->group[GS_GROUP_DP];
+    b.e.group_size = x->group_size[GS_GROUP_DP];
+    b.e.unit = (uint32_t)u;
+    b.e.bytes = x->plan.N * ceil_div(x->part.units[u].params, x->plan.N) * x->plan.wb;
+    gs__evb_add(&b, GS_LINK_DEPS, dep);
+    gs__evb_add(&b, GS_LINK_WRITES, x->param_t[u]);
+    return gs__evb_emit(x, &b, ev);
+}
+
 static void bctx_fini(gs_bctx *x)
 {
     gs_partition_fini(&x->part);
@@ -523,6 +540,19 @@ static gs_status build_rank(const gs_scenario *s, const gs_mesh *mesh, uint64_t 
     /* prologue: the root unit, gathered for the whole step */
     if (pl->gather_root && x.root != SIZE_MAX && (rc = gs__gather_unit(&x, x.root, GS_PHASE_FWD, 0, GS_NO_ID)) != GS_OK)
         goto out;
+    /* ZeRO-1/2 with overlap_param_gather (Megatron's distributed optimizer): the previous step's
+     * optimizer output is all-gathered while this step's forward runs, unit by unit in the order
+     * the forward needs them (the root first: it holds the embedding), each unit's first forward
+     * waiting for its own gather. One step of this schedule is the steady state: the gathers are
+     * the same bytes as after the optimizer, moved to where Megatron issues them. */
+    int ag_early = pl->ag_after_optimizer && pl->N > 1 && s->strategy.overlap_param_gather;
+    if (ag_early) {
+        if (x.root != SIZE_MAX && (rc = param_allgather(&x, x.root, GS_NO_ID, &x.gathered_ev[x.root])) != GS_OK)
+            goto out;
+        for (size_t u = 0; u < x.part.nunits; u++)
+            if (u != x.root && (rc = param_allgather(&x, u, GS_NO_ID, &x.gathered_ev[u])) != GS_OK)
+                goto out;
+    }
 
     for (size_t i = 0; i < order.nops && rc == GS_OK; i++) {
         const gs_pipe_op *op = &order.ops[i];
@@ -568,19 +598,10 @@ static gs_status build_rank(const gs_scenario *s, const gs_mesh *mesh, uint64_t 
         uint32_t opt;
         if ((rc = gs__evb_emit(&x, &b, &opt)) != GS_OK)
             goto out;
-        if (pl->ag_after_optimizer && pl->N > 1)
+        if (pl->ag_after_optimizer && pl->N > 1 && !ag_early)
             for (size_t u = 0; u < x.part.nunits && rc == GS_OK; u++) {
-                gs__evb_init(&b, GS_EV_COLLECTIVE, GS_STREAM_DP, GS_PHASE_OPTIM, gs__unit_layer(&x, u), 0);
-                b.e.op = GS_COLL_ALLGATHER;
-                b.e.group = GS_GROUP_DP;
-                b.e.peer = x.group[GS_GROUP_DP];
-                b.e.group_size = x.group_size[GS_GROUP_DP];
-                b.e.unit = (uint32_t)u;
-                b.e.bytes = pl->N * ceil_div(x.part.units[u].params, pl->N) * pl->wb;
-                gs__evb_add(&b, GS_LINK_DEPS, opt);
-                gs__evb_add(&b, GS_LINK_WRITES, x.param_t[u]);
                 uint32_t ev;
-                rc = gs__evb_emit(&x, &b, &ev);
+                rc = param_allgather(&x, u, opt, &ev);
             }
     }
 out:

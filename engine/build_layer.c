@@ -203,6 +203,124 @@ static gs_status tp_coll_bytes(pass *p, gs_coll_op op, uint64_t bytes)
     return rc;
 }
 
+/* ---- tensor-parallel communication overlap (strategy.tp_comm_overlap) ----------------------------
+ *
+ * Megatron-Core's --tp-comm-overlap runs Transformer Engine's userbuffer overlaps around each
+ * block's four linear layers (sequence parallelism required). TE's default methods
+ * (transformer_engine/pytorch/module/base.py, initialize_ub):
+ *   ring_exchange  qkv/fc1 fprop, proj/fc2 dgrad: the all-gathered input is exchanged around the
+ *                  TP ring in tp chunks while the GEMM works on the chunk it holds: its own chunk
+ *                  first (no wait), the last chunk after the whole gather;
+ *   pipeline       proj/fc2 fprop, 4 splits: GEMM chunk i+1 runs while chunk i is
+ *                  reduce-scattered; the last chunk's reduce-scatter runs alone;
+ *   bulk           qkv/fc1 dgrad + wgrad: the data-gradient's reduce-scatter runs under the
+ *                  weight-gradient GEMM.
+ * gridstep builds each as the fewest events whose dependencies give the pipeline's time with
+ * chunks of equal size: ring exchange = (GEMM of tp-1 chunks || all-gather) -> last chunk;
+ * pipeline = first chunk -> (the other 3 || reduce-scatter of 3 chunks) -> the last chunk's
+ * reduce-scatter; bulk = dgrad -> (wgrad || reduce-scatter). The collectives keep their bytes
+ * (the ledger's TP traffic is unchanged) and the GEMM parts their FLOPs; a part made of chunks
+ * takes the chunk's shape (m = tokens / chunks) for its efficiency, as TE's chunked GEMM calls
+ * do. The compute slowed by concurrent communication is the simulator's overlap factor. */
+#define GS_UB_PIPELINE_SPLITS 4u
+
+static int tp_overlap(const pass *p, const shapes *sh)
+{
+    return p->x->s->strategy.tp_comm_overlap && sh->sp;
+}
+
+/* The whole op's FLOPs as gemm() counts them (no attention here). */
+static double gemm_flops(const pass *p, uint64_t m, uint64_t n, uint64_t k)
+{
+    return (p->phase == GS_PHASE_BWD ? 2.0 : 1.0) * 2.0 * (double)m * (double)n * (double)k;
+}
+
+/* HBM bytes of one GEMM call of m x n x k (operands read, result written): every chunk re-reads
+ * the weight. */
+static double call_bytes(const shapes *sh, uint64_t m, uint64_t n, uint64_t k)
+{
+    return (double)sh->e * (double)(m * k + k * n + m * n);
+}
+
+/* All-gather of the sequence-parallel activation, then the GEMM that consumes it: ring exchange
+ * when overlapped. In backward the op's event is dgrad + wgrad; only dgrad is chunked (the weight
+ * gradient needs the whole gathered input, so it runs after the gather, with the last chunk). */
+static gs_status ag_gemm(pass *p, const shapes *sh, gs_op op, uint64_t n, uint64_t k)
+{
+    gs_status rc;
+    if (!tp_overlap(p, sh))
+        return (rc = tp_coll(p, GS_COLL_ALLGATHER, sh)) ? rc : gemm(p, op, sh, sh->T, n, k, 0);
+    if ((rc = flush(p)) != GS_OK)
+        return rc;
+    uint32_t before = p->prev;
+    int first = !p->first_done;
+    if ((rc = tp_coll(p, GS_COLL_ALLGATHER, sh)) != GS_OK)
+        return rc;
+    uint64_t c = p->x->tp, mc = ceil_div(sh->T, c);
+    int bwd = p->phase == GS_PHASE_BWD;
+    double flops = gemm_flops(p, sh->T, n, k), chunk = call_bytes(sh, mc, n, k);
+    double chunked = (bwd ? 0.5 : 1.0) * (double)(c - 1) / (double)c;
+    /* the chunks held before the gather completes: beside the gather, not after it */
+    gs_evb *b = pending_begin(p, GS_EV_COMPUTE, GS_STREAM_COMPUTE, &rc);
+    if (!b)
+        return rc;
+    uint32_t ag = p->prev;
+    b->e.op = (uint8_t)op;
+    b->e.gemm_m = (uint32_t)mc;
+    b->e.gemm_n = (uint32_t)n;
+    b->e.gemm_k = (uint32_t)k;
+    b->e.flops = flops * chunked;
+    b->e.bytes = (uint64_t)((double)(c - 1) * chunk);
+    gs__evb_add(b, GS_LINK_DEPS, before);
+    if (first) /* the gather took the pass's allocations; its inputs are this part's too */
+        for (size_t i = 0; i < p->io->ndeps; i++)
+            gs__evb_add(b, GS_LINK_DEPS, p->io->deps[i]);
+    p->have_pending = 1;
+    /* the last chunk (backward: with wgrad) once the gather is complete */
+    if ((rc = compute(p, op, bwd ? sh->T : mc, n, k, 0, flops * (1.0 - chunked),
+                      (uint64_t)(chunk + (bwd ? call_bytes(sh, sh->T, n, k) : 0.0)))) != GS_OK)
+        return rc;
+    gs__evb_add(&p->pending, GS_LINK_DEPS, ag);
+    return GS_OK;
+}
+
+/* The GEMM whose output is reduce-scattered, then the reduce-scatter: pipelined in forward (the
+ * first of 4 chunks alone, the other chunks under the previous chunks' reduce-scatter, the last
+ * chunk's reduce-scatter alone), bulk in backward (the reduce-scatter of dgrad under wgrad). */
+static gs_status gemm_rs(pass *p, const shapes *sh, gs_op op, uint64_t n, uint64_t k)
+{
+    gs_status rc;
+    if (!tp_overlap(p, sh))
+        return (rc = gemm(p, op, sh, sh->T, n, k, 0)) ? rc : tp_coll(p, GS_COLL_REDUCE_SCATTER, sh);
+    int bwd = p->phase == GS_PHASE_BWD;
+    uint64_t c = bwd ? 1 : GS_UB_PIPELINE_SPLITS, mc = bwd ? sh->T : ceil_div(sh->T, c);
+    double flops = gemm_flops(p, sh->T, n, k), chunk = call_bytes(sh, mc, n, k);
+    double head = bwd ? 0.5 : 1.0 / (double)c;
+    /* the first chunk (backward: dgrad), then the rest (backward: wgrad) */
+    if ((rc = compute(p, op, mc, n, k, 0, flops * head, (uint64_t)chunk)) != GS_OK || (rc = flush(p)) != GS_OK)
+        return rc;
+    uint32_t g1 = p->prev;
+    if ((rc = compute(p, op, mc, n, k, 0, flops * (1.0 - head), (uint64_t)((double)(bwd ? 1 : c - 1) * chunk))) !=
+            GS_OK ||
+        (rc = flush(p)) != GS_OK)
+        return rc;
+    uint32_t g2 = p->prev;
+    /* the reduce-scatter of every chunk but the last, after the first chunk only */
+    p->prev = g1;
+    if ((rc = tp_coll(p, GS_COLL_REDUCE_SCATTER, sh)) != GS_OK || bwd)
+        return rc;
+    uint64_t all = p->pending.e.bytes, tail = all / c;
+    p->pending.e.bytes = all - tail;
+    /* the last chunk's reduce-scatter, after the last chunk */
+    if ((rc = flush(p)) != GS_OK)
+        return rc;
+    p->prev = g2;
+    if ((rc = tp_coll(p, GS_COLL_REDUCE_SCATTER, sh)) != GS_OK)
+        return rc;
+    p->pending.e.bytes = tail;
+    return GS_OK;
+}
+
 gs_status gs__layer_forward(gs_bctx *x, int64_t local, uint32_t mb, gs_phase phase, const gs_layer_io *io,
                             uint32_t *last_ev)
 {
@@ -221,18 +339,19 @@ gs_status gs__layer_forward(gs_bctx *x, int64_t local, uint32_t mb, gs_phase pha
             rc = pass_end(&p, last_ev);
         return rc;
     }
+    /* under sequence parallelism: all-gather -> GEMM and GEMM -> reduce-scatter pairs (ag_gemm,
+     * gemm_rs, overlapped under tp_comm_overlap); otherwise the GEMMs and all-reduces */
     if ((rc = elementwise(&p, GS_OP_NORM, hsp, sh.norm_bytes)) ||
-        (sh.sp && (rc = tp_coll(&p, GS_COLL_ALLGATHER, &sh))) ||
-        (rc = gemm(&p, GS_OP_QKV, &sh, sh.T, qkv_n, sh.h, 0)) ||
+        (rc = sh.sp ? ag_gemm(&p, &sh, GS_OP_QKV, qkv_n, sh.h) : gemm(&p, GS_OP_QKV, &sh, sh.T, qkv_n, sh.h, 0)) ||
         (rc = gemm(&p, GS_OP_ATTN, &sh, sh.s, sh.s, sh.hd, sh.b * sh.a_t)) ||
-        (rc = gemm(&p, GS_OP_OPROJ, &sh, sh.T, sh.h, sh.a_t * sh.hd, 0)) ||
-        (rc = tp_coll(&p, sh.sp ? GS_COLL_REDUCE_SCATTER : GS_COLL_ALLREDUCE, &sh)) ||
+        (rc = sh.sp ? gemm_rs(&p, &sh, GS_OP_OPROJ, sh.h, sh.a_t * sh.hd)
+                    : gemm(&p, GS_OP_OPROJ, &sh, sh.T, sh.h, sh.a_t * sh.hd, 0)) ||
+        (!sh.sp && (rc = tp_coll(&p, GS_COLL_ALLREDUCE, &sh))) ||
         (rc = elementwise(&p, GS_OP_NORM, hsp, sh.norm_bytes)) ||
-        (sh.sp && (rc = tp_coll(&p, GS_COLL_ALLGATHER, &sh))) ||
-        (rc = gemm(&p, GS_OP_MLP_UP, &sh, sh.T, up_n, sh.h, 0)) ||
+        (rc = sh.sp ? ag_gemm(&p, &sh, GS_OP_MLP_UP, up_n, sh.h) : gemm(&p, GS_OP_MLP_UP, &sh, sh.T, up_n, sh.h, 0)) ||
         (rc = elementwise(&p, GS_OP_ACT, sh.T * sh.f_t, (sh.swiglu ? 3 : 2) * sh.e)) ||
-        (rc = gemm(&p, GS_OP_MLP_DOWN, &sh, sh.T, sh.h, sh.f_t, 0)) ||
-        (rc = tp_coll(&p, sh.sp ? GS_COLL_REDUCE_SCATTER : GS_COLL_ALLREDUCE, &sh)))
+        (rc = sh.sp ? gemm_rs(&p, &sh, GS_OP_MLP_DOWN, sh.h, sh.f_t) : gemm(&p, GS_OP_MLP_DOWN, &sh, sh.T, sh.h, sh.f_t, 0)) ||
+        (!sh.sp && (rc = tp_coll(&p, GS_COLL_ALLREDUCE, &sh))))
         return rc;
     return pass_end(&p, last_ev);
 }
@@ -247,17 +366,16 @@ gs_status gs__layer_backward(gs_bctx *x, int64_t local, uint32_t mb, const gs_la
     uint64_t qkv_n = (sh.a_t + 2 * sh.kv_t) * sh.hd;
     uint64_t up_n = sh.swiglu ? 2 * sh.f_t : sh.f_t;
     uint64_t hsp = sh.sp ? ceil_div(sh.T * sh.h, x->tp) : sh.T * sh.h;
-    if ((sh.sp && (rc = tp_coll(&p, GS_COLL_ALLGATHER, &sh))) ||
-        (rc = gemm(&p, GS_OP_MLP_DOWN, &sh, sh.T, sh.h, sh.f_t, 0)) ||
+    if ((rc = sh.sp ? ag_gemm(&p, &sh, GS_OP_MLP_DOWN, sh.h, sh.f_t) : gemm(&p, GS_OP_MLP_DOWN, &sh, sh.T, sh.h, sh.f_t, 0)) ||
         (rc = elementwise(&p, GS_OP_ACT, sh.T * sh.f_t, (sh.swiglu ? 3 : 2) * sh.e)) ||
-        (rc = gemm(&p, GS_OP_MLP_UP, &sh, sh.T, up_n, sh.h, 0)) ||
-        (rc = tp_coll(&p, sh.sp ? GS_COLL_REDUCE_SCATTER : GS_COLL_ALLREDUCE, &sh)) ||
+        (rc = sh.sp ? gemm_rs(&p, &sh, GS_OP_MLP_UP, up_n, sh.h) : gemm(&p, GS_OP_MLP_UP, &sh, sh.T, up_n, sh.h, 0)) ||
+        (!sh.sp && (rc = tp_coll(&p, GS_COLL_ALLREDUCE, &sh))) ||
         (rc = elementwise(&p, GS_OP_NORM, hsp, sh.norm_bytes)) ||
-        (sh.sp && (rc = tp_coll(&p, GS_COLL_ALLGATHER, &sh))) ||
-        (rc = gemm(&p, GS_OP_OPROJ, &sh, sh.T, sh.h, sh.a_t * sh.hd, 0)) ||
+        (rc = sh.sp ? ag_gemm(&p, &sh, GS_OP_OPROJ, sh.h, sh.a_t * sh.hd)
+                    : gemm(&p, GS_OP_OPROJ, &sh, sh.T, sh.h, sh.a_t * sh.hd, 0)) ||
         (rc = gemm(&p, GS_OP_ATTN, &sh, sh.s, sh.s, sh.hd, sh.b * sh.a_t)) ||
-        (rc = gemm(&p, GS_OP_QKV, &sh, sh.T, qkv_n, sh.h, 0)) ||
-        (rc = tp_coll(&p, sh.sp ? GS_COLL_REDUCE_SCATTER : GS_COLL_ALLREDUCE, &sh)) ||
+        (rc = sh.sp ? gemm_rs(&p, &sh, GS_OP_QKV, qkv_n, sh.h) : gemm(&p, GS_OP_QKV, &sh, sh.T, qkv_n, sh.h, 0)) ||
+        (!sh.sp && (rc = tp_coll(&p, GS_COLL_ALLREDUCE, &sh))) ||
         (rc = elementwise(&p, GS_OP_NORM, hsp, sh.norm_bytes)))
         return rc;
     return pass_end(&p, last_ev);

@@ -24,7 +24,7 @@ typedef enum mg_act {
     MG_DIST_OPT, MG_CUSTOM_FSDP, MG_DP_SHARD, MG_TORCH_FSDP2, MG_BF16, MG_FP16, MG_LAYERS,
     MG_HIDDEN, MG_HEADS, MG_GQA, MG_GROUPS, MG_FFN, MG_SEQ, MG_MAXPOS, MG_VOCAB, MG_VOCAB_DIV,
     MG_KV_CH, MG_SWIGLU, MG_UNTIE, MG_NORM, MG_POSEMB, MG_NO_POSEMB, MG_ROPE, MG_NO_BIAS,
-    MG_ATT_DROP, MG_HID_DROP, MG_ATT_BACKEND, MG_FLASH, MG_OPTIMIZER, MG_ACT_COUNT
+    MG_ATT_DROP, MG_HID_DROP, MG_ATT_BACKEND, MG_FLASH, MG_OPTIMIZER, MG_OPG, MG_TPCO, MG_ACT_COUNT
 } mg_act;
 
 /* Values a flag takes. */
@@ -92,8 +92,8 @@ static const mg_flag mg_flags[] = {
     {"optimizer", MG_ONE, MG_OPTIMIZER, NULL},
     {"overlap-grad-reduce", MG_SWITCH, MG_IGNORE,
      "the schedule already overlaps bucketed gradient reduction with backward"},
-    {"overlap-param-gather", MG_SWITCH, MG_IGNORE,
-     "the schedule already overlaps parameter all-gathers with compute"},
+    {"overlap-param-gather", MG_SWITCH, MG_OPG, NULL},
+    {"tp-comm-overlap", MG_SWITCH, MG_TPCO, NULL},
     {"no-gradient-accumulation-fusion", MG_SWITCH, MG_IGNORE, mg_fusion},
     {"no-masked-softmax-fusion", MG_SWITCH, MG_IGNORE, mg_fusion},
     {"no-bias-gelu-fusion", MG_SWITCH, MG_IGNORE, mg_fusion},
@@ -641,6 +641,39 @@ static gs_status mg_strategy(const char *origin, const mg_words *ws, const mg_st
     g->precision = st->given[MG_BF16] ? GS_PREC_BF16 : st->given[MG_FP16] ? GS_PREC_FP16
                                                                           : GS_PREC_FP32;
     g->sequence_parallel = st->given[MG_SP];
+    /* overlaps: the distributed optimizer's parameter all-gather under the next forward (Megatron
+     * asserts the distributed optimizer); TE's userbuffer overlap of the TP collectives (Megatron
+     * asserts sequence parallelism) */
+    if (st->given[MG_OPG]) {
+        const char *at = mg_where(origin, ws, st->at[MG_OPG], where, sizeof where);
+        if (g->sharding == GS_SHARD_ZERO1 || g->sharding == GS_SHARD_ZERO2)
+            g->overlap_param_gather = 1;
+        else if (g->sharding == GS_SHARD_NO_SHARD)
+            return gs_error_set(err, GS_ERR_INPUT,
+                                "%s: --overlap-param-gather needs --use-distributed-optimizer (Megatron-LM "
+                                "asserts it): found no distributed optimizer",
+                                at);
+        else if ((rc = gs__import_ignored(ignored, err,
+                                          "%s: --overlap-param-gather: ignored: Megatron-FSDP gathers each "
+                                          "layer before its forward anyway (the %s schedule)",
+                                          at, gs_sharding_name(g->sharding))) != GS_OK)
+            return rc;
+    }
+    if (st->given[MG_TPCO]) {
+        const char *at = mg_where(origin, ws, st->at[MG_TPCO], where, sizeof where);
+        if (s->grid.tp > 1 && !g->sequence_parallel)
+            return gs_error_set(err, GS_ERR_INPUT,
+                                "%s: --tp-comm-overlap needs --sequence-parallel (Megatron-LM asserts it): "
+                                "found tensor-model-parallel-size %llu without it",
+                                at, (unsigned long long)s->grid.tp);
+        if (s->grid.tp > 1)
+            g->tp_comm_overlap = 1;
+        else if ((rc = gs__import_ignored(ignored, err,
+                                          "%s: --tp-comm-overlap: ignored: tensor-model-parallel-size 1 has "
+                                          "no TP communication to overlap",
+                                          at)) != GS_OK)
+            return rc;
+    }
     /* attention kernel */
     if (st->given[MG_ATT_BACKEND]) {
         static const char *const backends[] = {"flash", "fused", "auto", "unfused", "local"};

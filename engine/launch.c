@@ -481,6 +481,10 @@ static void put_megatron_flags(launch_doc *d, const gs_scenario *s, const gs_mes
              dps);
     if (st->sharding != GS_SHARD_NO_SHARD)
         flag(&f, "--use-distributed-optimizer");
+    if (st->overlap_param_gather)
+        flag(&f, "--overlap-grad-reduce --overlap-param-gather");
+    if (st->tp_comm_overlap && st->sequence_parallel && tp > 1)
+        flag(&f, "--tp-comm-overlap");
     if (st->precision != GS_PREC_FP32) /* fp32 is Megatron-LM's default: no flag */
         flag(&f, "%s", st->precision == GS_PREC_BF16 ? "--bf16" : "--fp16");
     put(d, "\n");

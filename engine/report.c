@@ -231,10 +231,21 @@ gs_status gs_report_build(const gs_scenario *s, const gs_schedule *sch, gs_timin
     if (gs_mesh_group_nodes(&sch->mesh, GS_DIM_TP, 0) > 1)
         gs_diag_warn(&r->warnings, "TP groups span nodes: every layer's all-reduces cross the network; keep TP "
                      "within a node (bigger TP is not better)");
-    if (step > 0 && r->exposed_s[GS_DIM_DP] > 0.2 * step)
-        gs_diag_warn(&r->warnings, "DP/FSDP communication is exposed for %.0f%% of the step: enable backward_pre "
-                     "prefetch and forward_prefetch, or reduce the shard group's cross-node traffic",
-                     100 * r->exposed_s[GS_DIM_DP] / step);
+    if (step > 0 && r->exposed_s[GS_DIM_DP] > 0.2 * step) {
+        /* the fix the strategy has: FSDP's prefetches, or the distributed optimizer's gather under
+         * the forward; the cross-node traffic for any */
+        const gs_strategy *st = &s->strategy;
+        int zero12 = st->sharding == GS_SHARD_ZERO1 || st->sharding == GS_SHARD_ZERO2;
+        const char *fix = zero12 ? (st->overlap_param_gather ? "a larger micro-batch or global batch (the "
+                                                               "gradient reduction overlaps only the last "
+                                                               "micro-batch's backward)"
+                                                             : "overlap_param_gather (Megatron "
+                                                               "--overlap-param-gather)")
+                                 : "enable backward_pre prefetch and forward_prefetch";
+        gs_diag_warn(&r->warnings, "DP/FSDP communication is exposed for %.0f%% of the step: %s, or reduce the "
+                     "shard group's cross-node traffic",
+                     100 * r->exposed_s[GS_DIM_DP] / step, fix);
+    }
     goto out;
 nomem:
     rc = gs_error_set(err, GS_ERR_NOMEM, "report: out of memory");

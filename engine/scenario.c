@@ -795,7 +795,7 @@ static gs_status load_grid(const gs__yaml_loader *l, const yaml_node_t *v, gs_gr
 static const char *const strategy_keys[] = {
     "sharding", "wrap", "prefetch", "forward_prefetch", "reshard_after_forward",
     "limit_all_gathers", "recompute", "flash_attention", "offload", "precision", "pipeline", "grad_sync",
-    "virtual_stages", "sequence_parallel", "bucket_mb",
+    "virtual_stages", "sequence_parallel", "bucket_mb", "overlap_param_gather", "tp_comm_overlap",
 };
 
 static const char *const wrap_keys[] = {"min_params"};
@@ -893,6 +893,8 @@ static gs_status load_strategy(const gs__yaml_loader *l, const yaml_node_t *v, g
         (st = opt_bool(l, v, sec, "flash_attention", &s->flash_attention, NULL)) ||
         (st = opt_bool(l, v, sec, "offload", &s->offload, NULL)) ||
         (st = opt_bool(l, v, sec, "sequence_parallel", &s->sequence_parallel, NULL)) ||
+        (st = opt_bool(l, v, sec, "overlap_param_gather", &s->overlap_param_gather, NULL)) ||
+        (st = opt_bool(l, v, sec, "tp_comm_overlap", &s->tp_comm_overlap, NULL)) ||
         (st = opt_count(l, v, sec, "virtual_stages", &s->virtual_stages, &vs_given)) ||
         (st = opt_count(l, v, sec, "bucket_mb", &bucket_mib, &bucket_given)))
         return st;
@@ -913,6 +915,15 @@ static gs_status load_strategy(const gs__yaml_loader *l, const yaml_node_t *v, g
             "virtual_stages=%llu%s, expected virtual_stages: N with N >= 2 model "
             "chunks per pipeline rank",
             (unsigned long long)s->virtual_stages, vs_given ? "" : " (the default)");
+    if (s->overlap_param_gather && s->sharding != GS_SHARD_ZERO1 && s->sharding != GS_SHARD_ZERO2)
+        return gs__yaml_fail_at(l, gs__yaml_lookup(l, v, "overlap_param_gather", NULL), GS_ERR_INPUT,
+                                "strategy.overlap_param_gather applies to zero1 and zero2 (the parameter "
+                                "all-gather after the optimizer, Megatron's distributed optimizer): found "
+                                "sharding %s, which %s",
+                                gs_sharding_name(s->sharding),
+                                gs_sharding_shards_params(s->sharding)
+                                    ? "already gathers each unit before its forward (prefetch settings)"
+                                    : "gathers no parameters");
     if (s->pipeline != GS_PIPE_INTERLEAVED && s->virtual_stages > 1)
         return gs__yaml_fail_at(l, gs__yaml_lookup(l, v, "virtual_stages", NULL), GS_ERR_INPUT,
                                 "strategy.virtual_stages=%llu needs pipeline: interleaved: found "
@@ -1223,6 +1234,21 @@ gs_status gs_scenario_mesh(const gs_scenario *s, gs_mesh *mesh, gs_diag *warning
                             (unsigned long long)s->batch.global_seqs,
                             (unsigned long long)per_step, hint);
     }
+
+    /* the strategy's overlap switches, for scenarios not read from a file (imports, sweep points);
+     * a file's are also checked where they are written, at their line */
+    const gs_strategy *sg = &s->strategy;
+    if (sg->tp_comm_overlap && s->grid.tp > 1 && !sg->sequence_parallel)
+        return gs_error_set(err, GS_ERR_INPUT,
+                            "%s: strategy.tp_comm_overlap with tp=%llu needs sequence_parallel: true "
+                            "(Megatron-Core asserts it: Transformer Engine's userbuffers overlap the "
+                            "sequence-parallel all-gathers and reduce-scatters with the GEMMs)",
+                            grid_at, (unsigned long long)s->grid.tp);
+    if (sg->overlap_param_gather && sg->sharding != GS_SHARD_ZERO1 && sg->sharding != GS_SHARD_ZERO2)
+        return gs_error_set(err, GS_ERR_INPUT,
+                            "%s: strategy.overlap_param_gather applies to zero1 and zero2 (the "
+                            "parameter all-gather after the optimizer): found sharding %s",
+                            s->path[0] ? s->path : "<scenario>", gs_sharding_name(sg->sharding));
 
     if (s->strategy.pipeline == GS_PIPE_INTERLEAVED) {
         uint64_t v = s->strategy.virtual_stages, pp = s->grid.pp, chunks;

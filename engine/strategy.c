@@ -64,6 +64,8 @@ void gs_strategy_defaults(gs_strategy *s)
     s->pipeline = GS_PIPE_1F1B;
     s->virtual_stages = 1;
     s->sequence_parallel = 0;
+    s->overlap_param_gather = 0;
+    s->tp_comm_overlap = 0;
     s->bucket_bytes = (uint64_t)25 << 20; /* 25 MiB: PyTorch DDP bucket_cap_mb default */
 }
 

@@ -48,6 +48,13 @@ typedef struct gs_strategy {
     int sequence_parallel;
     uint64_t bucket_bytes;      /* DDP gradient bucket, bytes (PyTorch default 25 MiB) */
     gs_grad_sync grad_sync;     /* default AUTO: LAST where gradients are not sharded, else EVERY */
+    int overlap_param_gather;   /* ZeRO-1/2 (Megatron --overlap-param-gather): the updated
+                                   parameters are all-gathered while the next step's forward runs
+                                   (per unit, before its first forward) instead of after the
+                                   optimizer; default 0 (DeepSpeed's step() gathers at once) */
+    int tp_comm_overlap;        /* Megatron-Core --tp-comm-overlap (Transformer Engine userbuffers,
+                                   needs sequence parallelism): each block's TP all-gathers and
+                                   reduce-scatters run under its GEMMs; default 0 */
 } gs_strategy;
 
 /* The seed's advice: full_shard, per-layer wrap, backward_pre, reshard after forward, no

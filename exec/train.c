@@ -238,6 +238,9 @@ static gs_status check_supported(const gs_scenario *s, const gs_mesh *mesh, gs_e
              st->sharding != GS_SHARD_FULL_SHARD && st->sharding != GS_SHARD_HYBRID_SHARD)
         why = "sharding must be no_shard, shard_grad_op, full_shard or hybrid_shard (ZeRO stages are not "
               "implemented by the host program)";
+    else if (st->tp_comm_overlap && tp > 1)
+        why = "tp_comm_overlap splits each block's GEMMs around its TP collectives (Transformer Engine's "
+              "userbuffers); the host program runs them whole: simulate it, or set tp_comm_overlap: false";
     else if (st->sequence_parallel && tp > 1 && (s->batch.micro_seqs * m->seq) % tp)
         why = "sequence parallelism needs micro-batch tokens divisible by tp";
     if (why)

@@ -2,6 +2,7 @@
  * hand in the comments, and gs_schedule_validate (structure + both ledger equalities) on every
  * built schedule, over a grid of strategies on both the class and the exact path. */
 #include <check.h>
+#include <math.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -285,6 +286,131 @@ START_TEST(test_tp_counts)
 }
 END_TEST
 
+/* Sums over rank list 0: compute FLOPs and TP collective bytes. */
+static void totals(const gs_schedule *sch, double *flops, uint64_t *tp_bytes)
+{
+    *flops = 0.0;
+    *tp_bytes = 0;
+    const gs_rank_events *r = &sch->ranks[0];
+    for (size_t k = 0; k < r->nevents; k++) {
+        const gs_event *e = &r->events[k];
+        if (e->kind == GS_EV_COMPUTE)
+            *flops += e->flops;
+        else if (e->kind == GS_EV_COLLECTIVE && e->group == GS_GROUP_TP)
+            *tp_bytes += e->bytes;
+    }
+}
+
+static int depends_on(const gs_rank_events *r, size_t ev, size_t on)
+{
+    const gs_event *e = &r->events[ev];
+    for (size_t i = 0; i < e->nlinks[GS_LINK_DEPS]; i++)
+        if (r->pool[e->links + i] == on)
+            return 1;
+    return 0;
+}
+
+/* tp_comm_overlap (tp 2, sequence parallel, 4 blocks, 1 micro-batch, no recompute). Each block
+ * has 4 all-gather -> GEMM or GEMM -> reduce-scatter pairs per pass (forward: AG->QKV,
+ * out-proj->RS, AG->MLP up, MLP down->RS; backward: AG->down, up->RS, AG->out-proj, QKV->RS).
+ * Overlapped, every pair's GEMM becomes two events (8 more compute events per block: 32), the
+ * forward's 2 reduce-scatters become 4 (main + the last chunk's: 4 x 2 = 8 more), the
+ * all-gathers stay 18 + 1 (as in test_tp_counts). FLOPs and TP bytes are conserved (the split
+ * parts carry the op's shares; the ledger check in build() also holds). The ring exchange's
+ * first part runs beside the gather (no dependency on it), the last part after it; the
+ * pipelined reduce-scatter depends on the first chunk only, not on the rest. */
+START_TEST(test_tp_comm_overlap)
+{
+    const char *base = SMALL "cluster: {preset: dgx-a100-80g, gpus_per_node: 2}\ngrid: {tp: 2}\n";
+    char y[512];
+    snprintf(y, sizeof y, "%sstrategy: {sharding: no_shard, sequence_parallel: true}\n", base);
+    gs_schedule *plain = build(y, 0);
+    snprintf(y, sizeof y, "%sstrategy: {sharding: no_shard, sequence_parallel: true, tp_comm_overlap: true}\n", base);
+    gs_schedule *ov = build(y, 0);
+    ck_assert_uint_eq(count(ov, 0, GS_EV_COMPUTE, -1, -1), count(plain, 0, GS_EV_COMPUTE, -1, -1) + 32);
+    ck_assert_uint_eq(count(ov, 0, GS_EV_COLLECTIVE, GS_COLL_ALLGATHER, GS_GROUP_TP), 18 + 1);
+    ck_assert_uint_eq(count(ov, 0, GS_EV_COLLECTIVE, GS_COLL_REDUCE_SCATTER, GS_GROUP_TP), 18 + 8);
+    double f0, f1;
+    uint64_t b0, b1;
+    totals(plain, &f0, &b0);
+    totals(ov, &f1, &b1);
+    ck_assert_msg(fabs(f1 - f0) <= 1e-9 * f0, "FLOPs %.17g vs %.17g", f1, f0);
+    ck_assert_uint_eq(b1, b0);
+    /* the first block's forward: norm, AG, QKV part A, QKV part B, attention, out-proj first chunk,
+     * the other 3 chunks, RS (3 chunks), RS (last chunk) */
+    const gs_rank_events *r = &ov->ranks[0];
+    size_t ag = SIZE_MAX;
+    for (size_t k = 0; k < r->nevents && ag == SIZE_MAX; k++)
+        if (r->events[k].kind == GS_EV_COLLECTIVE && r->events[k].op == GS_COLL_ALLGATHER &&
+            r->events[k].phase == GS_PHASE_FWD && r->events[k].layer == 0)
+            ag = k;
+    ck_assert(ag != SIZE_MAX);
+    const gs_event *qa = &r->events[ag + 1], *qb = &r->events[ag + 2];
+    ck_assert(qa->kind == GS_EV_COMPUTE && qa->op == GS_OP_QKV && qb->op == GS_OP_QKV);
+    ck_assert(!depends_on(r, ag + 1, ag) && depends_on(r, ag + 2, ag));
+    /* part A is tp - 1 = 1 chunk of T / tp = 32 rows, part B the other */
+    ck_assert_uint_eq(qa->gemm_m, 32);
+    ck_assert(fabs(qa->flops - qb->flops) <= 1e-9 * qa->flops);
+    size_t o1 = ag + 4, o2 = ag + 5, rs = ag + 6, tail = ag + 7;
+    ck_assert(r->events[o1].op == GS_OP_OPROJ && r->events[o2].op == GS_OP_OPROJ);
+    ck_assert(r->events[rs].kind == GS_EV_COLLECTIVE && r->events[rs].op == GS_COLL_REDUCE_SCATTER);
+    ck_assert(r->events[tail].kind == GS_EV_COLLECTIVE && r->events[tail].op == GS_COLL_REDUCE_SCATTER);
+    ck_assert(depends_on(r, rs, o1) && !depends_on(r, rs, o2) && depends_on(r, tail, o2));
+    /* 4 splits: the first chunk a quarter of the FLOPs, the last chunk's RS a quarter of the bytes */
+    ck_assert(fabs(r->events[o2].flops - 3.0 * r->events[o1].flops) <= 1e-9 * r->events[o2].flops);
+    ck_assert_uint_eq(r->events[rs].bytes, 3 * r->events[tail].bytes);
+    gs_schedule_destroy(plain);
+    gs_schedule_destroy(ov);
+    /* without sequence parallelism the switch is refused (Megatron asserts it) */
+    snprintf(y, sizeof y, "%sstrategy: {sharding: no_shard, tp_comm_overlap: true}\n", base);
+    gs_scenario s;
+    gs_mesh m;
+    gs_error err;
+    gs_diag w;
+    gs_error_init(&err);
+    gs_diag_init(&w);
+    ck_assert_int_eq(gs_scenario_load_string(y, strlen(y), "t", &s, &err), GS_OK);
+    ck_assert_int_eq(gs_scenario_mesh(&s, &m, &w, &err), GS_ERR_INPUT);
+    ck_assert_ptr_nonnull(strstr(err.msg, "needs sequence_parallel"));
+    gs_diag_fini(&w);
+}
+END_TEST
+
+/* overlap_param_gather (zero1, dp 4, 4 blocks): the 5 parameter all-gathers (4 blocks + the
+ * root) move from after the optimizer to the start of the step, the root's first (it holds the
+ * embedding); each block's first forward event depends on its own gather. Counts and bytes are
+ * those of test_ddp_zero_counts. */
+START_TEST(test_overlap_param_gather)
+{
+    const char *base = SMALL "cluster: {preset: dgx-a100-80g, gpus_per_node: 4}\ngrid: {dp: 4}\nbatch: {global: 8}\n";
+    char y[512];
+    snprintf(y, sizeof y, "%sstrategy: {sharding: zero1, overlap_param_gather: true}\n", base);
+    gs_schedule *sch = build(y, 0);
+    const gs_rank_events *r = &sch->ranks[0];
+    ck_assert_uint_eq(count(sch, 0, GS_EV_COLLECTIVE, GS_COLL_ALLGATHER, GS_GROUP_DP), 5);
+    for (size_t k = 0; k < 5; k++) {
+        const gs_event *e = &r->events[k];
+        ck_assert(e->kind == GS_EV_COLLECTIVE && e->op == GS_COLL_ALLGATHER && e->group == GS_GROUP_DP);
+        ck_assert_uint_eq(e->nlinks[GS_LINK_DEPS], 0);
+    }
+    ck_assert_int_lt(r->events[0].layer, 0); /* the root unit: not a block */
+    /* block 2's first forward compute event (micro-batch 0) waits for block 2's gather */
+    size_t first = SIZE_MAX, gather = SIZE_MAX;
+    for (size_t k = 0; k < 5; k++)
+        if (r->events[k].layer == 2)
+            gather = k;
+    for (size_t k = 5; k < r->nevents && first == SIZE_MAX; k++)
+        if (r->events[k].kind == GS_EV_COMPUTE && r->events[k].phase == GS_PHASE_FWD && r->events[k].layer == 2)
+            first = k;
+    ck_assert(gather != SIZE_MAX && first != SIZE_MAX);
+    ck_assert(depends_on(r, first, gather));
+    /* nothing is gathered after the optimizer */
+    const gs_event *last = &r->events[r->nevents - 1];
+    ck_assert(last->kind == GS_EV_COMPUTE && last->op == GS_OP_OPTIMIZER);
+    gs_schedule_destroy(sch);
+}
+END_TEST
+
 /* Recompute, m = 2, 4 blocks: full recompute re-runs a block's 8 forward compute ops (2 norms,
  * QKV, attention, out-proj, MLP up, activation, down) in backward: 4 x 8 x 2 = 64 events; selective
  * recompute (without flash attention) re-runs the attention core only: 4 x 2 = 8. */
@@ -340,11 +466,13 @@ START_TEST(test_strategy_grid)
                                "grid: {dp: 2, pp: 2, tp: 2}\n"
                                "strategy: {sharding: %s, recompute: %s, %s, prefetch: %s, flash_attention: %s,"
                                " sequence_parallel: %s, offload: %s, grad_sync: %s, forward_prefetch: %s,"
-                               " wrap: %s}\nbatch: {global: 8, micro: 1}\n",
+                               " wrap: %s, tp_comm_overlap: %s, overlap_param_gather: %s}\n"
+                               "batch: {global: 8, micro: 1}\n",
                          shard[a], rec[b], pipe[c], pref[(a + b) % 3], (a + c) % 2 ? "true" : "false",
                          (b + c) % 2 ? "true" : "false", a % 3 == 0 ? "true" : "false",
                          (a + b + c) % 2 ? "last" : "every", c % 2 ? "true" : "false",
-                         (a + c) % 3 == 0 ? "model" : (a + c) % 3 == 1 ? "layer" : "{min_params: 1e5}");
+                         (a + c) % 3 == 0 ? "model" : (a + c) % 3 == 1 ? "layer" : "{min_params: 1e5}",
+                         (b + c) % 2 && c != 1 ? "true" : "false", a >= 4 && a <= 5 && b != 1 ? "true" : "false");
                 gs_schedule *sch = build(y, (a + b + c) % 4 == 0);
                 gs_schedule_destroy(sch);
                 n++;
@@ -449,6 +577,8 @@ static Suite *build_suite(void)
     TCase *tp = tcase_create("tensor_parallel");
     tcase_add_test(tp, test_tp_counts);
     tcase_add_test(tp, test_recompute_counts);
+    tcase_add_test(tp, test_tp_comm_overlap);
+    tcase_add_test(dp, test_overlap_param_gather);
     suite_add_tcase(s, tp);
     TCase *v = tcase_create("validation");
     tcase_set_timeout(v, 120);

@@ -256,6 +256,8 @@ static void assert_same_strategy(const gs_strategy *a, const gs_strategy *b, int
     ck_assert_int_eq(a->sequence_parallel, b->sequence_parallel);
     ck_assert_uint_eq(a->bucket_bytes, b->bucket_bytes);
     ck_assert_int_eq(a->grad_sync, b->grad_sync);
+    ck_assert_int_eq(a->overlap_param_gather, b->overlap_param_gather);
+    ck_assert_int_eq(a->tp_comm_overlap, b->tp_comm_overlap);
 }
 
 static void assert_same_shapes(const gs_model *a, const gs_model *b)
@@ -364,7 +366,8 @@ static const char *const megatron_cases[] = {
     NULL,
     "model: llama2-7b\ncluster: {preset: dgx-a100-80g, nodes: 2}\ngrid: {dp: 2, pp: 4, tp: 2}\n"
     "strategy: {sharding: zero1, recompute: selective, pipeline: interleaved, virtual_stages: 2, "
-    "sequence_parallel: true, precision: fp16}\nbatch: {global: 16, micro: 2}\n",
+    "sequence_parallel: true, precision: fp16, overlap_param_gather: true, tp_comm_overlap: true}\n"
+    "batch: {global: 16, micro: 2}\n",
     "model: gpt-1.7b\ncluster: {preset: dgx-a100-80g, nodes: 1}\ngrid: {dp: 8, pp: 1, tp: 1}\n"
     "strategy: {sharding: no_shard}\nbatch: {global: 16, micro: 2}\n",
     "model: llama2-7b\ncluster: {preset: dgx-a100-80g, nodes: 1}\ngrid: {dp: 4, pp: 1, tp: 2}\n"
@@ -575,6 +578,19 @@ START_TEST(test_import_megatron)
                                "llama2-7b", 0, &s, &ig, &err),
                      GS_OK);
     ck_assert_uint_eq(s.cluster.nodes, 2);
+    /* the overlaps: set with what Megatron-LM asserts they need, refused without it */
+    ck_assert_int_eq(import_mg("--tensor-model-parallel-size 2 --sequence-parallel --tp-comm-overlap "
+                               "--use-distributed-optimizer --overlap-grad-reduce --overlap-param-gather",
+                               "llama2-7b", 1, &s, &ig, &err),
+                     GS_OK);
+    ck_assert_int_eq(s.strategy.tp_comm_overlap, 1);
+    ck_assert_int_eq(s.strategy.overlap_param_gather, 1);
+    ck_assert_int_eq(s.strategy.sharding, GS_SHARD_ZERO1);
+    ck_assert_int_eq(import_mg("--tensor-model-parallel-size 2 --tp-comm-overlap", "llama2-7b", 1, &s, &ig, &err),
+                     GS_ERR_INPUT);
+    ck_assert_has(err.msg, "argument 3: --tp-comm-overlap needs --sequence-parallel");
+    ck_assert_int_eq(import_mg("--overlap-param-gather", "llama2-7b", 1, &s, &ig, &err), GS_ERR_INPUT);
+    ck_assert_has(err.msg, "--overlap-param-gather needs --use-distributed-optimizer");
     gs_diag_fini(&ig);
 }
 END_TEST

@@ -307,6 +307,63 @@ START_TEST(test_calib_file)
 }
 END_TEST
 
+/* ---- strategy overlaps (engine/build_layer.c, engine/build.c) -------------------------------- */
+
+/* tp_comm_overlap on a TP-8 block stack (A100 NVLink): the overlapped step must be shorter,
+ * yet no shorter than what the overlap can buy: it cannot hide more than the TP time the plain
+ * schedule exposes, nor finish before its own compute stream; the split collectives carry the
+ * same bytes (each split adds a latency), so the TP stream is busy at least as long. In the
+ * plain schedule every TP collective sits between two dependent compute events: all of it is
+ * exposed. Both modes. */
+START_TEST(test_tp_comm_overlap_hides)
+{
+#define TPO_BASE "model: {layers: 4, hidden: 4096, heads: 32, ffn: 16384, vocab: 32000, seq: 4096}\n" \
+                 "cluster: {preset: dgx-a100-80g, nodes: 1}\ngrid: {tp: 8}\nbatch: {global: 2, micro: 1}\n"
+    for (int flow = 0; flow < 2; flow++) {
+        gs_report p, o;
+        simulate_mode(TPO_BASE "strategy: {sharding: no_shard, sequence_parallel: true}\n", 0, flow, &p);
+        simulate_mode(TPO_BASE "strategy: {sharding: no_shard, sequence_parallel: true, tp_comm_overlap: true}\n", 0,
+                      flow, &o);
+        double pe = p.exposed_s[GS_DIM_TP], oe = o.exposed_s[GS_DIM_TP];
+        ck_assert_msg(fabs(pe - p.comm_s[GS_DIM_TP]) <= 1e-9, "plain: exposed %.6g of %.6g", pe, p.comm_s[GS_DIM_TP]);
+        ck_assert_msg(o.step_time_s < p.step_time_s, "overlap %.6g s vs plain %.6g s", o.step_time_s, p.step_time_s);
+        ck_assert_msg(oe < pe, "exposed TP %.6g vs %.6g", oe, pe);
+        ck_assert_msg(o.step_time_s >= p.step_time_s - pe, "overlap %.6g s hides more than the %.6g s exposed",
+                      o.step_time_s, pe);
+        ck_assert_msg(o.step_time_s >= o.compute_s, "step %.6g s < compute %.6g s", o.step_time_s, o.compute_s);
+        ck_assert_msg(o.comm_s[GS_DIM_TP] >= p.comm_s[GS_DIM_TP], "TP busy %.6g vs %.6g", o.comm_s[GS_DIM_TP],
+                      p.comm_s[GS_DIM_TP]);
+        /* model FLOPs are the formula's; hardware FLOPs are conserved by the split */
+        ck_assert(fabs(o.hardware_flops - p.hardware_flops) <= 1e-9 * p.hardware_flops);
+        gs_report_fini(&p);
+        gs_report_fini(&o);
+    }
+#undef TPO_BASE
+}
+END_TEST
+
+/* overlap_param_gather (zero1, dp 16 on two A100 nodes, 2 micro-batches): the gathers run
+ * under the forward instead of after the optimizer, so the step is shorter by at most the DP
+ * time the plain schedule exposed, and the DP bytes (so the DP stream's busy time in analytic
+ * mode, where transfers do not contend) are unchanged. */
+START_TEST(test_overlap_param_gather_hides)
+{
+#define OPG_BASE SEED7B "cluster: {preset: dgx-a100-80g, nodes: 2}\ngrid: {dp: 16}\nbatch: {global: 32, micro: 1}\n"
+    gs_report p, o;
+    simulate(OPG_BASE "strategy: {sharding: zero1}\n", 0, &p);
+    simulate(OPG_BASE "strategy: {sharding: zero1, overlap_param_gather: true}\n", 0, &o);
+    ck_assert_msg(o.step_time_s < p.step_time_s, "overlap %.6g s vs plain %.6g s", o.step_time_s, p.step_time_s);
+    ck_assert_msg(o.step_time_s >= p.step_time_s - p.exposed_s[GS_DIM_DP], "hid more than exposed");
+    ck_assert_msg(o.exposed_s[GS_DIM_DP] < p.exposed_s[GS_DIM_DP], "exposed DP %.6g vs %.6g", o.exposed_s[GS_DIM_DP],
+                  p.exposed_s[GS_DIM_DP]);
+    ck_assert_msg(fabs(o.comm_s[GS_DIM_DP] - p.comm_s[GS_DIM_DP]) <= 1e-9 * p.comm_s[GS_DIM_DP], "DP busy %.9g vs %.9g",
+                  o.comm_s[GS_DIM_DP], p.comm_s[GS_DIM_DP]);
+    gs_report_fini(&p);
+    gs_report_fini(&o);
+#undef OPG_BASE
+}
+END_TEST
+
 /* ---- the host driver's shared cores in both modes (sim/des.c) ---------------------------- */
 
 /* Plays a schedule given as text (engine/schedule.c's line format) on the sim backend for the
@@ -562,6 +619,8 @@ static Suite *sim_suite(void)
     tcase_add_test(core, test_mfu_hfu);
     tcase_add_test(core, test_straggler);
     tcase_add_test(core, test_calib_file);
+    tcase_add_test(core, test_tp_comm_overlap_hides);
+    tcase_add_test(core, test_overlap_param_gather_hides);
     suite_add_tcase(s, core);
     TCase *host = tcase_create("host");
     tcase_set_timeout(host, 30);

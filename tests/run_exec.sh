@@ -75,6 +75,13 @@ sed 's/sharding: full_shard/sharding: zero2/' "$dir/single.yaml" > "$tmp/zero2.y
 rc=$?
 [ $rc -eq 2 ] && grep -q "ZeRO" "$tmp/zero.err" && ok "zero2 refused" || bad "zero2: exit $rc: $(cat "$tmp/zero.err")"
 
+# tp_comm_overlap splits the GEMMs around the TP collectives: simulated only, refused by exec
+sed 's/sequence_parallel: true}/sequence_parallel: true, tp_comm_overlap: true}/' "$dir/dp2-pp2-tp2.yaml" > "$tmp/tpo.yaml"
+"$GRIDSTEP" exec "$tmp/tpo.yaml" > /dev/null 2> "$tmp/tpo.err"
+rc=$?
+[ $rc -eq 2 ] && grep -q "tp_comm_overlap" "$tmp/tpo.err" && ok "tp_comm_overlap refused" ||
+    bad "tp_comm_overlap: exit $rc: $(cat "$tmp/tpo.err")"
+
 if "$GRIDSTEP" compare --json "$dir/dp2-pp2-tp2.yaml" > "$tmp/cmp.json"; then
     missing=
     for k in sim_step_time_s exec_step_time_s step_error classes name sim_s exec_s error; do
