@@ -14,7 +14,14 @@
 static const char *const key_names[GS_SWEEP_KEY_COUNT] = {
     "gpus", "nodes", "nic", "nic_gbps", "fabric", "global_batch", "micro", "seq",
     "tp",   "pp",    "dp",  "sharding", "recompute", "pipeline", "offload",
+    "sp",   "tp_comm_overlap", "overlap_param_gather",
 };
+
+/* The keys that switch a strategy flag: values 0 or 1. */
+static int is_switch(gs_sweep_key k)
+{
+    return k == GS_SWEEP_OFFLOAD || k == GS_SWEEP_SP || k == GS_SWEEP_TP_OVERLAP || k == GS_SWEEP_PARAM_GATHER;
+}
 
 const char *gs_sweep_key_name(gs_sweep_key k)
 {
@@ -26,6 +33,7 @@ int gs_sweep_key_is_count(gs_sweep_key k)
     switch (k) {
     case GS_SWEEP_GPUS: case GS_SWEEP_NODES: case GS_SWEEP_GLOBAL_BATCH: case GS_SWEEP_MICRO:
     case GS_SWEEP_SEQ: case GS_SWEEP_TP: case GS_SWEEP_PP: case GS_SWEEP_DP: case GS_SWEEP_OFFLOAD:
+    case GS_SWEEP_SP: case GS_SWEEP_TP_OVERLAP: case GS_SWEEP_PARAM_GATHER:
         return 1;
     default:
         return 0;
@@ -78,7 +86,9 @@ static gs_status bad_value(gs_sweep_key k, const char *v, gs_error *err)
         break;
     case GS_SWEEP_RECOMPUTE: what = "none, selective or full"; break;
     case GS_SWEEP_PIPELINE: what = "1f1b or gpipe"; break;
-    case GS_SWEEP_OFFLOAD: what = "0 or 1"; break;
+    case GS_SWEEP_OFFLOAD: case GS_SWEEP_SP: case GS_SWEEP_TP_OVERLAP: case GS_SWEEP_PARAM_GATHER:
+        what = "0 or 1";
+        break;
     default: what = "a positive integer"; break;
     }
     return gs_error_set(err, GS_ERR_INPUT, "--vary %s: found '%s', expected %s", gs_sweep_key_name(k), v, what);
@@ -89,7 +99,7 @@ static gs_status canon_value(gs_sweep_key k, const char *v, char *out, gs_error 
 {
     uint64_t n;
     if (gs_sweep_key_is_count(k)) {
-        if (gs_parse_count(v, &n) != 0 || (n == 0 && k != GS_SWEEP_OFFLOAD) || (k == GS_SWEEP_OFFLOAD && n > 1))
+        if (gs_parse_count(v, &n) != 0 || (n == 0 && !is_switch(k)) || (is_switch(k) && n > 1))
             return bad_value(k, v, err);
         snprintf(out, GS_SWEEP_VALUE_BYTES, "%" PRIu64, n);
         return GS_OK;
@@ -161,7 +171,7 @@ static gs_status parse_range(gs_sweep_axis *ax, const char *a, const char *b, gs
 {
     gs_sweep_key k = ax->key;
     char ca[GS_SWEEP_VALUE_BYTES], cb[GS_SWEEP_VALUE_BYTES], t[GS_SWEEP_VALUE_BYTES];
-    if (!gs_sweep_key_is_number(k) || k == GS_SWEEP_OFFLOAD)
+    if (!gs_sweep_key_is_number(k) || is_switch(k))
         return gs_error_set(err, GS_ERR_INPUT,
                             "--vary %s: found the range '%s..%s', expected a comma-separated list (ranges are for "
                             "numeric keys)",
@@ -346,6 +356,9 @@ gs_status gs_sweep_apply(const gs_scenario *base, const gs_sweep *sw, uint64_t p
             s->strategy.virtual_stages = 1;
             break;
         case GS_SWEEP_OFFLOAD: s->strategy.offload = n != 0; break;
+        case GS_SWEEP_SP: s->strategy.sequence_parallel = n != 0; break;
+        case GS_SWEEP_TP_OVERLAP: s->strategy.tp_comm_overlap = n != 0; break;
+        case GS_SWEEP_PARAM_GATHER: s->strategy.overlap_param_gather = n != 0; break;
         case GS_SWEEP_KEY_COUNT: break;
         }
     }

@@ -28,6 +28,9 @@ typedef enum gs_sweep_key {
     GS_SWEEP_RECOMPUTE,    /* none | selective | full */
     GS_SWEEP_PIPELINE,     /* 1f1b | gpipe (interleaved needs virtual stages: not a sweep key) */
     GS_SWEEP_OFFLOAD,      /* 0 | 1 */
+    GS_SWEEP_SP,           /* sequence_parallel: 0 | 1 */
+    GS_SWEEP_TP_OVERLAP,   /* tp_comm_overlap: 0 | 1 */
+    GS_SWEEP_PARAM_GATHER, /* overlap_param_gather: 0 | 1 */
     GS_SWEEP_KEY_COUNT
 } gs_sweep_key;
 

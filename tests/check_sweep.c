@@ -105,6 +105,8 @@ START_TEST(test_parse_errors)
     add_fails("nic=ib-hdx", "did you mean 'ib-hdr'");
     add_fails("pipeline=interleaved", "expected 1f1b or gpipe");
     add_fails("offload=2", "expected 0 or 1");
+    add_fails("tp_comm_overlap=2", "expected 0 or 1");
+    add_fails("sp=0..1", "ranges are for numeric keys");
     add_fails("nic_gbps=-5", "positive line rate");
     gs_sweep sw;
     gs_error err;
@@ -206,6 +208,15 @@ START_TEST(test_apply_values)
     ck_assert_int_eq(apply_one("fabric=pcie-gen3", 0, &s, &err), GS_OK);
     ck_assert_str_eq(s.cluster.intra.name, "pcie-gen3");
     ck_assert_double_eq_tol(s.cluster.intra.nccl_bw, 12e9, 1e3);
+    /* the strategy switches */
+    ck_assert_int_eq(apply_one("sp=1", 0, &s, &err), GS_OK);
+    ck_assert_int_eq(s.strategy.sequence_parallel, 1);
+    ck_assert_int_eq(apply_one("tp_comm_overlap=1", 0, &s, &err), GS_OK);
+    ck_assert_int_eq(s.strategy.tp_comm_overlap, 1);
+    ck_assert_int_eq(apply_one("overlap_param_gather=1", 0, &s, &err), GS_OK);
+    ck_assert_int_eq(s.strategy.overlap_param_gather, 1);
+    ck_assert_int_eq(apply_one("overlap_param_gather=0", 0, &s, &err), GS_OK);
+    ck_assert_int_eq(s.strategy.overlap_param_gather, 0);
     /* the base is borrowed, not changed */
     ck_assert_uint_eq(base.grid.dp, 2);
     ck_assert_double_eq(base.cluster.nic.bw, bw200);
