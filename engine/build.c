@@ -153,6 +153,46 @@ static void chunk_geometry(const gs_bctx *x, uint16_t chunk, chunk_geo *g)
     g->has_head = x->last && (uint64_t)chunk + 1 == x->v;
 }
 
+/* ZeRO-1/2 with overlap_param_gather (Megatron's distributed optimizer): the previous step's
+ * optimizer output is all-gathered while this step's forward runs. Megatron issues the gather of
+ * the first bucket the forward touches in the optimizer's zero_grad (the step's start), and each
+ * bucket's forward pre-hook waits for its gather and issues the next bucket's, so the rest run one
+ * unit ahead of the forward: unit u's gather is issued when the forward reaches u's predecessor
+ * (after `dep`, the event the forward is at; on a later pipeline stage that is after its first
+ * receive), and u's forward waits for it. One step of this schedule is the steady state: the same
+ * bytes as gathering after the optimizer, issued where Megatron issues them. */
+static gs_status param_allgather(gs_bctx *x, size_t u, uint32_t dep, uint32_t *ev);
+
+static gs_status issue_gather(gs_bctx *x, size_t u, uint32_t dep)
+{
+    if (u == SIZE_MAX || x->gathered_ev[u] != GS_NO_ID)
+        return GS_OK;
+    if (x->param_gathers_issued++ == 0)
+        dep = GS_NO_ID; /* the first: at the step's start */
+    return param_allgather(x, u, dep, &x->gathered_ev[u]);
+}
+
+/* The gathers the forward needs at local layer l (its units, or the root holding it) and the
+ * next layer's (one ahead; past the chunk's last layer: the root, for the head), after dep. */
+static gs_status forward_gathers(gs_bctx *x, int64_t l, int64_t top, int has_head, uint32_t dep)
+{
+    gs_status rc = GS_OK;
+    for (int64_t k = l; k <= l + 1 && rc == GS_OK; k++) {
+        if (k > top) {
+            if (has_head)
+                rc = issue_gather(x, x->root, dep);
+            break;
+        }
+        const size_t *cov;
+        size_t ncov = gs_partition_units_covering(&x->part, k, &cov);
+        for (size_t i = 0; i < ncov && rc == GS_OK; i++)
+            rc = issue_gather(x, cov[i], dep);
+        if (ncov == 0 && rc == GS_OK)
+            rc = issue_gather(x, x->root, dep);
+    }
+    return rc;
+}
+
 static gs_status forward_pass(gs_bctx *x, uint32_t mb, uint16_t chunk)
 {
     gs_status rc = GS_OK;
@@ -181,6 +221,17 @@ static gs_status forward_pass(gs_bctx *x, uint32_t mb, uint16_t chunk)
             (rc = gs__tensor(x, GS_T_ACTIVATION, x->act.emb_mask, GS_LAYER_EMBED, mb, 0, 0, &x->emb_mask_t[w])) != GS_OK)
             return rc;
         io_add(io.alloc, &io.nalloc, GS_IO_MAX, x->emb_mask_t[w]);
+        /* overlap_param_gather: the root's gather at the step's start, the first layer's next */
+        if (x->param_gather_fwd) {
+            if ((rc = issue_gather(x, x->root, GS_NO_ID)) != GS_OK)
+                return rc;
+            const size_t *cov;
+            size_t ncov = gs_partition_units_covering(&x->part, bot, &cov);
+            for (size_t i = 0; i < ncov && rc == GS_OK; i++)
+                rc = issue_gather(x, cov[i], GS_NO_ID);
+            if (rc != GS_OK)
+                return rc;
+        }
         if (x->root != SIZE_MAX)
             io_add(io.deps, &io.ndeps, GS_BUILD_MAX_LIST, x->gathered_ev[x->root]);
         if ((rc = gs__embed_forward(x, mb, &io, &prev)) != GS_OK)
@@ -199,6 +250,8 @@ static gs_status forward_pass(gs_bctx *x, uint32_t mb, uint16_t chunk)
             if (pl->prefetch_fwd && l < top && (rc = gs__gather_covering(x, l + 1, GS_PHASE_FWD, mb, GS_NO_ID)) != GS_OK)
                 return rc;
         }
+        if (x->param_gather_fwd && (rc = forward_gathers(x, l, top, has_head, prev)) != GS_OK)
+            return rc;
         io_reset(&io);
         uint32_t st = x->stash_t[w * x->part.layers + (uint64_t)l];
         if (!(l == bot && has_prev))
@@ -229,7 +282,7 @@ static gs_status forward_pass(gs_bctx *x, uint32_t mb, uint16_t chunk)
         for (size_t k = 0; k < ncov; k++)
             if (x->gathered_ev[cov[k]] != GS_NO_ID)
                 gathered = 1;
-        if (!gathered && pl->gather_root && x->root != SIZE_MAX)
+        if (!gathered && x->root != SIZE_MAX) /* FSDP's root gather, or ZeRO's overlapped one */
             io_add(io.deps, &io.ndeps, GS_BUILD_MAX_LIST, x->gathered_ev[x->root]);
         if ((rc = gs__layer_forward(x, l, mb, GS_PHASE_FWD, &io, &prev)) != GS_OK)
             return rc;
@@ -246,6 +299,8 @@ static gs_status forward_pass(gs_bctx *x, uint32_t mb, uint16_t chunk)
             return rc;
         io_add(io.alloc, &io.nalloc, GS_IO_MAX, x->head_act_t[w]);
         io_add(io.deps, &io.ndeps, GS_BUILD_MAX_LIST, prev);
+        if (x->root != SIZE_MAX) /* the head's weights: the root's gather, when one is pending */
+            io_add(io.deps, &io.ndeps, GS_BUILD_MAX_LIST, x->gathered_ev[x->root]);
         if ((rc = gs__head_forward(x, mb, &io, &prev)) != GS_OK)
             return rc;
         x->xent_ev[w] = x->tp > 1 ? prev : GS_NO_ID;
@@ -530,29 +585,16 @@ static gs_status build_rank(const gs_scenario *s, const gs_mesh *mesh, uint64_t 
             r->tensors[x.master_t].on_host = 1;
         r->tensors[x.adam_t].on_host = 1;
     }
-    uint64_t comms = 0;
-    for (int d = 0; d < GS_DIM_COUNT; d++)
-        comms += mesh->size[d] > 1;
-    if ((rc = gs__tensor(&x, GS_T_WORKSPACE, (32ull << 20) + comms * (128ull << 20), GS_LAYER_NONE, 0, 0, 1,
+    if ((rc = gs__tensor(&x, GS_T_WORKSPACE, gs_workspace_bytes(s, mesh, NULL), GS_LAYER_NONE, 0, 0, 1,
                          &x.ws_t)) != GS_OK)
         goto out;
 
     /* prologue: the root unit, gathered for the whole step */
     if (pl->gather_root && x.root != SIZE_MAX && (rc = gs__gather_unit(&x, x.root, GS_PHASE_FWD, 0, GS_NO_ID)) != GS_OK)
         goto out;
-    /* ZeRO-1/2 with overlap_param_gather (Megatron's distributed optimizer): the previous step's
-     * optimizer output is all-gathered while this step's forward runs, unit by unit in the order
-     * the forward needs them (the root first: it holds the embedding), each unit's first forward
-     * waiting for its own gather. One step of this schedule is the steady state: the gathers are
-     * the same bytes as after the optimizer, moved to where Megatron issues them. */
+    /* ZeRO-1/2 with overlap_param_gather: the forward issues the gathers (forward_gathers) */
     int ag_early = pl->ag_after_optimizer && pl->N > 1 && s->strategy.overlap_param_gather;
-    if (ag_early) {
-        if (x.root != SIZE_MAX && (rc = param_allgather(&x, x.root, GS_NO_ID, &x.gathered_ev[x.root])) != GS_OK)
-            goto out;
-        for (size_t u = 0; u < x.part.nunits; u++)
-            if (u != x.root && (rc = param_allgather(&x, u, GS_NO_ID, &x.gathered_ev[u])) != GS_OK)
-                goto out;
-    }
+    x.param_gather_fwd = ag_early;
 
     for (size_t i = 0; i < order.nops && rc == GS_OK; i++) {
         const gs_pipe_op *op = &order.ops[i];

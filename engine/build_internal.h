@@ -54,6 +54,8 @@ typedef struct gs_bctx {
     uint32_t last_compute;       /* last compute event appended (data dependency chain) */
     uint32_t last_dp;            /* last DP-stream event */
     uint32_t first_layer_global;
+    int param_gather_fwd;        /* ZeRO-1/2 overlap_param_gather: gathers issued by the forward */
+    int param_gathers_issued;    /* ... how many so far */
 } gs_bctx;
 
 /* Appending an event: the builder fills a gs_event and up to GS_BUILD_MAX_LIST ids per list. */

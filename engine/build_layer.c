@@ -242,6 +242,34 @@ static double call_bytes(const shapes *sh, uint64_t m, uint64_t n, uint64_t k)
     return (double)sh->e * (double)(m * k + k * n + m * n);
 }
 
+/* Starts a GEMM part that runs beside the collective just queued (pending) instead of after it:
+ * it depends on `before` (the event before the collective) and, when the collective is the
+ * pass's first event, on the pass's inputs and reads. *coll is the collective's id. NULL (rc
+ * set) when the emit fails. */
+static gs_evb *part_beside(pass *p, gs_op op, uint64_t m, uint64_t n, uint64_t k, double flops, double bytes,
+                           uint32_t before, int first, uint32_t *coll, gs_status *rc)
+{
+    gs_evb *b = pending_begin(p, GS_EV_COMPUTE, GS_STREAM_COMPUTE, rc);
+    if (!b)
+        return NULL;
+    *coll = p->prev;
+    b->e.op = (uint8_t)op;
+    b->e.gemm_m = (uint32_t)m;
+    b->e.gemm_n = (uint32_t)n;
+    b->e.gemm_k = (uint32_t)k;
+    b->e.flops = flops;
+    b->e.bytes = (uint64_t)bytes;
+    gs__evb_add(b, GS_LINK_DEPS, before);
+    if (first) { /* the collective took the pass's allocations; its inputs are this part's too */
+        for (size_t i = 0; i < p->io->ndeps; i++)
+            gs__evb_add(b, GS_LINK_DEPS, p->io->deps[i]);
+        for (size_t i = 0; i < p->io->nreads; i++)
+            gs__evb_add(b, GS_LINK_READS, p->io->reads[i]);
+    }
+    p->have_pending = 1;
+    return b;
+}
+
 /* All-gather of the sequence-parallel activation, then the GEMM that consumes it: ring exchange
  * when overlapped. In backward the op's event is dgrad + wgrad; only dgrad is chunked (the weight
  * gradient needs the whole gathered input, so it runs after the gather, with the last chunk). */
@@ -252,7 +280,7 @@ static gs_status ag_gemm(pass *p, const shapes *sh, gs_op op, uint64_t n, uint64
         return (rc = tp_coll(p, GS_COLL_ALLGATHER, sh)) ? rc : gemm(p, op, sh, sh->T, n, k, 0);
     if ((rc = flush(p)) != GS_OK)
         return rc;
-    uint32_t before = p->prev;
+    uint32_t before = p->prev, ag;
     int first = !p->first_done;
     if ((rc = tp_coll(p, GS_COLL_ALLGATHER, sh)) != GS_OK)
         return rc;
@@ -261,21 +289,8 @@ static gs_status ag_gemm(pass *p, const shapes *sh, gs_op op, uint64_t n, uint64
     double flops = gemm_flops(p, sh->T, n, k), chunk = call_bytes(sh, mc, n, k);
     double chunked = (bwd ? 0.5 : 1.0) * (double)(c - 1) / (double)c;
     /* the chunks held before the gather completes: beside the gather, not after it */
-    gs_evb *b = pending_begin(p, GS_EV_COMPUTE, GS_STREAM_COMPUTE, &rc);
-    if (!b)
+    if (!part_beside(p, op, mc, n, k, flops * chunked, (double)(c - 1) * chunk, before, first, &ag, &rc))
         return rc;
-    uint32_t ag = p->prev;
-    b->e.op = (uint8_t)op;
-    b->e.gemm_m = (uint32_t)mc;
-    b->e.gemm_n = (uint32_t)n;
-    b->e.gemm_k = (uint32_t)k;
-    b->e.flops = flops * chunked;
-    b->e.bytes = (uint64_t)((double)(c - 1) * chunk);
-    gs__evb_add(b, GS_LINK_DEPS, before);
-    if (first) /* the gather took the pass's allocations; its inputs are this part's too */
-        for (size_t i = 0; i < p->io->ndeps; i++)
-            gs__evb_add(b, GS_LINK_DEPS, p->io->deps[i]);
-    p->have_pending = 1;
     /* the last chunk (backward: with wgrad) once the gather is complete */
     if ((rc = compute(p, op, bwd ? sh->T : mc, n, k, 0, flops * (1.0 - chunked),
                       (uint64_t)(chunk + (bwd ? call_bytes(sh, sh->T, n, k) : 0.0)))) != GS_OK)
@@ -286,7 +301,9 @@ static gs_status ag_gemm(pass *p, const shapes *sh, gs_op op, uint64_t n, uint64
 
 /* The GEMM whose output is reduce-scattered, then the reduce-scatter: pipelined in forward (the
  * first of 4 chunks alone, the other chunks under the previous chunks' reduce-scatter, the last
- * chunk's reduce-scatter alone), bulk in backward (the reduce-scatter of dgrad under wgrad). */
+ * chunk's reduce-scatter alone), bulk in backward: the sequence-parallel input the weight
+ * gradient needs is all-gathered again under dgrad (TE's qkv/fc1 dgrad bulk overlap; Megatron
+ * keeps only the shard of the norm's output), then dgrad's reduce-scatter runs under wgrad. */
 static gs_status gemm_rs(pass *p, const shapes *sh, gs_op op, uint64_t n, uint64_t k)
 {
     gs_status rc;
@@ -296,16 +313,34 @@ static gs_status gemm_rs(pass *p, const shapes *sh, gs_op op, uint64_t n, uint64
     uint64_t c = bwd ? 1 : GS_UB_PIPELINE_SPLITS, mc = bwd ? sh->T : ceil_div(sh->T, c);
     double flops = gemm_flops(p, sh->T, n, k), chunk = call_bytes(sh, mc, n, k);
     double head = bwd ? 0.5 : 1.0 / (double)c;
-    /* the first chunk (backward: dgrad), then the rest (backward: wgrad) */
-    if ((rc = compute(p, op, mc, n, k, 0, flops * head, (uint64_t)chunk)) != GS_OK || (rc = flush(p)) != GS_OK)
+    uint32_t ag = GS_NO_ID;
+    if (bwd) {
+        /* the input's all-gather, and dgrad beside it */
+        if ((rc = flush(p)) != GS_OK)
+            return rc;
+        uint32_t before = p->prev;
+        int first = !p->first_done;
+        if ((rc = tp_coll(p, GS_COLL_ALLGATHER, sh)) != GS_OK ||
+            !part_beside(p, op, mc, n, k, flops * head, chunk, before, first, &ag, &rc))
+            return rc;
+    } else if ((rc = compute(p, op, mc, n, k, 0, flops * head, (uint64_t)chunk)) != GS_OK) {
+        /* the first chunk */
+        return rc;
+    }
+    if ((rc = flush(p)) != GS_OK)
         return rc;
     uint32_t g1 = p->prev;
+    /* the rest (backward: wgrad, which also waits for the gathered input), after it on the compute
+     * stream */
     if ((rc = compute(p, op, mc, n, k, 0, flops * (1.0 - head), (uint64_t)((double)(bwd ? 1 : c - 1) * chunk))) !=
-            GS_OK ||
-        (rc = flush(p)) != GS_OK)
+        GS_OK)
+        return rc;
+    gs__evb_add(&p->pending, GS_LINK_DEPS, ag);
+    if ((rc = flush(p)) != GS_OK)
         return rc;
     uint32_t g2 = p->prev;
-    /* the reduce-scatter of every chunk but the last, after the first chunk only */
+    /* the reduce-scatter of every chunk but the last (backward: of dgrad), after the first chunk
+     * (dgrad) only */
     p->prev = g1;
     if ((rc = tp_coll(p, GS_COLL_REDUCE_SCATTER, sh)) != GS_OK || bwd)
         return rc;

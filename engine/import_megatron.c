@@ -24,7 +24,7 @@ typedef enum mg_act {
     MG_DIST_OPT, MG_CUSTOM_FSDP, MG_DP_SHARD, MG_TORCH_FSDP2, MG_BF16, MG_FP16, MG_LAYERS,
     MG_HIDDEN, MG_HEADS, MG_GQA, MG_GROUPS, MG_FFN, MG_SEQ, MG_MAXPOS, MG_VOCAB, MG_VOCAB_DIV,
     MG_KV_CH, MG_SWIGLU, MG_UNTIE, MG_NORM, MG_POSEMB, MG_NO_POSEMB, MG_ROPE, MG_NO_BIAS,
-    MG_ATT_DROP, MG_HID_DROP, MG_ATT_BACKEND, MG_FLASH, MG_OPTIMIZER, MG_OPG, MG_TPCO, MG_ACT_COUNT
+    MG_ATT_DROP, MG_HID_DROP, MG_ATT_BACKEND, MG_FLASH, MG_OPTIMIZER, MG_OPG, MG_TPCO, MG_OGR, MG_ACT_COUNT
 } mg_act;
 
 /* Values a flag takes. */
@@ -90,7 +90,7 @@ static const mg_flag mg_flags[] = {
     {"attention-backend", MG_ONE, MG_ATT_BACKEND, NULL},
     {"use-flash-attn", MG_SWITCH, MG_FLASH, NULL},
     {"optimizer", MG_ONE, MG_OPTIMIZER, NULL},
-    {"overlap-grad-reduce", MG_SWITCH, MG_IGNORE,
+    {"overlap-grad-reduce", MG_SWITCH, MG_OGR,
      "the schedule already overlaps bucketed gradient reduction with backward"},
     {"overlap-param-gather", MG_SWITCH, MG_OPG, NULL},
     {"tp-comm-overlap", MG_SWITCH, MG_TPCO, NULL},
@@ -390,10 +390,13 @@ static gs_status mg_parse(const char *origin, const mg_words *ws, size_t first, 
         gs_status rc;
         switch (f->act) {
         case MG_IGNORE:
+        case MG_OGR: /* ignored, but --overlap-param-gather needs it */
             if ((rc = gs__import_ignored(ignored, err, "%s: --%s: ignored: %s", where, f->name,
                                    f->why)) != GS_OK)
                 return rc;
-            continue;
+            if (f->act == MG_IGNORE)
+                continue;
+            break;
         case MG_REFUSE:
             return gs_error_set(err, GS_ERR_INPUT, "%s: --%s: not supported: %s", where, f->name,
                                 f->why);
@@ -646,6 +649,11 @@ static gs_status mg_strategy(const char *origin, const mg_words *ws, const mg_st
      * asserts sequence parallelism) */
     if (st->given[MG_OPG]) {
         const char *at = mg_where(origin, ws, st->at[MG_OPG], where, sizeof where);
+        if (!st->given[MG_OGR] && g->sharding != GS_SHARD_NO_SHARD)
+            return gs_error_set(err, GS_ERR_INPUT,
+                                "%s: --overlap-param-gather needs --overlap-grad-reduce (Megatron-LM asserts "
+                                "it): found no --overlap-grad-reduce",
+                                at);
         if (g->sharding == GS_SHARD_ZERO1 || g->sharding == GS_SHARD_ZERO2)
             g->overlap_param_gather = 1;
         else if (g->sharding == GS_SHARD_NO_SHARD)

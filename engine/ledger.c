@@ -618,12 +618,13 @@ static gs_status build_stage(const gs_scenario *s, const gs_mesh *mesh, uint64_t
         line_add(c, r, "grads (no_sync)", mem_hold, "full gradient accumulated unsharded until the last of %" PRIu64
                  " micro-batches: P x %" PRIu64 " B", mb, wb);
     }
-    uint64_t comms = 0;
+    uint64_t comms = 0, ub;
     for (int d = 0; d < GS_DIM_COUNT; d++)
         comms += mesh->size[d] > 1;
-    uint64_t ws = (32ull << 20) + comms * (128ull << 20);
+    uint64_t ws = gs_workspace_bytes(s, mesh, &ub);
     line_add(c, r, "workspace", ws, "estimate: cuBLAS 32 MiB + NCCL buffers 128 MiB x %" PRIu64
-             " communicators (dims of size > 1)", comms);
+             " communicators (dims of size > 1)%s", comms,
+             ub ? " + Transformer Engine userbuffers 10 x s*b*h (tp_comm_overlap)" : "");
 
     /* ---- activations ---- */
     rc = gs_ledger_act_sizes(s, mesh, stage, &act, err);
@@ -838,7 +839,11 @@ static gs_status build_stage(const gs_scenario *s, const gs_mesh *mesh, uint64_t
             uint64_t xb = mul(c, mul(c, mul(c, m->seq, s->batch.micro_seqs, "traffic"), m->hidden, "traffic"), e,
                               "traffic");
             uint64_t ar1 = mul(c, 2 * (tp - 1), ceil_div(xb, tp), "traffic");
-            uint64_t per_layer = 4 + (st->recompute == GS_RECOMPUTE_FULL ? 2 : 0);
+            /* 4 per block (2 forward, 2 backward); full recompute repeats the forward's 2; under
+             * tp_comm_overlap the backward re-gathers the norms' sequence-parallel outputs for the
+             * weight gradients (2 all-gathers: one more equivalent) */
+            int regather = st->tp_comm_overlap && st->sequence_parallel;
+            uint64_t per_layer = 4 + (st->recompute == GS_RECOMPUTE_FULL ? 2 : 0) + (regather ? 1 : 0);
             uint64_t colls = mul(c, per_layer, r->layers, "traffic") + (stage == 0) + (stage + 1 == pp);
             tpb = mul(c, mul(c, colls, ar1, "traffic"), mb, "traffic");
             /* the last stage's vocab-parallel cross-entropy: an all-gather of 12 B (3 fp32) per
@@ -854,7 +859,11 @@ static gs_status build_stage(const gs_scenario *s, const gs_mesh *mesh, uint64_t
             line_add(c, r, "tp", tpb, "%" PRIu64 " all-reduce equivalents x 2 (t-1) x ceil(s*b*h*%" PRIu64 " B / t) x %"
                      PRIu64 " micro-batches (%" PRIu64 " per layer%s%s, t=%" PRIu64 ")%s%s", colls, e, mb, per_layer,
                      st->recompute == GS_RECOMPUTE_FULL ? " incl. the recomputed forward" : "",
-                     st->sequence_parallel ? ", as all-gather + reduce-scatter pairs" : "", tp,
+                     st->sequence_parallel ? (regather ? ", as all-gather + reduce-scatter pairs, with the backward's "
+                                                         "re-gathers of tp_comm_overlap"
+                                                       : ", as all-gather + reduce-scatter pairs")
+                                           : "",
+                     tp,
                      xent ? " + the cross-entropy statistics all-gather, (t-1) x s*b*12 B per micro-batch" : "",
                      spn ? " + the norm-weight gradient all-reduce of sequence parallelism" : "");
         }
@@ -1016,4 +1025,20 @@ uint64_t gs_sp_norm_params(const gs_scenario *s, uint64_t stage_layers, int last
     const gs_model *m = &s->model;
     uint64_t per_norm = (m->norm == GS_NORM_LAYERNORM || m->bias) ? 2 * m->hidden : m->hidden;
     return stage_layers * 2 * per_norm + (last ? per_norm : 0);
+}
+
+uint64_t gs_workspace_bytes(const gs_scenario *s, const gs_mesh *mesh, uint64_t *ub_bytes)
+{
+    uint64_t comms = 0, ub = 0, tokens, x;
+    for (int d = 0; d < GS_DIM_COUNT; d++)
+        comms += mesh->size[d] > 1;
+    const gs_strategy *st = &s->strategy;
+    if (st->tp_comm_overlap && st->sequence_parallel && mesh->size[GS_DIM_TP] > 1 &&
+        (gs_mul_u64(s->model.seq, s->batch.micro_seqs, &tokens) != 0 || gs_mul_u64(tokens, s->model.hidden, &x) != 0 ||
+         gs_mul_u64(x, 10 * gs_precision_bytes(st->precision), &ub) != 0))
+        ub = UINT64_MAX;
+    if (ub_bytes)
+        *ub_bytes = ub;
+    uint64_t base = (32ull << 20) + comms * (128ull << 20);
+    return ub > UINT64_MAX - base ? UINT64_MAX : base + ub;
 }

@@ -157,4 +157,11 @@ uint64_t gs_ledger_layer_activation_bytes(const gs_model *m, const gs_strategy *
  * gradients sequence parallelism all-reduces over TP once per step. */
 uint64_t gs_sp_norm_params(const gs_scenario *s, uint64_t stage_layers, int last);
 
+/* A rank's workspace, bytes (an estimate): cuBLAS 32 MiB, NCCL buffers 128 MiB per communicator
+ * (mesh dimension of size > 1), and under tp_comm_overlap Transformer Engine's userbuffers, one
+ * s*b x h buffer of the working precision per overlapped GEMM (10: qkv/fc1 fprop, dgrad and wgrad,
+ * proj/fc2 fprop and dgrad). *ub_bytes (may be NULL) receives the userbuffers' part. Saturates at
+ * UINT64_MAX. */
+uint64_t gs_workspace_bytes(const gs_scenario *s, const gs_mesh *mesh, uint64_t *ub_bytes);
+
 #endif

@@ -486,8 +486,14 @@ void gs_calib_apply(const gs_calib *c, uint64_t world, gs_compute_model *cm, gs_
         cm->launch_cpu_s = (1 - w) * c->launch_cpu_by_ranks[lo] + w * c->launch_cpu_by_ranks[up];
         cm->wake_cpu_s = (1 - w) * c->wake_cpu_by_ranks[lo] + w * c->wake_cpu_by_ranks[up];
     }
-    if (c->set & (1u << F_CORES))
+    if (c->set & (1u << F_CORES)) {
         cm->cores = c->cores;
+        /* a host machine's cores: what communication takes from compute is the shared cores'
+         * model (its CPU share), not a GPU's SM and HBM contention factor, unless the file
+         * names one */
+        if (!(c->set & (1u << F_OVERLAP)))
+            cm->overlap_slowdown = 1.0;
+    }
     if (c->set & (1u << F_BACKGROUND))
         cm->background_load = c->background_load;
     if (c->set & (1u << F_BWD))

@@ -591,6 +591,9 @@ START_TEST(test_import_megatron)
     ck_assert_has(err.msg, "argument 3: --tp-comm-overlap needs --sequence-parallel");
     ck_assert_int_eq(import_mg("--overlap-param-gather", "llama2-7b", 1, &s, &ig, &err), GS_ERR_INPUT);
     ck_assert_has(err.msg, "--overlap-param-gather needs --use-distributed-optimizer");
+    ck_assert_int_eq(import_mg("--use-distributed-optimizer --overlap-param-gather", "llama2-7b", 1, &s, &ig, &err),
+                     GS_ERR_INPUT);
+    ck_assert_has(err.msg, "argument 2: --overlap-param-gather needs --overlap-grad-reduce");
     gs_diag_fini(&ig);
 }
 END_TEST

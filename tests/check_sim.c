@@ -338,6 +338,29 @@ START_TEST(test_tp_comm_overlap_hides)
         gs_report_fini(&p);
         gs_report_fini(&o);
     }
+    /* the GEMM parts under the collectives pay the overlap factor: with 2 the step is longer than
+     * with 1 (no slowdown), by at most the compute busy time with 1 */
+    double step[2], busy1 = 0;
+    for (int k = 0; k < 2; k++) {
+        char path[64];
+        write_tmp(path, k ? "{\"compute\": {\"overlap_slowdown\": 2}}" : "{\"compute\": {\"overlap_slowdown\": 1}}");
+        gs_scenario s;
+        gs_mesh m;
+        gs_error err;
+        gs_error_init(&err);
+        static const char y[] = TPO_BASE "strategy: {sharding: no_shard, sequence_parallel: true, tp_comm_overlap: true}\n";
+        ck_assert(gs_scenario_load_string(y, strlen(y), "test", &s, &err) == GS_OK);
+        ck_assert(gs_scenario_mesh(&s, &m, NULL, &err) == GS_OK);
+        gs_backend_opts bo = {0, path, NULL};
+        gs_report rep;
+        ck_assert_msg(gs_sim_scenario(&s, &m, 0, &bo, &rep, NULL, &err) == GS_OK, "%s", err.msg);
+        step[k] = rep.step_time_s;
+        if (k == 0)
+            busy1 = rep.compute_s;
+        gs_report_fini(&rep);
+        unlink(path);
+    }
+    ck_assert_msg(step[1] > step[0] && step[1] < step[0] + busy1, "slowdown 2: %.6g s, 1: %.6g s", step[1], step[0]);
 #undef TPO_BASE
 }
 END_TEST
