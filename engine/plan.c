@@ -307,6 +307,11 @@ static gs_status enumerate(search *x, gs_error *err)
                                     c.st.virtual_stages = pipes[pi].v;
                                     c.st.sequence_parallel = sp;
                                     c.st.offload = off;
+                                    /* the base's framework overlaps, where the candidate can have them */
+                                    c.st.tp_comm_overlap = x->base->strategy.tp_comm_overlap && sp && tp > 1;
+                                    c.st.overlap_param_gather = x->base->strategy.overlap_param_gather &&
+                                                                (c.st.sharding == GS_SHARD_ZERO1 ||
+                                                                 c.st.sharding == GS_SHARD_ZERO2);
                                     rc = consider(x, &c, err);
                                 }
                             }

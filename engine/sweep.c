@@ -349,6 +349,11 @@ gs_status gs_sweep_apply(const gs_scenario *base, const gs_sweep *sw, uint64_t p
         case GS_SWEEP_SHARDING:
             gs_sharding_parse(v, &s->strategy.sharding);
             s->strategy.reshard_after_forward = gs_sharding_shards_params(s->strategy.sharding);
+            /* the distributed optimizer's overlapped gather means nothing to the other shardings
+             * (FSDP gathers per unit anyway): dropped rather than making the point illegal */
+            if (s->strategy.sharding != GS_SHARD_ZERO1 && s->strategy.sharding != GS_SHARD_ZERO2 &&
+                !val[GS_SWEEP_PARAM_GATHER])
+                s->strategy.overlap_param_gather = 0;
             break;
         case GS_SWEEP_RECOMPUTE: gs_recompute_parse(v, &s->strategy.recompute); break;
         case GS_SWEEP_PIPELINE:

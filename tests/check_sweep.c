@@ -217,6 +217,21 @@ START_TEST(test_apply_values)
     ck_assert_int_eq(s.strategy.overlap_param_gather, 1);
     ck_assert_int_eq(apply_one("overlap_param_gather=0", 0, &s, &err), GS_OK);
     ck_assert_int_eq(s.strategy.overlap_param_gather, 0);
+    /* varying sharding away from zero1/zero2 drops overlap_param_gather (FSDP gathers anyway),
+     * unless it is varied too */
+    gs_scenario z = base;
+    z.strategy.sharding = GS_SHARD_ZERO1;
+    z.strategy.overlap_param_gather = 1;
+    gs_sweep sw;
+    gs_sweep_init(&sw);
+    add_ok(&sw, "sharding=zero2,full_shard");
+    ck_assert_int_eq(gs_sweep_apply(&z, &sw, 0, &s, &err), GS_OK);
+    ck_assert_int_eq(s.strategy.overlap_param_gather, 1);
+    ck_assert_int_eq(gs_sweep_apply(&z, &sw, 1, &s, &err), GS_OK);
+    ck_assert_int_eq(s.strategy.overlap_param_gather, 0);
+    add_ok(&sw, "overlap_param_gather=1");
+    ck_assert_int_eq(gs_sweep_apply(&z, &sw, 1, &s, &err), GS_OK); /* full_shard, kept: the mesh check refuses it */
+    ck_assert_int_eq(s.strategy.overlap_param_gather, 1);
     /* the base is borrowed, not changed */
     ck_assert_uint_eq(base.grid.dp, 2);
     ck_assert_double_eq(base.cluster.nic.bw, bw200);
