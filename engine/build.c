@@ -333,7 +333,7 @@ static gs_status backward_pass(gs_bctx *x, uint32_t mb, uint16_t chunk)
     gs_layer_io io;
 
     if (root_writes && pl->transient_grads && x->ugrad_t[x->root] == GS_NO_ID) {
-        if ((rc = gs__tensor(x, GS_T_GRAD, x->part.units[x->root].params * pl->wb, GS_LAYER_NONE, mb,
+        if ((rc = gs__tensor(x, GS_T_GRAD, x->part.units[x->root].params * pl->gb, GS_LAYER_NONE, mb,
                              (uint32_t)x->root, 0, &x->ugrad_t[x->root])) != GS_OK)
             return rc;
         root_grad_pending = 1;
@@ -388,7 +388,7 @@ static gs_status backward_pass(gs_bctx *x, uint32_t mb, uint16_t chunk)
         for (size_t k = 0; k < ncov; k++) {
             size_t u = cov[k];
             if (pl->transient_grads && x->ugrad_t[u] == GS_NO_ID) {
-                if ((rc = gs__tensor(x, GS_T_GRAD, x->part.units[u].params * pl->wb, gs__unit_layer(x, u), mb,
+                if ((rc = gs__tensor(x, GS_T_GRAD, x->part.units[u].params * pl->gb, gs__unit_layer(x, u), mb,
                                      (uint32_t)u, 0, &x->ugrad_t[u])) != GS_OK)
                     return rc;
                 io_add(io.alloc, &io.nalloc, GS_IO_MAX, x->ugrad_t[u]);
@@ -562,7 +562,7 @@ static gs_status build_rank(const gs_scenario *s, const gs_mesh *mesh, uint64_t 
         int32_t layer = gs__unit_layer(&x, u);
         if ((rc = gs__tensor(&x, GS_T_PARAM_SHARD, (pl->stored_sharded ? sh : p) * pl->wb, layer, 0, (uint32_t)u, 1,
                              &x.param_t[u])) != GS_OK ||
-            (rc = gs__tensor(&x, pl->shard_grads ? GS_T_GRAD_SHARD : GS_T_GRAD, (pl->shard_grads ? sh : p) * pl->wb,
+            (rc = gs__tensor(&x, pl->shard_grads ? GS_T_GRAD_SHARD : GS_T_GRAD, (pl->shard_grads ? sh : p) * pl->gb,
                              layer, 0, (uint32_t)u, 1, &x.grad_t[u])) != GS_OK)
             goto out;
         if (pl->offload && pl->stored_sharded) {
@@ -570,7 +570,7 @@ static gs_status build_rank(const gs_scenario *s, const gs_mesh *mesh, uint64_t 
             r->tensors[x.grad_t[u]].on_host = 1;
         }
         if (pl->hold_full_grads &&
-            (rc = gs__tensor(&x, GS_T_GRAD, p * pl->wb, layer, 0, (uint32_t)u, 1, &x.hold_t[u])) != GS_OK)
+            (rc = gs__tensor(&x, GS_T_GRAD, p * pl->gb, layer, 0, (uint32_t)u, 1, &x.hold_t[u])) != GS_OK)
             goto out;
         x.gathered_t[u] = x.gathered_ev[u] = x.ugrad_t[u] = x.reduce_ev[u] = GS_NO_ID;
     }
@@ -615,7 +615,7 @@ static gs_status build_rank(const gs_scenario *s, const gs_mesh *mesh, uint64_t 
         b.e.group = GS_GROUP_TP;
         b.e.peer = x.group[GS_GROUP_TP];
         b.e.group_size = x.tp;
-        b.e.bytes = gs_sp_norm_params(s, x.part.layers, x.last) * pl->wb;
+        b.e.bytes = gs_sp_norm_params(s, x.part.layers, x.last) * pl->gb;
         gs__evb_add(&b, GS_LINK_DEPS, x.last_dp);
         gs__evb_add(&b, GS_LINK_DEPS, x.last_compute);
         if ((rc = gs__evb_emit(&x, &b, &sp_norms)) != GS_OK)
@@ -626,7 +626,7 @@ static gs_status build_rank(const gs_scenario *s, const gs_mesh *mesh, uint64_t 
         gs__evb_init(&b, GS_EV_COMPUTE, GS_STREAM_COMPUTE, GS_PHASE_OPTIM, GS_LAYER_NONE, 0);
         b.e.op = GS_OP_OPTIMIZER;
         b.e.flops = 12.0 * (double)o_el;
-        b.e.bytes = o_el * (2 * (pl->mixed ? 12 : 8) + 2 * pl->wb);
+        b.e.bytes = o_el * (2 * (pl->mixed ? 12 : 8) + pl->wb + pl->gb);
         gs__evb_add(&b, GS_LINK_DEPS, x.last_dp);
         gs__evb_add(&b, GS_LINK_DEPS, x.last_compute);
         gs__evb_add(&b, GS_LINK_DEPS, sp_norms);

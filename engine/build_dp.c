@@ -91,14 +91,14 @@ static gs_status reduce_one(gs_bctx *x, size_t u, gs_coll_op op, gs_group_kind g
                             uint32_t dep, uint32_t grad, uint32_t frees, uint32_t *ev)
 {
     gs_evb b;
-    uint64_t n = x->group_size[g], wb = x->plan.wb;
+    uint64_t n = x->group_size[g], gb = x->plan.gb;
     gs__evb_init(&b, GS_EV_COLLECTIVE, GS_STREAM_DP, GS_PHASE_BWD, gs__unit_layer(x, u), mb);
     b.e.op = (uint8_t)op;
     b.e.group = (uint8_t)g;
     b.e.peer = x->group[g];
     b.e.group_size = n;
     b.e.unit = (uint32_t)u;
-    b.e.bytes = n * ceil_div(params, n) * wb;
+    b.e.bytes = n * ceil_div(params, n) * gb;
     gs__evb_add(&b, GS_LINK_DEPS, dep);
     gs__evb_add(&b, GS_LINK_READS, grad);
     gs__evb_add(&b, GS_LINK_WRITES, x->grad_t[u]);
@@ -132,7 +132,7 @@ gs_status gs__reduce_unit(gs_bctx *x, size_t u, uint32_t mb, uint32_t dep)
         return GS_OK;
     }
     if (pl->bucketed) {
-        uint64_t nb = gs_bucket_count(params, pl->wb, x->s->strategy.bucket_bytes);
+        uint64_t nb = gs_bucket_count(params, pl->gb, x->s->strategy.bucket_bytes);
         for (uint64_t k = 0; k < nb && rc == GS_OK; k++)
             rc = reduce_one(x, u, pl->grad_allreduce ? GS_COLL_ALLREDUCE : GS_COLL_REDUCE_SCATTER, GS_GROUP_DP,
                             gs_bucket_params(params, nb, k), mb, dep, grad, k + 1 == nb ? transient : GS_NO_ID, &ev);
@@ -148,7 +148,7 @@ gs_status gs__reduce_unit(gs_bctx *x, size_t u, uint32_t mb, uint32_t dep)
             gs_evb b;
             gs__evb_init(&b, GS_EV_COPY_D2H, GS_STREAM_COPY, GS_PHASE_BWD, gs__unit_layer(x, u), mb);
             b.e.unit = (uint32_t)u;
-            b.e.bytes = ceil_div(params, pl->N) * pl->wb;
+            b.e.bytes = ceil_div(params, pl->N) * pl->gb;
             gs__evb_add(&b, GS_LINK_DEPS, ev);
             gs__evb_add(&b, GS_LINK_READS, grad);
             gs__evb_add(&b, GS_LINK_WRITES, x->grad_t[u]);

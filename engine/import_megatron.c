@@ -24,7 +24,7 @@ typedef enum mg_act {
     MG_DIST_OPT, MG_CUSTOM_FSDP, MG_DP_SHARD, MG_TORCH_FSDP2, MG_BF16, MG_FP16, MG_LAYERS,
     MG_HIDDEN, MG_HEADS, MG_GQA, MG_GROUPS, MG_FFN, MG_SEQ, MG_MAXPOS, MG_VOCAB, MG_VOCAB_DIV,
     MG_KV_CH, MG_SWIGLU, MG_UNTIE, MG_NORM, MG_POSEMB, MG_NO_POSEMB, MG_ROPE, MG_NO_BIAS,
-    MG_ATT_DROP, MG_HID_DROP, MG_ATT_BACKEND, MG_FLASH, MG_OPTIMIZER, MG_OPG, MG_TPCO, MG_OGR, MG_ACT_COUNT
+    MG_ATT_DROP, MG_HID_DROP, MG_ATT_BACKEND, MG_FLASH, MG_OPTIMIZER, MG_OPG, MG_TPCO, MG_OGR, MG_GRAD_FP32, MG_GRAD_BF16, MG_BUCKET, MG_ACT_COUNT
 } mg_act;
 
 /* Values a flag takes. */
@@ -100,13 +100,12 @@ static const mg_flag mg_flags[] = {
     {"no-bias-swiglu-fusion", MG_SWITCH, MG_IGNORE, mg_fusion},
     {"no-bias-dropout-fusion", MG_SWITCH, MG_IGNORE, mg_fusion},
     {"no-rope-fusion", MG_SWITCH, MG_IGNORE, mg_fusion},
-    {"accumulate-allreduce-grads-in-fp32", MG_SWITCH, MG_IGNORE,
-     "gridstep reduces gradients in the training precision"},
+    {"accumulate-allreduce-grads-in-fp32", MG_SWITCH, MG_GRAD_FP32, NULL},
+    {"grad-reduce-in-bf16", MG_SWITCH, MG_GRAD_BF16, NULL},
     {"attention-softmax-in-fp32", MG_SWITCH, MG_IGNORE, mg_fusion},
     {"use-mcore-models", MG_SWITCH, MG_IGNORE, "model implementation choice: no effect on the step"},
     {"transformer-impl", MG_ONE, MG_IGNORE, "model implementation choice: no effect on the step"},
-    {"ddp-bucket-size", MG_ONE, MG_IGNORE,
-     "gridstep's DDP bucket is strategy.bucket_mb (write a scenario to change it)"},
+    {"ddp-bucket-size", MG_ONE, MG_BUCKET, NULL},
     {"norm-epsilon", MG_ONE, MG_IGNORE, "numerics only: no effect on the step"},
     {"rotary-base", MG_ONE, MG_IGNORE, "numerics only: no effect on the step"},
     {"rotary-percent", MG_ONE, MG_IGNORE, "numerics only: no effect on the step"},
@@ -410,7 +409,7 @@ static gs_status mg_parse(const char *origin, const mg_words *ws, size_t first, 
         case MG_TP: case MG_PP: case MG_DP: case MG_CP: case MG_EP: case MG_VPP_LAYERS:
         case MG_VPP_STAGES: case MG_MBS: case MG_GBS: case MG_REC_NLAYERS: case MG_LAYERS:
         case MG_HIDDEN: case MG_HEADS: case MG_GROUPS: case MG_FFN: case MG_SEQ: case MG_MAXPOS:
-        case MG_VOCAB: case MG_VOCAB_DIV: case MG_KV_CH:
+        case MG_VOCAB: case MG_VOCAB_DIV: case MG_KV_CH: case MG_BUCKET:
             if ((rc = mg_count(where, f->name, value, &st->u[f->act], 0, err)) != GS_OK)
                 return rc;
             break;
@@ -644,6 +643,31 @@ static gs_status mg_strategy(const char *origin, const mg_words *ws, const mg_st
     g->precision = st->given[MG_BF16] ? GS_PREC_BF16 : st->given[MG_FP16] ? GS_PREC_FP16
                                                                           : GS_PREC_FP32;
     g->sequence_parallel = st->given[MG_SP];
+    /* gradients: Megatron-LM accumulates and reduces them in fp32 under bf16 (validate_args) unless
+     * --grad-reduce-in-bf16; under fp16 in fp16 unless --accumulate-allreduce-grads-in-fp32 */
+    if (st->given[MG_GRAD_FP32] && st->given[MG_GRAD_BF16])
+        return gs_error_set(err, GS_ERR_INPUT,
+                            "%s: found both --accumulate-allreduce-grads-in-fp32 and --grad-reduce-in-bf16, "
+                            "expected one",
+                            mg_where(origin, ws, st->at[MG_GRAD_BF16], where, sizeof where));
+    g->grad_dtype = st->given[MG_GRAD_FP32] ? GS_PREC_FP32
+                    : st->given[MG_GRAD_BF16] ? GS_PREC_BF16
+                    : g->precision == GS_PREC_BF16 ? GS_PREC_FP32
+                                                   : -1;
+    /* DDP / distributed-optimizer buckets, in parameters: --ddp-bucket-size, else Megatron-Core's
+     * max(40M, 1M x dp) (DistributedDataParallel); gridstep splits each unit's gradient into
+     * buckets of that many bytes, rounded up to a whole MiB (strategy.bucket_mb's unit) */
+    {
+        uint64_t dp = s->grid.dp ? s->grid.dp : 1, bucket = 40000000, bytes;
+        if (dp > 40 && gs_mul_u64(dp, 1000000, &bucket) != 0)
+            bucket = UINT64_MAX;
+        if (st->given[MG_BUCKET])
+            bucket = st->u[MG_BUCKET];
+        if (gs_mul_u64(bucket, gs_grad_bytes(g), &bytes) != 0 || bytes > UINT64_MAX - ((1u << 20) - 1))
+            return gs_error_set(err, GS_ERR_INPUT, "%s: --ddp-bucket-size: found %" PRIu64 " parameters, too large",
+                                mg_where(origin, ws, st->at[MG_BUCKET], where, sizeof where), bucket);
+        g->bucket_bytes = (bytes + ((1u << 20) - 1)) >> 20 << 20;
+    }
     /* overlaps: the distributed optimizer's parameter all-gather under the next forward (Megatron
      * asserts the distributed optimizer); TE's userbuffer overlap of the TP collectives (Megatron
      * asserts sequence parallelism) */

@@ -237,7 +237,7 @@ static void put_batch_comment(launch_doc *d, const gs_scenario *s, const gs_mesh
 }
 
 /* Notes shared by both launchers: settings of the training code, not of the launcher. */
-static void put_code_notes(launch_doc *d, const gs_scenario *s)
+static void put_code_notes(launch_doc *d, const gs_scenario *s, int megatron)
 {
     const gs_strategy *st = &s->strategy;
     if (!st->flash_attention)
@@ -247,10 +247,18 @@ static void put_code_notes(launch_doc *d, const gs_scenario *s)
         put(d, "# note: grad_sync %s is the training loop's choice (no_sync() around the "
                "accumulation steps), not a launcher setting\n",
             st->grad_sync == GS_GRAD_SYNC_LAST ? "last" : "every");
-    if (st->bucket_bytes != LAUNCH_DEFAULT_BUCKET_BYTES && !gs_sharding_is_fsdp(st->sharding))
+    if (!megatron && st->bucket_bytes != LAUNCH_DEFAULT_BUCKET_BYTES && !gs_sharding_is_fsdp(st->sharding))
         put(d, "# note: bucket_mb %" PRIu64 " is DDP(bucket_cap_mb=%" PRIu64 ") in the training "
                "code, not a launcher setting\n",
             st->bucket_bytes >> 20, st->bucket_bytes >> 20);
+    uint64_t gb = gs_grad_bytes(st), wb = gs_precision_bytes(st->precision);
+    if (!megatron && st->grad_dtype >= 0 && gb != wb)
+        put(d, "# note: grad_dtype %s is FSDP's MixedPrecision(reduce_dtype=torch.%s) in the training code, "
+               "not a launcher setting\n",
+            gs_precision_name((gs_precision)st->grad_dtype), gb == 4 ? "float32" : "bfloat16");
+    if (megatron && st->precision == GS_PREC_FP32 && gb != 4)
+        put(d, "# note: grad_dtype %s has no Megatron-LM flag with fp32 training (gradients stay fp32)\n",
+            gs_precision_name((gs_precision)st->grad_dtype));
 }
 
 static const char *fsdp_strategy_name(gs_sharding s)
@@ -279,7 +287,7 @@ static void emit_accelerate(launch_doc *d, const gs_scenario *s, const gs_mesh *
     if (!st->limit_all_gathers)
         put(d, "# note: limit_all_gathers false has no accelerate config key (FSDP's default is "
                "limit_all_gathers=True): set it where the training code wraps the model\n");
-    put_code_notes(d, s);
+    put_code_notes(d, s, 0);
     put(d, "compute_environment: LOCAL_MACHINE\n");
     put(d, "debug: false\n");
     put(d, "distributed_type: FSDP\n");
@@ -403,7 +411,7 @@ static void put_megatron_notes(launch_doc *d, const gs_scenario *s, const gs_mes
                "to %" PRIu64 "\n",
             md->vocab, m->size[GS_DIM_TP],
             (md->vocab + m->size[GS_DIM_TP] - 1) / m->size[GS_DIM_TP] * m->size[GS_DIM_TP]);
-    put_code_notes(d, s);
+    put_code_notes(d, s, 1);
 }
 
 /* A list of flag lines: each starts with the indent, all but the last end with " \". */
@@ -481,8 +489,18 @@ static void put_megatron_flags(launch_doc *d, const gs_scenario *s, const gs_mes
              dps);
     if (st->sharding != GS_SHARD_NO_SHARD)
         flag(&f, "--use-distributed-optimizer");
-    if (st->overlap_param_gather)
-        flag(&f, "--overlap-grad-reduce --overlap-param-gather");
+    /* DDP / distributed-optimizer buckets (in parameters), reduced under the backward as gridstep's
+     * schedule does */
+    uint64_t gb = gs_grad_bytes(st);
+    if (!dps && m->size[GS_DIM_DP] > 1)
+        flag(&f, "--overlap-grad-reduce%s", st->overlap_param_gather ? " --overlap-param-gather" : "");
+    flag(&f, "--ddp-bucket-size %" PRIu64, st->bucket_bytes / gb);
+    /* gradient precision, against Megatron-LM's defaults (fp32 under bf16, the training precision
+     * otherwise) */
+    if (st->precision == GS_PREC_BF16 && gb == 2)
+        flag(&f, "--grad-reduce-in-bf16");
+    else if (st->precision == GS_PREC_FP16 && gb == 4)
+        flag(&f, "--accumulate-allreduce-grads-in-fp32");
     if (st->tp_comm_overlap && st->sequence_parallel && tp > 1)
         flag(&f, "--tp-comm-overlap");
     if (st->precision != GS_PREC_FP32) /* fp32 is Megatron-LM's default: no flag */

@@ -201,6 +201,7 @@ void gs_shard_plan_init(const gs_scenario *s, const gs_mesh *mesh, uint64_t rank
     uint64_t dp = mesh->size[GS_DIM_DP];
     memset(plan, 0, sizeof *plan);
     plan->wb = gs_precision_bytes(st->precision);
+    plan->gb = gs_grad_bytes(st);
     plan->mixed = st->precision != GS_PREC_FP32;
     plan->microbatches = microbatches ? microbatches : 1;
     plan->N = dp;
@@ -430,7 +431,7 @@ static void backward_moments(stage_ctx *x, uint32_t mb, uint64_t chunk, uint64_t
 {
     const gs_partition *p = x->p;
     const gs_shard_plan *pl = x->plan;
-    uint64_t wb = pl->wb;
+    uint64_t wb = pl->wb, gb = pl->gb;
     int has_head = x->last && chunk + 1 == x->v;
     int has_emb = x->stage == 0 && chunk == 0;
     int has_next = !has_head, has_prev = !has_emb;
@@ -438,7 +439,7 @@ static void backward_moments(stage_ctx *x, uint32_t mb, uint64_t chunk, uint64_t
     int root_writes = gs_partition_root_written_by(p, x->stage, x->pp, x->v, chunk);
     uint64_t base_g = (pl->gather_root ? mul(x->c, root, wb, "gather") : 0) +
                       (pl->gather_all ? mul(x->c, x->nonroot_params, wb, "gather") : 0);
-    uint64_t root_grad = pl->transient_grads && (root_writes || x->root_grad_live) ? mul(x->c, root, wb, "grads")
+    uint64_t root_grad = pl->transient_grads && (root_writes || x->root_grad_live) ? mul(x->c, root, gb, "grads")
                                                                                    : 0;
     int64_t bot = (int64_t)(chunk * x->layers_per_chunk), top = bot + (int64_t)x->layers_per_chunk - 1;
     uint64_t st = x->act->stored, xb = x->act->boundary;
@@ -455,7 +456,7 @@ static void backward_moments(stage_ctx *x, uint32_t mb, uint64_t chunk, uint64_t
         if (pl->gather_per_pass)
             g += mul(x->c, cov + (pl->prefetch_bwd == 1 && l > bot ? gs_partition_prefetch(p, l, l - 1) : 0), wb,
                      "gather");
-        uint64_t tg = root_grad + (pl->transient_grads ? mul(x->c, cov, wb, "grads") : 0);
+        uint64_t tg = root_grad + (pl->transient_grads ? mul(x->c, cov, gb, "grads") : 0);
         moment_offer(x, act, others, g, tg, "backward", l, mb, chunk);
         if (pl->gather_per_pass && pl->prefetch_bwd == 2 && l > bot) {
             uint64_t g2 = base_g + mul(x->c, gs_partition_covering(p, l - 1), wb, "gather");
@@ -493,7 +494,7 @@ static void forward_moments(stage_ctx *x, uint32_t mb, uint64_t chunk, uint64_t 
     int has_next = !has_head;
     int64_t bot = (int64_t)(chunk * x->layers_per_chunk), top = bot + (int64_t)x->layers_per_chunk - 1;
     uint64_t root_g = pl->gather_root ? mul(x->c, gs_partition_root(p), wb, "gather") : 0;
-    uint64_t root_grad = pl->transient_grads && x->root_grad_live ? mul(x->c, gs_partition_root(p), wb, "grads") : 0;
+    uint64_t root_grad = pl->transient_grads && x->root_grad_live ? mul(x->c, gs_partition_root(p), pl->gb, "grads") : 0;
     uint64_t seen_g = 0;
     if (pl->gather_all)
         for (uint64_t ch = 0; ch < x->v; ch++)
@@ -564,7 +565,7 @@ static gs_status build_stage(const gs_scenario *s, const gs_mesh *mesh, uint64_t
     r->params = part.params;
     uint64_t P = part.params;
     gs_shard_plan_init(s, mesh, rank, mb, &plan);
-    uint64_t N = plan.N, R = plan.R, wb = plan.wb;
+    uint64_t N = plan.N, R = plan.R, wb = plan.wb, gb = plan.gb;
     r->dp_shard_group = N;
     r->dp_replica_group = R;
 
@@ -585,7 +586,7 @@ static gs_status build_stage(const gs_scenario *s, const gs_mesh *mesh, uint64_t
     uint64_t mem_params = mul(c, p_el, wb, "params");
     uint64_t mem_master = plan.mixed ? mul(c, o_el, 4, "master") : 0;
     uint64_t mem_m = mul(c, o_el, 4, "adam m"), mem_v = mul(c, o_el, 4, "adam v");
-    uint64_t mem_g = mul(c, g_el, wb, "grads");
+    uint64_t mem_g = mul(c, g_el, gb, "grads");
     r->state_bytes = add(c, add(c, add(c, mem_params, mem_master, "states"), add(c, mem_m, mem_v, "states"),
                                 "states"), mem_g, "states");
     line_add(c, r, "params", mem_params, "%s %s: %" PRIu64 " elements x %" PRIu64 " B (P=%" PRIu64
@@ -596,7 +597,7 @@ static gs_status build_stage(const gs_scenario *s, const gs_mesh *mesh, uint64_t
     line_add(c, r, "adam_m", mem_m, "fp32 %s: %" PRIu64 " x 4 B", plan.shard_opt ? "shard" : "full", o_el);
     line_add(c, r, "adam_v", mem_v, "fp32 %s: %" PRIu64 " x 4 B", plan.shard_opt ? "shard" : "full", o_el);
     line_add(c, r, "grads", mem_g, "%s %s: %" PRIu64 " x %" PRIu64 " B", pl, plan.shard_grads ? "shard" : "full",
-             g_el, wb);
+             g_el, gb);
     if (plan.shard_opt)
         line_add(c, r, "shard group", 0, "N = %" PRIu64 " ranks (%s)%s, %zu FSDP units%s", N,
                  st->sharding == GS_SHARD_HYBRID_SHARD ? "the DP ranks on this node" : "the DP group",
@@ -614,9 +615,9 @@ static gs_status build_stage(const gs_scenario *s, const gs_mesh *mesh, uint64_t
     }
     uint64_t mem_hold = 0;
     if (plan.hold_full_grads) {
-        mem_hold = mul(c, P, wb, "grads");
+        mem_hold = mul(c, P, gb, "grads");
         line_add(c, r, "grads (no_sync)", mem_hold, "full gradient accumulated unsharded until the last of %" PRIu64
-                 " micro-batches: P x %" PRIu64 " B", mb, wb);
+                 " micro-batches: P x %" PRIu64 " B", mb, gb);
     }
     uint64_t comms = 0, ub;
     for (int d = 0; d < GS_DIM_COUNT; d++)
@@ -771,7 +772,7 @@ static gs_status build_stage(const gs_scenario *s, const gs_mesh *mesh, uint64_t
             if (!(part.has_root && i + 1 == part.nunits))
                 layer_pass = add(c, layer_pass, mul(c, N - 1, ceil_div(u, N), "traffic"), "traffic");
             if (plan.bucketed) {
-                uint64_t nb = gs_bucket_count(u, wb, st->bucket_bytes);
+                uint64_t nb = gs_bucket_count(u, gb, st->bucket_bytes);
                 for (uint64_t k = 0; k < nb; k++)
                     red_pass = add(c, red_pass, mul(c, (plan.grad_allreduce ? 2 : 1) * (N - 1),
                                                     ceil_div(gs_bucket_params(u, nb, k), N), "traffic"), "traffic");
@@ -783,8 +784,8 @@ static gs_status build_stage(const gs_scenario *s, const gs_mesh *mesh, uint64_t
             }
         }
         layer_pass = mul(c, layer_pass, wb, "traffic");
-        red_pass = mul(c, red_pass, wb, "traffic");
-        inter_pass = mul(c, inter_pass, wb, "traffic");
+        red_pass = mul(c, red_pass, gb, "traffic");
+        inter_pass = mul(c, inter_pass, gb, "traffic");
         if (N > 1) {
             if (plan.gather_root)
                 ag = add(c, ag, root_pass, "traffic");
@@ -819,7 +820,7 @@ static gs_status build_stage(const gs_scenario *s, const gs_mesh *mesh, uint64_t
                      n_sync == 1 ? " (no_sync until the last micro-batch)" : "");
         if (ar_net)
             line_add(c, r, "hsdp all-reduce", ar_net, "2 (R-1)/R x gradient shard x %" PRIu64 " B x %" PRIu64
-                     " syncs, R=%" PRIu64 " nodes", wb, n_sync, R);
+                     " syncs, R=%" PRIu64 " nodes", gb, n_sync, R);
         r->traffic[GS_TRAFFIC_DP_ALLGATHER] = ag;
         r->traffic[GS_TRAFFIC_DP_REDUCE_SCATTER] = rs;
         r->traffic[GS_TRAFFIC_DP_ALLREDUCE] = add(c, ar, ar_net, "traffic");
@@ -854,7 +855,7 @@ static gs_status build_stage(const gs_scenario *s, const gs_mesh *mesh, uint64_t
             /* sequence parallelism: one all-reduce of the stage's norm-weight gradients per step */
             uint64_t spn = st->sequence_parallel ? mul(c, 2 * (tp - 1),
                                                        ceil_div(mul(c, gs_sp_norm_params(s, r->layers, stage + 1 == pp),
-                                                                    e, "traffic"), tp), "traffic") : 0;
+                                                                    gs_grad_bytes(st), "traffic"), tp), "traffic") : 0;
             tpb = add(c, tpb, spn, "traffic");
             line_add(c, r, "tp", tpb, "%" PRIu64 " all-reduce equivalents x 2 (t-1) x ceil(s*b*h*%" PRIu64 " B / t) x %"
                      PRIu64 " micro-batches (%" PRIu64 " per layer%s%s, t=%" PRIu64 ")%s%s", colls, e, mb, per_layer,

@@ -108,7 +108,8 @@ const char *gs_traffic_kind_name(gs_traffic_kind k); /* "dp_allgather", ... */
 typedef struct gs_shard_plan {
     uint64_t N;              /* shard group size (HSDP: the DP ranks on this node) */
     uint64_t R;              /* HSDP replicas across nodes (1 otherwise) */
-    uint64_t wb;             /* bytes per working element (params, grads, activations) */
+    uint64_t wb;             /* bytes per working element (params, activations) */
+    uint64_t gb;             /* bytes per gradient element (strategy.grad_dtype; default wb) */
     uint64_t microbatches;
     int mixed;               /* fp32 master copy kept beside the working params */
     int stored_sharded;      /* FSDP: params kept as per-unit shards between steps */

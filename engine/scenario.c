@@ -309,6 +309,16 @@ static const char *const mlp_names[] = {"swiglu", "gelu"};
 static const char *const pos_names[] = {"rope", "learned"};
 static const char *const grad_sync_names[] = {"auto", "last", "every"};
 
+/* grad_dtype: auto (-1: the training precision) or a precision name */
+static int parse_grad_dtype(const char *s, int *out)
+{
+    if (strcasecmp(s, "auto") == 0) {
+        *out = -1;
+        return 0;
+    }
+    return parse_precision(s, out);
+}
+
 static int parse_grad_sync(const char *s, int *out)
 {
     for (int i = 0; i < 3; i++)
@@ -795,7 +805,7 @@ static gs_status load_grid(const gs__yaml_loader *l, const yaml_node_t *v, gs_gr
 static const char *const strategy_keys[] = {
     "sharding", "wrap", "prefetch", "forward_prefetch", "reshard_after_forward",
     "limit_all_gathers", "recompute", "flash_attention", "offload", "precision", "pipeline", "grad_sync",
-    "virtual_stages", "sequence_parallel", "bucket_mb", "overlap_param_gather", "tp_comm_overlap",
+    "virtual_stages", "sequence_parallel", "bucket_mb", "overlap_param_gather", "tp_comm_overlap", "grad_dtype",
 };
 
 static const char *const wrap_keys[] = {"min_params"};
@@ -877,6 +887,13 @@ static gs_status load_strategy(const gs__yaml_loader *l, const yaml_node_t *v, g
     if ((st = opt_enum(l, v, sec, "pipeline", pipeline, 3, parse_pipeline, &e, NULL)))
         return st;
     s->pipeline = (gs_pipeline)e;
+    {
+        static const char *const grad_names[] = {"auto", "bf16", "fp16", "fp32"};
+        e = s->grad_dtype;
+        if ((st = opt_enum(l, v, sec, "grad_dtype", grad_names, 4, parse_grad_dtype, &e, NULL)))
+            return st;
+        s->grad_dtype = e;
+    }
     e = (int)s->grad_sync;
     if ((st = opt_enum(l, v, sec, "grad_sync", grad_sync_names, 3, parse_grad_sync, &e, NULL)))
         return st;

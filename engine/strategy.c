@@ -66,12 +66,18 @@ void gs_strategy_defaults(gs_strategy *s)
     s->sequence_parallel = 0;
     s->overlap_param_gather = 0;
     s->tp_comm_overlap = 0;
+    s->grad_dtype = -1;
     s->bucket_bytes = (uint64_t)25 << 20; /* 25 MiB: PyTorch DDP bucket_cap_mb default */
 }
 
 uint64_t gs_precision_bytes(gs_precision p)
 {
     return p == GS_PREC_FP32 ? 4 : 2;
+}
+
+uint64_t gs_grad_bytes(const gs_strategy *s)
+{
+    return gs_precision_bytes(s->grad_dtype >= 0 ? (gs_precision)s->grad_dtype : s->precision);
 }
 
 const char *gs_sharding_name(gs_sharding s)

@@ -52,6 +52,10 @@ typedef struct gs_strategy {
                                    parameters are all-gathered while the next step's forward runs
                                    (per unit, before its first forward) instead of after the
                                    optimizer; default 0 (DeepSpeed's step() gathers at once) */
+    int grad_dtype;             /* gradients (accumulation buffers and their reductions): -1 (default)
+                                   the training precision, else a gs_precision: Megatron-LM
+                                   accumulates and reduces in fp32 under bf16; FSDP's MixedPrecision
+                                   reduce_dtype */
     int tp_comm_overlap;        /* Megatron-Core --tp-comm-overlap (Transformer Engine userbuffers,
                                    needs sequence parallelism): each block's TP all-gathers and
                                    reduce-scatters run under its GEMMs; default 0 */
@@ -64,6 +68,9 @@ void gs_strategy_defaults(gs_strategy *s);
 
 /* Bytes of one working (compute) element: 2 for bf16/fp16, 4 for fp32. */
 uint64_t gs_precision_bytes(gs_precision p);
+
+/* Bytes of one gradient element: grad_dtype's, or the training precision's by default. */
+uint64_t gs_grad_bytes(const gs_strategy *s);
 
 /* Names as written in scenarios (lower case). */
 const char *gs_sharding_name(gs_sharding s);

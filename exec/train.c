@@ -361,7 +361,7 @@ static gs_status plan_rank(gs_train *t, rank_st *r, const gs_rank_events *re, gs
                 if (bucket_mb != e->mb)
                     memset(bucket_n, 0, nu * sizeof *bucket_n), bucket_mb = e->mb;
                 uint64_t P = r->units[u].P;
-                uint64_t nb = gs_bucket_count(P, r->plan.wb, t->s->strategy.bucket_bytes);
+                uint64_t nb = gs_bucket_count(P, r->plan.gb, t->s->strategy.bucket_bytes);
                 uint64_t k = bucket_n[u]++, off = 0;
                 for (uint64_t q = 0; q < k; q++)
                     off += gs_bucket_params(P, nb, q);

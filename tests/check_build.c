@@ -164,6 +164,58 @@ START_TEST(test_ddp_zero_counts)
 }
 END_TEST
 
+/* Sums over rank list 0: bytes of the DP collectives of op, and of the tensors of kind. */
+static uint64_t dp_bytes(const gs_schedule *sch, int op)
+{
+    uint64_t b = 0;
+    const gs_rank_events *r = &sch->ranks[0];
+    for (size_t k = 0; k < r->nevents; k++)
+        if (r->events[k].kind == GS_EV_COLLECTIVE && r->events[k].group == GS_GROUP_DP && r->events[k].op == op)
+            b += r->events[k].bytes;
+    return b;
+}
+
+static uint64_t tensor_bytes(const gs_schedule *sch, int kind)
+{
+    uint64_t b = 0;
+    const gs_rank_events *r = &sch->ranks[0];
+    for (size_t k = 0; k < r->ntensors; k++)
+        if (r->tensors[k].kind == kind)
+            b += r->tensors[k].bytes;
+    return b;
+}
+
+/* grad_dtype fp32 under bf16 (Megatron-LM's default): ZeRO-1's gradient buffers and their
+ * reduce-scatters take 4 B per element instead of 2 (twice the bytes), the parameter all-gathers
+ * stay bf16; with DDP (no_shard) the all-reduced buckets double too. Under FSDP (full_shard) the
+ * reduce-scatter is MixedPrecision's reduce_dtype: doubled, the gathers not. build() checks each
+ * against the ledger's closed forms, which must follow. */
+START_TEST(test_grad_dtype)
+{
+    static const struct { const char *sh; int rs; } cases[] = {
+        {"zero1", GS_COLL_REDUCE_SCATTER}, {"no_shard", GS_COLL_ALLREDUCE}, {"full_shard", GS_COLL_REDUCE_SCATTER}};
+    for (size_t i = 0; i < 3; i++) {
+        char y[512];
+        snprintf(y, sizeof y, SMALL "cluster: {preset: dgx-a100-80g, gpus_per_node: 4}\ngrid: {dp: 4}\n"
+                                    "batch: {global: 8}\nstrategy: {sharding: %s}\n", cases[i].sh);
+        gs_schedule *a = build(y, 0);
+        snprintf(y, sizeof y, SMALL "cluster: {preset: dgx-a100-80g, gpus_per_node: 4}\ngrid: {dp: 4}\n"
+                                    "batch: {global: 8}\nstrategy: {sharding: %s, grad_dtype: fp32}\n", cases[i].sh);
+        gs_schedule *f = build(y, 0);
+        ck_assert_uint_gt(dp_bytes(a, cases[i].rs), 0);
+        ck_assert_uint_eq(dp_bytes(f, cases[i].rs), 2 * dp_bytes(a, cases[i].rs));
+        ck_assert_uint_eq(dp_bytes(f, GS_COLL_ALLGATHER), dp_bytes(a, GS_COLL_ALLGATHER));
+        uint64_t ga = tensor_bytes(a, GS_T_GRAD) + tensor_bytes(a, GS_T_GRAD_SHARD);
+        uint64_t gf = tensor_bytes(f, GS_T_GRAD) + tensor_bytes(f, GS_T_GRAD_SHARD);
+        ck_assert_uint_gt(ga, 0);
+        ck_assert_uint_eq(gf, 2 * ga);
+        ck_assert_uint_eq(tensor_bytes(f, GS_T_PARAM_SHARD), tensor_bytes(a, GS_T_PARAM_SHARD));
+        gs_schedule_destroy(a);
+        gs_schedule_destroy(f);
+    }
+}
+END_TEST
+
 /* HYBRID_SHARD on 2 nodes of 8 GPUs, dp = 16: reduce-scatter inside the node (8 ranks) then
  * all-reduce of the shard across the 2 nodes, per unit (m = 1): 5 + 5. */
 START_TEST(test_hsdp_counts)
@@ -636,6 +688,7 @@ static Suite *build_suite(void)
     TCase *dp = tcase_create("data_parallel");
     tcase_add_test(dp, test_fsdp_counts);
     tcase_add_test(dp, test_ddp_zero_counts);
+    tcase_add_test(dp, test_grad_dtype);
     tcase_add_test(dp, test_hsdp_counts);
     tcase_add_test(dp, test_hsdp_one_rank_per_node);
     tcase_add_test(dp, test_wrap_model_interleaved_root_grad);

@@ -258,6 +258,7 @@ static void assert_same_strategy(const gs_strategy *a, const gs_strategy *b, int
     ck_assert_int_eq(a->grad_sync, b->grad_sync);
     ck_assert_int_eq(a->overlap_param_gather, b->overlap_param_gather);
     ck_assert_int_eq(a->tp_comm_overlap, b->tp_comm_overlap);
+    ck_assert_uint_eq(gs_grad_bytes(a), gs_grad_bytes(b)); /* auto reads back as the dtype it resolves to */
 }
 
 static void assert_same_shapes(const gs_model *a, const gs_model *b)
@@ -578,6 +579,30 @@ START_TEST(test_import_megatron)
                                "llama2-7b", 0, &s, &ig, &err),
                      GS_OK);
     ck_assert_uint_eq(s.cluster.nodes, 2);
+    /* gradients: fp32 under bf16 unless --grad-reduce-in-bf16; buckets max(40M, 1M x dp)
+     * parameters of the gradient's bytes, rounded up to whole MiB: 40e6 x 4 B = 152.6 MiB -> 153;
+     * x 2 B -> 77 MiB; --ddp-bucket-size 1e6 x 4 B -> 4 MiB; dp 64 (tp 1 on 8 nodes): 64e6 x 4 B
+     * = 244.1 MiB -> 245 */
+    ck_assert_int_eq(import_mg("--bf16", "llama2-7b", 1, &s, &ig, &err), GS_OK);
+    ck_assert_uint_eq(gs_grad_bytes(&s.strategy), 4);
+    ck_assert_uint_eq(s.strategy.bucket_bytes, 153u << 20);
+    ck_assert_int_eq(import_mg("--bf16 --grad-reduce-in-bf16", "llama2-7b", 1, &s, &ig, &err), GS_OK);
+    ck_assert_uint_eq(gs_grad_bytes(&s.strategy), 2);
+    ck_assert_uint_eq(s.strategy.bucket_bytes, 77u << 20);
+    ck_assert_int_eq(import_mg("--fp16", "llama2-7b", 1, &s, &ig, &err), GS_OK);
+    ck_assert_uint_eq(gs_grad_bytes(&s.strategy), 2);
+    ck_assert_int_eq(import_mg("--fp16 --accumulate-allreduce-grads-in-fp32 --ddp-bucket-size 1000000", "llama2-7b", 1,
+                               &s, &ig, &err),
+                     GS_OK);
+    ck_assert_uint_eq(gs_grad_bytes(&s.strategy), 4);
+    ck_assert_uint_eq(s.strategy.bucket_bytes, 4u << 20);
+    ck_assert_int_eq(import_mg("--bf16", "llama2-7b", 8, &s, &ig, &err), GS_OK);
+    ck_assert_uint_eq(s.grid.dp, 64);
+    ck_assert_uint_eq(s.strategy.bucket_bytes, 245u << 20);
+    ck_assert_int_eq(import_mg("--bf16 --grad-reduce-in-bf16 --accumulate-allreduce-grads-in-fp32", "llama2-7b", 1, &s,
+                               &ig, &err),
+                     GS_ERR_INPUT);
+    ck_assert_has(err.msg, "found both --accumulate-allreduce-grads-in-fp32 and --grad-reduce-in-bf16");
     /* the overlaps: set with what Megatron-LM asserts they need, refused without it */
     ck_assert_int_eq(import_mg("--tensor-model-parallel-size 2 --sequence-parallel --tp-comm-overlap "
                                "--use-distributed-optimizer --overlap-grad-reduce --overlap-param-gather",
