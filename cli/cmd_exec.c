@@ -84,7 +84,8 @@ const char gs_cmd_exec_help[] =
     "bit). Each step starts with a barrier and each process's clock zero; the ranks' losses,\n"
     "timings and errors are then gathered, so rank 0 prints exactly what one process prints and\n"
     "the others print nothing. A failure on any rank stops every process; rank 0 names the rank\n"
-    "and the event (exit 1).\n"
+    "and the event, each other process prints one line (\"rank R of N: the run failed; rank 0\n"
+    "reports the error\", \"the save\" for a save), and every process exits 1 (2 for bad input).\n"
     "--load works there (each process reads its rank's pieces). --save writes the same files as one\n"
     "process: rank 0 creates DIR.tmp-PID (its PID), each process writes its rank's file into it,\n"
     "rank 0 gathers what each wrote, checks the pieces tile every tensor, writes index.json and\n"
@@ -347,8 +348,8 @@ static gs_status parse(int argc, char **argv, int compare, run_args *a, gs_error
 
 /* ---- under mpirun / srun --------------------------------------------------------------------------
  * Started by a launcher, exec and compare run one rank per process (exec/boot.h over MPI,
- * cli/mpi_exec.c); every process ends with the same outcome, rank 0 prints the output and the
- * error, the others print nothing. */
+ * cli/mpi_exec.c); every process ends with the same outcome and exit status, rank 0 prints the
+ * output and the error, the others one line on failure. */
 
 static gs_status launch_begin(int argc, char **argv, int compare, run_args *a, gs_mpi_exec *mx, int *prank,
                               gs_error *err)
@@ -366,11 +367,22 @@ static gs_status launch_begin(int argc, char **argv, int compare, run_args *a, g
     return rc;
 }
 
-/* Every process's outcome agreed; rank 0 returns it, the others GS_OK and a quiet stderr. */
-static gs_status launch_end(gs_mpi_exec *mx, int prank, gs_status rc, gs_error *err)
+/* Every process's outcome agreed: every process returns it (the same exit status). Launched, the
+ * error is printed here, before the processes part (the first process to exit non-zero makes
+ * mpirun kill the others, so rank 0's message must be out first): rank 0 the error, the others
+ * one line naming `what` ("the save", "the run"); main's copy then goes to a quiet stderr, as
+ * does everything of a process other than rank 0 when MPI is not there (rank 0 says why). */
+static gs_status launch_end(gs_mpi_exec *mx, int prank, const char *cmd, const char *what, gs_status rc,
+                            gs_error *err)
 {
-    rc = gs_mpi_exec_finish(mx, rc, err);
-    if (prank != 0 && rc != GS_OK && !freopen("/dev/null", "w", stderr))
+    int launched = mx->launched;
+    rc = gs_mpi_exec_agree(mx, rc, what, err);
+    if (launched && rc != GS_OK) {
+        fprintf(stderr, "gridstep %s: %s\n", cmd, err->msg[0] ? err->msg : gs_status_name(rc));
+        fflush(stderr);
+    }
+    gs_mpi_exec_end(mx);
+    if ((launched || prank != 0) && rc != GS_OK && !freopen("/dev/null", "w", stderr))
         rc = GS_ERR_IO;
     return rc;
 }
@@ -496,6 +508,7 @@ typedef struct save_plan {
     const char *dir;
     uint64_t every;
     uint64_t saved_step; /* the optimizer step of the last checkpoint written; 0: none */
+    int failed;          /* run_steps returned a save's failure */
 } save_plan;
 
 /* done: the last optimizer step completed. */
@@ -537,8 +550,10 @@ static gs_status run_steps(gs_exec_session *x, uint64_t steps, double *loss, dou
             return rc;
         *done = i + 1;
         if (sp && sp->dir && (i + 1 == steps || (sp->every && (i + 1) % sp->every == 0))) {
-            if ((rc = gs_exec_session_save(x, sp->dir, err)) != GS_OK)
+            if ((rc = gs_exec_session_save(x, sp->dir, err)) != GS_OK) {
+                sp->failed = 1;
                 return rc;
+            }
             sp->saved_step = gs_train_step(gs_exec_session_train(x));
         }
     }
@@ -552,11 +567,12 @@ gs_status gs_cmd_exec(int argc, char **argv, gs_error *err)
     int prank = 0;
     gs_status rc = launch_begin(argc, argv, 0, &a, &mx, &prank, err);
     if (rc != GS_OK)
-        return launch_end(&mx, prank, rc, err);
+        return launch_end(&mx, prank, "exec", NULL, rc, err);
     gs_scenario s;
     gs_mesh mesh;
     gs_exec_session *x = NULL;
     double *loss = NULL, *secs = NULL;
+    int save_failed = 0; /* the failure was a save's (--save, --save-every, --save-full) */
     gs_report rep;
     int have_rep = 0;
     json_t *doc = NULL;
@@ -577,12 +593,16 @@ gs_status gs_cmd_exec(int argc, char **argv, gs_error *err)
         goto out;
     sigint_watch_start(&watch, x);
     uint64_t first = gs_train_step(gs_exec_session_train(x)) + 1; /* the first step this run takes */
-    save_plan sp = {a.save, a.save_every, 0};
+    save_plan sp = {a.save, a.save_every, 0, 0};
     uint64_t done = 0;
-    if ((rc = run_steps(x, a.steps, loss, secs, &sp, mx.launched, &done, err)) != GS_OK)
+    if ((rc = run_steps(x, a.steps, loss, secs, &sp, mx.launched, &done, err)) != GS_OK) {
+        save_failed = sp.failed;
         goto out;
-    if (a.save_full && (rc = gs_exec_session_save_full(x, a.save_full, err)) != GS_OK)
+    }
+    if (a.save_full && (rc = gs_exec_session_save_full(x, a.save_full, err)) != GS_OK) {
+        save_failed = 1;
         goto out;
+    }
     if ((rc = gs_exec_session_report(x, &rep, err)) != GS_OK)
         goto out;
     have_rep = 1;
@@ -636,7 +656,7 @@ out:
     gs_exec_session_destroy(x);
     free(loss);
     free(secs);
-    return launch_end(&mx, prank, rc, err);
+    return launch_end(&mx, prank, "exec", save_failed ? "the save" : "the run", rc, err);
 }
 
 /* ---- compare -------------------------------------------------------------------------------------- */
@@ -683,7 +703,7 @@ gs_status gs_cmd_compare(int argc, char **argv, gs_error *err)
     int prank = 0;
     gs_status rc = launch_begin(argc, argv, 1, &a, &mx, &prank, err);
     if (rc != GS_OK)
-        return launch_end(&mx, prank, rc, err);
+        return launch_end(&mx, prank, "compare", NULL, rc, err);
     gs_scenario s;
     gs_mesh mesh;
     gs_exec_session *x = NULL;
@@ -842,5 +862,5 @@ out:
     gs_exec_session_destroy(x);
     free(loss);
     free(secs);
-    return launch_end(&mx, prank, rc, err);
+    return launch_end(&mx, prank, "compare", NULL, rc, err);
 }

@@ -77,7 +77,7 @@ typedef struct mpi_impl {
     int peer_abort;          /* a peer's announcement was received */
     char peer_msg[GS_ERROR_MSG_BYTES];
     int received;            /* announcements received */
-    MPI_Comm *groups;        /* made by group_split, freed at finish */
+    MPI_Comm *groups;        /* made by group_split, freed by gs_mpi_exec_agree */
     size_t ngroups, capgroups;
 } mpi_impl;
 
@@ -274,7 +274,7 @@ static gs_status b_group_split(void *ctx, int color, int key, void **group, gs_e
 
 static void b_group_free(void *ctx, void *group)
 {
-    (void)ctx, (void)group; /* the communicators are freed at finish */
+    (void)ctx, (void)group; /* the communicators are freed by gs_mpi_exec_agree */
 }
 
 static gs_boot_outcome b_group_allgather(void *ctx, void *group, const void *send, size_t bytes, void *recv,
@@ -549,7 +549,7 @@ typedef struct end_record {
     char msg[GS_ERROR_MSG_BYTES];
 } end_record;
 
-gs_status gs_mpi_exec_finish(gs_mpi_exec *me, gs_status local, gs_error *err)
+gs_status gs_mpi_exec_agree(gs_mpi_exec *me, gs_status local, const char *what, gs_error *err)
 {
     if (!me->launched)
         return local;
@@ -560,11 +560,8 @@ gs_status gs_mpi_exec_finish(gs_mpi_exec *me, gs_status local, gs_error *err)
     mine.status = local;
     if (local != GS_OK)
         snprintf(mine.msg, sizeof mine.msg, "%s", err->msg[0] ? err->msg : gs_status_name(local));
-    if (!m) { /* out of memory in begin: no communicators of our own */
-        MPI_Finalize();
-        me->launched = 0;
+    if (!m) /* out of memory in begin: no communicators of our own (every process says so) */
         return local;
-    }
     pthread_mutex_lock(&m->mu);
     mine.announced = m->announced;
     pthread_mutex_unlock(&m->mu);
@@ -614,16 +611,27 @@ gs_status gs_mpi_exec_finish(gs_mpi_exec *me, gs_status local, gs_error *err)
      * their buffers and communicators are left to MPI_Finalize */
     if (m->rank == 0 && failed > 0)
         rc = report_error(failed, m->size, (gs_status)all[failed].status, all[failed].msg, err);
-    else if (m->rank != 0)
-        rc = GS_OK;
+    else if (m->rank != 0 && failed >= 0) /* rank 0's exit status, and one line saying where to look */
+        rc = gs_error_set(err, (gs_status)all[failed].status, "rank %d of %d: %s failed; rank 0 reports the error",
+                          m->rank, m->size, what ? what : "the run");
     free(all);
     if (failed < 0)
         impl_free(m);
     me->impl = NULL;
-    MPI_Finalize();
-    me->launched = 0;
     return rc;
 }
+
+void gs_mpi_exec_end(gs_mpi_exec *me)
+{
+    if (!me->launched)
+        return;
+    /* every process has printed what it had to say: none exits before rank 0's message is out */
+    MPI_Barrier(MPI_COMM_WORLD);
+    MPI_Finalize();
+    me->launched = 0;
+}
+
+
 
 #else /* !HAVE_MPI */
 
@@ -647,10 +655,15 @@ gs_status gs_mpi_exec_begin(gs_mpi_exec *me, int *rank, gs_error *err)
     return GS_OK;
 }
 
-gs_status gs_mpi_exec_finish(gs_mpi_exec *me, gs_status local, gs_error *err)
+gs_status gs_mpi_exec_agree(gs_mpi_exec *me, gs_status local, const char *what, gs_error *err)
 {
-    (void)me, (void)err;
+    (void)me, (void)what, (void)err;
     return local;
+}
+
+void gs_mpi_exec_end(gs_mpi_exec *me)
+{
+    (void)me;
 }
 
 const char *gs_mpi_exec_host(const gs_mpi_exec *me, int p, int *local_rank, int *local_procs)

@@ -1,10 +1,10 @@
 /* `gridstep exec` / `compare` across the processes of an MPI job: launcher detection, MPI_Init_thread,
  * the process bootstrap (exec/boot.h) implemented over MPI, and the end of the job (every
- * process's status agreed, rank 0 reports, MPI_Finalize).
+ * process's status agreed, rank 0 reports, every process exits with it, MPI_Finalize).
  *
  * Ownership: gs_mpi_exec is caller storage; gs_mpi_exec_begin fills it (the boot table points
- * into it) and gs_mpi_exec_finish (called once on every process, whatever happened in between)
- * releases what it holds. */
+ * into it) and gs_mpi_exec_agree then gs_mpi_exec_end (each called once on every process,
+ * whatever happened in between) release what it holds. */
 #ifndef GS_CLI_MPI_EXEC_H
 #define GS_CLI_MPI_EXEC_H
 
@@ -30,12 +30,19 @@ gs_status gs_mpi_exec_begin(gs_mpi_exec *m, int *rank, gs_error *err);
  * workers call MPI concurrently), which this MPI did not provide. */
 gs_status gs_mpi_exec_threads_error(const gs_mpi_exec *m, gs_error *err);
 
-/* Collective when launched: every process's status goes to rank 0, which returns the lowest
- * failed process's error ("rank R: ..." prefixed when R is not 0 and the message does not name
- * it); the other processes return GS_OK (mpirun passes rank 0's exit status on, and a process
- * exiting non-zero first would make mpirun kill rank 0 before it reported). Then the pending
- * transport messages are settled and MPI is finalized. Not launched: returns `local`. */
-gs_status gs_mpi_exec_finish(gs_mpi_exec *m, gs_status local, gs_error *err);
+/* Collective when launched: every process's status is gathered and every process returns the
+ * lowest failed process's status (the exit status is the same on every process). Rank 0's err
+ * gets that process's error ("rank R: ..." prefixed when R is not 0 and the message does not name
+ * it); the other processes' err one line instead ("rank P of N: WHAT failed; rank 0 reports the
+ * error", WHAT e.g. "the save"; NULL: "the run"), so the error is printed once. Then the pending
+ * transport messages are settled. MPI stays up until gs_mpi_exec_end: the caller prints the
+ * outcome in between, because the first process to exit non-zero makes mpirun kill the others,
+ * and rank 0 must have printed by then. Not launched: returns `local`. */
+gs_status gs_mpi_exec_agree(gs_mpi_exec *m, gs_status local, const char *what, gs_error *err);
+/* Launched: a barrier (no process leaves before every one has printed), then MPI_Finalize. Called
+ * once on every process after gs_mpi_exec_agree, whatever happened in between. Not launched:
+ * nothing. */
+void gs_mpi_exec_end(gs_mpi_exec *m);
 
 /* Launched: process p's host name (MPI_Get_processor_name, or the environment's GRIDSTEP_HOST
  * when set: a stand-in to rehearse a multi-host layout on one machine) and where it sits among

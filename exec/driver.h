@@ -37,6 +37,13 @@ typedef struct gs_driver_opts {
     /* The memory ledger's peak per rank (bytes, fp32; mesh world entries) for drivers with
      * device memory to check before allocating; NULL: unknown. Borrowed for open(). */
     const uint64_t *rank_peak_bytes;
+    /* The schedule the driver will run (one list per rank) and the attention heads per rank (the
+     * model's heads and kv heads / tp), for drivers whose ops take scratch memory beyond the
+     * ledger's tensors (the cuda driver's GEMM attention path) to count it before allocating;
+     * NULL or 0 heads: unknown (not counted); with rank_peak_bytes NULL: not checked. Borrowed
+     * for open(). */
+    const gs_schedule *sch;
+    uint64_t attn_heads, attn_kv_heads;
     /* A multi-process run (exec/boot.h; NULL or one process: every rank in this process): this
      * process runs rank boot->proc only, and talks to the others through boot. Borrowed for the
      * driver's life. */

@@ -563,6 +563,26 @@ static gs_status agree_local(const gs_exec_boot *b, gs_status rc, gs_error *err)
     return st;
 }
 
+/* The GEMM attention path's largest backward scratch (bytes) over rank `rank`'s attention
+ * events (kernels/cuda/attn_gemm_plan.c, the shapes the calls will have); 0 when the schedule or
+ * the heads per rank are not known. */
+static gs_status attn_scratch_bytes(const gs_driver_opts *opts, uint64_t rank, uint64_t *bytes, gs_error *err)
+{
+    *bytes = 0;
+    if (!opts->sch || !opts->attn_heads || !opts->attn_kv_heads)
+        return GS_OK;
+    for (size_t k = 0; k < opts->sch->nranks; k++) /* engine code is out of this module's reach: no find_rank */
+        if (opts->sch->ranks[k].rank == rank) {
+            gs_status rc = gs_attn_gemm_max_scratch_bytes(&opts->sch->ranks[k], (size_t)opts->attn_heads,
+                                                          (size_t)opts->attn_kv_heads, GS_ATTN_GEMM_SCRATCH_BYTES,
+                                                          bytes, err);
+            if (rc != GS_OK)
+                gs_error_prefix(err, "cuda driver: rank %" PRIu64, rank);
+            return rc;
+        }
+    return GS_OK;
+}
+
 /* The NCCL id of the job: process 0's, broadcast (with whether process 0 could make one). */
 typedef struct id_msg {
     int32_t ok;
@@ -612,14 +632,28 @@ static gs_status cuda_open(const gs_mesh *mesh, const gs_driver_opts *opts, gs_d
                           "cuda driver: rank %d: host %s runs %d ranks of the job (one GPU each, by local rank), but "
                           "shows %d GPU%s",
                           boot->proc, boot->host ? boot->host : "?", boot->local_procs, ndev, ndev == 1 ? "" : "s");
-    /* the memory ledger's peak per rank vs the device's free memory */
+    /* the memory ledger's peak per rank, plus on the GEMM attention path the largest dP/dS scratch
+     * a backward attention call of the rank's schedule allocates (cudaMallocAsync, outside the
+     * ledger), vs the device's free memory */
     for (uint64_t i = lo; rc == GS_OK && opts->rank_peak_bytes && i < hi; i++) {
         size_t freeb = 0, total = 0;
+        uint64_t scratch = 0;
         int dev = boot ? boot->local_rank : (int)i;
+        if (attn_gemm && (rc = attn_scratch_bytes(opts, i, &scratch, err)) != GS_OK)
+            break;
+        uint64_t need = opts->rank_peak_bytes[i] > UINT64_MAX - scratch ? UINT64_MAX
+                                                                           : opts->rank_peak_bytes[i] + scratch;
         if ((ce = cudaSetDevice(dev)) != cudaSuccess || (ce = cudaMemGetInfo(&freeb, &total)) != cudaSuccess)
             rc = gs_error_set(err, GS_ERR_RUNTIME, "cuda driver: device %d: cudaMemGetInfo: %s", dev,
                               cudaGetErrorString(ce));
-        else if (opts->rank_peak_bytes[i] > freeb)
+        else if (need > freeb && attn_gemm)
+            rc = gs_error_set(err, GS_ERR_INPUT,
+                              "cuda driver: rank %" PRIu64 " needs the memory ledger's peak %.3f GiB (fp32) + "
+                              "attention scratch %.3f GiB (GRIDSTEP_CUDA_ATTENTION=gemm: the backward's dP/dS) > "
+                              "free %.3f GiB on device %d (of %.3f GiB); refused before allocating",
+                              i, (double)opts->rank_peak_bytes[i] / 1073741824.0, (double)scratch / 1073741824.0,
+                              (double)freeb / 1073741824.0, dev, (double)total / 1073741824.0);
+        else if (need > freeb)
             rc = gs_error_set(err, GS_ERR_INPUT,
                               "cuda driver: rank %" PRIu64 " needs %.3f GiB (the memory ledger's peak, fp32) but "
                               "device %d has %.3f GiB free of %.3f GiB; refused before allocating",

@@ -311,9 +311,15 @@ gs_status gs_exec_session_create(const gs_scenario *s, const gs_mesh *mesh, cons
     synced = 1;
     if (x->boot && (rc = agree(x, rc, err)) != GS_OK)
         goto out;
+    /* heads that do not split over tp: unknown here (the program refuses them, saying so) */
+    uint64_t tp = mesh->size[GS_DIM_TP] ? mesh->size[GS_DIM_TP] : 1;
+    int split = s->model.heads % tp == 0 && s->model.kv_heads % tp == 0;
     gs_driver_opts dopts = {.timeout_s = x->o.timeout_s,
                            .group_of = gs_group_of,
                            .rank_peak_bytes = x->o.skip_memory_check ? NULL : peaks,
+                           .sch = x->sch,
+                           .attn_heads = split ? s->model.heads / tp : 0,
+                           .attn_kv_heads = split ? s->model.kv_heads / tp : 0,
                            .boot = x->boot};
     if ((rc = x->ops->open(mesh, &dopts, &x->drv, err)) == GS_OK &&
         (rc = gs_dispatch_create_local(x->ops, x->drv, x->sch, x->local, &x->disp, err)) == GS_OK)

@@ -12,6 +12,8 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "engine/scenario.h"
+#include "engine/schedule.h"
 #include "kernels/cuda/attn_gemm_plan.h"
 #include "kernels/host/kernels.h"
 
@@ -24,6 +26,7 @@ typedef struct emu {
     size_t gemms, softmaxes, ds_passes, max_batch;
     size_t bad; /* out-of-bounds accesses, illegal leading dims, overlapping member outputs */
     unsigned char *written; /* per call: which elements of the output buffer were written */
+    size_t reach[GS_ATTN_BUF_COUNT]; /* 1 + the highest float index the steps touched, per buffer */
 } emu;
 
 /* Index of element (r, c) of member p of operand o (column-major, ld), bounds-checked. */
@@ -34,6 +37,8 @@ static size_t at(emu *e, const gs_attn_operand *o, size_t p, size_t r, size_t c)
         e->bad++;
         return 0;
     }
+    if (idx + 1 > e->reach[o->buf])
+        e->reach[o->buf] = idx + 1;
     return idx;
 }
 
@@ -188,6 +193,7 @@ typedef struct attn_case {
 typedef struct attn_result {
     double err_out, err_p, err_dq, err_dk, err_dv;
     size_t bad, gemms, softmaxes, ds_passes, max_batch, masked_nonzero, chunk;
+    size_t scratch_reach; /* 1 + the highest scratch float the steps touched */
 } attn_result;
 
 /* Host attention vs the plan run by the emulator on the same inputs: q, k, v fused in one row of
@@ -258,6 +264,7 @@ static attn_result run_case(const attn_case *cs, uint64_t seed)
     res.softmaxes = e.softmaxes;
     res.ds_passes = e.ds_passes;
     res.max_batch = e.max_batch;
+    res.scratch_reach = e.reach[GS_ATTN_SCRATCH];
     free(e.written);
     free(scratch);
     free(dqkv_e);
@@ -338,12 +345,20 @@ START_TEST(test_chunks)
     ck_assert_uint_eq(r.chunk, 2);
     assert_matches(&cs, &r, TOL_FP32);
     assert_counts(&cs, &r, 2);
+    /* the scratch: 2 heads x 11 x 11 floats x 4 B = 968 B, every float of it used by the steps */
+    gs_attn_shape sh = {2, 11, 10, 5, 4, 30, 30, 40, cs.scratch_bytes};
+    ck_assert_uint_eq(gs_attn_gemm_scratch_bytes(&sh), 968);
+    ck_assert_uint_eq(r.scratch_reach * sizeof(float), 968);
     /* a cap below one head still runs, one head at a time */
     attn_case one = {1, 11, 10, 5, 4, 16, 0};
     r = run_case(&one, 15);
     ck_assert_uint_eq(r.chunk, 1);
     assert_matches(&one, &r, TOL_FP32);
     assert_counts(&one, &r, 1);
+    /* one head's scratch, 11 x 11 x 4 B = 484 B, past the 16-byte cap */
+    sh.scratch_bytes = 16;
+    ck_assert_uint_eq(gs_attn_gemm_scratch_bytes(&sh), 484);
+    ck_assert_uint_eq(r.scratch_reach * sizeof(float), 484);
 }
 END_TEST
 
@@ -376,6 +391,124 @@ START_TEST(test_tf32_tolerance)
                       mode == 1 ? "rounded" : "truncated", worst, TOL_ATTN_TF32);
         ck_assert_msg(worst > 10 * TOL_FP32, "TF32 emulation: worst rel err %.3g, no rounding seen", worst);
     }
+}
+END_TEST
+
+/* The backward's scratch of the GPU check's attention shape (tests/gpu/kernel_check.c: 2 x 128
+ * tokens, 8 heads on 2 kv heads, head dim 64) under the driver's cap, from the plan's buffers
+ * (attn_gemm_plan.c): the scratch holds X_h [seq, seq] floats, dP then dS in place, for each kv
+ * head h of a backward chunk; a chunk is as many kv heads as the cap holds, at least 1, at most
+ * nkv. Here X_h = 128 x 128 x 4 B = 65536 B; 512 MiB holds 8192 of them, more than the 2 kv
+ * heads: chunk 2, 131072 B. The emulated steps must touch exactly that much. */
+START_TEST(test_scratch_bytes)
+{
+    gs_attn_shape sh = {2, 128, 8, 2, 64, 768, 768, 515, GS_ATTN_GEMM_SCRATCH_BYTES};
+    ck_assert_uint_eq(gs_attn_gemm_scratch_bytes(&sh), 131072);
+    attn_case cs = {2, 128, 8, 2, 64, 0, 0};
+    attn_result r = run_case(&cs, 17);
+    ck_assert_uint_eq(r.bad, 0);
+    ck_assert_uint_eq(r.scratch_reach * sizeof(float), 131072);
+    /* 8 kv heads under a cap of 3 heads and a bit: chunk 3, 3 x 65536 B = 196608 B */
+    gs_attn_shape capped = {1, 128, 8, 8, 16, 384, 384, 128, 3 * 65536 + 100};
+    ck_assert_uint_eq(gs_attn_gemm_scratch_bytes(&capped), 196608);
+}
+END_TEST
+
+/* A rank list of hand-made events: the largest backward attention event's scratch is taken; the
+ * forward's and the recompute's attention and other GEMMs are not counted (they allocate none). */
+static gs_event attn_event(gs_op op, gs_phase phase, uint32_t seq, uint32_t hd, uint32_t batch)
+{
+    gs_event e;
+    memset(&e, 0, sizeof e);
+    e.kind = GS_EV_COMPUTE;
+    e.op = (uint8_t)op;
+    e.phase = (uint8_t)phase;
+    e.gemm_m = seq;
+    e.gemm_n = op == GS_OP_ATTN ? seq : 4 * seq;
+    e.gemm_k = hd;
+    e.gemm_batch = batch;
+    return e;
+}
+
+START_TEST(test_schedule_max)
+{
+    /* 8 query heads on 2 kv heads, head dim 16, 2 sequences a micro-batch: batch 16 */
+    gs_event ev[] = {
+        attn_event(GS_OP_QKV, GS_PHASE_BWD, 4096, 64, 0),   /* not attention */
+        attn_event(GS_OP_ATTN, GS_PHASE_FWD, 256, 16, 16),  /* forward: no scratch */
+        attn_event(GS_OP_ATTN, GS_PHASE_BWD, 64, 16, 16),   /* 2 x 64 x 64 x 4 B = 32768 B */
+        attn_event(GS_OP_ATTN, GS_PHASE_BWD, 128, 16, 16),  /* 2 x 128 x 128 x 4 B = 131072 B */
+        attn_event(GS_OP_ATTN, GS_PHASE_RECOMPUTE, 512, 16, 16), /* a forward again: no scratch */
+        attn_event(GS_OP_ATTN, GS_PHASE_BWD, 96, 16, 16),   /* 2 x 96 x 96 x 4 B = 73728 B */
+    };
+    gs_rank_events r;
+    memset(&r, 0, sizeof r);
+    r.events = ev;
+    r.nevents = sizeof ev / sizeof ev[0];
+    gs_error err;
+    gs_error_init(&err);
+    uint64_t bytes = 1;
+    ck_assert_int_eq(gs_attn_gemm_max_scratch_bytes(&r, 8, 2, GS_ATTN_GEMM_SCRATCH_BYTES, &bytes, &err), GS_OK);
+    ck_assert_uint_eq(bytes, 131072);
+    /* the shape of the largest: 2 sequences of 128, lds of the fused qkv row (8 + 2 x 2) x 16 and
+     * of out 8 x 16 */
+    gs_attn_shape sh;
+    ck_assert_int_eq(gs_attn_gemm_event_shape(&ev[3], 8, 2, GS_ATTN_GEMM_SCRATCH_BYTES, &sh, &err), GS_OK);
+    ck_assert_uint_eq(sh.nseq, 2);
+    ck_assert_uint_eq(sh.seq, 128);
+    ck_assert_uint_eq(sh.nh, 8);
+    ck_assert_uint_eq(sh.nkv, 2);
+    ck_assert_uint_eq(sh.hd, 16);
+    ck_assert_uint_eq(sh.ldq, 192);
+    ck_assert_uint_eq(sh.ldkv, 192);
+    ck_assert_uint_eq(sh.ldo, 128);
+    /* no backward attention: none */
+    r.nevents = 2;
+    ck_assert_int_eq(gs_attn_gemm_max_scratch_bytes(&r, 8, 2, GS_ATTN_GEMM_SCRATCH_BYTES, &bytes, &err), GS_OK);
+    ck_assert_uint_eq(bytes, 0);
+    /* a batch that is not whole sequences of 8 heads, and kv heads that do not divide the heads */
+    ev[2].gemm_batch = 12;
+    r.nevents = sizeof ev / sizeof ev[0];
+    ck_assert_int_eq(gs_attn_gemm_max_scratch_bytes(&r, 8, 2, GS_ATTN_GEMM_SCRATCH_BYTES, &bytes, &err),
+                     GS_ERR_INPUT);
+    ck_assert_ptr_nonnull(strstr(err.msg, "whole sequences of 8 query heads"));
+    ck_assert_int_eq(gs_attn_gemm_event_shape(&ev[3], 8, 3, GS_ATTN_GEMM_SCRATCH_BYTES, &sh, &err), GS_ERR_INPUT);
+    ck_assert_int_eq(gs_attn_gemm_event_shape(&ev[0], 8, 2, GS_ATTN_GEMM_SCRATCH_BYTES, &sh, &err), GS_ERR_INPUT);
+}
+END_TEST
+
+/* A built schedule (the exec contract's tiny Llama on pp2 x tp2, micro-batches of 2): each
+ * rank's attention runs 8 / 2 = 4 query heads on 4 / 2 = 2 kv heads over sequences of 32, so
+ * X_h = 32 x 32 x 4 B = 4096 B and the default cap takes both kv heads: 8192 B on every rank
+ * (each stage holds 2 of the 4 layers); under a cap of one head and a byte, 4096 B. */
+START_TEST(test_schedule_built)
+{
+    static const char yaml[] =
+        "name: t\n"
+        "model: {name: tiny-exec, layers: 4, hidden: 64, heads: 8, kv_heads: 4, ffn: 128, vocab: 256, seq: 32,\n"
+        "        tied_embeddings: false, norm: rmsnorm, mlp: swiglu, pos: rope}\n"
+        "cluster: {preset: dgx-a100-80g, nodes: 1, gpus_per_node: 4}\n"
+        "grid: {dp: 1, pp: 2, tp: 2}\n"
+        "strategy: {sharding: full_shard, precision: fp32, pipeline: 1f1b, recompute: full}\n"
+        "batch: {global: 8, micro: 2}\n";
+    gs_error err;
+    gs_error_init(&err);
+    gs_scenario s;
+    gs_mesh m;
+    gs_schedule *sch = NULL;
+    ck_assert_msg(gs_scenario_load_string(yaml, strlen(yaml), "t", &s, &err) == GS_OK, "%s", err.msg);
+    ck_assert_msg(gs_scenario_mesh(&s, &m, NULL, &err) == GS_OK, "%s", err.msg);
+    ck_assert_msg(gs_schedule_build(&s, &m, 1, &sch, &err) == GS_OK, "%s", err.msg);
+    ck_assert_uint_eq(sch->nranks, 4);
+    for (size_t i = 0; i < sch->nranks; i++) {
+        uint64_t bytes = 0;
+        ck_assert_int_eq(gs_attn_gemm_max_scratch_bytes(&sch->ranks[i], 4, 2, GS_ATTN_GEMM_SCRATCH_BYTES, &bytes,
+                                                        &err), GS_OK);
+        ck_assert_uint_eq(bytes, 8192);
+        ck_assert_int_eq(gs_attn_gemm_max_scratch_bytes(&sch->ranks[i], 4, 2, 4097, &bytes, &err), GS_OK);
+        ck_assert_uint_eq(bytes, 4096);
+    }
+    gs_schedule_destroy(sch);
 }
 END_TEST
 
@@ -415,6 +548,12 @@ static Suite *attn_gemm_plan_suite(void)
     suite_add_tcase(s, tc);
     tc = tcase_create("numerics");
     tcase_add_test(tc, test_tf32_tolerance);
+    tcase_set_timeout(tc, ATTN_PLAN_TEST_TIMEOUT_S);
+    suite_add_tcase(s, tc);
+    tc = tcase_create("scratch");
+    tcase_add_test(tc, test_scratch_bytes);
+    tcase_add_test(tc, test_schedule_max);
+    tcase_add_test(tc, test_schedule_built);
     tcase_set_timeout(tc, ATTN_PLAN_TEST_TIMEOUT_S);
     suite_add_tcase(s, tc);
     tc = tcase_create("errors");

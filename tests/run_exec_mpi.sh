@@ -310,6 +310,103 @@ check "the next save, mpirun: exit 0, the stale DIR.tmp-PID removed" \
     test $? -eq 0 -a -z "$(ls -d "$tmp/e1".tmp-* "$tmp/e1.old" 2>/dev/null)"
 check "the next save: the one-process --steps 3 save's files" same_dir "$tmp/e3" "$tmp/e1"
 
+# every process exits with the outcome of a save (issue 7): a wrapper runs each rank's process
+# and writes its exit status to ranks/status.RANK. Once one process has exited non-zero, mpirun
+# sends the others SIGTERM (SIGKILL odls_base_sigkill_timeout seconds later): the wrapper ignores
+# it, and so does gridstep once its run is over (an ignored signal stays ignored in the child;
+# gridstep's own handler is gone by then), so each process's own exit status is what is seen.
+# The processes other than rank 0 print one line each, not rank 0's message again.
+cat >"$tmp/rankwrap" <<'EOF'
+#!/bin/sh
+trap '' TERM
+"$@"
+rc=$?
+echo $rc >"$RANKDIR/status.$OMPI_COMM_WORLD_RANK"
+exit $rc
+EOF
+RANKDIR=$tmp/ranks
+export RANKDIR
+mkdir -p "$RANKDIR" && chmod +x "$tmp/rankwrap" || fail=1
+wrapped() { # NP, gridstep arguments...: mpirun of NP wrapped processes; stdout, stderr to $tmp/out, $tmp/err
+    np=$1; shift
+    rm -f "$RANKDIR"/status.*
+    timeout 300 $MPIRUN --mca odls_base_sigkill_timeout 10 -np "$np" "$tmp/rankwrap" "$GRIDSTEP" "$@" \
+        >"$tmp/out" 2>"$tmp/err"
+}
+every_rank() { # WANT NP: each of the NP processes wrote its exit status, WANT
+    r=0
+    while [ $r -lt "$2" ]; do
+        [ "$(cat "$RANKDIR/status.$r" 2>/dev/null)" = "$1" ] || return 1
+        r=$((r + 1))
+    done
+}
+# the line of each process other than rank 0: "rank R of 4: the save failed; rank 0 reports
+# the error", for R = 1, 2, 3, each once
+printf 'gridstep exec: rank %s of 4: the save failed; rank 0 reports the error\n' 1 2 3 >"$tmp/notes.want"
+one_note_each() {
+    grep '^gridstep exec: rank [0-9]* of [0-9]*: ' "$tmp/err" | grep -v ': checkpoint ' | sort | cmp -s - "$tmp/notes.want"
+}
+intact() { # the previous checkpoint x1 and FILE x1.full as they were, byte for byte, no temporaries
+    same_dir "$tmp/x1.copy" "$tmp/x1" && cmp -s "$tmp/x1.full.copy" "$tmp/x1.full" &&
+        test -z "$(ls -d "$tmp/x1".tmp-* "$tmp/x1.old" "$tmp/x1.full".tmp-* 2>/dev/null)"
+}
+# success: --save-every 1 over 2 steps, and --save-full: every process exits 0; DIR is the
+# one-process --steps 2 save's (e0) and FILE the mpirun --steps 2 --save-full's (dp2tp2.f1)
+wrapped 4 exec --steps 2 --save-every 1 --save "$tmp/x1" --save-full "$tmp/x1.full" "$tmp/dp2tp2.yaml"
+check "saves that succeed, 4 wrapped processes: mpirun exit 0" test $? -eq 0
+check "saves that succeed: every process exit 0" every_rank 0 4
+check "saves that succeed: DIR = the one-process save's, byte for byte" same_dir "$tmp/e0" "$tmp/x1"
+check "saves that succeed: FILE = the unwrapped mpirun's, byte for byte" cmp -s "$tmp/dp2tp2.f1" "$tmp/x1.full"
+check "saves that succeed: nothing on stderr" test ! -s "$tmp/err"
+cp -r "$tmp/x1" "$tmp/x1.copy"
+cp "$tmp/x1.full" "$tmp/x1.full.copy"
+# a save failing at rank 0's step (tmp-dir), at rank 2's file in the first of two periodic saves
+# (file-written), at rank 3's pieces for --save-full (full-pieces): PHASE|FAULT|ARGS|rank 0's message
+for spec in "tmp-dir|fail:0:save:tmp-dir|--steps 1 --save $tmp/x1|checkpoint $tmp/x1: rank 0: injected failure at tmp-dir (test hook)" \
+    "file-written|fail:2:save:file-written|--steps 2 --save-every 1 --save $tmp/x1|checkpoint $tmp/x1: rank 2: injected failure at file-written (test hook)" \
+    "full-pieces|fail:3:save:full-pieces|--steps 1 --save-full $tmp/x1.full|checkpoint $tmp/x1.full: rank 3: injected failure at full-pieces (test hook)"; do
+    phase=${spec%%|*}; rest=${spec#*|}; fault=${rest%%|*}; rest=${rest#*|}; args=${rest%%|*}; msg=${rest#*|}
+    GRIDSTEP_FAULT=$fault wrapped 4 exec $args "$tmp/dp2tp2.yaml"
+    check "save failing at $phase ($fault): mpirun exit 1" test $? -eq 1
+    check "save failing at $phase: every process exit 1" every_rank 1 4
+    check "save failing at $phase: rank 0's message once" test "$(grep -c "^gridstep exec: $msg\$" "$tmp/err")" -eq 1
+    check "save failing at $phase: one line from each of ranks 1, 2, 3" one_note_each
+    check "save failing at $phase: no report printed" test ! -s "$tmp/out"
+    check "save failing at $phase: the previous checkpoint and FILE intact, no temporaries" intact
+done
+# rank 0 killed while the others wait for the save's outcome (tmp-dir: for the temporary's
+# name; old-moved: for the commit): mpirun ends every process, none hangs. Each process's PID
+# (the wrapper execs gridstep) must be gone within 10 s of mpirun's return, and none exited 0
+cat >"$tmp/pidwrap" <<'EOF'
+#!/bin/sh
+echo $$ >"$RANKDIR/pid.$OMPI_COMM_WORLD_RANK"
+exec "$@"
+EOF
+chmod +x "$tmp/pidwrap" || fail=1
+all_gone() { # NP: every process whose PID a pidwrap wrote has exited
+    r=0
+    while [ $r -lt "$1" ]; do
+        pid=$(cat "$RANKDIR/pid.$r" 2>/dev/null) || return 1
+        n=0
+        while kill -0 "$pid" 2>/dev/null && [ $n -lt 100 ]; do sleep 0.1; n=$((n + 1)); done
+        kill -0 "$pid" 2>/dev/null && return 1
+        r=$((r + 1))
+    done
+    return 0
+}
+for phase in tmp-dir old-moved; do
+    rm -f "$RANKDIR"/pid.*
+    start=$(date +%s)
+    GRIDSTEP_FAULT=die:0:save:$phase timeout 300 $MPIRUN -np 4 "$tmp/pidwrap" "$GRIDSTEP" exec --steps 1 \
+        --save "$tmp/x1" "$tmp/dp2tp2.yaml" >"$tmp/out" 2>"$tmp/err"
+    rc=$?
+    took=$(($(date +%s) - start))
+    check "rank 0 killed at save:$phase: mpirun fails (exit $rc), in $took s (< 60)" \
+        test $rc -ne 0 -a $rc -ne 124 -a "$took" -lt 60
+    check "rank 0 killed at save:$phase: every process has ended" all_gone 4
+done
+check "... the previous checkpoint is DIR.old, byte for byte" same_dir "$tmp/x1.copy" "$tmp/x1.old"
+
 # loading works: each process reads its rank's pieces. Checkpoints saved by one process (dp2 x
 # tp2 after 2 steps; the single-rank model after 2 steps, loaded on tp2 and on pp2, whose ranks
 # each hold half the layers: a tensor is the model's when some process has it), then 2 more steps: the

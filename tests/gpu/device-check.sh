@@ -11,7 +11,8 @@
 #   2. HBM bandwidth of AdamW and RMSNorm vs a device-to-device copy;
 #   3. GEMM TFLOP/s of llama2-7b's shapes, driver vs the best of cuBLASLt's top algorithms;
 #   4. exec --driver cuda vs --driver host on a tiny model: losses within 1e-3 relative (both
-#      attention paths);
+#      attention paths); the memory pre-flight refusing a sequence length whose GEMM attention
+#      scratch alone exceeds the GPU (the scratch named as its own term);
 #   5. 5 steps of llama2-7b cut to 8 layers on one GPU (TF32 GEMMs), the measured step next to
 #      `gridstep sim`'s prediction for an H200, with the default attention and with
 #      GRIDSTEP_CUDA_ATTENTION=gemm (first losses within 1e-3); 2 fp32 steps when time is left;
@@ -33,7 +34,7 @@ while [ $# -gt 0 ]; do
     --quick) quick=1; shift ;;
     --out) [ $# -ge 2 ] || { echo "device-check: --out needs a directory" >&2; exit 2; }
         out=$2; shift 2 ;;
-    -h|--help) sed -n '2,17p' "$0" | sed 's/^# \{0,1\}//'; exit 0 ;;
+    -h|--help) sed -n '2,21p' "$0" | sed 's/^# \{0,1\}//'; exit 0 ;;
     *) echo "device-check: unknown argument '$1' (see --help)" >&2; exit 2 ;;
     esac
 done
@@ -194,6 +195,24 @@ cmp=$(losses "$h" "$g")
 st=${cmp%% *}
 row "exec tiny: cuda gemm-attn vs host" "$st" "${cmp#* }"
 [ "$st" = ok ] || { fail=1; cat "$out/tiny-gemm.err"; }
+# the memory pre-flight counts the GEMM attention path's backward scratch: one layer of the tiny
+# model over sequences of 393216 = 3 x 2^17 tokens with flash attention (the ledger holds no
+# scores: a few GiB), while one kv head's dP/dS scratch is 393216^2 x 4 B = 9 x 2^36 B = 576 GiB
+# (past the 512 MiB cap: one head at a time), more than any GPU has: refused (exit 2)
+# before allocating, naming the scratch as its own term
+sed 's/seq: 128/seq: 393216/; s/layers: 4/layers: 1/; s/global: 4, micro: 2/global: 1, micro: 1/;
+     s/precision: bf16/precision: fp32/; s/^  pipeline: 1f1b/  pipeline: 1f1b\
+  flash_attention: true/' "$tiny" > "$out/long-seq.yaml"
+GRIDSTEP_CUDA_ATTENTION=gemm timeout 120 "$gridstep" exec --driver cuda "$out/long-seq.yaml" >/dev/null \
+    2>"$out/long-seq.err"
+rc=$?
+if [ $rc -eq 2 ] && grep -q "memory ledger's peak [0-9.]* GiB (fp32) + attention scratch 576\.000 GiB .* > free [0-9.]* GiB" \
+    "$out/long-seq.err"; then
+    row "exec pre-flight: gemm attn scratch" ok "refused: $(sed 's/.*needs //; s/ (GRIDSTEP_CUDA_ATTENTION=gemm[^)]*)//; s/ on device.*//' "$out/long-seq.err")"
+else
+    row "exec pre-flight: gemm attn scratch" FAIL "exit $rc (want 2 naming 576 GiB of scratch): $(tail -c 300 "$out/long-seq.err")"
+    fail=1
+fi
 
 # ---- 5: llama2-7b, 8 layers, one GPU ---------------------------------------------------------------
 big=$scn/llama2-7b-8l-1xh200.yaml

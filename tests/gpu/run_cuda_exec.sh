@@ -2,8 +2,12 @@
 # With a GPU: the cuda driver trains the tiny scenario's first steps to the host driver's losses
 # (relative difference below 1e-3: fp32 everywhere, only reduction orders differ), with the
 # default attention kernels and with GRIDSTEP_CUDA_ATTENTION=gemm. The
-# scenario needs as many GPUs as ranks; with fewer, a one-rank scenario is used. Skips (77)
-# without a GPU or without the module.
+# scenario needs as many GPUs as ranks; with fewer, a one-rank scenario is used. The memory
+# pre-flight counts the GEMM path's attention scratch: the one-rank scenario cut to one layer over
+# sequences of 393216 = 3 x 2^17 tokens with flash attention (a ledger peak of a few GiB) needs
+# 393216^2 x 4 B = 9 x 2^36 B = 576 GiB of dP/dS scratch for one kv head, more than any GPU has:
+# refused with exit 2, the scratch named as its own term. Skips (77) without a GPU or without
+# the module.
 . "${top_srcdir:-.}/tests/gpu/gpu_common.sh"
 [ -f "$GS_MODULE" ] || { echo "SKIP: no cuda module in this build"; exit 77; }
 gs_have_gpu || { echo "SKIP: no GPU"; exit 77; }
@@ -25,3 +29,18 @@ for name, doc in (("cuda", sys.argv[2]), ("cuda gemm attention", sys.argv[3])):
     fail |= bool(bad) or len(h) != len(c)
 sys.exit(1 if fail else 0)
 PY
+rc=$?
+tmp=$(mktemp -d) || exit 1
+trap 'rm -rf "$tmp"' EXIT
+sed 's/seq: 128/seq: 393216/; s/layers: 4/layers: 1/; s/global: 4, micro: 2/global: 1, micro: 1/;
+     s/precision: bf16/precision: fp32/; s/^  pipeline: 1f1b/  pipeline: 1f1b\
+  flash_attention: true/' "$top_srcdir/tests/gpu/tiny-llama-1gpu.yaml" >"$tmp/long.yaml"
+GRIDSTEP_CUDA_ATTENTION=gemm "$GRIDSTEP" exec --driver cuda "$tmp/long.yaml" >/dev/null 2>"$tmp/err"
+pre=$?
+if [ $pre -eq 2 ] &&
+    grep -q "memory ledger's peak [0-9.]* GiB (fp32) + attention scratch 576\.000 GiB .* > free [0-9.]* GiB" "$tmp/err"; then
+    echo "PASS: gemm attention scratch counted by the pre-flight: $(cat "$tmp/err")"
+else
+    echo "FAIL: gemm attention pre-flight: exit $pre (want 2 naming 576 GiB of scratch):"; cat "$tmp/err"; rc=1
+fi
+exit $rc
