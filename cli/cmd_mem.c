@@ -26,7 +26,7 @@ const char gs_cmd_mem_help[] =
     "           split by link class (NVLink/PCIe inside a node vs the network).\n"
     "\n"
     "Conventions: 16 B per parameter of state in mixed precision (2 params + 4 master + 4 m + 4 v\n"
-    "+ 2 grads); FULL_SHARD counts the backward re-gather (3 x M x (N-1)/N per micro-batch), so\n"
+    "+ 2 grads; 18 with grad_dtype fp32); FULL_SHARD counts the backward re-gather (3 x M x (N-1)/N per micro-batch), so\n"
     "it is 1.5x the seed's 2 x M x (N-1)/N, which is SHARD_GRAD_OP's. GB = 10^9 B, GiB = 2^30 B.\n"
     "\n"
     "options:\n"

@@ -643,20 +643,33 @@ static gs_status mg_strategy(const char *origin, const mg_words *ws, const mg_st
     g->precision = st->given[MG_BF16] ? GS_PREC_BF16 : st->given[MG_FP16] ? GS_PREC_FP16
                                                                           : GS_PREC_FP32;
     g->sequence_parallel = st->given[MG_SP];
-    /* gradients: Megatron-LM accumulates and reduces them in fp32 under bf16 (validate_args) unless
-     * --grad-reduce-in-bf16; under fp16 in fp16 unless --accumulate-allreduce-grads-in-fp32 */
-    if (st->given[MG_GRAD_FP32] && st->given[MG_GRAD_BF16])
-        return gs_error_set(err, GS_ERR_INPUT,
-                            "%s: found both --accumulate-allreduce-grads-in-fp32 and --grad-reduce-in-bf16, "
-                            "expected one",
-                            mg_where(origin, ws, st->at[MG_GRAD_BF16], where, sizeof where));
-    g->grad_dtype = st->given[MG_GRAD_FP32] ? GS_PREC_FP32
-                    : st->given[MG_GRAD_BF16] ? GS_PREC_BF16
-                    : g->precision == GS_PREC_BF16 ? GS_PREC_FP32
-                                                   : -1;
+    /* gradients (Megatron-LM's validate_args): under bf16 accumulated and reduced in fp32 unless
+     * --grad-reduce-in-bf16 (which wins over --accumulate-allreduce-grads-in-fp32); under fp16
+     * in fp16 unless --accumulate-allreduce-grads-in-fp32; fp32 training keeps fp32 */
+    int bf16 = g->precision == GS_PREC_BF16;
+    if (st->given[MG_GRAD_BF16] && !bf16 &&
+        (rc = gs__import_ignored(ignored, err, "%s: --grad-reduce-in-bf16: ignored: Megatron-LM reads it only with "
+                                               "--bf16",
+                                 mg_where(origin, ws, st->at[MG_GRAD_BF16], where, sizeof where))) != GS_OK)
+        return rc;
+    if (st->given[MG_GRAD_BF16] && bf16 && st->given[MG_GRAD_FP32] &&
+        (rc = gs__import_ignored(ignored, err, "%s: --accumulate-allreduce-grads-in-fp32: ignored: "
+                                               "--grad-reduce-in-bf16 wins under --bf16 (Megatron-LM)",
+                                 mg_where(origin, ws, st->at[MG_GRAD_FP32], where, sizeof where))) != GS_OK)
+        return rc;
+    if (bf16)
+        g->grad_dtype = st->given[MG_GRAD_BF16] ? GS_PREC_BF16 : GS_PREC_FP32;
+    else
+        g->grad_dtype = g->precision == GS_PREC_FP16 && st->given[MG_GRAD_FP32] ? GS_PREC_FP32 : -1;
     /* DDP / distributed-optimizer buckets, in parameters: --ddp-bucket-size, else Megatron-Core's
      * max(40M, 1M x dp) (DistributedDataParallel); gridstep splits each unit's gradient into
      * buckets of that many bytes, rounded up to a whole MiB (strategy.bucket_mb's unit) */
+    if (s->grid.dp > 1 && !st->given[MG_OGR] && !st->given[MG_CUSTOM_FSDP] && g->sharding != GS_SHARD_FULL_SHARD &&
+        (rc = gs__import_ignored(ignored, err, "%s: no --overlap-grad-reduce: Megatron-LM then reduces all "
+                                               "gradients in one bucket after the backward; gridstep reduces "
+                                               "them per layer under it (optimistic)",
+                                 origin ? origin : "--from-megatron")) != GS_OK)
+        return rc;
     {
         uint64_t dp = s->grid.dp ? s->grid.dp : 1, bucket = 40000000, bytes;
         if (dp > 40 && gs_mul_u64(dp, 1000000, &bucket) != 0)

@@ -252,10 +252,11 @@ static void put_code_notes(launch_doc *d, const gs_scenario *s, int megatron)
                "code, not a launcher setting\n",
             st->bucket_bytes >> 20, st->bucket_bytes >> 20);
     uint64_t gb = gs_grad_bytes(st), wb = gs_precision_bytes(st->precision);
-    if (!megatron && st->grad_dtype >= 0 && gb != wb)
-        put(d, "# note: grad_dtype %s is FSDP's MixedPrecision(reduce_dtype=torch.%s) in the training code, "
-               "not a launcher setting\n",
-            gs_precision_name((gs_precision)st->grad_dtype), gb == 4 ? "float32" : "bfloat16");
+    if (!megatron && st->grad_dtype >= 0 && gb != wb && gs_sharding_is_fsdp(st->sharding))
+        put(d, "# note: grad_dtype %s is the reduction's dtype, FSDP's MixedPrecision(reduce_dtype=torch.%s), "
+               "set in the training code, not a launcher setting\n",
+            gs_precision_name((gs_precision)st->grad_dtype),
+            st->grad_dtype == GS_PREC_FP32 ? "float32" : st->grad_dtype == GS_PREC_FP16 ? "float16" : "bfloat16");
     if (megatron && st->precision == GS_PREC_FP32 && gb != 4)
         put(d, "# note: grad_dtype %s has no Megatron-LM flag with fp32 training (gradients stay fp32)\n",
             gs_precision_name((gs_precision)st->grad_dtype));

@@ -3,7 +3,8 @@
  *
  * Conventions (stated once, used everywhere below):
  *  - States follow the seed's 16 B/param: bf16/fp16 working params 2, fp32 master 4, Adam m 4,
- *    Adam v 4, gradients 2 (fp32 training: params 4, no separate master, m 4, v 4, grads 4).
+ *    Adam v 4, gradients 2 (fp32 training: params 4, no separate master, m 4, v 4, grads 4);
+ *    strategy.grad_dtype sets the gradients' bytes (fp32 under bf16: 18 B/param).
  *  - FSDP flat parameters are padded to a multiple of the shard group per unit: a rank's shard
  *    of a unit of u elements is ceil(u / N) elements.
  *  - Traffic is what a rank sends per step, counted as nccl-tests counts bus bytes for ring
@@ -596,8 +597,9 @@ static gs_status build_stage(const gs_scenario *s, const gs_mesh *mesh, uint64_t
         line_add(c, r, "master", mem_master, "fp32 %s: %" PRIu64 " x 4 B", plan.shard_opt ? "shard" : "full", o_el);
     line_add(c, r, "adam_m", mem_m, "fp32 %s: %" PRIu64 " x 4 B", plan.shard_opt ? "shard" : "full", o_el);
     line_add(c, r, "adam_v", mem_v, "fp32 %s: %" PRIu64 " x 4 B", plan.shard_opt ? "shard" : "full", o_el);
-    line_add(c, r, "grads", mem_g, "%s %s: %" PRIu64 " x %" PRIu64 " B", pl, plan.shard_grads ? "shard" : "full",
-             g_el, gb);
+    line_add(c, r, "grads", mem_g, "%s %s: %" PRIu64 " x %" PRIu64 " B",
+             st->grad_dtype >= 0 ? gs_precision_name((gs_precision)st->grad_dtype) : pl,
+             plan.shard_grads ? "shard" : "full", g_el, gb);
     if (plan.shard_opt)
         line_add(c, r, "shard group", 0, "N = %" PRIu64 " ranks (%s)%s, %zu FSDP units%s", N,
                  st->sharding == GS_SHARD_HYBRID_SHARD ? "the DP ranks on this node" : "the DP group",
@@ -948,7 +950,13 @@ static gs_status ledger_create(const gs_scenario *s, const gs_mesh *mesh, int ex
     }
     l->nranks = pp;
     l->params = gs_model_params(&s->model);
-    l->bytes_per_param = 16;
+    /* working params + fp32 master (mixed precision) + Adam m and v + gradients: 16 B in both
+     * precisions with gradients in the training precision, 18 B with fp32 gradients under bf16 */
+    {
+        const gs_strategy *st = &s->strategy;
+        l->bytes_per_param = gs_precision_bytes(st->precision) + (st->precision != GS_PREC_FP32 ? 4 : 0) + 8 +
+                             gs_grad_bytes(st);
+    }
     l->states_total_bytes = mul(&c, l->params, l->bytes_per_param, "total state bytes");
     l->gpu_bytes = s->cluster.gpu.hbm_bytes;
     l->microbatches = s->batch.global_seqs / (s->batch.micro_seqs * mesh->size[GS_DIM_DP]);

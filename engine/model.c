@@ -371,10 +371,11 @@ gs_status gs_model_validate(gs_model *m, gs_error *err)
                             model_label(m), (unsigned long long)m->layers,
                             (unsigned long long)m->hidden, (unsigned long long)m->ffn,
                             (unsigned long long)m->vocab);
-    /* The ledgers count 16 bytes per parameter (mixed-precision Adam); keep that exact. */
-    if (gs_mul_u64(c.total, 16, &state_bytes) != 0)
+    /* The ledgers count at most 18 bytes per parameter (mixed-precision Adam, fp32 gradients);
+     * keep that exact. */
+    if (gs_mul_u64(c.total, 18, &state_bytes) != 0)
         return gs_error_set(err, GS_ERR_OVERFLOW,
-                            "model %s: %llu parameters x 16 bytes of training state overflows 64 bits",
+                            "model %s: %llu parameters x 18 bytes of training state overflows 64 bits",
                             model_label(m), (unsigned long long)c.total);
     return GS_OK;
 }

@@ -300,6 +300,8 @@ static gs_status enumerate(search *x, gs_error *err)
                                     c.micro = micros[mi];
                                     gs_strategy_defaults(&c.st);
                                     c.st.precision = x->base->strategy.precision;
+                                    c.st.grad_dtype = x->base->strategy.grad_dtype;
+                                    c.st.bucket_bytes = x->base->strategy.bucket_bytes;
                                     c.st.sharding = (gs_sharding)sh;
                                     c.st.reshard_after_forward = gs_sharding_shards_params(c.st.sharding);
                                     c.st.recompute = (gs_recompute)r;

@@ -17,7 +17,7 @@
 
 /* Largest training state per parameter over every precision: bf16/fp16 weights 2 + fp32 master
  * 4 + Adam m 4 + v 4 + grads 2; fp32: weights 4 + m 4 + v 4 + grads 4. Bytes per parameter. */
-#define GS_SCENARIO_STATE_BYTES_PER_PARAM 16u
+#define GS_SCENARIO_STATE_BYTES_PER_PARAM 18u /* the most: bf16 with fp32 gradients */
 
 /* Most layers a model may have: per-layer tables (partition, ledger) are sized by it; the
  * largest published models have under 200. */

@@ -61,8 +61,9 @@ static gs_status check_memory(const gs_scenario *s, const gs_mesh *mesh, int hos
         uint64_t c[GS_DIM_COUNT];
         gs_mesh_rank_coords(mesh, r, c);
         uint64_t p = l->ranks[c[GS_DIM_PP] < l->nranks ? c[GS_DIM_PP] : 0].peak_bytes;
-        /* the exec program computes in fp32: scale 2-byte working precisions up */
-        if (s->strategy.precision != GS_PREC_FP32)
+        /* the exec program computes in fp32: scale 2-byte working precisions (and 2-byte
+         * gradients) up */
+        if (s->strategy.precision != GS_PREC_FP32 || gs_grad_bytes(&s->strategy) < 4)
             p = p > UINT64_MAX / 2 ? UINT64_MAX : 2 * p;
         peaks[r] = p;
         if (p > peak)

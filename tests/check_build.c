@@ -213,6 +213,53 @@ START_TEST(test_grad_dtype)
         gs_schedule_destroy(a);
         gs_schedule_destroy(f);
     }
+    /* the buckets hold gradient bytes: a block of 655,872 parameters is 1.31 MB in bf16 (2 buckets
+     * of 1 MiB, test_ddp_zero_counts) and 2.62 MB in fp32 (3 buckets); the root's 512,256, 1.02 MB
+     * and 2.05 MB: 1 and 2 buckets. 4 x 2 + 1 = 9 all-reduces become 4 x 3 + 2 = 14. */
+    gs_schedule *b = build(SMALL "cluster: {preset: dgx-a100-80g, gpus_per_node: 4}\ngrid: {dp: 4}\n"
+                                 "strategy: {sharding: no_shard, bucket_mb: 1, grad_dtype: fp32}\n", 0);
+    ck_assert_uint_eq(count(b, 0, GS_EV_COLLECTIVE, GS_COLL_ALLREDUCE, GS_GROUP_DP), 4 * 3 + 2);
+    gs_schedule_destroy(b);
+    /* fp32 training with bf16 gradients halves the reductions; the offloaded gradient shard's copy
+     * to the host (full_shard + offload) and sequence parallelism's norm-gradient all-reduce (tp 2)
+     * follow the gradient bytes too */
+    static const char *const variants[] = {
+        "grid: {dp: 4}\nstrategy: {sharding: full_shard, precision: fp32%s}\n",
+        "grid: {dp: 4}\nstrategy: {sharding: full_shard, offload: true%s}\n",
+        "grid: {dp: 2, tp: 2}\nstrategy: {sharding: zero1, sequence_parallel: true%s}\n"};
+    static const char *const dtypes[] = {", grad_dtype: bf16", ", grad_dtype: fp32", ", grad_dtype: fp32"};
+    for (size_t i = 0; i < 3; i++) {
+        char y[512], st[256];
+        snprintf(st, sizeof st, variants[i], "");
+        snprintf(y, sizeof y, SMALL "cluster: {preset: dgx-a100-80g, gpus_per_node: 4}\nbatch: {global: 8}\n%s", st);
+        gs_schedule *p = build(y, 0);
+        snprintf(st, sizeof st, variants[i], dtypes[i]);
+        snprintf(y, sizeof y, SMALL "cluster: {preset: dgx-a100-80g, gpus_per_node: 4}\nbatch: {global: 8}\n%s", st);
+        gs_schedule *q = build(y, 0);
+        const gs_rank_events *rp = &p->ranks[0], *rq = &q->ranks[0];
+        uint64_t bp = 0, bq = 0;
+        for (size_t k = 0; k < rp->nevents; k++) {
+            const gs_event *e = &rp->events[k];
+            if ((i == 0 && e->kind == GS_EV_COLLECTIVE && e->op == GS_COLL_REDUCE_SCATTER) ||
+                (i == 1 && e->kind == GS_EV_COPY_D2H) ||
+                (i == 2 && e->kind == GS_EV_COLLECTIVE && e->group == GS_GROUP_TP && e->phase == GS_PHASE_OPTIM))
+                bp += e->bytes;
+        }
+        for (size_t k = 0; k < rq->nevents; k++) {
+            const gs_event *e = &rq->events[k];
+            if ((i == 0 && e->kind == GS_EV_COLLECTIVE && e->op == GS_COLL_REDUCE_SCATTER) ||
+                (i == 1 && e->kind == GS_EV_COPY_D2H) ||
+                (i == 2 && e->kind == GS_EV_COLLECTIVE && e->group == GS_GROUP_TP && e->phase == GS_PHASE_OPTIM))
+                bq += e->bytes;
+        }
+        ck_assert_msg(bp > 0, "variant %zu: nothing to compare", i);
+        if (i == 0)
+            ck_assert_uint_eq(2 * bq, bp);
+        else
+            ck_assert_uint_eq(bq, 2 * bp);
+        gs_schedule_destroy(p);
+        gs_schedule_destroy(q);
+    }
 }
 END_TEST
 

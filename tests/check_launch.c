@@ -379,6 +379,12 @@ static const char *const megatron_cases[] = {
     "model: {name: odd, layers: 4, hidden: 256, heads: 4, kv_heads: 2, head_dim: 32, ffn: 700, "
     "vocab: 1000, seq: 128}\ncluster: {preset: dgx-a100-80g, nodes: 1}\n"
     "grid: {dp: 2, pp: 2, tp: 2}\nstrategy: {sharding: zero3}\nbatch: {global: 8, micro: 2}\n",
+    /* gradient precision against Megatron-LM's defaults: fp32 under bf16 (no flag), fp32 under
+     * fp16 (--accumulate-allreduce-grads-in-fp32), and a bucket that is not the default */
+    "model: gpt-1.7b\ncluster: {preset: dgx-a100-80g, nodes: 1}\ngrid: {dp: 8, pp: 1, tp: 1}\n"
+    "strategy: {sharding: zero1, grad_dtype: fp32, bucket_mb: 64}\nbatch: {global: 16, micro: 2}\n",
+    "model: gpt-1.7b\ncluster: {preset: dgx-a100-80g, nodes: 1}\ngrid: {dp: 8, pp: 1, tp: 1}\n"
+    "strategy: {sharding: no_shard, precision: fp16, grad_dtype: fp32}\nbatch: {global: 16, micro: 2}\n",
 };
 
 START_TEST(test_roundtrip_megatron)
@@ -599,10 +605,30 @@ START_TEST(test_import_megatron)
     ck_assert_int_eq(import_mg("--bf16", "llama2-7b", 8, &s, &ig, &err), GS_OK);
     ck_assert_uint_eq(s.grid.dp, 64);
     ck_assert_uint_eq(s.strategy.bucket_bytes, 245u << 20);
-    ck_assert_int_eq(import_mg("--bf16 --grad-reduce-in-bf16 --accumulate-allreduce-grads-in-fp32", "llama2-7b", 1, &s,
-                               &ig, &err),
-                     GS_ERR_INPUT);
-    ck_assert_has(err.msg, "found both --accumulate-allreduce-grads-in-fp32 and --grad-reduce-in-bf16");
+    /* --grad-reduce-in-bf16 wins under bf16 and is read only there (Megatron-LM's validate_args) */
+    gs_diag_fini(&ig);
+    gs_diag_init(&ig);
+    ck_assert_int_eq(import_mg("--bf16 --grad-reduce-in-bf16 --accumulate-allreduce-grads-in-fp32 --overlap-grad-reduce",
+                               "llama2-7b", 1, &s, &ig, &err),
+                     GS_OK);
+    ck_assert_uint_eq(gs_grad_bytes(&s.strategy), 2);
+    ck_assert_uint_eq(ig.count, 2);
+    ck_assert_has(ig.warnings[0], "--overlap-grad-reduce: ignored");
+    ck_assert_has(ig.warnings[1], "--accumulate-allreduce-grads-in-fp32: ignored: --grad-reduce-in-bf16 wins");
+    gs_diag_fini(&ig);
+    gs_diag_init(&ig);
+    ck_assert_int_eq(import_mg("--grad-reduce-in-bf16 --overlap-grad-reduce", "llama2-7b", 1, &s, &ig, &err), GS_OK);
+    ck_assert_uint_eq(gs_grad_bytes(&s.strategy), 4); /* fp32 training */
+    ck_assert_has(ig.warnings[ig.count - 1], "--grad-reduce-in-bf16: ignored: Megatron-LM reads it only with --bf16");
+    ck_assert_int_eq(import_mg("--fp16 --grad-reduce-in-bf16 --overlap-grad-reduce", "llama2-7b", 1, &s, &ig, &err),
+                     GS_OK);
+    ck_assert_uint_eq(gs_grad_bytes(&s.strategy), 2);
+    /* without --overlap-grad-reduce Megatron reduces in one bucket after the backward: said */
+    gs_diag_fini(&ig);
+    gs_diag_init(&ig);
+    ck_assert_int_eq(import_mg("--bf16", "llama2-7b", 1, &s, &ig, &err), GS_OK);
+    ck_assert_uint_eq(ig.count, 1);
+    ck_assert_has(ig.warnings[0], "no --overlap-grad-reduce: Megatron-LM then reduces all gradients in one bucket");
     /* the overlaps: set with what Megatron-LM asserts they need, refused without it */
     ck_assert_int_eq(import_mg("--tensor-model-parallel-size 2 --sequence-parallel --tp-comm-overlap "
                                "--use-distributed-optimizer --overlap-grad-reduce --overlap-param-gather",

@@ -55,6 +55,21 @@ START_TEST(test_states_16_bytes)
         ck_assert_uint_eq(l->states_total_bytes, (uint64_t)cases[i].want);
         gs_ledger_destroy(l);
     }
+    /* the gradients' bytes: bf16 with fp32 gradients 2 + 4 + 4 + 4 + 4 = 18 B (7B: 126 GB); fp32
+     * training with bf16 gradients 4 + 4 + 4 + 2 = 14 B (98 GB) */
+    static const struct { const char *st; uint64_t per; } g[] = {
+        {"{grad_dtype: fp32}", 18}, {"{precision: fp32, grad_dtype: bf16}", 14}};
+    for (size_t i = 0; i < 2; i++) {
+        char y[512];
+        snprintf(y, sizeof y, NOMINAL7 "cluster: {preset: dgx-a100-80g, nodes: 1}\ngrid: {dp: 8}\nstrategy: %s\n",
+                 g[i].st);
+        gs_scenario s;
+        gs_mesh m;
+        gs_ledger *l = ledger_from(y, &s, &m);
+        ck_assert_uint_eq(l->bytes_per_param, g[i].per);
+        ck_assert_uint_eq(l->states_total_bytes, 7000000000ull * g[i].per);
+        gs_ledger_destroy(l);
+    }
 }
 END_TEST
 
