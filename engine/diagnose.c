@@ -77,6 +77,9 @@ typedef struct rule {
 #define GATHER_RISK_DIV 4         /* oom-at-start: at risk above GPU memory / 4 */
 #define ACT_RISK_DIV 3            /* oom-first-step: at risk above GPU memory / 3 */
 #define PEAK_PART_DIV 4           /* a kind above peak / 4 is a cause of a peak that does not fit */
+#define EXPOSED_TP_MAX 0.10       /* tp-comm-exposed: yes above (exposed TP / step) */
+#define EXPOSED_TP_RISK 0.05      /* tp-comm-exposed: at risk above */
+#define EXPOSED_GATHER_MAX 0.10   /* zero-gather-exposed: yes above (exposed DP / step) */
 #define STATES_RISK_NUM 3         /* states-too-big: at risk above 3/4 of GPU memory */
 #define STATES_RISK_DEN 4
 
@@ -309,6 +312,44 @@ static void check_tp_cross_node(const facts *f, gs_diagnose_row *row)
            gs_fmt_seconds(f->m.exposed_tp_s, t1, sizeof t1));
 }
 
+static void check_tp_comm(const facts *f, gs_diagnose_row *row)
+{
+    char t1[32], t2[32];
+    const gs_strategy *st = &f->c.s.strategy;
+    double step = f->m.step_time_s, share = step > 0 ? f->m.exposed_tp_s / step : 0;
+    row->measured = share;
+    row->threshold = EXPOSED_TP_MAX;
+    if (f->mesh.size[GS_DIM_TP] <= 1) {
+        detail(row, "tp = 1: no tensor-parallel communication");
+        return;
+    }
+    if (share > EXPOSED_TP_MAX)
+        row->applies = GS_DIAGNOSE_YES;
+    else if (share > EXPOSED_TP_RISK)
+        row->applies = GS_DIAGNOSE_AT_RISK;
+    detail(row, "TP exposed %s of the %s step (%.1f%%); sequence parallel %s, tp_comm_overlap %s",
+           gs_fmt_seconds(f->m.exposed_tp_s, t1, sizeof t1), gs_fmt_seconds(step, t2, sizeof t2), 100 * share,
+           st->sequence_parallel ? "on" : "off", st->tp_comm_overlap ? "on" : "off");
+}
+
+static void check_zero_gather(const facts *f, gs_diagnose_row *row)
+{
+    char t1[32], t2[32];
+    const gs_strategy *st = &f->c.s.strategy;
+    double step = f->m.step_time_s, share = step > 0 ? f->m.exposed_dp_s / step : 0;
+    row->measured = share;
+    row->threshold = EXPOSED_GATHER_MAX;
+    if (st->sharding != GS_SHARD_ZERO1 && st->sharding != GS_SHARD_ZERO2) {
+        detail(row, "sharding %s: no parameter all-gather after the optimizer", gs_sharding_name(st->sharding));
+        return;
+    }
+    if (f->mesh.size[GS_DIM_DP] > 1 && share > EXPOSED_GATHER_MAX && !st->overlap_param_gather)
+        row->applies = GS_DIAGNOSE_YES;
+    detail(row, "DP exposed %s of the %s step (%.1f%%), %s; overlap_param_gather %s",
+           gs_fmt_seconds(f->m.exposed_dp_s, t1, sizeof t1), gs_fmt_seconds(step, t2, sizeof t2), 100 * share,
+           gs_sharding_name(st->sharding), st->overlap_param_gather ? "on" : "off");
+}
+
 static void check_offload(const facts *f, gs_diagnose_row *row)
 {
     char b1[GS_FMT_BYTES];
@@ -476,6 +517,40 @@ static fix_result fix_tp_in_node(const facts *f, dcase *c, char *label, char *wh
     return FIX_APPLIED;
 }
 
+static fix_result fix_tp_comm_overlap(const facts *f, dcase *c, char *label, char *why)
+{
+    say(label, "sequence_parallel + tp_comm_overlap (Megatron-Core --sequence-parallel --tp-comm-overlap)");
+    if (f->mesh.size[GS_DIM_TP] <= 1) {
+        say(why, "tp = 1: nothing to overlap");
+        return FIX_NONE;
+    }
+    if (c->s.strategy.tp_comm_overlap) {
+        say(why, "already overlapped (effect against tp_comm_overlap: false)");
+        c->s.strategy.tp_comm_overlap = 0;
+        return FIX_ALREADY;
+    }
+    c->s.strategy.sequence_parallel = 1;
+    c->s.strategy.tp_comm_overlap = 1;
+    return FIX_APPLIED;
+}
+
+static fix_result fix_overlap_param_gather(const facts *f, dcase *c, char *label, char *why)
+{
+    (void)f;
+    say(label, "overlap_param_gather (Megatron --overlap-param-gather: the gather under the next forward)");
+    if (c->s.strategy.sharding != GS_SHARD_ZERO1 && c->s.strategy.sharding != GS_SHARD_ZERO2) {
+        say(why, "sharding %s has no gather after the optimizer", gs_sharding_name(c->s.strategy.sharding));
+        return FIX_NONE;
+    }
+    if (c->s.strategy.overlap_param_gather) {
+        say(why, "already overlapped (effect against overlap_param_gather: false)");
+        c->s.strategy.overlap_param_gather = 0;
+        return FIX_ALREADY;
+    }
+    c->s.strategy.overlap_param_gather = 1;
+    return FIX_APPLIED;
+}
+
 static fix_result fix_no_offload(const facts *f, dcase *c, char *label, char *why)
 {
     (void)f;
@@ -544,6 +619,14 @@ static const rule rules[] = {
      "per-rank states (params + master + m + v + grads) against GPU memory: yes above it, at risk above 75%",
      "shard the states (FULL_SHARD / ZeRO-3), or add GPUs",
      "bytes", check_states, {fix_full_shard, NULL}},
+    {"tp-comm-exposed", "GPUs wait between a layer's GEMMs", "tensor-parallel collectives between dependent GEMMs",
+     "exposed TP communication over the simulated step with tp > 1: yes above 10%, at risk above 5%",
+     "sequence parallelism with Megatron-Core's TP communication overlap (tp_comm_overlap)",
+     "fraction", check_tp_comm, {fix_tp_comm_overlap, NULL}},
+    {"zero-gather-exposed", "idle GPUs after the optimizer step", "ZeRO-1/2 parameter all-gather after the optimizer",
+     "exposed DP communication over the simulated step with zero1/zero2 and no overlap_param_gather: yes above 10%",
+     "gather the parameters under the next forward (overlap_param_gather, Megatron --overlap-param-gather)",
+     "fraction", check_zero_gather, {fix_overlap_param_gather, NULL}},
 };
 static const size_t nrules = sizeof rules / sizeof rules[0];
 

@@ -368,7 +368,8 @@ START_TEST(test_rule_table)
 {
     static const char *ids[] = {"oom-at-start",   "oom-first-step", "flat-throughput",
                                 "pipeline-bubble", "checkpoint-oom", "loss-after-scale",
-                                "tp-cross-node",  "cpu-offload-slow", "states-too-big"};
+                                "tp-cross-node",  "cpu-offload-slow", "states-too-big",
+                                "tp-comm-exposed", "zero-gather-exposed"};
     ck_assert_uint_eq(gs_diagnose_rule_count(), sizeof ids / sizeof ids[0]);
     for (size_t i = 0; i < sizeof ids / sizeof ids[0]; i++)
         ck_assert_str_eq(gs_diagnose_rule_id(i), ids[i]);
