@@ -400,6 +400,41 @@ START_TEST(test_errors)
 }
 END_TEST
 
+/* llama2-7b, tp 8 with sequence parallelism on 2 DGX A100 nodes, dp 2, zero1: the TP collectives
+ * sit between the GEMMs (exposed: the row applies), and the fix (tp_comm_overlap) shortens the
+ * step and adds Transformer Engine's userbuffers to the peak: 10 x s*b*h*2 B = 10 x 4096 x 4096 x
+ * 2 = 335,544,320 B. The ZeRO gather row reads exposed DP; its fix shortens the step and leaves
+ * the peak (the same tensors, gathered earlier). With both on, each fix is the counterfactual:
+ * removing it lengthens the step. */
+START_TEST(test_overlaps)
+{
+    static const char y[] = "model: llama2-7b\ncluster: {preset: dgx-a100-80g, nodes: 2}\ngrid: {tp: 8, dp: 2}\n"
+                            "strategy: {sharding: zero1, sequence_parallel: true}\nbatch: {global: 8, micro: 1}\n";
+    gs_diagnosis *d = diagnose(y);
+    const gs_diagnose_row *r = row_of(d, "tp-comm-exposed");
+    ck_assert_int_eq(r->applies, GS_DIAGNOSE_YES);
+    ck_assert(r->measured > 0.10 && r->measured * d->base.step_time_s <= d->base.step_time_s);
+    const gs_diagnose_fix *fx = &r->fixes[0];
+    ck_assert_msg(fx->simulated, "%s", fx->note);
+    ck_assert(fx->step_time_s_delta < 0);
+    ck_assert_int_eq(fx->peak_bytes_delta, 335544320);
+    const gs_diagnose_row *g = row_of(d, "zero-gather-exposed");
+    ck_assert(g->measured > 0);
+    ck_assert(g->fixes[0].simulated && g->fixes[0].step_time_s_delta < 0 && g->fixes[0].peak_bytes_delta == 0);
+    free(d);
+    static const char both[] = "model: llama2-7b\ncluster: {preset: dgx-a100-80g, nodes: 2}\ngrid: {tp: 8, dp: 2}\n"
+                               "strategy: {sharding: zero1, sequence_parallel: true, tp_comm_overlap: true,"
+                               " overlap_param_gather: true}\nbatch: {global: 8, micro: 1}\n";
+    d = diagnose(both);
+    fx = &row_of(d, "tp-comm-exposed")->fixes[0];
+    ck_assert(fx->simulated && fx->counterfactual && fx->step_time_s_delta < 0);
+    fx = &row_of(d, "zero-gather-exposed")->fixes[0];
+    ck_assert(fx->simulated && fx->counterfactual && fx->step_time_s_delta < 0);
+    ck_assert_int_eq(row_of(d, "zero-gather-exposed")->applies, GS_DIAGNOSE_NO);
+    free(d);
+}
+END_TEST
+
 static Suite *diagnose_suite(void)
 {
     Suite *s = suite_create("diagnose");
@@ -419,6 +454,7 @@ static Suite *diagnose_suite(void)
     tcase_add_test(rows, test_pipeline_bubble);
     tcase_add_test(rows, test_offload);
     tcase_add_test(rows, test_states_too_big);
+    tcase_add_test(rows, test_overlaps);
     tcase_set_timeout(rows, 120);
     suite_add_tcase(s, rows);
     return s;
