@@ -322,7 +322,8 @@ static gs_status backward_pass(gs_bctx *x, uint32_t mb, uint16_t chunk)
     int64_t bot = g.bot, top = g.top;
     int has_emb = g.has_emb, has_head = g.has_head, has_prev = !g.has_emb, has_next = !g.has_head;
     uint64_t w = mb % x->window;
-    int sync = pl->sync_every || mb + 1 == x->mb_count;
+    /* overlap_grad_reduce false: the reductions wait for the stage's last backward (build_rank) */
+    int sync = (pl->sync_every || mb + 1 == x->mb_count) && x->s->strategy.overlap_grad_reduce;
     /* the root's transient gradient lives from the first backward pass writing it (under wrap:
      * model every chunk does) to its reduction after the root chunk's pass */
     uint64_t root_chunk = gs_partition_root_chunk(&x->part, x->stage, x->pp, x->v);
@@ -430,7 +431,7 @@ static gs_status backward_pass(gs_bctx *x, uint32_t mb, uint16_t chunk)
             if (sync) {
                 if ((rc = gs__reduce_unit(x, u, mb, last_bwd)) != GS_OK)
                     return rc;
-            } else {
+            } else if (x->s->strategy.overlap_grad_reduce) {
                 x->ugrad_t[u] = GS_NO_ID;
             }
         }
@@ -602,6 +603,19 @@ static gs_status build_rank(const gs_scenario *s, const gs_mesh *mesh, uint64_t 
     }
     if (rc != GS_OK)
         goto out;
+    /* overlap_grad_reduce false (Megatron without --overlap-grad-reduce, Megatron-LM 2021's local
+     * DDP): every unit's gradient is reduced after the stage's last backward event, the last
+     * layer's first as the buckets fill in that order, the root (embedding, head) last */
+    if (!s->strategy.overlap_grad_reduce) {
+        uint32_t after = x.last_compute;
+        for (size_t k = x.part.nunits; k-- > 0 && rc == GS_OK;)
+            if (!gs__is_root(&x, k))
+                rc = gs__reduce_unit(&x, k, (uint32_t)(microbatches - 1), after);
+        if (rc == GS_OK && x.root != SIZE_MAX)
+            rc = gs__reduce_unit(&x, x.root, (uint32_t)(microbatches - 1), after);
+        if (rc != GS_OK)
+            goto out;
+    }
 
     /* epilogue: under sequence parallelism each TP rank's norm-weight gradients cover only its
      * slice of the tokens: one TP all-reduce of them (Megatron's

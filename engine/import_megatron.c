@@ -90,8 +90,7 @@ static const mg_flag mg_flags[] = {
     {"attention-backend", MG_ONE, MG_ATT_BACKEND, NULL},
     {"use-flash-attn", MG_SWITCH, MG_FLASH, NULL},
     {"optimizer", MG_ONE, MG_OPTIMIZER, NULL},
-    {"overlap-grad-reduce", MG_SWITCH, MG_OGR,
-     "the schedule already overlaps bucketed gradient reduction with backward"},
+    {"overlap-grad-reduce", MG_SWITCH, MG_OGR, NULL},
     {"overlap-param-gather", MG_SWITCH, MG_OPG, NULL},
     {"tp-comm-overlap", MG_SWITCH, MG_TPCO, NULL},
     {"no-gradient-accumulation-fusion", MG_SWITCH, MG_IGNORE, mg_fusion},
@@ -389,13 +388,10 @@ static gs_status mg_parse(const char *origin, const mg_words *ws, size_t first, 
         gs_status rc;
         switch (f->act) {
         case MG_IGNORE:
-        case MG_OGR: /* ignored, but --overlap-param-gather needs it */
             if ((rc = gs__import_ignored(ignored, err, "%s: --%s: ignored: %s", where, f->name,
                                    f->why)) != GS_OK)
                 return rc;
-            if (f->act == MG_IGNORE)
-                continue;
-            break;
+            continue;
         case MG_REFUSE:
             return gs_error_set(err, GS_ERR_INPUT, "%s: --%s: not supported: %s", where, f->name,
                                 f->why);
@@ -664,12 +660,10 @@ static gs_status mg_strategy(const char *origin, const mg_words *ws, const mg_st
     /* DDP / distributed-optimizer buckets, in parameters: --ddp-bucket-size, else Megatron-Core's
      * max(40M, 1M x dp) (DistributedDataParallel); gridstep splits each unit's gradient into
      * buckets of that many bytes, rounded up to a whole MiB (strategy.bucket_mb's unit) */
-    if (s->grid.dp > 1 && !st->given[MG_OGR] && !st->given[MG_CUSTOM_FSDP] && g->sharding != GS_SHARD_FULL_SHARD &&
-        (rc = gs__import_ignored(ignored, err, "%s: no --overlap-grad-reduce: Megatron-LM then reduces all "
-                                               "gradients in one bucket after the backward; gridstep reduces "
-                                               "them per layer under it (optimistic)",
-                                 origin ? origin : "--from-megatron")) != GS_OK)
-        return rc;
+    /* DDP and the distributed optimizer reduce under the backward only with --overlap-grad-reduce
+     * (otherwise in one bucket after it); Megatron-FSDP's reduce-scatters are per layer anyway */
+    g->overlap_grad_reduce = st->given[MG_OGR] || st->given[MG_CUSTOM_FSDP] || st->given[MG_TORCH_FSDP2] ||
+                             (g->sharding == GS_SHARD_ZERO2 && g->grad_sync != GS_GRAD_SYNC_LAST);
     {
         uint64_t dp = s->grid.dp ? s->grid.dp : 1, bucket = 40000000, bytes;
         if (dp > 40 && gs_mul_u64(dp, 1000000, &bucket) != 0)

@@ -493,7 +493,7 @@ static void put_megatron_flags(launch_doc *d, const gs_scenario *s, const gs_mes
     /* DDP / distributed-optimizer buckets (in parameters), reduced under the backward as gridstep's
      * schedule does */
     uint64_t gb = gs_grad_bytes(st);
-    if (!dps && m->size[GS_DIM_DP] > 1)
+    if (!dps && st->overlap_grad_reduce)
         flag(&f, "--overlap-grad-reduce%s", st->overlap_param_gather ? " --overlap-param-gather" : "");
     flag(&f, "--ddp-bucket-size %" PRIu64, st->bucket_bytes / gb);
     /* gradient precision, against Megatron-LM's defaults (fp32 under bf16, the training precision

@@ -805,7 +805,7 @@ static gs_status load_grid(const gs__yaml_loader *l, const yaml_node_t *v, gs_gr
 static const char *const strategy_keys[] = {
     "sharding", "wrap", "prefetch", "forward_prefetch", "reshard_after_forward",
     "limit_all_gathers", "recompute", "flash_attention", "offload", "precision", "pipeline", "grad_sync",
-    "virtual_stages", "sequence_parallel", "bucket_mb", "overlap_param_gather", "tp_comm_overlap", "grad_dtype",
+    "virtual_stages", "sequence_parallel", "bucket_mb", "overlap_param_gather", "tp_comm_overlap", "grad_dtype", "overlap_grad_reduce",
 };
 
 static const char *const wrap_keys[] = {"min_params"};
@@ -911,6 +911,7 @@ static gs_status load_strategy(const gs__yaml_loader *l, const yaml_node_t *v, g
         (st = opt_bool(l, v, sec, "offload", &s->offload, NULL)) ||
         (st = opt_bool(l, v, sec, "sequence_parallel", &s->sequence_parallel, NULL)) ||
         (st = opt_bool(l, v, sec, "overlap_param_gather", &s->overlap_param_gather, NULL)) ||
+        (st = opt_bool(l, v, sec, "overlap_grad_reduce", &s->overlap_grad_reduce, NULL)) ||
         (st = opt_bool(l, v, sec, "tp_comm_overlap", &s->tp_comm_overlap, NULL)) ||
         (st = opt_count(l, v, sec, "virtual_stages", &s->virtual_stages, &vs_given)) ||
         (st = opt_count(l, v, sec, "bucket_mb", &bucket_mib, &bucket_given)))
@@ -1261,6 +1262,18 @@ gs_status gs_scenario_mesh(const gs_scenario *s, gs_mesh *mesh, gs_diag *warning
                             "(Megatron-Core asserts it: Transformer Engine's userbuffers overlap the "
                             "sequence-parallel all-gathers and reduce-scatters with the GEMMs)",
                             grid_at, (unsigned long long)s->grid.tp);
+    if (!sg->overlap_grad_reduce &&
+        (sg->grad_sync == GS_GRAD_SYNC_EVERY ||
+         !(sg->sharding == GS_SHARD_NO_SHARD || sg->sharding == GS_SHARD_ZERO1 ||
+           (sg->sharding == GS_SHARD_ZERO2 && sg->grad_sync == GS_GRAD_SYNC_LAST))))
+        return gs_error_set(err, GS_ERR_INPUT,
+                            "%s: strategy.overlap_grad_reduce false reduces the gradients after the "
+                            "backward, which needs them held until the last micro-batch: found sharding "
+                            "%s with grad_sync %s, expected no_shard or zero1 (or zero2 with grad_sync: "
+                            "last), grad_sync not every",
+                            s->path[0] ? s->path : "<scenario>", gs_sharding_name(sg->sharding),
+                            sg->grad_sync == GS_GRAD_SYNC_EVERY ? "every"
+                            : sg->grad_sync == GS_GRAD_SYNC_LAST ? "last" : "auto");
     if (sg->overlap_param_gather && sg->sharding != GS_SHARD_ZERO1 && sg->sharding != GS_SHARD_ZERO2)
         return gs_error_set(err, GS_ERR_INPUT,
                             "%s: strategy.overlap_param_gather applies to zero1 and zero2 (the "

@@ -91,14 +91,16 @@ static gs_status put_strategy(gs_text *t, const gs_strategy *s, gs_error *err)
             "  prefetch: %s\n  forward_prefetch: %s\n  reshard_after_forward: %s\n"
             "  limit_all_gathers: %s\n  recompute: %s\n  flash_attention: %s\n  offload: %s\n"
             "  precision: %s\n  pipeline: %s\n%s  sequence_parallel: %s\n  bucket_mb: %" PRIu64
-            "\n  grad_sync: %s\n  grad_dtype: %s\n  overlap_param_gather: %s\n  tp_comm_overlap: %s\n",
+            "\n  grad_sync: %s\n  grad_dtype: %s\n  overlap_grad_reduce: %s\n  overlap_param_gather: %s\n"
+            "  tp_comm_overlap: %s\n",
             gs_prefetch_name(s->prefetch), yes_no(s->forward_prefetch),
             yes_no(s->reshard_after_forward), yes_no(s->limit_all_gathers),
             gs_recompute_name(s->recompute), yes_no(s->flash_attention), yes_no(s->offload),
             gs_precision_name(s->precision), gs_pipeline_name(s->pipeline), "",
             yes_no(s->sequence_parallel), s->bucket_bytes >> 20,
             grad_sync[(unsigned)s->grad_sync < 3 ? s->grad_sync : 0],
-            s->grad_dtype >= 0 ? gs_precision_name((gs_precision)s->grad_dtype) : "auto", yes_no(s->overlap_param_gather),
+            s->grad_dtype >= 0 ? gs_precision_name((gs_precision)s->grad_dtype) : "auto", yes_no(s->overlap_grad_reduce),
+            yes_no(s->overlap_param_gather),
             yes_no(s->tp_comm_overlap));
     if (st == GS_OK && s->pipeline == GS_PIPE_INTERLEAVED)
         st = gs_text_printf(t, "  virtual_stages: %" PRIu64 "\n", s->virtual_stages);

@@ -64,6 +64,7 @@ void gs_strategy_defaults(gs_strategy *s)
     s->pipeline = GS_PIPE_1F1B;
     s->virtual_stages = 1;
     s->sequence_parallel = 0;
+    s->overlap_grad_reduce = 1;
     s->overlap_param_gather = 0;
     s->tp_comm_overlap = 0;
     s->grad_dtype = -1;

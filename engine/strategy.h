@@ -48,6 +48,10 @@ typedef struct gs_strategy {
     int sequence_parallel;
     uint64_t bucket_bytes;      /* DDP gradient bucket, bytes (PyTorch default 25 MiB) */
     gs_grad_sync grad_sync;     /* default AUTO: LAST where gradients are not sharded, else EVERY */
+    int overlap_grad_reduce;    /* 1 (default): gradient buckets are reduced under the backward as
+                                   they fill (PyTorch DDP, Megatron --overlap-grad-reduce); 0: all
+                                   after the stage's last backward (Megatron without the flag,
+                                   Megatron-LM 2021's local DDP); DDP/ZeRO only */
     int overlap_param_gather;   /* ZeRO-1/2 (Megatron --overlap-param-gather): the updated
                                    parameters are all-gathered while the next step's forward runs
                                    (per unit, before its first forward) instead of after the

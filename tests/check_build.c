@@ -14,6 +14,8 @@
 /* 4 layers, h 256, 4 heads, ffn 512, vocab 1000, seq 64: small enough to build exactly. */
 #define SMALL "model: {layers: 4, hidden: 256, heads: 4, ffn: 512, vocab: 1000, seq: 64}\n"
 
+static int depends_on(const gs_rank_events *r, size_t ev, size_t on);
+
 static gs_scenario g_s;
 static gs_mesh g_m;
 
@@ -259,6 +261,54 @@ START_TEST(test_grad_dtype)
             ck_assert_uint_eq(bq, 2 * bp);
         gs_schedule_destroy(p);
         gs_schedule_destroy(q);
+    }
+}
+END_TEST
+
+/* overlap_grad_reduce false (DDP and ZeRO-1, 2 pipeline stages, 4 micro-batches): every DP
+ * reduction of a stage comes after its last backward compute event and depends on it (the same
+ * count as test_ddp_zero_counts' per stage: its 2 blocks + the root on either stage); with the
+ * default each block's reduction follows the block's own last backward instead. */
+START_TEST(test_grad_reduce_after_backward)
+{
+    static const char *const sh[] = {"no_shard", "zero1"};
+    for (size_t i = 0; i < 2; i++) {
+        char y[512];
+        snprintf(y, sizeof y, SMALL "cluster: {preset: dgx-a100-80g, gpus_per_node: 4}\ngrid: {dp: 2, pp: 2}\n"
+                                    "batch: {global: 8}\nstrategy: {sharding: %s, overlap_grad_reduce: false}\n", sh[i]);
+        gs_schedule *sch = build(y, 0);
+        for (size_t st = 0; st < 2; st++) {
+            const gs_rank_events *r = &sch->ranks[st];
+            size_t last_bwd = 0, nred = 0;
+            for (size_t k = 0; k < r->nevents; k++)
+                if (r->events[k].kind == GS_EV_COMPUTE && r->events[k].phase == GS_PHASE_BWD)
+                    last_bwd = k;
+            for (size_t k = 0; k < r->nevents; k++) {
+                const gs_event *e = &r->events[k];
+                if (e->kind != GS_EV_COLLECTIVE || e->group != GS_GROUP_DP || e->phase != GS_PHASE_BWD)
+                    continue;
+                nred++;
+                ck_assert_msg(k > last_bwd, "stage %zu: reduction %zu before the last backward %zu", st, k, last_bwd);
+                ck_assert(depends_on(r, k, last_bwd) || (k > 0 && r->events[k - 1].kind == GS_EV_COLLECTIVE));
+            }
+            ck_assert_uint_ge(nred, 2);
+        }
+        gs_schedule_destroy(sch);
+        /* the default: the first reduction comes before the last backward */
+        snprintf(y, sizeof y, SMALL "cluster: {preset: dgx-a100-80g, gpus_per_node: 4}\ngrid: {dp: 2, pp: 2}\n"
+                                    "batch: {global: 8}\nstrategy: {sharding: %s}\n", sh[i]);
+        sch = build(y, 0);
+        const gs_rank_events *r = &sch->ranks[0];
+        size_t last_bwd = 0, first_red = SIZE_MAX;
+        for (size_t k = 0; k < r->nevents; k++) {
+            if (r->events[k].kind == GS_EV_COMPUTE && r->events[k].phase == GS_PHASE_BWD)
+                last_bwd = k;
+            if (first_red == SIZE_MAX && r->events[k].kind == GS_EV_COLLECTIVE && r->events[k].group == GS_GROUP_DP &&
+                r->events[k].phase == GS_PHASE_BWD)
+                first_red = k;
+        }
+        ck_assert(first_red < last_bwd);
+        gs_schedule_destroy(sch);
     }
 }
 END_TEST
@@ -736,6 +786,7 @@ static Suite *build_suite(void)
     tcase_add_test(dp, test_fsdp_counts);
     tcase_add_test(dp, test_ddp_zero_counts);
     tcase_add_test(dp, test_grad_dtype);
+    tcase_add_test(dp, test_grad_reduce_after_backward);
     tcase_add_test(dp, test_hsdp_counts);
     tcase_add_test(dp, test_hsdp_one_rank_per_node);
     tcase_add_test(dp, test_wrap_model_interleaved_root_grad);
