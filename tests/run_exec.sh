@@ -75,6 +75,18 @@ sed 's/sharding: full_shard/sharding: zero2/' "$dir/single.yaml" > "$tmp/zero2.y
 rc=$?
 [ $rc -eq 2 ] && grep -q "ZeRO" "$tmp/zero.err" && ok "zero2 refused" || bad "zero2: exit $rc: $(cat "$tmp/zero.err")"
 
+# overlap_grad_reduce false (DDP's all-reduces after the backward) gives the same losses, bit for
+# bit: the same sums, reduced later
+sed 's/sharding: full_shard/sharding: no_shard/' "$dir/dp2-pp2-tp2.yaml" > "$tmp/ddp.yaml"
+sed 's/sequence_parallel: true}/sequence_parallel: true, overlap_grad_reduce: false}/' "$tmp/ddp.yaml" > "$tmp/ddp-after.yaml"
+if "$GRIDSTEP" exec --json --steps 3 "$tmp/ddp.yaml" > "$tmp/ddp.json" &&
+   "$GRIDSTEP" exec --json --steps 3 "$tmp/ddp-after.yaml" > "$tmp/ddp-after.json" &&
+   [ -n "$(losses "$tmp/ddp.json")" ] && [ "$(losses "$tmp/ddp.json")" = "$(losses "$tmp/ddp-after.json")" ]; then
+    ok "overlap_grad_reduce false: the same losses"
+else
+    bad "overlap_grad_reduce false: losses $(losses "$tmp/ddp.json" | tr '\n' ' ') vs $(losses "$tmp/ddp-after.json" | tr '\n' ' ')"
+fi
+
 # tp_comm_overlap splits the GEMMs around the TP collectives: simulated only, refused by exec
 sed 's/sequence_parallel: true}/sequence_parallel: true, tp_comm_overlap: true}/' "$dir/dp2-pp2-tp2.yaml" > "$tmp/tpo.yaml"
 "$GRIDSTEP" exec "$tmp/tpo.yaml" > /dev/null 2> "$tmp/tpo.err"
