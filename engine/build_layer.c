@@ -213,13 +213,15 @@ static gs_status tp_coll_bytes(pass *p, gs_coll_op op, uint64_t bytes)
  *                  first (no wait), the last chunk after the whole gather;
  *   pipeline       proj/fc2 fprop, 4 splits: GEMM chunk i+1 runs while chunk i is
  *                  reduce-scattered; the last chunk's reduce-scatter runs alone;
- *   bulk           qkv/fc1 dgrad + wgrad: the data-gradient's reduce-scatter runs under the
- *                  weight-gradient GEMM.
+ *   bulk           qkv/fc1 dgrad + wgrad: the norm output the weight gradient needs (kept
+ *                  sequence-sharded) is all-gathered under dgrad, then the data-gradient's
+ *                  reduce-scatter runs under the weight-gradient GEMM.
  * gridstep builds each as the fewest events whose dependencies give the pipeline's time with
  * chunks of equal size: ring exchange = (GEMM of tp-1 chunks || all-gather) -> last chunk;
  * pipeline = first chunk -> (the other 3 || reduce-scatter of 3 chunks) -> the last chunk's
- * reduce-scatter; bulk = dgrad -> (wgrad || reduce-scatter). The collectives keep their bytes
- * (the ledger's TP traffic is unchanged) and the GEMM parts their FLOPs; a part made of chunks
+ * reduce-scatter; bulk = (dgrad || all-gather) -> (wgrad || reduce-scatter). The collectives
+ * keep their bytes, the backward's two re-gathers added (the ledger counts them), and the GEMM
+ * parts their FLOPs; a part made of chunks
  * takes the chunk's shape (m = tokens / chunks) for its efficiency, as TE's chunked GEMM calls
  * do. The compute slowed by concurrent communication is the simulator's overlap factor. */
 #define GS_UB_PIPELINE_SPLITS 4u
@@ -270,6 +272,21 @@ static gs_evb *part_beside(pass *p, gs_op op, uint64_t m, uint64_t n, uint64_t k
     return b;
 }
 
+/* An all-gather of the sequence-parallel activation, and a GEMM part beside it (part_beside);
+ * *ag is the gather's id. */
+static gs_status gather_beside(pass *p, const shapes *sh, gs_op op, uint64_t m, uint64_t n, uint64_t k, double flops,
+                               double bytes, uint32_t *ag)
+{
+    gs_status rc;
+    if ((rc = flush(p)) != GS_OK)
+        return rc;
+    uint32_t before = p->prev;
+    int first = !p->first_done;
+    if ((rc = tp_coll(p, GS_COLL_ALLGATHER, sh)) != GS_OK)
+        return rc;
+    return part_beside(p, op, m, n, k, flops, bytes, before, first, ag, &rc) ? GS_OK : rc;
+}
+
 /* All-gather of the sequence-parallel activation, then the GEMM that consumes it: ring exchange
  * when overlapped. In backward the op's event is dgrad + wgrad; only dgrad is chunked (the weight
  * gradient needs the whole gathered input, so it runs after the gather, with the last chunk). */
@@ -278,18 +295,13 @@ static gs_status ag_gemm(pass *p, const shapes *sh, gs_op op, uint64_t n, uint64
     gs_status rc;
     if (!tp_overlap(p, sh))
         return (rc = tp_coll(p, GS_COLL_ALLGATHER, sh)) ? rc : gemm(p, op, sh, sh->T, n, k, 0);
-    if ((rc = flush(p)) != GS_OK)
-        return rc;
-    uint32_t before = p->prev, ag;
-    int first = !p->first_done;
-    if ((rc = tp_coll(p, GS_COLL_ALLGATHER, sh)) != GS_OK)
-        return rc;
+    uint32_t ag;
     uint64_t c = p->x->tp, mc = ceil_div(sh->T, c);
     int bwd = p->phase == GS_PHASE_BWD;
     double flops = gemm_flops(p, sh->T, n, k), chunk = call_bytes(sh, mc, n, k);
     double chunked = (bwd ? 0.5 : 1.0) * (double)(c - 1) / (double)c;
     /* the chunks held before the gather completes: beside the gather, not after it */
-    if (!part_beside(p, op, mc, n, k, flops * chunked, (double)(c - 1) * chunk, before, first, &ag, &rc))
+    if ((rc = gather_beside(p, sh, op, mc, n, k, flops * chunked, (double)(c - 1) * chunk, &ag)) != GS_OK)
         return rc;
     /* the last chunk (backward: with wgrad) once the gather is complete */
     if ((rc = compute(p, op, bwd ? sh->T : mc, n, k, 0, flops * (1.0 - chunked),
@@ -316,12 +328,7 @@ static gs_status gemm_rs(pass *p, const shapes *sh, gs_op op, uint64_t n, uint64
     uint32_t ag = GS_NO_ID;
     if (bwd) {
         /* the input's all-gather, and dgrad beside it */
-        if ((rc = flush(p)) != GS_OK)
-            return rc;
-        uint32_t before = p->prev;
-        int first = !p->first_done;
-        if ((rc = tp_coll(p, GS_COLL_ALLGATHER, sh)) != GS_OK ||
-            !part_beside(p, op, mc, n, k, flops * head, chunk, before, first, &ag, &rc))
+        if ((rc = gather_beside(p, sh, op, mc, n, k, flops * head, chunk, &ag)) != GS_OK)
             return rc;
     } else if ((rc = compute(p, op, mc, n, k, 0, flops * head, (uint64_t)chunk)) != GS_OK) {
         /* the first chunk */
