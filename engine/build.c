@@ -172,25 +172,25 @@ static gs_status issue_gather(gs_bctx *x, size_t u, uint32_t dep)
     return param_allgather(x, u, dep, &x->gathered_ev[u]);
 }
 
-/* The gathers the forward needs at local layer l (its units, or the root holding it) and the
- * next layer's (one ahead; past the chunk's last layer: the root, for the head), after dep. */
-static gs_status forward_gathers(gs_bctx *x, int64_t l, int64_t top, int has_head, uint32_t dep)
+/* The gathers of the units holding local layer l (the root when no unit does), after dep. */
+static gs_status layer_gathers(gs_bctx *x, int64_t l, uint32_t dep)
 {
     gs_status rc = GS_OK;
-    for (int64_t k = l; k <= l + 1 && rc == GS_OK; k++) {
-        if (k > top) {
-            if (has_head)
-                rc = issue_gather(x, x->root, dep);
-            break;
-        }
-        const size_t *cov;
-        size_t ncov = gs_partition_units_covering(&x->part, k, &cov);
-        for (size_t i = 0; i < ncov && rc == GS_OK; i++)
-            rc = issue_gather(x, cov[i], dep);
-        if (ncov == 0 && rc == GS_OK)
-            rc = issue_gather(x, x->root, dep);
-    }
-    return rc;
+    const size_t *cov;
+    size_t ncov = gs_partition_units_covering(&x->part, l, &cov);
+    for (size_t i = 0; i < ncov && rc == GS_OK; i++)
+        rc = issue_gather(x, cov[i], dep);
+    return rc == GS_OK && ncov == 0 ? issue_gather(x, x->root, dep) : rc;
+}
+
+/* The gathers the forward needs at local layer l and the next layer's (one ahead; past the
+ * chunk's last layer: the root, for the head), after dep. */
+static gs_status forward_gathers(gs_bctx *x, int64_t l, int64_t top, int has_head, uint32_t dep)
+{
+    gs_status rc = layer_gathers(x, l, dep);
+    if (rc != GS_OK)
+        return rc;
+    return l < top ? layer_gathers(x, l + 1, dep) : has_head ? issue_gather(x, x->root, dep) : GS_OK;
 }
 
 static gs_status forward_pass(gs_bctx *x, uint32_t mb, uint16_t chunk)
@@ -222,16 +222,9 @@ static gs_status forward_pass(gs_bctx *x, uint32_t mb, uint16_t chunk)
             return rc;
         io_add(io.alloc, &io.nalloc, GS_IO_MAX, x->emb_mask_t[w]);
         /* overlap_param_gather: the root's gather at the step's start, the first layer's next */
-        if (x->param_gather_fwd) {
-            if ((rc = issue_gather(x, x->root, GS_NO_ID)) != GS_OK)
-                return rc;
-            const size_t *cov;
-            size_t ncov = gs_partition_units_covering(&x->part, bot, &cov);
-            for (size_t i = 0; i < ncov && rc == GS_OK; i++)
-                rc = issue_gather(x, cov[i], GS_NO_ID);
-            if (rc != GS_OK)
-                return rc;
-        }
+        if (x->param_gather_fwd &&
+            ((rc = issue_gather(x, x->root, GS_NO_ID)) != GS_OK || (rc = layer_gathers(x, bot, GS_NO_ID)) != GS_OK))
+            return rc;
         if (x->root != SIZE_MAX)
             io_add(io.deps, &io.ndeps, GS_BUILD_MAX_LIST, x->gathered_ev[x->root]);
         if ((rc = gs__embed_forward(x, mb, &io, &prev)) != GS_OK)
