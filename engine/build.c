@@ -587,8 +587,7 @@ static gs_status build_rank(const gs_scenario *s, const gs_mesh *mesh, uint64_t 
     if (pl->gather_root && x.root != SIZE_MAX && (rc = gs__gather_unit(&x, x.root, GS_PHASE_FWD, 0, GS_NO_ID)) != GS_OK)
         goto out;
     /* ZeRO-1/2 with overlap_param_gather: the forward issues the gathers (forward_gathers) */
-    int ag_early = pl->ag_after_optimizer && pl->N > 1 && s->strategy.overlap_param_gather;
-    x.param_gather_fwd = ag_early;
+    x.param_gather_fwd = pl->ag_after_optimizer && pl->N > 1 && s->strategy.overlap_param_gather;
 
     for (size_t i = 0; i < order.nops && rc == GS_OK; i++) {
         const gs_pipe_op *op = &order.ops[i];
@@ -647,7 +646,7 @@ static gs_status build_rank(const gs_scenario *s, const gs_mesh *mesh, uint64_t 
         uint32_t opt;
         if ((rc = gs__evb_emit(&x, &b, &opt)) != GS_OK)
             goto out;
-        if (pl->ag_after_optimizer && pl->N > 1 && !ag_early)
+        if (pl->ag_after_optimizer && pl->N > 1 && !x.param_gather_fwd)
             for (size_t u = 0; u < x.part.nunits && rc == GS_OK; u++) {
                 uint32_t ev;
                 rc = param_allgather(&x, u, opt, &ev);

@@ -933,6 +933,15 @@ static gs_status load_strategy(const gs__yaml_loader *l, const yaml_node_t *v, g
             "virtual_stages=%llu%s, expected virtual_stages: N with N >= 2 model "
             "chunks per pipeline rank",
             (unsigned long long)s->virtual_stages, vs_given ? "" : " (the default)");
+    if (!s->overlap_grad_reduce && !gs_strategy_can_reduce_after_backward(s))
+        return gs__yaml_fail_at(l, gs__yaml_lookup(l, v, "overlap_grad_reduce", NULL), GS_ERR_INPUT,
+                                "strategy.overlap_grad_reduce false reduces the gradients after the backward, "
+                                "which needs them held until the last micro-batch: found sharding %s with "
+                                "grad_sync %s, expected no_shard or zero1 (or zero2 with grad_sync: last), "
+                                "grad_sync not every",
+                                gs_sharding_name(s->sharding),
+                                s->grad_sync == GS_GRAD_SYNC_EVERY ? "every"
+                                : s->grad_sync == GS_GRAD_SYNC_LAST ? "last" : "auto");
     if (s->overlap_param_gather && s->sharding != GS_SHARD_ZERO1 && s->sharding != GS_SHARD_ZERO2)
         return gs__yaml_fail_at(l, gs__yaml_lookup(l, v, "overlap_param_gather", NULL), GS_ERR_INPUT,
                                 "strategy.overlap_param_gather applies to zero1 and zero2 (the parameter "
@@ -1262,10 +1271,7 @@ gs_status gs_scenario_mesh(const gs_scenario *s, gs_mesh *mesh, gs_diag *warning
                             "(Megatron-Core asserts it: Transformer Engine's userbuffers overlap the "
                             "sequence-parallel all-gathers and reduce-scatters with the GEMMs)",
                             grid_at, (unsigned long long)s->grid.tp);
-    if (!sg->overlap_grad_reduce &&
-        (sg->grad_sync == GS_GRAD_SYNC_EVERY ||
-         !(sg->sharding == GS_SHARD_NO_SHARD || sg->sharding == GS_SHARD_ZERO1 ||
-           (sg->sharding == GS_SHARD_ZERO2 && sg->grad_sync == GS_GRAD_SYNC_LAST))))
+    if (!sg->overlap_grad_reduce && !gs_strategy_can_reduce_after_backward(sg))
         return gs_error_set(err, GS_ERR_INPUT,
                             "%s: strategy.overlap_grad_reduce false reduces the gradients after the "
                             "backward, which needs them held until the last micro-batch: found sharding "

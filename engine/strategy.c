@@ -76,6 +76,13 @@ uint64_t gs_precision_bytes(gs_precision p)
     return p == GS_PREC_FP32 ? 4 : 2;
 }
 
+int gs_strategy_can_reduce_after_backward(const gs_strategy *s)
+{
+    return s->grad_sync != GS_GRAD_SYNC_EVERY &&
+           (s->sharding == GS_SHARD_NO_SHARD || s->sharding == GS_SHARD_ZERO1 ||
+            (s->sharding == GS_SHARD_ZERO2 && s->grad_sync == GS_GRAD_SYNC_LAST));
+}
+
 uint64_t gs_grad_bytes(const gs_strategy *s)
 {
     return gs_precision_bytes(s->grad_dtype >= 0 ? (gs_precision)s->grad_dtype : s->precision);

@@ -73,6 +73,10 @@ void gs_strategy_defaults(gs_strategy *s);
 /* Bytes of one working (compute) element: 2 for bf16/fp16, 4 for fp32. */
 uint64_t gs_precision_bytes(gs_precision p);
 
+/* 1 when overlap_grad_reduce may be false: the gradients are held until the last micro-batch
+ * (no_shard or zero1, or zero2 with grad_sync last; grad_sync not every). */
+int gs_strategy_can_reduce_after_backward(const gs_strategy *s);
+
 /* Bytes of one gradient element: grad_dtype's, or the training precision's by default. */
 uint64_t gs_grad_bytes(const gs_strategy *s);
 
