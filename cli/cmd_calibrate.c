@@ -17,6 +17,8 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "cli/calib_device.h"
+#include "cli/calib_ops.h"
 #include "cli/cli_common.h"
 #include "cli/commands.h"
 #include "engine/schedule.h"
@@ -66,8 +68,28 @@ const char gs_cmd_calibrate_help[] =
     "             machine's cores and memory bandwidth, so 8 ranks x 16 MiB already take\n"
     "             seconds per call, and the host scenarios move at most a few MiB per call.\n"
     "\n"
+    "A driver with device memory (--driver cuda: the module gridstep-cuda.so) is measured through\n"
+    "its stream events instead (CUDA events around batches of calls, as nccl-tests times), and\n"
+    "needs SCENARIO.yaml: its GPU preset and precision are what the GEMMs are fitted against.\n"
+    "  GEMM       a grid (1K..8K squares, Llama-7B-like layer shapes) plus the scenario's shapes,\n"
+    "             forward and backward; fitted as one scale on the preset's tile model (wave and\n"
+    "             tile quantization, split-K, short K: the shape's physics stays the model's), the\n"
+    "             median of measured / model: compute.gemm_efficiency (a scale above 1 raises\n"
+    "             peak_flops instead); shapes the model calls memory-bound are not fitted\n"
+    "  kernels    the same non-GEMM kernels, 2^16..2^26 elements; a device-to-device copy gives\n"
+    "             compute.hbm_bw; a one-element kernel back to back compute.launch_s; attention\n"
+    "             and the rotary embedding at the scenario's shape\n"
+    "  links      all-gather, reduce-scatter, all-reduce, broadcast over 2, 4 and 8 GPUs of this\n"
+    "             process and a send/recv ping-pong, 1 KiB .. 1 GiB (--quick: x16 steps),\n"
+    "             nccl-tests' columns, alpha-beta fits (links.intra); groups larger than the\n"
+    "             GPUs the driver opens are skipped, with its reason in the summary and the file\n"
+    "Built and tested through the host driver (--events); not yet run on a GPU.\n"
+    "\n"
     "options:\n"
-    "  --driver D       host (the drivers of this build)\n"
+    "  --driver D       host, or a driver module such as cuda (as for exec)\n"
+    "  --events         time through the driver's stream events as for a GPU (the default for a\n"
+    "                   device driver); with the host driver this runs the device calibration on\n"
+    "                   this CPU at test sizes (how the tests check that path)\n"
     "  --out FILE       the calibration file (default calib.json)\n"
     "  --quick          fewer shapes, sizes and repeats (about 10 s)\n"
     "  --warm           time GEMMs on the same operands every call (default: operand sets over\n"
@@ -79,10 +101,12 @@ const char gs_cmd_calibrate_help[] =
     "examples:\n"
     "  gridstep calibrate --driver host --out host.json tests/calib/a-dp2-tp2.yaml\n"
     "  gridstep sim --calib host.json tests/calib/b-dp4.yaml\n"
-    "  gridstep compare --calib host.json tests/calib/b-dp4.yaml\n";
+    "  gridstep compare --calib host.json tests/calib/b-dp4.yaml\n"
+    "  GRIDSTEP_CUDA_GEMM=tf32 gridstep calibrate --driver cuda --out gpu.json scenarios/llama2-7b-8l-1xh200.yaml\n"
+    "  GRIDSTEP_CUDA_GEMM=tf32 gridstep compare --driver cuda --calib gpu.json scenarios/llama2-7b-8l-1xh200.yaml\n";
 
 static const char usage[] =
-    "gridstep calibrate [--driver host] [--out FILE] [--quick] [--warm] [--plot PREFIX] [SCENARIO.yaml]";
+    "gridstep calibrate [--driver host|cuda] [--events] [--out FILE] [--quick] [--warm] [--plot PREFIX] [SCENARIO.yaml]";
 
 #define MAX_SHAPES 64
 #define MAX_SIZES 16
@@ -107,28 +131,6 @@ typedef struct ew_point {
     double secs;
 } ew_point;
 
-/* The non-GEMM work of the schedule's events as exec runs it (exec/train.c): rmsnorm is the norm
- * forward event, half of which (the second norm of a layer) first copies and adds the residual;
- * rmsnorm_bwd is rmsnorm_bwd plus the residual gradient's add; xent the loss forward (slice
- * statistics and their combination), xent_bwd its backward; embed the row lookup, embed_bwd
- * its scatter-add. Elements: tokens x hidden (norms, embedding), tokens x ffn (SwiGLU), tokens
- * x vocabulary (the loss), parameters (AdamW). */
-enum {
-    EW_ADAMW, EW_RMSNORM, EW_SWIGLU, EW_ADD, EW_XENT, EW_EMBED,
-    EW_RMSNORM_BWD, EW_SWIGLU_BWD, EW_XENT_BWD, EW_EMBED_BWD, EW_COUNT
-};
-#define EW_FIRST_BWD EW_RMSNORM_BWD
-static const char *const ew_names[EW_COUNT] = {"adamw",       "rmsnorm",    "swiglu",   "add",      "xent",
-                                               "embed",       "rmsnorm_bwd", "swiglu_bwd", "xent_bwd", "embed_bwd"};
-/* bytes per element the schedule counts in fp32 (engine/build*.c): the optimizer 2 x 8 + 2 x 4,
- * a norm 5 x 4 (backward 10 x 4), SwiGLU 3 x 4 (backward 6 x 4); add: read y and x, write y;
- * the loss 2 x 4 per logit (backward 4 x 4); the embedding 4 per output element (backward 8) */
-static const double ew_bytes_per_el[EW_COUNT] = {24, 20, 12, 12, 8, 4, 40, 24, 16, 8};
-
-enum { C_AG, C_RS, C_AR, C_BC, C_P2P, C_COUNT };
-static const char *const c_names[C_COUNT] = {"all_gather", "reduce_scatter", "all_reduce", "broadcast", "send_recv"};
-static const gs_coll_op c_ops[C_COUNT] = {GS_COLL_ALLGATHER, GS_COLL_REDUCE_SCATTER, GS_COLL_ALLREDUCE,
-                                          GS_COLL_BROADCAST, GS_COLL_COUNT};
 
 typedef struct cal {
     const gs_driver_ops *ops;
@@ -138,7 +140,7 @@ typedef struct cal {
     size_t ngemm;
     double best_flops;
     double bwd_factor; /* median over shapes of linear_bwd / (2 x linear_fwd) */
-    ew_point ew[EW_COUNT][MAX_SIZES];
+    ew_point ew[GS_CAL_EW_COUNT][MAX_SIZES];
     size_t new_;
     uint64_t attn_seq, attn_nh, attn_nkv, attn_hd;
     size_t vocab_row;       /* the loss kernels' row: the scenario's vocabulary slice (64 .. 4096) */
@@ -166,12 +168,12 @@ typedef struct cal {
     double cores_share[2]; /* mean CPU time / wall time of a thread in each pass */
     uint64_t sizes[MAX_SIZES];
     size_t nsizes;
-    double coll_s[C_COUNT][GROUP_SIZES][MAX_SIZES]; /* median seconds; 0 = not measured */
-    gs_fit_ab coll_fit[C_COUNT][GROUP_SIZES];
-    int coll_fit_ok[C_COUNT][GROUP_SIZES];
+    double coll_s[GS_CAL_C_COUNT][GROUP_SIZES][MAX_SIZES]; /* median seconds; 0 = not measured */
+    gs_fit_ab coll_fit[GS_CAL_C_COUNT][GROUP_SIZES];
+    int coll_fit_ok[GS_CAL_C_COUNT][GROUP_SIZES];
     gs_fit_gemm gemm_fit;
     gs_fit_gemm_terms gemm_terms;
-    gs_fit_ab ew_fit[EW_COUNT];
+    gs_fit_ab ew_fit[GS_CAL_EW_COUNT];
 } cal;
 
 static void progress(const cal *c, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
@@ -245,16 +247,6 @@ static double time_calls(const cal *c, gs_drv *d, gs_drv_stream *s, call_fn fn, 
     return gs_calib_median(v, (size_t)c->reps);
 }
 
-typedef struct gemm_args {
-    const gs_driver_ops *ops;
-    const float *x, *w;
-    float *y;
-    size_t m, n, k;
-    float *dx, *dw; /* backward */
-    size_t copies;  /* > 1: x, w, y, dx, dw each hold that many operand sets, used in turn */
-    size_t next;
-} gemm_args;
-
 /* Operand sets a GEMM is timed over in turn, so that its operands come from memory, not from the
  * cache the previous call left them in: in a training step a rank touches its whole working set
  * (every layer's weights and activations) between two uses of the same operands. The sets
@@ -269,101 +261,6 @@ static size_t rotate_copies(const cal *c, double bytes_per_set)
         return 1;
     double n = ceil((double)ROTATE_BYTES / bytes_per_set);
     return n < 1 ? 1 : n > ROTATE_MAX ? ROTATE_MAX : (size_t)n;
-}
-
-static void gemm_call(void *arg, gs_drv_stream *s)
-{
-    gemm_args *a = arg;
-    size_t i = a->copies > 1 ? a->next++ % a->copies : 0;
-    a->ops->linear_fwd(s, a->x + i * a->m * a->k, a->w + i * a->n * a->k, a->y + i * a->m * a->n, a->m, a->k, a->n);
-}
-
-static void gemm_bwd_call(void *arg, gs_drv_stream *s)
-{
-    gemm_args *a = arg;
-    size_t i = a->copies > 1 ? a->next++ % a->copies : 0;
-    a->ops->linear_bwd(s, a->x + i * a->m * a->k, a->w + i * a->n * a->k, a->y + i * a->m * a->n,
-                       a->dx + i * a->m * a->k, a->dw + i * a->n * a->k, a->m, a->k, a->n);
-}
-
-typedef struct ew_args {
-    const gs_driver_ops *ops;
-    gs_drv *d;
-    int kind;
-    float *a, *b, *m, *v, *y, *rstd; /* a and y: 2n floats; rstd: n / h + 1 (tokens, targets) */
-    size_t n, h;                     /* h: row length (hidden, ffn or vocabulary) */
-    unsigned calls;
-} ew_args;
-
-static void ew_call(void *arg, gs_drv_stream *s)
-{
-    ew_args *e = arg;
-    size_t t = e->n / e->h;
-    const int32_t *tok = (const int32_t *)e->rstd;
-    double loss = 0;
-    switch (e->kind) {
-    case EW_ADAMW: e->ops->adamw(s, e->a, e->b, e->m, e->v, e->n, 1e-3f, 0.9f, 0.95f, 1e-8f, 0.1f, 1); break;
-    case EW_RMSNORM:
-        if (e->calls++ % 2) { /* the layer's second norm: x + attention output first */
-            e->ops->copy(e->d, s, e->y, e->a, e->n * sizeof(float));
-            e->ops->add(s, e->y, e->b, e->n);
-        }
-        e->ops->rmsnorm_fwd(s, e->a, e->m, e->y + e->n, e->v, t, e->h, 1e-5f);
-        break;
-    case EW_RMSNORM_BWD:
-        e->ops->rmsnorm_bwd(s, e->a, e->m, e->m, e->b, e->y, e->v, t, e->h);
-        e->ops->add(s, e->y, e->b, e->n);
-        break;
-    case EW_SWIGLU: e->ops->swiglu_fwd(s, e->a, e->y, t, e->h); break;
-    case EW_SWIGLU_BWD: e->ops->swiglu_bwd(s, e->a, e->b, e->y, t, e->h); break;
-    case EW_XENT:
-        e->ops->xent_stats(s, e->a, tok, t, 0, e->h, e->m);
-        e->ops->xent_combine(s, e->m, 1, t, e->v, &loss);
-        break;
-    case EW_XENT_BWD: e->ops->xent_bwd(s, e->a, tok, e->v, t, 0, e->h, 1e-3f, e->y); break;
-    case EW_EMBED: e->ops->embed_fwd(s, tok, t, e->a, 0, 2 * t, e->h, e->y); break;
-    case EW_EMBED_BWD: e->ops->embed_bwd(s, tok, t, e->b, 0, 2 * t, e->h, e->a); break;
-    default: e->ops->add(s, e->y, e->a, e->n); break;
-    }
-}
-
-typedef struct attn_args {
-    const gs_driver_ops *ops;
-    float *q, *k, *v, *o, *p, *dq, *dk, *dv, *dout;
-    size_t seq, nh, nkv, hd;
-    int bwd;
-} attn_args;
-
-static void attn_call(void *arg, gs_drv_stream *s)
-{
-    attn_args *a = arg;
-    size_t ldq = a->nh * a->hd, ldkv = a->nkv * a->hd;
-    if (!a->bwd)
-        a->ops->attn_fwd(s, a->q, ldq, a->k, a->v, ldkv, a->o, ldq, a->p, 1, a->seq, a->nh, a->nkv, a->hd);
-    else
-        a->ops->attn_bwd(s, a->q, ldq, a->k, a->v, ldkv, a->p, a->dout, ldq, a->dq, a->dk, a->dv, 1, a->seq, a->nh,
-                         a->nkv, a->hd);
-}
-
-typedef struct rope_args {
-    const gs_driver_ops *ops;
-    float *qkv; /* seq rows of (nh + 2 nkv) hd */
-    size_t seq, nh, nkv, hd;
-    int bwd;
-} rope_args;
-
-static void rope_call(void *arg, gs_drv_stream *s)
-{
-    rope_args *r = arg;
-    size_t ld = (r->nh + 2 * r->nkv) * r->hd;
-    float *q = r->qkv, *k = r->qkv + r->nh * r->hd;
-    if (!r->bwd) {
-        r->ops->rope_fwd(s, q, r->seq, r->seq, r->nh, r->hd, ld, 10000.0f);
-        r->ops->rope_fwd(s, k, r->seq, r->seq, r->nkv, r->hd, ld, 10000.0f);
-    } else {
-        r->ops->rope_bwd(s, q, r->seq, r->seq, r->nh, r->hd, ld, 10000.0f);
-        r->ops->rope_bwd(s, k, r->seq, r->seq, r->nkv, r->hd, ld, 10000.0f);
-    }
 }
 
 /* CPU number `slot` (modulo their count) among the CPUs this thread may run on; -1 unknown. */
@@ -422,26 +319,26 @@ static gs_status solo_fn(void *arg, gs_drv_stream *s, gs_error *err)
         fill(y, nc * g->m * g->n, 0.01f);
         fill(dx, nc * g->m * g->k, 0.0f); /* touch every page before timing */
         fill(dw, nc * g->n * g->k, 0.0f);
-        gemm_args a = {c->ops, x, w, y, g->m, g->n, g->k, dx, dw, nc, 0};
-        g->secs = time_calls(c, j->d, s, gemm_call, &a);
-        g->bwd_secs = time_calls(c, j->d, s, gemm_bwd_call, &a);
+        gs_cal_gemm a = {c->ops, x, w, y, g->m, g->n, g->k, dx, dw, nc, 0};
+        g->secs = time_calls(c, j->d, s, gs_cal_gemm_fwd, &a);
+        g->bwd_secs = time_calls(c, j->d, s, gs_cal_gemm_bwd, &a);
         g->flops_per_s = 2.0 * (double)g->m * (double)g->n * (double)g->k / g->secs;
         if (g->flops_per_s > c->best_flops)
             c->best_flops = g->flops_per_s;
         free(x), free(w), free(y), free(dx), free(dw);
     }
     /* elementwise kernels */
-    for (int kind = 0; kind < EW_COUNT && rc == GS_OK; kind++)
+    for (int kind = 0; kind < GS_CAL_EW_COUNT && rc == GS_OK; kind++)
         for (size_t i = 0; i < c->new_; i++) {
             ew_point *p = &c->ew[kind][i];
-            progress(c, "calibrate: %s, %" PRIu64 " elements", ew_names[kind], p->elements);
+            progress(c, "calibrate: %s, %" PRIu64 " elements", gs_cal_ew_names[kind], p->elements);
             size_t n = p->elements, h = 256;
-            if (kind == EW_XENT || kind == EW_XENT_BWD)
+            if (kind == GS_CAL_EW_XENT || kind == GS_CAL_EW_XENT_BWD)
                 h = c->vocab_row;
-            ew_args e = {c->ops, j->d, kind, calloc(2 * n, 4), calloc(n, 4), calloc(n, 4), calloc(n, 4),
+            gs_cal_ew e = {c->ops, j->d, kind, calloc(2 * n, 4), calloc(n, 4), calloc(n, 4), calloc(n, 4),
                          calloc(2 * n, 4), calloc(n / h + 1, 4), n, h, 0};
             if (!e.a || !e.b || !e.m || !e.v || !e.y || !e.rstd)
-                rc = gs_error_set(err, GS_ERR_NOMEM, "calibrate: out of memory for %s", ew_names[kind]);
+                rc = gs_error_set(err, GS_ERR_NOMEM, "calibrate: out of memory for %s", gs_cal_ew_names[kind]);
             else {
                 fill(e.a, 2 * n, 0.01f);
                 fill(e.b, n, 0.001f);
@@ -449,9 +346,9 @@ static gs_status solo_fn(void *arg, gs_drv_stream *s, gs_error *err)
                 /* token ids and targets spread over the rows (embedding: a table of 2 t rows) */
                 int32_t *tok = (int32_t *)e.rstd;
                 for (size_t r = 0; r < n / h; r++)
-                    tok[r] = (int32_t)((r * 7919u) % (kind == EW_EMBED || kind == EW_EMBED_BWD ? 2 * (n / h) : h));
-                p->bytes = ew_bytes_per_el[kind] * (double)n;
-                p->secs = time_calls(c, j->d, s, ew_call, &e);
+                    tok[r] = (int32_t)((r * 7919u) % (kind == GS_CAL_EW_EMBED || kind == GS_CAL_EW_EMBED_BWD ? 2 * (n / h) : h));
+                p->bytes = gs_cal_ew_bytes[kind] * (double)n;
+                p->secs = time_calls(c, j->d, s, gs_cal_ew_call, &e);
             }
             free(e.a), free(e.b), free(e.m), free(e.v), free(e.y), free(e.rstd);
         }
@@ -460,16 +357,16 @@ static gs_status solo_fn(void *arg, gs_drv_stream *s, gs_error *err)
         progress(c, "calibrate: attention (seq %" PRIu64 ", %" PRIu64 " heads of %" PRIu64 ")", c->attn_seq, c->attn_nh,
                  c->attn_hd);
         size_t sq = c->attn_seq, qn = sq * c->attn_nh * c->attn_hd, kvn = sq * c->attn_nkv * c->attn_hd;
-        attn_args a = {c->ops, calloc(qn, 4), calloc(kvn, 4), calloc(kvn, 4), calloc(qn, 4),
+        gs_cal_attn a = {c->ops, calloc(qn, 4), calloc(kvn, 4), calloc(kvn, 4), calloc(qn, 4),
                        calloc(c->attn_nh * sq * sq, 4), calloc(qn, 4), calloc(kvn, 4), calloc(kvn, 4), calloc(qn, 4),
                        sq, c->attn_nh, c->attn_nkv, c->attn_hd, 0};
         if (!a.q || !a.k || !a.v || !a.o || !a.p || !a.dq || !a.dk || !a.dv || !a.dout)
             rc = gs_error_set(err, GS_ERR_NOMEM, "calibrate: out of memory for attention");
         else {
             fill(a.q, qn, 0.01f), fill(a.k, kvn, 0.02f), fill(a.v, kvn, 0.03f), fill(a.dout, qn, 0.01f);
-            c->attn_fwd_s = time_calls(c, j->d, s, attn_call, &a);
+            c->attn_fwd_s = time_calls(c, j->d, s, gs_cal_attn_call, &a);
             a.bwd = 1;
-            c->attn_bwd_s = time_calls(c, j->d, s, attn_call, &a);
+            c->attn_bwd_s = time_calls(c, j->d, s, gs_cal_attn_call, &a);
             /* the schedule's count: QK^T and PV, 2 x 2 s^2 hd per head forward, twice that backward */
             double fwd = 4.0 * (double)sq * (double)sq * (double)c->attn_hd * (double)c->attn_nh;
             c->attn_flops = 3.0 * fwd / (c->attn_fwd_s + c->attn_bwd_s);
@@ -480,15 +377,15 @@ static gs_status solo_fn(void *arg, gs_drv_stream *s, gs_error *err)
      * seq tokens of the scenario's QKV rows: its cost per token */
     if (rc == GS_OK) {
         progress(c, "calibrate: rotary embedding");
-        rope_args r = {c->ops, NULL, c->attn_seq, c->attn_nh, c->attn_nkv, c->attn_hd, 0};
+        gs_cal_rope r = {c->ops, NULL, c->attn_seq, c->attn_nh, c->attn_nkv, c->attn_hd, 0};
         size_t ld = (c->attn_nh + 2 * c->attn_nkv) * c->attn_hd;
         if (!(r.qkv = calloc(c->attn_seq * ld, 4)))
             rc = gs_error_set(err, GS_ERR_NOMEM, "calibrate: out of memory for the rotary embedding");
         else {
             fill(r.qkv, c->attn_seq * ld, 0.01f);
-            double fwd = time_calls(c, j->d, s, rope_call, &r);
+            double fwd = time_calls(c, j->d, s, gs_cal_rope_call, &r);
             r.bwd = 1;
-            double bwd = time_calls(c, j->d, s, rope_call, &r);
+            double bwd = time_calls(c, j->d, s, gs_cal_rope_call, &r);
             c->rope_s = 0.5 * (fwd + bwd) / (double)c->attn_seq;
         }
         free(r.qkv);
@@ -652,11 +549,11 @@ static gs_status rank_fn(void *arg, gs_drv_stream *s, gs_error *err)
     const gs_driver_ops *ops = j->c->ops;
     gs_drv *d = j->d;
     if (j->what < 0) {
-        gemm_args g = {ops, j->a, j->a, j->b, 128, 128, 128, NULL, NULL, 1, 0};
+        gs_cal_gemm g = {ops, j->a, j->a, j->b, 128, 128, 128, NULL, NULL, 1, 0};
         j->t[0] = ops->clock_s(d);
         j->t[2] = now_s(j->c, d);
         for (size_t i = 0; i < j->c->cores_calls; i++)
-            gemm_call(&g, s);
+            gs_cal_gemm_fwd(&g, s);
         j->t[1] = ops->clock_s(d);
         j->t[3] = now_s(j->c, d);
         return GS_OK;
@@ -667,10 +564,10 @@ static gs_status rank_fn(void *arg, gs_drv_stream *s, gs_error *err)
     for (int r = 0; r <= j->c->reps && rc == GS_OK; r++) { /* repeat 0 warms up */
         double t0 = ops->clock_s(d);
         switch (j->what) {
-        case C_AG: rc = ops->all_gather(d, s, j->rank, &g, j->a, j->b, floats / j->n, err); break;
-        case C_RS: rc = ops->reduce_scatter(d, s, j->rank, &g, j->a, j->b, floats / j->n, err); break;
-        case C_AR: rc = ops->all_reduce(d, s, j->rank, &g, j->a, floats, err); break;
-        case C_BC: rc = ops->broadcast(d, s, j->rank, &g, j->a, floats, 0, err); break;
+        case GS_CAL_C_AG: rc = ops->all_gather(d, s, j->rank, &g, j->a, j->b, floats / j->n, err); break;
+        case GS_CAL_C_RS: rc = ops->reduce_scatter(d, s, j->rank, &g, j->a, j->b, floats / j->n, err); break;
+        case GS_CAL_C_AR: rc = ops->all_reduce(d, s, j->rank, &g, j->a, floats, err); break;
+        case GS_CAL_C_BC: rc = ops->broadcast(d, s, j->rank, &g, j->a, floats, 0, err); break;
         default:
             /* ping-pong: half the round trip */
             if (j->rank == 0) {
@@ -682,7 +579,7 @@ static gs_status rank_fn(void *arg, gs_drv_stream *s, gs_error *err)
             }
             break;
         }
-        j->t[r] = (ops->clock_s(d) - t0) * (j->what == C_P2P ? 0.5 : 1.0);
+        j->t[r] = (ops->clock_s(d) - t0) * (j->what == GS_CAL_C_P2P ? 0.5 : 1.0);
     }
     return rc;
 }
@@ -738,8 +635,8 @@ static gs_status measure_cores(cal *c, gs_error *err)
         return gs_error_set(err, GS_ERR_NOMEM, "calibrate: out of memory");
     }
     fill(a, 128 * 128, 0.01f);
-    gemm_args g = {c->ops, a, a, b, 128, 128, 128, NULL, NULL, 1, 0};
-    double one = time_calls(c, NULL, NULL, gemm_call, &g);
+    gs_cal_gemm g = {c->ops, a, a, b, 128, 128, 128, NULL, NULL, 1, 0};
+    double one = time_calls(c, NULL, NULL, gs_cal_gemm_fwd, &g);
     free(a), free(b);
     double flops_call = 2.0 * 128 * 128 * 128;
     c->single_flops = flops_call / one;
@@ -961,14 +858,14 @@ static gs_status measure_concurrency(cal *c, gs_error *err)
 static gs_status measure_colls(cal *c, gs_error *err)
 {
     gs_status rc = GS_OK;
-    for (int op = 0; op < C_COUNT && rc == GS_OK; op++)
+    for (int op = 0; op < GS_CAL_C_COUNT && rc == GS_OK; op++)
         for (int gi = 0; gi < GROUP_SIZES && rc == GS_OK; gi++) {
-            uint64_t n = op == C_P2P ? 2 : group_sizes[gi];
-            if (op == C_P2P && gi > 0)
+            uint64_t n = op == GS_CAL_C_P2P ? 2 : group_sizes[gi];
+            if (op == GS_CAL_C_P2P && gi > 0)
                 break;
             for (size_t si = 0; si < c->nsizes && rc == GS_OK; si++) {
                 size_t bytes = c->sizes[si];
-                progress(c, "calibrate: %s, %" PRIu64 " ranks, %zu B", c_names[op], n, bytes);
+                progress(c, "calibrate: %s, %" PRIu64 " ranks, %zu B", gs_cal_c_names[op], n, bytes);
                 rank_job jobs[8];
                 memset(jobs, 0, sizeof jobs);
                 size_t floats = bytes / 4;
@@ -1168,7 +1065,7 @@ static json_t *build_json(const cal *c, const char *driver, const char *scenario
     json_t *comp = json_object();
     json_object_set_new(comp, "peak_flops", json_real(c->best_flops));
     json_object_set_new(comp, "gemm_efficiency", json_real(1.0));
-    json_object_set_new(comp, "hbm_bw", json_real(c->ew_fit[EW_ADD].beta_bytes_per_s));
+    json_object_set_new(comp, "hbm_bw", json_real(c->ew_fit[GS_CAL_EW_ADD].beta_bytes_per_s));
     json_object_set_new(comp, "hbm_efficiency", json_real(1.0));
     json_object_set_new(comp, "launch_s", json_real(c->launch_s));
     json_t *lr = json_array();
@@ -1200,12 +1097,12 @@ static json_t *build_json(const cal *c, const char *driver, const char *scenario
     json_object_set_new(gt, "s_per_call", json_real(c->gemm_terms.s_per_call));
     json_object_set_new(comp, "gemm_terms", gt);
     json_t *ew = json_object(), *ewb = json_object();
-    for (int k = 0; k < EW_COUNT; k++) {
+    for (int k = 0; k < GS_CAL_EW_COUNT; k++) {
         char nm[32];
-        snprintf(nm, sizeof nm, "%s", ew_names[k]);
-        if (k >= EW_FIRST_BWD)
+        snprintf(nm, sizeof nm, "%s", gs_cal_ew_names[k]);
+        if (k >= GS_CAL_EW_FIRST_BWD)
             nm[strlen(nm) - 4] = 0; /* "_bwd" */
-        json_object_set_new(k >= EW_FIRST_BWD ? ewb : ew, nm, json_real(c->ew_fit[k].beta_bytes_per_s));
+        json_object_set_new(k >= GS_CAL_EW_FIRST_BWD ? ewb : ew, nm, json_real(c->ew_fit[k].beta_bytes_per_s));
     }
     json_object_set_new(comp, "elementwise_bw", ew);
     json_object_set_new(comp, "elementwise_bw_bwd", ewb);
@@ -1217,17 +1114,17 @@ static json_t *build_json(const cal *c, const char *driver, const char *scenario
     json_object_set_new(doc, "compute", comp);
 
     json_t *links = json_object(), *intra = json_object();
-    for (int op = 0; op < C_COUNT; op++) {
-        if (op == C_P2P) {
+    for (int op = 0; op < GS_CAL_C_COUNT; op++) {
+        if (op == GS_CAL_C_P2P) {
             if (c->coll_fit_ok[op][0])
-                json_object_set_new(intra, c_names[op], line_json(0, &c->coll_fit[op][0]));
+                json_object_set_new(intra, gs_cal_c_names[op], line_json(0, &c->coll_fit[op][0]));
             continue;
         }
         json_t *arr = json_array();
         for (int gi = 0; gi < GROUP_SIZES; gi++)
             if (c->coll_fit_ok[op][gi])
                 json_array_append_new(arr, line_json(group_sizes[gi], &c->coll_fit[op][gi]));
-        json_object_set_new(intra, c_names[op], arr);
+        json_object_set_new(intra, gs_cal_c_names[op], arr);
     }
     json_object_set_new(links, "intra", intra);
     json_object_set_new(doc, "links", links);
@@ -1241,19 +1138,19 @@ static json_t *build_json(const cal *c, const char *driver, const char *scenario
     json_object_set_new(gf, "rms_rel_resid", json_real(c->gemm_fit.rms_rel_resid));
     json_object_set_new(fits, "gemm_curve", gf);
     json_t *ef = json_object();
-    for (int k = 0; k < EW_COUNT; k++)
-        json_object_set_new(ef, ew_names[k], fit_json(&c->ew_fit[k]));
+    for (int k = 0; k < GS_CAL_EW_COUNT; k++)
+        json_object_set_new(ef, gs_cal_ew_names[k], fit_json(&c->ew_fit[k]));
     json_object_set_new(fits, "elementwise", ef);
     json_t *cf = json_object();
-    for (int op = 0; op < C_COUNT; op++) {
+    for (int op = 0; op < GS_CAL_C_COUNT; op++) {
         json_t *o = json_object();
         for (int gi = 0; gi < GROUP_SIZES; gi++)
             if (c->coll_fit_ok[op][gi]) {
                 char k[16];
-                snprintf(k, sizeof k, "%" PRIu64, op == C_P2P ? 2 : group_sizes[gi]);
+                snprintf(k, sizeof k, "%" PRIu64, op == GS_CAL_C_P2P ? 2 : group_sizes[gi]);
                 json_object_set_new(o, k, fit_json(&c->coll_fit[op][gi]));
             }
-        json_object_set_new(cf, c_names[op], o);
+        json_object_set_new(cf, gs_cal_c_names[op], o);
     }
     json_object_set_new(fits, "collectives", cf);
     json_object_set_new(fits, "method", json_string(
@@ -1280,7 +1177,7 @@ static json_t *build_json(const cal *c, const char *driver, const char *scenario
     }
     json_object_set_new(meas, "gemm", ga);
     json_t *ea = json_object();
-    for (int k = 0; k < EW_COUNT; k++) {
+    for (int k = 0; k < GS_CAL_EW_COUNT; k++) {
         json_t *arr = json_array();
         for (size_t i = 0; i < c->new_; i++) {
             json_t *o = json_object();
@@ -1289,7 +1186,7 @@ static json_t *build_json(const cal *c, const char *driver, const char *scenario
             json_object_set_new(o, "time_s", json_real(c->ew[k][i].secs));
             json_array_append_new(arr, o);
         }
-        json_object_set_new(ea, ew_names[k], arr);
+        json_object_set_new(ea, gs_cal_ew_names[k], arr);
     }
     json_object_set_new(meas, "elementwise", ea);
     json_t *at = json_object();
@@ -1329,10 +1226,10 @@ static json_t *build_json(const cal *c, const char *driver, const char *scenario
     json_object_set_new(meas, "concurrency_cpus", cp);
     json_object_set_new(meas, "gemm_operands", json_string(c->rotate ? "rotated" : "warm"));
     json_t *co = json_object();
-    for (int op = 0; op < C_COUNT; op++) {
+    for (int op = 0; op < GS_CAL_C_COUNT; op++) {
         json_t *o = json_object();
         for (int gi = 0; gi < GROUP_SIZES; gi++) {
-            if (op == C_P2P && gi > 0)
+            if (op == GS_CAL_C_P2P && gi > 0)
                 break;
             json_t *arr = json_array();
             for (size_t si = 0; si < c->nsizes; si++) {
@@ -1342,10 +1239,10 @@ static json_t *build_json(const cal *c, const char *driver, const char *scenario
                 json_array_append_new(arr, p);
             }
             char k[16];
-            snprintf(k, sizeof k, "%" PRIu64, op == C_P2P ? 2 : group_sizes[gi]);
+            snprintf(k, sizeof k, "%" PRIu64, op == GS_CAL_C_P2P ? 2 : group_sizes[gi]);
             json_object_set_new(o, k, arr);
         }
-        json_object_set_new(co, c_names[op], o);
+        json_object_set_new(co, gs_cal_c_names[op], o);
     }
     json_object_set_new(meas, "collectives", co);
     json_object_set_new(doc, "measurements", meas);
@@ -1354,7 +1251,7 @@ static json_t *build_json(const cal *c, const char *driver, const char *scenario
 
 static double busbw_factor(int op, uint64_t n)
 {
-    return op == C_P2P ? 1.0 : gs_busbw_factor(c_ops[op], n);
+    return op == GS_CAL_C_P2P ? 1.0 : gs_busbw_factor(gs_cal_c_ops[op], n);
 }
 
 static void print_summary(const cal *c)
@@ -1396,8 +1293,8 @@ static void print_summary(const cal *c)
     printf("\nelementwise kernels (bytes as the schedule counts them, fp32): t = alpha + bytes / bw\n");
     gs_cli_table_init(&t, 6);
     gs_cli_table_rowf(&t, "kernel\talpha(us)\tbw(GB/s)\tR^2(log)\trms resid\toutliers");
-    for (int k = 0; k < EW_COUNT; k++)
-        gs_cli_table_rowf(&t, "%s\t%.2f\t%.2f\t%.4f\t%.1f%%\t%zu", ew_names[k], c->ew_fit[k].alpha_s * 1e6,
+    for (int k = 0; k < GS_CAL_EW_COUNT; k++)
+        gs_cli_table_rowf(&t, "%s\t%.2f\t%.2f\t%.4f\t%.1f%%\t%zu", gs_cal_ew_names[k], c->ew_fit[k].alpha_s * 1e6,
                           c->ew_fit[k].beta_bytes_per_s * 1e-9, c->ew_fit[k].r2, 100 * c->ew_fit[k].rms_rel_resid,
                           c->ew_fit[k].outliers);
     gs_cli_table_print(&t, stdout, 2);
@@ -1434,12 +1331,12 @@ static void print_summary(const cal *c)
            "%" PRIu64 " threads, %.3f with %" PRIu64 "; 128^3 GEMMs, one thread in CPU time %.2f GFLOP/s)\n",
            c->cores, c->background, c->cores_share[0], c->cores_threads[0], c->cores_share[1],
            c->cores_threads[1], c->single_flops * 1e-9);
-    for (int op = 0; op < C_COUNT; op++)
+    for (int op = 0; op < GS_CAL_C_COUNT; op++)
         for (int gi = 0; gi < GROUP_SIZES; gi++) {
-            uint64_t n = op == C_P2P ? 2 : group_sizes[gi];
-            if (op == C_P2P && gi > 0)
+            uint64_t n = op == GS_CAL_C_P2P ? 2 : group_sizes[gi];
+            if (op == GS_CAL_C_P2P && gi > 0)
                 break;
-            printf("\n%s, %" PRIu64 " ranks (host threads, shared memory):\n", c_names[op], n);
+            printf("\n%s, %" PRIu64 " ranks (host threads, shared memory):\n", gs_cal_c_names[op], n);
             gs_cli_table_init(&t, 7);
             gs_cli_table_rowf(&t, "size\tcount\ttype\ttime(us)\talgbw(GB/s)\tbusbw(GB/s)\tfit(us)");
             for (size_t si = 0; si < c->nsizes; si++) {
@@ -1470,11 +1367,11 @@ static gs_status write_plots(const cal *c, const char *prefix, gs_error *err)
         return gs_error_set(err, GS_ERR_IO, "%s: cannot write: %s", path, strerror(errno));
     fprintf(f, "# one block per (op, ranks): size_bytes measured_s fitted_s\n");
     int blocks = 0;
-    for (int op = 0; op < C_COUNT; op++)
+    for (int op = 0; op < GS_CAL_C_COUNT; op++)
         for (int gi = 0; gi < GROUP_SIZES; gi++) {
-            if (op == C_P2P && gi > 0)
+            if (op == GS_CAL_C_P2P && gi > 0)
                 break;
-            fprintf(f, "# %s %" PRIu64 "\n", c_names[op], op == C_P2P ? 2 : group_sizes[gi]);
+            fprintf(f, "# %s %" PRIu64 "\n", gs_cal_c_names[op], op == GS_CAL_C_P2P ? 2 : group_sizes[gi]);
             for (size_t si = 0; si < c->nsizes; si++) {
                 const gs_fit_ab *fit = &c->coll_fit[op][gi];
                 double sz = (double)c->sizes[si];
@@ -1492,13 +1389,13 @@ static gs_status write_plots(const cal *c, const char *prefix, gs_error *err)
                "set title 'host collectives: measured medians (points) and alpha-beta fits (lines)'\nplot ",
             prefix);
     int b = 0;
-    for (int op = 0; op < C_COUNT; op++)
+    for (int op = 0; op < GS_CAL_C_COUNT; op++)
         for (int gi = 0; gi < GROUP_SIZES; gi++) {
-            if (op == C_P2P && gi > 0)
+            if (op == GS_CAL_C_P2P && gi > 0)
                 break;
             fprintf(f, "%s'%s-coll.dat' index %d using 1:2 with points lc %d title '%s n=%" PRIu64 "', "
                        "'' index %d using 1:3 with lines lc %d notitle", b ? ", \\\n     " : "", prefix, b, b + 1,
-                    c_names[op], op == C_P2P ? 2 : group_sizes[gi], b, b + 1);
+                    gs_cal_c_names[op], op == GS_CAL_C_P2P ? 2 : group_sizes[gi], b, b + 1);
             b++;
         }
     fprintf(f, "\n");
@@ -1554,7 +1451,7 @@ gs_status gs_cmd_calibrate(int argc, char **argv, gs_error *err)
     static const struct option opts[] = {
         {"driver", required_argument, NULL, 'd'}, {"out", required_argument, NULL, 'o'},
         {"quick", no_argument, NULL, 'q'},        {"plot", required_argument, NULL, 'p'},
-        {"warm", no_argument, NULL, 'w'},
+        {"warm", no_argument, NULL, 'w'},        {"events", no_argument, NULL, 'e'},
         {NULL, 0, NULL, 0},
     };
     const char *driver = "host", *out = "calib.json", *plot = NULL, *scenario = NULL;
@@ -1568,7 +1465,7 @@ gs_status gs_cmd_calibrate(int argc, char **argv, gs_error *err)
     json_t *doc = NULL;
     gs_drv *d = NULL;
     gs_drv_stream *s = NULL;
-    int ch;
+    int ch, events = 0;
     while ((ch = getopt_long(argc, argv, "", opts, NULL)) != -1) {
         switch (ch) {
         case 'd': driver = optarg; break;
@@ -1576,6 +1473,7 @@ gs_status gs_cmd_calibrate(int argc, char **argv, gs_error *err)
         case 'q': c->quick = 1; break;
         case 'p': plot = optarg; break;
         case 'w': c->rotate = -1; break;
+        case 'e': events = 1; break;
         default:
             rc = gs_error_set(err, GS_ERR_INPUT, "unknown option '%s'\nusage: %s", argv[optind - 1], usage);
             goto done;
@@ -1587,8 +1485,28 @@ gs_status gs_cmd_calibrate(int argc, char **argv, gs_error *err)
         rc = gs_error_set(err, GS_ERR_INPUT, "one scenario at most, found '%s' too\nusage: %s", argv[optind], usage);
         goto done;
     }
-    if (!(c->ops = gs_driver_find(driver))) {
-        rc = gs_error_set(err, GS_ERR_INPUT, "--driver: found '%s', expected host (the drivers of this build)", driver);
+    if ((rc = gs_driver_load(driver, &c->ops, err)) != GS_OK)
+        goto done;
+    if (c->ops->device_memory || events) {
+        /* a device's driver (or --events): timed with its stream events (cli/calib_device.c) */
+        gs_calib_dev_opts dopt = {.quick = c->quick, .small = !c->ops->device_memory, .tty = isatty(STDERR_FILENO),
+                                  .max_ranks = 8};
+        gs_calib_dev *dc = NULL;
+        if ((rc = gs_calib_dev_run(c->ops, scenario, &dopt, &dc, err)) != GS_OK)
+            goto done;
+        doc = gs_calib_dev_json(dc);
+        if (json_dump_file(doc, out, JSON_INDENT(2) | JSON_PRESERVE_ORDER | JSON_REAL_PRECISION(9)) != 0)
+            rc = gs_error_set(err, GS_ERR_IO, "%s: cannot write", out);
+        else {
+            gs_calib_dev_print(dc, stdout);
+            printf("\nwrote %s (use: gridstep sim --calib %s SCENARIO, gridstep compare --driver %s --calib %s "
+                   "SCENARIO)\n", out, out, c->ops->name, out);
+            if (plot && (rc = gs_calib_dev_plot(dc, plot, err)) == GS_OK)
+                printf("\nplots: %s-gemm.png%s%s%s (data and gnuplot scripts beside them)\n", plot,
+                       json_object_get(doc, "links") ? ", " : "", json_object_get(doc, "links") ? plot : "",
+                       json_object_get(doc, "links") ? "-coll.png" : "");
+        }
+        gs_calib_dev_free(dc);
         goto done;
     }
     c->rotate = c->rotate < 0 ? 0 : 1;
@@ -1599,7 +1517,7 @@ gs_status gs_cmd_calibrate(int argc, char **argv, gs_error *err)
     /* elementwise sizes: 2^12 .. 2^20 elements (x4; quick x16) */
     for (uint64_t n = 4096; n <= (1u << 20); n *= c->quick ? 16 : 4)
         c->ew[0][c->new_++].elements = n;
-    for (int k = 1; k < EW_COUNT; k++)
+    for (int k = 1; k < GS_CAL_EW_COUNT; k++)
         for (size_t i = 0; i < c->new_; i++)
             c->ew[k][i].elements = c->ew[0][i].elements;
     /* collective sizes: 1 KiB .. 16 MiB (quick: 1 MiB), x4 */
@@ -1659,24 +1577,24 @@ gs_status gs_cmd_calibrate(int argc, char **argv, gs_error *err)
             r[i] = c->gemm[i].bwd_secs / (2.0 * c->gemm[i].secs);
         c->bwd_factor = gs_calib_median(r, c->ngemm);
     }
-    for (int k = 0; k < EW_COUNT; k++) {
+    for (int k = 0; k < GS_CAL_EW_COUNT; k++) {
         double x[MAX_SIZES], y[MAX_SIZES];
         for (size_t i = 0; i < c->new_; i++)
             x[i] = c->ew[k][i].bytes, y[i] = c->ew[k][i].secs;
         if ((rc = gs_fit_alpha_beta(x, y, c->new_, &c->ew_fit[k], err)) != GS_OK) {
-            gs_error_prefix(err, "%s", ew_names[k]);
+            gs_error_prefix(err, "%s", gs_cal_ew_names[k]);
             goto done;
         }
     }
-    for (int op = 0; op < C_COUNT; op++)
+    for (int op = 0; op < GS_CAL_C_COUNT; op++)
         for (int gi = 0; gi < GROUP_SIZES; gi++) {
-            if (op == C_P2P && gi > 0)
+            if (op == GS_CAL_C_P2P && gi > 0)
                 break;
             double x[MAX_SIZES];
             for (size_t i = 0; i < c->nsizes; i++)
                 x[i] = (double)c->sizes[i];
             if ((rc = gs_fit_alpha_beta(x, c->coll_s[op][gi], c->nsizes, &c->coll_fit[op][gi], err)) != GS_OK) {
-                gs_error_prefix(err, "%s over %" PRIu64 " ranks", c_names[op], group_sizes[gi]);
+                gs_error_prefix(err, "%s over %" PRIu64 " ranks", gs_cal_c_names[op], group_sizes[gi]);
                 goto done;
             }
             c->coll_fit_ok[op][gi] = 1;

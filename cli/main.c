@@ -24,7 +24,7 @@ static const gs_command commands[] = {
     {"compare", "sim vs exec on the same schedule: time per class of event and the error", gs_cmd_compare_usage,
      gs_cmd_compare_help, gs_cmd_compare},
     {"calibrate", "measure this machine through a driver, fit the sim's models, write a calibration file",
-     "gridstep calibrate [--driver host] [--out FILE] [--quick] [--plot PREFIX] [SCENARIO.yaml]",
+     "gridstep calibrate [--driver host|cuda] [--events] [--out FILE] [--quick] [--warm] [--plot PREFIX] [SCENARIO.yaml]",
      gs_cmd_calibrate_help, gs_cmd_calibrate},
     {"coll", "the simulator's nccl-tests: time, algbw, busbw of one collective per size",
      "gridstep coll --op OP --ranks N --cluster C [--nodes K] [-b MIN] [-e MAX] [-f FACTOR] "

@@ -390,3 +390,44 @@ gs_status gs_fit_gemm_terms_fit(const double *m, const double *n, const double *
     out->n = npts;
     return GS_OK;
 }
+
+gs_status gs_fit_scale_median(const double *measured, const double *model, size_t n, gs_fit_scale *out,
+                              gs_error *err)
+{
+    if (n < 1)
+        return gs_error_set(err, GS_ERR_INPUT, "scale fit: no points");
+    double *r = malloc(3 * n * sizeof *r); /* ratios, deviations, a copy the median reorders */
+    if (!r)
+        return gs_error_set(err, GS_ERR_NOMEM, "scale fit: out of memory");
+    double *dev = r + n, *tmp = r + 2 * n;
+    gs_status rc = GS_OK;
+    for (size_t i = 0; i < n && rc == GS_OK; i++) {
+        if (!(measured[i] > 0) || !(model[i] > 0) || !isfinite(measured[i]) || !isfinite(model[i]))
+            rc = gs_error_set(err, GS_ERR_INPUT, "scale fit: point %zu: measured %g, model %g (both must be positive)",
+                              i, measured[i], model[i]);
+        else
+            r[i] = measured[i] / model[i];
+    }
+    if (rc == GS_OK) {
+        memcpy(tmp, r, n * sizeof *r);
+        double med = gs_calib_median(tmp, n);
+        for (size_t i = 0; i < n; i++)
+            dev[i] = fabs(r[i] - med);
+        memcpy(tmp, dev, n * sizeof *r);
+        double sigma = 1.4826 * gs_calib_median(tmp, n);
+        if (sigma < 0.1 * med)
+            sigma = 0.1 * med;
+        double ss = 0;
+        size_t kept = 0;
+        for (size_t i = 0; i < n; i++) {
+            if (dev[i] > 4.0 * sigma)
+                continue;
+            double e = r[i] / med - 1.0;
+            ss += e * e;
+            kept++;
+        }
+        *out = (gs_fit_scale){med, kept ? sqrt(ss / (double)kept) : 0.0, n, n - kept};
+    }
+    free(r);
+    return rc;
+}

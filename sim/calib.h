@@ -80,6 +80,22 @@ gs_status gs_fit_gemm_terms_fit(const double *m, const double *n, const double *
 double gs_gemm_terms_eval(double s_per_flop, double s_per_kn, double s_per_mk, double s_per_call, double m, double n,
                           double k);
 
+/* One scale between measured and modeled rates: measured_i = scale x model_i (a device's GEMMs
+ * against the preset's tile model, sim/compute.c, at efficiency 1: the shape's effects are the
+ * model's, the fitted scale is the device's large-GEMM efficiency). scale = the median of the
+ * ratios measured_i / model_i, so one slow or fast shape cannot move it; points whose ratio
+ * lies beyond 4 robust standard deviations of the median (1.4826 x MAD, at least 10% of the
+ * scale) are counted as outliers; rms_rel_resid over the others. Non-positive values are
+ * errors. */
+typedef struct gs_fit_scale {
+    double scale;
+    double rms_rel_resid; /* sqrt(mean((ratio / scale - 1)^2)) over the points kept */
+    size_t n, outliers;
+} gs_fit_scale;
+
+gs_status gs_fit_scale_median(const double *measured, const double *model, size_t n, gs_fit_scale *out,
+                              gs_error *err);
+
 /* The curve's efficiency at f FLOPs. */
 double gs_gemm_curve_eval(gs_gemm_form form, double e_max, double f0_flops, double flops);
 const char *gs_gemm_form_name(gs_gemm_form f);

@@ -271,10 +271,20 @@ double gs_compute_time(const gs_compute_model *m, const gs_event *e)
         return t;
     if (is_gemm(e)) {
         /* A backward GEMM event is dgrad + wgrad: two GEMMs, two launches, the FLOPs of two
-         * forward GEMMs (the event carries them), each at the forward shape's efficiency. */
+         * forward GEMMs (the event carries them), each at the forward shape's efficiency; a
+         * device calibration's gemm_bwd_factor (measured backward over twice the forward) and
+         * rotary embedding per token apply here as in the calibrated curves (0: none). */
         rate = m->peak_flops * gs_gemm_efficiency(m, e->gemm_m, e->gemm_n, e->gemm_k, e->gemm_batch);
         if (e->phase == GS_PHASE_BWD)
             launches = 2;
+        if (e->op != GS_OP_ATTN && (m->gemm_bwd_factor > 0 || m->qkv_rope_s > 0)) {
+            t = roofline(e->flops, (double)e->bytes, rate, m->hbm_bw * m->hbm_efficiency);
+            if (e->phase == GS_PHASE_BWD && m->gemm_bwd_factor > 0)
+                t *= m->gemm_bwd_factor;
+            if (e->op == GS_OP_QKV)
+                t += m->qkv_rope_s * (double)e->gemm_m;
+            return t + launches * m->launch_s;
+        }
     } else {
         rate = m->peak_flops * GS_VECTOR_FRACTION;
     }

@@ -516,6 +516,83 @@ START_TEST(test_defaults_untouched)
 }
 END_TEST
 
+/* One scale over a model: measured = 0.62 x model x (1 + 3% uniform noise) at 12 points whose
+ * model rates span 40x, plus one shape 3x too slow (a bad kernel choice). The median ignores it:
+ * the scale within 2% of 0.62 (the noise is +-3%, the median of 12 such ratios lies well inside),
+ * the slow point counted as the one outlier, and the residual over the kept points below the
+ * noise's 3%. Non-positive inputs are errors naming the point. */
+START_TEST(test_scale_median)
+{
+    uint64_t st = 7;
+    double meas[13], model[13];
+    for (int i = 0; i < 12; i++) {
+        model[i] = 1e13 * (1.0 + 39.0 * i / 11.0);
+        meas[i] = 0.62 * model[i] * (1.0 + 0.03 * noise(&st));
+    }
+    model[12] = 5e14;
+    meas[12] = 0.62 * model[12] / 3.0;
+    gs_fit_scale f;
+    gs_error err;
+    gs_error_init(&err);
+    ck_assert_int_eq(gs_fit_scale_median(meas, model, 13, &f, &err), GS_OK);
+    ck_assert_msg(fabs(f.scale / 0.62 - 1.0) < 0.02, "scale %g, want 0.62 within 2%%", f.scale);
+    ck_assert_uint_eq(f.n, 13);
+    ck_assert_uint_eq(f.outliers, 1);
+    ck_assert_msg(f.rms_rel_resid < 0.03, "residual %g over the kept points, want < 3%%", f.rms_rel_resid);
+    /* a plain mean of the ratios would be pulled to 0.62 x (12 + 1/3) / 13 = 0.589 (-5%) */
+    meas[3] = 0;
+    ck_assert_int_eq(gs_fit_scale_median(meas, model, 13, &f, &err), GS_ERR_INPUT);
+    ck_assert_ptr_nonnull(strstr(err.msg, "point 3"));
+    ck_assert_int_eq(gs_fit_scale_median(meas, model, 0, &f, &err), GS_ERR_INPUT);
+}
+END_TEST
+
+/* A device calibration (no curve, no terms): the preset's tile model scaled by gemm_efficiency,
+ * with the measured backward factor and rotary embedding. An A100 (108 SMs) 4096 x 4096 x 4096
+ * GEMM: 32 x 16 = 512 tiles of 128 x 256 (or 256 x 128) in ceil(512 / 108) = 5 waves, so the
+ * model's shape factor is the same with and without the file; the backward event (two calls'
+ * FLOPs) takes 1.25 x its modeled time plus two launches, the QKV forward 4096 tokens x 3 us
+ * more, the attention core is untouched by either. */
+START_TEST(test_device_file_tile_model)
+{
+    const gs_gpu *g = gs_gpu_preset_find("a100-80g");
+    ck_assert_ptr_nonnull(g);
+    gs_compute_model base, cm;
+    gs_compute_model_init(&base, g, GS_PREC_BF16);
+    gs_calib c;
+    gs_error err;
+    gs_error_init(&err);
+    write_tmp("{\"driver\": \"cuda\", \"compute\": {\"gemm_efficiency\": 0.7, \"launch_s\": 2e-6, "
+              "\"gemm_bwd_factor\": 1.25, \"qkv_rope_s_per_token\": 3e-6}}");
+    ck_assert_int_eq(gs_calib_load(tmp_path, &c, &err), GS_OK);
+    gs_topo t;
+    memset(&t, 0, sizeof t);
+    cm = base;
+    gs_calib_apply(&c, 1, &cm, &t);
+    ck_assert(cm.gemm_efficiency == 0.7 && cm.launch_s == 2e-6);
+    gs_event e;
+    memset(&e, 0, sizeof e);
+    e.kind = GS_EV_COMPUTE, e.op = GS_OP_MLP_UP, e.phase = GS_PHASE_FWD;
+    e.gemm_m = e.gemm_n = e.gemm_k = 4096, e.gemm_batch = 1;
+    e.flops = 2.0 * 4096 * 4096 * 4096;
+    /* forward: FLOPs at peak x 0.7 x the shape factor (base's efficiency divided out) */
+    double shape = gs_gemm_efficiency(&base, 4096, 4096, 4096, 1) / base.gemm_efficiency;
+    double fwd = e.flops / (base.peak_flops * 0.7 * shape);
+    ck_assert_msg(fabs(gs_compute_time(&cm, &e) - (fwd + 2e-6)) < 1e-12, "fwd %g vs %g", gs_compute_time(&cm, &e),
+                  fwd + 2e-6);
+    e.phase = GS_PHASE_BWD;
+    e.flops *= 2;
+    ck_assert(fabs(gs_compute_time(&cm, &e) - (1.25 * 2 * fwd + 2 * 2e-6)) < 1e-12);
+    e.op = GS_OP_QKV, e.phase = GS_PHASE_FWD;
+    e.flops /= 2;
+    ck_assert(fabs(gs_compute_time(&cm, &e) - (fwd + 4096 * 3e-6 + 2e-6)) < 1e-12);
+    /* the presets alone: neither factor (both 0) */
+    ck_assert(fabs(gs_compute_time(&base, &e) - (e.flops / (base.peak_flops * base.gemm_efficiency * shape) +
+                                                base.launch_s)) < 1e-12);
+    remove_tmp();
+}
+END_TEST
+
 static Suite *calib_suite(void)
 {
     Suite *s = suite_create("calib");
@@ -525,6 +602,7 @@ static Suite *calib_suite(void)
     tcase_add_test(fits, test_gemm_curve);
     tcase_add_test(fits, test_slowdown_recovers);
     tcase_add_test(fits, test_gemm_terms_recovers);
+    tcase_add_test(fits, test_scale_median);
     suite_add_tcase(s, fits);
     TCase *file = tcase_create("file");
     tcase_add_checked_fixture(file, NULL, remove_tmp);
@@ -532,6 +610,7 @@ static Suite *calib_suite(void)
     tcase_add_test(file, test_defaults_untouched);
     tcase_add_test(file, test_launch_by_ranks);
     tcase_add_test(file, test_file_kernels);
+    tcase_add_test(file, test_device_file_tile_model);
     suite_add_tcase(s, file);
     TCase *errors = tcase_create("errors");
     tcase_add_checked_fixture(errors, NULL, remove_tmp);

@@ -16,6 +16,8 @@
 #   5. 5 steps of llama2-7b cut to 8 layers on one GPU (TF32 GEMMs), the measured step next to
 #      `gridstep sim`'s prediction for an H200, with the default attention and with
 #      GRIDSTEP_CUDA_ATTENTION=gemm (first losses within 1e-3); 2 fp32 steps when time is left;
+#   6. `gridstep calibrate --driver cuda` on that scenario (TF32) and `gridstep compare --calib`:
+#      the calibrated sim's step against 3 measured steps (target |error| <= 10%);
 # and prints a short table last. Exit 0 when every check passed, 1 otherwise, 77 without a GPU.
 #
 # usage: device-check.sh [--arch sm_90] [--build-only] [--skip-build] [--quick] [--out DIR]
@@ -34,7 +36,7 @@ while [ $# -gt 0 ]; do
     --quick) quick=1; shift ;;
     --out) [ $# -ge 2 ] || { echo "device-check: --out needs a directory" >&2; exit 2; }
         out=$2; shift 2 ;;
-    -h|--help) sed -n '2,21p' "$0" | sed 's/^# \{0,1\}//'; exit 0 ;;
+    -h|--help) sed -n '2,23p' "$0" | sed 's/^# \{0,1\}//'; exit 0 ;;
     *) echo "device-check: unknown argument '$1' (see --help)" >&2; exit 2 ;;
     esac
 done
@@ -229,6 +231,31 @@ else
         row "llama2-7b 8L x5 steps (TF32)" ok "measured $1 s/step (best of steps 2-5), sim h200 ${sim:-?} s; loss $2"
     else
         row "llama2-7b 8L x5 steps (TF32)" FAIL "exit $rc: $(tail -c 300 "$out/big.err")"; fail=1
+    fi
+    # 6: calibrate on this GPU (events; one GPU: no collectives) and compare the calibrated sim
+    # with measured steps of the same scenario (issue 8's single-GPU target: |error| <= 10%)
+    left=$((400 - $(elapsed)))
+    if [ $left -lt 60 ]; then
+        row "calibrate cuda + compare (TF32)" skip "no time left ($(elapsed) s used)"
+    else
+        GRIDSTEP_CUDA_GEMM=tf32 timeout $((left / 2)) "$gridstep" calibrate --driver cuda --quick \
+            --out "$out/cuda-calib.json" "$big" > "$out/calib.txt" 2>"$out/calib.err"
+        rc=$?
+        if [ $rc -ne 0 ]; then
+            row "calibrate cuda (TF32)" FAIL "exit $rc: $(tail -c 300 "$out/calib.err")"; fail=1
+        else
+            row "calibrate cuda (TF32)" ok "$(grep -m1 '^  fit: measured' "$out/calib.txt" | cut -c1-110)"
+            left=$((440 - $(elapsed)))
+            GRIDSTEP_CUDA_GEMM=tf32 timeout $left "$gridstep" compare --driver cuda --steps 3 --json \
+                --calib "$out/cuda-calib.json" "$big" > "$out/compare.json" 2>"$out/compare.err"
+            rc=$?
+            res=$(python3 -c 'import json,sys; d=json.load(open(sys.argv[1])); e=d["step_error"]; print("%s exec %.3f s, sim %.3f s calibrated (%+.1f%%), %.3f s presets (%+.1f%%)" % ("ok" if abs(e) <= 0.10 else "miss", d["exec_step_time_s"], d["sim_step_time_s"], 100*e, d["default_sim_step_time_s"], 100*d["default_step_error"]))' "$out/compare.json" 2>/dev/null)
+            if [ $rc -eq 0 ] && [ -n "$res" ]; then
+                row "compare cuda, calibrated (TF32)" "${res%% *}" "${res#* }"
+            else
+                row "compare cuda, calibrated (TF32)" FAIL "exit $rc: $(tail -c 300 "$out/compare.err")"; fail=1
+            fi
+        fi
     fi
     # the same with attention through cuBLAS GEMMs; its first loss (before any update: the
     # forward alone) within 1e-3 of the default path's

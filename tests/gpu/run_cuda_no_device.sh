@@ -1,7 +1,7 @@
 #!/bin/sh
 # On a machine without a GPU (or without the NVIDIA driver) where the cuda module was built:
-# `exec --driver cuda` loads the module, finds no device and exits 1 with a message naming
-# cudaGetDeviceCount, never a crash; and (with a GPU too) a bad GRIDSTEP_CUDA_ATTENTION is refused.
+# `exec --driver cuda` and `calibrate --driver cuda` load the module, find no device and exit 1
+# with a message naming cudaGetDeviceCount, never a crash; and (with a GPU too) a bad GRIDSTEP_CUDA_ATTENTION is refused.
 # Skips (77) where there is a GPU (after the variable's check) or no module.
 . "${top_srcdir:-.}/tests/gpu/gpu_common.sh"
 [ -f "$GS_MODULE" ] || { echo "SKIP: no cuda module in this build"; exit 77; }
@@ -26,6 +26,20 @@ fi
 # the module may also fail to load where libcudart / libnccl are absent: that message is fine too
 if ! grep -Eq "cudaGetDeviceCount|cannot load" "$err"; then
     echo "FAIL: no device / library message:"; cat "$err"; exit 1
+fi
+cat "$err"
+# calibrate through the module: the same clear refusal, exit 1 (and without a scenario the
+# device path's own message, exit 2, whichever comes first: the driver is opened after the
+# scenario is read)
+"$GRIDSTEP" calibrate --driver cuda --quick --out /dev/null "$top_srcdir/tests/calib/a-dp2.yaml" >/dev/null 2>"$err"
+rc=$?
+if [ $rc -ne 1 ] || ! grep -Eq "cudaGetDeviceCount|cannot load" "$err"; then
+    echo "FAIL: calibrate --driver cuda: exit $rc (want 1 and the no-device message):"; cat "$err"; exit 1
+fi
+"$GRIDSTEP" calibrate --driver cuda --out /dev/null >/dev/null 2>"$err"
+rc=$?
+if ! grep -q "cannot load" "$err" && { [ $rc -ne 2 ] || ! grep -q "needs SCENARIO.yaml" "$err"; }; then
+    echo "FAIL: calibrate --driver cuda without a scenario: exit $rc (want 2 naming SCENARIO.yaml):"; cat "$err"; exit 1
 fi
 cat "$err"
 exit 0

@@ -1,0 +1,1076 @@
+/* `gridstep calibrate` through a device driver, timed with its stream events (cli/calib_device.h). */
+#define _GNU_SOURCE /* gethostname */
+#include "cli/calib_device.h"
+
+#include <errno.h>
+#include <inttypes.h>
+#include <math.h>
+#include <pthread.h>
+#include <stdarg.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "cli/calib_ops.h"
+#include "cli/cli_common.h"
+#include "engine/schedule.h"
+#include "sim/calib.h"
+#include "sim/collective.h"
+#include "sim/compute.h"
+
+#define DEV_MAX_SHAPES 48
+#define DEV_MAX_EW 8
+#define DEV_MAX_SIZES 24
+#define DEV_MAX_REPS 16
+#define DEV_GROUPS 3 /* 2, 4, 8 devices */
+
+static const uint64_t dev_group_sizes[DEV_GROUPS] = {2, 4, 8};
+
+typedef struct dev_gemm {
+    uint64_t m, n, k;
+    double secs, bwd_secs; /* median per call */
+    double rate;           /* measured FLOP/s of the forward */
+    double model_rate;     /* the tile model's FLOP/s at efficiency 1 (peak x shape factor) */
+    int fitted;            /* 0: the model calls it memory-bound; measured, not fitted */
+} dev_gemm;
+
+struct gs_calib_dev {
+    const gs_driver_ops *ops;
+    gs_calib_dev_opts o;
+    int reps;
+    char scenario[512];
+    char gpu[64];
+    const char *precision;
+    gs_compute_model cm; /* the scenario GPU's model at efficiency 1 */
+    dev_gemm gemm[DEV_MAX_SHAPES];
+    size_t ngemm;
+    gs_fit_scale gemm_fit;
+    double bwd_factor;
+    uint64_t ew_elems[DEV_MAX_EW];
+    size_t new_;
+    double ew_s[GS_CAL_EW_COUNT][DEV_MAX_EW];
+    gs_fit_ab ew_fit[GS_CAL_EW_COUNT];
+    double copy_s[DEV_MAX_EW]; /* copy of ew_elems floats */
+    gs_fit_ab copy_fit;        /* against the bytes read and written */
+    uint64_t attn_seq, attn_nh, attn_nkv, attn_hd;
+    size_t vocab_row;
+    double attn_fwd_s, attn_bwd_s, attn_flops;
+    double rope_s;
+    double launch_s;
+    uint64_t sizes[DEV_MAX_SIZES];
+    size_t nsizes;
+    double coll_s[GS_CAL_C_COUNT][DEV_GROUPS][DEV_MAX_SIZES]; /* 0: not measured */
+    gs_fit_ab coll_fit[GS_CAL_C_COUNT][DEV_GROUPS];
+    int coll_ok[GS_CAL_C_COUNT][DEV_GROUPS];
+    uint64_t coll_max; /* the largest group measured (0: none) */
+    char coll_note[512]; /* why no larger group was measured */
+};
+
+static void progress(const gs_calib_dev *c, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+static void progress(const gs_calib_dev *c, const char *fmt, ...)
+{
+    if (!c->o.tty)
+        return;
+    va_list ap;
+    va_start(ap, fmt);
+    fprintf(stderr, "\r\033[K");
+    vfprintf(stderr, fmt, ap);
+    va_end(ap);
+    fflush(stderr);
+}
+
+/* ---- timing: a batch of calls between two stream events ---------------------------------------------- */
+
+typedef void (*dev_call)(void *arg, gs_drv_stream *s);
+
+typedef struct dev_batch {
+    dev_call fn;
+    void *arg;
+    size_t calls;
+} dev_batch;
+
+static gs_status batch_fn(void *arg, gs_drv_stream *s, gs_error *err)
+{
+    (void)err;
+    dev_batch *b = arg;
+    for (size_t i = 0; i < b->calls; i++)
+        b->fn(b->arg, s);
+    return GS_OK;
+}
+
+typedef struct dev_timer {
+    const gs_driver_ops *ops;
+    gs_drv *d;
+    gs_drv_stream *s;
+    gs_drv_event *e0, *e1;
+} dev_timer;
+
+/* Seconds between e0 and e1 around `calls` calls of fn issued on the stream. */
+static gs_status timed(const dev_timer *t, dev_call fn, void *arg, size_t calls, double *secs, gs_error *err)
+{
+    dev_batch b = {fn, arg, calls};
+    gs_status rc;
+    if ((rc = t->ops->event_record(t->d, t->s, t->e0, err)) != GS_OK ||
+        (rc = t->ops->launch(t->d, t->s, batch_fn, &b, err)) != GS_OK ||
+        (rc = t->ops->event_record(t->d, t->s, t->e1, err)) != GS_OK || (rc = t->ops->stream_sync(t->d, t->s, err)) != GS_OK)
+        return rc;
+    if (t->ops->aborted(t->d, err))
+        return GS_ERR_RUNTIME;
+    *secs = t->ops->event_time_s(t->d, t->e1) - t->ops->event_time_s(t->d, t->e0);
+    return GS_OK;
+}
+
+/* Median seconds per call of fn: one call to size the batch (about target_s of work, 1 .. 1000
+ * calls), a warm-up batch, then c->reps timed batches. */
+static gs_status time_calls(const gs_calib_dev *c, const dev_timer *t, dev_call fn, void *arg, double *per_call,
+                            gs_error *err)
+{
+    double one = 0, v[DEV_MAX_REPS];
+    gs_status rc = timed(t, fn, arg, 1, &one, err);
+    double target = c->o.small ? 1e-3 : c->o.quick ? 2e-3 : 10e-3;
+    size_t calls = one > 0 ? (size_t)ceil(target / one) : 1000;
+    calls = calls < 1 ? 1 : calls > 1000 ? 1000 : calls;
+    double warm;
+    if (rc == GS_OK)
+        rc = timed(t, fn, arg, calls, &warm, err);
+    for (int r = 0; r < c->reps && rc == GS_OK; r++) {
+        rc = timed(t, fn, arg, calls, &v[r], err);
+        v[r] /= (double)calls;
+    }
+    if (rc == GS_OK)
+        *per_call = gs_calib_median(v, (size_t)c->reps);
+    return rc;
+}
+
+/* ---- buffers ----------------------------------------------------------------------------------------- */
+
+typedef struct fill_job {
+    const gs_driver_ops *ops;
+    gs_drv *d;
+    float *p;
+    size_t n;
+    float v;
+    const void *host;    /* upload instead of fill when set */
+    size_t host_bytes;
+} fill_job;
+
+static gs_status fill_fn(void *arg, gs_drv_stream *s, gs_error *err)
+{
+    (void)err;
+    fill_job *f = arg;
+    if (f->host)
+        f->ops->upload(f->d, s, f->p, f->host, f->host_bytes);
+    else
+        f->ops->fill(f->d, s, f->p, f->v, f->n);
+    return GS_OK;
+}
+
+/* n floats of device memory filled with v (host: NULL) or the host bytes uploaded. */
+static gs_status dev_buffer(const dev_timer *t, size_t n, float v, const void *host, size_t host_bytes, float **out,
+                            const char *what, gs_error *err)
+{
+    *out = t->ops->alloc(t->d, 0, (uint64_t)(n ? n : 1) * sizeof(float));
+    if (!*out)
+        return gs_error_set(err, GS_ERR_NOMEM, "calibrate: %s: cannot allocate %zu B of device memory", what,
+                            n * sizeof(float));
+    fill_job f = {t->ops, t->d, *out, n, v, host, host_bytes};
+    gs_status rc = t->ops->launch(t->d, t->s, fill_fn, &f, err);
+    return rc == GS_OK ? t->ops->stream_sync(t->d, t->s, err) : rc;
+}
+
+static void dev_free(const dev_timer *t, float **p, size_t n)
+{
+    for (size_t i = 0; i < n; i++)
+        if (p[i]) {
+            t->ops->free(t->d, 0, p[i]);
+            p[i] = NULL;
+        }
+}
+
+/* ---- shapes ------------------------------------------------------------------------------------------ */
+
+static void add_shape(gs_calib_dev *c, uint64_t m, uint64_t n, uint64_t k)
+{
+    for (size_t i = 0; i < c->ngemm; i++)
+        if (c->gemm[i].m == m && c->gemm[i].n == n && c->gemm[i].k == k)
+            return;
+    if (c->ngemm < DEV_MAX_SHAPES && m && n && k)
+        c->gemm[c->ngemm++] = (dev_gemm){m, n, k, 0, 0, 0, 0, 0};
+}
+
+/* The grid (tokens x out x in): squares 1K .. 8K and Llama-7B-like layer shapes at 2K and 4K
+ * tokens, where a GPU's GEMMs run from wave-limited to their plateau; the scenario's shapes after
+ * them. The test grid (small) is what one CPU core runs in a millisecond. */
+static gs_status pick(gs_calib_dev *c, const char *scenario, gs_error *err)
+{
+    static const uint64_t grid[][3] = {
+        {1024, 1024, 1024}, {2048, 2048, 2048},  {4096, 4096, 4096},  {8192, 8192, 8192},
+        {2048, 12288, 4096}, {2048, 4096, 4096}, {2048, 22016, 4096}, {2048, 4096, 11008},
+        {4096, 1024, 4096}, {512, 4096, 4096},   {4096, 32000, 4096}, {8192, 4096, 1024},
+    };
+    static const uint64_t small[][3] = {{32, 64, 64}, {64, 128, 64}, {128, 128, 128}, {96, 160, 64}};
+    size_t ng = c->o.small ? sizeof small / sizeof small[0] : c->o.quick ? 4 : sizeof grid / sizeof grid[0];
+    for (size_t i = 0; i < ng; i++)
+        c->o.small ? add_shape(c, small[i][0], small[i][1], small[i][2]) : add_shape(c, grid[i][0], grid[i][1], grid[i][2]);
+
+    gs_scenario s;
+    gs_mesh mesh;
+    gs_schedule *sch = NULL;
+    gs_status rc = gs_cli_load(scenario, &s, &mesh, err);
+    if (rc == GS_OK)
+        rc = gs_schedule_build(&s, &mesh, 0, &sch, err);
+    if (rc != GS_OK)
+        return rc;
+    snprintf(c->scenario, sizeof c->scenario, "%s", scenario);
+    snprintf(c->gpu, sizeof c->gpu, "%s", s.cluster.gpu.name);
+    c->precision = gs_precision_name(s.strategy.precision);
+    gs_compute_model_init(&c->cm, &s.cluster.gpu, s.strategy.precision);
+    c->cm.gemm_efficiency = 1.0;
+    c->attn_seq = c->o.small ? 64 : 2048, c->attn_nh = c->o.small ? 2 : 32, c->attn_nkv = c->attn_nh;
+    c->attn_hd = c->o.small ? 32 : 128;
+    for (size_t r = 0; r < sch->nranks && r < 1; r++)
+        for (size_t i = 0; i < sch->ranks[r].nevents; i++) {
+            const gs_event *e = &sch->ranks[r].events[i];
+            if (e->kind != GS_EV_COMPUTE || !e->gemm_m)
+                continue;
+            if (e->op != GS_OP_ATTN) {
+                if (!c->o.small)
+                    add_shape(c, e->gemm_m, e->gemm_n, e->gemm_k);
+            } else if (e->gemm_k && !c->o.small) {
+                c->attn_seq = e->gemm_m;
+                c->attn_hd = e->gemm_k;
+            }
+        }
+    uint64_t tp = mesh.size[GS_DIM_TP] ? mesh.size[GS_DIM_TP] : 1;
+    if (!c->o.small) {
+        c->attn_nh = s.model.heads / tp ? s.model.heads / tp : 1;
+        c->attn_nkv = s.model.kv_heads / tp ? s.model.kv_heads / tp : 1;
+    }
+    uint64_t vr = s.model.vocab / tp;
+    c->vocab_row = c->o.small ? 256 : vr < 64 ? 64 : vr > 32768 ? 32768 : (size_t)vr;
+    gs_schedule_destroy(sch);
+
+    /* elementwise: 2^16 .. 2^26 elements x4 (quick: x16 and 2^26; small: 2^10 .. 2^14 x4) */
+    uint64_t lo = c->o.small ? 1u << 10 : 1u << 16, hi = c->o.small ? 1u << 14 : 1u << 26;
+    for (uint64_t n = lo; n <= hi && c->new_ < DEV_MAX_EW; n *= c->o.quick && !c->o.small ? 16 : 4)
+        c->ew_elems[c->new_++] = n;
+    if (c->o.quick)
+        c->ew_elems[c->new_ - 1] = hi; /* keep the largest */
+    /* collectives: 1 KiB .. 1 GiB x4 (quick x16; small 1 .. 64 KiB x4) */
+    uint64_t cmax = c->o.small ? 64u << 10 : 1u << 30;
+    for (uint64_t b = 1024; b <= cmax && c->nsizes < DEV_MAX_SIZES; b *= c->o.quick && !c->o.small ? 16 : 4)
+        c->sizes[c->nsizes++] = b;
+    return GS_OK;
+}
+
+/* ---- one device: GEMMs, kernels, attention, launch ---------------------------------------------------- */
+
+static gs_status measure_gemms(gs_calib_dev *c, const dev_timer *t, gs_error *err)
+{
+    gs_status rc = GS_OK;
+    for (size_t i = 0; i < c->ngemm && rc == GS_OK; i++) {
+        dev_gemm *g = &c->gemm[i];
+        progress(c, "calibrate: GEMM %zu/%zu (%" PRIu64 " x %" PRIu64 " x %" PRIu64 ")", i + 1, c->ngemm, g->m, g->n, g->k);
+        float *b[5] = {0};
+        size_t mk = g->m * g->k, nk = g->n * g->k, mn = g->m * g->n;
+        if ((rc = dev_buffer(t, mk, 0.01f, NULL, 0, &b[0], "GEMM x", err)) == GS_OK &&
+            (rc = dev_buffer(t, nk, 0.02f, NULL, 0, &b[1], "GEMM w", err)) == GS_OK &&
+            (rc = dev_buffer(t, mn, 0.01f, NULL, 0, &b[2], "GEMM y", err)) == GS_OK &&
+            (rc = dev_buffer(t, mk, 0.0f, NULL, 0, &b[3], "GEMM dx", err)) == GS_OK &&
+            (rc = dev_buffer(t, nk, 0.0f, NULL, 0, &b[4], "GEMM dw", err)) == GS_OK) {
+            gs_cal_gemm a = {c->ops, b[0], b[1], b[2], g->m, g->n, g->k, b[3], b[4], 1, 0};
+            if ((rc = time_calls(c, t, gs_cal_gemm_fwd, &a, &g->secs, err)) == GS_OK)
+                rc = time_calls(c, t, gs_cal_gemm_bwd, &a, &g->bwd_secs, err);
+        }
+        dev_free(t, b, 5);
+        if (rc != GS_OK) {
+            gs_error_prefix(err, "GEMM %" PRIu64 " x %" PRIu64 " x %" PRIu64, g->m, g->n, g->k);
+            return rc;
+        }
+        double flops = 2.0 * (double)g->m * (double)g->n * (double)g->k;
+        g->rate = flops / g->secs;
+        g->model_rate = c->cm.peak_flops * gs_gemm_efficiency(&c->cm, g->m, g->n, g->k, 1);
+        /* memory-bound by the model (fp32 operands read and the result written at HBM speed take
+         * longer than the FLOPs at the model's rate): the tile model is not what limits it */
+        double bytes = 4.0 * (double)(mk + nk + mn);
+        g->fitted = flops / g->model_rate >= bytes / (c->cm.hbm_bw * c->cm.hbm_efficiency);
+    }
+    return rc;
+}
+
+static gs_status measure_kernels(gs_calib_dev *c, const dev_timer *t, gs_error *err)
+{
+    gs_status rc = GS_OK;
+    for (int kind = 0; kind < GS_CAL_EW_COUNT && rc == GS_OK; kind++)
+        for (size_t i = 0; i < c->new_ && rc == GS_OK; i++) {
+            size_t n = c->ew_elems[i], h = kind == GS_CAL_EW_XENT || kind == GS_CAL_EW_XENT_BWD ? c->vocab_row : 256;
+            if (n < h)
+                n = h;
+            progress(c, "calibrate: %s, %zu elements", gs_cal_ew_names[kind], n);
+            size_t rows = n / h;
+            int32_t *tok = malloc((rows + 1) * sizeof *tok);
+            float *b[6] = {0};
+            if (!tok)
+                return gs_error_set(err, GS_ERR_NOMEM, "calibrate: out of memory");
+            int emb = kind == GS_CAL_EW_EMBED || kind == GS_CAL_EW_EMBED_BWD;
+            for (size_t r = 0; r <= rows; r++)
+                tok[r] = (int32_t)((r * 7919u) % (emb ? 2 * rows : h));
+            if ((rc = dev_buffer(t, 2 * n, 0.01f, NULL, 0, &b[0], gs_cal_ew_names[kind], err)) == GS_OK &&
+                (rc = dev_buffer(t, n, 0.001f, NULL, 0, &b[1], gs_cal_ew_names[kind], err)) == GS_OK &&
+                (rc = dev_buffer(t, n, 1.0f, NULL, 0, &b[2], gs_cal_ew_names[kind], err)) == GS_OK &&
+                (rc = dev_buffer(t, n, 0.0f, NULL, 0, &b[3], gs_cal_ew_names[kind], err)) == GS_OK &&
+                (rc = dev_buffer(t, 2 * n, 0.0f, NULL, 0, &b[4], gs_cal_ew_names[kind], err)) == GS_OK &&
+                (rc = dev_buffer(t, rows + 1, 0, tok, (rows + 1) * sizeof *tok, &b[5], gs_cal_ew_names[kind], err)) ==
+                    GS_OK) {
+                gs_cal_ew e = {c->ops, t->d, kind, b[0], b[1], b[2], b[3], b[4], b[5], n, h, 0};
+                rc = time_calls(c, t, gs_cal_ew_call, &e, &c->ew_s[kind][i], err);
+            }
+            c->ew_elems[i] = c->ew_elems[i] < h ? h : c->ew_elems[i];
+            dev_free(t, b, 6);
+            free(tok);
+            if (rc != GS_OK)
+                gs_error_prefix(err, "%s", gs_cal_ew_names[kind]);
+        }
+    return rc;
+}
+
+typedef struct copy_args {
+    const gs_driver_ops *ops;
+    gs_drv *d;
+    float *dst;
+    const float *src;
+    size_t n;
+} copy_args;
+
+static void copy_call(void *arg, gs_drv_stream *s)
+{
+    copy_args *a = arg;
+    a->ops->copy(a->d, s, a->dst, a->src, a->n * sizeof(float));
+}
+
+typedef struct tiny_args {
+    const gs_driver_ops *ops;
+    gs_drv *d;
+    float *p;
+} tiny_args;
+
+static void tiny_call(void *arg, gs_drv_stream *s)
+{
+    tiny_args *a = arg;
+    a->ops->fill(a->d, s, a->p, 1.0f, 1);
+}
+
+static gs_status measure_copy_launch(gs_calib_dev *c, const dev_timer *t, gs_error *err)
+{
+    gs_status rc = GS_OK;
+    for (size_t i = 0; i < c->new_ && rc == GS_OK; i++) {
+        progress(c, "calibrate: copy, %" PRIu64 " floats", c->ew_elems[i]);
+        float *b[2] = {0};
+        if ((rc = dev_buffer(t, c->ew_elems[i], 0.5f, NULL, 0, &b[0], "copy", err)) == GS_OK &&
+            (rc = dev_buffer(t, c->ew_elems[i], 0.0f, NULL, 0, &b[1], "copy", err)) == GS_OK) {
+            copy_args a = {c->ops, t->d, b[1], b[0], c->ew_elems[i]};
+            rc = time_calls(c, t, copy_call, &a, &c->copy_s[i], err);
+        }
+        dev_free(t, b, 2);
+    }
+    float *p = NULL;
+    if (rc == GS_OK && (rc = dev_buffer(t, 1, 0.0f, NULL, 0, &p, "launch", err)) == GS_OK) {
+        progress(c, "calibrate: launch");
+        tiny_args a = {c->ops, t->d, p};
+        rc = time_calls(c, t, tiny_call, &a, &c->launch_s, err);
+    }
+    dev_free(t, &p, 1);
+    return rc;
+}
+
+static gs_status measure_attention(gs_calib_dev *c, const dev_timer *t, gs_error *err)
+{
+    progress(c, "calibrate: attention (seq %" PRIu64 ", %" PRIu64 " heads of %" PRIu64 ")", c->attn_seq, c->attn_nh,
+             c->attn_hd);
+    size_t sq = c->attn_seq, qn = sq * c->attn_nh * c->attn_hd, kvn = sq * c->attn_nkv * c->attn_hd;
+    size_t pn = c->attn_nh * sq * sq;
+    size_t sizes[9] = {qn, kvn, kvn, qn, pn, qn, kvn, kvn, qn};
+    float vals[9] = {0.01f, 0.02f, 0.03f, 0, 0, 0, 0, 0, 0.01f};
+    float *b[9] = {0};
+    gs_status rc = GS_OK;
+    for (int i = 0; i < 9 && rc == GS_OK; i++)
+        rc = dev_buffer(t, sizes[i], vals[i], NULL, 0, &b[i], "attention", err);
+    if (rc == GS_OK) {
+        gs_cal_attn a = {c->ops, b[0], b[1], b[2], b[3], b[4], b[5], b[6], b[7], b[8], sq, c->attn_nh, c->attn_nkv,
+                         c->attn_hd, 0};
+        if ((rc = time_calls(c, t, gs_cal_attn_call, &a, &c->attn_fwd_s, err)) == GS_OK) {
+            a.bwd = 1;
+            rc = time_calls(c, t, gs_cal_attn_call, &a, &c->attn_bwd_s, err);
+        }
+        /* the schedule's count: QK^T and PV, 2 x 2 s^2 hd per head forward, twice that backward */
+        double fwd = 4.0 * (double)sq * (double)sq * (double)c->attn_hd * (double)c->attn_nh;
+        if (rc == GS_OK)
+            c->attn_flops = 3.0 * fwd / (c->attn_fwd_s + c->attn_bwd_s);
+    }
+    dev_free(t, b, 9);
+    if (rc == GS_OK) {
+        progress(c, "calibrate: rotary embedding");
+        size_t ld = (c->attn_nh + 2 * c->attn_nkv) * c->attn_hd;
+        float *q = NULL;
+        if ((rc = dev_buffer(t, sq * ld, 0.01f, NULL, 0, &q, "rotary embedding", err)) == GS_OK) {
+            gs_cal_rope r = {c->ops, q, sq, c->attn_nh, c->attn_nkv, c->attn_hd, 0};
+            double fwd = 0, bwd = 0;
+            if ((rc = time_calls(c, t, gs_cal_rope_call, &r, &fwd, err)) == GS_OK) {
+                r.bwd = 1;
+                rc = time_calls(c, t, gs_cal_rope_call, &r, &bwd, err);
+            }
+            c->rope_s = 0.5 * (fwd + bwd) / (double)sq;
+        }
+        dev_free(t, &q, 1);
+    }
+    return rc;
+}
+
+typedef struct solo_job {
+    gs_calib_dev *c;
+    dev_timer t;
+} solo_job;
+
+static gs_status measure_solo(gs_calib_dev *c, gs_error *err)
+{
+    gs_mesh mesh;
+    gs_driver_opts o = {.timeout_s = c->o.timeout_s, .group_of = gs_group_of};
+    dev_timer t = {c->ops, NULL, NULL, NULL, NULL};
+    gs_status rc = gs_mesh_init(&mesh, 1, 1, 1, NULL, 1, err);
+    if (rc == GS_OK)
+        rc = c->ops->open(&mesh, &o, &t.d, err);
+    if (rc == GS_OK)
+        rc = c->ops->stream_create(t.d, 0, GS_STREAM_COMPUTE, &t.s, err);
+    if (rc == GS_OK && (rc = c->ops->event_create(t.d, &t.e0, err)) == GS_OK)
+        rc = c->ops->event_create(t.d, &t.e1, err);
+    if (rc == GS_OK)
+        rc = measure_gemms(c, &t, err);
+    if (rc == GS_OK)
+        rc = measure_kernels(c, &t, err);
+    if (rc == GS_OK)
+        rc = measure_copy_launch(c, &t, err);
+    if (rc == GS_OK)
+        rc = measure_attention(c, &t, err);
+    if (t.e0)
+        c->ops->event_destroy(t.d, t.e0);
+    if (t.e1)
+        c->ops->event_destroy(t.d, t.e1);
+    if (t.s)
+        c->ops->stream_destroy(t.d, t.s);
+    if (t.d)
+        c->ops->close(t.d);
+    return rc;
+}
+
+/* ---- collectives: a thread per rank, every op and size in the same order ------------------------------- */
+
+typedef struct coll_job {
+    gs_calib_dev *c;
+    gs_drv *d;
+    uint64_t rank, n;
+    uint64_t members[8];
+    size_t iters;
+    double per_call[GS_CAL_C_COUNT][DEV_MAX_SIZES][DEV_MAX_REPS];
+    gs_status rc;
+    gs_error err;
+    /* the call in flight */
+    int op;
+    size_t bytes;
+    float *a, *b;
+} coll_job;
+
+static gs_status coll_fn(void *arg, gs_drv_stream *s, gs_error *err)
+{
+    coll_job *j = arg;
+    const gs_driver_ops *ops = j->c->ops;
+    gs_drv_group g = {GS_GROUP_DP, 0, j->n, j->rank, j->members};
+    size_t floats = j->bytes / 4;
+    gs_status rc = GS_OK;
+    for (size_t i = 0; i < j->iters && rc == GS_OK; i++)
+        switch (j->op) {
+        case GS_CAL_C_AG: rc = ops->all_gather(j->d, s, j->rank, &g, j->a, j->b, floats / j->n, err); break;
+        case GS_CAL_C_RS: rc = ops->reduce_scatter(j->d, s, j->rank, &g, j->a, j->b, floats / j->n, err); break;
+        case GS_CAL_C_AR: rc = ops->all_reduce(j->d, s, j->rank, &g, j->a, floats, err); break;
+        case GS_CAL_C_BC: rc = ops->broadcast(j->d, s, j->rank, &g, j->a, floats, 0, err); break;
+        default: /* ping-pong */
+            if (j->rank == 0) {
+                if ((rc = ops->send(j->d, s, 0, 1, j->a, j->bytes, err)) == GS_OK)
+                    rc = ops->recv(j->d, s, 0, 1, j->b, j->bytes, err);
+            } else if ((rc = ops->recv(j->d, s, 1, 0, j->b, j->bytes, err)) == GS_OK) {
+                rc = ops->send(j->d, s, 1, 0, j->b, j->bytes, err);
+            }
+            break;
+        }
+    return rc;
+}
+
+static void *coll_main(void *arg)
+{
+    coll_job *j = arg;
+    gs_calib_dev *c = j->c;
+    const gs_driver_ops *ops = c->ops;
+    gs_drv_stream *s = NULL;
+    gs_drv_event *e0 = NULL, *e1 = NULL;
+    gs_error *err = &j->err;
+    uint64_t maxb = c->sizes[c->nsizes - 1];
+    gs_status rc = ops->stream_create(j->d, j->rank, GS_STREAM_DP, &s, err);
+    if (rc == GS_OK && (rc = ops->event_create(j->d, &e0, err)) == GS_OK)
+        rc = ops->event_create(j->d, &e1, err);
+    if (rc == GS_OK) {
+        j->a = ops->alloc(j->d, j->rank, maxb);
+        j->b = ops->alloc(j->d, j->rank, maxb);
+        if (!j->a || !j->b)
+            rc = gs_error_set(err, GS_ERR_NOMEM, "calibrate: rank %" PRIu64 ": cannot allocate 2 x %" PRIu64
+                              " B of device memory for the collectives", j->rank, maxb);
+    }
+    for (int op = 0; op < GS_CAL_C_COUNT && rc == GS_OK; op++) {
+        if (op == GS_CAL_C_P2P && j->n != 2)
+            continue;
+        for (size_t si = 0; si < c->nsizes && rc == GS_OK; si++) {
+            j->op = op, j->bytes = c->sizes[si];
+            if (j->rank == 0)
+                progress(c, "calibrate: %s, %" PRIu64 " ranks, %zu B", gs_cal_c_names[op], j->n, j->bytes);
+            /* 5 warm-up calls, then batches of 20 (nccl-tests' default), 50 up to 1 MiB so that a
+             * batch of short calls spans far more than the event clock's resolution (quick: 5 and
+             * 20); every rank the same count */
+            size_t timed_iters = j->bytes <= (1u << 20) ? (c->o.quick || c->o.small ? 20 : 50) : (c->o.quick ? 5 : 20);
+            j->iters = 5;
+            rc = ops->launch(j->d, s, coll_fn, j, err);
+            if (rc == GS_OK)
+                rc = ops->stream_sync(j->d, s, err);
+            j->iters = timed_iters;
+            for (int r = 0; r < c->reps && rc == GS_OK; r++) {
+                double secs = 0;
+                /* the batch is coll_fn itself (a collective returns its status) */
+                if ((rc = ops->event_record(j->d, s, e0, err)) == GS_OK && (rc = ops->launch(j->d, s, coll_fn, j, err)) == GS_OK &&
+                    (rc = ops->event_record(j->d, s, e1, err)) == GS_OK && (rc = ops->stream_sync(j->d, s, err)) == GS_OK)
+                    secs = ops->event_time_s(j->d, e1) - ops->event_time_s(j->d, e0);
+                j->per_call[op][si][r] = secs / (double)timed_iters * (op == GS_CAL_C_P2P ? 0.5 : 1.0);
+            }
+        }
+    }
+    if (rc != GS_OK) {
+        gs_error_prefix(err, "rank %" PRIu64, j->rank);
+        ops->abort(j->d, err->msg); /* the other ranks' waits end */
+    }
+    if (j->a)
+        ops->free(j->d, j->rank, j->a);
+    if (j->b)
+        ops->free(j->d, j->rank, j->b);
+    if (e0)
+        ops->event_destroy(j->d, e0);
+    if (e1)
+        ops->event_destroy(j->d, e1);
+    if (s)
+        ops->stream_destroy(j->d, s);
+    j->rc = rc;
+    return NULL;
+}
+
+static gs_status measure_colls(gs_calib_dev *c, gs_error *err)
+{
+    uint64_t cap = c->o.max_ranks ? c->o.max_ranks : 8;
+    for (int gi = 0; gi < DEV_GROUPS; gi++) {
+        uint64_t n = dev_group_sizes[gi];
+        if (n > cap) {
+            snprintf(c->coll_note, sizeof c->coll_note, "groups of at most %" PRIu64 " ranks asked for", cap);
+            break;
+        }
+        gs_mesh mesh;
+        gs_drv *d = NULL;
+        gs_driver_opts o = {.timeout_s = c->o.timeout_s, .group_of = gs_group_of};
+        gs_error oe;
+        gs_error_init(&oe);
+        gs_status rc = gs_mesh_init(&mesh, 1, n, 1, NULL, n, err);
+        if (rc != GS_OK)
+            return rc;
+        progress(c, "calibrate: opening %" PRIu64 " ranks", n);
+        if (c->ops->open(&mesh, &o, &d, &oe) != GS_OK) {
+            /* not an error: this machine has fewer devices (the driver says why) */
+            snprintf(c->coll_note, sizeof c->coll_note, "%" PRIu64 " ranks: %.400s", n, oe.msg);
+            break;
+        }
+        coll_job *jobs = calloc(n, sizeof *jobs);
+        pthread_t *th = calloc(n, sizeof *th);
+        int *started = calloc(n, sizeof *started);
+        if (!jobs || !th || !started)
+            rc = gs_error_set(err, GS_ERR_NOMEM, "calibrate: out of memory");
+        for (uint64_t r = 0; r < n && rc == GS_OK; r++) {
+            jobs[r].c = c, jobs[r].d = d, jobs[r].rank = r, jobs[r].n = n;
+            gs_error_init(&jobs[r].err);
+            for (uint64_t m = 0; m < n; m++)
+                jobs[r].members[m] = m;
+            started[r] = pthread_create(&th[r], NULL, coll_main, &jobs[r]) == 0;
+            if (!started[r]) {
+                c->ops->abort(d, "calibrate: cannot start a thread");
+                rc = gs_error_set(err, GS_ERR_RUNTIME, "calibrate: cannot start a thread");
+            }
+        }
+        for (uint64_t r = 0; r < n && jobs && started; r++)
+            if (started[r]) {
+                pthread_join(th[r], NULL);
+                if (jobs[r].rc != GS_OK && rc == GS_OK) {
+                    rc = jobs[r].rc;
+                    *err = jobs[r].err;
+                }
+            }
+        if (rc == GS_OK) {
+            /* per repeat: the slowest member (the call ends when the last one leaves) */
+            for (int op = 0; op < GS_CAL_C_COUNT; op++) {
+                if (op == GS_CAL_C_P2P && n != 2)
+                    continue;
+                for (size_t si = 0; si < c->nsizes; si++) {
+                    double v[DEV_MAX_REPS];
+                    for (int rep = 0; rep < c->reps; rep++) {
+                        v[rep] = 0;
+                        for (uint64_t r = 0; r < n; r++)
+                            v[rep] = fmax(v[rep], jobs[r].per_call[op][si][rep]);
+                    }
+                    c->coll_s[op][gi][si] = gs_calib_median(v, (size_t)c->reps);
+                }
+                double x[DEV_MAX_SIZES];
+                for (size_t si = 0; si < c->nsizes; si++)
+                    x[si] = (double)c->sizes[si];
+                if ((rc = gs_fit_alpha_beta(x, c->coll_s[op][gi], c->nsizes, &c->coll_fit[op][gi], err)) != GS_OK) {
+                    gs_error_prefix(err, "%s over %" PRIu64 " ranks", gs_cal_c_names[op], n);
+                    break;
+                }
+                c->coll_ok[op][gi] = 1;
+            }
+            c->coll_max = n;
+        }
+        free(jobs), free(th), free(started);
+        c->ops->close(d);
+        if (rc != GS_OK)
+            return rc;
+    }
+    return GS_OK;
+}
+
+/* ---- run and fits ------------------------------------------------------------------------------------- */
+
+gs_status gs_calib_dev_run(const gs_driver_ops *ops, const char *scenario, const gs_calib_dev_opts *o,
+                           gs_calib_dev **out, gs_error *err)
+{
+    *out = NULL;
+    if (!scenario)
+        return gs_error_set(err, GS_ERR_INPUT, "calibrate --driver %s needs SCENARIO.yaml: its GPU preset and precision "
+                            "are what the GEMM model is fitted against, and its shapes are measured", ops->name);
+    gs_calib_dev *c = calloc(1, sizeof *c);
+    if (!c)
+        return gs_error_set(err, GS_ERR_NOMEM, "out of memory");
+    c->ops = ops;
+    c->o = *o;
+    if (c->o.timeout_s <= 0)
+        c->o.timeout_s = 120.0;
+    c->reps = c->o.quick || c->o.small ? 3 : 5;
+    gs_status rc = pick(c, scenario, err);
+    if (rc == GS_OK)
+        rc = measure_solo(c, err);
+    if (rc == GS_OK)
+        rc = measure_colls(c, err);
+    if (c->o.tty)
+        fprintf(stderr, "\r\033[K");
+    /* fits */
+    if (rc == GS_OK) {
+        double meas[DEV_MAX_SHAPES], model[DEV_MAX_SHAPES], r[DEV_MAX_SHAPES];
+        size_t n = 0;
+        for (size_t i = 0; i < c->ngemm; i++) {
+            if (c->gemm[i].fitted)
+                meas[n] = c->gemm[i].rate, model[n++] = c->gemm[i].model_rate;
+            r[i] = c->gemm[i].bwd_secs / (2.0 * c->gemm[i].secs);
+        }
+        if (n == 0)
+            rc = gs_error_set(err, GS_ERR_RUNTIME, "calibrate: every GEMM shape is memory-bound by the model of %s: "
+                              "nothing to fit the GEMM efficiency to", c->gpu);
+        else
+            rc = gs_fit_scale_median(meas, model, n, &c->gemm_fit, err);
+        c->bwd_factor = gs_calib_median(r, c->ngemm);
+    }
+    for (int k = 0; k < GS_CAL_EW_COUNT && rc == GS_OK; k++) {
+        double x[DEV_MAX_EW];
+        for (size_t i = 0; i < c->new_; i++)
+            x[i] = gs_cal_ew_bytes[k] * (double)c->ew_elems[i];
+        if ((rc = gs_fit_alpha_beta(x, c->ew_s[k], c->new_, &c->ew_fit[k], err)) != GS_OK)
+            gs_error_prefix(err, "%s", gs_cal_ew_names[k]);
+    }
+    if (rc == GS_OK) {
+        double x[DEV_MAX_EW];
+        for (size_t i = 0; i < c->new_; i++)
+            x[i] = 2.0 * 4.0 * (double)c->ew_elems[i]; /* read and written */
+        if ((rc = gs_fit_alpha_beta(x, c->copy_s, c->new_, &c->copy_fit, err)) != GS_OK)
+            gs_error_prefix(err, "copy");
+    }
+    if (rc != GS_OK) {
+        free(c);
+        return rc;
+    }
+    *out = c;
+    return GS_OK;
+}
+
+double gs_calib_dev_gemm_scale(const gs_calib_dev *c)
+{
+    return c->gemm_fit.scale;
+}
+
+double gs_calib_dev_copy_bw(const gs_calib_dev *c)
+{
+    return c->copy_fit.beta_bytes_per_s;
+}
+
+void gs_calib_dev_free(gs_calib_dev *c)
+{
+    free(c);
+}
+
+/* ---- output ------------------------------------------------------------------------------------------- */
+
+static json_t *ab_json(uint64_t ranks, const gs_fit_ab *f, int stats)
+{
+    json_t *o = json_object();
+    if (ranks)
+        json_object_set_new(o, "ranks", json_integer((json_int_t)ranks));
+    json_object_set_new(o, "alpha_s", json_real(f->alpha_s));
+    json_object_set_new(o, "beta_bytes_per_s", json_real(f->beta_bytes_per_s));
+    if (stats) {
+        json_object_set_new(o, "r2_log", json_real(f->r2));
+        json_object_set_new(o, "rms_rel_resid", json_real(f->rms_rel_resid));
+        json_object_set_new(o, "points", json_integer((json_int_t)f->n));
+        json_object_set_new(o, "outliers", json_integer((json_int_t)f->outliers));
+    }
+    return o;
+}
+
+/* GEMM efficiency and peak as the file states them: the preset's peak and the fitted scale, or
+ * (a scale above 1: the device beats the preset's peak, e.g. boost clocks) the peak scaled and
+ * efficiency 1. */
+static void gemm_peak(const gs_calib_dev *c, double *peak, double *eff)
+{
+    double s = c->gemm_fit.scale;
+    *peak = s > 1.0 ? c->cm.peak_flops * s : c->cm.peak_flops;
+    *eff = s > 1.0 ? 1.0 : s;
+}
+
+json_t *gs_calib_dev_json(const gs_calib_dev *c)
+{
+    json_t *doc = json_object();
+    char host[256] = "unknown", date[64];
+    gethostname(host, sizeof host - 1);
+    time_t now = time(NULL);
+    struct tm tmv;
+    gmtime_r(&now, &tmv);
+    strftime(date, sizeof date, "%Y-%m-%dT%H:%M:%SZ", &tmv);
+    json_t *mach = json_object();
+    json_object_set_new(mach, "hostname", json_string(host));
+    json_object_set_new(mach, "gpu_preset", json_string(c->gpu));
+    json_object_set_new(mach, "precision", json_string(c->precision));
+    json_object_set_new(mach, "scenario", json_string(c->scenario));
+    json_t *env = json_object();
+    static const char *const vars[] = {"GRIDSTEP_CUDA_GEMM", "GRIDSTEP_CUDA_ATTENTION", "CUDA_VISIBLE_DEVICES"};
+    for (size_t i = 0; i < sizeof vars / sizeof vars[0]; i++) {
+        const char *v = getenv(vars[i]);
+        json_object_set_new(env, vars[i], v ? json_string(v) : json_null());
+    }
+    json_object_set_new(mach, "environment", env);
+    json_object_set_new(doc, "machine", mach);
+    json_object_set_new(doc, "date", json_string(date));
+    json_object_set_new(doc, "driver", json_string(c->ops->name));
+    json_t *units = json_object();
+    json_object_set_new(units, "time", json_string("seconds"));
+    json_object_set_new(units, "size", json_string("bytes (nccl-tests size; elementwise: the schedule's fp32 count)"));
+    json_object_set_new(units, "rate", json_string("FLOP/s, bytes/s"));
+    json_object_set_new(doc, "units", units);
+
+    double peak, eff;
+    gemm_peak(c, &peak, &eff);
+    json_t *comp = json_object();
+    json_object_set_new(comp, "peak_flops", json_real(peak));
+    json_object_set_new(comp, "gemm_efficiency", json_real(eff));
+    json_object_set_new(comp, "gemm_bwd_factor", json_real(c->bwd_factor));
+    json_object_set_new(comp, "hbm_bw", json_real(c->copy_fit.beta_bytes_per_s));
+    json_object_set_new(comp, "hbm_efficiency", json_real(1.0));
+    json_object_set_new(comp, "launch_s", json_real(c->launch_s));
+    json_object_set_new(comp, "attn_flops", json_real(c->attn_flops));
+    json_t *ew = json_object(), *ewb = json_object();
+    for (int k = 0; k < GS_CAL_EW_COUNT; k++) {
+        char nm[32];
+        snprintf(nm, sizeof nm, "%s", gs_cal_ew_names[k]);
+        if (k >= GS_CAL_EW_FIRST_BWD)
+            nm[strlen(nm) - 4] = 0; /* "_bwd" */
+        json_object_set_new(k >= GS_CAL_EW_FIRST_BWD ? ewb : ew, nm, json_real(c->ew_fit[k].beta_bytes_per_s));
+    }
+    json_object_set_new(comp, "elementwise_bw", ew);
+    json_object_set_new(comp, "elementwise_bw_bwd", ewb);
+    json_object_set_new(comp, "qkv_rope_s_per_token", json_real(c->rope_s));
+    json_object_set_new(doc, "compute", comp);
+
+    if (c->coll_max) {
+        json_t *links = json_object(), *intra = json_object();
+        for (int op = 0; op < GS_CAL_C_COUNT; op++) {
+            if (op == GS_CAL_C_P2P) {
+                if (c->coll_ok[op][0])
+                    json_object_set_new(intra, gs_cal_c_names[op], ab_json(0, &c->coll_fit[op][0], 0));
+                continue;
+            }
+            json_t *arr = json_array();
+            for (int gi = 0; gi < DEV_GROUPS; gi++)
+                if (c->coll_ok[op][gi])
+                    json_array_append_new(arr, ab_json(dev_group_sizes[gi], &c->coll_fit[op][gi], 0));
+            json_object_set_new(intra, gs_cal_c_names[op], arr);
+        }
+        json_object_set_new(links, "intra", intra);
+        json_object_set_new(doc, "links", links);
+    }
+
+    json_t *fits = json_object(), *gs = json_object();
+    json_object_set_new(gs, "model", json_string("the preset's tile model (sim/compute.c) at efficiency 1"));
+    json_object_set_new(gs, "scale", json_real(c->gemm_fit.scale));
+    json_object_set_new(gs, "rms_rel_resid", json_real(c->gemm_fit.rms_rel_resid));
+    json_object_set_new(gs, "points", json_integer((json_int_t)c->gemm_fit.n));
+    json_object_set_new(gs, "outliers", json_integer((json_int_t)c->gemm_fit.outliers));
+    json_object_set_new(fits, "gemm_scale", gs);
+    json_t *ef = json_object();
+    for (int k = 0; k < GS_CAL_EW_COUNT; k++)
+        json_object_set_new(ef, gs_cal_ew_names[k], ab_json(0, &c->ew_fit[k], 1));
+    json_object_set_new(fits, "elementwise", ef);
+    json_object_set_new(fits, "copy", ab_json(0, &c->copy_fit, 1));
+    json_t *cf = json_object();
+    for (int op = 0; op < GS_CAL_C_COUNT; op++)
+        for (int gi = 0; gi < DEV_GROUPS; gi++)
+            if (c->coll_ok[op][gi]) {
+                char k[48];
+                snprintf(k, sizeof k, "%s/%" PRIu64, gs_cal_c_names[op], op == GS_CAL_C_P2P ? 2 : dev_group_sizes[gi]);
+                json_object_set_new(cf, k, ab_json(0, &c->coll_fit[op][gi], 1));
+            }
+    json_object_set_new(fits, "collectives", cf);
+    json_object_set_new(doc, "fits", fits);
+
+    json_t *meas = json_object(), *ga = json_array();
+    for (size_t i = 0; i < c->ngemm; i++) {
+        const dev_gemm *g = &c->gemm[i];
+        json_t *p = json_object();
+        json_object_set_new(p, "m", json_integer((json_int_t)g->m));
+        json_object_set_new(p, "n", json_integer((json_int_t)g->n));
+        json_object_set_new(p, "k", json_integer((json_int_t)g->k));
+        json_object_set_new(p, "time_s", json_real(g->secs));
+        json_object_set_new(p, "bwd_time_s", json_real(g->bwd_secs));
+        json_object_set_new(p, "flops_per_s", json_real(g->rate));
+        json_object_set_new(p, "model_flops_per_s", json_real(g->model_rate));
+        json_object_set_new(p, "fitted", json_boolean(g->fitted));
+        json_array_append_new(ga, p);
+    }
+    json_object_set_new(meas, "gemm", ga);
+    json_t *ea = json_object();
+    for (int k = 0; k < GS_CAL_EW_COUNT; k++) {
+        json_t *arr = json_array();
+        for (size_t i = 0; i < c->new_; i++) {
+            json_t *o = json_object();
+            json_object_set_new(o, "elements", json_integer((json_int_t)c->ew_elems[i]));
+            json_object_set_new(o, "bytes", json_real(gs_cal_ew_bytes[k] * (double)c->ew_elems[i]));
+            json_object_set_new(o, "time_s", json_real(c->ew_s[k][i]));
+            json_array_append_new(arr, o);
+        }
+        json_object_set_new(ea, gs_cal_ew_names[k], arr);
+    }
+    json_object_set_new(meas, "elementwise", ea);
+    json_t *cp = json_array();
+    for (size_t i = 0; i < c->new_; i++) {
+        json_t *o = json_object();
+        json_object_set_new(o, "bytes_moved", json_real(8.0 * (double)c->ew_elems[i]));
+        json_object_set_new(o, "time_s", json_real(c->copy_s[i]));
+        json_array_append_new(cp, o);
+    }
+    json_object_set_new(meas, "copy", cp);
+    json_t *at = json_object();
+    json_object_set_new(at, "seq", json_integer((json_int_t)c->attn_seq));
+    json_object_set_new(at, "heads", json_integer((json_int_t)c->attn_nh));
+    json_object_set_new(at, "kv_heads", json_integer((json_int_t)c->attn_nkv));
+    json_object_set_new(at, "head_dim", json_integer((json_int_t)c->attn_hd));
+    json_object_set_new(at, "fwd_s", json_real(c->attn_fwd_s));
+    json_object_set_new(at, "bwd_s", json_real(c->attn_bwd_s));
+    json_object_set_new(meas, "attention", at);
+    json_object_set_new(meas, "launch_s", json_real(c->launch_s));
+    json_t *co = json_object();
+    for (int op = 0; op < GS_CAL_C_COUNT; op++) {
+        json_t *o = json_object();
+        for (int gi = 0; gi < DEV_GROUPS; gi++) {
+            if (!c->coll_ok[op][gi])
+                continue;
+            json_t *arr = json_array();
+            for (size_t si = 0; si < c->nsizes; si++) {
+                json_t *p = json_object();
+                json_object_set_new(p, "size", json_integer((json_int_t)c->sizes[si]));
+                json_object_set_new(p, "time_s", json_real(c->coll_s[op][gi][si]));
+                json_array_append_new(arr, p);
+            }
+            char k[16];
+            snprintf(k, sizeof k, "%" PRIu64, op == GS_CAL_C_P2P ? 2 : dev_group_sizes[gi]);
+            json_object_set_new(o, k, arr);
+        }
+        json_object_set_new(co, gs_cal_c_names[op], o);
+    }
+    json_object_set_new(meas, "collectives", co);
+    if (c->coll_note[0])
+        json_object_set_new(meas, "collectives_note", json_string(c->coll_note));
+    json_object_set_new(doc, "measurements", meas);
+    return doc;
+}
+
+static double busbw_factor(int op, uint64_t n)
+{
+    return op == GS_CAL_C_P2P ? 1.0 : gs_busbw_factor(gs_cal_c_ops[op], n);
+}
+
+void gs_calib_dev_print(const gs_calib_dev *c, FILE *f)
+{
+    double peak, eff;
+    gemm_peak(c, &peak, &eff);
+    fprintf(f, "calibration through the %s driver (events on its streams), against %s at %s; medians of %d repeats\n",
+            c->ops->name, c->gpu, c->precision, c->reps);
+    fprintf(f, "\nGEMM (the driver's linear): measured against the tile model at efficiency 1 (%.1f TFLOP/s peak)\n",
+            c->cm.peak_flops * 1e-12);
+    gs_cli_table t;
+    gs_cli_table_init(&t, 9);
+    gs_cli_table_rowf(&t, "m\tn\tk\ttime(us)\tTFLOP/s\tmodel\tratio\tfitted\tbwd/2fwd");
+    for (size_t i = 0; i < c->ngemm; i++) {
+        const dev_gemm *g = &c->gemm[i];
+        gs_cli_table_rowf(&t, "%" PRIu64 "\t%" PRIu64 "\t%" PRIu64 "\t%.1f\t%.2f\t%.2f\t%.3f\t%s\t%.2f", g->m, g->n, g->k,
+                          g->secs * 1e6, g->rate * 1e-12, g->model_rate * 1e-12, g->rate / g->model_rate,
+                          g->fitted ? "yes" : "no (memory-bound)", g->bwd_secs / (2.0 * g->secs));
+    }
+    gs_cli_table_print(&t, f, 2);
+    gs_cli_table_fini(&t);
+    fprintf(f, "  fit: measured = %.3f x model (median of %zu ratios; rms relative residual %.1f%%, %zu outliers) -> "
+               "compute.gemm_efficiency %.3f, peak_flops %.4g\n",
+            c->gemm_fit.scale, c->gemm_fit.n, 100 * c->gemm_fit.rms_rel_resid, c->gemm_fit.outliers, eff, peak);
+    fprintf(f, "  backward (dx and dw) over twice the forward: median %.3f (compute.gemm_bwd_factor)\n", c->bwd_factor);
+    fprintf(f, "  attention (seq %" PRIu64 ", %" PRIu64 " heads of %" PRIu64 "): fwd %.1f us, bwd %.1f us, %.2f "
+               "TFLOP/s (the schedule's FLOP count; compute.attn_flops)\n",
+            c->attn_seq, c->attn_nh, c->attn_hd, c->attn_fwd_s * 1e6, c->attn_bwd_s * 1e6, c->attn_flops * 1e-12);
+    fprintf(f, "\nelementwise kernels (bytes as the schedule counts them, fp32): t = alpha + bytes / bw\n");
+    gs_cli_table_init(&t, 6);
+    gs_cli_table_rowf(&t, "kernel\talpha(us)\tbw(GB/s)\tR^2(log)\trms resid\toutliers");
+    for (int k = 0; k < GS_CAL_EW_COUNT; k++)
+        gs_cli_table_rowf(&t, "%s\t%.2f\t%.2f\t%.4f\t%.1f%%\t%zu", gs_cal_ew_names[k], c->ew_fit[k].alpha_s * 1e6,
+                          c->ew_fit[k].beta_bytes_per_s * 1e-9, c->ew_fit[k].r2, 100 * c->ew_fit[k].rms_rel_resid,
+                          c->ew_fit[k].outliers);
+    gs_cli_table_rowf(&t, "copy (read+write)\t%.2f\t%.2f\t%.4f\t%.1f%%\t%zu", c->copy_fit.alpha_s * 1e6,
+                      c->copy_fit.beta_bytes_per_s * 1e-9, c->copy_fit.r2, 100 * c->copy_fit.rms_rel_resid,
+                      c->copy_fit.outliers);
+    gs_cli_table_print(&t, f, 2);
+    gs_cli_table_fini(&t);
+    fprintf(f, "  compute.hbm_bw: the copy's %.1f GB/s (the preset says %.1f GB/s)\n",
+            c->copy_fit.beta_bytes_per_s * 1e-9, c->cm.hbm_bw * 1e-9);
+    fprintf(f, "  rotary embedding: %.4f us per token; a one-element kernel back to back: %.2f us (compute.launch_s)\n",
+            c->rope_s * 1e6, c->launch_s * 1e6);
+    if (!c->coll_max) {
+        fprintf(f, "\ncollectives: not measured (%s)\n", c->coll_note[0] ? c->coll_note : "no group");
+        return;
+    }
+    for (int op = 0; op < GS_CAL_C_COUNT; op++)
+        for (int gi = 0; gi < DEV_GROUPS; gi++) {
+            if (!c->coll_ok[op][gi])
+                continue;
+            uint64_t n = op == GS_CAL_C_P2P ? 2 : dev_group_sizes[gi];
+            fprintf(f, "\n%s over %" PRIu64 " ranks (nccl-tests' columns; float)\n", gs_cal_c_names[op], n);
+            gs_cli_table_init(&t, 6);
+            gs_cli_table_rowf(&t, "size(B)\tcount\ttype\ttime(us)\talgbw(GB/s)\tbusbw(GB/s)");
+            for (size_t si = 0; si < c->nsizes; si++) {
+                double secs = c->coll_s[op][gi][si], sz = (double)c->sizes[si];
+                uint64_t count = c->sizes[si] / 4 / (op == GS_CAL_C_AG || op == GS_CAL_C_RS ? n : 1);
+                gs_cli_table_rowf(&t, "%" PRIu64 "\t%" PRIu64 "\tfloat\t%.2f\t%.3f\t%.3f", c->sizes[si], count, secs * 1e6,
+                                  sz / secs * 1e-9, sz / secs * 1e-9 * busbw_factor(op, n));
+            }
+            gs_cli_table_print(&t, f, 2);
+            gs_cli_table_fini(&t);
+            const gs_fit_ab *fit = &c->coll_fit[op][gi];
+            fprintf(f, "  fit: latency %.2f us, bandwidth %.3f GB/s (algbw), R^2(log) %.4f, rms residual %.1f%%, %zu "
+                       "outliers\n",
+                    fit->alpha_s * 1e6, fit->beta_bytes_per_s * 1e-9, fit->r2, 100 * fit->rms_rel_resid, fit->outliers);
+        }
+    if (c->coll_note[0])
+        fprintf(f, "  larger groups not measured: %s\n", c->coll_note);
+}
+
+static gs_status run_gnuplot(const char *prefix, const char *which, gs_error *err)
+{
+    char cmd[1200];
+    snprintf(cmd, sizeof cmd, "gnuplot '%s-%s.gp' 2>&1", prefix, which);
+    FILE *p = popen(cmd, "r");
+    char out[512];
+    size_t got = p ? fread(out, 1, sizeof out - 1, p) : 0;
+    out[got] = 0;
+    int st = p ? pclose(p) : -1;
+    if (st != 0)
+        return gs_error_set(err, GS_ERR_RUNTIME, "gnuplot is missing or failed (%s); the data and script are in "
+                            "%s-%s.dat/.gp", got ? out : "exit status nonzero", prefix, which);
+    return GS_OK;
+}
+
+gs_status gs_calib_dev_plot(const gs_calib_dev *c, const char *prefix, gs_error *err)
+{
+    char path[1024];
+    FILE *f;
+    snprintf(path, sizeof path, "%s-gemm.dat", prefix);
+    if (!(f = fopen(path, "w")))
+        return gs_error_set(err, GS_ERR_IO, "%s: cannot write: %s", path, strerror(errno));
+    fprintf(f, "# flops measured_flops_per_s fitted_flops_per_s (scale x tile model) m n k fitted\n");
+    for (size_t i = 0; i < c->ngemm; i++) {
+        const dev_gemm *g = &c->gemm[i];
+        fprintf(f, "%.0f %.6g %.6g %" PRIu64 " %" PRIu64 " %" PRIu64 " %d\n",
+                2.0 * (double)g->m * (double)g->n * (double)g->k, g->rate, g->model_rate * c->gemm_fit.scale, g->m, g->n,
+                g->k, g->fitted);
+    }
+    fclose(f);
+    snprintf(path, sizeof path, "%s-gemm.gp", prefix);
+    if (!(f = fopen(path, "w")))
+        return gs_error_set(err, GS_ERR_IO, "%s: cannot write: %s", path, strerror(errno));
+    fprintf(f, "set terminal pngcairo noenhanced size 900,600\nset output '%s-gemm.png'\nset logscale x\n"
+               "set xlabel 'FLOPs of one GEMM call (2mnk)'\nset ylabel 'TFLOP/s'\nset key left top\n"
+               "set title '%s GEMMs on %s: measured and %.3f x the tile model'\n"
+               "plot '%s-gemm.dat' using 1:($2*1e-12) with points pt 7 title 'measured', "
+               "'' using 1:($3*1e-12) with points pt 6 title 'fitted model'\n",
+            prefix, c->ops->name, c->gpu, c->gemm_fit.scale, prefix);
+    fclose(f);
+    gs_status rc = run_gnuplot(prefix, "gemm", err);
+    if (rc != GS_OK || !c->coll_max)
+        return rc;
+    snprintf(path, sizeof path, "%s-coll.dat", prefix);
+    if (!(f = fopen(path, "w")))
+        return gs_error_set(err, GS_ERR_IO, "%s: cannot write: %s", path, strerror(errno));
+    fprintf(f, "# one block per (op, ranks): size_bytes measured_s fitted_s\n");
+    char plot[8192];
+    size_t used = (size_t)snprintf(plot, sizeof plot, "plot ");
+    int b = 0;
+    for (int op = 0; op < GS_CAL_C_COUNT; op++)
+        for (int gi = 0; gi < DEV_GROUPS; gi++) {
+            if (!c->coll_ok[op][gi])
+                continue;
+            uint64_t n = op == GS_CAL_C_P2P ? 2 : dev_group_sizes[gi];
+            const gs_fit_ab *fit = &c->coll_fit[op][gi];
+            fprintf(f, "# %s %" PRIu64 "\n", gs_cal_c_names[op], n);
+            for (size_t si = 0; si < c->nsizes; si++) {
+                double sz = (double)c->sizes[si];
+                fprintf(f, "%.0f %.9g %.9g\n", sz, c->coll_s[op][gi][si], fit->alpha_s + sz / fit->beta_bytes_per_s);
+            }
+            fprintf(f, "\n\n");
+            if (used < sizeof plot)
+                used += (size_t)snprintf(plot + used, sizeof plot - used,
+                                         "%s'%s-coll.dat' index %d using 1:2 with points lc %d title '%s n=%" PRIu64 "', "
+                                         "'' index %d using 1:3 with lines lc %d notitle",
+                                         b ? ", \\\n     " : "", prefix, b, b + 1, gs_cal_c_names[op], n, b, b + 1);
+            b++;
+        }
+    fclose(f);
+    snprintf(path, sizeof path, "%s-coll.gp", prefix);
+    if (!(f = fopen(path, "w")))
+        return gs_error_set(err, GS_ERR_IO, "%s: cannot write: %s", path, strerror(errno));
+    fprintf(f, "set terminal pngcairo noenhanced size 1000,700\nset output '%s-coll.png'\nset logscale xy\n"
+               "set xlabel 'size (bytes)'\nset ylabel 'time (s)'\nset key left top\n"
+               "set title '%s collectives: measured medians (points) and alpha-beta fits (lines)'\n%s\n",
+            prefix, c->ops->name, plot);
+    fclose(f);
+    return run_gnuplot(prefix, "coll", err);
+}

@@ -1,0 +1,180 @@
+/* Check suite for the device calibration path (cli/calib_device.c): the measurements a GPU's
+ * driver gets, timed with the driver's stream events, run here through the host driver (CPU
+ * threads) at test sizes, and through two wrappers of it that act as a machine with two devices
+ * and as a device whose GEMMs are three times slower. What the GPU itself does is checked on a
+ * GPU (tests/gpu/device-check.sh); these check the path: event timing, fits, the file the sim
+ * reads back, and a machine with fewer devices than the largest group. */
+#include <check.h>
+#include <jansson.h>
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include "cli/calib_device.h"
+#include "exec/driver.h"
+#include "sim/calib.h"
+#include "sim/calib_file.h"
+#include "sim/compute.h"
+#include "sim/topology.h"
+
+#define SCENARIO "tests/calib/a-dp2.yaml"
+
+static gs_calib_dev *run(const gs_driver_ops *ops, uint64_t max_ranks)
+{
+    gs_calib_dev_opts o = {.small = 1, .max_ranks = max_ranks, .timeout_s = 60};
+    gs_calib_dev *c = NULL;
+    gs_error err;
+    gs_error_init(&err);
+    gs_status rc = gs_calib_dev_run(ops, SCENARIO, &o, &c, &err);
+    ck_assert_msg(rc == GS_OK, "calibration failed: %s", err.msg);
+    return c;
+}
+
+/* Thread CPU seconds per call of the host's forward GEMM, median of 9 batches of 20. */
+static double cpu_per_gemm(size_t m, size_t n, size_t k)
+{
+    float *x = calloc(m * k, 4), *w = calloc(n * k, 4), *y = calloc(m * n, 4);
+    double v[9];
+    for (int r = 0; r < 9; r++) {
+        struct timespec a, b;
+        clock_gettime(CLOCK_THREAD_CPUTIME_ID, &a);
+        for (int i = 0; i < 20; i++)
+            gs_driver_host.linear_fwd(NULL, x, w, y, m, k, n);
+        clock_gettime(CLOCK_THREAD_CPUTIME_ID, &b);
+        v[r] = ((double)(b.tv_sec - a.tv_sec) + 1e-9 * (double)(b.tv_nsec - a.tv_nsec)) / 20.0;
+    }
+    free(x), free(w), free(y);
+    return gs_calib_median(v, 9);
+}
+
+/* The whole path on the host driver: every group size measured, the file accepted by the sim's
+ * loader with the fitted GEMM efficiency in it, and each GEMM's event-timed time at least its
+ * work: a call's wall time between two stream events cannot be below the CPU time the same call
+ * takes on one thread (0.7 x for timer noise). Timing only the issue of the work (an event
+ * recorded before the work ran) would break it by orders of magnitude. */
+START_TEST(test_host_path)
+{
+    gs_calib_dev *c = run(&gs_driver_host, 8);
+    json_t *doc = gs_calib_dev_json(c);
+    ck_assert_str_eq(json_string_value(json_object_get(doc, "driver")), "host");
+    json_t *ar = json_object_get(json_object_get(json_object_get(doc, "links"), "intra"), "all_reduce");
+    ck_assert_uint_eq(json_array_size(ar), 3);
+    ck_assert_int_eq(json_integer_value(json_object_get(json_array_get(ar, 2), "ranks")), 8);
+    ck_assert_ptr_nonnull(json_object_get(json_object_get(json_object_get(doc, "links"), "intra"), "send_recv"));
+
+    json_t *g = json_object_get(json_object_get(doc, "measurements"), "gemm");
+    int checked = 0;
+    for (size_t i = 0; i < json_array_size(g); i++) {
+        json_t *p = json_array_get(g, i);
+        size_t m = (size_t)json_integer_value(json_object_get(p, "m")), n = (size_t)json_integer_value(json_object_get(p, "n")),
+               k = (size_t)json_integer_value(json_object_get(p, "k"));
+        if (m != 128 || n != 128 || k != 128)
+            continue;
+        double ev = json_real_value(json_object_get(p, "time_s")), cpu = cpu_per_gemm(m, n, k);
+        ck_assert_msg(ev >= 0.7 * cpu, "128^3 GEMM: %g s between events, %g s of CPU time", ev, cpu);
+        checked = 1;
+    }
+    ck_assert_msg(checked, "the 128^3 shape was not measured");
+
+    char *text = json_dumps(doc, JSON_REAL_PRECISION(17));
+    gs_calib cal;
+    gs_error err;
+    gs_error_init(&err);
+    ck_assert_msg(gs_calib_load_string(text, strlen(text), "dev.json", &cal, &err) == GS_OK, "%s", err.msg);
+    double eff = json_real_value(json_object_get(json_object_get(doc, "compute"), "gemm_efficiency"));
+    ck_assert(eff > 0 && eff <= 1);
+    ck_assert_double_eq_tol(cal.gemm_efficiency, eff, 1e-12);
+    ck_assert_double_eq_tol(cal.hbm_bw, gs_calib_dev_copy_bw(c), 1e-6 * cal.hbm_bw);
+    free(text);
+    json_decref(doc);
+    gs_calib_dev_free(c);
+}
+END_TEST
+
+/* ---- a machine with two devices: open() refuses more ranks, as the cuda driver does ---- */
+
+static gs_driver_ops two_devices;
+
+static gs_status open_two(const gs_mesh *mesh, const gs_driver_opts *opts, gs_drv **out, gs_error *err)
+{
+    if (mesh->world > 2)
+        return gs_error_set(err, GS_ERR_UNSUPPORTED, "the scenario needs %llu GPUs, this machine has 2",
+                            (unsigned long long)mesh->world);
+    return gs_driver_host.open(mesh, opts, out, err);
+}
+
+START_TEST(test_fewer_devices)
+{
+    two_devices = gs_driver_host;
+    two_devices.open = open_two;
+    gs_calib_dev *c = run(&two_devices, 8);
+    json_t *doc = gs_calib_dev_json(c);
+    json_t *intra = json_object_get(json_object_get(doc, "links"), "intra");
+    ck_assert_uint_eq(json_array_size(json_object_get(intra, "all_gather")), 1);
+    ck_assert_int_eq(json_integer_value(json_object_get(json_array_get(json_object_get(intra, "all_gather"), 0), "ranks")), 2);
+    const char *note = json_string_value(json_object_get(json_object_get(doc, "measurements"), "collectives_note"));
+    ck_assert_ptr_nonnull(note);
+    ck_assert_msg(strstr(note, "4 ranks") && strstr(note, "this machine has 2"), "note: %s", note);
+    json_decref(doc);
+    gs_calib_dev_free(c);
+}
+END_TEST
+
+/* ---- a device whose GEMMs take three times as long ---- */
+
+static gs_driver_ops slow_gemm;
+
+static void linear_thrice(gs_drv_stream *s, const float *x, const float *w, float *y, size_t t, size_t k, size_t n)
+{
+    for (int i = 0; i < 3; i++)
+        gs_driver_host.linear_fwd(s, x, w, y, t, k, n);
+}
+
+/* The fitted scale is the device's GEMM rate over the model's: three times the work per call
+ * must give a third of the scale (0.2 .. 0.5 allows for the two runs' machine noise). */
+START_TEST(test_gemm_scale_tracks)
+{
+    slow_gemm = gs_driver_host;
+    slow_gemm.linear_fwd = linear_thrice;
+    gs_calib_dev *base = run(&gs_driver_host, 2), *slow = run(&slow_gemm, 2);
+    double r = gs_calib_dev_gemm_scale(slow) / gs_calib_dev_gemm_scale(base);
+    ck_assert_msg(r > 0.2 && r < 0.5, "scale ratio %g, want about 1/3", r);
+    gs_calib_dev_free(base);
+    gs_calib_dev_free(slow);
+}
+END_TEST
+
+START_TEST(test_needs_scenario)
+{
+    gs_calib_dev_opts o = {.small = 1};
+    gs_calib_dev *c = NULL;
+    gs_error err;
+    gs_error_init(&err);
+    ck_assert_int_eq(gs_calib_dev_run(&gs_driver_host, NULL, &o, &c, &err), GS_ERR_INPUT);
+    ck_assert_ptr_null(c);
+    ck_assert_ptr_nonnull(strstr(err.msg, "needs SCENARIO.yaml"));
+}
+END_TEST
+
+static Suite *suite(void)
+{
+    Suite *s = suite_create("calib_device");
+    TCase *t = tcase_create("path");
+    tcase_set_timeout(t, 120);
+    tcase_add_test(t, test_host_path);
+    tcase_add_test(t, test_fewer_devices);
+    tcase_add_test(t, test_gemm_scale_tracks);
+    tcase_add_test(t, test_needs_scenario);
+    suite_add_tcase(s, t);
+    return s;
+}
+
+int main(void)
+{
+    SRunner *sr = srunner_create(suite());
+    srunner_run_all(sr, CK_NORMAL);
+    int failed = srunner_ntests_failed(sr);
+    srunner_free(sr);
+    return failed ? EXIT_FAILURE : EXIT_SUCCESS;
+}
