@@ -19,6 +19,8 @@
 
 #include "cli/calib_device.h"
 #include "cli/calib_ops.h"
+#include "cli/calib_procs.h"
+#include "cli/mpi_exec.h"
 #include "cli/cli_common.h"
 #include "cli/commands.h"
 #include "engine/schedule.h"
@@ -85,6 +87,15 @@ const char gs_cmd_calibrate_help[] =
     "             GPUs the driver opens are skipped, with its reason in the summary and the file\n"
     "Built and tested through the host driver (--events); not yet run on a GPU.\n"
     "\n"
+    "Under mpirun or srun (a gridstep built --with-mpi), process 0 measures its machine as above\n"
+    "while the others wait, then every process takes part in the collectives between processes,\n"
+    "one rank each, timed with the driver's events (the slowest process per repeat): with L\n"
+    "processes on each of H >= 2 hosts in blocks, a host's L (links.intra at L ranks) and one per\n"
+    "host (links.inter at H ranks), each class's groups at once as a step runs them; otherwise\n"
+    "all of them (intra on one host, inter across hosts); send/recv between process 0 and a\n"
+    "process on its host and on another host. Process 0 writes the file (those lines replace\n"
+    "the same group sizes measured in one process) and every process exits with one status.\n"
+    "\n"
     "options:\n"
     "  --driver D       host, or a driver module such as cuda (as for exec)\n"
     "  --events         time through the driver's stream events as for a GPU (the default for a\n"
@@ -103,7 +114,8 @@ const char gs_cmd_calibrate_help[] =
     "  gridstep sim --calib host.json tests/calib/b-dp4.yaml\n"
     "  gridstep compare --calib host.json tests/calib/b-dp4.yaml\n"
     "  GRIDSTEP_CUDA_GEMM=tf32 gridstep calibrate --driver cuda --out gpu.json scenarios/llama2-7b-8l-1xh200.yaml\n"
-    "  GRIDSTEP_CUDA_GEMM=tf32 gridstep compare --driver cuda --calib gpu.json scenarios/llama2-7b-8l-1xh200.yaml\n";
+    "  GRIDSTEP_CUDA_GEMM=tf32 gridstep compare --driver cuda --calib gpu.json scenarios/llama2-7b-8l-1xh200.yaml\n"
+    "  mpirun -np 16 --map-by ppr:8:node gridstep calibrate --driver cuda --out cluster.json S.yaml\n";
 
 static const char usage[] =
     "gridstep calibrate [--driver host|cuda] [--events] [--out FILE] [--quick] [--warm] [--plot PREFIX] [SCENARIO.yaml]";
@@ -1446,7 +1458,14 @@ static gs_status write_plots(const cal *c, const char *prefix, gs_error *err)
 
 /* ---- the command --------------------------------------------------------------------------------------- */
 
-gs_status gs_cmd_calibrate(int argc, char **argv, gs_error *err)
+/* The options. */
+typedef struct calib_args {
+    const char *driver, *out, *plot, *scenario;
+    int quick, warm, events;
+    const gs_driver_ops *ops;
+} calib_args;
+
+static gs_status parse(int argc, char **argv, calib_args *a, gs_error *err)
 {
     static const struct option opts[] = {
         {"driver", required_argument, NULL, 'd'}, {"out", required_argument, NULL, 'o'},
@@ -1454,40 +1473,47 @@ gs_status gs_cmd_calibrate(int argc, char **argv, gs_error *err)
         {"warm", no_argument, NULL, 'w'},        {"events", no_argument, NULL, 'e'},
         {NULL, 0, NULL, 0},
     };
-    const char *driver = "host", *out = "calib.json", *plot = NULL, *scenario = NULL;
+    *a = (calib_args){"host", "calib.json", NULL, NULL, 0, 0, 0, NULL};
+    int ch;
+    while ((ch = getopt_long(argc, argv, "", opts, NULL)) != -1) {
+        switch (ch) {
+        case 'd': a->driver = optarg; break;
+        case 'o': a->out = optarg; break;
+        case 'q': a->quick = 1; break;
+        case 'p': a->plot = optarg; break;
+        case 'w': a->warm = 1; break;
+        case 'e': a->events = 1; break;
+        default: return gs_error_set(err, GS_ERR_INPUT, "unknown option '%s'\nusage: %s", argv[optind - 1], usage);
+        }
+    }
+    if (optind < argc)
+        a->scenario = argv[optind++];
+    if (optind < argc)
+        return gs_error_set(err, GS_ERR_INPUT, "one scenario at most, found '%s' too\nusage: %s", argv[optind], usage);
+    return gs_driver_load(a->driver, &a->ops, err);
+}
+
+/* This machine, through the driver: measures, fits, prints the summary and the plots, and
+ * returns the calibration file's document (written by the caller). */
+static gs_status calibrate_here(const calib_args *a, json_t **doc_out, gs_error *err)
+{
+    const char *out = a->out, *plot = a->plot, *scenario = a->scenario;
+    (void)out;
+    *doc_out = NULL;
     cal *c = calloc(1, sizeof *c);
     if (!c)
         return gs_error_set(err, GS_ERR_NOMEM, "out of memory");
     c->solo_cpu = -1;
     for (int t = 0; t < MAX_CONC; t++)
         c->conc_cpu[t] = -1;
+    c->ops = a->ops;
+    c->quick = a->quick;
+    c->rotate = a->warm ? -1 : 0;
     gs_status rc = GS_OK;
     json_t *doc = NULL;
     gs_drv *d = NULL;
     gs_drv_stream *s = NULL;
-    int ch, events = 0;
-    while ((ch = getopt_long(argc, argv, "", opts, NULL)) != -1) {
-        switch (ch) {
-        case 'd': driver = optarg; break;
-        case 'o': out = optarg; break;
-        case 'q': c->quick = 1; break;
-        case 'p': plot = optarg; break;
-        case 'w': c->rotate = -1; break;
-        case 'e': events = 1; break;
-        default:
-            rc = gs_error_set(err, GS_ERR_INPUT, "unknown option '%s'\nusage: %s", argv[optind - 1], usage);
-            goto done;
-        }
-    }
-    if (optind < argc)
-        scenario = argv[optind++];
-    if (optind < argc) {
-        rc = gs_error_set(err, GS_ERR_INPUT, "one scenario at most, found '%s' too\nusage: %s", argv[optind], usage);
-        goto done;
-    }
-    if ((rc = gs_driver_load(driver, &c->ops, err)) != GS_OK)
-        goto done;
-    if (c->ops->device_memory || events) {
+    if (c->ops->device_memory || a->events) {
         /* a device's driver (or --events): timed with its stream events (cli/calib_device.c) */
         gs_calib_dev_opts dopt = {.quick = c->quick, .small = !c->ops->device_memory, .tty = isatty(STDERR_FILENO),
                                   .max_ranks = 8};
@@ -1495,17 +1521,11 @@ gs_status gs_cmd_calibrate(int argc, char **argv, gs_error *err)
         if ((rc = gs_calib_dev_run(c->ops, scenario, &dopt, &dc, err)) != GS_OK)
             goto done;
         doc = gs_calib_dev_json(dc);
-        if (json_dump_file(doc, out, JSON_INDENT(2) | JSON_PRESERVE_ORDER | JSON_REAL_PRECISION(9)) != 0)
-            rc = gs_error_set(err, GS_ERR_IO, "%s: cannot write", out);
-        else {
-            gs_calib_dev_print(dc, stdout);
-            printf("\nwrote %s (use: gridstep sim --calib %s SCENARIO, gridstep compare --driver %s --calib %s "
-                   "SCENARIO)\n", out, out, c->ops->name, out);
-            if (plot && (rc = gs_calib_dev_plot(dc, plot, err)) == GS_OK)
-                printf("\nplots: %s-gemm.png%s%s%s (data and gnuplot scripts beside them)\n", plot,
-                       json_object_get(doc, "links") ? ", " : "", json_object_get(doc, "links") ? plot : "",
-                       json_object_get(doc, "links") ? "-coll.png" : "");
-        }
+        gs_calib_dev_print(dc, stdout);
+        if (plot && (rc = gs_calib_dev_plot(dc, plot, err)) == GS_OK)
+            printf("\nplots: %s-gemm.png%s%s%s (data and gnuplot scripts beside them)\n", plot,
+                   json_object_get(doc, "links") ? ", " : "", json_object_get(doc, "links") ? plot : "",
+                   json_object_get(doc, "links") ? "-coll.png" : "");
         gs_calib_dev_free(dc);
         goto done;
     }
@@ -1601,12 +1621,7 @@ gs_status gs_cmd_calibrate(int argc, char **argv, gs_error *err)
         }
 
     doc = build_json(c, c->ops->name, scenario);
-    if (json_dump_file(doc, out, JSON_INDENT(2) | JSON_PRESERVE_ORDER | JSON_REAL_PRECISION(9)) != 0) {
-        rc = gs_error_set(err, GS_ERR_IO, "%s: cannot write", out);
-        goto done;
-    }
     print_summary(c);
-    printf("\nwrote %s (use: gridstep sim --calib %s SCENARIO, gridstep compare --calib %s SCENARIO)\n", out, out, out);
     if (plot)
         rc = write_plots(c, plot, err);
 done:
@@ -1614,7 +1629,157 @@ done:
         c->ops->stream_destroy(d, s);
     if (d)
         c->ops->close(d);
-    json_decref(doc);
+    if (rc == GS_OK)
+        *doc_out = doc;
+    else
+        json_decref(doc);
     free(c);
+    return rc;
+}
+
+/* links.<cls> of doc gets the lines measured between processes: a group size already there is
+ * replaced (the processes' transport is what a multi-process run uses), others added. */
+static void merge_links(json_t *doc, json_t *procs_links)
+{
+    json_t *links = json_object_get(doc, "links");
+    if (!links) {
+        links = json_object();
+        json_object_set_new(doc, "links", links);
+    }
+    const char *cls;
+    json_t *from;
+    json_object_foreach(procs_links, cls, from) {
+        json_t *to = json_object_get(links, cls);
+        if (!to) {
+            json_object_set(links, cls, from);
+            continue;
+        }
+        const char *op;
+        json_t *v;
+        json_object_foreach(from, op, v) {
+            json_t *have = json_object_get(to, op);
+            if (!json_is_array(v) || !json_is_array(have)) {
+                json_object_set(to, op, v);
+                continue;
+            }
+            for (size_t i = 0; i < json_array_size(v); i++) {
+                json_t *line = json_array_get(v, i);
+                json_int_t n = json_integer_value(json_object_get(line, "ranks"));
+                size_t j = 0, at = json_array_size(have);
+                for (j = 0; j < json_array_size(have); j++) {
+                    json_int_t m = json_integer_value(json_object_get(json_array_get(have, j), "ranks"));
+                    if (m == n)
+                        break;
+                    if (m > n && at == json_array_size(have))
+                        at = j;
+                }
+                if (j < json_array_size(have))
+                    json_array_set(have, j, line);
+                else
+                    json_array_insert(have, at, line); /* ascending group sizes */
+            }
+        }
+    }
+}
+
+/* Under a launcher: process 0 measures its machine alone first (the others wait for its word,
+ * polling quietly), then every process takes part in the collectives between processes
+ * (cli/calib_procs.c); process 0 merges them into the file. */
+gs_status gs_cmd_calibrate(int argc, char **argv, gs_error *err)
+{
+    calib_args a;
+    gs_mpi_exec mx;
+    int prank = 0;
+    json_t *doc = NULL;
+    gs_calib_procs *cp = NULL;
+    gs_status rc = gs_mpi_exec_begin(&mx, &prank, err);
+    if (prank != 0 && !freopen("/dev/null", "w", stdout))
+        rc = gs_error_set(err, GS_ERR_IO, "rank %d: cannot quiet standard output", prank);
+    if (rc == GS_OK)
+        rc = parse(argc, argv, &a, err);
+    if (rc == GS_OK && mx.launched && strcmp(a.ops->name, "host") == 0 && !mx.threads_ok)
+        rc = gs_mpi_exec_threads_error(&mx, err);
+    if (!mx.launched) {
+        if (rc == GS_OK)
+            rc = calibrate_here(&a, &doc, err);
+    } else {
+        const gs_exec_boot *b = &mx.boot;
+        unsigned char go = 0;
+        if (prank == 0) {
+            if (rc == GS_OK)
+                rc = calibrate_here(&a, &doc, err);
+            go = rc == GS_OK;
+            for (int p = 1; p < b->procs; p++) {
+                gs_error e2;
+                gs_error_init(&e2);
+                gs_status s2 = b->send(b->ctx, p, &go, 1, &e2);
+                if (s2 != GS_OK && rc == GS_OK)
+                    rc = s2, *err = e2, go = 0;
+            }
+        } else {
+            gs_boot_wait w = {.timeout_s = 4 * 3600.0};
+            gs_error e2;
+            gs_error_init(&e2);
+            gs_boot_outcome oc = b->recv(b->ctx, 0, &go, 1, &w, &e2);
+            if (oc != GS_BOOT_DONE) {
+                go = 0;
+                if (rc == GS_OK)
+                    rc = oc == GS_BOOT_FAILED ? (*err = e2, GS_ERR_RUNTIME)
+                                              : gs_error_set(err, GS_ERR_RUNTIME, "rank %d: process 0 did not finish its "
+                                                             "part of the calibration", prank);
+            }
+        }
+        /* every process, or none (go is process 0's word; a process failing before it still
+         * takes part, and fails the agreement afterwards) */
+        if (go) {
+            const char *hosts[1024];
+            int procs = b->procs < 1024 ? b->procs : 1024, lr, lp;
+            for (int p = 0; p < procs; p++)
+                hosts[p] = gs_mpi_exec_host(&mx, p, &lr, &lp);
+            uint64_t sizes[24];
+            size_t ns = 0;
+            uint64_t top = rc == GS_OK && a.ops->device_memory ? (1u << 30) : a.quick ? (1u << 20) : (16u << 20);
+            for (uint64_t s = 1024; s <= top && ns < 24; s *= a.ops && a.ops->device_memory && a.quick ? 16 : 4)
+                sizes[ns++] = s;
+            gs_error e2;
+            gs_error_init(&e2);
+            gs_status s2 = rc == GS_OK || prank != 0
+                               ? gs_calib_procs_run(a.ops, b, hosts, sizes, ns, a.quick, prank == 0 && isatty(STDERR_FILENO),
+                                                    &cp, &e2)
+                               : GS_OK;
+            if (s2 != GS_OK && rc == GS_OK)
+                rc = s2, *err = e2;
+            if (rc == GS_OK && prank == 0 && cp) {
+                json_t *links = gs_calib_procs_links(cp);
+                merge_links(doc, links);
+                json_decref(links);
+                json_t *meas = json_object_get(doc, "measurements");
+                if (meas)
+                    json_object_set_new(meas, "between_processes", gs_calib_procs_measurements(cp));
+                gs_calib_procs_print(cp, stdout);
+            }
+        }
+    }
+    if (rc == GS_OK && prank == 0) {
+        if (json_dump_file(doc, a.out, JSON_INDENT(2) | JSON_PRESERVE_ORDER | JSON_REAL_PRECISION(9)) != 0)
+            rc = gs_error_set(err, GS_ERR_IO, "%s: cannot write", a.out);
+        else
+            printf("\nwrote %s (use: gridstep sim --calib %s SCENARIO, gridstep compare%s%s --calib %s SCENARIO)\n",
+                   a.out, a.out, strcmp(a.ops->name, "host") ? " --driver " : "",
+                   strcmp(a.ops->name, "host") ? a.ops->name : "", a.out);
+    }
+    fflush(stdout);
+    json_decref(doc);
+    gs_calib_procs_free(cp);
+    /* every process's outcome agreed, rank 0 prints the error before any process leaves MPI */
+    int launched = mx.launched;
+    rc = gs_mpi_exec_agree(&mx, rc, "the calibration", err);
+    if (launched && rc != GS_OK) {
+        fprintf(stderr, "gridstep calibrate: %s\n", err->msg[0] ? err->msg : gs_status_name(rc));
+        fflush(stderr);
+    }
+    gs_mpi_exec_end(&mx);
+    if ((launched || prank != 0) && rc != GS_OK && !freopen("/dev/null", "w", stderr))
+        rc = GS_ERR_IO;
     return rc;
 }

@@ -438,9 +438,11 @@ static gs_status load_root(json_t *root, const json_error_t *je_in, const char *
         rc = gs_error_set(err, GS_ERR_INPUT, "%s: driver: found %s, expected a string (host, cuda)", path, kind_of(drv));
         goto out;
     }
-    out->host = drv && strcmp(json_string_value(drv), "host") == 0;
     if ((rc = section(path, root, "compute", out, err)) != GS_OK || (rc = section(path, root, "links", out, err)) != GS_OK)
         goto out;
+    /* a host calibration is one machine's threads, unless it measured links between hosts
+     * (processes of an MPI job on several hosts): then groups spanning nodes take links.inter */
+    out->host = drv && strcmp(json_string_value(drv), "host") == 0 && !out->inter.set;
 out:
     json_decref(root);
     return rc;

@@ -34,7 +34,9 @@
  * the per-event costs that are work on the shared cores rather than latency (0 when absent),
  * beside the compute events (0 when absent); cores makes every rank's compute share that many cores with background_load other
  * runnable threads (each of k running compute events gets min(1, cores / (background + k))); "driver": "host" says every
- * rank was a thread of one machine, so links.intra applies to every group and peer.
+ * rank was a thread of one machine, so links.intra applies to every group and peer (unless the
+ * file has links.inter: a host calibration across the processes of an MPI job on several hosts,
+ * whose groups spanning nodes then take links.inter).
  *
  * Ownership: gs_calib is a plain value. */
 #ifndef GS_SIM_CALIB_FILE_H
@@ -56,7 +58,7 @@ typedef struct gs_calib {
     double elementwise_bw[GS_OP_COUNT]; /* bytes/s, 0 = not given */
     double elementwise_bw_bwd[GS_OP_COUNT]; /* backward events' rates, bytes/s, 0 = not given */
     gs_link_fits intra, inter;
-    int host;                         /* "driver": "host" */
+    int host;                         /* "driver": "host" and no links.inter: one machine */
     uint64_t launch_ranks[GS_COLL_FIT_SIZES]; /* compute.launch_s_by_ranks: world sizes, ascending */
     double launch_by_ranks[GS_COLL_FIT_SIZES]; /* seconds per event there */
     double wake_by_ranks[GS_COLL_FIT_SIZES];   /* more, when it waits for another stream */

@@ -12,6 +12,7 @@
 #include "sim/calib.h"
 #include "sim/calib_file.h"
 #include "sim/collective.h"
+#include "sim/collective_internal.h" /* gs__measured_time: the calibrated lines the sim takes */
 #include "sim/compute.h"
 #include "sim/topology.h"
 
@@ -593,6 +594,34 @@ START_TEST(test_device_file_tile_model)
 }
 END_TEST
 
+/* "driver": "host" is one machine (every group on links.intra) unless the file measured links
+ * between hosts: a 2-node group then takes links.inter's line (here 1 ms + size / 1 GB/s against
+ * intra's 10 us + size / 10 GB/s: 2 ms against 0.11 ms for 1 MB). */
+START_TEST(test_host_inter)
+{
+    const char *intra = "\"intra\": {\"all_reduce\": [{\"ranks\": 2, \"alpha_s\": 1e-5, \"beta_bytes_per_s\": 1e10}]}";
+    const char *inter = "\"inter\": {\"all_reduce\": [{\"ranks\": 2, \"alpha_s\": 1e-3, \"beta_bytes_per_s\": 1e9}]}";
+    char text[1024];
+    gs_calib c;
+    gs_error err;
+    gs_error_init(&err);
+    for (int with_inter = 0; with_inter < 2; with_inter++) {
+        snprintf(text, sizeof text, "{\"driver\": \"host\", \"links\": {%s%s%s}}", intra, with_inter ? ", " : "",
+                 with_inter ? inter : "");
+        ck_assert_int_eq(gs_calib_load_string(text, strlen(text), "h.json", &c, &err), GS_OK);
+        ck_assert_int_eq(c.host, !with_inter);
+        gs_topo t;
+        memset(&t, 0, sizeof t);
+        gs_compute_model cm;
+        memset(&cm, 0, sizeof cm);
+        gs_calib_apply(&c, 2, &cm, &t);
+        gs_coll_shape two_nodes = {2, 2, 1};
+        double want = with_inter ? 1e-3 + 1e6 / 1e9 : 1e-5 + 1e6 / 1e10;
+        ck_assert_double_eq_tol(gs__measured_time(&t, GS_COLL_ALLREDUCE, &two_nodes, 1e6), want, 1e-12);
+    }
+}
+END_TEST
+
 static Suite *calib_suite(void)
 {
     Suite *s = suite_create("calib");
@@ -611,6 +640,7 @@ static Suite *calib_suite(void)
     tcase_add_test(file, test_launch_by_ranks);
     tcase_add_test(file, test_file_kernels);
     tcase_add_test(file, test_device_file_tile_model);
+    tcase_add_test(file, test_host_inter);
     suite_add_tcase(s, file);
     TCase *errors = tcase_create("errors");
     tcase_add_checked_fixture(errors, NULL, remove_tmp);

@@ -1,0 +1,355 @@
+/* `gridstep calibrate` across the processes of a launched job (cli/calib_procs.h). */
+#include "cli/calib_procs.h"
+
+#include <inttypes.h>
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "cli/calib_ops.h"
+#include "cli/cli_common.h"
+#include "engine/schedule.h"
+#include "sim/calib.h"
+#include "sim/collective.h"
+
+#define PROCS_MAX_SIZES 24
+#define PROCS_MAX_REPS 5
+
+enum { CL_INTRA, CL_INTER, CL_COUNT };
+static const char *const class_names[CL_COUNT] = {"intra", "inter"};
+
+struct gs_calib_procs {
+    int procs, hosts, per_host, regular;
+    uint64_t nranks[CL_COUNT];    /* group size measured per class (0: not measured) */
+    gs_group_kind kind[CL_COUNT]; /* the mesh group that realizes it */
+    int peer[CL_COUNT];           /* process 0's ping-pong partner (-1: none) */
+    uint64_t sizes[PROCS_MAX_SIZES];
+    size_t nsizes;
+    int reps, quick;
+    double secs[CL_COUNT][GS_CAL_C_COUNT][PROCS_MAX_SIZES]; /* median over repeats of the slowest process */
+    gs_fit_ab fit[CL_COUNT][GS_CAL_C_COUNT];
+    int ok[CL_COUNT][GS_CAL_C_COUNT];
+};
+
+/* Per process: seconds per call [class][op][size][repeat]. */
+#define LOCAL_N (CL_COUNT * GS_CAL_C_COUNT * PROCS_MAX_SIZES * PROCS_MAX_REPS)
+#define AT(cl, op, si, r) ((((size_t)(cl) * GS_CAL_C_COUNT + (size_t)(op)) * PROCS_MAX_SIZES + (si)) * PROCS_MAX_REPS + (r))
+
+typedef struct procs_call {
+    const gs_driver_ops *ops;
+    gs_drv *d;
+    uint64_t rank;
+    gs_drv_group g;
+    int op, peer; /* peer: the ping-pong partner (-1: this process sits the send/recv out) */
+    size_t bytes, iters;
+    float *a, *b;
+} procs_call;
+
+static gs_status procs_fn(void *arg, gs_drv_stream *s, gs_error *err)
+{
+    procs_call *c = arg;
+    const gs_driver_ops *ops = c->ops;
+    size_t floats = c->bytes / 4;
+    gs_status rc = GS_OK;
+    for (size_t i = 0; i < c->iters && rc == GS_OK; i++)
+        switch (c->op) {
+        case GS_CAL_C_AG: rc = ops->all_gather(c->d, s, c->rank, &c->g, c->a, c->b, floats / c->g.size, err); break;
+        case GS_CAL_C_RS: rc = ops->reduce_scatter(c->d, s, c->rank, &c->g, c->a, c->b, floats / c->g.size, err); break;
+        case GS_CAL_C_AR: rc = ops->all_reduce(c->d, s, c->rank, &c->g, c->a, floats, err); break;
+        case GS_CAL_C_BC: rc = ops->broadcast(c->d, s, c->rank, &c->g, c->a, floats, 0, err); break;
+        default:
+            if (c->peer < 0)
+                return GS_OK;
+            if (c->rank == 0) {
+                if ((rc = ops->send(c->d, s, 0, (uint64_t)c->peer, c->a, c->bytes, err)) == GS_OK)
+                    rc = ops->recv(c->d, s, 0, (uint64_t)c->peer, c->b, c->bytes, err);
+            } else if ((rc = ops->recv(c->d, s, c->rank, 0, c->b, c->bytes, err)) == GS_OK) {
+                rc = ops->send(c->d, s, c->rank, 0, c->b, c->bytes, err);
+            }
+            break;
+        }
+    return rc;
+}
+
+/* The layout: distinct hosts in order of first appearance; regular when every host holds the
+ * same number of processes, in blocks (process p on host p / per_host). */
+static void layout(gs_calib_procs *c, const char *const *hosts)
+{
+    int P = c->procs;
+    int *h = calloc((size_t)P, sizeof *h), nh = 0;
+    int *count = calloc((size_t)P, sizeof *count);
+    for (int p = 0; p < P && h && count; p++) {
+        int q = 0;
+        while (q < p && strcmp(hosts[q], hosts[p]) != 0)
+            q++;
+        h[p] = q < p ? h[q] : nh++;
+        count[h[p]]++;
+    }
+    c->hosts = nh;
+    c->per_host = nh ? count[0] : 1;
+    c->regular = h && count && nh > 0 && P % nh == 0;
+    for (int p = 0; p < P && c->regular; p++)
+        if (count[h[p]] != P / nh || h[p] != p / (P / nh))
+            c->regular = 0;
+    c->peer[CL_INTRA] = P > 1 && h && h[1] == h[0] ? 1 : -1;
+    c->peer[CL_INTER] = -1;
+    for (int p = 1; p < P && h && c->peer[CL_INTER] < 0; p++)
+        if (h[p] != h[0])
+            c->peer[CL_INTER] = p;
+    free(h), free(count);
+}
+
+gs_status gs_calib_procs_run(const gs_driver_ops *ops, const gs_exec_boot *boot, const char *const *hosts,
+                             const uint64_t *sizes, size_t nsizes, int quick, int tty, gs_calib_procs **out,
+                             gs_error *err)
+{
+    *out = NULL;
+    if (!gs_boot_active(boot))
+        return gs_error_set(err, GS_ERR_INPUT, "calibrate: the collectives between processes need a launcher "
+                            "(mpirun or srun) starting more than one process");
+    if (nsizes < 3 || nsizes > PROCS_MAX_SIZES)
+        return gs_error_set(err, GS_ERR_INPUT, "calibrate: %zu sizes for the collectives between processes, "
+                            "expected 3 .. %d", nsizes, PROCS_MAX_SIZES);
+    gs_calib_procs *c = calloc(1, sizeof *c);
+    double *local = calloc(LOCAL_N, sizeof *local), *all = NULL;
+    if (!c || !local) {
+        free(c), free(local);
+        return gs_error_set(err, GS_ERR_NOMEM, "out of memory");
+    }
+    c->procs = boot->procs;
+    c->quick = quick;
+    c->reps = quick ? 3 : PROCS_MAX_REPS;
+    memcpy(c->sizes, sizes, nsizes * sizeof *sizes);
+    c->nsizes = nsizes;
+    layout(c, hosts);
+
+    /* the mesh whose groups are the classes */
+    gs_mesh mesh;
+    uint64_t P = (uint64_t)c->procs, L = (uint64_t)c->per_host, H = (uint64_t)c->hosts;
+    gs_status rc;
+    if (c->regular && H >= 2 && L >= 2) {
+        rc = gs_mesh_init(&mesh, L, H, 1, NULL, L, err);
+        c->nranks[CL_INTRA] = L, c->kind[CL_INTRA] = GS_GROUP_TP;
+        c->nranks[CL_INTER] = H, c->kind[CL_INTER] = GS_GROUP_DP;
+    } else {
+        rc = gs_mesh_init(&mesh, 1, P, 1, NULL, H >= 2 ? 1 : P, err);
+        int cl = H >= 2 ? CL_INTER : CL_INTRA;
+        c->nranks[cl] = P, c->kind[cl] = GS_GROUP_DP;
+    }
+    gs_driver_opts o = {.timeout_s = 300.0, .group_of = gs_group_of, .boot = boot};
+    gs_drv *d = NULL;
+    gs_drv_stream *s = NULL;
+    gs_drv_event *e0 = NULL, *e1 = NULL;
+    uint64_t me = (uint64_t)boot->proc, maxb = c->sizes[nsizes - 1];
+    procs_call call = {ops, NULL, me, {0}, 0, -1, 0, 0, NULL, NULL};
+    uint64_t members[2][1024];
+    if (rc == GS_OK && P > 1024)
+        rc = gs_error_set(err, GS_ERR_INPUT, "calibrate: %" PRIu64 " processes, at most 1024", P);
+    if (rc == GS_OK)
+        rc = ops->open(&mesh, &o, &d, err);
+    if (rc == GS_OK)
+        rc = ops->stream_create(d, me, GS_STREAM_DP, &s, err);
+    if (rc == GS_OK && (rc = ops->event_create(d, &e0, err)) == GS_OK)
+        rc = ops->event_create(d, &e1, err);
+    if (rc == GS_OK) {
+        call.d = d;
+        call.a = ops->alloc(d, me, maxb);
+        call.b = ops->alloc(d, me, maxb);
+        if (!call.a || !call.b)
+            rc = gs_error_set(err, GS_ERR_NOMEM, "calibrate: process %" PRIu64 ": cannot allocate 2 x %" PRIu64 " B",
+                              me, maxb);
+    }
+    for (int cl = 0; cl < CL_COUNT && rc == GS_OK; cl++) {
+        uint64_t gsize = 0, idx = c->nranks[cl] ? gs_group_of(&mesh, c->kind[cl], me, &gsize) : 0;
+        uint64_t *mem = members[cl];
+        if (c->nranks[cl]) {
+            gs_group_members_of(&mesh, c->kind[cl], me, mem);
+            uint64_t pos = 0;
+            while (pos < gsize && mem[pos] != me)
+                pos++;
+            call.g = (gs_drv_group){c->kind[cl], idx, gsize, pos, mem};
+        }
+        for (int op = 0; op < GS_CAL_C_COUNT && rc == GS_OK; op++) {
+            if (op == GS_CAL_C_P2P ? c->peer[cl] < 0 : !c->nranks[cl])
+                continue;
+            call.op = op;
+            call.peer = op != GS_CAL_C_P2P ? -1 : (me == 0 || me == (uint64_t)c->peer[cl]) ? c->peer[cl] : -1;
+            for (size_t si = 0; si < nsizes && rc == GS_OK; si++) {
+                call.bytes = c->sizes[si];
+                if (me == 0 && tty) {
+                    fprintf(stderr, "\r\033[Kcalibrate: %s between processes (%s), %zu B", gs_cal_c_names[op],
+                            class_names[cl], call.bytes);
+                    fflush(stderr);
+                }
+                size_t timed_iters = call.bytes <= (1u << 20) ? (quick ? 20 : 50) : (quick ? 5 : 20);
+                call.iters = 5; /* warm-up */
+                if ((rc = ops->launch(d, s, procs_fn, &call, err)) == GS_OK)
+                    rc = ops->stream_sync(d, s, err);
+                call.iters = timed_iters;
+                for (int r = 0; r < c->reps && rc == GS_OK; r++) {
+                    if ((rc = ops->event_record(d, s, e0, err)) == GS_OK &&
+                        (rc = ops->launch(d, s, procs_fn, &call, err)) == GS_OK &&
+                        (rc = ops->event_record(d, s, e1, err)) == GS_OK && (rc = ops->stream_sync(d, s, err)) == GS_OK)
+                        local[AT(cl, op, si, r)] = (ops->event_time_s(d, e1) - ops->event_time_s(d, e0)) /
+                                                   (double)timed_iters * (op == GS_CAL_C_P2P ? 0.5 : 1.0);
+                }
+            }
+        }
+    }
+    if (me == 0 && tty)
+        fprintf(stderr, "\r\033[K");
+    if (rc != GS_OK && d)
+        ops->abort(d, err->msg);
+    if (call.a)
+        ops->free(d, me, call.a);
+    if (call.b)
+        ops->free(d, me, call.b);
+    if (e0)
+        ops->event_destroy(d, e0);
+    if (e1)
+        ops->event_destroy(d, e1);
+    if (s)
+        ops->stream_destroy(d, s);
+    if (d)
+        ops->close(d);
+    /* every process's times to every process (collective: made by every process even after a
+     * failure, so that none waits for another; the caller agrees the statuses afterwards) */
+    all = calloc(LOCAL_N * P, sizeof *all);
+    gs_error aerr;
+    gs_error_init(&aerr);
+    gs_status arc = all ? boot->allgather(boot->ctx, local, LOCAL_N * sizeof *local, all, &aerr)
+                        : gs_error_set(&aerr, GS_ERR_NOMEM, "out of memory");
+    if (rc == GS_OK && arc != GS_OK) {
+        rc = arc;
+        *err = aerr;
+    }
+    for (int cl = 0; cl < CL_COUNT && rc == GS_OK; cl++)
+        for (int op = 0; op < GS_CAL_C_COUNT && rc == GS_OK; op++) {
+            if (op == GS_CAL_C_P2P ? c->peer[cl] < 0 : !c->nranks[cl])
+                continue;
+            for (size_t si = 0; si < nsizes; si++) {
+                double v[PROCS_MAX_REPS];
+                for (int r = 0; r < c->reps; r++) {
+                    v[r] = 0;
+                    for (uint64_t p = 0; p < P; p++)
+                        v[r] = fmax(v[r], all[p * LOCAL_N + AT(cl, op, si, r)]);
+                }
+                c->secs[cl][op][si] = gs_calib_median(v, (size_t)c->reps);
+            }
+            double x[PROCS_MAX_SIZES];
+            for (size_t si = 0; si < nsizes; si++)
+                x[si] = (double)c->sizes[si];
+            if ((rc = gs_fit_alpha_beta(x, c->secs[cl][op], nsizes, &c->fit[cl][op], err)) != GS_OK)
+                gs_error_prefix(err, "%s between processes (%s)", gs_cal_c_names[op], class_names[cl]);
+            else
+                c->ok[cl][op] = 1;
+        }
+    free(local), free(all);
+    if (rc != GS_OK) {
+        free(c);
+        return rc;
+    }
+    *out = c;
+    return GS_OK;
+}
+
+static json_t *line(uint64_t ranks, const gs_fit_ab *f)
+{
+    json_t *o = json_object();
+    if (ranks)
+        json_object_set_new(o, "ranks", json_integer((json_int_t)ranks));
+    json_object_set_new(o, "alpha_s", json_real(f->alpha_s));
+    json_object_set_new(o, "beta_bytes_per_s", json_real(f->beta_bytes_per_s));
+    return o;
+}
+
+json_t *gs_calib_procs_links(const gs_calib_procs *c)
+{
+    json_t *links = json_object();
+    for (int cl = 0; cl < CL_COUNT; cl++) {
+        json_t *o = json_object();
+        for (int op = 0; op < GS_CAL_C_COUNT; op++) {
+            if (!c->ok[cl][op])
+                continue;
+            if (op == GS_CAL_C_P2P) {
+                json_object_set_new(o, gs_cal_c_names[op], line(0, &c->fit[cl][op]));
+            } else {
+                json_t *arr = json_array();
+                json_array_append_new(arr, line(c->nranks[cl], &c->fit[cl][op]));
+                json_object_set_new(o, gs_cal_c_names[op], arr);
+            }
+        }
+        if (json_object_size(o))
+            json_object_set_new(links, class_names[cl], o);
+        else
+            json_decref(o);
+    }
+    return links;
+}
+
+json_t *gs_calib_procs_measurements(const gs_calib_procs *c)
+{
+    json_t *m = json_object();
+    json_object_set_new(m, "processes", json_integer(c->procs));
+    json_object_set_new(m, "hosts", json_integer(c->hosts));
+    json_object_set_new(m, "per_host", json_integer(c->regular ? c->per_host : 0));
+    for (int cl = 0; cl < CL_COUNT; cl++) {
+        json_t *o = json_object();
+        for (int op = 0; op < GS_CAL_C_COUNT; op++) {
+            if (!c->ok[cl][op])
+                continue;
+            json_t *arr = json_array();
+            for (size_t si = 0; si < c->nsizes; si++) {
+                json_t *p = json_object();
+                json_object_set_new(p, "size", json_integer((json_int_t)c->sizes[si]));
+                json_object_set_new(p, "time_s", json_real(c->secs[cl][op][si]));
+                json_array_append_new(arr, p);
+            }
+            json_t *byn = json_object();
+            char k[24];
+            snprintf(k, sizeof k, "%" PRIu64, op == GS_CAL_C_P2P ? 2 : c->nranks[cl]);
+            json_object_set_new(byn, k, arr);
+            json_object_set_new(o, gs_cal_c_names[op], byn);
+        }
+        if (json_object_size(o))
+            json_object_set_new(m, class_names[cl], o);
+        else
+            json_decref(o);
+    }
+    return m;
+}
+
+void gs_calib_procs_print(const gs_calib_procs *c, FILE *f)
+{
+    fprintf(f, "\nbetween processes: %d on %d host%s%s\n", c->procs, c->hosts, c->hosts == 1 ? "" : "s",
+            c->regular && c->hosts >= 2 && c->per_host >= 2 ? " (a host's processes: intra; one per host: inter)" : "");
+    for (int cl = 0; cl < CL_COUNT; cl++)
+        for (int op = 0; op < GS_CAL_C_COUNT; op++) {
+            if (!c->ok[cl][op])
+                continue;
+            uint64_t n = op == GS_CAL_C_P2P ? 2 : c->nranks[cl];
+            fprintf(f, "\n%s over %" PRIu64 " processes, %s (nccl-tests' columns; float)\n", gs_cal_c_names[op], n,
+                    class_names[cl]);
+            gs_cli_table t;
+            gs_cli_table_init(&t, 6);
+            gs_cli_table_rowf(&t, "size(B)\tcount\ttype\ttime(us)\talgbw(GB/s)\tbusbw(GB/s)");
+            for (size_t si = 0; si < c->nsizes; si++) {
+                double secs = c->secs[cl][op][si], sz = (double)c->sizes[si];
+                double bus = op == GS_CAL_C_P2P ? 1.0 : gs_busbw_factor(gs_cal_c_ops[op], n);
+                uint64_t count = c->sizes[si] / 4 / (op == GS_CAL_C_AG || op == GS_CAL_C_RS ? n : 1);
+                gs_cli_table_rowf(&t, "%" PRIu64 "\t%" PRIu64 "\tfloat\t%.2f\t%.3f\t%.3f", c->sizes[si], count,
+                                  secs * 1e6, sz / secs * 1e-9, sz / secs * 1e-9 * bus);
+            }
+            gs_cli_table_print(&t, f, 2);
+            gs_cli_table_fini(&t);
+            const gs_fit_ab *fit = &c->fit[cl][op];
+            fprintf(f, "  fit: latency %.2f us, bandwidth %.3f GB/s (algbw), R^2(log) %.4f, rms residual %.1f%%, %zu "
+                       "outliers\n",
+                    fit->alpha_s * 1e6, fit->beta_bytes_per_s * 1e-9, fit->r2, 100 * fit->rms_rel_resid, fit->outliers);
+        }
+}
+
+void gs_calib_procs_free(gs_calib_procs *c)
+{
+    free(c);
+}
