@@ -50,6 +50,7 @@ struct gs_calib_dev {
     uint64_t ew_elems[DEV_MAX_EW];
     size_t new_;
     double ew_s[GS_CAL_EW_COUNT][DEV_MAX_EW];
+    uint64_t ew_n[GS_CAL_EW_COUNT][DEV_MAX_EW]; /* elements each kernel ran on (a loss row at least) */
     gs_fit_ab ew_fit[GS_CAL_EW_COUNT];
     double copy_s[DEV_MAX_EW]; /* copy of ew_elems floats */
     gs_fit_ab copy_fit;        /* against the bytes read and written */
@@ -326,7 +327,7 @@ static gs_status measure_kernels(gs_calib_dev *c, const dev_timer *t, gs_error *
                 gs_cal_ew e = {c->ops, t->d, kind, b[0], b[1], b[2], b[3], b[4], b[5], n, h, 0};
                 rc = time_calls(c, t, gs_cal_ew_call, &e, &c->ew_s[kind][i], err);
             }
-            c->ew_elems[i] = c->ew_elems[i] < h ? h : c->ew_elems[i];
+            c->ew_n[kind][i] = n;
             dev_free(t, b, 6);
             free(tok);
             if (rc != GS_OK)
@@ -691,7 +692,7 @@ gs_status gs_calib_dev_run(const gs_driver_ops *ops, const char *scenario, const
     for (int k = 0; k < GS_CAL_EW_COUNT && rc == GS_OK; k++) {
         double x[DEV_MAX_EW];
         for (size_t i = 0; i < c->new_; i++)
-            x[i] = gs_cal_ew_bytes[k] * (double)c->ew_elems[i];
+            x[i] = gs_cal_ew_bytes[k] * (double)c->ew_n[k][i];
         if ((rc = gs_fit_alpha_beta(x, c->ew_s[k], c->new_, &c->ew_fit[k], err)) != GS_OK)
             gs_error_prefix(err, "%s", gs_cal_ew_names[k]);
     }
@@ -867,8 +868,8 @@ json_t *gs_calib_dev_json(const gs_calib_dev *c)
         json_t *arr = json_array();
         for (size_t i = 0; i < c->new_; i++) {
             json_t *o = json_object();
-            json_object_set_new(o, "elements", json_integer((json_int_t)c->ew_elems[i]));
-            json_object_set_new(o, "bytes", json_real(gs_cal_ew_bytes[k] * (double)c->ew_elems[i]));
+            json_object_set_new(o, "elements", json_integer((json_int_t)c->ew_n[k][i]));
+            json_object_set_new(o, "bytes", json_real(gs_cal_ew_bytes[k] * (double)c->ew_n[k][i]));
             json_object_set_new(o, "time_s", json_real(c->ew_s[k][i]));
             json_array_append_new(arr, o);
         }

@@ -50,9 +50,12 @@ static double cpu_per_gemm(size_t m, size_t n, size_t k)
 
 /* The whole path on the host driver: every group size measured, the file accepted by the sim's
  * loader with the fitted GEMM efficiency in it, and each GEMM's event-timed time at least its
- * work: a call's wall time between two stream events cannot be below the CPU time the same call
- * takes on one thread (0.7 x for timer noise). Timing only the issue of the work (an event
- * recorded before the work ran) would break it by orders of magnitude. */
+ * work: a call's wall time between two stream events cannot be far below the CPU time the same
+ * call takes on one thread. Timing only the issue of the work (an event
+ * recorded before the work ran) would break it by orders of magnitude (1.6 us against 111 us
+ * when tried); the bound is 0.3 x, since the two are measured a moment apart on a machine whose
+ * load can change the CPU time of the same call by 1.7x (seen: 111 us between events against
+ * 186 us of CPU time at load 6). */
 START_TEST(test_host_path)
 {
     gs_calib_dev *c = run(&gs_driver_host, 8);
@@ -72,7 +75,7 @@ START_TEST(test_host_path)
         if (m != 128 || n != 128 || k != 128)
             continue;
         double ev = json_real_value(json_object_get(p, "time_s")), cpu = cpu_per_gemm(m, n, k);
-        ck_assert_msg(ev >= 0.7 * cpu, "128^3 GEMM: %g s between events, %g s of CPU time", ev, cpu);
+        ck_assert_msg(ev >= 0.3 * cpu, "128^3 GEMM: %g s between events, %g s of CPU time", ev, cpu);
         checked = 1;
     }
     ck_assert_msg(checked, "the 128^3 shape was not measured");
@@ -132,16 +135,29 @@ static void linear_thrice(gs_drv_stream *s, const float *x, const float *w, floa
 }
 
 /* The fitted scale is the device's GEMM rate over the model's: three times the work per call
- * must give a third of the scale (0.2 .. 0.5 allows for the two runs' machine noise). */
+ * must give a third of the scale. Wall-clock timing on a shared machine is noisy, so the ratio
+ * is the median of 5 pairs of runs, the two of a pair back to back (no collectives: max_ranks
+ * 1); 0.2 .. 0.5 around the expected 1/3. */
+static int cmp_d(const void *a, const void *b)
+{
+    double x = *(const double *)a, y = *(const double *)b;
+    return (x > y) - (x < y);
+}
+
 START_TEST(test_gemm_scale_tracks)
 {
     slow_gemm = gs_driver_host;
     slow_gemm.linear_fwd = linear_thrice;
-    gs_calib_dev *base = run(&gs_driver_host, 2), *slow = run(&slow_gemm, 2);
-    double r = gs_calib_dev_gemm_scale(slow) / gs_calib_dev_gemm_scale(base);
-    ck_assert_msg(r > 0.2 && r < 0.5, "scale ratio %g, want about 1/3", r);
-    gs_calib_dev_free(base);
-    gs_calib_dev_free(slow);
+    double r[5];
+    for (int i = 0; i < 5; i++) {
+        gs_calib_dev *base = run(&gs_driver_host, 1), *slow = run(&slow_gemm, 1);
+        r[i] = gs_calib_dev_gemm_scale(slow) / gs_calib_dev_gemm_scale(base);
+        gs_calib_dev_free(base);
+        gs_calib_dev_free(slow);
+    }
+    qsort(r, 5, sizeof r[0], cmp_d);
+    ck_assert_msg(r[2] > 0.2 && r[2] < 0.5, "median scale ratio %g (of %g %g %g %g %g), want about 1/3", r[2], r[0],
+                  r[1], r[2], r[3], r[4]);
 }
 END_TEST
 
