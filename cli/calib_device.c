@@ -23,9 +23,9 @@
 #define DEV_MAX_EW 8
 #define DEV_MAX_SIZES 24
 #define DEV_MAX_REPS 16
-#define DEV_GROUPS 3 /* 2, 4, 8 devices */
+#define DEV_GROUPS GS_CAL_GROUPS /* 2, 4, 8 devices */
 
-static const uint64_t dev_group_sizes[DEV_GROUPS] = {2, 4, 8};
+#define dev_group_sizes gs_cal_group_sizes
 
 typedef struct dev_gemm {
     uint64_t m, n, k;
@@ -728,22 +728,6 @@ void gs_calib_dev_free(gs_calib_dev *c)
 
 /* ---- output ------------------------------------------------------------------------------------------- */
 
-static json_t *ab_json(uint64_t ranks, const gs_fit_ab *f, int stats)
-{
-    json_t *o = json_object();
-    if (ranks)
-        json_object_set_new(o, "ranks", json_integer((json_int_t)ranks));
-    json_object_set_new(o, "alpha_s", json_real(f->alpha_s));
-    json_object_set_new(o, "beta_bytes_per_s", json_real(f->beta_bytes_per_s));
-    if (stats) {
-        json_object_set_new(o, "r2_log", json_real(f->r2));
-        json_object_set_new(o, "rms_rel_resid", json_real(f->rms_rel_resid));
-        json_object_set_new(o, "points", json_integer((json_int_t)f->n));
-        json_object_set_new(o, "outliers", json_integer((json_int_t)f->outliers));
-    }
-    return o;
-}
-
 /* GEMM efficiency and peak as the file states them: the preset's peak and the fitted scale, or
  * (a scale above 1: the device beats the preset's peak, e.g. boost clocks) the peak scaled and
  * efficiency 1. */
@@ -794,34 +778,13 @@ json_t *gs_calib_dev_json(const gs_calib_dev *c)
     json_object_set_new(comp, "hbm_efficiency", json_real(1.0));
     json_object_set_new(comp, "launch_s", json_real(c->launch_s));
     json_object_set_new(comp, "attn_flops", json_real(c->attn_flops));
-    json_t *ew = json_object(), *ewb = json_object();
-    for (int k = 0; k < GS_CAL_EW_COUNT; k++) {
-        char nm[32];
-        snprintf(nm, sizeof nm, "%s", gs_cal_ew_names[k]);
-        if (k >= GS_CAL_EW_FIRST_BWD)
-            nm[strlen(nm) - 4] = 0; /* "_bwd" */
-        json_object_set_new(k >= GS_CAL_EW_FIRST_BWD ? ewb : ew, nm, json_real(c->ew_fit[k].beta_bytes_per_s));
-    }
-    json_object_set_new(comp, "elementwise_bw", ew);
-    json_object_set_new(comp, "elementwise_bw_bwd", ewb);
+    gs_cal_ew_rates_json(comp, c->ew_fit);
     json_object_set_new(comp, "qkv_rope_s_per_token", json_real(c->rope_s));
     json_object_set_new(doc, "compute", comp);
 
     if (c->coll_max) {
-        json_t *links = json_object(), *intra = json_object();
-        for (int op = 0; op < GS_CAL_C_COUNT; op++) {
-            if (op == GS_CAL_C_P2P) {
-                if (c->coll_ok[op][0])
-                    json_object_set_new(intra, gs_cal_c_names[op], ab_json(0, &c->coll_fit[op][0], 0));
-                continue;
-            }
-            json_t *arr = json_array();
-            for (int gi = 0; gi < DEV_GROUPS; gi++)
-                if (c->coll_ok[op][gi])
-                    json_array_append_new(arr, ab_json(dev_group_sizes[gi], &c->coll_fit[op][gi], 0));
-            json_object_set_new(intra, gs_cal_c_names[op], arr);
-        }
-        json_object_set_new(links, "intra", intra);
+        json_t *links = json_object();
+        json_object_set_new(links, "intra", gs_cal_class_json(c->coll_fit, c->coll_ok));
         json_object_set_new(doc, "links", links);
     }
 
@@ -834,16 +797,16 @@ json_t *gs_calib_dev_json(const gs_calib_dev *c)
     json_object_set_new(fits, "gemm_scale", gs);
     json_t *ef = json_object();
     for (int k = 0; k < GS_CAL_EW_COUNT; k++)
-        json_object_set_new(ef, gs_cal_ew_names[k], ab_json(0, &c->ew_fit[k], 1));
+        json_object_set_new(ef, gs_cal_ew_names[k], gs_cal_fit_json(0, &c->ew_fit[k], 1));
     json_object_set_new(fits, "elementwise", ef);
-    json_object_set_new(fits, "copy", ab_json(0, &c->copy_fit, 1));
+    json_object_set_new(fits, "copy", gs_cal_fit_json(0, &c->copy_fit, 1));
     json_t *cf = json_object();
     for (int op = 0; op < GS_CAL_C_COUNT; op++)
         for (int gi = 0; gi < DEV_GROUPS; gi++)
             if (c->coll_ok[op][gi]) {
                 char k[48];
                 snprintf(k, sizeof k, "%s/%" PRIu64, gs_cal_c_names[op], op == GS_CAL_C_P2P ? 2 : dev_group_sizes[gi]);
-                json_object_set_new(cf, k, ab_json(0, &c->coll_fit[op][gi], 1));
+                json_object_set_new(cf, k, gs_cal_fit_json(0, &c->coll_fit[op][gi], 1));
             }
     json_object_set_new(fits, "collectives", cf);
     json_object_set_new(doc, "fits", fits);
@@ -884,44 +847,15 @@ json_t *gs_calib_dev_json(const gs_calib_dev *c)
         json_array_append_new(cp, o);
     }
     json_object_set_new(meas, "copy", cp);
-    json_t *at = json_object();
-    json_object_set_new(at, "seq", json_integer((json_int_t)c->attn_seq));
-    json_object_set_new(at, "heads", json_integer((json_int_t)c->attn_nh));
-    json_object_set_new(at, "kv_heads", json_integer((json_int_t)c->attn_nkv));
-    json_object_set_new(at, "head_dim", json_integer((json_int_t)c->attn_hd));
-    json_object_set_new(at, "fwd_s", json_real(c->attn_fwd_s));
-    json_object_set_new(at, "bwd_s", json_real(c->attn_bwd_s));
-    json_object_set_new(meas, "attention", at);
+    json_object_set_new(meas, "attention", gs_cal_attn_json(c->attn_seq, c->attn_nh, c->attn_nkv, c->attn_hd,
+                                                          c->attn_fwd_s, c->attn_bwd_s));
     json_object_set_new(meas, "launch_s", json_real(c->launch_s));
-    json_t *co = json_object();
-    for (int op = 0; op < GS_CAL_C_COUNT; op++) {
-        json_t *o = json_object();
-        for (int gi = 0; gi < DEV_GROUPS; gi++) {
-            if (!c->coll_ok[op][gi])
-                continue;
-            json_t *arr = json_array();
-            for (size_t si = 0; si < c->nsizes; si++) {
-                json_t *p = json_object();
-                json_object_set_new(p, "size", json_integer((json_int_t)c->sizes[si]));
-                json_object_set_new(p, "time_s", json_real(c->coll_s[op][gi][si]));
-                json_array_append_new(arr, p);
-            }
-            char k[16];
-            snprintf(k, sizeof k, "%" PRIu64, op == GS_CAL_C_P2P ? 2 : dev_group_sizes[gi]);
-            json_object_set_new(o, k, arr);
-        }
-        json_object_set_new(co, gs_cal_c_names[op], o);
-    }
+    json_t *co = gs_cal_colls_json(c->sizes, c->nsizes, &c->coll_s[0][0][0], DEV_MAX_SIZES, c->coll_ok);
     json_object_set_new(meas, "collectives", co);
     if (c->coll_note[0])
         json_object_set_new(meas, "collectives_note", json_string(c->coll_note));
     json_object_set_new(doc, "measurements", meas);
     return doc;
-}
-
-static double busbw_factor(int op, uint64_t n)
-{
-    return op == GS_CAL_C_P2P ? 1.0 : gs_busbw_factor(gs_cal_c_ops[op], n);
 }
 
 void gs_calib_dev_print(const gs_calib_dev *c, FILE *f)
@@ -951,17 +885,7 @@ void gs_calib_dev_print(const gs_calib_dev *c, FILE *f)
                "TFLOP/s (the schedule's FLOP count; compute.attn_flops)\n",
             c->attn_seq, c->attn_nh, c->attn_hd, c->attn_fwd_s * 1e6, c->attn_bwd_s * 1e6, c->attn_flops * 1e-12);
     fprintf(f, "\nelementwise kernels (bytes as the schedule counts them, fp32): t = alpha + bytes / bw\n");
-    gs_cli_table_init(&t, 6);
-    gs_cli_table_rowf(&t, "kernel\talpha(us)\tbw(GB/s)\tR^2(log)\trms resid\toutliers");
-    for (int k = 0; k < GS_CAL_EW_COUNT; k++)
-        gs_cli_table_rowf(&t, "%s\t%.2f\t%.2f\t%.4f\t%.1f%%\t%zu", gs_cal_ew_names[k], c->ew_fit[k].alpha_s * 1e6,
-                          c->ew_fit[k].beta_bytes_per_s * 1e-9, c->ew_fit[k].r2, 100 * c->ew_fit[k].rms_rel_resid,
-                          c->ew_fit[k].outliers);
-    gs_cli_table_rowf(&t, "copy (read+write)\t%.2f\t%.2f\t%.4f\t%.1f%%\t%zu", c->copy_fit.alpha_s * 1e6,
-                      c->copy_fit.beta_bytes_per_s * 1e-9, c->copy_fit.r2, 100 * c->copy_fit.rms_rel_resid,
-                      c->copy_fit.outliers);
-    gs_cli_table_print(&t, f, 2);
-    gs_cli_table_fini(&t);
+    gs_cal_ew_print(f, c->ew_fit, "copy (read+write)", &c->copy_fit);
     fprintf(f, "  compute.hbm_bw: the copy's %.1f GB/s (the preset says %.1f GB/s)\n",
             c->copy_fit.beta_bytes_per_s * 1e-9, c->cm.hbm_bw * 1e-9);
     fprintf(f, "  rotary embedding: %.4f us per token; a one-element kernel back to back: %.2f us (compute.launch_s)\n",
@@ -975,39 +899,12 @@ void gs_calib_dev_print(const gs_calib_dev *c, FILE *f)
             if (!c->coll_ok[op][gi])
                 continue;
             uint64_t n = op == GS_CAL_C_P2P ? 2 : dev_group_sizes[gi];
-            fprintf(f, "\n%s over %" PRIu64 " ranks (nccl-tests' columns; float)\n", gs_cal_c_names[op], n);
-            gs_cli_table_init(&t, 6);
-            gs_cli_table_rowf(&t, "size(B)\tcount\ttype\ttime(us)\talgbw(GB/s)\tbusbw(GB/s)");
-            for (size_t si = 0; si < c->nsizes; si++) {
-                double secs = c->coll_s[op][gi][si], sz = (double)c->sizes[si];
-                uint64_t count = c->sizes[si] / 4 / (op == GS_CAL_C_AG || op == GS_CAL_C_RS ? n : 1);
-                gs_cli_table_rowf(&t, "%" PRIu64 "\t%" PRIu64 "\tfloat\t%.2f\t%.3f\t%.3f", c->sizes[si], count, secs * 1e6,
-                                  sz / secs * 1e-9, sz / secs * 1e-9 * busbw_factor(op, n));
-            }
-            gs_cli_table_print(&t, f, 2);
-            gs_cli_table_fini(&t);
-            const gs_fit_ab *fit = &c->coll_fit[op][gi];
-            fprintf(f, "  fit: latency %.2f us, bandwidth %.3f GB/s (algbw), R^2(log) %.4f, rms residual %.1f%%, %zu "
-                       "outliers\n",
-                    fit->alpha_s * 1e6, fit->beta_bytes_per_s * 1e-9, fit->r2, 100 * fit->rms_rel_resid, fit->outliers);
+            char head[96];
+            snprintf(head, sizeof head, "%s over %" PRIu64 " ranks (nccl-tests' columns; float)", gs_cal_c_names[op], n);
+            gs_cal_coll_print(f, head, op, n, c->sizes, c->nsizes, c->coll_s[op][gi], &c->coll_fit[op][gi]);
         }
     if (c->coll_note[0])
         fprintf(f, "  larger groups not measured: %s\n", c->coll_note);
-}
-
-static gs_status run_gnuplot(const char *prefix, const char *which, gs_error *err)
-{
-    char cmd[1200];
-    snprintf(cmd, sizeof cmd, "gnuplot '%s-%s.gp' 2>&1", prefix, which);
-    FILE *p = popen(cmd, "r");
-    char out[512];
-    size_t got = p ? fread(out, 1, sizeof out - 1, p) : 0;
-    out[got] = 0;
-    int st = p ? pclose(p) : -1;
-    if (st != 0)
-        return gs_error_set(err, GS_ERR_RUNTIME, "gnuplot is missing or failed (%s); the data and script are in "
-                            "%s-%s.dat/.gp", got ? out : "exit status nonzero", prefix, which);
-    return GS_OK;
 }
 
 gs_status gs_calib_dev_plot(const gs_calib_dev *c, const char *prefix, gs_error *err)
@@ -1035,43 +932,17 @@ gs_status gs_calib_dev_plot(const gs_calib_dev *c, const char *prefix, gs_error 
                "'' using 1:($3*1e-12) with points pt 6 title 'fitted model'\n",
             prefix, c->ops->name, c->gpu, c->gemm_fit.scale, prefix);
     fclose(f);
-    gs_status rc = run_gnuplot(prefix, "gemm", err);
+    gs_status rc = gs_cal_gnuplot(prefix, "gemm", err);
     if (rc != GS_OK || !c->coll_max)
         return rc;
-    snprintf(path, sizeof path, "%s-coll.dat", prefix);
-    if (!(f = fopen(path, "w")))
-        return gs_error_set(err, GS_ERR_IO, "%s: cannot write: %s", path, strerror(errno));
-    fprintf(f, "# one block per (op, ranks): size_bytes measured_s fitted_s\n");
-    char plot[8192];
-    size_t used = (size_t)snprintf(plot, sizeof plot, "plot ");
-    int b = 0;
+    gs_cal_series ser[GS_CAL_C_COUNT * DEV_GROUPS];
+    size_t ns = 0;
     for (int op = 0; op < GS_CAL_C_COUNT; op++)
-        for (int gi = 0; gi < DEV_GROUPS; gi++) {
-            if (!c->coll_ok[op][gi])
-                continue;
-            uint64_t n = op == GS_CAL_C_P2P ? 2 : dev_group_sizes[gi];
-            const gs_fit_ab *fit = &c->coll_fit[op][gi];
-            fprintf(f, "# %s %" PRIu64 "\n", gs_cal_c_names[op], n);
-            for (size_t si = 0; si < c->nsizes; si++) {
-                double sz = (double)c->sizes[si];
-                fprintf(f, "%.0f %.9g %.9g\n", sz, c->coll_s[op][gi][si], fit->alpha_s + sz / fit->beta_bytes_per_s);
-            }
-            fprintf(f, "\n\n");
-            if (used < sizeof plot)
-                used += (size_t)snprintf(plot + used, sizeof plot - used,
-                                         "%s'%s-coll.dat' index %d using 1:2 with points lc %d title '%s n=%" PRIu64 "', "
-                                         "'' index %d using 1:3 with lines lc %d notitle",
-                                         b ? ", \\\n     " : "", prefix, b, b + 1, gs_cal_c_names[op], n, b, b + 1);
-            b++;
-        }
-    fclose(f);
-    snprintf(path, sizeof path, "%s-coll.gp", prefix);
-    if (!(f = fopen(path, "w")))
-        return gs_error_set(err, GS_ERR_IO, "%s: cannot write: %s", path, strerror(errno));
-    fprintf(f, "set terminal pngcairo noenhanced size 1000,700\nset output '%s-coll.png'\nset logscale xy\n"
-               "set xlabel 'size (bytes)'\nset ylabel 'time (s)'\nset key left top\n"
-               "set title '%s collectives: measured medians (points) and alpha-beta fits (lines)'\n%s\n",
-            prefix, c->ops->name, plot);
-    fclose(f);
-    return run_gnuplot(prefix, "coll", err);
+        for (int gi = 0; gi < DEV_GROUPS; gi++)
+            if (c->coll_ok[op][gi])
+                ser[ns++] = (gs_cal_series){op, op == GS_CAL_C_P2P ? 2 : dev_group_sizes[gi], NULL, c->coll_s[op][gi],
+                                            &c->coll_fit[op][gi]};
+    char title[96];
+    snprintf(title, sizeof title, "%s collectives", c->ops->name);
+    return gs_cal_coll_plot(prefix, title, ser, ns, c->sizes, c->nsizes, err);
 }

@@ -1,6 +1,12 @@
 /* The calibration's driver calls (cli/calib_ops.h). */
 #include "cli/calib_ops.h"
 
+#include <errno.h>
+#include <inttypes.h>
+#include <string.h>
+
+#include "cli/cli_common.h"
+
 const char *const gs_cal_ew_names[GS_CAL_EW_COUNT] = {"adamw",       "rmsnorm",    "swiglu",   "add",      "xent",
                                                "embed",       "rmsnorm_bwd", "swiglu_bwd", "xent_bwd", "embed_bwd"};
 /* bytes per element the schedule counts in fp32 (engine/build*.c): the optimizer 2 x 8 + 2 x 4,
@@ -83,4 +89,185 @@ void gs_cal_rope_call(void *arg, gs_drv_stream *s)
         r->ops->rope_bwd(s, q, r->seq, r->seq, r->nh, r->hd, ld, 10000.0f);
         r->ops->rope_bwd(s, k, r->seq, r->seq, r->nkv, r->hd, ld, 10000.0f);
     }
+}
+
+json_t *gs_cal_fit_json(uint64_t ranks, const gs_fit_ab *f, int stats)
+{
+    json_t *o = json_object();
+    if (ranks)
+        json_object_set_new(o, "ranks", json_integer((json_int_t)ranks));
+    json_object_set_new(o, "alpha_s", json_real(f->alpha_s));
+    json_object_set_new(o, "beta_bytes_per_s", json_real(f->beta_bytes_per_s));
+    if (stats) {
+        json_object_set_new(o, "r2_log", json_real(f->r2));
+        json_object_set_new(o, "rms_rel_resid", json_real(f->rms_rel_resid));
+        json_object_set_new(o, "points", json_integer((json_int_t)f->n));
+        json_object_set_new(o, "outliers", json_integer((json_int_t)f->outliers));
+    }
+    return o;
+}
+
+void gs_cal_ew_rates_json(json_t *compute, const gs_fit_ab fit[GS_CAL_EW_COUNT])
+{
+    json_t *ew = json_object(), *ewb = json_object();
+    for (int k = 0; k < GS_CAL_EW_COUNT; k++) {
+        char nm[32];
+        snprintf(nm, sizeof nm, "%s", gs_cal_ew_names[k]);
+        if (k >= GS_CAL_EW_FIRST_BWD)
+            nm[strlen(nm) - 4] = 0; /* "_bwd" */
+        json_object_set_new(k >= GS_CAL_EW_FIRST_BWD ? ewb : ew, nm, json_real(fit[k].beta_bytes_per_s));
+    }
+    json_object_set_new(compute, "elementwise_bw", ew);
+    json_object_set_new(compute, "elementwise_bw_bwd", ewb);
+}
+
+void gs_cal_ew_print(FILE *f, const gs_fit_ab fit[GS_CAL_EW_COUNT], const char *extra_name, const gs_fit_ab *extra)
+{
+    gs_cli_table t;
+    gs_cli_table_init(&t, 6);
+    gs_cli_table_rowf(&t, "kernel\talpha(us)\tbw(GB/s)\tR^2(log)\trms resid\toutliers");
+    for (int k = 0; k <= GS_CAL_EW_COUNT; k++) {
+        const gs_fit_ab *x = k < GS_CAL_EW_COUNT ? &fit[k] : extra;
+        if (k == GS_CAL_EW_COUNT && !extra_name)
+            break;
+        gs_cli_table_rowf(&t, "%s\t%.2f\t%.2f\t%.4f\t%.1f%%\t%zu", k < GS_CAL_EW_COUNT ? gs_cal_ew_names[k] : extra_name,
+                          x->alpha_s * 1e6, x->beta_bytes_per_s * 1e-9, x->r2, 100 * x->rms_rel_resid, x->outliers);
+    }
+    gs_cli_table_print(&t, f, 2);
+    gs_cli_table_fini(&t);
+}
+
+void gs_cal_coll_print(FILE *f, const char *heading, int op, uint64_t ranks, const uint64_t *sizes, size_t nsizes,
+                       const double *secs, const gs_fit_ab *fit)
+{
+    fprintf(f, "\n%s\n", heading);
+    double bus = op == GS_CAL_C_P2P ? 1.0 : gs_busbw_factor(gs_cal_c_ops[op], ranks);
+    uint64_t per = op == GS_CAL_C_AG || op == GS_CAL_C_RS ? ranks : 1;
+    gs_cli_table t;
+    gs_cli_table_init(&t, 7);
+    gs_cli_table_rowf(&t, "size(B)\tcount\ttype\ttime(us)\talgbw(GB/s)\tbusbw(GB/s)\tfit(us)");
+    for (size_t si = 0; si < nsizes; si++) {
+        double s = secs[si], sz = (double)sizes[si], algbw = s > 0 ? sz / s * 1e-9 : 0;
+        gs_cli_table_rowf(&t, "%" PRIu64 "\t%" PRIu64 "\tfloat\t%.2f\t%.3f\t%.3f\t%.2f", sizes[si], sizes[si] / 4 / per,
+                          s * 1e6, algbw, algbw * bus, (fit->alpha_s + sz / fit->beta_bytes_per_s) * 1e6);
+    }
+    gs_cli_table_print(&t, f, 2);
+    gs_cli_table_fini(&t);
+    fprintf(f, "  fit: latency %.2f us, bandwidth %.3f GB/s (algbw), R^2(log) %.4f, rms residual %.1f%%, %zu outlier%s\n",
+            fit->alpha_s * 1e6, fit->beta_bytes_per_s * 1e-9, fit->r2, 100 * fit->rms_rel_resid, fit->outliers,
+            fit->outliers == 1 ? "" : "s");
+}
+
+gs_status gs_cal_gnuplot(const char *prefix, const char *which, gs_error *err)
+{
+    char cmd[1200];
+    snprintf(cmd, sizeof cmd, "gnuplot '%s-%s.gp' 2>&1", prefix, which);
+    FILE *p = popen(cmd, "r");
+    char out[512];
+    size_t got = p ? fread(out, 1, sizeof out - 1, p) : 0;
+    out[got] = 0;
+    int st = p ? pclose(p) : -1;
+    if (st != 0)
+        return gs_error_set(err, GS_ERR_RUNTIME, "gnuplot is missing or failed (%s); the data and script are in "
+                            "%s-%s.dat/.gp", got ? out : "exit status nonzero", prefix, which);
+    return GS_OK;
+}
+
+gs_status gs_cal_coll_plot(const char *prefix, const char *title, const gs_cal_series *s, size_t n,
+                           const uint64_t *sizes, size_t nsizes, gs_error *err)
+{
+    char path[1024];
+    snprintf(path, sizeof path, "%s-coll.dat", prefix);
+    FILE *f = fopen(path, "w");
+    if (!f)
+        return gs_error_set(err, GS_ERR_IO, "%s: cannot write: %s", path, strerror(errno));
+    fprintf(f, "# one block per (op, ranks): size_bytes measured_s fitted_s\n");
+    for (size_t b = 0; b < n; b++) {
+        fprintf(f, "# %s %" PRIu64 "%s%s\n", gs_cal_c_names[s[b].op], s[b].ranks, s[b].label ? " " : "",
+                s[b].label ? s[b].label : "");
+        for (size_t si = 0; si < nsizes; si++) {
+            double sz = (double)sizes[si];
+            fprintf(f, "%.0f %.9g %.9g\n", sz, s[b].secs[si], s[b].fit->alpha_s + sz / s[b].fit->beta_bytes_per_s);
+        }
+        fprintf(f, "\n\n");
+    }
+    fclose(f);
+    snprintf(path, sizeof path, "%s-coll.gp", prefix);
+    if (!(f = fopen(path, "w")))
+        return gs_error_set(err, GS_ERR_IO, "%s: cannot write: %s", path, strerror(errno));
+    fprintf(f, "set terminal pngcairo noenhanced size 1000,700\nset output '%s-coll.png'\nset logscale xy\n"
+               "set xlabel 'size (bytes)'\nset ylabel 'time (s)'\nset key left top\n"
+               "set title '%s: measured medians (points) and alpha-beta fits (lines)'\nplot ",
+            prefix, title);
+    for (size_t b = 0; b < n; b++)
+        fprintf(f, "%s'%s-coll.dat' index %zu using 1:2 with points lc %zu title '%s n=%" PRIu64 "%s%s', "
+                   "'' index %zu using 1:3 with lines lc %zu notitle",
+                b ? ", \\\n     " : "", prefix, b, b + 1, gs_cal_c_names[s[b].op], s[b].ranks, s[b].label ? " " : "",
+                s[b].label ? s[b].label : "", b, b + 1);
+    fprintf(f, "\n");
+    fclose(f);
+    return gs_cal_gnuplot(prefix, "coll", err);
+}
+
+const uint64_t gs_cal_group_sizes[GS_CAL_GROUPS] = {2, 4, 8};
+
+json_t *gs_cal_class_json(const gs_fit_ab fit[GS_CAL_C_COUNT][GS_CAL_GROUPS], const int ok[GS_CAL_C_COUNT][GS_CAL_GROUPS])
+{
+    json_t *cls = json_object();
+    for (int op = 0; op < GS_CAL_C_COUNT; op++) {
+        if (op == GS_CAL_C_P2P) {
+            if (ok[op][0])
+                json_object_set_new(cls, gs_cal_c_names[op], gs_cal_fit_json(0, &fit[op][0], 0));
+            continue;
+        }
+        json_t *arr = json_array();
+        for (int g = 0; g < GS_CAL_GROUPS; g++)
+            if (ok[op][g])
+                json_array_append_new(arr, gs_cal_fit_json(gs_cal_group_sizes[g], &fit[op][g], 0));
+        json_object_set_new(cls, gs_cal_c_names[op], arr);
+    }
+    return cls;
+}
+
+json_t *gs_cal_points_json(const uint64_t *sizes, const double *secs, size_t n)
+{
+    json_t *arr = json_array();
+    for (size_t i = 0; i < n; i++) {
+        json_t *p = json_object();
+        json_object_set_new(p, "size", json_integer((json_int_t)sizes[i]));
+        json_object_set_new(p, "time_s", json_real(secs[i]));
+        json_array_append_new(arr, p);
+    }
+    return arr;
+}
+
+json_t *gs_cal_colls_json(const uint64_t *sizes, size_t nsizes, const double *secs, size_t max_sizes,
+                          const int ok[GS_CAL_C_COUNT][GS_CAL_GROUPS])
+{
+    json_t *co = json_object();
+    for (int op = 0; op < GS_CAL_C_COUNT; op++) {
+        json_t *o = json_object();
+        for (int g = 0; g < GS_CAL_GROUPS; g++) {
+            if (!ok[op][g])
+                continue;
+            char k[16];
+            snprintf(k, sizeof k, "%" PRIu64, op == GS_CAL_C_P2P ? 2 : gs_cal_group_sizes[g]);
+            json_object_set_new(o, k, gs_cal_points_json(sizes, secs + ((size_t)op * GS_CAL_GROUPS + (size_t)g) * max_sizes,
+                                                         nsizes));
+        }
+        json_object_set_new(co, gs_cal_c_names[op], o);
+    }
+    return co;
+}
+
+json_t *gs_cal_attn_json(uint64_t seq, uint64_t heads, uint64_t kv_heads, uint64_t head_dim, double fwd_s, double bwd_s)
+{
+    json_t *at = json_object();
+    json_object_set_new(at, "seq", json_integer((json_int_t)seq));
+    json_object_set_new(at, "heads", json_integer((json_int_t)heads));
+    json_object_set_new(at, "kv_heads", json_integer((json_int_t)kv_heads));
+    json_object_set_new(at, "head_dim", json_integer((json_int_t)head_dim));
+    json_object_set_new(at, "fwd_s", json_real(fwd_s));
+    json_object_set_new(at, "bwd_s", json_real(bwd_s));
+    return at;
 }

@@ -9,9 +9,13 @@
 #ifndef GS_CLI_CALIB_OPS_H
 #define GS_CLI_CALIB_OPS_H
 
+#include <jansson.h>
 #include <stddef.h>
+#include <stdint.h>
+#include <stdio.h>
 
 #include "exec/driver.h"
+#include "sim/calib.h"
 #include "sim/collective.h"
 
 /* The non-GEMM work of the schedule's events as exec runs it (exec/train.c): rmsnorm is the norm
@@ -78,5 +82,58 @@ void gs_cal_gemm_bwd(void *arg, gs_drv_stream *s);
 void gs_cal_ew_call(void *arg, gs_drv_stream *s);
 void gs_cal_attn_call(void *arg, gs_drv_stream *s);
 void gs_cal_rope_call(void *arg, gs_drv_stream *s);
+
+/* ---- what every calibration path writes and prints the same way ---- */
+
+/* {"ranks": N (omitted when 0), "alpha_s", "beta_bytes_per_s"} and, with stats, "r2_log",
+ * "rms_rel_resid", "points", "outliers". */
+json_t *gs_cal_fit_json(uint64_t ranks, const gs_fit_ab *f, int stats);
+
+/* compute.elementwise_bw and elementwise_bw_bwd from the kernels' fits (their 1 / beta). */
+void gs_cal_ew_rates_json(json_t *compute, const gs_fit_ab fit[GS_CAL_EW_COUNT]);
+
+/* The kernels' fits as a table (t = alpha + bytes / bw), plus one more row when extra_name is set. */
+void gs_cal_ew_print(FILE *f, const gs_fit_ab fit[GS_CAL_EW_COUNT], const char *extra_name, const gs_fit_ab *extra);
+
+/* One collective's points in nccl-tests' columns (size, count per rank as nccl-tests passes it,
+ * type, time, algbw, busbw) with the fitted line's time beside them, then the fit; heading is
+ * the line above the table. */
+void gs_cal_coll_print(FILE *f, const char *heading, int op, uint64_t ranks, const uint64_t *sizes, size_t nsizes,
+                       const double *secs, const gs_fit_ab *fit);
+
+/* The group sizes one process measures its collectives over (threads or devices of it). */
+#define GS_CAL_GROUPS 3
+extern const uint64_t gs_cal_group_sizes[GS_CAL_GROUPS]; /* 2, 4, 8 */
+
+/* A links class object ({op: [{ranks, alpha_s, beta_bytes_per_s}], "send_recv": {...}}) from the
+ * fits of the group sizes measured (ok[op][g]: 1 = measured; send_recv's at g = 0). */
+json_t *gs_cal_class_json(const gs_fit_ab fit[GS_CAL_C_COUNT][GS_CAL_GROUPS], const int ok[GS_CAL_C_COUNT][GS_CAL_GROUPS]);
+
+/* [{size, time_s}] of one collective's points. */
+json_t *gs_cal_points_json(const uint64_t *sizes, const double *secs, size_t n);
+
+/* measurements.collectives: {op: {"RANKS": [{size, time_s}]}} for the measured (op, group size)
+ * pairs; secs is an array [GS_CAL_C_COUNT][GS_CAL_GROUPS][max_sizes] of medians. */
+json_t *gs_cal_colls_json(const uint64_t *sizes, size_t nsizes, const double *secs, size_t max_sizes,
+                          const int ok[GS_CAL_C_COUNT][GS_CAL_GROUPS]);
+
+/* measurements.attention: the shape and the forward and backward times. */
+json_t *gs_cal_attn_json(uint64_t seq, uint64_t heads, uint64_t kv_heads, uint64_t head_dim, double fwd_s, double bwd_s);
+
+/* One measured collective for the time-against-size plot. */
+typedef struct gs_cal_series {
+    int op;
+    uint64_t ranks;
+    const char *label; /* after "OP n=RANKS"; may be NULL */
+    const double *secs; /* nsizes */
+    const gs_fit_ab *fit;
+} gs_cal_series;
+
+/* PREFIX-coll.dat/.gp (points and fitted lines, log-log) and gnuplot on them. */
+gs_status gs_cal_coll_plot(const char *prefix, const char *title, const gs_cal_series *s, size_t n,
+                           const uint64_t *sizes, size_t nsizes, gs_error *err);
+
+/* gnuplot PREFIX-WHICH.gp; a missing or failing gnuplot is GS_ERR_RUNTIME naming the files left. */
+gs_status gs_cal_gnuplot(const char *prefix, const char *which, gs_error *err);
 
 #endif

@@ -253,16 +253,6 @@ gs_status gs_calib_procs_run(const gs_driver_ops *ops, const gs_exec_boot *boot,
     return GS_OK;
 }
 
-static json_t *line(uint64_t ranks, const gs_fit_ab *f)
-{
-    json_t *o = json_object();
-    if (ranks)
-        json_object_set_new(o, "ranks", json_integer((json_int_t)ranks));
-    json_object_set_new(o, "alpha_s", json_real(f->alpha_s));
-    json_object_set_new(o, "beta_bytes_per_s", json_real(f->beta_bytes_per_s));
-    return o;
-}
-
 json_t *gs_calib_procs_links(const gs_calib_procs *c)
 {
     json_t *links = json_object();
@@ -272,10 +262,10 @@ json_t *gs_calib_procs_links(const gs_calib_procs *c)
             if (!c->ok[cl][op])
                 continue;
             if (op == GS_CAL_C_P2P) {
-                json_object_set_new(o, gs_cal_c_names[op], line(0, &c->fit[cl][op]));
+                json_object_set_new(o, gs_cal_c_names[op], gs_cal_fit_json(0, &c->fit[cl][op], 0));
             } else {
                 json_t *arr = json_array();
-                json_array_append_new(arr, line(c->nranks[cl], &c->fit[cl][op]));
+                json_array_append_new(arr, gs_cal_fit_json(c->nranks[cl], &c->fit[cl][op], 0));
                 json_object_set_new(o, gs_cal_c_names[op], arr);
             }
         }
@@ -298,13 +288,7 @@ json_t *gs_calib_procs_measurements(const gs_calib_procs *c)
         for (int op = 0; op < GS_CAL_C_COUNT; op++) {
             if (!c->ok[cl][op])
                 continue;
-            json_t *arr = json_array();
-            for (size_t si = 0; si < c->nsizes; si++) {
-                json_t *p = json_object();
-                json_object_set_new(p, "size", json_integer((json_int_t)c->sizes[si]));
-                json_object_set_new(p, "time_s", json_real(c->secs[cl][op][si]));
-                json_array_append_new(arr, p);
-            }
+            json_t *arr = gs_cal_points_json(c->sizes, c->secs[cl][op], c->nsizes);
             json_t *byn = json_object();
             char k[24];
             snprintf(k, sizeof k, "%" PRIu64, op == GS_CAL_C_P2P ? 2 : c->nranks[cl]);
@@ -328,24 +312,10 @@ void gs_calib_procs_print(const gs_calib_procs *c, FILE *f)
             if (!c->ok[cl][op])
                 continue;
             uint64_t n = op == GS_CAL_C_P2P ? 2 : c->nranks[cl];
-            fprintf(f, "\n%s over %" PRIu64 " processes, %s (nccl-tests' columns; float)\n", gs_cal_c_names[op], n,
-                    class_names[cl]);
-            gs_cli_table t;
-            gs_cli_table_init(&t, 6);
-            gs_cli_table_rowf(&t, "size(B)\tcount\ttype\ttime(us)\talgbw(GB/s)\tbusbw(GB/s)");
-            for (size_t si = 0; si < c->nsizes; si++) {
-                double secs = c->secs[cl][op][si], sz = (double)c->sizes[si];
-                double bus = op == GS_CAL_C_P2P ? 1.0 : gs_busbw_factor(gs_cal_c_ops[op], n);
-                uint64_t count = c->sizes[si] / 4 / (op == GS_CAL_C_AG || op == GS_CAL_C_RS ? n : 1);
-                gs_cli_table_rowf(&t, "%" PRIu64 "\t%" PRIu64 "\tfloat\t%.2f\t%.3f\t%.3f", c->sizes[si], count,
-                                  secs * 1e6, sz / secs * 1e-9, sz / secs * 1e-9 * bus);
-            }
-            gs_cli_table_print(&t, f, 2);
-            gs_cli_table_fini(&t);
-            const gs_fit_ab *fit = &c->fit[cl][op];
-            fprintf(f, "  fit: latency %.2f us, bandwidth %.3f GB/s (algbw), R^2(log) %.4f, rms residual %.1f%%, %zu "
-                       "outliers\n",
-                    fit->alpha_s * 1e6, fit->beta_bytes_per_s * 1e-9, fit->r2, 100 * fit->rms_rel_resid, fit->outliers);
+            char head[128];
+            snprintf(head, sizeof head, "%s over %" PRIu64 " processes, %s (nccl-tests' columns; float)",
+                     gs_cal_c_names[op], n, class_names[cl]);
+            gs_cal_coll_print(f, head, op, n, c->sizes, c->nsizes, c->secs[cl][op], &c->fit[cl][op]);
         }
 }
 

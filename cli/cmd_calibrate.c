@@ -123,10 +123,10 @@ static const char usage[] =
 #define MAX_SHAPES 64
 #define MAX_SIZES 16
 #define MAX_REPS 16
-#define GROUP_SIZES 3
+#define GROUP_SIZES GS_CAL_GROUPS
 #define DISPATCH_SIZES 4
 
-static const uint64_t group_sizes[GROUP_SIZES] = {2, 4, 8};
+#define group_sizes gs_cal_group_sizes
 
 #define MAX_CONC 8 /* thread counts of the concurrency test */
 
@@ -1006,26 +1006,6 @@ static gs_status pick_shapes(cal *c, const char *scenario, gs_error *err)
 
 /* ---- output ------------------------------------------------------------------------------------------- */
 
-static json_t *line_json(uint64_t ranks, const gs_fit_ab *f)
-{
-    json_t *o = json_object();
-    if (ranks)
-        json_object_set_new(o, "ranks", json_integer((json_int_t)ranks));
-    json_object_set_new(o, "alpha_s", json_real(f->alpha_s));
-    json_object_set_new(o, "beta_bytes_per_s", json_real(f->beta_bytes_per_s));
-    return o;
-}
-
-static json_t *fit_json(const gs_fit_ab *f)
-{
-    json_t *o = line_json(0, f);
-    json_object_set_new(o, "r2_log", json_real(f->r2));
-    json_object_set_new(o, "rms_rel_resid", json_real(f->rms_rel_resid));
-    json_object_set_new(o, "points", json_integer((json_int_t)f->n));
-    json_object_set_new(o, "outliers", json_integer((json_int_t)f->outliers));
-    return o;
-}
-
 static void cpu_model(char *buf, size_t len)
 {
     snprintf(buf, len, "unknown");
@@ -1108,16 +1088,7 @@ static json_t *build_json(const cal *c, const char *driver, const char *scenario
     json_object_set_new(gt, "s_per_mk", json_real(c->gemm_terms.s_per_mk));
     json_object_set_new(gt, "s_per_call", json_real(c->gemm_terms.s_per_call));
     json_object_set_new(comp, "gemm_terms", gt);
-    json_t *ew = json_object(), *ewb = json_object();
-    for (int k = 0; k < GS_CAL_EW_COUNT; k++) {
-        char nm[32];
-        snprintf(nm, sizeof nm, "%s", gs_cal_ew_names[k]);
-        if (k >= GS_CAL_EW_FIRST_BWD)
-            nm[strlen(nm) - 4] = 0; /* "_bwd" */
-        json_object_set_new(k >= GS_CAL_EW_FIRST_BWD ? ewb : ew, nm, json_real(c->ew_fit[k].beta_bytes_per_s));
-    }
-    json_object_set_new(comp, "elementwise_bw", ew);
-    json_object_set_new(comp, "elementwise_bw_bwd", ewb);
+    gs_cal_ew_rates_json(comp, c->ew_fit);
     json_object_set_new(comp, "qkv_rope_s_per_token", json_real(c->rope_s));
     json_object_set_new(comp, "concurrency_slowdown", json_real(c->conc_fit.s));
     /* the host driver's collectives copy and sum in the members' own threads (exec/driver_host.c):
@@ -1125,20 +1096,8 @@ static json_t *build_json(const cal *c, const char *driver, const char *scenario
     json_object_set_new(comp, "collective_cpu_share", json_real(1.0));
     json_object_set_new(doc, "compute", comp);
 
-    json_t *links = json_object(), *intra = json_object();
-    for (int op = 0; op < GS_CAL_C_COUNT; op++) {
-        if (op == GS_CAL_C_P2P) {
-            if (c->coll_fit_ok[op][0])
-                json_object_set_new(intra, gs_cal_c_names[op], line_json(0, &c->coll_fit[op][0]));
-            continue;
-        }
-        json_t *arr = json_array();
-        for (int gi = 0; gi < GROUP_SIZES; gi++)
-            if (c->coll_fit_ok[op][gi])
-                json_array_append_new(arr, line_json(group_sizes[gi], &c->coll_fit[op][gi]));
-        json_object_set_new(intra, gs_cal_c_names[op], arr);
-    }
-    json_object_set_new(links, "intra", intra);
+    json_t *links = json_object();
+    json_object_set_new(links, "intra", gs_cal_class_json(c->coll_fit, c->coll_fit_ok));
     json_object_set_new(doc, "links", links);
 
     json_t *fits = json_object();
@@ -1151,7 +1110,7 @@ static json_t *build_json(const cal *c, const char *driver, const char *scenario
     json_object_set_new(fits, "gemm_curve", gf);
     json_t *ef = json_object();
     for (int k = 0; k < GS_CAL_EW_COUNT; k++)
-        json_object_set_new(ef, gs_cal_ew_names[k], fit_json(&c->ew_fit[k]));
+        json_object_set_new(ef, gs_cal_ew_names[k], gs_cal_fit_json(0, &c->ew_fit[k], 1));
     json_object_set_new(fits, "elementwise", ef);
     json_t *cf = json_object();
     for (int op = 0; op < GS_CAL_C_COUNT; op++) {
@@ -1160,7 +1119,7 @@ static json_t *build_json(const cal *c, const char *driver, const char *scenario
             if (c->coll_fit_ok[op][gi]) {
                 char k[16];
                 snprintf(k, sizeof k, "%" PRIu64, op == GS_CAL_C_P2P ? 2 : group_sizes[gi]);
-                json_object_set_new(o, k, fit_json(&c->coll_fit[op][gi]));
+                json_object_set_new(o, k, gs_cal_fit_json(0, &c->coll_fit[op][gi], 1));
             }
         json_object_set_new(cf, gs_cal_c_names[op], o);
     }
@@ -1201,14 +1160,8 @@ static json_t *build_json(const cal *c, const char *driver, const char *scenario
         json_object_set_new(ea, gs_cal_ew_names[k], arr);
     }
     json_object_set_new(meas, "elementwise", ea);
-    json_t *at = json_object();
-    json_object_set_new(at, "seq", json_integer((json_int_t)c->attn_seq));
-    json_object_set_new(at, "heads", json_integer((json_int_t)c->attn_nh));
-    json_object_set_new(at, "kv_heads", json_integer((json_int_t)c->attn_nkv));
-    json_object_set_new(at, "head_dim", json_integer((json_int_t)c->attn_hd));
-    json_object_set_new(at, "fwd_s", json_real(c->attn_fwd_s));
-    json_object_set_new(at, "bwd_s", json_real(c->attn_bwd_s));
-    json_object_set_new(meas, "attention", at);
+    json_object_set_new(meas, "attention", gs_cal_attn_json(c->attn_seq, c->attn_nh, c->attn_nkv, c->attn_hd,
+                                                          c->attn_fwd_s, c->attn_bwd_s));
     json_object_set_new(meas, "launch_s", json_real(c->launch_s));
     json_object_set_new(meas, "gemm_flops_1_thread", json_real(c->single_flops));
     if (scenario)
@@ -1237,33 +1190,10 @@ static json_t *build_json(const cal *c, const char *driver, const char *scenario
         json_array_append_new(cp, json_integer(c->conc_cpu[t]));
     json_object_set_new(meas, "concurrency_cpus", cp);
     json_object_set_new(meas, "gemm_operands", json_string(c->rotate ? "rotated" : "warm"));
-    json_t *co = json_object();
-    for (int op = 0; op < GS_CAL_C_COUNT; op++) {
-        json_t *o = json_object();
-        for (int gi = 0; gi < GROUP_SIZES; gi++) {
-            if (op == GS_CAL_C_P2P && gi > 0)
-                break;
-            json_t *arr = json_array();
-            for (size_t si = 0; si < c->nsizes; si++) {
-                json_t *p = json_object();
-                json_object_set_new(p, "size", json_integer((json_int_t)c->sizes[si]));
-                json_object_set_new(p, "time_s", json_real(c->coll_s[op][gi][si]));
-                json_array_append_new(arr, p);
-            }
-            char k[16];
-            snprintf(k, sizeof k, "%" PRIu64, op == GS_CAL_C_P2P ? 2 : group_sizes[gi]);
-            json_object_set_new(o, k, arr);
-        }
-        json_object_set_new(co, gs_cal_c_names[op], o);
-    }
+    json_t *co = gs_cal_colls_json(c->sizes, c->nsizes, &c->coll_s[0][0][0], MAX_SIZES, c->coll_fit_ok);
     json_object_set_new(meas, "collectives", co);
     json_object_set_new(doc, "measurements", meas);
     return doc;
-}
-
-static double busbw_factor(int op, uint64_t n)
-{
-    return op == GS_CAL_C_P2P ? 1.0 : gs_busbw_factor(gs_cal_c_ops[op], n);
 }
 
 static void print_summary(const cal *c)
@@ -1303,14 +1233,7 @@ static void print_summary(const cal *c)
            "(the schedule's FLOP count)\n", c->attn_seq, c->attn_nh, c->attn_hd, c->attn_fwd_s * 1e6,
            c->attn_bwd_s * 1e6, c->attn_flops * 1e-9);
     printf("\nelementwise kernels (bytes as the schedule counts them, fp32): t = alpha + bytes / bw\n");
-    gs_cli_table_init(&t, 6);
-    gs_cli_table_rowf(&t, "kernel\talpha(us)\tbw(GB/s)\tR^2(log)\trms resid\toutliers");
-    for (int k = 0; k < GS_CAL_EW_COUNT; k++)
-        gs_cli_table_rowf(&t, "%s\t%.2f\t%.2f\t%.4f\t%.1f%%\t%zu", gs_cal_ew_names[k], c->ew_fit[k].alpha_s * 1e6,
-                          c->ew_fit[k].beta_bytes_per_s * 1e-9, c->ew_fit[k].r2, 100 * c->ew_fit[k].rms_rel_resid,
-                          c->ew_fit[k].outliers);
-    gs_cli_table_print(&t, stdout, 2);
-    gs_cli_table_fini(&t);
+    gs_cal_ew_print(stdout, c->ew_fit, NULL, NULL);
     printf("  rotary embedding (q and k, %" PRIu64 " + %" PRIu64 " heads of %" PRIu64 "): %.2f us per token "
            "(compute.qkv_rope_s_per_token)\n", c->attn_nh, c->attn_nkv, c->attn_hd, c->rope_s * 1e6);
     printf("  GEMM operands: %s\n", c->rotate ? "rotated over sets beyond the caches (as a step finds them)"
@@ -1348,23 +1271,9 @@ static void print_summary(const cal *c)
             uint64_t n = op == GS_CAL_C_P2P ? 2 : group_sizes[gi];
             if (op == GS_CAL_C_P2P && gi > 0)
                 break;
-            printf("\n%s, %" PRIu64 " ranks (host threads, shared memory):\n", gs_cal_c_names[op], n);
-            gs_cli_table_init(&t, 7);
-            gs_cli_table_rowf(&t, "size\tcount\ttype\ttime(us)\talgbw(GB/s)\tbusbw(GB/s)\tfit(us)");
-            for (size_t si = 0; si < c->nsizes; si++) {
-                double s = c->coll_s[op][gi][si], sz = (double)c->sizes[si];
-                double algbw = s > 0 ? sz / s * 1e-9 : 0;
-                const gs_fit_ab *f = &c->coll_fit[op][gi];
-                gs_cli_table_rowf(&t, "%zu\t%zu\tfloat\t%.1f\t%.3f\t%.3f\t%.1f", (size_t)c->sizes[si],
-                                  (size_t)(c->sizes[si] / 4), s * 1e6, algbw, algbw * busbw_factor(op, n),
-                                  (f->alpha_s + sz / f->beta_bytes_per_s) * 1e6);
-            }
-            gs_cli_table_print(&t, stdout, 2);
-            gs_cli_table_fini(&t);
-            const gs_fit_ab *f = &c->coll_fit[op][gi];
-            printf("  fit: latency %.1f us, bandwidth %.3f GB/s (algbw), R^2(log) %.4f, rms residual %.1f%%, "
-                   "%zu outlier%s\n", f->alpha_s * 1e6, f->beta_bytes_per_s * 1e-9, f->r2, 100 * f->rms_rel_resid,
-                   f->outliers, f->outliers == 1 ? "" : "s");
+            char head[96];
+            snprintf(head, sizeof head, "%s, %" PRIu64 " ranks (host threads, shared memory):", gs_cal_c_names[op], n);
+            gs_cal_coll_print(stdout, head, op, n, c->sizes, c->nsizes, c->coll_s[op][gi], &c->coll_fit[op][gi]);
         }
 }
 
@@ -1372,46 +1281,17 @@ static void print_summary(const cal *c)
 
 static gs_status write_plots(const cal *c, const char *prefix, gs_error *err)
 {
+    gs_cal_series ser[GS_CAL_C_COUNT * GROUP_SIZES];
+    size_t ns = 0;
+    for (int op = 0; op < GS_CAL_C_COUNT; op++)
+        for (int gi = 0; gi < GROUP_SIZES && !(op == GS_CAL_C_P2P && gi > 0); gi++)
+            ser[ns++] = (gs_cal_series){op, op == GS_CAL_C_P2P ? 2 : group_sizes[gi], NULL, c->coll_s[op][gi],
+                                        &c->coll_fit[op][gi]};
+    gs_status rc = gs_cal_coll_plot(prefix, "host collectives", ser, ns, c->sizes, c->nsizes, err);
+    if (rc != GS_OK)
+        return rc;
     char path[1024];
     FILE *f;
-    snprintf(path, sizeof path, "%s-coll.dat", prefix);
-    if (!(f = fopen(path, "w")))
-        return gs_error_set(err, GS_ERR_IO, "%s: cannot write: %s", path, strerror(errno));
-    fprintf(f, "# one block per (op, ranks): size_bytes measured_s fitted_s\n");
-    int blocks = 0;
-    for (int op = 0; op < GS_CAL_C_COUNT; op++)
-        for (int gi = 0; gi < GROUP_SIZES; gi++) {
-            if (op == GS_CAL_C_P2P && gi > 0)
-                break;
-            fprintf(f, "# %s %" PRIu64 "\n", gs_cal_c_names[op], op == GS_CAL_C_P2P ? 2 : group_sizes[gi]);
-            for (size_t si = 0; si < c->nsizes; si++) {
-                const gs_fit_ab *fit = &c->coll_fit[op][gi];
-                double sz = (double)c->sizes[si];
-                fprintf(f, "%.0f %.9g %.9g\n", sz, c->coll_s[op][gi][si], fit->alpha_s + sz / fit->beta_bytes_per_s);
-            }
-            fprintf(f, "\n\n");
-            blocks++;
-        }
-    fclose(f);
-    snprintf(path, sizeof path, "%s-coll.gp", prefix);
-    if (!(f = fopen(path, "w")))
-        return gs_error_set(err, GS_ERR_IO, "%s: cannot write: %s", path, strerror(errno));
-    fprintf(f, "set terminal pngcairo noenhanced size 1000,700\nset output '%s-coll.png'\nset logscale xy\n"
-               "set xlabel 'size (bytes)'\nset ylabel 'time (s)'\nset key left top\n"
-               "set title 'host collectives: measured medians (points) and alpha-beta fits (lines)'\nplot ",
-            prefix);
-    int b = 0;
-    for (int op = 0; op < GS_CAL_C_COUNT; op++)
-        for (int gi = 0; gi < GROUP_SIZES; gi++) {
-            if (op == GS_CAL_C_P2P && gi > 0)
-                break;
-            fprintf(f, "%s'%s-coll.dat' index %d using 1:2 with points lc %d title '%s n=%" PRIu64 "', "
-                       "'' index %d using 1:3 with lines lc %d notitle", b ? ", \\\n     " : "", prefix, b, b + 1,
-                    gs_cal_c_names[op], op == GS_CAL_C_P2P ? 2 : group_sizes[gi], b, b + 1);
-            b++;
-        }
-    fprintf(f, "\n");
-    fclose(f);
     snprintf(path, sizeof path, "%s-gemm.dat", prefix);
     if (!(f = fopen(path, "w")))
         return gs_error_set(err, GS_ERR_IO, "%s: cannot write: %s", path, strerror(errno));
@@ -1437,21 +1317,8 @@ static gs_status write_plots(const cal *c, const char *prefix, gs_error *err)
     fprintf(f, "set samples 200\nplot '%s-gemm.dat' using 1:2 with points pt 7 title 'measured', "
                "[1e4:1e10] f(x) with lines title 'fit (%s)'\n", prefix, gs_gemm_form_name(c->gemm_fit.form));
     fclose(f);
-    (void)blocks;
-    /* gnuplot */
-    for (int i = 0; i < 2; i++) {
-        char cmd[1200];
-        snprintf(cmd, sizeof cmd, "gnuplot '%s-%s.gp' 2>&1", prefix, i ? "gemm" : "coll");
-        FILE *p = popen(cmd, "r");
-        char out[512];
-        size_t got = p ? fread(out, 1, sizeof out - 1, p) : 0;
-        out[got] = 0;
-        int st = p ? pclose(p) : -1;
-        if (st != 0)
-            return gs_error_set(err, GS_ERR_RUNTIME, "gnuplot is missing or failed (%s); the data and scripts are in "
-                                "%s-coll.dat/.gp and %s-gemm.dat/.gp", got ? out : "exit status nonzero", prefix,
-                                prefix);
-    }
+    if ((rc = gs_cal_gnuplot(prefix, "gemm", err)) != GS_OK)
+        return rc;
     printf("\nplots: %s-coll.png, %s-gemm.png (data and gnuplot scripts beside them)\n", prefix, prefix);
     return GS_OK;
 }
