@@ -162,13 +162,17 @@ static void chunk_geometry(const gs_bctx *x, uint16_t chunk, chunk_geo *g)
  * receive), and u's forward waits for it. One step of this schedule is the steady state: the same
  * bytes as gathering after the optimizer, issued where Megatron issues them. */
 static gs_status param_allgather(gs_bctx *x, size_t u, uint32_t dep, uint32_t *ev);
+static gs_status param_allgather_chunk(gs_bctx *x, uint64_t chunk, uint32_t dep);
 
+/* bucket_stages first: a unit of a one-bucket model chunk is gathered with the whole chunk. */
 static gs_status issue_gather(gs_bctx *x, size_t u, uint32_t dep)
 {
     if (u == SIZE_MAX || x->gathered_ev[u] != GS_NO_ID)
         return GS_OK;
     if (x->param_gathers_issued++ == 0)
         dep = GS_NO_ID; /* the first: at the step's start */
+    if (gs__chunk_one_bucket(x, gs__unit_chunk(x, u)))
+        return param_allgather_chunk(x, gs__unit_chunk(x, u), dep);
     return param_allgather(x, u, dep, &x->gathered_ev[u]);
 }
 
@@ -184,10 +188,21 @@ static gs_status layer_gathers(gs_bctx *x, int64_t l, uint32_t dep)
 }
 
 /* The gathers the forward needs at local layer l and the next layer's (one ahead; past the
- * chunk's last layer: the root, for the head), after dep. */
-static gs_status forward_gathers(gs_bctx *x, int64_t l, int64_t top, int has_head, uint32_t dep)
+ * chunk's last layer: the root, for the head), after dep. Under bucket_stages first the next model
+ * chunk's one bucket is the one ahead of this chunk's last bucket: issued at this chunk's last
+ * layer, or at its first when this chunk is one bucket too (Megatron dispatches the next bucket's
+ * all-gather from the pre-hook of the bucket the forward reaches). */
+static gs_status forward_gathers(gs_bctx *x, uint16_t chunk, int64_t l, int64_t bot, int64_t top, int has_head,
+                                 uint32_t dep)
 {
     gs_status rc = layer_gathers(x, l, dep);
+    if (rc == GS_OK && (uint64_t)chunk + 1 < x->v && gs__chunk_one_bucket(x, (uint64_t)chunk + 1) &&
+        l == (gs__chunk_one_bucket(x, chunk) ? bot : top)) {
+        uint64_t params;
+        size_t first, count;
+        if ((rc = gs__chunk_bucket(x, (uint64_t)chunk + 1, &params, &first, &count)) == GS_OK)
+            rc = issue_gather(x, first, dep);
+    }
     if (rc != GS_OK)
         return rc;
     return l < top ? layer_gathers(x, l + 1, dep) : has_head ? issue_gather(x, x->root, dep) : GS_OK;
@@ -243,7 +258,7 @@ static gs_status forward_pass(gs_bctx *x, uint32_t mb, uint16_t chunk)
             if (pl->prefetch_fwd && l < top && (rc = gs__gather_covering(x, l + 1, GS_PHASE_FWD, mb, GS_NO_ID)) != GS_OK)
                 return rc;
         }
-        if (x->param_gather_fwd && (rc = forward_gathers(x, l, top, has_head, prev)) != GS_OK)
+        if (x->param_gather_fwd && (rc = forward_gathers(x, chunk, l, bot, top, has_head, prev)) != GS_OK)
             return rc;
         io_reset(&io);
         uint32_t st = x->stash_t[w * x->part.layers + (uint64_t)l];
@@ -317,6 +332,8 @@ static gs_status backward_pass(gs_bctx *x, uint32_t mb, uint16_t chunk)
     uint64_t w = mb % x->window;
     /* overlap_grad_reduce false: the reductions wait for the stage's last backward (build_rank) */
     int sync = (pl->sync_every || mb + 1 == x->mb_count) && x->s->strategy.overlap_grad_reduce;
+    /* bucket_stages first: the chunk's units are reduced together after its bottom layer */
+    int one_bucket = gs__chunk_one_bucket(x, chunk);
     /* the root's transient gradient lives from the first backward pass writing it (under wrap:
      * model every chunk does) to its reduction after the root chunk's pass */
     uint64_t root_chunk = gs_partition_root_chunk(&x->part, x->stage, x->pp, x->v);
@@ -422,7 +439,7 @@ static gs_status backward_pass(gs_bctx *x, uint32_t mb, uint16_t chunk)
             if (gs__is_root(x, u) || un->layer_begin != l)
                 continue;
             if (sync) {
-                if ((rc = gs__reduce_unit(x, u, mb, last_bwd)) != GS_OK)
+                if (!one_bucket && (rc = gs__reduce_unit(x, u, mb, last_bwd)) != GS_OK)
                     return rc;
             } else if (x->s->strategy.overlap_grad_reduce) {
                 x->ugrad_t[u] = GS_NO_ID;
@@ -440,7 +457,11 @@ static gs_status backward_pass(gs_bctx *x, uint32_t mb, uint16_t chunk)
         if ((rc = gs__embed_backward(x, mb, &io, &prev)) != GS_OK)
             return rc;
     }
-    if (root_here && sync && (rc = gs__reduce_unit(x, x->root, mb, prev)) != GS_OK)
+    if (root_here && sync && !one_bucket && (rc = gs__reduce_unit(x, x->root, mb, prev)) != GS_OK)
+        return rc;
+    /* Megatron-Core's bucket_size None: the chunk's whole gradient is one bucket, ready when the
+     * chunk's last gradient is (its bottom layer's backward; the root's with it) */
+    if (one_bucket && sync && (rc = gs__reduce_chunk(x, chunk, mb, prev)) != GS_OK)
         return rc;
     if (has_prev) {
         uint32_t ev;
@@ -466,6 +487,36 @@ static gs_status param_allgather(gs_bctx *x, size_t u, uint32_t dep, uint32_t *e
     gs__evb_add(&b, GS_LINK_DEPS, dep);
     gs__evb_add(&b, GS_LINK_WRITES, x->param_t[u]);
     return gs__evb_emit(x, &b, ev);
+}
+
+/* bucket_stages first: one all-gather of the updated parameters of every unit model chunk `chunk`
+ * reduces (Megatron-Core's one bucket), after `dep`; the gathered event of each of its units. */
+static gs_status param_allgather_chunk(gs_bctx *x, uint64_t chunk, uint32_t dep)
+{
+    uint64_t params, N = x->plan.N;
+    size_t first, count;
+    gs_status rc = gs__chunk_bucket(x, chunk, &params, &first, &count);
+    if (rc != GS_OK || count == 0)
+        return rc;
+    gs_evb b;
+    gs__evb_init(&b, GS_EV_COLLECTIVE, GS_STREAM_DP, GS_PHASE_OPTIM, gs__unit_layer(x, first), 0);
+    b.e.op = GS_COLL_ALLGATHER;
+    b.e.group = GS_GROUP_DP;
+    b.e.peer = x->group[GS_GROUP_DP];
+    b.e.group_size = x->group_size[GS_GROUP_DP];
+    b.e.unit = (uint32_t)first;
+    b.e.bytes = N * ceil_div(params, N) * x->plan.wb;
+    gs__evb_add(&b, GS_LINK_DEPS, dep);
+    for (size_t u = 0; u < x->part.nunits; u++)
+        if (gs__unit_chunk(x, u) == chunk)
+            gs__evb_add(&b, GS_LINK_WRITES, x->param_t[u]);
+    uint32_t ev;
+    if ((rc = gs__evb_emit(x, &b, &ev)) != GS_OK)
+        return rc;
+    for (size_t u = 0; u < x->part.nunits; u++)
+        if (gs__unit_chunk(x, u) == chunk)
+            x->gathered_ev[u] = ev;
+    return GS_OK;
 }
 
 static void bctx_fini(gs_bctx *x)
@@ -588,6 +639,7 @@ static gs_status build_rank(const gs_scenario *s, const gs_mesh *mesh, uint64_t 
         goto out;
     /* ZeRO-1/2 with overlap_param_gather: the forward issues the gathers (forward_gathers) */
     x.param_gather_fwd = pl->ag_after_optimizer && pl->N > 1 && s->strategy.overlap_param_gather;
+    x.chunk_buckets = pl->bucketed && pl->N > 1 && s->strategy.bucket_stages == GS_BUCKET_STAGES_FIRST;
 
     for (size_t i = 0; i < order.nops && rc == GS_OK; i++) {
         const gs_pipe_op *op = &order.ops[i];
@@ -598,12 +650,29 @@ static gs_status build_rank(const gs_scenario *s, const gs_mesh *mesh, uint64_t 
     /* overlap_grad_reduce false (Megatron without --overlap-grad-reduce, Megatron-LM 2021's local
      * DDP): every unit's gradient is reduced after the stage's last backward event, the last
      * layer's first as the buckets fill in that order, the root (embedding, head) last */
-    if (!s->strategy.overlap_grad_reduce) {
+    if (!s->strategy.overlap_grad_reduce && !x.chunk_buckets) {
         uint32_t after = x.last_compute;
         for (size_t k = x.part.nunits; k-- > 0 && rc == GS_OK;)
             if (!gs__is_root(&x, k))
                 rc = gs__reduce_unit(&x, k, (uint32_t)(microbatches - 1), after);
         if (rc == GS_OK && x.root != SIZE_MAX)
+            rc = gs__reduce_unit(&x, x.root, (uint32_t)(microbatches - 1), after);
+        if (rc != GS_OK)
+            goto out;
+    } else if (!s->strategy.overlap_grad_reduce) {
+        /* bucket_stages first: the same order, a one-bucket chunk's units (the root's with its
+         * chunk) in one reduction where its first would be */
+        uint32_t after = x.last_compute;
+        for (uint64_t ch = x.v; ch-- > 0 && rc == GS_OK;) {
+            if (gs__chunk_one_bucket(&x, ch)) {
+                rc = gs__reduce_chunk(&x, ch, (uint32_t)(microbatches - 1), after);
+                continue;
+            }
+            for (size_t k = x.part.nunits; k-- > 0 && rc == GS_OK;)
+                if (!gs__is_root(&x, k) && gs__unit_chunk(&x, k) == ch)
+                    rc = gs__reduce_unit(&x, k, (uint32_t)(microbatches - 1), after);
+        }
+        if (rc == GS_OK && x.root != SIZE_MAX && !gs__chunk_one_bucket(&x, gs__unit_chunk(&x, x.root)))
             rc = gs__reduce_unit(&x, x.root, (uint32_t)(microbatches - 1), after);
         if (rc != GS_OK)
             goto out;
@@ -649,7 +718,10 @@ static gs_status build_rank(const gs_scenario *s, const gs_mesh *mesh, uint64_t 
         if (pl->ag_after_optimizer && pl->N > 1 && !x.param_gather_fwd)
             for (size_t u = 0; u < x.part.nunits && rc == GS_OK; u++) {
                 uint32_t ev;
-                rc = param_allgather(&x, u, opt, &ev);
+                if (!gs__chunk_one_bucket(&x, gs__unit_chunk(&x, u)))
+                    rc = param_allgather(&x, u, opt, &ev);
+                else if (x.gathered_ev[u] == GS_NO_ID) /* the chunk's one bucket, at its first unit */
+                    rc = param_allgather_chunk(&x, gs__unit_chunk(&x, u), opt);
             }
     }
 out:

@@ -1,7 +1,9 @@
 /* Schedule builder, data-parallel side: FSDP all-gathers of units (with CPU offload's copies),
  * and gradient reductions: FSDP reduce-scatters (HSDP: then the cross-node all-reduce of the
- * shard), DDP / ZeRO buckets. The pass order that places them is engine/build.c's. */
+ * shard), DDP / ZeRO buckets (bucket_stages first: a model chunk's in one). The pass order that
+ * places them is engine/build.c's. */
 #include <inttypes.h>
+#include <stdint.h>
 #include <string.h>
 
 #include "engine/build_internal.h"
@@ -163,3 +165,73 @@ gs_status gs__reduce_unit(gs_bctx *x, size_t u, uint32_t mb, uint32_t dep)
     return rc;
 }
 
+
+uint64_t gs__unit_chunk(const gs_bctx *x, size_t u)
+{
+    return gs_partition_unit_chunk(&x->part, u, x->stage, x->pp, x->v);
+}
+
+int gs__chunk_one_bucket(const gs_bctx *x, uint64_t chunk)
+{
+    return x->chunk_buckets && gs_strategy_chunk_one_bucket(&x->s->strategy, x->stage, chunk);
+}
+
+gs_status gs__chunk_bucket(const gs_bctx *x, uint64_t chunk, uint64_t *params, size_t *first, size_t *count)
+{
+    *params = 0;
+    *first = SIZE_MAX;
+    *count = 0;
+    for (size_t u = 0; u < x->part.nunits; u++)
+        if (gs__unit_chunk(x, u) == chunk) {
+            *params += x->part.units[u].params;
+            *first = *first == SIZE_MAX ? u : *first;
+            (*count)++;
+        }
+    if (*count > GS_BUILD_MAX_LIST)
+        return gs_error_set(x->err, GS_ERR_UNSUPPORTED,
+                            "rank %" PRIu64 ": strategy.bucket_stages first: model chunk %" PRIu64 " of stage %" PRIu64
+                            " holds %zu units, more than one bucket's event can list (%d); use fewer units "
+                            "(wrap: layer or model) or bucket_stages: all",
+                            x->rank, chunk, x->stage, *count, GS_BUILD_MAX_LIST);
+    return GS_OK;
+}
+
+/* Megatron-Core with bucket_size None: the chunk's whole gradient buffer is one bucket, reduced
+ * once its last gradient is ready (after the chunk's last backward, `dep`). The event names the
+ * chunk's first unit and lists every unit's gradient. */
+gs_status gs__reduce_chunk(gs_bctx *x, uint64_t chunk, uint32_t mb, uint32_t dep)
+{
+    const gs_shard_plan *pl = &x->plan;
+    uint64_t params, n = x->group_size[GS_GROUP_DP];
+    size_t first, count;
+    gs_status rc = gs__chunk_bucket(x, chunk, &params, &first, &count);
+    if (rc != GS_OK || count == 0)
+        return rc;
+    gs_evb b;
+    gs__evb_init(&b, GS_EV_COLLECTIVE, GS_STREAM_DP, GS_PHASE_BWD, gs__unit_layer(x, first), mb);
+    b.e.op = (uint8_t)(pl->grad_allreduce ? GS_COLL_ALLREDUCE : GS_COLL_REDUCE_SCATTER);
+    b.e.group = (uint8_t)GS_GROUP_DP;
+    b.e.peer = x->group[GS_GROUP_DP];
+    b.e.group_size = n;
+    b.e.unit = (uint32_t)first;
+    b.e.bytes = n * ceil_div(params, n) * pl->gb;
+    gs__evb_add(&b, GS_LINK_DEPS, dep);
+    for (size_t u = 0; u < x->part.nunits; u++) {
+        if (gs__unit_chunk(x, u) != chunk)
+            continue;
+        uint32_t grad = x->ugrad_t[u] != GS_NO_ID ? x->ugrad_t[u] : (x->hold_t ? x->hold_t[u] : x->grad_t[u]);
+        gs__evb_add(&b, GS_LINK_READS, grad);
+        gs__evb_add(&b, GS_LINK_WRITES, x->grad_t[u]);
+        gs__evb_add(&b, GS_LINK_FREES, x->ugrad_t[u]);
+    }
+    uint32_t ev;
+    if ((rc = gs__evb_emit(x, &b, &ev)) != GS_OK)
+        return rc;
+    for (size_t u = 0; u < x->part.nunits; u++)
+        if (gs__unit_chunk(x, u) == chunk) {
+            if (x->ugrad_t[u] == GS_NO_ID)
+                x->reduce_ev[u] = ev;
+            x->ugrad_t[u] = GS_NO_ID;
+        }
+    return GS_OK;
+}

@@ -14,7 +14,7 @@
 #include "engine/schedule.h"
 
 #define GS_NO_ID UINT32_MAX
-#define GS_BUILD_MAX_LIST 64
+#define GS_BUILD_MAX_LIST 256
 /* Vocab-parallel cross-entropy: bytes per token of one TP rank's statistics (max, sum exp,
  * target logit; fp32). */
 #define GS_XENT_STAT_BYTES 12
@@ -54,6 +54,8 @@ typedef struct gs_bctx {
     uint32_t last_compute;       /* last compute event appended (data dependency chain) */
     uint32_t last_dp;            /* last DP-stream event */
     uint32_t first_layer_global;
+    int chunk_buckets;           /* bucket_stages first on a bucketed sharding with N > 1: model chunks
+                                    other than chunk 0 of stage 0 reduce and gather as one bucket */
     int param_gather_fwd;        /* ZeRO-1/2 overlap_param_gather: gathers issued by the forward */
     int param_gathers_issued;    /* ... how many so far */
 } gs_bctx;
@@ -82,6 +84,17 @@ gs_status gs__gather_unit(gs_bctx *x, size_t u, gs_phase phase, uint32_t mb, uin
 gs_status gs__gather_covering(gs_bctx *x, int64_t l, gs_phase phase, uint32_t mb, uint32_t dep);
 /* Reduces unit u's gradient after its backward (dep) and frees the transient gradient. */
 gs_status gs__reduce_unit(gs_bctx *x, size_t u, uint32_t mb, uint32_t dep);
+/* The model chunk whose backward reduces unit u (gs_partition_unit_chunk on this rank's stage). */
+uint64_t gs__unit_chunk(const gs_bctx *x, size_t u);
+/* Whether model chunk `chunk` of this rank reduces and gathers as one bucket (bucket_stages first). */
+int gs__chunk_one_bucket(const gs_bctx *x, uint64_t chunk);
+/* The units model chunk `chunk` reduces, as one bucket: their parameters, the lowest-index one
+ * (its bottom layer's, or the root; SIZE_MAX for none) and how many; GS_ERR_UNSUPPORTED when more
+ * than one event's lists hold. */
+gs_status gs__chunk_bucket(const gs_bctx *x, uint64_t chunk, uint64_t *params, size_t *first, size_t *count);
+/* bucket_stages first: one reduction of every unit model chunk `chunk` reduces (the root's with its
+ * chunk), after dep, its bytes the chunk's whole gradient padded to the DP group. */
+gs_status gs__reduce_chunk(gs_bctx *x, uint64_t chunk, uint32_t mb, uint32_t dep);
 
 /* engine/build_layer.c: compute ops of one layer, the embedding and the head, with their TP
  * collectives. `first_alloc` / `last_free` are tensors allocated by the first event / freed by

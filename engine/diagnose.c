@@ -456,6 +456,7 @@ static fix_result fix_hybrid_shard(const facts *f, dcase *c, char *label, char *
     }
     c->s.strategy.sharding = GS_SHARD_HYBRID_SHARD;
     c->s.strategy.reshard_after_forward = 1;
+    c->s.strategy.bucket_stages = GS_BUCKET_STAGES_ALL; /* FSDP reduces per unit: no buckets */
     return FIX_APPLIED;
 }
 
@@ -574,6 +575,7 @@ static fix_result fix_full_shard(const facts *f, dcase *c, char *label, char *wh
     }
     c->s.strategy.sharding = GS_SHARD_FULL_SHARD;
     c->s.strategy.reshard_after_forward = 1;
+    c->s.strategy.bucket_stages = GS_BUCKET_STAGES_ALL; /* FSDP reduces per unit: no buckets */
     return FIX_APPLIED;
 }
 

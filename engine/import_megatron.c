@@ -675,6 +675,11 @@ static gs_status mg_strategy(const char *origin, const mg_words *ws, const mg_st
                                 mg_where(origin, ws, st->at[MG_BUCKET], where, sizeof where), bucket);
         g->bucket_bytes = (bytes + ((1u << 20) - 1)) >> 20 << 20;
     }
+    /* Megatron-Core's DistributedDataParallel buckets only model chunk 0 of pipeline rank 0
+     * (bucket_size None elsewhere: one bucket per model chunk); Megatron-FSDP and torch FSDP2 are
+     * other classes, reducing per unit */
+    if (!st->given[MG_CUSTOM_FSDP] && !st->given[MG_TORCH_FSDP2] && gs_strategy_can_bucket_first(g))
+        g->bucket_stages = GS_BUCKET_STAGES_FIRST;
     /* overlaps: the distributed optimizer's parameter all-gather under the next forward (Megatron
      * asserts the distributed optimizer); TE's userbuffer overlap of the TP collectives (Megatron
      * asserts sequence parallelism) */

@@ -400,6 +400,14 @@ static void put_megatron_notes(launch_doc *d, const gs_scenario *s, const gs_mes
                    "flag)\n",
                 gs_prefetch_name(st->prefetch), st->forward_prefetch ? " + forward_prefetch" : "");
     }
+    /* Megatron-Core's DistributedDataParallel (no_shard, zero1 here) has no flag to bucket every
+     * stage: bucket_size is None on pipeline ranks > 0 and for model chunks > 0 */
+    if (st->bucket_stages == GS_BUCKET_STAGES_ALL && m->size[GS_DIM_PP] > 1 && m->size[GS_DIM_DP] > 1 &&
+        (st->sharding == GS_SHARD_NO_SHARD || st->sharding == GS_SHARD_ZERO1))
+        put(d, "# note: bucket_stages all (every pipeline stage and model chunk in --ddp-bucket-size buckets) "
+               "has no Megatron-LM flag: Megatron-Core buckets only model chunk 0 of pipeline rank 0 and "
+               "reduces every other chunk's gradient as one bucket (bucket_stages: first, what this "
+               "launch runs)\n");
     if (st->sequence_parallel && m->size[GS_DIM_TP] == 1)
         put(d, "# note: sequence_parallel with tp=1 has nothing to split; --sequence-parallel "
                "left out\n");

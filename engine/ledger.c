@@ -545,6 +545,7 @@ static gs_status build_stage(const gs_scenario *s, const gs_mesh *mesh, uint64_t
     uint64_t *inflight = NULL;
     uint8_t *seen = NULL;
     pass_memo *memo = NULL; /* [0] backward passes, [1] forward passes */
+    uint64_t *chunk_params = NULL; /* bucket_stages first: per model chunk, parameters in its one bucket */
     gs_status rc;
     char b1[GS_FMT_BYTES];
     const char *pl = prec_label(st->precision);
@@ -769,10 +770,26 @@ static gs_status build_stage(const gs_scenario *s, const gs_mesh *mesh, uint64_t
         uint64_t ag = 0, rs = 0, ar = 0, ar_net = 0;
         uint64_t root_pass = root ? mul(c, mul(c, N - 1, ceil_div(root, N), "traffic"), wb, "traffic") : 0;
         uint64_t layer_pass = 0, red_pass = 0, inter_pass = 0;
+        /* bucket_stages first (Megatron-Core): a model chunk other than chunk 0 of stage 0 reduces
+         * its units' gradients, and gathers their parameters, as one bucket padded to N; the other
+         * units as below. opt_pass: ZeRO's all-gather of the updated parameters, elements. */
+        uint64_t nchunks = st->pipeline == GS_PIPE_INTERLEAVED && pp > 1 && st->virtual_stages ? st->virtual_stages : 1;
+        int chunk_buckets = plan.bucketed && st->bucket_stages == GS_BUCKET_STAGES_FIRST;
+        uint64_t opt_pass = 0, nchunk_buckets = 0;
+        if (chunk_buckets && !(chunk_params = calloc((size_t)nchunks, sizeof *chunk_params))) {
+            rc = gs_error_set(err, GS_ERR_NOMEM, "out of memory");
+            goto out;
+        }
         for (size_t i = 0; i < part.nunits; i++) {
             uint64_t u = part.units[i].params;
             if (!(part.has_root && i + 1 == part.nunits))
                 layer_pass = add(c, layer_pass, mul(c, N - 1, ceil_div(u, N), "traffic"), "traffic");
+            uint64_t ch = chunk_buckets ? gs_partition_unit_chunk(&part, i, stage, pp, nchunks) : 0;
+            if (chunk_buckets && gs_strategy_chunk_one_bucket(st, stage, ch)) {
+                chunk_params[ch] = add(c, chunk_params[ch], u, "traffic");
+                continue;
+            }
+            opt_pass = add(c, opt_pass, mul(c, N - 1, ceil_div(u, N), "traffic"), "traffic");
             if (plan.bucketed) {
                 uint64_t nb = gs_bucket_count(u, gb, st->bucket_bytes);
                 for (uint64_t k = 0; k < nb; k++)
@@ -785,7 +802,15 @@ static gs_status build_stage(const gs_scenario *s, const gs_mesh *mesh, uint64_t
                                      "traffic");
             }
         }
+        for (uint64_t ch = 0; chunk_buckets && ch < nchunks; ch++)
+            if (chunk_params[ch]) {
+                uint64_t per = mul(c, N - 1, ceil_div(chunk_params[ch], N), "traffic");
+                red_pass = add(c, red_pass, mul(c, plan.grad_allreduce ? 2 : 1, per, "traffic"), "traffic");
+                opt_pass = add(c, opt_pass, per, "traffic");
+                nchunk_buckets++;
+            }
         layer_pass = mul(c, layer_pass, wb, "traffic");
+        opt_pass = mul(c, opt_pass, wb, "traffic");
         red_pass = mul(c, red_pass, gb, "traffic");
         inter_pass = mul(c, inter_pass, gb, "traffic");
         if (N > 1) {
@@ -795,8 +820,8 @@ static gs_status build_stage(const gs_scenario *s, const gs_mesh *mesh, uint64_t
                 ag = add(c, ag, mul(c, layer_pass, 2 * mb, "traffic"), "traffic");
             if (plan.gather_all)
                 ag = add(c, ag, layer_pass, "traffic");
-            if (plan.ag_after_optimizer)
-                ag = add(c, ag, add(c, layer_pass, root_pass, "traffic"), "traffic");
+            if (plan.ag_after_optimizer) /* opt_pass counts the root's with its chunk */
+                ag = add(c, ag, opt_pass, "traffic");
             if (plan.grad_allreduce)
                 ar = mul(c, red_pass, n_sync, "traffic");
             else
@@ -806,20 +831,24 @@ static gs_status build_stage(const gs_scenario *s, const gs_mesh *mesh, uint64_t
         if (R > 1)
             ar_net = mul(c, inter_pass, n_sync, "traffic");
         if (ag)
-            line_add(c, r, "dp all-gather", ag, "%s%s%s (N=%" PRIu64 ", (N-1) x padded shard x %" PRIu64 " B per unit)",
+            line_add(c, r, "dp all-gather", ag, "%s%s%s (N=%" PRIu64 ", (N-1) x padded shard x %" PRIu64 " B per unit%s)",
                      plan.gather_root ? "root once + " : "",
                      plan.gather_per_pass ? "every layer unit before each forward and backward pass (2 x m)"
                      : plan.gather_all ? "every layer unit once per step"
                                        : "updated params once per step",
-                     "", N, wb);
+                     "", N, wb, nchunk_buckets ? "; bucket_stages first: per model chunk" : "");
         if (rs)
-            line_add(c, r, "dp reduce-scatter", rs, "%" PRIu64 " x %s of gradients%s", n_sync,
+            line_add(c, r, "dp reduce-scatter", rs, "%" PRIu64 " x %s of gradients%s%s", n_sync,
                      (c->explain ? gs_fmt_bytes(red_pass, b1, sizeof b1) : ""),
-                     n_sync == 1 ? " (once per step: no_sync until the last micro-batch)" : " (every micro-batch)");
+                     n_sync == 1 ? " (once per step: no_sync until the last micro-batch)" : " (every micro-batch)",
+                     nchunk_buckets ? "; bucket_stages first: each model chunk after stage 0's first in one "
+                                      "bucket" : "");
         if (ar)
-            line_add(c, r, "dp all-reduce", ar, "%" PRIu64 " x %s: 2 (N-1)/N over %" PRIu64 " B buckets, N=%" PRIu64 "%s",
+            line_add(c, r, "dp all-reduce", ar, "%" PRIu64 " x %s: 2 (N-1)/N over %" PRIu64 " B buckets, N=%" PRIu64 "%s%s",
                      n_sync, (c->explain ? gs_fmt_bytes(red_pass, b1, sizeof b1) : ""), st->bucket_bytes, N,
-                     n_sync == 1 ? " (no_sync until the last micro-batch)" : "");
+                     n_sync == 1 ? " (no_sync until the last micro-batch)" : "",
+                     nchunk_buckets ? "; bucket_stages first: each model chunk after stage 0's first in one "
+                                      "bucket" : "");
         if (ar_net)
             line_add(c, r, "hsdp all-reduce", ar_net, "2 (R-1)/R x gradient shard x %" PRIu64 " B x %" PRIu64
                      " syncs, R=%" PRIu64 " nodes", gb, n_sync, R);
@@ -891,6 +920,7 @@ static gs_status build_stage(const gs_scenario *s, const gs_mesh *mesh, uint64_t
         r->traffic_bytes = add(c, add(c, add(c, dp_bytes, ar_net, "traffic"), tpb, "traffic"), ppb, "traffic");
     }
 out:
+    free(chunk_params);
     free(inflight);
     free(seen);
     free(memo);

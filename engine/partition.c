@@ -336,6 +336,15 @@ uint64_t gs_partition_root_chunk(const gs_partition *p, uint64_t stage, uint64_t
     return gs_pipe_root_chunk(stage, pp, v);
 }
 
+uint64_t gs_partition_unit_chunk(const gs_partition *p, size_t u, uint64_t stage, uint64_t pp, uint64_t v)
+{
+    const gs_unit *un = &p->units[u];
+    if (un->layer_begin == GS_PART_ROOT)
+        return gs_partition_root_chunk(p, stage, pp, v);
+    uint64_t per_chunk = p->layers / (v ? v : 1);
+    return per_chunk ? (uint64_t)un->layer_begin / per_chunk : 0;
+}
+
 uint64_t gs_bucket_count(uint64_t unit_params, uint64_t wb, uint64_t bucket_bytes)
 {
     if (bucket_bytes == 0 || unit_params == 0)

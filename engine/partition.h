@@ -70,6 +70,10 @@ int gs_partition_root_written_by(const gs_partition *p, uint64_t stage, uint64_t
  * (gs_pipe_root_chunk when the root holds no layer). */
 uint64_t gs_partition_root_chunk(const gs_partition *p, uint64_t stage, uint64_t pp, uint64_t v);
 
+/* The model chunk (of v on this stage of pp) whose backward pass reduces unit u: a layer unit's is
+ * the chunk of its first layer (its backward comes last), the root's gs_partition_root_chunk. */
+uint64_t gs_partition_unit_chunk(const gs_partition *p, size_t u, uint64_t stage, uint64_t pp, uint64_t v);
+
 /* DDP / ZeRO gradient buckets: a unit of u elements of wb bytes is reduced in
  * ceil(u x wb / bucket_bytes) buckets of ceil(u / n) elements (the last one smaller). */
 uint64_t gs_bucket_count(uint64_t unit_params, uint64_t wb, uint64_t bucket_bytes);

@@ -314,6 +314,10 @@ static gs_status enumerate(search *x, gs_error *err)
                                     c.st.overlap_param_gather = x->base->strategy.overlap_param_gather &&
                                                                 (c.st.sharding == GS_SHARD_ZERO1 ||
                                                                  c.st.sharding == GS_SHARD_ZERO2);
+                                    /* the base's bucket rule (Megatron-Core's first), where the
+                                     * candidate's buckets can follow it */
+                                    if (gs_strategy_can_bucket_first(&c.st))
+                                        c.st.bucket_stages = x->base->strategy.bucket_stages;
                                     rc = consider(x, &c, err);
                                 }
                             }

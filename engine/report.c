@@ -236,7 +236,13 @@ gs_status gs_report_build(const gs_scenario *s, const gs_schedule *sch, gs_timin
          * the forward; the cross-node traffic for any */
         const gs_strategy *st = &s->strategy;
         int zero12 = st->sharding == GS_SHARD_ZERO1 || st->sharding == GS_SHARD_ZERO2;
-        const char *fix = zero12 ? (st->overlap_param_gather ? "a larger micro-batch or global batch (the "
+        int one_bucket = st->bucket_stages == GS_BUCKET_STAGES_FIRST && sch->mesh.size[GS_DIM_PP] > 1;
+        const char *fix = zero12 ? (st->overlap_param_gather ? one_bucket ? "a larger micro-batch or global batch (the "
+                                                               "gradient reduction overlaps only the last "
+                                                               "micro-batch's backward; under bucket_stages first "
+                                                               "the stages after the first reduce each model "
+                                                               "chunk whole after its last backward)"
+                                                             : "a larger micro-batch or global batch (the "
                                                                "gradient reduction overlaps only the last "
                                                                "micro-batch's backward)"
                                                              : "overlap_param_gather (Megatron "

@@ -303,6 +303,7 @@ GS_ENUM_ADAPTOR(parse_prefetch, gs_prefetch_parse, gs_prefetch)
 GS_ENUM_ADAPTOR(parse_recompute, gs_recompute_parse, gs_recompute)
 GS_ENUM_ADAPTOR(parse_precision, gs_precision_parse, gs_precision)
 GS_ENUM_ADAPTOR(parse_pipeline, gs_pipeline_parse, gs_pipeline)
+GS_ENUM_ADAPTOR(parse_bucket_stages, gs_bucket_stages_parse, gs_bucket_stages)
 
 static const char *const norm_names[] = {"rmsnorm", "layernorm"};
 static const char *const mlp_names[] = {"swiglu", "gelu"};
@@ -806,6 +807,7 @@ static const char *const strategy_keys[] = {
     "sharding", "wrap", "prefetch", "forward_prefetch", "reshard_after_forward",
     "limit_all_gathers", "recompute", "flash_attention", "offload", "precision", "pipeline", "grad_sync",
     "virtual_stages", "sequence_parallel", "bucket_mb", "overlap_param_gather", "tp_comm_overlap", "grad_dtype", "overlap_grad_reduce",
+    "bucket_stages",
 };
 
 static const char *const wrap_keys[] = {"min_params"};
@@ -898,6 +900,13 @@ static gs_status load_strategy(const gs__yaml_loader *l, const yaml_node_t *v, g
     if ((st = opt_enum(l, v, sec, "grad_sync", grad_sync_names, 3, parse_grad_sync, &e, NULL)))
         return st;
     s->grad_sync = (gs_grad_sync)e;
+    {
+        static const char *const bucket_stages_names[] = {"all", "first"};
+        e = (int)s->bucket_stages;
+        if ((st = opt_enum(l, v, sec, "bucket_stages", bucket_stages_names, 2, parse_bucket_stages, &e, NULL)))
+            return st;
+        s->bucket_stages = (gs_bucket_stages)e;
+    }
     yaml_node_t *wrap = gs__yaml_lookup(l, v, "wrap", NULL);
     if (wrap && (st = load_wrap(l, wrap, s)) != GS_OK)
         return st;
@@ -942,6 +951,13 @@ static gs_status load_strategy(const gs__yaml_loader *l, const yaml_node_t *v, g
                                 gs_sharding_name(s->sharding),
                                 s->grad_sync == GS_GRAD_SYNC_EVERY ? "every"
                                 : s->grad_sync == GS_GRAD_SYNC_LAST ? "last" : "auto");
+    if (s->bucket_stages == GS_BUCKET_STAGES_FIRST && !gs_strategy_can_bucket_first(s))
+        return gs__yaml_fail_at(l, gs__yaml_lookup(l, v, "bucket_stages", NULL), GS_ERR_INPUT,
+                                "strategy.bucket_stages first (Megatron-Core's rule) merges a model chunk's "
+                                "gradient buckets, held whole in a resident buffer until their one reduction: "
+                                "found sharding %s, expected no_shard or zero1 (zero2 reduces every micro-batch "
+                                "into transient gradients, FSDP per unit)",
+                                gs_sharding_name(s->sharding));
     if (s->overlap_param_gather && s->sharding != GS_SHARD_ZERO1 && s->sharding != GS_SHARD_ZERO2)
         return gs__yaml_fail_at(l, gs__yaml_lookup(l, v, "overlap_param_gather", NULL), GS_ERR_INPUT,
                                 "strategy.overlap_param_gather applies to zero1 and zero2 (the parameter "
@@ -1280,6 +1296,13 @@ gs_status gs_scenario_mesh(const gs_scenario *s, gs_mesh *mesh, gs_diag *warning
                             s->path[0] ? s->path : "<scenario>", gs_sharding_name(sg->sharding),
                             sg->grad_sync == GS_GRAD_SYNC_EVERY ? "every"
                             : sg->grad_sync == GS_GRAD_SYNC_LAST ? "last" : "auto");
+    if (sg->bucket_stages == GS_BUCKET_STAGES_FIRST && !gs_strategy_can_bucket_first(sg))
+        return gs_error_set(err, GS_ERR_INPUT,
+                            "%s: strategy.bucket_stages first (Megatron-Core's rule) merges a model chunk's "
+                            "gradient buckets, held whole in a resident buffer until their one reduction: "
+                            "found sharding %s, expected no_shard or zero1 (zero2 reduces every micro-batch "
+                            "into transient gradients, FSDP per unit)",
+                            s->path[0] ? s->path : "<scenario>", gs_sharding_name(sg->sharding));
     if (sg->overlap_param_gather && sg->sharding != GS_SHARD_ZERO1 && sg->sharding != GS_SHARD_ZERO2)
         return gs_error_set(err, GS_ERR_INPUT,
                             "%s: strategy.overlap_param_gather applies to zero1 and zero2 (the "

@@ -46,6 +46,11 @@ static const char *const pipeline_names[][2] = {
     [GS_PIPE_INTERLEAVED] = {"interleaved", "interleaved_1f1b"},
 };
 
+static const char *const bucket_stages_names[][2] = {
+    [GS_BUCKET_STAGES_ALL] = {"all", NULL},
+    [GS_BUCKET_STAGES_FIRST] = {"first", NULL},
+};
+
 #define COUNT_OF(a) (sizeof(a) / sizeof((a)[0]))
 
 void gs_strategy_defaults(gs_strategy *s)
@@ -68,6 +73,7 @@ void gs_strategy_defaults(gs_strategy *s)
     s->overlap_param_gather = 0;
     s->tp_comm_overlap = 0;
     s->grad_dtype = -1;
+    s->bucket_stages = GS_BUCKET_STAGES_ALL;
     s->bucket_bytes = (uint64_t)25 << 20; /* 25 MiB: PyTorch DDP bucket_cap_mb default */
 }
 
@@ -81,6 +87,20 @@ int gs_strategy_can_reduce_after_backward(const gs_strategy *s)
     return s->grad_sync != GS_GRAD_SYNC_EVERY &&
            (s->sharding == GS_SHARD_NO_SHARD || s->sharding == GS_SHARD_ZERO1 ||
             (s->sharding == GS_SHARD_ZERO2 && s->grad_sync == GS_GRAD_SYNC_LAST));
+}
+
+int gs_strategy_can_bucket_first(const gs_strategy *s)
+{
+    /* zero2 reduces every micro-batch into a transient full gradient per unit whatever grad_sync
+     * says (gs_sharding_allows_no_sync): merging a chunk's buckets would keep them all live */
+    return s->sharding == GS_SHARD_NO_SHARD || s->sharding == GS_SHARD_ZERO1;
+}
+
+int gs_strategy_chunk_one_bucket(const gs_strategy *s, uint64_t stage, uint64_t chunk)
+{
+    /* Megatron-Core's DistributedDataParallel: bucket_size = None on pipeline rank > 0, and for
+     * model chunks after the first (training.py: disable_bucketing=(model_chunk_idx > 0)) */
+    return s->bucket_stages == GS_BUCKET_STAGES_FIRST && (stage > 0 || chunk > 0);
 }
 
 uint64_t gs_grad_bytes(const gs_strategy *s)
@@ -116,6 +136,11 @@ const char *gs_precision_name(gs_precision p)
 const char *gs_pipeline_name(gs_pipeline p)
 {
     return (unsigned)p < COUNT_OF(pipeline_names) ? pipeline_names[p][0] : "?";
+}
+
+const char *gs_bucket_stages_name(gs_bucket_stages b)
+{
+    return (unsigned)b < COUNT_OF(bucket_stages_names) ? bucket_stages_names[b][0] : "?";
 }
 
 /* Index of the row of `table` (rows of `width` names, NULL-padded) whose names include s. */
@@ -174,6 +199,15 @@ int gs_pipeline_parse(const char *s, gs_pipeline *out)
     if (i < 0)
         return -1;
     *out = (gs_pipeline)i;
+    return 0;
+}
+
+int gs_bucket_stages_parse(const char *s, gs_bucket_stages *out)
+{
+    int i = parse_name(s, &bucket_stages_names[0][0], COUNT_OF(bucket_stages_names), 2);
+    if (i < 0)
+        return -1;
+    *out = (gs_bucket_stages)i;
     return 0;
 }
 

@@ -29,6 +29,12 @@ typedef enum gs_pipeline { GS_PIPE_GPIPE, GS_PIPE_1F1B, GS_PIPE_INTERLEAVED } gs
  * DeepSpeed does it: always). AUTO skips the sync where that costs no memory (gradients kept
  * whole anyway: NO_SHARD, ZeRO-1) and reduces every micro-batch where gradients are sharded. */
 typedef enum gs_grad_sync { GS_GRAD_SYNC_AUTO = 0, GS_GRAD_SYNC_LAST = 1, GS_GRAD_SYNC_EVERY = 2 } gs_grad_sync;
+/* Which pipeline stages split their DDP / ZeRO-1/2 gradients into bucket_bytes buckets. ALL
+ * (PyTorch DDP, gridstep's default): every stage and model chunk. FIRST (Megatron-Core's
+ * DistributedDataParallel, r0.8 and later): only model chunk 0 of pipeline rank 0; every other
+ * (stage, chunk) reduces its whole gradient as one bucket once the chunk's last gradient is ready,
+ * and all-gathers its updated parameters as one bucket. */
+typedef enum gs_bucket_stages { GS_BUCKET_STAGES_ALL = 0, GS_BUCKET_STAGES_FIRST = 1 } gs_bucket_stages;
 
 typedef struct gs_strategy {
     gs_sharding sharding;
@@ -48,6 +54,8 @@ typedef struct gs_strategy {
     int sequence_parallel;
     uint64_t bucket_bytes;      /* DDP gradient bucket, bytes (PyTorch default 25 MiB) */
     gs_grad_sync grad_sync;     /* default AUTO: LAST where gradients are not sharded, else EVERY */
+    gs_bucket_stages bucket_stages; /* default ALL; FIRST: Megatron-Core's rule (one bucket per
+                                       model chunk except chunk 0 of stage 0) */
     int overlap_grad_reduce;    /* 1 (default): gradient buckets are reduced under the backward as
                                    they fill (PyTorch DDP, Megatron --overlap-grad-reduce); 0: all
                                    after the stage's last backward (Megatron without the flag,
@@ -77,6 +85,16 @@ uint64_t gs_precision_bytes(gs_precision p);
  * (no_shard or zero1, or zero2 with grad_sync last; grad_sync not every). */
 int gs_strategy_can_reduce_after_backward(const gs_strategy *s);
 
+/* 1 when bucket_stages may be FIRST: the gradients are reduced in DDP / ZeRO buckets and held whole
+ * in a resident buffer until their reduction (no_shard or zero1), as Megatron-Core's gradient
+ * buffer is; zero2 keeps only transient full gradients, FSDP reduces per unit. */
+int gs_strategy_can_bucket_first(const gs_strategy *s);
+
+/* 1 when model chunk `chunk` (0 without interleaving) of pipeline stage `stage` reduces and gathers
+ * its whole gradient / parameters as one bucket under the strategy's bucket_stages (FIRST, and not
+ * chunk 0 of stage 0). The caller checks that the sharding buckets at all. */
+int gs_strategy_chunk_one_bucket(const gs_strategy *s, uint64_t stage, uint64_t chunk);
+
 /* Bytes of one gradient element: grad_dtype's, or the training precision's by default. */
 uint64_t gs_grad_bytes(const gs_strategy *s);
 
@@ -87,6 +105,7 @@ const char *gs_prefetch_name(gs_prefetch p);
 const char *gs_recompute_name(gs_recompute r);
 const char *gs_precision_name(gs_precision p);
 const char *gs_pipeline_name(gs_pipeline p);
+const char *gs_bucket_stages_name(gs_bucket_stages b); /* "all", "first" */
 
 /* Parse a name; return 0 ok, -1 unknown. */
 int gs_sharding_parse(const char *s, gs_sharding *out);
@@ -94,6 +113,7 @@ int gs_prefetch_parse(const char *s, gs_prefetch *out);
 int gs_recompute_parse(const char *s, gs_recompute *out);
 int gs_precision_parse(const char *s, gs_precision *out);
 int gs_pipeline_parse(const char *s, gs_pipeline *out);
+int gs_bucket_stages_parse(const char *s, gs_bucket_stages *out);
 
 /* Facts about a sharding strategy. */
 int gs_sharding_shards_params(gs_sharding s);    /* full_shard, zero3, hybrid */

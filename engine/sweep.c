@@ -354,6 +354,9 @@ gs_status gs_sweep_apply(const gs_scenario *base, const gs_sweep *sw, uint64_t p
             if (s->strategy.sharding != GS_SHARD_ZERO1 && s->strategy.sharding != GS_SHARD_ZERO2 &&
                 !val[GS_SWEEP_PARAM_GATHER])
                 s->strategy.overlap_param_gather = 0;
+            /* likewise Megatron-Core's bucket rule, for shardings without resident buckets */
+            if (!gs_strategy_can_bucket_first(&s->strategy))
+                s->strategy.bucket_stages = GS_BUCKET_STAGES_ALL;
             break;
         case GS_SWEEP_RECOMPUTE: gs_recompute_parse(v, &s->strategy.recompute); break;
         case GS_SWEEP_PIPELINE:

@@ -35,7 +35,7 @@ typedef enum action {
     A_DY_AG, A_DOWN_BWD, A_ACT_BWD, A_UP_BWD, A_UP_TP, A_N2_BWD, A_DXM_AG, A_O_BWD, A_ATTN_BWD, A_QKV_BWD,
     A_QKV_TP, A_N1_BWD,
     A_HN_FWD, A_HN_AG, A_HEAD_FWD, A_LOSS_FWD, A_LOSS_AG, A_LOSS_BWD, A_HEAD_BWD, A_HEAD_TP, A_HN_BWD,
-    A_UNIT_AG, A_UNIT_RS, A_INTER_AR, A_BUCKET_AR, A_OPTIM, A_SP_NORM_AR,
+    A_UNIT_AG, A_UNIT_RS, A_INTER_AR, A_BUCKET_AR, A_CHUNK_AR, A_OPTIM, A_SP_NORM_AR,
     A_SEND_FWD, A_RECV_FWD, A_SEND_BWD, A_RECV_BWD
 } action;
 
@@ -356,7 +356,19 @@ static gs_status plan_rank(gs_train *t, rank_st *r, const gs_rank_events *re, gs
                 a = A_UNIT_RS;
             else if (e->op == GS_COLL_ALLREDUCE && e->group == GS_GROUP_DP_INTER)
                 a = A_INTER_AR;
-            else if (e->op == GS_COLL_ALLREDUCE && e->group == GS_GROUP_DP) {
+            else if (e->op == GS_COLL_ALLREDUCE && e->group == GS_GROUP_DP && e->nlinks[GS_LINK_READS] > 1) {
+                /* bucket_stages first: one bucket holding several units' gradients (dp_action
+                 * reduces each unit's pending gradient whole, in the event's list order) */
+                a = A_CHUNK_AR;
+                for (uint16_t j = 0; j < e->nlinks[GS_LINK_READS]; j++) {
+                    const gs_tensor *tt = &re->tensors[reads[j]];
+                    if (tt->unit >= nu || reads[j] != r->grad_t[tt->unit]) {
+                        rc = gs_error_set(err, GS_ERR_RUNTIME, "exec: rank %" PRIu64 ": event %zu reduces a tensor "
+                                          "that is not a unit's resident gradient", r->rank, i);
+                        goto out;
+                    }
+                }
+            } else if (e->op == GS_COLL_ALLREDUCE && e->group == GS_GROUP_DP) {
                 a = A_BUCKET_AR;
                 if (bucket_mb != e->mb)
                     memset(bucket_n, 0, nu * sizeof *bucket_n), bucket_mb = e->mb;
@@ -1224,6 +1236,25 @@ static gs_status dp_action(const ctx *c, action act)
         ops->add(c->s, out, tmp, ui->S);
         return GS_OK;
     }
+    case A_CHUNK_AR: {
+        /* one bucket of several units (bucket_stages first): the host all-reduce sums element by
+         * element in member order, so reducing unit by unit gives the bits one call over the
+         * concatenation would */
+        const uint32_t *reads = gs_event_list(c->re, e, GS_LINK_READS);
+        for (uint16_t j = 0; j < e->nlinks[GS_LINK_READS]; j++) {
+            size_t u = c->re->tensors[reads[j]].unit;
+            float *pend = tb(c, pending_id(r, c->re, u)), *grad = tb(c, r->grad_t[u]);
+            uint64_t n = r->units[u].P;
+            if ((rc = need(c, pend, "input tensor")) != GS_OK || (rc = need(c, grad, "output tensor")) != GS_OK ||
+                (rc = ops->all_reduce(t->drv, c->s, r->rank, g, pend, n, c->err)) != GS_OK)
+                return rc;
+            if (pend != grad) {
+                ops->add(c->s, grad, pend, n);
+                ops->fill(t->drv, c->s, pend, 0.0f, n);
+            }
+        }
+        return GS_OK;
+    }
     case A_BUCKET_AR: {
         uint64_t o = c->pl->off, n = c->pl->count;
         if ((rc = ops->all_reduce(t->drv, c->s, r->rank, g, in + o, n, c->err)) != GS_OK)
@@ -1344,7 +1375,7 @@ gs_status gs_train_run_event(void *prog, size_t rank_index, size_t event, gs_drv
         rc = root_action(&c, a);
     else if (a >= A_HN_FWD && a <= A_HN_BWD)
         rc = root_action(&c, a);
-    else if (a >= A_UNIT_AG && a <= A_BUCKET_AR)
+    else if (a >= A_UNIT_AG && a <= A_CHUNK_AR)
         rc = dp_action(&c, a);
     else if (a == A_OPTIM)
         rc = optim_action(&c);

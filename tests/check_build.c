@@ -627,6 +627,163 @@ START_TEST(test_overlap_param_gather)
 }
 END_TEST
 
+/* Index of the last backward compute event of rank list r before event `before`. */
+static size_t last_backward_before(const gs_rank_events *r, size_t before)
+{
+    size_t last = SIZE_MAX;
+    for (size_t k = 0; k < before && k < r->nevents; k++)
+        if (r->events[k].kind == GS_EV_COMPUTE && r->events[k].phase == GS_PHASE_BWD)
+            last = k;
+    return last;
+}
+
+/* The DP collectives of op in rank list r, their indices into idx (at most cap); the count. */
+static size_t dp_colls(const gs_rank_events *r, int op, size_t *idx, size_t cap)
+{
+    size_t n = 0;
+    for (size_t k = 0; k < r->nevents; k++)
+        if (r->events[k].kind == GS_EV_COLLECTIVE && r->events[k].group == GS_GROUP_DP && r->events[k].op == op) {
+            if (n < cap)
+                idx[n] = k;
+            n++;
+        }
+    return n;
+}
+
+/* bucket_stages first (Megatron-Core: bucketing only on model chunk 0 of pipeline rank 0), zero1,
+ * dp 2, pp 2, m = 8 / 2 = 4, bucket_mb 1 = 524,288 bf16 gradient elements per bucket. SMALL's
+ * block: 4 x 256^2 + 3 x 256 x 512 + 2 x 256 = 655,872 parameters (2 buckets); stage 0's root is
+ * the embedding, 1000 x 256 = 256,000 (1 bucket); stage 1's root is the final norm and the head,
+ * 256 + 1000 x 256 = 256,256.
+ *  - stage 0 keeps its buckets: 2 blocks x 2 + 1 = 5 reduce-scatters (no_sync: once per step);
+ *  - stage 1 reduces its whole gradient in ONE reduce-scatter: P = 2 x 655,872 + 256,256 =
+ *    1,568,000 parameters x 2 B = 3,136,000 B (N = 2 divides P: no padding), right after the
+ *    stage's last backward compute event (micro-batch 3, block 2's last op), which is its only
+ *    dependency; the same total bytes as with bucket_stages all (5 buckets, none padded).
+ *  - ZeRO-1's parameter all-gather after the optimizer: stage 0 per unit (3), stage 1 one of
+ *    3,136,000 B. */
+START_TEST(test_bucket_stages_first)
+{
+    const char *base = SMALL "cluster: {preset: dgx-a100-80g, gpus_per_node: 4}\ngrid: {dp: 2, pp: 2}\n"
+                             "batch: {global: 8}\n";
+    const uint64_t block = 4 * 256 * 256 + 3 * 256 * 512 + 2 * 256, head = 256 + 1000 * 256;
+    ck_assert_uint_eq(block, 655872);
+    const uint64_t stage1_bytes = (2 * block + head) * 2;
+    ck_assert_uint_eq(stage1_bytes, 3136000);
+    char y[512];
+    snprintf(y, sizeof y, "%sstrategy: {sharding: zero1, bucket_mb: 1, bucket_stages: first}\n", base);
+    gs_schedule *f = build(y, 0);
+    snprintf(y, sizeof y, "%sstrategy: {sharding: zero1, bucket_mb: 1}\n", base);
+    gs_schedule *a = build(y, 0);
+    size_t idx[16];
+    ck_assert_uint_eq(dp_colls(&f->ranks[0], GS_COLL_REDUCE_SCATTER, idx, 16), 5);
+    ck_assert_uint_eq(dp_colls(&a->ranks[0], GS_COLL_REDUCE_SCATTER, idx, 16), 5);
+    ck_assert_uint_eq(dp_colls(&a->ranks[1], GS_COLL_REDUCE_SCATTER, idx, 16), 5);
+    const gs_rank_events *r = &f->ranks[1];
+    ck_assert_uint_eq(r->stage, 1);
+    ck_assert_uint_eq(dp_colls(r, GS_COLL_REDUCE_SCATTER, idx, 16), 1);
+    const gs_event *rs = &r->events[idx[0]];
+    ck_assert_uint_eq(rs->bytes, stage1_bytes);
+    ck_assert_uint_eq(rs->mb, 3);
+    size_t lb = last_backward_before(r, r->nevents);
+    ck_assert_uint_eq(last_backward_before(r, idx[0]), lb); /* no backward after it */
+    ck_assert_int_eq(r->events[lb].layer, 2);               /* stage 1's bottom block */
+    ck_assert_uint_eq(r->events[lb].mb, 3);
+    ck_assert_uint_eq(rs->nlinks[GS_LINK_DEPS], 1);
+    ck_assert(depends_on(r, idx[0], lb));
+    ck_assert_uint_eq(rs->nlinks[GS_LINK_READS], 3); /* the 2 blocks' and the root's gradients */
+    /* the same bytes as the buckets of bucket_stages all */
+    uint64_t sum = 0;
+    size_t n = dp_colls(&a->ranks[1], GS_COLL_REDUCE_SCATTER, idx, 16);
+    for (size_t i = 0; i < n; i++)
+        sum += a->ranks[1].events[idx[i]].bytes;
+    ck_assert_uint_eq(sum, stage1_bytes);
+    /* the updated parameters' gather: per unit on stage 0, one on stage 1 */
+    ck_assert_uint_eq(dp_colls(&f->ranks[0], GS_COLL_ALLGATHER, idx, 16), 3);
+    ck_assert_uint_eq(dp_colls(r, GS_COLL_ALLGATHER, idx, 16), 1);
+    ck_assert_uint_eq(r->events[idx[0]].bytes, stage1_bytes);
+    gs_schedule_destroy(f);
+    gs_schedule_destroy(a);
+
+    /* DDP: the same one bucket as an all-reduce; without overlap_grad_reduce too (after the last
+     * backward either way) */
+    static const char *const ddp[] = {"", ", overlap_grad_reduce: false"};
+    for (size_t i = 0; i < 2; i++) {
+        snprintf(y, sizeof y, "%sstrategy: {sharding: no_shard, bucket_mb: 1, bucket_stages: first%s}\n", base, ddp[i]);
+        f = build(y, 0);
+        ck_assert_uint_eq(dp_colls(&f->ranks[0], GS_COLL_ALLREDUCE, idx, 16), 5);
+        ck_assert_uint_eq(dp_colls(&f->ranks[1], GS_COLL_ALLREDUCE, idx, 16), 1);
+        ck_assert_uint_eq(f->ranks[1].events[idx[0]].bytes, stage1_bytes);
+        ck_assert(depends_on(&f->ranks[1], idx[0], last_backward_before(&f->ranks[1], f->ranks[1].nevents)));
+        gs_schedule_destroy(f);
+    }
+}
+END_TEST
+
+/* bucket_stages first with interleaved 1F1B (p 2, v 2, 4 blocks: stage 0 holds chunk 0 = block 0
+ * + the embedding and chunk 1 = block 2; stage 1 chunk 0 = block 1, chunk 1 = block 3 + the head).
+ * Only stage 0's chunk 0 keeps buckets: 2 + 1 = 3 reduce-scatters, then chunk 1's block in one
+ * (655,872 x 2 B = 1,311,744 B, above the 1 MiB bucket yet one event), after chunk 1's last
+ * backward (micro-batch 3, block 2). Stage 1: one per chunk, 1,311,744 B and (655,872 + 256,256)
+ * x 2 B = 1,824,256 B. */
+START_TEST(test_bucket_stages_first_interleaved)
+{
+    gs_schedule *f = build(SMALL "cluster: {preset: dgx-a100-80g, gpus_per_node: 4}\ngrid: {dp: 2, pp: 2}\n"
+                                 "batch: {global: 8}\nstrategy: {sharding: zero1, bucket_mb: 1, "
+                                 "bucket_stages: first, pipeline: interleaved, virtual_stages: 2}\n",
+                           0);
+    size_t idx[16];
+    const gs_rank_events *r = &f->ranks[0];
+    ck_assert_uint_eq(dp_colls(r, GS_COLL_REDUCE_SCATTER, idx, 16), 4);
+    size_t chunk1 = SIZE_MAX;
+    for (size_t i = 0; i < 4; i++)
+        if (r->events[idx[i]].layer == 2)
+            chunk1 = idx[i];
+    ck_assert(chunk1 != SIZE_MAX);
+    ck_assert_uint_eq(r->events[chunk1].bytes, 1311744);
+    ck_assert_uint_eq(r->events[chunk1].nlinks[GS_LINK_DEPS], 1);
+    uint32_t d = r->pool[r->events[chunk1].links];
+    ck_assert(r->events[d].kind == GS_EV_COMPUTE && r->events[d].phase == GS_PHASE_BWD && r->events[d].layer == 2 &&
+              r->events[d].mb == 3);
+    for (size_t k = d + 1; k < r->nevents; k++) /* chunk 1's last backward event */
+        ck_assert(!(r->events[k].kind == GS_EV_COMPUTE && r->events[k].phase == GS_PHASE_BWD &&
+                    r->events[k].layer == 2));
+    r = &f->ranks[1];
+    ck_assert_uint_eq(dp_colls(r, GS_COLL_REDUCE_SCATTER, idx, 16), 2);
+    uint64_t b0 = r->events[idx[0]].bytes, b1 = r->events[idx[1]].bytes;
+    ck_assert((b0 == 1311744 && b1 == 1824256) || (b0 == 1824256 && b1 == 1311744));
+    gs_schedule_destroy(f);
+}
+END_TEST
+
+/* bucket_stages first with overlap_param_gather (zero1, pp 2): stage 1's updated parameters are
+ * one bucket, gathered at the step's start (no dependency: the first bucket Megatron dispatches)
+ * and awaited by the stage's first forward (block 2's); its bytes are stage 1's 3,136,000 of
+ * test_bucket_stages_first. Stage 0 keeps test_overlap_param_gather's per-unit gathers (3). */
+START_TEST(test_bucket_stages_first_param_gather)
+{
+    gs_schedule *f = build(SMALL "cluster: {preset: dgx-a100-80g, gpus_per_node: 4}\ngrid: {dp: 2, pp: 2}\n"
+                                 "batch: {global: 8}\nstrategy: {sharding: zero1, bucket_mb: 1, "
+                                 "bucket_stages: first, overlap_param_gather: true}\n",
+                           0);
+    size_t idx[16];
+    ck_assert_uint_eq(dp_colls(&f->ranks[0], GS_COLL_ALLGATHER, idx, 16), 3);
+    const gs_rank_events *r = &f->ranks[1];
+    ck_assert_uint_eq(dp_colls(r, GS_COLL_ALLGATHER, idx, 16), 1);
+    const gs_event *g = &r->events[idx[0]];
+    ck_assert_uint_eq(g->bytes, 3136000);
+    ck_assert_uint_eq(g->nlinks[GS_LINK_DEPS], 0);
+    size_t fw = first_forward(r, 2);
+    ck_assert(fw != SIZE_MAX && idx[0] < fw);
+    ck_assert_msg(depends_on(r, fw, idx[0]), "stage 1's first forward does not wait for its one gather");
+    /* and the head's forward (the root is in the same bucket) */
+    size_t head = first_forward(r, GS_LAYER_HEAD);
+    ck_assert(head != SIZE_MAX);
+    ck_assert_msg(depends_on(r, head, idx[0]), "stage 1's head forward does not wait for its one gather");
+    gs_schedule_destroy(f);
+}
+END_TEST
+
 /* Recompute, m = 2, 4 blocks: full recompute re-runs a block's 8 forward compute ops (2 norms,
  * QKV, attention, out-proj, MLP up, activation, down) in backward: 4 x 8 x 2 = 64 events; selective
  * recompute (without flash attention) re-runs the attention core only: 4 x 2 = 8. */
@@ -694,6 +851,37 @@ START_TEST(test_strategy_grid)
                 n++;
             }
     ck_assert_uint_eq(n, 63);
+}
+END_TEST
+
+/* Property: bucket_stages first validates (structure, and bytes sent and memory peak equal to the
+ * ledgers, which count each one-bucket chunk's reduction and gather on their own) for DDP and
+ * ZeRO-1 under every pipeline, wrap policy and overlap setting, with TP 2: 2 x 3 x 3 x 2 = 36
+ * combinations alternating the class and the exact path. */
+START_TEST(test_bucket_stages_first_grid)
+{
+    static const char *shard[] = {"no_shard", "zero1"};
+    static const char *pipe[] = {"pipeline: 1f1b", "pipeline: gpipe", "pipeline: interleaved, virtual_stages: 2"};
+    static const char *wrap[] = {"model", "layer", "{min_params: 1e5}"};
+    size_t n = 0;
+    for (size_t a = 0; a < 2; a++)
+        for (size_t b = 0; b < 3; b++)
+            for (size_t c = 0; c < 3; c++)
+                for (size_t d = 0; d < 2; d++) {
+                    char y[1024];
+                    snprintf(y, sizeof y,
+                             SMALL "cluster: {preset: dgx-a100-80g, nodes: 2, gpus_per_node: 4}\n"
+                                   "grid: {dp: 2, pp: 2, tp: 2}\n"
+                                   "strategy: {sharding: %s, %s, wrap: %s, bucket_mb: 1, bucket_stages: first, "
+                                   "overlap_grad_reduce: %s, grad_sync: %s, overlap_param_gather: %s}\n"
+                                   "batch: {global: 8, micro: 1}\n",
+                             shard[a], pipe[b], wrap[c], d ? "false" : "true", d ? "last" : "every",
+                             a == 1 && d == 0 ? "true" : "false");
+                    gs_schedule *sch = build(y, (a + b + c + d) % 2);
+                    gs_schedule_destroy(sch);
+                    n++;
+                }
+    ck_assert_uint_eq(n, 36);
 }
 END_TEST
 
@@ -797,12 +985,16 @@ static Suite *build_suite(void)
     tcase_add_test(tp, test_recompute_counts);
     tcase_add_test(tp, test_tp_comm_overlap);
     tcase_add_test(dp, test_overlap_param_gather);
+    tcase_add_test(dp, test_bucket_stages_first);
+    tcase_add_test(dp, test_bucket_stages_first_interleaved);
+    tcase_add_test(dp, test_bucket_stages_first_param_gather);
     suite_add_tcase(s, tp);
     TCase *v = tcase_create("validation");
     tcase_set_timeout(v, 120);
     tcase_add_test(v, test_exact_matches_class);
     tcase_add_test(v, test_strategy_grid);
     tcase_add_test(v, test_hsdp_one_rank_per_node_grid);
+    tcase_add_test(v, test_bucket_stages_first_grid);
     suite_add_tcase(s, v);
     return s;
 }

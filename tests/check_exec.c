@@ -83,6 +83,9 @@ static const cfg configs[] = {
     {"dp2-pp2-interleaved-wrap-model-no-sync", 2, 2, 1, 1, 4, "full_shard, grad_sync: last", "interleaved", "none",
      "model", 2, 0, 8, 1},
     {"hsdp-2x2-tp2-pp2-recompute", 4, 2, 2, 2, 8, "hybrid_shard", "interleaved", "full", "layer", 2, 0, 8, 1},
+    /* Megatron-Core's bucket rule: stage 1 and chunk 1 of stage 0 all-reduce as one bucket */
+    {"dp2-pp2-interleaved-no-shard-bucket-first", 2, 2, 1, 1, 4, "no_shard, bucket_stages: first", "interleaved",
+     "none", "layer", 2, 0, 8, 1},
 };
 #define NCONFIGS (sizeof configs / sizeof configs[0])
 
@@ -237,6 +240,31 @@ START_TEST(contract)
     ck_assert_msg(max_param <= TOL, "%s: %s rel err %g", c->name, worst, max_param);
     run_out_fini(&ref);
     run_out_fini(&got);
+}
+END_TEST
+
+/* Bucketing does not change the math: bucket_stages first (one all-reduce per model chunk off
+ * stage 0's first) gives the same losses and parameters, bit for bit, as every stage's buckets
+ * (the host all-reduce sums each element in member order, whatever the call's extent). */
+START_TEST(bucket_stages_bits)
+{
+    static const cfg pair[2] = {
+        {"pp2-bucket-all", 2, 2, 1, 1, 4, "no_shard, bucket_mb: 1", "interleaved", "none", "layer", 2, 0, 8, 1},
+        {"pp2-bucket-first", 2, 2, 1, 1, 4, "no_shard, bucket_mb: 1, bucket_stages: first", "interleaved", "none",
+         "layer", 2, 0, 8, 1}};
+    run_out a, b;
+    run_cfg(&pair[0], &a);
+    run_cfg(&pair[1], &b);
+    for (int i = 0; i < STEPS; i++)
+        ck_assert_msg(memcmp(&a.loss[i], &b.loss[i], sizeof a.loss[i]) == 0, "step %d: loss %.17g vs %.17g", i + 1,
+                      a.loss[i], b.loss[i]);
+    ck_assert_uint_eq(a.nt, b.nt);
+    for (size_t i = 0; i < a.nt; i++) {
+        tensor_out *t = find_tensor(&b, a.t[i].name, a.t[i].n);
+        ck_assert_msg(memcmp(a.t[i].data, t->data, a.t[i].n * sizeof(float)) == 0, "%s differs", a.t[i].name);
+    }
+    run_out_fini(&a);
+    run_out_fini(&b);
 }
 END_TEST
 
@@ -960,6 +988,7 @@ static Suite *exec_suite(void)
     tcase_set_timeout(tc, 300);
     tcase_add_loop_test(tc, contract, 0, (int)NCONFIGS);
     tcase_add_test(tc, loss_falls);
+    tcase_add_test(tc, bucket_stages_bits);
     suite_add_tcase(s, tc);
     TCase *te = tcase_create("errors");
     tcase_set_timeout(te, 60);

@@ -224,6 +224,22 @@ START_TEST(test_mismatches)
     ck_assert_has(err.msg, "strategy.sharding shard_grad_op");
     gs_text_fini(&t);
 
+    /* bucket_stages all with pp 2 in Megatron-LM: Megatron-Core buckets only the first stage's
+     * first model chunk, no flag says otherwise: a note; first (what Megatron runs) and pp 1 (one
+     * stage: the two rules agree) say nothing */
+    static const struct { const char *grid, *rule; int note; } bk[] = {
+        {"{dp: 4, pp: 2, tp: 1}", "all", 1}, {"{dp: 4, pp: 2, tp: 1}", "first", 0}, {"{dp: 8, pp: 1, tp: 1}", "all", 0}};
+    for (size_t i = 0; i < 3; i++) {
+        char y[256];
+        snprintf(y, sizeof y, "model: llama2-7b\ncluster: {preset: dgx-a100-80g, nodes: 1}\ngrid: %s\n"
+                              "strategy: {sharding: zero1, bucket_stages: %s}\n", bk[i].grid, bk[i].rule);
+        load_text(y, &s, &m);
+        ck_assert_int_eq(emit(&s, &m, GS_LAUNCH_MEGATRON, &t, &err), GS_OK);
+        const char *note = strstr(gs_text_str(&t), "# note: bucket_stages all");
+        ck_assert_msg(bk[i].note ? note != NULL : note == NULL, "case %zu:\n%s", i, gs_text_str(&t));
+        gs_text_fini(&t);
+    }
+
     /* zero3 in accelerate: FULL_SHARD with a note */
     load_text("model: llama2-7b\ncluster: {preset: dgx-a100-80g, nodes: 1}\n"
               "grid: {dp: 8, pp: 1, tp: 1}\nstrategy: {sharding: zero3}\n",
@@ -368,7 +384,8 @@ static const char *const megatron_cases[] = {
     NULL,
     "model: llama2-7b\ncluster: {preset: dgx-a100-80g, nodes: 2}\ngrid: {dp: 2, pp: 4, tp: 2}\n"
     "strategy: {sharding: zero1, recompute: selective, pipeline: interleaved, virtual_stages: 2, "
-    "sequence_parallel: true, precision: fp16, overlap_param_gather: true, tp_comm_overlap: true}\n"
+    "sequence_parallel: true, precision: fp16, overlap_param_gather: true, tp_comm_overlap: true, "
+    "bucket_stages: first}\n"
     "batch: {global: 16, micro: 2}\n",
     "model: gpt-1.7b\ncluster: {preset: dgx-a100-80g, nodes: 1}\ngrid: {dp: 8, pp: 1, tp: 1}\n"
     "strategy: {sharding: no_shard}\nbatch: {global: 16, micro: 2}\n",
@@ -413,6 +430,10 @@ START_TEST(test_roundtrip_megatron)
     assert_same_strategy(&a.strategy, &b.strategy, a.strategy.sharding != GS_SHARD_FULL_SHARD);
     if (a.strategy.sharding == GS_SHARD_FULL_SHARD)
         ck_assert_int_eq(b.strategy.sharding, GS_SHARD_ZERO3);
+    /* Megatron-Core's DDP (no_shard, zero1) reads back with its bucket rule: first */
+    ck_assert_int_eq(b.strategy.bucket_stages,
+                     a.strategy.sharding == GS_SHARD_NO_SHARD || a.strategy.sharding == GS_SHARD_ZERO1
+                         ? GS_BUCKET_STAGES_FIRST : GS_BUCKET_STAGES_ALL);
     assert_same_shapes(&a.model, &b.model);
     assert_same_step(&a, &m, &b);
     gs_diag_fini(&ignored);
@@ -434,6 +455,7 @@ START_TEST(test_roundtrip_scenario_yaml)
     ck_assert_msg(gs_scenario_load_string(gs_text_str(&t), t.len, "w", &b, &err) == GS_OK, "%s\n%s",
                   err.msg, gs_text_str(&t));
     assert_same_strategy(&a.strategy, &b.strategy, 1);
+    ck_assert_int_eq(a.strategy.bucket_stages, b.strategy.bucket_stages);
     assert_same_shapes(&a.model, &b.model);
     ck_assert_str_eq(a.model.name, b.model.name);
     assert_same_step(&a, &m, &b);
@@ -464,6 +486,8 @@ START_TEST(test_roundtrip_imported_yaml)
     ck_assert_msg(gs_scenario_load_string(gs_text_str(&t), t.len, "w", &b, &err) == GS_OK, "%s\n%s",
                   err.msg, gs_text_str(&t));
     assert_same_strategy(&a.strategy, &b.strategy, 1);
+    ck_assert_int_eq(a.strategy.bucket_stages, GS_BUCKET_STAGES_FIRST); /* --use-distributed-optimizer, pp 2 */
+    ck_assert_int_eq(b.strategy.bucket_stages, GS_BUCKET_STAGES_FIRST);
     assert_same_shapes(&a.model, &b.model);
     assert_same_step(&a, &m, &b);
     gs_text_fini(&t);
@@ -635,6 +659,14 @@ START_TEST(test_import_megatron)
     ck_assert_int_eq(s.strategy.tp_comm_overlap, 1);
     ck_assert_int_eq(s.strategy.overlap_param_gather, 1);
     ck_assert_int_eq(s.strategy.sharding, GS_SHARD_ZERO1);
+    ck_assert_int_eq(s.strategy.bucket_stages, GS_BUCKET_STAGES_FIRST); /* Megatron-Core's DDP */
+    /* Megatron-FSDP's optim strategy is zero1 too, but not DistributedDataParallel: no bucket rule */
+    ck_assert_int_eq(import_mg("--use-custom-fsdp --data-parallel-sharding-strategy optim "
+                               "--pipeline-model-parallel-size 2",
+                               "llama2-7b", 1, &s, &ig, &err),
+                     GS_OK);
+    ck_assert_int_eq(s.strategy.sharding, GS_SHARD_ZERO1);
+    ck_assert_int_eq(s.strategy.bucket_stages, GS_BUCKET_STAGES_ALL);
     ck_assert_int_eq(import_mg("--tensor-model-parallel-size 2 --tp-comm-overlap", "llama2-7b", 1, &s, &ig, &err),
                      GS_ERR_INPUT);
     ck_assert_has(err.msg, "argument 3: --tp-comm-overlap needs --sequence-parallel");

@@ -500,6 +500,42 @@ START_TEST(test_numbers_only)
 }
 END_TEST
 
+/* bucket_stages first, zero1, dp 5, pp 2, 4 blocks (h 256, ffn 512: 655,872 parameters each),
+ * vocab 1000, bucket_mb 1 (524,288 bf16 elements). Stage 1 holds 2 blocks + the final norm and head
+ * (256 + 256,000 = 256,256): P = 1,568,000, one bucket padded to N = 5: ceil(P / 5) = 313,600, so
+ * it sends (N-1) x 313,600 x 2 B = 2,508,800 B in its reduce-scatter, and the same in its one
+ * all-gather of the updated parameters. bucket_stages all: each block in 2 buckets of 327,936,
+ * ceil(/5) = 65,588 each, and the root 256,256 -> 51,252: 4 x 65,588 + 51,252 = 313,604 padded
+ * elements per rank, (N-1) x 313,604 x 2 = 2,508,832 B; its per-unit all-gathers pad each block
+ * to ceil(655,872 / 5) = 131,175: 4 x (2 x 131,175 + 51,252) x 2 = 2,508,816 B. Stage 0 is the
+ * same under both rules. */
+START_TEST(test_bucket_stages_first_traffic)
+{
+    static const char *const rule[] = {"first", "all"};
+    static const uint64_t rs1[] = {2508800, 2508832}, ag1[] = {2508800, 2508816};
+    uint64_t rs0[2], ag0[2];
+    for (int i = 0; i < 2; i++) {
+        char y[512];
+        snprintf(y, sizeof y,
+                 "model: {layers: 4, hidden: 256, heads: 4, ffn: 512, vocab: 1000, seq: 64}\n"
+                 "cluster: {preset: dgx-a100-80g, nodes: 2, gpus_per_node: 5}\ngrid: {dp: 5, pp: 2}\n"
+                 "strategy: {sharding: zero1, bucket_mb: 1, bucket_stages: %s}\nbatch: {global: 10}\n",
+                 rule[i]);
+        gs_scenario s;
+        gs_mesh m;
+        gs_ledger *l = ledger_from(y, &s, &m);
+        ck_assert_uint_eq(l->ranks[1].params, 1568000);
+        ck_assert_uint_eq(l->ranks[1].traffic[GS_TRAFFIC_DP_REDUCE_SCATTER], rs1[i]);
+        ck_assert_uint_eq(l->ranks[1].traffic[GS_TRAFFIC_DP_ALLGATHER], ag1[i]);
+        rs0[i] = l->ranks[0].traffic[GS_TRAFFIC_DP_REDUCE_SCATTER];
+        ag0[i] = l->ranks[0].traffic[GS_TRAFFIC_DP_ALLGATHER];
+        gs_ledger_destroy(l);
+    }
+    ck_assert_uint_eq(rs0[0], rs0[1]);
+    ck_assert_uint_eq(ag0[0], ag0[1]);
+}
+END_TEST
+
 static Suite *ledger_suite(void)
 {
     Suite *s = suite_create("ledger");
@@ -523,6 +559,7 @@ static Suite *ledger_suite(void)
     tcase_add_test(traffic, test_hsdp);
     tcase_add_test(traffic, test_hsdp_one_rank_per_node);
     tcase_add_test(traffic, test_tp_traffic);
+    tcase_add_test(traffic, test_bucket_stages_first_traffic);
     suite_add_tcase(s, traffic);
     TCase *lim = tcase_create("limits");
     tcase_set_timeout(lim, 30);

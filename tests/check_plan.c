@@ -106,6 +106,29 @@ START_TEST(test_counts_by_hand)
 }
 END_TEST
 
+/* The plan keeps the base's bucket rule (Megatron-Core's bucket_stages first) on the candidates
+ * whose buckets can follow it (no_shard, zero1: resident gradient buffers) and gives the others
+ * (FSDP, zero2) the default; the candidates include zero1 on 2 and 4 pipeline stages, where the
+ * rule matters. */
+START_TEST(test_bucket_stages_inherited)
+{
+    char y[512];
+    snprintf(y, sizeof y, "%sstrategy: {sharding: zero1, bucket_stages: first}\n", tiny_yaml);
+    gs_scenario s;
+    load(y, &s);
+    gs_plan *p = run_plan(&s, 0);
+    size_t staged = 0;
+    for (size_t i = 0; i < p->ncands; i++) {
+        const gs_strategy *st = &p->cands[i].strategy;
+        int bucketed = st->sharding == GS_SHARD_NO_SHARD || st->sharding == GS_SHARD_ZERO1;
+        ck_assert_int_eq(st->bucket_stages, bucketed ? GS_BUCKET_STAGES_FIRST : GS_BUCKET_STAGES_ALL);
+        staged += bucketed && p->cands[i].pp > 1;
+    }
+    ck_assert_uint_gt(staged, 0);
+    gs_plan_destroy(p);
+}
+END_TEST
+
 START_TEST(test_reason_categories)
 {
     char r[96];
@@ -246,6 +269,7 @@ static Suite *plan_suite(void)
     TCase *core = tcase_create("core");
     tcase_add_test(core, test_counts_by_hand);
     tcase_add_test(core, test_reason_categories);
+    tcase_add_test(core, test_bucket_stages_inherited);
     tcase_set_timeout(core, 120);
     suite_add_tcase(s, core);
     TCase *ex = tcase_create("extrapolation");

@@ -387,6 +387,61 @@ START_TEST(test_overlap_param_gather_hides)
 }
 END_TEST
 
+/* bucket_stages first (Megatron-Core), zero1, pp 2, dp 4, 4 micro-batches: stage 1 reduces its whole
+ * gradient in one reduce-scatter issued after the stage's last backward, so in the simulated step
+ * it starts no earlier than every backward compute event of the stage has ended; with
+ * bucket_stages all the stage's first bucket starts while its last micro-batch's backward still
+ * runs (the buckets of the blocks above the bottom one are ready first). */
+START_TEST(test_bucket_stages_first_after_backward)
+{
+#define BSF_BASE "model: {layers: 8, hidden: 1024, heads: 8, ffn: 4096, vocab: 32000, seq: 1024}\n" \
+                 "cluster: {preset: dgx-a100-80g, nodes: 1}\ngrid: {dp: 4, pp: 2}\nbatch: {global: 16, micro: 1}\n"
+    static const char *const rule[] = {"first", "all"};
+    for (int i = 0; i < 2; i++) {
+        char y[512];
+        snprintf(y, sizeof y, BSF_BASE "strategy: {sharding: zero1, bucket_mb: 4, bucket_stages: %s}\n", rule[i]);
+        gs_scenario s;
+        gs_mesh m;
+        gs_error err;
+        gs_report rep;
+        gs_schedule *sch = NULL;
+        gs_timing **tm = NULL;
+        gs_error_init(&err);
+        ck_assert_msg(gs_scenario_load_string(y, strlen(y), "test", &s, &err) == GS_OK, "load: %s", err.msg);
+        ck_assert_msg(gs_scenario_mesh(&s, &m, NULL, &err) == GS_OK, "mesh: %s", err.msg);
+        gs_backend_opts bo = {0, NULL, NULL};
+        ck_assert_msg(gs_sim_scenario_timed(&s, &m, 0, &bo, &rep, NULL, &sch, &tm, &err) == GS_OK, "sim: %s", err.msg);
+        const gs_rank_events *r = &sch->ranks[1];
+        ck_assert_uint_eq(r->stage, 1);
+        double bwd_end = 0, first_rs = INFINITY;
+        size_t nrs = 0;
+        for (size_t k = 0; k < r->nevents; k++) {
+            const gs_event *e = &r->events[k];
+            if (e->kind == GS_EV_COMPUTE && e->phase == GS_PHASE_BWD && tm[1][k].end_s > bwd_end)
+                bwd_end = tm[1][k].end_s;
+            if (e->kind == GS_EV_COLLECTIVE && e->group == GS_GROUP_DP && e->op == GS_COLL_REDUCE_SCATTER) {
+                nrs++;
+                if (tm[1][k].start_s < first_rs)
+                    first_rs = tm[1][k].start_s;
+            }
+        }
+        ck_assert(bwd_end > 0);
+        if (i == 0) {
+            ck_assert_uint_eq(nrs, 1);
+            ck_assert_msg(first_rs >= bwd_end, "the one reduce-scatter starts at %.9g s, the last backward ends at "
+                          "%.9g s", first_rs, bwd_end);
+        } else {
+            ck_assert_uint_gt(nrs, 1);
+            ck_assert_msg(first_rs < bwd_end, "the first bucket starts at %.9g s, after the last backward (%.9g s)",
+                          first_rs, bwd_end);
+        }
+        gs_sim_timed_free(sch, tm);
+        gs_report_fini(&rep);
+    }
+#undef BSF_BASE
+}
+END_TEST
+
 /* ---- the host driver's shared cores in both modes (sim/des.c) ---------------------------- */
 
 /* Plays a schedule given as text (engine/schedule.c's line format) on the sim backend for the
@@ -644,6 +699,7 @@ static Suite *sim_suite(void)
     tcase_add_test(core, test_calib_file);
     tcase_add_test(core, test_tp_comm_overlap_hides);
     tcase_add_test(core, test_overlap_param_gather_hides);
+    tcase_add_test(core, test_bucket_stages_first_after_backward);
     suite_add_tcase(s, core);
     TCase *host = tcase_create("host");
     tcase_set_timeout(host, 30);

@@ -232,6 +232,15 @@ START_TEST(test_apply_values)
     add_ok(&sw, "overlap_param_gather=1");
     ck_assert_int_eq(gs_sweep_apply(&z, &sw, 1, &s, &err), GS_OK); /* full_shard, kept: the mesh check refuses it */
     ck_assert_int_eq(s.strategy.overlap_param_gather, 1);
+    /* likewise Megatron-Core's bucket rule (bucket_stages first) for shardings without resident
+     * gradient buckets: kept on no_shard, dropped on zero2 */
+    z.strategy.bucket_stages = GS_BUCKET_STAGES_FIRST;
+    gs_sweep_init(&sw); /* plain storage: init empties it */
+    add_ok(&sw, "sharding=no_shard,zero2");
+    ck_assert_int_eq(gs_sweep_apply(&z, &sw, 0, &s, &err), GS_OK);
+    ck_assert_int_eq(s.strategy.bucket_stages, GS_BUCKET_STAGES_FIRST);
+    ck_assert_int_eq(gs_sweep_apply(&z, &sw, 1, &s, &err), GS_OK);
+    ck_assert_int_eq(s.strategy.bucket_stages, GS_BUCKET_STAGES_ALL);
     /* the base is borrowed, not changed */
     ck_assert_uint_eq(base.grid.dp, 2);
     ck_assert_double_eq(base.cluster.nic.bw, bw200);
