@@ -946,8 +946,8 @@ static gs_status load_strategy(const gs__yaml_loader *l, const yaml_node_t *v, g
         return gs__yaml_fail_at(l, gs__yaml_lookup(l, v, "overlap_grad_reduce", NULL), GS_ERR_INPUT,
                                 "strategy.overlap_grad_reduce false reduces the gradients after the backward, "
                                 "which needs them held until the last micro-batch: found sharding %s with "
-                                "grad_sync %s, expected no_shard or zero1 (or zero2 with grad_sync: last), "
-                                "grad_sync not every",
+                                "grad_sync %s, expected no_shard or zero1 (zero2 reduces every "
+                                "micro-batch), grad_sync not every",
                                 gs_sharding_name(s->sharding),
                                 s->grad_sync == GS_GRAD_SYNC_EVERY ? "every"
                                 : s->grad_sync == GS_GRAD_SYNC_LAST ? "last" : "auto");
@@ -1291,8 +1291,8 @@ gs_status gs_scenario_mesh(const gs_scenario *s, gs_mesh *mesh, gs_diag *warning
         return gs_error_set(err, GS_ERR_INPUT,
                             "%s: strategy.overlap_grad_reduce false reduces the gradients after the "
                             "backward, which needs them held until the last micro-batch: found sharding "
-                            "%s with grad_sync %s, expected no_shard or zero1 (or zero2 with grad_sync: "
-                            "last), grad_sync not every",
+                            "%s with grad_sync %s, expected no_shard or zero1 (zero2 reduces every "
+                            "micro-batch), grad_sync not every",
                             s->path[0] ? s->path : "<scenario>", gs_sharding_name(sg->sharding),
                             sg->grad_sync == GS_GRAD_SYNC_EVERY ? "every"
                             : sg->grad_sync == GS_GRAD_SYNC_LAST ? "last" : "auto");

@@ -84,9 +84,8 @@ uint64_t gs_precision_bytes(gs_precision p)
 
 int gs_strategy_can_reduce_after_backward(const gs_strategy *s)
 {
-    return s->grad_sync != GS_GRAD_SYNC_EVERY &&
-           (s->sharding == GS_SHARD_NO_SHARD || s->sharding == GS_SHARD_ZERO1 ||
-            (s->sharding == GS_SHARD_ZERO2 && s->grad_sync == GS_GRAD_SYNC_LAST));
+    /* zero2 reduces every micro-batch whatever grad_sync says (gs_sharding_allows_no_sync) */
+    return s->grad_sync != GS_GRAD_SYNC_EVERY && (s->sharding == GS_SHARD_NO_SHARD || s->sharding == GS_SHARD_ZERO1);
 }
 
 int gs_strategy_can_bucket_first(const gs_strategy *s)

@@ -82,7 +82,7 @@ void gs_strategy_defaults(gs_strategy *s);
 uint64_t gs_precision_bytes(gs_precision p);
 
 /* 1 when overlap_grad_reduce may be false: the gradients are held until the last micro-batch
- * (no_shard or zero1, or zero2 with grad_sync last; grad_sync not every). */
+ * (no_shard or zero1, grad_sync not every; zero2 reduces every micro-batch). */
 int gs_strategy_can_reduce_after_backward(const gs_strategy *s);
 
 /* 1 when bucket_stages may be FIRST: the gradients are reduced in DDP / ZeRO buckets and held whole
