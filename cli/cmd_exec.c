@@ -368,21 +368,18 @@ static gs_status launch_begin(int argc, char **argv, int compare, run_args *a, g
 }
 
 /* Every process's outcome agreed: every process returns it (the same exit status). Launched, the
- * error is printed here, before the processes part (the first process to exit non-zero makes
- * mpirun kill the others, so rank 0's message must be out first): rank 0 the error, the others
- * one line naming `what` ("the save", "the run"); main's copy then goes to a quiet stderr, as
- * does everything of a process other than rank 0 when MPI is not there (rank 0 says why). */
+ * error is printed by gs_mpi_exec_end, before the processes part (the first process to exit
+ * non-zero makes mpirun kill the others, so rank 0's message must be out first): rank 0 the
+ * error, the others one line naming `what` ("the save", "the run"); main's copy then goes to a
+ * quiet stderr, as does everything of a process other than rank 0 when MPI is not there (rank 0
+ * says why). */
 static gs_status launch_end(gs_mpi_exec *mx, int prank, const char *cmd, const char *what, gs_status rc,
                             gs_error *err)
 {
     int launched = mx->launched;
     rc = gs_mpi_exec_agree(mx, rc, what, err);
-    if (launched && rc != GS_OK) {
-        fprintf(stderr, "gridstep %s: %s\n", cmd, err->msg[0] ? err->msg : gs_status_name(rc));
-        fflush(stderr);
-    }
-    gs_mpi_exec_end(mx);
-    if ((launched || prank != 0) && rc != GS_OK && !freopen("/dev/null", "w", stderr))
+    rc = gs_mpi_exec_end(mx, cmd, rc, err);
+    if (!launched && prank != 0 && rc != GS_OK && !freopen("/dev/null", "w", stderr))
         rc = GS_ERR_IO;
     return rc;
 }

@@ -74,7 +74,8 @@ const char gs_cmd_plan_help[] =
     "Under mpirun (a gridstep built --with-mpi; needs --json): rank r of N searches shard r/N and\n"
     "rank 0 merges the pieces as gridstep merge does and prints the document; the candidates and\n"
     "counts are the serial plan's, except `simulated` and the R4 entry of `pruned` (the work the\n"
-    "ranks did together; see gridstep help merge). An error on any rank is reported once by rank 0.\n"
+    "ranks did together; see gridstep help merge). An error on any rank is reported once by rank 0,\n"
+    "the other ranks printing one line each, and every process exits with the serial exit code.\n"
     "A SCENARIO.yaml argument supplies the model, cluster and batch; its grid and strategy are\n"
     "ignored (precision is kept).\n"
     "\n"
@@ -602,7 +603,7 @@ gs_status gs_cmd_plan(int argc, char **argv, gs_error *err)
     if (rc != GS_OK)
         return rc;
     rc = plan_run(argc, argv, &sp, &piece, &len, err);
-    rc = gs_mpi_split_finish(&sp, rc, piece, len, NULL, err);
+    rc = gs_mpi_split_finish(&sp, "plan", rc, piece, len, NULL, err);
     free(piece);
     return rc;
 }

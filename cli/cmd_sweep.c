@@ -58,8 +58,10 @@ const char gs_cmd_sweep_help[] =
     "                     depend on it\n"
     "Under mpirun (a gridstep built --with-mpi), rank r of N computes the points of shard r/N and\n"
     "rank 0 merges the pieces as gridstep merge does and prints them (or writes --out): the output\n"
-    "is byte for byte the serial sweep's; the other ranks print nothing, and an error on any rank is\n"
-    "reported once by rank 0 with the serial exit code. --shard and --plot are refused there.\n"
+    "is byte for byte the serial sweep's; the other ranks print nothing. An error on any rank (or\n"
+    "rank 0 failing to write the output) is reported once by rank 0, the other ranks printing one\n"
+    "line each, and every process exits with the serial exit code. --shard and --plot are refused\n"
+    "there.\n"
     "A progress line goes to standard error when it is a terminal.\n"
     "\n"
     "examples:\n"
@@ -546,7 +548,7 @@ gs_status gs_cmd_sweep(int argc, char **argv, gs_error *err)
     if (rc != GS_OK)
         return rc;
     rc = sweep_run(argc, argv, &sp, &out_path, &piece, &len, err);
-    rc = gs_mpi_split_finish(&sp, rc, piece, len, out_path, err);
+    rc = gs_mpi_split_finish(&sp, "sweep", rc, piece, len, out_path, err);
     free(piece);
     return rc;
 }

@@ -18,6 +18,7 @@
 #include <mpi.h>
 #endif
 
+#include "cli/mpi_end.h"
 #include "cli/mpi_exec.h"
 
 /* The job size a launcher announces (0: none) and this process's index in it (0 when unknown). */
@@ -532,47 +533,26 @@ gs_status gs_mpi_exec_threads_error(const gs_mpi_exec *me, gs_error *err)
                         thread_level_name(me->thread_level));
 }
 
-/* The error this process reports for a failed process p (rank 0 only). */
-static gs_status report_error(int p, int procs, gs_status st, const char *msg, gs_error *err)
-{
-    char prefix[32];
-    snprintf(prefix, sizeof prefix, "rank %d", p);
-    /* a message that names the rank (the dispatcher's "rank R: event E: ...") stands as it is */
-    if (p == 0 || strstr(msg, prefix))
-        return gs_error_set(err, st, "%s", msg);
-    return gs_error_set(err, st, "rank %d of %d: %s", p, procs, msg);
-}
-
-typedef struct end_record {
-    int32_t status;
-    int32_t announced;
-    char msg[GS_ERROR_MSG_BYTES];
-} end_record;
-
 gs_status gs_mpi_exec_agree(gs_mpi_exec *me, gs_status local, const char *what, gs_error *err)
 {
     if (!me->launched)
         return local;
     mpi_impl *m = me->impl;
-    gs_status rc = local;
-    end_record mine, *all = NULL;
-    memset(&mine, 0, sizeof mine);
-    mine.status = local;
-    if (local != GS_OK)
-        snprintf(mine.msg, sizeof mine.msg, "%s", err->msg[0] ? err->msg : gs_status_name(local));
     if (!m) /* out of memory in begin: no communicators of our own (every process says so) */
         return local;
     pthread_mutex_lock(&m->mu);
-    mine.announced = m->announced;
+    int32_t announced = m->announced, *all_announced = calloc((size_t)m->size, sizeof *all_announced);
     pthread_mutex_unlock(&m->mu);
-    if (!(all = calloc((size_t)m->size, sizeof *all)))
-        MPI_Abort(MPI_COMM_WORLD, 1); /* cannot agree on anything without the records */
-    MPI_Allgather(&mine, (int)sizeof mine, MPI_BYTE, all, (int)sizeof mine, MPI_BYTE, m->world);
+    if (!all_announced)
+        MPI_Abort(MPI_COMM_WORLD, 1); /* cannot settle the announcements without knowing them */
+    gs_status rc = gs__mpi_agree(m->world, local, what, err);
     /* settle the announcements: receive every one still on its way, then complete our own */
+    MPI_Allgather(&announced, 1, MPI_INT32_T, all_announced, 1, MPI_INT32_T, m->world);
     int expect = 0;
     for (int p = 0; p < m->size; p++)
-        if (p != m->rank && all[p].announced)
+        if (p != m->rank && all_announced[p])
             expect++;
+    free(all_announced);
     poll_aborts(m, NULL, 0);
     while (m->received < expect) {
         MPI_Message h;
@@ -587,12 +567,8 @@ gs_status gs_mpi_exec_agree(gs_mpi_exec *me, gs_status local, const char *what, 
         m->received++;
     }
     MPI_Waitall(m->size, m->announce_reqs, MPI_STATUSES_IGNORE);
-    int failed = -1;
-    for (int p = 0; p < m->size && failed < 0; p++)
-        if (all[p].status != GS_OK)
-            failed = p;
-    if (failed < 0) {
-        /* a clean run: every buffered send has been received */
+    if (rc == GS_OK) {
+        /* a clean run on every process: every buffered send has been received */
         pthread_mutex_lock(&m->mu);
         for (pending_send *p = m->sends, *n; p; p = n) {
             n = p->next;
@@ -606,29 +582,20 @@ gs_status gs_mpi_exec_agree(gs_mpi_exec *me, gs_status local, const char *what, 
         MPI_Comm_free(&m->p2p);
         MPI_Comm_free(&m->aborts);
         MPI_Comm_free(&m->world);
+        impl_free(m);
     }
     /* after a failure, sends nobody will receive and collectives abandoned mid-way stay pending:
      * their buffers and communicators are left to MPI_Finalize */
-    if (m->rank == 0 && failed > 0)
-        rc = report_error(failed, m->size, (gs_status)all[failed].status, all[failed].msg, err);
-    else if (m->rank != 0 && failed >= 0) /* rank 0's exit status, and one line saying where to look */
-        rc = gs_error_set(err, (gs_status)all[failed].status, "rank %d of %d: %s failed; rank 0 reports the error",
-                          m->rank, m->size, what ? what : "the run");
-    free(all);
-    if (failed < 0)
-        impl_free(m);
     me->impl = NULL;
     return rc;
 }
 
-void gs_mpi_exec_end(gs_mpi_exec *me)
+gs_status gs_mpi_exec_end(gs_mpi_exec *me, const char *cmd, gs_status rc, gs_error *err)
 {
     if (!me->launched)
-        return;
-    /* every process has printed what it had to say: none exits before rank 0's message is out */
-    MPI_Barrier(MPI_COMM_WORLD);
-    MPI_Finalize();
+        return rc;
     me->launched = 0;
+    return gs__mpi_leave(cmd, rc, err);
 }
 
 
@@ -661,9 +628,10 @@ gs_status gs_mpi_exec_agree(gs_mpi_exec *me, gs_status local, const char *what, 
     return local;
 }
 
-void gs_mpi_exec_end(gs_mpi_exec *me)
+gs_status gs_mpi_exec_end(gs_mpi_exec *me, const char *cmd, gs_status rc, gs_error *err)
 {
-    (void)me;
+    (void)me, (void)cmd, (void)err;
+    return rc;
 }
 
 const char *gs_mpi_exec_host(const gs_mpi_exec *me, int p, int *local_rank, int *local_procs)

@@ -30,19 +30,21 @@ gs_status gs_mpi_exec_begin(gs_mpi_exec *m, int *rank, gs_error *err);
  * workers call MPI concurrently), which this MPI did not provide. */
 gs_status gs_mpi_exec_threads_error(const gs_mpi_exec *m, gs_error *err);
 
-/* Collective when launched: every process's status is gathered and every process returns the
- * lowest failed process's status (the exit status is the same on every process). Rank 0's err
- * gets that process's error ("rank R: ..." prefixed when R is not 0 and the message does not name
- * it); the other processes' err one line instead ("rank P of N: WHAT failed; rank 0 reports the
- * error", WHAT e.g. "the save"; NULL: "the run"), so the error is printed once. Then the pending
- * transport messages are settled. MPI stays up until gs_mpi_exec_end: the caller prints the
- * outcome in between, because the first process to exit non-zero makes mpirun kill the others,
- * and rank 0 must have printed by then. Not launched: returns `local`. */
+/* Collective when launched (cli/mpi_end.h, gs__mpi_agree): every process's status is gathered
+ * and every process returns the lowest failed process's status (the exit status is the same on
+ * every process). Rank 0's err gets that process's error ("rank R of N: ..." prefixed when R is
+ * not 0 and the message does not name it); the other processes' err one line instead ("rank P of
+ * N: WHAT failed; rank 0 reports the error", WHAT e.g. "the save"; NULL: "the run"), so the error
+ * is printed once. Then the pending transport messages are settled. MPI stays up until
+ * gs_mpi_exec_end. Not launched: returns `local`. */
 gs_status gs_mpi_exec_agree(gs_mpi_exec *m, gs_status local, const char *what, gs_error *err);
-/* Launched: a barrier (no process leaves before every one has printed), then MPI_Finalize. Called
- * once on every process after gs_mpi_exec_agree, whatever happened in between. Not launched:
- * nothing. */
-void gs_mpi_exec_end(gs_mpi_exec *m);
+/* Launched (cli/mpi_end.h, gs__mpi_leave): rc's message printed ("gridstep CMD: ...") when rc
+ * failed, a barrier (no process leaves before every one has printed: the first to exit non-zero
+ * makes mpirun kill the others), MPI_Finalize, then standard error quiet after a failure (main's
+ * copy is not printed again); returns rc (GS_ERR_IO when standard error cannot be quieted).
+ * Called once on every process after gs_mpi_exec_agree, whatever happened in between. Not
+ * launched: returns rc, prints nothing. */
+gs_status gs_mpi_exec_end(gs_mpi_exec *m, const char *cmd, gs_status rc, gs_error *err);
 
 /* Launched: process p's host name (MPI_Get_processor_name, or the environment's GRIDSTEP_HOST
  * when set: a stand-in to rehearse a multi-host layout on one machine) and where it sits among

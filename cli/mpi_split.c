@@ -15,6 +15,7 @@
 #endif
 
 #include "cli/merge.h"
+#include "cli/mpi_end.h"
 #include "cli/mpi_split.h"
 
 /* The job size a launcher announces in the environment: Open MPI, MPICH/Hydra and Intel MPI
@@ -74,28 +75,20 @@ int gs_mpi_split_active(const gs_mpi_split *sp)
 }
 
 #ifdef HAVE_MPI
-/* Rank 0: the lowest failed rank's error, else the pieces merged into out_path. */
-static gs_status root_merge(const gs_mpi_split *sp, const int *meta, const char *bytes, const int *displs,
-                            const char *out_path, gs_error *err)
+/* Rank 0: the pieces (text[r], NUL-terminated) joined as gridstep merge joins them and written to
+ * out_path (NULL: standard output, flushed here so that a failed write is known before the
+ * ranks agree on the outcome). */
+static gs_status root_merge(const gs_mpi_split *sp, char **text, const char *out_path, gs_error *err)
 {
-    char **text = NULL, **names = NULL;
+    char **names = NULL;
     FILE *out = stdout;
     gs_status rc = GS_OK;
-    for (int r = 0; r < sp->size; r++)
-        if (meta[2 * r] != GS_OK) {
-            if (r == 0) /* err already holds rank 0's own message */
-                return (gs_status)meta[0];
-            return gs_error_set(err, (gs_status)meta[2 * r], "rank %d of %d: %s", r, sp->size, bytes + displs[r]);
-        }
-    size_t n = sp->size > 0 ? (size_t)sp->size : 1;
-    text = calloc(n, sizeof *text);
-    names = calloc(n, sizeof *names);
-    if (!text || !names) {
+    size_t n = (size_t)sp->size;
+    if (!(names = calloc(n, sizeof *names))) {
         rc = gs_error_set(err, GS_ERR_NOMEM, "out of memory for %d pieces", sp->size);
         goto out;
     }
     for (int r = 0; r < sp->size; r++) {
-        text[r] = (char *)bytes + displs[r];
         if (!(names[r] = malloc(32))) {
             rc = gs_error_set(err, GS_ERR_NOMEM, "out of memory for %d pieces", sp->size);
             goto out;
@@ -113,17 +106,77 @@ static gs_status root_merge(const gs_mpi_split *sp, const int *meta, const char 
         if ((fclose(out) != 0 || bad) && rc == GS_OK)
             rc = gs_error_set(err, GS_ERR_IO, "%s: cannot write: %s", out_path, strerror(errno));
         out = stdout;
+    } else if (fflush(stdout) != 0 && rc == GS_OK) {
+        rc = gs_error_set(err, GS_ERR_IO, "cannot write output: %s", strerror(errno));
     }
 out:
     for (int r = 0; names && r < sp->size; r++)
         free(names[r]);
     free(names);
+    return rc;
+}
+
+/* Collective: every rank's piece gathered on rank 0 and merged there. Rank 0 returns the merge's
+ * status (its memory, the pieces, the output); the other ranks return GS_OK (they only sent). */
+static gs_status gather_merge(const gs_mpi_split *sp, const char *piece, size_t len, const char *out_path,
+                              gs_error *err)
+{
+    int mine = (int)len, *counts = NULL, *displs = NULL, go = 1;
+    char *bytes = NULL, **text = NULL;
+    gs_status rc = GS_OK;
+    if (sp->rank == 0) {
+        size_t n = (size_t)sp->size;
+        counts = calloc(n, sizeof *counts);
+        displs = calloc(n, sizeof *displs);
+        text = calloc(n, sizeof *text);
+        if (!counts || !displs || !text) {
+            rc = gs_error_set(err, GS_ERR_NOMEM, "out of memory for %d pieces", sp->size);
+            go = 0;
+        }
+    }
+    /* rank 0 says whether it can receive, here and below: no rank sends into nothing */
+    MPI_Bcast(&go, 1, MPI_INT, 0, MPI_COMM_WORLD);
+    if (!go)
+        goto out;
+    MPI_Gather(&mine, 1, MPI_INT, counts, 1, MPI_INT, 0, MPI_COMM_WORLD);
+    if (sp->rank == 0) {
+        /* each piece followed by a NUL of its own (calloc), for the merge's C strings */
+        int64_t total = 0;
+        for (int r = 0; r < sp->size; r++) {
+            displs[r] = (int)total;
+            total += (int64_t)counts[r] + 1;
+            if (total >= INT_MAX) {
+                rc = gs_error_set(err, GS_ERR_RUNTIME,
+                                  "the pieces of ranks 0 to %d hold %" PRId64 " bytes, expected under 2 GiB for "
+                                  "MPI_Gatherv", r, total);
+                go = 0;
+                break;
+            }
+        }
+        if (go && !(bytes = calloc((size_t)total, 1))) {
+            rc = gs_error_set(err, GS_ERR_NOMEM, "out of memory for %" PRId64 " bytes of pieces", total);
+            go = 0;
+        }
+    }
+    MPI_Bcast(&go, 1, MPI_INT, 0, MPI_COMM_WORLD);
+    if (!go)
+        goto out;
+    MPI_Gatherv(piece, mine, MPI_CHAR, bytes, counts, displs, MPI_CHAR, 0, MPI_COMM_WORLD);
+    if (sp->rank == 0) {
+        for (int r = 0; r < sp->size; r++)
+            text[r] = bytes + displs[r];
+        rc = root_merge(sp, text, out_path, err);
+    }
+out:
+    free(counts);
+    free(displs);
     free(text);
+    free(bytes);
     return rc;
 }
 #endif
 
-gs_status gs_mpi_split_finish(gs_mpi_split *sp, gs_status local, const char *piece, size_t len,
+gs_status gs_mpi_split_finish(gs_mpi_split *sp, const char *cmd, gs_status local, const char *piece, size_t len,
                               const char *out_path, gs_error *err)
 {
 #ifdef HAVE_MPI
@@ -134,74 +187,20 @@ gs_status gs_mpi_split_finish(gs_mpi_split *sp, gs_status local, const char *pie
         sp->launched = 0;
         return local;
     }
-    /* what this rank sends: its piece, or its error message; NUL-terminated either way */
-    const char *mine = local == GS_OK ? (piece ? piece : "") : err->msg;
-    size_t mlen = local == GS_OK ? (piece ? len : 0) : strlen(err->msg);
-    if (local == GS_OK && mlen >= INT_MAX) {
-        local = gs_error_set(err, GS_ERR_RUNTIME, "a piece of %zu bytes, expected under 2 GiB for MPI_Gatherv", mlen);
-        mine = err->msg;
-        mlen = strlen(err->msg);
-    }
-    char *sendbuf = malloc(mlen + 1);
-    int meta_mine[2] = {local, 0}, *meta = NULL, *counts = NULL, *displs = NULL;
-    char *bytes = NULL;
-    gs_status rc = local;
-    if (sendbuf) {
-        memcpy(sendbuf, mine, mlen);
-        sendbuf[mlen] = '\0';
-        meta_mine[1] = (int)mlen + 1;
-    } else { /* no memory even for the message: an empty one still takes part in the collectives */
-        meta_mine[0] = GS_ERR_NOMEM;
-        meta_mine[1] = 0;
-    }
-    if (sp->rank == 0) {
-        meta = calloc(2 * (size_t)sp->size, sizeof *meta);
-        counts = calloc((size_t)sp->size, sizeof *counts);
-        displs = calloc((size_t)sp->size, sizeof *displs);
-        if (!meta || !counts || !displs) /* MPI cannot gather into nothing: stop the job */
-            MPI_Abort(MPI_COMM_WORLD, 1);
-    }
-    MPI_Gather(meta_mine, 2, MPI_INT, meta, 2, MPI_INT, 0, MPI_COMM_WORLD);
-    int64_t total = 0;
-    if (sp->rank == 0) {
-        for (int r = 0; r < sp->size; r++) {
-            counts[r] = meta[2 * r + 1];
-            displs[r] = (int)total;
-            total += counts[r];
-            if (total >= INT_MAX)
-                MPI_Abort(MPI_COMM_WORLD, 1); /* more than 2 GiB of output in all */
-        }
-        if (!(bytes = malloc((size_t)total + 1)))
-            MPI_Abort(MPI_COMM_WORLD, 1);
-        bytes[total] = '\0';
-    }
-    MPI_Gatherv(sendbuf, meta_mine[1], MPI_CHAR, bytes, counts, displs, MPI_CHAR, 0, MPI_COMM_WORLD);
-    int agreed = GS_OK;
-    if (sp->rank == 0) {
-        for (int r = 0; r < sp->size; r++)
-            if (counts[r] == 0) /* a rank that had no memory for its message */
-                displs[r] = (int)total;
-        rc = root_merge(sp, meta, bytes, displs, out_path, err);
-        agreed = rc;
-    }
-    MPI_Bcast(&agreed, 1, MPI_INT, 0, MPI_COMM_WORLD);
-    if (sp->rank != 0) {
-        /* Rank 0 reports the agreed status and exits with it (mpirun passes rank 0's code on).
-         * The other ranks exit 0: a rank exiting non-zero first makes mpirun abort the job, and
-         * with it rank 0 before it has said why. */
-        (void)agreed;
-        rc = GS_OK;
-    }
-    free(sendbuf);
-    free(meta);
-    free(counts);
-    free(displs);
-    free(bytes);
-    MPI_Finalize();
+    char what[64];
+    snprintf(what, sizeof what, "the %s", cmd);
+    if (local == GS_OK && len >= INT_MAX)
+        local = gs_error_set(err, GS_ERR_RUNTIME, "a piece of %zu bytes, expected under 2 GiB for MPI_Gatherv", len);
+    /* 1. the ranks' own work: a failure anywhere ends every rank with it, before any piece moves */
+    gs_status rc = gs__mpi_agree(MPI_COMM_WORLD, local, what, err);
+    /* 2. the merge and the output, on rank 0 alone: its failure ends every rank with it too */
+    if (rc == GS_OK)
+        rc = gs__mpi_agree(MPI_COMM_WORLD, gather_merge(sp, piece, len, out_path, err), what, err);
     sp->launched = 0;
-    return rc;
+    return gs__mpi_leave(cmd, rc, err);
 #else
     (void)sp;
+    (void)cmd;
     (void)piece;
     (void)len;
     (void)out_path;

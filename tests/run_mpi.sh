@@ -2,8 +2,12 @@
 # gridstep under mpirun: a sweep (CSV and JSON) split across 3 ranks must print byte for byte
 # the serial output, once (rank 0); a plan split across 3 ranks must print the serial plan's
 # candidates and counts (all but the work-dependent `simulated` and R4 pruning lines, as for
-# gridstep merge); an error on the ranks is reported once with the serial exit code. Without MPI
-# built in, a launcher's environment of size 3 must be refused (exit 2) with the reason.
+# gridstep merge); an error on the ranks is reported once with the serial exit code. Under -np 2
+# and -np 3, every process's own exit status is recorded: 0 on success, else the serial run's
+# code on every process (bad input on every rank, a scenario failing on rank 1 alone, rank 0
+# failing to write --out), rank 0 printing the serial message once and each other rank one line.
+# Without MPI built in, a launcher's environment of size 3 must be refused (exit 2) with the
+# reason.
 # Skips (77) when this gridstep has MPI but mpirun is absent.
 set -u
 : "${top_srcdir:?set top_srcdir}"
@@ -86,5 +90,126 @@ check "mpirun, ranks 1-2 failing: exit 2" test $? -eq 2
 check "mpirun, ranks 1-2 failing: rank 0 reports rank 1's error, once" \
     test "$(grep -c 'rank 1 of 3: tests/no-such-scenario.yaml' "$tmp/err")" -eq 1 -a "$(grep -c 'no-such' "$tmp/err")" -eq 1
 check "mpirun, ranks 1-2 failing: no partial output" test ! -s "$tmp/out"
+
+# Every process exits with the agreed status (issue 7): a wrapper runs each rank's process and
+# writes its own exit status to ranks/status.RANK. Once one process has exited non-zero, mpirun
+# sends the others SIGTERM (SIGKILL odls_base_sigkill_timeout seconds later): the wrapper ignores
+# it, and so does gridstep (an ignored signal stays ignored in the child), so each process's own
+# exit status is what is seen. No process exits before every one has passed gridstep's last
+# barrier, so 2 s for the others' MPI_Finalize is ample (mpirun waits about that long after each
+# failure: 10 s, as run_exec_mpi.sh gives exec's runs, would make this test minutes long).
+# timeout 300: a hang fails the status checks (124).
+cat >"$tmp/rankwrap" <<'EOF2'
+#!/bin/sh
+trap '' TERM
+"$@"
+rc=$?
+echo $rc >"$RANKDIR/status.$OMPI_COMM_WORLD_RANK"
+exit $rc
+EOF2
+RANKDIR=$tmp/ranks
+export RANKDIR
+mkdir -p "$RANKDIR" && chmod +x "$tmp/rankwrap" || fail=1
+W="$tmp/rankwrap $GRIDSTEP"
+wrapped() { # mpirun arguments (app contexts: -np K $W ARGS [: ...]); stdout, stderr to $tmp/out, $tmp/err
+    rm -f "$RANKDIR"/status.*
+    timeout 300 $MPIRUN0 --mca odls_base_sigkill_timeout 2 "$@" >"$tmp/out" 2>"$tmp/err"
+}
+MPIRUN0="mpirun --allow-run-as-root --oversubscribe"
+every_rank() { # WANT NP: each of the NP processes wrote its own exit status, WANT
+    r=0
+    while [ $r -lt "$2" ]; do
+        [ "$(cat "$RANKDIR/status.$r" 2>/dev/null)" = "$1" ] || return 1
+        r=$((r + 1))
+    done
+}
+# gridstep's lines on stderr (Open MPI's notice about the non-zero exits is not ours): exactly
+# rank 0's message LINE (the serial run's stderr line, "rank R of NP: " inserted after the
+# command when rank R failed first), then one line from each other rank P: "gridstep CMD: rank P
+# of NP: the CMD failed; rank 0 reports the error", each once, in any order
+said_once() { # CMD NP LINE
+    { echo "$3"; p=1; while [ $p -lt "$2" ]; do
+        echo "gridstep $1: rank $p of $2: the $1 failed; rank 0 reports the error"; p=$((p + 1)); done; } |
+        sort >"$tmp/lines.want"
+    grep '^gridstep ' "$tmp/err" | sort | cmp -s - "$tmp/lines.want"
+}
+# scenarios that fail at load with FILE:LINE:COL (serial: exit 2): kv_heads 3 (line 11) does not
+# divide heads 4; pipeline 1f2b (line 31) is no schedule
+sed 's/^  kv_heads: 2/  kv_heads: 3/' "$S" >"$tmp/heads.yaml"
+sed 's/^  pipeline: 1f1b/  pipeline: 1f2b/' "$S" >"$tmp/pipe.yaml"
+grep -q 'kv_heads: 3' "$tmp/heads.yaml" && grep -q 'pipeline: 1f2b' "$tmp/pipe.yaml" || { echo "FAIL: cannot make the bad scenarios"; fail=1; }
+P2="--top 4 --micro 1,2 --json"
+for np in 2 3; do
+    # success: every process 0, rank 0's output the serial run's, nothing on stderr
+    wrapped -np $np $W sweep $V "$S"
+    check "np $np wrapped sweep: mpirun exit 0" test $? -eq 0
+    check "np $np wrapped sweep: every process exit 0" every_rank 0 $np
+    check "np $np wrapped sweep: = serial, byte for byte" cmp -s "$tmp/serial.csv" "$tmp/out"
+    check "np $np wrapped sweep: nothing on stderr" test ! -s "$tmp/err"
+    wrapped -np $np $W plan scenarios/seed-7b-8xa100.yaml $P2
+    check "np $np wrapped plan: every process exit 0" every_rank 0 $np
+    grep -v -e '"simulated":' -e '(R4)' "$tmp/out" >"$tmp/b"
+    check "np $np wrapped plan: = serial (candidates, rejections, counts)" cmp -s "$tmp/a" "$tmp/b"
+
+    # bad input on every rank: a bad --vary key, a scenario failing at FILE:LINE, a missing
+    # scenario, a bad --tp list: every process exits 2, rank 0 gives the serial message once
+    for spec in "sweep|--vary bogus=1 $S" "sweep|$V $tmp/heads.yaml" "sweep|$V tests/no-such-scenario.yaml" \
+        "plan|$tmp/pipe.yaml $P2" "plan|scenarios/seed-7b-8xa100.yaml --tp 0,2 --json"; do
+        cmd=${spec%%|*}; args=${spec#*|}
+        "$GRIDSTEP" $cmd $args >/dev/null 2>"$tmp/serial.err"
+        serial=$?
+        check "serial $cmd $args: exit 2, one line" test $serial -eq 2 -a "$(grep -c '^gridstep ' "$tmp/serial.err")" -eq 1
+        wrapped -np $np $W $cmd $args
+        check "np $np $cmd $args: mpirun exit 2" test $? -eq 2
+        check "np $np $cmd $args: every process exit 2" every_rank 2 $np
+        check "np $np $cmd $args: the serial message once, one line from each other rank" \
+            said_once $cmd $np "$(grep '^gridstep ' "$tmp/serial.err")"
+        check "np $np $cmd $args: nothing on stdout" test ! -s "$tmp/out"
+    done
+
+    # an error on rank 1 alone: its scenario fails at FILE:LINE, rank 0's (and rank 2's) loads.
+    # A point's own failure (a grid that does not divide, a batch that does not fit) is a row
+    # (status illegal, no_fit), not an error, so the ranks are given different files (MPMD).
+    # Every process exits 2 (rank 2 too, whose shard succeeded); rank 0 names rank 1 and gives the
+    # serial message
+    rest=$((np - 2))
+    for spec in "sweep|$V|heads.yaml|$S" "plan|$P2|pipe.yaml|scenarios/seed-7b-8xa100.yaml"; do
+        cmd=${spec%%|*}; rest_spec=${spec#*|}; args=${rest_spec%%|*}; rest_spec=${rest_spec#*|}
+        bad=$tmp/${rest_spec%%|*}; good=${rest_spec#*|}
+        "$GRIDSTEP" $cmd $args "$bad" >/dev/null 2>"$tmp/serial.err"
+        msg=$(grep '^gridstep ' "$tmp/serial.err" | sed "s/^gridstep $cmd: //")
+        check "serial $cmd of ${bad##*/}: FILE:LINE:COL" grep -q "^gridstep $cmd: $bad:[0-9]*:[0-9]*: " "$tmp/serial.err"
+        if [ $rest -gt 0 ]; then
+            wrapped -np 1 $W $cmd $args "$good" : -np 1 $W $cmd $args "$bad" : -np $rest $W $cmd $args "$good"
+        else
+            wrapped -np 1 $W $cmd $args "$good" : -np 1 $W $cmd $args "$bad"
+        fi
+        check "np $np, $cmd failing on rank 1 only: mpirun exit 2" test $? -eq 2
+        check "np $np, $cmd failing on rank 1 only: every process exit 2" every_rank 2 $np
+        check "np $np, $cmd failing on rank 1 only: rank 0 names rank 1 with the serial message, once" \
+            said_once $cmd $np "gridstep $cmd: rank 1 of $np: $msg"
+        check "np $np, $cmd failing on rank 1 only: nothing on stdout" test ! -s "$tmp/out"
+    done
+
+    # rank 0 cannot write --out (a missing directory: fopen fails; /dev/full: the close fails)
+    # after every rank's shard succeeded: every process exits 1, as the serial run does
+    for out in "$tmp/no-such-dir/sweep.csv" /dev/full; do
+        "$GRIDSTEP" sweep $V --out "$out" "$S" >/dev/null 2>"$tmp/serial.err"
+        serial=$?
+        check "serial sweep --out $out: exit 1" test $serial -eq 1
+        wrapped -np $np $W sweep $V --out "$out" "$S"
+        check "np $np sweep --out $out: mpirun exit 1" test $? -eq 1
+        check "np $np sweep --out $out: every process exit 1" every_rank 1 $np
+        check "np $np sweep --out $out: the serial message once, one line from each other rank" \
+            said_once sweep $np "$(grep '^gridstep ' "$tmp/serial.err")"
+    done
+done
+# the same without the wrapper: a rank other than 0 failing alone must not have rank 0 killed
+# before it has printed (mpirun stops the others when the first process exits non-zero)
+timeout 300 $MPIRUN0 -np 1 "$GRIDSTEP" sweep $V "$S" : -np 1 "$GRIDSTEP" sweep $V "$tmp/heads.yaml" : \
+    -np 1 "$GRIDSTEP" sweep $V "$S" >"$tmp/out" 2>"$tmp/err"
+check "mpirun, rank 1 failing alone: exit 2" test $? -eq 2
+check "mpirun, rank 1 failing alone: rank 0's message once" \
+    test "$(grep -c "^gridstep sweep: rank 1 of 3: $tmp/heads.yaml:11:3: " "$tmp/err")" -eq 1
 
 exit $fail
