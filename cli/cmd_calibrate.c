@@ -1638,15 +1638,12 @@ gs_status gs_cmd_calibrate(int argc, char **argv, gs_error *err)
     fflush(stdout);
     json_decref(doc);
     gs_calib_procs_free(cp);
-    /* every process's outcome agreed, rank 0 prints the error before any process leaves MPI */
+    /* every process's outcome agreed, rank 0 prints the error before any process leaves MPI
+     * (as exec's launch_end) */
     int launched = mx.launched;
     rc = gs_mpi_exec_agree(&mx, rc, "the calibration", err);
-    if (launched && rc != GS_OK) {
-        fprintf(stderr, "gridstep calibrate: %s\n", err->msg[0] ? err->msg : gs_status_name(rc));
-        fflush(stderr);
-    }
-    gs_mpi_exec_end(&mx);
-    if ((launched || prank != 0) && rc != GS_OK && !freopen("/dev/null", "w", stderr))
+    rc = gs_mpi_exec_end(&mx, "calibrate", rc, err);
+    if (!launched && prank != 0 && rc != GS_OK && !freopen("/dev/null", "w", stderr))
         rc = GS_ERR_IO;
     return rc;
 }
