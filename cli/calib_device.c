@@ -118,23 +118,30 @@ static gs_status timed(const dev_timer *t, dev_call fn, void *arg, size_t calls,
         return rc;
     if (t->ops->aborted(t->d, err))
         return GS_ERR_RUNTIME;
-    *secs = t->ops->event_time_s(t->d, t->e1) - t->ops->event_time_s(t->d, t->e0);
+    *secs = gs_cal_elapsed(t->ops, t->d, t->e0, t->e1);
     return GS_OK;
 }
 
-/* Median seconds per call of fn: one call to size the batch (about target_s of work, 1 .. 1000
- * calls), a warm-up batch, then c->reps timed batches. */
+static size_t batch_calls(double target, double per_call)
+{
+    size_t calls = per_call > 0 ? (size_t)ceil(target / per_call) : 1000;
+    return calls < 1 ? 1 : calls > 1000 ? 1000 : calls;
+}
+
+/* Median seconds per call of fn: one cold call and a warm-up batch sized from it, then c->reps
+ * timed batches sized from the warm-up (the first call carries one-time costs: library setup,
+ * lazy kernel loading), each about target seconds of work (1 .. 1000 calls). */
 static gs_status time_calls(const gs_calib_dev *c, const dev_timer *t, dev_call fn, void *arg, double *per_call,
                             gs_error *err)
 {
     double one = 0, v[DEV_MAX_REPS];
     gs_status rc = timed(t, fn, arg, 1, &one, err);
     double target = c->o.small ? 1e-3 : c->o.quick ? 2e-3 : 10e-3;
-    size_t calls = one > 0 ? (size_t)ceil(target / one) : 1000;
-    calls = calls < 1 ? 1 : calls > 1000 ? 1000 : calls;
-    double warm;
+    size_t calls = batch_calls(target, one);
+    double warm = 0;
     if (rc == GS_OK)
         rc = timed(t, fn, arg, calls, &warm, err);
+    calls = batch_calls(target, warm / (double)calls);
     for (int r = 0; r < c->reps && rc == GS_OK; r++) {
         rc = timed(t, fn, arg, calls, &v[r], err);
         v[r] /= (double)calls;
@@ -300,6 +307,31 @@ static gs_status measure_gemms(gs_calib_dev *c, const dev_timer *t, gs_error *er
     return rc;
 }
 
+/* Operand sets a kernel is timed over in turn, so that its bytes come from device memory, not
+ * from the L2 the previous call left them in (50 MB on an H100 or H200): the sets together
+ * exceed DEV_ROTATE_BYTES, at most DEV_ROTATE_MAX of them (the test sizes: 1 MiB, so that the
+ * rotation runs there too). */
+#define DEV_ROTATE_BYTES ((size_t)256 << 20)
+#define DEV_ROTATE_MAX 64
+
+static size_t dev_sets(const gs_calib_dev *c, double bytes_per_set)
+{
+    double target = c->o.small ? (double)(1u << 20) : (double)DEV_ROTATE_BYTES;
+    double n = bytes_per_set > 0 ? ceil(target / bytes_per_set) : 1;
+    return n < 1 ? 1 : n > DEV_ROTATE_MAX ? DEV_ROTATE_MAX : (size_t)n;
+}
+
+typedef struct ew_rot {
+    gs_cal_ew *e;
+    size_t n, next;
+} ew_rot;
+
+static void ew_rot_call(void *arg, gs_drv_stream *s)
+{
+    ew_rot *r = arg;
+    gs_cal_ew_call(&r->e[r->next++ % r->n], s);
+}
+
 static gs_status measure_kernels(gs_calib_dev *c, const dev_timer *t, gs_error *err)
 {
     gs_status rc = GS_OK;
@@ -308,30 +340,39 @@ static gs_status measure_kernels(gs_calib_dev *c, const dev_timer *t, gs_error *
             size_t n = c->ew_elems[i], h = kind == GS_CAL_EW_XENT || kind == GS_CAL_EW_XENT_BWD ? c->vocab_row : 256;
             if (n < h)
                 n = h;
-            progress(c, "calibrate: %s, %zu elements", gs_cal_ew_names[kind], n);
-            size_t rows = n / h;
+            size_t rows = n / h, sets = dev_sets(c, 4.0 * (7.0 * (double)n + (double)rows + 1.0));
+            progress(c, "calibrate: %s, %zu elements (%zu operand set%s)", gs_cal_ew_names[kind], n, sets,
+                     sets == 1 ? "" : "s");
             int32_t *tok = malloc((rows + 1) * sizeof *tok);
-            float *b[6] = {0};
-            if (!tok)
+            float **b = calloc(6 * sets, sizeof *b);
+            gs_cal_ew *e = calloc(sets, sizeof *e);
+            if (!tok || !b || !e) {
+                free(tok), free(b), free(e);
                 return gs_error_set(err, GS_ERR_NOMEM, "calibrate: out of memory");
+            }
             int emb = kind == GS_CAL_EW_EMBED || kind == GS_CAL_EW_EMBED_BWD;
             for (size_t r = 0; r <= rows; r++)
                 tok[r] = (int32_t)((r * 7919u) % (emb ? 2 * rows : h));
-            if ((rc = dev_buffer(t, 2 * n, 0.01f, NULL, 0, &b[0], gs_cal_ew_names[kind], err)) == GS_OK &&
-                (rc = dev_buffer(t, n, 0.001f, NULL, 0, &b[1], gs_cal_ew_names[kind], err)) == GS_OK &&
-                (rc = dev_buffer(t, n, 1.0f, NULL, 0, &b[2], gs_cal_ew_names[kind], err)) == GS_OK &&
-                (rc = dev_buffer(t, n, 0.0f, NULL, 0, &b[3], gs_cal_ew_names[kind], err)) == GS_OK &&
-                (rc = dev_buffer(t, 2 * n, 0.0f, NULL, 0, &b[4], gs_cal_ew_names[kind], err)) == GS_OK &&
-                (rc = dev_buffer(t, rows + 1, 0, tok, (rows + 1) * sizeof *tok, &b[5], gs_cal_ew_names[kind], err)) ==
-                    GS_OK) {
-                gs_cal_ew e = {c->ops, t->d, kind, b[0], b[1], b[2], b[3], b[4], b[5], n, h, 0};
-                rc = time_calls(c, t, gs_cal_ew_call, &e, &c->ew_s[kind][i], err);
+            const char *nm = gs_cal_ew_names[kind];
+            for (size_t k = 0; k < sets && rc == GS_OK; k++) {
+                float **x = b + 6 * k;
+                if ((rc = dev_buffer(t, 2 * n, 0.01f, NULL, 0, &x[0], nm, err)) == GS_OK &&
+                    (rc = dev_buffer(t, n, 0.001f, NULL, 0, &x[1], nm, err)) == GS_OK &&
+                    (rc = dev_buffer(t, n, 1.0f, NULL, 0, &x[2], nm, err)) == GS_OK &&
+                    (rc = dev_buffer(t, n, 0.0f, NULL, 0, &x[3], nm, err)) == GS_OK &&
+                    (rc = dev_buffer(t, 2 * n, 0.0f, NULL, 0, &x[4], nm, err)) == GS_OK &&
+                    (rc = dev_buffer(t, rows + 1, 0, tok, (rows + 1) * sizeof *tok, &x[5], nm, err)) == GS_OK)
+                    e[k] = (gs_cal_ew){c->ops, t->d, kind, x[0], x[1], x[2], x[3], x[4], x[5], n, h, 0};
             }
-            c->ew_n[kind][i] = n;
-            dev_free(t, b, 6);
-            free(tok);
+            if (rc == GS_OK) {
+                ew_rot rot = {e, sets, 0};
+                rc = time_calls(c, t, ew_rot_call, &rot, &c->ew_s[kind][i], err);
+            }
+            c->ew_n[kind][i] = rows * h; /* what the kernel runs on: whole rows */
+            dev_free(t, b, 6 * sets);
+            free(b), free(e), free(tok);
             if (rc != GS_OK)
-                gs_error_prefix(err, "%s", gs_cal_ew_names[kind]);
+                gs_error_prefix(err, "%s", nm);
         }
     return rc;
 }
@@ -339,15 +380,15 @@ static gs_status measure_kernels(gs_calib_dev *c, const dev_timer *t, gs_error *
 typedef struct copy_args {
     const gs_driver_ops *ops;
     gs_drv *d;
-    float *dst;
-    const float *src;
-    size_t n;
+    float **buf; /* sets pairs: source, destination */
+    size_t n, sets, next;
 } copy_args;
 
 static void copy_call(void *arg, gs_drv_stream *s)
 {
     copy_args *a = arg;
-    a->ops->copy(a->d, s, a->dst, a->src, a->n * sizeof(float));
+    size_t k = a->next++ % a->sets;
+    a->ops->copy(a->d, s, a->buf[2 * k + 1], a->buf[2 * k], a->n * sizeof(float));
 }
 
 typedef struct tiny_args {
@@ -366,14 +407,20 @@ static gs_status measure_copy_launch(gs_calib_dev *c, const dev_timer *t, gs_err
 {
     gs_status rc = GS_OK;
     for (size_t i = 0; i < c->new_ && rc == GS_OK; i++) {
-        progress(c, "calibrate: copy, %" PRIu64 " floats", c->ew_elems[i]);
-        float *b[2] = {0};
-        if ((rc = dev_buffer(t, c->ew_elems[i], 0.5f, NULL, 0, &b[0], "copy", err)) == GS_OK &&
-            (rc = dev_buffer(t, c->ew_elems[i], 0.0f, NULL, 0, &b[1], "copy", err)) == GS_OK) {
-            copy_args a = {c->ops, t->d, b[1], b[0], c->ew_elems[i]};
+        size_t n = c->ew_elems[i], sets = dev_sets(c, 8.0 * (double)n);
+        progress(c, "calibrate: copy, %zu floats (%zu operand set%s)", n, sets, sets == 1 ? "" : "s");
+        float **b = calloc(2 * sets, sizeof *b);
+        if (!b)
+            return gs_error_set(err, GS_ERR_NOMEM, "calibrate: out of memory");
+        for (size_t k = 0; k < sets && rc == GS_OK; k++)
+            if ((rc = dev_buffer(t, n, 0.5f, NULL, 0, &b[2 * k], "copy", err)) == GS_OK)
+                rc = dev_buffer(t, n, 0.0f, NULL, 0, &b[2 * k + 1], "copy", err);
+        if (rc == GS_OK) {
+            copy_args a = {c->ops, t->d, b, n, sets, 0};
             rc = time_calls(c, t, copy_call, &a, &c->copy_s[i], err);
         }
-        dev_free(t, b, 2);
+        dev_free(t, b, 2 * sets);
+        free(b);
     }
     float *p = NULL;
     if (rc == GS_OK && (rc = dev_buffer(t, 1, 0.0f, NULL, 0, &p, "launch", err)) == GS_OK) {
@@ -436,7 +483,7 @@ typedef struct solo_job {
 static gs_status measure_solo(gs_calib_dev *c, gs_error *err)
 {
     gs_mesh mesh;
-    gs_driver_opts o = {.timeout_s = c->o.timeout_s, .group_of = gs_group_of};
+    gs_driver_opts o = {.timeout_s = c->o.timeout_s, .group_of = gs_group_of, .process_local = 1};
     dev_timer t = {c->ops, NULL, NULL, NULL, NULL};
     gs_status rc = gs_mesh_init(&mesh, 1, 1, 1, NULL, 1, err);
     if (rc == GS_OK)
@@ -540,13 +587,18 @@ static void *coll_main(void *arg)
             rc = ops->launch(j->d, s, coll_fn, j, err);
             if (rc == GS_OK)
                 rc = ops->stream_sync(j->d, s, err);
-            j->iters = timed_iters;
             for (int r = 0; r < c->reps && rc == GS_OK; r++) {
                 double secs = 0;
-                /* the batch is coll_fn itself (a collective returns its status) */
+                /* one untimed call first: every member leaves it together, so e0 does not count
+                 * the wait for the last member to arrive; then the batch (coll_fn itself: a
+                 * collective returns its status) */
+                j->iters = 1;
+                if ((rc = ops->launch(j->d, s, coll_fn, j, err)) != GS_OK)
+                    break;
+                j->iters = timed_iters;
                 if ((rc = ops->event_record(j->d, s, e0, err)) == GS_OK && (rc = ops->launch(j->d, s, coll_fn, j, err)) == GS_OK &&
                     (rc = ops->event_record(j->d, s, e1, err)) == GS_OK && (rc = ops->stream_sync(j->d, s, err)) == GS_OK)
-                    secs = ops->event_time_s(j->d, e1) - ops->event_time_s(j->d, e0);
+                    secs = gs_cal_elapsed(ops, j->d, e0, e1);
                 j->per_call[op][si][r] = secs / (double)timed_iters * (op == GS_CAL_C_P2P ? 0.5 : 1.0);
             }
         }
@@ -580,17 +632,23 @@ static gs_status measure_colls(gs_calib_dev *c, gs_error *err)
         }
         gs_mesh mesh;
         gs_drv *d = NULL;
-        gs_driver_opts o = {.timeout_s = c->o.timeout_s, .group_of = gs_group_of};
+        gs_driver_opts o = {.timeout_s = c->o.timeout_s, .group_of = gs_group_of, .process_local = 1};
         gs_error oe;
         gs_error_init(&oe);
         gs_status rc = gs_mesh_init(&mesh, 1, n, 1, NULL, n, err);
         if (rc != GS_OK)
             return rc;
         progress(c, "calibrate: opening %" PRIu64 " ranks", n);
-        if (c->ops->open(&mesh, &o, &d, &oe) != GS_OK) {
+        gs_status orc = c->ops->open(&mesh, &o, &d, &oe);
+        if (orc == GS_ERR_INPUT) {
             /* not an error: this machine has fewer devices (the driver says why) */
             snprintf(c->coll_note, sizeof c->coll_note, "%" PRIu64 " ranks: %.400s", n, oe.msg);
             break;
+        }
+        if (orc != GS_OK) {
+            *err = oe;
+            gs_error_prefix(err, "calibrate: opening %" PRIu64 " ranks", n);
+            return orc;
         }
         coll_job *jobs = calloc(n, sizeof *jobs);
         pthread_t *th = calloc(n, sizeof *th);
@@ -677,17 +735,18 @@ gs_status gs_calib_dev_run(const gs_driver_ops *ops, const char *scenario, const
     if (rc == GS_OK) {
         double meas[DEV_MAX_SHAPES], model[DEV_MAX_SHAPES], r[DEV_MAX_SHAPES];
         size_t n = 0;
-        for (size_t i = 0; i < c->ngemm; i++) {
-            if (c->gemm[i].fitted)
+        for (size_t i = 0; i < c->ngemm; i++)
+            if (c->gemm[i].fitted) {
+                r[n] = c->gemm[i].bwd_secs / (2.0 * c->gemm[i].secs);
                 meas[n] = c->gemm[i].rate, model[n++] = c->gemm[i].model_rate;
-            r[i] = c->gemm[i].bwd_secs / (2.0 * c->gemm[i].secs);
-        }
+            }
         if (n == 0)
             rc = gs_error_set(err, GS_ERR_RUNTIME, "calibrate: every GEMM shape is memory-bound by the model of %s: "
                               "nothing to fit the GEMM efficiency to", c->gpu);
         else
             rc = gs_fit_scale_median(meas, model, n, &c->gemm_fit, err);
-        c->bwd_factor = gs_calib_median(r, c->ngemm);
+        if (n)
+            c->bwd_factor = gs_calib_median(r, n); /* over the shapes fitted, as the scale */
     }
     for (int k = 0; k < GS_CAL_EW_COUNT && rc == GS_OK; k++) {
         double x[DEV_MAX_EW];

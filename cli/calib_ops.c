@@ -271,3 +271,10 @@ json_t *gs_cal_attn_json(uint64_t seq, uint64_t heads, uint64_t kv_heads, uint64
     json_object_set_new(at, "bwd_s", json_real(bwd_s));
     return at;
 }
+
+double gs_cal_elapsed(const gs_driver_ops *ops, gs_drv *d, const gs_drv_event *a, const gs_drv_event *b)
+{
+    if (ops->event_elapsed_s)
+        return ops->event_elapsed_s(d, a, b);
+    return ops->event_time_s(d, b) - ops->event_time_s(d, a);
+}

@@ -83,6 +83,10 @@ void gs_cal_ew_call(void *arg, gs_drv_stream *s);
 void gs_cal_attn_call(void *arg, gs_drv_stream *s);
 void gs_cal_rope_call(void *arg, gs_drv_stream *s);
 
+/* Seconds from completed event a to b: the driver's event_elapsed_s when it has one, else the
+ * difference of their event_time_s. */
+double gs_cal_elapsed(const gs_driver_ops *ops, gs_drv *d, const gs_drv_event *a, const gs_drv_event *b);
+
 /* ---- what every calibration path writes and prints the same way ---- */
 
 /* {"ranks": N (omitted when 0), "alpha_s", "beta_bytes_per_s"} and, with stats, "r2_log",

@@ -185,13 +185,18 @@ gs_status gs_calib_procs_run(const gs_driver_ops *ops, const gs_exec_boot *boot,
                 call.iters = 5; /* warm-up */
                 if ((rc = ops->launch(d, s, procs_fn, &call, err)) == GS_OK)
                     rc = ops->stream_sync(d, s, err);
-                call.iters = timed_iters;
                 for (int r = 0; r < c->reps && rc == GS_OK; r++) {
+                    /* one untimed call first, so that e0 follows the members' meeting (as in
+                     * cli/calib_device.c), then the batch */
+                    call.iters = 1;
+                    if ((rc = ops->launch(d, s, procs_fn, &call, err)) != GS_OK)
+                        break;
+                    call.iters = timed_iters;
                     if ((rc = ops->event_record(d, s, e0, err)) == GS_OK &&
                         (rc = ops->launch(d, s, procs_fn, &call, err)) == GS_OK &&
                         (rc = ops->event_record(d, s, e1, err)) == GS_OK && (rc = ops->stream_sync(d, s, err)) == GS_OK)
-                        local[AT(cl, op, si, r)] = (ops->event_time_s(d, e1) - ops->event_time_s(d, e0)) /
-                                                   (double)timed_iters * (op == GS_CAL_C_P2P ? 0.5 : 1.0);
+                        local[AT(cl, op, si, r)] = gs_cal_elapsed(ops, d, e0, e1) / (double)timed_iters *
+                                                   (op == GS_CAL_C_P2P ? 0.5 : 1.0);
                 }
             }
         }

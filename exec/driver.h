@@ -48,6 +48,9 @@ typedef struct gs_driver_opts {
      * process runs rank boot->proc only, and talks to the others through boot. Borrowed for the
      * driver's life. */
     const gs_exec_boot *boot;
+    /* 1: this process runs every rank of the mesh itself even when a launcher started it among
+     * others (calibrate's measurements inside one process of an MPI job; boot then unused). */
+    int process_local;
 } gs_driver_opts;
 
 /* A process group as the schedule names it: kind and index (gs_group_of), its members in
@@ -167,6 +170,10 @@ typedef struct gs_driver_ops {
     /* 1: buffers live in device memory and open() checks opts->rank_peak_bytes against it (the
      * session then skips its host MemAvailable check). */
     int device_memory;
+    /* Seconds from completed event a to completed event b of one rank, at the clock's own
+     * resolution (cudaEventElapsedTime between the two: event_time_s differences carry the
+     * rounding of a time since the clock's base). NULL: the difference of event_time_s. */
+    double (*event_elapsed_s)(gs_drv *d, const gs_drv_event *a, const gs_drv_event *b);
 } gs_driver_ops;
 
 extern const gs_driver_ops gs_driver_host;

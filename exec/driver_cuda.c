@@ -402,10 +402,13 @@ static void cuda_close(gs_drv *d)
     free(d);
 }
 
-/* The number of processes a launcher started (1 when none). */
+/* The number of processes a launcher started (1 when none): the variables cli/mpi_exec.c reads
+ * (srun's SLURM_STEP_NUM_TASKS, set inside a job step only: SLURM_NTASKS is set in a batch
+ * script's own shell too, where one gridstep is one process with every GPU of the node). */
 static long launcher_size(const char **var)
 {
-    static const char *const vars[] = {"OMPI_COMM_WORLD_SIZE", "PMI_SIZE", "PMIX_SIZE", "SLURM_NTASKS"};
+    static const char *const vars[] = {"OMPI_COMM_WORLD_SIZE", "PMI_SIZE", "MV2_COMM_WORLD_SIZE", "PMIX_SIZE",
+                                       "SLURM_STEP_NUM_TASKS"};
     for (size_t i = 0; i < sizeof vars / sizeof vars[0]; i++) {
         const char *v = getenv(vars[i]);
         if (v && atol(v) > 1) {
@@ -595,7 +598,7 @@ static gs_status cuda_open(const gs_mesh *mesh, const gs_driver_opts *opts, gs_d
     const gs_exec_boot *boot = opts && gs_boot_active(opts->boot) ? opts->boot : NULL;
     const char *var = NULL;
     long procs = launcher_size(&var);
-    if (procs > 1 && !boot)
+    if (procs > 1 && !boot && !(opts && opts->process_local))
         return gs_error_set(err, GS_ERR_UNSUPPORTED,
                             "cuda driver: started as one of %ld processes (%s=%ld) without the process bootstrap: "
                             "run `gridstep exec --driver cuda` under mpirun/srun with a gridstep built with MPI "
@@ -1019,6 +1022,16 @@ static gs_status cuda_stream_sync(gs_drv *d, gs_drv_stream *s, gs_error *err)
         pthread_mutex_unlock(&r->mu);
     }
     return rc;
+}
+
+static double cuda_event_elapsed_s(gs_drv *d, const gs_drv_event *a, const gs_drv_event *b)
+{
+    (void)d;
+    float ms = 0;
+    if (!a->ev || !b->ev || a->dev != b->dev || cudaSetDevice(a->dev) != cudaSuccess ||
+        cudaEventElapsedTime(&ms, a->ev, b->ev) != cudaSuccess)
+        return -1;
+    return (double)ms * 1e-3;
 }
 
 static double cuda_event_time_s(gs_drv *d, const gs_drv_event *e)
@@ -1640,6 +1653,7 @@ static const gs_driver_ops gs_driver_cuda = {
     .event_begin = cuda_event_begin,
     .event_end = cuda_event_end,
     .device_memory = 1,
+    .event_elapsed_s = cuda_event_elapsed_s,
 };
 
 /* The module's one exported symbol. */

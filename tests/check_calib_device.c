@@ -99,11 +99,21 @@ END_TEST
 
 static gs_driver_ops two_devices;
 
+/* GS_ERR_INPUT as the cuda driver's "this machine shows N GPUs"; any other failure is an error */
 static gs_status open_two(const gs_mesh *mesh, const gs_driver_opts *opts, gs_drv **out, gs_error *err)
 {
     if (mesh->world > 2)
-        return gs_error_set(err, GS_ERR_UNSUPPORTED, "the scenario needs %llu GPUs, this machine has 2",
+        return gs_error_set(err, GS_ERR_INPUT, "the scenario needs %llu GPUs, this machine has 2",
                             (unsigned long long)mesh->world);
+    return gs_driver_host.open(mesh, opts, out, err);
+}
+
+static gs_driver_ops broken_four;
+
+static gs_status open_broken(const gs_mesh *mesh, const gs_driver_opts *opts, gs_drv **out, gs_error *err)
+{
+    if (mesh->world == 4)
+        return gs_error_set(err, GS_ERR_RUNTIME, "ncclCommInitRank: unhandled system error");
     return gs_driver_host.open(mesh, opts, out, err);
 }
 
@@ -121,6 +131,18 @@ START_TEST(test_fewer_devices)
     ck_assert_msg(strstr(note, "4 ranks") && strstr(note, "this machine has 2"), "note: %s", note);
     json_decref(doc);
     gs_calib_dev_free(c);
+
+    /* a driver that fails otherwise opening 4 ranks (a runtime error, not a count): the
+     * calibration fails naming it, no file with the lines left out */
+    broken_four = gs_driver_host;
+    broken_four.open = open_broken;
+    gs_calib_dev_opts o = {.small = 1, .max_ranks = 8, .timeout_s = 60};
+    gs_error err;
+    gs_error_init(&err);
+    c = NULL;
+    ck_assert_int_eq(gs_calib_dev_run(&broken_four, SCENARIO, &o, &c, &err), GS_ERR_RUNTIME);
+    ck_assert_ptr_null(c);
+    ck_assert_msg(strstr(err.msg, "opening 4 ranks") && strstr(err.msg, "ncclCommInitRank"), "%s", err.msg);
 }
 END_TEST
 

@@ -36,6 +36,15 @@ rc=$?
 if [ $rc -ne 1 ] || ! grep -Eq "cudaGetDeviceCount|cannot load" "$err"; then
     echo "FAIL: calibrate --driver cuda: exit $rc (want 1 and the no-device message):"; cat "$err"; exit 1
 fi
+# inside a batch allocation (SLURM_NTASKS set, no job step: one process with the node's GPUs)
+# neither exec nor calibrate is refused as one of several processes: they reach the device check
+for cmd in "exec --driver cuda" "calibrate --driver cuda --quick --out /dev/null"; do
+    SLURM_NTASKS=8 "$GRIDSTEP" $cmd "$top_srcdir/tests/calib/a-dp2.yaml" >/dev/null 2>"$err"
+    rc=$?
+    if [ $rc -ne 1 ] || grep -q "without the process bootstrap" "$err" || ! grep -Eq "cudaGetDeviceCount|cannot load" "$err"; then
+        echo "FAIL: SLURM_NTASKS=8 gridstep $cmd: exit $rc (want 1 at the device check):"; cat "$err"; exit 1
+    fi
+done
 "$GRIDSTEP" calibrate --driver cuda --out /dev/null >/dev/null 2>"$err"
 rc=$?
 if ! grep -q "cannot load" "$err" && { [ $rc -ne 2 ] || ! grep -q "needs SCENARIO.yaml" "$err"; }; then
