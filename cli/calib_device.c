@@ -923,6 +923,10 @@ void gs_calib_dev_print(const gs_calib_dev *c, FILE *f)
     gemm_peak(c, &peak, &eff);
     fprintf(f, "calibration through the %s driver (events on its streams), against %s at %s; medians of %d repeats\n",
             c->ops->name, c->gpu, c->precision, c->reps);
+    if (strcmp(c->precision, "fp32") != 0)
+        fprintf(f, "note: the scenario trains in %s; the driver's kernels and GEMMs run on fp32 buffers (TF32 with "
+                   "GRIDSTEP_CUDA_GEMM=tf32), so this file describes what exec runs, not a %s training\n",
+                c->precision, c->precision);
     fprintf(f, "\nGEMM (the driver's linear): measured against the tile model at efficiency 1 (%.1f TFLOP/s peak)\n",
             c->cm.peak_flops * 1e-12);
     gs_cli_table t;

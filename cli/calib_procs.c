@@ -19,7 +19,9 @@ enum { CL_INTRA, CL_INTER, CL_COUNT };
 static const char *const class_names[CL_COUNT] = {"intra", "inter"};
 
 struct gs_calib_procs {
-    int procs, hosts, per_host, regular;
+    int procs, hosts, per_host;
+    int regular; /* 1: per_host processes on every host, in blocks (process p on host p / per_host);
+                    2: the same count round robin (process p on host p % hosts); 0: neither */
     uint64_t nranks[CL_COUNT];    /* group size measured per class (0: not measured) */
     gs_group_kind kind[CL_COUNT]; /* the mesh group that realizes it */
     int peer[CL_COUNT];           /* process 0's ping-pong partner (-1: none) */
@@ -72,7 +74,7 @@ static gs_status procs_fn(void *arg, gs_drv_stream *s, gs_error *err)
 }
 
 /* The layout: distinct hosts in order of first appearance; regular when every host holds the
- * same number of processes, in blocks (process p on host p / per_host). */
+ * same number of processes, in blocks (mpirun's by-slot placement) or round robin (by node). */
 static void layout(gs_calib_procs *c, const char *const *hosts)
 {
     int P = c->procs;
@@ -87,10 +89,16 @@ static void layout(gs_calib_procs *c, const char *const *hosts)
     }
     c->hosts = nh;
     c->per_host = nh ? count[0] : 1;
-    c->regular = h && count && nh > 0 && P % nh == 0;
-    for (int p = 0; p < P && c->regular; p++)
-        if (count[h[p]] != P / nh || h[p] != p / (P / nh))
-            c->regular = 0;
+    int blocks = h && count && nh > 0 && P % nh == 0, rr = blocks;
+    for (int p = 0; p < P && (blocks || rr); p++) {
+        if (count[h[p]] != P / nh)
+            blocks = rr = 0;
+        if (h[p] != p / (P / nh))
+            blocks = 0;
+        if (h[p] != p % nh)
+            rr = 0;
+    }
+    c->regular = blocks ? 1 : rr ? 2 : 0;
     c->peer[CL_INTRA] = P > 1 && h && h[1] == h[0] ? 1 : -1;
     c->peer[CL_INTER] = -1;
     for (int p = 1; p < P && h && c->peer[CL_INTER] < 0; p++)
@@ -128,7 +136,10 @@ gs_status gs_calib_procs_run(const gs_driver_ops *ops, const gs_exec_boot *boot,
     uint64_t P = (uint64_t)c->procs, L = (uint64_t)c->per_host, H = (uint64_t)c->hosts;
     gs_status rc;
     if (c->regular && H >= 2 && L >= 2) {
-        rc = gs_mesh_init(&mesh, L, H, 1, NULL, L, err);
+        /* a host's processes are the TP groups: consecutive ranks in blocks (tp fastest), every
+         * H-th rank round robin (dp fastest) */
+        static const gs_dim dp_first[GS_DIM_COUNT] = {GS_DIM_DP, GS_DIM_TP, GS_DIM_PP};
+        rc = gs_mesh_init(&mesh, L, H, 1, c->regular == 2 ? dp_first : NULL, L, err);
         c->nranks[CL_INTRA] = L, c->kind[CL_INTRA] = GS_GROUP_TP;
         c->nranks[CL_INTER] = H, c->kind[CL_INTER] = GS_GROUP_DP;
     } else {
@@ -142,9 +153,9 @@ gs_status gs_calib_procs_run(const gs_driver_ops *ops, const gs_exec_boot *boot,
     gs_drv_event *e0 = NULL, *e1 = NULL;
     uint64_t me = (uint64_t)boot->proc, maxb = c->sizes[nsizes - 1];
     procs_call call = {ops, NULL, me, {0}, 0, -1, 0, 0, NULL, NULL};
-    uint64_t members[2][1024];
-    if (rc == GS_OK && P > 1024)
-        rc = gs_error_set(err, GS_ERR_INPUT, "calibrate: %" PRIu64 " processes, at most 1024", P);
+    uint64_t *members = calloc(2 * P, sizeof *members); /* a group of each class */
+    if (rc == GS_OK && !members)
+        rc = gs_error_set(err, GS_ERR_NOMEM, "out of memory");
     if (rc == GS_OK)
         rc = ops->open(&mesh, &o, &d, err);
     if (rc == GS_OK)
@@ -161,7 +172,7 @@ gs_status gs_calib_procs_run(const gs_driver_ops *ops, const gs_exec_boot *boot,
     }
     for (int cl = 0; cl < CL_COUNT && rc == GS_OK; cl++) {
         uint64_t gsize = 0, idx = c->nranks[cl] ? gs_group_of(&mesh, c->kind[cl], me, &gsize) : 0;
-        uint64_t *mem = members[cl];
+        uint64_t *mem = members + (size_t)cl * P;
         if (c->nranks[cl]) {
             gs_group_members_of(&mesh, c->kind[cl], me, mem);
             uint64_t pos = 0;
@@ -249,7 +260,7 @@ gs_status gs_calib_procs_run(const gs_driver_ops *ops, const gs_exec_boot *boot,
             else
                 c->ok[cl][op] = 1;
         }
-    free(local), free(all);
+    free(local), free(all), free(members);
     if (rc != GS_OK) {
         free(c);
         return rc;
@@ -288,6 +299,7 @@ json_t *gs_calib_procs_measurements(const gs_calib_procs *c)
     json_object_set_new(m, "processes", json_integer(c->procs));
     json_object_set_new(m, "hosts", json_integer(c->hosts));
     json_object_set_new(m, "per_host", json_integer(c->regular ? c->per_host : 0));
+    json_object_set_new(m, "placement", json_string(c->regular == 1 ? "blocks" : c->regular == 2 ? "round robin" : "other"));
     for (int cl = 0; cl < CL_COUNT; cl++) {
         json_t *o = json_object();
         for (int op = 0; op < GS_CAL_C_COUNT; op++) {
@@ -311,7 +323,10 @@ json_t *gs_calib_procs_measurements(const gs_calib_procs *c)
 void gs_calib_procs_print(const gs_calib_procs *c, FILE *f)
 {
     fprintf(f, "\nbetween processes: %d on %d host%s%s\n", c->procs, c->hosts, c->hosts == 1 ? "" : "s",
-            c->regular && c->hosts >= 2 && c->per_host >= 2 ? " (a host's processes: intra; one per host: inter)" : "");
+            c->regular && c->hosts >= 2 && c->per_host >= 2
+                ? (c->regular == 1 ? " in blocks (a host's processes: intra; one per host: inter)"
+                                   : " round robin (a host's processes: intra; one per host: inter)")
+                : "");
     for (int cl = 0; cl < CL_COUNT; cl++)
         for (int op = 0; op < GS_CAL_C_COUNT; op++) {
             if (!c->ok[cl][op])

@@ -2,8 +2,8 @@
  * the job, one rank per process (exec/boot.h), timed with the driver's stream events as
  * cli/calib_device.c times them (a batch of calls between two events; the slowest process per
  * repeat; the median of repeats), for the link classes the calibration file names:
- *   - with L processes on each of H >= 2 hosts in blocks (mpirun's default by-slot placement),
- *     the grid a cluster makes of them: tensor-parallel-like groups of the L processes of a host
+ *   - with L processes on each of H >= 2 hosts, in blocks (mpirun's default by-slot placement)
+ *     or round robin (--map-by node), the grid a cluster makes of them: tensor-parallel-like groups of the L processes of a host
  *     (links.intra at L ranks, every host's group at once) and data-parallel-like groups of one
  *     process per host, rank-aligned (links.inter at H ranks, the L groups at once, as they
  *     share the hosts' links in a step);

@@ -1549,16 +1549,101 @@ static void merge_links(json_t *doc, json_t *procs_links)
     }
 }
 
+/* 1 on every process when `mine` is 1 on every process (collective over the job's processes);
+ * a failed exchange is this process's error. */
+static int all_agree(const gs_exec_boot *b, int mine, gs_status *rc, gs_error *err)
+{
+    unsigned char me = mine ? 1 : 0, *all = calloc((size_t)b->procs, 1);
+    gs_error e2;
+    gs_error_init(&e2);
+    gs_status s2 = all ? b->allgather(b->ctx, &me, 1, all, &e2) : gs_error_set(&e2, GS_ERR_NOMEM, "out of memory");
+    int ok = s2 == GS_OK;
+    for (int p = 0; ok && p < b->procs; p++)
+        ok = all[p];
+    if (s2 != GS_OK && *rc == GS_OK)
+        *rc = s2, *err = e2;
+    free(all);
+    return ok;
+}
+
 /* Under a launcher: process 0 measures its machine alone first (the others wait for its word,
- * polling quietly), then every process takes part in the collectives between processes
- * (cli/calib_procs.c); process 0 merges them into the file. */
+ * polling quietly); then, when every process is ready (its own options read, the same driver
+ * and sizes), every process takes part in the collectives between processes
+ * (cli/calib_procs.c); process 0 merges them into the document. Every process returns its own
+ * status (agreed by the caller, which reports the failed process's error), and *all_ok 1 only
+ * when every process succeeded (the file is written only then). */
+static gs_status calibrate_launched(gs_mpi_exec *mx, int prank, const calib_args *a, gs_status rc, json_t **doc,
+                                    int *all_ok, gs_error *err)
+{
+    const gs_exec_boot *b = &mx->boot;
+    *all_ok = 0;
+    unsigned char go = 0;
+    if (prank == 0) {
+        if (rc == GS_OK)
+            rc = calibrate_here(a, doc, err);
+        go = rc == GS_OK;
+        for (int p = 1; p < b->procs; p++) {
+            gs_error e2;
+            gs_error_init(&e2);
+            gs_status s2 = b->send(b->ctx, p, &go, 1, &e2);
+            if (s2 != GS_OK && rc == GS_OK)
+                rc = s2, *err = e2;
+        }
+    } else {
+        gs_boot_wait w = {.timeout_s = 4 * 3600.0};
+        gs_error e2;
+        gs_error_init(&e2);
+        gs_boot_outcome oc = b->recv(b->ctx, 0, &go, 1, &w, &e2);
+        if (oc != GS_BOOT_DONE) {
+            go = 0;
+            if (rc == GS_OK)
+                rc = oc == GS_BOOT_FAILED ? (*err = e2, GS_ERR_RUNTIME)
+                                          : gs_error_set(err, GS_ERR_RUNTIME, "rank %d: process 0 did not finish its "
+                                                         "part of the calibration", prank);
+        }
+    }
+    /* every process or none: a process whose options failed has no driver, and one that failed
+     * otherwise could pick other sizes (the collectives would not match) */
+    if (!all_agree(b, go && rc == GS_OK, &rc, err))
+        return rc;
+    int procs = b->procs, lr, lp;
+    const char **hosts = calloc((size_t)procs, sizeof *hosts);
+    if (!hosts)
+        return gs_error_set(err, GS_ERR_NOMEM, "out of memory");
+    for (int p = 0; p < procs; p++)
+        hosts[p] = gs_mpi_exec_host(mx, p, &lr, &lp);
+    /* nccl-tests' 1 KiB .. 1 GiB on a device (x16 quick), the host scenarios' 1 KiB .. 16 MiB
+     * (1 MiB quick) on the host driver, x4 */
+    uint64_t sizes[24];
+    size_t ns = 0;
+    uint64_t top = a->ops->device_memory ? (1u << 30) : a->quick ? (1u << 20) : (16u << 20);
+    for (uint64_t sz = 1024; sz <= top && ns < 24; sz *= a->ops->device_memory && a->quick ? 16 : 4)
+        sizes[ns++] = sz;
+    gs_calib_procs *cp = NULL;
+    rc = gs_calib_procs_run(a->ops, b, hosts, sizes, ns, a->quick, prank == 0 && isatty(STDERR_FILENO), &cp, err);
+    free(hosts);
+    if (rc == GS_OK && prank == 0) {
+        json_t *links = gs_calib_procs_links(cp);
+        merge_links(*doc, links);
+        json_decref(links);
+        json_t *meas = json_object_get(*doc, "measurements");
+        if (meas)
+            json_object_set_new(meas, "between_processes", gs_calib_procs_measurements(cp));
+        gs_calib_procs_print(cp, stdout);
+    }
+    gs_calib_procs_free(cp);
+    /* the file is written only when every process measured (a process that sees another one
+     * fail keeps its own status: the agreement afterwards gives every one the failed one's) */
+    *all_ok = all_agree(b, rc == GS_OK, &rc, err);
+    return rc;
+}
+
 gs_status gs_cmd_calibrate(int argc, char **argv, gs_error *err)
 {
     calib_args a;
     gs_mpi_exec mx;
     int prank = 0;
     json_t *doc = NULL;
-    gs_calib_procs *cp = NULL;
     gs_status rc = gs_mpi_exec_begin(&mx, &prank, err);
     if (prank != 0 && !freopen("/dev/null", "w", stdout))
         rc = gs_error_set(err, GS_ERR_IO, "rank %d: cannot quiet standard output", prank);
@@ -1566,68 +1651,12 @@ gs_status gs_cmd_calibrate(int argc, char **argv, gs_error *err)
         rc = parse(argc, argv, &a, err);
     if (rc == GS_OK && mx.launched && strcmp(a.ops->name, "host") == 0 && !mx.threads_ok)
         rc = gs_mpi_exec_threads_error(&mx, err);
-    if (!mx.launched) {
-        if (rc == GS_OK)
-            rc = calibrate_here(&a, &doc, err);
-    } else {
-        const gs_exec_boot *b = &mx.boot;
-        unsigned char go = 0;
-        if (prank == 0) {
-            if (rc == GS_OK)
-                rc = calibrate_here(&a, &doc, err);
-            go = rc == GS_OK;
-            for (int p = 1; p < b->procs; p++) {
-                gs_error e2;
-                gs_error_init(&e2);
-                gs_status s2 = b->send(b->ctx, p, &go, 1, &e2);
-                if (s2 != GS_OK && rc == GS_OK)
-                    rc = s2, *err = e2, go = 0;
-            }
-        } else {
-            gs_boot_wait w = {.timeout_s = 4 * 3600.0};
-            gs_error e2;
-            gs_error_init(&e2);
-            gs_boot_outcome oc = b->recv(b->ctx, 0, &go, 1, &w, &e2);
-            if (oc != GS_BOOT_DONE) {
-                go = 0;
-                if (rc == GS_OK)
-                    rc = oc == GS_BOOT_FAILED ? (*err = e2, GS_ERR_RUNTIME)
-                                              : gs_error_set(err, GS_ERR_RUNTIME, "rank %d: process 0 did not finish its "
-                                                             "part of the calibration", prank);
-            }
-        }
-        /* every process, or none (go is process 0's word; a process failing before it still
-         * takes part, and fails the agreement afterwards) */
-        if (go) {
-            const char *hosts[1024];
-            int procs = b->procs < 1024 ? b->procs : 1024, lr, lp;
-            for (int p = 0; p < procs; p++)
-                hosts[p] = gs_mpi_exec_host(&mx, p, &lr, &lp);
-            uint64_t sizes[24];
-            size_t ns = 0;
-            uint64_t top = rc == GS_OK && a.ops->device_memory ? (1u << 30) : a.quick ? (1u << 20) : (16u << 20);
-            for (uint64_t s = 1024; s <= top && ns < 24; s *= a.ops && a.ops->device_memory && a.quick ? 16 : 4)
-                sizes[ns++] = s;
-            gs_error e2;
-            gs_error_init(&e2);
-            gs_status s2 = rc == GS_OK || prank != 0
-                               ? gs_calib_procs_run(a.ops, b, hosts, sizes, ns, a.quick, prank == 0 && isatty(STDERR_FILENO),
-                                                    &cp, &e2)
-                               : GS_OK;
-            if (s2 != GS_OK && rc == GS_OK)
-                rc = s2, *err = e2;
-            if (rc == GS_OK && prank == 0 && cp) {
-                json_t *links = gs_calib_procs_links(cp);
-                merge_links(doc, links);
-                json_decref(links);
-                json_t *meas = json_object_get(doc, "measurements");
-                if (meas)
-                    json_object_set_new(meas, "between_processes", gs_calib_procs_measurements(cp));
-                gs_calib_procs_print(cp, stdout);
-            }
-        }
-    }
-    if (rc == GS_OK && prank == 0) {
+    int all_ok = 1;
+    if (mx.launched)
+        rc = calibrate_launched(&mx, prank, &a, rc, &doc, &all_ok, err);
+    else if (rc == GS_OK)
+        rc = calibrate_here(&a, &doc, err);
+    if (rc == GS_OK && all_ok && prank == 0) {
         if (json_dump_file(doc, a.out, JSON_INDENT(2) | JSON_PRESERVE_ORDER | JSON_REAL_PRECISION(9)) != 0)
             rc = gs_error_set(err, GS_ERR_IO, "%s: cannot write", a.out);
         else
@@ -1637,9 +1666,8 @@ gs_status gs_cmd_calibrate(int argc, char **argv, gs_error *err)
     }
     fflush(stdout);
     json_decref(doc);
-    gs_calib_procs_free(cp);
-    /* every process's outcome agreed, rank 0 prints the error before any process leaves MPI
-     * (as exec's launch_end) */
+    /* every process's outcome agreed (process 0's write included), rank 0 prints the error
+     * before any process leaves MPI (as exec's launch_end) */
     int launched = mx.launched;
     rc = gs_mpi_exec_agree(&mx, rc, "the calibration", err);
     rc = gs_mpi_exec_end(&mx, "calibrate", rc, err);

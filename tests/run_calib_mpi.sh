@@ -9,9 +9,11 @@
 #  - 4 processes on hosts a a b b (GRIDSTEP_HOST standing in for two machines): links.intra
 #    holds the 2 processes of a host, links.inter the 2 of one per host, for every op and
 #    send/recv; a scenario spread over 2 nodes then simulates differently from one calibrated
-#    without links.inter (the inter lines reach the sim);
-#  - a missing scenario: every process exits 2, the message once; an unwritable --out: every
-#    process exits 1 after the measurements, the message once.
+#    without links.inter (the inter lines reach the sim); hosts a b a b (round robin, mpirun's
+#    --map-by node) give both classes too;
+#  - a missing scenario: every process exits 2, the message once; a bad --driver on process 1
+#    alone: every process exits 2, rank 0 naming rank 1's error once, no file written; an
+#    unwritable --out: every process exits 1 after the measurements, the message once.
 # Without MPI built in, a launcher's environment of 2 processes is refused with exit 2 and the
 # way to build MPI in. Skips (77) when MPI is built in but mpirun is absent.
 set -u
@@ -98,20 +100,22 @@ check "np 2: the sim reads the file" test $? -eq 0
 
 # ---- 4 processes, hosts a a b b ----
 rm -f "$RANKDIR"/status.*
-run4() {
-    timeout 600 $MPIRUN -np 1 env GRIDSTEP_HOST=a "$tmp/rankwrap" "$GRIDSTEP" calibrate --quick "$@" : \
-        -np 1 env GRIDSTEP_HOST=a "$tmp/rankwrap" "$GRIDSTEP" calibrate --quick "$@" : \
-        -np 1 env GRIDSTEP_HOST=b "$tmp/rankwrap" "$GRIDSTEP" calibrate --quick "$@" : \
-        -np 1 env GRIDSTEP_HOST=b "$tmp/rankwrap" "$GRIDSTEP" calibrate --quick "$@"
+run4() { # HOST0 HOST1 HOST2 HOST3 calibrate-arguments...
+    h0=$1 h1=$2 h2=$3 h3=$4
+    shift 4
+    timeout 600 $MPIRUN -np 1 env GRIDSTEP_HOST=$h0 "$tmp/rankwrap" "$GRIDSTEP" calibrate --quick "$@" : \
+        -np 1 env GRIDSTEP_HOST=$h1 "$tmp/rankwrap" "$GRIDSTEP" calibrate --quick "$@" : \
+        -np 1 env GRIDSTEP_HOST=$h2 "$tmp/rankwrap" "$GRIDSTEP" calibrate --quick "$@" : \
+        -np 1 env GRIDSTEP_HOST=$h3 "$tmp/rankwrap" "$GRIDSTEP" calibrate --quick "$@"
 }
-run4 --out "$tmp/c4.json" "$scn" >"$tmp/out4" 2>"$tmp/err4"
+run4 a a b b --out "$tmp/c4.json" "$scn" >"$tmp/out4" 2>"$tmp/err4"
 check "np 4 (a a b b): every process exits 0" every_rank 0 4
 check "np 4: 4 on 2 hosts, printed once" test "$(grep -c '^between processes: 4 on 2 hosts' "$tmp/out4")" -eq 1
 python3 - "$tmp/c4.json" "$tmp/c4-intra.json" >"$tmp/py4" 2>&1 <<'PY'
 import json, sys
 d = json.load(open(sys.argv[1]))
 bp = d["measurements"]["between_processes"]
-assert bp["hosts"] == 2 and bp["per_host"] == 2, bp
+assert bp["hosts"] == 2 and bp["per_host"] == 2 and bp["placement"] == "blocks", bp
 for cls in ("intra", "inter"):
     for op in ("all_gather", "reduce_scatter", "all_reduce", "broadcast"):
         assert "2" in bp[cls][op], (cls, op)
@@ -126,6 +130,22 @@ print("ok")
 PY
 check "np 4: intra (a host's 2) and inter (one per host) lines for every op ($(tail -1 "$tmp/py4"))" \
     test "$(tail -1 "$tmp/py4")" = ok
+# round robin (mpirun --map-by node): hosts a b a b, a host's processes are ranks 0 and 2
+rm -f "$RANKDIR"/status.*
+run4 a b a b --out "$tmp/c4rr.json" "$scn" >"$tmp/out4rr" 2>"$tmp/err4rr"
+check "np 4 (a b a b): every process exits 0" every_rank 0 4
+python3 - "$tmp/c4rr.json" >"$tmp/pyrr" 2>&1 <<'PY'
+import json, sys
+d = json.load(open(sys.argv[1]))
+bp = d["measurements"]["between_processes"]
+assert bp["placement"] == "round robin" and bp["per_host"] == 2, bp
+for cls in ("intra", "inter"):
+    assert [l["ranks"] for l in d["links"][cls]["all_reduce"]][:1] == [2], (cls, d["links"][cls])
+    assert "send_recv" in d["links"][cls], cls
+print("ok")
+PY
+check "np 4 (a b a b): round robin still gives intra and inter lines ($(tail -1 "$tmp/pyrr"))" \
+    test "$(tail -1 "$tmp/pyrr")" = ok
 # a dp2 scenario on 2 nodes of 1 GPU: its DP group spans the nodes
 sed "s/nodes: 1, gpus_per_node: 2/nodes: 2, gpus_per_node: 1/" "$scn" >"$tmp/a-2nodes.yaml"
 grep -q "gpus_per_node: 1" "$tmp/a-2nodes.yaml" || { echo "FAIL: cannot make the 2-node scenario"; fail=1; }
@@ -142,6 +162,14 @@ timeout 300 $MPIRUN -np 2 "$tmp/rankwrap" "$GRIDSTEP" calibrate --quick --out "$
     >"$tmp/out" 2>"$tmp/err"
 check "missing scenario: every process exits 2" every_rank 2 2
 check "missing scenario: rank 0's message once" test "$(grep -c 'none.yaml' "$tmp/err")" -eq 1
+# a bad option on process 1 alone (it has no driver): every process exits 2 after process 0's
+# part, rank 0 names rank 1's error once, and no file is written
+rm -f "$RANKDIR"/status.* "$tmp/y.json"
+timeout 600 $MPIRUN -np 1 "$tmp/rankwrap" "$GRIDSTEP" calibrate --quick --out "$tmp/y.json" "$scn" : \
+    -np 1 "$tmp/rankwrap" "$GRIDSTEP" calibrate --quick --driver nosuch --out "$tmp/y.json" "$scn" >"$tmp/out" 2>"$tmp/err"
+check "a bad --driver on process 1 only: every process exits 2" every_rank 2 2
+check "... rank 0 names rank 1's error once" test "$(grep -c "rank 1 of 2: --driver: found 'nosuch'" "$tmp/err")" -eq 1
+check "... and no file" test ! -e "$tmp/y.json"
 rm -f "$RANKDIR"/status.*
 timeout 600 $MPIRUN -np 2 "$tmp/rankwrap" "$GRIDSTEP" calibrate --quick --out "$tmp/no/such/dir/x.json" "$scn" \
     >"$tmp/out" 2>"$tmp/err"
