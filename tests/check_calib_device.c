@@ -5,6 +5,7 @@
  * GPU (tests/gpu/device-check.sh); these check the path: event timing, fits, the file the sim
  * reads back, and a machine with fewer devices than the largest group. */
 #include <check.h>
+#include <stdio.h>
 #include <jansson.h>
 #include <math.h>
 #include <stdlib.h>
@@ -18,7 +19,17 @@
 #include "sim/compute.h"
 #include "sim/topology.h"
 
-#define SCENARIO "tests/calib/a-dp2.yaml"
+/* The scenario, under $top_srcdir when the harness sets it (a VPATH build such as distcheck's
+ * runs the tests outside the source tree). */
+static char scenario_path[1024];
+#define SCENARIO scenario_at()
+
+static const char *scenario_at(void)
+{
+    const char *top = getenv("top_srcdir");
+    snprintf(scenario_path, sizeof scenario_path, "%s%stests/calib/a-dp2.yaml", top ? top : "", top ? "/" : "");
+    return scenario_path;
+}
 
 static gs_calib_dev *run(const gs_driver_ops *ops, uint64_t max_ranks)
 {

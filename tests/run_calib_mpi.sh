@@ -25,7 +25,7 @@ trap 'rm -rf "$tmp"' EXIT
 fail=0
 check() { # name, command...
     name=$1; shift
-    if "$@"; then echo "PASS: $name"; else echo "FAIL: $name"; fail=1; fi
+    if "$@"; then echo "PASS: $name"; else echo "FAIL: $name"; fail=1; return 1; fi
 }
 scn=tests/calib/a-dp2.yaml
 
@@ -68,7 +68,8 @@ every_rank() { # WANT NP
 rm -f "$RANKDIR"/status.*
 timeout 600 $MPIRUN -np 2 "$tmp/rankwrap" "$GRIDSTEP" calibrate --quick --out "$tmp/c2.json" "$scn" \
     >"$tmp/out2" 2>"$tmp/err2"
-check "np 2: every process exits 0" every_rank 0 2
+check "np 2: every process exits 0" every_rank 0 2 ||
+    { echo "np 2: statuses $(cat "$RANKDIR"/status.* 2>/dev/null | tr '\n' ' ')"; tail -20 "$tmp/err2"; }
 check "np 2: the summary and the wrote line once" test "$(grep -c '^wrote ' "$tmp/out2")" -eq 1 -a \
     "$(grep -c '^between processes: 2 on 1 host$' "$tmp/out2")" -eq 1
 python3 - "$tmp/c2.json" >"$tmp/py2" 2>&1 <<'PY'
@@ -109,7 +110,7 @@ run4() { # HOST0 HOST1 HOST2 HOST3 calibrate-arguments...
         -np 1 env GRIDSTEP_HOST=$h3 "$tmp/rankwrap" "$GRIDSTEP" calibrate --quick "$@"
 }
 run4 a a b b --out "$tmp/c4.json" "$scn" >"$tmp/out4" 2>"$tmp/err4"
-check "np 4 (a a b b): every process exits 0" every_rank 0 4
+check "np 4 (a a b b): every process exits 0" every_rank 0 4 || tail -20 "$tmp/err4"
 check "np 4: 4 on 2 hosts, printed once" test "$(grep -c '^between processes: 4 on 2 hosts' "$tmp/out4")" -eq 1
 python3 - "$tmp/c4.json" "$tmp/c4-intra.json" >"$tmp/py4" 2>&1 <<'PY'
 import json, sys
@@ -133,7 +134,7 @@ check "np 4: intra (a host's 2) and inter (one per host) lines for every op ($(t
 # round robin (mpirun --map-by node): hosts a b a b, a host's processes are ranks 0 and 2
 rm -f "$RANKDIR"/status.*
 run4 a b a b --out "$tmp/c4rr.json" "$scn" >"$tmp/out4rr" 2>"$tmp/err4rr"
-check "np 4 (a b a b): every process exits 0" every_rank 0 4
+check "np 4 (a b a b): every process exits 0" every_rank 0 4 || tail -20 "$tmp/err4rr"
 python3 - "$tmp/c4rr.json" >"$tmp/pyrr" 2>&1 <<'PY'
 import json, sys
 d = json.load(open(sys.argv[1]))
