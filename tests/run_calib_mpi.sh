@@ -39,6 +39,12 @@ if [ "${GS_HAVE_MPI:-no}" != yes ]; then
 fi
 
 command -v mpirun >/dev/null 2>&1 || { echo "SKIP: gridstep has MPI but mpirun is not on PATH"; exit 77; }
+# one MPI test script at a time (make check -j runs them side by side): their jobs' processes
+# poll for progress, and two or three jobs on a 2-core machine starved each other past the
+# transport's timeouts (distcheck, 2026-11-30)
+if command -v flock >/dev/null 2>&1; then
+    exec 9>"${TMPDIR:-/tmp}/gridstep-mpi-tests.$(id -u).lock" && flock 9
+fi
 ASAN_OPTIONS="${ASAN_OPTIONS:+$ASAN_OPTIONS:}detect_leaks=0"
 export ASAN_OPTIONS
 export OMPI_MCA_btl_base_warn_component_unused=0 OMPI_MCA_btl_vader_single_copy_mechanism=none

@@ -38,6 +38,12 @@ if [ "${GS_HAVE_MPI:-no}" != yes ]; then
 fi
 
 command -v mpirun >/dev/null 2>&1 || { echo "SKIP: gridstep has MPI but mpirun is not on PATH"; exit 77; }
+# one MPI test script at a time (make check -j runs them side by side): their jobs' processes
+# poll for progress, and two or three jobs on a 2-core machine starved each other past the
+# transport's timeouts (distcheck, 2026-11-30)
+if command -v flock >/dev/null 2>&1; then
+    exec 9>"${TMPDIR:-/tmp}/gridstep-mpi-tests.$(id -u).lock" && flock 9
+fi
 # Open MPI as root in containers, more ranks than cores; quiet about missing fabrics
 # Open MPI leaks at MPI_Finalize by design; in an --enable-asan build LeakSanitizer would turn
 # that into exit 1 (our own allocations are checked by the rest of make check).
