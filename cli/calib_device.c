@@ -518,7 +518,6 @@ typedef struct coll_job {
     gs_drv *d;
     uint64_t rank, n;
     uint64_t members[8];
-    size_t iters;
     double per_call[GS_CAL_C_COUNT][DEV_MAX_SIZES][DEV_MAX_REPS];
     gs_status rc;
     gs_error err;
@@ -528,14 +527,22 @@ typedef struct coll_job {
     float *a, *b;
 } coll_job;
 
+/* One launch's calls: its own count, since a host driver runs launched work later, on its
+ * stream's thread (a count changed in the job after the launch would race with it). */
+typedef struct coll_batch {
+    coll_job *j;
+    size_t iters;
+} coll_batch;
+
 static gs_status coll_fn(void *arg, gs_drv_stream *s, gs_error *err)
 {
-    coll_job *j = arg;
+    const coll_batch *cb = arg;
+    coll_job *j = cb->j;
     const gs_driver_ops *ops = j->c->ops;
     gs_drv_group g = {GS_GROUP_DP, 0, j->n, j->rank, j->members};
     size_t floats = j->bytes / 4;
     gs_status rc = GS_OK;
-    for (size_t i = 0; i < j->iters && rc == GS_OK; i++)
+    for (size_t i = 0; i < cb->iters && rc == GS_OK; i++)
         switch (j->op) {
         case GS_CAL_C_AG: rc = ops->all_gather(j->d, s, j->rank, &g, j->a, j->b, floats / j->n, err); break;
         case GS_CAL_C_RS: rc = ops->reduce_scatter(j->d, s, j->rank, &g, j->a, j->b, floats / j->n, err); break;
@@ -583,8 +590,8 @@ static void *coll_main(void *arg)
              * batch of short calls spans far more than the event clock's resolution (quick: 5 and
              * 20); every rank the same count */
             size_t timed_iters = j->bytes <= (1u << 20) ? (c->o.quick || c->o.small ? 20 : 50) : (c->o.quick ? 5 : 20);
-            j->iters = 5;
-            rc = ops->launch(j->d, s, coll_fn, j, err);
+            coll_batch warm = {j, 5}, one = {j, 1}, batch = {j, timed_iters};
+            rc = ops->launch(j->d, s, coll_fn, &warm, err);
             if (rc == GS_OK)
                 rc = ops->stream_sync(j->d, s, err);
             for (int r = 0; r < c->reps && rc == GS_OK; r++) {
@@ -592,11 +599,9 @@ static void *coll_main(void *arg)
                 /* one untimed call first: every member leaves it together, so e0 does not count
                  * the wait for the last member to arrive; then the batch (coll_fn itself: a
                  * collective returns its status) */
-                j->iters = 1;
-                if ((rc = ops->launch(j->d, s, coll_fn, j, err)) != GS_OK)
+                if ((rc = ops->launch(j->d, s, coll_fn, &one, err)) != GS_OK)
                     break;
-                j->iters = timed_iters;
-                if ((rc = ops->event_record(j->d, s, e0, err)) == GS_OK && (rc = ops->launch(j->d, s, coll_fn, j, err)) == GS_OK &&
+                if ((rc = ops->event_record(j->d, s, e0, err)) == GS_OK && (rc = ops->launch(j->d, s, coll_fn, &batch, err)) == GS_OK &&
                     (rc = ops->event_record(j->d, s, e1, err)) == GS_OK && (rc = ops->stream_sync(j->d, s, err)) == GS_OK)
                     secs = gs_cal_elapsed(ops, j->d, e0, e1);
                 j->per_call[op][si][r] = secs / (double)timed_iters * (op == GS_CAL_C_P2P ? 0.5 : 1.0);

@@ -196,13 +196,14 @@ gs_status gs_calib_procs_run(const gs_driver_ops *ops, const gs_exec_boot *boot,
                 call.iters = 5; /* warm-up */
                 if ((rc = ops->launch(d, s, procs_fn, &call, err)) == GS_OK)
                     rc = ops->stream_sync(d, s, err);
+                call.iters = timed_iters;
+                procs_call one = call; /* its own count: a host driver runs launched work later */
+                one.iters = 1;
                 for (int r = 0; r < c->reps && rc == GS_OK; r++) {
                     /* one untimed call first, so that e0 follows the members' meeting (as in
                      * cli/calib_device.c), then the batch */
-                    call.iters = 1;
-                    if ((rc = ops->launch(d, s, procs_fn, &call, err)) != GS_OK)
+                    if ((rc = ops->launch(d, s, procs_fn, &one, err)) != GS_OK)
                         break;
-                    call.iters = timed_iters;
                     if ((rc = ops->event_record(d, s, e0, err)) == GS_OK &&
                         (rc = ops->launch(d, s, procs_fn, &call, err)) == GS_OK &&
                         (rc = ops->event_record(d, s, e1, err)) == GS_OK && (rc = ops->stream_sync(d, s, err)) == GS_OK)

@@ -40,8 +40,8 @@ fi
 
 command -v mpirun >/dev/null 2>&1 || { echo "SKIP: gridstep has MPI but mpirun is not on PATH"; exit 77; }
 # one MPI test script at a time (make check -j runs them side by side): their jobs' processes
-# poll for progress, and two or three jobs on a 2-core machine starved each other past the
-# transport's timeouts (distcheck, 2026-11-30)
+# poll for progress and several jobs oversubscribe a small machine, which the timing-sensitive
+# checks (SIGTERM through mpirun, the timeouts) are not written for
 if command -v flock >/dev/null 2>&1; then
     exec 9>"${TMPDIR:-/tmp}/gridstep-mpi-tests.$(id -u).lock" && flock 9
 fi
