@@ -38,37 +38,9 @@ if [ "${GS_HAVE_MPI:-no}" != yes ]; then
     exit $fail
 fi
 
-command -v mpirun >/dev/null 2>&1 || { echo "SKIP: gridstep has MPI but mpirun is not on PATH"; exit 77; }
-# one MPI test script at a time (make check -j runs them side by side): their jobs' processes
-# poll for progress and several jobs oversubscribe a small machine, which the timing-sensitive
-# checks (SIGTERM through mpirun, the timeouts) are not written for
-if command -v flock >/dev/null 2>&1; then
-    exec 9>"${TMPDIR:-/tmp}/gridstep-mpi-tests.$(id -u).lock" && flock 9
-fi
-ASAN_OPTIONS="${ASAN_OPTIONS:+$ASAN_OPTIONS:}detect_leaks=0"
-export ASAN_OPTIONS
-export OMPI_MCA_btl_base_warn_component_unused=0 OMPI_MCA_btl_vader_single_copy_mechanism=none
+. "$top_srcdir/tests/mpi_common.sh"
 MPIRUN="mpirun --allow-run-as-root --oversubscribe --mca odls_base_sigkill_timeout 10"
 
-# each process's own exit status (see tests/run_exec_mpi.sh)
-cat >"$tmp/rankwrap" <<'EOF'
-#!/bin/sh
-trap '' TERM
-"$@"
-rc=$?
-echo $rc >"$RANKDIR/status.$OMPI_COMM_WORLD_RANK"
-exit $rc
-EOF
-RANKDIR=$tmp/ranks
-export RANKDIR
-mkdir -p "$RANKDIR" && chmod +x "$tmp/rankwrap" || fail=1
-every_rank() { # WANT NP
-    r=0
-    while [ $r -lt "$2" ]; do
-        [ "$(cat "$RANKDIR/status.$r" 2>/dev/null)" = "$1" ] || return 1
-        r=$((r + 1))
-    done
-}
 
 # ---- 2 processes, one host ----
 rm -f "$RANKDIR"/status.*

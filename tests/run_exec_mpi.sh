@@ -51,16 +51,7 @@ if [ "${GS_HAVE_MPI:-no}" != yes ]; then
     exit $fail
 fi
 
-command -v mpirun >/dev/null 2>&1 || { echo "SKIP: gridstep has MPI but mpirun is not on PATH"; exit 77; }
-# one MPI test script at a time (make check -j runs them side by side): their jobs' processes
-# poll for progress and several jobs oversubscribe a small machine, which the timing-sensitive
-# checks (SIGTERM through mpirun, the timeouts) are not written for
-if command -v flock >/dev/null 2>&1; then
-    exec 9>"${TMPDIR:-/tmp}/gridstep-mpi-tests.$(id -u).lock" && flock 9
-fi
-ASAN_OPTIONS="${ASAN_OPTIONS:+$ASAN_OPTIONS:}detect_leaks=0"
-export ASAN_OPTIONS
-export OMPI_MCA_btl_base_warn_component_unused=0 OMPI_MCA_btl_vader_single_copy_mechanism=none
+. "$top_srcdir/tests/mpi_common.sh"
 MPIRUN="mpirun --allow-run-as-root --oversubscribe"
 
 # the grids: NAME DP PP TP (gpus_per_node = the rank count, so the cluster fits the grid)
@@ -316,35 +307,14 @@ check "the next save, mpirun: exit 0, the stale DIR.tmp-PID removed" \
     test $? -eq 0 -a -z "$(ls -d "$tmp/e1".tmp-* "$tmp/e1.old" 2>/dev/null)"
 check "the next save: the one-process --steps 3 save's files" same_dir "$tmp/e3" "$tmp/e1"
 
-# every process exits with the outcome of a save (issue 7): a wrapper runs each rank's process
-# and writes its exit status to ranks/status.RANK. Once one process has exited non-zero, mpirun
-# sends the others SIGTERM (SIGKILL odls_base_sigkill_timeout seconds later): the wrapper ignores
-# it, and so does gridstep once its run is over (an ignored signal stays ignored in the child;
-# gridstep's own handler is gone by then), so each process's own exit status is what is seen.
-# The processes other than rank 0 print one line each, not rank 0's message again.
-cat >"$tmp/rankwrap" <<'EOF'
-#!/bin/sh
-trap '' TERM
-"$@"
-rc=$?
-echo $rc >"$RANKDIR/status.$OMPI_COMM_WORLD_RANK"
-exit $rc
-EOF
-RANKDIR=$tmp/ranks
-export RANKDIR
-mkdir -p "$RANKDIR" && chmod +x "$tmp/rankwrap" || fail=1
+# every process exits with the outcome of a save (issue 7), seen through tests/mpi_common.sh's
+# rankwrap and every_rank. The processes other than rank 0 print one line each, not rank 0's
+# message again.
 wrapped() { # NP, gridstep arguments...: mpirun of NP wrapped processes; stdout, stderr to $tmp/out, $tmp/err
     np=$1; shift
     rm -f "$RANKDIR"/status.*
     timeout 300 $MPIRUN --mca odls_base_sigkill_timeout 10 -np "$np" "$tmp/rankwrap" "$GRIDSTEP" "$@" \
         >"$tmp/out" 2>"$tmp/err"
-}
-every_rank() { # WANT NP: each of the NP processes wrote its exit status, WANT
-    r=0
-    while [ $r -lt "$2" ]; do
-        [ "$(cat "$RANKDIR/status.$r" 2>/dev/null)" = "$1" ] || return 1
-        r=$((r + 1))
-    done
 }
 # the line of each process other than rank 0: "rank R of 4: the save failed; rank 0 reports
 # the error", for R = 1, 2, 3, each once

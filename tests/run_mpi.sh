@@ -37,20 +37,8 @@ if [ "${GS_HAVE_MPI:-no}" != yes ]; then
     exit $fail
 fi
 
-command -v mpirun >/dev/null 2>&1 || { echo "SKIP: gridstep has MPI but mpirun is not on PATH"; exit 77; }
-# one MPI test script at a time (make check -j runs them side by side): their jobs' processes
-# poll for progress and several jobs oversubscribe a small machine, which the timing-sensitive
-# checks (SIGTERM through mpirun, the timeouts) are not written for
-if command -v flock >/dev/null 2>&1; then
-    exec 9>"${TMPDIR:-/tmp}/gridstep-mpi-tests.$(id -u).lock" && flock 9
-fi
-# Open MPI as root in containers, more ranks than cores; quiet about missing fabrics
-# Open MPI leaks at MPI_Finalize by design; in an --enable-asan build LeakSanitizer would turn
-# that into exit 1 (our own allocations are checked by the rest of make check).
-ASAN_OPTIONS="${ASAN_OPTIONS:+$ASAN_OPTIONS:}detect_leaks=0"
-export ASAN_OPTIONS
+. "$top_srcdir/tests/mpi_common.sh"
 MPIRUN="mpirun --allow-run-as-root --oversubscribe -np 3"
-export OMPI_MCA_btl_base_warn_component_unused=0 OMPI_MCA_btl_vader_single_copy_mechanism=none
 
 # sweep, CSV and JSON, --out too
 "$GRIDSTEP" sweep $V "$S" >"$tmp/serial.csv" || fail=1
@@ -97,38 +85,17 @@ check "mpirun, ranks 1-2 failing: rank 0 reports rank 1's error, once" \
     test "$(grep -c 'rank 1 of 3: tests/no-such-scenario.yaml' "$tmp/err")" -eq 1 -a "$(grep -c 'no-such' "$tmp/err")" -eq 1
 check "mpirun, ranks 1-2 failing: no partial output" test ! -s "$tmp/out"
 
-# Every process exits with the agreed status (issue 7): a wrapper runs each rank's process and
-# writes its own exit status to ranks/status.RANK. Once one process has exited non-zero, mpirun
-# sends the others SIGTERM (SIGKILL odls_base_sigkill_timeout seconds later): the wrapper ignores
-# it, and so does gridstep (an ignored signal stays ignored in the child), so each process's own
-# exit status is what is seen. No process exits before every one has passed gridstep's last
+# Every process exits with the agreed status (issue 7), seen through tests/mpi_common.sh's
+# rankwrap and every_rank. No process exits before every one has passed gridstep's last
 # barrier, so 2 s for the others' MPI_Finalize is ample (mpirun waits about that long after each
 # failure: 10 s, as run_exec_mpi.sh gives exec's runs, would make this test minutes long).
 # timeout 300: a hang fails the status checks (124).
-cat >"$tmp/rankwrap" <<'EOF2'
-#!/bin/sh
-trap '' TERM
-"$@"
-rc=$?
-echo $rc >"$RANKDIR/status.$OMPI_COMM_WORLD_RANK"
-exit $rc
-EOF2
-RANKDIR=$tmp/ranks
-export RANKDIR
-mkdir -p "$RANKDIR" && chmod +x "$tmp/rankwrap" || fail=1
 W="$tmp/rankwrap $GRIDSTEP"
 wrapped() { # mpirun arguments (app contexts: -np K $W ARGS [: ...]); stdout, stderr to $tmp/out, $tmp/err
     rm -f "$RANKDIR"/status.*
     timeout 300 $MPIRUN0 --mca odls_base_sigkill_timeout 2 "$@" >"$tmp/out" 2>"$tmp/err"
 }
 MPIRUN0="mpirun --allow-run-as-root --oversubscribe"
-every_rank() { # WANT NP: each of the NP processes wrote its own exit status, WANT
-    r=0
-    while [ $r -lt "$2" ]; do
-        [ "$(cat "$RANKDIR/status.$r" 2>/dev/null)" = "$1" ] || return 1
-        r=$((r + 1))
-    done
-}
 # gridstep's lines on stderr (Open MPI's notice about the non-zero exits is not ours): exactly
 # rank 0's message LINE (the serial run's stderr line, "rank R of NP: " inserted after the
 # command when rank R failed first), then one line from each other rank P: "gridstep CMD: rank P
