@@ -55,6 +55,7 @@ struct gs_calib_dev {
     double copy_s[DEV_MAX_EW]; /* copy of ew_elems floats */
     gs_fit_ab copy_fit;        /* against the bytes read and written */
     uint64_t attn_seq, attn_nh, attn_nkv, attn_hd;
+    int attn_flash; /* the scenario's strategy.flash_attention */
     size_t vocab_row;
     double attn_fwd_s, attn_bwd_s, attn_flops;
     double rope_s;
@@ -237,6 +238,7 @@ static gs_status pick(gs_calib_dev *c, const char *scenario, gs_error *err)
     c->cm.gemm_efficiency = 1.0;
     c->attn_seq = c->o.small ? 64 : 2048, c->attn_nh = c->o.small ? 2 : 32, c->attn_nkv = c->attn_nh;
     c->attn_hd = c->o.small ? 32 : 128;
+    c->attn_flash = s.strategy.flash_attention != 0;
     for (size_t r = 0; r < sch->nranks && r < 1; r++)
         for (size_t i = 0; i < sch->ranks[r].nevents; i++) {
             const gs_event *e = &sch->ranks[r].events[i];
@@ -437,7 +439,7 @@ static gs_status measure_attention(gs_calib_dev *c, const dev_timer *t, gs_error
     progress(c, "calibrate: attention (seq %" PRIu64 ", %" PRIu64 " heads of %" PRIu64 ")", c->attn_seq, c->attn_nh,
              c->attn_hd);
     size_t sq = c->attn_seq, qn = sq * c->attn_nh * c->attn_hd, kvn = sq * c->attn_nkv * c->attn_hd;
-    size_t pn = c->attn_nh * sq * sq;
+    size_t pn = c->attn_nh * sq * (c->attn_flash ? 1 : sq);
     size_t sizes[9] = {qn, kvn, kvn, qn, pn, qn, kvn, kvn, qn};
     float vals[9] = {0.01f, 0.02f, 0.03f, 0, 0, 0, 0, 0, 0.01f};
     float *b[9] = {0};
@@ -446,7 +448,7 @@ static gs_status measure_attention(gs_calib_dev *c, const dev_timer *t, gs_error
         rc = dev_buffer(t, sizes[i], vals[i], NULL, 0, &b[i], "attention", err);
     if (rc == GS_OK) {
         gs_cal_attn a = {c->ops, b[0], b[1], b[2], b[3], b[4], b[5], b[6], b[7], b[8], sq, c->attn_nh, c->attn_nkv,
-                         c->attn_hd, 0};
+                         c->attn_hd, 0, c->attn_flash};
         if ((rc = time_calls(c, t, gs_cal_attn_call, &a, &c->attn_fwd_s, err)) == GS_OK) {
             a.bwd = 1;
             rc = time_calls(c, t, gs_cal_attn_call, &a, &c->attn_bwd_s, err);
@@ -911,7 +913,7 @@ json_t *gs_calib_dev_json(const gs_calib_dev *c)
         json_array_append_new(cp, o);
     }
     json_object_set_new(meas, "copy", cp);
-    json_object_set_new(meas, "attention", gs_cal_attn_json(c->attn_seq, c->attn_nh, c->attn_nkv, c->attn_hd,
+    json_object_set_new(meas, "attention", gs_cal_attn_json(c->attn_seq, c->attn_nh, c->attn_nkv, c->attn_hd, c->attn_flash,
                                                           c->attn_fwd_s, c->attn_bwd_s));
     json_object_set_new(meas, "launch_s", json_real(c->launch_s));
     json_t *co = gs_cal_colls_json(c->sizes, c->nsizes, &c->coll_s[0][0][0], DEV_MAX_SIZES, c->coll_ok);
@@ -949,9 +951,10 @@ void gs_calib_dev_print(const gs_calib_dev *c, FILE *f)
                "compute.gemm_efficiency %.3f, peak_flops %.4g\n",
             c->gemm_fit.scale, c->gemm_fit.n, 100 * c->gemm_fit.rms_rel_resid, c->gemm_fit.outliers, eff, peak);
     fprintf(f, "  backward (dx and dw) over twice the forward: median %.3f (compute.gemm_bwd_factor)\n", c->bwd_factor);
-    fprintf(f, "  attention (seq %" PRIu64 ", %" PRIu64 " heads of %" PRIu64 "): fwd %.1f us, bwd %.1f us, %.2f "
+    fprintf(f, "  attention (seq %" PRIu64 ", %" PRIu64 " heads of %" PRIu64 ", %s): fwd %.1f us, bwd %.1f us, %.2f "
                "TFLOP/s (the schedule's FLOP count; compute.attn_flops)\n",
-            c->attn_seq, c->attn_nh, c->attn_hd, c->attn_fwd_s * 1e6, c->attn_bwd_s * 1e6, c->attn_flops * 1e-12);
+            c->attn_seq, c->attn_nh, c->attn_hd, c->attn_flash ? "flash kernels" : "probabilities kept",
+            c->attn_fwd_s * 1e6, c->attn_bwd_s * 1e6, c->attn_flops * 1e-12);
     fprintf(f, "\nelementwise kernels (bytes as the schedule counts them, fp32): t = alpha + bytes / bw\n");
     gs_cal_ew_print(f, c->ew_fit, "copy (read+write)", &c->copy_fit);
     fprintf(f, "  compute.hbm_bw: the copy's %.1f GB/s (the preset says %.1f GB/s)\n",

@@ -70,7 +70,12 @@ void gs_cal_attn_call(void *arg, gs_drv_stream *s)
 {
     gs_cal_attn *a = arg;
     size_t ldq = a->nh * a->hd, ldkv = a->nkv * a->hd;
-    if (!a->bwd)
+    if (a->flash && !a->bwd)
+        a->ops->attn_fwd_flash(s, a->q, ldq, a->k, a->v, ldkv, a->o, ldq, a->p, 1, a->seq, a->nh, a->nkv, a->hd);
+    else if (a->flash)
+        a->ops->attn_bwd_flash(s, a->q, ldq, a->k, a->v, ldkv, a->o, a->p, a->dout, ldq, a->dq, a->dk, a->dv, 1,
+                               a->seq, a->nh, a->nkv, a->hd);
+    else if (!a->bwd)
         a->ops->attn_fwd(s, a->q, ldq, a->k, a->v, ldkv, a->o, ldq, a->p, 1, a->seq, a->nh, a->nkv, a->hd);
     else
         a->ops->attn_bwd(s, a->q, ldq, a->k, a->v, ldkv, a->p, a->dout, ldq, a->dq, a->dk, a->dv, 1, a->seq, a->nh,
@@ -260,9 +265,11 @@ json_t *gs_cal_colls_json(const uint64_t *sizes, size_t nsizes, const double *se
     return co;
 }
 
-json_t *gs_cal_attn_json(uint64_t seq, uint64_t heads, uint64_t kv_heads, uint64_t head_dim, double fwd_s, double bwd_s)
+json_t *gs_cal_attn_json(uint64_t seq, uint64_t heads, uint64_t kv_heads, uint64_t head_dim, int flash, double fwd_s,
+                         double bwd_s)
 {
     json_t *at = json_object();
+    json_object_set_new(at, "flash", json_boolean(flash));
     json_object_set_new(at, "seq", json_integer((json_int_t)seq));
     json_object_set_new(at, "heads", json_integer((json_int_t)heads));
     json_object_set_new(at, "kv_heads", json_integer((json_int_t)kv_heads));

@@ -63,9 +63,10 @@ typedef struct gs_cal_ew {
 
 typedef struct gs_cal_attn {
     const gs_driver_ops *ops;
-    float *q, *k, *v, *o, *p, *dq, *dk, *dv, *dout;
+    float *q, *k, *v, *o, *p, *dq, *dk, *dv, *dout; /* p: nh x seq x seq floats, or nh x seq with flash */
     size_t seq, nh, nkv, hd;
     int bwd;
+    int flash; /* the flash-style ops (what exec runs for strategy.flash_attention) */
 } gs_cal_attn;
 
 typedef struct gs_cal_rope {
@@ -121,8 +122,10 @@ json_t *gs_cal_points_json(const uint64_t *sizes, const double *secs, size_t n);
 json_t *gs_cal_colls_json(const uint64_t *sizes, size_t nsizes, const double *secs, size_t max_sizes,
                           const int ok[GS_CAL_C_COUNT][GS_CAL_GROUPS]);
 
-/* measurements.attention: the shape and the forward and backward times. */
-json_t *gs_cal_attn_json(uint64_t seq, uint64_t heads, uint64_t kv_heads, uint64_t head_dim, double fwd_s, double bwd_s);
+/* measurements.attention: the shape, which kernels (flash: the tiled ones keeping a logsumexp per
+ * row; else the ones keeping the probabilities) and the forward and backward times. */
+json_t *gs_cal_attn_json(uint64_t seq, uint64_t heads, uint64_t kv_heads, uint64_t head_dim, int flash, double fwd_s,
+                         double bwd_s);
 
 /* One measured collective for the time-against-size plot. */
 typedef struct gs_cal_series {

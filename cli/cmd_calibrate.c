@@ -155,6 +155,7 @@ typedef struct cal {
     ew_point ew[GS_CAL_EW_COUNT][MAX_SIZES];
     size_t new_;
     uint64_t attn_seq, attn_nh, attn_nkv, attn_hd;
+    int attn_flash; /* the scenario's strategy.flash_attention (default on) */
     size_t vocab_row;       /* the loss kernels' row: the scenario's vocabulary slice (64 .. 4096) */
     size_t scen_first;      /* gemm[scen_first..]: the scenario's own shapes (none: the grid's) */
     double rope_s;          /* rotary embedding of q and k per token, mean of forward and backward */
@@ -369,9 +370,10 @@ static gs_status solo_fn(void *arg, gs_drv_stream *s, gs_error *err)
         progress(c, "calibrate: attention (seq %" PRIu64 ", %" PRIu64 " heads of %" PRIu64 ")", c->attn_seq, c->attn_nh,
                  c->attn_hd);
         size_t sq = c->attn_seq, qn = sq * c->attn_nh * c->attn_hd, kvn = sq * c->attn_nkv * c->attn_hd;
+        size_t pn = c->attn_nh * sq * (c->attn_flash ? 1 : sq);
         gs_cal_attn a = {c->ops, calloc(qn, 4), calloc(kvn, 4), calloc(kvn, 4), calloc(qn, 4),
-                       calloc(c->attn_nh * sq * sq, 4), calloc(qn, 4), calloc(kvn, 4), calloc(kvn, 4), calloc(qn, 4),
-                       sq, c->attn_nh, c->attn_nkv, c->attn_hd, 0};
+                       calloc(pn, 4), calloc(qn, 4), calloc(kvn, 4), calloc(kvn, 4), calloc(qn, 4),
+                       sq, c->attn_nh, c->attn_nkv, c->attn_hd, 0, c->attn_flash};
         if (!a.q || !a.k || !a.v || !a.o || !a.p || !a.dq || !a.dk || !a.dv || !a.dout)
             rc = gs_error_set(err, GS_ERR_NOMEM, "calibrate: out of memory for attention");
         else {
@@ -972,7 +974,7 @@ static gs_status pick_shapes(cal *c, const char *scenario, gs_error *err)
     for (size_t i = 0; i < ng; i++)
         add_shape(c, c->quick ? quick[i][0] : grid[i][0], c->quick ? quick[i][1] : grid[i][1],
                   c->quick ? quick[i][2] : grid[i][2]);
-    c->attn_seq = 128, c->attn_nh = 4, c->attn_nkv = 2, c->attn_hd = 64;
+    c->attn_seq = 128, c->attn_nh = 4, c->attn_nkv = 2, c->attn_hd = 64, c->attn_flash = 1;
     c->vocab_row = 1024;
     c->scen_first = c->ngemm;
     if (!scenario)
@@ -996,6 +998,7 @@ static gs_status pick_shapes(cal *c, const char *scenario, gs_error *err)
             }
         }
     uint64_t tp = mesh.size[GS_DIM_TP];
+    c->attn_flash = s.strategy.flash_attention != 0;
     c->attn_nh = s.model.heads / tp ? s.model.heads / tp : 1;
     c->attn_nkv = s.model.kv_heads / tp ? s.model.kv_heads / tp : 1;
     uint64_t vr = s.model.vocab / (tp ? tp : 1);
@@ -1160,7 +1163,7 @@ static json_t *build_json(const cal *c, const char *driver, const char *scenario
         json_object_set_new(ea, gs_cal_ew_names[k], arr);
     }
     json_object_set_new(meas, "elementwise", ea);
-    json_object_set_new(meas, "attention", gs_cal_attn_json(c->attn_seq, c->attn_nh, c->attn_nkv, c->attn_hd,
+    json_object_set_new(meas, "attention", gs_cal_attn_json(c->attn_seq, c->attn_nh, c->attn_nkv, c->attn_hd, c->attn_flash,
                                                           c->attn_fwd_s, c->attn_bwd_s));
     json_object_set_new(meas, "launch_s", json_real(c->launch_s));
     json_object_set_new(meas, "gemm_flops_1_thread", json_real(c->single_flops));
@@ -1229,8 +1232,9 @@ static void print_summary(const cal *c)
            c->gemm_terms.s_per_mk * 1e9, c->gemm_terms.s_per_call * 1e6, 100 * c->gemm_terms.rms_rel_resid);
     printf("  backward (linear_bwd: dx and dw) over twice the forward: median %.3f (compute.gemm_bwd_factor)\n",
            c->bwd_factor);
-    printf("  attention (seq %" PRIu64 ", %" PRIu64 " heads of %" PRIu64 "): fwd %.1f us, bwd %.1f us, %.2f GFLOP/s "
-           "(the schedule's FLOP count)\n", c->attn_seq, c->attn_nh, c->attn_hd, c->attn_fwd_s * 1e6,
+    printf("  attention (seq %" PRIu64 ", %" PRIu64 " heads of %" PRIu64 ", %s): fwd %.1f us, bwd %.1f us, %.2f GFLOP/s "
+           "(the schedule's FLOP count)\n", c->attn_seq, c->attn_nh, c->attn_hd,
+           c->attn_flash ? "flash kernels" : "probabilities kept", c->attn_fwd_s * 1e6,
            c->attn_bwd_s * 1e6, c->attn_flops * 1e-9);
     printf("\nelementwise kernels (bytes as the schedule counts them, fp32): t = alpha + bytes / bw\n");
     gs_cal_ew_print(stdout, c->ew_fit, NULL, NULL);

@@ -130,6 +130,15 @@ typedef struct gs_driver_ops {
     void (*attn_bwd)(gs_drv_stream *s, const float *q, size_t ldq, const float *k, const float *v, size_t ldkv,
                      const float *p, const float *dout, size_t ldo, float *dq, float *dk, float *dv, size_t nseq,
                      size_t seq, size_t nh, size_t nkv, size_t hd);
+    /* Flash-style (gs_k_attn_fwd_flash / gs_k_attn_bwd_flash): lse [nseq][nh][seq] in place of p;
+     * the backward reads the forward's out (same ldo as dout). Scenarios with
+     * strategy.flash_attention use these. */
+    void (*attn_fwd_flash)(gs_drv_stream *s, const float *q, size_t ldq, const float *k, const float *v,
+                           size_t ldkv, float *out, size_t ldo, float *lse, size_t nseq, size_t seq, size_t nh,
+                           size_t nkv, size_t hd);
+    void (*attn_bwd_flash)(gs_drv_stream *s, const float *q, size_t ldq, const float *k, const float *v,
+                           size_t ldkv, const float *out, const float *lse, const float *dout, size_t ldo, float *dq,
+                           float *dk, float *dv, size_t nseq, size_t seq, size_t nh, size_t nkv, size_t hd);
     void (*swiglu_fwd)(gs_drv_stream *s, const float *gu, float *h, size_t t, size_t f);
     void (*swiglu_bwd)(gs_drv_stream *s, const float *gu, const float *dh, float *dgu, size_t t, size_t f);
     void (*xent_stats)(gs_drv_stream *s, const float *logits, const int32_t *target, size_t t, size_t vocab_lo,

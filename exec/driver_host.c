@@ -690,6 +690,20 @@ static void k_attn_bwd(gs_drv_stream *s, const float *q, size_t ldq, const float
     (void)s;
     gs_k_attn_bwd(q, ldq, k, v, ldkv, p, dout, ldo, dq, dk, dv, nseq, seq, nh, nkv, hd);
 }
+static void k_attn_fwd_flash(gs_drv_stream *s, const float *q, size_t ldq, const float *k, const float *v,
+                             size_t ldkv, float *out, size_t ldo, float *lse, size_t nseq, size_t seq, size_t nh,
+                             size_t nkv, size_t hd)
+{
+    (void)s;
+    gs_k_attn_fwd_flash(q, ldq, k, v, ldkv, out, ldo, lse, nseq, seq, nh, nkv, hd);
+}
+static void k_attn_bwd_flash(gs_drv_stream *s, const float *q, size_t ldq, const float *k, const float *v,
+                             size_t ldkv, const float *out, const float *lse, const float *dout, size_t ldo, float *dq,
+                             float *dk, float *dv, size_t nseq, size_t seq, size_t nh, size_t nkv, size_t hd)
+{
+    (void)s;
+    gs_k_attn_bwd_flash(q, ldq, k, v, ldkv, out, lse, dout, ldo, dq, dk, dv, nseq, seq, nh, nkv, hd);
+}
 static void k_swiglu_fwd(gs_drv_stream *s, const float *gu, float *h, size_t t, size_t f)
 {
     (void)s;
@@ -1157,6 +1171,8 @@ const gs_driver_ops gs_driver_host = {
     .rope_bwd = k_rope_bwd,
     .attn_fwd = k_attn_fwd,
     .attn_bwd = k_attn_bwd,
+    .attn_fwd_flash = k_attn_fwd_flash,
+    .attn_bwd_flash = k_attn_bwd_flash,
     .swiglu_fwd = k_swiglu_fwd,
     .swiglu_bwd = k_swiglu_bwd,
     .xent_stats = k_xent_stats,

@@ -111,6 +111,10 @@ struct gs_train {
     gs_train_opts o;
     uint64_t mbs, T, Tl, b, seq, h, hd, a_t, kv_t, f_t, v_t, nqkv, block, tp, layers;
     int sp;
+    /* strategy.flash_attention: the attention kernels keep a logsumexp per query row (a->p holds
+     * b x a_t x seq floats) instead of the probabilities (b x a_t x seq x seq) */
+    int flash;
+    uint64_t attn_saved; /* floats in a->p */
     gs_recompute recompute;
     uint64_t step;
     rank_st *r;
@@ -756,7 +760,7 @@ static gs_status rank_init(gs_train *t, gs_dispatch *disp, size_t ri, gs_error *
         a->n1 = t->sp ? dalloc(t, r, T * h, &ok) : a->n1s;
         a->qkv = dalloc(t, r, T * t->nqkv, &ok);
         a->ao = dalloc(t, r, T * t->a_t * t->hd, &ok);
-        a->p = dalloc(t, r, t->b * t->a_t * sq * sq, &ok);
+        a->p = dalloc(t, r, t->attn_saved, &ok);
         a->op = dalloc(t, r, T * h, &ok);
         a->ar = dalloc(t, r, Tl * h, &ok);
         a->xm = dalloc(t, r, Tl * h, &ok);
@@ -829,6 +833,13 @@ gs_status gs_train_create(const gs_scenario *s, const gs_schedule *sch, const gs
     t->T = t->b * t->seq;
     t->sp = s->strategy.sequence_parallel && t->tp > 1;
     t->Tl = t->sp ? t->T / t->tp : t->T;
+    t->flash = s->strategy.flash_attention != 0;
+    if (t->flash && (!ops->attn_fwd_flash || !ops->attn_bwd_flash)) {
+        rc = gs_error_set(err, GS_ERR_INPUT,
+                          "exec: the %s driver has no flash attention kernels; write flash_attention: false in the "
+                          "scenario's strategy to run the kernels that keep the probabilities", ops->name);
+        goto out;
+    }
     t->h = m->hidden;
     t->hd = m->head_dim;
     t->a_t = m->heads / t->tp;
@@ -836,6 +847,7 @@ gs_status gs_train_create(const gs_scenario *s, const gs_schedule *sch, const gs
     t->f_t = m->ffn / t->tp;
     t->v_t = m->vocab / t->tp;
     t->nqkv = (t->a_t + 2 * t->kv_t) * t->hd;
+    t->attn_saved = t->b * t->a_t * t->seq * (t->flash ? 1 : t->seq);
     t->layers = m->layers;
     t->recompute = s->strategy.recompute;
     t->nr = sch->nranks;
@@ -980,9 +992,9 @@ static void finish_layer(const ctx *c, layer_act *a, float *xout, const float *m
             poison(c, a->n1, T * h);
             poison(c, a->n2, T * h);
         }
-        poison(c, a->p, t->b * t->a_t * t->seq * t->seq);
+        poison(c, a->p, t->attn_saved);
     } else if (t->recompute == GS_RECOMPUTE_SELECTIVE) {
-        poison(c, a->p, t->b * t->a_t * t->seq * t->seq);
+        poison(c, a->p, t->attn_saved);
         poison(c, a->ao, T * t->a_t * t->hd);
     }
 }
@@ -1031,7 +1043,10 @@ static gs_status layer_action(const ctx *c, action act)
         ops->rope_fwd(c->s, k, T, t->seq, t->kv_t, hd, nq, ROPE_THETA);
         return GS_OK;
     case A_ATTN_FWD:
-        ops->attn_fwd(c->s, q, nq, k, v, nq, a->ao, t->a_t * hd, a->p, t->b, t->seq, t->a_t, t->kv_t, hd);
+        if (t->flash)
+            ops->attn_fwd_flash(c->s, q, nq, k, v, nq, a->ao, t->a_t * hd, a->p, t->b, t->seq, t->a_t, t->kv_t, hd);
+        else
+            ops->attn_fwd(c->s, q, nq, k, v, nq, a->ao, t->a_t * hd, a->p, t->b, t->seq, t->a_t, t->kv_t, hd);
         return GS_OK;
     case A_O_FWD:
         ops->linear_fwd(c->s, a->ao, w.wo, a->op, T, t->a_t * hd, h);
@@ -1093,8 +1108,13 @@ static gs_status layer_action(const ctx *c, action act)
         ops->linear_bwd(c->s, a->ao, w.wo, dxmf, sc->dao, g.wo, T, t->a_t * hd, h);
         return GS_OK;
     case A_ATTN_BWD:
-        ops->attn_bwd(c->s, q, nq, k, v, nq, a->p, sc->dao, t->a_t * hd, sc->dqkv, sc->dqkv + t->a_t * hd,
-                      sc->dqkv + (t->a_t + t->kv_t) * hd, t->b, t->seq, t->a_t, t->kv_t, hd);
+        if (t->flash)
+            ops->attn_bwd_flash(c->s, q, nq, k, v, nq, a->ao, a->p, sc->dao, t->a_t * hd, sc->dqkv,
+                                sc->dqkv + t->a_t * hd, sc->dqkv + (t->a_t + t->kv_t) * hd, t->b, t->seq, t->a_t,
+                                t->kv_t, hd);
+        else
+            ops->attn_bwd(c->s, q, nq, k, v, nq, a->p, sc->dao, t->a_t * hd, sc->dqkv, sc->dqkv + t->a_t * hd,
+                          sc->dqkv + (t->a_t + t->kv_t) * hd, t->b, t->seq, t->a_t, t->kv_t, hd);
         return GS_OK;
     case A_QKV_BWD:
         ops->rope_bwd(c->s, sc->dqkv, T, t->seq, t->a_t, hd, nq, ROPE_THETA);

@@ -268,6 +268,37 @@ START_TEST(bucket_stages_bits)
 }
 END_TEST
 
+/* Two attention implementations, one step program: flash_attention true (tiled kernels keeping a
+ * logsumexp per row, the backward recomputing the probabilities) and false (the probabilities
+ * kept) on a dp2-pp2-tp2 grid with full recompute (the forward's lse redone before the backward)
+ * give the same losses and parameters to the contract's tolerance, in another summation order. */
+START_TEST(flash_vs_probabilities)
+{
+    static const cfg pair[2] = {
+        {"flash", 2, 2, 2, 1, 8, "full_shard", "1f1b", "full", "layer", 1, 1, 4, 1},
+        {"probabilities", 2, 2, 2, 1, 8, "full_shard, flash_attention: false", "1f1b", "full", "layer", 1, 1, 4, 1}};
+    run_out a, b;
+    run_cfg(&pair[0], &a);
+    run_cfg(&pair[1], &b);
+    for (int i = 0; i < STEPS; i++)
+        ck_assert_msg(fabs(a.loss[i] - b.loss[i]) <= TOL * fabs(b.loss[i]), "step %d: loss %.9g vs %.9g", i + 1,
+                      a.loss[i], b.loss[i]);
+    ck_assert_uint_eq(a.nt, b.nt);
+    for (size_t i = 0; i < a.nt; i++) {
+        tensor_out *t = find_tensor(&b, a.t[i].name, a.t[i].n);
+        double d2 = 0, r2 = 0;
+        for (uint64_t k = 0; k < t->n; k++) {
+            double d = (double)a.t[i].data[k] - (double)t->data[k];
+            d2 += d * d;
+            r2 += (double)t->data[k] * t->data[k];
+        }
+        ck_assert_msg(sqrt(d2) <= TOL * sqrt(r2), "%s: rel err %g", a.t[i].name, sqrt(d2) / sqrt(r2));
+    }
+    run_out_fini(&a);
+    run_out_fini(&b);
+}
+END_TEST
+
 /* The loss falls over the steps (the synthetic tokens have structure to learn). */
 START_TEST(loss_falls)
 {
@@ -988,6 +1019,7 @@ static Suite *exec_suite(void)
     tcase_set_timeout(tc, 300);
     tcase_add_loop_test(tc, contract, 0, (int)NCONFIGS);
     tcase_add_test(tc, loss_falls);
+    tcase_add_test(tc, flash_vs_probabilities);
     tcase_add_test(tc, bucket_stages_bits);
     suite_add_tcase(s, tc);
     TCase *te = tcase_create("errors");

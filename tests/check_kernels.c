@@ -503,8 +503,8 @@ static void ref_attn(const void *ctx, const double *qkv, double *out)
 {
     const attn_problem *pb = ctx;
     size_t group = pb->nh / pb->nkv, ld = pb->ldqkv;
-    double scale = 1.0 / sqrt((double)pb->hd), sc[128];
-    ck_assert(pb->seq <= 128);
+    double scale = 1.0 / sqrt((double)pb->hd), sc[256];
+    ck_assert(pb->seq <= 256);
     for (size_t s = 0; s < pb->nseq; s++)
         for (size_t i = 0; i < pb->nh; i++)
             for (size_t a = 0; a < pb->seq; a++) {
@@ -588,6 +588,107 @@ START_TEST(test_attention)
 {
     attn_case(2, 5, 4, 2, 6, 71); /* two sequences, GQA: 4 query heads on 2 kv heads */
     attn_case(1, 70, 2, 1, 4, 72); /* longer than the backward's 24 x 64 tiles: crosses both */
+}
+END_TEST
+
+/* The flash kernels on the same problem as attn_case: out against the double reference, lse
+ * against log sum exp of the reference's scores (double), dq/dk/dv against the finite-difference
+ * gradient of the reference, and both against the kernels that keep P (the same math in another
+ * order: 1e-5 relative). out's padding is never written and dout's (NaN) never read. */
+static void flash_case(size_t nseq, size_t seq, size_t nh, size_t nkv, size_t hd, uint64_t seed)
+{
+    attn_problem pb = {nseq, seq, nh, nkv, hd, 0, 0};
+    pb.ldqkv = (pb.nh + 2 * pb.nkv) * pb.hd;
+    pb.ldo = pb.nh * pb.hd + 5;
+    size_t t = pb.nseq * pb.seq, nqkv = t * pb.ldqkv, nout = t * pb.nh * pb.hd, nlse = pb.nseq * pb.nh * pb.seq;
+    size_t np = pb.nseq * pb.nh * pb.seq * pb.seq, koff = pb.nh * pb.hd, voff = (pb.nh + pb.nkv) * pb.hd;
+    test_rng r = {seed};
+    float *qkv = falloc(nqkv), *out = falloc(t * pb.ldo), *lse = falloc(nlse), *dout = falloc(t * pb.ldo),
+          *dqkv = falloc(nqkv), *got = falloc(nout), *outp = falloc(t * pb.ldo), *p = falloc(np),
+          *dqkvp = falloc(nqkv), *gotp = falloc(nout);
+    fill_uniform(&r, qkv, nqkv, -1.5, 1.5);
+    fill_value(out, t * pb.ldo, 777.0f);
+    fill_value(lse, nlse, NAN);
+    fill_value(dout, t * pb.ldo, NAN);
+    double *th = dalloc(nqkv), *oref = dalloc(nout), *dyd = dalloc(nout), *grad = dalloc(nqkv);
+    for (size_t rr = 0; rr < t; rr++)
+        for (size_t c = 0; c < pb.nh * pb.hd; c++) {
+            dout[rr * pb.ldo + c] = (float)rng_uniform(&r, -1, 1);
+            dyd[rr * pb.nh * pb.hd + c] = dout[rr * pb.ldo + c];
+        }
+    to_double(qkv, th, nqkv);
+
+    gs_k_attn_fwd_flash(qkv, pb.ldqkv, qkv + koff, qkv + voff, pb.ldqkv, out, pb.ldo, lse, pb.nseq, pb.seq, pb.nh,
+                        pb.nkv, pb.hd);
+    ref_attn(&pb, th, oref);
+    for (size_t rr = 0; rr < t; rr++) {
+        memcpy(got + rr * pb.nh * pb.hd, out + rr * pb.ldo, pb.nh * pb.hd * sizeof(float));
+        for (size_t c = pb.nh * pb.hd; c < pb.ldo; c++)
+            ck_assert_msg(out[rr * pb.ldo + c] == 777.0f, "flash attention wrote out's padding");
+    }
+    expect_close("flash attention out", got, oref, nout, FWD_RTOL);
+    /* lse by hand: log sum_{b<=a} exp(q_a . k_b / sqrt(hd)) in double */
+    size_t group = pb.nh / pb.nkv;
+    for (size_t s = 0; s < pb.nseq; s++)
+        for (size_t i = 0; i < pb.nh; i++)
+            for (size_t a = 0; a < pb.seq; a++) {
+                double sc[256], mx = -INFINITY, sum = 0.0;
+                ck_assert(a < 256);
+                for (size_t b = 0; b <= a; b++) {
+                    sc[b] = 0.0;
+                    for (size_t d = 0; d < pb.hd; d++)
+                        sc[b] += th[(s * pb.seq + a) * pb.ldqkv + i * pb.hd + d] *
+                                 th[(s * pb.seq + b) * pb.ldqkv + koff + (i / group) * pb.hd + d];
+                    sc[b] /= sqrt((double)pb.hd);
+                    mx = fmax(mx, sc[b]);
+                }
+                for (size_t b = 0; b <= a; b++)
+                    sum += exp(sc[b] - mx);
+                double want = mx + log(sum), g = lse[(s * pb.nh + i) * pb.seq + a];
+                ck_assert_msg(fabs(g - want) <= 1e-5 * fmax(1.0, fabs(want)), "lse[%zu][%zu][%zu] %.9g, want %.9g",
+                              s, i, a, g, want);
+            }
+
+    fill_value(dqkv, nqkv, NAN); /* dq, dk, dv are written: every column of the fused buffer */
+    gs_k_attn_bwd_flash(qkv, pb.ldqkv, qkv + koff, qkv + voff, pb.ldqkv, out, lse, dout, pb.ldo, dqkv, dqkv + koff,
+                        dqkv + voff, pb.nseq, pb.seq, pb.nh, pb.nkv, pb.hd);
+    fd_gradient(ref_attn, &pb, th, nqkv, dyd, nout, grad);
+    expect_close("flash attention dqkv", dqkv, grad, nqkv, GRAD_RTOL);
+
+    /* against the kernels that keep P */
+    gs_k_attn_fwd(qkv, pb.ldqkv, qkv + koff, qkv + voff, pb.ldqkv, outp, pb.ldo, p, pb.nseq, pb.seq, pb.nh, pb.nkv,
+                  pb.hd);
+    gs_k_attn_bwd(qkv, pb.ldqkv, qkv + koff, qkv + voff, pb.ldqkv, p, dout, pb.ldo, dqkvp, dqkvp + koff,
+                  dqkvp + voff, pb.nseq, pb.seq, pb.nh, pb.nkv, pb.hd);
+    double omax = 0.0, oerr = 0.0, gmax = 0.0, gerr = 0.0;
+    for (size_t rr = 0; rr < t; rr++)
+        for (size_t c = 0; c < pb.nh * pb.hd; c++) {
+            omax = fmax(omax, fabs(outp[rr * pb.ldo + c]));
+            oerr = fmax(oerr, fabs(out[rr * pb.ldo + c] - outp[rr * pb.ldo + c]));
+        }
+    for (size_t x = 0; x < nqkv; x++) {
+        gmax = fmax(gmax, fabs(dqkvp[x]));
+        gerr = fmax(gerr, fabs(dqkv[x] - dqkvp[x]));
+    }
+    ck_assert_msg(oerr <= 1e-5 * omax, "flash out vs P path: max err %g of %g", oerr, omax);
+    ck_assert_msg(gerr <= 1e-5 * gmax, "flash dqkv vs P path: max err %g of %g", gerr, gmax);
+
+    /* the same bits on a second run */
+    memcpy(gotp, got, nout * sizeof(float));
+    gs_k_attn_fwd_flash(qkv, pb.ldqkv, qkv + koff, qkv + voff, pb.ldqkv, out, pb.ldo, lse, pb.nseq, pb.seq, pb.nh,
+                        pb.nkv, pb.hd);
+    for (size_t rr = 0; rr < t; rr++)
+        ck_assert(memcmp(out + rr * pb.ldo, gotp + rr * pb.nh * pb.hd, pb.nh * pb.hd * sizeof(float)) == 0);
+    free(qkv), free(out), free(lse), free(dout), free(dqkv), free(got), free(outp), free(p), free(dqkvp), free(gotp);
+    free(th), free(oref), free(dyd), free(grad);
+}
+
+START_TEST(test_attention_flash)
+{
+    flash_case(2, 5, 4, 2, 6, 73);   /* two sequences, GQA, one partial tile */
+    flash_case(1, 65, 3, 3, 8, 74);  /* one row past the 64-row query tile; no GQA */
+    flash_case(1, 150, 2, 1, 4, 75); /* past the 128-key tile: the second query tile's rows 128.. see keys in
+                                      * both key tiles, its first rows none of the second */
 }
 END_TEST
 
@@ -866,6 +967,7 @@ static Suite *kernels_suite(void)
     tcase_add_test(tc, test_rmsnorm);
     tcase_add_test(tc, test_rope);
     tcase_add_test(tc, test_attention);
+    tcase_add_test(tc, test_attention_flash);
     tcase_add_test(tc, test_swiglu);
     tcase_add_test(tc, test_xent);
     tcase_set_timeout(tc, KERNELS_TEST_TIMEOUT_S);

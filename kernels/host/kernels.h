@@ -7,8 +7,8 @@
  * WRITE (=) input gradients and ACCUMULATE (+=) parameter gradients, unless a comment says
  * otherwise. Kernels are single-threaded (the driver runs one rank per thread), allocate
  * nothing (gs_k_gemm packs its blocks on the stack: a thread needs about 150 KiB of stack for
- * it and the attention kernels), never fail, and give the same bits for the same inputs (fixed
- * summation order).
+ * it and the attention kernels, 64 KiB more for the flash attention backward's two tiles), never
+ * fail, and give the same bits for the same inputs (fixed summation order).
  *
  * Ownership: every buffer is the caller's; kernels only read and write them. */
 #ifndef GS_KERNELS_HOST_H
@@ -75,6 +75,18 @@ void gs_k_attn_fwd(const float *q, size_t ldq, const float *k, const float *v, s
 void gs_k_attn_bwd(const float *q, size_t ldq, const float *k, const float *v, size_t ldkv, const float *p,
                    const float *dout, size_t ldo, float *dq, float *dk, float *dv, size_t nseq, size_t seq, size_t nh,
                    size_t nkv, size_t hd);
+
+/* Flash-style (kernels/host/attention_flash.c: FlashAttention-2's tiling and online softmax): the
+ * same output as gs_k_attn_fwd without the probabilities; lse [nseq][nh][seq] saves each query
+ * row's log sum_b exp(s_ab) (natural log, s = q k^T / sqrt(hd), b <= a) instead, nothing of size
+ * seq x seq. */
+void gs_k_attn_fwd_flash(const float *q, size_t ldq, const float *k, const float *v, size_t ldkv, float *out,
+                         size_t ldo, float *lse, size_t nseq, size_t seq, size_t nh, size_t nkv, size_t hd);
+/* The backward from the forward's out and lse (P recomputed per tile); out and dout share ldo.
+ * dq, dk, dv are written, as gs_k_attn_bwd. */
+void gs_k_attn_bwd_flash(const float *q, size_t ldq, const float *k, const float *v, size_t ldkv, const float *out,
+                         const float *lse, const float *dout, size_t ldo, float *dq, float *dk, float *dv, size_t nseq,
+                         size_t seq, size_t nh, size_t nkv, size_t hd);
 
 /* ---- SwiGLU ------------------------------------------------------------------------------- */
 

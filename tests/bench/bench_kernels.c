@@ -95,11 +95,13 @@ static void bench_rmsnorm(size_t t, size_t h, double min_s, double *fwd_gbs, dou
 /* Causal attention forward and backward, one sequence of seq tokens, nh query heads on nkv kv
  * heads of hd: useful GFLOP/s counts the causal half only (forward 2 seq^2 nh hd, backward twice
  * that). */
-static void bench_attention(size_t seq, size_t nh, size_t nkv, size_t hd, double min_s, double *fwd_gflops,
+static void bench_attention(int flash, size_t seq, size_t nh, size_t nkv, size_t hd, double min_s, double *fwd_gflops,
                             double *bwd_gflops)
 {
     size_t ld = (nh + 2 * nkv) * hd, ldo = nh * hd;
-    float *qkv = bench_alloc(seq * ld, 10), *out = bench_alloc(seq * ldo, 11), *p = bench_alloc(nh * seq * seq, 12),
+    /* the saved state: probabilities (nh seq^2 floats) or, flash, a logsumexp per row (nh seq) */
+    size_t np = nh * seq * (flash ? 1 : seq);
+    float *qkv = bench_alloc(seq * ld, 10), *out = bench_alloc(seq * ldo, 11), *p = bench_alloc(np, 12),
           *dout = bench_alloc(seq * ldo, 13), *dqkv = bench_alloc(seq * ld, 14);
     double flops = 2.0 * (double)seq * (double)seq * (double)nh * (double)hd;
     *fwd_gflops = *bwd_gflops = 0.0;
@@ -107,15 +109,23 @@ static void bench_attention(size_t seq, size_t nh, size_t nkv, size_t hd, double
         unsigned reps = 0;
         double t0 = now_s(), dt;
         do {
-            gs_k_attn_fwd(qkv, ld, qkv + nh * hd, qkv + (nh + nkv) * hd, ld, out, ldo, p, 1, seq, nh, nkv, hd);
+            if (flash)
+                gs_k_attn_fwd_flash(qkv, ld, qkv + nh * hd, qkv + (nh + nkv) * hd, ld, out, ldo, p, 1, seq, nh, nkv,
+                                    hd);
+            else
+                gs_k_attn_fwd(qkv, ld, qkv + nh * hd, qkv + (nh + nkv) * hd, ld, out, ldo, p, 1, seq, nh, nkv, hd);
             reps++;
         } while ((dt = now_s() - t0) < min_s);
         *fwd_gflops = flops * reps / dt * 1e-9;
         reps = 0;
         t0 = now_s();
         do {
-            gs_k_attn_bwd(qkv, ld, qkv + nh * hd, qkv + (nh + nkv) * hd, ld, p, dout, ldo, dqkv, dqkv + nh * hd,
-                          dqkv + (nh + nkv) * hd, 1, seq, nh, nkv, hd);
+            if (flash)
+                gs_k_attn_bwd_flash(qkv, ld, qkv + nh * hd, qkv + (nh + nkv) * hd, ld, out, p, dout, ldo, dqkv,
+                                    dqkv + nh * hd, dqkv + (nh + nkv) * hd, 1, seq, nh, nkv, hd);
+            else
+                gs_k_attn_bwd(qkv, ld, qkv + nh * hd, qkv + (nh + nkv) * hd, ld, p, dout, ldo, dqkv, dqkv + nh * hd,
+                              dqkv + (nh + nkv) * hd, 1, seq, nh, nkv, hd);
             reps++;
         } while ((dt = now_s() - t0) < min_s);
         *bwd_gflops = 2.0 * flops * reps / dt * 1e-9;
@@ -153,8 +163,17 @@ int main(int argc, char **argv)
     double fwd, bwd;
     bench_rmsnorm(2048, 4096, min_s, &fwd, &bwd);
     printf("gs_k_rmsnorm    2048 x 4096: fwd %6.2f GB/s, bwd %6.2f GB/s\n", fwd, bwd);
-    bench_attention(512, 8, 4, 64, min_s, &fwd, &bwd);
-    printf("gs_k_attn       seq 512, 8 heads on 4 kv, hd 64: fwd %6.2f GFLOP/s, bwd %6.2f GFLOP/s (causal half)\n",
-           fwd, bwd);
+    static const size_t seqs[] = {128, 512, 2048};
+    for (size_t i = 0; i < sizeof seqs / sizeof seqs[0]; i++) {
+        size_t sq = seqs[i];
+        if (quick && sq > 512)
+            continue;
+        for (int flash = 0; flash < 2; flash++) {
+            bench_attention(flash, sq, 8, 4, 64, min_s, &fwd, &bwd);
+            printf("gs_k_attn%-6s  seq %4zu, 8 heads on 4 kv, hd 64: fwd %6.2f GFLOP/s, bwd %6.2f GFLOP/s (causal "
+                   "half), saved %8.3f MiB\n", flash ? "_flash" : "", sq, fwd, bwd,
+                   (double)(8 * sq * (flash ? 1 : sq)) * 4.0 / 1048576.0);
+        }
+    }
     return 0;
 }
