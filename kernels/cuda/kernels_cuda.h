@@ -2,8 +2,8 @@
  * kernels/host/kernels.h (same arguments, layouts and write/accumulate rules), enqueued on a
  * stream. GEMMs are not here: the driver calls cuBLASLt (and cuBLAS for the GEMM attention
  * path). Every function only launches (returns the launch's cudaError_t as an int, 0 ok);
- * none synchronizes, none allocates except gs_cu_attn_bwd, which takes stream-ordered scratch
- * (cudaMallocAsync) and frees it on the stream.
+ * none synchronizes, none allocates except gs_cu_attn_bwd and gs_cu_attn_bwd_flash, which take
+ * stream-ordered scratch (cudaMallocAsync) and free it on the stream.
  *
  * Numerics: fp32 storage and arithmetic, row reductions (RMSNorm, softmax, cross-entropy sums) in
  * double like the host; results agree with the host kernels to float rounding (reduction order
@@ -45,6 +45,20 @@ int gs_cu_attn_fwd(cudaStream_t st, const float *q, size_t ldq, const float *k, 
 int gs_cu_attn_bwd(cudaStream_t st, const float *q, size_t ldq, const float *k, const float *v, size_t ldkv,
                    const float *p, const float *dout, size_t ldo, float *dq, float *dk, float *dv, size_t nseq,
                    size_t seq, size_t nh, size_t nkv, size_t hd);
+
+/* Flash attention (FlashAttention-2 in fp32, kernels/cuda/attention_flash.cu): the same
+ * semantics as gs_cu_attn_fwd / gs_cu_attn_bwd except that no probabilities are kept: the forward
+ * writes lse [nseq][nh][seq], lse_a = log sum_{b<=a} exp(score_ab) (natural log), score_ab =
+ * q_a . k_b / sqrt(hd); the backward recomputes P from it tile by tile. Causal; GQA: query head i
+ * uses kv head i / (nh / nkv). out and dout share ldo; dq has ldq; dk, dv have ldkv; the
+ * backward writes (=) dq, dk, dv, takes stream-ordered scratch for D (nseq * nh * seq floats)
+ * and uses no atomics (the same bits every run). Head dimension 1..256. */
+int gs_cu_attn_fwd_flash(cudaStream_t st, const float *q, size_t ldq, const float *k, const float *v, size_t ldkv,
+                         float *out, size_t ldo, float *lse, size_t nseq, size_t seq, size_t nh, size_t nkv,
+                         size_t hd);
+int gs_cu_attn_bwd_flash(cudaStream_t st, const float *q, size_t ldq, const float *k, const float *v, size_t ldkv,
+                         const float *out, const float *lse, const float *dout, size_t ldo, float *dq, float *dk,
+                         float *dv, size_t nseq, size_t seq, size_t nh, size_t nkv, size_t hd);
 
 /* The GEMM attention path's row passes (kernels/cuda/attn_gemm_plan.c issues the GEMMs): rows
  * a < rows of n floats at base + h*stride + a*ld for members h < batch. softmax_rows: causal

@@ -86,7 +86,7 @@ echo "device-check: nvcc $("$NVCC" --version | sed -n 's/.*release \([0-9.]*\).*
 if [ $skip_build -eq 0 ]; then
     b0=$(date +%s)
     pids=
-    for f in elementwise norm xent attention attention_gemm; do
+    for f in elementwise norm xent attention attention_gemm attention_flash; do
         "$NVCC" -std=c++17 -O3 -arch="$arch" -Xcompiler -fPIC -Xcompiler -fvisibility=hidden -I"$src" \
             -c "$src/kernels/cuda/$f.cu" -o "$out/$f.o" &
         pids="$pids $!"
@@ -99,12 +99,12 @@ if [ $skip_build -eq 0 ]; then
     [ $ok -eq 1 ] && $CC $cflags -c "$src/engine/status.c" -o "$out/status.o" || ok=0
     [ $ok -eq 1 ] && $CC $cflags -c "$src/kernels/cuda/attn_gemm_plan.c" -o "$out/attn_gemm_plan.o" || ok=0
     [ $ok -eq 1 ] && $CC -shared -Wl,--no-undefined -o "$out/gridstep-cuda.so" "$out"/elementwise.o "$out"/norm.o \
-        "$out"/xent.o "$out"/attention.o "$out"/attention_gemm.o "$out"/attn_gemm_plan.o "$out"/driver_cuda.o \
-        "$out"/status.o -L"$CUDA_LIB" -Wl,-rpath,"$CUDA_LIB" \
+        "$out"/xent.o "$out"/attention.o "$out"/attention_gemm.o "$out"/attention_flash.o "$out"/attn_gemm_plan.o \
+        "$out"/driver_cuda.o "$out"/status.o -L"$CUDA_LIB" -Wl,-rpath,"$CUDA_LIB" \
         "$ncclso" -Wl,-rpath,"$NCCL_LIB" -lcublas -lcublasLt -lcudart -lstdc++ -lm -lpthread || ok=0
     [ $ok -eq 1 ] && $CC -std=gnu11 -O2 -I"$src" -isystem "$CUDA_HOME/include" "$src/tests/gpu/kernel_check.c" \
-        "$src"/kernels/host/*.c "$src/engine/status.c" -L"$CUDA_LIB" -Wl,-rpath,"$CUDA_LIB" -lcublasLt -lcudart \
-        -ldl -lm -o "$out/kernel_check" || ok=0
+        "$out/attention_flash.o" "$src"/kernels/host/*.c "$src/engine/status.c" -L"$CUDA_LIB" -Wl,-rpath,"$CUDA_LIB" \
+        -lcublasLt -lcudart -lstdc++ -ldl -lm -o "$out/kernel_check" || ok=0
     if [ $ok -eq 1 ]; then
         row "build (module + kernel_check)" ok "$(($(date +%s) - b0)) s, $arch"
     else
@@ -141,16 +141,18 @@ nok=$(grep -c ' ok$' "$out/kernel_check.txt")
 if [ $rc -eq 0 ]; then row "kernels vs host (fp32)" ok "$nok ops within tolerance"
 else row "kernels vs host (fp32)" FAIL "exit $rc, $nbad outside tolerance"; fail=1; fi
 # the GEMM attention path's own lines (out, p, mask, dqkv, rerun), already counted above
-attn_rows() { # FILE LABEL
-    ag=$(grep '^  attn_gemm ' "$1")
-    if [ -z "$ag" ]; then row "$2" FAIL "no attn_gemm lines (kernel_check stopped early?)"; fail=1
+attn_rows() { # FILE LABEL [PREFIX, default attn_gemm]
+    ap=${3:-attn_gemm}
+    ag=$(grep "^  $ap " "$1")
+    if [ -z "$ag" ]; then row "$2" FAIL "no $ap lines (kernel_check stopped early?)"; fail=1
     elif echo "$ag" | grep -q FAIL; then row "$2" FAIL "$(echo "$ag" | grep FAIL | awk '{print $2}' | tr '\n' ' ')"; fail=1
     else row "$2" ok "$(echo "$ag" | grep -c ' ok$') checks, worst $(echo "$ag" | sed -n 's/.*rel err \([0-9.e+-]*\).*/\1/p' | sort -g | tail -1)"
     fi
 }
 attn_rows "$out/kernel_check.txt" "attention gemm vs host (fp32)"
+attn_rows "$out/kernel_check.txt" "attention flash vs host" attn_flash
 attn_time() { # FILE LABEL
-    for p in simple gemm; do
+    for p in simple gemm flash; do
         t=$(grep "^  attention $p " "$1" | sed 's/.*: //')
         [ -n "$t" ] && row "attention 1 layer $p ($2)" info "$t (seq 2048, 32 heads x 128)"
     done

@@ -7,8 +7,12 @@
  * heuristic algorithms timed directly. Then it opens the driver a second time with
  * GRIDSTEP_CUDA_ATTENTION=gemm and checks the GEMM attention path the same way (forward,
  * backward, masked probabilities exactly 0, the backward's bits equal on a rerun) and, unless
- * --quick, times both attention paths at llama2-7b's shape. Exits 77 when there is no GPU
- * (automake's SKIP), 1 when an op is outside its tolerance.
+ * --quick, times both attention paths at llama2-7b's shape. The flash attention kernels
+ * (gs_cu_attn_fwd_flash / gs_cu_attn_bwd_flash, linked in from kernels/cuda/attention_flash.o and
+ * called on a stream of this program's own) are checked the same way against kernels/host (out,
+ * dq/dk/dv; lse against log sum exp in double; the backward's bits on a rerun; no write past
+ * the outputs) and timed at the same shape. Exits 77 when there is no GPU (automake's SKIP), 1
+ * when an op is outside its tolerance.
  *
  * usage: kernel_check [--quick] [--tokens T] MODULE.so */
 #include <dlfcn.h>
@@ -22,6 +26,7 @@
 #include <cuda_runtime_api.h>
 
 #include "exec/driver.h"
+#include "kernels/cuda/kernels_cuda.h"
 #include "kernels/host/kernels.h"
 
 /* fp32 with different summation orders: errors of a few ulps times sqrt(length) */
@@ -291,6 +296,206 @@ static void check_attn_gemm(ctx *c)
     free(g1);
     free(g2);
     free(got);
+}
+
+/* ---- flash attention: the kernels called directly on a stream of our own ------------------- */
+
+static void cuda_or_die(cudaError_t rc, const char *what)
+{
+    if (rc != cudaSuccess) {
+        fprintf(stderr, "kernel_check: %s: %s\n", what, cudaGetErrorString(rc));
+        exit(1);
+    }
+}
+
+static float *cuda_from(const float *h, size_t n)
+{
+    float *p = NULL;
+    cuda_or_die(cudaMalloc((void **)&p, (n ? n : 1) * sizeof *p), "cudaMalloc");
+    if (h)
+        cuda_or_die(cudaMemcpy(p, h, n * sizeof *p, cudaMemcpyHostToDevice), "cudaMemcpy to device");
+    else
+        cuda_or_die(cudaMemset(p, 0xff, n * sizeof *p), "cudaMemset"); /* NaN until written */
+    return p;
+}
+
+/* Like compare() on host copies, over rows x cols of row-major buffers of leading dim ld. */
+static void report_strided(ctx *c, const char *name, const float *ref, const float *got, size_t rows, size_t cols,
+                           size_t ld, double tol)
+{
+    double maxref = 0, maxdiff = 0;
+    for (size_t r = 0; r < rows; r++)
+        for (size_t x = 0; x < cols; x++) {
+            double f = fabs((double)ref[r * ld + x]), df = fabs((double)got[r * ld + x] - (double)ref[r * ld + x]);
+            if (!(df <= maxdiff)) /* NaN counts */
+                maxdiff = isnan(df) ? INFINITY : df;
+            if (f > maxref)
+                maxref = f;
+        }
+    double rel = maxdiff / (maxref > 0 ? maxref : 1);
+    int ok = rel <= tol;
+    printf("  %-14s %10zu  rel err %.2e  tol %.0e  %s\n", name, rows * cols, rel, tol, ok ? "ok" : "FAIL");
+    c->failures += !ok;
+}
+
+/* Columns [w, ld) of each of rows rows: still NaN (the device buffer was filled with 0xff bytes). */
+static void report_gap(ctx *c, const char *name, const float *got, size_t rows, size_t w, size_t ld)
+{
+    size_t touched = 0;
+    for (size_t r = 0; r < rows; r++)
+        for (size_t x = w; x < ld; x++)
+            touched += !isnan(got[r * ld + x]);
+    printf("  %-14s %10zu  touched %zu  %s\n", name, rows * (ld - w), touched, touched ? "FAIL" : "ok");
+    c->failures += touched != 0;
+}
+
+/* One flash shape against kernels/host: fused qkv rows with 3 spare floats (NaN, so that a read
+ * there would show), out/dout rows of nh * hd + 2 (the out's spare floats must stay untouched).
+ * lse's reference is log sum exp in double. fp32 on both sides with different summation orders:
+ * TOL_REDUCTION, as attn_fwd (the CPU emulator test, tests/check_flash_emu.c, holds 1e-5). */
+static void check_flash_shape(ctx *c, cudaStream_t st, size_t nseq, size_t seq, size_t nh, size_t nkv, size_t hd)
+{
+    size_t T = nseq * seq, ld = (nh + 2 * nkv) * hd + 3, ldo = nh * hd + 2, nl = nseq * nh * seq;
+    float *qkv = host_rand(T * ld, 1), *dout = host_rand(T * ldo, 1);
+    for (size_t t = 0; t < T; t++) {
+        for (size_t x = (nh + 2 * nkv) * hd; x < ld; x++)
+            qkv[t * ld + x] = NAN;
+        for (size_t x = nh * hd; x < ldo; x++)
+            dout[t * ldo + x] = NAN;
+    }
+    float *out = calloc(T * ldo, 4), *p = calloc(nseq * nh * seq * seq, 4), *dqkv = calloc(T * ld, 4);
+    float *lse = malloc(nl * 4);
+    double *sc = malloc(seq * sizeof *sc);
+    float *got = malloc(T * ld * 4), *got2 = malloc(T * ld * 4), *gout = malloc(T * ldo * 4), *glse = malloc(nl * 4);
+    const float *q = qkv, *k = qkv + nh * hd, *v = qkv + (nh + nkv) * hd;
+    gs_k_attn_fwd(q, ld, k, v, ld, out, ldo, p, nseq, seq, nh, nkv, hd);
+    gs_k_attn_bwd(q, ld, k, v, ld, p, dout, ldo, dqkv, dqkv + nh * hd, dqkv + (nh + nkv) * hd, nseq, seq, nh, nkv, hd);
+    for (size_t s = 0; s < nseq; s++)
+        for (size_t i = 0; i < nh; i++)
+            for (size_t a = 0; a < seq; a++) {
+                size_t j = i / (nh / nkv);
+                double mx = -INFINITY, sum = 0;
+                for (size_t b = 0; b <= a; b++) {
+                    double dot = 0;
+                    for (size_t d = 0; d < hd; d++)
+                        dot += (double)q[(s * seq + a) * ld + i * hd + d] * k[(s * seq + b) * ld + j * hd + d];
+                    sc[b] = dot / sqrt((double)hd);
+                    mx = sc[b] > mx ? sc[b] : mx;
+                }
+                for (size_t b = 0; b <= a; b++)
+                    sum += exp(sc[b] - mx);
+                lse[(s * nh + i) * seq + a] = (float)(mx + log(sum));
+            }
+    float *dQKV = cuda_from(qkv, T * ld), *dDout = cuda_from(dout, T * ldo), *dOut = cuda_from(NULL, T * ldo);
+    float *dLse = cuda_from(NULL, nl), *dDQ = cuda_from(NULL, T * ld), *dDQ2 = cuda_from(NULL, T * ld);
+    int rc = gs_cu_attn_fwd_flash(st, dQKV, ld, dQKV + nh * hd, dQKV + (nh + nkv) * hd, ld, dOut, ldo, dLse, nseq, seq,
+                                  nh, nkv, hd);
+    for (int rep = 0; rep < 2 && !rc; rep++) {
+        float *g = rep ? dDQ2 : dDQ;
+        rc = gs_cu_attn_bwd_flash(st, dQKV, ld, dQKV + nh * hd, dQKV + (nh + nkv) * hd, ld, dOut, dLse, dDout, ldo, g,
+                                  g + nh * hd, g + (nh + nkv) * hd, nseq, seq, nh, nkv, hd);
+    }
+    if (!rc)
+        rc = (int)cudaStreamSynchronize(st);
+    printf("  attn_flash shape: nseq %zu seq %zu heads %zu kv heads %zu hd %zu\n", nseq, seq, nh, nkv, hd);
+    if (rc) {
+        printf("  %-14s %10d  %s  FAIL\n", "attn_flash run", 0, cudaGetErrorString((cudaError_t)rc));
+        c->failures++;
+    } else {
+        cuda_or_die(cudaMemcpy(gout, dOut, T * ldo * 4, cudaMemcpyDeviceToHost), "download out");
+        cuda_or_die(cudaMemcpy(glse, dLse, nl * 4, cudaMemcpyDeviceToHost), "download lse");
+        cuda_or_die(cudaMemcpy(got, dDQ, T * ld * 4, cudaMemcpyDeviceToHost), "download dqkv");
+        cuda_or_die(cudaMemcpy(got2, dDQ2, T * ld * 4, cudaMemcpyDeviceToHost), "download dqkv rerun");
+        report_strided(c, "attn_flash out", out, gout, T, nh * hd, ldo, TOL_REDUCTION);
+        report_gap(c, "attn_flash ogap", gout, T, nh * hd, ldo);
+        report_strided(c, "attn_flash lse", lse, glse, 1, nl, nl, TOL_REDUCTION);
+        report_strided(c, "attn_flash dqkv", dqkv, got, T, (nh + 2 * nkv) * hd, ld, TOL_REDUCTION);
+        report_gap(c, "attn_flash dgap", got, T, (nh + 2 * nkv) * hd, ld);
+        int same = memcmp(got, got2, T * ld * 4) == 0;
+        printf("  %-14s %10zu  %s  %s\n", "attn_flash rerun", T * ld, same ? "bitwise equal" : "bits differ",
+               same ? "ok" : "FAIL");
+        c->failures += !same;
+    }
+    cudaFree(dQKV);
+    cudaFree(dDout);
+    cudaFree(dOut);
+    cudaFree(dLse);
+    cudaFree(dDQ);
+    cudaFree(dDQ2);
+    free(qkv);
+    free(dout);
+    free(out);
+    free(p);
+    free(dqkv);
+    free(lse);
+    free(sc);
+    free(got);
+    free(got2);
+    free(gout);
+    free(glse);
+}
+
+/* The flash kernels on check_kernels' attention shape (GQA 8:2, hd 64), on seq 97 (not a multiple
+ * of the 32-row tile, MQA, hd 128) and on seq 33 (one past a tile, hd 256, the maximum). */
+static void check_attn_flash(ctx *c)
+{
+    cudaStream_t st;
+    cuda_or_die(cudaStreamCreate(&st), "cudaStreamCreate");
+    printf("flash attention kernels (gs_cu_attn_fwd_flash / gs_cu_attn_bwd_flash) vs kernels/host:\n");
+    check_flash_shape(c, st, 2, 128, 8, 2, 64);
+    check_flash_shape(c, st, 1, 97, 4, 1, 128);
+    check_flash_shape(c, st, 2, 33, 2, 1, 256);
+    cudaStreamDestroy(st);
+}
+
+/* The flash kernels at time_attention's shape, timed with CUDA events; the same line format. */
+static void time_attention_flash(void)
+{
+    size_t nseq = 1, seq = 2048, nh = 32, nkv = 32, hd = 128, T = nseq * seq, ld = (nh + 2 * nkv) * hd;
+    cudaStream_t st;
+    cudaEvent_t ev[4]; /* forward start, end; backward start, end */
+    cuda_or_die(cudaStreamCreate(&st), "cudaStreamCreate");
+    for (int e = 0; e < 4; e++)
+        cuda_or_die(cudaEventCreate(&ev[e]), "cudaEventCreate");
+    float *h = host_rand(T * ld, 1);
+    float *qkv = cuda_from(h, T * ld), *out = cuda_from(NULL, T * nh * hd), *dout = cuda_from(h, T * nh * hd);
+    float *lse = cuda_from(NULL, nseq * nh * seq), *dqkv = cuda_from(NULL, T * ld);
+    free(h);
+    const int iters = 5;
+    int rc = 0;
+    for (int it = -1; it < iters && !rc; it++) { /* it -1: warm-up */
+        if (it == 0)
+            cudaEventRecord(ev[0], st);
+        rc = gs_cu_attn_fwd_flash(st, qkv, ld, qkv + nh * hd, qkv + (nh + nkv) * hd, ld, out, nh * hd, lse, nseq, seq,
+                                  nh, nkv, hd);
+    }
+    cudaEventRecord(ev[1], st);
+    for (int it = -1; it < iters && !rc; it++) {
+        if (it == 0)
+            cudaEventRecord(ev[2], st);
+        rc = gs_cu_attn_bwd_flash(st, qkv, ld, qkv + nh * hd, qkv + (nh + nkv) * hd, ld, out, lse, dout, nh * hd,
+                                  dqkv, dqkv + nh * hd, dqkv + (nh + nkv) * hd, nseq, seq, nh, nkv, hd);
+    }
+    cudaEventRecord(ev[3], st);
+    if (!rc)
+        rc = (int)cudaEventSynchronize(ev[3]);
+    float fwd_ms = 0, bwd_ms = 0;
+    if (!rc) {
+        cudaEventElapsedTime(&fwd_ms, ev[0], ev[1]);
+        cudaEventElapsedTime(&bwd_ms, ev[2], ev[3]);
+        printf("  attention %-6s seq %zu heads %zu hd %zu: fwd %.2f ms  bwd %.2f ms\n", "flash", seq, nh, hd,
+               fwd_ms / iters, bwd_ms / iters);
+    } else {
+        printf("  attention flash  timing: %s\n", cudaGetErrorString((cudaError_t)rc));
+    }
+    cudaFree(qkv);
+    cudaFree(out);
+    cudaFree(dout);
+    cudaFree(lse);
+    cudaFree(dqkv);
+    for (int e = 0; e < 4; e++)
+        cudaEventDestroy(ev[e]);
+    cudaStreamDestroy(st);
 }
 
 typedef struct attn_arg {
@@ -568,10 +773,12 @@ int main(int argc, char **argv)
         return 1;
     }
     check_kernels(&c);
+    check_attn_flash(&c);
     if (!quick) {
         check_speed(&c, tokens, tf32);
         printf("attention, one layer (%s GEMM math where GEMMs are used):\n", tf32 ? "TF32" : "fp32");
         time_attention(&c, "simple");
+        time_attention_flash();
     }
     c.ops->stream_destroy(c.d, c.s);
     c.ops->close(c.d);
