@@ -89,12 +89,13 @@ static inline size_t gs_flash_d_blocks(size_t rows, size_t nh)
 /* ---- device code ----------------------------------------------------------------------------- */
 
 /* rows [0, n) of a tile of nrows rows x hd floats from global rows src + r * ld into shared
- * rows dst + r * (hd + 1); rows n..nrows-1 zero. Consecutive threads take consecutive d. */
+ * rows dst + r * (hd + 1); rows n..nrows-1 zero. Consecutive threads take consecutive d (coalesced
+ * row segments). Tile indices fit 32 bits (<= 32 x 256), whose division is cheaper on the GPU. */
 GS_DEVICE void gs_flash_load_tile(float *dst, const float *src, size_t ld, size_t n, size_t nrows, size_t hd)
 {
-    size_t hdp = hd + 1;
-    for (size_t idx = GS_TID; idx < nrows * hd; idx += GS_BDIM) {
-        size_t r = idx / hd, d = idx - r * hd;
+    unsigned hdu = (unsigned)hd, hdp = hdu + 1, total = (unsigned)nrows * hdu;
+    for (unsigned idx = GS_TID; idx < total; idx += GS_BDIM) {
+        unsigned r = idx / hdu, d = idx - r * hdu;
         dst[r * hdp + d] = r < n ? src[r * ld + d] : 0.0f;
     }
 }
