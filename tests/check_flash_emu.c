@@ -348,6 +348,45 @@ START_TEST(test_mutant_caught)
 }
 END_TEST
 
+/* The host's flash kernels (kernels/host/attention_flash.c, what exec's host driver runs) and
+ * these keep the same lse: the emulated forward's lse agrees with gs_k_attn_fwd_flash's, and the
+ * emulated backward started from the host forward's out and lse agrees with gs_k_attn_bwd_flash,
+ * so a driver may mix them (and a layout mismatch of lse, e.g. [nseq][seq][nh], would show). */
+START_TEST(test_host_flash_interop)
+{
+    static const size_t pick[] = {0, 2};
+    const flash_shape *sh = &flash_shapes[pick[_i]];
+    flash_case c;
+    case_init(&c, sh, 0x5eed0000u + (uint64_t)_i);
+    case_run(&c, fwd_real, bwd_real);
+    size_t nh = sh->nh, nkv = sh->nkv, hd = sh->hd;
+    const float *q = c.qkv, *k = c.qkv + nh * hd, *v = c.qkv + (nh + nkv) * hd;
+    float *hout = calloc(c.T * c.ldo, sizeof(float)), *hlse = calloc(c.nlse, sizeof(float));
+    float *hd_ref = calloc(c.T * c.ld, sizeof(float));
+    ck_assert(hout && hlse && hd_ref);
+    gs_k_attn_fwd_flash(q, c.ld, k, v, c.ld, hout, c.ldo, hlse, sh->nseq, sh->seq, nh, nkv, hd);
+    gs_k_attn_bwd_flash(q, c.ld, k, v, c.ld, hout, hlse, c.dout, c.ldo, hd_ref, hd_ref + nh * hd,
+                        hd_ref + (nh + nkv) * hd, sh->nseq, sh->seq, nh, nkv, hd);
+    double err_lse = rel_err(hlse, c.lse, 1, c.nlse, 0, c.nlse);
+    ck_assert_msg(err_lse <= FLASH_TOL, "lse vs gs_k_attn_fwd_flash: %.3e", err_lse);
+    /* the emulated backward from the host's out and lse */
+    char err[256] = "";
+    float *g = c.dqkv;
+    int rc = flash_emu_bwd(q, c.ld, k, v, c.ld, hout, hlse, c.dout, c.ldo, g, g + nh * hd, g + (nh + nkv) * hd,
+                           sh->nseq, sh->seq, nh, nkv, hd, err, sizeof err);
+    ck_assert_msg(rc == 0, "backward: %s", err);
+    double edq = rel_err(hd_ref, g, c.T, nh * hd, 0, c.ld), edk = rel_err(hd_ref, g, c.T, nkv * hd, nh * hd, c.ld);
+    double edv = rel_err(hd_ref, g, c.T, nkv * hd, (nh + nkv) * hd, c.ld);
+    printf("flash emu vs host flash, seq %zu hd %zu: rel err lse %.2e dq %.2e dk %.2e dv %.2e\n", sh->seq, hd, err_lse,
+           edq, edk, edv);
+    ck_assert(edq <= FLASH_TOL && edk <= FLASH_TOL && edv <= FLASH_TOL);
+    free(hout);
+    free(hlse);
+    free(hd_ref);
+    case_fini(&c);
+}
+END_TEST
+
 /* Shapes the launchers refuse (cudaErrorInvalidValue on the GPU: 1 here) and empty shapes that
  * launch nothing and write nothing. */
 START_TEST(test_errors)
@@ -363,12 +402,12 @@ START_TEST(test_errors)
     char err[128];
     float *buf = guarded_alloc(16);
     ck_assert_int_eq(flash_emu_fwd(buf, 8, buf, buf, 8, buf, 8, buf, 1, 1, 1, 1, 300, err, sizeof err), 1);
-    ck_assert_int_eq(flash_emu_bwd(buf, 8, buf, buf, 8, buf, buf, buf, 8, buf, buf, buf, 1, 1, 4, 3, 8, err, sizeof err),
-                     1);
+    ck_assert_int_eq(
+        flash_emu_bwd(buf, 8, buf, buf, 8, buf, buf, buf, 8, buf, buf, buf, 1, 1, 4, 3, 8, err, sizeof err), 1);
     ck_assert_int_eq(flash_emu_fwd(buf, 8, buf, buf, 8, buf, 8, buf, 0, 4, 1, 1, 8, err, sizeof err), 0);
     ck_assert_int_eq(flash_emu_fwd(buf, 8, buf, buf, 8, buf, 8, buf, 1, 0, 1, 1, 8, err, sizeof err), 0);
-    ck_assert_int_eq(flash_emu_bwd(buf, 8, buf, buf, 8, buf, buf, buf, 8, buf, buf, buf, 1, 1, 0, 1, 8, err, sizeof err),
-                     0);
+    ck_assert_int_eq(
+        flash_emu_bwd(buf, 8, buf, buf, 8, buf, buf, buf, 8, buf, buf, buf, 1, 1, 0, 1, 8, err, sizeof err), 0);
     for (size_t x = 0; x < 16; x++)
         ck_assert_uint_eq(poison_bits(buf[x]), FLASH_POISON);
     ck_assert_uint_eq(guards_hit(buf, 16), 0);
@@ -399,6 +438,10 @@ static Suite *flash_emu_suite(void)
     Suite *s = suite_create("flash_emu");
     TCase *tc = tcase_create("numerics");
     tcase_add_loop_test(tc, test_shape, 0, (int)FLASH_NSHAPES);
+    tcase_set_timeout(tc, FLASH_TEST_TIMEOUT_S);
+    suite_add_tcase(s, tc);
+    tc = tcase_create("host_flash");
+    tcase_add_loop_test(tc, test_host_flash_interop, 0, 2);
     tcase_set_timeout(tc, FLASH_TEST_TIMEOUT_S);
     suite_add_tcase(s, tc);
     tc = tcase_create("mutant");

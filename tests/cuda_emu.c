@@ -96,8 +96,9 @@ int gs_emu_launch(unsigned gx, unsigned gy, unsigned gz, unsigned threads, size_
                 barrier_ok = 0;
                 for (unsigned t = 1; t < threads; t++)
                     if (ts[t].syncs != ts[0].syncs) {
-                        snprintf(err, err_len, "emulator: block (%u,%u,%u): thread %u passed %lu barriers, thread 0 %lu",
-                                 x, y, z, t, ts[t].syncs, ts[0].syncs);
+                        snprintf(err, err_len,
+                                 "emulator: block (%u,%u,%u): thread %u passed %lu barriers, thread 0 %lu", x, y, z, t,
+                                 ts[t].syncs, ts[0].syncs);
                         goto out;
                     }
                 emu_barrier_count += ts[0].syncs;
