@@ -8,7 +8,9 @@
  * tile, one past a tile and not a multiple of it, MHA, GQA and MQA, head dims 32/40/64/128/256,
  * two sequences, and q/k/v inside fused qkv rows with spare columns. Every output buffer has
  * guard floats around it and every gap column is poisoned: the kernels must write exactly their
- * outputs and never read a gap (a NaN read would reach the results).
+ * outputs and never read a gap (a NaN read would reach the results). The host's own flash kernels
+ * (kernels/host/attention_flash.c) must agree on lse and mix with these (host forward, emulated
+ * backward).
  *
  * Tolerance: normwise relative, max |emu - ref| / max |ref| <= 1e-5. Both sides are fp32 with
  * sums of at most seq (<= 70) or hd (<= 256) terms in different orders (the host: GEMM blocks and
