@@ -44,6 +44,9 @@ typedef struct gs_driver_opts {
      * for open(). */
     const gs_schedule *sch;
     uint64_t attn_heads, attn_kv_heads;
+    /* The scenario's strategy.flash_attention: 1, exec calls attn_fwd_flash / attn_bwd_flash (the
+     * cuda driver's GEMM attention path, which keeps the probabilities, then never runs). */
+    int attn_flash;
     /* A multi-process run (exec/boot.h; NULL or one process: every rank in this process): this
      * process runs rank boot->proc only, and talks to the others through boot. Borrowed for the
      * driver's life. */

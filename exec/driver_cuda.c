@@ -2,8 +2,10 @@
  * stream a non-blocking CUDA stream, dependencies cudaEventRecord / cudaStreamWaitEvent, event
  * times from CUDA events against a per-device base event, GEMMs through cuBLASLt (fp32 compute;
  * GRIDSTEP_CUDA_GEMM=tf32 selects TF32 tensor cores with fp32 accumulation), the other compute
- * ops kernels/cuda (attention: the exact per-row kernels by default; GRIDSTEP_CUDA_ATTENTION=gemm
- * selects cuBLAS strided-batched GEMMs with row passes between them, kernels/cuda/attn_gemm_plan.c),
+ * ops kernels/cuda (attention: the flash kernels, kernels/cuda/attention_flash.cu, for scenarios with
+ * strategy.flash_attention; without it the exact per-row kernels that keep the probabilities by
+ * default, and GRIDSTEP_CUDA_ATTENTION=gemm selects cuBLAS strided-batched GEMMs with row passes
+ * between them, kernels/cuda/attn_gemm_plan.c),
  * collectives and send/recv NCCL (one communicator per rank and group kind,
  * split from a world communicator; non-blocking communicators polled with the driver's timeout,
  * so a dead peer ends in ncclCommAbort and an error, never a hang).
@@ -611,7 +613,8 @@ static gs_status cuda_open(const gs_mesh *mesh, const gs_driver_opts *opts, gs_d
     if (attn && attn[0] && !attn_gemm && strcmp(attn, "simple") != 0)
         return gs_error_set(err, GS_ERR_INPUT,
                             "cuda driver: GRIDSTEP_CUDA_ATTENTION='%s': expected simple (the default: per-row kernels) "
-                            "or gemm (cuBLAS GEMMs)",
+                            "or gemm (cuBLAS GEMMs), for scenarios with flash_attention: false (with flash attention "
+                            "the flash kernels run)",
                             attn);
     if (boot && (uint64_t)boot->procs != mesh->world)
         return gs_error_set(err, GS_ERR_INPUT, "cuda driver: the scenario has %" PRIu64 " ranks, but %d processes were "
@@ -642,14 +645,14 @@ static gs_status cuda_open(const gs_mesh *mesh, const gs_driver_opts *opts, gs_d
         size_t freeb = 0, total = 0;
         uint64_t scratch = 0;
         int dev = boot ? boot->local_rank : (int)i;
-        if (attn_gemm && (rc = attn_scratch_bytes(opts, i, &scratch, err)) != GS_OK)
+        if (attn_gemm && !opts->attn_flash && (rc = attn_scratch_bytes(opts, i, &scratch, err)) != GS_OK)
             break;
         uint64_t need = opts->rank_peak_bytes[i] > UINT64_MAX - scratch ? UINT64_MAX
                                                                            : opts->rank_peak_bytes[i] + scratch;
         if ((ce = cudaSetDevice(dev)) != cudaSuccess || (ce = cudaMemGetInfo(&freeb, &total)) != cudaSuccess)
             rc = gs_error_set(err, GS_ERR_RUNTIME, "cuda driver: device %d: cudaMemGetInfo: %s", dev,
                               cudaGetErrorString(ce));
-        else if (need > freeb && attn_gemm)
+        else if (need > freeb && scratch)
             rc = gs_error_set(err, GS_ERR_INPUT,
                               "cuda driver: rank %" PRIu64 " needs the memory ledger's peak %.3f GiB (fp32) + "
                               "attention scratch %.3f GiB (GRIDSTEP_CUDA_ATTENTION=gemm: the backward's dP/dS) > "
@@ -1410,6 +1413,20 @@ static void k_attn_bwd(gs_drv_stream *s, const float *q, size_t ldq, const float
     kernel_ok(s, "attn_bwd",
               gs_cu_attn_bwd(s->cs, q, ldq, k, v, ldkv, p, dout, ldo, dq, dk, dv, nseq, seq, nh, nkv, hd));
 }
+static void k_attn_fwd_flash(gs_drv_stream *s, const float *q, size_t ldq, const float *k, const float *v,
+                             size_t ldkv, float *out, size_t ldo, float *lse, size_t nseq, size_t seq, size_t nh,
+                             size_t nkv, size_t hd)
+{
+    kernel_ok(s, "attn_fwd_flash",
+              gs_cu_attn_fwd_flash(s->cs, q, ldq, k, v, ldkv, out, ldo, lse, nseq, seq, nh, nkv, hd));
+}
+static void k_attn_bwd_flash(gs_drv_stream *s, const float *q, size_t ldq, const float *k, const float *v,
+                             size_t ldkv, const float *out, const float *lse, const float *dout, size_t ldo, float *dq,
+                             float *dk, float *dv, size_t nseq, size_t seq, size_t nh, size_t nkv, size_t hd)
+{
+    kernel_ok(s, "attn_bwd_flash",
+              gs_cu_attn_bwd_flash(s->cs, q, ldq, k, v, ldkv, out, lse, dout, ldo, dq, dk, dv, nseq, seq, nh, nkv, hd));
+}
 static void k_swiglu_fwd(gs_drv_stream *s, const float *gu, float *h, size_t t, size_t f)
 {
     kernel_ok(s, "swiglu_fwd", gs_cu_swiglu_fwd(s->cs, gu, h, t, f));
@@ -1638,6 +1655,8 @@ static const gs_driver_ops gs_driver_cuda = {
     .rope_bwd = k_rope_bwd,
     .attn_fwd = k_attn_fwd,
     .attn_bwd = k_attn_bwd,
+    .attn_fwd_flash = k_attn_fwd_flash,
+    .attn_bwd_flash = k_attn_bwd_flash,
     .swiglu_fwd = k_swiglu_fwd,
     .swiglu_bwd = k_swiglu_bwd,
     .xent_stats = k_xent_stats,

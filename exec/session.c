@@ -321,6 +321,7 @@ gs_status gs_exec_session_create(const gs_scenario *s, const gs_mesh *mesh, cons
                            .sch = x->sch,
                            .attn_heads = split ? s->model.heads / tp : 0,
                            .attn_kv_heads = split ? s->model.kv_heads / tp : 0,
+                           .attn_flash = s->strategy.flash_attention != 0,
                            .boot = x->boot};
     if ((rc = x->ops->open(mesh, &dopts, &x->drv, err)) == GS_OK &&
         (rc = gs_dispatch_create_local(x->ops, x->drv, x->sch, x->local, &x->disp, err)) == GS_OK)

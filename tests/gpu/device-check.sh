@@ -10,12 +10,14 @@
 #      TF32, with its backward's bits equal on a rerun; one attention layer timed both ways;
 #   2. HBM bandwidth of AdamW and RMSNorm vs a device-to-device copy;
 #   3. GEMM TFLOP/s of llama2-7b's shapes, driver vs the best of cuBLASLt's top algorithms;
-#   4. exec --driver cuda vs --driver host on a tiny model: losses within 1e-3 relative (both
-#      attention paths); the memory pre-flight refusing a sequence length whose GEMM attention
-#      scratch alone exceeds the GPU (the scratch named as its own term);
+#   4. exec --driver cuda vs --driver host on a tiny model: losses within 1e-3 relative (the
+#      flash kernels, the scenario's default, and with flash_attention: false the per-row kernels
+#      and GRIDSTEP_CUDA_ATTENTION=gemm); the memory pre-flight refusing a sequence length whose
+#      GEMM attention scratch alone exceeds the GPU (the scratch named as its own term);
 #   5. 5 steps of llama2-7b cut to 8 layers on one GPU (TF32 GEMMs), the measured step next to
-#      `gridstep sim`'s prediction for an H200, with the default attention and with
-#      GRIDSTEP_CUDA_ATTENTION=gemm (first losses within 1e-3); 2 fp32 steps when time is left;
+#      `gridstep sim`'s prediction for an H200, with the flash kernels (the scenario's default)
+#      and with flash_attention: false and GRIDSTEP_CUDA_ATTENTION=gemm (first losses within
+#      1e-3); 2 fp32 steps when time is left;
 #   6. `gridstep calibrate --driver cuda` on that scenario (TF32) and `gridstep compare --calib`:
 #      the calibrated sim's step against 3 measured steps (target |error| <= 10%);
 # and prints a short table last. Exit 0 when every check passed, 1 otherwise, 77 without a GPU.
@@ -176,9 +178,15 @@ if [ $quick -eq 0 ] && [ $rc -eq 0 ]; then
 fi
 
 # ---- 4: exec, cuda vs host, tiny model ------------------------------------------------------------
+# the scenario keeps flash attention (the default): the flash kernels; the copy without it runs
+# the kernels that keep the probabilities (per-row by default, cuBLAS GEMMs with the variable)
+sed 's/^  pipeline: 1f1b/  pipeline: 1f1b\
+  flash_attention: false/' "$tiny" > "$out/tiny-noflash.yaml"
 h=$(timeout 120 "$gridstep" exec --json --steps 3 "$tiny" 2>"$out/tiny-host.err")
 c=$(timeout 120 "$gridstep" exec --json --steps 3 --driver cuda "$tiny" 2>"$out/tiny-cuda.err")
-g=$(GRIDSTEP_CUDA_ATTENTION=gemm timeout 120 "$gridstep" exec --json --steps 3 --driver cuda "$tiny" 2>"$out/tiny-gemm.err")
+p=$(timeout 120 "$gridstep" exec --json --steps 3 --driver cuda "$out/tiny-noflash.yaml" 2>"$out/tiny-simple.err")
+g=$(GRIDSTEP_CUDA_ATTENTION=gemm timeout 120 "$gridstep" exec --json --steps 3 --driver cuda "$out/tiny-noflash.yaml" \
+    2>"$out/tiny-gemm.err")
 losses() { # HOST_JSON CUDA_JSON
 python3 - "$1" "$2" <<'PY'
 import json, sys
@@ -193,20 +201,24 @@ PY
 }
 cmp=$(losses "$h" "$c")
 st=${cmp%% *}
-row "exec tiny: cuda vs host losses" "$st" "${cmp#* }"
+row "exec tiny: cuda flash vs host losses" "$st" "${cmp#* }"
 [ "$st" = ok ] || { fail=1; cat "$out/tiny-cuda.err"; }
+cmp=$(losses "$h" "$p")
+st=${cmp%% *}
+row "exec tiny: cuda per-row attn vs host" "$st" "${cmp#* }"
+[ "$st" = ok ] || { fail=1; cat "$out/tiny-simple.err"; }
 cmp=$(losses "$h" "$g")
 st=${cmp%% *}
 row "exec tiny: cuda gemm-attn vs host" "$st" "${cmp#* }"
 [ "$st" = ok ] || { fail=1; cat "$out/tiny-gemm.err"; }
 # the memory pre-flight counts the GEMM attention path's backward scratch: one layer of the tiny
-# model over sequences of 393216 = 3 x 2^17 tokens with flash attention (the ledger holds no
-# scores: a few GiB), while one kv head's dP/dS scratch is 393216^2 x 4 B = 9 x 2^36 B = 576 GiB
-# (past the 512 MiB cap: one head at a time), more than any GPU has: refused (exit 2)
-# before allocating, naming the scratch as its own term
+# model over sequences of 393216 = 3 x 2^17 tokens without flash attention (the path runs only
+# then), where one kv head's dP/dS scratch is 393216^2 x 4 B = 9 x 2^36 B = 576 GiB (past the
+# 512 MiB cap: one head at a time) beside the ledger's own scores, more than any GPU has:
+# refused (exit 2) before allocating, naming the scratch as its own term
 sed 's/seq: 128/seq: 393216/; s/layers: 4/layers: 1/; s/global: 4, micro: 2/global: 1, micro: 1/;
      s/precision: bf16/precision: fp32/; s/^  pipeline: 1f1b/  pipeline: 1f1b\
-  flash_attention: true/' "$tiny" > "$out/long-seq.yaml"
+  flash_attention: false/' "$tiny" > "$out/long-seq.yaml"
 GRIDSTEP_CUDA_ATTENTION=gemm timeout 120 "$gridstep" exec --driver cuda "$out/long-seq.yaml" >/dev/null \
     2>"$out/long-seq.err"
 rc=$?
@@ -265,8 +277,10 @@ else
     if [ $left -lt 60 ]; then
         row "llama2-7b 8L x5 (TF32, gemm attn)" skip "no time left ($(elapsed) s used)"
     else
+        sed 's/^  pipeline: 1f1b/  pipeline: 1f1b\
+  flash_attention: false/' "$big" > "$out/big-noflash.yaml"
         GRIDSTEP_CUDA_ATTENTION=gemm GRIDSTEP_CUDA_GEMM=tf32 timeout $left "$gridstep" exec --json --steps 5 \
-            --driver cuda "$big" > "$out/big-gemm.json" 2>"$out/big-gemm.err"
+            --driver cuda "$out/big-noflash.yaml" > "$out/big-gemm.json" 2>"$out/big-gemm.err"
         rc=$?
         res=$(python3 - "$out/big-gemm.json" "$out/big.json" <<'PY'
 import json, sys

@@ -1,12 +1,13 @@
 #!/bin/sh
 # With a GPU: the cuda driver trains the tiny scenario's first steps to the host driver's losses
 # (relative difference below 1e-3: fp32 everywhere, only reduction orders differ), with the
-# default attention kernels and with GRIDSTEP_CUDA_ATTENTION=gemm. The
+# flash attention kernels (the scenario's default) and, with flash_attention: false, the per-row
+# kernels and GRIDSTEP_CUDA_ATTENTION=gemm. The
 # scenario needs as many GPUs as ranks; with fewer, a one-rank scenario is used. The memory
 # pre-flight counts the GEMM path's attention scratch: the one-rank scenario cut to one layer over
-# sequences of 393216 = 3 x 2^17 tokens with flash attention (a ledger peak of a few GiB) needs
-# 393216^2 x 4 B = 9 x 2^36 B = 576 GiB of dP/dS scratch for one kv head, more than any GPU has:
-# refused with exit 2, the scratch named as its own term. Skips (77) without a GPU or without
+# sequences of 393216 = 3 x 2^17 tokens without flash attention (the GEMM path runs only then)
+# needs 393216^2 x 4 B = 9 x 2^36 B = 576 GiB of dP/dS scratch for one kv head, more than any GPU
+# has: refused with exit 2, the scratch named as its own term. Skips (77) without a GPU or without
 # the module.
 . "${top_srcdir:-.}/tests/gpu/gpu_common.sh"
 [ -f "$GS_MODULE" ] || { echo "SKIP: no cuda module in this build"; exit 77; }
@@ -14,15 +15,23 @@ gs_have_gpu || { echo "SKIP: no GPU"; exit 77; }
 ngpu=$(nvidia-smi -L | grep -c '^GPU ')
 scn="$top_srcdir/scenarios/tiny-llama-2x2x2.yaml"
 [ "$ngpu" -ge 8 ] || scn="$top_srcdir/tests/gpu/tiny-llama-1gpu.yaml"
+tmp=$(mktemp -d) || exit 1
+trap 'rm -rf "$tmp"' EXIT
+sed 's/^  pipeline: 1f1b/  pipeline: 1f1b\
+  flash_attention: false/' "$scn" >"$tmp/noflash.yaml"
+grep -q 'flash_attention: false' "$tmp/noflash.yaml" || { echo "FAIL: no pipeline line in $scn to add to"; exit 1; }
 host=$("$GRIDSTEP" exec --json --steps 3 "$scn") || { echo "FAIL: host driver"; exit 1; }
-cuda=$("$GRIDSTEP" exec --json --steps 3 --driver cuda "$scn") || { echo "FAIL: cuda driver"; exit 1; }
-gemm=$(GRIDSTEP_CUDA_ATTENTION=gemm "$GRIDSTEP" exec --json --steps 3 --driver cuda "$scn") ||
+cuda=$("$GRIDSTEP" exec --json --steps 3 --driver cuda "$scn") || { echo "FAIL: cuda driver (flash)"; exit 1; }
+rows=$("$GRIDSTEP" exec --json --steps 3 --driver cuda "$tmp/noflash.yaml") ||
+    { echo "FAIL: cuda driver, flash_attention false"; exit 1; }
+gemm=$(GRIDSTEP_CUDA_ATTENTION=gemm "$GRIDSTEP" exec --json --steps 3 --driver cuda "$tmp/noflash.yaml") ||
     { echo "FAIL: cuda driver, GRIDSTEP_CUDA_ATTENTION=gemm"; exit 1; }
-python3 - "$host" "$cuda" "$gemm" <<'PY'
+python3 - "$host" "$cuda" "$rows" "$gemm" <<'PY'
 import json, sys
 h = json.loads(sys.argv[1])["loss"]
 fail = 0
-for name, doc in (("cuda", sys.argv[2]), ("cuda gemm attention", sys.argv[3])):
+for name, doc in (("cuda flash", sys.argv[2]), ("cuda per-row attention", sys.argv[3]),
+                  ("cuda gemm attention", sys.argv[4])):
     c = json.loads(doc)["loss"]
     bad = [(i, a, b) for i, (a, b) in enumerate(zip(h, c)) if abs(a - b) > 1e-3 * abs(a)]
     print("host", h); print(name, c)
@@ -30,11 +39,9 @@ for name, doc in (("cuda", sys.argv[2]), ("cuda gemm attention", sys.argv[3])):
 sys.exit(1 if fail else 0)
 PY
 rc=$?
-tmp=$(mktemp -d) || exit 1
-trap 'rm -rf "$tmp"' EXIT
 sed 's/seq: 128/seq: 393216/; s/layers: 4/layers: 1/; s/global: 4, micro: 2/global: 1, micro: 1/;
      s/precision: bf16/precision: fp32/; s/^  pipeline: 1f1b/  pipeline: 1f1b\
-  flash_attention: true/' "$top_srcdir/tests/gpu/tiny-llama-1gpu.yaml" >"$tmp/long.yaml"
+  flash_attention: false/' "$top_srcdir/tests/gpu/tiny-llama-1gpu.yaml" >"$tmp/long.yaml"
 GRIDSTEP_CUDA_ATTENTION=gemm "$GRIDSTEP" exec --driver cuda "$tmp/long.yaml" >/dev/null 2>"$tmp/err"
 pre=$?
 if [ $pre -eq 2 ] &&
