@@ -11,6 +11,8 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "sim/calib_file.h"
+
 void gs_cli_keep_freed_memory(void)
 {
 #if defined(HAVE_MALLOPT) && defined(M_MMAP_THRESHOLD) && defined(M_TRIM_THRESHOLD) && defined(M_ARENA_MAX)
@@ -202,4 +204,18 @@ gs_status gs_cli_bad_option(const char *arg, const struct option *opts, const ch
         return gs_error_set(err, GS_ERR_INPUT, "option '%s%s' needs a value\nusage: %s",
                             needs == arg ? "" : "--", needs, usage);
     return gs_error_set(err, GS_ERR_INPUT, "unknown option '%s'\nusage: %s", arg ? arg : "?", usage);
+}
+
+void gs_cli_calib_notes(const char *calib_path, const gs_scenario *s)
+{
+    if (!calib_path || !s)
+        return;
+    gs_calib cal;
+    gs_error err;
+    gs_error_init(&err);
+    char buf[512];
+    const char *note;
+    if (gs_calib_load(calib_path, &cal, &err) == GS_OK &&
+        (note = gs_calib_attention_note(&cal, calib_path, s->strategy.flash_attention, buf, sizeof buf)) != NULL)
+        fprintf(stderr, "gridstep: %s\n", note);
 }

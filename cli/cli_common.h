@@ -60,4 +60,9 @@ gs_status gs_cli_table_rowf(gs_cli_table *t, const char *fmt, ...) __attribute__
  * header, underlined with dashes. */
 void gs_cli_table_print(const gs_cli_table *t, FILE *f, int indent);
 
+/* With --calib FILE: prints to stderr the calibration's note on the scenario (attention timed on
+ * the other kernels than its flash_attention selects), if any. Loading errors are left to the
+ * sim, which reports them. */
+void gs_cli_calib_notes(const char *calib_path, const gs_scenario *s);
+
 #endif

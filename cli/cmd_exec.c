@@ -40,8 +40,10 @@ const char gs_cmd_exec_help[] =
     "  --driver D       host (default: CPU threads, shared-memory collectives) or cuda: one GPU per\n"
     "                   rank in this process (a thread per GPU), a CUDA stream per schedule stream,\n"
     "                   cuBLASLt GEMMs (fp32; GRIDSTEP_CUDA_GEMM=tf32 for TF32 tensor cores),\n"
-    "                   kernels/cuda (attention: exact per-row kernels; GRIDSTEP_CUDA_ATTENTION=gemm\n"
-    "                   for cuBLAS batched GEMMs with softmax/dS row passes, same outputs),\n"
+    "                   kernels/cuda (attention: FlashAttention-2 kernels when the scenario has\n"
+    "                   flash_attention, as by default; without it exact per-row kernels, or\n"
+    "                   GRIDSTEP_CUDA_ATTENTION=gemm for cuBLAS batched GEMMs with softmax/dS row\n"
+    "                   passes, same outputs),\n"
     "                   NCCL communicators per mesh dimension, NVTX ranges named\n"
     "                   after the events. cuda is the module gridstep-cuda.so (built when configure\n"
     "                   finds CUDA and NCCL), searched in $GRIDSTEP_MODULE_PATH, next to the\n"
@@ -741,6 +743,7 @@ gs_status gs_cmd_compare(int argc, char **argv, gs_error *err)
     int seen[NCLASS] = {0};
     double def_step = 0;
     /* the presets' sim (before), then the calibrated one (after) when there is a file */
+    gs_cli_calib_notes(a.calib, &s);
     for (int pass = 0; pass < (a.calib ? 2 : 1); pass++) {
         gs_backend_opts bo = {a.flow, pass ? a.calib : NULL, NULL};
         if (have_s) {

@@ -413,6 +413,7 @@ gs_status gs_cmd_sim(int argc, char **argv, gs_error *err)
     } else if ((rc = gs_cli_load(path, &s, &mesh, err)) != GS_OK) {
         goto out;
     }
+    gs_cli_calib_notes(bo.calib, &s);
     if (dump && (rc = sim_write_scenario(&s, dump, err)) != GS_OK)
         goto out;
     if (trace && !(tf = fopen(trace, "w"))) {

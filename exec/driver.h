@@ -190,12 +190,19 @@ typedef struct gs_driver_ops {
 
 extern const gs_driver_ops gs_driver_host;
 
+/* The layout version of gs_driver_ops and gs_driver_opts as a loadable module sees them: its
+ * entry symbol carries it (gs_driver_NAME_module_abiN), so a module built against another layout
+ * is refused by name rather than having its table's slots called at the wrong offsets. Bump it
+ * whenever either struct changes. 2: the flash attention ops and opts.attn_flash. */
+#define GS_DRIVER_ABI 2
+
 /* The drivers this build has, by name (NULL when unknown). */
 const gs_driver_ops *gs_driver_find(const char *name);
 
 /* A driver by name: one built in (gs_driver_find), else the module gridstep-NAME.so, looked up
  * in $GRIDSTEP_MODULE_PATH (colon-separated), then next to the running binary, then the install
- * directory (pkglibdir), and asked for its table through gs_driver_NAME_module(). GS_ERR_INPUT
+ * directory (pkglibdir), and asked for its table through gs_driver_NAME_module_abiN() (N =
+ * GS_DRIVER_ABI; a module without it was built for another gridstep: GS_ERR_UNSUPPORTED). GS_ERR_INPUT
  * for a name that is no driver; GS_ERR_UNSUPPORTED (with dlerror's text: the module or a library
  * it needs, such as libcudart, missing) when the module cannot be loaded. The module stays
  * loaded for the life of the process. */

@@ -12,7 +12,7 @@
  *
  * It is built as the module gridstep-cuda.so (dlopen'ed by `gridstep exec --driver cuda`; see
  * exec/driver_module.c), so the gridstep binary never links CUDA. The module exports one symbol,
- * gs_driver_cuda_module(), returning this ops table; it carries its own copy of engine/status.c
+ * gs_driver_cuda_module_abiN() (N = GS_DRIVER_ABI, exec/driver.h), returning this ops table; it carries its own copy of engine/status.c
  * and reaches the engine only through gs_driver_opts.group_of.
  *
  * Issue model: launch() runs the work function at once in the calling (rank) thread; the ops it
@@ -1676,8 +1676,10 @@ static const gs_driver_ops gs_driver_cuda = {
 };
 
 /* The module's one exported symbol. */
-__attribute__((visibility("default"))) const gs_driver_ops *gs_driver_cuda_module(void);
-const gs_driver_ops *gs_driver_cuda_module(void)
+#define GS_MODULE_ENTRY_(n) gs_driver_cuda_module_abi##n
+#define GS_MODULE_ENTRY(n) GS_MODULE_ENTRY_(n)
+__attribute__((visibility("default"))) const gs_driver_ops *GS_MODULE_ENTRY(GS_DRIVER_ABI)(void);
+const gs_driver_ops *GS_MODULE_ENTRY(GS_DRIVER_ABI)(void)
 {
     return &gs_driver_cuda;
 }

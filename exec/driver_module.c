@@ -82,14 +82,22 @@ gs_status gs_driver_load(const char *name, const gs_driver_ops **out, gs_error *
                             "driver %s: cannot load %s: %s (the module needs libcudart, libcublasLt and libnccl: "
                             "install them or add their directory to LD_LIBRARY_PATH)",
                             name, path, dlerror());
-    snprintf(sym, sizeof sym, "gs_driver_%s_module", name);
+    snprintf(sym, sizeof sym, "gs_driver_%s_module_abi%d", name, GS_DRIVER_ABI);
     dlerror();
     module_entry entry;
     *(void **)&entry = dlsym(h, sym);
     const char *e = dlerror();
     if (e || !entry) {
-        gs_status rc = gs_error_set(err, GS_ERR_UNSUPPORTED, "driver %s: %s has no %s: %s", name, path, sym,
-                                    e ? e : "NULL");
+        /* the first modules exported an unversioned entry */
+        char old[160];
+        snprintf(old, sizeof old, "gs_driver_%s_module", name);
+        int other = dlsym(h, old) != NULL;
+        gs_status rc = gs_error_set(err, GS_ERR_UNSUPPORTED,
+                                    "driver %s: %s has no %s%s%s: it was built for another version of gridstep "
+                                    "(driver table layout %d expected); rebuild it with this source tree or point "
+                                    "GRIDSTEP_MODULE_PATH at the matching build",
+                                    name, path, sym, other ? " (it has the older " : "", other ? "entry)" : "",
+                                    GS_DRIVER_ABI);
         dlclose(h);
         return rc;
     }

@@ -443,6 +443,19 @@ static gs_status load_root(json_t *root, const json_error_t *je_in, const char *
     /* a host calibration is one machine's threads, unless it measured links between hosts
      * (processes of an MPI job on several hosts): then groups spanning nodes take links.inter */
     out->host = drv && strcmp(json_string_value(drv), "host") == 0 && !out->inter.set;
+    /* which attention kernels compute.attn_flops timed (calibrate records it; unknown in files
+     * from before flash attention ran in exec, or written by hand) */
+    out->attn_flash = -1;
+    json_t *meas = json_object_get(root, "measurements"), *at = NULL, *fl = NULL;
+    if (json_is_object(meas) && json_is_object(at = json_object_get(meas, "attention")) &&
+        (fl = json_object_get(at, "flash")) != NULL) {
+        if (!json_is_boolean(fl)) {
+            rc = gs_error_set(err, GS_ERR_INPUT, "%s: measurements.attention.flash: found %s, expected true or false",
+                              path, kind_of(fl));
+            goto out;
+        }
+        out->attn_flash = json_is_true(fl);
+    }
 out:
     json_decref(root);
     return rc;
@@ -460,6 +473,19 @@ gs_status gs_calib_load_string(const char *text, size_t len, const char *path, g
     json_error_t je;
     json_t *root = json_loadb(text, len, JSON_REJECT_DUPLICATES, &je);
     return load_root(root, &je, path ? path : "<calibration>", out, err);
+}
+
+const char *gs_calib_attention_note(const gs_calib *c, const char *path, int scenario_flash, char *buf, size_t len)
+{
+    if (c->attn_flash < 0 || !(c->set & (1u << F_ATTN)) || (c->attn_flash != 0) == (scenario_flash != 0))
+        return NULL;
+    snprintf(buf, len,
+             "note: %s's attention rate (compute.attn_flops) was measured on the %s, but the scenario has "
+             "flash_attention: %s; its attention events take that rate anyway: calibrate with the scenario's setting "
+             "to time the kernels it runs",
+             path, c->attn_flash ? "flash kernels" : "kernels that keep the probabilities",
+             scenario_flash ? "true" : "false");
+    return buf;
 }
 
 void gs_calib_apply(const gs_calib *c, uint64_t world, gs_compute_model *cm, gs_topo *topo)

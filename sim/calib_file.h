@@ -16,7 +16,8 @@
  *                        "reduce_scatter": [...], "all_reduce": [...], "broadcast": [...],
  *                        "send_recv": {"alpha_s": S, "beta_bytes_per_s": B}},
  *              "inter": {... as intra, for groups spanning nodes}},
- *    "fits": {...}, "measurements": {...}}   (what calibrate measured: kept, not read)
+ *    "fits": {...}, "measurements": {...}}   (what calibrate measured: kept; of it only
+ *                                              measurements.attention.flash, true or false, is read)
  *
  * Units: FLOP/s, bytes/s, seconds. Every key is optional; unknown keys are errors. With
  * gemm_curve the GEMM efficiency is the curve at one call's FLOPs times peak_flops (the preset's
@@ -64,6 +65,8 @@ typedef struct gs_calib {
     double wake_by_ranks[GS_COLL_FIT_SIZES];   /* more, when it waits for another stream */
     double launch_cpu_by_ranks[GS_COLL_FIT_SIZES], wake_cpu_by_ranks[GS_COLL_FIT_SIZES]; /* their CPU work */
     size_t nlaunch;
+    int attn_flash; /* measurements.attention.flash: 1 the flash kernels timed attn_flops, 0 the ones
+                     * keeping the probabilities, -1 not said */
 } gs_calib;
 
 /* Reads and checks the file (positive numbers; efficiencies in (0, 1]; overlap_slowdown >= 1).
@@ -72,6 +75,11 @@ gs_status gs_calib_load(const char *path, gs_calib *out, gs_error *err);
 
 /* The same from len bytes of text (need not end in NUL); path names it in messages. */
 gs_status gs_calib_load_string(const char *text, size_t len, const char *path, gs_calib *out, gs_error *err);
+
+/* A note (into buf, returned) when compute.attn_flops was measured on the other attention
+ * kernels than the scenario's strategy.flash_attention selects; NULL when they agree, the file
+ * does not say or gives no attn_flops. */
+const char *gs_calib_attention_note(const gs_calib *c, const char *path, int scenario_flash, char *buf, size_t len);
 
 /* Replaces the given fields of the compute model and the topology; world (ranks the sim plays)
  * picks the launch overhead from launch_s_by_ranks (linear between measured sizes, the nearest

@@ -622,6 +622,38 @@ START_TEST(test_host_inter)
 }
 END_TEST
 
+/* measurements.attention.flash says which kernels compute.attn_flops timed: a scenario with the
+ * other setting gets a note naming both; the same setting, no attn_flops or no flash key, none. */
+START_TEST(test_attention_note)
+{
+    static const struct {
+        const char *text;
+        int flash, want_note; /* the scenario's flash_attention; 1 = a note */
+    } cases[] = {
+        {"{\"compute\": {\"attn_flops\": 1e9}, \"measurements\": {\"attention\": {\"flash\": true}}}", 0, 1},
+        {"{\"compute\": {\"attn_flops\": 1e9}, \"measurements\": {\"attention\": {\"flash\": true}}}", 1, 0},
+        {"{\"compute\": {\"attn_flops\": 1e9}, \"measurements\": {\"attention\": {\"flash\": false}}}", 1, 1},
+        {"{\"compute\": {\"attn_flops\": 1e9}, \"measurements\": {\"attention\": {\"flash\": false}}}", 0, 0},
+        {"{\"compute\": {\"attn_flops\": 1e9}, \"measurements\": {\"attention\": {\"seq\": 128}}}", 0, 0},
+        {"{\"compute\": {\"launch_s\": 1e-6}, \"measurements\": {\"attention\": {\"flash\": true}}}", 0, 0},
+    };
+    for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+        gs_calib c;
+        gs_error err;
+        gs_error_init(&err);
+        char buf[512];
+        ck_assert_int_eq(gs_calib_load_string(cases[i].text, strlen(cases[i].text), "a.json", &c, &err), GS_OK);
+        const char *note = gs_calib_attention_note(&c, "a.json", cases[i].flash, buf, sizeof buf);
+        ck_assert_msg((note != NULL) == cases[i].want_note, "case %zu: note %s", i, note ? note : "(none)");
+        if (note) {
+            ck_assert_ptr_nonnull(strstr(note, "a.json"));
+            ck_assert_ptr_nonnull(strstr(note, cases[i].flash ? "flash_attention: true" : "flash_attention: false"));
+            ck_assert_ptr_nonnull(strstr(note, cases[i].flash ? "keep the probabilities" : "flash kernels"));
+        }
+    }
+}
+END_TEST
+
 static Suite *calib_suite(void)
 {
     Suite *s = suite_create("calib");
@@ -641,6 +673,7 @@ static Suite *calib_suite(void)
     tcase_add_test(file, test_file_kernels);
     tcase_add_test(file, test_device_file_tile_model);
     tcase_add_test(file, test_host_inter);
+    tcase_add_test(file, test_attention_note);
     suite_add_tcase(s, file);
     TCase *errors = tcase_create("errors");
     tcase_add_checked_fixture(errors, NULL, remove_tmp);

@@ -687,8 +687,8 @@ START_TEST(test_attention_flash)
 {
     flash_case(2, 5, 4, 2, 6, 73);   /* two sequences, GQA, one partial tile */
     flash_case(1, 65, 3, 3, 8, 74);  /* one row past the 64-row query tile; no GQA */
-    flash_case(1, 150, 2, 1, 4, 75); /* past the 128-key tile: the second query tile's rows 128.. see keys in
-                                      * both key tiles, its first rows none of the second */
+    flash_case(1, 150, 2, 1, 4, 75); /* past the 128-key tile: the third query tile (rows 128..149) sees both
+                                      * key tiles, the second one's last 22 keys partly masked */
 }
 END_TEST
 
