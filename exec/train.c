@@ -835,7 +835,7 @@ gs_status gs_train_create(const gs_scenario *s, const gs_schedule *sch, const gs
     t->Tl = t->sp ? t->T / t->tp : t->T;
     t->flash = s->strategy.flash_attention != 0;
     if (t->flash && (!ops->attn_fwd_flash || !ops->attn_bwd_flash)) {
-        rc = gs_error_set(err, GS_ERR_INPUT,
+        rc = gs_error_set(err, GS_ERR_UNSUPPORTED,
                           "exec: the %s driver has no flash attention kernels; write flash_attention: false in the "
                           "scenario's strategy to run the kernels that keep the probabilities", ops->name);
         goto out;
