@@ -529,6 +529,34 @@ static void ref_attn(const void *ctx, const double *qkv, double *out)
             }
 }
 
+/* The inputs of both attention cases: qkv uniform in [-1.5, 1.5], out 777 everywhere (its padding
+ * must stay), dout's columns uniform in [-1, 1] and its padding NaN (never read), and the double
+ * copies th (qkv) and dyd (dout without the padding). */
+static void attn_inputs(const attn_problem *pb, test_rng *r, float *qkv, float *out, float *dout, double *th,
+                        double *dyd)
+{
+    size_t t = pb->nseq * pb->seq, nqkv = t * pb->ldqkv;
+    fill_uniform(r, qkv, nqkv, -1.5, 1.5);
+    fill_value(out, t * pb->ldo, 777.0f);
+    fill_value(dout, t * pb->ldo, NAN);
+    for (size_t rr = 0; rr < t; rr++)
+        for (size_t c = 0; c < pb->nh * pb->hd; c++) {
+            dout[rr * pb->ldo + c] = (float)rng_uniform(r, -1, 1);
+            dyd[rr * pb->nh * pb->hd + c] = dout[rr * pb->ldo + c];
+        }
+    to_double(qkv, th, nqkv);
+}
+
+/* out's rows without their padding into got; the padding must still hold 777. */
+static void attn_outputs(const attn_problem *pb, const float *out, float *got, const char *what)
+{
+    for (size_t rr = 0; rr < pb->nseq * pb->seq; rr++) {
+        memcpy(got + rr * pb->nh * pb->hd, out + rr * pb->ldo, pb->nh * pb->hd * sizeof(float));
+        for (size_t c = pb->nh * pb->hd; c < pb->ldo; c++)
+            ck_assert_msg(out[rr * pb->ldo + c] == 777.0f, "%s wrote out's padding", what);
+    }
+}
+
 /* One attention problem in the fused qkv layout ([t, (nh + 2 nkv) hd] rows) with out and dout
  * rows padded by 5 floats. */
 static void attn_case(size_t nseq, size_t seq, size_t nh, size_t nkv, size_t hd, uint64_t seed)
@@ -541,25 +569,13 @@ static void attn_case(size_t nseq, size_t seq, size_t nh, size_t nkv, size_t hd,
     test_rng r = {seed};
     float *qkv = falloc(nqkv), *out = falloc(t * pb.ldo), *p = falloc(np), *dout = falloc(t * pb.ldo),
           *dqkv = falloc(nqkv), *got = falloc(nout);
-    fill_uniform(&r, qkv, nqkv, -1.5, 1.5);
-    fill_value(out, t * pb.ldo, 777.0f);
-    fill_value(dout, t * pb.ldo, NAN); /* padding must not be read */
     double *th = dalloc(nqkv), *oref = dalloc(nout), *dyd = dalloc(nout), *grad = dalloc(nqkv);
-    for (size_t rr = 0; rr < t; rr++)
-        for (size_t c = 0; c < pb.nh * pb.hd; c++) {
-            dout[rr * pb.ldo + c] = (float)rng_uniform(&r, -1, 1);
-            dyd[rr * pb.nh * pb.hd + c] = dout[rr * pb.ldo + c];
-        }
-    to_double(qkv, th, nqkv);
+    attn_inputs(&pb, &r, qkv, out, dout, th, dyd);
 
     gs_k_attn_fwd(qkv, pb.ldqkv, qkv + koff, qkv + voff, pb.ldqkv, out, pb.ldo, p, pb.nseq, pb.seq, pb.nh, pb.nkv,
                   pb.hd);
     ref_attn(&pb, th, oref);
-    for (size_t rr = 0; rr < t; rr++) {
-        memcpy(got + rr * pb.nh * pb.hd, out + rr * pb.ldo, pb.nh * pb.hd * sizeof(float));
-        for (size_t c = pb.nh * pb.hd; c < pb.ldo; c++)
-            ck_assert_msg(out[rr * pb.ldo + c] == 777.0f, "attention wrote out's padding");
-    }
+    attn_outputs(&pb, out, got, "attention");
     expect_close("attention out", got, oref, nout, FWD_RTOL);
     /* Saved probabilities: causal (zero above the diagonal), each row sums to 1. */
     for (size_t h = 0; h < pb.nseq * pb.nh; h++)
@@ -606,26 +622,14 @@ static void flash_case(size_t nseq, size_t seq, size_t nh, size_t nkv, size_t hd
     float *qkv = falloc(nqkv), *out = falloc(t * pb.ldo), *lse = falloc(nlse), *dout = falloc(t * pb.ldo),
           *dqkv = falloc(nqkv), *got = falloc(nout), *outp = falloc(t * pb.ldo), *p = falloc(np),
           *dqkvp = falloc(nqkv), *gotp = falloc(nout);
-    fill_uniform(&r, qkv, nqkv, -1.5, 1.5);
-    fill_value(out, t * pb.ldo, 777.0f);
-    fill_value(lse, nlse, NAN);
-    fill_value(dout, t * pb.ldo, NAN);
     double *th = dalloc(nqkv), *oref = dalloc(nout), *dyd = dalloc(nout), *grad = dalloc(nqkv);
-    for (size_t rr = 0; rr < t; rr++)
-        for (size_t c = 0; c < pb.nh * pb.hd; c++) {
-            dout[rr * pb.ldo + c] = (float)rng_uniform(&r, -1, 1);
-            dyd[rr * pb.nh * pb.hd + c] = dout[rr * pb.ldo + c];
-        }
-    to_double(qkv, th, nqkv);
+    attn_inputs(&pb, &r, qkv, out, dout, th, dyd);
+    fill_value(lse, nlse, NAN);
 
     gs_k_attn_fwd_flash(qkv, pb.ldqkv, qkv + koff, qkv + voff, pb.ldqkv, out, pb.ldo, lse, pb.nseq, pb.seq, pb.nh,
                         pb.nkv, pb.hd);
     ref_attn(&pb, th, oref);
-    for (size_t rr = 0; rr < t; rr++) {
-        memcpy(got + rr * pb.nh * pb.hd, out + rr * pb.ldo, pb.nh * pb.hd * sizeof(float));
-        for (size_t c = pb.nh * pb.hd; c < pb.ldo; c++)
-            ck_assert_msg(out[rr * pb.ldo + c] == 777.0f, "flash attention wrote out's padding");
-    }
+    attn_outputs(&pb, out, got, "flash attention");
     expect_close("flash attention out", got, oref, nout, FWD_RTOL);
     /* lse by hand: log sum_{b<=a} exp(q_a . k_b / sqrt(hd)) in double */
     size_t group = pb.nh / pb.nkv;
