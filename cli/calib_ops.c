@@ -11,8 +11,10 @@ const char *const gs_cal_ew_names[GS_CAL_EW_COUNT] = {"adamw",       "rmsnorm", 
                                                "embed",       "rmsnorm_bwd", "swiglu_bwd", "xent_bwd", "embed_bwd"};
 /* bytes per element the schedule counts in fp32 (engine/build*.c): the optimizer 2 x 8 + 2 x 4,
  * a norm 5 x 4 (backward 10 x 4), SwiGLU 3 x 4 (backward 6 x 4); add: read y and x, write y;
- * the loss 2 x 4 per logit (backward 4 x 4); the embedding 4 per output element (backward 8) */
-const double gs_cal_ew_bytes[GS_CAL_EW_COUNT] = {24, 20, 12, 12, 8, 4, 40, 24, 16, 8};
+ * the loss per logit as strategy.cross_entropy fused counts it (the kernels exec runs:
+ * gs_xent_bytes_per_logit(GS_XENT_FUSED, 4, bwd), 8 each way); the embedding 4 per output
+ * element (backward 8) */
+const double gs_cal_ew_bytes[GS_CAL_EW_COUNT] = {24, 20, 12, 12, 8, 4, 40, 24, 8, 8};
 
 const char *const gs_cal_c_names[GS_CAL_C_COUNT] = {"all_gather", "reduce_scatter", "all_reduce", "broadcast",
                                                      "send_recv"};

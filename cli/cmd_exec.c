@@ -744,6 +744,15 @@ gs_status gs_cmd_compare(int argc, char **argv, gs_error *err)
     double def_step = 0;
     /* the presets' sim (before), then the calibrated one (after) when there is a file */
     gs_cli_calib_notes(a.calib, &s);
+    if (s.strategy.cross_entropy == GS_XENT_UNFUSED)
+        fprintf(stderr, "gridstep: compare: strategy.cross_entropy is unfused: the sim charges the framework's "
+                        "passes over the logits (%" PRIu64 " B per logit forward, %" PRIu64 " backward) while exec "
+                        "runs its fused kernel (%" PRIu64 " and %" PRIu64 "), so the loss class differs by design; "
+                        "write cross_entropy: fused to compare like with like\n",
+                gs_xent_bytes_per_logit(GS_XENT_UNFUSED, gs_precision_bytes(s.strategy.precision), 0),
+                gs_xent_bytes_per_logit(GS_XENT_UNFUSED, gs_precision_bytes(s.strategy.precision), 1),
+                gs_xent_bytes_per_logit(GS_XENT_FUSED, gs_precision_bytes(s.strategy.precision), 0),
+                gs_xent_bytes_per_logit(GS_XENT_FUSED, gs_precision_bytes(s.strategy.precision), 1));
     for (int pass = 0; pass < (a.calib ? 2 : 1); pass++) {
         gs_backend_opts bo = {a.flow, pass ? a.calib : NULL, NULL};
         if (have_s) {

@@ -166,6 +166,17 @@ static gs_status elementwise(pass *p, gs_op op, uint64_t elements, uint64_t byte
     return compute(p, op, 0, 0, 0, 0, 5.0 * (double)elements * mul, (uint64_t)((double)elements * (double)bytes_per_element * mul));
 }
 
+/* The cross-entropy over the rank's T x V/tp logits: the bytes of the strategy's passes
+ * (gs_xent_bytes_per_logit: the unfused tensor ops or one fused kernel); 5 FLOPs per logit
+ * forward, 10 backward, as every elementwise op here. */
+static gs_status loss(pass *p, const shapes *sh)
+{
+    int bwd = p->phase == GS_PHASE_BWD;
+    double logits = (double)sh->T * (double)sh->v_t;
+    uint64_t per = gs_xent_bytes_per_logit(p->x->s->strategy.cross_entropy, sh->e, bwd);
+    return compute(p, GS_OP_LOSS, 0, 0, 0, 0, (bwd ? 10.0 : 5.0) * logits, (uint64_t)(logits * (double)per));
+}
+
 /* A TP collective on the activation X = T h e bytes (AR), or its sequence-parallel halves. */
 static gs_status tp_coll(pass *p, gs_coll_op op, const shapes *sh)
 {
@@ -467,7 +478,7 @@ gs_status gs__head_forward(gs_bctx *x, uint32_t mb, const gs_layer_io *io, uint3
     if ((rc = elementwise(&p, GS_OP_NORM, hsp, sh.norm_bytes)) ||
         (sh.sp && (rc = tp_coll(&p, GS_COLL_ALLGATHER, &sh))) ||
         (rc = gemm(&p, GS_OP_HEAD, &sh, sh.T, sh.v_t, sh.h, 0)) ||
-        (rc = elementwise(&p, GS_OP_LOSS, sh.T * sh.v_t, 8)) ||
+        (rc = loss(&p, &sh)) ||
         (rc = tp_coll_bytes(&p, GS_COLL_ALLGATHER, x->tp * sh.T * GS_XENT_STAT_BYTES)))
         return rc;
     return pass_end(&p, last_ev);
@@ -481,7 +492,7 @@ gs_status gs__head_backward(gs_bctx *x, uint32_t mb, const gs_layer_io *io, uint
     pass_init(&p, x, GS_PHASE_BWD, GS_LAYER_HEAD, mb, io);
     gs_status rc;
     uint64_t hsp = sh.sp ? ceil_div(sh.T * sh.h, x->tp) : sh.T * sh.h;
-    if ((rc = elementwise(&p, GS_OP_LOSS, sh.T * sh.v_t, 8)) ||
+    if ((rc = loss(&p, &sh)) ||
         (rc = gemm(&p, GS_OP_HEAD, &sh, sh.T, sh.v_t, sh.h, 0)) ||
         (rc = tp_coll(&p, sh.sp ? GS_COLL_REDUCE_SCATTER : GS_COLL_ALLREDUCE, &sh)) ||
         (rc = elementwise(&p, GS_OP_NORM, hsp, sh.norm_bytes)))

@@ -24,7 +24,7 @@ typedef enum mg_act {
     MG_DIST_OPT, MG_CUSTOM_FSDP, MG_DP_SHARD, MG_TORCH_FSDP2, MG_BF16, MG_FP16, MG_LAYERS,
     MG_HIDDEN, MG_HEADS, MG_GQA, MG_GROUPS, MG_FFN, MG_SEQ, MG_MAXPOS, MG_VOCAB, MG_VOCAB_DIV,
     MG_KV_CH, MG_SWIGLU, MG_UNTIE, MG_NORM, MG_POSEMB, MG_NO_POSEMB, MG_ROPE, MG_NO_BIAS,
-    MG_ATT_DROP, MG_HID_DROP, MG_ATT_BACKEND, MG_FLASH, MG_OPTIMIZER, MG_OPG, MG_TPCO, MG_OGR, MG_GRAD_FP32, MG_GRAD_BF16, MG_BUCKET, MG_ACT_COUNT
+    MG_ATT_DROP, MG_HID_DROP, MG_ATT_BACKEND, MG_FLASH, MG_OPTIMIZER, MG_OPG, MG_TPCO, MG_OGR, MG_GRAD_FP32, MG_GRAD_BF16, MG_BUCKET, MG_XENT_FUSION, MG_ACT_COUNT
 } mg_act;
 
 /* Values a flag takes. */
@@ -93,6 +93,9 @@ static const mg_flag mg_flags[] = {
     {"overlap-grad-reduce", MG_SWITCH, MG_OGR, NULL},
     {"overlap-param-gather", MG_SWITCH, MG_OPG, NULL},
     {"tp-comm-overlap", MG_SWITCH, MG_TPCO, NULL},
+    {"cross-entropy-loss-fusion", MG_SWITCH, MG_XENT_FUSION, NULL},
+    {"cross-entropy-fusion-impl", MG_ONE, MG_IGNORE, "which fused cross-entropy kernel (native or te): both "
+                                                     "are modelled as strategy.cross_entropy: fused"},
     {"no-gradient-accumulation-fusion", MG_SWITCH, MG_IGNORE, mg_fusion},
     {"no-masked-softmax-fusion", MG_SWITCH, MG_IGNORE, mg_fusion},
     {"no-bias-gelu-fusion", MG_SWITCH, MG_IGNORE, mg_fusion},
@@ -728,6 +731,8 @@ static gs_status mg_strategy(const char *origin, const mg_words *ws, const mg_st
     }
     if (st->given[MG_FLASH])
         g->flash_attention = 1;
+    /* the loss: Megatron's vocab_parallel_cross_entropy (tensor ops) unless fused */
+    g->cross_entropy = st->given[MG_XENT_FUSION] ? GS_XENT_FUSED : GS_XENT_UNFUSED;
     /* pipeline */
     g->pipeline = GS_PIPE_1F1B;
     g->virtual_stages = 1;

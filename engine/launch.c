@@ -485,6 +485,8 @@ static void put_megatron_flags(launch_doc *d, const gs_scenario *s, const gs_mes
     if (!md->dropout)
         flag(&f, "--attention-dropout 0 --hidden-dropout 0");
     flag(&f, "--attention-backend %s", st->flash_attention ? "flash" : "unfused");
+    if (st->cross_entropy == GS_XENT_FUSED)
+        flag(&f, "--cross-entropy-loss-fusion");
     flag(&f, "--micro-batch-size %" PRIu64, s->batch.micro_seqs);
     flag(&f, "--global-batch-size %" PRIu64, s->batch.global_seqs);
     if (st->recompute == GS_RECOMPUTE_FULL)

@@ -304,6 +304,7 @@ GS_ENUM_ADAPTOR(parse_recompute, gs_recompute_parse, gs_recompute)
 GS_ENUM_ADAPTOR(parse_precision, gs_precision_parse, gs_precision)
 GS_ENUM_ADAPTOR(parse_pipeline, gs_pipeline_parse, gs_pipeline)
 GS_ENUM_ADAPTOR(parse_bucket_stages, gs_bucket_stages_parse, gs_bucket_stages)
+GS_ENUM_ADAPTOR(parse_xent, gs_xent_parse, gs_xent)
 
 static const char *const norm_names[] = {"rmsnorm", "layernorm"};
 static const char *const mlp_names[] = {"swiglu", "gelu"};
@@ -807,7 +808,7 @@ static const char *const strategy_keys[] = {
     "sharding", "wrap", "prefetch", "forward_prefetch", "reshard_after_forward",
     "limit_all_gathers", "recompute", "flash_attention", "offload", "precision", "pipeline", "grad_sync",
     "virtual_stages", "sequence_parallel", "bucket_mb", "overlap_param_gather", "tp_comm_overlap", "grad_dtype", "overlap_grad_reduce",
-    "bucket_stages",
+    "bucket_stages", "cross_entropy",
 };
 
 static const char *const wrap_keys[] = {"min_params"};
@@ -906,6 +907,13 @@ static gs_status load_strategy(const gs__yaml_loader *l, const yaml_node_t *v, g
         if ((st = opt_enum(l, v, sec, "bucket_stages", bucket_stages_names, 2, parse_bucket_stages, &e, NULL)))
             return st;
         s->bucket_stages = (gs_bucket_stages)e;
+    }
+    {
+        static const char *const xent_names[] = {"unfused", "fused"};
+        e = (int)s->cross_entropy;
+        if ((st = opt_enum(l, v, sec, "cross_entropy", xent_names, 2, parse_xent, &e, NULL)))
+            return st;
+        s->cross_entropy = (gs_xent)e;
     }
     yaml_node_t *wrap = gs__yaml_lookup(l, v, "wrap", NULL);
     if (wrap && (st = load_wrap(l, wrap, s)) != GS_OK)

@@ -108,6 +108,8 @@ static gs_status put_strategy(gs_text *t, const gs_strategy *s, gs_error *err)
      * existed stay byte for byte what they were */
     if (st == GS_OK && s->bucket_stages != GS_BUCKET_STAGES_ALL)
         st = gs_text_printf(t, "  bucket_stages: %s\n", gs_bucket_stages_name(s->bucket_stages));
+    if (st == GS_OK && s->cross_entropy != GS_XENT_UNFUSED)
+        st = gs_text_printf(t, "  cross_entropy: %s\n", gs_xent_name(s->cross_entropy));
     return st;
 }
 

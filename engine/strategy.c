@@ -51,6 +51,11 @@ static const char *const bucket_stages_names[][2] = {
     [GS_BUCKET_STAGES_FIRST] = {"first", NULL},
 };
 
+static const char *const xent_names[][2] = {
+    [GS_XENT_UNFUSED] = {"unfused", NULL},
+    [GS_XENT_FUSED] = {"fused", NULL},
+};
+
 #define COUNT_OF(a) (sizeof(a) / sizeof((a)[0]))
 
 void gs_strategy_defaults(gs_strategy *s)
@@ -74,6 +79,7 @@ void gs_strategy_defaults(gs_strategy *s)
     s->tp_comm_overlap = 0;
     s->grad_dtype = -1;
     s->bucket_stages = GS_BUCKET_STAGES_ALL;
+    s->cross_entropy = GS_XENT_UNFUSED;
     s->bucket_bytes = (uint64_t)25 << 20; /* 25 MiB: PyTorch DDP bucket_cap_mb default */
 }
 
@@ -199,6 +205,30 @@ int gs_pipeline_parse(const char *s, gs_pipeline *out)
         return -1;
     *out = (gs_pipeline)i;
     return 0;
+}
+
+int gs_xent_parse(const char *s, gs_xent *out)
+{
+    int i = parse_name(s, &xent_names[0][0], COUNT_OF(xent_names), 2);
+    if (i < 0)
+        return -1;
+    *out = (gs_xent)i;
+    return 0;
+}
+
+const char *gs_xent_name(gs_xent x)
+{
+    return (unsigned)x < COUNT_OF(xent_names) ? xent_names[x][0] : "?";
+}
+
+uint64_t gs_xent_bytes_per_logit(gs_xent x, uint64_t elem_bytes, int bwd)
+{
+    uint64_t e = elem_bytes;
+    if (x == GS_XENT_FUSED)
+        return 2 * e;
+    uint64_t cast = e == 4 ? 0 : e + 4;
+    /* forward: max 4, shift 8, exp 8, sum 4, normalise 8; backward: scale 8 */
+    return cast + (bwd ? 8 : 32);
 }
 
 int gs_bucket_stages_parse(const char *s, gs_bucket_stages *out)

@@ -35,6 +35,16 @@ typedef enum gs_grad_sync { GS_GRAD_SYNC_AUTO = 0, GS_GRAD_SYNC_LAST = 1, GS_GRA
  * (stage, chunk) reduces its whole gradient as one bucket once the chunk's last gradient is ready,
  * and all-gathers its updated parameters as one bucket. */
 typedef enum gs_bucket_stages { GS_BUCKET_STAGES_ALL = 0, GS_BUCKET_STAGES_FIRST = 1 } gs_bucket_stages;
+/* How the loss's cross-entropy passes over the logits (T x V/tp per micro-batch). UNFUSED (the
+ * default): the framework's tensor ops, as Megatron-LM's vocab_parallel_cross_entropy and
+ * PyTorch's F.cross_entropy(logits.float()) run them: a cast to fp32, the row max, the shift,
+ * exp, the row sum and the normalisation in forward (the fp32 softmax kept for backward), the
+ * scale and the cast back in backward, each a pass over the logits. FUSED: one kernel that
+ * reads the logits twice (max, then the sum of exponentials) in forward and recomputes the
+ * softmax from the per-row logsumexp in backward (read the logits, write their gradient):
+ * Megatron's --cross-entropy-loss-fusion, Transformer Engine's and Liger's kernels, and
+ * gridstep exec's own kernels. */
+typedef enum gs_xent { GS_XENT_UNFUSED = 0, GS_XENT_FUSED = 1 } gs_xent;
 
 typedef struct gs_strategy {
     gs_sharding sharding;
@@ -71,6 +81,7 @@ typedef struct gs_strategy {
     int tp_comm_overlap;        /* Megatron-Core --tp-comm-overlap (Transformer Engine userbuffers,
                                    needs sequence parallelism): each block's TP all-gathers and
                                    reduce-scatters run under its GEMMs; default 0 */
+    gs_xent cross_entropy;      /* default UNFUSED */
 } gs_strategy;
 
 /* The seed's advice: full_shard, per-layer wrap, backward_pre, reshard after forward, no
@@ -98,6 +109,14 @@ int gs_strategy_chunk_one_bucket(const gs_strategy *s, uint64_t stage, uint64_t 
 /* Bytes of one gradient element: grad_dtype's, or the training precision's by default. */
 uint64_t gs_grad_bytes(const gs_strategy *s);
 
+/* HBM bytes per logit of the cross-entropy's passes, forward (bwd 0) or backward, with logits of
+ * `elem_bytes` (the training precision's element): UNFUSED forward casts to fp32 (read e, write
+ * 4; no pass when e is 4, where .float() returns the tensor itself), then max (read 4), shift
+ * (4 + 4), exp (4 + 4), sum (4) and normalise (4 + 4); backward scales the kept softmax by the
+ * loss gradient (4 + 4) and casts it back (4 + e; none when e is 4). FUSED reads the logits twice
+ * in forward (2 e) and reads them and writes their gradient in backward (2 e). */
+uint64_t gs_xent_bytes_per_logit(gs_xent x, uint64_t elem_bytes, int bwd);
+
 /* Names as written in scenarios (lower case). */
 const char *gs_sharding_name(gs_sharding s);
 const char *gs_wrap_name(gs_wrap_kind w);
@@ -106,6 +125,7 @@ const char *gs_recompute_name(gs_recompute r);
 const char *gs_precision_name(gs_precision p);
 const char *gs_pipeline_name(gs_pipeline p);
 const char *gs_bucket_stages_name(gs_bucket_stages b); /* "all", "first" */
+const char *gs_xent_name(gs_xent x);                   /* "unfused", "fused" */
 
 /* Parse a name; return 0 ok, -1 unknown. */
 int gs_sharding_parse(const char *s, gs_sharding *out);
@@ -114,6 +134,7 @@ int gs_recompute_parse(const char *s, gs_recompute *out);
 int gs_precision_parse(const char *s, gs_precision *out);
 int gs_pipeline_parse(const char *s, gs_pipeline *out);
 int gs_bucket_stages_parse(const char *s, gs_bucket_stages *out);
+int gs_xent_parse(const char *s, gs_xent *out);
 
 /* Facts about a sharding strategy. */
 int gs_sharding_shards_params(gs_sharding s);    /* full_shard, zero3, hybrid */

@@ -963,6 +963,53 @@ START_TEST(test_partition_index)
 }
 END_TEST
 
+/* The loss's HBM bytes (strategy.cross_entropy). SMALL with tp 2: T = 64 tokens, V/tp = 500
+ * logits per token, 32000 logits per micro-batch on a rank. Megatron-LM's
+ * vocab_parallel_cross_entropy, pass by pass over the logits (megatron/core/tensor_parallel/
+ * cross_entropy.py): forward .float() (read 2, write 4 under bf16; nothing under fp32, where
+ * .float() is the tensor itself), max (read 4), -= max (4 + 4), exp (4 + 4), sum (4), div_ by
+ * the sum (4 + 4): 38 B per bf16 logit, 32 per fp32 one; backward mul_ by the loss gradient
+ * (4 + 4) and the cast back (read 4, write 2 under bf16): 14 and 8. A fused kernel reads the
+ * logits twice forward and reads them and writes their gradient backward: 2 e each way. */
+static void loss_bytes(const char *xent, const char *prec, uint64_t fwd, uint64_t bwd)
+{
+    char y[512];
+    snprintf(y, sizeof y,
+             SMALL "cluster: {preset: dgx-a100-80g, gpus_per_node: 2}\ngrid: {tp: 2}\n"
+                   "strategy: {sharding: no_shard, precision: %s%s%s}\nbatch: {global: 1, micro: 1}\n",
+             prec, xent ? ", cross_entropy: " : "", xent ? xent : "");
+    gs_schedule *sch = build(y, 0);
+    const gs_rank_events *r = &sch->ranks[0];
+    size_t nf = 0, nb = 0;
+    for (size_t k = 0; k < r->nevents; k++) {
+        const gs_event *e = &r->events[k];
+        if (e->kind != GS_EV_COMPUTE || e->op != GS_OP_LOSS)
+            continue;
+        if (e->phase == GS_PHASE_FWD) {
+            ck_assert_msg(e->bytes == 32000 * fwd, "%s %s forward: %llu B", xent ? xent : "default", prec,
+                          (unsigned long long)e->bytes);
+            nf++;
+        } else {
+            ck_assert_msg(e->bytes == 32000 * bwd, "%s %s backward: %llu B", xent ? xent : "default", prec,
+                          (unsigned long long)e->bytes);
+            nb++;
+        }
+    }
+    ck_assert_uint_eq(nf, 1);
+    ck_assert_uint_eq(nb, 1);
+    gs_schedule_destroy(sch);
+}
+
+START_TEST(test_loss_bytes)
+{
+    loss_bytes(NULL, "bf16", 38, 14); /* unfused is the default */
+    loss_bytes("unfused", "bf16", 38, 14);
+    loss_bytes("unfused", "fp32", 32, 8);
+    loss_bytes("fused", "bf16", 4, 4);
+    loss_bytes("fused", "fp32", 8, 8);
+}
+END_TEST
+
 static Suite *build_suite(void)
 {
     Suite *s = suite_create("build");
@@ -984,6 +1031,7 @@ static Suite *build_suite(void)
     tcase_add_test(tp, test_tp_counts);
     tcase_add_test(tp, test_recompute_counts);
     tcase_add_test(tp, test_tp_comm_overlap);
+    tcase_add_test(tp, test_loss_bytes);
     tcase_add_test(dp, test_overlap_param_gather);
     tcase_add_test(dp, test_bucket_stages_first);
     tcase_add_test(dp, test_bucket_stages_first_interleaved);

@@ -275,6 +275,7 @@ static void assert_same_strategy(const gs_strategy *a, const gs_strategy *b, int
     ck_assert_int_eq(a->overlap_param_gather, b->overlap_param_gather);
     ck_assert_int_eq(a->tp_comm_overlap, b->tp_comm_overlap);
     ck_assert_int_eq(a->overlap_grad_reduce, b->overlap_grad_reduce);
+    ck_assert_int_eq(a->cross_entropy, b->cross_entropy);
     ck_assert_uint_eq(gs_grad_bytes(a), gs_grad_bytes(b)); /* auto reads back as the dtype it resolves to */
 }
 
@@ -404,6 +405,9 @@ static const char *const megatron_cases[] = {
     "model: gpt-1.7b\ncluster: {preset: dgx-a100-80g, nodes: 1}\ngrid: {dp: 8, pp: 1, tp: 1}\n"
     "strategy: {sharding: no_shard, precision: fp16, grad_dtype: fp32, overlap_grad_reduce: false}\n"
     "batch: {global: 16, micro: 2}\n",
+    /* the fused loss: --cross-entropy-loss-fusion */
+    "model: gpt-1.7b\ncluster: {preset: dgx-a100-80g, nodes: 1}\ngrid: {dp: 8, pp: 1, tp: 1}\n"
+    "strategy: {sharding: zero1, grad_dtype: fp32, cross_entropy: fused}\nbatch: {global: 16, micro: 2}\n",
 };
 
 START_TEST(test_roundtrip_megatron)
@@ -660,6 +664,11 @@ START_TEST(test_import_megatron)
     ck_assert_int_eq(s.strategy.overlap_param_gather, 1);
     ck_assert_int_eq(s.strategy.sharding, GS_SHARD_ZERO1);
     ck_assert_int_eq(s.strategy.bucket_stages, GS_BUCKET_STAGES_FIRST); /* Megatron-Core's DDP */
+    ck_assert_int_eq(s.strategy.cross_entropy, GS_XENT_UNFUSED); /* vocab_parallel_cross_entropy */
+    ck_assert_int_eq(import_mg("--cross-entropy-loss-fusion --cross-entropy-fusion-impl te", "llama2-7b", 1, &s, &ig,
+                               &err),
+                     GS_OK);
+    ck_assert_int_eq(s.strategy.cross_entropy, GS_XENT_FUSED);
     /* Megatron-FSDP's optim strategy is zero1 too, but not DistributedDataParallel: no bucket rule */
     ck_assert_int_eq(import_mg("--use-custom-fsdp --data-parallel-sharding-strategy optim "
                                "--pipeline-model-parallel-size 2",
@@ -694,7 +703,8 @@ static Suite *launch_suite(void)
                         (int)(sizeof accelerate_cases / sizeof accelerate_cases[0]));
     tcase_add_loop_test(tc, test_roundtrip_megatron, 0,
                         (int)(sizeof megatron_cases / sizeof megatron_cases[0]));
-    tcase_add_loop_test(tc, test_roundtrip_scenario_yaml, 0, 3);
+    tcase_add_loop_test(tc, test_roundtrip_scenario_yaml, 0,
+                        (int)(sizeof megatron_cases / sizeof megatron_cases[0]) - 1);
     tcase_add_test(tc, test_roundtrip_imported_yaml);
     suite_add_tcase(s, tc);
     tc = tcase_create("import");
