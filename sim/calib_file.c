@@ -541,8 +541,10 @@ void gs_calib_apply(const gs_calib *c, uint64_t world, gs_compute_model *cm, gs_
         cm->gemm_e_max = c->gemm_e_max;
         cm->gemm_f0_flops = c->gemm_f0_flops;
     }
-    if (c->set & (1u << F_ROPE))
+    if (c->set & (1u << F_ROPE)) { /* the measured rotation replaces the preset's byte model */
         cm->qkv_rope_s = c->qkv_rope_s;
+        cm->rope_cols = 0.0;
+    }
     if (c->set & (1u << F_CONC))
         cm->concurrency_slowdown = c->concurrency_slowdown;
     if (c->set & (1u << F_COLL_CPU))

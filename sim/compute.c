@@ -207,9 +207,35 @@ void gs_compute_model_init(gs_compute_model *m, const gs_gpu *g, gs_precision p)
     m->host_flops = node_flops * GS_HOST_FLOPS_EFFICIENCY / GS_HOST_GPUS_PER_NODE;
 }
 
+void gs_compute_model_rope(gs_compute_model *m, const gs_model *model, gs_precision p)
+{
+    m->rope_cols = 0.0;
+    m->rope_elem_bytes = 0.0;
+    if (model->pos != GS_POS_ROPE || model->nominal_params || !model->heads)
+        return;
+    double a = (double)model->heads, kv = (double)(model->kv_heads ? model->kv_heads : model->heads);
+    m->rope_cols = (a + kv) / (a + 2.0 * kv);
+    m->rope_elem_bytes = (double)gs_precision_bytes(p);
+}
+
 static int is_gemm(const gs_event *e)
 {
     return e->gemm_m != 0 && e->gemm_n != 0 && e->gemm_k != 0;
+}
+
+/* The rotary embedding beside a QKV event on the preset path: q and k are rotated by their own
+ * kernels after the GEMM (Megatron-Core's fused RoPE, once for q and once for k; the backward
+ * rotates dq and dk before the data-gradient GEMM): each reads and writes its elements, at the
+ * elementwise HBM rate. The event's rows are its FLOPs over 2 n k (4 n k backward), so the
+ * parts of a QKV GEMM split around a TP collective (tp_comm_overlap) each rotate their share. */
+static double rope_time(const gs_compute_model *m, const gs_event *e)
+{
+    if (e->op != GS_OP_QKV || m->rope_cols <= 0.0 || !is_gemm(e))
+        return 0.0;
+    double nk = (double)e->gemm_n * (double)e->gemm_k;
+    double rows = e->flops / ((e->phase == GS_PHASE_BWD ? 4.0 : 2.0) * nk);
+    double bytes = rows * (double)e->gemm_n * m->rope_cols * 2.0 * m->rope_elem_bytes;
+    return bytes / (m->hbm_bw * m->hbm_efficiency) + 2.0 * m->launch_s;
 }
 
 /* Roofline: the slower of the FLOPs at `flops_rate` and the bytes at `bytes_rate`. */
@@ -249,7 +275,7 @@ static double calibrated_time(const gs_compute_model *m, const gs_event *e, int 
         /* the host QKV event also rotates q and k (forward) or dq and dk (backward): once per token */
         if (e->op == GS_OP_QKV)
             t += m->qkv_rope_s * (double)e->gemm_m;
-        return t + calls * m->launch_s;
+        return t + rope_time(m, e) + calls * m->launch_s;
     }
     if (!is_gemm(e) && e->op < GS_OP_COUNT) {
         double rate = e->phase == GS_PHASE_BWD && m->elementwise_bw_bwd[e->op] > 0 ? m->elementwise_bw_bwd[e->op]
@@ -277,14 +303,17 @@ double gs_compute_time(const gs_compute_model *m, const gs_event *e)
         rate = m->peak_flops * gs_gemm_efficiency(m, e->gemm_m, e->gemm_n, e->gemm_k, e->gemm_batch);
         if (e->phase == GS_PHASE_BWD)
             launches = 2;
+        double rope = rope_time(m, e);
         if (e->op != GS_OP_ATTN && (m->gemm_bwd_factor > 0 || m->qkv_rope_s > 0)) {
             t = roofline(e->flops, (double)e->bytes, rate, m->hbm_bw * m->hbm_efficiency);
             if (e->phase == GS_PHASE_BWD && m->gemm_bwd_factor > 0)
                 t *= m->gemm_bwd_factor;
             if (e->op == GS_OP_QKV)
                 t += m->qkv_rope_s * (double)e->gemm_m;
-            return t + launches * m->launch_s;
+            return t + rope + launches * m->launch_s;
         }
+        return roofline(e->flops, (double)e->bytes, rate, m->hbm_bw * m->hbm_efficiency) + rope +
+               launches * m->launch_s;
     } else {
         rate = m->peak_flops * GS_VECTOR_FRACTION;
     }

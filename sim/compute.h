@@ -7,6 +7,7 @@
 #define GS_SIM_COMPUTE_H
 
 #include "engine/hardware.h"
+#include "engine/model.h"
 #include "engine/schedule.h"
 #include "engine/strategy.h"
 
@@ -36,6 +37,12 @@ typedef struct gs_compute_model {
     double qkv_rope_s;        /* seconds per token (row) of a QKV event for the rotary embedding the
                                  host kernels apply to q and k after the GEMM (and to dq, dk before
                                  it in the backward); 0: none */
+    double rope_cols;         /* the preset model's rotary embedding (gs_compute_model_rope): the
+                                 fraction of a QKV event's output columns (q and k, not v) that a
+                                 separate kernel rotates after the GEMM (and rotates back before
+                                 the backward), reading and writing them at the elementwise HBM
+                                 rate; 0: none (no RoPE, or a calibration's qkv_rope_s owns it) */
+    double rope_elem_bytes;   /* bytes of one rotated element (the training precision's) */
     double coll_cpu_share;    /* a collective's bandwidth time (its time beyond the zero-byte
                                  latency) that its member spends on the shared cores copying and
                                  summing (the host driver's threads do: 1); 0 by default */
@@ -54,6 +61,10 @@ typedef struct gs_compute_model {
 } gs_compute_model;
 
 void gs_compute_model_init(gs_compute_model *m, const gs_gpu *g, gs_precision p);
+
+/* The model's rotary embedding, for the preset path: with pos rope, rope_cols = (heads +
+ * kv_heads) / (heads + 2 kv_heads) and rope_elem_bytes = the precision's; otherwise 0. */
+void gs_compute_model_rope(gs_compute_model *m, const gs_model *model, gs_precision p);
 
 /* Efficiency of an m x n x k GEMM (batch >= 1) relative to peak, in (0, gemm_efficiency]:
  * tile and wave quantization, small-dimension penalty (reference 6.6). */

@@ -1168,6 +1168,7 @@ static gs_status sim_open(const gs_scenario *s, const gs_mesh *mesh, const gs_ba
     st->mesh = *mesh;
     gs_topo_init(&st->topo, &s->cluster);
     gs_compute_model_init(&st->cm, &s->cluster.gpu, s->strategy.precision);
+    gs_compute_model_rope(&st->cm, &s->model, s->strategy.precision);
     st->flow = opts ? opts->flow : 0;
     st->stats = opts ? opts->stats : NULL;
     if (st->flow) {

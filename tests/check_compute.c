@@ -344,6 +344,46 @@ START_TEST(test_host_optimizer)
 }
 END_TEST
 
+/* RoPE beside a QKV event (preset path). Llama-3-8B-like attention: 32 heads, 8 KV heads, head
+ * dim 128, bf16, one TP rank: QKV output n = (32 + 2 x 8) x 128 = 6144 columns, of which q and k
+ * are (32 + 8) x 128 = 5120. A 4096-token micro-batch rotates 4096 x 5120 elements, read and
+ * written in bf16: 83,886,080 B, at H100's 3.35 TB/s x 0.85 = 29.46 us, plus two launches (q
+ * and k), forward and again backward. A QKV event split in two (tp_comm_overlap) rotates each
+ * part's rows: the parts' rotations sum to the whole one's bytes. A model without RoPE, and a
+ * non-QKV GEMM, pay nothing. */
+START_TEST(test_rope_bytes)
+{
+    gs_compute_model m = model("h100-sxm", GS_PREC_BF16), none = m;
+    gs_model md;
+    memset(&md, 0, sizeof md);
+    md.pos = GS_POS_ROPE;
+    md.heads = 32;
+    md.kv_heads = 8;
+    gs_compute_model_rope(&m, &md, GS_PREC_BF16);
+    ck_assert(REL_CLOSE(m.rope_cols, 40.0 / 48.0, 1e-15));
+    double expect = 83886080.0 / (3.35e12 * 0.85) + 2.0 * m.launch_s;
+    for (int ph = 0; ph < 2; ph++) {
+        gs_event e = gemm_event(ph ? GS_PHASE_BWD : GS_PHASE_FWD, 4096, 6144, 4096, 0);
+        e.op = GS_OP_QKV;
+        double d = gs_compute_time(&m, &e) - gs_compute_time(&none, &e);
+        ck_assert_msg(REL_CLOSE(d, expect, 1e-9), "phase %d: rope %.6g s, expected %.6g", ph, d, expect);
+        /* the same event split 3:1 by FLOPs (chunk shape m = 1024) */
+        gs_event a = gemm_event(ph ? GS_PHASE_BWD : GS_PHASE_FWD, 1024, 6144, 4096, 0), b = a;
+        a.op = b.op = GS_OP_QKV;
+        a.flops = e.flops * 0.75;
+        b.flops = e.flops * 0.25;
+        double parts = gs_compute_time(&m, &a) - gs_compute_time(&none, &a) + gs_compute_time(&m, &b) -
+                       gs_compute_time(&none, &b);
+        ck_assert(REL_CLOSE(parts, expect + 2.0 * m.launch_s, 1e-9));
+        e.op = GS_OP_MLP_UP;
+        ck_assert(gs_compute_time(&m, &e) == gs_compute_time(&none, &e));
+    }
+    md.pos = GS_POS_LEARNED;
+    gs_compute_model_rope(&m, &md, GS_PREC_BF16);
+    ck_assert(m.rope_cols == 0.0);
+}
+END_TEST
+
 static Suite *compute_suite(void)
 {
     Suite *s = suite_create("compute");
@@ -356,6 +396,7 @@ static Suite *compute_suite(void)
     tcase_add_test(tc, test_tile_quantization);
     tcase_add_test(tc, test_wave_quantization);
     tcase_add_test(tc, test_llm_gemms);
+    tcase_add_test(tc, test_rope_bytes);
     tcase_add_test(tc, test_attention);
     tcase_add_test(tc, test_bounds_and_monotonic);
     tcase_add_test(tc, test_split_k);
