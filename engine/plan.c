@@ -302,6 +302,9 @@ static gs_status enumerate(search *x, gs_error *err)
                                     c.st.precision = x->base->strategy.precision;
                                     c.st.grad_dtype = x->base->strategy.grad_dtype;
                                     c.st.bucket_bytes = x->base->strategy.bucket_bytes;
+                                    /* the base's kernels: the framework's, not the grid's choice */
+                                    c.st.flash_attention = x->base->strategy.flash_attention;
+                                    c.st.cross_entropy = x->base->strategy.cross_entropy;
                                     c.st.sharding = (gs_sharding)sh;
                                     c.st.reshard_after_forward = gs_sharding_shards_params(c.st.sharding);
                                     c.st.recompute = (gs_recompute)r;

@@ -129,6 +129,28 @@ START_TEST(test_bucket_stages_inherited)
 }
 END_TEST
 
+/* The base's kernels (flash_attention, cross_entropy) are the framework's: every candidate keeps
+ * them, whichever side of each default the base is on. */
+START_TEST(test_kernels_inherited)
+{
+    static const char *const st[] = {"{flash_attention: false, cross_entropy: fused}",
+                                     "{flash_attention: true, cross_entropy: unfused}"};
+    for (int k = 0; k < 2; k++) {
+        char y[512];
+        snprintf(y, sizeof y, "%sstrategy: %s\n", tiny_yaml, st[k]);
+        gs_scenario s;
+        load(y, &s);
+        gs_plan *p = run_plan(&s, 4);
+        ck_assert_uint_gt(p->ncands, 0);
+        for (size_t i = 0; i < p->ncands; i++) {
+            ck_assert_int_eq(p->cands[i].strategy.flash_attention, k);
+            ck_assert_int_eq(p->cands[i].strategy.cross_entropy, k ? GS_XENT_UNFUSED : GS_XENT_FUSED);
+        }
+        gs_plan_destroy(p);
+    }
+}
+END_TEST
+
 START_TEST(test_reason_categories)
 {
     char r[96];
@@ -270,6 +292,7 @@ static Suite *plan_suite(void)
     tcase_add_test(core, test_counts_by_hand);
     tcase_add_test(core, test_reason_categories);
     tcase_add_test(core, test_bucket_stages_inherited);
+    tcase_add_test(core, test_kernels_inherited);
     tcase_set_timeout(core, 120);
     suite_add_tcase(s, core);
     TCase *ex = tcase_create("extrapolation");
