@@ -40,6 +40,8 @@ const char gs_cmd_diagnose_help[] =
     "  tp-comm-exposed   TP collectives exposed over 10% of the step -> sequence_parallel +\n"
     "                    tp_comm_overlap\n"
     "  zero-gather-exposed  ZeRO-1/2 parameter gather exposed -> overlap_param_gather\n"
+    "  loss-passes       the unfused cross-entropy's passes over the logits (their HBM time at\n"
+    "                    the datasheet bandwidth) over 5% of the step -> cross_entropy: fused\n"
     "TP groups crossing nodes are diagnosed, not rejected (allow_tp_cross_node is implied).\n"
     "The step is simulated as gridstep plan does (analytic mode, one rank per pipeline stage, a\n"
     "shortened step extrapolated linearly; --full-step simulates every micro-batch); peaks are the\n"

@@ -80,6 +80,8 @@ typedef struct rule {
 #define EXPOSED_TP_MAX 0.10       /* tp-comm-exposed: yes above (exposed TP / step) */
 #define EXPOSED_TP_RISK 0.05      /* tp-comm-exposed: at risk above */
 #define EXPOSED_GATHER_MAX 0.10   /* zero-gather-exposed: yes above (exposed DP / step) */
+#define LOSS_PASSES_MAX 0.05      /* loss-passes: yes above (the passes' HBM time / step) */
+#define LOSS_PASSES_RISK 0.02     /* loss-passes: at risk above */
 #define STATES_RISK_NUM 3         /* states-too-big: at risk above 3/4 of GPU memory */
 #define STATES_RISK_DEN 4
 
@@ -350,6 +352,38 @@ static void check_zero_gather(const facts *f, gs_diagnose_row *row)
            gs_sharding_name(st->sharding), st->overlap_param_gather ? "on" : "off");
 }
 
+/* The loss's passes over the logits on the last stage, per step: micro-batches x tokens x V/tp
+ * logits x the bytes per logit of the strategy's cross-entropy (gs_xent_bytes_per_logit),
+ * timed at the GPU's datasheet HBM bandwidth (a lower bound: the sim's elementwise rate is
+ * lower). */
+static void check_loss_passes(const facts *f, gs_diagnose_row *row)
+{
+    char b1[GS_FMT_BYTES], t1[32], t2[32];
+    const gs_scenario *s = &f->c.s;
+    const gs_strategy *st = &s->strategy;
+    uint64_t tp = f->mesh.size[GS_DIM_TP] ? f->mesh.size[GS_DIM_TP] : 1;
+    uint64_t e = gs_precision_bytes(st->precision);
+    double logits = (double)f->microbatches * (double)s->batch.micro_seqs * (double)s->model.seq *
+                    (double)((s->model.vocab + tp - 1) / tp);
+    double bytes = logits * (double)(gs_xent_bytes_per_logit(st->cross_entropy, e, 0) +
+                                     gs_xent_bytes_per_logit(st->cross_entropy, e, 1));
+    double bw = s->cluster.gpu.hbm_bw, step = f->m.step_time_s;
+    double secs = bw > 0 ? bytes / bw : 0, share = step > 0 ? secs / step : 0;
+    row->measured = share;
+    row->threshold = LOSS_PASSES_MAX;
+    if (st->cross_entropy == GS_XENT_UNFUSED) {
+        if (share > LOSS_PASSES_MAX)
+            row->applies = GS_DIAGNOSE_YES;
+        else if (share > LOSS_PASSES_RISK)
+            row->applies = GS_DIAGNOSE_AT_RISK;
+    }
+    detail(row,
+           "cross_entropy %s over %.3g logits per step (vocab %" PRIu64 " / tp %" PRIu64 "): %s moved, at least %s "
+           "at %.0f GB/s HBM, %.1f%% of the %s step",
+           gs_xent_name(st->cross_entropy), logits, s->model.vocab, tp, gs_fmt_bytes((uint64_t)bytes, b1, sizeof b1),
+           gs_fmt_seconds(secs, t1, sizeof t1), bw / 1e9, 100 * share, gs_fmt_seconds(step, t2, sizeof t2));
+}
+
 static void check_offload(const facts *f, gs_diagnose_row *row)
 {
     char b1[GS_FMT_BYTES];
@@ -552,6 +586,20 @@ static fix_result fix_overlap_param_gather(const facts *f, dcase *c, char *label
     return FIX_APPLIED;
 }
 
+static fix_result fix_fused_loss(const facts *f, dcase *c, char *label, char *why)
+{
+    (void)f;
+    say(label, "cross_entropy: fused (Megatron --cross-entropy-loss-fusion; Transformer Engine's or Liger's "
+               "kernel)");
+    if (c->s.strategy.cross_entropy == GS_XENT_FUSED) {
+        say(why, "already fused (effect against cross_entropy: unfused)");
+        c->s.strategy.cross_entropy = GS_XENT_UNFUSED;
+        return FIX_ALREADY;
+    }
+    c->s.strategy.cross_entropy = GS_XENT_FUSED;
+    return FIX_APPLIED;
+}
+
 static fix_result fix_no_offload(const facts *f, dcase *c, char *label, char *why)
 {
     (void)f;
@@ -629,6 +677,11 @@ static const rule rules[] = {
      "exposed DP communication over the simulated step with zero1/zero2 and no overlap_param_gather: yes above 10%",
      "gather the parameters under the next forward (overlap_param_gather, Megatron --overlap-param-gather)",
      "fraction", check_zero_gather, {fix_overlap_param_gather, NULL}},
+    {"loss-passes", "slow last stage with a large vocabulary", "the loss's unfused passes over the fp32 logits",
+     "HBM time of the cross-entropy's passes over the logits per step (micro-batches x tokens x vocab/tp x bytes "
+     "per logit, at the datasheet bandwidth) over the simulated step: yes above 5%, at risk above 2% (unfused)",
+     "a fused cross-entropy kernel (Megatron --cross-entropy-loss-fusion)",
+     "fraction", check_loss_passes, {fix_fused_loss, NULL}},
 };
 static const size_t nrules = sizeof rules / sizeof rules[0];
 

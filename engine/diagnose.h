@@ -60,7 +60,7 @@ typedef struct gs_diagnose_measure {
 
 #define GS_DIAGNOSE_TEXT_BYTES 256
 #define GS_DIAGNOSE_MAX_FIXES 2
-#define GS_DIAGNOSE_MAX_ROWS 12
+#define GS_DIAGNOSE_MAX_ROWS 16
 
 /* One fix and its simulated effect (with the fix - without it). */
 typedef struct gs_diagnose_fix {
