@@ -254,7 +254,8 @@ static gs_status print_explain(const gs_scenario *s, const gs_mesh *m, const gs_
     double hand_compute = r->peak_flops > 0 ? hw_per_gpu / (r->peak_flops * eff) : 0;
     printf("  compute: %.3g FLOP per GPU (recompute included) at %s x %.2f (best-shape GEMM efficiency) = %s by "
            "hand;\n           simulated %s busy: GEMM shapes below the best tile/wave fit, memory-bound kernels "
-           "(norms, activations, attention scores) and launch overhead add the rest\n",
+           "(norms, activations, attention scores, rotary embedding, the loss's passes over the logits) and launch "
+           "overhead add the rest\n",
            hw_per_gpu, gs_fmt_flops(r->peak_flops, b1, sizeof b1), eff, gs_fmt_seconds(hand_compute, t1, sizeof t1),
            gs_fmt_seconds(r->compute_s, t2, sizeof t2));
     static const struct { gs_dim d; const char *name; } dims[] = {{GS_DIM_DP, "DP/FSDP"}, {GS_DIM_TP, "TP"},
