@@ -14,13 +14,14 @@
 static const char *const key_names[GS_SWEEP_KEY_COUNT] = {
     "gpus", "nodes", "nic", "nic_gbps", "fabric", "global_batch", "micro", "seq",
     "tp",   "pp",    "dp",  "sharding", "recompute", "pipeline", "offload",
-    "sp",   "tp_comm_overlap", "overlap_param_gather",
+    "sp",   "tp_comm_overlap", "overlap_param_gather", "flash_attention", "cross_entropy",
 };
 
 /* The keys that switch a strategy flag: values 0 or 1. */
 static int is_switch(gs_sweep_key k)
 {
-    return k == GS_SWEEP_OFFLOAD || k == GS_SWEEP_SP || k == GS_SWEEP_TP_OVERLAP || k == GS_SWEEP_PARAM_GATHER;
+    return k == GS_SWEEP_OFFLOAD || k == GS_SWEEP_SP || k == GS_SWEEP_TP_OVERLAP || k == GS_SWEEP_PARAM_GATHER ||
+           k == GS_SWEEP_FLASH;
 }
 
 const char *gs_sweep_key_name(gs_sweep_key k)
@@ -33,7 +34,7 @@ int gs_sweep_key_is_count(gs_sweep_key k)
     switch (k) {
     case GS_SWEEP_GPUS: case GS_SWEEP_NODES: case GS_SWEEP_GLOBAL_BATCH: case GS_SWEEP_MICRO:
     case GS_SWEEP_SEQ: case GS_SWEEP_TP: case GS_SWEEP_PP: case GS_SWEEP_DP: case GS_SWEEP_OFFLOAD:
-    case GS_SWEEP_SP: case GS_SWEEP_TP_OVERLAP: case GS_SWEEP_PARAM_GATHER:
+    case GS_SWEEP_SP: case GS_SWEEP_TP_OVERLAP: case GS_SWEEP_PARAM_GATHER: case GS_SWEEP_FLASH:
         return 1;
     default:
         return 0;
@@ -87,8 +88,10 @@ static gs_status bad_value(gs_sweep_key k, const char *v, gs_error *err)
     case GS_SWEEP_RECOMPUTE: what = "none, selective or full"; break;
     case GS_SWEEP_PIPELINE: what = "1f1b or gpipe"; break;
     case GS_SWEEP_OFFLOAD: case GS_SWEEP_SP: case GS_SWEEP_TP_OVERLAP: case GS_SWEEP_PARAM_GATHER:
+    case GS_SWEEP_FLASH:
         what = "0 or 1";
         break;
+    case GS_SWEEP_XENT: what = "unfused or fused"; break;
     default: what = "a positive integer"; break;
     }
     return gs_error_set(err, GS_ERR_INPUT, "--vary %s: found '%s', expected %s", gs_sweep_key_name(k), v, what);
@@ -143,6 +146,13 @@ static gs_status canon_value(gs_sweep_key k, const char *v, char *out, gs_error 
         if (gs_recompute_parse(v, &r) != 0)
             return bad_value(k, v, err);
         snprintf(out, GS_SWEEP_VALUE_BYTES, "%s", gs_recompute_name(r));
+        return GS_OK;
+    }
+    case GS_SWEEP_XENT: {
+        gs_xent x;
+        if (gs_xent_parse(v, &x) != 0)
+            return bad_value(k, v, err);
+        snprintf(out, GS_SWEEP_VALUE_BYTES, "%s", gs_xent_name(x));
         return GS_OK;
     }
     case GS_SWEEP_PIPELINE: {
@@ -367,6 +377,8 @@ gs_status gs_sweep_apply(const gs_scenario *base, const gs_sweep *sw, uint64_t p
         case GS_SWEEP_SP: s->strategy.sequence_parallel = n != 0; break;
         case GS_SWEEP_TP_OVERLAP: s->strategy.tp_comm_overlap = n != 0; break;
         case GS_SWEEP_PARAM_GATHER: s->strategy.overlap_param_gather = n != 0; break;
+        case GS_SWEEP_FLASH: s->strategy.flash_attention = n != 0; break;
+        case GS_SWEEP_XENT: gs_xent_parse(v, &s->strategy.cross_entropy); break;
         case GS_SWEEP_KEY_COUNT: break;
         }
     }

@@ -31,6 +31,8 @@ typedef enum gs_sweep_key {
     GS_SWEEP_SP,           /* sequence_parallel: 0 | 1 */
     GS_SWEEP_TP_OVERLAP,   /* tp_comm_overlap: 0 | 1 */
     GS_SWEEP_PARAM_GATHER, /* overlap_param_gather: 0 | 1 */
+    GS_SWEEP_FLASH,        /* flash_attention: 0 | 1 */
+    GS_SWEEP_XENT,         /* cross_entropy: unfused | fused */
     GS_SWEEP_KEY_COUNT
 } gs_sweep_key;
 

@@ -106,6 +106,8 @@ START_TEST(test_parse_errors)
     add_fails("pipeline=interleaved", "expected 1f1b or gpipe");
     add_fails("offload=2", "expected 0 or 1");
     add_fails("tp_comm_overlap=2", "expected 0 or 1");
+    add_fails("flash_attention=2", "expected 0 or 1");
+    add_fails("cross_entropy=liger", "expected unfused or fused");
     add_fails("sp=0..1", "ranges are for numeric keys");
     add_fails("nic_gbps=-5", "positive line rate");
     gs_sweep sw;
@@ -217,6 +219,13 @@ START_TEST(test_apply_values)
     ck_assert_int_eq(s.strategy.overlap_param_gather, 1);
     ck_assert_int_eq(apply_one("overlap_param_gather=0", 0, &s, &err), GS_OK);
     ck_assert_int_eq(s.strategy.overlap_param_gather, 0);
+    /* the kernel choices */
+    ck_assert_int_eq(apply_one("flash_attention=0", 0, &s, &err), GS_OK);
+    ck_assert_int_eq(s.strategy.flash_attention, 0);
+    ck_assert_int_eq(apply_one("cross_entropy=fused", 0, &s, &err), GS_OK);
+    ck_assert_int_eq(s.strategy.cross_entropy, GS_XENT_FUSED);
+    ck_assert_int_eq(apply_one("cross_entropy=unfused", 0, &s, &err), GS_OK);
+    ck_assert_int_eq(s.strategy.cross_entropy, GS_XENT_UNFUSED);
     /* varying sharding away from zero1/zero2 drops overlap_param_gather (FSDP gathers anyway),
      * unless it is varied too */
     gs_scenario z = base;
