@@ -126,7 +126,7 @@ gs_status gs_calib_procs_run(const gs_driver_ops *ops, const gs_exec_boot *boot,
     }
     c->procs = boot->procs;
     c->quick = quick;
-    c->reps = quick ? 3 : PROCS_MAX_REPS;
+    c->reps = PROCS_MAX_REPS; /* --quick too: the repeats are cheap beside the warm-up (5 calls each) */
     memcpy(c->sizes, sizes, nsizes * sizeof *sizes);
     c->nsizes = nsizes;
     layout(c, hosts);
@@ -170,6 +170,9 @@ gs_status gs_calib_procs_run(const gs_driver_ops *ops, const gs_exec_boot *boot,
             rc = gs_error_set(err, GS_ERR_NOMEM, "calibrate: process %" PRIu64 ": cannot allocate 2 x %" PRIu64 " B",
                               me, maxb);
     }
+    /* each class's group, as this process sees it */
+    gs_drv_group grp[CL_COUNT];
+    memset(grp, 0, sizeof grp);
     for (int cl = 0; cl < CL_COUNT && rc == GS_OK; cl++) {
         uint64_t gsize = 0, idx = c->nranks[cl] ? gs_group_of(&mesh, c->kind[cl], me, &gsize) : 0;
         uint64_t *mem = members + (size_t)cl * P;
@@ -178,28 +181,43 @@ gs_status gs_calib_procs_run(const gs_driver_ops *ops, const gs_exec_boot *boot,
             uint64_t pos = 0;
             while (pos < gsize && mem[pos] != me)
                 pos++;
-            call.g = (gs_drv_group){c->kind[cl], idx, gsize, pos, mem};
+            grp[cl] = (gs_drv_group){c->kind[cl], idx, gsize, pos, mem};
         }
-        for (int op = 0; op < GS_CAL_C_COUNT && rc == GS_OK; op++) {
-            if (op == GS_CAL_C_P2P ? c->peer[cl] < 0 : !c->nranks[cl])
-                continue;
-            call.op = op;
-            call.peer = op != GS_CAL_C_P2P ? -1 : (me == 0 || me == (uint64_t)c->peer[cl]) ? c->peer[cl] : -1;
-            for (size_t si = 0; si < nsizes && rc == GS_OK; si++) {
-                call.bytes = c->sizes[si];
-                if (me == 0 && tty) {
-                    fprintf(stderr, "\r\033[Kcalibrate: %s between processes (%s), %zu B", gs_cal_c_names[op],
-                            class_names[cl], call.bytes);
-                    fflush(stderr);
-                }
-                size_t timed_iters = call.bytes <= (1u << 20) ? (quick ? 20 : 50) : (quick ? 5 : 20);
-                call.iters = 5; /* warm-up */
-                if ((rc = ops->launch(d, s, procs_fn, &call, err)) == GS_OK)
-                    rc = ops->stream_sync(d, s, err);
-                call.iters = timed_iters;
-                procs_call one = call; /* its own count: a host driver runs launched work later */
-                one.iters = 1;
-                for (int r = 0; r < c->reps && rc == GS_OK; r++) {
+    }
+    /* Pass -1 warms every (class, op, size) up; passes 0 .. reps-1 each time all of them once.
+     * The repeats are passes over the whole grid, not back to back per size, so that a slow
+     * spell of the machine (another job's burst, a scheduler slice on a shared node: tens of
+     * ms) lands in one or two repeats of many points, which the median over repeats drops,
+     * rather than in every repeat of a few neighbouring sizes, which it cannot. */
+    for (int r = -1; r < c->reps && rc == GS_OK; r++)
+        for (int cl = 0; cl < CL_COUNT && rc == GS_OK; cl++) {
+            call.g = grp[cl];
+            for (int op = 0; op < GS_CAL_C_COUNT && rc == GS_OK; op++) {
+                if (op == GS_CAL_C_P2P ? c->peer[cl] < 0 : !c->nranks[cl])
+                    continue;
+                call.op = op;
+                call.peer = op != GS_CAL_C_P2P ? -1 : (me == 0 || me == (uint64_t)c->peer[cl]) ? c->peer[cl] : -1;
+                for (size_t si = 0; si < nsizes && rc == GS_OK; si++) {
+                    call.bytes = c->sizes[si];
+                    if (me == 0 && tty) {
+                        if (r < 0)
+                            fprintf(stderr, "\r\033[Kcalibrate: %s between processes (%s), %zu B, warm-up",
+                                    gs_cal_c_names[op], class_names[cl], call.bytes);
+                        else
+                            fprintf(stderr, "\r\033[Kcalibrate: %s between processes (%s), %zu B, repeat %d/%d",
+                                    gs_cal_c_names[op], class_names[cl], call.bytes, r + 1, c->reps);
+                        fflush(stderr);
+                    }
+                    if (r < 0) {
+                        call.iters = 5;
+                        if ((rc = ops->launch(d, s, procs_fn, &call, err)) == GS_OK)
+                            rc = ops->stream_sync(d, s, err);
+                        continue;
+                    }
+                    size_t timed_iters = call.bytes <= (1u << 20) ? (quick ? 20 : 50) : (quick ? 5 : 20);
+                    call.iters = timed_iters;
+                    procs_call one = call; /* its own count: a host driver runs launched work later */
+                    one.iters = 1;
                     /* one untimed call first, so that e0 follows the members' meeting (as in
                      * cli/calib_device.c), then the batch */
                     if ((rc = ops->launch(d, s, procs_fn, &one, err)) != GS_OK)
@@ -212,7 +230,6 @@ gs_status gs_calib_procs_run(const gs_driver_ops *ops, const gs_exec_boot *boot,
                 }
             }
         }
-    }
     if (me == 0 && tty)
         fprintf(stderr, "\r\033[K");
     if (rc != GS_OK && d)

@@ -29,8 +29,9 @@
 typedef struct gs_calib_procs gs_calib_procs;
 
 /* hosts[p]: process p's host name (boot->procs of them). sizes: nsizes nccl-tests sizes in
- * bytes, ascending (at most 24). quick: batches of 5 calls above 1 MiB (else 20) and 3 repeats
- * (else 5). */
+ * bytes, ascending (at most 24). Each point is the median of 5 repeats, taken as 5 passes over
+ * every (class, op, size) after a warm-up pass; a repeat's time is its slowest process's. quick:
+ * batches of 5 calls above 1 MiB and 20 below (else 20 and 50). */
 gs_status gs_calib_procs_run(const gs_driver_ops *ops, const gs_exec_boot *boot, const char *const *hosts,
                              const uint64_t *sizes, size_t nsizes, int quick, int tty, gs_calib_procs **out,
                              gs_error *err);

@@ -68,7 +68,8 @@ for op in ("all_gather", "reduce_scatter", "all_reduce", "broadcast"):
                    for p in bp["intra"][op]["2"])
         return e[len(e) // 2]
     ep, et = err(intra[op][0]), err(d["fits"]["collectives"][op]["2"])
-    assert ep < math.log(1.5) and ep < et, (op, ep, et)
+    pts = " ".join("%d:%.3g" % (p["size"], p["time_s"]) for p in bp["intra"][op]["2"])
+    assert ep < math.log(1.5) and ep < et, (op, ep, et, intra[op][0], pts)
 assert "send_recv" in intra
 print("ok")
 PY
