@@ -553,7 +553,8 @@ typedef struct rank_job {
     int what;       /* C_* or -1: the cores test */
     size_t bytes;   /* nccl-tests size */
     uint64_t members[8];
-    double t[MAX_REPS + 1]; /* per repeat (the cores test: start, end) */
+    double t[4]; /* collectives: the warm-up call's seconds, the timed call's; the cores test: start, end
+                  * on the driver clock and in thread CPU time */
     float *a, *b;
 } rank_job;
 
@@ -575,7 +576,7 @@ static gs_status rank_fn(void *arg, gs_drv_stream *s, gs_error *err)
     gs_drv_group g = {GS_GROUP_DP, 0, j->n, j->rank, j->members};
     size_t floats = j->bytes / 4;
     gs_status rc = GS_OK;
-    for (int r = 0; r <= j->c->reps && rc == GS_OK; r++) { /* repeat 0 warms up */
+    for (int r = 0; r <= 1 && rc == GS_OK; r++) { /* call 0 meets the members, call 1 is timed */
         double t0 = ops->clock_s(d);
         switch (j->what) {
         case GS_CAL_C_AG: rc = ops->all_gather(d, s, j->rank, &g, j->a, j->b, floats / j->n, err); break;
@@ -598,35 +599,66 @@ static gs_status rank_fn(void *arg, gs_drv_stream *s, gs_error *err)
     return rc;
 }
 
-/* Runs jobs[0..n) on ranks 0..n-1 of a fresh driver. */
-static gs_status run_ranks(cal *c, uint64_t n, rank_job *jobs, gs_error *err)
+/* A driver of n ranks, each with a stream, kept open across launches. */
+typedef struct rank_pool {
+    gs_drv *d;
+    gs_drv_stream *st[16];
+    uint64_t n;
+} rank_pool;
+
+static gs_status pool_open(cal *c, uint64_t n, rank_pool *p, gs_error *err)
 {
+    memset(p, 0, sizeof *p);
+    p->n = n;
     gs_mesh mesh;
-    gs_drv *d = NULL;
-    gs_drv_stream *st[16] = {0};
     gs_status rc = gs_mesh_init(&mesh, 1, n, 1, NULL, n, err);
     gs_driver_opts o = {.timeout_s = 600.0};
     if (rc == GS_OK)
-        rc = c->ops->open(&mesh, &o, &d, err);
+        rc = c->ops->open(&mesh, &o, &p->d, err);
     for (uint64_t r = 0; r < n && rc == GS_OK; r++)
-        rc = c->ops->stream_create(d, r, GS_STREAM_DP, &st[r], err);
-    for (uint64_t r = 0; r < n && rc == GS_OK; r++) {
-        jobs[r].d = d;
-        rc = c->ops->launch(d, st[r], rank_fn, &jobs[r], err);
+        rc = c->ops->stream_create(p->d, r, GS_STREAM_DP, &p->st[r], err);
+    return rc;
+}
+
+static void pool_close(cal *c, rank_pool *p)
+{
+    for (uint64_t r = 0; r < p->n; r++)
+        if (p->st[r])
+            c->ops->stream_destroy(p->d, p->st[r]);
+    if (p->d)
+        c->ops->close(p->d);
+    memset(p, 0, sizeof *p);
+}
+
+/* Runs jobs[0..n) on the pool's ranks and waits for every one. */
+static gs_status pool_run(cal *c, rank_pool *p, rank_job *jobs, gs_error *err)
+{
+    gs_status rc = GS_OK;
+    uint64_t launched = 0;
+    for (; launched < p->n && rc == GS_OK; launched++) {
+        jobs[launched].d = p->d;
+        rc = c->ops->launch(p->d, p->st[launched], rank_fn, &jobs[launched], err);
     }
-    for (uint64_t r = 0; r < n; r++)
-        if (st[r]) {
-            gs_error e2;
-            gs_error_init(&e2);
-            gs_status s2 = c->ops->stream_sync(d, st[r], &e2);
-            if (s2 != GS_OK && rc == GS_OK) {
-                rc = s2;
-                *err = e2;
-            }
-            c->ops->stream_destroy(d, st[r]);
+    for (uint64_t r = 0; r < launched; r++) {
+        gs_error e2;
+        gs_error_init(&e2);
+        gs_status s2 = c->ops->stream_sync(p->d, p->st[r], &e2);
+        if (s2 != GS_OK && rc == GS_OK) {
+            rc = s2;
+            *err = e2;
         }
-    if (d)
-        c->ops->close(d);
+    }
+    return rc;
+}
+
+/* Runs jobs[0..n) on ranks 0..n-1 of a fresh driver. */
+static gs_status run_ranks(cal *c, uint64_t n, rank_job *jobs, gs_error *err)
+{
+    rank_pool p;
+    gs_status rc = pool_open(c, n, &p, err);
+    if (rc == GS_OK)
+        rc = pool_run(c, &p, jobs, err);
+    pool_close(c, &p);
     return rc;
 }
 
@@ -869,51 +901,75 @@ static gs_status measure_concurrency(cal *c, gs_error *err)
     return rc;
 }
 
+/* The ranks' collectives. A repeat is one pass over every (op, group size, size), each point a
+ * warm-up call (it absorbs the members' staggered starts) then one timed call, on a driver per
+ * group size kept open throughout (hot, as in a step); the point is the median over the passes
+ * of the slowest member's time (the call ends when the last one leaves). Passes over the whole grid,
+ * not repeats back to back per point, so that a slow spell of the machine (another job, a
+ * scheduler slice; tens of ms) lands in one repeat of many points, which the median drops,
+ * rather than in every repeat of a few neighbouring sizes, which would bend the fit. The
+ * buffers are allocated once, at the largest size, for every rank. */
 static gs_status measure_colls(cal *c, gs_error *err)
 {
     gs_status rc = GS_OK;
-    for (int op = 0; op < GS_CAL_C_COUNT && rc == GS_OK; op++)
-        for (int gi = 0; gi < GROUP_SIZES && rc == GS_OK; gi++) {
-            uint64_t n = op == GS_CAL_C_P2P ? 2 : group_sizes[gi];
-            if (op == GS_CAL_C_P2P && gi > 0)
-                break;
-            for (size_t si = 0; si < c->nsizes && rc == GS_OK; si++) {
-                size_t bytes = c->sizes[si];
-                progress(c, "calibrate: %s, %" PRIu64 " ranks, %zu B", gs_cal_c_names[op], n, bytes);
-                rank_job jobs[8];
-                memset(jobs, 0, sizeof jobs);
-                size_t floats = bytes / 4;
-                for (uint64_t r = 0; r < n; r++) {
-                    jobs[r].c = c;
-                    jobs[r].rank = r;
-                    jobs[r].n = n;
-                    jobs[r].what = op;
-                    jobs[r].bytes = bytes;
-                    for (uint64_t m = 0; m < n; m++)
-                        jobs[r].members[m] = m;
-                    jobs[r].a = malloc(floats * 4);
-                    jobs[r].b = malloc(floats * 4);
-                    if (!jobs[r].a || !jobs[r].b)
-                        rc = gs_error_set(err, GS_ERR_NOMEM, "calibrate: out of memory for %zu B buffers", bytes);
-                    else
-                        fill(jobs[r].a, floats, 0.5f);
-                }
-                if (rc == GS_OK)
-                    rc = run_ranks(c, n, jobs, err);
-                if (rc == GS_OK) {
-                    /* per repeat: the slowest member (the call ends when the last one leaves) */
-                    double v[MAX_REPS];
-                    for (int rep = 1; rep <= c->reps; rep++) {
-                        v[rep - 1] = 0;
-                        for (uint64_t r = 0; r < n; r++)
-                            v[rep - 1] = fmax(v[rep - 1], jobs[r].t[rep]);
+    size_t maxb = c->nsizes ? c->sizes[c->nsizes - 1] : 0, npts = (size_t)GS_CAL_C_COUNT * GROUP_SIZES * MAX_SIZES;
+    float *bufa[8] = {0}, *bufb[8] = {0};
+    rank_pool pool[GROUP_SIZES];
+    memset(pool, 0, sizeof pool);
+    for (int gi = 0; gi < GROUP_SIZES && rc == GS_OK; gi++)
+        rc = pool_open(c, group_sizes[gi], &pool[gi], err);
+    double *rep_s = calloc(npts * (size_t)c->reps, sizeof *rep_s); /* [op][gi][si][rep] */
+    if (!rep_s)
+        rc = gs_error_set(err, GS_ERR_NOMEM, "calibrate: out of memory");
+    for (int r = 0; r < 8 && rc == GS_OK; r++) {
+        bufa[r] = malloc(maxb), bufb[r] = malloc(maxb);
+        if (!bufa[r] || !bufb[r])
+            rc = gs_error_set(err, GS_ERR_NOMEM, "calibrate: out of memory for 2 x %zu B buffers per rank", maxb);
+        else
+            fill(bufa[r], maxb / 4, 0.5f);
+    }
+#define REP_AT(op, gi, si, rep) (((((size_t)(op) * GROUP_SIZES + (size_t)(gi)) * MAX_SIZES + (si)) * (size_t)c->reps) + (size_t)(rep))
+    for (int rep = 0; rep < c->reps && rc == GS_OK; rep++)
+        for (int op = 0; op < GS_CAL_C_COUNT && rc == GS_OK; op++)
+            for (int gi = 0; gi < GROUP_SIZES && rc == GS_OK; gi++) {
+                uint64_t n = op == GS_CAL_C_P2P ? 2 : group_sizes[gi];
+                if (op == GS_CAL_C_P2P && gi > 0)
+                    break;
+                for (size_t si = 0; si < c->nsizes && rc == GS_OK; si++) {
+                    size_t bytes = c->sizes[si];
+                    progress(c, "calibrate: %s, %" PRIu64 " ranks, %zu B, repeat %d/%d", gs_cal_c_names[op], n, bytes,
+                             rep + 1, c->reps);
+                    rank_job jobs[8];
+                    memset(jobs, 0, sizeof jobs);
+                    for (uint64_t r = 0; r < n; r++) {
+                        jobs[r].c = c;
+                        jobs[r].rank = r;
+                        jobs[r].n = n;
+                        jobs[r].what = op;
+                        jobs[r].bytes = bytes;
+                        for (uint64_t m = 0; m < n; m++)
+                            jobs[r].members[m] = m;
+                        jobs[r].a = bufa[r];
+                        jobs[r].b = bufb[r];
                     }
-                    c->coll_s[op][gi][si] = gs_calib_median(v, (size_t)c->reps);
+                    if ((rc = pool_run(c, &pool[gi], jobs, err)) != GS_OK)
+                        break;
+                    double slowest = 0;
+                    for (uint64_t r = 0; r < n; r++)
+                        slowest = fmax(slowest, jobs[r].t[1]);
+                    rep_s[REP_AT(op, gi, si, rep)] = slowest;
                 }
-                for (uint64_t r = 0; r < n; r++)
-                    free(jobs[r].a), free(jobs[r].b);
             }
-        }
+    for (int op = 0; op < GS_CAL_C_COUNT && rc == GS_OK; op++)
+        for (int gi = 0; gi < GROUP_SIZES && !(op == GS_CAL_C_P2P && gi > 0); gi++)
+            for (size_t si = 0; si < c->nsizes; si++)
+                c->coll_s[op][gi][si] = gs_calib_median(rep_s + REP_AT(op, gi, si, 0), (size_t)c->reps);
+#undef REP_AT
+    for (int gi = 0; gi < GROUP_SIZES; gi++)
+        pool_close(c, &pool[gi]);
+    for (int r = 0; r < 8; r++)
+        free(bufa[r]), free(bufb[r]);
+    free(rep_s);
     return rc;
 }
 
