@@ -113,8 +113,10 @@ if [ $skip_build -eq 0 ]; then
         row "build (module + kernel_check)" FAIL "see the compiler output above"
         cat "$results"; exit 1
     fi
-    nm -D --defined-only "$out/gridstep-cuda.so" | grep -q ' gs_driver_cuda_module$' ||
-        { echo "device-check: the module does not export gs_driver_cuda_module" >&2; exit 1; }
+    # the entry carries the driver table's layout version (exec/driver.h), as gridstep asks for it
+    abi=$(sed -n 's/^#define GS_DRIVER_ABI \([0-9][0-9]*\).*/\1/p' "$src/exec/driver.h")
+    nm -D --defined-only "$out/gridstep-cuda.so" | grep -q " gs_driver_cuda_module_abi$abi\$" ||
+        { echo "device-check: the module does not export gs_driver_cuda_module_abi${abi:-?}" >&2; exit 1; }
 fi
 [ $build_only -eq 1 ] && { cat "$results"; exit 0; }
 

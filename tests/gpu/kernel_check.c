@@ -730,21 +730,26 @@ int main(int argc, char **argv)
         fprintf(stderr, "usage: kernel_check [--quick] [--tokens T] MODULE.so\n");
         return 2;
     }
-    int ndev = 0;
-    if (cudaGetDeviceCount(&ndev) != cudaSuccess || ndev < 1) {
-        printf("SKIP: no GPU (cudaGetDeviceCount)\n");
-        return 77;
-    }
+    /* the module and its entry first: neither needs a GPU, so a module that cannot load or an
+     * entry of another name fails here on every machine with the toolkit, not only on a GPU */
     void *h = dlopen(module, RTLD_NOW | RTLD_LOCAL);
     if (!h) {
         fprintf(stderr, "kernel_check: %s\n", dlerror());
         return 1;
     }
+    /* the entry carries the table layout (exec/driver.h, as gs_driver_load asks for it) */
+    char sym[64];
+    snprintf(sym, sizeof sym, "gs_driver_cuda_module_abi%d", GS_DRIVER_ABI);
     const gs_driver_ops *(*entry)(void);
-    *(void **)&entry = dlsym(h, "gs_driver_cuda_module");
+    *(void **)&entry = dlsym(h, sym);
     if (!entry) {
-        fprintf(stderr, "kernel_check: %s: no gs_driver_cuda_module\n", module);
+        fprintf(stderr, "kernel_check: %s: no %s (built for another gridstep?)\n", module, sym);
         return 1;
+    }
+    int ndev = 0;
+    if (cudaGetDeviceCount(&ndev) != cudaSuccess || ndev < 1) {
+        printf("SKIP: no GPU (cudaGetDeviceCount)\n");
+        return 77;
     }
     ctx c = {entry(), NULL, NULL, 0, TOL_GEMM_FP32};
     const char *gm = getenv("GRIDSTEP_CUDA_GEMM");

@@ -1,0 +1,37 @@
+#!/bin/sh
+# The GPU day's first minutes, rehearsed on any machine with the CUDA toolkit: pack what
+# tests/gpu/device-check.sh needs (tests/gpu/pack-for-device.sh), build the cuda module and the
+# kernel check from the pack alone with nvcc (device-check.sh --build-only: the packed sources
+# suffice, and the module exports the entry this gridstep asks for), then run the check itself:
+# 77 where there is no GPU, as here; on a GPU machine that part is left to device-check.sh by hand.
+# Skips (77) without the cuda module in this build.
+. "${top_srcdir:-.}/tests/gpu/gpu_common.sh"
+[ -f "$GS_MODULE" ] || { echo "SKIP: no cuda module in this build"; exit 77; }
+tmp=$(mktemp -d) || exit 1
+trap 'rm -rf "$tmp"' EXIT
+fail=0
+if sh "$top_srcdir/tests/gpu/pack-for-device.sh" --gridstep "$GRIDSTEP" "$tmp/pack" >"$tmp/pack.out" 2>&1; then
+    echo "PASS: pack-for-device ($(tail -2 "$tmp/pack.out" | head -1 | cut -c1-60)...)"
+else
+    echo "FAIL: pack-for-device:"; cat "$tmp/pack.out"; exit 1
+fi
+sh "$tmp/pack/device-check.sh" --build-only >"$tmp/build.out" 2>&1
+rc=$?
+if [ $rc -eq 0 ] && grep -q '^build (module + kernel_check) *ok' "$tmp/build.out"; then
+    echo "PASS: device-check.sh --build-only from the pack: $(grep '^build' "$tmp/build.out" | tr -s ' ')"
+else
+    echo "FAIL: device-check.sh --build-only from the pack: exit $rc"; tail -30 "$tmp/build.out"; fail=1
+fi
+# the module built from the pack loads and has the entry (kernel_check loads it before looking
+# for a GPU: exit 77 here, 1 for a module it cannot load or whose entry is missing)
+if [ $fail -eq 0 ] && ! gs_have_gpu; then
+    "$tmp/pack/build-cuda/kernel_check" --quick "$tmp/pack/build-cuda/gridstep-cuda.so" >"$tmp/kc.out" 2>&1
+    rc=$?
+    if [ $rc -eq 77 ]; then echo "PASS: the packed module loads and has its entry (kernel_check: no GPU, 77)"
+    else echo "FAIL: kernel_check on the packed module: exit $rc"; cat "$tmp/kc.out"; fail=1; fi
+    sh "$tmp/pack/device-check.sh" --skip-build >"$tmp/run.out" 2>&1
+    rc=$?
+    if [ $rc -eq 77 ] && grep -q "no GPU here" "$tmp/run.out"; then echo "PASS: device-check.sh without a GPU: 77"
+    else echo "FAIL: device-check.sh without a GPU: exit $rc (want 77)"; tail -5 "$tmp/run.out"; fail=1; fi
+fi
+exit $fail
