@@ -3,7 +3,10 @@
 
 #include <errno.h>
 #include <inttypes.h>
+#include <stdlib.h>
+#include <math.h>
 #include <string.h>
+#include <time.h>
 
 #include "cli/cli_common.h"
 
@@ -286,4 +289,42 @@ double gs_cal_elapsed(const gs_driver_ops *ops, gs_drv *d, const gs_drv_event *a
     if (ops->event_elapsed_s)
         return ops->event_elapsed_s(d, a, b);
     return ops->event_time_s(d, b) - ops->event_time_s(d, a);
+}
+
+gs_status gs_cal_spell_from_env(gs_cal_spell *s, gs_error *err)
+{
+    memset(s, 0, sizeof *s);
+    const char *v = getenv("GRIDSTEP_CALIB_SPELL");
+    if (!v || !*v)
+        return GS_OK;
+    char tail;
+    if (sscanf(v, "%ld:%ld:%lf%c", &s->first, &s->count, &s->delay_s, &tail) != 3 || s->first < 0 || s->count <= 0 ||
+        !(s->delay_s > 0) || s->delay_s > 10) {
+        memset(s, 0, sizeof *s);
+        return gs_error_set(err, GS_ERR_INPUT, "GRIDSTEP_CALIB_SPELL: found '%s', expected FIRST:COUNT:DELAY (rank 0's "
+                            "timed collective calls FIRST >= 0 .. FIRST + COUNT - 1 slowed by 0 < DELAY <= 10 s)", v);
+    }
+    return GS_OK;
+}
+
+double gs_cal_spell_next(gs_cal_spell *s)
+{
+    if (s->count <= 0)
+        return 0.0;
+    long k = s->calls++;
+    return k >= s->first && k < s->first + s->count ? s->delay_s : 0.0;
+}
+
+void gs_cal_sleep(double secs)
+{
+    struct timespec ts = {(time_t)secs, (long)((secs - floor(secs)) * 1e9)};
+    while (nanosleep(&ts, &ts) != 0 && errno == EINTR)
+        ;
+}
+
+void gs_cal_spell_note(const gs_cal_spell *s, const char *where)
+{
+    if (s->count > 0)
+        fprintf(stderr, "calibrate: GRIDSTEP_CALIB_SPELL: timed collective calls %ld .. %ld of %ld (%s) slowed by %g s\n",
+                s->first, s->first + s->count - 1, s->calls, where, s->delay_s);
 }

@@ -143,4 +143,23 @@ gs_status gs_cal_coll_plot(const char *prefix, const char *title, const gs_cal_s
 /* gnuplot PREFIX-WHICH.gp; a missing or failing gnuplot is GS_ERR_RUNTIME naming the files left. */
 gs_status gs_cal_gnuplot(const char *prefix, const char *which, gs_error *err);
 
+/* The test hook GRIDSTEP_CALIB_SPELL=FIRST:COUNT:DELAY: a slow spell of the machine, for the
+ * tests of the collectives' repeats (tests/run_calib.sh, tests/run_calib_mpi.sh). Rank 0's (with
+ * processes: process 0's) timed collective calls FIRST .. FIRST + COUNT - 1, counted from 0 in the
+ * order they run, take DELAY seconds longer. count 0: no spell. */
+typedef struct gs_cal_spell {
+    long first, count;
+    double delay_s;
+    long calls; /* timed calls counted so far (one thread counts) */
+} gs_cal_spell;
+
+/* From the environment; GS_ERR_INPUT naming the variable when it is malformed. */
+gs_status gs_cal_spell_from_env(gs_cal_spell *s, gs_error *err);
+/* Counts one timed call; returns the seconds it must take longer (0 outside the spell). */
+double gs_cal_spell_next(gs_cal_spell *s);
+/* Sleeps for secs seconds (> 0), through interruptions. */
+void gs_cal_sleep(double secs);
+/* The note on stderr after the measurement, when a spell was set; where: which collectives. */
+void gs_cal_spell_note(const gs_cal_spell *s, const char *where);
+
 #endif

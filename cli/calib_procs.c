@@ -45,6 +45,7 @@ typedef struct procs_call {
     int op, peer; /* peer: the ping-pong partner (-1: this process sits the send/recv out) */
     size_t bytes, iters;
     float *a, *b;
+    double late_s; /* the test hook's delay for this batch (cli/calib_ops.h: gs_cal_spell) */
 } procs_call;
 
 static gs_status procs_fn(void *arg, gs_drv_stream *s, gs_error *err)
@@ -70,6 +71,8 @@ static gs_status procs_fn(void *arg, gs_drv_stream *s, gs_error *err)
             }
             break;
         }
+    if (rc == GS_OK && c->late_s > 0)
+        gs_cal_sleep(c->late_s);
     return rc;
 }
 
@@ -152,8 +155,12 @@ gs_status gs_calib_procs_run(const gs_driver_ops *ops, const gs_exec_boot *boot,
     gs_drv_stream *s = NULL;
     gs_drv_event *e0 = NULL, *e1 = NULL;
     uint64_t me = (uint64_t)boot->proc, maxb = c->sizes[nsizes - 1];
-    procs_call call = {ops, NULL, me, {0}, 0, -1, 0, 0, NULL, NULL};
+    procs_call call = {ops, NULL, me, {0}, 0, -1, 0, 0, NULL, NULL, 0.0};
+    gs_cal_spell spell; /* the same value on every process: the environment is theirs in common */
+    gs_status rc_spell = gs_cal_spell_from_env(&spell, err);
     uint64_t *members = calloc(2 * P, sizeof *members); /* a group of each class */
+    if (rc == GS_OK)
+        rc = rc_spell;
     if (rc == GS_OK && !members)
         rc = gs_error_set(err, GS_ERR_NOMEM, "out of memory");
     if (rc == GS_OK)
@@ -210,6 +217,7 @@ gs_status gs_calib_procs_run(const gs_driver_ops *ops, const gs_exec_boot *boot,
                     }
                     if (r < 0) {
                         call.iters = 5;
+                        call.late_s = 0.0;
                         if ((rc = ops->launch(d, s, procs_fn, &call, err)) == GS_OK)
                             rc = ops->stream_sync(d, s, err);
                         continue;
@@ -218,6 +226,8 @@ gs_status gs_calib_procs_run(const gs_driver_ops *ops, const gs_exec_boot *boot,
                     call.iters = timed_iters;
                     procs_call one = call; /* its own count: a host driver runs launched work later */
                     one.iters = 1;
+                    one.late_s = 0.0;
+                    call.late_s = me == 0 ? gs_cal_spell_next(&spell) : 0.0;
                     /* one untimed call first, so that e0 follows the members' meeting (as in
                      * cli/calib_device.c), then the batch */
                     if ((rc = ops->launch(d, s, procs_fn, &one, err)) != GS_OK)
@@ -232,6 +242,8 @@ gs_status gs_calib_procs_run(const gs_driver_ops *ops, const gs_exec_boot *boot,
         }
     if (me == 0 && tty)
         fprintf(stderr, "\r\033[K");
+    if (me == 0 && rc == GS_OK)
+        gs_cal_spell_note(&spell, "between processes");
     if (rc != GS_OK && d)
         ops->abort(d, err->msg);
     if (call.a)

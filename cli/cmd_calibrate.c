@@ -187,12 +187,7 @@ typedef struct cal {
     gs_fit_gemm gemm_fit;
     gs_fit_gemm_terms gemm_terms;
     gs_fit_ab ew_fit[GS_CAL_EW_COUNT];
-    /* test hook GRIDSTEP_CALIB_SPELL=FIRST:COUNT:DELAY: a slow spell of the machine, for
-     * tests/run_calib.sh. Rank 0's timed collective calls FIRST .. FIRST + COUNT - 1 (counted
-     * from 0 in the order they run) take DELAY seconds longer. */
-    long spell_first, spell_count;
-    double spell_delay_s;
-    long spell_calls; /* rank 0's timed calls so far; written by rank 0's thread only */
+    gs_cal_spell spell; /* the test hook GRIDSTEP_CALIB_SPELL (cli/calib_ops.h); rank 0's thread counts */
 } cal;
 
 static void progress(const cal *c, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
@@ -600,14 +595,10 @@ static gs_status rank_fn(void *arg, gs_drv_stream *s, gs_error *err)
             }
             break;
         }
-        if (r == 1 && j->rank == 0 && j->c->spell_count > 0 && rc == GS_OK) {
-            long k = j->c->spell_calls++;
-            if (k >= j->c->spell_first && k < j->c->spell_first + j->c->spell_count) {
-                struct timespec ts = {(time_t)j->c->spell_delay_s,
-                                      (long)((j->c->spell_delay_s - floor(j->c->spell_delay_s)) * 1e9)};
-                while (nanosleep(&ts, &ts) != 0 && errno == EINTR)
-                    ;
-            }
+        if (r == 1 && j->rank == 0 && rc == GS_OK) {
+            double late = gs_cal_spell_next(&j->c->spell);
+            if (late > 0)
+                gs_cal_sleep(late);
         }
         j->t[r] = (ops->clock_s(d) - t0) * (j->what == GS_CAL_C_P2P ? 0.5 : 1.0);
     }
@@ -1474,16 +1465,8 @@ static gs_status calibrate_here(const calib_args *a, json_t **doc_out, gs_error 
     c->rotate = c->rotate < 0 ? 0 : 1;
     c->tty = isatty(STDERR_FILENO);
     c->reps = c->quick ? 3 : 7;
-    const char *spell = getenv("GRIDSTEP_CALIB_SPELL");
-    if (spell && *spell) {
-        char tail;
-        if (sscanf(spell, "%ld:%ld:%lf%c", &c->spell_first, &c->spell_count, &c->spell_delay_s, &tail) != 3 ||
-            c->spell_first < 0 || c->spell_count <= 0 || !(c->spell_delay_s > 0) || c->spell_delay_s > 10) {
-            rc = gs_error_set(err, GS_ERR_INPUT, "GRIDSTEP_CALIB_SPELL: found '%s', expected FIRST:COUNT:DELAY (rank 0's "
-                              "timed collective calls FIRST >= 0 .. FIRST + COUNT - 1 slowed by 0 < DELAY <= 10 s)", spell);
-            goto done;
-        }
-    }
+    if ((rc = gs_cal_spell_from_env(&c->spell, err)) != GS_OK)
+        goto done;
     if ((rc = pick_shapes(c, scenario, err)) != GS_OK)
         goto done;
     /* elementwise sizes: 2^12 .. 2^20 elements (x4; quick x16) */
@@ -1512,9 +1495,7 @@ static gs_status calibrate_here(const calib_args *a, json_t **doc_out, gs_error 
     if ((rc = measure_dispatch(c, err)) != GS_OK || (rc = measure_cores(c, err)) != GS_OK ||
         (rc = measure_concurrency(c, err)) != GS_OK || (rc = measure_colls(c, err)) != GS_OK)
         goto done;
-    if (c->spell_count > 0)
-        fprintf(stderr, "calibrate: GRIDSTEP_CALIB_SPELL: timed collective calls %ld .. %ld of %ld slowed by %g s\n",
-                c->spell_first, c->spell_first + c->spell_count - 1, c->spell_calls, c->spell_delay_s);
+    gs_cal_spell_note(&c->spell, "ranks");
     if (scenario) {
         if ((rc = measure_exec_share(c, scenario, err)) != GS_OK)
             goto done;

@@ -172,7 +172,7 @@ done
 # repeats of one point and its median 0.2 s.
 GRIDSTEP_CALIB_SPELL=10:3:0.2 "$GRIDSTEP" calibrate --driver host --quick --out "$tmp/spell.json" "$scen" \
     >"$tmp/spell.out" 2>"$tmp/spell.err"
-calls=$(sed -n 's/.*GRIDSTEP_CALIB_SPELL: timed collective calls 10 .. 12 of \([0-9]*\) slowed by 0.2 s$/\1/p' "$tmp/spell.err")
+calls=$(sed -n 's/.*GRIDSTEP_CALIB_SPELL: timed collective calls 10 .. 12 of \([0-9]*\) (ranks) slowed by 0.2 s$/\1/p' "$tmp/spell.err")
 worst=$(python3 -c 'import json, sys
 c = json.load(open(sys.argv[1]))["measurements"]["collectives"]
 print(max(p["time_s"] for op in c.values() for pts in op.values() for p in pts))' "$tmp/spell.json" 2>/dev/null)
