@@ -156,11 +156,10 @@ gs_status gs_calib_procs_run(const gs_driver_ops *ops, const gs_exec_boot *boot,
     gs_drv_event *e0 = NULL, *e1 = NULL;
     uint64_t me = (uint64_t)boot->proc, maxb = c->sizes[nsizes - 1];
     procs_call call = {ops, NULL, me, {0}, 0, -1, 0, 0, NULL, NULL, 0.0};
-    gs_cal_spell spell; /* the same value on every process: the environment is theirs in common */
-    gs_status rc_spell = gs_cal_spell_from_env(&spell, err);
+    gs_cal_spell spell = {0}; /* the same value on every process: the environment is theirs in common */
     uint64_t *members = calloc(2 * P, sizeof *members); /* a group of each class */
     if (rc == GS_OK)
-        rc = rc_spell;
+        rc = gs_cal_spell_from_env(&spell, err);
     if (rc == GS_OK && !members)
         rc = gs_error_set(err, GS_ERR_NOMEM, "out of memory");
     if (rc == GS_OK)
