@@ -27,7 +27,7 @@ struct gs_calib_procs {
     int peer[CL_COUNT];           /* process 0's ping-pong partner (-1: none) */
     uint64_t sizes[PROCS_MAX_SIZES];
     size_t nsizes;
-    int reps, quick;
+    int reps;
     double secs[CL_COUNT][GS_CAL_C_COUNT][PROCS_MAX_SIZES]; /* median over repeats of the slowest process */
     gs_fit_ab fit[CL_COUNT][GS_CAL_C_COUNT];
     int ok[CL_COUNT][GS_CAL_C_COUNT];
@@ -128,7 +128,6 @@ gs_status gs_calib_procs_run(const gs_driver_ops *ops, const gs_exec_boot *boot,
         return gs_error_set(err, GS_ERR_NOMEM, "out of memory");
     }
     c->procs = boot->procs;
-    c->quick = quick;
     c->reps = PROCS_MAX_REPS; /* --quick too: the repeats are cheap beside the warm-up (5 calls each) */
     memcpy(c->sizes, sizes, nsizes * sizeof *sizes);
     c->nsizes = nsizes;
