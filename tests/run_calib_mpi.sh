@@ -4,8 +4,9 @@
 # processes (cli/calib_procs.c), and process 0 writes one file.
 #  - 2 processes on one host: every process exits 0; the summary and the "wrote" line are
 #    printed once; links.intra's 2-rank lines are the processes' (they predict the points
-#    measured between processes, median error under 50%, better than the threads' 2-rank fit
-#    does), the thread-measured 4- and 8-rank lines stay, in ascending order; the sim reads it;
+#    measured between processes: median error within a factor 2, and under half the threads'
+#    2-rank fit's, in log), the thread-measured 4- and 8-rank lines stay, in ascending order; the
+#    sim reads it;
 #  - 4 processes on hosts a a b b (GRIDSTEP_HOST standing in for two machines): links.intra
 #    holds the 2 processes of a host, links.inter the 2 of one per host, for every op and
 #    send/recv; a scenario spread over 2 nodes then simulates differently from one calibrated
@@ -59,33 +60,37 @@ bp = d["measurements"]["between_processes"]
 assert bp["processes"] == 2 and bp["hosts"] == 1, bp
 assert "inter" not in d["links"], "one host: no inter lines"
 intra = d["links"]["intra"]
+worst = 0.0
 for op in ("all_gather", "reduce_scatter", "all_reduce", "broadcast"):
     ranks = [l["ranks"] for l in intra[op]]
     assert ranks == [2, 4, 8], (op, ranks)
-    # the 2-rank line is the processes' fit: it predicts their points (median error under 50%;
-    # a robust fit may drop one) better than the threads' 2-rank fit (fits.collectives, a
-    # different transport) does
+    # the 2-rank line is the processes' fit: it predicts their points (median error within a
+    # factor 2; a robust fit may drop one, and Open MPI's shared-memory protocols make the
+    # --quick points bend: 0.17 to 0.36 in log here) much better than the threads' 2-rank fit
+    # (fits.collectives, a different transport: 2.0 to 2.3 in log here) does
     def err(l):
         e = sorted(abs(math.log((l["alpha_s"] + p["size"] / l["beta_bytes_per_s"]) / p["time_s"]))
                    for p in bp["intra"][op]["2"])
         return e[len(e) // 2]
     ep, et = err(intra[op][0]), err(d["fits"]["collectives"][op]["2"])
     pts = " ".join("%d:%.3g" % (p["size"], p["time_s"]) for p in bp["intra"][op]["2"])
-    assert ep < math.log(1.5) and ep < et, (op, ep, et, intra[op][0], pts)
+    assert ep < math.log(2) and ep < et / 2, (op, ep, et, intra[op][0], pts)
+    worst = max(worst, ep)
 assert "send_recv" in intra
-print("ok")
+print("ok, worst log error %.2f" % worst)
 PY
 check "np 2: links.intra's 2-rank lines are the processes' fits, 4 and 8 kept ($(tail -1 "$tmp/py2"))" \
-    test "$(tail -1 "$tmp/py2")" = ok
+    sh -c "tail -1 '$tmp/py2' | grep -q '^ok'" || cat "$tmp/py2"
 "$GRIDSTEP" sim --calib "$tmp/c2.json" tests/calib/d-dp2-tp2.yaml >/dev/null 2>"$tmp/sim.err"
 check "np 2: the sim reads the file" test $? -eq 0
 # a slow spell (the test hook: process 0's timed batches 10, 11 and 12 between processes, in
 # the order they run, take 2 s longer, 100 ms per call of a 20-call batch): the repeats are
 # passes over every point, so the three batches are one repeat each of three points, and every
-# point's median stays under 20 ms (a --quick point between 2 processes takes at most about
-# 6 ms here: 1 MiB through shared memory with Open MPI's single-copy mechanism off, as
-# tests/mpi_common.sh sets it); back to back, they would be the repeats of one point, its median
-# over 100 ms
+# point's median stays under 50 ms, halfway to a slowed call (a --quick point between 2
+# processes takes at most about 6 ms on an idle 2-core machine: 1 MiB through shared memory
+# with Open MPI's single-copy mechanism off, as tests/mpi_common.sh sets it; the margin is for
+# the tests make check runs beside this one); back to back, they would be the repeats of one
+# point, its median over 100 ms
 rm -f "$RANKDIR"/status.*
 timeout 600 $MPIRUN -np 2 -x GRIDSTEP_CALIB_SPELL=10:3:2 "$tmp/rankwrap" "$GRIDSTEP" calibrate --quick \
     --out "$tmp/spell.json" "$scn" >"$tmp/outs" 2>"$tmp/errs"
@@ -93,9 +98,14 @@ check "np 2, a slow spell: every process exits 0" every_rank 0 2
 worst=$(python3 -c 'import json, sys
 bp = json.load(open(sys.argv[1]))["measurements"]["between_processes"]
 print(max(p["time_s"] for op in bp["intra"].values() for pts in op.values() for p in pts))' "$tmp/spell.json" 2>/dev/null)
-check "np 2, a slow spell: the 3 slowed batches leave every point's median under 20 ms (worst ${worst:-none} s)" \
+check "np 2, a slow spell: the 3 slowed batches leave every point's median under 50 ms (worst ${worst:-none} s)" \
     sh -c "grep -q 'calls 10 .. 12 of [0-9]* (between processes) slowed by 2 s' '$tmp/errs' && [ -n '$worst' ] &&
-        awk -v w='$worst' 'BEGIN { exit !(w < 0.02) }'"
+        awk -v w='$worst' 'BEGIN { exit !(w < 0.05) }'" ||
+    { grep -i 'slowed' "$tmp/errs"; python3 -c 'import json, sys
+bp = json.load(open(sys.argv[1]))["measurements"]["between_processes"]
+for op, g in bp["intra"].items():
+    for n, pts in g.items():
+        print(op, n, " ".join("%d:%.3g" % (p["size"], p["time_s"]) for p in pts))' "$tmp/spell.json"; }
 
 # ---- 4 processes, hosts a a b b ----
 rm -f "$RANKDIR"/status.*

@@ -23,15 +23,16 @@
 #      or miss, a measurement rather than a failure);
 # and prints a short table last. Exit 0 when every check passed, 1 otherwise, 77 without a GPU.
 #
-# usage: device-check.sh [--arch sm_90] [--build-only] [--skip-build] [--quick] [--out DIR]
+# usage: device-check.sh [--arch sm_90] [--build-only] [--skip-build] [--quick] [--out DIR] [--jobs N]
 # (--out: where the build, the logs and results.txt go, default build-cuda beside the script; on
-# a lent machine, a folder that comes back)
+# a lent machine, a folder that comes back; --jobs: nvcc compiles at once, default all six)
 set -u
 arch=sm_90
 build_only=0
 skip_build=0
 quick=0
 out=
+jobs=6
 while [ $# -gt 0 ]; do
     case "$1" in
     --arch) [ $# -ge 2 ] || { echo "device-check: --arch needs a value (sm_90)" >&2; exit 2; }
@@ -41,11 +42,14 @@ while [ $# -gt 0 ]; do
     --quick) quick=1; shift ;;
     --out) [ $# -ge 2 ] || { echo "device-check: --out needs a directory" >&2; exit 2; }
         out=$2; shift 2 ;;
+    --jobs) [ $# -ge 2 ] || { echo "device-check: --jobs needs a number (1 to 6)" >&2; exit 2; }
+        jobs=$2; shift 2 ;;
     -h|--help) sed -n '2,28p' "$0" | sed 's/^# \{0,1\}//'; exit 0 ;;
     *) echo "device-check: unknown argument '$1' (see --help)" >&2; exit 2 ;;
     esac
 done
 case "$arch" in sm_[0-9]*) ;; *) echo "device-check: --arch: found '$arch', expected sm_NN" >&2; exit 2 ;; esac
+case "$jobs" in [1-9]|[1-9][0-9]) ;; *) echo "device-check: --jobs: found '$jobs', expected a number from 1" >&2; exit 2 ;; esac
 
 here=$(cd "$(dirname "$0")" && pwd)
 if [ -d "$here/src/exec" ]; then
@@ -73,16 +77,23 @@ CUDA_HOME=$(cd "$(dirname "$NVCC")/.." && pwd)
 CUDA_LIB=$CUDA_HOME/lib64
 [ -d "$CUDA_LIB" ] || CUDA_LIB=$CUDA_HOME/lib
 NCCL_INC=; NCCL_LIB=
-if [ -f "$CUDA_HOME/include/nccl.h" ] && ls "$CUDA_LIB"/libnccl.so* >/dev/null 2>&1; then
-    NCCL_INC=$CUDA_HOME/include; NCCL_LIB=$CUDA_LIB
-else
+# NCCL_HOME if set, then the CUDA tree, then the system's (NVIDIA's Debian/Ubuntu packages put
+# nccl.h in /usr/include and libnccl.so in the multiarch directory), then the pip package
+for d in "${NCCL_HOME:-}" "$CUDA_HOME" /usr /usr/local; do
+    [ -n "$d" ] && [ -f "$d/include/nccl.h" ] || continue
+    for l in "$d/lib64" "$d/lib" "$d/lib/$(uname -m)-linux-gnu"; do
+        ls "$l"/libnccl.so* >/dev/null 2>&1 && { NCCL_INC=$d/include; NCCL_LIB=$l; break 2; }
+    done
+done
+if [ -z "$NCCL_INC" ]; then
     nd=$(python3 -c 'import nvidia.nccl, os; print(os.path.dirname(nvidia.nccl.__file__))' 2>/dev/null || true)
     [ -z "$nd" ] && nd=$(python3 -c 'import nvidia.nccl, os; print(list(nvidia.nccl.__path__)[0])' 2>/dev/null || true)
     if [ -n "$nd" ] && [ -f "$nd/include/nccl.h" ]; then
         NCCL_INC=$nd/include; NCCL_LIB=$nd/lib
     fi
 fi
-[ -n "$NCCL_INC" ] || { echo "device-check: no nccl.h (CUDA tree or pip nvidia-nccl)" >&2; exit 1; }
+[ -n "$NCCL_INC" ] ||
+    { echo "device-check: no nccl.h with libnccl.so (NCCL_HOME, the CUDA tree, /usr, or pip nvidia-nccl)" >&2; exit 1; }
 ncclso=$(ls "$NCCL_LIB"/libnccl.so* 2>/dev/null | head -1)
 echo "device-check: nvcc $("$NVCC" --version | sed -n 's/.*release \([0-9.]*\).*/\1/p') ($CUDA_HOME), NCCL $NCCL_INC, $arch"
 
@@ -90,12 +101,18 @@ echo "device-check: nvcc $("$NVCC" --version | sed -n 's/.*release \([0-9.]*\).*
 if [ $skip_build -eq 0 ]; then
     b0=$(date +%s)
     pids=
+    n=0
+    ok=1
     for f in elementwise norm xent attention attention_gemm attention_flash; do
         "$NVCC" -std=c++17 -O3 -arch="$arch" -Xcompiler -fPIC -Xcompiler -fvisibility=hidden -I"$src" \
             -c "$src/kernels/cuda/$f.cu" -o "$out/$f.o" &
         pids="$pids $!"
+        n=$((n + 1))
+        if [ $n -ge "$jobs" ]; then
+            for p in $pids; do wait "$p" || ok=0; done
+            pids=; n=0
+        fi
     done
-    ok=1
     for p in $pids; do wait "$p" || ok=0; done
     CC=${CC:-cc}
     cflags="-std=gnu11 -O2 -fPIC -fvisibility=hidden -I$src -isystem $CUDA_HOME/include -isystem $NCCL_INC"
