@@ -777,6 +777,9 @@ gs_status gs_exec_session_load(gs_exec_session *x, const char *dir, gs_error *er
     ckpt_meta(x, &meta);
     gs_ckpt_reader *r = NULL;
     unsigned char *found = NULL, *found_all = NULL;
+    const char *why = gs_train_load_refusal(x->train);
+    if (why)
+        return gs_error_set(err, GS_ERR_INPUT, "exec: --load %s: %s", dir, why);
     gs_status rc = views_init(x, 0, &v, err);
     if (rc == GS_OK)
         rc = gs_ckpt_reader_create(&r, dir, err);

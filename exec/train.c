@@ -35,7 +35,7 @@ typedef enum action {
     A_DY_AG, A_DOWN_BWD, A_ACT_BWD, A_UP_BWD, A_UP_TP, A_N2_BWD, A_DXM_AG, A_O_BWD, A_ATTN_BWD, A_QKV_BWD,
     A_QKV_TP, A_N1_BWD,
     A_HN_FWD, A_HN_AG, A_HEAD_FWD, A_LOSS_FWD, A_LOSS_AG, A_LOSS_BWD, A_HEAD_BWD, A_HEAD_TP, A_HN_BWD,
-    A_UNIT_AG, A_UNIT_RS, A_INTER_AR, A_BUCKET_AR, A_CHUNK_AR, A_OPTIM, A_SP_NORM_AR,
+    A_UNIT_AG, A_UNIT_RS, A_INTER_AR, A_BUCKET_AR, A_CHUNK_AR, A_CHUNK_RS, A_OWN_AG, A_OPTIM, A_SP_NORM_AR,
     A_SEND_FWD, A_RECV_FWD, A_SEND_BWD, A_RECV_BWD
 } action;
 
@@ -79,6 +79,9 @@ typedef struct scratch {
 typedef struct rank_st {
     uint64_t rank, stage, tp_pos, dp_pos, N, R, shard_pos;
     int first, last;
+    int own_slice; /* ZeRO-1/2 (Megatron's distributed optimizer): full parameters stay resident,
+                    * and this rank updates (and its Adam state covers) only its slice
+                    * [shard_pos S, (shard_pos + 1) S) of each unit, all-gathered afterwards */
     gs_partition part;
     gs_shard_plan plan;
     unit_info *units;
@@ -238,10 +241,6 @@ static gs_status check_supported(const gs_scenario *s, const gs_mesh *mesh, gs_e
         why = "heads, kv_heads, ffn and vocab must be divisible by tp (and head_dim even)";
     else if (st->wrap == GS_WRAP_MIN_PARAMS)
         why = "wrap: min_params splits blocks; the host program supports wrap layer or model";
-    else if (st->sharding != GS_SHARD_NO_SHARD && st->sharding != GS_SHARD_GRAD_OP &&
-             st->sharding != GS_SHARD_FULL_SHARD && st->sharding != GS_SHARD_HYBRID_SHARD)
-        why = "sharding must be no_shard, shard_grad_op, full_shard or hybrid_shard (ZeRO stages are not "
-              "implemented by the host program)";
     else if (st->tp_comm_overlap && tp > 1)
         why = "tp_comm_overlap splits each block's GEMMs around its TP collectives (Transformer Engine's "
               "userbuffers); the host program runs them whole: simulate it, or set tp_comm_overlap: false";
@@ -270,6 +269,17 @@ static uint32_t pending_id(const rank_st *r, const gs_rank_events *re, size_t u)
     if ((r->N <= 1 && r->R <= 1) || g == NO_ID || re->tensors[g].kind != GS_T_GRAD)
         return g;
     return (uint32_t)(re->ntensors + u);
+}
+
+/* 1 when the n tensors are each their unit's resident parameters (ZeRO-1/2's gathers) */
+static int own_params(const rank_st *r, const gs_rank_events *re, const uint32_t *ids, uint16_t n)
+{
+    for (uint16_t j = 0; j < n; j++) {
+        uint32_t u = re->tensors[ids[j]].unit;
+        if (u >= r->nunits || ids[j] != r->param_t[u])
+            return 0;
+    }
+    return n > 0;
 }
 
 /* Classifies every event of rank r and records which tensors hold the parameters and the
@@ -356,14 +366,19 @@ static gs_status plan_rank(gs_train *t, rank_st *r, const gs_rank_events *re, gs
             }
             if (e->op == GS_COLL_ALLGATHER && e->phase != GS_PHASE_OPTIM)
                 a = A_UNIT_AG;
-            else if (e->op == GS_COLL_REDUCE_SCATTER)
+            else if (e->op == GS_COLL_ALLGATHER && r->own_slice && own_params(r, re, writes, e->nlinks[GS_LINK_WRITES]))
+                a = A_OWN_AG; /* ZeRO-1/2: the updated slices into every rank's resident parameters (one
+                               * unit's, or a bucket_stages: first bucket's units, in list order) */
+            else if (e->op == GS_COLL_REDUCE_SCATTER && e->nlinks[GS_LINK_READS] == 1)
                 a = A_UNIT_RS;
             else if (e->op == GS_COLL_ALLREDUCE && e->group == GS_GROUP_DP_INTER)
                 a = A_INTER_AR;
-            else if (e->op == GS_COLL_ALLREDUCE && e->group == GS_GROUP_DP && e->nlinks[GS_LINK_READS] > 1) {
+            else if ((e->op == GS_COLL_ALLREDUCE || (e->op == GS_COLL_REDUCE_SCATTER && r->own_slice)) &&
+                     e->group == GS_GROUP_DP && e->nlinks[GS_LINK_READS] > 1) {
                 /* bucket_stages first: one bucket holding several units' gradients (dp_action
-                 * reduces each unit's pending gradient whole, in the event's list order) */
-                a = A_CHUNK_AR;
+                 * reduces each unit's pending gradient whole, in the event's list order; ZeRO-1
+                 * reduce-scatters each into its resident gradient's own slice) */
+                a = e->op == GS_COLL_ALLREDUCE ? A_CHUNK_AR : A_CHUNK_RS;
                 for (uint16_t j = 0; j < e->nlinks[GS_LINK_READS]; j++) {
                     const gs_tensor *tt = &re->tensors[reads[j]];
                     if (tt->unit >= nu || reads[j] != r->grad_t[tt->unit]) {
@@ -394,9 +409,13 @@ static gs_status plan_rank(gs_train *t, rank_st *r, const gs_rank_events *re, gs
                     if (re->tensors[writes[j]].kind == GS_T_PARAM_FULL)
                         cur_full[u] = writes[j];
             pl->ptid = e->nlinks[GS_LINK_READS] ? reads[0] : NO_ID;   /* AG: the shard; RS/AR: the gradient */
-            if ((a == A_BUCKET_AR || (a == A_INTER_AR && r->N <= 1)) && pl->ptid == r->grad_t[u])
+            /* ZeRO-1's reduce-scatter reads and writes the resident full gradient: it reduces the
+             * pending one (this step's new gradients) into the resident one's own slice */
+            if ((a == A_BUCKET_AR || a == A_UNIT_RS || (a == A_INTER_AR && r->N <= 1)) && pl->ptid == r->grad_t[u])
                 pl->ptid = pending_id(r, re, u);
             pl->gtid = e->nlinks[GS_LINK_WRITES] ? writes[0] : NO_ID; /* AG: the gathered copy; RS/AR: storage */
+            if (a == A_OWN_AG)
+                pl->ptid = pl->gtid;
         } else if (e->kind == GS_EV_SEND || e->kind == GS_EV_RECV) {
             a = e->kind == GS_EV_SEND ? (e->phase == GS_PHASE_FWD ? A_SEND_FWD : A_SEND_BWD)
                                       : (e->phase == GS_PHASE_FWD ? A_RECV_FWD : A_RECV_BWD);
@@ -565,6 +584,8 @@ static gs_status rank_init(gs_train *t, gs_dispatch *disp, size_t ri, gs_error *
     }
     gs_group_kind shard_group = s->strategy.sharding == GS_SHARD_HYBRID_SHARD ? GS_GROUP_DP_INTRA : GS_GROUP_DP;
     r->shard_pos = r->groups[shard_group].pos;
+    r->own_slice = r->N > 1 && !r->plan.stored_sharded && gs_sharding_shards_optimizer(s->strategy.sharding) &&
+                   !gs_sharding_shards_params(s->strategy.sharding);
 
     /* units and their flat layout */
     r->nunits = r->part.nunits;
@@ -684,7 +705,7 @@ static gs_status rank_init(gs_train *t, gs_dispatch *disp, size_t ri, gs_error *
                                 "gradient tensor in the schedule", r->rank, u);
     }
     for (size_t u = 0; u < r->nunits; u++) {
-        uint64_t n = r->plan.stored_sharded ? r->units[u].S : r->N * r->units[u].S;
+        uint64_t n = r->plan.stored_sharded || r->own_slice ? r->units[u].S : r->N * r->units[u].S;
         if (pending_id(r, re, u) == re->ntensors + u)
             r->tbuf[re->ntensors + u] = dalloc(t, r, r->N * r->units[u].S, &ok);
         r->m[u] = dalloc(t, r, n, &ok);
@@ -1236,9 +1257,25 @@ static gs_status dp_action(const ctx *c, action act)
         float *tmp = r->tmp[e->unit];
         if ((rc = ops->reduce_scatter(t->drv, c->s, r->rank, g, in, tmp, ui->S, c->err)) != GS_OK)
             return rc;
+        /* into a shard (FSDP, ZeRO-2), or the own slice of ZeRO-1's resident full gradient */
         if (r->R <= 1)
-            ops->add(c->s, out, tmp, ui->S);
+            ops->add(c->s, out + (c->pl->gtid == r->grad_t[e->unit] && r->own_slice &&
+                                  c->re->tensors[c->pl->gtid].kind == GS_T_GRAD ? r->shard_pos * ui->S : 0),
+                     tmp, ui->S);
         ops->fill(t->drv, c->s, in, 0.0f, r->N * ui->S);
+        return GS_OK;
+    }
+    case A_OWN_AG: {
+        /* in place: this rank's slice of the resident parameters is the member's input */
+        const uint32_t *writes = gs_event_list(c->re, e, GS_LINK_WRITES);
+        for (uint16_t j = 0; j < e->nlinks[GS_LINK_WRITES]; j++) {
+            size_t u = c->re->tensors[writes[j]].unit;
+            uint64_t S = r->units[u].S;
+            float *p = tb(c, writes[j]);
+            if ((rc = need(c, p, "parameters")) != GS_OK ||
+                (rc = ops->all_gather(t->drv, c->s, r->rank, g, p + r->shard_pos * S, p, S, c->err)) != GS_OK)
+                return rc;
+        }
         return GS_OK;
     }
     case A_INTER_AR: {
@@ -1275,6 +1312,20 @@ static gs_status dp_action(const ctx *c, action act)
         }
         return GS_OK;
     }
+    case A_CHUNK_RS: {
+        const uint32_t *reads = gs_event_list(c->re, e, GS_LINK_READS);
+        for (uint16_t j = 0; j < e->nlinks[GS_LINK_READS]; j++) {
+            size_t u = c->re->tensors[reads[j]].unit;
+            uint64_t S = r->units[u].S;
+            float *pend = tb(c, pending_id(r, c->re, u)), *grad = tb(c, r->grad_t[u]), *tmp = r->tmp[u];
+            if ((rc = need(c, pend, "input tensor")) != GS_OK || (rc = need(c, grad, "output tensor")) != GS_OK ||
+                (rc = ops->reduce_scatter(t->drv, c->s, r->rank, g, pend, tmp, S, c->err)) != GS_OK)
+                return rc;
+            ops->add(c->s, grad + r->shard_pos * S, tmp, S);
+            ops->fill(t->drv, c->s, pend, 0.0f, r->N * S);
+        }
+        return GS_OK;
+    }
     case A_BUCKET_AR: {
         uint64_t o = c->pl->off, n = c->pl->count;
         if ((rc = ops->all_reduce(t->drv, c->s, r->rank, g, in + o, n, c->err)) != GS_OK)
@@ -1296,9 +1347,18 @@ static gs_status optim_action(const ctx *c)
     rank_st *r = c->r;
     const gs_driver_ops *ops = t->ops;
     for (size_t u = 0; u < r->nunits; u++) {
-        uint64_t n = r->plan.stored_sharded ? r->units[u].S : r->N * r->units[u].S;
+        uint64_t S = r->units[u].S;
+        uint64_t n = r->plan.stored_sharded ? S : r->N * S;
         float *p = r->tbuf[r->param_t[u]], *g = r->tbuf[r->grad_t[u]];
-        uint64_t gn = r->N <= 1 || !r->plan.shard_grads ? n : r->units[u].S;
+        uint64_t gn = r->N <= 1 || !r->plan.shard_grads ? n : S;
+        if (r->own_slice) {
+            /* ZeRO-1/2: this rank's slice of the parameters, from its slice of ZeRO-1's full
+             * gradient or ZeRO-2's gradient shard; an all-gather (A_OWN_AG) shares it */
+            p += r->shard_pos * S;
+            if (gn == n)
+                g += r->shard_pos * S;
+            n = gn = S;
+        }
         if (gn != n)
             return gs_error_set(c->err, GS_ERR_RUNTIME, "unit %zu: %" PRIu64 " parameters but %" PRIu64 " gradients",
                                 u, n, gn);
@@ -1395,7 +1455,7 @@ gs_status gs_train_run_event(void *prog, size_t rank_index, size_t event, gs_drv
         rc = root_action(&c, a);
     else if (a >= A_HN_FWD && a <= A_HN_BWD)
         rc = root_action(&c, a);
-    else if (a >= A_UNIT_AG && a <= A_CHUNK_AR)
+    else if (a >= A_UNIT_AG && a <= A_OWN_AG)
         rc = dp_action(&c, a);
     else if (a == A_OPTIM)
         rc = optim_action(&c);
@@ -1483,9 +1543,11 @@ gs_status gs_train_shards(const gs_train *t, size_t ri, gs_shard_list *out, gs_e
                   : sh == GS_SHARD_HYBRID_SHARD ? r->groups[GS_GROUP_DP_INTER].pos != 0 : 0;
     for (size_t u = 0; u < r->nunits; u++) {
         const unit_info *ui = &r->units[u];
-        uint64_t lo = r->plan.stored_sharded ? r->shard_pos * ui->S : 0;
-        uint64_t hi = r->plan.stored_sharded ? lo + ui->S : r->N * ui->S;
-        float *p = r->tbuf[r->param_t[u]], *m = r->m[u], *v = r->v[u];
+        /* FSDP's stored shard, or ZeRO-1/2's own slice (the one its Adam state covers) */
+        int slice = r->plan.stored_sharded || r->own_slice;
+        uint64_t lo = slice ? r->shard_pos * ui->S : 0;
+        uint64_t hi = slice ? lo + ui->S : r->N * ui->S;
+        float *p = r->tbuf[r->param_t[u]] + (r->own_slice ? lo : 0), *m = r->m[u], *v = r->v[u];
         if (t->ops->device_memory) {
             float **pmv[3] = {&p, &m, &v};
             for (int b = 0; b < 3; b++)
@@ -1522,6 +1584,16 @@ out:
     if (rc != GS_OK)
         gs_shard_list_fini(out);
     return rc;
+}
+
+const char *gs_train_load_refusal(const gs_train *t)
+{
+    for (size_t i = 0; i < t->nr; i++)
+        if (t->r[i].own_slice)
+            return "loading a checkpoint under zero1 or zero2 with more than one DP rank is not implemented (each "
+                   "rank saved its slice of the parameters; resuming would need them gathered before the first "
+                   "forward): save works; resume with shard_grad_op or full_shard, which run the same update";
+    return NULL;
 }
 
 gs_status gs_train_shards_upload(const gs_train *t, size_t ri, const gs_shard_list *s, gs_error *err)

@@ -107,5 +107,9 @@ gs_status gs_train_shards(const gs_train *t, size_t rank_index, gs_shard_list *o
  * driver's buffers and waits for it. Nothing to do for a host-memory driver. */
 gs_status gs_train_shards_upload(const gs_train *t, size_t rank_index, const gs_shard_list *s, gs_error *err);
 void gs_shard_list_fini(gs_shard_list *s);
+/* Why a checkpoint cannot be loaded into this run, or NULL when it can: under ZeRO-1/2 a rank's
+ * pieces are its own slice of each unit, and loading them would leave the other slices of its
+ * resident parameters as they were initialised (no gather runs before the first forward). */
+const char *gs_train_load_refusal(const gs_train *t);
 
 #endif

@@ -168,9 +168,11 @@ static void linear_thrice(gs_drv_stream *s, const float *x, const float *w, floa
 }
 
 /* The fitted scale is the device's GEMM rate over the model's: three times the work per call
- * must give a third of the scale. Wall-clock timing on a shared machine is noisy, so the ratio
- * is the median of 5 pairs of runs, the two of a pair back to back (no collectives: max_ranks
- * 1); 0.2 .. 0.5 around the expected 1/3. */
+ * must give a third of the scale. Wall-clock timing on a shared machine is noisy, and other
+ * work only ever slows a run down (with the cores contended, wake-ups add the same fixed time to
+ * both kinds of call, pulling the pair ratios toward 1: 0.26 .. 0.62 in one make check beside
+ * two busy loops), so each kind's scale is the largest of 5 runs, the runs alternating
+ * (no collectives: max_ranks 1); 0.2 .. 0.5 around the expected 1/3. */
 static int cmp_d(const void *a, const void *b)
 {
     double x = *(const double *)a, y = *(const double *)b;
@@ -181,16 +183,20 @@ START_TEST(test_gemm_scale_tracks)
 {
     slow_gemm = gs_driver_host;
     slow_gemm.linear_fwd = linear_thrice;
-    double r[5];
+    double b[5], sl[5];
     for (int i = 0; i < 5; i++) {
         gs_calib_dev *base = run(&gs_driver_host, 1), *slow = run(&slow_gemm, 1);
-        r[i] = gs_calib_dev_gemm_scale(slow) / gs_calib_dev_gemm_scale(base);
+        b[i] = gs_calib_dev_gemm_scale(base);
+        sl[i] = gs_calib_dev_gemm_scale(slow);
         gs_calib_dev_free(base);
         gs_calib_dev_free(slow);
     }
-    qsort(r, 5, sizeof r[0], cmp_d);
-    ck_assert_msg(r[2] > 0.2 && r[2] < 0.5, "median scale ratio %g (of %g %g %g %g %g), want about 1/3", r[2], r[0],
-                  r[1], r[2], r[3], r[4]);
+    qsort(b, 5, sizeof b[0], cmp_d);
+    qsort(sl, 5, sizeof sl[0], cmp_d);
+    double ratio = sl[4] / b[4];
+    printf("gemm scale, GEMMs three times slower: ratio %.3f (largest of 5: slow %.3g, base %.3g)\n", ratio, sl[4], b[4]);
+    ck_assert_msg(ratio > 0.2 && ratio < 0.5, "scale ratio %g (largest of 5 each: slow %g %g %g %g %g, base %g %g %g %g %g), "
+                  "want about 1/3", ratio, sl[0], sl[1], sl[2], sl[3], sl[4], b[0], b[1], b[2], b[3], b[4]);
 }
 END_TEST
 

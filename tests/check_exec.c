@@ -86,6 +86,23 @@ static const cfg configs[] = {
     /* Megatron-Core's bucket rule: stage 1 and chunk 1 of stage 0 all-reduce as one bucket */
     {"dp2-pp2-interleaved-no-shard-bucket-first", 2, 2, 1, 1, 4, "no_shard, bucket_stages: first", "interleaved",
      "none", "layer", 2, 0, 8, 1},
+    /* ZeRO-1/2 (Megatron's distributed optimizer): full parameters resident, each rank updates its
+     * slice and all-gathers it after the optimizer, or at the next step's start with
+     * overlap_param_gather; ZeRO-1 reduce-scatters its resident full gradient once */
+    {"dp2-zero1", 2, 1, 1, 1, 2, "zero1", "1f1b", "none", "layer", 1, 0, 4, 2},
+    {"dp4-zero1-overlap", 4, 1, 1, 1, 4, "zero1, overlap_param_gather: true", "1f1b", "none", "layer", 1, 0, 4, 1},
+    {"dp2-zero2", 2, 1, 1, 1, 2, "zero2", "1f1b", "none", "layer", 1, 0, 4, 2},
+    {"dp2-zero2-overlap", 2, 1, 1, 1, 2, "zero2, overlap_param_gather: true", "1f1b", "none", "layer", 1, 0, 4, 2},
+    {"dp2-zero3", 2, 1, 1, 1, 2, "zero3", "1f1b", "none", "layer", 1, 0, 4, 2},
+    {"dp2-pp2-interleaved-zero1-bucket-first", 2, 2, 1, 1, 4, "zero1, bucket_stages: first", "interleaved", "none",
+     "layer", 2, 0, 8, 1},
+    {"dp2-pp2-tp2-sp-interleaved-zero1-overlap", 2, 2, 2, 1, 8, "zero1, overlap_param_gather: true", "interleaved",
+     "none", "layer", 2, 1, 8, 1},
+    /* resident parameters under TP, SP and an interleaved pipeline: a chunk's backward gathers its
+     * input from a receive while the compute stream may still read the same scratch for the
+     * other chunk (exec/dispatch.c orders TP events after the compute before them) */
+    {"dp2-pp2-tp2-sp-interleaved-no-shard", 2, 2, 2, 1, 8, "no_shard", "interleaved", "none", "layer", 2, 1, 8, 1},
+    {"dp2-pp2-tp2-sp-interleaved-zero2", 2, 2, 2, 1, 8, "zero2", "interleaved", "none", "layer", 2, 1, 8, 1},
 };
 #define NCONFIGS (sizeof configs / sizeof configs[0])
 
