@@ -1237,6 +1237,23 @@ static gs_status root_action(const ctx *c, action act)
     }
 }
 
+/* Unit u's gradient `in` (full) reduce-scattered over g into `out`: a shard (FSDP, ZeRO-2) or,
+ * when out_full, this rank's slice of ZeRO-1's resident full gradient; HSDP's cross-node
+ * all-reduce adds it instead (R > 1). `in` is zeroed for the next gradients. */
+static gs_status reduce_into(const ctx *c, const gs_drv_group *g, float *in, float *out, int out_full, size_t u)
+{
+    rank_st *r = c->r;
+    const gs_driver_ops *ops = c->t->ops;
+    uint64_t S = r->units[u].S;
+    gs_status rc = ops->reduce_scatter(c->t->drv, c->s, r->rank, g, in, r->tmp[u], S, c->err);
+    if (rc != GS_OK)
+        return rc;
+    if (r->R <= 1)
+        ops->add(c->s, out + (out_full ? r->shard_pos * S : 0), r->tmp[u], S);
+    ops->fill(c->t->drv, c->s, in, 0.0f, r->N * S);
+    return GS_OK;
+}
+
 static gs_status dp_action(const ctx *c, action act)
 {
     gs_train *t = c->t;
@@ -1252,19 +1269,8 @@ static gs_status dp_action(const ctx *c, action act)
     switch (act) {
     case A_UNIT_AG:
         return ops->all_gather(t->drv, c->s, r->rank, g, in, out, ui->S, c->err);
-    case A_UNIT_RS: {
-        /* the unit's full gradient `in` -> this rank's shard; HSDP's cross-node all-reduce adds it */
-        float *tmp = r->tmp[e->unit];
-        if ((rc = ops->reduce_scatter(t->drv, c->s, r->rank, g, in, tmp, ui->S, c->err)) != GS_OK)
-            return rc;
-        /* into a shard (FSDP, ZeRO-2), or the own slice of ZeRO-1's resident full gradient */
-        if (r->R <= 1)
-            ops->add(c->s, out + (c->pl->gtid == r->grad_t[e->unit] && r->own_slice &&
-                                  c->re->tensors[c->pl->gtid].kind == GS_T_GRAD ? r->shard_pos * ui->S : 0),
-                     tmp, ui->S);
-        ops->fill(t->drv, c->s, in, 0.0f, r->N * ui->S);
-        return GS_OK;
-    }
+    case A_UNIT_RS:
+        return reduce_into(c, g, in, out, r->own_slice && c->re->tensors[c->pl->gtid].kind == GS_T_GRAD, e->unit);
     case A_OWN_AG: {
         /* in place: this rank's slice of the resident parameters is the member's input */
         const uint32_t *writes = gs_event_list(c->re, e, GS_LINK_WRITES);
@@ -1313,16 +1319,14 @@ static gs_status dp_action(const ctx *c, action act)
         return GS_OK;
     }
     case A_CHUNK_RS: {
+        /* ZeRO-1's bucket_stages: first bucket: each unit's pending gradient into its own slice */
         const uint32_t *reads = gs_event_list(c->re, e, GS_LINK_READS);
         for (uint16_t j = 0; j < e->nlinks[GS_LINK_READS]; j++) {
             size_t u = c->re->tensors[reads[j]].unit;
-            uint64_t S = r->units[u].S;
-            float *pend = tb(c, pending_id(r, c->re, u)), *grad = tb(c, r->grad_t[u]), *tmp = r->tmp[u];
+            float *pend = tb(c, pending_id(r, c->re, u)), *grad = tb(c, r->grad_t[u]);
             if ((rc = need(c, pend, "input tensor")) != GS_OK || (rc = need(c, grad, "output tensor")) != GS_OK ||
-                (rc = ops->reduce_scatter(t->drv, c->s, r->rank, g, pend, tmp, S, c->err)) != GS_OK)
+                (rc = reduce_into(c, g, pend, grad, 1, u)) != GS_OK)
                 return rc;
-            ops->add(c->s, grad + r->shard_pos * S, tmp, S);
-            ops->fill(t->drv, c->s, pend, 0.0f, r->N * S);
         }
         return GS_OK;
     }
