@@ -203,10 +203,13 @@ static void issue_rank(gs_dispatch *d, size_t i)
         const gs_event *ev = &re->events[e];
         gs_drv_stream *s = r->streams[ev->stream < GS_STREAM_COUNT ? ev->stream : GS_STREAM_COMPUTE];
         const uint32_t *deps = gs_event_list(re, ev, GS_LINK_DEPS);
+        int covered = last_compute == SIZE_MAX; /* a dependency already on that compute event or later */
         for (uint16_t j = 0; j < ev->nlinks[GS_LINK_DEPS] && rc == GS_OK; j++)
-            if (re->events[deps[j]].stream != ev->stream)
+            if (re->events[deps[j]].stream != ev->stream) {
                 rc = ops->stream_wait_event(d->drv, s, r->ended[deps[j]], err);
-        if (ev->stream == GS_STREAM_TP && last_compute != SIZE_MAX && rc == GS_OK)
+                covered |= re->events[deps[j]].stream == GS_STREAM_COMPUTE && deps[j] >= last_compute;
+            }
+        if (ev->stream == GS_STREAM_TP && !covered && rc == GS_OK)
             rc = ops->stream_wait_event(d->drv, s, r->ended[last_compute], err);
         if (ev->stream == GS_STREAM_COMPUTE)
             last_compute = e;

@@ -584,8 +584,7 @@ static gs_status rank_init(gs_train *t, gs_dispatch *disp, size_t ri, gs_error *
     }
     gs_group_kind shard_group = s->strategy.sharding == GS_SHARD_HYBRID_SHARD ? GS_GROUP_DP_INTRA : GS_GROUP_DP;
     r->shard_pos = r->groups[shard_group].pos;
-    r->own_slice = r->N > 1 && !r->plan.stored_sharded && gs_sharding_shards_optimizer(s->strategy.sharding) &&
-                   !gs_sharding_shards_params(s->strategy.sharding);
+    r->own_slice = r->plan.shard_opt && !r->plan.stored_sharded; /* the ledger's plan: zero1, zero2 with DP > 1 */
 
     /* units and their flat layout */
     r->nunits = r->part.nunits;
