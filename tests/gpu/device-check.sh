@@ -24,13 +24,16 @@
 # and prints a short table last. Exit 0 when every check passed, 1 otherwise, 77 without a GPU.
 #
 # usage: device-check.sh [--arch sm_90] [--build-only] [--skip-build] [--quick] [--out DIR] [--jobs N]
+#                        [--toolchain]
 # (--out: where the build, the logs and results.txt go, default build-cuda beside the script; on
-# a lent machine, a folder that comes back; --jobs: nvcc compiles at once, default all six)
+# a lent machine, a folder that comes back; --jobs: nvcc compiles at once, default all six;
+# --toolchain: print the CUDA tree and NCCL found, build and run nothing)
 set -u
 arch=sm_90
 build_only=0
 skip_build=0
 quick=0
+toolchain_only=0
 out=
 jobs=6
 while [ $# -gt 0 ]; do
@@ -40,11 +43,12 @@ while [ $# -gt 0 ]; do
     --build-only) build_only=1; shift ;;
     --skip-build) skip_build=1; shift ;;
     --quick) quick=1; shift ;;
+    --toolchain) toolchain_only=1; shift ;;
     --out) [ $# -ge 2 ] || { echo "device-check: --out needs a directory" >&2; exit 2; }
         out=$2; shift 2 ;;
     --jobs) [ $# -ge 2 ] || { echo "device-check: --jobs needs a number (1 to 6)" >&2; exit 2; }
         jobs=$2; shift 2 ;;
-    -h|--help) sed -n '2,28p' "$0" | sed 's/^# \{0,1\}//'; exit 0 ;;
+    -h|--help) sed -n '2,30p' "$0" | sed 's/^# \{0,1\}//'; exit 0 ;;
     *) echo "device-check: unknown argument '$1' (see --help)" >&2; exit 2 ;;
     esac
 done
@@ -59,21 +63,33 @@ else
 fi
 gridstep=$root/gridstep
 [ -n "$out" ] || out=$root/build-cuda
-mkdir -p "$out" || exit 1
+[ $toolchain_only -eq 1 ] || mkdir -p "$out" || exit 1
 t_start=$(date +%s)
 elapsed() { echo $(($(date +%s) - t_start)); }
 results=$out/results.txt
-: > "$results"
+[ $toolchain_only -eq 1 ] || : > "$results"
 row() { printf '%-34s %-8s %s\n' "$1" "$2" "$3" >> "$results"; }
 fail=0
 
 # ---- toolchain: CUDA, then NCCL (the CUDA tree, or the nvidia-nccl pip package) ----------------
-NVCC=$(command -v nvcc 2>/dev/null || true)
-[ -n "$NVCC" ] || for d in "${CUDA_HOME:-}" /usr/local/cuda /opt/cuda; do
-    [ -n "$d" ] && [ -x "$d/bin/nvcc" ] && NVCC=$d/bin/nvcc && break
+# CUDA_HOME if set, then nvcc on PATH, then the usual places. The toolkit's root is what nvcc
+# itself reports (its --dryrun TOP line), not the directory above the nvcc found: that nvcc may
+# be a wrapper script (/usr/local/bin/nvcc exec'ing the real one), whose parent holds no CUDA.
+NVCC=
+[ -n "${CUDA_HOME:-}" ] && [ -x "$CUDA_HOME/bin/nvcc" ] && NVCC=$CUDA_HOME/bin/nvcc
+[ -n "$NVCC" ] || NVCC=$(command -v nvcc 2>/dev/null || true)
+[ -n "$NVCC" ] || for d in /usr/local/cuda /opt/cuda; do
+    [ -x "$d/bin/nvcc" ] && NVCC=$d/bin/nvcc && break
 done
 [ -n "$NVCC" ] || { echo "device-check: no nvcc (set CUDA_HOME)" >&2; exit 1; }
-CUDA_HOME=$(cd "$(dirname "$NVCC")/.." && pwd)
+top=$("$NVCC" --dryrun -c -x cu /dev/null -o /dev/null 2>&1 | sed -n 's/^#\$ TOP=//p' | head -1)
+CUDA_HOME=
+for d in "$top" "$(dirname "$NVCC")/.."; do
+    [ -n "$d" ] && [ -f "$d/include/cuda_runtime.h" ] && { CUDA_HOME=$(cd "$d" && pwd); break; }
+done
+[ -n "$CUDA_HOME" ] && [ -x "$CUDA_HOME/bin/nvcc" ] ||
+    { echo "device-check: $NVCC: no CUDA tree with bin/nvcc and include/cuda_runtime.h (nvcc says TOP=${top:-?}; set CUDA_HOME)" >&2; exit 1; }
+NVCC=$CUDA_HOME/bin/nvcc
 CUDA_LIB=$CUDA_HOME/lib64
 [ -d "$CUDA_LIB" ] || CUDA_LIB=$CUDA_HOME/lib
 NCCL_INC=; NCCL_LIB=
@@ -96,6 +112,7 @@ fi
     { echo "device-check: no nccl.h with libnccl.so (NCCL_HOME, the CUDA tree, /usr, or pip nvidia-nccl)" >&2; exit 1; }
 ncclso=$(ls "$NCCL_LIB"/libnccl.so* 2>/dev/null | head -1)
 echo "device-check: nvcc $("$NVCC" --version | sed -n 's/.*release \([0-9.]*\).*/\1/p') ($CUDA_HOME), NCCL $NCCL_INC, $arch"
+[ $toolchain_only -eq 1 ] && { echo "CUDA_HOME=$CUDA_HOME"; echo "NCCL_INC=$NCCL_INC"; echo "NCCL_LIB=$NCCL_LIB"; exit 0; }
 
 # ---- build: the module and the kernel check, nothing else --------------------------------------
 if [ $skip_build -eq 0 ]; then

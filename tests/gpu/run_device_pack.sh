@@ -21,6 +21,28 @@ if sh "$top_srcdir/tests/gpu/pack-for-device.sh" --gridstep "$GRIDSTEP" "$tmp/pa
 else
     echo "FAIL: pack-for-device:"; cat "$tmp/pack.out"; exit 1
 fi
+# the toolchain is found from nvcc itself: nvcc on PATH may be a wrapper script (CI machines
+# have /usr/local/bin/nvcc exec'ing /usr/local/cuda-13.0/bin/nvcc), whose parent directory holds
+# neither CUDA nor NCCL. Found as this environment has it, then through such a wrapper alone.
+if sh "$tmp/pack/device-check.sh" --toolchain >"$tmp/tc.out" 2>&1; then
+    cuda_home=$(sed -n 's/^CUDA_HOME=//p' "$tmp/tc.out")
+    echo "PASS: device-check.sh --toolchain: $(head -1 "$tmp/tc.out")"
+    mkdir -p "$tmp/wrap"
+    printf '#!/bin/sh\nexec %s/bin/nvcc "$@"\n' "$cuda_home" > "$tmp/wrap/nvcc"
+    chmod +x "$tmp/wrap/nvcc"
+    env -u CUDA_HOME -u NCCL_HOME PATH="$tmp/wrap:/usr/bin:/bin" \
+        sh "$tmp/pack/device-check.sh" --toolchain >"$tmp/tcw.out" 2>&1
+    rc=$?
+    got=$(sed -n 's/^CUDA_HOME=//p' "$tmp/tcw.out")
+    if [ $rc -eq 0 ] && [ "$got" = "$cuda_home" ]; then
+        echo "PASS: through a wrapper nvcc on PATH: the same CUDA tree ($got)"
+    else
+        echo "FAIL: through a wrapper nvcc on PATH: exit $rc, CUDA_HOME '$got' (want '$cuda_home')"
+        cat "$tmp/tcw.out"; fail=1
+    fi
+else
+    echo "FAIL: device-check.sh --toolchain: exit $?"; cat "$tmp/tc.out"; exit 1
+fi
 # two nvcc at a time, not six: make check runs timing tests beside this one
 sh "$tmp/pack/device-check.sh" --build-only --jobs 2 >"$tmp/build.out" 2>&1
 rc=$?
