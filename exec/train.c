@@ -235,8 +235,10 @@ static gs_status check_supported(const gs_scenario *s, const gs_mesh *mesh, gs_e
         why = "a nominal model (params: N) has no shapes to run";
     else if (m->norm != GS_NORM_RMSNORM || m->mlp != GS_MLP_SWIGLU || m->pos != GS_POS_ROPE || m->bias)
         why = "the host program runs Llama blocks only (rmsnorm, swiglu, rope, no biases)";
-    else if (m->tied_embeddings)
-        why = "tied embeddings are not implemented by the host program";
+    else if (m->tied_embeddings && mesh->size[GS_DIM_PP] > 1)
+        why = "tied embeddings under a pipeline (pp > 1) need the last stage's copy of the embedding and its "
+              "gradient all-reduce with the first stage (Megatron's embedding group), which the schedule does "
+              "not have: simulate it, or set tied_embeddings: false";
     else if (m->head_dim % 2 || m->heads % tp || m->kv_heads % tp || m->ffn % tp || m->vocab % tp)
         why = "heads, kv_heads, ffn and vocab must be divisible by tp (and head_dim even)";
     else if (st->wrap == GS_WRAP_MIN_PARAMS)
@@ -638,8 +640,13 @@ static gs_status rank_init(gs_train *t, gs_dispatch *disp, size_t ri, gs_error *
             if (r->last) {
                 r->hn_off = flat;
                 ok = ok && add_seg(ui, &flat, "model.norm.weight", 1, h, 1, 0, 0, 0, h, 1);
+                /* tied (one stage here): the head is the embedding's [vocab/tp, h] slice itself, and
+                 * its backward accumulates into the embedding's gradient */
                 r->head_off = flat;
-                ok = ok && add_seg(ui, &flat, "lm_head.weight", 2, V, h, 2, 0, r->tp_pos * t->v_t, t->v_t, 0);
+                if (s->model.tied_embeddings)
+                    r->head_off = r->emb_off;
+                else
+                    ok = ok && add_seg(ui, &flat, "lm_head.weight", 2, V, h, 2, 0, r->tp_pos * t->v_t, t->v_t, 0);
             }
         }
         if (!ok)

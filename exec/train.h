@@ -10,7 +10,8 @@
  * Flat layout of a unit (TP slice of each tensor, row-major, [out, in] like HF): per layer
  * input_layernorm, q_proj, k_proj, v_proj (together the fused QKV weight), o_proj,
  * post_attention_layernorm, gate_proj, up_proj (together the SwiGLU weight), down_proj; then
- * (root unit) embed_tokens, norm, lm_head.
+ * (root unit) embed_tokens, norm, lm_head (none with tied embeddings: the head multiplies by
+ * embed_tokens' slice and adds its gradient to embed_tokens').
  *
  * Ownership: gs_train is created by gs_train_create and freed by gs_train_destroy; it borrows
  * the scenario, schedule, driver and dispatcher (all must outlive it) and owns its buffers. It
@@ -40,8 +41,8 @@ void gs_train_opts_defaults(gs_train_opts *o);
 
 typedef struct gs_train gs_train;
 
-/* Checks that the scenario is one the host program runs (RMSNorm + SwiGLU + RoPE, untied
- * embeddings, no biases; kv_heads, ffn, vocab and micro-batch tokens divisible by tp; wrap
+/* Checks that the scenario is one the host program runs (RMSNorm + SwiGLU + RoPE, no biases;
+ * tied embeddings only without a pipeline; kv_heads, ffn, vocab and micro-batch tokens divisible by tp; wrap
  * layer or model; sharding no_shard, shard_grad_op, full_shard or hybrid_shard), allocates
  * every rank's state and initializes the parameters (GS_ERR_INPUT naming what is not
  * supported; GS_ERR_NOMEM). */

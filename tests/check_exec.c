@@ -38,71 +38,78 @@ typedef struct cfg {
     uint64_t vstages;
     int sp;
     uint64_t layers, micro;
+    int tied; /* tied embeddings: the head multiplies by the embedding */
 } cfg;
 
-/* name, dp pp tp, nodes gpus/node, sharding, pipeline, recompute, wrap, v, sp, layers, micro */
+/* name, dp pp tp, nodes gpus/node, sharding, pipeline, recompute, wrap, v, sp, layers, micro, tied */
 static const cfg configs[] = {
-    {"dp2-full", 2, 1, 1, 1, 2, "full_shard", "1f1b", "none", "layer", 1, 0, 4, 2},
-    {"dp4-full", 4, 1, 1, 1, 4, "full_shard", "1f1b", "none", "layer", 1, 0, 4, 1},
-    {"dp2-grad-op", 2, 1, 1, 1, 2, "shard_grad_op", "1f1b", "none", "layer", 1, 0, 4, 2},
-    {"dp4-grad-op", 4, 1, 1, 1, 4, "shard_grad_op", "1f1b", "none", "layer", 1, 0, 4, 1},
-    {"dp2-no-shard", 2, 1, 1, 1, 2, "no_shard", "1f1b", "none", "layer", 1, 0, 4, 2},
-    {"dp4-no-shard", 4, 1, 1, 1, 4, "no_shard", "1f1b", "none", "layer", 1, 0, 4, 1},
-    {"hsdp-2x2", 4, 1, 1, 2, 2, "hybrid_shard", "1f1b", "none", "layer", 1, 0, 4, 1},
+    {"dp2-full", 2, 1, 1, 1, 2, "full_shard", "1f1b", "none", "layer", 1, 0, 4, 2, 0},
+    {"dp4-full", 4, 1, 1, 1, 4, "full_shard", "1f1b", "none", "layer", 1, 0, 4, 1, 0},
+    {"dp2-grad-op", 2, 1, 1, 1, 2, "shard_grad_op", "1f1b", "none", "layer", 1, 0, 4, 2, 0},
+    {"dp4-grad-op", 4, 1, 1, 1, 4, "shard_grad_op", "1f1b", "none", "layer", 1, 0, 4, 1, 0},
+    {"dp2-no-shard", 2, 1, 1, 1, 2, "no_shard", "1f1b", "none", "layer", 1, 0, 4, 2, 0},
+    {"dp4-no-shard", 4, 1, 1, 1, 4, "no_shard", "1f1b", "none", "layer", 1, 0, 4, 1, 0},
+    {"hsdp-2x2", 4, 1, 1, 2, 2, "hybrid_shard", "1f1b", "none", "layer", 1, 0, 4, 1, 0},
     /* HSDP with one DP rank per node: TP2 fills each node, the replicas all-reduce whole units */
-    {"hsdp-2x1-tp2", 2, 1, 2, 2, 2, "hybrid_shard", "1f1b", "none", "layer", 1, 0, 4, 2},
+    {"hsdp-2x1-tp2", 2, 1, 2, 2, 2, "hybrid_shard", "1f1b", "none", "layer", 1, 0, 4, 2, 0},
     {"hsdp-2x1-tp2-sync-every", 2, 1, 2, 2, 2, "hybrid_shard, grad_sync: every", "1f1b", "none", "layer", 1, 0, 4,
-     2},
-    {"dp2-full-wrap-model", 2, 1, 1, 1, 2, "full_shard", "1f1b", "none", "model", 1, 0, 4, 2},
+     2, 0},
+    {"dp2-full-wrap-model", 2, 1, 1, 1, 2, "full_shard", "1f1b", "none", "model", 1, 0, 4, 2, 0},
     /* (the sharding string carries further strategy keys) */
-    {"dp2-full-offload", 2, 1, 1, 1, 2, "full_shard, offload: true", "1f1b", "none", "layer", 1, 0, 4, 2},
+    {"dp2-full-offload", 2, 1, 1, 1, 2, "full_shard, offload: true", "1f1b", "none", "layer", 1, 0, 4, 2, 0},
     {"dp2-full-prefetch", 2, 1, 1, 1, 2, "full_shard, prefetch: backward_post, forward_prefetch: true", "1f1b",
-     "none", "layer", 1, 0, 4, 2},
-    {"dp2-no-shard-sync-every", 2, 1, 1, 1, 2, "no_shard, grad_sync: every", "1f1b", "none", "layer", 1, 0, 4, 2},
-    {"dp2-full-no-sync", 2, 1, 1, 1, 2, "full_shard, grad_sync: last", "1f1b", "none", "layer", 1, 0, 4, 2},
-    {"tp2", 1, 1, 2, 1, 2, "full_shard", "1f1b", "none", "layer", 1, 0, 4, 2},
-    {"tp4", 1, 1, 4, 1, 4, "full_shard", "1f1b", "none", "layer", 1, 0, 4, 2},
-    {"tp2-sp", 1, 1, 2, 1, 2, "full_shard", "1f1b", "none", "layer", 1, 1, 4, 2},
-    {"tp4-sp", 1, 1, 4, 1, 4, "full_shard", "1f1b", "none", "layer", 1, 1, 4, 2},
-    {"pp2-gpipe", 1, 2, 1, 1, 2, "full_shard", "gpipe", "none", "layer", 1, 0, 4, 2},
-    {"pp2-1f1b", 1, 2, 1, 1, 2, "full_shard", "1f1b", "none", "layer", 1, 0, 4, 1},
-    {"pp4-gpipe", 1, 4, 1, 1, 4, "full_shard", "gpipe", "none", "layer", 1, 0, 4, 1},
-    {"pp4-1f1b", 1, 4, 1, 1, 4, "full_shard", "1f1b", "none", "layer", 1, 0, 4, 1},
-    {"pp2-interleaved", 1, 2, 1, 1, 2, "full_shard", "interleaved", "none", "layer", 2, 0, 4, 1},
-    {"pp4-interleaved", 1, 4, 1, 1, 4, "full_shard", "interleaved", "none", "layer", 2, 0, 8, 1},
-    {"dp2-pp2-tp2", 2, 2, 2, 1, 8, "full_shard", "1f1b", "none", "layer", 1, 0, 4, 1},
-    {"dp2-pp2-tp2-sp", 2, 2, 2, 1, 8, "full_shard", "1f1b", "none", "layer", 1, 1, 4, 1},
-    {"dp2-pp2-tp2-recompute-full", 2, 2, 2, 1, 8, "full_shard", "1f1b", "full", "layer", 1, 0, 4, 1},
+     "none", "layer", 1, 0, 4, 2, 0},
+    {"dp2-no-shard-sync-every", 2, 1, 1, 1, 2, "no_shard, grad_sync: every", "1f1b", "none", "layer", 1, 0, 4, 2, 0},
+    {"dp2-full-no-sync", 2, 1, 1, 1, 2, "full_shard, grad_sync: last", "1f1b", "none", "layer", 1, 0, 4, 2, 0},
+    {"tp2", 1, 1, 2, 1, 2, "full_shard", "1f1b", "none", "layer", 1, 0, 4, 2, 0},
+    {"tp4", 1, 1, 4, 1, 4, "full_shard", "1f1b", "none", "layer", 1, 0, 4, 2, 0},
+    {"tp2-sp", 1, 1, 2, 1, 2, "full_shard", "1f1b", "none", "layer", 1, 1, 4, 2, 0},
+    {"tp4-sp", 1, 1, 4, 1, 4, "full_shard", "1f1b", "none", "layer", 1, 1, 4, 2, 0},
+    {"pp2-gpipe", 1, 2, 1, 1, 2, "full_shard", "gpipe", "none", "layer", 1, 0, 4, 2, 0},
+    {"pp2-1f1b", 1, 2, 1, 1, 2, "full_shard", "1f1b", "none", "layer", 1, 0, 4, 1, 0},
+    {"pp4-gpipe", 1, 4, 1, 1, 4, "full_shard", "gpipe", "none", "layer", 1, 0, 4, 1, 0},
+    {"pp4-1f1b", 1, 4, 1, 1, 4, "full_shard", "1f1b", "none", "layer", 1, 0, 4, 1, 0},
+    {"pp2-interleaved", 1, 2, 1, 1, 2, "full_shard", "interleaved", "none", "layer", 2, 0, 4, 1, 0},
+    {"pp4-interleaved", 1, 4, 1, 1, 4, "full_shard", "interleaved", "none", "layer", 2, 0, 8, 1, 0},
+    {"dp2-pp2-tp2", 2, 2, 2, 1, 8, "full_shard", "1f1b", "none", "layer", 1, 0, 4, 1, 0},
+    {"dp2-pp2-tp2-sp", 2, 2, 2, 1, 8, "full_shard", "1f1b", "none", "layer", 1, 1, 4, 1, 0},
+    {"dp2-pp2-tp2-recompute-full", 2, 2, 2, 1, 8, "full_shard", "1f1b", "full", "layer", 1, 0, 4, 1, 0},
     {"dp2-pp2-tp2-recompute-selective", 2, 2, 2, 1, 8, "shard_grad_op", "gpipe", "selective", "layer", 1, 0, 4,
-     1},
+     1, 0},
     {"dp2-pp2-tp2-sp-wrap-model-selective", 2, 2, 2, 1, 8, "full_shard", "gpipe", "selective", "model", 1, 1, 4,
-     1},
-    {"recompute-full", 1, 1, 1, 1, 1, "full_shard", "1f1b", "full", "layer", 1, 0, 4, 2},
+     1, 0},
+    {"recompute-full", 1, 1, 1, 1, 1, "full_shard", "1f1b", "full", "layer", 1, 0, 4, 2, 0},
     /* wrap: model under an interleaved pipeline: every chunk writes the root's gradient */
-    {"dp2-pp2-interleaved-wrap-model", 2, 2, 1, 1, 4, "full_shard", "interleaved", "none", "model", 2, 0, 8, 1},
+    {"dp2-pp2-interleaved-wrap-model", 2, 2, 1, 1, 4, "full_shard", "interleaved", "none", "model", 2, 0, 8, 1, 0},
     {"dp2-pp2-interleaved-wrap-model-no-sync", 2, 2, 1, 1, 4, "full_shard, grad_sync: last", "interleaved", "none",
-     "model", 2, 0, 8, 1},
-    {"hsdp-2x2-tp2-pp2-recompute", 4, 2, 2, 2, 8, "hybrid_shard", "interleaved", "full", "layer", 2, 0, 8, 1},
+     "model", 2, 0, 8, 1, 0},
+    {"hsdp-2x2-tp2-pp2-recompute", 4, 2, 2, 2, 8, "hybrid_shard", "interleaved", "full", "layer", 2, 0, 8, 1, 0},
     /* Megatron-Core's bucket rule: stage 1 and chunk 1 of stage 0 all-reduce as one bucket */
     {"dp2-pp2-interleaved-no-shard-bucket-first", 2, 2, 1, 1, 4, "no_shard, bucket_stages: first", "interleaved",
-     "none", "layer", 2, 0, 8, 1},
+     "none", "layer", 2, 0, 8, 1, 0},
     /* ZeRO-1/2 (Megatron's distributed optimizer): full parameters resident, each rank updates its
      * slice and all-gathers it after the optimizer, or at the next step's start with
      * overlap_param_gather; ZeRO-1 reduce-scatters its resident full gradient once */
-    {"dp2-zero1", 2, 1, 1, 1, 2, "zero1", "1f1b", "none", "layer", 1, 0, 4, 2},
-    {"dp4-zero1-overlap", 4, 1, 1, 1, 4, "zero1, overlap_param_gather: true", "1f1b", "none", "layer", 1, 0, 4, 1},
-    {"dp2-zero2", 2, 1, 1, 1, 2, "zero2", "1f1b", "none", "layer", 1, 0, 4, 2},
-    {"dp2-zero2-overlap", 2, 1, 1, 1, 2, "zero2, overlap_param_gather: true", "1f1b", "none", "layer", 1, 0, 4, 2},
-    {"dp2-zero3", 2, 1, 1, 1, 2, "zero3", "1f1b", "none", "layer", 1, 0, 4, 2},
+    {"dp2-zero1", 2, 1, 1, 1, 2, "zero1", "1f1b", "none", "layer", 1, 0, 4, 2, 0},
+    {"dp4-zero1-overlap", 4, 1, 1, 1, 4, "zero1, overlap_param_gather: true", "1f1b", "none", "layer", 1, 0, 4, 1, 0},
+    {"dp2-zero2", 2, 1, 1, 1, 2, "zero2", "1f1b", "none", "layer", 1, 0, 4, 2, 0},
+    {"dp2-zero2-overlap", 2, 1, 1, 1, 2, "zero2, overlap_param_gather: true", "1f1b", "none", "layer", 1, 0, 4, 2, 0},
+    {"dp2-zero3", 2, 1, 1, 1, 2, "zero3", "1f1b", "none", "layer", 1, 0, 4, 2, 0},
     {"dp2-pp2-interleaved-zero1-bucket-first", 2, 2, 1, 1, 4, "zero1, bucket_stages: first", "interleaved", "none",
-     "layer", 2, 0, 8, 1},
+     "layer", 2, 0, 8, 1, 0},
     {"dp2-pp2-tp2-sp-interleaved-zero1-overlap", 2, 2, 2, 1, 8, "zero1, overlap_param_gather: true", "interleaved",
-     "none", "layer", 2, 1, 8, 1},
+     "none", "layer", 2, 1, 8, 1, 0},
     /* resident parameters under TP, SP and an interleaved pipeline: a chunk's backward gathers its
      * input from a receive while the compute stream may still read the same scratch for the
      * other chunk (exec/dispatch.c orders TP events after the compute before them) */
-    {"dp2-pp2-tp2-sp-interleaved-no-shard", 2, 2, 2, 1, 8, "no_shard", "interleaved", "none", "layer", 2, 1, 8, 1},
-    {"dp2-pp2-tp2-sp-interleaved-zero2", 2, 2, 2, 1, 8, "zero2", "interleaved", "none", "layer", 2, 1, 8, 1},
+    {"dp2-pp2-tp2-sp-interleaved-no-shard", 2, 2, 2, 1, 8, "no_shard", "interleaved", "none", "layer", 2, 1, 8, 1, 0},
+    {"dp2-pp2-tp2-sp-interleaved-zero2", 2, 2, 2, 1, 8, "zero2", "interleaved", "none", "layer", 2, 1, 8, 1, 0},
+    /* tied embeddings (one stage): the head's gradient lands in the embedding's, through every
+     * sharding and the TP vocabulary split */
+    {"tied-dp2-full", 2, 1, 1, 1, 2, "full_shard", "1f1b", "none", "layer", 1, 0, 4, 2, 1},
+    {"tied-dp2-zero1", 2, 1, 1, 1, 2, "zero1", "1f1b", "none", "layer", 1, 0, 4, 2, 1},
+    {"tied-tp2-sp", 1, 1, 2, 1, 2, "full_shard", "1f1b", "none", "layer", 1, 1, 4, 2, 1},
+    {"tied-hsdp-2x1-tp2-wrap-model", 2, 1, 2, 2, 2, "hybrid_shard", "1f1b", "none", "model", 1, 0, 4, 2, 1},
 };
 #define NCONFIGS (sizeof configs / sizeof configs[0])
 
@@ -148,13 +155,13 @@ static void scenario_text(const cfg *c, char *buf, size_t len)
     snprintf(buf, len,
              "name: %s\n"
              "model: {name: tiny, layers: %llu, hidden: 64, heads: 8, kv_heads: 4, ffn: 128, vocab: 256, seq: 32,\n"
-             "        tied_embeddings: false}\n"
+             "        tied_embeddings: %s}\n"
              "cluster: {preset: dgx-a100-80g, nodes: %llu, gpus_per_node: %llu}\n"
              "grid: {dp: %llu, pp: %llu, tp: %llu}\n"
              "strategy: {sharding: %s, pipeline: %s, recompute: %s, wrap: %s, precision: fp32,\n"
              "           sequence_parallel: %s%s%s}\n"
              "batch: {global: 8, micro: %llu}\n",
-             c->name, (unsigned long long)c->layers, (unsigned long long)c->nodes, (unsigned long long)c->gpn,
+             c->name, (unsigned long long)c->layers, c->tied ? "true" : "false", (unsigned long long)c->nodes, (unsigned long long)c->gpn,
              (unsigned long long)c->dp, (unsigned long long)c->pp, (unsigned long long)c->tp, c->sharding,
              c->pipeline, c->recompute, c->wrap, c->sp ? "true" : "false",
              c->vstages > 1 ? ", virtual_stages: 2" : "",
@@ -217,7 +224,7 @@ static void run_cfg(const cfg *c, run_out *o)
 
 static void reference_for(const cfg *c, run_out *ref)
 {
-    cfg r = {"reference", 1, 1, 1, 1, 1, "full_shard", "1f1b", "none", "layer", 1, 0, c->layers, 2};
+    cfg r = {"reference", 1, 1, 1, 1, 1, "full_shard", "1f1b", "none", "layer", 1, 0, c->layers, 2, c->tied};
     run_cfg(&r, ref);
 }
 
@@ -228,7 +235,7 @@ START_TEST(contract)
     reference_for(c, &ref);
     run_cfg(c, &got);
     ck_assert_uint_eq(got.nt, ref.nt);
-    ck_assert_uint_eq(ref.nt, 9 * c->layers + 3);
+    ck_assert_uint_eq(ref.nt, 9 * c->layers + (c->tied ? 2 : 3));
     double max_loss = 0, max_param = 0;
     const char *worst = "";
     for (int i = 0; i < STEPS; i++) {
@@ -266,9 +273,9 @@ END_TEST
 START_TEST(bucket_stages_bits)
 {
     static const cfg pair[2] = {
-        {"pp2-bucket-all", 2, 2, 1, 1, 4, "no_shard, bucket_mb: 1", "interleaved", "none", "layer", 2, 0, 8, 1},
+        {"pp2-bucket-all", 2, 2, 1, 1, 4, "no_shard, bucket_mb: 1", "interleaved", "none", "layer", 2, 0, 8, 1, 0},
         {"pp2-bucket-first", 2, 2, 1, 1, 4, "no_shard, bucket_mb: 1, bucket_stages: first", "interleaved", "none",
-         "layer", 2, 0, 8, 1}};
+         "layer", 2, 0, 8, 1, 0}};
     run_out a, b;
     run_cfg(&pair[0], &a);
     run_cfg(&pair[1], &b);
@@ -292,8 +299,9 @@ END_TEST
 START_TEST(flash_vs_probabilities)
 {
     static const cfg pair[2] = {
-        {"flash", 2, 2, 2, 1, 8, "full_shard", "1f1b", "full", "layer", 1, 1, 4, 1},
-        {"probabilities", 2, 2, 2, 1, 8, "full_shard, flash_attention: false", "1f1b", "full", "layer", 1, 1, 4, 1}};
+        {"flash", 2, 2, 2, 1, 8, "full_shard", "1f1b", "full", "layer", 1, 1, 4, 1, 0},
+        {"probabilities", 2, 2, 2, 1, 8, "full_shard, flash_attention: false", "1f1b", "full", "layer", 1, 1, 4, 1,
+         0}};
     run_out a, b;
     run_cfg(&pair[0], &a);
     run_cfg(&pair[1], &b);
@@ -329,6 +337,192 @@ START_TEST(loss_falls)
 }
 END_TEST
 
+/* ---- gradients against independent figures ------------------------------------------------ */
+
+/* A one-rank session of the contract's model (tied or not) with lr 0 and beta1 0: AdamW then
+ * leaves the parameters as they are and its first moment after a step is the step's gradient
+ * (m = g exactly for beta1 = 0), so one step gives the loss at the current parameters and the
+ * gradient the backward computed. The host driver's shard pieces point at the live parameters. */
+static gs_exec_session *grad_session(int tied, gs_scenario *s, gs_mesh *mesh)
+{
+    cfg c = {"grad", 1, 1, 1, 1, 1, "full_shard", "1f1b", "none", "layer", 1, 0, 2, 2, tied};
+    char text[1024];
+    gs_error err;
+    gs_error_init(&err);
+    scenario_text(&c, text, sizeof text);
+    ck_assert_int_eq(gs_scenario_load_string(text, strlen(text), c.name, s, &err), GS_OK);
+    ck_assert_int_eq(gs_scenario_mesh(s, mesh, NULL, &err), GS_OK);
+    gs_exec_opts eo;
+    gs_exec_opts_defaults(&eo);
+    eo.timeout_s = 60;
+    eo.train.lr = 0.0f;
+    eo.train.beta1 = 0.0f;
+    eo.train.weight_decay = 0.0f;
+    gs_exec_session *x = NULL;
+    gs_status rc = gs_exec_session_create(s, mesh, &eo, &x, &err);
+    ck_assert_msg(rc == GS_OK, "%s", err.msg);
+    return x;
+}
+
+/* The tensor `name` in rank 0's list (one rank: its pieces cover the whole tensor), and its n. */
+static const gs_shard_tensor *tensor_of(const gs_shard_list *sl, const char *name, uint64_t *n)
+{
+    for (size_t k = 0; k < sl->ntensors; k++)
+        if (strcmp(sl->tensors[k].name, name) == 0) {
+            const gs_shard_tensor *st = &sl->tensors[k];
+            uint64_t covered = 0;
+            *n = st->shape[0] * (st->ndim == 2 ? st->shape[1] : 1);
+            for (size_t p = 0; p < st->npieces; p++)
+                covered += st->pieces[p].count;
+            ck_assert_uint_eq(covered, *n);
+            return st;
+        }
+    return NULL;
+}
+
+/* Element i of the tensor's parameters (moment 0) or first moments (moment 1). */
+static float *elem(const gs_shard_tensor *st, uint64_t i, int moment)
+{
+    for (size_t p = 0; p < st->npieces; p++) {
+        const gs_shard_piece *pc = &st->pieces[p];
+        if (i >= pc->offset && i < pc->offset + pc->count)
+            return (moment ? pc->m : pc->param) + (i - pc->offset);
+    }
+    ck_abort_msg("%s: element %llu in no piece", st->name, (unsigned long long)i);
+    return NULL;
+}
+
+static double step_loss(gs_exec_session *x)
+{
+    double loss = 0;
+    gs_error err;
+    gs_error_init(&err);
+    gs_status rc = gs_exec_session_step(x, &loss, NULL, NULL, &err);
+    ck_assert_msg(rc == GS_OK, "%s", err.msg);
+    return loss;
+}
+
+/* Tied embeddings: the tied weight's gradient is the sum of the two uses' gradients. Second
+ * implementation: the untied model with lm_head set equal to the embedding computes the same
+ * function, and its embed_tokens and lm_head gradients must add up to the tied gradient
+ * (normwise, to summation-order noise). A head backward that overwrote instead of adding, or
+ * wrote elsewhere, gives an error of order 1. */
+START_TEST(tied_gradient_is_the_sum)
+{
+    gs_scenario st, su;
+    gs_mesh mt, mu;
+    gs_exec_session *xt = grad_session(1, &st, &mt), *xu = grad_session(0, &su, &mu);
+    gs_error err;
+    gs_error_init(&err);
+    gs_shard_list lt, lu;
+    ck_assert_int_eq(gs_train_shards(gs_exec_session_train(xu), 0, &lu, &err), GS_OK);
+    uint64_t ne = 0, nh = 0, nt = 0;
+    const gs_shard_tensor *ue = tensor_of(&lu, "model.embed_tokens.weight", &ne), *uh = tensor_of(&lu, "lm_head.weight", &nh);
+    ck_assert_ptr_nonnull(ue);
+    ck_assert_ptr_nonnull(uh);
+    ck_assert_uint_eq(ne, nh);
+    for (uint64_t i = 0; i < ne; i++)
+        *elem(uh, i, 0) = *elem(ue, i, 0);
+    gs_shard_list_fini(&lu);
+    double loss_t = step_loss(xt), loss_u = step_loss(xu);
+    ck_assert_msg(fabs(loss_t - loss_u) <= 1e-6 * fabs(loss_u), "loss tied %.9g vs untied with lm_head = embed %.9g",
+                  loss_t, loss_u);
+    ck_assert_int_eq(gs_train_shards(gs_exec_session_train(xt), 0, &lt, &err), GS_OK);
+    ck_assert_int_eq(gs_train_shards(gs_exec_session_train(xu), 0, &lu, &err), GS_OK);
+    const gs_shard_tensor *te = tensor_of(&lt, "model.embed_tokens.weight", &nt);
+    ck_assert_ptr_nonnull(te);
+    ck_assert_ptr_null(tensor_of(&lt, "lm_head.weight", &nh));
+    ue = tensor_of(&lu, "model.embed_tokens.weight", &ne);
+    uh = tensor_of(&lu, "lm_head.weight", &nh);
+    ck_assert_uint_eq(nt, ne);
+    double d2 = 0, r2 = 0, e2 = 0, h2 = 0;
+    for (uint64_t i = 0; i < nt; i++) {
+        double ge = *elem(ue, i, 1), gh = *elem(uh, i, 1), gt = *elem(te, i, 1), sum = ge + gh;
+        d2 += (gt - sum) * (gt - sum);
+        r2 += sum * sum;
+        e2 += ge * ge;
+        h2 += gh * gh;
+    }
+    printf("tied gradient: |g_tied - (g_embed + g_head)| / |g_embed + g_head| = %.2e (|g_embed| %.3e, |g_head| %.3e)\n",
+           sqrt(d2 / r2), sqrt(e2), sqrt(h2));
+    /* both uses contribute: neither part alone is within the tolerance */
+    ck_assert_double_gt(sqrt(e2), 1e-3 * sqrt(r2));
+    ck_assert_double_gt(sqrt(h2), 1e-3 * sqrt(r2));
+    ck_assert_double_le(sqrt(d2 / r2), TOL);
+    gs_shard_list_fini(&lt);
+    gs_shard_list_fini(&lu);
+    gs_exec_session_destroy(xt);
+    gs_exec_session_destroy(xu);
+}
+END_TEST
+
+/* The backward against central finite differences of the loss, tied and untied: for the
+ * elements of the largest gradient of the embedding (tied: its two uses together), the LM head
+ * and a layer's weights, (L(w + d) - L(w - d)) / 2d with d = 1e-2 agrees with the gradient to
+ * 2% (the fp32 loss's rounding over 2d and the O(d^2) term are well below that for these
+ * elements). Each loss comes from a fresh session's first step (the same batch). */
+START_TEST(gradient_vs_finite_differences)
+{
+    const int tied = _i;
+    const char *names[3] = {"model.embed_tokens.weight", tied ? NULL : "lm_head.weight",
+                            "model.layers.1.mlp.down_proj.weight"};
+    gs_scenario s;
+    gs_mesh mesh;
+    gs_error err;
+    gs_error_init(&err);
+    gs_exec_session *x = grad_session(tied, &s, &mesh);
+    (void)step_loss(x);
+    gs_shard_list sl;
+    ck_assert_int_eq(gs_train_shards(gs_exec_session_train(x), 0, &sl, &err), GS_OK);
+    const float d = 1e-2f;
+    int checked = 0;
+    for (int k = 0; k < 3; k++) {
+        if (!names[k])
+            continue;
+        uint64_t n = 0;
+        const gs_shard_tensor *tt = tensor_of(&sl, names[k], &n);
+        ck_assert_msg(tt != NULL, "%s missing", names[k]);
+        /* the two elements of largest |g| */
+        uint64_t best[2] = {0, 0};
+        for (uint64_t i = 0; i < n; i++) {
+            float gi = fabsf(*elem(tt, i, 1));
+            if (gi > fabsf(*elem(tt, best[0], 1)))
+                best[1] = best[0], best[0] = i;
+            else if (i != best[0] && gi > fabsf(*elem(tt, best[1], 1)))
+                best[1] = i;
+        }
+        for (int b = 0; b < 2; b++) {
+            uint64_t i = best[b];
+            double g = *elem(tt, i, 1), lp = 0, lm = 0;
+            for (int sign = 0; sign < 2; sign++) {
+                gs_scenario s2;
+                gs_mesh m2;
+                gs_exec_session *y = grad_session(tied, &s2, &m2);
+                gs_shard_list l2;
+                uint64_t n2;
+                ck_assert_int_eq(gs_train_shards(gs_exec_session_train(y), 0, &l2, &err), GS_OK);
+                *elem(tensor_of(&l2, names[k], &n2), i, 0) += sign ? -d : d;
+                gs_shard_list_fini(&l2);
+                if (sign)
+                    lm = step_loss(y);
+                else
+                    lp = step_loss(y);
+                gs_exec_session_destroy(y);
+            }
+            double fd = (lp - lm) / (2.0 * (double)d);
+            printf("%s %s[%llu]: gradient %.6e, finite difference %.6e\n", tied ? "tied" : "untied", names[k],
+                   (unsigned long long)i, g, fd);
+            ck_assert_msg(fabs(fd - g) <= 0.02 * fabs(g), "%s[%llu]: gradient %g vs finite difference %g", names[k],
+                          (unsigned long long)i, g, fd);
+            checked++;
+        }
+    }
+    ck_assert_int_eq(checked, tied ? 4 : 6);
+    gs_shard_list_fini(&sl);
+    gs_exec_session_destroy(x);
+}
+END_TEST
+
 static double now_s(void)
 {
     struct timespec t;
@@ -340,7 +534,7 @@ static double now_s(void)
  * event, well within the timeout (nothing waits for it to expire). */
 START_TEST(injected_failure)
 {
-    const cfg c = {"fail", 2, 2, 2, 1, 8, "full_shard", "1f1b", "none", "layer", 1, 0, 4, 1};
+    const cfg c = {"fail", 2, 2, 2, 1, 8, "full_shard", "1f1b", "none", "layer", 1, 0, 4, 1, 0};
     char text[1024];
     scenario_text(&c, text, sizeof text);
     gs_scenario s;
@@ -373,7 +567,7 @@ END_TEST
  * stops, and the step returns within a few timeouts (the stalled rank is released by the abort). */
 START_TEST(stalled_or_dead_rank)
 {
-    const cfg c = {"fault", 2, 2, 2, 1, 8, "full_shard", "1f1b", "none", "layer", 1, 0, 4, 1};
+    const cfg c = {"fault", 2, 2, 2, 1, 8, "full_shard", "1f1b", "none", "layer", 1, 0, 4, 1, 0};
     char text[1024];
     scenario_text(&c, text, sizeof text);
     gs_scenario s;
@@ -594,8 +788,8 @@ static gs_exec_session *open_cfg(const cfg *c)
 
 START_TEST(checkpoint_resume)
 {
-    const cfg grid = {"ckpt", 2, 2, 2, 1, 8, "full_shard", "1f1b", "none", "layer", 1, 1, 4, 1};
-    const cfg one = {"ckpt1", 1, 1, 1, 1, 1, "full_shard", "1f1b", "none", "layer", 1, 0, 4, 2};
+    const cfg grid = {"ckpt", 2, 2, 2, 1, 8, "full_shard", "1f1b", "none", "layer", 1, 1, 4, 1, 0};
+    const cfg one = {"ckpt1", 1, 1, 1, 1, 1, "full_shard", "1f1b", "none", "layer", 1, 0, 4, 2, 0};
     char dir[] = "/tmp/gs-check-exec-XXXXXX";
     ck_assert_ptr_nonnull(mkdtemp(dir));
     char ck[sizeof dir + 8];
@@ -668,7 +862,7 @@ static int files_equal(const char *a, const char *b)
  * driver's buffers and the step would run from the initial parameters). */
 START_TEST(checkpoint_device_memory)
 {
-    const cfg grid = {"ckptdev", 2, 2, 1, 1, 4, "full_shard", "1f1b", "none", "layer", 1, 0, 4, 2};
+    const cfg grid = {"ckptdev", 2, 2, 1, 1, 4, "full_shard", "1f1b", "none", "layer", 1, 0, 4, 2, 0};
     staged_ops = gs_driver_host;
     staged_ops.device_memory = 1;
     staged_ops.download = staged_download;
@@ -729,7 +923,7 @@ END_TEST
  * stream's gathers and reductions run beside the compute stream's kernels). */
 START_TEST(dispatch_order)
 {
-    const cfg c = {"order", 2, 2, 2, 1, 8, "full_shard", "1f1b", "full", "layer", 1, 0, 4, 1};
+    const cfg c = {"order", 2, 2, 2, 1, 8, "full_shard", "1f1b", "full", "layer", 1, 0, 4, 1, 0};
     char text[1024];
     scenario_text(&c, text, sizeof text);
     gs_scenario s;
@@ -1038,6 +1232,8 @@ static Suite *exec_suite(void)
     tcase_add_test(tc, loss_falls);
     tcase_add_test(tc, flash_vs_probabilities);
     tcase_add_test(tc, bucket_stages_bits);
+    tcase_add_test(tc, tied_gradient_is_the_sum);
+    tcase_add_loop_test(tc, gradient_vs_finite_differences, 0, 2);
     suite_add_tcase(s, tc);
     TCase *te = tcase_create("errors");
     tcase_set_timeout(te, 60);
