@@ -1533,7 +1533,38 @@ static gs_status stage_download(const gs_train *t, size_t ri, gs_shard_list *l, 
     return GS_OK;
 }
 
+/* Appends the piece [a, b) of a segment row (flat offsets, full offset fo of a) with the
+ * parameters at p + a and, for ZeRO-1/2 loads, the moments split at the own slice [slo, shi):
+ * inside, m and v + (a - slo); outside, the throwaway `drop` + a (the load reads them there). */
+static gs_status add_load_pieces(gs_shard_tensor *st, size_t *cap, uint64_t a, uint64_t b, uint64_t fo, float *p,
+                                 float *m, float *v, float *drop, uint64_t slo, uint64_t shi)
+{
+    while (a < b) {
+        int inside = a >= slo && a < shi;
+        uint64_t end = inside ? (b < shi ? b : shi) : (a < slo ? (b < slo ? b : slo) : b);
+        gs_shard_piece pc = {fo, end - a, p + a, inside ? m + (a - slo) : drop + a,
+                             inside ? v + (a - slo) : drop + a};
+        if (add_piece(st, cap, &pc) != GS_OK)
+            return GS_ERR_NOMEM;
+        fo += end - a;
+        a = end;
+    }
+    return GS_OK;
+}
+
+static gs_status shards(const gs_train *t, size_t ri, int for_load, gs_shard_list *out, gs_error *err);
+
 gs_status gs_train_shards(const gs_train *t, size_t ri, gs_shard_list *out, gs_error *err)
+{
+    return shards(t, ri, 0, out, err);
+}
+
+gs_status gs_train_shards_for_load(const gs_train *t, size_t ri, gs_shard_list *out, gs_error *err)
+{
+    return shards(t, ri, 1, out, err);
+}
+
+static gs_status shards(const gs_train *t, size_t ri, int for_load, gs_shard_list *out, gs_error *err)
 {
     gs_status rc = GS_OK;
     memset(out, 0, sizeof *out);
@@ -1558,10 +1589,30 @@ gs_status gs_train_shards(const gs_train *t, size_t ri, gs_shard_list *out, gs_e
         uint64_t lo = slice ? r->shard_pos * ui->S : 0;
         uint64_t hi = slice ? lo + ui->S : r->N * ui->S;
         float *p = r->tbuf[r->param_t[u]] + (r->own_slice ? lo : 0), *m = r->m[u], *v = r->v[u];
+        /* a ZeRO-1/2 load fills the whole resident parameter buffer (every rank reads every
+         * element: nothing gathers the slices before the first forward) and the moments of the
+         * own slice only; the other slices' moments go to a scratch copy that is dropped */
+        int load_full = for_load && r->own_slice;
+        uint64_t slo = lo, shi = hi;
+        float *drop = NULL;
+        if (load_full) {
+            p = r->tbuf[r->param_t[u]];
+            lo = 0;
+            hi = r->N * ui->S;
+            gs_shard_stage *ns = realloc(out->stages, (out->nstages + 1) * sizeof *ns);
+            if (!ns || !(drop = malloc((hi ? hi : 1) * sizeof *drop))) {
+                if (ns)
+                    out->stages = ns;
+                rc = gs_error_set(err, GS_ERR_NOMEM, "exec: out of memory for a checkpoint load's scratch");
+                goto out;
+            }
+            out->stages = ns;
+            out->stages[out->nstages++] = (gs_shard_stage){NULL, drop, hi}; /* not uploaded */
+        }
         if (t->ops->device_memory) {
             float **pmv[3] = {&p, &m, &v};
             for (int b = 0; b < 3; b++)
-                if ((rc = stage_download(t, ri, out, *pmv[b], hi - lo, pmv[b], err)) != GS_OK)
+                if ((rc = stage_download(t, ri, out, *pmv[b], b == 0 ? hi - lo : shi - slo, pmv[b], err)) != GS_OK)
                     goto out;
         }
         for (size_t k = 0; k < ui->nsegs; k++) {
@@ -1578,6 +1629,14 @@ gs_status gs_train_shards(const gs_train *t, size_t ri, gs_shard_list *out, gs_e
                 uint64_t a = f0 > lo ? f0 : lo, b = f1 < hi ? f1 : hi;
                 if (a >= b)
                     continue;
+                if (load_full) {
+                    if (add_load_pieces(st, &cap, a, b, sg->full_off0 + row * sg->full_stride + (a - f0), p, m, v,
+                                        drop, slo, shi) != GS_OK) {
+                        rc = gs_error_set(err, GS_ERR_NOMEM, "exec: out of memory");
+                        goto out;
+                    }
+                    continue;
+                }
                 gs_shard_piece pc = {sg->full_off0 + row * sg->full_stride + (a - f0), b - a, p + (a - lo),
                                      m + (a - lo), v + (a - lo)};
                 if (add_piece(st, &cap, &pc) != GS_OK) {
@@ -1596,22 +1655,13 @@ out:
     return rc;
 }
 
-const char *gs_train_load_refusal(const gs_train *t)
-{
-    for (size_t i = 0; i < t->nr; i++)
-        if (t->r[i].own_slice)
-            return "loading a checkpoint under zero1 or zero2 with more than one DP rank is not implemented (each "
-                   "rank saved its slice of the parameters; resuming would need them gathered before the first "
-                   "forward): save works; resume with shard_grad_op or full_shard, which run the same update";
-    return NULL;
-}
-
 gs_status gs_train_shards_upload(const gs_train *t, size_t ri, const gs_shard_list *s, gs_error *err)
 {
     if (!s->nstages)
         return GS_OK;
     gs_drv_stream *st = gs_dispatch_stream(t->disp, ri, GS_STREAM_COMPUTE);
     for (size_t i = 0; i < s->nstages; i++)
-        t->ops->upload(t->drv, st, s->stages[i].dev, s->stages[i].host, s->stages[i].n * sizeof(float));
+        if (s->stages[i].dev) /* NULL: a load's scratch */
+            t->ops->upload(t->drv, st, s->stages[i].dev, s->stages[i].host, s->stages[i].n * sizeof(float));
     return t->ops->stream_sync(t->drv, st, err);
 }

@@ -84,9 +84,9 @@ typedef struct gs_shard_tensor {
     size_t npieces;
 } gs_shard_tensor;
 
-/* A host copy of one device buffer (device-memory drivers only). */
+/* A host copy of one device buffer (device-memory drivers), or a load's scratch (dev NULL). */
 typedef struct gs_shard_stage {
-    float *dev;  /* the driver's buffer */
+    float *dev;  /* the driver's buffer (NULL: a load's scratch, never uploaded) */
     float *host; /* owned: n elements downloaded from dev */
     uint64_t n;  /* elements */
 } gs_shard_stage;
@@ -104,13 +104,13 @@ typedef struct gs_shard_list {
  * the parameters and Adam moments are downloaded first and the pieces point into those host
  * copies, so a checkpoint reads or writes host memory whatever the driver. */
 gs_status gs_train_shards(const gs_train *t, size_t rank_index, gs_shard_list *out, gs_error *err);
+/* The pieces a checkpoint load fills: gs_train_shards' except under ZeRO-1/2 with more than one
+ * DP rank, where they cover every element of the resident parameters (a rank resumes with the
+ * whole model, as every rank holds it between steps) with the Adam moments of the rank's own
+ * slice (elsewhere they point into a scratch copy the list owns, stage dev NULL, dropped). */
+gs_status gs_train_shards_for_load(const gs_train *t, size_t rank_index, gs_shard_list *out, gs_error *err);
 /* After writing into the pieces (a checkpoint load): uploads the host copies back into the
  * driver's buffers and waits for it. Nothing to do for a host-memory driver. */
 gs_status gs_train_shards_upload(const gs_train *t, size_t rank_index, const gs_shard_list *s, gs_error *err);
 void gs_shard_list_fini(gs_shard_list *s);
-/* Why a checkpoint cannot be loaded into this run, or NULL when it can: under ZeRO-1/2 a rank's
- * pieces are its own slice of each unit, and loading them would leave the other slices of its
- * resident parameters as they were initialised (no gather runs before the first forward). */
-const char *gs_train_load_refusal(const gs_train *t);
-
 #endif
