@@ -862,7 +862,11 @@ static int files_equal(const char *a, const char *b)
  * driver's buffers and the step would run from the initial parameters). */
 START_TEST(checkpoint_device_memory)
 {
-    const cfg grid = {"ckptdev", 2, 2, 1, 1, 4, "full_shard", "1f1b", "none", "layer", 1, 0, 4, 2, 0};
+    /* FSDP's stored shards, and ZeRO-1's own slices (a load fills the whole resident parameters
+     * through the host copies, the moments of the own slice only) */
+    static const cfg grids[2] = {{"ckptdev", 2, 2, 1, 1, 4, "full_shard", "1f1b", "none", "layer", 1, 0, 4, 2, 0},
+                                 {"ckptdev-zero1", 2, 2, 1, 1, 4, "zero1", "1f1b", "none", "layer", 1, 0, 4, 2, 0}};
+    const cfg grid = grids[_i];
     staged_ops = gs_driver_host;
     staged_ops.device_memory = 1;
     staged_ops.download = staged_download;
@@ -1246,7 +1250,7 @@ static Suite *exec_suite(void)
     tcase_add_test(te, transport_order);
     tcase_add_test(te, dispatch_order);
     tcase_add_test(te, checkpoint_resume);
-    tcase_add_test(te, checkpoint_device_memory);
+    tcase_add_loop_test(te, checkpoint_device_memory, 0, 2);
     suite_add_tcase(s, te);
     return s;
 }
