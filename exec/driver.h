@@ -153,6 +153,15 @@ typedef struct gs_driver_ops {
                      size_t vocab_lo, size_t vocab_n, float scale, float *dlogits);
     void (*adamw)(gs_drv_stream *s, float *p, const float *g, float *m, float *v, size_t n, float lr, float beta1,
                   float beta2, float eps, float weight_decay, uint64_t step);
+    /* GPT blocks: LayerNorm (mean and rstd per row saved), GELU (tanh), linear biases */
+    void (*layernorm_fwd)(gs_drv_stream *s, const float *x, const float *g, const float *b, float *y, float *mean,
+                          float *rstd, size_t t, size_t h, float eps);
+    void (*layernorm_bwd)(gs_drv_stream *s, const float *x, const float *g, const float *mean, const float *rstd,
+                          const float *dy, float *dx, float *dg, float *db, size_t t, size_t h);
+    void (*gelu_fwd)(gs_drv_stream *s, const float *x, float *y, size_t n);
+    void (*gelu_bwd)(gs_drv_stream *s, const float *x, const float *dy, float *dx, size_t n);
+    void (*bias_add)(gs_drv_stream *s, float *y, const float *b, size_t t, size_t n);
+    void (*bias_grad)(gs_drv_stream *s, const float *dy, float *db, size_t t, size_t n);
 
     /* ---- collectives over g, issued on s by every member in the same order ----
      * fp32 sums are taken in ascending rank order, so results do not depend on timing. */
@@ -194,7 +203,7 @@ extern const gs_driver_ops gs_driver_host;
  * entry symbol carries it (gs_driver_NAME_module_abiN), so a module built against another layout
  * is refused by name rather than having its table's slots called at the wrong offsets. Bump it
  * whenever either struct changes. 2: the flash attention ops and opts.attn_flash. */
-#define GS_DRIVER_ABI 2
+#define GS_DRIVER_ABI 3
 
 /* The drivers this build has, by name (NULL when unknown). */
 const gs_driver_ops *gs_driver_find(const char *name);

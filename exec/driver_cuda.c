@@ -1427,6 +1427,32 @@ static void k_attn_bwd_flash(gs_drv_stream *s, const float *q, size_t ldq, const
     kernel_ok(s, "attn_bwd_flash",
               gs_cu_attn_bwd_flash(s->cs, q, ldq, k, v, ldkv, out, lse, dout, ldo, dq, dk, dv, nseq, seq, nh, nkv, hd));
 }
+static void k_layernorm_fwd(gs_drv_stream *s, const float *x, const float *g, const float *b, float *y, float *mean,
+                            float *rstd, size_t t, size_t h, float eps)
+{
+    kernel_ok(s, "layernorm_fwd", gs_cu_layernorm_fwd(s->cs, x, g, b, y, mean, rstd, t, h, eps));
+}
+static void k_layernorm_bwd(gs_drv_stream *s, const float *x, const float *g, const float *mean, const float *rstd,
+                            const float *dy, float *dx, float *dg, float *db, size_t t, size_t h)
+{
+    kernel_ok(s, "layernorm_bwd", gs_cu_layernorm_bwd(s->cs, x, g, mean, rstd, dy, dx, dg, db, t, h));
+}
+static void k_gelu_fwd(gs_drv_stream *s, const float *x, float *y, size_t n)
+{
+    kernel_ok(s, "gelu_fwd", gs_cu_gelu_fwd(s->cs, x, y, n));
+}
+static void k_gelu_bwd(gs_drv_stream *s, const float *x, const float *dy, float *dx, size_t n)
+{
+    kernel_ok(s, "gelu_bwd", gs_cu_gelu_bwd(s->cs, x, dy, dx, n));
+}
+static void k_bias_add(gs_drv_stream *s, float *y, const float *b, size_t t, size_t n)
+{
+    kernel_ok(s, "bias_add", gs_cu_bias_add(s->cs, y, b, t, n));
+}
+static void k_bias_grad(gs_drv_stream *s, const float *dy, float *db, size_t t, size_t n)
+{
+    kernel_ok(s, "bias_grad", gs_cu_bias_grad(s->cs, dy, db, t, n));
+}
 static void k_swiglu_fwd(gs_drv_stream *s, const float *gu, float *h, size_t t, size_t f)
 {
     kernel_ok(s, "swiglu_fwd", gs_cu_swiglu_fwd(s->cs, gu, h, t, f));
@@ -1659,6 +1685,12 @@ static const gs_driver_ops gs_driver_cuda = {
     .attn_bwd_flash = k_attn_bwd_flash,
     .swiglu_fwd = k_swiglu_fwd,
     .swiglu_bwd = k_swiglu_bwd,
+    .layernorm_fwd = k_layernorm_fwd,
+    .layernorm_bwd = k_layernorm_bwd,
+    .gelu_fwd = k_gelu_fwd,
+    .gelu_bwd = k_gelu_bwd,
+    .bias_add = k_bias_add,
+    .bias_grad = k_bias_grad,
     .xent_stats = k_xent_stats,
     .xent_combine = k_xent_combine,
     .xent_bwd = k_xent_bwd,

@@ -704,6 +704,38 @@ static void k_attn_bwd_flash(gs_drv_stream *s, const float *q, size_t ldq, const
     (void)s;
     gs_k_attn_bwd_flash(q, ldq, k, v, ldkv, out, lse, dout, ldo, dq, dk, dv, nseq, seq, nh, nkv, hd);
 }
+static void k_layernorm_fwd(gs_drv_stream *s, const float *x, const float *g, const float *b, float *y, float *mean,
+                            float *rstd, size_t t, size_t h, float eps)
+{
+    (void)s;
+    gs_k_layernorm_fwd(x, g, b, y, mean, rstd, t, h, eps);
+}
+static void k_layernorm_bwd(gs_drv_stream *s, const float *x, const float *g, const float *mean, const float *rstd,
+                            const float *dy, float *dx, float *dg, float *db, size_t t, size_t h)
+{
+    (void)s;
+    gs_k_layernorm_bwd(x, g, mean, rstd, dy, dx, dg, db, t, h);
+}
+static void k_gelu_fwd(gs_drv_stream *s, const float *x, float *y, size_t n)
+{
+    (void)s;
+    gs_k_gelu_fwd(x, y, n);
+}
+static void k_gelu_bwd(gs_drv_stream *s, const float *x, const float *dy, float *dx, size_t n)
+{
+    (void)s;
+    gs_k_gelu_bwd(x, dy, dx, n);
+}
+static void k_bias_add(gs_drv_stream *s, float *y, const float *b, size_t t, size_t n)
+{
+    (void)s;
+    gs_k_bias_add(y, b, t, n);
+}
+static void k_bias_grad(gs_drv_stream *s, const float *dy, float *db, size_t t, size_t n)
+{
+    (void)s;
+    gs_k_bias_grad(dy, db, t, n);
+}
 static void k_swiglu_fwd(gs_drv_stream *s, const float *gu, float *h, size_t t, size_t f)
 {
     (void)s;
@@ -1175,6 +1207,12 @@ const gs_driver_ops gs_driver_host = {
     .attn_bwd_flash = k_attn_bwd_flash,
     .swiglu_fwd = k_swiglu_fwd,
     .swiglu_bwd = k_swiglu_bwd,
+    .layernorm_fwd = k_layernorm_fwd,
+    .layernorm_bwd = k_layernorm_bwd,
+    .gelu_fwd = k_gelu_fwd,
+    .gelu_bwd = k_gelu_bwd,
+    .bias_add = k_bias_add,
+    .bias_grad = k_bias_grad,
     .xent_stats = k_xent_stats,
     .xent_combine = k_xent_combine,
     .xent_bwd = k_xent_bwd,

@@ -52,7 +52,7 @@ typedef struct segment {
     char name[80];
     int ndim;
     uint64_t shape[2];
-    uint64_t init_id;       /* 0: ones (norm weights) */
+    uint64_t init_id;       /* INIT_ONES (norm weights), INIT_ZEROS (biases), else a normal stream */
     uint64_t flat_off, nrows, row_len, full_off0, full_stride;
     int tp_replicated;
 } segment;
@@ -66,10 +66,12 @@ typedef struct unit_info {
 
 typedef struct layer_act {
     float *n1s, *rstd1, *n1, *qkv, *ao, *p, *op, *ar, *xm, *n2s, *rstd2, *n2, *gu, *hh, *dp, *mr;
+    float *mean1, *mean2; /* LayerNorm's row means (NULL under RMSNorm) */
 } layer_act;
 
 typedef struct head_act {
     float *hns, *rstd, *hn, *logits, *stats, *allstats, *lse;
+    float *mean; /* LayerNorm */
 } head_act;
 
 typedef struct scratch {
@@ -89,13 +91,15 @@ typedef struct rank_st {
     int64_t *unit_of_local; /* per stage-local layer */
     uint64_t *off_of_local; /* offset of the layer's block in its unit */
     int64_t *local_of_global;
-    uint64_t emb_off, hn_off, head_off; /* offsets in the root unit */
+    uint64_t emb_off, pos_off, hn_off, head_off; /* offsets in the root unit (pos_off: learned positions) */
     uint32_t *param_t, *grad_t, *hold_t; /* resident tensors per unit */
     ev_plan *plans;
     float **tbuf;            /* per tensor id: buffer (param / grad kinds) */
     float **m, **v;          /* per unit: Adam state, like the parameter storage */
     float **tmp;             /* per unit: HSDP reduce-scatter result (S) */
     int32_t *tokens, *targets; /* [mb][T] */
+    int32_t *positions;        /* [T]: row % seq (learned position embeddings) */
+    float *posb;               /* [T, h]: the position rows, added to the embedding's partial sums */
     float **x, **dx;         /* [(pos) * mbs + mb], pos 0..layers */
     layer_act *acts;         /* [local layer * mbs + mb] */
     head_act *heads;         /* [mb] */
@@ -114,6 +118,11 @@ struct gs_train {
     gs_train_opts o;
     uint64_t mbs, T, Tl, b, seq, h, hd, a_t, kv_t, f_t, v_t, nqkv, block, tp, layers;
     int sp;
+    /* the block's kind: LayerNorm (else RMSNorm), a bias on each norm (LayerNorm, or any norm of
+     * a model with biases), biases on the attention linears, GELU MLP (else SwiGLU) with biases,
+     * RoPE (else learned absolute positions in the root unit); the up GEMM's width (f or 2f) */
+    int ln, norm_bias, attn_bias, gelu, mlp_bias, rope;
+    uint64_t up_n;
     /* strategy.flash_attention: the attention kernels keep a logsumexp per query row (a->p holds
      * b x a_t x seq floats) instead of the probabilities (b x a_t x seq x seq) */
     int flash;
@@ -126,6 +135,9 @@ struct gs_train {
 };
 
 /* ---- set-up helpers --------------------------------------------------------------------------- */
+
+#define INIT_ONES 0
+#define INIT_ZEROS UINT64_MAX
 
 static uint64_t ceil_div(uint64_t a, uint64_t b)
 {
@@ -185,27 +197,53 @@ static int add_seg(unit_info *u, uint64_t *flat, const char *name, int ndim, uin
     return seg_push(u, &sg);
 }
 
+/* A layer's block, in the order block_at reads it: input norm (weight, bias), q/k/v weights then
+ * their biases (rows of the TP rank's heads), o_proj (columns of its heads) and its bias
+ * (replicated: added once, after the TP reduction), post-attention norm, then the MLP: SwiGLU's
+ * gate, up and down, or GELU's up (fc1, rows of the rank's ffn slice) and its bias, down (fc2)
+ * and its bias (replicated). Biases start at zero, norm weights at one. */
 static int add_layer_segs(const gs_train *t, const rank_st *r, unit_info *u, uint64_t *flat, uint64_t l)
 {
     const gs_model *m = &t->s->model;
     char nm[80];
     uint64_t h = t->h, hd = t->hd, tp = r->tp_pos, id = 16 + l * 8;
+    uint64_t qlo = tp * t->a_t * hd, kvlo = tp * t->kv_t * hd, flo = tp * t->f_t;
     int ok = 1;
 #define LNAME(s) (snprintf(nm, sizeof nm, "model.layers.%" PRIu64 ".%s.weight", l, s), nm)
-    ok = ok && add_seg(u, flat, LNAME("input_layernorm"), 1, h, 1, 0, 0, 0, h, 1);
-    ok = ok && add_seg(u, flat, LNAME("self_attn.q_proj"), 2, m->heads * hd, h, id + 0, 0, tp * t->a_t * hd,
-                       t->a_t * hd, 0);
-    ok = ok && add_seg(u, flat, LNAME("self_attn.k_proj"), 2, m->kv_heads * hd, h, id + 1, 0, tp * t->kv_t * hd,
-                       t->kv_t * hd, 0);
-    ok = ok && add_seg(u, flat, LNAME("self_attn.v_proj"), 2, m->kv_heads * hd, h, id + 2, 0, tp * t->kv_t * hd,
-                       t->kv_t * hd, 0);
-    ok = ok && add_seg(u, flat, LNAME("self_attn.o_proj"), 2, h, m->heads * hd, id + 3, 1, tp * t->a_t * hd,
-                       t->a_t * hd, 0);
-    ok = ok && add_seg(u, flat, LNAME("post_attention_layernorm"), 1, h, 1, 0, 0, 0, h, 1);
-    ok = ok && add_seg(u, flat, LNAME("mlp.gate_proj"), 2, m->ffn, h, id + 4, 0, tp * t->f_t, t->f_t, 0);
-    ok = ok && add_seg(u, flat, LNAME("mlp.up_proj"), 2, m->ffn, h, id + 5, 0, tp * t->f_t, t->f_t, 0);
-    ok = ok && add_seg(u, flat, LNAME("mlp.down_proj"), 2, h, m->ffn, id + 6, 1, tp * t->f_t, t->f_t, 0);
+#define BNAME(s) (snprintf(nm, sizeof nm, "model.layers.%" PRIu64 ".%s.bias", l, s), nm)
+    ok = ok && add_seg(u, flat, LNAME("input_layernorm"), 1, h, 1, INIT_ONES, 0, 0, h, 1);
+    if (t->norm_bias)
+        ok = ok && add_seg(u, flat, BNAME("input_layernorm"), 1, h, 1, INIT_ZEROS, 0, 0, h, 1);
+    ok = ok && add_seg(u, flat, LNAME("self_attn.q_proj"), 2, m->heads * hd, h, id + 0, 0, qlo, t->a_t * hd, 0);
+    ok = ok && add_seg(u, flat, LNAME("self_attn.k_proj"), 2, m->kv_heads * hd, h, id + 1, 0, kvlo, t->kv_t * hd, 0);
+    ok = ok && add_seg(u, flat, LNAME("self_attn.v_proj"), 2, m->kv_heads * hd, h, id + 2, 0, kvlo, t->kv_t * hd, 0);
+    if (t->attn_bias) {
+        ok = ok && add_seg(u, flat, BNAME("self_attn.q_proj"), 1, m->heads * hd, 1, INIT_ZEROS, 0, qlo, t->a_t * hd, 0);
+        ok = ok && add_seg(u, flat, BNAME("self_attn.k_proj"), 1, m->kv_heads * hd, 1, INIT_ZEROS, 0, kvlo,
+                           t->kv_t * hd, 0);
+        ok = ok && add_seg(u, flat, BNAME("self_attn.v_proj"), 1, m->kv_heads * hd, 1, INIT_ZEROS, 0, kvlo,
+                           t->kv_t * hd, 0);
+    }
+    ok = ok && add_seg(u, flat, LNAME("self_attn.o_proj"), 2, h, m->heads * hd, id + 3, 1, qlo, t->a_t * hd, 0);
+    if (t->attn_bias)
+        ok = ok && add_seg(u, flat, BNAME("self_attn.o_proj"), 1, h, 1, INIT_ZEROS, 0, 0, h, 1);
+    ok = ok && add_seg(u, flat, LNAME("post_attention_layernorm"), 1, h, 1, INIT_ONES, 0, 0, h, 1);
+    if (t->norm_bias)
+        ok = ok && add_seg(u, flat, BNAME("post_attention_layernorm"), 1, h, 1, INIT_ZEROS, 0, 0, h, 1);
+    if (!t->gelu) {
+        ok = ok && add_seg(u, flat, LNAME("mlp.gate_proj"), 2, m->ffn, h, id + 4, 0, flo, t->f_t, 0);
+        ok = ok && add_seg(u, flat, LNAME("mlp.up_proj"), 2, m->ffn, h, id + 5, 0, flo, t->f_t, 0);
+        ok = ok && add_seg(u, flat, LNAME("mlp.down_proj"), 2, h, m->ffn, id + 6, 1, flo, t->f_t, 0);
+    } else {
+        ok = ok && add_seg(u, flat, LNAME("mlp.up_proj"), 2, m->ffn, h, id + 5, 0, flo, t->f_t, 0);
+        if (t->mlp_bias)
+            ok = ok && add_seg(u, flat, BNAME("mlp.up_proj"), 1, m->ffn, 1, INIT_ZEROS, 0, flo, t->f_t, 0);
+        ok = ok && add_seg(u, flat, LNAME("mlp.down_proj"), 2, h, m->ffn, id + 6, 1, flo, t->f_t, 0);
+        if (t->mlp_bias)
+            ok = ok && add_seg(u, flat, BNAME("mlp.down_proj"), 1, h, 1, INIT_ZEROS, 0, 0, h, 1);
+    }
 #undef LNAME
+#undef BNAME
     return ok;
 }
 
@@ -215,9 +253,9 @@ static void init_unit(const gs_train *t, const unit_info *u, float *full)
         const segment *sg = &u->segs[i];
         for (uint64_t row = 0; row < sg->nrows; row++) {
             float *dst = full + sg->flat_off + row * sg->row_len;
-            if (sg->init_id == 0)
+            if (sg->init_id == INIT_ONES || sg->init_id == INIT_ZEROS)
                 for (uint64_t j = 0; j < sg->row_len; j++)
-                    dst[j] = 1.0f;
+                    dst[j] = sg->init_id == INIT_ONES ? 1.0f : 0.0f;
             else
                 gs_k_init_normal(dst, sg->row_len, t->o.seed, sg->init_id, sg->full_off0 + row * sg->full_stride,
                                  t->o.init_std);
@@ -233,14 +271,16 @@ static gs_status check_supported(const gs_scenario *s, const gs_mesh *mesh, gs_e
     const char *why = NULL;
     if (m->nominal_params)
         why = "a nominal model (params: N) has no shapes to run";
-    else if (m->norm != GS_NORM_RMSNORM || m->mlp != GS_MLP_SWIGLU || m->pos != GS_POS_ROPE || m->bias)
-        why = "the host program runs Llama blocks only (rmsnorm, swiglu, rope, no biases)";
+    else if (m->dropout)
+        why = "dropout: the host program draws no dropout masks (write dropout: false to run the same model "
+              "without them)";
     else if (m->tied_embeddings && mesh->size[GS_DIM_PP] > 1)
         why = "tied embeddings under a pipeline (pp > 1) need the last stage's copy of the embedding and its "
               "gradient all-reduce with the first stage (Megatron's embedding group), which the schedule does "
               "not have: simulate it, or set tied_embeddings: false";
-    else if (m->head_dim % 2 || m->heads % tp || m->kv_heads % tp || m->ffn % tp || m->vocab % tp)
-        why = "heads, kv_heads, ffn and vocab must be divisible by tp (and head_dim even)";
+    else if ((m->pos == GS_POS_ROPE && m->head_dim % 2) || m->heads % tp || m->kv_heads % tp || m->ffn % tp ||
+             m->vocab % tp)
+        why = "heads, kv_heads, ffn and vocab must be divisible by tp (and head_dim even under rope)";
     else if (st->wrap == GS_WRAP_MIN_PARAMS)
         why = "wrap: min_params splits blocks; the host program supports wrap layer or model";
     else if (st->tp_comm_overlap && tp > 1)
@@ -518,6 +558,8 @@ static void rank_fini(gs_train *t, rank_st *r, const gs_rank_events *re)
     }
     DFREE(r->tokens);
     DFREE(r->targets);
+    DFREE(r->positions);
+    DFREE(r->posb);
 #undef DFREE
     free(r->tbuf);
     free(r->m);
@@ -636,10 +678,16 @@ static gs_status rank_init(gs_train *t, gs_dispatch *disp, size_t ri, gs_error *
             if (r->first) {
                 r->emb_off = flat;
                 ok = ok && add_seg(ui, &flat, "model.embed_tokens.weight", 2, V, h, 1, 0, r->tp_pos * t->v_t, t->v_t, 0);
+                /* learned absolute positions: [seq, h], replicated over TP */
+                r->pos_off = flat;
+                if (!t->rope)
+                    ok = ok && add_seg(ui, &flat, "model.embed_positions.weight", 2, t->seq, h, 3, 0, 0, t->seq, 1);
             }
             if (r->last) {
                 r->hn_off = flat;
-                ok = ok && add_seg(ui, &flat, "model.norm.weight", 1, h, 1, 0, 0, 0, h, 1);
+                ok = ok && add_seg(ui, &flat, "model.norm.weight", 1, h, 1, INIT_ONES, 0, 0, h, 1);
+                if (t->norm_bias)
+                    ok = ok && add_seg(ui, &flat, "model.norm.bias", 1, h, 1, INIT_ZEROS, 0, 0, h, 1);
                 /* tied (one stage here): the head is the embedding's [vocab/tp, h] slice itself, and
                  * its backward accumulates into the embedding's gradient */
                 r->head_off = flat;
@@ -761,6 +809,20 @@ static gs_status rank_init(gs_train *t, gs_dispatch *disp, size_t ri, gs_error *
         if (!r->tokens || !r->targets)
             return gs_error_set(err, GS_ERR_NOMEM, "exec: out of memory");
     }
+    if (r->first && !t->rope) {
+        /* every first-stage rank reads the positions' gradient; TP rank 0 alone adds them */
+        int32_t *pos = malloc(T * sizeof *pos);
+        r->positions = t->ops->alloc(t->drv, r->rank, T * sizeof(int32_t));
+        r->posb = r->tp_pos == 0 ? t->ops->alloc(t->drv, r->rank, T * t->h * sizeof(float)) : NULL;
+        if (pos && r->positions)
+            for (uint64_t i = 0; i < T; i++)
+                pos[i] = (int32_t)(i % sq);
+        if (pos && r->positions)
+            t->ops->upload(t->drv, st, r->positions, pos, T * sizeof(int32_t));
+        free(pos);
+        if (!pos || !r->positions || (r->tp_pos == 0 && !r->posb))
+            return gs_error_set(err, GS_ERR_NOMEM, "exec: out of memory");
+    }
 
     /* activations */
     uint64_t h = t->h, Tl = t->Tl, L = t->layers;
@@ -784,6 +846,8 @@ static gs_status rank_init(gs_train *t, gs_dispatch *disp, size_t ri, gs_error *
         layer_act *a = &r->acts[i];
         a->n1s = dalloc(t, r, Tl * h, &ok);
         a->rstd1 = dalloc(t, r, Tl, &ok);
+        a->mean1 = t->ln ? dalloc(t, r, Tl, &ok) : NULL;
+        a->mean2 = t->ln ? dalloc(t, r, Tl, &ok) : NULL;
         a->n1 = t->sp ? dalloc(t, r, T * h, &ok) : a->n1s;
         a->qkv = dalloc(t, r, T * t->nqkv, &ok);
         a->ao = dalloc(t, r, T * t->a_t * t->hd, &ok);
@@ -804,6 +868,7 @@ static gs_status rank_init(gs_train *t, gs_dispatch *disp, size_t ri, gs_error *
             head_act *hh = &r->heads[mb];
             hh->hns = dalloc(t, r, Tl * h, &ok);
             hh->rstd = dalloc(t, r, Tl, &ok);
+            hh->mean = t->ln ? dalloc(t, r, Tl, &ok) : NULL;
             hh->hn = t->sp ? dalloc(t, r, T * h, &ok) : hh->hns;
             hh->logits = dalloc(t, r, T * t->v_t, &ok);
             hh->stats = dalloc(t, r, T * GS_K_XENT_STATS, &ok);
@@ -874,6 +939,13 @@ gs_status gs_train_create(const gs_scenario *s, const gs_schedule *sch, const gs
     t->f_t = m->ffn / t->tp;
     t->v_t = m->vocab / t->tp;
     t->nqkv = (t->a_t + 2 * t->kv_t) * t->hd;
+    t->ln = m->norm == GS_NORM_LAYERNORM;
+    t->norm_bias = t->ln || m->bias; /* as engine/partition.c counts the norms */
+    t->attn_bias = m->bias != 0;
+    t->gelu = m->mlp == GS_MLP_GELU;
+    t->mlp_bias = t->gelu && m->bias;
+    t->rope = m->pos == GS_POS_ROPE;
+    t->up_n = t->gelu ? t->f_t : 2 * t->f_t;
     t->attn_saved = t->b * t->a_t * t->seq * (t->flash ? 1 : t->seq);
     t->layers = m->layers;
     t->recompute = s->strategy.recompute;
@@ -958,18 +1030,54 @@ static void poison(const ctx *c, float *p, size_t n)
 
 /* The block weights (or their gradients) of the event's layer inside buffer base. */
 typedef struct blockp {
-    float *g1, *wqkv, *wo, *g2, *wgu, *wd;
+    float *g1, *b1, *wqkv, *bqkv, *wo, *bo, *g2, *b2, *wgu, *bu, *wd, *bd; /* biases NULL when absent */
 } blockp;
 
+/* add_layer_segs' order */
 static void block_at(const gs_train *t, float *base, blockp *b)
 {
     uint64_t h = t->h;
-    b->g1 = base;
-    b->wqkv = b->g1 + h;
-    b->wo = b->wqkv + t->nqkv * h;
-    b->g2 = b->wo + h * t->a_t * t->hd;
-    b->wgu = b->g2 + h;
-    b->wd = b->wgu + 2 * t->f_t * h;
+    float *p = base;
+#define TAKE(field, n, present) (b->field = (present) ? p : NULL, p += (present) ? (n) : 0)
+    TAKE(g1, h, 1);
+    TAKE(b1, h, t->norm_bias);
+    TAKE(wqkv, t->nqkv * h, 1);
+    TAKE(bqkv, t->nqkv, t->attn_bias);
+    TAKE(wo, h * t->a_t * t->hd, 1);
+    TAKE(bo, h, t->attn_bias);
+    TAKE(g2, h, 1);
+    TAKE(b2, h, t->norm_bias);
+    TAKE(wgu, t->up_n * h, 1);
+    TAKE(bu, t->f_t, t->mlp_bias);
+    TAKE(wd, h * t->f_t, 1);
+    TAKE(bd, h, t->mlp_bias);
+#undef TAKE
+}
+
+/* The block's norms: LayerNorm (weight, bias; mean and rstd saved) or RMSNorm (weight and, with
+ * norm_bias, a bias added after it). dg and db accumulate; dx is written. */
+static void norm_fwd(const gs_train *t, gs_drv_stream *s, const float *x, const float *g, const float *b, float *y,
+                     float *mean, float *rstd, uint64_t rows)
+{
+    if (t->ln) {
+        t->ops->layernorm_fwd(s, x, g, b, y, mean, rstd, rows, t->h, NORM_EPS);
+        return;
+    }
+    t->ops->rmsnorm_fwd(s, x, g, y, rstd, rows, t->h, NORM_EPS);
+    if (b)
+        t->ops->bias_add(s, y, b, rows, t->h);
+}
+
+static void norm_bwd(const gs_train *t, gs_drv_stream *s, const float *x, const float *g, const float *mean,
+                     const float *rstd, const float *dy, float *dx, float *dg, float *db, uint64_t rows)
+{
+    if (t->ln) {
+        t->ops->layernorm_bwd(s, x, g, mean, rstd, dy, dx, dg, db, rows, t->h);
+        return;
+    }
+    if (db)
+        t->ops->bias_grad(s, dy, db, rows, t->h);
+    t->ops->rmsnorm_bwd(s, x, g, rstd, dy, dx, dg, rows, t->h);
 }
 
 /* TP reduction of a [T, h] partial: all-reduce in place, or (sequence parallel) reduce-scatter
@@ -994,7 +1102,7 @@ static gs_status tp_gather(const ctx *c, const float *shard, float *full)
 }
 
 /* The layer's output x[l+1] = xm + reduced MLP output, and what the recompute policy drops. */
-static void finish_layer(const ctx *c, layer_act *a, float *xout, const float *mlp)
+static void finish_layer(const ctx *c, layer_act *a, float *xout, const float *mlp, const float *bd)
 {
     gs_train *t = c->t;
     const gs_driver_ops *ops = t->ops;
@@ -1003,6 +1111,8 @@ static void finish_layer(const ctx *c, layer_act *a, float *xout, const float *m
         return;
     ops->copy(t->drv, c->s, xout, a->xm, Tl * h * sizeof(float));
     ops->add(c->s, xout, mlp, Tl * h);
+    if (bd) /* fc2's bias, once, on the reduced rows */
+        ops->bias_add(c->s, xout, bd, Tl, h);
     /* what the forward pass does not keep (the schedule recomputes it) is gone: poison it, so a
      * backward that reads it without the recompute shows up as NaN */
     if (!c->r->has_recompute)
@@ -1015,6 +1125,10 @@ static void finish_layer(const ctx *c, layer_act *a, float *xout, const float *m
             poison(c, bufs[i], ns[i]);
         poison(c, a->rstd1, Tl);
         poison(c, a->rstd2, Tl);
+        if (t->ln) {
+            poison(c, a->mean1, Tl);
+            poison(c, a->mean2, Tl);
+        }
         if (t->sp) {
             poison(c, a->n1, T * h);
             poison(c, a->n2, T * h);
@@ -1060,14 +1174,18 @@ static gs_status layer_action(const ctx *c, action act)
     float *res;
     switch (act) {
     case A_N1_FWD:
-        ops->rmsnorm_fwd(c->s, xin, w.g1, a->n1s, a->rstd1, Tl, h, NORM_EPS);
+        norm_fwd(t, c->s, xin, w.g1, w.b1, a->n1s, a->mean1, a->rstd1, Tl);
         return GS_OK;
     case A_N1_AG:
         return tp_gather(c, a->n1s, a->n1);
     case A_QKV_FWD:
         ops->linear_fwd(c->s, a->n1, w.wqkv, a->qkv, T, h, nq);
-        ops->rope_fwd(c->s, q, T, t->seq, t->a_t, hd, nq, ROPE_THETA);
-        ops->rope_fwd(c->s, k, T, t->seq, t->kv_t, hd, nq, ROPE_THETA);
+        if (w.bqkv)
+            ops->bias_add(c->s, a->qkv, w.bqkv, T, nq);
+        if (t->rope) {
+            ops->rope_fwd(c->s, q, T, t->seq, t->a_t, hd, nq, ROPE_THETA);
+            ops->rope_fwd(c->s, k, T, t->seq, t->kv_t, hd, nq, ROPE_THETA);
+        }
         return GS_OK;
     case A_ATTN_FWD:
         if (t->flash)
@@ -1083,25 +1201,32 @@ static gs_status layer_action(const ctx *c, action act)
     case A_N2_FWD:
         ops->copy(t->drv, c->s, a->xm, xin, Tl * h * sizeof(float));
         ops->add(c->s, a->xm, t->sp ? a->ar : a->op, Tl * h);
-        ops->rmsnorm_fwd(c->s, a->xm, w.g2, a->n2s, a->rstd2, Tl, h, NORM_EPS);
+        if (w.bo) /* o_proj's bias, once, on the reduced rows */
+            ops->bias_add(c->s, a->xm, w.bo, Tl, h);
+        norm_fwd(t, c->s, a->xm, w.g2, w.b2, a->n2s, a->mean2, a->rstd2, Tl);
         return GS_OK;
     case A_N2_AG:
         return tp_gather(c, a->n2s, a->n2);
     case A_UP_FWD:
-        ops->linear_fwd(c->s, a->n2, w.wgu, a->gu, T, h, 2 * t->f_t);
+        ops->linear_fwd(c->s, a->n2, w.wgu, a->gu, T, h, t->up_n);
+        if (w.bu)
+            ops->bias_add(c->s, a->gu, w.bu, T, t->f_t);
         return GS_OK;
     case A_ACT_FWD:
-        ops->swiglu_fwd(c->s, a->gu, a->hh, T, t->f_t);
+        if (t->gelu)
+            ops->gelu_fwd(c->s, a->gu, a->hh, T * t->f_t);
+        else
+            ops->swiglu_fwd(c->s, a->gu, a->hh, T, t->f_t);
         return GS_OK;
     case A_DOWN_FWD:
         ops->linear_fwd(c->s, a->hh, w.wd, a->dp, T, t->f_t, h);
         if (t->tp <= 1)
-            finish_layer(c, a, xout, a->dp);
+            finish_layer(c, a, xout, a->dp, w.bd);
         return GS_OK;
     case A_DOWN_TP:
         if ((rc = tp_reduce(c, a->dp, a->mr, &res)) != GS_OK)
             return rc;
-        finish_layer(c, a, xout, res);
+        finish_layer(c, a, xout, res, w.bd);
         return GS_OK;
     default:
         break;
@@ -1118,16 +1243,27 @@ static gs_status layer_action(const ctx *c, action act)
         ops->linear_bwd(c->s, a->hh, w.wd, dyf, sc->dh, g.wd, T, t->f_t, h);
         return GS_OK;
     case A_ACT_BWD:
-        ops->swiglu_bwd(c->s, a->gu, sc->dh, sc->dgu, T, t->f_t);
+        if (t->gelu)
+            ops->gelu_bwd(c->s, a->gu, sc->dh, sc->dgu, T * t->f_t);
+        else
+            ops->swiglu_bwd(c->s, a->gu, sc->dh, sc->dgu, T, t->f_t);
         return GS_OK;
     case A_UP_BWD:
-        ops->linear_bwd(c->s, a->n2, w.wgu, sc->dgu, sc->dn2, g.wgu, T, h, 2 * t->f_t);
+        if (g.bu)
+            ops->bias_grad(c->s, sc->dgu, g.bu, T, t->f_t);
+        ops->linear_bwd(c->s, a->n2, w.wgu, sc->dgu, sc->dn2, g.wgu, T, h, t->up_n);
         return GS_OK;
     case A_UP_TP:
         return tp_reduce(c, sc->dn2, sc->dn2s, &res);
     case A_N2_BWD:
-        ops->rmsnorm_bwd(c->s, a->xm, w.g2, a->rstd2, t->sp ? sc->dn2s : sc->dn2, sc->dxm, g.g2, Tl, h);
+        norm_bwd(t, c->s, a->xm, w.g2, a->mean2, a->rstd2, t->sp ? sc->dn2s : sc->dn2, sc->dxm, g.g2, g.b2, Tl);
         ops->add(c->s, sc->dxm, dxout, Tl * h);
+        /* the replicated biases added to this rank's rows: fc2's at x_out, o_proj's at xm (under
+         * sequence parallelism partial sums, all-reduced over TP with the norms) */
+        if (g.bd)
+            ops->bias_grad(c->s, dxout, g.bd, Tl, h);
+        if (g.bo)
+            ops->bias_grad(c->s, sc->dxm, g.bo, Tl, h);
         return GS_OK;
     case A_DXM_AG:
         return tp_gather(c, sc->dxm, sc->dxmf);
@@ -1144,14 +1280,18 @@ static gs_status layer_action(const ctx *c, action act)
                           sc->dqkv + (t->a_t + t->kv_t) * hd, t->b, t->seq, t->a_t, t->kv_t, hd);
         return GS_OK;
     case A_QKV_BWD:
-        ops->rope_bwd(c->s, sc->dqkv, T, t->seq, t->a_t, hd, nq, ROPE_THETA);
-        ops->rope_bwd(c->s, sc->dqkv + t->a_t * hd, T, t->seq, t->kv_t, hd, nq, ROPE_THETA);
+        if (t->rope) {
+            ops->rope_bwd(c->s, sc->dqkv, T, t->seq, t->a_t, hd, nq, ROPE_THETA);
+            ops->rope_bwd(c->s, sc->dqkv + t->a_t * hd, T, t->seq, t->kv_t, hd, nq, ROPE_THETA);
+        }
+        if (g.bqkv)
+            ops->bias_grad(c->s, sc->dqkv, g.bqkv, T, nq);
         ops->linear_bwd(c->s, a->n1, w.wqkv, sc->dqkv, sc->dn1, g.wqkv, T, h, nq);
         return GS_OK;
     case A_QKV_TP:
         return tp_reduce(c, sc->dn1, sc->dn1s, &res);
     case A_N1_BWD:
-        ops->rmsnorm_bwd(c->s, xin, w.g1, a->rstd1, t->sp ? sc->dn1s : sc->dn1, dxin, g.g1, Tl, h);
+        norm_bwd(t, c->s, xin, w.g1, a->mean1, a->rstd1, t->sp ? sc->dn1s : sc->dn1, dxin, g.g1, g.b1, Tl);
         ops->add(c->s, dxin, sc->dxm, Tl * h);
         return GS_OK;
     default:
@@ -1176,6 +1316,11 @@ static gs_status root_action(const ctx *c, action act)
     switch (act) {
     case A_EMB_FWD:
         ops->embed_fwd(c->s, tok, T, pbase + r->emb_off, vlo, t->v_t, h, t->sp ? sc->embp : r->x[mb]);
+        /* learned positions: added once, by TP rank 0, to the partial sums the TP reduction adds */
+        if (r->posb) {
+            ops->embed_fwd(c->s, r->positions, T, pbase + r->pos_off, 0, t->seq, h, r->posb);
+            ops->add(c->s, t->sp ? sc->embp : r->x[mb], r->posb, T * h);
+        }
         return GS_OK;
     case A_EMB_TP:
         if (t->sp)
@@ -1187,16 +1332,20 @@ static gs_status root_action(const ctx *c, action act)
         if ((rc = need(c, gbase, "root gradient")) != GS_OK)
             return rc;
         ops->embed_bwd(c->s, tok, T, t->sp ? sc->dyf : r->dx[mb], vlo, t->v_t, h, gbase + r->emb_off);
+        /* the positions' gradient from the whole rows: every TP rank has it; under sequence
+         * parallelism rank 0 alone adds it, the TP all-reduce of replicated gradients follows */
+        if (!t->rope && (!t->sp || r->tp_pos == 0))
+            ops->embed_bwd(c->s, r->positions, T, t->sp ? sc->dyf : r->dx[mb], 0, t->seq, h, gbase + r->pos_off);
         return GS_OK;
     default:
         break;
     }
     head_act *ha = &r->heads[mb];
     float *xL = r->x[L * mbs + mb], *dxL = r->dx[L * mbs + mb];
-    float *wn = pbase + r->hn_off, *wh = pbase + r->head_off;
+    float *wn = pbase + r->hn_off, *wh = pbase + r->head_off, *bn = t->norm_bias ? wn + h : NULL;
     switch (act) {
     case A_HN_FWD:
-        ops->rmsnorm_fwd(c->s, xL, wn, ha->hns, ha->rstd, Tl, h, NORM_EPS);
+        norm_fwd(t, c->s, xL, wn, bn, ha->hns, ha->mean, ha->rstd, Tl);
         return GS_OK;
     case A_HN_AG:
         return tp_gather(c, ha->hns, ha->hn);
@@ -1236,7 +1385,8 @@ static gs_status root_action(const ctx *c, action act)
     case A_HEAD_TP:
         return tp_reduce(c, sc->dhn, sc->dhns, &res);
     case A_HN_BWD:
-        ops->rmsnorm_bwd(c->s, xL, wn, ha->rstd, t->sp ? sc->dhns : sc->dhn, dxL, gbase + r->hn_off, Tl, h);
+        norm_bwd(t, c->s, xL, wn, ha->mean, ha->rstd, t->sp ? sc->dhns : sc->dhn, dxL, gbase + r->hn_off,
+                 t->norm_bias ? gbase + r->hn_off + h : NULL, Tl);
         return GS_OK;
     default:
         return gs_error_set(c->err, GS_ERR_RUNTIME, "no root action %d", (int)act);

@@ -430,6 +430,141 @@ START_TEST(test_rmsnorm)
 }
 END_TEST
 
+/* ---- LayerNorm, GELU, linear biases ------------------------------------------------------ */
+
+typedef struct {
+    size_t t, h;
+    double eps;
+} layernorm_problem;
+
+/* theta = [x (t x h), g (h), b (h)]. */
+static void ref_layernorm(const void *ctx, const double *theta, double *out)
+{
+    const layernorm_problem *pb = ctx;
+    const double *x = theta, *g = theta + pb->t * pb->h, *b = g + pb->h;
+    for (size_t r = 0; r < pb->t; r++) {
+        double mu = 0.0, var = 0.0;
+        for (size_t i = 0; i < pb->h; i++)
+            mu += x[r * pb->h + i];
+        mu /= (double)pb->h;
+        for (size_t i = 0; i < pb->h; i++)
+            var += (x[r * pb->h + i] - mu) * (x[r * pb->h + i] - mu);
+        double rs = 1.0 / sqrt(var / (double)pb->h + pb->eps);
+        for (size_t i = 0; i < pb->h; i++)
+            out[r * pb->h + i] = (x[r * pb->h + i] - mu) * rs * g[i] + b[i];
+    }
+}
+
+/* Forward against the double reference; dx, dg and db against central finite differences of
+ * L = sum dy * y (dg, db accumulate onto their initial values). */
+START_TEST(test_layernorm)
+{
+    layernorm_problem pb = {4, 9, 1e-5};
+    size_t nx = pb.t * pb.h, nth = nx + 2 * pb.h;
+    test_rng r = {61};
+    float *theta = falloc(nth), *y = falloc(nx), *mean = falloc(pb.t), *rstd = falloc(pb.t), *dy = falloc(nx),
+          *dx = falloc(nx), *dg = falloc(pb.h), *db = falloc(pb.h), *dg0 = falloc(pb.h), *db0 = falloc(pb.h);
+    fill_uniform(&r, theta, nx, -2, 2);
+    fill_uniform(&r, theta + nx, pb.h, 0.5, 1.5);
+    fill_uniform(&r, theta + nx + pb.h, pb.h, -0.5, 0.5);
+    fill_uniform(&r, dy, nx, -1, 1);
+    fill_uniform(&r, dg0, pb.h, -1, 1);
+    fill_uniform(&r, db0, pb.h, -1, 1);
+    double *th = dalloc(nth), *yref = dalloc(nx), *dyd = dalloc(nx), *grad = dalloc(nth);
+    to_double(theta, th, nth);
+    to_double(dy, dyd, nx);
+
+    gs_k_layernorm_fwd(theta, theta + nx, theta + nx + pb.h, y, mean, rstd, pb.t, pb.h, (float)pb.eps);
+    ref_layernorm(&pb, th, yref);
+    expect_close("layernorm y", y, yref, nx, FWD_RTOL);
+
+    fill_value(dx, nx, NAN);
+    memcpy(dg, dg0, pb.h * sizeof(float));
+    memcpy(db, db0, pb.h * sizeof(float));
+    gs_k_layernorm_bwd(theta, theta + nx, mean, rstd, dy, dx, dg, db, pb.t, pb.h);
+    fd_gradient(ref_layernorm, &pb, th, nth, dyd, nx, grad);
+    expect_close("layernorm dx", dx, grad, nx, GRAD_RTOL);
+    for (size_t i = 0; i < pb.h; i++) {
+        grad[nx + i] += dg0[i];
+        grad[nx + pb.h + i] += db0[i];
+    }
+    expect_close("layernorm dg", dg, grad + nx, pb.h, GRAD_RTOL);
+    expect_close("layernorm db", db, grad + nx + pb.h, pb.h, GRAD_RTOL);
+    free(theta), free(y), free(mean), free(rstd), free(dy), free(dx), free(dg), free(db), free(dg0), free(db0);
+    free(th), free(yref), free(dyd), free(grad);
+}
+END_TEST
+
+typedef struct {
+    size_t n;
+} gelu_problem;
+
+/* The tanh form in double (sqrt(2/pi) computed from acos(-1), not the kernel's literal). The
+ * forward is also held to the exact GELU x Phi(x) (erf) within 1e-3 absolute on [-4, 4] (the two
+ * forms differ by at most about 5e-4, Hendrycks and Gimpel); the backward, derived by hand in
+ * the kernel, against finite differences of the tanh form. */
+static void ref_gelu_tanh(const void *ctx, const double *x, double *out)
+{
+    const gelu_problem *pb = ctx;
+    for (size_t i = 0; i < pb->n; i++)
+        out[i] = 0.5 * x[i] * (1.0 + tanh(sqrt(2.0 / acos(-1.0)) * (x[i] + 0.044715 * x[i] * x[i] * x[i])));
+}
+
+START_TEST(test_gelu)
+{
+    gelu_problem pb = {64};
+    test_rng r = {71};
+    float *x = falloc(pb.n), *y = falloc(pb.n), *dy = falloc(pb.n), *dx = falloc(pb.n);
+    fill_uniform(&r, x, pb.n, -4, 4);
+    fill_uniform(&r, dy, pb.n, -1, 1);
+    double *xd = dalloc(pb.n), *yref = dalloc(pb.n), *dyd = dalloc(pb.n), *grad = dalloc(pb.n);
+    to_double(x, xd, pb.n);
+    to_double(dy, dyd, pb.n);
+    gs_k_gelu_fwd(x, y, pb.n);
+    ref_gelu_tanh(&pb, xd, yref);
+    expect_close("gelu y", y, yref, pb.n, FWD_RTOL);
+    for (size_t i = 0; i < pb.n; i++) {
+        double exact = 0.5 * xd[i] * (1.0 + erf(xd[i] / sqrt(2.0)));
+        ck_assert_msg(fabs((double)y[i] - exact) <= 1e-3, "gelu(%g) = %g, x Phi(x) = %g", xd[i], (double)y[i],
+                      exact);
+    }
+    /* elementwise: the gradient of sum dy * gelu(x) is dy * gelu'(x) */
+    gs_k_gelu_bwd(x, dy, dx, pb.n);
+    fd_gradient(ref_gelu_tanh, &pb, xd, pb.n, dyd, pb.n, grad);
+    expect_close("gelu dx", dx, grad, pb.n, GRAD_RTOL);
+    free(x), free(y), free(dy), free(dx), free(xd), free(yref), free(dyd), free(grad);
+}
+END_TEST
+
+/* bias_add adds b to every row; bias_grad adds the column sums of dy (by hand in double). */
+START_TEST(test_bias)
+{
+    const size_t t = 5, n = 7;
+    test_rng r = {81};
+    float *y = falloc(t * n), *y0 = falloc(t * n), *b = falloc(n), *dy = falloc(t * n), *db = falloc(n),
+          *db0 = falloc(n);
+    fill_uniform(&r, y0, t * n, -1, 1);
+    fill_uniform(&r, b, n, -1, 1);
+    fill_uniform(&r, dy, t * n, -1, 1);
+    fill_uniform(&r, db0, n, -1, 1);
+    memcpy(y, y0, t * n * sizeof(float));
+    gs_k_bias_add(y, b, t, n);
+    for (size_t rr = 0; rr < t; rr++)
+        for (size_t i = 0; i < n; i++)
+            ck_assert_float_eq(y[rr * n + i], y0[rr * n + i] + b[i]);
+    memcpy(db, db0, n * sizeof(float));
+    gs_k_bias_grad(dy, db, t, n);
+    double *want = dalloc(n);
+    for (size_t i = 0; i < n; i++) {
+        want[i] = db0[i];
+        for (size_t rr = 0; rr < t; rr++)
+            want[i] += dy[rr * n + i];
+    }
+    expect_close("bias db", db, want, n, FWD_RTOL);
+    free(y), free(y0), free(b), free(dy), free(db), free(db0), free(want);
+}
+END_TEST
+
 /* ---- RoPE -------------------------------------------------------------------------------- */
 
 typedef struct {
@@ -969,6 +1104,9 @@ static Suite *kernels_suite(void)
     tcase_add_test(tc, test_add_scale);
     tcase_add_test(tc, test_embed);
     tcase_add_test(tc, test_rmsnorm);
+    tcase_add_test(tc, test_layernorm);
+    tcase_add_test(tc, test_gelu);
+    tcase_add_test(tc, test_bias);
     tcase_add_test(tc, test_rope);
     tcase_add_test(tc, test_attention);
     tcase_add_test(tc, test_attention_flash);

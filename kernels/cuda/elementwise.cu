@@ -188,3 +188,74 @@ extern "C" int gs_cu_adamw(cudaStream_t st, float *p, const float *g, float *m, 
                                                           one_minus_b2, lerp_w, lerp_1mw, lerp_low, eps);
     return gs_cu_last_error();
 }
+
+/* ---- GELU (tanh approximation, in double like the host) and linear biases ------------------- */
+
+#define GS_CU_GELU_C 0.7978845608028654 /* sqrt(2 / pi) */
+#define GS_CU_GELU_A 0.044715
+
+static __global__ void k_gelu_fwd(const float *x, float *y, size_t n)
+{
+    GRID_STRIDE(i, n)
+    {
+        double v = x[i];
+        y[i] = (float)(0.5 * v * (1.0 + tanh(GS_CU_GELU_C * (v + GS_CU_GELU_A * v * v * v))));
+    }
+}
+
+static __global__ void k_gelu_bwd(const float *x, const float *dy, float *dx, size_t n)
+{
+    GRID_STRIDE(i, n)
+    {
+        double v = x[i], th = tanh(GS_CU_GELU_C * (v + GS_CU_GELU_A * v * v * v));
+        double d = 0.5 * (1.0 + th) + 0.5 * v * (1.0 - th * th) * GS_CU_GELU_C * (1.0 + 3.0 * GS_CU_GELU_A * v * v);
+        dx[i] = (float)(d * dy[i]);
+    }
+}
+
+static __global__ void k_bias_add(float *y, const float *b, size_t t, size_t n)
+{
+    GRID_STRIDE(i, t * n)
+    {
+        y[i] += b[i % n];
+    }
+}
+
+/* One thread per column, rows in order, summed in double (the host kernel's order). */
+static __global__ void k_bias_grad(const float *dy, float *db, size_t t, size_t n)
+{
+    for (size_t i = blockIdx.x * (size_t)blockDim.x + threadIdx.x; i < n; i += (size_t)gridDim.x * blockDim.x) {
+        double s = 0.0;
+        for (size_t r = 0; r < t; r++)
+            s += dy[r * n + i];
+        db[i] += (float)s;
+    }
+}
+
+extern "C" int gs_cu_gelu_fwd(cudaStream_t st, const float *x, float *y, size_t n)
+{
+    if (n)
+        k_gelu_fwd<<<gs_cu_blocks(n), GS_CU_THREADS, 0, st>>>(x, y, n);
+    return gs_cu_last_error();
+}
+
+extern "C" int gs_cu_gelu_bwd(cudaStream_t st, const float *x, const float *dy, float *dx, size_t n)
+{
+    if (n)
+        k_gelu_bwd<<<gs_cu_blocks(n), GS_CU_THREADS, 0, st>>>(x, dy, dx, n);
+    return gs_cu_last_error();
+}
+
+extern "C" int gs_cu_bias_add(cudaStream_t st, float *y, const float *b, size_t t, size_t n)
+{
+    if (t * n)
+        k_bias_add<<<gs_cu_blocks(t * n), GS_CU_THREADS, 0, st>>>(y, b, t, n);
+    return gs_cu_last_error();
+}
+
+extern "C" int gs_cu_bias_grad(cudaStream_t st, const float *dy, float *db, size_t t, size_t n)
+{
+    if (t && n)
+        k_bias_grad<<<gs_cu_blocks(n), GS_CU_THREADS, 0, st>>>(dy, db, t, n);
+    return gs_cu_last_error();
+}

@@ -68,6 +68,14 @@ int gs_cu_attn_softmax_rows(cudaStream_t st, float *p, size_t ld, size_t stride,
 int gs_cu_attn_ds_rows(cudaStream_t st, const float *p, size_t ldp, size_t pstride, float *x, size_t ldx,
                        size_t xstride, size_t rows, size_t n, size_t batch);
 
+int gs_cu_layernorm_fwd(cudaStream_t st, const float *x, const float *g, const float *b, float *y, float *mean,
+                        float *rstd, size_t t, size_t h, float eps);
+int gs_cu_layernorm_bwd(cudaStream_t st, const float *x, const float *g, const float *mean, const float *rstd,
+                        const float *dy, float *dx, float *dg, float *db, size_t t, size_t h);
+int gs_cu_gelu_fwd(cudaStream_t st, const float *x, float *y, size_t n);
+int gs_cu_gelu_bwd(cudaStream_t st, const float *x, const float *dy, float *dx, size_t n);
+int gs_cu_bias_add(cudaStream_t st, float *y, const float *b, size_t t, size_t n);
+int gs_cu_bias_grad(cudaStream_t st, const float *dy, float *db, size_t t, size_t n);
 int gs_cu_swiglu_fwd(cudaStream_t st, const float *gu, float *h, size_t t, size_t f);
 int gs_cu_swiglu_bwd(cudaStream_t st, const float *gu, const float *dh, float *dgu, size_t t, size_t f);
 

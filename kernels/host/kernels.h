@@ -54,6 +54,22 @@ void gs_k_rmsnorm_fwd(const float *x, const float *g, float *y, float *rstd, siz
 void gs_k_rmsnorm_bwd(const float *x, const float *g, const float *rstd, const float *dy, float *dx, float *dg,
                       size_t t, size_t h);
 
+/* ---- LayerNorm, GELU, linear biases (GPT blocks) --------------------------------------------- */
+
+/* y = (x - mean) / sqrt(var + eps) * g + b per row of h (biased variance); mean[t], rstd[t]
+ * saved. */
+void gs_k_layernorm_fwd(const float *x, const float *g, const float *b, float *y, float *mean, float *rstd, size_t t,
+                        size_t h, float eps);
+/* dx written; dg += sum over rows of dy * xhat, db += sum of dy. */
+void gs_k_layernorm_bwd(const float *x, const float *g, const float *mean, const float *rstd, const float *dy,
+                        float *dx, float *dg, float *db, size_t t, size_t h);
+/* y = GELU(x), the tanh approximation, elementwise over n; the backward writes dx = dy GELU'(x). */
+void gs_k_gelu_fwd(const float *x, float *y, size_t n);
+void gs_k_gelu_bwd(const float *x, const float *dy, float *dx, size_t n);
+/* y[r, :] += b for t rows of n; db += the column sums of dy [t, n] (in double, rows in order). */
+void gs_k_bias_add(float *y, const float *b, size_t t, size_t n);
+void gs_k_bias_grad(const float *dy, float *db, size_t t, size_t n);
+
 /* ---- rotary position embedding (Llama / GPT-NeoX "rotate half" form) ---------------------- */
 
 /* In place on nh heads of hd (even) per token row, row stride ld floats: for token at position
