@@ -102,6 +102,30 @@ grep -q "tied_embeddings: true" "$tmp/tied-pp.yaml" && [ $rc -eq 2 ] &&
     grep -q "tied embeddings under a pipeline" "$tmp/tied-pp.err" &&
     ok "tied embeddings under a pipeline refused" || bad "tied embeddings, pp 2: exit $rc: $(cat "$tmp/tied-pp.err")"
 
+# GPT blocks (LayerNorm, GELU, biases, learned positions; since 2026-11-30, gradients checked
+# in tests/check_exec and check_kernels): DP2 x PP2 x TP2 with SP prints the single rank's losses
+# (1e-5), and not the Llama's; dropout is refused with the reason
+for f in single dp2-pp2-tp2; do
+    sed 's/norm: rmsnorm, mlp: swiglu, pos: rope}/norm: layernorm, mlp: gelu, pos: learned, bias: true, dropout: false}/' \
+        "$dir/$f.yaml" > "$tmp/gpt-$f.yaml"
+done
+if grep -q "mlp: gelu" "$tmp/gpt-single.yaml" && grep -q "mlp: gelu" "$tmp/gpt-dp2-pp2-tp2.yaml" &&
+   "$GRIDSTEP" exec --json --steps 3 "$tmp/gpt-single.yaml" > "$tmp/gpt1.json" &&
+   "$GRIDSTEP" exec --json --steps 3 "$tmp/gpt-dp2-pp2-tp2.yaml" > "$tmp/gpt8.json" &&
+   losses "$tmp/gpt1.json" > "$tmp/gpt1.l" && losses "$tmp/gpt8.json" > "$tmp/gpt8.l" &&
+   paste "$tmp/gpt1.l" "$tmp/gpt8.l" |
+   awk 'NF == 2 { n++; d = ($1 - $2) / $1; if (d < 0) d = -d; if (d > 1e-5) bad = 1 } END { exit !(n == 3 && !bad) }' &&
+   ! cmp -s "$tmp/gpt1.l" "$tmp/ref.txt"; then
+    ok "GPT blocks: dp2-pp2-tp2 losses = single-rank losses (1e-5): $(tr '\n' ' ' < "$tmp/gpt8.l")"
+else
+    bad "GPT blocks: $(tr '\n' ' ' < "$tmp/gpt1.l" 2>/dev/null) vs $(tr '\n' ' ' < "$tmp/gpt8.l" 2>/dev/null)"
+fi
+sed 's/dropout: false}/dropout: true}/' "$tmp/gpt-single.yaml" > "$tmp/gpt-dropout.yaml"
+"$GRIDSTEP" exec "$tmp/gpt-dropout.yaml" > /dev/null 2> "$tmp/gpt-dropout.err"
+rc=$?
+grep -q "dropout: true" "$tmp/gpt-dropout.yaml" && [ $rc -eq 2 ] && grep -q "no dropout masks" "$tmp/gpt-dropout.err" &&
+    ok "dropout refused" || bad "dropout: exit $rc: $(cat "$tmp/gpt-dropout.err")"
+
 # overlap_grad_reduce false (DDP's all-reduces after the backward) gives the same losses, bit for
 # bit: the same sums, reduced later
 sed 's/sharding: full_shard/sharding: no_shard/' "$dir/dp2-pp2-tp2.yaml" > "$tmp/ddp.yaml"

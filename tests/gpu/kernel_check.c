@@ -166,6 +166,38 @@ static void check_kernels(ctx *c)
     o->rmsnorm_bwd(c->s, dX, dG, dR, dB, dNDX, dNDG, t, h);
     compare(c, "rmsnorm_bwd dx", ndx, dNDX, t * h, TOL_REDUCTION);
     compare(c, "rmsnorm_bwd dg", ndg, dNDG, h, TOL_REDUCTION);
+    /* LayerNorm, GELU and linear biases (GPT blocks) */
+    float *lb = host_rand(h, 0.5f), *ly = calloc(t * h, 4), *lmean = calloc(t, 4), *lrstd = calloc(t, 4);
+    float *ldx = calloc(t * h, 4), *ldg0 = host_rand(h, 0.1f), *ldb0 = host_rand(h, 0.1f);
+    float *ldg = host_copy(ldg0, h), *ldb = host_copy(ldb0, h);
+    gs_k_layernorm_fwd(x, g, lb, ly, lmean, lrstd, t, h, 1e-5f);
+    gs_k_layernorm_bwd(x, g, lmean, lrstd, b, ldx, ldg, ldb, t, h);
+    float *dLB = dev_from(c, lb, h * 4), *dLY = dev_from(c, NULL, t * h * 4), *dLM = dev_from(c, NULL, t * 4);
+    float *dLR = dev_from(c, NULL, t * 4), *dLDX = dev_from(c, NULL, t * h * 4);
+    float *dLDG = dev_from(c, ldg0, h * 4), *dLDB = dev_from(c, ldb0, h * 4);
+    o->layernorm_fwd(c->s, dX, dG, dLB, dLY, dLM, dLR, t, h, 1e-5f);
+    compare(c, "layernorm_fwd", ly, dLY, t * h, TOL_REDUCTION);
+    compare(c, "layernorm mean", lmean, dLM, t, TOL_REDUCTION);
+    o->layernorm_bwd(c->s, dX, dG, dLM, dLR, dB, dLDX, dLDG, dLDB, t, h);
+    compare(c, "layernorm_bwd dx", ldx, dLDX, t * h, TOL_REDUCTION);
+    compare(c, "layernorm_bwd dg", ldg, dLDG, h, TOL_REDUCTION);
+    compare(c, "layernorm_bwd db", ldb, dLDB, h, TOL_REDUCTION);
+    float *gy = calloc(t * h, 4), *gdx = calloc(t * h, 4), *dGY = dev_from(c, NULL, t * h * 4);
+    float *dGDX = dev_from(c, NULL, t * h * 4);
+    gs_k_gelu_fwd(x, gy, t * h);
+    gs_k_gelu_bwd(x, b, gdx, t * h);
+    o->gelu_fwd(c->s, dX, dGY, t * h);
+    compare(c, "gelu_fwd", gy, dGY, t * h, TOL_ELEMENTWISE);
+    o->gelu_bwd(c->s, dX, dB, dGDX, t * h);
+    compare(c, "gelu_bwd", gdx, dGDX, t * h, TOL_ELEMENTWISE);
+    gs_k_bias_add(gy, lb, t, h);
+    o->bias_add(c->s, dGY, dLB, t, h);
+    compare(c, "bias_add", gy, dGY, t * h, TOL_ELEMENTWISE);
+    gs_k_bias_grad(b, ldb, t, h);
+    o->bias_grad(c->s, dB, dLDB, t, h);
+    compare(c, "bias_grad", ldb, dLDB, h, TOL_REDUCTION);
+    free(lb), free(ly), free(lmean), free(lrstd), free(ldx), free(ldg0), free(ldb0), free(ldg), free(ldb);
+    free(gy), free(gdx);
     /* attention with GQA and RoPE: nseq 2 x seq 128, 8 heads, 2 kv heads, head dim 64, fused qkv rows */
     size_t nseq = 2, seq = 128, nh = 8, nkv = 2, hd = 64, T = nseq * seq, ld = (nh + 2 * nkv) * hd;
     float *qkv = host_rand(T * ld, 1), *out = calloc(T * nh * hd, 4), *p = calloc(nseq * nh * seq * seq, 4);
