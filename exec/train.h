@@ -1,6 +1,7 @@
 /* The training program the exec backend runs: a Llama-style decoder (embedding, RMSNorm, causal
- * GQA attention with RoPE, SwiGLU MLP, final norm, LM head, cross-entropy, AdamW) on seeded
- * synthetic token batches, sharded exactly as the schedule says. Each schedule event is one
+ * GQA attention with RoPE, SwiGLU MLP, final norm, LM head, cross-entropy, AdamW), or with the
+ * model's keys a GPT block (LayerNorm, GELU MLP, biases on the linears and norms, learned
+ * positions), in any mix, on seeded synthetic token batches, sharded exactly as the schedule says. Each schedule event is one
  * action on the rank's state (gs_train_run_event is the dispatcher's callback): FSDP units are
  * flat buffers sharded over the DP (HSDP: intra-node) group, all-gathers materialize them,
  * reduce-scatters shard the gradients, the optimizer updates the shard; TP splits the linears
@@ -9,9 +10,12 @@
  *
  * Flat layout of a unit (TP slice of each tensor, row-major, [out, in] like HF): per layer
  * input_layernorm, q_proj, k_proj, v_proj (together the fused QKV weight), o_proj,
- * post_attention_layernorm, gate_proj, up_proj (together the SwiGLU weight), down_proj; then
- * (root unit) embed_tokens, norm, lm_head (none with tied embeddings: the head multiplies by
- * embed_tokens' slice and adds its gradient to embed_tokens').
+ * post_attention_layernorm, gate_proj, up_proj (together the SwiGLU weight), down_proj; a GPT
+ * block has the norms' biases after their weights, the q/k/v biases after the QKV weight,
+ * o_proj's after o_proj, and up_proj (fc1) and down_proj (fc2) each followed by its bias; then
+ * (root unit) embed_tokens, embed_positions (learned), norm (and its bias), lm_head (none with
+ * tied embeddings: the head multiplies by embed_tokens' slice and adds its gradient to
+ * embed_tokens').
  *
  * Ownership: gs_train is created by gs_train_create and freed by gs_train_destroy; it borrows
  * the scenario, schedule, driver and dispatcher (all must outlive it) and owns its buffers. It
@@ -41,8 +45,8 @@ void gs_train_opts_defaults(gs_train_opts *o);
 
 typedef struct gs_train gs_train;
 
-/* Checks that the scenario is one the host program runs (RMSNorm + SwiGLU + RoPE, no biases;
- * tied embeddings only without a pipeline; kv_heads, ffn, vocab and micro-batch tokens divisible by tp; wrap
+/* Checks that the scenario is one the host program runs (no dropout; tied embeddings only
+ * without a pipeline; kv_heads, ffn, vocab and micro-batch tokens divisible by tp; wrap
  * layer or model; sharding no_shard, shard_grad_op, full_shard or hybrid_shard), allocates
  * every rank's state and initializes the parameters (GS_ERR_INPUT naming what is not
  * supported; GS_ERR_NOMEM). */
