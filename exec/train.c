@@ -535,7 +535,7 @@ static void rank_fini(gs_train *t, rank_st *r, const gs_rank_events *re)
         for (uint64_t i = 0; i < r->part.layers * t->mbs; i++) {
             layer_act *a = &r->acts[i];
             float *bufs[] = {a->n1s, a->rstd1, t->sp ? a->n1 : NULL, a->qkv, a->ao, a->p, a->op, a->ar, a->xm, a->n2s,
-                             a->rstd2, t->sp ? a->n2 : NULL, a->gu, a->hh, a->dp, a->mr};
+                             a->rstd2, t->sp ? a->n2 : NULL, a->gu, a->hh, a->dp, a->mr, a->mean1, a->mean2};
             for (size_t k = 0; k < sizeof bufs / sizeof bufs[0]; k++)
                 DFREE(bufs[k]);
         }
@@ -544,6 +544,7 @@ static void rank_fini(gs_train *t, rank_st *r, const gs_rank_events *re)
             head_act *hh = &r->heads[i];
             DFREE(hh->hns);
             DFREE(hh->rstd);
+            DFREE(hh->mean);
             if (t->sp)
                 DFREE(hh->hn);
             DFREE(hh->logits);
