@@ -24,6 +24,12 @@ losses() {
     tr -d ' \n' < "$1" | sed 's/.*"loss":\[\([^]]*\)\].*/\1/' | tr ',' '\n'
     echo
 }
+# 0 when files A and B (one loss a line) hold N losses each, pairwise within 1e-5 relative
+close_losses() {
+    paste "$1" "$2" |
+        awk -v want="$3" 'NF == 2 { n++; d = ($1 - $2) / $1; if (d < 0) d = -d; if (d > 1e-5) bad = 1 }
+                          END { exit !(n == want && !bad) }'
+}
 
 if "$GRIDSTEP" exec --json --steps 3 --lr 0.001 "$dir/single.yaml" > "$tmp/ref.json" &&
    "$GRIDSTEP" exec --json --steps 3 --trace "$tmp/trace.json" "$dir/dp2-pp2-tp2.yaml" > "$tmp/got.json"; then
@@ -89,8 +95,7 @@ sed -e 's/tied_embeddings: false/tied_embeddings: true/' -e 's/pp: 2/pp: 1/' -e 
 if "$GRIDSTEP" exec --json --steps 4 "$tmp/tied.yaml" > "$tmp/tied4.json" &&
    "$GRIDSTEP" exec --json --steps 2 --load "$tmp/tied-ckpt" "$tmp/tied-dp2-tp2.yaml" > "$tmp/tied-resume.json" &&
    losses "$tmp/tied4.json" | sed -n '3,4p' > "$tmp/tied4.l" && losses "$tmp/tied-resume.json" | sed -n '1,2p' > "$tmp/tiedr.l" &&
-   paste "$tmp/tied4.l" "$tmp/tiedr.l" |
-   awk 'NF == 2 { n++; d = ($1 - $2) / $1; if (d < 0) d = -d; if (d > 1e-5) bad = 1 } END { exit !(n == 2 && !bad) }'; then
+   close_losses "$tmp/tied4.l" "$tmp/tiedr.l" 2; then
     ok "tied embeddings: resumed on dp2 x tp2, steps 3-4 as uninterrupted"
 else
     bad "tied embeddings resumed: $(losses "$tmp/tied4.json" | tr '\n' ' ') vs $(losses "$tmp/tied-resume.json" | tr '\n' ' ')"
@@ -113,8 +118,7 @@ if grep -q "mlp: gelu" "$tmp/gpt-single.yaml" && grep -q "mlp: gelu" "$tmp/gpt-d
    "$GRIDSTEP" exec --json --steps 3 "$tmp/gpt-single.yaml" > "$tmp/gpt1.json" &&
    "$GRIDSTEP" exec --json --steps 3 "$tmp/gpt-dp2-pp2-tp2.yaml" > "$tmp/gpt8.json" &&
    losses "$tmp/gpt1.json" > "$tmp/gpt1.l" && losses "$tmp/gpt8.json" > "$tmp/gpt8.l" &&
-   paste "$tmp/gpt1.l" "$tmp/gpt8.l" |
-   awk 'NF == 2 { n++; d = ($1 - $2) / $1; if (d < 0) d = -d; if (d > 1e-5) bad = 1 } END { exit !(n == 3 && !bad) }' &&
+   close_losses "$tmp/gpt1.l" "$tmp/gpt8.l" 3 &&
    ! cmp -s "$tmp/gpt1.l" "$tmp/ref.txt"; then
     ok "GPT blocks: dp2-pp2-tp2 losses = single-rank losses (1e-5): $(tr '\n' ' ' < "$tmp/gpt8.l")"
 else
