@@ -696,6 +696,27 @@ static gs_status build_rank(const gs_scenario *s, const gs_mesh *mesh, uint64_t 
         if ((rc = gs__evb_emit(&x, &b, &sp_norms)) != GS_OK)
             goto out;
     }
+    /* tied embeddings under a pipeline: the last stage holds its own copy of the word embedding
+     * (engine/partition.c), and Megatron's _allreduce_word_embedding_grads sums the two copies'
+     * gradients over the embedding group {first stage, last stage} once the DP reductions are
+     * done. Two ranks: an exchange of the [vocab / tp, h] gradient, each side sending its own
+     * (eager sends, so both directions run at once, as the group's all-reduce moves the same
+     * bytes each way); the peers are the pipeline ring's wrap-around neighbours. */
+    uint32_t emb_x[2] = {GS_NO_ID, GS_NO_ID};
+    if (s->model.tied_embeddings && x.pp > 1 && (x.stage == 0 || x.last)) {
+        uint64_t slice = (s->model.vocab + x.tp - 1) / x.tp * s->model.hidden;
+        for (int k = 0; k < 2 && rc == GS_OK; k++) {
+            gs_evb b;
+            gs__evb_init(&b, k ? GS_EV_RECV : GS_EV_SEND, GS_STREAM_PP, GS_PHASE_OPTIM, GS_LAYER_NONE, 0);
+            b.e.peer = peer_rank(&x, !(x.stage == 0));
+            b.e.bytes = slice * pl->gb;
+            gs__evb_add(&b, GS_LINK_DEPS, x.last_dp);
+            gs__evb_add(&b, GS_LINK_DEPS, x.last_compute);
+            rc = gs__evb_emit(&x, &b, &emb_x[k]);
+        }
+        if (rc != GS_OK)
+            goto out;
+    }
     {
         gs_evb b;
         gs__evb_init(&b, GS_EV_COMPUTE, GS_STREAM_COMPUTE, GS_PHASE_OPTIM, GS_LAYER_NONE, 0);
@@ -705,6 +726,8 @@ static gs_status build_rank(const gs_scenario *s, const gs_mesh *mesh, uint64_t 
         gs__evb_add(&b, GS_LINK_DEPS, x.last_dp);
         gs__evb_add(&b, GS_LINK_DEPS, x.last_compute);
         gs__evb_add(&b, GS_LINK_DEPS, sp_norms);
+        gs__evb_add(&b, GS_LINK_DEPS, emb_x[0]);
+        gs__evb_add(&b, GS_LINK_DEPS, emb_x[1]);
         gs__evb_add(&b, GS_LINK_READS, x.adam_t);
         gs__evb_add(&b, GS_LINK_WRITES, x.master_t);
         for (size_t u = 0; u < x.part.nunits; u++)

@@ -915,6 +915,18 @@ static gs_status build_stage(const gs_scenario *s, const gs_mesh *mesh, uint64_t
             cn[GS_DIM_PP] = stage + 1 < pp ? stage + 1 : stage - 1;
             int pp_net = gs_mesh_rank_node(mesh, gs_mesh_coords_rank(mesh, cn)) != gs_mesh_rank_node(mesh, rank);
             r->traffic_link[pp_net ? GS_LINKCLASS_NET : GS_LINKCLASS_INTRA] += ppb;
+            /* tied embeddings: the first and last stages exchange the word embedding's gradient
+             * (engine/build.c's epilogue), over the link to the other end of the pipeline */
+            if (s->model.tied_embeddings && (stage == 0 || stage + 1 == pp)) {
+                uint64_t gbt = gs_grad_bytes(st);
+                uint64_t eb = mul(c, mul(c, ceil_div(s->model.vocab, tp), s->model.hidden, "traffic"), gbt, "traffic");
+                line_add(c, r, "pp", eb, "the tied word embedding's gradient, [vocab/tp, h] x %" PRIu64
+                         " B, sent to the other end of the pipeline", gbt);
+                ppb = add(c, ppb, eb, "traffic");
+                cn[GS_DIM_PP] = stage == 0 ? pp - 1 : 0;
+                int far_net = gs_mesh_rank_node(mesh, gs_mesh_coords_rank(mesh, cn)) != gs_mesh_rank_node(mesh, rank);
+                r->traffic_link[far_net ? GS_LINKCLASS_NET : GS_LINKCLASS_INTRA] += eb;
+            }
         }
         r->traffic[GS_TRAFFIC_PP] = ppb;
         r->traffic_bytes = add(c, add(c, add(c, dp_bytes, ar_net, "traffic"), tpb, "traffic"), ppb, "traffic");
