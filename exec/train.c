@@ -275,9 +275,10 @@ static gs_status check_supported(const gs_scenario *s, const gs_mesh *mesh, gs_e
         why = "dropout: the host program draws no dropout masks (write dropout: false to run the same model "
               "without them)";
     else if (m->tied_embeddings && mesh->size[GS_DIM_PP] > 1)
-        why = "tied embeddings under a pipeline (pp > 1) need the last stage's copy of the embedding and its "
-              "gradient all-reduce with the first stage (Megatron's embedding group), which the schedule does "
-              "not have: simulate it, or set tied_embeddings: false";
+        why = "tied embeddings under a pipeline (pp > 1) keep a copy of the embedding on the last stage whose "
+              "gradient the first and last stages exchange before the optimizer (Megatron's embedding group); "
+              "the schedule has that exchange and sim times it, the host program does not run it yet: "
+              "simulate it, or set tied_embeddings: false";
     else if ((m->pos == GS_POS_ROPE && m->head_dim % 2) || m->heads % tp || m->kv_heads % tp || m->ffn % tp ||
              m->vocab % tp)
         why = "heads, kv_heads, ffn and vocab must be divisible by tp (and head_dim even under rope)";

@@ -364,6 +364,53 @@ START_TEST(test_hsdp_one_rank_per_node)
 }
 END_TEST
 
+/* Tied embeddings under PP4 (tp 2): the first and last stages exchange the word embedding's
+ * gradient once per step before the optimizer, one send and one receive each, to each other
+ * (ranks 3 stages apart), [ceil(1000 / 2) = 500, 256] x 4 B (fp32 gradients) = 512000 B; the
+ * middle stages and an untied model have none. gs_schedule_validate (in build) matches the
+ * pairs and holds the traffic to the ledger's, which counts the same bytes. */
+START_TEST(test_tied_embedding_exchange)
+{
+    for (int tied = 0; tied < 2; tied++) {
+        char y[640];
+        snprintf(y, sizeof y,
+                 "model: {layers: 4, hidden: 256, heads: 4, ffn: 512, vocab: 1000, seq: 64, tied_embeddings: %s}\n"
+                 "cluster: {preset: dgx-a100-80g, nodes: 1, gpus_per_node: 8}\n"
+                 "grid: {pp: 4, tp: 2}\nstrategy: {sharding: no_shard, precision: fp32}\n"
+                 "batch: {global: 4, micro: 1}\n", tied ? "true" : "false");
+        gs_schedule *sch = build(y, 1);
+        for (size_t i = 0; i < sch->nranks; i++) {
+            const gs_rank_events *r = &sch->ranks[i];
+            size_t sends = 0, recvs = 0, opt = SIZE_MAX, last_x = 0;
+            for (size_t k = 0; k < r->nevents; k++) {
+                const gs_event *e = &r->events[k];
+                if (e->kind == GS_EV_COMPUTE && e->op == GS_OP_OPTIMIZER)
+                    opt = k;
+                if ((e->kind != GS_EV_SEND && e->kind != GS_EV_RECV) || e->phase != GS_PHASE_OPTIM)
+                    continue;
+                ck_assert_uint_eq(e->bytes, 500u * 256u * 4u);
+                uint64_t other = r->stage == 0 ? 3 : 0;
+                uint64_t c[GS_DIM_COUNT];
+                gs_mesh_rank_coords(&sch->mesh, e->peer, c);
+                ck_assert_uint_eq(c[GS_DIM_PP], other);
+                sends += e->kind == GS_EV_SEND;
+                recvs += e->kind == GS_EV_RECV;
+                last_x = k;
+            }
+            int end = r->stage == 0 || r->stage == 3;
+            ck_assert_uint_eq(sends, tied && end ? 1 : 0);
+            ck_assert_uint_eq(recvs, tied && end ? 1 : 0);
+            if (tied && end) {
+                ck_assert_uint_ne(opt, SIZE_MAX);
+                ck_assert_msg(depends_on(r, opt, last_x), "rank list %zu: the optimizer does not wait for the "
+                              "embedding gradient's exchange", i);
+            }
+        }
+        gs_schedule_destroy(sch);
+    }
+}
+END_TEST
+
 /* wrap: model under interleaved PP2 (v = 2, 8 layers, dp 2, m = 4, grad_sync every): the one
  * unit is the root, and every chunk's backward writes its gradient. The root's full gradient must
  * be live at every backward compute event of both chunks on both stages (the schedule used to
@@ -1024,6 +1071,7 @@ static Suite *build_suite(void)
     tcase_add_test(dp, test_grad_reduce_after_backward);
     tcase_add_test(dp, test_hsdp_counts);
     tcase_add_test(dp, test_hsdp_one_rank_per_node);
+    tcase_add_test(dp, test_tied_embedding_exchange);
     tcase_add_test(dp, test_wrap_model_interleaved_root_grad);
     tcase_add_test(dp, test_partition_index);
     suite_add_tcase(s, dp);
