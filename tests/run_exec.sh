@@ -6,7 +6,9 @@
 #  - --json carries DESIGN.md's keys; --trace writes a Chrome trace;
 #  - an injected failure stops every rank with exit 1 and names the event, long before --timeout;
 #  - a scenario larger than MemAvailable is refused with exit 2 before allocating;
-#  - ZeRO stages are refused with exit 2; compare --json carries its keys.
+#  - tied embeddings, GPT blocks (and their checkpoints, resumed on another grid) run; what the
+#    host program does not run (tied embeddings under a pipeline, dropout, tp_comm_overlap) is
+#    refused with exit 2 and the reason; compare --json carries its keys.
 # Environment (set by make check): GRIDSTEP = the binary, top_srcdir = the source tree.
 GRIDSTEP=${GRIDSTEP:-./gridstep}
 top_srcdir=${top_srcdir:-.}
@@ -23,6 +25,17 @@ bad() { echo "FAIL: $1"; failed=$((failed + 1)); }
 losses() {
     tr -d ' \n' < "$1" | sed 's/.*"loss":\[\([^]]*\)\].*/\1/' | tr ',' '\n'
     echo
+}
+# exec on SCENARIO exits 2 with PATTERN in its message, and SCENARIO holds KEY (the edit took):
+# refused LABEL SCENARIO KEY PATTERN
+refused() {
+    "$GRIDSTEP" exec "$2" > /dev/null 2> "$2.err"
+    rc=$?
+    if grep -q "$3" "$2" && [ $rc -eq 2 ] && grep -q "$4" "$2.err"; then
+        ok "$1 refused"
+    else
+        bad "$1: exit $rc: $(cat "$2.err")"
+    fi
 }
 # 0 when files A and B (one loss a line) hold N losses each, pairwise within 1e-5 relative
 close_losses() {
@@ -101,11 +114,7 @@ else
     bad "tied embeddings resumed: $(losses "$tmp/tied4.json" | tr '\n' ' ') vs $(losses "$tmp/tied-resume.json" | tr '\n' ' ')"
 fi
 sed 's/tied_embeddings: false/tied_embeddings: true/' "$dir/dp2-pp2-tp2.yaml" > "$tmp/tied-pp.yaml"
-"$GRIDSTEP" exec "$tmp/tied-pp.yaml" > /dev/null 2> "$tmp/tied-pp.err"
-rc=$?
-grep -q "tied_embeddings: true" "$tmp/tied-pp.yaml" && [ $rc -eq 2 ] &&
-    grep -q "tied embeddings under a pipeline" "$tmp/tied-pp.err" &&
-    ok "tied embeddings under a pipeline refused" || bad "tied embeddings, pp 2: exit $rc: $(cat "$tmp/tied-pp.err")"
+refused "tied embeddings under a pipeline" "$tmp/tied-pp.yaml" "tied_embeddings: true" "tied embeddings under a pipeline"
 
 # GPT blocks (LayerNorm, GELU, biases, learned positions; since 2026-11-30, gradients checked
 # in tests/check_exec and check_kernels): DP2 x PP2 x TP2 with SP prints the single rank's losses
@@ -125,10 +134,7 @@ else
     bad "GPT blocks: $(tr '\n' ' ' < "$tmp/gpt1.l" 2>/dev/null) vs $(tr '\n' ' ' < "$tmp/gpt8.l" 2>/dev/null)"
 fi
 sed 's/dropout: false}/dropout: true}/' "$tmp/gpt-single.yaml" > "$tmp/gpt-dropout.yaml"
-"$GRIDSTEP" exec "$tmp/gpt-dropout.yaml" > /dev/null 2> "$tmp/gpt-dropout.err"
-rc=$?
-grep -q "dropout: true" "$tmp/gpt-dropout.yaml" && [ $rc -eq 2 ] && grep -q "no dropout masks" "$tmp/gpt-dropout.err" &&
-    ok "dropout refused" || bad "dropout: exit $rc: $(cat "$tmp/gpt-dropout.err")"
+refused "dropout" "$tmp/gpt-dropout.yaml" "dropout: true" "no dropout masks"
 
 # overlap_grad_reduce false (DDP's all-reduces after the backward) gives the same losses, bit for
 # bit: the same sums, reduced later
@@ -144,10 +150,7 @@ fi
 
 # tp_comm_overlap splits the GEMMs around the TP collectives: simulated only, refused by exec
 sed 's/sequence_parallel: true}/sequence_parallel: true, tp_comm_overlap: true}/' "$dir/dp2-pp2-tp2.yaml" > "$tmp/tpo.yaml"
-"$GRIDSTEP" exec "$tmp/tpo.yaml" > /dev/null 2> "$tmp/tpo.err"
-rc=$?
-[ $rc -eq 2 ] && grep -q "tp_comm_overlap" "$tmp/tpo.err" && ok "tp_comm_overlap refused" ||
-    bad "tp_comm_overlap: exit $rc: $(cat "$tmp/tpo.err")"
+refused "tp_comm_overlap" "$tmp/tpo.yaml" "tp_comm_overlap: true" "tp_comm_overlap"
 
 if "$GRIDSTEP" compare --json "$dir/dp2-pp2-tp2.yaml" > "$tmp/cmp.json"; then
     missing=
