@@ -704,12 +704,11 @@ static gs_status build_rank(const gs_scenario *s, const gs_mesh *mesh, uint64_t 
      * bytes each way); the peers are the pipeline ring's wrap-around neighbours. */
     uint32_t emb_x[2] = {GS_NO_ID, GS_NO_ID};
     if (s->model.tied_embeddings && x.pp > 1 && (x.stage == 0 || x.last)) {
-        uint64_t slice = (s->model.vocab + x.tp - 1) / x.tp * s->model.hidden;
         for (int k = 0; k < 2 && rc == GS_OK; k++) {
             gs_evb b;
             gs__evb_init(&b, k ? GS_EV_RECV : GS_EV_SEND, GS_STREAM_PP, GS_PHASE_OPTIM, GS_LAYER_NONE, 0);
             b.e.peer = peer_rank(&x, !(x.stage == 0));
-            b.e.bytes = slice * pl->gb;
+            b.e.bytes = x.part.word_params * pl->gb;
             gs__evb_add(&b, GS_LINK_DEPS, x.last_dp);
             gs__evb_add(&b, GS_LINK_DEPS, x.last_compute);
             rc = gs__evb_emit(&x, &b, &emb_x[k]);

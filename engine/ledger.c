@@ -919,7 +919,7 @@ static gs_status build_stage(const gs_scenario *s, const gs_mesh *mesh, uint64_t
              * (engine/build.c's epilogue), over the link to the other end of the pipeline */
             if (s->model.tied_embeddings && (stage == 0 || stage + 1 == pp)) {
                 uint64_t gbt = gs_grad_bytes(st);
-                uint64_t eb = mul(c, mul(c, ceil_div(s->model.vocab, tp), s->model.hidden, "traffic"), gbt, "traffic");
+                uint64_t eb = mul(c, part.word_params, gbt, "traffic");
                 line_add(c, r, "pp", eb, "the tied word embedding's gradient, [vocab/tp, h] x %" PRIu64
                          " B, sent to the other end of the pipeline", gbt);
                 ppb = add(c, ppb, eb, "traffic");

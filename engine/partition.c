@@ -157,6 +157,7 @@ gs_status gs_partition_stage(const gs_scenario *s, const gs_mesh *mesh, uint64_t
         p->layer_params = blk.total;
         uint64_t hid = m->hidden;
         uint64_t vocab_slice = pmul(&c, ceil_div(m->vocab, tp), hid, "embedding");
+        p->word_params = vocab_slice;
         if (first) {
             p->emb_params = vocab_slice;
             if (m->pos == GS_POS_LEARNED)

@@ -32,6 +32,8 @@ typedef struct gs_partition {
     uint64_t layer_params;/* one transformer block's slice */
     uint64_t emb_params;  /* embedding slice (stage 0), else 0 */
     uint64_t head_params; /* final norm + LM head slice (last stage), else 0 */
+    uint64_t word_params; /* the word embedding's TP slice, ceil(vocab / tp) x hidden, on every
+                           * stage (the size of the tied embedding's gradient exchange) */
     uint64_t first_layer; /* global index of the stage's first layer */
     uint64_t layers;      /* layers on this stage */
     /* Index by stage-local layer, built by gs_partition_stage (NULL when it is not): the non-root
