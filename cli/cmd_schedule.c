@@ -31,7 +31,6 @@ const char gs_cmd_schedule_help[] =
     "  --format F        text (default; the stable line format documented in engine/schedule.c,\n"
     "                    what --load reads), json (the same content, with event names), or list\n"
     "                    (one line per event for people: name, stream, what, size, after)\n"
-    "                    or json (the same content, with event names)\n"
     "  --rank R          restrict the summary and the dump to global rank R (it must be in the\n"
     "                    schedule: with classes, only the representatives are)\n"
     "  --load FILE       read a text dump instead of building, and validate its structure; with\n"

@@ -182,6 +182,15 @@ typedef struct gs_driver_ops {
                       gs_error *err);
     gs_status (*recv)(gs_drv *d, gs_drv_stream *s, uint64_t rank, uint64_t peer, void *buf, uint64_t bytes,
                       gs_error *err);
+    /* One send (sbytes of sbuf to speer) and one receive (rbytes into rbuf from rpeer) as a single
+     * operation: both progress together and it returns (CUDA: completes on s) when both are done.
+     * A send that waits for its receiver (NCCL's ncclSend is "blocking for the GPU", and its
+     * guide says calls that must progress concurrently have to be grouped) must be paired this
+     * way wherever two ranks send to each other before receiving (1F1B's steady state), or each
+     * waits for the other's receive queued behind its own send. NCCL: one ncclGroupStart/End,
+     * as Megatron's batch_isend_irecv. */
+    gs_status (*sendrecv)(gs_drv *d, gs_drv_stream *s, uint64_t rank, uint64_t speer, const void *sbuf,
+                          uint64_t sbytes, uint64_t rpeer, void *rbuf, uint64_t rbytes, gs_error *err);
 
     /* ---- optional (NULL / 0 when absent) ---- */
     /* The schedule event whose work is issued to s next (profiler ranges, error messages), and
@@ -195,6 +204,10 @@ typedef struct gs_driver_ops {
      * resolution (cudaEventElapsedTime between the two: event_time_s differences carry the
      * rounding of a time since the clock's base). NULL: the difference of event_time_s. */
     double (*event_elapsed_s)(gs_drv *d, const gs_drv_event *a, const gs_drv_event *b);
+    /* 1: a send can wait for its receiver (NCCL's do past their buffering), so exec refuses a
+     * schedule whose send/receive order then waits in a cycle (the host driver's
+     * GRIDSTEP_HOST_P2P=rendezvous mode shows which do). 0: sends return at once (eager). */
+    int p2p_rendezvous;
 } gs_driver_ops;
 
 extern const gs_driver_ops gs_driver_host;
@@ -202,8 +215,9 @@ extern const gs_driver_ops gs_driver_host;
 /* The layout version of gs_driver_ops and gs_driver_opts as a loadable module sees them: its
  * entry symbol carries it (gs_driver_NAME_module_abiN), so a module built against another layout
  * is refused by name rather than having its table's slots called at the wrong offsets. Bump it
- * whenever either struct changes. 2: the flash attention ops and opts.attn_flash. */
-#define GS_DRIVER_ABI 3
+ * whenever either struct changes. 2: the flash attention ops and opts.attn_flash. 3: the GPT
+ * block ops. 4: sendrecv. */
+#define GS_DRIVER_ABI 4
 
 /* The drivers this build has, by name (NULL when unknown). */
 const gs_driver_ops *gs_driver_find(const char *name);

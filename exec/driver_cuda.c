@@ -1639,6 +1639,58 @@ static gs_status cuda_recv(gs_drv *d, gs_drv_stream *s, uint64_t rank, uint64_t 
     return p2p(d, s, rank, peer, C_RECV, NULL, buf, bytes, err);
 }
 
+/* A send and a receive in one NCCL group (driver.h: sendrecv): both progress together, so two
+ * ranks that send to each other at once do not each wait for a receive queued behind their own
+ * send. */
+static gs_status cuda_sendrecv(gs_drv *d, gs_drv_stream *s, uint64_t rank, uint64_t speer, const void *sbuf,
+                               uint64_t sbytes, uint64_t rpeer, void *rbuf, uint64_t rbytes, gs_error *err)
+{
+    char where[160];
+    snprintf(where, sizeof where, "rank %" PRIu64 ": send of %" PRIu64 " B to rank %" PRIu64 " with recv of %" PRIu64
+             " B from rank %" PRIu64, rank, sbytes, speer, rbytes, rpeer);
+    if (rank >= d->world || speer >= d->world || rpeer >= d->world)
+        return gs_error_set(err, GS_ERR_RUNTIME, "%s: no such rank", where);
+    rank_dev *r = &d->r[rank];
+    ncclComm_t c = r->world;
+    if (!c) {
+        gs_error e;
+        cuda_aborted(d, &e);
+        return gs_error_set(err, GS_ERR_RUNTIME, "%s: stopped: %s", where, e.msg);
+    }
+    if (cudaSetDevice(s->dev) != cudaSuccess)
+        return gs_error_set(err, GS_ERR_RUNTIME, "%s: cudaSetDevice failed", where);
+    pthread_mutex_lock(&r->mu);
+    if (cuda_aborted(d, NULL)) {
+        pthread_mutex_unlock(&r->mu);
+        gs_error e;
+        cuda_aborted(d, &e);
+        return gs_error_set(err, GS_ERR_RUNTIME, "%s: stopped: %s", where, e.msg);
+    }
+    const char *call = "ncclGroupStart";
+    ncclResult_t st = ncclGroupStart(), st2;
+    if (st == ncclSuccess) {
+        call = "ncclSend";
+        st = ncclSend(sbuf, (size_t)sbytes, ncclInt8, (int)speer, c, s->cs);
+        if (st == ncclSuccess || st == ncclInProgress) {
+            call = "ncclRecv";
+            st = ncclRecv(rbuf, (size_t)rbytes, ncclInt8, (int)rpeer, c, s->cs);
+        }
+        st2 = ncclGroupEnd();
+        if (st == ncclSuccess || st == ncclInProgress) {
+            call = "ncclGroupEnd";
+            st = st2;
+        }
+    }
+    pthread_mutex_unlock(&r->mu);
+    if (st != ncclSuccess && st != ncclInProgress) {
+        char msg[GS_ERROR_MSG_BYTES];
+        snprintf(msg, sizeof msg, "%s: %s: %s (%s)", where, call, ncclGetErrorString(st), ncclGetLastError(c));
+        cuda_abort(d, msg);
+        return gs_error_set(err, GS_ERR_RUNTIME, "%s", msg);
+    }
+    return nccl_wait(d, r, c, rank, where, err);
+}
+
 static double cuda_op_start_s(gs_drv *d, gs_drv_stream *s)
 {
     (void)d, (void)s;
@@ -1701,6 +1753,8 @@ static const gs_driver_ops gs_driver_cuda = {
     .broadcast = cuda_broadcast,
     .send = cuda_send,
     .recv = cuda_recv,
+    .sendrecv = cuda_sendrecv,
+    .p2p_rendezvous = 1,
     .event_begin = cuda_event_begin,
     .event_end = cuda_event_end,
     .device_memory = 1,

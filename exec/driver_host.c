@@ -34,6 +34,7 @@ typedef struct mail {
 
 typedef struct mailbox {
     mail *head, *tail;
+    uint64_t posted, taken; /* messages sent and received so far (a rendezvous send waits on taken) */
 } mailbox;
 
 typedef enum item_kind { ITEM_FN, ITEM_RECORD, ITEM_WAIT } item_kind;
@@ -98,6 +99,10 @@ struct gs_drv {
     const gs_exec_boot *boot;
     void *comm[GS_GROUP_KIND_COUNT]; /* this rank's group of each kind */
     int peer_abort;                  /* the abort came from another process (not announced again) */
+    /* GRIDSTEP_HOST_P2P=rendezvous: a send returns only once its receiver has taken the message,
+     * as NCCL's does past its buffering, so a run shows on the CPU whether its p2p order would
+     * deadlock on GPUs (default eager: a send returns at once). One process only. */
+    int rendezvous;
 };
 
 static double mono_s(void)
@@ -232,12 +237,13 @@ static uint64_t waited_rank(const wait_for *wf)
  * bystander waiting on a rank that is itself stuck behind the culprit. mu held; every rank's
  * cross-rank waits are parked waiters (one process only: another process's ranks are not
  * visible, and the chain stops there). */
-static void append_chain(const gs_drv *d, char *msg, size_t cap, uint64_t r)
+static void append_chain(const gs_drv *d, char *msg, size_t cap, uint64_t from, uint64_t r)
 {
     enum { MAX_HOPS = 8 };
-    uint64_t seen[MAX_HOPS + 1];
+    uint64_t seen[MAX_HOPS + 2];
     size_t nseen = 0, at = strlen(msg);
-    while (r < d->mesh.world && nseen < MAX_HOPS && at + 1 < cap) {
+    seen[nseen++] = from; /* the timed-out rank (no longer parked): waiting on it again closes a cycle */
+    while (r < d->mesh.world && nseen <= MAX_HOPS && at + 1 < cap) {
         seen[nseen++] = r;
         if (gs_boot_active(d->boot) && r != (uint64_t)d->boot->proc)
             return; /* another process's rank */
@@ -291,7 +297,7 @@ static gs_status wait_failed_for(gs_drv *d, int why, gs_error *err, const char *
         char msg[GS_ERROR_MSG_BYTES];
         snprintf(msg, sizeof msg, "%s: timed out after %g s", what, d->timeout_s);
         if (wf)
-            append_chain(d, msg, sizeof msg, waited_rank(wf));
+            append_chain(d, msg, sizeof msg, wf->rank, waited_rank(wf));
         abort_locked(d, msg);
         return gs_error_set(err, GS_ERR_RUNTIME, "%s", msg);
     }
@@ -378,6 +384,13 @@ static gs_status host_open(const gs_mesh *mesh, const gs_driver_opts *opts, gs_d
         host_close(d);
         return gs_error_set(err, GS_ERR_NOMEM, "host driver: out of memory for %" PRIu64 " ranks", w);
     }
+    const char *p2p = getenv("GRIDSTEP_HOST_P2P");
+    if (p2p && *p2p && strcmp(p2p, "eager") != 0 && strcmp(p2p, "rendezvous") != 0) {
+        host_close(d);
+        return gs_error_set(err, GS_ERR_INPUT, "host driver: GRIDSTEP_HOST_P2P is '%s', expected eager or rendezvous",
+                            p2p);
+    }
+    d->rendezvous = p2p && strcmp(p2p, "rendezvous") == 0;
     if (opts && gs_boot_active(opts->boot)) {
         gs_status rc = boot_open(d, opts, err);
         if (rc != GS_OK) {
@@ -1065,18 +1078,11 @@ static gs_status host_broadcast(gs_drv *d, gs_drv_stream *s, uint64_t rank, cons
 
 /* ---- point to point ------------------------------------------------------------------------- */
 
-static gs_status host_send(gs_drv *d, gs_drv_stream *s, uint64_t rank, uint64_t peer, const void *buf, uint64_t bytes,
+/* Queues a copy of buf in rank -> peer's mailbox; *seq gets its number there (for
+ * wait_taken). */
+static gs_status post_mail(gs_drv *d, uint64_t rank, uint64_t peer, const void *buf, uint64_t bytes, uint64_t *seq,
                            gs_error *err)
 {
-    (void)s;
-    if (peer >= d->mesh.world)
-        return gs_error_set(err, GS_ERR_RUNTIME, "rank %" PRIu64 ": send to rank %" PRIu64 ": no such rank", rank, peer);
-    if (d->boot) {
-        gs_status rc = d->boot->send(d->boot->ctx, (int)peer, buf, (size_t)bytes, err);
-        if (rc != GS_OK)
-            gs_error_prefix(err, "rank %" PRIu64 ": send of %" PRIu64 " B to rank %" PRIu64, rank, bytes, peer);
-        return rc;
-    }
     mail *m = malloc(sizeof *m + (size_t)bytes);
     if (!m)
         return gs_error_set(err, GS_ERR_NOMEM, "rank %" PRIu64 ": send: out of memory", rank);
@@ -1090,9 +1096,47 @@ static gs_status host_send(gs_drv *d, gs_drv_stream *s, uint64_t rank, uint64_t 
     else
         b->head = m;
     b->tail = m;
+    *seq = b->posted++;
     notify(d, b);
     pthread_mutex_unlock(&d->mu);
     return GS_OK;
+}
+
+/* Rendezvous mode: waits until peer has taken message seq of rank -> peer (at once when eager). */
+static gs_status wait_taken(gs_drv *d, gs_drv_stream *s, uint64_t rank, uint64_t peer, uint64_t bytes, uint64_t seq,
+                            gs_error *err)
+{
+    if (!d->rendezvous)
+        return GS_OK;
+    char what[120];
+    snprintf(what, sizeof what, "rank %" PRIu64 ": send of %" PRIu64 " B to rank %" PRIu64 " (rendezvous)", rank,
+             bytes, peer);
+    pthread_mutex_lock(&d->mu);
+    mailbox *b = &d->mail[rank * d->mesh.world + peer];
+    struct timespec dl = deadline_in(d->timeout_s);
+    int why = 0;
+    const wait_for wf = {rank, s, what, NULL, NULL, peer};
+    while (b->taken <= seq && (why = wait_until(d, b, &dl, &wf)) == 0)
+        ;
+    gs_status rc = b->taken > seq ? GS_OK : wait_failed_for(d, why, err, what, &wf);
+    pthread_mutex_unlock(&d->mu);
+    return rc;
+}
+
+static gs_status host_send(gs_drv *d, gs_drv_stream *s, uint64_t rank, uint64_t peer, const void *buf, uint64_t bytes,
+                           gs_error *err)
+{
+    if (peer >= d->mesh.world)
+        return gs_error_set(err, GS_ERR_RUNTIME, "rank %" PRIu64 ": send to rank %" PRIu64 ": no such rank", rank, peer);
+    if (d->boot) {
+        gs_status rc = d->boot->send(d->boot->ctx, (int)peer, buf, (size_t)bytes, err);
+        if (rc != GS_OK)
+            gs_error_prefix(err, "rank %" PRIu64 ": send of %" PRIu64 " B to rank %" PRIu64, rank, bytes, peer);
+        return rc;
+    }
+    uint64_t seq;
+    gs_status rc = post_mail(d, rank, peer, buf, bytes, &seq, err);
+    return rc == GS_OK ? wait_taken(d, s, rank, peer, bytes, seq, err) : rc;
 }
 
 static gs_status host_recv(gs_drv *d, gs_drv_stream *s, uint64_t rank, uint64_t peer, void *buf, uint64_t bytes,
@@ -1130,6 +1174,8 @@ static gs_status host_recv(gs_drv *d, gs_drv_stream *s, uint64_t rank, uint64_t 
     b->head = m->next;
     if (!b->head)
         b->tail = NULL;
+    b->taken++;
+    notify(d, b); /* a rendezvous sender waits on the mailbox too */
     pthread_mutex_unlock(&d->mu);
     gs_status rc = GS_OK;
     if (m->bytes != bytes) {
@@ -1142,6 +1188,27 @@ static gs_status host_recv(gs_drv *d, gs_drv_stream *s, uint64_t rank, uint64_t 
         memcpy(buf, m->data, (size_t)bytes);
     }
     free(m);
+    return rc;
+}
+
+/* The send is posted, the receive waited for, then (rendezvous) the send's taking: both are in
+ * flight together, as in one NCCL group. Across processes the bootstrap's sends are eager. */
+static gs_status host_sendrecv(gs_drv *d, gs_drv_stream *s, uint64_t rank, uint64_t speer, const void *sbuf,
+                               uint64_t sbytes, uint64_t rpeer, void *rbuf, uint64_t rbytes, gs_error *err)
+{
+    if (speer >= d->mesh.world)
+        return gs_error_set(err, GS_ERR_RUNTIME, "rank %" PRIu64 ": send to rank %" PRIu64 ": no such rank", rank,
+                            speer);
+    if (d->boot) {
+        gs_status rc = host_send(d, s, rank, speer, sbuf, sbytes, err);
+        return rc == GS_OK ? host_recv(d, s, rank, rpeer, rbuf, rbytes, err) : rc;
+    }
+    uint64_t seq;
+    gs_status rc = post_mail(d, rank, speer, sbuf, sbytes, &seq, err);
+    if (rc == GS_OK)
+        rc = host_recv(d, s, rank, rpeer, rbuf, rbytes, err);
+    if (rc == GS_OK)
+        rc = wait_taken(d, s, rank, speer, sbytes, seq, err);
     return rc;
 }
 
@@ -1223,6 +1290,7 @@ const gs_driver_ops gs_driver_host = {
     .broadcast = host_broadcast,
     .send = host_send,
     .recv = host_recv,
+    .sendrecv = host_sendrecv,
 };
 
 const gs_driver_ops *gs_driver_find(const char *name)

@@ -36,7 +36,7 @@ typedef enum action {
     A_QKV_TP, A_N1_BWD,
     A_HN_FWD, A_HN_AG, A_HEAD_FWD, A_LOSS_FWD, A_LOSS_AG, A_LOSS_BWD, A_HEAD_BWD, A_HEAD_TP, A_HN_BWD,
     A_UNIT_AG, A_UNIT_RS, A_INTER_AR, A_BUCKET_AR, A_CHUNK_AR, A_CHUNK_RS, A_OWN_AG, A_OPTIM, A_SP_NORM_AR,
-    A_SEND_FWD, A_RECV_FWD, A_SEND_BWD, A_RECV_BWD
+    A_SEND_FWD, A_RECV_FWD, A_SEND_BWD, A_RECV_BWD, A_TIED_SEND, A_TIED_RECV
 } action;
 
 typedef struct ev_plan {
@@ -44,6 +44,10 @@ typedef struct ev_plan {
     uint32_t ptid, gtid;      /* parameter and gradient tensors the event uses (unit of its layer) */
     uint32_t rptid, rgtid;    /* the root unit's, for embed / head events */
     uint64_t off, count;      /* bucket all-reduce: element range */
+    /* p2p groups: a send the next event of its stream (a receive) issues with itself as one
+     * sendrecv (deferred), and that receive's 1 + the send's index (fused1; 0: none) */
+    uint8_t deferred;
+    uint32_t fused1;
 } ev_plan;
 
 /* One tensor's place in a unit's flat buffer: nrows rows of row_len elements at flat_off; row r
@@ -55,6 +59,8 @@ typedef struct segment {
     uint64_t init_id;       /* INIT_ONES (norm weights), INIT_ZEROS (biases), else a normal stream */
     uint64_t flat_off, nrows, row_len, full_off0, full_stride;
     int tp_replicated;
+    int copy;               /* a copy of a tensor another stage owns (the tied embedding on the
+                             * last stage): loaded, never written by a save */
 } segment;
 
 typedef struct unit_info {
@@ -92,6 +98,13 @@ typedef struct rank_st {
     uint64_t *off_of_local; /* offset of the layer's block in its unit */
     int64_t *local_of_global;
     uint64_t emb_off, pos_off, hn_off, head_off; /* offsets in the root unit (pos_off: learned positions) */
+    /* tied embeddings under a pipeline, first and last stages: the word embedding (or its copy)
+     * is the first word_n elements of the root unit, and the root's shard size is the larger of
+     * the two stages' (so both split the word embedding at the same places over DP); xbuf gets
+     * the peer's gradient, xstage (sharded gradients only) this rank's for sending */
+    int tied_x;
+    uint64_t word_n;
+    float *xbuf, *xstage;
     uint32_t *param_t, *grad_t, *hold_t; /* resident tensors per unit */
     ev_plan *plans;
     float **tbuf;            /* per tensor id: buffer (param / grad kinds) */
@@ -132,6 +145,8 @@ struct gs_train {
     rank_st *r;
     size_t nr;
     gs_dispatch *disp; /* borrowed: the streams a checkpoint's copies go on */
+    int p2p_groups;    /* a send followed on its stream by a receive goes out with it (sendrecv);
+                        * GRIDSTEP_P2P_GROUPS=0 turns that off (a test of the rendezvous check) */
 };
 
 /* ---- set-up helpers --------------------------------------------------------------------------- */
@@ -274,11 +289,6 @@ static gs_status check_supported(const gs_scenario *s, const gs_mesh *mesh, gs_e
     else if (m->dropout)
         why = "dropout: the host program draws no dropout masks (write dropout: false to run the same model "
               "without them)";
-    else if (m->tied_embeddings && mesh->size[GS_DIM_PP] > 1)
-        why = "tied embeddings under a pipeline (pp > 1) keep a copy of the embedding on the last stage whose "
-              "gradient the first and last stages exchange before the optimizer (Megatron's embedding group); "
-              "the schedule has that exchange and sim times it, the host program does not run it yet: "
-              "simulate it, or set tied_embeddings: false";
     else if ((m->pos == GS_POS_ROPE && m->head_dim % 2) || m->heads % tp || m->kv_heads % tp || m->ffn % tp ||
              m->vocab % tp)
         why = "heads, kv_heads, ffn and vocab must be divisible by tp (and head_dim even under rope)";
@@ -459,6 +469,13 @@ static gs_status plan_rank(gs_train *t, rank_st *r, const gs_rank_events *re, gs
             pl->gtid = e->nlinks[GS_LINK_WRITES] ? writes[0] : NO_ID; /* AG: the gathered copy; RS/AR: storage */
             if (a == A_OWN_AG)
                 pl->ptid = pl->gtid;
+        } else if ((e->kind == GS_EV_SEND || e->kind == GS_EV_RECV) && e->phase == GS_PHASE_OPTIM) {
+            if (!r->tied_x) {
+                rc = gs_error_set(err, GS_ERR_INPUT, "exec: rank %" PRIu64 ": event %zu: a pipeline send or receive "
+                                  "after the backward pass the host program has no use for", r->rank, i);
+                goto out;
+            }
+            a = e->kind == GS_EV_SEND ? A_TIED_SEND : A_TIED_RECV;
         } else if (e->kind == GS_EV_SEND || e->kind == GS_EV_RECV) {
             a = e->kind == GS_EV_SEND ? (e->phase == GS_PHASE_FWD ? A_SEND_FWD : A_SEND_BWD)
                                       : (e->phase == GS_PHASE_FWD ? A_RECV_FWD : A_RECV_BWD);
@@ -503,6 +520,25 @@ static gs_status plan_rank(gs_train *t, rank_st *r, const gs_rank_events *re, gs
                 cur_full[tt->unit] = NO_ID;
             if (tt->unit < nu && tt->kind == GS_T_GRAD && cur_grad[tt->unit] == frees[j])
                 cur_grad[tt->unit] = NO_ID;
+        }
+    }
+    /* p2p groups: a send whose stream's next event is a receive goes out with it, as one
+     * sendrecv (Megatron's send_forward_recv_backward and its kin), so two neighbours that send
+     * to each other before receiving (1F1B's steady state, the tied embedding's exchange) do not
+     * each wait for a receive queued behind their own send */
+    for (size_t i = 0; t->p2p_groups && i < re->nevents; i++) {
+        uint8_t ai = r->plans[i].act;
+        if (ai != A_SEND_FWD && ai != A_SEND_BWD && ai != A_TIED_SEND)
+            continue;
+        size_t j = i + 1;
+        while (j < re->nevents && re->events[j].stream != re->events[i].stream)
+            j++;
+        if (j == re->nevents)
+            continue;
+        uint8_t aj = r->plans[j].act;
+        if (aj == A_RECV_FWD || aj == A_RECV_BWD || aj == A_TIED_RECV) {
+            r->plans[i].deferred = 1;
+            r->plans[j].fused1 = (uint32_t)i + 1;
         }
     }
 out:
@@ -562,6 +598,8 @@ static void rank_fini(gs_train *t, rank_st *r, const gs_rank_events *re)
     DFREE(r->targets);
     DFREE(r->positions);
     DFREE(r->posb);
+    DFREE(r->xbuf);
+    DFREE(r->xstage);
 #undef DFREE
     free(r->tbuf);
     free(r->m);
@@ -660,6 +698,8 @@ static gs_status rank_init(gs_train *t, gs_dispatch *disp, size_t ri, gs_error *
         r->local_of_global[g] = (int64_t)ll;
         r->unit_of_local[ll] = -1;
     }
+    r->tied_x = s->model.tied_embeddings && mesh->size[GS_DIM_PP] > 1 && (r->first || r->last);
+    r->word_n = t->v_t * t->h;
     for (size_t u = 0; u < r->nunits; u++) {
         unit_info *ui = &r->units[u];
         const gs_unit *pu = &r->part.units[u];
@@ -668,6 +708,15 @@ static gs_status rank_init(gs_train *t, gs_dispatch *disp, size_t ri, gs_error *
         int64_t lb = pu->layer_begin, le = pu->layer_end;
         if (ui->root && s->strategy.wrap == GS_WRAP_MODEL)
             lb = 0, le = (int64_t)nl - 1;
+        if (ui->root && r->tied_x) {
+            /* the word embedding first: the first stage's own, the last stage's copy of it
+             * (initialized alike: the same normal stream and offsets; saved by the first stage) */
+            r->emb_off = r->head_off = 0;
+            ok = ok && add_seg(ui, &flat, "model.embed_tokens.weight", 2, s->model.vocab, t->h, 1, 0,
+                               r->tp_pos * t->v_t, t->v_t, 0);
+            if (ok && r->last)
+                ui->segs[ui->nsegs - 1].copy = 1;
+        }
         if (!(ui->root && s->strategy.wrap != GS_WRAP_MODEL))
             for (int64_t ll = lb; ll <= le; ll++) {
                 r->unit_of_local[ll] = (int64_t)u;
@@ -677,9 +726,11 @@ static gs_status rank_init(gs_train *t, gs_dispatch *disp, size_t ri, gs_error *
             }
         if (ui->root) {
             uint64_t V = s->model.vocab, h = t->h;
-            if (r->first) {
+            if (r->first && !r->tied_x) {
                 r->emb_off = flat;
                 ok = ok && add_seg(ui, &flat, "model.embed_tokens.weight", 2, V, h, 1, 0, r->tp_pos * t->v_t, t->v_t, 0);
+            }
+            if (r->first) {
                 /* learned absolute positions: [seq, h], replicated over TP */
                 r->pos_off = flat;
                 if (!t->rope)
@@ -690,13 +741,14 @@ static gs_status rank_init(gs_train *t, gs_dispatch *disp, size_t ri, gs_error *
                 ok = ok && add_seg(ui, &flat, "model.norm.weight", 1, h, 1, INIT_ONES, 0, 0, h, 1);
                 if (t->norm_bias)
                     ok = ok && add_seg(ui, &flat, "model.norm.bias", 1, h, 1, INIT_ZEROS, 0, 0, h, 1);
-                /* tied (one stage here): the head is the embedding's [vocab/tp, h] slice itself, and
-                 * its backward accumulates into the embedding's gradient */
-                r->head_off = flat;
-                if (s->model.tied_embeddings)
+                /* tied: the head is the embedding's [vocab/tp, h] slice itself (one stage: its backward
+                 * accumulates into the embedding's gradient) or the copy at the root's start */
+                if (s->model.tied_embeddings) {
                     r->head_off = r->emb_off;
-                else
+                } else {
+                    r->head_off = flat;
                     ok = ok && add_seg(ui, &flat, "lm_head.weight", 2, V, h, 2, 0, r->tp_pos * t->v_t, t->v_t, 0);
+                }
             }
         }
         if (!ok)
@@ -706,6 +758,15 @@ static gs_status rank_init(gs_train *t, gs_dispatch *disp, size_t ri, gs_error *
                                 " elements but the partition says %" PRIu64, r->rank, u, flat, pu->params);
         ui->P = flat;
         ui->S = ceil_div(flat, r->N);
+        if (ui->root && r->tied_x) {
+            gs_partition op;
+            if ((rc = gs_partition_stage(s, mesh, r->first ? mesh->size[GS_DIM_PP] - 1 : 0, &op, err)) != GS_OK)
+                return rc;
+            uint64_t so = ceil_div(gs_partition_root(&op), r->N);
+            gs_partition_fini(&op);
+            if (so > ui->S)
+                ui->S = so;
+        }
         r->param_t[u] = r->grad_t[u] = r->hold_t[u] = NO_ID;
     }
     for (uint64_t ll = 0; ll < nl; ll++)
@@ -767,6 +828,11 @@ static gs_status rank_init(gs_train *t, gs_dispatch *disp, size_t ri, gs_error *
         r->m[u] = dalloc(t, r, n, &ok);
         r->v[u] = dalloc(t, r, n, &ok);
         r->tmp[u] = dalloc(t, r, r->units[u].S, &ok);
+    }
+    if (r->tied_x) {
+        r->xbuf = dalloc(t, r, r->word_n, &ok);
+        if (r->plan.stored_sharded || r->own_slice)
+            r->xstage = dalloc(t, r, r->word_n, &ok);
     }
     if (!ok)
         return gs_error_set(err, GS_ERR_NOMEM, "exec: out of memory for rank %" PRIu64 "'s parameters", r->rank);
@@ -907,6 +973,18 @@ gs_status gs_train_create(const gs_scenario *s, const gs_schedule *sch, const gs
         return rc;
     if (sch->nranks != sch->mesh.world)
         return gs_error_set(err, GS_ERR_INPUT, "exec: the schedule must hold every rank (build it exact)");
+    /* The interleaved order sends around the pipeline ring before receiving (warm-up: stage 0
+     * sends its first chunk's outputs while the last stage sends it the wrap-around ones; steady
+     * state: a chunk's backward send waits for a receive its peer posts after a send of its own),
+     * so with sends that wait for their receivers every stage can wait on the next: measured with
+     * GRIDSTEP_HOST_P2P=rendezvous (1F1B and GPipe pass once a send goes out with the receive
+     * after it, as sendrecv). Megatron groups four ops per step there; this schedule does not. */
+    if (ops->p2p_rendezvous && s->strategy.pipeline == GS_PIPE_INTERLEAVED && sch->mesh.size[GS_DIM_PP] > 1)
+        return gs_error_set(err, GS_ERR_UNSUPPORTED,
+                            "exec: the %s driver's sends wait for their receivers (NCCL, past its buffering), and "
+                            "the interleaved pipeline's send/receive order then waits in a cycle around the "
+                            "stages (GRIDSTEP_HOST_P2P=rendezvous shows it on the host driver); run pipeline: "
+                            "1f1b or gpipe on it, or simulate the interleaved schedule", ops->name);
     gs_train *t = calloc(1, sizeof *t);
     if (!t)
         return gs_error_set(err, GS_ERR_NOMEM, "exec: out of memory");
@@ -951,6 +1029,8 @@ gs_status gs_train_create(const gs_scenario *s, const gs_schedule *sch, const gs
     t->attn_saved = t->b * t->a_t * t->seq * (t->flash ? 1 : t->seq);
     t->layers = m->layers;
     t->recompute = s->strategy.recompute;
+    const char *pg = getenv("GRIDSTEP_P2P_GROUPS");
+    t->p2p_groups = !(pg && strcmp(pg, "0") == 0);
     t->nr = sch->nranks;
     if (!(t->r = calloc(t->nr, sizeof *t->r))) {
         rc = gs_error_set(err, GS_ERR_NOMEM, "exec: out of memory");
@@ -1582,25 +1662,92 @@ static gs_status sp_norm_action(const ctx *c)
     return GS_OK;
 }
 
+/* The tied embedding's gradient window: the part of the root unit's gradient the optimizer
+ * reads (the whole unit, or this rank's shard or slice), from flat offset lo, len elements, at g. */
+static void tied_window(const gs_train *t, const rank_st *r, float **g, uint64_t *lo, uint64_t *len)
+{
+    size_t u = r->nunits - 1;
+    uint64_t S = r->units[u].S;
+    int sharded = r->plan.stored_sharded || r->own_slice;
+    int full_buf = !(r->N > 1 && r->plan.shard_grads); /* the resident gradient holds the whole unit */
+    (void)t;
+    *g = r->tbuf[r->grad_t[u]];
+    *lo = sharded ? r->shard_pos * S : 0;
+    *len = sharded ? S : r->N * S;
+    if (sharded && full_buf)
+        *g += *lo;
+}
+
+/* A p2p event's buffer and size; the tied exchange's send side stages this rank's gradient over
+ * [0, word_n) (zeros outside its window when the gradient is sharded: only the window is read
+ * by the peer, whose window is the same). */
+static void *p2p_buf(const ctx *c, const gs_event *e, action act, uint64_t *bytes)
+{
+    gs_train *t = c->t;
+    rank_st *r = c->r;
+    uint64_t mbs = t->mbs, mb = e->mb, l = (uint64_t)e->layer;
+    *bytes = t->Tl * t->h * sizeof(float);
+    switch (act) {
+    case A_RECV_FWD: return r->x[l * mbs + mb];
+    case A_SEND_FWD: return r->x[(l + 1) * mbs + mb];
+    case A_RECV_BWD: return r->dx[(l + 1) * mbs + mb];
+    case A_SEND_BWD: return r->dx[l * mbs + mb];
+    case A_TIED_RECV: *bytes = r->word_n * sizeof(float); return r->xbuf;
+    case A_TIED_SEND: {
+        *bytes = r->word_n * sizeof(float);
+        float *g;
+        uint64_t lo, len;
+        tied_window(t, r, &g, &lo, &len);
+        if (!r->xstage)
+            return g; /* the whole gradient: the word embedding is its first word_n elements */
+        t->ops->fill(t->drv, c->s, r->xstage, 0.0f, r->word_n);
+        if (lo < r->word_n)
+            t->ops->copy(t->drv, c->s, r->xstage + lo, g,
+                         (lo + len < r->word_n ? len : r->word_n - lo) * sizeof(float));
+        return r->xstage;
+    }
+    default: return NULL;
+    }
+}
+
+/* After the tied exchange's receive: the peer's gradient added over this rank's window. Both
+ * sides add the same two operands, so the copies stay equal to the bit. */
+static void tied_add(const ctx *c)
+{
+    rank_st *r = c->r;
+    float *g;
+    uint64_t lo, len;
+    tied_window(c->t, r, &g, &lo, &len);
+    if (lo < r->word_n)
+        c->t->ops->add(c->s, g, r->xbuf + lo, lo + len < r->word_n ? len : r->word_n - lo);
+}
+
 static gs_status p2p_action(const ctx *c, action act)
 {
     gs_train *t = c->t;
     rank_st *r = c->r;
     const gs_event *e = c->e;
-    uint64_t mbs = t->mbs, mb = e->mb, bytes = t->Tl * t->h * sizeof(float);
-    uint64_t l = (uint64_t)e->layer;
-    switch (act) {
-    case A_RECV_FWD:
-        return t->ops->recv(t->drv, c->s, r->rank, e->peer, r->x[l * mbs + mb], bytes, c->err);
-    case A_SEND_FWD:
-        return t->ops->send(t->drv, c->s, r->rank, e->peer, r->x[(l + 1) * mbs + mb], bytes, c->err);
-    case A_RECV_BWD:
-        return t->ops->recv(t->drv, c->s, r->rank, e->peer, r->dx[(l + 1) * mbs + mb], bytes, c->err);
-    case A_SEND_BWD:
-        return t->ops->send(t->drv, c->s, r->rank, e->peer, r->dx[l * mbs + mb], bytes, c->err);
-    default:
-        return gs_error_set(c->err, GS_ERR_RUNTIME, "no p2p action %d", (int)act);
+    uint64_t bytes;
+    gs_status rc;
+    if (c->pl->deferred)
+        return GS_OK; /* issued by the next event of this stream, a receive, with itself */
+    void *buf = p2p_buf(c, e, act, &bytes);
+    if (act == A_SEND_FWD || act == A_SEND_BWD || act == A_TIED_SEND)
+        return t->ops->send(t->drv, c->s, r->rank, e->peer, buf, bytes, c->err);
+    if (c->pl->fused1) {
+        const gs_event *se = &c->re->events[c->pl->fused1 - 1];
+        uint64_t sbytes;
+        void *sbuf = p2p_buf(c, se, (action)r->plans[c->pl->fused1 - 1].act, &sbytes);
+        if (t->ops->sendrecv)
+            rc = t->ops->sendrecv(t->drv, c->s, r->rank, se->peer, sbuf, sbytes, e->peer, buf, bytes, c->err);
+        else if ((rc = t->ops->send(t->drv, c->s, r->rank, se->peer, sbuf, sbytes, c->err)) == GS_OK)
+            rc = t->ops->recv(t->drv, c->s, r->rank, e->peer, buf, bytes, c->err);
+    } else {
+        rc = t->ops->recv(t->drv, c->s, r->rank, e->peer, buf, bytes, c->err);
     }
+    if (rc == GS_OK && act == A_TIED_RECV)
+        tied_add(c);
+    return rc;
 }
 
 gs_status gs_train_run_event(void *prog, size_t rank_index, size_t event, gs_drv_stream *s, gs_error *err)
@@ -1623,7 +1770,7 @@ gs_status gs_train_run_event(void *prog, size_t rank_index, size_t event, gs_drv
         rc = optim_action(&c);
     else if (a == A_SP_NORM_AR)
         rc = sp_norm_action(&c);
-    else if (a >= A_SEND_FWD && a <= A_RECV_BWD)
+    else if (a >= A_SEND_FWD && a <= A_TIED_RECV)
         rc = p2p_action(&c, a);
     if (rc != GS_OK)
         return rc;
@@ -1775,7 +1922,7 @@ static gs_status shards(const gs_train *t, size_t ri, int for_load, gs_shard_lis
             st->ndim = sg->ndim;
             st->shape[0] = sg->shape[0];
             st->shape[1] = sg->shape[1];
-            st->primary = !replica && (!sg->tp_replicated || r->tp_pos == 0);
+            st->primary = !replica && (!sg->tp_replicated || r->tp_pos == 0) && !sg->copy;
             for (uint64_t row = 0; row < sg->nrows; row++) {
                 uint64_t f0 = sg->flat_off + row * sg->row_len, f1 = f0 + sg->row_len;
                 uint64_t a = f0 > lo ? f0 : lo, b = f1 < hi ? f1 : hi;

@@ -15,7 +15,15 @@
  * o_proj's after o_proj, and up_proj (fc1) and down_proj (fc2) each followed by its bias; then
  * (root unit) embed_tokens, embed_positions (learned), norm (and its bias), lm_head (none with
  * tied embeddings: the head multiplies by embed_tokens' slice and adds its gradient to
- * embed_tokens').
+ * embed_tokens'). Tied under a pipeline, the first and last stages' root units start with the
+ * word embedding (the last stage's copy, saved by the first) and share one shard size, so DP
+ * splits it alike on both; their gradients are exchanged (the schedule's OPTIM send/receive
+ * pair) and added before the optimizer, and the copies stay equal to the bit.
+ *
+ * Pipeline p2p: a send whose stream's next event is a receive goes out with it through the
+ * driver's sendrecv (one NCCL group), so a schedule whose neighbours send to each other before
+ * receiving does not deadlock where sends wait for their receivers (GRIDSTEP_P2P_GROUPS=0: each
+ * alone, a test of exactly that).
  *
  * Ownership: gs_train is created by gs_train_create and freed by gs_train_destroy; it borrows
  * the scenario, schedule, driver and dispatcher (all must outlive it) and owns its buffers. It
@@ -45,11 +53,12 @@ void gs_train_opts_defaults(gs_train_opts *o);
 
 typedef struct gs_train gs_train;
 
-/* Checks that the scenario is one the host program runs (no dropout; tied embeddings only
- * without a pipeline; kv_heads, ffn, vocab and micro-batch tokens divisible by tp; wrap
- * layer or model; sharding no_shard, shard_grad_op, full_shard or hybrid_shard), allocates
- * every rank's state and initializes the parameters (GS_ERR_INPUT naming what is not
- * supported; GS_ERR_NOMEM). */
+/* Checks that the scenario is one the host program runs (no dropout; kv_heads, ffn, vocab and
+ * micro-batch tokens divisible by tp; wrap layer or model; sharding no_shard, shard_grad_op,
+ * full_shard or hybrid_shard), allocates every rank's state and initializes the parameters
+ * (GS_ERR_INPUT naming what is not supported; GS_ERR_NOMEM). GS_ERR_UNSUPPORTED: an
+ * interleaved pipeline on a driver whose sends wait for their receivers
+ * (gs_driver_ops.p2p_rendezvous), whose order would wait in a cycle. */
 gs_status gs_train_create(const gs_scenario *s, const gs_schedule *sch, const gs_driver_ops *ops, gs_drv *drv,
                           gs_dispatch *disp, const gs_train_opts *o, gs_train **out, gs_error *err);
 void gs_train_destroy(gs_train *t);

@@ -119,6 +119,15 @@ static const cfg configs[] = {
     {"tied-dp2-zero1", 2, 1, 1, 1, 2, "zero1", "1f1b", "none", "layer", 1, 0, 4, 2, 1},
     {"tied-tp2-sp", 1, 1, 2, 1, 2, "full_shard", "1f1b", "none", "layer", 1, 1, 4, 2, 1},
     {"tied-hsdp-2x1-tp2-wrap-model", 2, 1, 2, 2, 2, "hybrid_shard", "1f1b", "none", "model", 1, 0, 4, 2, 1},
+    /* tied embeddings under a pipeline: the last stage's copy of the embedding, its gradient
+     * exchanged with the first stage's before the optimizer, through every sharding (the word
+     * embedding heads the root unit on both stages, whose shards split it alike) */
+    {"tied-pp2-1f1b", 1, 2, 1, 1, 2, "full_shard", "1f1b", "none", "layer", 1, 0, 4, 2, M_TIED},
+    {"tied-dp2-pp4-no-shard", 2, 4, 1, 1, 8, "no_shard", "1f1b", "none", "layer", 1, 0, 4, 1, M_TIED},
+    {"tied-dp2-pp2-tp2-sp-zero1", 2, 2, 2, 1, 8, "zero1", "1f1b", "none", "layer", 1, 1, 4, 1, M_TIED},
+    {"tied-dp2-pp2-interleaved-zero2", 2, 2, 1, 1, 4, "zero2", "interleaved", "none", "layer", 2, 0, 8, 1, M_TIED},
+    {"tied-dp2-pp2-full-wrap-model", 2, 2, 1, 1, 4, "full_shard", "gpipe", "none", "model", 1, 0, 4, 1, M_TIED},
+    {"tied-hsdp-2x1-pp2-tp2", 2, 2, 2, 2, 4, "hybrid_shard", "1f1b", "none", "layer", 1, 0, 4, 1, M_TIED},
     /* GPT blocks: the replicated biases and positions (added once after the TP reduction, their
      * gradients all-reduced over TP under sequence parallelism), the final LayerNorm's bias on
      * the last stage, the positions on the first */
@@ -129,6 +138,7 @@ static const cfg configs[] = {
     {"gpt-dp2-pp2-interleaved-zero1", 2, 2, 1, 1, 4, "zero1", "interleaved", "none", "layer", 2, 0, 8, 1, M_GPT},
     {"gpt-tied-tp2-sp-selective", 1, 1, 2, 1, 2, "full_shard", "gpipe", "selective", "layer", 1, 1, 4, 2,
      M_GPT | M_TIED},
+    {"gpt-tied-dp2-pp2-tp2-sp-zero1", 2, 2, 2, 1, 8, "zero1", "1f1b", "none", "layer", 1, 1, 4, 1, M_GPT | M_TIED},
 };
 #define NCONFIGS (sizeof configs / sizeof configs[0])
 
@@ -239,6 +249,26 @@ static void run_cfg(const cfg *c, run_out *o)
         snprintf(msg, sizeof msg, "%s", o->t[i].name);
         ck_assert_msg(o->t[i].written == o->t[i].n, "%s: %s: %llu of %llu elements owned by a primary piece",
                       c->name, msg, (unsigned long long)o->t[i].written, (unsigned long long)o->t[i].n);
+    }
+    /* every other copy of the word embedding (the tied head's on the last stage, NO_SHARD's
+     * replicas) equals its primary to the bit: the copies get the same gradients and updates */
+    for (size_t r = 0; r < sch->nranks; r++) {
+        gs_shard_list sl;
+        rc = gs_train_shards(gs_exec_session_train(x), r, &sl, &err);
+        ck_assert_msg(rc == GS_OK, "%s: %s", c->name, err.msg);
+        for (size_t k = 0; k < sl.ntensors; k++) {
+            const gs_shard_tensor *st = &sl.tensors[k];
+            if (st->primary || strcmp(st->name, "model.embed_tokens.weight") != 0)
+                continue;
+            tensor_out *t = find_tensor(o, st->name, st->shape[0] * st->shape[1]);
+            for (size_t p = 0; p < st->npieces; p++)
+                ck_assert_msg(memcmp(t->data + st->pieces[p].offset, st->pieces[p].param,
+                                     st->pieces[p].count * sizeof(float)) == 0,
+                              "%s: rank %zu's copy of the word embedding [%llu, +%llu) differs from its primary",
+                              c->name, r, (unsigned long long)st->pieces[p].offset,
+                              (unsigned long long)st->pieces[p].count);
+        }
+        gs_shard_list_fini(&sl);
     }
     gs_exec_session_destroy(x);
 }
@@ -620,6 +650,96 @@ START_TEST(injected_failure)
         ck_assert_msg(strstr(rank_err[r].msg, "L2.mb0.fwd.tp_ar") != NULL, "rank %d: '%s'", r, rank_err[r].msg);
     ck_assert_double_lt(took, 5.0);
     gs_exec_session_destroy(x);
+}
+END_TEST
+
+/* Pipeline sends that wait for their receivers, as NCCL's do past its buffering
+ * (GRIDSTEP_HOST_P2P=rendezvous; the host's are eager by default). 1F1B's steady state has
+ * neighbours sending to each other before receiving; exec issues a send with the receive after it
+ * as one sendrecv (gs_driver_ops.sendrecv), so these schedules run, with the eager run's losses to
+ * the bit (sums in rank order do not depend on timing). Without the grouping
+ * (GRIDSTEP_P2P_GROUPS=0) the first deadlocks: each send waits for a receive queued behind the
+ * peer's own send, and the timeout names the cycle. */
+static const cfg rv_configs[] = {
+    {"rv-dp2-pp2-tp2-1f1b", 2, 2, 2, 1, 8, "full_shard", "1f1b", "none", "layer", 1, 0, 4, 1, 0},
+    {"rv-pp4-gpipe", 1, 4, 1, 1, 4, "full_shard", "gpipe", "none", "layer", 1, 0, 4, 1, 0},
+    {"rv-pp4-1f1b-no-shard", 1, 4, 1, 1, 4, "no_shard", "1f1b", "none", "layer", 1, 0, 4, 1, 0},
+    /* the tied embedding's exchange: both ends send, then receive */
+    {"rv-tied-dp2-pp2-tp2-sp-zero1", 2, 2, 2, 1, 8, "zero1", "1f1b", "none", "layer", 1, 1, 4, 1, M_TIED},
+};
+
+/* STEPS steps of c on ops (NULL: host) with the given timeout; the losses, or the failure. */
+static gs_status run_steps(const cfg *c, const gs_driver_ops *ops, double timeout_s, double *loss, gs_error *err)
+{
+    char text[1024];
+    scenario_text(c, text, sizeof text);
+    gs_scenario s;
+    gs_mesh mesh;
+    ck_assert_int_eq(gs_scenario_load_string(text, strlen(text), c->name, &s, err), GS_OK);
+    ck_assert_int_eq(gs_scenario_mesh(&s, &mesh, NULL, err), GS_OK);
+    gs_exec_opts eo;
+    gs_exec_opts_defaults(&eo);
+    eo.timeout_s = timeout_s;
+    eo.train.eps = ADAM_EPS;
+    eo.driver = ops;
+    gs_exec_session *x = NULL;
+    gs_status rc = gs_exec_session_create(&s, &mesh, &eo, &x, err);
+    for (int i = 0; i < STEPS && rc == GS_OK; i++)
+        rc = gs_exec_session_step(x, &loss[i], NULL, NULL, err);
+    gs_exec_session_destroy(x);
+    return rc;
+}
+
+START_TEST(rendezvous_p2p)
+{
+    const cfg *c = &rv_configs[_i];
+    double eager[STEPS], rv[STEPS];
+    gs_error err;
+    gs_error_init(&err);
+    unsetenv("GRIDSTEP_HOST_P2P");
+    ck_assert_msg(run_steps(c, NULL, 60, eager, &err) == GS_OK, "%s eager: %s", c->name, err.msg);
+    setenv("GRIDSTEP_HOST_P2P", "rendezvous", 1);
+    gs_status rc = run_steps(c, NULL, 60, rv, &err);
+    ck_assert_msg(rc == GS_OK, "%s rendezvous: %s", c->name, err.msg);
+    ck_assert_msg(memcmp(eager, rv, sizeof eager) == 0, "%s: rendezvous losses %.9g %.9g %.9g, eager %.9g %.9g %.9g",
+                  c->name, rv[0], rv[1], rv[2], eager[0], eager[1], eager[2]);
+    if (_i == 0) {
+        setenv("GRIDSTEP_P2P_GROUPS", "0", 1);
+        gs_error_init(&err);
+        rc = run_steps(c, NULL, 1.0, rv, &err);
+        unsetenv("GRIDSTEP_P2P_GROUPS");
+        ck_assert_int_eq(rc, GS_ERR_RUNTIME);
+        ck_assert_msg(strstr(err.msg, "(rendezvous): timed out") && strstr(err.msg, "(a cycle)"), "%s", err.msg);
+    }
+    unsetenv("GRIDSTEP_HOST_P2P");
+}
+END_TEST
+
+/* The interleaved order still waits in a cycle under sends that wait for receivers (warm-up and
+ * steady state send around the ring before receiving; Megatron groups four ops per step there).
+ * So exec refuses it on a driver whose sends wait (the cuda driver's NCCL: a stand-in here, the
+ * host driver flagged so), and runs 1F1B on the same driver. */
+START_TEST(rendezvous_interleaved)
+{
+    const cfg il = {"rv-pp2-interleaved", 1, 2, 1, 1, 2, "full_shard", "interleaved", "none", "layer", 2, 0, 4, 1, 0};
+    const cfg ofob = {"rv-pp2-1f1b", 1, 2, 1, 1, 2, "full_shard", "1f1b", "none", "layer", 1, 0, 4, 2, 0};
+    double loss[STEPS];
+    gs_error err;
+    gs_error_init(&err);
+    setenv("GRIDSTEP_HOST_P2P", "rendezvous", 1);
+    gs_status rc = run_steps(&il, NULL, 1.0, loss, &err);
+    ck_assert_int_eq(rc, GS_ERR_RUNTIME);
+    ck_assert_msg(strstr(err.msg, "(rendezvous): timed out") != NULL, "%s", err.msg);
+    unsetenv("GRIDSTEP_HOST_P2P");
+    static gs_driver_ops waiting;
+    waiting = gs_driver_host;
+    waiting.p2p_rendezvous = 1;
+    gs_error_init(&err);
+    ck_assert_int_eq(run_steps(&il, &waiting, 10, loss, &err), GS_ERR_UNSUPPORTED);
+    ck_assert_msg(strstr(err.msg, "interleaved pipeline's send/receive order then waits in a cycle") &&
+                      strstr(err.msg, "GRIDSTEP_HOST_P2P=rendezvous"), "%s", err.msg);
+    gs_error_init(&err);
+    ck_assert_msg(run_steps(&ofob, &waiting, 60, loss, &err) == GS_OK, "%s", err.msg);
 }
 END_TEST
 
@@ -1303,6 +1423,8 @@ static Suite *exec_suite(void)
     TCase *te = tcase_create("errors");
     tcase_set_timeout(te, 60);
     tcase_add_test(te, injected_failure);
+    tcase_add_loop_test(te, rendezvous_p2p, 0, (int)(sizeof rv_configs / sizeof rv_configs[0]));
+    tcase_add_test(te, rendezvous_interleaved);
     tcase_add_test(te, collective_timeout);
     tcase_add_test(te, timeout_chain);
     tcase_add_loop_test(te, stalled_or_dead_rank, 0, 2);

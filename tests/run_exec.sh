@@ -6,9 +6,10 @@
 #  - --json carries DESIGN.md's keys; --trace writes a Chrome trace;
 #  - an injected failure stops every rank with exit 1 and names the event, long before --timeout;
 #  - a scenario larger than MemAvailable is refused with exit 2 before allocating;
-#  - tied embeddings, GPT blocks (and their checkpoints, resumed on another grid) run; what the
-#    host program does not run (tied embeddings under a pipeline, dropout, tp_comm_overlap) is
-#    refused with exit 2 and the reason; compare --json carries its keys.
+#  - tied embeddings (one stage and under a pipeline), GPT blocks (and their checkpoints, resumed
+#    on another grid) run, also with sends that wait for their receivers (rendezvous); what the
+#    host program does not run (dropout, tp_comm_overlap) is refused with exit 2 and the reason;
+#    compare --json carries its keys.
 # Environment (set by make check): GRIDSTEP = the binary, top_srcdir = the source tree.
 GRIDSTEP=${GRIDSTEP:-./gridstep}
 top_srcdir=${top_srcdir:-.}
@@ -90,8 +91,7 @@ else
 fi
 
 # tied embeddings (since 2026-11-30, exact gradients in tests/check_exec): one stage runs them,
-# its checkpoint holds the embedding and no lm_head; under a pipeline they are refused with the
-# reason (the schedule has no embedding-group all-reduce)
+# its checkpoint holds the embedding and no lm_head
 sed 's/tied_embeddings: false/tied_embeddings: true/' "$dir/single.yaml" > "$tmp/tied.yaml"
 if grep -q "tied_embeddings: true" "$tmp/tied.yaml" &&
    "$GRIDSTEP" exec --json --steps 2 --save "$tmp/tied-ckpt" "$tmp/tied.yaml" > "$tmp/tied.json" 2> "$tmp/tied.err" &&
@@ -113,8 +113,52 @@ if "$GRIDSTEP" exec --json --steps 4 "$tmp/tied.yaml" > "$tmp/tied4.json" &&
 else
     bad "tied embeddings resumed: $(losses "$tmp/tied4.json" | tr '\n' ' ') vs $(losses "$tmp/tied-resume.json" | tr '\n' ' ')"
 fi
+# under a pipeline (since 2026-11-30): the last stage's copy of the embedding, the two stages'
+# gradients exchanged before the optimizer: DP2 x PP2 x TP2 prints the single rank's losses; its
+# checkpoint (the copy is not written) resumes on one rank, and the one-rank checkpoint resumes
+# on the pipeline, both giving the uninterrupted run's steps 3-4
 sed 's/tied_embeddings: false/tied_embeddings: true/' "$dir/dp2-pp2-tp2.yaml" > "$tmp/tied-pp.yaml"
-refused "tied embeddings under a pipeline" "$tmp/tied-pp.yaml" "tied_embeddings: true" "tied embeddings under a pipeline"
+if grep -q "tied_embeddings: true" "$tmp/tied-pp.yaml" &&
+   "$GRIDSTEP" exec --json --steps 2 --save "$tmp/tied-pp-ckpt" "$tmp/tied-pp.yaml" > "$tmp/tied-pp.json" 2> "$tmp/tied-pp.err" &&
+   losses "$tmp/tied4.json" | sed -n '1,2p' > "$tmp/tied4a.l" && losses "$tmp/tied-pp.json" > "$tmp/tiedpp.l" &&
+   close_losses "$tmp/tied4a.l" "$tmp/tiedpp.l" 2 && ! grep -q "lm_head.weight" "$tmp/tied-pp-ckpt"/*.safetensors; then
+    ok "tied embeddings under a pipeline: dp2 x pp2 x tp2 losses = single rank's, no lm_head saved"
+else
+    bad "tied embeddings under a pipeline: $(cat "$tmp/tied-pp.err") $(tr '\n' ' ' < "$tmp/tiedpp.l") vs $(tr '\n' ' ' < "$tmp/tied4a.l")"
+fi
+for pair in "tied-pp-ckpt tied.yaml" "tied-ckpt tied-pp.yaml"; do
+    set -- $pair
+    if "$GRIDSTEP" exec --json --steps 2 --load "$tmp/$1" "$tmp/$2" > "$tmp/tr.json" 2> "$tmp/tr.err" &&
+       losses "$tmp/tr.json" | sed -n '1,2p' > "$tmp/tr.l" && close_losses "$tmp/tied4.l" "$tmp/tr.l" 2; then
+        ok "tied embeddings: $1 resumed on $2, steps 3-4 as uninterrupted"
+    else
+        bad "tied embeddings: $1 resumed on $2: $(cat "$tmp/tr.err") $(tr '\n' ' ' < "$tmp/tr.l")"
+    fi
+done
+# sends that wait for their receivers, as NCCL's (GRIDSTEP_HOST_P2P=rendezvous): the pipeline
+# and the tied exchange run, each send going out with the receive after it; without that
+# grouping the 1F1B steady state deadlocks and the timeout names the cycle
+if GRIDSTEP_HOST_P2P=rendezvous "$GRIDSTEP" exec --json --steps 2 "$tmp/tied-pp.yaml" > "$tmp/rv.json" 2> "$tmp/rv.err" &&
+   losses "$tmp/rv.json" > "$tmp/rv.l" && close_losses "$tmp/tiedpp.l" "$tmp/rv.l" 2; then
+    ok "rendezvous sends: tied dp2 x pp2 x tp2 runs with the eager losses"
+else
+    bad "rendezvous sends: $(cat "$tmp/rv.err")"
+fi
+GRIDSTEP_P2P_GROUPS=0 GRIDSTEP_HOST_P2P=rendezvous "$GRIDSTEP" exec --steps 1 --timeout 2 "$dir/dp2-pp2-tp2.yaml" \
+    > /dev/null 2> "$tmp/rv0.err"
+rc=$?
+if [ $rc -eq 1 ] && grep -q "(rendezvous): timed out after 2 s" "$tmp/rv0.err" && grep -q "(a cycle)" "$tmp/rv0.err"; then
+    ok "rendezvous sends without grouping: the deadlock is reported as a cycle"
+else
+    bad "rendezvous sends without grouping: exit $rc: $(cat "$tmp/rv0.err")"
+fi
+GRIDSTEP_HOST_P2P=bogus "$GRIDSTEP" exec --steps 1 "$dir/single.yaml" > /dev/null 2> "$tmp/rvb.err"
+rc=$?
+if [ $rc -eq 2 ] && grep -q "GRIDSTEP_HOST_P2P is 'bogus', expected eager or rendezvous" "$tmp/rvb.err"; then
+    ok "GRIDSTEP_HOST_P2P=bogus refused"
+else
+    bad "GRIDSTEP_HOST_P2P=bogus: exit $rc: $(cat "$tmp/rvb.err")"
+fi
 
 # GPT blocks (LayerNorm, GELU, biases, learned positions; since 2026-11-30, gradients checked
 # in tests/check_exec and check_kernels): DP2 x PP2 x TP2 with SP prints the single rank's losses
