@@ -70,6 +70,15 @@ typedef struct gs_drv_group {
  * every rank with err's message). */
 typedef gs_status (*gs_drv_fn)(void *arg, gs_drv_stream *s, gs_error *err);
 
+/* One send (recv 0: bytes of buf to peer) or receive (recv 1: bytes into buf from peer) of a
+ * p2p group. */
+typedef struct gs_drv_p2p {
+    int recv;
+    uint64_t peer;
+    void *buf;
+    uint64_t bytes;
+} gs_drv_p2p;
+
 typedef struct gs_driver_ops {
     const char *name;        /* "host" */
     const char *description; /* one line for --help */
@@ -182,15 +191,15 @@ typedef struct gs_driver_ops {
                       gs_error *err);
     gs_status (*recv)(gs_drv *d, gs_drv_stream *s, uint64_t rank, uint64_t peer, void *buf, uint64_t bytes,
                       gs_error *err);
-    /* One send (sbytes of sbuf to speer) and one receive (rbytes into rbuf from rpeer) as a single
-     * operation: both progress together and it returns (CUDA: completes on s) when both are done.
-     * A send that waits for its receiver (NCCL's ncclSend is "blocking for the GPU", and its
-     * guide says calls that must progress concurrently have to be grouped) must be paired this
-     * way wherever two ranks send to each other before receiving (1F1B's steady state), or each
-     * waits for the other's receive queued behind its own send. NCCL: one ncclGroupStart/End,
-     * as Megatron's batch_isend_irecv. */
-    gs_status (*sendrecv)(gs_drv *d, gs_drv_stream *s, uint64_t rank, uint64_t speer, const void *sbuf,
-                          uint64_t sbytes, uint64_t rpeer, void *rbuf, uint64_t rbytes, gs_error *err);
+    /* The sends and receives of ops[0..n) as one operation: all progress together and it
+     * returns (CUDA: completes on s) when all are done. A send that waits for its receiver
+     * (NCCL's ncclSend is "blocking for the GPU", and its guide says calls that must progress
+     * concurrently have to be grouped) must be grouped this way wherever ranks send to each
+     * other before receiving (1F1B's steady state, the interleaved order's ring), or each waits
+     * for a receive queued behind its peer's own send. NCCL: one ncclGroupStart/End, as
+     * Megatron's batch_isend_irecv. */
+    gs_status (*p2p_group)(gs_drv *d, gs_drv_stream *s, uint64_t rank, const gs_drv_p2p *ops, size_t n,
+                           gs_error *err);
 
     /* ---- optional (NULL / 0 when absent) ---- */
     /* The schedule event whose work is issued to s next (profiler ranges, error messages), and
@@ -216,7 +225,7 @@ extern const gs_driver_ops gs_driver_host;
  * entry symbol carries it (gs_driver_NAME_module_abiN), so a module built against another layout
  * is refused by name rather than having its table's slots called at the wrong offsets. Bump it
  * whenever either struct changes. 2: the flash attention ops and opts.attn_flash. 3: the GPT
- * block ops. 4: sendrecv. */
+ * block ops. 4: p2p_group, p2p_rendezvous. */
 #define GS_DRIVER_ABI 4
 
 /* The drivers this build has, by name (NULL when unknown). */

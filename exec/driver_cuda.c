@@ -1639,17 +1639,22 @@ static gs_status cuda_recv(gs_drv *d, gs_drv_stream *s, uint64_t rank, uint64_t 
     return p2p(d, s, rank, peer, C_RECV, NULL, buf, bytes, err);
 }
 
-/* A send and a receive in one NCCL group (driver.h: sendrecv): both progress together, so two
- * ranks that send to each other at once do not each wait for a receive queued behind their own
- * send. */
-static gs_status cuda_sendrecv(gs_drv *d, gs_drv_stream *s, uint64_t rank, uint64_t speer, const void *sbuf,
-                               uint64_t sbytes, uint64_t rpeer, void *rbuf, uint64_t rbytes, gs_error *err)
+/* A p2p group as one NCCL group (driver.h: p2p_group): its sends and receives progress together,
+ * so ranks that send to each other at once do not each wait for a receive queued behind their
+ * own send. */
+static gs_status cuda_p2p_group(gs_drv *d, gs_drv_stream *s, uint64_t rank, const gs_drv_p2p *ops, size_t n,
+                                gs_error *err)
 {
     char where[160];
-    snprintf(where, sizeof where, "rank %" PRIu64 ": send of %" PRIu64 " B to rank %" PRIu64 " with recv of %" PRIu64
-             " B from rank %" PRIu64, rank, sbytes, speer, rbytes, rpeer);
-    if (rank >= d->world || speer >= d->world || rpeer >= d->world)
+    int at = snprintf(where, sizeof where, "rank %" PRIu64 ": p2p group of %zu:", rank, n);
+    for (size_t i = 0; i < n && at > 0 && (size_t)at < sizeof where; i++)
+        at += snprintf(where + at, sizeof where - (size_t)at, " %s %" PRIu64 " B %s %" PRIu64,
+                       ops[i].recv ? "recv" : "send", ops[i].bytes, ops[i].recv ? "from" : "to", ops[i].peer);
+    if (rank >= d->world)
         return gs_error_set(err, GS_ERR_RUNTIME, "%s: no such rank", where);
+    for (size_t i = 0; i < n; i++)
+        if (ops[i].peer >= d->world)
+            return gs_error_set(err, GS_ERR_RUNTIME, "%s: no rank %" PRIu64, where, ops[i].peer);
     rank_dev *r = &d->r[rank];
     ncclComm_t c = r->world;
     if (!c) {
@@ -1669,11 +1674,10 @@ static gs_status cuda_sendrecv(gs_drv *d, gs_drv_stream *s, uint64_t rank, uint6
     const char *call = "ncclGroupStart";
     ncclResult_t st = ncclGroupStart(), st2;
     if (st == ncclSuccess) {
-        call = "ncclSend";
-        st = ncclSend(sbuf, (size_t)sbytes, ncclInt8, (int)speer, c, s->cs);
-        if (st == ncclSuccess || st == ncclInProgress) {
-            call = "ncclRecv";
-            st = ncclRecv(rbuf, (size_t)rbytes, ncclInt8, (int)rpeer, c, s->cs);
+        for (size_t i = 0; i < n && (st == ncclSuccess || st == ncclInProgress); i++) {
+            call = ops[i].recv ? "ncclRecv" : "ncclSend";
+            st = ops[i].recv ? ncclRecv(ops[i].buf, (size_t)ops[i].bytes, ncclInt8, (int)ops[i].peer, c, s->cs)
+                             : ncclSend(ops[i].buf, (size_t)ops[i].bytes, ncclInt8, (int)ops[i].peer, c, s->cs);
         }
         st2 = ncclGroupEnd();
         if (st == ncclSuccess || st == ncclInProgress) {
@@ -1753,7 +1757,7 @@ static const gs_driver_ops gs_driver_cuda = {
     .broadcast = cuda_broadcast,
     .send = cuda_send,
     .recv = cuda_recv,
-    .sendrecv = cuda_sendrecv,
+    .p2p_group = cuda_p2p_group,
     .p2p_rendezvous = 1,
     .event_begin = cuda_event_begin,
     .event_end = cuda_event_end,

@@ -100,7 +100,7 @@ struct gs_drv {
     void *comm[GS_GROUP_KIND_COUNT]; /* this rank's group of each kind */
     int peer_abort;                  /* the abort came from another process (not announced again) */
     /* GRIDSTEP_HOST_P2P=rendezvous: a send returns only once its receiver has taken the message,
-     * as NCCL's does past its buffering, so a run shows on the CPU whether its p2p order would
+     * as NCCL's (blocking for the GPU) do, so a run shows on the CPU whether its p2p order would
      * deadlock on GPUs (default eager: a send returns at once). One process only. */
     int rendezvous;
 };
@@ -1191,24 +1191,42 @@ static gs_status host_recv(gs_drv *d, gs_drv_stream *s, uint64_t rank, uint64_t 
     return rc;
 }
 
-/* The send is posted, the receive waited for, then (rendezvous) the send's taking: both are in
- * flight together, as in one NCCL group. Across processes the bootstrap's sends are eager. */
-static gs_status host_sendrecv(gs_drv *d, gs_drv_stream *s, uint64_t rank, uint64_t speer, const void *sbuf,
-                               uint64_t sbytes, uint64_t rpeer, void *rbuf, uint64_t rbytes, gs_error *err)
+/* The group's sends are posted, its receives waited for in order, then (rendezvous) each send's
+ * taking: all are in flight together, as in one NCCL group. Across processes the bootstrap's
+ * sends are eager: each op in order. */
+static gs_status host_p2p_group(gs_drv *d, gs_drv_stream *s, uint64_t rank, const gs_drv_p2p *ops, size_t n,
+                                gs_error *err)
 {
-    if (speer >= d->mesh.world)
-        return gs_error_set(err, GS_ERR_RUNTIME, "rank %" PRIu64 ": send to rank %" PRIu64 ": no such rank", rank,
-                            speer);
+    enum { MAX_SENDS = 64 };
+    uint64_t seq[MAX_SENDS];
+    size_t nsend = 0;
+    gs_status rc = GS_OK;
+    for (size_t i = 0; i < n && rc == GS_OK; i++)
+        if (ops[i].peer >= d->mesh.world)
+            rc = gs_error_set(err, GS_ERR_RUNTIME, "rank %" PRIu64 ": %s rank %" PRIu64 ": no such rank", rank,
+                              ops[i].recv ? "recv from" : "send to", ops[i].peer);
+        else if (!ops[i].recv && ++nsend > MAX_SENDS)
+            rc = gs_error_set(err, GS_ERR_RUNTIME, "rank %" PRIu64 ": a p2p group of more than %d sends", rank,
+                              MAX_SENDS);
+    if (rc != GS_OK)
+        return rc;
     if (d->boot) {
-        gs_status rc = host_send(d, s, rank, speer, sbuf, sbytes, err);
-        return rc == GS_OK ? host_recv(d, s, rank, rpeer, rbuf, rbytes, err) : rc;
+        for (size_t i = 0; i < n && rc == GS_OK; i++)
+            rc = ops[i].recv ? host_recv(d, s, rank, ops[i].peer, ops[i].buf, ops[i].bytes, err)
+                             : host_send(d, s, rank, ops[i].peer, ops[i].buf, ops[i].bytes, err);
+        return rc;
     }
-    uint64_t seq;
-    gs_status rc = post_mail(d, rank, speer, sbuf, sbytes, &seq, err);
-    if (rc == GS_OK)
-        rc = host_recv(d, s, rank, rpeer, rbuf, rbytes, err);
-    if (rc == GS_OK)
-        rc = wait_taken(d, s, rank, speer, sbytes, seq, err);
+    nsend = 0;
+    for (size_t i = 0; i < n && rc == GS_OK; i++)
+        if (!ops[i].recv)
+            rc = post_mail(d, rank, ops[i].peer, ops[i].buf, ops[i].bytes, &seq[nsend++], err);
+    for (size_t i = 0; i < n && rc == GS_OK; i++)
+        if (ops[i].recv)
+            rc = host_recv(d, s, rank, ops[i].peer, ops[i].buf, ops[i].bytes, err);
+    nsend = 0;
+    for (size_t i = 0; i < n && rc == GS_OK; i++)
+        if (!ops[i].recv)
+            rc = wait_taken(d, s, rank, ops[i].peer, ops[i].bytes, seq[nsend++], err);
     return rc;
 }
 
@@ -1290,7 +1308,7 @@ const gs_driver_ops gs_driver_host = {
     .broadcast = host_broadcast,
     .send = host_send,
     .recv = host_recv,
-    .sendrecv = host_sendrecv,
+    .p2p_group = host_p2p_group,
 };
 
 const gs_driver_ops *gs_driver_find(const char *name)

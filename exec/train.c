@@ -44,10 +44,11 @@ typedef struct ev_plan {
     uint32_t ptid, gtid;      /* parameter and gradient tensors the event uses (unit of its layer) */
     uint32_t rptid, rgtid;    /* the root unit's, for embed / head events */
     uint64_t off, count;      /* bucket all-reduce: element range */
-    /* p2p groups: a send the next event of its stream (a receive) issues with itself as one
-     * sendrecv (deferred), and that receive's 1 + the send's index (fused1; 0: none) */
+    /* p2p groups: a run of sends that the receive after them on their stream issues with
+     * itself as one p2p_group (deferred), and that receive's 1 + the run's first index (first1;
+     * 0: none; the run is the stream's events from there up to the receive) */
     uint8_t deferred;
-    uint32_t fused1;
+    uint32_t first1;
 } ev_plan;
 
 /* One tensor's place in a unit's flat buffer: nrows rows of row_len elements at flat_off; row r
@@ -145,7 +146,7 @@ struct gs_train {
     rank_st *r;
     size_t nr;
     gs_dispatch *disp; /* borrowed: the streams a checkpoint's copies go on */
-    int p2p_groups;    /* a send followed on its stream by a receive goes out with it (sendrecv);
+    int p2p_groups;    /* the sends just before a receive on its stream go out with it (p2p_group);
                         * GRIDSTEP_P2P_GROUPS=0 turns that off (a test of the rendezvous check) */
 };
 
@@ -522,24 +523,30 @@ static gs_status plan_rank(gs_train *t, rank_st *r, const gs_rank_events *re, gs
                 cur_grad[tt->unit] = NO_ID;
         }
     }
-    /* p2p groups: a send whose stream's next event is a receive goes out with it, as one
-     * sendrecv (Megatron's send_forward_recv_backward and its kin), so two neighbours that send
-     * to each other before receiving (1F1B's steady state, the tied embedding's exchange) do not
-     * each wait for a receive queued behind their own send */
-    for (size_t i = 0; t->p2p_groups && i < re->nevents; i++) {
-        uint8_t ai = r->plans[i].act;
-        if (ai != A_SEND_FWD && ai != A_SEND_BWD && ai != A_TIED_SEND)
-            continue;
-        size_t j = i + 1;
-        while (j < re->nevents && re->events[j].stream != re->events[i].stream)
-            j++;
-        if (j == re->nevents)
-            continue;
+    /* p2p groups: the run of sends just before a receive on its stream goes out with it, as one
+     * p2p_group (Megatron's send_forward_recv_backward and its kin), so neighbours that send to
+     * each other before receiving (1F1B's steady state, the interleaved order's ring, the tied
+     * embedding's exchange) do not each wait for a receive queued behind their own send. The
+     * receive has no dependencies of its own, so issuing the sends there delays nothing. */
+    for (size_t j = 0; t->p2p_groups && j < re->nevents; j++) {
         uint8_t aj = r->plans[j].act;
-        if (aj == A_RECV_FWD || aj == A_RECV_BWD || aj == A_TIED_RECV) {
-            r->plans[i].deferred = 1;
-            r->plans[j].fused1 = (uint32_t)i + 1;
+        if (aj != A_RECV_FWD && aj != A_RECV_BWD && aj != A_TIED_RECV)
+            continue;
+        size_t first = j;
+        for (size_t i = j; i-- > 0;) {
+            if (re->events[i].stream != re->events[j].stream)
+                continue;
+            uint8_t ai = r->plans[i].act;
+            if (ai != A_SEND_FWD && ai != A_SEND_BWD && ai != A_TIED_SEND)
+                break;
+            first = i;
         }
+        if (first == j)
+            continue;
+        for (size_t i = first; i < j; i++)
+            if (re->events[i].stream == re->events[j].stream)
+                r->plans[i].deferred = 1;
+        r->plans[j].first1 = (uint32_t)first + 1;
     }
 out:
     free(cur_full);
@@ -973,15 +980,16 @@ gs_status gs_train_create(const gs_scenario *s, const gs_schedule *sch, const gs
         return rc;
     if (sch->nranks != sch->mesh.world)
         return gs_error_set(err, GS_ERR_INPUT, "exec: the schedule must hold every rank (build it exact)");
-    /* The interleaved order sends around the pipeline ring before receiving (warm-up: stage 0
-     * sends its first chunk's outputs while the last stage sends it the wrap-around ones; steady
-     * state: a chunk's backward send waits for a receive its peer posts after a send of its own),
-     * so with sends that wait for their receivers every stage can wait on the next: measured with
-     * GRIDSTEP_HOST_P2P=rendezvous (1F1B and GPipe pass once a send goes out with the receive
-     * after it, as sendrecv). Megatron groups four ops per step there; this schedule does not. */
+    /* The interleaved order receives just in time: each stage's forward send (a run of sends
+     * grouped with the backward receive after it) waits for a forward receive its successor
+     * posts only after its own group, whose send waits on the next stage, around the ring. With
+     * sends that wait for their receivers that is a cycle, measured with
+     * GRIDSTEP_HOST_P2P=rendezvous (1F1B and GPipe pass once the sends go out with the receive
+     * after them). Megatron pre-posts the next forward's receive with each send and groups four
+     * operations per steady-state step; this schedule's order does not allow that. */
     if (ops->p2p_rendezvous && s->strategy.pipeline == GS_PIPE_INTERLEAVED && sch->mesh.size[GS_DIM_PP] > 1)
         return gs_error_set(err, GS_ERR_UNSUPPORTED,
-                            "exec: the %s driver's sends wait for their receivers (NCCL, past its buffering), and "
+                            "exec: the %s driver's sends wait for their receivers (NCCL's are blocking), and "
                             "the interleaved pipeline's send/receive order then waits in a cycle around the "
                             "stages (GRIDSTEP_HOST_P2P=rendezvous shows it on the host driver); run pipeline: "
                             "1f1b or gpipe on it, or simulate the interleaved schedule", ops->name);
@@ -1724,26 +1732,42 @@ static void tied_add(const ctx *c)
 
 static gs_status p2p_action(const ctx *c, action act)
 {
+    enum { MAX_GROUP = 64 };
     gs_train *t = c->t;
     rank_st *r = c->r;
     const gs_event *e = c->e;
-    uint64_t bytes;
     gs_status rc;
     if (c->pl->deferred)
-        return GS_OK; /* issued by the next event of this stream, a receive, with itself */
-    void *buf = p2p_buf(c, e, act, &bytes);
-    if (act == A_SEND_FWD || act == A_SEND_BWD || act == A_TIED_SEND)
-        return t->ops->send(t->drv, c->s, r->rank, e->peer, buf, bytes, c->err);
-    if (c->pl->fused1) {
-        const gs_event *se = &c->re->events[c->pl->fused1 - 1];
-        uint64_t sbytes;
-        void *sbuf = p2p_buf(c, se, (action)r->plans[c->pl->fused1 - 1].act, &sbytes);
-        if (t->ops->sendrecv)
-            rc = t->ops->sendrecv(t->drv, c->s, r->rank, se->peer, sbuf, sbytes, e->peer, buf, bytes, c->err);
-        else if ((rc = t->ops->send(t->drv, c->s, r->rank, se->peer, sbuf, sbytes, c->err)) == GS_OK)
-            rc = t->ops->recv(t->drv, c->s, r->rank, e->peer, buf, bytes, c->err);
+        return GS_OK; /* issued with the receive after it on this stream */
+    gs_drv_p2p ops[MAX_GROUP];
+    size_t n = 0;
+    if (c->pl->first1) {
+        size_t j = (size_t)(e - c->re->events);
+        for (size_t i = c->pl->first1 - 1; i < j; i++) {
+            const gs_event *se = &c->re->events[i];
+            if (se->stream != e->stream)
+                continue;
+            if (n + 1 == MAX_GROUP)
+                return gs_error_set(c->err, GS_ERR_RUNTIME, "rank %" PRIu64 ": more than %d sends before a receive",
+                                    r->rank, MAX_GROUP - 1);
+            ops[n].recv = 0;
+            ops[n].peer = se->peer;
+            ops[n].buf = p2p_buf(c, se, (action)r->plans[i].act, &ops[n].bytes);
+            n++;
+        }
+    }
+    int recv = !(act == A_SEND_FWD || act == A_SEND_BWD || act == A_TIED_SEND);
+    ops[n].recv = recv;
+    ops[n].peer = e->peer;
+    ops[n].buf = p2p_buf(c, e, act, &ops[n].bytes);
+    n++;
+    if (n > 1 && t->ops->p2p_group) {
+        rc = t->ops->p2p_group(t->drv, c->s, r->rank, ops, n, c->err);
     } else {
-        rc = t->ops->recv(t->drv, c->s, r->rank, e->peer, buf, bytes, c->err);
+        rc = GS_OK;
+        for (size_t i = 0; i < n && rc == GS_OK; i++)
+            rc = ops[i].recv ? t->ops->recv(t->drv, c->s, r->rank, ops[i].peer, ops[i].buf, ops[i].bytes, c->err)
+                             : t->ops->send(t->drv, c->s, r->rank, ops[i].peer, ops[i].buf, ops[i].bytes, c->err);
     }
     if (rc == GS_OK && act == A_TIED_RECV)
         tied_add(c);

@@ -656,7 +656,7 @@ END_TEST
 /* Pipeline sends that wait for their receivers, as NCCL's do past its buffering
  * (GRIDSTEP_HOST_P2P=rendezvous; the host's are eager by default). 1F1B's steady state has
  * neighbours sending to each other before receiving; exec issues a send with the receive after it
- * as one sendrecv (gs_driver_ops.sendrecv), so these schedules run, with the eager run's losses to
+ * as one group (gs_driver_ops.p2p_group), so these schedules run, with the eager run's losses to
  * the bit (sums in rank order do not depend on timing). Without the grouping
  * (GRIDSTEP_P2P_GROUPS=0) the first deadlocks: each send waits for a receive queued behind the
  * peer's own send, and the timeout names the cycle. */
