@@ -95,6 +95,17 @@ for spec in dp2:2 tp2:2 pp2:2 dp2tp2:4; do
     check "$g, mpirun -np $np: trace ranks = the one-process trace's" test "$pids_one" = "$pids_mpi"
 done
 
+# tied embeddings under a pipeline across processes: the two stages' gradient exchange goes
+# over MPI (each stage's send grouped with its receive); the losses are the one-process run's
+sed 's/tied_embeddings: false/tied_embeddings: true/' "$tmp/pp2.yaml" >"$tmp/tpp2.yaml"
+"$GRIDSTEP" exec --json --steps 3 "$tmp/tpp2.yaml" >"$tmp/tpp2.one.json" || fail=1
+$MPIRUN -np 2 "$GRIDSTEP" exec --json --steps 3 "$tmp/tpp2.yaml" >"$tmp/tpp2.mpi.json" 2>"$tmp/tpp2.err"
+check "tied pp2, mpirun -np 2: exit 0" test $? -eq 0
+losses "$tmp/tpp2.one.json" >"$tmp/tpp2.one.txt"
+losses "$tmp/tpp2.mpi.json" >"$tmp/tpp2.mpi.txt"
+check "tied pp2, mpirun -np 2: the one-process losses, exactly" sh -c \
+    "grep -q tied_embeddings:\ true '$tmp/tpp2.yaml' && test \$(grep -c . '$tmp/tpp2.mpi.txt') -eq 3 && cmp -s '$tmp/tpp2.one.txt' '$tmp/tpp2.mpi.txt'"
+
 # where each rank ran: the host's name (GRIDSTEP_HOST stands in for a second machine) and the
 # local rank, its place among that host's processes in rank order (the cuda driver's device).
 # Hosts a a b b: local ranks 0 1 0 1; a b a b: 0 0 1 1; each host holds 2 processes.
