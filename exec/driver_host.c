@@ -391,6 +391,11 @@ static gs_status host_open(const gs_mesh *mesh, const gs_driver_opts *opts, gs_d
                             p2p);
     }
     d->rendezvous = p2p && strcmp(p2p, "rendezvous") == 0;
+    if (d->rendezvous && opts && gs_boot_active(opts->boot)) {
+        host_close(d);
+        return gs_error_set(err, GS_ERR_INPUT, "host driver: GRIDSTEP_HOST_P2P=rendezvous works within one process "
+                            "(its sends wait on the receiver's mailbox); across processes the MPI sends are eager");
+    }
     if (opts && gs_boot_active(opts->boot)) {
         gs_status rc = boot_open(d, opts, err);
         if (rc != GS_OK) {

@@ -106,6 +106,12 @@ losses "$tmp/tpp2.mpi.json" >"$tmp/tpp2.mpi.txt"
 check "tied pp2, mpirun -np 2: the one-process losses, exactly" sh -c \
     "grep -q tied_embeddings:\ true '$tmp/tpp2.yaml' && test \$(grep -c . '$tmp/tpp2.mpi.txt') -eq 3 && cmp -s '$tmp/tpp2.one.txt' '$tmp/tpp2.mpi.txt'"
 
+# the host driver's rendezvous sends are a one-process mode: refused across processes
+GRIDSTEP_HOST_P2P=rendezvous $MPIRUN -np 2 -x GRIDSTEP_HOST_P2P "$GRIDSTEP" exec --steps 1 "$tmp/pp2.yaml" \
+    >"$tmp/out" 2>"$tmp/err"
+check "GRIDSTEP_HOST_P2P=rendezvous under mpirun: exit 2" test $? -eq 2
+check "... saying it works within one process" grep -q "GRIDSTEP_HOST_P2P=rendezvous works within one process" "$tmp/err"
+
 # where each rank ran: the host's name (GRIDSTEP_HOST stands in for a second machine) and the
 # local rank, its place among that host's processes in rank order (the cuda driver's device).
 # Hosts a a b b: local ranks 0 1 0 1; a b a b: 0 0 1 1; each host holds 2 processes.
