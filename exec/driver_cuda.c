@@ -1519,12 +1519,19 @@ static gs_status comm_of(gs_drv *d, uint64_t rank, const gs_drv_group *g, ncclCo
     return GS_OK;
 }
 
-typedef enum coll_kind { C_AG, C_RS, C_AR, C_BCAST, C_SEND, C_RECV } coll_kind;
+/* The status of work refused because the run was aborted: the abort's message after `where`. */
+static gs_status stopped(gs_drv *d, const char *where, gs_error *err)
+{
+    gs_error e;
+    cuda_aborted(d, &e);
+    return gs_error_set(err, GS_ERR_RUNTIME, "%s: stopped: %s", where, e.msg);
+}
+
+typedef enum coll_kind { C_AG, C_RS, C_AR, C_BCAST } coll_kind;
 
 static const char *coll_name(coll_kind k)
 {
-    static const char *const n[] = {"ncclAllGather", "ncclReduceScatter", "ncclAllReduce", "ncclBroadcast",
-                                    "ncclSend", "ncclRecv"};
+    static const char *const n[] = {"ncclAllGather", "ncclReduceScatter", "ncclAllReduce", "ncclBroadcast"};
     return n[k];
 }
 
@@ -1538,9 +1545,7 @@ static gs_status nccl_issue(gs_drv *d, gs_drv_stream *s, uint64_t rank, ncclComm
     pthread_mutex_lock(&r->mu);
     if (cuda_aborted(d, NULL)) {
         pthread_mutex_unlock(&r->mu);
-        gs_error e;
-        cuda_aborted(d, &e);
-        return gs_error_set(err, GS_ERR_RUNTIME, "%s: stopped: %s", where, e.msg);
+        return stopped(d, where, err);
     }
     ncclResult_t st = ncclGroupStart(), st2;
     if (st == ncclSuccess) {
@@ -1549,8 +1554,6 @@ static gs_status nccl_issue(gs_drv *d, gs_drv_stream *s, uint64_t rank, ncclComm
         case C_RS: st = ncclReduceScatter(send, recv, count, type, ncclSum, c, s->cs); break;
         case C_AR: st = ncclAllReduce(send, recv, count, type, ncclSum, c, s->cs); break;
         case C_BCAST: st = ncclBroadcast(send, recv, count, type, peer_or_root, c, s->cs); break;
-        case C_SEND: st = ncclSend(send, count, type, peer_or_root, c, s->cs); break;
-        case C_RECV: st = ncclRecv(recv, count, type, peer_or_root, c, s->cs); break;
         }
         st2 = ncclGroupEnd();
         if (st == ncclSuccess || st == ncclInProgress)
@@ -1608,37 +1611,6 @@ static gs_status cuda_broadcast(gs_drv *d, gs_drv_stream *s, uint64_t rank, cons
     return coll(d, s, rank, g, C_BCAST, buf, buf, count, (int)root, err);
 }
 
-static gs_status p2p(gs_drv *d, gs_drv_stream *s, uint64_t rank, uint64_t peer, coll_kind k, const void *send,
-                     void *recv, uint64_t bytes, gs_error *err)
-{
-    char where[128];
-    snprintf(where, sizeof where, "rank %" PRIu64 ": %s of %" PRIu64 " B %s rank %" PRIu64, rank,
-             k == C_SEND ? "send" : "recv", bytes, k == C_SEND ? "to" : "from", peer);
-    if (rank >= d->world || peer >= d->world)
-        return gs_error_set(err, GS_ERR_RUNTIME, "%s: no such rank", where);
-    ncclComm_t c = d->r[rank].world;
-    if (!c) {
-        gs_error e;
-        cuda_aborted(d, &e);
-        return gs_error_set(err, GS_ERR_RUNTIME, "%s: stopped: %s", where, e.msg);
-    }
-    if (cudaSetDevice(s->dev) != cudaSuccess)
-        return gs_error_set(err, GS_ERR_RUNTIME, "%s: cudaSetDevice failed", where);
-    return nccl_issue(d, s, rank, c, k, send, recv, (size_t)bytes, ncclInt8, (int)peer, where, err);
-}
-
-static gs_status cuda_send(gs_drv *d, gs_drv_stream *s, uint64_t rank, uint64_t peer, const void *buf, uint64_t bytes,
-                           gs_error *err)
-{
-    return p2p(d, s, rank, peer, C_SEND, buf, NULL, bytes, err);
-}
-
-static gs_status cuda_recv(gs_drv *d, gs_drv_stream *s, uint64_t rank, uint64_t peer, void *buf, uint64_t bytes,
-                           gs_error *err)
-{
-    return p2p(d, s, rank, peer, C_RECV, NULL, buf, bytes, err);
-}
-
 /* A p2p group as one NCCL group (driver.h: p2p_group): its sends and receives progress together,
  * so ranks that send to each other at once do not each wait for a receive queued behind their
  * own send. */
@@ -1646,7 +1618,8 @@ static gs_status cuda_p2p_group(gs_drv *d, gs_drv_stream *s, uint64_t rank, cons
                                 gs_error *err)
 {
     char where[160];
-    int at = snprintf(where, sizeof where, "rank %" PRIu64 ": p2p group of %zu:", rank, n);
+    int at = n == 1 ? snprintf(where, sizeof where, "rank %" PRIu64 ":", rank)
+                    : snprintf(where, sizeof where, "rank %" PRIu64 ": p2p group of %zu:", rank, n);
     for (size_t i = 0; i < n && at > 0 && (size_t)at < sizeof where; i++)
         at += snprintf(where + at, sizeof where - (size_t)at, " %s %" PRIu64 " B %s %" PRIu64,
                        ops[i].recv ? "recv" : "send", ops[i].bytes, ops[i].recv ? "from" : "to", ops[i].peer);
@@ -1658,18 +1631,14 @@ static gs_status cuda_p2p_group(gs_drv *d, gs_drv_stream *s, uint64_t rank, cons
     rank_dev *r = &d->r[rank];
     ncclComm_t c = r->world;
     if (!c) {
-        gs_error e;
-        cuda_aborted(d, &e);
-        return gs_error_set(err, GS_ERR_RUNTIME, "%s: stopped: %s", where, e.msg);
+        return stopped(d, where, err);
     }
     if (cudaSetDevice(s->dev) != cudaSuccess)
         return gs_error_set(err, GS_ERR_RUNTIME, "%s: cudaSetDevice failed", where);
     pthread_mutex_lock(&r->mu);
     if (cuda_aborted(d, NULL)) {
         pthread_mutex_unlock(&r->mu);
-        gs_error e;
-        cuda_aborted(d, &e);
-        return gs_error_set(err, GS_ERR_RUNTIME, "%s: stopped: %s", where, e.msg);
+        return stopped(d, where, err);
     }
     const char *call = "ncclGroupStart";
     ncclResult_t st = ncclGroupStart(), st2;
@@ -1693,6 +1662,20 @@ static gs_status cuda_p2p_group(gs_drv *d, gs_drv_stream *s, uint64_t rank, cons
         return gs_error_set(err, GS_ERR_RUNTIME, "%s", msg);
     }
     return nccl_wait(d, r, c, rank, where, err);
+}
+
+static gs_status cuda_send(gs_drv *d, gs_drv_stream *s, uint64_t rank, uint64_t peer, const void *buf, uint64_t bytes,
+                           gs_error *err)
+{
+    const gs_drv_p2p op = {0, peer, (void *)buf, bytes};
+    return cuda_p2p_group(d, s, rank, &op, 1, err);
+}
+
+static gs_status cuda_recv(gs_drv *d, gs_drv_stream *s, uint64_t rank, uint64_t peer, void *buf, uint64_t bytes,
+                           gs_error *err)
+{
+    const gs_drv_p2p op = {1, peer, buf, bytes};
+    return cuda_p2p_group(d, s, rank, &op, 1, err);
 }
 
 static double cuda_op_start_s(gs_drv *d, gs_drv_stream *s)
