@@ -667,6 +667,9 @@ static const cfg rv_configs[] = {
     /* the tied embedding's exchange: both ends send, then receive */
     {"rv-tied-dp2-pp2-tp2-sp-zero1", 2, 2, 2, 1, 8, "zero1", "1f1b", "none", "layer", 1, 1, 4, 1, M_TIED},
 };
+#define NRV (sizeof rv_configs / sizeof rv_configs[0])
+/* the contract configurations with a non-interleaved pipeline (filled by exec_suite) */
+static size_t rv_more[NCONFIGS], n_rv_more;
 
 /* STEPS steps of c on ops (NULL: host) with the given timeout; the losses, or the failure. */
 static gs_status run_steps(const cfg *c, const gs_driver_ops *ops, double timeout_s, double *loss, gs_error *err)
@@ -692,7 +695,8 @@ static gs_status run_steps(const cfg *c, const gs_driver_ops *ops, double timeou
 
 START_TEST(rendezvous_p2p)
 {
-    const cfg *c = &rv_configs[_i];
+    /* the four above, then every contract configuration with a pipeline that is not interleaved */
+    const cfg *c = (size_t)_i < NRV ? &rv_configs[_i] : &configs[rv_more[(size_t)_i - NRV]];
     double eager[STEPS], rv[STEPS];
     gs_error err;
     gs_error_init(&err);
@@ -1423,7 +1427,10 @@ static Suite *exec_suite(void)
     TCase *te = tcase_create("errors");
     tcase_set_timeout(te, 60);
     tcase_add_test(te, injected_failure);
-    tcase_add_loop_test(te, rendezvous_p2p, 0, (int)(sizeof rv_configs / sizeof rv_configs[0]));
+    for (size_t i = 0; i < NCONFIGS; i++)
+        if (configs[i].pp > 1 && strcmp(configs[i].pipeline, "interleaved") != 0)
+            rv_more[n_rv_more++] = i;
+    tcase_add_loop_test(te, rendezvous_p2p, 0, (int)(NRV + n_rv_more));
     tcase_add_test(te, rendezvous_interleaved);
     tcase_add_test(te, collective_timeout);
     tcase_add_test(te, timeout_chain);
