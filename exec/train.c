@@ -1591,27 +1591,38 @@ static gs_status dp_action(const ctx *c, action act)
     }
 }
 
+/* What the optimizer updates of unit u: n parameters at *p (flat offset *lo of the unit) from n
+ * gradients at *g. The whole unit, FSDP's stored shard, or ZeRO-1/2's own slice of the resident
+ * parameters (from its slice of ZeRO-1's full gradient or ZeRO-2's gradient shard; an all-gather,
+ * A_OWN_AG, shares it). 0 when the gradient storage does not hold n elements for it. */
+static int opt_window(const rank_st *r, size_t u, float **p, float **g, uint64_t *lo, uint64_t *n)
+{
+    uint64_t S = r->units[u].S;
+    *n = r->plan.stored_sharded ? S : r->N * S;
+    *p = r->tbuf[r->param_t[u]];
+    *g = r->tbuf[r->grad_t[u]];
+    *lo = r->plan.stored_sharded ? r->shard_pos * S : 0;
+    uint64_t gn = r->N <= 1 || !r->plan.shard_grads ? *n : S;
+    if (r->own_slice) {
+        *p += r->shard_pos * S;
+        if (gn == *n)
+            *g += r->shard_pos * S;
+        *lo = r->shard_pos * S;
+        *n = gn = S;
+    }
+    return gn == *n;
+}
+
 static gs_status optim_action(const ctx *c)
 {
     gs_train *t = c->t;
     rank_st *r = c->r;
     const gs_driver_ops *ops = t->ops;
     for (size_t u = 0; u < r->nunits; u++) {
-        uint64_t S = r->units[u].S;
-        uint64_t n = r->plan.stored_sharded ? S : r->N * S;
-        float *p = r->tbuf[r->param_t[u]], *g = r->tbuf[r->grad_t[u]];
-        uint64_t gn = r->N <= 1 || !r->plan.shard_grads ? n : S;
-        if (r->own_slice) {
-            /* ZeRO-1/2: this rank's slice of the parameters, from its slice of ZeRO-1's full
-             * gradient or ZeRO-2's gradient shard; an all-gather (A_OWN_AG) shares it */
-            p += r->shard_pos * S;
-            if (gn == n)
-                g += r->shard_pos * S;
-            n = gn = S;
-        }
-        if (gn != n)
-            return gs_error_set(c->err, GS_ERR_RUNTIME, "unit %zu: %" PRIu64 " parameters but %" PRIu64 " gradients",
-                                u, n, gn);
+        float *p, *g;
+        uint64_t lo, n;
+        if (!opt_window(r, u, &p, &g, &lo, &n))
+            return gs_error_set(c->err, GS_ERR_RUNTIME, "unit %zu: %" PRIu64 " parameters but fewer gradients", u, n);
         ops->adamw(c->s, p, g, r->m[u], r->v[u], n, t->o.lr, t->o.beta1, t->o.beta2, t->o.eps, t->o.weight_decay,
                    t->step);
         ops->fill(t->drv, c->s, g, 0.0f, n);
@@ -1670,20 +1681,12 @@ static gs_status sp_norm_action(const ctx *c)
     return GS_OK;
 }
 
-/* The tied embedding's gradient window: the part of the root unit's gradient the optimizer
- * reads (the whole unit, or this rank's shard or slice), from flat offset lo, len elements, at g. */
-static void tied_window(const gs_train *t, const rank_st *r, float **g, uint64_t *lo, uint64_t *len)
+/* The tied embedding's gradient window: the root unit's gradients the optimizer reads (at g,
+ * flat offset lo, len elements). */
+static void tied_window(const rank_st *r, float **g, uint64_t *lo, uint64_t *len)
 {
-    size_t u = r->nunits - 1;
-    uint64_t S = r->units[u].S;
-    int sharded = r->plan.stored_sharded || r->own_slice;
-    int full_buf = !(r->N > 1 && r->plan.shard_grads); /* the resident gradient holds the whole unit */
-    (void)t;
-    *g = r->tbuf[r->grad_t[u]];
-    *lo = sharded ? r->shard_pos * S : 0;
-    *len = sharded ? S : r->N * S;
-    if (sharded && full_buf)
-        *g += *lo;
+    float *p;
+    opt_window(r, r->nunits - 1, &p, g, lo, len);
 }
 
 /* A p2p event's buffer and size; the tied exchange's send side stages this rank's gradient over
@@ -1705,7 +1708,7 @@ static void *p2p_buf(const ctx *c, const gs_event *e, action act, uint64_t *byte
         *bytes = r->word_n * sizeof(float);
         float *g;
         uint64_t lo, len;
-        tied_window(t, r, &g, &lo, &len);
+        tied_window(r, &g, &lo, &len);
         if (!r->xstage)
             return g; /* the whole gradient: the word embedding is its first word_n elements */
         t->ops->fill(t->drv, c->s, r->xstage, 0.0f, r->word_n);
@@ -1725,7 +1728,7 @@ static void tied_add(const ctx *c)
     rank_st *r = c->r;
     float *g;
     uint64_t lo, len;
-    tied_window(c->t, r, &g, &lo, &len);
+    tied_window(r, &g, &lo, &len);
     if (lo < r->word_n)
         c->t->ops->add(c->s, g, r->xbuf + lo, lo + len < r->word_n ? len : r->word_n - lo);
 }
