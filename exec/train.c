@@ -44,11 +44,10 @@ typedef struct ev_plan {
     uint32_t ptid, gtid;      /* parameter and gradient tensors the event uses (unit of its layer) */
     uint32_t rptid, rgtid;    /* the root unit's, for embed / head events */
     uint64_t off, count;      /* bucket all-reduce: element range */
-    /* p2p groups: a run of sends that the receive after them on their stream issues with
-     * itself as one p2p_group (deferred), and that receive's 1 + the run's first index (first1;
-     * 0: none; the run is the stream's events from there up to the receive) */
+    /* p2p groups: a send that the receive after it on its stream issues with itself as one
+     * p2p_group (deferred), and that receive's 1 + the send's index (send1; 0: none) */
     uint8_t deferred;
-    uint32_t first1;
+    uint32_t send1;
 } ev_plan;
 
 /* One tensor's place in a unit's flat buffer: nrows rows of row_len elements at flat_off; row r
@@ -102,7 +101,7 @@ typedef struct rank_st {
     /* tied embeddings under a pipeline, first and last stages: the word embedding (or its copy)
      * is the first word_n elements of the root unit, and the root's shard size is the larger of
      * the two stages' (so both split the word embedding at the same places over DP); xbuf gets
-     * the peer's gradient, xstage (sharded gradients only) this rank's for sending */
+     * the peer's gradient, xstage (gradient shards only) this rank's for sending */
     int tied_x;
     uint64_t word_n;
     float *xbuf, *xstage;
@@ -146,7 +145,7 @@ struct gs_train {
     rank_st *r;
     size_t nr;
     gs_dispatch *disp; /* borrowed: the streams a checkpoint's copies go on */
-    int p2p_groups;    /* the sends just before a receive on its stream go out with it (p2p_group);
+    int p2p_groups;    /* a send followed on its stream by a receive goes out with it (p2p_group);
                         * GRIDSTEP_P2P_GROUPS=0 turns that off (a test of the rendezvous check) */
 };
 
@@ -523,30 +522,27 @@ static gs_status plan_rank(gs_train *t, rank_st *r, const gs_rank_events *re, gs
                 cur_grad[tt->unit] = NO_ID;
         }
     }
-    /* p2p groups: the run of sends just before a receive on its stream goes out with it, as one
+    /* p2p groups: a send whose stream's next event is a receive goes out with it, as one
      * p2p_group (Megatron's send_forward_recv_backward and its kin), so neighbours that send to
-     * each other before receiving (1F1B's steady state, the interleaved order's ring, the tied
-     * embedding's exchange) do not each wait for a receive queued behind their own send. The
-     * receive has no dependencies of its own, so issuing the sends there delays nothing. */
-    for (size_t j = 0; t->p2p_groups && j < re->nevents; j++) {
+     * each other before receiving (1F1B's steady state, the tied embedding's exchange) do not
+     * each wait for a receive queued behind their own send. That receive comes straight after
+     * the send on the stream and waits for nothing the send did not, so the send leaves when it
+     * would have. Only that one send: deferring a run of them would hold the run's first sends
+     * until its last one's dependencies are met (GPipe's warm-up sends until the last forward). */
+    for (size_t j = 1; t->p2p_groups && j < re->nevents; j++) {
         uint8_t aj = r->plans[j].act;
         if (aj != A_RECV_FWD && aj != A_RECV_BWD && aj != A_TIED_RECV)
             continue;
-        size_t first = j;
-        for (size_t i = j; i-- > 0;) {
-            if (re->events[i].stream != re->events[j].stream)
-                continue;
-            uint8_t ai = r->plans[i].act;
-            if (ai != A_SEND_FWD && ai != A_SEND_BWD && ai != A_TIED_SEND)
-                break;
-            first = i;
-        }
-        if (first == j)
+        size_t i = j;
+        while (i-- > 0 && re->events[i].stream != re->events[j].stream)
+            ;
+        if (i == SIZE_MAX)
             continue;
-        for (size_t i = first; i < j; i++)
-            if (re->events[i].stream == re->events[j].stream)
-                r->plans[i].deferred = 1;
-        r->plans[j].first1 = (uint32_t)first + 1;
+        uint8_t ai = r->plans[i].act;
+        if (ai == A_SEND_FWD || ai == A_SEND_BWD || ai == A_TIED_SEND) {
+            r->plans[i].deferred = 1;
+            r->plans[j].send1 = (uint32_t)i + 1;
+        }
     }
 out:
     free(cur_full);
@@ -837,8 +833,9 @@ static gs_status rank_init(gs_train *t, gs_dispatch *disp, size_t ri, gs_error *
         r->tmp[u] = dalloc(t, r, r->units[u].S, &ok);
     }
     if (r->tied_x) {
+        /* exec's own buffers (the ledger counts what Megatron holds: its all-reduce is in place) */
         r->xbuf = dalloc(t, r, r->word_n, &ok);
-        if (r->plan.stored_sharded || r->own_slice)
+        if (r->N > 1 && r->plan.shard_grads)
             r->xstage = dalloc(t, r, r->word_n, &ok);
     }
     if (!ok)
@@ -980,13 +977,13 @@ gs_status gs_train_create(const gs_scenario *s, const gs_schedule *sch, const gs
         return rc;
     if (sch->nranks != sch->mesh.world)
         return gs_error_set(err, GS_ERR_INPUT, "exec: the schedule must hold every rank (build it exact)");
-    /* The interleaved order receives just in time: each stage's forward send (a run of sends
-     * grouped with the backward receive after it) waits for a forward receive its successor
-     * posts only after its own group, whose send waits on the next stage, around the ring. With
-     * sends that wait for their receivers that is a cycle, measured with
-     * GRIDSTEP_HOST_P2P=rendezvous (1F1B and GPipe pass once the sends go out with the receive
-     * after them). Megatron pre-posts the next forward's receive with each send and groups four
-     * operations per steady-state step; this schedule's order does not allow that. */
+    /* The interleaved order receives just in time: each stage's forward send (grouped with the
+     * receive after it, or alone) waits for a forward receive its successor posts only after its
+     * own send, which waits on the next stage, around the ring. With sends that wait for their
+     * receivers that is a cycle, measured with GRIDSTEP_HOST_P2P=rendezvous (1F1B and GPipe pass
+     * once a send goes out with the receive after it). Megatron pre-posts the next forward's
+     * receive with each send and groups four operations per steady-state step; this schedule's
+     * order does not allow that. */
     if (ops->p2p_rendezvous && s->strategy.pipeline == GS_PIPE_INTERLEAVED && sch->mesh.size[GS_DIM_PP] > 1)
         return gs_error_set(err, GS_ERR_UNSUPPORTED,
                             "exec: the %s driver's sends wait for their receivers (NCCL's are blocking), and "
@@ -1709,8 +1706,8 @@ static void *p2p_buf(const ctx *c, const gs_event *e, action act, uint64_t *byte
         float *g;
         uint64_t lo, len;
         tied_window(r, &g, &lo, &len);
-        if (!r->xstage)
-            return g; /* the whole gradient: the word embedding is its first word_n elements */
+        if (!r->xstage) /* the whole unit's gradient (zeros outside a ZeRO-1 slice): its first word_n */
+            return r->tbuf[r->grad_t[r->nunits - 1]];
         t->ops->fill(t->drv, c->s, r->xstage, 0.0f, r->word_n);
         if (lo < r->word_n)
             t->ops->copy(t->drv, c->s, r->xstage + lo, g,
@@ -1735,43 +1732,31 @@ static void tied_add(const ctx *c)
 
 static gs_status p2p_action(const ctx *c, action act)
 {
-    enum { MAX_GROUP = 64 };
     gs_train *t = c->t;
     rank_st *r = c->r;
     const gs_event *e = c->e;
-    gs_status rc;
+    gs_status rc = GS_OK;
     if (c->pl->deferred)
         return GS_OK; /* issued with the receive after it on this stream */
-    gs_drv_p2p ops[MAX_GROUP];
+    gs_drv_p2p ops[2];
     size_t n = 0;
-    if (c->pl->first1) {
-        size_t j = (size_t)(e - c->re->events);
-        for (size_t i = c->pl->first1 - 1; i < j; i++) {
-            const gs_event *se = &c->re->events[i];
-            if (se->stream != e->stream)
-                continue;
-            if (n + 1 == MAX_GROUP)
-                return gs_error_set(c->err, GS_ERR_RUNTIME, "rank %" PRIu64 ": more than %d sends before a receive",
-                                    r->rank, MAX_GROUP - 1);
-            ops[n].recv = 0;
-            ops[n].peer = se->peer;
-            ops[n].buf = p2p_buf(c, se, (action)r->plans[i].act, &ops[n].bytes);
-            n++;
-        }
+    if (c->pl->send1) {
+        const gs_event *se = &c->re->events[c->pl->send1 - 1];
+        ops[n].recv = 0;
+        ops[n].peer = se->peer;
+        ops[n].buf = p2p_buf(c, se, (action)r->plans[c->pl->send1 - 1].act, &ops[n].bytes);
+        n++;
     }
-    int recv = !(act == A_SEND_FWD || act == A_SEND_BWD || act == A_TIED_SEND);
-    ops[n].recv = recv;
+    ops[n].recv = !(act == A_SEND_FWD || act == A_SEND_BWD || act == A_TIED_SEND);
     ops[n].peer = e->peer;
     ops[n].buf = p2p_buf(c, e, act, &ops[n].bytes);
     n++;
-    if (n > 1 && t->ops->p2p_group) {
+    if (n > 1 && t->ops->p2p_group)
         rc = t->ops->p2p_group(t->drv, c->s, r->rank, ops, n, c->err);
-    } else {
-        rc = GS_OK;
+    else
         for (size_t i = 0; i < n && rc == GS_OK; i++)
             rc = ops[i].recv ? t->ops->recv(t->drv, c->s, r->rank, ops[i].peer, ops[i].buf, ops[i].bytes, c->err)
                              : t->ops->send(t->drv, c->s, r->rank, ops[i].peer, ops[i].buf, ops[i].bytes, c->err);
-    }
     if (rc == GS_OK && act == A_TIED_RECV)
         tied_add(c);
     return rc;

@@ -20,8 +20,8 @@
  * splits it alike on both; their gradients are exchanged (the schedule's OPTIM send/receive
  * pair) and added before the optimizer, and the copies stay equal to the bit.
  *
- * Pipeline p2p: the run of sends just before a receive on its stream goes out with it through
- * the driver's p2p_group (one NCCL group), so a schedule whose neighbours send to each other before
+ * Pipeline p2p: a send followed on its stream by a receive goes out with it through the
+ * driver's p2p_group (one NCCL group), so a schedule whose neighbours send to each other before
  * receiving does not deadlock where sends wait for their receivers (GRIDSTEP_P2P_GROUPS=0: each
  * alone, a test of exactly that).
  *
