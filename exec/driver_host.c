@@ -1180,7 +1180,8 @@ static gs_status host_recv(gs_drv *d, gs_drv_stream *s, uint64_t rank, uint64_t 
     if (!b->head)
         b->tail = NULL;
     b->taken++;
-    notify(d, b); /* a rendezvous sender waits on the mailbox too */
+    if (d->rendezvous)
+        notify(d, b); /* the sender waits for its message to be taken */
     pthread_mutex_unlock(&d->mu);
     gs_status rc = GS_OK;
     if (m->bytes != bytes) {
