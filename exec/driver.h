@@ -195,7 +195,7 @@ typedef struct gs_driver_ops {
      * returns (CUDA: completes on s) when all are done. A send that waits for its receiver
      * (NCCL's ncclSend is "blocking for the GPU", and its guide says calls that must progress
      * concurrently have to be grouped) must be grouped this way wherever ranks send to each
-     * other before receiving (1F1B's steady state, the interleaved order's ring), or each waits
+     * other before receiving (1F1B's steady state, the tied embedding's exchange), or each waits
      * for a receive queued behind its peer's own send. NCCL: one ncclGroupStart/End, as
      * Megatron's batch_isend_irecv. */
     gs_status (*p2p_group)(gs_drv *d, gs_drv_stream *s, uint64_t rank, const gs_drv_p2p *ops, size_t n,
