@@ -1035,6 +1035,10 @@ gs_status gs_train_create(const gs_scenario *s, const gs_schedule *sch, const gs
     t->layers = m->layers;
     t->recompute = s->strategy.recompute;
     const char *pg = getenv("GRIDSTEP_P2P_GROUPS");
+    if (pg && *pg && strcmp(pg, "0") != 0 && strcmp(pg, "1") != 0) {
+        rc = gs_error_set(err, GS_ERR_INPUT, "exec: GRIDSTEP_P2P_GROUPS is '%s', expected 0 or 1", pg);
+        goto out;
+    }
     t->p2p_groups = !(pg && strcmp(pg, "0") == 0);
     t->nr = sch->nranks;
     if (!(t->r = calloc(t->nr, sizeof *t->r))) {

@@ -166,6 +166,13 @@ if [ $rc -eq 1 ] && grep -q "(rendezvous): timed out after 2 s" "$tmp/rv0.err" &
 else
     bad "rendezvous sends without grouping: exit $rc: $(cat "$tmp/rv0.err")"
 fi
+GRIDSTEP_P2P_GROUPS=maybe "$GRIDSTEP" exec --steps 1 "$dir/single.yaml" > /dev/null 2> "$tmp/pgb.err"
+rc=$?
+if [ $rc -eq 2 ] && grep -q "GRIDSTEP_P2P_GROUPS is 'maybe', expected 0 or 1" "$tmp/pgb.err"; then
+    ok "GRIDSTEP_P2P_GROUPS=maybe refused"
+else
+    bad "GRIDSTEP_P2P_GROUPS=maybe: exit $rc: $(cat "$tmp/pgb.err")"
+fi
 GRIDSTEP_HOST_P2P=bogus "$GRIDSTEP" exec --steps 1 "$dir/single.yaml" > /dev/null 2> "$tmp/rvb.err"
 rc=$?
 if [ $rc -eq 2 ] && grep -q "GRIDSTEP_HOST_P2P is 'bogus', expected eager or rendezvous" "$tmp/rvb.err"; then
