@@ -166,20 +166,18 @@ if [ $rc -eq 1 ] && grep -q "(rendezvous): timed out after 2 s" "$tmp/rv0.err" &
 else
     bad "rendezvous sends without grouping: exit $rc: $(cat "$tmp/rv0.err")"
 fi
-GRIDSTEP_P2P_GROUPS=maybe "$GRIDSTEP" exec --steps 1 "$dir/single.yaml" > /dev/null 2> "$tmp/pgb.err"
-rc=$?
-if [ $rc -eq 2 ] && grep -q "GRIDSTEP_P2P_GROUPS is 'maybe', expected 0 or 1" "$tmp/pgb.err"; then
-    ok "GRIDSTEP_P2P_GROUPS=maybe refused"
-else
-    bad "GRIDSTEP_P2P_GROUPS=maybe: exit $rc: $(cat "$tmp/pgb.err")"
-fi
-GRIDSTEP_HOST_P2P=bogus "$GRIDSTEP" exec --steps 1 "$dir/single.yaml" > /dev/null 2> "$tmp/rvb.err"
-rc=$?
-if [ $rc -eq 2 ] && grep -q "GRIDSTEP_HOST_P2P is 'bogus', expected eager or rendezvous" "$tmp/rvb.err"; then
-    ok "GRIDSTEP_HOST_P2P=bogus refused"
-else
-    bad "GRIDSTEP_HOST_P2P=bogus: exit $rc: $(cat "$tmp/rvb.err")"
-fi
+# exec under VAR=VALUE exits 2 with PATTERN in its message: env_refused VAR=VALUE PATTERN
+env_refused() {
+    env "$1" "$GRIDSTEP" exec --steps 1 "$dir/single.yaml" > /dev/null 2> "$tmp/env.err"
+    rc=$?
+    if [ $rc -eq 2 ] && grep -q "$2" "$tmp/env.err"; then
+        ok "$1 refused"
+    else
+        bad "$1: exit $rc: $(cat "$tmp/env.err")"
+    fi
+}
+env_refused GRIDSTEP_P2P_GROUPS=maybe "GRIDSTEP_P2P_GROUPS is 'maybe', expected 0 or 1"
+env_refused GRIDSTEP_HOST_P2P=bogus "GRIDSTEP_HOST_P2P is 'bogus', expected eager or rendezvous"
 
 # GPT blocks (LayerNorm, GELU, biases, learned positions; since 2026-11-30, gradients checked
 # in tests/check_exec and check_kernels): DP2 x PP2 x TP2 with SP prints the single rank's losses
