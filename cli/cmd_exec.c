@@ -36,9 +36,10 @@ const char gs_cmd_exec_help[] =
     "copy, and the two stages exchange their gradients before the optimizer (Megatron's\n"
     "embedding group). A pipeline send followed on its stream by a receive goes out with it as\n"
     "one operation (NCCL: one group), so neighbours that send to each other first do not\n"
-    "deadlock where sends wait for their receivers. Refused with the reason: dropout true (no\n"
-    "masks are drawn), tp_comm_overlap, and on the cuda driver the interleaved pipeline (its\n"
-    "send/receive order waits in a cycle when sends wait for receivers).\n"
+    "deadlock where sends wait for their receivers; on such a driver (cuda) exec also issues a\n"
+    "receive ahead of its place where the step would otherwise wait in a cycle (the interleaved\n"
+    "pipeline; Megatron posts the next forward's receive with the current sends), and reports\n"
+    "how many. Refused with the reason: dropout true (no masks are drawn), tp_comm_overlap.\n"
     "\n"
     "Prints the loss and measured time of every step, then the report of the last step with the\n"
     "same fields as `gridstep sim` (step time, tokens/s, MFU against the scenario's GPU, exposed\n"
@@ -72,7 +73,8 @@ const char gs_cmd_exec_help[] =
     "                   follows the waits (rank A waits for B, which waits for C, ...) to the rank\n"
     "                   that waits for no other: the one stuck in its own work, or dead\n"
     "  --json           one JSON document: sim's keys (step_time_s, tokens_per_s, ...) for the last\n"
-    "                   step, plus driver, steps, loss [per step], step_s [per step]\n"
+    "                   step, plus driver, steps, loss [per step], step_s [per step], p2p_hoisted\n"
+    "                   (receives issued ahead of their place; 0 unless sends wait, see below)\n"
     "  --trace FILE     Chrome trace JSON of the last step (measured times)\n"
     "  --load DIR       start from a sharded checkpoint (any grid of the same model: pieces are\n"
     "                   matched by element range; Adam's step continues; under zero1 or\n"
@@ -127,8 +129,9 @@ const char gs_cmd_exec_help[] =
     "at full-pieces.\n"
     "GRIDSTEP_HOST_P2P=rendezvous makes the host driver's sends wait until their receiver has\n"
     "taken the message, as NCCL's (blocking for the GPU) do: a p2p order that would deadlock on GPUs\n"
-    "then times out on the CPU naming the cycle (default eager; one process only).\n"
-    "GRIDSTEP_P2P_GROUPS=0 issues every send alone (to see that deadlock).\n"
+    "then times out on the CPU naming the cycle (default eager; one process only). Then, as on the\n"
+    "cuda driver, exec plans its groups for such sends (receives issued ahead of their place).\n"
+    "GRIDSTEP_P2P_GROUPS=0 issues every send and receive alone (to see that deadlock).\n"
     "\n"
     "examples:\n"
     "  gridstep exec --steps 3 scenarios/tiny-llama-2x2x2.yaml\n"
@@ -649,6 +652,8 @@ gs_status gs_cmd_exec(int argc, char **argv, gs_error *err)
         if (mx.launched) /* where each rank ran: its process's host and place on it */
             json_object_set_new(doc, "processes", processes_json(&mx));
         put_report(doc, &rep);
+        json_object_set_new(doc, "p2p_hoisted",
+                            json_integer((json_int_t)gs_train_p2p_hoisted(gs_exec_session_train(x))));
         rc = gs_cli_json_print(doc, err);
     } else {
         printf("%s: %" PRIu64 " ranks (dp=%" PRIu64 " pp=%" PRIu64 " tp=%" PRIu64 ", %s) on the %s driver, fp32\n",
@@ -658,6 +663,10 @@ gs_status gs_cmd_exec(int argc, char **argv, gs_error *err)
         for (uint64_t i = 0; i < a.steps; i++)
             printf("  %4" PRIu64 "  %.6f  %.4f s\n", first + i, loss[i], secs[i]);
         print_report(&rep);
+        size_t hoisted = gs_train_p2p_hoisted(gs_exec_session_train(x));
+        if (hoisted)
+            printf("  p2p groups          %zu receives per step issued ahead of their place (the %s driver's sends "
+                   "wait for their receivers)\n", hoisted, a.o.driver->name);
     }
 out:
     sigint_restore(&watch);

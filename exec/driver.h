@@ -213,9 +213,10 @@ typedef struct gs_driver_ops {
      * resolution (cudaEventElapsedTime between the two: event_time_s differences carry the
      * rounding of a time since the clock's base). NULL: the difference of event_time_s. */
     double (*event_elapsed_s)(gs_drv *d, const gs_drv_event *a, const gs_drv_event *b);
-    /* 1: a send can wait for its receiver (NCCL's do past their buffering), so exec refuses a
-     * schedule whose send/receive order then waits in a cycle (the host driver's
-     * GRIDSTEP_HOST_P2P=rendezvous mode shows which do). 0: sends return at once (eager). */
+    /* 1: a send can wait for its receiver (NCCL's do past their buffering), so exec plans its p2p
+     * groups for that (exec/p2p_groups.h: receives issued ahead of their place where the order
+     * would otherwise wait in a cycle; the host driver's GRIDSTEP_HOST_P2P=rendezvous mode runs
+     * the same plan on the CPU). 0: sends return at once (eager). */
     int p2p_rendezvous;
 } gs_driver_ops;
 

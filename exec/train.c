@@ -8,6 +8,7 @@
 #include "engine/ledger.h"
 #include "engine/partition.h"
 #include "engine/pipeline.h"
+#include "exec/p2p_groups.h"
 #include "exec/train.h"
 #include "kernels/host/kernels.h"
 
@@ -44,10 +45,10 @@ typedef struct ev_plan {
     uint32_t ptid, gtid;      /* parameter and gradient tensors the event uses (unit of its layer) */
     uint32_t rptid, rgtid;    /* the root unit's, for embed / head events */
     uint64_t off, count;      /* bucket all-reduce: element range */
-    /* p2p groups: a send that the receive after it on its stream issues with itself as one
-     * p2p_group (deferred), and that receive's 1 + the send's index (send1; 0: none) */
-    uint8_t deferred;
-    uint32_t send1;
+    /* p2p groups (exec/p2p_groups.h): lead, 1 + the event that issues this send or receive in
+     * its p2p_group (0: the event issues itself); for an issuing event, 1 + its group's first and
+     * last members (first1, last1; 0: none before or after it) */
+    uint32_t lead, first1, last1;
 } ev_plan;
 
 /* One tensor's place in a unit's flat buffer: nrows rows of row_len elements at flat_off; row r
@@ -145,8 +146,10 @@ struct gs_train {
     rank_st *r;
     size_t nr;
     gs_dispatch *disp; /* borrowed: the streams a checkpoint's copies go on */
-    int p2p_groups;    /* a send followed on its stream by a receive goes out with it (p2p_group);
+    int p2p_groups;    /* sends go out in p2p groups with a receive (exec/p2p_groups.h);
                         * GRIDSTEP_P2P_GROUPS=0 turns that off (a test of the rendezvous check) */
+    uint32_t **lead;   /* while the ranks are planned: per rank list, per event, the p2p plan */
+    size_t hoisted_recvs; /* receives the plan issues ahead of their place (rendezvous drivers) */
 };
 
 /* ---- set-up helpers --------------------------------------------------------------------------- */
@@ -522,28 +525,17 @@ static gs_status plan_rank(gs_train *t, rank_st *r, const gs_rank_events *re, gs
                 cur_grad[tt->unit] = NO_ID;
         }
     }
-    /* p2p groups: a send whose stream's next event is a receive goes out with it, as one
-     * p2p_group (Megatron's send_forward_recv_backward and its kin), so neighbours that send to
-     * each other before receiving (1F1B's steady state, the tied embedding's exchange) do not
-     * each wait for a receive queued behind their own send. That receive comes straight after
-     * the send on the stream and waits for nothing the send did not, so the send leaves when it
-     * would have. Only that one send: deferring a run of them would hold the run's first sends
-     * until its last one's dependencies are met (GPipe's warm-up sends until the last forward). */
-    for (size_t j = 1; t->p2p_groups && j < re->nevents; j++) {
-        uint8_t aj = r->plans[j].act;
-        if (aj != A_RECV_FWD && aj != A_RECV_BWD && aj != A_TIED_RECV)
-            continue;
-        size_t i = j;
-        while (i-- > 0 && re->events[i].stream != re->events[j].stream)
-            ;
-        if (i == SIZE_MAX)
-            continue;
-        uint8_t ai = r->plans[i].act;
-        if (ai == A_SEND_FWD || ai == A_SEND_BWD || ai == A_TIED_SEND) {
-            r->plans[i].deferred = 1;
-            r->plans[j].send1 = (uint32_t)i + 1;
+    /* p2p groups (exec/p2p_groups.h) */
+    const uint32_t *lead = t->lead ? t->lead[r - t->r] : NULL;
+    for (size_t i = 0; lead && i < re->nevents; i++)
+        if (lead[i]) {
+            ev_plan *g = &r->plans[lead[i] - 1];
+            r->plans[i].lead = lead[i];
+            if (i < lead[i] - 1 && (!g->first1 || i + 1 < g->first1))
+                g->first1 = (uint32_t)i + 1;
+            if (i > lead[i] - 1 && i + 1 > g->last1)
+                g->last1 = (uint32_t)i + 1;
         }
-    }
 out:
     free(cur_full);
     free(cur_grad);
@@ -633,6 +625,10 @@ void gs_train_destroy(gs_train *t)
         for (size_t i = 0; i < t->nr; i++)
             rank_fini(t, &t->r[i], &t->sch->ranks[i]);
     free(t->r);
+    if (t->lead)
+        for (size_t i = 0; i < t->nr; i++)
+            free(t->lead[i]);
+    free(t->lead);
     free(t);
 }
 
@@ -968,6 +964,35 @@ static gs_status rank_init(gs_train *t, gs_dispatch *disp, size_t ri, gs_error *
     return plan_rank(t, r, re, err);
 }
 
+static void free_lead(gs_train *t)
+{
+    if (t->lead)
+        for (size_t i = 0; i < t->nr; i++)
+            free(t->lead[i]);
+    free(t->lead);
+    t->lead = NULL;
+}
+
+/* The p2p groups of every rank (exec/p2p_groups.h), merged where sends wait for their receivers:
+ * on a driver flagged p2p_rendezvous (NCCL's sends), and on the host driver under
+ * GRIDSTEP_HOST_P2P=rendezvous, which shows on the CPU what such a driver would do. */
+static gs_status plan_groups(gs_train *t, gs_error *err)
+{
+    const char *hp = getenv("GRIDSTEP_HOST_P2P");
+    int rendezvous = t->ops->p2p_rendezvous ||
+                     (strcmp(t->ops->name, "host") == 0 && hp && strcmp(hp, "rendezvous") == 0);
+    if (!(t->lead = calloc(t->nr ? t->nr : 1, sizeof *t->lead)))
+        return gs_error_set(err, GS_ERR_NOMEM, "exec: out of memory");
+    for (size_t i = 0; i < t->nr; i++)
+        if (!(t->lead[i] = calloc(t->sch->ranks[i].nevents ? t->sch->ranks[i].nevents : 1, sizeof *t->lead[i])))
+            return gs_error_set(err, GS_ERR_NOMEM, "exec: out of memory");
+    gs_status rc = gs_p2p_groups_plan(t->sch, t->p2p_groups, rendezvous, t->lead, &t->hoisted_recvs, err);
+    if (rc == GS_ERR_UNSUPPORTED)
+        gs_error_prefix(err, "exec: the %s driver's sends wait for their receivers%s", t->ops->name,
+                        t->ops->p2p_rendezvous ? " (NCCL's are blocking)" : " (GRIDSTEP_HOST_P2P=rendezvous)");
+    return rc;
+}
+
 gs_status gs_train_create(const gs_scenario *s, const gs_schedule *sch, const gs_driver_ops *ops, gs_drv *drv,
                           gs_dispatch *disp, const gs_train_opts *o, gs_train **out, gs_error *err)
 {
@@ -977,19 +1002,6 @@ gs_status gs_train_create(const gs_scenario *s, const gs_schedule *sch, const gs
         return rc;
     if (sch->nranks != sch->mesh.world)
         return gs_error_set(err, GS_ERR_INPUT, "exec: the schedule must hold every rank (build it exact)");
-    /* The interleaved order receives just in time: each stage's forward send (grouped with the
-     * receive after it, or alone) waits for a forward receive its successor posts only after its
-     * own send, which waits on the next stage, around the ring. With sends that wait for their
-     * receivers that is a cycle, measured with GRIDSTEP_HOST_P2P=rendezvous (1F1B and GPipe pass
-     * once a send goes out with the receive after it). Megatron pre-posts the next forward's
-     * receive with each send and groups four operations per steady-state step; this schedule's
-     * order does not allow that. */
-    if (ops->p2p_rendezvous && s->strategy.pipeline == GS_PIPE_INTERLEAVED && sch->mesh.size[GS_DIM_PP] > 1)
-        return gs_error_set(err, GS_ERR_UNSUPPORTED,
-                            "exec: the %s driver's sends wait for their receivers (NCCL's are blocking), and "
-                            "the interleaved pipeline's send/receive order then waits in a cycle around the "
-                            "stages (GRIDSTEP_HOST_P2P=rendezvous shows it on the host driver); run pipeline: "
-                            "1f1b or gpipe on it, or simulate the interleaved schedule", ops->name);
     gs_train *t = calloc(1, sizeof *t);
     if (!t)
         return gs_error_set(err, GS_ERR_NOMEM, "exec: out of memory");
@@ -1045,10 +1057,13 @@ gs_status gs_train_create(const gs_scenario *s, const gs_schedule *sch, const gs
         rc = gs_error_set(err, GS_ERR_NOMEM, "exec: out of memory");
         goto out;
     }
+    if ((rc = plan_groups(t, err)) != GS_OK)
+        goto out;
     /* a multi-process run: the ranks of other processes stay empty here */
     for (size_t i = 0; i < t->nr && rc == GS_OK; i++)
         if (gs_dispatch_is_local(disp, i))
             rc = rank_init(t, disp, i, err);
+    free_lead(t);
     for (size_t i = 0; i < t->nr && rc == GS_OK; i++)
         if (gs_dispatch_is_local(disp, i))
             rc = t->ops->stream_sync(t->drv, gs_dispatch_stream(disp, i, GS_STREAM_COMPUTE), err);
@@ -1085,6 +1100,11 @@ double gs_train_loss_tokens(const gs_train *t)
 double gs_train_loss(const gs_train *t)
 {
     return gs_train_loss_sum(t) / gs_train_loss_tokens(t);
+}
+
+size_t gs_train_p2p_hoisted(const gs_train *t)
+{
+    return t->hoisted_recvs;
 }
 
 uint64_t gs_train_step(const gs_train *t)
@@ -1740,21 +1760,28 @@ static gs_status p2p_action(const ctx *c, action act)
     rank_st *r = c->r;
     const gs_event *e = c->e;
     gs_status rc = GS_OK;
-    if (c->pl->deferred)
-        return GS_OK; /* issued with the receive after it on this stream */
-    gs_drv_p2p ops[2];
-    size_t n = 0;
-    if (c->pl->send1) {
-        const gs_event *se = &c->re->events[c->pl->send1 - 1];
-        ops[n].recv = 0;
-        ops[n].peer = se->peer;
-        ops[n].buf = p2p_buf(c, se, (action)r->plans[c->pl->send1 - 1].act, &ops[n].bytes);
-        n++;
-    }
-    ops[n].recv = !(act == A_SEND_FWD || act == A_SEND_BWD || act == A_TIED_SEND);
-    ops[n].peer = e->peer;
-    ops[n].buf = p2p_buf(c, e, act, &ops[n].bytes);
-    n++;
+    if (c->pl->lead)
+        return GS_OK; /* issued in the group of another event on this stream */
+    /* the group: the sends before this event that it issues, this event, the receives after it
+     * that it issues (sends first, then receives in list order, as the host driver posts them) */
+    gs_drv_p2p ops[GS_P2P_GROUP_MAX_SENDS + 2];
+    size_t n = 0, j = (size_t)(e - c->re->events);
+    size_t lo = c->pl->first1 ? c->pl->first1 - 1 : j, hi = c->pl->last1 ? c->pl->last1 - 1 : j;
+    int self_recv = !(act == A_SEND_FWD || act == A_SEND_BWD || act == A_TIED_SEND);
+    for (int pass = 0; pass < 2; pass++)
+        for (size_t i = lo; i <= hi; i++) {
+            const gs_event *me = &c->re->events[i];
+            action ma = i == j ? act : (action)r->plans[i].act;
+            int is_recv = i == j ? self_recv : me->kind == GS_EV_RECV;
+            if ((i != j && (me->stream != e->stream || r->plans[i].lead != j + 1)) || is_recv != pass)
+                continue;
+            if (n == sizeof ops / sizeof ops[0])
+                return gs_error_set(c->err, GS_ERR_RUNTIME, "a p2p group of more than %zu operations", n);
+            ops[n].recv = is_recv;
+            ops[n].peer = me->peer;
+            ops[n].buf = p2p_buf(c, me, ma, &ops[n].bytes);
+            n++;
+        }
     if (n > 1 && t->ops->p2p_group)
         rc = t->ops->p2p_group(t->drv, c->s, r->rank, ops, n, c->err);
     else

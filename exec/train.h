@@ -20,10 +20,11 @@
  * splits it alike on both; their gradients are exchanged (the schedule's OPTIM send/receive
  * pair) and added before the optimizer, and the copies stay equal to the bit.
  *
- * Pipeline p2p: a send followed on its stream by a receive goes out with it through the
- * driver's p2p_group (one NCCL group), so a schedule whose neighbours send to each other before
- * receiving does not deadlock where sends wait for their receivers (GRIDSTEP_P2P_GROUPS=0: each
- * alone, a test of exactly that).
+ * Pipeline p2p: sends and receives go out in groups through the driver's p2p_group (one NCCL
+ * group), as exec/p2p_groups.h plans them: a send followed on its stream by a receive goes with
+ * it, and on a driver whose sends wait for their receivers, receives are issued ahead of their
+ * place where the step would otherwise wait in a cycle (the interleaved pipeline), so no schedule
+ * deadlocks on such sends (GRIDSTEP_P2P_GROUPS=0: every operation alone, a test of exactly that).
  *
  * Ownership: gs_train is created by gs_train_create and freed by gs_train_destroy; it borrows
  * the scenario, schedule, driver and dispatcher (all must outlive it) and owns its buffers. It
@@ -56,9 +57,10 @@ typedef struct gs_train gs_train;
 /* Checks that the scenario is one the host program runs (no dropout; kv_heads, ffn, vocab and
  * micro-batch tokens divisible by tp; wrap layer or model; sharding no_shard, shard_grad_op,
  * full_shard or hybrid_shard), allocates every rank's state and initializes the parameters
- * (GS_ERR_INPUT naming what is not supported; GS_ERR_NOMEM). GS_ERR_UNSUPPORTED: an
- * interleaved pipeline on a driver whose sends wait for their receivers
- * (gs_driver_ops.p2p_rendezvous), whose order would wait in a cycle. */
+ * (GS_ERR_INPUT naming what is not supported; GS_ERR_NOMEM). GS_ERR_UNSUPPORTED: on a driver
+ * whose sends wait for their receivers (gs_driver_ops.p2p_rendezvous, or the host driver under
+ * GRIDSTEP_HOST_P2P=rendezvous), a schedule that would wait in a cycle however its sends and
+ * receives are grouped (exec/p2p_groups.h; err names the waits). */
 gs_status gs_train_create(const gs_scenario *s, const gs_schedule *sch, const gs_driver_ops *ops, gs_drv *drv,
                           gs_dispatch *disp, const gs_train_opts *o, gs_train **out, gs_error *err);
 void gs_train_destroy(gs_train *t);
@@ -77,6 +79,9 @@ double gs_train_loss_sum(const gs_train *t);
 double gs_train_loss_tokens(const gs_train *t);
 /* Optimizer steps taken; set after loading a checkpoint (the next step is step + 1). */
 uint64_t gs_train_step(const gs_train *t);
+/* Pipeline receives the p2p plan issues ahead of their place because the driver's sends wait
+ * for their receivers (exec/p2p_groups.h; 0 on eager drivers and when no cycle needed it). */
+size_t gs_train_p2p_hoisted(const gs_train *t);
 void gs_train_set_step(gs_train *t, uint64_t step);
 
 /* ---- the shards a rank owns (for checkpoints and tests) ---- */

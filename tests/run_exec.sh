@@ -7,7 +7,8 @@
 #  - an injected failure stops every rank with exit 1 and names the event, long before --timeout;
 #  - a scenario larger than MemAvailable is refused with exit 2 before allocating;
 #  - tied embeddings (one stage and under a pipeline), GPT blocks (and their checkpoints, resumed
-#    on another grid) run, also with sends that wait for their receivers (rendezvous); what the
+#    on another grid) run, also with sends that wait for their receivers (rendezvous; the
+#    interleaved pipeline too, its receives issued early); what the
 #    host program does not run (dropout, tp_comm_overlap) is refused with exit 2 and the reason;
 #    compare --json carries its keys.
 # Environment (set by make check): GRIDSTEP = the binary, top_srcdir = the source tree.
@@ -157,6 +158,21 @@ if grep -q "global: 72" "$tmp/g72.yaml" && grep -q "pipeline: gpipe" "$tmp/g72.y
     ok "tied PP2 GPipe with 72 micro-batches: rendezvous sends give the eager losses"
 else
     bad "tied PP2 GPipe with 72 micro-batches: $(cat "$tmp/g72.err")"
+fi
+# the interleaved pipeline sends around the ring before receiving: under rendezvous sends exec
+# issues receives ahead of their place (exec/p2p_groups.h) and says how many; eager sends need none
+sed -e 's/pipeline: 1f1b/pipeline: interleaved, virtual_stages: 2/' "$dir/dp2-pp2-tp2.yaml" > "$tmp/il.yaml"
+if grep -q "virtual_stages: 2" "$tmp/il.yaml" &&
+   "$GRIDSTEP" exec --json --steps 2 "$tmp/il.yaml" > "$tmp/ile.json" 2> "$tmp/il.err" &&
+   GRIDSTEP_HOST_P2P=rendezvous "$GRIDSTEP" exec --json --steps 2 "$tmp/il.yaml" > "$tmp/ilr.json" 2>> "$tmp/il.err" &&
+   GRIDSTEP_HOST_P2P=rendezvous "$GRIDSTEP" exec --steps 1 "$tmp/il.yaml" > "$tmp/ilr.out" 2>> "$tmp/il.err" &&
+   losses "$tmp/ile.json" > "$tmp/ile.l" && losses "$tmp/ilr.json" > "$tmp/ilr.l" &&
+   close_losses "$tmp/ile.l" "$tmp/ilr.l" 2 && grep -q '"p2p_hoisted": 0,\{0,1\}$' "$tmp/ile.json" &&
+   grep -q '"p2p_hoisted": [1-9]' "$tmp/ilr.json" &&
+   grep -q "p2p groups .* receives per step issued ahead of their place" "$tmp/ilr.out"; then
+    ok "rendezvous sends: interleaved dp2 x pp2 x tp2 runs with the eager losses, receives issued early"
+else
+    bad "rendezvous sends, interleaved: $(cat "$tmp/il.err") $(grep -o '"p2p_hoisted": [0-9]*' "$tmp/ile.json" "$tmp/ilr.json")"
 fi
 GRIDSTEP_P2P_GROUPS=0 GRIDSTEP_HOST_P2P=rendezvous "$GRIDSTEP" exec --steps 1 --timeout 2 "$dir/dp2-pp2-tp2.yaml" \
     > /dev/null 2> "$tmp/rv0.err"
