@@ -218,18 +218,6 @@ static int hoist_one(play_rank *P, size_t nr, uint32_t *const *lead, size_t *hoi
 /* The error of a play that stays stuck: the first few streams that wait, and on what. */
 static gs_status stuck_error(const play_rank *P, size_t nr, uint32_t *const *lead, gs_error *err)
 {
-    if (getenv("GS_P2P_DEBUG"))
-        for (size_t i = 0; i < nr; i++) {
-            const play_rank *r = &P[i];
-            for (size_t p = 0; p < r->slen[GS_STREAM_PP]; p++) {
-                uint32_t e = r->slist[GS_STREAM_PP][p];
-                char a[GS_EVENT_NAME_BYTES];
-                gs_event_name(r->re, &r->re->events[e], a, sizeof a);
-                fprintf(stderr, "r%zu %s%4u %-22s lead %u posted %d done %d first %u last %u\n", i,
-                        p == r->head[GS_STREAM_PP] ? ">" : " ", e, a, lead[i][e], r->posted[e], r->done[e],
-                        r->first[e], r->last[e]);
-            }
-        }
     char msg[GS_ERROR_MSG_BYTES];
     int at = snprintf(msg, sizeof msg, "the schedule's sends and receives then wait in a cycle that no grouping of the "
                                        "sends breaks:");
