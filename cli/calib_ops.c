@@ -76,15 +76,15 @@ void gs_cal_attn_call(void *arg, gs_drv_stream *s)
     gs_cal_attn *a = arg;
     size_t ldq = a->nh * a->hd, ldkv = a->nkv * a->hd;
     if (a->flash && !a->bwd)
-        a->ops->attn_fwd_flash(s, a->q, ldq, a->k, a->v, ldkv, a->o, ldq, a->p, 1, a->seq, a->nh, a->nkv, a->hd);
+        a->ops->attn_fwd_flash(s, a->q, ldq, a->k, a->v, ldkv, a->o, ldq, a->p, 1, a->seq, a->nh, a->nkv, a->hd, NULL);
     else if (a->flash)
         a->ops->attn_bwd_flash(s, a->q, ldq, a->k, a->v, ldkv, a->o, a->p, a->dout, ldq, a->dq, a->dk, a->dv, 1,
-                               a->seq, a->nh, a->nkv, a->hd);
+                               a->seq, a->nh, a->nkv, a->hd, NULL);
     else if (!a->bwd)
-        a->ops->attn_fwd(s, a->q, ldq, a->k, a->v, ldkv, a->o, ldq, a->p, 1, a->seq, a->nh, a->nkv, a->hd);
+        a->ops->attn_fwd(s, a->q, ldq, a->k, a->v, ldkv, a->o, ldq, a->p, 1, a->seq, a->nh, a->nkv, a->hd, NULL);
     else
         a->ops->attn_bwd(s, a->q, ldq, a->k, a->v, ldkv, a->p, a->dout, ldq, a->dq, a->dk, a->dv, 1, a->seq, a->nh,
-                         a->nkv, a->hd);
+                         a->nkv, a->hd, NULL);
 }
 
 void gs_cal_rope_call(void *arg, gs_drv_stream *s)

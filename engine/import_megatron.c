@@ -520,6 +520,18 @@ static gs_status mg_model(const char *origin, const mg_words *ws, const mg_state
                    strtod(st->str[MG_ATT_DROP], NULL) == 0.0 &&
                    strtod(st->str[MG_HID_DROP], NULL) == 0.0;
     m->dropout = !drop_off;
+    /* the rates exec draws its masks with (Megatron-LM's default 0.1 each) */
+    for (int d = 0; d < 2 && m->dropout; d++) {
+        int key = d ? MG_HID_DROP : MG_ATT_DROP;
+        double p = st->given[key] ? strtod(st->str[key], NULL) : GS_DROPOUT_DEFAULT;
+        if (!(p >= 0.0 && p < 1.0))
+            return gs_error_set(err, GS_ERR_INPUT, "%s: --%s %s: expected a probability 0 <= p < 1",
+                                mg_where(origin, ws, st->at[key], where, sizeof where),
+                                d ? "hidden-dropout" : "attention-dropout", st->str[key]);
+        *(d ? &m->hidden_dropout : &m->attention_dropout) = p;
+    }
+    if (!m->dropout)
+        m->attention_dropout = m->hidden_dropout = 0.0;
     m->norm = GS_NORM_LAYERNORM;
     if (st->given[MG_NORM]) {
         static const char *const norms[] = {"LayerNorm", "RMSNorm"};

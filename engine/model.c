@@ -29,6 +29,7 @@
     {                                                                                        \
         .name = nm, .layers = l, .hidden = h, .heads = a, .kv_heads = a, .head_dim = (h) / (a),  \
         .ffn = 4 * (h), .vocab = v, .seq = s, .tied_embeddings = 1, .bias = 1, .dropout = 1,    \
+        .attention_dropout = GS_DROPOUT_DEFAULT, .hidden_dropout = GS_DROPOUT_DEFAULT,          \
         .norm = GS_NORM_LAYERNORM, .mlp = GS_MLP_GELU, .pos = GS_POS_LEARNED,                \
         .nominal_params = 0, .source = src                                                   \
     }

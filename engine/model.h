@@ -21,6 +21,7 @@ typedef enum gs_pos_kind {
 } gs_pos_kind;
 
 #define GS_MODEL_NAME_BYTES 64
+#define GS_DROPOUT_DEFAULT 0.1 /* Megatron-LM's attention and hidden dropout */
 
 typedef struct gs_model {
     char name[GS_MODEL_NAME_BYTES];
@@ -35,6 +36,10 @@ typedef struct gs_model {
     int tied_embeddings;  /* 1: LM head shares the embedding matrix */
     int bias;             /* 1: linears and norms carry biases (GPT) */
     int dropout;          /* 1: dropout layers present (GPT-style activation accounting) */
+    /* With dropout: the probability of dropping an attention probability, and an embedding or
+     * residual-branch activation (Megatron's --attention-dropout / --hidden-dropout, default 0.1
+     * each). exec draws the masks; the ledger and the sim count them whatever the rate. */
+    double attention_dropout, hidden_dropout;
     gs_norm_kind norm;
     gs_mlp_kind mlp;
     gs_pos_kind pos;

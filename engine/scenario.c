@@ -244,6 +244,26 @@ static gs_status opt_real(const gs__yaml_loader *l, const yaml_node_t *map, cons
     return value_real(l, v, field, max, dst);
 }
 
+/* A probability of dropping: 0 <= p < 1. */
+static gs_status opt_probability(const gs__yaml_loader *l, const yaml_node_t *map, const char *section,
+                                 const char *key, double *dst, int *given)
+{
+    yaml_node_t *v = gs__yaml_lookup(l, map, key, NULL);
+    if (given)
+        *given = v != NULL;
+    if (!v)
+        return GS_OK;
+    char found[96];
+    const char *t = gs__yaml_is_bare_scalar(v) ? gs__yaml_scalar_text(v) : NULL;
+    char *end = NULL;
+    double d = t ? strtod(t, &end) : 0.0;
+    if (!t || end == t || *end != '\0' || !isdigit((unsigned char)t[strspn(t, " +-.")]) || !(d >= 0.0 && d < 1.0))
+        return gs__yaml_fail_at(l, v, GS_ERR_INPUT, "%s.%s: found %s, expected a probability 0 <= p < 1", section,
+                                key, gs__yaml_describe(v, found, sizeof found));
+    *dst = d;
+    return GS_OK;
+}
+
 static gs_status opt_bool(const gs__yaml_loader *l, const yaml_node_t *map, const char *section,
                           const char *key, int *dst, int *given)
 {
@@ -360,7 +380,8 @@ static int parse_pos(const char *s, int *out)
 
 static const char *const model_keys[] = {
     "preset", "name", "params", "layers", "hidden", "heads", "kv_heads", "head_dim", "ffn",
-    "vocab", "seq", "tied_embeddings", "bias", "dropout", "norm", "mlp", "pos",
+    "vocab", "seq", "tied_embeddings", "bias", "dropout", "attention_dropout", "hidden_dropout", "norm", "mlp",
+    "pos",
 };
 
 static gs_status model_preset(const gs__yaml_loader *l, const yaml_node_t *v, const char *field,
@@ -450,7 +471,7 @@ static gs_status load_model(const gs__yaml_loader *l, const yaml_node_t *v, gs_m
             m->pos = GS_POS_ROPE;
             m->source = NULL;
         }
-        int hidden_given = 0, heads_given = 0, head_dim_given = 0, kind;
+        int hidden_given = 0, heads_given = 0, head_dim_given = 0, adrop_given = 0, hdrop_given = 0, kind;
         if ((st = opt_string(l, v, "model", "name", m->name, sizeof m->name)) ||
             (st = opt_count(l, v, "model", "params", &m->nominal_params, NULL)) ||
             (st = opt_count(l, v, "model", "layers", &m->layers, NULL)) ||
@@ -463,8 +484,23 @@ static gs_status load_model(const gs__yaml_loader *l, const yaml_node_t *v, gs_m
             (st = opt_count(l, v, "model", "seq", &m->seq, NULL)) ||
             (st = opt_bool(l, v, "model", "tied_embeddings", &m->tied_embeddings, NULL)) ||
             (st = opt_bool(l, v, "model", "bias", &m->bias, NULL)) ||
-            (st = opt_bool(l, v, "model", "dropout", &m->dropout, NULL)))
+            (st = opt_bool(l, v, "model", "dropout", &m->dropout, NULL)) ||
+            (st = opt_probability(l, v, "model", "attention_dropout", &m->attention_dropout, &adrop_given)) ||
+            (st = opt_probability(l, v, "model", "hidden_dropout", &m->hidden_dropout, &hdrop_given)))
             return st;
+        for (int d = 0; d < 2; d++) {
+            const char *key = d ? "hidden_dropout" : "attention_dropout";
+            double *rate = d ? &m->hidden_dropout : &m->attention_dropout;
+            if (d ? hdrop_given : adrop_given) {
+                const yaml_node_t *at = gs__yaml_lookup(l, v, key, NULL);
+                if (!m->dropout)
+                    return gs__yaml_fail_at(l, at, GS_ERR_INPUT,
+                                            "model.%s: found a dropout rate with dropout: false, expected "
+                                            "dropout: true (or no rate)", key);
+            } else {
+                *rate = m->dropout ? GS_DROPOUT_DEFAULT : 0.0;
+            }
+        }
         kind = (int)m->norm;
         if ((st = opt_enum(l, v, "model", "norm", norm_names, 2, parse_norm, &kind, NULL)))
             return st;

@@ -3,6 +3,8 @@
 
 #include <inttypes.h>
 #include <stddef.h>
+#include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 #include <strings.h>
 
@@ -24,6 +26,17 @@ static gs_status put_quoted(gs_text *t, const char *s)
 static const char *yes_no(int v)
 {
     return v ? "true" : "false";
+}
+
+/* The shortest %g text of x that reads back as x (0.1, not 0.10000000000000001). */
+static const char *shortest(double x, char buf[32])
+{
+    for (int digits = 1; digits <= 17; digits++) {
+        snprintf(buf, 32, "%.*g", digits, x);
+        if (strtod(buf, NULL) == x)
+            break;
+    }
+    return buf;
 }
 
 static gs_status put_model(gs_text *t, const gs_model *m)
@@ -48,6 +61,11 @@ static gs_status put_model(gs_text *t, const gs_model *m)
             yes_no(m->tied_embeddings), yes_no(m->bias), yes_no(m->dropout),
             m->norm == GS_NORM_RMSNORM ? "rmsnorm" : "layernorm",
             m->mlp == GS_MLP_SWIGLU ? "swiglu" : "gelu", m->pos == GS_POS_ROPE ? "rope" : "learned");
+    if (st == GS_OK && m->dropout) {
+        char a[32], h[32];
+        st = gs_text_printf(t, "  attention_dropout: %s\n  hidden_dropout: %s\n", shortest(m->attention_dropout, a),
+                            shortest(m->hidden_dropout, h));
+    }
     return st;
 }
 

@@ -24,6 +24,7 @@
 #include "exec/boot.h"
 #include "engine/schedule.h"
 #include "engine/status.h"
+#include "kernels/dropout.h"
 
 typedef struct gs_drv gs_drv;               /* one driver instance: every rank of one process */
 typedef struct gs_drv_stream gs_drv_stream; /* an in-order work queue of one rank */
@@ -137,20 +138,27 @@ typedef struct gs_driver_ops {
     void (*rope_fwd)(gs_drv_stream *s, float *x, size_t t, size_t seq, size_t nh, size_t hd, size_t ld, float theta);
     void (*rope_bwd)(gs_drv_stream *s, float *dx, size_t t, size_t seq, size_t nh, size_t hd, size_t ld,
                      float theta);
+    /* Attention (gs_k_attn_fwd_dropout / gs_k_attn_bwd_dropout): drop, attention dropout on the
+     * probabilities (kernels/dropout.h; NULL or threshold 0: none). */
     void (*attn_fwd)(gs_drv_stream *s, const float *q, size_t ldq, const float *k, const float *v, size_t ldkv,
-                     float *out, size_t ldo, float *p, size_t nseq, size_t seq, size_t nh, size_t nkv, size_t hd);
+                     float *out, size_t ldo, float *p, size_t nseq, size_t seq, size_t nh, size_t nkv, size_t hd,
+                     const gs_dropout *drop);
     void (*attn_bwd)(gs_drv_stream *s, const float *q, size_t ldq, const float *k, const float *v, size_t ldkv,
                      const float *p, const float *dout, size_t ldo, float *dq, float *dk, float *dv, size_t nseq,
-                     size_t seq, size_t nh, size_t nkv, size_t hd);
+                     size_t seq, size_t nh, size_t nkv, size_t hd, const gs_dropout *drop);
     /* Flash-style (gs_k_attn_fwd_flash / gs_k_attn_bwd_flash): lse [nseq][nh][seq] in place of p;
      * the backward reads the forward's out (same ldo as dout). Scenarios with
      * strategy.flash_attention use these. */
     void (*attn_fwd_flash)(gs_drv_stream *s, const float *q, size_t ldq, const float *k, const float *v,
                            size_t ldkv, float *out, size_t ldo, float *lse, size_t nseq, size_t seq, size_t nh,
-                           size_t nkv, size_t hd);
+                           size_t nkv, size_t hd, const gs_dropout *drop);
     void (*attn_bwd_flash)(gs_drv_stream *s, const float *q, size_t ldq, const float *k, const float *v,
                            size_t ldkv, const float *out, const float *lse, const float *dout, size_t ldo, float *dq,
-                           float *dk, float *dv, size_t nseq, size_t seq, size_t nh, size_t nkv, size_t hd);
+                           float *dk, float *dv, size_t nseq, size_t seq, size_t nh, size_t nkv, size_t hd,
+                           const gs_dropout *drop);
+    /* Hidden dropout in place on rows x h (gs_k_dropout_rows): the forward, and on the gradient
+     * the backward (the same mask drawn again). */
+    void (*dropout)(gs_drv_stream *s, float *x, size_t rows, size_t h, const gs_dropout *drop);
     void (*swiglu_fwd)(gs_drv_stream *s, const float *gu, float *h, size_t t, size_t f);
     void (*swiglu_bwd)(gs_drv_stream *s, const float *gu, const float *dh, float *dgu, size_t t, size_t f);
     void (*xent_stats)(gs_drv_stream *s, const float *logits, const int32_t *target, size_t t, size_t vocab_lo,
@@ -226,8 +234,8 @@ extern const gs_driver_ops gs_driver_host;
  * entry symbol carries it (gs_driver_NAME_module_abiN), so a module built against another layout
  * is refused by name rather than having its table's slots called at the wrong offsets. Bump it
  * whenever either struct changes. 2: the flash attention ops and opts.attn_flash. 3: the GPT
- * block ops. 4: p2p_group, p2p_rendezvous. */
-#define GS_DRIVER_ABI 4
+ * block ops. 4: p2p_group, p2p_rendezvous. 5: dropout (the attention ops' drop, the dropout op). */
+#define GS_DRIVER_ABI 5
 
 /* The drivers this build has, by name (NULL when unknown). */
 const gs_driver_ops *gs_driver_find(const char *name);

@@ -1376,10 +1376,23 @@ static void k_rope_bwd(gs_drv_stream *s, float *x, size_t t, size_t seq, size_t 
 {
     kernel_ok(s, "rope_bwd", gs_cu_rope(s->cs, x, t, seq, nh, hd, ld, th, -1.0));
 }
+/* The GEMM attention path keeps P for its GEMMs and draws no dropout masks. */
+static int gemm_path_drops(gs_drv_stream *s, const gs_dropout *drop)
+{
+    if (!drop || !drop->threshold)
+        return 0;
+    fail_stream(s, "attention dropout: GRIDSTEP_CUDA_ATTENTION=gemm draws no dropout masks; unset it (the exact "
+                   "kernels do) or set flash_attention: true");
+    return 1;
+}
+
 static void k_attn_fwd(gs_drv_stream *s, const float *q, size_t ldq, const float *k, const float *v, size_t ldkv,
-                       float *out, size_t ldo, float *p, size_t nseq, size_t seq, size_t nh, size_t nkv, size_t hd)
+                       float *out, size_t ldo, float *p, size_t nseq, size_t seq, size_t nh, size_t nkv, size_t hd,
+                       const gs_dropout *drop)
 {
     if (s->d->attn_gemm) {
+        if (gemm_path_drops(s, drop))
+            return;
         gs_attn_shape sh = {nseq, seq, nh, nkv, hd, ldq, ldkv, ldo, GS_ATTN_GEMM_SCRATCH_BYTES};
         float *buf[GS_ATTN_BUF_COUNT] = {NULL};
         buf[GS_ATTN_Q] = (float *)q;
@@ -1390,13 +1403,16 @@ static void k_attn_fwd(gs_drv_stream *s, const float *q, size_t ldq, const float
         attn_gemm(s, 0, &sh, buf);
         return;
     }
-    kernel_ok(s, "attn_fwd", gs_cu_attn_fwd(s->cs, q, ldq, k, v, ldkv, out, ldo, p, nseq, seq, nh, nkv, hd));
+    kernel_ok(s, "attn_fwd",
+              gs_cu_attn_fwd_dropout(s->cs, q, ldq, k, v, ldkv, out, ldo, p, nseq, seq, nh, nkv, hd, drop));
 }
 static void k_attn_bwd(gs_drv_stream *s, const float *q, size_t ldq, const float *k, const float *v, size_t ldkv,
                        const float *p, const float *dout, size_t ldo, float *dq, float *dk, float *dv, size_t nseq,
-                       size_t seq, size_t nh, size_t nkv, size_t hd)
+                       size_t seq, size_t nh, size_t nkv, size_t hd, const gs_dropout *drop)
 {
     if (s->d->attn_gemm) {
+        if (gemm_path_drops(s, drop))
+            return;
         gs_attn_shape sh = {nseq, seq, nh, nkv, hd, ldq, ldkv, ldo, GS_ATTN_GEMM_SCRATCH_BYTES};
         float *buf[GS_ATTN_BUF_COUNT] = {NULL};
         buf[GS_ATTN_Q] = (float *)q;
@@ -1411,21 +1427,26 @@ static void k_attn_bwd(gs_drv_stream *s, const float *q, size_t ldq, const float
         return;
     }
     kernel_ok(s, "attn_bwd",
-              gs_cu_attn_bwd(s->cs, q, ldq, k, v, ldkv, p, dout, ldo, dq, dk, dv, nseq, seq, nh, nkv, hd));
+              gs_cu_attn_bwd_dropout(s->cs, q, ldq, k, v, ldkv, p, dout, ldo, dq, dk, dv, nseq, seq, nh, nkv, hd, drop));
 }
 static void k_attn_fwd_flash(gs_drv_stream *s, const float *q, size_t ldq, const float *k, const float *v,
                              size_t ldkv, float *out, size_t ldo, float *lse, size_t nseq, size_t seq, size_t nh,
-                             size_t nkv, size_t hd)
+                             size_t nkv, size_t hd, const gs_dropout *drop)
 {
     kernel_ok(s, "attn_fwd_flash",
-              gs_cu_attn_fwd_flash(s->cs, q, ldq, k, v, ldkv, out, ldo, lse, nseq, seq, nh, nkv, hd));
+              gs_cu_attn_fwd_flash_dropout(s->cs, q, ldq, k, v, ldkv, out, ldo, lse, nseq, seq, nh, nkv, hd, drop));
 }
 static void k_attn_bwd_flash(gs_drv_stream *s, const float *q, size_t ldq, const float *k, const float *v,
                              size_t ldkv, const float *out, const float *lse, const float *dout, size_t ldo, float *dq,
-                             float *dk, float *dv, size_t nseq, size_t seq, size_t nh, size_t nkv, size_t hd)
+                             float *dk, float *dv, size_t nseq, size_t seq, size_t nh, size_t nkv, size_t hd,
+                             const gs_dropout *drop)
 {
-    kernel_ok(s, "attn_bwd_flash",
-              gs_cu_attn_bwd_flash(s->cs, q, ldq, k, v, ldkv, out, lse, dout, ldo, dq, dk, dv, nseq, seq, nh, nkv, hd));
+    kernel_ok(s, "attn_bwd_flash", gs_cu_attn_bwd_flash_dropout(s->cs, q, ldq, k, v, ldkv, out, lse, dout, ldo, dq, dk,
+                                                                dv, nseq, seq, nh, nkv, hd, drop));
+}
+static void k_dropout(gs_drv_stream *s, float *x, size_t rows, size_t h, const gs_dropout *drop)
+{
+    kernel_ok(s, "dropout", gs_cu_dropout_rows(s->cs, x, rows, h, drop));
 }
 static void k_layernorm_fwd(gs_drv_stream *s, const float *x, const float *g, const float *b, float *y, float *mean,
                             float *rstd, size_t t, size_t h, float eps)
@@ -1722,6 +1743,7 @@ static const gs_driver_ops gs_driver_cuda = {
     .attn_bwd = k_attn_bwd,
     .attn_fwd_flash = k_attn_fwd_flash,
     .attn_bwd_flash = k_attn_bwd_flash,
+    .dropout = k_dropout,
     .swiglu_fwd = k_swiglu_fwd,
     .swiglu_bwd = k_swiglu_bwd,
     .layernorm_fwd = k_layernorm_fwd,

@@ -696,31 +696,38 @@ static void k_rope_bwd(gs_drv_stream *s, float *x, size_t t, size_t seq, size_t 
     gs_k_rope_bwd(x, t, seq, nh, hd, ld, th);
 }
 static void k_attn_fwd(gs_drv_stream *s, const float *q, size_t ldq, const float *k, const float *v, size_t ldkv,
-                       float *out, size_t ldo, float *p, size_t nseq, size_t seq, size_t nh, size_t nkv, size_t hd)
+                       float *out, size_t ldo, float *p, size_t nseq, size_t seq, size_t nh, size_t nkv, size_t hd,
+                       const gs_dropout *drop)
 {
     (void)s;
-    gs_k_attn_fwd(q, ldq, k, v, ldkv, out, ldo, p, nseq, seq, nh, nkv, hd);
+    gs_k_attn_fwd_dropout(q, ldq, k, v, ldkv, out, ldo, p, nseq, seq, nh, nkv, hd, drop);
 }
 static void k_attn_bwd(gs_drv_stream *s, const float *q, size_t ldq, const float *k, const float *v, size_t ldkv,
                        const float *p, const float *dout, size_t ldo, float *dq, float *dk, float *dv, size_t nseq,
-                       size_t seq, size_t nh, size_t nkv, size_t hd)
+                       size_t seq, size_t nh, size_t nkv, size_t hd, const gs_dropout *drop)
 {
     (void)s;
-    gs_k_attn_bwd(q, ldq, k, v, ldkv, p, dout, ldo, dq, dk, dv, nseq, seq, nh, nkv, hd);
+    gs_k_attn_bwd_dropout(q, ldq, k, v, ldkv, p, dout, ldo, dq, dk, dv, nseq, seq, nh, nkv, hd, drop);
 }
 static void k_attn_fwd_flash(gs_drv_stream *s, const float *q, size_t ldq, const float *k, const float *v,
                              size_t ldkv, float *out, size_t ldo, float *lse, size_t nseq, size_t seq, size_t nh,
-                             size_t nkv, size_t hd)
+                             size_t nkv, size_t hd, const gs_dropout *drop)
 {
     (void)s;
-    gs_k_attn_fwd_flash(q, ldq, k, v, ldkv, out, ldo, lse, nseq, seq, nh, nkv, hd);
+    gs_k_attn_fwd_flash_dropout(q, ldq, k, v, ldkv, out, ldo, lse, nseq, seq, nh, nkv, hd, drop);
 }
 static void k_attn_bwd_flash(gs_drv_stream *s, const float *q, size_t ldq, const float *k, const float *v,
                              size_t ldkv, const float *out, const float *lse, const float *dout, size_t ldo, float *dq,
-                             float *dk, float *dv, size_t nseq, size_t seq, size_t nh, size_t nkv, size_t hd)
+                             float *dk, float *dv, size_t nseq, size_t seq, size_t nh, size_t nkv, size_t hd,
+                             const gs_dropout *drop)
 {
     (void)s;
-    gs_k_attn_bwd_flash(q, ldq, k, v, ldkv, out, lse, dout, ldo, dq, dk, dv, nseq, seq, nh, nkv, hd);
+    gs_k_attn_bwd_flash_dropout(q, ldq, k, v, ldkv, out, lse, dout, ldo, dq, dk, dv, nseq, seq, nh, nkv, hd, drop);
+}
+static void k_dropout(gs_drv_stream *s, float *x, size_t rows, size_t h, const gs_dropout *drop)
+{
+    (void)s;
+    gs_k_dropout_rows(x, rows, h, drop);
 }
 static void k_layernorm_fwd(gs_drv_stream *s, const float *x, const float *g, const float *b, float *y, float *mean,
                             float *rstd, size_t t, size_t h, float eps)
@@ -1296,6 +1303,7 @@ const gs_driver_ops gs_driver_host = {
     .attn_bwd = k_attn_bwd,
     .attn_fwd_flash = k_attn_fwd_flash,
     .attn_bwd_flash = k_attn_bwd_flash,
+    .dropout = k_dropout,
     .swiglu_fwd = k_swiglu_fwd,
     .swiglu_bwd = k_swiglu_bwd,
     .layernorm_fwd = k_layernorm_fwd,

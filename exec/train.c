@@ -83,6 +83,9 @@ typedef struct head_act {
 
 typedef struct scratch {
     float *dyf, *dh, *dgu, *dn2, *dn2s, *dxm, *dxmf, *dao, *dqkv, *dn1, *dn1s, *dlogits, *dhn, *dhns, *embp;
+    /* hidden dropout: the gradients into the MLP's and attention's output (dropped as their
+     * forward was), beside the residual's undropped ones */
+    float *dyd, *dxmd;
 } scratch;
 
 typedef struct rank_st {
@@ -141,6 +144,10 @@ struct gs_train {
      * b x a_t x seq floats) instead of the probabilities (b x a_t x seq x seq) */
     int flash;
     uint64_t attn_saved; /* floats in a->p */
+    /* dropout (model.dropout): the draw thresholds and scales of the attention probabilities
+     * and of the hidden sites (embedding, attention and MLP outputs); threshold 0: none */
+    uint32_t adrop_thr, hdrop_thr;
+    float adrop_scale, hdrop_scale;
     gs_recompute recompute;
     uint64_t step;
     rank_st *r;
@@ -289,9 +296,6 @@ static gs_status check_supported(const gs_scenario *s, const gs_mesh *mesh, gs_e
     const char *why = NULL;
     if (m->nominal_params)
         why = "a nominal model (params: N) has no shapes to run";
-    else if (m->dropout)
-        why = "dropout: the host program draws no dropout masks (write dropout: false to run the same model "
-              "without them)";
     else if ((m->pos == GS_POS_ROPE && m->head_dim % 2) || m->heads % tp || m->kv_heads % tp || m->ffn % tp ||
              m->vocab % tp)
         why = "heads, kv_heads, ffn and vocab must be divisible by tp (and head_dim even under rope)";
@@ -959,6 +963,10 @@ static gs_status rank_init(gs_train *t, gs_dispatch *disp, size_t ri, gs_error *
     sc->dhn = dalloc(t, r, T * h, &ok);
     sc->dhns = dalloc(t, r, Tl * h, &ok);
     sc->embp = dalloc(t, r, T * h, &ok);
+    if (t->hdrop_thr) {
+        sc->dyd = dalloc(t, r, Tl * h, &ok);
+        sc->dxmd = dalloc(t, r, Tl * h, &ok);
+    }
     if (!ok)
         return gs_error_set(err, GS_ERR_NOMEM, "exec: out of memory for rank %" PRIu64 "'s activations", r->rank);
     return plan_rank(t, r, re, err);
@@ -1046,6 +1054,13 @@ gs_status gs_train_create(const gs_scenario *s, const gs_schedule *sch, const gs
     t->attn_saved = t->b * t->a_t * t->seq * (t->flash ? 1 : t->seq);
     t->layers = m->layers;
     t->recompute = s->strategy.recompute;
+    if (m->dropout) {
+        t->adrop_thr = gs_dropout_threshold(m->attention_dropout);
+        t->hdrop_thr = gs_dropout_threshold(m->hidden_dropout);
+        /* the kept share is exactly 1 - threshold / 2^24: scaled by its inverse, unbiased */
+        t->adrop_scale = (float)(1.0 / (1.0 - t->adrop_thr / 16777216.0));
+        t->hdrop_scale = (float)(1.0 / (1.0 - t->hdrop_thr / 16777216.0));
+    }
     const char *pg = getenv("GRIDSTEP_P2P_GROUPS");
     if (pg && *pg && strcmp(pg, "0") != 0 && strcmp(pg, "1") != 0) {
         rc = gs_error_set(err, GS_ERR_INPUT, "exec: GRIDSTEP_P2P_GROUPS is '%s', expected 0 or 1", pg);
@@ -1212,14 +1227,25 @@ static gs_status tp_gather(const ctx *c, const float *shard, float *full)
                               c->err);
 }
 
-/* The layer's output x[l+1] = xm + reduced MLP output, and what the recompute policy drops. */
-static void finish_layer(const ctx *c, layer_act *a, float *xout, const float *mlp, const float *bd)
+static const gs_dropout *hidden_drop(const ctx *c, uint32_t site, int rows_sliced, gs_dropout *d);
+
+/* The layer's output x[l+1] = xm + reduced MLP output (with hidden dropout: xm + dropout(MLP
+ * output + fc2's bias), Megatron's bias-dropout-add), and what the recompute policy drops. */
+static void finish_layer(const ctx *c, layer_act *a, float *xout, float *mlp, const float *bd)
 {
     gs_train *t = c->t;
     const gs_driver_ops *ops = t->ops;
     uint64_t Tl = t->Tl, T = t->T, h = t->h;
     if (c->e->phase != GS_PHASE_FWD)
         return;
+    gs_dropout dd;
+    const gs_dropout *drop = hidden_drop(c, GS_DROP_MLP_OUT, t->sp, &dd);
+    if (drop) { /* the reduced rows are not read again: dropped in place */
+        if (bd)
+            ops->bias_add(c->s, mlp, bd, Tl, h);
+        ops->dropout(c->s, mlp, Tl, h, drop);
+        bd = NULL;
+    }
     ops->copy(t->drv, c->s, xout, a->xm, Tl * h * sizeof(float));
     ops->add(c->s, xout, mlp, Tl * h);
     if (bd) /* fc2's bias, once, on the reduced rows */
@@ -1258,6 +1284,33 @@ static gs_status need(const ctx *c, const void *p, const char *what)
     return gs_error_set(c->err, GS_ERR_RUNTIME, "no %s at this point of the schedule", what);
 }
 
+/* The dropout of site (kernels/dropout.h) at this event's layer, micro-batch and step: its
+ * sequences are those the data gave this micro-batch (global index (dp position x micro-batches
+ * + mb) x sequences per micro-batch); first as kernels/dropout.h says. NULL when the site drops
+ * nothing. */
+static const gs_dropout *drop_at(const ctx *c, uint32_t site, uint64_t first, gs_dropout *d)
+{
+    const gs_train *t = c->t;
+    int attn = site == GS_DROP_ATTN;
+    d->threshold = attn ? t->adrop_thr : t->hdrop_thr;
+    if (!d->threshold)
+        return NULL;
+    d->scale = attn ? t->adrop_scale : t->hdrop_scale;
+    uint64_t layer = c->e->layer >= 0 ? (uint64_t)c->e->layer : UINT64_MAX;
+    d->key = gs_dropout_site_key(t->o.seed, t->step, site, site == GS_DROP_EMBED ? UINT64_MAX : layer);
+    d->seq0 = (c->r->dp_pos * t->mbs + c->e->mb) * t->b;
+    d->first = first;
+    d->seq_len = t->seq;
+    return d;
+}
+
+/* A hidden site's dropout on this rank's rows (its token slice under sequence parallelism, else
+ * every token: first 0). */
+static const gs_dropout *hidden_drop(const ctx *c, uint32_t site, int rows_sliced, gs_dropout *d)
+{
+    return drop_at(c, site, rows_sliced ? c->r->tp_pos * c->t->Tl : 0, d);
+}
+
 static gs_status layer_action(const ctx *c, action act)
 {
     gs_train *t = c->t;
@@ -1283,6 +1336,12 @@ static gs_status layer_action(const ctx *c, action act)
         memset(&g, 0, sizeof g);
     float *q = a->qkv, *k = a->qkv + t->a_t * hd, *v = a->qkv + (t->a_t + t->kv_t) * hd;
     float *res;
+    /* dropout: the attention probabilities (this rank's heads), attention's output (before the
+     * residual add) and, in the backward, the MLP's output */
+    gs_dropout ad, hd_out, hd_mlp;
+    const gs_dropout *adrop = drop_at(c, GS_DROP_ATTN, r->tp_pos * t->a_t, &ad);
+    const gs_dropout *hdrop_out = hidden_drop(c, GS_DROP_ATTN_OUT, t->sp, &hd_out);
+    const gs_dropout *hdrop_mlp = hidden_drop(c, GS_DROP_MLP_OUT, t->sp, &hd_mlp);
     switch (act) {
     case A_N1_FWD:
         norm_fwd(t, c->s, xin, w.g1, w.b1, a->n1s, a->mean1, a->rstd1, Tl);
@@ -1300,9 +1359,10 @@ static gs_status layer_action(const ctx *c, action act)
         return GS_OK;
     case A_ATTN_FWD:
         if (t->flash)
-            ops->attn_fwd_flash(c->s, q, nq, k, v, nq, a->ao, t->a_t * hd, a->p, t->b, t->seq, t->a_t, t->kv_t, hd);
+            ops->attn_fwd_flash(c->s, q, nq, k, v, nq, a->ao, t->a_t * hd, a->p, t->b, t->seq, t->a_t, t->kv_t, hd,
+                                adrop);
         else
-            ops->attn_fwd(c->s, q, nq, k, v, nq, a->ao, t->a_t * hd, a->p, t->b, t->seq, t->a_t, t->kv_t, hd);
+            ops->attn_fwd(c->s, q, nq, k, v, nq, a->ao, t->a_t * hd, a->p, t->b, t->seq, t->a_t, t->kv_t, hd, adrop);
         return GS_OK;
     case A_O_FWD:
         ops->linear_fwd(c->s, a->ao, w.wo, a->op, T, t->a_t * hd, h);
@@ -1310,6 +1370,16 @@ static gs_status layer_action(const ctx *c, action act)
     case A_O_TP:
         return tp_reduce(c, a->op, a->ar, &res);
     case A_N2_FWD:
+        if (hdrop_out) { /* bias-dropout-add on the reduced rows, which nothing reads again */
+            float *o = t->sp ? a->ar : a->op;
+            if (w.bo)
+                ops->bias_add(c->s, o, w.bo, Tl, h);
+            ops->dropout(c->s, o, Tl, h, hdrop_out);
+            ops->copy(t->drv, c->s, a->xm, xin, Tl * h * sizeof(float));
+            ops->add(c->s, a->xm, o, Tl * h);
+            norm_fwd(t, c->s, a->xm, w.g2, w.b2, a->n2s, a->mean2, a->rstd2, Tl);
+            return GS_OK;
+        }
         ops->copy(t->drv, c->s, a->xm, xin, Tl * h * sizeof(float));
         ops->add(c->s, a->xm, t->sp ? a->ar : a->op, Tl * h);
         if (w.bo) /* o_proj's bias, once, on the reduced rows */
@@ -1345,11 +1415,18 @@ static gs_status layer_action(const ctx *c, action act)
     /* backward */
     if ((rc = need(c, gbase, "gradient buffer of this layer")) != GS_OK)
         return rc;
-    float *dyf = t->sp ? sc->dyf : dxout;
-    float *dxmf = t->sp ? sc->dxmf : sc->dxm;
+    /* with hidden dropout the MLP's and attention's outputs get the dropped gradients (dyd, dxmd),
+     * the residual the undropped ones */
+    float *dy = hdrop_mlp ? sc->dyd : dxout, *dxmo = hdrop_out ? sc->dxmd : sc->dxm;
+    float *dyf = t->sp ? sc->dyf : dy;
+    float *dxmf = t->sp ? sc->dxmf : dxmo;
+    if (hdrop_mlp && act == (t->sp ? A_DY_AG : A_DOWN_BWD)) { /* the layer's first backward event */
+        ops->copy(t->drv, c->s, sc->dyd, dxout, Tl * h * sizeof(float));
+        ops->dropout(c->s, sc->dyd, Tl, h, hdrop_mlp);
+    }
     switch (act) {
     case A_DY_AG:
-        return tp_gather(c, dxout, sc->dyf);
+        return tp_gather(c, dy, sc->dyf);
     case A_DOWN_BWD:
         ops->linear_bwd(c->s, a->hh, w.wd, dyf, sc->dh, g.wd, T, t->f_t, h);
         return GS_OK;
@@ -1369,15 +1446,20 @@ static gs_status layer_action(const ctx *c, action act)
     case A_N2_BWD:
         norm_bwd(t, c->s, a->xm, w.g2, a->mean2, a->rstd2, t->sp ? sc->dn2s : sc->dn2, sc->dxm, g.g2, g.b2, Tl);
         ops->add(c->s, sc->dxm, dxout, Tl * h);
+        if (hdrop_out) {
+            ops->copy(t->drv, c->s, sc->dxmd, sc->dxm, Tl * h * sizeof(float));
+            ops->dropout(c->s, sc->dxmd, Tl, h, hdrop_out);
+        }
         /* the replicated biases added to this rank's rows: fc2's at x_out, o_proj's at xm (under
-         * sequence parallelism partial sums, all-reduced over TP with the norms) */
+         * sequence parallelism partial sums, all-reduced over TP with the norms); under dropout
+         * inside it, from the dropped gradients */
         if (g.bd)
-            ops->bias_grad(c->s, dxout, g.bd, Tl, h);
+            ops->bias_grad(c->s, dy, g.bd, Tl, h);
         if (g.bo)
-            ops->bias_grad(c->s, sc->dxm, g.bo, Tl, h);
+            ops->bias_grad(c->s, dxmo, g.bo, Tl, h);
         return GS_OK;
     case A_DXM_AG:
-        return tp_gather(c, sc->dxm, sc->dxmf);
+        return tp_gather(c, dxmo, sc->dxmf);
     case A_O_BWD:
         ops->linear_bwd(c->s, a->ao, w.wo, dxmf, sc->dao, g.wo, T, t->a_t * hd, h);
         return GS_OK;
@@ -1385,10 +1467,10 @@ static gs_status layer_action(const ctx *c, action act)
         if (t->flash)
             ops->attn_bwd_flash(c->s, q, nq, k, v, nq, a->ao, a->p, sc->dao, t->a_t * hd, sc->dqkv,
                                 sc->dqkv + t->a_t * hd, sc->dqkv + (t->a_t + t->kv_t) * hd, t->b, t->seq, t->a_t,
-                                t->kv_t, hd);
+                                t->kv_t, hd, adrop);
         else
             ops->attn_bwd(c->s, q, nq, k, v, nq, a->p, sc->dao, t->a_t * hd, sc->dqkv, sc->dqkv + t->a_t * hd,
-                          sc->dqkv + (t->a_t + t->kv_t) * hd, t->b, t->seq, t->a_t, t->kv_t, hd);
+                          sc->dqkv + (t->a_t + t->kv_t) * hd, t->b, t->seq, t->a_t, t->kv_t, hd, adrop);
         return GS_OK;
     case A_QKV_BWD:
         if (t->rope) {
@@ -1424,6 +1506,8 @@ static gs_status root_action(const ctx *c, action act)
     int32_t *tok = r->tokens ? r->tokens + mb * T : NULL, *tgt = r->targets ? r->targets + mb * T : NULL;
     uint64_t vlo = r->tp_pos * t->v_t;
     float *res;
+    gs_dropout ed;
+    const gs_dropout *edrop = hidden_drop(c, GS_DROP_EMBED, t->sp, &ed);
     switch (act) {
     case A_EMB_FWD:
         ops->embed_fwd(c->s, tok, T, pbase + r->emb_off, vlo, t->v_t, h, t->sp ? sc->embp : r->x[mb]);
@@ -1432,16 +1516,23 @@ static gs_status root_action(const ctx *c, action act)
             ops->embed_fwd(c->s, r->positions, T, pbase + r->pos_off, 0, t->seq, h, r->posb);
             ops->add(c->s, t->sp ? sc->embp : r->x[mb], r->posb, T * h);
         }
+        if (t->tp <= 1 && edrop) /* embedding dropout, on the whole sums (TP: after the reduction) */
+            ops->dropout(c->s, r->x[mb], T, h, edrop);
         return GS_OK;
     case A_EMB_TP:
-        if (t->sp)
-            return tp_reduce(c, sc->embp, r->x[mb], &res);
-        return tp_reduce(c, r->x[mb], NULL, &res);
+        rc = t->sp ? tp_reduce(c, sc->embp, r->x[mb], &res) : tp_reduce(c, r->x[mb], NULL, &res);
+        if (rc == GS_OK && edrop)
+            ops->dropout(c->s, r->x[mb], t->Tl, h, edrop);
+        return rc;
     case A_EMB_AG:
+        if (edrop) /* the embedding dropout's backward on this rank's rows, before they are gathered */
+            ops->dropout(c->s, r->dx[mb], t->Tl, h, edrop);
         return tp_gather(c, r->dx[mb], sc->dyf);
     case A_EMB_BWD:
         if ((rc = need(c, gbase, "root gradient")) != GS_OK)
             return rc;
+        if (edrop && !t->sp)
+            ops->dropout(c->s, r->dx[mb], T, h, edrop);
         ops->embed_bwd(c->s, tok, T, t->sp ? sc->dyf : r->dx[mb], vlo, t->v_t, h, gbase + r->emb_off);
         /* the positions' gradient from the whole rows: every TP rank has it; under sequence
          * parallelism rank 0 alone adds it, the TP all-reduce of replicated gradients follows */

@@ -54,7 +54,7 @@ void gs_train_opts_defaults(gs_train_opts *o);
 
 typedef struct gs_train gs_train;
 
-/* Checks that the scenario is one the host program runs (no dropout; kv_heads, ffn, vocab and
+/* Checks that the scenario is one the host program runs (kv_heads, ffn, vocab and
  * micro-batch tokens divisible by tp; wrap layer or model; sharding no_shard, shard_grad_op,
  * full_shard or hybrid_shard), allocates every rank's state and initializes the parameters
  * (GS_ERR_INPUT naming what is not supported; GS_ERR_NOMEM). GS_ERR_UNSUPPORTED: on a driver

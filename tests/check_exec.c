@@ -49,6 +49,7 @@ typedef struct cfg {
 } cfg;
 #define M_TIED 1
 #define M_GPT 2
+#define M_DROP 4 /* dropout: true (Megatron's 0.1 attention and hidden dropout) */
 
 /* name, dp pp tp, nodes gpus/node, sharding, pipeline, recompute, wrap, v, sp, layers, micro, model */
 static const cfg configs[] = {
@@ -139,6 +140,18 @@ static const cfg configs[] = {
     {"gpt-tied-tp2-sp-selective", 1, 1, 2, 1, 2, "full_shard", "gpipe", "selective", "layer", 1, 1, 4, 2,
      M_GPT | M_TIED},
     {"gpt-tied-dp2-pp2-tp2-sp-zero1", 2, 2, 2, 1, 8, "zero1", "1f1b", "none", "layer", 1, 1, 4, 1, M_GPT | M_TIED},
+    /* dropout: every mask a function of the global sequence, head and token (kernels/dropout.h),
+     * so slices of heads (TP), of tokens (SP), other micro-batches (DP), stages and recomputation
+     * draw the single rank's masks */
+    {"drop-gpt-dp2-full", 2, 1, 1, 1, 2, "full_shard", "1f1b", "none", "layer", 1, 0, 4, 2, M_GPT | M_DROP},
+    {"drop-gpt-tp4-sp", 1, 1, 4, 1, 4, "full_shard", "1f1b", "none", "layer", 1, 1, 4, 2, M_GPT | M_DROP},
+    {"drop-gpt-dp2-pp2-tp2-sp-recompute-full", 2, 2, 2, 1, 8, "full_shard", "1f1b", "full", "layer", 1, 1, 4, 1,
+     M_GPT | M_DROP},
+    {"drop-gpt-tied-tp2-sp-selective", 1, 1, 2, 1, 2, "full_shard", "gpipe", "selective", "layer", 1, 1, 4, 2,
+     M_GPT | M_TIED | M_DROP},
+    {"drop-gpt-dp2-pp2-interleaved-zero1", 2, 2, 1, 1, 4, "zero1", "interleaved", "none", "layer", 2, 0, 8, 1,
+     M_GPT | M_DROP},
+    {"drop-llama-dp2-tp2", 2, 1, 2, 1, 4, "zero2", "1f1b", "none", "layer", 1, 0, 4, 1, M_DROP},
 };
 #define NCONFIGS (sizeof configs / sizeof configs[0])
 
@@ -184,14 +197,15 @@ static void scenario_text(const cfg *c, char *buf, size_t len)
     snprintf(buf, len,
              "name: %s\n"
              "model: {name: tiny, layers: %llu, hidden: 64, heads: 8, kv_heads: 4, ffn: 128, vocab: 256, seq: 32,\n"
-             "        tied_embeddings: %s%s}\n"
+             "        tied_embeddings: %s%s, dropout: %s}\n"
              "cluster: {preset: dgx-a100-80g, nodes: %llu, gpus_per_node: %llu}\n"
              "grid: {dp: %llu, pp: %llu, tp: %llu}\n"
              "strategy: {sharding: %s, pipeline: %s, recompute: %s, wrap: %s, precision: fp32,\n"
              "           sequence_parallel: %s%s%s}\n"
              "batch: {global: 8, micro: %llu}\n",
              c->name, (unsigned long long)c->layers, c->model & M_TIED ? "true" : "false",
-             c->model & M_GPT ? ", norm: layernorm, mlp: gelu, pos: learned, bias: true, dropout: false" : "",
+             c->model & M_GPT ? ", norm: layernorm, mlp: gelu, pos: learned, bias: true" : "",
+             c->model & M_DROP ? "true" : "false",
              (unsigned long long)c->nodes, (unsigned long long)c->gpn,
              (unsigned long long)c->dp, (unsigned long long)c->pp, (unsigned long long)c->tp, c->sharding,
              c->pipeline, c->recompute, c->wrap, c->sp ? "true" : "false",
@@ -523,14 +537,72 @@ START_TEST(tied_gradient_is_the_sum)
 }
 END_TEST
 
+/* STEPS steps of a scenario given as text on one process's host driver: the losses. */
+static void text_losses(const char *text, double *loss)
+{
+    gs_scenario s;
+    gs_mesh mesh;
+    gs_error err;
+    gs_error_init(&err);
+    ck_assert_msg(gs_scenario_load_string(text, strlen(text), "text", &s, &err) == GS_OK, "%s", err.msg);
+    ck_assert_int_eq(gs_scenario_mesh(&s, &mesh, NULL, &err), GS_OK);
+    gs_exec_opts eo;
+    gs_exec_opts_defaults(&eo);
+    eo.train.eps = ADAM_EPS_GPT;
+    gs_exec_session *x = NULL;
+    ck_assert_msg(gs_exec_session_create(&s, &mesh, &eo, &x, &err) == GS_OK, "%s", err.msg);
+    for (int i = 0; i < STEPS; i++)
+        ck_assert_msg(gs_exec_session_step(x, &loss[i], NULL, NULL, &err) == GS_OK, "%s", err.msg);
+    gs_exec_session_destroy(x);
+}
+
+/* Dropout is drawn (the contract configurations would pass if it were not): a GPT on one rank
+ * with dropout has other losses than without, every step (the masks change with the step, so the
+ * losses move apart); with both rates 0 it has the dropout-free run's bits; a second run repeats
+ * its bits; and an attention-only and a hidden-only run differ from both. */
+START_TEST(dropout_is_drawn)
+{
+    cfg c = {"drop", 1, 1, 1, 1, 1, "full_shard", "1f1b", "none", "layer", 1, 0, 2, 2, M_GPT | M_DROP};
+    char text[1024], edited[1200];
+    double with[STEPS], again[STEPS], none[STEPS], zero[STEPS], attn[STEPS], hidden[STEPS];
+    scenario_text(&c, text, sizeof text);
+    text_losses(text, with);
+    text_losses(text, again);
+    ck_assert(memcmp(with, again, sizeof with) == 0);
+    const char *rates[3] = {"attention_dropout: 0, hidden_dropout: 0", "hidden_dropout: 0", "attention_dropout: 0"};
+    double *into[3] = {zero, attn, hidden};
+    for (int k = 0; k < 3; k++) {
+        const char *at = strstr(text, "dropout: true");
+        ck_assert_ptr_nonnull(at);
+        snprintf(edited, sizeof edited, "%.*sdropout: true, %s%s", (int)(at - text), text, rates[k],
+                 at + strlen("dropout: true"));
+        text_losses(edited, into[k]);
+    }
+    c.model = M_GPT;
+    scenario_text(&c, text, sizeof text);
+    text_losses(text, none);
+    ck_assert(memcmp(zero, none, sizeof zero) == 0);
+    for (int i = 0; i < STEPS; i++) {
+        printf("dropout step %d: loss %.9f, attention only %.9f, hidden only %.9f, none %.9f\n", i + 1, with[i], attn[i],
+               hidden[i], none[i]);
+        ck_assert_msg(fabs(with[i] - none[i]) > 1e-4 * fabs(none[i]), "step %d: %.9g with dropout, %.9g without",
+                      i + 1, with[i], none[i]);
+        ck_assert(attn[i] != none[i] && attn[i] != with[i] && hidden[i] != none[i] && hidden[i] != with[i]);
+    }
+}
+END_TEST
+
 /* The backward against central finite differences of the loss, tied and untied: for the
  * elements of the largest gradient of the embedding (tied: its two uses together), the LM head
  * and a layer's weights, (L(w + d) - L(w - d)) / 2d with d = 1e-2 agrees with the gradient to
  * 2% (the fp32 loss's rounding over 2d and the O(d^2) term are well below that for these
- * elements). Each loss comes from a fresh session's first step (the same batch). */
+ * elements). Each loss comes from a fresh session's first step (the same batch; with dropout the
+ * same masks, so the loss is a smooth function of the weights). */
+static const int fd_models[] = {0, M_TIED, M_GPT, M_GPT | M_TIED, M_GPT | M_DROP};
+
 START_TEST(gradient_vs_finite_differences)
 {
-    const int model = _i, tied = model & M_TIED, gpt = model & M_GPT;
+    const int model = fd_models[_i], tied = model & M_TIED, gpt = model & M_GPT;
     const char *names[7] = {"model.embed_tokens.weight", tied ? NULL : "lm_head.weight",
                             "model.layers.1.mlp.down_proj.weight",
                             /* GPT: a column-split bias, a replicated one, a norm's bias, the positions */
@@ -585,7 +657,8 @@ START_TEST(gradient_vs_finite_differences)
                 gs_exec_session_destroy(y);
             }
             double fd = (lp - lm) / (2.0 * (double)d);
-            printf("%s%s %s[%llu]: gradient %.6e, finite difference %.6e\n", gpt ? "gpt " : "", tied ? "tied" : "untied", names[k],
+            printf("%s%s%s %s[%llu]: gradient %.6e, finite difference %.6e\n", model & M_DROP ? "dropout " : "",
+                   gpt ? "gpt " : "", tied ? "tied" : "untied", names[k],
                    (unsigned long long)i, g, fd);
             ck_assert_msg(fabs(fd - g) <= 0.02 * fabs(g), "%s[%llu]: gradient %g vs finite difference %g", names[k],
                           (unsigned long long)i, g, fd);
@@ -1424,7 +1497,8 @@ static Suite *exec_suite(void)
     tcase_add_test(tc, flash_vs_probabilities);
     tcase_add_test(tc, bucket_stages_bits);
     tcase_add_test(tc, tied_gradient_is_the_sum);
-    tcase_add_loop_test(tc, gradient_vs_finite_differences, 0, 4);
+    tcase_add_test(tc, dropout_is_drawn);
+    tcase_add_loop_test(tc, gradient_vs_finite_differences, 0, (int)(sizeof fd_models / sizeof fd_models[0]));
     suite_add_tcase(s, tc);
     TCase *te = tcase_create("errors");
     tcase_set_timeout(te, 60);

@@ -389,6 +389,47 @@ START_TEST(test_host_flash_interop)
 }
 END_TEST
 
+/* Attention dropout in the device code: the emulated kernels with a mask (p 0.2; the shape's heads
+ * as global heads 3.., sequences 9..) against the host's flash kernels with the same mask
+ * (kernels/host/attention_flash.c, checked against a double reference and finite differences in
+ * tests/check_kernels): out, lse, dq, dk, dv. The backward starts from each side's own forward.
+ * lse is the undropped one (dropout leaves the softmax's sums alone); out differs from the
+ * dropout-free run's. */
+START_TEST(test_dropout)
+{
+    static const size_t pick[] = {0, 2, 4};
+    const flash_shape *sh = &flash_shapes[pick[_i]];
+    gs_dropout d = {gs_dropout_threshold(0.2), 0, gs_dropout_site_key(5, 1, GS_DROP_ATTN, 2), 9, 3, sh->seq};
+    d.scale = (float)(1.0 / (1.0 - d.threshold / 16777216.0));
+    flash_case c;
+    case_init(&c, sh, 0xd509u + (uint64_t)_i);
+    flash_emu_dropout = d;
+    case_run(&c, fwd_real, bwd_real);
+    memset(&flash_emu_dropout, 0, sizeof flash_emu_dropout);
+    size_t nh = sh->nh, nkv = sh->nkv, hd = sh->hd;
+    const float *q = c.qkv, *k = c.qkv + nh * hd, *v = c.qkv + (nh + nkv) * hd;
+    float *hout = calloc(c.T * c.ldo, sizeof(float)), *hlse = calloc(c.nlse, sizeof(float));
+    float *hg = calloc(c.T * c.ld, sizeof(float));
+    ck_assert(hout && hlse && hg);
+    gs_k_attn_fwd_flash_dropout(q, c.ld, k, v, c.ld, hout, c.ldo, hlse, sh->nseq, sh->seq, nh, nkv, hd, &d);
+    gs_k_attn_bwd_flash_dropout(q, c.ld, k, v, c.ld, hout, hlse, c.dout, c.ldo, hg, hg + nh * hd, hg + (nh + nkv) * hd,
+                                sh->nseq, sh->seq, nh, nkv, hd, &d);
+    double eo = rel_err(hout, c.out, c.T, nh * hd, 0, c.ldo), el = rel_err(hlse, c.lse, 1, c.nlse, 0, c.nlse);
+    double edq = rel_err(hg, c.dqkv, c.T, nh * hd, 0, c.ld), edk = rel_err(hg, c.dqkv, c.T, nkv * hd, nh * hd, c.ld);
+    double edv = rel_err(hg, c.dqkv, c.T, nkv * hd, (nh + nkv) * hd, c.ld);
+    printf("flash emu with dropout vs host, seq %zu hd %zu: rel err out %.2e lse %.2e dq %.2e dk %.2e dv %.2e\n",
+           sh->seq, hd, eo, el, edq, edk, edv);
+    ck_assert(eo <= FLASH_TOL && el <= FLASH_TOL && edq <= FLASH_TOL && edk <= FLASH_TOL && edv <= FLASH_TOL);
+    ck_assert_uint_eq(layout_violations(&c), 0);
+    /* the mask did something: out against the undropped run's (case_init's host reference) */
+    ck_assert(rel_err(c.out_ref, c.out, c.T, nh * hd, 0, c.ldo) > 0.05);
+    free(hout);
+    free(hlse);
+    free(hg);
+    case_fini(&c);
+}
+END_TEST
+
 /* Shapes the launchers refuse (cudaErrorInvalidValue on the GPU: 1 here) and empty shapes that
  * launch nothing and write nothing. */
 START_TEST(test_errors)
@@ -444,6 +485,7 @@ static Suite *flash_emu_suite(void)
     suite_add_tcase(s, tc);
     tc = tcase_create("host_flash");
     tcase_add_loop_test(tc, test_host_flash_interop, 0, 2);
+    tcase_add_loop_test(tc, test_dropout, 0, 3);
     tcase_set_timeout(tc, FLASH_TEST_TIMEOUT_S);
     suite_add_tcase(s, tc);
     tc = tcase_create("mutant");

@@ -631,6 +631,7 @@ END_TEST
 
 typedef struct {
     size_t nseq, seq, nh, nkv, hd, ldqkv, ldo;
+    const gs_dropout *drop; /* NULL: no attention dropout */
 } attn_problem;
 
 /* theta = the fused [t x ldqkv] rows (q heads, then k heads, then v heads); out [t x nh*hd]. */
@@ -640,6 +641,7 @@ static void ref_attn(const void *ctx, const double *qkv, double *out)
     size_t group = pb->nh / pb->nkv, ld = pb->ldqkv;
     double scale = 1.0 / sqrt((double)pb->hd), sc[256];
     ck_assert(pb->seq <= 256);
+    /* with dropout the sum below still counts every probability: sum is taken before the mask */
     for (size_t s = 0; s < pb->nseq; s++)
         for (size_t i = 0; i < pb->nh; i++)
             for (size_t a = 0; a < pb->seq; a++) {
@@ -655,6 +657,15 @@ static void ref_attn(const void *ctx, const double *qkv, double *out)
                 }
                 for (size_t b = 0; b <= a; b++)
                     sum += (sc[b] = exp(sc[b] - mx));
+                if (pb->drop) { /* the probabilities that survive, scaled (kernels/dropout.h's indexing) */
+                    uint64_t sk = gs_dropout_seq_key(pb->drop->key, pb->drop->seq0 + s);
+                    for (size_t b = 0; b <= a; b++)
+                        if (gs_dropout_keep(sk, ((pb->drop->first + i) * pb->seq + a) * pb->seq + b,
+                                            pb->drop->threshold))
+                            sc[b] *= pb->drop->scale;
+                        else
+                            sc[b] = 0.0;
+                }
                 for (size_t d = 0; d < pb->hd; d++) {
                     double o = 0.0;
                     for (size_t b = 0; b <= a; b++)
@@ -696,7 +707,7 @@ static void attn_outputs(const attn_problem *pb, const float *out, float *got, c
  * rows padded by 5 floats. */
 static void attn_case(size_t nseq, size_t seq, size_t nh, size_t nkv, size_t hd, uint64_t seed)
 {
-    attn_problem pb = {nseq, seq, nh, nkv, hd, 0, 0};
+    attn_problem pb = {nseq, seq, nh, nkv, hd, 0, 0, NULL};
     pb.ldqkv = (pb.nh + 2 * pb.nkv) * pb.hd;
     pb.ldo = pb.nh * pb.hd + 5;
     size_t t = pb.nseq * pb.seq, nqkv = t * pb.ldqkv, nout = t * pb.nh * pb.hd, np = pb.nseq * pb.nh * pb.seq * pb.seq;
@@ -748,7 +759,7 @@ END_TEST
  * order: 1e-5 relative). out's padding is never written and dout's (NaN) never read. */
 static void flash_case(size_t nseq, size_t seq, size_t nh, size_t nkv, size_t hd, uint64_t seed)
 {
-    attn_problem pb = {nseq, seq, nh, nkv, hd, 0, 0};
+    attn_problem pb = {nseq, seq, nh, nkv, hd, 0, 0, NULL};
     pb.ldqkv = (pb.nh + 2 * pb.nkv) * pb.hd;
     pb.ldo = pb.nh * pb.hd + 5;
     size_t t = pb.nseq * pb.seq, nqkv = t * pb.ldqkv, nout = t * pb.nh * pb.hd, nlse = pb.nseq * pb.nh * pb.seq;
@@ -828,6 +839,150 @@ START_TEST(test_attention_flash)
     flash_case(1, 65, 3, 3, 8, 74);  /* one row past the 64-row query tile; no GQA */
     flash_case(1, 150, 2, 1, 4, 75); /* past the 128-key tile: the third query tile (rows 128..149) sees both
                                       * key tiles, the second one's last 22 keys partly masked */
+}
+END_TEST
+
+/* ---- dropout ------------------------------------------------------------------------------ */
+
+/* A dropout descriptor for probability p (scale from the threshold, as exec makes it). */
+static gs_dropout drop_of(double p, uint64_t key, uint64_t seq0, uint64_t first, uint64_t seq_len)
+{
+    gs_dropout d;
+    d.threshold = gs_dropout_threshold(p);
+    d.scale = (float)(1.0 / (1.0 - d.threshold / 16777216.0));
+    d.key = key;
+    d.seq0 = seq0;
+    d.first = first;
+    d.seq_len = seq_len;
+    return d;
+}
+
+/* Hidden dropout on a matrix of ones: the dropped share is p within 5 binomial standard
+ * deviations, kept elements hold exactly the scale; the rows split in two calls (the second
+ * starting at its first token, across a sequence boundary: sequence parallelism's slices) give
+ * the same bits; another site's key gives another mask (agreement p^2 + (1-p)^2 within 5 sd);
+ * threshold 0 leaves x alone. */
+START_TEST(test_dropout_rows)
+{
+    const size_t rows = 96, h = 64, S = 40, n = rows * h;
+    const double p = 0.3;
+    gs_dropout d = drop_of(p, gs_dropout_site_key(7, 3, GS_DROP_MLP_OUT, 5), 11, 8, S);
+    float *x = falloc(n), *y = falloc(n), *z = falloc(n);
+    fill_value(x, n, 1.0f);
+    gs_k_dropout_rows(x, rows, h, &d);
+    size_t dropped = 0;
+    for (size_t i = 0; i < n; i++) {
+        ck_assert_msg(x[i] == 0.0f || x[i] == d.scale, "x[%zu] = %g", i, x[i]);
+        dropped += x[i] == 0.0f;
+    }
+    double sd = sqrt((double)n * p * (1 - p));
+    ck_assert_msg(fabs((double)dropped - (double)n * p) <= 5 * sd, "dropped %zu of %zu (p %.2f)", dropped, n, p);
+    /* rows 0..49 from token 8, rows 50..95 from token 58: sequence 11's last 32 tokens, then 12 */
+    fill_value(y, n, 1.0f);
+    gs_dropout d2 = d;
+    gs_k_dropout_rows(y, 50, h, &d);
+    d2.first = d.first + 50;
+    gs_k_dropout_rows(y + 50 * h, rows - 50, h, &d2);
+    ck_assert(memcmp(x, y, n * sizeof(float)) == 0);
+    /* the same tokens as sequence 12 from its start: rows 32.. of the first call */
+    fill_value(y, n, 1.0f);
+    gs_dropout d3 = d;
+    d3.seq0 = 12;
+    d3.first = 0;
+    gs_k_dropout_rows(y, rows - 32, h, &d3);
+    ck_assert(memcmp(x + 32 * h, y, (rows - 32) * h * sizeof(float)) == 0);
+    /* another site */
+    fill_value(z, n, 1.0f);
+    gs_dropout e = d;
+    e.key = gs_dropout_site_key(7, 3, GS_DROP_ATTN_OUT, 5);
+    gs_k_dropout_rows(z, rows, h, &e);
+    size_t agree = 0;
+    for (size_t i = 0; i < n; i++)
+        agree += (x[i] == 0.0f) == (z[i] == 0.0f);
+    double pa = p * p + (1 - p) * (1 - p), sda = sqrt((double)n * pa * (1 - pa));
+    ck_assert_msg(fabs((double)agree - (double)n * pa) <= 5 * sda, "masks agree on %zu of %zu", agree, n);
+    /* no dropout */
+    fill_value(z, n, 2.5f);
+    gs_dropout none = drop_of(0.0, 1, 0, 0, S);
+    gs_k_dropout_rows(z, rows, h, &none);
+    gs_k_dropout_rows(z, rows, h, NULL);
+    for (size_t i = 0; i < n; i++)
+        ck_assert(z[i] == 2.5f);
+    free(x), free(y), free(z);
+}
+END_TEST
+
+/* Attention dropout, both kernel pairs, against the double reference with the mask applied by
+ * hand (ref_attn): out, and dq/dk/dv against its finite-difference gradient (the mask is fixed,
+ * so the function is smooth). Then: heads split over two calls as TP splits them (first = the
+ * global head index) give the whole call's bits; threshold 0 gives the plain kernels' bits. */
+static void attn_dropout_case(size_t nseq, size_t seq, size_t nh, size_t nkv, size_t hd, uint64_t seed)
+{
+    gs_dropout d = drop_of(0.25, gs_dropout_site_key(seed, 2, GS_DROP_ATTN, 3), 4, 6, seq);
+    attn_problem pb = {nseq, seq, nh, nkv, hd, 0, 0, &d};
+    pb.ldqkv = (pb.nh + 2 * pb.nkv) * pb.hd;
+    pb.ldo = pb.nh * pb.hd + 5;
+    size_t t = pb.nseq * pb.seq, nqkv = t * pb.ldqkv, nout = t * pb.nh * pb.hd, np = pb.nseq * pb.nh * pb.seq * pb.seq;
+    size_t nlse = pb.nseq * pb.nh * pb.seq, koff = pb.nh * pb.hd, voff = (pb.nh + pb.nkv) * pb.hd;
+    test_rng r = {seed};
+    float *qkv = falloc(nqkv), *out = falloc(t * pb.ldo), *p = falloc(np), *dout = falloc(t * pb.ldo),
+          *dqkv = falloc(nqkv), *got = falloc(nout), *lse = falloc(nlse), *out2 = falloc(t * pb.ldo),
+          *p2 = falloc(np);
+    double *th = dalloc(nqkv), *oref = dalloc(nout), *dyd = dalloc(nout), *grad = dalloc(nqkv);
+    attn_inputs(&pb, &r, qkv, out, dout, th, dyd);
+    ref_attn(&pb, th, oref);
+    fd_gradient(ref_attn, &pb, th, nqkv, dyd, nout, grad);
+    for (int flash = 0; flash < 2; flash++) {
+        const char *what = flash ? "flash attention with dropout" : "attention with dropout";
+        fill_value(out, t * pb.ldo, 777.0f);
+        if (flash)
+            gs_k_attn_fwd_flash_dropout(qkv, pb.ldqkv, qkv + koff, qkv + voff, pb.ldqkv, out, pb.ldo, lse, pb.nseq,
+                                        pb.seq, pb.nh, pb.nkv, pb.hd, &d);
+        else
+            gs_k_attn_fwd_dropout(qkv, pb.ldqkv, qkv + koff, qkv + voff, pb.ldqkv, out, pb.ldo, p, pb.nseq, pb.seq,
+                                  pb.nh, pb.nkv, pb.hd, &d);
+        attn_outputs(&pb, out, got, what);
+        expect_close(what, got, oref, nout, FWD_RTOL);
+        fill_value(dqkv, nqkv, NAN);
+        if (flash)
+            gs_k_attn_bwd_flash_dropout(qkv, pb.ldqkv, qkv + koff, qkv + voff, pb.ldqkv, out, lse, dout, pb.ldo, dqkv,
+                                        dqkv + koff, dqkv + voff, pb.nseq, pb.seq, pb.nh, pb.nkv, pb.hd, &d);
+        else
+            gs_k_attn_bwd_dropout(qkv, pb.ldqkv, qkv + koff, qkv + voff, pb.ldqkv, p, dout, pb.ldo, dqkv, dqkv + koff,
+                                  dqkv + voff, pb.nseq, pb.seq, pb.nh, pb.nkv, pb.hd, &d);
+        expect_close(flash ? "flash attention with dropout dqkv" : "attention with dropout dqkv", dqkv, grad, nqkv,
+                     GRAD_RTOL);
+    }
+    /* TP's split: heads [0, nh/2) with kv heads [0, nkv/2), then the rest, first advanced */
+    gs_k_attn_fwd_dropout(qkv, pb.ldqkv, qkv + koff, qkv + voff, pb.ldqkv, out, pb.ldo, p, pb.nseq, pb.seq, pb.nh,
+                          pb.nkv, pb.hd, &d);
+    size_t hh = pb.nh / 2, kh = pb.nkv / 2;
+    gs_dropout d2 = d;
+    for (int half = 0; half < 2; half++) {
+        d2.first = d.first + (size_t)half * hh;
+        gs_k_attn_fwd_dropout(qkv + half * hh * hd, pb.ldqkv, qkv + koff + half * kh * hd, qkv + voff + half * kh * hd,
+                              pb.ldqkv, out2 + half * hh * hd, pb.ldo, p2, pb.nseq, pb.seq, hh, kh, pb.hd, &d2);
+    }
+    for (size_t rr = 0; rr < t; rr++)
+        ck_assert_msg(memcmp(out + rr * pb.ldo, out2 + rr * pb.ldo, pb.nh * pb.hd * sizeof(float)) == 0,
+                      "row %zu differs when the heads are split", rr);
+    /* threshold 0: the plain kernel's bits */
+    gs_dropout none = drop_of(0.0, d.key, d.seq0, d.first, seq);
+    gs_k_attn_fwd_dropout(qkv, pb.ldqkv, qkv + koff, qkv + voff, pb.ldqkv, out, pb.ldo, p, pb.nseq, pb.seq, pb.nh,
+                          pb.nkv, pb.hd, &none);
+    gs_k_attn_fwd(qkv, pb.ldqkv, qkv + koff, qkv + voff, pb.ldqkv, out2, pb.ldo, p2, pb.nseq, pb.seq, pb.nh, pb.nkv,
+                  pb.hd);
+    for (size_t rr = 0; rr < t; rr++)
+        ck_assert(memcmp(out + rr * pb.ldo, out2 + rr * pb.ldo, pb.nh * pb.hd * sizeof(float)) == 0);
+    free(qkv), free(out), free(p), free(dout), free(dqkv), free(got), free(lse), free(out2), free(p2);
+    free(th), free(oref), free(dyd), free(grad);
+}
+
+START_TEST(test_attention_dropout)
+{
+    attn_dropout_case(2, 5, 4, 2, 6, 81);   /* two sequences, GQA */
+    attn_dropout_case(1, 70, 2, 2, 4, 82);  /* past the P path's 24 x 64 tiles */
+    attn_dropout_case(1, 150, 2, 2, 4, 83); /* past flash's 64 x 128 tiles */
 }
 END_TEST
 
@@ -1110,6 +1265,8 @@ static Suite *kernels_suite(void)
     tcase_add_test(tc, test_rope);
     tcase_add_test(tc, test_attention);
     tcase_add_test(tc, test_attention_flash);
+    tcase_add_test(tc, test_attention_dropout);
+    tcase_add_test(tc, test_dropout_rows);
     tcase_add_test(tc, test_swiglu);
     tcase_add_test(tc, test_xent);
     tcase_set_timeout(tc, KERNELS_TEST_TIMEOUT_S);

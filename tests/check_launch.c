@@ -292,6 +292,7 @@ static void assert_same_shapes(const gs_model *a, const gs_model *b)
     ck_assert_int_eq(a->tied_embeddings, b->tied_embeddings);
     ck_assert_int_eq(a->bias, b->bias);
     ck_assert_int_eq(a->dropout, b->dropout);
+    ck_assert(a->attention_dropout == b->attention_dropout && a->hidden_dropout == b->hidden_dropout);
     ck_assert_int_eq(a->norm, b->norm);
     ck_assert_int_eq(a->mlp, b->mlp);
     ck_assert_int_eq(a->pos, b->pos);

@@ -7,6 +7,7 @@
 #include <string.h>
 
 #include "engine/scenario.h"
+#include "engine/scenario_write.h"
 
 /* ------------------------------------------------------------------------ helpers ---- */
 
@@ -368,6 +369,48 @@ START_TEST(load_user_model)
     ck_assert_int_eq(s.model.norm, GS_NORM_LAYERNORM);
     ck_assert_int_eq(s.model.mlp, GS_MLP_GELU);
     ck_assert_int_eq(s.model.pos, GS_POS_LEARNED);
+}
+END_TEST
+
+/* Dropout rates: Megatron-LM's 0.1 each by default with dropout (a GPT preset has it), 0 without;
+ * either may be set (0 included) with dropout: true; a rate without dropout, of 1 or more, below
+ * 0 or not a number is refused at its line and column; the written YAML reads back the rates. */
+START_TEST(load_dropout_rates)
+{
+    gs_scenario s;
+    load_ok("model: gpt3-175b\ncluster: dgx-a100-80g\ngrid: {dp: 8}\n", &s);
+    ck_assert_int_eq(s.model.dropout, 1);
+    ck_assert(s.model.attention_dropout == 0.1 && s.model.hidden_dropout == 0.1);
+    load_ok("model: llama2-7b\ncluster: dgx-a100-80g\ngrid: {dp: 8}\n", &s);
+    ck_assert(s.model.dropout == 0 && s.model.attention_dropout == 0.0 && s.model.hidden_dropout == 0.0);
+    load_ok("model: {preset: llama2-7b, dropout: true, attention_dropout: 0.25}\ncluster: dgx-a100-80g\ngrid: {dp: 8}\n",
+            &s);
+    ck_assert(s.model.attention_dropout == 0.25 && s.model.hidden_dropout == 0.1);
+    load_ok("model: {preset: gpt3-175b, hidden_dropout: 0}\ncluster: dgx-a100-80g\ngrid: {dp: 8}\n", &s);
+    ck_assert(s.model.attention_dropout == 0.1 && s.model.hidden_dropout == 0.0);
+    load_fails("model: {preset: llama2-7b, hidden_dropout: 0.1}\ncluster: dgx-a100-80g\ngrid: {dp: 8}\n", GS_ERR_INPUT, 1, 44,
+               "model.hidden_dropout: found a dropout rate with dropout: false");
+    load_fails("model: {preset: gpt3-175b, attention_dropout: 1}\ncluster: dgx-a100-80g\ngrid: {dp: 8}\n", GS_ERR_INPUT, 1, 47,
+               "expected a probability 0 <= p < 1");
+    load_fails("model: {preset: gpt3-175b, attention_dropout: -0.1}\ncluster: dgx-a100-80g\ngrid: {dp: 8}\n", GS_ERR_INPUT, 1, 47,
+               "expected a probability 0 <= p < 1");
+    load_fails("model: {preset: gpt3-175b, hidden_dropout: lots}\ncluster: dgx-a100-80g\ngrid: {dp: 8}\n", GS_ERR_INPUT, 1, 44,
+               "model.hidden_dropout: found");
+    /* written and read back */
+    load_ok("model: {preset: gpt3-175b, layers: 2, attention_dropout: 0.3, hidden_dropout: 0.05}\n"
+            "cluster: dgx-a100-80g\ngrid: {dp: 8}\n",
+            &s);
+    gs_text t;
+    gs_error err;
+    gs_error_init(&err);
+    gs_text_init(&t);
+    ck_assert_int_eq(gs_scenario_write_yaml(&s, &t, &err), GS_OK);
+    ck_assert_msg(strstr(gs_text_str(&t), "  attention_dropout: 0.3\n  hidden_dropout: 0.05\n") != NULL, "%s",
+                  gs_text_str(&t));
+    gs_scenario b;
+    load_ok(gs_text_str(&t), &b);
+    ck_assert(b.model.attention_dropout == 0.3 && b.model.hidden_dropout == 0.05 && b.model.dropout == 1);
+    gs_text_fini(&t);
 }
 END_TEST
 
@@ -1010,6 +1053,7 @@ static Suite *scenario_suite(void)
     tcase_add_test(tc, load_seed_files);
     tcase_add_test(tc, load_seed_25gbe_cluster);
     tcase_add_test(tc, load_defaults);
+    tcase_add_test(tc, load_dropout_rates);
     tcase_add_test(tc, load_every_strategy_key);
     tcase_add_test(tc, load_strategy_names);
     tcase_add_test(tc, load_user_model);

@@ -18,13 +18,18 @@ typedef struct flash_emu_args {
     float *wout, *wlse, *dsum, *dq, *dk, *dv;
     size_t ldq, ldkv, ldo, rows, seq, nh, group, hd;
     float scale;
+    gs_dropout drop;
 } flash_emu_args;
+
+/* The attention dropout the launchers pass the kernels (zero: none), as gs_cu_attn_*_flash_dropout's
+ * drop argument. */
+static gs_dropout flash_emu_dropout;
 
 static void flash_emu_fwd_thread(const void *p)
 {
     const flash_emu_args *a = p;
     gs_flash_fwd_kernel(a->q, a->ldq, a->k, a->v, a->ldkv, a->wout, a->ldo, a->wlse, a->seq, a->nh, a->group, a->hd,
-                        a->scale);
+                        a->scale, a->drop);
 }
 
 static void flash_emu_d_thread(const void *p)
@@ -37,14 +42,14 @@ static void flash_emu_dq_thread(const void *p)
 {
     const flash_emu_args *a = p;
     gs_flash_bwd_dq_kernel(a->q, a->ldq, a->k, a->v, a->ldkv, a->lse, a->dsum, a->dout, a->ldo, a->dq, a->seq, a->nh,
-                           a->group, a->hd, a->scale);
+                           a->group, a->hd, a->scale, a->drop);
 }
 
 static void flash_emu_dkv_thread(const void *p)
 {
     const flash_emu_args *a = p;
     gs_flash_bwd_dkv_kernel(a->q, a->ldq, a->k, a->v, a->ldkv, a->lse, a->dsum, a->dout, a->ldo, a->dk, a->dv, a->seq,
-                            a->nh, a->group, a->hd, a->scale);
+                            a->nh, a->group, a->hd, a->scale, a->drop);
 }
 
 /* gs_cu_attn_fwd_flash's arguments without the stream: 0 ok, 1 invalid shape, -1 emulator error. */
@@ -57,7 +62,8 @@ static int flash_emu_fwd(const float *q, size_t ldq, const float *k, const float
     if (!nseq || !seq || !nh)
         return 0;
     flash_emu_args a = {q, k, v, NULL, NULL, NULL, out, lse, NULL, NULL, NULL, NULL,
-                        ldq, ldkv, ldo, nseq * seq, seq, nh, nh / nkv, hd, (float)(1.0 / sqrt((double)hd))};
+                        ldq, ldkv, ldo, nseq * seq, seq, nh, nh / nkv, hd, (float)(1.0 / sqrt((double)hd)),
+                        flash_emu_dropout};
     return gs_emu_launch((unsigned)gs_flash_tiles(seq), (unsigned)nh, (unsigned)nseq, GS_FLASH_THREADS,
                          gs_flash_fwd_shared_bytes(hd), flash_emu_fwd_thread, &a, err, err_len);
 }
@@ -75,7 +81,8 @@ static int flash_emu_bwd(const float *q, size_t ldq, const float *k, const float
     if (!dsum)
         return -1;
     flash_emu_args a = {q, k, v, out, lse, dout, NULL, NULL, dsum, dq, dk, dv,
-                        ldq, ldkv, ldo, nseq * seq, seq, nh, nh / nkv, hd, (float)(1.0 / sqrt((double)hd))};
+                        ldq, ldkv, ldo, nseq * seq, seq, nh, nh / nkv, hd, (float)(1.0 / sqrt((double)hd)),
+                        flash_emu_dropout};
     unsigned tiles = (unsigned)gs_flash_tiles(seq);
     int rc = gs_emu_launch((unsigned)gs_flash_d_blocks(nseq * seq, nh), 1, 1, GS_FLASH_D_THREADS, 0,
                            flash_emu_d_thread, &a, err, err_len);

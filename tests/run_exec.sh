@@ -8,8 +8,8 @@
 #  - a scenario larger than MemAvailable is refused with exit 2 before allocating;
 #  - tied embeddings (one stage and under a pipeline), GPT blocks (and their checkpoints, resumed
 #    on another grid) run, also with sends that wait for their receivers (rendezvous; the
-#    interleaved pipeline too, its receives issued early); what the
-#    host program does not run (dropout, tp_comm_overlap) is refused with exit 2 and the reason;
+#    interleaved pipeline too, its receives issued early), and dropout; what the
+#    host program does not run (tp_comm_overlap) is refused with exit 2 and the reason;
 #    compare --json carries its keys.
 # Environment (set by make check): GRIDSTEP = the binary, top_srcdir = the source tree.
 GRIDSTEP=${GRIDSTEP:-./gridstep}
@@ -197,7 +197,8 @@ env_refused GRIDSTEP_HOST_P2P=bogus "GRIDSTEP_HOST_P2P is 'bogus', expected eage
 
 # GPT blocks (LayerNorm, GELU, biases, learned positions; since 2026-11-30, gradients checked
 # in tests/check_exec and check_kernels): DP2 x PP2 x TP2 with SP prints the single rank's losses
-# (1e-5), and not the Llama's; dropout is refused with the reason
+# (1e-5), and not the Llama's; with dropout too (the masks drawn from global indices), losses
+# that are not the dropout-free run's
 for f in single dp2-pp2-tp2; do
     sed 's/norm: rmsnorm, mlp: swiglu, pos: rope}/norm: layernorm, mlp: gelu, pos: learned, bias: true, dropout: false}/' \
         "$dir/$f.yaml" > "$tmp/gpt-$f.yaml"
@@ -212,8 +213,23 @@ if grep -q "mlp: gelu" "$tmp/gpt-single.yaml" && grep -q "mlp: gelu" "$tmp/gpt-d
 else
     bad "GPT blocks: $(tr '\n' ' ' < "$tmp/gpt1.l" 2>/dev/null) vs $(tr '\n' ' ' < "$tmp/gpt8.l" 2>/dev/null)"
 fi
-sed 's/dropout: false}/dropout: true}/' "$tmp/gpt-single.yaml" > "$tmp/gpt-dropout.yaml"
-refused "dropout" "$tmp/gpt-dropout.yaml" "dropout: true" "no dropout masks"
+for f in single dp2-pp2-tp2; do
+    sed 's/dropout: false}/dropout: true}/' "$tmp/gpt-$f.yaml" > "$tmp/gptd-$f.yaml"
+done
+if grep -q "dropout: true" "$tmp/gptd-single.yaml" && grep -q "dropout: true" "$tmp/gptd-dp2-pp2-tp2.yaml" &&
+   "$GRIDSTEP" exec --json --steps 3 "$tmp/gptd-single.yaml" > "$tmp/gptd1.json" &&
+   "$GRIDSTEP" exec --json --steps 3 "$tmp/gptd-dp2-pp2-tp2.yaml" > "$tmp/gptd8.json" &&
+   losses "$tmp/gptd1.json" > "$tmp/gptd1.l" && losses "$tmp/gptd8.json" > "$tmp/gptd8.l" &&
+   close_losses "$tmp/gptd1.l" "$tmp/gptd8.l" 3 && ! close_losses "$tmp/gpt1.l" "$tmp/gptd1.l" 3; then
+    ok "dropout: dp2-pp2-tp2 losses = single-rank losses (1e-5), not the dropout-free ones: $(tr '\n' ' ' < "$tmp/gptd8.l")"
+else
+    bad "dropout: $(tr '\n' ' ' < "$tmp/gptd1.l" 2>/dev/null) vs $(tr '\n' ' ' < "$tmp/gptd8.l" 2>/dev/null)"
+fi
+# a rate with dropout: false, and a rate of 1, are input errors naming the key
+sed 's/dropout: false}/dropout: false, hidden_dropout: 0.2}/' "$tmp/gpt-single.yaml" > "$tmp/gptd-bad.yaml"
+refused "a dropout rate without dropout" "$tmp/gptd-bad.yaml" "hidden_dropout: 0.2" "model.hidden_dropout: found a dropout rate with dropout: false"
+sed 's/dropout: false}/dropout: true, attention_dropout: 1}/' "$tmp/gpt-single.yaml" > "$tmp/gptd-bad1.yaml"
+refused "a dropout rate of 1" "$tmp/gptd-bad1.yaml" "attention_dropout: 1" "expected a probability 0 <= p < 1"
 
 # overlap_grad_reduce false (DDP's all-reduces after the backward) gives the same losses, bit for
 # bit: the same sums, reduced later

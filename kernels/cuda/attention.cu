@@ -3,7 +3,9 @@
  * takes the softmax in shared memory (sum in double), saves the probabilities into p and writes
  * P V. Backward from the saved p: a block per query row gives dq and D_a = sum_b P_ab dP_ab; a
  * block per (sequence, kv head, key row) sums dk and dv over its query heads and rows, warps
- * combined in a fixed order (no atomics: the same bits each run). Head dimension <= 256. */
+ * combined in a fixed order (no atomics: the same bits each run). Head dimension <= 256.
+ * Attention dropout (kernels/dropout.h): P V multiplies the masked probabilities, p keeps the
+ * undropped ones, and the backward draws the mask again for dP and dv. */
 #include <math.h>
 
 #include "kernels/cuda/common.cuh"
@@ -20,8 +22,17 @@ static __device__ inline float warp_allsum(float v)
     return v;
 }
 
+/* The dropout factor of probability (local head i, a, b) of sequence key sk: 1 without dropout. */
+static __device__ inline float attn_z(const gs_dropout &drop, uint64_t sk, size_t i, size_t seq, size_t a, size_t b)
+{
+    if (!drop.threshold)
+        return 1.0f;
+    return gs_dropout_keep(sk, ((drop.first + i) * seq + a) * seq + b, drop.threshold) ? drop.scale : 0.0f;
+}
+
 static __global__ void k_attn_fwd(const float *q, size_t ldq, const float *k, const float *v, size_t ldkv, float *out,
-                                  size_t ldo, float *p, size_t seq, size_t nh, size_t group, size_t hd, float scale)
+                                  size_t ldo, float *p, size_t seq, size_t nh, size_t group, size_t hd, float scale,
+                                  gs_dropout drop)
 {
     extern __shared__ float prow[]; /* seq floats */
     __shared__ float qs[ATT_MAX_HD];
@@ -55,10 +66,11 @@ static __global__ void k_attn_fwd(const float *q, size_t ldq, const float *k, co
     sum = gs_block_sum(sum, redd);
     float inv = (float)(1.0 / sum);
     float *pg = p + ((s * nh + i) * seq + a) * seq;
+    uint64_t sk = drop.threshold ? gs_dropout_seq_key(drop.key, drop.seq0 + s) : 0;
     for (size_t b = threadIdx.x; b < seq; b += blockDim.x) {
         float x = b <= a ? prow[b] * inv : 0.0f;
-        if (b <= a)
-            prow[b] = x;
+        if (b <= a) /* the probabilities P V multiplies: dropped ones 0, kept ones scaled */
+            prow[b] = x * attn_z(drop, sk, i, seq, a, b);
         pg[b] = x;
     }
     __syncthreads();
@@ -73,7 +85,7 @@ static __global__ void k_attn_fwd(const float *q, size_t ldq, const float *k, co
 /* dq of one query row and D_a (saved for the dk/dv pass). */
 static __global__ void k_attn_bwd_dq(const float *k, const float *v, size_t ldkv, const float *p, const float *dout,
                                      size_t ldo, float *dq, size_t ldq, float *dsum, size_t seq, size_t nh,
-                                     size_t group, size_t hd, float scale)
+                                     size_t group, size_t hd, float scale, gs_dropout drop)
 {
     extern __shared__ float ds[]; /* seq floats */
     __shared__ float dos[ATT_MAX_HD];
@@ -81,6 +93,7 @@ static __global__ void k_attn_bwd_dq(const float *k, const float *v, size_t ldkv
     size_t a = blockIdx.x, i = blockIdx.y, s = blockIdx.z, j = i / group, row0 = s * seq;
     int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
     const float *prow = p + ((s * nh + i) * seq + a) * seq;
+    uint64_t sk = drop.threshold ? gs_dropout_seq_key(drop.key, drop.seq0 + s) : 0;
     for (size_t d = threadIdx.x; d < hd; d += blockDim.x)
         dos[d] = dout[(row0 + a) * ldo + i * hd + d];
     __syncthreads();
@@ -91,7 +104,8 @@ static __global__ void k_attn_bwd_dq(const float *k, const float *v, size_t ldkv
         for (size_t d = lane; d < hd; d += 32)
             part += dos[d] * vb[d];
         part = warp_allsum(part);
-        if (lane == 0) {
+        if (lane == 0) { /* dP = Z (dout v^T) */
+            part *= attn_z(drop, sk, i, seq, a, b);
             ds[b] = part;
             dpart += (double)prow[b] * part;
         }
@@ -114,13 +128,14 @@ static __global__ void k_attn_bwd_dq(const float *k, const float *v, size_t ldkv
 /* dk and dv of one key row of kv head j: sums over the group's query heads and rows a >= b. */
 static __global__ void k_attn_bwd_dkv(const float *q, size_t ldq, const float *v, size_t ldkv, const float *p,
                                       const float *dout, size_t ldo, const float *dsum, float *dk, float *dv,
-                                      size_t seq, size_t nh, size_t group, size_t hd, float scale)
+                                      size_t seq, size_t nh, size_t group, size_t hd, float scale, gs_dropout drop)
 {
     __shared__ float vs[ATT_MAX_HD];
     __shared__ float part_k[ATT_WARPS][ATT_MAX_HD];
     __shared__ float part_v[ATT_WARPS][ATT_MAX_HD];
     size_t b = blockIdx.x, j = blockIdx.y, s = blockIdx.z, row0 = s * seq;
     int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
+    uint64_t sk = drop.threshold ? gs_dropout_seq_key(drop.key, drop.seq0 + s) : 0;
     for (size_t d = threadIdx.x; d < hd; d += blockDim.x)
         vs[d] = v[(row0 + b) * ldkv + j * hd + d];
     __syncthreads();
@@ -134,13 +149,15 @@ static __global__ void k_attn_bwd_dkv(const float *q, size_t ldq, const float *v
             float part = 0.0f;
             for (size_t d = lane; d < hd; d += 32)
                 part += doa[d] * vs[d];
-            float dp = warp_allsum(part);
+            float z = attn_z(drop, sk, i, seq, a, b);
+            float dp = warp_allsum(part) * z;
             float pab = ph[a * seq + b];
             float dsv = pab * (dp - dsum[(s * nh + i) * seq + a]) * scale;
+            float pz = pab * z; /* Z P, for dv */
             int m = 0;
             for (size_t d = lane; d < hd; d += 32, m++) {
                 acck[m] += dsv * qa[d];
-                accv[m] += pab * doa[d];
+                accv[m] += pz * doa[d];
             }
         }
     }
@@ -168,9 +185,11 @@ static int shared_for(const void *fn, size_t bytes)
     return (int)cudaFuncSetAttribute(fn, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)bytes);
 }
 
-extern "C" int gs_cu_attn_fwd(cudaStream_t st, const float *q, size_t ldq, const float *k, const float *v,
-                              size_t ldkv, float *out, size_t ldo, float *p, size_t nseq, size_t seq, size_t nh,
-                              size_t nkv, size_t hd)
+static const gs_dropout no_drop = {0, 1.0f, 0, 0, 0, 0};
+
+extern "C" int gs_cu_attn_fwd_dropout(cudaStream_t st, const float *q, size_t ldq, const float *k, const float *v,
+                                      size_t ldkv, float *out, size_t ldo, float *p, size_t nseq, size_t seq,
+                                      size_t nh, size_t nkv, size_t hd, const gs_dropout *drop)
 {
     if (hd > ATT_MAX_HD || nkv == 0 || nh % nkv || nh > 65535 || nseq > 65535)
         return (int)cudaErrorInvalidValue;
@@ -182,14 +201,23 @@ extern "C" int gs_cu_attn_fwd(cudaStream_t st, const float *q, size_t ldq, const
         return rc;
     dim3 grid((unsigned)seq, (unsigned)nh, (unsigned)nseq);
     k_attn_fwd<<<grid, ATT_THREADS, sh, st>>>(q, ldq, k, v, ldkv, out, ldo, p, seq, nh, nh / nkv, hd,
-                                              (float)(1.0 / sqrt((double)hd)));
+                                              (float)(1.0 / sqrt((double)hd)), drop ? *drop : no_drop);
     return gs_cu_last_error();
 }
 
-extern "C" int gs_cu_attn_bwd(cudaStream_t st, const float *q, size_t ldq, const float *k, const float *v,
-                              size_t ldkv, const float *p, const float *dout, size_t ldo, float *dq, float *dk,
-                              float *dv, size_t nseq, size_t seq, size_t nh, size_t nkv, size_t hd)
+extern "C" int gs_cu_attn_fwd(cudaStream_t st, const float *q, size_t ldq, const float *k, const float *v,
+                              size_t ldkv, float *out, size_t ldo, float *p, size_t nseq, size_t seq, size_t nh,
+                              size_t nkv, size_t hd)
 {
+    return gs_cu_attn_fwd_dropout(st, q, ldq, k, v, ldkv, out, ldo, p, nseq, seq, nh, nkv, hd, NULL);
+}
+
+extern "C" int gs_cu_attn_bwd_dropout(cudaStream_t st, const float *q, size_t ldq, const float *k, const float *v,
+                                      size_t ldkv, const float *p, const float *dout, size_t ldo, float *dq, float *dk,
+                                      float *dv, size_t nseq, size_t seq, size_t nh, size_t nkv, size_t hd,
+                                      const gs_dropout *drop)
+{
+    gs_dropout z = drop ? *drop : no_drop;
     if (hd > ATT_MAX_HD || nkv == 0 || nh % nkv || nh > 65535 || nseq > 65535)
         return (int)cudaErrorInvalidValue;
     if (!nseq || !seq || !nh)
@@ -203,11 +231,18 @@ extern "C" int gs_cu_attn_bwd(cudaStream_t st, const float *q, size_t ldq, const
     if ((rc = shared_for((const void *)k_attn_bwd_dq, sh)) == 0) {
         dim3 gq((unsigned)seq, (unsigned)nh, (unsigned)nseq), gkv((unsigned)seq, (unsigned)nkv, (unsigned)nseq);
         k_attn_bwd_dq<<<gq, ATT_THREADS, sh, st>>>(k, v, ldkv, p, dout, ldo, dq, ldq, dsum, seq, nh, nh / nkv, hd,
-                                                   scale);
+                                                   scale, z);
         k_attn_bwd_dkv<<<gkv, ATT_THREADS, 0, st>>>(q, ldq, v, ldkv, p, dout, ldo, dsum, dk, dv, seq, nh, nh / nkv,
-                                                    hd, scale);
+                                                    hd, scale, z);
         rc = gs_cu_last_error();
     }
     int rc2 = (int)cudaFreeAsync(dsum, st);
     return rc ? rc : rc2;
+}
+
+extern "C" int gs_cu_attn_bwd(cudaStream_t st, const float *q, size_t ldq, const float *k, const float *v,
+                              size_t ldkv, const float *p, const float *dout, size_t ldo, float *dq, float *dk,
+                              float *dv, size_t nseq, size_t seq, size_t nh, size_t nkv, size_t hd)
+{
+    return gs_cu_attn_bwd_dropout(st, q, ldq, k, v, ldkv, p, dout, ldo, dq, dk, dv, nseq, seq, nh, nkv, hd, NULL);
 }

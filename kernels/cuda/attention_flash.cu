@@ -35,10 +35,12 @@ static int flash_shared_for(const void *fn, size_t bytes)
     return (int)cudaFuncSetAttribute(fn, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)bytes);
 }
 
-extern "C" int gs_cu_attn_fwd_flash(cudaStream_t st, const float *q, size_t ldq, const float *k, const float *v,
-                                    size_t ldkv, float *out, size_t ldo, float *lse, size_t nseq, size_t seq,
-                                    size_t nh, size_t nkv, size_t hd)
+extern "C" int gs_cu_attn_fwd_flash_dropout(cudaStream_t st, const float *q, size_t ldq, const float *k,
+                                            const float *v, size_t ldkv, float *out, size_t ldo, float *lse,
+                                            size_t nseq, size_t seq, size_t nh, size_t nkv, size_t hd,
+                                            const gs_dropout *drop)
 {
+    gs_dropout none = {0, 1.0f, 0, 0, 0, 0};
     if (!gs_flash_args_ok(nseq, seq, nh, nkv, hd))
         return (int)cudaErrorInvalidValue;
     if (!nseq || !seq || !nh)
@@ -49,15 +51,24 @@ extern "C" int gs_cu_attn_fwd_flash(cudaStream_t st, const float *q, size_t ldq,
         return rc;
     dim3 grid((unsigned)gs_flash_tiles(seq), (unsigned)nh, (unsigned)nseq);
     gs_flash_fwd_kernel<<<grid, GS_FLASH_THREADS, sh, st>>>(q, ldq, k, v, ldkv, out, ldo, lse, seq, nh, nh / nkv, hd,
-                                                            (float)(1.0 / sqrt((double)hd)));
+                                                            (float)(1.0 / sqrt((double)hd)), drop ? *drop : none);
     return gs_cu_last_error();
 }
 
-extern "C" int gs_cu_attn_bwd_flash(cudaStream_t st, const float *q, size_t ldq, const float *k, const float *v,
-                                    size_t ldkv, const float *out, const float *lse, const float *dout, size_t ldo,
-                                    float *dq, float *dk, float *dv, size_t nseq, size_t seq, size_t nh, size_t nkv,
-                                    size_t hd)
+extern "C" int gs_cu_attn_fwd_flash(cudaStream_t st, const float *q, size_t ldq, const float *k, const float *v,
+                                    size_t ldkv, float *out, size_t ldo, float *lse, size_t nseq, size_t seq,
+                                    size_t nh, size_t nkv, size_t hd)
 {
+    return gs_cu_attn_fwd_flash_dropout(st, q, ldq, k, v, ldkv, out, ldo, lse, nseq, seq, nh, nkv, hd, NULL);
+}
+
+extern "C" int gs_cu_attn_bwd_flash_dropout(cudaStream_t st, const float *q, size_t ldq, const float *k,
+                                            const float *v, size_t ldkv, const float *out, const float *lse,
+                                            const float *dout, size_t ldo, float *dq, float *dk, float *dv,
+                                            size_t nseq, size_t seq, size_t nh, size_t nkv, size_t hd,
+                                            const gs_dropout *drop)
+{
+    gs_dropout none = {0, 1.0f, 0, 0, 0, 0}, z = drop ? *drop : none;
     if (!gs_flash_args_ok(nseq, seq, nh, nkv, hd))
         return (int)cudaErrorInvalidValue;
     if (!nseq || !seq || !nh)
@@ -78,10 +89,19 @@ extern "C" int gs_cu_attn_bwd_flash(cudaStream_t st, const float *q, size_t ldq,
     gs_flash_bwd_d_kernel<<<(unsigned)gs_flash_d_blocks(nseq * seq, nh), GS_FLASH_D_THREADS, 0, st>>>(
         out, dout, ldo, dsum, nseq * seq, seq, nh, hd);
     gs_flash_bwd_dkv_kernel<<<gkv, GS_FLASH_THREADS, shkv, st>>>(q, ldq, k, v, ldkv, lse, dsum, dout, ldo, dk, dv, seq,
-                                                                 nh, nh / nkv, hd, scale);
+                                                                 nh, nh / nkv, hd, scale, z);
     gs_flash_bwd_dq_kernel<<<gq, GS_FLASH_THREADS, shq, st>>>(q, ldq, k, v, ldkv, lse, dsum, dout, ldo, dq, seq, nh,
-                                                              nh / nkv, hd, scale);
+                                                              nh / nkv, hd, scale, z);
     rc = gs_cu_last_error();
     int rc2 = (int)cudaFreeAsync(dsum, st);
     return rc ? rc : rc2;
+}
+
+extern "C" int gs_cu_attn_bwd_flash(cudaStream_t st, const float *q, size_t ldq, const float *k, const float *v,
+                                    size_t ldkv, const float *out, const float *lse, const float *dout, size_t ldo,
+                                    float *dq, float *dk, float *dv, size_t nseq, size_t seq, size_t nh, size_t nkv,
+                                    size_t hd)
+{
+    return gs_cu_attn_bwd_flash_dropout(st, q, ldq, k, v, ldkv, out, lse, dout, ldo, dq, dk, dv, nseq, seq, nh, nkv, hd,
+                                        NULL);
 }

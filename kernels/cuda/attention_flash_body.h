@@ -22,6 +22,10 @@
  * Shared rows of q, k, v, dout are padded to hd + 1 floats so that the 8 rows a warp reads at
  * one d fall in different banks; score tiles to 33 for the same reason.
  *
+ * Attention dropout (kernels/dropout.h, FlashAttention's): drop (by value; threshold 0: none)
+ * masks the probabilities multiplying v, and in the backward the same mask is drawn again for dv
+ * and dP; the row sums l and D are those of the undropped probabilities.
+ *
  * Ownership: the kernels borrow every pointer (device memory) for the launch; the host helpers
  * below are pure functions of the shape. */
 #ifndef GS_ATTENTION_FLASH_BODY_H
@@ -29,6 +33,8 @@
 
 #include <math.h>
 #include <stddef.h>
+
+#include "kernels/dropout.h"
 
 #define GS_FLASH_TILE 32    /* query rows per query tile = key rows per key tile */
 #define GS_FLASH_THREADS 128 /* threads per block */
@@ -88,6 +94,15 @@ static inline size_t gs_flash_d_blocks(size_t rows, size_t nh)
 
 /* ---- device code ----------------------------------------------------------------------------- */
 
+/* The dropout factor of probability (local head i, query a, key b): 1 without dropout, else the
+ * mask's 1 / (1 - p) or 0. */
+GS_DEVICE float gs_flash_z(const gs_dropout *drop, uint64_t sk, size_t i, size_t seq, size_t a, size_t b)
+{
+    if (!drop->threshold)
+        return 1.0f;
+    return gs_dropout_keep(sk, ((drop->first + i) * seq + a) * seq + b, drop->threshold) ? drop->scale : 0.0f;
+}
+
 /* rows [0, n) of a tile of nrows rows x hd floats from global rows src + r * ld into shared
  * rows dst + r * (hd + 1); rows n..nrows-1 zero. Consecutive threads take consecutive d (coalesced
  * row segments). Tile indices fit 32 bits (<= 32 x 256), whose division is cheaper on the GPU. */
@@ -104,7 +119,8 @@ GS_DEVICE void gs_flash_load_tile(float *dst, const float *src, size_t ld, size_
  * diagonal: S = q k^T / sqrt(hd) (masked b > a to -inf), the row max m, P = exp(S - m_new), the row
  * sum l and acc = acc * exp(m_old - m_new) + P v. At the end out = acc / l, lse = m + log l. */
 GS_KERNEL gs_flash_fwd_kernel(const float *q, size_t ldq, const float *k, const float *v, size_t ldkv, float *out,
-                              size_t ldo, float *lse, size_t seq, size_t nh, size_t group, size_t hd, float scale)
+                              size_t ldo, float *lse, size_t seq, size_t nh, size_t group, size_t hd, float scale,
+                              gs_dropout drop)
 {
     GS_DYN_SHARED(smem);
     size_t hdp = hd + 1;
@@ -113,6 +129,7 @@ GS_KERNEL gs_flash_fwd_kernel(const float *q, size_t ldq, const float *k, const 
     size_t qt = GS_BID_X, i = GS_BID_Y, s = GS_BID_Z, j = i / group, row0 = s * seq;
     size_t q0 = qt * GS_FLASH_TILE, nq = seq - q0 < GS_FLASH_TILE ? seq - q0 : GS_FLASH_TILE;
     size_t r = GS_TID / GS_FLASH_TPR, c = GS_TID % GS_FLASH_TPR, a = q0 + r;
+    uint64_t sk = drop.threshold ? gs_dropout_seq_key(drop.key, drop.seq0 + s) : 0;
     float acc[GS_FLASH_NACC], sc[GS_FLASH_NS];
     float m = -INFINITY, l = 0.0f;
     GS_UNROLL
@@ -158,6 +175,15 @@ GS_KERNEL gs_flash_fwd_kernel(const float *q, size_t ldq, const float *k, const 
             lt += ps[r * GS_FLASH_SROW + b];
         l = l * alpha + lt;
         m = mnew;
+        if (drop.threshold) { /* the same for every thread: the barriers are the block's */
+            GS_SYNC();        /* every thread of the row has summed it */
+            GS_UNROLL
+            for (int n = 0; n < GS_FLASH_NS; n++) {
+                size_t b = c + GS_FLASH_TPR * (size_t)n;
+                ps[r * GS_FLASH_SROW + b] *= gs_flash_z(&drop, sk, i, seq, a, k0 + b);
+            }
+            GS_SYNC();
+        }
         GS_UNROLL
         for (int x = 0; x < GS_FLASH_NACC; x++)
             acc[x] *= alpha;
@@ -202,7 +228,7 @@ GS_KERNEL gs_flash_bwd_d_kernel(const float *out, const float *dout, size_t ldo,
  * order: P = exp(S - lse), dP = dout v^T, dS = P (dP - D) / sqrt(hd), dq += dS k. */
 GS_KERNEL gs_flash_bwd_dq_kernel(const float *q, size_t ldq, const float *k, const float *v, size_t ldkv,
                                  const float *lse, const float *dsum, const float *dout, size_t ldo, float *dq,
-                                 size_t seq, size_t nh, size_t group, size_t hd, float scale)
+                                 size_t seq, size_t nh, size_t group, size_t hd, float scale, gs_dropout drop)
 {
     GS_DYN_SHARED(smem);
     size_t hdp = hd + 1;
@@ -212,6 +238,7 @@ GS_KERNEL gs_flash_bwd_dq_kernel(const float *q, size_t ldq, const float *k, con
     size_t q0 = qt * GS_FLASH_TILE, nq = seq - q0 < GS_FLASH_TILE ? seq - q0 : GS_FLASH_TILE;
     size_t r = GS_TID / GS_FLASH_TPR, c = GS_TID % GS_FLASH_TPR, a = q0 + r;
     float acc[GS_FLASH_NACC], sc[GS_FLASH_NS], dp[GS_FLASH_NS];
+    uint64_t sk = drop.threshold ? gs_dropout_seq_key(drop.key, drop.seq0 + s) : 0;
     GS_UNROLL
     for (int x = 0; x < GS_FLASH_NACC; x++)
         acc[x] = 0.0f;
@@ -240,8 +267,9 @@ GS_KERNEL gs_flash_bwd_dq_kernel(const float *q, size_t ldq, const float *k, con
         GS_UNROLL
         for (int n = 0; n < GS_FLASH_NS; n++) {
             size_t b = c + GS_FLASH_TPR * (size_t)n;
-            float p = (r < nq && b < nk && k0 + b <= a) ? expf(sc[n] * scale - lse_a) : 0.0f;
-            dss[r * GS_FLASH_SROW + b] = p * (dp[n] - d_a) * scale;
+            int seen = r < nq && b < nk && k0 + b <= a;
+            float p = seen ? expf(sc[n] * scale - lse_a) : 0.0f, z = seen ? gs_flash_z(&drop, sk, i, seq, a, k0 + b) : 1.0f;
+            dss[r * GS_FLASH_SROW + b] = p * (dp[n] * z - d_a) * scale;
         }
         GS_SYNC();
         for (int b = 0; b < GS_FLASH_TILE; b++) {
@@ -267,7 +295,8 @@ GS_KERNEL gs_flash_bwd_dq_kernel(const float *q, size_t ldq, const float *k, con
  * order: P, dS as in the dq pass (transposed ownership), dv += P^T dout, dk += dS^T q. */
 GS_KERNEL gs_flash_bwd_dkv_kernel(const float *q, size_t ldq, const float *k, const float *v, size_t ldkv,
                                   const float *lse, const float *dsum, const float *dout, size_t ldo, float *dk,
-                                  float *dv, size_t seq, size_t nh, size_t group, size_t hd, float scale)
+                                  float *dv, size_t seq, size_t nh, size_t group, size_t hd, float scale,
+                                  gs_dropout drop)
 {
     GS_DYN_SHARED(smem);
     size_t hdp = hd + 1;
@@ -279,6 +308,7 @@ GS_KERNEL gs_flash_bwd_dkv_kernel(const float *q, size_t ldq, const float *k, co
     size_t k0 = kt * GS_FLASH_TILE, nk = seq - k0 < GS_FLASH_TILE ? seq - k0 : GS_FLASH_TILE;
     size_t r = GS_TID / GS_FLASH_TPR, c = GS_TID % GS_FLASH_TPR, b = k0 + r;
     float acck[GS_FLASH_NACC], accv[GS_FLASH_NACC], sc[GS_FLASH_NS], dp[GS_FLASH_NS];
+    uint64_t sk = drop.threshold ? gs_dropout_seq_key(drop.key, drop.seq0 + s) : 0;
     GS_UNROLL
     for (int x = 0; x < GS_FLASH_NACC; x++)
         acck[x] = accv[x] = 0.0f;
@@ -310,9 +340,11 @@ GS_KERNEL gs_flash_bwd_dkv_kernel(const float *q, size_t ldq, const float *k, co
             GS_UNROLL
             for (int n = 0; n < GS_FLASH_NS; n++) {
                 size_t al = c + GS_FLASH_TPR * (size_t)n; /* the query row in the tile */
-                float p = (r < nk && al < nq && b <= q0 + al) ? expf(sc[n] * scale - lses[al]) : 0.0f;
-                ps[al * GS_FLASH_SROW + r] = p;
-                dss[al * GS_FLASH_SROW + r] = p * (dp[n] - ds_a[al]) * scale;
+                int seen = r < nk && al < nq && b <= q0 + al;
+                float p = seen ? expf(sc[n] * scale - lses[al]) : 0.0f;
+                float z = seen ? gs_flash_z(&drop, sk, i, seq, q0 + al, b) : 1.0f;
+                ps[al * GS_FLASH_SROW + r] = p * z; /* Z P, for dv */
+                dss[al * GS_FLASH_SROW + r] = p * (dp[n] * z - ds_a[al]) * scale;
             }
             GS_SYNC();
             for (int al = 0; al < GS_FLASH_TILE; al++) {

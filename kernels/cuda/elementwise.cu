@@ -1,4 +1,4 @@
-/* Element-wise CUDA kernels: add, scale, fill, embedding, SwiGLU, RoPE and AdamW, with the
+/* Element-wise CUDA kernels: add, scale, fill, embedding, SwiGLU, RoPE, AdamW and dropout, with the
  * semantics of kernels/host/kernels.h. */
 #include "kernels/cuda/common.cuh"
 #include "kernels/cuda/kernels_cuda.h"
@@ -257,5 +257,27 @@ extern "C" int gs_cu_bias_grad(cudaStream_t st, const float *dy, float *db, size
 {
     if (t && n)
         k_bias_grad<<<gs_cu_blocks(n), GS_CU_THREADS, 0, st>>>(dy, db, t, n);
+    return gs_cu_last_error();
+}
+
+/* ---- hidden dropout ----------------------------------------------------------------------- */
+
+/* kernels/dropout.h's hidden indexing: element (r, j) is token drop.first + r of the sequences
+ * from drop.seq0, index pos * h + j within its sequence. */
+static __global__ void k_dropout_rows(float *x, size_t rows, size_t h, gs_dropout drop)
+{
+    GRID_STRIDE(e, rows * h)
+    {
+        size_t r = e / h, j = e - r * h;
+        uint64_t tok = drop.first + r, seq = drop.seq0 + tok / drop.seq_len, pos = tok % drop.seq_len;
+        uint64_t sk = gs_dropout_seq_key(drop.key, seq);
+        x[e] = gs_dropout_keep(sk, pos * h + j, drop.threshold) ? x[e] * drop.scale : 0.0f;
+    }
+}
+
+extern "C" int gs_cu_dropout_rows(cudaStream_t st, float *x, size_t rows, size_t h, const gs_dropout *drop)
+{
+    if (drop && drop->threshold && rows && h)
+        k_dropout_rows<<<gs_cu_blocks(rows * h), GS_CU_THREADS, 0, st>>>(x, rows, h, *drop);
     return gs_cu_last_error();
 }

@@ -18,6 +18,8 @@
 
 #include <cuda_runtime_api.h>
 
+#include "kernels/dropout.h"
+
 #ifdef __cplusplus
 extern "C" {
 #endif
@@ -59,6 +61,26 @@ int gs_cu_attn_fwd_flash(cudaStream_t st, const float *q, size_t ldq, const floa
 int gs_cu_attn_bwd_flash(cudaStream_t st, const float *q, size_t ldq, const float *k, const float *v, size_t ldkv,
                          const float *out, const float *lse, const float *dout, size_t ldo, float *dq, float *dk,
                          float *dv, size_t nseq, size_t seq, size_t nh, size_t nkv, size_t hd);
+
+/* The exact and the flash kernels with attention dropout on the probabilities (kernels/dropout.h:
+ * drop's key, seq0 the global index of sequence 0, first the global index of head 0; NULL or
+ * threshold 0: none, the plain kernels' bits). p and lse stay those of the undropped
+ * probabilities; the backward draws the mask again. */
+int gs_cu_attn_fwd_dropout(cudaStream_t st, const float *q, size_t ldq, const float *k, const float *v, size_t ldkv,
+                           float *out, size_t ldo, float *p, size_t nseq, size_t seq, size_t nh, size_t nkv, size_t hd,
+                           const gs_dropout *drop);
+int gs_cu_attn_bwd_dropout(cudaStream_t st, const float *q, size_t ldq, const float *k, const float *v, size_t ldkv,
+                           const float *p, const float *dout, size_t ldo, float *dq, float *dk, float *dv, size_t nseq,
+                           size_t seq, size_t nh, size_t nkv, size_t hd, const gs_dropout *drop);
+int gs_cu_attn_fwd_flash_dropout(cudaStream_t st, const float *q, size_t ldq, const float *k, const float *v,
+                                 size_t ldkv, float *out, size_t ldo, float *lse, size_t nseq, size_t seq, size_t nh,
+                                 size_t nkv, size_t hd, const gs_dropout *drop);
+int gs_cu_attn_bwd_flash_dropout(cudaStream_t st, const float *q, size_t ldq, const float *k, const float *v,
+                                 size_t ldkv, const float *out, const float *lse, const float *dout, size_t ldo,
+                                 float *dq, float *dk, float *dv, size_t nseq, size_t seq, size_t nh, size_t nkv,
+                                 size_t hd, const gs_dropout *drop);
+/* Hidden dropout in place on rows x h (gs_k_dropout_rows's semantics and bits). */
+int gs_cu_dropout_rows(cudaStream_t st, float *x, size_t rows, size_t h, const gs_dropout *drop);
 
 /* The GEMM attention path's row passes (kernels/cuda/attn_gemm_plan.c issues the GEMMs): rows
  * a < rows of n floats at base + h*stride + a*ld for members h < batch. softmax_rows: causal

@@ -25,18 +25,29 @@ static size_t flash_valid(size_t a0, size_t a, size_t b0, size_t nb)
     return last - b0 + 1 < nb ? last - b0 + 1 : nb;
 }
 
+/* The dropout factor of probability (head, a, b): 1 / (1 - p) kept, 0 dropped. */
+static float flash_z(const gs_dropout *drop, uint64_t sk, size_t head, size_t seq, size_t a, size_t b)
+{
+    return gs_dropout_keep(sk, ((drop->first + head) * seq + a) * seq + b, drop->threshold) ? drop->scale : 0.0f;
+}
+
 /* Per query tile A: out_A = sum over key tiles B <= A's last row of exp(S_AB - m) V_B, rescaled
- * whenever a row's running maximum m grows, then divided by the row's sum l; lse = m + log l. */
-void gs_k_attn_fwd_flash(const float *q, size_t ldq, const float *k, const float *v, size_t ldkv, float *out,
-                         size_t ldo, float *lse, size_t nseq, size_t seq, size_t nh, size_t nkv, size_t hd)
+ * whenever a row's running maximum m grows, then divided by the row's sum l; lse = m + log l.
+ * Dropout (FlashAttention's): the sum l counts every probability, the product with V only the kept
+ * ones, scaled. */
+void gs_k_attn_fwd_flash_dropout(const float *q, size_t ldq, const float *k, const float *v, size_t ldkv, float *out,
+                                 size_t ldo, float *lse, size_t nseq, size_t seq, size_t nh, size_t nkv, size_t hd,
+                                 const gs_dropout *drop)
 {
     size_t group = nh / nkv;
     float scale = (float)(1.0 / sqrt((double)hd));
     float tile[FLASH_BQ * FLASH_BK];
     float mx[FLASH_BQ];
     double sum[FLASH_BQ];
+    int dropping = drop && drop->threshold;
     for (size_t s = 0; s < nseq; s++) {
         size_t row0 = s * seq;
+        uint64_t sk = dropping ? gs_dropout_seq_key(drop->key, drop->seq0 + s) : 0;
         for (size_t i = 0; i < nh; i++) {
             size_t j = i / group;
             const float *qh = q + row0 * ldq + i * hd;
@@ -76,6 +87,8 @@ void gs_k_attn_fwd_flash(const float *q, size_t ldq, const float *k, const float
                         for (size_t b = nv; b < nb; b++)
                             row[b] = 0.0f;
                         sum[a] += part;
+                        for (size_t b = 0; dropping && b < nv; b++)
+                            row[b] *= flash_z(drop, sk, i, seq, a0 + a, b0 + b);
                     }
                     gs_k_gemm(0, 0, na, hd, nb, 1.0f, tile, FLASH_BK, vh + b0 * ldkv, ldkv, 1.0f, oh + a0 * ldo, ldo);
                 }
@@ -91,18 +104,23 @@ void gs_k_attn_fwd_flash(const float *q, size_t ldq, const float *k, const float
 /* Per query tile A and key tile B on or below the diagonal:
  *   P = exp(S - lse) (recomputed), dv_B += P^T dout_A, dP = dout_A V_B^T,
  *   dS = P (dP - D) / sqrt(hd) with D_a = sum_d dout_ad out_ad, dq_A += dS K_B, dk_B += dS^T Q_A.
+ * Dropout (Z: the mask redrawn, kept 1 / (1 - p), dropped 0): dv_B += (Z P)^T dout_A and
+ * dP = Z (dout_A V_B^T); D is unchanged (dout_a . out_a = sum_b P_ab dP_ab still).
  * Heads, query tiles and key tiles are visited in a fixed order, so the GQA sums into dk, dv and
  * the tile sums into dq have a fixed order. */
-void gs_k_attn_bwd_flash(const float *q, size_t ldq, const float *k, const float *v, size_t ldkv, const float *out,
-                         const float *lse, const float *dout, size_t ldo, float *dq, float *dk, float *dv, size_t nseq,
-                         size_t seq, size_t nh, size_t nkv, size_t hd)
+void gs_k_attn_bwd_flash_dropout(const float *q, size_t ldq, const float *k, const float *v, size_t ldkv,
+                                 const float *out, const float *lse, const float *dout, size_t ldo, float *dq, float *dk,
+                                 float *dv, size_t nseq, size_t seq, size_t nh, size_t nkv, size_t hd,
+                                 const gs_dropout *drop)
 {
     size_t group = nh / nkv;
     float scale = (float)(1.0 / sqrt((double)hd));
     float pt[FLASH_BQ * FLASH_BK], dst[FLASH_BQ * FLASH_BK];
     float dsum[FLASH_BQ];
+    int dropping = drop && drop->threshold;
     for (size_t s = 0; s < nseq; s++) {
         size_t row0 = s * seq;
+        uint64_t sk = dropping ? gs_dropout_seq_key(drop->key, drop->seq0 + s) : 0;
         for (size_t r = row0; r < row0 + seq; r++)
             for (size_t j = 0; j < nkv; j++) {
                 memset(dk + r * ldkv + j * hd, 0, hd * sizeof(float));
@@ -138,17 +156,34 @@ void gs_k_attn_bwd_flash(const float *q, size_t ldq, const float *k, const float
                         for (size_t b = nv; b < nb; b++)
                             row[b] = 0.0f;
                     }
-                    gs_k_gemm(1, 0, nb, hd, na, 1.0f, pt, FLASH_BK, doh + a0 * ldo, ldo, 1.0f, dvh + b0 * ldkv, ldkv);
                     gs_k_gemm(0, 1, na, nb, hd, 1.0f, doh + a0 * ldo, ldo, vh + b0 * ldkv, ldkv, 0.0f, dst, FLASH_BK);
                     for (size_t a = 0; a < na; a++) {
                         float d = dsum[a];
-                        for (size_t b = 0; b < nb; b++)
-                            dst[a * FLASH_BK + b] = pt[a * FLASH_BK + b] * (dst[a * FLASH_BK + b] - d) * scale;
+                        size_t nv = dropping ? flash_valid(a0, a, b0, nb) : 0;
+                        for (size_t b = 0; b < nb; b++) {
+                            float z = b < nv ? flash_z(drop, sk, i, seq, a0 + a, b0 + b) : 1.0f;
+                            dst[a * FLASH_BK + b] = pt[a * FLASH_BK + b] * (dst[a * FLASH_BK + b] * z - d) * scale;
+                            pt[a * FLASH_BK + b] *= z; /* Z P, for dv */
+                        }
                     }
+                    gs_k_gemm(1, 0, nb, hd, na, 1.0f, pt, FLASH_BK, doh + a0 * ldo, ldo, 1.0f, dvh + b0 * ldkv, ldkv);
                     gs_k_gemm(0, 0, na, hd, nb, 1.0f, dst, FLASH_BK, kh + b0 * ldkv, ldkv, 1.0f, dqh + a0 * ldq, ldq);
                     gs_k_gemm(1, 0, nb, hd, na, 1.0f, dst, FLASH_BK, qh + a0 * ldq, ldq, 1.0f, dkh + b0 * ldkv, ldkv);
                 }
             }
         }
     }
+}
+
+void gs_k_attn_fwd_flash(const float *q, size_t ldq, const float *k, const float *v, size_t ldkv, float *out,
+                         size_t ldo, float *lse, size_t nseq, size_t seq, size_t nh, size_t nkv, size_t hd)
+{
+    gs_k_attn_fwd_flash_dropout(q, ldq, k, v, ldkv, out, ldo, lse, nseq, seq, nh, nkv, hd, NULL);
+}
+
+void gs_k_attn_bwd_flash(const float *q, size_t ldq, const float *k, const float *v, size_t ldkv, const float *out,
+                         const float *lse, const float *dout, size_t ldo, float *dq, float *dk, float *dv, size_t nseq,
+                         size_t seq, size_t nh, size_t nkv, size_t hd)
+{
+    gs_k_attn_bwd_flash_dropout(q, ldq, k, v, ldkv, out, lse, dout, ldo, dq, dk, dv, nseq, seq, nh, nkv, hd, NULL);
 }

@@ -17,6 +17,8 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "kernels/dropout.h"
+
 /* ---- dense algebra ---------------------------------------------------------------------- */
 
 /* C[m,n] = alpha * op(A) op(B) + beta * C. op(A) is A ([m,k], leading dimension lda) or, with
@@ -103,6 +105,32 @@ void gs_k_attn_fwd_flash(const float *q, size_t ldq, const float *k, const float
 void gs_k_attn_bwd_flash(const float *q, size_t ldq, const float *k, const float *v, size_t ldkv, const float *out,
                          const float *lse, const float *dout, size_t ldo, float *dq, float *dk, float *dv, size_t nseq,
                          size_t seq, size_t nh, size_t nkv, size_t hd);
+
+/* The four with attention dropout on the probabilities (kernels/dropout.h: drop's key, seq0 the
+ * global index of sequence 0, first the global index of head 0; NULL or threshold 0: none, the
+ * plain kernels' results to the bit). The saved p (and lse) stay those of the undropped
+ * probabilities; the backward draws the mask again. */
+void gs_k_attn_fwd_dropout(const float *q, size_t ldq, const float *k, const float *v, size_t ldkv, float *out,
+                           size_t ldo, float *p, size_t nseq, size_t seq, size_t nh, size_t nkv, size_t hd,
+                           const gs_dropout *drop);
+void gs_k_attn_bwd_dropout(const float *q, size_t ldq, const float *k, const float *v, size_t ldkv, const float *p,
+                           const float *dout, size_t ldo, float *dq, float *dk, float *dv, size_t nseq, size_t seq,
+                           size_t nh, size_t nkv, size_t hd, const gs_dropout *drop);
+void gs_k_attn_fwd_flash_dropout(const float *q, size_t ldq, const float *k, const float *v, size_t ldkv, float *out,
+                                 size_t ldo, float *lse, size_t nseq, size_t seq, size_t nh, size_t nkv, size_t hd,
+                                 const gs_dropout *drop);
+void gs_k_attn_bwd_flash_dropout(const float *q, size_t ldq, const float *k, const float *v, size_t ldkv,
+                                 const float *out, const float *lse, const float *dout, size_t ldo, float *dq, float *dk,
+                                 float *dv, size_t nseq, size_t seq, size_t nh, size_t nkv, size_t hd,
+                                 const gs_dropout *drop);
+
+/* ---- dropout of hidden activations -------------------------------------------------------- */
+
+/* In place on rows x h (kernels/dropout.h's hidden indexing): row r is token drop->first + r
+ * counted from the start of sequence drop->seq0 (sequences of drop->seq_len tokens); kept
+ * elements are scaled by drop->scale, dropped ones zeroed. The same call on a gradient is the
+ * backward. Nothing when drop is NULL or its threshold 0. */
+void gs_k_dropout_rows(float *x, size_t rows, size_t h, const gs_dropout *drop);
 
 /* ---- SwiGLU ------------------------------------------------------------------------------- */
 

@@ -217,12 +217,47 @@ static void check_kernels(ctx *c)
     float *dOut = dev_from(c, NULL, T * nh * hd * 4), *dP = dev_from(c, NULL, nseq * nh * seq * seq * 4);
     float *dDout = dev_from(c, dout, T * nh * hd * 4), *dDQKV = dev_from(c, NULL, T * ld * 4);
     o->attn_fwd(c->s, dQKV, ld, dQKV + nh * hd, dQKV + (nh + nkv) * hd, ld, dOut, nh * hd, dP, nseq, seq, nh, nkv,
-                hd);
+                hd, NULL);
     compare(c, "attn_fwd out", out, dOut, T * nh * hd, TOL_REDUCTION);
     compare(c, "attn_fwd p", p, dP, nseq * nh * seq * seq, TOL_REDUCTION);
     o->attn_bwd(c->s, dQKV, ld, dQKV + nh * hd, dQKV + (nh + nkv) * hd, ld, dP, dDout, nh * hd, dDQKV,
-                dDQKV + nh * hd, dDQKV + (nh + nkv) * hd, nseq, seq, nh, nkv, hd);
+                dDQKV + nh * hd, dDQKV + (nh + nkv) * hd, nseq, seq, nh, nkv, hd, NULL);
     compare(c, "attn_bwd dqkv", dqkv, dDQKV, T * ld, TOL_REDUCTION);
+    {
+        /* attention dropout (p 0.1, heads as global heads 8.., sequences 3..): the exact kernels
+         * and the flash kernels against the host's with the same masks; hidden dropout rows to
+         * the bit (the same hash, and a multiply by the same scale) */
+        gs_dropout dr = {gs_dropout_threshold(0.1), 0, gs_dropout_site_key(1, 2, GS_DROP_ATTN, 3), 3, 8, seq};
+        dr.scale = (float)(1.0 / (1.0 - dr.threshold / 16777216.0));
+        float *hout = calloc(T * nh * hd, 4), *hdq = calloc(T * ld, 4), *hlse = calloc(nseq * nh * seq, 4);
+        gs_k_attn_fwd_dropout(q, ld, k, v, ld, hout, nh * hd, p, nseq, seq, nh, nkv, hd, &dr);
+        gs_k_attn_bwd_dropout(q, ld, k, v, ld, p, dout, nh * hd, hdq, hdq + nh * hd, hdq + (nh + nkv) * hd, nseq, seq,
+                              nh, nkv, hd, &dr);
+        o->attn_fwd(c->s, dQKV, ld, dQKV + nh * hd, dQKV + (nh + nkv) * hd, ld, dOut, nh * hd, dP, nseq, seq, nh, nkv,
+                    hd, &dr);
+        compare(c, "attn_fwd dropout out", hout, dOut, T * nh * hd, TOL_REDUCTION);
+        o->attn_bwd(c->s, dQKV, ld, dQKV + nh * hd, dQKV + (nh + nkv) * hd, ld, dP, dDout, nh * hd, dDQKV,
+                    dDQKV + nh * hd, dDQKV + (nh + nkv) * hd, nseq, seq, nh, nkv, hd, &dr);
+        compare(c, "attn_bwd dropout dqkv", hdq, dDQKV, T * ld, TOL_REDUCTION);
+        float *dLse = dev_from(c, NULL, nseq * nh * seq * 4);
+        gs_k_attn_fwd_flash_dropout(q, ld, k, v, ld, hout, nh * hd, hlse, nseq, seq, nh, nkv, hd, &dr);
+        gs_k_attn_bwd_flash_dropout(q, ld, k, v, ld, hout, hlse, dout, nh * hd, hdq, hdq + nh * hd,
+                                    hdq + (nh + nkv) * hd, nseq, seq, nh, nkv, hd, &dr);
+        o->attn_fwd_flash(c->s, dQKV, ld, dQKV + nh * hd, dQKV + (nh + nkv) * hd, ld, dOut, nh * hd, dLse, nseq, seq,
+                          nh, nkv, hd, &dr);
+        compare(c, "flash dropout out", hout, dOut, T * nh * hd, TOL_REDUCTION);
+        o->attn_bwd_flash(c->s, dQKV, ld, dQKV + nh * hd, dQKV + (nh + nkv) * hd, ld, dOut, dLse, dDout, nh * hd,
+                          dDQKV, dDQKV + nh * hd, dDQKV + (nh + nkv) * hd, nseq, seq, nh, nkv, hd, &dr);
+        compare(c, "flash dropout dqkv", hdq, dDQKV, T * ld, TOL_REDUCTION);
+        gs_dropout dh = dr;
+        dh.key = gs_dropout_site_key(1, 2, GS_DROP_MLP_OUT, 3);
+        dh.first = 40;
+        float *hx = host_rand(T * 64, 3), *dHX = dev_from(c, hx, T * 64 * 4);
+        gs_k_dropout_rows(hx, T, 64, &dh);
+        o->dropout(c->s, dHX, T, 64, &dh);
+        compare(c, "dropout rows", hx, dHX, T * 64, 0.0);
+        free(hout), free(hdq), free(hlse), free(hx);
+    }
     gs_k_rope_bwd(dqkv, T, seq, nh, hd, ld, 10000.0f);
     o->rope_bwd(c->s, dDQKV, T, seq, nh, hd, ld, 10000.0f);
     compare(c, "rope_bwd", dqkv, dDQKV, T * ld, TOL_REDUCTION);
@@ -299,7 +334,7 @@ static void check_attn_gemm(ctx *c)
     float *dP = dev_from(c, NULL, np * 4), *dDout = dev_from(c, dout, T * nh * hd * 4);
     float *dDQKV = dev_from(c, NULL, T * ld * 4), *dDQKV2 = dev_from(c, NULL, T * ld * 4);
     o->attn_fwd(c->s, dQKV, ld, dQKV + nh * hd, dQKV + (nh + nkv) * hd, ld, dOut, nh * hd, dP, nseq, seq, nh, nkv,
-                hd);
+                hd, NULL);
     compare(c, "attn_gemm out", out, dOut, T * nh * hd, c->tol_gemm);
     compare(c, "attn_gemm p", p, dP, np, c->tol_gemm);
     /* masked probabilities exactly 0 (p's row a of each head: entries b > a) */
@@ -314,7 +349,7 @@ static void check_attn_gemm(ctx *c)
     for (int rep = 0; rep < 2; rep++)
         o->attn_bwd(c->s, dQKV, ld, dQKV + nh * hd, dQKV + (nh + nkv) * hd, ld, dP, dDout, nh * hd,
                     rep ? dDQKV2 : dDQKV, (rep ? dDQKV2 : dDQKV) + nh * hd, (rep ? dDQKV2 : dDQKV) + (nh + nkv) * hd,
-                    nseq, seq, nh, nkv, hd);
+                    nseq, seq, nh, nkv, hd, NULL);
     compare(c, "attn_gemm dqkv", dqkv, dDQKV, T * ld, c->tol_gemm);
     /* the same inputs twice: the same bits (GQA sums in a fixed order, no atomics) */
     float *g2 = malloc(T * ld * 4), *g1 = malloc(T * ld * 4);
@@ -540,7 +575,7 @@ static void run_attn_fwd(ctx *c, void *v)
     attn_arg *a = v;
     size_t ld = (a->nh + 2 * a->nkv) * a->hd;
     c->ops->attn_fwd(c->s, a->qkv, ld, a->qkv + a->nh * a->hd, a->qkv + (a->nh + a->nkv) * a->hd, ld, a->out,
-                     a->nh * a->hd, a->p, a->nseq, a->seq, a->nh, a->nkv, a->hd);
+                     a->nh * a->hd, a->p, a->nseq, a->seq, a->nh, a->nkv, a->hd, NULL);
 }
 
 static void run_attn_bwd(ctx *c, void *v)
@@ -549,7 +584,7 @@ static void run_attn_bwd(ctx *c, void *v)
     size_t ld = (a->nh + 2 * a->nkv) * a->hd;
     c->ops->attn_bwd(c->s, a->qkv, ld, a->qkv + a->nh * a->hd, a->qkv + (a->nh + a->nkv) * a->hd, ld, a->p, a->dout,
                      a->nh * a->hd, a->dqkv, a->dqkv + a->nh * a->hd, a->dqkv + (a->nh + a->nkv) * a->hd, a->nseq,
-                     a->seq, a->nh, a->nkv, a->hd);
+                     a->seq, a->nh, a->nkv, a->hd, NULL);
 }
 
 typedef void (*bench_fn)(ctx *c, void *arg);
