@@ -237,6 +237,8 @@ static json_t *model_json(const gs_model *m)
     fail |= put(o, "tied_embeddings", json_boolean(m->tied_embeddings));
     fail |= put(o, "bias", json_boolean(m->bias));
     fail |= put(o, "dropout", json_boolean(m->dropout));
+    fail |= put_real(o, "attention_dropout", m->attention_dropout);
+    fail |= put_real(o, "hidden_dropout", m->hidden_dropout);
     fail |= put_str(o, "norm", norm_name(m->norm));
     fail |= put_str(o, "mlp", mlp_name(m->mlp));
     fail |= put_str(o, "pos", pos_name(m->pos));
