@@ -106,6 +106,25 @@ losses "$tmp/tpp2.mpi.json" >"$tmp/tpp2.mpi.txt"
 check "tied pp2, mpirun -np 2: the one-process losses, exactly" sh -c \
     "grep -q tied_embeddings:\ true '$tmp/tpp2.yaml' && test \$(grep -c . '$tmp/tpp2.mpi.txt') -eq 3 && cmp -s '$tmp/tpp2.one.txt' '$tmp/tpp2.mpi.txt'"
 
+# dropout across processes: a GPT with dropout on DP2 x TP2, its masks drawn from global
+# sequence, head and token indices in each process, gives the one-process losses exactly, and
+# the single rank's to 1e-5
+sed 's/norm: rmsnorm, mlp: swiglu, pos: rope}/norm: layernorm, mlp: gelu, pos: learned, bias: true, dropout: true}/' \
+    "$tmp/dp2tp2.yaml" >"$tmp/ddt.yaml"
+sed 's/norm: rmsnorm, mlp: swiglu, pos: rope}/norm: layernorm, mlp: gelu, pos: learned, bias: true, dropout: true}/' \
+    "$dir/single.yaml" >"$tmp/dsingle.yaml"
+"$GRIDSTEP" exec --json --steps 3 "$tmp/ddt.yaml" >"$tmp/ddt.one.json" || fail=1
+"$GRIDSTEP" exec --json --steps 3 "$tmp/dsingle.yaml" >"$tmp/dsingle.json" || fail=1
+$MPIRUN -np 4 "$GRIDSTEP" exec --json --steps 3 "$tmp/ddt.yaml" >"$tmp/ddt.mpi.json" 2>"$tmp/ddt.err"
+check "dropout dp2tp2, mpirun -np 4: exit 0" test $? -eq 0
+losses "$tmp/ddt.one.json" >"$tmp/ddt.one.txt"
+losses "$tmp/ddt.mpi.json" >"$tmp/ddt.mpi.txt"
+losses "$tmp/dsingle.json" >"$tmp/dsingle.txt"
+check "dropout dp2tp2, mpirun -np 4: the one-process losses, exactly" sh -c \
+    "grep -q dropout:\ true '$tmp/ddt.yaml' && test \$(grep -c . '$tmp/ddt.mpi.txt') -eq 3 && cmp -s '$tmp/ddt.one.txt' '$tmp/ddt.mpi.txt'"
+check "dropout dp2tp2, mpirun -np 4: the single rank's losses (1e-5 relative)" sh -c \
+    "paste '$tmp/dsingle.txt' '$tmp/ddt.mpi.txt' | awk 'NF == 2 { n++; d = \$1 - \$2; if (d < 0) d = -d; if (d / \$1 > 1e-5) bad = 1 } END { exit bad || n != 3 }'"
+
 # the host driver's rendezvous sends are a one-process mode: refused across processes
 GRIDSTEP_HOST_P2P=rendezvous $MPIRUN -np 2 -x GRIDSTEP_HOST_P2P "$GRIDSTEP" exec --steps 1 "$tmp/pp2.yaml" \
     >"$tmp/out" 2>"$tmp/err"
