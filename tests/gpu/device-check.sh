@@ -10,7 +10,7 @@
 #      TF32, with its backward's bits equal on a rerun; one attention layer timed both ways;
 #   2. HBM bandwidth of AdamW and RMSNorm vs a device-to-device copy;
 #   3. GEMM TFLOP/s of llama2-7b's shapes, driver vs the best of cuBLASLt's top algorithms;
-#   4. exec --driver cuda vs --driver host on a tiny model: losses within 1e-3 relative (the
+#   4. exec --driver cuda vs --driver host on a tiny model (also with dropout): losses within 1e-3 relative (the
 #      flash kernels, the scenario's default, and with flash_attention: false the per-row kernels
 #      and GRIDSTEP_CUDA_ATTENTION=gemm); the memory pre-flight refusing a sequence length whose
 #      GEMM attention scratch alone exceeds the GPU (the scratch named as its own term);
@@ -253,6 +253,24 @@ cmp=$(losses "$h" "$g")
 st=${cmp%% *}
 row "exec tiny: cuda gemm-attn vs host" "$st" "${cmp#* }"
 [ "$st" = ok ] || { fail=1; cat "$out/tiny-gemm.err"; }
+# dropout (attention and hidden, 0.1 each): the same masks on the GPU as on the host, flash and
+# per-row attention
+sed 's/^  pos: rope/  pos: rope\
+  dropout: true/' "$tiny" > "$out/tiny-drop.yaml"
+sed 's/^  pos: rope/  pos: rope\
+  dropout: true/' "$out/tiny-noflash.yaml" > "$out/tiny-drop-noflash.yaml"
+hd=$(timeout -k 10 60 "$gridstep" exec --json --steps 3 "$out/tiny-drop.yaml" 2>"$out/tiny-drop-host.err")
+cd_=$(timeout -k 10 60 "$gridstep" exec --json --steps 3 --driver cuda "$out/tiny-drop.yaml" 2>"$out/tiny-drop-cuda.err")
+pd=$(timeout -k 10 60 "$gridstep" exec --json --steps 3 --driver cuda "$out/tiny-drop-noflash.yaml" \
+    2>"$out/tiny-drop-simple.err")
+cmp=$(losses "$hd" "$cd_")
+st=${cmp%% *}
+row "exec tiny dropout: cuda flash vs host" "$st" "${cmp#* }"
+[ "$st" = ok ] || { fail=1; cat "$out/tiny-drop-cuda.err"; }
+cmp=$(losses "$hd" "$pd")
+st=${cmp%% *}
+row "exec tiny dropout: cuda per-row vs host" "$st" "${cmp#* }"
+[ "$st" = ok ] || { fail=1; cat "$out/tiny-drop-simple.err"; }
 # the memory pre-flight counts the GEMM attention path's backward scratch: one layer of the tiny
 # model over sequences of 393216 = 3 x 2^17 tokens without flash attention (the path runs only
 # then), where one kv head's dP/dS scratch is 393216^2 x 4 B = 9 x 2^36 B = 576 GiB (past the
