@@ -241,36 +241,30 @@ print(("ok" if worst <= 1e-3 and len(h) == len(c) else "FAIL"),
       "losses host %s cuda %s, worst rel %.1e" % (" ".join("%.5f" % x for x in h), " ".join("%.5f" % x for x in c), worst))
 PY
 }
-cmp=$(losses "$h" "$c")
-st=${cmp%% *}
-row "exec tiny: cuda flash vs host" "$st" "${cmp#* }"
-[ "$st" = ok ] || { fail=1; cat "$out/tiny-cuda.err"; }
-cmp=$(losses "$h" "$p")
-st=${cmp%% *}
-row "exec tiny: cuda per-row vs host" "$st" "${cmp#* }"
-[ "$st" = ok ] || { fail=1; cat "$out/tiny-simple.err"; }
-cmp=$(losses "$h" "$g")
-st=${cmp%% *}
-row "exec tiny: cuda gemm-attn vs host" "$st" "${cmp#* }"
-[ "$st" = ok ] || { fail=1; cat "$out/tiny-gemm.err"; }
+# a row per comparison: compared NAME HOST_JSON CUDA_JSON ERR_FILE
+compared() {
+    cmp=$(losses "$2" "$3")
+    st=${cmp%% *}
+    row "$1" "$st" "${cmp#* }"
+    [ "$st" = ok ] || { fail=1; cat "$4"; }
+}
+compared "exec tiny: cuda flash vs host" "$h" "$c" "$out/tiny-cuda.err"
+compared "exec tiny: cuda per-row vs host" "$h" "$p" "$out/tiny-simple.err"
+compared "exec tiny: cuda gemm-attn vs host" "$h" "$g" "$out/tiny-gemm.err"
 # dropout (attention and hidden, 0.1 each): the same masks on the GPU as on the host, flash and
 # per-row attention
-sed 's/^  pos: rope/  pos: rope\
-  dropout: true/' "$tiny" > "$out/tiny-drop.yaml"
-sed 's/^  pos: rope/  pos: rope\
-  dropout: true/' "$out/tiny-noflash.yaml" > "$out/tiny-drop-noflash.yaml"
+for f in tiny tiny-noflash; do
+    src_yaml=$out/$f.yaml
+    [ $f = tiny ] && src_yaml=$tiny
+    sed 's/^  pos: rope/  pos: rope\
+  dropout: true/' "$src_yaml" > "$out/$f-drop.yaml"
+done
 hd=$(timeout -k 10 60 "$gridstep" exec --json --steps 3 "$out/tiny-drop.yaml" 2>"$out/tiny-drop-host.err")
 cd_=$(timeout -k 10 60 "$gridstep" exec --json --steps 3 --driver cuda "$out/tiny-drop.yaml" 2>"$out/tiny-drop-cuda.err")
-pd=$(timeout -k 10 60 "$gridstep" exec --json --steps 3 --driver cuda "$out/tiny-drop-noflash.yaml" \
+pd=$(timeout -k 10 60 "$gridstep" exec --json --steps 3 --driver cuda "$out/tiny-noflash-drop.yaml" \
     2>"$out/tiny-drop-simple.err")
-cmp=$(losses "$hd" "$cd_")
-st=${cmp%% *}
-row "exec tiny dropout: cuda flash vs host" "$st" "${cmp#* }"
-[ "$st" = ok ] || { fail=1; cat "$out/tiny-drop-cuda.err"; }
-cmp=$(losses "$hd" "$pd")
-st=${cmp%% *}
-row "exec tiny dropout: cuda per-row vs host" "$st" "${cmp#* }"
-[ "$st" = ok ] || { fail=1; cat "$out/tiny-drop-simple.err"; }
+compared "exec tiny dropout: cuda flash vs host" "$hd" "$cd_" "$out/tiny-drop-cuda.err"
+compared "exec tiny dropout: cuda per-row vs host" "$hd" "$pd" "$out/tiny-drop-simple.err"
 # the memory pre-flight counts the GEMM attention path's backward scratch: one layer of the tiny
 # model over sequences of 393216 = 3 x 2^17 tokens without flash attention (the path runs only
 # then), where one kv head's dP/dS scratch is 393216^2 x 4 B = 9 x 2^36 B = 576 GiB (past the
