@@ -1205,8 +1205,11 @@ static gs_status host_recv(gs_drv *d, gs_drv_stream *s, uint64_t rank, uint64_t 
 }
 
 /* The group's sends are posted, its receives waited for in order, then (rendezvous) each send's
- * taking: all are in flight together, as in one NCCL group. Across processes the bootstrap's
- * sends are eager: each op in order. */
+ * taking: all are in flight together, as in one NCCL group. One difference: NCCL progresses a
+ * group's receives from different peers independently, where this takes them in list order, so a
+ * rendezvous run can only wait longer than NCCL would (a plan exec/p2p_groups.c accepts could
+ * time out here), never hide a wait NCCL would have. Across processes the bootstrap's sends are
+ * eager: each op in order. */
 static gs_status host_p2p_group(gs_drv *d, gs_drv_stream *s, uint64_t rank, const gs_drv_p2p *ops, size_t n,
                                 gs_error *err)
 {

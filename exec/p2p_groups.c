@@ -184,14 +184,17 @@ static int hoist_one(play_rank *P, size_t nr, uint32_t *const *lead, size_t *hoi
             uint32_t H = q->slist[kq][q->head[kq]];
             if (!is_p2p(&q->re->events[H]) || lead[qi][H] || !q->posted[H] || q->spos[R] <= q->spos[H])
                 continue;
-            /* the receives to hoist: R and the unissued ones from the same sender before it */
+            /* the receives to hoist: R and the unissued ones from the same sender before it; the
+             * group's members counted up to its last (which may lie past R) */
             size_t members = 0, ok = 1;
-            for (uint32_t p = q->spos[q->first[H]]; p <= q->spos[R] && ok; p++) {
+            uint32_t end = q->spos[R] > q->spos[q->last[H]] ? q->spos[R] : q->spos[q->last[H]];
+            for (uint32_t p = q->spos[q->first[H]]; p <= end && ok; p++) {
                 uint32_t x = q->slist[kq][p];
                 const gs_event *xe = &q->re->events[x];
                 if (x == H || lead[qi][x] == H + 1)
                     members++;
-                else if (p > q->spos[H] && xe->kind == GS_EV_RECV && xe->peer == rv->peer && lead[qi][x] == 0) {
+                else if (p > q->spos[H] && p <= q->spos[R] && xe->kind == GS_EV_RECV && xe->peer == rv->peer &&
+                         lead[qi][x] == 0) {
                     ok = hoistable(q, x, lead, qi);
                     members++;
                 }

@@ -69,10 +69,14 @@ GS_DROPOUT_FN int gs_dropout_keep(uint64_t seq_key, uint64_t idx, uint32_t thres
     return (uint32_t)(gs_dropout_mix(seq_key + idx) >> 40) >= threshold;
 }
 
-/* The threshold of a drop probability p (0 <= p < 1). */
+/* The threshold of a drop probability p (0 <= p < 1): p rounded to a multiple of 2^-24, at most
+ * 1 - 2^-24 (one draw in 2^24 kept, so the scale stays finite); below 2^-25, none. */
 GS_DROPOUT_FN uint32_t gs_dropout_threshold(double p)
 {
-    return p <= 0.0 ? 0u : (uint32_t)(p * 16777216.0 + 0.5);
+    if (p <= 0.0)
+        return 0u;
+    double t = p * 16777216.0 + 0.5;
+    return t >= 16777215.0 ? 16777215u : (uint32_t)t;
 }
 
 #endif

@@ -901,6 +901,11 @@ START_TEST(test_dropout_rows)
         agree += (x[i] == 0.0f) == (z[i] == 0.0f);
     double pa = p * p + (1 - p) * (1 - p), sda = sqrt((double)n * pa * (1 - pa));
     ck_assert_msg(fabs((double)agree - (double)n * pa) <= 5 * sda, "masks agree on %zu of %zu", agree, n);
+    /* thresholds: p in 2^-24 steps, at least one draw in 2^24 kept (a finite scale), none below 2^-25 */
+    ck_assert_uint_eq(gs_dropout_threshold(0.25), 4194304u);
+    ck_assert_uint_eq(gs_dropout_threshold(0.99999999), 16777215u);
+    ck_assert_uint_eq(gs_dropout_threshold(1e-9), 0u);
+    ck_assert_uint_eq(gs_dropout_threshold(0.0), 0u);
     /* no dropout */
     fill_value(z, n, 2.5f);
     gs_dropout none = drop_of(0.0, 1, 0, 0, S);
