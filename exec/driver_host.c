@@ -94,6 +94,8 @@ struct gs_drv {
     gs_error abort_err;
     coll_slot *slots[GS_GROUP_KIND_COUNT]; /* world slots per kind (group index < world) */
     mailbox *mail;                         /* world x world, [src * world + dst] */
+    char *inbox; /* world: &inbox[dst] is notified whenever mail for dst is posted (a group's
+                  * receives wait on it for whichever peer's message comes first) */
     /* Across processes (opts->boot active): this process runs rank boot->proc alone, and every
      * collective and p2p op goes through the bootstrap's transport. */
     const gs_exec_boot *boot;
@@ -357,6 +359,7 @@ static void host_close(gs_drv *d)
                 free(m);
             }
     free(d->mail);
+    free(d->inbox);
     pthread_mutex_destroy(&d->mu);
     free(d);
 }
@@ -373,7 +376,8 @@ static gs_status host_open(const gs_mesh *mesh, const gs_driver_opts *opts, gs_d
     gs_error_init(&d->abort_err);
     uint64_t w = mesh->world;
     d->mail = calloc(w * w, sizeof *d->mail);
-    int ok = d->mail != NULL;
+    d->inbox = calloc(w ? w : 1, 1);
+    int ok = d->mail != NULL && d->inbox != NULL;
     for (int k = 0; k < GS_GROUP_KIND_COUNT && ok; k++) {
         d->slots[k] = calloc(w, sizeof *d->slots[k]);
         ok = d->slots[k] != NULL;
@@ -1110,6 +1114,7 @@ static gs_status post_mail(gs_drv *d, uint64_t rank, uint64_t peer, const void *
     b->tail = m;
     *seq = b->posted++;
     notify(d, b);
+    notify(d, &d->inbox[peer]);
     pthread_mutex_unlock(&d->mu);
     return GS_OK;
 }
@@ -1204,12 +1209,80 @@ static gs_status host_recv(gs_drv *d, gs_drv_stream *s, uint64_t rank, uint64_t 
     return rc;
 }
 
-/* The group's sends are posted, its receives waited for in order, then (rendezvous) each send's
- * taking: all are in flight together, as in one NCCL group. One difference: NCCL progresses a
- * group's receives from different peers independently, where this takes them in list order, so a
- * rendezvous run can only wait longer than NCCL would (a plan exec/p2p_groups.c accepts could
- * time out here), never hide a wait NCCL would have. Across processes the bootstrap's sends are
- * eager: each op in order. */
+/* A group's receives (one process): each taken as soon as its message is there, a pair's
+ * messages in order, as NCCL progresses a group's receives from different peers together (taking
+ * them in list order would wait longer than NCCL does: a peer whose send waits for a later
+ * receive of the group). mu is taken here. */
+static gs_status group_recvs(gs_drv *d, gs_drv_stream *s, uint64_t rank, const gs_drv_p2p *ops, size_t n,
+                             gs_error *err)
+{
+    enum { MAX_OPS = 128 };
+    uint8_t done[MAX_OPS] = {0};
+    size_t left = 0;
+    if (n > MAX_OPS)
+        return gs_error_set(err, GS_ERR_RUNTIME, "rank %" PRIu64 ": a p2p group of more than %d operations", rank,
+                            MAX_OPS);
+    for (size_t i = 0; i < n; i++)
+        left += ops[i].recv != 0;
+    gs_status rc = GS_OK;
+    pthread_mutex_lock(&d->mu);
+    struct timespec dl = deadline_in(d->timeout_s);
+    while (left && rc == GS_OK) {
+        int took = 0;
+        size_t first = n; /* the first receive still waiting (for the timeout's message) */
+        for (size_t i = 0; i < n && rc == GS_OK; i++) {
+            if (!ops[i].recv || done[i])
+                continue;
+            int behind = 0; /* an earlier receive from the same peer comes first */
+            for (size_t j = 0; j < i && !behind; j++)
+                behind = ops[j].recv && !done[j] && ops[j].peer == ops[i].peer;
+            if (first == n)
+                first = i;
+            mailbox *b = &d->mail[ops[i].peer * d->mesh.world + rank];
+            if (behind || !b->head)
+                continue;
+            mail *m = b->head;
+            b->head = m->next;
+            if (!b->head)
+                b->tail = NULL;
+            b->taken++;
+            if (d->rendezvous)
+                notify(d, b); /* the sender waits for its message to be taken */
+            if (m->bytes != ops[i].bytes) {
+                char msg[GS_ERROR_MSG_BYTES];
+                snprintf(msg, sizeof msg, "rank %" PRIu64 ": recv of %" PRIu64 " B from rank %" PRIu64 " got %" PRIu64
+                         " B", rank, ops[i].bytes, ops[i].peer, m->bytes);
+                abort_locked(d, msg);
+                rc = gs_error_set(err, GS_ERR_RUNTIME, "%s", msg);
+            } else {
+                memcpy(ops[i].buf, m->data, (size_t)m->bytes);
+            }
+            free(m);
+            done[i] = 1;
+            left--;
+            took = 1;
+        }
+        if (rc != GS_OK || !left)
+            break;
+        if (!took) {
+            char what[120];
+            snprintf(what, sizeof what, "rank %" PRIu64 ": recv of %" PRIu64 " B from rank %" PRIu64 " (in a p2p group)",
+                     rank, ops[first].bytes, ops[first].peer);
+            const wait_for wf = {rank, s, what, NULL, NULL, ops[first].peer};
+            int why = wait_until(d, &d->inbox[rank], &dl, &wf);
+            if (why)
+                rc = wait_failed_for(d, why, err, what, &wf);
+        }
+    }
+    if (rc == GS_OK)
+        mark_start(s);
+    pthread_mutex_unlock(&d->mu);
+    return rc;
+}
+
+/* The group's sends are posted, its receives taken as their messages come (group_recvs), then
+ * (rendezvous) each send's taking: all are in flight together, as in one NCCL group. Across
+ * processes the bootstrap's sends are eager: each op in order. */
 static gs_status host_p2p_group(gs_drv *d, gs_drv_stream *s, uint64_t rank, const gs_drv_p2p *ops, size_t n,
                                 gs_error *err)
 {
@@ -1236,9 +1309,8 @@ static gs_status host_p2p_group(gs_drv *d, gs_drv_stream *s, uint64_t rank, cons
     for (size_t i = 0; i < n && rc == GS_OK; i++)
         if (!ops[i].recv)
             rc = post_mail(d, rank, ops[i].peer, ops[i].buf, ops[i].bytes, &seq[nsend++], err);
-    for (size_t i = 0; i < n && rc == GS_OK; i++)
-        if (ops[i].recv)
-            rc = host_recv(d, s, rank, ops[i].peer, ops[i].buf, ops[i].bytes, err);
+    if (rc == GS_OK)
+        rc = group_recvs(d, s, rank, ops, n, err);
     nsend = 0;
     for (size_t i = 0; i < n && rc == GS_OK; i++)
         if (!ops[i].recv)
