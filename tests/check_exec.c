@@ -1009,6 +1009,70 @@ static long chain_switches(int idle, int iters)
     return r1.ru_nvcsw - r0.ru_nvcsw;
 }
 
+/* A p2p group's receives progress together, as NCCL's do, under sends that wait for their
+ * receivers (GRIDSTEP_HOST_P2P=rendezvous): rank 0's group receives from rank 1, then from rank
+ * 2; rank 2 sends to 0, then to 1; rank 1 receives from 2, then sends to 0. Rank 1's message
+ * exists only after rank 2's second send, which waits for its first to be taken: a group that
+ * took its receives in list order would wait for rank 1 forever (the 1 s timeout); taking each
+ * as it comes, every message arrives with its payload. */
+typedef struct p2p_script {
+    const gs_driver_ops *h;
+    gs_drv *d;
+    int rank;
+    float out[2], in[2];
+} p2p_script;
+
+static gs_status run_script(void *arg, gs_drv_stream *s, gs_error *err)
+{
+    p2p_script *x = arg;
+    const gs_driver_ops *h = x->h;
+    gs_status rc = GS_OK;
+    if (x->rank == 0) {
+        gs_drv_p2p ops[2] = {{1, 1, &x->in[0], sizeof(float)}, {1, 2, &x->in[1], sizeof(float)}};
+        rc = h->p2p_group(x->d, s, 0, ops, 2, err);
+    } else if (x->rank == 1) {
+        if ((rc = h->recv(x->d, s, 1, 2, &x->in[0], sizeof(float), err)) == GS_OK)
+            rc = h->send(x->d, s, 1, 0, &x->out[0], sizeof(float), err);
+    } else {
+        if ((rc = h->send(x->d, s, 2, 0, &x->out[0], sizeof(float), err)) == GS_OK)
+            rc = h->send(x->d, s, 2, 1, &x->out[1], sizeof(float), err);
+    }
+    return rc;
+}
+
+START_TEST(group_receives_progress_together)
+{
+    gs_mesh mesh;
+    gs_error err;
+    gs_error_init(&err);
+    ck_assert_int_eq(gs_mesh_init(&mesh, 1, 1, 3, NULL, 3, &err), GS_OK);
+    setenv("GRIDSTEP_HOST_P2P", "rendezvous", 1);
+    const gs_driver_ops *h = &gs_driver_host;
+    gs_driver_opts o = {.timeout_s = 1.0};
+    gs_drv *d = NULL;
+    ck_assert_int_eq(h->open(&mesh, &o, &d, &err), GS_OK);
+    unsetenv("GRIDSTEP_HOST_P2P");
+    gs_drv_stream *st[3] = {NULL};
+    p2p_script x[3];
+    for (int r = 0; r < 3; r++) {
+        x[r] = (p2p_script){h, d, r, {10.0f * r + 1, 10.0f * r + 2}, {0, 0}};
+        ck_assert_int_eq(h->stream_create(d, (uint64_t)r, GS_STREAM_PP, &st[r], &err), GS_OK);
+    }
+    for (int r = 0; r < 3; r++)
+        ck_assert_int_eq(h->launch(d, st[r], run_script, &x[r], &err), GS_OK);
+    for (int r = 0; r < 3; r++) {
+        gs_error e;
+        gs_error_init(&e);
+        ck_assert_msg(h->stream_sync(d, st[r], &e) == GS_OK, "rank %d: %s", r, e.msg);
+    }
+    /* rank 0 got rank 1's first value and rank 2's first; rank 1 got rank 2's second */
+    ck_assert(x[0].in[0] == 11.0f && x[0].in[1] == 21.0f && x[1].in[0] == 22.0f);
+    for (int r = 0; r < 3; r++)
+        h->stream_destroy(d, st[r]);
+    h->close(d);
+}
+END_TEST
+
 START_TEST(targeted_wakeups)
 {
     enum { ITERS = 1000, IDLE = 16 };
@@ -1513,6 +1577,7 @@ static Suite *exec_suite(void)
     tcase_add_loop_test(te, stalled_or_dead_rank, 0, 2);
     tcase_add_test(te, allreduce_order);
     tcase_add_test(te, targeted_wakeups);
+    tcase_add_test(te, group_receives_progress_together);
     tcase_add_test(te, transport_order);
     tcase_add_test(te, dispatch_order);
     tcase_add_test(te, checkpoint_resume);
