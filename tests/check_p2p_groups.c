@@ -1,12 +1,16 @@
 /* Check suite for exec/p2p_groups.c: the pairing, the hoists of the rendezvous play, and the
  * schedules it must refuse, on hand-built two-rank schedules whose groups are worked out by hand
- * in the comments. The end-to-end check (the interleaved pipeline running under sends that wait
- * for their receivers, with the eager run's losses) is tests/check_exec's rendezvous_p2p. */
+ * in the comments; and random schedules whose plans the host driver then runs under sends that
+ * wait for their receivers. The end-to-end check (the interleaved pipeline running under such
+ * sends, with the eager run's losses) is tests/check_exec's rendezvous_p2p. */
 #include <check.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
+#include "engine/mesh.h"
 #include "engine/schedule.h"
+#include "exec/driver.h"
 #include "exec/p2p_groups.h"
 
 #define NO UINT32_MAX
@@ -229,6 +233,175 @@ START_TEST(unmatched)
 }
 END_TEST
 
+/* ---- random schedules, planned, then run -------------------------------------------------- */
+
+/* A schedule of R ranks' p2p events on one stream each: M messages in a random global order, each
+ * a send appended to its sender's list and a receive to its receiver's. Every receive follows its
+ * send in that order, so eager sends always finish; sends that wait for their receivers may not,
+ * which the plan must fix. payload[r][e]: the message's id (sends) or the id expected (receives). */
+#define RAND_RANKS 4
+#define RAND_MSGS 40
+
+typedef struct rand_sched {
+    gs_schedule *sch;
+    float payload[RAND_RANKS][2 * RAND_MSGS];
+} rand_sched;
+
+static uint64_t rng_next(uint64_t *x)
+{
+    *x = *x * 6364136223846793005ull + 1442695040888963407ull;
+    return *x >> 33;
+}
+
+static void rand_add(rand_sched *rs, size_t r, gs_event_kind kind, uint64_t peer, unsigned m)
+{
+    gs_event e;
+    memset(&e, 0, sizeof e);
+    e.kind = (uint8_t)kind;
+    e.stream = GS_STREAM_PP;
+    e.phase = GS_PHASE_FWD;
+    e.layer = (int32_t)m;
+    e.mb = m;
+    e.bytes = sizeof(float);
+    e.peer = peer;
+    uint32_t id = NO;
+    ck_assert_int_eq(gs_rank_add_event(&rs->sch->ranks[r], &e, NULL, &id), GS_OK);
+    rs->payload[r][id] = (float)m;
+}
+
+/* Messages in a random order, each send appended at once and its receive after a random number
+ * of later messages (a pair's receives in their sends' order): every rank can run its list with
+ * eager sends, but neighbours that send before they receive would wait on each other under
+ * rendezvous sends without groups. */
+static void rand_build(rand_sched *rs, unsigned ranks, unsigned msgs, uint64_t seed)
+{
+    ck_assert_int_eq(gs_schedule_create(ranks, &rs->sch), GS_OK);
+    rs->sch->mesh.world = ranks;
+    rs->sch->exact = 1;
+    for (size_t r = 0; r < ranks; r++) {
+        rs->sch->ranks[r].rank = r;
+        rs->sch->ranks[r].class_size = 1;
+    }
+    uint64_t x = seed;
+    unsigned pend_m[RAND_MSGS], npend = 0;
+    uint64_t pend_a[RAND_MSGS], pend_b[RAND_MSGS];
+    for (unsigned m = 0; m < msgs || npend; m++) {
+        if (m < msgs) {
+            uint64_t a = rng_next(&x) % ranks, b = (a + 1 + rng_next(&x) % (ranks - 1)) % ranks;
+            rand_add(rs, a, GS_EV_SEND, b, m);
+            pend_m[npend] = m, pend_a[npend] = a, pend_b[npend] = b, npend++;
+        }
+        /* the oldest pending receives, each with probability 1/2 (all once the sends are out) */
+        while (npend && (m >= msgs || rng_next(&x) % 2)) {
+            rand_add(rs, pend_b[0], GS_EV_RECV, pend_a[0], pend_m[0]);
+            memmove(pend_m, pend_m + 1, (npend - 1) * sizeof *pend_m);
+            memmove(pend_a, pend_a + 1, (npend - 1) * sizeof *pend_a);
+            memmove(pend_b, pend_b + 1, (npend - 1) * sizeof *pend_b);
+            npend--;
+        }
+    }
+}
+
+typedef struct rand_rank {
+    const gs_driver_ops *h;
+    gs_drv *d;
+    const gs_rank_events *re;
+    const uint32_t *lead;
+    const float *payload;
+    float got[2 * RAND_MSGS];
+} rand_rank;
+
+/* The rank's events as exec issues them: an event that leads itself issues its group (the sends
+ * before it and the receives after it that lead to it, sends first), the others do nothing. */
+static gs_status rand_run(void *arg, gs_drv_stream *s, gs_error *err)
+{
+    rand_rank *x = arg;
+    gs_status rc = GS_OK;
+    for (size_t e = 0; e < x->re->nevents && rc == GS_OK; e++) {
+        if (x->lead[e])
+            continue;
+        gs_drv_p2p ops[2 * RAND_MSGS];
+        size_t n = 0;
+        for (int pass = 0; pass < 2; pass++)
+            for (size_t i = 0; i < x->re->nevents; i++) {
+                const gs_event *ev = &x->re->events[i];
+                int recv = ev->kind == GS_EV_RECV;
+                if ((i != e && x->lead[i] != e + 1) || recv != pass)
+                    continue;
+                ops[n++] = (gs_drv_p2p){recv, ev->peer, recv ? &x->got[i] : (void *)&x->payload[i], sizeof(float)};
+            }
+        rc = x->h->p2p_group(x->d, s, x->re->rank, ops, n, err);
+    }
+    return rc;
+}
+
+/* Random schedules on 2-4 ranks: each plan under rendezvous is either refused (its message names
+ * waits) or, run by the host driver with sends that wait for their receivers (1 s timeout),
+ * completes with every message where its receive expects it. Most are planned: the pairing
+ * alone rarely suffices, so hoists are exercised. */
+START_TEST(random_plans_run)
+{
+    unsigned planned = 0, refused = 0, hoisting = 0;
+    for (unsigned trial = 0; trial < 60; trial++) {
+        unsigned ranks = 2 + trial % 3, msgs = 8 + trial % 33;
+        rand_sched rs;
+        memset(&rs, 0, sizeof rs);
+        rand_build(&rs, ranks, msgs, 0x9e3779b9u * (trial + 1));
+        uint32_t *lead[RAND_RANKS] = {NULL};
+        for (unsigned r = 0; r < ranks; r++)
+            ck_assert_ptr_nonnull(lead[r] = calloc(rs.sch->ranks[r].nevents + 1, sizeof *lead[r]));
+        gs_error err;
+        gs_error_init(&err);
+        size_t hoisted = 0;
+        gs_status rc = gs_p2p_groups_plan(rs.sch, 1, 1, lead, &hoisted, &err);
+        if (rc == GS_ERR_UNSUPPORTED) {
+            ck_assert_msg(strstr(err.msg, "waits for rank") != NULL, "%s", err.msg);
+            refused++;
+        } else {
+            ck_assert_msg(rc == GS_OK, "trial %u: %s", trial, err.msg);
+            planned++;
+            hoisting += hoisted > 0;
+            gs_mesh mesh;
+            ck_assert_int_eq(gs_mesh_init(&mesh, 1, 1, ranks, NULL, ranks, &err), GS_OK);
+            setenv("GRIDSTEP_HOST_P2P", "rendezvous", 1);
+            const gs_driver_ops *h = &gs_driver_host;
+            gs_driver_opts o = {.timeout_s = 1.0};
+            gs_drv *d = NULL;
+            ck_assert_int_eq(h->open(&mesh, &o, &d, &err), GS_OK);
+            unsetenv("GRIDSTEP_HOST_P2P");
+            gs_drv_stream *st[RAND_RANKS] = {NULL};
+            rand_rank x[RAND_RANKS];
+            for (unsigned r = 0; r < ranks; r++) {
+                x[r] = (rand_rank){h, d, &rs.sch->ranks[r], lead[r], rs.payload[r], {0}};
+                ck_assert_int_eq(h->stream_create(d, r, GS_STREAM_PP, &st[r], &err), GS_OK);
+            }
+            for (unsigned r = 0; r < ranks; r++)
+                ck_assert_int_eq(h->launch(d, st[r], rand_run, &x[r], &err), GS_OK);
+            for (unsigned r = 0; r < ranks; r++) {
+                gs_error e2;
+                gs_error_init(&e2);
+                ck_assert_msg(h->stream_sync(d, st[r], &e2) == GS_OK, "trial %u (%u ranks, %u messages, %zu hoisted): %s",
+                              trial, ranks, msgs, hoisted, e2.msg);
+            }
+            for (unsigned r = 0; r < ranks; r++) {
+                for (size_t e = 0; e < rs.sch->ranks[r].nevents; e++)
+                    if (rs.sch->ranks[r].events[e].kind == GS_EV_RECV)
+                        ck_assert_msg(x[r].got[e] == rs.payload[r][e], "trial %u rank %u event %zu: got message %g, want %g",
+                                      trial, r, e, (double)x[r].got[e], (double)rs.payload[r][e]);
+                h->stream_destroy(d, st[r]);
+            }
+            h->close(d);
+        }
+        for (unsigned r = 0; r < ranks; r++)
+            free(lead[r]);
+        gs_schedule_destroy(rs.sch);
+    }
+    printf("random p2p schedules: %u planned (%u with hoists) and run, %u refused\n", planned, hoisting, refused);
+    ck_assert_uint_gt(planned, 40);
+    ck_assert_uint_gt(hoisting, 5);
+}
+END_TEST
+
 static Suite *p2p_groups_suite(void)
 {
     Suite *s = suite_create("p2p_groups");
@@ -239,6 +412,7 @@ static Suite *p2p_groups_suite(void)
     tcase_add_test(tc, true_deadlock);
     tcase_add_test(tc, collectives_rendezvous);
     tcase_add_test(tc, unmatched);
+    tcase_add_test(tc, random_plans_run);
     suite_add_tcase(s, tc);
     return s;
 }
