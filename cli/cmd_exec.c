@@ -51,7 +51,9 @@ const char gs_cmd_exec_help[] =
     "options:\n"
     "  --driver D       host (default: CPU threads, shared-memory collectives) or cuda: one GPU per\n"
     "                   rank in this process (a thread per GPU), a CUDA stream per schedule stream,\n"
-    "                   cuBLASLt GEMMs (fp32; GRIDSTEP_CUDA_GEMM=tf32 for TF32 tensor cores),\n"
+    "                   cuBLASLt GEMMs (fp32; GRIDSTEP_CUDA_GEMM=tf32 for TF32 tensor cores, bf16 for\n"
+    "                   bf16 inputs with fp32 accumulation: GRIDSTEP_HOST_GEMM=bf16 rounds the host\n"
+    "                   driver's GEMM inputs alike),\n"
     "                   kernels/cuda (attention: FlashAttention-2 kernels when the scenario has\n"
     "                   flash_attention, as by default; without it exact per-row kernels, or\n"
     "                   GRIDSTEP_CUDA_ATTENTION=gemm for cuBLAS batched GEMMs with softmax/dS row\n"
@@ -75,7 +77,8 @@ const char gs_cmd_exec_help[] =
     "                   follows the waits (rank A waits for B, which waits for C, ...) to the rank\n"
     "                   that waits for no other: the one stuck in its own work, or dead\n"
     "  --json           one JSON document: sim's keys (step_time_s, tokens_per_s, ...) for the last\n"
-    "                   step, plus driver, steps, loss [per step], step_s [per step], p2p_hoisted\n"
+    "                   step, plus driver, gemm (the GEMMs' math), steps, loss [per step], step_s\n"
+    "                   [per step], p2p_hoisted\n"
     "                   (receives issued ahead of their place; 0 unless sends wait, see below)\n"
     "  --trace FILE     Chrome trace JSON of the last step (measured times)\n"
     "  --load DIR       start from a sharded checkpoint (any grid of the same model: pieces are\n"
@@ -642,6 +645,7 @@ gs_status gs_cmd_exec(int argc, char **argv, gs_error *err)
         doc = json_object();
         json_object_set_new(doc, "scenario", json_string(s.name));
         json_object_set_new(doc, "driver", json_string(a.o.driver->name));
+        json_object_set_new(doc, "gemm", json_string(gs_exec_session_gemm_math(x)));
         json_object_set_new(doc, "steps", json_integer((json_int_t)a.steps));
         json_object_set_new(doc, "first_step", json_integer((json_int_t)first));
         json_t *jl = json_array(), *js = json_array();
@@ -658,9 +662,10 @@ gs_status gs_cmd_exec(int argc, char **argv, gs_error *err)
                             json_integer((json_int_t)gs_train_p2p_hoisted(gs_exec_session_train(x))));
         rc = gs_cli_json_print(doc, err);
     } else {
-        printf("%s: %" PRIu64 " ranks (dp=%" PRIu64 " pp=%" PRIu64 " tp=%" PRIu64 ", %s) on the %s driver, fp32\n",
+        printf("%s: %" PRIu64 " ranks (dp=%" PRIu64 " pp=%" PRIu64 " tp=%" PRIu64 ", %s) on the %s driver, fp32 "
+               "(GEMMs: %s)\n",
                s.name, mesh.world, mesh.size[GS_DIM_DP], mesh.size[GS_DIM_PP], mesh.size[GS_DIM_TP],
-               gs_sharding_name(s.strategy.sharding), a.o.driver->name);
+               gs_sharding_name(s.strategy.sharding), a.o.driver->name, gs_exec_session_gemm_math(x));
         printf("  step  loss        time\n");
         for (uint64_t i = 0; i < a.steps; i++)
             printf("  %4" PRIu64 "  %.6f  %.4f s\n", first + i, loss[i], secs[i]);

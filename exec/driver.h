@@ -159,6 +159,9 @@ typedef struct gs_driver_ops {
     /* Hidden dropout in place on rows x h (gs_k_dropout_rows): the forward, and on the gradient
      * the backward (the same mask drawn again). */
     void (*dropout)(gs_drv_stream *s, float *x, size_t rows, size_t h, const gs_dropout *drop);
+    /* The linear layers' GEMM arithmetic this instance runs, for reports: "fp32", "tf32" or
+     * "bf16 inputs, fp32 accumulate" (GRIDSTEP_HOST_GEMM / GRIDSTEP_CUDA_GEMM). */
+    const char *(*gemm_math)(gs_drv *d);
     void (*swiglu_fwd)(gs_drv_stream *s, const float *gu, float *h, size_t t, size_t f);
     void (*swiglu_bwd)(gs_drv_stream *s, const float *gu, const float *dh, float *dgu, size_t t, size_t f);
     void (*xent_stats)(gs_drv_stream *s, const float *logits, const int32_t *target, size_t t, size_t vocab_lo,
@@ -234,7 +237,8 @@ extern const gs_driver_ops gs_driver_host;
  * entry symbol carries it (gs_driver_NAME_module_abiN), so a module built against another layout
  * is refused by name rather than having its table's slots called at the wrong offsets. Bump it
  * whenever either struct changes. 2: the flash attention ops and opts.attn_flash. 3: the GPT
- * block ops. 4: p2p_group, p2p_rendezvous. 5: dropout (the attention ops' drop, the dropout op). */
+ * block ops. 4: p2p_group, p2p_rendezvous. 5: dropout (the attention ops' drop, the dropout op),
+ * gemm_math. */
 #define GS_DRIVER_ABI 5
 
 /* The drivers this build has, by name (NULL when unknown). */

@@ -56,6 +56,8 @@ struct gs_drv_stream {
     gs_stream kind;
     cudaStream_t cs;
     void *workspace; /* cuBLASLt (and cuBLAS) workspace, GEMM_WORKSPACE_BYTES, on first GEMM */
+    void *bf16_buf;  /* GRIDSTEP_CUDA_GEMM=bf16: the GEMM inputs cast to bf16, grown on demand */
+    size_t bf16_cap; /* bytes */
     cublasHandle_t blas; /* cuBLAS bound to cs and workspace (GEMM attention), on first use */
     cudaEvent_t marks[PROGRESS_MARKS]; /* recorded after each launch, round robin */
     uint64_t nmarks;                   /* marks recorded so far */
@@ -92,6 +94,7 @@ struct gs_drv {
     gs_mesh mesh;
     double timeout_s;
     int tf32;
+    int bf16; /* GRIDSTEP_CUDA_GEMM=bf16: the linear layers' GEMMs take bf16 inputs, fp32 accumulate */
     int attn_gemm; /* GRIDSTEP_CUDA_ATTENTION=gemm: attention through cuBLAS GEMMs */
     uint64_t world;
     rank_dev *r;
@@ -682,7 +685,13 @@ static gs_status cuda_open(const gs_mesh *mesh, const gs_driver_opts *opts, gs_d
     d->local = boot ? lo : UINT64_MAX;
     d->timeout_s = opts->timeout_s > 0 ? opts->timeout_s : 60.0;
     const char *gm = getenv("GRIDSTEP_CUDA_GEMM");
+    if (gm && *gm && strcmp(gm, "fp32") != 0 && strcmp(gm, "tf32") != 0 && strcmp(gm, "bf16") != 0) {
+        free(d);
+        return gs_error_set(err, GS_ERR_INPUT, "cuda driver: GRIDSTEP_CUDA_GEMM is '%s', expected fp32, tf32 or bf16",
+                            gm);
+    }
     d->tf32 = gm && strcmp(gm, "tf32") == 0;
+    d->bf16 = gm && strcmp(gm, "bf16") == 0;
     d->attn_gemm = attn_gemm;
     pthread_mutex_init(&d->mu, NULL);
     gs_error_init(&d->abort_err);
@@ -912,6 +921,8 @@ static void cuda_stream_destroy(gs_drv *d, gs_drv_stream *s)
         cublasDestroy(s->blas);
     if (s->workspace)
         cudaFreeAsync(s->workspace, s->cs);
+    if (s->bf16_buf)
+        cudaFreeAsync(s->bf16_buf, s->cs);
     cudaStreamSynchronize(s->cs);
     for (int i = 0; i < PROGRESS_MARKS; i++)
         cudaEventDestroy(s->marks[i]);
@@ -1112,7 +1123,40 @@ static int ensure_workspace(gs_drv_stream *s)
     return 1;
 }
 
-/* Column-major C[m,n] = op(A) op(B) + beta C (alpha 1), fp32 storage, fp32 (or TF32) compute. */
+/* GRIDSTEP_CUDA_GEMM=bf16: A's and B's stored extent (leading dimension x columns) cast to bf16
+ * into the stream's buffer, same layout; *a16, *b16 point at the copies. 0 on failure (failed). */
+static int cast_inputs(gs_drv_stream *s, const float *a, size_t na, const float *b, size_t nb, void **a16,
+                       void **b16)
+{
+    size_t bytes = (na + nb) * 2 + 256; /* B's copy starts 256-byte aligned, as cuBLASLt prefers */
+    if (bytes > s->bf16_cap) {
+        if (s->bf16_buf)
+            cudaFreeAsync(s->bf16_buf, s->cs);
+        s->bf16_buf = NULL;
+        s->bf16_cap = 0;
+        cudaError_t e = cudaMallocAsync(&s->bf16_buf, bytes, s->cs);
+        if (e != cudaSuccess) {
+            s->bf16_buf = NULL;
+            fail_stream(s, "cudaMallocAsync (%zu B for bf16 GEMM inputs): %s", bytes, cudaGetErrorString(e));
+            return 0;
+        }
+        s->bf16_cap = bytes;
+    }
+    *a16 = s->bf16_buf;
+    *b16 = (char *)s->bf16_buf + (na * 2 + 255) / 256 * 256;
+    int rc = gs_cu_to_bf16(s->cs, *a16, a, na);
+    if (!rc)
+        rc = gs_cu_to_bf16(s->cs, *b16, b, nb);
+    if (rc) {
+        fail_stream(s, "kernel to_bf16: %s", cudaGetErrorString((cudaError_t)rc));
+        return 0;
+    }
+    return 1;
+}
+
+/* Column-major C[m,n] = op(A) op(B) + beta C (alpha 1), fp32 storage, fp32 (or TF32) compute;
+ * with GRIDSTEP_CUDA_GEMM=bf16, A and B cast to bf16 first and the product accumulated in fp32
+ * into fp32 C (cuBLASLt's bf16-in, fp32-out GEMM). */
 static void gemm_cm(gs_drv_stream *s, int ta, int tb, size_t m, size_t n, size_t k, const float *a, size_t lda,
                     const float *b, size_t ldb, float beta, float *c, size_t ldc)
 {
@@ -1130,6 +1174,14 @@ static void gemm_cm(gs_drv_stream *s, int ta, int tb, size_t m, size_t n, size_t
     rank_dev *r = &d->r[s->rank];
     if (!ensure_workspace(s))
         return;
+    const void *av = a, *bv = b;
+    cudaDataType_t in_type = CUDA_R_32F;
+    if (d->bf16) {
+        void *a16 = NULL, *b16 = NULL;
+        if (!cast_inputs(s, a, lda * (ta ? m : k), b, ldb * (tb ? k : n), &a16, &b16))
+            return;
+        av = a16, bv = b16, in_type = CUDA_R_16BF;
+    }
     cublasLtMatmulDesc_t op = NULL;
     cublasLtMatrixLayout_t la = NULL, lb = NULL, lc = NULL;
     cublasLtMatmulPreference_t pref = NULL;
@@ -1147,10 +1199,10 @@ static void gemm_cm(gs_drv_stream *s, int ta, int tb, size_t m, size_t n, size_t
         st = cublasLtMatmulDescSetAttribute(op, CUBLASLT_MATMUL_DESC_TRANSB, &opb, sizeof opb);
     if (st == CUBLAS_STATUS_SUCCESS) {
         call = "cublasLtMatrixLayoutCreate";
-        st = cublasLtMatrixLayoutCreate(&la, CUDA_R_32F, ta ? k : m, ta ? m : k, (int64_t)lda);
+        st = cublasLtMatrixLayoutCreate(&la, in_type, ta ? k : m, ta ? m : k, (int64_t)lda);
     }
     if (st == CUBLAS_STATUS_SUCCESS)
-        st = cublasLtMatrixLayoutCreate(&lb, CUDA_R_32F, tb ? n : k, tb ? k : n, (int64_t)ldb);
+        st = cublasLtMatrixLayoutCreate(&lb, in_type, tb ? n : k, tb ? k : n, (int64_t)ldb);
     if (st == CUBLAS_STATUS_SUCCESS)
         st = cublasLtMatrixLayoutCreate(&lc, CUDA_R_32F, m, n, (int64_t)ldc);
     if (st == CUBLAS_STATUS_SUCCESS) {
@@ -1161,7 +1213,7 @@ static void gemm_cm(gs_drv_stream *s, int ta, int tb, size_t m, size_t n, size_t
         st = cublasLtMatmulPreferenceSetAttribute(pref, CUBLASLT_MATMUL_PREF_MAX_WORKSPACE_BYTES, &ws, sizeof ws);
     /* the buffers are often offsets into a flat unit (4-byte aligned only): tell the heuristic,
      * which otherwise assumes 256-byte alignment */
-    uint32_t al_a = alignment_of(a), al_b = alignment_of(b), al_c = alignment_of(c);
+    uint32_t al_a = alignment_of(av), al_b = alignment_of(bv), al_c = alignment_of(c);
     if (st == CUBLAS_STATUS_SUCCESS)
         st = cublasLtMatmulPreferenceSetAttribute(pref, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_A_BYTES, &al_a, sizeof al_a);
     if (st == CUBLAS_STATUS_SUCCESS)
@@ -1180,12 +1232,12 @@ static void gemm_cm(gs_drv_stream *s, int ta, int tb, size_t m, size_t n, size_t
     }
     if (st == CUBLAS_STATUS_SUCCESS) {
         call = "cublasLtMatmul";
-        st = cublasLtMatmul(r->lt, op, &alpha, a, la, b, lb, &beta, c, lc, c, lc, &heur.algo, s->workspace,
+        st = cublasLtMatmul(r->lt, op, &alpha, av, la, bv, lb, &beta, c, lc, c, lc, &heur.algo, s->workspace,
                             GEMM_WORKSPACE_BYTES, s->cs);
     }
     if (st != CUBLAS_STATUS_SUCCESS)
-        fail_stream(s, "%s (m=%zu n=%zu k=%zu%s%s): %s", call, m, n, k, ta ? " A^T" : "", tb ? " B^T" : "",
-                    cublasLtGetStatusString(st));
+        fail_stream(s, "%s (m=%zu n=%zu k=%zu%s%s%s): %s", call, m, n, k, ta ? " A^T" : "", tb ? " B^T" : "",
+                    d->bf16 ? ", bf16 inputs" : "", cublasLtGetStatusString(st));
     if (pref)
         cublasLtMatmulPreferenceDestroy(pref);
     if (lc)
@@ -1443,6 +1495,10 @@ static void k_attn_bwd_flash(gs_drv_stream *s, const float *q, size_t ldq, const
 {
     kernel_ok(s, "attn_bwd_flash", gs_cu_attn_bwd_flash_dropout(s->cs, q, ldq, k, v, ldkv, out, lse, dout, ldo, dq, dk,
                                                                 dv, nseq, seq, nh, nkv, hd, drop));
+}
+static const char *cuda_gemm_math(gs_drv *d)
+{
+    return d->bf16 ? "bf16 inputs, fp32 accumulate" : d->tf32 ? "tf32" : "fp32";
 }
 static void k_dropout(gs_drv_stream *s, float *x, size_t rows, size_t h, const gs_dropout *drop)
 {
@@ -1744,6 +1800,7 @@ static const gs_driver_ops gs_driver_cuda = {
     .attn_fwd_flash = k_attn_fwd_flash,
     .attn_bwd_flash = k_attn_bwd_flash,
     .dropout = k_dropout,
+    .gemm_math = cuda_gemm_math,
     .swiglu_fwd = k_swiglu_fwd,
     .swiglu_bwd = k_swiglu_bwd,
     .layernorm_fwd = k_layernorm_fwd,

@@ -82,6 +82,8 @@ struct gs_drv_stream {
     char event[GS_EVENT_NAME_BYTES]; /* the event the worker runs (event_begin; mu) */
     struct gs_drv_stream *next_all;  /* the driver's list of streams (mu) */
     pthread_t th;
+    float *round_buf; /* GRIDSTEP_HOST_GEMM=bf16: the GEMM inputs rounded (the worker's own) */
+    size_t round_cap; /* floats */
 };
 
 struct gs_drv {
@@ -105,6 +107,9 @@ struct gs_drv {
      * as NCCL's (blocking for the GPU) do, so a run shows on the CPU whether its p2p order would
      * deadlock on GPUs (default eager: a send returns at once). One process only. */
     int rendezvous;
+    /* GRIDSTEP_HOST_GEMM=bf16: the linear layers' GEMMs take their inputs rounded to bfloat16 and
+     * accumulate in fp32, as cuBLASLt's bf16 GEMMs do (the cuda driver's GRIDSTEP_CUDA_GEMM=bf16) */
+    int gemm_bf16;
 };
 
 static double mono_s(void)
@@ -395,6 +400,12 @@ static gs_status host_open(const gs_mesh *mesh, const gs_driver_opts *opts, gs_d
                             p2p);
     }
     d->rendezvous = p2p && strcmp(p2p, "rendezvous") == 0;
+    const char *gm = getenv("GRIDSTEP_HOST_GEMM");
+    if (gm && *gm && strcmp(gm, "fp32") != 0 && strcmp(gm, "bf16") != 0) {
+        host_close(d);
+        return gs_error_set(err, GS_ERR_INPUT, "host driver: GRIDSTEP_HOST_GEMM is '%s', expected fp32 or bf16", gm);
+    }
+    d->gemm_bf16 = gm && strcmp(gm, "bf16") == 0;
     if (d->rendezvous && opts && gs_boot_active(opts->boot)) {
         host_close(d);
         return gs_error_set(err, GS_ERR_INPUT, "host driver: GRIDSTEP_HOST_P2P=rendezvous works within one process "
@@ -542,6 +553,7 @@ static void host_stream_destroy(gs_drv *d, gs_drv_stream *s)
         n = it->next;
         free(it);
     }
+    free(s->round_buf);
     free(s);
 }
 
@@ -644,15 +656,55 @@ static void mark_start(gs_drv_stream *s)
 
 /* ---- compute: kernels/host ------------------------------------------------------------------- */
 
+/* GRIDSTEP_HOST_GEMM=bf16: room for the rounded inputs in the stream's own buffer (the stream's
+ * worker is its only user); NULL when it cannot grow (the kernel then fails the stream). */
+static float *round_room(gs_drv_stream *s, size_t floats)
+{
+    if (floats > s->round_cap) {
+        float *p = realloc(s->round_buf, floats * sizeof *p);
+        if (!p)
+            return NULL;
+        s->round_buf = p;
+        s->round_cap = floats;
+    }
+    return s->round_buf;
+}
+
+static void round_failed(gs_drv_stream *s)
+{
+    char msg[120];
+    snprintf(msg, sizeof msg, "rank %" PRIu64 ": out of memory for the bf16 GEMM inputs", s->rank);
+    host_abort(s->d, msg);
+}
+
 static void k_linear_fwd(gs_drv_stream *s, const float *x, const float *w, float *y, size_t t, size_t k, size_t n)
 {
-    (void)s;
+    if (s && s->d->gemm_bf16) {
+        float *r = round_room(s, t * k + n * k);
+        if (!r) {
+            round_failed(s);
+            return;
+        }
+        gs_k_round_bf16(r, x, t * k);
+        gs_k_round_bf16(r + t * k, w, n * k);
+        x = r, w = r + t * k;
+    }
     gs_k_linear_fwd(x, w, y, t, k, n);
 }
 static void k_linear_bwd(gs_drv_stream *s, const float *x, const float *w, const float *dy, float *dx, float *dw,
                          size_t t, size_t k, size_t n)
 {
-    (void)s;
+    if (s && s->d->gemm_bf16) { /* both products take bf16 inputs: dx = dy w, dw += dy^T x */
+        float *r = round_room(s, t * k + n * k + t * n);
+        if (!r) {
+            round_failed(s);
+            return;
+        }
+        gs_k_round_bf16(r, x, t * k);
+        gs_k_round_bf16(r + t * k, w, n * k);
+        gs_k_round_bf16(r + t * k + n * k, dy, t * n);
+        x = r, w = r + t * k, dy = r + t * k + n * k;
+    }
     gs_k_linear_bwd(x, w, dy, dx, dw, t, k, n);
 }
 static void k_add(gs_drv_stream *s, float *y, const float *x, size_t n)
@@ -727,6 +779,10 @@ static void k_attn_bwd_flash(gs_drv_stream *s, const float *q, size_t ldq, const
 {
     (void)s;
     gs_k_attn_bwd_flash_dropout(q, ldq, k, v, ldkv, out, lse, dout, ldo, dq, dk, dv, nseq, seq, nh, nkv, hd, drop);
+}
+static const char *host_gemm_math(gs_drv *d)
+{
+    return d->gemm_bf16 ? "bf16 inputs, fp32 accumulate" : "fp32";
 }
 static void k_dropout(gs_drv_stream *s, float *x, size_t rows, size_t h, const gs_dropout *drop)
 {
@@ -1379,6 +1435,7 @@ const gs_driver_ops gs_driver_host = {
     .attn_fwd_flash = k_attn_fwd_flash,
     .attn_bwd_flash = k_attn_bwd_flash,
     .dropout = k_dropout,
+    .gemm_math = host_gemm_math,
     .swiglu_fwd = k_swiglu_fwd,
     .swiglu_bwd = k_swiglu_bwd,
     .layernorm_fwd = k_layernorm_fwd,

@@ -63,6 +63,8 @@ gs_status gs_exec_session_trace(gs_exec_session *x, FILE *f, gs_error *err);
 const gs_schedule *gs_exec_session_schedule(const gs_exec_session *x);
 gs_timing *const *gs_exec_session_timing(const gs_exec_session *x);
 gs_train *gs_exec_session_train(gs_exec_session *x);
+/* The driver's GEMM arithmetic (gs_driver_ops.gemm_math; "fp32" when it does not say). */
+const char *gs_exec_session_gemm_math(const gs_exec_session *x);
 
 /* Stops the run from any thread (e.g. a signal watcher): the current step's waits return at
  * once with msg, and so does every later step; the session can still be saved or destroyed. */

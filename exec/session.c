@@ -458,6 +458,11 @@ gs_timing *const *gs_exec_session_timing(const gs_exec_session *x)
     return x->timing;
 }
 
+const char *gs_exec_session_gemm_math(const gs_exec_session *x)
+{
+    return x->drv && x->ops->gemm_math ? x->ops->gemm_math(x->drv) : "fp32";
+}
+
 gs_train *gs_exec_session_train(gs_exec_session *x)
 {
     return x->train;

@@ -842,6 +842,54 @@ START_TEST(test_attention_flash)
 }
 END_TEST
 
+/* ---- bf16 rounding -------------------------------------------------------------------------- */
+
+static uint32_t bits_of(float x)
+{
+    uint32_t u;
+    memcpy(&u, &x, sizeof u);
+    return u;
+}
+
+/* Round to nearest even at bf16's 7 mantissa bits, worked out by hand: 1 + 2^-8 lies halfway
+ * between 1 and 1 + 2^-7 and goes to the even 1; 1 + 3 x 2^-8 lies halfway between 1 + 2^-7 (odd)
+ * and 1 + 2^-6 and goes up; just past a half goes up, just below stays; the sign is kept; the
+ * largest float rounds to infinity; infinities stay; a NaN stays a NaN (even one whose payload
+ * sits in the low bits only); in place works; every result's low 16 bits are zero. */
+START_TEST(test_round_bf16)
+{
+    const float in[] = {1.0f, 1.0f + 0x1p-8f, 1.0f + 3 * 0x1p-8f, 1.0f + 0x1p-8f + 0x1p-20f, 1.0f + 0x1p-8f - 0x1p-20f,
+                        -(1.0f + 3 * 0x1p-8f), 3.4028235e38f, INFINITY, -INFINITY, 0.0f, -0.0f, 1e-40f};
+    const float want[] = {1.0f, 1.0f, 1.0f + 0x1p-6f, 1.0f + 0x1p-7f, 1.0f, -(1.0f + 0x1p-6f), INFINITY, INFINITY,
+                          -INFINITY, 0.0f, -0.0f, 0.0f};
+    size_t n = sizeof in / sizeof in[0];
+    float out[sizeof in / sizeof in[0]];
+    gs_k_round_bf16(out, in, n);
+    for (size_t i = 0; i < n; i++) {
+        uint32_t w = bits_of(want[i]);
+        if (i == n - 1) /* 1e-40 (subnormal, 0x000116c2): the upper half 0x0001 is kept */
+            w = 0x00010000u;
+        ck_assert_msg(bits_of(out[i]) == w, "round_bf16(%a) = %a (0x%08x), want 0x%08x", (double)in[i], (double)out[i],
+                      bits_of(out[i]), w);
+    }
+    uint32_t nan_low = 0x7f800001u; /* a NaN whose payload is in the low 16 bits only */
+    float nl, r;
+    memcpy(&nl, &nan_low, sizeof nl);
+    gs_k_round_bf16(&r, &nl, 1);
+    ck_assert(isnan(r) && (bits_of(r) & 0xffffu) == 0);
+    float v[64];
+    test_rng rr = {91};
+    fill_uniform(&rr, v, 64, -100, 100);
+    float c[64];
+    memcpy(c, v, sizeof v);
+    gs_k_round_bf16(c, c, 64);
+    for (int i = 0; i < 64; i++) {
+        ck_assert_uint_eq(bits_of(c[i]) & 0xffffu, 0);
+        ck_assert(fabs((double)c[i] - v[i]) <= fabs((double)v[i]) * 0x1p-8); /* half a bf16 step */
+    }
+}
+END_TEST
+
 /* ---- dropout ------------------------------------------------------------------------------ */
 
 /* A dropout descriptor for probability p (scale from the threshold, as exec makes it). */
@@ -1272,6 +1320,7 @@ static Suite *kernels_suite(void)
     tcase_add_test(tc, test_attention_flash);
     tcase_add_test(tc, test_attention_dropout);
     tcase_add_test(tc, test_dropout_rows);
+    tcase_add_test(tc, test_round_bf16);
     tcase_add_test(tc, test_swiglu);
     tcase_add_test(tc, test_xent);
     tcase_set_timeout(tc, KERNELS_TEST_TIMEOUT_S);

@@ -194,6 +194,14 @@ env_refused() {
 }
 env_refused GRIDSTEP_P2P_GROUPS=maybe "GRIDSTEP_P2P_GROUPS is 'maybe', expected 0 or 1"
 env_refused GRIDSTEP_HOST_P2P=bogus "GRIDSTEP_HOST_P2P is 'bogus', expected eager or rendezvous"
+env_refused GRIDSTEP_HOST_GEMM=fp8 "GRIDSTEP_HOST_GEMM is 'fp8', expected fp32 or bf16"
+# the first line and --json name the GEMMs' math
+if GRIDSTEP_HOST_GEMM=bf16 "$GRIDSTEP" exec --steps 1 "$dir/single.yaml" | head -1 | grep -q "(GEMMs: bf16 inputs, fp32 accumulate)" &&
+   "$GRIDSTEP" exec --json --steps 1 "$dir/single.yaml" | grep -q '"gemm": "fp32"'; then
+    ok "the GEMMs' math is named (bf16 inputs under GRIDSTEP_HOST_GEMM=bf16, fp32 by default)"
+else
+    bad "the GEMMs' math is not named"
+fi
 
 # GPT blocks (LayerNorm, GELU, biases, learned positions; since 2026-11-30, gradients checked
 # in tests/check_exec and check_kernels): DP2 x PP2 x TP2 with SP prints the single rank's losses

@@ -1,5 +1,7 @@
 /* Element-wise CUDA kernels: add, scale, fill, embedding, SwiGLU, RoPE, AdamW and dropout, with the
  * semantics of kernels/host/kernels.h. */
+#include <cuda_bf16.h>
+
 #include "kernels/cuda/common.cuh"
 #include "kernels/cuda/kernels_cuda.h"
 
@@ -279,5 +281,19 @@ extern "C" int gs_cu_dropout_rows(cudaStream_t st, float *x, size_t rows, size_t
 {
     if (drop && drop->threshold && rows && h)
         k_dropout_rows<<<gs_cu_blocks(rows * h), GS_CU_THREADS, 0, st>>>(x, rows, h, *drop);
+    return gs_cu_last_error();
+}
+
+/* ---- bf16 GEMM inputs --------------------------------------------------------------------- */
+
+static __global__ void k_to_bf16(__nv_bfloat16 *dst, const float *src, size_t n)
+{
+    GRID_STRIDE(i, n) dst[i] = __float2bfloat16_rn(src[i]);
+}
+
+extern "C" int gs_cu_to_bf16(cudaStream_t st, void *dst, const float *src, size_t n)
+{
+    if (n)
+        k_to_bf16<<<gs_cu_blocks(n), GS_CU_THREADS, 0, st>>>((__nv_bfloat16 *)dst, src, n);
     return gs_cu_last_error();
 }

@@ -79,6 +79,9 @@ int gs_cu_attn_bwd_flash_dropout(cudaStream_t st, const float *q, size_t ldq, co
                                  size_t ldkv, const float *out, const float *lse, const float *dout, size_t ldo,
                                  float *dq, float *dk, float *dv, size_t nseq, size_t seq, size_t nh, size_t nkv,
                                  size_t hd, const gs_dropout *drop);
+/* dst (n bf16 values) = src rounded to nearest, ties to even (__float2bfloat16_rn: the bits of
+ * gs_k_round_bf16's results' upper halves): the bf16 GEMM inputs of GRIDSTEP_CUDA_GEMM=bf16. */
+int gs_cu_to_bf16(cudaStream_t st, void *dst, const float *src, size_t n);
 /* Hidden dropout in place on rows x h (gs_k_dropout_rows's semantics and bits). */
 int gs_cu_dropout_rows(cudaStream_t st, float *x, size_t rows, size_t h, const gs_dropout *drop);
 

@@ -37,6 +37,11 @@ void gs_k_linear_bwd(const float *x, const float *w, const float *dy, float *dx,
 void gs_k_add(float *y, const float *x, size_t n);
 /* y[i] *= a. */
 void gs_k_scale(float *y, float a, size_t n);
+/* dst[i] = src[i] rounded to bfloat16 (8 exponent bits, 7 mantissa bits) to nearest, ties to
+ * even, kept as the fp32 value it denotes (the low 16 bits zero): what a bf16 GEMM input holds
+ * (CUDA's __float2bfloat16_rn); infinities stay, NaNs stay NaN, values past bf16's largest
+ * finite round to infinity. dst may be src. */
+void gs_k_round_bf16(float *dst, const float *src, size_t n);
 
 /* ---- embedding (vocab-parallel under TP) ------------------------------------------------- */
 

@@ -10,7 +10,8 @@
 #      TF32, with its backward's bits equal on a rerun; one attention layer timed both ways;
 #   2. HBM bandwidth of AdamW and RMSNorm vs a device-to-device copy;
 #   3. GEMM TFLOP/s of llama2-7b's shapes, driver vs the best of cuBLASLt's top algorithms;
-#   4. exec --driver cuda vs --driver host on a tiny model (also with dropout): losses within 1e-3 relative (the
+#   4. exec --driver cuda vs --driver host on a tiny model (also with dropout, and with bf16 GEMM
+#      inputs on both): losses within 1e-3 relative (the
 #      flash kernels, the scenario's default, and with flash_attention: false the per-row kernels
 #      and GRIDSTEP_CUDA_ATTENTION=gemm); the memory pre-flight refusing a sequence length whose
 #      GEMM attention scratch alone exceeds the GPU (the scratch named as its own term);
@@ -265,6 +266,11 @@ pd=$(timeout -k 10 60 "$gridstep" exec --json --steps 3 --driver cuda "$out/tiny
     2>"$out/tiny-drop-simple.err")
 compared "exec tiny dropout: cuda flash vs host" "$hd" "$cd_" "$out/tiny-drop-cuda.err"
 compared "exec tiny dropout: cuda per-row vs host" "$hd" "$pd" "$out/tiny-drop-simple.err"
+# bf16 GEMM inputs (cuBLASLt bf16 in, fp32 out) against the host's rounding of the same inputs
+hb=$(GRIDSTEP_HOST_GEMM=bf16 timeout -k 10 60 "$gridstep" exec --json --steps 3 "$tiny" 2>"$out/tiny-bf16-host.err")
+cb=$(GRIDSTEP_CUDA_GEMM=bf16 timeout -k 10 60 "$gridstep" exec --json --steps 3 --driver cuda "$tiny" \
+    2>"$out/tiny-bf16-cuda.err")
+compared "exec tiny bf16 GEMMs: cuda vs host" "$hb" "$cb" "$out/tiny-bf16-cuda.err"
 # the memory pre-flight counts the GEMM attention path's backward scratch: one layer of the tiny
 # model over sequences of 393216 = 3 x 2^17 tokens without flash attention (the path runs only
 # then), where one kv head's dP/dS scratch is 393216^2 x 4 B = 9 x 2^36 B = 576 GiB (past the
