@@ -1212,6 +1212,20 @@ static gs_status host_send(gs_drv *d, gs_drv_stream *s, uint64_t rank, uint64_t 
     return rc == GS_OK ? wait_taken(d, s, rank, peer, bytes, seq, err) : rc;
 }
 
+/* The first message of a non-empty mailbox, unlinked and counted as taken (mu held); the caller
+ * frees it. */
+static mail *take_mail(gs_drv *d, mailbox *b)
+{
+    mail *m = b->head;
+    b->head = m->next;
+    if (!b->head)
+        b->tail = NULL;
+    b->taken++;
+    if (d->rendezvous)
+        notify(d, b); /* the sender waits for its message to be taken */
+    return m;
+}
+
 static gs_status host_recv(gs_drv *d, gs_drv_stream *s, uint64_t rank, uint64_t peer, void *buf, uint64_t bytes,
                            gs_error *err)
 {
@@ -1243,13 +1257,7 @@ static gs_status host_recv(gs_drv *d, gs_drv_stream *s, uint64_t rank, uint64_t 
         return rc;
     }
     mark_start(s);
-    mail *m = b->head;
-    b->head = m->next;
-    if (!b->head)
-        b->tail = NULL;
-    b->taken++;
-    if (d->rendezvous)
-        notify(d, b); /* the sender waits for its message to be taken */
+    mail *m = take_mail(d, b);
     pthread_mutex_unlock(&d->mu);
     gs_status rc = GS_OK;
     if (m->bytes != bytes) {
@@ -1297,13 +1305,7 @@ static gs_status group_recvs(gs_drv *d, gs_drv_stream *s, uint64_t rank, const g
             mailbox *b = &d->mail[ops[i].peer * d->mesh.world + rank];
             if (behind || !b->head)
                 continue;
-            mail *m = b->head;
-            b->head = m->next;
-            if (!b->head)
-                b->tail = NULL;
-            b->taken++;
-            if (d->rendezvous)
-                notify(d, b); /* the sender waits for its message to be taken */
+            mail *m = take_mail(d, b);
             if (m->bytes != ops[i].bytes) {
                 char msg[GS_ERROR_MSG_BYTES];
                 snprintf(msg, sizeof msg, "rank %" PRIu64 ": recv of %" PRIu64 " B from rank %" PRIu64 " got %" PRIu64
