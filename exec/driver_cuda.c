@@ -1123,8 +1123,9 @@ static int ensure_workspace(gs_drv_stream *s)
     return 1;
 }
 
-/* GRIDSTEP_CUDA_GEMM=bf16: A's and B's stored extent (leading dimension x columns) cast to bf16
- * into the stream's buffer, same layout; *a16, *b16 point at the copies. 0 on failure (failed). */
+/* GRIDSTEP_CUDA_GEMM=bf16: A's and B's stored extents (na, nb elements from a and b) cast to
+ * bf16 into the stream's buffer, same layout; *a16, *b16 point at the copies. 0 on failure (the
+ * stream failed). */
 static int cast_inputs(gs_drv_stream *s, const float *a, size_t na, const float *b, size_t nb, void **a16,
                        void **b16)
 {
@@ -1178,7 +1179,10 @@ static void gemm_cm(gs_drv_stream *s, int ta, int tb, size_t m, size_t n, size_t
     cudaDataType_t in_type = CUDA_R_32F;
     if (d->bf16) {
         void *a16 = NULL, *b16 = NULL;
-        if (!cast_inputs(s, a, lda * (ta ? m : k), b, ldb * (tb ? k : n), &a16, &b16))
+        /* each stored matrix's extent: (columns - 1) leading dimensions and the last column's rows
+         * (no element past it is read) */
+        size_t ra = ta ? k : m, ca = ta ? m : k, rb = tb ? n : k, cb = tb ? k : n;
+        if (!cast_inputs(s, a, lda * (ca - 1) + ra, b, ldb * (cb - 1) + rb, &a16, &b16))
             return;
         av = a16, bv = b16, in_type = CUDA_R_16BF;
     }
