@@ -621,6 +621,16 @@ static void rank_fini(gs_train *t, rank_st *r, const gs_rank_events *re)
     gs_partition_fini(&r->part);
 }
 
+/* The p2p plan, once the ranks are planned (and on destroy). */
+static void free_lead(gs_train *t)
+{
+    if (t->lead)
+        for (size_t i = 0; i < t->nr; i++)
+            free(t->lead[i]);
+    free(t->lead);
+    t->lead = NULL;
+}
+
 void gs_train_destroy(gs_train *t)
 {
     if (!t)
@@ -629,10 +639,7 @@ void gs_train_destroy(gs_train *t)
         for (size_t i = 0; i < t->nr; i++)
             rank_fini(t, &t->r[i], &t->sch->ranks[i]);
     free(t->r);
-    if (t->lead)
-        for (size_t i = 0; i < t->nr; i++)
-            free(t->lead[i]);
-    free(t->lead);
+    free_lead(t);
     free(t);
 }
 
@@ -972,16 +979,8 @@ static gs_status rank_init(gs_train *t, gs_dispatch *disp, size_t ri, gs_error *
     return plan_rank(t, r, re, err);
 }
 
-static void free_lead(gs_train *t)
-{
-    if (t->lead)
-        for (size_t i = 0; i < t->nr; i++)
-            free(t->lead[i]);
-    free(t->lead);
-    t->lead = NULL;
-}
-
-/* The p2p groups of every rank (exec/p2p_groups.h), merged where sends wait for their receivers:
+/* The p2p groups of every rank (exec/p2p_groups.h), with receives hoisted where sends wait for
+ * their receivers:
  * on a driver flagged p2p_rendezvous (NCCL's sends), and on the host driver under
  * GRIDSTEP_HOST_P2P=rendezvous, which shows on the CPU what such a driver would do. */
 static gs_status plan_groups(gs_train *t, gs_error *err)
