@@ -819,7 +819,8 @@ json_t *gs_calib_dev_json(const gs_calib_dev *c)
     json_object_set_new(mach, "precision", json_string(c->precision));
     json_object_set_new(mach, "scenario", json_string(c->scenario));
     json_t *env = json_object();
-    static const char *const vars[] = {"GRIDSTEP_CUDA_GEMM", "GRIDSTEP_CUDA_ATTENTION", "CUDA_VISIBLE_DEVICES"};
+    static const char *const vars[] = {"GRIDSTEP_CUDA_GEMM", "GRIDSTEP_HOST_GEMM", "GRIDSTEP_CUDA_ATTENTION",
+                                       "CUDA_VISIBLE_DEVICES"};
     for (size_t i = 0; i < sizeof vars / sizeof vars[0]; i++) {
         const char *v = getenv(vars[i]);
         json_object_set_new(env, vars[i], v ? json_string(v) : json_null());
@@ -932,7 +933,8 @@ void gs_calib_dev_print(const gs_calib_dev *c, FILE *f)
             c->ops->name, c->gpu, c->precision, c->reps);
     if (strcmp(c->precision, "fp32") != 0)
         fprintf(f, "note: the scenario trains in %s; the driver's kernels and GEMMs run on fp32 buffers (TF32 with "
-                   "GRIDSTEP_CUDA_GEMM=tf32), so this file describes what exec runs, not a %s training\n",
+                   "GRIDSTEP_CUDA_GEMM=tf32, bf16 GEMM inputs with GRIDSTEP_CUDA_GEMM=bf16 or GRIDSTEP_HOST_GEMM=bf16), "
+                   "so this file describes what exec runs, not a %s training\n",
                 c->precision, c->precision);
     fprintf(f, "\nGEMM (the driver's linear): measured against the tile model at efficiency 1 (%.1f TFLOP/s peak)\n",
             c->cm.peak_flops * 1e-12);
