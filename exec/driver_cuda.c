@@ -591,6 +591,28 @@ static gs_status attn_scratch_bytes(const gs_driver_opts *opts, uint64_t rank, u
     return GS_OK;
 }
 
+/* GRIDSTEP_CUDA_GEMM=bf16: the most bytes one GEMM's cast inputs take (cast_inputs), bounded over
+ * the rank's schedule by its GEMM events (2 B x (m k + k n + m n) covers the forward's and either
+ * backward product's pair, + 256 for the second copy's alignment); 0 when the schedule is not
+ * known. */
+static uint64_t bf16_scratch_bytes(const gs_driver_opts *opts, uint64_t rank)
+{
+    uint64_t most = 0;
+    if (!opts->sch)
+        return 0;
+    for (size_t k = 0; k < opts->sch->nranks; k++)
+        if (opts->sch->ranks[k].rank == rank)
+            for (size_t e = 0; e < opts->sch->ranks[k].nevents; e++) {
+                const gs_event *ev = &opts->sch->ranks[k].events[e];
+                uint64_t m = ev->gemm_m, n = ev->gemm_n, kk = ev->gemm_k;
+                if (ev->kind != GS_EV_COMPUTE || !m || ev->gemm_batch > 1)
+                    continue;
+                uint64_t b = 2 * (m * kk + kk * n + m * n) + 256;
+                most = b > most ? b : most;
+            }
+    return most;
+}
+
 /* The NCCL id of the job: process 0's, broadcast (with whether process 0 could make one). */
 typedef struct id_msg {
     int32_t ok;
@@ -611,23 +633,32 @@ static gs_status cuda_open(const gs_mesh *mesh, const gs_driver_opts *opts, gs_d
                             procs, var, procs);
     if (!opts || !opts->group_of)
         return gs_error_set(err, GS_ERR_RUNTIME, "cuda driver: opened without the group map (gs_driver_opts.group_of)");
+    /* the environment's choices, refused (below, where every process of a job agrees on failure)
+     * when unknown */
+    gs_status rc = GS_OK;
     const char *attn = getenv("GRIDSTEP_CUDA_ATTENTION");
     int attn_gemm = attn && strcmp(attn, "gemm") == 0;
     if (attn && attn[0] && !attn_gemm && strcmp(attn, "simple") != 0)
-        return gs_error_set(err, GS_ERR_INPUT,
-                            "cuda driver: GRIDSTEP_CUDA_ATTENTION='%s': expected simple (the default: per-row kernels) "
-                            "or gemm (cuBLAS GEMMs), for scenarios with flash_attention: false (with flash attention "
-                            "the flash kernels run)",
-                            attn);
+        rc = gs_error_set(err, GS_ERR_INPUT,
+                          "cuda driver: GRIDSTEP_CUDA_ATTENTION='%s': expected simple (the default: per-row kernels) "
+                          "or gemm (cuBLAS GEMMs), for scenarios with flash_attention: false (with flash attention "
+                          "the flash kernels run)",
+                          attn);
+    const char *gm = getenv("GRIDSTEP_CUDA_GEMM");
+    int gemm_tf32 = gm && strcmp(gm, "tf32") == 0, gemm_bf16 = gm && strcmp(gm, "bf16") == 0;
+    if (rc == GS_OK && gm && *gm && !gemm_tf32 && !gemm_bf16 && strcmp(gm, "fp32") != 0)
+        rc = gs_error_set(err, GS_ERR_INPUT, "cuda driver: GRIDSTEP_CUDA_GEMM is '%s', expected fp32, tf32 or bf16",
+                          gm);
     if (boot && (uint64_t)boot->procs != mesh->world)
         return gs_error_set(err, GS_ERR_INPUT, "cuda driver: the scenario has %" PRIu64 " ranks, but %d processes were "
                             "started (one rank per process)", mesh->world, boot->procs);
     /* the ranks this process sets up, and their devices */
     uint64_t lo = boot ? (uint64_t)boot->proc : 0, hi = boot ? lo + 1 : mesh->world;
     int ndev = 0;
-    gs_status rc = GS_OK;
     cudaError_t ce = cudaGetDeviceCount(&ndev);
-    if (ce != cudaSuccess)
+    if (rc != GS_OK)
+        ; /* the environment's error */
+    else if (ce != cudaSuccess)
         rc = gs_error_set(err, GS_ERR_RUNTIME, "cuda driver: cudaGetDeviceCount: %s (no GPU or no NVIDIA driver here)",
                           cudaGetErrorString(ce));
     else if (!boot && (uint64_t)ndev < mesh->world)
@@ -642,14 +673,17 @@ static gs_status cuda_open(const gs_mesh *mesh, const gs_driver_opts *opts, gs_d
                           "shows %d GPU%s",
                           boot->proc, boot->host ? boot->host : "?", boot->local_procs, ndev, ndev == 1 ? "" : "s");
     /* the memory ledger's peak per rank, plus on the GEMM attention path the largest dP/dS scratch
-     * a backward attention call of the rank's schedule allocates (cudaMallocAsync, outside the
-     * ledger), vs the device's free memory */
+     * a backward attention call of the rank's schedule allocates, and with bf16 GEMM inputs the
+     * largest pair of cast inputs (both cudaMallocAsync, outside the ledger), vs the device's free
+     * memory */
     for (uint64_t i = lo; rc == GS_OK && opts->rank_peak_bytes && i < hi; i++) {
         size_t freeb = 0, total = 0;
         uint64_t scratch = 0;
         int dev = boot ? boot->local_rank : (int)i;
         if (attn_gemm && !opts->attn_flash && (rc = attn_scratch_bytes(opts, i, &scratch, err)) != GS_OK)
             break;
+        if (gemm_bf16)
+            scratch += bf16_scratch_bytes(opts, i);
         uint64_t need = opts->rank_peak_bytes[i] > UINT64_MAX - scratch ? UINT64_MAX
                                                                            : opts->rank_peak_bytes[i] + scratch;
         if ((ce = cudaSetDevice(dev)) != cudaSuccess || (ce = cudaMemGetInfo(&freeb, &total)) != cudaSuccess)
@@ -658,7 +692,8 @@ static gs_status cuda_open(const gs_mesh *mesh, const gs_driver_opts *opts, gs_d
         else if (need > freeb && scratch)
             rc = gs_error_set(err, GS_ERR_INPUT,
                               "cuda driver: rank %" PRIu64 " needs the memory ledger's peak %.3f GiB (fp32) + "
-                              "attention scratch %.3f GiB (GRIDSTEP_CUDA_ATTENTION=gemm: the backward's dP/dS) > "
+                              "scratch %.3f GiB (GRIDSTEP_CUDA_ATTENTION=gemm: the backward's dP/dS; "
+                              "GRIDSTEP_CUDA_GEMM=bf16: the cast GEMM inputs) > "
                               "free %.3f GiB on device %d (of %.3f GiB); refused before allocating",
                               i, (double)opts->rank_peak_bytes[i] / 1073741824.0, (double)scratch / 1073741824.0,
                               (double)freeb / 1073741824.0, dev, (double)total / 1073741824.0);
@@ -684,14 +719,8 @@ static gs_status cuda_open(const gs_mesh *mesh, const gs_driver_opts *opts, gs_d
     d->opts = opts;
     d->local = boot ? lo : UINT64_MAX;
     d->timeout_s = opts->timeout_s > 0 ? opts->timeout_s : 60.0;
-    const char *gm = getenv("GRIDSTEP_CUDA_GEMM");
-    if (gm && *gm && strcmp(gm, "fp32") != 0 && strcmp(gm, "tf32") != 0 && strcmp(gm, "bf16") != 0) {
-        free(d);
-        return gs_error_set(err, GS_ERR_INPUT, "cuda driver: GRIDSTEP_CUDA_GEMM is '%s', expected fp32, tf32 or bf16",
-                            gm);
-    }
-    d->tf32 = gm && strcmp(gm, "tf32") == 0;
-    d->bf16 = gm && strcmp(gm, "bf16") == 0;
+    d->tf32 = gemm_tf32;
+    d->bf16 = gemm_bf16;
     d->attn_gemm = attn_gemm;
     pthread_mutex_init(&d->mu, NULL);
     gs_error_init(&d->abort_err);

@@ -168,12 +168,12 @@ static __global__ void k_attn_bwd_dkv(const float *q, size_t ldq, const float *v
     }
     __syncthreads();
     for (size_t d = threadIdx.x; d < hd; d += blockDim.x) {
-        float sk = 0.0f, sv = 0.0f;
+        float sumk = 0.0f, sv = 0.0f;
         for (int w = 0; w < ATT_WARPS; w++) {
-            sk += part_k[w][d];
+            sumk += part_k[w][d];
             sv += part_v[w][d];
         }
-        dk[(row0 + b) * ldkv + j * hd + d] = sk;
+        dk[(row0 + b) * ldkv + j * hd + d] = sumk;
         dv[(row0 + b) * ldkv + j * hd + d] = sv;
     }
 }
