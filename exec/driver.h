@@ -159,6 +159,10 @@ typedef struct gs_driver_ops {
     /* Hidden dropout in place on rows x h (gs_k_dropout_rows): the forward, and on the gradient
      * the backward (the same mask drawn again). */
     void (*dropout)(gs_drv_stream *s, float *x, size_t rows, size_t h, const gs_dropout *drop);
+    /* 1: this instance's sends wait for their receivers although the driver's are eager by
+     * default (the host driver under GRIDSTEP_HOST_P2P=rendezvous); exec then plans its p2p
+     * groups as for p2p_rendezvous. */
+    int (*sends_wait)(gs_drv *d);
     /* The linear layers' GEMM arithmetic this instance runs, for reports: "fp32", "tf32" or
      * "bf16 inputs, fp32 accumulate" (GRIDSTEP_HOST_GEMM / GRIDSTEP_CUDA_GEMM). */
     const char *(*gemm_math)(gs_drv *d);
@@ -238,7 +242,7 @@ extern const gs_driver_ops gs_driver_host;
  * is refused by name rather than having its table's slots called at the wrong offsets. Bump it
  * whenever either struct changes. 2: the flash attention ops and opts.attn_flash. 3: the GPT
  * block ops. 4: p2p_group, p2p_rendezvous. 5: dropout (the attention ops' drop, the dropout op),
- * gemm_math. */
+ * gemm_math, sends_wait. */
 #define GS_DRIVER_ABI 5
 
 /* The drivers this build has, by name (NULL when unknown). */

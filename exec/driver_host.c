@@ -780,6 +780,10 @@ static void k_attn_bwd_flash(gs_drv_stream *s, const float *q, size_t ldq, const
     (void)s;
     gs_k_attn_bwd_flash_dropout(q, ldq, k, v, ldkv, out, lse, dout, ldo, dq, dk, dv, nseq, seq, nh, nkv, hd, drop);
 }
+static int host_sends_wait(gs_drv *d)
+{
+    return d->rendezvous;
+}
 static const char *host_gemm_math(gs_drv *d)
 {
     return d->gemm_bf16 ? "bf16 inputs, fp32 accumulate" : "fp32";
@@ -1438,6 +1442,7 @@ const gs_driver_ops gs_driver_host = {
     .attn_bwd_flash = k_attn_bwd_flash,
     .dropout = k_dropout,
     .gemm_math = host_gemm_math,
+    .sends_wait = host_sends_wait,
     .swiglu_fwd = k_swiglu_fwd,
     .swiglu_bwd = k_swiglu_bwd,
     .layernorm_fwd = k_layernorm_fwd,

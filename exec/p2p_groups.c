@@ -273,7 +273,7 @@ gs_status gs_p2p_groups_plan(const gs_schedule *sch, int pair, int rendezvous, u
         for (int k = 0; k < GS_STREAM_COUNT; k++)
             last[k] = NONE;
         for (size_t e = 0; e < re->nevents && pair; e++) {
-            uint8_t k = re->events[e].stream < GS_STREAM_COUNT ? re->events[e].stream : GS_STREAM_COMPUTE;
+            uint8_t k = stream_of(&re->events[e]);
             if (re->events[e].kind == GS_EV_RECV && last[k] != NONE && re->events[last[k]].kind == GS_EV_SEND)
                 lead[i][last[k]] = (uint32_t)e + 1;
             last[k] = (uint32_t)e;
@@ -329,7 +329,7 @@ gs_status gs_p2p_groups_plan(const gs_schedule *sch, int pair, int rendezvous, u
         uint32_t last_compute = NONE;
         for (size_t e = 0; e < re->nevents; e++) {
             const gs_event *ev = &re->events[e];
-            uint8_t k = ev->stream < GS_STREAM_COUNT ? ev->stream : GS_STREAM_COMPUTE;
+            uint8_t k = stream_of(ev);
             r->spos[e] = (uint32_t)r->slen[k];
             r->slist[k][r->slen[k]++] = (uint32_t)e;
             r->pr[e] = r->pe[e] = r->inst[e] = NONE;

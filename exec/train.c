@@ -985,9 +985,7 @@ static gs_status rank_init(gs_train *t, gs_dispatch *disp, size_t ri, gs_error *
  * GRIDSTEP_HOST_P2P=rendezvous, which shows on the CPU what such a driver would do. */
 static gs_status plan_groups(gs_train *t, gs_error *err)
 {
-    const char *hp = getenv("GRIDSTEP_HOST_P2P");
-    int rendezvous = t->ops->p2p_rendezvous ||
-                     (strcmp(t->ops->name, "host") == 0 && hp && strcmp(hp, "rendezvous") == 0);
+    int rendezvous = t->ops->p2p_rendezvous || (t->ops->sends_wait && t->ops->sends_wait(t->drv));
     if (!(t->lead = calloc(t->nr ? t->nr : 1, sizeof *t->lead)))
         return gs_error_set(err, GS_ERR_NOMEM, "exec: out of memory");
     for (size_t i = 0; i < t->nr; i++)
