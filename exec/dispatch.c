@@ -181,6 +181,26 @@ static gs_status run_event(void *arg, gs_drv_stream *s, gs_error *err)
     return rc;
 }
 
+int gs_dispatch_tp_beside(const gs_rank_events *re, size_t e)
+{
+    const gs_event *ev = &re->events[e];
+    if (ev->stream != GS_STREAM_TP || ev->kind != GS_EV_COLLECTIVE || ev->op != GS_COLL_REDUCE_SCATTER)
+        return 0;
+    const uint32_t *deps = gs_event_list(re, ev, GS_LINK_DEPS);
+    for (uint16_t j = 0; j < ev->nlinks[GS_LINK_DEPS]; j++) {
+        const gs_event *a = &re->events[deps[j]];
+        if (a->kind != GS_EV_COMPUTE || a->stream != GS_STREAM_COMPUTE || deps[j] >= e || e - deps[j] > 4)
+            continue;
+        for (size_t k = deps[j] + 1; k < e; k++) {
+            const gs_event *b = &re->events[k];
+            if (b->kind == GS_EV_COMPUTE && b->stream == GS_STREAM_COMPUTE && b->op == a->op && b->layer == a->layer &&
+                b->mb == a->mb && b->phase == a->phase && b->chunk == a->chunk)
+                return 1;
+        }
+    }
+    return 0;
+}
+
 static void issue_rank(gs_dispatch *d, size_t i)
 {
     const gs_rank_events *re = &d->sch->ranks[i];
@@ -209,7 +229,7 @@ static void issue_rank(gs_dispatch *d, size_t i)
                 rc = ops->stream_wait_event(d->drv, s, r->ended[deps[j]], err);
                 covered |= re->events[deps[j]].stream == GS_STREAM_COMPUTE && deps[j] >= last_compute;
             }
-        if (ev->stream == GS_STREAM_TP && !covered && rc == GS_OK)
+        if (ev->stream == GS_STREAM_TP && !covered && rc == GS_OK && !gs_dispatch_tp_beside(re, e))
             rc = ops->stream_wait_event(d->drv, s, r->ended[last_compute], err);
         if (ev->stream == GS_STREAM_COMPUTE)
             last_compute = e;

@@ -38,6 +38,14 @@ typedef struct gs_dispatch_opts {
 
 typedef struct gs_dispatch gs_dispatch;
 
+/* The programs keep scratch buffers the schedule does not know, so a TP event also waits for the
+ * last compute event before it in the list (exec/dispatch.c), unless this says 1: TP event e of
+ * re is a reduce-scatter that the schedule placed beside a later part of the GEMM it reduces
+ * (tp_comm_overlap: engine/build_layer.c's gemm_rs puts the GEMM's next part between the part
+ * the reduce-scatter depends on and the reduce-scatter), so it waits for its dependencies only.
+ * exec/p2p_groups.c models the same wait. */
+int gs_dispatch_tp_beside(const gs_rank_events *re, size_t e);
+
 /* The schedule must be exact (every rank) and its dependencies must point to earlier events. */
 gs_status gs_dispatch_create(const gs_driver_ops *ops, gs_drv *drv, const gs_schedule *sch, gs_dispatch **out,
                              gs_error *err);

@@ -123,6 +123,7 @@ typedef struct gs_driver_ops {
 
     /* ---- compute ops (kernels/host/kernels.h semantics, fp32, on s) ---- */
     void (*linear_fwd)(gs_drv_stream *s, const float *x, const float *w, float *y, size_t t, size_t k, size_t n);
+    /* dx = dy w (skipped when dx is NULL), dw += dy^T x (skipped when dw is NULL) */
     void (*linear_bwd)(gs_drv_stream *s, const float *x, const float *w, const float *dy, float *dx, float *dw,
                        size_t t, size_t k, size_t n);
     void (*add)(gs_drv_stream *s, float *y, const float *x, size_t n);
@@ -216,6 +217,25 @@ typedef struct gs_driver_ops {
     gs_status (*p2p_group)(gs_drv *d, gs_drv_stream *s, uint64_t rank, const gs_drv_p2p *ops, size_t n,
                            gs_error *err);
 
+    /* ---- progress inside launched work (tp_comm_overlap: Transformer Engine's chunked overlaps) ----
+     * An all-gather around the group's ring (TE's ring exchange): recv as all_gather leaves it,
+     * gathered in size - 1 steps; in step i every member sends the chunk it got last (its own
+     * first) to the next member and receives chunk (pos - i - 1) mod size from the previous one,
+     * then marks[i] is marked with token (marks has size - 1 entries; NULL entries are not
+     * marked). The member's own chunk is in place before step 0. */
+    gs_status (*all_gather_ring)(gs_drv *d, gs_drv_stream *s, uint64_t rank, const gs_drv_group *g,
+                                 const float *send, float *recv, size_t count, gs_drv_event *const *marks,
+                                 uint64_t token, gs_error *err);
+    /* From inside work launched on s: e is marked with token at this point of s's work (the work
+     * issued before it on s done). Host: at once. CUDA: cudaEventRecord. */
+    gs_status (*mark)(gs_drv *d, gs_drv_stream *s, gs_drv_event *e, uint64_t token, gs_error *err);
+    /* From inside work launched on s: what s runs next waits until e has been marked with a token
+     * >= token (tokens only grow). Host: blocks, with the driver's timeout. CUDA:
+     * cudaStreamWaitEvent on the mark last issued, so the marking work must have been issued
+     * (launched) before the waiting work: exec issues a rank's events in list order, and the
+     * schedule puts each chunked collective's marking partner first. */
+    gs_status (*wait_mark)(gs_drv *d, gs_drv_stream *s, gs_drv_event *e, uint64_t token, gs_error *err);
+
     /* ---- optional (NULL / 0 when absent) ---- */
     /* The schedule event whose work is issued to s next (profiler ranges, error messages), and
      * its end. */
@@ -242,8 +262,8 @@ extern const gs_driver_ops gs_driver_host;
  * is refused by name rather than having its table's slots called at the wrong offsets. Bump it
  * whenever either struct changes. 2: the flash attention ops and opts.attn_flash. 3: the GPT
  * block ops. 4: p2p_group, p2p_rendezvous. 5: dropout (the attention ops' drop, the dropout op),
- * gemm_math, sends_wait. */
-#define GS_DRIVER_ABI 5
+ * gemm_math, sends_wait. 6: all_gather_ring, mark, wait_mark; linear_bwd's dw may be NULL. */
+#define GS_DRIVER_ABI 6
 
 /* The drivers this build has, by name (NULL when unknown). */
 const gs_driver_ops *gs_driver_find(const char *name);

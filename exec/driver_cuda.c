@@ -1294,8 +1294,8 @@ static void k_linear_bwd(gs_drv_stream *s, const float *x, const float *w, const
 {
     if (dx) /* dx^T [k,t] = w^T [k,n] dy^T [n,t] */
         gemm_cm(s, 0, 0, k, t, n, w, k, dy, n, 0.0f, dx, k);
-    /* dw^T [k,n] += x^T [k,t] dy [t,n] */
-    gemm_cm(s, 0, 1, k, n, t, x, k, dy, n, 1.0f, dw, k);
+    if (dw) /* dw^T [k,n] += x^T [k,t] dy [t,n] */
+        gemm_cm(s, 0, 1, k, n, t, x, k, dy, n, 1.0f, dw, k);
 }
 
 /* ---- attention through cuBLAS GEMMs (GRIDSTEP_CUDA_ATTENTION=gemm) ---------------------------- */
@@ -1721,25 +1721,12 @@ static gs_status cuda_broadcast(gs_drv *d, gs_drv_stream *s, uint64_t rank, cons
     return coll(d, s, rank, g, C_BCAST, buf, buf, count, (int)root, err);
 }
 
-/* A p2p group as one NCCL group (driver.h: p2p_group): its sends and receives progress together,
- * so ranks that send to each other at once do not each wait for a receive queued behind their
- * own send. */
-static gs_status cuda_p2p_group(gs_drv *d, gs_drv_stream *s, uint64_t rank, const gs_drv_p2p *ops, size_t n,
-                                gs_error *err)
+/* ops[0..n) as one NCCL group on communicator c (peers: ranks of c), on s; where names it in
+ * messages. */
+static gs_status nccl_p2p(gs_drv *d, gs_drv_stream *s, uint64_t rank, ncclComm_t c, const gs_drv_p2p *ops, size_t n,
+                          const char *where, gs_error *err)
 {
-    char where[160];
-    int at = n == 1 ? snprintf(where, sizeof where, "rank %" PRIu64 ":", rank)
-                    : snprintf(where, sizeof where, "rank %" PRIu64 ": p2p group of %zu:", rank, n);
-    for (size_t i = 0; i < n && at > 0 && (size_t)at < sizeof where; i++)
-        at += snprintf(where + at, sizeof where - (size_t)at, " %s %" PRIu64 " B %s %" PRIu64,
-                       ops[i].recv ? "recv" : "send", ops[i].bytes, ops[i].recv ? "from" : "to", ops[i].peer);
-    if (rank >= d->world)
-        return gs_error_set(err, GS_ERR_RUNTIME, "%s: no such rank", where);
-    for (size_t i = 0; i < n; i++)
-        if (ops[i].peer >= d->world)
-            return gs_error_set(err, GS_ERR_RUNTIME, "%s: no rank %" PRIu64, where, ops[i].peer);
     rank_dev *r = &d->r[rank];
-    ncclComm_t c = r->world;
     if (!c) {
         return stopped(d, where, err);
     }
@@ -1774,6 +1761,26 @@ static gs_status cuda_p2p_group(gs_drv *d, gs_drv_stream *s, uint64_t rank, cons
     return nccl_wait(d, r, c, rank, where, err);
 }
 
+/* A p2p group as one NCCL group (driver.h: p2p_group): its sends and receives progress together,
+ * so ranks that send to each other at once do not each wait for a receive queued behind their
+ * own send. */
+static gs_status cuda_p2p_group(gs_drv *d, gs_drv_stream *s, uint64_t rank, const gs_drv_p2p *ops, size_t n,
+                                gs_error *err)
+{
+    char where[160];
+    int at = n == 1 ? snprintf(where, sizeof where, "rank %" PRIu64 ":", rank)
+                    : snprintf(where, sizeof where, "rank %" PRIu64 ": p2p group of %zu:", rank, n);
+    for (size_t i = 0; i < n && at > 0 && (size_t)at < sizeof where; i++)
+        at += snprintf(where + at, sizeof where - (size_t)at, " %s %" PRIu64 " B %s %" PRIu64,
+                       ops[i].recv ? "recv" : "send", ops[i].bytes, ops[i].recv ? "from" : "to", ops[i].peer);
+    if (rank >= d->world)
+        return gs_error_set(err, GS_ERR_RUNTIME, "%s: no such rank", where);
+    for (size_t i = 0; i < n; i++)
+        if (ops[i].peer >= d->world)
+            return gs_error_set(err, GS_ERR_RUNTIME, "%s: no rank %" PRIu64, where, ops[i].peer);
+    return nccl_p2p(d, s, rank, d->r[rank].world, ops, n, where, err);
+}
+
 static gs_status cuda_send(gs_drv *d, gs_drv_stream *s, uint64_t rank, uint64_t peer, const void *buf, uint64_t bytes,
                            gs_error *err)
 {
@@ -1786,6 +1793,57 @@ static gs_status cuda_recv(gs_drv *d, gs_drv_stream *s, uint64_t rank, uint64_t 
 {
     const gs_drv_p2p op = {1, peer, buf, bytes};
     return cuda_p2p_group(d, s, rank, &op, 1, err);
+}
+
+/* From inside launched work: a progress mark is a recorded CUDA event (driver.h: mark); the
+ * token orders host waits only. */
+static gs_status cuda_mark(gs_drv *d, gs_drv_stream *s, gs_drv_event *e, uint64_t token, gs_error *err)
+{
+    (void)token;
+    return cuda_event_record(d, s, e, err);
+}
+
+static gs_status cuda_wait_mark(gs_drv *d, gs_drv_stream *s, gs_drv_event *e, uint64_t token, gs_error *err)
+{
+    (void)token;
+    return cuda_stream_wait_event(d, s, e, err);
+}
+
+/* Transformer Engine's ring exchange without userbuffers (driver.h: all_gather_ring): size - 1
+ * NCCL groups of one send to the next member and one receive from the previous on the group's
+ * communicator, each followed by its mark, so a GEMM on the compute stream can start on a chunk
+ * as soon as it has come. */
+static gs_status cuda_all_gather_ring(gs_drv *d, gs_drv_stream *s, uint64_t rank, const gs_drv_group *g,
+                                      const float *send, float *recv, size_t count, gs_drv_event *const *marks,
+                                      uint64_t token, gs_error *err)
+{
+    char where[200];
+    snprintf(where, sizeof where, "rank %" PRIu64 ": ring all-gather of %zu floats on %s group %" PRIu64, rank, count,
+             group_name(g->kind), g->index);
+    ncclComm_t c = NULL;
+    gs_status rc = comm_of(d, rank, g, &c, err);
+    if (rc != GS_OK)
+        return rc;
+    if (cudaSetDevice(s->dev) != cudaSuccess)
+        return gs_error_set(err, GS_ERR_RUNTIME, "%s: cudaSetDevice failed", where);
+    uint64_t n = g->size, pos = g->pos;
+    size_t bytes = count * sizeof(float);
+    if (recv + pos * count != send && bytes) {
+        cudaError_t ce = cudaMemcpyAsync(recv + pos * count, send, bytes, cudaMemcpyDeviceToDevice, s->cs);
+        if (ce != cudaSuccess)
+            return gs_error_set(err, GS_ERR_RUNTIME, "%s: cudaMemcpyAsync: %s", where, cudaGetErrorString(ce));
+    }
+    for (uint64_t i = 0; i + 1 < n && rc == GS_OK; i++) {
+        uint64_t out = (pos + n - i) % n, in = (pos + n - i - 1) % n;
+        const gs_drv_p2p ops[2] = {{0, (pos + 1) % n, recv + out * count, bytes},
+                                   {1, (pos + n - 1) % n, recv + in * count, bytes}};
+        char step[260];
+        snprintf(step, sizeof step, "%.200s, step %" PRIu64 " of %" PRIu64, where, i + 1, n - 1);
+        rc = nccl_p2p(d, s, rank, c, ops, 2, step, err);
+        if (rc == GS_OK && marks && marks[i])
+            rc = cuda_mark(d, s, marks[i], token, err);
+    }
+    return rc;
 }
 
 static double cuda_op_start_s(gs_drv *d, gs_drv_stream *s)
@@ -1853,6 +1911,9 @@ static const gs_driver_ops gs_driver_cuda = {
     .send = cuda_send,
     .recv = cuda_recv,
     .p2p_group = cuda_p2p_group,
+    .all_gather_ring = cuda_all_gather_ring,
+    .mark = cuda_mark,
+    .wait_mark = cuda_wait_mark,
     .p2p_rendezvous = 1,
     .event_begin = cuda_event_begin,
     .event_end = cuda_event_end,

@@ -49,7 +49,8 @@ typedef struct item {
 
 struct gs_drv_event {
     int done;
-    double t; /* seconds, driver clock */
+    double t;       /* seconds, driver clock */
+    uint64_t token; /* the largest token it was marked with (host_mark) */
 };
 
 /* A thread parked until `on` changes (or the run aborts); lives on the waiting thread's stack and
@@ -700,8 +701,12 @@ static void k_linear_bwd(gs_drv_stream *s, const float *x, const float *w, const
             round_failed(s);
             return;
         }
-        gs_k_round_bf16(r, x, t * k);
-        gs_k_round_bf16(r + t * k, w, n * k);
+        /* only what the products asked for is read (tp_comm_overlap's dgrad runs while x is
+         * gathered again) */
+        if (dw)
+            gs_k_round_bf16(r, x, t * k);
+        if (dx)
+            gs_k_round_bf16(r + t * k, w, n * k);
         gs_k_round_bf16(r + t * k + n * k, dy, t * n);
         x = r, w = r + t * k, dy = r + t * k + n * k;
     }
@@ -1380,6 +1385,64 @@ static gs_status host_p2p_group(gs_drv *d, gs_drv_stream *s, uint64_t rank, cons
     return rc;
 }
 
+/* ---- progress inside launched work ---------------------------------------------------------- */
+
+static gs_status host_mark(gs_drv *d, gs_drv_stream *s, gs_drv_event *e, uint64_t token, gs_error *err)
+{
+    (void)s, (void)err;
+    pthread_mutex_lock(&d->mu);
+    if (token > e->token)
+        e->token = token;
+    e->t = mono_s();
+    notify(d, e);
+    pthread_mutex_unlock(&d->mu);
+    return GS_OK;
+}
+
+static gs_status host_wait_mark(gs_drv *d, gs_drv_stream *s, gs_drv_event *e, uint64_t token, gs_error *err)
+{
+    gs_status rc = GS_OK;
+    pthread_mutex_lock(&d->mu);
+    struct timespec dl = deadline_in(d->timeout_s);
+    const wait_for wf = {s->rank, s, "", NULL, NULL, UINT64_MAX};
+    int why = 0;
+    while (e->token < token && (why = wait_until(d, e, &dl, &wf)) == 0)
+        ;
+    if (e->token < token) {
+        char what[160];
+        snprintf(what, sizeof what, "rank %" PRIu64 " stream %s: waiting for a chunk of the collective beside it",
+                 s->rank, gs_stream_name(s->kind));
+        rc = wait_failed(d, why, err, what);
+    }
+    pthread_mutex_unlock(&d->mu);
+    return rc;
+}
+
+/* TE's ring exchange as p2p groups around the group's ring (driver.h: all_gather_ring). */
+static gs_status host_all_gather_ring(gs_drv *d, gs_drv_stream *s, uint64_t rank, const gs_drv_group *g,
+                                      const float *send, float *recv, size_t count, gs_drv_event *const *marks,
+                                      uint64_t token, gs_error *err)
+{
+    uint64_t n = g->size, pos = g->pos;
+    double first = -1;
+    if (recv + pos * count != send)
+        memmove(recv + pos * count, send, count * sizeof *recv);
+    gs_status rc = GS_OK;
+    for (uint64_t i = 0; i + 1 < n && rc == GS_OK; i++) {
+        uint64_t out = (pos + n - i) % n, in = (pos + n - i - 1) % n;
+        const gs_drv_p2p ops[2] = {{0, g->members[(pos + 1) % n], recv + out * count, count * sizeof *recv},
+                                   {1, g->members[(pos + n - 1) % n], recv + in * count, count * sizeof *recv}};
+        rc = host_p2p_group(d, s, rank, ops, 2, err);
+        if (i == 0)
+            first = s->op_start; /* the gather began moving data with its first step */
+        if (rc == GS_OK && marks && marks[i])
+            rc = host_mark(d, s, marks[i], token, err);
+    }
+    if (first >= 0)
+        s->op_start = first;
+    return rc;
+}
+
 /* The event a stream's worker runs next: kept for the timeout chain (append_chain), which reads
  * it from another thread, so under mu. */
 static void host_event_begin(gs_drv *d, gs_drv_stream *s, const char *name)
@@ -1462,6 +1525,9 @@ const gs_driver_ops gs_driver_host = {
     .send = host_send,
     .recv = host_recv,
     .p2p_group = host_p2p_group,
+    .all_gather_ring = host_all_gather_ring,
+    .mark = host_mark,
+    .wait_mark = host_wait_mark,
 };
 
 const gs_driver_ops *gs_driver_find(const char *name)

@@ -5,6 +5,7 @@
 #include <string.h>
 
 #include "exec/p2p_groups.h"
+#include "exec/dispatch.h"
 
 #define NONE UINT32_MAX
 
@@ -334,7 +335,7 @@ gs_status gs_p2p_groups_plan(const gs_schedule *sch, int pair, int rendezvous, u
             r->slist[k][r->slen[k]++] = (uint32_t)e;
             r->pr[e] = r->pe[e] = r->inst[e] = NONE;
             r->first[e] = r->last[e] = (uint32_t)e;
-            r->tp_dep[e] = k == GS_STREAM_TP ? last_compute : NONE;
+            r->tp_dep[e] = k == GS_STREAM_TP && !gs_dispatch_tp_beside(re, e) ? last_compute : NONE;
             if (k == GS_STREAM_COMPUTE)
                 last_compute = (uint32_t)e;
             np += is_p2p(ev);

@@ -27,14 +27,18 @@ void gs_train_opts_defaults(gs_train_opts *o)
     o->init_std = 0.02f;
 }
 
+/* The forward's pipelined GEMM and reduce-scatter split each sequence shard into this many row
+ * blocks (engine/build_layer.c's GS_UB_PIPELINE_SPLITS: Transformer Engine's default). */
+#define UB_SPLITS 4
+
 /* What an event does (derived once from its kind, op, phase, layer and place in its pass). */
 typedef enum action {
     A_NONE,
     A_EMB_FWD, A_EMB_TP, A_EMB_AG, A_EMB_BWD,
     A_N1_FWD, A_N1_AG, A_QKV_FWD, A_ATTN_FWD, A_O_FWD, A_O_TP, A_N2_FWD, A_N2_AG, A_UP_FWD, A_ACT_FWD,
     A_DOWN_FWD, A_DOWN_TP,
-    A_DY_AG, A_DOWN_BWD, A_ACT_BWD, A_UP_BWD, A_UP_TP, A_N2_BWD, A_DXM_AG, A_O_BWD, A_ATTN_BWD, A_QKV_BWD,
-    A_QKV_TP, A_N1_BWD,
+    A_DY_AG, A_DOWN_BWD, A_ACT_BWD, A_N2_REAG, A_UP_BWD, A_UP_TP, A_N2_BWD, A_DXM_AG, A_O_BWD, A_ATTN_BWD,
+    A_N1_REAG, A_QKV_BWD, A_QKV_TP, A_N1_BWD,
     A_HN_FWD, A_HN_AG, A_HEAD_FWD, A_LOSS_FWD, A_LOSS_AG, A_LOSS_BWD, A_HEAD_BWD, A_HEAD_TP, A_HN_BWD,
     A_UNIT_AG, A_UNIT_RS, A_INTER_AR, A_BUCKET_AR, A_CHUNK_AR, A_CHUNK_RS, A_OWN_AG, A_OPTIM, A_SP_NORM_AR,
     A_SEND_FWD, A_RECV_FWD, A_SEND_BWD, A_RECV_BWD, A_TIED_SEND, A_TIED_RECV
@@ -49,6 +53,10 @@ typedef struct ev_plan {
      * its p2p_group (0: the event issues itself); for an issuing event, 1 + its group's first and
      * last members (first1, last1; 0: none before or after it) */
     uint32_t lead, first1, last1;
+    /* tp_comm_overlap (engine/build_layer.c's ag_gemm and gemm_rs): 1 or 2, the first or second
+     * part of a GEMM split around its TP collective, or of the forward's pipelined
+     * reduce-scatter; 0: a whole event */
+    uint8_t part;
 } ev_plan;
 
 /* One tensor's place in a unit's flat buffer: nrows rows of row_len elements at flat_off; row r
@@ -125,6 +133,11 @@ typedef struct rank_st {
     int has_recompute;       /* the schedule recomputes (else the forward keeps everything) */
     gs_drv_group groups[GS_GROUP_KIND_COUNT];
     uint64_t *members[GS_GROUP_KIND_COUNT];
+    /* tp_comm_overlap: the ring all-gather's marks (tp - 1, one per step), the pipelined GEMM's
+     * (one per split handed to the reduce-scatter beside it), and how many times each side has
+     * used them: the n-th marking and the n-th wait pair up, so the count is the token */
+    gs_drv_event **ring_marks, *split_marks[UB_SPLITS - 1];
+    uint64_t ring_marked, ring_waited, split_marked, split_waited;
 } rank_st;
 
 struct gs_train {
@@ -135,6 +148,7 @@ struct gs_train {
     gs_train_opts o;
     uint64_t mbs, T, Tl, b, seq, h, hd, a_t, kv_t, f_t, v_t, nqkv, block, tp, layers;
     int sp;
+    int ovl; /* strategy.tp_comm_overlap with tp > 1 (and so sequence parallelism) */
     /* the block's kind: LayerNorm (else RMSNorm), a bias on each norm (LayerNorm, or any norm of
      * a model with biases), biases on the attention linears, GELU MLP (else SwiGLU) with biases,
      * RoPE (else learned absolute positions in the root unit); the up GEMM's width (f or 2f) */
@@ -301,9 +315,6 @@ static gs_status check_supported(const gs_scenario *s, const gs_mesh *mesh, gs_e
         why = "heads, kv_heads, ffn and vocab must be divisible by tp (and head_dim even under rope)";
     else if (st->wrap == GS_WRAP_MIN_PARAMS)
         why = "wrap: min_params splits blocks; the host program supports wrap layer or model";
-    else if (st->tp_comm_overlap && tp > 1)
-        why = "tp_comm_overlap splits each block's GEMMs around its TP collectives (Transformer Engine's "
-              "userbuffers); the host program runs them whole: simulate it, or set tp_comm_overlap: false";
     else if (st->sequence_parallel && tp > 1 && (s->batch.micro_seqs * m->seq) % tp)
         why = "sequence parallelism needs micro-batch tokens divisible by tp";
     if (why)
@@ -340,6 +351,60 @@ static int own_params(const rank_st *r, const gs_rank_events *re, const uint32_t
             return 0;
     }
     return n > 0;
+}
+
+/* 1 when events a and b are compute events of one pass (layer, micro-batch, phase, chunk) */
+static int same_pass_compute(const gs_event *a, const gs_event *b)
+{
+    return a->kind == GS_EV_COMPUTE && b->kind == GS_EV_COMPUTE && a->layer == b->layer && a->mb == b->mb &&
+           a->phase == b->phase && a->chunk == b->chunk;
+}
+
+/* tp_comm_overlap: which part of a split GEMM (or of the forward's pipelined reduce-scatter)
+ * event i of a layer pass is, checked against the order engine/build_layer.c emits: a ring
+ * all-gather is followed by the GEMM part that runs beside it (which does not wait for it), the
+ * pipelined GEMM's two parts by the two reduce-scatters, the backward's dgrad by its wgrad. A
+ * schedule in another order is refused here rather than run out of step. */
+static gs_status plan_overlap(rank_st *r, const gs_rank_events *re, size_t i, gs_error *err)
+{
+    const gs_event *e = &re->events[i];
+    ev_plan *pl = &r->plans[i];
+    action a = (action)pl->act;
+    int fwd = e->phase != GS_PHASE_BWD;
+    const char *why = NULL;
+    if (e->kind == GS_EV_COMPUTE && (e->op == GS_OP_QKV || e->op == GS_OP_OPROJ || e->op == GS_OP_MLP_UP ||
+                                     e->op == GS_OP_MLP_DOWN)) {
+        /* the first part has the second after it on the compute stream, the second the first before */
+        size_t k = i + 1;
+        while (k < re->nevents && re->events[k].stream != GS_STREAM_COMPUTE)
+            k++;
+        int first = k < re->nevents && same_pass_compute(e, &re->events[k]) && re->events[k].op == e->op;
+        pl->part = first ? 1 : 2;
+        if (!first && (i == 0 || r->plans[i - 1].part != 1 || re->events[i - 1].op != e->op))
+            why = "a GEMM's second part without its first just before it";
+        /* the ring-exchanged GEMMs' first part comes right after its all-gather, beside it */
+        int ring = fwd ? e->op == GS_OP_QKV || e->op == GS_OP_MLP_UP : e->op == GS_OP_OPROJ || e->op == GS_OP_MLP_DOWN;
+        if (first && ring) {
+            const gs_event *g = i ? &re->events[i - 1] : NULL;
+            const uint32_t *deps = gs_event_list(re, e, GS_LINK_DEPS);
+            for (uint16_t j = 0; j < e->nlinks[GS_LINK_DEPS] && g; j++)
+                if (deps[j] == i - 1)
+                    g = NULL;
+            if (!g || g->kind != GS_EV_COLLECTIVE || g->group != GS_GROUP_TP || g->op != GS_COLL_ALLGATHER)
+                why = "a ring-exchanged GEMM's first part not beside the all-gather before it";
+        }
+    } else if (e->kind == GS_EV_COLLECTIVE && e->group == GS_GROUP_TP && fwd &&
+               (a == A_O_TP || a == A_DOWN_TP)) {
+        /* the pipelined reduce-scatter: the first beside the GEMM's second part, the second after it */
+        pl->part = gs_dispatch_tp_beside(re, i) ? 1 : 2;
+        size_t back = pl->part == 1 ? 1 : 2; /* GEMM part 1, part 2, RS 1, RS 2 */
+        if (i < back + 1 || r->plans[i - back].part != 2 || r->plans[i - back - 1].part != 1)
+            why = "a pipelined reduce-scatter not after the two parts of its GEMM";
+    }
+    if (why)
+        return gs_error_set(err, GS_ERR_INPUT, "exec: rank %" PRIu64 " event %zu: tp_comm_overlap: %s", r->rank, i,
+                            why);
+    return GS_OK;
 }
 
 /* Classifies every event of rank r and records which tensors hold the parameters and the
@@ -415,6 +480,8 @@ static gs_status plan_rank(gs_train *t, rank_st *r, const gs_rank_events *re, gs
             else if (fwd)
                 a = plast == GS_OP_NORM ? (pnorms == 1 ? A_N1_AG : A_N2_AG)
                     : plast == GS_OP_OPROJ ? A_O_TP : A_DOWN_TP;
+            else if (t->ovl && e->op == GS_COLL_ALLGATHER && (plast == GS_OP_ACT || plast == GS_OP_ATTN))
+                a = plast == GS_OP_ACT ? A_N2_REAG : A_N1_REAG; /* tp_comm_overlap's bulk re-gathers */
             else
                 a = plast < 0 ? A_DY_AG : plast == GS_OP_MLP_UP ? A_UP_TP : plast == GS_OP_NORM ? A_DXM_AG : A_QKV_TP;
         } else if (e->kind == GS_EV_COLLECTIVE) {
@@ -488,6 +555,8 @@ static gs_status plan_rank(gs_train *t, rank_st *r, const gs_rank_events *re, gs
                                       : (e->phase == GS_PHASE_FWD ? A_RECV_FWD : A_RECV_BWD);
         }
         pl->act = (uint8_t)a;
+        if (t->ovl && e->layer >= 0 && e->phase != GS_PHASE_OPTIM && (rc = plan_overlap(r, re, i, err)) != GS_OK)
+            goto out;
         if (e->phase == GS_PHASE_RECOMPUTE)
             r->has_recompute = 1;
         /* parameters and gradients of the event's layer (and of the root) */
@@ -618,6 +687,14 @@ static void rank_fini(gs_train *t, rank_st *r, const gs_rank_events *re)
     free(r->heads);
     for (int k = 0; k < GS_GROUP_KIND_COUNT; k++)
         free(r->members[k]);
+    if (r->ring_marks)
+        for (uint64_t i = 0; i + 1 < t->tp; i++)
+            if (r->ring_marks[i])
+                ops->event_destroy(t->drv, r->ring_marks[i]);
+    free(r->ring_marks);
+    for (int i = 0; i < UB_SPLITS - 1; i++)
+        if (r->split_marks[i])
+            ops->event_destroy(t->drv, r->split_marks[i]);
     gs_partition_fini(&r->part);
 }
 
@@ -976,6 +1053,16 @@ static gs_status rank_init(gs_train *t, gs_dispatch *disp, size_t ri, gs_error *
     }
     if (!ok)
         return gs_error_set(err, GS_ERR_NOMEM, "exec: out of memory for rank %" PRIu64 "'s activations", r->rank);
+    if (t->ovl) { /* tp_comm_overlap's progress marks */
+        if (!(r->ring_marks = calloc(t->tp, sizeof *r->ring_marks)))
+            return gs_error_set(err, GS_ERR_NOMEM, "exec: out of memory");
+        for (uint64_t i = 0; i + 1 < t->tp; i++)
+            if ((rc = t->ops->event_create(t->drv, &r->ring_marks[i], err)) != GS_OK)
+                return rc;
+        for (int i = 0; i < UB_SPLITS - 1; i++)
+            if ((rc = t->ops->event_create(t->drv, &r->split_marks[i], err)) != GS_OK)
+                return rc;
+    }
     return plan_rank(t, r, re, err);
 }
 
@@ -1027,6 +1114,12 @@ gs_status gs_train_create(const gs_scenario *s, const gs_schedule *sch, const gs
     t->T = t->b * t->seq;
     t->sp = s->strategy.sequence_parallel && t->tp > 1;
     t->Tl = t->sp ? t->T / t->tp : t->T;
+    t->ovl = s->strategy.tp_comm_overlap && t->sp;
+    if (t->ovl && (!ops->all_gather_ring || !ops->mark || !ops->wait_mark)) {
+        rc = gs_error_set(err, GS_ERR_UNSUPPORTED, "exec: the %s driver cannot run tp_comm_overlap's chunked "
+                          "overlaps (no all_gather_ring, mark or wait_mark); set tp_comm_overlap: false", ops->name);
+        goto out;
+    }
     t->flash = s->strategy.flash_attention != 0;
     if (t->flash && (!ops->attn_fwd_flash || !ops->attn_bwd_flash)) {
         rc = gs_error_set(err, GS_ERR_UNSUPPORTED,
@@ -1224,6 +1317,128 @@ static gs_status tp_gather(const ctx *c, const float *shard, float *full)
                               c->err);
 }
 
+/* ---- tp_comm_overlap: Transformer Engine's overlaps, chunk by chunk (engine/build_layer.c) ----
+ *
+ * ring exchange  the all-gather goes round the TP ring in tp - 1 steps (all_gather_ring), marking
+ *                each; the GEMM beside it (part 1) computes the rank's own chunk from its shard,
+ *                then each chunk as its step's mark comes, tp - 1 chunks in all; the last chunk
+ *                arrives with the gather's end, and part 2 (which depends on the gather) computes
+ *                it (and, in backward, the weight gradient over every row);
+ * pipeline       the forward's GEMM before a reduce-scatter runs in UB_SPLITS row splits of every
+ *                shard: part 1 the first split, part 2 the others, marking each; the first
+ *                reduce-scatter, beside part 2, reduces splits 0 .. UB_SPLITS - 2 as their marks
+ *                come, the second (after part 2) the last split;
+ * bulk           the backward's GEMM before a reduce-scatter: dgrad (part 1) beside the
+ *                re-gather of the input the weight gradient needs, then wgrad (part 2) beside
+ *                the reduce-scatter of dgrad's output.
+ * A chunk's rows give the whole GEMM's bits (kernels/host/gemm.c: the bits depend neither on the
+ * blocking nor on the rows), and the reduce-scatters sum in the same order, so the step gives the
+ * unsplit step's bits. */
+
+static gs_status ring_gather(const ctx *c, const float *shard, float *full)
+{
+    gs_train *t = c->t;
+    rank_st *r = c->r;
+    return t->ops->all_gather_ring(t->drv, c->s, r->rank, &r->groups[GS_GROUP_TP], shard, full, t->Tl * t->h,
+                                   r->ring_marks, ++r->ring_marked, c->err);
+}
+
+/* The j-th chunk a ring-exchanged GEMM's part computes (j = 0, 1, ... until *in is NULL): chunk
+ * *q of the gathered rows, read from *in (the rank's own chunk from its shard, unless
+ * own_from_full: then from the gathered copy after the first step's mark, for a shard the
+ * gather's own event writes). Part 1 waits for each later chunk's mark. */
+static gs_status ring_chunk(const ctx *c, const float *shard, const float *full, uint64_t width, int own_from_full,
+                            uint64_t j, uint64_t *q, const float **in)
+{
+    gs_train *t = c->t;
+    rank_st *r = c->r;
+    uint64_t n = t->tp, pos = r->tp_pos, S = t->Tl;
+    *in = NULL;
+    if (c->pl->part == 2) {
+        if (j == 0) {
+            *q = (pos + 1) % n;
+            *in = full + *q * S * width;
+        }
+        return GS_OK;
+    }
+    if (j == 0)
+        r->ring_waited++;
+    if (j + 1 >= n)
+        return GS_OK;
+    *q = (pos + n - j) % n;
+    if (j > 0 || own_from_full) {
+        gs_status rc = t->ops->wait_mark(t->drv, c->s, r->ring_marks[j ? j - 1 : 0], r->ring_waited, c->err);
+        if (rc != GS_OK)
+            return rc;
+    }
+    *in = j == 0 && !own_from_full ? shard : full + *q * S * width;
+    return GS_OK;
+}
+
+/* Rows [lo, hi) of split j of each sequence shard of S rows. */
+static void split_rows(uint64_t S, uint64_t j, uint64_t *lo, uint64_t *hi)
+{
+    *lo = j * S / UB_SPLITS;
+    *hi = (j + 1) * S / UB_SPLITS;
+}
+
+/* Split j of the pipelined GEMM out = in w^T (in: T rows of k; w: [h, k]): each shard's rows of
+ * the split, into out's split-major layout (split j's blocks at tp x lo x h, shard by shard), which
+ * is what the split's reduce-scatter sends. */
+static void split_gemm(const ctx *c, const float *in, const float *w, float *out, uint64_t k, uint64_t j)
+{
+    gs_train *t = c->t;
+    uint64_t S = t->Tl, h = t->h, lo, hi;
+    split_rows(S, j, &lo, &hi);
+    for (uint64_t q = 0; q < t->tp && hi > lo; q++)
+        t->ops->linear_fwd(c->s, in + (q * S + lo) * k, w, out + (t->tp * lo + q * (hi - lo)) * h, hi - lo, k, h);
+}
+
+static gs_status split_rs(const ctx *c, float *part, float *out_sp, uint64_t j)
+{
+    gs_train *t = c->t;
+    uint64_t h = t->h, lo, hi;
+    split_rows(t->Tl, j, &lo, &hi);
+    if (hi == lo)
+        return GS_OK;
+    return t->ops->reduce_scatter(t->drv, c->s, c->r->rank, &c->r->groups[GS_GROUP_TP], part + t->tp * lo * h,
+                                  out_sp + lo * h, (hi - lo) * h, c->err);
+}
+
+/* The pipelined GEMM's part (1: split 0; 2: the others, marking each for the reduce-scatter). */
+static gs_status split_gemm_part(const ctx *c, const float *in, const float *w, float *out, uint64_t k)
+{
+    gs_train *t = c->t;
+    rank_st *r = c->r;
+    if (c->pl->part == 1) {
+        split_gemm(c, in, w, out, k, 0);
+        return GS_OK;
+    }
+    uint64_t tok = ++r->split_marked;
+    gs_status rc = GS_OK;
+    for (uint64_t j = 1; j < UB_SPLITS && rc == GS_OK; j++) {
+        split_gemm(c, in, w, out, k, j);
+        if (j + 1 < UB_SPLITS)
+            rc = t->ops->mark(t->drv, c->s, r->split_marks[j - 1], tok, c->err);
+    }
+    return rc;
+}
+
+/* The pipelined reduce-scatter's part (1: splits 0 .. UB_SPLITS - 2 as they come; 2: the last). */
+static gs_status split_rs_part(const ctx *c, float *part, float *out_sp)
+{
+    gs_train *t = c->t;
+    rank_st *r = c->r;
+    if (c->pl->part == 2)
+        return split_rs(c, part, out_sp, UB_SPLITS - 1);
+    uint64_t tok = ++r->split_waited;
+    gs_status rc = split_rs(c, part, out_sp, 0);
+    for (uint64_t j = 1; j + 1 < UB_SPLITS && rc == GS_OK; j++)
+        if ((rc = t->ops->wait_mark(t->drv, c->s, r->split_marks[j - 1], tok, c->err)) == GS_OK)
+            rc = split_rs(c, part, out_sp, j);
+    return rc;
+}
+
 static const gs_dropout *hidden_drop(const ctx *c, uint32_t site, int rows_sliced, gs_dropout *d);
 
 /* The layer's output x[l+1] = xm + reduced MLP output (with hidden dropout: xm + dropout(MLP
@@ -1344,8 +1559,24 @@ static gs_status layer_action(const ctx *c, action act)
         norm_fwd(t, c->s, xin, w.g1, w.b1, a->n1s, a->mean1, a->rstd1, Tl);
         return GS_OK;
     case A_N1_AG:
-        return tp_gather(c, a->n1s, a->n1);
+        return t->ovl ? ring_gather(c, a->n1s, a->n1) : tp_gather(c, a->n1s, a->n1);
     case A_QKV_FWD:
+        if (c->pl->part) { /* ring exchange: chunk by chunk; RoPE over every row once all are in */
+            uint64_t cq;
+            const float *in;
+            for (uint64_t j = 0; (rc = ring_chunk(c, a->n1s, a->n1, h, 0, j, &cq, &in)) == GS_OK && in; j++) {
+                ops->linear_fwd(c->s, in, w.wqkv, a->qkv + cq * Tl * nq, Tl, h, nq);
+                if (w.bqkv)
+                    ops->bias_add(c->s, a->qkv + cq * Tl * nq, w.bqkv, Tl, nq);
+            }
+            if (rc != GS_OK || c->pl->part == 1)
+                return rc;
+            if (t->rope) {
+                ops->rope_fwd(c->s, q, T, t->seq, t->a_t, hd, nq, ROPE_THETA);
+                ops->rope_fwd(c->s, k, T, t->seq, t->kv_t, hd, nq, ROPE_THETA);
+            }
+            return GS_OK;
+        }
         ops->linear_fwd(c->s, a->n1, w.wqkv, a->qkv, T, h, nq);
         if (w.bqkv)
             ops->bias_add(c->s, a->qkv, w.bqkv, T, nq);
@@ -1362,9 +1593,13 @@ static gs_status layer_action(const ctx *c, action act)
             ops->attn_fwd(c->s, q, nq, k, v, nq, a->ao, t->a_t * hd, a->p, t->b, t->seq, t->a_t, t->kv_t, hd, adrop);
         return GS_OK;
     case A_O_FWD:
+        if (c->pl->part)
+            return split_gemm_part(c, a->ao, w.wo, a->op, t->a_t * hd);
         ops->linear_fwd(c->s, a->ao, w.wo, a->op, T, t->a_t * hd, h);
         return GS_OK;
     case A_O_TP:
+        if (c->pl->part)
+            return split_rs_part(c, a->op, a->ar);
         return tp_reduce(c, a->op, a->ar, &res);
     case A_N2_FWD:
         if (hdrop_out) { /* bias-dropout-add on the reduced rows, which nothing reads again */
@@ -1384,8 +1619,18 @@ static gs_status layer_action(const ctx *c, action act)
         norm_fwd(t, c->s, a->xm, w.g2, w.b2, a->n2s, a->mean2, a->rstd2, Tl);
         return GS_OK;
     case A_N2_AG:
-        return tp_gather(c, a->n2s, a->n2);
+        return t->ovl ? ring_gather(c, a->n2s, a->n2) : tp_gather(c, a->n2s, a->n2);
     case A_UP_FWD:
+        if (c->pl->part) {
+            uint64_t cq;
+            const float *in;
+            for (uint64_t j = 0; (rc = ring_chunk(c, a->n2s, a->n2, h, 0, j, &cq, &in)) == GS_OK && in; j++) {
+                ops->linear_fwd(c->s, in, w.wgu, a->gu + cq * Tl * t->up_n, Tl, h, t->up_n);
+                if (w.bu)
+                    ops->bias_add(c->s, a->gu + cq * Tl * t->up_n, w.bu, Tl, t->f_t);
+            }
+            return rc;
+        }
         ops->linear_fwd(c->s, a->n2, w.wgu, a->gu, T, h, t->up_n);
         if (w.bu)
             ops->bias_add(c->s, a->gu, w.bu, T, t->f_t);
@@ -1397,14 +1642,18 @@ static gs_status layer_action(const ctx *c, action act)
             ops->swiglu_fwd(c->s, a->gu, a->hh, T, t->f_t);
         return GS_OK;
     case A_DOWN_FWD:
+        if (c->pl->part)
+            return split_gemm_part(c, a->hh, w.wd, a->dp, t->f_t);
         ops->linear_fwd(c->s, a->hh, w.wd, a->dp, T, t->f_t, h);
         if (t->tp <= 1)
             finish_layer(c, a, xout, a->dp, w.bd);
         return GS_OK;
     case A_DOWN_TP:
-        if ((rc = tp_reduce(c, a->dp, a->mr, &res)) != GS_OK)
+        if (c->pl->part == 1)
+            return split_rs_part(c, a->dp, a->mr);
+        if ((rc = c->pl->part ? split_rs_part(c, a->dp, a->mr) : tp_reduce(c, a->dp, a->mr, &res)) != GS_OK)
             return rc;
-        finish_layer(c, a, xout, res, w.bd);
+        finish_layer(c, a, xout, c->pl->part ? a->mr : res, w.bd);
         return GS_OK;
     default:
         break;
@@ -1423,8 +1672,18 @@ static gs_status layer_action(const ctx *c, action act)
     }
     switch (act) {
     case A_DY_AG:
-        return tp_gather(c, dy, sc->dyf);
+        return t->ovl ? ring_gather(c, dy, sc->dyf) : tp_gather(c, dy, sc->dyf);
     case A_DOWN_BWD:
+        if (c->pl->part) { /* ring exchange: dgrad chunk by chunk, then wgrad over every row */
+            uint64_t cq;
+            const float *in;
+            for (uint64_t j = 0; (rc = ring_chunk(c, dy, dyf, h, hdrop_mlp != NULL, j, &cq, &in)) == GS_OK && in; j++)
+                ops->linear_bwd(c->s, a->hh + cq * Tl * t->f_t, w.wd, in, sc->dh + cq * Tl * t->f_t, NULL, Tl,
+                                t->f_t, h);
+            if (rc == GS_OK && c->pl->part == 2)
+                ops->linear_bwd(c->s, a->hh, w.wd, dyf, NULL, g.wd, T, t->f_t, h);
+            return rc;
+        }
         ops->linear_bwd(c->s, a->hh, w.wd, dyf, sc->dh, g.wd, T, t->f_t, h);
         return GS_OK;
     case A_ACT_BWD:
@@ -1433,10 +1692,16 @@ static gs_status layer_action(const ctx *c, action act)
         else
             ops->swiglu_bwd(c->s, a->gu, sc->dh, sc->dgu, T, t->f_t);
         return GS_OK;
+    case A_N2_REAG: /* bulk overlap: the input the weight gradient needs, beside dgrad */
+        return tp_gather(c, a->n2s, a->n2);
     case A_UP_BWD:
+        if (c->pl->part == 2) { /* bulk overlap: wgrad beside the reduce-scatter of dgrad's output */
+            ops->linear_bwd(c->s, a->n2, w.wgu, sc->dgu, NULL, g.wgu, T, h, t->up_n);
+            return GS_OK;
+        }
         if (g.bu)
             ops->bias_grad(c->s, sc->dgu, g.bu, T, t->f_t);
-        ops->linear_bwd(c->s, a->n2, w.wgu, sc->dgu, sc->dn2, g.wgu, T, h, t->up_n);
+        ops->linear_bwd(c->s, a->n2, w.wgu, sc->dgu, sc->dn2, c->pl->part ? NULL : g.wgu, T, h, t->up_n);
         return GS_OK;
     case A_UP_TP:
         return tp_reduce(c, sc->dn2, sc->dn2s, &res);
@@ -1456,8 +1721,17 @@ static gs_status layer_action(const ctx *c, action act)
             ops->bias_grad(c->s, dxmo, g.bo, Tl, h);
         return GS_OK;
     case A_DXM_AG:
-        return tp_gather(c, dxmo, sc->dxmf);
+        return t->ovl ? ring_gather(c, dxmo, sc->dxmf) : tp_gather(c, dxmo, sc->dxmf);
     case A_O_BWD:
+        if (c->pl->part) {
+            uint64_t cq, ahd = t->a_t * hd;
+            const float *in;
+            for (uint64_t j = 0; (rc = ring_chunk(c, dxmo, dxmf, h, 0, j, &cq, &in)) == GS_OK && in; j++)
+                ops->linear_bwd(c->s, a->ao + cq * Tl * ahd, w.wo, in, sc->dao + cq * Tl * ahd, NULL, Tl, ahd, h);
+            if (rc == GS_OK && c->pl->part == 2)
+                ops->linear_bwd(c->s, a->ao, w.wo, dxmf, NULL, g.wo, T, ahd, h);
+            return rc;
+        }
         ops->linear_bwd(c->s, a->ao, w.wo, dxmf, sc->dao, g.wo, T, t->a_t * hd, h);
         return GS_OK;
     case A_ATTN_BWD:
@@ -1469,14 +1743,20 @@ static gs_status layer_action(const ctx *c, action act)
             ops->attn_bwd(c->s, q, nq, k, v, nq, a->p, sc->dao, t->a_t * hd, sc->dqkv, sc->dqkv + t->a_t * hd,
                           sc->dqkv + (t->a_t + t->kv_t) * hd, t->b, t->seq, t->a_t, t->kv_t, hd, adrop);
         return GS_OK;
+    case A_N1_REAG:
+        return tp_gather(c, a->n1s, a->n1);
     case A_QKV_BWD:
+        if (c->pl->part == 2) {
+            ops->linear_bwd(c->s, a->n1, w.wqkv, sc->dqkv, NULL, g.wqkv, T, h, nq);
+            return GS_OK;
+        }
         if (t->rope) {
             ops->rope_bwd(c->s, sc->dqkv, T, t->seq, t->a_t, hd, nq, ROPE_THETA);
             ops->rope_bwd(c->s, sc->dqkv + t->a_t * hd, T, t->seq, t->kv_t, hd, nq, ROPE_THETA);
         }
         if (g.bqkv)
             ops->bias_grad(c->s, sc->dqkv, g.bqkv, T, nq);
-        ops->linear_bwd(c->s, a->n1, w.wqkv, sc->dqkv, sc->dn1, g.wqkv, T, h, nq);
+        ops->linear_bwd(c->s, a->n1, w.wqkv, sc->dqkv, sc->dn1, c->pl->part ? NULL : g.wqkv, T, h, nq);
         return GS_OK;
     case A_QKV_TP:
         return tp_reduce(c, sc->dn1, sc->dn1s, &res);

@@ -153,6 +153,21 @@ static const cfg configs[] = {
     {"drop-gpt-dp2-pp2-interleaved-zero1", 2, 2, 1, 1, 4, "zero1", "interleaved", "none", "layer", 2, 0, 8, 1,
      M_GPT | M_DROP},
     {"drop-llama-dp2-tp2", 2, 1, 2, 1, 4, "zero2", "1f1b", "none", "layer", 1, 0, 4, 1, M_DROP},
+    /* tp_comm_overlap (Transformer Engine's chunked overlaps): the ring-exchanged GEMMs chunk by
+     * chunk beside their all-gathers, the forward's pipelined GEMM and reduce-scatter in four
+     * splits, the backward's dgrad beside the input's re-gather and wgrad beside the
+     * reduce-scatter; TP4 has ring steps to wait for; dropout gathers a gradient its own event
+     * drops first */
+    {"ovl-tp2-sp", 1, 1, 2, 1, 2, "full_shard, tp_comm_overlap: true", "1f1b", "none", "layer", 1, 1, 4, 2, 0},
+    {"ovl-tp4-sp", 1, 1, 4, 1, 4, "full_shard, tp_comm_overlap: true", "1f1b", "none", "layer", 1, 1, 4, 2, 0},
+    {"ovl-dp2-pp2-tp2-sp-recompute-full", 2, 2, 2, 1, 8, "zero1, tp_comm_overlap: true", "1f1b", "full", "layer", 1,
+     1, 4, 1, 0},
+    {"ovl-pp2-tp4-sp-interleaved", 1, 2, 4, 1, 8, "no_shard, tp_comm_overlap: true", "interleaved", "none", "layer",
+     2, 1, 8, 1, 0},
+    {"ovl-drop-gpt-tp4-sp", 1, 1, 4, 1, 4, "full_shard, tp_comm_overlap: true", "1f1b", "none", "layer", 1, 1, 4, 2,
+     M_GPT | M_DROP},
+    {"ovl-gpt-tied-tp2-sp-selective", 1, 1, 2, 1, 2, "full_shard, tp_comm_overlap: true", "gpipe", "selective",
+     "layer", 1, 1, 4, 2, M_GPT | M_TIED},
 };
 #define NCONFIGS (sizeof configs / sizeof configs[0])
 
@@ -833,6 +848,139 @@ START_TEST(bf16_gemm_inputs)
         ck_assert(fabs(l8[i] - l1[i]) <= 5e-5 * l1[i]);
         ck_assert(l1[i] != l32[i] && fabs(l1[i] - l32[i]) <= 1e-3 * l32[i]);
     }
+}
+END_TEST
+
+/* tp_comm_overlap splits GEMMs by rows and reduce-scatters by row blocks; a row's product does
+ * not depend on the rows beside it (kernels/host/gemm.c), and each reduced element is summed in
+ * member order whatever the call's extent, so the overlapped step gives the unsplit step's
+ * losses and parameters to the bit. */
+static void same_bits(const cfg *a_cfg, const cfg *b_cfg)
+{
+    run_out a, b;
+    run_cfg(a_cfg, &a);
+    run_cfg(b_cfg, &b);
+    for (int i = 0; i < STEPS; i++)
+        ck_assert_msg(memcmp(&a.loss[i], &b.loss[i], sizeof a.loss[i]) == 0, "%s step %d: loss %.17g vs %.17g",
+                      b_cfg->name, i + 1, a.loss[i], b.loss[i]);
+    ck_assert_uint_eq(a.nt, b.nt);
+    for (size_t i = 0; i < a.nt; i++) {
+        tensor_out *t = find_tensor(&b, a.t[i].name, a.t[i].n);
+        ck_assert_msg(memcmp(a.t[i].data, t->data, a.t[i].n * sizeof(float)) == 0, "%s: %s differs", b_cfg->name,
+                      a.t[i].name);
+    }
+    run_out_fini(&a);
+    run_out_fini(&b);
+}
+
+static const cfg ovl_pairs[][2] = {
+    {{"tp4-sp", 1, 1, 4, 1, 4, "full_shard", "1f1b", "none", "layer", 1, 1, 4, 2, 0},
+     {"ovl-tp4-sp", 1, 1, 4, 1, 4, "full_shard, tp_comm_overlap: true", "1f1b", "none", "layer", 1, 1, 4, 2, 0}},
+    {{"pp2-tp4-sp-interleaved", 1, 2, 4, 1, 8, "zero1", "interleaved", "full", "layer", 2, 1, 8, 1, M_GPT | M_DROP},
+     {"ovl-pp2-tp4-sp-interleaved", 1, 2, 4, 1, 8, "zero1, tp_comm_overlap: true", "interleaved", "full", "layer", 2,
+      1, 8, 1, M_GPT | M_DROP}},
+};
+
+START_TEST(tp_overlap_bits)
+{
+    same_bits(&ovl_pairs[_i][0], &ovl_pairs[_i][1]);
+}
+END_TEST
+
+/* The chunks wait for their data and run beside the collectives: a driver whose ring all-gather
+ * fills what has not come yet with NaN and takes 5 ms a step, and whose marks (the pipelined
+ * GEMM's splits handed to the reduce-scatter) come 5 ms late, still gives the unsplit step's
+ * bits (a chunk read before its mark reads NaN; a split reduced before its mark, the previous
+ * step's values); and on rank 0 the QKV GEMM's first part starts before its ring all-gather
+ * ends, the first reduce-scatter of o_proj's output before the GEMM's second part ends (the
+ * dispatcher does not hold it behind that part: exec/dispatch.c's gs_dispatch_tp_beside). */
+static void nap_ms(long ms)
+{
+    const struct timespec ts = {0, ms * 1000 * 1000};
+    nanosleep(&ts, NULL);
+}
+
+static gs_status slow_ring(gs_drv *d, gs_drv_stream *s, uint64_t rank, const gs_drv_group *g, const float *send,
+                           float *recv, size_t count, gs_drv_event *const *marks, uint64_t token, gs_error *err)
+{
+    uint64_t n = g->size, pos = g->pos;
+    for (uint64_t q = 0; q < n; q++)
+        for (size_t k = 0; q != pos && k < count; k++)
+            recv[q * count + k] = NAN;
+    memmove(recv + pos * count, send, count * sizeof *recv);
+    gs_status rc = GS_OK;
+    for (uint64_t i = 0; i + 1 < n && rc == GS_OK; i++) {
+        nap_ms(5);
+        const gs_drv_p2p ops[2] = {
+            {0, g->members[(pos + 1) % n], recv + ((pos + n - i) % n) * count, count * sizeof *recv},
+            {1, g->members[(pos + n - 1) % n], recv + ((pos + n - i - 1) % n) * count, count * sizeof *recv}};
+        rc = gs_driver_host.p2p_group(d, s, rank, ops, 2, err);
+        if (rc == GS_OK && marks && marks[i])
+            rc = gs_driver_host.mark(d, s, marks[i], token, err);
+    }
+    return rc;
+}
+
+static gs_status late_mark(gs_drv *d, gs_drv_stream *s, gs_drv_event *e, uint64_t token, gs_error *err)
+{
+    nap_ms(5);
+    return gs_driver_host.mark(d, s, e, token, err);
+}
+
+static const gs_timing *timing_of(gs_exec_session *x, size_t ri, const char *name)
+{
+    const gs_schedule *sch = gs_exec_session_schedule(x);
+    const gs_rank_events *re = &sch->ranks[ri];
+    char nm[GS_EVENT_NAME_BYTES];
+    for (size_t e = 0; e < re->nevents; e++) {
+        gs_event_name(re, &re->events[e], nm, sizeof nm);
+        if (strcmp(nm, name) == 0)
+            return &gs_exec_session_timing(x)[ri][e];
+    }
+    ck_abort_msg("no event %s on rank list %zu", name, ri);
+    return NULL;
+}
+
+START_TEST(tp_overlap_chunks_wait)
+{
+    const cfg *plain = &ovl_pairs[0][0], *ovl = &ovl_pairs[0][1];
+    static gs_driver_ops slow;
+    slow = gs_driver_host;
+    slow.all_gather_ring = slow_ring;
+    slow.mark = late_mark;
+    double ref[STEPS];
+    gs_error err;
+    gs_error_init(&err);
+    ck_assert_msg(run_steps(plain, NULL, 60, ref, &err) == GS_OK, "%s", err.msg);
+    char text[1024];
+    scenario_text(ovl, text, sizeof text);
+    gs_scenario s;
+    gs_mesh mesh;
+    ck_assert_int_eq(gs_scenario_load_string(text, strlen(text), ovl->name, &s, &err), GS_OK);
+    ck_assert_int_eq(gs_scenario_mesh(&s, &mesh, NULL, &err), GS_OK);
+    gs_exec_opts eo;
+    gs_exec_opts_defaults(&eo);
+    eo.timeout_s = 60;
+    eo.train.eps = ADAM_EPS;
+    eo.driver = &slow;
+    gs_exec_session *x = NULL;
+    ck_assert_msg(gs_exec_session_create(&s, &mesh, &eo, &x, &err) == GS_OK, "%s", err.msg);
+    for (int i = 0; i < STEPS; i++) {
+        double loss;
+        ck_assert_msg(gs_exec_session_step(x, &loss, NULL, NULL, &err) == GS_OK, "%s", err.msg);
+        ck_assert_msg(memcmp(&loss, &ref[i], sizeof loss) == 0, "step %d: %.17g against the unsplit %.17g", i + 1,
+                      loss, ref[i]);
+    }
+    const gs_timing *ag = timing_of(x, 0, "L0.mb0.fwd.tp_ag"), *qkv1 = timing_of(x, 0, "L0.mb0.fwd.qkv");
+    const gs_timing *o2 = timing_of(x, 0, "L0.mb0.fwd.oproj#2"), *rs1 = timing_of(x, 0, "L0.mb0.fwd.tp_rs");
+    printf("tp_comm_overlap on a slow ring: qkv part 1 %.1f-%.1f ms, its ring all-gather %.1f-%.1f ms; o_proj part 2 "
+           "%.1f-%.1f ms, the first reduce-scatter %.1f-%.1f ms\n",
+           1e3 * qkv1->start_s, 1e3 * qkv1->end_s, 1e3 * ag->posted_s, 1e3 * ag->end_s, 1e3 * o2->start_s,
+           1e3 * o2->end_s, 1e3 * rs1->posted_s, 1e3 * rs1->end_s);
+    ck_assert(qkv1->start_s < ag->end_s - 0.005); /* the ring takes 3 steps of 5 ms */
+    ck_assert(qkv1->end_s >= ag->posted_s + 0.010); /* its third chunk came after two steps */
+    ck_assert(rs1->posted_s < o2->end_s - 0.005);   /* o_proj's second part marks twice, 5 ms late */
+    gs_exec_session_destroy(x);
 }
 END_TEST
 
@@ -1632,6 +1780,8 @@ static Suite *exec_suite(void)
     tcase_add_test(tc, tied_gradient_is_the_sum);
     tcase_add_test(tc, dropout_is_drawn);
     tcase_add_test(tc, bf16_gemm_inputs);
+    tcase_add_loop_test(tc, tp_overlap_bits, 0, (int)(sizeof ovl_pairs / sizeof ovl_pairs[0]));
+    tcase_add_test(tc, tp_overlap_chunks_wait);
     tcase_add_loop_test(tc, gradient_vs_finite_differences, 0, (int)(sizeof fd_models / sizeof fd_models[0]));
     suite_add_tcase(s, tc);
     TCase *te = tcase_create("errors");

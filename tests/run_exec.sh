@@ -8,8 +8,8 @@
 #  - a scenario larger than MemAvailable is refused with exit 2 before allocating;
 #  - tied embeddings (one stage and under a pipeline), GPT blocks (and their checkpoints, resumed
 #    on another grid) run, also with sends that wait for their receivers (rendezvous; the
-#    interleaved pipeline too, its receives issued early), and dropout; what the
-#    host program does not run (tp_comm_overlap) is refused with exit 2 and the reason;
+#    interleaved pipeline too, its receives issued early), and dropout; tp_comm_overlap runs
+#    its chunks with the unsplit losses;
 #    compare --json carries its keys.
 # Environment (set by make check): GRIDSTEP = the binary, top_srcdir = the source tree.
 GRIDSTEP=${GRIDSTEP:-./gridstep}
@@ -251,9 +251,24 @@ else
     bad "overlap_grad_reduce false: losses $(losses "$tmp/ddp.json" | tr '\n' ' ') vs $(losses "$tmp/ddp-after.json" | tr '\n' ' ')"
 fi
 
-# tp_comm_overlap splits the GEMMs around the TP collectives: simulated only, refused by exec
+# tp_comm_overlap splits the GEMMs around the TP collectives (Transformer Engine's chunked
+# overlaps); exec runs the chunks and gets the unsplit run's losses to the last printed digit,
+# on TP2 and on TP4 (whose ring has steps to wait for), and the trace holds the split parts
 sed 's/sequence_parallel: true}/sequence_parallel: true, tp_comm_overlap: true}/' "$dir/dp2-pp2-tp2.yaml" > "$tmp/tpo.yaml"
-refused "tp_comm_overlap" "$tmp/tpo.yaml" "tp_comm_overlap: true" "tp_comm_overlap"
+sed 's/grid: {dp: 2, pp: 2, tp: 2}/grid: {dp: 1, pp: 2, tp: 4}/' "$dir/dp2-pp2-tp2.yaml" > "$tmp/tp4.yaml"
+sed 's/sequence_parallel: true}/sequence_parallel: true, tp_comm_overlap: true}/' "$tmp/tp4.yaml" > "$tmp/tpo4.yaml"
+if grep -q "tp_comm_overlap: true" "$tmp/tpo4.yaml" &&
+   "$GRIDSTEP" exec --json --steps 3 "$dir/dp2-pp2-tp2.yaml" > "$tmp/tpn.json" &&
+   "$GRIDSTEP" exec --json --steps 3 "$tmp/tpo.yaml" > "$tmp/tpo.json" &&
+   "$GRIDSTEP" exec --json --steps 3 "$tmp/tp4.yaml" > "$tmp/tpn4.json" &&
+   "$GRIDSTEP" exec --json --steps 3 --trace "$tmp/tpo4.trace" "$tmp/tpo4.yaml" > "$tmp/tpo4.json" &&
+   [ -n "$(losses "$tmp/tpn.json")" ] && [ "$(losses "$tmp/tpn.json")" = "$(losses "$tmp/tpo.json")" ] &&
+   [ "$(losses "$tmp/tpn4.json")" = "$(losses "$tmp/tpo4.json")" ] &&
+   grep -q '"L0.mb0.fwd.qkv#2"' "$tmp/tpo4.trace" && grep -q '"L0.mb0.fwd.tp_rs#2"' "$tmp/tpo4.trace"; then
+    ok "tp_comm_overlap: the unsplit losses on TP2 and TP4: $(losses "$tmp/tpo4.json" | tr '\n' ' ')"
+else
+    bad "tp_comm_overlap: $(losses "$tmp/tpo.json" | tr '\n' ' ') vs $(losses "$tmp/tpn.json" | tr '\n' ' '); TP4 $(losses "$tmp/tpo4.json" | tr '\n' ' ') vs $(losses "$tmp/tpn4.json" | tr '\n' ' ')"
+fi
 
 if "$GRIDSTEP" compare --json "$dir/dp2-pp2-tp2.yaml" > "$tmp/cmp.json"; then
     missing=

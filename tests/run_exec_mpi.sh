@@ -125,6 +125,20 @@ check "dropout dp2tp2, mpirun -np 4: the one-process losses, exactly" sh -c \
 check "dropout dp2tp2, mpirun -np 4: the single rank's losses (1e-5 relative)" sh -c \
     "paste '$tmp/dsingle.txt' '$tmp/ddt.mpi.txt' | awk 'NF == 2 { n++; d = \$1 - \$2; if (d < 0) d = -d; if (d / \$1 > 1e-5) bad = 1 } END { exit bad || n != 3 }'"
 
+# tp_comm_overlap across processes: TP4 (the ring all-gather's steps as sends and receives
+# between processes, each GEMM chunk waiting for its step) gives the unsplit one-process losses
+sed -e 's/grid: {dp: 2, pp: 2, tp: 2}/grid: {dp: 1, pp: 1, tp: 4}/' \
+    -e 's/gpus_per_node: 8/gpus_per_node: 4/' -e 's/sequence_parallel: true}/sequence_parallel: true, tp_comm_overlap: true}/' \
+    "$dir/dp2-pp2-tp2.yaml" >"$tmp/tpo4.yaml"
+sed -e 's/grid: {dp: 2, pp: 2, tp: 2}/grid: {dp: 1, pp: 1, tp: 4}/' -e 's/gpus_per_node: 8/gpus_per_node: 4/' "$dir/dp2-pp2-tp2.yaml" >"$tmp/tpn4.yaml"
+"$GRIDSTEP" exec --json --steps 3 "$tmp/tpn4.yaml" >"$tmp/tpn4.one.json" || fail=1
+$MPIRUN -np 4 "$GRIDSTEP" exec --json --steps 3 "$tmp/tpo4.yaml" >"$tmp/tpo4.mpi.json" 2>"$tmp/tpo4.err"
+check "tp_comm_overlap tp4, mpirun -np 4: exit 0" test $? -eq 0
+losses "$tmp/tpn4.one.json" >"$tmp/tpn4.one.txt"
+losses "$tmp/tpo4.mpi.json" >"$tmp/tpo4.mpi.txt"
+check "tp_comm_overlap tp4, mpirun -np 4: the unsplit one-process losses, exactly" sh -c \
+    "grep -q tp_comm_overlap:\ true '$tmp/tpo4.yaml' && test \$(grep -c . '$tmp/tpo4.mpi.txt') -eq 3 && cmp -s '$tmp/tpn4.one.txt' '$tmp/tpo4.mpi.txt'"
+
 # the host driver's rendezvous sends are a one-process mode: refused across processes
 GRIDSTEP_HOST_P2P=rendezvous $MPIRUN -np 2 -x GRIDSTEP_HOST_P2P "$GRIDSTEP" exec --steps 1 "$tmp/pp2.yaml" \
     >"$tmp/out" 2>"$tmp/err"

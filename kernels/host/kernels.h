@@ -29,7 +29,7 @@ void gs_k_gemm(int trans_a, int trans_b, size_t m, size_t n, size_t k, float alp
 
 /* Linear layer: y[t,n] = x[t,k] w[n,k]^T. */
 void gs_k_linear_fwd(const float *x, const float *w, float *y, size_t t, size_t k, size_t n);
-/* dx[t,k] = dy w (dx may be NULL: not wanted); dw[n,k] += dy^T x. */
+/* dx[t,k] = dy w; dw[n,k] += dy^T x (either may be NULL: not wanted). */
 void gs_k_linear_bwd(const float *x, const float *w, const float *dy, float *dx, float *dw, size_t t, size_t k,
                      size_t n);
 

@@ -11,5 +11,6 @@ void gs_k_linear_bwd(const float *x, const float *w, const float *dy, float *dx,
 {
     if (dx)
         gs_k_gemm(0, 0, t, k, n, 1.0f, dy, n, w, k, 0.0f, dx, k); /* dx[t,k] = dy[t,n] w[n,k] */
-    gs_k_gemm(1, 0, n, k, t, 1.0f, dy, n, x, k, 1.0f, dw, k);     /* dw[n,k] += dy[t,n]^T x[t,k] */
+    if (dw)
+        gs_k_gemm(1, 0, n, k, t, 1.0f, dy, n, x, k, 1.0f, dw, k); /* dw[n,k] += dy[t,n]^T x[t,k] */
 }
