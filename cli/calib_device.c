@@ -56,6 +56,7 @@ struct gs_calib_dev {
     gs_fit_ab copy_fit;        /* against the bytes read and written */
     uint64_t attn_seq, attn_nh, attn_nkv, attn_hd;
     int attn_flash; /* the scenario's strategy.flash_attention */
+    int gemm_bf16;  /* the scenario trains in bf16: the driver's GEMMs take bf16 inputs, as exec's */
     size_t vocab_row;
     double attn_fwd_s, attn_bwd_s, attn_flops;
     double rope_s;
@@ -234,6 +235,7 @@ static gs_status pick(gs_calib_dev *c, const char *scenario, gs_error *err)
     snprintf(c->scenario, sizeof c->scenario, "%s", scenario);
     snprintf(c->gpu, sizeof c->gpu, "%s", s.cluster.gpu.name);
     c->precision = gs_precision_name(s.strategy.precision);
+    c->gemm_bf16 = s.strategy.precision == GS_PREC_BF16;
     gs_compute_model_init(&c->cm, &s.cluster.gpu, s.strategy.precision);
     c->cm.gemm_efficiency = 1.0;
     c->attn_seq = c->o.small ? 64 : 2048, c->attn_nh = c->o.small ? 2 : 32, c->attn_nkv = c->attn_nh;
@@ -485,7 +487,8 @@ typedef struct solo_job {
 static gs_status measure_solo(gs_calib_dev *c, gs_error *err)
 {
     gs_mesh mesh;
-    gs_driver_opts o = {.timeout_s = c->o.timeout_s, .group_of = gs_group_of, .process_local = 1};
+    gs_driver_opts o = {.timeout_s = c->o.timeout_s, .group_of = gs_group_of, .process_local = 1,
+                        .gemm_bf16 = c->gemm_bf16};
     dev_timer t = {c->ops, NULL, NULL, NULL, NULL};
     gs_status rc = gs_mesh_init(&mesh, 1, 1, 1, NULL, 1, err);
     if (rc == GS_OK)
@@ -639,7 +642,8 @@ static gs_status measure_colls(gs_calib_dev *c, gs_error *err)
         }
         gs_mesh mesh;
         gs_drv *d = NULL;
-        gs_driver_opts o = {.timeout_s = c->o.timeout_s, .group_of = gs_group_of, .process_local = 1};
+        gs_driver_opts o = {.timeout_s = c->o.timeout_s, .group_of = gs_group_of, .process_local = 1,
+                            .gemm_bf16 = c->gemm_bf16};
         gs_error oe;
         gs_error_init(&oe);
         gs_status rc = gs_mesh_init(&mesh, 1, n, 1, NULL, n, err);

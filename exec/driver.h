@@ -55,6 +55,11 @@ typedef struct gs_driver_opts {
     /* 1: this process runs every rank of the mesh itself even when a launcher started it among
      * others (calibrate's measurements inside one process of an MPI job; boot then unused). */
     int process_local;
+    /* 1: the scenario trains in bf16 (strategy.precision, the seed's mixed precision), so a
+     * driver whose GEMMs can take bf16 inputs (cuda: cuBLASLt, bf16 in, fp32 accumulate and
+     * out, fp32 master weights) does so unless told otherwise (GRIDSTEP_CUDA_GEMM); the host
+     * driver, the fp32 reference, ignores it (GRIDSTEP_HOST_GEMM=bf16 rounds alike). 0: fp32. */
+    int gemm_bf16;
 } gs_driver_opts;
 
 /* A process group as the schedule names it: kind and index (gs_group_of), its members in
@@ -262,7 +267,8 @@ extern const gs_driver_ops gs_driver_host;
  * is refused by name rather than having its table's slots called at the wrong offsets. Bump it
  * whenever either struct changes. 2: the flash attention ops and opts.attn_flash. 3: the GPT
  * block ops. 4: p2p_group, p2p_rendezvous. 5: dropout (the attention ops' drop, the dropout op),
- * gemm_math, sends_wait. 6: all_gather_ring, mark, wait_mark; linear_bwd's dw may be NULL. */
+ * gemm_math, sends_wait. 6: all_gather_ring, mark, wait_mark; linear_bwd's dw may be NULL;
+ * opts.gemm_bf16. */
 #define GS_DRIVER_ABI 6
 
 /* The drivers this build has, by name (NULL when unknown). */

@@ -646,6 +646,8 @@ static gs_status cuda_open(const gs_mesh *mesh, const gs_driver_opts *opts, gs_d
                           attn);
     const char *gm = getenv("GRIDSTEP_CUDA_GEMM");
     int gemm_tf32 = gm && strcmp(gm, "tf32") == 0, gemm_bf16 = gm && strcmp(gm, "bf16") == 0;
+    if (!(gm && *gm))
+        gemm_bf16 = opts && opts->gemm_bf16; /* the scenario's precision decides (mixed bf16) */
     if (rc == GS_OK && gm && *gm && !gemm_tf32 && !gemm_bf16 && strcmp(gm, "fp32") != 0)
         rc = gs_error_set(err, GS_ERR_INPUT, "cuda driver: GRIDSTEP_CUDA_GEMM is '%s', expected fp32, tf32 or bf16",
                           gm);

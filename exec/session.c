@@ -322,7 +322,8 @@ gs_status gs_exec_session_create(const gs_scenario *s, const gs_mesh *mesh, cons
                            .attn_heads = split ? s->model.heads / tp : 0,
                            .attn_kv_heads = split ? s->model.kv_heads / tp : 0,
                            .attn_flash = s->strategy.flash_attention != 0,
-                           .boot = x->boot};
+                           .boot = x->boot,
+                           .gemm_bf16 = s->strategy.precision == GS_PREC_BF16};
     if ((rc = x->ops->open(mesh, &dopts, &x->drv, err)) == GS_OK &&
         (rc = gs_dispatch_create_local(x->ops, x->drv, x->sch, x->local, &x->disp, err)) == GS_OK)
         rc = gs_train_create(&x->s, x->sch, x->ops, x->drv, x->disp, &x->o.train, &x->train, err);

@@ -984,6 +984,49 @@ START_TEST(tp_overlap_chunks_wait)
 }
 END_TEST
 
+/* The scenario's precision reaches the driver (gs_driver_opts.gemm_bf16): a bf16 scenario asks
+ * for bf16 GEMM inputs (the cuda driver's default then), fp32 and fp16 ones do not. A stand-in
+ * for the host driver records what its open() was told. */
+static int seen_gemm_bf16 = -1;
+static gs_status recording_open(const gs_mesh *mesh, const gs_driver_opts *opts, gs_drv **out, gs_error *err)
+{
+    seen_gemm_bf16 = opts->gemm_bf16;
+    return gs_driver_host.open(mesh, opts, out, err);
+}
+
+START_TEST(precision_reaches_driver)
+{
+    static gs_driver_ops rec;
+    rec = gs_driver_host;
+    rec.open = recording_open;
+    static const char *const prec[] = {"bf16", "fp32", "fp16"};
+    for (int i = 0; i < 3; i++) {
+        char text[1024];
+        const cfg c = {"prec", 1, 1, 1, 1, 1, "full_shard", "1f1b", "none", "layer", 1, 0, 2, 2, 0};
+        scenario_text(&c, text, sizeof text);
+        char *p = strstr(text, "precision: fp32");
+        ck_assert_ptr_nonnull(p);
+        char edited[1100];
+        snprintf(edited, sizeof edited, "%.*sprecision: %s%s", (int)(p - text), text, prec[i],
+                 p + strlen("precision: fp32"));
+        gs_scenario s;
+        gs_mesh mesh;
+        gs_error err;
+        gs_error_init(&err);
+        ck_assert_msg(gs_scenario_load_string(edited, strlen(edited), "prec", &s, &err) == GS_OK, "%s", err.msg);
+        ck_assert_int_eq(gs_scenario_mesh(&s, &mesh, NULL, &err), GS_OK);
+        gs_exec_opts eo;
+        gs_exec_opts_defaults(&eo);
+        eo.driver = &rec;
+        seen_gemm_bf16 = -1;
+        gs_exec_session *x = NULL;
+        ck_assert_msg(gs_exec_session_create(&s, &mesh, &eo, &x, &err) == GS_OK, "%s", err.msg);
+        gs_exec_session_destroy(x);
+        ck_assert_msg(seen_gemm_bf16 == (i == 0), "precision %s: gemm_bf16 %d", prec[i], seen_gemm_bf16);
+    }
+}
+END_TEST
+
 START_TEST(rendezvous_p2p)
 {
     /* the four above, then every contract configuration with a pipeline, interleaved ones too */
@@ -1787,6 +1830,7 @@ static Suite *exec_suite(void)
     TCase *te = tcase_create("errors");
     tcase_set_timeout(te, 60);
     tcase_add_test(te, injected_failure);
+    tcase_add_test(te, precision_reaches_driver);
     for (size_t i = 0; i < NCONFIGS; i++)
         if (configs[i].pp > 1)
             rv_more[n_rv_more++] = i;

@@ -15,7 +15,8 @@
 #      flash kernels, the scenario's default, and with flash_attention: false the per-row kernels
 #      and GRIDSTEP_CUDA_ATTENTION=gemm); the memory pre-flight refusing a sequence length whose
 #      GEMM attention scratch alone exceeds the GPU (the scratch named as its own term);
-#   5. 5 steps of llama2-7b cut to 8 layers on one GPU (TF32 GEMMs), the measured step next to
+#   5. 5 steps of llama2-7b cut to 8 layers on one GPU (TF32 GEMMs, then the scenario's bf16
+#      GEMM inputs), the measured step next to
 #      `gridstep sim`'s prediction for an H200, with the flash kernels (the scenario's default)
 #      and with flash_attention: false and GRIDSTEP_CUDA_ATTENTION=gemm (first losses within
 #      1e-3); 2 fp32 steps when time is left;
@@ -55,6 +56,10 @@ while [ $# -gt 0 ]; do
 done
 case "$arch" in sm_[0-9]*) ;; *) echo "device-check: --arch: found '$arch', expected sm_NN" >&2; exit 2 ;; esac
 case "$jobs" in [1-9]|[1-9][0-9]) ;; *) echo "device-check: --jobs: found '$jobs', expected a number from 1" >&2; exit 2 ;; esac
+
+# fp32 GEMMs unless a row says otherwise: the scenarios train in bf16, which the cuda driver
+# follows by default (bf16 GEMM inputs), and most rows compare with the host's fp32
+export GRIDSTEP_CUDA_GEMM=fp32
 
 here=$(cd "$(dirname "$0")" && pwd)
 if [ -d "$here/src/exec" ]; then
@@ -305,6 +310,24 @@ else
         row "llama2-7b 8L x5 steps (TF32)" ok "measured $1 s/step (best of steps 2-5), sim h200 ${sim:-?} s; loss $2"
     else
         row "llama2-7b 8L x5 steps (TF32)" FAIL "exit $rc: $(tail -c 300 "$out/big.err")"; fail=1
+    fi
+    # the scenario's own precision (bf16): the cuda driver's default GEMMs, bf16 inputs with
+    # fp32 accumulation, as the sim's h200 prediction assumes (attention stays fp32)
+    left=$((330 - $(elapsed)))
+    if [ $left -lt 45 ]; then
+        row "llama2-7b 8L x5 steps (bf16)" skip "no time left ($(elapsed) s used)"
+    else
+        env -u GRIDSTEP_CUDA_GEMM timeout -k 10 $left "$gridstep" exec --json --steps 5 --driver cuda "$big" \
+            > "$out/big-bf16.json" 2>"$out/big-bf16.err"
+        rc=$?
+        res=$(python3 -c 'import json,sys; d=json.load(open(sys.argv[1])); s=d["step_s"]; print("%s %.3f %.3f" % ("ok" if d.get("gemm","").startswith("bf16") else "FAIL", min(s[1:] or s), d["loss"][-1]))' "$out/big-bf16.json" 2>/dev/null)
+        if [ $rc -eq 0 ] && [ -n "$res" ]; then
+            set -- $res
+            row "llama2-7b 8L x5 steps (bf16)" "$1" "measured $2 s/step (best of steps 2-5), sim h200 ${sim:-?} s; loss $3"
+            [ "$1" = ok ] || fail=1
+        else
+            row "llama2-7b 8L x5 steps (bf16)" FAIL "exit $rc: $(tail -c 300 "$out/big-bf16.err")"; fail=1
+        fi
     fi
     # 6: calibrate on this GPU (events; one GPU: no collectives) and compare the calibrated sim
     # with measured steps of the same scenario (issue 8's single-GPU target: |error| <= 10%)

@@ -7,11 +7,14 @@
 # pre-flight counts the GEMM path's attention scratch: the one-rank scenario cut to one layer over
 # sequences of 393216 = 3 x 2^17 tokens without flash attention (the GEMM path runs only then)
 # needs 393216^2 x 4 B = 9 x 2^36 B = 576 GiB of dP/dS scratch for one kv head, more than any GPU
-# has: refused with exit 2, the scratch named as its own term. Skips (77) without a GPU or without
-# the module.
+# has: refused with exit 2, the scratch named as its own term. With 2 GPUs or more,
+# tp_comm_overlap gives the unsplit run's losses. Skips (77) without a GPU or without the module.
 . "${top_srcdir:-.}/tests/gpu/gpu_common.sh"
 [ -f "$GS_MODULE" ] || { echo "SKIP: no cuda module in this build"; exit 77; }
 gs_have_gpu || { echo "SKIP: no GPU"; exit 77; }
+# fp32 GEMMs, as the host driver's: the scenarios train in bf16, which the cuda driver follows
+# by default (bf16 GEMM inputs) unless told otherwise
+export GRIDSTEP_CUDA_GEMM=fp32
 ngpu=$(nvidia-smi -L | grep -c '^GPU ')
 scn="$top_srcdir/scenarios/tiny-llama-2x2x2.yaml"
 [ "$ngpu" -ge 8 ] || scn="$top_srcdir/tests/gpu/tiny-llama-1gpu.yaml"
@@ -49,5 +52,27 @@ if [ $pre -eq 2 ] &&
     echo "PASS: gemm attention scratch counted by the pre-flight: $(cat "$tmp/err")"
 else
     echo "FAIL: gemm attention pre-flight: exit $pre (want 2 naming 576 GiB of scratch):"; cat "$tmp/err"; rc=1
+fi
+# tp_comm_overlap on 2 GPUs or more: the ring all-gather as NCCL send/receive groups on the TP
+# communicator, each GEMM chunk waiting for its step's CUDA event, the pipelined reduce-scatter
+# waiting for each split's: the unsplit run's losses (1e-5 relative: NCCL may reduce a split in
+# another order than the whole)
+if [ "$ngpu" -ge 2 ]; then
+    sed 's/grid: {dp: 2, pp: 2, tp: 2}/grid: {dp: 1, pp: 1, tp: 2}/; s/gpus_per_node: 8/gpus_per_node: 2/' \
+        "$top_srcdir/tests/exec/dp2-pp2-tp2.yaml" >"$tmp/tp2.yaml"
+    sed 's/sequence_parallel: true}/sequence_parallel: true, tp_comm_overlap: true}/' "$tmp/tp2.yaml" >"$tmp/tpo.yaml"
+    plain=$("$GRIDSTEP" exec --json --steps 3 --driver cuda "$tmp/tp2.yaml") &&
+        ovl=$("$GRIDSTEP" exec --json --steps 3 --driver cuda "$tmp/tpo.yaml") &&
+        python3 -c 'import json,sys
+a = json.loads(sys.argv[1])["loss"]; b = json.loads(sys.argv[2])["loss"]
+print("unsplit", a); print("tp_comm_overlap", b)
+sys.exit(0 if len(a) == len(b) == 3 and all(abs(x - y) <= 1e-5 * abs(x) for x, y in zip(a, b)) else 1)' "$plain" "$ovl"
+    if [ $? -eq 0 ]; then
+        echo "PASS: tp_comm_overlap on 2 GPUs: the unsplit losses"
+    else
+        echo "FAIL: tp_comm_overlap on 2 GPUs"; rc=1
+    fi
+else
+    echo "SKIP (part): tp_comm_overlap needs 2 GPUs, this machine shows $ngpu"
 fi
 exit $rc
