@@ -194,8 +194,9 @@ int gs_dispatch_tp_beside(const gs_rank_events *re, size_t e)
         for (size_t k = deps[j] + 1; k < e; k++) {
             const gs_event *b = &re->events[k];
             if (b->kind == GS_EV_COMPUTE && b->stream == GS_STREAM_COMPUTE && b->op == a->op && b->layer == a->layer &&
-                b->mb == a->mb && b->phase == a->phase && b->chunk == a->chunk)
-                return 1;
+                b->mb == a->mb && b->phase == a->phase && b->chunk == a->chunk &&
+                (a->op == GS_OP_QKV || a->op == GS_OP_OPROJ || a->op == GS_OP_MLP_UP || a->op == GS_OP_MLP_DOWN))
+                return 1; /* a split linear layer's GEMM: nothing else repeats within a pass */
         }
     }
     return 0;

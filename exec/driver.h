@@ -60,6 +60,9 @@ typedef struct gs_driver_opts {
      * out, fp32 master weights) does so unless told otherwise (GRIDSTEP_CUDA_GEMM); the host
      * driver, the fp32 reference, ignores it (GRIDSTEP_HOST_GEMM=bf16 rounds alike). 0: fp32. */
     int gemm_bf16;
+    /* 1: the run sends around each TP group's ring (tp_comm_overlap's all_gather_ring): a driver
+     * that connects its p2p peers at open (cuda) connects these too. */
+    int tp_ring_p2p;
 } gs_driver_opts;
 
 /* A process group as the schedule names it: kind and index (gs_group_of), its members in
@@ -268,7 +271,7 @@ extern const gs_driver_ops gs_driver_host;
  * whenever either struct changes. 2: the flash attention ops and opts.attn_flash. 3: the GPT
  * block ops. 4: p2p_group, p2p_rendezvous. 5: dropout (the attention ops' drop, the dropout op),
  * gemm_math, sends_wait. 6: all_gather_ring, mark, wait_mark; linear_bwd's dw may be NULL;
- * opts.gemm_bf16. */
+ * opts.gemm_bf16, opts.tp_ring_p2p. */
 #define GS_DRIVER_ABI 6
 
 /* The drivers this build has, by name (NULL when unknown). */

@@ -538,6 +538,27 @@ static void *init_rank(void *arg)
             (r->init_rc = poll_stream(d, r, j->rank, r->setup, NULL, "p2p warm-up", err)) != GS_OK)
             goto out;
     }
+    /* TP ring neighbours, when tp_comm_overlap's ring all-gather will send around them: connected
+     * here too, not inside the first step's timed events */
+    int tpn = 0, tpos = 0;
+    if (d->opts->tp_ring_p2p && r->comm[GS_GROUP_TP] && ncclCommCount(r->comm[GS_GROUP_TP], &tpn) == ncclSuccess &&
+        tpn > 1 && ncclCommUserRank(r->comm[GS_GROUP_TP], &tpos) == ncclSuccess) {
+        ncclComm_t tc = r->comm[GS_GROUP_TP];
+        pthread_mutex_lock(&r->mu);
+        ncclGroupStart();
+        ncclSend(probe, 1, ncclFloat, (tpos + 1) % tpn, tc, r->setup);
+        ncclRecv(probe + 1, 1, ncclFloat, (tpos + tpn - 1) % tpn, tc, r->setup);
+        nr = ncclGroupEnd();
+        pthread_mutex_unlock(&r->mu);
+        if (nr != ncclSuccess && nr != ncclInProgress) {
+            r->init_rc = gs_error_set(err, GS_ERR_RUNTIME, "cuda driver: rank %" PRIu64 ": TP ring warm-up: %s",
+                                      j->rank, ncclGetErrorString(nr));
+            goto out;
+        }
+        if ((r->init_rc = nccl_wait(d, r, tc, j->rank, "p2p warm-up with the TP ring neighbours", err)) != GS_OK ||
+            (r->init_rc = poll_stream(d, r, j->rank, r->setup, NULL, "TP ring warm-up", err)) != GS_OK)
+            goto out;
+    }
     INIT_CU(rebase(r));
 out:
     if (probe) {

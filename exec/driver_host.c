@@ -1410,8 +1410,9 @@ static gs_status host_wait_mark(gs_drv *d, gs_drv_stream *s, gs_drv_event *e, ui
         ;
     if (e->token < token) {
         char what[160];
-        snprintf(what, sizeof what, "rank %" PRIu64 " stream %s: waiting for a chunk of the collective beside it",
-                 s->rank, gs_stream_name(s->kind));
+        snprintf(what, sizeof what, "rank %" PRIu64 " stream %s: waiting for %s", s->rank, gs_stream_name(s->kind),
+                 s->kind == GS_STREAM_TP ? "a split of the GEMM beside it (tp_comm_overlap)"
+                                         : "a chunk of the ring all-gather beside it (tp_comm_overlap)");
         rc = wait_failed(d, why, err, what);
     }
     pthread_mutex_unlock(&d->mu);

@@ -384,6 +384,15 @@ static gs_status plan_overlap(rank_st *r, const gs_rank_events *re, size_t i, gs
             why = "a GEMM's second part without its first just before it";
         /* the ring-exchanged GEMMs' first part comes right after its all-gather, beside it */
         int ring = fwd ? e->op == GS_OP_QKV || e->op == GS_OP_MLP_UP : e->op == GS_OP_OPROJ || e->op == GS_OP_MLP_DOWN;
+        if (!first && ring) { /* the last chunk waits for the whole gather, two events back */
+            const uint32_t *deps = gs_event_list(re, e, GS_LINK_DEPS);
+            int on_ag = 0;
+            for (uint16_t j = 0; j < e->nlinks[GS_LINK_DEPS]; j++)
+                on_ag |= i >= 2 && deps[j] == i - 2 && r->plans[i - 2].act != A_NONE &&
+                         re->events[i - 2].kind == GS_EV_COLLECTIVE && re->events[i - 2].op == GS_COLL_ALLGATHER;
+            if (!on_ag)
+                why = "a ring-exchanged GEMM's second part that does not wait for its all-gather";
+        }
         if (first && ring) {
             const gs_event *g = i ? &re->events[i - 1] : NULL;
             const uint32_t *deps = gs_event_list(re, e, GS_LINK_DEPS);
@@ -598,6 +607,24 @@ static gs_status plan_rank(gs_train *t, rank_st *r, const gs_rank_events *re, gs
                 cur_grad[tt->unit] = NO_ID;
         }
     }
+    /* tp_comm_overlap: every marking side has its waiting side right after it (the n-th marking
+     * pairs with the n-th wait: a gather whose GEMM part were missing would leave the later waits
+     * passing on earlier marks) */
+    for (size_t i = 0; t->ovl && i < re->nevents && rc == GS_OK; i++) {
+        action a = (action)r->plans[i].act;
+        const gs_event *e = &re->events[i];
+        int ring_ag = e->layer >= 0 && e->kind == GS_EV_COLLECTIVE &&
+                      (a == A_N1_AG || a == A_N2_AG || a == A_DY_AG || a == A_DXM_AG);
+        int split2 = e->kind == GS_EV_COMPUTE && e->phase != GS_PHASE_BWD && r->plans[i].part == 2 &&
+                     (e->op == GS_OP_OPROJ || e->op == GS_OP_MLP_DOWN);
+        if ((ring_ag || split2) && (i + 1 >= re->nevents || r->plans[i + 1].part != 1 ||
+                                    re->events[i + 1].stream == e->stream))
+            rc = gs_error_set(err, GS_ERR_INPUT, "exec: rank %" PRIu64 " event %zu: tp_comm_overlap: %s without "
+                              "its partner right after it", r->rank, i,
+                              ring_ag ? "a ring all-gather" : "a pipelined GEMM's second part");
+    }
+    if (rc != GS_OK)
+        goto out;
     /* p2p groups (exec/p2p_groups.h) */
     const uint32_t *lead = t->lead ? t->lead[r - t->r] : NULL;
     for (size_t i = 0; lead && i < re->nevents; i++)
