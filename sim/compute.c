@@ -228,13 +228,43 @@ static int is_gemm(const gs_event *e)
  * rotates dq and dk before the data-gradient GEMM): each reads and writes its elements, at the
  * elementwise HBM rate. The event's rows are its FLOPs over 2 n k (4 n k backward), so the
  * parts of a QKV GEMM split around a TP collective (tp_comm_overlap) each rotate their share. */
+/* How many GEMM calls of the event's shape its FLOPs make: 1 for a forward GEMM, 2 for a
+ * backward one (dgrad + wgrad at the forward shape), and, for the parts tp_comm_overlap splits a
+ * GEMM into (engine/build_layer.c: chunks of tokens / chunks rows, the event's shape), the chunks
+ * the part holds, e.g. tp - 1 beside a ring all-gather, or 1 + 1/tp for a backward's last chunk
+ * of dgrad with the whole wgrad (a fraction: the wgrad call is counted at the chunk shape's
+ * terms). The attention core (its own FLOPs rule): 1 forward, 2 backward. */
+/* The token rows a QKV event rotates: its FLOPs over one row's (a split GEMM's parts share the
+ * rows by their FLOPs). */
+static double qkv_rows(const gs_event *e)
+{
+    double nk = (double)e->gemm_n * (double)e->gemm_k;
+    return nk > 0.0 ? e->flops / ((e->phase == GS_PHASE_BWD ? 4.0 : 2.0) * nk) : 0.0;
+}
+
+static double gemm_calls(const gs_event *e)
+{
+    double bwd = e->phase == GS_PHASE_BWD ? 2.0 : 1.0;
+    double per = 2.0 * (double)e->gemm_m * (double)e->gemm_n * (double)e->gemm_k *
+                 (double)(e->gemm_batch ? e->gemm_batch : 1);
+    if (e->op == GS_OP_ATTN || !(per > 0.0) || !(e->flops > 0.0))
+        return bwd;
+    double c = e->flops / per, r = floor(c + 0.5);
+    return fabs(c - r) <= 1e-9 * c && r >= 1.0 ? r : c; /* whole calls exactly */
+}
+
+static int gemm_launches(const gs_event *e)
+{
+    double c = gemm_calls(e);
+    int n = (int)ceil(c - 1e-9);
+    return n > 0 ? n : 1;
+}
+
 static double rope_time(const gs_compute_model *m, const gs_event *e)
 {
     if (e->op != GS_OP_QKV || m->rope_cols <= 0.0 || !is_gemm(e))
         return 0.0;
-    double nk = (double)e->gemm_n * (double)e->gemm_k;
-    double rows = e->flops / ((e->phase == GS_PHASE_BWD ? 4.0 : 2.0) * nk);
-    double bytes = rows * (double)e->gemm_n * m->rope_cols * 2.0 * m->rope_elem_bytes;
+    double bytes = qkv_rows(e) * (double)e->gemm_n * m->rope_cols * 2.0 * m->rope_elem_bytes;
     return bytes / (m->hbm_bw * m->hbm_efficiency) + 2.0 * m->launch_s;
 }
 
@@ -256,8 +286,8 @@ static double calibrated_time(const gs_compute_model *m, const gs_event *e, int 
     if (is_gemm(e) && e->op == GS_OP_ATTN && m->attn_flops > 0)
         return e->flops / m->attn_flops + (e->phase == GS_PHASE_BWD ? 2 : 1) * m->launch_s;
     if (is_gemm(e) && (m->gemm_curve || m->gemm_terms)) {
-        int calls = e->phase == GS_PHASE_BWD ? 2 : 1;
-        double one = e->flops / calls, t;
+        double calls = gemm_calls(e), one = e->flops / calls, t;
+        int bwd = e->phase == GS_PHASE_BWD;
         if (m->gemm_terms) {
             /* per call by its terms (the shape, not only the FLOPs), at least the bytes' time */
             double call = gs_gemm_terms_eval(m->gemm_s_per_flop, m->gemm_s_per_kn, m->gemm_s_per_mk, m->gemm_s_per_call,
@@ -270,12 +300,13 @@ static double calibrated_time(const gs_compute_model *m, const gs_event *e, int 
             double eff = gs_gemm_curve_eval((gs_gemm_form)m->gemm_form, m->gemm_e_max, m->gemm_f0_flops, one);
             t = roofline(e->flops, (double)e->bytes, m->peak_flops * eff, bw);
         }
-        if (calls == 2 && m->gemm_bwd_factor > 0)
+        if (bwd && m->gemm_bwd_factor > 0)
             t *= m->gemm_bwd_factor;
-        /* the host QKV event also rotates q and k (forward) or dq and dk (backward): once per token */
+        /* the host QKV event also rotates q and k (forward) or dq and dk (backward): once per token
+         * (a split GEMM's parts share the rows by their FLOPs, as rope_time does) */
         if (e->op == GS_OP_QKV)
-            t += m->qkv_rope_s * (double)e->gemm_m;
-        return t + rope_time(m, e) + calls * m->launch_s;
+            t += m->qkv_rope_s * qkv_rows(e);
+        return t + rope_time(m, e) + gemm_launches(e) * m->launch_s;
     }
     if (!is_gemm(e) && e->op < GS_OP_COUNT) {
         double rate = e->phase == GS_PHASE_BWD && m->elementwise_bw_bwd[e->op] > 0 ? m->elementwise_bw_bwd[e->op]
@@ -301,15 +332,14 @@ double gs_compute_time(const gs_compute_model *m, const gs_event *e)
          * device calibration's gemm_bwd_factor (measured backward over twice the forward) and
          * rotary embedding per token apply here as in the calibrated curves (0: none). */
         rate = m->peak_flops * gs_gemm_efficiency(m, e->gemm_m, e->gemm_n, e->gemm_k, e->gemm_batch);
-        if (e->phase == GS_PHASE_BWD)
-            launches = 2;
+        launches = gemm_launches(e);
         double rope = rope_time(m, e);
         if (e->op != GS_OP_ATTN && (m->gemm_bwd_factor > 0 || m->qkv_rope_s > 0)) {
             t = roofline(e->flops, (double)e->bytes, rate, m->hbm_bw * m->hbm_efficiency);
             if (e->phase == GS_PHASE_BWD && m->gemm_bwd_factor > 0)
                 t *= m->gemm_bwd_factor;
             if (e->op == GS_OP_QKV)
-                t += m->qkv_rope_s * (double)e->gemm_m;
+                t += m->qkv_rope_s * qkv_rows(e);
             return t + rope + launches * m->launch_s;
         }
         return roofline(e->flops, (double)e->bytes, rate, m->hbm_bw * m->hbm_efficiency) + rope +
@@ -322,7 +352,7 @@ double gs_compute_time(const gs_compute_model *m, const gs_event *e)
 
 double gs_compute_launch_time(const gs_compute_model *m, const gs_event *e)
 {
-    return (is_gemm(e) && e->phase == GS_PHASE_BWD ? 2 : 1) * m->launch_s;
+    return (is_gemm(e) ? gemm_launches(e) : 1) * m->launch_s;
 }
 
 double gs_compute_time_host(const gs_compute_model *m, const gs_event *e)

@@ -326,6 +326,51 @@ START_TEST(test_backward_two_gemms)
 }
 END_TEST
 
+/* tp_comm_overlap's parts (engine/build_layer.c): a part holding c chunks of T/tp rows is c
+ * calls of the chunk's shape. With tp = 4, T = 4096, n = 6144, k = 4096: the ring's part beside
+ * the all-gather holds 3 chunks (FLOPs 3 x 2 x 1024 n k, shape 1024 x n x k), the pipelined
+ * GEMM's second part 3 splits. Preset path: the FLOPs at the chunk shape's rate plus 3 launches.
+ * Calibrated terms (seconds per FLOP, per weight element k n, per input element m k, per call):
+ * 3 x (2 x 1024 n k s_flop + k n s_kn + 1024 k s_mk + s_call), the weight read once per chunk,
+ * plus 3 launches; backward dgrad chunks (half a backward event's FLOPs per chunk) likewise;
+ * a bulk overlap's wgrad part (half the backward FLOPs at the whole shape) one call. */
+START_TEST(test_split_gemm_calls)
+{
+    gs_compute_model m = model("h100-sxm", GS_PREC_BF16);
+    const double T = 4096, n = 6144, k = 4096, mc = 1024;
+    gs_event one = gemm_event(GS_PHASE_FWD, (uint32_t)mc, (uint32_t)n, (uint32_t)k, 0);
+    gs_event part = one;
+    part.flops = 3.0 * one.flops;
+    part.bytes = 3 * one.bytes;
+    double t1 = gs_compute_time(&m, &one) - m.launch_s;
+    ck_assert(REL_CLOSE(gs_compute_time(&m, &part), 3.0 * t1 + 3.0 * m.launch_s, 1e-12));
+    ck_assert(REL_CLOSE(gs_compute_launch_time(&m, &part), 3.0 * m.launch_s, 1e-12));
+    /* calibrated terms */
+    m.gemm_terms = 1;
+    m.gemm_s_per_flop = 1.0 / 600e12;
+    m.gemm_s_per_kn = 2e-12;
+    m.gemm_s_per_mk = 1e-12;
+    m.gemm_s_per_call = 3e-6;
+    m.gemm_bwd_factor = 0;
+    m.qkv_rope_s = 0;
+    double call = 2.0 * mc * n * k / 600e12 + k * n * 2e-12 + mc * k * 1e-12 + 3e-6;
+    ck_assert(REL_CLOSE(gs_compute_time(&m, &part), 3.0 * call + 3.0 * m.launch_s, 1e-12));
+    gs_event dg = gemm_event(GS_PHASE_BWD, (uint32_t)mc, (uint32_t)n, (uint32_t)k, 0);
+    dg.flops = 3.0 * 0.5 * dg.flops; /* three chunks of dgrad */
+    dg.bytes = 0;
+    ck_assert(REL_CLOSE(gs_compute_time(&m, &dg), 3.0 * call + 3.0 * m.launch_s, 1e-12));
+    gs_event wg = gemm_event(GS_PHASE_BWD, (uint32_t)T, (uint32_t)n, (uint32_t)k, 0);
+    wg.flops *= 0.5; /* the bulk overlap's wgrad alone */
+    wg.bytes = 0;
+    double callT = 2.0 * T * n * k / 600e12 + k * n * 2e-12 + T * k * 1e-12 + 3e-6;
+    ck_assert(REL_CLOSE(gs_compute_time(&m, &wg), callT + m.launch_s, 1e-12));
+    /* whole events keep their rule: forward one call, backward two */
+    gs_event whole = gemm_event(GS_PHASE_BWD, (uint32_t)T, (uint32_t)n, (uint32_t)k, 0);
+    whole.bytes = 0;
+    ck_assert(REL_CLOSE(gs_compute_time(&m, &whole), 2.0 * callT + 2.0 * m.launch_s, 1e-12));
+}
+END_TEST
+
 /* AdamW on a 1B-element shard, mixed precision as engine/build.c counts it: 12 FLOPs and
  * 2 x 12 + 2 x 2 = 28 bytes per element. On the host it is memory bound (0.43 FLOP/B), and
  * host DRAM per GPU is a small fraction of HBM: far slower than on the device. */
@@ -408,6 +453,7 @@ static Suite *compute_suite(void)
     tcase_add_test(tc, test_vector_flops);
     tcase_add_test(tc, test_gemm_memory_bound);
     tcase_add_test(tc, test_backward_two_gemms);
+    tcase_add_test(tc, test_split_gemm_calls);
     tcase_add_test(tc, test_host_optimizer);
     suite_add_tcase(s, tc);
     return s;
