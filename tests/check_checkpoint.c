@@ -1053,13 +1053,15 @@ static double now_s(void)
     return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
 }
 
-/* Child: save generation gen over DIR with the plan's hook; exit 0 when it finished. */
-static void child_save(const char *dir, int gen, crash_plan *cp)
+/* Child: save generation gen (w, made by the parent) over DIR with the plan's hook; exit 0 when
+ * it finished. The child runs no Check assertion: a passing one writes its location into Check's
+ * message channel, which the child shares with the parent, and a child killed in the middle of
+ * that write left the parent a corrupt message ("Bad message type", seen once in a distcheck). */
+static void child_save(const char *dir, int gen, crash_plan *cp, const test_world *w0)
 {
-    test_world w;
+    test_world w = *w0;
     gs_error err;
     gs_error_init(&err);
-    test_world_make(&w, 4, gen, 1);
     gs_ckpt_meta m = meta_2x1x2;
     m.step = (uint64_t)gen;
     gs_ckpt_writer *wr;
@@ -1092,11 +1094,14 @@ START_TEST(test_crash_sharded)
     double t0 = now_s();
     for (int i = 0; i < 3; i++) {
         crash_plan cp = {.kill_at_call = -1, .spin_us = 20};
+        test_world wc;
+        test_world_make(&wc, 4, 1000 + i, 1);
         pid_t pid = fork();
         if (pid == 0)
-            child_save(dir, 1000 + i, &cp);
+            child_save(dir, 1000 + i, &cp, &wc);
         int status;
         waitpid(pid, &status, 0);
+        test_world_free(&wc);
         ck_assert(WIFEXITED(status) && WEXITSTATUS(status) == 0);
     }
     double save_s = (now_s() - t0) / 3;
@@ -1113,10 +1118,12 @@ START_TEST(test_crash_sharded)
         int self_kill = trial % 2 == 0; /* even trials die at a chosen step, odd ones at a random time */
         if (self_kill)
             cp.kill_at_call = (trial / 2) % HOOK_CALLS;
+        test_world wn;
+        test_world_make(&wn, 4, next, 1);
         pid_t pid = fork();
         ck_assert_int_ge(pid, 0);
         if (pid == 0)
-            child_save(dir, next, &cp);
+            child_save(dir, next, &cp, &wn);
         if (!self_kill) {
             useconds_t delay = (useconds_t)(rng_next(&rng) % (uint64_t)(1.2e6 * save_s + 1));
             usleep(delay);
@@ -1124,6 +1131,7 @@ START_TEST(test_crash_sharded)
         }
         int status;
         ck_assert_int_eq(waitpid(pid, &status, 0), pid);
+        test_world_free(&wn);
         ck_assert_msg(WIFSIGNALED(status) || (WIFEXITED(status) && WEXITSTATUS(status) == 0),
                       "trial %d: child failed with status %d", trial, status);
         self_kills += self_kill && WIFSIGNALED(status);
