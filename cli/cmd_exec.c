@@ -18,6 +18,7 @@
 #include "cli/mpi_exec.h"
 #include "engine/report.h"
 #include "engine/units.h"
+#include "exec/dispatch_gaps.h"
 #include "exec/exec.h"
 #include "sim/sim.h"
 
@@ -84,7 +85,10 @@ const char gs_cmd_exec_help[] =
     "  --json           one JSON document: sim's keys (step_time_s, tokens_per_s, ...) for the last\n"
     "                   step, plus driver, gemm (the GEMMs' math), steps, loss [per step], step_s\n"
     "                   [per step], p2p_hoisted\n"
-    "                   (receives issued ahead of their place; 0 unless sends wait, see below)\n"
+    "                   (receives issued ahead of their place; 0 unless sends wait, see below),\n"
+    "                   dispatch_gap_s, dispatch_gap_share, dispatch_gap_rank (the compute\n"
+    "                   stream's idle time with its next event ready, waiting to be issued: the\n"
+    "                   worst rank's sum, and its share of the step)\n"
     "  --trace FILE     Chrome trace JSON of the last step (measured times)\n"
     "  --load DIR       start from a sharded checkpoint (any grid of the same model: pieces are\n"
     "                   matched by element range; Adam's step continues; under zero1 or\n"
@@ -632,6 +636,8 @@ gs_status gs_cmd_exec(int argc, char **argv, gs_error *err)
     if ((rc = gs_exec_session_report(x, &rep, err)) != GS_OK)
         goto out;
     have_rep = 1;
+    gs_dispatch_gaps gaps;
+    gs_dispatch_gaps_step(gs_exec_session_schedule(x), gs_exec_session_timing(x), &gaps);
     if (a.trace) {
         if (!(tf = fopen(a.trace, "w"))) {
             rc = gs_error_set(err, GS_ERR_IO, "%s: cannot write: %s", a.trace, strerror(errno));
@@ -663,6 +669,9 @@ gs_status gs_cmd_exec(int argc, char **argv, gs_error *err)
         if (mx.launched) /* where each rank ran: its process's host and place on it */
             json_object_set_new(doc, "processes", processes_json(&mx));
         put_report(doc, &rep);
+        json_object_set_new(doc, "dispatch_gap_s", json_real(gaps.gap_s));
+        json_object_set_new(doc, "dispatch_gap_share", json_real(rep.step_time_s > 0 ? gaps.gap_s / rep.step_time_s : 0));
+        json_object_set_new(doc, "dispatch_gap_rank", json_integer((json_int_t)gaps.rank));
         json_object_set_new(doc, "p2p_hoisted",
                             json_integer((json_int_t)gs_train_p2p_hoisted(gs_exec_session_train(x))));
         rc = gs_cli_json_print(doc, err);
@@ -675,6 +684,12 @@ gs_status gs_cmd_exec(int argc, char **argv, gs_error *err)
         for (uint64_t i = 0; i < a.steps; i++)
             printf("  %4" PRIu64 "  %.6f  %.4f s\n", first + i, loss[i], secs[i]);
         print_report(&rep);
+        char gb[GS_FMT_BYTES], lb[GS_FMT_BYTES];
+        printf("  dispatch gaps       %s on rank %" PRIu64 "'s compute stream (%.1f%% of the step; %zu events "
+               "started after they were ready, the longest wait %s)\n",
+               gs_fmt_seconds(gaps.gap_s, gb, sizeof gb), gaps.rank,
+               rep.step_time_s > 0 ? 100 * gaps.gap_s / rep.step_time_s : 0.0, gaps.gaps,
+               gs_fmt_seconds(gaps.largest_s, lb, sizeof lb));
         size_t hoisted = gs_train_p2p_hoisted(gs_exec_session_train(x));
         if (hoisted)
             printf("  p2p groups          %zu receives per step issued ahead of their place (the %s driver's sends "

@@ -490,6 +490,9 @@ static void *stream_main(void *arg)
             pthread_mutex_unlock(&d->mu);
             gs_error e;
             gs_error_init(&e);
+            /* the work's start unless a collective in it says when its data began to move: the
+             * dispatcher's late issue shows as a gap before it, not inside it */
+            s->op_start = mono_s();
             gs_status rc = it->fn(it->arg, s, &e);
             pthread_mutex_lock(&d->mu);
             if (rc != GS_OK && d->aborted && adds_context(e.msg, d->abort_err.msg))

@@ -20,6 +20,7 @@
 #include <sys/resource.h>
 #include <time.h>
 
+#include "exec/dispatch_gaps.h"
 #include "exec/exec.h"
 #include "kernels/host/kernels.h"
 
@@ -1027,6 +1028,61 @@ START_TEST(precision_reaches_driver)
 }
 END_TEST
 
+/* Dispatch gaps (exec/dispatch_gaps.h) measured on a real step: a driver whose launch takes 2 ms
+ * more in the issuing thread (a host that cannot keep up with its device) leaves the compute
+ * stream idle with ready events: on one rank with 2 micro-batches of a 4-layer model, 100 or more
+ * compute events each wait up to 2 ms, so at least 0.1 s of gaps, and more than three times the
+ * plain host driver's. */
+static gs_status slow_launch(gs_drv *d, gs_drv_stream *s, gs_drv_fn fn, void *arg, gs_error *err)
+{
+    nap_ms(2);
+    return gs_driver_host.launch(d, s, fn, arg, err);
+}
+
+static double gap_of(const gs_driver_ops *ops, size_t *computes)
+{
+    const cfg one = {"gaps", 1, 1, 1, 1, 1, "full_shard", "1f1b", "none", "layer", 1, 0, 4, 2, 0};
+    char text[1024];
+    scenario_text(&one, text, sizeof text);
+    gs_scenario s;
+    gs_mesh mesh;
+    gs_error err;
+    gs_error_init(&err);
+    ck_assert_int_eq(gs_scenario_load_string(text, strlen(text), one.name, &s, &err), GS_OK);
+    ck_assert_int_eq(gs_scenario_mesh(&s, &mesh, NULL, &err), GS_OK);
+    gs_exec_opts eo;
+    gs_exec_opts_defaults(&eo);
+    eo.driver = ops;
+    gs_exec_session *x = NULL;
+    ck_assert_msg(gs_exec_session_create(&s, &mesh, &eo, &x, &err) == GS_OK, "%s", err.msg);
+    double loss;
+    ck_assert_msg(gs_exec_session_step(x, &loss, NULL, NULL, &err) == GS_OK, "%s", err.msg);
+    gs_dispatch_gaps g;
+    gs_dispatch_gaps_step(gs_exec_session_schedule(x), gs_exec_session_timing(x), &g);
+    const gs_rank_events *re = &gs_exec_session_schedule(x)->ranks[0];
+    *computes = 0;
+    for (size_t e = 0; e < re->nevents; e++)
+        *computes += re->events[e].stream == GS_STREAM_COMPUTE;
+    gs_exec_session_destroy(x);
+    return g.gap_s;
+}
+
+START_TEST(dispatch_gaps_measured)
+{
+    static gs_driver_ops slow;
+    slow = gs_driver_host;
+    slow.launch = slow_launch;
+    size_t n;
+    double plain = gap_of(NULL, &n), late = gap_of(&slow, &n);
+    printf("dispatch gaps: %.1f ms plain, %.1f ms with 2 ms launches (%zu compute events)\n", 1e3 * plain,
+           1e3 * late, n);
+    fflush(stdout);
+    ck_assert_uint_ge(n, 100);
+    ck_assert(late >= 0.1);
+    ck_assert(late > 3.0 * plain);
+}
+END_TEST
+
 START_TEST(rendezvous_p2p)
 {
     /* the four above, then every contract configuration with a pipeline, interleaved ones too */
@@ -1831,6 +1887,7 @@ static Suite *exec_suite(void)
     tcase_set_timeout(te, 60);
     tcase_add_test(te, injected_failure);
     tcase_add_test(te, precision_reaches_driver);
+    tcase_add_test(te, dispatch_gaps_measured);
     for (size_t i = 0; i < NCONFIGS; i++)
         if (configs[i].pp > 1)
             rv_more[n_rv_more++] = i;
