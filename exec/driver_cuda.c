@@ -1702,18 +1702,30 @@ static gs_status nccl_issue(gs_drv *d, gs_drv_stream *s, uint64_t rank, ncclComm
     return nccl_wait(d, r, c, rank, where, err);
 }
 
-static gs_status coll(gs_drv *d, gs_drv_stream *s, uint64_t rank, const gs_drv_group *g, coll_kind k,
-                      const float *send, float *recv, size_t count, int root, gs_error *err)
+/* The communicator of group g for an operation named what on count floats, on s's device; where
+ * (cap bytes) gets the operation's name for messages. */
+static gs_status group_op(gs_drv *d, gs_drv_stream *s, uint64_t rank, const gs_drv_group *g, const char *what,
+                          size_t count, char *where, size_t cap, ncclComm_t *c, gs_error *err)
 {
-    char where[160];
-    snprintf(where, sizeof where, "rank %" PRIu64 ": %s of %zu floats on %s group %" PRIu64, rank, coll_name(k), count,
+    snprintf(where, cap, "rank %" PRIu64 ": %s of %zu floats on %s group %" PRIu64, rank, what, count,
              group_name(g->kind), g->index);
-    ncclComm_t c = NULL;
-    gs_status rc = comm_of(d, rank, g, &c, err);
+    *c = NULL;
+    gs_status rc = comm_of(d, rank, g, c, err);
     if (rc != GS_OK)
         return rc;
     if (cudaSetDevice(s->dev) != cudaSuccess)
         return gs_error_set(err, GS_ERR_RUNTIME, "%s: cudaSetDevice failed", where);
+    return GS_OK;
+}
+
+static gs_status coll(gs_drv *d, gs_drv_stream *s, uint64_t rank, const gs_drv_group *g, coll_kind k,
+                      const float *send, float *recv, size_t count, int root, gs_error *err)
+{
+    char where[160];
+    ncclComm_t c;
+    gs_status rc = group_op(d, s, rank, g, coll_name(k), count, where, sizeof where, &c, err);
+    if (rc != GS_OK)
+        return rc;
     return nccl_issue(d, s, rank, c, k, send, recv, count, ncclFloat, root, where, err);
 }
 
@@ -1841,14 +1853,10 @@ static gs_status cuda_all_gather_ring(gs_drv *d, gs_drv_stream *s, uint64_t rank
                                       uint64_t token, gs_error *err)
 {
     char where[200];
-    snprintf(where, sizeof where, "rank %" PRIu64 ": ring all-gather of %zu floats on %s group %" PRIu64, rank, count,
-             group_name(g->kind), g->index);
-    ncclComm_t c = NULL;
-    gs_status rc = comm_of(d, rank, g, &c, err);
+    ncclComm_t c;
+    gs_status rc = group_op(d, s, rank, g, "ring all-gather", count, where, sizeof where, &c, err);
     if (rc != GS_OK)
         return rc;
-    if (cudaSetDevice(s->dev) != cudaSuccess)
-        return gs_error_set(err, GS_ERR_RUNTIME, "%s: cudaSetDevice failed", where);
     uint64_t n = g->size, pos = g->pos;
     size_t bytes = count * sizeof(float);
     if (recv + pos * count != send && bytes) {
