@@ -57,6 +57,7 @@ struct gs_calib_dev {
     uint64_t attn_seq, attn_nh, attn_nkv, attn_hd;
     int attn_flash; /* the scenario's strategy.flash_attention */
     int gemm_bf16;  /* the scenario trains in bf16: the driver's GEMMs take bf16 inputs, as exec's */
+    char gemm_math[48]; /* what the driver says its GEMMs ran as (gemm_math), "" unknown */
     size_t vocab_row;
     double attn_fwd_s, attn_bwd_s, attn_flops;
     double rope_s;
@@ -493,6 +494,8 @@ static gs_status measure_solo(gs_calib_dev *c, gs_error *err)
     gs_status rc = gs_mesh_init(&mesh, 1, 1, 1, NULL, 1, err);
     if (rc == GS_OK)
         rc = c->ops->open(&mesh, &o, &t.d, err);
+    if (rc == GS_OK && c->ops->gemm_math)
+        snprintf(c->gemm_math, sizeof c->gemm_math, "%s", c->ops->gemm_math(t.d));
     if (rc == GS_OK)
         rc = c->ops->stream_create(t.d, 0, GS_STREAM_COMPUTE, &t.s, err);
     if (rc == GS_OK && (rc = c->ops->event_create(t.d, &t.e0, err)) == GS_OK)
@@ -830,6 +833,7 @@ json_t *gs_calib_dev_json(const gs_calib_dev *c)
         json_object_set_new(env, vars[i], v ? json_string(v) : json_null());
     }
     json_object_set_new(mach, "environment", env);
+    json_object_set_new(mach, "gemm_math", c->gemm_math[0] ? json_string(c->gemm_math) : json_null());
     json_object_set_new(doc, "machine", mach);
     json_object_set_new(doc, "date", json_string(date));
     json_object_set_new(doc, "driver", json_string(c->ops->name));
@@ -936,10 +940,10 @@ void gs_calib_dev_print(const gs_calib_dev *c, FILE *f)
     fprintf(f, "calibration through the %s driver (events on its streams), against %s at %s; medians of %d repeats\n",
             c->ops->name, c->gpu, c->precision, c->reps);
     if (strcmp(c->precision, "fp32") != 0)
-        fprintf(f, "note: the scenario trains in %s; the driver's kernels and GEMMs run on fp32 buffers (TF32 with "
-                   "GRIDSTEP_CUDA_GEMM=tf32, bf16 GEMM inputs with GRIDSTEP_CUDA_GEMM=bf16 or GRIDSTEP_HOST_GEMM=bf16), "
-                   "so this file describes what exec runs, not a %s training\n",
-                c->precision, c->precision);
+        fprintf(f, "note: the scenario trains in %s; the driver's kernels run on fp32 buffers and its GEMMs as %s "
+                   "(the cuda driver's default for bf16 scenarios is bf16 inputs; GRIDSTEP_CUDA_GEMM and "
+                   "GRIDSTEP_HOST_GEMM override), so this file describes what exec runs, not a %s training\n",
+                c->precision, c->gemm_math[0] ? c->gemm_math : "fp32", c->precision);
     fprintf(f, "\nGEMM (the driver's linear): measured against the tile model at efficiency 1 (%.1f TFLOP/s peak)\n",
             c->cm.peak_flops * 1e-12);
     gs_cli_table t;

@@ -1304,6 +1304,13 @@ gs_status gs_scenario_mesh(const gs_scenario *s, gs_mesh *mesh, gs_diag *warning
                             "%s: batch: micro=%llu x dp=%llu is too large: expected a product "
                             "below 2^64",
                             batch_at, (unsigned long long)micro, (unsigned long long)dp);
+    uint64_t mb_tokens;
+    if (s->model.seq &&
+        (gs_mul_u64(micro, s->model.seq, &mb_tokens) != 0 || mb_tokens > UINT32_MAX))
+        return gs_error_set(err, GS_ERR_INPUT,
+                            "%s: batch: micro=%llu sequences of %llu tokens is too many tokens per "
+                            "micro-batch: expected at most 4294967295 (a GEMM's rows are 32-bit)",
+                            batch_at, (unsigned long long)micro, (unsigned long long)s->model.seq);
     if (s->batch.global_seqs % per_step != 0) {
         uint64_t below = s->batch.global_seqs / per_step * per_step;
         uint64_t above = below + per_step;

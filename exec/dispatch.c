@@ -20,6 +20,7 @@ typedef struct ev_job {
 typedef struct rank_state {
     gs_drv_stream *streams[GS_STREAM_COUNT];
     gs_drv_event **posted, **ended; /* per event */
+    gs_drv_event **started;         /* per event, drivers with arm_start: its work's first enqueue */
     ev_job *jobs;                   /* per event */
     int dead;                       /* test hook: the rank died (read and written atomically) */
 } rank_state;
@@ -55,9 +56,12 @@ void gs_dispatch_destroy(gs_dispatch *d)
                     d->ops->event_destroy(d->drv, r->posted[e]);
                 if (r->ended && r->ended[e])
                     d->ops->event_destroy(d->drv, r->ended[e]);
+                if (r->started && r->started[e])
+                    d->ops->event_destroy(d->drv, r->started[e]);
             }
             free(r->posted);
             free(r->ended);
+            free(r->started);
             free(r->jobs);
         }
     free(d->ranks);
@@ -103,8 +107,9 @@ gs_status gs_dispatch_create_local(const gs_driver_ops *ops, gs_drv *drv, const 
             continue; /* another process plays it */
         r->posted = calloc(n, sizeof *r->posted);
         r->ended = calloc(n, sizeof *r->ended);
+        r->started = ops->arm_start ? calloc(n, sizeof *r->started) : NULL;
         r->jobs = calloc(n, sizeof *r->jobs);
-        if (!r->posted || !r->ended || !r->jobs) {
+        if (!r->posted || !r->ended || !r->jobs || (ops->arm_start && !r->started)) {
             rc = gs_error_set(err, GS_ERR_NOMEM, "exec: out of memory for rank %" PRIu64 "'s events", re->rank);
             goto out;
         }
@@ -124,7 +129,8 @@ gs_status gs_dispatch_create_local(const gs_driver_ops *ops, gs_drv *drv, const 
                     goto out;
                 }
             if ((rc = ops->event_create(drv, &r->posted[e], err)) != GS_OK ||
-                (rc = ops->event_create(drv, &r->ended[e], err)) != GS_OK)
+                (rc = ops->event_create(drv, &r->ended[e], err)) != GS_OK ||
+                (r->started && (rc = ops->event_create(drv, &r->started[e], err)) != GS_OK))
                 goto out;
         }
     }
@@ -247,6 +253,8 @@ static void issue_rank(gs_dispatch *d, size_t i)
         }
         if (rc == GS_OK)
             rc = ops->event_record(d->drv, s, r->posted[e], err);
+        if (rc == GS_OK && r->started)
+            ops->arm_start(d->drv, s, r->started[e]);
         if (rc == GS_OK)
             rc = ops->launch(d->drv, s, run_event, job, err);
         if (rc == GS_OK)
@@ -270,7 +278,9 @@ static void issue_rank(gs_dispatch *d, size_t i)
         for (size_t e = 0; e < re->nevents; e++) {
             gs_timing *t = &d->timing[i][e];
             t->posted_s = ops->event_time_s(d->drv, r->posted[e]) - d->t0;
-            t->start_s = r->jobs[e].start >= 0 ? r->jobs[e].start - d->t0 : t->posted_s;
+            t->start_s = r->jobs[e].start >= 0 ? r->jobs[e].start - d->t0
+                         : r->started ? ops->event_time_s(d->drv, r->started[e]) - d->t0
+                                      : t->posted_s;
             if (t->start_s < t->posted_s)
                 t->start_s = t->posted_s;
             t->end_s = ops->event_time_s(d->drv, r->ended[e]) - d->t0;

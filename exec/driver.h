@@ -249,6 +249,11 @@ typedef struct gs_driver_ops {
      * its end. */
     void (*event_begin)(gs_drv *d, gs_drv_stream *s, const char *name);
     void (*event_end)(gs_drv *d, gs_drv_stream *s);
+    /* The next launch on s records e when it enqueues its first work (and at its end if it
+     * enqueues none): the device's start of that work, after whatever the host spent before
+     * enqueuing it, so a late issue shows as a gap before the event, not inside it (exec's
+     * dispatch gaps). NULL: the event's start is op_start_s, else when its stream reached it. */
+    void (*arm_start)(gs_drv *d, gs_drv_stream *s, gs_drv_event *e);
     /* 1: buffers live in device memory and open() checks opts->rank_peak_bytes against it (the
      * session then skips its host MemAvailable check). */
     int device_memory;
@@ -271,7 +276,7 @@ extern const gs_driver_ops gs_driver_host;
  * whenever either struct changes. 2: the flash attention ops and opts.attn_flash. 3: the GPT
  * block ops. 4: p2p_group, p2p_rendezvous. 5: dropout (the attention ops' drop, the dropout op),
  * gemm_math, sends_wait. 6: all_gather_ring, mark, wait_mark; linear_bwd's dw may be NULL;
- * opts.gemm_bf16, opts.tp_ring_p2p. */
+ * opts.gemm_bf16, opts.tp_ring_p2p, arm_start. */
 #define GS_DRIVER_ABI 6
 
 /* The drivers this build has, by name (NULL when unknown). */

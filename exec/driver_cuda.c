@@ -64,6 +64,7 @@ struct gs_drv_stream {
     int failed;
     gs_error err;                 /* first failure of work issued here */
     char event[EVENT_NAME_BYTES]; /* the schedule event being issued ("" none) */
+    struct gs_drv_event *armed;   /* arm_start: recorded at the next launch's first work */
 };
 
 struct gs_drv_event {
@@ -204,6 +205,24 @@ static void fail_stream(gs_drv_stream *s, const char *fmt, ...)
         if (e_ != cudaSuccess)                                                                                   \
             fail_stream((s), "%s: %s", #call, cudaGetErrorString(e_));                                           \
     } while (0)
+
+static gs_status cuda_event_record(gs_drv *d, gs_drv_stream *s, gs_drv_event *e, gs_error *err);
+
+/* The stream for work about to be enqueued: the first work of a launch first records the event
+ * arm_start gave it, so the event's time is when the device began this launch's work, after
+ * whatever the host spent before enqueuing it (driver.h: arm_start). */
+static cudaStream_t work_on(gs_drv_stream *s)
+{
+    if (s->armed) {
+        gs_drv_event *e = s->armed;
+        s->armed = NULL;
+        gs_error err;
+        gs_error_init(&err);
+        if (cuda_event_record(s->d, s, e, &err) != GS_OK)
+            fail_stream(s, "%s", err.msg);
+    }
+    return s->cs;
+}
 
 /* Kernel launchers return a cudaError_t as int. */
 static void kernel_ok(gs_drv_stream *s, const char *name, int rc)
@@ -716,7 +735,7 @@ static gs_status cuda_open(const gs_mesh *mesh, const gs_driver_opts *opts, gs_d
             rc = gs_error_set(err, GS_ERR_INPUT,
                               "cuda driver: rank %" PRIu64 " needs the memory ledger's peak %.3f GiB (fp32) + "
                               "scratch %.3f GiB (GRIDSTEP_CUDA_ATTENTION=gemm: the backward's dP/dS; "
-                              "GRIDSTEP_CUDA_GEMM=bf16: the cast GEMM inputs) > "
+                              "bf16 GEMM inputs: their casts) > "
                               "free %.3f GiB on device %d (of %.3f GiB); refused before allocating",
                               i, (double)opts->rank_peak_bytes[i] / 1073741824.0, (double)scratch / 1073741824.0,
                               (double)freeb / 1073741824.0, dev, (double)total / 1073741824.0);
@@ -874,7 +893,7 @@ static void cuda_copy_kind(gs_drv *d, gs_drv_stream *s, void *dst, const void *s
     if (!bytes || dst == src)
         return;
     CU_OK(s, cudaSetDevice(s->dev));
-    CU_OK(s, cudaMemcpyAsync(dst, src, (size_t)bytes, kind, s->cs));
+    CU_OK(s, cudaMemcpyAsync(dst, src, (size_t)bytes, kind, work_on(s)));
     if (wait) {
         gs_error e;
         gs_error_init(&e);
@@ -903,7 +922,7 @@ static void cuda_fill(gs_drv *d, gs_drv_stream *s, float *dst, float value, size
 {
     (void)d;
     CU_OK(s, cudaSetDevice(s->dev));
-    kernel_ok(s, "fill", gs_cu_fill(s->cs, dst, value, n));
+    kernel_ok(s, "fill", gs_cu_fill(work_on(s), dst, value, n));
 }
 
 /* ---- streams, events, clock ----------------------------------------------------------------- */
@@ -998,6 +1017,9 @@ static gs_status cuda_launch(gs_drv *d, gs_drv_stream *s, gs_drv_fn fn, void *ar
     if (cudaSetDevice(s->dev) != cudaSuccess)
         return gs_error_set(err, GS_ERR_RUNTIME, "rank %" PRIu64 ": cudaSetDevice(%d) failed", s->rank, s->dev);
     gs_status rc = fn(arg, s, err);
+    if (rc == GS_OK && s->armed)
+        work_on(s); /* it enqueued nothing: its start is its end */
+    s->armed = NULL;
     if (rc != GS_OK) {
         cuda_abort(d, err->msg[0] ? err->msg : gs_status_name(rc));
         return rc;
@@ -1005,6 +1027,12 @@ static gs_status cuda_launch(gs_drv *d, gs_drv_stream *s, gs_drv_fn fn, void *ar
     if (cudaEventRecord(s->marks[s->nmarks % PROGRESS_MARKS], s->cs) == cudaSuccess)
         s->nmarks++;
     return stream_status(s, err);
+}
+
+static void cuda_arm_start(gs_drv *d, gs_drv_stream *s, gs_drv_event *e)
+{
+    (void)d;
+    s->armed = e;
 }
 
 static gs_status cuda_event_create(gs_drv *d, gs_drv_event **out, gs_error *err)
@@ -1166,7 +1194,7 @@ static int ensure_workspace(gs_drv_stream *s)
 {
     if (s->workspace)
         return 1;
-    cudaError_t e = cudaMallocAsync(&s->workspace, GEMM_WORKSPACE_BYTES, s->cs);
+    cudaError_t e = cudaMallocAsync(&s->workspace, GEMM_WORKSPACE_BYTES, work_on(s));
     if (e != cudaSuccess) {
         s->workspace = NULL;
         fail_stream(s, "cudaMallocAsync (cuBLASLt workspace): %s", cudaGetErrorString(e));
@@ -1197,9 +1225,9 @@ static int cast_inputs(gs_drv_stream *s, const float *a, size_t na, const float 
     }
     *a16 = s->bf16_buf;
     *b16 = (char *)s->bf16_buf + (na * 2 + 255) / 256 * 256;
-    int rc = gs_cu_to_bf16(s->cs, *a16, a, na);
+    int rc = gs_cu_to_bf16(work_on(s), *a16, a, na);
     if (!rc)
-        rc = gs_cu_to_bf16(s->cs, *b16, b, nb);
+        rc = gs_cu_to_bf16(work_on(s), *b16, b, nb);
     if (rc) {
         fail_stream(s, "kernel to_bf16: %s", cudaGetErrorString((cudaError_t)rc));
         return 0;
@@ -1218,7 +1246,7 @@ static void gemm_cm(gs_drv_stream *s, int ta, int tb, size_t m, size_t n, size_t
     if (!k) {
         if (beta == 0.0f)
             for (size_t j = 0; j < n; j++)
-                CU_OK(s, cudaMemsetAsync(c + j * ldc, 0, m * sizeof(float), s->cs));
+                CU_OK(s, cudaMemsetAsync(c + j * ldc, 0, m * sizeof(float), work_on(s)));
         else if (beta != 1.0f)
             fail_stream(s, "gemm with k = 0 and beta %g", (double)beta);
         return;
@@ -1289,7 +1317,7 @@ static void gemm_cm(gs_drv_stream *s, int ta, int tb, size_t m, size_t n, size_t
     if (st == CUBLAS_STATUS_SUCCESS) {
         call = "cublasLtMatmul";
         st = cublasLtMatmul(r->lt, op, &alpha, av, la, bv, lb, &beta, c, lc, c, lc, &heur.algo, s->workspace,
-                            GEMM_WORKSPACE_BYTES, s->cs);
+                            GEMM_WORKSPACE_BYTES, work_on(s));
     }
     if (st != CUBLAS_STATUS_SUCCESS)
         fail_stream(s, "%s (m=%zu n=%zu k=%zu%s%s%s): %s", call, m, n, k, ta ? " A^T" : "", tb ? " B^T" : "",
@@ -1393,6 +1421,7 @@ static int attn_gemm_step(void *arg, const gs_attn_step *st)
     switch (st->kind) {
     case GS_ATTN_STEP_GEMM:
         call = "cublasGemmStridedBatchedEx";
+        work_on(s);
         bs = cublasGemmStridedBatchedEx(s->blas, st->ta ? CUBLAS_OP_T : CUBLAS_OP_N, st->tb ? CUBLAS_OP_T : CUBLAS_OP_N,
                                         (int)st->m, (int)st->n, (int)st->k, &st->alpha, a, CUDA_R_32F, (int)st->a.ld,
                                         (long long)st->a.stride, b, CUDA_R_32F, (int)st->b.ld, (long long)st->b.stride,
@@ -1401,11 +1430,11 @@ static int attn_gemm_step(void *arg, const gs_attn_step *st)
         break;
     case GS_ATTN_STEP_SOFTMAX:
         call = "kernel attn_softmax_rows";
-        rc = gs_cu_attn_softmax_rows(s->cs, c, st->c.ld, st->c.stride, st->m, st->n, st->batch);
+        rc = gs_cu_attn_softmax_rows(work_on(s), c, st->c.ld, st->c.stride, st->m, st->n, st->batch);
         break;
     case GS_ATTN_STEP_DS:
         call = "kernel attn_ds_rows";
-        rc = gs_cu_attn_ds_rows(s->cs, a, st->a.ld, st->a.stride, c, st->c.ld, st->c.stride, st->m, st->n, st->batch);
+        rc = gs_cu_attn_ds_rows(work_on(s), a, st->a.ld, st->a.stride, c, st->c.ld, st->c.stride, st->m, st->n, st->batch);
         break;
     }
     if (bs == CUBLAS_STATUS_SUCCESS && rc == 0)
@@ -1450,39 +1479,39 @@ static void attn_gemm(gs_drv_stream *s, int backward, const gs_attn_shape *sh, f
 
 static void k_add(gs_drv_stream *s, float *y, const float *x, size_t n)
 {
-    kernel_ok(s, "add", gs_cu_add(s->cs, y, x, n));
+    kernel_ok(s, "add", gs_cu_add(work_on(s), y, x, n));
 }
 static void k_scale(gs_drv_stream *s, float *y, float a, size_t n)
 {
-    kernel_ok(s, "scale", gs_cu_scale(s->cs, y, a, n));
+    kernel_ok(s, "scale", gs_cu_scale(work_on(s), y, a, n));
 }
 static void k_embed_fwd(gs_drv_stream *s, const int32_t *tok, size_t t, const float *w, size_t lo, size_t vn, size_t h,
                         float *y)
 {
-    kernel_ok(s, "embed_fwd", gs_cu_embed_fwd(s->cs, tok, t, w, lo, vn, h, y));
+    kernel_ok(s, "embed_fwd", gs_cu_embed_fwd(work_on(s), tok, t, w, lo, vn, h, y));
 }
 static void k_embed_bwd(gs_drv_stream *s, const int32_t *tok, size_t t, const float *dy, size_t lo, size_t vn,
                         size_t h, float *dw)
 {
-    kernel_ok(s, "embed_bwd", gs_cu_embed_bwd(s->cs, tok, t, dy, lo, vn, h, dw));
+    kernel_ok(s, "embed_bwd", gs_cu_embed_bwd(work_on(s), tok, t, dy, lo, vn, h, dw));
 }
 static void k_rmsnorm_fwd(gs_drv_stream *s, const float *x, const float *g, float *y, float *rstd, size_t t, size_t h,
                           float eps)
 {
-    kernel_ok(s, "rmsnorm_fwd", gs_cu_rmsnorm_fwd(s->cs, x, g, y, rstd, t, h, eps));
+    kernel_ok(s, "rmsnorm_fwd", gs_cu_rmsnorm_fwd(work_on(s), x, g, y, rstd, t, h, eps));
 }
 static void k_rmsnorm_bwd(gs_drv_stream *s, const float *x, const float *g, const float *rstd, const float *dy,
                           float *dx, float *dg, size_t t, size_t h)
 {
-    kernel_ok(s, "rmsnorm_bwd", gs_cu_rmsnorm_bwd(s->cs, x, g, rstd, dy, dx, dg, t, h));
+    kernel_ok(s, "rmsnorm_bwd", gs_cu_rmsnorm_bwd(work_on(s), x, g, rstd, dy, dx, dg, t, h));
 }
 static void k_rope_fwd(gs_drv_stream *s, float *x, size_t t, size_t seq, size_t nh, size_t hd, size_t ld, float th)
 {
-    kernel_ok(s, "rope_fwd", gs_cu_rope(s->cs, x, t, seq, nh, hd, ld, th, 1.0));
+    kernel_ok(s, "rope_fwd", gs_cu_rope(work_on(s), x, t, seq, nh, hd, ld, th, 1.0));
 }
 static void k_rope_bwd(gs_drv_stream *s, float *x, size_t t, size_t seq, size_t nh, size_t hd, size_t ld, float th)
 {
-    kernel_ok(s, "rope_bwd", gs_cu_rope(s->cs, x, t, seq, nh, hd, ld, th, -1.0));
+    kernel_ok(s, "rope_bwd", gs_cu_rope(work_on(s), x, t, seq, nh, hd, ld, th, -1.0));
 }
 /* The GEMM attention path keeps P for its GEMMs and draws no dropout masks. */
 static int gemm_path_drops(gs_drv_stream *s, const gs_dropout *drop)
@@ -1512,7 +1541,7 @@ static void k_attn_fwd(gs_drv_stream *s, const float *q, size_t ldq, const float
         return;
     }
     kernel_ok(s, "attn_fwd",
-              gs_cu_attn_fwd_dropout(s->cs, q, ldq, k, v, ldkv, out, ldo, p, nseq, seq, nh, nkv, hd, drop));
+              gs_cu_attn_fwd_dropout(work_on(s), q, ldq, k, v, ldkv, out, ldo, p, nseq, seq, nh, nkv, hd, drop));
 }
 static void k_attn_bwd(gs_drv_stream *s, const float *q, size_t ldq, const float *k, const float *v, size_t ldkv,
                        const float *p, const float *dout, size_t ldo, float *dq, float *dk, float *dv, size_t nseq,
@@ -1535,21 +1564,21 @@ static void k_attn_bwd(gs_drv_stream *s, const float *q, size_t ldq, const float
         return;
     }
     kernel_ok(s, "attn_bwd",
-              gs_cu_attn_bwd_dropout(s->cs, q, ldq, k, v, ldkv, p, dout, ldo, dq, dk, dv, nseq, seq, nh, nkv, hd, drop));
+              gs_cu_attn_bwd_dropout(work_on(s), q, ldq, k, v, ldkv, p, dout, ldo, dq, dk, dv, nseq, seq, nh, nkv, hd, drop));
 }
 static void k_attn_fwd_flash(gs_drv_stream *s, const float *q, size_t ldq, const float *k, const float *v,
                              size_t ldkv, float *out, size_t ldo, float *lse, size_t nseq, size_t seq, size_t nh,
                              size_t nkv, size_t hd, const gs_dropout *drop)
 {
     kernel_ok(s, "attn_fwd_flash",
-              gs_cu_attn_fwd_flash_dropout(s->cs, q, ldq, k, v, ldkv, out, ldo, lse, nseq, seq, nh, nkv, hd, drop));
+              gs_cu_attn_fwd_flash_dropout(work_on(s), q, ldq, k, v, ldkv, out, ldo, lse, nseq, seq, nh, nkv, hd, drop));
 }
 static void k_attn_bwd_flash(gs_drv_stream *s, const float *q, size_t ldq, const float *k, const float *v,
                              size_t ldkv, const float *out, const float *lse, const float *dout, size_t ldo, float *dq,
                              float *dk, float *dv, size_t nseq, size_t seq, size_t nh, size_t nkv, size_t hd,
                              const gs_dropout *drop)
 {
-    kernel_ok(s, "attn_bwd_flash", gs_cu_attn_bwd_flash_dropout(s->cs, q, ldq, k, v, ldkv, out, lse, dout, ldo, dq, dk,
+    kernel_ok(s, "attn_bwd_flash", gs_cu_attn_bwd_flash_dropout(work_on(s), q, ldq, k, v, ldkv, out, lse, dout, ldo, dq, dk,
                                                                 dv, nseq, seq, nh, nkv, hd, drop));
 }
 static const char *cuda_gemm_math(gs_drv *d)
@@ -1558,46 +1587,46 @@ static const char *cuda_gemm_math(gs_drv *d)
 }
 static void k_dropout(gs_drv_stream *s, float *x, size_t rows, size_t h, const gs_dropout *drop)
 {
-    kernel_ok(s, "dropout", gs_cu_dropout_rows(s->cs, x, rows, h, drop));
+    kernel_ok(s, "dropout", gs_cu_dropout_rows(work_on(s), x, rows, h, drop));
 }
 static void k_layernorm_fwd(gs_drv_stream *s, const float *x, const float *g, const float *b, float *y, float *mean,
                             float *rstd, size_t t, size_t h, float eps)
 {
-    kernel_ok(s, "layernorm_fwd", gs_cu_layernorm_fwd(s->cs, x, g, b, y, mean, rstd, t, h, eps));
+    kernel_ok(s, "layernorm_fwd", gs_cu_layernorm_fwd(work_on(s), x, g, b, y, mean, rstd, t, h, eps));
 }
 static void k_layernorm_bwd(gs_drv_stream *s, const float *x, const float *g, const float *mean, const float *rstd,
                             const float *dy, float *dx, float *dg, float *db, size_t t, size_t h)
 {
-    kernel_ok(s, "layernorm_bwd", gs_cu_layernorm_bwd(s->cs, x, g, mean, rstd, dy, dx, dg, db, t, h));
+    kernel_ok(s, "layernorm_bwd", gs_cu_layernorm_bwd(work_on(s), x, g, mean, rstd, dy, dx, dg, db, t, h));
 }
 static void k_gelu_fwd(gs_drv_stream *s, const float *x, float *y, size_t n)
 {
-    kernel_ok(s, "gelu_fwd", gs_cu_gelu_fwd(s->cs, x, y, n));
+    kernel_ok(s, "gelu_fwd", gs_cu_gelu_fwd(work_on(s), x, y, n));
 }
 static void k_gelu_bwd(gs_drv_stream *s, const float *x, const float *dy, float *dx, size_t n)
 {
-    kernel_ok(s, "gelu_bwd", gs_cu_gelu_bwd(s->cs, x, dy, dx, n));
+    kernel_ok(s, "gelu_bwd", gs_cu_gelu_bwd(work_on(s), x, dy, dx, n));
 }
 static void k_bias_add(gs_drv_stream *s, float *y, const float *b, size_t t, size_t n)
 {
-    kernel_ok(s, "bias_add", gs_cu_bias_add(s->cs, y, b, t, n));
+    kernel_ok(s, "bias_add", gs_cu_bias_add(work_on(s), y, b, t, n));
 }
 static void k_bias_grad(gs_drv_stream *s, const float *dy, float *db, size_t t, size_t n)
 {
-    kernel_ok(s, "bias_grad", gs_cu_bias_grad(s->cs, dy, db, t, n));
+    kernel_ok(s, "bias_grad", gs_cu_bias_grad(work_on(s), dy, db, t, n));
 }
 static void k_swiglu_fwd(gs_drv_stream *s, const float *gu, float *h, size_t t, size_t f)
 {
-    kernel_ok(s, "swiglu_fwd", gs_cu_swiglu_fwd(s->cs, gu, h, t, f));
+    kernel_ok(s, "swiglu_fwd", gs_cu_swiglu_fwd(work_on(s), gu, h, t, f));
 }
 static void k_swiglu_bwd(gs_drv_stream *s, const float *gu, const float *dh, float *dgu, size_t t, size_t f)
 {
-    kernel_ok(s, "swiglu_bwd", gs_cu_swiglu_bwd(s->cs, gu, dh, dgu, t, f));
+    kernel_ok(s, "swiglu_bwd", gs_cu_swiglu_bwd(work_on(s), gu, dh, dgu, t, f));
 }
 static void k_xent_stats(gs_drv_stream *s, const float *logits, const int32_t *target, size_t t, size_t lo, size_t vn,
                          float *stats)
 {
-    kernel_ok(s, "xent_stats", gs_cu_xent_stats(s->cs, logits, target, t, lo, vn, stats));
+    kernel_ok(s, "xent_stats", gs_cu_xent_stats(work_on(s), logits, target, t, lo, vn, stats));
 }
 /* The loss is a host double: the one op that waits for its stream (polled with the timeout). */
 static void k_xent_combine(gs_drv_stream *s, const float *stats, size_t parts, size_t t, float *lse, double *loss)
@@ -1605,8 +1634,8 @@ static void k_xent_combine(gs_drv_stream *s, const float *stats, size_t parts, s
     gs_drv *d = s->d;
     rank_dev *r = &d->r[s->rank];
     *loss = 0;
-    kernel_ok(s, "xent_combine", gs_cu_xent_combine(s->cs, stats, parts, t, lse, r->loss_dev));
-    CU_OK(s, cudaMemcpyAsync(r->loss_host, r->loss_dev, sizeof(double), cudaMemcpyDeviceToHost, s->cs));
+    kernel_ok(s, "xent_combine", gs_cu_xent_combine(work_on(s), stats, parts, t, lse, r->loss_dev));
+    CU_OK(s, cudaMemcpyAsync(r->loss_host, r->loss_dev, sizeof(double), cudaMemcpyDeviceToHost, work_on(s)));
     if (s->failed)
         return;
     gs_error e;
@@ -1620,7 +1649,7 @@ static void k_xent_combine(gs_drv_stream *s, const float *stats, size_t parts, s
 static void k_xent_bwd(gs_drv_stream *s, const float *logits, const int32_t *target, const float *lse, size_t t,
                        size_t lo, size_t vn, float scale, float *dlogits)
 {
-    kernel_ok(s, "xent_bwd", gs_cu_xent_bwd(s->cs, logits, target, lse, t, lo, vn, scale, dlogits));
+    kernel_ok(s, "xent_bwd", gs_cu_xent_bwd(work_on(s), logits, target, lse, t, lo, vn, scale, dlogits));
 }
 /* The step's scalars exactly as kernels/host/adamw.c computes them. */
 static void k_adamw(gs_drv_stream *s, float *p, const float *g, float *m, float *v, size_t n, float lr, float b1,
@@ -1632,7 +1661,7 @@ static void k_adamw(gs_drv_stream *s, float *p, const float *g, float *m, float 
     float bias2_sqrt = (float)sqrt(bias2);
     float omb1 = (float)(1.0 - (double)b1), omb2 = (float)(1.0 - (double)b2);
     kernel_ok(s, "adamw",
-              gs_cu_adamw(s->cs, p, g, m, v, n, decay, step_size, bias2_sqrt, b2, omb2, omb1, 1.0f - omb1,
+              gs_cu_adamw(work_on(s), p, g, m, v, n, decay, step_size, bias2_sqrt, b2, omb2, omb1, 1.0f - omb1,
                           omb1 < 0.5f, eps));
 }
 
@@ -1683,10 +1712,10 @@ static gs_status nccl_issue(gs_drv *d, gs_drv_stream *s, uint64_t rank, ncclComm
     ncclResult_t st = ncclGroupStart(), st2;
     if (st == ncclSuccess) {
         switch (k) {
-        case C_AG: st = ncclAllGather(send, recv, count, type, c, s->cs); break;
-        case C_RS: st = ncclReduceScatter(send, recv, count, type, ncclSum, c, s->cs); break;
-        case C_AR: st = ncclAllReduce(send, recv, count, type, ncclSum, c, s->cs); break;
-        case C_BCAST: st = ncclBroadcast(send, recv, count, type, peer_or_root, c, s->cs); break;
+        case C_AG: st = ncclAllGather(send, recv, count, type, c, work_on(s)); break;
+        case C_RS: st = ncclReduceScatter(send, recv, count, type, ncclSum, c, work_on(s)); break;
+        case C_AR: st = ncclAllReduce(send, recv, count, type, ncclSum, c, work_on(s)); break;
+        case C_BCAST: st = ncclBroadcast(send, recv, count, type, peer_or_root, c, work_on(s)); break;
         }
         st2 = ncclGroupEnd();
         if (st == ncclSuccess || st == ncclInProgress)
@@ -1777,8 +1806,8 @@ static gs_status nccl_p2p(gs_drv *d, gs_drv_stream *s, uint64_t rank, ncclComm_t
     if (st == ncclSuccess) {
         for (size_t i = 0; i < n && (st == ncclSuccess || st == ncclInProgress); i++) {
             call = ops[i].recv ? "ncclRecv" : "ncclSend";
-            st = ops[i].recv ? ncclRecv(ops[i].buf, (size_t)ops[i].bytes, ncclInt8, (int)ops[i].peer, c, s->cs)
-                             : ncclSend(ops[i].buf, (size_t)ops[i].bytes, ncclInt8, (int)ops[i].peer, c, s->cs);
+            st = ops[i].recv ? ncclRecv(ops[i].buf, (size_t)ops[i].bytes, ncclInt8, (int)ops[i].peer, c, work_on(s))
+                             : ncclSend(ops[i].buf, (size_t)ops[i].bytes, ncclInt8, (int)ops[i].peer, c, work_on(s));
         }
         st2 = ncclGroupEnd();
         if (st == ncclSuccess || st == ncclInProgress) {
@@ -1860,7 +1889,7 @@ static gs_status cuda_all_gather_ring(gs_drv *d, gs_drv_stream *s, uint64_t rank
     uint64_t n = g->size, pos = g->pos;
     size_t bytes = count * sizeof(float);
     if (recv + pos * count != send && bytes) {
-        cudaError_t ce = cudaMemcpyAsync(recv + pos * count, send, bytes, cudaMemcpyDeviceToDevice, s->cs);
+        cudaError_t ce = cudaMemcpyAsync(recv + pos * count, send, bytes, cudaMemcpyDeviceToDevice, work_on(s));
         if (ce != cudaSuccess)
             return gs_error_set(err, GS_ERR_RUNTIME, "%s: cudaMemcpyAsync: %s", where, cudaGetErrorString(ce));
     }
@@ -1943,6 +1972,7 @@ static const gs_driver_ops gs_driver_cuda = {
     .recv = cuda_recv,
     .p2p_group = cuda_p2p_group,
     .all_gather_ring = cuda_all_gather_ring,
+    .arm_start = cuda_arm_start,
     .mark = cuda_mark,
     .wait_mark = cuda_wait_mark,
     .p2p_rendezvous = 1,

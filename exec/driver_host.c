@@ -943,7 +943,7 @@ static gs_status boot_exchange(gs_drv *d, gs_drv_stream *s, uint64_t rank, const
                                                      &terr)
                                  : b->group_allgather(b->ctx, d->comm[g->kind], send, count * sizeof *send, recv, &w,
                                                       &terr);
-    (void)s; /* the transport does not say when every party arrived: op_start stays unknown */
+    (void)s; /* the transport does not say when every party arrived: op_start stays the work's start */
     return boot_result(d, o, &w, &terr, what, err);
 }
 

@@ -223,17 +223,6 @@ static int is_gemm(const gs_event *e)
     return e->gemm_m != 0 && e->gemm_n != 0 && e->gemm_k != 0;
 }
 
-/* The rotary embedding beside a QKV event on the preset path: q and k are rotated by their own
- * kernels after the GEMM (Megatron-Core's fused RoPE, once for q and once for k; the backward
- * rotates dq and dk before the data-gradient GEMM): each reads and writes its elements, at the
- * elementwise HBM rate. The event's rows are its FLOPs over 2 n k (4 n k backward), so the
- * parts of a QKV GEMM split around a TP collective (tp_comm_overlap) each rotate their share. */
-/* How many GEMM calls of the event's shape its FLOPs make: 1 for a forward GEMM, 2 for a
- * backward one (dgrad + wgrad at the forward shape), and, for the parts tp_comm_overlap splits a
- * GEMM into (engine/build_layer.c: chunks of tokens / chunks rows, the event's shape), the chunks
- * the part holds, e.g. tp - 1 beside a ring all-gather, or 1 + 1/tp for a backward's last chunk
- * of dgrad with the whole wgrad (a fraction: the wgrad call is counted at the chunk shape's
- * terms). The attention core (its own FLOPs rule): 1 forward, 2 backward. */
 /* The token rows a QKV event rotates: its FLOPs over one row's (a split GEMM's parts share the
  * rows by their FLOPs). */
 static double qkv_rows(const gs_event *e)
@@ -242,6 +231,15 @@ static double qkv_rows(const gs_event *e)
     return nk > 0.0 ? e->flops / ((e->phase == GS_PHASE_BWD ? 4.0 : 2.0) * nk) : 0.0;
 }
 
+/* How many GEMM calls of the event's shape its FLOPs make: 1 for a forward GEMM, 2 for a
+ * backward one (dgrad + wgrad at the forward shape), and, for the parts tp_comm_overlap splits a
+ * GEMM into (engine/build_layer.c), the chunks the part holds at the part's shape (tokens /
+ * chunks rows): tp - 1 beside a ring all-gather, 1 or 3 of the pipelined GEMM's splits. The ring
+ * exchange's last backward part keeps the whole shape (its wgrad) with the last dgrad chunk's
+ * FLOPs added: 1 + 1/tp calls, the chunk counted as that fraction of a whole-shape call (its
+ * per-call terms, the weight read and the call overhead, undercounted by 1 - 1/tp). Token counts
+ * not divisible by the chunks give calls just under a whole number. The attention core (its own
+ * FLOPs rule): 1 forward, 2 backward. */
 static double gemm_calls(const gs_event *e)
 {
     double bwd = e->phase == GS_PHASE_BWD ? 2.0 : 1.0;
@@ -253,13 +251,20 @@ static double gemm_calls(const gs_event *e)
     return fabs(c - r) <= 1e-9 * c && r >= 1.0 ? r : c; /* whole calls exactly */
 }
 
+/* A launch per started call, at most GS_MAX_LAUNCHES (an event's FLOPs far past its shape's mean
+ * a shape that does not describe it: no launch storm from it) */
+#define GS_MAX_LAUNCHES 1024
 static int gemm_launches(const gs_event *e)
 {
-    double c = gemm_calls(e);
-    int n = (int)ceil(c - 1e-9);
-    return n > 0 ? n : 1;
+    double c = ceil(gemm_calls(e) - 1e-9);
+    return c < 1.0 ? 1 : c > GS_MAX_LAUNCHES ? GS_MAX_LAUNCHES : (int)c;
 }
 
+/* The rotary embedding beside a QKV event on the preset path: q and k are rotated by their own
+ * kernels after the GEMM (Megatron-Core's fused RoPE, once for q and once for k; the backward
+ * rotates dq and dk before the data-gradient GEMM): each reads and writes its elements, at the
+ * elementwise HBM rate. The event's rows are its FLOPs over 2 n k (4 n k backward), so the
+ * parts of a QKV GEMM split around a TP collective (tp_comm_overlap) each rotate their share. */
 static double rope_time(const gs_compute_model *m, const gs_event *e)
 {
     if (e->op != GS_OP_QKV || m->rope_cols <= 0.0 || !is_gemm(e))

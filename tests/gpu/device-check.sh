@@ -288,7 +288,7 @@ sed 's/seq: 128/seq: 393216/; s/layers: 4/layers: 1/; s/global: 4, micro: 2/glob
 GRIDSTEP_CUDA_ATTENTION=gemm timeout -k 10 60 "$gridstep" exec --driver cuda "$out/long-seq.yaml" >/dev/null \
     2>"$out/long-seq.err"
 rc=$?
-if [ $rc -eq 2 ] && grep -q "memory ledger's peak [0-9.]* GiB (fp32) + attention scratch 576\.000 GiB .* > free [0-9.]* GiB" \
+if [ $rc -eq 2 ] && grep -q "memory ledger's peak [0-9.]* GiB (fp32) + scratch 576\.000 GiB (GRIDSTEP_CUDA_ATTENTION=gemm.* > free [0-9.]* GiB" \
     "$out/long-seq.err"; then
     row "exec pre-flight: gemm attn scratch" ok "refused: $(sed 's/.*needs //; s/ (GRIDSTEP_CUDA_ATTENTION=gemm[^)]*)//; s/ on device.*//' "$out/long-seq.err")"
 else
