@@ -236,9 +236,9 @@ static double qkv_rows(const gs_event *e)
  * GEMM into (engine/build_layer.c), the chunks the part holds at the part's shape (tokens /
  * chunks rows): tp - 1 beside a ring all-gather, 1 or 3 of the pipelined GEMM's splits. The ring
  * exchange's last backward part keeps the whole shape (its wgrad) with the last dgrad chunk's
- * FLOPs added: 1 + 1/tp calls, the chunk counted as that fraction of a whole-shape call (its
- * per-call terms, the weight read and the call overhead, undercounted by 1 - 1/tp). Token counts
- * not divisible by the chunks give calls just under a whole number. The attention core (its own
+ * FLOPs added: 1 + 1/tp calls, the fraction a call of 1/tp of the shape's rows (the calibrated
+ * terms count it so, its weight read and call overhead whole). Token counts not divisible by the
+ * chunks give calls just under a whole number, likewise a call of that share of the rows. The attention core (its own
  * FLOPs rule): 1 forward, 2 backward. */
 static double gemm_calls(const gs_event *e)
 {
@@ -295,12 +295,20 @@ static double calibrated_time(const gs_compute_model *m, const gs_event *e, int 
         int bwd = e->phase == GS_PHASE_BWD;
         if (m->gemm_terms) {
             /* per call by its terms (the shape, not only the FLOPs), at least the bytes' time */
+            double b = (double)(e->gemm_batch ? e->gemm_batch : 1), whole = floor(calls), part = calls - whole;
             double call = gs_gemm_terms_eval(m->gemm_s_per_flop, m->gemm_s_per_kn, m->gemm_s_per_mk, m->gemm_s_per_call,
-                                             (double)e->gemm_m, (double)e->gemm_n, (double)e->gemm_k) *
-                          (double)(e->gemm_batch ? e->gemm_batch : 1);
+                                             (double)e->gemm_m, (double)e->gemm_n, (double)e->gemm_k) * b;
+            /* a fraction of a call (a chunk of the shape's rows: the ring's last dgrad chunk beside
+             * the whole wgrad, or splits of uneven rows) is a call of those rows, its weight read
+             * and overhead whole */
+            double calls_s = whole * call;
+            if (part > 1e-9)
+                calls_s += gs_gemm_terms_eval(m->gemm_s_per_flop, m->gemm_s_per_kn, m->gemm_s_per_mk,
+                                              m->gemm_s_per_call, part * (double)e->gemm_m, (double)e->gemm_n,
+                                              (double)e->gemm_k) * b;
             t = roofline(0, (double)e->bytes, 1, bw);
-            if (calls * call > t)
-                t = calls * call;
+            if (calls_s > t)
+                t = calls_s;
         } else {
             double eff = gs_gemm_curve_eval((gs_gemm_form)m->gemm_form, m->gemm_e_max, m->gemm_f0_flops, one);
             t = roofline(e->flops, (double)e->bytes, m->peak_flops * eff, bw);

@@ -333,7 +333,8 @@ END_TEST
  * Calibrated terms (seconds per FLOP, per weight element k n, per input element m k, per call):
  * 3 x (2 x 1024 n k s_flop + k n s_kn + 1024 k s_mk + s_call), the weight read once per chunk,
  * plus 3 launches; backward dgrad chunks (half a backward event's FLOPs per chunk) likewise;
- * a bulk overlap's wgrad part (half the backward FLOPs at the whole shape) one call. */
+ * a bulk overlap's wgrad part (half the backward FLOPs at the whole shape) one call; the ring's
+ * last backward part (wgrad at the whole shape and the last dgrad chunk) a call of each. */
 START_TEST(test_split_gemm_calls)
 {
     gs_compute_model m = model("h100-sxm", GS_PREC_BF16);
@@ -364,6 +365,12 @@ START_TEST(test_split_gemm_calls)
     wg.bytes = 0;
     double callT = 2.0 * T * n * k / 600e12 + k * n * 2e-12 + T * k * 1e-12 + 3e-6;
     ck_assert(REL_CLOSE(gs_compute_time(&m, &wg), callT + m.launch_s, 1e-12));
+    /* the ring exchange's last backward part: the whole shape's wgrad and the last dgrad chunk
+     * (FLOPs 1 + 1/4 calls of the whole shape): one call of T rows and one of T / 4 */
+    gs_event last = gemm_event(GS_PHASE_BWD, (uint32_t)T, (uint32_t)n, (uint32_t)k, 0);
+    last.flops *= 0.5 * (1.0 + 0.25);
+    last.bytes = 0;
+    ck_assert(REL_CLOSE(gs_compute_time(&m, &last), callT + call + 2.0 * m.launch_s, 1e-12));
     /* whole events keep their rule: forward one call, backward two */
     gs_event whole = gemm_event(GS_PHASE_BWD, (uint32_t)T, (uint32_t)n, (uint32_t)k, 0);
     whole.bytes = 0;
