@@ -171,7 +171,8 @@ const char gs_cmd_compare_help[] =
     "  --json           sim_mode, sim_step_time_s, exec_step_time_s, step_error, classes [{name, sim_s,\n"
     "                   exec_s, error}]; with --calib these are the calibrated sim's, and\n"
     "                   default_sim_step_time_s, default_step_error, classes[].default_sim_s and\n"
-    "                   .default_error the presets'\n"
+    "                   .default_error the presets'; exec_dispatch_gap_s and sim_dispatch_gap_s: the\n"
+    "                   worst rank's ready compute events waiting to be issued (exec/dispatch_gaps.h)\n"
     "\n"
     "examples:\n"
     "  gridstep compare scenarios/tiny-llama-2x2x2.yaml\n"
@@ -710,6 +711,16 @@ out:
 
 /* ---- compare -------------------------------------------------------------------------------------- */
 
+/* The dispatch gaps (exec/dispatch_gaps.h) of both runs: the sim's from its modeled dispatch
+ * and launch costs, exec's measured. */
+static void print_gaps(const gs_dispatch_gaps *sim, const gs_dispatch_gaps *ex)
+{
+    char b1[GS_FMT_BYTES], b2[GS_FMT_BYTES];
+    printf("  dispatch gaps (ready compute events waiting to be issued, the worst rank): exec %s (rank %" PRIu64
+           "), sim %s (rank %" PRIu64 "; the sim charges launch and dispatch costs inside the events)\n",
+           gs_fmt_seconds(ex->gap_s, b2, sizeof b2), ex->rank, gs_fmt_seconds(sim->gap_s, b1, sizeof b1), sim->rank);
+}
+
 #define NCLASS (GS_OP_COUNT + GS_GROUP_KIND_COUNT * GS_COLL_COUNT + 2)
 
 static int event_class(const gs_event *e)
@@ -825,6 +836,9 @@ gs_status gs_cmd_compare(int argc, char **argv, gs_error *err)
     }
     class_times(sch, stime, sim_c, seen);
     class_times(sch, gs_exec_session_timing(x), ex_c, seen);
+    gs_dispatch_gaps sgap, egap;
+    gs_dispatch_gaps_step(sch, stime, &sgap);
+    gs_dispatch_gaps_step(sch, gs_exec_session_timing(x), &egap);
     double serr = erep.step_time_s > 0 ? (srep.step_time_s - erep.step_time_s) / erep.step_time_s : 0;
     double derr = erep.step_time_s > 0 ? (def_step - erep.step_time_s) / erep.step_time_s : 0;
     if (a.json) {
@@ -859,6 +873,8 @@ gs_status gs_cmd_compare(int argc, char **argv, gs_error *err)
             json_array_append_new(cl, o);
         }
         json_object_set_new(doc, "classes", cl);
+        json_object_set_new(doc, "sim_dispatch_gap_s", json_real(sgap.gap_s));
+        json_object_set_new(doc, "exec_dispatch_gap_s", json_real(egap.gap_s));
         rc = gs_cli_json_print(doc, err);
     } else {
         char b1[32], b2[32], b3[32];
@@ -885,6 +901,7 @@ gs_status gs_cmd_compare(int argc, char **argv, gs_error *err)
             gs_cli_table_print(&tab, stdout, 2);
             printf("  (per class: time a rank spends in those events, summed, averaged over ranks; error = (sim - exec) "
                    "/ exec)\n");
+            print_gaps(&sgap, &egap);
             goto out;
         }
         printf("%s: sim (%s, modeled%s) vs exec (%s driver, measured, step %" PRIu64 " of %" PRIu64 ")\n", s.name,
@@ -904,6 +921,7 @@ gs_status gs_cmd_compare(int argc, char **argv, gs_error *err)
         gs_cli_table_print(&tab, stdout, 2);
         printf("  (per class: time a rank spends in those events, summed, averaged over ranks; error = (sim - exec) "
                "/ exec)\n");
+        print_gaps(&sgap, &egap);
     }
 out:
     gs_cli_table_fini(&tab);

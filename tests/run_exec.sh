@@ -272,7 +272,7 @@ fi
 
 if "$GRIDSTEP" compare --json "$dir/dp2-pp2-tp2.yaml" > "$tmp/cmp.json"; then
     missing=
-    for k in sim_step_time_s exec_step_time_s step_error classes name sim_s exec_s error; do
+    for k in sim_step_time_s exec_step_time_s step_error classes name sim_s exec_s error sim_dispatch_gap_s exec_dispatch_gap_s; do
         grep -q "\"$k\"" "$tmp/cmp.json" || missing="$missing $k"
     done
     [ -z "$missing" ] && ok "compare --json keys" || bad "compare --json lacks:$missing"
