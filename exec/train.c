@@ -2,8 +2,10 @@
  * actions (kernels and collectives through the driver), init and the shard listing. */
 #include <inttypes.h>
 #include <math.h>
+#include <pthread.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "engine/ledger.h"
 #include "engine/partition.h"
@@ -286,20 +288,72 @@ static int add_layer_segs(const gs_train *t, const rank_st *r, unit_info *u, uin
     return ok;
 }
 
+/* Elements col0 .. col0 + n - 1 of one row of a segment's initial values. */
+static void init_piece(const gs_train *t, const segment *sg, uint64_t row, uint64_t col0, uint64_t n, float *full)
+{
+    float *dst = full + sg->flat_off + row * sg->row_len + col0;
+    if (sg->init_id == INIT_ONES || sg->init_id == INIT_ZEROS)
+        for (uint64_t j = 0; j < n; j++)
+            dst[j] = sg->init_id == INIT_ONES ? 1.0f : 0.0f;
+    else
+        gs_k_init_normal(dst, n, t->o.seed, sg->init_id, sg->full_off0 + row * sg->full_stride + col0, t->o.init_std);
+}
+
+/* A unit's values split among threads in pieces of INIT_PIECE elements (a segment's row may be a
+ * whole tensor): each value is a pure function of its index, so the split changes nothing but
+ * the time (a billion normals take about 25 s on one core). */
+enum { INIT_PIECE = 1u << 16 };
+
+typedef struct init_job {
+    const gs_train *t;
+    const unit_info *u;
+    float *full;
+    size_t worker, workers;
+} init_job;
+
+static void *init_worker(void *arg)
+{
+    const init_job *j = arg;
+    uint64_t k = 0; /* pieces in unit order, dealt out in turn */
+    for (size_t i = 0; i < j->u->nsegs; i++) {
+        const segment *sg = &j->u->segs[i];
+        for (uint64_t row = 0; row < sg->nrows; row++)
+            for (uint64_t c = 0; c < sg->row_len; c += INIT_PIECE, k++)
+                if (k % j->workers == j->worker)
+                    init_piece(j->t, sg, row, c, sg->row_len - c < INIT_PIECE ? sg->row_len - c : INIT_PIECE,
+                               j->full);
+    }
+    return NULL;
+}
+
 static void init_unit(const gs_train *t, const unit_info *u, float *full)
 {
-    for (size_t i = 0; i < u->nsegs; i++) {
-        const segment *sg = &u->segs[i];
-        for (uint64_t row = 0; row < sg->nrows; row++) {
-            float *dst = full + sg->flat_off + row * sg->row_len;
-            if (sg->init_id == INIT_ONES || sg->init_id == INIT_ZEROS)
-                for (uint64_t j = 0; j < sg->row_len; j++)
-                    dst[j] = sg->init_id == INIT_ONES ? 1.0f : 0.0f;
-            else
-                gs_k_init_normal(dst, sg->row_len, t->o.seed, sg->init_id, sg->full_off0 + row * sg->full_stride,
-                                 t->o.init_std);
-        }
+    enum { INIT_MAX_THREADS = 32 };
+    uint64_t elems = 0;
+    for (size_t i = 0; i < u->nsegs; i++)
+        elems += u->segs[i].nrows * u->segs[i].row_len;
+    long online = sysconf(_SC_NPROCESSORS_ONLN);
+    size_t workers = online > 1 ? (size_t)online : 1;
+    if (workers > INIT_MAX_THREADS)
+        workers = INIT_MAX_THREADS;
+    if (workers > elems / (1u << 20)) /* a thread per MiB of values at least */
+        workers = elems / (1u << 20) ? (size_t)(elems / (1u << 20)) : 1;
+    init_job jobs[INIT_MAX_THREADS];
+    pthread_t th[INIT_MAX_THREADS];
+    size_t started = 0;
+    for (size_t w = 0; w < workers; w++)
+        jobs[w] = (init_job){t, u, full, w, workers};
+    for (size_t w = 0; w < workers; w++) {
+        if (w > 0 && pthread_create(&th[w], NULL, init_worker, &jobs[w]) != 0)
+            break;
+        started = w + 1;
     }
+    /* threads that could not start: their pieces fall to this one */
+    for (size_t w = started; w < workers; w++)
+        init_worker(&jobs[w]);
+    init_worker(&jobs[0]);
+    for (size_t w = 1; w < started; w++)
+        pthread_join(th[w], NULL);
 }
 
 static gs_status check_supported(const gs_scenario *s, const gs_mesh *mesh, gs_error *err)

@@ -56,13 +56,20 @@ void gs_k_tokens(uint64_t seed, uint64_t seq_index, size_t s, size_t vocab, int3
 void gs_k_init_normal(float *w, size_t n, uint64_t seed, uint64_t tensor_id, uint64_t offset0, float std)
 {
     const double two_pi = 6.283185307179586476925286766559;
-    for (size_t i = 0; i < n; i++) {
+    /* elements 2q and 2q+1 share one Box-Muller draw: its hashes, log and square root are taken
+     * once for both (each element's value is the same function of its index as when drawn alone) */
+    for (size_t i = 0; i < n;) {
         uint64_t e = offset0 + i;
-        uint64_t pair = e >> 1; /* elements 2q and 2q+1 share one Box-Muller draw */
+        uint64_t pair = e >> 1;
         double u1 = data_uniform_open0(data_hash3(seed, tensor_id, 2 * pair));
         double u2 = data_uniform_open0(data_hash3(seed, tensor_id, 2 * pair + 1));
         double radius = sqrt(-2.0 * log(u1));
-        double z = (e & 1) ? radius * sin(two_pi * u2) : radius * cos(two_pi * u2);
-        w[i] = (float)((double)std * z);
+        if (e & 1) {
+            w[i++] = (float)((double)std * (radius * sin(two_pi * u2)));
+            continue;
+        }
+        w[i++] = (float)((double)std * (radius * cos(two_pi * u2)));
+        if (i < n)
+            w[i++] = (float)((double)std * (radius * sin(two_pi * u2)));
     }
 }
