@@ -59,6 +59,7 @@ struct gs_calib_dev {
     int gemm_bf16;  /* the scenario trains in bf16: the driver's GEMMs take bf16 inputs, as exec's */
     char gemm_math[48]; /* what the driver says its GEMMs ran as (gemm_math), "" unknown */
     size_t vocab_row;
+    size_t hidden_row; /* the norms' and the embedding's row: the scenario's hidden width */
     double attn_fwd_s, attn_bwd_s, attn_flops;
     double rope_s;
     double launch_s;
@@ -262,6 +263,11 @@ static gs_status pick(gs_calib_dev *c, const char *scenario, gs_error *err)
     }
     uint64_t vr = s.model.vocab / tp;
     c->vocab_row = c->o.small ? 256 : vr < 64 ? 64 : vr > 32768 ? 32768 : (size_t)vr;
+    /* the norm and embedding kernels reduce over rows one column per thread (dg, the embedding's
+     * dw: deterministic sums in row order), so on a GPU their speed follows the row width: they
+     * are timed at the width the schedule runs them at */
+    uint64_t hw = s.model.hidden;
+    c->hidden_row = c->o.small ? 256 : hw < 256 ? 256 : hw > 32768 ? 32768 : (size_t)hw;
     gs_schedule_destroy(sch);
 
     /* elementwise: 2^16 .. 2^26 elements x4 (quick: x16 and 2^26; small: 2^10 .. 2^14 x4) */
@@ -342,7 +348,12 @@ static gs_status measure_kernels(gs_calib_dev *c, const dev_timer *t, gs_error *
     gs_status rc = GS_OK;
     for (int kind = 0; kind < GS_CAL_EW_COUNT && rc == GS_OK; kind++)
         for (size_t i = 0; i < c->new_ && rc == GS_OK; i++) {
-            size_t n = c->ew_elems[i], h = kind == GS_CAL_EW_XENT || kind == GS_CAL_EW_XENT_BWD ? c->vocab_row : 256;
+            size_t n = c->ew_elems[i], h = 256;
+            if (kind == GS_CAL_EW_XENT || kind == GS_CAL_EW_XENT_BWD)
+                h = c->vocab_row;
+            else if (kind == GS_CAL_EW_RMSNORM || kind == GS_CAL_EW_RMSNORM_BWD || kind == GS_CAL_EW_EMBED ||
+                     kind == GS_CAL_EW_EMBED_BWD)
+                h = c->hidden_row;
             if (n < h)
                 n = h;
             size_t rows = n / h, sets = dev_sets(c, 4.0 * (7.0 * (double)n + (double)rows + 1.0));
@@ -961,10 +972,11 @@ void gs_calib_dev_print(const gs_calib_dev *c, FILE *f)
                "compute.gemm_efficiency %.3f, peak_flops %.4g\n",
             c->gemm_fit.scale, c->gemm_fit.n, 100 * c->gemm_fit.rms_rel_resid, c->gemm_fit.outliers, eff, peak);
     fprintf(f, "  backward (dx and dw) over twice the forward: median %.3f (compute.gemm_bwd_factor)\n", c->bwd_factor);
-    fprintf(f, "  attention (seq %" PRIu64 ", %" PRIu64 " heads of %" PRIu64 ", %s): fwd %.1f us, bwd %.1f us, %.2f "
-               "TFLOP/s (the schedule's FLOP count; compute.attn_flops)\n",
-            c->attn_seq, c->attn_nh, c->attn_hd, c->attn_flash ? "flash kernels" : "probabilities kept",
-            c->attn_fwd_s * 1e6, c->attn_bwd_s * 1e6, c->attn_flops * 1e-12);
+    const char *ap = getenv("GRIDSTEP_CUDA_ATTENTION");
+    fprintf(f, "  attention (seq %" PRIu64 ", %" PRIu64 " heads of %" PRIu64 ", %s, GRIDSTEP_CUDA_ATTENTION %s): "
+               "fwd %.1f us, bwd %.1f us, %.2f TFLOP/s (the schedule's FLOP count; compute.attn_flops)\n",
+            c->attn_seq, c->attn_nh, c->attn_hd, c->attn_flash ? "flash" : "probabilities kept",
+            ap && ap[0] ? ap : "auto", c->attn_fwd_s * 1e6, c->attn_bwd_s * 1e6, c->attn_flops * 1e-12);
     fprintf(f, "\nelementwise kernels (bytes as the schedule counts them, fp32): t = alpha + bytes / bw\n");
     gs_cal_ew_print(f, c->ew_fit, "copy (read+write)", &c->copy_fit);
     fprintf(f, "  compute.hbm_bw: the copy's %.1f GB/s (the preset says %.1f GB/s)\n",
