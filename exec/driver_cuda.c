@@ -2,10 +2,12 @@
  * stream a non-blocking CUDA stream, dependencies cudaEventRecord / cudaStreamWaitEvent, event
  * times from CUDA events against a per-device base event, GEMMs through cuBLASLt (fp32 compute;
  * GRIDSTEP_CUDA_GEMM=tf32 selects TF32 tensor cores with fp32 accumulation), the other compute
- * ops kernels/cuda (attention: the flash kernels, kernels/cuda/attention_flash.cu, for scenarios with
- * strategy.flash_attention; without it the exact per-row kernels that keep the probabilities by
- * default, and GRIDSTEP_CUDA_ATTENTION=gemm selects cuBLAS strided-batched GEMMs with row passes
- * between them, kernels/cuda/attn_gemm_plan.c),
+ * ops kernels/cuda (attention, GRIDSTEP_CUDA_ATTENTION: by default (auto) cuBLAS strided-batched
+ * GEMMs with row passes between them, kernels/cuda/attn_gemm_plan.c, in its flash variant (P
+ * recomputed from each row's lse, scores in capped scratch) for scenarios with
+ * strategy.flash_attention, and the attention kernels for calls that draw dropout masks: the
+ * flash kernels, kernels/cuda/attention_flash.cu, or without flash attention the exact per-row
+ * kernels that keep the probabilities; kernels selects those always, gemm the GEMMs always),
  * collectives and send/recv NCCL (one communicator per rank and group kind,
  * split from a world communicator; non-blocking communicators polled with the driver's timeout,
  * so a dead peer ends in ncclCommAbort and an error, never a hang).
@@ -96,7 +98,7 @@ struct gs_drv {
     double timeout_s;
     int tf32;
     int bf16; /* GRIDSTEP_CUDA_GEMM=bf16: the linear layers' GEMMs take bf16 inputs, fp32 accumulate */
-    int attn_gemm; /* GRIDSTEP_CUDA_ATTENTION=gemm: attention through cuBLAS GEMMs */
+    gs_attn_path_pref attn_pref; /* GRIDSTEP_CUDA_ATTENTION (gs_attn_path_gemm decides per call) */
     uint64_t world;
     rank_dev *r;
     ncclUniqueId id;
@@ -611,9 +613,10 @@ static gs_status agree_local(const gs_exec_boot *b, gs_status rc, gs_error *err)
     return st;
 }
 
-/* The GEMM attention path's largest backward scratch (bytes) over rank `rank`'s attention
- * events (kernels/cuda/attn_gemm_plan.c, the shapes the calls will have); 0 when the schedule or
- * the heads per rank are not known. */
+/* The GEMM attention path's largest scratch (bytes) over rank `rank`'s attention events
+ * (kernels/cuda/attn_gemm_plan.c, the shapes the calls will have: the backward's dP/dS, or with
+ * flash attention the scores and P of either direction); 0 when the schedule or the heads per
+ * rank are not known. */
 static gs_status attn_scratch_bytes(const gs_driver_opts *opts, uint64_t rank, uint64_t *bytes, gs_error *err)
 {
     *bytes = 0;
@@ -621,9 +624,14 @@ static gs_status attn_scratch_bytes(const gs_driver_opts *opts, uint64_t rank, u
         return GS_OK;
     for (size_t k = 0; k < opts->sch->nranks; k++) /* engine code is out of this module's reach: no find_rank */
         if (opts->sch->ranks[k].rank == rank) {
-            gs_status rc = gs_attn_gemm_max_scratch_bytes(&opts->sch->ranks[k], (size_t)opts->attn_heads,
-                                                          (size_t)opts->attn_kv_heads, GS_ATTN_GEMM_SCRATCH_BYTES,
-                                                          bytes, err);
+            gs_status rc =
+                opts->attn_flash
+                    ? gs_attn_gemm_flash_max_scratch_bytes(&opts->sch->ranks[k], (size_t)opts->attn_heads,
+                                                           (size_t)opts->attn_kv_heads, GS_ATTN_GEMM_SCRATCH_BYTES,
+                                                           bytes, err)
+                    : gs_attn_gemm_max_scratch_bytes(&opts->sch->ranks[k], (size_t)opts->attn_heads,
+                                                     (size_t)opts->attn_kv_heads, GS_ATTN_GEMM_SCRATCH_BYTES, bytes,
+                                                     err);
             if (rc != GS_OK)
                 gs_error_prefix(err, "cuda driver: rank %" PRIu64, rank);
             return rc;
@@ -676,14 +684,12 @@ static gs_status cuda_open(const gs_mesh *mesh, const gs_driver_opts *opts, gs_d
     /* the environment's choices, refused (below, where every process of a job agrees on failure)
      * when unknown */
     gs_status rc = GS_OK;
-    const char *attn = getenv("GRIDSTEP_CUDA_ATTENTION");
-    int attn_gemm = attn && strcmp(attn, "gemm") == 0;
-    if (attn && attn[0] && !attn_gemm && strcmp(attn, "simple") != 0)
-        rc = gs_error_set(err, GS_ERR_INPUT,
-                          "cuda driver: GRIDSTEP_CUDA_ATTENTION='%s': expected simple (the default: per-row kernels) "
-                          "or gemm (cuBLAS GEMMs), for scenarios with flash_attention: false (with flash attention "
-                          "the flash kernels run)",
-                          attn);
+    gs_attn_path_pref attn_pref = GS_ATTN_PATH_AUTO;
+    if (gs_attn_path_parse(getenv("GRIDSTEP_CUDA_ATTENTION"), &attn_pref, err) != GS_OK) {
+        gs_error_prefix(err, "cuda driver");
+        rc = GS_ERR_INPUT;
+    }
+    int attn_gemm = attn_pref != GS_ATTN_PATH_KERNELS; /* the GEMM path may run */
     const char *gm = getenv("GRIDSTEP_CUDA_GEMM");
     int gemm_tf32 = gm && strcmp(gm, "tf32") == 0, gemm_bf16 = gm && strcmp(gm, "bf16") == 0;
     if (!(gm && *gm))
@@ -722,7 +728,7 @@ static gs_status cuda_open(const gs_mesh *mesh, const gs_driver_opts *opts, gs_d
         size_t freeb = 0, total = 0;
         uint64_t scratch = 0;
         int dev = boot ? boot->local_rank : (int)i;
-        if (attn_gemm && !opts->attn_flash && (rc = attn_scratch_bytes(opts, i, &scratch, err)) != GS_OK)
+        if (attn_gemm && (rc = attn_scratch_bytes(opts, i, &scratch, err)) != GS_OK)
             break;
         if (gemm_bf16)
             scratch += bf16_scratch_bytes(opts, i);
@@ -734,7 +740,7 @@ static gs_status cuda_open(const gs_mesh *mesh, const gs_driver_opts *opts, gs_d
         else if (need > freeb && scratch)
             rc = gs_error_set(err, GS_ERR_INPUT,
                               "cuda driver: rank %" PRIu64 " needs the memory ledger's peak %.3f GiB (fp32) + "
-                              "scratch %.3f GiB (GRIDSTEP_CUDA_ATTENTION=gemm: the backward's dP/dS; "
+                              "scratch %.3f GiB (the GEMM attention path's scores, none with GRIDSTEP_CUDA_ATTENTION=kernels; "
                               "bf16 GEMM inputs: their casts) > "
                               "free %.3f GiB on device %d (of %.3f GiB); refused before allocating",
                               i, (double)opts->rank_peak_bytes[i] / 1073741824.0, (double)scratch / 1073741824.0,
@@ -763,7 +769,7 @@ static gs_status cuda_open(const gs_mesh *mesh, const gs_driver_opts *opts, gs_d
     d->timeout_s = opts->timeout_s > 0 ? opts->timeout_s : 60.0;
     d->tf32 = gemm_tf32;
     d->bf16 = gemm_bf16;
-    d->attn_gemm = attn_gemm;
+    d->attn_pref = attn_pref;
     pthread_mutex_init(&d->mu, NULL);
     gs_error_init(&d->abort_err);
     d->r = calloc(d->world, sizeof *d->r);
@@ -965,7 +971,8 @@ static gs_status cuda_stream_create(gs_drv *d, uint64_t rank, gs_stream kind, gs
     pthread_mutex_unlock(&r->mu);
     const char *call = NULL;
     cublasStatus_t bs = CUBLAS_STATUS_SUCCESS;
-    if (d->attn_gemm && kind == GS_STREAM_COMPUTE && (bs = blas_create(s, &call)) != CUBLAS_STATUS_SUCCESS) {
+    if (d->attn_pref != GS_ATTN_PATH_KERNELS && kind == GS_STREAM_COMPUTE &&
+        (bs = blas_create(s, &call)) != CUBLAS_STATUS_SUCCESS) {
         cuda_stream_destroy(d, s);
         return gs_error_set(err, GS_ERR_RUNTIME, "cuda driver: rank %" PRIu64 " stream %s: %s (attention's cuBLAS "
                             "handle): %s", rank, stream_name(kind), call, cublasGetStatusString(bs));
@@ -1436,6 +1443,15 @@ static int attn_gemm_step(void *arg, const gs_attn_step *st)
         call = "kernel attn_ds_rows";
         rc = gs_cu_attn_ds_rows(work_on(s), a, st->a.ld, st->a.stride, c, st->c.ld, st->c.stride, st->m, st->n, st->batch);
         break;
+    case GS_ATTN_STEP_SOFTMAX_LSE:
+        call = "kernel attn_softmax_lse_rows";
+        rc = gs_cu_attn_softmax_lse_rows(work_on(s), c, st->c.ld, st->c.stride, b, st->b.stride, st->m, st->n,
+                                         st->batch);
+        break;
+    case GS_ATTN_STEP_P_LSE:
+        call = "kernel attn_p_lse_rows";
+        rc = gs_cu_attn_p_lse_rows(work_on(s), c, st->c.ld, st->c.stride, b, st->b.stride, st->m, st->n, st->batch);
+        break;
     }
     if (bs == CUBLAS_STATUS_SUCCESS && rc == 0)
         return 0;
@@ -1445,9 +1461,10 @@ static int attn_gemm_step(void *arg, const gs_attn_step *st)
     return 1;
 }
 
-/* Attention as the plan's GEMMs and row passes; the backward's dP/dS scratch is stream-ordered
- * (cudaMallocAsync, freed on the stream after the last step that reads it). */
-static void attn_gemm(gs_drv_stream *s, int backward, const gs_attn_shape *sh, float **buf)
+/* Attention as the plan's GEMMs and row passes; the scratch (the backward's dP/dS; the flash
+ * variant's scores and P, both directions) is stream-ordered (cudaMallocAsync, freed on the
+ * stream after the last step that reads it). */
+static void attn_gemm(gs_drv_stream *s, int backward, int flash, const gs_attn_shape *sh, float **buf)
 {
     const char *op = backward ? "attn_bwd" : "attn_fwd";
     if (!sh->nseq || !sh->seq || !sh->nh)
@@ -1461,17 +1478,24 @@ static void attn_gemm(gs_drv_stream *s, int backward, const gs_attn_shape *sh, f
     if (!ensure_blas(s))
         return;
     attn_gemm_ctx x = {s, op, buf, s->d->tf32 ? CUBLAS_COMPUTE_32F_FAST_TF32 : CUBLAS_COMPUTE_32F};
-    if (!backward) {
+    if (!backward && !flash) {
         gs_attn_gemm_fwd(sh, attn_gemm_step, &x, &e);
         return;
     }
-    size_t bytes = gs_attn_gemm_scratch_floats(sh) * sizeof(float);
+    size_t bytes = (flash ? gs_attn_gemm_flash_scratch_floats(sh, backward) : gs_attn_gemm_scratch_floats(sh)) *
+                   sizeof(float);
     cudaError_t ce = cudaMallocAsync((void **)&buf[GS_ATTN_SCRATCH], bytes, s->cs);
     if (ce != cudaSuccess) {
-        fail_stream(s, "%s (gemm path): cudaMallocAsync (dP/dS scratch, %zu B): %s", op, bytes, cudaGetErrorString(ce));
+        fail_stream(s, "%s (gemm path): cudaMallocAsync (%s scratch, %zu B): %s", op,
+                    flash ? "the flash variant's S/P" : "dP/dS", bytes, cudaGetErrorString(ce));
         return;
     }
-    gs_attn_gemm_bwd(sh, attn_gemm_step, &x, &e);
+    if (flash && !backward)
+        gs_attn_gemm_flash_fwd(sh, attn_gemm_step, &x, &e);
+    else if (flash)
+        gs_attn_gemm_flash_bwd(sh, attn_gemm_step, &x, &e);
+    else
+        gs_attn_gemm_bwd(sh, attn_gemm_step, &x, &e);
     CU_OK(s, cudaFreeAsync(buf[GS_ATTN_SCRATCH], s->cs));
 }
 
@@ -1513,23 +1537,26 @@ static void k_rope_bwd(gs_drv_stream *s, float *x, size_t t, size_t seq, size_t 
 {
     kernel_ok(s, "rope_bwd", gs_cu_rope(work_on(s), x, t, seq, nh, hd, ld, th, -1.0));
 }
-/* The GEMM attention path keeps P for its GEMMs and draws no dropout masks. */
-static int gemm_path_drops(gs_drv_stream *s, const gs_dropout *drop)
+/* The path of one attention call (gs_attn_path_gemm): 1 the GEMM path, 0 the kernels, -1 refused
+ * and recorded on the stream (GRIDSTEP_CUDA_ATTENTION=gemm on a call with attention dropout: the
+ * GEMM path, either variant, draws no masks). */
+static int attn_path(gs_drv_stream *s, const gs_dropout *drop)
 {
-    if (!drop || !drop->threshold)
-        return 0;
-    fail_stream(s, "attention dropout: GRIDSTEP_CUDA_ATTENTION=gemm draws no dropout masks; unset it (the exact "
-                   "kernels do) or set flash_attention: true");
-    return 1;
+    int g = gs_attn_path_gemm(s->d->attn_pref, drop && drop->threshold);
+    if (g < 0)
+        fail_stream(s, "attention dropout: GRIDSTEP_CUDA_ATTENTION=gemm draws no dropout masks; unset it (auto runs "
+                       "the attention kernels, flash or per-row, for calls with dropout) or set it to kernels");
+    return g;
 }
 
 static void k_attn_fwd(gs_drv_stream *s, const float *q, size_t ldq, const float *k, const float *v, size_t ldkv,
                        float *out, size_t ldo, float *p, size_t nseq, size_t seq, size_t nh, size_t nkv, size_t hd,
                        const gs_dropout *drop)
 {
-    if (s->d->attn_gemm) {
-        if (gemm_path_drops(s, drop))
-            return;
+    int g = attn_path(s, drop);
+    if (g < 0)
+        return;
+    if (g) {
         gs_attn_shape sh = {nseq, seq, nh, nkv, hd, ldq, ldkv, ldo, GS_ATTN_GEMM_SCRATCH_BYTES};
         float *buf[GS_ATTN_BUF_COUNT] = {NULL};
         buf[GS_ATTN_Q] = (float *)q;
@@ -1537,7 +1564,7 @@ static void k_attn_fwd(gs_drv_stream *s, const float *q, size_t ldq, const float
         buf[GS_ATTN_V] = (float *)v;
         buf[GS_ATTN_OUT] = out;
         buf[GS_ATTN_P] = p;
-        attn_gemm(s, 0, &sh, buf);
+        attn_gemm(s, 0, 0, &sh, buf);
         return;
     }
     kernel_ok(s, "attn_fwd",
@@ -1547,9 +1574,10 @@ static void k_attn_bwd(gs_drv_stream *s, const float *q, size_t ldq, const float
                        const float *p, const float *dout, size_t ldo, float *dq, float *dk, float *dv, size_t nseq,
                        size_t seq, size_t nh, size_t nkv, size_t hd, const gs_dropout *drop)
 {
-    if (s->d->attn_gemm) {
-        if (gemm_path_drops(s, drop))
-            return;
+    int g = attn_path(s, drop);
+    if (g < 0)
+        return;
+    if (g) {
         gs_attn_shape sh = {nseq, seq, nh, nkv, hd, ldq, ldkv, ldo, GS_ATTN_GEMM_SCRATCH_BYTES};
         float *buf[GS_ATTN_BUF_COUNT] = {NULL};
         buf[GS_ATTN_Q] = (float *)q;
@@ -1560,7 +1588,7 @@ static void k_attn_bwd(gs_drv_stream *s, const float *q, size_t ldq, const float
         buf[GS_ATTN_DQ] = dq;
         buf[GS_ATTN_DK] = dk;
         buf[GS_ATTN_DV] = dv;
-        attn_gemm(s, 1, &sh, buf);
+        attn_gemm(s, 1, 0, &sh, buf);
         return;
     }
     kernel_ok(s, "attn_bwd",
@@ -1570,6 +1598,20 @@ static void k_attn_fwd_flash(gs_drv_stream *s, const float *q, size_t ldq, const
                              size_t ldkv, float *out, size_t ldo, float *lse, size_t nseq, size_t seq, size_t nh,
                              size_t nkv, size_t hd, const gs_dropout *drop)
 {
+    int g = attn_path(s, drop);
+    if (g < 0)
+        return;
+    if (g) {
+        gs_attn_shape sh = {nseq, seq, nh, nkv, hd, ldq, ldkv, ldo, GS_ATTN_GEMM_SCRATCH_BYTES};
+        float *buf[GS_ATTN_BUF_COUNT] = {NULL};
+        buf[GS_ATTN_Q] = (float *)q;
+        buf[GS_ATTN_K] = (float *)k;
+        buf[GS_ATTN_V] = (float *)v;
+        buf[GS_ATTN_OUT] = out;
+        buf[GS_ATTN_P] = lse;
+        attn_gemm(s, 0, 1, &sh, buf);
+        return;
+    }
     kernel_ok(s, "attn_fwd_flash",
               gs_cu_attn_fwd_flash_dropout(work_on(s), q, ldq, k, v, ldkv, out, ldo, lse, nseq, seq, nh, nkv, hd, drop));
 }
@@ -1578,6 +1620,23 @@ static void k_attn_bwd_flash(gs_drv_stream *s, const float *q, size_t ldq, const
                              float *dk, float *dv, size_t nseq, size_t seq, size_t nh, size_t nkv, size_t hd,
                              const gs_dropout *drop)
 {
+    int g = attn_path(s, drop);
+    if (g < 0)
+        return;
+    if (g) { /* D from the recomputed P and dP (sum_b P dP = dout . out): out unread */
+        gs_attn_shape sh = {nseq, seq, nh, nkv, hd, ldq, ldkv, ldo, GS_ATTN_GEMM_SCRATCH_BYTES};
+        float *buf[GS_ATTN_BUF_COUNT] = {NULL};
+        buf[GS_ATTN_Q] = (float *)q;
+        buf[GS_ATTN_K] = (float *)k;
+        buf[GS_ATTN_V] = (float *)v;
+        buf[GS_ATTN_P] = (float *)lse;
+        buf[GS_ATTN_DOUT] = (float *)dout;
+        buf[GS_ATTN_DQ] = dq;
+        buf[GS_ATTN_DK] = dk;
+        buf[GS_ATTN_DV] = dv;
+        attn_gemm(s, 1, 1, &sh, buf);
+        return;
+    }
     kernel_ok(s, "attn_bwd_flash", gs_cu_attn_bwd_flash_dropout(work_on(s), q, ldq, k, v, ldkv, out, lse, dout, ldo, dq, dk,
                                                                 dv, nseq, seq, nh, nkv, hd, drop));
 }

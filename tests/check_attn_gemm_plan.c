@@ -23,7 +23,8 @@ typedef struct emu {
     float *buf[GS_ATTN_BUF_COUNT];
     size_t len[GS_ATTN_BUF_COUNT]; /* floats */
     int tf32; /* GEMM inputs to TF32 (10-bit mantissa): 1 rounded to nearest even, 2 truncated */
-    size_t gemms, softmaxes, ds_passes, max_batch;
+    size_t gemms, softmaxes, ds_passes, lse_passes, max_batch;
+    int flash_only_ok; /* running the flash variant: its lse passes are expected */
     size_t bad; /* out-of-bounds accesses, illegal leading dims, overlapping member outputs */
     unsigned char *written; /* per call: which elements of the output buffer were written */
     size_t reach[GS_ATTN_BUF_COUNT]; /* 1 + the highest float index the steps touched, per buffer */
@@ -137,6 +138,52 @@ static void emu_ds(emu *e, const gs_attn_step *st)
         }
 }
 
+/* k_softmax_lse_rows: the softmax as emu_softmax, and each row's lse = max + log(sum) into b
+ * (member h's row a at b.offset + h * b.stride + a). */
+static void emu_softmax_lse(emu *e, const gs_attn_step *st)
+{
+    e->lse_passes++;
+    float *P = e->buf[st->c.buf], *L = e->buf[st->b.buf];
+    for (size_t h = 0; h < st->batch; h++)
+        for (size_t a = 0; a < st->m; a++) {
+            size_t last = a < st->n ? a : st->n - 1;
+            float mx = -INFINITY;
+            for (size_t b = 0; b <= last; b++) {
+                float x = P[at(e, &st->c, h, b, a)];
+                mx = x > mx ? x : mx;
+            }
+            double sum = 0.0;
+            for (size_t b = 0; b <= last; b++) {
+                size_t idx = at(e, &st->c, h, b, a);
+                P[idx] = expf(P[idx] - mx);
+                sum += P[idx];
+            }
+            L[at(e, &st->b, h, a, 0)] = (float)((double)mx + log(sum));
+            float inv = (float)(1.0 / sum);
+            for (size_t b = 0; b < st->n; b++) {
+                size_t idx = at(e, &st->c, h, b, a);
+                P[idx] = b <= last ? P[idx] * inv : 0.0f;
+            }
+        }
+}
+
+/* k_p_lse_rows: P = exp(S - lse) for b <= a, 0 past a, in place of the scores. */
+static void emu_p_lse(emu *e, const gs_attn_step *st)
+{
+    e->lse_passes++;
+    float *X = e->buf[st->c.buf];
+    const float *L = e->buf[st->b.buf];
+    for (size_t h = 0; h < st->batch; h++)
+        for (size_t a = 0; a < st->m; a++) {
+            size_t last = a < st->n ? a : st->n - 1;
+            float l = L[at(e, &st->b, h, a, 0)];
+            for (size_t b = 0; b < st->n; b++) {
+                size_t idx = at(e, &st->c, h, b, a);
+                X[idx] = b <= last ? expf(X[idx] - l) : 0.0f;
+            }
+        }
+}
+
 static int emu_step(void *ctx, const gs_attn_step *st)
 {
     emu *e = ctx;
@@ -144,6 +191,13 @@ static int emu_step(void *ctx, const gs_attn_step *st)
     case GS_ATTN_STEP_GEMM: emu_gemm(e, st); break;
     case GS_ATTN_STEP_SOFTMAX: emu_softmax(e, st); break;
     case GS_ATTN_STEP_DS: emu_ds(e, st); break;
+    case GS_ATTN_STEP_SOFTMAX_LSE:
+    case GS_ATTN_STEP_P_LSE:
+        if (e->flash_only_ok)
+            (st->kind == GS_ATTN_STEP_P_LSE ? emu_p_lse : emu_softmax_lse)(e, st);
+        else
+            e->bad++; /* the kept-P plan has no lse passes */
+        break;
     }
     return 0;
 }
@@ -362,6 +416,200 @@ START_TEST(test_chunks)
 }
 END_TEST
 
+static gs_event attn_event(gs_op op, gs_phase phase, uint32_t seq, uint32_t hd, uint32_t batch);
+
+/* ---- the flash variant ---------------------------------------------------------------------- */
+
+typedef struct flash_result {
+    double err_out, err_lse, err_dq, err_dk, err_dv;
+    size_t bad, gemms, softmaxes, lse_passes, ds_passes, chunk_fwd, chunk_bwd;
+    size_t scratch_reach;
+} flash_result;
+
+/* kernels/host/attention_flash.c (FlashAttention-2's tiles and online softmax, an independent
+ * implementation) vs the flash plan run by the emulator, as run_case: out, the lse of every row
+ * (GS_ATTN_P), dq, dk, dv. The plan's forward runs, then its backward reads the lse it wrote. */
+static flash_result run_flash_case(const attn_case *cs, uint64_t seed)
+{
+    size_t T = cs->nseq * cs->seq, nh = cs->nh, nkv = cs->nkv, hd = cs->hd, seq = cs->seq;
+    size_t ld = (nh + 2 * nkv) * hd, ldo = nh * hd + 3, nl = cs->nseq * nh * seq;
+    float *qkv = alloc_fill(T * ld, 0), *dout = alloc_fill(T * ldo, 0);
+    for (size_t i = 0; i < T * ld; i++)
+        qkv[i] = urand(&seed);
+    for (size_t i = 0; i < T * ldo; i++)
+        dout[i] = urand(&seed);
+    float *q = qkv, *k = qkv + nh * hd, *v = qkv + (nh + nkv) * hd;
+    float *out_h = alloc_fill(T * ldo, 0), *lse_h = alloc_fill(nl, 0), *dqkv_h = alloc_fill(T * ld, 0);
+    gs_k_attn_fwd_flash(q, ld, k, v, ld, out_h, ldo, lse_h, cs->nseq, seq, nh, nkv, hd);
+    gs_k_attn_bwd_flash(q, ld, k, v, ld, out_h, lse_h, dout, ldo, dqkv_h, dqkv_h + nh * hd, dqkv_h + (nh + nkv) * hd,
+                        cs->nseq, seq, nh, nkv, hd);
+    gs_attn_shape sh = {cs->nseq, seq, nh, nkv, hd, ld, ld, ldo,
+                        cs->scratch_bytes ? cs->scratch_bytes : GS_ATTN_GEMM_SCRATCH_BYTES};
+    flash_result res;
+    memset(&res, 0, sizeof res);
+    res.chunk_fwd = gs_attn_gemm_flash_chunk(&sh, 0);
+    res.chunk_bwd = gs_attn_gemm_flash_chunk(&sh, 1);
+    size_t nf = gs_attn_gemm_flash_scratch_floats(&sh, 0), nb = gs_attn_gemm_flash_scratch_floats(&sh, 1);
+    size_t nscratch = nf > nb ? nf : nb;
+    float *out_e = alloc_fill(T * ldo, NAN), *lse_e = alloc_fill(nl, NAN), *dqkv_e = alloc_fill(T * ld, NAN);
+    float *scratch = alloc_fill(nscratch, NAN);
+    emu e;
+    memset(&e, 0, sizeof e);
+    e.flash_only_ok = 1;
+    e.tf32 = cs->tf32;
+    e.buf[GS_ATTN_Q] = q, e.len[GS_ATTN_Q] = T * ld;
+    e.buf[GS_ATTN_K] = k, e.len[GS_ATTN_K] = T * ld - nh * hd;
+    e.buf[GS_ATTN_V] = v, e.len[GS_ATTN_V] = T * ld - (nh + nkv) * hd;
+    e.buf[GS_ATTN_OUT] = out_e, e.len[GS_ATTN_OUT] = T * ldo;
+    e.buf[GS_ATTN_P] = lse_e, e.len[GS_ATTN_P] = nl;
+    e.buf[GS_ATTN_DOUT] = dout, e.len[GS_ATTN_DOUT] = T * ldo;
+    e.buf[GS_ATTN_DQ] = dqkv_e, e.len[GS_ATTN_DQ] = T * ld;
+    e.buf[GS_ATTN_DK] = dqkv_e + nh * hd, e.len[GS_ATTN_DK] = T * ld - nh * hd;
+    e.buf[GS_ATTN_DV] = dqkv_e + (nh + nkv) * hd, e.len[GS_ATTN_DV] = T * ld - (nh + nkv) * hd;
+    e.buf[GS_ATTN_SCRATCH] = scratch;
+    size_t maxlen = nscratch;
+    for (int b = 0; b < GS_ATTN_BUF_COUNT; b++)
+        maxlen = e.len[b] > maxlen ? e.len[b] : maxlen;
+    e.written = malloc(maxlen);
+    ck_assert_ptr_nonnull(e.written);
+    gs_error err;
+    gs_error_init(&err);
+    /* each direction gets exactly the scratch the driver allocates for it */
+    e.len[GS_ATTN_SCRATCH] = nf;
+    ck_assert_int_eq(gs_attn_gemm_flash_fwd(&sh, emu_step, &e, &err), GS_OK);
+    size_t reach_fwd = e.reach[GS_ATTN_SCRATCH];
+    for (size_t i = 0; i < nscratch; i++) /* the backward finds no scores left by the forward */
+        scratch[i] = NAN;
+    e.len[GS_ATTN_SCRATCH] = nb;
+    e.reach[GS_ATTN_SCRATCH] = 0;
+    ck_assert_int_eq(gs_attn_gemm_flash_bwd(&sh, emu_step, &e, &err), GS_OK);
+    res.scratch_reach = e.reach[GS_ATTN_SCRATCH] > reach_fwd ? e.reach[GS_ATTN_SCRATCH] : reach_fwd;
+    res.err_out = rel_err_cols(out_e, out_h, T, ldo, 0, nh * hd);
+    res.err_lse = rel_err_cols(lse_e, lse_h, nl, 1, 0, 1);
+    res.err_dq = rel_err_cols(dqkv_e, dqkv_h, T, ld, 0, nh * hd);
+    res.err_dk = rel_err_cols(dqkv_e, dqkv_h, T, ld, nh * hd, nkv * hd);
+    res.err_dv = rel_err_cols(dqkv_e, dqkv_h, T, ld, (nh + nkv) * hd, nkv * hd);
+    for (size_t r = 0; r < T; r++)
+        for (size_t c = nh * hd; c < ldo; c++)
+            res.bad += !isnan(out_e[r * ldo + c]);
+    res.bad += e.bad;
+    res.gemms = e.gemms;
+    res.softmaxes = e.softmaxes;
+    res.lse_passes = e.lse_passes;
+    res.ds_passes = e.ds_passes;
+    free(e.written);
+    free(scratch);
+    free(dqkv_e);
+    free(lse_e);
+    free(out_e);
+    free(dqkv_h);
+    free(lse_h);
+    free(out_h);
+    free(dout);
+    free(qkv);
+    return res;
+}
+
+/* Counts from the flash plan's definition: per (sequence, group member, chunk) the forward has
+ * 2 GEMMs and 1 lse softmax, the backward 5 GEMMs (S again, dP, dQ, dK, dV), 1 P-from-lse pass
+ * and 1 dS pass; the kept-P softmax never runs. */
+static void assert_flash(const attn_case *cs, const flash_result *r, double tol)
+{
+    ck_assert_msg(r->bad == 0, "%zu out-of-bounds accesses, illegal leading dims or overlapping outputs", r->bad);
+    ck_assert_msg(r->err_out <= tol, "out rel err %.3g (nh %zu nkv %zu)", r->err_out, cs->nh, cs->nkv);
+    ck_assert_msg(r->err_lse <= tol, "lse rel err %.3g", r->err_lse);
+    ck_assert_msg(r->err_dq <= tol, "dq rel err %.3g", r->err_dq);
+    ck_assert_msg(r->err_dk <= tol, "dk rel err %.3g", r->err_dk);
+    ck_assert_msg(r->err_dv <= tol, "dv rel err %.3g", r->err_dv);
+    size_t group = cs->nh / cs->nkv;
+    size_t per_fwd = cs->nseq * group * ((cs->nkv + r->chunk_fwd - 1) / r->chunk_fwd);
+    size_t per_bwd = cs->nseq * group * ((cs->nkv + r->chunk_bwd - 1) / r->chunk_bwd);
+    ck_assert_uint_eq(r->gemms, 2 * per_fwd + 5 * per_bwd);
+    ck_assert_uint_eq(r->lse_passes, per_fwd + per_bwd);
+    ck_assert_uint_eq(r->ds_passes, per_bwd);
+    ck_assert_uint_eq(r->softmaxes, 0);
+}
+
+START_TEST(test_flash_gqa_mha_mqa)
+{
+    attn_case cases[] = {{2, 13, 6, 2, 8, 0, 0}, {1, 17, 4, 4, 5, 0, 0}, {2, 9, 3, 1, 4, 0, 0}};
+    for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+        flash_result r = run_flash_case(&cases[i], 21 + i);
+        assert_flash(&cases[i], &r, TOL_FP32);
+        ck_assert_uint_eq(r.chunk_fwd, cases[i].nkv); /* the default cap holds every kv head */
+        ck_assert_uint_eq(r.chunk_bwd, cases[i].nkv);
+    }
+}
+END_TEST
+
+/* Scratch cap of 3 heads of 11 x 11 floats (1452 B, +7): the forward takes 3 kv heads a chunk
+ * (one matrix each: chunks 3, 2 of 5), the backward 1 (two matrices each: 968 B > 1459 / 2 ...
+ * 1459 / 968 = 1); the scratch reached is the larger, 3 x 484 B = 1452 B. */
+START_TEST(test_flash_chunks)
+{
+    attn_case cs = {2, 11, 10, 5, 4, 3 * 11 * 11 * sizeof(float) + 7, 0};
+    flash_result r = run_flash_case(&cs, 31);
+    ck_assert_uint_eq(r.chunk_fwd, 3);
+    ck_assert_uint_eq(r.chunk_bwd, 1);
+    assert_flash(&cs, &r, TOL_FP32);
+    ck_assert_uint_eq(r.scratch_reach * sizeof(float), 1452);
+    gs_attn_shape sh = {2, 11, 10, 5, 4, 30, 30, 40, cs.scratch_bytes};
+    ck_assert_uint_eq(gs_attn_gemm_flash_scratch_floats(&sh, 0) * sizeof(float), 1452);
+    ck_assert_uint_eq(gs_attn_gemm_flash_scratch_floats(&sh, 1) * sizeof(float), 968);
+    /* a cap of 2 heads' pairs: backward chunks of 2 (2 x 2 x 484 B = 1936 B) */
+    attn_case two = {1, 11, 10, 5, 4, 4 * 11 * 11 * sizeof(float), 0};
+    r = run_flash_case(&two, 32);
+    ck_assert_uint_eq(r.chunk_fwd, 4);
+    ck_assert_uint_eq(r.chunk_bwd, 2);
+    assert_flash(&two, &r, TOL_FP32);
+    ck_assert_uint_eq(r.scratch_reach * sizeof(float), 1936);
+}
+END_TEST
+
+/* The GPU check's shape under TF32, as test_tf32_tolerance (same bound: a third of the GPU
+ * check's TF32 GEMM tolerance). */
+START_TEST(test_flash_tf32)
+{
+    attn_case cs = {2, 128, 8, 2, 64, 0, 1};
+    flash_result r = run_flash_case(&cs, 33);
+    ck_assert_uint_eq(r.bad, 0);
+    double errs[] = {r.err_out, r.err_lse, r.err_dq, r.err_dk, r.err_dv}, worst = 0;
+    for (size_t i = 0; i < 5; i++)
+        worst = errs[i] > worst ? errs[i] : worst;
+    ck_assert_msg(worst <= 5e-3 / 3, "flash TF32 emulation: worst rel err %.3g", worst);
+    ck_assert_msg(worst > 10 * TOL_FP32, "flash TF32 emulation: worst rel err %.3g, no rounding seen", worst);
+}
+END_TEST
+
+/* The flash variant's pre-flight: every attention event counts (the forward and the recompute
+ * take one matrix per kv head of a chunk, the backward two). Hand events: 8 query heads on 2 kv
+ * heads, 2 sequences a micro-batch. */
+START_TEST(test_flash_schedule_max)
+{
+    gs_event ev[] = {
+        attn_event(GS_OP_QKV, GS_PHASE_BWD, 4096, 64, 0),   /* not attention */
+        attn_event(GS_OP_ATTN, GS_PHASE_FWD, 256, 16, 16),  /* 2 x 256 x 256 x 4 B = 524288 B */
+        attn_event(GS_OP_ATTN, GS_PHASE_BWD, 128, 16, 16),  /* 2 x 2 x 128 x 128 x 4 B = 262144 B */
+    };
+    gs_rank_events r;
+    memset(&r, 0, sizeof r);
+    r.events = ev;
+    r.nevents = 3;
+    gs_error err;
+    gs_error_init(&err);
+    uint64_t bytes = 0;
+    ck_assert_int_eq(gs_attn_gemm_flash_max_scratch_bytes(&r, 8, 2, GS_ATTN_GEMM_SCRATCH_BYTES, &bytes, &err), GS_OK);
+    ck_assert_uint_eq(bytes, 524288);
+    ev[2].gemm_m = ev[2].gemm_n = 512; /* backward 2 x 2 x 512^2 x 4 B = 4 MiB */
+    ck_assert_int_eq(gs_attn_gemm_flash_max_scratch_bytes(&r, 8, 2, GS_ATTN_GEMM_SCRATCH_BYTES, &bytes, &err), GS_OK);
+    ck_assert_uint_eq(bytes, 4194304);
+    ev[1].phase = GS_PHASE_RECOMPUTE; /* a recompute is a forward */
+    ev[1].gemm_m = ev[1].gemm_n = 2048; /* 2 x 2048^2 x 4 B = 32 MiB */
+    ck_assert_int_eq(gs_attn_gemm_flash_max_scratch_bytes(&r, 8, 2, GS_ATTN_GEMM_SCRATCH_BYTES, &bytes, &err), GS_OK);
+    ck_assert_uint_eq(bytes, 33554432);
+}
+END_TEST
+
 /* TF32 (inputs cut to 10 mantissa bits, products accumulated in fp32 or wider), on the GPU
  * check's attention shape (tests/gpu/kernel_check.c: 2 x 128 tokens, 8 heads on 2 kv heads, head
  * dim 64, inputs U(-1,1)). Each input's relative error is up to 2^-11 = 4.9e-4 rounded (2^-10
@@ -534,6 +782,39 @@ START_TEST(test_errors)
 }
 END_TEST
 
+/* The cuda driver's choice of path per call (GRIDSTEP_CUDA_ATTENTION), as its help states it:
+ * auto (unset, empty, "auto") the GEMMs unless the call draws dropout masks, kernels ("simple"
+ * too) never the GEMMs, gemm always and a call with dropout refused; anything else refused
+ * naming the value. */
+START_TEST(test_path_choice)
+{
+    gs_error err;
+    gs_error_init(&err);
+    gs_attn_path_pref p = GS_ATTN_PATH_GEMM;
+    const char *autos[] = {NULL, "", "auto"};
+    for (size_t i = 0; i < 3; i++) {
+        p = GS_ATTN_PATH_GEMM;
+        ck_assert_int_eq(gs_attn_path_parse(autos[i], &p, &err), GS_OK);
+        ck_assert_int_eq(p, GS_ATTN_PATH_AUTO);
+    }
+    ck_assert_int_eq(gs_attn_path_gemm(GS_ATTN_PATH_AUTO, 0), 1);
+    ck_assert_int_eq(gs_attn_path_gemm(GS_ATTN_PATH_AUTO, 1), 0);
+    ck_assert_int_eq(gs_attn_path_parse("kernels", &p, &err), GS_OK);
+    ck_assert_int_eq(p, GS_ATTN_PATH_KERNELS);
+    ck_assert_int_eq(gs_attn_path_parse("simple", &p, &err), GS_OK);
+    ck_assert_int_eq(p, GS_ATTN_PATH_KERNELS);
+    ck_assert_int_eq(gs_attn_path_gemm(GS_ATTN_PATH_KERNELS, 0), 0);
+    ck_assert_int_eq(gs_attn_path_gemm(GS_ATTN_PATH_KERNELS, 1), 0);
+    ck_assert_int_eq(gs_attn_path_parse("gemm", &p, &err), GS_OK);
+    ck_assert_int_eq(p, GS_ATTN_PATH_GEMM);
+    ck_assert_int_eq(gs_attn_path_gemm(GS_ATTN_PATH_GEMM, 0), 1);
+    ck_assert_int_eq(gs_attn_path_gemm(GS_ATTN_PATH_GEMM, 1), -1);
+    ck_assert_int_eq(gs_attn_path_parse("GEMM", &p, &err), GS_ERR_INPUT);
+    ck_assert_ptr_nonnull(strstr(err.msg, "GRIDSTEP_CUDA_ATTENTION='GEMM'"));
+    ck_assert_ptr_nonnull(strstr(err.msg, "expected auto"));
+}
+END_TEST
+
 enum { ATTN_PLAN_TEST_TIMEOUT_S = 120 }; /* each case takes well under a second on an idle core */
 
 static Suite *attn_gemm_plan_suite(void)
@@ -556,8 +837,16 @@ static Suite *attn_gemm_plan_suite(void)
     tcase_add_test(tc, test_schedule_built);
     tcase_set_timeout(tc, ATTN_PLAN_TEST_TIMEOUT_S);
     suite_add_tcase(s, tc);
+    tc = tcase_create("flash");
+    tcase_add_test(tc, test_flash_gqa_mha_mqa);
+    tcase_add_test(tc, test_flash_chunks);
+    tcase_add_test(tc, test_flash_tf32);
+    tcase_add_test(tc, test_flash_schedule_max);
+    tcase_set_timeout(tc, ATTN_PLAN_TEST_TIMEOUT_S);
+    suite_add_tcase(s, tc);
     tc = tcase_create("errors");
     tcase_add_test(tc, test_errors);
+    tcase_add_test(tc, test_path_choice);
     suite_add_tcase(s, tc);
     return s;
 }

@@ -47,13 +47,50 @@
  * Every output element is written by exactly one member of one call with beta 0 before any beta 1
  * call reads it: out, dq by their (s, i); p by its (s, i); dk, dv by (s, j) at g = 0. The masked
  * half of each score matrix is computed and thrown away (P is exactly 0 there, so it adds exact
- * zeros to O, dQ, dK, dV). */
+ * zeros to O, dQ, dK, dV).
+ *
+ * The flash variant (gs_attn_gemm_flash_*): GS_ATTN_P holds L_i [seq] = lse of each score row,
+ * L_i[a] = p[(s*nh + i)*seq + a] (member stride group*seq); X_h is the scratch's first half, Y_h
+ * (backward) its second, at chunk*seq*seq floats:
+ *   forward, per (s, g, chunk):  S_i -> X (as S above, C = X); softmax of X's rows with L_i
+ *       written beside; O_i = X V_j (as O above with B = X)
+ *   backward, per (s, g, chunk): S_i -> X; X = exp(X - L_i) causal (P recomputed); dP_i -> Y;
+ *       dS in Y from X and Y (as above, a = X); dQ, dK (+)= from Y; dV (+)= X^T dO (B = X).
+ * Every output element is written as in the kept-P plan, and L by its (s, i) in the forward. */
 #include <inttypes.h>
 #include <limits.h>
 #include <math.h>
+#include <string.h>
 
 #include "engine/schedule.h"
 #include "kernels/cuda/attn_gemm_plan.h"
+
+gs_status gs_attn_path_parse(const char *value, gs_attn_path_pref *out, gs_error *err)
+{
+    if (!value || !value[0] || strcmp(value, "auto") == 0)
+        *out = GS_ATTN_PATH_AUTO;
+    else if (strcmp(value, "kernels") == 0 || strcmp(value, "simple") == 0)
+        *out = GS_ATTN_PATH_KERNELS;
+    else if (strcmp(value, "gemm") == 0)
+        *out = GS_ATTN_PATH_GEMM;
+    else
+        return gs_error_set(err, GS_ERR_INPUT,
+                            "GRIDSTEP_CUDA_ATTENTION='%s': expected auto (the default: cuBLAS GEMMs with row passes, "
+                            "recomputing P from each row's lse under flash attention, and the kernels for calls "
+                            "with attention dropout), kernels (the flash or per-row kernels always; 'simple' is "
+                            "its older name) or gemm (the GEMMs always; attention dropout refused)",
+                            value);
+    return GS_OK;
+}
+
+int gs_attn_path_gemm(gs_attn_path_pref pref, int dropping)
+{
+    switch (pref) {
+    case GS_ATTN_PATH_KERNELS: return 0;
+    case GS_ATTN_PATH_GEMM: return dropping ? -1 : 1;
+    default: return dropping ? 0 : 1;
+    }
+}
 
 gs_status gs_attn_gemm_check(const gs_attn_shape *sh, gs_error *err)
 {
@@ -133,6 +170,41 @@ gs_status gs_attn_gemm_max_scratch_bytes(const gs_rank_events *r, size_t heads, 
     return GS_OK;
 }
 
+size_t gs_attn_gemm_flash_chunk(const gs_attn_shape *sh, int backward)
+{
+    size_t per_head = (backward ? 2 : 1) * sh->seq * sh->seq * sizeof(float);
+    size_t c = per_head ? sh->scratch_bytes / per_head : sh->nkv;
+    if (c < 1)
+        c = 1;
+    if (c > sh->nkv)
+        c = sh->nkv;
+    return c;
+}
+
+size_t gs_attn_gemm_flash_scratch_floats(const gs_attn_shape *sh, int backward)
+{
+    return (backward ? 2 : 1) * gs_attn_gemm_flash_chunk(sh, backward) * sh->seq * sh->seq;
+}
+
+gs_status gs_attn_gemm_flash_max_scratch_bytes(const gs_rank_events *r, size_t heads, size_t kv_heads,
+                                               size_t scratch_cap_bytes, uint64_t *bytes, gs_error *err)
+{
+    *bytes = 0;
+    for (size_t i = 0; i < r->nevents; i++) {
+        const gs_event *e = &r->events[i];
+        if (e->kind != GS_EV_COMPUTE || e->op != GS_OP_ATTN)
+            continue;
+        gs_attn_shape sh;
+        gs_status rc = gs_attn_gemm_event_shape(e, heads, kv_heads, scratch_cap_bytes, &sh, err);
+        if (rc != GS_OK)
+            return rc;
+        uint64_t b = (uint64_t)gs_attn_gemm_flash_scratch_floats(&sh, e->phase == GS_PHASE_BWD) * sizeof(float);
+        if (b > *bytes)
+            *bytes = b;
+    }
+    return GS_OK;
+}
+
 static gs_attn_operand operand(gs_attn_buf buf, size_t offset, size_t ld, size_t stride)
 {
     gs_attn_operand o = {buf, offset, ld, stride};
@@ -149,6 +221,7 @@ static gs_attn_step gemm_step(const char *what, int ta, int tb, size_t m, size_t
 /* Member-0 offsets and member strides of one (s, g, kv0) chunk's operands. */
 typedef struct chunk_at {
     gs_attn_operand q, k, v, out, p, dout, dq, dk, dv, x;
+    gs_attn_operand lse, y; /* the flash variant's: row lse in GS_ATTN_P; the scratch's second half */
 } chunk_at;
 
 static chunk_at chunk_operands(const gs_attn_shape *sh, size_t s, size_t g, size_t kv0)
@@ -170,6 +243,8 @@ static chunk_at chunk_operands(const gs_attn_shape *sh, size_t s, size_t g, size
     c.dout.buf = GS_ATTN_DOUT;
     c.p = operand(GS_ATTN_P, (s * sh->nh + i0) * sq, sh->seq, group * sq);
     c.x = operand(GS_ATTN_SCRATCH, 0, sh->seq, sq);
+    c.lse = operand(GS_ATTN_P, (s * sh->nh + i0) * sh->seq, sh->seq, group * sh->seq);
+    c.y = operand(GS_ATTN_SCRATCH, gs_attn_gemm_flash_chunk(sh, 1) * sq, sh->seq, sq);
     return c;
 }
 
@@ -234,6 +309,64 @@ gs_status gs_attn_gemm_bwd(const gs_attn_shape *sh, gs_attn_visit_fn visit, void
                     emit(visit, ctx, gemm_step("dK += scale dS^T Q", 0, 1, hd, seq, seq, scale, c.q, c.x, acc, c.dk),
                          s, g, kv0, nb) ||
                     emit(visit, ctx, gemm_step("dV += P^T dO", 0, 1, hd, seq, seq, 1.0f, c.dout, c.p, acc, c.dv), s, g,
+                         kv0, nb))
+                    return GS_ERR_RUNTIME;
+            }
+    return GS_OK;
+}
+
+gs_status gs_attn_gemm_flash_fwd(const gs_attn_shape *sh, gs_attn_visit_fn visit, void *ctx, gs_error *err)
+{
+    gs_status rc = gs_attn_gemm_check(sh, err);
+    if (rc != GS_OK)
+        return rc;
+    size_t group = sh->nh / sh->nkv, seq = sh->seq, hd = sh->hd, chunk = gs_attn_gemm_flash_chunk(sh, 0);
+    float scale = attn_scale(sh);
+    for (size_t s = 0; s < sh->nseq; s++)
+        for (size_t g = 0; g < group; g++)
+            for (size_t kv0 = 0; kv0 < sh->nkv; kv0 += chunk) {
+                size_t nb = sh->nkv - kv0 < chunk ? sh->nkv - kv0 : chunk;
+                chunk_at c = chunk_operands(sh, s, g, kv0);
+                gs_attn_step soft = {GS_ATTN_STEP_SOFTMAX_LSE, "causal softmax rows of S, their lse", 0, 0, 0, 0, 0,
+                                     seq, seq, 0, 1.0f, 0.0f, c.x, c.lse, c.x, 0};
+                if (emit(visit, ctx, gemm_step("S = scale Q K^T", 1, 0, seq, seq, hd, scale, c.k, c.q, 0.0f, c.x), s, g,
+                         kv0, nb) ||
+                    emit(visit, ctx, soft, s, g, kv0, nb) ||
+                    emit(visit, ctx, gemm_step("O = P V", 0, 0, hd, seq, seq, 1.0f, c.v, c.x, 0.0f, c.out), s, g, kv0,
+                         nb))
+                    return GS_ERR_RUNTIME;
+            }
+    return GS_OK;
+}
+
+gs_status gs_attn_gemm_flash_bwd(const gs_attn_shape *sh, gs_attn_visit_fn visit, void *ctx, gs_error *err)
+{
+    gs_status rc = gs_attn_gemm_check(sh, err);
+    if (rc != GS_OK)
+        return rc;
+    size_t group = sh->nh / sh->nkv, seq = sh->seq, hd = sh->hd, chunk = gs_attn_gemm_flash_chunk(sh, 1);
+    float scale = attn_scale(sh);
+    for (size_t s = 0; s < sh->nseq; s++)
+        for (size_t g = 0; g < group; g++)
+            for (size_t kv0 = 0; kv0 < sh->nkv; kv0 += chunk) {
+                size_t nb = sh->nkv - kv0 < chunk ? sh->nkv - kv0 : chunk;
+                chunk_at c = chunk_operands(sh, s, g, kv0);
+                float acc = g == 0 ? 0.0f : 1.0f; /* dk, dv: the group summed in order */
+                gs_attn_step pl = {GS_ATTN_STEP_P_LSE, "P = exp(S - lse), causal", 0, 0, 0, 0, 0, seq, seq, 0, 1.0f,
+                                   0.0f, c.x, c.lse, c.x, 0};
+                gs_attn_step ds = {GS_ATTN_STEP_DS, "dS = P o (dP - rowsum(P o dP))", 0, 0, 0, 0, 0, seq, seq, 0,
+                                   1.0f, 0.0f, c.x, c.x, c.y, 0};
+                if (emit(visit, ctx, gemm_step("S = scale Q K^T", 1, 0, seq, seq, hd, scale, c.k, c.q, 0.0f, c.x), s, g,
+                         kv0, nb) ||
+                    emit(visit, ctx, pl, s, g, kv0, nb) ||
+                    emit(visit, ctx, gemm_step("dP = dO V^T", 1, 0, seq, seq, hd, 1.0f, c.v, c.dout, 0.0f, c.y), s, g,
+                         kv0, nb) ||
+                    emit(visit, ctx, ds, s, g, kv0, nb) ||
+                    emit(visit, ctx, gemm_step("dQ = scale dS K", 0, 0, hd, seq, seq, scale, c.k, c.y, 0.0f, c.dq), s,
+                         g, kv0, nb) ||
+                    emit(visit, ctx, gemm_step("dK += scale dS^T Q", 0, 1, hd, seq, seq, scale, c.q, c.y, acc, c.dk),
+                         s, g, kv0, nb) ||
+                    emit(visit, ctx, gemm_step("dV += P^T dO", 0, 1, hd, seq, seq, 1.0f, c.dout, c.x, acc, c.dv), s, g,
                          kv0, nb))
                     return GS_ERR_RUNTIME;
             }

@@ -34,7 +34,7 @@ typedef enum gs_attn_buf {
     GS_ATTN_K,       /* k rows, kv head j at column j*hd, leading dim ldkv */
     GS_ATTN_V,       /* v rows, like k */
     GS_ATTN_OUT,     /* out rows, head i at column i*hd, leading dim ldo */
-    GS_ATTN_P,       /* probabilities [nseq][nh][seq][seq] */
+    GS_ATTN_P,       /* probabilities [nseq][nh][seq][seq]; the flash variant: lse [nseq][nh][seq] */
     GS_ATTN_DOUT,    /* dout, like out */
     GS_ATTN_DQ,      /* dq, like q */
     GS_ATTN_DK,      /* dk, like k */
@@ -53,7 +53,11 @@ typedef struct gs_attn_operand {
 typedef enum gs_attn_step_kind {
     GS_ATTN_STEP_GEMM,    /* c = alpha op(a) op(b) + beta c, column-major, batch members */
     GS_ATTN_STEP_SOFTMAX, /* c: per member, rows a < m of seq floats (ld): causal softmax in place */
-    GS_ATTN_STEP_DS       /* a = P, c = dP in, dS out: dS_ab = P_ab (dP_ab - sum_b' P_ab' dP_ab') */
+    GS_ATTN_STEP_DS,      /* a = P, c = dP in, dS out: dS_ab = P_ab (dP_ab - sum_b' P_ab' dP_ab') */
+    /* the flash variant's (P not kept; b names each row's log-sum-exp: member h's row a at
+     * b.offset + h * b.stride + a) */
+    GS_ATTN_STEP_SOFTMAX_LSE, /* c: as SOFTMAX, and b[a] = max_b S_ab + log sum_b exp(S_ab - max) */
+    GS_ATTN_STEP_P_LSE        /* c: scores in, P_ab = exp(S_ab - lse_a) out for b <= a, exactly 0 past a */
 } gs_attn_step_kind;
 
 typedef struct gs_attn_step {
@@ -100,9 +104,36 @@ gs_status gs_attn_gemm_event_shape(const struct gs_event *e, size_t heads, size_
 gs_status gs_attn_gemm_max_scratch_bytes(const struct gs_rank_events *r, size_t heads, size_t kv_heads,
                                          size_t scratch_cap_bytes, uint64_t *bytes, gs_error *err);
 
+/* Which attention path the cuda driver runs (GRIDSTEP_CUDA_ATTENTION): auto (unset, empty or
+ * "auto": the GEMM path, in its flash variant for flash scenarios, for every call that draws no
+ * attention dropout mask, the kernels for those that do), kernels (or "simple", its older name:
+ * the flash kernels, or the per-row kernels without flash attention) or gemm (the GEMM path
+ * always; a call with dropout is refused, the path draws no masks). */
+typedef enum gs_attn_path_pref { GS_ATTN_PATH_AUTO, GS_ATTN_PATH_KERNELS, GS_ATTN_PATH_GEMM } gs_attn_path_pref;
+
+/* Parses the variable's value (NULL: auto); GS_ERR_INPUT naming the value otherwise. */
+gs_status gs_attn_path_parse(const char *value, gs_attn_path_pref *out, gs_error *err);
+/* For one call: 1 the GEMM path, 0 the kernels, -1 refused (gemm forced on a call with dropout). */
+int gs_attn_path_gemm(gs_attn_path_pref pref, int dropping);
+
 /* The forward's steps in order (writes p and out) / the backward's (reads p, writes dq, dk, dv). */
 gs_status gs_attn_gemm_fwd(const gs_attn_shape *sh, gs_attn_visit_fn visit, void *ctx, gs_error *err);
 gs_status gs_attn_gemm_bwd(const gs_attn_shape *sh, gs_attn_visit_fn visit, void *ctx, gs_error *err);
+
+/* The flash variant (strategy.flash_attention: kernels/host/attention_flash.c's semantics): the
+ * probabilities are not kept. GS_ATTN_P is the log-sum-exp of every score row, [nseq][nh][seq]
+ * floats; the forward computes a chunk of kv heads' scores into the scratch, takes the softmax
+ * there and writes the lse beside out; the backward recomputes P = exp(S - lse) into the scratch
+ * and takes dP/dS in a second scratch half. Chunks of kv heads fit the shape's scratch cap: one
+ * seq x seq matrix per head forward, two backward (one head at least). */
+size_t gs_attn_gemm_flash_chunk(const gs_attn_shape *sh, int backward);
+size_t gs_attn_gemm_flash_scratch_floats(const gs_attn_shape *sh, int backward);
+gs_status gs_attn_gemm_flash_fwd(const gs_attn_shape *sh, gs_attn_visit_fn visit, void *ctx, gs_error *err);
+gs_status gs_attn_gemm_flash_bwd(const gs_attn_shape *sh, gs_attn_visit_fn visit, void *ctx, gs_error *err);
+/* The largest scratch (bytes) a flash-variant call of the rank list r takes: over all its
+ * GS_OP_ATTN events (forward, recompute and backward). 0 when r has none. */
+gs_status gs_attn_gemm_flash_max_scratch_bytes(const struct gs_rank_events *r, size_t heads, size_t kv_heads,
+                                               size_t scratch_cap_bytes, uint64_t *bytes, gs_error *err);
 
 #ifdef __cplusplus
 }

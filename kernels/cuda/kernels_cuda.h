@@ -92,6 +92,13 @@ int gs_cu_dropout_rows(cudaStream_t st, float *x, size_t rows, size_t h, const g
 int gs_cu_attn_softmax_rows(cudaStream_t st, float *p, size_t ld, size_t stride, size_t rows, size_t n, size_t batch);
 int gs_cu_attn_ds_rows(cudaStream_t st, const float *p, size_t ldp, size_t pstride, float *x, size_t ldx,
                        size_t xstride, size_t rows, size_t n, size_t batch);
+/* The flash variant's row passes (lse of member h's row a at lse[h * lstride + a]): the causal
+ * softmax in place writing each row's lse = max + log(sum of exp(S - max)), and P = exp(S - lse)
+ * in place of the scores (0 past the diagonal). */
+int gs_cu_attn_softmax_lse_rows(cudaStream_t st, float *p, size_t ld, size_t stride, float *lse, size_t lstride,
+                                size_t rows, size_t n, size_t batch);
+int gs_cu_attn_p_lse_rows(cudaStream_t st, float *x, size_t ld, size_t stride, const float *lse, size_t lstride,
+                          size_t rows, size_t n, size_t batch);
 
 int gs_cu_layernorm_fwd(cudaStream_t st, const float *x, const float *g, const float *b, float *y, float *mean,
                         float *rstd, size_t t, size_t h, float eps);

@@ -258,6 +258,8 @@ static void check_kernels(ctx *c)
         compare(c, "dropout rows", hx, dHX, T * 64, 0.0);
         free(hout), free(hdq), free(hlse), free(hx);
     }
+    /* rope_bwd from equal inputs: the dropout checks above left their own dqkv on the device */
+    c->ops->upload(c->d, c->s, dDQKV, dqkv, T * ld * 4);
     gs_k_rope_bwd(dqkv, T, seq, nh, hd, ld, 10000.0f);
     o->rope_bwd(c->s, dDQKV, T, seq, nh, hd, ld, 10000.0f);
     compare(c, "rope_bwd", dqkv, dDQKV, T * ld, TOL_REDUCTION);
@@ -363,6 +365,51 @@ static void check_attn_gemm(ctx *c)
     free(g1);
     free(g2);
     free(got);
+}
+
+/* The GEMM path's flash variant (GRIDSTEP_CUDA_ATTENTION=gemm on a flash scenario: the driver's
+ * attn_fwd_flash / attn_bwd_flash ops, P recomputed from the lse) vs kernels/host's flash kernels
+ * on the same inputs: out, lse, dqkv under the GEMM tolerances; the backward twice, the same
+ * bits. Shapes: check_kernels' (GQA 8:2, hd 64) and seq 97 with one kv head, hd 128. */
+static void check_gflash_shape(ctx *c, size_t nseq, size_t seq, size_t nh, size_t nkv, size_t hd)
+{
+    const gs_driver_ops *o = c->ops;
+    size_t T = nseq * seq, ld = (nh + 2 * nkv) * hd, nl = nseq * nh * seq;
+    printf("  attn_gflash shape: nseq %zu seq %zu heads %zu kv heads %zu hd %zu\n", nseq, seq, nh, nkv, hd);
+    float *qkv = host_rand(T * ld, 1), *out = calloc(T * nh * hd, 4), *lse = calloc(nl, 4);
+    float *dout = host_rand(T * nh * hd, 1), *dqkv = calloc(T * ld, 4);
+    gs_k_attn_fwd_flash(qkv, ld, qkv + nh * hd, qkv + (nh + nkv) * hd, ld, out, nh * hd, lse, nseq, seq, nh, nkv, hd);
+    gs_k_attn_bwd_flash(qkv, ld, qkv + nh * hd, qkv + (nh + nkv) * hd, ld, out, lse, dout, nh * hd, dqkv,
+                        dqkv + nh * hd, dqkv + (nh + nkv) * hd, nseq, seq, nh, nkv, hd);
+    float *dQKV = dev_from(c, qkv, T * ld * 4), *dOut = dev_from(c, NULL, T * nh * hd * 4);
+    float *dL = dev_from(c, NULL, nl * 4), *dDout = dev_from(c, dout, T * nh * hd * 4);
+    float *dDQKV = dev_from(c, NULL, T * ld * 4), *dDQKV2 = dev_from(c, NULL, T * ld * 4);
+    o->attn_fwd_flash(c->s, dQKV, ld, dQKV + nh * hd, dQKV + (nh + nkv) * hd, ld, dOut, nh * hd, dL, nseq, seq, nh,
+                      nkv, hd, NULL);
+    compare(c, "attn_gflash out", out, dOut, T * nh * hd, c->tol_gemm);
+    compare(c, "attn_gflash lse", lse, dL, nl, c->tol_gemm);
+    for (int rep = 0; rep < 2; rep++) {
+        float *g = rep ? dDQKV2 : dDQKV;
+        o->attn_bwd_flash(c->s, dQKV, ld, dQKV + nh * hd, dQKV + (nh + nkv) * hd, ld, dOut, dL, dDout, nh * hd, g,
+                          g + nh * hd, g + (nh + nkv) * hd, nseq, seq, nh, nkv, hd, NULL);
+    }
+    compare(c, "attn_gflash dqkv", dqkv, dDQKV, T * ld, c->tol_gemm);
+    float *g1 = malloc(T * ld * 4), *g2 = malloc(T * ld * 4);
+    sync_or_die(c, "attn_gflash rerun");
+    c->ops->download(c->d, c->s, g1, dDQKV, T * ld * 4);
+    c->ops->download(c->d, c->s, g2, dDQKV2, T * ld * 4);
+    int same = memcmp(g1, g2, T * ld * 4) == 0;
+    printf("  %-14s %10zu  %s  %s\n", "attn_gflash rerun", T * ld, same ? "bitwise equal" : "bits differ",
+           same ? "ok" : "FAIL");
+    c->failures += !same;
+    free(g1), free(g2), free(qkv), free(out), free(lse), free(dout), free(dqkv);
+}
+
+static void check_attn_gflash(ctx *c)
+{
+    printf("flash attention through cuBLAS GEMMs (GRIDSTEP_CUDA_ATTENTION=gemm, lse kept) vs kernels/host's flash:\n");
+    check_gflash_shape(c, 2, 128, 8, 2, 64);
+    check_gflash_shape(c, 1, 97, 4, 1, 128);
 }
 
 /* ---- flash attention: the kernels called directly on a stream of our own ------------------- */
@@ -587,6 +634,23 @@ static void run_attn_bwd(ctx *c, void *v)
                      a->seq, a->nh, a->nkv, a->hd, NULL);
 }
 
+static void run_attn_fwd_flash(ctx *c, void *v)
+{
+    attn_arg *a = v;
+    size_t ld = (a->nh + 2 * a->nkv) * a->hd;
+    c->ops->attn_fwd_flash(c->s, a->qkv, ld, a->qkv + a->nh * a->hd, a->qkv + (a->nh + a->nkv) * a->hd, ld, a->out,
+                           a->nh * a->hd, a->p, a->nseq, a->seq, a->nh, a->nkv, a->hd, NULL);
+}
+
+static void run_attn_bwd_flash(ctx *c, void *v)
+{
+    attn_arg *a = v;
+    size_t ld = (a->nh + 2 * a->nkv) * a->hd;
+    c->ops->attn_bwd_flash(c->s, a->qkv, ld, a->qkv + a->nh * a->hd, a->qkv + (a->nh + a->nkv) * a->hd, ld, a->out,
+                           a->p, a->dout, a->nh * a->hd, a->dqkv, a->dqkv + a->nh * a->hd,
+                           a->dqkv + (a->nh + a->nkv) * a->hd, a->nseq, a->seq, a->nh, a->nkv, a->hd, NULL);
+}
+
 typedef void (*bench_fn)(ctx *c, void *arg);
 static double time_op(ctx *c, bench_fn fn, void *arg, int iters);
 
@@ -603,7 +667,9 @@ static void time_attention(ctx *c, const char *path)
     a.dout = dev_from(c, NULL, T * a.nh * a.hd * 4);
     a.dqkv = dev_from(c, NULL, T * ld * 4);
     a.p = dev_from(c, NULL, a.nseq * a.nh * a.seq * a.seq * 4);
-    double tf = time_op(c, run_attn_fwd, &a, 5), tb = time_op(c, run_attn_bwd, &a, 5);
+    int flash = strcmp(path, "gflash") == 0; /* the driver's flash ops: p holds the lse */
+    double tf = time_op(c, flash ? run_attn_fwd_flash : run_attn_fwd, &a, 5);
+    double tb = time_op(c, flash ? run_attn_bwd_flash : run_attn_bwd, &a, 5);
     printf("  attention %-6s seq %zu heads %zu hd %zu: fwd %.2f ms  bwd %.2f ms\n", path, a.seq, a.nh, a.hd, tf * 1e3,
            tb * 1e3);
     c->ops->free(c->d, 0, a.qkv);
@@ -864,8 +930,11 @@ int main(int argc, char **argv)
         return 1;
     }
     check_attn_gemm(&c);
-    if (!quick)
+    check_attn_gflash(&c);
+    if (!quick) {
         time_attention(&c, "gemm");
+        time_attention(&c, "gflash");
+    }
     c.ops->stream_destroy(c.d, c.s);
     c.ops->close(c.d);
     printf("kernel check: %d failure%s\n", c.failures, c.failures == 1 ? "" : "s");

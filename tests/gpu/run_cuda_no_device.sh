@@ -14,7 +14,7 @@ GRIDSTEP_CUDA_ATTENTION=fast "$GRIDSTEP" exec --driver cuda "$top_srcdir/tests/g
     >/dev/null 2>"$err"
 rc=$?
 if ! grep -q "cannot load" "$err"; then
-    if [ $rc -ne 2 ] || ! grep -q "GRIDSTEP_CUDA_ATTENTION='fast': expected simple" "$err"; then
+    if [ $rc -ne 2 ] || ! grep -q "GRIDSTEP_CUDA_ATTENTION='fast': expected auto" "$err"; then
         echo "FAIL: GRIDSTEP_CUDA_ATTENTION=fast: exit $rc (want 2 and a message naming it):"; cat "$err"; exit 1
     fi
 fi
