@@ -730,6 +730,10 @@ static gs_status cuda_open(const gs_mesh *mesh, const gs_driver_opts *opts, gs_d
         int dev = boot ? boot->local_rank : (int)i;
         if (attn_gemm && (rc = attn_scratch_bytes(opts, i, &scratch, err)) != GS_OK)
             break;
+        /* auto runs the kernels for a call whose one kv head exceeds the cap, so the calls it
+         * runs on the GEMM path take the cap at most */
+        if (attn_pref == GS_ATTN_PATH_AUTO && scratch > GS_ATTN_GEMM_SCRATCH_BYTES)
+            scratch = GS_ATTN_GEMM_SCRATCH_BYTES;
         if (gemm_bf16)
             scratch += bf16_scratch_bytes(opts, i);
         uint64_t need = opts->rank_peak_bytes[i] > UINT64_MAX - scratch ? UINT64_MAX
@@ -1540,9 +1544,9 @@ static void k_rope_bwd(gs_drv_stream *s, float *x, size_t t, size_t seq, size_t 
 /* The path of one attention call (gs_attn_path_gemm): 1 the GEMM path, 0 the kernels, -1 refused
  * and recorded on the stream (GRIDSTEP_CUDA_ATTENTION=gemm on a call with attention dropout: the
  * GEMM path, either variant, draws no masks). */
-static int attn_path(gs_drv_stream *s, const gs_dropout *drop)
+static int attn_path(gs_drv_stream *s, const gs_dropout *drop, const gs_attn_shape *sh, int flash)
 {
-    int g = gs_attn_path_gemm(s->d->attn_pref, drop && drop->threshold);
+    int g = gs_attn_path_gemm(s->d->attn_pref, drop && drop->threshold, gs_attn_gemm_fits(sh, flash));
     if (g < 0)
         fail_stream(s, "attention dropout: GRIDSTEP_CUDA_ATTENTION=gemm draws no dropout masks; unset it (auto runs "
                        "the attention kernels, flash or per-row, for calls with dropout) or set it to kernels");
@@ -1553,11 +1557,11 @@ static void k_attn_fwd(gs_drv_stream *s, const float *q, size_t ldq, const float
                        float *out, size_t ldo, float *p, size_t nseq, size_t seq, size_t nh, size_t nkv, size_t hd,
                        const gs_dropout *drop)
 {
-    int g = attn_path(s, drop);
+    gs_attn_shape sh = {nseq, seq, nh, nkv, hd, ldq, ldkv, ldo, GS_ATTN_GEMM_SCRATCH_BYTES};
+    int g = attn_path(s, drop, &sh, 0);
     if (g < 0)
         return;
     if (g) {
-        gs_attn_shape sh = {nseq, seq, nh, nkv, hd, ldq, ldkv, ldo, GS_ATTN_GEMM_SCRATCH_BYTES};
         float *buf[GS_ATTN_BUF_COUNT] = {NULL};
         buf[GS_ATTN_Q] = (float *)q;
         buf[GS_ATTN_K] = (float *)k;
@@ -1574,11 +1578,11 @@ static void k_attn_bwd(gs_drv_stream *s, const float *q, size_t ldq, const float
                        const float *p, const float *dout, size_t ldo, float *dq, float *dk, float *dv, size_t nseq,
                        size_t seq, size_t nh, size_t nkv, size_t hd, const gs_dropout *drop)
 {
-    int g = attn_path(s, drop);
+    gs_attn_shape sh = {nseq, seq, nh, nkv, hd, ldq, ldkv, ldo, GS_ATTN_GEMM_SCRATCH_BYTES};
+    int g = attn_path(s, drop, &sh, 0);
     if (g < 0)
         return;
     if (g) {
-        gs_attn_shape sh = {nseq, seq, nh, nkv, hd, ldq, ldkv, ldo, GS_ATTN_GEMM_SCRATCH_BYTES};
         float *buf[GS_ATTN_BUF_COUNT] = {NULL};
         buf[GS_ATTN_Q] = (float *)q;
         buf[GS_ATTN_K] = (float *)k;
@@ -1598,11 +1602,11 @@ static void k_attn_fwd_flash(gs_drv_stream *s, const float *q, size_t ldq, const
                              size_t ldkv, float *out, size_t ldo, float *lse, size_t nseq, size_t seq, size_t nh,
                              size_t nkv, size_t hd, const gs_dropout *drop)
 {
-    int g = attn_path(s, drop);
+    gs_attn_shape sh = {nseq, seq, nh, nkv, hd, ldq, ldkv, ldo, GS_ATTN_GEMM_SCRATCH_BYTES};
+    int g = attn_path(s, drop, &sh, 1);
     if (g < 0)
         return;
     if (g) {
-        gs_attn_shape sh = {nseq, seq, nh, nkv, hd, ldq, ldkv, ldo, GS_ATTN_GEMM_SCRATCH_BYTES};
         float *buf[GS_ATTN_BUF_COUNT] = {NULL};
         buf[GS_ATTN_Q] = (float *)q;
         buf[GS_ATTN_K] = (float *)k;
@@ -1620,11 +1624,11 @@ static void k_attn_bwd_flash(gs_drv_stream *s, const float *q, size_t ldq, const
                              float *dk, float *dv, size_t nseq, size_t seq, size_t nh, size_t nkv, size_t hd,
                              const gs_dropout *drop)
 {
-    int g = attn_path(s, drop);
+    gs_attn_shape sh = {nseq, seq, nh, nkv, hd, ldq, ldkv, ldo, GS_ATTN_GEMM_SCRATCH_BYTES};
+    int g = attn_path(s, drop, &sh, 1);
     if (g < 0)
         return;
     if (g) { /* D from the recomputed P and dP (sum_b P dP = dout . out): out unread */
-        gs_attn_shape sh = {nseq, seq, nh, nkv, hd, ldq, ldkv, ldo, GS_ATTN_GEMM_SCRATCH_BYTES};
         float *buf[GS_ATTN_BUF_COUNT] = {NULL};
         buf[GS_ATTN_Q] = (float *)q;
         buf[GS_ATTN_K] = (float *)k;

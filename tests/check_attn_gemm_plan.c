@@ -91,11 +91,16 @@ static void emu_gemm(emu *e, const gs_attn_step *st)
             }
 }
 
-/* kernels/cuda/attention_gemm.cu's k_softmax_causal_rows, row by row. */
-static void emu_softmax(emu *e, const gs_attn_step *st)
+/* kernels/cuda/attention_gemm.cu's k_softmax_causal_rows, row by row; with lse (the flash
+ * variant's k_softmax_lse_rows) each row's max + log(sum) into b too (member h's row a at
+ * b.offset + h * b.stride + a). */
+static void emu_softmax(emu *e, const gs_attn_step *st, int lse)
 {
-    e->softmaxes++;
-    float *P = e->buf[st->c.buf];
+    if (lse)
+        e->lse_passes++;
+    else
+        e->softmaxes++;
+    float *P = e->buf[st->c.buf], *L = e->buf[st->b.buf];
     for (size_t h = 0; h < st->batch; h++)
         for (size_t a = 0; a < st->m; a++) {
             size_t last = a < st->n ? a : st->n - 1;
@@ -110,6 +115,8 @@ static void emu_softmax(emu *e, const gs_attn_step *st)
                 P[idx] = expf(P[idx] - mx);
                 sum += P[idx];
             }
+            if (lse)
+                L[at(e, &st->b, h, a, 0)] = (float)((double)mx + log(sum));
             float inv = (float)(1.0 / sum);
             for (size_t b = 0; b < st->n; b++) {
                 size_t idx = at(e, &st->c, h, b, a);
@@ -138,35 +145,6 @@ static void emu_ds(emu *e, const gs_attn_step *st)
         }
 }
 
-/* k_softmax_lse_rows: the softmax as emu_softmax, and each row's lse = max + log(sum) into b
- * (member h's row a at b.offset + h * b.stride + a). */
-static void emu_softmax_lse(emu *e, const gs_attn_step *st)
-{
-    e->lse_passes++;
-    float *P = e->buf[st->c.buf], *L = e->buf[st->b.buf];
-    for (size_t h = 0; h < st->batch; h++)
-        for (size_t a = 0; a < st->m; a++) {
-            size_t last = a < st->n ? a : st->n - 1;
-            float mx = -INFINITY;
-            for (size_t b = 0; b <= last; b++) {
-                float x = P[at(e, &st->c, h, b, a)];
-                mx = x > mx ? x : mx;
-            }
-            double sum = 0.0;
-            for (size_t b = 0; b <= last; b++) {
-                size_t idx = at(e, &st->c, h, b, a);
-                P[idx] = expf(P[idx] - mx);
-                sum += P[idx];
-            }
-            L[at(e, &st->b, h, a, 0)] = (float)((double)mx + log(sum));
-            float inv = (float)(1.0 / sum);
-            for (size_t b = 0; b < st->n; b++) {
-                size_t idx = at(e, &st->c, h, b, a);
-                P[idx] = b <= last ? P[idx] * inv : 0.0f;
-            }
-        }
-}
-
 /* k_p_lse_rows: P = exp(S - lse) for b <= a, 0 past a, in place of the scores. */
 static void emu_p_lse(emu *e, const gs_attn_step *st)
 {
@@ -189,12 +167,14 @@ static int emu_step(void *ctx, const gs_attn_step *st)
     emu *e = ctx;
     switch (st->kind) {
     case GS_ATTN_STEP_GEMM: emu_gemm(e, st); break;
-    case GS_ATTN_STEP_SOFTMAX: emu_softmax(e, st); break;
+    case GS_ATTN_STEP_SOFTMAX: emu_softmax(e, st, 0); break;
     case GS_ATTN_STEP_DS: emu_ds(e, st); break;
     case GS_ATTN_STEP_SOFTMAX_LSE:
     case GS_ATTN_STEP_P_LSE:
-        if (e->flash_only_ok)
-            (st->kind == GS_ATTN_STEP_P_LSE ? emu_p_lse : emu_softmax_lse)(e, st);
+        if (e->flash_only_ok && st->kind == GS_ATTN_STEP_P_LSE)
+            emu_p_lse(e, st);
+        else if (e->flash_only_ok)
+            emu_softmax(e, st, 1);
         else
             e->bad++; /* the kept-P plan has no lse passes */
         break;
@@ -797,18 +777,32 @@ START_TEST(test_path_choice)
         ck_assert_int_eq(gs_attn_path_parse(autos[i], &p, &err), GS_OK);
         ck_assert_int_eq(p, GS_ATTN_PATH_AUTO);
     }
-    ck_assert_int_eq(gs_attn_path_gemm(GS_ATTN_PATH_AUTO, 0), 1);
-    ck_assert_int_eq(gs_attn_path_gemm(GS_ATTN_PATH_AUTO, 1), 0);
+    ck_assert_int_eq(gs_attn_path_gemm(GS_ATTN_PATH_AUTO, 0, 1), 1);
+    ck_assert_int_eq(gs_attn_path_gemm(GS_ATTN_PATH_AUTO, 1, 1), 0);
+    ck_assert_int_eq(gs_attn_path_gemm(GS_ATTN_PATH_AUTO, 0, 0), 0); /* past the cap: the kernels */
     ck_assert_int_eq(gs_attn_path_parse("kernels", &p, &err), GS_OK);
     ck_assert_int_eq(p, GS_ATTN_PATH_KERNELS);
     ck_assert_int_eq(gs_attn_path_parse("simple", &p, &err), GS_OK);
     ck_assert_int_eq(p, GS_ATTN_PATH_KERNELS);
-    ck_assert_int_eq(gs_attn_path_gemm(GS_ATTN_PATH_KERNELS, 0), 0);
-    ck_assert_int_eq(gs_attn_path_gemm(GS_ATTN_PATH_KERNELS, 1), 0);
+    ck_assert_int_eq(gs_attn_path_gemm(GS_ATTN_PATH_KERNELS, 0, 1), 0);
+    ck_assert_int_eq(gs_attn_path_gemm(GS_ATTN_PATH_KERNELS, 1, 1), 0);
     ck_assert_int_eq(gs_attn_path_parse("gemm", &p, &err), GS_OK);
     ck_assert_int_eq(p, GS_ATTN_PATH_GEMM);
-    ck_assert_int_eq(gs_attn_path_gemm(GS_ATTN_PATH_GEMM, 0), 1);
-    ck_assert_int_eq(gs_attn_path_gemm(GS_ATTN_PATH_GEMM, 1), -1);
+    ck_assert_int_eq(gs_attn_path_gemm(GS_ATTN_PATH_GEMM, 0, 1), 1);
+    ck_assert_int_eq(gs_attn_path_gemm(GS_ATTN_PATH_GEMM, 0, 0), 1); /* forced: one head past the cap */
+    ck_assert_int_eq(gs_attn_path_gemm(GS_ATTN_PATH_GEMM, 1, 1), -1);
+    /* the cap's condition: one kv head's seq^2 floats (twice under flash) within the 512 MiB
+     * default: seq 8192 fits flash exactly (2 x 2^26 x 4 B = 2^29 B), 8193 does not; without
+     * flash 11585 fits (536,848,900 B), 11586 not (536,941,584 B > 536,870,912) */
+    gs_attn_shape sh = {1, 8192, 32, 8, 128, 6144, 6144, 4096, GS_ATTN_GEMM_SCRATCH_BYTES};
+    ck_assert_int_eq(gs_attn_gemm_fits(&sh, 1), 1);
+    sh.seq = 8193;
+    ck_assert_int_eq(gs_attn_gemm_fits(&sh, 1), 0);
+    ck_assert_int_eq(gs_attn_gemm_fits(&sh, 0), 1);
+    sh.seq = 11585;
+    ck_assert_int_eq(gs_attn_gemm_fits(&sh, 0), 1);
+    sh.seq = 11586;
+    ck_assert_int_eq(gs_attn_gemm_fits(&sh, 0), 0);
     ck_assert_int_eq(gs_attn_path_parse("GEMM", &p, &err), GS_ERR_INPUT);
     ck_assert_ptr_nonnull(strstr(err.msg, "GRIDSTEP_CUDA_ATTENTION='GEMM'"));
     ck_assert_ptr_nonnull(strstr(err.msg, "expected auto"));

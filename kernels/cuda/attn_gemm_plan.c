@@ -77,18 +77,24 @@ gs_status gs_attn_path_parse(const char *value, gs_attn_path_pref *out, gs_error
         return gs_error_set(err, GS_ERR_INPUT,
                             "GRIDSTEP_CUDA_ATTENTION='%s': expected auto (the default: cuBLAS GEMMs with row passes, "
                             "recomputing P from each row's lse under flash attention, and the kernels for calls "
-                            "with attention dropout), kernels (the flash or per-row kernels always; 'simple' is "
+                            "with attention dropout or past the scratch cap), kernels (the flash or per-row kernels always; 'simple' is "
                             "its older name) or gemm (the GEMMs always; attention dropout refused)",
                             value);
     return GS_OK;
 }
 
-int gs_attn_path_gemm(gs_attn_path_pref pref, int dropping)
+int gs_attn_gemm_fits(const gs_attn_shape *sh, int flash)
+{
+    double per_head = (flash ? 2.0 : 1.0) * (double)sh->seq * (double)sh->seq * sizeof(float);
+    return per_head <= (double)sh->scratch_bytes;
+}
+
+int gs_attn_path_gemm(gs_attn_path_pref pref, int dropping, int fits)
 {
     switch (pref) {
     case GS_ATTN_PATH_KERNELS: return 0;
     case GS_ATTN_PATH_GEMM: return dropping ? -1 : 1;
-    default: return dropping ? 0 : 1;
+    default: return dropping || !fits ? 0 : 1;
     }
 }
 
@@ -262,113 +268,117 @@ static float attn_scale(const gs_attn_shape *sh)
     return (float)(1.0 / sqrt((double)sh->hd));
 }
 
-gs_status gs_attn_gemm_fwd(const gs_attn_shape *sh, gs_attn_visit_fn visit, void *ctx, gs_error *err)
+/* The steps of one (sequence s, group member g, chunk of nb kv heads from kv0), operands c, for
+ * each of the four plans; nonzero when the visitor stopped. */
+typedef int (*chunk_steps_fn)(const gs_attn_shape *sh, const chunk_at *c, size_t s, size_t g, size_t kv0, size_t nb,
+                              gs_attn_visit_fn visit, void *ctx);
+
+static int fwd_steps(const gs_attn_shape *sh, const chunk_at *c, size_t s, size_t g, size_t kv0, size_t nb,
+                     gs_attn_visit_fn visit, void *ctx)
+{
+    size_t seq = sh->seq, hd = sh->hd;
+    gs_attn_step soft = {GS_ATTN_STEP_SOFTMAX, "causal softmax rows of P", 0, 0, 0, 0, 0, seq, seq, 0,
+                         1.0f, 0.0f, c->p, c->p, c->p, 0};
+    return emit(visit, ctx, gemm_step("S = scale Q K^T", 1, 0, seq, seq, hd, attn_scale(sh), c->k, c->q, 0.0f, c->p), s,
+                g, kv0, nb) ||
+           emit(visit, ctx, soft, s, g, kv0, nb) ||
+           emit(visit, ctx, gemm_step("O = P V", 0, 0, hd, seq, seq, 1.0f, c->v, c->p, 0.0f, c->out), s, g, kv0, nb);
+}
+
+/* The backward's dQ, dK, dV from dS in X (kept P) or Y (flash) and P in `p`: the same three
+ * GEMMs for both plans. */
+static int bwd_grads(const gs_attn_shape *sh, const chunk_at *c, gs_attn_operand ds, gs_attn_operand p, size_t s,
+                     size_t g, size_t kv0, size_t nb, gs_attn_visit_fn visit, void *ctx)
+{
+    size_t seq = sh->seq, hd = sh->hd;
+    float scale = attn_scale(sh), acc = g == 0 ? 0.0f : 1.0f; /* dk, dv: the group summed in order */
+    return emit(visit, ctx, gemm_step("dQ = scale dS K", 0, 0, hd, seq, seq, scale, c->k, ds, 0.0f, c->dq), s, g, kv0,
+                nb) ||
+           emit(visit, ctx, gemm_step("dK += scale dS^T Q", 0, 1, hd, seq, seq, scale, c->q, ds, acc, c->dk), s, g,
+                kv0, nb) ||
+           emit(visit, ctx, gemm_step("dV += P^T dO", 0, 1, hd, seq, seq, 1.0f, c->dout, p, acc, c->dv), s, g, kv0, nb);
+}
+
+static int bwd_steps(const gs_attn_shape *sh, const chunk_at *c, size_t s, size_t g, size_t kv0, size_t nb,
+                     gs_attn_visit_fn visit, void *ctx)
+{
+    size_t seq = sh->seq, hd = sh->hd;
+    gs_attn_step ds = {GS_ATTN_STEP_DS, "dS = P o (dP - rowsum(P o dP))", 0, 0, 0, 0, 0, seq, seq, 0,
+                       1.0f, 0.0f, c->p, c->p, c->x, 0};
+    return emit(visit, ctx, gemm_step("dP = dO V^T", 1, 0, seq, seq, hd, 1.0f, c->v, c->dout, 0.0f, c->x), s, g, kv0,
+                nb) ||
+           emit(visit, ctx, ds, s, g, kv0, nb) || bwd_grads(sh, c, c->x, c->p, s, g, kv0, nb, visit, ctx);
+}
+
+static int flash_fwd_steps(const gs_attn_shape *sh, const chunk_at *c, size_t s, size_t g, size_t kv0, size_t nb,
+                           gs_attn_visit_fn visit, void *ctx)
+{
+    size_t seq = sh->seq, hd = sh->hd;
+    gs_attn_step soft = {GS_ATTN_STEP_SOFTMAX_LSE, "causal softmax rows of S, their lse", 0, 0, 0, 0, 0,
+                         seq, seq, 0, 1.0f, 0.0f, c->x, c->lse, c->x, 0};
+    return emit(visit, ctx, gemm_step("S = scale Q K^T", 1, 0, seq, seq, hd, attn_scale(sh), c->k, c->q, 0.0f, c->x), s,
+                g, kv0, nb) ||
+           emit(visit, ctx, soft, s, g, kv0, nb) ||
+           emit(visit, ctx, gemm_step("O = P V", 0, 0, hd, seq, seq, 1.0f, c->v, c->x, 0.0f, c->out), s, g, kv0, nb);
+}
+
+static int flash_bwd_steps(const gs_attn_shape *sh, const chunk_at *c, size_t s, size_t g, size_t kv0, size_t nb,
+                           gs_attn_visit_fn visit, void *ctx)
+{
+    size_t seq = sh->seq, hd = sh->hd;
+    gs_attn_step pl = {GS_ATTN_STEP_P_LSE, "P = exp(S - lse), causal", 0, 0, 0, 0, 0, seq, seq, 0, 1.0f,
+                       0.0f, c->x, c->lse, c->x, 0};
+    gs_attn_step ds = {GS_ATTN_STEP_DS, "dS = P o (dP - rowsum(P o dP))", 0, 0, 0, 0, 0, seq, seq, 0,
+                       1.0f, 0.0f, c->x, c->x, c->y, 0};
+    return emit(visit, ctx, gemm_step("S = scale Q K^T", 1, 0, seq, seq, hd, attn_scale(sh), c->k, c->q, 0.0f, c->x), s,
+                g, kv0, nb) ||
+           emit(visit, ctx, pl, s, g, kv0, nb) ||
+           emit(visit, ctx, gemm_step("dP = dO V^T", 1, 0, seq, seq, hd, 1.0f, c->v, c->dout, 0.0f, c->y), s, g, kv0,
+                nb) ||
+           emit(visit, ctx, ds, s, g, kv0, nb) || bwd_grads(sh, c, c->y, c->x, s, g, kv0, nb, visit, ctx);
+}
+
+typedef enum plan_kind { PLAN_FWD, PLAN_BWD, PLAN_FLASH_FWD, PLAN_FLASH_BWD } plan_kind;
+
+/* Every plan's order: sequences, then group members, then chunks of kv heads (the forward of the
+ * kept-P plan takes every kv head at once: it needs no scratch). */
+static gs_status plan(const gs_attn_shape *sh, plan_kind kind, gs_attn_visit_fn visit, void *ctx, gs_error *err)
 {
     gs_status rc = gs_attn_gemm_check(sh, err);
     if (rc != GS_OK)
         return rc;
-    size_t group = sh->nh / sh->nkv, seq = sh->seq, hd = sh->hd, chunk = sh->nkv; /* no scratch forward */
-    float scale = attn_scale(sh);
+    static const chunk_steps_fn steps[] = {fwd_steps, bwd_steps, flash_fwd_steps, flash_bwd_steps};
+    size_t group = sh->nh / sh->nkv;
+    size_t chunk = kind == PLAN_FWD         ? sh->nkv
+                   : kind == PLAN_BWD       ? gs_attn_gemm_chunk(sh)
+                                            : gs_attn_gemm_flash_chunk(sh, kind == PLAN_FLASH_BWD);
     for (size_t s = 0; s < sh->nseq; s++)
         for (size_t g = 0; g < group; g++)
             for (size_t kv0 = 0; kv0 < sh->nkv; kv0 += chunk) {
                 size_t nb = sh->nkv - kv0 < chunk ? sh->nkv - kv0 : chunk;
                 chunk_at c = chunk_operands(sh, s, g, kv0);
-                gs_attn_step soft = {GS_ATTN_STEP_SOFTMAX, "causal softmax rows of P", 0, 0, 0, 0, 0, seq, seq, 0,
-                                     1.0f, 0.0f, c.p, c.p, c.p, 0};
-                if (emit(visit, ctx, gemm_step("S = scale Q K^T", 1, 0, seq, seq, hd, scale, c.k, c.q, 0.0f, c.p), s, g,
-                         kv0, nb) ||
-                    emit(visit, ctx, soft, s, g, kv0, nb) ||
-                    emit(visit, ctx, gemm_step("O = P V", 0, 0, hd, seq, seq, 1.0f, c.v, c.p, 0.0f, c.out), s, g, kv0,
-                         nb))
+                if (steps[kind](sh, &c, s, g, kv0, nb, visit, ctx))
                     return GS_ERR_RUNTIME;
             }
     return GS_OK;
+}
+
+gs_status gs_attn_gemm_fwd(const gs_attn_shape *sh, gs_attn_visit_fn visit, void *ctx, gs_error *err)
+{
+    return plan(sh, PLAN_FWD, visit, ctx, err);
 }
 
 gs_status gs_attn_gemm_bwd(const gs_attn_shape *sh, gs_attn_visit_fn visit, void *ctx, gs_error *err)
 {
-    gs_status rc = gs_attn_gemm_check(sh, err);
-    if (rc != GS_OK)
-        return rc;
-    size_t group = sh->nh / sh->nkv, seq = sh->seq, hd = sh->hd, chunk = gs_attn_gemm_chunk(sh);
-    float scale = attn_scale(sh);
-    for (size_t s = 0; s < sh->nseq; s++)
-        for (size_t g = 0; g < group; g++)
-            for (size_t kv0 = 0; kv0 < sh->nkv; kv0 += chunk) {
-                size_t nb = sh->nkv - kv0 < chunk ? sh->nkv - kv0 : chunk;
-                chunk_at c = chunk_operands(sh, s, g, kv0);
-                float acc = g == 0 ? 0.0f : 1.0f; /* dk, dv: the group summed in order */
-                gs_attn_step ds = {GS_ATTN_STEP_DS, "dS = P o (dP - rowsum(P o dP))", 0, 0, 0, 0, 0, seq, seq, 0,
-                                   1.0f, 0.0f, c.p, c.p, c.x, 0};
-                if (emit(visit, ctx, gemm_step("dP = dO V^T", 1, 0, seq, seq, hd, 1.0f, c.v, c.dout, 0.0f, c.x), s, g,
-                         kv0, nb) ||
-                    emit(visit, ctx, ds, s, g, kv0, nb) ||
-                    emit(visit, ctx, gemm_step("dQ = scale dS K", 0, 0, hd, seq, seq, scale, c.k, c.x, 0.0f, c.dq), s,
-                         g, kv0, nb) ||
-                    emit(visit, ctx, gemm_step("dK += scale dS^T Q", 0, 1, hd, seq, seq, scale, c.q, c.x, acc, c.dk),
-                         s, g, kv0, nb) ||
-                    emit(visit, ctx, gemm_step("dV += P^T dO", 0, 1, hd, seq, seq, 1.0f, c.dout, c.p, acc, c.dv), s, g,
-                         kv0, nb))
-                    return GS_ERR_RUNTIME;
-            }
-    return GS_OK;
+    return plan(sh, PLAN_BWD, visit, ctx, err);
 }
 
 gs_status gs_attn_gemm_flash_fwd(const gs_attn_shape *sh, gs_attn_visit_fn visit, void *ctx, gs_error *err)
 {
-    gs_status rc = gs_attn_gemm_check(sh, err);
-    if (rc != GS_OK)
-        return rc;
-    size_t group = sh->nh / sh->nkv, seq = sh->seq, hd = sh->hd, chunk = gs_attn_gemm_flash_chunk(sh, 0);
-    float scale = attn_scale(sh);
-    for (size_t s = 0; s < sh->nseq; s++)
-        for (size_t g = 0; g < group; g++)
-            for (size_t kv0 = 0; kv0 < sh->nkv; kv0 += chunk) {
-                size_t nb = sh->nkv - kv0 < chunk ? sh->nkv - kv0 : chunk;
-                chunk_at c = chunk_operands(sh, s, g, kv0);
-                gs_attn_step soft = {GS_ATTN_STEP_SOFTMAX_LSE, "causal softmax rows of S, their lse", 0, 0, 0, 0, 0,
-                                     seq, seq, 0, 1.0f, 0.0f, c.x, c.lse, c.x, 0};
-                if (emit(visit, ctx, gemm_step("S = scale Q K^T", 1, 0, seq, seq, hd, scale, c.k, c.q, 0.0f, c.x), s, g,
-                         kv0, nb) ||
-                    emit(visit, ctx, soft, s, g, kv0, nb) ||
-                    emit(visit, ctx, gemm_step("O = P V", 0, 0, hd, seq, seq, 1.0f, c.v, c.x, 0.0f, c.out), s, g, kv0,
-                         nb))
-                    return GS_ERR_RUNTIME;
-            }
-    return GS_OK;
+    return plan(sh, PLAN_FLASH_FWD, visit, ctx, err);
 }
 
 gs_status gs_attn_gemm_flash_bwd(const gs_attn_shape *sh, gs_attn_visit_fn visit, void *ctx, gs_error *err)
 {
-    gs_status rc = gs_attn_gemm_check(sh, err);
-    if (rc != GS_OK)
-        return rc;
-    size_t group = sh->nh / sh->nkv, seq = sh->seq, hd = sh->hd, chunk = gs_attn_gemm_flash_chunk(sh, 1);
-    float scale = attn_scale(sh);
-    for (size_t s = 0; s < sh->nseq; s++)
-        for (size_t g = 0; g < group; g++)
-            for (size_t kv0 = 0; kv0 < sh->nkv; kv0 += chunk) {
-                size_t nb = sh->nkv - kv0 < chunk ? sh->nkv - kv0 : chunk;
-                chunk_at c = chunk_operands(sh, s, g, kv0);
-                float acc = g == 0 ? 0.0f : 1.0f; /* dk, dv: the group summed in order */
-                gs_attn_step pl = {GS_ATTN_STEP_P_LSE, "P = exp(S - lse), causal", 0, 0, 0, 0, 0, seq, seq, 0, 1.0f,
-                                   0.0f, c.x, c.lse, c.x, 0};
-                gs_attn_step ds = {GS_ATTN_STEP_DS, "dS = P o (dP - rowsum(P o dP))", 0, 0, 0, 0, 0, seq, seq, 0,
-                                   1.0f, 0.0f, c.x, c.x, c.y, 0};
-                if (emit(visit, ctx, gemm_step("S = scale Q K^T", 1, 0, seq, seq, hd, scale, c.k, c.q, 0.0f, c.x), s, g,
-                         kv0, nb) ||
-                    emit(visit, ctx, pl, s, g, kv0, nb) ||
-                    emit(visit, ctx, gemm_step("dP = dO V^T", 1, 0, seq, seq, hd, 1.0f, c.v, c.dout, 0.0f, c.y), s, g,
-                         kv0, nb) ||
-                    emit(visit, ctx, ds, s, g, kv0, nb) ||
-                    emit(visit, ctx, gemm_step("dQ = scale dS K", 0, 0, hd, seq, seq, scale, c.k, c.y, 0.0f, c.dq), s,
-                         g, kv0, nb) ||
-                    emit(visit, ctx, gemm_step("dK += scale dS^T Q", 0, 1, hd, seq, seq, scale, c.q, c.y, acc, c.dk),
-                         s, g, kv0, nb) ||
-                    emit(visit, ctx, gemm_step("dV += P^T dO", 0, 1, hd, seq, seq, 1.0f, c.dout, c.x, acc, c.dv), s, g,
-                         kv0, nb))
-                    return GS_ERR_RUNTIME;
-            }
-    return GS_OK;
+    return plan(sh, PLAN_FLASH_BWD, visit, ctx, err);
 }

@@ -106,15 +106,20 @@ gs_status gs_attn_gemm_max_scratch_bytes(const struct gs_rank_events *r, size_t 
 
 /* Which attention path the cuda driver runs (GRIDSTEP_CUDA_ATTENTION): auto (unset, empty or
  * "auto": the GEMM path, in its flash variant for flash scenarios, for every call that draws no
- * attention dropout mask, the kernels for those that do), kernels (or "simple", its older name:
- * the flash kernels, or the per-row kernels without flash attention) or gemm (the GEMM path
- * always; a call with dropout is refused, the path draws no masks). */
+ * attention dropout mask and whose shape fits the scratch cap with one kv head a chunk; the
+ * kernels for the others, so long sequences keep the flash kernels' memory), kernels (or
+ * "simple", its older name: the flash kernels, or the per-row kernels without flash attention)
+ * or gemm (the GEMM path always; a call with dropout is refused, the path draws no masks). */
 typedef enum gs_attn_path_pref { GS_ATTN_PATH_AUTO, GS_ATTN_PATH_KERNELS, GS_ATTN_PATH_GEMM } gs_attn_path_pref;
 
 /* Parses the variable's value (NULL: auto); GS_ERR_INPUT naming the value otherwise. */
 gs_status gs_attn_path_parse(const char *value, gs_attn_path_pref *out, gs_error *err);
-/* For one call: 1 the GEMM path, 0 the kernels, -1 refused (gemm forced on a call with dropout). */
-int gs_attn_path_gemm(gs_attn_path_pref pref, int dropping);
+/* Whether one kv head's scratch fits the shape's cap (seq^2 floats, twice that in the flash
+ * variant's backward): auto's condition, the same for a call's forward and backward. */
+int gs_attn_gemm_fits(const gs_attn_shape *sh, int flash);
+/* For one call: 1 the GEMM path, 0 the kernels, -1 refused (gemm forced on a call with dropout);
+ * fits: gs_attn_gemm_fits of the call's shape. */
+int gs_attn_path_gemm(gs_attn_path_pref pref, int dropping, int fits);
 
 /* The forward's steps in order (writes p and out) / the backward's (reads p, writes dq, dk, dv). */
 gs_status gs_attn_gemm_fwd(const gs_attn_shape *sh, gs_attn_visit_fn visit, void *ctx, gs_error *err);

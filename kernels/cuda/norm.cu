@@ -131,8 +131,10 @@ extern "C" int gs_cu_rmsnorm_bwd(cudaStream_t st, const float *x, const float *g
     }
     float *part = NULL;
     cudaError_t ce = cudaMallocAsync((void **)&part, chunks * h * sizeof(float), st);
-    if (ce != cudaSuccess)
+    if (ce != cudaSuccess) {
+        (void)cudaGetLastError(); /* not left pending for the next launch's check */
         return (int)ce;
+    }
     dim3 grid((unsigned)((h + GS_CU_THREADS - 1) / GS_CU_THREADS), (unsigned)chunks);
     k_rmsnorm_bwd_dg_part<<<grid, GS_CU_THREADS, 0, st>>>(x, rstd, dy, part, t, h, rows);
     k_rmsnorm_bwd_dg_sum<<<gs_cu_blocks(h), GS_CU_THREADS, 0, st>>>(part, dg, chunks, h);

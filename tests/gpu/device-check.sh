@@ -310,6 +310,24 @@ else
     fail=1
 fi
 
+# a run's step and first loss against a reference run's first loss (the forward alone, before any
+# update: within 1e-3): first_loss RUN_JSON REF_JSON REF_NAME SIM_S
+first_loss() {
+python3 - "$1" "$2" "$3" "$4" <<'PY'
+import json, sys
+d = json.load(open(sys.argv[1])); s = d["step_s"]
+try:
+    ref = json.load(open(sys.argv[2]))["loss"][0]
+    rel = abs(d["loss"][0] - ref) / abs(ref)
+except Exception:
+    ref, rel = None, None
+ok = rel is not None and rel <= 1e-3
+print("%s measured %.3f s/step (best of steps 2-5), sim h200 %s s; loss %.4f; first loss %.5f vs %s %s (rel %s)" % (
+    "ok" if ok else "FAIL", min(s[1:] or s), sys.argv[4], d["loss"][-1], d["loss"][0], sys.argv[3],
+    "%.5f" % ref if ref is not None else "?", "%.1e" % rel if rel is not None else "?"))
+PY
+}
+
 # ---- 5: llama2-7b, 8 layers, one GPU ---------------------------------------------------------------
 big=$scn/llama2-7b-8l-1xh200.yaml
 sim=$("$gridstep" sim --json "$big" 2>/dev/null | python3 -c 'import json,sys; print("%.4f" % json.load(sys.stdin)["step_time_s"])' 2>/dev/null)
@@ -365,20 +383,7 @@ else
         GRIDSTEP_CUDA_ATTENTION=kernels GRIDSTEP_CUDA_GEMM=tf32 timeout -k 10 $left "$gridstep" exec --json --steps 5 \
             --driver cuda "$big" > "$out/big-kernels.json" 2>"$out/big-kernels.err"
         rc=$?
-        res=$(python3 - "$out/big-kernels.json" "$out/big.json" "${sim:-?}" <<'PY'
-import json, sys
-d = json.load(open(sys.argv[1])); s = d["step_s"]
-try:
-    ref = json.load(open(sys.argv[2]))["loss"][0]
-    rel = abs(d["loss"][0] - ref) / abs(ref)
-except Exception:
-    ref, rel = None, None
-ok = rel is not None and rel <= 1e-3
-print("%s measured %.3f s/step (best of steps 2-5), sim h200 %s s; first loss %.5f vs auto %s (rel %s)" % (
-    "ok" if ok else "FAIL", min(s[1:] or s), sys.argv[3], d["loss"][0],
-    "%.5f" % ref if ref is not None else "?", "%.1e" % rel if rel is not None else "?"))
-PY
-)
+        res=$(first_loss "$out/big-kernels.json" "$out/big.json" auto "${sim:-?}" 2>/dev/null)
         if [ $rc -eq 0 ] && [ -n "$res" ]; then
             row "llama2-7b 8L x5 (TF32, flash kernels)" "${res%% *}" "${res#* }"
             [ "${res%% *}" = ok ] || fail=1
@@ -427,20 +432,7 @@ PY
         GRIDSTEP_CUDA_ATTENTION=gemm GRIDSTEP_CUDA_GEMM=tf32 timeout -k 10 $left "$gridstep" exec --json --steps 5 \
             --driver cuda "$out/big-noflash.yaml" > "$out/big-gemm.json" 2>"$out/big-gemm.err"
         rc=$?
-        res=$(python3 - "$out/big-gemm.json" "$out/big.json" <<'PY'
-import json, sys
-d = json.load(open(sys.argv[1])); s = d["step_s"]
-try:
-    ref = json.load(open(sys.argv[2]))["loss"][0]
-    rel = abs(d["loss"][0] - ref) / abs(ref)
-except Exception:
-    ref, rel = None, None
-ok = rel is not None and rel <= 1e-3
-print("%s measured %.3f s/step (best of steps 2-5); loss %.4f; first loss %.5f vs default %s (rel %s)" % (
-    "ok" if ok else "FAIL", min(s[1:] or s), d["loss"][-1], d["loss"][0],
-    "%.5f" % ref if ref is not None else "?", "%.1e" % rel if rel is not None else "?"))
-PY
-)
+        res=$(first_loss "$out/big-gemm.json" "$out/big.json" default "${sim:-?}" 2>/dev/null)
         if [ $rc -eq 0 ] && [ -n "$res" ]; then
             row "llama2-7b 8L x5 (TF32, gemm attn)" "${res%% *}" "${res#* }"
             [ "${res%% *}" = ok ] || fail=1

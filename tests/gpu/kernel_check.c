@@ -901,7 +901,7 @@ int main(int argc, char **argv)
     gs_driver_opts opts = {.timeout_s = 120, .group_of = one_group};
     gs_error err;
     gs_error_init(&err);
-    setenv("GRIDSTEP_CUDA_ATTENTION", "simple", 1); /* the default path first, whatever the caller set */
+    setenv("GRIDSTEP_CUDA_ATTENTION", "kernels", 1); /* the attention kernels first, whatever the caller set */
     if (c.ops->open(&mesh, &opts, &c.d, &err) != GS_OK) {
         fprintf(stderr, "kernel_check: open: %s\n", err.msg);
         return 1;
