@@ -56,6 +56,8 @@ struct gs_calib_dev {
     gs_fit_ab copy_fit;        /* against the bytes read and written */
     uint64_t attn_seq, attn_nh, attn_nkv, attn_hd;
     int attn_flash; /* the scenario's strategy.flash_attention */
+    int attn_dropout;      /* the scenario's model has dropout layers */
+    double attn_drop_rate; /* its attention dropout */
     int gemm_bf16;  /* the scenario trains in bf16: the driver's GEMMs take bf16 inputs, as exec's */
     char gemm_math[48]; /* what the driver says its GEMMs ran as (gemm_math), "" unknown */
     size_t vocab_row;
@@ -243,6 +245,7 @@ static gs_status pick(gs_calib_dev *c, const char *scenario, gs_error *err)
     c->attn_seq = c->o.small ? 64 : 2048, c->attn_nh = c->o.small ? 2 : 32, c->attn_nkv = c->attn_nh;
     c->attn_hd = c->o.small ? 32 : 128;
     c->attn_flash = s.strategy.flash_attention != 0;
+    c->attn_dropout = s.model.dropout, c->attn_drop_rate = s.model.attention_dropout;
     for (size_t r = 0; r < sch->nranks && r < 1; r++)
         for (size_t i = 0; i < sch->ranks[r].nevents; i++) {
             const gs_event *e = &sch->ranks[r].events[i];
@@ -462,7 +465,8 @@ static gs_status measure_attention(gs_calib_dev *c, const dev_timer *t, gs_error
         rc = dev_buffer(t, sizes[i], vals[i], NULL, 0, &b[i], "attention", err);
     if (rc == GS_OK) {
         gs_cal_attn a = {c->ops, b[0], b[1], b[2], b[3], b[4], b[5], b[6], b[7], b[8], sq, c->attn_nh, c->attn_nkv,
-                         c->attn_hd, 0, c->attn_flash};
+                         c->attn_hd, 0, c->attn_flash, {0}};
+        gs_cal_attn_dropout(&a.drop, c->attn_dropout, c->attn_drop_rate, sq);
         if ((rc = time_calls(c, t, gs_cal_attn_call, &a, &c->attn_fwd_s, err)) == GS_OK) {
             a.bwd = 1;
             rc = time_calls(c, t, gs_cal_attn_call, &a, &c->attn_bwd_s, err);

@@ -9,6 +9,7 @@
 #include <time.h>
 
 #include "cli/cli_common.h"
+#include "kernels/dropout.h"
 
 const char *const gs_cal_ew_names[GS_CAL_EW_COUNT] = {"adamw",       "rmsnorm",    "swiglu",   "add",      "xent",
                                                "embed",       "rmsnorm_bwd", "swiglu_bwd", "xent_bwd", "embed_bwd"};
@@ -71,20 +72,32 @@ void gs_cal_ew_call(void *arg, gs_drv_stream *s)
     }
 }
 
+void gs_cal_attn_dropout(gs_dropout *d, int dropout, double rate, uint64_t seq)
+{
+    memset(d, 0, sizeof *d);
+    d->threshold = dropout ? gs_dropout_threshold(rate) : 0;
+    if (!d->threshold)
+        return;
+    d->scale = (float)(1.0 / (1.0 - d->threshold / 16777216.0));
+    d->key = gs_dropout_site_key(0, 0, GS_DROP_ATTN, 0);
+    d->seq_len = seq;
+}
+
 void gs_cal_attn_call(void *arg, gs_drv_stream *s)
 {
     gs_cal_attn *a = arg;
     size_t ldq = a->nh * a->hd, ldkv = a->nkv * a->hd;
+    const gs_dropout *dr = a->drop.threshold ? &a->drop : NULL;
     if (a->flash && !a->bwd)
-        a->ops->attn_fwd_flash(s, a->q, ldq, a->k, a->v, ldkv, a->o, ldq, a->p, 1, a->seq, a->nh, a->nkv, a->hd, NULL);
+        a->ops->attn_fwd_flash(s, a->q, ldq, a->k, a->v, ldkv, a->o, ldq, a->p, 1, a->seq, a->nh, a->nkv, a->hd, dr);
     else if (a->flash)
         a->ops->attn_bwd_flash(s, a->q, ldq, a->k, a->v, ldkv, a->o, a->p, a->dout, ldq, a->dq, a->dk, a->dv, 1,
-                               a->seq, a->nh, a->nkv, a->hd, NULL);
+                               a->seq, a->nh, a->nkv, a->hd, dr);
     else if (!a->bwd)
-        a->ops->attn_fwd(s, a->q, ldq, a->k, a->v, ldkv, a->o, ldq, a->p, 1, a->seq, a->nh, a->nkv, a->hd, NULL);
+        a->ops->attn_fwd(s, a->q, ldq, a->k, a->v, ldkv, a->o, ldq, a->p, 1, a->seq, a->nh, a->nkv, a->hd, dr);
     else
         a->ops->attn_bwd(s, a->q, ldq, a->k, a->v, ldkv, a->p, a->dout, ldq, a->dq, a->dk, a->dv, 1, a->seq, a->nh,
-                         a->nkv, a->hd, NULL);
+                         a->nkv, a->hd, dr);
 }
 
 void gs_cal_rope_call(void *arg, gs_drv_stream *s)

@@ -66,8 +66,15 @@ typedef struct gs_cal_attn {
     float *q, *k, *v, *o, *p, *dq, *dk, *dv, *dout; /* p: nh x seq x seq floats, or nh x seq with flash */
     size_t seq, nh, nkv, hd;
     int bwd;
-    int flash; /* the flash-style ops (what exec runs for strategy.flash_attention) */
+    int flash;       /* the flash-style ops (what exec runs for strategy.flash_attention) */
+    gs_dropout drop; /* the scenario's attention dropout (threshold 0: none), drawn as exec draws it,
+                      * so a driver that runs another path for calls with masks is timed on it */
 } gs_cal_attn;
+
+/* The attention dropout of a calibration's calls: the scenario's rate when its model has dropout
+ * layers (gs_dropout_threshold, scaled by the kept share's inverse as exec/train.c does), over
+ * sequences of seq tokens; threshold 0 otherwise. */
+void gs_cal_attn_dropout(gs_dropout *d, int dropout, double rate, uint64_t seq);
 
 typedef struct gs_cal_rope {
     const gs_driver_ops *ops;

@@ -156,6 +156,8 @@ typedef struct cal {
     size_t new_;
     uint64_t attn_seq, attn_nh, attn_nkv, attn_hd;
     int attn_flash; /* the scenario's strategy.flash_attention (default on) */
+    int attn_dropout;      /* the scenario's model has dropout layers */
+    double attn_drop_rate; /* its attention dropout */
     size_t vocab_row;       /* the loss kernels' row: the scenario's vocabulary slice (64 .. 4096) */
     size_t scen_first;      /* gemm[scen_first..]: the scenario's own shapes (none: the grid's) */
     double rope_s;          /* rotary embedding of q and k per token, mean of forward and backward */
@@ -374,7 +376,8 @@ static gs_status solo_fn(void *arg, gs_drv_stream *s, gs_error *err)
         size_t pn = c->attn_nh * sq * (c->attn_flash ? 1 : sq);
         gs_cal_attn a = {c->ops, calloc(qn, 4), calloc(kvn, 4), calloc(kvn, 4), calloc(qn, 4),
                        calloc(pn, 4), calloc(qn, 4), calloc(kvn, 4), calloc(kvn, 4), calloc(qn, 4),
-                       sq, c->attn_nh, c->attn_nkv, c->attn_hd, 0, c->attn_flash};
+                       sq, c->attn_nh, c->attn_nkv, c->attn_hd, 0, c->attn_flash, {0}};
+        gs_cal_attn_dropout(&a.drop, c->attn_dropout, c->attn_drop_rate, sq);
         if (!a.q || !a.k || !a.v || !a.o || !a.p || !a.dq || !a.dk || !a.dv || !a.dout)
             rc = gs_error_set(err, GS_ERR_NOMEM, "calibrate: out of memory for attention");
         else {
@@ -1061,6 +1064,7 @@ static gs_status pick_shapes(cal *c, const char *scenario, gs_error *err)
         }
     uint64_t tp = mesh.size[GS_DIM_TP];
     c->attn_flash = s.strategy.flash_attention != 0;
+    c->attn_dropout = s.model.dropout, c->attn_drop_rate = s.model.attention_dropout;
     c->attn_nh = s.model.heads / tp ? s.model.heads / tp : 1;
     c->attn_nkv = s.model.kv_heads / tp ? s.model.kv_heads / tp : 1;
     uint64_t vr = s.model.vocab / (tp ? tp : 1);

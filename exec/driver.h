@@ -63,6 +63,10 @@ typedef struct gs_driver_opts {
     /* 1: the run sends around each TP group's ring (tp_comm_overlap's all_gather_ring): a driver
      * that connects its p2p peers at open (cuda) connects these too. */
     int tp_ring_p2p;
+    /* 1: every attention call draws dropout masks (the model's dropout layers at a nonzero
+     * attention rate): a driver whose default path for such calls takes no scratch (cuda's
+     * attention kernels) leaves that scratch out of its memory pre-flight. */
+    int attn_dropout;
 } gs_driver_opts;
 
 /* A process group as the schedule names it: kind and index (gs_group_of), its members in
@@ -277,7 +281,7 @@ extern const gs_driver_ops gs_driver_host;
  * block ops. 4: p2p_group, p2p_rendezvous. 5: dropout (the attention ops' drop, the dropout op),
  * gemm_math, sends_wait. 6: all_gather_ring, mark, wait_mark; linear_bwd's dw may be NULL;
  * opts.gemm_bf16, opts.tp_ring_p2p, arm_start. */
-#define GS_DRIVER_ABI 6
+#define GS_DRIVER_ABI 7
 
 /* The drivers this build has, by name (NULL when unknown). */
 const gs_driver_ops *gs_driver_find(const char *name);

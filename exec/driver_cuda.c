@@ -728,7 +728,9 @@ static gs_status cuda_open(const gs_mesh *mesh, const gs_driver_opts *opts, gs_d
         size_t freeb = 0, total = 0;
         uint64_t scratch = 0;
         int dev = boot ? boot->local_rank : (int)i;
-        if (attn_gemm && (rc = attn_scratch_bytes(opts, i, &scratch, err)) != GS_OK)
+        /* auto runs the kernels for every call of a model with attention dropout: no scratch */
+        int gemm_may_run = attn_gemm && !(attn_pref == GS_ATTN_PATH_AUTO && opts->attn_dropout);
+        if (gemm_may_run && (rc = attn_scratch_bytes(opts, i, &scratch, err)) != GS_OK)
             break;
         /* auto runs the kernels for a call whose one kv head exceeds the cap, so the calls it
          * runs on the GEMM path take the cap at most */

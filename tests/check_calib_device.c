@@ -11,6 +11,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
+#include <unistd.h>
 
 #include "cli/calib_device.h"
 #include "exec/driver.h"
@@ -200,6 +201,75 @@ START_TEST(test_gemm_scale_tracks)
 }
 END_TEST
 
+/* ---- attention timed with the scenario's dropout: exec draws masks on every attention call of a
+ * model with dropout layers, and a driver may run another path for such calls (the cuda
+ * driver's default runs its kernels, not the GEMMs), so the calibration's calls carry them ---- */
+
+static gs_driver_ops seeing_drop;
+static uint32_t seen_thr[2];  /* forward, backward: the last threshold each saw (0: no dropout) */
+static int seen_calls[2];
+
+static void fwd_flash_seen(gs_drv_stream *s, const float *q, size_t ldq, const float *k, const float *v, size_t ldkv,
+                           float *out, size_t ldo, float *lse, size_t nseq, size_t seq, size_t nh, size_t nkv,
+                           size_t hd, const gs_dropout *drop)
+{
+    seen_thr[0] = drop ? drop->threshold : 0, seen_calls[0]++;
+    gs_driver_host.attn_fwd_flash(s, q, ldq, k, v, ldkv, out, ldo, lse, nseq, seq, nh, nkv, hd, drop);
+}
+
+static void bwd_flash_seen(gs_drv_stream *s, const float *q, size_t ldq, const float *k, const float *v, size_t ldkv,
+                           const float *out, const float *lse, const float *dout, size_t ldo, float *dq, float *dk,
+                           float *dv, size_t nseq, size_t seq, size_t nh, size_t nkv, size_t hd, const gs_dropout *drop)
+{
+    seen_thr[1] = drop ? drop->threshold : 0, seen_calls[1]++;
+    gs_driver_host.attn_bwd_flash(s, q, ldq, k, v, ldkv, out, lse, dout, ldo, dq, dk, dv, nseq, seq, nh, nkv, hd, drop);
+}
+
+START_TEST(test_attention_dropout)
+{
+    seeing_drop = gs_driver_host;
+    seeing_drop.attn_fwd_flash = fwd_flash_seen;
+    seeing_drop.attn_bwd_flash = bwd_flash_seen;
+    gs_calib_dev_opts o = {.small = 1, .max_ranks = 1, .timeout_s = 60};
+    gs_error err;
+    gs_error_init(&err);
+    /* a-dp2 as it is: no dropout layers, the calls carry none */
+    gs_calib_dev *c = NULL;
+    seen_calls[0] = seen_calls[1] = 0;
+    seen_thr[0] = seen_thr[1] = 1;
+    ck_assert_msg(gs_calib_dev_run(&seeing_drop, SCENARIO, &o, &c, &err) == GS_OK, "%s", err.msg);
+    gs_calib_dev_free(c);
+    ck_assert(seen_calls[0] > 0 && seen_calls[1] > 0);
+    ck_assert_uint_eq(seen_thr[0], 0);
+    ck_assert_uint_eq(seen_thr[1], 0);
+    /* with dropout layers at attention dropout 0.25: threshold round(0.25 x 2^24) = 4194304 */
+    FILE *in = fopen(SCENARIO, "r");
+    ck_assert_ptr_nonnull(in);
+    char text[4096];
+    size_t n = fread(text, 1, sizeof text - 1, in);
+    fclose(in);
+    text[n] = 0;
+    char *pos = strstr(text, "pos: rope}");
+    ck_assert_ptr_nonnull(pos);
+    char drop_yaml[4200], path[] = "/tmp/calib-dev-dropout-XXXXXX";
+    snprintf(drop_yaml, sizeof drop_yaml, "%.*spos: rope, dropout: true, attention_dropout: 0.25}%s", (int)(pos - text),
+             text, pos + strlen("pos: rope}"));
+    int fd = mkstemp(path);
+    ck_assert_int_ge(fd, 0);
+    FILE *out = fdopen(fd, "w");
+    fputs(drop_yaml, out);
+    fclose(out);
+    c = NULL;
+    seen_calls[0] = seen_calls[1] = 0;
+    ck_assert_msg(gs_calib_dev_run(&seeing_drop, path, &o, &c, &err) == GS_OK, "%s", err.msg);
+    gs_calib_dev_free(c);
+    remove(path);
+    ck_assert(seen_calls[0] > 0 && seen_calls[1] > 0);
+    ck_assert_uint_eq(seen_thr[0], 4194304);
+    ck_assert_uint_eq(seen_thr[1], 4194304);
+}
+END_TEST
+
 START_TEST(test_needs_scenario)
 {
     gs_calib_dev_opts o = {.small = 1};
@@ -221,6 +291,7 @@ static Suite *suite(void)
     tcase_add_test(t, test_fewer_devices);
     tcase_add_test(t, test_gemm_scale_tracks);
     tcase_add_test(t, test_needs_scenario);
+    tcase_add_test(t, test_attention_dropout);
     suite_add_tcase(s, t);
     return s;
 }
