@@ -230,6 +230,31 @@ typedef struct attn_result {
     size_t scratch_reach; /* 1 + the highest scratch float the steps touched */
 } attn_result;
 
+/* Binds the emulator's buffers: q, k, v views into the fused qkv rows (ld floats; each buffer's
+ * length counts from its own start), out and dout rows of ldo, P (or the lse) of np floats, dq,
+ * dk, dv views into dqkv like q, k, v, the scratch of nscratch floats; allocates the write map
+ * for the longest. */
+static void emu_bind(emu *e, float *qkv, float *out, float *p, size_t np, float *dout, float *dqkv, float *scratch,
+                     size_t nscratch, size_t T, size_t ld, size_t ldo, size_t nh, size_t nkv, size_t hd)
+{
+    float *bases[2] = {qkv, dqkv};
+    gs_attn_buf first[2] = {GS_ATTN_Q, GS_ATTN_DQ};
+    for (int i = 0; i < 2; i++) { /* GS_ATTN_Q, K, V and GS_ATTN_DQ, DK, DV are consecutive */
+        e->buf[first[i]] = bases[i], e->len[first[i]] = T * ld;
+        e->buf[first[i] + 1] = bases[i] + nh * hd, e->len[first[i] + 1] = T * ld - nh * hd;
+        e->buf[first[i] + 2] = bases[i] + (nh + nkv) * hd, e->len[first[i] + 2] = T * ld - (nh + nkv) * hd;
+    }
+    e->buf[GS_ATTN_OUT] = out, e->len[GS_ATTN_OUT] = T * ldo;
+    e->buf[GS_ATTN_P] = p, e->len[GS_ATTN_P] = np;
+    e->buf[GS_ATTN_DOUT] = dout, e->len[GS_ATTN_DOUT] = T * ldo;
+    e->buf[GS_ATTN_SCRATCH] = scratch, e->len[GS_ATTN_SCRATCH] = nscratch;
+    size_t maxlen = 0;
+    for (int b = 0; b < GS_ATTN_BUF_COUNT; b++)
+        maxlen = e->len[b] > maxlen ? e->len[b] : maxlen;
+    e->written = malloc(maxlen);
+    ck_assert_ptr_nonnull(e->written);
+}
+
 /* Host attention vs the plan run by the emulator on the same inputs: q, k, v fused in one row of
  * (nh + 2 nkv) hd floats (as the driver's qkv projection lays them out), out and dout in rows of
  * nh*hd + 3 floats (padding, so a leading dim mixed up with a width shows), dq, dk, dv fused like
@@ -261,22 +286,7 @@ static attn_result run_case(const attn_case *cs, uint64_t seed)
     emu e;
     memset(&e, 0, sizeof e);
     e.tf32 = cs->tf32;
-    /* q, k, v are views into one fused buffer: each buffer's length counts from its own start */
-    e.buf[GS_ATTN_Q] = q, e.len[GS_ATTN_Q] = T * ld;
-    e.buf[GS_ATTN_K] = k, e.len[GS_ATTN_K] = T * ld - nh * hd;
-    e.buf[GS_ATTN_V] = v, e.len[GS_ATTN_V] = T * ld - (nh + nkv) * hd;
-    e.buf[GS_ATTN_OUT] = out_e, e.len[GS_ATTN_OUT] = T * ldo;
-    e.buf[GS_ATTN_P] = p_e, e.len[GS_ATTN_P] = np;
-    e.buf[GS_ATTN_DOUT] = dout, e.len[GS_ATTN_DOUT] = T * ldo;
-    e.buf[GS_ATTN_DQ] = dqkv_e, e.len[GS_ATTN_DQ] = T * ld;
-    e.buf[GS_ATTN_DK] = dqkv_e + nh * hd, e.len[GS_ATTN_DK] = T * ld - nh * hd;
-    e.buf[GS_ATTN_DV] = dqkv_e + (nh + nkv) * hd, e.len[GS_ATTN_DV] = T * ld - (nh + nkv) * hd;
-    e.buf[GS_ATTN_SCRATCH] = scratch, e.len[GS_ATTN_SCRATCH] = nscratch;
-    size_t maxlen = 0;
-    for (int b = 0; b < GS_ATTN_BUF_COUNT; b++)
-        maxlen = e.len[b] > maxlen ? e.len[b] : maxlen;
-    e.written = malloc(maxlen);
-    ck_assert_ptr_nonnull(e.written);
+    emu_bind(&e, qkv, out_e, p_e, np, dout, dqkv_e, scratch, nscratch, T, ld, ldo, nh, nkv, hd);
     gs_error err;
     gs_error_init(&err);
     ck_assert_int_eq(gs_attn_gemm_fwd(&sh, emu_step, &e, &err), GS_OK);
@@ -437,21 +447,7 @@ static flash_result run_flash_case(const attn_case *cs, uint64_t seed)
     memset(&e, 0, sizeof e);
     e.flash_only_ok = 1;
     e.tf32 = cs->tf32;
-    e.buf[GS_ATTN_Q] = q, e.len[GS_ATTN_Q] = T * ld;
-    e.buf[GS_ATTN_K] = k, e.len[GS_ATTN_K] = T * ld - nh * hd;
-    e.buf[GS_ATTN_V] = v, e.len[GS_ATTN_V] = T * ld - (nh + nkv) * hd;
-    e.buf[GS_ATTN_OUT] = out_e, e.len[GS_ATTN_OUT] = T * ldo;
-    e.buf[GS_ATTN_P] = lse_e, e.len[GS_ATTN_P] = nl;
-    e.buf[GS_ATTN_DOUT] = dout, e.len[GS_ATTN_DOUT] = T * ldo;
-    e.buf[GS_ATTN_DQ] = dqkv_e, e.len[GS_ATTN_DQ] = T * ld;
-    e.buf[GS_ATTN_DK] = dqkv_e + nh * hd, e.len[GS_ATTN_DK] = T * ld - nh * hd;
-    e.buf[GS_ATTN_DV] = dqkv_e + (nh + nkv) * hd, e.len[GS_ATTN_DV] = T * ld - (nh + nkv) * hd;
-    e.buf[GS_ATTN_SCRATCH] = scratch;
-    size_t maxlen = nscratch;
-    for (int b = 0; b < GS_ATTN_BUF_COUNT; b++)
-        maxlen = e.len[b] > maxlen ? e.len[b] : maxlen;
-    e.written = malloc(maxlen);
-    ck_assert_ptr_nonnull(e.written);
+    emu_bind(&e, qkv, out_e, lse_e, nl, dout, dqkv_e, scratch, nscratch, T, ld, ldo, nh, nkv, hd);
     gs_error err;
     gs_error_init(&err);
     /* each direction gets exactly the scratch the driver allocates for it */
