@@ -109,6 +109,36 @@ static void compare(ctx *c, const char *name, const float *ref, const float *dev
     free(got);
 }
 
+/* RMSNorm on the shapes its launchers treat apart (kernels/cuda/norm.cu): a row not a multiple
+ * of 4 floats and one past 8192 (the scalar forward, not the float4 registers), the forward in
+ * place (y over x), and more rows than 1024 chunks of 32 hold (the dg stage's chunks grow). */
+static void check_rmsnorm_shapes(ctx *c)
+{
+    const gs_driver_ops *o = c->ops;
+    static const size_t shapes[][2] = {{64, 4098}, {16, 8196}, {40000, 64}, {48, 512}};
+    for (size_t i = 0; i < sizeof shapes / sizeof shapes[0]; i++) {
+        size_t t = shapes[i][0], h = shapes[i][1];
+        int in_place = i == 3;
+        float *x = host_rand(t * h, 1), *g = host_rand(h, 1), *dy = host_rand(t * h, 1), *y = calloc(t * h, 4);
+        float *rstd = calloc(t, 4), *dx = calloc(t * h, 4), *dg0 = host_rand(h, 0.1f), *dg = host_copy(dg0, h);
+        gs_k_rmsnorm_fwd(x, g, y, rstd, t, h, 1e-5f);
+        gs_k_rmsnorm_bwd(x, g, rstd, dy, dx, dg, t, h);
+        float *dX = dev_from(c, x, t * h * 4), *dG = dev_from(c, g, h * 4), *dR = dev_from(c, NULL, t * 4);
+        float *dDY = dev_from(c, dy, t * h * 4), *dDX = dev_from(c, NULL, t * h * 4), *dDG = dev_from(c, dg0, h * 4);
+        float *dY = in_place ? dev_from(c, x, t * h * 4) : dev_from(c, NULL, t * h * 4);
+        char name[48];
+        o->rmsnorm_fwd(c->s, in_place ? dY : dX, dG, dY, dR, t, h, 1e-5f);
+        snprintf(name, sizeof name, "rmsnorm %zux%zu%s", t, h, in_place ? " in place" : "");
+        compare(c, name, y, dY, t * h, TOL_REDUCTION);
+        o->rmsnorm_bwd(c->s, dX, dG, dR, dDY, dDX, dDG, t, h);
+        snprintf(name, sizeof name, "rmsnorm_bwd %zux%zu dx", t, h);
+        compare(c, name, dx, dDX, t * h, TOL_REDUCTION);
+        snprintf(name, sizeof name, "rmsnorm_bwd %zux%zu dg", t, h);
+        compare(c, name, dg, dDG, h, TOL_REDUCTION);
+        free(x), free(g), free(dy), free(y), free(rstd), free(dx), free(dg0), free(dg);
+    }
+}
+
 static void check_kernels(ctx *c)
 {
     const gs_driver_ops *o = c->ops;
@@ -166,6 +196,7 @@ static void check_kernels(ctx *c)
     o->rmsnorm_bwd(c->s, dX, dG, dR, dB, dNDX, dNDG, t, h);
     compare(c, "rmsnorm_bwd dx", ndx, dNDX, t * h, TOL_REDUCTION);
     compare(c, "rmsnorm_bwd dg", ndg, dNDG, h, TOL_REDUCTION);
+    check_rmsnorm_shapes(c);
     /* LayerNorm, GELU and linear biases (GPT blocks) */
     float *lb = host_rand(h, 0.5f), *ly = calloc(t * h, 4), *lmean = calloc(t, 4), *lrstd = calloc(t, 4);
     float *ldx = calloc(t * h, 4), *ldg0 = host_rand(h, 0.1f), *ldb0 = host_rand(h, 0.1f);
