@@ -1505,6 +1505,35 @@ static void attn_gemm(gs_drv_stream *s, int backward, int flash, const gs_attn_s
     CU_OK(s, cudaFreeAsync(buf[GS_ATTN_SCRATCH], s->cs));
 }
 
+/* The GEMM path's forward (writes out and p: the probabilities, or the flash variant's lse) and
+ * backward (reads p, writes dq, dk, dv) on the call's tensors. */
+static void attn_gemm_fwd(gs_drv_stream *s, int flash, const gs_attn_shape *sh, const float *q, const float *k,
+                          const float *v, float *out, float *p)
+{
+    float *buf[GS_ATTN_BUF_COUNT] = {NULL};
+    buf[GS_ATTN_Q] = (float *)q;
+    buf[GS_ATTN_K] = (float *)k;
+    buf[GS_ATTN_V] = (float *)v;
+    buf[GS_ATTN_OUT] = out;
+    buf[GS_ATTN_P] = p;
+    attn_gemm(s, 0, flash, sh, buf);
+}
+
+static void attn_gemm_bwd(gs_drv_stream *s, int flash, const gs_attn_shape *sh, const float *q, const float *k,
+                          const float *v, const float *p, const float *dout, float *dq, float *dk, float *dv)
+{
+    float *buf[GS_ATTN_BUF_COUNT] = {NULL};
+    buf[GS_ATTN_Q] = (float *)q;
+    buf[GS_ATTN_K] = (float *)k;
+    buf[GS_ATTN_V] = (float *)v;
+    buf[GS_ATTN_P] = (float *)p;
+    buf[GS_ATTN_DOUT] = (float *)dout;
+    buf[GS_ATTN_DQ] = dq;
+    buf[GS_ATTN_DK] = dk;
+    buf[GS_ATTN_DV] = dv;
+    attn_gemm(s, 1, flash, sh, buf);
+}
+
 /* ---- the other compute ops: kernels/cuda ----------------------------------------------------- */
 
 static void k_add(gs_drv_stream *s, float *y, const float *x, size_t n)
@@ -1564,13 +1593,7 @@ static void k_attn_fwd(gs_drv_stream *s, const float *q, size_t ldq, const float
     if (g < 0)
         return;
     if (g) {
-        float *buf[GS_ATTN_BUF_COUNT] = {NULL};
-        buf[GS_ATTN_Q] = (float *)q;
-        buf[GS_ATTN_K] = (float *)k;
-        buf[GS_ATTN_V] = (float *)v;
-        buf[GS_ATTN_OUT] = out;
-        buf[GS_ATTN_P] = p;
-        attn_gemm(s, 0, 0, &sh, buf);
+        attn_gemm_fwd(s, 0, &sh, q, k, v, out, p);
         return;
     }
     kernel_ok(s, "attn_fwd",
@@ -1585,16 +1608,7 @@ static void k_attn_bwd(gs_drv_stream *s, const float *q, size_t ldq, const float
     if (g < 0)
         return;
     if (g) {
-        float *buf[GS_ATTN_BUF_COUNT] = {NULL};
-        buf[GS_ATTN_Q] = (float *)q;
-        buf[GS_ATTN_K] = (float *)k;
-        buf[GS_ATTN_V] = (float *)v;
-        buf[GS_ATTN_P] = (float *)p;
-        buf[GS_ATTN_DOUT] = (float *)dout;
-        buf[GS_ATTN_DQ] = dq;
-        buf[GS_ATTN_DK] = dk;
-        buf[GS_ATTN_DV] = dv;
-        attn_gemm(s, 1, 0, &sh, buf);
+        attn_gemm_bwd(s, 0, &sh, q, k, v, p, dout, dq, dk, dv);
         return;
     }
     kernel_ok(s, "attn_bwd",
@@ -1609,13 +1623,7 @@ static void k_attn_fwd_flash(gs_drv_stream *s, const float *q, size_t ldq, const
     if (g < 0)
         return;
     if (g) {
-        float *buf[GS_ATTN_BUF_COUNT] = {NULL};
-        buf[GS_ATTN_Q] = (float *)q;
-        buf[GS_ATTN_K] = (float *)k;
-        buf[GS_ATTN_V] = (float *)v;
-        buf[GS_ATTN_OUT] = out;
-        buf[GS_ATTN_P] = lse;
-        attn_gemm(s, 0, 1, &sh, buf);
+        attn_gemm_fwd(s, 1, &sh, q, k, v, out, lse);
         return;
     }
     kernel_ok(s, "attn_fwd_flash",
@@ -1631,16 +1639,7 @@ static void k_attn_bwd_flash(gs_drv_stream *s, const float *q, size_t ldq, const
     if (g < 0)
         return;
     if (g) { /* D from the recomputed P and dP (sum_b P dP = dout . out): out unread */
-        float *buf[GS_ATTN_BUF_COUNT] = {NULL};
-        buf[GS_ATTN_Q] = (float *)q;
-        buf[GS_ATTN_K] = (float *)k;
-        buf[GS_ATTN_V] = (float *)v;
-        buf[GS_ATTN_P] = (float *)lse;
-        buf[GS_ATTN_DOUT] = (float *)dout;
-        buf[GS_ATTN_DQ] = dq;
-        buf[GS_ATTN_DK] = dk;
-        buf[GS_ATTN_DV] = dv;
-        attn_gemm(s, 1, 1, &sh, buf);
+        attn_gemm_bwd(s, 1, &sh, q, k, v, lse, dout, dq, dk, dv);
         return;
     }
     kernel_ok(s, "attn_bwd_flash", gs_cu_attn_bwd_flash_dropout(work_on(s), q, ldq, k, v, ldkv, out, lse, dout, ldo, dq, dk,

@@ -203,6 +203,15 @@ static float *alloc_fill(size_t n, float value)
     return p;
 }
 
+/* n floats drawn U(-1, 1) from the test's generator, in order. */
+static float *rand_fill(size_t n, uint64_t *seed)
+{
+    float *p = alloc_fill(n, 0);
+    for (size_t i = 0; i < n; i++)
+        p[i] = urand(seed);
+    return p;
+}
+
 /* max |got - ref| / max |ref| over the elements of the given columns of each row (NaN: infinite). */
 static double rel_err_cols(const float *got, const float *ref, size_t rows, size_t ld, size_t col0, size_t ncols)
 {
@@ -263,11 +272,7 @@ static attn_result run_case(const attn_case *cs, uint64_t seed)
 {
     size_t T = cs->nseq * cs->seq, nh = cs->nh, nkv = cs->nkv, hd = cs->hd, seq = cs->seq;
     size_t ld = (nh + 2 * nkv) * hd, ldo = nh * hd + 3, np = cs->nseq * nh * seq * seq;
-    float *qkv = alloc_fill(T * ld, 0), *dout = alloc_fill(T * ldo, 0);
-    for (size_t i = 0; i < T * ld; i++)
-        qkv[i] = urand(&seed);
-    for (size_t i = 0; i < T * ldo; i++)
-        dout[i] = urand(&seed);
+    float *qkv = rand_fill(T * ld, &seed), *dout = rand_fill(T * ldo, &seed);
     float *q = qkv, *k = qkv + nh * hd, *v = qkv + (nh + nkv) * hd;
     /* the reference: kernels/host */
     float *out_h = alloc_fill(T * ldo, 0), *p_h = alloc_fill(np, 0), *dqkv_h = alloc_fill(T * ld, 0);
@@ -423,11 +428,7 @@ static flash_result run_flash_case(const attn_case *cs, uint64_t seed)
 {
     size_t T = cs->nseq * cs->seq, nh = cs->nh, nkv = cs->nkv, hd = cs->hd, seq = cs->seq;
     size_t ld = (nh + 2 * nkv) * hd, ldo = nh * hd + 3, nl = cs->nseq * nh * seq;
-    float *qkv = alloc_fill(T * ld, 0), *dout = alloc_fill(T * ldo, 0);
-    for (size_t i = 0; i < T * ld; i++)
-        qkv[i] = urand(&seed);
-    for (size_t i = 0; i < T * ldo; i++)
-        dout[i] = urand(&seed);
+    float *qkv = rand_fill(T * ld, &seed), *dout = rand_fill(T * ldo, &seed);
     float *q = qkv, *k = qkv + nh * hd, *v = qkv + (nh + nkv) * hd;
     float *out_h = alloc_fill(T * ldo, 0), *lse_h = alloc_fill(nl, 0), *dqkv_h = alloc_fill(T * ld, 0);
     gs_k_attn_fwd_flash(q, ld, k, v, ld, out_h, ldo, lse_h, cs->nseq, seq, nh, nkv, hd);
