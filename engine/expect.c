@@ -14,11 +14,11 @@
 
 static const char *const metric_names[GS_EXPECT_METRIC_COUNT] = {
     "tflops_per_gpu_eq3", "mfu_megatron", "tflops_per_gpu_hw", "tflops_per_gpu",
-    "mfu", "tokens_per_s_per_gpu", "step_time_s",
+    "mfu", "tokens_per_s_per_gpu", "step_time_s", "tflops_palm", "mfu_palm",
 };
 
 static const char *const expect_keys[] = {"metric", "value", "formula", "source", "tolerance",
-                                          "peak_tflops"};
+                                          "peak_tflops", "palm_params", "dataset"};
 #define GS_EXPECT_NKEYS (sizeof expect_keys / sizeof expect_keys[0])
 
 /* ------------------------------------------------------------------ field values ---- */
@@ -137,11 +137,11 @@ static gs_status load_block(const gs__yaml_loader *l, const yaml_node_t *v, gs_e
     yaml_node_t *peak_key = NULL, *peak = gs__yaml_lookup(l, v, "peak_tflops", &peak_key);
     e->peak_flops = e->metric == GS_EXPECT_MFU_MEGATRON ? GS_EXPECT_MEGATRON_PEAK_FLOPS : 0;
     if (peak) {
-        if (e->metric != GS_EXPECT_MFU_MEGATRON)
+        if (e->metric != GS_EXPECT_MFU_MEGATRON && e->metric != GS_EXPECT_MFU_PALM)
             return gs__yaml_fail_at(l, peak_key, GS_ERR_INPUT,
                                     "expect.peak_tflops: found it with metric %s, expected it "
-                                    "only with metric mfu_megatron (other metrics use the "
-                                    "report's own peak)",
+                                    "only with metric mfu_megatron or mfu_palm (other metrics use "
+                                    "the report's own peak)",
                                     metric_names[e->metric]);
         double tflops;
         if ((st = value_positive(l, peak, "peak_tflops", "the source's peak TFLOP/s per GPU like 989",
@@ -149,6 +149,27 @@ static gs_status load_block(const gs__yaml_loader *l, const yaml_node_t *v, gs_e
             return st;
         e->peak_flops = tflops * 1e12;
     }
+    yaml_node_t *pp_key = NULL, *pp = gs__yaml_lookup(l, v, "palm_params", &pp_key);
+    if (pp) {
+        const char *t = pp->type == YAML_SCALAR_NODE ? gs__yaml_scalar_text(pp) : "";
+        if (e->metric != GS_EXPECT_TFLOPS_PALM && e->metric != GS_EXPECT_MFU_PALM)
+            return gs__yaml_fail_at(l, pp_key, GS_ERR_INPUT,
+                                    "expect.palm_params: found it with metric %s, expected it only "
+                                    "with metric tflops_palm or mfu_palm",
+                                    metric_names[e->metric]);
+        if (strcmp(t, "all") == 0)
+            e->palm_non_embedding = 0;
+        else if (strcmp(t, "non_embedding") == 0)
+            e->palm_non_embedding = 1;
+        else
+            return gs__yaml_fail_at(l, pp, GS_ERR_INPUT,
+                                    "expect.palm_params: found %s, expected all or non_embedding",
+                                    gs__yaml_describe(pp, found, sizeof found));
+    }
+    yaml_node_t *ds = gs__yaml_lookup(l, v, "dataset", NULL);
+    if (ds && (st = value_text(l, ds, "dataset", "a short name of the source family like llm-foundry",
+                               e->dataset, sizeof e->dataset)))
+        return st;
     e->line = (uint32_t)v->start_mark.line + 1;
     e->col = (uint32_t)v->start_mark.column + 1;
     return GS_OK;
@@ -218,6 +239,16 @@ double gs_expect_megatron_flops(const gs_model *m, double global_seqs)
     return 12.0 * global_seqs * s * L * h * h * (attention + mlp + logit);
 }
 
+double gs_expect_palm_flops(const gs_model *m, double global_seqs, int non_embedding)
+{
+    double n = (double)gs_model_params(m);
+    if (non_embedding)
+        n -= (double)gs_model_embedding_params(m);
+    double dh = (double)(m->head_dim ? m->head_dim : (m->heads ? m->hidden / m->heads : 0));
+    double per_token = 6.0 * n + 12.0 * (double)m->layers * (double)m->heads * dh * (double)m->seq;
+    return global_seqs * (double)m->seq * per_token;
+}
+
 double gs_expect_predicted(const gs_expect *e, const gs_scenario *s, const gs_report *r)
 {
     double step = r->step_time_s;
@@ -240,6 +271,12 @@ double gs_expect_predicted(const gs_expect *e, const gs_scenario *s, const gs_re
         return r->tokens_per_s_per_gpu;
     case GS_EXPECT_STEP_TIME_S:
         return step;
+    case GS_EXPECT_TFLOPS_PALM:
+        return gs_expect_palm_flops(&s->model, seqs, e->palm_non_embedding) / (step * gpus) / 1e12;
+    case GS_EXPECT_MFU_PALM: {
+        double peak = e->peak_flops > 0 ? e->peak_flops : gs_gpu_peak_flops(&s->cluster.gpu, s->strategy.precision);
+        return peak > 0 ? gs_expect_palm_flops(&s->model, seqs, e->palm_non_embedding) / (step * gpus * peak) : 0;
+    }
     case GS_EXPECT_METRIC_COUNT:
         break;
     }
@@ -268,5 +305,5 @@ int gs_expect_metric_parse(const char *s, gs_expect_metric *out)
 
 int gs_expect_metric_is_fraction(gs_expect_metric m)
 {
-    return m == GS_EXPECT_MFU || m == GS_EXPECT_MFU_MEGATRON;
+    return m == GS_EXPECT_MFU || m == GS_EXPECT_MFU_MEGATRON || m == GS_EXPECT_MFU_PALM;
 }

@@ -31,6 +31,12 @@ typedef enum gs_expect_metric {
     GS_EXPECT_MFU,                 /* report mfu (fraction) */
     GS_EXPECT_TOKENS_PER_S_PER_GPU,/* report tokens_per_s_per_gpu */
     GS_EXPECT_STEP_TIME_S,         /* report step_time_s */
+    /* Model FLOP/s by the PaLM / nanoGPT / MosaicML / FlashAttention convention: per token
+     * 6 N + 12 L (a d_head) s FLOPs (N parameters, all or without the embedding per palm_params;
+     * L layers, a heads of d_head, s the sequence; no causal discount):
+     * gs_expect_palm_flops(model, global batch, palm_non_embedding) / (predicted step s x GPUs). */
+    GS_EXPECT_TFLOPS_PALM,         /* TFLOP/s per GPU */
+    GS_EXPECT_MFU_PALM,            /* fraction of peak_tflops (default the GPU's dense peak) */
     GS_EXPECT_METRIC_COUNT
 } gs_expect_metric;
 
@@ -48,7 +54,13 @@ typedef struct gs_expect {
     double value;              /* the published number, in the metric's unit (TFLOP/s per GPU,
                                   fraction, tokens/s per GPU, seconds) */
     double tolerance;          /* relative; |predicted - value| / value within it is "ok" */
-    double peak_flops;         /* mfu_megatron denominator, FLOP/s per GPU (0 for other metrics) */
+    double peak_flops;         /* mfu_megatron / mfu_palm denominator, FLOP/s per GPU (0: the
+                                  metric's default) */
+    int palm_non_embedding;    /* palm metrics: 1 when N leaves out the token and position
+                                  embeddings (KempnerForge, OLMo-core), 0 all parameters */
+    char dataset[64];          /* the source family the figure belongs to ("llm-foundry",
+                                  "fms-fsdp", ...; empty: none): validate's leave-one-source-out
+                                  fits group by it */
     char formula[GS_EXPECT_TEXT_BYTES]; /* the source's FLOP formula, as written in the file */
     char source[GS_EXPECT_TEXT_BYTES];  /* citation */
     uint32_t line, col;        /* 1-based position of the `expect:` value in the file */
@@ -81,6 +93,10 @@ double gs_expect_eq3_flops(const gs_model *m, double global_seqs);
  * a = heads, g = kv_heads (query groups), q = head_dim x heads (kv_channels x a), one expert.
  * With MHA, q = h, ffn = 4h, no gating: 72 B s L h^2 (1 + s/(6h) + V/(12 L h)). */
 double gs_expect_megatron_flops(const gs_model *m, double global_seqs);
+
+/* PaLM-convention FLOPs of one step: B s (6 N + 12 L a d_head s), B = global_seqs, N =
+ * gs_model_params (less gs_model_embedding_params when non_embedding). */
+double gs_expect_palm_flops(const gs_model *m, double global_seqs, int non_embedding);
 
 /* Names as written in scenarios; gs_expect_metric_parse returns 0 ok, -1 unknown. */
 const char *gs_expect_metric_name(gs_expect_metric m);
