@@ -35,8 +35,8 @@ const char gs_cmd_coll_help[] =
     "  busbw   algbw x nccl-tests' factor: 2(n-1)/n all_reduce; (n-1)/n all_gather,\n"
     "          reduce_scatter, alltoall; 1 broadcast, sendrecv\n"
     "  algo    ring, tree (all_reduce only), nvls (NVLink SHARP: one node, or NVLSTree across\n"
-    "          nodes for all_reduce), hier (intra-node, then per-rail inter-node, then\n"
-    "          intra-node), p2p (alltoall and sendrecv run as grouped send/recv)\n"
+    "          nodes for all_reduce), pat (all_gather and reduce_scatter with one rank per\n"
+    "          node, NCCL 2.23+), p2p (alltoall and sendrecv run as grouped send/recv)\n"
     "  proto   LL, LL128 or Simple\n"
     "The footer is nccl-tests' '# Avg bus bandwidth', the mean busbw over the sizes.\n"
     "\n"
@@ -50,11 +50,11 @@ const char gs_cmd_coll_help[] =
     "                      nccl-tests (128M = 134217728)\n"
     "  -e, --maxbytes MAX  largest size (default 128M)\n"
     "  -f, --stepfactor F  multiply the size by F (an integer >= 2, default 2)\n"
-    "  --algo A            force ring | tree | nvls | hier (NCCL_ALGO); an algorithm that does\n"
+    "  --algo A            force ring | tree | nvls | pat (NCCL_ALGO); an algorithm that does\n"
     "                      not apply to the op or the machine is an error\n"
     "  --exact             simulate every rank: the call's per-rank transfers (ring: each rank\n"
     "                      to its neighbour on every channel; tree: the node chains and the\n"
-    "                      double binary tree; hier: the intra-node and rail rings) as flows\n"
+    "                      double binary tree; pat: the ring's NIC traffic) as flows\n"
     "                      sharing the NICs and GPU links max-min fairly (flow mode), with the\n"
     "                      algorithm and protocol the tuner picked or --algo; time is the solved\n"
     "                      time. Agrees with the model where no link carries more than it planned\n"
@@ -70,7 +70,7 @@ const char gs_cmd_coll_help[] =
 
 static const char usage[] =
     "gridstep coll --op OP --ranks N --cluster C [--nodes K] [-b MIN] [-e MAX] [-f FACTOR] "
-    "[--algo ring|tree|nvls|hier] [--exact] [--json]";
+    "[--algo ring|tree|nvls|pat] [--exact] [--json]";
 
 /* nccl-tests' default datatype (-d float). */
 #define COLL_TYPE_NAME "float"
@@ -188,9 +188,9 @@ static gs_status explain_unsupported(const coll_run *r, gs_error *err)
                              "reduce_scatter on one node, all_reduce only across nodes"
                            : "the cluster's fabric has no NVLink SHARP (NVSwitch, sm90+)";
         break;
-    case GS_ALGO_HIER:
-        why = "hier needs a group spanning 2+ nodes with 2+ ranks on every node, evenly placed, "
-              "and runs all_reduce, all_gather and reduce_scatter";
+    case GS_ALGO_PAT:
+        why = "pat runs all_gather and reduce_scatter (Simple protocol) over one rank per node on "
+              "2+ nodes, as in NCCL";
         break;
     default: why = "the algorithm does not implement this op"; break;
     }
@@ -389,7 +389,7 @@ gs_status gs_cmd_coll(int argc, char **argv, gs_error *err)
             break;
         case 'a':
             if (find_algo(optarg, &r.force) != 0)
-                return gs_error_set(err, GS_ERR_INPUT, "--algo '%s': expected ring, tree, nvls or hier", optarg);
+                return gs_error_set(err, GS_ERR_INPUT, "--algo '%s': expected ring, tree, nvls or pat", optarg);
             break;
         default:
             return gs_cli_bad_option(argv[optind - 1], opts, "b:e:f:", usage, err);

@@ -818,7 +818,7 @@ gs_status gs_cmd_compare(int argc, char **argv, gs_error *err)
                 gs_xent_bytes_per_logit(GS_XENT_FUSED, gs_precision_bytes(s.strategy.precision), 0),
                 gs_xent_bytes_per_logit(GS_XENT_FUSED, gs_precision_bytes(s.strategy.precision), 1));
     for (int pass = 0; pass < (a.calib ? 2 : 1); pass++) {
-        gs_backend_opts bo = {a.flow, pass ? a.calib : NULL, NULL};
+        gs_backend_opts bo = {a.flow, pass ? a.calib : NULL, NULL, NULL};
         if (have_s) {
             gs_report_fini(&srep);
             have_s = 0;

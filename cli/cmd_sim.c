@@ -23,7 +23,7 @@ const char gs_cmd_sim_help[] =
     "Builds the scenario's schedule (engine/schedule) and replays it as a discrete-event simulation:\n"
     "compute events take their roofline time (FLOPs at the GPU's peak x a shape-dependent GEMM\n"
     "efficiency, bytes at HBM bandwidth, plus launch overhead); collectives take the time of the\n"
-    "algorithm and protocol NCCL's tuner would pick (ring, double binary tree, NVLS, hierarchical)\n"
+    "algorithm and protocol NCCL's tuner would pick (ring, double binary tree, NVLS, PAT)\n"
     "over the group's links; a collective starts when every member has reached it, so imbalance\n"
     "and pipeline bubbles show up as waiting.\n"
     "\n"
@@ -281,7 +281,7 @@ static gs_status print_explain(const gs_scenario *s, const gs_mesh *m, const gs_
                gs_fmt_seconds(r->exposed_s[d], t3, sizeof t3),
                gs_fmt_seconds(r->comm_s[d] - r->exposed_s[d], t4, sizeof t4));
         if (r->comm_s[d] < 0.8 * hand)
-            printf(";\n           faster than by hand: NCCL's tuner picks a tree, NVLS or a hierarchical algorithm "
+            printf(";\n           faster than by hand: NCCL's tuner picks a tree, NVLS or PAT algorithm "
                    "that keeps traffic on NVLink and stripes the rest over several NICs");
         else if (r->comm_s[d] > 1.25 * hand)
             printf(";\n           slower than by hand: per-call latency (%s calls of this size are latency-bound), "
@@ -325,7 +325,7 @@ gs_status gs_cmd_sim(int argc, char **argv, gs_error *err)
     gs_plot plot, plot_comm;
     const char *plot_path = NULL, *comm_path = NULL, *plot_ranks = NULL;
     const char *trace = NULL;
-    gs_backend_opts bo = {0, NULL, NULL};
+    gs_backend_opts bo = {0, NULL, NULL, NULL};
     while ((c = getopt_long(argc, argv, "", opts, NULL)) != -1) {
         switch (c) {
         case 'e': exact = 1; break;

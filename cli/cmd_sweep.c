@@ -403,7 +403,7 @@ static gs_status sweep_run(int argc, char **argv, const gs_mpi_split *sp, const 
     };
     gs_sweep sw;
     gs_sweep_init(&sw);
-    gs_backend_opts bo = {0, NULL, NULL};
+    gs_backend_opts bo = {0, NULL, NULL, NULL};
     int json = 0, exact = 0, c, sharded = 0, threads = 2;
     uint64_t shard_i = 0, shard_n = 1;
     const char *out_path = NULL, *plot_path = NULL;

@@ -28,7 +28,7 @@ static const gs_command commands[] = {
      gs_cmd_calibrate_help, gs_cmd_calibrate},
     {"coll", "the simulator's nccl-tests: time, algbw, busbw of one collective per size",
      "gridstep coll --op OP --ranks N --cluster C [--nodes K] [-b MIN] [-e MAX] [-f FACTOR] "
-     "[--algo ring|tree|nvls|hier] [--json]", gs_cmd_coll_help, gs_cmd_coll},
+     "[--algo ring|tree|nvls|pat] [--json]", gs_cmd_coll_help, gs_cmd_coll},
     {"validate", "simulate the published runs (scenarios with an expect: block) and compare",
      "gridstep validate [--json] [--exact] DIR|FILE...", gs_cmd_validate_help, gs_cmd_validate},
     {"plan", "every legal grid and strategy, ranked by simulated tokens/s, with why the winner wins",

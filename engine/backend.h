@@ -27,10 +27,19 @@ typedef struct gs_backend_stats {
     uint64_t queue_bytes; /* bytes allocated for the event queue at its largest */
 } gs_backend_stats;
 
+/* The sim's fitted cost-model constants (sim/compute.c says what each one means, its source
+ * and its fitted value); `gridstep validate --fit` varies them. 0 in a field: the compiled-in
+ * value. */
+typedef struct gs_fit_params {
+    double overlap_hbm_per_byte; /* HBM bytes per byte of a concurrent collective's bus traffic */
+    double gemm_sustained;       /* a training step's GEMM throughput over the single-GPU MAMF */
+} gs_fit_params;
+
 typedef struct gs_backend_opts {
     int flow;          /* sim: 1 = flow mode (max-min fair sharing), 0 = analytic */
     const char *calib; /* calibration file (NULL: preset defaults) */
     gs_backend_stats *stats; /* NULL, or filled by run() (the caller's storage) */
+    const gs_fit_params *fit; /* NULL: the compiled-in fitted constants */
 } gs_backend_opts;
 
 typedef struct gs_backend_ops {

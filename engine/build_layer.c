@@ -19,10 +19,10 @@ static uint64_t ceil_div(uint64_t a, uint64_t b)
 
 typedef struct shapes {
     uint64_t T, s, b, h, hd, a_t, kv_t, f_t, v_t, e;
-    uint64_t norm_bytes; /* per element of a norm event: the residual add before it (read x and
-                            the residual, write the sum: 3 e; with dropout the fused
-                            bias-dropout-add also writes a 1-byte mask) and the norm (2 e) */
-    int swiglu, sp;
+    uint64_t norm_bytes; /* per element of a norm event: the residual add before it and the norm,
+                            as the framework's kernels move them (gs_norm_bytes_per_element) */
+    uint64_t act_bytes;  /* per element of the activation event (gs_act_bytes_per_element) */
+    int swiglu, sp, fused;
 } shapes;
 
 static void shapes_init(const gs_bctx *x, shapes *sh)
@@ -39,8 +39,21 @@ static void shapes_init(const gs_bctx *x, shapes *sh)
     sh->v_t = ceil_div(m->vocab, x->tp);
     sh->e = x->s->strategy.precision == GS_PREC_FP32 ? 4 : 2;
     sh->swiglu = m->mlp == GS_MLP_SWIGLU;
-    sh->norm_bytes = 5 * sh->e + (m->dropout ? 1 : 0);
+    const gs_strategy *st = &x->s->strategy;
+    sh->fused = gs_framework_fused(gs_framework_resolve(st->framework, (int)st->sharding), st->compile);
+    sh->norm_bytes = gs_norm_bytes_per_element(sh->fused, m->norm == GS_NORM_RMSNORM, sh->e, m->dropout);
+    sh->act_bytes = gs_act_bytes_per_element(sh->fused, sh->swiglu, sh->e);
     sh->sp = x->s->strategy.sequence_parallel && x->tp > 1;
+    /* PyTorch's tensor parallelism (DTensor, as torchtitan applies it to [batch, seq, hidden]
+     * activations) gathers and scatters the sequence dim 1: all_gather_tensor with gather_dim 1
+     * chunks the gathered buffer and concatenates it again, reduce_scatter_tensor with
+     * scatter_dim 1 does the same before the collective (torch.distributed._functional_
+     * collectives): a copy of the whole T x h tensor, read and written, beside each of a half
+     * block's two exchanges. Charged to the norm event that sits between them (per norm element,
+     * T h / tp of them: 2 copies x 2 x e x tp). Megatron keeps [seq, batch, hidden] and exchanges
+     * dim 0, with no copy. */
+    if (sh->sp && gs_framework_resolve(st->framework, (int)st->sharding) != GS_FW_MEGATRON)
+        sh->norm_bytes += 4 * sh->e * x->tp;
 }
 
 /* One op of a pass: the event, plus the io of the pass when it is its first or last op. */
@@ -151,10 +164,11 @@ static gs_status gemm(pass *p, gs_op op, const shapes *sh, uint64_t m, uint64_t 
     if (op == GS_OP_ATTN) {
         flops *= 2.0;
         double qkvo = 4.0 * (double)m * (double)k, scores = (double)m * (double)n;
-        /* per score element without flash attention: QK^T writes it, the fused scaled-masked
-         * softmax reads it and writes probabilities, PV reads them (4 e); attention dropout adds a
-         * read, a write and a 1-byte mask (2 e + 1) */
-        double per_score = 4.0 * (double)sh->e + (p->x->s->model.dropout ? 2.0 * (double)sh->e + 1.0 : 0.0);
+        /* per score element without flash attention: the framework's passes
+         * (gs_unfused_score_bytes: Megatron's fused scale-mask-softmax 4 e, eager PyTorch more);
+         * attention dropout adds a read, a write and a 1-byte mask (2 e + 1) */
+        double per_score = gs_unfused_score_bytes(sh->fused, sh->e) +
+                           (p->x->s->model.dropout ? 2.0 * (double)sh->e + 1.0 : 0.0);
         bytes = nb * mul * ((double)sh->e * qkvo + (p->x->s->strategy.flash_attention ? 0.0 : per_score * scores));
     }
     return compute(p, op, m, n, k, batch, flops, (uint64_t)bytes);
@@ -402,7 +416,7 @@ gs_status gs__layer_forward(gs_bctx *x, int64_t local, uint32_t mb, gs_phase pha
         (!sh.sp && (rc = tp_coll(&p, GS_COLL_ALLREDUCE, &sh))) ||
         (rc = elementwise(&p, GS_OP_NORM, hsp, sh.norm_bytes)) ||
         (rc = sh.sp ? ag_gemm(&p, &sh, GS_OP_MLP_UP, up_n, sh.h) : gemm(&p, GS_OP_MLP_UP, &sh, sh.T, up_n, sh.h, 0)) ||
-        (rc = elementwise(&p, GS_OP_ACT, sh.T * sh.f_t, (sh.swiglu ? 3 : 2) * sh.e)) ||
+        (rc = elementwise(&p, GS_OP_ACT, sh.T * sh.f_t, sh.act_bytes)) ||
         (rc = sh.sp ? gemm_rs(&p, &sh, GS_OP_MLP_DOWN, sh.h, sh.f_t) : gemm(&p, GS_OP_MLP_DOWN, &sh, sh.T, sh.h, sh.f_t, 0)) ||
         (!sh.sp && (rc = tp_coll(&p, GS_COLL_ALLREDUCE, &sh))))
         return rc;
@@ -420,7 +434,7 @@ gs_status gs__layer_backward(gs_bctx *x, int64_t local, uint32_t mb, const gs_la
     uint64_t up_n = sh.swiglu ? 2 * sh.f_t : sh.f_t;
     uint64_t hsp = sh.sp ? ceil_div(sh.T * sh.h, x->tp) : sh.T * sh.h;
     if ((rc = sh.sp ? ag_gemm(&p, &sh, GS_OP_MLP_DOWN, sh.h, sh.f_t) : gemm(&p, GS_OP_MLP_DOWN, &sh, sh.T, sh.h, sh.f_t, 0)) ||
-        (rc = elementwise(&p, GS_OP_ACT, sh.T * sh.f_t, (sh.swiglu ? 3 : 2) * sh.e)) ||
+        (rc = elementwise(&p, GS_OP_ACT, sh.T * sh.f_t, sh.act_bytes)) ||
         (rc = sh.sp ? gemm_rs(&p, &sh, GS_OP_MLP_UP, up_n, sh.h) : gemm(&p, GS_OP_MLP_UP, &sh, sh.T, up_n, sh.h, 0)) ||
         (!sh.sp && (rc = tp_coll(&p, GS_COLL_ALLREDUCE, &sh))) ||
         (rc = elementwise(&p, GS_OP_NORM, hsp, sh.norm_bytes)) ||

@@ -5,6 +5,7 @@
 #include "engine/hardware.h"
 
 #include <ctype.h>
+#include <math.h>
 #include <string.h>
 #include <strings.h>
 
@@ -23,6 +24,7 @@
         .hbm_bw = 900e9,             /* ref 1.1 V100 SXM2 row: 900 GB/s [S] */                 \
         .sms = 80,                   /* ref 1.1 V100 SXM2 row: 80 SMs [S] */                   \
         .compute_capability = 70,    /* ref 3.1: Volta (< 80) */                               \
+        .tdp_w = 300,                /* ref 1.1 V100 SXM2 row: 300 W [S] */                    \
         .source = "ref 1.1 V100 SXM2 row [S]; gemm eff ref 1.2 V100 SXM2 32GB row [D]"        \
     }
 
@@ -37,6 +39,7 @@
         .hbm_bw = bw,                                                                         \
         .sms = 108,                  /* ref 1.1 A100 SXM4 rows: 108 SMs [S] */                 \
         .compute_capability = 80,    /* ref 3.1: Ampere (80-89) */                             \
+        .tdp_w = 400,                /* ref 1.1 A100 SXM4 rows: 400 W [S] */                   \
         .source = src                                                                         \
     }
 
@@ -60,6 +63,7 @@
         .hbm_bw = 1935e9,            /* ref 1.1 A100 80GB row: PCIe 80GB 1,935 GB/s [S] */     \
         .sms = 108,                  /* ref 1.1 A100 rows: 108 SMs [S] */                      \
         .compute_capability = 80,                                                             \
+        .tdp_w = 300,                /* ref 1.1 A100 80GB row: PCIe 80GB 300 W [S] */          \
         .source = "ref 1.1 A100 80GB row (PCIe variant note) [S]; ref 1.2 A100 PCIe row [S]"  \
     }
 
@@ -74,6 +78,7 @@
         .hbm_bw = 3.35e12,           /* ref 1.1 H100 SXM5 row: 3.35 TB/s [S] */                \
         .sms = 132,                  /* ref 1.1 H100 SXM5 row: 132 SMs [S] */                  \
         .compute_capability = 90,    /* ref 3.1: Hopper (90-99) */                             \
+        .tdp_w = 700,                /* ref 1.1 H100 SXM5 row: 700 W [S] */                    \
         .source = "ref 1.1 H100 SXM5 row [S]; gemm eff ref 1.2 H100 SXM row [S]"              \
     }
 
@@ -88,6 +93,7 @@
         .hbm_bw = 2.0e12,            /* ref 1.1 H100 PCIe row: 2.0 TB/s [S] */                 \
         .sms = 114,                  /* ref 1.1 H100 PCIe row: 114 SMs [S] */                  \
         .compute_capability = 90,                                                             \
+        .tdp_w = 350,                /* ref 1.1 H100 PCIe row: 300-350 W [S] */                \
         .source = "ref 1.1 H100 PCIe row [S]; gemm eff ref 1.2 H100 PCIe row [D]"             \
     }
 
@@ -102,6 +108,7 @@
         .hbm_bw = 4.8e12,             /* ref 1.1 H200 SXM row: 4.8 TB/s [S] */                 \
         .sms = 132,                   /* ref 1.1 H200 SXM row: 132 [S] */                      \
         .compute_capability = 90,                                                             \
+        .tdp_w = 700,                 /* ref 1.1 H200 SXM row: 700 W [S] */                    \
         .source = "ref 1.1 H200 SXM row [S]; gemm eff ref 1.2 H100 SXM (H200 same) row [S]"   \
     }
 
@@ -116,6 +123,7 @@
         .hbm_bw = 8.0e12,             /* ref 1.1 B200 row: 8.0 TB/s [S] */                     \
         .sms = 148,                   /* ref 1.1 B200 row: 148 SMs [S] */                      \
         .compute_capability = 100,    /* ref 3.1: Blackwell (>= 100) */                        \
+        .tdp_w = 1000,                /* ref 1.1 B200 row: 1000 W [S] */                       \
         .source = "ref 1.1 B200 (HGX/DGX, 1000 W) row [S]; gemm eff ref 1.2 B200 SXM row [S]" \
     }
 
@@ -130,7 +138,30 @@
         .hbm_bw = 8.0e12,             /* ref 1.1 GB200 row: 8.0 TB/s [S] */                    \
         .sms = 148,                   /* ref 1.1 GB200 row: 148 [U] */                         \
         .compute_capability = 100,                                                            \
+        .tdp_w = 1200,                /* ref 1.1 GB200 row: ~1200 W [S] */                     \
         .source = "ref 1.1 GB200 row [S] (SMs [U]); gemm eff ref 1.2 GB200 row [S]"           \
+    }
+
+/* A100 40GB PCIe: the SXM part's SMs and peaks, 1,555 GB/s HBM2, 250 W (NVIDIA A100 PCIe
+ * datasheet [S]; ref 1.1 A100 40GB row for the memory). MAMF of the PCIe part (ref 1.2, 80 GB). */
+#define GS__GPU_A100_PCIE_40G                                                                 \
+    {                                                                                         \
+        .name = "a100-pcie-40g", .peak_flops_bf16 = 312e12, .peak_flops_fp16 = 312e12,        \
+        .peak_flops_fp32 = 156e12, .gemm_efficiency = 0.811, .hbm_bytes = 40000000000ULL,     \
+        .hbm_bw = 1555e9, .sms = 108, .compute_capability = 80, .tdp_w = 250,                 \
+        .source = "ref 1.1 A100 40GB row; NVIDIA A100 PCIe datasheet 250 W [S]; ref 1.2 A100 " \
+                  "PCIe row"                                                                  \
+    }
+
+/* H100 NVL (PCIe card pairs with NVLink bridges): 132 SMs, 94 GB HBM3 at 3.9 TB/s, 400 W; its
+ * BF16 dense peak 835 TFLOP/s is the datasheet's 1,671 with sparsity halved (NVIDIA H100 datasheet
+ * [S]). MAMF: the H100 SXM ratio (ref 1.2) [U]. */
+#define GS__GPU_H100_NVL                                                                      \
+    {                                                                                         \
+        .name = "h100-nvl", .peak_flops_bf16 = 835.5e12, .peak_flops_fp16 = 835.5e12,         \
+        .peak_flops_fp32 = 417.5e12, .gemm_efficiency = 0.803, .hbm_bytes = 94000000000ULL,   \
+        .hbm_bw = 3.9e12, .sms = 132, .compute_capability = 90, .tdp_w = 400,                 \
+        .source = "NVIDIA H100 datasheet, H100 NVL column [S]; gemm eff ref 1.2 H100 SXM [U]" \
     }
 
 static const gs_gpu gpu_presets[] = {
@@ -139,8 +170,10 @@ static const gs_gpu gpu_presets[] = {
     GS__GPU_A100_40G,
     GS__GPU_A100_80G,
     GS__GPU_A100_PCIE_80G,
+    GS__GPU_A100_PCIE_40G,
     GS__GPU_H100_SXM,
     GS__GPU_H100_PCIE,
+    GS__GPU_H100_NVL,
     GS__GPU_H200,
     GS__GPU_B200,
     GS__GPU_GB200,
@@ -201,6 +234,21 @@ static const gs_gpu gpu_presets[] = {
                   "ref 3.2 NVLINK ring Simple latency"                                        \
     }
 
+/* HGX H100 / H200 4-GPU boards: the four SXM GPUs' 18 NVLink 4 links each, fully connected with
+ * no NVSwitch ("four H100 SXM5 GPUs ... fully interconnected with NVLink", NVIDIA HGX H100
+ * 4-GPU product brief [S]): 6 links to each peer [D], so a pair shares 6 x 20.6 GB/s in NCCL's
+ * model (ref 3.4) and only a group of all four reaches the GPU's whole 370.8. No NVLS. */
+#define GS__FABRIC_NVLINK4_MESH                                                               \
+    {                                                                                         \
+        .name = "nvlink4-mesh", .kind = GS_LINK_NVLINK,                                       \
+        .line_bw = 450e9,   /* ref 1.1 H100 SXM5 row: 18 links, 450 per-dir [V] */             \
+        .nccl_bw = 370.8e9, /* ref 3.4: 18 x 20.6 (SM90) [V] */                                \
+        .latency_s = GS__NVLINK_LATENCY_S,                                                    \
+        .nvswitch = 0, .nvls = 0, .mesh = 4,                                                  \
+        .source = "NVIDIA HGX H100 4-GPU brief (fully connected NVLink, no NVSwitch) [S]; "   \
+                  "ref 3.4 SM90 per-link bw; ref 3.2 NVLINK ring Simple latency"              \
+    }
+
 #define GS__FABRIC_PCIE(nm, line, nccl, row)                                                  \
     {                                                                                         \
         .name = nm, .kind = GS_LINK_PCIE, .line_bw = line, .nccl_bw = nccl,                   \
@@ -219,6 +267,7 @@ static const gs_fabric fabric_presets[] = {
     GS__FABRIC_NVLINK3,
     GS__FABRIC_NVLINK4,
     GS__FABRIC_NVLINK5,
+    GS__FABRIC_NVLINK4_MESH,
     /* ref 2.4 PCIe Gen3 x16 row: NCCL 12 GB/s [V], raw ~15.75 GB/s [U] */
     GS__FABRIC_PCIE("pcie-gen3", 15.75e9, 12e9, "PCIe Gen3 x16"),
     GS__FABRIC_PCIE_GEN4,
@@ -322,6 +371,14 @@ static const gs_cluster cluster_presets[] = {
     GS__CLUSTER("dgx-h200", GS__GPU_H200, GS__FABRIC_NVLINK4, GS__NIC_IB_NDR, 8, 8, 1,
                 "ref 2.1 DGX H100 / DGX H200 row (8x H200, 4 NVSwitch, 8x CX-7 NDR 400G) [V]; "
                 "ref 2.2 rail-aligned SU [V]"),
+    /* HGX H100 / H200 4-GPU servers (e.g. Dell XE9640): 4 SXM GPUs on a fully connected NVLink
+     * board, one 400 Gb/s NDR NIC per GPU [S]. */
+    GS__CLUSTER("hgx-h100-4gpu", GS__GPU_H100_SXM, GS__FABRIC_NVLINK4_MESH, GS__NIC_IB_NDR, 4, 4, 1,
+                "NVIDIA HGX H100 4-GPU (fully connected NVLink, no NVSwitch) [S]; one CX-7 NDR "
+                "400G per GPU [U]"),
+    GS__CLUSTER("hgx-h200-4gpu", GS__GPU_H200, GS__FABRIC_NVLINK4_MESH, GS__NIC_IB_NDR, 4, 4, 1,
+                "NVIDIA HGX H200 4-GPU (fully connected NVLink, no NVSwitch) [S]; one CX-7 NDR "
+                "400G per GPU [U]"),
     /* ref 2.1 DGX B200 row: 8x B200, 2 NVSwitch chips, 8x CX-7 400 Gb/s [V]. */
     GS__CLUSTER("dgx-b200", GS__GPU_B200, GS__FABRIC_NVLINK5, GS__NIC_IB_NDR, 8, 8, 1,
                 "ref 2.1 DGX B200 row (8x B200, 2 NVSwitch, 8x CX-7 400G) [V]; ref 2.2 B200 "
@@ -403,6 +460,13 @@ double gs_gpu_peak_flops(const gs_gpu *g, gs_precision p)
     case GS_PREC_FP32: return g->peak_flops_fp32;
     }
     return 0.0;
+}
+
+double gs_gpu_clock_factor(const gs_gpu *g)
+{
+    if (!(g->power_w > 0.0) || !(g->tdp_w > 0.0) || g->power_w >= g->tdp_w)
+        return 1.0;
+    return cbrt(g->power_w / g->tdp_w);
 }
 
 uint64_t gs_cluster_gpus(const gs_cluster *c)

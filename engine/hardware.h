@@ -24,6 +24,8 @@ typedef struct gs_gpu {
     double hbm_bw;           /* bytes/s */
     uint32_t sms;            /* streaming multiprocessors */
     uint32_t compute_capability; /* 70, 80, 90, 100 */
+    double tdp_w;            /* board power the peaks are specified at, watts */
+    double power_w;          /* the power cap it runs under, watts (0: tdp_w) */
     const char *source;      /* reference row */
 } gs_gpu;
 
@@ -44,6 +46,10 @@ typedef struct gs_fabric {
     double latency_s;        /* seconds per hop, NCCL Simple-protocol ring hw latency */
     int nvswitch;            /* 1: all-to-all through NVSwitch */
     int nvls;                /* 1: NVLink SHARP (in-switch reduction) available */
+    int mesh;                /* G > 1: no switch, each GPU linked directly to the G - 1 others
+                                of its board, its links split evenly among them (HGX 4-GPU
+                                boards: 4): a group of k of them reaches (k - 1) / (G - 1) of
+                                line_bw / nccl_bw per GPU, one peer 1 / (G - 1); 0: switched */
     const char *source;
 } gs_fabric;
 
@@ -94,6 +100,12 @@ const char *gs_cluster_preset_nearest(const char *name);
 
 /* Peak dense FLOP/s of the GPU for the precision (0 if unsupported). */
 double gs_gpu_peak_flops(const gs_gpu *g, gs_precision p);
+
+/* The tensor and vector throughput a GPU keeps under a power cap below its TDP, as a fraction of
+ * its specified peaks: (power_w / tdp_w)^(1/3), from dynamic power P = C V^2 f with the voltage
+ * following the clock in the DVFS range (P ~ f^3); 1 at or without a cap. HBM bandwidth does
+ * not follow the SM clock and keeps its figure. */
+double gs_gpu_clock_factor(const gs_gpu *g);
 
 /* Total GPUs = nodes x gpus_per_node (overflow -> GS_ERR_OVERFLOW); checks positive counts and
  * bandwidths. */

@@ -325,6 +325,8 @@ GS_ENUM_ADAPTOR(parse_precision, gs_precision_parse, gs_precision)
 GS_ENUM_ADAPTOR(parse_pipeline, gs_pipeline_parse, gs_pipeline)
 GS_ENUM_ADAPTOR(parse_bucket_stages, gs_bucket_stages_parse, gs_bucket_stages)
 GS_ENUM_ADAPTOR(parse_xent, gs_xent_parse, gs_xent)
+GS_ENUM_ADAPTOR(parse_framework, gs_framework_parse, gs_framework)
+GS_ENUM_ADAPTOR(parse_attention, gs_attn_impl_parse, gs_attn_impl)
 
 static const char *const norm_names[] = {"rmsnorm", "layernorm"};
 static const char *const mlp_names[] = {"swiglu", "gelu"};
@@ -560,7 +562,7 @@ static const char *const cluster_keys[] = {
 
 static const char *const gpu_keys[] = {
     "preset", "name", "bf16_tflops", "fp16_tflops", "fp32_tflops", "gemm_efficiency",
-    "memory_gb", "hbm_tbps",
+    "memory_gb", "hbm_tbps", "power_w",
 };
 
 /* Collects the names of a preset table for "expected one of" lists (at most cap). */
@@ -676,6 +678,20 @@ static gs_status load_gpu(const gs__yaml_loader *l, const yaml_node_t *v, gs_gpu
         return st;
     if (given)
         g->hbm_bw = tbps * 1e12; /* TB/s -> bytes/s */
+    double watts;
+    if ((st = opt_real(l, v, sec, "power_w", 0, &watts, &given)))
+        return st;
+    if (given) {
+        if (g->tdp_w > 0.0 && watts > g->tdp_w)
+            return gs__yaml_fail_at(l, gs__yaml_lookup(l, v, "power_w", NULL), GS_ERR_INPUT,
+                                    "cluster.gpu.power_w: found %g W, expected at most the GPU's %g W (its "
+                                    "peaks are specified there; a lower cap slows the clock)",
+                                    watts, g->tdp_w);
+        if (watts < 1.0)
+            return gs__yaml_fail_at(l, gs__yaml_lookup(l, v, "power_w", NULL), GS_ERR_INPUT,
+                                    "cluster.gpu.power_w: found %g W, expected a power cap in watts (>= 1)", watts);
+        g->power_w = watts;
+    }
     g->source = NULL;
     return GS_OK;
 }
@@ -844,7 +860,7 @@ static const char *const strategy_keys[] = {
     "sharding", "wrap", "prefetch", "forward_prefetch", "reshard_after_forward",
     "limit_all_gathers", "recompute", "flash_attention", "offload", "precision", "pipeline", "grad_sync",
     "virtual_stages", "sequence_parallel", "bucket_mb", "overlap_param_gather", "tp_comm_overlap", "grad_dtype", "overlap_grad_reduce",
-    "bucket_stages", "cross_entropy",
+    "bucket_stages", "cross_entropy", "framework", "compile", "attention",
 };
 
 static const char *const wrap_keys[] = {"min_params"};
@@ -950,6 +966,23 @@ static gs_status load_strategy(const gs__yaml_loader *l, const yaml_node_t *v, g
         if ((st = opt_enum(l, v, sec, "cross_entropy", xent_names, 2, parse_xent, &e, NULL)))
             return st;
         s->cross_entropy = (gs_xent)e;
+    }
+    {
+        const char *fw_names[GS_FW_COUNT], *attn_names[GS_ATTN_COUNT];
+        for (int i = 0; i < GS_FW_COUNT; i++)
+            fw_names[i] = gs_framework_name((gs_framework)i);
+        for (int i = 0; i < GS_ATTN_COUNT; i++)
+            attn_names[i] = gs_attn_impl_name((gs_attn_impl)i);
+        e = (int)s->framework;
+        if ((st = opt_enum(l, v, sec, "framework", fw_names, GS_FW_COUNT, parse_framework, &e, NULL)))
+            return st;
+        s->framework = (gs_framework)e;
+        e = (int)s->attention;
+        if ((st = opt_enum(l, v, sec, "attention", attn_names, GS_ATTN_COUNT, parse_attention, &e, NULL)))
+            return st;
+        s->attention = (gs_attn_impl)e;
+        if ((st = opt_bool(l, v, sec, "compile", &s->compile, NULL)))
+            return st;
     }
     yaml_node_t *wrap = gs__yaml_lookup(l, v, "wrap", NULL);
     if (wrap && (st = load_wrap(l, wrap, s)) != GS_OK)

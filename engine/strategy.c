@@ -78,6 +78,9 @@ void gs_strategy_defaults(gs_strategy *s)
     s->overlap_param_gather = 0;
     s->tp_comm_overlap = 0;
     s->grad_dtype = -1;
+    s->framework = GS_FW_AUTO;
+    s->compile = 0;
+    s->attention = GS_ATTN_AUTO;
     s->bucket_stages = GS_BUCKET_STAGES_ALL;
     s->cross_entropy = GS_XENT_UNFUSED;
     s->bucket_bytes = (uint64_t)25 << 20; /* 25 MiB: PyTorch DDP bucket_cap_mb default */

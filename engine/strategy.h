@@ -6,6 +6,7 @@
 
 #include <stdint.h>
 
+#include "engine/framework.h"
 #include "engine/status.h"
 
 typedef enum gs_sharding {
@@ -82,6 +83,11 @@ typedef struct gs_strategy {
                                    needs sequence parallelism): each block's TP all-gathers and
                                    reduce-scatters run under its GEMMs; default 0 */
     gs_xent cross_entropy;      /* default UNFUSED */
+    gs_framework framework;     /* default AUTO (engine/framework.h: fsdp1 for the FSDP shardings,
+                                   megatron otherwise) */
+    int compile;                /* 1: torch.compile fuses the elementwise ops (Inductor); default 0 */
+    gs_attn_impl attention;     /* the attention kernel; default AUTO (from the framework, the GPU
+                                   and flash_attention) */
 } gs_strategy;
 
 /* The seed's advice: full_shard, per-layer wrap, backward_pre, reshard after forward, no

@@ -500,8 +500,10 @@ void gs_calib_apply(const gs_calib *c, uint64_t world, gs_compute_model *cm, gs_
         cm->hbm_efficiency = c->hbm_efficiency;
     if (c->set & (1u << F_LAUNCH))
         cm->launch_s = c->launch_s;
-    if (c->set & (1u << F_OVERLAP))
+    if (c->set & (1u << F_OVERLAP)) {
         cm->overlap_slowdown = c->overlap_slowdown;
+        cm->overlap_hbm_per_byte = 0.0; /* the measured factor, flat */
+    }
     if (c->nlaunch > 0) {
         size_t hi = 0;
         while (hi < c->nlaunch && c->launch_ranks[hi] < world)
@@ -519,8 +521,10 @@ void gs_calib_apply(const gs_calib *c, uint64_t world, gs_compute_model *cm, gs_
         /* a host machine's cores: what communication takes from compute is the shared cores'
          * model (its CPU share), not a GPU's SM and HBM contention factor, unless the file
          * names one */
-        if (!(c->set & (1u << F_OVERLAP)))
+        if (!(c->set & (1u << F_OVERLAP))) {
             cm->overlap_slowdown = 1.0;
+            cm->overlap_hbm_per_byte = 0.0;
+        }
     }
     if (c->set & (1u << F_BACKGROUND))
         cm->background_load = c->background_load;

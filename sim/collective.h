@@ -1,4 +1,4 @@
-/* Collective cost models: one algorithm per file (ring.c, tree.c, nvls.c, hierarchical.c), each
+/* Collective cost models: one algorithm per file (ring.c, tree.c, nvls.c, pat.c), each
  * owning its time formula and nccl-tests bus-bandwidth factor; tuner.c picks, per call, the
  * algorithm and protocol with the lowest predicted time as NCCL's tuner does (reference section 3).
  *
@@ -12,7 +12,7 @@
 #include "engine/status.h"
 #include "sim/topology.h"
 
-typedef enum gs_algo { GS_ALGO_RING, GS_ALGO_TREE, GS_ALGO_NVLS, GS_ALGO_HIER, GS_ALGO_COUNT } gs_algo;
+typedef enum gs_algo { GS_ALGO_RING, GS_ALGO_TREE, GS_ALGO_NVLS, GS_ALGO_PAT, GS_ALGO_COUNT } gs_algo;
 typedef enum gs_proto { GS_PROTO_LL, GS_PROTO_LL128, GS_PROTO_SIMPLE, GS_PROTO_COUNT } gs_proto;
 
 typedef struct gs_coll_cost {
@@ -30,6 +30,10 @@ typedef struct gs_coll_cost {
  * not GS_ALGO_COUNT). A group of one rank costs 0. */
 gs_status gs_coll_estimate(const gs_topo *t, gs_coll_op op, const gs_coll_shape *shape, uint64_t bytes,
                            gs_algo force, gs_coll_cost *out);
+
+/* The channels (one CTA, on one SM, each) NCCL's ring graph gives a group of this shape: what an
+ * NCCL kernel holds of the GPU while it runs. 0 for a group of one. */
+int gs_coll_channels(const gs_topo *t, const gs_coll_shape *shape);
 
 /* Point-to-point send of `bytes` between two ranks, same node or not. */
 double gs_p2p_time(const gs_topo *t, int same_node, uint64_t bytes);

@@ -1,6 +1,6 @@
 /* Internals shared by the collective cost files: NCCL's tuner constants (tuner.c), the
  * per-channel graph NCCL's topology search would build (topology.c), and one time function per
- * algorithm (ring.c, tree.c, nvls.c, hierarchical.c). Units follow NCCL's tuning.cc inside these
+ * algorithm (ring.c, tree.c, nvls.c, pat.c). Units follow NCCL's tuning.cc inside these
  * functions: bandwidths in GB/s (1e9 B/s), latencies in microseconds; the time functions return
  * seconds. Reference = shared/reference/hardware-and-models.md.
  *
@@ -96,8 +96,8 @@ double gs__tree_time(const gs_topo *t, gs_coll_op op, const gs_coll_shape *s, do
                      double *net_bytes);
 double gs__nvls_time(const gs_topo *t, gs_coll_op op, const gs_coll_shape *s, double bytes, gs_proto p,
                      double *net_bytes);
-double gs__hier_time(const gs_topo *t, gs_coll_op op, const gs_coll_shape *s, double bytes, gs_proto p,
-                     double *net_bytes);
+double gs__pat_time(const gs_topo *t, gs_coll_op op, const gs_coll_shape *s, double bytes, gs_proto p,
+                    double *net_bytes);
 
 /* Calibrated (sim/measured.c): the measured alpha-beta line of op over the group's link class,
  * or INFINITY when the calibration has none. */
@@ -105,7 +105,7 @@ double gs__measured_time(const gs_topo *t, gs_coll_op op, const gs_coll_shape *s
 double gs__measured_p2p_time(const gs_topo *t, int same_node, double bytes);
 
 /* The ring formula with a given graph and a cap (GB/s) on the bus bandwidth the hardware
- * sustains; hierarchical.c runs its per-rail rings through it. */
+ * sustains. */
 double gs__ring_time_graph(const gs_topo *t, gs_coll_op op, const gs_coll_shape *s, double bytes, gs_proto p,
                            const gs__graph *g, double busbw_cap_gbs);
 

@@ -30,12 +30,23 @@
 #define GS_LAUNCH_S 3e-6
 
 /* Compute slowdown while communication kernels run on the same GPU: NCCL kernels hold SMs
- * (about 15% of the SMs while a collective runs, NVIDIA/nccl#1432) and compete for HBM (NVLink
- * traffic costs 2-3x its bytes in HBM reads and writes, NCCL maintainer in NVIDIA/nccl#1428,
- * where one A100 GEMM went from 1.18 to 2.08 ms under an overlapped all-gather). The default is a
- * mild typical value inside DESIGN's 1.0-1.1 band; the worst cases are far larger, so it is a
- * named factor for the calibration file, not a constant of the model [U]. */
-#define GS_OVERLAP_SLOWDOWN 1.10
+ * (about 15% of the SMs while a collective runs, NVIDIA/nccl#1432) and compete for HBM: "NVLink
+ * traffic costs 2-3x its bytes in HBM reads and writes" (NCCL maintainer, NVIDIA/nccl#1428, where
+ * one A100 GEMM went from 1.18 to 2.08 ms under an overlapped all-gather). gridstep charges a
+ * compute event that starts beside a collective SMs / (SMs - C) for the C channels (one CTA
+ * each) the NCCL kernel holds for as long as it runs, network-bound or not, plus k B / (HBM
+ * bandwidth) with k HBM bytes per bus byte (GS_NCCL_HBM_PER_BYTE, fitted; the maintainer's
+ * figure is 2-3) and B the collective's bus bandwidth per GPU.
+ * GS_OVERLAP_SLOWDOWN caps it (2.08 / 1.18 = 1.76, the measured worst case). */
+#define GS_NCCL_HBM_PER_BYTE 2.5
+
+/* The GEMM throughput a training step sustains, as a fraction of the GPU's MAMF (ref 1.2: the
+ * best shape of a brute-force search, one GPU, 100 timed iterations): a step's GEMMs run on
+ * every GPU of a node at its power limit for minutes, between other kernels, at the shapes the
+ * model has. Fitted (gridstep validate --fit) on the published runs; doc/accuracy.md gives the
+ * fit and its leave-one-source-out error. */
+#define GS_GEMM_SUSTAINED 1.0
+#define GS_OVERLAP_SLOWDOWN 1.76
 
 /* Non-GEMM FLOPs (elementwise, norms, softmax, the optimizer) run on the CUDA cores, not the
  * tensor cores: FP32 non-tensor over BF16 tensor dense is 19.5/312 = 1/16 on A100 and
@@ -185,11 +196,15 @@ void gs_compute_model_init(gs_compute_model *m, const gs_gpu *g, gs_precision p)
      * FP32 rate (ref 1.1 V100 row: 15.7 TFLOP/s). */
     if (m->peak_flops <= 0.0)
         m->peak_flops = g->peak_flops_fp32;
-    m->gemm_efficiency = g->gemm_efficiency;
+    /* under a power cap the SM clock, and with it every FLOP rate, drops (gs_gpu_clock_factor) */
+    m->peak_flops *= gs_gpu_clock_factor(g);
+    m->gemm_mamf = g->gemm_efficiency;
+    m->gemm_efficiency = g->gemm_efficiency * GS_GEMM_SUSTAINED;
     m->hbm_bw = g->hbm_bw;
     m->hbm_efficiency = GS_HBM_EFFICIENCY;
     m->launch_s = GS_LAUNCH_S;
     m->overlap_slowdown = GS_OVERLAP_SLOWDOWN;
+    m->overlap_hbm_per_byte = GS_NCCL_HBM_PER_BYTE;
     m->sms = g->sms;
 
     double node_bw, node_flops; /* host DRAM bytes/s and vector FLOP/s, peak, per node */
@@ -207,6 +222,29 @@ void gs_compute_model_init(gs_compute_model *m, const gs_gpu *g, gs_precision p)
     m->host_flops = node_flops * GS_HOST_FLOPS_EFFICIENCY / GS_HOST_GPUS_PER_NODE;
 }
 
+void gs_fit_params_defaults(gs_fit_params *p)
+{
+    p->overlap_hbm_per_byte = GS_NCCL_HBM_PER_BYTE;
+    p->gemm_sustained = GS_GEMM_SUSTAINED;
+}
+
+void gs_compute_model_fit(gs_compute_model *m, const gs_fit_params *p)
+{
+    if (p->gemm_sustained > 0.0)
+        m->gemm_efficiency = m->gemm_mamf * p->gemm_sustained;
+    if (p->overlap_hbm_per_byte > 0.0)
+        m->overlap_hbm_per_byte = p->overlap_hbm_per_byte;
+}
+
+double gs_compute_overlap_factor(const gs_compute_model *m, double busbw, int ctas)
+{
+    if (!(m->overlap_hbm_per_byte > 0.0) || !(m->hbm_bw > 0.0))
+        return m->overlap_slowdown;
+    double sm = ctas > 0 && (uint32_t)ctas < m->sms ? (double)m->sms / (double)(m->sms - (uint32_t)ctas) : 1.0;
+    double f = sm + m->overlap_hbm_per_byte * busbw / (m->hbm_bw * m->hbm_efficiency);
+    return f < m->overlap_slowdown ? f : m->overlap_slowdown;
+}
+
 void gs_compute_model_rope(gs_compute_model *m, const gs_model *model, gs_precision p)
 {
     m->rope_cols = 0.0;
@@ -216,6 +254,21 @@ void gs_compute_model_rope(gs_compute_model *m, const gs_model *model, gs_precis
     double a = (double)model->heads, kv = (double)(model->kv_heads ? model->kv_heads : model->heads);
     m->rope_cols = (a + kv) / (a + 2.0 * kv);
     m->rope_elem_bytes = (double)gs_precision_bytes(p);
+}
+
+void gs_compute_model_for_scenario(gs_compute_model *m, const gs_scenario *s)
+{
+    const gs_strategy *st = &s->strategy;
+    gs_framework fw = gs_framework_resolve(st->framework, (int)st->sharding);
+    gs_compute_model_init(m, &s->cluster.gpu, st->precision);
+    gs_compute_model_rope(m, &s->model, st->precision);
+    /* eager rotary embedding: its passes over the rotated elements, in units of the fused
+     * read + write (rope_time charges 2 x rope_elem_bytes per element) */
+    if (m->rope_cols > 0.0)
+        m->rope_elem_bytes = gs_rope_bytes_per_element(gs_framework_fused(fw, st->compile), gs_precision_bytes(st->precision)) / 2.0;
+    gs_attn_model_init(&m->attn,
+                       gs_attention_resolve(st->attention, fw, st->flash_attention, s->cluster.gpu.compute_capability),
+                       &s->cluster.gpu);
 }
 
 static int is_gemm(const gs_event *e)
@@ -339,6 +392,17 @@ double gs_compute_time(const gs_compute_model *m, const gs_event *e)
     double t = calibrated_time(m, e, &done);
     if (done)
         return t;
+    if (is_gemm(e) && e->op == GS_OP_ATTN) {
+        double fused = gs_attn_fused_time(&m->attn, e, m->peak_flops);
+        if (fused >= 0.0)
+            return fused + (e->phase == GS_PHASE_BWD ? 2 : 1) * m->launch_s;
+        /* unfused: QK^T and PV as batched GEMMs over the whole s x s (no causal skipping), then
+         * the score passes (the event's bytes) as separate kernels: the times add */
+        double gemm_rate = m->peak_flops * gs_gemm_efficiency(m, e->gemm_m, e->gemm_n, e->gemm_k, e->gemm_batch);
+        double t_gemm = gemm_rate > 0.0 ? e->flops / gemm_rate : HUGE_VAL;
+        double t_bytes = (double)e->bytes / (m->hbm_bw * m->hbm_efficiency);
+        return t_gemm + t_bytes + (e->phase == GS_PHASE_BWD ? 4 : 2) * m->launch_s;
+    }
     if (is_gemm(e)) {
         /* A backward GEMM event is dgrad + wgrad: two GEMMs, two launches, the FLOPs of two
          * forward GEMMs (the event carries them), each at the forward shape's efficiency; a

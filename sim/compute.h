@@ -6,19 +6,30 @@
 #ifndef GS_SIM_COMPUTE_H
 #define GS_SIM_COMPUTE_H
 
+#include "engine/backend.h"
 #include "engine/hardware.h"
 #include "engine/model.h"
 #include "engine/schedule.h"
+#include "engine/scenario.h"
 #include "engine/strategy.h"
+#include "sim/attention.h"
 
 typedef struct gs_compute_model {
     double peak_flops;        /* FLOP/s, dense, for the training precision */
-    double gemm_efficiency;   /* achievable fraction on large well-shaped GEMMs */
+    double gemm_efficiency;   /* achievable fraction on large well-shaped GEMMs in a training step:
+                                 the GPU's MAMF ratio x the sustained fraction (GS_GEMM_SUSTAINED) */
+    double gemm_mamf;         /* the GPU's MAMF / peak, before the sustained fraction */
     double hbm_bw;            /* bytes/s */
     double hbm_efficiency;    /* achievable fraction of HBM bandwidth for elementwise kernels */
     double launch_s;          /* per-kernel launch overhead, seconds */
     double overlap_slowdown;  /* compute slowdown factor while communication runs on the same
-                                 GPU (SM and memory contention); >= 1, calibratable */
+                                 GPU (SM and memory contention); >= 1, calibratable. With
+                                 overlap_hbm_per_byte > 0 it is only the upper bound of
+                                 gs_compute_overlap_factor (the planner's bound uses it) */
+    double overlap_hbm_per_byte; /* HBM bytes an NCCL kernel moves per byte of its bus traffic
+                                    (its buffers read and written on both sides): compute beside a
+                                    collective of bus bandwidth B runs gs_compute_overlap_factor
+                                    times slower; 0: the flat overlap_slowdown (a calibration's) */
     uint32_t sms;             /* for wave quantization */
     double host_flops;        /* CPU offload: the host's FLOP/s for the optimizer */
     double host_bw;           /* CPU offload: host memory bandwidth, bytes/s */
@@ -58,13 +69,34 @@ typedef struct gs_compute_model {
                                         latency; 0 by default */
     double background_load;   /* other runnable threads on those cores (a fair scheduler gives
                                  each of k compute events min(1, cores / (background + k))) */
+    gs_attn_model attn;       /* the attention kernel class (sim/attention.h); impl UNFUSED with
+                                 known 0 times the core as batched GEMMs plus its score passes */
 } gs_compute_model;
 
 void gs_compute_model_init(gs_compute_model *m, const gs_gpu *g, gs_precision p);
 
+/* The preset model for a scenario: gs_compute_model_init for its GPU and precision, its rotary
+ * embedding (gs_compute_model_rope, the framework's passes) and its attention kernel class
+ * (strategy.attention resolved against the framework and the GPU). */
+void gs_compute_model_for_scenario(gs_compute_model *m, const gs_scenario *s);
+
 /* The model's rotary embedding, for the preset path: with pos rope, rope_cols = (heads +
  * kv_heads) / (heads + 2 kv_heads) and rope_elem_bytes = the precision's; otherwise 0. */
 void gs_compute_model_rope(gs_compute_model *m, const gs_model *model, gs_precision p);
+
+/* Sets the fitted constants the caller gives (a field of 0 keeps the compiled-in value; see
+ * gs_fit_params in engine/backend.h): gemm_efficiency becomes the GPU's MAMF ratio times
+ * gemm_sustained, overlap_hbm_per_byte is replaced. */
+void gs_compute_model_fit(gs_compute_model *m, const gs_fit_params *p);
+
+/* The compiled-in fitted constants (sim/compute.c: their sources and fits). */
+void gs_fit_params_defaults(gs_fit_params *p);
+
+/* The compute slowdown beside a collective moving `busbw` bytes/s of bus traffic per GPU on
+ * `ctas` thread blocks (its channels): sms / (sms - ctas) for the SMs the NCCL kernel holds,
+ * plus overlap_hbm_per_byte x busbw / (hbm_bw x hbm_efficiency) for the HBM traffic it makes,
+ * capped at overlap_slowdown; overlap_slowdown itself when overlap_hbm_per_byte is 0. */
+double gs_compute_overlap_factor(const gs_compute_model *m, double busbw, int ctas);
 
 /* Efficiency of an m x n x k GEMM (batch >= 1) relative to peak, in (0, gemm_efficiency]:
  * tile and wave quantization, small-dimension penalty (reference 6.6). */

@@ -25,6 +25,7 @@
 #include <string.h>
 
 #include "sim/calib_file.h"
+#include "sim/contention.h"
 #include "sim/collective.h"
 #include "sim/compute.h"
 #include "sim/queue.h"
@@ -174,6 +175,10 @@ typedef struct rank_rt {
     gs_coll_shape shape[GS_GROUP_KIND_COUNT];
     uint64_t node;
     double slowdown;                 /* straggler factor on compute (1 = none) */
+    double overlap[GS_STREAM_COUNT]; /* compute slowdown while this communication stream moves
+                                        data (gs_compute_overlap_factor of its group's bandwidth) */
+    double overlap_wait[GS_STREAM_COUNT]; /* ... while its event waits for its peers: the SMs the
+                                             NCCL kernel holds, no traffic */
 } rank_rt;
 
 /* What the loop reads of an event when it issues or completes it, packed (16 bytes, in global
@@ -312,16 +317,36 @@ static double event_base_s(run_ctx *c, size_t ri, const gs_event *e)
     }
 }
 
-/* The duration of an event issued now: a compute event is slowed while a communication stream
- * of its rank is busy (the overlap factor) and by its rank's straggler factor. */
+/* The duration of an event issued now: a compute event runs 1/f as fast while a communication
+ * stream of its rank is busy (f: that stream's overlap factor; the largest when several are),
+ * for as long as the running communication event lasts (to its end when it has started; the
+ * whole event when it still waits for its peers), then at full speed; and it is stretched by its
+ * rank's straggler factor. */
 static double event_duration(const run_ctx *c, size_t ri, const hot_event *h)
 {
     if (h->kind != GS_EV_COMPUTE)
         return h->base_s;
     const rank_rt *rt = &c->rt[ri];
-    double t = h->base_s;
-    int comm = rt->busy[GS_STREAM_DP] || rt->busy[GS_STREAM_TP] || rt->busy[GS_STREAM_PP];
-    return (comm ? t * c->st->cm.overlap_slowdown : t) * rt->slowdown;
+    double t = h->base_s, f = 1.0, window = 0.0;
+    static const int comm[] = {GS_STREAM_DP, GS_STREAM_TP, GS_STREAM_PP};
+    for (size_t i = 0; i < sizeof comm / sizeof comm[0]; i++) {
+        int s = comm[i];
+        if (!rt->busy[s] || !(rt->overlap[s] > 1.0))
+            continue;
+        uint32_t ev = rt->stream_ev[rt->stream_off[s] + rt->cursor[s]];
+        const gs_timing *tm = &c->timing[ri][ev];
+        int moving = tm->end_s > 0.0; /* started: its end is known */
+        double w = moving ? (tm->end_s > c->now ? tm->end_s - c->now : 0.0) : HUGE_VAL;
+        double fs = moving ? rt->overlap[s] : rt->overlap_wait[s];
+        if (fs > f) {
+            f = fs;
+            window = w;
+        }
+    }
+    double d = t * f;
+    if (f > 1.0 && window < d)
+        d = window + (t - window / f); /* the work left after the overlap runs at full speed */
+    return d * rt->slowdown;
 }
 
 static int complete_at(run_ctx *c, uint64_t gid, double start, double dur)
@@ -894,6 +919,13 @@ static gs_status sim_run(void *state, const gs_schedule *sch, gs_timing *const *
             size_t slot = map_slot(&present, key3(1, (uint64_t)g, idx), 0, NULL);
             present.vals[slot]++;
         }
+        if (i > 0 && memcmp(rt->shape, c.rt[i - 1].shape, sizeof rt->shape) == 0) {
+            memcpy(rt->overlap, c.rt[i - 1].overlap, sizeof rt->overlap); /* the same groups' shapes */
+            memcpy(rt->overlap_wait, c.rt[i - 1].overlap_wait, sizeof rt->overlap_wait);
+        } else {
+            gs_contention_streams(&st->cm, st->flow ? &st->flow_topo : &st->topo, st->s.strategy.tp_comm_overlap,
+                                  rt->shape, rt->overlap, rt->overlap_wait);
+        }
         map_slot(&present, key3(2, rank, 0), i, NULL);
     }
 
@@ -1167,8 +1199,9 @@ static gs_status sim_open(const gs_scenario *s, const gs_mesh *mesh, const gs_ba
     st->s = *s;
     st->mesh = *mesh;
     gs_topo_init(&st->topo, &s->cluster);
-    gs_compute_model_init(&st->cm, &s->cluster.gpu, s->strategy.precision);
-    gs_compute_model_rope(&st->cm, &s->model, s->strategy.precision);
+    gs_compute_model_for_scenario(&st->cm, s);
+    if (opts && opts->fit)
+        gs_compute_model_fit(&st->cm, opts->fit);
     st->flow = opts ? opts->flow : 0;
     st->stats = opts ? opts->stats : NULL;
     if (st->flow) {

@@ -912,7 +912,7 @@ double gs_flow_coll_latency(const gs_topo *t, gs_coll_op op, const gs_coll_shape
     case GS_ALGO_RING: lat = gs__ring_time(t, op, shape, 0.0, cost->proto, NULL); break;
     case GS_ALGO_TREE: lat = gs__tree_time(t, op, shape, 0.0, cost->proto, NULL); break;
     case GS_ALGO_NVLS: lat = gs__nvls_time(t, op, shape, 0.0, cost->proto, NULL); break;
-    case GS_ALGO_HIER: lat = gs__hier_time(t, op, shape, 0.0, cost->proto, NULL); break;
+    case GS_ALGO_PAT: lat = gs__pat_time(t, op, shape, 0.0, cost->proto, NULL); break;
     default: /* all-to-all as grouped p2p (tuner.c): one message of the slowest class */
         lat = shape->nnodes > 1 ? t->cluster.nic.latency_s : shape->ppn > 1 ? t->cluster.intra.latency_s : 0.0;
         break;

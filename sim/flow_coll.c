@@ -24,9 +24,8 @@
  *   nvls       each GPU pushes its input into the NVSwitch over its link (all-reduce and
  *              reduce-scatter: size, all-gather: its size / n shard); across nodes (NVLSTree)
  *              the heads' tree edges as above, one channel per head GPU.
- *   hier       three phases one after the other: intra-node rings, then the ppn rail rings (GPU
- *              k of every node) of size / ppn, then intra-node rings again (ring transfers in
- *              each phase, hierarchical.c's phases per op).
+ *   pat        (one GPU per node) the ring's transfers: each node's NIC carries the op's bus
+ *              bytes either way; the time model is pat.c's.
  *   p2p        all-to-all: each rank its (ppn - 1) / n of the buffer over its GPU link and its
  *              (n - ppn) / n over its NICs, out and in.
  * Each flow carries its bytes on the wire: LL doubles them (a flag per word), LL128 adds 8/120.
@@ -36,11 +35,7 @@
  * work over its slowest flow's speed (the pipeline runs at its slowest link; faster flows
  * finishing early would not free the links that hold it). Where the model planned a link
  * right, its flows fit and run at speed 1, and the solved time is the model's: the tuner's
- * formulas already divide the NICs among a call's own channels and rail rings. The flows check
- * that division instead of assuming it: the hier rail rings are each planned alone (a
- * one-GPU-per-node communicator of its own, whose NCCL graph takes the GPU's nearest NIC to
- * itself: gs__ring_time on {N, N, 1}), so when the ppn rail rings meet on one NIC (no rails)
- * the solver, not the formula, finds their 1 / ppn share. The call is O(ranks x channels) flows
+ * formulas already divide the NICs among a call's own channels. The call is O(ranks x channels) flows
  * and one progressive filling per phase (gs_flow_solve_all). */
 #include <math.h>
 #include <stdlib.h>
@@ -330,7 +325,8 @@ gs_status gs_flow_coll_exact(const gs_topo *t, gs_coll_op op, const gs_coll_shap
     double wire = wire_factor(cost.proto);
 
     switch (op == GS_COLL_ALLTOALL ? GS_ALGO_COUNT : cost.algo) {
-    case GS_ALGO_RING: {
+    case GS_ALGO_RING:
+    case GS_ALGO_PAT: { /* PAT (one GPU per node) moves the ring's bus bytes over each node's NIC */
         exact_comm all = {0, 1, e.n};
         rc = ring_phase(&e, all, 0, 1, op, shape, size, cost.proto, &out->time_s, &out->min_speed);
         out->flows = e.total;
@@ -361,30 +357,6 @@ gs_status gs_flow_coll_exact(const gs_topo *t, gs_coll_op op, const gs_coll_shap
         if (rc == GS_OK && e.nodes > 1 && g.nch > 0)
             rc = post_tree(&e, g.nch, 0, 1, wire * size / (2.0 * (double)g.nch), work);
         break;
-    }
-    case GS_ALGO_HIER: {
-        /* hierarchical.c's phases: intra-node rings of the whole size over the G GPUs of each
-         * node (all N at once), and the G rail rings of size / G over the N nodes (all at once,
-         * each planned alone) */
-        uint64_t G = e.ppn, N = e.nodes;
-        gs_coll_shape local = {G, 1, G}, rail = {N, N, 1};
-        exact_comm node0 = {0, 1, G}, rail0 = {0, G, N};
-        double shard = size / (double)G;
-        if (op == GS_COLL_ALLGATHER) {
-            rc = ring_phase(&e, rail0, 1, G, op, &rail, shard, cost.proto, &out->time_s, &out->min_speed);
-            if (rc == GS_OK)
-                rc = ring_phase(&e, node0, G, N, op, &local, size, cost.proto, &out->time_s, &out->min_speed);
-        } else {
-            rc = ring_phase(&e, node0, G, N, GS_COLL_REDUCE_SCATTER, &local, size, cost.proto, &out->time_s,
-                            &out->min_speed);
-            if (rc == GS_OK)
-                rc = ring_phase(&e, rail0, 1, G, op, &rail, shard, cost.proto, &out->time_s, &out->min_speed);
-            if (rc == GS_OK && op == GS_COLL_ALLREDUCE)
-                rc = ring_phase(&e, node0, G, N, GS_COLL_ALLGATHER, &local, size, cost.proto, &out->time_s,
-                                &out->min_speed);
-        }
-        out->flows = e.total;
-        return rc;
     }
     default: { /* all-to-all as grouped p2p: one flow per rank, out and in */
         if ((rc = net_open(&e)) != GS_OK)

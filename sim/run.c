@@ -25,7 +25,7 @@ gs_status gs_sim_scenario_timed(const gs_scenario *s, const gs_mesh *mesh, int e
     gs_schedule *sch = NULL;
     gs_timing **timing = NULL;
     void *state = NULL;
-    gs_backend_opts none = {0, NULL, NULL};
+    gs_backend_opts none = {0, NULL, NULL, NULL};
     /* a straggler breaks the symmetry the class path relies on: simulate every rank */
     if (s->nstragglers > 0)
         exact = 1;

@@ -189,6 +189,9 @@ static long ring_channels_at(const fit_links *f, double s)
 static void fit_links_of(const gs_topo *t, const gs_coll_shape *s, fit_links *f)
 {
     f->intra = s->ppn > 1 ? t->intra_bw / 1e9 : 0.0;
+    /* a switchless mesh: the group's GPUs reach each other over their share of the links */
+    if (t->cluster.intra.mesh > 1 && s->ppn > 1 && s->ppn < (uint64_t)t->cluster.intra.mesh)
+        f->intra *= (double)(s->ppn - 1) / (double)(t->cluster.intra.mesh - 1);
     f->nic = s->nnodes > 1 ? t->nic_line_bw / 1e9 : 0.0;
     f->nics = gs__nics_near(t, s->ppn);
 }

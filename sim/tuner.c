@@ -161,7 +161,7 @@ const char *gs_algo_name(gs_algo a)
     case GS_ALGO_RING: return "ring";
     case GS_ALGO_TREE: return "tree";
     case GS_ALGO_NVLS: return "nvls";
-    case GS_ALGO_HIER: return "hier";
+    case GS_ALGO_PAT: return "pat";
     default: return "p2p"; /* all-to-all and send/recv: NCCL runs them as grouped p2p */
     }
 }
@@ -176,6 +176,15 @@ const char *gs_proto_name(gs_proto p)
     }
 }
 
+int gs_coll_channels(const gs_topo *t, const gs_coll_shape *shape)
+{
+    gs__graph g;
+    if (shape->nranks < 2)
+        return 0;
+    gs__graph_ring(t, shape, &g);
+    return g.nch;
+}
+
 double gs_p2p_time(const gs_topo *t, int same_node, uint64_t bytes)
 {
     /* One message: the fabric's per-hop latency (NVLink / PCIe Simple) and per-GPU bandwidth
@@ -186,8 +195,11 @@ double gs_p2p_time(const gs_topo *t, int same_node, uint64_t bytes)
     double measured = gs__measured_p2p_time(t, same_node, (double)bytes);
     if (isfinite(measured))
         return measured;
-    if (same_node)
-        return t->cluster.intra.latency_s + (double)bytes / t->intra_bw;
+    if (same_node) {
+        /* a switchless mesh links a pair by 1 / (G - 1) of a GPU's links */
+        double bw = t->cluster.intra.mesh > 1 ? t->intra_bw / (double)(t->cluster.intra.mesh - 1) : t->intra_bw;
+        return t->cluster.intra.latency_s + (double)bytes / bw;
+    }
     return t->cluster.nic.latency_s + (double)bytes / (gs__nic_gbs(t, 2) * 1e9);
 }
 
@@ -225,7 +237,7 @@ static const algo_time_fn algo_time[GS_ALGO_COUNT] = {
     [GS_ALGO_RING] = gs__ring_time,
     [GS_ALGO_TREE] = gs__tree_time,
     [GS_ALGO_NVLS] = gs__nvls_time,
-    [GS_ALGO_HIER] = gs__hier_time,
+    [GS_ALGO_PAT] = gs__pat_time,
 };
 
 gs_status gs_coll_estimate(const gs_topo *t, gs_coll_op op, const gs_coll_shape *shape, uint64_t bytes,

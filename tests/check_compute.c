@@ -70,10 +70,13 @@ START_TEST(test_init_from_presets)
     ck_assert(REL_CLOSE(m.hbm_bw, 2039e9, 1e-9));
     ck_assert_uint_eq(m.sms, 108);
     /* Streaming kernels reach 85-90% of the datasheet bandwidth; launches cost a few us; the
-     * overlap factor stays in DESIGN's 1.0-1.1 band. */
+     * overlap factor is per collective (gs_compute_overlap_factor), at most the measured worst
+     * case 2.08 / 1.18 (nccl#1428), with 2-3 HBM bytes per bus byte as the maintainer states it
+     * (or the fitted value, sim/compute.c) */
     ck_assert(m.hbm_efficiency >= 0.80 && m.hbm_efficiency <= 0.90);
     ck_assert(m.launch_s >= 1e-6 && m.launch_s <= 1e-5);
-    ck_assert(m.overlap_slowdown >= 1.0 && m.overlap_slowdown <= 1.1);
+    ck_assert(fabs(m.overlap_slowdown - 2.08 / 1.18) < 0.01);
+    ck_assert(m.overlap_hbm_per_byte > 0.0 && m.overlap_hbm_per_byte <= 6.0);
     /* Host share per GPU: DGX A100 2 sockets x 8 ch DDR4-3200 = 409.6 GB/s for 8 GPUs, i.e.
      * at most 51.2 GB/s each at 100% of peak; anything below 10 GB/s would be a units slip. */
     ck_assert(m.host_bw > 10e9 && m.host_bw <= 51.2e9);

@@ -35,7 +35,7 @@ static void sim_stats(const char *yaml, gs_backend_stats *stats, gs_report *rep)
     gs_error err;
     gs_error_init(&err);
     load_mesh(yaml, &s, &m);
-    gs_backend_opts bo = {0, NULL, stats};
+    gs_backend_opts bo = {0, NULL, stats, NULL};
     ck_assert_msg(gs_sim_scenario(&s, &m, 0, &bo, rep, NULL, &err) == GS_OK, "sim: %s", err.msg);
 }
 

@@ -65,7 +65,7 @@ int main(int argc, char **argv)
         gs_diag_fini(&w);
         gs_report rep;
         double t0 = now_s();
-        gs_backend_opts bo = {flow, NULL, NULL};
+        gs_backend_opts bo = {flow, NULL, NULL, NULL};
         if (gs_sim_scenario(&s, &m, exact, &bo, &rep, NULL, &err) != GS_OK) {
             fprintf(stderr, "sim: %s\n", err.msg);
             return 1;

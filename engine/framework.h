@@ -1,0 +1,77 @@
+/* The training framework a scenario runs under (Megatron-LM, PyTorch FSDP1 / FSDP2, DeepSpeed),
+ * whether torch.compile fuses its elementwise ops, and which attention kernel it calls: the
+ * choices that decide how many bytes each elementwise op moves through HBM and which attention
+ * kernel class times the attention core.
+ *
+ * A framework here is a set of implementation facts read from its source (each function below
+ * cites the code it follows), not a tuning knob: fused kernels (Megatron-Core with Transformer
+ * Engine, Apex; torch.compile's Inductor) read and write each tensor about once per op, eager
+ * PyTorch modules run one CUDA kernel per tensor op, each a pass over HBM.
+ *
+ * Ownership: plain enums and pure functions; name tables are static. */
+#ifndef GS_FRAMEWORK_H
+#define GS_FRAMEWORK_H
+
+#include <stdint.h>
+
+typedef enum gs_framework {
+    GS_FW_AUTO = 0,  /* megatron for zero1/zero2/zero3/no_shard, fsdp1 for the FSDP shardings */
+    GS_FW_MEGATRON,  /* Megatron-LM / Megatron-Core (fused kernels, TE on Hopper) */
+    GS_FW_FSDP1,     /* PyTorch FSDP (FlatParameter), eager modules unless compile */
+    GS_FW_FSDP2,     /* PyTorch fully_shard (per-parameter DTensor), eager unless compile */
+    GS_FW_DEEPSPEED, /* DeepSpeed ZeRO / pipeline engine with eager PyTorch modules */
+    GS_FW_COUNT
+} gs_framework;
+
+/* The attention kernel (the scenario's strategy.attention). AUTO picks from the framework and
+ * the GPU (gs_attention_resolve). */
+typedef enum gs_attn_impl {
+    GS_ATTN_AUTO = 0,
+    GS_ATTN_UNFUSED,  /* QK^T and PV as batched GEMMs, the s x s scores through HBM */
+    GS_ATTN_FLASH1,   /* FlashAttention (v1) */
+    GS_ATTN_FLASH2,   /* FlashAttention-2 (also PyTorch SDPA's flash backend) */
+    GS_ATTN_FLASH3,   /* FlashAttention-3 (Hopper: TMA, warp specialization, wgmma) */
+    GS_ATTN_CUDNN,    /* cuDNN fused attention (Transformer Engine's default on Hopper) */
+    GS_ATTN_SDPA,     /* torch.nn.functional.scaled_dot_product_attention (flash backend) */
+    GS_ATTN_TRITON,   /* Triton FlashAttention (MPT's attn_impl: triton) */
+    GS_ATTN_XFORMERS, /* xformers memory-efficient attention (CUTLASS) */
+    GS_ATTN_COUNT
+} gs_attn_impl;
+
+const char *gs_framework_name(gs_framework f);
+int gs_framework_parse(const char *s, gs_framework *out); /* 0 ok, -1 unknown */
+const char *gs_attn_impl_name(gs_attn_impl a);
+int gs_attn_impl_parse(const char *s, gs_attn_impl *out); /* 0 ok, -1 unknown */
+
+/* The framework AUTO stands for: FSDP1 for shard_grad_op, full_shard and hybrid_shard (the
+ * PyTorch FSDP strategy names), Megatron otherwise. `sharding` is a gs_sharding. */
+gs_framework gs_framework_resolve(gs_framework f, int sharding);
+
+/* 1 when the framework's elementwise ops run as fused kernels: Megatron always (TE / Apex /
+ * its fused kernels), the others only with torch.compile. */
+int gs_framework_fused(gs_framework resolved, int compiled);
+
+/* The attention kernel AUTO stands for, and the kernel a named one runs as: no flash attention
+ * -> UNFUSED; Megatron -> CUDNN on Hopper and later (compute capability >= 90, TE's default
+ * backend) and FLASH2 before; the PyTorch frameworks -> SDPA; SDPA's flash backend is
+ * FlashAttention-2 (torch 2.2 and later: "FlashAttention-2 ... as the default SDPA backend").
+ * An explicit choice is kept. */
+gs_attn_impl gs_attention_resolve(gs_attn_impl a, gs_framework resolved, int flash_attention,
+                                  uint32_t compute_capability);
+
+/* HBM bytes per element of one transformer block's elementwise events, forward (the backward
+ * events move twice as much, as every elementwise op does in the builder). `e` is the working
+ * element size (2 bf16/fp16, 4 fp32); rms: 1 for RMSNorm, 0 for LayerNorm; dropout adds the
+ * 1-byte mask of the fused bias-dropout-add. */
+uint64_t gs_norm_bytes_per_element(int fused, int rms, uint64_t e, int dropout);
+uint64_t gs_act_bytes_per_element(int fused, int swiglu, uint64_t e);
+
+/* HBM bytes per rotated element of q and k for the rotary embedding (forward): fused 2 e (read,
+ * write); eager the passes of torchtitan's / HF's apply_rotary_emb. */
+double gs_rope_bytes_per_element(int fused, uint64_t e);
+
+/* HBM bytes per s x s score element of unfused attention, forward, without dropout: Megatron's
+ * fused scale-mask-softmax 4 e; eager PyTorch (HF eager_attention_forward) 8 e + 8. */
+double gs_unfused_score_bytes(int fused, uint64_t e);
+
+#endif

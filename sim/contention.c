@@ -1,0 +1,41 @@
+/* The compute slowdown beside each communication stream of a rank, from the group each stream
+ * serves: a large collective's bus bandwidth and channels (a 256 MiB all-gather, as FSDP units and
+ * gradient buckets are) or, for the pipeline stream, a send's bandwidth and its one channel. */
+#include "sim/contention.h"
+
+#include <math.h>
+
+#include "sim/collective.h"
+
+/* 1 for a group of one; otherwise gs_compute_overlap_factor of the group's traffic (none while
+ * waiting) and its channels (none on the copy engines). */
+static double group_factor(const gs_compute_model *cm, const gs_topo *t, const gs_coll_shape *sh, int p2p,
+                           int waiting, int copy_engine)
+{
+    const uint64_t bytes = 256ull << 20;
+    if (sh->nranks < 2)
+        return 1.0;
+    if (p2p) {
+        double tm = gs_p2p_time(t, sh->nnodes < 2, bytes);
+        return gs_compute_overlap_factor(cm, waiting || !(tm > 0.0) ? 0.0 : (double)bytes / tm, 1);
+    }
+    gs_coll_cost cost;
+    double busbw = gs_coll_estimate(t, GS_COLL_ALLGATHER, sh, bytes, GS_ALGO_COUNT, &cost) == GS_OK ? cost.busbw : 0.0;
+    return gs_compute_overlap_factor(cm, waiting ? 0.0 : busbw, copy_engine ? 0 : gs_coll_channels(t, sh));
+}
+
+void gs_contention_streams(const gs_compute_model *cm, const gs_topo *t, int copy_engine_tp,
+                           const gs_coll_shape shape[GS_GROUP_KIND_COUNT], double moving[GS_STREAM_COUNT],
+                           double waiting[GS_STREAM_COUNT])
+{
+    for (int s = 0; s < GS_STREAM_COUNT; s++)
+        moving[s] = waiting[s] = 1.0;
+    for (int w = 0; w < 2; w++) {
+        double *o = w ? waiting : moving;
+        o[GS_STREAM_DP] = fmax(group_factor(cm, t, &shape[GS_GROUP_DP], 0, w, 0),
+                               fmax(group_factor(cm, t, &shape[GS_GROUP_DP_INTRA], 0, w, 0),
+                                    group_factor(cm, t, &shape[GS_GROUP_DP_INTER], 0, w, 0)));
+        o[GS_STREAM_TP] = group_factor(cm, t, &shape[GS_GROUP_TP], 0, w, copy_engine_tp);
+        o[GS_STREAM_PP] = group_factor(cm, t, &shape[GS_GROUP_PP], 1, w, 0);
+    }
+}

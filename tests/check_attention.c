@@ -1,0 +1,221 @@
+/* Check suite for sim/attention: the attention kernel classes against hand derivations from the
+ * measured figures in the reference (kernel-facts.csv: FlashAttention-2 on A100 230 of 312
+ * TFLOP/s forward and 63% backward, FA2's Ampere path on H100 335 of 989, FA3 661 of 989 at
+ * {4, 8448, 16, 128}) and the three shape effects the model names (tile overhead s / (s + 128),
+ * causal diagonal 1 + 128 / s, the exponential's cost c = tensor FLOP per clock per SM / 16). */
+#include <check.h>
+#include <math.h>
+#include <string.h>
+
+#include "engine/framework.h"
+#include "engine/hardware.h"
+#include "engine/schedule.h"
+#include "sim/attention.h"
+#include "sim/compute.h"
+
+#define REL_CLOSE(a, b, tol) (fabs((a) / (b) - 1.0) < (tol))
+
+static gs_attn_model attn(gs_attn_impl impl, const char *gpu)
+{
+    const gs_gpu *g = gs_gpu_preset_find(gpu);
+    ck_assert_msg(g != NULL, "gpu %s", gpu);
+    gs_attn_model m;
+    gs_attn_model_init(&m, impl, g);
+    return m;
+}
+
+/* The attention-core event build_layer.c emits: batch b x heads, m = n = s, k = head dim,
+ * FLOPs 4 s^2 hd per head forward (Megatron's count), twice that backward. */
+static gs_event attn_event(gs_phase phase, uint32_t s, uint32_t hd, uint32_t batch)
+{
+    gs_event e;
+    memset(&e, 0, sizeof e);
+    e.kind = GS_EV_COMPUTE;
+    e.op = GS_OP_ATTN;
+    e.phase = (uint8_t)phase;
+    e.gemm_m = s;
+    e.gemm_n = s;
+    e.gemm_k = hd;
+    e.gemm_batch = batch;
+    e.flops = (phase == GS_PHASE_BWD ? 2.0 : 1.0) * 4.0 * (double)s * s * hd * batch;
+    return e;
+}
+
+START_TEST(test_measured_points)
+{
+    /* at the reference shape the model returns the measurement itself */
+    gs_attn_model a = attn(GS_ATTN_FLASH2, "a100-80g");
+    ck_assert(REL_CLOSE(gs_attn_efficiency(&a, 128, 16384, 0), 230.0 / 312.0, 1e-9));
+    ck_assert(REL_CLOSE(gs_attn_efficiency(&a, 128, 16384, 1), 0.63, 1e-9));
+    gs_attn_model h = attn(GS_ATTN_FLASH2, "h100-sxm");
+    ck_assert(REL_CLOSE(gs_attn_efficiency(&h, 128, 16384, 0), 335.0 / 989.0, 1e-9));
+    gs_attn_model f3 = attn(GS_ATTN_FLASH3, "h100-sxm");
+    ck_assert(REL_CLOSE(gs_attn_efficiency(&f3, 128, 8448, 0), 661.0 / 989.0, 1e-9));
+    /* FA3 backward: 1.625 x FA2's on Hopper, FA2's Hopper backward at its A100 ratio 0.63/0.737 */
+    ck_assert(REL_CLOSE(gs_attn_efficiency(&f3, 128, 16384, 1),
+                        1.625 * (335.0 / 989.0) * 0.63 / (230.0 / 312.0) * ((16384.0 / 16512.0) / (8448.0 / 8576.0)),
+                        1e-9));
+}
+END_TEST
+
+START_TEST(test_shape_effects)
+{
+    gs_attn_model a = attn(GS_ATTN_FLASH2, "a100-80g");
+    /* s = 512: (512 / 640) / (16384 / 16512) = 0.80625 of the measured 0.7372 */
+    ck_assert(REL_CLOSE(gs_attn_efficiency(&a, 128, 512, 0), 230.0 / 312.0 * 0.8 / (16384.0 / 16512.0), 1e-9));
+    /* head dim 64 on A100 (c = 2048 / 16 = 128 FLOPs per exp): (256 / 384) / (512 / 640) =
+     * 0.8333 */
+    ck_assert(REL_CLOSE(gs_attn_efficiency(&a, 64, 16384, 0) / gs_attn_efficiency(&a, 128, 16384, 0),
+                        (256.0 / 384.0) / (512.0 / 640.0), 1e-9));
+    /* on H100 the exp costs 4096 / 16 = 256: head dim 64 loses more, (256 / 512) / (512 / 768) */
+    gs_attn_model h = attn(GS_ATTN_FLASH2, "h100-sxm");
+    ck_assert(REL_CLOSE(gs_attn_efficiency(&h, 64, 16384, 0) / gs_attn_efficiency(&h, 128, 16384, 0),
+                        (256.0 / 512.0) / (512.0 / 768.0), 1e-9));
+    /* FA3 hides the exp under the GEMMs: no loss at head dim 64 (4 x 64 = 256 = c), half at 32 */
+    gs_attn_model f3 = attn(GS_ATTN_FLASH3, "h100-sxm");
+    ck_assert(REL_CLOSE(gs_attn_efficiency(&f3, 64, 16384, 0), gs_attn_efficiency(&f3, 128, 16384, 0), 1e-9));
+    ck_assert(REL_CLOSE(gs_attn_efficiency(&f3, 32, 16384, 0), 0.5 * gs_attn_efficiency(&f3, 128, 16384, 0), 1e-9));
+}
+END_TEST
+
+START_TEST(test_event_time)
+{
+    /* 4 x 4096^2 x 128 x 32 FLOPs counted forward; causal, the kernel does half plus the
+     * diagonal blocks: x 0.5 x (1 + 128 / 4096); at 312e12 x 0.7372 x (4096/4224) / (16384/16512). */
+    gs_attn_model a = attn(GS_ATTN_FLASH2, "a100-80g");
+    gs_event f = attn_event(GS_PHASE_FWD, 4096, 128, 32);
+    double eff = 230.0 / 312.0 * (4096.0 / 4224.0) / (16384.0 / 16512.0);
+    double want = 4.0 * 4096.0 * 4096.0 * 128.0 * 32.0 * 0.5 * (1.0 + 128.0 / 4096.0) / (312e12 * eff);
+    ck_assert_msg(REL_CLOSE(gs_attn_fused_time(&a, &f, 312e12), want, 1e-9), "fwd %g vs %g",
+                  gs_attn_fused_time(&a, &f, 312e12), want);
+    /* backward: 2.5 x the forward's kernel FLOPs at the backward efficiency */
+    gs_event b = attn_event(GS_PHASE_BWD, 4096, 128, 32);
+    double beff = 0.63 * (4096.0 / 4224.0) / (16384.0 / 16512.0);
+    double bwant = 2.5 * 4.0 * 4096.0 * 4096.0 * 128.0 * 32.0 * 0.5 * (1.0 + 128.0 / 4096.0) / (312e12 * beff);
+    ck_assert(REL_CLOSE(gs_attn_fused_time(&a, &b, 312e12), bwant, 1e-9));
+    /* through the compute model: the fused time plus one launch forward, two backward */
+    gs_compute_model m;
+    gs_compute_model_init(&m, gs_gpu_preset_find("a100-80g"), GS_PREC_BF16);
+    m.attn = a;
+    ck_assert(REL_CLOSE(gs_compute_time(&m, &f), want + m.launch_s, 1e-9));
+    ck_assert(REL_CLOSE(gs_compute_time(&m, &b), bwant + 2 * m.launch_s, 1e-9));
+}
+END_TEST
+
+START_TEST(test_fallbacks)
+{
+    /* no FlashAttention kernel before sm80: unfused */
+    gs_attn_model v = attn(GS_ATTN_FLASH2, "v100-sxm2-32g");
+    ck_assert_int_eq(v.impl, GS_ATTN_UNFUSED);
+    gs_event f = attn_event(GS_PHASE_FWD, 2048, 128, 8);
+    ck_assert(gs_attn_fused_time(&v, &f, 125e12) < 0.0);
+    /* FA3 is Hopper-only: on A100 it runs as FA2 */
+    gs_attn_model a3 = attn(GS_ATTN_FLASH3, "a100-80g"), a2 = attn(GS_ATTN_FLASH2, "a100-80g");
+    ck_assert(REL_CLOSE(gs_attn_efficiency(&a3, 128, 4096, 0), gs_attn_efficiency(&a2, 128, 4096, 0), 1e-12));
+    /* FA1 below FA2 on either generation; FA3 above FA2 on Hopper */
+    gs_attn_model a1 = attn(GS_ATTN_FLASH1, "a100-80g");
+    ck_assert(gs_attn_efficiency(&a1, 128, 4096, 0) < gs_attn_efficiency(&a2, 128, 4096, 0));
+    gs_attn_model h2 = attn(GS_ATTN_FLASH2, "h100-sxm"), h3 = attn(GS_ATTN_FLASH3, "h100-sxm");
+    ck_assert(gs_attn_efficiency(&h3, 128, 4096, 1) > gs_attn_efficiency(&h2, 128, 4096, 1));
+}
+END_TEST
+
+START_TEST(test_resolve)
+{
+    /* SDPA's flash backend is FA2; AUTO follows the framework and the GPU */
+    ck_assert_int_eq(gs_attention_resolve(GS_ATTN_SDPA, GS_FW_FSDP2, 1, 90), GS_ATTN_FLASH2);
+    ck_assert_int_eq(gs_attention_resolve(GS_ATTN_AUTO, GS_FW_MEGATRON, 1, 90), GS_ATTN_CUDNN);
+    ck_assert_int_eq(gs_attention_resolve(GS_ATTN_AUTO, GS_FW_MEGATRON, 1, 80), GS_ATTN_FLASH2);
+    ck_assert_int_eq(gs_attention_resolve(GS_ATTN_AUTO, GS_FW_FSDP1, 1, 90), GS_ATTN_FLASH2);
+    ck_assert_int_eq(gs_attention_resolve(GS_ATTN_AUTO, GS_FW_FSDP1, 0, 90), GS_ATTN_UNFUSED);
+    ck_assert_int_eq(gs_attention_resolve(GS_ATTN_FLASH1, GS_FW_FSDP1, 0, 80), GS_ATTN_FLASH1);
+}
+END_TEST
+
+START_TEST(test_framework_bytes)
+{
+    /* per element, e = 2: fused residual add + norm 3e + 2e = 10 B; eager RMSNorm's passes
+     * (x.float(), pow, mean, rsqrt mul, cast back, weight mul) 28 + 4e = 36 B plus the residual
+     * add's 6 B = 42 B; an eager LayerNorm is one native kernel: 10 B like the fused one */
+    ck_assert_uint_eq(gs_norm_bytes_per_element(1, 1, 2, 0), 10);
+    ck_assert_uint_eq(gs_norm_bytes_per_element(0, 1, 2, 0), 42);
+    ck_assert_uint_eq(gs_norm_bytes_per_element(0, 0, 2, 0), 10);
+    ck_assert_uint_eq(gs_norm_bytes_per_element(1, 1, 2, 1), 11); /* the dropout mask byte */
+    /* SwiGLU: fused 3e = 6 B, eager silu then product 5e = 10 B; GELU 2e either way */
+    ck_assert_uint_eq(gs_act_bytes_per_element(1, 1, 2), 6);
+    ck_assert_uint_eq(gs_act_bytes_per_element(0, 1, 2), 10);
+    ck_assert_uint_eq(gs_act_bytes_per_element(0, 0, 2), 4);
+    /* rotary: fused read + write 4 B; eager float cast, complex product, cast back 2e + 16 = 20 B */
+    ck_assert(gs_rope_bytes_per_element(1, 2) == 4.0);
+    ck_assert(gs_rope_bytes_per_element(0, 2) == 20.0);
+    /* unfused scores: Megatron's fused softmax 4e = 8 B, HF eager 9e + 8 = 26 B */
+    ck_assert(gs_unfused_score_bytes(1, 2) == 8.0);
+    ck_assert(gs_unfused_score_bytes(0, 2) == 26.0);
+    /* AUTO: the PyTorch FSDP names mean FSDP1, the rest Megatron */
+    ck_assert_int_eq(gs_framework_resolve(GS_FW_AUTO, GS_SHARD_FULL_SHARD), GS_FW_FSDP1);
+    ck_assert_int_eq(gs_framework_resolve(GS_FW_AUTO, GS_SHARD_ZERO1), GS_FW_MEGATRON);
+    ck_assert_int_eq(gs_framework_fused(GS_FW_FSDP2, 1), 1);
+    ck_assert_int_eq(gs_framework_fused(GS_FW_FSDP2, 0), 0);
+}
+END_TEST
+
+START_TEST(test_power_cap)
+{
+    /* dynamic power ~ f^3: an H100 SXM (700 W) capped at 350 W keeps cbrt(1/2) = 0.7937 of its
+     * clock; the cap at or above the TDP changes nothing */
+    gs_gpu g = *gs_gpu_preset_find("h100-sxm");
+    ck_assert(g.tdp_w == 700.0);
+    g.power_w = 350.0;
+    ck_assert(REL_CLOSE(gs_gpu_clock_factor(&g), cbrt(0.5), 1e-12));
+    gs_compute_model m;
+    gs_compute_model_init(&m, &g, GS_PREC_BF16);
+    ck_assert(REL_CLOSE(m.peak_flops, 989.4e12 * cbrt(0.5), 1e-12));
+    g.power_w = 700.0;
+    ck_assert(gs_gpu_clock_factor(&g) == 1.0);
+    /* the H100 NVL's 400 W: (400 / 700)^(1/3) x 989.4 = 821 TFLOP/s, within 2% of its datasheet
+     * 835.5: the cube law is the datasheet's own relation between the two parts */
+    ck_assert(fabs(cbrt(400.0 / 700.0) * 989.4 / 835.5 - 1.0) < 0.02);
+}
+END_TEST
+
+START_TEST(test_overlap_factor)
+{
+    /* A100 80GB (108 SMs, 2039 GB/s x 0.85): beside 16 channels moving 200 GB/s, 108 / 92 + 2.5 x
+     * 200 / 1733.15 = 1.17391 + 0.28849; the measured worst case 1.76 caps it */
+    gs_compute_model m;
+    gs_compute_model_init(&m, gs_gpu_preset_find("a100-80g"), GS_PREC_BF16);
+    m.overlap_hbm_per_byte = 2.5;
+    ck_assert(REL_CLOSE(gs_compute_overlap_factor(&m, 200e9, 16), 108.0 / 92.0 + 2.5 * 200e9 / (2039e9 * 0.85), 1e-9));
+    ck_assert(gs_compute_overlap_factor(&m, 5e12, 16) == m.overlap_slowdown);
+    ck_assert(REL_CLOSE(m.overlap_slowdown, 2.08 / 1.18, 1e-2));
+    /* a calibration's flat factor: overlap_hbm_per_byte 0 */
+    m.overlap_hbm_per_byte = 0.0;
+    m.overlap_slowdown = 1.2;
+    ck_assert(gs_compute_overlap_factor(&m, 200e9, 16) == 1.2);
+}
+END_TEST
+
+static Suite *attention_suite(void)
+{
+    Suite *s = suite_create("attention");
+    TCase *tc = tcase_create("core");
+    tcase_add_test(tc, test_measured_points);
+    tcase_add_test(tc, test_shape_effects);
+    tcase_add_test(tc, test_event_time);
+    tcase_add_test(tc, test_fallbacks);
+    tcase_add_test(tc, test_resolve);
+    tcase_add_test(tc, test_framework_bytes);
+    tcase_add_test(tc, test_power_cap);
+    tcase_add_test(tc, test_overlap_factor);
+    suite_add_tcase(s, tc);
+    return s;
+}
+
+int main(void)
+{
+    SRunner *sr = srunner_create(attention_suite());
+    srunner_run_all(sr, CK_NORMAL);
+    int failed = srunner_ntests_failed(sr);
+    srunner_free(sr);
+    return failed ? 1 : 0;
+}
