@@ -14,7 +14,10 @@
 #include "cli/cli_common.h"
 #include "cli/commands.h"
 #include "engine/expect.h"
+#include "engine/framework.h"
 #include "engine/report.h"
+#include "sim/compute.h"
+#include "sim/fit.h"
 #include "sim/sim.h"
 
 const char gs_cmd_validate_help[] =
@@ -32,6 +35,11 @@ const char gs_cmd_validate_help[] =
     "                        attention) over predicted step x GPUs x peak (peak_tflops, default 989)\n"
     "  tflops_per_gpu_hw     the report's hardware FLOPs (every compute event) per GPU per second\n"
     "  tflops_per_gpu, mfu, tokens_per_s_per_gpu, step_time_s   the report's own numbers\n"
+    "  tflops_palm, mfu_palm (6 N + 12 L h s) FLOPs per token, the PaLM / nanoGPT / MosaicML /\n"
+    "                        FlashAttention convention (palm_params: non_embedding drops the\n"
+    "                        embedding from N), per GPU per second or over peak_tflops\n"
+    "optional keys: tolerance, peak_tflops, palm_params, dataset (the source family, for\n"
+    "--holdout-by source)\n"
     "The published FLOP counts are computed from the scenario with the source's formula, not with\n"
     "gridstep's, so the comparison is on step time under the source's own accounting.\n"
     "\n"
@@ -39,21 +47,37 @@ const char gs_cmd_validate_help[] =
     "a summary: median, mean and max |error|, and how many runs are within their tolerance. Exit\n"
     "status 0 whatever the errors (it is a report); 2 for bad input; 1 if a simulation failed.\n"
     "\n"
+    "Then one row per regime (framework / GPU generation / single- or multi-node): median, mean\n"
+    "and max |error| and the signed mean (a bias shows there).\n"
+    "\n"
+    "The sim's fitted constants (overlap_hbm_per_byte: HBM bytes per byte of a concurrent\n"
+    "collective; gemm_sustained: a step's GEMM throughput over the GPU's MAMF) are fitted with\n"
+    "GSL's simplex on the mean over sources of each source's mean squared log error.\n"
+    "--holdout-by source refits them without each source (the scenario's expect.dataset) and\n"
+    "predicts that source with them: the leave-one-source-out errors beside the in-sample ones.\n"
+    "\n"
     "options:\n"
     "  --exact   simulate every rank (default: one representative per class)\n"
+    "  --holdout-by source   leave-one-source-out errors per regime, and the constants fitted on\n"
+    "            every source (minutes: each fit simulates every run a few dozen times)\n"
+    "  --csv     one row per run: id, dataset, regime, metric, published, predicted, error,\n"
+    "            holdout_error, fits_memory (for plots; errors are signed fractions)\n"
     "  --json    one JSON document: runs [{id, file, model, gpus, grid {dp, pp, tp}, metric,\n"
     "            published, predicted, error, abs_error, tolerance, within_tolerance, step_time_s,\n"
-    "            formula, source}], median_abs_error, mean_abs_error, max_abs_error,\n"
-    "            runs_within_tolerance (errors are signed fractions: (predicted - published) /\n"
+    "            fits_memory, regime, dataset, holdout_error, formula, source}],\n"
+    "            median_abs_error, mean_abs_error, max_abs_error, signed_mean_error,\n"
+    "            runs_within_tolerance; with --holdout-by: fitted_on_all, holdout_median_abs_error,\n"
+    "            holdout_signed_mean_error (errors are signed fractions: (predicted - published) /\n"
     "            published)\n"
     "\n"
     "examples:\n"
     "  gridstep validate " GS_DATADIR "/scenarios/published\n"
-    "  gridstep validate --json scenarios/published | jq .median_abs_error\n";
+    "  gridstep validate --json scenarios/published | jq .median_abs_error\n"
+    "  gridstep validate --holdout-by source scenarios/published\n";
 
-static const char usage[] = "gridstep validate [--json] [--exact] DIR|FILE...";
+static const char usage[] = "gridstep validate [--json | --csv] [--exact] [--holdout-by source] DIR|FILE...";
 
-/* One scenario with an expect block, and what its simulation predicted. */
+/* One scenario with an expect block, and what its simulation predicted (fit.simulated etc.). */
 typedef struct validate_run {
     char *path;        /* owned */
     gs_scenario s;
@@ -63,6 +87,10 @@ typedef struct validate_run {
     double predicted;  /* metric's unit */
     double error;      /* signed fraction */
     double step_time_s;
+    int fits_memory;   /* 1: the simulated peak fits the GPU */
+    double holdout_error; /* signed fraction with the constants fitted without this run's source */
+    int holdout_ok;
+    char regime[96];   /* framework / GPU generation / single- or multi-node */
     char failure[GS_ERROR_MSG_BYTES]; /* why the simulation failed ("" when it did not) */
 } validate_run;
 
@@ -193,26 +221,46 @@ static int cmp_double(const void *a, const void *b)
     return x < y ? -1 : x > y ? 1 : 0;
 }
 
+/* "fsdp1 / hopper / multi-node": the framework the scenario runs under, the GPU's generation, and
+ * whether its grid spans nodes. */
+static void regime_of(validate_run *r)
+{
+    uint32_t cc = r->s.cluster.gpu.compute_capability;
+    const char *gen = cc < 80 ? "volta" : cc < 90 ? "ampere" : cc < 100 ? "hopper" : "blackwell";
+    gs_framework fw = gs_framework_resolve(r->s.strategy.framework, (int)r->s.strategy.sharding);
+    snprintf(r->regime, sizeof r->regime, "%s / %s / %s", gs_framework_name(fw), gen,
+             r->s.cluster.nodes > 1 ? "multi-node" : "single-node");
+}
+
+static const char *source_of(const validate_run *r)
+{
+    return r->e.dataset[0] ? r->e.dataset : "(no dataset)";
+}
+
 typedef struct validate_summary {
     size_t count;     /* simulated runs */
     size_t within;    /* of which within their tolerance */
-    double median, mean, max; /* |error|, fractions */
+    double median, mean, max, signed_mean; /* |error| (and the signed mean), fractions */
     const validate_run *worst;
 } validate_summary;
 
-static gs_status summarize(const validate_run *runs, size_t n, validate_summary *out, gs_error *err)
+/* Summary of the runs whose regime is `regime` (NULL: all), on the in-sample errors or, with
+ * holdout, on the leave-one-source-out ones. */
+static gs_status summarize(const validate_run *runs, size_t n, const char *regime, int holdout, validate_summary *out,
+                           gs_error *err)
 {
     memset(out, 0, sizeof *out);
     double *abs_err = malloc((n ? n : 1) * sizeof *abs_err);
     if (!abs_err)
         return gs_error_set(err, GS_ERR_NOMEM, "out of memory");
-    double sum = 0;
+    double sum = 0, ssum = 0;
     for (size_t i = 0; i < n; i++) {
-        if (!runs[i].simulated)
+        if (!runs[i].simulated || (holdout && !runs[i].holdout_ok) || (regime && strcmp(regime, runs[i].regime)))
             continue;
-        double a = fabs(runs[i].error);
+        double e = holdout ? runs[i].holdout_error : runs[i].error, a = fabs(e);
         abs_err[out->count++] = a;
         sum += a;
+        ssum += e;
         if (a <= runs[i].e.tolerance)
             out->within++;
         if (!out->worst || a > out->max) {
@@ -225,9 +273,68 @@ static gs_status summarize(const validate_run *runs, size_t n, validate_summary 
         size_t k = out->count / 2;
         out->median = out->count % 2 ? abs_err[k] : 0.5 * (abs_err[k - 1] + abs_err[k]);
         out->mean = sum / (double)out->count;
+        out->signed_mean = ssum / (double)out->count;
     }
     free(abs_err);
     return GS_OK;
+}
+
+static int cmp_str(const void *a, const void *b)
+{
+    return strcmp(*(const char *const *)a, *(const char *const *)b);
+}
+
+/* The distinct regimes of the runs, sorted (pointers into the runs). */
+static size_t regimes(const validate_run *runs, size_t n, const char **out)
+{
+    size_t k = 0;
+    for (size_t i = 0; i < n; i++) {
+        size_t j = 0;
+        while (j < k && strcmp(out[j], runs[i].regime))
+            j++;
+        if (j == k)
+            out[k++] = runs[i].regime;
+    }
+    qsort(out, k, sizeof *out, cmp_str);
+    return k;
+}
+
+static gs_status print_regimes(const validate_run *runs, size_t n, int holdout, gs_error *err)
+{
+    gs_status rc = GS_OK;
+    const char **names = malloc((n ? n : 1) * sizeof *names);
+    gs_cli_table t;
+    gs_cli_table_init(&t, holdout ? 8 : 6);
+    if (!names)
+        return gs_error_set(err, GS_ERR_NOMEM, "out of memory");
+    size_t k = regimes(runs, n, names);
+    rc = gs_cli_table_rowf(&t, holdout ? "regime\truns\tmedian |err|\tmean |err|\tmax |err|\tsigned mean\tLOSO median\tLOSO signed"
+                                       : "regime\truns\tmedian |err|\tmean |err|\tmax |err|\tsigned mean");
+    for (size_t i = 0; i <= k && rc == GS_OK; i++) {
+        validate_summary a, b;
+        const char *name = i < k ? names[i] : NULL;
+        if ((rc = summarize(runs, n, name, 0, &a, err)) != GS_OK || (rc = summarize(runs, n, name, 1, &b, err)) != GS_OK)
+            break;
+        if (!a.count)
+            continue;
+        if (holdout)
+            rc = gs_cli_table_rowf(&t, "%s\t%zu\t%.1f%%\t%.1f%%\t%.1f%%\t%+.1f%%\t%.1f%%\t%+.1f%%", name ? name : "all",
+                                   a.count, 100 * a.median, 100 * a.mean, 100 * a.max, 100 * a.signed_mean,
+                                   100 * b.median, 100 * b.signed_mean);
+        else
+            rc = gs_cli_table_rowf(&t, "%s\t%zu\t%.1f%%\t%.1f%%\t%.1f%%\t%+.1f%%", name ? name : "all", a.count,
+                                   100 * a.median, 100 * a.mean, 100 * a.max, 100 * a.signed_mean);
+        if (rc != GS_OK)
+            rc = gs_error_set(err, GS_ERR_NOMEM, "out of memory");
+    }
+    if (rc == GS_OK) {
+        printf("\nby regime (framework / GPU generation / nodes)%s:\n\n",
+               holdout ? "; LOSO: the fitted constants refitted without the run's source" : "");
+        gs_cli_table_print(&t, stdout, 0);
+    }
+    gs_cli_table_fini(&t);
+    free(names);
+    return rc;
 }
 
 static gs_status print_table(const validate_run *runs, size_t n, const validate_summary *sum, int exact,
@@ -242,11 +349,11 @@ static gs_status print_table(const validate_run *runs, size_t n, const validate_
     }
     for (size_t i = 0; i < n; i++) {
         const validate_run *r = &runs[i];
-        char pub[32], pred[32] = "failed", e[32] = "-", grid[96];
+        char pub[32], pred[32] = "failed", e[40] = "-", grid[96];
         format_value(r->e.metric, r->e.value, pub, sizeof pub);
         if (r->simulated) {
             format_value(r->e.metric, r->predicted, pred, sizeof pred);
-            snprintf(e, sizeof e, "%+.1f%%", 100 * r->error);
+            snprintf(e, sizeof e, "%+.1f%%%s", 100 * r->error, r->fits_memory ? "" : " (no fit)");
         }
         snprintf(grid, sizeof grid, "tp%" PRIu64 " pp%" PRIu64 " dp%" PRIu64, r->s.grid.tp, r->s.grid.pp,
                  r->s.grid.dp);
@@ -257,19 +364,54 @@ static gs_status print_table(const validate_run *runs, size_t n, const validate_
         }
     }
     printf("published runs: predicted (sim, analytic mode, %s) vs published; error = (predicted - "
-           "published) / published\n\n",
+           "published) / published; (no fit): the simulated peak exceeds the GPU's memory\n\n",
            exact ? "every rank" : "class path");
     gs_cli_table_print(&t, stdout, 0);
     printf("\n%zu run%s simulated", sum->count, sum->count == 1 ? "" : "s");
     if (sum->count)
-        printf(", %zu within tolerance: median |error| %.1f%%, mean |error| %.1f%%, max |error| %.1f%% (%s)",
-               sum->within, 100 * sum->median, 100 * sum->mean, 100 * sum->max, run_id(sum->worst));
+        printf(", %zu within tolerance: median |error| %.1f%%, mean |error| %.1f%%, max |error| %.1f%% (%s), "
+               "signed mean %+.1f%%",
+               sum->within, 100 * sum->median, 100 * sum->mean, 100 * sum->max, run_id(sum->worst),
+               100 * sum->signed_mean);
     printf("\n");
     if (sum->count < n)
         printf("%zu run%s failed to simulate (see stderr)\n", n - sum->count, n - sum->count == 1 ? "" : "s");
 out:
     gs_cli_table_fini(&t);
     return rc;
+}
+
+/* One CSV row per run (RFC 4180 quoting for the text fields), for plots and scripts. */
+static void csv_text(const char *t)
+{
+    putchar('"');
+    for (; *t; t++) {
+        if (*t == '"')
+            putchar('"');
+        putchar(*t);
+    }
+    putchar('"');
+}
+
+static void print_csv(const validate_run *runs, size_t n)
+{
+    printf("id,dataset,regime,metric,published,predicted,error,holdout_error,fits_memory\n");
+    for (size_t i = 0; i < n; i++) {
+        const validate_run *r = &runs[i];
+        csv_text(run_id(r));
+        putchar(',');
+        csv_text(source_of(r));
+        putchar(',');
+        csv_text(r->regime);
+        printf(",%s,%.9g,", gs_expect_metric_name(r->e.metric), r->e.value);
+        if (r->simulated)
+            printf("%.9g,%.6f,", r->predicted, r->error);
+        else
+            printf(",,");
+        if (r->holdout_ok)
+            printf("%.6f", r->holdout_error);
+        printf(",%d\n", r->simulated && r->fits_memory);
+    }
 }
 
 static json_t *runs_json(const validate_run *runs, size_t n, const validate_summary *sum)
@@ -301,6 +443,11 @@ static json_t *runs_json(const validate_run *runs, size_t n, const validate_summ
         json_object_set_new(o, "within_tolerance",
                             json_boolean(r->simulated && fabs(r->error) <= r->e.tolerance));
         json_object_set_new(o, "step_time_s", r->simulated ? json_real(r->step_time_s) : json_null());
+        json_object_set_new(o, "fits_memory", json_boolean(r->simulated && r->fits_memory));
+        json_object_set_new(o, "regime", json_string(r->regime));
+        json_object_set_new(o, "dataset", json_string(source_of(r)));
+        if (r->holdout_ok)
+            json_object_set_new(o, "holdout_error", json_real(r->holdout_error));
         json_object_set_new(o, "formula", json_string(r->e.formula));
         json_object_set_new(o, "source", json_string(r->e.source));
         if (!r->simulated)
@@ -312,7 +459,77 @@ static json_t *runs_json(const validate_run *runs, size_t n, const validate_summ
     json_object_set_new(doc, "mean_abs_error", sum->count ? json_real(sum->mean) : json_null());
     json_object_set_new(doc, "max_abs_error", sum->count ? json_real(sum->max) : json_null());
     json_object_set_new(doc, "runs_within_tolerance", json_integer((json_int_t)sum->within));
+    json_object_set_new(doc, "signed_mean_error", sum->count ? json_real(sum->signed_mean) : json_null());
     return doc;
+}
+
+/* ------------------------------------------------------------- leave one source out ---- */
+
+/* The runs a fit simulates: every source's simulated runs but `skip`'s (NULL: none), at most
+ * GS_FIT_PER_SOURCE of each, evenly spaced in file order (the fit weighs every source the same,
+ * so a large table gains nothing from more rows but time). */
+#define GS_FIT_PER_SOURCE 8
+static void fit_sample(const validate_run *runs, size_t n, const char *skip, unsigned char *use)
+{
+    for (size_t i = 0; i < n; i++) {
+        const char *src = source_of(&runs[i]);
+        size_t count = 0, rank = 0;
+        use[i] = 0;
+        if (!runs[i].simulated || (skip && strcmp(src, skip) == 0))
+            continue;
+        for (size_t j = 0; j < n; j++)
+            if (runs[j].simulated && strcmp(source_of(&runs[j]), src) == 0) {
+                if (j < i)
+                    rank++;
+                count++;
+            }
+        size_t stride = (count + GS_FIT_PER_SOURCE - 1) / GS_FIT_PER_SOURCE;
+        use[i] = rank % (stride ? stride : 1) == 0;
+    }
+}
+
+/* Fits the constants on every source (fitted), then, for each source, on all the others and
+ * records the held-out source's errors in holdout_error. Runs whose simulation failed stay out. */
+static gs_status holdout_by_source(validate_run *runs, gs_fit_run *fr, size_t n, int progress, gs_fit_params *fitted,
+                                   gs_error *err)
+{
+    gs_status rc = GS_OK;
+    unsigned char *use = malloc(n ? n : 1), *done = calloc(n ? n : 1, 1);
+    double loss;
+    if (!use || !done) {
+        rc = gs_error_set(err, GS_ERR_NOMEM, "out of memory");
+        goto out;
+    }
+    fit_sample(runs, n, NULL, use);
+    if (progress)
+        fprintf(stderr, "validate: fitting on every source\n");
+    if ((rc = gs_fit_params_fit(fr, n, use, fitted, &loss, err)) != GS_OK)
+        goto out;
+    for (size_t i = 0; i < n; i++) {
+        if (done[i] || !runs[i].simulated)
+            continue;
+        const char *src = source_of(&runs[i]);
+        gs_fit_params p;
+        fit_sample(runs, n, src, use);
+        if (progress)
+            fprintf(stderr, "validate: fitting without %s\n", src);
+        if ((rc = gs_fit_params_fit(fr, n, use, &p, &loss, err)) != GS_OK)
+            goto out;
+        for (size_t j = 0; j < n; j++)
+            use[j] = runs[j].simulated && strcmp(source_of(&runs[j]), src) == 0;
+        if ((rc = gs_fit_simulate(fr, n, use, &p, 0, NULL, err)) != GS_OK)
+            goto out;
+        for (size_t j = 0; j < n; j++)
+            if (use[j]) {
+                done[j] = 1;
+                runs[j].holdout_ok = fr[j].ok;
+                runs[j].holdout_error = fr[j].error;
+            }
+    }
+out:
+    free(use);
+    free(done);
+    return rc;
 }
 
 /* ----------------------------------------------------------------------- command ---- */
@@ -320,13 +537,20 @@ static json_t *runs_json(const validate_run *runs, size_t n, const validate_summ
 gs_status gs_cmd_validate(int argc, char **argv, gs_error *err)
 {
     static const struct option opts[] = {
-        {"exact", no_argument, NULL, 'e'}, {"json", no_argument, NULL, 'j'}, {NULL, 0, NULL, 0},
+        {"exact", no_argument, NULL, 'e'}, {"json", no_argument, NULL, 'j'}, {"csv", no_argument, NULL, 'c'},
+        {"holdout-by", required_argument, NULL, 'h'}, {NULL, 0, NULL, 0},
     };
-    int exact = 0, json = 0, c;
+    int exact = 0, json = 0, csv = 0, holdout = 0, c;
     while ((c = getopt_long(argc, argv, "", opts, NULL)) != -1) {
         switch (c) {
         case 'e': exact = 1; break;
         case 'j': json = 1; break;
+        case 'c': csv = 1; break;
+        case 'h':
+            if (strcmp(optarg, "source") != 0)
+                return gs_error_set(err, GS_ERR_INPUT, "--holdout-by: found '%s', expected source", optarg);
+            holdout = 1;
+            break;
         default:
             return gs_error_set(err, GS_ERR_INPUT, "unknown option '%s'\nusage: %s", argv[optind - 1], usage);
         }
@@ -340,6 +564,10 @@ gs_status gs_cmd_validate(int argc, char **argv, gs_error *err)
     size_t nruns = 0, failed = 0;
     json_t *doc = NULL;
     int progress = isatty(STDERR_FILENO);
+    gs_fit_run *fr = NULL;
+    char (*fail)[GS_ERROR_MSG_BYTES] = NULL;
+    gs_fit_params fitted;
+    gs_fit_params_defaults(&fitted);
 
     for (int i = optind; i < argc; i++) {
         struct stat sb;
@@ -384,49 +612,79 @@ gs_status gs_cmd_validate(int argc, char **argv, gs_error *err)
         goto out;
     }
 
-    gs_backend_opts bo = {0, NULL, NULL};
+    if (!(fr = calloc(nruns, sizeof *fr)) || !(fail = calloc(nruns, sizeof *fail))) {
+        rc = gs_error_set(err, GS_ERR_NOMEM, "out of memory");
+        goto out;
+    }
+    for (size_t i = 0; i < nruns; i++) {
+        fr[i].s = &runs[i].s;
+        fr[i].mesh = &runs[i].mesh;
+        fr[i].e = &runs[i].e;
+        regime_of(&runs[i]);
+    }
+    if (progress)
+        fprintf(stderr, "validate: simulating %zu runs\n", nruns);
+    if ((rc = gs_fit_simulate(fr, nruns, NULL, NULL, exact, fail, err)) != GS_OK)
+        goto out;
     for (size_t i = 0; i < nruns; i++) {
         validate_run *r = &runs[i];
-        gs_report rep;
-        gs_error serr;
-        gs_error_init(&serr);
-        if (progress)
-            fprintf(stderr, "\rvalidate: [%zu/%zu] %-40.40s", i + 1, nruns, run_id(r));
-        gs_status st = gs_sim_scenario(&r->s, &r->mesh, exact, &bo, &rep, NULL, &serr);
-        if (st != GS_OK) {
-            snprintf(r->failure, sizeof r->failure, "%s", serr.msg[0] ? serr.msg : gs_status_name(st));
+        if (!fr[i].ok) {
+            snprintf(r->failure, sizeof r->failure, "%s", fail[i][0] ? fail[i] : "the metric came out 0");
             failed++;
             continue;
         }
-        r->predicted = gs_expect_predicted(&r->e, &r->s, &rep);
-        r->step_time_s = rep.step_time_s;
-        r->error = gs_expect_error(&r->e, r->predicted);
+        r->predicted = fr[i].predicted;
+        r->step_time_s = fr[i].step_time_s;
+        r->error = fr[i].error;
+        r->fits_memory = fr[i].fits_memory;
         r->simulated = 1;
-        gs_report_fini(&rep);
     }
-    if (progress)
-        fprintf(stderr, "\r%-70s\r", "");
     for (size_t i = 0; i < nruns; i++)
         if (!runs[i].simulated)
             fprintf(stderr, "gridstep validate: %s: simulation failed: %s\n", runs[i].path, runs[i].failure);
+    if (holdout && (rc = holdout_by_source(runs, fr, nruns, progress, &fitted, err)) != GS_OK)
+        goto out;
 
     validate_summary sum;
-    if ((rc = summarize(runs, nruns, &sum, err)) != GS_OK)
+    if ((rc = summarize(runs, nruns, NULL, 0, &sum, err)) != GS_OK)
         goto out;
-    if (json) {
+    if (csv) {
+        print_csv(runs, nruns);
+    } else if (json) {
         if (!(doc = runs_json(runs, nruns, &sum))) {
             rc = gs_error_set(err, GS_ERR_NOMEM, "out of memory");
             goto out;
         }
+        if (holdout) {
+            validate_summary h;
+            if ((rc = summarize(runs, nruns, NULL, 1, &h, err)) != GS_OK)
+                goto out;
+            json_t *f = json_object();
+            json_object_set_new(f, "overlap_hbm_per_byte", json_real(fitted.overlap_hbm_per_byte));
+            json_object_set_new(f, "gemm_sustained", json_real(fitted.gemm_sustained));
+            json_object_set_new(doc, "fitted_on_all", f);
+            json_object_set_new(doc, "holdout_median_abs_error", h.count ? json_real(h.median) : json_null());
+            json_object_set_new(doc, "holdout_signed_mean_error", h.count ? json_real(h.signed_mean) : json_null());
+        }
         if ((rc = gs_cli_json_print(doc, err)) != GS_OK)
             goto out;
-    } else if ((rc = print_table(runs, nruns, &sum, exact, err)) != GS_OK) {
-        goto out;
+    } else {
+        if ((rc = print_table(runs, nruns, &sum, exact, err)) != GS_OK || (rc = print_regimes(runs, nruns, holdout, err)) != GS_OK)
+            goto out;
+        if (holdout) {
+            gs_fit_params d;
+            gs_fit_params_defaults(&d);
+            printf("\nfitted constants (sim/compute.c): on every source: overlap_hbm_per_byte %.3f, gemm_sustained "
+                   "%.3f; compiled in: %.3f, %.3f\n",
+                   fitted.overlap_hbm_per_byte, fitted.gemm_sustained, d.overlap_hbm_per_byte, d.gemm_sustained);
+        }
     }
     if (failed)
         rc = gs_error_set(err, GS_ERR_RUNTIME, "%zu of %zu runs failed to simulate", failed, nruns);
 out:
     json_decref(doc);
+    free(fr);
+    free(fail);
     if (runs)
         for (size_t i = 0; i < nruns; i++)
             free(runs[i].path);
