@@ -10,6 +10,7 @@
 #include <string.h>
 
 #include "engine/expect.h"
+#include "engine/framework.h"
 
 /* ------------------------------------------------------------------------ helpers ---- */
 
@@ -302,10 +303,42 @@ START_TEST(formula_megatron_gqa_swiglu)
 }
 END_TEST
 
+/* The PaLM-convention count, by hand for GPT3-1.3B as the FlashAttention-2 table uses it (24
+ * layers, h = 2048, 16 heads of 128, V = 50257, learned positions at s = 2048, tied, biases,
+ * LayerNorm): N = 24 (12 h^2 + 13 h) + V h + s h + 2 h = 1,208,598,528 + 102,926,336 +
+ * 4,194,304 + 4,096 = 1,315,723,264; per sequence 6 s N + 12 L h s^2 = 16,167,607,468,032 +
+ * 2,473,901,162,496 = 18,641,508,630,528 FLOPs; without the embedding (N - V h - s h =
+ * 1,208,602,624): 14,851,309,043,712 + 2,473,901,162,496. */
+START_TEST(formula_palm)
+{
+    gs_model m;
+    memset(&m, 0, sizeof m);
+    snprintf(m.name, sizeof m.name, "gpt3-1.3b");
+    m.layers = 24;
+    m.hidden = 2048;
+    m.heads = 16;
+    m.kv_heads = 16;
+    m.head_dim = 128;
+    m.ffn = 8192;
+    m.vocab = 50257;
+    m.seq = 2048;
+    m.mlp = GS_MLP_GELU;
+    m.norm = GS_NORM_LAYERNORM;
+    m.pos = GS_POS_LEARNED;
+    m.bias = 1;
+    m.tied_embeddings = 1;
+    ck_assert_uint_eq(gs_model_params(&m), 1315723264ull);
+    ck_assert(close_rel(gs_expect_palm_flops(&m, 1, 0), 18641508630528.0, 1e-12));
+    ck_assert(close_rel(gs_expect_palm_flops(&m, 1, 1), 14851309043712.0 + 2473901162496.0, 1e-12));
+}
+END_TEST
+
 /* ------------------------------------------------------------------------ shipped ---- */
 
-/* Every CSV row has a file (10 NAR21 + 9 MCORE) that loads, meshes and has an expect block
- * with the row's metric family. */
+/* Every row of the two published-run tables has a file (10 NAR21 + 9 MCORE in published-runs.csv;
+ * 293 rows of published-runs-sharded.csv: 209 llm-foundry, 28 fms-fsdp and PyTorch blogs, 27
+ * KempnerForge, 6 OLMo-core, 17 FlashAttention, 4 PyTorch FSDP, 1 LLaMA-1, 1 Megatron README) that
+ * loads, meshes and has an expect block with the row's metric family and a dataset. */
 START_TEST(shipped_published_scenarios)
 {
     char dir[1024];
@@ -313,7 +346,7 @@ START_TEST(shipped_published_scenarios)
     DIR *d = opendir(dir);
     ck_assert_ptr_nonnull(d);
     struct dirent *de;
-    int nar21 = 0, mcore = 0;
+    int nar21 = 0, mcore = 0, mpt = 0, fms = 0, kforge = 0, olmo = 0, flash = 0, fsdp = 0, other = 0;
     while ((de = readdir(d)) != NULL) {
         size_t n = strlen(de->d_name);
         if (n < 6 || strcmp(de->d_name + n - 5, ".yaml") != 0)
@@ -344,14 +377,50 @@ START_TEST(shipped_published_scenarios)
             ck_assert_uint_eq(s.grid.dp, 48);
             ck_assert_uint_eq(s.model.seq, 4096);
             ck_assert_uint_eq(s.model.vocab, 131072);
+        } else if (strncmp(s.title, "MPT-", 4) == 0) {
+            mpt++;
+            ck_assert_int_eq(e.metric, GS_EXPECT_TOKENS_PER_S_PER_GPU);
+            ck_assert_str_eq(e.dataset, "llm-foundry");
+            ck_assert_int_eq(s.strategy.framework, GS_FW_FSDP1);
+            ck_assert(s.model.tied_embeddings && s.model.pos == GS_POS_LEARNED);
+        } else if (strncmp(s.title, "IBMFSDP", 7) == 0 || strncmp(s.title, "FMSFSDP", 7) == 0) {
+            fms++;
+            ck_assert_str_eq(e.dataset, "fms-fsdp");
+            ck_assert_uint_eq(s.model.vocab, 32000);
+        } else if (strncmp(s.title, "KFORGE-", 7) == 0) {
+            kforge++;
+            ck_assert_str_eq(e.dataset, "kempnerforge");
+            ck_assert_int_eq(s.strategy.framework, GS_FW_FSDP2);
+            ck_assert_uint_eq(s.cluster.gpu.compute_capability, 90);
+        } else if (strncmp(s.title, "OLMOCORE-", 9) == 0) {
+            olmo++;
+            ck_assert_str_eq(e.dataset, "olmo-core");
+            ck_assert(s.strategy.compile);
+        } else if (strncmp(s.title, "FA2-", 4) == 0 || strncmp(s.title, "FATRAIN-", 8) == 0) {
+            flash++;
+            ck_assert_str_eq(e.dataset, "flashattention2");
+        } else if (strncmp(s.title, "FSDPAPI-", 8) == 0 || strncmp(s.title, "FSDPPAPER-", 10) == 0) {
+            fsdp++;
+            ck_assert_int_eq(e.metric, GS_EXPECT_TFLOPS_PALM);
+        } else if (strcmp(s.title, "LLAMA1-1") == 0 || strcmp(s.title, "MEGREADME-1") == 0) {
+            other++;
         } else {
-            ck_abort_msg("%s: name '%s' is not a published-runs.csv id", path, s.title);
+            ck_abort_msg("%s: name '%s' is not a published-runs id", path, s.title);
         }
-        ck_assert_uint_eq(s.batch.micro_seqs, 1); /* the documented assumption */
+        if (nar21 + mcore > 0 && (s.title[0] == 'N' || strncmp(s.title, "MCORE", 5) == 0))
+            ck_assert_uint_eq(s.batch.micro_seqs, 1); /* the documented assumption */
+        ck_assert_msg(e.dataset[0], "%s: no dataset", path);
     }
     closedir(d);
     ck_assert_int_eq(nar21, 10);
     ck_assert_int_eq(mcore, 9);
+    ck_assert_int_eq(mpt, 209);
+    ck_assert_int_eq(fms, 28);
+    ck_assert_int_eq(kforge, 27);
+    ck_assert_int_eq(olmo, 6);
+    ck_assert_int_eq(flash, 17);
+    ck_assert_int_eq(fsdp, 4);
+    ck_assert_int_eq(other, 2);
 }
 END_TEST
 
@@ -360,6 +429,7 @@ static Suite *expect_suite(void)
     Suite *s = suite_create("expect");
     TCase *tc = tcase_create("parse");
     tcase_add_test(tc, parse_good_block);
+    tcase_add_test(tc, formula_palm);
     tcase_add_test(tc, parse_flow_block_options);
     tcase_add_test(tc, parse_absent);
     tcase_add_test(tc, parse_scenario_accepts_expect);
