@@ -1,6 +1,7 @@
 #!/bin/sh
 # make accuracy: regenerates the accuracy table (markdown on stdout).
-#  1. the published runs: gridstep validate scenarios/published
+#  1. the published runs: tests/accuracy_published.sh (validate by regime, leave-one-source-out,
+#     the scatter plot)
 #  2. sim vs exec on this machine: calibrate the host driver on scenario A (tests/calib/a-dp2.yaml),
 #     then compare B, C and D (tests/calib/b-tp2.yaml, c-pp2.yaml, d-dp2-tp2.yaml; A too, for
 #     reference) with the presets (before) and the calibration (after).
@@ -53,12 +54,7 @@ num() { # num KEY FILE: the first "KEY": number in FILE
 
 echo "## Accuracy ($(date -u '+%Y-%m-%d %H:%M UTC'), $(uname -n), $(grep -m1 'model name' /proc/cpuinfo | sed 's/.*: //'), $(nproc) CPUs)"
 echo
-echo "### Published runs"
-echo
-echo '```'
-echo "\$ gridstep validate scenarios/published"
-"$GRIDSTEP" validate "$top_srcdir/scenarios/published" 2>&1 | tail -n 1
-echo '```'
+GRIDSTEP="$GRIDSTEP" top_srcdir="$top_srcdir" sh "$top_srcdir/tests/accuracy_published.sh" || exit 1
 echo
 echo "### sim vs exec on this machine (host driver)"
 echo

@@ -1,0 +1,74 @@
+#!/bin/sh
+# The published-runs part of `make accuracy` (markdown on stdout): gridstep validate over
+# scenarios/published, the summary by regime with the leave-one-source-out errors, the runs worse
+# than 30%, and a log-log scatter of predicted against published (one colour per regime), drawn by
+# gnuplot into $PLOT_DIR/accuracy-published.svg when gnuplot is there.
+# Environment: GRIDSTEP (default ./gridstep), top_srcdir (default .), PLOT_DIR (default
+# $top_srcdir/doc), HOLDOUT (default 1; 0 skips the leave-one-source-out fits, minutes of CPU).
+GRIDSTEP=${GRIDSTEP:-./gridstep}
+top_srcdir=${top_srcdir:-.}
+PLOT_DIR=${PLOT_DIR:-$top_srcdir/doc}
+HOLDOUT=${HOLDOUT:-1}
+tmp=${TMPDIR:-/tmp}/gs-accuracy-published.$$
+mkdir "$tmp" || exit 1
+trap 'rm -rf "$tmp"' 0 1 2 15
+dir="$top_srcdir/scenarios/published"
+hold=
+[ "$HOLDOUT" = 1 ] && hold="--holdout-by source"
+
+# shellcheck disable=SC2086
+"$GRIDSTEP" validate $hold "$dir" >"$tmp/table.txt" 2>"$tmp/err" || { cat "$tmp/err"; exit 1; }
+# shellcheck disable=SC2086
+"$GRIDSTEP" validate --csv $hold "$dir" >"$tmp/runs.csv" 2>>"$tmp/err" || { cat "$tmp/err"; exit 1; }
+
+echo "### Published runs"
+echo
+echo "\`gridstep validate $hold scenarios/published\`: $(grep -c '' "$tmp/runs.csv" | awk '{print $1 - 1}') runs"
+echo "from $(cut -d, -f2 "$tmp/runs.csv" | sed 1d | sort -u | wc -l) sources. Error = (predicted - published) / published on"
+echo "each source's own metric (tokens/s per GPU, TFLOP/s or MFU under the source's FLOP formula, or"
+echo "step time); LOSO = with the fitted constants refitted without the run's source."
+echo
+echo '```'
+sed -n '/^[0-9]* runs simulated/p' "$tmp/table.txt"
+sed -n '/^by regime/,$p' "$tmp/table.txt"
+echo '```'
+echo
+echo "Runs more than 30% off (in-sample), with the regime each belongs to:"
+echo
+echo "| run | dataset | regime | metric | published | predicted | error | LOSO error | fits memory |"
+echo "|---|---|---|---|---|---|---|---|---|"
+awk -F, 'NR > 1 && $7 != "" && ($7 > 0.30 || $7 < -0.30) {
+    gsub(/"/, "", $1); gsub(/"/, "", $2); gsub(/"/, "", $3)
+    printf "| %s | %s | %s | %s | %.4g | %.4g | %+.1f%% | %s | %s |\n", $1, $2, $3, $4, $5, $6, 100 * $7,
+           $8 == "" ? "-" : sprintf("%+.1f%%", 100 * $8), $9 == 1 ? "yes" : "no" }' "$tmp/runs.csv"
+echo
+
+if command -v gnuplot >/dev/null 2>&1; then
+    mkdir -p "$PLOT_DIR"
+    regimes=$(cut -d, -f3 "$tmp/runs.csv" | sed 1d | sort -u | tr -d '"' | tr ' ' '_')
+    plot=""
+    for r in $regimes; do
+        name=$(echo "$r" | tr '_' ' ')
+        awk -F, -v r="\"$name\"" 'NR > 1 && $3 == r && $6 != "" { print $5, $6 }' "$tmp/runs.csv" >"$tmp/$r.dat"
+        [ -s "$tmp/$r.dat" ] && plot="$plot${plot:+, }'$tmp/$r.dat' using 1:2 with points pt 7 ps 0.6 title '$name'"
+    done
+    cat >"$tmp/plot.gp" <<EOF
+set terminal svg size 900,700 font 'sans,12'
+set output '$PLOT_DIR/accuracy-published.svg'
+set logscale xy
+set xlabel 'published (the source metric: tokens/s per GPU, TFLOP/s per GPU, MFU, or s)'
+set ylabel 'predicted by gridstep sim (same metric)'
+set title 'gridstep validate scenarios/published: predicted against published, by regime'
+set key outside right top box
+set grid
+f(x) = x
+plot $plot, f(x) with lines lc rgb '#888888' dt 2 title 'predicted = published', 1.3*x with lines lc rgb '#cccccc' dt 3 title '+-30%', x/1.3 with lines lc rgb '#cccccc' dt 3 notitle
+EOF
+    if gnuplot "$tmp/plot.gp" 2>"$tmp/gp.err"; then
+        echo "![predicted against published, log-log, one colour per regime](accuracy-published.svg)"
+    else
+        echo "(gnuplot failed: $(head -n 1 "$tmp/gp.err"))"
+    fi
+else
+    echo "(no gnuplot: the scatter plot was not drawn)"
+fi
