@@ -15,13 +15,14 @@ static const char *const key_names[GS_SWEEP_KEY_COUNT] = {
     "gpus", "nodes", "nic", "nic_gbps", "fabric", "global_batch", "micro", "seq",
     "tp",   "pp",    "dp",  "sharding", "recompute", "pipeline", "offload",
     "sp",   "tp_comm_overlap", "overlap_param_gather", "flash_attention", "cross_entropy",
+    "framework", "compile", "attention", "power_w",
 };
 
 /* The keys that switch a strategy flag: values 0 or 1. */
 static int is_switch(gs_sweep_key k)
 {
     return k == GS_SWEEP_OFFLOAD || k == GS_SWEEP_SP || k == GS_SWEEP_TP_OVERLAP || k == GS_SWEEP_PARAM_GATHER ||
-           k == GS_SWEEP_FLASH;
+           k == GS_SWEEP_FLASH || k == GS_SWEEP_COMPILE;
 }
 
 const char *gs_sweep_key_name(gs_sweep_key k)
@@ -35,6 +36,7 @@ int gs_sweep_key_is_count(gs_sweep_key k)
     case GS_SWEEP_GPUS: case GS_SWEEP_NODES: case GS_SWEEP_GLOBAL_BATCH: case GS_SWEEP_MICRO:
     case GS_SWEEP_SEQ: case GS_SWEEP_TP: case GS_SWEEP_PP: case GS_SWEEP_DP: case GS_SWEEP_OFFLOAD:
     case GS_SWEEP_SP: case GS_SWEEP_TP_OVERLAP: case GS_SWEEP_PARAM_GATHER: case GS_SWEEP_FLASH:
+    case GS_SWEEP_COMPILE:
         return 1;
     default:
         return 0;
@@ -43,7 +45,7 @@ int gs_sweep_key_is_count(gs_sweep_key k)
 
 int gs_sweep_key_is_number(gs_sweep_key k)
 {
-    return gs_sweep_key_is_count(k) || k == GS_SWEEP_NIC_GBPS;
+    return gs_sweep_key_is_count(k) || k == GS_SWEEP_NIC_GBPS || k == GS_SWEEP_POWER_W;
 }
 
 int gs_sweep_key_is_scale(gs_sweep_key k)
@@ -88,10 +90,13 @@ static gs_status bad_value(gs_sweep_key k, const char *v, gs_error *err)
     case GS_SWEEP_RECOMPUTE: what = "none, selective or full"; break;
     case GS_SWEEP_PIPELINE: what = "1f1b or gpipe"; break;
     case GS_SWEEP_OFFLOAD: case GS_SWEEP_SP: case GS_SWEEP_TP_OVERLAP: case GS_SWEEP_PARAM_GATHER:
-    case GS_SWEEP_FLASH:
+    case GS_SWEEP_FLASH: case GS_SWEEP_COMPILE:
         what = "0 or 1";
         break;
     case GS_SWEEP_XENT: what = "unfused or fused"; break;
+    case GS_SWEEP_FRAMEWORK: what = "megatron, fsdp1, fsdp2, deepspeed or auto"; break;
+    case GS_SWEEP_ATTENTION: what = "flash1, flash2, flash3, cudnn, sdpa, triton, xformers, unfused or auto"; break;
+    case GS_SWEEP_POWER_W: what = "a positive power cap in watts"; break;
     default: what = "a positive integer"; break;
     }
     return gs_error_set(err, GS_ERR_INPUT, "--vary %s: found '%s', expected %s", gs_sweep_key_name(k), v, what);
@@ -108,7 +113,8 @@ static gs_status canon_value(gs_sweep_key k, const char *v, char *out, gs_error 
         return GS_OK;
     }
     switch (k) {
-    case GS_SWEEP_NIC_GBPS: {
+    case GS_SWEEP_NIC_GBPS:
+    case GS_SWEEP_POWER_W: {
         char *end;
         errno = 0;
         double g = strtod(v, &end);
@@ -153,6 +159,20 @@ static gs_status canon_value(gs_sweep_key k, const char *v, char *out, gs_error 
         if (gs_xent_parse(v, &x) != 0)
             return bad_value(k, v, err);
         snprintf(out, GS_SWEEP_VALUE_BYTES, "%s", gs_xent_name(x));
+        return GS_OK;
+    }
+    case GS_SWEEP_FRAMEWORK: {
+        gs_framework f;
+        if (gs_framework_parse(v, &f) != 0)
+            return bad_value(k, v, err);
+        snprintf(out, GS_SWEEP_VALUE_BYTES, "%s", gs_framework_name(f));
+        return GS_OK;
+    }
+    case GS_SWEEP_ATTENTION: {
+        gs_attn_impl a;
+        if (gs_attn_impl_parse(v, &a) != 0)
+            return bad_value(k, v, err);
+        snprintf(out, GS_SWEEP_VALUE_BYTES, "%s", gs_attn_impl_name(a));
         return GS_OK;
     }
     case GS_SWEEP_PIPELINE: {
@@ -379,6 +399,15 @@ gs_status gs_sweep_apply(const gs_scenario *base, const gs_sweep *sw, uint64_t p
         case GS_SWEEP_PARAM_GATHER: s->strategy.overlap_param_gather = n != 0; break;
         case GS_SWEEP_FLASH: s->strategy.flash_attention = n != 0; break;
         case GS_SWEEP_XENT: gs_xent_parse(v, &s->strategy.cross_entropy); break;
+        case GS_SWEEP_FRAMEWORK: gs_framework_parse(v, &s->strategy.framework); break;
+        case GS_SWEEP_COMPILE: s->strategy.compile = n != 0; break;
+        case GS_SWEEP_ATTENTION: gs_attn_impl_parse(v, &s->strategy.attention); break;
+        case GS_SWEEP_POWER_W: {
+            /* a cap above the TDP changes nothing (the peaks are specified there) */
+            double w = strtod(v, NULL);
+            s->cluster.gpu.power_w = s->cluster.gpu.tdp_w > 0.0 && w > s->cluster.gpu.tdp_w ? s->cluster.gpu.tdp_w : w;
+            break;
+        }
         case GS_SWEEP_KEY_COUNT: break;
         }
     }

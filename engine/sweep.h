@@ -33,6 +33,10 @@ typedef enum gs_sweep_key {
     GS_SWEEP_PARAM_GATHER, /* overlap_param_gather: 0 | 1 */
     GS_SWEEP_FLASH,        /* flash_attention: 0 | 1 */
     GS_SWEEP_XENT,         /* cross_entropy: unfused | fused */
+    GS_SWEEP_FRAMEWORK,    /* megatron | fsdp1 | fsdp2 | deepspeed | auto */
+    GS_SWEEP_COMPILE,      /* compile: 0 | 1 */
+    GS_SWEEP_ATTENTION,    /* flash1 | flash2 | flash3 | cudnn | sdpa | triton | xformers | unfused | auto */
+    GS_SWEEP_POWER_W,      /* the GPU's power cap, watts (cluster.gpu.power_w) */
     GS_SWEEP_KEY_COUNT
 } gs_sweep_key;
 
