@@ -535,23 +535,28 @@ out:
 
 /* ----------------------------------------------------------------------- command ---- */
 
-gs_status gs_cmd_validate(int argc, char **argv, gs_error *err)
+typedef struct validate_opts {
+    int exact, json, csv, holdout, fit_only;
+} validate_opts;
+
+static gs_status parse_opts(int argc, char **argv, validate_opts *o, gs_error *err)
 {
     static const struct option opts[] = {
         {"exact", no_argument, NULL, 'e'}, {"json", no_argument, NULL, 'j'}, {"csv", no_argument, NULL, 'c'},
         {"holdout-by", required_argument, NULL, 'h'}, {"fit", no_argument, NULL, 'f'}, {NULL, 0, NULL, 0},
     };
-    int exact = 0, json = 0, csv = 0, holdout = 0, fit_only = 0, c;
+    int c;
+    memset(o, 0, sizeof *o);
     while ((c = getopt_long(argc, argv, "", opts, NULL)) != -1) {
         switch (c) {
-        case 'e': exact = 1; break;
-        case 'j': json = 1; break;
-        case 'c': csv = 1; break;
-        case 'f': fit_only = 1; break;
+        case 'e': o->exact = 1; break;
+        case 'j': o->json = 1; break;
+        case 'c': o->csv = 1; break;
+        case 'f': o->fit_only = 1; break;
         case 'h':
             if (strcmp(optarg, "source") != 0)
                 return gs_error_set(err, GS_ERR_INPUT, "--holdout-by: found '%s', expected source", optarg);
-            holdout = 1;
+            o->holdout = 1;
             break;
         default:
             return gs_error_set(err, GS_ERR_INPUT, "unknown option '%s'\nusage: %s", argv[optind - 1], usage);
@@ -559,15 +564,146 @@ gs_status gs_cmd_validate(int argc, char **argv, gs_error *err)
     }
     if (optind >= argc)
         return gs_error_set(err, GS_ERR_INPUT, "missing directory or scenario file\nusage: %s", usage);
+    return GS_OK;
+}
 
+/* Loads every scenario with an expect block into runs (calloc'ed, *nruns of them), all before any
+ * simulation so that bad input stops the command first. The runs take the paths they use. */
+static gs_status load_runs(validate_set *set, validate_run **out, size_t *nruns, gs_error *err)
+{
+    validate_run *runs = calloc(set->n ? set->n : 1, sizeof *runs);
+    *out = runs;
+    *nruns = 0;
+    if (!runs)
+        return gs_error_set(err, GS_ERR_NOMEM, "out of memory");
+    for (size_t i = 0; i < set->n; i++) {
+        validate_run *r = &runs[*nruns];
+        int present = 0;
+        gs_status rc = gs_expect_load(set->paths[i], &r->e, &present, err);
+        if (rc != GS_OK)
+            return rc;
+        if (!present) {
+            if (set->explicit_file[i])
+                return gs_error_set(err, GS_ERR_INPUT,
+                                    "%s: no expect block: found a scenario without 'expect:', expected "
+                                    "expect: {metric: ..., value: ..., formula: ..., source: ...}",
+                                    set->paths[i]);
+            continue;
+        }
+        if ((rc = gs_cli_load(set->paths[i], &r->s, &r->mesh, err)) != GS_OK)
+            return rc;
+        r->path = set->paths[i];
+        set->paths[i] = NULL; /* the run owns it now */
+        regime_of(r);
+        (*nruns)++;
+    }
+    if (*nruns == 0)
+        return gs_error_set(err, GS_ERR_INPUT,
+                            "found no scenario with an expect: block in the arguments, expected at least one "
+                            "(like scenarios/published)");
+    return GS_OK;
+}
+
+/* Simulates every run under the compiled-in constants; *failed counts those that did not. */
+static gs_status simulate_runs(validate_run *runs, gs_fit_run *fr, size_t n, int exact, size_t *failed, gs_error *err)
+{
+    char (*fail)[GS_ERROR_MSG_BYTES] = calloc(n, sizeof *fail);
+    if (!fail)
+        return gs_error_set(err, GS_ERR_NOMEM, "out of memory");
+    for (size_t i = 0; i < n; i++) {
+        fr[i].s = &runs[i].s;
+        fr[i].mesh = &runs[i].mesh;
+        fr[i].e = &runs[i].e;
+    }
+    gs_status rc = gs_fit_simulate(fr, n, NULL, NULL, exact, fail, err);
+    *failed = 0;
+    for (size_t i = 0; rc == GS_OK && i < n; i++) {
+        validate_run *r = &runs[i];
+        if (!fr[i].ok) {
+            snprintf(r->failure, sizeof r->failure, "%s", fail[i][0] ? fail[i] : "the metric came out 0");
+            fprintf(stderr, "gridstep validate: %s: simulation failed: %s\n", r->path, r->failure);
+            (*failed)++;
+            continue;
+        }
+        r->predicted = fr[i].predicted;
+        r->step_time_s = fr[i].step_time_s;
+        r->error = fr[i].error;
+        r->fits_memory = fr[i].fits_memory;
+        r->simulated = 1;
+    }
+    free(fail);
+    return rc;
+}
+
+/* --fit: the constants fitted on every source, reported on stderr; the table stays the
+ * compiled-in one. */
+static gs_status fit_all(const validate_run *runs, gs_fit_run *fr, size_t n, gs_fit_params *fitted, gs_error *err)
+{
+    unsigned char *use = malloc(n ? n : 1);
+    double loss = 0.0;
+    if (!use)
+        return gs_error_set(err, GS_ERR_NOMEM, "out of memory");
+    fit_sample(runs, n, NULL, use);
+    gs_status rc = gs_fit_params_fit(fr, n, use, fitted, &loss, err);
+    free(use);
+    if (rc == GS_OK)
+        fprintf(stderr, "validate: fitted on every source: overlap_hbm_per_byte %.3f, gemm_sustained %.3f (mean over "
+                        "sources of the mean squared log error %.5f)\n",
+                fitted->overlap_hbm_per_byte, fitted->gemm_sustained, loss);
+    return rc;
+}
+
+static gs_status print_json(const validate_run *runs, size_t n, const validate_summary *sum, int holdout,
+                            const gs_fit_params *fitted, gs_error *err)
+{
+    json_t *doc = runs_json(runs, n, sum);
+    if (!doc)
+        return gs_error_set(err, GS_ERR_NOMEM, "out of memory");
     gs_status rc = GS_OK;
+    if (holdout) {
+        validate_summary h;
+        if ((rc = summarize(runs, n, NULL, 1, &h, err)) != GS_OK)
+            goto out;
+        json_t *f = json_object();
+        json_object_set_new(f, "overlap_hbm_per_byte", json_real(fitted->overlap_hbm_per_byte));
+        json_object_set_new(f, "gemm_sustained", json_real(fitted->gemm_sustained));
+        json_object_set_new(doc, "fitted_on_all", f);
+        json_object_set_new(doc, "holdout_median_abs_error", h.count ? json_real(h.median) : json_null());
+        json_object_set_new(doc, "holdout_signed_mean_error", h.count ? json_real(h.signed_mean) : json_null());
+    }
+    rc = gs_cli_json_print(doc, err);
+out:
+    json_decref(doc);
+    return rc;
+}
+
+static gs_status print_text(const validate_run *runs, size_t n, const validate_summary *sum, const validate_opts *o,
+                            const gs_fit_params *fitted, gs_error *err)
+{
+    gs_status rc;
+    if ((rc = print_table(runs, n, sum, o->exact, err)) != GS_OK || (rc = print_regimes(runs, n, o->holdout, err)) != GS_OK)
+        return rc;
+    if (o->holdout) {
+        gs_fit_params d;
+        gs_fit_params_defaults(&d);
+        printf("\nfitted constants (sim/compute.c): on every source: overlap_hbm_per_byte %.3f, gemm_sustained "
+               "%.3f; compiled in: %.3f, %.3f\n",
+               fitted->overlap_hbm_per_byte, fitted->gemm_sustained, d.overlap_hbm_per_byte, d.gemm_sustained);
+    }
+    return GS_OK;
+}
+
+gs_status gs_cmd_validate(int argc, char **argv, gs_error *err)
+{
+    validate_opts o;
+    gs_status rc = parse_opts(argc, argv, &o, err);
+    if (rc != GS_OK)
+        return rc;
     validate_set set = {NULL, 0, 0, NULL};
     validate_run *runs = NULL;
     size_t nruns = 0, failed = 0;
-    json_t *doc = NULL;
     int progress = isatty(STDERR_FILENO);
     gs_fit_run *fr = NULL;
-    char (*fail)[GS_ERROR_MSG_BYTES] = NULL;
     gs_fit_params fitted;
     gs_fit_params_defaults(&fitted);
 
@@ -581,129 +717,33 @@ gs_status gs_cmd_validate(int argc, char **argv, gs_error *err)
         if (rc != GS_OK)
             goto out;
     }
-    if (!(runs = calloc(set.n ? set.n : 1, sizeof *runs))) {
+    if ((rc = load_runs(&set, &runs, &nruns, err)) != GS_OK)
+        goto out;
+    if (!(fr = calloc(nruns, sizeof *fr))) {
         rc = gs_error_set(err, GS_ERR_NOMEM, "out of memory");
         goto out;
-    }
-    /* Load everything first, so that bad input stops the command before any simulation. */
-    for (size_t i = 0; i < set.n; i++) {
-        validate_run *r = &runs[nruns];
-        int present = 0;
-        if ((rc = gs_expect_load(set.paths[i], &r->e, &present, err)) != GS_OK)
-            goto out;
-        if (!present) {
-            if (set.explicit_file[i]) {
-                rc = gs_error_set(err, GS_ERR_INPUT,
-                                  "%s: no expect block: found a scenario without 'expect:', expected "
-                                  "expect: {metric: ..., value: ..., formula: ..., source: ...}",
-                                  set.paths[i]);
-                goto out;
-            }
-            continue;
-        }
-        if ((rc = gs_cli_load(set.paths[i], &r->s, &r->mesh, err)) != GS_OK)
-            goto out;
-        r->path = set.paths[i];
-        set.paths[i] = NULL; /* the run owns it now */
-        nruns++;
-    }
-    if (nruns == 0) {
-        rc = gs_error_set(err, GS_ERR_INPUT,
-                          "found no scenario with an expect: block in the arguments, expected at least one "
-                          "(like scenarios/published)");
-        goto out;
-    }
-
-    if (!(fr = calloc(nruns, sizeof *fr)) || !(fail = calloc(nruns, sizeof *fail))) {
-        rc = gs_error_set(err, GS_ERR_NOMEM, "out of memory");
-        goto out;
-    }
-    for (size_t i = 0; i < nruns; i++) {
-        fr[i].s = &runs[i].s;
-        fr[i].mesh = &runs[i].mesh;
-        fr[i].e = &runs[i].e;
-        regime_of(&runs[i]);
     }
     if (progress)
         fprintf(stderr, "validate: simulating %zu runs\n", nruns);
-    if ((rc = gs_fit_simulate(fr, nruns, NULL, NULL, exact, fail, err)) != GS_OK)
+    if ((rc = simulate_runs(runs, fr, nruns, o.exact, &failed, err)) != GS_OK)
         goto out;
-    for (size_t i = 0; i < nruns; i++) {
-        validate_run *r = &runs[i];
-        if (!fr[i].ok) {
-            snprintf(r->failure, sizeof r->failure, "%s", fail[i][0] ? fail[i] : "the metric came out 0");
-            failed++;
-            continue;
-        }
-        r->predicted = fr[i].predicted;
-        r->step_time_s = fr[i].step_time_s;
-        r->error = fr[i].error;
-        r->fits_memory = fr[i].fits_memory;
-        r->simulated = 1;
-    }
-    for (size_t i = 0; i < nruns; i++)
-        if (!runs[i].simulated)
-            fprintf(stderr, "gridstep validate: %s: simulation failed: %s\n", runs[i].path, runs[i].failure);
-    if (holdout && (rc = holdout_by_source(runs, fr, nruns, progress, &fitted, err)) != GS_OK)
+    if (o.holdout && (rc = holdout_by_source(runs, fr, nruns, progress, &fitted, err)) != GS_OK)
         goto out;
-    if (fit_only && !holdout) {
-        /* the constants fitted on every source, reported; the table stays the compiled-in one */
-        unsigned char *use = malloc(nruns);
-        double loss = 0.0;
-        if (!use) {
-            rc = gs_error_set(err, GS_ERR_NOMEM, "out of memory");
-            goto out;
-        }
-        fit_sample(runs, nruns, NULL, use);
-        rc = gs_fit_params_fit(fr, nruns, use, &fitted, &loss, err);
-        free(use);
-        if (rc != GS_OK)
-            goto out;
-        fprintf(stderr, "validate: fitted on every source: overlap_hbm_per_byte %.3f, gemm_sustained %.3f (mean over "
-                        "sources of the mean squared log error %.5f)\n",
-                fitted.overlap_hbm_per_byte, fitted.gemm_sustained, loss);
-    }
+    if (o.fit_only && !o.holdout && (rc = fit_all(runs, fr, nruns, &fitted, err)) != GS_OK)
+        goto out;
 
     validate_summary sum;
     if ((rc = summarize(runs, nruns, NULL, 0, &sum, err)) != GS_OK)
         goto out;
-    if (csv) {
+    if (o.csv)
         print_csv(runs, nruns);
-    } else if (json) {
-        if (!(doc = runs_json(runs, nruns, &sum))) {
-            rc = gs_error_set(err, GS_ERR_NOMEM, "out of memory");
-            goto out;
-        }
-        if (holdout) {
-            validate_summary h;
-            if ((rc = summarize(runs, nruns, NULL, 1, &h, err)) != GS_OK)
-                goto out;
-            json_t *f = json_object();
-            json_object_set_new(f, "overlap_hbm_per_byte", json_real(fitted.overlap_hbm_per_byte));
-            json_object_set_new(f, "gemm_sustained", json_real(fitted.gemm_sustained));
-            json_object_set_new(doc, "fitted_on_all", f);
-            json_object_set_new(doc, "holdout_median_abs_error", h.count ? json_real(h.median) : json_null());
-            json_object_set_new(doc, "holdout_signed_mean_error", h.count ? json_real(h.signed_mean) : json_null());
-        }
-        if ((rc = gs_cli_json_print(doc, err)) != GS_OK)
-            goto out;
-    } else {
-        if ((rc = print_table(runs, nruns, &sum, exact, err)) != GS_OK || (rc = print_regimes(runs, nruns, holdout, err)) != GS_OK)
-            goto out;
-        if (holdout) {
-            gs_fit_params d;
-            gs_fit_params_defaults(&d);
-            printf("\nfitted constants (sim/compute.c): on every source: overlap_hbm_per_byte %.3f, gemm_sustained "
-                   "%.3f; compiled in: %.3f, %.3f\n",
-                   fitted.overlap_hbm_per_byte, fitted.gemm_sustained, d.overlap_hbm_per_byte, d.gemm_sustained);
-        }
-    }
+    else if ((rc = o.json ? print_json(runs, nruns, &sum, o.holdout, &fitted, err)
+                          : print_text(runs, nruns, &sum, &o, &fitted, err)) != GS_OK)
+        goto out;
     if (failed)
         rc = gs_error_set(err, GS_ERR_RUNTIME, "%zu of %zu runs failed to simulate", failed, nruns);
 out:
-    json_decref(doc);
     free(fr);
-    free(fail);
     if (runs)
         for (size_t i = 0; i < nruns; i++)
             free(runs[i].path);
