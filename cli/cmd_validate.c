@@ -61,6 +61,7 @@ const char gs_cmd_validate_help[] =
     "  --holdout-by source   leave-one-source-out errors per regime, and the constants fitted on\n"
     "            every source (minutes: each fit simulates every run a few dozen times)\n"
     "  --fit     fit the constants on every source and print them (stderr)\n"
+    "  --csv-file FILE   also write the --csv rows to FILE (beside the table or JSON)\n"
     "  --csv     one row per run: id, dataset, regime, metric, published, predicted, error,\n"
     "            holdout_error, fits_memory (for plots; errors are signed fractions)\n"
     "  --json    one JSON document: runs [{id, file, model, gpus, grid {dp, pp, tp}, metric,\n"
@@ -383,35 +384,35 @@ out:
 }
 
 /* One CSV row per run (RFC 4180 quoting for the text fields), for plots and scripts. */
-static void csv_text(const char *t)
+static void csv_text(FILE *f, const char *t)
 {
-    putchar('"');
+    fputc('"', f);
     for (; *t; t++) {
         if (*t == '"')
-            putchar('"');
-        putchar(*t);
+            fputc('"', f);
+        fputc(*t, f);
     }
-    putchar('"');
+    fputc('"', f);
 }
 
-static void print_csv(const validate_run *runs, size_t n)
+static void print_csv(FILE *f, const validate_run *runs, size_t n)
 {
-    printf("id,dataset,regime,metric,published,predicted,error,holdout_error,fits_memory\n");
+    fprintf(f, "id,dataset,regime,metric,published,predicted,error,holdout_error,fits_memory\n");
     for (size_t i = 0; i < n; i++) {
         const validate_run *r = &runs[i];
-        csv_text(run_id(r));
-        putchar(',');
-        csv_text(source_of(r));
-        putchar(',');
-        csv_text(r->regime);
-        printf(",%s,%.9g,", gs_expect_metric_name(r->e.metric), r->e.value);
+        csv_text(f, run_id(r));
+        fputc(',', f);
+        csv_text(f, source_of(r));
+        fputc(',', f);
+        csv_text(f, r->regime);
+        fprintf(f, ",%s,%.9g,", gs_expect_metric_name(r->e.metric), r->e.value);
         if (r->simulated)
-            printf("%.9g,%.6f,", r->predicted, r->error);
+            fprintf(f, "%.9g,%.6f,", r->predicted, r->error);
         else
-            printf(",,");
+            fprintf(f, ",,");
         if (r->holdout_ok)
-            printf("%.6f", r->holdout_error);
-        printf(",%d\n", r->simulated && r->fits_memory);
+            fprintf(f, "%.6f", r->holdout_error);
+        fprintf(f, ",%d\n", r->simulated && r->fits_memory);
     }
 }
 
@@ -537,13 +538,15 @@ out:
 
 typedef struct validate_opts {
     int exact, json, csv, holdout, fit_only;
+    const char *csv_file; /* --csv-file: the CSV also written there (NULL: not) */
 } validate_opts;
 
 static gs_status parse_opts(int argc, char **argv, validate_opts *o, gs_error *err)
 {
     static const struct option opts[] = {
         {"exact", no_argument, NULL, 'e'}, {"json", no_argument, NULL, 'j'}, {"csv", no_argument, NULL, 'c'},
-        {"holdout-by", required_argument, NULL, 'h'}, {"fit", no_argument, NULL, 'f'}, {NULL, 0, NULL, 0},
+        {"holdout-by", required_argument, NULL, 'h'}, {"fit", no_argument, NULL, 'f'},
+        {"csv-file", required_argument, NULL, 'F'}, {NULL, 0, NULL, 0},
     };
     int c;
     memset(o, 0, sizeof *o);
@@ -553,6 +556,7 @@ static gs_status parse_opts(int argc, char **argv, validate_opts *o, gs_error *e
         case 'j': o->json = 1; break;
         case 'c': o->csv = 1; break;
         case 'f': o->fit_only = 1; break;
+        case 'F': o->csv_file = optarg; break;
         case 'h':
             if (strcmp(optarg, "source") != 0)
                 return gs_error_set(err, GS_ERR_INPUT, "--holdout-by: found '%s', expected source", optarg);
@@ -735,8 +739,20 @@ gs_status gs_cmd_validate(int argc, char **argv, gs_error *err)
     validate_summary sum;
     if ((rc = summarize(runs, nruns, NULL, 0, &sum, err)) != GS_OK)
         goto out;
+    if (o.csv_file) {
+        FILE *f = fopen(o.csv_file, "w");
+        if (!f) {
+            rc = gs_error_set(err, GS_ERR_RUNTIME, "--csv-file %s: cannot write: %s", o.csv_file, strerror(errno));
+            goto out;
+        }
+        print_csv(f, runs, nruns);
+        if (fclose(f) != 0) {
+            rc = gs_error_set(err, GS_ERR_RUNTIME, "--csv-file %s: write failed: %s", o.csv_file, strerror(errno));
+            goto out;
+        }
+    }
     if (o.csv)
-        print_csv(runs, nruns);
+        print_csv(stdout, runs, nruns);
     else if ((rc = o.json ? print_json(runs, nruns, &sum, o.holdout, &fitted, err)
                           : print_text(runs, nruns, &sum, &o, &fitted, err)) != GS_OK)
         goto out;

@@ -17,9 +17,7 @@ hold=
 [ "$HOLDOUT" = 1 ] && hold="--holdout-by source"
 
 # shellcheck disable=SC2086
-"$GRIDSTEP" validate $hold "$dir" >"$tmp/table.txt" 2>"$tmp/err" || { cat "$tmp/err"; exit 1; }
-# shellcheck disable=SC2086
-"$GRIDSTEP" validate --csv $hold "$dir" >"$tmp/runs.csv" 2>>"$tmp/err" || { cat "$tmp/err"; exit 1; }
+"$GRIDSTEP" validate $hold --csv-file "$tmp/runs.csv" "$dir" >"$tmp/table.txt" 2>"$tmp/err" || { cat "$tmp/err"; exit 1; }
 
 echo "### Published runs"
 echo
