@@ -35,17 +35,17 @@
  * one A100 GEMM went from 1.18 to 2.08 ms under an overlapped all-gather). gridstep charges a
  * compute event that starts beside a collective SMs / (SMs - C) for the C channels (one CTA
  * each) the NCCL kernel holds for as long as it runs, network-bound or not, plus k B / (HBM
- * bandwidth) with k HBM bytes per bus byte (GS_NCCL_HBM_PER_BYTE, fitted; the maintainer's
- * figure is 2-3) and B the collective's bus bandwidth per GPU.
+ * bandwidth) with k HBM bytes per bus byte (GS_NCCL_HBM_PER_BYTE, fitted: 2.9 on the 312
+ * published runs, inside the maintainer's 2-3) and B the collective's bus bandwidth per GPU.
  * GS_OVERLAP_SLOWDOWN caps it (2.08 / 1.18 = 1.76, the measured worst case). */
-#define GS_NCCL_HBM_PER_BYTE 2.5
+#define GS_NCCL_HBM_PER_BYTE 2.9
 
 /* The GEMM throughput a training step sustains, as a fraction of the GPU's MAMF (ref 1.2: the
  * best shape of a brute-force search, one GPU, 100 timed iterations): a step's GEMMs run on
  * every GPU of a node at its power limit for minutes, between other kernels, at the shapes the
- * model has. Fitted (gridstep validate --fit) on the published runs; doc/accuracy.md gives the
- * fit and its leave-one-source-out error. */
-#define GS_GEMM_SUSTAINED 1.0
+ * model has. Fitted (gridstep validate --fit) on the 312 published runs: 0.83; doc/accuracy.md
+ * gives the fit and its leave-one-source-out error. */
+#define GS_GEMM_SUSTAINED 0.83
 #define GS_OVERLAP_SLOWDOWN 1.76
 
 /* Non-GEMM FLOPs (elementwise, norms, softmax, the optimizer) run on the CUDA cores, not the
