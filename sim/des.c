@@ -294,6 +294,8 @@ static double event_base_s(run_ctx *c, size_t ri, const gs_event *e)
             gs_coll_cost cost;
             gs_coll_shape shape = rt->shape[e->group];
             shape.nranks = e->group_size;
+            if (st->flow)
+                shape.siblings = 1; /* flow mode shares the NICs among the flows themselves */
             if (gs_coll_estimate(topo, (gs_coll_op)e->op, &shape, e->bytes, GS_ALGO_COUNT, &cost) == GS_OK)
                 t = cost.time_s;
             ce->cost_s = t;

@@ -49,7 +49,7 @@ double gs__nvls_time(const gs_topo *t, gs_coll_op op, const gs_coll_shape *s, do
     if (tree) {
         /* Each head's share crosses the node's NICs up and down the tree, as tree.c argues. */
         uint64_t nics = gs__nics_near(t, ppn);
-        double cap = (double)nics * gs__nic_gbs(t, nn) * (nn <= 2 ? 2.0 : 1.0);
+        double cap = (double)nics * gs__nic_gbs(t, nn) * (nn <= 2 ? 2.0 : 1.0) * gs__nic_share(t, s);
         if (busbw > cap)
             busbw = cap;
         if (net_bytes)

@@ -25,7 +25,7 @@ double gs__pat_time(const gs_topo *t, gs_coll_op op, const gs_coll_shape *s, dou
         return INFINITY;
     gs__graph_ring(t, s, &g);
     double busbw = (double)g.nch * g.bw_inter * 0.75;
-    double cap = (double)gs__nics_near(t, 1) * gs__nic_gbs(t, N);
+    double cap = (double)gs__nics_near(t, 1) * gs__nic_gbs(t, N) * gs__nic_share(t, s);
     if (cap > 0.0 && busbw > cap)
         busbw = cap;
     if (!(busbw > 0.0))

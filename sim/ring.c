@@ -82,8 +82,9 @@ double gs__ring_time(const gs_topo *t, gs_coll_op op, const gs_coll_shape *s, do
         return INFINITY;
     gs__graph_ring(t, s, &g);
     if (s->nnodes > 1) {
-        /* The NICs the group reaches, at their achievable rate, bound the ring. */
-        cap = (double)nics * gs__nic_gbs(t, s->nnodes);
+        /* The NICs the group reaches, at their achievable rate and its share of them beside its
+         * siblings, bound the ring. */
+        cap = (double)nics * gs__nic_gbs(t, s->nnodes) * gs__nic_share(t, s);
         /* Each channel crosses the node boundary once per direction, carrying the op's bus
          * bytes; the channels stripe over the NICs. */
         if (net_bytes)

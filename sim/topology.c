@@ -57,10 +57,25 @@ static uint64_t group_max_per_node(const gs_mesh *m, gs_dim d, uint64_t rank)
     return best;
 }
 
+double gs__nic_share(const gs_topo *t, const gs_coll_shape *s)
+{
+    uint64_t nics = t->nics_per_node ? t->nics_per_node : 1;
+    double k = (double)(s->siblings ? s->siblings : 1) * (double)gs__nics_near(t, s->ppn) / (double)nics;
+    return k > 1.0 ? 1.0 / k : 1.0;
+}
+
+/* Groups of a kind with members on one node: the node's GPUs over the group's members there. */
+static uint64_t siblings_of(const gs_mesh *mesh, uint64_t ppn)
+{
+    uint64_t gpn = mesh->gpus_per_node < mesh->world ? mesh->gpus_per_node : mesh->world;
+    return ppn && gpn > ppn ? gpn / ppn : 1;
+}
+
 void gs_topo_group_shape(const gs_mesh *mesh, gs_group_kind g, uint64_t rank, gs_coll_shape *out)
 {
     uint64_t size = 0;
     gs_dim d;
+    out->siblings = 1;
     switch (g) {
     case GS_GROUP_DP_INTRA:
         /* HSDP's shard group: the DP members on the rank's node (schedule.h), one node. */
@@ -76,6 +91,7 @@ void gs_topo_group_shape(const gs_mesh *mesh, gs_group_kind g, uint64_t rank, gs
         out->nranks = size;
         out->nnodes = size;
         out->ppn = 1;
+        out->siblings = siblings_of(mesh, 1);
         return;
     case GS_GROUP_TP: d = GS_DIM_TP; break;
     case GS_GROUP_PP: d = GS_DIM_PP; break;
@@ -87,6 +103,7 @@ void gs_topo_group_shape(const gs_mesh *mesh, gs_group_kind g, uint64_t rank, gs
     out->ppn = group_max_per_node(mesh, d, rank);
     if (out->ppn < gs_mesh_group_local_size(mesh, d, rank))
         out->ppn = gs_mesh_group_local_size(mesh, d, rank);
+    out->siblings = out->nnodes > 1 ? siblings_of(mesh, out->ppn) : 1;
 }
 
 /* ------------------------------------------------------------ NIC and latency helpers ---- */

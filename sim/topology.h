@@ -52,7 +52,17 @@ typedef struct gs_coll_shape {
     uint64_t nranks;
     uint64_t nnodes;
     uint64_t ppn;
+    uint64_t siblings; /* groups of the same kind with members on each of this group's nodes,
+                          this one included, that run their collectives at the same time (a
+                          step's schedule is the same on every rank) and so share the node's
+                          NICs; 0 or 1: alone on them (gridstep coll's single call) */
 } gs_coll_shape;
+
+/* The share of its nearest NICs a group's traffic gets while its siblings' runs beside it: 1 /
+ * max(1, siblings x nics_near(ppn) / nics per node). Rail-optimized nodes with a NIC per GPU
+ * give every sibling its own rail (1); one NIC for a node's 8 GPUs is shared by 8 one-GPU-per-node
+ * groups (1/8). */
+double gs__nic_share(const gs_topo *t, const gs_coll_shape *s);
 
 /* The shape of rank's group of the given kind on the mesh. */
 void gs_topo_group_shape(const gs_mesh *mesh, gs_group_kind g, uint64_t rank, gs_coll_shape *out);

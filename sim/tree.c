@@ -33,7 +33,7 @@ double gs__tree_time(const gs_topo *t, gs_coll_op op, const gs_coll_shape *s, do
     gs__graph_tree(t, s, &g);
     busbw = (double)g.nch * (nn <= 2 ? g.bw_intra : g.bw_inter);
     if (nn > 1) {
-        double cap = (double)nics * gs__nic_gbs(t, nn) * (nn <= 2 ? 2.0 : 1.0);
+        double cap = (double)nics * gs__nic_gbs(t, nn) * (nn <= 2 ? 2.0 : 1.0) * gs__nic_share(t, s);
         if (busbw > cap)
             busbw = cap;
         if (net_bytes) /* up and down each tree; on two nodes one crossing each way */
