@@ -57,6 +57,8 @@ gs_framework gs_framework_resolve(gs_framework f, int sharding)
     case GS_SHARD_GRAD_OP:
     case GS_SHARD_FULL_SHARD:
     case GS_SHARD_HYBRID_SHARD: return GS_FW_FSDP1;
+    case GS_SHARD_ZERO2:
+    case GS_SHARD_ZERO3: return GS_FW_DEEPSPEED;
     default: return GS_FW_MEGATRON;
     }
 }

@@ -15,7 +15,8 @@
 #include <stdint.h>
 
 typedef enum gs_framework {
-    GS_FW_AUTO = 0,  /* megatron for zero1/zero2/zero3/no_shard, fsdp1 for the FSDP shardings */
+    GS_FW_AUTO = 0,  /* fsdp1 for the FSDP shardings, deepspeed for zero2 and zero3, megatron for
+                        no_shard and zero1 (its distributed optimizer) */
     GS_FW_MEGATRON,  /* Megatron-LM / Megatron-Core (fused kernels, TE on Hopper) */
     GS_FW_FSDP1,     /* PyTorch FSDP (FlatParameter), eager modules unless compile */
     GS_FW_FSDP2,     /* PyTorch fully_shard (per-parameter DTensor), eager unless compile */
@@ -44,7 +45,8 @@ const char *gs_attn_impl_name(gs_attn_impl a);
 int gs_attn_impl_parse(const char *s, gs_attn_impl *out); /* 0 ok, -1 unknown */
 
 /* The framework AUTO stands for: FSDP1 for shard_grad_op, full_shard and hybrid_shard (the
- * PyTorch FSDP strategy names), Megatron otherwise. `sharding` is a gs_sharding. */
+ * PyTorch FSDP strategy names), DeepSpeed for zero2 and zero3 (Megatron has neither), Megatron
+ * for no_shard and zero1. `sharding` is a gs_sharding. */
 gs_framework gs_framework_resolve(gs_framework f, int sharding);
 
 /* 1 when the framework's elementwise ops run as fused kernels: Megatron always (TE / Apex /

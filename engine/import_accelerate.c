@@ -199,6 +199,7 @@ static gs_status accel_fsdp_config(const gs__yaml_loader *l, const yaml_node_t *
             return rc;
         version = e + 1;
     }
+    st->framework = GS_FW_FSDP1; /* accelerate's FSDP plugin wraps torch.distributed.fsdp */
     st->sharding = GS_SHARD_FULL_SHARD; /* accelerate's default */
     if ((v = gs__yaml_lookup(l, fc, "fsdp_sharding_strategy", NULL))) {
         if ((rc = accel_enum(l, v, "fsdp_config.fsdp_sharding_strategy", strategies, 10, &e)))

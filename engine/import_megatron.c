@@ -569,6 +569,7 @@ static gs_status mg_strategy(const char *origin, const mg_words *ws, const mg_st
     gs_status rc;
     int e = 0;
     /* sharding */
+    g->framework = GS_FW_MEGATRON; /* the flags are Megatron-LM's: its fused kernels */
     g->sharding = GS_SHARD_NO_SHARD;
     if (st->given[MG_DIST_OPT])
         g->sharding = GS_SHARD_ZERO1;

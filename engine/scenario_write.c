@@ -128,6 +128,12 @@ static gs_status put_strategy(gs_text *t, const gs_strategy *s, gs_error *err)
         st = gs_text_printf(t, "  bucket_stages: %s\n", gs_bucket_stages_name(s->bucket_stages));
     if (st == GS_OK && s->cross_entropy != GS_XENT_UNFUSED)
         st = gs_text_printf(t, "  cross_entropy: %s\n", gs_xent_name(s->cross_entropy));
+    if (st == GS_OK && s->framework != GS_FW_AUTO)
+        st = gs_text_printf(t, "  framework: %s\n", gs_framework_name(s->framework));
+    if (st == GS_OK && s->compile)
+        st = gs_text_printf(t, "  compile: true\n");
+    if (st == GS_OK && s->attention != GS_ATTN_AUTO)
+        st = gs_text_printf(t, "  attention: %s\n", gs_attn_impl_name(s->attention));
     return st;
 }
 

@@ -151,8 +151,9 @@ START_TEST(test_framework_bytes)
     /* unfused scores: Megatron's fused softmax 4e = 8 B, HF eager 9e + 8 = 26 B */
     ck_assert(gs_unfused_score_bytes(1, 2) == 8.0);
     ck_assert(gs_unfused_score_bytes(0, 2) == 26.0);
-    /* AUTO: the PyTorch FSDP names mean FSDP1, the rest Megatron */
+    /* AUTO: the PyTorch FSDP names mean FSDP1, ZeRO-2/3 DeepSpeed, the rest Megatron */
     ck_assert_int_eq(gs_framework_resolve(GS_FW_AUTO, GS_SHARD_FULL_SHARD), GS_FW_FSDP1);
+    ck_assert_int_eq(gs_framework_resolve(GS_FW_AUTO, GS_SHARD_ZERO3), GS_FW_DEEPSPEED);
     ck_assert_int_eq(gs_framework_resolve(GS_FW_AUTO, GS_SHARD_ZERO1), GS_FW_MEGATRON);
     ck_assert_int_eq(gs_framework_fused(GS_FW_FSDP2, 1), 1);
     ck_assert_int_eq(gs_framework_fused(GS_FW_FSDP2, 0), 0);

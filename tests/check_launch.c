@@ -353,6 +353,7 @@ START_TEST(test_roundtrip_accelerate)
     gs_text t;
     gs_error err;
     load_text(accelerate_cases[_i], &a, &m);
+    a.strategy.framework = GS_FW_FSDP1; /* an accelerate FSDP launch runs PyTorch FSDP */
     ck_assert_int_eq(emit(&a, &m, GS_LAUNCH_ACCELERATE, &t, &err), GS_OK);
     gs_import_opts o;
     gs_import_opts_init(&o);
@@ -423,6 +424,7 @@ START_TEST(test_roundtrip_megatron)
         load_file("scenarios/seed-70b-64xa100.yaml", &a, &m);
         a.batch.global_seqs = 16;
     }
+    a.strategy.framework = GS_FW_MEGATRON; /* a Megatron launch runs Megatron's kernels */
     ck_assert_int_eq(emit(&a, &m, GS_LAUNCH_MEGATRON, &t, &err), GS_OK);
     gs_import_opts o;
     gs_import_opts_init(&o);
