@@ -213,7 +213,7 @@ static gs_status print_diagnosis(const gs_scenario *s, const gs_diagnose_opts *o
     gs_cli_table t;
     gs_cli_table_init(&t, 5);
     gs_status rc = gs_cli_table_rowf(&t, "row\tapplies\tmeasured\tthreshold\tsymptom");
-    printf("%s: %s on %" PRIu64 " x %s, grid dp=%" PRIu64 " pp=%" PRIu64 " tp=%" PRIu64 ", %s\n", s->name,
+    printf("%s: %s on %" PRIu64 " x %s, grid " GS_GRID_FMT ", %s\n", s->name,
            s->model.name, s->cluster.nodes, s->cluster.name, s->grid.dp, s->grid.pp, s->grid.tp,
            gs_sharding_name(s->strategy.sharding));
     printf("  simulated step %s (%s), %.0f tokens/s; peak %s per rank of %s; NCCL share %.1f%%, idle %.1f%%\n",

@@ -680,7 +680,7 @@ gs_status gs_cmd_exec(int argc, char **argv, gs_error *err)
                             json_integer((json_int_t)gs_train_p2p_hoisted(gs_exec_session_train(x))));
         rc = gs_cli_json_print(doc, err);
     } else {
-        printf("%s: %" PRIu64 " ranks (dp=%" PRIu64 " pp=%" PRIu64 " tp=%" PRIu64 ", %s) on the %s driver, fp32 "
+        printf("%s: %" PRIu64 " ranks (" GS_GRID_FMT ", %s) on the %s driver, fp32 "
                "(GEMMs: %s)\n",
                s.name, mesh.world, mesh.size[GS_DIM_DP], mesh.size[GS_DIM_PP], mesh.size[GS_DIM_TP],
                gs_sharding_name(s.strategy.sharding), a.o.driver->name, gs_exec_session_gemm_math(x));

@@ -164,7 +164,7 @@ static gs_status print_human(const gs_scenario *s, const gs_mesh *mesh, const gs
     printf("%s: %s on %" PRIu64 " x %s (%" PRIu64 " GPUs of %s)\n", s->name, s->model.name,
            s->cluster.nodes, s->cluster.name, gs_cluster_gpus(&s->cluster),
            gs_fmt_bytes(l->gpu_bytes, b1, sizeof b1));
-    printf("grid dp=%" PRIu64 " pp=%" PRIu64 " tp=%" PRIu64 " (order %s), %s, %s, recompute %s, %s\n",
+    printf("grid " GS_GRID_FMT " (order %s), %s, %s, recompute %s, %s\n",
            mesh->size[GS_DIM_DP], mesh->size[GS_DIM_PP], mesh->size[GS_DIM_TP], order,
            gs_sharding_name(s->strategy.sharding), gs_precision_name(s->strategy.precision),
            gs_recompute_name(s->strategy.recompute),

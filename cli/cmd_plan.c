@@ -196,7 +196,7 @@ static const char *pipe_label(const gs_plan_candidate *c, char *buf, size_t len)
 static const char *cand_label(const gs_plan_candidate *c, char *buf, size_t len)
 {
     char p[32];
-    snprintf(buf, len, "dp=%" PRIu64 " pp=%" PRIu64 " tp=%" PRIu64 " %s%s micro=%" PRIu64 " recompute=%s%s%s%s",
+    snprintf(buf, len, GS_GRID_FMT " %s%s micro=%" PRIu64 " recompute=%s%s%s%s",
              c->dp, c->pp, c->tp, gs_sharding_name(c->strategy.sharding), c->strategy.offload ? "+offload" : "",
              c->micro, gs_recompute_name(c->strategy.recompute), c->pp > 1 ? " " : "",
              c->pp > 1 ? pipe_label(c, p, sizeof p) : "", c->strategy.sequence_parallel ? " sp" : "");
@@ -390,12 +390,12 @@ static void print_plan(const gs_scenario *s, const gs_plan *p, size_t top, int d
            pruned, p->simulated, wall);
     gs_cli_table t;
     gs_cli_table_init(&t, 13);
-    gs_cli_table_rowf(&t, "rank\tdp/pp/tp\tsharding\tmicro\trecompute\tpipeline\tSP\tstep\ttokens/s/GPU\tMFU\t"
+    gs_cli_table_rowf(&t, "rank\tdp x pp x tp\tsharding\tmicro\trecompute\tpipeline\tSP\tstep\ttokens/s/GPU\tMFU\t"
                           "peak/GPU mem (GB)\tNCCL\tbubble");
     for (size_t i = 0; i < p->ncands && i < top; i++) {
         const gs_plan_candidate *c = &p->cands[i];
         char pl[32];
-        gs_cli_table_rowf(&t, "%zu\t%" PRIu64 "/%" PRIu64 "/%" PRIu64 "\t%s%s\t%" PRIu64 "\t%s\t%s\t%s\t%s\t%.1f\t%.1f%%\t"
+        gs_cli_table_rowf(&t, "%zu\t" GS_GRID_CELL_FMT "\t%s%s\t%" PRIu64 "\t%s\t%s\t%s\t%s\t%.1f\t%.1f%%\t"
                               "%.1f / %.1f\t%.1f%%\t%.1f%%",
                           i + 1, c->dp, c->pp, c->tp, gs_sharding_name(c->strategy.sharding),
                           c->strategy.offload ? "+offload" : "", c->micro, gs_recompute_name(c->strategy.recompute),

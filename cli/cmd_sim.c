@@ -208,7 +208,7 @@ static json_t *report_json(const gs_scenario *s, const gs_report *r, int flow)
 static void print_report(const gs_scenario *s, const gs_mesh *m, int exact, const gs_report *r, double wall)
 {
     char b1[GS_FMT_BYTES], b2[GS_FMT_BYTES], b3[GS_FMT_BYTES], b4[GS_FMT_BYTES], c1[32];
-    printf("%s: %s on %" PRIu64 " x %s (%" PRIu64 " GPUs), grid dp=%" PRIu64 " pp=%" PRIu64 " tp=%" PRIu64
+    printf("%s: %s on %" PRIu64 " x %s (%" PRIu64 " GPUs), grid " GS_GRID_FMT
            ", %s, %" PRIu64 " micro-batch%s of %" PRIu64 "\n",
            s->name, s->model.name, s->cluster.nodes, s->cluster.name, m->world, m->size[GS_DIM_DP],
            m->size[GS_DIM_PP], m->size[GS_DIM_TP], gs_sharding_name(s->strategy.sharding), gs_scenario_microbatches(s),

@@ -155,7 +155,7 @@ static gs_status write_csv(FILE *f, const table_meta *m, const sweep_row *rows, 
         if (r->gpus && !gpus_varied(sw))
             fprintf(f, "%" PRIu64, r->gpus);
         if (r->gpus)
-            fprintf(f, ",%" PRIu64 "x%" PRIu64 "x%" PRIu64, r->dp, r->pp, r->tp);
+            fprintf(f, "," GS_GRID_CELL_FMT, r->dp, r->pp, r->tp);
         else
             fprintf(f, ",");
         if (r->status == ROW_OK)
