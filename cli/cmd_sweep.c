@@ -296,8 +296,8 @@ static gs_status eval_point(const gs_scenario *base, const gs_sweep *sw, uint64_
     row->peak_bytes = l->peak_bytes;
     if (l->peak_bytes > l->gpu_bytes) {
         row->status = ROW_NO_FIT;
-        snprintf(row->reason, sizeof row->reason, "does not fit: peak %.2f GiB per rank > %.2f GiB of GPU memory",
-                 (double)l->peak_bytes / GS_GIB, (double)l->gpu_bytes / GS_GIB);
+        snprintf(row->reason, sizeof row->reason, "does not fit: peak %.2f GB per rank > %.2f GB of GPU memory",
+                 (double)l->peak_bytes / 1e9, (double)l->gpu_bytes / 1e9);
         goto out;
     }
     row->fits = 1;

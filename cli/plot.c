@@ -318,26 +318,26 @@ gs_status gs_plot_mem(const gs_plot *p, const gs_scenario *s, const gs_ledger *l
     FILE *b = open_memstream(&body, &blen);
     if (!b)
         return gs_error_set(err, GS_ERR_NOMEM, "out of memory for the plot script");
-    double cap = (double)l->gpu_bytes / 1073741824.0;
+    double cap = (double)l->gpu_bytes / 1e9; /* GB, as gridstep mem prints */
     char t2[200], qt2[420];
     snprintf(t, sizeof t, "%s: memory per rank by pipeline stage", s->name);
-    snprintf(t2, sizeof t2, "peak %.2f GiB per rank, GPU memory %.2f GiB", (double)l->peak_bytes / 1073741824.0, cap);
+    snprintf(t2, sizeof t2, "peak %.2f GB per rank, GPU memory %.2f GB", (double)l->peak_bytes / 1e9, cap);
     fprintf(b, "set title %s.\"\\n\".%s font 'Sans,14'\n", gs_plot_quote(t, qt, sizeof qt), gs_plot_quote(t2, qt2, sizeof qt2));
     fprintf(b, "set style data histograms\nset style histogram rowstacked\nset boxwidth 0.6 relative\n");
     fprintf(b, "set style fill solid 0.9 border rgb 'black'\nset grid ytics\nset key outside right top box\n");
-    fprintf(b, "set ylabel 'GiB per rank (1 GiB = 2^30 bytes)'\n"
+    fprintf(b, "set ylabel 'GB per rank (1 GB = 10^9 bytes)'\n"
                "set xlabel 'pipeline stage (its ranks hold the same bytes)' offset 0,-1\nset bmargin 6\n");
-    fprintf(b, "set yrange [0:%.6g]\n", (double)top / 1073741824.0 * 1.12);
+    fprintf(b, "set yrange [0:%.6g]\n", (double)top / 1e9 * 1.12);
     fprintf(b, "set arrow 1 from graph 0, first %.6g to graph 1, first %.6g nohead lc rgb '#d62728' lw 3 dt 2 front\n",
             cap, cap);
-    fprintf(b, "set label 1 'GPU memory %.2f GiB' at graph 0.01, first %.6g offset 0,0.7 tc rgb '#d62728' front\n", cap,
+    fprintf(b, "set label 1 'GPU memory %.2f GB' at graph 0.01, first %.6g offset 0,0.7 tc rgb '#d62728' front\n", cap,
             cap);
     static const char *const names[] = {"params", "master (fp32)", "optimizer (Adam m, v)", "grads",
                                         "activations", "buffers (gathers, workspace)"};
     static const char *const colors[] = {"#4e79a7", "#a0cbe8", "#f28e2b", "#59a14f", "#e15759", "#b07aa1"};
     gs_plot_quote(dat, q, sizeof q);
     for (int c = 0; c < 6; c++)
-        fprintf(b, "%s%s using ($%d/1073741824.0)%s title '%s' lc rgb '%s'", c ? ", \\\n     " : "plot ", q, c + 3,
+        fprintf(b, "%s%s using ($%d/1e9)%s title '%s' lc rgb '%s'", c ? ", \\\n     " : "plot ", q, c + 3,
                 c == 0 ? ":xtic(sprintf(\"stage %d\\nranks like %d\", $1, $2))" : "", names[c], colors[c]);
     fprintf(b, "\n");
     fclose(b);
