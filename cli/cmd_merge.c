@@ -288,8 +288,10 @@ static gs_status plot_sweep_doc(json_t *doc, const gs_plot *plot, gs_error *err)
         pts[i].mfu = json_number_value(json_object_get(r, "mfu"));
         pts[i].step_time_s = json_number_value(json_object_get(r, "step_time_s"));
     }
-    rc = gs_plot_sweep(plot, str_or(json_object_get(doc, "scenario"), "sweep"),
-                       str_or(json_object_get(doc, "mode"), "analytic"), &sw, pts, n, err);
+    gs_plot_sweep_info info = {str_or(json_object_get(doc, "scenario"), "sweep"),
+                               str_or(json_object_get(doc, "mode"), "analytic"),
+                               json_string_value(json_object_get(doc, "held_fixed"))};
+    rc = gs_plot_sweep(plot, &info, &sw, pts, n, err);
     free(pts);
     return rc;
 }

@@ -42,7 +42,8 @@ const char gs_cmd_sweep_help[] =
     "options:\n"
     "  --vary KEY=VALUES  a key to vary (at most 6, 64 values each)\n"
     "  --csv              CSV with a header line (the default); reasons quoted when they hold commas\n"
-    "  --json             one JSON document: scenario, mode, vary [{key, values}], points, rows [...]\n"
+    "  --json             one JSON document: scenario, mode, held_fixed (what every point shares),\n"
+    "                     vary [{key, values}], points, rows [...] (doc/json.md)\n"
     "  --out FILE         write the table to FILE instead of standard output\n"
     "  --shard I/N        only points i with i % N == I, as a piece for `gridstep merge`\n"
     "                     (CSV pieces start with a '# gridstep sweep shard I/N' line, JSON pieces carry\n"
@@ -51,8 +52,9 @@ const char gs_cmd_sweep_help[] =
     "  --plot FILE.png|FILE.svg  throughput curves through gnuplot: x = the first varied key (log2\n"
     "                     axis for gpus and nodes, and for numeric keys spanning 8x or more), one line\n"
     "                     per combination of the other keys, tokens/s (top panel) and MFU in % (bottom\n"
-    "                     panel); writes FILE.dat and FILE.gp beside the image; illegal points are\n"
-    "                     left out of the lines\n"
+    "                     panel), titled with what every point shares (model, GPUs, grid, sharding,\n"
+    "                     batch, recompute where not varied); writes FILE.dat and FILE.gp beside the\n"
+    "                     image; illegal points are left out of the lines\n"
     "  --mode M           analytic (default) or flow (see gridstep help sim)\n"
     "  --exact            simulate every rank (default: one per pipeline stage)\n"
     "  --threads N        points simulated at once (default 2, at most 64); the output does not\n"
@@ -92,15 +94,54 @@ typedef struct sweep_row {
     double step_time_s, tokens_per_s, tokens_per_s_per_gpu, mfu, comm_share, bubble_share;
 } sweep_row;
 
-/* What a table says about itself: the scenario, the mode, the axes, the shard. */
+/* What a table says about itself: the scenario, the mode, what was held fixed, the axes, the
+ * shard. */
 typedef struct table_meta {
     const char *scenario;
     const char *mode;
+    const char *fixed; /* held_fixed: one line */
     const gs_sweep *sw;
     uint64_t points;
     int sharded;
     uint64_t shard_i, shard_n;
 } table_meta;
+
+static int key_varied(const gs_sweep *sw, gs_sweep_key k)
+{
+    for (size_t a = 0; a < sw->naxes; a++)
+        if (sw->axes[a].key == k)
+            return 1;
+    return 0;
+}
+
+/* What every point shares, as plots and JSON state it: the model and GPU, then each of the
+ * GPU count, grid, sharding, batch and recompute that no --vary changes, e.g. "llama2-7b on
+ * dgx-a100-80g, 64 GPUs, pp=1 x tp=1 (dp = GPUs / (pp x tp)), full_shard, micro 1, global
+ * batch 512, seq 4096, recompute full". */
+static void held_fixed(const gs_scenario *b, const gs_sweep *sw, char *t, size_t len)
+{
+    size_t u = (size_t)snprintf(t, len, "%s on %s", b->model.name, b->cluster.name);
+#define ADD(...) (u += u < len ? (size_t)snprintf(t + u, len - u, __VA_ARGS__) : 0)
+    int gpus = key_varied(sw, GS_SWEEP_GPUS) || key_varied(sw, GS_SWEEP_NODES), dp = key_varied(sw, GS_SWEEP_DP);
+    if (!gpus && !dp)
+        ADD(", %" PRIu64 " GPUs", b->cluster.nodes * b->cluster.gpus_per_node);
+    if (!key_varied(sw, GS_SWEEP_PP))
+        ADD(", pp=%" PRIu64, b->grid.pp);
+    if (!key_varied(sw, GS_SWEEP_TP))
+        ADD(", tp=%" PRIu64, b->grid.tp);
+    ADD(dp ? " (GPUs = dp x pp x tp)" : " (dp = GPUs / (pp x tp))");
+    if (!key_varied(sw, GS_SWEEP_SHARDING))
+        ADD(", %s", gs_sharding_name(b->strategy.sharding));
+    if (!key_varied(sw, GS_SWEEP_MICRO))
+        ADD(", micro %" PRIu64, b->batch.micro_seqs);
+    if (!key_varied(sw, GS_SWEEP_GLOBAL_BATCH))
+        ADD(", global batch %" PRIu64, b->batch.global_seqs);
+    if (!key_varied(sw, GS_SWEEP_SEQ))
+        ADD(", seq %" PRIu64, b->model.seq);
+    if (!key_varied(sw, GS_SWEEP_RECOMPUTE))
+        ADD(", recompute %s", gs_recompute_name(b->strategy.recompute));
+#undef ADD
+}
 
 /* The derived `gpus` column is left out when gpus is itself a varied key. */
 static int gpus_varied(const gs_sweep *sw)
@@ -202,6 +243,7 @@ static gs_status write_json(FILE *f, const table_meta *m, const sweep_row *rows,
     }
     json_object_set_new(doc, "scenario", json_string(m->scenario));
     json_object_set_new(doc, "mode", json_string(m->mode));
+    json_object_set_new(doc, "held_fixed", json_string(m->fixed));
     for (size_t a = 0; a < sw->naxes; a++) {
         json_t *ax = json_object(), *vals = json_array();
         json_object_set_new(ax, "key", json_string(gs_sweep_key_name(sw->axes[a].key)));
@@ -500,7 +542,9 @@ static gs_status sweep_run(int argc, char **argv, const gs_mpi_split *sp, const 
     if ((rc = run_pool(&pool, threads, err)) != GS_OK)
         goto out;
     nrows = (size_t)mine;
-    table_meta meta = {base.name, bo.flow ? "flow" : "analytic", &sw, npoints, sharded, shard_i, shard_n};
+    char fixed[512];
+    held_fixed(&base, &sw, fixed, sizeof fixed);
+    table_meta meta = {base.name, bo.flow ? "flow" : "analytic", fixed, &sw, npoints, sharded, shard_i, shard_n};
     if (json)
         rc = write_json(out, &meta, rows, nrows, err);
     else
@@ -529,7 +573,8 @@ static gs_status sweep_run(int argc, char **argv, const gs_mpi_split *sp, const 
             pts[i].mfu = rows[i].mfu;
             pts[i].step_time_s = rows[i].step_time_s;
         }
-        rc = gs_plot_sweep(&plot, base.name, meta.mode, &sw, pts, nrows, err);
+        gs_plot_sweep_info info = {base.name, meta.mode, fixed};
+        rc = gs_plot_sweep(&plot, &info, &sw, pts, nrows, err);
         free(pts);
     }
 out:
