@@ -14,6 +14,7 @@
 #include "cli/commands.h"
 #include "cli/mpi_split.h"
 #include "cli/plot.h"
+#include "cli/progress.h"
 #include "engine/ledger.h"
 #include "engine/sweep.h"
 #include "engine/units.h"
@@ -59,13 +60,16 @@ const char gs_cmd_sweep_help[] =
     "  --exact            simulate every rank (default: one per pipeline stage)\n"
     "  --threads N        points simulated at once (default 2, at most 64); the output does not\n"
     "                     depend on it\n"
+    "  --quiet            no progress on standard error\n"
     "Under mpirun (a gridstep built --with-mpi), rank r of N computes the points of shard r/N and\n"
     "rank 0 merges the pieces as gridstep merge does and prints them (or writes --out): the output\n"
     "is byte for byte the serial sweep's; the other ranks print nothing. An error on any rank (or\n"
     "rank 0 failing to write the output) is reported once by rank 0, the other ranks printing one\n"
     "line each, and every process exits with the serial exit code. --shard and --plot are refused\n"
     "there.\n"
-    "A progress line goes to standard error when it is a terminal.\n"
+    "Progress goes to standard error: the points done, their share and the time left at that pace (on\n"
+    "a terminal one line; in a log, as under Slurm, a line every 5 s, GRIDSTEP_PROGRESS_S); --quiet\n"
+    "turns it off.\n"
     "\n"
     "examples:\n"
     "  gridstep sweep --vary gpus=8..64 --vary sharding=full_shard,hybrid_shard scenarios/seed-7b-64gpu-25gbe.yaml\n"
@@ -76,7 +80,7 @@ const char gs_cmd_sweep_help[] =
 
 static const char usage[] =
     "gridstep sweep --vary KEY=V1,V2,...|A..B [--vary ...] [--csv|--json] [--out FILE] [--shard I/N] "
-    "[--plot FILE.png|FILE.svg] [--mode analytic|flow] [--exact] [--threads N] SCENARIO.yaml";
+    "[--plot FILE.png|FILE.svg] [--mode analytic|flow] [--exact] [--threads N] [--quiet] SCENARIO.yaml";
 
 typedef enum row_status { ROW_OK, ROW_ILLEGAL, ROW_NO_FIT, ROW_ERROR } row_status;
 
@@ -376,7 +380,8 @@ typedef struct sweep_pool {
     sweep_row *rows;
     uint64_t nrows;          /* this shard's points */
     uint64_t shard_i, shard_n;
-    int sharded, tty;
+    int sharded;
+    gs_progress *prog;       /* points done of this shard's */
     pthread_mutex_t lock;
     uint64_t next, done;
     gs_status rc;            /* the first failure (out of memory only) */
@@ -400,11 +405,9 @@ static void *pool_worker(void *arg)
             w->rc = st;
             w->err = e;
         }
-        w->done++;
-        if (w->tty)
-            fprintf(stderr, "\rgridstep sweep: %" PRIu64 " of %" PRIu64 " points simulated%s", w->done, w->nrows,
-                    w->sharded ? " in this shard" : "");
+        uint64_t done = ++w->done;
         pthread_mutex_unlock(&w->lock);
+        gs_progress_update(w->prog, done, w->nrows, NULL);
     }
 }
 
@@ -420,8 +423,6 @@ static gs_status run_pool(sweep_pool *w, int threads, gs_error *err)
     pool_worker(w);
     for (int i = 0; i < started; i++)
         pthread_join(tid[i], NULL);
-    if (w->tty)
-        fputc('\n', stderr);
     if (w->rc != GS_OK)
         return gs_error_set(err, w->rc, "%s", w->err.msg);
     return GS_OK;
@@ -435,18 +436,18 @@ static gs_status run_pool(sweep_pool *w, int threads, gs_error *err)
 static gs_status sweep_run(int argc, char **argv, const gs_mpi_split *sp, const char **out_path_ret, char **piece,
                            size_t *piece_len, gs_error *err)
 {
-    enum { O_VARY = 256, O_CSV, O_JSON, O_OUT, O_SHARD, O_PLOT, O_MODE, O_EXACT, O_THREADS };
+    enum { O_VARY = 256, O_CSV, O_JSON, O_OUT, O_SHARD, O_PLOT, O_MODE, O_EXACT, O_THREADS, O_QUIET };
     static const struct option opts[] = {
         {"vary", required_argument, NULL, O_VARY}, {"csv", no_argument, NULL, O_CSV},
         {"json", no_argument, NULL, O_JSON},       {"out", required_argument, NULL, O_OUT},
         {"shard", required_argument, NULL, O_SHARD}, {"plot", required_argument, NULL, O_PLOT},
         {"mode", required_argument, NULL, O_MODE}, {"exact", no_argument, NULL, O_EXACT},
-        {"threads", required_argument, NULL, O_THREADS}, {NULL, 0, NULL, 0},
+        {"threads", required_argument, NULL, O_THREADS}, {"quiet", no_argument, NULL, O_QUIET}, {NULL, 0, NULL, 0},
     };
     gs_sweep sw;
     gs_sweep_init(&sw);
     gs_backend_opts bo = {0, NULL, NULL};
-    int json = 0, exact = 0, c, sharded = 0, threads = 2;
+    int json = 0, exact = 0, c, sharded = 0, threads = 2, quiet = 0;
     uint64_t shard_i = 0, shard_n = 1;
     const char *out_path = NULL, *plot_path = NULL;
     gs_plot plot;
@@ -475,6 +476,7 @@ static gs_status sweep_run(int argc, char **argv, const gs_mpi_split *sp, const 
                                   usage);
             break;
         case O_EXACT: exact = 1; break;
+        case O_QUIET: quiet = 1; break;
         case O_THREADS: {
             uint64_t v;
             if (gs_parse_count(optarg, &v) != 0 || v < 1 || v > 64)
@@ -537,9 +539,15 @@ static gs_status sweep_run(int argc, char **argv, const gs_mpi_split *sp, const 
         rc = gs_error_set(err, GS_ERR_IO, "%s: cannot write: %s", out_path, strerror(errno));
         goto out;
     }
-    sweep_pool pool = {&base, &sw, exact, &bo, rows, mine, shard_i, shard_n, sharded, isatty(STDERR_FILENO),
+    /* under mpirun the first rank reports its shard's progress for all */
+    gs_progress prog;
+    gs_progress_init(&prog, sharded ? "gridstep sweep (this shard)" : "gridstep sweep", "points",
+                     !quiet && (!split || sp->rank == 0));
+    sweep_pool pool = {&base, &sw, exact, &bo, rows, mine, shard_i, shard_n, sharded, &prog,
                        PTHREAD_MUTEX_INITIALIZER, 0, 0, GS_OK, {GS_OK, ""}};
-    if ((rc = run_pool(&pool, threads, err)) != GS_OK)
+    rc = run_pool(&pool, threads, err);
+    gs_progress_end(&prog);
+    if (rc != GS_OK)
         goto out;
     nrows = (size_t)mine;
     char fixed[512];
