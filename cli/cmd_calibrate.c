@@ -116,7 +116,7 @@ const char gs_cmd_calibrate_help[] =
     "  gridstep compare --calib host.json tests/calib/b-dp4.yaml\n"
     "  GRIDSTEP_CUDA_GEMM=tf32 gridstep calibrate --driver cuda --out gpu.json scenarios/llama2-7b-8l-1xh200.yaml\n"
     "  GRIDSTEP_CUDA_GEMM=tf32 gridstep compare --driver cuda --calib gpu.json scenarios/llama2-7b-8l-1xh200.yaml\n"
-    "  mpirun -np 16 --map-by ppr:8:node gridstep calibrate --driver cuda --out cluster.json S.yaml\n";
+    "  mpirun -np 16 --map-by ppr:8:node gridstep calibrate --driver cuda --out cluster.json scenarios/llama2-7b-8l-1xh200.yaml\n";
 
 static const char usage[] =
     "gridstep calibrate [--driver host|cuda] [--events] [--out FILE] [--quick] [--warm] [--plot PREFIX] [SCENARIO.yaml]";
@@ -302,7 +302,7 @@ static int allowed_cpu(size_t slot)
  * single-thread kernel measurements and the concurrency test's thread 0 run on the same CPU, so
  * ratio(k) is taken against the CPU the GEMM fit was measured on. Unpinned, the fit could come
  * from a fast vCPU and the ratio's one-thread reference from a slow one, and the difference
- * between them (a quarter on the development VM, which one changing over minutes) would be
+ * between them (a quarter on a 2-vCPU cloud VM, which one changing over minutes) would be
  * missed both ways. */
 static int pin_self(size_t slot)
 {
@@ -810,7 +810,7 @@ static void *conc_main(void *arg)
 
 /* One round: pass_s[k - 1] = the slowest of k threads started together (each one's median CPU
  * time per pass), for k = 1 .. kmax. The slowest, not the mean: ranks meet at every collective,
- * so a step runs at its slowest rank's pace, and the cores are not equal (on the development VM
+ * so a step runs at its slowest rank's pace, and the cores are not equal (on a 2-vCPU cloud VM
  * one vCPU ran the same GEMMs 20-25% slower than the other, pinned with taskset, and which one
  * changed over minutes). */
 static gs_status conc_round(cal *c, uint64_t kmax, double *pass_s, gs_error *err)

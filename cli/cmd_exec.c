@@ -450,7 +450,7 @@ static json_t *processes_json(const gs_mpi_exec *mx)
 /* ---- Ctrl-C and SIGTERM ---------------------------------------------------------------------------
  * The handler only records the signal. SIGINT and SIGTERM are blocked in every thread but a
  * watcher, which turns
- * the flag into an abort of the session (so a long step's waits return at once); the step loop
+ * the flag into an abort of the exec session (so a long step's waits return at once); the step loop
  * checks the flag between steps. Checkpoint writes happen on the main thread, which never takes
  * the signal, so a save is never cut short: it completes or fails as a whole. */
 
