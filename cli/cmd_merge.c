@@ -35,9 +35,9 @@ const char gs_cmd_merge_help[] =
     "               the merged rows\n"
     "\n"
     "examples:\n"
-    "  for i in 0 1 2; do gridstep sweep --vary gpus=8..64 --shard $i/3 --out p$i.csv S.yaml; done\n"
+    "  for i in 0 1 2; do gridstep sweep --vary gpus=8..64 --shard $i/3 --out p$i.csv scenarios/tiny-llama-2x2x2.yaml; done\n"
     "  gridstep merge p0.csv p1.csv p2.csv > sweep.csv\n"
-    "  for i in 0 1; do gridstep plan S.yaml --json --shard $i/2 > plan$i.json; done\n"
+    "  for i in 0 1; do gridstep plan scenarios/tiny-llama-2x2x2.yaml --json --shard $i/2 > plan$i.json; done\n"
     "  gridstep merge plan0.json plan1.json\n";
 
 static const char usage[] = "gridstep merge [--out FILE] [--plot FILE.png|FILE.svg] PIECE...";

@@ -74,9 +74,9 @@ const char gs_cmd_sweep_help[] =
     "examples:\n"
     "  gridstep sweep --vary gpus=8..64 --vary sharding=full_shard,hybrid_shard scenarios/seed-7b-64gpu-25gbe.yaml\n"
     "  gridstep sweep --vary nic_gbps=25,100,200,400 --plot nic.png scenarios/seed-70b-64xa100.yaml\n"
-    "  for i in 0 1 2; do gridstep sweep --vary micro=1,2,4 --shard $i/3 --out part$i.csv S.yaml; done\n"
+    "  for i in 0 1 2; do gridstep sweep --vary micro=1,2,4 --shard $i/3 --out part$i.csv scenarios/tiny-llama-2x2x2.yaml; done\n"
     "  gridstep merge part0.csv part1.csv part2.csv > all.csv\n"
-    "  mpirun -np 3 gridstep sweep --vary micro=1,2,4 S.yaml > all.csv\n";
+    "  mpirun -np 3 gridstep sweep --vary micro=1,2,4 scenarios/tiny-llama-2x2x2.yaml > all.csv\n";
 
 static const char usage[] =
     "gridstep sweep --vary KEY=V1,V2,...|A..B [--vary ...] [--csv|--json] [--out FILE] [--shard I/N] "
