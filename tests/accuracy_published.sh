@@ -19,8 +19,6 @@ hold=
 # shellcheck disable=SC2086
 "$GRIDSTEP" validate $hold --csv-file "$tmp/runs.csv" "$dir" >"$tmp/table.txt" 2>"$tmp/err" || { cat "$tmp/err"; exit 1; }
 
-echo "### Published runs"
-echo
 echo "\`gridstep validate $hold scenarios/published\`: $(grep -c '' "$tmp/runs.csv" | awk '{print $1 - 1}') runs"
 echo "from $(cut -d, -f2 "$tmp/runs.csv" | sed 1d | sort -u | wc -l) sources. Error = (predicted - published) / published on"
 echo "each source's own metric (tokens/s per GPU, TFLOP/s or MFU under the source's FLOP formula, or"
