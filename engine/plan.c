@@ -410,7 +410,7 @@ gs_status gs_plan_simulate(const gs_scenario *s, const gs_mesh *mesh, gs_plan_ev
     out->mfu = step > 0 && r2.peak_flops > 0 ? model_flops / (step * world * r2.peak_flops) : 0;
     out->hfu = step > 0 && r2.peak_flops > 0 ? hw_flops / (step * world * r2.peak_flops) : 0;
     out->comm_share = step > 0 ? comm_time / step : 0;
-    out->bubble_share = step > 0 ? idle_time / step : 0;
+    out->bubble_share = step > 0 && idle_time > 0 ? idle_time / step : 0; /* extrapolated: no -0.0 */
     out->compute_s = GS_EXTRA(r1.compute_s, r2.compute_s);
     for (int d = 0; d < GS_DIM_COUNT; d++) {
         out->comm_s[d] = GS_EXTRA(r1.comm_s[d], r2.comm_s[d]);
