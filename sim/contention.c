@@ -8,12 +8,19 @@
 #include "sim/collective.h"
 
 /* 1 for a group of one; otherwise gs_compute_overlap_factor of the group's traffic (none while
- * waiting) and its channels (none on the copy engines). */
+ * waiting) and its channels (a calibration's flat factor when it has one). 1 on the copy engines:
+ * Transformer Engine's userbuffers overlap each
+ * exchange with the GEMM that consumes or produces it, a compute-bound kernel whose SMs the copy
+ * engines leave alone and whose HBM traffic they do not saturate. */
 static double group_factor(const gs_compute_model *cm, const gs_topo *t, const gs_coll_shape *sh, int p2p,
                            int waiting, int copy_engine)
 {
     const uint64_t bytes = 256ull << 20;
     if (sh->nranks < 2)
+        return 1.0;
+    if (!(cm->overlap_hbm_per_byte > 0.0))
+        return cm->overlap_slowdown; /* a calibration's measured factor, whatever runs the copies */
+    if (copy_engine)
         return 1.0;
     if (p2p) {
         double tm = gs_p2p_time(t, sh->nnodes < 2, bytes);
@@ -21,7 +28,7 @@ static double group_factor(const gs_compute_model *cm, const gs_topo *t, const g
     }
     gs_coll_cost cost;
     double busbw = gs_coll_estimate(t, GS_COLL_ALLGATHER, sh, bytes, GS_ALGO_COUNT, &cost) == GS_OK ? cost.busbw : 0.0;
-    return gs_compute_overlap_factor(cm, waiting ? 0.0 : busbw, copy_engine ? 0 : gs_coll_channels(t, sh));
+    return gs_compute_overlap_factor(cm, waiting ? 0.0 : busbw, gs_coll_channels(t, sh));
 }
 
 void gs_contention_streams(const gs_compute_model *cm, const gs_topo *t, int copy_engine_tp,

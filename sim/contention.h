@@ -15,7 +15,7 @@
  * intra-node shard group and the replicas; the largest factor), the TP stream the TP group, the
  * PP stream its sends; 1 for the compute stream and for groups of one rank. copy_engine_tp: the
  * TP exchanges are Transformer Engine's userbuffers (tp_comm_overlap), whose peer copies run on
- * the copy engines and hold no SMs. shape is indexed by gs_group_kind. */
+ * the copy engines beside compute-bound GEMMs: 1. shape is indexed by gs_group_kind. */
 void gs_contention_streams(const gs_compute_model *cm, const gs_topo *t, int copy_engine_tp,
                            const gs_coll_shape shape[GS_GROUP_KIND_COUNT], double moving[GS_STREAM_COUNT],
                            double waiting[GS_STREAM_COUNT]);
