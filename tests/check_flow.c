@@ -383,9 +383,10 @@ START_TEST(test_no_overlap_equals_analytic)
 END_TEST
 
 /* DP 8 x TP 2 on 2 pcie-a100-25gbe nodes: the two DP groups (TP rank 0 and TP rank 1) both
- * cross the one 25 GbE NIC of each node at the same time. Analytic mode gives each the whole
- * NIC; flow mode halves it while they overlap, so DP communication takes clearly longer (up to
- * 2x; more than 1.3x, as the groups' calls do not overlap perfectly) and the step is slower. */
+ * cross the one 25 GbE NIC of each node at the same time. Flow mode halves the NIC between them
+ * while they overlap; analytic mode gives each group its half from the start (the groups are
+ * siblings on the node, gs__nic_share), so the two agree within the part of the calls that do
+ * not overlap (within 10%). */
 START_TEST(test_dp_groups_share_nic)
 {
     const char *y = SEED7B "cluster: {preset: pcie-a100-25gbe, nodes: 2}\ngrid: {dp: 8, tp: 2}\n"
@@ -394,8 +395,7 @@ START_TEST(test_dp_groups_share_nic)
     simulate(y, 1, 0, &a, NULL);
     simulate(y, 1, 1, &f, NULL);
     double r = f.comm_s[GS_DIM_DP] / a.comm_s[GS_DIM_DP];
-    ck_assert_msg(r > 1.3 && r <= 2.05, "DP comm flow / analytic = %g", r);
-    ck_assert(f.step_time_s > a.step_time_s);
+    ck_assert_msg(r > 0.9 && r <= 1.1, "DP comm flow / analytic = %g", r);
     gs_report_fini(&a);
     gs_report_fini(&f);
 }
@@ -405,11 +405,12 @@ END_TEST
  * pcie-a100-25gbe nodes given 4 GPUs each: node 0 holds TP group 0-3, and DP group i is
  * {i, 4 + i}, so k = 4 identical DP groups (SHARD_GRAD_OP gathers and reduce-scatters, all issued
  * at the same points of the step) cross each node's one 25 GbE NIC together. A DP call alone
- * fills the NIC (a 2-rank ring across 2 nodes is NIC-bound), so four at once each get 1/4 of it:
- * by hand, DP communication takes k = 4 x analytic's (3.9 .. 4.05: the latency part does not
- * grow), and the step grows with it. The class path simulates rank 0 alone (class of 8); its
- * flows count the 3 other groups' copies on the NIC, so its step matches the exact path's,
- * which simulates all 8 ranks and their 4 groups, within 2%. */
+ * fills the NIC (a 2-rank ring across 2 nodes is NIC-bound), so four at once each get 1/4 of it.
+ * Analytic mode charges each group its quarter (4 siblings on one NIC, gs__nic_share); the flows
+ * find the same share: DP communication within 5% of analytic's on both paths. The class path
+ * simulates rank 0 alone (class of 8); its flows count the 3 other groups' copies on the NIC, so
+ * its step matches the exact path's, which simulates all 8 ranks and their 4 groups, within 2%.
+ * By hand the analytic DP time is at least 4 x a lone group's NIC-bound bytes / (NIC rate). */
 START_TEST(test_class_path_shared_nic)
 {
     const char *y = SEED7B "cluster: {preset: pcie-a100-25gbe, nodes: 2, gpus_per_node: 4}\ngrid: {dp: 2, tp: 4}\n"
@@ -420,11 +421,9 @@ START_TEST(test_class_path_shared_nic)
     simulate(y, 1, 1, &ef, NULL);
     ck_assert_msg(NEAR(cf.step_time_s, ef.step_time_s, 0.02), "class flow %g s vs exact flow %g s", cf.step_time_s,
                   ef.step_time_s);
-    ck_assert_msg(cf.step_time_s > a.step_time_s && ef.step_time_s > a.step_time_s, "analytic %g s",
-                  a.step_time_s);
     double rc = cf.comm_s[GS_DIM_DP] / a.comm_s[GS_DIM_DP], re = ef.comm_s[GS_DIM_DP] / a.comm_s[GS_DIM_DP];
-    ck_assert_msg(rc > 3.9 && rc < 4.05, "class path DP comm flow / analytic = %g", rc);
-    ck_assert_msg(re > 3.9 && re < 4.05, "exact path DP comm flow / analytic = %g", re);
+    ck_assert_msg(rc > 0.95 && rc < 1.05, "class path DP comm flow / analytic = %g", rc);
+    ck_assert_msg(re > 0.95 && re < 1.05, "exact path DP comm flow / analytic = %g", re);
     gs_report_fini(&a);
     gs_report_fini(&cf);
     gs_report_fini(&ef);
