@@ -305,6 +305,9 @@ static gs_status enumerate(search *x, gs_error *err)
                                     /* the base's kernels: the framework's, not the grid's choice */
                                     c.st.flash_attention = x->base->strategy.flash_attention;
                                     c.st.cross_entropy = x->base->strategy.cross_entropy;
+                                    c.st.framework = x->base->strategy.framework;
+                                    c.st.compile = x->base->strategy.compile;
+                                    c.st.attention = x->base->strategy.attention;
                                     c.st.sharding = (gs_sharding)sh;
                                     c.st.reshard_after_forward = gs_sharding_shards_params(c.st.sharding);
                                     c.st.recompute = (gs_recompute)r;
@@ -1032,7 +1035,11 @@ gs_status gs_plan_run(const gs_scenario *base, const gs_plan_opts *o, gs_plan **
         return gs_error_set(err, GS_ERR_INPUT, "plan: no evaluator");
     search x;
     memset(&x, 0, sizeof x);
-    x.base = base;
+    /* every candidate runs under the base's framework: varying the sharding must not swap eager
+     * kernels for fused ones behind the user's back (AUTO resolves from the base's sharding) */
+    gs_scenario pinned = *base;
+    pinned.strategy.framework = gs_framework_resolve(base->strategy.framework, (int)base->strategy.sharding);
+    x.base = &pinned;
     x.o = o;
     gs_plan *p = NULL;
     size_t *items = NULL;

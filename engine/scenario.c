@@ -983,6 +983,9 @@ static gs_status load_strategy(const gs__yaml_loader *l, const yaml_node_t *v, g
         s->attention = (gs_attn_impl)e;
         if ((st = opt_bool(l, v, sec, "compile", &s->compile, NULL)))
             return st;
+        /* AUTO is resolved once, from the file's sharding: a plan, sweep or diagnose fix that
+         * changes the sharding keeps the framework */
+        s->framework = gs_framework_resolve(s->framework, (int)s->sharding);
     }
     yaml_node_t *wrap = gs__yaml_lookup(l, v, "wrap", NULL);
     if (wrap && (st = load_wrap(l, wrap, s)) != GS_OK)

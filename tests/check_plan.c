@@ -252,15 +252,12 @@ END_TEST
 
 /* Acceptance: 7B (the seed's nominal 7e9, 32 layers, hidden 4096, seq 4096) on 8 A100 80GB,
  * global batch 2 x 8. The seed's pick is (DP8, PP1, TP1) FULL_SHARD with full recompute. The
- * search agrees on the grid, (dp 8, pp 1, tp 1), and on no pipeline and no TP; it ranks
- * SHARD_GRAD_OP without recompute first (837 ms per step, 76.0% MFU, when written) ahead of
- * FULL_SHARD without recompute (855 ms, +2.2%, 74.3% MFU): both fit (46.0 vs 32.7 GB of 80),
- * and FULL_SHARD re-gathers every layer's parameters in backward; on NVLink the all-gathers hide
- * behind compute, but compute runs 10% slower while communication overlaps it (the sim's overlap
- * slowdown), which costs FULL_SHARD about 18 ms of compute. Recompute is off because it fits:
- * full recompute adds a forward per layer (~1/3 more compute) for memory this node does not
- * need. So: assert the grid, that the winner is SHARD_GRAD_OP, and that FULL_SHARD on the same
- * grid is within 3% of it. */
+ * search agrees on the grid, (dp 8, pp 1, tp 1), and on no pipeline and no TP; under the
+ * scenario's framework (PyTorch FSDP1, from its default sharding) every sharding on that grid
+ * comes within about 2% (1.92-1.94 s when written: on NVLink the gathers and reductions hide
+ * behind compute), FULL_SHARD among the first with the most headroom. Recompute is off because
+ * it fits: full recompute adds a forward per layer (~1/3 more compute) for memory this node does
+ * not need. */
 START_TEST(test_acceptance_7b_8)
 {
     gs_scenario s;
@@ -272,7 +269,8 @@ START_TEST(test_acceptance_7b_8)
     ck_assert_uint_eq(w->dp, 8);
     ck_assert_uint_eq(w->pp, 1);
     ck_assert_uint_eq(w->tp, 1);
-    ck_assert_int_eq(w->strategy.sharding, GS_SHARD_GRAD_OP);
+    ck_assert_int_eq(w->strategy.recompute, GS_RECOMPUTE_NONE);
+    ck_assert_int_eq(w->strategy.framework, GS_FW_FSDP1); /* the base's, for every candidate */
     const gs_plan_candidate *fs = NULL;
     for (size_t i = 0; i < p->ncands && !fs; i++)
         if (p->cands[i].dp == 8 && p->cands[i].strategy.sharding == GS_SHARD_FULL_SHARD)
@@ -280,7 +278,7 @@ START_TEST(test_acceptance_7b_8)
     ck_assert_ptr_nonnull(fs);
     ck_assert_msg(fs->step_time_s <= 1.03 * w->step_time_s, "full_shard %.4f s vs winner %.4f s", fs->step_time_s,
                   w->step_time_s);
-    ck_assert(fs->peak_bytes < w->peak_bytes); /* FULL_SHARD keeps more headroom */
+    ck_assert(fs->peak_bytes <= w->peak_bytes); /* FULL_SHARD keeps the most headroom */
     gs_plan_destroy(p);
 }
 END_TEST
