@@ -102,6 +102,10 @@ const char gs_cmd_exec_help[] =
     "  --save-full FILE after the last step, write the full parameters (gathered from every rank,\n"
     "                   DP replicas once) as one plain safetensors file with HF Llama names\n"
     "                   (atomic: FILE is the old file or the new one)\n"
+    "  --force          let --save replace a DIR that is not a gridstep checkpoint (moved aside to\n"
+    "                   DIR.replaced-PID, nothing deleted) and --save-full a FILE gridstep did not\n"
+    "                   write; without it both are refused (exit 2). Save targets are checked\n"
+    "                   before the first step: replaceable, parent writable, estimated size free\n"
     "  --fail-event E --fail-rank R\n"
     "                   test hook: event E (as `gridstep schedule --format list` names it) fails\n"
     "                   on rank R\n"
@@ -183,7 +187,7 @@ const char gs_cmd_compare_help[] =
 
 const char gs_cmd_exec_usage[] =
     "gridstep exec [--driver host|cuda] [--steps N] [--seed S] [--lr X] [--adam-eps X] [--timeout S] [--json] "
-    "[--trace FILE] [--load DIR] [--save DIR [--save-every N]] [--save-full FILE] SCENARIO.yaml";
+    "[--trace FILE] [--load DIR] [--save DIR [--save-every N]] [--save-full FILE] [--force] SCENARIO.yaml";
 const char gs_cmd_compare_usage[] =
     "gridstep compare [--driver host|cuda] [--steps N] [--calib FILE] [--mode analytic|flow] [--json] SCENARIO.yaml";
 
@@ -295,6 +299,7 @@ static gs_status parse(int argc, char **argv, int compare, run_args *a, gs_error
         {"load", required_argument, NULL, 'L'},       {"calib", required_argument, NULL, 'C'},
         {"adam-eps", required_argument, NULL, 'A'},   {"save-every", required_argument, NULL, 'E'},
         {"save-full", required_argument, NULL, 'U'}, {"mode", required_argument, NULL, 'M'},
+        {"force", no_argument, NULL, 'f'},
         {NULL, 0, NULL, 0},
     };
     const char *usage = compare ? gs_cmd_compare_usage : gs_cmd_exec_usage;
@@ -339,6 +344,11 @@ static gs_status parse(int argc, char **argv, int compare, run_args *a, gs_error
                 goto bad;
             a->save_full = optarg;
             break;
+        case 'f':
+            if (compare)
+                goto bad;
+            a->o.ckpt_force = 1;
+            break;
         case 'l':
             if ((rc = parse_pos("--lr", optarg, &x, err)) == GS_OK)
                 a->o.train.lr = (float)x;
@@ -376,6 +386,10 @@ static gs_status parse(int argc, char **argv, int compare, run_args *a, gs_error
         return rc;
     if (a->save_every && !a->save)
         return gs_error_set(err, GS_ERR_INPUT, "--save-every needs --save DIR\nusage: %s", usage);
+    a->o.check_save = a->save; /* checked before the first step */
+    a->o.check_save_full = a->save_full;
+    if (a->o.ckpt_force && !a->save && !a->save_full)
+        return gs_error_set(err, GS_ERR_INPUT, "--force needs --save DIR or --save-full FILE\nusage: %s", usage);
     if (!compare && (rc = parse_fault(getenv("GRIDSTEP_FAULT"), &a->o, err)) != GS_OK)
         return rc;
     if ((rc = gs_driver_load(a->driver, &a->o.driver, err)) != GS_OK)

@@ -14,6 +14,7 @@
 #include <unistd.h>
 
 #include "exec/atomic_file.h"
+#include "exec/ckpt_own.h"
 #include "exec/crc32.h"
 #include "exec/safetensors.h"
 
@@ -81,16 +82,9 @@ static char *path_join(const char *dir, const char *name)
     return str_printf("%s/%s", dir, name);
 }
 
-/* A copy of dir without trailing slashes ("/" stays "/"). */
 static char *dir_normalise(const char *dir)
 {
-    char *d = strdup(dir);
-    if (!d)
-        return NULL;
-    size_t n = strlen(d);
-    while (n > 1 && d[n - 1] == '/')
-        d[--n] = '\0';
-    return d;
+    return gs_ckpt_dir_normalise(dir);
 }
 
 /* ---- the writer ----------------------------------------------------------------------------- */
@@ -123,78 +117,15 @@ struct gs_ckpt_writer {
     void *hook_arg;
     int committed;
     int attached; /* 1: tmp_dir is another process's (gs_ckpt_writer_attach) */
+    int force;    /* 1: a DIR that is not a checkpoint is moved aside (never deleted) */
+    char *displaced; /* where a forced save moved such a DIR (owned), or NULL */
+    char run[384];   /* this save's identity, written into its marker */
 };
 
 static void call_hook(const gs_ckpt_writer *w, const char *phase, const char *path)
 {
     if (w->hook)
         w->hook(phase, path, w->hook_arg);
-}
-
-/* Removes PATH.tmp-PID directories and files whose process no longer exists (a crashed save). */
-static gs_status remove_stale_temporaries(const char *dir, gs_error *err)
-{
-    gs_status st = GS_OK;
-    char *parent = NULL, *path = NULL;
-    const char *slash = strrchr(dir, '/');
-    const char *base = slash ? slash + 1 : dir;
-    parent = slash ? (slash == dir ? strdup("/") : strndup(dir, (size_t)(slash - dir))) : strdup(".");
-    if (!parent)
-        return gs_error_set(err, GS_ERR_NOMEM, "checkpoint %s: out of memory", dir);
-    DIR *d = opendir(parent);
-    if (!d)
-        goto out; /* nothing to clean; mkdir will report a missing parent */
-    size_t blen = strlen(base);
-    struct dirent *e;
-    while ((e = readdir(d)) != NULL) {
-        if (strncmp(e->d_name, base, blen) != 0 || strncmp(e->d_name + blen, ".tmp-", 5) != 0)
-            continue;
-        const char *digits = e->d_name + blen + 5;
-        char *end;
-        long pid = strtol(digits, &end, 10);
-        if (*digits == '\0' || *end != '\0' || pid <= 0 || pid == (long)getpid())
-            continue;
-        if (kill((pid_t)pid, 0) == 0 || errno != ESRCH)
-            continue; /* that process may still be saving */
-        free(path);
-        path = path_join(parent, e->d_name);
-        if (!path) {
-            st = gs_error_set(err, GS_ERR_NOMEM, "checkpoint %s: out of memory", dir);
-            break;
-        }
-        struct stat sb;
-        if (lstat(path, &sb) != 0)
-            continue;
-        if (S_ISDIR(sb.st_mode)) {
-            st = gs_remove_flat_dir(path, err);
-        } else if (unlink(path) != 0 && errno != ENOENT) {
-            st = gs_error_set(err, GS_ERR_IO, "checkpoint %s: cannot remove %s: %s", dir, path, strerror(errno));
-        }
-        if (st != GS_OK)
-            break;
-    }
-    closedir(d);
-out:
-    free(path);
-    free(parent);
-    return st;
-}
-
-/* Step 0 of the protocol: put a previous checkpoint back where a crash mid-swap left it. */
-static gs_status recover_swap(const char *dir, const char *old_dir, gs_error *err)
-{
-    int have_dir = gs_path_exists(dir, err), have_old = gs_path_exists(old_dir, err);
-    if (have_dir < 0 || have_old < 0)
-        return GS_ERR_IO;
-    if (!have_old)
-        return GS_OK;
-    if (have_dir) {
-        gs_status st = gs_remove_flat_dir(old_dir, err);
-        return st != GS_OK ? st : gs_fsync_parent(dir, err);
-    }
-    if (rename(old_dir, dir) != 0)
-        return gs_error_set(err, GS_ERR_IO, "checkpoint %s: cannot restore %s: %s", dir, old_dir, strerror(errno));
-    return gs_fsync_parent(dir, err);
 }
 
 /* A writer's common state for DIR: its normalised name, DIR.old, the metadata and the per-rank
@@ -232,32 +163,81 @@ out:
     return st;
 }
 
+/* What may be at DIR and DIR.old when a save starts or swaps: DIR absent or a checkpoint (or,
+ * forced, anything: it is moved aside); DIR.old absent, empty, or a save's (a marker for DIR). */
+static gs_status check_swap_targets(const gs_ckpt_writer *w, gs_ckpt_found *found, gs_error *err)
+{
+    char why[600];
+    gs_ckpt_found found_old;
+    gs_status st = gs_ckpt_classify(w->dir, found, why, sizeof why, err);
+    if (st != GS_OK)
+        return st;
+    if (*found == GS_CKPT_FOREIGN && !w->force)
+        return gs_error_set(err, GS_ERR_INPUT,
+                            "checkpoint %s: it exists and is not a gridstep checkpoint (%s); refusing to replace it "
+                            "(--force moves it aside to %s.replaced-PID, deleting nothing)",
+                            w->dir, why, w->dir);
+    if (*found != GS_CKPT_OURS)
+        return GS_OK;
+    if ((st = gs_ckpt_classify(w->old_dir, &found_old, why, sizeof why, err)) != GS_OK)
+        return st;
+    if (found_old != GS_CKPT_ABSENT && !gs_ckpt_marker_read(w->old_dir, gs_ckpt_base_of(w->dir), NULL)) {
+        struct stat sb;
+        int empty_dir = lstat(w->old_dir, &sb) == 0 && S_ISDIR(sb.st_mode) && rmdir(w->old_dir) == 0;
+        if (!empty_dir) /* rmdir removes only an empty directory: nothing lost */
+            return gs_error_set(err, GS_ERR_INPUT,
+                                "checkpoint %s: %s exists and no save retired it there (it has no %s marker naming "
+                                "%s); the previous checkpoint is moved there during a save: move it away",
+                                w->dir, w->old_dir, GS_CKPT_MARKER, gs_ckpt_base_of(w->dir));
+    }
+    return GS_OK;
+}
+
 gs_status gs_ckpt_writer_create(gs_ckpt_writer **out, const char *dir, const gs_ckpt_meta *meta, int world,
                                 gs_error *err)
+{
+    return gs_ckpt_writer_create_forced(out, dir, meta, world, 0, err);
+}
+
+gs_status gs_ckpt_writer_create_forced(gs_ckpt_writer **out, const char *dir, const gs_ckpt_meta *meta, int world,
+                                       int force, gs_error *err)
 {
     gs_ckpt_writer *w = NULL;
     gs_status st = writer_new(&w, dir, NULL, meta, world, err);
     *out = NULL;
     if (st != GS_OK)
         return st;
-    st = recover_swap(w->dir, w->old_dir, err);
+    w->force = force;
+    gs_ckpt_run_id(w->run, sizeof w->run);
+    gs_ckpt_found found;
+    st = gs_ckpt_recover(w->dir, err);
     if (st == GS_OK)
-        st = remove_stale_temporaries(w->dir, err);
-    if (st == GS_OK)
-        st = gs_remove_flat_dir(w->tmp_dir, err); /* a failed save of this process */
+        st = check_swap_targets(w, &found, err);
+    if (st == GS_OK && gs_ckpt_marker_read(w->tmp_dir, gs_ckpt_base_of(w->dir), NULL))
+        st = gs_ckpt_remove_owned(w->tmp_dir, NULL, err); /* a failed save of an earlier process of this PID */
     if (st != GS_OK)
         goto out;
     if (mkdir(w->tmp_dir, 0777) != 0) {
-        st = gs_error_set(err, GS_ERR_IO, "checkpoint %s: cannot create %s: %s", w->dir, w->tmp_dir, strerror(errno));
+        st = gs_error_set(err, errno == EEXIST ? GS_ERR_INPUT : GS_ERR_IO, "checkpoint %s: cannot create %s: %s%s",
+                          w->dir, w->tmp_dir, strerror(errno),
+                          errno == EEXIST ? " (and it is not a save's: move it away)" : "");
         free(w->tmp_dir); /* not ours: do not remove it in destroy */
         w->tmp_dir = NULL;
         goto out;
     }
-    *out = w;
+    /* from here on the directory says whose it is; killed before this, it is empty and rmdir'able */
+    st = gs_ckpt_marker_write(w->tmp_dir, gs_ckpt_base_of(w->dir), w->run, err);
+    if (st == GS_OK)
+        *out = w;
 out:
     if (st != GS_OK)
         gs_ckpt_writer_destroy(w);
     return st;
+}
+
+const char *gs_ckpt_writer_displaced(const gs_ckpt_writer *w)
+{
+    return w->displaced;
 }
 
 void gs_ckpt_writer_set_hook(gs_ckpt_writer *w, gs_ckpt_hook hook, void *arg)
@@ -281,13 +261,14 @@ void gs_ckpt_writer_destroy(gs_ckpt_writer *w)
     if (!w)
         return;
     if (!w->committed && !w->attached && w->tmp_dir)
-        gs_remove_flat_dir(w->tmp_dir, NULL);
+        gs_ckpt_remove_owned(w->tmp_dir, NULL, NULL);
     for (int r = 0; w->ranks && r < w->world; r++)
         saved_rank_fini(&w->ranks[r]);
     free(w->ranks);
     free(w->dir);
     free(w->tmp_dir);
     free(w->old_dir);
+    free(w->displaced);
     free(w->scenario_copy);
     free(w);
 }
@@ -577,6 +558,68 @@ out:
     return st;
 }
 
+/* Moves what is at DIR out of the way: a checkpoint to DIR.old (marked as this save's first, so
+ * that recovery knows it), anything else (forced) to DIR.replaced-PID. *moved: 1 for DIR.old. */
+static gs_status move_aside(gs_ckpt_writer *w, int *retired, gs_error *err)
+{
+    gs_ckpt_found found;
+    gs_status st = check_swap_targets(w, &found, err);
+    *retired = 0;
+    if (st != GS_OK || found == GS_CKPT_ABSENT)
+        return st;
+    const char *to = w->old_dir;
+    if (found == GS_CKPT_FOREIGN) {
+        free(w->displaced);
+        if (!(w->displaced = str_printf("%s.replaced-%ld", w->dir, (long)getpid())))
+            return gs_error_set(err, GS_ERR_NOMEM, "checkpoint %s: out of memory", w->dir);
+        if (gs_path_exists(w->displaced, err) != 0)
+            return gs_error_set(err, GS_ERR_INPUT, "checkpoint %s: cannot move it aside: %s exists", w->dir,
+                                w->displaced);
+        to = w->displaced;
+    } else if ((st = gs_ckpt_marker_write(w->dir, gs_ckpt_base_of(w->dir), w->run, err)) != GS_OK) {
+        return st;
+    }
+    if (rename(w->dir, to) != 0)
+        return gs_error_set(err, GS_ERR_IO, "checkpoint %s: cannot move the previous %s to %s: %s", w->dir,
+                            found == GS_CKPT_OURS ? "checkpoint" : "contents", to, strerror(errno));
+    *retired = found == GS_CKPT_OURS;
+    st = gs_fsync_parent(w->dir, err);
+    if (st == GS_OK)
+        call_hook(w, "old-moved", to);
+    return st;
+}
+
+/* Steps 2-5 of the protocol: the previous DIR aside, the new one in, the previous one removed
+ * (its own files only). */
+static gs_status swap_in(gs_ckpt_writer *w, gs_error *err)
+{
+    int retired = 0;
+    gs_status st = move_aside(w, &retired, err);
+    if (st != GS_OK)
+        return st;
+    if (rename(w->tmp_dir, w->dir) != 0) {
+        st = gs_error_set(err, GS_ERR_IO, "checkpoint %s: cannot rename %s into place: %s", w->dir, w->tmp_dir,
+                          strerror(errno));
+        if (retired)
+            rename(w->old_dir, w->dir); /* put the previous one back; recovery would too */
+        else if (w->displaced)
+            rename(w->displaced, w->dir);
+        return st;
+    }
+    w->committed = 1;
+    if ((st = gs_fsync_parent(w->dir, err)) != GS_OK)
+        return st;
+    call_hook(w, "new-in-place", w->dir);
+    if (retired) {
+        st = gs_ckpt_remove_owned(w->old_dir, NULL, err);
+        if (st == GS_OK)
+            st = gs_fsync_parent(w->dir, err);
+        if (st == GS_OK)
+            call_hook(w, "old-removed", w->old_dir);
+    }
+    return st;
+}
+
 gs_status gs_ckpt_writer_commit(gs_ckpt_writer *w, gs_error *err)
 {
     gs_status st = GS_OK;
@@ -614,43 +657,7 @@ gs_status gs_ckpt_writer_commit(gs_ckpt_writer *w, gs_error *err)
     st = gs_fsync_dir(w->tmp_dir, err);
     if (st != GS_OK)
         goto out;
-    /* steps 2-5 of the protocol */
-    int have_dir = gs_path_exists(w->dir, err);
-    if (have_dir < 0) {
-        st = GS_ERR_IO;
-        goto out;
-    }
-    if (have_dir) {
-        if (rename(w->dir, w->old_dir) != 0) {
-            st = gs_error_set(err, GS_ERR_IO, "checkpoint %s: cannot move the previous checkpoint to %s: %s", w->dir,
-                              w->old_dir, strerror(errno));
-            goto out;
-        }
-        st = gs_fsync_parent(w->dir, err);
-        if (st != GS_OK)
-            goto out;
-        call_hook(w, "old-moved", w->old_dir);
-    }
-    if (rename(w->tmp_dir, w->dir) != 0) {
-        st = gs_error_set(err, GS_ERR_IO, "checkpoint %s: cannot rename %s into place: %s", w->dir, w->tmp_dir,
-                          strerror(errno));
-        if (have_dir)
-            rename(w->old_dir, w->dir); /* put the previous one back; recovery would too */
-        goto out;
-    }
-    w->committed = 1;
-    st = gs_fsync_parent(w->dir, err);
-    if (st != GS_OK)
-        goto out;
-    call_hook(w, "new-in-place", w->dir);
-    if (have_dir) {
-        st = gs_remove_flat_dir(w->old_dir, err);
-        if (st == GS_OK)
-            st = gs_fsync_parent(w->dir, err);
-        if (st != GS_OK)
-            goto out;
-        call_hook(w, "old-removed", w->old_dir);
-    }
+    st = swap_in(w, err);
 out:
     free(ipath);
     json_decref(index);
@@ -1324,7 +1331,9 @@ gs_status gs_ckpt_reader_create(gs_ckpt_reader **out, const char *dir, gs_error 
         goto out;
     }
     gs_ckpt_index_init(&r->index);
-    int have_dir = gs_path_exists(norm, err), have_old = have_dir == 0 ? gs_path_exists(old, err) : 0;
+    /* DIR.old is read only when a save retired it there (its marker names DIR) */
+    int have_dir = gs_path_exists(norm, err);
+    int have_old = have_dir == 0 ? gs_ckpt_marker_read(old, gs_ckpt_base_of(norm), NULL) : 0;
     if (have_dir < 0 || have_old < 0) {
         st = GS_ERR_IO;
         gs_error_prefix(err, "checkpoint %s", dir);
@@ -1605,7 +1614,7 @@ gs_status gs_ckpt_save_full(const char *path, const gs_ckpt_meta *meta, const gs
         {"format", "pt"}, {"gridstep.step", step_s}, {"gridstep.dp", dp_s}, {"gridstep.pp", pp_s},
         {"gridstep.tp", tp_s}, {"gridstep.scenario", meta->scenario ? meta->scenario : ""},
     };
-    st = remove_stale_temporaries(path, err);
+    st = gs_ckpt_remove_stale_full(path, err);
     if (st == GS_OK)
         st = gs_atomic_file_begin(&af, path, err);
     if (st != GS_OK)

@@ -25,6 +25,10 @@ typedef struct gs_exec_opts {
     uint64_t fail_rank;
     gs_fault_kind fail_kind;     /* ... or stalls, or kills the rank there */
     int skip_memory_check;       /* 1: do not compare the need with MemAvailable */
+    int ckpt_force;              /* 1: a save may move aside a DIR that is not a gridstep checkpoint */
+    /* Checkpoint targets checked when the session is created, before any work (exec/ckpt_own.h:
+     * may be replaced, writable, enough free space for the estimated size); NULL: none. */
+    const char *check_save, *check_save_full;
     /* A multi-process run (exec/boot.h): this process plays rank boot->proc only; steps gather
      * what the report, trace and loss need from the other processes, so every process ends a
      * step with the whole run's loss, step time, timings and first error. NULL or one process:
@@ -38,7 +42,8 @@ typedef struct gs_exec_session gs_exec_session;
 
 /* Multi-process (o->boot active): refuses (GS_ERR_INPUT) a launch whose process count is not the
  * scenario's rank count, and agrees with the other processes on the outcome (every process
- * returns the lowest failed process's error).
+ * returns the lowest failed process's error). Refuses (GS_ERR_INPUT) checkpoint targets
+ * (o->check_save, o->check_save_full) a save could not write (checked by process 0).
  * Builds the exact schedule, refuses (GS_ERR_INPUT, with the memory ledger's numbers) a scenario
  * whose ranks together need more memory than /proc/meminfo's MemAvailable, then opens the
  * driver and initializes every rank. */

@@ -9,6 +9,7 @@
 #include "engine/ledger.h"
 #include "engine/units.h"
 #include "exec/checkpoint.h"
+#include "exec/ckpt_own.h"
 #include "exec/exec.h"
 
 struct gs_exec_session {
@@ -236,6 +237,21 @@ static gs_status agree_on_scenario(gs_exec_session *x, const gs_scenario *s, gs_
     return rc;
 }
 
+/* The checkpoint targets of o, before the run spends its time (exec/ckpt_own.h). */
+static gs_status check_save_targets(const gs_scenario *s, const gs_mesh *mesh, const gs_exec_opts *o,
+                                    gs_error *err)
+{
+    uint64_t params = gs_model_params(&s->model);
+    gs_status rc = GS_OK;
+    if (o->check_save)
+        rc = gs_ckpt_check_target(o->check_save, gs_ckpt_estimate_bytes(params, s->model.layers, mesh->world, 1),
+                                  o->ckpt_force, err);
+    if (rc == GS_OK && o->check_save_full)
+        rc = gs_ckpt_check_full_target(o->check_save_full, gs_ckpt_estimate_bytes(params, s->model.layers, 1, 0),
+                                       o->ckpt_force, err);
+    return rc;
+}
+
 gs_status gs_exec_session_create(const gs_scenario *s, const gs_mesh *mesh, const gs_exec_opts *o,
                                  gs_exec_session **out, gs_error *err)
 {
@@ -271,6 +287,8 @@ gs_status gs_exec_session_create(const gs_scenario *s, const gs_mesh *mesh, cons
         x->boot = NULL;
         goto out;
     }
+    if ((!x->boot || x->boot->proc == 0) && (rc = check_save_targets(s, mesh, &x->o, err)) != GS_OK)
+        goto out;
     peaks = calloc(mesh->world ? mesh->world : 1, sizeof *peaks);
     if (!peaks) {
         rc = gs_error_set(err, GS_ERR_NOMEM, "exec: out of memory");
@@ -640,7 +658,7 @@ static gs_status save_here(gs_exec_session *x, const char *dir, gs_error *err)
     if (rc == GS_OK)
         rc = views_init(x, 1, &v, err);
     if (rc == GS_OK)
-        rc = gs_ckpt_writer_create(&w, dir, &meta, (int)v.n, err);
+        rc = gs_ckpt_writer_create_forced(&w, dir, &meta, (int)v.n, x->o.ckpt_force, err);
     if (rc == GS_OK && f.phase) {
         gs_ckpt_writer_set_hook(w, save_fault_hook, &f);
         rc = save_fault_check(&f, dir, err);
@@ -691,7 +709,7 @@ static gs_status save_across(gs_exec_session *x, const char *dir, gs_error *err)
     /* 1. the root recovers DIR and creates the temporary directory */
     if (root) {
         if (rc == GS_OK)
-            rc = gs_ckpt_writer_create(&w, dir, &meta, world, err);
+            rc = gs_ckpt_writer_create_forced(&w, dir, &meta, world, x->o.ckpt_force, err);
         if (rc == GS_OK && f.phase) {
             gs_ckpt_writer_set_hook(w, save_fault_hook, &f);
             rc = save_fault_check(&f, dir, err);

@@ -131,6 +131,53 @@ for kind in stall die; do
     fi
 done
 
+# ---- what a save may replace ----------------------------------------------------------------------
+# A save replaces only a gridstep checkpoint: a directory of the user's files (with a sibling
+# DIR.old) and a regular file are refused before the first step (exit 2, nothing printed on
+# stdout, nothing renamed or removed); --force moves the directory aside, deleting nothing; a
+# target whose parent is missing is refused before the first step, not after the run.
+own=$tmp/own
+mkdir -p "$own/user" "$own/user.old"
+echo "chapter 1" > "$own/user/thesis.tex"
+echo "chapter 0" > "$own/user.old/thesis.tex"
+echo "data" > "$own/afile"
+# owned NAME STATUS FRAGMENT ARGS...: like expect, and stdout empty (no step ran)
+owned() {
+    name=$1
+    want=$2
+    fragment=$3
+    shift 3
+    timeout 120 "$GRIDSTEP" exec "$@" > "$tmp/out" 2> "$tmp/err"
+    rc=$?
+    if [ $rc -eq "$want" ] && grep -F -q -e "$fragment" "$tmp/err" && [ ! -s "$tmp/out" ]; then
+        ok "ownership: $name"
+    else
+        bad "ownership: $name: exit $rc (expected $want), stdout $(wc -c < "$tmp/out") bytes: $(cat "$tmp/err")"
+    fi
+}
+owned "a directory of the user's files" 2 "--save $own/user: it exists and is not a gridstep checkpoint" \
+    --save "$own/user" "$dir/single.yaml"
+owned "a regular file" 2 "--save $own/afile: it exists and is not a gridstep checkpoint (a regular file" \
+    --save "$own/afile" "$dir/single.yaml"
+owned "a missing parent, before the first step" 2 "its parent directory $own/none does not exist" \
+    --steps 3 --save "$own/none/ck" "$dir/single.yaml"
+owned "a file that is not a full checkpoint" 2 "--save-full $own/afile: it exists and is not a full checkpoint" \
+    --save-full "$own/afile" "$dir/single.yaml"
+owned "--force without a save" 2 "--force needs --save DIR or --save-full FILE" --force "$dir/single.yaml"
+if [ "$(cat "$own/user/thesis.tex")" = "chapter 1" ] && [ "$(cat "$own/user.old/thesis.tex")" = "chapter 0" ] &&
+   [ "$(cat "$own/afile")" = "data" ] && [ ! -e "$own/afile.old" ] && [ ! -e "$own/none" ]; then
+    ok "ownership: every refused target untouched"
+else
+    bad "ownership: a refused target changed: $(ls -R "$own")"
+fi
+if guard exec --force --save "$own/user" "$dir/single.yaml" > /dev/null 2> "$tmp/err" &&
+   [ -f "$own/user/index.json" ] && [ "$(cat "$own"/user.replaced-*/thesis.tex)" = "chapter 1" ] &&
+   [ "$(cat "$own/user.old/thesis.tex")" = "chapter 0" ]; then
+    ok "ownership: --force moves the directory aside, deleting nothing"
+else
+    bad "ownership: --force: $(cat "$tmp/err"); $(ls -R "$own")"
+fi
+
 # ---- bad checkpoints and flags -------------------------------------------------------------------
 # expect NAME STATUS FRAGMENT ARGS...: `gridstep exec ARGS` exits STATUS with FRAGMENT on stderr.
 expect() {
@@ -224,8 +271,8 @@ if grep -q "sharding: zero1" "$tmp/zero1.yaml" &&
 else
     bad "zero1 runs, save and resume under full_shard"
 fi
-expect "--save-full unwritable" 1 "/nonexistent-gs-dir/full.safetensors.tmp-" --save-full \
-    /nonexistent-gs-dir/full.safetensors "$dir/single.yaml"
+expect "--save-full unwritable" 2 "--save-full /nonexistent-gs-dir/full.safetensors: its parent directory \
+/nonexistent-gs-dir does not exist" --save-full /nonexistent-gs-dir/full.safetensors "$dir/single.yaml"
 expect "--steps 0" 2 "--steps: found '0', expected a positive integer" --steps 0 "$dir/single.yaml"
 expect "--steps abc" 2 "--steps: found 'abc'" --steps abc "$dir/single.yaml"
 expect "--driver unknown" 2 "--driver: found 'foo', expected host or cuda" --driver foo "$dir/single.yaml"
