@@ -4,6 +4,7 @@
 #include <errno.h>
 #include <getopt.h>
 #include <inttypes.h>
+#include <math.h>
 #include <pthread.h>
 #include <signal.h>
 #include <stdatomic.h>
@@ -78,13 +79,17 @@ const char gs_cmd_exec_help[] =
     "                   NCCL id broadcast from rank 0 over MPI (see below)\n"
     "  --steps N        optimizer steps (default 1)\n"
     "  --seed S         data and init seed (default 1234)\n"
-    "  --lr X           AdamW learning rate (default 0.001)\n"
-    "  --adam-eps X     AdamW epsilon (default 1e-8; tests/check_exec's contract uses 1e-6)\n"
-    "  --timeout S      every blocking wait gives up after S seconds (default 60); then every rank\n"
-    "                   stops with an error naming the event (cuda: a stream with no progress for\n"
-    "                   S seconds or an NCCL error aborts the communicators). host: the message\n"
-    "                   follows the waits (rank A waits for B, which waits for C, ...) to the rank\n"
-    "                   that waits for no other: the one stuck in its own work, or dead\n"
+    "  --lr X           AdamW learning rate (default 0.001; a finite number in (0, 100])\n"
+    "  --adam-eps X     AdamW epsilon (default 1e-8, in (0, 1]; tests/check_exec's contract uses 1e-6)\n"
+    "  --timeout S      every blocking wait gives up after S seconds (default 60; a finite number\n"
+    "                   in (0, 86400]); then every rank stops with an error naming the event (cuda:\n"
+    "                   a stream with no progress for S seconds or an NCCL error aborts the\n"
+    "                   communicators). host: the message follows the waits (rank A waits for B,\n"
+    "                   which waits for C, ...) to the rank that waits for no other: the one stuck\n"
+    "                   in its own work, or dead. A step in which no event completes for S + 0.5 s\n"
+    "                   is stopped naming the rank and event that did not (a stall in a rank's\n"
+    "                   last events, which no other rank waits for); a rank that did not run\n"
+    "                   every event of the step fails it\n"
     "  --json           one JSON document: sim's keys (step_time_s, tokens_per_s, ...) for the last\n"
     "                   step, plus driver, gemm (the GEMMs' math), steps, loss [per step], step_s\n"
     "                   [per step], p2p_hoisted\n"
@@ -202,13 +207,15 @@ static gs_status parse_u64(const char *opt, const char *arg, uint64_t *out, gs_e
     return GS_OK;
 }
 
-static gs_status parse_pos(const char *opt, const char *arg, double *out, gs_error *err)
+/* opt's argument: a finite number in (lo, hi]. */
+static gs_status parse_range(const char *opt, const char *arg, double lo, double hi, double *out, gs_error *err)
 {
     char *end;
     errno = 0;
     double v = strtod(arg, &end);
-    if (errno || *end || !(v > 0))
-        return gs_error_set(err, GS_ERR_INPUT, "%s: found '%s', expected a positive number", opt, arg);
+    if (errno || end == arg || *end || !isfinite(v) || !(v > lo) || !(v <= hi))
+        return gs_error_set(err, GS_ERR_INPUT, "%s: found '%s', expected a finite number in (%g, %g]", opt, arg, lo,
+                            hi);
     *out = v;
     return GS_OK;
 }
@@ -331,7 +338,7 @@ static gs_status parse(int argc, char **argv, int compare, run_args *a, gs_error
                 a->load = optarg;
             break;
         case 'A':
-            if ((rc = parse_pos("--adam-eps", optarg, &x, err)) == GS_OK)
+            if ((rc = parse_range("--adam-eps", optarg, 0, 1, &x, err)) == GS_OK)
                 a->o.train.eps = (float)x;
             break;
         case 'E':
@@ -350,10 +357,10 @@ static gs_status parse(int argc, char **argv, int compare, run_args *a, gs_error
             a->o.ckpt_force = 1;
             break;
         case 'l':
-            if ((rc = parse_pos("--lr", optarg, &x, err)) == GS_OK)
+            if ((rc = parse_range("--lr", optarg, 0, 100, &x, err)) == GS_OK)
                 a->o.train.lr = (float)x;
             break;
-        case 'T': rc = parse_pos("--timeout", optarg, &a->o.timeout_s, err); break;
+        case 'T': rc = parse_range("--timeout", optarg, 0, GS_EXEC_TIMEOUT_MAX_S, &a->o.timeout_s, err); break;
         case 'F': a->o.fail_event = optarg; break;
         case 'C':
             if (!compare)
@@ -559,16 +566,24 @@ typedef struct save_plan {
     int failed;          /* run_steps returned a save's failure */
 } save_plan;
 
-/* done: the last optimizer step completed. */
-static gs_status interrupted_error(const save_plan *sp, uint64_t done, gs_error *err)
+/* done: the last optimizer step completed; x (may be NULL): the session whose next step was
+ * stopped part-way (its progress is said). */
+static gs_status interrupted_error(const save_plan *sp, uint64_t done, gs_exec_session *x, gs_error *err)
 {
+    char where[160] = "";
+    if (x) {
+        uint64_t ev = 0, total = 0;
+        gs_exec_session_progress(x, &ev, &total);
+        snprintf(where, sizeof where, "; step %" PRIu64 " was stopped with %" PRIu64 " of its %" PRIu64
+                 " events done", done + 1, ev, total);
+    }
     if (sp && sp->dir && sp->saved_step)
         return gs_error_set(err, GS_ERR_RUNTIME, "interrupted after step %" PRIu64 "; last checkpoint %s (step %" PRIu64
-                            ") is intact", done, sp->dir, sp->saved_step);
+                            ") is intact%s", done, sp->dir, sp->saved_step, where);
     if (sp && sp->dir)
-        return gs_error_set(err, GS_ERR_RUNTIME, "interrupted after step %" PRIu64 "; no checkpoint written to %s",
-                            done, sp->dir);
-    return gs_error_set(err, GS_ERR_RUNTIME, "interrupted after step %" PRIu64, done);
+        return gs_error_set(err, GS_ERR_RUNTIME, "interrupted after step %" PRIu64 "; no checkpoint written to %s%s",
+                            done, sp->dir, where);
+    return gs_error_set(err, GS_ERR_RUNTIME, "interrupted after step %" PRIu64 "%s", done, where);
 }
 
 /* Runs the steps with progress on a terminal; losses and step times into the arrays. sp (may be
@@ -583,11 +598,11 @@ static gs_status run_steps(gs_exec_session *x, uint64_t steps, double *loss, dou
          * the step would leave the others in its collectives, so the step runs and the abort
          * (the watcher's, announced to every process) fails it everywhere */
         if (atomic_load(&interrupted) && !across)
-            return interrupted_error(sp, gs_train_step(gs_exec_session_train(x)), err);
+            return interrupted_error(sp, gs_train_step(gs_exec_session_train(x)), NULL, err);
         gs_status rc = gs_exec_session_step(x, &loss[i], &secs[i], NULL, err);
         if (rc != GS_OK && atomic_load(&interrupted)) {
             /* the abort undid nothing: the failed step's state is torn, the checkpoint is not */
-            return interrupted_error(sp, gs_train_step(gs_exec_session_train(x)) - 1, err);
+            return interrupted_error(sp, gs_train_step(gs_exec_session_train(x)) - 1, x, err);
         }
         if (tty && steps > 1) {
             fprintf(stderr, "\rstep %" PRIu64 "/%" PRIu64 "  loss %.6f  %.3f s ", i + 1, steps, loss[i], secs[i]);

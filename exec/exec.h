@@ -17,9 +17,12 @@
 
 extern const gs_backend_ops gs_exec_backend;
 
+/* The upper bound of a timeout, seconds (one day): a wait longer than that is taken for a hang. */
+#define GS_EXEC_TIMEOUT_MAX_S 86400.0
+
 typedef struct gs_exec_opts {
     const gs_driver_ops *driver; /* NULL: the host driver */
-    double timeout_s;            /* every blocking wait (0: 60 s) */
+    double timeout_s;            /* every blocking wait, seconds (0: 60 s; at most GS_EXEC_TIMEOUT_MAX_S) */
     gs_train_opts train;
     const char *fail_event;      /* test hook: this event (gs_event_name) fails on fail_rank */
     uint64_t fail_rank;
@@ -70,6 +73,9 @@ gs_timing *const *gs_exec_session_timing(const gs_exec_session *x);
 gs_train *gs_exec_session_train(gs_exec_session *x);
 /* The driver's GEMM arithmetic (gs_driver_ops.gemm_math; "fp32" when it does not say). */
 const char *gs_exec_session_gemm_math(const gs_exec_session *x);
+
+/* How far the last (or current) step got: events completed, of how many (this process's ranks). */
+void gs_exec_session_progress(const gs_exec_session *x, uint64_t *done, uint64_t *total);
 
 /* Stops the run from any thread (e.g. a signal watcher): the current step's waits return at
  * once with msg, and so does every later step; the session can still be saved or destroyed. */

@@ -149,6 +149,8 @@ void gs_exec_session_destroy(gs_exec_session *x)
 {
     if (!x)
         return;
+    if (gs_dispatch_wedged(x->disp))
+        return; /* a given-up rank thread may still use all of it: left to the process's exit */
     gs_train_destroy(x->train);
     gs_dispatch_destroy(x->disp);
     if (x->drv)
@@ -287,6 +289,11 @@ gs_status gs_exec_session_create(const gs_scenario *s, const gs_mesh *mesh, cons
         x->boot = NULL;
         goto out;
     }
+    if (!(x->o.timeout_s >= 0 && x->o.timeout_s <= GS_EXEC_TIMEOUT_MAX_S)) { /* NaN too */
+        rc = gs_error_set(err, GS_ERR_INPUT, "exec: timeout %g s: expected a finite number of seconds in (0, %g]",
+                          x->o.timeout_s, GS_EXEC_TIMEOUT_MAX_S);
+        goto out;
+    }
     if ((!x->boot || x->boot->proc == 0) && (rc = check_save_targets(s, mesh, &x->o, err)) != GS_OK)
         goto out;
     peaks = calloc(mesh->world ? mesh->world : 1, sizeof *peaks);
@@ -397,7 +404,7 @@ out:
 
 static gs_status step_across(gs_exec_session *x, double *loss, double *step_s, gs_error *rank_err, gs_error *err)
 {
-    gs_dispatch_opts dopts = {x->o.fail_event, x->o.fail_rank, x->o.fail_kind};
+    gs_dispatch_opts dopts = {x->o.fail_event, x->o.fail_rank, x->o.fail_kind, x->o.timeout_s};
     proc_record mine, *all = calloc((size_t)x->boot->procs, sizeof *all);
     if (!all)
         return gs_error_set(err, GS_ERR_NOMEM, "exec: out of memory");
@@ -437,7 +444,7 @@ gs_status gs_exec_session_step(gs_exec_session *x, double *loss, double *step_s,
     if (x->boot)
         return step_across(x, loss, step_s, rank_err, err);
     gs_train_begin_step(x->train);
-    gs_dispatch_opts dopts = {x->o.fail_event, x->o.fail_rank, x->o.fail_kind};
+    gs_dispatch_opts dopts = {x->o.fail_event, x->o.fail_rank, x->o.fail_kind, x->o.timeout_s};
     double t0 = x->ops->clock_s(x->drv);
     gs_status rc = gs_dispatch_step(x->disp, gs_train_run_event, x->train, &dopts, x->timing, rank_err, err);
     if (rc != GS_OK)
@@ -462,6 +469,11 @@ gs_status gs_exec_session_trace(gs_exec_session *x, FILE *f, gs_error *err)
     if (!x->stepped)
         return gs_error_set(err, GS_ERR_RUNTIME, "exec: no step has run");
     return gs_report_trace(x->sch, x->timing, f, err);
+}
+
+void gs_exec_session_progress(const gs_exec_session *x, uint64_t *done, uint64_t *total)
+{
+    gs_dispatch_progress(x->disp, done, total);
 }
 
 void gs_exec_session_abort(gs_exec_session *x, const char *msg)

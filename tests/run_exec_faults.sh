@@ -5,7 +5,7 @@
 #    PP-only grid, the contract's 1e-5 relative L2 for dp2-pp2-tp2, AdamW eps 1e-6 as in
 #    tests/check_exec), and a sharded save of the same dp2-pp2-tp2 run holds the same numbers
 #    (tests/safetensors_compare.py; these parts are skipped without python3);
-#  - SIGINT or SIGTERM during a long run with --save-every stops it within seconds, exit 1, with
+#  - SIGINT or SIGTERM during a long run with --save-every stops it within 1.5 s, exit 1, with
 #    "interrupted after step N; last checkpoint DIR (step M) is intact", and --load DIR continues
 #    at step M + 1;
 #  - GRIDSTEP_FAULT=stall|die:6:EVENT: every other rank stops within --timeout with an error
@@ -86,15 +86,17 @@ for sig in INT TERM; do
         waited=$((waited + 1))
     done
     sleep 0.5
-    sent=$(date +%s)
+    sent=$(date +%s.%N)
     kill -$sig $pid
     wait $pid
     rc=$?
-    took=$(($(date +%s) - sent))
+    took=$(awk -v a="$sent" -v b="$(date +%s.%N)" 'BEGIN { printf "%.2f", b - a }')
     msg=$(grep "interrupted after step" "$d.err")
     m=$(echo "$msg" | sed -n 's/.*(step \([0-9]*\)) is intact.*/\1/p')
     n=$(echo "$msg" | sed -n 's/.*interrupted after step \([0-9]*\);.*/\1/p')
-    if [ $rc -eq 1 ] && [ -n "$m" ] && [ -n "$n" ] && [ "$m" -le "$n" ] && [ $took -le 5 ] &&
+    # within a second (and half a second for the process's exit on a loaded machine)
+    if [ $rc -eq 1 ] && [ -n "$m" ] && [ -n "$n" ] && [ "$m" -le "$n" ] &&
+       awk -v t="$took" 'BEGIN { exit !(t <= 1.5) }' &&
        echo "$msg" | grep -q "last checkpoint $d (step $m) is intact"; then
         ok "SIG$sig: exit 1 in ${took} s: $msg"
         if guard exec --json --load "$d" "$dir/$full.yaml" > "$tmp/load.json" &&
@@ -119,13 +121,16 @@ for kind in stall die; do
     # all-gather, a DP peer in a collective rank 6 never joined, its pipeline peer receiving from
     # it, or a rank waiting on one of those (timing under load decides); the chain of waits in the
     # message ends at rank 6, running the stalled event or (dead) doing nothing
+    # (dead, rank 6 finishes its step at once without running its events: the check that every
+    # event of a rank completed names it first, unless a peer's wait timed out before)
     case $kind in
     stall) end6="rank 6 runs event L2.mb0.fwd.tp_ag without waiting for another rank" ;;
     *) end6="rank 6 neither runs work nor waits for another rank" ;;
     esac
-    if [ $rc -eq 1 ] && [ $took -lt 10 ] && grep -Eq "event [^ ]+: .*timed out after 2 s" "$tmp/$kind.err" &&
-       grep -Fq "$end6" "$tmp/$kind.err"; then
-        ok "$kind: every rank stops in ${took} s, the chain of waits ending at rank 6"
+    if [ $rc -eq 1 ] && [ $took -lt 10 ] &&
+       { { grep -Eq "event [^ ]+: .*timed out after 2 s" "$tmp/$kind.err" && grep -Fq "$end6" "$tmp/$kind.err"; } ||
+         { [ $kind = die ] && grep -Fq "rank 6: event L2.mb0.fwd.tp_ag: did not complete" "$tmp/$kind.err"; }; }; then
+        ok "$kind: every rank stops in ${took} s, the error leading to rank 6"
     else
         bad "$kind: exit $rc after ${took} s: $(cat "$tmp/$kind.err")"
     fi
@@ -276,7 +281,7 @@ expect "--save-full unwritable" 2 "--save-full /nonexistent-gs-dir/full.safetens
 expect "--steps 0" 2 "--steps: found '0', expected a positive integer" --steps 0 "$dir/single.yaml"
 expect "--steps abc" 2 "--steps: found 'abc'" --steps abc "$dir/single.yaml"
 expect "--driver unknown" 2 "--driver: found 'foo', expected host or cuda" --driver foo "$dir/single.yaml"
-expect "--timeout negative" 2 "--timeout: found '-1', expected a positive number" --timeout -1 "$dir/single.yaml"
+expect "--timeout negative" 2 "--timeout: found '-1', expected a finite number in (0, 86400]" --timeout -1 "$dir/single.yaml"
 expect "--save-every alone" 2 "--save-every needs --save DIR" --save-every 2 "$dir/single.yaml"
 expect "--adam-eps 0" 2 "--adam-eps: found '0'" --adam-eps 0 "$dir/single.yaml"
 GRIDSTEP_FAULT=hang:1:x
