@@ -111,6 +111,12 @@ const char gs_cmd_exec_help[] =
     "                   DIR.replaced-PID, nothing deleted) and --save-full a FILE gridstep did not\n"
     "                   write; without it both are refused (exit 2). Save targets are checked\n"
     "                   before the first step: replaceable, parent writable, estimated size free\n"
+    "  --allow-nonfinite\n"
+    "                   continue past a loss, parameter or Adam moment that is NaN or infinite\n"
+    "                   (warned once); without it the run stops there, exit 1, naming the step and\n"
+    "                   the tensor (the state is scanned after every step on the host driver, before\n"
+    "                   each save and after the last step on cuda), and a --load checkpoint holding\n"
+    "                   such a value is refused, exit 2\n"
     "  --fail-event E --fail-rank R\n"
     "                   test hook: event E (as `gridstep schedule --format list` names it) fails\n"
     "                   on rank R\n"
@@ -192,7 +198,8 @@ const char gs_cmd_compare_help[] =
 
 const char gs_cmd_exec_usage[] =
     "gridstep exec [--driver host|cuda] [--steps N] [--seed S] [--lr X] [--adam-eps X] [--timeout S] [--json] "
-    "[--trace FILE] [--load DIR] [--save DIR [--save-every N]] [--save-full FILE] [--force] SCENARIO.yaml";
+    "[--trace FILE] [--load DIR] [--save DIR [--save-every N]] [--save-full FILE] [--force] [--allow-nonfinite] "
+    "SCENARIO.yaml";
 const char gs_cmd_compare_usage[] =
     "gridstep compare [--driver host|cuda] [--steps N] [--calib FILE] [--mode analytic|flow] [--json] SCENARIO.yaml";
 
@@ -291,6 +298,7 @@ typedef struct run_args {
     const char *path, *trace, *driver, *save, *load, *calib, *save_full;
     uint64_t steps, save_every; /* save_every: 0 = only after the last step */
     int json;
+    int allow_nonfinite; /* --allow-nonfinite */
     int flow; /* compare: the sim in flow mode */
     gs_exec_opts o;
 } run_args;
@@ -306,7 +314,7 @@ static gs_status parse(int argc, char **argv, int compare, run_args *a, gs_error
         {"load", required_argument, NULL, 'L'},       {"calib", required_argument, NULL, 'C'},
         {"adam-eps", required_argument, NULL, 'A'},   {"save-every", required_argument, NULL, 'E'},
         {"save-full", required_argument, NULL, 'U'}, {"mode", required_argument, NULL, 'M'},
-        {"force", no_argument, NULL, 'f'},
+        {"force", no_argument, NULL, 'f'},           {"allow-nonfinite", no_argument, NULL, 'N'},
         {NULL, 0, NULL, 0},
     };
     const char *usage = compare ? gs_cmd_compare_usage : gs_cmd_exec_usage;
@@ -355,6 +363,11 @@ static gs_status parse(int argc, char **argv, int compare, run_args *a, gs_error
             if (compare)
                 goto bad;
             a->o.ckpt_force = 1;
+            break;
+        case 'N':
+            if (compare)
+                goto bad;
+            a->allow_nonfinite = 1;
             break;
         case 'l':
             if ((rc = parse_range("--lr", optarg, 0, 100, &x, err)) == GS_OK)
@@ -564,7 +577,35 @@ typedef struct save_plan {
     uint64_t every;
     uint64_t saved_step; /* the optimizer step of the last checkpoint written; 0: none */
     int failed;          /* run_steps returned a save's failure */
+    int allow_nonfinite; /* 1: a NaN or infinite loss or parameter is warned about, not fatal */
+    int warned;          /* the warning was printed */
 } save_plan;
+
+/* After step i + 1 of steps (loss: its loss): a loss, parameter or Adam moment that is NaN or
+ * infinite stops the run (exit 1, naming the step and the tensor) unless sp allows it (then one
+ * warning). The state is scanned every step where it is in host memory, else before a save and
+ * after the last step. */
+static gs_status check_finite(gs_exec_session *x, save_plan *sp, uint64_t i, uint64_t steps, double loss,
+                              gs_error *err)
+{
+    char when[64];
+    uint64_t step = gs_train_step(gs_exec_session_train(x));
+    int saving = sp->dir && (i + 1 == steps || (sp->every && (i + 1) % sp->every == 0));
+    snprintf(when, sizeof when, "step %" PRIu64, step);
+    gs_status rc = GS_OK;
+    if (!isfinite(loss))
+        rc = gs_error_set(err, GS_ERR_RUNTIME, "%s: the loss is %s; the run stops (--allow-nonfinite continues)", when,
+                          isnan(loss) ? "NaN" : "infinite");
+    else
+        rc = gs_exec_session_check_finite(x, when, saving || i + 1 == steps, GS_ERR_RUNTIME, err);
+    if (rc != GS_OK && sp->allow_nonfinite) {
+        if (!sp->warned)
+            fprintf(stderr, "gridstep: warning: %s (continuing: --allow-nonfinite; said once)\n", err->msg);
+        sp->warned = 1;
+        rc = GS_OK;
+    }
+    return rc;
+}
 
 /* done: the last optimizer step completed; x (may be NULL): the session whose next step was
  * stopped part-way (its progress is said). */
@@ -611,6 +652,8 @@ static gs_status run_steps(gs_exec_session *x, uint64_t steps, double *loss, dou
         }
         if (rc != GS_OK)
             return rc;
+        if (sp && (rc = check_finite(x, sp, i, steps, loss[i], err)) != GS_OK)
+            return rc;
         *done = i + 1;
         if (sp && sp->dir && (i + 1 == steps || (sp->every && (i + 1) % sp->every == 0))) {
             if ((rc = gs_exec_session_save(x, sp->dir, err)) != GS_OK) {
@@ -654,9 +697,15 @@ gs_status gs_cmd_exec(int argc, char **argv, gs_error *err)
         goto out;
     if (a.load && (rc = gs_exec_session_load(x, a.load, err)) != GS_OK)
         goto out;
+    if (a.load && !a.allow_nonfinite) { /* a checkpoint holding NaN: bad input, not a run to start */
+        char when[512];
+        snprintf(when, sizeof when, "--load %s", a.load);
+        if ((rc = gs_exec_session_check_finite(x, when, 1, GS_ERR_INPUT, err)) != GS_OK)
+            goto out;
+    }
     sigint_watch_start(&watch, x);
     uint64_t first = gs_train_step(gs_exec_session_train(x)) + 1; /* the first step this run takes */
-    save_plan sp = {a.save, a.save_every, 0, 0};
+    save_plan sp = {a.save, a.save_every, 0, 0, a.allow_nonfinite, 0};
     uint64_t done = 0;
     if ((rc = run_steps(x, a.steps, loss, secs, &sp, mx.launched, &done, err)) != GS_OK) {
         save_failed = sp.failed;

@@ -764,6 +764,9 @@ static gs_status load_cluster(const gs__yaml_loader *l, const yaml_node_t *v, gs
         int gbps_given, npn_given;
         if ((st = opt_real(l, v, "cluster", "nic_gbps", 0, &gbps, &gbps_given)))
             return st;
+        if (gbps_given && !(gbps >= 1e-3 && gbps <= 1e6)) /* gs_cluster_validate's nic.gbps range */
+            return gs__yaml_fail_at(l, gs__yaml_lookup(l, v, "nic_gbps", NULL), GS_ERR_INPUT,
+                                    "cluster.nic_gbps: found %g, expected a line rate in [0.001, 1e+06] Gb/s", gbps);
         if (gbps_given) {
             /* A new line rate scales the achievable bandwidth by the same factor. */
             if (c->nic.gbps > 0.0 && c->nic.bw > 0.0)

@@ -96,6 +96,14 @@ gs_status gs_exec_session_load(gs_exec_session *x, const char *dir, gs_error *er
  * bootstrap's point-to-point transport, and only process 0 holds the full model and writes. */
 gs_status gs_exec_session_save_full(gs_exec_session *x, const char *path, gs_error *err);
 
+/* The first parameter or Adam moment of this process's ranks that is NaN or infinite: status
+ * `kind` (GS_ERR_RUNTIME after a step, GS_ERR_INPUT after a load) with "WHEN: parameter NAME is
+ * NaN at element E (rank R)". With a device-memory driver the state is downloaded for this, so
+ * it is scanned only when `force` (host memory: always). Multi-process: collective, every process
+ * returns the lowest failed process's error. */
+gs_status gs_exec_session_check_finite(gs_exec_session *x, const char *when, int force, gs_status kind,
+                                       gs_error *err);
+
 /* MemAvailable from /proc/meminfo in bytes (0 when unknown). */
 uint64_t gs_exec_mem_available(void);
 

@@ -136,6 +136,44 @@ for kind in stall die; do
     fi
 done
 
+# ---- every fault is seen ----------------------------------------------------------------------------
+# A rank that dies or fails in its last event (the optimizer, which no other rank waits for) fails
+# the step, exit 1 naming the rank and the event; a typo in the fault hook is refused rather than
+# injecting nothing; a run whose state turns infinite or NaN (--lr 100: Adam's v overflows at
+# step 5) stops there naming the step and the tensor, unless --allow-nonfinite (one warning), and
+# a checkpoint holding such values is refused by --load (exit 2).
+# fault NAME STATUS FRAGMENT SPEC ARGS...: GRIDSTEP_FAULT=SPEC gridstep exec ARGS
+fault() {
+    name=$1
+    want=$2
+    fragment=$3
+    spec=$4
+    shift 4
+    GRIDSTEP_FAULT=$spec timeout 120 "$GRIDSTEP" exec "$@" > "$tmp/out" 2> "$tmp/err"
+    rc=$?
+    if [ $rc -eq "$want" ] && grep -F -q -e "$fragment" "$tmp/err"; then
+        ok "fault: $name"
+    else
+        bad "fault: $name: exit $rc (expected $want): $(cat "$tmp/err")"
+    fi
+}
+fault "a rank dies in its last event" 1 "rank 3: event optim: did not complete" die:3:optim "$dir/$full.yaml"
+fault "a rank fails in its last event" 1 "rank 5: event optim: injected failure" fail:5:optim "$dir/$full.yaml"
+fault "the one rank dies in its last event" 1 "rank 0: event optim: did not complete" die:0:optim "$dir/single.yaml"
+fault "a typo in the event" 2 "rank 0 has no event named 'optimm'" fail:0:optimm "$dir/single.yaml"
+fault "a rank that is not there" 2 "rank 9 is not in the schedule" fail:9:optim "$dir/single.yaml"
+fault "an infinite state stops the run" 1 "step 5: Adam v of model.layers.0.input_layernorm.weight is infinite" "" \
+    --lr 100 --steps 8 "$dir/single.yaml"
+if guard exec --lr 100 --steps 8 --allow-nonfinite --save "$tmp/nan-ck" "$dir/single.yaml" > "$tmp/out" \
+       2> "$tmp/err" && [ "$(grep -c "warning: step 5: " "$tmp/err")" -eq 1 ] && [ "$(grep -c warning "$tmp/err")" -eq 1 ]; then
+    ok "fault: --allow-nonfinite continues with one warning"
+else
+    bad "fault: --allow-nonfinite: $(cat "$tmp/err")"
+fi
+fault "a checkpoint holding NaN" 2 "--load $tmp/nan-ck: parameter model.layers.0.input_layernorm.weight is NaN" "" \
+    --load "$tmp/nan-ck" "$dir/single.yaml"
+fault "--lr inf" 2 "--lr: found 'inf', expected a finite number in (0, 100]" "" --lr inf "$dir/single.yaml"
+
 # ---- what a save may replace ----------------------------------------------------------------------
 # A save replaces only a gridstep checkpoint: a directory of the user's files (with a sibling
 # DIR.old) and a regular file are refused before the first step (exit 2, nothing printed on
