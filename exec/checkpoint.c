@@ -3,6 +3,7 @@
 
 #include <dirent.h>
 #include <errno.h>
+#include <fcntl.h>
 #include <jansson.h>
 #include <signal.h>
 #include <stdarg.h>
@@ -70,6 +71,23 @@ static int same_shape(size_t na, const uint64_t *a, size_t nb, const uint64_t *b
         if (a[d] != b[d])
             return 0;
     return 1;
+}
+
+/* The index's own checksum: CRC-32 of the document without its "index_crc32" key, dumped compact
+ * with sorted keys (integers and strings only: one text per document). 0 and *ok = 0 when it
+ * cannot be computed. */
+static uint32_t index_crc32(const json_t *root, int *ok)
+{
+    json_t *copy = json_copy((json_t *)root);
+    char *text = NULL;
+    uint32_t crc = 0;
+    *ok = copy && (json_object_del(copy, "index_crc32"), 1) &&
+          (text = json_dumps(copy, JSON_COMPACT | JSON_SORT_KEYS)) != NULL;
+    if (*ok)
+        crc = gs_crc32_update(0, text, strlen(text));
+    free(text);
+    json_decref(copy);
+    return crc;
 }
 
 static char *rank_file_name(int rank, int world)
@@ -359,7 +377,7 @@ gs_status gs_ckpt_writer_write_rank(gs_ckpt_writer *w, int rank, const gs_ckpt_r
     snprintf(pp_s, sizeof pp_s, "%d", w->meta.pp);
     snprintf(tp_s, sizeof tp_s, "%d", w->meta.tp);
     const gs_st_write_meta meta[] = {
-        {"format", GS_CKPT_FORMAT}, {"format_version", "1"}, {"rank", rank_s}, {"world", world_s},
+        {"format", GS_CKPT_FORMAT}, {"format_version", GS_CKPT_FORMAT_VERSION_TEXT}, {"rank", rank_s}, {"world", world_s},
         {"step", step_s},           {"dp", dp_s},            {"pp", pp_s},     {"tp", tp_s},
         {"scenario", w->meta.scenario},
     };
@@ -542,6 +560,10 @@ static gs_status build_index_json(const gs_ckpt_writer *w, json_t **out, gs_erro
         json_object_set_new(root, "format_version", json_integer(GS_CKPT_FORMAT_VERSION)) != 0 ||
         json_object_set(root, "metadata", md) != 0 || json_object_set(root, "files", files) != 0 ||
         json_object_set(root, "tensors", tensors) != 0)
+        goto nomem;
+    int crc_ok;
+    uint32_t crc = index_crc32(root, &crc_ok);
+    if (!crc_ok || json_object_set_new(root, "index_crc32", json_integer((json_int_t)crc)) != 0)
         goto nomem;
     *out = json_incref(root);
     goto out;
@@ -1114,6 +1136,39 @@ static int file_name_ok(const char *s)
     return *s && strchr(s, '/') == NULL && strcmp(s, ".") != 0 && strcmp(s, "..") != 0;
 }
 
+/* The document's own checksum (index_crc32) matches its content. */
+static gs_status check_index_crc32(const json_t *root, gs_error *err)
+{
+    uint64_t want;
+    int ok;
+    if (get_u64(root, "index_crc32", &want) != 0 || want > UINT32_MAX)
+        return gs_error_set(err, GS_ERR_INPUT, "index_crc32 missing or not a 32-bit unsigned integer");
+    uint32_t got = index_crc32(root, &ok);
+    if (!ok)
+        return gs_error_set(err, GS_ERR_NOMEM, "out of memory checking index_crc32");
+    if (got != (uint32_t)want)
+        return gs_error_set(err, GS_ERR_INPUT, "index_crc32 %08x, its content gives %08x: index.json was edited or "
+                            "damaged", (uint32_t)want, got);
+    return GS_OK;
+}
+
+/* The names a piece at `offset` of `tensor` has in its rank file: NAME@OFF, optim.m.NAME@OFF and
+ * optim.v.NAME@OFF; 0 when they match ip's (which == 0, 1, 2: the one that differs in *which). */
+static int piece_names_match(const char *tensor, const gs_ckpt_index_piece *ip, int has_optim, char *want,
+                             size_t cap, int *which)
+{
+    static const char *const prefix[3] = {"", "optim.m.", "optim.v."};
+    const char *got[3] = {ip->name, ip->adam_m, ip->adam_v};
+    for (int k = 0; k < (has_optim ? 3 : 1); k++) {
+        snprintf(want, cap, "%s%s@%llu", prefix[k], tensor, (unsigned long long)ip->offset);
+        if (!got[k] || strcmp(got[k], want) != 0) {
+            *which = k;
+            return 0;
+        }
+    }
+    return 1;
+}
+
 static gs_status parse_index_tensor(const gs_ckpt_index *ix, const char *name, const json_t *v,
                                     gs_ckpt_index_tensor *t, gs_error *err)
 {
@@ -1165,6 +1220,15 @@ static gs_status parse_index_tensor(const gs_ckpt_index *ix, const char *name, c
                                 "%llu of %llu (pieces must tile the tensor in order)",
                                 name, p, (unsigned long long)ip->offset, (unsigned long long)ip->count,
                                 (unsigned long long)cursor, (unsigned long long)numel);
+        char want[600];
+        int which = 0;
+        static const char *const field[3] = {"name", "adam_m", "adam_v"};
+        if (!piece_names_match(name, ip, ix->has_optimizer, want, sizeof want, &which)) {
+            const char *got = which == 0 ? ip->name : which == 1 ? ip->adam_m : ip->adam_v;
+            return gs_error_set(err, GS_ERR_INPUT, "tensor %s: piece %zu's %s is '%s', expected '%s' (a piece holds "
+                                "its own tensor's data at its own offset)", name, p, field[which], got ? got : "",
+                                want);
+        }
         cursor += ip->count;
     }
     if (cursor != numel)
@@ -1216,8 +1280,8 @@ gs_status gs_ckpt_index_parse(const char *buf, size_t len, gs_ckpt_index *ix, gs
         goto out;
     }
     if (get_int(root, "format_version", 0, 1 << 30, &ix->version) != 0 || ix->version != GS_CKPT_FORMAT_VERSION) {
-        st = gs_error_set(err, GS_ERR_INPUT, "format_version %d not supported (this build reads %d)", ix->version,
-                          GS_CKPT_FORMAT_VERSION);
+        st = gs_error_set(err, GS_ERR_INPUT, "format_version %d not supported (this build reads %d: version 1 had no "
+                          "index checksum)", ix->version, GS_CKPT_FORMAT_VERSION);
         goto out;
     }
     const char *optim = json_string_value(json_object_get(md, "optimizer"));
@@ -1271,6 +1335,9 @@ gs_status gs_ckpt_index_parse(const char *buf, size_t len, gs_ckpt_index *ix, gs
             goto out;
     }
     qsort(ix->tensors, ix->tensor_count, sizeof *ix->tensors, cmp_index_tensor);
+    /* last, so that a damage the checks above can name is named: what is left is an edit that
+     * kept the document well-formed (swapped pieces, another step or grid) */
+    st = check_index_crc32(root, err);
     goto out;
 nomem:
     st = gs_error_set(err, GS_ERR_NOMEM, "out of memory");
@@ -1292,12 +1359,19 @@ static gs_status read_whole_file(const char *path, uint64_t max_bytes, char **bu
 {
     gs_status st = GS_OK;
     *buf = NULL;
-    FILE *f = fopen(path, "rb");
-    if (!f)
-        return gs_error_set(err, GS_ERR_IO, "cannot open %s: %s", path, strerror(errno));
+    /* O_NONBLOCK: opening a FIFO must not wait for a writer; only regular files are read */
+    int fd = open(path, O_RDONLY | O_NONBLOCK | O_CLOEXEC);
+    FILE *f = fd >= 0 ? fdopen(fd, "rb") : NULL;
+    if (!f) {
+        st = gs_error_set(err, GS_ERR_IO, "cannot open %s: %s", path, strerror(errno));
+        if (fd >= 0)
+            close(fd);
+        return st;
+    }
     struct stat sb;
-    if (fstat(fileno(f), &sb) != 0 || (uint64_t)sb.st_size > max_bytes) {
-        st = gs_error_set(err, GS_ERR_INPUT, "%s: unreadable or over %llu bytes", path, (unsigned long long)max_bytes);
+    if (fstat(fileno(f), &sb) != 0 || !S_ISREG(sb.st_mode) || (uint64_t)sb.st_size > max_bytes) {
+        st = gs_error_set(err, GS_ERR_INPUT, "%s: not a regular file of at most %llu bytes", path,
+                          (unsigned long long)max_bytes);
         goto out;
     }
     *len = (size_t)sb.st_size;
@@ -1340,7 +1414,8 @@ gs_status gs_ckpt_reader_create(gs_ckpt_reader **out, const char *dir, gs_error 
         goto out;
     }
     if (!have_dir && !have_old) {
-        st = gs_error_set(err, GS_ERR_IO, "checkpoint %s: no checkpoint (neither %s nor %s exists)", dir, norm, old);
+        st = gs_error_set(err, GS_ERR_INPUT, "checkpoint %s: no checkpoint (neither %s nor %s exists)", dir, norm,
+                          old);
         goto out;
     }
     r->path = have_dir ? norm : old;
@@ -1351,6 +1426,11 @@ gs_status gs_ckpt_reader_create(gs_ckpt_reader **out, const char *dir, gs_error 
     ipath = path_join(r->path, "index.json");
     if (!ipath) {
         st = gs_error_set(err, GS_ERR_NOMEM, "checkpoint %s: out of memory", dir);
+        goto out;
+    }
+    if (gs_path_exists(ipath, NULL) == 0) {
+        st = gs_error_set(err, GS_ERR_INPUT, "checkpoint %s: no index.json (not a gridstep checkpoint, or one whose "
+                          "save did not finish)", r->path);
         goto out;
     }
     st = read_whole_file(ipath, INDEX_MAX_BYTES, &text, &len, err);
@@ -1440,6 +1520,32 @@ typedef struct open_files {
     size_t count;
 } open_files;
 
+/* A rank file's own metadata agrees with the index: its format, its rank (= its place in
+ * files[]), the world and the step. */
+static gs_status check_file_meta(const gs_ckpt_reader *r, const gs_st_file *f, uint32_t i, gs_error *err)
+{
+    const gs_st_header *h = &f->header;
+    const char *format = gs_st_header_meta(h, "format"), *rank = gs_st_header_meta(h, "rank");
+    const char *world = gs_st_header_meta(h, "world"), *step = gs_st_header_meta(h, "step");
+    char want_rank[24], want_world[24], want_step[32];
+    snprintf(want_rank, sizeof want_rank, "%u", i);
+    snprintf(want_world, sizeof want_world, "%d", r->index.world);
+    snprintf(want_step, sizeof want_step, "%llu", (unsigned long long)r->index.step);
+    const char *what = !format || strcmp(format, GS_CKPT_FORMAT) != 0 ? "format"
+                       : !rank || strcmp(rank, want_rank) != 0     ? "rank"
+                       : !world || strcmp(world, want_world) != 0  ? "world"
+                       : !step || strcmp(step, want_step) != 0     ? "step"
+                                                                   : NULL;
+    if (!what)
+        return GS_OK;
+    const char *got = gs_st_header_meta(h, what);
+    const char *want = what[0] == 'f' ? GS_CKPT_FORMAT : what[0] == 'r' ? want_rank : what[0] == 'w' ? want_world
+                                                                                                   : want_step;
+    return gs_error_set(err, GS_ERR_INPUT, "checkpoint %s: %s: its metadata says %s '%s', index.json says '%s' "
+                        "(a file of another checkpoint or rank?)", r->path, r->index.files[i].name, what,
+                        got ? got : "(none)", want);
+}
+
 static gs_status get_file(const gs_ckpt_reader *r, open_files *of, uint32_t i, const gs_st_file **out, gs_error *err)
 {
     if (!of->opened[i]) {
@@ -1465,6 +1571,9 @@ static gs_status get_file(const gs_ckpt_reader *r, open_files *of, uint32_t i, c
             return gs_error_set(err, GS_ERR_INPUT,
                                 "checkpoint %s: %s: CRC-32 %08x, index.json says %08x (corrupt or mixed checkpoint)",
                                 r->path, r->index.files[i].name, crc, r->index.files[i].crc32);
+        gs_status st3 = check_file_meta(r, &of->files[i], i, err);
+        if (st3 != GS_OK)
+            return st3;
     }
     *out = &of->files[i];
     return GS_OK;
@@ -1480,9 +1589,16 @@ static gs_status read_piece_part(const gs_ckpt_reader *r, open_files *of, const 
     if (st != GS_OK)
         return st;
     const gs_st_tensor *t = gs_st_header_find(&f->header, name);
-    if (!t || t->dtype != GS_ST_F32 || t->ndim != 1 || t->shape[0] != ip->count)
-        return gs_error_set(err, GS_ERR_INPUT, "checkpoint %s: tensor %s: %s holds no F32 tensor %s of shape [%llu]",
-                            r->path, it->name, r->index.files[ip->file].name, name, (unsigned long long)ip->count);
+    if (!t)
+        return gs_error_set(err, GS_ERR_INPUT, "checkpoint %s: tensor %s: %s holds no tensor %s", r->path, it->name,
+                            r->index.files[ip->file].name, name);
+    if (t->dtype != GS_ST_F32 || t->ndim != 1 || t->shape[0] != ip->count) {
+        char shape[160];
+        fmt_shape(shape, sizeof shape, t->ndim, t->shape);
+        return gs_error_set(err, GS_ERR_INPUT, "checkpoint %s: tensor %s: %s holds %s as %s %s, index.json says F32 "
+                            "[%llu]", r->path, it->name, r->index.files[ip->file].name, name,
+                            gs_st_dtype_name(t->dtype), shape, (unsigned long long)ip->count);
+    }
     return gs_safetensors_read(f, t, within * 4, dst, count * 4, err);
 }
 

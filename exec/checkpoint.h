@@ -18,7 +18,8 @@
 
 #define GS_CKPT_MAX_DIMS 8
 #define GS_CKPT_FORMAT "gridstep-checkpoint"
-#define GS_CKPT_FORMAT_VERSION 1
+#define GS_CKPT_FORMAT_VERSION 2
+#define GS_CKPT_FORMAT_VERSION_TEXT "2"
 
 /* ---- the caller's view of what one rank holds ---------------------------------------------- */
 
@@ -201,10 +202,11 @@ const gs_ckpt_index_tensor *gs_ckpt_index_find(const gs_ckpt_index *ix, const ch
 
 typedef struct gs_ckpt_reader gs_ckpt_reader;
 
-/* Opens DIR (or DIR.old when DIR is missing after a crash mid-swap) and parses its index. Each
- * rank file a load touches is checked against the index (size, then CRC-32 of all its bytes:
- * a torn, corrupt or swapped-in file is refused) before any of its data is used.
- * GS_ERR_IO with "no checkpoint" in the message when neither exists. */
+/* Opens DIR (or DIR.old holding a save's marker for DIR, when DIR is missing after a crash
+ * mid-swap) and parses and verifies its index. Each rank file a load touches is checked against
+ * the index (size, then CRC-32 of all its bytes, then its metadata: a torn, corrupt or swapped-in
+ * file is refused) before any of its data is used. GS_ERR_INPUT with "no checkpoint" in the
+ * message when neither exists, with "no index.json" when DIR has none. */
 gs_status gs_ckpt_reader_create(gs_ckpt_reader **out, const char *dir, gs_error *err);
 /* The parsed index (metadata: grid, step, scenario). */
 const gs_ckpt_index *gs_ckpt_reader_index(const gs_ckpt_reader *r);
@@ -248,12 +250,19 @@ gs_status gs_ckpt_load_full(const char *path, const gs_ckpt_rank_view *view, gs_
  *       piece (tensor NAME, element offset OFF, count C) it holds an F32 tensor "NAME@OFF" of shape
  *       [C], and with optimizer state "optim.m.NAME@OFF" and "optim.v.NAME@OFF" beside it.
  *       __metadata__: format, format_version, rank, world, step, dp, pp, tp, scenario.
- *   index.json  {"format": "gridstep-checkpoint", "format_version": 1,
+ *   index.json  {"format": "gridstep-checkpoint", "format_version": 2, "index_crc32": C,
  *       "metadata": {"dp", "pp", "tp", "world", "step", "scenario", "optimizer": "adam"|"none"},
  *       "files": [{"name": "rank00000-of-00008.safetensors", "bytes": N, "crc32": C}, ...],
  *       "tensors": {"NAME": {"dtype": "F32", "shape": [..], "pieces": [{"file": 0, "offset": OFF,
  *           "count": C, "name": "NAME@OFF", "adam_m": "optim.m.NAME@OFF", "adam_v": ...}, ...]}}}
  *       Pieces are sorted by offset and tile [0, numel) exactly once. Keys sorted, 1-space indent.
+ *       index_crc32: CRC-32 (exec/crc32.h) of the document without that key, dumped compact with
+ *       keys sorted (jansson's JSON_COMPACT | JSON_SORT_KEYS; integers and strings only, so one
+ *       text per document). Version 1 had no such key and is not read.
+ *   Loading verifies, before using any data: the index's checksum (last, after the checks that
+ *   can name a damage: a piece's names must be NAME@OFF and optim.m/v.NAME@OFF of its own tensor
+ *   and offset), each rank file's size and CRC-32, its metadata (format, rank = its place in
+ *   files, world, step) against the index, and each tensor a piece reads: present, F32, [count].
  *
  * Replacement protocol (save to DIR; exec/ckpt_own.h says what a save may touch):
  *   0. recovery: a DIR.old holding a marker for DIR is renamed back to DIR when DIR is missing (a

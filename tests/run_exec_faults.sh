@@ -257,7 +257,8 @@ if [ -f "$tmp/ck/index.json" ]; then
         "$tmp/l2.yaml"
     d=$(broken grid)
     sed 's/"tp": 2/"tp": 3/' "$tmp/ck/index.json" > "$d/index.json"
-    expect "wrong grid" 2 "grid dp 2 x pp 2 x tp 3 is not world 8" --load "$d" "$Y"
+    # an edit that keeps the index well-formed: its own checksum no longer matches
+    expect "index edited (grid)" 2 "index.json: index_crc32 " --load "$d" "$Y"
     d=$(broken world)
     sed 's/"world": 8/"world": 4/; s/"tp": 2/"tp": 1/' "$tmp/ck/index.json" > "$d/index.json"
     expect "world vs files" 2 "files must list 4 files" --load "$d" "$Y"
@@ -270,9 +271,19 @@ if [ -f "$tmp/ck/index.json" ]; then
     printf 'XYZW' | dd of="$f" bs=1 seek=$(($(wc -c < "$f") - 4)) conv=notrunc 2> /dev/null
     expect "CRC mismatch" 2 "rank00003-of-00008.safetensors: CRC-32" --load "$d" "$Y"
     d=$(broken version)
-    sed 's/"format_version": 1/"format_version": 99/' "$tmp/ck/index.json" > "$d/index.json"
+    sed 's/"format_version": 2/"format_version": 99/' "$tmp/ck/index.json" > "$d/index.json"
     expect "unknown format_version" 2 "format_version 99 not supported" --load "$d" "$Y"
-    expect "no checkpoint" 1 "no checkpoint (neither" --load "$tmp/nothing" "$Y"
+    expect "no checkpoint" 2 "no checkpoint (neither" --load "$tmp/nothing" "$Y"
+    d=$(broken noindex)
+    rm "$d/index.json"
+    expect "no index.json" 2 "checkpoint $d: no index.json" --load "$d" "$Y"
+    # the index's own pieces point at another tensor's data (lm_head at the embedding's): refused
+    # by name before any data is read, whatever the checksum
+    d=$(broken swapped)
+    sed 's/"name": "lm_head.weight@0"/"name": "model.embed_tokens.weight@0"/' "$tmp/ck/index.json" > "$d/index.json"
+    expect "a piece naming another tensor" 2 \
+        "tensor lm_head.weight: piece 0's name is 'model.embed_tokens.weight@0', expected 'lm_head.weight@0'" \
+        --load "$d" "$Y"
 else
     bad "no checkpoint to break"
 fi
