@@ -512,8 +512,15 @@ static gs_status mg_model(const char *origin, const mg_words *ws, const mg_state
                             "expected --vocab-size N (or --model M for its vocabulary)",
                             origin ? origin : "--from-megatron");
     uint64_t div = st->given[MG_VOCAB_DIV] ? st->u[MG_VOCAB_DIV] : IMPORT_MEGATRON_VOCAB_DIVISOR;
-    uint64_t multiple = div * tp; /* Megatron-LM pads the vocabulary to this */
-    m->vocab = (vocab + multiple - 1) / multiple * multiple;
+    uint64_t multiple, padded; /* Megatron-LM pads the vocabulary to a multiple of div x tp */
+    if (gs_mul_u64(div, tp, &multiple) != 0 || gs_add_u64(vocab, multiple - 1, &padded) != 0)
+        return gs_error_set(err, GS_ERR_INPUT,
+                            "%s: --make-vocab-size-divisible-by %llu: padding the vocabulary (%llu) to a multiple "
+                            "of it times the tensor-parallel size (%llu) overflows 64 bits; expected a divisor like "
+                            "128",
+                            origin ? origin : "--from-megatron", (unsigned long long)div, (unsigned long long)vocab,
+                            (unsigned long long)tp);
+    m->vocab = padded / multiple * multiple;
     m->tied_embeddings = !st->given[MG_UNTIE];
     m->bias = !st->given[MG_NO_BIAS];
     int drop_off = st->given[MG_ATT_DROP] && st->given[MG_HID_DROP] &&

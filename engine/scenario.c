@@ -1403,9 +1403,35 @@ double gs_scenario_tokens(const gs_scenario *s)
     return (double)s->batch.global_seqs * (double)s->model.seq;
 }
 
+/* DDP and ZeRO-1/2 cut a stage's gradients into bucket_bytes buckets, each a few events: refuses
+ * a bucket count above GS_SCHEDULE_MAX_BUCKETS before anything is built. */
+static gs_status check_bucket_count(const gs_scenario *s, const gs_mesh *mesh, gs_error *err)
+{
+    const gs_strategy *st = &s->strategy;
+    if ((gs_sharding_is_fsdp(st->sharding) && st->sharding != GS_SHARD_NO_SHARD) || st->bucket_bytes == 0)
+        return GS_OK;
+    uint64_t pp = mesh->size[GS_DIM_PP] ? mesh->size[GS_DIM_PP] : 1, tp = mesh->size[GS_DIM_TP] ? mesh->size[GS_DIM_TP] : 1;
+    uint64_t params = gs_model_params(&s->model), stage = params / pp / tp + 1, bytes;
+    if (params == UINT64_MAX || gs_mul_u64(stage, gs_grad_bytes(st), &bytes) != 0)
+        bytes = UINT64_MAX;
+    uint64_t buckets = bytes / st->bucket_bytes + 1;
+    if (buckets <= GS_SCHEDULE_MAX_BUCKETS)
+        return GS_OK;
+    return gs_error_set(err, GS_ERR_INPUT,
+                        "%s: strategy.bucket_bytes: %llu B buckets cut a stage's gradients (about %.3g parameters, "
+                        "%.3g B) into about %.3g buckets, expected at most %u; raise bucket_bytes to at least %.3g B "
+                        "(`gridstep mem` works at any size)",
+                        s->path[0] ? s->path : "<scenario>", (unsigned long long)st->bucket_bytes, (double)stage,
+                        (double)bytes, (double)buckets, GS_SCHEDULE_MAX_BUCKETS,
+                        (double)bytes / GS_SCHEDULE_MAX_BUCKETS + 1);
+}
+
 gs_status gs_scenario_check_schedule_size(const gs_scenario *s, const gs_mesh *mesh, uint64_t microbatches,
                                           int exact, gs_error *err)
 {
+    gs_status brc = check_bucket_count(s, mesh, err);
+    if (brc != GS_OK)
+        return brc;
     uint64_t pp = mesh->size[GS_DIM_PP], lists = exact ? mesh->world : pp;
     uint64_t stage_layers = (s->model.layers + pp - 1) / pp + 2; /* + embedding and head */
     uint64_t events = 0;

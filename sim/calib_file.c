@@ -8,6 +8,7 @@
 #include <string.h>
 
 #include "sim/calib.h"
+#include "engine/input_file.h"
 
 enum { F_PEAK, F_GEMM, F_HBM, F_HBM_EFF, F_LAUNCH, F_OVERLAP, F_CORES, F_BACKGROUND, F_ATTN, F_BWD, F_ROPE, F_CONC, F_COLL_CPU, F_INTRA, F_NIC, F_COUNT };
 
@@ -464,9 +465,15 @@ out:
 
 gs_status gs_calib_load(const char *path, gs_calib *out, gs_error *err)
 {
-    json_error_t je;
-    json_t *root = json_load_file(path, JSON_REJECT_DUPLICATES, &je);
-    return load_root(root, &je, path, out, err);
+    char *text = NULL;
+    size_t len = 0;
+    /* a regular file (a FIFO would block, a device never ends) of at most 64 MiB */
+    gs_status rc = gs_input_read(path, "calibration file", UINT64_C(64) << 20, &text, &len, err);
+    if (rc != GS_OK)
+        return rc;
+    rc = gs_calib_load_string(text, len, path, out, err);
+    free(text);
+    return rc;
 }
 
 gs_status gs_calib_load_string(const char *text, size_t len, const char *path, gs_calib *out, gs_error *err)

@@ -614,7 +614,7 @@ START_TEST(error_missing_file)
     ck_assert_int_eq(gs_status_exit_code(err.status), 2);
     /* A directory is not a scenario. */
     ck_assert_int_eq(gs_scenario_load_file(".", &s, &err), GS_ERR_INPUT);
-    ck_assert_ptr_nonnull(strstr(err.msg, "Is a directory"));
+    ck_assert_msg(strstr(err.msg, "found a directory, expected a regular file") != NULL, "%s", err.msg);
 }
 END_TEST
 
