@@ -398,7 +398,13 @@ static gs_status parse(int argc, char **argv, int compare, run_args *a, gs_error
             break;
         }
         default:
-        bad:
+        bad: /* an option this command lacks, or one missing its value ("exec FILE --steps") */
+            if (c == '?' || c == ':')
+                return gs_cli_bad_option(argv[optind - 1], opts, "", usage, err);
+            for (const struct option *o = opts; o->name; o++) /* an option of the other command */
+                if (o->val == c)
+                    return gs_error_set(err, GS_ERR_INPUT, "--%s is an option of gridstep %s, not of %s\nusage: %s",
+                                        o->name, compare ? "exec" : "compare", compare ? "compare" : "exec", usage);
             return gs_error_set(err, GS_ERR_INPUT, "unknown option '%s'\nusage: %s", argv[optind - 1], usage);
         }
     }

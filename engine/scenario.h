@@ -79,6 +79,9 @@ uint64_t gs_scenario_microbatches(const gs_scenario *s);
 /* DDP / ZeRO-1/2 gradient buckets per stage a schedule may hold (each is a few events; the ledger
  * sums them in closed form at any count). */
 #define GS_SCHEDULE_MAX_BUCKETS 1000000u
+/* Micro-batches per step a scenario may have (gs_scenario_mesh refuses more, naming the batch):
+ * the memory ledger walks every one of them through the pipeline. */
+#define GS_SCENARIO_MAX_MICROBATCHES (1u << 24)
 
 /* Refuses, before anything is built, more than GS_SCHEDULE_MAX_BUCKETS gradient buckets per
  * stage (GS_ERR_INPUT, naming bucket_bytes and the size it would need) and a schedule above

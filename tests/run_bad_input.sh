@@ -19,6 +19,9 @@
 # `gridstep sim --from-megatron @FILE`, with the options on the file's second line when it is
 #   # args: <options>
 # (default: --model llama2-7b --cluster dgx-a100-80g --nodes 1).
+# Inputs that .args cases name live in tests/bad-input/inputs/ (not cases themselves). The
+# checkpoint cases, tests/bad-input/index/*.json (index.json files) and
+# tests/bad-input/safetensors/*.hdr (safetensors headers), are run by tests/check_bad_ckpt.
 # Environment (set by make check): GRIDSTEP = the binary, top_srcdir = the source tree.
 # Prints PASS:/FAIL: per case and "N passed, M failed"; exits 1 on any failure.
 
