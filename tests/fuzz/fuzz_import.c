@@ -1,19 +1,16 @@
 /* libFuzzer harness for the launch-configuration importers: the input is tried as Megatron-LM
  * flags (a NUL-terminated copy, as --from-megatron passes them; once with the model from the
  * flags, once with a preset) and as an accelerate config YAML; an imported scenario goes on to the
- * mesh checks and, when its grid is small, the memory ledger. Every importer must refuse garbage
- * with a status, never crash, hang or read out of bounds. Build and run with `make fuzz`. */
+ * mesh checks (the ledger is fuzz_scenario's). Every importer must refuse garbage with a status,
+ * never crash, hang or read out of bounds. Build and run with `make fuzz`. */
 #include <stddef.h>
 #include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include "engine/import.h"
-#include "engine/ledger.h"
 #include "engine/scenario.h"
 #include "engine/status.h"
-
-#define FUZZ_LEDGER_MAX_WORLD 4096u
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
 
@@ -24,11 +21,7 @@ static void follow(const gs_scenario *s)
     gs_error err;
     gs_error_init(&err);
     gs_diag_init(&w);
-    if (gs_scenario_mesh(s, &mesh, &w, &err) == GS_OK && mesh.world <= FUZZ_LEDGER_MAX_WORLD) {
-        gs_ledger *l = NULL;
-        if (gs_ledger_create(s, &mesh, &l, &err) == GS_OK)
-            gs_ledger_destroy(l);
-    }
+    gs_scenario_mesh(s, &mesh, &w, &err);
     gs_diag_fini(&w);
 }
 
