@@ -1285,13 +1285,20 @@ gs_status gs_ckpt_index_parse(const char *buf, size_t len, gs_ckpt_index *ix, gs
         goto out;
     }
     const char *optim = json_string_value(json_object_get(md, "optimizer"));
-    if (!json_is_object(md) || get_int(md, "dp", 1, 1 << 20, &ix->dp) != 0 ||
-        get_int(md, "pp", 1, 1 << 20, &ix->pp) != 0 || get_int(md, "tp", 1, 1 << 20, &ix->tp) != 0 ||
-        get_int(md, "world", 1, 99999, &ix->world) != 0 || get_u64(md, "step", &ix->step) != 0 || !optim ||
-        (strcmp(optim, "adam") != 0 && strcmp(optim, "none") != 0) ||
-        !json_is_string(json_object_get(md, "scenario"))) {
+    /* the first field that is missing or out of range, named */
+    const char *bad = !json_is_object(md)                             ? "metadata: not an object; it"
+                      : get_int(md, "dp", 1, 1 << 20, &ix->dp) != 0     ? "metadata.dp"
+                      : get_int(md, "pp", 1, 1 << 20, &ix->pp) != 0     ? "metadata.pp"
+                      : get_int(md, "tp", 1, 1 << 20, &ix->tp) != 0     ? "metadata.tp"
+                      : get_int(md, "world", 1, 99999, &ix->world) != 0 ? "metadata.world"
+                      : get_u64(md, "step", &ix->step) != 0             ? "metadata.step"
+                      : !json_is_string(json_object_get(md, "scenario")) ? "metadata.scenario"
+                      : !optim || (strcmp(optim, "adam") != 0 && strcmp(optim, "none") != 0) ? "metadata.optimizer"
+                                                                                         : NULL;
+    if (bad) {
         st = gs_error_set(err, GS_ERR_INPUT,
-                          "metadata needs dp, pp, tp, world (positive), step, scenario and optimizer (adam|none)");
+                          "%s missing or out of range: metadata needs dp, pp, tp (1 to 2^20), world (1 to 99999), "
+                          "step (an integer from 0), scenario (a string) and optimizer (adam or none)", bad);
         goto out;
     }
     ix->has_optimizer = strcmp(optim, "adam") == 0;
