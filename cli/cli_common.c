@@ -74,16 +74,7 @@ static gs_status check_counts(const json_t *v, const char *key, gs_error *err)
 
 gs_status gs_cli_json_print(json_t *doc, gs_error *err)
 {
-    gs_status rc = check_counts(doc, "the document", err);
-    if (rc != GS_OK)
-        return rc;
-    char *text = json_dumps(doc, JSON_INDENT(2) | JSON_PRESERVE_ORDER | JSON_REAL_PRECISION(12));
-    if (!text)
-        return gs_error_set(err, GS_ERR_NOMEM, "cannot serialize JSON output");
-    fputs(text, stdout);
-    fputc('\n', stdout);
-    free(text);
-    return GS_OK;
+    return gs_cli_json_fprint(stdout, doc, err);
 }
 
 gs_status gs_cli_json_fprint(FILE *f, json_t *doc, gs_error *err)
@@ -91,7 +82,19 @@ gs_status gs_cli_json_fprint(FILE *f, json_t *doc, gs_error *err)
     gs_status rc = check_counts(doc, "the document", err);
     if (rc != GS_OK)
         return rc;
+    json_t *versioned = NULL;
+    if (json_is_object(doc) && !json_object_get(doc, "schema_version")) {
+        /* a shallow copy with the version first: keys keep their insertion order */
+        versioned = json_object();
+        if (!versioned || json_object_set_new(versioned, "schema_version", json_integer(GS_JSON_SCHEMA_VERSION)) != 0 ||
+            json_object_update(versioned, doc) != 0) {
+            json_decref(versioned);
+            return gs_error_set(err, GS_ERR_NOMEM, "cannot serialize JSON output");
+        }
+        doc = versioned;
+    }
     char *text = json_dumps(doc, JSON_INDENT(2) | JSON_PRESERVE_ORDER | JSON_REAL_PRECISION(12));
+    json_decref(versioned);
     if (!text)
         return gs_error_set(err, GS_ERR_NOMEM, "cannot serialize JSON output");
     fputs(text, f);
