@@ -37,6 +37,41 @@ out:
     return st;
 }
 
+/* 1 when key names an unsigned count: a byte or parameter count ("*bytes*", "*params*"), not a
+ * difference ("*_delta"). */
+static int unsigned_count(const char *key)
+{
+    return (strstr(key, "bytes") || strstr(key, "params")) && !strstr(key, "delta");
+}
+
+/* Byte and parameter counts are unsigned: a negative one passed 2^63 - 1 on its way into JSON
+ * (a uint64_t cast to json_int_t). Refused, naming its key, rather than printed. */
+static gs_status check_counts(const json_t *v, const char *key, gs_error *err)
+{
+    if (json_is_integer(v) && json_integer_value(v) < 0 && unsigned_count(key))
+        return gs_error_set(err, GS_ERR_OVERFLOW, "--json: %s is past 2^63 - 1 (%llu), more than the JSON output "
+                            "carries as an exact integer; the text output shows it",
+                            key, (unsigned long long)json_integer_value(v));
+    if (json_is_object(v)) {
+        const char *k;
+        json_t *x;
+        json_object_foreach((json_t *)v, k, x) {
+            gs_status rc = check_counts(x, k, err);
+            if (rc != GS_OK)
+                return rc;
+        }
+    } else if (json_is_array(v)) {
+        size_t i;
+        json_t *x;
+        json_array_foreach(v, i, x) {
+            gs_status rc = check_counts(x, key, err);
+            if (rc != GS_OK)
+                return rc;
+        }
+    }
+    return GS_OK;
+}
+
 gs_status gs_cli_json_print(json_t *doc, gs_error *err)
 {
     return gs_cli_json_fprint(stdout, doc, err);
@@ -44,6 +79,9 @@ gs_status gs_cli_json_print(json_t *doc, gs_error *err)
 
 gs_status gs_cli_json_fprint(FILE *f, json_t *doc, gs_error *err)
 {
+    gs_status rc = check_counts(doc, "the document", err);
+    if (rc != GS_OK)
+        return rc;
     json_t *versioned = NULL;
     if (json_is_object(doc) && !json_object_get(doc, "schema_version")) {
         /* a shallow copy with the version first: keys keep their insertion order */

@@ -4,6 +4,7 @@
 #include <errno.h>
 #include <getopt.h>
 #include <inttypes.h>
+#include <math.h>
 #include <pthread.h>
 #include <signal.h>
 #include <stdatomic.h>
@@ -79,13 +80,17 @@ const char gs_cmd_exec_help[] =
     "                   NCCL id broadcast from rank 0 over MPI (see below)\n"
     "  --steps N        optimizer steps (default 1)\n"
     "  --seed S         data and init seed (default 1234)\n"
-    "  --lr X           AdamW learning rate (default 0.001)\n"
-    "  --adam-eps X     AdamW epsilon (default 1e-8; tests/check_exec's contract uses 1e-6)\n"
-    "  --timeout S      every blocking wait gives up after S seconds (default 60); then every rank\n"
-    "                   stops with an error naming the event (cuda: a stream with no progress for\n"
-    "                   S seconds or an NCCL error aborts the communicators). host: the message\n"
-    "                   follows the waits (rank A waits for B, which waits for C, ...) to the rank\n"
-    "                   that waits for no other: the one stuck in its own work, or dead\n"
+    "  --lr X           AdamW learning rate (default 0.001; a finite number in (0, 100])\n"
+    "  --adam-eps X     AdamW epsilon (default 1e-8, in (0, 1]; tests/check_exec's contract uses 1e-6)\n"
+    "  --timeout S      every blocking wait gives up after S seconds (default 60; a finite number\n"
+    "                   in (0, 86400]); then every rank stops with an error naming the event (cuda:\n"
+    "                   a stream with no progress for S seconds or an NCCL error aborts the\n"
+    "                   communicators). host: the message follows the waits (rank A waits for B,\n"
+    "                   which waits for C, ...) to the rank that waits for no other: the one stuck\n"
+    "                   in its own work, or dead. A step in which no event completes for S + 0.5 s\n"
+    "                   is stopped naming the rank and event that did not (a stall in a rank's\n"
+    "                   last events, which no other rank waits for); a rank that did not run\n"
+    "                   every event of the step fails it\n"
     "  --json           one JSON document: sim's keys (step_time_s, tokens_per_s, ...) for the last\n"
     "                   step, plus driver, gemm (the GEMMs' math), steps, loss [per step], step_s\n"
     "                   [per step], p2p_hoisted\n"
@@ -106,6 +111,16 @@ const char gs_cmd_exec_help[] =
     "  --save-full FILE after the last step, write the full parameters (gathered from every rank,\n"
     "                   DP replicas once) as one plain safetensors file with HF Llama names\n"
     "                   (atomic: FILE is the old file or the new one)\n"
+    "  --force          let --save replace a DIR that is not a gridstep checkpoint (moved aside to\n"
+    "                   DIR.replaced-PID, nothing deleted) and --save-full a FILE gridstep did not\n"
+    "                   write; without it both are refused (exit 2). Save targets are checked\n"
+    "                   before the first step: replaceable, parent writable, estimated size free\n"
+    "  --allow-nonfinite\n"
+    "                   continue past a loss, parameter or Adam moment that is NaN or infinite\n"
+    "                   (warned once); without it the run stops there, exit 1, naming the step and\n"
+    "                   the tensor (the state is scanned after every step on the host driver, before\n"
+    "                   each save and after the last step on cuda), and a --load checkpoint holding\n"
+    "                   such a value is refused, exit 2\n"
     "  --fail-event E --fail-rank R\n"
     "                   test hook: event E (as `gridstep schedule --format list` names it) fails\n"
     "                   on rank R\n"
@@ -188,7 +203,8 @@ const char gs_cmd_compare_help[] =
 
 const char gs_cmd_exec_usage[] =
     "gridstep exec [--driver host|cuda] [--steps N] [--seed S] [--lr X] [--adam-eps X] [--timeout S] [--json] "
-    "[--trace FILE] [--load DIR] [--save DIR [--save-every N]] [--save-full FILE] [--quiet] SCENARIO.yaml";
+    "[--trace FILE] [--load DIR] [--save DIR [--save-every N]] [--save-full FILE] [--force] [--allow-nonfinite] "
+    "[--quiet] SCENARIO.yaml";
 const char gs_cmd_compare_usage[] =
     "gridstep compare [--driver host|cuda] [--steps N] [--calib FILE] [--mode analytic|flow] [--json] [--quiet] "
     "SCENARIO.yaml";
@@ -204,13 +220,15 @@ static gs_status parse_u64(const char *opt, const char *arg, uint64_t *out, gs_e
     return GS_OK;
 }
 
-static gs_status parse_pos(const char *opt, const char *arg, double *out, gs_error *err)
+/* opt's argument: a finite number in (lo, hi]. */
+static gs_status parse_range(const char *opt, const char *arg, double lo, double hi, double *out, gs_error *err)
 {
     char *end;
     errno = 0;
     double v = strtod(arg, &end);
-    if (errno || *end || !(v > 0))
-        return gs_error_set(err, GS_ERR_INPUT, "%s: found '%s', expected a positive number", opt, arg);
+    if (errno || end == arg || *end || !isfinite(v) || !(v > lo) || !(v <= hi))
+        return gs_error_set(err, GS_ERR_INPUT, "%s: found '%s', expected a finite number in (%g, %g]", opt, arg, lo,
+                            hi);
     *out = v;
     return GS_OK;
 }
@@ -286,6 +304,7 @@ typedef struct run_args {
     const char *path, *trace, *driver, *save, *load, *calib, *save_full;
     uint64_t steps, save_every; /* save_every: 0 = only after the last step */
     int json;
+    int allow_nonfinite; /* --allow-nonfinite */
     int quiet; /* no progress on standard error */
     int flow; /* compare: the sim in flow mode */
     gs_exec_opts o;
@@ -302,6 +321,7 @@ static gs_status parse(int argc, char **argv, int compare, run_args *a, gs_error
         {"load", required_argument, NULL, 'L'},       {"calib", required_argument, NULL, 'C'},
         {"adam-eps", required_argument, NULL, 'A'},   {"save-every", required_argument, NULL, 'E'},
         {"save-full", required_argument, NULL, 'U'}, {"mode", required_argument, NULL, 'M'},
+        {"force", no_argument, NULL, 'f'},           {"allow-nonfinite", no_argument, NULL, 'N'},
         {"quiet", no_argument, NULL, 'q'},
         {NULL, 0, NULL, 0},
     };
@@ -335,7 +355,7 @@ static gs_status parse(int argc, char **argv, int compare, run_args *a, gs_error
                 a->load = optarg;
             break;
         case 'A':
-            if ((rc = parse_pos("--adam-eps", optarg, &x, err)) == GS_OK)
+            if ((rc = parse_range("--adam-eps", optarg, 0, 1, &x, err)) == GS_OK)
                 a->o.train.eps = (float)x;
             break;
         case 'E':
@@ -348,11 +368,21 @@ static gs_status parse(int argc, char **argv, int compare, run_args *a, gs_error
                 goto bad;
             a->save_full = optarg;
             break;
+        case 'f':
+            if (compare)
+                goto bad;
+            a->o.ckpt_force = 1;
+            break;
+        case 'N':
+            if (compare)
+                goto bad;
+            a->allow_nonfinite = 1;
+            break;
         case 'l':
-            if ((rc = parse_pos("--lr", optarg, &x, err)) == GS_OK)
+            if ((rc = parse_range("--lr", optarg, 0, 100, &x, err)) == GS_OK)
                 a->o.train.lr = (float)x;
             break;
-        case 'T': rc = parse_pos("--timeout", optarg, &a->o.timeout_s, err); break;
+        case 'T': rc = parse_range("--timeout", optarg, 0, GS_EXEC_TIMEOUT_MAX_S, &a->o.timeout_s, err); break;
         case 'F': a->o.fail_event = optarg; break;
         case 'C':
             if (!compare)
@@ -377,7 +407,13 @@ static gs_status parse(int argc, char **argv, int compare, run_args *a, gs_error
             break;
         }
         default:
-        bad:
+        bad: /* an option this command lacks, or one missing its value ("exec FILE --steps") */
+            if (c == '?' || c == ':')
+                return gs_cli_bad_option(argv[optind - 1], opts, "", usage, err);
+            for (const struct option *o = opts; o->name; o++) /* an option of the other command */
+                if (o->val == c)
+                    return gs_error_set(err, GS_ERR_INPUT, "--%s is an option of gridstep %s, not of %s\nusage: %s",
+                                        o->name, compare ? "exec" : "compare", compare ? "compare" : "exec", usage);
             return gs_error_set(err, GS_ERR_INPUT, "unknown option '%s'\nusage: %s", argv[optind - 1], usage);
         }
     }
@@ -385,6 +421,10 @@ static gs_status parse(int argc, char **argv, int compare, run_args *a, gs_error
         return rc;
     if (a->save_every && !a->save)
         return gs_error_set(err, GS_ERR_INPUT, "--save-every needs --save DIR\nusage: %s", usage);
+    a->o.check_save = a->save; /* checked before the first step */
+    a->o.check_save_full = a->save_full;
+    if (a->o.ckpt_force && !a->save && !a->save_full)
+        return gs_error_set(err, GS_ERR_INPUT, "--force needs --save DIR or --save-full FILE\nusage: %s", usage);
     if (!compare && (rc = parse_fault(getenv("GRIDSTEP_FAULT"), &a->o, err)) != GS_OK)
         return rc;
     if ((rc = gs_driver_load(a->driver, &a->o.driver, err)) != GS_OK)
@@ -552,18 +592,54 @@ typedef struct save_plan {
     uint64_t every;
     uint64_t saved_step; /* the optimizer step of the last checkpoint written; 0: none */
     int failed;          /* run_steps returned a save's failure */
+    int allow_nonfinite; /* 1: a NaN or infinite loss or parameter is warned about, not fatal */
+    int warned;          /* the warning was printed */
 } save_plan;
 
-/* done: the last optimizer step completed. */
-static gs_status interrupted_error(const save_plan *sp, uint64_t done, gs_error *err)
+/* After step i + 1 of steps (loss: its loss): a loss, parameter or Adam moment that is NaN or
+ * infinite stops the run (exit 1, naming the step and the tensor) unless sp allows it (then one
+ * warning). The state is scanned every step where it is in host memory, else before a save and
+ * after the last step. */
+static gs_status check_finite(gs_exec_session *x, save_plan *sp, uint64_t i, uint64_t steps, double loss,
+                              gs_error *err)
 {
+    char when[64];
+    uint64_t step = gs_train_step(gs_exec_session_train(x));
+    int saving = sp->dir && (i + 1 == steps || (sp->every && (i + 1) % sp->every == 0));
+    snprintf(when, sizeof when, "step %" PRIu64, step);
+    gs_status rc = GS_OK;
+    if (!isfinite(loss))
+        rc = gs_error_set(err, GS_ERR_RUNTIME, "%s: the loss is %s; the run stops (--allow-nonfinite continues)", when,
+                          isnan(loss) ? "NaN" : "infinite");
+    else
+        rc = gs_exec_session_check_finite(x, when, saving || i + 1 == steps, GS_ERR_RUNTIME, err);
+    if (rc != GS_OK && sp->allow_nonfinite) {
+        if (!sp->warned)
+            fprintf(stderr, "gridstep: warning: %s (continuing: --allow-nonfinite; said once)\n", err->msg);
+        sp->warned = 1;
+        rc = GS_OK;
+    }
+    return rc;
+}
+
+/* done: the last optimizer step completed; x (may be NULL): the session whose next step was
+ * stopped part-way (its progress is said). */
+static gs_status interrupted_error(const save_plan *sp, uint64_t done, gs_exec_session *x, gs_error *err)
+{
+    char where[160] = "";
+    if (x) {
+        uint64_t ev = 0, total = 0;
+        gs_exec_session_progress(x, &ev, &total);
+        snprintf(where, sizeof where, "; step %" PRIu64 " was stopped with %" PRIu64 " of its %" PRIu64
+                 " events done", done + 1, ev, total);
+    }
     if (sp && sp->dir && sp->saved_step)
         return gs_error_set(err, GS_ERR_RUNTIME, "interrupted after step %" PRIu64 "; last checkpoint %s (step %" PRIu64
-                            ") is intact", done, sp->dir, sp->saved_step);
+                            ") is intact%s", done, sp->dir, sp->saved_step, where);
     if (sp && sp->dir)
-        return gs_error_set(err, GS_ERR_RUNTIME, "interrupted after step %" PRIu64 "; no checkpoint written to %s",
-                            done, sp->dir);
-    return gs_error_set(err, GS_ERR_RUNTIME, "interrupted after step %" PRIu64, done);
+        return gs_error_set(err, GS_ERR_RUNTIME, "interrupted after step %" PRIu64 "; no checkpoint written to %s%s",
+                            done, sp->dir, where);
+    return gs_error_set(err, GS_ERR_RUNTIME, "interrupted after step %" PRIu64 "%s", done, where);
 }
 
 /* The steps to run: losses and step times go into the arrays (steps entries each). */
@@ -588,13 +664,15 @@ static gs_status run_steps(gs_exec_session *x, const step_loop *l, uint64_t *don
          * the step would leave the others in its collectives, so the step runs and the abort
          * (the watcher's, announced to every process) fails it everywhere */
         if (atomic_load(&interrupted) && !across)
-            return interrupted_error(sp, gs_train_step(gs_exec_session_train(x)), err);
+            return interrupted_error(sp, gs_train_step(gs_exec_session_train(x)), NULL, err);
         gs_status rc = gs_exec_session_step(x, &loss[i], &secs[i], NULL, err);
         if (rc != GS_OK && atomic_load(&interrupted)) {
             /* the abort undid nothing: the failed step's state is torn, the checkpoint is not */
-            return interrupted_error(sp, gs_train_step(gs_exec_session_train(x)) - 1, err);
+            return interrupted_error(sp, gs_train_step(gs_exec_session_train(x)) - 1, x, err);
         }
         if (rc != GS_OK)
+            return rc;
+        if (sp && (rc = check_finite(x, sp, i, steps, loss[i], err)) != GS_OK)
             return rc;
         char what[96];
         snprintf(what, sizeof what, "loss %.6f, last step %.3f s", loss[i], secs[i]);
@@ -642,9 +720,15 @@ gs_status gs_cmd_exec(int argc, char **argv, gs_error *err)
         goto out;
     if (a.load && (rc = gs_exec_session_load(x, a.load, err)) != GS_OK)
         goto out;
+    if (a.load && !a.allow_nonfinite) { /* a checkpoint holding NaN: bad input, not a run to start */
+        char when[512];
+        snprintf(when, sizeof when, "--load %s", a.load);
+        if ((rc = gs_exec_session_check_finite(x, when, 1, GS_ERR_INPUT, err)) != GS_OK)
+            goto out;
+    }
     sigint_watch_start(&watch, x);
     uint64_t first = gs_train_step(gs_exec_session_train(x)) + 1; /* the first step this run takes */
-    save_plan sp = {a.save, a.save_every, 0, 0};
+    save_plan sp = {a.save, a.save_every, 0, 0, a.allow_nonfinite, 0};
     uint64_t done = 0;
     gs_progress prog;
     gs_progress_init(&prog, "gridstep exec", "steps", !a.quiet && prank == 0);

@@ -10,6 +10,7 @@
 #include "cli/cli_common.h"
 #include "cli/commands.h"
 #include "cli/merge.h"
+#include "engine/input_file.h"
 #include "cli/plot.h"
 
 const char gs_cmd_merge_help[] =
@@ -46,39 +47,7 @@ static const char usage[] = "gridstep merge [--out FILE] [--plot FILE.png|FILE.s
 
 static gs_status read_file(const char *path, char **out, size_t *len, gs_error *err)
 {
-    FILE *f = fopen(path, "r");
-    char *buf = NULL;
-    size_t n = 0, cap = 0;
-    gs_status rc = GS_OK;
-    if (!f)
-        return gs_error_set(err, GS_ERR_INPUT, "%s: cannot read: %s", path, strerror(errno));
-    for (;;) {
-        if (cap - n < 4096) {
-            char *b = realloc(buf, cap ? 2 * cap : 65536);
-            if (!b) {
-                rc = gs_error_set(err, GS_ERR_NOMEM, "%s: out of memory", path);
-                goto out;
-            }
-            buf = b;
-            cap = cap ? 2 * cap : 65536;
-        }
-        size_t k = fread(buf + n, 1, cap - n - 1, f);
-        n += k;
-        if (k == 0)
-            break;
-    }
-    if (ferror(f)) {
-        rc = gs_error_set(err, GS_ERR_INPUT, "%s: cannot read: %s", path, strerror(errno));
-        goto out;
-    }
-    buf[n] = '\0';
-    *out = buf;
-    *len = n;
-    buf = NULL;
-out:
-    free(buf);
-    fclose(f);
-    return rc;
+    return gs_input_read(path, "piece", UINT64_C(1) << 30, out, len, err);
 }
 
 /* ---- CSV sweep pieces ----------------------------------------------------------------------- */
@@ -97,7 +66,7 @@ static int csv_row_cmp(const void *a, const void *b)
 
 static gs_status merge_csv(char **text, char *const *paths, size_t n, FILE *out, gs_error *err)
 {
-    uint64_t count = 0, points = 0;
+    uint64_t count = 0, points = 0, sweep_id = 0;
     const char *header = NULL;
     size_t header_len = 0, nrows = 0, cap = 0;
     csv_row *rows = NULL;
@@ -105,17 +74,25 @@ static gs_status merge_csv(char **text, char *const *paths, size_t n, FILE *out,
     gs_status rc = GS_OK;
     for (size_t i = 0; i < n; i++) {
         char *t = text[i];
-        uint64_t si, sn, sp;
+        uint64_t si, sn, sp, id;
         int used = 0;
-        if (sscanf(t, "# gridstep sweep shard %" SCNu64 "/%" SCNu64 " of %" SCNu64 " points%n", &si, &sn, &sp, &used) != 3 ||
+        if (sscanf(t, "# gridstep sweep shard %" SCNu64 "/%" SCNu64 " of %" SCNu64 " points, sweep %16" SCNx64 "%n",
+                   &si, &sn, &sp, &id, &used) != 4 ||
             t[used] != '\n') {
             rc = gs_error_set(err, GS_ERR_INPUT,
-                              "%s: found no '# gridstep sweep shard I/N of P points' line, expected a piece written "
-                              "by gridstep sweep --shard",
+                              "%s: found no '# gridstep sweep shard I/N of P points, sweep ID' line, expected a piece "
+                              "written by gridstep sweep --shard",
                               paths[i]);
             goto out;
         }
+        if (i > 0 && id != sweep_id) {
+            rc = gs_error_set(err, GS_ERR_INPUT, "%s: sweep %016" PRIx64 ", not a piece of the same sweep as %s (sweep "
+                              "%016" PRIx64 ": its scenario, mode or varied values differ)",
+                              paths[i], id, paths[0], sweep_id);
+            goto out;
+        }
         if (i == 0) {
+            sweep_id = id;
             count = sn;
             points = sp;
             if (!(seen_shard = calloc(count ? count : 1, 1))) {

@@ -8,6 +8,7 @@
 #include <string.h>
 
 #include "cli/cli_common.h"
+#include "engine/input_file.h"
 #include "cli/commands.h"
 #include "engine/schedule.h"
 #include "engine/units.h"
@@ -346,11 +347,10 @@ gs_status gs_cmd_schedule(int argc, char **argv, gs_error *err)
     const char *note = NULL;
     int identical = -1;
     if (load) {
-        FILE *f = fopen(load, "r");
-        if (!f) {
-            rc = gs_error_set(err, GS_ERR_INPUT, "%s: cannot open: %s", load, strerror(errno));
+        FILE *f = NULL;
+        /* a dump of 10^8 events takes a few GB: 16 GiB bounds what is read */
+        if ((rc = gs_input_open(load, "schedule dump", UINT64_C(16) << 30, &f, NULL, err)) != GS_OK)
             goto out;
-        }
         rc = gs_schedule_load(f, load, &loaded, err);
         fclose(f);
         if (rc != GS_OK)

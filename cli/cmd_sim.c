@@ -359,11 +359,19 @@ gs_status gs_cmd_sim(int argc, char **argv, gs_error *err)
         case 'n':
         case 'g':
         case 'u':
+        {
+            /* bounds that keep nodes x GPUs per node and the batch far from 64-bit wrap */
+            static const struct { char c; const char *name; uint64_t max; } counts[] = {
+                {'n', "--nodes", UINT64_C(1) << 20}, {'g', "--global-batch", UINT64_C(1) << 40},
+                {'u', "--micro", UINT64_C(1) << 32}};
+            size_t k = c == 'n' ? 0 : c == 'g' ? 1 : 2;
             count_dst = c == 'n' ? &io.nodes : c == 'g' ? &io.global_seqs : &io.micro_seqs;
-            if (gs_parse_count(optarg, count_dst) != 0 || *count_dst == 0)
-                return gs_error_set(err, GS_ERR_INPUT, "%s: found '%s', expected a positive integer\nusage: %s",
-                                    argv[optind - 1], optarg, usage);
+            if (gs_parse_count(optarg, count_dst) != 0 || *count_dst == 0 || *count_dst > counts[k].max)
+                return gs_error_set(err, GS_ERR_INPUT,
+                                    "%s: found '%s', expected a positive integer of at most %llu\nusage: %s",
+                                    counts[k].name, optarg, (unsigned long long)counts[k].max, usage);
             break;
+        }
         case 'm':
             if (strcmp(optarg, "analytic") == 0)
                 bo.flow = 0;

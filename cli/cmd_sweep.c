@@ -47,7 +47,8 @@ const char gs_cmd_sweep_help[] =
     "                     vary [{key, values}], points, rows [...] (doc/json.md)\n"
     "  --out FILE         write the table to FILE instead of standard output\n"
     "  --shard I/N        only points i with i % N == I, as a piece for `gridstep merge`\n"
-    "                     (CSV pieces start with a '# gridstep sweep shard I/N' line, JSON pieces carry\n"
+    "                     (CSV pieces start with a '# gridstep sweep shard I/N of P points, sweep ID'\n"
+    "                     line, ID a hash of the scenario, mode and varied values; JSON pieces carry\n"
     "                     \"shard\": {index, count}); merging the N pieces gives the serial output,\n"
     "                     and `gridstep merge --plot` draws the curves of JSON pieces\n"
     "  --plot FILE.png|FILE.svg  throughput curves through gnuplot: x = the first varied key (log2\n"
@@ -172,14 +173,38 @@ static void csv_cell(FILE *f, const char *s)
     fputc('"', f);
 }
 
+/* What makes pieces one sweep (what a JSON piece carries besides its rows): the scenario, the
+ * mode and every varied value, as a 64-bit FNV-1a hash for a CSV piece's shard line. */
+static uint64_t sweep_identity(const table_meta *m)
+{
+    uint64_t h = 0xcbf29ce484222325ull;
+    const char *parts[3] = {m->scenario, m->mode, ""};
+    for (int p = 0; p < 2; p++)
+        for (const char *c = parts[p]; ; c++) {
+            h = (h ^ (unsigned char)*c) * 0x100000001b3ull; /* the NUL separates the fields */
+            if (!*c)
+                break;
+        }
+    for (size_t a = 0; a < m->sw->naxes; a++) {
+        const char *k = gs_sweep_key_name(m->sw->axes[a].key);
+        for (size_t i = 0; i <= m->sw->axes[a].n; i++)
+            for (const char *c = i == 0 ? k : m->sw->axes[a].values[i - 1]; ; c++) {
+                h = (h ^ (unsigned char)*c) * 0x100000001b3ull;
+                if (!*c)
+                    break;
+            }
+    }
+    return h;
+}
+
 static gs_status write_csv(FILE *f, const table_meta *m, const sweep_row *rows, size_t n,
                                     gs_error *err)
 {
     (void)err;
     const gs_sweep *sw = m->sw;
     if (m->sharded)
-        fprintf(f, "# gridstep sweep shard %" PRIu64 "/%" PRIu64 " of %" PRIu64 " points\n", m->shard_i, m->shard_n,
-                m->points);
+        fprintf(f, "# gridstep sweep shard %" PRIu64 "/%" PRIu64 " of %" PRIu64 " points, sweep %016" PRIx64 "\n",
+                m->shard_i, m->shard_n, m->points, sweep_identity(m));
     fprintf(f, "point");
     for (size_t a = 0; a < sw->naxes; a++)
         fprintf(f, ",%s", gs_sweep_key_name(sw->axes[a].key));

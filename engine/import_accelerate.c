@@ -171,6 +171,31 @@ static gs_status accel_enum(const gs__yaml_loader *l, const yaml_node_t *v, cons
                             gs__yaml_describe(v, found, sizeof found), hint, list);
 }
 
+/* A class accelerate would wrap by name must be a decoder layer's: a name ending in "Layer" or
+ * "Block" (LlamaDecoderLayer, GPT2Block, GPTNeoXLayer). Another name (a typo, a model class) is
+ * refused: gridstep would wrap per layer where accelerate stops, finding no such class. */
+static gs_status check_layer_classes(const gs__yaml_loader *l, yaml_node_t *cls)
+{
+    size_t n = cls->type == YAML_SEQUENCE_NODE ? (size_t)(cls->data.sequence.items.top - cls->data.sequence.items.start)
+                                               : 1;
+    for (size_t i = 0; i < n; i++) {
+        yaml_node_t *v = cls->type == YAML_SEQUENCE_NODE
+                             ? yaml_document_get_node(l->doc, cls->data.sequence.items.start[i])
+                             : cls;
+        char found[96];
+        const char *t = v && gs__yaml_is_text_scalar(v) ? gs__yaml_scalar_text(v) : NULL;
+        size_t len = t ? strlen(t) : 0;
+        int ok = t && ((len > 5 && strcmp(t + len - 5, "Layer") == 0) || (len > 5 && strcmp(t + len - 5, "Block") == 0));
+        if (!ok)
+            return gs__yaml_fail_at(l, v ? v : cls, GS_ERR_INPUT,
+                                    "fsdp_config.fsdp_transformer_layer_cls_to_wrap: found %s, expected the model's "
+                                    "decoder-layer class (a name ending in Layer or Block, like LlamaDecoderLayer "
+                                    "or GPT2Block): accelerate stops when the model has no such class",
+                                    v ? gs__yaml_describe(v, found, sizeof found) : "nothing");
+    }
+    return GS_OK;
+}
+
 static gs_status accel_fsdp_config(const gs__yaml_loader *l, const yaml_node_t *fc, gs_scenario *s,
                                    gs_diag *ignored)
 {
@@ -242,6 +267,8 @@ static gs_status accel_fsdp_config(const gs__yaml_loader *l, const yaml_node_t *
                                     "expected the decoder-layer class name (like "
                                     "LlamaDecoderLayer)",
                                     gs__yaml_describe(cls, found, sizeof found));
+        if (cls && (rc = check_layer_classes(l, cls)) != GS_OK)
+            return rc;
         if (min && (rc = gs__import_ignored(ignored, l->err,
                                       "%s:%lu: fsdp_min_num_params: ignored: used by "
                                       "SIZE_BASED_WRAP only, the policy here is "

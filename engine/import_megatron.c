@@ -512,19 +512,28 @@ static gs_status mg_model(const char *origin, const mg_words *ws, const mg_state
                             "expected --vocab-size N (or --model M for its vocabulary)",
                             origin ? origin : "--from-megatron");
     uint64_t div = st->given[MG_VOCAB_DIV] ? st->u[MG_VOCAB_DIV] : IMPORT_MEGATRON_VOCAB_DIVISOR;
-    uint64_t multiple = div * tp; /* Megatron-LM pads the vocabulary to this */
-    m->vocab = (vocab + multiple - 1) / multiple * multiple;
+    uint64_t multiple, padded; /* Megatron-LM pads the vocabulary to a multiple of div x tp */
+    if (gs_mul_u64(div, tp, &multiple) != 0 || gs_add_u64(vocab, multiple - 1, &padded) != 0)
+        return gs_error_set(err, GS_ERR_INPUT,
+                            "%s: --make-vocab-size-divisible-by %llu: padding the vocabulary (%llu) to a multiple "
+                            "of it times the tensor-parallel size (%llu) overflows 64 bits; expected a divisor like "
+                            "128",
+                            origin ? origin : "--from-megatron", (unsigned long long)div, (unsigned long long)vocab,
+                            (unsigned long long)tp);
+    m->vocab = padded / multiple * multiple;
     m->tied_embeddings = !st->given[MG_UNTIE];
     m->bias = !st->given[MG_NO_BIAS];
+    char *e1 = NULL, *e2 = NULL; /* both rates a number and zero (not "lots", which strtod reads as 0) */
     int drop_off = st->given[MG_ATT_DROP] && st->given[MG_HID_DROP] &&
-                   strtod(st->str[MG_ATT_DROP], NULL) == 0.0 &&
-                   strtod(st->str[MG_HID_DROP], NULL) == 0.0;
+                   strtod(st->str[MG_ATT_DROP], &e1) == 0.0 && e1 != st->str[MG_ATT_DROP] && !*e1 &&
+                   strtod(st->str[MG_HID_DROP], &e2) == 0.0 && e2 != st->str[MG_HID_DROP] && !*e2;
     m->dropout = !drop_off;
     /* the rates exec draws its masks with (Megatron-LM's default 0.1 each) */
     for (int d = 0; d < 2 && m->dropout; d++) {
         int key = d ? MG_HID_DROP : MG_ATT_DROP;
-        double p = st->given[key] ? strtod(st->str[key], NULL) : GS_DROPOUT_DEFAULT;
-        if (!(p >= 0.0 && p < 1.0))
+        char *end = NULL;
+        double p = st->given[key] ? strtod(st->str[key], &end) : GS_DROPOUT_DEFAULT;
+        if (!(p >= 0.0 && p < 1.0) || (end && (end == st->str[key] || *end))) /* "lots" is no rate */
             return gs_error_set(err, GS_ERR_INPUT, "%s: --%s %s: expected a probability 0 <= p < 1",
                                 mg_where(origin, ws, st->at[key], where, sizeof where),
                                 d ? "hidden-dropout" : "attention-dropout", st->str[key]);

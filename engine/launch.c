@@ -260,6 +260,9 @@ static void put_code_notes(launch_doc *d, const gs_scenario *s, int megatron)
     if (megatron && st->precision == GS_PREC_FP32 && gb != 4)
         put(d, "# note: grad_dtype %s has no Megatron-LM flag with fp32 training (gradients stay fp32)\n",
             gs_precision_name((gs_precision)st->grad_dtype));
+    if (!megatron && !st->overlap_grad_reduce) /* read back, the config would be another scenario */
+        put(d, "# note: overlap_grad_reduce false (gradients reduced after the backward, not under it) has no "
+               "accelerate config key: the training code's choice; read back, this config overlaps\n");
 }
 
 static const char *fsdp_strategy_name(gs_sharding s)

@@ -20,6 +20,7 @@
 #include <stdarg.h>
 #include <stdio.h>
 #include <string.h>
+#include <strings.h>
 
 /* Node-crossing search: at most this many distinct group blocks are examined (see
  * gs_mesh_dim_crosses_nodes); beyond it a closed form decides. Only matters for nodes of more
@@ -58,7 +59,7 @@ int gs_mesh_order_parse(const char *s, gs_dim order[GS_DIM_COUNT])
     for (int i = 0; i < GS_DIM_COUNT; i++) {
         int found = -1;
         for (int d = 0; d < GS_DIM_COUNT; d++) {
-            if (strncmp(p, gs_dim_names[d], 2) == 0) {
+            if (strncasecmp(p, gs_dim_names[d], 2) == 0) { /* TP-DP-PP as precision's BF16 */
                 found = d;
                 break;
             }

@@ -172,16 +172,17 @@ static gs_status value_bool(const gs__yaml_loader *l, const yaml_node_t *v, cons
     char found[96];
     if (v && v->type == YAML_SCALAR_NODE && !gs__yaml_scalar_is_quoted(v)) {
         const char *t = gs__yaml_scalar_text(v);
-        if (strcasecmp(t, "true") == 0 || strcasecmp(t, "yes") == 0) {
+        /* YAML 1.1's booleans, all of them: yes accepted but on refused would surprise */
+        if (strcasecmp(t, "true") == 0 || strcasecmp(t, "yes") == 0 || strcasecmp(t, "on") == 0) {
             *out = 1;
             return GS_OK;
         }
-        if (strcasecmp(t, "false") == 0 || strcasecmp(t, "no") == 0) {
+        if (strcasecmp(t, "false") == 0 || strcasecmp(t, "no") == 0 || strcasecmp(t, "off") == 0) {
             *out = 0;
             return GS_OK;
         }
     }
-    return gs__yaml_fail_at(l, v, GS_ERR_INPUT, "%s: found %s, expected true or false", field,
+    return gs__yaml_fail_at(l, v, GS_ERR_INPUT, "%s: found %s, expected true or false (or yes/no, on/off)", field,
                             gs__yaml_describe(v, found, sizeof found));
 }
 
@@ -461,6 +462,7 @@ static gs_status load_model(const gs__yaml_loader *l, const yaml_node_t *v, gs_m
         if (st != GS_OK)
             return st;
         yaml_node_t *preset = gs__yaml_lookup(l, v, "preset", NULL);
+        yaml_node_t *params_node = gs__yaml_lookup(l, v, "params", NULL);
         if (preset) {
             st = model_preset(l, preset, "model.preset", m);
             if (st != GS_OK)
@@ -490,6 +492,16 @@ static gs_status load_model(const gs__yaml_loader *l, const yaml_node_t *v, gs_m
             (st = opt_probability(l, v, "model", "attention_dropout", &m->attention_dropout, &adrop_given)) ||
             (st = opt_probability(l, v, "model", "hidden_dropout", &m->hidden_dropout, &hdrop_given)))
             return st;
+        /* a preset with params is a nominal variant of it; with params and a shape as well, the
+         * count would silently override what the shape gives */
+        static const char *const shape_keys[] = {"layers", "hidden", "heads", "kv_heads", "head_dim", "ffn", "vocab"};
+        for (size_t k = 0; preset && params_node && k < sizeof shape_keys / sizeof shape_keys[0]; k++)
+            if (gs__yaml_lookup(l, v, shape_keys[k], NULL))
+                return gs__yaml_fail_at(l, params_node, GS_ERR_INPUT,
+                                        "model.params: found with model.preset and model.%s, expected params with "
+                                        "a preset alone (a nominal model of that size) or the preset's shape "
+                                        "changed without params (params would override the count %s gives)",
+                                        shape_keys[k], shape_keys[k]);
         for (int d = 0; d < 2; d++) {
             const char *key = d ? "hidden_dropout" : "attention_dropout";
             double *rate = d ? &m->hidden_dropout : &m->attention_dropout;
@@ -780,6 +792,9 @@ static gs_status load_cluster(const gs__yaml_loader *l, const yaml_node_t *v, gs
         int gbps_given, npn_given;
         if ((st = opt_real(l, v, "cluster", "nic_gbps", 0, &gbps, &gbps_given)))
             return st;
+        if (gbps_given && !(gbps >= 1e-3 && gbps <= 1e6)) /* gs_cluster_validate's nic.gbps range */
+            return gs__yaml_fail_at(l, gs__yaml_lookup(l, v, "nic_gbps", NULL), GS_ERR_INPUT,
+                                    "cluster.nic_gbps: found %g, expected a line rate in [0.001, 1e+06] Gb/s", gbps);
         if (gbps_given) {
             /* A new line rate scales the achievable bandwidth by the same factor. */
             if (c->nic.gbps > 0.0 && c->nic.bw > 0.0)
@@ -1144,6 +1159,14 @@ static gs_status load_stragglers(const gs__yaml_loader *l, const yaml_node_t *v,
             g->node = 1;
             g->id = node;
         }
+        /* listed twice, a rank's (or node's) factors would multiply without a word */
+        for (size_t k = 0; k < s->nstragglers; k++)
+            if (s->stragglers[k].node == g->node && s->stragglers[k].id == g->id)
+                return gs__yaml_fail_at(l, e, GS_ERR_INPUT,
+                                        "stragglers: %s %llu is listed twice (entries %zu and %zu), expected each "
+                                        "rank or node once with its one slowdown",
+                                        g->node ? "node" : "rank", (unsigned long long)g->id, k + 1,
+                                        s->nstragglers + 1);
         if ((st = opt_real(l, e, "stragglers", "slowdown", 0, &g->slowdown, &has_slow)))
             return st;
         if (!has_slow || !(g->slowdown >= 1.0) || g->slowdown > 1000.0)
@@ -1364,6 +1387,14 @@ gs_status gs_scenario_mesh(const gs_scenario *s, gs_mesh *mesh, gs_diag *warning
                             (unsigned long long)s->batch.global_seqs,
                             (unsigned long long)per_step, hint);
     }
+    /* the ledger's pipeline walks every micro-batch of a step: bounded, with the batch's place */
+    if (s->batch.global_seqs / per_step > GS_SCENARIO_MAX_MICROBATCHES)
+        return gs_error_set(err, GS_ERR_INPUT,
+                            "%s: batch: global=%llu / (micro=%llu x dp=%llu) = %llu micro-batches per step, "
+                            "expected at most %u (a larger batch.micro or a smaller batch.global)",
+                            batch_at, (unsigned long long)s->batch.global_seqs, (unsigned long long)micro,
+                            (unsigned long long)dp, (unsigned long long)(s->batch.global_seqs / per_step),
+                            GS_SCENARIO_MAX_MICROBATCHES);
 
     /* the strategy's overlap switches, for scenarios not read from a file (imports, sweep points);
      * a file's are also checked where they are written, at their line */
@@ -1436,9 +1467,35 @@ double gs_scenario_tokens(const gs_scenario *s)
     return (double)s->batch.global_seqs * (double)s->model.seq;
 }
 
+/* DDP and ZeRO-1/2 cut a stage's gradients into bucket_bytes buckets, each a few events: refuses
+ * a bucket count above GS_SCHEDULE_MAX_BUCKETS before anything is built. */
+static gs_status check_bucket_count(const gs_scenario *s, const gs_mesh *mesh, gs_error *err)
+{
+    const gs_strategy *st = &s->strategy;
+    if ((gs_sharding_is_fsdp(st->sharding) && st->sharding != GS_SHARD_NO_SHARD) || st->bucket_bytes == 0)
+        return GS_OK;
+    uint64_t pp = mesh->size[GS_DIM_PP] ? mesh->size[GS_DIM_PP] : 1, tp = mesh->size[GS_DIM_TP] ? mesh->size[GS_DIM_TP] : 1;
+    uint64_t params = gs_model_params(&s->model), stage = params / pp / tp + 1, bytes;
+    if (params == UINT64_MAX || gs_mul_u64(stage, gs_grad_bytes(st), &bytes) != 0)
+        bytes = UINT64_MAX;
+    uint64_t buckets = bytes / st->bucket_bytes + 1;
+    if (buckets <= GS_SCHEDULE_MAX_BUCKETS)
+        return GS_OK;
+    return gs_error_set(err, GS_ERR_INPUT,
+                        "%s: strategy.bucket_bytes: %llu B buckets cut a stage's gradients (about %.3g parameters, "
+                        "%.3g B) into about %.3g buckets, expected at most %u; raise bucket_bytes to at least %.3g B "
+                        "(`gridstep mem` works at any size)",
+                        s->path[0] ? s->path : "<scenario>", (unsigned long long)st->bucket_bytes, (double)stage,
+                        (double)bytes, (double)buckets, GS_SCHEDULE_MAX_BUCKETS,
+                        (double)bytes / GS_SCHEDULE_MAX_BUCKETS + 1);
+}
+
 gs_status gs_scenario_check_schedule_size(const gs_scenario *s, const gs_mesh *mesh, uint64_t microbatches,
                                           int exact, gs_error *err)
 {
+    gs_status brc = check_bucket_count(s, mesh, err);
+    if (brc != GS_OK)
+        return brc;
     uint64_t pp = mesh->size[GS_DIM_PP], lists = exact ? mesh->world : pp;
     uint64_t stage_layers = (s->model.layers + pp - 1) / pp + 2; /* + embedding and head */
     uint64_t events = 0;

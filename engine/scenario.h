@@ -76,8 +76,16 @@ uint64_t gs_scenario_microbatches(const gs_scenario *s);
 /* Events per layer per micro-batch the estimate counts (forward, backward, their collectives;
  * measured 20 for Llama with TP, so the estimate errs low). */
 #define GS_SCHEDULE_EVENTS_PER_LAYER_PASS 16u
+/* DDP / ZeRO-1/2 gradient buckets per stage a schedule may hold (each is a few events; the ledger
+ * sums them in closed form at any count). */
+#define GS_SCHEDULE_MAX_BUCKETS 1000000u
+/* Micro-batches per step a scenario may have (gs_scenario_mesh refuses more, naming the batch):
+ * the memory ledger walks every one of them through the pipeline. */
+#define GS_SCENARIO_MAX_MICROBATCHES (1u << 24)
 
-/* Refuses, before anything is built, a schedule above GS_SCHEDULE_MAX_EVENTS: rank lists (world
+/* Refuses, before anything is built, more than GS_SCHEDULE_MAX_BUCKETS gradient buckets per
+ * stage (GS_ERR_INPUT, naming bucket_bytes and the size it would need) and a schedule above
+ * GS_SCHEDULE_MAX_EVENTS: rank lists (world
  * when exact, else pp) x microbatches x (layers per stage + 2) x GS_SCHEDULE_EVENTS_PER_LAYER_PASS.
  * GS_ERR_OVERFLOW with a message at the batch (or grid, when exact) saying how to shrink it. */
 gs_status gs_scenario_check_schedule_size(const gs_scenario *s, const gs_mesh *mesh, uint64_t microbatches,

@@ -370,7 +370,7 @@ gs_status gs_rank_add_event(gs_rank_events *r, const gs_event *ev, const uint32_
 
     gs_event e = *ev;
     e.links = (uint32_t)r->npool;
-    uint32_t *dst = r->pool + r->npool;
+    uint32_t *dst = total ? r->pool + r->npool : NULL; /* no pool yet when nothing links (UBSan) */
     for (int w = 0; w < GS_LINK_LISTS; w++) { /* a few ids each: copied inline, not by memcpy calls */
         const uint32_t *src = lists ? lists[w] : NULL;
         for (uint16_t j = 0; j < ev->nlinks[w]; j++)
@@ -1906,6 +1906,11 @@ gs_status gs_schedule_load(FILE *f, const char *path, gs_schedule **out, gs_erro
         (st = load_kv_u64(&ld, 0, "microbatches", UINT64_MAX, &sch->microbatches)) != GS_OK ||
         (st = load_end_of_line(&ld, 2)) != GS_OK)
         goto out;
+    if (sch->microbatches == 0) { /* a step has at least one */
+        st = gs_error_set(err, GS_ERR_INPUT, "%s:%zu: found '0', expected microbatches (an integer from 1)", ld.path,
+                          ld.lineno);
+        goto out;
+    }
     if ((st = load_next(&ld, "'exact 0' or 'exact 1'")) != GS_OK || (st = load_kv_u64(&ld, 0, "exact", 1, &v)) != GS_OK ||
         (st = load_end_of_line(&ld, 2)) != GS_OK)
         goto out;
@@ -1914,6 +1919,11 @@ gs_status gs_schedule_load(FILE *f, const char *path, gs_schedule **out, gs_erro
         (st = load_kv_u64(&ld, 0, "ranks", sch->mesh.world < UINT32_MAX - 1 ? sch->mesh.world : UINT32_MAX - 1, &nranks)) != GS_OK ||
         (st = load_end_of_line(&ld, 2)) != GS_OK)
         goto out;
+    if (nranks == 0) { /* nothing to play, and nothing to validate: not a schedule */
+        st = gs_error_set(err, GS_ERR_INPUT, "%s:%zu: found '0', expected ranks (an integer from 1 to %llu)", ld.path,
+                          ld.lineno, (unsigned long long)sch->mesh.world);
+        goto out;
+    }
 
     size_t cap_ranks = 0;
     for (uint64_t p = 0; p < nranks; p++) {

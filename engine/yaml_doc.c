@@ -1,6 +1,8 @@
 /* Node access and placed error messages for the libyaml document loaders (see yaml_doc.h). */
 #include "engine/yaml_doc.h"
 
+#include "engine/input_file.h"
+
 #include <ctype.h>
 #include <errno.h>
 #include <stdarg.h>
@@ -302,44 +304,6 @@ gs_status gs__yaml_load_first(const gs__yaml_loader *l, yaml_parser_t *parser, c
 
 gs_status gs__yaml_read_file(const char *path, char **text, size_t *size, gs_error *err)
 {
-    gs_status st = GS_OK;
-    char *buf = NULL;
-    *text = NULL;
-    *size = 0;
-    FILE *f = fopen(path, "rb");
-    if (!f) {
-        st = gs_error_set(err, GS_ERR_INPUT, "%s: cannot open: %s", path, strerror(errno));
-        goto out;
-    }
-    struct stat sb;
-    if (fstat(fileno(f), &sb) != 0 || !S_ISREG(sb.st_mode)) {
-        int e = S_ISDIR(sb.st_mode) ? EISDIR : errno ? errno : EINVAL;
-        st = gs_error_set(err, GS_ERR_INPUT, "%s: cannot read: %s", path, strerror(e));
-        goto out;
-    }
-    if ((uint64_t)sb.st_size > GS__YAML_MAX_FILE_BYTES) {
-        st = gs_error_set(err, GS_ERR_INPUT,
-                          "%s: scenario file too large: found %llu bytes, expected at most %u",
-                          path, (unsigned long long)sb.st_size, GS__YAML_MAX_FILE_BYTES);
-        goto out;
-    }
-    size_t n = (size_t)sb.st_size;
-    if (!(buf = malloc(n + 1))) {
-        st = gs_error_set(err, GS_ERR_NOMEM, "%s: cannot allocate %zu bytes", path, n + 1);
-        goto out;
-    }
-    if (fread(buf, 1, n, f) != n || ferror(f)) {
-        st = gs_error_set(err, GS_ERR_INPUT, "%s: cannot read: %s", path,
-                          ferror(f) ? strerror(errno) : "file changed while reading");
-        goto out;
-    }
-    buf[n] = '\0';
-    *text = buf;
-    *size = n;
-    buf = NULL;
-out:
-    free(buf);
-    if (f)
-        fclose(f);
-    return st;
+    /* regular files only: a FIFO would block, a device never ends (engine/input_file.h) */
+    return gs_input_read(path, "scenario file", GS__YAML_MAX_FILE_BYTES, text, size, err);
 }

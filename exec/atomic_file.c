@@ -28,9 +28,16 @@ gs_status gs_atomic_file_begin(gs_atomic_file *af, const char *path, gs_error *e
         st = gs_error_set(err, GS_ERR_NOMEM, "%s: out of memory", path);
         goto out;
     }
-    af->stream = fopen(af->tmp_path, "wb");
-    if (!af->stream)
-        st = gs_error_set(err, GS_ERR_IO, "%s: cannot create: %s", af->tmp_path, strerror(errno));
+    /* O_EXCL: a file of that name is not this call's to truncate */
+    int fd = open(af->tmp_path, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0666);
+    if (fd < 0 || !(af->stream = fdopen(fd, "wb"))) {
+        st = gs_error_set(err, GS_ERR_IO, "%s: cannot create: %s%s", af->tmp_path, strerror(errno),
+                          errno == EEXIST ? " (not this run's: move it away)" : "");
+        if (fd >= 0)
+            close(fd);
+        free(af->tmp_path); /* not ours: abort must not remove it */
+        af->tmp_path = NULL;
+    }
 out:
     if (st != GS_OK)
         gs_atomic_file_abort(af);
@@ -111,41 +118,6 @@ gs_status gs_fsync_parent(const char *path, gs_error *err)
     dir[n] = '\0';
     gs_status st = gs_fsync_dir(dir, err);
     free(dir);
-    return st;
-}
-
-gs_status gs_remove_flat_dir(const char *dir, gs_error *err)
-{
-    gs_status st = GS_OK;
-    char *file = NULL;
-    DIR *d = opendir(dir);
-    if (!d) {
-        if (errno == ENOENT)
-            return GS_OK;
-        return gs_error_set(err, GS_ERR_IO, "%s: cannot open directory: %s", dir, strerror(errno));
-    }
-    size_t dlen = strlen(dir);
-    struct dirent *e;
-    while ((e = readdir(d)) != NULL) {
-        if (strcmp(e->d_name, ".") == 0 || strcmp(e->d_name, "..") == 0)
-            continue;
-        free(file);
-        file = malloc(dlen + strlen(e->d_name) + 2);
-        if (!file) {
-            st = gs_error_set(err, GS_ERR_NOMEM, "%s: out of memory", dir);
-            goto out;
-        }
-        sprintf(file, "%s/%s", dir, e->d_name);
-        if (unlink(file) != 0 && errno != ENOENT) {
-            st = gs_error_set(err, GS_ERR_IO, "%s: cannot remove: %s", file, strerror(errno));
-            goto out;
-        }
-    }
-    if (rmdir(dir) != 0 && errno != ENOENT)
-        st = gs_error_set(err, GS_ERR_IO, "%s: cannot remove directory: %s", dir, strerror(errno));
-out:
-    free(file);
-    closedir(d);
     return st;
 }
 

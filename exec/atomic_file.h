@@ -18,7 +18,8 @@ typedef struct gs_atomic_file {
     FILE *stream;   /* open for writing on tmp_path; write the contents here */
 } gs_atomic_file;
 
-/* Creates PATH.tmp-PID (truncating a stale one) and opens it for writing. */
+/* Creates PATH.tmp-PID (refused when that name exists: it is not this call's) and opens it for
+ * writing. */
 gs_status gs_atomic_file_begin(gs_atomic_file *af, const char *path, gs_error *err);
 /* fflush + fsync + fclose the temporary, rename it over the target, fsync the directory. On
  * failure the temporary is removed and the target is left as it was. */
@@ -32,9 +33,6 @@ gs_status gs_durable_close(FILE *stream, const char *path, gs_error *err);
 gs_status gs_fsync_dir(const char *dir, gs_error *err);
 /* fsync of the directory holding `path` ("." when path has no slash). */
 gs_status gs_fsync_parent(const char *path, gs_error *err);
-/* Removes a directory and the plain files in it (checkpoint directories are flat); a missing
- * directory is not an error. */
-gs_status gs_remove_flat_dir(const char *dir, gs_error *err);
 /* 1 if path exists (any type), 0 if not; -1 with err set on another stat failure. */
 int gs_path_exists(const char *path, gs_error *err);
 

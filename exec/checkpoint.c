@@ -3,6 +3,7 @@
 
 #include <dirent.h>
 #include <errno.h>
+#include <fcntl.h>
 #include <jansson.h>
 #include <signal.h>
 #include <stdarg.h>
@@ -14,6 +15,7 @@
 #include <unistd.h>
 
 #include "exec/atomic_file.h"
+#include "exec/ckpt_own.h"
 #include "exec/crc32.h"
 #include "exec/safetensors.h"
 
@@ -71,6 +73,23 @@ static int same_shape(size_t na, const uint64_t *a, size_t nb, const uint64_t *b
     return 1;
 }
 
+/* The index's own checksum: CRC-32 of the document without its "index_crc32" key, dumped compact
+ * with sorted keys (integers and strings only: one text per document). 0 and *ok = 0 when it
+ * cannot be computed. */
+static uint32_t index_crc32(const json_t *root, int *ok)
+{
+    json_t *copy = json_copy((json_t *)root);
+    char *text = NULL;
+    uint32_t crc = 0;
+    *ok = copy && (json_object_del(copy, "index_crc32"), 1) &&
+          (text = json_dumps(copy, JSON_COMPACT | JSON_SORT_KEYS)) != NULL;
+    if (*ok)
+        crc = gs_crc32_update(0, text, strlen(text));
+    free(text);
+    json_decref(copy);
+    return crc;
+}
+
 static char *rank_file_name(int rank, int world)
 {
     return str_printf("rank%05d-of-%05d.safetensors", rank, world);
@@ -81,16 +100,9 @@ static char *path_join(const char *dir, const char *name)
     return str_printf("%s/%s", dir, name);
 }
 
-/* A copy of dir without trailing slashes ("/" stays "/"). */
 static char *dir_normalise(const char *dir)
 {
-    char *d = strdup(dir);
-    if (!d)
-        return NULL;
-    size_t n = strlen(d);
-    while (n > 1 && d[n - 1] == '/')
-        d[--n] = '\0';
-    return d;
+    return gs_ckpt_dir_normalise(dir);
 }
 
 /* ---- the writer ----------------------------------------------------------------------------- */
@@ -123,78 +135,15 @@ struct gs_ckpt_writer {
     void *hook_arg;
     int committed;
     int attached; /* 1: tmp_dir is another process's (gs_ckpt_writer_attach) */
+    int force;    /* 1: a DIR that is not a checkpoint is moved aside (never deleted) */
+    char *displaced; /* where a forced save moved such a DIR (owned), or NULL */
+    char run[384];   /* this save's identity, written into its marker */
 };
 
 static void call_hook(const gs_ckpt_writer *w, const char *phase, const char *path)
 {
     if (w->hook)
         w->hook(phase, path, w->hook_arg);
-}
-
-/* Removes PATH.tmp-PID directories and files whose process no longer exists (a crashed save). */
-static gs_status remove_stale_temporaries(const char *dir, gs_error *err)
-{
-    gs_status st = GS_OK;
-    char *parent = NULL, *path = NULL;
-    const char *slash = strrchr(dir, '/');
-    const char *base = slash ? slash + 1 : dir;
-    parent = slash ? (slash == dir ? strdup("/") : strndup(dir, (size_t)(slash - dir))) : strdup(".");
-    if (!parent)
-        return gs_error_set(err, GS_ERR_NOMEM, "checkpoint %s: out of memory", dir);
-    DIR *d = opendir(parent);
-    if (!d)
-        goto out; /* nothing to clean; mkdir will report a missing parent */
-    size_t blen = strlen(base);
-    struct dirent *e;
-    while ((e = readdir(d)) != NULL) {
-        if (strncmp(e->d_name, base, blen) != 0 || strncmp(e->d_name + blen, ".tmp-", 5) != 0)
-            continue;
-        const char *digits = e->d_name + blen + 5;
-        char *end;
-        long pid = strtol(digits, &end, 10);
-        if (*digits == '\0' || *end != '\0' || pid <= 0 || pid == (long)getpid())
-            continue;
-        if (kill((pid_t)pid, 0) == 0 || errno != ESRCH)
-            continue; /* that process may still be saving */
-        free(path);
-        path = path_join(parent, e->d_name);
-        if (!path) {
-            st = gs_error_set(err, GS_ERR_NOMEM, "checkpoint %s: out of memory", dir);
-            break;
-        }
-        struct stat sb;
-        if (lstat(path, &sb) != 0)
-            continue;
-        if (S_ISDIR(sb.st_mode)) {
-            st = gs_remove_flat_dir(path, err);
-        } else if (unlink(path) != 0 && errno != ENOENT) {
-            st = gs_error_set(err, GS_ERR_IO, "checkpoint %s: cannot remove %s: %s", dir, path, strerror(errno));
-        }
-        if (st != GS_OK)
-            break;
-    }
-    closedir(d);
-out:
-    free(path);
-    free(parent);
-    return st;
-}
-
-/* Step 0 of the protocol: put a previous checkpoint back where a crash mid-swap left it. */
-static gs_status recover_swap(const char *dir, const char *old_dir, gs_error *err)
-{
-    int have_dir = gs_path_exists(dir, err), have_old = gs_path_exists(old_dir, err);
-    if (have_dir < 0 || have_old < 0)
-        return GS_ERR_IO;
-    if (!have_old)
-        return GS_OK;
-    if (have_dir) {
-        gs_status st = gs_remove_flat_dir(old_dir, err);
-        return st != GS_OK ? st : gs_fsync_parent(dir, err);
-    }
-    if (rename(old_dir, dir) != 0)
-        return gs_error_set(err, GS_ERR_IO, "checkpoint %s: cannot restore %s: %s", dir, old_dir, strerror(errno));
-    return gs_fsync_parent(dir, err);
 }
 
 /* A writer's common state for DIR: its normalised name, DIR.old, the metadata and the per-rank
@@ -232,32 +181,81 @@ out:
     return st;
 }
 
+/* What may be at DIR and DIR.old when a save starts or swaps: DIR absent or a checkpoint (or,
+ * forced, anything: it is moved aside); DIR.old absent, empty, or a save's (a marker for DIR). */
+static gs_status check_swap_targets(const gs_ckpt_writer *w, gs_ckpt_found *found, gs_error *err)
+{
+    char why[600];
+    gs_ckpt_found found_old;
+    gs_status st = gs_ckpt_classify(w->dir, found, why, sizeof why, err);
+    if (st != GS_OK)
+        return st;
+    if (*found == GS_CKPT_FOREIGN && !w->force)
+        return gs_error_set(err, GS_ERR_INPUT,
+                            "checkpoint %s: it exists and is not a gridstep checkpoint (%s); refusing to replace it "
+                            "(--force moves it aside to %s.replaced-PID, deleting nothing)",
+                            w->dir, why, w->dir);
+    if (*found != GS_CKPT_OURS)
+        return GS_OK;
+    if ((st = gs_ckpt_classify(w->old_dir, &found_old, why, sizeof why, err)) != GS_OK)
+        return st;
+    if (found_old != GS_CKPT_ABSENT && !gs_ckpt_marker_read(w->old_dir, gs_ckpt_base_of(w->dir), NULL)) {
+        struct stat sb;
+        int empty_dir = lstat(w->old_dir, &sb) == 0 && S_ISDIR(sb.st_mode) && rmdir(w->old_dir) == 0;
+        if (!empty_dir) /* rmdir removes only an empty directory: nothing lost */
+            return gs_error_set(err, GS_ERR_INPUT,
+                                "checkpoint %s: %s exists and no save retired it there (it has no %s marker naming "
+                                "%s); the previous checkpoint is moved there during a save: move it away",
+                                w->dir, w->old_dir, GS_CKPT_MARKER, gs_ckpt_base_of(w->dir));
+    }
+    return GS_OK;
+}
+
 gs_status gs_ckpt_writer_create(gs_ckpt_writer **out, const char *dir, const gs_ckpt_meta *meta, int world,
                                 gs_error *err)
+{
+    return gs_ckpt_writer_create_forced(out, dir, meta, world, 0, err);
+}
+
+gs_status gs_ckpt_writer_create_forced(gs_ckpt_writer **out, const char *dir, const gs_ckpt_meta *meta, int world,
+                                       int force, gs_error *err)
 {
     gs_ckpt_writer *w = NULL;
     gs_status st = writer_new(&w, dir, NULL, meta, world, err);
     *out = NULL;
     if (st != GS_OK)
         return st;
-    st = recover_swap(w->dir, w->old_dir, err);
+    w->force = force;
+    gs_ckpt_run_id(w->run, sizeof w->run);
+    gs_ckpt_found found;
+    st = gs_ckpt_recover(w->dir, err);
     if (st == GS_OK)
-        st = remove_stale_temporaries(w->dir, err);
-    if (st == GS_OK)
-        st = gs_remove_flat_dir(w->tmp_dir, err); /* a failed save of this process */
+        st = check_swap_targets(w, &found, err);
+    if (st == GS_OK && gs_ckpt_marker_read(w->tmp_dir, gs_ckpt_base_of(w->dir), NULL))
+        st = gs_ckpt_remove_owned(w->tmp_dir, NULL, err); /* a failed save of an earlier process of this PID */
     if (st != GS_OK)
         goto out;
     if (mkdir(w->tmp_dir, 0777) != 0) {
-        st = gs_error_set(err, GS_ERR_IO, "checkpoint %s: cannot create %s: %s", w->dir, w->tmp_dir, strerror(errno));
+        st = gs_error_set(err, errno == EEXIST ? GS_ERR_INPUT : GS_ERR_IO, "checkpoint %s: cannot create %s: %s%s",
+                          w->dir, w->tmp_dir, strerror(errno),
+                          errno == EEXIST ? " (and it is not a save's: move it away)" : "");
         free(w->tmp_dir); /* not ours: do not remove it in destroy */
         w->tmp_dir = NULL;
         goto out;
     }
-    *out = w;
+    /* from here on the directory says whose it is; killed before this, it is empty and rmdir'able */
+    st = gs_ckpt_marker_write(w->tmp_dir, gs_ckpt_base_of(w->dir), w->run, err);
+    if (st == GS_OK)
+        *out = w;
 out:
     if (st != GS_OK)
         gs_ckpt_writer_destroy(w);
     return st;
+}
+
+const char *gs_ckpt_writer_displaced(const gs_ckpt_writer *w)
+{
+    return w->displaced;
 }
 
 void gs_ckpt_writer_set_hook(gs_ckpt_writer *w, gs_ckpt_hook hook, void *arg)
@@ -281,13 +279,14 @@ void gs_ckpt_writer_destroy(gs_ckpt_writer *w)
     if (!w)
         return;
     if (!w->committed && !w->attached && w->tmp_dir)
-        gs_remove_flat_dir(w->tmp_dir, NULL);
+        gs_ckpt_remove_owned(w->tmp_dir, NULL, NULL);
     for (int r = 0; w->ranks && r < w->world; r++)
         saved_rank_fini(&w->ranks[r]);
     free(w->ranks);
     free(w->dir);
     free(w->tmp_dir);
     free(w->old_dir);
+    free(w->displaced);
     free(w->scenario_copy);
     free(w);
 }
@@ -378,7 +377,7 @@ gs_status gs_ckpt_writer_write_rank(gs_ckpt_writer *w, int rank, const gs_ckpt_r
     snprintf(pp_s, sizeof pp_s, "%d", w->meta.pp);
     snprintf(tp_s, sizeof tp_s, "%d", w->meta.tp);
     const gs_st_write_meta meta[] = {
-        {"format", GS_CKPT_FORMAT}, {"format_version", "1"}, {"rank", rank_s}, {"world", world_s},
+        {"format", GS_CKPT_FORMAT}, {"format_version", GS_CKPT_FORMAT_VERSION_TEXT}, {"rank", rank_s}, {"world", world_s},
         {"step", step_s},           {"dp", dp_s},            {"pp", pp_s},     {"tp", tp_s},
         {"scenario", w->meta.scenario},
     };
@@ -562,6 +561,10 @@ static gs_status build_index_json(const gs_ckpt_writer *w, json_t **out, gs_erro
         json_object_set(root, "metadata", md) != 0 || json_object_set(root, "files", files) != 0 ||
         json_object_set(root, "tensors", tensors) != 0)
         goto nomem;
+    int crc_ok;
+    uint32_t crc = index_crc32(root, &crc_ok);
+    if (!crc_ok || json_object_set_new(root, "index_crc32", json_integer((json_int_t)crc)) != 0)
+        goto nomem;
     *out = json_incref(root);
     goto out;
 nomem:
@@ -574,6 +577,68 @@ out:
     json_decref(files);
     json_decref(tensors);
     json_decref(root);
+    return st;
+}
+
+/* Moves what is at DIR out of the way: a checkpoint to DIR.old (marked as this save's first, so
+ * that recovery knows it), anything else (forced) to DIR.replaced-PID. *moved: 1 for DIR.old. */
+static gs_status move_aside(gs_ckpt_writer *w, int *retired, gs_error *err)
+{
+    gs_ckpt_found found;
+    gs_status st = check_swap_targets(w, &found, err);
+    *retired = 0;
+    if (st != GS_OK || found == GS_CKPT_ABSENT)
+        return st;
+    const char *to = w->old_dir;
+    if (found == GS_CKPT_FOREIGN) {
+        free(w->displaced);
+        if (!(w->displaced = str_printf("%s.replaced-%ld", w->dir, (long)getpid())))
+            return gs_error_set(err, GS_ERR_NOMEM, "checkpoint %s: out of memory", w->dir);
+        if (gs_path_exists(w->displaced, err) != 0)
+            return gs_error_set(err, GS_ERR_INPUT, "checkpoint %s: cannot move it aside: %s exists", w->dir,
+                                w->displaced);
+        to = w->displaced;
+    } else if ((st = gs_ckpt_marker_write(w->dir, gs_ckpt_base_of(w->dir), w->run, err)) != GS_OK) {
+        return st;
+    }
+    if (rename(w->dir, to) != 0)
+        return gs_error_set(err, GS_ERR_IO, "checkpoint %s: cannot move the previous %s to %s: %s", w->dir,
+                            found == GS_CKPT_OURS ? "checkpoint" : "contents", to, strerror(errno));
+    *retired = found == GS_CKPT_OURS;
+    st = gs_fsync_parent(w->dir, err);
+    if (st == GS_OK)
+        call_hook(w, "old-moved", to);
+    return st;
+}
+
+/* Steps 2-5 of the protocol: the previous DIR aside, the new one in, the previous one removed
+ * (its own files only). */
+static gs_status swap_in(gs_ckpt_writer *w, gs_error *err)
+{
+    int retired = 0;
+    gs_status st = move_aside(w, &retired, err);
+    if (st != GS_OK)
+        return st;
+    if (rename(w->tmp_dir, w->dir) != 0) {
+        st = gs_error_set(err, GS_ERR_IO, "checkpoint %s: cannot rename %s into place: %s", w->dir, w->tmp_dir,
+                          strerror(errno));
+        if (retired)
+            rename(w->old_dir, w->dir); /* put the previous one back; recovery would too */
+        else if (w->displaced)
+            rename(w->displaced, w->dir);
+        return st;
+    }
+    w->committed = 1;
+    if ((st = gs_fsync_parent(w->dir, err)) != GS_OK)
+        return st;
+    call_hook(w, "new-in-place", w->dir);
+    if (retired) {
+        st = gs_ckpt_remove_owned(w->old_dir, NULL, err);
+        if (st == GS_OK)
+            st = gs_fsync_parent(w->dir, err);
+        if (st == GS_OK)
+            call_hook(w, "old-removed", w->old_dir);
+    }
     return st;
 }
 
@@ -614,43 +679,7 @@ gs_status gs_ckpt_writer_commit(gs_ckpt_writer *w, gs_error *err)
     st = gs_fsync_dir(w->tmp_dir, err);
     if (st != GS_OK)
         goto out;
-    /* steps 2-5 of the protocol */
-    int have_dir = gs_path_exists(w->dir, err);
-    if (have_dir < 0) {
-        st = GS_ERR_IO;
-        goto out;
-    }
-    if (have_dir) {
-        if (rename(w->dir, w->old_dir) != 0) {
-            st = gs_error_set(err, GS_ERR_IO, "checkpoint %s: cannot move the previous checkpoint to %s: %s", w->dir,
-                              w->old_dir, strerror(errno));
-            goto out;
-        }
-        st = gs_fsync_parent(w->dir, err);
-        if (st != GS_OK)
-            goto out;
-        call_hook(w, "old-moved", w->old_dir);
-    }
-    if (rename(w->tmp_dir, w->dir) != 0) {
-        st = gs_error_set(err, GS_ERR_IO, "checkpoint %s: cannot rename %s into place: %s", w->dir, w->tmp_dir,
-                          strerror(errno));
-        if (have_dir)
-            rename(w->old_dir, w->dir); /* put the previous one back; recovery would too */
-        goto out;
-    }
-    w->committed = 1;
-    st = gs_fsync_parent(w->dir, err);
-    if (st != GS_OK)
-        goto out;
-    call_hook(w, "new-in-place", w->dir);
-    if (have_dir) {
-        st = gs_remove_flat_dir(w->old_dir, err);
-        if (st == GS_OK)
-            st = gs_fsync_parent(w->dir, err);
-        if (st != GS_OK)
-            goto out;
-        call_hook(w, "old-removed", w->old_dir);
-    }
+    st = swap_in(w, err);
 out:
     free(ipath);
     json_decref(index);
@@ -1107,6 +1136,39 @@ static int file_name_ok(const char *s)
     return *s && strchr(s, '/') == NULL && strcmp(s, ".") != 0 && strcmp(s, "..") != 0;
 }
 
+/* The document's own checksum (index_crc32) matches its content. */
+static gs_status check_index_crc32(const json_t *root, gs_error *err)
+{
+    uint64_t want;
+    int ok;
+    if (get_u64(root, "index_crc32", &want) != 0 || want > UINT32_MAX)
+        return gs_error_set(err, GS_ERR_INPUT, "index_crc32 missing or not a 32-bit unsigned integer");
+    uint32_t got = index_crc32(root, &ok);
+    if (!ok)
+        return gs_error_set(err, GS_ERR_NOMEM, "out of memory checking index_crc32");
+    if (got != (uint32_t)want)
+        return gs_error_set(err, GS_ERR_INPUT, "index_crc32 %08x, its content gives %08x: index.json was edited or "
+                            "damaged", (uint32_t)want, got);
+    return GS_OK;
+}
+
+/* The names a piece at `offset` of `tensor` has in its rank file: NAME@OFF, optim.m.NAME@OFF and
+ * optim.v.NAME@OFF; 0 when they match ip's (which == 0, 1, 2: the one that differs in *which). */
+static int piece_names_match(const char *tensor, const gs_ckpt_index_piece *ip, int has_optim, char *want,
+                             size_t cap, int *which)
+{
+    static const char *const prefix[3] = {"", "optim.m.", "optim.v."};
+    const char *got[3] = {ip->name, ip->adam_m, ip->adam_v};
+    for (int k = 0; k < (has_optim ? 3 : 1); k++) {
+        snprintf(want, cap, "%s%s@%llu", prefix[k], tensor, (unsigned long long)ip->offset);
+        if (!got[k] || strcmp(got[k], want) != 0) {
+            *which = k;
+            return 0;
+        }
+    }
+    return 1;
+}
+
 static gs_status parse_index_tensor(const gs_ckpt_index *ix, const char *name, const json_t *v,
                                     gs_ckpt_index_tensor *t, gs_error *err)
 {
@@ -1158,6 +1220,15 @@ static gs_status parse_index_tensor(const gs_ckpt_index *ix, const char *name, c
                                 "%llu of %llu (pieces must tile the tensor in order)",
                                 name, p, (unsigned long long)ip->offset, (unsigned long long)ip->count,
                                 (unsigned long long)cursor, (unsigned long long)numel);
+        char want[600];
+        int which = 0;
+        static const char *const field[3] = {"name", "adam_m", "adam_v"};
+        if (!piece_names_match(name, ip, ix->has_optimizer, want, sizeof want, &which)) {
+            const char *got = which == 0 ? ip->name : which == 1 ? ip->adam_m : ip->adam_v;
+            return gs_error_set(err, GS_ERR_INPUT, "tensor %s: piece %zu's %s is '%s', expected '%s' (a piece holds "
+                                "its own tensor's data at its own offset)", name, p, field[which], got ? got : "",
+                                want);
+        }
         cursor += ip->count;
     }
     if (cursor != numel)
@@ -1209,18 +1280,25 @@ gs_status gs_ckpt_index_parse(const char *buf, size_t len, gs_ckpt_index *ix, gs
         goto out;
     }
     if (get_int(root, "format_version", 0, 1 << 30, &ix->version) != 0 || ix->version != GS_CKPT_FORMAT_VERSION) {
-        st = gs_error_set(err, GS_ERR_INPUT, "format_version %d not supported (this build reads %d)", ix->version,
-                          GS_CKPT_FORMAT_VERSION);
+        st = gs_error_set(err, GS_ERR_INPUT, "format_version %d not supported (this build reads %d: version 1 had no "
+                          "index checksum)", ix->version, GS_CKPT_FORMAT_VERSION);
         goto out;
     }
     const char *optim = json_string_value(json_object_get(md, "optimizer"));
-    if (!json_is_object(md) || get_int(md, "dp", 1, 1 << 20, &ix->dp) != 0 ||
-        get_int(md, "pp", 1, 1 << 20, &ix->pp) != 0 || get_int(md, "tp", 1, 1 << 20, &ix->tp) != 0 ||
-        get_int(md, "world", 1, 99999, &ix->world) != 0 || get_u64(md, "step", &ix->step) != 0 || !optim ||
-        (strcmp(optim, "adam") != 0 && strcmp(optim, "none") != 0) ||
-        !json_is_string(json_object_get(md, "scenario"))) {
+    /* the first field that is missing or out of range, named */
+    const char *bad = !json_is_object(md)                             ? "metadata: not an object; it"
+                      : get_int(md, "dp", 1, 1 << 20, &ix->dp) != 0     ? "metadata.dp"
+                      : get_int(md, "pp", 1, 1 << 20, &ix->pp) != 0     ? "metadata.pp"
+                      : get_int(md, "tp", 1, 1 << 20, &ix->tp) != 0     ? "metadata.tp"
+                      : get_int(md, "world", 1, 99999, &ix->world) != 0 ? "metadata.world"
+                      : get_u64(md, "step", &ix->step) != 0             ? "metadata.step"
+                      : !json_is_string(json_object_get(md, "scenario")) ? "metadata.scenario"
+                      : !optim || (strcmp(optim, "adam") != 0 && strcmp(optim, "none") != 0) ? "metadata.optimizer"
+                                                                                         : NULL;
+    if (bad) {
         st = gs_error_set(err, GS_ERR_INPUT,
-                          "metadata needs dp, pp, tp, world (positive), step, scenario and optimizer (adam|none)");
+                          "%s missing or out of range: metadata needs dp, pp, tp (1 to 2^20), world (1 to 99999), "
+                          "step (an integer from 0), scenario (a string) and optimizer (adam or none)", bad);
         goto out;
     }
     ix->has_optimizer = strcmp(optim, "adam") == 0;
@@ -1264,6 +1342,9 @@ gs_status gs_ckpt_index_parse(const char *buf, size_t len, gs_ckpt_index *ix, gs
             goto out;
     }
     qsort(ix->tensors, ix->tensor_count, sizeof *ix->tensors, cmp_index_tensor);
+    /* last, so that a damage the checks above can name is named: what is left is an edit that
+     * kept the document well-formed (swapped pieces, another step or grid) */
+    st = check_index_crc32(root, err);
     goto out;
 nomem:
     st = gs_error_set(err, GS_ERR_NOMEM, "out of memory");
@@ -1285,12 +1366,19 @@ static gs_status read_whole_file(const char *path, uint64_t max_bytes, char **bu
 {
     gs_status st = GS_OK;
     *buf = NULL;
-    FILE *f = fopen(path, "rb");
-    if (!f)
-        return gs_error_set(err, GS_ERR_IO, "cannot open %s: %s", path, strerror(errno));
+    /* O_NONBLOCK: opening a FIFO must not wait for a writer; only regular files are read */
+    int fd = open(path, O_RDONLY | O_NONBLOCK | O_CLOEXEC);
+    FILE *f = fd >= 0 ? fdopen(fd, "rb") : NULL;
+    if (!f) {
+        st = gs_error_set(err, GS_ERR_IO, "cannot open %s: %s", path, strerror(errno));
+        if (fd >= 0)
+            close(fd);
+        return st;
+    }
     struct stat sb;
-    if (fstat(fileno(f), &sb) != 0 || (uint64_t)sb.st_size > max_bytes) {
-        st = gs_error_set(err, GS_ERR_INPUT, "%s: unreadable or over %llu bytes", path, (unsigned long long)max_bytes);
+    if (fstat(fileno(f), &sb) != 0 || !S_ISREG(sb.st_mode) || (uint64_t)sb.st_size > max_bytes) {
+        st = gs_error_set(err, GS_ERR_INPUT, "%s: not a regular file of at most %llu bytes", path,
+                          (unsigned long long)max_bytes);
         goto out;
     }
     *len = (size_t)sb.st_size;
@@ -1324,14 +1412,17 @@ gs_status gs_ckpt_reader_create(gs_ckpt_reader **out, const char *dir, gs_error 
         goto out;
     }
     gs_ckpt_index_init(&r->index);
-    int have_dir = gs_path_exists(norm, err), have_old = have_dir == 0 ? gs_path_exists(old, err) : 0;
+    /* DIR.old is read only when a save retired it there (its marker names DIR) */
+    int have_dir = gs_path_exists(norm, err);
+    int have_old = have_dir == 0 ? gs_ckpt_marker_read(old, gs_ckpt_base_of(norm), NULL) : 0;
     if (have_dir < 0 || have_old < 0) {
         st = GS_ERR_IO;
         gs_error_prefix(err, "checkpoint %s", dir);
         goto out;
     }
     if (!have_dir && !have_old) {
-        st = gs_error_set(err, GS_ERR_IO, "checkpoint %s: no checkpoint (neither %s nor %s exists)", dir, norm, old);
+        st = gs_error_set(err, GS_ERR_INPUT, "checkpoint %s: no checkpoint (neither %s nor %s exists)", dir, norm,
+                          old);
         goto out;
     }
     r->path = have_dir ? norm : old;
@@ -1342,6 +1433,11 @@ gs_status gs_ckpt_reader_create(gs_ckpt_reader **out, const char *dir, gs_error 
     ipath = path_join(r->path, "index.json");
     if (!ipath) {
         st = gs_error_set(err, GS_ERR_NOMEM, "checkpoint %s: out of memory", dir);
+        goto out;
+    }
+    if (gs_path_exists(ipath, NULL) == 0) {
+        st = gs_error_set(err, GS_ERR_INPUT, "checkpoint %s: no index.json (not a gridstep checkpoint, or one whose "
+                          "save did not finish)", r->path);
         goto out;
     }
     st = read_whole_file(ipath, INDEX_MAX_BYTES, &text, &len, err);
@@ -1431,6 +1527,32 @@ typedef struct open_files {
     size_t count;
 } open_files;
 
+/* A rank file's own metadata agrees with the index: its format, its rank (= its place in
+ * files[]), the world and the step. */
+static gs_status check_file_meta(const gs_ckpt_reader *r, const gs_st_file *f, uint32_t i, gs_error *err)
+{
+    const gs_st_header *h = &f->header;
+    const char *format = gs_st_header_meta(h, "format"), *rank = gs_st_header_meta(h, "rank");
+    const char *world = gs_st_header_meta(h, "world"), *step = gs_st_header_meta(h, "step");
+    char want_rank[24], want_world[24], want_step[32];
+    snprintf(want_rank, sizeof want_rank, "%u", i);
+    snprintf(want_world, sizeof want_world, "%d", r->index.world);
+    snprintf(want_step, sizeof want_step, "%llu", (unsigned long long)r->index.step);
+    const char *what = !format || strcmp(format, GS_CKPT_FORMAT) != 0 ? "format"
+                       : !rank || strcmp(rank, want_rank) != 0     ? "rank"
+                       : !world || strcmp(world, want_world) != 0  ? "world"
+                       : !step || strcmp(step, want_step) != 0     ? "step"
+                                                                   : NULL;
+    if (!what)
+        return GS_OK;
+    const char *got = gs_st_header_meta(h, what);
+    const char *want = what[0] == 'f' ? GS_CKPT_FORMAT : what[0] == 'r' ? want_rank : what[0] == 'w' ? want_world
+                                                                                                   : want_step;
+    return gs_error_set(err, GS_ERR_INPUT, "checkpoint %s: %s: its metadata says %s '%s', index.json says '%s' "
+                        "(a file of another checkpoint or rank?)", r->path, r->index.files[i].name, what,
+                        got ? got : "(none)", want);
+}
+
 static gs_status get_file(const gs_ckpt_reader *r, open_files *of, uint32_t i, const gs_st_file **out, gs_error *err)
 {
     if (!of->opened[i]) {
@@ -1456,6 +1578,9 @@ static gs_status get_file(const gs_ckpt_reader *r, open_files *of, uint32_t i, c
             return gs_error_set(err, GS_ERR_INPUT,
                                 "checkpoint %s: %s: CRC-32 %08x, index.json says %08x (corrupt or mixed checkpoint)",
                                 r->path, r->index.files[i].name, crc, r->index.files[i].crc32);
+        gs_status st3 = check_file_meta(r, &of->files[i], i, err);
+        if (st3 != GS_OK)
+            return st3;
     }
     *out = &of->files[i];
     return GS_OK;
@@ -1471,9 +1596,16 @@ static gs_status read_piece_part(const gs_ckpt_reader *r, open_files *of, const 
     if (st != GS_OK)
         return st;
     const gs_st_tensor *t = gs_st_header_find(&f->header, name);
-    if (!t || t->dtype != GS_ST_F32 || t->ndim != 1 || t->shape[0] != ip->count)
-        return gs_error_set(err, GS_ERR_INPUT, "checkpoint %s: tensor %s: %s holds no F32 tensor %s of shape [%llu]",
-                            r->path, it->name, r->index.files[ip->file].name, name, (unsigned long long)ip->count);
+    if (!t)
+        return gs_error_set(err, GS_ERR_INPUT, "checkpoint %s: tensor %s: %s holds no tensor %s", r->path, it->name,
+                            r->index.files[ip->file].name, name);
+    if (t->dtype != GS_ST_F32 || t->ndim != 1 || t->shape[0] != ip->count) {
+        char shape[160];
+        fmt_shape(shape, sizeof shape, t->ndim, t->shape);
+        return gs_error_set(err, GS_ERR_INPUT, "checkpoint %s: tensor %s: %s holds %s as %s %s, index.json says F32 "
+                            "[%llu]", r->path, it->name, r->index.files[ip->file].name, name,
+                            gs_st_dtype_name(t->dtype), shape, (unsigned long long)ip->count);
+    }
     return gs_safetensors_read(f, t, within * 4, dst, count * 4, err);
 }
 
@@ -1605,7 +1737,7 @@ gs_status gs_ckpt_save_full(const char *path, const gs_ckpt_meta *meta, const gs
         {"format", "pt"}, {"gridstep.step", step_s}, {"gridstep.dp", dp_s}, {"gridstep.pp", pp_s},
         {"gridstep.tp", tp_s}, {"gridstep.scenario", meta->scenario ? meta->scenario : ""},
     };
-    st = remove_stale_temporaries(path, err);
+    st = gs_ckpt_remove_stale_full(path, err);
     if (st == GS_OK)
         st = gs_atomic_file_begin(&af, path, err);
     if (st != GS_OK)

@@ -18,7 +18,8 @@
 
 #define GS_CKPT_MAX_DIMS 8
 #define GS_CKPT_FORMAT "gridstep-checkpoint"
-#define GS_CKPT_FORMAT_VERSION 1
+#define GS_CKPT_FORMAT_VERSION 2
+#define GS_CKPT_FORMAT_VERSION_TEXT "2"
 
 /* ---- the caller's view of what one rank holds ---------------------------------------------- */
 
@@ -63,9 +64,17 @@ typedef void (*gs_ckpt_hook)(const char *phase, const char *path, void *arg);
 typedef struct gs_ckpt_writer gs_ckpt_writer;
 
 /* Starts a save of world ranks into DIR: recovers a half-swapped DIR (see the protocol), removes
- * temporary directories left by dead processes, creates DIR.tmp-PID. */
+ * the temporary directories of dead saves, creates DIR.tmp-PID and its marker. Refuses
+ * (GS_ERR_INPUT, saying why) a DIR that is not a gridstep checkpoint and a DIR.old no save wrote
+ * (exec/ckpt_own.h's rule). */
 gs_status gs_ckpt_writer_create(gs_ckpt_writer **out, const char *dir, const gs_ckpt_meta *meta, int world,
                                 gs_error *err);
+/* The same; force 1: a DIR that is not a gridstep checkpoint is moved aside at commit to
+ * DIR.replaced-PID (gs_ckpt_writer_displaced says where), never deleted. */
+gs_status gs_ckpt_writer_create_forced(gs_ckpt_writer **out, const char *dir, const gs_ckpt_meta *meta, int world,
+                                       int force, gs_error *err);
+/* Where a forced commit moved what was at DIR, or NULL. */
+const char *gs_ckpt_writer_displaced(const gs_ckpt_writer *w);
 /* Installs the test hook and calls it once at once with "tmp-dir" (the directory exists now). */
 void gs_ckpt_writer_set_hook(gs_ckpt_writer *w, gs_ckpt_hook hook, void *arg);
 /* Writes rank's file (fsynced). Distinct ranks may call this concurrently from their own threads;
@@ -77,7 +86,7 @@ gs_status gs_ckpt_writer_write_rank(gs_ckpt_writer *w, int rank, const gs_ckpt_r
  * rank, no hole, no partial overlap, optimizer state on all pieces or none), writes index.json
  * and swaps the new directory in place of the old one. On failure DIR is left as it was. */
 gs_status gs_ckpt_writer_commit(gs_ckpt_writer *w, gs_error *err);
-/* Frees the writer; an uncommitted save's temporary directory is removed. */
+/* Frees the writer; an uncommitted save's temporary directory is removed (its own files). */
 void gs_ckpt_writer_destroy(gs_ckpt_writer *w);
 
 /* All of the above from one thread: ranks[r] is rank r's view, world = rank_count. */
@@ -193,10 +202,11 @@ const gs_ckpt_index_tensor *gs_ckpt_index_find(const gs_ckpt_index *ix, const ch
 
 typedef struct gs_ckpt_reader gs_ckpt_reader;
 
-/* Opens DIR (or DIR.old when DIR is missing after a crash mid-swap) and parses its index. Each
- * rank file a load touches is checked against the index (size, then CRC-32 of all its bytes:
- * a torn, corrupt or swapped-in file is refused) before any of its data is used.
- * GS_ERR_IO with "no checkpoint" in the message when neither exists. */
+/* Opens DIR (or DIR.old holding a save's marker for DIR, when DIR is missing after a crash
+ * mid-swap) and parses and verifies its index. Each rank file a load touches is checked against
+ * the index (size, then CRC-32 of all its bytes, then its metadata: a torn, corrupt or swapped-in
+ * file is refused) before any of its data is used. GS_ERR_INPUT with "no checkpoint" in the
+ * message when neither exists, with "no index.json" when DIR has none. */
 gs_status gs_ckpt_reader_create(gs_ckpt_reader **out, const char *dir, gs_error *err);
 /* The parsed index (metadata: grid, step, scenario). */
 const gs_ckpt_index *gs_ckpt_reader_index(const gs_ckpt_reader *r);
@@ -240,26 +250,39 @@ gs_status gs_ckpt_load_full(const char *path, const gs_ckpt_rank_view *view, gs_
  *       piece (tensor NAME, element offset OFF, count C) it holds an F32 tensor "NAME@OFF" of shape
  *       [C], and with optimizer state "optim.m.NAME@OFF" and "optim.v.NAME@OFF" beside it.
  *       __metadata__: format, format_version, rank, world, step, dp, pp, tp, scenario.
- *   index.json  {"format": "gridstep-checkpoint", "format_version": 1,
+ *   index.json  {"format": "gridstep-checkpoint", "format_version": 2, "index_crc32": C,
  *       "metadata": {"dp", "pp", "tp", "world", "step", "scenario", "optimizer": "adam"|"none"},
  *       "files": [{"name": "rank00000-of-00008.safetensors", "bytes": N, "crc32": C}, ...],
  *       "tensors": {"NAME": {"dtype": "F32", "shape": [..], "pieces": [{"file": 0, "offset": OFF,
  *           "count": C, "name": "NAME@OFF", "adam_m": "optim.m.NAME@OFF", "adam_v": ...}, ...]}}}
  *       Pieces are sorted by offset and tile [0, numel) exactly once. Keys sorted, 1-space indent.
+ *       index_crc32: CRC-32 (exec/crc32.h) of the document without that key, dumped compact with
+ *       keys sorted (jansson's JSON_COMPACT | JSON_SORT_KEYS; integers and strings only, so one
+ *       text per document). Version 1 had no such key and is not read.
+ *   Loading verifies, before using any data: the index's checksum (last, after the checks that
+ *   can name a damage: a piece's names must be NAME@OFF and optim.m/v.NAME@OFF of its own tensor
+ *   and offset), each rank file's size and CRC-32, its metadata (format, rank = its place in
+ *   files, world, step) against the index, and each tensor a piece reads: present, F32, [count].
  *
- * Replacement protocol (save to DIR):
- *   0. recovery: if DIR is missing and DIR.old exists, rename DIR.old -> DIR (a crash hit between
- *      steps 3 and 4); if both exist, remove DIR.old (a crash hit step 5). Remove DIR.tmp-PID
- *      directories whose process is gone.
- *   1. mkdir DIR.tmp-PID; write every rank file (fflush + fsync each) and then index.json
- *      (fsync); fsync DIR.tmp-PID.
+ * Replacement protocol (save to DIR; exec/ckpt_own.h says what a save may touch):
+ *   0. recovery: a DIR.old holding a marker for DIR is renamed back to DIR when DIR is missing (a
+ *      crash hit between steps 3 and 4) and removed (its own files) when both exist (a crash hit
+ *      step 5). DIR.tmp-PID directories holding a marker for DIR whose process (on this host) is
+ *      gone are removed (their own files). An existing DIR that is not a gridstep checkpoint, or a
+ *      DIR.old without that marker in the way, is refused (GS_ERR_INPUT) unless forced.
+ *   1. mkdir DIR.tmp-PID; write its marker (.gridstep-save: this save's identity and DIR's name),
+ *      every rank file (fflush + fsync each) and then index.json (fsync); fsync DIR.tmp-PID.
  *   2. if DIR does not exist go to 4.
- *   3. rename DIR -> DIR.old; fsync the parent.
+ *   3. write this save's marker into DIR, rename DIR -> DIR.old (forced, a DIR that is not a
+ *      checkpoint goes to DIR.replaced-PID instead and stays there); fsync the parent.
  *   4. rename DIR.tmp-PID -> DIR; fsync the parent.
- *   5. remove DIR.old (its files, then the directory); fsync the parent.
+ *   5. remove DIR.old (the files a save writes, the marker last, then the directory if empty);
+ *      fsync the parent.
  * DIR only ever appears by the rename of a complete, synced directory, so: load reads DIR if it
- * exists, else DIR.old, and either is a whole checkpoint. A save that fails before step 3 leaves
- * DIR untouched. Full files: FILE.tmp-PID, fflush + fsync, rename over FILE, fsync the parent.
+ * exists, else a DIR.old holding a marker for DIR, and either is a whole checkpoint. A save that
+ * fails before step 3 leaves DIR untouched. Full files: stale FILE.tmp-PID of dead processes are
+ * removed only when empty or headed like a full file; FILE.tmp-PID (O_EXCL), fflush + fsync,
+ * rename over FILE, fsync the parent.
  *
  * Across processes the protocol is the same, run by the root: step 0 and the mkdir of step 1 on
  * the root (PID = the root's), the rank files written by their own processes into it (each

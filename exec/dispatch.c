@@ -22,6 +22,7 @@ typedef struct rank_state {
     gs_drv_event **posted, **ended; /* per event */
     gs_drv_event **started;         /* per event, drivers with arm_start: its work's first enqueue */
     ev_job *jobs;                   /* per event */
+    unsigned char *done;            /* per event: 1 once its work completed (atomic) */
     int dead;                       /* test hook: the rank died (read and written atomically) */
 } rank_state;
 
@@ -39,12 +40,17 @@ struct gs_dispatch {
     gs_error *rank_err;
     gs_status *rank_rc;
     double t0;
+    uint64_t completed; /* events completed in this step, every rank (atomic): the watchdog's progress */
+    int wedged;         /* a rank's thread was given up after an abort: nothing may be freed */
+    pthread_mutex_t mu; /* guards finished */
+    pthread_cond_t cv;  /* signalled when a rank thread finishes (CLOCK_MONOTONIC) */
+    size_t finished;    /* rank threads of this step that returned */
 };
 
 void gs_dispatch_destroy(gs_dispatch *d)
 {
-    if (!d)
-        return;
+    if (!d || d->wedged)
+        return; /* wedged: a given-up thread may still use all of it */
     if (d->ranks)
         for (size_t i = 0; i < d->sch->nranks; i++) {
             rank_state *r = &d->ranks[i];
@@ -63,7 +69,10 @@ void gs_dispatch_destroy(gs_dispatch *d)
             free(r->ended);
             free(r->started);
             free(r->jobs);
+            free(r->done);
         }
+    pthread_mutex_destroy(&d->mu);
+    pthread_cond_destroy(&d->cv);
     free(d->ranks);
     free(d);
 }
@@ -95,6 +104,12 @@ gs_status gs_dispatch_create_local(const gs_driver_ops *ops, gs_drv *drv, const 
     d->drv = drv;
     d->sch = sch;
     d->only = only;
+    pthread_mutex_init(&d->mu, NULL);
+    pthread_condattr_t ca;
+    pthread_condattr_init(&ca);
+    pthread_condattr_setclock(&ca, CLOCK_MONOTONIC);
+    pthread_cond_init(&d->cv, &ca);
+    pthread_condattr_destroy(&ca);
     if (!(d->ranks = calloc(sch->nranks ? sch->nranks : 1, sizeof *d->ranks))) {
         rc = gs_error_set(err, GS_ERR_NOMEM, "exec: out of memory");
         goto out;
@@ -109,7 +124,8 @@ gs_status gs_dispatch_create_local(const gs_driver_ops *ops, gs_drv *drv, const 
         r->ended = calloc(n, sizeof *r->ended);
         r->started = ops->arm_start ? calloc(n, sizeof *r->started) : NULL;
         r->jobs = calloc(n, sizeof *r->jobs);
-        if (!r->posted || !r->ended || !r->jobs || (ops->arm_start && !r->started)) {
+        r->done = calloc(n, 1);
+        if (!r->posted || !r->ended || !r->jobs || !r->done || (ops->arm_start && !r->started)) {
             rc = gs_error_set(err, GS_ERR_NOMEM, "exec: out of memory for rank %" PRIu64 "'s events", re->rank);
             goto out;
         }
@@ -143,6 +159,20 @@ out:
     return GS_OK;
 }
 
+void gs_dispatch_progress(const gs_dispatch *d, uint64_t *done, uint64_t *total)
+{
+    *done = __atomic_load_n(&d->completed, __ATOMIC_RELAXED);
+    *total = 0;
+    for (size_t i = 0; i < d->sch->nranks; i++)
+        if (gs_dispatch_is_local(d, i))
+            *total += d->sch->ranks[i].nevents;
+}
+
+int gs_dispatch_wedged(const gs_dispatch *d)
+{
+    return d && d->wedged;
+}
+
 gs_drv_stream *gs_dispatch_stream(gs_dispatch *d, size_t i, gs_stream k)
 {
     return i < d->sch->nranks && (int)k < GS_STREAM_COUNT ? d->ranks[i].streams[k] : NULL;
@@ -174,8 +204,10 @@ static gs_status run_event(void *arg, gs_drv_stream *s, gs_error *err)
         rc = gs_error_set(err, GS_ERR_RUNTIME, "stalled (test hook) until the run was aborted");
     } else if (j->fail)
         rc = gs_error_set(err, GS_ERR_RUNTIME, "injected failure (test hook)");
-    else
-        rc = d->run(d->prog, j->ri, j->ei, s, err);
+    else if ((rc = d->run(d->prog, j->ri, j->ei, s, err)) == GS_OK) {
+        __atomic_store_n(&r->done[j->ei], 1, __ATOMIC_RELEASE);
+        __atomic_add_fetch(&d->completed, 1, __ATOMIC_RELAXED);
+    }
     if (d->ops->event_end)
         d->ops->event_end(d->drv, s);
     j->start = d->ops->op_start_s ? d->ops->op_start_s(d->drv, s) : -1;
@@ -208,6 +240,23 @@ int gs_dispatch_tp_beside(const gs_rank_events *re, size_t e)
     return 0;
 }
 
+/* Every event of rank list i completed (a rank that died in its last events, which nothing
+ * waits for, is seen here); else aborts the run naming the first event that did not. */
+static gs_status check_all_done(gs_dispatch *d, size_t i, gs_error *err)
+{
+    const gs_rank_events *re = &d->sch->ranks[i];
+    for (size_t e = 0; e < re->nevents; e++)
+        if (!__atomic_load_n(&d->ranks[i].done[e], __ATOMIC_ACQUIRE)) {
+            char name[GS_EVENT_NAME_BYTES];
+            gs_event_name(re, &re->events[e], name, sizeof name);
+            gs_error_set(err, GS_ERR_RUNTIME, "rank %" PRIu64 ": event %s: did not complete (the rank stopped running "
+                         "its events: it died or was stopped), so the step failed", re->rank, name);
+            d->ops->abort(d->drv, err->msg);
+            return GS_ERR_RUNTIME;
+        }
+    return GS_OK;
+}
+
 static void issue_rank(gs_dispatch *d, size_t i)
 {
     const gs_rank_events *re = &d->sch->ranks[i];
@@ -226,6 +275,8 @@ static void issue_rank(gs_dispatch *d, size_t i)
      * pipeline, losses off by 1e-4 and varying run to run). Within a layer the schedule orders
      * them so already. */
     size_t last_compute = SIZE_MAX;
+    for (size_t e = 0; e < re->nevents; e++)
+        __atomic_store_n(&r->done[e], 0, __ATOMIC_RELEASE);
     for (size_t e = 0; e < re->nevents && rc == GS_OK; e++) {
         const gs_event *ev = &re->events[e];
         gs_drv_stream *s = r->streams[ev->stream < GS_STREAM_COUNT ? ev->stream : GS_STREAM_COMPUTE];
@@ -273,6 +324,8 @@ static void issue_rank(gs_dispatch *d, size_t i)
             *err = e2;
         }
     }
+    if (rc == GS_OK)
+        rc = check_all_done(d, i, err);
     d->rank_rc[i] = rc;
     if (rc == GS_OK && d->timing && d->timing[i])
         for (size_t e = 0; e < re->nevents; e++) {
@@ -296,15 +349,130 @@ static void *rank_main(void *arg)
 {
     rank_thread *t = arg;
     issue_rank(t->d, t->i);
+    pthread_mutex_lock(&t->d->mu);
+    t->d->finished++;
+    pthread_cond_signal(&t->d->cv);
+    pthread_mutex_unlock(&t->d->mu);
     return NULL;
+}
+
+static double mono_s(void)
+{
+    struct timespec t;
+    clock_gettime(CLOCK_MONOTONIC, &t);
+    return (double)t.tv_sec + 1e-9 * (double)t.tv_nsec;
+}
+
+/* The watchdog's message: the ranks whose events have not all completed, each at its first
+ * unfinished event (the culprit first: the rank with the fewest unfinished events, whose peers
+ * would be waiting for it). */
+static void stall_message(gs_dispatch *d, double timeout_s, char *msg, size_t cap)
+{
+    size_t best = SIZE_MAX, best_left = SIZE_MAX, at = 0;
+    for (size_t i = 0; i < d->sch->nranks; i++) {
+        if (!gs_dispatch_is_local(d, i))
+            continue;
+        size_t left = 0;
+        for (size_t e = 0; e < d->sch->ranks[i].nevents; e++)
+            left += !__atomic_load_n(&d->ranks[i].done[e], __ATOMIC_ACQUIRE);
+        if (left && left < best_left) {
+            best = i;
+            best_left = left;
+        }
+    }
+    for (int pass = 0; pass < 2; pass++)
+        for (size_t i = 0, shown = 0; i < d->sch->nranks && shown < 4 && at + 1 < cap; i++) {
+            const gs_rank_events *re = &d->sch->ranks[i];
+            if (!gs_dispatch_is_local(d, i) || (pass == 0) != (i == best))
+                continue;
+            size_t e = 0;
+            while (e < re->nevents && __atomic_load_n(&d->ranks[i].done[e], __ATOMIC_ACQUIRE))
+                e++;
+            if (e == re->nevents)
+                continue;
+            char name[GS_EVENT_NAME_BYTES];
+            gs_event_name(re, &re->events[e], name, sizeof name);
+            if (pass == 0)
+                at += (size_t)snprintf(msg + at, cap - at, "rank %" PRIu64 ": event %s: did not complete within %g s "
+                                       "(no event of the step completed meanwhile: stalled)", re->rank, name, timeout_s);
+            else
+                at += (size_t)snprintf(msg + at, cap - at, "%s rank %" PRIu64 " at event %s",
+                                       shown ? "," : "; also unfinished:", re->rank, name), shown++;
+        }
+    if (at == 0)
+        snprintf(msg, cap, "exec: no event of the step completed within %g s (stalled)", timeout_s);
+}
+
+/* Waits for the n rank threads (started[i]) with deadlines: a step in which no event completes
+ * for timeout_s + 0.5 s is aborted (the watchdog; the driver's own timeouts, which name the
+ * waits, come first where a rank waits for another), and once the run is aborted, threads not
+ * back within GRACE_S are given up (detached; the dispatcher is then wedged). */
+#define GRACE_S 0.8
+static gs_status join_ranks(gs_dispatch *d, pthread_t *th, const int *started, size_t n, double timeout_s,
+                            gs_error *err)
+{
+    size_t want = 0;
+    for (size_t i = 0; i < n; i++)
+        want += started[i] != 0;
+    uint64_t seen = __atomic_load_n(&d->completed, __ATOMIC_RELAXED);
+    double progress_t = mono_s(), aborted_t = -1;
+    pthread_mutex_lock(&d->mu);
+    while (d->finished < want) {
+        struct timespec dl;
+        clock_gettime(CLOCK_MONOTONIC, &dl);
+        dl.tv_nsec += 100 * 1000 * 1000;
+        if (dl.tv_nsec >= 1000000000L) {
+            dl.tv_sec++;
+            dl.tv_nsec -= 1000000000L;
+        }
+        pthread_cond_timedwait(&d->cv, &d->mu, &dl);
+        if (d->finished >= want)
+            break;
+        pthread_mutex_unlock(&d->mu);
+        double now = mono_s();
+        uint64_t c = __atomic_load_n(&d->completed, __ATOMIC_RELAXED);
+        if (c != seen) {
+            seen = c;
+            progress_t = now;
+        }
+        int aborted = d->ops->aborted(d->drv, NULL);
+        if (!aborted && now - progress_t > timeout_s + 0.5) {
+            char msg[GS_ERROR_MSG_BYTES];
+            stall_message(d, timeout_s, msg, sizeof msg);
+            d->ops->abort(d->drv, msg);
+            aborted = 1;
+        }
+        if (aborted && aborted_t < 0)
+            aborted_t = now;
+        pthread_mutex_lock(&d->mu);
+        if (aborted_t >= 0 && now - aborted_t > GRACE_S && d->finished < want) {
+            d->wedged = 1;
+            break;
+        }
+    }
+    pthread_mutex_unlock(&d->mu);
+    for (size_t i = 0; i < n; i++)
+        if (started[i]) {
+            if (d->wedged)
+                pthread_detach(th[i]); /* finished ones too: which are is not known here */
+            else
+                pthread_join(th[i], NULL);
+        }
+    if (d->wedged)
+        return gs_error_set(err, GS_ERR_RUNTIME, "exec: a rank's work did not stop within %g s of the abort; its "
+                            "threads are left running", GRACE_S);
+    return GS_OK;
 }
 
 gs_status gs_dispatch_step(gs_dispatch *d, gs_dispatch_run_fn run, void *prog, const gs_dispatch_opts *opts,
                            gs_timing *const *timing, gs_error *rank_err, gs_error *err)
 {
     size_t n = d->sch->nranks;
+    if (d->wedged)
+        return gs_error_set(err, GS_ERR_RUNTIME, "exec: an earlier step left a rank's work running; no step can run");
     gs_status rc = GS_OK;
-    gs_error *errs = rank_err ? rank_err : calloc(n ? n : 1, sizeof *errs);
+    /* the threads' own storage (a wedged step leaves it to them) */
+    gs_error *errs = calloc(n ? n : 1, sizeof *errs);
     gs_status *rcs = calloc(n ? n : 1, sizeof *rcs);
     pthread_t *th = calloc(n ? n : 1, sizeof *th);
     rank_thread *args = calloc(n ? n : 1, sizeof *args);
@@ -322,6 +490,8 @@ gs_status gs_dispatch_step(gs_dispatch *d, gs_dispatch_run_fn run, void *prog, c
     d->rank_err = errs;
     d->rank_rc = rcs;
     d->t0 = d->ops->clock_s(d->drv);
+    d->finished = 0;
+    __atomic_store_n(&d->completed, 0, __ATOMIC_RELAXED);
     for (size_t i = 0; i < n; i++) {
         if (!gs_dispatch_is_local(d, i))
             continue;
@@ -334,20 +504,30 @@ gs_status gs_dispatch_step(gs_dispatch *d, gs_dispatch_run_fn run, void *prog, c
             d->ops->abort(d->drv, errs[i].msg);
         }
     }
-    for (size_t i = 0; i < n; i++)
-        if (started[i])
-            pthread_join(th[i], NULL);
+    gs_error jerr;
+    gs_error_init(&jerr);
+    gs_status jrc = join_ranks(d, th, started, n, opts && opts->timeout_s > 0 ? opts->timeout_s : 60.0, &jerr);
     /* the abort's message names the first failure; report it rather than a bystander's */
     if (d->ops->aborted(d->drv, err))
         rc = GS_ERR_RUNTIME;
+    else if (jrc != GS_OK) {
+        rc = jrc;
+        *err = jerr;
+    }
+    if (d->wedged) {
+        if (jrc != GS_OK) /* say that the threads were left, after what stopped the run */
+            snprintf(err->msg + strlen(err->msg), sizeof err->msg - strlen(err->msg), " (%s)", jerr.msg);
+        return rc; /* errs, rcs, th, args, started stay the given-up threads' */
+    }
     for (size_t i = 0; i < n && rc == GS_OK; i++)
         if (rcs[i] != GS_OK) {
             rc = rcs[i];
             *err = errs[i];
         }
+    if (rank_err)
+        memcpy(rank_err, errs, n * sizeof *errs);
 out:
-    if (!rank_err)
-        free(errs);
+    free(errs);
     free(rcs);
     free(th);
     free(args);

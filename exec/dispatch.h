@@ -34,6 +34,10 @@ typedef struct gs_dispatch_opts {
     const char *fail_event;
     uint64_t fail_rank;
     gs_fault_kind fail_kind;
+    /* The watchdog, seconds (0: 60): a step in which no event completes for timeout_s + 0.5 s
+     * is aborted, naming the rank and the event that did not complete (a rank stalled in its
+     * last events, which no other rank waits for, is found so). */
+    double timeout_s;
 } gs_dispatch_opts;
 
 typedef struct gs_dispatch gs_dispatch;
@@ -60,12 +64,24 @@ gs_status gs_dispatch_create_local(const gs_driver_ops *ops, gs_drv *drv, const 
 /* 1 when this dispatcher plays rank list i. */
 int gs_dispatch_is_local(const gs_dispatch *d, size_t i);
 
+/* 1 when a step gave up on a rank's thread (see gs_dispatch_step): the driver and everything the
+ * threads use must then be left in place, not freed. */
+int gs_dispatch_wedged(const gs_dispatch *d);
+
+/* Events of the last (or current) step completed so far, and the events of the ranks played. */
+void gs_dispatch_progress(const gs_dispatch *d, uint64_t *done, uint64_t *total);
+
 /* The stream of rank list i, kind k (for the program's set-up work). */
 gs_drv_stream *gs_dispatch_stream(gs_dispatch *d, size_t i, gs_stream k);
 
 /* One step: every rank's events through run(prog, ...). timing[i][e] gets seconds from the step's
  * start (may be NULL). rank_err (may be NULL) gets each rank list's own outcome. On failure the
- * first error (the abort's: it names the rank and the event) is returned. */
+ * first error (the abort's: it names the rank and the event) is returned. A rank succeeds only
+ * when every one of its events completed (a rank that died, even in an event nothing waits for,
+ * fails the step naming it). Every wait ends: the watchdog (opts->timeout_s) aborts a step that
+ * stops completing events, and after an abort the rank threads not back within 0.8 s are given
+ * up (left running, detached): the dispatcher is then wedged (gs_dispatch_wedged), runs no
+ * further step, and destroy frees nothing (the threads may still use it). */
 gs_status gs_dispatch_step(gs_dispatch *d, gs_dispatch_run_fn run, void *prog, const gs_dispatch_opts *opts,
                            gs_timing *const *timing, gs_error *rank_err, gs_error *err);
 

@@ -120,13 +120,21 @@ static double mono_s(void)
     return (double)t.tv_sec + (double)t.tv_nsec * 1e-9;
 }
 
+/* The monotonic time s seconds from now (waits use CLOCK_MONOTONIC: a clock step cannot end or
+ * stretch them). Saturating: a non-finite, negative or huge s gives now or about 68 years on. */
 static struct timespec deadline_in(double s)
 {
     struct timespec t;
-    clock_gettime(CLOCK_REALTIME, &t);
-    double ns = (double)t.tv_nsec + s * 1e9;
-    t.tv_sec += (time_t)(ns / 1e9);
-    t.tv_nsec = (long)(ns - (double)(time_t)(ns / 1e9) * 1e9);
+    clock_gettime(CLOCK_MONOTONIC, &t);
+    if (!(s > 0))
+        return t;
+    const double max_s = 2147483647.0; /* whatever time_t's width */
+    if (s > max_s - (double)t.tv_sec)
+        s = max_s - (double)t.tv_sec;
+    time_t whole = (time_t)s;
+    long ns = t.tv_nsec + (long)((s - (double)whole) * 1e9);
+    t.tv_sec += whole + ns / 1000000000L;
+    t.tv_nsec = ns % 1000000000L;
     return t;
 }
 
@@ -136,7 +144,11 @@ static struct timespec deadline_in(double s)
 static int park(gs_drv *d, const void *on, const struct timespec *dl, const wait_for *wf)
 {
     waiter w = {.prev = NULL, .next = d->waiters, .on = on, .wf = wf};
-    pthread_cond_init(&w.cv, NULL);
+    pthread_condattr_t ca;
+    pthread_condattr_init(&ca);
+    pthread_condattr_setclock(&ca, CLOCK_MONOTONIC); /* deadline_in's clock */
+    pthread_cond_init(&w.cv, &ca);
+    pthread_condattr_destroy(&ca);
     if (d->waiters)
         d->waiters->prev = &w;
     d->waiters = &w;
@@ -473,9 +485,10 @@ static void *stream_main(void *arg)
             it->ev->done = 1;
             notify(d, it->ev);
         } else if (it->kind == ITEM_WAIT) {
-            /* twice the timeout: the work waited for has its own timed waits, and a wait on a
-             * peer (which names the peer and the event) should be the one that reports */
-            struct timespec dl = deadline_in(2 * d->timeout_s);
+            /* twice the timeout and a second: the work waited for has its own timed waits, and
+             * a wait on a peer or the dispatcher's watchdog (which name the rank and the event)
+             * should be the one that reports */
+            struct timespec dl = deadline_in(2 * d->timeout_s + 1);
             int why = 0;
             const wait_for wf = {s->rank, s, "", NULL, NULL, UINT64_MAX};
             while (!it->ev->done && (why = wait_until(d, it->ev, &dl, &wf)) == 0)
@@ -483,7 +496,7 @@ static void *stream_main(void *arg)
             if (!it->ev->done && why == 2) {
                 char msg[GS_ERROR_MSG_BYTES];
                 snprintf(msg, sizeof msg, "rank %" PRIu64 " stream %s: timed out after %g s waiting for a dependency",
-                         s->rank, gs_stream_name(s->kind), 2 * d->timeout_s);
+                         s->rank, gs_stream_name(s->kind), 2 * d->timeout_s + 1);
                 abort_locked(d, msg);
             }
         } else if (!d->aborted) {
@@ -617,7 +630,9 @@ static gs_status host_stream_sync(gs_drv *d, gs_drv_stream *s, gs_error *err)
 {
     gs_status rc = GS_OK;
     pthread_mutex_lock(&d->mu);
-    /* no timeout here: every item the worker runs has its own */
+    /* no deadline here: every item the worker runs has its own, the dispatcher's watchdog
+     * aborts a step in which nothing completes, and the dispatcher gives up on a rank whose
+     * work does not stop after an abort (exec/dispatch.h) */
     while (s->head || s->busy)
         park(d, &s->busy, NULL, NULL);
     if (d->aborted) {

@@ -17,14 +17,21 @@
 
 extern const gs_backend_ops gs_exec_backend;
 
+/* The upper bound of a timeout, seconds (one day): a wait longer than that is taken for a hang. */
+#define GS_EXEC_TIMEOUT_MAX_S 86400.0
+
 typedef struct gs_exec_opts {
     const gs_driver_ops *driver; /* NULL: the host driver */
-    double timeout_s;            /* every blocking wait (0: 60 s) */
+    double timeout_s;            /* every blocking wait, seconds (0: 60 s; at most GS_EXEC_TIMEOUT_MAX_S) */
     gs_train_opts train;
     const char *fail_event;      /* test hook: this event (gs_event_name) fails on fail_rank */
     uint64_t fail_rank;
     gs_fault_kind fail_kind;     /* ... or stalls, or kills the rank there */
     int skip_memory_check;       /* 1: do not compare the need with MemAvailable */
+    int ckpt_force;              /* 1: a save may move aside a DIR that is not a gridstep checkpoint */
+    /* Checkpoint targets checked when the session is created, before any work (exec/ckpt_own.h:
+     * may be replaced, writable, enough free space for the estimated size); NULL: none. */
+    const char *check_save, *check_save_full;
     /* A multi-process run (exec/boot.h): this process plays rank boot->proc only; steps gather
      * what the report, trace and loss need from the other processes, so every process ends a
      * step with the whole run's loss, step time, timings and first error. NULL or one process:
@@ -38,7 +45,8 @@ typedef struct gs_exec_session gs_exec_session;
 
 /* Multi-process (o->boot active): refuses (GS_ERR_INPUT) a launch whose process count is not the
  * scenario's rank count, and agrees with the other processes on the outcome (every process
- * returns the lowest failed process's error).
+ * returns the lowest failed process's error). Refuses (GS_ERR_INPUT) checkpoint targets
+ * (o->check_save, o->check_save_full) a save could not write (checked by process 0).
  * Builds the exact schedule, refuses (GS_ERR_INPUT, with the memory ledger's numbers) a scenario
  * whose ranks together need more memory than /proc/meminfo's MemAvailable, then opens the
  * driver and initializes every rank. */
@@ -66,6 +74,9 @@ gs_train *gs_exec_session_train(gs_exec_session *x);
 /* The driver's GEMM arithmetic (gs_driver_ops.gemm_math; "fp32" when it does not say). */
 const char *gs_exec_session_gemm_math(const gs_exec_session *x);
 
+/* How far the last (or current) step got: events completed, of how many (this process's ranks). */
+void gs_exec_session_progress(const gs_exec_session *x, uint64_t *done, uint64_t *total);
+
 /* Stops the run from any thread (e.g. a signal watcher): the current step's waits return at
  * once with msg, and so does every later step; the exec session can still be saved or destroyed. */
 void gs_exec_session_abort(gs_exec_session *x, const char *msg);
@@ -84,6 +95,14 @@ gs_status gs_exec_session_load(gs_exec_session *x, const char *dir, gs_error *er
  * Multi-process: collective; the other processes send their pieces to process 0 over the
  * bootstrap's point-to-point transport, and only process 0 holds the full model and writes. */
 gs_status gs_exec_session_save_full(gs_exec_session *x, const char *path, gs_error *err);
+
+/* The first parameter or Adam moment of this process's ranks that is NaN or infinite: status
+ * `kind` (GS_ERR_RUNTIME after a step, GS_ERR_INPUT after a load) with "WHEN: parameter NAME is
+ * NaN at element E (rank R)". With a device-memory driver the state is downloaded for this, so
+ * it is scanned only when `force` (host memory: always). Multi-process: collective, every process
+ * returns the lowest failed process's error. */
+gs_status gs_exec_session_check_finite(gs_exec_session *x, const char *when, int force, gs_status kind,
+                                       gs_error *err);
 
 /* MemAvailable from /proc/meminfo in bytes (0 when unknown). */
 uint64_t gs_exec_mem_available(void);

@@ -398,7 +398,7 @@ gs_status gs_safetensors_open(gs_st_file *f, const char *path, gs_error *err)
         st = gs_error_set(err, GS_ERR_NOMEM, "safetensors %s: out of memory", path);
         goto out;
     }
-    f->fd = open(path, O_RDONLY | O_CLOEXEC);
+    f->fd = open(path, O_RDONLY | O_NONBLOCK | O_CLOEXEC); /* a FIFO must not block the open */
     if (f->fd < 0) {
         st = gs_error_set(err, GS_ERR_IO, "safetensors %s: cannot open: %s", path, strerror(errno));
         goto out;

@@ -2,6 +2,7 @@
  * gs_backend_ops, which plays one step of a schedule through a session's pieces. */
 #include <inttypes.h>
 #include <limits.h>
+#include <math.h>
 #include <signal.h>
 #include <stdlib.h>
 #include <string.h>
@@ -9,6 +10,7 @@
 #include "engine/ledger.h"
 #include "engine/units.h"
 #include "exec/checkpoint.h"
+#include "exec/ckpt_own.h"
 #include "exec/exec.h"
 
 struct gs_exec_session {
@@ -148,6 +150,8 @@ void gs_exec_session_destroy(gs_exec_session *x)
 {
     if (!x)
         return;
+    if (gs_dispatch_wedged(x->disp))
+        return; /* a given-up rank thread may still use all of it: left to the process's exit */
     gs_train_destroy(x->train);
     gs_dispatch_destroy(x->disp);
     if (x->drv)
@@ -236,6 +240,23 @@ static gs_status agree_on_scenario(gs_exec_session *x, const gs_scenario *s, gs_
     return rc;
 }
 
+static gs_status check_fault_hook(const gs_exec_session *x, gs_error *err);
+
+/* The checkpoint targets of o, before the run spends its time (exec/ckpt_own.h). */
+static gs_status check_save_targets(const gs_scenario *s, const gs_mesh *mesh, const gs_exec_opts *o,
+                                    gs_error *err)
+{
+    uint64_t params = gs_model_params(&s->model);
+    gs_status rc = GS_OK;
+    if (o->check_save)
+        rc = gs_ckpt_check_target(o->check_save, gs_ckpt_estimate_bytes(params, s->model.layers, mesh->world, 1),
+                                  o->ckpt_force, err);
+    if (rc == GS_OK && o->check_save_full)
+        rc = gs_ckpt_check_full_target(o->check_save_full, gs_ckpt_estimate_bytes(params, s->model.layers, 1, 0),
+                                       o->ckpt_force, err);
+    return rc;
+}
+
 gs_status gs_exec_session_create(const gs_scenario *s, const gs_mesh *mesh, const gs_exec_opts *o,
                                  gs_exec_session **out, gs_error *err)
 {
@@ -271,6 +292,13 @@ gs_status gs_exec_session_create(const gs_scenario *s, const gs_mesh *mesh, cons
         x->boot = NULL;
         goto out;
     }
+    if (!(x->o.timeout_s >= 0 && x->o.timeout_s <= GS_EXEC_TIMEOUT_MAX_S)) { /* NaN too */
+        rc = gs_error_set(err, GS_ERR_INPUT, "exec: timeout %g s: expected a finite number of seconds in (0, %g]",
+                          x->o.timeout_s, GS_EXEC_TIMEOUT_MAX_S);
+        goto out;
+    }
+    if ((!x->boot || x->boot->proc == 0) && (rc = check_save_targets(s, mesh, &x->o, err)) != GS_OK)
+        goto out;
     peaks = calloc(mesh->world ? mesh->world : 1, sizeof *peaks);
     if (!peaks) {
         rc = gs_error_set(err, GS_ERR_NOMEM, "exec: out of memory");
@@ -282,7 +310,7 @@ gs_status gs_exec_session_create(const gs_scenario *s, const gs_mesh *mesh, cons
     /* the dispatcher and the program rely on a valid schedule: matched collectives and p2p,
      * tensors alive when used */
     if ((rc = gs_schedule_build(&x->s, mesh, 1, &x->sch, err)) != GS_OK ||
-        (rc = gs_schedule_validate_structure(x->sch, err)) != GS_OK)
+        (rc = gs_schedule_validate_structure(x->sch, err)) != GS_OK || (rc = check_fault_hook(x, err)) != GS_OK)
         goto out;
     /* process p plays rank p, which is the exact schedule's list p (gather_timing relies on it) */
     if (x->boot)
@@ -379,7 +407,7 @@ out:
 
 static gs_status step_across(gs_exec_session *x, double *loss, double *step_s, gs_error *rank_err, gs_error *err)
 {
-    gs_dispatch_opts dopts = {x->o.fail_event, x->o.fail_rank, x->o.fail_kind};
+    gs_dispatch_opts dopts = {x->o.fail_event, x->o.fail_rank, x->o.fail_kind, x->o.timeout_s};
     proc_record mine, *all = calloc((size_t)x->boot->procs, sizeof *all);
     if (!all)
         return gs_error_set(err, GS_ERR_NOMEM, "exec: out of memory");
@@ -419,7 +447,7 @@ gs_status gs_exec_session_step(gs_exec_session *x, double *loss, double *step_s,
     if (x->boot)
         return step_across(x, loss, step_s, rank_err, err);
     gs_train_begin_step(x->train);
-    gs_dispatch_opts dopts = {x->o.fail_event, x->o.fail_rank, x->o.fail_kind};
+    gs_dispatch_opts dopts = {x->o.fail_event, x->o.fail_rank, x->o.fail_kind, x->o.timeout_s};
     double t0 = x->ops->clock_s(x->drv);
     gs_status rc = gs_dispatch_step(x->disp, gs_train_run_event, x->train, &dopts, x->timing, rank_err, err);
     if (rc != GS_OK)
@@ -444,6 +472,11 @@ gs_status gs_exec_session_trace(gs_exec_session *x, FILE *f, gs_error *err)
     if (!x->stepped)
         return gs_error_set(err, GS_ERR_RUNTIME, "exec: no step has run");
     return gs_report_trace(x->sch, x->timing, f, err);
+}
+
+void gs_exec_session_progress(const gs_exec_session *x, uint64_t *done, uint64_t *total)
+{
+    gs_dispatch_progress(x->disp, done, total);
 }
 
 void gs_exec_session_abort(gs_exec_session *x, const char *msg)
@@ -600,6 +633,39 @@ static gs_status save_fault_init(const gs_exec_session *x, save_fault *f, gs_err
     return GS_OK;
 }
 
+/* The test hook's event must be one of its rank's (a typo would inject nothing and let a test
+ * pass without testing anything); save phases are checked as a save would. */
+static gs_status check_fault_hook(const gs_exec_session *x, gs_error *err)
+{
+    const char *e = x->o.fail_event;
+    char name[GS_EVENT_NAME_BYTES];
+    if (!e)
+        return GS_OK;
+    if (strncmp(e, "save:", 5) == 0) {
+        save_fault *f = calloc(1, sizeof *f);
+        if (!f)
+            return gs_error_set(err, GS_ERR_NOMEM, "exec: out of memory");
+        gs_status rc = save_fault_init(x, f, err);
+        free(f);
+        return rc;
+    }
+    for (size_t i = 0; i < x->sch->nranks; i++) {
+        const gs_rank_events *re = &x->sch->ranks[i];
+        if (re->rank != x->o.fail_rank)
+            continue;
+        for (size_t k = 0; k < re->nevents; k++) {
+            gs_event_name(re, &re->events[k], name, sizeof name);
+            if (strcmp(name, e) == 0)
+                return GS_OK;
+        }
+        return gs_error_set(err, GS_ERR_INPUT, "fault hook: rank %" PRIu64 " has no event named '%s' (`gridstep schedule "
+                            "--exact --format list --dump - --rank %" PRIu64 "` lists its events)",
+                            x->o.fail_rank, e, x->o.fail_rank);
+    }
+    return gs_error_set(err, GS_ERR_INPUT, "fault hook: rank %" PRIu64 " is not in the schedule (ranks 0 to %zu)",
+                        x->o.fail_rank, x->sch->nranks ? x->sch->nranks - 1 : 0);
+}
+
 static void save_fault_hook(const char *phase, const char *path, void *arg)
 {
     save_fault *f = arg;
@@ -640,7 +706,7 @@ static gs_status save_here(gs_exec_session *x, const char *dir, gs_error *err)
     if (rc == GS_OK)
         rc = views_init(x, 1, &v, err);
     if (rc == GS_OK)
-        rc = gs_ckpt_writer_create(&w, dir, &meta, (int)v.n, err);
+        rc = gs_ckpt_writer_create_forced(&w, dir, &meta, (int)v.n, x->o.ckpt_force, err);
     if (rc == GS_OK && f.phase) {
         gs_ckpt_writer_set_hook(w, save_fault_hook, &f);
         rc = save_fault_check(&f, dir, err);
@@ -691,7 +757,7 @@ static gs_status save_across(gs_exec_session *x, const char *dir, gs_error *err)
     /* 1. the root recovers DIR and creates the temporary directory */
     if (root) {
         if (rc == GS_OK)
-            rc = gs_ckpt_writer_create(&w, dir, &meta, world, err);
+            rc = gs_ckpt_writer_create_forced(&w, dir, &meta, world, x->o.ckpt_force, err);
         if (rc == GS_OK && f.phase) {
             gs_ckpt_writer_set_hook(w, save_fault_hook, &f);
             rc = save_fault_check(&f, dir, err);
@@ -839,6 +905,52 @@ out:
     free(found_all);
     gs_ckpt_reader_destroy(r);
     views_fini(&v);
+    return rc;
+}
+
+/* The first value of the local ranks' state that is not finite, named into err. */
+static gs_status find_nonfinite(gs_exec_session *x, const char *when, gs_status kind, gs_error *err)
+{
+    gs_status rc = GS_OK;
+    for (size_t i = 0; i < x->sch->nranks && rc == GS_OK; i++) {
+        if (!gs_dispatch_is_local(x->disp, i))
+            continue;
+        gs_shard_list l;
+        if ((rc = gs_train_shards(x->train, i, &l, err)) != GS_OK)
+            break;
+        for (size_t k = 0; k < l.ntensors && rc == GS_OK; k++) {
+            const gs_shard_tensor *t = &l.tensors[k];
+            for (size_t p = 0; p < t->npieces && rc == GS_OK; p++) {
+                const gs_shard_piece *pc = &t->pieces[p];
+                const float *what[3] = {pc->param, pc->m, pc->v};
+                static const char *const names[3] = {"parameter", "Adam m of", "Adam v of"};
+                for (int w = 0; w < 3 && rc == GS_OK; w++)
+                    for (uint64_t e = 0; what[w] && e < pc->count; e++)
+                        if (!isfinite(what[w][e])) {
+                            rc = gs_error_set(err, kind, "%s: %s %s is %s at element %" PRIu64 " (rank %" PRIu64
+                                              "); %s",
+                                              when, names[w], t->name, isnan(what[w][e]) ? "NaN" : "infinite",
+                                              pc->offset + e, l.rank,
+                                              kind == GS_ERR_INPUT ? "refused (--allow-nonfinite starts from it anyway)"
+                                                                   : "the run stops (--allow-nonfinite continues)");
+                            break;
+                        }
+            }
+        }
+        gs_shard_list_fini(&l);
+    }
+    return rc;
+}
+
+gs_status gs_exec_session_check_finite(gs_exec_session *x, const char *when, int force, gs_status kind,
+                                       gs_error *err)
+{
+    gs_status rc = GS_OK;
+    /* device memory: a download of every rank's state, so only where asked */
+    if (force || !x->ops->device_memory)
+        rc = find_nonfinite(x, when, kind, err);
+    if (x->boot) /* every process stops, or none */
+        rc = agree(x, rc, err);
     return rc;
 }
 

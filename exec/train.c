@@ -362,12 +362,25 @@ static gs_status check_supported(const gs_scenario *s, const gs_mesh *mesh, gs_e
     const gs_strategy *st = &s->strategy;
     uint64_t tp = mesh->size[GS_DIM_TP];
     const char *why = NULL;
-    if (m->nominal_params)
+    char which[160];
+    /* the first condition that fails, with its numbers */
+    const struct { const char *name; uint64_t v; } split[] = {
+        {"heads", m->heads}, {"kv_heads", m->kv_heads}, {"ffn", m->ffn}, {"vocab", m->vocab}};
+    for (size_t i = 0; i < sizeof split / sizeof split[0] && !why && !m->nominal_params; i++)
+        if (split[i].v % tp) {
+            snprintf(which, sizeof which, "model.%s = %llu is not divisible by tp = %llu (heads, kv_heads, ffn and "
+                     "vocab must be)", split[i].name, (unsigned long long)split[i].v, (unsigned long long)tp);
+            why = which;
+        }
+    if (why)
+        ;
+    else if (m->nominal_params)
         why = "a nominal model (params: N) has no shapes to run";
-    else if ((m->pos == GS_POS_ROPE && m->head_dim % 2) || m->heads % tp || m->kv_heads % tp || m->ffn % tp ||
-             m->vocab % tp)
-        why = "heads, kv_heads, ffn and vocab must be divisible by tp (and head_dim even under rope)";
-    else if (st->wrap == GS_WRAP_MIN_PARAMS)
+    else if (m->pos == GS_POS_ROPE && m->head_dim % 2) {
+        snprintf(which, sizeof which, "model.head_dim = %llu is odd; rope rotates pairs of dimensions",
+                 (unsigned long long)m->head_dim);
+        why = which;
+    } else if (st->wrap == GS_WRAP_MIN_PARAMS)
         why = "wrap: min_params splits blocks; the host program supports wrap layer or model";
     else if (st->sequence_parallel && tp > 1 && (s->batch.micro_seqs * m->seq) % tp)
         why = "sequence parallelism needs micro-batch tokens divisible by tp";

@@ -8,32 +8,34 @@
 #include <string.h>
 
 #include "sim/calib.h"
+#include "engine/input_file.h"
 
 enum { F_PEAK, F_GEMM, F_HBM, F_HBM_EFF, F_LAUNCH, F_OVERLAP, F_CORES, F_BACKGROUND, F_ATTN, F_BWD, F_ROPE, F_CONC, F_COLL_CPU, F_INTRA, F_NIC, F_COUNT };
 
 typedef struct field {
     const char *section, *key;
     size_t offset;
-    double lo, hi; /* accepted range (inclusive hi) */
+    double lo, hi; /* accepted range (inclusive hi); rates and bandwidths start where a step
+                      time stays a number a report can print (no 1e-300 B/s) */
     int lo_inclusive; /* 1: lo itself is accepted */
 } field;
 
 static const field fields[F_COUNT] = {
-    {"compute", "peak_flops", offsetof(gs_calib, peak_flops), 0, 1e20, 0},
-    {"compute", "gemm_efficiency", offsetof(gs_calib, gemm_efficiency), 0, 1, 0},
-    {"compute", "hbm_bw", offsetof(gs_calib, hbm_bw), 0, 1e16, 0},
-    {"compute", "hbm_efficiency", offsetof(gs_calib, hbm_efficiency), 0, 1, 0},
+    {"compute", "peak_flops", offsetof(gs_calib, peak_flops), 1e6, 1e20, 0},
+    {"compute", "gemm_efficiency", offsetof(gs_calib, gemm_efficiency), 1e-6, 1, 0},
+    {"compute", "hbm_bw", offsetof(gs_calib, hbm_bw), 1e3, 1e16, 0},
+    {"compute", "hbm_efficiency", offsetof(gs_calib, hbm_efficiency), 1e-6, 1, 0},
     {"compute", "launch_s", offsetof(gs_calib, launch_s), 0, 1, 0},
     {"compute", "overlap_slowdown", offsetof(gs_calib, overlap_slowdown), 1, 10, 1},
     {"compute", "cores", offsetof(gs_calib, cores), 0, 1e6, 0},
     {"compute", "background_load", offsetof(gs_calib, background_load), 0, 1e6, 1},
-    {"compute", "attn_flops", offsetof(gs_calib, attn_flops), 0, 1e20, 0},
+    {"compute", "attn_flops", offsetof(gs_calib, attn_flops), 1e6, 1e20, 0},
     {"compute", "gemm_bwd_factor", offsetof(gs_calib, gemm_bwd_factor), 0, 10, 0},
     {"compute", "qkv_rope_s_per_token", offsetof(gs_calib, qkv_rope_s), 0, 1, 1},
     {"compute", "concurrency_slowdown", offsetof(gs_calib, concurrency_slowdown), 0, 10, 1},
     {"compute", "collective_cpu_share", offsetof(gs_calib, coll_cpu_share), 0, 1, 1},
-    {"links", "intra_bw", offsetof(gs_calib, intra_bw), 0, 1e16, 0},
-    {"links", "nic_bw", offsetof(gs_calib, nic_bw), 0, 1e16, 0},
+    {"links", "intra_bw", offsetof(gs_calib, intra_bw), 1e3, 1e16, 0},
+    {"links", "nic_bw", offsetof(gs_calib, nic_bw), 1e3, 1e16, 0},
 };
 
 /* The nested objects each section accepts besides its numbers. */
@@ -107,7 +109,7 @@ static gs_status line(const char *path, const char *where, const json_t *o, int 
     else if ((rc = number(path, w, a, 0, 10, &out->alpha_s, err)) != GS_OK)
         return rc;
     snprintf(w, sizeof w, "%s.beta_bytes_per_s", where);
-    return number(path, w, json_object_get(o, "beta_bytes_per_s"), 0, 1e16, &out->beta_bytes_per_s, err);
+    return number(path, w, json_object_get(o, "beta_bytes_per_s"), 1e3, 1e16, &out->beta_bytes_per_s, err);
 }
 
 static gs_status link_class(const char *path, const char *name, const json_t *o, gs_link_fits *out, gs_error *err)
@@ -180,7 +182,7 @@ static gs_status gemm_curve(const char *path, const json_t *o, gs_calib *out, gs
         return gs_error_set(err, GS_ERR_INPUT, "%s: compute.gemm_curve.e_max: missing", path);
     if (!json_object_get(o, "f0_flops"))
         return gs_error_set(err, GS_ERR_INPUT, "%s: compute.gemm_curve.f0_flops: missing", path);
-    if ((rc = number(path, "compute.gemm_curve.e_max", json_object_get(o, "e_max"), 0, 1, &out->gemm_e_max, err)) ||
+    if ((rc = number(path, "compute.gemm_curve.e_max", json_object_get(o, "e_max"), 1e-6, 1, &out->gemm_e_max, err)) ||
         (rc = number(path, "compute.gemm_curve.f0_flops", json_object_get(o, "f0_flops"), 0, 1e20, &out->gemm_f0_flops,
                      err)))
         return rc;
@@ -253,7 +255,7 @@ static gs_status elementwise_bw(const char *path, const json_t *o, int bwd, gs_c
         char where[80];
         snprintf(where, sizeof where, "compute.%s.%s", obj, key);
         double b;
-        gs_status rc = number(path, where, v, 0, 1e16, &b, err);
+        gs_status rc = number(path, where, v, 1e3, 1e16, &b, err);
         if (rc != GS_OK)
             return rc;
         if (elementwise[i].op == GS_OP_COUNT)
@@ -463,9 +465,15 @@ out:
 
 gs_status gs_calib_load(const char *path, gs_calib *out, gs_error *err)
 {
-    json_error_t je;
-    json_t *root = json_load_file(path, JSON_REJECT_DUPLICATES, &je);
-    return load_root(root, &je, path, out, err);
+    char *text = NULL;
+    size_t len = 0;
+    /* a regular file (a FIFO would block, a device never ends) of at most 64 MiB */
+    gs_status rc = gs_input_read(path, "calibration file", UINT64_C(64) << 20, &text, &len, err);
+    if (rc != GS_OK)
+        return rc;
+    rc = gs_calib_load_string(text, len, path, out, err);
+    free(text);
+    return rc;
 }
 
 gs_status gs_calib_load_string(const char *text, size_t len, const char *path, gs_calib *out, gs_error *err)

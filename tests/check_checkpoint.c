@@ -5,6 +5,7 @@
 #include <check.h>
 #include <dirent.h>
 #include <ftw.h>
+#include <jansson.h>
 #include <pthread.h>
 #include <signal.h>
 #include <stdint.h>
@@ -698,7 +699,7 @@ START_TEST(test_checkpoint_errors)
 
     /* no checkpoint at all */
     test_world_make(&loaded, 2, -1, 1);
-    ck_assert_int_eq(gs_ckpt_load_sharded(tpath("nothing"), NULL, loaded.views, 2, NULL, &err), GS_ERR_IO);
+    ck_assert_int_eq(gs_ckpt_load_sharded(tpath("nothing"), NULL, loaded.views, 2, NULL, &err), GS_ERR_INPUT);
     ck_assert_msg(strstr(err.msg, "no checkpoint") != NULL, "%s", err.msg);
 
     /* a tensor the checkpoint lacks */
@@ -779,6 +780,140 @@ START_TEST(test_checkpoint_errors)
                                   "rank 0") != NULL,
                   "%s", err.msg);
     test_world_free(&saved);
+}
+END_TEST
+
+/* index.json as a JSON document, edited by f, signed again the way exec/checkpoint.h describes
+ * (index_crc32 = CRC-32 of the document without that key, compact, keys sorted), written back. */
+static void edit_index(const char *dir, void (*f)(json_t *root))
+{
+    char path[600];
+    snprintf(path, sizeof path, "%s/index.json", dir);
+    json_error_t je;
+    json_t *root = json_load_file(path, 0, &je);
+    ck_assert_ptr_nonnull(root);
+    f(root);
+    json_object_del(root, "index_crc32");
+    char *text = json_dumps(root, JSON_COMPACT | JSON_SORT_KEYS);
+    ck_assert_ptr_nonnull(text);
+    json_object_set_new(root, "index_crc32", json_integer(gs_crc32_update(0, text, strlen(text))));
+    free(text);
+    ck_assert_int_eq(json_dump_file(root, path, JSON_INDENT(1) | JSON_SORT_KEYS), 0);
+    json_decref(root);
+}
+
+static void swap_files(json_t *root)
+{
+    json_t *files = json_object_get(root, "files");
+    json_t *a = json_incref(json_array_get(files, 0)), *b = json_incref(json_array_get(files, 1));
+    json_array_set_new(files, 0, b);
+    json_array_set_new(files, 1, a);
+    /* and the pieces follow the files, so every piece still finds its name in its file */
+    const char *name;
+    json_t *t;
+    json_object_foreach(json_object_get(root, "tensors"), name, t) {
+        size_t i;
+        json_t *pc;
+        json_array_foreach(json_object_get(t, "pieces"), i, pc) {
+            json_int_t fi = json_integer_value(json_object_get(pc, "file"));
+            json_object_set_new(pc, "file", json_integer(fi == 0 ? 1 : fi == 1 ? 0 : fi));
+        }
+    }
+}
+
+/* Replaces the first `from` in text (room for the growth) by `to`. */
+static void replace_once(char *text, const char *from, const char *to)
+{
+    char *at = strstr(text, from);
+    ck_assert_ptr_nonnull(at);
+    size_t a = strlen(from), b = strlen(to);
+    memmove(at + b, at + a, strlen(at + a) + 1);
+    memcpy(at, to, b);
+}
+
+static void nothing(json_t *root)
+{
+    (void)root;
+}
+
+/* Checkpoints are verified, not trusted: the index's own checksum, each piece's names against its
+ * tensor and offset, each rank file's metadata against the index. Every refusal names what
+ * differs. */
+START_TEST(test_index_verified)
+{
+    gs_error err;
+    gs_error_init(&err);
+    test_world saved, loaded;
+    test_world_make(&saved, 2, 3, 1);
+    ck_assert_int_eq(gs_ckpt_save_sharded(tpath("ck"), &meta_2x1x2, saved.views, 2, &err), GS_OK);
+    test_world_make(&loaded, 2, -1, 1);
+    unsigned char *img;
+    size_t n = read_bytes(tpath("ck/index.json"), &img);
+    char *text = malloc(n + 64);
+    gs_ckpt_index ix;
+
+    /* a piece pointing at another tensor's data (the norm's piece named as the embedding's) */
+    memcpy(text, img, n);
+    text[n] = '\0';
+    replace_once(text, "\"name\": \"model.norm.weight@0\"", "\"name\": \"model.embed_tokens.weight@0\"");
+    char *at;
+    ck_assert_int_eq(gs_ckpt_index_parse(text, strlen(text), &ix, &err), GS_ERR_INPUT);
+    ck_assert_str_eq(err.msg, "tensor model.norm.weight: piece 0's name is 'model.embed_tokens.weight@0', expected "
+                              "'model.norm.weight@0' (a piece holds its own tensor's data at its own offset)");
+
+    /* Adam's m and v swapped (same length names: only the letter differs) */
+    memcpy(text, img, n);
+    text[n] = '\0';
+    at = strstr(text, "\"adam_m\": \"optim.m.model.norm.weight@0\"");
+    ck_assert_ptr_nonnull(at);
+    at[strlen("\"adam_m\": \"optim.")] = 'v';
+    at = strstr(text, "\"adam_v\": \"optim.v.model.norm.weight@0\"");
+    ck_assert_ptr_nonnull(at);
+    at[strlen("\"adam_v\": \"optim.")] = 'm';
+    ck_assert_int_eq(gs_ckpt_index_parse(text, strlen(text), &ix, &err), GS_ERR_INPUT);
+    ck_assert_msg(strstr(err.msg, "piece 0's adam_m is 'optim.v.model.norm.weight@0', expected "
+                                  "'optim.m.model.norm.weight@0'") != NULL,
+                  "%s", err.msg);
+
+    /* an edit that keeps the document well-formed (another step): the checksum */
+    memcpy(text, img, n);
+    text[n] = '\0';
+    at = strstr(text, "\"step\": 7");
+    ck_assert_ptr_nonnull(at);
+    at[strlen("\"step\": ")] = '8';
+    ck_assert_int_eq(gs_ckpt_index_parse(text, strlen(text), &ix, &err), GS_ERR_INPUT);
+    ck_assert_msg(strstr(err.msg, "index.json was edited or damaged") != NULL, "%s", err.msg);
+
+    /* no checksum at all (what version 1 wrote) */
+    memcpy(text, img, n);
+    text[n] = '\0';
+    at = strstr(text, "\"index_crc32\": ");
+    ck_assert_ptr_nonnull(at);
+    memcpy(at, "\"index_crc3X\"", 13);
+    ck_assert_int_eq(gs_ckpt_index_parse(text, strlen(text), &ix, &err), GS_ERR_INPUT);
+    ck_assert_msg(strstr(err.msg, "index_crc32 missing") != NULL, "%s", err.msg);
+
+    /* re-signed by the test's own implementation of the checksum: accepted, and loads */
+    edit_index(tpath("ck"), nothing);
+    ck_assert_int_eq(gs_ckpt_load_sharded(tpath("ck"), &meta_2x1x2, loaded.views, 2, NULL, &err), GS_OK);
+    ck_assert(test_world_matches(&loaded, 3));
+
+    /* rank files swapped in the index (sizes, CRCs and pieces moved along, re-signed): each file's
+     * metadata names its rank */
+    edit_index(tpath("ck"), swap_files);
+    ck_assert_int_eq(gs_ckpt_load_sharded(tpath("ck"), &meta_2x1x2, loaded.views, 2, NULL, &err), GS_ERR_INPUT);
+    ck_assert_msg(strstr(err.msg, "rank00000-of-00002.safetensors: its metadata says rank '0', index.json says '1'") ||
+                      strstr(err.msg, "rank00001-of-00002.safetensors: its metadata says rank '1', index.json says '0'"),
+                  "%s", err.msg);
+
+    /* no index.json: bad input (exit 2), said so */
+    ck_assert_int_eq(unlink(tpath("ck/index.json")), 0);
+    ck_assert_int_eq(gs_ckpt_load_sharded(tpath("ck"), &meta_2x1x2, loaded.views, 2, NULL, &err), GS_ERR_INPUT);
+    ck_assert_msg(strstr(err.msg, "no index.json") != NULL, "%s", err.msg);
+    free(text);
+    free(img);
+    test_world_free(&saved);
+    test_world_free(&loaded);
 }
 END_TEST
 
@@ -1253,6 +1388,7 @@ static Suite *checkpoint_suite(void)
     tcase_add_test(errors, test_file_errors);
     tcase_add_test(errors, test_checkpoint_errors);
     tcase_add_test(errors, test_record_errors);
+    tcase_add_test(errors, test_index_verified);
     suite_add_tcase(s, errors);
     TCase *crash = tcase_create("crash");
     tcase_add_checked_fixture(crash, make_tmpdir_fast, remove_tmpdir);

@@ -314,7 +314,14 @@ START_TEST(test_validate_errors)
     c = base, c.intra.nccl_bw = -1.0;
     expect_invalid(&c, GS_ERR_INPUT, "intra.nccl_bw", "= -1");
     c = base, c.gpu.hbm_bw = NAN;
-    expect_invalid(&c, GS_ERR_INPUT, "gpu.hbm_bw", "positive");
+    expect_invalid(&c, GS_ERR_INPUT, "gpu.hbm_bw", "expected a number in [1e+06, 1e+16]");
+    /* absurd but positive rates: a step time would not be a printable number */
+    c = base, c.nic.gbps = 1e-300;
+    expect_invalid(&c, GS_ERR_INPUT, "nic.gbps = 1e-300", "expected a number in [0.001, 1e+06]");
+    c = base, c.gpu.hbm_bw = 5e-324;
+    expect_invalid(&c, GS_ERR_INPUT, "gpu.hbm_bw", "[1e+06, 1e+16]");
+    c = base, c.gpu.peak_flops_fp16 = INFINITY;
+    expect_invalid(&c, GS_ERR_INPUT, "gpu.peak_flops_fp16", "[1e+06, 1e+19]");
     c = base, c.oversubscription = 0.5;
     expect_invalid(&c, GS_ERR_INPUT, "oversubscription", "0.5");
     c = base, c.gpu.gemm_efficiency = 1.5;

@@ -248,6 +248,19 @@ START_TEST(test_mismatches)
     ck_assert_has(gs_text_str(&t), "# note: sharding zero3 is written as FSDP FULL_SHARD");
     ck_assert_has(gs_text_str(&t), "fsdp_sharding_strategy: FULL_SHARD\n");
     gs_text_fini(&t);
+
+    /* overlap_grad_reduce false has no accelerate key: said, since the config reads back as the
+     * overlapping scenario; the default (true) says nothing */
+    for (int ogr = 0; ogr < 2; ogr++) {
+        char y[256];
+        snprintf(y, sizeof y, "model: llama2-7b\ncluster: {preset: dgx-a100-80g, nodes: 1}\ngrid: {dp: 8}\n"
+                              "strategy: {sharding: no_shard, overlap_grad_reduce: %s}\n", ogr ? "true" : "false");
+        load_text(y, &s, &m);
+        ck_assert_int_eq(emit(&s, &m, GS_LAUNCH_ACCELERATE, &t, &err), GS_OK);
+        const char *note = strstr(gs_text_str(&t), "# note: overlap_grad_reduce false");
+        ck_assert_msg(ogr ? note == NULL : note != NULL, "overlap_grad_reduce %d:\n%s", ogr, gs_text_str(&t));
+        gs_text_fini(&t);
+    }
 }
 END_TEST
 

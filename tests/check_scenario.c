@@ -614,7 +614,7 @@ START_TEST(error_missing_file)
     ck_assert_int_eq(gs_status_exit_code(err.status), 2);
     /* A directory is not a scenario. */
     ck_assert_int_eq(gs_scenario_load_file(".", &s, &err), GS_ERR_INPUT);
-    ck_assert_ptr_nonnull(strstr(err.msg, "Is a directory"));
+    ck_assert_msg(strstr(err.msg, "found a directory, expected a regular file") != NULL, "%s", err.msg);
 }
 END_TEST
 
@@ -1045,6 +1045,34 @@ END_TEST
 
 /* ------------------------------------------------------------------------- suite ---- */
 
+/* The spellings a YAML 1.1 user writes mean what they say: on/off like yes/no and true/false,
+ * and a grid order in capitals like a precision in capitals (TP-DP-PP = tp-dp-pp). */
+START_TEST(spellings_consistent)
+{
+    static const char base[] = "model: llama2-7b\ncluster: dgx-a100-80g\ngrid: {dp: 2, tp: 4, order: %s}\n"
+                               "strategy: {flash_attention: %s, offload: %s, precision: BF16}\n";
+    const char *const on[] = {"true", "yes", "on", "On", "TRUE"}, *const off[] = {"false", "no", "off", "OFF"};
+    char text[512];
+    gs_scenario s, ref;
+    snprintf(text, sizeof text, base, "tp-dp-pp", "true", "false");
+    load_ok(text, &ref);
+    ck_assert_int_eq(ref.strategy.flash_attention, 1);
+    ck_assert_int_eq(ref.strategy.offload, 0);
+    for (size_t i = 0; i < sizeof on / sizeof on[0]; i++) {
+        snprintf(text, sizeof text, base, i % 2 ? "TP-DP-PP" : "Tp-Dp-Pp", on[i], off[i % 4]);
+        load_ok(text, &s);
+        ck_assert_int_eq(s.strategy.flash_attention, 1);
+        ck_assert_int_eq(s.strategy.offload, 0);
+        ck_assert_mem_eq(s.grid.order, ref.grid.order, sizeof ref.grid.order);
+    }
+    /* quoted, "on" is a string, not a boolean */
+    gs_error err;
+    snprintf(text, sizeof text, base, "tp-dp-pp", "\"on\"", "false");
+    ck_assert_int_eq(load_str(text, &s, &err), GS_ERR_INPUT);
+    ck_assert_msg(strstr(err.msg, "expected true or false (or yes/no, on/off)") != NULL, "%s", err.msg);
+}
+END_TEST
+
 static Suite *scenario_suite(void)
 {
     Suite *s = suite_create("scenario");
@@ -1079,6 +1107,7 @@ static Suite *scenario_suite(void)
     tcase_add_test(tc, error_types);
     tcase_add_test(tc, error_values);
     tcase_add_test(tc, error_names);
+    tcase_add_test(tc, spellings_consistent);
     tcase_add_test(tc, error_pipeline_strategy);
     tcase_add_test(tc, error_mesh);
     tcase_add_test(tc, error_mesh_in_code);

@@ -19,6 +19,9 @@
 # `gridstep sim --from-megatron @FILE`, with the options on the file's second line when it is
 #   # args: <options>
 # (default: --model llama2-7b --cluster dgx-a100-80g --nodes 1).
+# Inputs that .args cases name live in tests/bad-input/inputs/ (not cases themselves). The
+# checkpoint cases, tests/bad-input/index/*.json (index.json files) and
+# tests/bad-input/safetensors/*.hdr (safetensors headers), are run by tests/check_bad_ckpt.
 # Environment (set by make check): GRIDSTEP = the binary, top_srcdir = the source tree.
 # Prints PASS:/FAIL: per case and "N passed, M failed"; exits 1 on any failure.
 
@@ -173,6 +176,52 @@ import_cases() {
 }
 import_cases accelerate yaml --from-accelerate ""
 import_cases megatron sh --from-megatron @
+
+# Readers refuse what they cannot bound: a FIFO with no writer (it would block the reader
+# forever) as a scenario, a calibration file, an imported configuration and a checkpoint's
+# index; every run is guarded by `timeout` and must exit 2 at once, naming what it found.
+mkfifo "$tmp/fifo" 2>/dev/null
+if [ -p "$tmp/fifo" ]; then
+    for what in "mem $tmp/fifo" "sim --calib $tmp/fifo $scenario" \
+        "sim --from-accelerate $tmp/fifo --model llama2-7b --cluster dgx-a100-80g --nodes 1"; do
+        # shellcheck disable=SC2086
+        timeout 10 "$GRIDSTEP" $what >"$tmp/out" 2>"$tmp/err" </dev/null
+        rc=$?
+        if [ "$rc" -eq 2 ] && grep -q "found a FIFO (named pipe), expected a regular file" "$tmp/err"; then
+            echo "PASS: fifo: $what"
+            passed=$((passed + 1))
+        else
+            echo "FAIL: fifo: $what: exit $rc: $(cat "$tmp/err")"
+            failed=$((failed + 1))
+        fi
+    done
+    mkdir "$tmp/ck"
+    mkfifo "$tmp/ck/index.json"
+    timeout 10 "$GRIDSTEP" exec --load "$tmp/ck" "$top_srcdir/tests/exec/single.yaml" >"$tmp/out" 2>"$tmp/err"
+    rc=$?
+    if [ "$rc" -eq 2 ] && grep -q "index.json: not a regular file" "$tmp/err"; then
+        echo "PASS: fifo: a checkpoint's index.json"
+        passed=$((passed + 1))
+    else
+        echo "FAIL: fifo: a checkpoint's index.json: exit $rc: $(cat "$tmp/err")"
+        failed=$((failed + 1))
+    fi
+fi
+# Work that grows with a count from the input is bounded: the memory ledger of a 1e17-parameter
+# NO_SHARD model (4e9 gradient buckets of 25 MiB, summed in closed form) answers in seconds, and
+# the sim refuses its schedule naming the bucket limit (tests/bad-input/buckets-too-many.yaml).
+sed -n '2,$p' "$dir/buckets-too-many.yaml" | sed '1d' >"$tmp/huge.yaml"
+start=$(date +%s)
+timeout 30 "$GRIDSTEP" mem "$tmp/huge.yaml" >"$tmp/out" 2>"$tmp/err"
+rc=$?
+took=$(($(date +%s) - start))
+if [ "$rc" -eq 0 ] && [ "$took" -le 5 ] && grep -q "params 100,000,000,000,000,000" "$tmp/out"; then
+    echo "PASS: bounded: mem of a 1e17-parameter NO_SHARD model in ${took} s"
+    passed=$((passed + 1))
+else
+    echo "FAIL: bounded: mem of a 1e17-parameter model: exit $rc after ${took} s: $(head -3 "$tmp/err")"
+    failed=$((failed + 1))
+fi
 
 echo "$passed passed, $failed failed"
 [ "$failed" -eq 0 ]

@@ -60,6 +60,17 @@ check "merge: a repeated shard is refused" grep -q "given twice" "$tmp/err"
 check "merge: CSV and JSON pieces are not mixed" grep -q "a JSON piece, expected CSV" "$tmp/err"
 "$GRIDSTEP" merge "$tmp/serial.csv" >/dev/null 2>"$tmp/err"
 check "merge: a serial output is not a piece" grep -q "expected a piece written by gridstep sweep --shard" "$tmp/err"
+# pieces of two sweeps with the same axes, counts and header (another scenario, then other varied
+# values): refused in CSV as in JSON
+sed 's/^name: .*/name: another sweep/' "$S" >"$tmp/other.yaml"
+"$GRIDSTEP" sweep $V --shard 1/3 --out "$tmp/o1.csv" "$tmp/other.yaml" || fail=1
+"$GRIDSTEP" merge "$tmp/p0.csv" "$tmp/o1.csv" "$tmp/p2.csv" >/dev/null 2>"$tmp/err"
+check "merge: CSV pieces of another scenario's sweep are refused (exit 2)" test $? -eq 2
+check "merge: ... and said so" grep -q "not a piece of the same sweep as $tmp/p0.csv" "$tmp/err"
+"$GRIDSTEP" sweep --vary micro=1,2,8 --vary tp=1,2,4,8 --shard 1/3 --out "$tmp/v1.csv" "$S" || fail=1
+"$GRIDSTEP" merge "$tmp/p0.csv" "$tmp/v1.csv" "$tmp/p2.csv" >/dev/null 2>"$tmp/err"
+check "merge: CSV pieces of other varied values are refused" grep -q "its scenario, mode or varied values differ" \
+    "$tmp/err"
 
 # plan: serial vs 3 shards (R4 bounds each shard against its own best, hence the two lines dropped)
 P="scenarios/seed-7b-8xa100.yaml --top 4 --micro 1,2 --json"

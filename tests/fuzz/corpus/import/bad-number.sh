@@ -1,0 +1,2 @@
+# expect: expected a positive integer
+--pipeline-model-parallel-size two

@@ -1,0 +1,4 @@
+# expect: --hidden-dropout 1.5: expected a probability 0 <= p < 1
+# args: --cluster dgx-a100-80g --nodes 1
+--num-layers 4 --hidden-size 256 --num-attention-heads 4 --seq-length 128 --vocab-size 1000 \
+  --hidden-dropout 1.5

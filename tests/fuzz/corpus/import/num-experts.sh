@@ -1,0 +1,2 @@
+# expect: mixture-of-experts models are not modelled
+--num-experts 8

@@ -1,0 +1,2 @@
+# expect: found 'yes', expected a --flag
+--bf16 yes

@@ -1,0 +1,2 @@
+# expect: --tp-comm-overlap needs --sequence-parallel
+--tensor-model-parallel-size 2 --tp-comm-overlap

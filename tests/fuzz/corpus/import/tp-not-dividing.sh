@@ -1,0 +1,2 @@
+# expect: tp x pp = 3 does not divide
+--tensor-model-parallel-size 3

@@ -1,0 +1,3 @@
+# expect: did you mean '--tensor-model-parallel-size'
+--tensor-model-paralel-size 2 \
+  --bf16

@@ -1,0 +1,2 @@
+# expect: unterminated double quote
+--data-path "/data/my corpus
