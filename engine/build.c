@@ -28,6 +28,7 @@
 #include <unistd.h>
 
 #include "engine/build_internal.h"
+#include "engine/roles.h"
 #include "engine/schedule_internal.h"
 
 static uint64_t ceil_div(uint64_t a, uint64_t b)
@@ -116,6 +117,7 @@ static gs_status p2p(gs_bctx *x, gs_event_kind kind, gs_phase phase, int32_t lay
 {
     gs_evb b;
     gs__evb_init(&b, kind, GS_STREAM_PP, phase, layer, mb);
+    b.e.role = kind == GS_EV_SEND ? GS_ROLE_PP_SEND : GS_ROLE_PP_RECV;
     b.e.chunk = (uint8_t)chunk;
     b.e.peer = peer_rank(x, to_next);
     b.e.bytes = x->act.boundary;
@@ -479,6 +481,7 @@ static gs_status param_allgather(gs_bctx *x, size_t u, uint32_t dep, uint32_t *e
     gs_evb b;
     gs__evb_init(&b, GS_EV_COLLECTIVE, GS_STREAM_DP, GS_PHASE_OPTIM, gs__unit_layer(x, u), 0);
     b.e.op = GS_COLL_ALLGATHER;
+    b.e.role = GS_ROLE_PARAM_GATHER;
     b.e.group = GS_GROUP_DP;
     b.e.peer = x->group[GS_GROUP_DP];
     b.e.group_size = x->group_size[GS_GROUP_DP];
@@ -501,6 +504,7 @@ static gs_status param_allgather_chunk(gs_bctx *x, uint64_t chunk, uint32_t dep)
     gs_evb b;
     gs__evb_init(&b, GS_EV_COLLECTIVE, GS_STREAM_DP, GS_PHASE_OPTIM, gs__unit_layer(x, first), 0);
     b.e.op = GS_COLL_ALLGATHER;
+    b.e.role = GS_ROLE_PARAM_GATHER;
     b.e.group = GS_GROUP_DP;
     b.e.peer = x->group[GS_GROUP_DP];
     b.e.group_size = x->group_size[GS_GROUP_DP];
@@ -687,6 +691,7 @@ static gs_status build_rank(const gs_scenario *s, const gs_mesh *mesh, uint64_t 
         gs_evb b;
         gs__evb_init(&b, GS_EV_COLLECTIVE, GS_STREAM_TP, GS_PHASE_OPTIM, GS_LAYER_NONE, 0);
         b.e.op = GS_COLL_ALLREDUCE;
+        b.e.role = GS_ROLE_TP_NORM_GRADS;
         b.e.group = GS_GROUP_TP;
         b.e.peer = x.group[GS_GROUP_TP];
         b.e.group_size = x.tp;
@@ -707,6 +712,7 @@ static gs_status build_rank(const gs_scenario *s, const gs_mesh *mesh, uint64_t 
         for (int k = 0; k < 2 && rc == GS_OK; k++) {
             gs_evb b;
             gs__evb_init(&b, k ? GS_EV_RECV : GS_EV_SEND, GS_STREAM_PP, GS_PHASE_OPTIM, GS_LAYER_NONE, 0);
+            b.e.role = k ? GS_ROLE_TIED_RECV : GS_ROLE_TIED_SEND;
             b.e.peer = peer_rank(&x, !(x.stage == 0));
             b.e.bytes = x.part.word_params * pl->gb;
             gs__evb_add(&b, GS_LINK_DEPS, x.last_dp);
@@ -720,6 +726,7 @@ static gs_status build_rank(const gs_scenario *s, const gs_mesh *mesh, uint64_t 
         gs_evb b;
         gs__evb_init(&b, GS_EV_COMPUTE, GS_STREAM_COMPUTE, GS_PHASE_OPTIM, GS_LAYER_NONE, 0);
         b.e.op = GS_OP_OPTIMIZER;
+        b.e.role = GS_ROLE_OPTIMIZER;
         b.e.flops = 12.0 * (double)o_el;
         b.e.bytes = o_el * (2 * (pl->mixed ? 12 : 8) + pl->wb + pl->gb);
         gs__evb_add(&b, GS_LINK_DEPS, x.last_dp);

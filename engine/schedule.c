@@ -1,10 +1,10 @@
 /* The schedule's storage, names, byte counts, structural validation and serialization (text
  * dump and loader, streamed JSON). The builders that fill it live in engine/build*.c.
  *
- * Text format (version 1), one record per line, single spaces, every field always written in
+ * Text format (version 2), one record per line, single spaces, every field always written in
  * this order so that dump(load(dump(x))) is byte-identical to dump(x):
  *
- *   gridstep-schedule 1
+ *   gridstep-schedule 2
  *   scenario NAME                      NAME percent-encoded (bytes <= ' ', '%', >= 0x7f), "-" if empty
  *   mesh tp T dp D pp P order tp-dp-pp gpus_per_node G
  *   microbatches M
@@ -12,13 +12,16 @@
  *   ranks N
  *   rank R class C stage S tensors NT events NE        then NT tensor lines, NE event lines
  *   t I kind K bytes B layer L mb M unit U resident 0|1 host 0|1
- *   e I KIND stream S phase P op O group G chunk C layer L mb M unit U gemm m n k b peer P
- *     gsize N bytes B flops F deps LIST reads LIST writes LIST allocs LIST frees LIST
+ *   e I KIND stream S phase P role R part N op O group G chunk C layer L mb M unit U gemm m n k b
+ *     peer P gsize N bytes B flops F deps LIST reads LIST writes LIST allocs LIST frees LIST
  *   ...                                (the next rank header, ...)
  *   end
  *
  * (an `e` record is one line). I counts from 0 within the rank and must be sequential.
  * K: gs_tensor_kind_name; KIND: gs_event_kind_name; S: gs_stream_name; P: gs_phase_name.
+ * R: gs_role_name ("none" loads; validation refuses it); N: the event's part (0: whole).
+ * Version 1 (before events carried roles) is refused with a message saying so: a role cannot be
+ * recovered from the other fields without guessing from the event's place in its list.
  * O: gs_op_name for compute, gs_coll_op_name for collectives, else a number ("-" for 0).
  * G: gs_group_kind_name for collectives, else a number ("-" for 0).
  * L: a layer index >= 0, or "emb", "head", "none" (GS_LAYER_EMBED / HEAD / NONE).
@@ -35,6 +38,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "engine/roles.h"
 #include "engine/schedule_internal.h"
 
 /* ------------------------------------------------------------------------ name tables ---- */
@@ -1149,6 +1153,16 @@ out:
     return st;
 }
 
+/* (e) Roles: every event has one, and agrees with engine/roles.c's entry for it. */
+static gs_status check_roles(const gs_rank_events *r, gs_error *err)
+{
+    char nm[GS_EVENT_NAME_BYTES], why[96];
+    for (size_t i = 0; i < r->nevents; i++)
+        if (!gs_role_check(&r->events[i], why, sizeof why))
+            return gs_error_set(err, GS_ERR_RUNTIME, "rank %" PRIu64 ": event %s %s", r->rank, EV_NAME(r, i, nm), why);
+    return GS_OK;
+}
+
 gs_status gs_schedule_validate_structure(const gs_schedule *sch, gs_error *err)
 {
     const gs_mesh *m = &sch->mesh;
@@ -1192,9 +1206,10 @@ gs_status gs_schedule_validate_structure(const gs_schedule *sch, gs_error *err)
             (st = check_lifetimes(r, err)) != GS_OK)
             goto out;
     }
-    if ((st = check_collectives(sch, err)) != GS_OK)
+    if ((st = check_collectives(sch, err)) != GS_OK || (st = check_p2p(sch, by_rank, err)) != GS_OK)
         goto out;
-    st = check_p2p(sch, by_rank, err);
+    for (size_t p = 0; p < sch->nranks && st == GS_OK; p++)
+        st = check_roles(&sch->ranks[p], err);
 out:
     free(by_rank);
     return st;
@@ -1339,7 +1354,7 @@ gs_status gs_schedule_dump(const gs_schedule *sch, FILE *f, gs_error *err)
         return gs_error_set(err, GS_ERR_NOMEM, "out of memory writing the schedule dump");
     o->f = f;
     o->n = 0;
-    out_str(o, "gridstep-schedule 1\nscenario ");
+    out_str(o, "gridstep-schedule 2\nscenario ");
     size_t slen = strnlen(sch->scenario, sizeof sch->scenario);
     if (slen == 0) {
         out_char(o, '-');
@@ -1418,6 +1433,10 @@ gs_status gs_schedule_dump(const gs_schedule *sch, FILE *f, gs_error *err)
             out_str(o, gs_stream_name((gs_stream)e->stream));
             out_str(o, " phase ");
             out_str(o, gs_phase_name((gs_phase)e->phase));
+            out_str(o, " role ");
+            out_str(o, gs_role_name((gs_role)e->role));
+            out_str(o, " part ");
+            out_u64(o, e->part);
             out_str(o, " op ");
             if (e->kind == GS_EV_COMPUTE)
                 out_str(o, gs_op_name((gs_op)e->op));
@@ -1518,7 +1537,7 @@ static int load_line(loader *ld)
 static gs_status load_fail(loader *ld, size_t i, const char *expected, ...) __attribute__((format(printf, 3, 4)));
 static gs_status load_fail(loader *ld, size_t i, const char *expected, ...)
 {
-    char what[256], found[64];
+    char what[640], found[64]; /* what: room for the list of roles */
     va_list ap;
     va_start(ap, expected);
     vsnprintf(what, sizeof what, expected, ap);
@@ -1753,60 +1772,74 @@ static gs_status load_event(loader *ld, gs_rank_events *r, size_t idx, size_t ne
         (st = load_name(ld, 6, "a phase", phase_names, GS_PHASE_COUNT, &k)) != GS_OK)
         return st;
     e.phase = (uint8_t)k;
-    if ((st = load_word(ld, 7, "op")) != GS_OK)
+    if ((st = load_word(ld, 7, "role")) != GS_OK)
+        return st;
+    gs_role role = 8 < ld->ntok ? gs_role_by_name(ld->tok[8], strlen(ld->tok[8])) : GS_ROLE_COUNT;
+    if (role == GS_ROLE_COUNT) { /* "none" loads; validation refuses it */
+        char names[512];
+        size_t at = 0;
+        for (int q = 1; q < GS_ROLE_COUNT && at < sizeof names; q++)
+            at += (size_t)snprintf(names + at, sizeof names - at, "%s%s", q > 1 ? ", " : "", gs_role_name((gs_role)q));
+        return load_fail(ld, 8, "a role (%s)", names);
+    }
+    e.role = (uint8_t)role;
+    if ((st = load_kv_u64(ld, 9, "part", UINT16_MAX, &v)) != GS_OK)
+        return st;
+    e.part = (uint16_t)v;
+    if ((st = load_word(ld, 11, "op")) != GS_OK)
         return st;
     if (e.kind == GS_EV_COMPUTE)
-        st = load_name(ld, 8, "a compute op", op_names, GS_OP_COUNT, &k), e.op = (uint8_t)k;
+        st = load_name(ld, 12, "a compute op", op_names, GS_OP_COUNT, &k), e.op = (uint8_t)k;
     else if (e.kind == GS_EV_COLLECTIVE)
-        st = load_name(ld, 8, "a collective", coll_names, GS_COLL_COUNT, &k), e.op = (uint8_t)k;
+        st = load_name(ld, 12, "a collective", coll_names, GS_COLL_COUNT, &k), e.op = (uint8_t)k;
     else
-        st = load_small(ld, 8, "op", &e.op);
-    if (st != GS_OK || (st = load_word(ld, 9, "group")) != GS_OK)
+        st = load_small(ld, 12, "op", &e.op);
+    if (st != GS_OK || (st = load_word(ld, 13, "group")) != GS_OK)
         return st;
     if (e.kind == GS_EV_COLLECTIVE)
-        st = load_name(ld, 10, "a group kind", group_names, GS_GROUP_KIND_COUNT, &k), e.group = (uint8_t)k;
+        st = load_name(ld, 14, "a group kind", group_names, GS_GROUP_KIND_COUNT, &k), e.group = (uint8_t)k;
     else
-        st = load_small(ld, 10, "group", &e.group);
-    if (st != GS_OK || (st = load_kv_u64(ld, 11, "chunk", 255, &v)) != GS_OK)
+        st = load_small(ld, 14, "group", &e.group);
+    if (st != GS_OK || (st = load_kv_u64(ld, 15, "chunk", 255, &v)) != GS_OK)
         return st;
     e.chunk = (uint8_t)v;
-    if ((st = load_word(ld, 13, "layer")) != GS_OK || (st = load_layer(ld, 14, &e.layer)) != GS_OK ||
-        (st = load_kv_u32(ld, 15, "mb", &e.mb)) != GS_OK || (st = load_kv_u32(ld, 17, "unit", &e.unit)) != GS_OK ||
-        (st = load_word(ld, 19, "gemm")) != GS_OK || (st = load_u64(ld, 20, "gemm m", UINT32_MAX, &v)) != GS_OK)
+    if ((st = load_word(ld, 17, "layer")) != GS_OK || (st = load_layer(ld, 18, &e.layer)) != GS_OK ||
+        (st = load_kv_u32(ld, 19, "mb", &e.mb)) != GS_OK || (st = load_kv_u32(ld, 21, "unit", &e.unit)) != GS_OK ||
+        (st = load_word(ld, 23, "gemm")) != GS_OK || (st = load_u64(ld, 24, "gemm m", UINT32_MAX, &v)) != GS_OK)
         return st;
     e.gemm_m = (uint32_t)v;
-    if ((st = load_u64(ld, 21, "gemm n", UINT32_MAX, &v)) != GS_OK)
+    if ((st = load_u64(ld, 25, "gemm n", UINT32_MAX, &v)) != GS_OK)
         return st;
     e.gemm_n = (uint32_t)v;
-    if ((st = load_u64(ld, 22, "gemm k", UINT32_MAX, &v)) != GS_OK)
+    if ((st = load_u64(ld, 26, "gemm k", UINT32_MAX, &v)) != GS_OK)
         return st;
     e.gemm_k = (uint32_t)v;
-    if ((st = load_u64(ld, 23, "gemm batch", UINT32_MAX, &v)) != GS_OK)
+    if ((st = load_u64(ld, 27, "gemm batch", UINT32_MAX, &v)) != GS_OK)
         return st;
     e.gemm_batch = (uint32_t)v;
-    if ((st = load_kv_u64(ld, 24, "peer", UINT64_MAX, &e.peer)) != GS_OK ||
-        (st = load_kv_u64(ld, 26, "gsize", UINT64_MAX, &e.group_size)) != GS_OK ||
-        (st = load_kv_u64(ld, 28, "bytes", UINT64_MAX, &e.bytes)) != GS_OK || (st = load_word(ld, 30, "flops")) != GS_OK)
+    if ((st = load_kv_u64(ld, 28, "peer", UINT64_MAX, &e.peer)) != GS_OK ||
+        (st = load_kv_u64(ld, 30, "gsize", UINT64_MAX, &e.group_size)) != GS_OK ||
+        (st = load_kv_u64(ld, 32, "bytes", UINT64_MAX, &e.bytes)) != GS_OK || (st = load_word(ld, 34, "flops")) != GS_OK)
         return st;
     {
-        const char *s = 31 < ld->ntok ? ld->tok[31] : NULL;
+        const char *s = 35 < ld->ntok ? ld->tok[35] : NULL;
         char *end = NULL;
         if (s)
             e.flops = strtod(s, &end);
         if (!s || end == s || *end || !isfinite(e.flops) || e.flops < 0 ||
             !((s[0] >= '0' && s[0] <= '9') || (s[0] == '-' && s[1] == '0')))
-            return load_fail(ld, 31, "a FLOP count (a finite number >= 0)");
+            return load_fail(ld, 35, "a FLOP count (a finite number >= 0)");
     }
     ls->n = 0;
     for (int w = 0; w < GS_LINK_LISTS; w++) {
-        size_t at = 32 + 2 * (size_t)w;
+        size_t at = 36 + 2 * (size_t)w;
         uint32_t limit = w == GS_LINK_DEPS ? (uint32_t)nevents : (uint32_t)r->ntensors;
         if ((st = load_word(ld, at, link_names[w])) != GS_OK ||
             (st = load_list(ld, at + 1, w == GS_LINK_DEPS ? "event" : "tensor", limit, &ls->buf, &ls->n, &ls->cap,
                             &e.nlinks[w])) != GS_OK)
             return st;
     }
-    if ((st = load_end_of_line(ld, 42)) != GS_OK)
+    if ((st = load_end_of_line(ld, 46)) != GS_OK)
         return st;
     const uint32_t *lists[GS_LINK_LISTS];
     size_t off = 0;
@@ -1841,10 +1874,16 @@ gs_status gs_schedule_load(FILE *f, const char *path, gs_schedule **out, gs_erro
         st = gs_error_set(err, st, "%s: out of memory", ld.path);
         goto out;
     }
-    if ((st = load_next(&ld, "'gridstep-schedule 1'")) != GS_OK || (st = load_word(&ld, 0, "gridstep-schedule")) != GS_OK)
+    if ((st = load_next(&ld, "'gridstep-schedule 2'")) != GS_OK || (st = load_word(&ld, 0, "gridstep-schedule")) != GS_OK)
         goto out;
-    if (ld.ntok < 2 || strcmp(ld.tok[1], "1") != 0) {
-        st = load_fail(&ld, 1, "format version 1");
+    if (ld.ntok >= 2 && strcmp(ld.tok[1], "1") == 0) {
+        /* version 1 had no roles, and a role cannot be told from an event's place in its list */
+        st = load_fail(&ld, 1, "format version 2 (version 1 dumps carry no event roles: write the dump again "
+                               "with this gridstep's schedule --dump)");
+        goto out;
+    }
+    if (ld.ntok < 2 || strcmp(ld.tok[1], "2") != 0) {
+        st = load_fail(&ld, 1, "format version 2");
         goto out;
     }
     if ((st = load_end_of_line(&ld, 2)) != GS_OK)
@@ -2053,7 +2092,11 @@ gs_status gs_schedule_dump_json(const gs_schedule *sch, FILE *f, gs_error *err)
             out_str(o, gs_stream_name((gs_stream)e->stream));
             out_str(o, "\", \"phase\": \"");
             out_str(o, gs_phase_name((gs_phase)e->phase));
-            out_str(o, "\", \"op\": ");
+            out_str(o, "\", \"role\": \"");
+            out_str(o, gs_role_name((gs_role)e->role));
+            out_str(o, "\", \"part\": ");
+            out_u64(o, e->part);
+            out_str(o, ", \"op\": ");
             if (e->kind == GS_EV_COMPUTE || e->kind == GS_EV_COLLECTIVE) {
                 out_char(o, '"');
                 out_str(o, e->kind == GS_EV_COMPUTE ? gs_op_name((gs_op)e->op) : gs_coll_op_name((gs_coll_op)e->op));
@@ -2166,6 +2209,8 @@ int gs_schedule_diff(const gs_schedule *a, const gs_schedule *b, char *buf, size
             if (s->kind != t->kind || s->stream != t->stream || s->phase != t->phase || s->op != t->op ||
                 s->group != t->group || s->chunk != t->chunk)
                 what = "kind, stream, phase, op, group or chunk";
+            else if (s->role != t->role || s->part != t->part)
+                what = "role or part";
             else if (s->layer != t->layer || s->mb != t->mb || s->unit != t->unit)
                 what = "layer, micro-batch or unit";
             else if (s->gemm_m != t->gemm_m || s->gemm_n != t->gemm_n || s->gemm_k != t->gemm_k ||

@@ -109,7 +109,12 @@ typedef struct gs_event {
     uint8_t op;      /* gs_op for compute; gs_coll_op for collectives */
     uint8_t group;   /* gs_group_kind for collectives */
     uint8_t chunk;   /* interleaved pipeline: model chunk (virtual stage) */
+    uint8_t role;    /* gs_role (engine/roles.h): what part of the model or step it is */
+    uint8_t pad_;
     uint16_t nlinks[5]; /* counts of deps, reads, writes, allocs, frees */
+    uint16_t part;   /* 1, 2, ...: this event's piece of an operation split over several events
+                        (tp_comm_overlap's GEMM and reduce-scatter parts; 1 + the bucket of a
+                        unit's gradient reduction); 0: whole. engine/roles.c bounds it per role */
     int32_t layer;   /* GS_LAYER_* or global layer index */
     uint32_t mb;     /* micro-batch */
     uint32_t unit;   /* FSDP unit / DDP bucket index for DP collectives */
@@ -221,7 +226,9 @@ gs_status gs_schedule_validate(const gs_schedule *sch, const gs_scenario *s, gs_
  *  (c) every send from a to b is matched in order by a recv on b from a of the same bytes,
  *      and vice versa (checked when both ranks are present);
  *  (d) tensors: no use before allocation (resident ones are live from the start) or after
- *      free, no double free, no allocation of a live tensor.
+ *      free, no double free, no allocation of a live tensor;
+ *  (e) roles: every event has a role and agrees with its entry in engine/roles.c (kind, stream,
+ *      the ops of its phase, group, layer, part).
  * The first problem found is reported with GS_ERR_RUNTIME, naming the rank and the event.
  * O(events + links + collectives log collectives) time. */
 gs_status gs_schedule_validate_structure(const gs_schedule *sch, gs_error *err);
