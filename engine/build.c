@@ -635,7 +635,8 @@ static gs_status build_rank(const gs_scenario *s, const gs_mesh *mesh, uint64_t 
         r->tensors[x.adam_t].on_host = 1;
     }
     if ((rc = gs__tensor(&x, GS_T_WORKSPACE, gs_workspace_bytes(s, mesh, NULL), GS_LAYER_NONE, 0, 0, 1,
-                         &x.ws_t)) != GS_OK)
+                         &x.ws_t)) != GS_OK ||
+        (rc = gs__scratch_tensors(&x)) != GS_OK)
         goto out;
 
     /* prologue: the root unit, gathered for the whole step */

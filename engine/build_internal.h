@@ -39,6 +39,7 @@ typedef struct gs_bctx {
     uint32_t *grad_t;            /* per unit: gradient storage (shard or full) */
     uint32_t *hold_t;            /* per unit: full gradient accumulated under no_sync */
     uint32_t master_t, adam_t, ws_t;
+    uint32_t scratch_t[GS_SCRATCH_COUNT]; /* tp > 1: the TP exchanges' buffers (GS_NO_ID: none) */
     /* transient per unit */
     uint32_t *gathered_t;        /* live gathered copy or GS_NO_ID */
     uint32_t *gathered_ev;       /* event that gathered it (dependency for computes) */
@@ -111,6 +112,9 @@ typedef struct gs_layer_io {
     size_t nreads;
 } gs_layer_io;
 
+/* The scratch tensors of a rank with tp > 1 (engine/build_layer.c): the blocks', the embedding's
+ * on the first stage, the head's on the last. */
+gs_status gs__scratch_tensors(gs_bctx *x);
 gs_status gs__layer_forward(gs_bctx *x, int64_t local, uint32_t mb, gs_phase phase, const gs_layer_io *io,
                             uint32_t *last_ev);
 gs_status gs__layer_backward(gs_bctx *x, int64_t local, uint32_t mb, const gs_layer_io *io, uint32_t *last_ev);

@@ -57,10 +57,92 @@ typedef struct pass {
     int have_pending;
 } pass;
 
+/* ---- scratch: the buffers the TP collectives share with the compute stream ------------------------
+ *
+ * Per role and direction, the scratch tensors (gs_scratch) an event reads and writes: the
+ * backward's gradient buffers of a block, the embedding's forward partial sums and backward
+ * gradient, the head's input gradient. Each is one buffer reused pass after pass, so every wait
+ * between a pass's last reader and the next pass's writer on another stream must follow from the
+ * schedule's dependencies and stream order: structural validation checks it. Two part-specific
+ * exceptions (tp_comm_overlap): the GEMM part beside a ring all-gather (part 1 of the backward's
+ * MLP down and out-projection) takes the gathered chunks as the gather marks them, a progress
+ * protocol inside the pair, and does not list the gathered tensor; the weight-gradient part (part
+ * 2 of the backward's MLP up and QKV) writes no reduced gradient. */
+#define SB(k) ((uint16_t)(1u << GS_SCRATCH_##k))
+typedef struct scratch_use {
+    uint8_t role, bwd;
+    uint16_t reads, writes; /* bit k: gs_scratch k */
+} scratch_use;
+
+static const scratch_use scratch_uses[] = {
+    {GS_ROLE_TP_MLP_OUT, 1, SB(BLOCK_DY), SB(BLOCK_DY)},
+    {GS_ROLE_MLP_DOWN, 1, SB(BLOCK_DY), 0},
+    {GS_ROLE_MLP_UP, 1, 0, SB(BLOCK_DMLP_IN)},
+    {GS_ROLE_TP_MLP_IN, 1, SB(BLOCK_DMLP_IN), SB(BLOCK_DMLP_IN)},
+    {GS_ROLE_MLP_NORM, 1, SB(BLOCK_DMLP_IN) | SB(BLOCK_DY), SB(BLOCK_DATTN_OUT)},
+    {GS_ROLE_TP_ATTN_OUT, 1, SB(BLOCK_DATTN_OUT), SB(BLOCK_DATTN_FULL)},
+    {GS_ROLE_OPROJ, 1, SB(BLOCK_DATTN_OUT) | SB(BLOCK_DATTN_FULL), 0},
+    {GS_ROLE_QKV, 1, 0, SB(BLOCK_DATTN_IN)},
+    {GS_ROLE_TP_ATTN_IN, 1, SB(BLOCK_DATTN_IN), SB(BLOCK_DATTN_IN)},
+    {GS_ROLE_ATTN_NORM, 1, SB(BLOCK_DATTN_IN) | SB(BLOCK_DATTN_OUT), 0},
+    {GS_ROLE_EMBED, 0, 0, SB(EMBED_FWD)},
+    {GS_ROLE_TP_EMBED, 0, SB(EMBED_FWD), 0},
+    {GS_ROLE_TP_EMBED, 1, 0, SB(EMBED_DY)},
+    {GS_ROLE_EMBED, 1, SB(EMBED_DY), 0},
+    {GS_ROLE_HEAD, 1, 0, SB(HEAD_DX)},
+    {GS_ROLE_TP_HEAD_IN, 1, SB(HEAD_DX), SB(HEAD_DX)},
+    {GS_ROLE_HEAD_NORM, 1, SB(HEAD_DX), 0},
+};
+
+gs_status gs__scratch_tensors(gs_bctx *x)
+{
+    for (int k = 0; k < GS_SCRATCH_COUNT; k++)
+        x->scratch_t[k] = GS_NO_ID;
+    if (x->tp <= 1)
+        return GS_OK;
+    shapes sh;
+    shapes_init(x, &sh);
+    for (int k = 0; k < GS_SCRATCH_COUNT; k++) {
+        int need = k <= GS_SCRATCH_BLOCK_DATTN_IN || (k != GS_SCRATCH_HEAD_DX ? x->stage == 0 : x->last);
+        /* one full-sequence activation [T, h] each */
+        gs_status rc = need ? gs__tensor(x, GS_T_SCRATCH, sh.T * sh.h * sh.e, GS_LAYER_NONE, 0, (uint32_t)k, 1,
+                                         &x->scratch_t[k])
+                            : GS_OK;
+        if (rc != GS_OK)
+            return rc;
+    }
+    return GS_OK;
+}
+
+/* The scratch tensors event b reads and writes, from scratch_uses. */
+static void scratch_links(const gs_bctx *x, gs_evb *b)
+{
+    int bwd = b->e.phase == GS_PHASE_BWD;
+    for (size_t i = 0; i < sizeof scratch_uses / sizeof scratch_uses[0]; i++) {
+        const scratch_use *u = &scratch_uses[i];
+        if (u->role != b->e.role || u->bwd != bwd)
+            continue;
+        uint16_t rd = u->reads, wr = u->writes;
+        if (bwd && b->e.part == 1 && b->e.role == GS_ROLE_MLP_DOWN)
+            rd &= (uint16_t)~SB(BLOCK_DY);
+        if (bwd && b->e.part == 1 && b->e.role == GS_ROLE_OPROJ)
+            rd &= (uint16_t)~SB(BLOCK_DATTN_FULL);
+        if (bwd && b->e.part == 2 && (b->e.role == GS_ROLE_MLP_UP || b->e.role == GS_ROLE_QKV))
+            wr = 0;
+        for (int k = 0; k < GS_SCRATCH_COUNT; k++) {
+            if (rd & (1u << k))
+                gs__evb_add(b, GS_LINK_READS, x->scratch_t[k]);
+            if (wr & (1u << k))
+                gs__evb_add(b, GS_LINK_WRITES, x->scratch_t[k]);
+        }
+    }
+}
+
 static gs_status flush(pass *p)
 {
     if (!p->have_pending)
         return GS_OK;
+    scratch_links(p->x, &p->pending);
     uint32_t id;
     gs_status rc = gs__evb_emit(p->x, &p->pending, &id);
     if (rc == GS_OK)

@@ -56,7 +56,7 @@ static const char *const coll_short[GS_COLL_COUNT] = {"ag", "rs", "ar", "bcast",
 static const char *const group_names[GS_GROUP_KIND_COUNT] = {"dp", "dp_intra", "dp_inter", "tp", "pp"};
 static const char *const tensor_kind_names[GS_T_KIND_COUNT] = {
     "param_shard", "param_full", "grad",    "grad_shard", "activation",
-    "boundary",    "master",     "opt_state", "workspace"};
+    "boundary",    "master",     "opt_state", "workspace", "scratch"};
 static const char *const link_names[GS_LINK_LISTS] = {"deps", "reads", "writes", "allocs", "frees"};
 
 const char *gs_event_kind_name(gs_event_kind k)
@@ -557,7 +557,7 @@ uint64_t gs_rank_peak_bytes(const gs_rank_events *r)
 {
     uint64_t cur = 0;
     for (size_t i = 0; i < r->ntensors; i++)
-        if (r->tensors[i].resident && !r->tensors[i].on_host)
+        if (r->tensors[i].resident && !r->tensors[i].on_host && r->tensors[i].kind != GS_T_SCRATCH)
             cur += r->tensors[i].bytes;
     uint64_t peak = cur;
     for (size_t i = 0; i < r->nevents; i++) {
@@ -1209,7 +1209,8 @@ gs_status gs_schedule_validate_structure(const gs_schedule *sch, gs_error *err)
     if ((st = check_collectives(sch, err)) != GS_OK || (st = check_p2p(sch, by_rank, err)) != GS_OK)
         goto out;
     for (size_t p = 0; p < sch->nranks && st == GS_OK; p++)
-        st = check_roles(&sch->ranks[p], err);
+        if ((st = check_roles(&sch->ranks[p], err)) == GS_OK)
+            st = gs__schedule_check_hazards(&sch->ranks[p], err);
 out:
     free(by_rank);
     return st;

@@ -14,4 +14,10 @@
  * the memory ledger's peak. Called after gs_schedule_validate_structure succeeded. */
 gs_status gs__schedule_check_ledger(const gs_schedule *sch, const gs_scenario *s, gs_error *err);
 
+/* Stream hazards of one rank's list (engine/schedule_hazard.c): every scratch tensor that events
+ * of two streams touch, one of them writing, is touched in an order the dependencies and the streams'
+ * list order fix. GS_ERR_RUNTIME naming the two events and the tensor; GS_ERR_NOMEM. Called by
+ * gs_schedule_validate_structure once the lists are otherwise valid (indices in range). */
+gs_status gs__schedule_check_hazards(const gs_rank_events *r, gs_error *err);
+
 #endif

@@ -555,6 +555,84 @@ START_TEST(test_roles)
 }
 END_TEST
 
+/* Index of the event named `name` in rank list r (the test fails without one). */
+static size_t event_named(const gs_rank_events *r, const char *name)
+{
+    char nm[GS_EVENT_NAME_BYTES];
+    for (size_t k = 0; k < r->nevents; k++) {
+        gs_event_name(r, &r->events[k], nm, sizeof nm);
+        if (strcmp(nm, name) == 0)
+            return k;
+    }
+    ck_abort_msg("no event %s", name);
+    return SIZE_MAX;
+}
+
+/* Scratch tensors (TP 2 with SP, PP 2, 1F1B, 4 micro-batches; stage 0 holds layers 0 and 1 and
+ * the embedding): the TP exchanges' buffers are tensors of the schedule, and validation checks
+ * that every pair of events on two streams touching one (one writing) is ordered.
+ *  - Stage 0 runs F0 F1 B0 F2 B1 F3 B2 B3 (one warm-up forward). B3 follows B2 directly: B3's
+ *    first events are the receive of L1's output gradient and L1's all-gather of it, which waits
+ *    for the receive only, while the compute stream may still run B2's embedding backward. The
+ *    embedding reads its gathered gradient from its own scratch tensor; had it used the blocks'
+ *    (as exec's program once did), the gather and the embedding's backward would race: refused.
+ *  - Within a pass the GEMM after a gather depends on it (read after write): without that
+ *    dependency the two race too. */
+START_TEST(test_scratch_hazards)
+{
+    gs_schedule *sch = build(SMALL "cluster: {preset: dgx-a100-80g, gpus_per_node: 4}\ngrid: {tp: 2, pp: 2}\n"
+                                   "strategy: {sharding: no_shard, sequence_parallel: true, pipeline: 1f1b}\n"
+                                   "batch: {global: 4, micro: 1}\n", 0);
+    gs_rank_events *r = &sch->ranks[0];
+    uint32_t scratch[GS_SCRATCH_COUNT];
+    for (int k = 0; k < GS_SCRATCH_COUNT; k++)
+        scratch[k] = UINT32_MAX;
+    for (size_t t = 0; t < r->ntensors; t++)
+        if (r->tensors[t].kind == GS_T_SCRATCH) {
+            ck_assert_uint_lt(r->tensors[t].unit, GS_SCRATCH_COUNT);
+            scratch[r->tensors[t].unit] = (uint32_t)t;
+        }
+    /* stage 0: the blocks' five, the embedding's two; the head's is the last stage's */
+    for (int k = 0; k < GS_SCRATCH_COUNT; k++)
+        ck_assert_msg((scratch[k] != UINT32_MAX) == (k != GS_SCRATCH_HEAD_DX), "scratch %d", k);
+    /* the embedding's backward reads its own gathered gradient */
+    size_t emb = event_named(r, "emb.mb2.bwd");
+    const uint32_t *rd = gs_event_list(r, &r->events[emb], GS_LINK_READS);
+    int reads_own = 0;
+    for (uint16_t j = 0; j < r->events[emb].nlinks[GS_LINK_READS]; j++)
+        reads_own |= rd[j] == scratch[GS_SCRATCH_EMBED_DY];
+    ck_assert(reads_own);
+
+    /* the embedding's events on the blocks' buffer instead */
+    gs_error err;
+    gs_error_init(&err);
+    for (size_t k = 0; k < r->npool; k++)
+        if (r->pool[k] == scratch[GS_SCRATCH_EMBED_DY])
+            r->pool[k] = scratch[GS_SCRATCH_BLOCK_DY];
+    ck_assert_int_eq(gs_schedule_validate_structure(sch, &err), GS_ERR_RUNTIME);
+    ck_assert_msg(strstr(err.msg, "emb.mb2.bwd (compute stream)") && strstr(err.msg, "L1.mb3.bwd.tp_ag (tp stream)") &&
+                  strstr(err.msg, "(scratch), one writing, and no dependency orders them"), "%s", err.msg);
+    gs_schedule_destroy(sch);
+
+    /* a gather's reader without its dependency on the gather */
+    sch = build(SMALL "cluster: {preset: dgx-a100-80g, gpus_per_node: 4}\ngrid: {tp: 2, pp: 2}\n"
+                      "strategy: {sharding: no_shard, sequence_parallel: true, pipeline: 1f1b}\n"
+                      "batch: {global: 4, micro: 1}\n", 0);
+    r = &sch->ranks[0];
+    size_t ag = event_named(r, "L1.mb0.bwd.tp_ag"), down = event_named(r, "L1.mb0.bwd.mlp_down");
+    gs_event *e = &r->events[down];
+    uint32_t *d = &r->pool[e->links];
+    ck_assert_uint_eq(e->nlinks[GS_LINK_DEPS], 1);
+    ck_assert_uint_eq(d[0], ag);
+    e->nlinks[GS_LINK_DEPS] = 0; /* its lists shift by one: rebuild them in place */
+    memmove(d, d + 1, (size_t)(e->nlinks[1] + e->nlinks[2] + e->nlinks[3] + e->nlinks[4]) * sizeof *d);
+    ck_assert_int_eq(gs_schedule_validate_structure(sch, &err), GS_ERR_RUNTIME);
+    ck_assert_msg(strstr(err.msg, "L1.mb0.bwd.tp_ag (tp stream)") && strstr(err.msg, "L1.mb0.bwd.mlp_down (compute stream)") &&
+                  strstr(err.msg, "no dependency orders them"), "%s", err.msg);
+    gs_schedule_destroy(sch);
+}
+END_TEST
+
 /* Sums over rank list 0: compute FLOPs and TP collective bytes. */
 static void totals(const gs_schedule *sch, double *flops, uint64_t *tp_bytes)
 {
@@ -1163,6 +1241,7 @@ static Suite *build_suite(void)
     TCase *tp = tcase_create("tensor_parallel");
     tcase_add_test(tp, test_tp_counts);
     tcase_add_test(tp, test_roles);
+    tcase_add_test(tp, test_scratch_hazards);
     tcase_add_test(tp, test_recompute_counts);
     tcase_add_test(tp, test_tp_comm_overlap);
     tcase_add_test(tp, test_loss_bytes);
