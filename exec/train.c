@@ -93,6 +93,8 @@ typedef struct head_act {
 
 typedef struct scratch {
     float *dyf, *dh, *dgu, *dn2, *dn2s, *dxm, *dxmf, *dao, *dqkv, *dn1, *dn1s, *dlogits, *dhn, *dhns, *embp;
+    float *demb; /* the embedding output's gradient, gathered under SP (its own: the blocks' dyf is
+                  * the next backward pass's, which may gather while the embedding still reads) */
     /* hidden dropout: the gradients into the MLP's and attention's output (dropped as their
      * forward was), beside the residual's undropped ones */
     float *dyd, *dxmd;
@@ -459,7 +461,7 @@ static gs_status plan_overlap(rank_st *r, const gs_rank_events *re, size_t i, gs
     } else if (e->kind == GS_EV_COLLECTIVE && e->group == GS_GROUP_TP && fwd &&
                (a == A_O_TP || a == A_DOWN_TP)) {
         /* the pipelined reduce-scatter: the first beside the GEMM's second part, the second after it */
-        pl->part = gs_dispatch_tp_beside(re, i) ? 1 : 2;
+        pl->part = e->part;
         size_t back = pl->part == 1 ? 1 : 2; /* GEMM part 1, part 2, RS 1, RS 2 */
         if (i < back + 1 || r->plans[i - back].part != 2 || r->plans[i - back - 1].part != 1)
             why = "a pipelined reduce-scatter not after the two parts of its GEMM";
@@ -1128,6 +1130,7 @@ static gs_status rank_init(gs_train *t, gs_dispatch *disp, size_t ri, gs_error *
     sc->dhn = dalloc(t, r, T * h, &ok);
     sc->dhns = dalloc(t, r, Tl * h, &ok);
     sc->embp = dalloc(t, r, T * h, &ok);
+    sc->demb = dalloc(t, r, T * h, &ok);
     if (t->hdrop_thr) {
         sc->dyd = dalloc(t, r, Tl * h, &ok);
         sc->dxmd = dalloc(t, r, Tl * h, &ok);
@@ -1885,17 +1888,17 @@ static gs_status root_action(const ctx *c, action act)
     case A_EMB_AG:
         if (edrop) /* the embedding dropout's backward on this rank's rows, before they are gathered */
             ops->dropout(c->s, r->dx[mb], t->Tl, h, edrop);
-        return tp_gather(c, r->dx[mb], sc->dyf);
+        return tp_gather(c, r->dx[mb], sc->demb);
     case A_EMB_BWD:
         if ((rc = need(c, gbase, "root gradient")) != GS_OK)
             return rc;
         if (edrop && !t->sp)
             ops->dropout(c->s, r->dx[mb], T, h, edrop);
-        ops->embed_bwd(c->s, tok, T, t->sp ? sc->dyf : r->dx[mb], vlo, t->v_t, h, gbase + r->emb_off);
+        ops->embed_bwd(c->s, tok, T, t->sp ? sc->demb : r->dx[mb], vlo, t->v_t, h, gbase + r->emb_off);
         /* the positions' gradient from the whole rows: every TP rank has it; under sequence
          * parallelism rank 0 alone adds it, the TP all-reduce of replicated gradients follows */
         if (!t->rope && (!t->sp || r->tp_pos == 0))
-            ops->embed_bwd(c->s, r->positions, T, t->sp ? sc->dyf : r->dx[mb], 0, t->seq, h, gbase + r->pos_off);
+            ops->embed_bwd(c->s, r->positions, T, t->sp ? sc->demb : r->dx[mb], 0, t->seq, h, gbase + r->pos_off);
         return GS_OK;
     default:
         break;
