@@ -10,6 +10,7 @@
 #include "engine/ledger.h"
 #include "engine/partition.h"
 #include "engine/pipeline.h"
+#include "engine/roles.h"
 #include "exec/p2p_groups.h"
 #include "exec/train.h"
 #include "kernels/host/kernels.h"
@@ -55,10 +56,12 @@ typedef struct ev_plan {
      * its p2p_group (0: the event issues itself); for an issuing event, 1 + its group's first and
      * last members (first1, last1; 0: none before or after it) */
     uint32_t lead, first1, last1;
-    /* tp_comm_overlap (engine/build_layer.c's ag_gemm and gemm_rs): 1 or 2, the first or second
-     * part of a GEMM split around its TP collective, or of the forward's pipelined
-     * reduce-scatter; 0: a whole event */
+    /* tp_comm_overlap (engine/build_layer.c's ag_gemm and gemm_rs): the event's part (1 or 2: the
+     * first or second part of a GEMM split around its TP collective, or of the forward's
+     * pipelined reduce-scatter; 0: a whole event), and for a side that waits for marks, the event
+     * that marks them (NO_ID: none) */
     uint8_t part;
+    uint32_t partner;
 } ev_plan;
 
 /* One tensor's place in a unit's flat buffer: nrows rows of row_len elements at flat_off; row r
@@ -137,11 +140,9 @@ typedef struct rank_st {
     int has_recompute;       /* the schedule recomputes (else the forward keeps everything) */
     gs_drv_group groups[GS_GROUP_KIND_COUNT];
     uint64_t *members[GS_GROUP_KIND_COUNT];
-    /* tp_comm_overlap: the ring all-gather's marks (tp - 1, one per step), the pipelined GEMM's
-     * (one per split handed to the reduce-scatter beside it), and how many times each side has
-     * used them: the n-th marking and the n-th wait pair up, so the count is the token */
+    /* tp_comm_overlap: the ring all-gather's marks (tp - 1, one per step) and the pipelined GEMM's
+     * (one per split handed to the reduce-scatter beside it); tokens: mark_token */
     gs_drv_event **ring_marks, *split_marks[UB_SPLITS - 1];
-    uint64_t ring_marked, ring_waited, split_marked, split_waited;
 } rank_st;
 
 struct gs_train {
@@ -168,6 +169,7 @@ struct gs_train {
     float adrop_scale, hdrop_scale;
     gs_recompute recompute;
     uint64_t step;
+    uint64_t epoch;    /* steps begun in this process (the marks' tokens grow with it) */
     rank_st *r;
     size_t nr;
     gs_dispatch *disp; /* borrowed: the streams a checkpoint's copies go on */
@@ -409,62 +411,230 @@ static int own_params(const rank_st *r, const gs_rank_events *re, const uint32_t
     return n > 0;
 }
 
-/* 1 when events a and b are compute events of one pass (layer, micro-batch, phase, chunk) */
-static int same_pass_compute(const gs_event *a, const gs_event *b)
+/* The one table exec dispatches on: per role, the action of its event going forward (the forward
+ * and recompute phases), backward, and after the backward (the optimizer phase). A_NONE where the
+ * role has no event in that direction, or (CPU offload's copies) where the host program has
+ * nothing to do: it keeps every tensor in the driver's memory. */
+enum { DIR_FWD, DIR_BWD, DIR_OPTIM, DIR_COUNT };
+static const uint8_t role_actions[GS_ROLE_COUNT][DIR_COUNT] = {
+    [GS_ROLE_ATTN_NORM] = {A_N1_FWD, A_N1_BWD, A_NONE},
+    [GS_ROLE_QKV] = {A_QKV_FWD, A_QKV_BWD, A_NONE},
+    [GS_ROLE_ATTN_CORE] = {A_ATTN_FWD, A_ATTN_BWD, A_NONE},
+    [GS_ROLE_OPROJ] = {A_O_FWD, A_O_BWD, A_NONE},
+    [GS_ROLE_MLP_NORM] = {A_N2_FWD, A_N2_BWD, A_NONE},
+    [GS_ROLE_MLP_UP] = {A_UP_FWD, A_UP_BWD, A_NONE},
+    [GS_ROLE_MLP_ACT] = {A_ACT_FWD, A_ACT_BWD, A_NONE},
+    [GS_ROLE_MLP_DOWN] = {A_DOWN_FWD, A_DOWN_BWD, A_NONE},
+    [GS_ROLE_EMBED] = {A_EMB_FWD, A_EMB_BWD, A_NONE},
+    [GS_ROLE_HEAD_NORM] = {A_HN_FWD, A_HN_BWD, A_NONE},
+    [GS_ROLE_HEAD] = {A_HEAD_FWD, A_HEAD_BWD, A_NONE},
+    [GS_ROLE_LOSS] = {A_LOSS_FWD, A_LOSS_BWD, A_NONE},
+    [GS_ROLE_OPTIMIZER] = {A_NONE, A_NONE, A_OPTIM},
+    [GS_ROLE_TP_ATTN_IN] = {A_N1_AG, A_QKV_TP, A_NONE},
+    [GS_ROLE_TP_ATTN_OUT] = {A_O_TP, A_DXM_AG, A_NONE},
+    [GS_ROLE_TP_MLP_IN] = {A_N2_AG, A_UP_TP, A_NONE},
+    [GS_ROLE_TP_MLP_OUT] = {A_DOWN_TP, A_DY_AG, A_NONE},
+    [GS_ROLE_TP_ATTN_REGATHER] = {A_NONE, A_N1_REAG, A_NONE},
+    [GS_ROLE_TP_MLP_REGATHER] = {A_NONE, A_N2_REAG, A_NONE},
+    [GS_ROLE_TP_EMBED] = {A_EMB_TP, A_EMB_AG, A_NONE},
+    [GS_ROLE_TP_HEAD_IN] = {A_HN_AG, A_HEAD_TP, A_NONE},
+    [GS_ROLE_TP_LOSS_STATS] = {A_LOSS_AG, A_NONE, A_NONE},
+    [GS_ROLE_TP_NORM_GRADS] = {A_NONE, A_NONE, A_SP_NORM_AR},
+    [GS_ROLE_UNIT_GATHER] = {A_UNIT_AG, A_UNIT_AG, A_NONE},
+    [GS_ROLE_GRAD_REDUCE_SCATTER] = {A_NONE, A_UNIT_RS, A_NONE},
+    [GS_ROLE_GRAD_INTER_REDUCE] = {A_NONE, A_INTER_AR, A_NONE},
+    [GS_ROLE_GRAD_BUCKET_REDUCE] = {A_NONE, A_BUCKET_AR, A_NONE},
+    [GS_ROLE_GRAD_CHUNK_REDUCE] = {A_NONE, A_CHUNK_AR, A_NONE}, /* A_CHUNK_RS for a reduce-scatter */
+    [GS_ROLE_PARAM_GATHER] = {A_NONE, A_NONE, A_OWN_AG},
+    [GS_ROLE_PP_SEND] = {A_SEND_FWD, A_SEND_BWD, A_NONE},
+    [GS_ROLE_PP_RECV] = {A_RECV_FWD, A_RECV_BWD, A_NONE},
+    [GS_ROLE_TIED_SEND] = {A_NONE, A_NONE, A_TIED_SEND},
+    [GS_ROLE_TIED_RECV] = {A_NONE, A_NONE, A_TIED_RECV},
+};
+
+static int dir_of(const gs_event *e)
 {
-    return a->kind == GS_EV_COMPUTE && b->kind == GS_EV_COMPUTE && a->layer == b->layer && a->mb == b->mb &&
-           a->phase == b->phase && a->chunk == b->chunk;
+    return e->phase == GS_PHASE_BWD ? DIR_BWD : e->phase == GS_PHASE_OPTIM ? DIR_OPTIM : DIR_FWD;
 }
 
-/* tp_comm_overlap: which part of a split GEMM (or of the forward's pipelined reduce-scatter)
- * event i of a layer pass is, checked against the order engine/build_layer.c emits: a ring
- * all-gather is followed by the GEMM part that runs beside it (which does not wait for it), the
- * pipelined GEMM's two parts by the two reduce-scatters, the backward's dgrad by its wgrad. A
- * schedule in another order is refused here rather than run out of step. */
-static gs_status plan_overlap(rank_st *r, const gs_rank_events *re, size_t i, gs_error *err)
+/* The action of a DP collective, with what it needs checked (unit in range; ZeRO's gather of
+ * the updated slices and the one-bucket reductions on the state they assume), and its bucket's
+ * element range. */
+static gs_status plan_dp(const gs_train *t, rank_st *r, const gs_rank_events *re, size_t i, action *a,
+                         gs_error *err)
 {
     const gs_event *e = &re->events[i];
     ev_plan *pl = &r->plans[i];
-    action a = (action)pl->act;
-    int fwd = e->phase != GS_PHASE_BWD;
+    size_t nu = r->nunits;
+    const uint32_t *reads = gs_event_list(re, e, GS_LINK_READS), *writes = gs_event_list(re, e, GS_LINK_WRITES);
+    if (e->unit >= nu)
+        return gs_error_set(err, GS_ERR_RUNTIME, "exec: rank %" PRIu64 ": event %zu names unit %" PRIu32 " of %zu",
+                            r->rank, i, e->unit, nu);
     const char *why = NULL;
-    if (e->kind == GS_EV_COMPUTE && (e->op == GS_OP_QKV || e->op == GS_OP_OPROJ || e->op == GS_OP_MLP_UP ||
-                                     e->op == GS_OP_MLP_DOWN)) {
-        /* the first part has the second after it on the compute stream, the second the first before */
-        size_t k = i + 1;
-        while (k < re->nevents && re->events[k].stream != GS_STREAM_COMPUTE)
-            k++;
-        int first = k < re->nevents && same_pass_compute(e, &re->events[k]) && re->events[k].op == e->op;
-        pl->part = first ? 1 : 2;
-        if (!first && (i == 0 || r->plans[i - 1].part != 1 || re->events[i - 1].op != e->op))
-            why = "a GEMM's second part without its first just before it";
-        /* the ring-exchanged GEMMs' first part comes right after its all-gather, beside it */
-        int ring = fwd ? e->op == GS_OP_QKV || e->op == GS_OP_MLP_UP : e->op == GS_OP_OPROJ || e->op == GS_OP_MLP_DOWN;
-        if (!first && ring) { /* the last chunk waits for the whole gather, two events back */
-            const uint32_t *deps = gs_event_list(re, e, GS_LINK_DEPS);
-            int on_ag = 0;
-            for (uint16_t j = 0; j < e->nlinks[GS_LINK_DEPS]; j++)
-                on_ag |= i >= 2 && deps[j] == i - 2 && r->plans[i - 2].act != A_NONE &&
-                         re->events[i - 2].kind == GS_EV_COLLECTIVE && re->events[i - 2].op == GS_COLL_ALLGATHER;
-            if (!on_ag)
-                why = "a ring-exchanged GEMM's second part that does not wait for its all-gather";
+    if (*a == A_OWN_AG && !(r->own_slice && own_params(r, re, writes, e->nlinks[GS_LINK_WRITES])))
+        why = "a gather of updated parameter slices where this rank keeps no resident parameters to gather into";
+    if (*a == A_CHUNK_AR && e->op == GS_COLL_REDUCE_SCATTER) {
+        *a = A_CHUNK_RS;
+        if (!r->own_slice)
+            why = "a one-bucket reduce-scatter where this rank keeps no resident gradient to reduce into";
+    }
+    for (uint16_t j = 0; !why && (*a == A_CHUNK_AR || *a == A_CHUNK_RS) && j < e->nlinks[GS_LINK_READS]; j++) {
+        const gs_tensor *tt = &re->tensors[reads[j]];
+        if (tt->unit >= nu || reads[j] != r->grad_t[tt->unit])
+            return gs_error_set(err, GS_ERR_RUNTIME, "exec: rank %" PRIu64 ": event %zu reduces a tensor that is not "
+                                "a unit's resident gradient", r->rank, i);
+    }
+    if (why)
+        return gs_error_set(err, GS_ERR_INPUT, "exec: rank %" PRIu64 ": %s on %s (%s): %s", r->rank,
+                            gs_coll_op_name((gs_coll_op)e->op), gs_group_kind_name((gs_group_kind)e->group),
+                            gs_role_name((gs_role)e->role), why);
+    if (*a == A_BUCKET_AR) { /* bucket part - 1 of the unit's gradient (part 0: the whole unit) */
+        uint64_t P = r->units[e->unit].P;
+        uint64_t nb = gs_bucket_count(P, r->plan.gb, t->s->strategy.bucket_bytes), k = e->part ? e->part - 1u : 0;
+        uint64_t off = 0;
+        for (uint64_t q = 0; q < k && q < nb; q++)
+            off += gs_bucket_params(P, nb, q);
+        pl->off = off;
+        pl->count = !e->part ? P : k < nb ? gs_bucket_params(P, nb, k) : 0;
+    }
+    return GS_OK;
+}
+
+/* The parameter and gradient tensors a DP collective reads and writes. cur_full: the live
+ * gathered copy of each unit (an all-gather makes its output the unit's). */
+static void plan_dp_tensors(rank_st *r, const gs_rank_events *re, size_t i, action a, uint32_t *cur_full)
+{
+    const gs_event *e = &re->events[i];
+    ev_plan *pl = &r->plans[i];
+    uint32_t u = e->unit;
+    const uint32_t *reads = gs_event_list(re, e, GS_LINK_READS), *writes = gs_event_list(re, e, GS_LINK_WRITES);
+    if (a == A_UNIT_AG)
+        for (uint16_t j = 0; j < e->nlinks[GS_LINK_WRITES]; j++)
+            if (re->tensors[writes[j]].kind == GS_T_PARAM_FULL)
+                cur_full[u] = writes[j];
+    pl->ptid = e->nlinks[GS_LINK_READS] ? reads[0] : NO_ID; /* AG: the shard; RS/AR: the gradient */
+    /* ZeRO-1's reduce-scatter reads and writes the resident full gradient: it reduces the
+     * pending one (this step's new gradients) into the resident one's own slice */
+    if ((a == A_BUCKET_AR || a == A_UNIT_RS || (a == A_INTER_AR && r->N <= 1)) && pl->ptid == r->grad_t[u])
+        pl->ptid = pending_id(r, re, u);
+    pl->gtid = e->nlinks[GS_LINK_WRITES] ? writes[0] : NO_ID; /* AG: the gathered copy; RS/AR: storage */
+    if (a == A_OWN_AG)
+        pl->ptid = pl->gtid;
+}
+
+/* A compute or TP event's parameters and gradients: its layer's unit's and the root's, as the
+ * list's allocations and frees leave them live at this point (the memory ledger's walk). */
+static gs_status plan_layer_tensors(const gs_train *t, rank_st *r, const gs_rank_events *re, size_t i,
+                                    const uint32_t *cur_full, const uint32_t *cur_grad, gs_error *err)
+{
+    const gs_event *e = &re->events[i];
+    ev_plan *pl = &r->plans[i];
+    size_t nu = r->nunits;
+    int64_t u = -1;
+    if (e->layer >= 0 && (uint64_t)e->layer < t->layers && r->local_of_global[e->layer] >= 0)
+        u = r->unit_of_local[r->local_of_global[e->layer]];
+    size_t root = r->part.has_root ? nu - 1 : SIZE_MAX;
+    for (int which = 0; which < 2; which++) {
+        int64_t uu = which == 0 ? u : (root == SIZE_MAX ? -1 : (int64_t)root);
+        if (uu < 0)
+            continue;
+        uint32_t p = cur_full[uu] != NO_ID ? cur_full[uu] : (r->plan.stored_sharded ? NO_ID : r->param_t[uu]);
+        uint32_t g = r->N <= 1 && r->R <= 1 ? r->grad_t[uu]
+                     : cur_grad[uu] != NO_ID ? cur_grad[uu]
+                     : r->hold_t[uu] != NO_ID ? r->hold_t[uu] : pending_id(r, re, (size_t)uu);
+        /* a backward op accumulates into a full gradient: the schedule must hold one */
+        int used = which == 0 || e->layer == GS_LAYER_EMBED || e->layer == GS_LAYER_HEAD;
+        if (used && e->phase == GS_PHASE_BWD && e->kind == GS_EV_COMPUTE && r->N > 1 &&
+            (g == NO_ID || (g < re->ntensors && re->tensors[g].kind == GS_T_GRAD_SHARD))) {
+            char name[GS_EVENT_NAME_BYTES];
+            gs_event_name(re, e, name, sizeof name);
+            return gs_error_set(err, GS_ERR_INPUT, "exec: rank %" PRIu64 " event %s writes unit %" PRId64
+                                "'s gradient where the schedule holds no full gradient of it", r->rank, name, uu);
         }
-        if (first && ring) {
-            const gs_event *g = i ? &re->events[i - 1] : NULL;
-            const uint32_t *deps = gs_event_list(re, e, GS_LINK_DEPS);
-            for (uint16_t j = 0; j < e->nlinks[GS_LINK_DEPS] && g; j++)
-                if (deps[j] == i - 1)
-                    g = NULL;
-            if (!g || g->kind != GS_EV_COLLECTIVE || g->group != GS_GROUP_TP || g->op != GS_COLL_ALLGATHER)
-                why = "a ring-exchanged GEMM's first part not beside the all-gather before it";
-        }
-    } else if (e->kind == GS_EV_COLLECTIVE && e->group == GS_GROUP_TP && fwd &&
-               (a == A_O_TP || a == A_DOWN_TP)) {
-        /* the pipelined reduce-scatter: the first beside the GEMM's second part, the second after it */
-        pl->part = e->part;
-        size_t back = pl->part == 1 ? 1 : 2; /* GEMM part 1, part 2, RS 1, RS 2 */
-        if (i < back + 1 || r->plans[i - back].part != 2 || r->plans[i - back - 1].part != 1)
-            why = "a pipelined reduce-scatter not after the two parts of its GEMM";
+        if (which == 0)
+            pl->ptid = p, pl->gtid = g;
+        else
+            pl->rptid = p, pl->rgtid = g;
+    }
+    return GS_OK;
+}
+
+/* ---- tp_comm_overlap partners ----
+ * A chunked overlap's two sides meet through driver marks: the ring all-gather marks each step
+ * and the GEMM part beside it waits for the step its next chunk needs; the pipelined GEMM's
+ * second part marks each split and the reduce-scatter beside it waits. Each side finds the other
+ * by its role, phase, layer, micro-batch, chunk and part (never by its place in the list), and
+ * the token of a marking is its event's id in the step, so the marks pair without counting. */
+typedef struct ev_key {
+    uint64_t hi, lo; /* role, part, phase, chunk | layer, micro-batch */
+    uint32_t ev;
+} ev_key;
+
+static void key_of(const gs_event *e, gs_role role, uint16_t part, ev_key *k)
+{
+    k->hi = (uint64_t)role << 40 | (uint64_t)part << 24 | (uint64_t)e->phase << 16 | (uint64_t)e->chunk;
+    k->lo = (uint64_t)(uint32_t)e->layer << 32 | e->mb;
+}
+
+static int cmp_key(const void *a, const void *b)
+{
+    const ev_key *x = a, *y = b;
+    if (x->hi != y->hi)
+        return x->hi < y->hi ? -1 : 1;
+    return x->lo < y->lo ? -1 : x->lo > y->lo;
+}
+
+/* The event with the key of e but role `role` and part `part` (NO_ID: none). */
+static uint32_t find_key(const ev_key *keys, size_t n, const gs_event *e, gs_role role, uint16_t part)
+{
+    ev_key k;
+    key_of(e, role, part, &k);
+    const ev_key *f = bsearch(&k, keys, n, sizeof *keys, cmp_key);
+    return f ? f->ev : NO_ID;
+}
+
+/* The partner a tp_comm_overlap side waits for (ring GEMM part 1: its all-gather; pipelined
+ * reduce-scatter part 1: its GEMM's part 2), and the checks that it has one issued before it and
+ * that each split operation has both parts. */
+static gs_status plan_partner(rank_st *r, const gs_rank_events *re, const ev_key *keys, size_t nkeys, size_t i,
+                              gs_error *err)
+{
+    const gs_event *e = &re->events[i];
+    ev_plan *pl = &r->plans[i];
+    int fwd = e->phase != GS_PHASE_BWD;
+    gs_role role = (gs_role)e->role;
+    /* ring-exchanged GEMMs and their gathers; the pipelined GEMMs and their reduce-scatters */
+    gs_role ring_ag = fwd ? (role == GS_ROLE_QKV ? GS_ROLE_TP_ATTN_IN : role == GS_ROLE_MLP_UP ? GS_ROLE_TP_MLP_IN
+                                                                                               : GS_ROLE_NONE)
+                          : (role == GS_ROLE_OPROJ ? GS_ROLE_TP_ATTN_OUT
+                             : role == GS_ROLE_MLP_DOWN ? GS_ROLE_TP_MLP_OUT : GS_ROLE_NONE);
+    gs_role rs_gemm = !fwd ? GS_ROLE_NONE : role == GS_ROLE_TP_ATTN_OUT ? GS_ROLE_OPROJ
+                                          : role == GS_ROLE_TP_MLP_OUT ? GS_ROLE_MLP_DOWN : GS_ROLE_NONE;
+    int gemm = role == GS_ROLE_QKV || role == GS_ROLE_OPROJ || role == GS_ROLE_MLP_UP || role == GS_ROLE_MLP_DOWN;
+    const char *why = NULL;
+    pl->partner = NO_ID;
+    if ((gemm || rs_gemm != GS_ROLE_NONE) && (e->part == 1 || e->part == 2) &&
+        find_key(keys, nkeys, e, role, (uint16_t)(3 - e->part)) == NO_ID)
+        why = "a split operation without its other part";
+    else if (gemm && ring_ag != GS_ROLE_NONE && e->part) {
+        uint32_t ag = find_key(keys, nkeys, e, ring_ag, 0);
+        const uint32_t *deps = gs_event_list(re, e, GS_LINK_DEPS);
+        int on_ag = 0;
+        for (uint16_t j = 0; j < e->nlinks[GS_LINK_DEPS]; j++)
+            on_ag |= deps[j] == ag;
+        if (ag == NO_ID || re->events[ag].op != GS_COLL_ALLGATHER)
+            why = "a ring-exchanged GEMM part without its all-gather";
+        else if (e->part == 2 && !on_ag)
+            why = "a ring-exchanged GEMM's second part that does not wait for its all-gather";
+        else if (e->part == 1 && (ag > i || on_ag))
+            why = "a ring-exchanged GEMM's first part not beside an all-gather issued before it";
+        if (e->part == 1)
+            pl->partner = ag;
+    } else if (rs_gemm != GS_ROLE_NONE && e->part == 1) {
+        uint32_t g2 = find_key(keys, nkeys, e, rs_gemm, 2);
+        if (g2 == NO_ID || g2 > i)
+            why = "a pipelined reduce-scatter's first part without its GEMM's second part issued before it";
+        pl->partner = g2;
     }
     if (why)
         return gs_error_set(err, GS_ERR_INPUT, "exec: rank %" PRIu64 " event %zu: tp_comm_overlap: %s", r->rank, i,
@@ -472,216 +642,37 @@ static gs_status plan_overlap(rank_st *r, const gs_rank_events *re, size_t i, gs
     return GS_OK;
 }
 
-/* Classifies every event of rank r and records which tensors hold the parameters and the
- * gradients it uses, walking the list as the memory ledger does. */
-static gs_status plan_rank(gs_train *t, rank_st *r, const gs_rank_events *re, gs_error *err)
+static gs_status plan_partners(const gs_train *t, rank_st *r, const gs_rank_events *re, gs_error *err)
 {
-    size_t nu = r->nunits;
-    uint32_t *cur_full = malloc((nu ? nu : 1) * sizeof *cur_full);
-    uint32_t *cur_grad = malloc((nu ? nu : 1) * sizeof *cur_grad);
-    uint32_t *bucket_n = calloc(nu ? nu : 1, sizeof *bucket_n);
+    if (!t->ovl)
+        return GS_OK;
+    ev_key *keys = malloc((re->nevents ? re->nevents : 1) * sizeof *keys);
+    if (!keys)
+        return gs_error_set(err, GS_ERR_NOMEM, "exec: out of memory");
+    size_t n = 0;
+    for (size_t i = 0; i < re->nevents; i++)
+        if (re->events[i].layer >= 0 && re->events[i].phase != GS_PHASE_OPTIM) {
+            key_of(&re->events[i], (gs_role)re->events[i].role, re->events[i].part, &keys[n]);
+            keys[n++].ev = (uint32_t)i;
+        }
+    qsort(keys, n, sizeof *keys, cmp_key);
     gs_status rc = GS_OK;
-    if (!cur_full || !cur_grad || !bucket_n) {
-        rc = gs_error_set(err, GS_ERR_NOMEM, "exec: out of memory");
-        goto out;
-    }
-    for (size_t u = 0; u < nu; u++)
-        cur_full[u] = cur_grad[u] = NO_ID;
-    /* pass state: (phase, layer, mb) of the current compute pass, its last compute op, norms */
-    int pphase = -1, plast = -1, pnorms = 0;
-    int32_t player = 0;
-    uint32_t pmb = 0;
-    uint32_t bucket_mb = UINT32_MAX;
-    for (size_t i = 0; i < re->nevents; i++) {
-        const gs_event *e = &re->events[i];
-        ev_plan *pl = &r->plans[i];
-        const uint32_t *allocs = gs_event_list(re, e, GS_LINK_ALLOCS);
-        const uint32_t *frees = gs_event_list(re, e, GS_LINK_FREES);
-        const uint32_t *reads = gs_event_list(re, e, GS_LINK_READS);
-        const uint32_t *writes = gs_event_list(re, e, GS_LINK_WRITES);
-        for (uint16_t j = 0; j < e->nlinks[GS_LINK_ALLOCS]; j++) {
-            const gs_tensor *tt = &re->tensors[allocs[j]];
-            if (tt->kind == GS_T_GRAD && tt->unit < nu)
-                cur_grad[tt->unit] = allocs[j];
-        }
-        int compute_or_tp = e->kind == GS_EV_COMPUTE || is_tp(e);
-        if (compute_or_tp && e->phase != GS_PHASE_OPTIM &&
-            (e->phase != pphase || e->layer != player || e->mb != pmb)) {
-            pphase = e->phase, player = e->layer, pmb = e->mb, plast = -1, pnorms = 0;
-        }
-        action a = A_NONE;
-        int fwd = e->phase == GS_PHASE_FWD || e->phase == GS_PHASE_RECOMPUTE;
-        if (e->kind == GS_EV_COMPUTE) {
-            switch (e->op) {
-            case GS_OP_EMBED: a = fwd ? A_EMB_FWD : A_EMB_BWD; break;
-            case GS_OP_NORM:
-                pnorms++;
-                if (e->layer == GS_LAYER_HEAD)
-                    a = fwd ? A_HN_FWD : A_HN_BWD;
-                else if (fwd)
-                    a = pnorms == 1 ? A_N1_FWD : A_N2_FWD;
-                else
-                    a = pnorms == 1 ? A_N2_BWD : A_N1_BWD;
-                break;
-            case GS_OP_QKV: a = fwd ? A_QKV_FWD : A_QKV_BWD; break;
-            case GS_OP_ATTN: a = fwd ? A_ATTN_FWD : A_ATTN_BWD; break;
-            case GS_OP_OPROJ: a = fwd ? A_O_FWD : A_O_BWD; break;
-            case GS_OP_MLP_UP: a = fwd ? A_UP_FWD : A_UP_BWD; break;
-            case GS_OP_ACT: a = fwd ? A_ACT_FWD : A_ACT_BWD; break;
-            case GS_OP_MLP_DOWN: a = fwd ? A_DOWN_FWD : A_DOWN_BWD; break;
-            case GS_OP_HEAD: a = fwd ? A_HEAD_FWD : A_HEAD_BWD; break;
-            case GS_OP_LOSS: a = fwd ? A_LOSS_FWD : A_LOSS_BWD; break;
-            case GS_OP_OPTIMIZER: a = A_OPTIM; break;
-            default: break;
-            }
-            plast = e->op;
-        } else if (is_tp(e) && e->phase == GS_PHASE_OPTIM) {
-            a = A_SP_NORM_AR;
-        } else if (is_tp(e)) {
-            if (e->layer == GS_LAYER_EMBED)
-                a = fwd ? A_EMB_TP : A_EMB_AG;
-            else if (e->layer == GS_LAYER_HEAD)
-                a = fwd ? (plast == GS_OP_NORM ? A_HN_AG : A_LOSS_AG) : A_HEAD_TP;
-            else if (fwd)
-                a = plast == GS_OP_NORM ? (pnorms == 1 ? A_N1_AG : A_N2_AG)
-                    : plast == GS_OP_OPROJ ? A_O_TP : A_DOWN_TP;
-            else if (t->ovl && e->op == GS_COLL_ALLGATHER && (plast == GS_OP_ACT || plast == GS_OP_ATTN))
-                a = plast == GS_OP_ACT ? A_N2_REAG : A_N1_REAG; /* tp_comm_overlap's bulk re-gathers */
-            else
-                a = plast < 0 ? A_DY_AG : plast == GS_OP_MLP_UP ? A_UP_TP : plast == GS_OP_NORM ? A_DXM_AG : A_QKV_TP;
-        } else if (e->kind == GS_EV_COLLECTIVE) {
-            uint32_t u = e->unit;
-            if (u >= nu) {
-                rc = gs_error_set(err, GS_ERR_RUNTIME, "exec: rank %" PRIu64 ": event %zu names unit %" PRIu32
-                                  " of %zu", r->rank, i, u, nu);
-                goto out;
-            }
-            if (e->op == GS_COLL_ALLGATHER && e->phase != GS_PHASE_OPTIM)
-                a = A_UNIT_AG;
-            else if (e->op == GS_COLL_ALLGATHER && r->own_slice && own_params(r, re, writes, e->nlinks[GS_LINK_WRITES]))
-                a = A_OWN_AG; /* ZeRO-1/2: the updated slices into every rank's resident parameters (one
-                               * unit's, or a bucket_stages: first bucket's units, in list order) */
-            else if (e->op == GS_COLL_REDUCE_SCATTER && e->nlinks[GS_LINK_READS] == 1)
-                a = A_UNIT_RS;
-            else if (e->op == GS_COLL_ALLREDUCE && e->group == GS_GROUP_DP_INTER)
-                a = A_INTER_AR;
-            else if ((e->op == GS_COLL_ALLREDUCE || (e->op == GS_COLL_REDUCE_SCATTER && r->own_slice)) &&
-                     e->group == GS_GROUP_DP && e->nlinks[GS_LINK_READS] > 1) {
-                /* bucket_stages first: one bucket holding several units' gradients (dp_action
-                 * reduces each unit's pending gradient whole, in the event's list order; ZeRO-1
-                 * reduce-scatters each into its resident gradient's own slice) */
-                a = e->op == GS_COLL_ALLREDUCE ? A_CHUNK_AR : A_CHUNK_RS;
-                for (uint16_t j = 0; j < e->nlinks[GS_LINK_READS]; j++) {
-                    const gs_tensor *tt = &re->tensors[reads[j]];
-                    if (tt->unit >= nu || reads[j] != r->grad_t[tt->unit]) {
-                        rc = gs_error_set(err, GS_ERR_RUNTIME, "exec: rank %" PRIu64 ": event %zu reduces a tensor "
-                                          "that is not a unit's resident gradient", r->rank, i);
-                        goto out;
-                    }
-                }
-            } else if (e->op == GS_COLL_ALLREDUCE && e->group == GS_GROUP_DP) {
-                a = A_BUCKET_AR;
-                if (bucket_mb != e->mb)
-                    memset(bucket_n, 0, nu * sizeof *bucket_n), bucket_mb = e->mb;
-                uint64_t P = r->units[u].P;
-                uint64_t nb = gs_bucket_count(P, r->plan.gb, t->s->strategy.bucket_bytes);
-                uint64_t k = bucket_n[u]++, off = 0;
-                for (uint64_t q = 0; q < k; q++)
-                    off += gs_bucket_params(P, nb, q);
-                pl->off = off;
-                pl->count = k < nb ? gs_bucket_params(P, nb, k) : 0;
-            } else {
-                rc = gs_error_set(err, GS_ERR_INPUT, "exec: rank %" PRIu64 ": %s on %s is not implemented by the host "
-                                  "program", r->rank, gs_coll_op_name((gs_coll_op)e->op),
-                                  gs_group_kind_name((gs_group_kind)e->group));
-                goto out;
-            }
-            if (a == A_UNIT_AG)
-                for (uint16_t j = 0; j < e->nlinks[GS_LINK_WRITES]; j++)
-                    if (re->tensors[writes[j]].kind == GS_T_PARAM_FULL)
-                        cur_full[u] = writes[j];
-            pl->ptid = e->nlinks[GS_LINK_READS] ? reads[0] : NO_ID;   /* AG: the shard; RS/AR: the gradient */
-            /* ZeRO-1's reduce-scatter reads and writes the resident full gradient: it reduces the
-             * pending one (this step's new gradients) into the resident one's own slice */
-            if ((a == A_BUCKET_AR || a == A_UNIT_RS || (a == A_INTER_AR && r->N <= 1)) && pl->ptid == r->grad_t[u])
-                pl->ptid = pending_id(r, re, u);
-            pl->gtid = e->nlinks[GS_LINK_WRITES] ? writes[0] : NO_ID; /* AG: the gathered copy; RS/AR: storage */
-            if (a == A_OWN_AG)
-                pl->ptid = pl->gtid;
-        } else if ((e->kind == GS_EV_SEND || e->kind == GS_EV_RECV) && e->phase == GS_PHASE_OPTIM) {
-            if (!r->tied_x) {
-                rc = gs_error_set(err, GS_ERR_INPUT, "exec: rank %" PRIu64 ": event %zu: a pipeline send or receive "
-                                  "after the backward pass the host program has no use for", r->rank, i);
-                goto out;
-            }
-            a = e->kind == GS_EV_SEND ? A_TIED_SEND : A_TIED_RECV;
-        } else if (e->kind == GS_EV_SEND || e->kind == GS_EV_RECV) {
-            a = e->kind == GS_EV_SEND ? (e->phase == GS_PHASE_FWD ? A_SEND_FWD : A_SEND_BWD)
-                                      : (e->phase == GS_PHASE_FWD ? A_RECV_FWD : A_RECV_BWD);
-        }
-        pl->act = (uint8_t)a;
-        if (t->ovl && e->layer >= 0 && e->phase != GS_PHASE_OPTIM && (rc = plan_overlap(r, re, i, err)) != GS_OK)
-            goto out;
-        if (e->phase == GS_PHASE_RECOMPUTE)
-            r->has_recompute = 1;
-        /* parameters and gradients of the event's layer (and of the root) */
-        if ((e->kind == GS_EV_COMPUTE || is_tp(e)) && e->phase != GS_PHASE_OPTIM) {
-            int64_t u = -1;
-            if (e->layer >= 0 && (uint64_t)e->layer < t->layers && r->local_of_global[e->layer] >= 0)
-                u = r->unit_of_local[r->local_of_global[e->layer]];
-            size_t root = r->part.has_root ? nu - 1 : SIZE_MAX;
-            for (int which = 0; which < 2; which++) {
-                int64_t uu = which == 0 ? u : (root == SIZE_MAX ? -1 : (int64_t)root);
-                if (uu < 0)
-                    continue;
-                uint32_t p = cur_full[uu] != NO_ID ? cur_full[uu] : (r->plan.stored_sharded ? NO_ID : r->param_t[uu]);
-                uint32_t g = r->N <= 1 && r->R <= 1 ? r->grad_t[uu]
-                             : cur_grad[uu] != NO_ID ? cur_grad[uu]
-                             : r->hold_t[uu] != NO_ID ? r->hold_t[uu] : pending_id(r, re, (size_t)uu);
-                /* a backward op accumulates into a full gradient: the schedule must hold one */
-                int used = which == 0 || e->layer == GS_LAYER_EMBED || e->layer == GS_LAYER_HEAD;
-                if (used && e->phase == GS_PHASE_BWD && e->kind == GS_EV_COMPUTE && r->N > 1 &&
-                    (g == NO_ID || (g < re->ntensors && re->tensors[g].kind == GS_T_GRAD_SHARD))) {
-                    char name[GS_EVENT_NAME_BYTES];
-                    gs_event_name(re, e, name, sizeof name);
-                    rc = gs_error_set(err, GS_ERR_INPUT, "exec: rank %" PRIu64 " event %s writes unit %" PRId64
-                                      "'s gradient where the schedule holds no full gradient of it",
-                                      r->rank, name, uu);
-                    goto out;
-                }
-                if (which == 0)
-                    pl->ptid = p, pl->gtid = g;
-                else
-                    pl->rptid = p, pl->rgtid = g;
-            }
-        }
-        for (uint16_t j = 0; j < e->nlinks[GS_LINK_FREES]; j++) {
-            const gs_tensor *tt = &re->tensors[frees[j]];
-            if (tt->unit < nu && tt->kind == GS_T_PARAM_FULL && cur_full[tt->unit] == frees[j])
-                cur_full[tt->unit] = NO_ID;
-            if (tt->unit < nu && tt->kind == GS_T_GRAD && cur_grad[tt->unit] == frees[j])
-                cur_grad[tt->unit] = NO_ID;
-        }
-    }
-    /* tp_comm_overlap: every marking side has its waiting side right after it (the n-th marking
-     * pairs with the n-th wait: a gather whose GEMM part were missing would leave the later waits
-     * passing on earlier marks) */
-    for (size_t i = 0; t->ovl && i < re->nevents && rc == GS_OK; i++) {
-        action a = (action)r->plans[i].act;
-        const gs_event *e = &re->events[i];
-        int ring_ag = e->layer >= 0 && e->kind == GS_EV_COLLECTIVE &&
-                      (a == A_N1_AG || a == A_N2_AG || a == A_DY_AG || a == A_DXM_AG);
-        int split2 = e->kind == GS_EV_COMPUTE && e->phase != GS_PHASE_BWD && r->plans[i].part == 2 &&
-                     (e->op == GS_OP_OPROJ || e->op == GS_OP_MLP_DOWN);
-        if ((ring_ag || split2) && (i + 1 >= re->nevents || r->plans[i + 1].part != 1 ||
-                                    re->events[i + 1].stream == e->stream))
-            rc = gs_error_set(err, GS_ERR_INPUT, "exec: rank %" PRIu64 " event %zu: tp_comm_overlap: %s without "
-                              "its partner right after it", r->rank, i,
-                              ring_ag ? "a ring all-gather" : "a pipelined GEMM's second part");
-    }
-    if (rc != GS_OK)
-        goto out;
-    /* p2p groups (exec/p2p_groups.h) */
+    for (size_t i = 0; i + 1 < n && rc == GS_OK; i++)
+        if (cmp_key(&keys[i], &keys[i + 1]) == 0)
+            rc = gs_error_set(err, GS_ERR_INPUT, "exec: rank %" PRIu64 ": events %" PRIu32 " and %" PRIu32 " have the "
+                              "same role, part, phase, layer, micro-batch and chunk", r->rank, keys[i].ev,
+                              keys[i + 1].ev);
+    for (size_t i = 0; i < re->nevents && rc == GS_OK; i++)
+        if (re->events[i].layer >= 0 && re->events[i].phase != GS_PHASE_OPTIM)
+            rc = plan_partner(r, re, keys, n, i, err);
+    free(keys);
+    return rc;
+}
+
+/* p2p groups (exec/p2p_groups.h): each event that issues a group learns its members' span. */
+static void plan_p2p(const gs_train *t, rank_st *r)
+{
+    const gs_rank_events *re = &t->sch->ranks[r - t->r];
     const uint32_t *lead = t->lead ? t->lead[r - t->r] : NULL;
     for (size_t i = 0; lead && i < re->nevents; i++)
         if (lead[i]) {
@@ -692,10 +683,68 @@ static gs_status plan_rank(gs_train *t, rank_st *r, const gs_rank_events *re, gs
             if (i > lead[i] - 1 && i + 1 > g->last1)
                 g->last1 = (uint32_t)i + 1;
         }
+}
+
+/* Classifies every event of rank r by its role (role_actions) and records which tensors hold the
+ * parameters and the gradients it uses, walking the list's allocations and frees as the memory
+ * ledger does. */
+static gs_status plan_rank(gs_train *t, rank_st *r, const gs_rank_events *re, gs_error *err)
+{
+    size_t nu = r->nunits;
+    uint32_t *cur_full = malloc((nu ? nu : 1) * sizeof *cur_full);
+    uint32_t *cur_grad = malloc((nu ? nu : 1) * sizeof *cur_grad);
+    gs_status rc = GS_OK;
+    if (!cur_full || !cur_grad) {
+        rc = gs_error_set(err, GS_ERR_NOMEM, "exec: out of memory");
+        goto out;
+    }
+    for (size_t u = 0; u < nu; u++)
+        cur_full[u] = cur_grad[u] = NO_ID;
+    for (size_t i = 0; i < re->nevents && rc == GS_OK; i++) {
+        const gs_event *e = &re->events[i];
+        ev_plan *pl = &r->plans[i];
+        const uint32_t *allocs = gs_event_list(re, e, GS_LINK_ALLOCS), *frees = gs_event_list(re, e, GS_LINK_FREES);
+        for (uint16_t j = 0; j < e->nlinks[GS_LINK_ALLOCS]; j++) {
+            const gs_tensor *tt = &re->tensors[allocs[j]];
+            if (tt->kind == GS_T_GRAD && tt->unit < nu)
+                cur_grad[tt->unit] = allocs[j];
+        }
+        action a = e->role < GS_ROLE_COUNT ? (action)role_actions[e->role][dir_of(e)] : A_NONE;
+        int dp = e->kind == GS_EV_COLLECTIVE && e->group != GS_GROUP_TP;
+        if ((a == A_TIED_SEND || a == A_TIED_RECV) && !r->tied_x)
+            rc = gs_error_set(err, GS_ERR_INPUT, "exec: rank %" PRIu64 ": event %zu: a pipeline send or receive "
+                              "after the backward pass the host program has no use for", r->rank, i);
+        else if (dp && a == A_NONE)
+            rc = gs_error_set(err, GS_ERR_INPUT, "exec: rank %" PRIu64 ": %s on %s (%s) is not implemented by the "
+                              "host program", r->rank, gs_coll_op_name((gs_coll_op)e->op),
+                              gs_group_kind_name((gs_group_kind)e->group), gs_role_name((gs_role)e->role));
+        else if (dp)
+            rc = plan_dp(t, r, re, i, &a, err);
+        if (rc != GS_OK)
+            break;
+        if (dp)
+            plan_dp_tensors(r, re, i, a, cur_full);
+        pl->act = (uint8_t)a;
+        pl->part = (uint8_t)e->part;
+        if (e->phase == GS_PHASE_RECOMPUTE)
+            r->has_recompute = 1;
+        if ((e->kind == GS_EV_COMPUTE || is_tp(e)) && e->phase != GS_PHASE_OPTIM)
+            rc = plan_layer_tensors(t, r, re, i, cur_full, cur_grad, err);
+        for (uint16_t j = 0; j < e->nlinks[GS_LINK_FREES]; j++) {
+            const gs_tensor *tt = &re->tensors[frees[j]];
+            if (tt->unit < nu && tt->kind == GS_T_PARAM_FULL && cur_full[tt->unit] == frees[j])
+                cur_full[tt->unit] = NO_ID;
+            if (tt->unit < nu && tt->kind == GS_T_GRAD && cur_grad[tt->unit] == frees[j])
+                cur_grad[tt->unit] = NO_ID;
+        }
+    }
+    if (rc == GS_OK)
+        rc = plan_partners(t, r, re, err);
+    if (rc == GS_OK)
+        plan_p2p(t, r);
 out:
     free(cur_full);
     free(cur_grad);
-    free(bucket_n);
     return rc;
 }
 
@@ -1268,6 +1317,7 @@ out:
 void gs_train_begin_step(gs_train *t)
 {
     t->step++;
+    t->epoch++;
     for (size_t i = 0; i < t->nr; i++)
         t->r[i].loss_sum = 0;
 }
@@ -1419,12 +1469,20 @@ static gs_status tp_gather(const ctx *c, const float *shard, float *full)
  * blocking nor on the rows), and the reduce-scatters sum in the same order, so the step gives the
  * unsplit step's bits. */
 
+/* The token with which event ev of this rank marks in this step: it grows along each stream's
+ * list and from step to step, as the driver's marks need; the waiting side computes it from the
+ * marking event it names (ev_plan.partner). */
+static uint64_t mark_token(const ctx *c, size_t ev)
+{
+    return c->t->epoch * (c->re->nevents + 1) + ev + 1;
+}
+
 static gs_status ring_gather(const ctx *c, const float *shard, float *full)
 {
     gs_train *t = c->t;
     rank_st *r = c->r;
     return t->ops->all_gather_ring(t->drv, c->s, r->rank, &r->groups[GS_GROUP_TP], shard, full, t->Tl * t->h,
-                                   r->ring_marks, ++r->ring_marked, c->err);
+                                   r->ring_marks, mark_token(c, (size_t)(c->e - c->re->events)), c->err);
 }
 
 /* The j-th chunk a ring-exchanged GEMM's part computes (j = 0, 1, ... until *in is NULL): chunk
@@ -1445,13 +1503,12 @@ static gs_status ring_chunk(const ctx *c, const float *shard, const float *full,
         }
         return GS_OK;
     }
-    if (j == 0)
-        r->ring_waited++;
     if (j + 1 >= n)
         return GS_OK;
     *q = (pos + n - j) % n;
     if (j > 0 || own_from_full) {
-        gs_status rc = t->ops->wait_mark(t->drv, c->s, r->ring_marks[j ? j - 1 : 0], r->ring_waited, c->err);
+        gs_status rc =
+            t->ops->wait_mark(t->drv, c->s, r->ring_marks[j ? j - 1 : 0], mark_token(c, c->pl->partner), c->err);
         if (rc != GS_OK)
             return rc;
     }
@@ -1498,7 +1555,7 @@ static gs_status split_gemm_part(const ctx *c, const float *in, const float *w, 
         split_gemm(c, in, w, out, k, 0);
         return GS_OK;
     }
-    uint64_t tok = ++r->split_marked;
+    uint64_t tok = mark_token(c, (size_t)(c->e - c->re->events));
     gs_status rc = GS_OK;
     for (uint64_t j = 1; j < UB_SPLITS && rc == GS_OK; j++) {
         split_gemm(c, in, w, out, k, j);
@@ -1515,7 +1572,7 @@ static gs_status split_rs_part(const ctx *c, float *part, float *out_sp)
     rank_st *r = c->r;
     if (c->pl->part == 2)
         return split_rs(c, part, out_sp, UB_SPLITS - 1);
-    uint64_t tok = ++r->split_waited;
+    uint64_t tok = mark_token(c, c->pl->partner);
     gs_status rc = split_rs(c, part, out_sp, 0);
     for (uint64_t j = 1; j + 1 < UB_SPLITS && rc == GS_OK; j++)
         if ((rc = t->ops->wait_mark(t->drv, c->s, r->split_marks[j - 1], tok, c->err)) == GS_OK)

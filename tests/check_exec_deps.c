@@ -1,6 +1,7 @@
 /* Check suite for exec/dispatch.c and the schedule it plays: the waits the dispatcher issues are
- * exactly the schedule's dependencies on other streams (it adds, drops and reorders none), and
- * the sim plays the same dependency set, on every contract configuration (tests/exec_configs.h).
+ * exactly the schedule's dependencies on other streams (it adds, drops and reorders none), the
+ * sim plays the same dependency set, and a dumped schedule reordered where its dependencies allow
+ * trains to the same bits, on every contract configuration (tests/exec_configs.h).
  *
  * The waits are seen through a driver that wraps the host driver and logs, per stream, every
  * stream_wait_event and event_record of one step, in issue order: the dispatcher issues each
@@ -10,6 +11,7 @@
  * off the schedule's lists directly (each dependency on another stream), not from the
  * dispatcher's code. */
 #include <check.h>
+#include <stdio.h>
 #include <pthread.h>
 #include <stdlib.h>
 #include <string.h>
@@ -243,12 +245,195 @@ START_TEST(deps_played)
 }
 END_TEST
 
+/* ---- reordered schedules ----
+ * exec reads what each event is from its role and never from its place in the list: a dumped
+ * schedule whose events are reordered where the dependencies and streams allow gives the same
+ * losses and parameters, bit for bit. A reorder swaps neighbours on different streams, the later
+ * not depending on the earlier (each stream keeps its order, every dependency still points back);
+ * it leaves in place the events that allocate or free a unit's gathered parameters or transient
+ * gradient (the schedule says which copy an event uses by their lifetimes in list order) and the
+ * events split in parts (a chunked overlap's sides meet through marks, whose marking side must be
+ * issued first). */
+static uint64_t next_rand(uint64_t *x)
+{
+    *x ^= *x << 13;
+    *x ^= *x >> 7;
+    *x ^= *x << 17;
+    return *x;
+}
+
+static int depends(const gs_rank_events *r, size_t e, size_t on)
+{
+    const uint32_t *d = gs_event_list(r, &r->events[e], GS_LINK_DEPS);
+    for (uint16_t j = 0; j < r->events[e].nlinks[GS_LINK_DEPS]; j++)
+        if (d[j] == on)
+            return 1;
+    return 0;
+}
+
+/* 1 when event e allocates or frees a gathered parameter copy or a transient gradient */
+static int moves_unit_tensors(const gs_rank_events *r, size_t e)
+{
+    for (int w = GS_LINK_ALLOCS; w <= GS_LINK_FREES; w++) {
+        const uint32_t *l = gs_event_list(r, &r->events[e], w);
+        for (uint16_t j = 0; j < r->events[e].nlinks[w]; j++)
+            if (r->tensors[l[j]].kind == GS_T_PARAM_FULL || r->tensors[l[j]].kind == GS_T_GRAD)
+                return 1;
+    }
+    return 0;
+}
+
+/* 1 when a allocates or frees a tensor that b touches (any list) */
+static int lifetime_clash(const gs_rank_events *r, size_t a, size_t b)
+{
+    for (int w = GS_LINK_ALLOCS; w <= GS_LINK_FREES; w++) {
+        const uint32_t *l = gs_event_list(r, &r->events[a], w);
+        for (uint16_t j = 0; j < r->events[a].nlinks[w]; j++)
+            for (int v = GS_LINK_READS; v < GS_LINK_LISTS; v++) {
+                const uint32_t *m = gs_event_list(r, &r->events[b], v);
+                for (uint16_t k = 0; k < r->events[b].nlinks[v]; k++)
+                    if (m[k] == l[j])
+                        return 1;
+            }
+    }
+    return 0;
+}
+
+/* Neighbours i and i + 1 may trade places: other streams, no dependency, neither split in
+ * parts, neither moving a gathered copy's or a transient gradient's lifetime (the schedule
+ * defines which copy an event uses by list order), no lifetime of a tensor the other touches
+ * crossed. */
+static int swappable(const gs_rank_events *r, size_t i)
+{
+    const gs_event *a = &r->events[i], *b = &r->events[i + 1];
+    return a->stream != b->stream && !depends(r, i + 1, i) && !a->part && !b->part && !moves_unit_tensors(r, i) &&
+           !moves_unit_tensors(r, i + 1) && !lifetime_clash(r, i, i + 1) && !lifetime_clash(r, i + 1, i);
+}
+
+/* Swaps events i and i + 1 of r (their lists travel with them), renumbering the dependencies. */
+static void swap_events(gs_rank_events *r, size_t i)
+{
+    gs_event t = r->events[i];
+    r->events[i] = r->events[i + 1];
+    r->events[i + 1] = t;
+    for (size_t e = 0; e < r->nevents; e++) {
+        uint32_t *d = &r->pool[r->events[e].links];
+        for (uint16_t j = 0; j < r->events[e].nlinks[GS_LINK_DEPS]; j++)
+            d[j] = d[j] == i ? (uint32_t)i + 1 : d[j] == i + 1 ? (uint32_t)i : d[j];
+    }
+}
+
+static uint64_t fnv(uint64_t h, const void *p, size_t n)
+{
+    const unsigned char *c = p;
+    for (size_t i = 0; i < n; i++) {
+        h ^= c[i];
+        h *= 1099511628211ull;
+    }
+    return h;
+}
+
+/* Three steps of c on sch (NULL: the session builds it): the losses and a hash of every rank's
+ * parameters and Adam moments. */
+static void run_on(const cfg *c, const gs_schedule *sch, double *loss, uint64_t *hash)
+{
+    char text[1024];
+    scenario_text(c, text, sizeof text);
+    gs_scenario s;
+    gs_mesh mesh;
+    gs_error err;
+    gs_error_init(&err);
+    ck_assert_int_eq(gs_scenario_load_string(text, strlen(text), c->name, &s, &err), GS_OK);
+    ck_assert_int_eq(gs_scenario_mesh(&s, &mesh, NULL, &err), GS_OK);
+    gs_exec_opts eo;
+    gs_exec_opts_defaults(&eo);
+    eo.timeout_s = 60;
+    eo.schedule = sch;
+    gs_exec_session *x = NULL;
+    ck_assert_msg(gs_exec_session_create(&s, &mesh, &eo, &x, &err) == GS_OK, "%s: %s", c->name, err.msg);
+    for (int i = 0; i < 3; i++)
+        ck_assert_msg(gs_exec_session_step(x, &loss[i], NULL, NULL, &err) == GS_OK, "%s: %s", c->name, err.msg);
+    *hash = 1469598103934665603ull;
+    for (size_t r = 0; r < gs_exec_session_schedule(x)->nranks; r++) {
+        gs_shard_list sl;
+        ck_assert_int_eq(gs_train_shards(gs_exec_session_train(x), r, &sl, &err), GS_OK);
+        for (size_t k = 0; k < sl.ntensors; k++)
+            for (size_t p = 0; p < sl.tensors[k].npieces; p++) {
+                const gs_shard_piece *pc = &sl.tensors[k].pieces[p];
+                *hash = fnv(*hash, pc->param, pc->count * sizeof(float));
+                *hash = fnv(*hash, pc->m, pc->count * sizeof(float));
+                *hash = fnv(*hash, pc->v, pc->count * sizeof(float));
+            }
+        gs_shard_list_fini(&sl);
+    }
+    gs_exec_session_destroy(x);
+}
+
+START_TEST(reordered_schedule)
+{
+    const cfg *c = &configs[_i];
+    char text[1024];
+    scenario_text(c, text, sizeof text);
+    gs_scenario s;
+    gs_mesh mesh;
+    gs_error err;
+    gs_error_init(&err);
+    ck_assert_int_eq(gs_scenario_load_string(text, strlen(text), c->name, &s, &err), GS_OK);
+    ck_assert_int_eq(gs_scenario_mesh(&s, &mesh, NULL, &err), GS_OK);
+    gs_schedule *sch = NULL;
+    ck_assert_int_eq(gs_schedule_build(&s, &mesh, 1, &sch, &err), GS_OK);
+    uint64_t seed = 0x9e3779b97f4a7c15ull ^ (uint64_t)_i, moved = 0, total = 0;
+    for (size_t ri = 0; ri < sch->nranks; ri++) {
+        gs_rank_events *r = &sch->ranks[ri];
+        total += r->nevents;
+        for (size_t k = 0; r->nevents > 1 && k < 8 * r->nevents; k++) {
+            size_t i = (size_t)(next_rand(&seed) % (r->nevents - 1));
+            if (swappable(r, i)) {
+                swap_events(r, i);
+                moved++;
+            }
+        }
+    }
+    /* dumped and loaded back: the loader rebuilds what the swaps left stale (names) */
+    char *buf = NULL;
+    size_t len = 0;
+    FILE *f = open_memstream(&buf, &len);
+    ck_assert_int_eq(gs_schedule_dump(sch, f, &err), GS_OK);
+    fclose(f);
+    gs_schedule_destroy(sch);
+    f = fmemopen(buf, len, "r");
+    gs_schedule *re = NULL;
+    ck_assert_msg(gs_schedule_load(f, "reordered", &re, &err) == GS_OK, "%s: %s", c->name, err.msg);
+    fclose(f);
+    free(buf);
+    ck_assert_msg(gs_schedule_validate_structure(re, &err) == GS_OK, "%s: %s", c->name, err.msg);
+    /* not vacuous: a sizeable share of the events moved */
+    /* not vacuous where streams run side by side: every pipeline has neighbours to trade (chains
+     * of TP and compute events, and FSDP's gathers, leave a single stage's list no freedom) */
+    ck_assert_msg(c->pp == 1 || moved > 0, "%s: no swap among %llu events", c->name, (unsigned long long)total);
+    if (moved == 0) {
+        gs_schedule_destroy(re);
+        return;
+    }
+    double want[3], got[3];
+    uint64_t hw, hg;
+    run_on(c, NULL, want, &hw);
+    run_on(c, re, got, &hg);
+    for (int i = 0; i < 3; i++)
+        ck_assert_msg(memcmp(&want[i], &got[i], sizeof want[i]) == 0, "%s: step %d loss %.17g, reordered %.17g",
+                      c->name, i + 1, want[i], got[i]);
+    ck_assert_msg(hw == hg, "%s: the reordered schedule's parameters differ", c->name);
+    gs_schedule_destroy(re);
+}
+END_TEST
+
 static Suite *deps_suite(void)
 {
     Suite *s = suite_create("exec_deps");
     TCase *tc = tcase_create("dependencies");
     tcase_set_timeout(tc, 120);
     tcase_add_loop_test(tc, deps_played, 0, (int)NCONFIGS);
+    tcase_add_loop_test(tc, reordered_schedule, 0, (int)NCONFIGS);
     suite_add_tcase(s, tc);
     return s;
 }
