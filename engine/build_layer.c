@@ -248,7 +248,8 @@ static gs_status gemm(pass *p, gs_role role, gs_op op, const shapes *sh, uint64_
 static gs_status elementwise(pass *p, gs_role role, gs_op op, uint64_t elements, uint64_t bytes_per_element)
 {
     double mul = p->phase == GS_PHASE_BWD ? 2.0 : 1.0;
-    return compute(p, role, op, 0, 0, 0, 0, 5.0 * (double)elements * mul, (uint64_t)((double)elements * (double)bytes_per_element * mul));
+    return compute(p, role, op, 0, 0, 0, 0, 5.0 * (double)elements * mul,
+                   (uint64_t)((double)elements * (double)bytes_per_element * mul));
 }
 
 /* The cross-entropy over the rank's T x V/tp logits: the bytes of the strategy's passes
@@ -259,7 +260,8 @@ static gs_status loss(pass *p, const shapes *sh)
     int bwd = p->phase == GS_PHASE_BWD;
     double logits = (double)sh->T * (double)sh->v_t;
     uint64_t per = gs_xent_bytes_per_logit(p->x->s->strategy.cross_entropy, sh->e, bwd);
-    return compute(p, GS_ROLE_LOSS, GS_OP_LOSS, 0, 0, 0, 0, (bwd ? 10.0 : 5.0) * logits, (uint64_t)(logits * (double)per));
+    return compute(p, GS_ROLE_LOSS, GS_OP_LOSS, 0, 0, 0, 0, (bwd ? 10.0 : 5.0) * logits,
+                   (uint64_t)(logits * (double)per));
 }
 
 /* A TP collective on the activation X = T h e bytes (AR), or its sequence-parallel halves. */

@@ -178,12 +178,12 @@ gs_status gs__schedule_check_hazards(const gs_rank_events *r, gs_error *err)
                     char a[GS_EVENT_NAME_BYTES], b[GS_EVENT_NAME_BYTES];
                     gs_event_name(r, &r->events[other], a, sizeof a);
                     gs_event_name(r, e, b, sizeof b);
-                    const gs_tensor *t = &r->tensors[l[j]];
                     st = gs_error_set(err, GS_ERR_RUNTIME,
                                       "rank %" PRIu64 ": events %s (%s stream) and %s (%s stream) both touch tensor "
                                       "%" PRIu32 " (%s), one writing, and no dependency orders them",
                                       r->rank, a, gs_stream_name((gs_stream)stream_of(&r->events[other])), b,
-                                      gs_stream_name((gs_stream)s0), l[j], gs_tensor_kind_name((gs_tensor_kind)t->kind));
+                                      gs_stream_name((gs_stream)s0), l[j],
+                                      gs_tensor_kind_name((gs_tensor_kind)r->tensors[l[j]].kind));
                     goto out;
                 }
                 h.last[((size_t)l[j] * GS_STREAM_COUNT + s0) * 2 + (unsigned)write] = i;
