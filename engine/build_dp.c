@@ -38,7 +38,9 @@ gs_status gs__gather_unit(gs_bctx *x, size_t u, gs_phase phase, uint32_t mb, uin
     gs_status rc;
     uint64_t N = x->plan.N, wb = x->plan.wb, params = x->part.units[u].params;
     uint32_t t;
-    if ((rc = gs__tensor(x, GS_T_PARAM_FULL, params * wb, gs__unit_layer(x, u), mb, (uint32_t)u, 0, &t)) != GS_OK)
+    gs_tensor full = {.kind = GS_T_PARAM_FULL, .bytes = params * wb, .layer = gs__unit_layer(x, u), .mb = mb,
+                      .unit = (uint32_t)u};
+    if ((rc = gs__tensor(x, &full, &t)) != GS_OK)
         return rc;
     gs_evb b;
     uint32_t copy = GS_NO_ID;

@@ -70,8 +70,8 @@ typedef struct gs_evb {
 void gs__evb_init(gs_evb *b, gs_event_kind kind, gs_stream stream, gs_phase phase, int32_t layer, uint32_t mb);
 void gs__evb_add(gs_evb *b, int which, uint32_t id); /* ignores GS_NO_ID */
 gs_status gs__evb_emit(gs_bctx *x, gs_evb *b, uint32_t *id);
-gs_status gs__tensor(gs_bctx *x, gs_tensor_kind kind, uint64_t bytes, int32_t layer, uint32_t mb, uint32_t unit,
-                     int resident, uint32_t *id);
+/* Appends a copy of tensor t (its kind, bytes, layer, mb, unit, resident and host flags). */
+gs_status gs__tensor(gs_bctx *x, const gs_tensor *t, uint32_t *id);
 /* Global layer index of a stage-local layer. */
 int32_t gs__global_layer(const gs_bctx *x, int64_t local);
 

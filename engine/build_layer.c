@@ -105,9 +105,9 @@ gs_status gs__scratch_tensors(gs_bctx *x)
     for (int k = 0; k < GS_SCRATCH_COUNT; k++) {
         int need = k <= GS_SCRATCH_BLOCK_DATTN_IN || (k != GS_SCRATCH_HEAD_DX ? x->stage == 0 : x->last);
         /* one full-sequence activation [T, h] each */
-        gs_status rc = need ? gs__tensor(x, GS_T_SCRATCH, sh.T * sh.h * sh.e, GS_LAYER_NONE, 0, (uint32_t)k, 1,
-                                         &x->scratch_t[k])
-                            : GS_OK;
+        gs_tensor t = {.kind = GS_T_SCRATCH, .bytes = sh.T * sh.h * sh.e, .layer = GS_LAYER_NONE, .unit = (uint32_t)k,
+                       .resident = 1};
+        gs_status rc = need ? gs__tensor(x, &t, &x->scratch_t[k]) : GS_OK;
         if (rc != GS_OK)
             return rc;
     }
@@ -204,9 +204,16 @@ static gs_status pass_end(pass *p, uint32_t *last_ev)
     return rc;
 }
 
-static gs_status compute(pass *p, gs_role role, gs_op op, uint64_t m, uint64_t n, uint64_t k, uint64_t batch,
-                         double flops, uint64_t bytes)
+/* A GEMM's shape (m x n x k, batch times; all 0 for an op that is not a GEMM). */
+typedef struct gemm_shape {
+    uint64_t m, n, k, batch;
+} gemm_shape;
+
+static const gemm_shape no_gemm = {0, 0, 0, 0};
+
+static gs_status compute(pass *p, gs_role role, gs_op op, const gemm_shape *g, double flops, uint64_t bytes)
 {
+    uint64_t m = g->m, n = g->n, k = g->k, batch = g->batch;
     gs_status rc;
     gs_evb *b = pending_begin(p, GS_EV_COMPUTE, GS_STREAM_COMPUTE, &rc);
     if (!b)
@@ -226,9 +233,9 @@ static gs_status compute(pass *p, gs_role role, gs_op op, uint64_t m, uint64_t n
  * two GEMMs of its shape (QK^T and PV), so it counts twice: 4 s^2 hd per head, Megatron's figure.
  * Its bytes: with flash attention only Q, K, V and O (4 s hd per head) touch HBM; without it the
  * s x s scores are written and read twice more (softmax, PV). */
-static gs_status gemm(pass *p, gs_role role, gs_op op, const shapes *sh, uint64_t m, uint64_t n, uint64_t k,
-                     uint64_t batch)
+static gs_status gemm(pass *p, gs_role role, gs_op op, const shapes *sh, const gemm_shape *g)
 {
+    uint64_t m = g->m, n = g->n, k = g->k, batch = g->batch;
     double mul = p->phase == GS_PHASE_BWD ? 2.0 : 1.0;
     double nb = (double)(batch ? batch : 1);
     double flops = mul * 2.0 * (double)m * (double)n * (double)k * nb;
@@ -242,13 +249,13 @@ static gs_status gemm(pass *p, gs_role role, gs_op op, const shapes *sh, uint64_
         double per_score = 4.0 * (double)sh->e + (p->x->s->model.dropout ? 2.0 * (double)sh->e + 1.0 : 0.0);
         bytes = nb * mul * ((double)sh->e * qkvo + (p->x->s->strategy.flash_attention ? 0.0 : per_score * scores));
     }
-    return compute(p, role, op, m, n, k, batch, flops, (uint64_t)bytes);
+    return compute(p, role, op, g, flops, (uint64_t)bytes);
 }
 
 static gs_status elementwise(pass *p, gs_role role, gs_op op, uint64_t elements, uint64_t bytes_per_element)
 {
     double mul = p->phase == GS_PHASE_BWD ? 2.0 : 1.0;
-    return compute(p, role, op, 0, 0, 0, 0, 5.0 * (double)elements * mul,
+    return compute(p, role, op, &no_gemm, 5.0 * (double)elements * mul,
                    (uint64_t)((double)elements * (double)bytes_per_element * mul));
 }
 
@@ -260,7 +267,7 @@ static gs_status loss(pass *p, const shapes *sh)
     int bwd = p->phase == GS_PHASE_BWD;
     double logits = (double)sh->T * (double)sh->v_t;
     uint64_t per = gs_xent_bytes_per_logit(p->x->s->strategy.cross_entropy, sh->e, bwd);
-    return compute(p, GS_ROLE_LOSS, GS_OP_LOSS, 0, 0, 0, 0, (bwd ? 10.0 : 5.0) * logits,
+    return compute(p, GS_ROLE_LOSS, GS_OP_LOSS, &no_gemm, (bwd ? 10.0 : 5.0) * logits,
                    (uint64_t)(logits * (double)per));
 }
 
@@ -409,7 +416,8 @@ static gs_status ag_gemm(pass *p, const shapes *sh, gs_op op, const linear_roles
 {
     gs_status rc;
     if (!tp_overlap(p, sh))
-        return (rc = tp_coll(p, lr->coll, GS_COLL_ALLGATHER, sh)) ? rc : gemm(p, lr->gemm, op, sh, sh->T, n, k, 0);
+        return (rc = tp_coll(p, lr->coll, GS_COLL_ALLGATHER, sh)) ? rc
+               : gemm(p, lr->gemm, op, sh, &(gemm_shape){sh->T, n, k, 0});
     uint32_t ag;
     uint64_t c = p->x->tp, mc = ceil_div(sh->T, c);
     int bwd = p->phase == GS_PHASE_BWD;
@@ -420,7 +428,7 @@ static gs_status ag_gemm(pass *p, const shapes *sh, gs_op op, const linear_roles
     if ((rc = gather_beside(p, sh, lr->coll, &g1, &ag)) != GS_OK)
         return rc;
     /* the last chunk (backward: with wgrad) once the gather is complete */
-    if ((rc = compute(p, lr->gemm, op, bwd ? sh->T : mc, n, k, 0, flops * (1.0 - chunked),
+    if ((rc = compute(p, lr->gemm, op, &(gemm_shape){bwd ? sh->T : mc, n, k, 0}, flops * (1.0 - chunked),
                       (uint64_t)(chunk + (bwd ? call_bytes(sh, sh->T, n, k) : 0.0)))) != GS_OK)
         return rc;
     p->pending.e.part = 2;
@@ -437,7 +445,8 @@ static gs_status gemm_rs(pass *p, const shapes *sh, gs_op op, const linear_roles
 {
     gs_status rc;
     if (!tp_overlap(p, sh))
-        return (rc = gemm(p, lr->gemm, op, sh, sh->T, n, k, 0)) ? rc : tp_coll(p, lr->coll, GS_COLL_REDUCE_SCATTER, sh);
+        return (rc = gemm(p, lr->gemm, op, sh, &(gemm_shape){sh->T, n, k, 0})) ? rc
+               : tp_coll(p, lr->coll, GS_COLL_REDUCE_SCATTER, sh);
     int bwd = p->phase == GS_PHASE_BWD;
     uint64_t c = bwd ? 1 : GS_UB_PIPELINE_SPLITS, mc = bwd ? sh->T : ceil_div(sh->T, c);
     double flops = gemm_flops(p, sh->T, n, k), chunk = call_bytes(sh, mc, n, k);
@@ -448,7 +457,7 @@ static gs_status gemm_rs(pass *p, const shapes *sh, gs_op op, const linear_roles
         gemm_part g1 = {op, lr->gemm, mc, n, k, flops * head, chunk};
         if ((rc = gather_beside(p, sh, lr->regather, &g1, &ag)) != GS_OK)
             return rc;
-    } else if ((rc = compute(p, lr->gemm, op, mc, n, k, 0, flops * head, (uint64_t)chunk)) != GS_OK) {
+    } else if ((rc = compute(p, lr->gemm, op, &(gemm_shape){mc, n, k, 0}, flops * head, (uint64_t)chunk)) != GS_OK) {
         /* the first chunk */
         return rc;
     }
@@ -458,7 +467,7 @@ static gs_status gemm_rs(pass *p, const shapes *sh, gs_op op, const linear_roles
     uint32_t g1 = p->prev;
     /* the rest (backward: wgrad, which also waits for the gathered input), after it on the compute
      * stream */
-    if ((rc = compute(p, lr->gemm, op, mc, n, k, 0, flops * (1.0 - head),
+    if ((rc = compute(p, lr->gemm, op, &(gemm_shape){mc, n, k, 0}, flops * (1.0 - head),
                       (uint64_t)((double)(bwd ? 1 : c - 1) * chunk))) != GS_OK)
         return rc;
     p->pending.e.part = 2;
@@ -504,7 +513,7 @@ gs_status gs__layer_forward(gs_bctx *x, int64_t local, uint32_t mb, gs_phase pha
     uint64_t hsp = sh.sp ? ceil_div(sh.T * sh.h, x->tp) : sh.T * sh.h;
     int selective_only = phase == GS_PHASE_RECOMPUTE && x->s->strategy.recompute == GS_RECOMPUTE_SELECTIVE;
     if (selective_only) {
-        rc = gemm(&p, GS_ROLE_ATTN_CORE, GS_OP_ATTN, &sh, sh.s, sh.s, sh.hd, sh.b * sh.a_t);
+        rc = gemm(&p, GS_ROLE_ATTN_CORE, GS_OP_ATTN, &sh, &(gemm_shape){sh.s, sh.s, sh.hd, sh.b * sh.a_t});
         if (rc == GS_OK)
             rc = pass_end(&p, last_ev);
         return rc;
@@ -513,17 +522,17 @@ gs_status gs__layer_forward(gs_bctx *x, int64_t local, uint32_t mb, gs_phase pha
      * gemm_rs, overlapped under tp_comm_overlap); otherwise the GEMMs and all-reduces */
     if ((rc = elementwise(&p, GS_ROLE_ATTN_NORM, GS_OP_NORM, hsp, sh.norm_bytes)) ||
         (rc = sh.sp ? ag_gemm(&p, &sh, GS_OP_QKV, &lr_qkv, qkv_n, sh.h)
-                    : gemm(&p, GS_ROLE_QKV, GS_OP_QKV, &sh, sh.T, qkv_n, sh.h, 0)) ||
-        (rc = gemm(&p, GS_ROLE_ATTN_CORE, GS_OP_ATTN, &sh, sh.s, sh.s, sh.hd, sh.b * sh.a_t)) ||
+                    : gemm(&p, GS_ROLE_QKV, GS_OP_QKV, &sh, &(gemm_shape){sh.T, qkv_n, sh.h, 0})) ||
+        (rc = gemm(&p, GS_ROLE_ATTN_CORE, GS_OP_ATTN, &sh, &(gemm_shape){sh.s, sh.s, sh.hd, sh.b * sh.a_t})) ||
         (rc = sh.sp ? gemm_rs(&p, &sh, GS_OP_OPROJ, &lr_oproj, sh.h, sh.a_t * sh.hd)
-                    : gemm(&p, GS_ROLE_OPROJ, GS_OP_OPROJ, &sh, sh.T, sh.h, sh.a_t * sh.hd, 0)) ||
+                    : gemm(&p, GS_ROLE_OPROJ, GS_OP_OPROJ, &sh, &(gemm_shape){sh.T, sh.h, sh.a_t * sh.hd, 0})) ||
         (!sh.sp && (rc = tp_coll(&p, GS_ROLE_TP_ATTN_OUT, GS_COLL_ALLREDUCE, &sh))) ||
         (rc = elementwise(&p, GS_ROLE_MLP_NORM, GS_OP_NORM, hsp, sh.norm_bytes)) ||
         (rc = sh.sp ? ag_gemm(&p, &sh, GS_OP_MLP_UP, &lr_mlp_up, up_n, sh.h)
-                    : gemm(&p, GS_ROLE_MLP_UP, GS_OP_MLP_UP, &sh, sh.T, up_n, sh.h, 0)) ||
+                    : gemm(&p, GS_ROLE_MLP_UP, GS_OP_MLP_UP, &sh, &(gemm_shape){sh.T, up_n, sh.h, 0})) ||
         (rc = elementwise(&p, GS_ROLE_MLP_ACT, GS_OP_ACT, sh.T * sh.f_t, (sh.swiglu ? 3 : 2) * sh.e)) ||
         (rc = sh.sp ? gemm_rs(&p, &sh, GS_OP_MLP_DOWN, &lr_mlp_down, sh.h, sh.f_t)
-                    : gemm(&p, GS_ROLE_MLP_DOWN, GS_OP_MLP_DOWN, &sh, sh.T, sh.h, sh.f_t, 0)) ||
+                    : gemm(&p, GS_ROLE_MLP_DOWN, GS_OP_MLP_DOWN, &sh, &(gemm_shape){sh.T, sh.h, sh.f_t, 0})) ||
         (!sh.sp && (rc = tp_coll(&p, GS_ROLE_TP_MLP_OUT, GS_COLL_ALLREDUCE, &sh))))
         return rc;
     return pass_end(&p, last_ev);
@@ -540,17 +549,17 @@ gs_status gs__layer_backward(gs_bctx *x, int64_t local, uint32_t mb, const gs_la
     uint64_t up_n = sh.swiglu ? 2 * sh.f_t : sh.f_t;
     uint64_t hsp = sh.sp ? ceil_div(sh.T * sh.h, x->tp) : sh.T * sh.h;
     if ((rc = sh.sp ? ag_gemm(&p, &sh, GS_OP_MLP_DOWN, &lr_mlp_down, sh.h, sh.f_t)
-                    : gemm(&p, GS_ROLE_MLP_DOWN, GS_OP_MLP_DOWN, &sh, sh.T, sh.h, sh.f_t, 0)) ||
+                    : gemm(&p, GS_ROLE_MLP_DOWN, GS_OP_MLP_DOWN, &sh, &(gemm_shape){sh.T, sh.h, sh.f_t, 0})) ||
         (rc = elementwise(&p, GS_ROLE_MLP_ACT, GS_OP_ACT, sh.T * sh.f_t, (sh.swiglu ? 3 : 2) * sh.e)) ||
         (rc = sh.sp ? gemm_rs(&p, &sh, GS_OP_MLP_UP, &lr_mlp_up, up_n, sh.h)
-                    : gemm(&p, GS_ROLE_MLP_UP, GS_OP_MLP_UP, &sh, sh.T, up_n, sh.h, 0)) ||
+                    : gemm(&p, GS_ROLE_MLP_UP, GS_OP_MLP_UP, &sh, &(gemm_shape){sh.T, up_n, sh.h, 0})) ||
         (!sh.sp && (rc = tp_coll(&p, GS_ROLE_TP_MLP_IN, GS_COLL_ALLREDUCE, &sh))) ||
         (rc = elementwise(&p, GS_ROLE_MLP_NORM, GS_OP_NORM, hsp, sh.norm_bytes)) ||
         (rc = sh.sp ? ag_gemm(&p, &sh, GS_OP_OPROJ, &lr_oproj, sh.h, sh.a_t * sh.hd)
-                    : gemm(&p, GS_ROLE_OPROJ, GS_OP_OPROJ, &sh, sh.T, sh.h, sh.a_t * sh.hd, 0)) ||
-        (rc = gemm(&p, GS_ROLE_ATTN_CORE, GS_OP_ATTN, &sh, sh.s, sh.s, sh.hd, sh.b * sh.a_t)) ||
+                    : gemm(&p, GS_ROLE_OPROJ, GS_OP_OPROJ, &sh, &(gemm_shape){sh.T, sh.h, sh.a_t * sh.hd, 0})) ||
+        (rc = gemm(&p, GS_ROLE_ATTN_CORE, GS_OP_ATTN, &sh, &(gemm_shape){sh.s, sh.s, sh.hd, sh.b * sh.a_t})) ||
         (rc = sh.sp ? gemm_rs(&p, &sh, GS_OP_QKV, &lr_qkv, qkv_n, sh.h)
-                    : gemm(&p, GS_ROLE_QKV, GS_OP_QKV, &sh, sh.T, qkv_n, sh.h, 0)) ||
+                    : gemm(&p, GS_ROLE_QKV, GS_OP_QKV, &sh, &(gemm_shape){sh.T, qkv_n, sh.h, 0})) ||
         (!sh.sp && (rc = tp_coll(&p, GS_ROLE_TP_ATTN_IN, GS_COLL_ALLREDUCE, &sh))) ||
         (rc = elementwise(&p, GS_ROLE_ATTN_NORM, GS_OP_NORM, hsp, sh.norm_bytes)))
         return rc;
@@ -566,7 +575,7 @@ gs_status gs__embed_forward(gs_bctx *x, uint32_t mb, const gs_layer_io *io, uint
     pass p;
     pass_init(&p, x, GS_PHASE_FWD, GS_LAYER_EMBED, mb, io);
     gs_status rc;
-    if ((rc = compute(&p, GS_ROLE_EMBED, GS_OP_EMBED, 0, 0, 0, 0, 0.0, sh.T * sh.h * sh.e)) ||
+    if ((rc = compute(&p, GS_ROLE_EMBED, GS_OP_EMBED, &no_gemm, 0.0, sh.T * sh.h * sh.e)) ||
         (rc = tp_coll(&p, GS_ROLE_TP_EMBED, sh.sp ? GS_COLL_REDUCE_SCATTER : GS_COLL_ALLREDUCE, &sh)))
         return rc;
     return pass_end(&p, last_ev);
@@ -580,7 +589,7 @@ gs_status gs__embed_backward(gs_bctx *x, uint32_t mb, const gs_layer_io *io, uin
     pass_init(&p, x, GS_PHASE_BWD, GS_LAYER_EMBED, mb, io);
     gs_status rc;
     if ((sh.sp && (rc = tp_coll(&p, GS_ROLE_TP_EMBED, GS_COLL_ALLGATHER, &sh))) ||
-        (rc = compute(&p, GS_ROLE_EMBED, GS_OP_EMBED, 0, 0, 0, 0, 0.0, 2 * sh.T * sh.h * sh.e)))
+        (rc = compute(&p, GS_ROLE_EMBED, GS_OP_EMBED, &no_gemm, 0.0, 2 * sh.T * sh.h * sh.e)))
         return rc;
     return pass_end(&p, last_ev);
 }
@@ -600,7 +609,7 @@ gs_status gs__head_forward(gs_bctx *x, uint32_t mb, const gs_layer_io *io, uint3
     uint64_t hsp = sh.sp ? ceil_div(sh.T * sh.h, x->tp) : sh.T * sh.h;
     if ((rc = elementwise(&p, GS_ROLE_HEAD_NORM, GS_OP_NORM, hsp, sh.norm_bytes)) ||
         (sh.sp && (rc = tp_coll(&p, GS_ROLE_TP_HEAD_IN, GS_COLL_ALLGATHER, &sh))) ||
-        (rc = gemm(&p, GS_ROLE_HEAD, GS_OP_HEAD, &sh, sh.T, sh.v_t, sh.h, 0)) ||
+        (rc = gemm(&p, GS_ROLE_HEAD, GS_OP_HEAD, &sh, &(gemm_shape){sh.T, sh.v_t, sh.h, 0})) ||
         (rc = loss(&p, &sh)) ||
         (rc = tp_coll_bytes(&p, GS_ROLE_TP_LOSS_STATS, GS_COLL_ALLGATHER, x->tp * sh.T * GS_XENT_STAT_BYTES)))
         return rc;
@@ -616,7 +625,7 @@ gs_status gs__head_backward(gs_bctx *x, uint32_t mb, const gs_layer_io *io, uint
     gs_status rc;
     uint64_t hsp = sh.sp ? ceil_div(sh.T * sh.h, x->tp) : sh.T * sh.h;
     if ((rc = loss(&p, &sh)) ||
-        (rc = gemm(&p, GS_ROLE_HEAD, GS_OP_HEAD, &sh, sh.T, sh.v_t, sh.h, 0)) ||
+        (rc = gemm(&p, GS_ROLE_HEAD, GS_OP_HEAD, &sh, &(gemm_shape){sh.T, sh.v_t, sh.h, 0})) ||
         (rc = tp_coll(&p, GS_ROLE_TP_HEAD_IN, sh.sp ? GS_COLL_REDUCE_SCATTER : GS_COLL_ALLREDUCE, &sh)) ||
         (rc = elementwise(&p, GS_ROLE_HEAD_NORM, GS_OP_NORM, hsp, sh.norm_bytes)))
         return rc;
