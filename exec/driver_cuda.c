@@ -38,7 +38,7 @@
 #include <nvtx3/nvToolsExt.h>
 
 #include "exec/driver.h"
-#include "kernels/cuda/attn_gemm_plan.h"
+#include "exec/cuda_attn_plan.h"
 #include "kernels/cuda/kernels_cuda.h"
 
 #define GEMM_WORKSPACE_BYTES ((size_t)32 << 20)
