@@ -30,6 +30,18 @@ typedef struct gs_drv gs_drv;               /* one driver instance: every rank o
 typedef struct gs_drv_stream gs_drv_stream; /* an in-order work queue of one rank */
 typedef struct gs_drv_event gs_drv_event;   /* a point in a stream's work */
 
+/* What a person chose for the drivers through the environment, as written (cli/ reads the
+ * variables; library code reads none): each driver checks the values it takes and names the
+ * variable when one is not among them. NULL / 0: unset. */
+typedef struct gs_driver_settings {
+    const char *host_p2p;       /* GRIDSTEP_HOST_P2P: eager or rendezvous (host driver) */
+    const char *host_gemm;      /* GRIDSTEP_HOST_GEMM: fp32 or bf16 (host driver) */
+    const char *cuda_gemm;      /* GRIDSTEP_CUDA_GEMM: fp32, tf32 or bf16 (cuda driver) */
+    const char *cuda_attention; /* GRIDSTEP_CUDA_ATTENTION: auto, kernels or gemm (cuda driver) */
+    const char *launcher_var;   /* the variable through which a launcher announced its process count */
+    long launcher_procs;        /* ... and that count (0: no launcher) */
+} gs_driver_settings;
+
 typedef struct gs_driver_opts {
     double timeout_s; /* every blocking wait gives up after this long (seconds; 0: 60) */
     /* The engine's group map (gs_group_of), for drivers that build communicators at open (a
@@ -67,6 +79,8 @@ typedef struct gs_driver_opts {
      * attention rate): a driver whose default path for such calls takes no scratch (cuda's
      * attention kernels) leaves that scratch out of its memory pre-flight. */
     int attn_dropout;
+    /* The environment's choices (gs_driver_settings). */
+    gs_driver_settings set;
 } gs_driver_opts;
 
 /* A process group as the schedule names it: kind and index (gs_group_of), its members in
@@ -280,19 +294,20 @@ extern const gs_driver_ops gs_driver_host;
  * whenever either struct changes. 2: the flash attention ops and opts.attn_flash. 3: the GPT
  * block ops. 4: p2p_group, p2p_rendezvous. 5: dropout (the attention ops' drop, the dropout op),
  * gemm_math, sends_wait. 6: all_gather_ring, mark, wait_mark; linear_bwd's dw may be NULL;
- * opts.gemm_bf16, opts.tp_ring_p2p, arm_start. */
-#define GS_DRIVER_ABI 7
+ * opts.gemm_bf16, opts.tp_ring_p2p, arm_start. 8: opts.set (the environment's choices, passed down). */
+#define GS_DRIVER_ABI 8
 
 /* The drivers this build has, by name (NULL when unknown). */
 const gs_driver_ops *gs_driver_find(const char *name);
 
 /* A driver by name: one built in (gs_driver_find), else the module gridstep-NAME.so, looked up
- * in $GRIDSTEP_MODULE_PATH (colon-separated), then next to the running binary, then the install
+ * in module_path (colon-separated directories, NULL: none; cli/ passes $GRIDSTEP_MODULE_PATH),
+ * then next to the running binary, then the install
  * directory (pkglibdir), and asked for its table through gs_driver_NAME_module_abiN() (N =
  * GS_DRIVER_ABI; a module without it was built for another gridstep: GS_ERR_UNSUPPORTED). GS_ERR_INPUT
  * for a name that is no driver; GS_ERR_UNSUPPORTED (with dlerror's text: the module or a library
  * it needs, such as libcudart, missing) when the module cannot be loaded. The module stays
  * loaded for the life of the process. */
-gs_status gs_driver_load(const char *name, const gs_driver_ops **out, gs_error *err);
+gs_status gs_driver_load(const char *name, const char *module_path, const gs_driver_ops **out, gs_error *err);
 
 #endif

@@ -428,23 +428,6 @@ static void cuda_close(gs_drv *d)
     free(d);
 }
 
-/* The number of processes a launcher started (1 when none): the variables cli/mpi_exec.c reads
- * (srun's SLURM_STEP_NUM_TASKS, set inside a job step only: SLURM_NTASKS is set in a batch
- * script's own shell too, where one gridstep is one process with every GPU of the node). */
-static long launcher_size(const char **var)
-{
-    static const char *const vars[] = {"OMPI_COMM_WORLD_SIZE", "PMI_SIZE", "MV2_COMM_WORLD_SIZE", "PMIX_SIZE",
-                                       "SLURM_STEP_NUM_TASKS"};
-    for (size_t i = 0; i < sizeof vars / sizeof vars[0]; i++) {
-        const char *v = getenv(vars[i]);
-        if (v && atol(v) > 1) {
-            *var = vars[i];
-            return atol(v);
-        }
-    }
-    return 1;
-}
-
 /* Records this device's clock base: a CUDA event and the host time it completed. */
 static cudaError_t rebase(rank_dev *r)
 {
@@ -671,8 +654,10 @@ static gs_status cuda_open(const gs_mesh *mesh, const gs_driver_opts *opts, gs_d
 {
     *out = NULL;
     const gs_exec_boot *boot = opts && gs_boot_active(opts->boot) ? opts->boot : NULL;
-    const char *var = NULL;
-    long procs = launcher_size(&var);
+    /* the number of processes a launcher started (cli/ reads the variables cli/mpi_exec.c reads:
+     * srun's SLURM_STEP_NUM_TASKS, set inside a job step only) */
+    const char *var = opts ? opts->set.launcher_var : NULL;
+    long procs = opts && opts->set.launcher_procs > 1 ? opts->set.launcher_procs : 1;
     if (procs > 1 && !boot && !(opts && opts->process_local))
         return gs_error_set(err, GS_ERR_UNSUPPORTED,
                             "cuda driver: started as one of %ld processes (%s=%ld) without the process bootstrap: "
@@ -685,12 +670,12 @@ static gs_status cuda_open(const gs_mesh *mesh, const gs_driver_opts *opts, gs_d
      * when unknown */
     gs_status rc = GS_OK;
     gs_attn_path_pref attn_pref = GS_ATTN_PATH_AUTO;
-    if (gs_attn_path_parse(getenv("GRIDSTEP_CUDA_ATTENTION"), &attn_pref, err) != GS_OK) {
+    if (gs_attn_path_parse(opts ? opts->set.cuda_attention : NULL, &attn_pref, err) != GS_OK) {
         gs_error_prefix(err, "cuda driver");
         rc = GS_ERR_INPUT;
     }
     int attn_gemm = attn_pref != GS_ATTN_PATH_KERNELS; /* the GEMM path may run */
-    const char *gm = getenv("GRIDSTEP_CUDA_GEMM");
+    const char *gm = opts ? opts->set.cuda_gemm : NULL;
     int gemm_tf32 = gm && strcmp(gm, "tf32") == 0, gemm_bf16 = gm && strcmp(gm, "bf16") == 0;
     if (!(gm && *gm))
         gemm_bf16 = opts && opts->gemm_bf16; /* the scenario's precision decides (mixed bf16) */

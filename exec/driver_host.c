@@ -394,14 +394,14 @@ static gs_status host_open(const gs_mesh *mesh, const gs_driver_opts *opts, gs_d
         host_close(d);
         return gs_error_set(err, GS_ERR_NOMEM, "host driver: out of memory for %" PRIu64 " ranks", w);
     }
-    const char *p2p = getenv("GRIDSTEP_HOST_P2P");
+    const char *p2p = opts ? opts->set.host_p2p : NULL;
     if (p2p && *p2p && strcmp(p2p, "eager") != 0 && strcmp(p2p, "rendezvous") != 0) {
         host_close(d);
         return gs_error_set(err, GS_ERR_INPUT, "host driver: GRIDSTEP_HOST_P2P is '%s', expected eager or rendezvous",
                             p2p);
     }
     d->rendezvous = p2p && strcmp(p2p, "rendezvous") == 0;
-    const char *gm = getenv("GRIDSTEP_HOST_GEMM");
+    const char *gm = opts ? opts->set.host_gemm : NULL;
     if (gm && *gm && strcmp(gm, "fp32") != 0 && strcmp(gm, "bf16") != 0) {
         host_close(d);
         return gs_error_set(err, GS_ERR_INPUT, "host driver: GRIDSTEP_HOST_GEMM is '%s', expected fp32 or bf16", gm);

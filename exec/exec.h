@@ -30,6 +30,8 @@ typedef struct gs_exec_opts {
      * step with the whole run's loss, step time, timings and first error. NULL or one process:
      * every rank here. Borrowed for the session's life. */
     const gs_exec_boot *boot;
+    /* The environment's choices for the driver (cli/ reads them; gs_driver_settings). */
+    gs_driver_settings driver_set;
     /* The schedule to play (borrowed for the session's life; every rank, of this scenario and
      * mesh, e.g. a loaded dump); NULL: the session builds the exact schedule. */
     const gs_schedule *schedule;

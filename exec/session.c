@@ -334,7 +334,8 @@ gs_status gs_exec_session_create(const gs_scenario *s, const gs_mesh *mesh, cons
                            .boot = x->boot,
                            .gemm_bf16 = s->strategy.precision == GS_PREC_BF16,
                            .tp_ring_p2p = s->strategy.tp_comm_overlap && s->strategy.sequence_parallel && tp > 1,
-                           .attn_dropout = s->model.dropout && gs_dropout_threshold(s->model.attention_dropout) > 0};
+                           .attn_dropout = s->model.dropout && gs_dropout_threshold(s->model.attention_dropout) > 0,
+                           .set = x->o.driver_set};
     if ((rc = x->ops->open(mesh, &dopts, &x->drv, err)) == GS_OK &&
         (rc = gs_dispatch_create_local(x->ops, x->drv, x->sch, x->local, &x->disp, err)) == GS_OK)
         rc = gs_train_create(&x->s, x->sch, x->ops, x->drv, x->disp, &x->o.train, &x->train, err);

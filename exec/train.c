@@ -16,6 +16,7 @@ void gs_train_opts_defaults(gs_train_opts *o)
     o->eps = 1e-8f;
     o->weight_decay = 0.1f;
     o->init_std = 0.02f;
+    o->p2p_groups = 1;
 }
 
 static gs_status check_supported(const gs_scenario *s, const gs_mesh *mesh, gs_error *err)
@@ -146,12 +147,7 @@ gs_status gs_train_create(const gs_scenario *s, const gs_schedule *sch, const gs
         t->adrop_scale = (float)(1.0 / (1.0 - t->adrop_thr / 16777216.0));
         t->hdrop_scale = (float)(1.0 / (1.0 - t->hdrop_thr / 16777216.0));
     }
-    const char *pg = getenv("GRIDSTEP_P2P_GROUPS");
-    if (pg && *pg && strcmp(pg, "0") != 0 && strcmp(pg, "1") != 0) {
-        rc = gs_error_set(err, GS_ERR_INPUT, "exec: GRIDSTEP_P2P_GROUPS is '%s', expected 0 or 1", pg);
-        goto out;
-    }
-    t->p2p_groups = !(pg && strcmp(pg, "0") == 0);
+    t->p2p_groups = t->o.p2p_groups;
     t->nr = sch->nranks;
     if (!(t->r = calloc(t->nr, sizeof *t->r))) {
         rc = gs_error_set(err, GS_ERR_NOMEM, "exec: out of memory");

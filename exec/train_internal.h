@@ -173,8 +173,7 @@ struct gs_train {
     rank_st *r;
     size_t nr;
     gs_dispatch *disp; /* borrowed: the streams a checkpoint's copies go on */
-    int p2p_groups;    /* sends go out in p2p groups with a receive (exec/p2p_groups.h);
-                        * GRIDSTEP_P2P_GROUPS=0 turns that off (a test of the rendezvous check) */
+    int p2p_groups;    /* sends go out in p2p groups with a receive (gs_train_opts.p2p_groups) */
     uint32_t **lead;   /* while the ranks are planned: per rank list, per event, the p2p plan */
     size_t hoisted_recvs; /* receives the plan issues ahead of their place (rendezvous drivers) */
 };

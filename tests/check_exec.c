@@ -611,6 +611,11 @@ static const cfg rv_configs[] = {
 static size_t rv_more[NCONFIGS], n_rv_more;
 
 /* STEPS steps of c on ops (NULL: host) with the given timeout; the losses, or the failure. */
+/* The driver's environment-like settings and the p2p grouping run_steps passes down (what cli/
+ * would read from GRIDSTEP_HOST_P2P, GRIDSTEP_HOST_GEMM and GRIDSTEP_P2P_GROUPS). */
+static gs_driver_settings g_set;
+static int g_no_p2p_groups;
+
 static gs_status run_steps(const cfg *c, const gs_driver_ops *ops, double timeout_s, double *loss, gs_error *err)
 {
     char text[1024];
@@ -623,7 +628,9 @@ static gs_status run_steps(const cfg *c, const gs_driver_ops *ops, double timeou
     gs_exec_opts_defaults(&eo);
     eo.timeout_s = timeout_s;
     eo.train.eps = ADAM_EPS;
+    eo.train.p2p_groups = !g_no_p2p_groups;
     eo.driver = ops;
+    eo.driver_set = g_set;
     gs_exec_session *x = NULL;
     gs_status rc = gs_exec_session_create(&s, &mesh, &eo, &x, err);
     for (int i = 0; i < STEPS && rc == GS_OK; i++)
@@ -662,11 +669,9 @@ START_TEST(bf16_gemm_inputs)
     gs_error err;
     gs_error_init(&err);
     ck_assert_int_eq(gs_mesh_init(&mesh, 1, 1, 1, NULL, 1, &err), GS_OK);
-    setenv("GRIDSTEP_HOST_GEMM", "bf16", 1);
-    gs_driver_opts o = {.timeout_s = 10};
+    gs_driver_opts o = {.timeout_s = 10, .set = {.host_gemm = "bf16"}};
     gs_drv *d = NULL;
     ck_assert_int_eq(gs_driver_host.open(&mesh, &o, &d, &err), GS_OK);
-    unsetenv("GRIDSTEP_HOST_GEMM");
     ck_assert_str_eq(gs_driver_host.gemm_math(d), "bf16 inputs, fp32 accumulate");
     gs_drv_stream *st = NULL;
     ck_assert_int_eq(gs_driver_host.stream_create(d, 0, GS_STREAM_COMPUTE, &st, &err), GS_OK);
@@ -688,10 +693,10 @@ START_TEST(bf16_gemm_inputs)
     const cfg grid = {"bf16-8", 2, 2, 2, 1, 8, "full_shard", "1f1b", "none", "layer", 1, 1, 4, 1, 0};
     double l1[STEPS], l8[STEPS], l32[STEPS];
     ck_assert_msg(run_steps(&one, NULL, 60, l32, &err) == GS_OK, "%s", err.msg);
-    setenv("GRIDSTEP_HOST_GEMM", "bf16", 1);
+    g_set.host_gemm = "bf16";
     ck_assert_msg(run_steps(&one, NULL, 60, l1, &err) == GS_OK, "%s", err.msg);
     ck_assert_msg(run_steps(&grid, NULL, 60, l8, &err) == GS_OK, "%s", err.msg);
-    unsetenv("GRIDSTEP_HOST_GEMM");
+    g_set.host_gemm = NULL;
     for (int i = 0; i < STEPS; i++) {
         printf("bf16 GEMM inputs, step %d: one rank %.9f, dp2 x pp2 x tp2 %.9f, fp32 %.9f\n", i + 1, l1[i], l8[i], l32[i]);
         ck_assert(fabs(l8[i] - l1[i]) <= 5e-5 * l1[i]);
@@ -998,28 +1003,28 @@ START_TEST(rendezvous_p2p)
     double eager[STEPS], rv[STEPS];
     gs_error err;
     gs_error_init(&err);
-    unsetenv("GRIDSTEP_HOST_P2P");
+    g_set.host_p2p = NULL;
     ck_assert_msg(run_steps(c, NULL, 60, eager, &err) == GS_OK, "%s eager: %s", c->name, err.msg);
-    setenv("GRIDSTEP_HOST_P2P", "rendezvous", 1);
+    g_set.host_p2p = "rendezvous";
     gs_status rc = run_steps(c, NULL, 60, rv, &err);
     ck_assert_msg(rc == GS_OK, "%s rendezvous: %s", c->name, err.msg);
     ck_assert_msg(memcmp(eager, rv, sizeof eager) == 0, "%s: rendezvous losses %.9g %.9g %.9g, eager %.9g %.9g %.9g",
                   c->name, rv[0], rv[1], rv[2], eager[0], eager[1], eager[2]);
     if (_i == 0) {
-        setenv("GRIDSTEP_P2P_GROUPS", "0", 1);
+        g_no_p2p_groups = 1;
         gs_error_init(&err);
         rc = run_steps(c, NULL, 1.0, rv, &err);
-        unsetenv("GRIDSTEP_P2P_GROUPS");
+        g_no_p2p_groups = 0;
         ck_assert_int_eq(rc, GS_ERR_RUNTIME);
         ck_assert_msg(strstr(err.msg, "(rendezvous): timed out") && strstr(err.msg, "(a cycle)"), "%s", err.msg);
     }
-    unsetenv("GRIDSTEP_HOST_P2P");
+    g_set.host_p2p = NULL;
 }
 END_TEST
 
 /* The interleaved order waits in a cycle under sends that wait for receivers when each send goes
  * only with the receive after it: warm-up and steady state send around the ring before receiving.
- * Without the plan's merges (GRIDSTEP_P2P_GROUPS=0 leaves no groups at all) that times out; on a
+ * Without the plan's merges (p2p_groups 0, GRIDSTEP_P2P_GROUPS=0 through the command line, leaves no groups at all) that times out; on a
  * driver flagged p2p_rendezvous (the cuda driver's NCCL: a stand-in here, the host driver flagged
  * so, its sends eager) the plan is made all the same, and the losses are the eager run's. */
 START_TEST(rendezvous_interleaved)
@@ -1029,13 +1034,13 @@ START_TEST(rendezvous_interleaved)
     gs_error err;
     gs_error_init(&err);
     ck_assert_msg(run_steps(&il, NULL, 60, eager, &err) == GS_OK, "%s", err.msg);
-    setenv("GRIDSTEP_HOST_P2P", "rendezvous", 1);
-    setenv("GRIDSTEP_P2P_GROUPS", "0", 1);
+    g_set.host_p2p = "rendezvous";
+    g_no_p2p_groups = 1;
     gs_status rc = run_steps(&il, NULL, 1.0, loss, &err);
-    unsetenv("GRIDSTEP_P2P_GROUPS");
+    g_no_p2p_groups = 0;
     ck_assert_int_eq(rc, GS_ERR_RUNTIME);
     ck_assert_msg(strstr(err.msg, "(rendezvous): timed out") != NULL, "%s", err.msg);
-    unsetenv("GRIDSTEP_HOST_P2P");
+    g_set.host_p2p = NULL;
     static gs_driver_ops waiting;
     waiting = gs_driver_host;
     waiting.p2p_rendezvous = 1;
@@ -1270,12 +1275,10 @@ START_TEST(group_receives_progress_together)
     gs_error err;
     gs_error_init(&err);
     ck_assert_int_eq(gs_mesh_init(&mesh, 1, 1, 3, NULL, 3, &err), GS_OK);
-    setenv("GRIDSTEP_HOST_P2P", "rendezvous", 1);
     const gs_driver_ops *h = &gs_driver_host;
-    gs_driver_opts o = {.timeout_s = 1.0};
+    gs_driver_opts o = {.timeout_s = 1.0, .set = {.host_p2p = "rendezvous"}};
     gs_drv *d = NULL;
     ck_assert_int_eq(h->open(&mesh, &o, &d, &err), GS_OK);
-    unsetenv("GRIDSTEP_HOST_P2P");
     gs_drv_stream *st[3] = {NULL};
     p2p_script x[3];
     for (int r = 0; r < 3; r++) {

@@ -929,10 +929,10 @@ int main(int argc, char **argv)
     }
     mesh.world = 1;
     mesh.gpus_per_node = 1;
-    gs_driver_opts opts = {.timeout_s = 120, .group_of = one_group};
+    gs_driver_opts opts = {.timeout_s = 120, .group_of = one_group, .set = {.cuda_gemm = gm}};
     gs_error err;
     gs_error_init(&err);
-    setenv("GRIDSTEP_CUDA_ATTENTION", "kernels", 1); /* the attention kernels first, whatever the caller set */
+    opts.set.cuda_attention = "kernels"; /* the attention kernels first */
     if (c.ops->open(&mesh, &opts, &c.d, &err) != GS_OK) {
         fprintf(stderr, "kernel_check: open: %s\n", err.msg);
         return 1;
@@ -952,7 +952,7 @@ int main(int argc, char **argv)
     c.ops->stream_destroy(c.d, c.s);
     c.ops->close(c.d);
     /* the GEMM attention path: a second driver */
-    setenv("GRIDSTEP_CUDA_ATTENTION", "gemm", 1);
+    opts.set.cuda_attention = "gemm";
     c.d = NULL;
     c.s = NULL;
     if (c.ops->open(&mesh, &opts, &c.d, &err) != GS_OK ||
