@@ -781,7 +781,7 @@ static void conc_pass(conc_job *j, size_t rep)
         const gemm_point *g = &c->gemm[i];
         for (size_t r = 0; r < j->copies[i]; r++) {
             size_t at = (rep * 7 + r) % j->copies[i];
-            c->ops->linear_fwd(NULL, j->x[i] + at * g->m * g->k, j->w[i] + at * g->n * g->k,
+            c->ops->k.linear_fwd(NULL, j->x[i] + at * g->m * g->k, j->w[i] + at * g->n * g->k,
                                j->y[i] + at * g->m * g->n, g->m, g->k, g->n);
         }
     }

@@ -117,7 +117,7 @@ gs_status gs_train_create(const gs_scenario *s, const gs_schedule *sch, const gs
         goto out;
     }
     t->flash = s->strategy.flash_attention != 0;
-    if (t->flash && (!ops->attn_fwd_flash || !ops->attn_bwd_flash)) {
+    if (t->flash && (!ops->k.attn_fwd_flash || !ops->k.attn_bwd_flash)) {
         rc = gs_error_set(err, GS_ERR_UNSUPPORTED,
                           "exec: the %s driver has no flash attention kernels; write flash_attention: false in the "
                           "scenario's strategy to run the kernels that keep the probabilities", ops->name);

@@ -32,14 +32,14 @@ static void finish_layer(const ctx *c, layer_act *a, float *xout, float *mlp, co
     const gs_dropout *drop = gs__train_hidden_drop(c, GS_DROP_MLP_OUT, t->sp, &dd);
     if (drop) { /* the reduced rows are not read again: dropped in place */
         if (bd)
-            ops->bias_add(c->s, mlp, bd, Tl, h);
-        ops->dropout(c->s, mlp, Tl, h, drop);
+            ops->k.bias_add(c->s, mlp, bd, Tl, h);
+        ops->k.dropout(c->s, mlp, Tl, h, drop);
         bd = NULL;
     }
     ops->copy(t->drv, c->s, xout, a->xm, Tl * h * sizeof(float));
-    ops->add(c->s, xout, mlp, Tl * h);
+    ops->k.add(c->s, xout, mlp, Tl * h);
     if (bd) /* fc2's bias, once, on the reduced rows */
-        ops->bias_add(c->s, xout, bd, Tl, h);
+        ops->k.bias_add(c->s, xout, bd, Tl, h);
     /* what the forward pass does not keep (the schedule recomputes it) is gone: poison it, so a
      * backward that reads it without the recompute shows up as NaN */
     if (!c->r->has_recompute)
@@ -92,34 +92,34 @@ static gs_status attn_fwd(const ctx *c, blk *b, action act)
             const float *in;
             ring_src src = {a->n1s, a->n1, h, 0};
             for (uint64_t j = 0; (rc = gs__train_ring_chunk(c, &src, j, &cq, &in)) == GS_OK && in; j++) {
-                ops->linear_fwd(c->s, in, b->w.wqkv, a->qkv + cq * Tl * nq, Tl, h, nq);
+                ops->k.linear_fwd(c->s, in, b->w.wqkv, a->qkv + cq * Tl * nq, Tl, h, nq);
                 if (b->w.bqkv)
-                    ops->bias_add(c->s, a->qkv + cq * Tl * nq, b->w.bqkv, Tl, nq);
+                    ops->k.bias_add(c->s, a->qkv + cq * Tl * nq, b->w.bqkv, Tl, nq);
             }
             if (rc != GS_OK || c->pl->part == 1)
                 return rc;
         } else {
-            ops->linear_fwd(c->s, a->n1, b->w.wqkv, a->qkv, T, h, nq);
+            ops->k.linear_fwd(c->s, a->n1, b->w.wqkv, a->qkv, T, h, nq);
             if (b->w.bqkv)
-                ops->bias_add(c->s, a->qkv, b->w.bqkv, T, nq);
+                ops->k.bias_add(c->s, a->qkv, b->w.bqkv, T, nq);
         }
         if (t->rope) {
-            ops->rope_fwd(c->s, b->q, T, t->seq, t->a_t, hd, nq, ROPE_THETA);
-            ops->rope_fwd(c->s, b->k, T, t->seq, t->kv_t, hd, nq, ROPE_THETA);
+            ops->k.rope_fwd(c->s, b->q, T, t->seq, t->a_t, hd, nq, ROPE_THETA);
+            ops->k.rope_fwd(c->s, b->k, T, t->seq, t->kv_t, hd, nq, ROPE_THETA);
         }
         return GS_OK;
     case A_ATTN_FWD:
         if (t->flash)
-            ops->attn_fwd_flash(c->s, b->q, nq, b->k, b->v, nq, a->ao, t->a_t * hd, a->p, t->b, t->seq, t->a_t,
+            ops->k.attn_fwd_flash(c->s, b->q, nq, b->k, b->v, nq, a->ao, t->a_t * hd, a->p, t->b, t->seq, t->a_t,
                                 t->kv_t, hd, b->adrop);
         else
-            ops->attn_fwd(c->s, b->q, nq, b->k, b->v, nq, a->ao, t->a_t * hd, a->p, t->b, t->seq, t->a_t, t->kv_t, hd,
+            ops->k.attn_fwd(c->s, b->q, nq, b->k, b->v, nq, a->ao, t->a_t * hd, a->p, t->b, t->seq, t->a_t, t->kv_t, hd,
                           b->adrop);
         return GS_OK;
     case A_O_FWD:
         if (c->pl->part)
             return gs__train_split_gemm_part(c, a->ao, b->w.wo, a->op, t->a_t * hd);
-        ops->linear_fwd(c->s, a->ao, b->w.wo, a->op, T, t->a_t * hd, h);
+        ops->k.linear_fwd(c->s, a->ao, b->w.wo, a->op, T, t->a_t * hd, h);
         return GS_OK;
     case A_O_TP:
         if (c->pl->part)
@@ -146,17 +146,17 @@ static gs_status mlp_fwd(const ctx *c, blk *b, action act)
         if (b->hdrop_out) { /* bias-dropout-add on the reduced rows, which nothing reads again */
             float *o = t->sp ? a->ar : a->op;
             if (b->w.bo)
-                ops->bias_add(c->s, o, b->w.bo, Tl, h);
-            ops->dropout(c->s, o, Tl, h, b->hdrop_out);
+                ops->k.bias_add(c->s, o, b->w.bo, Tl, h);
+            ops->k.dropout(c->s, o, Tl, h, b->hdrop_out);
             ops->copy(t->drv, c->s, a->xm, b->xin, Tl * h * sizeof(float));
-            ops->add(c->s, a->xm, o, Tl * h);
+            ops->k.add(c->s, a->xm, o, Tl * h);
             gs__train_norm_fwd(t, c->s, &n2);
             return GS_OK;
         }
         ops->copy(t->drv, c->s, a->xm, b->xin, Tl * h * sizeof(float));
-        ops->add(c->s, a->xm, t->sp ? a->ar : a->op, Tl * h);
+        ops->k.add(c->s, a->xm, t->sp ? a->ar : a->op, Tl * h);
         if (b->w.bo) /* o_proj's bias, once, on the reduced rows */
-            ops->bias_add(c->s, a->xm, b->w.bo, Tl, h);
+            ops->k.bias_add(c->s, a->xm, b->w.bo, Tl, h);
         gs__train_norm_fwd(t, c->s, &n2);
         return GS_OK;
     case A_N2_AG:
@@ -167,26 +167,26 @@ static gs_status mlp_fwd(const ctx *c, blk *b, action act)
             const float *in;
             ring_src src = {a->n2s, a->n2, h, 0};
             for (uint64_t j = 0; (rc = gs__train_ring_chunk(c, &src, j, &cq, &in)) == GS_OK && in; j++) {
-                ops->linear_fwd(c->s, in, b->w.wgu, a->gu + cq * Tl * t->up_n, Tl, h, t->up_n);
+                ops->k.linear_fwd(c->s, in, b->w.wgu, a->gu + cq * Tl * t->up_n, Tl, h, t->up_n);
                 if (b->w.bu)
-                    ops->bias_add(c->s, a->gu + cq * Tl * t->up_n, b->w.bu, Tl, t->f_t);
+                    ops->k.bias_add(c->s, a->gu + cq * Tl * t->up_n, b->w.bu, Tl, t->f_t);
             }
             return rc;
         }
-        ops->linear_fwd(c->s, a->n2, b->w.wgu, a->gu, T, h, t->up_n);
+        ops->k.linear_fwd(c->s, a->n2, b->w.wgu, a->gu, T, h, t->up_n);
         if (b->w.bu)
-            ops->bias_add(c->s, a->gu, b->w.bu, T, t->f_t);
+            ops->k.bias_add(c->s, a->gu, b->w.bu, T, t->f_t);
         return GS_OK;
     case A_ACT_FWD:
         if (t->gelu)
-            ops->gelu_fwd(c->s, a->gu, a->hh, T * t->f_t);
+            ops->k.gelu_fwd(c->s, a->gu, a->hh, T * t->f_t);
         else
-            ops->swiglu_fwd(c->s, a->gu, a->hh, T, t->f_t);
+            ops->k.swiglu_fwd(c->s, a->gu, a->hh, T, t->f_t);
         return GS_OK;
     case A_DOWN_FWD:
         if (c->pl->part)
             return gs__train_split_gemm_part(c, a->hh, b->w.wd, a->dp, t->f_t);
-        ops->linear_fwd(c->s, a->hh, b->w.wd, a->dp, T, t->f_t, h);
+        ops->k.linear_fwd(c->s, a->hh, b->w.wd, a->dp, T, t->f_t, h);
         if (t->tp <= 1)
             finish_layer(c, a, b->xout, a->dp, b->w.bd);
         return GS_OK;
@@ -223,30 +223,30 @@ static gs_status mlp_bwd(const ctx *c, blk *b, action act)
             const float *in;
             ring_src src = {b->dy, b->dyf, h, b->hdrop_mlp != NULL};
             for (uint64_t j = 0; (rc = gs__train_ring_chunk(c, &src, j, &cq, &in)) == GS_OK && in; j++)
-                ops->linear_bwd(c->s, a->hh + cq * Tl * t->f_t, b->w.wd, in, sc->dh + cq * Tl * t->f_t, NULL, Tl,
+                ops->k.linear_bwd(c->s, a->hh + cq * Tl * t->f_t, b->w.wd, in, sc->dh + cq * Tl * t->f_t, NULL, Tl,
                                 t->f_t, h);
             if (rc == GS_OK && c->pl->part == 2)
-                ops->linear_bwd(c->s, a->hh, b->w.wd, b->dyf, NULL, b->g.wd, T, t->f_t, h);
+                ops->k.linear_bwd(c->s, a->hh, b->w.wd, b->dyf, NULL, b->g.wd, T, t->f_t, h);
             return rc;
         }
-        ops->linear_bwd(c->s, a->hh, b->w.wd, b->dyf, sc->dh, b->g.wd, T, t->f_t, h);
+        ops->k.linear_bwd(c->s, a->hh, b->w.wd, b->dyf, sc->dh, b->g.wd, T, t->f_t, h);
         return GS_OK;
     case A_ACT_BWD:
         if (t->gelu)
-            ops->gelu_bwd(c->s, a->gu, sc->dh, sc->dgu, T * t->f_t);
+            ops->k.gelu_bwd(c->s, a->gu, sc->dh, sc->dgu, T * t->f_t);
         else
-            ops->swiglu_bwd(c->s, a->gu, sc->dh, sc->dgu, T, t->f_t);
+            ops->k.swiglu_bwd(c->s, a->gu, sc->dh, sc->dgu, T, t->f_t);
         return GS_OK;
     case A_N2_REAG: /* bulk overlap: the input the weight gradient needs, beside dgrad */
         return gs__train_tp_gather(c, a->n2s, a->n2);
     case A_UP_BWD:
         if (c->pl->part == 2) { /* bulk overlap: wgrad beside the reduce-scatter of dgrad's output */
-            ops->linear_bwd(c->s, a->n2, b->w.wgu, sc->dgu, NULL, b->g.wgu, T, h, t->up_n);
+            ops->k.linear_bwd(c->s, a->n2, b->w.wgu, sc->dgu, NULL, b->g.wgu, T, h, t->up_n);
             return GS_OK;
         }
         if (b->g.bu)
-            ops->bias_grad(c->s, sc->dgu, b->g.bu, T, t->f_t);
-        ops->linear_bwd(c->s, a->n2, b->w.wgu, sc->dgu, sc->dn2, c->pl->part ? NULL : b->g.wgu, T, h, t->up_n);
+            ops->k.bias_grad(c->s, sc->dgu, b->g.bu, T, t->f_t);
+        ops->k.linear_bwd(c->s, a->n2, b->w.wgu, sc->dgu, sc->dn2, c->pl->part ? NULL : b->g.wgu, T, h, t->up_n);
         return GS_OK;
     case A_UP_TP:
         return gs__train_tp_reduce(c, sc->dn2, sc->dn2s, &res);
@@ -254,18 +254,18 @@ static gs_status mlp_bwd(const ctx *c, blk *b, action act)
         norm_io n = {a->xm, b->w.g2, NULL, NULL, a->mean2, a->rstd2, t->sp ? sc->dn2s : sc->dn2, sc->dxm, b->g.g2,
                      b->g.b2, Tl};
         gs__train_norm_bwd(t, c->s, &n);
-        ops->add(c->s, sc->dxm, b->dxout, Tl * h);
+        ops->k.add(c->s, sc->dxm, b->dxout, Tl * h);
         if (b->hdrop_out) {
             ops->copy(t->drv, c->s, sc->dxmd, sc->dxm, Tl * h * sizeof(float));
-            ops->dropout(c->s, sc->dxmd, Tl, h, b->hdrop_out);
+            ops->k.dropout(c->s, sc->dxmd, Tl, h, b->hdrop_out);
         }
         /* the replicated biases added to this rank's rows: fc2's at x_out, o_proj's at xm (under
          * sequence parallelism partial sums, all-reduced over TP with the norms); under dropout
          * inside it, from the dropped gradients */
         if (b->g.bd)
-            ops->bias_grad(c->s, b->dy, b->g.bd, Tl, h);
+            ops->k.bias_grad(c->s, b->dy, b->g.bd, Tl, h);
         if (b->g.bo)
-            ops->bias_grad(c->s, b->dxmo, b->g.bo, Tl, h);
+            ops->k.bias_grad(c->s, b->dxmo, b->g.bo, Tl, h);
         return GS_OK;
     }
     default:
@@ -292,35 +292,35 @@ static gs_status attn_bwd(const ctx *c, blk *b, action act)
             const float *in;
             ring_src src = {b->dxmo, b->dxmf, h, 0};
             for (uint64_t j = 0; (rc = gs__train_ring_chunk(c, &src, j, &cq, &in)) == GS_OK && in; j++)
-                ops->linear_bwd(c->s, a->ao + cq * Tl * ahd, b->w.wo, in, sc->dao + cq * Tl * ahd, NULL, Tl, ahd, h);
+                ops->k.linear_bwd(c->s, a->ao + cq * Tl * ahd, b->w.wo, in, sc->dao + cq * Tl * ahd, NULL, Tl, ahd, h);
             if (rc == GS_OK && c->pl->part == 2)
-                ops->linear_bwd(c->s, a->ao, b->w.wo, b->dxmf, NULL, b->g.wo, T, ahd, h);
+                ops->k.linear_bwd(c->s, a->ao, b->w.wo, b->dxmf, NULL, b->g.wo, T, ahd, h);
             return rc;
         }
-        ops->linear_bwd(c->s, a->ao, b->w.wo, b->dxmf, sc->dao, b->g.wo, T, ahd, h);
+        ops->k.linear_bwd(c->s, a->ao, b->w.wo, b->dxmf, sc->dao, b->g.wo, T, ahd, h);
         return GS_OK;
     case A_ATTN_BWD:
         if (t->flash)
-            ops->attn_bwd_flash(c->s, b->q, nq, b->k, b->v, nq, a->ao, a->p, sc->dao, ahd, sc->dqkv, sc->dqkv + ahd,
+            ops->k.attn_bwd_flash(c->s, b->q, nq, b->k, b->v, nq, a->ao, a->p, sc->dao, ahd, sc->dqkv, sc->dqkv + ahd,
                                 sc->dqkv + (t->a_t + t->kv_t) * hd, t->b, t->seq, t->a_t, t->kv_t, hd, b->adrop);
         else
-            ops->attn_bwd(c->s, b->q, nq, b->k, b->v, nq, a->p, sc->dao, ahd, sc->dqkv, sc->dqkv + ahd,
+            ops->k.attn_bwd(c->s, b->q, nq, b->k, b->v, nq, a->p, sc->dao, ahd, sc->dqkv, sc->dqkv + ahd,
                           sc->dqkv + (t->a_t + t->kv_t) * hd, t->b, t->seq, t->a_t, t->kv_t, hd, b->adrop);
         return GS_OK;
     case A_N1_REAG:
         return gs__train_tp_gather(c, a->n1s, a->n1);
     case A_QKV_BWD:
         if (c->pl->part == 2) {
-            ops->linear_bwd(c->s, a->n1, b->w.wqkv, sc->dqkv, NULL, b->g.wqkv, T, h, nq);
+            ops->k.linear_bwd(c->s, a->n1, b->w.wqkv, sc->dqkv, NULL, b->g.wqkv, T, h, nq);
             return GS_OK;
         }
         if (t->rope) {
-            ops->rope_bwd(c->s, sc->dqkv, T, t->seq, t->a_t, hd, nq, ROPE_THETA);
-            ops->rope_bwd(c->s, sc->dqkv + ahd, T, t->seq, t->kv_t, hd, nq, ROPE_THETA);
+            ops->k.rope_bwd(c->s, sc->dqkv, T, t->seq, t->a_t, hd, nq, ROPE_THETA);
+            ops->k.rope_bwd(c->s, sc->dqkv + ahd, T, t->seq, t->kv_t, hd, nq, ROPE_THETA);
         }
         if (b->g.bqkv)
-            ops->bias_grad(c->s, sc->dqkv, b->g.bqkv, T, nq);
-        ops->linear_bwd(c->s, a->n1, b->w.wqkv, sc->dqkv, sc->dn1, c->pl->part ? NULL : b->g.wqkv, T, h, nq);
+            ops->k.bias_grad(c->s, sc->dqkv, b->g.bqkv, T, nq);
+        ops->k.linear_bwd(c->s, a->n1, b->w.wqkv, sc->dqkv, sc->dn1, c->pl->part ? NULL : b->g.wqkv, T, h, nq);
         return GS_OK;
     case A_QKV_TP:
         return gs__train_tp_reduce(c, sc->dn1, sc->dn1s, &res);
@@ -328,7 +328,7 @@ static gs_status attn_bwd(const ctx *c, blk *b, action act)
         norm_io n = {b->xin, b->w.g1, NULL, NULL, a->mean1, a->rstd1, t->sp ? sc->dn1s : sc->dn1, b->dxin, b->g.g1,
                      b->g.b1, Tl};
         gs__train_norm_bwd(t, c->s, &n);
-        ops->add(c->s, b->dxin, sc->dxm, Tl * h);
+        ops->k.add(c->s, b->dxin, sc->dxm, Tl * h);
         return GS_OK;
     }
     default:
@@ -376,7 +376,7 @@ gs_status gs__train_block_action(const ctx *c, action act)
     b.dxmf = t->sp ? sc->dxmf : b.dxmo;
     if (b.hdrop_mlp && act == (t->sp ? A_DY_AG : A_DOWN_BWD)) { /* the layer's first backward event */
         t->ops->copy(t->drv, c->s, sc->dyd, b.dxout, t->Tl * t->h * sizeof(float));
-        t->ops->dropout(c->s, sc->dyd, t->Tl, t->h, b.hdrop_mlp);
+        t->ops->k.dropout(c->s, sc->dyd, t->Tl, t->h, b.hdrop_mlp);
     }
     if (act >= A_DY_AG && act <= A_N2_BWD)
         return mlp_bwd(c, &b, act);

@@ -15,7 +15,7 @@ static gs_status reduce_into(const ctx *c, const gs_drv_group *g, float *in, flo
     if (rc != GS_OK)
         return rc;
     if (r->R <= 1)
-        ops->add(c->s, out + (out_full ? r->shard_pos * S : 0), r->tmp[u], S);
+        ops->k.add(c->s, out + (out_full ? r->shard_pos * S : 0), r->tmp[u], S);
     ops->fill(c->t->drv, c->s, in, 0.0f, r->N * S);
     return GS_OK;
 }
@@ -56,14 +56,14 @@ gs_status gs__train_dp_action(const ctx *c, action act)
             /* one DP rank per node: the whole unit's pending gradient, summed over the replicas */
             if ((rc = ops->all_reduce(t->drv, c->s, r->rank, g, in, ui->S, c->err)) != GS_OK)
                 return rc;
-            ops->add(c->s, out, in, ui->S);
+            ops->k.add(c->s, out, in, ui->S);
             ops->fill(t->drv, c->s, in, 0.0f, ui->S);
             return GS_OK;
         }
         float *tmp = r->tmp[e->unit];
         if ((rc = ops->all_reduce(t->drv, c->s, r->rank, g, tmp, ui->S, c->err)) != GS_OK)
             return rc;
-        ops->add(c->s, out, tmp, ui->S);
+        ops->k.add(c->s, out, tmp, ui->S);
         return GS_OK;
     }
     case A_CHUNK_AR: {
@@ -80,7 +80,7 @@ gs_status gs__train_dp_action(const ctx *c, action act)
                 (rc = ops->all_reduce(t->drv, c->s, r->rank, g, pend, n, c->err)) != GS_OK)
                 return rc;
             if (pend != grad) {
-                ops->add(c->s, grad, pend, n);
+                ops->k.add(c->s, grad, pend, n);
                 ops->fill(t->drv, c->s, pend, 0.0f, n);
             }
         }
@@ -104,7 +104,7 @@ gs_status gs__train_dp_action(const ctx *c, action act)
         if ((rc = ops->all_reduce(t->drv, c->s, r->rank, g, in + o, n, c->err)) != GS_OK)
             return rc;
         if (in != out) {
-            ops->add(c->s, out + o, in + o, n);
+            ops->k.add(c->s, out + o, in + o, n);
             ops->fill(t->drv, c->s, in + o, 0.0f, n);
         }
         return GS_OK;

@@ -41,23 +41,23 @@ void gs__train_block_at(const gs_train *t, float *base, blockp *b)
 void gs__train_norm_fwd(const gs_train *t, gs_drv_stream *s, const norm_io *n)
 {
     if (t->ln) {
-        t->ops->layernorm_fwd(s, n->x, n->g, n->b, n->y, n->mean, n->rstd, n->rows, t->h, NORM_EPS);
+        t->ops->k.layernorm_fwd(s, n->x, n->g, n->b, n->y, n->mean, n->rstd, n->rows, t->h, NORM_EPS);
         return;
     }
-    t->ops->rmsnorm_fwd(s, n->x, n->g, n->y, n->rstd, n->rows, t->h, NORM_EPS);
+    t->ops->k.rmsnorm_fwd(s, n->x, n->g, n->y, n->rstd, n->rows, t->h, NORM_EPS);
     if (n->b)
-        t->ops->bias_add(s, n->y, n->b, n->rows, t->h);
+        t->ops->k.bias_add(s, n->y, n->b, n->rows, t->h);
 }
 
 void gs__train_norm_bwd(const gs_train *t, gs_drv_stream *s, const norm_io *n)
 {
     if (t->ln) {
-        t->ops->layernorm_bwd(s, n->x, n->g, n->mean, n->rstd, n->dy, n->dx, n->dg, n->db, n->rows, t->h);
+        t->ops->k.layernorm_bwd(s, n->x, n->g, n->mean, n->rstd, n->dy, n->dx, n->dg, n->db, n->rows, t->h);
         return;
     }
     if (n->db)
-        t->ops->bias_grad(s, n->dy, n->db, n->rows, t->h);
-    t->ops->rmsnorm_bwd(s, n->x, n->g, n->rstd, n->dy, n->dx, n->dg, n->rows, t->h);
+        t->ops->k.bias_grad(s, n->dy, n->db, n->rows, t->h);
+    t->ops->k.rmsnorm_bwd(s, n->x, n->g, n->rstd, n->dy, n->dx, n->dg, n->rows, t->h);
 }
 
 /* TP reduction of a [T, h] partial: all-reduce in place, or (sequence parallel) reduce-scatter

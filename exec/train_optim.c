@@ -38,7 +38,7 @@ gs_status gs__train_optim_action(const ctx *c, action act)
         uint64_t lo, n;
         if (!gs__train_opt_window(r, u, &p, &g, &lo, &n))
             return gs_error_set(c->err, GS_ERR_RUNTIME, "unit %zu: %" PRIu64 " parameters but fewer gradients", u, n);
-        ops->adamw(c->s, p, g, r->m[u], r->v[u], n, t->o.lr, t->o.beta1, t->o.beta2, t->o.eps, t->o.weight_decay,
+        ops->k.adamw(c->s, p, g, r->m[u], r->v[u], n, t->o.lr, t->o.beta1, t->o.beta2, t->o.eps, t->o.weight_decay,
                    t->step);
         ops->fill(t->drv, c->s, g, 0.0f, n);
         if (r->hold_t[u] != NO_ID)

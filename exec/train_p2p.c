@@ -53,7 +53,7 @@ static void tied_add(const ctx *c)
     uint64_t lo, len;
     tied_window(r, &g, &lo, &len);
     if (lo < r->word_n)
-        c->t->ops->add(c->s, g, r->xbuf + lo, lo + len < r->word_n ? len : r->word_n - lo);
+        c->t->ops->k.add(c->s, g, r->xbuf + lo, lo + len < r->word_n ? len : r->word_n - lo);
 }
 
 gs_status gs__train_p2p_action(const ctx *c, action act)

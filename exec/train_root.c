@@ -17,34 +17,34 @@ static gs_status embed_action(const ctx *c, action act, float *pbase, float *gba
     const gs_dropout *edrop = gs__train_hidden_drop(c, GS_DROP_EMBED, t->sp, &ed);
     switch (act) {
     case A_EMB_FWD:
-        ops->embed_fwd(c->s, tok, T, pbase + r->emb_off, vlo, t->v_t, h, t->sp ? sc->embp : r->x[mb]);
+        ops->k.embed_fwd(c->s, tok, T, pbase + r->emb_off, vlo, t->v_t, h, t->sp ? sc->embp : r->x[mb]);
         /* learned positions: added once, by TP rank 0, to the partial sums the TP reduction adds */
         if (r->posb) {
-            ops->embed_fwd(c->s, r->positions, T, pbase + r->pos_off, 0, t->seq, h, r->posb);
-            ops->add(c->s, t->sp ? sc->embp : r->x[mb], r->posb, T * h);
+            ops->k.embed_fwd(c->s, r->positions, T, pbase + r->pos_off, 0, t->seq, h, r->posb);
+            ops->k.add(c->s, t->sp ? sc->embp : r->x[mb], r->posb, T * h);
         }
         if (t->tp <= 1 && edrop) /* embedding dropout, on the whole sums (TP: after the reduction) */
-            ops->dropout(c->s, r->x[mb], T, h, edrop);
+            ops->k.dropout(c->s, r->x[mb], T, h, edrop);
         return GS_OK;
     case A_EMB_TP:
         rc = t->sp ? gs__train_tp_reduce(c, sc->embp, r->x[mb], &res) : gs__train_tp_reduce(c, r->x[mb], NULL, &res);
         if (rc == GS_OK && edrop)
-            ops->dropout(c->s, r->x[mb], t->Tl, h, edrop);
+            ops->k.dropout(c->s, r->x[mb], t->Tl, h, edrop);
         return rc;
     case A_EMB_AG:
         if (edrop) /* the embedding dropout's backward on this rank's rows, before they are gathered */
-            ops->dropout(c->s, r->dx[mb], t->Tl, h, edrop);
+            ops->k.dropout(c->s, r->dx[mb], t->Tl, h, edrop);
         return gs__train_tp_gather(c, r->dx[mb], sc->demb);
     case A_EMB_BWD:
         if ((rc = gs__train_need(c, gbase, "root gradient")) != GS_OK)
             return rc;
         if (edrop && !t->sp)
-            ops->dropout(c->s, r->dx[mb], T, h, edrop);
-        ops->embed_bwd(c->s, tok, T, t->sp ? sc->demb : r->dx[mb], vlo, t->v_t, h, gbase + r->emb_off);
+            ops->k.dropout(c->s, r->dx[mb], T, h, edrop);
+        ops->k.embed_bwd(c->s, tok, T, t->sp ? sc->demb : r->dx[mb], vlo, t->v_t, h, gbase + r->emb_off);
         /* the positions' gradient from the whole rows: every TP rank has it; under sequence
          * parallelism rank 0 alone adds it, the TP all-reduce of replicated gradients follows */
         if (!t->rope && (!t->sp || r->tp_pos == 0))
-            ops->embed_bwd(c->s, r->positions, T, t->sp ? sc->demb : r->dx[mb], 0, t->seq, h, gbase + r->pos_off);
+            ops->k.embed_bwd(c->s, r->positions, T, t->sp ? sc->demb : r->dx[mb], 0, t->seq, h, gbase + r->pos_off);
         return GS_OK;
     default:
         return gs_error_set(c->err, GS_ERR_RUNTIME, "no embedding action %d", (int)act);
@@ -74,12 +74,12 @@ static gs_status head_fwd(const ctx *c, action act, float *pbase)
     case A_HN_AG:
         return gs__train_tp_gather(c, ha->hns, ha->hn);
     case A_HEAD_FWD:
-        ops->linear_fwd(c->s, ha->hn, wh, ha->logits, T, h, t->v_t);
+        ops->k.linear_fwd(c->s, ha->hn, wh, ha->logits, T, h, t->v_t);
         return GS_OK;
     case A_LOSS_FWD:
-        ops->xent_stats(c->s, ha->logits, tgt, T, r->tp_pos * t->v_t, t->v_t, ha->stats);
+        ops->k.xent_stats(c->s, ha->logits, tgt, T, r->tp_pos * t->v_t, t->v_t, ha->stats);
         if (t->tp <= 1) {
-            ops->xent_combine(c->s, ha->stats, 1, T, ha->lse, &l);
+            ops->k.xent_combine(c->s, ha->stats, 1, T, ha->lse, &l);
             r->loss_sum += l;
         }
         return GS_OK;
@@ -87,7 +87,7 @@ static gs_status head_fwd(const ctx *c, action act, float *pbase)
         if ((rc = t->ops->all_gather(t->drv, c->s, r->rank, &r->groups[GS_GROUP_TP], ha->stats, ha->allstats,
                                      T * GS_K_XENT_STATS, c->err)) != GS_OK)
             return rc;
-        ops->xent_combine(c->s, ha->allstats, t->tp, T, ha->lse, &l);
+        ops->k.xent_combine(c->s, ha->allstats, t->tp, T, ha->lse, &l);
         r->loss_sum += l;
         return GS_OK;
     default:
@@ -113,10 +113,10 @@ static gs_status head_bwd(const ctx *c, action act, float *pbase, float *gbase)
     float scale = (float)(1.0 / ((double)t->s->batch.global_seqs * (double)t->seq));
     switch (act) {
     case A_LOSS_BWD:
-        ops->xent_bwd(c->s, ha->logits, tgt, ha->lse, T, r->tp_pos * t->v_t, t->v_t, scale, sc->dlogits);
+        ops->k.xent_bwd(c->s, ha->logits, tgt, ha->lse, T, r->tp_pos * t->v_t, t->v_t, scale, sc->dlogits);
         return GS_OK;
     case A_HEAD_BWD:
-        ops->linear_bwd(c->s, ha->hn, wh, sc->dlogits, sc->dhn, gbase + r->head_off, T, h, t->v_t);
+        ops->k.linear_bwd(c->s, ha->hn, wh, sc->dlogits, sc->dhn, gbase + r->head_off, T, h, t->v_t);
         return GS_OK;
     case A_HEAD_TP:
         return gs__train_tp_reduce(c, sc->dhn, sc->dhns, &res);

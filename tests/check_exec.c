@@ -649,8 +649,8 @@ static gs_status lin_fwd_job(void *arg, gs_drv_stream *s, gs_error *err)
 {
     float **b = arg;
     (void)err;
-    gs_driver_host.linear_fwd(s, b[0], b[1], b[2], 3, 40, 5);
-    gs_driver_host.linear_bwd(s, b[0], b[1], b[3], b[4], b[5], 3, 40, 5);
+    gs_driver_host.k.linear_fwd(s, b[0], b[1], b[2], 3, 40, 5);
+    gs_driver_host.k.linear_bwd(s, b[0], b[1], b[3], b[4], b[5], 3, 40, 5);
     return GS_OK;
 }
 
