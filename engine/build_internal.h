@@ -97,6 +97,15 @@ gs_status gs__chunk_bucket(const gs_bctx *x, uint64_t chunk, uint64_t *params, s
  * chunk), after dep, its bytes the chunk's whole gradient padded to the DP group. */
 gs_status gs__reduce_chunk(gs_bctx *x, uint64_t chunk, uint32_t mb, uint32_t dep);
 
+/* engine/build_pass.c: the pipeline passes of (mb, chunk), and what engine/build.c shares with
+ * them: the rank of the next (or previous) pipeline stage, and ZeRO-1/2's all-gather of a unit's
+ * (or a one-bucket model chunk's) updated parameters after dep. */
+gs_status gs__forward_pass(gs_bctx *x, uint32_t mb, uint16_t chunk);
+gs_status gs__backward_pass(gs_bctx *x, uint32_t mb, uint16_t chunk);
+uint64_t gs__peer_rank(const gs_bctx *x, int next);
+gs_status gs__param_allgather(gs_bctx *x, size_t u, uint32_t dep, uint32_t *ev);
+gs_status gs__param_allgather_chunk(gs_bctx *x, uint64_t chunk, uint32_t dep);
+
 /* engine/build_layer.c: compute ops of one layer, the embedding and the head, with their TP
  * collectives. `first_alloc` / `last_free` are tensors allocated by the first event / freed by
  * the last one; `deps` are data dependencies of the first event. */
