@@ -511,7 +511,7 @@ static gs_status measure_solo(gs_calib_dev *c, gs_error *err)
 {
     gs_mesh mesh;
     gs_driver_opts o = {.timeout_s = c->o.timeout_s, .group_of = gs_group_of, .process_local = 1,
-                        .gemm_bf16 = c->gemm_bf16};
+                        .gemm_bf16 = c->gemm_bf16, .set = c->o.set};
     dev_timer t = {c->ops, NULL, NULL, NULL, NULL};
     gs_status rc = gs_mesh_init(&mesh, 1, 1, 1, NULL, 1, err);
     if (rc == GS_OK)
@@ -680,7 +680,7 @@ static gs_status measure_colls(gs_calib_dev *c, gs_error *err)
         gs_mesh mesh;
         gs_drv *d = NULL;
         gs_driver_opts o = {.timeout_s = c->o.timeout_s, .group_of = gs_group_of, .process_local = 1,
-                            .gemm_bf16 = c->gemm_bf16};
+                            .gemm_bf16 = c->gemm_bf16, .set = c->o.set};
         gs_error oe;
         gs_error_init(&oe);
         gs_status rc = gs_mesh_init(&mesh, 1, n, 1, NULL, n, err);

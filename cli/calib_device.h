@@ -43,6 +43,7 @@ typedef struct gs_calib_dev_opts {
     struct gs_progress *prog; /* progress on stderr (cli/progress.h); NULL: none */
     uint64_t max_ranks; /* collectives over at most this many devices (0: 8) */
     double timeout_s;   /* the driver's wait timeout (0: 120) */
+    gs_driver_settings set; /* the environment's choices for the driver */
 } gs_calib_dev_opts;
 
 typedef struct gs_calib_dev gs_calib_dev;

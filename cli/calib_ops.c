@@ -29,14 +29,14 @@ void gs_cal_gemm_fwd(void *arg, gs_drv_stream *s)
 {
     gs_cal_gemm *a = arg;
     size_t i = a->copies > 1 ? a->next++ % a->copies : 0;
-    a->ops->linear_fwd(s, a->x + i * a->m * a->k, a->w + i * a->n * a->k, a->y + i * a->m * a->n, a->m, a->k, a->n);
+    a->ops->k.linear_fwd(s, a->x + i * a->m * a->k, a->w + i * a->n * a->k, a->y + i * a->m * a->n, a->m, a->k, a->n);
 }
 
 void gs_cal_gemm_bwd(void *arg, gs_drv_stream *s)
 {
     gs_cal_gemm *a = arg;
     size_t i = a->copies > 1 ? a->next++ % a->copies : 0;
-    a->ops->linear_bwd(s, a->x + i * a->m * a->k, a->w + i * a->n * a->k, a->y + i * a->m * a->n,
+    a->ops->k.linear_bwd(s, a->x + i * a->m * a->k, a->w + i * a->n * a->k, a->y + i * a->m * a->n,
                        a->dx + i * a->m * a->k, a->dw + i * a->n * a->k, a->m, a->k, a->n);
 }
 
@@ -47,28 +47,28 @@ void gs_cal_ew_call(void *arg, gs_drv_stream *s)
     const int32_t *tok = (const int32_t *)e->rstd;
     double loss = 0;
     switch (e->kind) {
-    case GS_CAL_EW_ADAMW: e->ops->adamw(s, e->a, e->b, e->m, e->v, e->n, 1e-3f, 0.9f, 0.95f, 1e-8f, 0.1f, 1); break;
+    case GS_CAL_EW_ADAMW: e->ops->k.adamw(s, e->a, e->b, e->m, e->v, e->n, 1e-3f, 0.9f, 0.95f, 1e-8f, 0.1f, 1); break;
     case GS_CAL_EW_RMSNORM:
         if (e->calls++ % 2) { /* the layer's second norm: x + attention output first */
             e->ops->copy(e->d, s, e->y, e->a, e->n * sizeof(float));
-            e->ops->add(s, e->y, e->b, e->n);
+            e->ops->k.add(s, e->y, e->b, e->n);
         }
-        e->ops->rmsnorm_fwd(s, e->a, e->m, e->y + e->n, e->v, t, e->h, 1e-5f);
+        e->ops->k.rmsnorm_fwd(s, e->a, e->m, e->y + e->n, e->v, t, e->h, 1e-5f);
         break;
     case GS_CAL_EW_RMSNORM_BWD:
-        e->ops->rmsnorm_bwd(s, e->a, e->m, e->m, e->b, e->y, e->v, t, e->h);
-        e->ops->add(s, e->y, e->b, e->n);
+        e->ops->k.rmsnorm_bwd(s, e->a, e->m, e->m, e->b, e->y, e->v, t, e->h);
+        e->ops->k.add(s, e->y, e->b, e->n);
         break;
-    case GS_CAL_EW_SWIGLU: e->ops->swiglu_fwd(s, e->a, e->y, t, e->h); break;
-    case GS_CAL_EW_SWIGLU_BWD: e->ops->swiglu_bwd(s, e->a, e->b, e->y, t, e->h); break;
+    case GS_CAL_EW_SWIGLU: e->ops->k.swiglu_fwd(s, e->a, e->y, t, e->h); break;
+    case GS_CAL_EW_SWIGLU_BWD: e->ops->k.swiglu_bwd(s, e->a, e->b, e->y, t, e->h); break;
     case GS_CAL_EW_XENT:
-        e->ops->xent_stats(s, e->a, tok, t, 0, e->h, e->m);
-        e->ops->xent_combine(s, e->m, 1, t, e->v, &loss);
+        e->ops->k.xent_stats(s, e->a, tok, t, 0, e->h, e->m);
+        e->ops->k.xent_combine(s, e->m, 1, t, e->v, &loss);
         break;
-    case GS_CAL_EW_XENT_BWD: e->ops->xent_bwd(s, e->a, tok, e->v, t, 0, e->h, 1e-3f, e->y); break;
-    case GS_CAL_EW_EMBED: e->ops->embed_fwd(s, tok, t, e->a, 0, 2 * t, e->h, e->y); break;
-    case GS_CAL_EW_EMBED_BWD: e->ops->embed_bwd(s, tok, t, e->b, 0, 2 * t, e->h, e->a); break;
-    default: e->ops->add(s, e->y, e->a, e->n); break;
+    case GS_CAL_EW_XENT_BWD: e->ops->k.xent_bwd(s, e->a, tok, e->v, t, 0, e->h, 1e-3f, e->y); break;
+    case GS_CAL_EW_EMBED: e->ops->k.embed_fwd(s, tok, t, e->a, 0, 2 * t, e->h, e->y); break;
+    case GS_CAL_EW_EMBED_BWD: e->ops->k.embed_bwd(s, tok, t, e->b, 0, 2 * t, e->h, e->a); break;
+    default: e->ops->k.add(s, e->y, e->a, e->n); break;
     }
 }
 
@@ -89,14 +89,14 @@ void gs_cal_attn_call(void *arg, gs_drv_stream *s)
     size_t ldq = a->nh * a->hd, ldkv = a->nkv * a->hd;
     const gs_dropout *dr = a->drop.threshold ? &a->drop : NULL;
     if (a->flash && !a->bwd)
-        a->ops->attn_fwd_flash(s, a->q, ldq, a->k, a->v, ldkv, a->o, ldq, a->p, 1, a->seq, a->nh, a->nkv, a->hd, dr);
+        a->ops->k.attn_fwd_flash(s, a->q, ldq, a->k, a->v, ldkv, a->o, ldq, a->p, 1, a->seq, a->nh, a->nkv, a->hd, dr);
     else if (a->flash)
-        a->ops->attn_bwd_flash(s, a->q, ldq, a->k, a->v, ldkv, a->o, a->p, a->dout, ldq, a->dq, a->dk, a->dv, 1,
+        a->ops->k.attn_bwd_flash(s, a->q, ldq, a->k, a->v, ldkv, a->o, a->p, a->dout, ldq, a->dq, a->dk, a->dv, 1,
                                a->seq, a->nh, a->nkv, a->hd, dr);
     else if (!a->bwd)
-        a->ops->attn_fwd(s, a->q, ldq, a->k, a->v, ldkv, a->o, ldq, a->p, 1, a->seq, a->nh, a->nkv, a->hd, dr);
+        a->ops->k.attn_fwd(s, a->q, ldq, a->k, a->v, ldkv, a->o, ldq, a->p, 1, a->seq, a->nh, a->nkv, a->hd, dr);
     else
-        a->ops->attn_bwd(s, a->q, ldq, a->k, a->v, ldkv, a->p, a->dout, ldq, a->dq, a->dk, a->dv, 1, a->seq, a->nh,
+        a->ops->k.attn_bwd(s, a->q, ldq, a->k, a->v, ldkv, a->p, a->dout, ldq, a->dq, a->dk, a->dv, 1, a->seq, a->nh,
                          a->nkv, a->hd, dr);
 }
 
@@ -106,11 +106,11 @@ void gs_cal_rope_call(void *arg, gs_drv_stream *s)
     size_t ld = (r->nh + 2 * r->nkv) * r->hd;
     float *q = r->qkv, *k = r->qkv + r->nh * r->hd;
     if (!r->bwd) {
-        r->ops->rope_fwd(s, q, r->seq, r->seq, r->nh, r->hd, ld, 10000.0f);
-        r->ops->rope_fwd(s, k, r->seq, r->seq, r->nkv, r->hd, ld, 10000.0f);
+        r->ops->k.rope_fwd(s, q, r->seq, r->seq, r->nh, r->hd, ld, 10000.0f);
+        r->ops->k.rope_fwd(s, k, r->seq, r->seq, r->nkv, r->hd, ld, 10000.0f);
     } else {
-        r->ops->rope_bwd(s, q, r->seq, r->seq, r->nh, r->hd, ld, 10000.0f);
-        r->ops->rope_bwd(s, k, r->seq, r->seq, r->nkv, r->hd, ld, 10000.0f);
+        r->ops->k.rope_bwd(s, q, r->seq, r->seq, r->nh, r->hd, ld, 10000.0f);
+        r->ops->k.rope_bwd(s, k, r->seq, r->seq, r->nkv, r->hd, ld, 10000.0f);
     }
 }
 

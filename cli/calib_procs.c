@@ -149,7 +149,7 @@ gs_status gs_calib_procs_run(const gs_driver_ops *ops, const gs_exec_boot *boot,
         int cl = H >= 2 ? CL_INTER : CL_INTRA;
         c->nranks[cl] = P, c->kind[cl] = GS_GROUP_DP;
     }
-    gs_driver_opts o = {.timeout_s = 300.0, .group_of = gs_group_of, .boot = boot};
+    gs_driver_opts o = {.timeout_s = 300.0, .group_of = gs_group_of, .boot = boot, .set = gs_cli_driver_settings()};
     gs_drv *d = NULL;
     gs_drv_stream *s = NULL;
     gs_drv_event *e0 = NULL, *e1 = NULL;

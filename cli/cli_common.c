@@ -263,3 +263,20 @@ void gs_cli_calib_notes(const char *calib_path, const gs_scenario *s)
         (note = gs_calib_attention_note(&cal, calib_path, s->strategy.flash_attention, buf, sizeof buf)) != NULL)
         fprintf(stderr, "gridstep: %s\n", note);
 }
+
+gs_driver_settings gs_cli_driver_settings(void)
+{
+    gs_driver_settings st = {getenv("GRIDSTEP_HOST_P2P"), getenv("GRIDSTEP_HOST_GEMM"), getenv("GRIDSTEP_CUDA_GEMM"),
+                             getenv("GRIDSTEP_CUDA_ATTENTION"), NULL, 0};
+    static const char *const vars[] = {"OMPI_COMM_WORLD_SIZE", "PMI_SIZE", "MV2_COMM_WORLD_SIZE", "PMIX_SIZE",
+                                       "SLURM_STEP_NUM_TASKS"};
+    for (size_t i = 0; i < sizeof vars / sizeof vars[0]; i++) {
+        const char *v = getenv(vars[i]);
+        if (v && atol(v) > 1) {
+            st.launcher_var = vars[i];
+            st.launcher_procs = atol(v);
+            break;
+        }
+    }
+    return st;
+}

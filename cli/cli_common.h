@@ -14,6 +14,7 @@
 #include "engine/mesh.h"
 #include "engine/scenario.h"
 #include "engine/status.h"
+#include "exec/driver.h"
 
 /* Loads the scenario file and builds its mesh; prints the check warnings to stderr as
  * "gridstep: warning: ...". On error, err says file:line:column where there is one. */
@@ -70,5 +71,12 @@ void gs_cli_table_print(const gs_cli_table *t, FILE *f, int indent);
  * the other kernels than its flash_attention selects), if any. Loading errors are left to the
  * sim, which reports them. */
 void gs_cli_calib_notes(const char *calib_path, const gs_scenario *s);
+
+/* The environment's choices for the exec drivers (exec/driver.h, gs_driver_settings):
+ * GRIDSTEP_HOST_P2P, GRIDSTEP_HOST_GEMM, GRIDSTEP_CUDA_GEMM, GRIDSTEP_CUDA_ATTENTION as set (each
+ * driver checks its own), and the process count a launcher announced (OMPI_COMM_WORLD_SIZE,
+ * PMI_SIZE, MV2_COMM_WORLD_SIZE, PMIX_SIZE or srun's SLURM_STEP_NUM_TASKS, the first above 1).
+ * The strings point into the environment. */
+gs_driver_settings gs_cli_driver_settings(void);
 
 #endif

@@ -495,7 +495,7 @@ static gs_status measure_dispatch(cal *c, gs_error *err)
         progress(c, "dispatch cost, %" PRIu64 " rank%s", R, R > 1 ? "s" : "");
         gs_mesh mesh;
         gs_drv *d = NULL;
-        gs_driver_opts o = {.timeout_s = 600.0};
+        gs_driver_opts o = {.timeout_s = 600.0, .set = gs_cli_driver_settings()};
         chain_job jobs[8];
         pthread_t th[8];
         int started[8] = {0};
@@ -626,7 +626,7 @@ static gs_status pool_open(cal *c, uint64_t n, rank_pool *p, gs_error *err)
     p->n = n;
     gs_mesh mesh;
     gs_status rc = gs_mesh_init(&mesh, 1, n, 1, NULL, n, err);
-    gs_driver_opts o = {.timeout_s = 600.0};
+    gs_driver_opts o = {.timeout_s = 600.0, .set = gs_cli_driver_settings()};
     if (rc == GS_OK)
         rc = c->ops->open(&mesh, &o, &p->d, err);
     for (uint64_t r = 0; r < n && rc == GS_OK; r++)
@@ -781,7 +781,7 @@ static void conc_pass(conc_job *j, size_t rep)
         const gemm_point *g = &c->gemm[i];
         for (size_t r = 0; r < j->copies[i]; r++) {
             size_t at = (rep * 7 + r) % j->copies[i];
-            c->ops->linear_fwd(NULL, j->x[i] + at * g->m * g->k, j->w[i] + at * g->n * g->k,
+            c->ops->k.linear_fwd(NULL, j->x[i] + at * g->m * g->k, j->w[i] + at * g->n * g->k,
                                j->y[i] + at * g->m * g->n, g->m, g->k, g->n);
         }
     }
@@ -999,6 +999,7 @@ static gs_status measure_exec_share(cal *c, const char *scenario, gs_error *err)
     gs_exec_opts o;
     gs_exec_opts_defaults(&o);
     o.driver = c->ops;
+    o.driver_set = gs_cli_driver_settings();
     gs_status rc = gs_cli_load(scenario, &s, &mesh, err);
     if (rc == GS_OK)
         rc = gs_exec_session_create(&s, &mesh, &o, &x, err);
@@ -1433,7 +1434,7 @@ static gs_status parse(int argc, char **argv, calib_args *a, gs_error *err)
         a->scenario = argv[optind++];
     if (optind < argc)
         return gs_error_set(err, GS_ERR_INPUT, "one scenario at most, found '%s' too\nusage: %s", argv[optind], usage);
-    return gs_driver_load(a->driver, &a->ops, err);
+    return gs_driver_load(a->driver, getenv("GRIDSTEP_MODULE_PATH"), &a->ops, err);
 }
 
 /* This machine, through the driver: measures, fits, prints the summary and the plots, and
@@ -1476,7 +1477,7 @@ static gs_status calibrate_here(const calib_args *a, json_t **doc_out, gs_error 
     if (c->ops->device_memory || a->events) {
         /* a device's driver (or --events): timed with its stream events (cli/calib_device.c) */
         gs_calib_dev_opts dopt = {.quick = c->quick, .small = !c->ops->device_memory, .prog = &prog,
-                                  .max_ranks = 8};
+                                  .max_ranks = 8, .set = gs_cli_driver_settings()};
         gs_calib_dev *dc = NULL;
         if ((rc = gs_calib_dev_run(c->ops, scenario, &dopt, &dc, err)) != GS_OK)
             goto done;
@@ -1509,7 +1510,7 @@ static gs_status calibrate_here(const calib_args *a, json_t **doc_out, gs_error 
     c->ptotal = progress_total(c, scenario);
     /* one rank: kernels and dispatch */
     gs_mesh mesh;
-    gs_driver_opts o = {.timeout_s = 600.0};
+    gs_driver_opts o = {.timeout_s = 600.0, .set = gs_cli_driver_settings()};
     if ((rc = gs_mesh_init(&mesh, 1, 1, 1, NULL, 1, err)) != GS_OK || (rc = c->ops->open(&mesh, &o, &d, err)) != GS_OK ||
         (rc = c->ops->stream_create(d, 0, GS_STREAM_COMPUTE, &s, err)) != GS_OK)
         goto done;

@@ -427,8 +427,14 @@ static gs_status parse(int argc, char **argv, int compare, run_args *a, gs_error
         return gs_error_set(err, GS_ERR_INPUT, "--force needs --save DIR or --save-full FILE\nusage: %s", usage);
     if (!compare && (rc = parse_fault(getenv("GRIDSTEP_FAULT"), &a->o, err)) != GS_OK)
         return rc;
-    if ((rc = gs_driver_load(a->driver, &a->o.driver, err)) != GS_OK)
+    if ((rc = gs_driver_load(a->driver, getenv("GRIDSTEP_MODULE_PATH"), &a->o.driver, err)) != GS_OK)
         return rc;
+    /* the environment's choices, passed down (library code reads none) */
+    a->o.driver_set = gs_cli_driver_settings();
+    const char *pg = getenv("GRIDSTEP_P2P_GROUPS");
+    if (pg && *pg && strcmp(pg, "0") != 0 && strcmp(pg, "1") != 0)
+        return gs_error_set(err, GS_ERR_INPUT, "exec: GRIDSTEP_P2P_GROUPS is '%s', expected 0 or 1", pg);
+    a->o.train.p2p_groups = !(pg && strcmp(pg, "0") == 0);
     return gs_cli_one_positional(argc, argv, optind, usage, &a->path, err);
 }
 

@@ -7,6 +7,7 @@
 #include <string.h>
 
 #include "engine/build_internal.h"
+#include "engine/roles.h"
 
 static uint64_t ceil_div(uint64_t a, uint64_t b)
 {
@@ -37,12 +38,15 @@ gs_status gs__gather_unit(gs_bctx *x, size_t u, gs_phase phase, uint32_t mb, uin
     gs_status rc;
     uint64_t N = x->plan.N, wb = x->plan.wb, params = x->part.units[u].params;
     uint32_t t;
-    if ((rc = gs__tensor(x, GS_T_PARAM_FULL, params * wb, gs__unit_layer(x, u), mb, (uint32_t)u, 0, &t)) != GS_OK)
+    gs_tensor full = {.kind = GS_T_PARAM_FULL, .bytes = params * wb, .layer = gs__unit_layer(x, u), .mb = mb,
+                      .unit = (uint32_t)u};
+    if ((rc = gs__tensor(x, &full, &t)) != GS_OK)
         return rc;
     gs_evb b;
     uint32_t copy = GS_NO_ID;
     if (x->plan.offload) {
         gs__evb_init(&b, GS_EV_COPY_H2D, GS_STREAM_COPY, phase, gs__unit_layer(x, u), mb);
+        b.e.role = GS_ROLE_OFFLOAD_FETCH;
         b.e.unit = (uint32_t)u;
         b.e.bytes = ceil_div(params, N) * wb;
         gs__evb_add(&b, GS_LINK_DEPS, dep);
@@ -53,6 +57,7 @@ gs_status gs__gather_unit(gs_bctx *x, size_t u, gs_phase phase, uint32_t mb, uin
     }
     gs__evb_init(&b, GS_EV_COLLECTIVE, GS_STREAM_DP, phase, gs__unit_layer(x, u), mb);
     b.e.op = GS_COLL_ALLGATHER;
+    b.e.role = GS_ROLE_UNIT_GATHER;
     b.e.group = (uint8_t)x->dp_group;
     b.e.peer = x->group[x->dp_group];
     b.e.group_size = x->group_size[x->dp_group];
@@ -88,23 +93,34 @@ gs_status gs__gather_covering(gs_bctx *x, int64_t l, gs_phase phase, uint32_t mb
     return GS_OK;
 }
 
-/* One reduction collective of `params` gradient elements of unit u. */
-static gs_status reduce_one(gs_bctx *x, size_t u, gs_coll_op op, gs_group_kind g, uint64_t params, uint32_t mb,
-                            uint32_t dep, uint32_t grad, uint32_t frees, uint32_t *ev)
+/* One reduction collective of a unit's gradient: what it does and the tensors and event around it. */
+typedef struct reduction {
+    gs_coll_op op;
+    gs_group_kind group;
+    gs_role role;
+    uint16_t part;   /* 1 + the bucket, 0: the whole unit */
+    uint64_t params; /* gradient elements reduced */
+    uint32_t mb, dep, grad, frees; /* micro-batch; the event after which it runs; the gradient read;
+                                      the tensor its event frees (GS_NO_ID: none) */
+} reduction;
+
+static gs_status reduce_one(gs_bctx *x, size_t u, const reduction *rd, uint32_t *ev)
 {
     gs_evb b;
-    uint64_t n = x->group_size[g], gb = x->plan.gb;
-    gs__evb_init(&b, GS_EV_COLLECTIVE, GS_STREAM_DP, GS_PHASE_BWD, gs__unit_layer(x, u), mb);
-    b.e.op = (uint8_t)op;
-    b.e.group = (uint8_t)g;
-    b.e.peer = x->group[g];
+    uint64_t n = x->group_size[rd->group], gb = x->plan.gb;
+    gs__evb_init(&b, GS_EV_COLLECTIVE, GS_STREAM_DP, GS_PHASE_BWD, gs__unit_layer(x, u), rd->mb);
+    b.e.op = (uint8_t)rd->op;
+    b.e.role = (uint8_t)rd->role;
+    b.e.part = rd->part;
+    b.e.group = (uint8_t)rd->group;
+    b.e.peer = x->group[rd->group];
     b.e.group_size = n;
     b.e.unit = (uint32_t)u;
-    b.e.bytes = n * ceil_div(params, n) * gb;
-    gs__evb_add(&b, GS_LINK_DEPS, dep);
-    gs__evb_add(&b, GS_LINK_READS, grad);
+    b.e.bytes = n * ceil_div(rd->params, n) * gb;
+    gs__evb_add(&b, GS_LINK_DEPS, rd->dep);
+    gs__evb_add(&b, GS_LINK_READS, rd->grad);
     gs__evb_add(&b, GS_LINK_WRITES, x->grad_t[u]);
-    gs__evb_add(&b, GS_LINK_FREES, frees);
+    gs__evb_add(&b, GS_LINK_FREES, rd->frees);
     return gs__evb_emit(x, &b, ev);
 }
 
@@ -122,7 +138,9 @@ gs_status gs__reduce_unit(gs_bctx *x, size_t u, uint32_t mb, uint32_t dep)
     if (pl->N <= 1 && pl->R > 1) {
         /* HSDP with one DP rank per node: the shard group has size 1, so the "shard" is the whole
          * unit; only the cross-node all-reduce of the full gradient remains */
-        rc = reduce_one(x, u, GS_COLL_ALLREDUCE, GS_GROUP_DP_INTER, params, mb, dep, grad, transient, &ev);
+        reduction rd = {GS_COLL_ALLREDUCE, GS_GROUP_DP_INTER, GS_ROLE_GRAD_INTER_REDUCE, 0, params, mb, dep, grad,
+                        transient};
+        rc = reduce_one(x, u, &rd, &ev);
         if (transient == GS_NO_ID)
             x->reduce_ev[u] = ev;
         x->ugrad_t[u] = GS_NO_ID;
@@ -135,20 +153,28 @@ gs_status gs__reduce_unit(gs_bctx *x, size_t u, uint32_t mb, uint32_t dep)
     }
     if (pl->bucketed) {
         uint64_t nb = gs_bucket_count(params, pl->gb, x->s->strategy.bucket_bytes);
-        for (uint64_t k = 0; k < nb && rc == GS_OK; k++)
-            rc = reduce_one(x, u, pl->grad_allreduce ? GS_COLL_ALLREDUCE : GS_COLL_REDUCE_SCATTER, GS_GROUP_DP,
-                            gs_bucket_params(params, nb, k), mb, dep, grad, k + 1 == nb ? transient : GS_NO_ID, &ev);
+        for (uint64_t k = 0; k < nb && rc == GS_OK; k++) {
+            reduction rd = {pl->grad_allreduce ? GS_COLL_ALLREDUCE : GS_COLL_REDUCE_SCATTER, GS_GROUP_DP,
+                            pl->grad_allreduce ? GS_ROLE_GRAD_BUCKET_REDUCE : GS_ROLE_GRAD_REDUCE_SCATTER,
+                            (uint16_t)(k + 1), gs_bucket_params(params, nb, k), mb, dep, grad,
+                            k + 1 == nb ? transient : GS_NO_ID};
+            rc = reduce_one(x, u, &rd, &ev);
+        }
     } else {
         int inter = pl->R > 1;
         uint32_t copy_free = pl->offload && !inter ? transient : GS_NO_ID;
-        rc = reduce_one(x, u, GS_COLL_REDUCE_SCATTER, x->dp_group, params, mb, dep, grad,
-                        inter || pl->offload ? GS_NO_ID : transient, &ev);
-        if (rc == GS_OK && inter)
-            rc = reduce_one(x, u, GS_COLL_ALLREDUCE, GS_GROUP_DP_INTER, ceil_div(params, pl->N), mb, ev, grad,
-                            pl->offload ? GS_NO_ID : transient, &ev);
+        reduction rd = {GS_COLL_REDUCE_SCATTER, x->dp_group, GS_ROLE_GRAD_REDUCE_SCATTER, 0, params, mb, dep, grad,
+                        inter || pl->offload ? GS_NO_ID : transient};
+        rc = reduce_one(x, u, &rd, &ev);
+        if (rc == GS_OK && inter) {
+            reduction ri = {GS_COLL_ALLREDUCE, GS_GROUP_DP_INTER, GS_ROLE_GRAD_INTER_REDUCE, 0,
+                            ceil_div(params, pl->N), mb, ev, grad, pl->offload ? GS_NO_ID : transient};
+            rc = reduce_one(x, u, &ri, &ev);
+        }
         if (rc == GS_OK && pl->offload) {
             gs_evb b;
             gs__evb_init(&b, GS_EV_COPY_D2H, GS_STREAM_COPY, GS_PHASE_BWD, gs__unit_layer(x, u), mb);
+            b.e.role = GS_ROLE_OFFLOAD_GRAD;
             b.e.unit = (uint32_t)u;
             b.e.bytes = ceil_div(params, pl->N) * pl->gb;
             gs__evb_add(&b, GS_LINK_DEPS, ev);
@@ -210,6 +236,10 @@ gs_status gs__reduce_chunk(gs_bctx *x, uint64_t chunk, uint32_t mb, uint32_t dep
     gs_evb b;
     gs__evb_init(&b, GS_EV_COLLECTIVE, GS_STREAM_DP, GS_PHASE_BWD, gs__unit_layer(x, first), mb);
     b.e.op = (uint8_t)(pl->grad_allreduce ? GS_COLL_ALLREDUCE : GS_COLL_REDUCE_SCATTER);
+    /* one unit: the role of that unit's own bucket or reduce-scatter */
+    b.e.role = count > 1 ? GS_ROLE_GRAD_CHUNK_REDUCE
+               : pl->grad_allreduce ? GS_ROLE_GRAD_BUCKET_REDUCE : GS_ROLE_GRAD_REDUCE_SCATTER;
+    b.e.part = count == 1 && pl->grad_allreduce ? 1 : 0;
     b.e.group = (uint8_t)GS_GROUP_DP;
     b.e.peer = x->group[GS_GROUP_DP];
     b.e.group_size = n;

@@ -39,6 +39,7 @@ typedef struct gs_bctx {
     uint32_t *grad_t;            /* per unit: gradient storage (shard or full) */
     uint32_t *hold_t;            /* per unit: full gradient accumulated under no_sync */
     uint32_t master_t, adam_t, ws_t;
+    uint32_t scratch_t[GS_SCRATCH_COUNT]; /* tp > 1: the TP exchanges' buffers (GS_NO_ID: none) */
     /* transient per unit */
     uint32_t *gathered_t;        /* live gathered copy or GS_NO_ID */
     uint32_t *gathered_ev;       /* event that gathered it (dependency for computes) */
@@ -69,8 +70,8 @@ typedef struct gs_evb {
 void gs__evb_init(gs_evb *b, gs_event_kind kind, gs_stream stream, gs_phase phase, int32_t layer, uint32_t mb);
 void gs__evb_add(gs_evb *b, int which, uint32_t id); /* ignores GS_NO_ID */
 gs_status gs__evb_emit(gs_bctx *x, gs_evb *b, uint32_t *id);
-gs_status gs__tensor(gs_bctx *x, gs_tensor_kind kind, uint64_t bytes, int32_t layer, uint32_t mb, uint32_t unit,
-                     int resident, uint32_t *id);
+/* Appends a copy of tensor t (its kind, bytes, layer, mb, unit, resident and host flags). */
+gs_status gs__tensor(gs_bctx *x, const gs_tensor *t, uint32_t *id);
 /* Global layer index of a stage-local layer. */
 int32_t gs__global_layer(const gs_bctx *x, int64_t local);
 
@@ -96,6 +97,15 @@ gs_status gs__chunk_bucket(const gs_bctx *x, uint64_t chunk, uint64_t *params, s
  * chunk), after dep, its bytes the chunk's whole gradient padded to the DP group. */
 gs_status gs__reduce_chunk(gs_bctx *x, uint64_t chunk, uint32_t mb, uint32_t dep);
 
+/* engine/build_pass.c: the pipeline passes of (mb, chunk), and what engine/build.c shares with
+ * them: the rank of the next (or previous) pipeline stage, and ZeRO-1/2's all-gather of a unit's
+ * (or a one-bucket model chunk's) updated parameters after dep. */
+gs_status gs__forward_pass(gs_bctx *x, uint32_t mb, uint16_t chunk);
+gs_status gs__backward_pass(gs_bctx *x, uint32_t mb, uint16_t chunk);
+uint64_t gs__peer_rank(const gs_bctx *x, int next);
+gs_status gs__param_allgather(gs_bctx *x, size_t u, uint32_t dep, uint32_t *ev);
+gs_status gs__param_allgather_chunk(gs_bctx *x, uint64_t chunk, uint32_t dep);
+
 /* engine/build_layer.c: compute ops of one layer, the embedding and the head, with their TP
  * collectives. `first_alloc` / `last_free` are tensors allocated by the first event / freed by
  * the last one; `deps` are data dependencies of the first event. */
@@ -111,6 +121,9 @@ typedef struct gs_layer_io {
     size_t nreads;
 } gs_layer_io;
 
+/* The scratch tensors of a rank with tp > 1 (engine/build_layer.c): the blocks', the embedding's
+ * on the first stage, the head's on the last. */
+gs_status gs__scratch_tensors(gs_bctx *x);
 gs_status gs__layer_forward(gs_bctx *x, int64_t local, uint32_t mb, gs_phase phase, const gs_layer_io *io,
                             uint32_t *last_ev);
 gs_status gs__layer_backward(gs_bctx *x, int64_t local, uint32_t mb, const gs_layer_io *io, uint32_t *last_ev);

@@ -11,6 +11,7 @@
 #include <string.h>
 
 #include "engine/build_internal.h"
+#include "engine/roles.h"
 
 static uint64_t ceil_div(uint64_t a, uint64_t b)
 {
@@ -69,10 +70,92 @@ typedef struct pass {
     int have_pending;
 } pass;
 
+/* ---- scratch: the buffers the TP collectives share with the compute stream ------------------------
+ *
+ * Per role and direction, the scratch tensors (gs_scratch) an event reads and writes: the
+ * backward's gradient buffers of a block, the embedding's forward partial sums and backward
+ * gradient, the head's input gradient. Each is one buffer reused pass after pass, so every wait
+ * between a pass's last reader and the next pass's writer on another stream must follow from the
+ * schedule's dependencies and stream order: structural validation checks it. Two part-specific
+ * exceptions (tp_comm_overlap): the GEMM part beside a ring all-gather (part 1 of the backward's
+ * MLP down and out-projection) takes the gathered chunks as the gather marks them, a progress
+ * protocol inside the pair, and does not list the gathered tensor; the weight-gradient part (part
+ * 2 of the backward's MLP up and QKV) writes no reduced gradient. */
+#define SB(k) ((uint16_t)(1u << GS_SCRATCH_##k))
+typedef struct scratch_use {
+    uint8_t role, bwd;
+    uint16_t reads, writes; /* bit k: gs_scratch k */
+} scratch_use;
+
+static const scratch_use scratch_uses[] = {
+    {GS_ROLE_TP_MLP_OUT, 1, SB(BLOCK_DY), SB(BLOCK_DY)},
+    {GS_ROLE_MLP_DOWN, 1, SB(BLOCK_DY), 0},
+    {GS_ROLE_MLP_UP, 1, 0, SB(BLOCK_DMLP_IN)},
+    {GS_ROLE_TP_MLP_IN, 1, SB(BLOCK_DMLP_IN), SB(BLOCK_DMLP_IN)},
+    {GS_ROLE_MLP_NORM, 1, SB(BLOCK_DMLP_IN) | SB(BLOCK_DY), SB(BLOCK_DATTN_OUT)},
+    {GS_ROLE_TP_ATTN_OUT, 1, SB(BLOCK_DATTN_OUT), SB(BLOCK_DATTN_FULL)},
+    {GS_ROLE_OPROJ, 1, SB(BLOCK_DATTN_OUT) | SB(BLOCK_DATTN_FULL), 0},
+    {GS_ROLE_QKV, 1, 0, SB(BLOCK_DATTN_IN)},
+    {GS_ROLE_TP_ATTN_IN, 1, SB(BLOCK_DATTN_IN), SB(BLOCK_DATTN_IN)},
+    {GS_ROLE_ATTN_NORM, 1, SB(BLOCK_DATTN_IN) | SB(BLOCK_DATTN_OUT), 0},
+    {GS_ROLE_EMBED, 0, 0, SB(EMBED_FWD)},
+    {GS_ROLE_TP_EMBED, 0, SB(EMBED_FWD), 0},
+    {GS_ROLE_TP_EMBED, 1, 0, SB(EMBED_DY)},
+    {GS_ROLE_EMBED, 1, SB(EMBED_DY), 0},
+    {GS_ROLE_HEAD, 1, 0, SB(HEAD_DX)},
+    {GS_ROLE_TP_HEAD_IN, 1, SB(HEAD_DX), SB(HEAD_DX)},
+    {GS_ROLE_HEAD_NORM, 1, SB(HEAD_DX), 0},
+};
+
+gs_status gs__scratch_tensors(gs_bctx *x)
+{
+    for (int k = 0; k < GS_SCRATCH_COUNT; k++)
+        x->scratch_t[k] = GS_NO_ID;
+    if (x->tp <= 1)
+        return GS_OK;
+    shapes sh;
+    shapes_init(x, &sh);
+    for (int k = 0; k < GS_SCRATCH_COUNT; k++) {
+        int need = k <= GS_SCRATCH_BLOCK_DATTN_IN || (k != GS_SCRATCH_HEAD_DX ? x->stage == 0 : x->last);
+        /* one full-sequence activation [T, h] each */
+        gs_tensor t = {.kind = GS_T_SCRATCH, .bytes = sh.T * sh.h * sh.e, .layer = GS_LAYER_NONE, .unit = (uint32_t)k,
+                       .resident = 1};
+        gs_status rc = need ? gs__tensor(x, &t, &x->scratch_t[k]) : GS_OK;
+        if (rc != GS_OK)
+            return rc;
+    }
+    return GS_OK;
+}
+
+/* The scratch tensors event b reads and writes, from scratch_uses. */
+static void scratch_links(const gs_bctx *x, gs_evb *b)
+{
+    int bwd = b->e.phase == GS_PHASE_BWD;
+    for (size_t i = 0; i < sizeof scratch_uses / sizeof scratch_uses[0]; i++) {
+        const scratch_use *u = &scratch_uses[i];
+        if (u->role != b->e.role || u->bwd != bwd)
+            continue;
+        uint16_t rd = u->reads, wr = u->writes;
+        if (bwd && b->e.part == 1 && b->e.role == GS_ROLE_MLP_DOWN)
+            rd &= (uint16_t)~SB(BLOCK_DY);
+        if (bwd && b->e.part == 1 && b->e.role == GS_ROLE_OPROJ)
+            rd &= (uint16_t)~SB(BLOCK_DATTN_FULL);
+        if (bwd && b->e.part == 2 && (b->e.role == GS_ROLE_MLP_UP || b->e.role == GS_ROLE_QKV))
+            wr = 0;
+        for (int k = 0; k < GS_SCRATCH_COUNT; k++) {
+            if (rd & (1u << k))
+                gs__evb_add(b, GS_LINK_READS, x->scratch_t[k]);
+            if (wr & (1u << k))
+                gs__evb_add(b, GS_LINK_WRITES, x->scratch_t[k]);
+        }
+    }
+}
+
 static gs_status flush(pass *p)
 {
     if (!p->have_pending)
         return GS_OK;
+    scratch_links(p->x, &p->pending);
     uint32_t id;
     gs_status rc = gs__evb_emit(p->x, &p->pending, &id);
     if (rc == GS_OK)
@@ -134,14 +217,22 @@ static gs_status pass_end(pass *p, uint32_t *last_ev)
     return rc;
 }
 
-static gs_status compute(pass *p, gs_op op, uint64_t m, uint64_t n, uint64_t k, uint64_t batch, double flops,
-                         uint64_t bytes)
+/* A GEMM's shape (m x n x k, batch times; all 0 for an op that is not a GEMM). */
+typedef struct gemm_shape {
+    uint64_t m, n, k, batch;
+} gemm_shape;
+
+static const gemm_shape no_gemm = {0, 0, 0, 0};
+
+static gs_status compute(pass *p, gs_role role, gs_op op, const gemm_shape *g, double flops, uint64_t bytes)
 {
+    uint64_t m = g->m, n = g->n, k = g->k, batch = g->batch;
     gs_status rc;
     gs_evb *b = pending_begin(p, GS_EV_COMPUTE, GS_STREAM_COMPUTE, &rc);
     if (!b)
         return rc;
     b->e.op = (uint8_t)op;
+    b->e.role = (uint8_t)role;
     b->e.gemm_m = (uint32_t)m;
     b->e.gemm_n = (uint32_t)n;
     b->e.gemm_k = (uint32_t)k;
@@ -155,8 +246,9 @@ static gs_status compute(pass *p, gs_op op, uint64_t m, uint64_t n, uint64_t k, 
  * two GEMMs of its shape (QK^T and PV), so it counts twice: 4 s^2 hd per head, Megatron's figure.
  * Its bytes: with flash attention only Q, K, V and O (4 s hd per head) touch HBM; without it the
  * s x s scores are written and read twice more (softmax, PV). */
-static gs_status gemm(pass *p, gs_op op, const shapes *sh, uint64_t m, uint64_t n, uint64_t k, uint64_t batch)
+static gs_status gemm(pass *p, gs_role role, gs_op op, const shapes *sh, const gemm_shape *g)
 {
+    uint64_t m = g->m, n = g->n, k = g->k, batch = g->batch;
     double mul = p->phase == GS_PHASE_BWD ? 2.0 : 1.0;
     double nb = (double)(batch ? batch : 1);
     double flops = mul * 2.0 * (double)m * (double)n * (double)k * nb;
@@ -171,13 +263,14 @@ static gs_status gemm(pass *p, gs_op op, const shapes *sh, uint64_t m, uint64_t 
                            (p->x->s->model.dropout ? 2.0 * (double)sh->e + 1.0 : 0.0);
         bytes = nb * mul * ((double)sh->e * qkvo + (p->x->s->strategy.flash_attention ? 0.0 : per_score * scores));
     }
-    return compute(p, op, m, n, k, batch, flops, (uint64_t)bytes);
+    return compute(p, role, op, g, flops, (uint64_t)bytes);
 }
 
-static gs_status elementwise(pass *p, gs_op op, uint64_t elements, uint64_t bytes_per_element)
+static gs_status elementwise(pass *p, gs_role role, gs_op op, uint64_t elements, uint64_t bytes_per_element)
 {
     double mul = p->phase == GS_PHASE_BWD ? 2.0 : 1.0;
-    return compute(p, op, 0, 0, 0, 0, 5.0 * (double)elements * mul, (uint64_t)((double)elements * (double)bytes_per_element * mul));
+    return compute(p, role, op, &no_gemm, 5.0 * (double)elements * mul,
+                   (uint64_t)((double)elements * (double)bytes_per_element * mul));
 }
 
 /* The cross-entropy over the rank's T x V/tp logits: the bytes of the strategy's passes
@@ -188,11 +281,12 @@ static gs_status loss(pass *p, const shapes *sh)
     int bwd = p->phase == GS_PHASE_BWD;
     double logits = (double)sh->T * (double)sh->v_t;
     uint64_t per = gs_xent_bytes_per_logit(p->x->s->strategy.cross_entropy, sh->e, bwd);
-    return compute(p, GS_OP_LOSS, 0, 0, 0, 0, (bwd ? 10.0 : 5.0) * logits, (uint64_t)(logits * (double)per));
+    return compute(p, GS_ROLE_LOSS, GS_OP_LOSS, &no_gemm, (bwd ? 10.0 : 5.0) * logits,
+                   (uint64_t)(logits * (double)per));
 }
 
 /* A TP collective on the activation X = T h e bytes (AR), or its sequence-parallel halves. */
-static gs_status tp_coll(pass *p, gs_coll_op op, const shapes *sh)
+static gs_status tp_coll(pass *p, gs_role role, gs_coll_op op, const shapes *sh)
 {
     gs_bctx *x = p->x;
     if (x->tp <= 1)
@@ -203,6 +297,7 @@ static gs_status tp_coll(pass *p, gs_coll_op op, const shapes *sh)
     if (!b)
         return rc;
     b->e.op = (uint8_t)op;
+    b->e.role = (uint8_t)role;
     b->e.group = GS_GROUP_TP;
     b->e.peer = x->group[GS_GROUP_TP];
     b->e.group_size = x->tp;
@@ -220,9 +315,9 @@ static gs_status tp_coll(pass *p, gs_coll_op op, const shapes *sh)
 }
 
 /* A TP collective of `bytes` (AG/RS: tp x the padded shard) that is not an activation. */
-static gs_status tp_coll_bytes(pass *p, gs_coll_op op, uint64_t bytes)
+static gs_status tp_coll_bytes(pass *p, gs_role role, gs_coll_op op, uint64_t bytes)
 {
-    gs_status rc = tp_coll(p, op, NULL);
+    gs_status rc = tp_coll(p, role, op, NULL);
     if (rc == GS_OK && p->have_pending && p->pending.e.kind == GS_EV_COLLECTIVE)
         p->pending.e.bytes = bytes;
     return rc;
@@ -269,18 +364,35 @@ static double call_bytes(const shapes *sh, uint64_t m, uint64_t n, uint64_t k)
     return (double)sh->e * (double)(m * k + k * n + m * n);
 }
 
-/* Starts a GEMM part that runs beside the collective just queued (pending) instead of after it:
+/* The roles around one linear layer: its GEMM, the TP collective that all-gathers its input or
+ * reduces its output, and (backward under tp_comm_overlap) the re-gather of its input. */
+typedef struct linear_roles {
+    gs_role gemm, coll, regather;
+} linear_roles;
+
+/* One GEMM part: the op, its role, the chunk's shape, and the part's FLOPs and bytes. */
+typedef struct gemm_part {
+    gs_op op;
+    gs_role role;
+    uint64_t m, n, k;
+    double flops, bytes;
+} gemm_part;
+
+/* Starts a GEMM part (part 1) that runs beside the collective just queued (pending) instead of after it:
  * it depends on `before` (the event before the collective) and, when the collective is the
  * pass's first event, on the pass's inputs and reads. *coll is the collective's id. NULL (rc
  * set) when the emit fails. */
-static gs_evb *part_beside(pass *p, gs_op op, uint64_t m, uint64_t n, uint64_t k, double flops, double bytes,
-                           uint32_t before, int first, uint32_t *coll, gs_status *rc)
+static gs_evb *part_beside(pass *p, const gemm_part *g, uint32_t before, int first, uint32_t *coll, gs_status *rc)
 {
     gs_evb *b = pending_begin(p, GS_EV_COMPUTE, GS_STREAM_COMPUTE, rc);
     if (!b)
         return NULL;
+    uint64_t m = g->m, n = g->n, k = g->k;
+    double flops = g->flops, bytes = g->bytes;
     *coll = p->prev;
-    b->e.op = (uint8_t)op;
+    b->e.op = (uint8_t)g->op;
+    b->e.role = (uint8_t)g->role;
+    b->e.part = 1;
     b->e.gemm_m = (uint32_t)m;
     b->e.gemm_n = (uint32_t)n;
     b->e.gemm_k = (uint32_t)k;
@@ -297,41 +409,43 @@ static gs_evb *part_beside(pass *p, gs_op op, uint64_t m, uint64_t n, uint64_t k
     return b;
 }
 
-/* An all-gather of the sequence-parallel activation, and a GEMM part beside it (part_beside);
- * *ag is the gather's id. */
-static gs_status gather_beside(pass *p, const shapes *sh, gs_op op, uint64_t m, uint64_t n, uint64_t k, double flops,
-                               double bytes, uint32_t *ag)
+/* An all-gather (role ag_role) of the sequence-parallel activation, and a GEMM part beside it
+ * (part_beside); *ag is the gather's id. */
+static gs_status gather_beside(pass *p, const shapes *sh, gs_role ag_role, const gemm_part *g, uint32_t *ag)
 {
     gs_status rc;
     if ((rc = flush(p)) != GS_OK)
         return rc;
     uint32_t before = p->prev;
     int first = !p->first_done;
-    if ((rc = tp_coll(p, GS_COLL_ALLGATHER, sh)) != GS_OK)
+    if ((rc = tp_coll(p, ag_role, GS_COLL_ALLGATHER, sh)) != GS_OK)
         return rc;
-    return part_beside(p, op, m, n, k, flops, bytes, before, first, ag, &rc) ? GS_OK : rc;
+    return part_beside(p, g, before, first, ag, &rc) ? GS_OK : rc;
 }
 
 /* All-gather of the sequence-parallel activation, then the GEMM that consumes it: ring exchange
  * when overlapped. In backward the op's event is dgrad + wgrad; only dgrad is chunked (the weight
  * gradient needs the whole gathered input, so it runs after the gather, with the last chunk). */
-static gs_status ag_gemm(pass *p, const shapes *sh, gs_op op, uint64_t n, uint64_t k)
+static gs_status ag_gemm(pass *p, const shapes *sh, gs_op op, const linear_roles *lr, uint64_t n, uint64_t k)
 {
     gs_status rc;
     if (!tp_overlap(p, sh))
-        return (rc = tp_coll(p, GS_COLL_ALLGATHER, sh)) ? rc : gemm(p, op, sh, sh->T, n, k, 0);
+        return (rc = tp_coll(p, lr->coll, GS_COLL_ALLGATHER, sh)) ? rc
+               : gemm(p, lr->gemm, op, sh, &(gemm_shape){sh->T, n, k, 0});
     uint32_t ag;
     uint64_t c = p->x->tp, mc = ceil_div(sh->T, c);
     int bwd = p->phase == GS_PHASE_BWD;
     double flops = gemm_flops(p, sh->T, n, k), chunk = call_bytes(sh, mc, n, k);
     double chunked = (bwd ? 0.5 : 1.0) * (double)(c - 1) / (double)c;
     /* the chunks held before the gather completes: beside the gather, not after it */
-    if ((rc = gather_beside(p, sh, op, mc, n, k, flops * chunked, (double)(c - 1) * chunk, &ag)) != GS_OK)
+    gemm_part g1 = {op, lr->gemm, mc, n, k, flops * chunked, (double)(c - 1) * chunk};
+    if ((rc = gather_beside(p, sh, lr->coll, &g1, &ag)) != GS_OK)
         return rc;
     /* the last chunk (backward: with wgrad) once the gather is complete */
-    if ((rc = compute(p, op, bwd ? sh->T : mc, n, k, 0, flops * (1.0 - chunked),
+    if ((rc = compute(p, lr->gemm, op, &(gemm_shape){bwd ? sh->T : mc, n, k, 0}, flops * (1.0 - chunked),
                       (uint64_t)(chunk + (bwd ? call_bytes(sh, sh->T, n, k) : 0.0)))) != GS_OK)
         return rc;
+    p->pending.e.part = 2;
     gs__evb_add(&p->pending, GS_LINK_DEPS, ag);
     return GS_OK;
 }
@@ -341,11 +455,12 @@ static gs_status ag_gemm(pass *p, const shapes *sh, gs_op op, uint64_t n, uint64
  * chunk's reduce-scatter alone), bulk in backward: the sequence-parallel input the weight
  * gradient needs is all-gathered again under dgrad (TE's qkv/fc1 dgrad bulk overlap; Megatron
  * keeps only the shard of the norm's output), then dgrad's reduce-scatter runs under wgrad. */
-static gs_status gemm_rs(pass *p, const shapes *sh, gs_op op, uint64_t n, uint64_t k)
+static gs_status gemm_rs(pass *p, const shapes *sh, gs_op op, const linear_roles *lr, uint64_t n, uint64_t k)
 {
     gs_status rc;
     if (!tp_overlap(p, sh))
-        return (rc = gemm(p, op, sh, sh->T, n, k, 0)) ? rc : tp_coll(p, GS_COLL_REDUCE_SCATTER, sh);
+        return (rc = gemm(p, lr->gemm, op, sh, &(gemm_shape){sh->T, n, k, 0})) ? rc
+               : tp_coll(p, lr->coll, GS_COLL_REDUCE_SCATTER, sh);
     int bwd = p->phase == GS_PHASE_BWD;
     uint64_t c = bwd ? 1 : GS_UB_PIPELINE_SPLITS, mc = bwd ? sh->T : ceil_div(sh->T, c);
     double flops = gemm_flops(p, sh->T, n, k), chunk = call_bytes(sh, mc, n, k);
@@ -353,20 +468,23 @@ static gs_status gemm_rs(pass *p, const shapes *sh, gs_op op, uint64_t n, uint64
     uint32_t ag = GS_NO_ID;
     if (bwd) {
         /* the input's all-gather, and dgrad beside it */
-        if ((rc = gather_beside(p, sh, op, mc, n, k, flops * head, chunk, &ag)) != GS_OK)
+        gemm_part g1 = {op, lr->gemm, mc, n, k, flops * head, chunk};
+        if ((rc = gather_beside(p, sh, lr->regather, &g1, &ag)) != GS_OK)
             return rc;
-    } else if ((rc = compute(p, op, mc, n, k, 0, flops * head, (uint64_t)chunk)) != GS_OK) {
+    } else if ((rc = compute(p, lr->gemm, op, &(gemm_shape){mc, n, k, 0}, flops * head, (uint64_t)chunk)) != GS_OK) {
         /* the first chunk */
         return rc;
     }
+    p->pending.e.part = 1;
     if ((rc = flush(p)) != GS_OK)
         return rc;
     uint32_t g1 = p->prev;
     /* the rest (backward: wgrad, which also waits for the gathered input), after it on the compute
      * stream */
-    if ((rc = compute(p, op, mc, n, k, 0, flops * (1.0 - head), (uint64_t)((double)(bwd ? 1 : c - 1) * chunk))) !=
-        GS_OK)
+    if ((rc = compute(p, lr->gemm, op, &(gemm_shape){mc, n, k, 0}, flops * (1.0 - head),
+                      (uint64_t)((double)(bwd ? 1 : c - 1) * chunk))) != GS_OK)
         return rc;
+    p->pending.e.part = 2;
     gs__evb_add(&p->pending, GS_LINK_DEPS, ag);
     if ((rc = flush(p)) != GS_OK)
         return rc;
@@ -374,19 +492,27 @@ static gs_status gemm_rs(pass *p, const shapes *sh, gs_op op, uint64_t n, uint64
     /* the reduce-scatter of every chunk but the last (backward: of dgrad), after the first chunk
      * (dgrad) only */
     p->prev = g1;
-    if ((rc = tp_coll(p, GS_COLL_REDUCE_SCATTER, sh)) != GS_OK || bwd)
+    if ((rc = tp_coll(p, lr->coll, GS_COLL_REDUCE_SCATTER, sh)) != GS_OK || bwd)
         return rc;
     uint64_t all = p->pending.e.bytes, tail = all / c;
     p->pending.e.bytes = all - tail;
+    p->pending.e.part = 1;
     /* the last chunk's reduce-scatter, after the last chunk */
     if ((rc = flush(p)) != GS_OK)
         return rc;
     p->prev = g2;
-    if ((rc = tp_coll(p, GS_COLL_REDUCE_SCATTER, sh)) != GS_OK)
+    if ((rc = tp_coll(p, lr->coll, GS_COLL_REDUCE_SCATTER, sh)) != GS_OK)
         return rc;
     p->pending.e.bytes = tail;
+    p->pending.e.part = 2;
     return GS_OK;
 }
+
+/* The four linear layers of a block, with the TP collectives at their inputs and outputs. */
+static const linear_roles lr_qkv = {GS_ROLE_QKV, GS_ROLE_TP_ATTN_IN, GS_ROLE_TP_ATTN_REGATHER};
+static const linear_roles lr_oproj = {GS_ROLE_OPROJ, GS_ROLE_TP_ATTN_OUT, GS_ROLE_NONE};
+static const linear_roles lr_mlp_up = {GS_ROLE_MLP_UP, GS_ROLE_TP_MLP_IN, GS_ROLE_TP_MLP_REGATHER};
+static const linear_roles lr_mlp_down = {GS_ROLE_MLP_DOWN, GS_ROLE_TP_MLP_OUT, GS_ROLE_NONE};
 
 gs_status gs__layer_forward(gs_bctx *x, int64_t local, uint32_t mb, gs_phase phase, const gs_layer_io *io,
                             uint32_t *last_ev)
@@ -401,24 +527,27 @@ gs_status gs__layer_forward(gs_bctx *x, int64_t local, uint32_t mb, gs_phase pha
     uint64_t hsp = sh.sp ? ceil_div(sh.T * sh.h, x->tp) : sh.T * sh.h;
     int selective_only = phase == GS_PHASE_RECOMPUTE && x->s->strategy.recompute == GS_RECOMPUTE_SELECTIVE;
     if (selective_only) {
-        rc = gemm(&p, GS_OP_ATTN, &sh, sh.s, sh.s, sh.hd, sh.b * sh.a_t);
+        rc = gemm(&p, GS_ROLE_ATTN_CORE, GS_OP_ATTN, &sh, &(gemm_shape){sh.s, sh.s, sh.hd, sh.b * sh.a_t});
         if (rc == GS_OK)
             rc = pass_end(&p, last_ev);
         return rc;
     }
     /* under sequence parallelism: all-gather -> GEMM and GEMM -> reduce-scatter pairs (ag_gemm,
      * gemm_rs, overlapped under tp_comm_overlap); otherwise the GEMMs and all-reduces */
-    if ((rc = elementwise(&p, GS_OP_NORM, hsp, sh.norm_bytes)) ||
-        (rc = sh.sp ? ag_gemm(&p, &sh, GS_OP_QKV, qkv_n, sh.h) : gemm(&p, GS_OP_QKV, &sh, sh.T, qkv_n, sh.h, 0)) ||
-        (rc = gemm(&p, GS_OP_ATTN, &sh, sh.s, sh.s, sh.hd, sh.b * sh.a_t)) ||
-        (rc = sh.sp ? gemm_rs(&p, &sh, GS_OP_OPROJ, sh.h, sh.a_t * sh.hd)
-                    : gemm(&p, GS_OP_OPROJ, &sh, sh.T, sh.h, sh.a_t * sh.hd, 0)) ||
-        (!sh.sp && (rc = tp_coll(&p, GS_COLL_ALLREDUCE, &sh))) ||
-        (rc = elementwise(&p, GS_OP_NORM, hsp, sh.norm_bytes)) ||
-        (rc = sh.sp ? ag_gemm(&p, &sh, GS_OP_MLP_UP, up_n, sh.h) : gemm(&p, GS_OP_MLP_UP, &sh, sh.T, up_n, sh.h, 0)) ||
-        (rc = elementwise(&p, GS_OP_ACT, sh.T * sh.f_t, sh.act_bytes)) ||
-        (rc = sh.sp ? gemm_rs(&p, &sh, GS_OP_MLP_DOWN, sh.h, sh.f_t) : gemm(&p, GS_OP_MLP_DOWN, &sh, sh.T, sh.h, sh.f_t, 0)) ||
-        (!sh.sp && (rc = tp_coll(&p, GS_COLL_ALLREDUCE, &sh))))
+    if ((rc = elementwise(&p, GS_ROLE_ATTN_NORM, GS_OP_NORM, hsp, sh.norm_bytes)) ||
+        (rc = sh.sp ? ag_gemm(&p, &sh, GS_OP_QKV, &lr_qkv, qkv_n, sh.h)
+                    : gemm(&p, GS_ROLE_QKV, GS_OP_QKV, &sh, &(gemm_shape){sh.T, qkv_n, sh.h, 0})) ||
+        (rc = gemm(&p, GS_ROLE_ATTN_CORE, GS_OP_ATTN, &sh, &(gemm_shape){sh.s, sh.s, sh.hd, sh.b * sh.a_t})) ||
+        (rc = sh.sp ? gemm_rs(&p, &sh, GS_OP_OPROJ, &lr_oproj, sh.h, sh.a_t * sh.hd)
+                    : gemm(&p, GS_ROLE_OPROJ, GS_OP_OPROJ, &sh, &(gemm_shape){sh.T, sh.h, sh.a_t * sh.hd, 0})) ||
+        (!sh.sp && (rc = tp_coll(&p, GS_ROLE_TP_ATTN_OUT, GS_COLL_ALLREDUCE, &sh))) ||
+        (rc = elementwise(&p, GS_ROLE_MLP_NORM, GS_OP_NORM, hsp, sh.norm_bytes)) ||
+        (rc = sh.sp ? ag_gemm(&p, &sh, GS_OP_MLP_UP, &lr_mlp_up, up_n, sh.h)
+                    : gemm(&p, GS_ROLE_MLP_UP, GS_OP_MLP_UP, &sh, &(gemm_shape){sh.T, up_n, sh.h, 0})) ||
+        (rc = elementwise(&p, GS_ROLE_MLP_ACT, GS_OP_ACT, sh.T * sh.f_t, sh.act_bytes)) ||
+        (rc = sh.sp ? gemm_rs(&p, &sh, GS_OP_MLP_DOWN, &lr_mlp_down, sh.h, sh.f_t)
+                    : gemm(&p, GS_ROLE_MLP_DOWN, GS_OP_MLP_DOWN, &sh, &(gemm_shape){sh.T, sh.h, sh.f_t, 0})) ||
+        (!sh.sp && (rc = tp_coll(&p, GS_ROLE_TP_MLP_OUT, GS_COLL_ALLREDUCE, &sh))))
         return rc;
     return pass_end(&p, last_ev);
 }
@@ -433,17 +562,20 @@ gs_status gs__layer_backward(gs_bctx *x, int64_t local, uint32_t mb, const gs_la
     uint64_t qkv_n = (sh.a_t + 2 * sh.kv_t) * sh.hd;
     uint64_t up_n = sh.swiglu ? 2 * sh.f_t : sh.f_t;
     uint64_t hsp = sh.sp ? ceil_div(sh.T * sh.h, x->tp) : sh.T * sh.h;
-    if ((rc = sh.sp ? ag_gemm(&p, &sh, GS_OP_MLP_DOWN, sh.h, sh.f_t) : gemm(&p, GS_OP_MLP_DOWN, &sh, sh.T, sh.h, sh.f_t, 0)) ||
-        (rc = elementwise(&p, GS_OP_ACT, sh.T * sh.f_t, sh.act_bytes)) ||
-        (rc = sh.sp ? gemm_rs(&p, &sh, GS_OP_MLP_UP, up_n, sh.h) : gemm(&p, GS_OP_MLP_UP, &sh, sh.T, up_n, sh.h, 0)) ||
-        (!sh.sp && (rc = tp_coll(&p, GS_COLL_ALLREDUCE, &sh))) ||
-        (rc = elementwise(&p, GS_OP_NORM, hsp, sh.norm_bytes)) ||
-        (rc = sh.sp ? ag_gemm(&p, &sh, GS_OP_OPROJ, sh.h, sh.a_t * sh.hd)
-                    : gemm(&p, GS_OP_OPROJ, &sh, sh.T, sh.h, sh.a_t * sh.hd, 0)) ||
-        (rc = gemm(&p, GS_OP_ATTN, &sh, sh.s, sh.s, sh.hd, sh.b * sh.a_t)) ||
-        (rc = sh.sp ? gemm_rs(&p, &sh, GS_OP_QKV, qkv_n, sh.h) : gemm(&p, GS_OP_QKV, &sh, sh.T, qkv_n, sh.h, 0)) ||
-        (!sh.sp && (rc = tp_coll(&p, GS_COLL_ALLREDUCE, &sh))) ||
-        (rc = elementwise(&p, GS_OP_NORM, hsp, sh.norm_bytes)))
+    if ((rc = sh.sp ? ag_gemm(&p, &sh, GS_OP_MLP_DOWN, &lr_mlp_down, sh.h, sh.f_t)
+                    : gemm(&p, GS_ROLE_MLP_DOWN, GS_OP_MLP_DOWN, &sh, &(gemm_shape){sh.T, sh.h, sh.f_t, 0})) ||
+        (rc = elementwise(&p, GS_ROLE_MLP_ACT, GS_OP_ACT, sh.T * sh.f_t, sh.act_bytes)) ||
+        (rc = sh.sp ? gemm_rs(&p, &sh, GS_OP_MLP_UP, &lr_mlp_up, up_n, sh.h)
+                    : gemm(&p, GS_ROLE_MLP_UP, GS_OP_MLP_UP, &sh, &(gemm_shape){sh.T, up_n, sh.h, 0})) ||
+        (!sh.sp && (rc = tp_coll(&p, GS_ROLE_TP_MLP_IN, GS_COLL_ALLREDUCE, &sh))) ||
+        (rc = elementwise(&p, GS_ROLE_MLP_NORM, GS_OP_NORM, hsp, sh.norm_bytes)) ||
+        (rc = sh.sp ? ag_gemm(&p, &sh, GS_OP_OPROJ, &lr_oproj, sh.h, sh.a_t * sh.hd)
+                    : gemm(&p, GS_ROLE_OPROJ, GS_OP_OPROJ, &sh, &(gemm_shape){sh.T, sh.h, sh.a_t * sh.hd, 0})) ||
+        (rc = gemm(&p, GS_ROLE_ATTN_CORE, GS_OP_ATTN, &sh, &(gemm_shape){sh.s, sh.s, sh.hd, sh.b * sh.a_t})) ||
+        (rc = sh.sp ? gemm_rs(&p, &sh, GS_OP_QKV, &lr_qkv, qkv_n, sh.h)
+                    : gemm(&p, GS_ROLE_QKV, GS_OP_QKV, &sh, &(gemm_shape){sh.T, qkv_n, sh.h, 0})) ||
+        (!sh.sp && (rc = tp_coll(&p, GS_ROLE_TP_ATTN_IN, GS_COLL_ALLREDUCE, &sh))) ||
+        (rc = elementwise(&p, GS_ROLE_ATTN_NORM, GS_OP_NORM, hsp, sh.norm_bytes)))
         return rc;
     return pass_end(&p, last_ev);
 }
@@ -457,8 +589,8 @@ gs_status gs__embed_forward(gs_bctx *x, uint32_t mb, const gs_layer_io *io, uint
     pass p;
     pass_init(&p, x, GS_PHASE_FWD, GS_LAYER_EMBED, mb, io);
     gs_status rc;
-    if ((rc = compute(&p, GS_OP_EMBED, 0, 0, 0, 0, 0.0, sh.T * sh.h * sh.e)) ||
-        (rc = tp_coll(&p, sh.sp ? GS_COLL_REDUCE_SCATTER : GS_COLL_ALLREDUCE, &sh)))
+    if ((rc = compute(&p, GS_ROLE_EMBED, GS_OP_EMBED, &no_gemm, 0.0, sh.T * sh.h * sh.e)) ||
+        (rc = tp_coll(&p, GS_ROLE_TP_EMBED, sh.sp ? GS_COLL_REDUCE_SCATTER : GS_COLL_ALLREDUCE, &sh)))
         return rc;
     return pass_end(&p, last_ev);
 }
@@ -470,8 +602,8 @@ gs_status gs__embed_backward(gs_bctx *x, uint32_t mb, const gs_layer_io *io, uin
     pass p;
     pass_init(&p, x, GS_PHASE_BWD, GS_LAYER_EMBED, mb, io);
     gs_status rc;
-    if ((sh.sp && (rc = tp_coll(&p, GS_COLL_ALLGATHER, &sh))) ||
-        (rc = compute(&p, GS_OP_EMBED, 0, 0, 0, 0, 0.0, 2 * sh.T * sh.h * sh.e)))
+    if ((sh.sp && (rc = tp_coll(&p, GS_ROLE_TP_EMBED, GS_COLL_ALLGATHER, &sh))) ||
+        (rc = compute(&p, GS_ROLE_EMBED, GS_OP_EMBED, &no_gemm, 0.0, 2 * sh.T * sh.h * sh.e)))
         return rc;
     return pass_end(&p, last_ev);
 }
@@ -489,11 +621,11 @@ gs_status gs__head_forward(gs_bctx *x, uint32_t mb, const gs_layer_io *io, uint3
     pass_init(&p, x, GS_PHASE_FWD, GS_LAYER_HEAD, mb, io);
     gs_status rc;
     uint64_t hsp = sh.sp ? ceil_div(sh.T * sh.h, x->tp) : sh.T * sh.h;
-    if ((rc = elementwise(&p, GS_OP_NORM, hsp, sh.norm_bytes)) ||
-        (sh.sp && (rc = tp_coll(&p, GS_COLL_ALLGATHER, &sh))) ||
-        (rc = gemm(&p, GS_OP_HEAD, &sh, sh.T, sh.v_t, sh.h, 0)) ||
+    if ((rc = elementwise(&p, GS_ROLE_HEAD_NORM, GS_OP_NORM, hsp, sh.norm_bytes)) ||
+        (sh.sp && (rc = tp_coll(&p, GS_ROLE_TP_HEAD_IN, GS_COLL_ALLGATHER, &sh))) ||
+        (rc = gemm(&p, GS_ROLE_HEAD, GS_OP_HEAD, &sh, &(gemm_shape){sh.T, sh.v_t, sh.h, 0})) ||
         (rc = loss(&p, &sh)) ||
-        (rc = tp_coll_bytes(&p, GS_COLL_ALLGATHER, x->tp * sh.T * GS_XENT_STAT_BYTES)))
+        (rc = tp_coll_bytes(&p, GS_ROLE_TP_LOSS_STATS, GS_COLL_ALLGATHER, x->tp * sh.T * GS_XENT_STAT_BYTES)))
         return rc;
     return pass_end(&p, last_ev);
 }
@@ -507,9 +639,9 @@ gs_status gs__head_backward(gs_bctx *x, uint32_t mb, const gs_layer_io *io, uint
     gs_status rc;
     uint64_t hsp = sh.sp ? ceil_div(sh.T * sh.h, x->tp) : sh.T * sh.h;
     if ((rc = loss(&p, &sh)) ||
-        (rc = gemm(&p, GS_OP_HEAD, &sh, sh.T, sh.v_t, sh.h, 0)) ||
-        (rc = tp_coll(&p, sh.sp ? GS_COLL_REDUCE_SCATTER : GS_COLL_ALLREDUCE, &sh)) ||
-        (rc = elementwise(&p, GS_OP_NORM, hsp, sh.norm_bytes)))
+        (rc = gemm(&p, GS_ROLE_HEAD, GS_OP_HEAD, &sh, &(gemm_shape){sh.T, sh.v_t, sh.h, 0})) ||
+        (rc = tp_coll(&p, GS_ROLE_TP_HEAD_IN, sh.sp ? GS_COLL_REDUCE_SCATTER : GS_COLL_ALLREDUCE, &sh)) ||
+        (rc = elementwise(&p, GS_ROLE_HEAD_NORM, GS_OP_NORM, hsp, sh.norm_bytes)))
         return rc;
     return pass_end(&p, last_ev);
 }

@@ -305,10 +305,18 @@ static uint64_t chunk_stash(const stage_ctx *x, uint64_t chunk)
     return b;
 }
 
-static void moment_offer(stage_ctx *x, uint64_t act, uint64_t others, uint64_t gather, uint64_t tgrads,
-                         const char *what, int64_t layer, uint32_t mb, uint64_t chunk)
+/* The bytes of one moment beyond the resident states: the current pass's activations, the other
+ * passes' stashes, gathered parameters, transient gradients. */
+typedef struct moment_bytes {
+    uint64_t act, others, gather, tgrads;
+} moment_bytes;
+
+/* Offers the moment (what, at stage-local layer, micro-batch, chunk) as the peak. */
+static void moment_offer(stage_ctx *x, const moment_bytes *mbytes, const char *what, int64_t layer, uint32_t mb,
+                         uint64_t chunk)
 {
-    uint64_t grads = x->resident[GS_MEM_GRADS] + tgrads, total;
+    uint64_t act = mbytes->act, others = mbytes->others, gather = mbytes->gather;
+    uint64_t grads = x->resident[GS_MEM_GRADS] + mbytes->tgrads, total;
     if (x->fixed_ok) {
         /* The same checked sum as below, the kinds that do not vary between moments added once
          * (a sum of non-negative terms overflows in any order or in none). */
@@ -447,7 +455,7 @@ static void backward_moments(stage_ctx *x, uint32_t mb, uint64_t chunk, uint64_t
     if (has_head) {
         uint64_t g = base_g + (pl->gather_per_pass && pl->prefetch_bwd == 1 && top >= bot
                                    ? mul(x->c, gs_partition_covering(p, top), wb, "gather") : 0);
-        moment_offer(x, chunk_stash(x, chunk), others, g, root_grad, "head backward", -1, mb, chunk);
+        moment_offer(x, &(moment_bytes){chunk_stash(x, chunk), others, g, root_grad}, "head backward", -1, mb, chunk);
     }
     for (int64_t l = top; l >= bot; l--) {
         uint64_t stash = (uint64_t)(l - bot + 1) * st + (has_emb ? x->act->emb_mask : 0);
@@ -458,14 +466,15 @@ static void backward_moments(stage_ctx *x, uint32_t mb, uint64_t chunk, uint64_t
             g += mul(x->c, cov + (pl->prefetch_bwd == 1 && l > bot ? gs_partition_prefetch(p, l, l - 1) : 0), wb,
                      "gather");
         uint64_t tg = root_grad + (pl->transient_grads ? mul(x->c, cov, gb, "grads") : 0);
-        moment_offer(x, act, others, g, tg, "backward", l, mb, chunk);
+        moment_offer(x, &(moment_bytes){act, others, g, tg}, "backward", l, mb, chunk);
         if (pl->gather_per_pass && pl->prefetch_bwd == 2 && l > bot) {
             uint64_t g2 = base_g + mul(x->c, gs_partition_covering(p, l - 1), wb, "gather");
-            moment_offer(x, stash - st, others, g2, tg, "backward_post prefetch after", l, mb, chunk);
+            moment_offer(x, &(moment_bytes){stash - st, others, g2, tg}, "backward_post prefetch after", l, mb, chunk);
         }
     }
     if (has_emb)
-        moment_offer(x, x->act->emb_mask, others, base_g, root_grad, "embedding backward", -1, mb, chunk);
+        moment_offer(x, &(moment_bytes){x->act->emb_mask, others, base_g, root_grad}, "embedding backward", -1, mb,
+                     chunk);
 }
 
 /* Non-root units whose first layer lies in [lo, hi] (stage-local), parameters. */
@@ -514,11 +523,11 @@ static void forward_moments(stage_ctx *x, uint32_t mb, uint64_t chunk, uint64_t 
         if (pl->gather_all)
             g += mul(x->c, seen_g + (seen[chunk] ? units_beginning_in(p, bot, top) : units_beginning_in(p, bot, ahead)),
                      wb, "gather");
-        moment_offer(x, act, others, g, root_grad, "forward", l, mb, chunk);
+        moment_offer(x, &(moment_bytes){act, others, g, root_grad}, "forward", l, mb, chunk);
     }
     if (has_head) {
         uint64_t g = root_g + (pl->gather_all ? mul(x->c, seen_g + units_beginning_in(p, bot, top), wb, "gather") : 0);
-        moment_offer(x, chunk_stash(x, chunk), others, g, root_grad, "head forward", -1, mb, chunk);
+        moment_offer(x, &(moment_bytes){chunk_stash(x, chunk), others, g, root_grad}, "head forward", -1, mb, chunk);
     }
 }
 
@@ -529,420 +538,508 @@ static const char *prec_label(gs_precision p)
     return p == GS_PREC_FP32 ? "fp32" : gs_precision_name(p);
 }
 
-static gs_status build_stage(const gs_scenario *s, const gs_mesh *mesh, uint64_t stage,
-                             uint64_t mb, gs_ledger_rank *r, calc *c, gs_error *err)
-{
-    const gs_model *m = &s->model;
-    const gs_strategy *st = &s->strategy;
-    uint64_t tp = mesh->size[GS_DIM_TP], dp = mesh->size[GS_DIM_DP], pp = mesh->size[GS_DIM_PP];
-    uint64_t coords[GS_DIM_COUNT] = {0};
-    coords[GS_DIM_PP] = stage;
-    uint64_t rank = gs_mesh_coords_rank(mesh, coords);
+/* What building one stage's ledger row works on: the scenario, the stage and its first rank, the
+ * partition, shard plan and activation sizes, the unit sums, the resident states' bytes (after
+ * CPU offload), and the row it fills. */
+typedef struct stage_build {
+    const gs_scenario *s;
+    const gs_mesh *mesh;
+    uint64_t stage, mb, rank, tp, dp, pp;
     gs_partition part;
-    gs_pipe_order order = {NULL, 0, 0};
     gs_shard_plan plan;
     gs_act_sizes act;
-    uint64_t *inflight = NULL;
-    uint8_t *seen = NULL;
-    pass_memo *memo = NULL; /* [0] backward passes, [1] forward passes */
-    uint64_t *chunk_params = NULL; /* bucket_stages first: per model chunk, parameters in its one bucket */
-    gs_status rc;
-    char b1[GS_FMT_BYTES];
-    const char *pl = prec_label(st->precision);
+    uint64_t shard, largest, root, nonroot; /* elements: the padded shards' sum, the largest unit, root, rest */
+    uint64_t mem_params, mem_master, mem_m, mem_v, mem_g, mem_hold, ws; /* bytes on the device */
+    uint64_t dp_bytes, ar_net; /* traffic: DP collectives (not HSDP's cross-node part), HSDP's */
+    gs_ledger_rank *r;
+    calc *c;
+} stage_build;
 
+/* The states resident for the whole step (params, master, Adam m and v, gradients, the no_sync
+ * gradient, the workspace) and their explain lines; CPU offload moves some to the host. */
+static void stage_states(stage_build *b)
+{
+    const gs_strategy *st = &b->s->strategy;
+    const gs_shard_plan *plan = &b->plan;
+    calc *c = b->c;
+    gs_ledger_rank *r = b->r;
+    const char *pl = prec_label(st->precision);
+    uint64_t P = b->part.params, N = plan->N, wb = plan->wb, gb = plan->gb;
+    uint64_t p_el = plan->stored_sharded ? b->shard : P;
+    uint64_t g_el = plan->shard_grads ? b->shard : P;
+    uint64_t o_el = plan->shard_opt ? b->shard : P;
+    b->mem_params = mul(c, p_el, wb, "params");
+    b->mem_master = plan->mixed ? mul(c, o_el, 4, "master") : 0;
+    b->mem_m = mul(c, o_el, 4, "adam m"), b->mem_v = mul(c, o_el, 4, "adam v");
+    b->mem_g = mul(c, g_el, gb, "grads");
+    r->state_bytes = add(c, add(c, add(c, b->mem_params, b->mem_master, "states"), add(c, b->mem_m, b->mem_v, "states"),
+                                "states"), b->mem_g, "states");
+    line_add(c, r, "params", b->mem_params, "%s %s: %" PRIu64 " elements x %" PRIu64 " B (P=%" PRIu64
+             " on stage %" PRIu64 ", tp slice 1/%" PRIu64 "%s)", pl, plan->stored_sharded ? "shard" : "full", p_el,
+             wb, P, b->stage, b->tp, plan->stored_sharded ? ", padded shard of each FSDP unit over N" : "");
+    if (plan->mixed)
+        line_add(c, r, "master", b->mem_master, "fp32 %s: %" PRIu64 " x 4 B", plan->shard_opt ? "shard" : "full", o_el);
+    line_add(c, r, "adam_m", b->mem_m, "fp32 %s: %" PRIu64 " x 4 B", plan->shard_opt ? "shard" : "full", o_el);
+    line_add(c, r, "adam_v", b->mem_v, "fp32 %s: %" PRIu64 " x 4 B", plan->shard_opt ? "shard" : "full", o_el);
+    line_add(c, r, "grads", b->mem_g, "%s %s: %" PRIu64 " x %" PRIu64 " B",
+             st->grad_dtype >= 0 ? gs_precision_name((gs_precision)st->grad_dtype) : pl,
+             plan->shard_grads ? "shard" : "full", g_el, gb);
+    if (plan->shard_opt)
+        line_add(c, r, "shard group", 0, "N = %" PRIu64 " ranks (%s)%s, %zu FSDP units%s", N,
+                 st->sharding == GS_SHARD_HYBRID_SHARD ? "the DP ranks on this node" : "the DP group",
+                 st->sharding == GS_SHARD_HYBRID_SHARD ? ", replicated across R nodes" : "", b->part.nunits,
+                 b->part.has_root ? " (the last is the root: embedding, head, stray params)" : "");
+    if (plan->offload) {
+        uint64_t host = add(c, add(c, b->mem_master, add(c, b->mem_m, b->mem_v, "host"), "host"),
+                            plan->stored_sharded ? add(c, b->mem_params, b->mem_g, "host") : 0, "host");
+        r->host_bytes = host;
+        line_add(c, r, "host (offload)", host, "%s master + m + v moved to host memory; the optimizer runs on the CPU",
+                 plan->stored_sharded ? "param and grad shards," : "");
+        b->mem_master = b->mem_m = b->mem_v = 0;
+        if (plan->stored_sharded)
+            b->mem_params = b->mem_g = 0;
+    }
+    b->mem_hold = 0;
+    if (plan->hold_full_grads) {
+        b->mem_hold = mul(c, P, gb, "grads");
+        line_add(c, r, "grads (no_sync)", b->mem_hold, "full gradient accumulated unsharded until the last of %" PRIu64
+                 " micro-batches: P x %" PRIu64 " B", b->mb, gb);
+    }
+    uint64_t comms = 0, ub;
+    for (int d = 0; d < GS_DIM_COUNT; d++)
+        comms += b->mesh->size[d] > 1;
+    b->ws = gs_workspace_bytes(b->s, b->mesh, &ub);
+    line_add(c, r, "workspace", b->ws, "estimate: cuBLAS 32 MiB + NCCL buffers 128 MiB x %" PRIu64
+             " communicators (dims of size > 1)%s", comms,
+             ub ? " + Transformer Engine userbuffers 10 x s*b*h (tp_comm_overlap)" : "");
+}
+
+/* The activation sizes' explain lines. */
+static void stage_act_lines(const stage_build *b)
+{
+    const gs_model *m = &b->s->model;
+    const gs_strategy *st = &b->s->strategy;
+    const gs_act_sizes *act = &b->act;
+    calc *c = b->c;
+    gs_ledger_rank *r = b->r;
+    act_terms a;
+    layer_activation_terms(m, st, b->s->batch.micro_seqs, b->tp, c, &a);
+    const char *how = st->recompute == GS_RECOMPUTE_FULL ? "full recompute: layer input only"
+                      : st->recompute == GS_RECOMPUTE_SELECTIVE ? "selective recompute: attention scores dropped"
+                                                                : "no recompute";
+    line_add(c, r, "act: per layer", act->stored,
+             "%s%s%s; replicated %" PRIu64 " + split %" PRIu64 " + scores %" PRIu64 " + lse %" PRIu64
+             " B (Korthikanti 2022; b=%" PRIu64 ", s=%" PRIu64 ", h=%" PRIu64 ", a=%" PRIu64 ", t=%" PRIu64 ")",
+             how, st->sequence_parallel ? ", sequence parallel" : "", st->flash_attention ? ", flash attention" : "",
+             a.replicated, a.split, a.scores, a.lse, b->s->batch.micro_seqs, m->seq, m->hidden, m->heads, b->tp);
+    if (act->remat)
+        line_add(c, r, "act: recompute set", act->remat, "one layer's %s rematerialized during its backward",
+                 st->recompute == GS_RECOMPUTE_FULL ? "full activations" : "attention scores");
+    if (act->emb_mask)
+        line_add(c, r, "act: embedding", act->emb_mask, "dropout mask 1 B x s*b*h%s",
+                 st->sequence_parallel ? " / tp" : "");
+    if (act->head_act)
+        line_add(c, r, "act: head", act->head_act, "final-norm input e*s*b*h + fp32 logits 4*s*b*V/t = 4*%" PRIu64
+                 "*%" PRIu64 "*%" PRIu64 "/%" PRIu64, m->seq, b->s->batch.micro_seqs, m->vocab, b->tp);
+}
+
+/* The moments' context of the stage: its resident bytes and what the passes' moments need. */
+static void peak_ctx_init(const stage_build *b, uint64_t v, stage_ctx *x)
+{
+    memset(x, 0, sizeof *x);
+    x->p = &b->part;
+    x->plan = &b->plan;
+    x->act = &b->act;
+    x->c = b->c;
+    x->stage = b->stage;
+    x->pp = b->pp;
+    x->v = v;
+    x->layers_per_chunk = b->part.layers / v;
+    x->nonroot_params = b->nonroot;
+    x->last = b->stage + 1 == b->pp;
+    x->resident[GS_MEM_PARAMS] = b->mem_params;
+    x->resident[GS_MEM_MASTER] = b->mem_master;
+    x->resident[GS_MEM_ADAM_M] = b->mem_m;
+    x->resident[GS_MEM_ADAM_V] = b->mem_v;
+    x->resident[GS_MEM_GRADS] = add(b->c, b->mem_g, b->mem_hold, "grads");
+    x->resident[GS_MEM_WORKSPACE] = b->ws;
+    calc fc = {0, NULL, 0};
+    uint64_t f = 0;
+    for (int k = 0; k < GS_MEM_KIND_COUNT; k++)
+        if (k != GS_MEM_GRADS && k != GS_MEM_ACTIVATIONS && k != GS_MEM_PIPE_INFLIGHT && k != GS_MEM_GATHER)
+            f = add(&fc, f, x->resident[k], "peak");
+    x->fixed_bytes = f;
+    x->fixed_ok = !fc.overflow;
+}
+
+/* Every pass's memory moments in pipeline order (passes in flight differ only in their chunk; a
+ * backward pass's moments depend only on its chunk and on the stash of the others, so identical
+ * (chunk, others) pairs are skipped). *max_inflight: the most passes in flight. */
+static gs_status peak_walk(const stage_build *b, const gs_pipe_order *order, stage_ctx *x, size_t *max_inflight,
+                           gs_error *err)
+{
+    calc *c = b->c;
+    uint64_t v = x->v, root_chunk = gs_partition_root_chunk(&b->part, b->stage, b->pp, v);
+    size_t cur_inflight = 0;
+    uint64_t *inflight = calloc(v, sizeof *inflight);
+    uint8_t *seen = calloc(v, 1);
+    pass_memo *memo = malloc(2 * sizeof *memo); /* [0] backward passes, [1] forward passes */
+    gs_status rc = GS_OK;
+    if (!inflight || !seen || !memo) {
+        rc = gs_error_set(err, GS_ERR_NOMEM, "out of memory");
+        goto out;
+    }
+    pass_memo *bmemo = &memo[0], *fmemo = &memo[1];
+    bmemo->n = fmemo->n = 0;
+    bmemo->have_hit = fmemo->have_hit = 0;
+    memset(bmemo->used, 0, sizeof bmemo->used);
+    memset(fmemo->used, 0, sizeof fmemo->used);
+    *max_inflight = 0;
+    for (size_t i = 0; i < order->nops; i++) {
+        const gs_pipe_op *op = &order->ops[i];
+        uint64_t others = 0;
+        for (uint64_t ch = 0; ch < v; ch++)
+            others = add(c, others, mul(c, inflight[ch], chunk_stash(x, ch), "stash"), "stash");
+        if (!op->backward) {
+            pass_key key = {op->chunk, others, x->root_grad_live};
+            if (!(seen[op->chunk] && pass_memo_has(fmemo, &key))) {
+                forward_moments(x, op->mb, op->chunk, others, seen);
+                pass_memo_add(fmemo, &key);
+            }
+            seen[op->chunk] = 1;
+            inflight[op->chunk]++;
+            if (++cur_inflight > *max_inflight)
+                *max_inflight = cur_inflight;
+            continue;
+        }
+        others -= chunk_stash(x, op->chunk);
+        pass_key key = {op->chunk, others, x->root_grad_live};
+        if (!pass_memo_has(bmemo, &key)) {
+            backward_moments(x, op->mb, op->chunk, others);
+            pass_memo_add(bmemo, &key);
+        }
+        if (gs_partition_root_written_by(&b->part, b->stage, b->pp, v, op->chunk))
+            x->root_grad_live = 1;
+        if (op->chunk == root_chunk)
+            x->root_grad_live = 0;
+        inflight[op->chunk]--;
+        cur_inflight--;
+    }
+out:
+    free(inflight);
+    free(seen);
+    free(memo);
+    return rc;
+}
+
+/* The peak: every pass's memory moments in pipeline order, the largest with where it happens, and
+ * the lines explaining it. */
+static gs_status stage_peak(stage_build *b, gs_error *err)
+{
+    const gs_strategy *st = &b->s->strategy;
+    calc *c = b->c;
+    gs_ledger_rank *r = b->r;
+    uint64_t v = st->pipeline == GS_PIPE_INTERLEAVED && b->pp > 1 && st->virtual_stages ? st->virtual_stages : 1;
+    gs_pipe_order order = {NULL, 0, 0};
+    gs_status rc = gs_pipe_order_build(st->pipeline, b->pp, b->stage, b->mb, v, &order, err);
+    stage_ctx x;
+    size_t max_inflight = 0;
+    if (rc != GS_OK)
+        goto out;
+    peak_ctx_init(b, v, &x);
+    if ((rc = peak_walk(b, &order, &x, &max_inflight, err)) != GS_OK)
+        goto out;
+    for (int k = 0; k < GS_MEM_KIND_COUNT; k++)
+        r->mem[k] = x.best.mem[k];
+    r->peak_bytes = x.best.total;
+    if (c->explain)
+        moment_where(&x, r->peak_where, sizeof r->peak_where);
+    r->inflight_microbatches = max_inflight;
+    line_add(c, r, "activations", r->mem[GS_MEM_ACTIVATIONS], "at the peak: the current pass's stash, its "
+             "rematerialized layer and pipeline gradients in flight");
+    if (b->pp > 1)
+        line_add(c, r, "pipeline_inflight", r->mem[GS_MEM_PIPE_INFLIGHT], "%s: up to %zu passes in flight on "
+                 "stage %" PRIu64 " (warm-up %" PRIu64 "); the others' stashes at the peak",
+                 v > 1 ? "interleaved 1F1B" : gs_pipeline_name(st->pipeline), max_inflight, b->stage, order.warmup);
+    if (b->plan.stored_sharded)
+        line_add(c, r, "gather_buffers", r->mem[GS_MEM_GATHER], "root unit %" PRIu64 " params gathered for the step%s"
+                 " x %" PRIu64 " B", b->root,
+                 b->plan.gather_all ? " + every layer unit kept gathered (shard_grad_op / no reshard)"
+                 : b->plan.prefetch_bwd ? " + the layer's unit and the prefetched next" : " + the layer's unit",
+                 b->plan.wb);
+    line_add(c, r, "peak", r->peak_bytes, "at %s", r->peak_where);
+out:
+    gs_pipe_order_fini(&order);
+    return rc;
+}
+
+/* Per pass over the stage's units, the bytes a rank sends (before x wb or gb): a layer unit's
+ * gather, the reductions (DDP / ZeRO buckets; FSDP reduce-scatter and HSDP's cross-node
+ * all-reduce), ZeRO's gather of the updated parameters. bucket_stages first (Megatron-Core): a
+ * model chunk other than chunk 0 of stage 0 reduces its units' gradients, and gathers their
+ * parameters, as one bucket padded to N. */
+typedef struct dp_pass {
+    uint64_t layer, red, inter, opt; /* elements */
+    uint64_t chunk_buckets;          /* model chunks reduced as one bucket */
+} dp_pass;
+
+static gs_status dp_pass_elements(const stage_build *b, dp_pass *d, gs_error *err)
+{
+    const gs_strategy *st = &b->s->strategy;
+    const gs_shard_plan *plan = &b->plan;
+    const gs_partition *part = &b->part;
+    calc *c = b->c;
+    uint64_t N = plan->N, R = plan->R;
+    uint64_t nchunks = st->pipeline == GS_PIPE_INTERLEAVED && b->pp > 1 && st->virtual_stages ? st->virtual_stages : 1;
+    int chunk_buckets = plan->bucketed && st->bucket_stages == GS_BUCKET_STAGES_FIRST;
+    uint64_t *chunk_params = NULL; /* per model chunk, parameters in its one bucket */
+    memset(d, 0, sizeof *d);
+    if (chunk_buckets && !(chunk_params = calloc((size_t)nchunks, sizeof *chunk_params)))
+        return gs_error_set(err, GS_ERR_NOMEM, "out of memory");
+    for (size_t i = 0; i < part->nunits; i++) {
+        uint64_t u = part->units[i].params;
+        if (!(part->has_root && i + 1 == part->nunits))
+            d->layer = add(c, d->layer, mul(c, N - 1, ceil_div(u, N), "traffic"), "traffic");
+        uint64_t ch = chunk_buckets ? gs_partition_unit_chunk(part, i, b->stage, b->pp, nchunks) : 0;
+        if (chunk_buckets && gs_strategy_chunk_one_bucket(st, b->stage, ch)) {
+            chunk_params[ch] = add(c, chunk_params[ch], u, "traffic");
+            continue;
+        }
+        d->opt = add(c, d->opt, mul(c, N - 1, ceil_div(u, N), "traffic"), "traffic");
+        if (plan->bucketed) {
+            /* the buckets' sum in closed form (a 1e17-parameter unit has 4e9 buckets of
+             * 25 MiB): gs_bucket_params gives `each` to the first u / each buckets and the
+             * rest (if any) to one, each bucket sending ceil(its share / N) */
+            uint64_t nb = gs_bucket_count(u, plan->gb, st->bucket_bytes);
+            uint64_t each = ceil_div(u, nb), full = each ? u / each : 0, rest = u - full * each;
+            uint64_t shares = add(c, mul(c, full, ceil_div(each, N), "traffic"), rest ? ceil_div(rest, N) : 0,
+                                  "traffic");
+            d->red = add(c, d->red, mul(c, (plan->grad_allreduce ? 2 : 1) * (N - 1), shares, "traffic"), "traffic");
+        } else {
+            d->red = add(c, d->red, mul(c, N - 1, ceil_div(u, N), "traffic"), "traffic");
+            if (R > 1)
+                d->inter = add(c, d->inter, mul(c, 2 * (R - 1), ceil_div(ceil_div(u, N), R), "traffic"), "traffic");
+        }
+    }
+    for (uint64_t ch = 0; chunk_buckets && ch < nchunks; ch++)
+        if (chunk_params[ch]) {
+            uint64_t per = mul(c, N - 1, ceil_div(chunk_params[ch], N), "traffic");
+            d->red = add(c, d->red, mul(c, plan->grad_allreduce ? 2 : 1, per, "traffic"), "traffic");
+            d->opt = add(c, d->opt, per, "traffic");
+            d->chunk_buckets++;
+        }
+    free(chunk_params);
+    return GS_OK;
+}
+
+/* Data-parallel traffic per step: gathers, reduce-scatters or all-reduces, HSDP's cross-node
+ * all-reduce; by link class. */
+static gs_status stage_dp_traffic(stage_build *b, gs_error *err)
+{
+    const gs_strategy *st = &b->s->strategy;
+    const gs_shard_plan *plan = &b->plan;
+    calc *c = b->c;
+    gs_ledger_rank *r = b->r;
+    char b1[GS_FMT_BYTES];
+    uint64_t N = plan->N, R = plan->R, wb = plan->wb, gb = plan->gb, mb = b->mb;
+    int dp_net = gs_mesh_group_nodes(b->mesh, GS_DIM_DP, b->rank) > 1;
+    uint64_t n_sync = plan->sync_every ? mb : 1;
+    uint64_t ag = 0, rs = 0, ar = 0, ar_net = 0;
+    uint64_t root_pass = b->root ? mul(c, mul(c, N - 1, ceil_div(b->root, N), "traffic"), wb, "traffic") : 0;
+    dp_pass d;
+    gs_status rc = dp_pass_elements(b, &d, err);
+    if (rc != GS_OK)
+        return rc;
+    uint64_t layer_pass = mul(c, d.layer, wb, "traffic"), opt_pass = mul(c, d.opt, wb, "traffic");
+    uint64_t red_pass = mul(c, d.red, gb, "traffic"), inter_pass = mul(c, d.inter, gb, "traffic");
+    if (N > 1) {
+        if (plan->gather_root)
+            ag = add(c, ag, root_pass, "traffic");
+        if (plan->gather_per_pass)
+            ag = add(c, ag, mul(c, layer_pass, 2 * mb, "traffic"), "traffic");
+        if (plan->gather_all)
+            ag = add(c, ag, layer_pass, "traffic");
+        if (plan->ag_after_optimizer) /* opt_pass counts the root's with its chunk */
+            ag = add(c, ag, opt_pass, "traffic");
+        if (plan->grad_allreduce)
+            ar = mul(c, red_pass, n_sync, "traffic");
+        else
+            rs = mul(c, red_pass, n_sync, "traffic");
+    }
+    /* HSDP: the cross-node all-reduce runs even with one DP rank per node (N = 1) */
+    if (R > 1)
+        ar_net = mul(c, inter_pass, n_sync, "traffic");
+    if (ag)
+        line_add(c, r, "dp all-gather", ag, "%s%s%s (N=%" PRIu64 ", (N-1) x padded shard x %" PRIu64 " B per unit%s)",
+                 plan->gather_root ? "root once + " : "",
+                 plan->gather_per_pass ? "every layer unit before each forward and backward pass (2 x m)"
+                 : plan->gather_all ? "every layer unit once per step"
+                                    : "updated params once per step",
+                 "", N, wb, d.chunk_buckets ? "; bucket_stages first: per model chunk" : "");
+    if (rs)
+        line_add(c, r, "dp reduce-scatter", rs, "%" PRIu64 " x %s of gradients%s%s", n_sync,
+                 (c->explain ? gs_fmt_bytes(red_pass, b1, sizeof b1) : ""),
+                 n_sync == 1 ? " (once per step: no_sync until the last micro-batch)" : " (every micro-batch)",
+                 d.chunk_buckets ? "; bucket_stages first: each model chunk after stage 0's first in one "
+                                   "bucket" : "");
+    if (ar)
+        line_add(c, r, "dp all-reduce", ar, "%" PRIu64 " x %s: 2 (N-1)/N over %" PRIu64 " B buckets, N=%" PRIu64 "%s%s",
+                 n_sync, (c->explain ? gs_fmt_bytes(red_pass, b1, sizeof b1) : ""), st->bucket_bytes, N,
+                 n_sync == 1 ? " (no_sync until the last micro-batch)" : "",
+                 d.chunk_buckets ? "; bucket_stages first: each model chunk after stage 0's first in one "
+                                   "bucket" : "");
+    if (ar_net)
+        line_add(c, r, "hsdp all-reduce", ar_net, "2 (R-1)/R x gradient shard x %" PRIu64 " B x %" PRIu64
+                 " syncs, R=%" PRIu64 " nodes", gb, n_sync, R);
+    r->traffic[GS_TRAFFIC_DP_ALLGATHER] = ag;
+    r->traffic[GS_TRAFFIC_DP_REDUCE_SCATTER] = rs;
+    r->traffic[GS_TRAFFIC_DP_ALLREDUCE] = add(c, ar, ar_net, "traffic");
+    b->dp_bytes = add(c, add(c, ag, rs, "traffic"), ar, "traffic");
+    b->ar_net = ar_net;
+    r->traffic_link[dp_net && st->sharding != GS_SHARD_HYBRID_SHARD ? GS_LINKCLASS_NET : GS_LINKCLASS_INTRA] +=
+        b->dp_bytes;
+    r->traffic_link[GS_LINKCLASS_NET] += ar_net;
+    return GS_OK;
+}
+
+/* TP traffic per step: per layer and pass, 2 all-reduces of s*b*h in forward and 2 in backward
+ * (sequence parallel: all-gather + reduce-scatter pairs of the same bytes); full recompute repeats
+ * the forward's 2 in backward; the vocab-parallel embedding adds 1 in forward, the head 1 in
+ * backward; the cross-entropy's statistics; SP's norm-gradient all-reduce. */
+static void stage_tp_traffic(stage_build *b)
+{
+    const gs_scenario *s = b->s;
+    const gs_model *m = &s->model;
+    const gs_strategy *st = &s->strategy;
+    calc *c = b->c;
+    gs_ledger_rank *r = b->r;
+    uint64_t tp = b->tp, stage = b->stage, pp = b->pp, mb = b->mb;
+    int tp_net = gs_mesh_group_nodes(b->mesh, GS_DIM_TP, b->rank) > 1;
+    uint64_t tpb = 0;
+    if (tp > 1) {
+        uint64_t e = st->precision == GS_PREC_FP32 ? 4 : 2;
+        uint64_t xb = mul(c, mul(c, mul(c, m->seq, s->batch.micro_seqs, "traffic"), m->hidden, "traffic"), e,
+                          "traffic");
+        uint64_t ar1 = mul(c, 2 * (tp - 1), ceil_div(xb, tp), "traffic");
+        /* 4 per block (2 forward, 2 backward); full recompute repeats the forward's 2; under
+         * tp_comm_overlap the backward re-gathers the norms' sequence-parallel outputs for the
+         * weight gradients (2 all-gathers: one more equivalent) */
+        int regather = st->tp_comm_overlap && st->sequence_parallel;
+        uint64_t per_layer = 4 + (st->recompute == GS_RECOMPUTE_FULL ? 2 : 0) + (regather ? 1 : 0);
+        uint64_t colls = mul(c, per_layer, r->layers, "traffic") + (stage == 0) + (stage + 1 == pp);
+        tpb = mul(c, mul(c, colls, ar1, "traffic"), mb, "traffic");
+        /* the last stage's vocab-parallel cross-entropy: an all-gather of 12 B (3 fp32) per
+         * token per micro-batch, (t-1)/t of t x that sent */
+        uint64_t xent = stage + 1 == pp ? mul(c, mul(c, mul(c, m->seq, s->batch.micro_seqs, "traffic"),
+                                                     12 * (tp - 1), "traffic"), mb, "traffic") : 0;
+        tpb = add(c, tpb, xent, "traffic");
+        /* sequence parallelism: one all-reduce of the stage's norm-weight gradients per step */
+        uint64_t spn = st->sequence_parallel ? mul(c, 2 * (tp - 1),
+                                                   ceil_div(mul(c, gs_sp_norm_params(s, r->layers, stage + 1 == pp),
+                                                                gs_grad_bytes(st), "traffic"), tp), "traffic") : 0;
+        tpb = add(c, tpb, spn, "traffic");
+        line_add(c, r, "tp", tpb, "%" PRIu64 " all-reduce equivalents x 2 (t-1) x ceil(s*b*h*%" PRIu64 " B / t) x %"
+                 PRIu64 " micro-batches (%" PRIu64 " per layer%s%s, t=%" PRIu64 ")%s%s", colls, e, mb, per_layer,
+                 st->recompute == GS_RECOMPUTE_FULL ? " incl. the recomputed forward" : "",
+                 st->sequence_parallel ? (regather ? ", as all-gather + reduce-scatter pairs, with the backward's "
+                                                     "re-gathers of tp_comm_overlap"
+                                                   : ", as all-gather + reduce-scatter pairs")
+                                       : "",
+                 tp,
+                 xent ? " + the cross-entropy statistics all-gather, (t-1) x s*b*12 B per micro-batch" : "",
+                 spn ? " + the norm-weight gradient all-reduce of sequence parallelism" : "");
+    }
+    r->traffic[GS_TRAFFIC_TP] = tpb;
+    r->traffic_link[tp_net ? GS_LINKCLASS_NET : GS_LINKCLASS_INTRA] += tpb;
+}
+
+/* PP traffic per step: each forward pass of a chunk with a next stage sends its output
+ * activation; each backward pass of a chunk with a previous stage sends its input gradient; tied
+ * embeddings exchange the word embedding's gradient between the first and last stages. */
+static void stage_pp_traffic(stage_build *b)
+{
+    const gs_scenario *s = b->s;
+    const gs_strategy *st = &s->strategy;
+    const gs_mesh *mesh = b->mesh;
+    calc *c = b->c;
+    gs_ledger_rank *r = b->r;
+    uint64_t stage = b->stage, pp = b->pp, mb = b->mb;
+    uint64_t v = st->pipeline == GS_PIPE_INTERLEAVED && pp > 1 && st->virtual_stages ? st->virtual_stages : 1;
+    uint64_t ppb = 0;
+    if (pp > 1) {
+        uint64_t fwd = mul(c, mb, v, "traffic") - (stage + 1 == pp ? mb : 0);
+        uint64_t bwd = mul(c, mb, v, "traffic") - (stage == 0 ? mb : 0);
+        ppb = mul(c, add(c, fwd, bwd, "traffic"), b->act.boundary, "traffic");
+        line_add(c, r, "pp", ppb, "(%" PRIu64 " activation + %" PRIu64 " gradient sends) x %" PRIu64 " B", fwd, bwd,
+                 b->act.boundary);
+        uint64_t cn[GS_DIM_COUNT] = {0};
+        cn[GS_DIM_PP] = stage + 1 < pp ? stage + 1 : stage - 1;
+        int pp_net = gs_mesh_rank_node(mesh, gs_mesh_coords_rank(mesh, cn)) != gs_mesh_rank_node(mesh, b->rank);
+        r->traffic_link[pp_net ? GS_LINKCLASS_NET : GS_LINKCLASS_INTRA] += ppb;
+        /* tied embeddings: the first and last stages exchange the word embedding's gradient
+         * (engine/build.c's epilogue), over the link to the other end of the pipeline */
+        if (s->model.tied_embeddings && (stage == 0 || stage + 1 == pp)) {
+            uint64_t gbt = gs_grad_bytes(st);
+            uint64_t eb = mul(c, b->part.word_params, gbt, "traffic");
+            line_add(c, r, "pp", eb, "the tied word embedding's gradient, [vocab/tp, h] x %" PRIu64
+                     " B, sent to the other end of the pipeline", gbt);
+            ppb = add(c, ppb, eb, "traffic");
+            cn[GS_DIM_PP] = stage == 0 ? pp - 1 : 0;
+            int far_net = gs_mesh_rank_node(mesh, gs_mesh_coords_rank(mesh, cn)) != gs_mesh_rank_node(mesh, b->rank);
+            r->traffic_link[far_net ? GS_LINKCLASS_NET : GS_LINKCLASS_INTRA] += eb;
+        }
+    }
+    r->traffic[GS_TRAFFIC_PP] = ppb;
+    r->traffic_bytes = add(c, add(c, add(c, b->dp_bytes, b->ar_net, "traffic"), r->traffic[GS_TRAFFIC_TP], "traffic"),
+                           ppb, "traffic");
+}
+
+static gs_status build_stage(stage_build *b, gs_error *err)
+{
+    const gs_mesh *mesh = b->mesh;
+    gs_ledger_rank *r = b->r;
+    calc *c = b->c;
+    uint64_t coords[GS_DIM_COUNT] = {0};
+    coords[GS_DIM_PP] = b->stage;
+    b->rank = gs_mesh_coords_rank(mesh, coords);
+    b->tp = mesh->size[GS_DIM_TP], b->dp = mesh->size[GS_DIM_DP], b->pp = mesh->size[GS_DIM_PP];
     if (c->explain) {
         memset(r, 0, sizeof *r);
     } else { /* the explain lines stay unwritten: only the numbers ahead of them are cleared */
         memset(r, 0, offsetof(gs_ledger_rank, lines));
         r->nlines = 0;
     }
-    memset(&part, 0, sizeof part);
-    r->stage = stage;
-    r->first_rank = rank;
-    r->count = dp * tp;
-    rc = gs_partition_stage(s, mesh, stage, &part, err);
+    memset(&b->part, 0, sizeof b->part);
+    r->stage = b->stage;
+    r->first_rank = b->rank;
+    r->count = b->dp * b->tp;
+    gs_status rc = gs_partition_stage(b->s, mesh, b->stage, &b->part, err);
     if (rc != GS_OK)
         return rc;
-    r->layers = part.layers;
-    r->params = part.params;
-    uint64_t P = part.params;
-    gs_shard_plan_init(s, mesh, rank, mb, &plan);
-    uint64_t N = plan.N, R = plan.R, wb = plan.wb, gb = plan.gb;
-    r->dp_shard_group = N;
-    r->dp_replica_group = R;
-
-    uint64_t shard = 0, largest = 0, root = gs_partition_root(&part), nonroot = 0;
-    for (size_t i = 0; i < part.nunits; i++) {
-        shard = add(c, shard, ceil_div(part.units[i].params, N), "shard");
-        if (part.units[i].params > largest)
-            largest = part.units[i].params;
-        if (!(part.has_root && i + 1 == part.nunits))
-            nonroot += part.units[i].params;
+    r->layers = b->part.layers;
+    r->params = b->part.params;
+    gs_shard_plan_init(b->s, mesh, b->rank, b->mb, &b->plan);
+    r->dp_shard_group = b->plan.N;
+    r->dp_replica_group = b->plan.R;
+    b->shard = b->largest = b->nonroot = 0;
+    b->root = gs_partition_root(&b->part);
+    for (size_t i = 0; i < b->part.nunits; i++) {
+        b->shard = add(c, b->shard, ceil_div(b->part.units[i].params, b->plan.N), "shard");
+        if (b->part.units[i].params > b->largest)
+            b->largest = b->part.units[i].params;
+        if (!(b->part.has_root && i + 1 == b->part.nunits))
+            b->nonroot += b->part.units[i].params;
     }
-    r->unit_params = largest;
-
-    /* ---- states (resident for the whole step) ---- */
-    uint64_t p_el = plan.stored_sharded ? shard : P;
-    uint64_t g_el = plan.shard_grads ? shard : P;
-    uint64_t o_el = plan.shard_opt ? shard : P;
-    uint64_t mem_params = mul(c, p_el, wb, "params");
-    uint64_t mem_master = plan.mixed ? mul(c, o_el, 4, "master") : 0;
-    uint64_t mem_m = mul(c, o_el, 4, "adam m"), mem_v = mul(c, o_el, 4, "adam v");
-    uint64_t mem_g = mul(c, g_el, gb, "grads");
-    r->state_bytes = add(c, add(c, add(c, mem_params, mem_master, "states"), add(c, mem_m, mem_v, "states"),
-                                "states"), mem_g, "states");
-    line_add(c, r, "params", mem_params, "%s %s: %" PRIu64 " elements x %" PRIu64 " B (P=%" PRIu64
-             " on stage %" PRIu64 ", tp slice 1/%" PRIu64 "%s)", pl, plan.stored_sharded ? "shard" : "full", p_el,
-             wb, P, stage, tp, plan.stored_sharded ? ", padded shard of each FSDP unit over N" : "");
-    if (plan.mixed)
-        line_add(c, r, "master", mem_master, "fp32 %s: %" PRIu64 " x 4 B", plan.shard_opt ? "shard" : "full", o_el);
-    line_add(c, r, "adam_m", mem_m, "fp32 %s: %" PRIu64 " x 4 B", plan.shard_opt ? "shard" : "full", o_el);
-    line_add(c, r, "adam_v", mem_v, "fp32 %s: %" PRIu64 " x 4 B", plan.shard_opt ? "shard" : "full", o_el);
-    line_add(c, r, "grads", mem_g, "%s %s: %" PRIu64 " x %" PRIu64 " B",
-             st->grad_dtype >= 0 ? gs_precision_name((gs_precision)st->grad_dtype) : pl,
-             plan.shard_grads ? "shard" : "full", g_el, gb);
-    if (plan.shard_opt)
-        line_add(c, r, "shard group", 0, "N = %" PRIu64 " ranks (%s)%s, %zu FSDP units%s", N,
-                 st->sharding == GS_SHARD_HYBRID_SHARD ? "the DP ranks on this node" : "the DP group",
-                 st->sharding == GS_SHARD_HYBRID_SHARD ? ", replicated across R nodes" : "", part.nunits,
-                 part.has_root ? " (the last is the root: embedding, head, stray params)" : "");
-    if (plan.offload) {
-        uint64_t host = add(c, add(c, mem_master, add(c, mem_m, mem_v, "host"), "host"),
-                            plan.stored_sharded ? add(c, mem_params, mem_g, "host") : 0, "host");
-        r->host_bytes = host;
-        line_add(c, r, "host (offload)", host, "%s master + m + v moved to host memory; the optimizer runs on the CPU",
-                 plan.stored_sharded ? "param and grad shards," : "");
-        mem_master = mem_m = mem_v = 0;
-        if (plan.stored_sharded)
-            mem_params = mem_g = 0;
+    r->unit_params = b->largest;
+    stage_states(b);
+    if ((rc = gs_ledger_act_sizes(b->s, mesh, b->stage, &b->act, err)) == GS_OK) {
+        stage_act_lines(b);
+        if ((rc = stage_peak(b, err)) == GS_OK && (rc = stage_dp_traffic(b, err)) == GS_OK) {
+            stage_tp_traffic(b);
+            stage_pp_traffic(b);
+        }
     }
-    uint64_t mem_hold = 0;
-    if (plan.hold_full_grads) {
-        mem_hold = mul(c, P, gb, "grads");
-        line_add(c, r, "grads (no_sync)", mem_hold, "full gradient accumulated unsharded until the last of %" PRIu64
-                 " micro-batches: P x %" PRIu64 " B", mb, gb);
-    }
-    uint64_t comms = 0, ub;
-    for (int d = 0; d < GS_DIM_COUNT; d++)
-        comms += mesh->size[d] > 1;
-    uint64_t ws = gs_workspace_bytes(s, mesh, &ub);
-    line_add(c, r, "workspace", ws, "estimate: cuBLAS 32 MiB + NCCL buffers 128 MiB x %" PRIu64
-             " communicators (dims of size > 1)%s", comms,
-             ub ? " + Transformer Engine userbuffers 10 x s*b*h (tp_comm_overlap)" : "");
-
-    /* ---- activations ---- */
-    rc = gs_ledger_act_sizes(s, mesh, stage, &act, err);
-    if (rc != GS_OK)
-        goto out;
-    {
-        act_terms a;
-        layer_activation_terms(m, st, s->batch.micro_seqs, tp, c, &a);
-        const char *how = st->recompute == GS_RECOMPUTE_FULL ? "full recompute: layer input only"
-                          : st->recompute == GS_RECOMPUTE_SELECTIVE ? "selective recompute: attention scores dropped"
-                                                                    : "no recompute";
-        line_add(c, r, "act: per layer", act.stored,
-                 "%s%s%s; replicated %" PRIu64 " + split %" PRIu64 " + scores %" PRIu64 " + lse %" PRIu64
-                 " B (Korthikanti 2022; b=%" PRIu64 ", s=%" PRIu64 ", h=%" PRIu64 ", a=%" PRIu64 ", t=%" PRIu64 ")",
-                 how, st->sequence_parallel ? ", sequence parallel" : "", st->flash_attention ? ", flash attention" : "",
-                 a.replicated, a.split, a.scores, a.lse, s->batch.micro_seqs, m->seq, m->hidden, m->heads, tp);
-        if (act.remat)
-            line_add(c, r, "act: recompute set", act.remat, "one layer's %s rematerialized during its backward",
-                     st->recompute == GS_RECOMPUTE_FULL ? "full activations" : "attention scores");
-        if (act.emb_mask)
-            line_add(c, r, "act: embedding", act.emb_mask, "dropout mask 1 B x s*b*h%s",
-                     st->sequence_parallel ? " / tp" : "");
-        if (act.head_act)
-            line_add(c, r, "act: head", act.head_act, "final-norm input e*s*b*h + fp32 logits 4*s*b*V/t = 4*%" PRIu64
-                     "*%" PRIu64 "*%" PRIu64 "/%" PRIu64, m->seq, s->batch.micro_seqs, m->vocab, tp);
-    }
-
-    /* ---- the peak: every backward moment, in pipeline order ---- */
-    {
-        uint64_t v = st->pipeline == GS_PIPE_INTERLEAVED && pp > 1 && st->virtual_stages ? st->virtual_stages : 1;
-        rc = gs_pipe_order_build(st->pipeline, pp, stage, mb, v, &order, err);
-        if (rc != GS_OK)
-            goto out;
-        stage_ctx x;
-        memset(&x, 0, sizeof x);
-        x.p = &part;
-        x.plan = &plan;
-        x.act = &act;
-        x.c = c;
-        x.stage = stage;
-        x.pp = pp;
-        x.v = v;
-        x.layers_per_chunk = part.layers / v;
-        x.nonroot_params = nonroot;
-        x.last = stage + 1 == pp;
-        x.resident[GS_MEM_PARAMS] = mem_params;
-        x.resident[GS_MEM_MASTER] = mem_master;
-        x.resident[GS_MEM_ADAM_M] = mem_m;
-        x.resident[GS_MEM_ADAM_V] = mem_v;
-        x.resident[GS_MEM_GRADS] = add(c, mem_g, mem_hold, "grads");
-        x.resident[GS_MEM_WORKSPACE] = ws;
-        inflight = calloc(v, sizeof *inflight);
-        if (!inflight) {
-            rc = gs_error_set(err, GS_ERR_NOMEM, "out of memory");
-            goto out;
-        }
-        /* Passes in flight differ only in their chunk; a backward pass's moments depend only on its
-         * chunk and on the stash of the others, so identical (chunk, others) pairs are skipped. */
-        uint64_t root_chunk = gs_partition_root_chunk(&part, stage, pp, v);
-        size_t max_inflight = 0, cur_inflight = 0;
-        seen = calloc(v, 1);
-        memo = malloc(2 * sizeof *memo);
-        if (!seen || !memo) {
-            rc = gs_error_set(err, GS_ERR_NOMEM, "out of memory");
-            goto out;
-        }
-        pass_memo *bmemo = &memo[0], *fmemo = &memo[1];
-        bmemo->n = fmemo->n = 0;
-        bmemo->have_hit = fmemo->have_hit = 0;
-        memset(bmemo->used, 0, sizeof bmemo->used);
-        memset(fmemo->used, 0, sizeof fmemo->used);
-        {
-            calc fc = {0, NULL, 0};
-            uint64_t f = 0;
-            for (int k = 0; k < GS_MEM_KIND_COUNT; k++)
-                if (k != GS_MEM_GRADS && k != GS_MEM_ACTIVATIONS && k != GS_MEM_PIPE_INFLIGHT && k != GS_MEM_GATHER)
-                    f = add(&fc, f, x.resident[k], "peak");
-            x.fixed_bytes = f;
-            x.fixed_ok = !fc.overflow;
-        }
-        for (size_t i = 0; i < order.nops; i++) {
-            const gs_pipe_op *op = &order.ops[i];
-            if (!op->backward) {
-                uint64_t others_f = 0;
-                for (uint64_t ch = 0; ch < v; ch++)
-                    others_f = add(c, others_f, mul(c, inflight[ch], chunk_stash(&x, ch), "stash"), "stash");
-                pass_key key = {op->chunk, others_f, x.root_grad_live};
-                if (!(seen[op->chunk] && pass_memo_has(fmemo, &key))) {
-                    forward_moments(&x, op->mb, op->chunk, others_f, seen);
-                    pass_memo_add(fmemo, &key);
-                }
-                seen[op->chunk] = 1;
-                inflight[op->chunk]++;
-                if (++cur_inflight > max_inflight)
-                    max_inflight = cur_inflight;
-                continue;
-            }
-            uint64_t others = 0;
-            for (uint64_t ch = 0; ch < v; ch++)
-                others = add(c, others, mul(c, inflight[ch], chunk_stash(&x, ch), "stash"), "stash");
-            others -= chunk_stash(&x, op->chunk);
-            pass_key key = {op->chunk, others, x.root_grad_live};
-            if (!pass_memo_has(bmemo, &key)) {
-                backward_moments(&x, op->mb, op->chunk, others);
-                pass_memo_add(bmemo, &key);
-            }
-            if (gs_partition_root_written_by(&part, stage, pp, v, op->chunk))
-                x.root_grad_live = 1;
-            if (op->chunk == root_chunk)
-                x.root_grad_live = 0;
-            inflight[op->chunk]--;
-            cur_inflight--;
-        }
-        for (int k = 0; k < GS_MEM_KIND_COUNT; k++)
-            r->mem[k] = x.best.mem[k];
-        r->peak_bytes = x.best.total;
-        if (c->explain)
-            moment_where(&x, r->peak_where, sizeof r->peak_where);
-        r->inflight_microbatches = max_inflight;
-        line_add(c, r, "activations", r->mem[GS_MEM_ACTIVATIONS], "at the peak: the current pass's stash, its "
-                 "rematerialized layer and pipeline gradients in flight");
-        if (pp > 1)
-            line_add(c, r, "pipeline_inflight", r->mem[GS_MEM_PIPE_INFLIGHT], "%s: up to %zu passes in flight on "
-                     "stage %" PRIu64 " (warm-up %" PRIu64 "); the others' stashes at the peak",
-                     v > 1 ? "interleaved 1F1B" : gs_pipeline_name(st->pipeline), max_inflight, stage, order.warmup);
-        if (plan.stored_sharded)
-            line_add(c, r, "gather_buffers", r->mem[GS_MEM_GATHER], "root unit %" PRIu64 " params gathered for the step%s"
-                     " x %" PRIu64 " B", root,
-                     plan.gather_all ? " + every layer unit kept gathered (shard_grad_op / no reshard)"
-                     : plan.prefetch_bwd ? " + the layer's unit and the prefetched next" : " + the layer's unit", wb);
-        line_add(c, r, "peak", r->peak_bytes, "at %s", r->peak_where);
-    }
-
-    /* ---- traffic ---- */
-    {
-        int dp_net = gs_mesh_group_nodes(mesh, GS_DIM_DP, rank) > 1;
-        int tp_net = gs_mesh_group_nodes(mesh, GS_DIM_TP, rank) > 1;
-        uint64_t n_sync = plan.sync_every ? mb : 1;
-        uint64_t ag = 0, rs = 0, ar = 0, ar_net = 0;
-        uint64_t root_pass = root ? mul(c, mul(c, N - 1, ceil_div(root, N), "traffic"), wb, "traffic") : 0;
-        uint64_t layer_pass = 0, red_pass = 0, inter_pass = 0;
-        /* bucket_stages first (Megatron-Core): a model chunk other than chunk 0 of stage 0 reduces
-         * its units' gradients, and gathers their parameters, as one bucket padded to N; the other
-         * units as below. opt_pass: ZeRO's all-gather of the updated parameters, elements. */
-        uint64_t nchunks = st->pipeline == GS_PIPE_INTERLEAVED && pp > 1 && st->virtual_stages ? st->virtual_stages : 1;
-        int chunk_buckets = plan.bucketed && st->bucket_stages == GS_BUCKET_STAGES_FIRST;
-        uint64_t opt_pass = 0, nchunk_buckets = 0;
-        if (chunk_buckets && !(chunk_params = calloc((size_t)nchunks, sizeof *chunk_params))) {
-            rc = gs_error_set(err, GS_ERR_NOMEM, "out of memory");
-            goto out;
-        }
-        for (size_t i = 0; i < part.nunits; i++) {
-            uint64_t u = part.units[i].params;
-            if (!(part.has_root && i + 1 == part.nunits))
-                layer_pass = add(c, layer_pass, mul(c, N - 1, ceil_div(u, N), "traffic"), "traffic");
-            uint64_t ch = chunk_buckets ? gs_partition_unit_chunk(&part, i, stage, pp, nchunks) : 0;
-            if (chunk_buckets && gs_strategy_chunk_one_bucket(st, stage, ch)) {
-                chunk_params[ch] = add(c, chunk_params[ch], u, "traffic");
-                continue;
-            }
-            opt_pass = add(c, opt_pass, mul(c, N - 1, ceil_div(u, N), "traffic"), "traffic");
-            if (plan.bucketed) {
-                /* the buckets' sum in closed form (a 1e17-parameter unit has 4e9 buckets of
-                 * 25 MiB): gs_bucket_params gives `each` to the first u / each buckets and the
-                 * rest (if any) to one, each bucket sending ceil(its share / N) */
-                uint64_t nb = gs_bucket_count(u, gb, st->bucket_bytes);
-                uint64_t each = ceil_div(u, nb), full = each ? u / each : 0, rest = u - full * each;
-                uint64_t shares = add(c, mul(c, full, ceil_div(each, N), "traffic"), rest ? ceil_div(rest, N) : 0,
-                                      "traffic");
-                red_pass = add(c, red_pass, mul(c, (plan.grad_allreduce ? 2 : 1) * (N - 1), shares, "traffic"),
-                               "traffic");
-            } else {
-                red_pass = add(c, red_pass, mul(c, N - 1, ceil_div(u, N), "traffic"), "traffic");
-                if (R > 1)
-                    inter_pass = add(c, inter_pass, mul(c, 2 * (R - 1), ceil_div(ceil_div(u, N), R), "traffic"),
-                                     "traffic");
-            }
-        }
-        for (uint64_t ch = 0; chunk_buckets && ch < nchunks; ch++)
-            if (chunk_params[ch]) {
-                uint64_t per = mul(c, N - 1, ceil_div(chunk_params[ch], N), "traffic");
-                red_pass = add(c, red_pass, mul(c, plan.grad_allreduce ? 2 : 1, per, "traffic"), "traffic");
-                opt_pass = add(c, opt_pass, per, "traffic");
-                nchunk_buckets++;
-            }
-        layer_pass = mul(c, layer_pass, wb, "traffic");
-        opt_pass = mul(c, opt_pass, wb, "traffic");
-        red_pass = mul(c, red_pass, gb, "traffic");
-        inter_pass = mul(c, inter_pass, gb, "traffic");
-        if (N > 1) {
-            if (plan.gather_root)
-                ag = add(c, ag, root_pass, "traffic");
-            if (plan.gather_per_pass)
-                ag = add(c, ag, mul(c, layer_pass, 2 * mb, "traffic"), "traffic");
-            if (plan.gather_all)
-                ag = add(c, ag, layer_pass, "traffic");
-            if (plan.ag_after_optimizer) /* opt_pass counts the root's with its chunk */
-                ag = add(c, ag, opt_pass, "traffic");
-            if (plan.grad_allreduce)
-                ar = mul(c, red_pass, n_sync, "traffic");
-            else
-                rs = mul(c, red_pass, n_sync, "traffic");
-        }
-        /* HSDP: the cross-node all-reduce runs even with one DP rank per node (N = 1) */
-        if (R > 1)
-            ar_net = mul(c, inter_pass, n_sync, "traffic");
-        if (ag)
-            line_add(c, r, "dp all-gather", ag, "%s%s%s (N=%" PRIu64 ", (N-1) x padded shard x %" PRIu64 " B per unit%s)",
-                     plan.gather_root ? "root once + " : "",
-                     plan.gather_per_pass ? "every layer unit before each forward and backward pass (2 x m)"
-                     : plan.gather_all ? "every layer unit once per step"
-                                       : "updated params once per step",
-                     "", N, wb, nchunk_buckets ? "; bucket_stages first: per model chunk" : "");
-        if (rs)
-            line_add(c, r, "dp reduce-scatter", rs, "%" PRIu64 " x %s of gradients%s%s", n_sync,
-                     (c->explain ? gs_fmt_bytes(red_pass, b1, sizeof b1) : ""),
-                     n_sync == 1 ? " (once per step: no_sync until the last micro-batch)" : " (every micro-batch)",
-                     nchunk_buckets ? "; bucket_stages first: each model chunk after stage 0's first in one "
-                                      "bucket" : "");
-        if (ar)
-            line_add(c, r, "dp all-reduce", ar, "%" PRIu64 " x %s: 2 (N-1)/N over %" PRIu64 " B buckets, N=%" PRIu64 "%s%s",
-                     n_sync, (c->explain ? gs_fmt_bytes(red_pass, b1, sizeof b1) : ""), st->bucket_bytes, N,
-                     n_sync == 1 ? " (no_sync until the last micro-batch)" : "",
-                     nchunk_buckets ? "; bucket_stages first: each model chunk after stage 0's first in one "
-                                      "bucket" : "");
-        if (ar_net)
-            line_add(c, r, "hsdp all-reduce", ar_net, "2 (R-1)/R x gradient shard x %" PRIu64 " B x %" PRIu64
-                     " syncs, R=%" PRIu64 " nodes", gb, n_sync, R);
-        r->traffic[GS_TRAFFIC_DP_ALLGATHER] = ag;
-        r->traffic[GS_TRAFFIC_DP_REDUCE_SCATTER] = rs;
-        r->traffic[GS_TRAFFIC_DP_ALLREDUCE] = add(c, ar, ar_net, "traffic");
-        uint64_t dp_bytes = add(c, add(c, ag, rs, "traffic"), ar, "traffic");
-        r->traffic_link[dp_net && st->sharding != GS_SHARD_HYBRID_SHARD ? GS_LINKCLASS_NET : GS_LINKCLASS_INTRA] +=
-            dp_bytes;
-        r->traffic_link[GS_LINKCLASS_NET] += ar_net;
-
-        uint64_t v = st->pipeline == GS_PIPE_INTERLEAVED && pp > 1 && st->virtual_stages ? st->virtual_stages : 1;
-        /* TP: per layer and pass, 2 all-reduces of s*b*h in forward and 2 in backward (sequence
-         * parallel: all-gather + reduce-scatter pairs of the same bytes); full recompute repeats
-         * the forward's 2 in backward; the vocab-parallel embedding adds 1 in forward, the head 1
-         * in backward. */
-        uint64_t tpb = 0;
-        if (tp > 1) {
-            uint64_t e = st->precision == GS_PREC_FP32 ? 4 : 2;
-            uint64_t xb = mul(c, mul(c, mul(c, m->seq, s->batch.micro_seqs, "traffic"), m->hidden, "traffic"), e,
-                              "traffic");
-            uint64_t ar1 = mul(c, 2 * (tp - 1), ceil_div(xb, tp), "traffic");
-            /* 4 per block (2 forward, 2 backward); full recompute repeats the forward's 2; under
-             * tp_comm_overlap the backward re-gathers the norms' sequence-parallel outputs for the
-             * weight gradients (2 all-gathers: one more equivalent) */
-            int regather = st->tp_comm_overlap && st->sequence_parallel;
-            uint64_t per_layer = 4 + (st->recompute == GS_RECOMPUTE_FULL ? 2 : 0) + (regather ? 1 : 0);
-            uint64_t colls = mul(c, per_layer, r->layers, "traffic") + (stage == 0) + (stage + 1 == pp);
-            tpb = mul(c, mul(c, colls, ar1, "traffic"), mb, "traffic");
-            /* the last stage's vocab-parallel cross-entropy: an all-gather of 12 B (3 fp32) per
-             * token per micro-batch, (t-1)/t of t x that sent */
-            uint64_t xent = stage + 1 == pp ? mul(c, mul(c, mul(c, m->seq, s->batch.micro_seqs, "traffic"),
-                                                         12 * (tp - 1), "traffic"), mb, "traffic") : 0;
-            tpb = add(c, tpb, xent, "traffic");
-            /* sequence parallelism: one all-reduce of the stage's norm-weight gradients per step */
-            uint64_t spn = st->sequence_parallel ? mul(c, 2 * (tp - 1),
-                                                       ceil_div(mul(c, gs_sp_norm_params(s, r->layers, stage + 1 == pp),
-                                                                    gs_grad_bytes(st), "traffic"), tp), "traffic") : 0;
-            tpb = add(c, tpb, spn, "traffic");
-            line_add(c, r, "tp", tpb, "%" PRIu64 " all-reduce equivalents x 2 (t-1) x ceil(s*b*h*%" PRIu64 " B / t) x %"
-                     PRIu64 " micro-batches (%" PRIu64 " per layer%s%s, t=%" PRIu64 ")%s%s", colls, e, mb, per_layer,
-                     st->recompute == GS_RECOMPUTE_FULL ? " incl. the recomputed forward" : "",
-                     st->sequence_parallel ? (regather ? ", as all-gather + reduce-scatter pairs, with the backward's "
-                                                         "re-gathers of tp_comm_overlap"
-                                                       : ", as all-gather + reduce-scatter pairs")
-                                           : "",
-                     tp,
-                     xent ? " + the cross-entropy statistics all-gather, (t-1) x s*b*12 B per micro-batch" : "",
-                     spn ? " + the norm-weight gradient all-reduce of sequence parallelism" : "");
-        }
-        r->traffic[GS_TRAFFIC_TP] = tpb;
-        r->traffic_link[tp_net ? GS_LINKCLASS_NET : GS_LINKCLASS_INTRA] += tpb;
-
-        /* PP: each forward pass of a chunk with a next stage sends its output activation; each
-         * backward pass of a chunk with a previous stage sends its input gradient. */
-        uint64_t ppb = 0;
-        if (pp > 1) {
-            uint64_t fwd = mul(c, mb, v, "traffic") - (stage + 1 == pp ? mb : 0);
-            uint64_t bwd = mul(c, mb, v, "traffic") - (stage == 0 ? mb : 0);
-            ppb = mul(c, add(c, fwd, bwd, "traffic"), act.boundary, "traffic");
-            line_add(c, r, "pp", ppb, "(%" PRIu64 " activation + %" PRIu64 " gradient sends) x %" PRIu64 " B", fwd, bwd,
-                     act.boundary);
-            uint64_t cn[GS_DIM_COUNT] = {0};
-            cn[GS_DIM_PP] = stage + 1 < pp ? stage + 1 : stage - 1;
-            int pp_net = gs_mesh_rank_node(mesh, gs_mesh_coords_rank(mesh, cn)) != gs_mesh_rank_node(mesh, rank);
-            r->traffic_link[pp_net ? GS_LINKCLASS_NET : GS_LINKCLASS_INTRA] += ppb;
-            /* tied embeddings: the first and last stages exchange the word embedding's gradient
-             * (engine/build.c's epilogue), over the link to the other end of the pipeline */
-            if (s->model.tied_embeddings && (stage == 0 || stage + 1 == pp)) {
-                uint64_t gbt = gs_grad_bytes(st);
-                uint64_t eb = mul(c, part.word_params, gbt, "traffic");
-                line_add(c, r, "pp", eb, "the tied word embedding's gradient, [vocab/tp, h] x %" PRIu64
-                         " B, sent to the other end of the pipeline", gbt);
-                ppb = add(c, ppb, eb, "traffic");
-                cn[GS_DIM_PP] = stage == 0 ? pp - 1 : 0;
-                int far_net = gs_mesh_rank_node(mesh, gs_mesh_coords_rank(mesh, cn)) != gs_mesh_rank_node(mesh, rank);
-                r->traffic_link[far_net ? GS_LINKCLASS_NET : GS_LINKCLASS_INTRA] += eb;
-            }
-        }
-        r->traffic[GS_TRAFFIC_PP] = ppb;
-        r->traffic_bytes = add(c, add(c, add(c, dp_bytes, ar_net, "traffic"), tpb, "traffic"), ppb, "traffic");
-    }
-out:
-    free(chunk_params);
-    free(inflight);
-    free(seen);
-    free(memo);
-    gs_pipe_order_fini(&order);
-    gs_partition_fini(&part);
+    gs_partition_fini(&b->part);
     return rc;
 }
 
@@ -1013,7 +1110,8 @@ static gs_status ledger_create(const gs_scenario *s, const gs_mesh *mesh, int ex
 
     for (uint64_t stage = 0; stage < pp; stage++) {
         gs_ledger_rank *r = &l->ranks[stage];
-        rc = build_stage(s, mesh, stage, l->microbatches, r, &c, err);
+        stage_build sb = {.s = s, .mesh = mesh, .stage = stage, .mb = l->microbatches, .r = r, .c = &c};
+        rc = build_stage(&sb, err);
         if (rc != GS_OK)
             goto out;
         if (c.overflow)

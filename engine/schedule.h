@@ -82,8 +82,27 @@ typedef enum gs_tensor_kind {
     GS_T_MASTER,       /* fp32 master weights (shard) */
     GS_T_OPT_STATE,    /* Adam m and v (shard) */
     GS_T_WORKSPACE,    /* NCCL buffers, GEMM workspace */
+    GS_T_SCRATCH,      /* a working buffer events of two streams share (the TP exchanges' gathered
+                          and reduced activations and gradients, reused pass after pass, as
+                          Megatron's global memory buffer): resident, and not counted in the device
+                          peak (the memory ledger does not model it) */
     GS_T_KIND_COUNT
 } gs_tensor_kind;
+
+/* The scratch tensors (kind GS_T_SCRATCH, layer GS_LAYER_NONE, unit = this index) a rank with
+ * tp > 1 holds: the buffers through which its TP collectives exchange with the compute stream,
+ * reused pass after pass. Which roles read and write each: engine/build_layer.c. */
+typedef enum gs_scratch {
+    GS_SCRATCH_BLOCK_DY,       /* backward: the gradient at a block's output (gathered under SP) */
+    GS_SCRATCH_BLOCK_DMLP_IN,  /* ... at the MLP's input, reduced over TP */
+    GS_SCRATCH_BLOCK_DATTN_OUT, /* ... at the attention's output (the residual's), this rank's rows */
+    GS_SCRATCH_BLOCK_DATTN_FULL, /* ... the same, gathered under SP */
+    GS_SCRATCH_BLOCK_DATTN_IN, /* ... at the attention's input, reduced over TP */
+    GS_SCRATCH_EMBED_FWD,      /* forward: the embedding's partial sums, reduced over TP */
+    GS_SCRATCH_EMBED_DY,       /* backward: the embedding output's gradient (gathered under SP) */
+    GS_SCRATCH_HEAD_DX,        /* backward: the head input's gradient, reduced over TP */
+    GS_SCRATCH_COUNT
+} gs_scratch;
 
 #define GS_LAYER_NONE (-1)
 #define GS_LAYER_EMBED (-2) /* the embedding (stage 0) */
@@ -109,7 +128,12 @@ typedef struct gs_event {
     uint8_t op;      /* gs_op for compute; gs_coll_op for collectives */
     uint8_t group;   /* gs_group_kind for collectives */
     uint8_t chunk;   /* interleaved pipeline: model chunk (virtual stage) */
+    uint8_t role;    /* gs_role (engine/roles.h): what part of the model or step it is */
+    uint8_t pad_;
     uint16_t nlinks[5]; /* counts of deps, reads, writes, allocs, frees */
+    uint16_t part;   /* 1, 2, ...: this event's piece of an operation split over several events
+                        (tp_comm_overlap's GEMM and reduce-scatter parts; 1 + the bucket of a
+                        unit's gradient reduction); 0: whole. engine/roles.c bounds it per role */
     int32_t layer;   /* GS_LAYER_* or global layer index */
     uint32_t mb;     /* micro-batch */
     uint32_t unit;   /* FSDP unit / DDP bucket index for DP collectives */
@@ -221,7 +245,11 @@ gs_status gs_schedule_validate(const gs_schedule *sch, const gs_scenario *s, gs_
  *  (c) every send from a to b is matched in order by a recv on b from a of the same bytes,
  *      and vice versa (checked when both ranks are present);
  *  (d) tensors: no use before allocation (resident ones are live from the start) or after
- *      free, no double free, no allocation of a live tensor.
+ *      free, no double free, no allocation of a live tensor;
+ *  (e) roles: every event has a role and agrees with its entry in engine/roles.c (kind, stream,
+ *      the ops of its phase, group, layer, part);
+ *  (f) scratch tensors: events of two streams that touch one, one of them writing, are ordered
+ *      by the dependencies and the streams' list order (engine/schedule_hazard.c).
  * The first problem found is reported with GS_ERR_RUNTIME, naming the rank and the event.
  * O(events + links + collectives log collectives) time. */
 gs_status gs_schedule_validate_structure(const gs_schedule *sch, gs_error *err);
@@ -237,7 +265,8 @@ uint64_t gs_group_of(const gs_mesh *m, gs_group_kind g, uint64_t rank, uint64_t 
  * count. */
 uint64_t gs_group_members_of(const gs_mesh *m, gs_group_kind g, uint64_t rank, uint64_t *out);
 
-/* Device memory high-water mark of one rank, walking its events in list order. */
+/* Device memory high-water mark of one rank, walking its events in list order (scratch tensors
+ * left out). */
 uint64_t gs_rank_peak_bytes(const gs_rank_events *r);
 
 /* Stable text dump (one line per tensor and event) and its loader; load(dump(x)) == x. */

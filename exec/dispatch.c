@@ -219,27 +219,6 @@ static gs_status run_event(void *arg, gs_drv_stream *s, gs_error *err)
     return rc;
 }
 
-int gs_dispatch_tp_beside(const gs_rank_events *re, size_t e)
-{
-    const gs_event *ev = &re->events[e];
-    if (ev->stream != GS_STREAM_TP || ev->kind != GS_EV_COLLECTIVE || ev->op != GS_COLL_REDUCE_SCATTER)
-        return 0;
-    const uint32_t *deps = gs_event_list(re, ev, GS_LINK_DEPS);
-    for (uint16_t j = 0; j < ev->nlinks[GS_LINK_DEPS]; j++) {
-        const gs_event *a = &re->events[deps[j]];
-        if (a->kind != GS_EV_COMPUTE || a->stream != GS_STREAM_COMPUTE || deps[j] >= e || e - deps[j] > 4)
-            continue;
-        for (size_t k = deps[j] + 1; k < e; k++) {
-            const gs_event *b = &re->events[k];
-            if (b->kind == GS_EV_COMPUTE && b->stream == GS_STREAM_COMPUTE && b->op == a->op && b->layer == a->layer &&
-                b->mb == a->mb && b->phase == a->phase && b->chunk == a->chunk &&
-                (a->op == GS_OP_QKV || a->op == GS_OP_OPROJ || a->op == GS_OP_MLP_UP || a->op == GS_OP_MLP_DOWN))
-                return 1; /* a split linear layer's GEMM: nothing else repeats within a pass */
-        }
-    }
-    return 0;
-}
-
 /* Every event of rank list i completed (a rank that died in its last events, which nothing
  * waits for, is seen here); else aborts the run naming the first event that did not. */
 static gs_status check_all_done(gs_dispatch *d, size_t i, gs_error *err)
@@ -266,31 +245,18 @@ static void issue_rank(gs_dispatch *d, size_t i)
     gs_status rc = GS_OK;
     const char *fail = d->opts ? d->opts->fail_event : NULL;
     __atomic_store_n(&r->dead, 0, __ATOMIC_RELEASE);
-    /* The programs keep one set of scratch buffers per rank that the TP collectives (sequence
-     * parallelism's gathers, the backward's reductions) write and the compute ops read, and the
-     * schedule does not know them: so a TP event also waits for the last compute event before it
-     * in the list. Without this, an interleaved pipeline's chunk whose backward starts from a
-     * receive gathered its input into the scratch while the compute stream still read it for the
-     * other chunk (tests/check_exec: no_shard, zero1 and zero2 with TP, SP and an interleaved
-     * pipeline, losses off by 1e-4 and varying run to run). Within a layer the schedule orders
-     * them so already. */
-    size_t last_compute = SIZE_MAX;
+    /* Exactly the schedule: each event after its stream's previous one (the stream's order) and
+     * after its dependencies on other streams; nothing added, dropped or reordered. Buffers the
+     * streams share are the schedule's scratch tensors, whose order validation checks. */
     for (size_t e = 0; e < re->nevents; e++)
         __atomic_store_n(&r->done[e], 0, __ATOMIC_RELEASE);
     for (size_t e = 0; e < re->nevents && rc == GS_OK; e++) {
         const gs_event *ev = &re->events[e];
         gs_drv_stream *s = r->streams[ev->stream < GS_STREAM_COUNT ? ev->stream : GS_STREAM_COMPUTE];
         const uint32_t *deps = gs_event_list(re, ev, GS_LINK_DEPS);
-        int covered = last_compute == SIZE_MAX; /* a dependency already on that compute event or later */
         for (uint16_t j = 0; j < ev->nlinks[GS_LINK_DEPS] && rc == GS_OK; j++)
-            if (re->events[deps[j]].stream != ev->stream) {
+            if (re->events[deps[j]].stream != ev->stream)
                 rc = ops->stream_wait_event(d->drv, s, r->ended[deps[j]], err);
-                covered |= re->events[deps[j]].stream == GS_STREAM_COMPUTE && deps[j] >= last_compute;
-            }
-        if (ev->stream == GS_STREAM_TP && !covered && rc == GS_OK && !gs_dispatch_tp_beside(re, e))
-            rc = ops->stream_wait_event(d->drv, s, r->ended[last_compute], err);
-        if (ev->stream == GS_STREAM_COMPUTE)
-            last_compute = e;
         ev_job *job = &r->jobs[e];
         job->d = d;
         job->ri = i;

@@ -1,7 +1,7 @@
 /* The exec dispatcher: plays one step of an exact (every-rank) schedule on a driver. Per rank
  * (one host thread each) it walks the rank's events in list order, issues each to its stream,
  * makes it wait for its dependencies on other streams (driver events; same-stream order is the
- * stream's), records when it was posted and when it ended on the driver clock, and fills the
+ * stream's) and for nothing else: it adds, drops and reorders no wait. It records when it was posted and when it ended on the driver clock, and fills the
  * gs_timing[] the sim fills. What an event does is the program's business (a callback), so the
  * dispatcher knows neither the driver nor the model.
  *
@@ -41,14 +41,6 @@ typedef struct gs_dispatch_opts {
 } gs_dispatch_opts;
 
 typedef struct gs_dispatch gs_dispatch;
-
-/* The programs keep scratch buffers the schedule does not know, so a TP event also waits for the
- * last compute event before it in the list (exec/dispatch.c), unless this says 1: TP event e of
- * re is a reduce-scatter that the schedule placed beside a later part of the GEMM it reduces
- * (tp_comm_overlap: engine/build_layer.c's gemm_rs puts the GEMM's next part between the part
- * the reduce-scatter depends on and the reduce-scatter), so it waits for its dependencies only.
- * exec/p2p_groups.c models the same wait. */
-int gs_dispatch_tp_beside(const gs_rank_events *re, size_t e);
 
 /* The schedule must be exact (every rank) and its dependencies must point to earlier events. */
 gs_status gs_dispatch_create(const gs_driver_ops *ops, gs_drv *drv, const gs_schedule *sch, gs_dispatch **out,

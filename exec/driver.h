@@ -1,6 +1,7 @@
 /* The exec driver interface: what the dispatcher and the training program need from a machine
- * (memory, streams and stream events, a clock, the compute ops the schedule names, collectives
- * over a process group, point-to-point send and receive). The host driver (exec/driver_host.c:
+ * (memory, streams and stream events, a clock, collectives over a process group, point-to-point
+ * send and receive) and, in a table of their own (gs_driver_kernels), the model's kernels the
+ * schedule's compute ops run. The host driver (exec/driver_host.c:
  * CPU threads, shared-memory collectives) implements it today; a CUDA driver (streams, cuBLAS,
  * NCCL) implements the same table later, and nothing above this header knows which one runs.
  *
@@ -29,6 +30,18 @@
 typedef struct gs_drv gs_drv;               /* one driver instance: every rank of one process */
 typedef struct gs_drv_stream gs_drv_stream; /* an in-order work queue of one rank */
 typedef struct gs_drv_event gs_drv_event;   /* a point in a stream's work */
+
+/* What a person chose for the drivers through the environment, as written (cli/ reads the
+ * variables; library code reads none): each driver checks the values it takes and names the
+ * variable when one is not among them. NULL / 0: unset. */
+typedef struct gs_driver_settings {
+    const char *host_p2p;       /* GRIDSTEP_HOST_P2P: eager or rendezvous (host driver) */
+    const char *host_gemm;      /* GRIDSTEP_HOST_GEMM: fp32 or bf16 (host driver) */
+    const char *cuda_gemm;      /* GRIDSTEP_CUDA_GEMM: fp32, tf32 or bf16 (cuda driver) */
+    const char *cuda_attention; /* GRIDSTEP_CUDA_ATTENTION: auto, kernels or gemm (cuda driver) */
+    const char *launcher_var;   /* the variable through which a launcher announced its process count */
+    long launcher_procs;        /* ... and that count (0: no launcher) */
+} gs_driver_settings;
 
 typedef struct gs_driver_opts {
     double timeout_s; /* every blocking wait gives up after this long (seconds; 0: 60) */
@@ -67,6 +80,8 @@ typedef struct gs_driver_opts {
      * attention rate): a driver whose default path for such calls takes no scratch (cuda's
      * attention kernels) leaves that scratch out of its memory pre-flight. */
     int attn_dropout;
+    /* The environment's choices (gs_driver_settings). */
+    gs_driver_settings set;
 } gs_driver_opts;
 
 /* A process group as the schedule names it: kind and index (gs_group_of), its members in
@@ -91,6 +106,71 @@ typedef struct gs_drv_p2p {
     void *buf;
     uint64_t bytes;
 } gs_drv_p2p;
+
+/* The model's kernels a driver runs (kernels/host/kernels.h semantics, fp32, each issued on stream
+ * s): what the training program calls for the transformer's ops, apart from the machine's
+ * operations (memory, streams, events, collectives, p2p) in gs_driver_ops. */
+typedef struct gs_driver_kernels {
+    void (*linear_fwd)(gs_drv_stream *s, const float *x, const float *w, float *y, size_t t, size_t k, size_t n);
+    /* dx = dy w (skipped when dx is NULL), dw += dy^T x (skipped when dw is NULL) */
+    void (*linear_bwd)(gs_drv_stream *s, const float *x, const float *w, const float *dy, float *dx, float *dw,
+                       size_t t, size_t k, size_t n);
+    void (*add)(gs_drv_stream *s, float *y, const float *x, size_t n);
+    void (*scale)(gs_drv_stream *s, float *y, float a, size_t n);
+    void (*embed_fwd)(gs_drv_stream *s, const int32_t *tok, size_t t, const float *w, size_t vocab_lo,
+                      size_t vocab_n, size_t h, float *y);
+    void (*embed_bwd)(gs_drv_stream *s, const int32_t *tok, size_t t, const float *dy, size_t vocab_lo,
+                      size_t vocab_n, size_t h, float *dw);
+    void (*rmsnorm_fwd)(gs_drv_stream *s, const float *x, const float *g, float *y, float *rstd, size_t t, size_t h,
+                        float eps);
+    void (*rmsnorm_bwd)(gs_drv_stream *s, const float *x, const float *g, const float *rstd, const float *dy,
+                        float *dx, float *dg, size_t t, size_t h);
+    void (*rope_fwd)(gs_drv_stream *s, float *x, size_t t, size_t seq, size_t nh, size_t hd, size_t ld, float theta);
+    void (*rope_bwd)(gs_drv_stream *s, float *dx, size_t t, size_t seq, size_t nh, size_t hd, size_t ld,
+                     float theta);
+    /* Attention (gs_k_attn_fwd_dropout / gs_k_attn_bwd_dropout): drop, attention dropout on the
+     * probabilities (kernels/dropout.h; NULL or threshold 0: none). */
+    void (*attn_fwd)(gs_drv_stream *s, const float *q, size_t ldq, const float *k, const float *v, size_t ldkv,
+                     float *out, size_t ldo, float *p, size_t nseq, size_t seq, size_t nh, size_t nkv, size_t hd,
+                     const gs_dropout *drop);
+    void (*attn_bwd)(gs_drv_stream *s, const float *q, size_t ldq, const float *k, const float *v, size_t ldkv,
+                     const float *p, const float *dout, size_t ldo, float *dq, float *dk, float *dv, size_t nseq,
+                     size_t seq, size_t nh, size_t nkv, size_t hd, const gs_dropout *drop);
+    /* Flash-style (gs_k_attn_fwd_flash / gs_k_attn_bwd_flash): lse [nseq][nh][seq] in place of p;
+     * the backward reads the forward's out (same ldo as dout). Scenarios with
+     * strategy.flash_attention use these. */
+    void (*attn_fwd_flash)(gs_drv_stream *s, const float *q, size_t ldq, const float *k, const float *v,
+                           size_t ldkv, float *out, size_t ldo, float *lse, size_t nseq, size_t seq, size_t nh,
+                           size_t nkv, size_t hd, const gs_dropout *drop);
+    void (*attn_bwd_flash)(gs_drv_stream *s, const float *q, size_t ldq, const float *k, const float *v,
+                           size_t ldkv, const float *out, const float *lse, const float *dout, size_t ldo, float *dq,
+                           float *dk, float *dv, size_t nseq, size_t seq, size_t nh, size_t nkv, size_t hd,
+                           const gs_dropout *drop);
+    /* Hidden dropout in place on rows x h (gs_k_dropout_rows): the forward, and on the gradient
+     * the backward (the same mask drawn again). */
+    void (*dropout)(gs_drv_stream *s, float *x, size_t rows, size_t h, const gs_dropout *drop);
+    void (*swiglu_fwd)(gs_drv_stream *s, const float *gu, float *h, size_t t, size_t f);
+    void (*swiglu_bwd)(gs_drv_stream *s, const float *gu, const float *dh, float *dgu, size_t t, size_t f);
+    void (*xent_stats)(gs_drv_stream *s, const float *logits, const int32_t *target, size_t t, size_t vocab_lo,
+                       size_t vocab_n, float *stats);
+    /* lse[t] from the stats of `parts` slices; *loss_sum (host memory) = sum of lse - target logit. */
+    void (*xent_combine)(gs_drv_stream *s, const float *stats, size_t parts, size_t t, float *lse,
+                         double *loss_sum);
+    void (*xent_bwd)(gs_drv_stream *s, const float *logits, const int32_t *target, const float *lse, size_t t,
+                     size_t vocab_lo, size_t vocab_n, float scale, float *dlogits);
+    void (*adamw)(gs_drv_stream *s, float *p, const float *g, float *m, float *v, size_t n, float lr, float beta1,
+                  float beta2, float eps, float weight_decay, uint64_t step);
+    /* GPT blocks: LayerNorm (mean and rstd per row saved), GELU (tanh), linear biases */
+    void (*layernorm_fwd)(gs_drv_stream *s, const float *x, const float *g, const float *b, float *y, float *mean,
+                          float *rstd, size_t t, size_t h, float eps);
+    void (*layernorm_bwd)(gs_drv_stream *s, const float *x, const float *g, const float *mean, const float *rstd,
+                          const float *dy, float *dx, float *dg, float *db, size_t t, size_t h);
+    void (*gelu_fwd)(gs_drv_stream *s, const float *x, float *y, size_t n);
+    void (*gelu_bwd)(gs_drv_stream *s, const float *x, const float *dy, float *dx, size_t n);
+    void (*bias_add)(gs_drv_stream *s, float *y, const float *b, size_t t, size_t n);
+    void (*bias_grad)(gs_drv_stream *s, const float *dy, float *db, size_t t, size_t n);
+
+} gs_driver_kernels;
 
 typedef struct gs_driver_ops {
     const char *name;        /* "host" */
@@ -133,45 +213,8 @@ typedef struct gs_driver_ops {
      * then counts from when the work was posted). May be NULL. */
     double (*op_start_s)(gs_drv *d, gs_drv_stream *s);
 
-    /* ---- compute ops (kernels/host/kernels.h semantics, fp32, on s) ---- */
-    void (*linear_fwd)(gs_drv_stream *s, const float *x, const float *w, float *y, size_t t, size_t k, size_t n);
-    /* dx = dy w (skipped when dx is NULL), dw += dy^T x (skipped when dw is NULL) */
-    void (*linear_bwd)(gs_drv_stream *s, const float *x, const float *w, const float *dy, float *dx, float *dw,
-                       size_t t, size_t k, size_t n);
-    void (*add)(gs_drv_stream *s, float *y, const float *x, size_t n);
-    void (*scale)(gs_drv_stream *s, float *y, float a, size_t n);
-    void (*embed_fwd)(gs_drv_stream *s, const int32_t *tok, size_t t, const float *w, size_t vocab_lo,
-                      size_t vocab_n, size_t h, float *y);
-    void (*embed_bwd)(gs_drv_stream *s, const int32_t *tok, size_t t, const float *dy, size_t vocab_lo,
-                      size_t vocab_n, size_t h, float *dw);
-    void (*rmsnorm_fwd)(gs_drv_stream *s, const float *x, const float *g, float *y, float *rstd, size_t t, size_t h,
-                        float eps);
-    void (*rmsnorm_bwd)(gs_drv_stream *s, const float *x, const float *g, const float *rstd, const float *dy,
-                        float *dx, float *dg, size_t t, size_t h);
-    void (*rope_fwd)(gs_drv_stream *s, float *x, size_t t, size_t seq, size_t nh, size_t hd, size_t ld, float theta);
-    void (*rope_bwd)(gs_drv_stream *s, float *dx, size_t t, size_t seq, size_t nh, size_t hd, size_t ld,
-                     float theta);
-    /* Attention (gs_k_attn_fwd_dropout / gs_k_attn_bwd_dropout): drop, attention dropout on the
-     * probabilities (kernels/dropout.h; NULL or threshold 0: none). */
-    void (*attn_fwd)(gs_drv_stream *s, const float *q, size_t ldq, const float *k, const float *v, size_t ldkv,
-                     float *out, size_t ldo, float *p, size_t nseq, size_t seq, size_t nh, size_t nkv, size_t hd,
-                     const gs_dropout *drop);
-    void (*attn_bwd)(gs_drv_stream *s, const float *q, size_t ldq, const float *k, const float *v, size_t ldkv,
-                     const float *p, const float *dout, size_t ldo, float *dq, float *dk, float *dv, size_t nseq,
-                     size_t seq, size_t nh, size_t nkv, size_t hd, const gs_dropout *drop);
-    /* Flash-style (gs_k_attn_fwd_flash / gs_k_attn_bwd_flash): lse [nseq][nh][seq] in place of p;
-     * the backward reads the forward's out (same ldo as dout). Scenarios with
-     * strategy.flash_attention use these. */
-    void (*attn_fwd_flash)(gs_drv_stream *s, const float *q, size_t ldq, const float *k, const float *v,
-                           size_t ldkv, float *out, size_t ldo, float *lse, size_t nseq, size_t seq, size_t nh,
-                           size_t nkv, size_t hd, const gs_dropout *drop);
-    void (*attn_bwd_flash)(gs_drv_stream *s, const float *q, size_t ldq, const float *k, const float *v,
-                           size_t ldkv, const float *out, const float *lse, const float *dout, size_t ldo, float *dq,
-                           float *dk, float *dv, size_t nseq, size_t seq, size_t nh, size_t nkv, size_t hd,
-                           const gs_dropout *drop);
-    /* Hidden dropout in place on rows x h (gs_k_dropout_rows): the forward, and on the gradient
-     * the backward (the same mask drawn again). */
-    void (*dropout)(gs_drv_stream *s, float *x, size_t rows, size_t h, const gs_dropout *drop);
+    /* ---- the model's kernels ---- */
+    gs_driver_kernels k;
     /* 1: this instance's sends wait for their receivers although the driver's are eager by
      * default (the host driver under GRIDSTEP_HOST_P2P=rendezvous); exec then plans its p2p
      * groups as for p2p_rendezvous. */
@@ -179,27 +222,6 @@ typedef struct gs_driver_ops {
     /* The linear layers' GEMM arithmetic this instance runs, for reports: "fp32", "tf32" or
      * "bf16 inputs, fp32 accumulate" (GRIDSTEP_HOST_GEMM / GRIDSTEP_CUDA_GEMM). */
     const char *(*gemm_math)(gs_drv *d);
-    void (*swiglu_fwd)(gs_drv_stream *s, const float *gu, float *h, size_t t, size_t f);
-    void (*swiglu_bwd)(gs_drv_stream *s, const float *gu, const float *dh, float *dgu, size_t t, size_t f);
-    void (*xent_stats)(gs_drv_stream *s, const float *logits, const int32_t *target, size_t t, size_t vocab_lo,
-                       size_t vocab_n, float *stats);
-    /* lse[t] from the stats of `parts` slices; *loss_sum (host memory) = sum of lse - target logit. */
-    void (*xent_combine)(gs_drv_stream *s, const float *stats, size_t parts, size_t t, float *lse,
-                         double *loss_sum);
-    void (*xent_bwd)(gs_drv_stream *s, const float *logits, const int32_t *target, const float *lse, size_t t,
-                     size_t vocab_lo, size_t vocab_n, float scale, float *dlogits);
-    void (*adamw)(gs_drv_stream *s, float *p, const float *g, float *m, float *v, size_t n, float lr, float beta1,
-                  float beta2, float eps, float weight_decay, uint64_t step);
-    /* GPT blocks: LayerNorm (mean and rstd per row saved), GELU (tanh), linear biases */
-    void (*layernorm_fwd)(gs_drv_stream *s, const float *x, const float *g, const float *b, float *y, float *mean,
-                          float *rstd, size_t t, size_t h, float eps);
-    void (*layernorm_bwd)(gs_drv_stream *s, const float *x, const float *g, const float *mean, const float *rstd,
-                          const float *dy, float *dx, float *dg, float *db, size_t t, size_t h);
-    void (*gelu_fwd)(gs_drv_stream *s, const float *x, float *y, size_t n);
-    void (*gelu_bwd)(gs_drv_stream *s, const float *x, const float *dy, float *dx, size_t n);
-    void (*bias_add)(gs_drv_stream *s, float *y, const float *b, size_t t, size_t n);
-    void (*bias_grad)(gs_drv_stream *s, const float *dy, float *db, size_t t, size_t n);
-
     /* ---- collectives over g, issued on s by every member in the same order ----
      * fp32 sums are taken in ascending rank order, so results do not depend on timing. */
     /* recv[i*count .. (i+1)*count) = member i's send (count floats per member). */
@@ -280,19 +302,21 @@ extern const gs_driver_ops gs_driver_host;
  * whenever either struct changes. 2: the flash attention ops and opts.attn_flash. 3: the GPT
  * block ops. 4: p2p_group, p2p_rendezvous. 5: dropout (the attention ops' drop, the dropout op),
  * gemm_math, sends_wait. 6: all_gather_ring, mark, wait_mark; linear_bwd's dw may be NULL;
- * opts.gemm_bf16, opts.tp_ring_p2p, arm_start. */
-#define GS_DRIVER_ABI 7
+ * opts.gemm_bf16, opts.tp_ring_p2p, arm_start. 8: opts.set (the environment's choices, passed down).
+ * 9: the kernels in their own table, gs_driver_ops.k. */
+#define GS_DRIVER_ABI 9
 
 /* The drivers this build has, by name (NULL when unknown). */
 const gs_driver_ops *gs_driver_find(const char *name);
 
 /* A driver by name: one built in (gs_driver_find), else the module gridstep-NAME.so, looked up
- * in $GRIDSTEP_MODULE_PATH (colon-separated), then next to the running binary, then the install
+ * in module_path (colon-separated directories, NULL: none; cli/ passes $GRIDSTEP_MODULE_PATH),
+ * then next to the running binary, then the install
  * directory (pkglibdir), and asked for its table through gs_driver_NAME_module_abiN() (N =
  * GS_DRIVER_ABI; a module without it was built for another gridstep: GS_ERR_UNSUPPORTED). GS_ERR_INPUT
  * for a name that is no driver; GS_ERR_UNSUPPORTED (with dlerror's text: the module or a library
  * it needs, such as libcudart, missing) when the module cannot be loaded. The module stays
  * loaded for the life of the process. */
-gs_status gs_driver_load(const char *name, const gs_driver_ops **out, gs_error *err);
+gs_status gs_driver_load(const char *name, const char *module_path, const gs_driver_ops **out, gs_error *err);
 
 #endif

@@ -38,7 +38,7 @@
 #include <nvtx3/nvToolsExt.h>
 
 #include "exec/driver.h"
-#include "kernels/cuda/attn_gemm_plan.h"
+#include "exec/cuda_attn_plan.h"
 #include "kernels/cuda/kernels_cuda.h"
 
 #define GEMM_WORKSPACE_BYTES ((size_t)32 << 20)
@@ -428,23 +428,6 @@ static void cuda_close(gs_drv *d)
     free(d);
 }
 
-/* The number of processes a launcher started (1 when none): the variables cli/mpi_exec.c reads
- * (srun's SLURM_STEP_NUM_TASKS, set inside a job step only: SLURM_NTASKS is set in a batch
- * script's own shell too, where one gridstep is one process with every GPU of the node). */
-static long launcher_size(const char **var)
-{
-    static const char *const vars[] = {"OMPI_COMM_WORLD_SIZE", "PMI_SIZE", "MV2_COMM_WORLD_SIZE", "PMIX_SIZE",
-                                       "SLURM_STEP_NUM_TASKS"};
-    for (size_t i = 0; i < sizeof vars / sizeof vars[0]; i++) {
-        const char *v = getenv(vars[i]);
-        if (v && atol(v) > 1) {
-            *var = vars[i];
-            return atol(v);
-        }
-    }
-    return 1;
-}
-
 /* Records this device's clock base: a CUDA event and the host time it completed. */
 static cudaError_t rebase(rank_dev *r)
 {
@@ -671,8 +654,10 @@ static gs_status cuda_open(const gs_mesh *mesh, const gs_driver_opts *opts, gs_d
 {
     *out = NULL;
     const gs_exec_boot *boot = opts && gs_boot_active(opts->boot) ? opts->boot : NULL;
-    const char *var = NULL;
-    long procs = launcher_size(&var);
+    /* the number of processes a launcher started (cli/ reads the variables cli/mpi_exec.c reads:
+     * srun's SLURM_STEP_NUM_TASKS, set inside a job step only) */
+    const char *var = opts ? opts->set.launcher_var : NULL;
+    long procs = opts && opts->set.launcher_procs > 1 ? opts->set.launcher_procs : 1;
     if (procs > 1 && !boot && !(opts && opts->process_local))
         return gs_error_set(err, GS_ERR_UNSUPPORTED,
                             "cuda driver: started as one of %ld processes (%s=%ld) without the process bootstrap: "
@@ -685,12 +670,12 @@ static gs_status cuda_open(const gs_mesh *mesh, const gs_driver_opts *opts, gs_d
      * when unknown */
     gs_status rc = GS_OK;
     gs_attn_path_pref attn_pref = GS_ATTN_PATH_AUTO;
-    if (gs_attn_path_parse(getenv("GRIDSTEP_CUDA_ATTENTION"), &attn_pref, err) != GS_OK) {
+    if (gs_attn_path_parse(opts ? opts->set.cuda_attention : NULL, &attn_pref, err) != GS_OK) {
         gs_error_prefix(err, "cuda driver");
         rc = GS_ERR_INPUT;
     }
     int attn_gemm = attn_pref != GS_ATTN_PATH_KERNELS; /* the GEMM path may run */
-    const char *gm = getenv("GRIDSTEP_CUDA_GEMM");
+    const char *gm = opts ? opts->set.cuda_gemm : NULL;
     int gemm_tf32 = gm && strcmp(gm, "tf32") == 0, gemm_bf16 = gm && strcmp(gm, "bf16") == 0;
     if (!(gm && *gm))
         gemm_bf16 = opts && opts->gemm_bf16; /* the scenario's precision decides (mixed bf16) */
@@ -2000,34 +1985,34 @@ static const gs_driver_ops gs_driver_cuda = {
     .event_time_s = cuda_event_time_s,
     .clock_s = cuda_clock_s,
     .op_start_s = cuda_op_start_s,
-    .linear_fwd = k_linear_fwd,
-    .linear_bwd = k_linear_bwd,
-    .add = k_add,
-    .scale = k_scale,
-    .embed_fwd = k_embed_fwd,
-    .embed_bwd = k_embed_bwd,
-    .rmsnorm_fwd = k_rmsnorm_fwd,
-    .rmsnorm_bwd = k_rmsnorm_bwd,
-    .rope_fwd = k_rope_fwd,
-    .rope_bwd = k_rope_bwd,
-    .attn_fwd = k_attn_fwd,
-    .attn_bwd = k_attn_bwd,
-    .attn_fwd_flash = k_attn_fwd_flash,
-    .attn_bwd_flash = k_attn_bwd_flash,
-    .dropout = k_dropout,
+    .k.linear_fwd = k_linear_fwd,
+    .k.linear_bwd = k_linear_bwd,
+    .k.add = k_add,
+    .k.scale = k_scale,
+    .k.embed_fwd = k_embed_fwd,
+    .k.embed_bwd = k_embed_bwd,
+    .k.rmsnorm_fwd = k_rmsnorm_fwd,
+    .k.rmsnorm_bwd = k_rmsnorm_bwd,
+    .k.rope_fwd = k_rope_fwd,
+    .k.rope_bwd = k_rope_bwd,
+    .k.attn_fwd = k_attn_fwd,
+    .k.attn_bwd = k_attn_bwd,
+    .k.attn_fwd_flash = k_attn_fwd_flash,
+    .k.attn_bwd_flash = k_attn_bwd_flash,
+    .k.dropout = k_dropout,
     .gemm_math = cuda_gemm_math,
-    .swiglu_fwd = k_swiglu_fwd,
-    .swiglu_bwd = k_swiglu_bwd,
-    .layernorm_fwd = k_layernorm_fwd,
-    .layernorm_bwd = k_layernorm_bwd,
-    .gelu_fwd = k_gelu_fwd,
-    .gelu_bwd = k_gelu_bwd,
-    .bias_add = k_bias_add,
-    .bias_grad = k_bias_grad,
-    .xent_stats = k_xent_stats,
-    .xent_combine = k_xent_combine,
-    .xent_bwd = k_xent_bwd,
-    .adamw = k_adamw,
+    .k.swiglu_fwd = k_swiglu_fwd,
+    .k.swiglu_bwd = k_swiglu_bwd,
+    .k.layernorm_fwd = k_layernorm_fwd,
+    .k.layernorm_bwd = k_layernorm_bwd,
+    .k.gelu_fwd = k_gelu_fwd,
+    .k.gelu_bwd = k_gelu_bwd,
+    .k.bias_add = k_bias_add,
+    .k.bias_grad = k_bias_grad,
+    .k.xent_stats = k_xent_stats,
+    .k.xent_combine = k_xent_combine,
+    .k.xent_bwd = k_xent_bwd,
+    .k.adamw = k_adamw,
     .all_gather = cuda_all_gather,
     .reduce_scatter = cuda_reduce_scatter,
     .all_reduce = cuda_all_reduce,

@@ -406,14 +406,14 @@ static gs_status host_open(const gs_mesh *mesh, const gs_driver_opts *opts, gs_d
         host_close(d);
         return gs_error_set(err, GS_ERR_NOMEM, "host driver: out of memory for %" PRIu64 " ranks", w);
     }
-    const char *p2p = getenv("GRIDSTEP_HOST_P2P");
+    const char *p2p = opts ? opts->set.host_p2p : NULL;
     if (p2p && *p2p && strcmp(p2p, "eager") != 0 && strcmp(p2p, "rendezvous") != 0) {
         host_close(d);
         return gs_error_set(err, GS_ERR_INPUT, "host driver: GRIDSTEP_HOST_P2P is '%s', expected eager or rendezvous",
                             p2p);
     }
     d->rendezvous = p2p && strcmp(p2p, "rendezvous") == 0;
-    const char *gm = getenv("GRIDSTEP_HOST_GEMM");
+    const char *gm = opts ? opts->set.host_gemm : NULL;
     if (gm && *gm && strcmp(gm, "fp32") != 0 && strcmp(gm, "bf16") != 0) {
         host_close(d);
         return gs_error_set(err, GS_ERR_INPUT, "host driver: GRIDSTEP_HOST_GEMM is '%s', expected fp32 or bf16", gm);
@@ -1508,35 +1508,35 @@ const gs_driver_ops gs_driver_host = {
     .op_start_s = host_op_start_s,
     .event_begin = host_event_begin,
     .event_end = host_event_end,
-    .linear_fwd = k_linear_fwd,
-    .linear_bwd = k_linear_bwd,
-    .add = k_add,
-    .scale = k_scale,
-    .embed_fwd = k_embed_fwd,
-    .embed_bwd = k_embed_bwd,
-    .rmsnorm_fwd = k_rmsnorm_fwd,
-    .rmsnorm_bwd = k_rmsnorm_bwd,
-    .rope_fwd = k_rope_fwd,
-    .rope_bwd = k_rope_bwd,
-    .attn_fwd = k_attn_fwd,
-    .attn_bwd = k_attn_bwd,
-    .attn_fwd_flash = k_attn_fwd_flash,
-    .attn_bwd_flash = k_attn_bwd_flash,
-    .dropout = k_dropout,
+    .k.linear_fwd = k_linear_fwd,
+    .k.linear_bwd = k_linear_bwd,
+    .k.add = k_add,
+    .k.scale = k_scale,
+    .k.embed_fwd = k_embed_fwd,
+    .k.embed_bwd = k_embed_bwd,
+    .k.rmsnorm_fwd = k_rmsnorm_fwd,
+    .k.rmsnorm_bwd = k_rmsnorm_bwd,
+    .k.rope_fwd = k_rope_fwd,
+    .k.rope_bwd = k_rope_bwd,
+    .k.attn_fwd = k_attn_fwd,
+    .k.attn_bwd = k_attn_bwd,
+    .k.attn_fwd_flash = k_attn_fwd_flash,
+    .k.attn_bwd_flash = k_attn_bwd_flash,
+    .k.dropout = k_dropout,
     .gemm_math = host_gemm_math,
     .sends_wait = host_sends_wait,
-    .swiglu_fwd = k_swiglu_fwd,
-    .swiglu_bwd = k_swiglu_bwd,
-    .layernorm_fwd = k_layernorm_fwd,
-    .layernorm_bwd = k_layernorm_bwd,
-    .gelu_fwd = k_gelu_fwd,
-    .gelu_bwd = k_gelu_bwd,
-    .bias_add = k_bias_add,
-    .bias_grad = k_bias_grad,
-    .xent_stats = k_xent_stats,
-    .xent_combine = k_xent_combine,
-    .xent_bwd = k_xent_bwd,
-    .adamw = k_adamw,
+    .k.swiglu_fwd = k_swiglu_fwd,
+    .k.swiglu_bwd = k_swiglu_bwd,
+    .k.layernorm_fwd = k_layernorm_fwd,
+    .k.layernorm_bwd = k_layernorm_bwd,
+    .k.gelu_fwd = k_gelu_fwd,
+    .k.gelu_bwd = k_gelu_bwd,
+    .k.bias_add = k_bias_add,
+    .k.bias_grad = k_bias_grad,
+    .k.xent_stats = k_xent_stats,
+    .k.xent_combine = k_xent_combine,
+    .k.xent_bwd = k_xent_bwd,
+    .k.adamw = k_adamw,
     .all_gather = host_all_gather,
     .reduce_scatter = host_reduce_scatter,
     .all_reduce = host_all_reduce,

@@ -35,9 +35,8 @@ static int try_dir(const char *dir, size_t dlen, const char *file, char *path, s
 }
 
 /* The first existing gridstep-NAME.so on the search path, into path; 0 when none. */
-static int find_module(const char *file, char *path, size_t plen, char *tried, size_t tlen)
+static int find_module(const char *file, const char *env, char *path, size_t plen, char *tried, size_t tlen)
 {
-    const char *env = getenv("GRIDSTEP_MODULE_PATH");
     if (env)
         for (const char *p = env; *p;) {
             const char *c = strchr(p, ':');
@@ -57,7 +56,7 @@ static int find_module(const char *file, char *path, size_t plen, char *tried, s
     return try_dir(GS_PKGLIBDIR, strlen(GS_PKGLIBDIR), file, path, plen, tried, tlen);
 }
 
-gs_status gs_driver_load(const char *name, const gs_driver_ops **out, gs_error *err)
+gs_status gs_driver_load(const char *name, const char *module_path, const gs_driver_ops **out, gs_error *err)
 {
     *out = gs_driver_find(name);
     if (*out)
@@ -70,7 +69,7 @@ gs_status gs_driver_load(const char *name, const gs_driver_ops **out, gs_error *
     char file[128], path[PATH_MAX + 160], tried[2048], sym[160];
     tried[0] = 0;
     snprintf(file, sizeof file, "gridstep-%s.so", name);
-    if (!find_module(file, path, sizeof path, tried, sizeof tried))
+    if (!find_module(file, module_path, path, sizeof path, tried, sizeof tried))
         return gs_error_set(err, GS_ERR_UNSUPPORTED,
                             "driver %s: module %s not found (looked in %s); it is built when configure finds the "
                             "CUDA toolkit and NCCL (./configure --with-cuda --with-nccl), installed into %s, and "

@@ -37,6 +37,11 @@ typedef struct gs_exec_opts {
      * step with the whole run's loss, step time, timings and first error. NULL or one process:
      * every rank here. Borrowed for the exec session's life. */
     const gs_exec_boot *boot;
+    /* The environment's choices for the driver (cli/ reads them; gs_driver_settings). */
+    gs_driver_settings driver_set;
+    /* The schedule to play (borrowed for the session's life; every rank, of this scenario and
+     * mesh, e.g. a loaded dump); NULL: the session builds the exact schedule. */
+    const gs_schedule *schedule;
 } gs_exec_opts;
 
 void gs_exec_opts_defaults(gs_exec_opts *o);
@@ -47,7 +52,8 @@ typedef struct gs_exec_session gs_exec_session;
  * scenario's rank count, and agrees with the other processes on the outcome (every process
  * returns the lowest failed process's error). Refuses (GS_ERR_INPUT) checkpoint targets
  * (o->check_save, o->check_save_full) a save could not write (checked by process 0).
- * Builds the exact schedule, refuses (GS_ERR_INPUT, with the memory ledger's numbers) a scenario
+ * Builds the exact schedule (or takes o->schedule), validates its structure, refuses
+ * (GS_ERR_INPUT, with the memory ledger's numbers) a scenario
  * whose ranks together need more memory than /proc/meminfo's MemAvailable, then opens the
  * driver and initializes every rank. */
 gs_status gs_exec_session_create(const gs_scenario *s, const gs_mesh *mesh, const gs_exec_opts *o,

@@ -15,7 +15,6 @@ typedef struct play_rank {
     uint8_t *done, *posted, *arrived; /* per event */
     uint32_t *pr, *pe;                /* p2p: the partner's rank index and event */
     uint32_t *inst;                   /* collective: its instance (every member's same call) */
-    uint32_t *tp_dep;                 /* TP event: the last compute event before it (dispatcher) */
     uint32_t *first, *last;           /* issuing event: its group's first and last members (itself) */
     uint32_t *spos;                   /* the event's place in its stream's list */
     uint32_t *slist[GS_STREAM_COUNT]; /* the events of each stream, in list order */
@@ -94,7 +93,7 @@ static int ready(const play_rank *r, uint32_t e)
     for (uint16_t j = 0; j < ev->nlinks[GS_LINK_DEPS]; j++)
         if (!r->done[deps[j]])
             return 0;
-    return r->tp_dep[e] == NONE || r->done[r->tp_dep[e]];
+    return 1;
 }
 
 /* Plays until nothing moves; returns the events completed. */
@@ -313,13 +312,12 @@ gs_status gs_p2p_groups_plan(const gs_schedule *sch, int pair, int rendezvous, u
         r->pr = malloc(n * sizeof *r->pr);
         r->pe = malloc(n * sizeof *r->pe);
         r->inst = malloc(n * sizeof *r->inst);
-        r->tp_dep = malloc(n * sizeof *r->tp_dep);
         r->first = malloc(n * sizeof *r->first);
         r->last = malloc(n * sizeof *r->last);
         r->spos = malloc(n * sizeof *r->spos);
         for (int k = 0; k < GS_STREAM_COUNT; k++)
             r->slist[k] = malloc(n * sizeof *r->slist[k]);
-        int ok = r->done && r->posted && r->arrived && r->pr && r->pe && r->inst && r->tp_dep && r->first && r->last &&
+        int ok = r->done && r->posted && r->arrived && r->pr && r->pe && r->inst && r->first && r->last &&
                  r->spos;
         for (int k = 0; k < GS_STREAM_COUNT; k++)
             ok = ok && r->slist[k];
@@ -327,7 +325,6 @@ gs_status gs_p2p_groups_plan(const gs_schedule *sch, int pair, int rendezvous, u
             rc = gs_error_set(err, GS_ERR_NOMEM, "exec: out of memory planning p2p groups");
             goto out;
         }
-        uint32_t last_compute = NONE;
         for (size_t e = 0; e < re->nevents; e++) {
             const gs_event *ev = &re->events[e];
             uint8_t k = stream_of(ev);
@@ -335,9 +332,6 @@ gs_status gs_p2p_groups_plan(const gs_schedule *sch, int pair, int rendezvous, u
             r->slist[k][r->slen[k]++] = (uint32_t)e;
             r->pr[e] = r->pe[e] = r->inst[e] = NONE;
             r->first[e] = r->last[e] = (uint32_t)e;
-            r->tp_dep[e] = k == GS_STREAM_TP && !gs_dispatch_tp_beside(re, e) ? last_compute : NONE;
-            if (k == GS_STREAM_COMPUTE)
-                last_compute = (uint32_t)e;
             np += is_p2p(ev);
             nc += ev->kind == GS_EV_COLLECTIVE;
         }
@@ -427,7 +421,6 @@ out:
             free(r->pr);
             free(r->pe);
             free(r->inst);
-            free(r->tp_dep);
             free(r->first);
             free(r->last);
             free(r->spos);

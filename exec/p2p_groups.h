@@ -22,8 +22,7 @@
  *   hoisting  (rendezvous only) the step is then played symbolically under rendezvous semantics:
  *             compute and copies take no time, a collective completes when every member has
  *             reached it, a p2p group when the partner of each of its members has been issued, and
- *             each stream runs in list order after its dependencies (and the dispatcher's
- *             TP-after-compute wait, exec/dispatch.c). When nothing can move, the lowest rank whose
+ *             each stream runs in list order after its dependencies. When nothing can move, the lowest rank whose
  *             group waits for a receive that its peer has not issued, while the peer's stream is
  *             held by a p2p event of its own that waits, has that receive hoisted into the peer's
  *             waiting group (with the peer's unissued receives from the same sender before it, as

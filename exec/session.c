@@ -17,7 +17,8 @@ struct gs_exec_session {
     gs_scenario s;
     gs_exec_opts o;
     const gs_driver_ops *ops;
-    gs_schedule *sch;
+    const gs_schedule *sch; /* built (own_sch) or the caller's (gs_exec_opts.schedule) */
+    gs_schedule *own_sch;
     gs_drv *drv;
     gs_dispatch *disp;
     gs_train *train;
@@ -160,7 +161,7 @@ void gs_exec_session_destroy(gs_exec_session *x)
         for (size_t i = 0; i < x->sch->nranks; i++)
             free(x->timing[i]);
     free(x->timing);
-    gs_schedule_destroy(x->sch);
+    gs_schedule_destroy(x->own_sch);
     free(x);
 }
 
@@ -309,9 +310,18 @@ gs_status gs_exec_session_create(const gs_scenario *s, const gs_mesh *mesh, cons
         goto out;
     /* the dispatcher and the program rely on a valid schedule: matched collectives and p2p,
      * tensors alive when used */
-    if ((rc = gs_schedule_build(&x->s, mesh, 1, &x->sch, err)) != GS_OK ||
-        (rc = gs_schedule_validate_structure(x->sch, err)) != GS_OK || (rc = check_fault_hook(x, err)) != GS_OK)
+    if (x->o.schedule)
+        x->sch = x->o.schedule;
+    else if ((rc = gs_schedule_build(&x->s, mesh, 1, &x->own_sch, err)) == GS_OK)
+        x->sch = x->own_sch;
+    if (rc != GS_OK || (rc = gs_schedule_validate_structure(x->sch, err)) != GS_OK ||
+        (rc = check_fault_hook(x, err)) != GS_OK)
         goto out;
+    if (x->sch->nranks != mesh->world || x->sch->mesh.world != mesh->world) {
+        rc = gs_error_set(err, GS_ERR_INPUT, "exec: the schedule holds %zu rank lists of a %" PRIu64 "-rank mesh; "
+                          "the scenario's grid has %" PRIu64 " ranks", x->sch->nranks, x->sch->mesh.world, mesh->world);
+        goto out;
+    }
     /* process p plays rank p, which is the exact schedule's list p (gather_timing relies on it) */
     if (x->boot)
         for (size_t i = 0; i < x->sch->nranks; i++) {
@@ -353,7 +363,8 @@ gs_status gs_exec_session_create(const gs_scenario *s, const gs_mesh *mesh, cons
                            .boot = x->boot,
                            .gemm_bf16 = s->strategy.precision == GS_PREC_BF16,
                            .tp_ring_p2p = s->strategy.tp_comm_overlap && s->strategy.sequence_parallel && tp > 1,
-                           .attn_dropout = s->model.dropout && gs_dropout_threshold(s->model.attention_dropout) > 0};
+                           .attn_dropout = s->model.dropout && gs_dropout_threshold(s->model.attention_dropout) > 0,
+                           .set = x->o.driver_set};
     if ((rc = x->ops->open(mesh, &dopts, &x->drv, err)) == GS_OK &&
         (rc = gs_dispatch_create_local(x->ops, x->drv, x->sch, x->local, &x->disp, err)) == GS_OK)
         rc = gs_train_create(&x->s, x->sch, x->ops, x->drv, x->disp, &x->o.train, &x->train, err);

@@ -24,7 +24,8 @@
  * group), as exec/p2p_groups.h plans them: a send followed on its stream by a receive goes with
  * it, and on a driver whose sends wait for their receivers, receives are issued ahead of their
  * place where the step would otherwise wait in a cycle (the interleaved pipeline), so no schedule
- * deadlocks on such sends (GRIDSTEP_P2P_GROUPS=0: every operation alone, a test of exactly that).
+ * deadlocks on such sends (gs_train_opts.p2p_groups 0: every operation alone, a test of exactly
+ * that).
  *
  * Ownership: gs_train is created by gs_train_create and freed by gs_train_destroy; it borrows
  * the scenario, schedule, driver and dispatcher (all must outlive it) and owns its buffers. It
@@ -47,9 +48,12 @@ typedef struct gs_train_opts {
     uint64_t seed;       /* data and init */
     float lr, beta1, beta2, eps, weight_decay; /* AdamW */
     float init_std;      /* linear and embedding weights ~ N(0, init_std^2); norms start at 1 */
+    int p2p_groups;      /* 1: sends go out in p2p groups with a receive (exec/p2p_groups.h); 0: every
+                          * p2p operation alone (a test of the rendezvous check; cli/ sets it from
+                          * GRIDSTEP_P2P_GROUPS) */
 } gs_train_opts;
 
-/* seed 1234, lr 1e-3, betas (0.9, 0.95), eps 1e-8, weight decay 0.1, init std 0.02. */
+/* seed 1234, lr 1e-3, betas (0.9, 0.95), eps 1e-8, weight decay 0.1, init std 0.02, p2p groups. */
 void gs_train_opts_defaults(gs_train_opts *o);
 
 typedef struct gs_train gs_train;

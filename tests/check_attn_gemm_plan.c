@@ -14,7 +14,7 @@
 
 #include "engine/scenario.h"
 #include "engine/schedule.h"
-#include "kernels/cuda/attn_gemm_plan.h"
+#include "exec/cuda_attn_plan.h"
 #include "kernels/host/kernels.h"
 
 /* ---- an emulator of the steps --------------------------------------------------------------- */

@@ -9,6 +9,7 @@
 #include <string.h>
 
 #include "engine/partition.h"
+#include "engine/roles.h"
 #include "engine/schedule.h"
 
 /* 4 layers, h 256, 4 heads, ffn 512, vocab 1000, seq 64: small enough to build exactly. */
@@ -162,6 +163,21 @@ START_TEST(test_ddp_zero_counts)
     /* block: q k v o 4 x 256 x 256 + MLP 3 x 256 x 512 + 2 norms x 256 = 655,872 params = 1.31 MB
      * in bf16 -> 2 buckets of 1 MiB each; root: 2 x 1000 x 256 + 256 = 512,256 -> 1 bucket. */
     ck_assert_uint_eq(count(sch, 0, GS_EV_COLLECTIVE, GS_COLL_ALLREDUCE, GS_GROUP_DP), 4 * 2 + 1);
+    /* each all-reduce is a bucket of its unit's gradient: part 1 + the bucket, in order (block:
+     * parts 1 and 2; the root: part 1) */
+    const gs_rank_events *r = &sch->ranks[0];
+    uint32_t next[5] = {1, 1, 1, 1, 1};
+    for (size_t k = 0; k < r->nevents; k++) {
+        const gs_event *e = &r->events[k];
+        if (e->kind != GS_EV_COLLECTIVE || e->group != GS_GROUP_DP)
+            continue;
+        ck_assert_uint_eq(e->role, GS_ROLE_GRAD_BUCKET_REDUCE);
+        ck_assert_uint_lt(e->unit, 5);
+        ck_assert_uint_eq(e->part, next[e->unit]++);
+    }
+    for (int u = 0; u < 4; u++)
+        ck_assert_uint_eq(next[u], 3);
+    ck_assert_uint_eq(next[4], 2);
     gs_schedule_destroy(sch);
 }
 END_TEST
@@ -482,6 +498,141 @@ START_TEST(test_tp_counts)
 }
 END_TEST
 
+/* Roles, TP 2 with sequence parallelism, 1 block, no DP: Megatron's layout (Korthikanti et al.
+ * 2022, fig. 5): the embedding's partial sums reduce-scattered; per block half an all-gather of
+ * the norm's output before its first GEMM (g) and a reduce-scatter after its last (g-bar), the
+ * backward the conjugates in reverse (all-gather of the output's gradient, reduce-scatter of the
+ * input's); the head's norm output gathered, the loss statistics gathered; after the backward
+ * the norms' gradients all-reduced over TP, then the optimizer. 39 events. */
+START_TEST(test_roles)
+{
+    gs_schedule *sch = build("model: {layers: 1, hidden: 64, heads: 2, ffn: 128, vocab: 100, seq: 16}\n"
+                             "cluster: {preset: dgx-a100-80g, gpus_per_node: 2}\ngrid: {tp: 2}\n"
+                             "strategy: {sharding: no_shard, sequence_parallel: true, recompute: none}\n"
+                             "batch: {global: 1, micro: 1}\n", 0);
+    static const gs_role want[] = {
+        GS_ROLE_EMBED, GS_ROLE_TP_EMBED,
+        GS_ROLE_ATTN_NORM, GS_ROLE_TP_ATTN_IN, GS_ROLE_QKV, GS_ROLE_ATTN_CORE, GS_ROLE_OPROJ, GS_ROLE_TP_ATTN_OUT,
+        GS_ROLE_MLP_NORM, GS_ROLE_TP_MLP_IN, GS_ROLE_MLP_UP, GS_ROLE_MLP_ACT, GS_ROLE_MLP_DOWN, GS_ROLE_TP_MLP_OUT,
+        GS_ROLE_HEAD_NORM, GS_ROLE_TP_HEAD_IN, GS_ROLE_HEAD, GS_ROLE_LOSS, GS_ROLE_TP_LOSS_STATS,
+        GS_ROLE_LOSS, GS_ROLE_HEAD, GS_ROLE_TP_HEAD_IN, GS_ROLE_HEAD_NORM,
+        GS_ROLE_TP_MLP_OUT, GS_ROLE_MLP_DOWN, GS_ROLE_MLP_ACT, GS_ROLE_MLP_UP, GS_ROLE_TP_MLP_IN, GS_ROLE_MLP_NORM,
+        GS_ROLE_TP_ATTN_OUT, GS_ROLE_OPROJ, GS_ROLE_ATTN_CORE, GS_ROLE_QKV, GS_ROLE_TP_ATTN_IN, GS_ROLE_ATTN_NORM,
+        GS_ROLE_TP_EMBED, GS_ROLE_EMBED,
+        GS_ROLE_TP_NORM_GRADS, GS_ROLE_OPTIMIZER};
+    const gs_rank_events *r = &sch->ranks[0];
+    ck_assert_uint_eq(r->nevents, sizeof want / sizeof want[0]);
+    for (size_t k = 0; k < r->nevents; k++) {
+        char nm[GS_EVENT_NAME_BYTES];
+        gs_event_name(r, &r->events[k], nm, sizeof nm);
+        ck_assert_msg(r->events[k].role == want[k], "event %zu (%s): role %s, expected %s", k, nm,
+                      gs_role_name((gs_role)r->events[k].role), gs_role_name(want[k]));
+        ck_assert_uint_eq(r->events[k].part, 0);
+    }
+    gs_schedule_destroy(sch);
+    /* FSDP over 2 ranks: every gather a unit's, every reduce-scatter a unit's gradient; a
+     * pipeline's sends and receives; the tied embedding's exchange */
+    sch = build("model: {layers: 4, hidden: 256, heads: 4, ffn: 512, vocab: 1000, seq: 64, tied_embeddings: true}\n"
+                "cluster: {preset: dgx-a100-80g, gpus_per_node: 4}\ngrid: {dp: 2, pp: 2}\n"
+                "strategy: {sharding: full_shard}\n", 0);
+    size_t seen[GS_ROLE_COUNT] = {0};
+    for (size_t i = 0; i < sch->nranks; i++)
+        for (size_t k = 0; k < sch->ranks[i].nevents; k++) {
+            const gs_event *e = &sch->ranks[i].events[k];
+            seen[e->role]++;
+            if (e->kind == GS_EV_COLLECTIVE)
+                ck_assert_uint_eq(e->role, e->op == GS_COLL_ALLGATHER ? GS_ROLE_UNIT_GATHER : GS_ROLE_GRAD_REDUCE_SCATTER);
+            if (e->kind == GS_EV_SEND)
+                ck_assert_uint_eq(e->role, e->phase == GS_PHASE_OPTIM ? GS_ROLE_TIED_SEND : GS_ROLE_PP_SEND);
+            if (e->kind == GS_EV_RECV)
+                ck_assert_uint_eq(e->role, e->phase == GS_PHASE_OPTIM ? GS_ROLE_TIED_RECV : GS_ROLE_PP_RECV);
+        }
+    /* one exchange each way on each of the 2 stages */
+    ck_assert_uint_eq(seen[GS_ROLE_TIED_SEND], 2);
+    ck_assert_uint_eq(seen[GS_ROLE_TIED_RECV], 2);
+    ck_assert_uint_eq(seen[GS_ROLE_NONE], 0);
+    gs_schedule_destroy(sch);
+}
+END_TEST
+
+/* Index of the event named `name` in rank list r (the test fails without one). */
+static size_t event_named(const gs_rank_events *r, const char *name)
+{
+    char nm[GS_EVENT_NAME_BYTES];
+    for (size_t k = 0; k < r->nevents; k++) {
+        gs_event_name(r, &r->events[k], nm, sizeof nm);
+        if (strcmp(nm, name) == 0)
+            return k;
+    }
+    ck_abort_msg("no event %s", name);
+    return SIZE_MAX;
+}
+
+/* Scratch tensors (TP 2 with SP, PP 2, 1F1B, 4 micro-batches; stage 0 holds layers 0 and 1 and
+ * the embedding): the TP exchanges' buffers are tensors of the schedule, and validation checks
+ * that every pair of events on two streams touching one (one writing) is ordered.
+ *  - Stage 0 runs F0 F1 B0 F2 B1 F3 B2 B3 (one warm-up forward). B3 follows B2 directly: B3's
+ *    first events are the receive of L1's output gradient and L1's all-gather of it, which waits
+ *    for the receive only, while the compute stream may still run B2's embedding backward. The
+ *    embedding reads its gathered gradient from its own scratch tensor; had it used the blocks'
+ *    (as exec's program once did), the gather and the embedding's backward would race: refused.
+ *  - Within a pass the GEMM after a gather depends on it (read after write): without that
+ *    dependency the two race too. */
+START_TEST(test_scratch_hazards)
+{
+    gs_schedule *sch = build(SMALL "cluster: {preset: dgx-a100-80g, gpus_per_node: 4}\ngrid: {tp: 2, pp: 2}\n"
+                                   "strategy: {sharding: no_shard, sequence_parallel: true, pipeline: 1f1b}\n"
+                                   "batch: {global: 4, micro: 1}\n", 0);
+    gs_rank_events *r = &sch->ranks[0];
+    uint32_t scratch[GS_SCRATCH_COUNT];
+    for (int k = 0; k < GS_SCRATCH_COUNT; k++)
+        scratch[k] = UINT32_MAX;
+    for (size_t t = 0; t < r->ntensors; t++)
+        if (r->tensors[t].kind == GS_T_SCRATCH) {
+            ck_assert_uint_lt(r->tensors[t].unit, GS_SCRATCH_COUNT);
+            scratch[r->tensors[t].unit] = (uint32_t)t;
+        }
+    /* stage 0: the blocks' five, the embedding's two; the head's is the last stage's */
+    for (int k = 0; k < GS_SCRATCH_COUNT; k++)
+        ck_assert_msg((scratch[k] != UINT32_MAX) == (k != GS_SCRATCH_HEAD_DX), "scratch %d", k);
+    /* the embedding's backward reads its own gathered gradient */
+    size_t emb = event_named(r, "emb.mb2.bwd");
+    const uint32_t *rd = gs_event_list(r, &r->events[emb], GS_LINK_READS);
+    int reads_own = 0;
+    for (uint16_t j = 0; j < r->events[emb].nlinks[GS_LINK_READS]; j++)
+        reads_own |= rd[j] == scratch[GS_SCRATCH_EMBED_DY];
+    ck_assert(reads_own);
+
+    /* the embedding's events on the blocks' buffer instead */
+    gs_error err;
+    gs_error_init(&err);
+    for (size_t k = 0; k < r->npool; k++)
+        if (r->pool[k] == scratch[GS_SCRATCH_EMBED_DY])
+            r->pool[k] = scratch[GS_SCRATCH_BLOCK_DY];
+    ck_assert_int_eq(gs_schedule_validate_structure(sch, &err), GS_ERR_RUNTIME);
+    ck_assert_msg(strstr(err.msg, "emb.mb2.bwd (compute stream)") && strstr(err.msg, "L1.mb3.bwd.tp_ag (tp stream)") &&
+                  strstr(err.msg, "(scratch), one writing, and no dependency orders them"), "%s", err.msg);
+    gs_schedule_destroy(sch);
+
+    /* a gather's reader without its dependency on the gather */
+    sch = build(SMALL "cluster: {preset: dgx-a100-80g, gpus_per_node: 4}\ngrid: {tp: 2, pp: 2}\n"
+                      "strategy: {sharding: no_shard, sequence_parallel: true, pipeline: 1f1b}\n"
+                      "batch: {global: 4, micro: 1}\n", 0);
+    r = &sch->ranks[0];
+    size_t ag = event_named(r, "L1.mb0.bwd.tp_ag"), down = event_named(r, "L1.mb0.bwd.mlp_down");
+    gs_event *e = &r->events[down];
+    uint32_t *d = &r->pool[e->links];
+    ck_assert_uint_eq(e->nlinks[GS_LINK_DEPS], 1);
+    ck_assert_uint_eq(d[0], ag);
+    e->nlinks[GS_LINK_DEPS] = 0; /* its lists shift by one: rebuild them in place */
+    memmove(d, d + 1, (size_t)(e->nlinks[1] + e->nlinks[2] + e->nlinks[3] + e->nlinks[4]) * sizeof *d);
+    ck_assert_int_eq(gs_schedule_validate_structure(sch, &err), GS_ERR_RUNTIME);
+    ck_assert_msg(strstr(err.msg, "L1.mb0.bwd.tp_ag (tp stream)") && strstr(err.msg, "L1.mb0.bwd.mlp_down (compute stream)") &&
+                  strstr(err.msg, "no dependency orders them"), "%s", err.msg);
+    gs_schedule_destroy(sch);
+}
+END_TEST
+
 /* Sums over rank list 0: compute FLOPs and TP collective bytes. */
 static void totals(const gs_schedule *sch, double *flops, uint64_t *tp_bytes)
 {
@@ -547,6 +698,9 @@ START_TEST(test_tp_comm_overlap)
     const gs_event *qa = &r->events[ag + 1], *qb = &r->events[ag + 2];
     ck_assert(qa->kind == GS_EV_COMPUTE && qa->op == GS_OP_QKV && qb->op == GS_OP_QKV);
     ck_assert(!depends_on(r, ag + 1, ag) && depends_on(r, ag + 1, ag - 1) && depends_on(r, ag + 2, ag));
+    /* the gather at the attention's input; the GEMM's parts 1 (beside it) and 2 (after it) */
+    ck_assert_uint_eq(r->events[ag].role, GS_ROLE_TP_ATTN_IN);
+    ck_assert(qa->role == GS_ROLE_QKV && qa->part == 1 && qb->role == GS_ROLE_QKV && qb->part == 2);
     ck_assert_uint_eq(qa->gemm_m, 16); /* T / tp rows per chunk call */
     ck_assert_uint_eq(qb->gemm_m, 16);
     ck_assert(fabs(qa->flops - 3.0 * qb->flops) <= 1e-9 * qa->flops);
@@ -555,6 +709,9 @@ START_TEST(test_tp_comm_overlap)
     ck_assert(r->events[rs].kind == GS_EV_COLLECTIVE && r->events[rs].op == GS_COLL_REDUCE_SCATTER);
     ck_assert(r->events[tail].kind == GS_EV_COLLECTIVE && r->events[tail].op == GS_COLL_REDUCE_SCATTER);
     ck_assert(depends_on(r, rs, o1) && !depends_on(r, rs, o2) && depends_on(r, tail, o2));
+    ck_assert(r->events[o1].part == 1 && r->events[o2].part == 2);
+    ck_assert(r->events[rs].role == GS_ROLE_TP_ATTN_OUT && r->events[rs].part == 1);
+    ck_assert(r->events[tail].role == GS_ROLE_TP_ATTN_OUT && r->events[tail].part == 2);
     ck_assert(fabs(r->events[o2].flops - 3.0 * r->events[o1].flops) <= 1e-9 * r->events[o2].flops);
     ck_assert_uint_eq(r->events[rs].bytes, 3 * r->events[tail].bytes);
     /* backward, block 3 (the first backward pass): AG of the output gradient, MLP down's dgrad
@@ -581,6 +738,12 @@ START_TEST(test_tp_comm_overlap)
     ck_assert(depends_on(r, wg, rg) && depends_on(r, wg, dg));
     ck_assert(depends_on(r, brs, dg) && !depends_on(r, brs, wg));
     ck_assert(depends_on(r, norm, brs));
+    ck_assert_uint_eq(r->events[a].role, GS_ROLE_TP_MLP_OUT); /* the output's gradient gathered */
+    ck_assert(da->part == 1 && db->part == 2);
+    ck_assert_uint_eq(r->events[rg].role, GS_ROLE_TP_MLP_REGATHER);
+    ck_assert(r->events[dg].part == 1 && r->events[wg].part == 2);
+    ck_assert(r->events[brs].role == GS_ROLE_TP_MLP_IN && r->events[brs].part == 0); /* not split */
+    ck_assert_uint_eq(r->events[norm].role, GS_ROLE_MLP_NORM);
     ck_assert(fabs(r->events[dg].flops - r->events[wg].flops) <= 1e-9 * r->events[wg].flops);
     gs_schedule_destroy(plain);
     gs_schedule_destroy(ov);
@@ -1077,6 +1240,8 @@ static Suite *build_suite(void)
     suite_add_tcase(s, dp);
     TCase *tp = tcase_create("tensor_parallel");
     tcase_add_test(tp, test_tp_counts);
+    tcase_add_test(tp, test_roles);
+    tcase_add_test(tp, test_scratch_hazards);
     tcase_add_test(tp, test_recompute_counts);
     tcase_add_test(tp, test_tp_comm_overlap);
     tcase_add_test(tp, test_loss_bytes);

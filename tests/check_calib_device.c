@@ -52,7 +52,7 @@ static double cpu_per_gemm(size_t m, size_t n, size_t k)
         struct timespec a, b;
         clock_gettime(CLOCK_THREAD_CPUTIME_ID, &a);
         for (int i = 0; i < 20; i++)
-            gs_driver_host.linear_fwd(NULL, x, w, y, m, k, n);
+            gs_driver_host.k.linear_fwd(NULL, x, w, y, m, k, n);
         clock_gettime(CLOCK_THREAD_CPUTIME_ID, &b);
         v[r] = ((double)(b.tv_sec - a.tv_sec) + 1e-9 * (double)(b.tv_nsec - a.tv_nsec)) / 20.0;
     }
@@ -165,7 +165,7 @@ static gs_driver_ops slow_gemm;
 static void linear_thrice(gs_drv_stream *s, const float *x, const float *w, float *y, size_t t, size_t k, size_t n)
 {
     for (int i = 0; i < 3; i++)
-        gs_driver_host.linear_fwd(s, x, w, y, t, k, n);
+        gs_driver_host.k.linear_fwd(s, x, w, y, t, k, n);
 }
 
 /* The fitted scale is the device's GEMM rate over the model's: three times the work per call
@@ -183,7 +183,7 @@ static int cmp_d(const void *a, const void *b)
 START_TEST(test_gemm_scale_tracks)
 {
     slow_gemm = gs_driver_host;
-    slow_gemm.linear_fwd = linear_thrice;
+    slow_gemm.k.linear_fwd = linear_thrice;
     double b[5], sl[5];
     for (int i = 0; i < 5; i++) {
         gs_calib_dev *base = run(&gs_driver_host, 1), *slow = run(&slow_gemm, 1);
@@ -214,7 +214,7 @@ static void fwd_flash_seen(gs_drv_stream *s, const float *q, size_t ldq, const f
                            size_t hd, const gs_dropout *drop)
 {
     seen_thr[0] = drop ? drop->threshold : 0, seen_calls[0]++;
-    gs_driver_host.attn_fwd_flash(s, q, ldq, k, v, ldkv, out, ldo, lse, nseq, seq, nh, nkv, hd, drop);
+    gs_driver_host.k.attn_fwd_flash(s, q, ldq, k, v, ldkv, out, ldo, lse, nseq, seq, nh, nkv, hd, drop);
 }
 
 static void bwd_flash_seen(gs_drv_stream *s, const float *q, size_t ldq, const float *k, const float *v, size_t ldkv,
@@ -222,14 +222,14 @@ static void bwd_flash_seen(gs_drv_stream *s, const float *q, size_t ldq, const f
                            float *dv, size_t nseq, size_t seq, size_t nh, size_t nkv, size_t hd, const gs_dropout *drop)
 {
     seen_thr[1] = drop ? drop->threshold : 0, seen_calls[1]++;
-    gs_driver_host.attn_bwd_flash(s, q, ldq, k, v, ldkv, out, lse, dout, ldo, dq, dk, dv, nseq, seq, nh, nkv, hd, drop);
+    gs_driver_host.k.attn_bwd_flash(s, q, ldq, k, v, ldkv, out, lse, dout, ldo, dq, dk, dv, nseq, seq, nh, nkv, hd, drop);
 }
 
 START_TEST(test_attention_dropout)
 {
     seeing_drop = gs_driver_host;
-    seeing_drop.attn_fwd_flash = fwd_flash_seen;
-    seeing_drop.attn_bwd_flash = bwd_flash_seen;
+    seeing_drop.k.attn_fwd_flash = fwd_flash_seen;
+    seeing_drop.k.attn_bwd_flash = bwd_flash_seen;
     gs_calib_dev_opts o = {.small = 1, .max_ranks = 1, .timeout_s = 60};
     gs_error err;
     gs_error_init(&err);

@@ -39,138 +39,7 @@
  * are the gradients' own (all within 5.7e-7); a wrong gradient still moves its tensor by order 1. */
 #define ADAM_EPS_GPT 1e-2f
 
-typedef struct cfg {
-    const char *name;
-    uint64_t dp, pp, tp, nodes, gpn;
-    const char *sharding, *pipeline, *recompute, *wrap;
-    uint64_t vstages;
-    int sp;
-    uint64_t layers, micro;
-    int model; /* M_TIED: tied embeddings (the head multiplies by the embedding); M_GPT: GPT blocks
-                * (LayerNorm, GELU MLP, biases on every linear and norm, learned positions) */
-} cfg;
-#define M_TIED 1
-#define M_GPT 2
-#define M_DROP 4 /* dropout: true (Megatron's 0.1 attention and hidden dropout) */
-
-/* name, dp pp tp, nodes gpus/node, sharding, pipeline, recompute, wrap, v, sp, layers, micro, model */
-static const cfg configs[] = {
-    {"dp2-full", 2, 1, 1, 1, 2, "full_shard", "1f1b", "none", "layer", 1, 0, 4, 2, 0},
-    {"dp4-full", 4, 1, 1, 1, 4, "full_shard", "1f1b", "none", "layer", 1, 0, 4, 1, 0},
-    {"dp2-grad-op", 2, 1, 1, 1, 2, "shard_grad_op", "1f1b", "none", "layer", 1, 0, 4, 2, 0},
-    {"dp4-grad-op", 4, 1, 1, 1, 4, "shard_grad_op", "1f1b", "none", "layer", 1, 0, 4, 1, 0},
-    {"dp2-no-shard", 2, 1, 1, 1, 2, "no_shard", "1f1b", "none", "layer", 1, 0, 4, 2, 0},
-    {"dp4-no-shard", 4, 1, 1, 1, 4, "no_shard", "1f1b", "none", "layer", 1, 0, 4, 1, 0},
-    {"hsdp-2x2", 4, 1, 1, 2, 2, "hybrid_shard", "1f1b", "none", "layer", 1, 0, 4, 1, 0},
-    /* HSDP with one DP rank per node: TP2 fills each node, the replicas all-reduce whole units */
-    {"hsdp-2x1-tp2", 2, 1, 2, 2, 2, "hybrid_shard", "1f1b", "none", "layer", 1, 0, 4, 2, 0},
-    {"hsdp-2x1-tp2-sync-every", 2, 1, 2, 2, 2, "hybrid_shard, grad_sync: every", "1f1b", "none", "layer", 1, 0, 4,
-     2, 0},
-    {"dp2-full-wrap-model", 2, 1, 1, 1, 2, "full_shard", "1f1b", "none", "model", 1, 0, 4, 2, 0},
-    /* (the sharding string carries further strategy keys) */
-    {"dp2-full-offload", 2, 1, 1, 1, 2, "full_shard, offload: true", "1f1b", "none", "layer", 1, 0, 4, 2, 0},
-    {"dp2-full-prefetch", 2, 1, 1, 1, 2, "full_shard, prefetch: backward_post, forward_prefetch: true", "1f1b",
-     "none", "layer", 1, 0, 4, 2, 0},
-    {"dp2-no-shard-sync-every", 2, 1, 1, 1, 2, "no_shard, grad_sync: every", "1f1b", "none", "layer", 1, 0, 4, 2, 0},
-    {"dp2-full-no-sync", 2, 1, 1, 1, 2, "full_shard, grad_sync: last", "1f1b", "none", "layer", 1, 0, 4, 2, 0},
-    {"tp2", 1, 1, 2, 1, 2, "full_shard", "1f1b", "none", "layer", 1, 0, 4, 2, 0},
-    {"tp4", 1, 1, 4, 1, 4, "full_shard", "1f1b", "none", "layer", 1, 0, 4, 2, 0},
-    {"tp2-sp", 1, 1, 2, 1, 2, "full_shard", "1f1b", "none", "layer", 1, 1, 4, 2, 0},
-    {"tp4-sp", 1, 1, 4, 1, 4, "full_shard", "1f1b", "none", "layer", 1, 1, 4, 2, 0},
-    {"pp2-gpipe", 1, 2, 1, 1, 2, "full_shard", "gpipe", "none", "layer", 1, 0, 4, 2, 0},
-    {"pp2-1f1b", 1, 2, 1, 1, 2, "full_shard", "1f1b", "none", "layer", 1, 0, 4, 1, 0},
-    {"pp4-gpipe", 1, 4, 1, 1, 4, "full_shard", "gpipe", "none", "layer", 1, 0, 4, 1, 0},
-    {"pp4-1f1b", 1, 4, 1, 1, 4, "full_shard", "1f1b", "none", "layer", 1, 0, 4, 1, 0},
-    {"pp2-interleaved", 1, 2, 1, 1, 2, "full_shard", "interleaved", "none", "layer", 2, 0, 4, 1, 0},
-    {"pp4-interleaved", 1, 4, 1, 1, 4, "full_shard", "interleaved", "none", "layer", 2, 0, 8, 1, 0},
-    {"dp2-pp2-tp2", 2, 2, 2, 1, 8, "full_shard", "1f1b", "none", "layer", 1, 0, 4, 1, 0},
-    {"dp2-pp2-tp2-sp", 2, 2, 2, 1, 8, "full_shard", "1f1b", "none", "layer", 1, 1, 4, 1, 0},
-    {"dp2-pp2-tp2-recompute-full", 2, 2, 2, 1, 8, "full_shard", "1f1b", "full", "layer", 1, 0, 4, 1, 0},
-    {"dp2-pp2-tp2-recompute-selective", 2, 2, 2, 1, 8, "shard_grad_op", "gpipe", "selective", "layer", 1, 0, 4,
-     1, 0},
-    {"dp2-pp2-tp2-sp-wrap-model-selective", 2, 2, 2, 1, 8, "full_shard", "gpipe", "selective", "model", 1, 1, 4,
-     1, 0},
-    {"recompute-full", 1, 1, 1, 1, 1, "full_shard", "1f1b", "full", "layer", 1, 0, 4, 2, 0},
-    /* wrap: model under an interleaved pipeline: every chunk writes the root's gradient */
-    {"dp2-pp2-interleaved-wrap-model", 2, 2, 1, 1, 4, "full_shard", "interleaved", "none", "model", 2, 0, 8, 1, 0},
-    {"dp2-pp2-interleaved-wrap-model-no-sync", 2, 2, 1, 1, 4, "full_shard, grad_sync: last", "interleaved", "none",
-     "model", 2, 0, 8, 1, 0},
-    {"hsdp-2x2-tp2-pp2-recompute", 4, 2, 2, 2, 8, "hybrid_shard", "interleaved", "full", "layer", 2, 0, 8, 1, 0},
-    /* Megatron-Core's bucket rule: stage 1 and chunk 1 of stage 0 all-reduce as one bucket */
-    {"dp2-pp2-interleaved-no-shard-bucket-first", 2, 2, 1, 1, 4, "no_shard, bucket_stages: first", "interleaved",
-     "none", "layer", 2, 0, 8, 1, 0},
-    /* ZeRO-1/2 (Megatron's distributed optimizer): full parameters resident, each rank updates its
-     * slice and all-gathers it after the optimizer, or at the next step's start with
-     * overlap_param_gather; ZeRO-1 reduce-scatters its resident full gradient once */
-    {"dp2-zero1", 2, 1, 1, 1, 2, "zero1", "1f1b", "none", "layer", 1, 0, 4, 2, 0},
-    {"dp4-zero1-overlap", 4, 1, 1, 1, 4, "zero1, overlap_param_gather: true", "1f1b", "none", "layer", 1, 0, 4, 1, 0},
-    {"dp2-zero2", 2, 1, 1, 1, 2, "zero2", "1f1b", "none", "layer", 1, 0, 4, 2, 0},
-    {"dp2-zero2-overlap", 2, 1, 1, 1, 2, "zero2, overlap_param_gather: true", "1f1b", "none", "layer", 1, 0, 4, 2, 0},
-    {"dp2-zero3", 2, 1, 1, 1, 2, "zero3", "1f1b", "none", "layer", 1, 0, 4, 2, 0},
-    {"dp2-pp2-interleaved-zero1-bucket-first", 2, 2, 1, 1, 4, "zero1, bucket_stages: first", "interleaved", "none",
-     "layer", 2, 0, 8, 1, 0},
-    {"dp2-pp2-tp2-sp-interleaved-zero1-overlap", 2, 2, 2, 1, 8, "zero1, overlap_param_gather: true", "interleaved",
-     "none", "layer", 2, 1, 8, 1, 0},
-    /* resident parameters under TP, SP and an interleaved pipeline: a chunk's backward gathers its
-     * input from a receive while the compute stream may still read the same scratch for the
-     * other chunk (exec/dispatch.c orders TP events after the compute before them) */
-    {"dp2-pp2-tp2-sp-interleaved-no-shard", 2, 2, 2, 1, 8, "no_shard", "interleaved", "none", "layer", 2, 1, 8, 1, 0},
-    {"dp2-pp2-tp2-sp-interleaved-zero2", 2, 2, 2, 1, 8, "zero2", "interleaved", "none", "layer", 2, 1, 8, 1, 0},
-    /* tied embeddings (one stage): the head's gradient lands in the embedding's, through every
-     * sharding and the TP vocabulary split */
-    {"tied-dp2-full", 2, 1, 1, 1, 2, "full_shard", "1f1b", "none", "layer", 1, 0, 4, 2, 1},
-    {"tied-dp2-zero1", 2, 1, 1, 1, 2, "zero1", "1f1b", "none", "layer", 1, 0, 4, 2, 1},
-    {"tied-tp2-sp", 1, 1, 2, 1, 2, "full_shard", "1f1b", "none", "layer", 1, 1, 4, 2, 1},
-    {"tied-hsdp-2x1-tp2-wrap-model", 2, 1, 2, 2, 2, "hybrid_shard", "1f1b", "none", "model", 1, 0, 4, 2, 1},
-    /* tied embeddings under a pipeline: the last stage's copy of the embedding, its gradient
-     * exchanged with the first stage's before the optimizer, through every sharding (the word
-     * embedding heads the root unit on both stages, whose shards split it alike) */
-    {"tied-pp2-1f1b", 1, 2, 1, 1, 2, "full_shard", "1f1b", "none", "layer", 1, 0, 4, 2, M_TIED},
-    {"tied-dp2-pp4-no-shard", 2, 4, 1, 1, 8, "no_shard", "1f1b", "none", "layer", 1, 0, 4, 1, M_TIED},
-    {"tied-dp2-pp2-tp2-sp-zero1", 2, 2, 2, 1, 8, "zero1", "1f1b", "none", "layer", 1, 1, 4, 1, M_TIED},
-    {"tied-dp2-pp2-interleaved-zero2", 2, 2, 1, 1, 4, "zero2", "interleaved", "none", "layer", 2, 0, 8, 1, M_TIED},
-    {"tied-dp2-pp2-full-wrap-model", 2, 2, 1, 1, 4, "full_shard", "gpipe", "none", "model", 1, 0, 4, 1, M_TIED},
-    {"tied-hsdp-2x1-pp2-tp2", 2, 2, 2, 2, 4, "hybrid_shard", "1f1b", "none", "layer", 1, 0, 4, 1, M_TIED},
-    /* GPT blocks: the replicated biases and positions (added once after the TP reduction, their
-     * gradients all-reduced over TP under sequence parallelism), the final LayerNorm's bias on
-     * the last stage, the positions on the first */
-    {"gpt-dp2-full", 2, 1, 1, 1, 2, "full_shard", "1f1b", "none", "layer", 1, 0, 4, 2, M_GPT},
-    {"gpt-tp2", 1, 1, 2, 1, 2, "full_shard", "1f1b", "none", "layer", 1, 0, 4, 2, M_GPT},
-    {"gpt-tp4-sp", 1, 1, 4, 1, 4, "full_shard", "1f1b", "none", "layer", 1, 1, 4, 2, M_GPT},
-    {"gpt-dp2-pp2-tp2-sp-recompute-full", 2, 2, 2, 1, 8, "full_shard", "1f1b", "full", "layer", 1, 1, 4, 1, M_GPT},
-    {"gpt-dp2-pp2-interleaved-zero1", 2, 2, 1, 1, 4, "zero1", "interleaved", "none", "layer", 2, 0, 8, 1, M_GPT},
-    {"gpt-tied-tp2-sp-selective", 1, 1, 2, 1, 2, "full_shard", "gpipe", "selective", "layer", 1, 1, 4, 2,
-     M_GPT | M_TIED},
-    {"gpt-tied-dp2-pp2-tp2-sp-zero1", 2, 2, 2, 1, 8, "zero1", "1f1b", "none", "layer", 1, 1, 4, 1, M_GPT | M_TIED},
-    /* dropout: every mask a function of the global sequence, head and token (kernels/dropout.h),
-     * so slices of heads (TP), of tokens (SP), other micro-batches (DP), stages and recomputation
-     * draw the single rank's masks */
-    {"drop-gpt-dp2-full", 2, 1, 1, 1, 2, "full_shard", "1f1b", "none", "layer", 1, 0, 4, 2, M_GPT | M_DROP},
-    {"drop-gpt-tp4-sp", 1, 1, 4, 1, 4, "full_shard", "1f1b", "none", "layer", 1, 1, 4, 2, M_GPT | M_DROP},
-    {"drop-gpt-dp2-pp2-tp2-sp-recompute-full", 2, 2, 2, 1, 8, "full_shard", "1f1b", "full", "layer", 1, 1, 4, 1,
-     M_GPT | M_DROP},
-    {"drop-gpt-tied-tp2-sp-selective", 1, 1, 2, 1, 2, "full_shard", "gpipe", "selective", "layer", 1, 1, 4, 2,
-     M_GPT | M_TIED | M_DROP},
-    {"drop-gpt-dp2-pp2-interleaved-zero1", 2, 2, 1, 1, 4, "zero1", "interleaved", "none", "layer", 2, 0, 8, 1,
-     M_GPT | M_DROP},
-    {"drop-llama-dp2-tp2", 2, 1, 2, 1, 4, "zero2", "1f1b", "none", "layer", 1, 0, 4, 1, M_DROP},
-    /* tp_comm_overlap (Transformer Engine's chunked overlaps): the ring-exchanged GEMMs chunk by
-     * chunk beside their all-gathers, the forward's pipelined GEMM and reduce-scatter in four
-     * splits, the backward's dgrad beside the input's re-gather and wgrad beside the
-     * reduce-scatter; TP4 has ring steps to wait for; dropout gathers a gradient its own event
-     * drops first */
-    {"ovl-tp2-sp", 1, 1, 2, 1, 2, "full_shard, tp_comm_overlap: true", "1f1b", "none", "layer", 1, 1, 4, 2, 0},
-    {"ovl-tp4-sp", 1, 1, 4, 1, 4, "full_shard, tp_comm_overlap: true", "1f1b", "none", "layer", 1, 1, 4, 2, 0},
-    {"ovl-dp2-pp2-tp2-sp-recompute-full", 2, 2, 2, 1, 8, "zero1, tp_comm_overlap: true", "1f1b", "full", "layer", 1,
-     1, 4, 1, 0},
-    {"ovl-pp2-tp4-sp-interleaved", 1, 2, 4, 1, 8, "no_shard, tp_comm_overlap: true", "interleaved", "none", "layer",
-     2, 1, 8, 1, 0},
-    {"ovl-drop-gpt-tp4-sp", 1, 1, 4, 1, 4, "full_shard, tp_comm_overlap: true", "1f1b", "none", "layer", 1, 1, 4, 2,
-     M_GPT | M_DROP},
-    {"ovl-gpt-tied-tp2-sp-selective", 1, 1, 2, 1, 2, "full_shard, tp_comm_overlap: true", "gpipe", "selective",
-     "layer", 1, 1, 4, 2, M_GPT | M_TIED},
-};
-#define NCONFIGS (sizeof configs / sizeof configs[0])
+#include "tests/exec_configs.h"
 
 typedef struct tensor_out {
     char name[80];
@@ -209,27 +78,6 @@ static tensor_out *find_tensor(run_out *o, const char *name, uint64_t n)
     return t;
 }
 
-static void scenario_text(const cfg *c, char *buf, size_t len)
-{
-    snprintf(buf, len,
-             "name: %s\n"
-             "model: {name: tiny, layers: %llu, hidden: 64, heads: 8, kv_heads: 4, ffn: 128, vocab: 256, seq: 32,\n"
-             "        tied_embeddings: %s%s, dropout: %s}\n"
-             "cluster: {preset: dgx-a100-80g, nodes: %llu, gpus_per_node: %llu}\n"
-             "grid: {dp: %llu, pp: %llu, tp: %llu}\n"
-             "strategy: {sharding: %s, pipeline: %s, recompute: %s, wrap: %s, precision: fp32,\n"
-             "           sequence_parallel: %s%s%s}\n"
-             "batch: {global: 8, micro: %llu}\n",
-             c->name, (unsigned long long)c->layers, c->model & M_TIED ? "true" : "false",
-             c->model & M_GPT ? ", norm: layernorm, mlp: gelu, pos: learned, bias: true" : "",
-             c->model & M_DROP ? "true" : "false",
-             (unsigned long long)c->nodes, (unsigned long long)c->gpn,
-             (unsigned long long)c->dp, (unsigned long long)c->pp, (unsigned long long)c->tp, c->sharding,
-             c->pipeline, c->recompute, c->wrap, c->sp ? "true" : "false",
-             c->vstages > 1 ? ", virtual_stages: 2" : "",
-             /* flash attention keeps no scores: selective recompute then has nothing to redo */
-             strcmp(c->recompute, "selective") == 0 ? ", flash_attention: false" : "", (unsigned long long)c->micro);
-}
 
 static void run_cfg(const cfg *c, run_out *o)
 {
@@ -763,6 +611,11 @@ static const cfg rv_configs[] = {
 static size_t rv_more[NCONFIGS], n_rv_more;
 
 /* STEPS steps of c on ops (NULL: host) with the given timeout; the losses, or the failure. */
+/* The driver's environment-like settings and the p2p grouping run_steps passes down (what cli/
+ * would read from GRIDSTEP_HOST_P2P, GRIDSTEP_HOST_GEMM and GRIDSTEP_P2P_GROUPS). */
+static gs_driver_settings g_set;
+static int g_no_p2p_groups;
+
 static gs_status run_steps(const cfg *c, const gs_driver_ops *ops, double timeout_s, double *loss, gs_error *err)
 {
     char text[1024];
@@ -775,7 +628,9 @@ static gs_status run_steps(const cfg *c, const gs_driver_ops *ops, double timeou
     gs_exec_opts_defaults(&eo);
     eo.timeout_s = timeout_s;
     eo.train.eps = ADAM_EPS;
+    eo.train.p2p_groups = !g_no_p2p_groups;
     eo.driver = ops;
+    eo.driver_set = g_set;
     gs_exec_session *x = NULL;
     gs_status rc = gs_exec_session_create(&s, &mesh, &eo, &x, err);
     for (int i = 0; i < STEPS && rc == GS_OK; i++)
@@ -794,8 +649,8 @@ static gs_status lin_fwd_job(void *arg, gs_drv_stream *s, gs_error *err)
 {
     float **b = arg;
     (void)err;
-    gs_driver_host.linear_fwd(s, b[0], b[1], b[2], 3, 40, 5);
-    gs_driver_host.linear_bwd(s, b[0], b[1], b[3], b[4], b[5], 3, 40, 5);
+    gs_driver_host.k.linear_fwd(s, b[0], b[1], b[2], 3, 40, 5);
+    gs_driver_host.k.linear_bwd(s, b[0], b[1], b[3], b[4], b[5], 3, 40, 5);
     return GS_OK;
 }
 
@@ -814,11 +669,9 @@ START_TEST(bf16_gemm_inputs)
     gs_error err;
     gs_error_init(&err);
     ck_assert_int_eq(gs_mesh_init(&mesh, 1, 1, 1, NULL, 1, &err), GS_OK);
-    setenv("GRIDSTEP_HOST_GEMM", "bf16", 1);
-    gs_driver_opts o = {.timeout_s = 10};
+    gs_driver_opts o = {.timeout_s = 10, .set = {.host_gemm = "bf16"}};
     gs_drv *d = NULL;
     ck_assert_int_eq(gs_driver_host.open(&mesh, &o, &d, &err), GS_OK);
-    unsetenv("GRIDSTEP_HOST_GEMM");
     ck_assert_str_eq(gs_driver_host.gemm_math(d), "bf16 inputs, fp32 accumulate");
     gs_drv_stream *st = NULL;
     ck_assert_int_eq(gs_driver_host.stream_create(d, 0, GS_STREAM_COMPUTE, &st, &err), GS_OK);
@@ -840,10 +693,10 @@ START_TEST(bf16_gemm_inputs)
     const cfg grid = {"bf16-8", 2, 2, 2, 1, 8, "full_shard", "1f1b", "none", "layer", 1, 1, 4, 1, 0};
     double l1[STEPS], l8[STEPS], l32[STEPS];
     ck_assert_msg(run_steps(&one, NULL, 60, l32, &err) == GS_OK, "%s", err.msg);
-    setenv("GRIDSTEP_HOST_GEMM", "bf16", 1);
+    g_set.host_gemm = "bf16";
     ck_assert_msg(run_steps(&one, NULL, 60, l1, &err) == GS_OK, "%s", err.msg);
     ck_assert_msg(run_steps(&grid, NULL, 60, l8, &err) == GS_OK, "%s", err.msg);
-    unsetenv("GRIDSTEP_HOST_GEMM");
+    g_set.host_gemm = NULL;
     for (int i = 0; i < STEPS; i++) {
         printf("bf16 GEMM inputs, step %d: one rank %.9f, dp2 x pp2 x tp2 %.9f, fp32 %.9f\n", i + 1, l1[i], l8[i], l32[i]);
         ck_assert(fabs(l8[i] - l1[i]) <= 5e-5 * l1[i]);
@@ -894,7 +747,7 @@ END_TEST
  * bits (a chunk read before its mark reads NaN; a split reduced before its mark, the previous
  * step's values); and on rank 0 the QKV GEMM's first part starts before its ring all-gather
  * ends, the first reduce-scatter of o_proj's output before the GEMM's second part ends (the
- * dispatcher does not hold it behind that part: exec/dispatch.c's gs_dispatch_tp_beside). */
+ * dispatcher holds an event behind its stated dependencies only). */
 static void nap_ms(long ms)
 {
     const struct timespec ts = {0, ms * 1000 * 1000};
@@ -1150,28 +1003,28 @@ START_TEST(rendezvous_p2p)
     double eager[STEPS], rv[STEPS];
     gs_error err;
     gs_error_init(&err);
-    unsetenv("GRIDSTEP_HOST_P2P");
+    g_set.host_p2p = NULL;
     ck_assert_msg(run_steps(c, NULL, 60, eager, &err) == GS_OK, "%s eager: %s", c->name, err.msg);
-    setenv("GRIDSTEP_HOST_P2P", "rendezvous", 1);
+    g_set.host_p2p = "rendezvous";
     gs_status rc = run_steps(c, NULL, 60, rv, &err);
     ck_assert_msg(rc == GS_OK, "%s rendezvous: %s", c->name, err.msg);
     ck_assert_msg(memcmp(eager, rv, sizeof eager) == 0, "%s: rendezvous losses %.9g %.9g %.9g, eager %.9g %.9g %.9g",
                   c->name, rv[0], rv[1], rv[2], eager[0], eager[1], eager[2]);
     if (_i == 0) {
-        setenv("GRIDSTEP_P2P_GROUPS", "0", 1);
+        g_no_p2p_groups = 1;
         gs_error_init(&err);
         rc = run_steps(c, NULL, 1.0, rv, &err);
-        unsetenv("GRIDSTEP_P2P_GROUPS");
+        g_no_p2p_groups = 0;
         ck_assert_int_eq(rc, GS_ERR_RUNTIME);
         ck_assert_msg(strstr(err.msg, "(rendezvous): timed out") && strstr(err.msg, "(a cycle)"), "%s", err.msg);
     }
-    unsetenv("GRIDSTEP_HOST_P2P");
+    g_set.host_p2p = NULL;
 }
 END_TEST
 
 /* The interleaved order waits in a cycle under sends that wait for receivers when each send goes
  * only with the receive after it: warm-up and steady state send around the ring before receiving.
- * Without the plan's merges (GRIDSTEP_P2P_GROUPS=0 leaves no groups at all) that times out; on a
+ * Without the plan's merges (p2p_groups 0, GRIDSTEP_P2P_GROUPS=0 through the command line, leaves no groups at all) that times out; on a
  * driver flagged p2p_rendezvous (the cuda driver's NCCL: a stand-in here, the host driver flagged
  * so, its sends eager) the plan is made all the same, and the losses are the eager run's. */
 START_TEST(rendezvous_interleaved)
@@ -1181,13 +1034,13 @@ START_TEST(rendezvous_interleaved)
     gs_error err;
     gs_error_init(&err);
     ck_assert_msg(run_steps(&il, NULL, 60, eager, &err) == GS_OK, "%s", err.msg);
-    setenv("GRIDSTEP_HOST_P2P", "rendezvous", 1);
-    setenv("GRIDSTEP_P2P_GROUPS", "0", 1);
+    g_set.host_p2p = "rendezvous";
+    g_no_p2p_groups = 1;
     gs_status rc = run_steps(&il, NULL, 1.0, loss, &err);
-    unsetenv("GRIDSTEP_P2P_GROUPS");
+    g_no_p2p_groups = 0;
     ck_assert_int_eq(rc, GS_ERR_RUNTIME);
     ck_assert_msg(strstr(err.msg, "(rendezvous): timed out") != NULL, "%s", err.msg);
-    unsetenv("GRIDSTEP_HOST_P2P");
+    g_set.host_p2p = NULL;
     static gs_driver_ops waiting;
     waiting = gs_driver_host;
     waiting.p2p_rendezvous = 1;
@@ -1428,12 +1281,10 @@ START_TEST(group_receives_progress_together)
     gs_error err;
     gs_error_init(&err);
     ck_assert_int_eq(gs_mesh_init(&mesh, 1, 1, 3, NULL, 3, &err), GS_OK);
-    setenv("GRIDSTEP_HOST_P2P", "rendezvous", 1);
     const gs_driver_ops *h = &gs_driver_host;
-    gs_driver_opts o = {.timeout_s = 1.0};
+    gs_driver_opts o = {.timeout_s = 1.0, .set = {.host_p2p = "rendezvous"}};
     gs_drv *d = NULL;
     ck_assert_int_eq(h->open(&mesh, &o, &d, &err), GS_OK);
-    unsetenv("GRIDSTEP_HOST_P2P");
     gs_drv_stream *st[3] = {NULL};
     p2p_script x[3];
     for (int r = 0; r < 3; r++) {

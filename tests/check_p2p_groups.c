@@ -363,12 +363,10 @@ START_TEST(random_plans_run)
             hoisting += hoisted > 0;
             gs_mesh mesh;
             ck_assert_int_eq(gs_mesh_init(&mesh, 1, 1, ranks, NULL, ranks, &err), GS_OK);
-            setenv("GRIDSTEP_HOST_P2P", "rendezvous", 1);
             const gs_driver_ops *h = &gs_driver_host;
-            gs_driver_opts o = {.timeout_s = 1.0};
+            gs_driver_opts o = {.timeout_s = 1.0, .set = {.host_p2p = "rendezvous"}};
             gs_drv *d = NULL;
             ck_assert_int_eq(h->open(&mesh, &o, &d, &err), GS_OK);
-            unsetenv("GRIDSTEP_HOST_P2P");
             gs_drv_stream *st[RAND_RANKS] = {NULL};
             rand_rank x[RAND_RANKS];
             for (unsigned r = 0; r < ranks; r++) {

@@ -10,6 +10,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "engine/roles.h"
 #include "engine/schedule.h"
 
 /* ------------------------------------------------------------------------- helpers ---- */
@@ -55,6 +56,19 @@ static uint32_t add_tensor(gs_rank_events *r, gs_tensor_kind k, uint64_t bytes, 
     return id;
 }
 
+/* The first role of engine/roles.c's table that e's kind, stream, phase, op, group and layer fit
+ * (the structural tests below are about other things than roles; role checks have their own). */
+static void fit_role(gs_event *e)
+{
+    char why[96];
+    for (int r = GS_ROLE_NONE + 1; r < GS_ROLE_COUNT; r++) {
+        e->role = (uint8_t)r;
+        if (gs_role_check(e, why, sizeof why))
+            return;
+    }
+    e->role = GS_ROLE_NONE;
+}
+
 static gs_event ev_compute(gs_phase ph, gs_op op, int32_t layer, uint32_t mb)
 {
     gs_event e;
@@ -65,6 +79,7 @@ static gs_event ev_compute(gs_phase ph, gs_op op, int32_t layer, uint32_t mb)
     e.op = (uint8_t)op;
     e.layer = layer;
     e.mb = mb;
+    fit_role(&e);
     return e;
 }
 
@@ -83,6 +98,7 @@ static gs_event ev_coll(gs_coll_op op, gs_group_kind g, uint64_t gidx, uint64_t 
     e.bytes = bytes;
     e.layer = layer;
     e.mb = mb;
+    fit_role(&e);
     return e;
 }
 
@@ -97,6 +113,7 @@ static gs_event ev_p2p(gs_event_kind k, uint64_t peer, uint64_t bytes, uint32_t 
     e.bytes = bytes;
     e.layer = GS_LAYER_NONE;
     e.mb = mb;
+    fit_role(&e);
     return e;
 }
 
@@ -463,7 +480,7 @@ static gs_schedule *small_schedule(void)
 }
 
 static const char small_text[] =
-    "gridstep-schedule 1\n"
+    "gridstep-schedule 2\n"
     "scenario hand\n"
     "mesh tp 1 dp 2 pp 1 order tp-dp-pp gpus_per_node 8\n"
     "microbatches 1\n"
@@ -472,11 +489,11 @@ static const char small_text[] =
     "rank 0 class 2 stage 0 tensors 2 events 3\n"
     "t 0 kind param_shard bytes 1000 layer 0 mb 0 unit 0 resident 1 host 0\n"
     "t 1 kind param_full bytes 2000 layer 0 mb 0 unit 0 resident 0 host 0\n"
-    "e 0 collective stream dp phase fwd op all_gather group dp chunk 0 layer 0 mb 0 unit 0 gemm 0 0 0 0 "
+    "e 0 collective stream dp phase fwd role unit_gather part 0 op all_gather group dp chunk 0 layer 0 mb 0 unit 0 gemm 0 0 0 0 "
     "peer 0 gsize 2 bytes 2000 flops 0 deps - reads 0 writes 1 allocs 1 frees -\n"
-    "e 1 compute stream compute phase fwd op qkv group - chunk 0 layer 0 mb 0 unit 0 gemm 4096 1536 2048 1 "
+    "e 1 compute stream compute phase fwd role qkv part 0 op qkv group - chunk 0 layer 0 mb 0 unit 0 gemm 4096 1536 2048 1 "
     "peer 0 gsize 0 bytes 123 flops 0.10000000000000001 deps 0 reads 1 writes - allocs - frees -\n"
-    "e 2 compute stream compute phase optim op optimizer group - chunk 0 layer none mb 0 unit 0 gemm 0 0 0 0 "
+    "e 2 compute stream compute phase optim role optimizer part 0 op optimizer group - chunk 0 layer none mb 0 unit 0 gemm 0 0 0 0 "
     "peer 0 gsize 0 bytes 0 flops 1000000000000 deps 0,1 reads 0 writes 0 allocs - frees 1\n"
     "end\n";
 
@@ -518,6 +535,8 @@ static gs_schedule *rich_schedule(void)
                 e.group = (uint8_t)i;
             }
             e.chunk = (uint8_t)(i * 50);
+            e.role = (uint8_t)((7 * i + p) % GS_ROLE_COUNT); /* none too: only validation refuses it */
+            e.part = (uint16_t)(UINT16_MAX - 1000 * i);
             e.unit = 1000u * (unsigned)i;
             e.gemm_m = UINT32_MAX;
             e.gemm_n = (uint32_t)i;
@@ -647,7 +666,12 @@ START_TEST(test_load_errors)
         const char *from, *to;
         const char *expect;
     } cases[] = {
-        {1, "schedule 1", "schedule 2", "x.sched:1: found '2', expected format version 1"},
+        {1, "schedule 2", "schedule 3", "x.sched:1: found '3', expected format version 2"},
+        {1, "schedule 2", "schedule 1", "x.sched:1: found '1', expected format version 2 (version 1 dumps carry no "
+                                        "event roles"},
+        {10, "role unit_gather", "role unit_gathers", "x.sched:10: found 'unit_gathers', expected a role"},
+        {10, "role unit_gather", "rol unit_gather", "x.sched:10: found 'rol', expected 'role'"},
+        {11, "part 0", "part 65536", "x.sched:11: found '65536', expected part (an integer from 0 to 65535)"},
         {3, "order tp-dp-pp", "order tp-tp-pp", "x.sched:3: found 'tp-tp-pp', expected a rank order"},
         {7, "stage 0", "stage 1", "x.sched:7: found '1', expected stage (an integer from 0 to 0)"},
         {8, "param_shard", "param_shart", "x.sched:8: found 'param_shart', expected a tensor kind"},
@@ -688,7 +712,7 @@ START_TEST(test_load_errors)
     ASSERT_HAS(err.msg, "x.sched:12: found end of file, expected an event line");
     free(trunc);
     ck_assert_int_eq(load_text("", &sch, &err), GS_ERR_INPUT);
-    ASSERT_HAS(err.msg, "x.sched:1: found end of file, expected 'gridstep-schedule 1'");
+    ASSERT_HAS(err.msg, "x.sched:1: found end of file, expected 'gridstep-schedule 2'");
 }
 END_TEST
 
@@ -844,6 +868,50 @@ START_TEST(test_validate_p2p)
     sch->ranks[1].events[3].peer = 2; /* to itself */
     const char *want4[] = {"rank 2: event mb2.fwd.recv has peer rank 2", NULL};
     expect_invalid(sch, want4);
+    gs_schedule_destroy(sch);
+}
+END_TEST
+
+/* Roles (engine/roles.c): an event whose kind, stream, phase, op, group, layer or part its role
+ * does not allow is refused, naming the role and what contradicts it. */
+START_TEST(test_validate_roles)
+{
+    gs_schedule *sch = good_tp_dp();
+    expect_valid(sch);
+    gs_event *ag = &sch->ranks[0].events[0], *qkv = &sch->ranks[0].events[1], *ar = &sch->ranks[0].events[2];
+    ck_assert_uint_eq(ag->role, GS_ROLE_UNIT_GATHER);
+    ck_assert_uint_eq(qkv->role, GS_ROLE_QKV);
+    qkv->role = GS_ROLE_ATTN_NORM; /* a norm's role on a QKV GEMM */
+    const char *want[] = {"rank 0: event L0.mb0.fwd.qkv has role attn_norm, which its op contradicts", NULL};
+    expect_invalid(sch, want);
+    qkv->role = GS_ROLE_NONE;
+    const char *want2[] = {"rank 0: event L0.mb0.fwd.qkv has no role", NULL};
+    expect_invalid(sch, want2);
+    qkv->role = GS_ROLE_TP_ATTN_IN; /* a collective's role on a compute event */
+    const char *want3[] = {"L0.mb0.fwd.qkv has role tp_attn_in, which its event kind contradicts", NULL};
+    expect_invalid(sch, want3);
+    qkv->role = GS_ROLE_QKV;
+    qkv->part = 3; /* a GEMM splits in two parts at most */
+    const char *want4[] = {"L0.mb0.fwd.qkv has role qkv with part 3 (at most 2)", NULL};
+    expect_invalid(sch, want4);
+    qkv->part = 2;
+    expect_valid(sch);
+    qkv->layer = GS_LAYER_HEAD; /* a block op at the head */
+    const char *want5[] = {"head.mb0.fwd.qkv has role qkv, which sits at a layer", NULL};
+    expect_invalid(sch, want5);
+    qkv->layer = 0;
+    ag->role = GS_ROLE_PARAM_GATHER; /* ZeRO's gather of updated slices runs after the backward only */
+    const char *want6[] = {"L0.mb0.fwd.ag has role param_gather, which its phase contradicts", NULL};
+    expect_invalid(sch, want6);
+    ag->role = GS_ROLE_UNIT_GATHER;
+    ar->role = GS_ROLE_TP_ATTN_IN; /* the forward gathers at the attention's input, never all-reduces */
+    const char *want7[] = {"L0.mb0.fwd.tp_ar has role tp_attn_in, which its op contradicts", NULL};
+    expect_invalid(sch, want7);
+    ar->role = GS_ROLE_GRAD_BUCKET_REDUCE; /* a DP role on the TP group (and stream) */
+    const char *want8[] = {"L0.mb0.fwd.tp_ar has role grad_bucket_reduce, which its stream contradicts", NULL};
+    expect_invalid(sch, want8);
+    ar->role = GS_ROLE_TP_ATTN_OUT;
+    expect_valid(sch);
     gs_schedule_destroy(sch);
 }
 END_TEST
@@ -1106,6 +1174,7 @@ static Suite *schedule_suite(void)
     tcase_add_test(tc, test_validate_collective_size);
     tcase_add_test(tc, test_validate_p2p);
     tcase_add_test(tc, test_validate_cycle);
+    tcase_add_test(tc, test_validate_roles);
     tcase_add_test(tc, test_validate_lifetimes);
     tcase_add_test(tc, test_validate_ranks);
     tcase_add_test(tc, test_hsdp_groups);

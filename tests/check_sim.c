@@ -491,12 +491,13 @@ static double play_text(const char *yaml, const char *sched_text, const char *ca
 /* Two host threads on one node (dp 2), one core between them. */
 #define HOST2 "model: {layers: 1, hidden: 256, heads: 4, seq: 128}\n" \
               "cluster: {preset: dgx-a100-80g, nodes: 1, gpus_per_node: 2}\ngrid: {dp: 2}\n"
-/* One event line of the schedule format; the fields the sim reads are spelled out per test. */
+/* One event line of the schedule format; the fields the sim reads are spelled out per test (the
+ * sim reads no roles, and these schedules are not validated: role none). */
 #define EV(i, kind, stream, op, group, peer, gsize, bytes, deps)                                        \
-    "e " #i " " kind " stream " stream " phase fwd op " op " group " group                              \
+    "e " #i " " kind " stream " stream " phase fwd role none part 0 op " op " group " group             \
     " chunk 0 layer 0 mb 0 unit 0 gemm 0 0 0 0 peer " #peer " gsize " #gsize " bytes " #bytes          \
     " flops 0 deps " deps " reads - writes - allocs - frees -\n"
-#define SCHED_HEAD "gridstep-schedule 1\nscenario host2\nmesh tp 1 dp 2 pp 1 order tp-dp-pp gpus_per_node 2\n" \
+#define SCHED_HEAD "gridstep-schedule 2\nscenario host2\nmesh tp 1 dp 2 pp 1 order tp-dp-pp gpus_per_node 2\n" \
                    "microbatches 1\nexact 1\nranks 2\n"
 
 /* Per rank: e0 a norm of 2 MB (2.1 ms: 2e6 B / 1e9 B/s + the 0.1 ms launch, all of it CPU

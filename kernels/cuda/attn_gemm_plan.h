@@ -5,8 +5,8 @@
  * steps with plain loops against kernels/host/attention.c, so the index mapping is checked on
  * any machine. The layouts and the mapping of every GEMM are written out in attn_gemm_plan.c.
  *
- * The backward's scratch is sized here too, per call and over a schedule's attention events (the
- * cuda driver's memory pre-flight adds it to the memory ledger's peak).
+ * The scratch a call takes is sized here per shape; the cuda driver sizes it over a schedule's
+ * attention events (exec/cuda_attn_plan.h) for its memory pre-flight.
  *
  * Ownership: a plan owns nothing; steps are passed by pointer to the visitor for the duration of
  * the call, and name buffers (gs_attn_buf) with float offsets, never addresses. */
@@ -17,9 +17,6 @@
 #include <stdint.h>
 
 #include "engine/status.h"
-
-struct gs_event;       /* engine/schedule.h */
-struct gs_rank_events; /* engine/schedule.h */
 
 #ifdef __cplusplus
 extern "C" {
@@ -90,20 +87,6 @@ size_t gs_attn_gemm_scratch_floats(const gs_attn_shape *sh);
  * gs_attn_gemm_bwd call, gs_attn_gemm_scratch_floats floats. The forward takes none. */
 uint64_t gs_attn_gemm_scratch_bytes(const gs_attn_shape *sh);
 
-/* The attention shape of a schedule event (GS_OP_ATTN: gemm_m = gemm_n = tokens per sequence,
- * gemm_k = head dim, gemm_batch = sequences x query heads of the rank) for a rank with `heads`
- * query and `kv_heads` kv heads (the model's / tp), the leading dims as exec/train.c lays the
- * tensors out (q, k, v side by side in rows of (heads + 2 kv_heads) x head dim floats; out heads x
- * head dim) and the scratch cap. GS_ERR_INPUT (err says which) when the event is not attention
- * or its batch is not a whole number of sequences, or the shape fails gs_attn_gemm_check. */
-gs_status gs_attn_gemm_event_shape(const struct gs_event *e, size_t heads, size_t kv_heads, size_t scratch_cap_bytes,
-                                   gs_attn_shape *sh, gs_error *err);
-/* The largest backward scratch (bytes) any attention event of the rank list r needs: over its
- * GS_OP_ATTN events of the backward phase (the forward and the recompute take none), each shaped
- * by gs_attn_gemm_event_shape. 0 when r has none. */
-gs_status gs_attn_gemm_max_scratch_bytes(const struct gs_rank_events *r, size_t heads, size_t kv_heads,
-                                         size_t scratch_cap_bytes, uint64_t *bytes, gs_error *err);
-
 /* Which attention path the cuda driver runs (GRIDSTEP_CUDA_ATTENTION): auto (unset, empty or
  * "auto": the GEMM path, in its flash variant for flash scenarios, for every call that draws no
  * attention dropout mask and whose shape fits the scratch cap with one kv head a chunk; the
@@ -135,10 +118,6 @@ size_t gs_attn_gemm_flash_chunk(const gs_attn_shape *sh, int backward);
 size_t gs_attn_gemm_flash_scratch_floats(const gs_attn_shape *sh, int backward);
 gs_status gs_attn_gemm_flash_fwd(const gs_attn_shape *sh, gs_attn_visit_fn visit, void *ctx, gs_error *err);
 gs_status gs_attn_gemm_flash_bwd(const gs_attn_shape *sh, gs_attn_visit_fn visit, void *ctx, gs_error *err);
-/* The largest scratch (bytes) a flash-variant call of the rank list r takes: over all its
- * GS_OP_ATTN events (forward, recompute and backward). 0 when r has none. */
-gs_status gs_attn_gemm_flash_max_scratch_bytes(const struct gs_rank_events *r, size_t heads, size_t kv_heads,
-                                               size_t scratch_cap_bytes, uint64_t *bytes, gs_error *err);
 
 #ifdef __cplusplus
 }

@@ -127,10 +127,10 @@ static void check_rmsnorm_shapes(ctx *c)
         float *dDY = dev_from(c, dy, t * h * 4), *dDX = dev_from(c, NULL, t * h * 4), *dDG = dev_from(c, dg0, h * 4);
         float *dY = in_place ? dev_from(c, x, t * h * 4) : dev_from(c, NULL, t * h * 4);
         char name[48];
-        o->rmsnorm_fwd(c->s, in_place ? dY : dX, dG, dY, dR, t, h, 1e-5f);
+        o->k.rmsnorm_fwd(c->s, in_place ? dY : dX, dG, dY, dR, t, h, 1e-5f);
         snprintf(name, sizeof name, "rmsnorm %zux%zu%s", t, h, in_place ? " in place" : "");
         compare(c, name, y, dY, t * h, TOL_REDUCTION);
-        o->rmsnorm_bwd(c->s, dX, dG, dR, dDY, dDX, dDG, t, h);
+        o->k.rmsnorm_bwd(c->s, dX, dG, dR, dDY, dDX, dDG, t, h);
         snprintf(name, sizeof name, "rmsnorm_bwd %zux%zu dx", t, h);
         compare(c, name, dx, dDX, t * h, TOL_REDUCTION);
         snprintf(name, sizeof name, "rmsnorm_bwd %zux%zu dg", t, h);
@@ -151,9 +151,9 @@ static void check_kernels(ctx *c)
     gs_k_linear_bwd(x, w, dy, dx, dw, t, h, n);
     float *dX = dev_from(c, x, t * h * 4), *dW = dev_from(c, w, n * h * 4), *dDY = dev_from(c, dy, t * n * 4);
     float *dY = dev_from(c, NULL, t * n * 4), *dDX = dev_from(c, NULL, t * h * 4), *dDW = dev_from(c, dw0, n * h * 4);
-    o->linear_fwd(c->s, dX, dW, dY, t, h, n);
+    o->k.linear_fwd(c->s, dX, dW, dY, t, h, n);
     compare(c, "linear_fwd", y, dY, t * n, c->tol_gemm);
-    o->linear_bwd(c->s, dX, dW, dDY, dDX, dDW, t, h, n);
+    o->k.linear_bwd(c->s, dX, dW, dDY, dDX, dDW, t, h, n);
     compare(c, "linear_bwd dx", dx, dDX, t * h, c->tol_gemm);
     compare(c, "linear_bwd dw", dw, dDW, n * h, c->tol_gemm);
     /* add, scale, fill */
@@ -161,8 +161,8 @@ static void check_kernels(ctx *c)
     float *dA = dev_from(c, a, t * h * 4), *dB = dev_from(c, b, t * h * 4);
     gs_k_add(a, b, t * h);
     gs_k_scale(a, 0.75f, t * h);
-    o->add(c->s, dA, dB, t * h);
-    o->scale(c->s, dA, 0.75f, t * h);
+    o->k.add(c->s, dA, dB, t * h);
+    o->k.scale(c->s, dA, 0.75f, t * h);
     compare(c, "add+scale", a, dA, t * h, TOL_ELEMENTWISE);
     for (size_t i = 0; i < t * h; i++)
         a[i] = -2.5f;
@@ -179,9 +179,9 @@ static void check_kernels(ctx *c)
     int32_t *dTok = dev_from(c, tok, t * 4);
     float *dEW = dev_from(c, ew, vn * h * 4), *dEY = dev_from(c, NULL, t * h * 4);
     float *dEDW = dev_from(c, edw0, vn * h * 4), *dEDY = dev_from(c, edy, t * h * 4);
-    o->embed_fwd(c->s, dTok, t, dEW, vlo, vn, h, dEY);
+    o->k.embed_fwd(c->s, dTok, t, dEW, vlo, vn, h, dEY);
     compare(c, "embed_fwd", ey, dEY, t * h, 0);
-    o->embed_bwd(c->s, dTok, t, dEDY, vlo, vn, h, dEDW);
+    o->k.embed_bwd(c->s, dTok, t, dEDY, vlo, vn, h, dEDW);
     compare(c, "embed_bwd", edw, dEDW, vn * h, TOL_ELEMENTWISE);
     /* RMSNorm */
     float *g = host_rand(h, 1), *ny = calloc(t * h, 4), *rstd = calloc(t, 4), *ndx = calloc(t * h, 4);
@@ -190,10 +190,10 @@ static void check_kernels(ctx *c)
     gs_k_rmsnorm_bwd(x, g, rstd, b, ndx, ndg, t, h);
     float *dG = dev_from(c, g, h * 4), *dNY = dev_from(c, NULL, t * h * 4), *dR = dev_from(c, NULL, t * 4);
     float *dNDX = dev_from(c, NULL, t * h * 4), *dNDG = dev_from(c, ndg0, h * 4);
-    o->rmsnorm_fwd(c->s, dX, dG, dNY, dR, t, h, 1e-5f);
+    o->k.rmsnorm_fwd(c->s, dX, dG, dNY, dR, t, h, 1e-5f);
     compare(c, "rmsnorm_fwd", ny, dNY, t * h, TOL_REDUCTION);
     compare(c, "rmsnorm rstd", rstd, dR, t, TOL_REDUCTION);
-    o->rmsnorm_bwd(c->s, dX, dG, dR, dB, dNDX, dNDG, t, h);
+    o->k.rmsnorm_bwd(c->s, dX, dG, dR, dB, dNDX, dNDG, t, h);
     compare(c, "rmsnorm_bwd dx", ndx, dNDX, t * h, TOL_REDUCTION);
     compare(c, "rmsnorm_bwd dg", ndg, dNDG, h, TOL_REDUCTION);
     check_rmsnorm_shapes(c);
@@ -206,10 +206,10 @@ static void check_kernels(ctx *c)
     float *dLB = dev_from(c, lb, h * 4), *dLY = dev_from(c, NULL, t * h * 4), *dLM = dev_from(c, NULL, t * 4);
     float *dLR = dev_from(c, NULL, t * 4), *dLDX = dev_from(c, NULL, t * h * 4);
     float *dLDG = dev_from(c, ldg0, h * 4), *dLDB = dev_from(c, ldb0, h * 4);
-    o->layernorm_fwd(c->s, dX, dG, dLB, dLY, dLM, dLR, t, h, 1e-5f);
+    o->k.layernorm_fwd(c->s, dX, dG, dLB, dLY, dLM, dLR, t, h, 1e-5f);
     compare(c, "layernorm_fwd", ly, dLY, t * h, TOL_REDUCTION);
     compare(c, "layernorm mean", lmean, dLM, t, TOL_REDUCTION);
-    o->layernorm_bwd(c->s, dX, dG, dLM, dLR, dB, dLDX, dLDG, dLDB, t, h);
+    o->k.layernorm_bwd(c->s, dX, dG, dLM, dLR, dB, dLDX, dLDG, dLDB, t, h);
     compare(c, "layernorm_bwd dx", ldx, dLDX, t * h, TOL_REDUCTION);
     compare(c, "layernorm_bwd dg", ldg, dLDG, h, TOL_REDUCTION);
     compare(c, "layernorm_bwd db", ldb, dLDB, h, TOL_REDUCTION);
@@ -217,15 +217,15 @@ static void check_kernels(ctx *c)
     float *dGDX = dev_from(c, NULL, t * h * 4);
     gs_k_gelu_fwd(x, gy, t * h);
     gs_k_gelu_bwd(x, b, gdx, t * h);
-    o->gelu_fwd(c->s, dX, dGY, t * h);
+    o->k.gelu_fwd(c->s, dX, dGY, t * h);
     compare(c, "gelu_fwd", gy, dGY, t * h, TOL_ELEMENTWISE);
-    o->gelu_bwd(c->s, dX, dB, dGDX, t * h);
+    o->k.gelu_bwd(c->s, dX, dB, dGDX, t * h);
     compare(c, "gelu_bwd", gdx, dGDX, t * h, TOL_ELEMENTWISE);
     gs_k_bias_add(gy, lb, t, h);
-    o->bias_add(c->s, dGY, dLB, t, h);
+    o->k.bias_add(c->s, dGY, dLB, t, h);
     compare(c, "bias_add", gy, dGY, t * h, TOL_ELEMENTWISE);
     gs_k_bias_grad(b, ldb, t, h);
-    o->bias_grad(c->s, dB, dLDB, t, h);
+    o->k.bias_grad(c->s, dB, dLDB, t, h);
     compare(c, "bias_grad", ldb, dLDB, h, TOL_REDUCTION);
     free(lb), free(ly), free(lmean), free(lrstd), free(ldx), free(ldg0), free(ldb0), free(ldg), free(ldb);
     free(gy), free(gdx);
@@ -236,8 +236,8 @@ static void check_kernels(ctx *c)
     float *dQKV = dev_from(c, qkv, T * ld * 4);
     gs_k_rope_fwd(qkv, T, seq, nh, hd, ld, 10000.0f);
     gs_k_rope_fwd(qkv + nh * hd, T, seq, nkv, hd, ld, 10000.0f);
-    o->rope_fwd(c->s, dQKV, T, seq, nh, hd, ld, 10000.0f);
-    o->rope_fwd(c->s, dQKV + nh * hd, T, seq, nkv, hd, ld, 10000.0f);
+    o->k.rope_fwd(c->s, dQKV, T, seq, nh, hd, ld, 10000.0f);
+    o->k.rope_fwd(c->s, dQKV + nh * hd, T, seq, nkv, hd, ld, 10000.0f);
     compare(c, "rope_fwd", qkv, dQKV, T * ld, TOL_ELEMENTWISE);
     float *q = qkv, *k = qkv + nh * hd, *v = qkv + (nh + nkv) * hd;
     gs_k_attn_fwd(q, ld, k, v, ld, out, nh * hd, p, nseq, seq, nh, nkv, hd);
@@ -247,11 +247,11 @@ static void check_kernels(ctx *c)
     c->ops->upload(c->d, c->s, dQKV, qkv, T * ld * 4);
     float *dOut = dev_from(c, NULL, T * nh * hd * 4), *dP = dev_from(c, NULL, nseq * nh * seq * seq * 4);
     float *dDout = dev_from(c, dout, T * nh * hd * 4), *dDQKV = dev_from(c, NULL, T * ld * 4);
-    o->attn_fwd(c->s, dQKV, ld, dQKV + nh * hd, dQKV + (nh + nkv) * hd, ld, dOut, nh * hd, dP, nseq, seq, nh, nkv,
+    o->k.attn_fwd(c->s, dQKV, ld, dQKV + nh * hd, dQKV + (nh + nkv) * hd, ld, dOut, nh * hd, dP, nseq, seq, nh, nkv,
                 hd, NULL);
     compare(c, "attn_fwd out", out, dOut, T * nh * hd, TOL_REDUCTION);
     compare(c, "attn_fwd p", p, dP, nseq * nh * seq * seq, TOL_REDUCTION);
-    o->attn_bwd(c->s, dQKV, ld, dQKV + nh * hd, dQKV + (nh + nkv) * hd, ld, dP, dDout, nh * hd, dDQKV,
+    o->k.attn_bwd(c->s, dQKV, ld, dQKV + nh * hd, dQKV + (nh + nkv) * hd, ld, dP, dDout, nh * hd, dDQKV,
                 dDQKV + nh * hd, dDQKV + (nh + nkv) * hd, nseq, seq, nh, nkv, hd, NULL);
     compare(c, "attn_bwd dqkv", dqkv, dDQKV, T * ld, TOL_REDUCTION);
     {
@@ -264,20 +264,20 @@ static void check_kernels(ctx *c)
         gs_k_attn_fwd_dropout(q, ld, k, v, ld, hout, nh * hd, p, nseq, seq, nh, nkv, hd, &dr);
         gs_k_attn_bwd_dropout(q, ld, k, v, ld, p, dout, nh * hd, hdq, hdq + nh * hd, hdq + (nh + nkv) * hd, nseq, seq,
                               nh, nkv, hd, &dr);
-        o->attn_fwd(c->s, dQKV, ld, dQKV + nh * hd, dQKV + (nh + nkv) * hd, ld, dOut, nh * hd, dP, nseq, seq, nh, nkv,
+        o->k.attn_fwd(c->s, dQKV, ld, dQKV + nh * hd, dQKV + (nh + nkv) * hd, ld, dOut, nh * hd, dP, nseq, seq, nh, nkv,
                     hd, &dr);
         compare(c, "attn_fwd dropout out", hout, dOut, T * nh * hd, TOL_REDUCTION);
-        o->attn_bwd(c->s, dQKV, ld, dQKV + nh * hd, dQKV + (nh + nkv) * hd, ld, dP, dDout, nh * hd, dDQKV,
+        o->k.attn_bwd(c->s, dQKV, ld, dQKV + nh * hd, dQKV + (nh + nkv) * hd, ld, dP, dDout, nh * hd, dDQKV,
                     dDQKV + nh * hd, dDQKV + (nh + nkv) * hd, nseq, seq, nh, nkv, hd, &dr);
         compare(c, "attn_bwd dropout dqkv", hdq, dDQKV, T * ld, TOL_REDUCTION);
         float *dLse = dev_from(c, NULL, nseq * nh * seq * 4);
         gs_k_attn_fwd_flash_dropout(q, ld, k, v, ld, hout, nh * hd, hlse, nseq, seq, nh, nkv, hd, &dr);
         gs_k_attn_bwd_flash_dropout(q, ld, k, v, ld, hout, hlse, dout, nh * hd, hdq, hdq + nh * hd,
                                     hdq + (nh + nkv) * hd, nseq, seq, nh, nkv, hd, &dr);
-        o->attn_fwd_flash(c->s, dQKV, ld, dQKV + nh * hd, dQKV + (nh + nkv) * hd, ld, dOut, nh * hd, dLse, nseq, seq,
+        o->k.attn_fwd_flash(c->s, dQKV, ld, dQKV + nh * hd, dQKV + (nh + nkv) * hd, ld, dOut, nh * hd, dLse, nseq, seq,
                           nh, nkv, hd, &dr);
         compare(c, "flash dropout out", hout, dOut, T * nh * hd, TOL_REDUCTION);
-        o->attn_bwd_flash(c->s, dQKV, ld, dQKV + nh * hd, dQKV + (nh + nkv) * hd, ld, dOut, dLse, dDout, nh * hd,
+        o->k.attn_bwd_flash(c->s, dQKV, ld, dQKV + nh * hd, dQKV + (nh + nkv) * hd, ld, dOut, dLse, dDout, nh * hd,
                           dDQKV, dDQKV + nh * hd, dDQKV + (nh + nkv) * hd, nseq, seq, nh, nkv, hd, &dr);
         compare(c, "flash dropout dqkv", hdq, dDQKV, T * ld, TOL_REDUCTION);
         gs_dropout dh = dr;
@@ -285,14 +285,14 @@ static void check_kernels(ctx *c)
         dh.first = 40;
         float *hx = host_rand(T * 64, 3), *dHX = dev_from(c, hx, T * 64 * 4);
         gs_k_dropout_rows(hx, T, 64, &dh);
-        o->dropout(c->s, dHX, T, 64, &dh);
+        o->k.dropout(c->s, dHX, T, 64, &dh);
         compare(c, "dropout rows", hx, dHX, T * 64, 0.0);
         free(hout), free(hdq), free(hlse), free(hx);
     }
     /* rope_bwd from equal inputs: the dropout checks above left their own dqkv on the device */
     c->ops->upload(c->d, c->s, dDQKV, dqkv, T * ld * 4);
     gs_k_rope_bwd(dqkv, T, seq, nh, hd, ld, 10000.0f);
-    o->rope_bwd(c->s, dDQKV, T, seq, nh, hd, ld, 10000.0f);
+    o->k.rope_bwd(c->s, dDQKV, T, seq, nh, hd, ld, 10000.0f);
     compare(c, "rope_bwd", dqkv, dDQKV, T * ld, TOL_REDUCTION);
     /* SwiGLU */
     float *gu = host_rand(t * 2 * f, 2), *sh = calloc(t * f, 4), *sdh = host_rand(t * f, 1), *sdgu = calloc(t * 2 * f, 4);
@@ -300,9 +300,9 @@ static void check_kernels(ctx *c)
     gs_k_swiglu_bwd(gu, sdh, sdgu, t, f);
     float *dGU = dev_from(c, gu, t * 2 * f * 4), *dSH = dev_from(c, NULL, t * f * 4);
     float *dSDH = dev_from(c, sdh, t * f * 4), *dSDGU = dev_from(c, NULL, t * 2 * f * 4);
-    o->swiglu_fwd(c->s, dGU, dSH, t, f);
+    o->k.swiglu_fwd(c->s, dGU, dSH, t, f);
     compare(c, "swiglu_fwd", sh, dSH, t * f, TOL_ELEMENTWISE);
-    o->swiglu_bwd(c->s, dGU, dSDH, dSDGU, t, f);
+    o->k.swiglu_bwd(c->s, dGU, dSDH, dSDGU, t, f);
     compare(c, "swiglu_bwd", sdgu, dSDGU, t * 2 * f, TOL_ELEMENTWISE);
     /* cross-entropy over two vocabulary slices (as TP 2 would split it) */
     size_t half = vocab / 2;
@@ -321,17 +321,17 @@ static void check_kernels(ctx *c)
     float *dS0 = dev_from(c, sl0, t * half * 4), *dS1 = dev_from(c, sl1, t * half * 4);
     int32_t *dTgt = dev_from(c, tgt, t * 4);
     float *dStats = dev_from(c, NULL, 2 * t * 3 * 4), *dLse = dev_from(c, NULL, t * 4), *dDL = dev_from(c, NULL, t * half * 4);
-    o->xent_stats(c->s, dS0, dTgt, t, 0, half, dStats);
-    o->xent_stats(c->s, dS1, dTgt, t, half, half, dStats + t * 3);
+    o->k.xent_stats(c->s, dS0, dTgt, t, 0, half, dStats);
+    o->k.xent_stats(c->s, dS1, dTgt, t, half, half, dStats + t * 3);
     compare(c, "xent_stats", stats, dStats, 2 * t * 3, TOL_REDUCTION);
     double dloss = 0;
-    o->xent_combine(c->s, dStats, 2, t, dLse, &dloss);
+    o->k.xent_combine(c->s, dStats, 2, t, dLse, &dloss);
     compare(c, "xent_combine", lse, dLse, t, TOL_REDUCTION);
     double lrel = fabs(dloss - loss) / fabs(loss);
     printf("  %-14s %10d  rel err %.2e  tol %.0e  %s\n", "xent loss", 1, lrel, TOL_REDUCTION,
            lrel <= TOL_REDUCTION ? "ok" : "FAIL");
     c->failures += !(lrel <= TOL_REDUCTION);
-    o->xent_bwd(c->s, dS1, dTgt, dLse, t, half, half, 0.01f, dDL);
+    o->k.xent_bwd(c->s, dS1, dTgt, dLse, t, half, half, 0.01f, dDL);
     compare(c, "xent_bwd", dl, dDL, t * half, TOL_REDUCTION);
     /* AdamW, three steps */
     size_t na = 100003;
@@ -340,7 +340,7 @@ static void check_kernels(ctx *c)
           *dAV = dev_from(c, av, na * 4);
     for (uint64_t st = 1; st <= 3; st++) {
         gs_k_adamw(ap, ag, am, av, na, 1e-3f, 0.9f, 0.95f, 1e-8f, 0.1f, st);
-        o->adamw(c->s, dAP, dAG, dAM, dAV, na, 1e-3f, 0.9f, 0.95f, 1e-8f, 0.1f, st);
+        o->k.adamw(c->s, dAP, dAG, dAM, dAV, na, 1e-3f, 0.9f, 0.95f, 1e-8f, 0.1f, st);
     }
     compare(c, "adamw p", ap, dAP, na, TOL_ELEMENTWISE);
     compare(c, "adamw v", av, dAV, na, TOL_ELEMENTWISE);
@@ -366,7 +366,7 @@ static void check_attn_gemm(ctx *c)
     float *dQKV = dev_from(c, qkv, T * ld * 4), *dOut = dev_from(c, NULL, T * nh * hd * 4);
     float *dP = dev_from(c, NULL, np * 4), *dDout = dev_from(c, dout, T * nh * hd * 4);
     float *dDQKV = dev_from(c, NULL, T * ld * 4), *dDQKV2 = dev_from(c, NULL, T * ld * 4);
-    o->attn_fwd(c->s, dQKV, ld, dQKV + nh * hd, dQKV + (nh + nkv) * hd, ld, dOut, nh * hd, dP, nseq, seq, nh, nkv,
+    o->k.attn_fwd(c->s, dQKV, ld, dQKV + nh * hd, dQKV + (nh + nkv) * hd, ld, dOut, nh * hd, dP, nseq, seq, nh, nkv,
                 hd, NULL);
     compare(c, "attn_gemm out", out, dOut, T * nh * hd, c->tol_gemm);
     compare(c, "attn_gemm p", p, dP, np, c->tol_gemm);
@@ -380,7 +380,7 @@ static void check_attn_gemm(ctx *c)
     printf("  %-14s %10zu  nonzero %zu  %s\n", "attn_gemm mask", np, nonzero, nonzero ? "FAIL" : "ok");
     c->failures += nonzero != 0;
     for (int rep = 0; rep < 2; rep++)
-        o->attn_bwd(c->s, dQKV, ld, dQKV + nh * hd, dQKV + (nh + nkv) * hd, ld, dP, dDout, nh * hd,
+        o->k.attn_bwd(c->s, dQKV, ld, dQKV + nh * hd, dQKV + (nh + nkv) * hd, ld, dP, dDout, nh * hd,
                     rep ? dDQKV2 : dDQKV, (rep ? dDQKV2 : dDQKV) + nh * hd, (rep ? dDQKV2 : dDQKV) + (nh + nkv) * hd,
                     nseq, seq, nh, nkv, hd, NULL);
     compare(c, "attn_gemm dqkv", dqkv, dDQKV, T * ld, c->tol_gemm);
@@ -415,13 +415,13 @@ static void check_gflash_shape(ctx *c, size_t nseq, size_t seq, size_t nh, size_
     float *dQKV = dev_from(c, qkv, T * ld * 4), *dOut = dev_from(c, NULL, T * nh * hd * 4);
     float *dL = dev_from(c, NULL, nl * 4), *dDout = dev_from(c, dout, T * nh * hd * 4);
     float *dDQKV = dev_from(c, NULL, T * ld * 4), *dDQKV2 = dev_from(c, NULL, T * ld * 4);
-    o->attn_fwd_flash(c->s, dQKV, ld, dQKV + nh * hd, dQKV + (nh + nkv) * hd, ld, dOut, nh * hd, dL, nseq, seq, nh,
+    o->k.attn_fwd_flash(c->s, dQKV, ld, dQKV + nh * hd, dQKV + (nh + nkv) * hd, ld, dOut, nh * hd, dL, nseq, seq, nh,
                       nkv, hd, NULL);
     compare(c, "attn_gflash out", out, dOut, T * nh * hd, c->tol_gemm);
     compare(c, "attn_gflash lse", lse, dL, nl, c->tol_gemm);
     for (int rep = 0; rep < 2; rep++) {
         float *g = rep ? dDQKV2 : dDQKV;
-        o->attn_bwd_flash(c->s, dQKV, ld, dQKV + nh * hd, dQKV + (nh + nkv) * hd, ld, dOut, dL, dDout, nh * hd, g,
+        o->k.attn_bwd_flash(c->s, dQKV, ld, dQKV + nh * hd, dQKV + (nh + nkv) * hd, ld, dOut, dL, dDout, nh * hd, g,
                           g + nh * hd, g + (nh + nkv) * hd, nseq, seq, nh, nkv, hd, NULL);
     }
     compare(c, "attn_gflash dqkv", dqkv, dDQKV, T * ld, c->tol_gemm);
@@ -652,7 +652,7 @@ static void run_attn_fwd(ctx *c, void *v)
 {
     attn_arg *a = v;
     size_t ld = (a->nh + 2 * a->nkv) * a->hd;
-    c->ops->attn_fwd(c->s, a->qkv, ld, a->qkv + a->nh * a->hd, a->qkv + (a->nh + a->nkv) * a->hd, ld, a->out,
+    c->ops->k.attn_fwd(c->s, a->qkv, ld, a->qkv + a->nh * a->hd, a->qkv + (a->nh + a->nkv) * a->hd, ld, a->out,
                      a->nh * a->hd, a->p, a->nseq, a->seq, a->nh, a->nkv, a->hd, NULL);
 }
 
@@ -660,7 +660,7 @@ static void run_attn_bwd(ctx *c, void *v)
 {
     attn_arg *a = v;
     size_t ld = (a->nh + 2 * a->nkv) * a->hd;
-    c->ops->attn_bwd(c->s, a->qkv, ld, a->qkv + a->nh * a->hd, a->qkv + (a->nh + a->nkv) * a->hd, ld, a->p, a->dout,
+    c->ops->k.attn_bwd(c->s, a->qkv, ld, a->qkv + a->nh * a->hd, a->qkv + (a->nh + a->nkv) * a->hd, ld, a->p, a->dout,
                      a->nh * a->hd, a->dqkv, a->dqkv + a->nh * a->hd, a->dqkv + (a->nh + a->nkv) * a->hd, a->nseq,
                      a->seq, a->nh, a->nkv, a->hd, NULL);
 }
@@ -669,7 +669,7 @@ static void run_attn_fwd_flash(ctx *c, void *v)
 {
     attn_arg *a = v;
     size_t ld = (a->nh + 2 * a->nkv) * a->hd;
-    c->ops->attn_fwd_flash(c->s, a->qkv, ld, a->qkv + a->nh * a->hd, a->qkv + (a->nh + a->nkv) * a->hd, ld, a->out,
+    c->ops->k.attn_fwd_flash(c->s, a->qkv, ld, a->qkv + a->nh * a->hd, a->qkv + (a->nh + a->nkv) * a->hd, ld, a->out,
                            a->nh * a->hd, a->p, a->nseq, a->seq, a->nh, a->nkv, a->hd, NULL);
 }
 
@@ -677,7 +677,7 @@ static void run_attn_bwd_flash(ctx *c, void *v)
 {
     attn_arg *a = v;
     size_t ld = (a->nh + 2 * a->nkv) * a->hd;
-    c->ops->attn_bwd_flash(c->s, a->qkv, ld, a->qkv + a->nh * a->hd, a->qkv + (a->nh + a->nkv) * a->hd, ld, a->out,
+    c->ops->k.attn_bwd_flash(c->s, a->qkv, ld, a->qkv + a->nh * a->hd, a->qkv + (a->nh + a->nkv) * a->hd, ld, a->out,
                            a->p, a->dout, a->nh * a->hd, a->dqkv, a->dqkv + a->nh * a->hd,
                            a->dqkv + (a->nh + a->nkv) * a->hd, a->nseq, a->seq, a->nh, a->nkv, a->hd, NULL);
 }
@@ -745,12 +745,12 @@ static void run_copy(ctx *c, void *v)
 static void run_adamw(ctx *c, void *v)
 {
     bw_arg *a = v;
-    c->ops->adamw(c->s, a->a, a->b, a->c2, a->d2, a->n, 1e-4f, 0.9f, 0.95f, 1e-8f, 0.1f, 10);
+    c->ops->k.adamw(c->s, a->a, a->b, a->c2, a->d2, a->n, 1e-4f, 0.9f, 0.95f, 1e-8f, 0.1f, 10);
 }
 static void run_rmsnorm(ctx *c, void *v)
 {
     bw_arg *a = v;
-    c->ops->rmsnorm_fwd(c->s, a->a, a->c2, a->b, a->d2, a->t, a->h, 1e-5f);
+    c->ops->k.rmsnorm_fwd(c->s, a->a, a->c2, a->b, a->d2, a->t, a->h, 1e-5f);
 }
 
 typedef struct gemm_arg {
@@ -761,7 +761,7 @@ typedef struct gemm_arg {
 static void run_linear(ctx *c, void *v)
 {
     gemm_arg *g = v;
-    c->ops->linear_fwd(c->s, g->x, g->w, g->y, g->t, g->k, g->n);
+    c->ops->k.linear_fwd(c->s, g->x, g->w, g->y, g->t, g->k, g->n);
 }
 
 /* The fastest of cuBLASLt's top heuristic algorithms for the same column-major GEMM the
@@ -929,10 +929,10 @@ int main(int argc, char **argv)
     }
     mesh.world = 1;
     mesh.gpus_per_node = 1;
-    gs_driver_opts opts = {.timeout_s = 120, .group_of = one_group};
+    gs_driver_opts opts = {.timeout_s = 120, .group_of = one_group, .set = {.cuda_gemm = gm}};
     gs_error err;
     gs_error_init(&err);
-    setenv("GRIDSTEP_CUDA_ATTENTION", "kernels", 1); /* the attention kernels first, whatever the caller set */
+    opts.set.cuda_attention = "kernels"; /* the attention kernels first */
     if (c.ops->open(&mesh, &opts, &c.d, &err) != GS_OK) {
         fprintf(stderr, "kernel_check: open: %s\n", err.msg);
         return 1;
@@ -952,7 +952,7 @@ int main(int argc, char **argv)
     c.ops->stream_destroy(c.d, c.s);
     c.ops->close(c.d);
     /* the GEMM attention path: a second driver */
-    setenv("GRIDSTEP_CUDA_ATTENTION", "gemm", 1);
+    opts.set.cuda_attention = "gemm";
     c.d = NULL;
     c.s = NULL;
     if (c.ops->open(&mesh, &opts, &c.d, &err) != GS_OK ||

@@ -1,0 +1,95 @@
+/* Event roles: what part of the model or of the step a schedule event is (the attention's norm,
+ * the QKV projection, the TP exchange at the MLP's input, a gradient bucket's all-reduce, the
+ * tied embedding's exchange, ...). The builder sets every event's role; one table
+ * (engine/roles.c) says which event kind, stream, phases, ops, groups, layer and parts each role
+ * allows, and schedule validation rejects an event that disagrees with it. Backends read the
+ * role; none infers meaning from an event's place in its list.
+ *
+ * Ownership: the table is static and read-only; nothing here allocates. */
+#ifndef GS_ROLES_H
+#define GS_ROLES_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "engine/schedule.h"
+
+typedef enum gs_role {
+    GS_ROLE_NONE, /* not set: validation rejects it */
+    /* compute, a transformer block's ops (phases fwd, recompute, bwd) */
+    GS_ROLE_ATTN_NORM, /* the input norm (its backward adds the residual's gradient) */
+    GS_ROLE_QKV,       /* the QKV projection (a GEMM: part 1 and 2 under tp_comm_overlap) */
+    GS_ROLE_ATTN_CORE, /* QK^T, softmax, PV */
+    GS_ROLE_OPROJ,     /* the attention's output projection (GEMM, parts) */
+    GS_ROLE_MLP_NORM,  /* the residual add after attention, then the post-attention norm */
+    GS_ROLE_MLP_UP,    /* gate+up or fc1 (GEMM, parts) */
+    GS_ROLE_MLP_ACT,   /* SwiGLU / GELU */
+    GS_ROLE_MLP_DOWN,  /* down or fc2 (GEMM, parts); the layer's output */
+    /* compute, the root (embedding, head, loss) and the step */
+    GS_ROLE_EMBED,     /* the token (and position) embedding */
+    GS_ROLE_HEAD_NORM, /* the final norm */
+    GS_ROLE_HEAD,      /* the LM head GEMM */
+    GS_ROLE_LOSS,      /* cross-entropy */
+    GS_ROLE_OPTIMIZER, /* AdamW over the rank's optimizer windows of every unit */
+    /* TP collectives. Megatron's conjugate pair around each block half: at a half's input the
+     * forward all-gathers the sequence-parallel norm output and the backward reduces the input's
+     * gradient (reduce-scatter, or all-reduce without SP); at its output the forward reduces the
+     * partial sums and the backward all-gathers the output's gradient (SP). */
+    GS_ROLE_TP_ATTN_IN,
+    GS_ROLE_TP_ATTN_OUT,  /* part 1 and 2: the forward's pipelined reduce-scatter (tp_comm_overlap) */
+    GS_ROLE_TP_MLP_IN,
+    GS_ROLE_TP_MLP_OUT,   /* parts as TP_ATTN_OUT */
+    GS_ROLE_TP_ATTN_REGATHER, /* tp_comm_overlap's backward: the input norm's output gathered again */
+    GS_ROLE_TP_MLP_REGATHER,  /* ... the post-attention norm's */
+    GS_ROLE_TP_EMBED,     /* forward: the embedding's partial sums reduced; backward: its gradient gathered */
+    GS_ROLE_TP_HEAD_IN,   /* forward: the final norm's output gathered (SP); backward: its gradient reduced */
+    GS_ROLE_TP_LOSS_STATS, /* the vocab-parallel cross-entropy's per-token statistics gathered */
+    GS_ROLE_TP_NORM_GRADS, /* after the backward, SP: the replicated weights' gradients summed over TP */
+    /* DP collectives */
+    GS_ROLE_UNIT_GATHER,        /* an FSDP unit's parameters all-gathered for its layers */
+    GS_ROLE_GRAD_REDUCE_SCATTER, /* a unit's gradient reduce-scattered into its shard (part: bucket) */
+    GS_ROLE_GRAD_INTER_REDUCE,  /* HSDP: the shard's (or the whole unit's) gradient summed over the replicas */
+    GS_ROLE_GRAD_BUCKET_REDUCE, /* DDP: one bucket of a unit's gradient all-reduced (part: 1 + bucket) */
+    GS_ROLE_GRAD_CHUNK_REDUCE,  /* bucket_stages first: several units' gradients reduced as one bucket */
+    GS_ROLE_PARAM_GATHER,       /* ZeRO-1/2: the updated slices all-gathered into the resident parameters */
+    /* copies (CPU offload) */
+    GS_ROLE_OFFLOAD_FETCH, /* a parameter shard in from host memory */
+    GS_ROLE_OFFLOAD_GRAD,  /* a gradient shard out to host memory */
+    /* point to point */
+    GS_ROLE_PP_SEND,   /* a stage boundary: forward the activation, backward its gradient */
+    GS_ROLE_PP_RECV,
+    GS_ROLE_TIED_SEND, /* tied embeddings under a pipeline: the word embedding's gradient exchanged */
+    GS_ROLE_TIED_RECV, /* ... and added on arrival */
+    GS_ROLE_COUNT
+} gs_role;
+
+/* Where a role's event sits. */
+typedef enum gs_role_where {
+    GS_WHERE_LAYER, /* a layer index >= 0 */
+    GS_WHERE_EMBED, /* GS_LAYER_EMBED */
+    GS_WHERE_HEAD,  /* GS_LAYER_HEAD */
+    GS_WHERE_NONE,  /* GS_LAYER_NONE */
+    GS_WHERE_ANY    /* any (a unit's layer, or none for the root) */
+} gs_role_where;
+
+typedef struct gs_role_info {
+    const char *name;    /* as dumps write it */
+    uint8_t kind;        /* gs_event_kind */
+    uint8_t stream;      /* gs_stream */
+    /* per phase: the ops allowed (bit o: gs_op o for compute, gs_coll_op o for collectives, bit
+     * 0 for the op-less kinds); 0: the phase is not allowed */
+    uint16_t ops[GS_PHASE_COUNT];
+    uint8_t groups;      /* collectives: bit g for each gs_group_kind allowed */
+    uint8_t where;       /* gs_role_where */
+    uint16_t max_part;   /* the highest part (0: never split) */
+} gs_role_info;
+
+/* The table entry of role r (NULL when r is out of range). */
+const gs_role_info *gs_role_info_of(gs_role r);
+const char *gs_role_name(gs_role r);
+/* The role named `name` (GS_ROLE_COUNT when none is). */
+gs_role gs_role_by_name(const char *name, size_t len);
+/* 1 when event e agrees with its role's table entry; else 0 with what disagrees in why. */
+int gs_role_check(const gs_event *e, char *why, size_t len);
+
+#endif

@@ -1,0 +1,270 @@
+/* The training program's internals, shared by its files (exec/train*.c): the per-rank state, the
+ * event plan's types, the action context, and the functions one concern offers the others.
+ * Layout and initialization: exec/train_layout.c; per-rank state: exec/train_rank.c; the event
+ * plan and the role table exec dispatches on: exec/train_plan.c; the actions' shared helpers
+ * (buffers, norms, TP reductions, dropout): exec/train_ops.c; a transformer block's forward and
+ * backward: exec/train_block.c; embedding, head and loss: exec/train_root.c; data-parallel
+ * gathers and reductions: exec/train_dp.c; the optimizer: exec/train_optim.c; pipeline p2p and
+ * the tied embedding's exchange: exec/train_p2p.c; tp_comm_overlap's chunks:
+ * exec/train_overlap.c; checkpoint shards: exec/train_shards.c; create, destroy and the loss:
+ * exec/train.c.
+ *
+ * Ownership: a gs_train owns its rank_st array and everything each rank_st points to (freed by
+ * gs__train_rank_fini); a ctx borrows them for one event. */
+#ifndef GS_EXEC_TRAIN_INTERNAL_H
+#define GS_EXEC_TRAIN_INTERNAL_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "engine/ledger.h"
+#include "engine/partition.h"
+#include "engine/pipeline.h"
+#include "engine/roles.h"
+#include "exec/train.h"
+#include "kernels/host/kernels.h"
+
+#define NORM_EPS 1e-5f
+#define ROPE_THETA 10000.0f
+#define NO_ID UINT32_MAX
+#define INIT_ONES 0
+#define INIT_ZEROS UINT64_MAX
+
+/* The forward's pipelined GEMM and reduce-scatter split each sequence shard into this many row
+ * blocks (engine/build_layer.c's GS_UB_PIPELINE_SPLITS: Transformer Engine's default). */
+#define UB_SPLITS 4
+
+/* What an event does: its role's action in its direction (exec/train_plan.c's role_actions). */
+typedef enum action {
+    A_NONE,
+    A_EMB_FWD, A_EMB_TP, A_EMB_AG, A_EMB_BWD,
+    A_N1_FWD, A_N1_AG, A_QKV_FWD, A_ATTN_FWD, A_O_FWD, A_O_TP, A_N2_FWD, A_N2_AG, A_UP_FWD, A_ACT_FWD,
+    A_DOWN_FWD, A_DOWN_TP,
+    A_DY_AG, A_DOWN_BWD, A_ACT_BWD, A_N2_REAG, A_UP_BWD, A_UP_TP, A_N2_BWD, A_DXM_AG, A_O_BWD, A_ATTN_BWD,
+    A_N1_REAG, A_QKV_BWD, A_QKV_TP, A_N1_BWD,
+    A_HN_FWD, A_HN_AG, A_HEAD_FWD, A_LOSS_FWD, A_LOSS_AG, A_LOSS_BWD, A_HEAD_BWD, A_HEAD_TP, A_HN_BWD,
+    A_UNIT_AG, A_UNIT_RS, A_INTER_AR, A_BUCKET_AR, A_CHUNK_AR, A_CHUNK_RS, A_OWN_AG, A_OPTIM, A_SP_NORM_AR,
+    A_SEND_FWD, A_RECV_FWD, A_SEND_BWD, A_RECV_BWD, A_TIED_SEND, A_TIED_RECV
+} action;
+
+typedef struct ev_plan {
+    uint8_t act;
+    uint32_t ptid, gtid;      /* parameter and gradient tensors the event uses (unit of its layer) */
+    uint32_t rptid, rgtid;    /* the root unit's, for embed / head events */
+    uint64_t off, count;      /* bucket all-reduce: element range */
+    /* p2p groups (exec/p2p_groups.h): lead, 1 + the event that issues this send or receive in
+     * its p2p_group (0: the event issues itself); for an issuing event, 1 + its group's first and
+     * last members (first1, last1; 0: none before or after it) */
+    uint32_t lead, first1, last1;
+    /* tp_comm_overlap (engine/build_layer.c's ag_gemm and gemm_rs): the event's part (1 or 2: the
+     * first or second part of a GEMM split around its TP collective, or of the forward's
+     * pipelined reduce-scatter; 0: a whole event), and for a side that waits for marks, the event
+     * that marks them (NO_ID: none) */
+    uint8_t part;
+    uint32_t partner;
+} ev_plan;
+
+/* One tensor's place in a unit's flat buffer: nrows rows of row_len elements at flat_off; row r
+ * is at full_off0 + r * full_stride in the full tensor. */
+typedef struct segment {
+    char name[80];
+    int ndim;
+    uint64_t shape[2];
+    uint64_t init_id;       /* INIT_ONES (norm weights), INIT_ZEROS (biases), else a normal stream */
+    uint64_t flat_off, nrows, row_len, full_off0, full_stride;
+    int tp_replicated;
+    int copy;               /* a copy of a tensor another stage owns (the tied embedding on the
+                             * last stage): loaded, never written by a save */
+} segment;
+
+typedef struct unit_info {
+    uint64_t P, S;          /* elements: TP slice, padded shard */
+    int root;
+    segment *segs;
+    size_t nsegs, cap;
+} unit_info;
+
+typedef struct layer_act {
+    float *n1s, *rstd1, *n1, *qkv, *ao, *p, *op, *ar, *xm, *n2s, *rstd2, *n2, *gu, *hh, *dp, *mr;
+    float *mean1, *mean2; /* LayerNorm's row means (NULL under RMSNorm) */
+} layer_act;
+
+typedef struct head_act {
+    float *hns, *rstd, *hn, *logits, *stats, *allstats, *lse;
+    float *mean; /* LayerNorm */
+} head_act;
+
+typedef struct scratch {
+    float *dyf, *dh, *dgu, *dn2, *dn2s, *dxm, *dxmf, *dao, *dqkv, *dn1, *dn1s, *dlogits, *dhn, *dhns, *embp;
+    float *demb; /* the embedding output's gradient, gathered under SP (its own: the blocks' dyf is
+                  * the next backward pass's, which may gather while the embedding still reads) */
+    /* hidden dropout: the gradients into the MLP's and attention's output (dropped as their
+     * forward was), beside the residual's undropped ones */
+    float *dyd, *dxmd;
+} scratch;
+
+typedef struct rank_st {
+    uint64_t rank, stage, tp_pos, dp_pos, N, R, shard_pos;
+    int first, last;
+    int own_slice; /* ZeRO-1/2 (Megatron's distributed optimizer): full parameters stay resident,
+                    * and this rank updates (and its Adam state covers) only its slice
+                    * [shard_pos S, (shard_pos + 1) S) of each unit, all-gathered afterwards */
+    gs_partition part;
+    gs_shard_plan plan;
+    unit_info *units;
+    size_t nunits;
+    int64_t *unit_of_local; /* per stage-local layer */
+    uint64_t *off_of_local; /* offset of the layer's block in its unit */
+    int64_t *local_of_global;
+    uint64_t emb_off, pos_off, hn_off, head_off; /* offsets in the root unit (pos_off: learned positions) */
+    /* tied embeddings under a pipeline, first and last stages: the word embedding (or its copy)
+     * is the first word_n elements of the root unit, and the root's shard size is the larger of
+     * the two stages' (so both split the word embedding at the same places over DP); xbuf gets
+     * the peer's gradient, xstage (gradient shards only) this rank's for sending */
+    int tied_x;
+    uint64_t word_n;
+    float *xbuf, *xstage;
+    uint32_t *param_t, *grad_t, *hold_t; /* resident tensors per unit */
+    ev_plan *plans;
+    float **tbuf;            /* per tensor id: buffer (param / grad kinds) */
+    float **m, **v;          /* per unit: Adam state, like the parameter storage */
+    float **tmp;             /* per unit: HSDP reduce-scatter result (S) */
+    int32_t *tokens, *targets; /* [mb][T] */
+    int32_t *positions;        /* [T]: row % seq (learned position embeddings) */
+    float *posb;               /* [T, h]: the position rows, added to the embedding's partial sums */
+    float **x, **dx;         /* [(pos) * mbs + mb], pos 0..layers */
+    layer_act *acts;         /* [local layer * mbs + mb] */
+    head_act *heads;         /* [mb] */
+    scratch sc;
+    double loss_sum;
+    int has_recompute;       /* the schedule recomputes (else the forward keeps everything) */
+    gs_drv_group groups[GS_GROUP_KIND_COUNT];
+    uint64_t *members[GS_GROUP_KIND_COUNT];
+    /* tp_comm_overlap: the ring all-gather's marks (tp - 1, one per step) and the pipelined GEMM's
+     * (one per split handed to the reduce-scatter beside it); tokens: mark_token */
+    gs_drv_event **ring_marks, *split_marks[UB_SPLITS - 1];
+} rank_st;
+
+struct gs_train {
+    const gs_scenario *s;
+    const gs_schedule *sch;
+    const gs_driver_ops *ops;
+    gs_drv *drv;
+    gs_train_opts o;
+    uint64_t mbs, T, Tl, b, seq, h, hd, a_t, kv_t, f_t, v_t, nqkv, block, tp, layers;
+    int sp;
+    int ovl; /* strategy.tp_comm_overlap with tp > 1 (and so sequence parallelism) */
+    /* the block's kind: LayerNorm (else RMSNorm), a bias on each norm (LayerNorm, or any norm of
+     * a model with biases), biases on the attention linears, GELU MLP (else SwiGLU) with biases,
+     * RoPE (else learned absolute positions in the root unit); the up GEMM's width (f or 2f) */
+    int ln, norm_bias, attn_bias, gelu, mlp_bias, rope;
+    uint64_t up_n;
+    /* strategy.flash_attention: the attention kernels keep a logsumexp per query row (a->p holds
+     * b x a_t x seq floats) instead of the probabilities (b x a_t x seq x seq) */
+    int flash;
+    uint64_t attn_saved; /* floats in a->p */
+    /* dropout (model.dropout): the draw thresholds and scales of the attention probabilities
+     * and of the hidden sites (embedding, attention and MLP outputs); threshold 0: none */
+    uint32_t adrop_thr, hdrop_thr;
+    float adrop_scale, hdrop_scale;
+    gs_recompute recompute;
+    uint64_t step;
+    uint64_t epoch;    /* steps begun in this process (the marks' tokens grow with it) */
+    rank_st *r;
+    size_t nr;
+    gs_dispatch *disp; /* borrowed: the streams a checkpoint's copies go on */
+    int p2p_groups;    /* sends go out in p2p groups with a receive (gs_train_opts.p2p_groups) */
+    uint32_t **lead;   /* while the ranks are planned: per rank list, per event, the p2p plan */
+    size_t hoisted_recvs; /* receives the plan issues ahead of their place (rendezvous drivers) */
+};
+
+
+/* What one action works on: the program, the rank, its list, the event, its plan, the stream the
+ * event runs on and where errors go. */
+
+typedef struct ctx {
+    gs_train *t;
+    rank_st *r;
+    const gs_rank_events *re;
+    const gs_event *e;
+    const ev_plan *pl;
+    gs_drv_stream *s;
+    gs_error *err;
+} ctx;
+
+
+/* The block weights (or their gradients) of the event's layer inside buffer base. */
+typedef struct blockp {
+    float *g1, *b1, *wqkv, *bqkv, *wo, *bo, *g2, *b2, *wgu, *bu, *wd, *bd; /* biases NULL when absent */
+} blockp;
+
+
+static inline uint64_t gs__train_ceil_div(uint64_t a, uint64_t b)
+{
+    return a / b + (a % b != 0);
+}
+
+/* ---- layout and initialization (exec/train_layout.c) ---- */
+/* A buffer of n floats on rank r's device; *ok = 0 (and NULL) once an allocation failed. */
+float *gs__train_dalloc(gs_train *t, rank_st *r, uint64_t n, int *ok);
+/* The units of rank r and their flat layout (segments, offsets of layers, sizes). */
+gs_status gs__train_rank_units(gs_train *t, rank_st *r, gs_error *err);
+/* The initial parameters of every unit, uploaded into this rank's storage on its compute stream. */
+gs_status gs__train_rank_params(gs_train *t, gs_dispatch *disp, size_t ri, gs_error *err);
+
+/* ---- per-rank state (exec/train_rank.c) ---- */
+gs_status gs__train_rank_init(gs_train *t, gs_dispatch *disp, size_t ri, gs_error *err);
+void gs__train_rank_fini(gs_train *t, rank_st *r, const gs_rank_events *re);
+
+/* ---- the event plan (exec/train_plan.c) ---- */
+/* The tensor id of unit u's pending gradient (a virtual id past the schedule's when the rank
+ * accumulates new gradients apart from the resident ones), else its resident gradient. */
+uint32_t gs__train_pending_id(const rank_st *r, const gs_rank_events *re, size_t u);
+/* Classifies every event of rank r by its role and binds its tensors. */
+gs_status gs__train_plan_rank(gs_train *t, rank_st *r, const gs_rank_events *re, gs_error *err);
+
+/* ---- helpers the actions share (exec/train_ops.c) ---- */
+float *gs__train_buf(const ctx *c, uint32_t id);
+void gs__train_poison(const ctx *c, float *p, size_t n);
+gs_status gs__train_need(const ctx *c, const void *p, const char *what);
+void gs__train_block_at(const gs_train *t, float *base, blockp *b);
+/* A block norm's operands: input x, weight g and bias b (NULL: none), output y, LayerNorm's
+ * mean (NULL under RMSNorm) and rstd; the backward's dy in, dx out, dg and db accumulated. */
+typedef struct norm_io {
+    const float *x, *g, *b;
+    float *y, *mean, *rstd;
+    const float *dy;
+    float *dx, *dg, *db;
+    uint64_t rows;
+} norm_io;
+void gs__train_norm_fwd(const gs_train *t, gs_drv_stream *s, const norm_io *n);
+void gs__train_norm_bwd(const gs_train *t, gs_drv_stream *s, const norm_io *n);
+gs_status gs__train_tp_reduce(const ctx *c, float *part, float *out_sp, float **res);
+gs_status gs__train_tp_gather(const ctx *c, const float *shard, float *full);
+const gs_dropout *gs__train_drop_at(const ctx *c, uint32_t site, uint64_t first, gs_dropout *d);
+const gs_dropout *gs__train_hidden_drop(const ctx *c, uint32_t site, int rows_sliced, gs_dropout *d);
+
+/* ---- tp_comm_overlap (exec/train_overlap.c) ---- */
+gs_status gs__train_ring_gather(const ctx *c, const float *shard, float *full);
+/* One ring-exchanged GEMM part's chunk source (gs__train_ring_chunk). */
+typedef struct ring_src {
+    const float *shard, *full; /* the rank's own rows, and the gathered ones */
+    uint64_t width;            /* elements per row */
+    int own_from_full;         /* the own chunk from the gathered copy (its gather's event wrote it) */
+} ring_src;
+gs_status gs__train_ring_chunk(const ctx *c, const ring_src *src, uint64_t j, uint64_t *q, const float **in);
+gs_status gs__train_split_gemm_part(const ctx *c, const float *in, const float *w, float *out, uint64_t k);
+gs_status gs__train_split_rs_part(const ctx *c, float *part, float *out_sp);
+
+/* ---- the actions (one file per concern) ---- */
+gs_status gs__train_block_action(const ctx *c, action act);
+gs_status gs__train_root_action(const ctx *c, action act);
+gs_status gs__train_dp_action(const ctx *c, action act);
+gs_status gs__train_optim_action(const ctx *c, action act);
+gs_status gs__train_sp_norm_action(const ctx *c, action act);
+gs_status gs__train_p2p_action(const ctx *c, action act);
+/* The optimizer's window of unit u (exec/train_optim.c): n parameters at *p, flat offset *lo,
+ * from n gradients at *g; 0 when the gradient storage does not hold n elements for it. */
+int gs__train_opt_window(const rank_st *r, size_t u, float **p, float **g, uint64_t *lo, uint64_t *n);
+
+#endif
