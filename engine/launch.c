@@ -9,6 +9,8 @@
 #include <string.h>
 #include <strings.h>
 
+#include "engine/schedule.h"
+
 /* Rendezvous port written into the launch lines (torchrun's default, 29500). */
 #define LAUNCH_MASTER_PORT 29500
 /* DDP's default gradient bucket, bytes (PyTorch bucket_cap_mb = 25). */
@@ -154,11 +156,6 @@ int gs_launch_megatron_fits(const gs_scenario *s, const gs_mesh *m, char *why, s
                       "--use-tp-pp-dp-mapping",
                       order);
     }
-    if (st->sharding == GS_SHARD_HYBRID_SHARD)
-        return no_fit(why, len,
-                      "strategy.sharding hybrid_shard: Megatron-LM has no flag for FULL_SHARD "
-                      "inside a node replicated across nodes (use --emit accelerate: "
-                      "HYBRID_SHARD)");
     if (st->sharding == GS_SHARD_GRAD_OP)
         return no_fit(why, len,
                       "strategy.sharding shard_grad_op: Megatron-LM has no FSDP unit that keeps "
@@ -363,14 +360,28 @@ static void put_torchrun(launch_doc *d, const gs_mesh *m, const char *rdzv_id, c
             nodes, nproc_per_node(m), rdzv_id, endpoint);
 }
 
+/* Megatron-FSDP's --data-parallel-sharding-strategy for the sharding, or NULL when the sharding
+ * is not Megatron-FSDP's (DDP, the distributed optimizer). */
 static const char *megatron_dp_sharding(gs_sharding s)
 {
     switch (s) {
     case GS_SHARD_ZERO2: return "optim_grads";
     case GS_SHARD_FULL_SHARD:
+    case GS_SHARD_HYBRID_SHARD:
     case GS_SHARD_ZERO3: return "optim_grads_params";
     default: return NULL;
     }
+}
+
+/* HSDP's replicas: the DP group over the DP ranks of one node (gridstep's shard group), i.e.
+ * Megatron-FSDP's --num-distributed-optimizer-instances; 1 when not hybrid_shard. */
+static uint64_t megatron_hsdp_replicas(const gs_scenario *s, const gs_mesh *m)
+{
+    if (s->strategy.sharding != GS_SHARD_HYBRID_SHARD)
+        return 1;
+    uint64_t intra = 0;
+    gs_group_of(m, GS_GROUP_DP_INTRA, 0, &intra);
+    return intra ? m->size[GS_DIM_DP] / intra : 1;
 }
 
 /* The divisor for --make-vocab-size-divisible-by that leaves the vocabulary as the scenario has
@@ -391,6 +402,14 @@ static void put_megatron_notes(launch_doc *d, const gs_scenario *s, const gs_mes
         put(d, "# note: sharding full_shard is written as Megatron-FSDP "
                "--data-parallel-sharding-strategy optim_grads_params (gridstep schedules both "
                "alike; it reads back as zero3)\n");
+    if (st->sharding == GS_SHARD_HYBRID_SHARD && megatron_hsdp_replicas(s, m) == 1)
+        put(d, "# note: hybrid_shard with the whole DP group on one node is FULL_SHARD: no "
+               "--num-distributed-optimizer-instances (it reads back as zero3)\n");
+    if (megatron_dp_sharding(st->sharding) && m->size[GS_DIM_TP] > 1)
+        put(d, "# warning: tp=%" PRIu64 " with Megatron-FSDP: Megatron-LM warns against the pair before "
+               "Blackwell GPUs; TP's overlap wants CUDA_DEVICE_MAX_CONNECTIONS=1 and Megatron-FSDP "
+               "asserts it is not 1, so TP communication overlaps less than gridstep schedules it\n",
+            m->size[GS_DIM_TP]);
     if (gs_sharding_is_fsdp(st->sharding) && st->sharding != GS_SHARD_NO_SHARD) {
         if (st->wrap != GS_WRAP_LAYER)
             put(d, "# note: wrap %s: Megatron-FSDP shards per transformer layer\n",
@@ -494,10 +513,13 @@ static void put_megatron_flags(launch_doc *d, const gs_scenario *s, const gs_mes
     else if (st->recompute == GS_RECOMPUTE_SELECTIVE)
         flag(&f, "--recompute-granularity selective");
     const char *dps = megatron_dp_sharding(st->sharding);
-    if (dps)
-        flag(&f, "--use-custom-fsdp --data-parallel-sharding-strategy %s "
+    if (dps) /* Megatron-FSDP asserts --ckpt-format fsdp_dtensor */
+        flag(&f, "--use-megatron-fsdp --data-parallel-sharding-strategy %s --ckpt-format fsdp_dtensor "
                  "--no-gradient-accumulation-fusion",
              dps);
+    uint64_t replicas = megatron_hsdp_replicas(s, m);
+    if (replicas > 1) /* HSDP: Megatron-FSDP inside a node's DP ranks, replicas across nodes */
+        flag(&f, "--num-distributed-optimizer-instances %" PRIu64 " --outer-dp-sharding-strategy no_shard", replicas);
     if (st->sharding != GS_SHARD_NO_SHARD)
         flag(&f, "--use-distributed-optimizer");
     /* DDP / distributed-optimizer buckets (in parameters), reduced under the backward as gridstep's
@@ -519,6 +541,17 @@ static void put_megatron_flags(launch_doc *d, const gs_scenario *s, const gs_mes
     put(d, "\n");
 }
 
+/* CUDA_DEVICE_MAX_CONNECTIONS as Megatron-LM's validate_args wants it: 1 with TP (it asserts
+ * so for tensor or context parallelism before Blackwell, unless FSDP); Megatron-FSDP asserts it
+ * is not 1, so a launch with it unsets what a container may have exported. */
+static void put_megatron_env(launch_doc *d, const gs_scenario *s, const gs_mesh *m)
+{
+    if (megatron_dp_sharding(s->strategy.sharding))
+        put(d, "unset CUDA_DEVICE_MAX_CONNECTIONS  # Megatron-FSDP asserts it is not 1\n");
+    else if (m->size[GS_DIM_TP] > 1)
+        put(d, "export CUDA_DEVICE_MAX_CONNECTIONS=1  # Megatron-LM asserts it with tensor parallelism\n");
+}
+
 static void emit_megatron(launch_doc *d, const gs_scenario *s, const gs_mesh *m)
 {
     uint64_t nodes = gs_mesh_nodes(m);
@@ -530,6 +563,7 @@ static void emit_megatron(launch_doc *d, const gs_scenario *s, const gs_mesh *m)
     put(d, "# placeholders: add your data and tokenizer flags (--data-path, --tokenizer-type, "
            "...) and the optimizer's (--lr, --train-iters, ...)\n");
     put_megatron_notes(d, s, m);
+    put_megatron_env(d, s, m);
     put_torchrun(d, m, "gridstep", "$MASTER_ADDR:29500");
     put(d, " pretrain_gpt.py \\\n");
     put_megatron_flags(d, s, m, "    ");
@@ -584,6 +618,7 @@ static void emit_slurm(launch_doc *d, const gs_scenario *s, const gs_mesh *m,
     if (accelerate_why) {
         put(d, "# Megatron-LM (no accelerate FSDP config: %s)\n", accelerate_why);
         put_megatron_notes(d, s, m);
+        put_megatron_env(d, s, m);
     } else {
         put_batch_comment(d, s, m);
         put(d, "# train.py wraps the model with FSDP %s as `gridstep ... --emit accelerate` "

@@ -171,10 +171,14 @@ START_TEST(test_mismatches)
     gs_mesh m;
     gs_text t;
     gs_error err;
-    /* hybrid_shard: accelerate yes, Megatron no */
+    /* hybrid_shard: accelerate HYBRID_SHARD; Megatron-FSDP's HSDP: 8 nodes of 8 DP ranks -> the
+     * sharded model replicated 8 times (--num-distributed-optimizer-instances 8), the outer
+     * replicas unsharded (no_shard) */
     load_file("scenarios/seed-7b-64gpu-25gbe-hsdp.yaml", &s, &m);
-    ck_assert_int_eq(emit(&s, &m, GS_LAUNCH_MEGATRON, &t, &err), GS_ERR_INPUT);
-    ck_assert_has(err.msg, "hybrid_shard");
+    ck_assert_int_eq(emit(&s, &m, GS_LAUNCH_MEGATRON, &t, &err), GS_OK);
+    ck_assert_has(gs_text_str(&t), "--use-megatron-fsdp --data-parallel-sharding-strategy optim_grads_params");
+    ck_assert_has(gs_text_str(&t), "--num-distributed-optimizer-instances 8 --outer-dp-sharding-strategy no_shard");
+    ck_assert_has(gs_text_str(&t), "unset CUDA_DEVICE_MAX_CONNECTIONS");
     gs_text_fini(&t);
     ck_assert_int_eq(emit(&s, &m, GS_LAUNCH_ACCELERATE, &t, &err), GS_OK);
     ck_assert_has(gs_text_str(&t), "fsdp_sharding_strategy: HYBRID_SHARD\n");
@@ -189,7 +193,7 @@ START_TEST(test_mismatches)
     gs_text_fini(&t);
     ck_assert_int_eq(emit(&s, &m, GS_LAUNCH_TORCHRUN, &t, &err), GS_OK);
     ck_assert_has(gs_text_str(&t), "--use-distributed-optimizer");
-    ck_assert_ptr_null(strstr(gs_text_str(&t), "--use-custom-fsdp"));
+    ck_assert_ptr_null(strstr(gs_text_str(&t), "-fsdp"));
     gs_text_fini(&t);
 
     /* offload + selective recompute with TP: neither launcher -> one error naming both */
@@ -406,6 +410,9 @@ static const char *const megatron_cases[] = {
     "model: gpt-1.7b\ncluster: {preset: dgx-a100-80g, nodes: 1}\ngrid: {dp: 8, pp: 1, tp: 1}\n"
     "strategy: {sharding: no_shard, precision: fp16, grad_dtype: fp32, overlap_grad_reduce: false}\n"
     "batch: {global: 16, micro: 2}\n",
+    /* HSDP: Megatron-FSDP inside each node's 8 DP ranks, 2 replicas */
+    "model: llama2-7b\ncluster: {preset: pcie-a100-25gbe, nodes: 2}\ngrid: {dp: 16, pp: 1, tp: 1}\n"
+    "strategy: {sharding: hybrid_shard}\nbatch: {global: 32, micro: 1}\n",
     /* the fused loss: --cross-entropy-loss-fusion */
     "model: gpt-1.7b\ncluster: {preset: dgx-a100-80g, nodes: 1}\ngrid: {dp: 8, pp: 1, tp: 1}\n"
     "strategy: {sharding: zero1, grad_dtype: fp32, cross_entropy: fused}\nbatch: {global: 16, micro: 2}\n",
@@ -610,12 +617,18 @@ START_TEST(test_import_megatron)
     ck_assert_int_eq(import_mg("--tensor-model-parallel-size 2", "llama2-7b", 0, &s, &ig, &err),
                      GS_ERR_INPUT);
     ck_assert_has(err.msg, "--nodes");
-    /* --data-parallel-size sets it: tp 2 x pp 2 x dp 4 = 16 GPUs = 2 nodes */
+    /* Megatron-LM has no --data-parallel-size (it derives dp from the world size): an error
+     * that says so; --nodes 2 gives tp 2 x pp 2 x dp 4 = 16 GPUs */
     ck_assert_int_eq(import_mg("--tensor-model-parallel-size 2 --pipeline-model-parallel-size 2 "
                                "--data-parallel-size 4",
-                               "llama2-7b", 0, &s, &ig, &err),
+                               "llama2-7b", 2, &s, &ig, &err),
+                     GS_ERR_INPUT);
+    ck_assert_has(err.msg, "argument 5: found '--data-parallel-size'");
+    ck_assert_has(err.msg, "Megatron-LM derives it");
+    ck_assert_int_eq(import_mg("--tensor-model-parallel-size 2 --pipeline-model-parallel-size 2", "llama2-7b", 2, &s,
+                               &ig, &err),
                      GS_OK);
-    ck_assert_uint_eq(s.cluster.nodes, 2);
+    ck_assert_uint_eq(s.grid.dp, 4);
     /* gradients: fp32 under bf16 unless --grad-reduce-in-bf16; buckets max(40M, 1M x dp)
      * parameters of the gradient's bytes, rounded up to whole MiB: 40e6 x 4 B = 152.6 MiB -> 153;
      * x 2 B -> 77 MiB; --ddp-bucket-size 1e6 x 4 B -> 4 MiB; dp 64 (tp 1 on 8 nodes): 64e6 x 4 B
