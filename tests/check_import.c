@@ -14,6 +14,7 @@
 #include "engine/import.h"
 #include "engine/launch.h"
 #include "engine/scenario.h"
+#include "engine/schedule.h"
 
 static char *srcpath(const char *rel)
 {
@@ -502,6 +503,196 @@ START_TEST(test_dump)
 }
 END_TEST
 
+/* ------------------------------------------------------------------- accelerate ---- */
+
+static gs_status import_acc(const char *yaml, const char *model, gs_scenario *s, gs_diag *ig, gs_error *err)
+{
+    gs_import_opts o;
+    gs_import_opts_init(&o);
+    o.model = model;
+    o.cluster = "dgx-a100-80g";
+    gs_error_init(err);
+    gs_diag_init(ig);
+    return gs_import_accelerate_string(yaml, strlen(yaml), "acc.yaml", &o, s, ig, err);
+}
+
+/* What `accelerate config` writes since accelerate 1.6 for FSDP1 (commands/config/cluster.py:
+ * the sharding strategy under fsdp_reshard_after_forward, no fsdp_sharding_strategy) and for
+ * FSDP2 (fsdp_reshard_after_forward a bool; no prefetch, sync or orig-params keys; an empty
+ * parallelism_config when it is not used), for one node of 8 GPUs. */
+static const char acc_fsdp1[] =
+    "compute_environment: LOCAL_MACHINE\ndebug: false\ndistributed_type: FSDP\ndowncast_bf16: 'no'\n"
+    "enable_cpu_affinity: false\nfsdp_config:\n  fsdp_activation_checkpointing: false\n"
+    "  fsdp_auto_wrap_policy: TRANSFORMER_BASED_WRAP\n  fsdp_backward_prefetch: BACKWARD_PRE\n"
+    "  fsdp_cpu_ram_efficient_loading: true\n  fsdp_forward_prefetch: false\n  fsdp_offload_params: false\n"
+    "  fsdp_reshard_after_forward: SHARD_GRAD_OP\n  fsdp_state_dict_type: SHARDED_STATE_DICT\n"
+    "  fsdp_sync_module_states: true\n  fsdp_transformer_layer_cls_to_wrap: LlamaDecoderLayer\n"
+    "  fsdp_use_orig_params: true\n  fsdp_version: 1\nmachine_rank: 0\nmain_training_function: main\n"
+    "mixed_precision: bf16\nnum_machines: 1\nnum_processes: 8\nrdzv_backend: static\nsame_network: true\n"
+    "tpu_env: []\ntpu_use_cluster: false\ntpu_use_sudo: false\nuse_cpu: false\n";
+static const char acc_fsdp2[] =
+    "compute_environment: LOCAL_MACHINE\ndebug: false\ndistributed_type: FSDP\ndowncast_bf16: 'no'\n"
+    "enable_cpu_affinity: false\nfsdp_config:\n  fsdp_activation_checkpointing: true\n"
+    "  fsdp_auto_wrap_policy: TRANSFORMER_BASED_WRAP\n  fsdp_cpu_ram_efficient_loading: true\n"
+    "  fsdp_offload_params: false\n  fsdp_reshard_after_forward: %s\n  fsdp_state_dict_type: SHARDED_STATE_DICT\n"
+    "  fsdp_transformer_layer_cls_to_wrap: LlamaDecoderLayer\n  fsdp_version: 2\nmachine_rank: 0\n"
+    "main_training_function: main\nmixed_precision: bf16\nnum_machines: %d\nnum_processes: %d\n"
+    "parallelism_config:%s\nrdzv_backend: static\nsame_network: true\ntpu_env: []\ntpu_use_cluster: false\n"
+    "tpu_use_sudo: false\nuse_cpu: false\n";
+
+START_TEST(test_accelerate_current)
+{
+    gs_scenario s;
+    gs_diag ig;
+    gs_error err;
+    char y[4096];
+    ck_assert_msg(import_acc(acc_fsdp1, "llama2-7b", &s, &ig, &err) == GS_OK, "%s", err.msg);
+    ck_assert_int_eq(s.strategy.sharding, GS_SHARD_GRAD_OP);
+    ck_assert_int_eq(s.strategy.reshard_after_forward, 0);
+    ck_assert_uint_eq(s.grid.dp, 8);
+    gs_diag_fini(&ig);
+    /* FSDP2, resharding: FULL_SHARD; not resharding: SHARD_GRAD_OP's schedule */
+    snprintf(y, sizeof y, acc_fsdp2, "true", 1, 8, " {}");
+    ck_assert_msg(import_acc(y, "llama2-7b", &s, &ig, &err) == GS_OK, "%s", err.msg);
+    ck_assert_int_eq(s.strategy.sharding, GS_SHARD_FULL_SHARD);
+    ck_assert_int_eq(s.strategy.recompute, GS_RECOMPUTE_FULL);
+    ck_assert_int_eq(s.strategy.prefetch, GS_PREFETCH_BACKWARD_PRE);
+    gs_diag_fini(&ig);
+    snprintf(y, sizeof y, acc_fsdp2, "false", 1, 8, " {}");
+    ck_assert_msg(import_acc(y, "llama2-7b", &s, &ig, &err) == GS_OK, "%s", err.msg);
+    ck_assert_int_eq(s.strategy.sharding, GS_SHARD_GRAD_OP);
+    gs_diag_fini(&ig);
+    /* FSDP2 with TP: dp_shard 4 x tp 2 = 8 processes */
+    snprintf(y, sizeof y, acc_fsdp2, "true", 1, 8,
+             "\n  parallelism_config_cp_size: 1\n  parallelism_config_dp_replicate_size: 1\n"
+             "  parallelism_config_dp_shard_size: 4\n  parallelism_config_tp_size: 2");
+    ck_assert_msg(import_acc(y, "llama2-7b", &s, &ig, &err) == GS_OK, "%s", err.msg);
+    ck_assert_uint_eq(s.grid.tp, 2);
+    ck_assert_uint_eq(s.grid.dp, 4);
+    ck_assert_int_eq(s.strategy.sharding, GS_SHARD_FULL_SHARD);
+    gs_diag_fini(&ig);
+    /* HSDP on 2 nodes: 2 replicas of a node's 8 ranks; replicas of 4 are not gridstep's HSDP;
+     * the sizes must multiply to num_processes */
+    snprintf(y, sizeof y, acc_fsdp2, "true", 2, 16,
+             "\n  parallelism_config_dp_replicate_size: 2\n  parallelism_config_dp_shard_size: 8");
+    ck_assert_msg(import_acc(y, "llama2-7b", &s, &ig, &err) == GS_OK, "%s", err.msg);
+    ck_assert_int_eq(s.strategy.sharding, GS_SHARD_HYBRID_SHARD);
+    ck_assert_uint_eq(s.grid.dp, 16);
+    gs_diag_fini(&ig);
+    snprintf(y, sizeof y, acc_fsdp2, "true", 2, 16,
+             "\n  parallelism_config_dp_replicate_size: 4\n  parallelism_config_dp_shard_size: 4");
+    ck_assert_int_eq(import_acc(y, "llama2-7b", &s, &ig, &err), GS_ERR_INPUT);
+    ck_assert_has(err.msg, "dp_shard_size 4, expected 8");
+    gs_diag_fini(&ig);
+    snprintf(y, sizeof y, acc_fsdp2, "true", 1, 8, "\n  parallelism_config_dp_shard_size: 2\n  parallelism_config_tp_size: 2");
+    ck_assert_int_eq(import_acc(y, "llama2-7b", &s, &ig, &err), GS_ERR_INPUT);
+    ck_assert_has(err.msg, "= 4, expected num_processes 8");
+    gs_diag_fini(&ig);
+    snprintf(y, sizeof y, acc_fsdp2, "true", 1, 8, "\n  parallelism_config_dp_shard_size: 4\n  parallelism_config_cp_size: 2");
+    ck_assert_int_eq(import_acc(y, "llama2-7b", &s, &ig, &err), GS_ERR_INPUT);
+    ck_assert_has(err.msg, "context parallelism");
+    gs_diag_fini(&ig);
+}
+END_TEST
+
+/* The deprecated key still reads (with a note), agrees or is an error; FSDP1-only keys under
+ * FSDP2 are dropped as accelerate drops them. */
+START_TEST(test_accelerate_old_keys)
+{
+    gs_scenario s;
+    gs_diag ig;
+    gs_error err;
+    char y[4096];
+    snprintf(y, sizeof y, "%s", acc_fsdp1);
+    char *k = strstr(y, "  fsdp_reshard_after_forward: SHARD_GRAD_OP\n");
+    memcpy(k, "  fsdp_sharding_strategy:     HYBRID_SHARD\n", 43);
+    ck_assert_msg(import_acc(y, "llama2-7b", &s, &ig, &err) == GS_OK, "%s\n%s", err.msg, y);
+    ck_assert_int_eq(s.strategy.sharding, GS_SHARD_HYBRID_SHARD);
+    ck_assert_uint_eq(count_lines(&ig, "fsdp_sharding_strategy: read as fsdp_reshard_after_forward"), 1);
+    gs_diag_fini(&ig);
+    char both[4200];
+    snprintf(both, sizeof both, "%s", acc_fsdp1);
+    k = strstr(both, "  fsdp_version: 1\n");
+    static const char ins[] = "  fsdp_sharding_strategy: FULL_SHARD\n";
+    memmove(k + strlen(ins), k, strlen(k) + 1);
+    memcpy(k, ins, strlen(ins));
+    ck_assert_int_eq(import_acc(both, "llama2-7b", &s, &ig, &err), GS_ERR_INPUT);
+    ck_assert_has(err.msg, "found fsdp_sharding_strategy FULL_SHARD and fsdp_reshard_after_forward SHARD_GRAD_OP");
+    gs_diag_fini(&ig);
+    snprintf(y, sizeof y, "%s", acc_fsdp1);
+    memcpy(strstr(y, "  fsdp_version: 1"), "  fsdp_version: 2", 17);
+    ck_assert_int_eq(import_acc(y, "llama2-7b", &s, &ig, &err), GS_ERR_INPUT); /* SHARD_GRAD_OP is no bool */
+    ck_assert_has(err.msg, "fsdp_reshard_after_forward (fsdp_version 2): found");
+    gs_diag_fini(&ig);
+    memcpy(strstr(y, "SHARD_GRAD_OP"), "false        ", 13);
+    ck_assert_msg(import_acc(y, "llama2-7b", &s, &ig, &err) == GS_OK, "%s", err.msg);
+    ck_assert_uint_eq(count_lines(&ig, "fsdp_backward_prefetch: ignored: FSDP2 has none"), 1);
+    gs_diag_fini(&ig);
+}
+END_TEST
+
+/* Scenarios read back from their own accelerate YAML with --cluster alone: the model and batch
+ * come from gridstep's lines (a nominal model: the seed's 7B with params 7e9 is no preset), and
+ * the schedules built from both are equal. TP goes through FSDP2's parallelism_config, HSDP
+ * through FSDP1's HYBRID_SHARD. */
+static const char *const acc_roundtrip[] = {
+    "scenarios/seed-7b-8xa100.yaml",
+    "scenarios/seed-7b-64gpu-25gbe-hsdp.yaml",
+    "model: {params: 1.3e9, layers: 24, hidden: 2048, seq: 2048}\ncluster: {preset: dgx-a100-80g, nodes: 1}\n"
+    "grid: {dp: 4, pp: 1, tp: 2}\nstrategy: {sharding: full_shard, recompute: full}\nbatch: {global: 16, micro: 2}\n",
+    "model: llama2-7b\ncluster: {preset: dgx-a100-80g, nodes: 2}\ngrid: {dp: 8, pp: 1, tp: 2}\n"
+    "strategy: {sharding: hybrid_shard}\nbatch: {global: 32, micro: 1}\n",
+};
+
+START_TEST(test_accelerate_roundtrip)
+{
+    gs_scenario a, b;
+    gs_mesh ma, mb;
+    gs_error err;
+    gs_error_init(&err);
+    const char *c = acc_roundtrip[_i];
+    if (strncmp(c, "scenarios/", 10) == 0)
+        ck_assert_msg(gs_scenario_load_file(srcpath(c), &a, &err) == GS_OK, "%s", err.msg);
+    else
+        ck_assert_msg(gs_scenario_load_string(c, strlen(c), "case", &a, &err) == GS_OK, "%s", err.msg);
+    ck_assert_msg(gs_scenario_mesh(&a, &ma, NULL, &err) == GS_OK, "%s", err.msg);
+    gs_text t;
+    gs_text_init(&t);
+    ck_assert_msg(gs_launch_emit(&a, &ma, GS_LAUNCH_ACCELERATE, &t, &err) == GS_OK, "%s", err.msg);
+    if (a.grid.tp > 1) {
+        ck_assert_has(gs_text_str(&t), "  fsdp_version: 2\n");
+        ck_assert_has(gs_text_str(&t), "parallelism_config_tp_size: 2\n");
+    }
+    ck_assert_ptr_null(strstr(gs_text_str(&t), "  fsdp_sharding_strategy:"));
+    gs_import_opts o;
+    gs_import_opts_init(&o);
+    o.cluster = a.cluster.name;
+    gs_diag ig;
+    gs_diag_init(&ig);
+    gs_status st = gs_import_accelerate_string(gs_text_str(&t), t.len, "emitted.yaml", &o, &b, &ig, &err);
+    ck_assert_msg(st == GS_OK, "%s\n%s", err.msg, gs_text_str(&t));
+    ck_assert_uint_eq(b.model.nominal_params, a.model.nominal_params);
+    ck_assert_uint_eq(b.model.layers, a.model.layers);
+    ck_assert_uint_eq(b.model.hidden, a.model.hidden);
+    ck_assert_uint_eq(gs_model_params(&b.model), gs_model_params(&a.model));
+    ck_assert_uint_eq(b.batch.global_seqs, a.batch.global_seqs);
+    ck_assert_uint_eq(b.batch.micro_seqs, a.batch.micro_seqs);
+    ck_assert_uint_eq(b.grid.tp, a.grid.tp);
+    ck_assert_uint_eq(b.grid.dp, a.grid.dp);
+    ck_assert_int_eq(b.strategy.sharding, a.strategy.sharding == GS_SHARD_ZERO3 ? GS_SHARD_FULL_SHARD : a.strategy.sharding);
+    ck_assert_msg(gs_scenario_mesh(&b, &mb, NULL, &err) == GS_OK, "%s", err.msg);
+    gs_schedule *sa = NULL, *sb = NULL;
+    ck_assert_msg(gs_schedule_build(&a, &ma, 0, &sa, &err) == GS_OK, "%s", err.msg);
+    memcpy(b.name, a.name, sizeof b.name); /* the schedule's header names its scenario */
+    ck_assert_msg(gs_schedule_build(&b, &mb, 0, &sb, &err) == GS_OK, "%s", err.msg);
+    ck_assert_msg(gs_schedule_equal(sa, sb), "schedules differ after the round trip of %s", c);
+    gs_schedule_destroy(sa);
+    gs_schedule_destroy(sb);
+    gs_diag_fini(&ig);
+    gs_text_fini(&t);
+}
+END_TEST
+
 static Suite *import_suite(void)
 {
     Suite *s = suite_create("import");
@@ -516,6 +707,12 @@ static Suite *import_suite(void)
     tcase_add_test(mg, test_hsdp_import);
     tcase_add_test(mg, test_dump);
     suite_add_tcase(s, mg);
+    TCase *acc = tcase_create("accelerate");
+    tcase_set_timeout(acc, 60);
+    tcase_add_test(acc, test_accelerate_current);
+    tcase_add_test(acc, test_accelerate_old_keys);
+    tcase_add_loop_test(acc, test_accelerate_roundtrip, 0, (int)(sizeof acc_roundtrip / sizeof acc_roundtrip[0]));
+    suite_add_tcase(s, acc);
     return s;
 }
 

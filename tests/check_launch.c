@@ -92,14 +92,15 @@ START_TEST(test_seed_70b_megatron)
 
     /* torchrun: accelerate cannot draw TP8, so the Megatron command, with the reason */
     ck_assert_int_eq(emit(&s, &m, GS_LAUNCH_TORCHRUN, &t, &err), GS_OK);
-    ck_assert_has(gs_text_str(&t), "# no accelerate FSDP config: grid tp=8");
+    ck_assert_has(gs_text_str(&t), "# no accelerate FSDP config: grid pp=2");
     ck_assert_has(gs_text_str(&t), "pretrain_gpt.py");
     gs_text_fini(&t);
 
-    /* accelerate alone: an error naming the tensor parallelism */
+    /* accelerate alone: an error naming the pipeline parallelism (its TP runs through FSDP2's
+     * parallelism_config; it has no PP) */
     ck_assert_int_eq(emit(&s, &m, GS_LAUNCH_ACCELERATE, &t, &err), GS_ERR_INPUT);
-    ck_assert_has(err.msg, "tp=8");
-    ck_assert_has(err.msg, "no tensor parallelism");
+    ck_assert_has(err.msg, "pp=2");
+    ck_assert_has(err.msg, "no pipeline parallelism");
     gs_text_fini(&t);
 }
 END_TEST
@@ -115,7 +116,9 @@ START_TEST(test_seed_7b_accelerate)
     const char *x = gs_text_str(&t);
     /* seed S11/S14: one node of 8 A100, FULL_SHARD, per-layer wrap, BACKWARD_PRE, bf16 */
     ck_assert_has(x, "distributed_type: FSDP\n");
-    ck_assert_has(x, "  fsdp_sharding_strategy: FULL_SHARD\n");
+    /* accelerate >= 1.6 writes the FSDP1 strategy as fsdp_reshard_after_forward */
+    ck_assert_has(x, "  fsdp_reshard_after_forward: FULL_SHARD\n");
+    ck_assert_ptr_null(strstr(x, "  fsdp_sharding_strategy:"));
     ck_assert_has(x, "  fsdp_auto_wrap_policy: TRANSFORMER_BASED_WRAP\n");
     ck_assert_has(x, "  fsdp_transformer_layer_cls_to_wrap: LlamaDecoderLayer\n");
     ck_assert_has(x, "  fsdp_backward_prefetch: BACKWARD_PRE\n");
@@ -181,7 +184,7 @@ START_TEST(test_mismatches)
     ck_assert_has(gs_text_str(&t), "unset CUDA_DEVICE_MAX_CONNECTIONS");
     gs_text_fini(&t);
     ck_assert_int_eq(emit(&s, &m, GS_LAUNCH_ACCELERATE, &t, &err), GS_OK);
-    ck_assert_has(gs_text_str(&t), "fsdp_sharding_strategy: HYBRID_SHARD\n");
+    ck_assert_has(gs_text_str(&t), "fsdp_reshard_after_forward: HYBRID_SHARD\n");
     gs_text_fini(&t);
 
     /* zero1 on pure DP: accelerate cannot, Megatron can (--use-distributed-optimizer) */
@@ -196,12 +199,13 @@ START_TEST(test_mismatches)
     ck_assert_ptr_null(strstr(gs_text_str(&t), "-fsdp"));
     gs_text_fini(&t);
 
-    /* offload + selective recompute with TP: neither launcher -> one error naming both */
+    /* offload + sequence parallelism with TP: neither launcher -> one error naming both
+     * (accelerate's TP plan has no sequence parallelism; Megatron-LM no parameter offload) */
     load_text("model: llama2-7b\ncluster: {preset: dgx-a100-80g, nodes: 1}\n"
-              "grid: {dp: 4, pp: 1, tp: 2}\nstrategy: {sharding: full_shard, offload: true}\n",
+              "grid: {dp: 4, pp: 1, tp: 2}\nstrategy: {sharding: full_shard, offload: true, sequence_parallel: true}\n",
               &s, &m);
     ck_assert_int_eq(emit(&s, &m, GS_LAUNCH_TORCHRUN, &t, &err), GS_ERR_INPUT);
-    ck_assert_has(err.msg, "accelerate: grid tp=2");
+    ck_assert_has(err.msg, "accelerate: grid tp=2 with sequence_parallel");
     ck_assert_has(err.msg, "Megatron-LM: strategy.offload");
     gs_text_fini(&t);
 
@@ -250,7 +254,7 @@ START_TEST(test_mismatches)
               &s, &m);
     ck_assert_int_eq(emit(&s, &m, GS_LAUNCH_ACCELERATE, &t, &err), GS_OK);
     ck_assert_has(gs_text_str(&t), "# note: sharding zero3 is written as FSDP FULL_SHARD");
-    ck_assert_has(gs_text_str(&t), "fsdp_sharding_strategy: FULL_SHARD\n");
+    ck_assert_has(gs_text_str(&t), "fsdp_reshard_after_forward: FULL_SHARD\n");
     gs_text_fini(&t);
 }
 END_TEST
