@@ -12,6 +12,7 @@
 #include "cli/cli_common.h"
 #include "cli/commands.h"
 #include "cli/mpi_split.h"
+#include "cli/progress.h"
 #include "engine/launch.h"
 #include "engine/plan.h"
 #include "engine/sweep.h"
@@ -71,6 +72,10 @@ const char gs_cmd_plan_help[] =
     "                     shard g % N; each piece holds its shard's exact best --top\n"
     "  --emit K           print only the winner's launch configuration, K = torchrun, accelerate,\n"
     "                     megatron or slurm (as gridstep mesh --emit; the ranking is not printed)\n"
+    "  --quiet            no progress on standard error (by default: the share of the\n"
+    "                     configurations simulated, of at most the count left after the early\n"
+    "                     pruning, and the time left at that pace; on a terminal one line, in a log\n"
+    "                     a line every 5 s, GRIDSTEP_PROGRESS_S)\n"
     "Under mpirun (a gridstep built --with-mpi; needs --json): rank r of N searches shard r/N and\n"
     "rank 0 merges the pieces as gridstep merge does and prints the document; the candidates and\n"
     "counts are the serial plan's, except `simulated` and the R4 entry of `pruned` (the work the\n"
@@ -90,7 +95,7 @@ const char gs_cmd_plan_help[] =
 static const char usage[] =
     "gridstep plan (--model M --cluster C --nodes N | SCENARIO.yaml) [--global-batch B] [--seq S] [--top K] "
     "[--json] [--tp LIST] [--pp LIST] [--dp LIST] [--sharding LIST] [--micro LIST] [--max-candidates N] "
-    "[--threads N] [--no-extrapolate] [--emit torchrun|accelerate|megatron|slurm] [--shard I/N]";
+    "[--threads N] [--no-extrapolate] [--emit torchrun|accelerate|megatron|slurm] [--shard I/N] [--quiet]";
 
 /* The winner as a scenario of its own: the plan's model, cluster and batch with the winner's
  * grid, strategy and micro-batch; then its launch document on stdout. */
@@ -127,13 +132,6 @@ static gs_status eval_sim(const gs_scenario *s, const gs_mesh *mesh, void *ctx, 
 {
     (void)ctx;
     return gs_sim_scenario(s, mesh, 0, NULL, rep, NULL, err);
-}
-
-static void progress_tty(void *ctx, uint64_t done, uint64_t total)
-{
-    (void)ctx;
-    if (done == total || done % 16 == 0)
-        fprintf(stderr, "\rgridstep plan: simulated %" PRIu64 " (at most %" PRIu64 ")", done, total);
 }
 
 static gs_status parse_u64(const char *opt, const char *s, uint64_t *out, gs_error *err)
@@ -196,7 +194,7 @@ static const char *pipe_label(const gs_plan_candidate *c, char *buf, size_t len)
 static const char *cand_label(const gs_plan_candidate *c, char *buf, size_t len)
 {
     char p[32];
-    snprintf(buf, len, "dp=%" PRIu64 " pp=%" PRIu64 " tp=%" PRIu64 " %s%s micro=%" PRIu64 " recompute=%s%s%s%s",
+    snprintf(buf, len, GS_GRID_FMT " %s%s micro=%" PRIu64 " recompute=%s%s%s%s",
              c->dp, c->pp, c->tp, gs_sharding_name(c->strategy.sharding), c->strategy.offload ? "+offload" : "",
              c->micro, gs_recompute_name(c->strategy.recompute), c->pp > 1 ? " " : "",
              c->pp > 1 ? pipe_label(c, p, sizeof p) : "", c->strategy.sequence_parallel ? " sp" : "");
@@ -390,12 +388,12 @@ static void print_plan(const gs_scenario *s, const gs_plan *p, size_t top, int d
            pruned, p->simulated, wall);
     gs_cli_table t;
     gs_cli_table_init(&t, 13);
-    gs_cli_table_rowf(&t, "rank\tdp/pp/tp\tsharding\tmicro\trecompute\tpipeline\tSP\tstep\ttokens/s/GPU\tMFU\t"
+    gs_cli_table_rowf(&t, "rank\tdp x pp x tp\tsharding\tmicro\trecompute\tpipeline\tSP\tstep\ttokens/s/GPU\tMFU\t"
                           "peak/GPU mem (GB)\tNCCL\tbubble");
     for (size_t i = 0; i < p->ncands && i < top; i++) {
         const gs_plan_candidate *c = &p->cands[i];
         char pl[32];
-        gs_cli_table_rowf(&t, "%zu\t%" PRIu64 "/%" PRIu64 "/%" PRIu64 "\t%s%s\t%" PRIu64 "\t%s\t%s\t%s\t%s\t%.1f\t%.1f%%\t"
+        gs_cli_table_rowf(&t, "%zu\t" GS_GRID_CELL_FMT "\t%s%s\t%" PRIu64 "\t%s\t%s\t%s\t%s\t%.1f\t%.1f%%\t"
                               "%.1f / %.1f\t%.1f%%\t%.1f%%",
                           i + 1, c->dp, c->pp, c->tp, gs_sharding_name(c->strategy.sharding),
                           c->strategy.offload ? "+offload" : "", c->micro, gs_recompute_name(c->strategy.recompute),
@@ -458,7 +456,7 @@ static gs_status plan_run(int argc, char **argv, const gs_mpi_split *sp, char **
                           gs_error *err)
 {
     enum { O_MODEL = 256, O_CLUSTER, O_NODES, O_BATCH, O_SEQ, O_TOP, O_JSON, O_TP, O_PP, O_DP, O_SHARD, O_MICRO,
-           O_MAX, O_THREADS, O_NOEXTRA, O_EMIT, O_SHARD_IN };
+           O_MAX, O_THREADS, O_NOEXTRA, O_EMIT, O_SHARD_IN, O_QUIET };
     static const struct option opts[] = {
         {"model", required_argument, NULL, O_MODEL}, {"cluster", required_argument, NULL, O_CLUSTER},
         {"nodes", required_argument, NULL, O_NODES}, {"global-batch", required_argument, NULL, O_BATCH},
@@ -468,12 +466,12 @@ static gs_status plan_run(int argc, char **argv, const gs_mpi_split *sp, char **
         {"sharding", required_argument, NULL, O_SHARD}, {"micro", required_argument, NULL, O_MICRO},
         {"max-candidates", required_argument, NULL, O_MAX}, {"threads", required_argument, NULL, O_THREADS},
         {"no-extrapolate", no_argument, NULL, O_NOEXTRA}, {"emit", required_argument, NULL, O_EMIT},
-        {"shard", required_argument, NULL, O_SHARD_IN},
+        {"shard", required_argument, NULL, O_SHARD_IN}, {"quiet", no_argument, NULL, O_QUIET},
         {NULL, 0, NULL, 0},
     };
     const char *model = NULL, *cluster = NULL;
     uint64_t nodes = 0, global = 0, seq = 0, top = 10, v;
-    int json = 0, emit = 0, c;
+    int json = 0, emit = 0, quiet = 0, c;
     gs_launch_kind kind = GS_LAUNCH_TORCHRUN;
     gs_plan_opts po;
     gs_plan_opts_init(&po);
@@ -501,6 +499,7 @@ static gs_status plan_run(int argc, char **argv, const gs_mpi_split *sp, char **
             }
             break;
         case O_NOEXTRA: po.no_extrapolate = 1; break;
+        case O_QUIET: quiet = 1; break;
         case O_SHARD_IN: rc = gs_shard_parse("--shard", optarg, &po.shard_index, &po.shard_count, err); break;
         case O_EMIT:
             if (gs_launch_kind_parse(optarg, &kind) != 0)
@@ -557,14 +556,21 @@ static gs_status plan_run(int argc, char **argv, const gs_mpi_split *sp, char **
     gs_compute_model cm;
     gs_compute_model_init(&cm, &s.cluster.gpu, s.strategy.precision);
     po.compute_slowdown = cm.overlap_slowdown;
-    if (isatty(STDERR_FILENO))
-        po.progress = progress_tty;
+    /* under mpirun the first rank reports its shard's progress for all */
+    gs_progress prog;
+    gs_progress_init(&prog, "gridstep plan", "configurations to simulate", !quiet && (!split || sp->rank == 0));
+    prog.bound = 1; /* the bound R4 prunes some of them as the search goes */
+    po.progress = gs_progress_callback;
+    po.progress_ctx = &prog;
     gs_plan *p = NULL;
     double t0 = now_s();
     gs_cli_keep_freed_memory();
     rc = gs_plan_run(&s, &po, &p, err);
-    if (po.progress)
-        fputc('\n', stderr); /* end the progress line */
+    if (rc == GS_OK) { /* the bound is known now: what was simulated */
+        prog.bound = 0;
+        gs_progress_update(&prog, p->simulated, p->simulated, NULL);
+    }
+    gs_progress_end(&prog);
     if (rc != GS_OK)
         return rc;
     double wall = now_s() - t0;
