@@ -25,4 +25,28 @@ gs_status gs__import_finish(const gs_import_opts *o, uint64_t nodes, uint64_t in
 gs_status gs__import_ignored(gs_diag *ignored, gs_error *err, const char *fmt, ...)
     __attribute__((format(printf, 3, 4)));
 
+/* One word of a command and the line (1-based) it was written on. */
+typedef struct gs__word {
+    char *text; /* owned */
+    unsigned line;
+} gs__word;
+
+/* A list of words (owned). */
+typedef struct gs__words {
+    gs__word *w;
+    size_t n, cap;
+} gs__words;
+
+void gs__words_init(gs__words *w);
+void gs__words_fini(gs__words *w);
+/* Appends a copy of text[0..len). GS_ERR_NOMEM; GS_ERR_INPUT past 100000 words. */
+gs_status gs__words_push(gs__words *w, const char *text, size_t len, unsigned line);
+
+/* Reads a launch script as bash would run it, as far as a launch needs (engine/import_shell.c:
+ * variables, arrays, defaults, arithmetic, export; nothing is executed) and writes the words of
+ * its training command (the command naming a *.py script) to out, which it initializes; a text
+ * without one that is a single command of --flags is taken whole. GS_ERR_INPUT at
+ * ORIGIN:LINE for what it does not read (if, for, functions, ...). */
+gs_status gs__shell_training_command(const char *text, const char *origin, gs__words *out, gs_error *err);
+
 #endif

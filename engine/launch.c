@@ -9,6 +9,9 @@
 #include <string.h>
 #include <strings.h>
 
+#include "engine/scenario_write.h"
+#include "engine/schedule.h"
+
 /* Rendezvous port written into the launch lines (torchrun's default, 29500). */
 #define LAUNCH_MASTER_PORT 29500
 /* DDP's default gradient bucket, bytes (PyTorch bucket_cap_mb = 25). */
@@ -104,14 +107,35 @@ static int no_fit(char *why, size_t len, const char *fmt, ...)
     return 0;
 }
 
+/* TP in accelerate: FSDP2 with parallelism_config (accelerate >= 1.10), whose mesh puts tp
+ * fastest; FSDP2 has no NO_SHARD (a replicated-only dp is DDP, which has no TP plan there), no
+ * prefetch keys, and no sequence parallelism or TP overlap for the TP plan. */
+static int accelerate_tp_fits(const gs_scenario *s, const gs_mesh *m, char *why, size_t len)
+{
+    const gs_strategy *st = &s->strategy;
+    uint64_t tp = m->size[GS_DIM_TP];
+    if (m->order[0] != GS_DIM_TP)
+        return no_fit(why, len, "grid tp=%" PRIu64 " not fastest in grid.order: accelerate's parallelism_config mesh "
+                                "puts tp fastest (use --emit megatron)", tp);
+    if (st->sharding == GS_SHARD_NO_SHARD)
+        return no_fit(why, len, "grid tp=%" PRIu64 " with sharding no_shard: accelerate's TP runs under FSDP2, which "
+                                "has no NO_SHARD (use --emit megatron)", tp);
+    if (st->sequence_parallel || st->tp_comm_overlap)
+        return no_fit(why, len, "grid tp=%" PRIu64 " with %s: accelerate's parallelism_config has no key for it (use "
+                                "--emit megatron)", tp, st->sequence_parallel ? "sequence_parallel" : "tp_comm_overlap");
+    if (st->prefetch != GS_PREFETCH_BACKWARD_PRE || st->forward_prefetch)
+        return no_fit(why, len, "grid tp=%" PRIu64 " with prefetch %s%s: accelerate's TP needs FSDP2, which has no "
+                                "fsdp_backward_prefetch or fsdp_forward_prefetch (it prefetches the next layer "
+                                "itself: backward_pre)", tp, gs_prefetch_name(st->prefetch),
+                      st->forward_prefetch ? " + forward_prefetch" : "");
+    return 1;
+}
+
 int gs_launch_accelerate_fits(const gs_scenario *s, const gs_mesh *m, char *why, size_t len)
 {
     const gs_strategy *st = &s->strategy;
-    if (m->size[GS_DIM_TP] > 1)
-        return no_fit(why, len,
-                      "grid tp=%" PRIu64 ": accelerate's FSDP config has no tensor parallelism "
-                      "(use --emit megatron)",
-                      m->size[GS_DIM_TP]);
+    if (m->size[GS_DIM_TP] > 1 && !accelerate_tp_fits(s, m, why, len))
+        return 0;
     if (m->size[GS_DIM_PP] > 1)
         return no_fit(why, len,
                       "grid pp=%" PRIu64 ": accelerate's FSDP config has no pipeline parallelism "
@@ -136,8 +160,8 @@ int gs_launch_accelerate_fits(const gs_scenario *s, const gs_mesh *m, char *why,
     if (st->reshard_after_forward != gs_sharding_shards_params(st->sharding))
         return no_fit(why, len,
                       "strategy.reshard_after_forward %s with sharding %s: accelerate's FSDP "
-                      "config ties resharding to fsdp_sharding_strategy (FULL_SHARD reshards, "
-                      "SHARD_GRAD_OP keeps parameters through backward)",
+                      "config ties resharding to the sharding (fsdp_reshard_after_forward: FULL_SHARD "
+                      "reshards, SHARD_GRAD_OP keeps parameters through backward)",
                       st->reshard_after_forward ? "true" : "false",
                       gs_sharding_name(st->sharding));
     return 1;
@@ -154,11 +178,6 @@ int gs_launch_megatron_fits(const gs_scenario *s, const gs_mesh *m, char *why, s
                       "--use-tp-pp-dp-mapping",
                       order);
     }
-    if (st->sharding == GS_SHARD_HYBRID_SHARD)
-        return no_fit(why, len,
-                      "strategy.sharding hybrid_shard: Megatron-LM has no flag for FULL_SHARD "
-                      "inside a node replicated across nodes (use --emit accelerate: "
-                      "HYBRID_SHARD)");
     if (st->sharding == GS_SHARD_GRAD_OP)
         return no_fit(why, len,
                       "strategy.sharding shard_grad_op: Megatron-LM has no FSDP unit that keeps "
@@ -275,19 +294,114 @@ static const char *fsdp_strategy_name(gs_sharding s)
     }
 }
 
-static void emit_accelerate(launch_doc *d, const gs_scenario *s, const gs_mesh *m)
+/* The DP ranks of one node: HSDP's shard group (gs_group_of's DP_INTRA). */
+static uint64_t dp_ranks_per_node(const gs_mesh *m)
+{
+    uint64_t intra = 0;
+    gs_group_of(m, GS_GROUP_DP_INTRA, 0, &intra);
+    return intra ? intra : 1;
+}
+
+/* accelerate's FSDP version for the scenario: 2 (FSDP2 with parallelism_config, accelerate >=
+ * 1.10) when there is TP to express, else 1. */
+static int accelerate_fsdp_version(const gs_mesh *m)
+{
+    return m->size[GS_DIM_TP] > 1 ? 2 : 1;
+}
+
+/* The fsdp_config block, keys sorted as `accelerate config` writes them (its
+ * commands/config/cluster.py; accelerate >= 1.6 writes fsdp_reshard_after_forward, holding the
+ * FSDP1 sharding strategy's name or FSDP2's bool, and no longer the deprecated
+ * fsdp_sharding_strategy; FSDP2 has no backward/forward prefetch, sync_module_states or
+ * use_orig_params keys). */
+static void put_fsdp_config(launch_doc *d, const gs_scenario *s, int version)
 {
     const gs_strategy *st = &s->strategy;
     const char *cls = gs_launch_layer_class(&s->model);
+    static const char *const wraps[] = {"TRANSFORMER_BASED_WRAP", "NO_WRAP", "SIZE_BASED_WRAP"};
+    put(d, "fsdp_config:\n");
+    put(d, "  fsdp_activation_checkpointing: %s\n", st->recompute == GS_RECOMPUTE_FULL ? "true" : "false");
+    put(d, "  fsdp_auto_wrap_policy: %s\n",
+        wraps[st->wrap == GS_WRAP_LAYER ? 0 : st->wrap == GS_WRAP_MODEL ? 1 : 2]);
+    if (version == 1)
+        put(d, "  fsdp_backward_prefetch: %s\n",
+            st->prefetch == GS_PREFETCH_BACKWARD_PRE    ? "BACKWARD_PRE"
+            : st->prefetch == GS_PREFETCH_BACKWARD_POST ? "BACKWARD_POST"
+                                                        : "NO_PREFETCH");
+    put(d, "  fsdp_cpu_ram_efficient_loading: true\n");
+    if (version == 1)
+        put(d, "  fsdp_forward_prefetch: %s\n", st->forward_prefetch ? "true" : "false");
+    if (st->wrap == GS_WRAP_MIN_PARAMS)
+        put(d, "  fsdp_min_num_params: %" PRIu64 "\n", st->wrap_min_params);
+    put(d, "  fsdp_offload_params: %s\n", st->offload ? "true" : "false");
+    if (version == 1)
+        put(d, "  fsdp_reshard_after_forward: %s\n", fsdp_strategy_name(st->sharding));
+    else
+        put(d, "  fsdp_reshard_after_forward: %s\n", st->reshard_after_forward ? "true" : "false");
+    put(d, "  fsdp_state_dict_type: SHARDED_STATE_DICT\n");
+    if (version == 1)
+        put(d, "  fsdp_sync_module_states: true\n");
+    if (st->wrap == GS_WRAP_LAYER) {
+        if (cls)
+            put(d, "  fsdp_transformer_layer_cls_to_wrap: %s\n", cls);
+        else
+            put(d, "  fsdp_transformer_layer_cls_to_wrap: DecoderLayer  # placeholder: your "
+                   "model's decoder-layer class\n");
+    }
+    if (version == 1)
+        put(d, "  fsdp_use_orig_params: true\n");
+    put(d, "  fsdp_version: %d\n", version);
+}
+
+/* accelerate's ParallelismConfig (accelerate >= 1.10, FSDP2 only; the keys `accelerate config`
+ * writes): its device mesh is (dp_replicate, dp_shard, cp, sp, tp), tp fastest, so the shard
+ * group is dp_shard consecutive DP ranks: HSDP shards over a node's DP ranks. */
+static void put_parallelism_config(launch_doc *d, const gs_scenario *s, const gs_mesh *m)
+{
+    uint64_t dp = m->size[GS_DIM_DP];
+    uint64_t shard = s->strategy.sharding == GS_SHARD_HYBRID_SHARD ? dp_ranks_per_node(m) : dp;
+    put(d, "parallelism_config:\n");
+    put(d, "  parallelism_config_cp_size: 1\n");
+    put(d, "  parallelism_config_dp_replicate_size: %" PRIu64 "\n", dp / shard);
+    put(d, "  parallelism_config_dp_shard_size: %" PRIu64 "\n", shard);
+    put(d, "  parallelism_config_tp_size: %" PRIu64 "\n", m->size[GS_DIM_TP]);
+}
+
+/* gridstep's own lines: the model and batch the YAML cannot hold, read back on import. */
+static void put_gridstep_lines(launch_doc *d, const gs_scenario *s)
+{
+    gs_text model;
+    gs_text_init(&model);
+    if (gs_model_write_flow(&s->model, &model) != GS_OK) {
+        d->st = GS_ERR_NOMEM;
+    } else {
+        put(d, "# gridstep model: %s\n", gs_text_str(&model));
+        put(d, "# gridstep batch: {global: %" PRIu64 ", micro: %" PRIu64 "}\n", s->batch.global_seqs,
+            s->batch.micro_seqs);
+    }
+    gs_text_fini(&model);
+}
+
+static void emit_accelerate(launch_doc *d, const gs_scenario *s, const gs_mesh *m)
+{
+    const gs_strategy *st = &s->strategy;
     uint64_t nodes = gs_mesh_nodes(m);
+    int version = accelerate_fsdp_version(m);
     put(d, "# accelerate FSDP config for %s: ", s->name);
     put_subject(d, s, m);
     put(d, "\n# launch on every node: accelerate launch --config_file accelerate_fsdp.yaml "
            "--machine_rank $NODE_RANK train.py\n");
+    put(d, "# for accelerate >= %s (fsdp_reshard_after_forward%s)\n", version == 2 ? "1.10" : "1.6",
+        version == 2 ? ", FSDP2, parallelism_config" : "; older versions call it fsdp_sharding_strategy");
     put_batch_comment(d, s, m);
+    put_gridstep_lines(d, s);
     if (st->sharding == GS_SHARD_ZERO3)
-        put(d, "# note: sharding zero3 is written as FSDP FULL_SHARD (the same shard plan and "
-               "schedule in gridstep)\n");
+        put(d, "# note: sharding zero3 is written as FSDP %s (the same shard plan and "
+               "schedule in gridstep)\n", version == 2 ? "fsdp_reshard_after_forward true" : "FULL_SHARD");
+    if (version == 2)
+        put(d, "# note: tp=%" PRIu64 " through parallelism_config needs a model with a tensor-parallel "
+               "plan (transformers' tp_plan): attention and MLP GEMMs split as Megatron-LM splits them\n",
+            m->size[GS_DIM_TP]);
     if (!st->limit_all_gathers)
         put(d, "# note: limit_all_gathers false has no accelerate config key (FSDP's default is "
                "limit_all_gathers=True): set it where the training code wraps the model\n");
@@ -297,41 +411,7 @@ static void emit_accelerate(launch_doc *d, const gs_scenario *s, const gs_mesh *
     put(d, "distributed_type: FSDP\n");
     put(d, "downcast_bf16: 'no'\n");
     put(d, "enable_cpu_affinity: false\n");
-    put(d, "fsdp_config:\n");
-    put(d, "  fsdp_activation_checkpointing: %s\n",
-        st->recompute == GS_RECOMPUTE_FULL ? "true" : "false");
-    switch (st->wrap) {
-    case GS_WRAP_LAYER:
-        put(d, "  fsdp_auto_wrap_policy: TRANSFORMER_BASED_WRAP\n");
-        break;
-    case GS_WRAP_MIN_PARAMS:
-        put(d, "  fsdp_auto_wrap_policy: SIZE_BASED_WRAP\n");
-        break;
-    case GS_WRAP_MODEL:
-        put(d, "  fsdp_auto_wrap_policy: NO_WRAP\n");
-        break;
-    }
-    put(d, "  fsdp_backward_prefetch: %s\n",
-        st->prefetch == GS_PREFETCH_BACKWARD_PRE    ? "BACKWARD_PRE"
-        : st->prefetch == GS_PREFETCH_BACKWARD_POST ? "BACKWARD_POST"
-                                                    : "NO_PREFETCH");
-    put(d, "  fsdp_cpu_ram_efficient_loading: true\n");
-    put(d, "  fsdp_forward_prefetch: %s\n", st->forward_prefetch ? "true" : "false");
-    if (st->wrap == GS_WRAP_MIN_PARAMS)
-        put(d, "  fsdp_min_num_params: %" PRIu64 "\n", st->wrap_min_params);
-    put(d, "  fsdp_offload_params: %s\n", st->offload ? "true" : "false");
-    put(d, "  fsdp_sharding_strategy: %s\n", fsdp_strategy_name(st->sharding));
-    put(d, "  fsdp_state_dict_type: SHARDED_STATE_DICT\n");
-    put(d, "  fsdp_sync_module_states: true\n");
-    if (st->wrap == GS_WRAP_LAYER) {
-        if (cls)
-            put(d, "  fsdp_transformer_layer_cls_to_wrap: %s\n", cls);
-        else
-            put(d, "  fsdp_transformer_layer_cls_to_wrap: DecoderLayer  # placeholder: your "
-                   "model's decoder-layer class\n");
-    }
-    put(d, "  fsdp_use_orig_params: true\n");
-    put(d, "  fsdp_version: 1\n");
+    put_fsdp_config(d, s, version);
     if (nodes == 1)
         put(d, "machine_rank: 0\n");
     else
@@ -346,6 +426,8 @@ static void emit_accelerate(launch_doc *d, const gs_scenario *s, const gs_mesh *
         st->precision == GS_PREC_BF16 ? "bf16" : st->precision == GS_PREC_FP16 ? "fp16" : "'no'");
     put(d, "num_machines: %" PRIu64 "\n", nodes);
     put(d, "num_processes: %" PRIu64 "\n", m->world);
+    if (version == 2)
+        put_parallelism_config(d, s, m);
     put(d, "rdzv_backend: static\n");
     put(d, "same_network: true\n");
     put(d, "tpu_env: []\n");
@@ -366,14 +448,28 @@ static void put_torchrun(launch_doc *d, const gs_mesh *m, const char *rdzv_id, c
             nodes, nproc_per_node(m), rdzv_id, endpoint);
 }
 
+/* Megatron-FSDP's --data-parallel-sharding-strategy for the sharding, or NULL when the sharding
+ * is not Megatron-FSDP's (DDP, the distributed optimizer). */
 static const char *megatron_dp_sharding(gs_sharding s)
 {
     switch (s) {
     case GS_SHARD_ZERO2: return "optim_grads";
     case GS_SHARD_FULL_SHARD:
+    case GS_SHARD_HYBRID_SHARD:
     case GS_SHARD_ZERO3: return "optim_grads_params";
     default: return NULL;
     }
+}
+
+/* HSDP's replicas: the DP group over the DP ranks of one node (gridstep's shard group), i.e.
+ * Megatron-FSDP's --num-distributed-optimizer-instances; 1 when not hybrid_shard. */
+static uint64_t megatron_hsdp_replicas(const gs_scenario *s, const gs_mesh *m)
+{
+    if (s->strategy.sharding != GS_SHARD_HYBRID_SHARD)
+        return 1;
+    uint64_t intra = 0;
+    gs_group_of(m, GS_GROUP_DP_INTRA, 0, &intra);
+    return intra ? m->size[GS_DIM_DP] / intra : 1;
 }
 
 /* The divisor for --make-vocab-size-divisible-by that leaves the vocabulary as the scenario has
@@ -394,6 +490,14 @@ static void put_megatron_notes(launch_doc *d, const gs_scenario *s, const gs_mes
         put(d, "# note: sharding full_shard is written as Megatron-FSDP "
                "--data-parallel-sharding-strategy optim_grads_params (gridstep schedules both "
                "alike; it reads back as zero3)\n");
+    if (st->sharding == GS_SHARD_HYBRID_SHARD && megatron_hsdp_replicas(s, m) == 1)
+        put(d, "# note: hybrid_shard with the whole DP group on one node is FULL_SHARD: no "
+               "--num-distributed-optimizer-instances (it reads back as zero3)\n");
+    if (megatron_dp_sharding(st->sharding) && m->size[GS_DIM_TP] > 1)
+        put(d, "# warning: tp=%" PRIu64 " with Megatron-FSDP: Megatron-LM warns against the pair before "
+               "Blackwell GPUs; TP's overlap wants CUDA_DEVICE_MAX_CONNECTIONS=1 and Megatron-FSDP "
+               "asserts it is not 1, so TP communication overlaps less than gridstep schedules it\n",
+            m->size[GS_DIM_TP]);
     if (gs_sharding_is_fsdp(st->sharding) && st->sharding != GS_SHARD_NO_SHARD) {
         if (st->wrap != GS_WRAP_LAYER)
             put(d, "# note: wrap %s: Megatron-FSDP shards per transformer layer\n",
@@ -497,10 +601,13 @@ static void put_megatron_flags(launch_doc *d, const gs_scenario *s, const gs_mes
     else if (st->recompute == GS_RECOMPUTE_SELECTIVE)
         flag(&f, "--recompute-granularity selective");
     const char *dps = megatron_dp_sharding(st->sharding);
-    if (dps)
-        flag(&f, "--use-custom-fsdp --data-parallel-sharding-strategy %s "
+    if (dps) /* Megatron-FSDP asserts --ckpt-format fsdp_dtensor */
+        flag(&f, "--use-megatron-fsdp --data-parallel-sharding-strategy %s --ckpt-format fsdp_dtensor "
                  "--no-gradient-accumulation-fusion",
              dps);
+    uint64_t replicas = megatron_hsdp_replicas(s, m);
+    if (replicas > 1) /* HSDP: Megatron-FSDP inside a node's DP ranks, replicas across nodes */
+        flag(&f, "--num-distributed-optimizer-instances %" PRIu64 " --outer-dp-sharding-strategy no_shard", replicas);
     if (st->sharding != GS_SHARD_NO_SHARD)
         flag(&f, "--use-distributed-optimizer");
     /* DDP / distributed-optimizer buckets (in parameters), reduced under the backward as gridstep's
@@ -522,6 +629,17 @@ static void put_megatron_flags(launch_doc *d, const gs_scenario *s, const gs_mes
     put(d, "\n");
 }
 
+/* CUDA_DEVICE_MAX_CONNECTIONS as Megatron-LM's validate_args wants it: 1 with TP (it asserts
+ * so for tensor or context parallelism before Blackwell, unless FSDP); Megatron-FSDP asserts it
+ * is not 1, so a launch with it unsets what a container may have exported. */
+static void put_megatron_env(launch_doc *d, const gs_scenario *s, const gs_mesh *m)
+{
+    if (megatron_dp_sharding(s->strategy.sharding))
+        put(d, "unset CUDA_DEVICE_MAX_CONNECTIONS  # Megatron-FSDP asserts it is not 1\n");
+    else if (m->size[GS_DIM_TP] > 1)
+        put(d, "export CUDA_DEVICE_MAX_CONNECTIONS=1  # Megatron-LM asserts it with tensor parallelism\n");
+}
+
 static void emit_megatron(launch_doc *d, const gs_scenario *s, const gs_mesh *m)
 {
     uint64_t nodes = gs_mesh_nodes(m);
@@ -533,6 +651,7 @@ static void emit_megatron(launch_doc *d, const gs_scenario *s, const gs_mesh *m)
     put(d, "# placeholders: add your data and tokenizer flags (--data-path, --tokenizer-type, "
            "...) and the optimizer's (--lr, --train-iters, ...)\n");
     put_megatron_notes(d, s, m);
+    put_megatron_env(d, s, m);
     put_torchrun(d, m, "gridstep", "$MASTER_ADDR:29500");
     put(d, " pretrain_gpt.py \\\n");
     put_megatron_flags(d, s, m, "    ");
@@ -587,6 +706,7 @@ static void emit_slurm(launch_doc *d, const gs_scenario *s, const gs_mesh *m,
     if (accelerate_why) {
         put(d, "# Megatron-LM (no accelerate FSDP config: %s)\n", accelerate_why);
         put_megatron_notes(d, s, m);
+        put_megatron_env(d, s, m);
     } else {
         put_batch_comment(d, s, m);
         put(d, "# train.py wraps the model with FSDP %s as `gridstep ... --emit accelerate` "

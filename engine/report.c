@@ -1,4 +1,4 @@
-/* The step report and the Chrome trace, from a schedule and its timings (any backend). */
+/* The step report, from a schedule and its timings (any backend); the trace is engine/trace.c. */
 #include "engine/report.h"
 
 #include <inttypes.h>
@@ -266,76 +266,4 @@ out:
 void gs_report_fini(gs_report *r)
 {
     gs_diag_fini(&r->warnings);
-}
-
-static void json_str(FILE *f, const char *s)
-{
-    fputc('"', f);
-    for (; *s; s++) {
-        if (*s == '"' || *s == '\\')
-            fputc('\\', f);
-        fputc(*s, f);
-    }
-    fputc('"', f);
-}
-
-gs_status gs_report_trace(const gs_schedule *sch, gs_timing *const *timing, FILE *f, gs_error *err)
-{
-    char name[GS_EVENT_NAME_BYTES];
-    fputs("{\"displayTimeUnit\": \"ms\", \"traceEvents\": [\n", f);
-    int first = 1;
-    for (size_t i = 0; i < sch->nranks; i++) {
-        const gs_rank_events *r = &sch->ranks[i];
-        fprintf(f, "%s{\"ph\": \"M\", \"name\": \"process_name\", \"pid\": %" PRIu64
-                   ", \"args\": {\"name\": \"rank %" PRIu64 " (stage %" PRIu64 ", x%" PRIu64 ")\"}}",
-                first ? "" : ",\n", r->rank, r->rank, r->stage, r->class_size);
-        first = 0;
-        for (int s = 0; s < GS_STREAM_COUNT; s++)
-            fprintf(f, ",\n{\"ph\": \"M\", \"name\": \"thread_name\", \"pid\": %" PRIu64 ", \"tid\": %d, \"args\": "
-                       "{\"name\": \"%s\"}}",
-                    r->rank, s, gs_stream_name((gs_stream)s));
-        uint64_t live = 0;
-        for (size_t t = 0; t < r->ntensors; t++)
-            if (r->tensors[t].resident && !r->tensors[t].on_host)
-                live += r->tensors[t].bytes;
-        for (size_t k = 0; k < r->nevents; k++) {
-            const gs_event *e = &r->events[k];
-            const gs_timing *t = &timing[i][k];
-            gs_event_name(r, e, name, sizeof name);
-            fprintf(f, ",\n{\"ph\": \"X\", \"pid\": %" PRIu64 ", \"tid\": %d, \"ts\": %.3f, \"dur\": %.3f, \"name\": ",
-                    r->rank, e->stream, t->start_s * 1e6, (t->end_s - t->start_s) * 1e6);
-            json_str(f, name);
-            fprintf(f, ", \"args\": {\"bytes\": %" PRIu64, e->bytes);
-            if (e->kind == GS_EV_COMPUTE)
-                fprintf(f, ", \"flops\": %.6g", e->flops);
-            if (e->kind == GS_EV_COLLECTIVE)
-                fprintf(f, ", \"group\": \"%s\", \"group_size\": %" PRIu64 ", \"op\": \"%s\"",
-                        gs_group_kind_name((gs_group_kind)e->group), e->group_size, gs_coll_op_name((gs_coll_op)e->op));
-            if (t->start_s > t->posted_s)
-                fprintf(f, ", \"waited_us\": %.3f", (t->start_s - t->posted_s) * 1e6);
-            fputs("}}", f);
-            const uint32_t *al = gs_event_list(r, e, GS_LINK_ALLOCS);
-            const uint32_t *fr = gs_event_list(r, e, GS_LINK_FREES);
-            if (e->nlinks[GS_LINK_ALLOCS]) {
-                for (uint16_t a = 0; a < e->nlinks[GS_LINK_ALLOCS]; a++)
-                    if (!r->tensors[al[a]].on_host)
-                        live += r->tensors[al[a]].bytes;
-                fprintf(f, ",\n{\"ph\": \"C\", \"pid\": %" PRIu64 ", \"name\": \"memory\", \"ts\": %.3f, "
-                           "\"args\": {\"bytes\": %" PRIu64 "}}",
-                        r->rank, t->start_s * 1e6, live);
-            }
-            if (e->nlinks[GS_LINK_FREES]) {
-                for (uint16_t a = 0; a < e->nlinks[GS_LINK_FREES]; a++)
-                    if (!r->tensors[fr[a]].on_host)
-                        live -= r->tensors[fr[a]].bytes;
-                fprintf(f, ",\n{\"ph\": \"C\", \"pid\": %" PRIu64 ", \"name\": \"memory\", \"ts\": %.3f, "
-                           "\"args\": {\"bytes\": %" PRIu64 "}}",
-                        r->rank, t->end_s * 1e6, live);
-            }
-        }
-    }
-    fputs("\n]}\n", f);
-    if (ferror(f))
-        return gs_error_set(err, GS_ERR_IO, "cannot write the trace");
-    return GS_OK;
 }

@@ -39,8 +39,10 @@ gs_status gs_report_build(const gs_scenario *s, const gs_schedule *sch, gs_timin
                           gs_error *err);
 void gs_report_fini(gs_report *r);
 
-/* Chrome trace JSON (Perfetto): one process per rank list, one thread per stream, one slice per
- * event with its args, and a memory counter track. Deterministic text. */
+/* Chrome trace JSON (Perfetto; engine/trace.c): one process per rank list, one thread per stream,
+ * one slice per event with its args, a memory counter track, and flow arrows linking each
+ * collective's members and each send to its receive. Times in whole nanoseconds, so that no slice
+ * overlaps its neighbour on a stream. Deterministic text. GS_ERR_NOMEM, GS_ERR_IO. */
 gs_status gs_report_trace(const gs_schedule *sch, gs_timing *const *timing, FILE *f, gs_error *err);
 
 #endif

@@ -69,6 +69,33 @@ static gs_status put_model(gs_text *t, const gs_model *m)
     return st;
 }
 
+gs_status gs_model_write_flow(const gs_model *m, gs_text *t)
+{
+    const gs_model *p = gs_model_preset_find(m->name);
+    if (p && m->source && memcmp(&p->layers, &m->layers, offsetof(gs_model, source) - offsetof(gs_model, layers)) == 0)
+        return gs_text_printf(t, "%s", p->name);
+    gs_status st = gs_text_printf(t, "{name: ");
+    if (st == GS_OK)
+        st = put_quoted(t, m->name);
+    if (st == GS_OK && m->nominal_params)
+        st = gs_text_printf(t, ", params: %" PRIu64, m->nominal_params);
+    if (st == GS_OK)
+        st = gs_text_printf(t,
+                            ", layers: %" PRIu64 ", hidden: %" PRIu64 ", heads: %" PRIu64 ", kv_heads: %" PRIu64
+                            ", head_dim: %" PRIu64 ", ffn: %" PRIu64 ", vocab: %" PRIu64 ", seq: %" PRIu64
+                            ", tied_embeddings: %s, bias: %s, dropout: %s, norm: %s, mlp: %s, pos: %s",
+                            m->layers, m->hidden, m->heads, m->kv_heads, m->head_dim, m->ffn, m->vocab, m->seq,
+                            yes_no(m->tied_embeddings), yes_no(m->bias), yes_no(m->dropout),
+                            m->norm == GS_NORM_RMSNORM ? "rmsnorm" : "layernorm",
+                            m->mlp == GS_MLP_SWIGLU ? "swiglu" : "gelu", m->pos == GS_POS_ROPE ? "rope" : "learned");
+    if (st == GS_OK && m->dropout) {
+        char a[32], h[32];
+        st = gs_text_printf(t, ", attention_dropout: %s, hidden_dropout: %s", shortest(m->attention_dropout, a),
+                            shortest(m->hidden_dropout, h));
+    }
+    return st == GS_OK ? gs_text_printf(t, "}") : st;
+}
+
 static gs_status put_cluster(gs_text *t, const gs_cluster *c, gs_error *err)
 {
     const gs_cluster *p = gs_cluster_preset_find(c->name);

@@ -16,4 +16,8 @@
  * MiB), GS_ERR_NOMEM when out cannot grow. */
 gs_status gs_scenario_write_yaml(const gs_scenario *s, gs_text *out, gs_error *err);
 
+/* Appends the model on one line as the scenario's `model:` value reads it back: its preset name
+ * when it is an unmodified preset, else a flow mapping of every field. GS_ERR_NOMEM. */
+gs_status gs_model_write_flow(const gs_model *m, gs_text *out);
+
 #endif

@@ -1,5 +1,7 @@
 /* CRC-32 (the zlib / PNG / Ethernet one: reflected polynomial 0xEDB88320, initial and final
- * complement), for detecting corrupt or mixed checkpoint files. */
+ * complement), for detecting corrupt or mixed checkpoint files; computed by zlib.
+ *
+ * Ownership: a pure function; the data is borrowed for the call. */
 #ifndef GS_CRC32_H
 #define GS_CRC32_H
 

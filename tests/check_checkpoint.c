@@ -401,13 +401,31 @@ START_TEST(test_crc32_reference)
     /* the CRC-32 check value of "123456789" (every CRC catalogue lists 0xCBF43926) */
     ck_assert_uint_eq(crc32_of("123456789", 9), 0xCBF43926u);
     ck_assert_uint_eq(gs_crc32_update(0, "123456789", 9), 0xCBF43926u);
-    /* the library's table-driven CRC against the bitwise one, whole and in two parts */
+    /* the library's CRC (zlib's) against the bitwise one, whole and in two parts */
     unsigned char buf[1000];
     for (size_t i = 0; i < sizeof buf; i++)
         buf[i] = (unsigned char)splitmix64(i);
     ck_assert_uint_eq(gs_crc32_update(0, buf, sizeof buf), crc32_of(buf, sizeof buf));
     ck_assert_uint_eq(gs_crc32_update(gs_crc32_update(0, buf, 333), buf + 333, sizeof buf - 333),
                       crc32_of(buf, sizeof buf));
+    /* every start alignment (0-15) and length 0-300: zlib's word-at-a-time and vector paths
+     * start and end on byte boundaries the bitwise loop never has */
+    for (size_t off = 0; off < 16; off++)
+        for (size_t n = 0; n <= 300; n += 1 + n / 16)
+            ck_assert_msg(gs_crc32_update(0, buf + off, n) == crc32_of(buf + off, n), "offset %zu length %zu",
+                          off, n);
+    /* a buffer past zlib's large-block threshold, chained in uneven pieces */
+    size_t big = (size_t)3 << 20;
+    unsigned char *b = malloc(big);
+    ck_assert_ptr_nonnull(b);
+    for (size_t i = 0; i < big; i++)
+        b[i] = (unsigned char)(splitmix64(i) >> 17);
+    uint32_t want = crc32_of(b, big), c = 0;
+    for (size_t at = 0, piece = 1; at < big; at += piece, piece = piece * 3 + 7)
+        c = gs_crc32_update(c, b + at, piece < big - at ? piece : big - at);
+    ck_assert_uint_eq(gs_crc32_update(0, b, big), want);
+    ck_assert_uint_eq(c, want);
+    free(b);
 }
 END_TEST
 

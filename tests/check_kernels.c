@@ -1,6 +1,8 @@
 /* Check suite for kernels/host: gemm against a double triple loop with a rounding-error bound;
  * every backward against central differences of a double-precision reference forward; AdamW
  * against the PyTorch formula in double; seeded tokens and init (determinism, sharding, moments). */
+#include "config.h"
+
 #include <check.h>
 #include <float.h>
 #include <math.h>
@@ -140,7 +142,10 @@ static void gemm_case(gs__gemm_kernel kern, int ta, int tb, size_t m, size_t n, 
     }
     memcpy(c0, c, m * ldc * sizeof(float));
 
-    gs__gemm_with(kern, ta, tb, m, n, k, alpha, a, lda, b, ldb, beta, c, ldc);
+    if (kern == GS__GEMM_KERNELS) /* the public entry: the hand kernel, or the BLAS of a --with-blas build */
+        gs_k_gemm(ta, tb, m, n, k, alpha, a, lda, b, ldb, beta, c, ldc);
+    else
+        gs__gemm_with(kern, ta, tb, m, n, k, alpha, a, lda, b, ldb, beta, c, ldc);
 
     for (size_t i = 0; i < m; i++) {
         for (size_t j = 0; j < n; j++) {
@@ -168,11 +173,12 @@ static void gemm_case(gs__gemm_kernel kern, int ta, int tb, size_t m, size_t n, 
     free(a), free(b), free(c), free(c0);
 }
 
-/* Every micro-kernel this machine can run, in the four transpose cases. */
+/* Every micro-kernel this machine can run, and gs_k_gemm itself (a BLAS when built --with-blas:
+ * any summation order of k products stays within the same bound), in the four transpose cases. */
 START_TEST(test_gemm_transposes)
 {
-    for (int kern = 0; kern < GS__GEMM_KERNELS; kern++) {
-        if (!gs__gemm_kernel_available((gs__gemm_kernel)kern))
+    for (int kern = 0; kern <= GS__GEMM_KERNELS; kern++) {
+        if (kern < GS__GEMM_KERNELS && !gs__gemm_kernel_available((gs__gemm_kernel)kern))
             continue;
         for (int ta = 0; ta < 2; ta++)
             for (int tb = 0; tb < 2; tb++) {
@@ -213,8 +219,10 @@ START_TEST(test_gemm_order)
         memcpy(sub + i * 58, c + (70 + i) * N + 3, 58 * sizeof(float));
     float *c_in = falloc(M * N);
     memcpy(c_in, c, M * N * sizeof(float));
-    gs_k_gemm(0, 1, M, N, K, 1.0f, a, K, b, K, 1.0f, c, N);
-    gs_k_gemm(0, 1, 6, 58, K, 1.0f, a + 70 * K, K, b + 3 * K, K, 1.0f, sub, 58);
+    /* the hand kernel (gs_k_gemm without --with-blas): the bit-exact reference */
+    gs__gemm_kernel best = gs__gemm_kernel_best();
+    gs__gemm_with(best, 0, 1, M, N, K, 1.0f, a, K, b, K, 1.0f, c, N);
+    gs__gemm_with(best, 0, 1, 6, 58, K, 1.0f, a + 70 * K, K, b + 3 * K, K, 1.0f, sub, 58);
     for (size_t i = 0; i < 6; i++)
         ck_assert_msg(memcmp(sub + i * 58, c + (70 + i) * N + 3, 58 * sizeof(float)) == 0,
                       "row %zu differs between whole and partial products", 70 + i);
@@ -239,6 +247,39 @@ START_TEST(test_gemm_order)
         }
 #endif
     free(a), free(b), free(c), free(sub), free(c_in);
+}
+END_TEST
+
+/* gs_k_gemm, whatever computes it (the hand kernel, or a --with-blas build's BLAS), gives the same
+ * bits for the same call, and within the rounding bound of the hand kernel's result (both err by
+ * at most (k + 3) eps x sum |a b| from the exact product, so they differ by at most twice that). */
+START_TEST(test_gemm_public_repeatable)
+{
+    enum { M = 96, N = 200, K = 517 };
+    test_rng r = {33};
+    float *a = falloc(M * K), *b = falloc(K * N), *c1 = falloc(M * N), *c2 = falloc(M * N), *ref = falloc(M * N);
+    fill_uniform(&r, a, M * K, -1, 1);
+    fill_uniform(&r, b, K * N, -1, 1);
+    gs_k_gemm(0, 0, M, N, K, 1.0f, a, K, b, N, 0.0f, c1, N);
+    gs_k_gemm(0, 0, M, N, K, 1.0f, a, K, b, N, 0.0f, c2, N);
+    ck_assert(memcmp(c1, c2, M * N * sizeof(float)) == 0);
+    gs__gemm_with(gs__gemm_kernel_best(), 0, 0, M, N, K, 1.0f, a, K, b, N, 0.0f, ref, N);
+#ifdef HAVE_BLAS
+    /* the configured BLAS, not another library's cblas_sgemm (GSL's -lgslcblas has one too) */
+    const char *lib = gs__gemm_blas_library();
+    ck_assert_msg(strstr(lib, "gslcblas") == NULL && (strstr(lib, "openblas") || strstr(lib, "blis")),
+                  "cblas_sgemm comes from %s", lib);
+#endif
+    for (size_t i = 0; i < M; i++)
+        for (size_t j = 0; j < N; j++) {
+            double abssum = 0.0;
+            for (size_t p = 0; p < K; p++)
+                abssum += fabs((double)a[i * K + p] * b[p * N + j]);
+            double bound = 2.0 * (K + 3) * FLT_EPSILON * abssum;
+            ck_assert_msg(fabs((double)c1[i * N + j] - ref[i * N + j]) <= bound, "C[%zu,%zu] %.9g vs reference %.9g", i,
+                          j, (double)c1[i * N + j], (double)ref[i * N + j]);
+        }
+    free(a), free(b), free(c1), free(c2), free(ref);
 }
 END_TEST
 
@@ -1305,6 +1346,7 @@ static Suite *kernels_suite(void)
     tcase_add_test(tc, test_gemm_transposes);
     tcase_add_test(tc, test_gemm_k_zero);
     tcase_add_test(tc, test_gemm_order);
+    tcase_add_test(tc, test_gemm_public_repeatable);
     tcase_set_timeout(tc, KERNELS_TEST_TIMEOUT_S);
     suite_add_tcase(s, tc);
     tc = tcase_create("gradients");

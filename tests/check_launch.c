@@ -92,14 +92,15 @@ START_TEST(test_seed_70b_megatron)
 
     /* torchrun: accelerate cannot draw TP8, so the Megatron command, with the reason */
     ck_assert_int_eq(emit(&s, &m, GS_LAUNCH_TORCHRUN, &t, &err), GS_OK);
-    ck_assert_has(gs_text_str(&t), "# no accelerate FSDP config: grid tp=8");
+    ck_assert_has(gs_text_str(&t), "# no accelerate FSDP config: grid pp=2");
     ck_assert_has(gs_text_str(&t), "pretrain_gpt.py");
     gs_text_fini(&t);
 
-    /* accelerate alone: an error naming the tensor parallelism */
+    /* accelerate alone: an error naming the pipeline parallelism (its TP runs through FSDP2's
+     * parallelism_config; it has no PP) */
     ck_assert_int_eq(emit(&s, &m, GS_LAUNCH_ACCELERATE, &t, &err), GS_ERR_INPUT);
-    ck_assert_has(err.msg, "tp=8");
-    ck_assert_has(err.msg, "no tensor parallelism");
+    ck_assert_has(err.msg, "pp=2");
+    ck_assert_has(err.msg, "no pipeline parallelism");
     gs_text_fini(&t);
 }
 END_TEST
@@ -115,7 +116,9 @@ START_TEST(test_seed_7b_accelerate)
     const char *x = gs_text_str(&t);
     /* seed S11/S14: one node of 8 A100, FULL_SHARD, per-layer wrap, BACKWARD_PRE, bf16 */
     ck_assert_has(x, "distributed_type: FSDP\n");
-    ck_assert_has(x, "  fsdp_sharding_strategy: FULL_SHARD\n");
+    /* accelerate >= 1.6 writes the FSDP1 strategy as fsdp_reshard_after_forward */
+    ck_assert_has(x, "  fsdp_reshard_after_forward: FULL_SHARD\n");
+    ck_assert_ptr_null(strstr(x, "  fsdp_sharding_strategy:"));
     ck_assert_has(x, "  fsdp_auto_wrap_policy: TRANSFORMER_BASED_WRAP\n");
     ck_assert_has(x, "  fsdp_transformer_layer_cls_to_wrap: LlamaDecoderLayer\n");
     ck_assert_has(x, "  fsdp_backward_prefetch: BACKWARD_PRE\n");
@@ -171,13 +174,17 @@ START_TEST(test_mismatches)
     gs_mesh m;
     gs_text t;
     gs_error err;
-    /* hybrid_shard: accelerate yes, Megatron no */
+    /* hybrid_shard: accelerate HYBRID_SHARD; Megatron-FSDP's HSDP: 8 nodes of 8 DP ranks -> the
+     * sharded model replicated 8 times (--num-distributed-optimizer-instances 8), the outer
+     * replicas unsharded (no_shard) */
     load_file("scenarios/seed-7b-64gpu-25gbe-hsdp.yaml", &s, &m);
-    ck_assert_int_eq(emit(&s, &m, GS_LAUNCH_MEGATRON, &t, &err), GS_ERR_INPUT);
-    ck_assert_has(err.msg, "hybrid_shard");
+    ck_assert_int_eq(emit(&s, &m, GS_LAUNCH_MEGATRON, &t, &err), GS_OK);
+    ck_assert_has(gs_text_str(&t), "--use-megatron-fsdp --data-parallel-sharding-strategy optim_grads_params");
+    ck_assert_has(gs_text_str(&t), "--num-distributed-optimizer-instances 8 --outer-dp-sharding-strategy no_shard");
+    ck_assert_has(gs_text_str(&t), "unset CUDA_DEVICE_MAX_CONNECTIONS");
     gs_text_fini(&t);
     ck_assert_int_eq(emit(&s, &m, GS_LAUNCH_ACCELERATE, &t, &err), GS_OK);
-    ck_assert_has(gs_text_str(&t), "fsdp_sharding_strategy: HYBRID_SHARD\n");
+    ck_assert_has(gs_text_str(&t), "fsdp_reshard_after_forward: HYBRID_SHARD\n");
     gs_text_fini(&t);
 
     /* zero1 on pure DP: accelerate cannot, Megatron can (--use-distributed-optimizer) */
@@ -189,15 +196,16 @@ START_TEST(test_mismatches)
     gs_text_fini(&t);
     ck_assert_int_eq(emit(&s, &m, GS_LAUNCH_TORCHRUN, &t, &err), GS_OK);
     ck_assert_has(gs_text_str(&t), "--use-distributed-optimizer");
-    ck_assert_ptr_null(strstr(gs_text_str(&t), "--use-custom-fsdp"));
+    ck_assert_ptr_null(strstr(gs_text_str(&t), "-fsdp"));
     gs_text_fini(&t);
 
-    /* offload + selective recompute with TP: neither launcher -> one error naming both */
+    /* offload + sequence parallelism with TP: neither launcher -> one error naming both
+     * (accelerate's TP plan has no sequence parallelism; Megatron-LM no parameter offload) */
     load_text("model: llama2-7b\ncluster: {preset: dgx-a100-80g, nodes: 1}\n"
-              "grid: {dp: 4, pp: 1, tp: 2}\nstrategy: {sharding: full_shard, offload: true}\n",
+              "grid: {dp: 4, pp: 1, tp: 2}\nstrategy: {sharding: full_shard, offload: true, sequence_parallel: true}\n",
               &s, &m);
     ck_assert_int_eq(emit(&s, &m, GS_LAUNCH_TORCHRUN, &t, &err), GS_ERR_INPUT);
-    ck_assert_has(err.msg, "accelerate: grid tp=2");
+    ck_assert_has(err.msg, "accelerate: grid tp=2 with sequence_parallel");
     ck_assert_has(err.msg, "Megatron-LM: strategy.offload");
     gs_text_fini(&t);
 
@@ -246,7 +254,7 @@ START_TEST(test_mismatches)
               &s, &m);
     ck_assert_int_eq(emit(&s, &m, GS_LAUNCH_ACCELERATE, &t, &err), GS_OK);
     ck_assert_has(gs_text_str(&t), "# note: sharding zero3 is written as FSDP FULL_SHARD");
-    ck_assert_has(gs_text_str(&t), "fsdp_sharding_strategy: FULL_SHARD\n");
+    ck_assert_has(gs_text_str(&t), "fsdp_reshard_after_forward: FULL_SHARD\n");
     gs_text_fini(&t);
 
     /* overlap_grad_reduce false has no accelerate key: said, since the config reads back as the
@@ -420,6 +428,9 @@ static const char *const megatron_cases[] = {
     "model: gpt-1.7b\ncluster: {preset: dgx-a100-80g, nodes: 1}\ngrid: {dp: 8, pp: 1, tp: 1}\n"
     "strategy: {sharding: no_shard, precision: fp16, grad_dtype: fp32, overlap_grad_reduce: false}\n"
     "batch: {global: 16, micro: 2}\n",
+    /* HSDP: Megatron-FSDP inside each node's 8 DP ranks, 2 replicas */
+    "model: llama2-7b\ncluster: {preset: pcie-a100-25gbe, nodes: 2}\ngrid: {dp: 16, pp: 1, tp: 1}\n"
+    "strategy: {sharding: hybrid_shard}\nbatch: {global: 32, micro: 1}\n",
     /* the fused loss: --cross-entropy-loss-fusion */
     "model: gpt-1.7b\ncluster: {preset: dgx-a100-80g, nodes: 1}\ngrid: {dp: 8, pp: 1, tp: 1}\n"
     "strategy: {sharding: zero1, grad_dtype: fp32, cross_entropy: fused}\nbatch: {global: 16, micro: 2}\n",
@@ -625,12 +636,18 @@ START_TEST(test_import_megatron)
     ck_assert_int_eq(import_mg("--tensor-model-parallel-size 2", "llama2-7b", 0, &s, &ig, &err),
                      GS_ERR_INPUT);
     ck_assert_has(err.msg, "--nodes");
-    /* --data-parallel-size sets it: tp 2 x pp 2 x dp 4 = 16 GPUs = 2 nodes */
+    /* Megatron-LM has no --data-parallel-size (it derives dp from the world size): an error
+     * that says so; --nodes 2 gives tp 2 x pp 2 x dp 4 = 16 GPUs */
     ck_assert_int_eq(import_mg("--tensor-model-parallel-size 2 --pipeline-model-parallel-size 2 "
                                "--data-parallel-size 4",
-                               "llama2-7b", 0, &s, &ig, &err),
+                               "llama2-7b", 2, &s, &ig, &err),
+                     GS_ERR_INPUT);
+    ck_assert_has(err.msg, "argument 5: found '--data-parallel-size'");
+    ck_assert_has(err.msg, "Megatron-LM derives it");
+    ck_assert_int_eq(import_mg("--tensor-model-parallel-size 2 --pipeline-model-parallel-size 2", "llama2-7b", 2, &s,
+                               &ig, &err),
                      GS_OK);
-    ck_assert_uint_eq(s.cluster.nodes, 2);
+    ck_assert_uint_eq(s.grid.dp, 4);
     /* gradients: fp32 under bf16 unless --grad-reduce-in-bf16; buckets max(40M, 1M x dp)
      * parameters of the gradient's bytes, rounded up to whole MiB: 40e6 x 4 B = 152.6 MiB -> 153;
      * x 2 B -> 77 MiB; --ddp-bucket-size 1e6 x 4 B -> 4 MiB; dp 64 (tp 1 on 8 nodes): 64e6 x 4 B

@@ -240,5 +240,10 @@ void gs__gemm_with(gs__gemm_kernel kernel, int trans_a, int trans_b, size_t m, s
 void gs_k_gemm(int trans_a, int trans_b, size_t m, size_t n, size_t k, float alpha, const float *a, size_t lda,
                const float *b, size_t ldb, float beta, float *c, size_t ldc)
 {
+#if defined(GS_BLAS_OPENBLAS) || defined(GS_BLAS_BLIS) /* configure --with-blas: the BLAS's own order; the hand
+                                                          kernel stays the tests' reference */
+    gs__gemm_blas(trans_a, trans_b, m, n, k, alpha, a, lda, b, ldb, beta, c, ldc);
+#else
     gs__gemm_with(gs__gemm_kernel_best(), trans_a, trans_b, m, n, k, alpha, a, lda, b, ldb, beta, c, ldc);
+#endif
 }

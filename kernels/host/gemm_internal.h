@@ -20,4 +20,13 @@ gs__gemm_kernel gs__gemm_kernel_best(void);
 void gs__gemm_with(gs__gemm_kernel kernel, int trans_a, int trans_b, size_t m, size_t n, size_t k, float alpha,
                    const float *a, size_t lda, const float *b, size_t ldb, float beta, float *c, size_t ldc);
 
+/* With --with-blas (kernels/host/gemm_blas.c), what gs_k_gemm calls: the BLAS's cblas_sgemm on one
+ * thread, the hand kernel for what the BLAS cannot take; and the BLAS's name. */
+void gs__gemm_blas(int trans_a, int trans_b, size_t m, size_t n, size_t k, float alpha, const float *a, size_t lda,
+                   const float *b, size_t ldb, float beta, float *c, size_t ldc);
+const char *gs__gemm_blas_name(void);
+/* The file of the library whose cblas_sgemm the process calls (another library that defines it,
+ * such as GSL's -lgslcblas, must not come first in the link), or "?". */
+const char *gs__gemm_blas_library(void);
+
 #endif

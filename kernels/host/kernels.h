@@ -23,7 +23,9 @@
 
 /* C[m,n] = alpha * op(A) op(B) + beta * C. op(A) is A ([m,k], leading dimension lda) or, with
  * trans_a, A^T where A is [k,m]; likewise op(B) is B [k,n] or B^T with B [n,k]. beta = 0 ignores
- * C's old contents (NaN included). Cache-blocked; each C element is summed over k in order. */
+ * C's old contents (NaN included). Cache-blocked; each C element is summed over k in order.
+ * Built --with-blas, the BLAS's single-threaded sgemm computes it instead: the same bits for the
+ * same call, but in the BLAS's summation order (and allocating its own buffers). */
 void gs_k_gemm(int trans_a, int trans_b, size_t m, size_t n, size_t k, float alpha, const float *a, size_t lda,
                const float *b, size_t ldb, float beta, float *c, size_t ldc);
 

@@ -3,6 +3,8 @@
  * Single-threaded, like the kernels; timed in the thread's CPU seconds so that other processes on a
  * shared machine do not count (their cache and memory traffic still does). gemm reports the
  * micro-kernel in use. usage: bench_kernels [--quick] */
+#include "config.h"
+
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -26,17 +28,26 @@ static float *bench_alloc(size_t n, uint64_t seed)
     return x;
 }
 
+/* gs_k_gemm (hand == 0: whatever the build uses, a BLAS with --with-blas) or the hand kernel. */
+static void run_gemm(int hand, int ta, int tb, size_t m, size_t n, size_t k, const float *a, const float *b, float *c)
+{
+    if (hand)
+        gs__gemm_with(gs__gemm_kernel_best(), ta, tb, m, n, k, 1.0f, a, ta ? m : k, b, tb ? k : n, 0.0f, c, n);
+    else
+        gs_k_gemm(ta, tb, m, n, k, 1.0f, a, ta ? m : k, b, tb ? k : n, 0.0f, c, n);
+}
+
 /* Repeats the gemm until min_s seconds have passed; returns GFLOP/s (2 m n k per call). */
-static double bench_gemm(int ta, int tb, size_t m, size_t n, size_t k, double min_s)
+static double bench_gemm(int hand, int ta, int tb, size_t m, size_t n, size_t k, double min_s)
 {
     float *a = bench_alloc(m * k, 1), *b = bench_alloc(k * n, 2), *c = bench_alloc(m * n, 3);
     double gflops = 0.0;
     if (a && b && c) {
-        gs_k_gemm(ta, tb, m, n, k, 1.0f, a, ta ? m : k, b, tb ? k : n, 0.0f, c, n); /* warm-up */
+        run_gemm(hand, ta, tb, m, n, k, a, b, c); /* warm-up */
         unsigned reps = 0;
         double t0 = now_s(), dt;
         do {
-            gs_k_gemm(ta, tb, m, n, k, 1.0f, a, ta ? m : k, b, tb ? k : n, 0.0f, c, n);
+            run_gemm(hand, ta, tb, m, n, k, a, b, c);
             reps++;
         } while ((dt = now_s() - t0) < min_s);
         gflops = 2.0 * (double)m * (double)n * (double)k * reps / dt * 1e-9;
@@ -148,16 +159,36 @@ int main(int argc, char **argv)
         {127, 333, 255, "odd"},
     };
     static const char *const kernel_names[GS__GEMM_KERNELS] = {"scalar", "4-wide vectors", "AVX2"};
+    double gf[sizeof shapes / sizeof shapes[0]][4];
+#ifdef HAVE_BLAS
+    printf("gs_k_gemm (single thread, %s: %s)\n", gs__gemm_blas_name(), gs__gemm_blas_library());
+#else
     printf("gs_k_gemm (single thread, %s micro-kernel)\n", kernel_names[gs__gemm_kernel_best()]);
+#endif
     printf("  %5s %5s %5s  %8s %8s %8s %8s  %s\n", "m", "n", "k", "NN", "NT", "TN", "TT", "GFLOP/s");
     for (size_t i = 0; i < sizeof shapes / sizeof shapes[0]; i++) {
         if (quick && shapes[i].m > 512)
             continue;
         printf("  %5zu %5zu %5zu ", shapes[i].m, shapes[i].n, shapes[i].k);
         for (int tr = 0; tr < 4; tr++)
-            printf(" %8.2f", bench_gemm(tr >> 1, tr & 1, shapes[i].m, shapes[i].n, shapes[i].k, min_s));
+            printf(" %8.2f", gf[i][tr] = bench_gemm(0, tr >> 1, tr & 1, shapes[i].m, shapes[i].n, shapes[i].k, min_s));
         printf("  %s\n", shapes[i].what);
     }
+#ifdef HAVE_BLAS
+    /* the hand kernel (the tests' bit-exact reference) beside it, and the BLAS's speed-up */
+    printf("hand kernel (single thread, %s micro-kernel): GFLOP/s, and %s's speed-up over it\n",
+           kernel_names[gs__gemm_kernel_best()], gs__gemm_blas_name());
+    for (size_t i = 0; i < sizeof shapes / sizeof shapes[0]; i++) {
+        if (quick && shapes[i].m > 512)
+            continue;
+        printf("  hand %5zux%zux%zu ", shapes[i].m, shapes[i].n, shapes[i].k);
+        for (int tr = 0; tr < 4; tr++) {
+            double h = bench_gemm(1, tr >> 1, tr & 1, shapes[i].m, shapes[i].n, shapes[i].k, min_s);
+            printf(" %8.2f (%4.1fx)", h, h > 0 ? gf[i][tr] / h : 0.0);
+        }
+        printf("\n");
+    }
+#endif
     size_t n_adamw = (size_t)1 << (quick ? 20 : 24);
     printf("gs_k_adamw      %9zu floats: %6.2f GB/s\n", n_adamw, bench_adamw(n_adamw, min_s));
     double fwd, bwd;

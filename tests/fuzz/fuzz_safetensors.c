@@ -5,7 +5,7 @@
  *
  *   clang -g -O1 -fsanitize=fuzzer,address -I. -Iengine $(pkg-config --cflags jansson) \
  *     tests/fuzz/fuzz_safetensors.c exec/safetensors.c exec/checkpoint.c exec/atomic_file.c exec/crc32.c \
- *     engine/status.c $(pkg-config --libs jansson) -o fuzz_safetensors
+ *     engine/status.c $(pkg-config --libs jansson zlib) -o fuzz_safetensors
  *   ./fuzz_safetensors tests/fuzz/corpus/safetensors */
 #include <stddef.h>
 #include <stdint.h>
