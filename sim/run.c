@@ -29,9 +29,11 @@ gs_status gs_sim_scenario_timed(const gs_scenario *s, const gs_mesh *mesh, int e
     /* a straggler breaks the symmetry the class path relies on: simulate every rank */
     if (s->nstragglers > 0)
         exact = 1;
-    /* without a trace at most one event is named (a deadlock's): no name index */
-    gs_status rc = trace ? gs_schedule_build(s, mesh, exact, &sch, err)
-                         : gs_schedule_build_unnamed(s, mesh, exact, &sch, err);
+    /* without a trace at most one event is named (a deadlock's): no name index; every rank
+     * of a stage plays its representative's list (no copies) */
+    gs_status rc = exact ? gs_schedule_build_shared(s, mesh, trace != NULL, &sch, err)
+                   : trace ? gs_schedule_build(s, mesh, 0, &sch, err)
+                           : gs_schedule_build_unnamed(s, mesh, 0, &sch, err);
     if (rc != GS_OK)
         return rc;
     timing = calloc(sch->nranks ? sch->nranks : 1, sizeof *timing);

@@ -1,0 +1,129 @@
+/* Check suite for the DES's templates (sim/des.c, sim/des_index.c): every rank of a stage
+ * playing its representative's shared list (gs_schedule_build_shared, peers derived per rank)
+ * gives the timings, bit for bit, of the copies gs_schedule_build makes (each list its own
+ * template, peers read from its events), in analytic and flow mode. */
+#include <check.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "engine/report.h"
+#include "sim/sim.h"
+
+typedef struct played {
+    gs_schedule *sch;
+    gs_timing **timing;
+} played;
+
+static void load(const char *yaml, gs_scenario *s, gs_mesh *m)
+{
+    gs_error err;
+    gs_diag w;
+    gs_error_init(&err);
+    gs_diag_init(&w);
+    ck_assert_msg(gs_scenario_load_string(yaml, strlen(yaml), "test", s, &err) == GS_OK, "load: %s", err.msg);
+    ck_assert_msg(gs_scenario_mesh(s, m, &w, &err) == GS_OK, "mesh: %s", err.msg);
+    gs_diag_fini(&w);
+}
+
+/* Builds the exact schedule (shared lists or copies) and plays it on the sim backend. */
+static played play(const gs_scenario *s, const gs_mesh *m, int shared, int flow)
+{
+    played p = {NULL, NULL};
+    gs_error err;
+    gs_error_init(&err);
+    gs_status rc = shared ? gs_schedule_build_shared(s, m, 0, &p.sch, &err) : gs_schedule_build(s, m, 1, &p.sch, &err);
+    ck_assert_msg(rc == GS_OK, "build: %s", err.msg);
+    p.timing = calloc(p.sch->nranks, sizeof *p.timing);
+    ck_assert_ptr_nonnull(p.timing);
+    for (size_t i = 0; i < p.sch->nranks; i++)
+        ck_assert_ptr_nonnull(p.timing[i] = calloc(p.sch->ranks[i].nevents + 1, sizeof *p.timing[i]));
+    gs_backend_opts bo = {flow, NULL, NULL};
+    void *state = NULL;
+    ck_assert_msg(gs_sim_backend.open(s, m, &bo, &state, &err) == GS_OK, "open: %s", err.msg);
+    ck_assert_msg(gs_sim_backend.run(state, p.sch, p.timing, &err) == GS_OK, "run: %s", err.msg);
+    gs_sim_backend.close(state);
+    return p;
+}
+
+static void played_free(played *p)
+{
+    for (size_t i = 0; i < p->sch->nranks; i++)
+        free(p->timing[i]);
+    free(p->timing);
+    gs_schedule_destroy(p->sch);
+}
+
+/* Shared and copied lists give the same posted, start and end of every event, and the step
+ * is positive (something ran). */
+static void shared_equals_copied(const char *yaml)
+{
+    gs_scenario s;
+    gs_mesh m;
+    load(yaml, &s, &m);
+    for (int flow = 0; flow <= 1; flow++) {
+        played a = play(&s, &m, 1, flow), b = play(&s, &m, 0, flow);
+        ck_assert_uint_eq(a.sch->nranks, b.sch->nranks);
+        double step = 0;
+        size_t shared = 0;
+        for (size_t i = 0; i < a.sch->nranks; i++) {
+            shared += a.sch->ranks[i].shared != NULL;
+            ck_assert_uint_eq(a.sch->ranks[i].nevents, b.sch->ranks[i].nevents);
+            ck_assert_msg(memcmp(a.timing[i], b.timing[i], a.sch->ranks[i].nevents * sizeof *a.timing[i]) == 0,
+                          "rank list %zu (flow %d): timings differ\n%s", i, flow, yaml);
+            for (size_t k = 0; k < a.sch->ranks[i].nevents; k++)
+                step = a.timing[i][k].end_s > step ? a.timing[i][k].end_s : step;
+        }
+        ck_assert_uint_eq(shared, m.world - m.size[GS_DIM_PP]); /* all but the representatives */
+        ck_assert(step > 0);
+        played_free(&a);
+        played_free(&b);
+    }
+}
+
+#define SMALL "model: {layers: 6, hidden: 256, heads: 4, ffn: 512, vocab: 1000, seq: 64}\n"
+
+START_TEST(test_shared_pipeline)
+{
+    /* 3 stages, tied embeddings (first and last stage exchange gradients), 1F1B */
+    shared_equals_copied("model: {layers: 6, hidden: 256, heads: 4, ffn: 512, vocab: 1000, seq: 64, "
+                         "tied_embeddings: true}\ncluster: {preset: dgx-a100-80g, nodes: 3, gpus_per_node: 4}\n"
+                         "grid: {dp: 2, pp: 3, tp: 2}\nstrategy: {sharding: full_shard}\nbatch: {global: 12}\n");
+    /* pp 2 interleaved (next and previous stage are one rank), ZeRO-1 with bucket rule */
+    shared_equals_copied(SMALL "cluster: {preset: dgx-a100-80g, nodes: 2, gpus_per_node: 4}\n"
+                               "grid: {dp: 2, pp: 2, tp: 2}\nstrategy: {sharding: zero1, pipeline: interleaved, "
+                               "virtual_stages: 3, overlap_param_gather: true}\nbatch: {global: 8}\n");
+}
+END_TEST
+
+START_TEST(test_shared_data_parallel)
+{
+    /* HSDP over 2 nodes of 4 (intra and inter groups), GPipe, offload */
+    shared_equals_copied(SMALL "cluster: {preset: dgx-a100-80g, nodes: 4, gpus_per_node: 4}\n"
+                               "grid: {dp: 8, pp: 2, tp: 1}\nstrategy: {sharding: hybrid_shard, pipeline: gpipe, "
+                               "offload: true}\nbatch: {global: 16}\n");
+    /* a straggler on one rank of a shared stage: its factor is per rank, not per template */
+    shared_equals_copied(SMALL "cluster: {preset: dgx-a100-80g, nodes: 2, gpus_per_node: 4}\n"
+                               "grid: {dp: 4, pp: 2, tp: 1}\nstrategy: {sharding: shard_grad_op}\n"
+                               "batch: {global: 8}\nstragglers: [{rank: 5, slowdown: 1.3}]\n");
+}
+END_TEST
+
+static Suite *des_suite(void)
+{
+    Suite *s = suite_create("des");
+    TCase *t = tcase_create("shared");
+    tcase_set_timeout(t, 120);
+    tcase_add_test(t, test_shared_pipeline);
+    tcase_add_test(t, test_shared_data_parallel);
+    suite_add_tcase(s, t);
+    return s;
+}
+
+int main(void)
+{
+    SRunner *sr = srunner_create(des_suite());
+    srunner_run_all(sr, CK_NORMAL);
+    int failed = srunner_ntests_failed(sr);
+    srunner_free(sr);
+    return failed ? EXIT_FAILURE : EXIT_SUCCESS;
+}
