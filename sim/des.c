@@ -26,7 +26,7 @@
 /* The duration of event k of rank list ri issued now: a compute event is slowed while a
  * communication stream of its rank is busy (the overlap factor) and by its rank's straggler
  * factor. */
-static double event_duration(const run_ctx *c, size_t ri, uint32_t k)
+static inline double event_duration(const run_ctx *c, size_t ri, uint32_t k)
 {
     const rank_rt *rt = &c->rt[ri];
     const des_tmpl *t = &c->tmpl[rt->tmpl];
@@ -43,6 +43,17 @@ int des_complete_at(run_ctx *c, uint64_t id, double start, double dur)
     t->start_s = start;
     t->end_s = start + dur;
     return gs_queue_push(&c->h, start + dur, id, (uint32_t)EV_LIST(id)); /* an event's entry carries its list */
+}
+
+int des_complete_instance(run_ctx *c, uint64_t in, double start, double dur)
+{
+    uint64_t lo = c->inst_off[in], n = c->inst_arrived[in];
+    for (uint64_t m = lo + n; m-- > lo;) {
+        gs_timing *t = des_timing(c, c->inst_member[m]);
+        t->start_s = start;
+        t->end_s = start + dur;
+    }
+    return gs_queue_push_span(&c->h, start + dur, INST_BIT | in, 0, n);
 }
 
 double des_cross_stream_wake(const run_ctx *c, size_t ri, uint32_t k)
@@ -92,6 +103,8 @@ static int issue_collective(run_ctx *c, uint64_t id, double dur)
             return gs_queue_push(&c->h, c->inst_ready[in], id, DEFER_ENTRY) != 0 ? -1 : 0;
         return start_coll_flow(c, in, ri, k, &plan) < 0 ? -1 : 0;
     }
+    if (!c->ps_coll)
+        return des_complete_instance(c, in, c->inst_ready[in], dur);
     for (uint64_t m = lo + need; m-- > lo;)
         if (des_complete_at(c, c->inst_member[m], c->inst_ready[in], dur) != 0 ||
             ps_coll_start(c, c->inst_member[m], dur) != 0)
@@ -145,6 +158,17 @@ static int issue_compute_shared(run_ctx *c, uint64_t id, double dur)
     return ps_start(c, id, dur + wake, delay);
 }
 
+/* Whether every dependency of event k has retired: its stream's cursor has passed it. */
+static inline int deps_done(const rank_rt *rt, const des_tmpl *t, uint32_t k)
+{
+    for (uint32_t j = t->dep_off[k]; j < t->dep_off[k + 1]; j++) {
+        uint32_t d = t->dep_on[j];
+        if (rt->cursor[d >> DEP_POS_BITS] <= (d & ((1u << DEP_POS_BITS) - 1)))
+            return 0;
+    }
+    return 1;
+}
+
 /* Try to start the head event of each stream of rank list ri: the communication streams first
  * (a compute event released at the same instant as a collective it runs beside starts with
  * that stream busy, and so pays the overlap factor). */
@@ -154,13 +178,16 @@ static int try_issue(run_ctx *c, size_t ri)
     const des_tmpl *t = &c->tmpl[rt->tmpl];
     for (int si = 0; si < GS_STREAM_COUNT; si++) {
         int s = si + 1 < GS_STREAM_COUNT ? si + 1 : GS_STREAM_COMPUTE;
+        if (!(rt->ready & 1u << s))
+            continue;
+        rt->ready &= (uint8_t)~(1u << s);
         if (rt->busy[s])
             continue;
         size_t pos = t->stream_off[s] + rt->cursor[s];
         if (pos >= t->stream_off[s + 1])
             continue;
         uint32_t k = t->stream_ev[pos];
-        if (c->remaining[rt->base + k])
+        if (!deps_done(rt, t, k))
             continue;
         uint64_t id = EV_ID(ri, k);
         uint8_t kind = t->kind[k];
@@ -198,10 +225,9 @@ static int retire(run_ctx *c, uint64_t id)
     uint8_t stream = t->stream[k];
     rt->busy[stream] = 0;
     rt->cursor[stream]++;
+    /* its stream's next event, and the streams of the events waiting for it, may be ready */
+    rt->ready |= (uint8_t)(1u << stream | t->dep_streams[k]);
     c->done++;
-    uint16_t *rem = c->remaining + rt->base;
-    for (uint32_t j = t->dep_off[k]; j < t->dep_off[k + 1]; j++)
-        rem[t->dep_list[j]]--;
     return try_issue(c, ri);
 }
 
@@ -236,6 +262,15 @@ static int run_loop(run_ctx *c, size_t *queue_peak)
             c->now = nd.t;
             if (finish_flow(c, id) != 0)
                 return -1;
+            continue;
+        }
+        if (nd.id & INST_BIT) {
+            /* a collective's members, in the order their entries would have had */
+            uint64_t in = nd.id & ~INST_BIT, lo = c->inst_off[in];
+            c->now = nd.t;
+            for (uint64_t m = lo + c->inst_arrived[in]; m-- > lo;)
+                if (retire(c, c->inst_member[m]) != 0)
+                    return -1;
             continue;
         }
         if (nd.ver == DEFER_ENTRY) {

@@ -376,10 +376,7 @@ int finish_flow(run_ctx *c, uint32_t id)
         return -1;
     switch (fr.kind) {
     case FLOW_COLL:
-        for (uint64_t m = c->inst_off[fr.idx] + c->inst_arrived[fr.idx]; m-- > c->inst_off[fr.idx];)
-            if (des_complete_at(c, c->inst_member[m], fr.start_s, end - fr.start_s) != 0)
-                return -1;
-        return 0;
+        return des_complete_instance(c, fr.idx, fr.start_s, end - fr.start_s);
     case FLOW_PAIR: {
         uint64_t send = c->pair[2 * fr.idx], recv = c->pair[2 * fr.idx + 1];
         if (des_complete_at(c, send, fr.start_s, end - fr.start_s) != 0)

@@ -11,9 +11,28 @@
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/mman.h>
 
 #include "sim/collective.h"
 #include "sim/des_internal.h"
+
+void *des_big_calloc(size_t n, size_t size)
+{
+    size_t bytes = n * size, huge = (size_t)2 << 20;
+    if (size && bytes / size != n)
+        return NULL;
+    if (bytes < 2 * huge)
+        return calloc(n ? n : 1, size ? size : 1);
+    void *p = NULL;
+    bytes = (bytes + huge - 1) / huge * huge;
+    if (posix_memalign(&p, huge, bytes) != 0)
+        return NULL;
+#ifdef MADV_HUGEPAGE
+    madvise(p, bytes, MADV_HUGEPAGE); /* advice only: without it, 4 KiB pages */
+#endif
+    memset(p, 0, bytes);
+    return p;
+}
 
 /* ---- the cost cache: seconds by a triple of 64-bit keys, compared whole ---------------------- */
 
@@ -143,8 +162,8 @@ static int event_slot(des_tmpl *t, const gs_event *e, uint32_t k, uint16_t *slot
     return 0;
 }
 
-/* Fills t's per-event arrays from its list: stream order, dependents (CSR), dependency counts,
- * kinds, slots and sequence numbers. */
+/* Fills t's per-event arrays from its list: stream order, dependencies as (stream, position)
+ * pairs, the streams of each event's dependents, kinds, slots and sequence numbers. */
 static int tmpl_prepare(des_tmpl *t)
 {
     const gs_rank_events *r = t->list;
@@ -153,47 +172,45 @@ static int tmpl_prepare(des_tmpl *t)
         ndep += r->events[k].nlinks[GS_LINK_DEPS];
     t->stream_ev = malloc(n * sizeof *t->stream_ev);
     t->dep_off = calloc(r->nevents + 1, sizeof *t->dep_off);
-    t->dep_list = malloc((ndep ? ndep : 1) * sizeof *t->dep_list);
-    t->ndeps = malloc(n * sizeof *t->ndeps);
+    t->dep_on = malloc((ndep ? ndep : 1) * sizeof *t->dep_on);
+    t->dep_streams = calloc(n, 1);
     t->kind = malloc(n);
     t->stream = malloc(n);
     t->slot = malloc(n * sizeof *t->slot);
     t->seq = malloc(n * sizeof *t->seq);
-    if (!t->stream_ev || !t->dep_off || !t->dep_list || !t->ndeps || !t->kind || !t->stream || !t->slot || !t->seq)
+    uint32_t *spos = malloc(n * sizeof *spos); /* position of each event in its stream */
+    if (!t->stream_ev || !t->dep_off || !t->dep_on || !t->dep_streams || !t->kind || !t->stream || !t->slot ||
+        !t->seq || !spos || r->nevents >= (size_t)1 << DEP_POS_BITS) {
+        free(spos);
         return -1;
+    }
     for (size_t k = 0; k < r->nevents; k++) {
         const gs_event *e = &r->events[k];
-        const uint32_t *d = gs_event_list(r, e, GS_LINK_DEPS);
-        for (uint16_t j = 0; j < e->nlinks[GS_LINK_DEPS]; j++)
-            t->dep_off[d[j] + 1]++;
-        t->stream_off[e->stream + 1]++;
-        t->ndeps[k] = e->nlinks[GS_LINK_DEPS];
+        spos[k] = (uint32_t)t->stream_off[e->stream + 1]++;
         t->kind[k] = e->kind;
         t->stream[k] = e->stream;
         t->collectives += e->kind == GS_EV_COLLECTIVE;
-        if (event_slot(t, e, (uint32_t)k, &t->slot[k]) != 0)
+        if (event_slot(t, e, (uint32_t)k, &t->slot[k]) != 0) {
+            free(spos);
             return -1;
+        }
         t->seq[k] = t->slot[k] != DES_NO_SLOT ? t->slots[t->slot[k]].count++ : 0;
     }
     for (int s = 0; s < GS_STREAM_COUNT; s++)
         t->stream_off[s + 1] += t->stream_off[s];
-    size_t fill[GS_STREAM_COUNT];
-    for (int s = 0; s < GS_STREAM_COUNT; s++)
-        fill[s] = t->stream_off[s];
     for (size_t k = 0; k < r->nevents; k++)
-        t->stream_ev[fill[r->events[k].stream]++] = (uint32_t)k;
-    for (size_t k = 0; k < r->nevents; k++)
-        t->dep_off[k + 1] += t->dep_off[k];
-    uint32_t *at = malloc(n * sizeof *at);
-    if (!at)
-        return -1;
-    memcpy(at, t->dep_off, r->nevents * sizeof *at);
+        t->stream_ev[t->stream_off[r->events[k].stream] + spos[k]] = (uint32_t)k;
+    size_t at = 0;
     for (size_t k = 0; k < r->nevents; k++) {
-        const uint32_t *d = gs_event_list(r, &r->events[k], GS_LINK_DEPS);
-        for (uint16_t j = 0; j < r->events[k].nlinks[GS_LINK_DEPS]; j++)
-            t->dep_list[at[d[j]]++] = (uint32_t)k;
+        const gs_event *e = &r->events[k];
+        const uint32_t *d = gs_event_list(r, e, GS_LINK_DEPS);
+        for (uint16_t j = 0; j < e->nlinks[GS_LINK_DEPS]; j++) {
+            t->dep_on[at++] = (uint32_t)r->events[d[j]].stream << DEP_POS_BITS | spos[d[j]];
+            t->dep_streams[d[j]] |= (uint8_t)(1u << e->stream);
+        }
+        t->dep_off[k + 1] = (uint32_t)at;
     }
-    free(at);
+    free(spos);
     return 0;
 }
 
@@ -201,8 +218,8 @@ static void tmpl_fini(des_tmpl *t)
 {
     free(t->stream_ev);
     free(t->dep_off);
-    free(t->dep_list);
-    free(t->ndeps);
+    free(t->dep_on);
+    free(t->dep_streams);
     free(t->kind);
     free(t->stream);
     free(t->slot);
@@ -269,9 +286,11 @@ static gs_status setup_ranks(run_ctx *c, gs_error *err)
     const gs_mesh *mesh = &c->st->mesh;
     uint32_t *tmpl_of = malloc((sch->nranks ? sch->nranks : 1) * sizeof *tmpl_of);
     c->tmpl = calloc(sch->nranks ? sch->nranks : 1, sizeof *c->tmpl);
-    c->rt = calloc(sch->nranks ? sch->nranks : 1, sizeof *c->rt);
+    if (posix_memalign((void **)&c->rt, 64, (sch->nranks ? sch->nranks : 1) * sizeof *c->rt) != 0)
+        c->rt = NULL; /* cache-line aligned: a rank's hot fields in one line */
     if (!tmpl_of || !c->tmpl || !c->rt)
         goto nomem;
+    memset(c->rt, 0, (sch->nranks ? sch->nranks : 1) * sizeof *c->rt);
     for (size_t i = 0; i < sch->nranks; i++)
         tmpl_of[i] = UINT32_MAX;
     size_t nslots = 0;
@@ -296,6 +315,7 @@ static gs_status setup_ranks(run_ctx *c, gs_error *err)
         rank_rt *rt = &c->rt[i];
         rt->tmpl = tmpl_of[oi];
         rt->base = c->total;
+        rt->ready = (1u << GS_STREAM_COUNT) - 1;
         rt->rslot = nslots;
         rt->node = gs_mesh_rank_node(mesh, r->rank);
         rt->slowdown = gs_scenario_slowdown(&c->st->s, mesh, r->rank);
@@ -361,7 +381,7 @@ static int setup_instances(run_ctx *c)
     }
     c->ninst = ninst;
     c->inst_off = malloc((ninst + 1) * sizeof *c->inst_off);
-    c->inst_member = malloc((nmembers ? nmembers : 1) * sizeof *c->inst_member);
+    c->inst_member = des_big_calloc(nmembers ? nmembers : 1, sizeof *c->inst_member);
     c->inst_arrived = calloc(ninst ? ninst : 1, sizeof *c->inst_arrived);
     c->inst_ready = calloc(ninst ? ninst : 1, sizeof *c->inst_ready);
     if (!c->inst_off || !c->inst_member || !c->inst_arrived || !c->inst_ready)
@@ -471,17 +491,10 @@ uint64_t des_peer(const run_ctx *c, size_t ri, uint32_t k)
     return t->slot[k] == DES_NO_SLOT ? t->list->events[k].peer : c->rslots[c->rt[ri].rslot + t->slot[k]].peer;
 }
 
-/* Per-event arrays: remaining dependencies, and the shared cores' state when the host driver's
- * cores are modeled. */
+/* Per-event arrays: the shared cores' state when the host driver's cores are modeled. */
 static int setup_events(run_ctx *c)
 {
     uint64_t n = c->total ? c->total : 1;
-    if (!(c->remaining = malloc(n * sizeof *c->remaining)))
-        return -1;
-    for (size_t i = 0; i < c->sch->nranks; i++) {
-        const des_tmpl *t = &c->tmpl[c->rt[i].tmpl];
-        memcpy(c->remaining + c->rt[i].base, t->ndeps, t->list->nevents * sizeof *t->ndeps);
-    }
     const gs_compute_model *cm = &c->st->cm;
     if (cm->cores <= 0)
         return 0;
@@ -541,7 +554,6 @@ void des_ctx_fini(run_ctx *c)
     free(c->tmpl);
     free(c->rt);
     free(c->rslots);
-    free(c->remaining);
     free(c->inst_off);
     free(c->inst_member);
     free(c->inst_arrived);

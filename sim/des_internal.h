@@ -7,8 +7,10 @@
  * event that does not depend on the rank (stream order, dependents, kind, the slot and
  * sequence number that name its collective instance or send/recv pair) is kept once per
  * template; its duration once per template and variant (ranks whose groups have the same shape
- * and whose pipeline peers sit on the same nodes); per rank list only the remaining-dependency
- * counters (2 bytes per event) and the timings the caller owns.
+ * and whose pipeline peers sit on the same nodes). A stream runs its events in list order, so
+ * an event is done exactly when its stream's cursor has passed it: an event is ready when the
+ * cursors of its dependencies' streams have passed their positions, and no per-event counter
+ * is kept. Per rank list: its cursors and flags, and the timings the caller owns.
  *
  * Ownership: run_ctx lives on sim_run's stack and owns every array it points to (freed by
  * des_ctx_fini); the schedule, timings and sim_state are borrowed for the run. */
@@ -33,11 +35,13 @@
  * DEFER_ENTRY: flow mode starts the flow of this event (a collective's last member to arrive,
  * or a send) now, its thread woken by another stream's at the time of the entry. */
 #define FLOW_BIT (1ULL << 63)
+#define INST_BIT (1ULL << 62) /* INST_BIT | instance: its members' ends (des_complete_instance) */
 #define PS_ENTRY 0x80000000u
 #define DEFER_ENTRY 0x7fffffffu
 #define EV_ID(ri, k) ((uint64_t)(ri) << 32 | (uint64_t)(k))
 #define EV_LIST(id) ((size_t)((id) >> 32))
 #define EV_INDEX(id) ((uint32_t)(id))
+#define DEP_POS_BITS 29 /* a dependency's position within its stream (dep_on) */
 
 typedef struct sim_state {
     gs_scenario s;
@@ -74,9 +78,9 @@ typedef struct des_tmpl {
     const gs_rank_events *list;   /* the events */
     uint32_t *stream_ev;          /* event indices per stream in list order, concatenated */
     size_t stream_off[GS_STREAM_COUNT + 1];
-    uint32_t *dep_off;            /* CSR of dependents (events that wait for event k) */
-    uint32_t *dep_list;
-    uint16_t *ndeps;              /* dependencies of each event: the initial remaining count */
+    uint32_t *dep_off;            /* CSR of dependencies: event k waits for dep_on[dep_off[k] ..] */
+    uint32_t *dep_on;             /* stream << DEP_POS_BITS | position of the dependency in it */
+    uint8_t *dep_streams;         /* bit s: some event of stream s waits for event k */
     uint8_t *kind;                /* gs_event_kind per event */
     uint8_t *stream;              /* gs_stream per event */
     uint16_t *slot;               /* collective / send / recv: its slot, else DES_NO_SLOT */
@@ -98,15 +102,20 @@ typedef struct des_rslot {
 } des_rslot;
 
 typedef struct rank_rt {
-    uint64_t base;                   /* offset of its events in the per-event arrays */
+    /* what the loop reads on every event of the rank, first (one cache line) */
+    uint64_t base;                   /* offset of its events in the per-event arrays (shared cores) */
     uint32_t tmpl;                   /* its template */
     uint32_t variant;                /* its durations (des_tmpl.variants) */
-    size_t rslot;                    /* its resolved slots: c->rslots[rslot ..] */
     uint32_t cursor[GS_STREAM_COUNT];
     uint8_t busy[GS_STREAM_COUNT];
+    uint8_t ready;                   /* bit s: stream s's head may have become issuable since
+                                        try_issue last looked (its stream freed, or one of the
+                                        rank's events had its last dependency done) */
+    double slowdown;                 /* straggler factor on compute (1 = none) */
+    /* setup and flow mode */
+    size_t rslot;                    /* its resolved slots: c->rslots[rslot ..] */
     uint64_t node;
     uint64_t group[GS_GROUP_KIND_COUNT]; /* gs_group_of for each kind */
-    double slowdown;                 /* straggler factor on compute (1 = none) */
 } rank_rt;
 
 /* What a flow's end completes: the members of a collective instance, a send (and its waiting
@@ -132,7 +141,6 @@ typedef struct run_ctx {
     rank_rt *rt;
     des_rslot *rslots;
     uint64_t total;       /* events, all rank lists */
-    uint16_t *remaining;  /* per event (rank list base + index): dependencies not done */
     /* collective instances: members arrive into inst_member[inst_off[i] ..] in order; the
      * instance starts when inst_off[i + 1] - inst_off[i] have arrived */
     uint64_t *inst_off;
@@ -174,6 +182,11 @@ typedef struct run_ctx {
 
 /* ---- sim/des_index.c ---- */
 
+/* Zeroed memory for arrays of millions of entries: 2 MiB aligned and, where the kernel offers
+ * it, backed by huge pages (a first touch per 2 MiB instead of per 4 KiB page); free() frees
+ * it. NULL when out of memory. */
+void *des_big_calloc(size_t n, size_t size);
+
 /* Sets up everything but the loop (templates, rank state, instances, pairs, durations, shared
  * core arrays). GS_ERR_NOMEM or GS_ERR_INPUT (a collective group or rank beyond the mesh). */
 gs_status des_ctx_init(run_ctx *c, const sim_state *st, const gs_schedule *sch, gs_timing *const *timing,
@@ -197,6 +210,10 @@ static inline gs_timing *des_timing(const run_ctx *c, uint64_t id)
 /* ---- sim/des.c ---- */
 
 int des_complete_at(run_ctx *c, uint64_t id, double start, double dur);
+/* Every member of collective instance `in` runs from start for dur: as des_complete_at for each
+ * in reverse order of arrival, with one heap entry standing for all (gs_queue_push_span). Only
+ * where nothing else is pushed between the members' ends (no shared cores). */
+int des_complete_instance(run_ctx *c, uint64_t in, double start, double dur);
 /* The host's wake-up latency when event k of rank list ri waits for an event of another
  * stream (compute.wake_s, 0 unless calibrated). */
 double des_cross_stream_wake(const run_ctx *c, size_t ri, uint32_t k);

@@ -1,6 +1,7 @@
 /* One call from scenario to report on the sim backend (commands, tests, planner). */
 #include <stdlib.h>
 
+#include "sim/des_internal.h"
 #include "sim/sim.h"
 
 gs_status gs_sim_scenario(const gs_scenario *s, const gs_mesh *mesh, int exact, const gs_backend_opts *opts,
@@ -9,12 +10,36 @@ gs_status gs_sim_scenario(const gs_scenario *s, const gs_mesh *mesh, int exact, 
     return gs_sim_scenario_timed(s, mesh, exact, opts, rep, trace, NULL, NULL, err);
 }
 
+/* The timings of every rank list in one block (timing[0] points at its start): one
+ * allocation, backed by huge pages where it is large. NULL when out of memory. */
+static gs_timing **timing_alloc(const gs_schedule *sch)
+{
+    size_t n = 0;
+    for (size_t i = 0; i < sch->nranks; i++)
+        n += sch->ranks[i].nevents;
+    gs_timing **timing = calloc(sch->nranks ? sch->nranks : 1, sizeof *timing);
+    gs_timing *block = des_big_calloc(n ? n : 1, sizeof *block);
+    if (!timing || !block) {
+        free(timing);
+        free(block);
+        return NULL;
+    }
+    timing[0] = block;
+    for (size_t i = 0, at = 0; i < sch->nranks; at += sch->ranks[i++].nevents)
+        timing[i] = block + at;
+    return timing;
+}
+
+static void timing_free(gs_timing **timing)
+{
+    if (timing)
+        free(timing[0]);
+    free(timing);
+}
+
 void gs_sim_timed_free(gs_schedule *sch, gs_timing **timing)
 {
-    if (timing && sch)
-        for (size_t i = 0; i < sch->nranks; i++)
-            free(timing[i]);
-    free(timing);
+    timing_free(timing);
     gs_schedule_destroy(sch);
 }
 
@@ -36,16 +61,10 @@ gs_status gs_sim_scenario_timed(const gs_scenario *s, const gs_mesh *mesh, int e
                            : gs_schedule_build_unnamed(s, mesh, 0, &sch, err);
     if (rc != GS_OK)
         return rc;
-    timing = calloc(sch->nranks ? sch->nranks : 1, sizeof *timing);
-    if (!timing) {
+    if (!(timing = timing_alloc(sch))) {
         rc = gs_error_set(err, GS_ERR_NOMEM, "sim: out of memory");
         goto out;
     }
-    for (size_t i = 0; i < sch->nranks; i++)
-        if (!(timing[i] = calloc(sch->ranks[i].nevents ? sch->ranks[i].nevents : 1, sizeof *timing[i]))) {
-            rc = gs_error_set(err, GS_ERR_NOMEM, "sim: out of memory");
-            goto out;
-        }
     if ((rc = gs_sim_backend.open(s, mesh, opts ? opts : &none, &state, err)) != GS_OK)
         goto out;
     if ((rc = gs_sim_backend.run(state, sch, timing, err)) != GS_OK)
@@ -63,10 +82,7 @@ gs_status gs_sim_scenario_timed(const gs_scenario *s, const gs_mesh *mesh, int e
 out:
     if (state)
         gs_sim_backend.close(state);
-    if (timing)
-        for (size_t i = 0; i < sch->nranks; i++)
-            free(timing[i]);
-    free(timing);
+    timing_free(timing);
     gs_schedule_destroy(sch);
     return rc;
 }
