@@ -547,6 +547,27 @@ gs_status des_ctx_init(run_ctx *c, const sim_state *st, const gs_schedule *sch, 
     return GS_OK;
 }
 
+uint64_t des_state_bytes(const run_ctx *c)
+{
+    uint64_t b = c->ntmpl * sizeof *c->tmpl + c->sch->nranks * sizeof *c->rt;
+    for (size_t i = 0; i < c->ntmpl; i++) {
+        const des_tmpl *t = &c->tmpl[i];
+        uint64_t n = t->list->nevents;
+        b += n * (sizeof *t->stream_ev + sizeof *t->dep_off + 3 + sizeof *t->slot + sizeof *t->seq) +
+             (uint64_t)t->dep_off[n] * sizeof *t->dep_on + t->nslots * sizeof *t->slots +
+             t->nvariants * (sizeof *t->variants + n * sizeof(double));
+    }
+    for (size_t i = 0; i < c->sch->nranks; i++)
+        b += c->tmpl[c->rt[i].tmpl].nslots * sizeof *c->rslots;
+    b += (c->ninst + 1) * sizeof *c->inst_off + c->inst_off[c->ninst] * sizeof *c->inst_member +
+         c->ninst * (sizeof *c->inst_arrived + sizeof *c->inst_ready);
+    b += c->npairs * (2 * sizeof *c->pair + sizeof *c->pair_end + 1);
+    b += c->fr_cap * sizeof *c->fr + c->members_cap * sizeof *c->members;
+    if (c->ps_left) /* shared cores: left, delay, version, and the collectives' loads */
+        b += c->total * (2 * sizeof(double) + sizeof(uint32_t) + (c->ps_coll ? 8 : 0) + (c->ps_coll_left ? 8 : 0));
+    return b;
+}
+
 void des_ctx_fini(run_ctx *c)
 {
     for (size_t t = 0; t < c->ntmpl; t++)

@@ -192,6 +192,8 @@ void *des_big_calloc(size_t n, size_t size);
 gs_status des_ctx_init(run_ctx *c, const sim_state *st, const gs_schedule *sch, gs_timing *const *timing,
                        gs_error *err);
 void des_ctx_fini(run_ctx *c);
+/* Bytes held by c's arrays (the heap not counted). */
+uint64_t des_state_bytes(const run_ctx *c);
 /* The collective instance or send/recv pair of event k of rank list ri. */
 uint64_t des_match(const run_ctx *c, size_t ri, uint32_t k);
 /* The peer of event k of rank list ri (its own, not its template's). */

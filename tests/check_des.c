@@ -108,6 +108,42 @@ START_TEST(test_shared_data_parallel)
 }
 END_TEST
 
+/* --stats: the events and collectives counted from the copied schedule, and the state within
+ * the 32 B per event and rank the exact path is sized for (timings 24 B included), at 64 ranks
+ * in 2 stages (32 ranks share each stage's list). */
+START_TEST(test_stats)
+{
+    gs_scenario s;
+    gs_mesh m;
+    gs_error err;
+    gs_error_init(&err);
+    load(SMALL "cluster: {preset: dgx-a100-80g, nodes: 8}\ngrid: {dp: 8, pp: 2, tp: 4}\n"
+               "strategy: {sharding: full_shard, recompute: full}\nbatch: {global: 32}\n", &s, &m);
+    gs_schedule *sch = NULL;
+    ck_assert_msg(gs_schedule_build(&s, &m, 1, &sch, &err) == GS_OK, "%s", err.msg);
+    uint64_t events = 0, colls = 0;
+    for (size_t i = 0; i < sch->nranks; i++)
+        for (size_t k = 0; k < sch->ranks[i].nevents; k++) {
+            events++;
+            colls += sch->ranks[i].events[k].kind == GS_EV_COLLECTIVE;
+        }
+    gs_schedule_destroy(sch);
+    for (int flow = 0; flow <= 1; flow++) {
+        gs_backend_stats st;
+        gs_backend_opts bo = {flow, NULL, &st};
+        gs_report rep;
+        ck_assert_msg(gs_sim_scenario(&s, &m, 1, &bo, &rep, NULL, &err) == GS_OK, "sim: %s", err.msg);
+        ck_assert_uint_eq(st.rank_lists, 64);
+        ck_assert_uint_eq(st.events, events);
+        ck_assert_uint_eq(st.collectives, colls);
+        ck_assert_uint_gt(st.state_bytes, st.queue_bytes);
+        double per_event = (double)(st.state_bytes + st.events * sizeof(gs_timing)) / (double)st.events;
+        ck_assert_msg(per_event <= 32.0, "%.1f B per event", per_event);
+        gs_report_fini(&rep);
+    }
+}
+END_TEST
+
 static Suite *des_suite(void)
 {
     Suite *s = suite_create("des");
@@ -115,6 +151,7 @@ static Suite *des_suite(void)
     tcase_set_timeout(t, 120);
     tcase_add_test(t, test_shared_pipeline);
     tcase_add_test(t, test_shared_data_parallel);
+    tcase_add_test(t, test_stats);
     suite_add_tcase(s, t);
     return s;
 }
