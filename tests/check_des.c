@@ -1,8 +1,11 @@
 /* Check suite for the DES's templates (sim/des.c, sim/des_index.c): every rank of a stage
  * playing its representative's shared list (gs_schedule_build_shared, peers derived per rank)
  * gives the timings, bit for bit, of the copies gs_schedule_build makes (each list its own
- * template, peers read from its events), in analytic and flow mode. */
+ * template, peers read from its events), in analytic and flow mode; and where
+ * gs_sim_exact_is_class holds, --exact's class-path report equals every rank's played. */
 #include <check.h>
+#include <math.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -133,7 +136,13 @@ START_TEST(test_stats)
         gs_backend_opts bo = {flow, NULL, &st};
         gs_report rep;
         ck_assert_msg(gs_sim_scenario(&s, &m, 1, &bo, &rep, NULL, &err) == GS_OK, "sim: %s", err.msg);
-        ck_assert_uint_eq(st.rank_lists, 64);
+        /* analytic mode on this symmetric mesh: the 2 stage representatives stand for all */
+        ck_assert_uint_eq(st.rank_lists, flow ? 64 : 2);
+        if (!flow) {
+            ck_assert_uint_eq(rep.events, events);
+            gs_report_fini(&rep);
+            continue;
+        }
         ck_assert_uint_eq(st.events, events);
         ck_assert_uint_eq(st.collectives, colls);
         ck_assert_uint_gt(st.state_bytes, st.queue_bytes);
@@ -141,6 +150,94 @@ START_TEST(test_stats)
         ck_assert_msg(per_event <= 32.0, "%.1f B per event", per_event);
         gs_report_fini(&rep);
     }
+}
+END_TEST
+
+/* Every rank played (shared lists, the report over all of them) against what gs_sim_scenario
+ * gives for --exact, on a scenario file; *by_class: whether it took the class path. */
+static void exact_by_class(const char *rel, int *by_class)
+{
+    char path[1024];
+    const char *top = getenv("top_srcdir");
+    snprintf(path, sizeof path, "%s/%s", top && *top ? top : ".", rel);
+    gs_scenario s;
+    gs_mesh m;
+    gs_error err;
+    gs_diag w;
+    gs_error_init(&err);
+    gs_diag_init(&w);
+    ck_assert_msg(gs_scenario_load_file(path, &s, &err) == GS_OK, "%s", err.msg);
+    ck_assert_msg(gs_scenario_mesh(&s, &m, &w, &err) == GS_OK, "%s", err.msg);
+    gs_diag_fini(&w);
+    *by_class = gs_sim_exact_is_class(&s, &m, NULL);
+    gs_backend_stats st;
+    gs_backend_opts bo = {0, NULL, &st};
+    gs_report a, b;
+    ck_assert_msg(gs_sim_scenario(&s, &m, 1, &bo, &a, NULL, &err) == GS_OK, "%s: %s", rel, err.msg);
+    ck_assert_uint_eq(st.rank_lists, *by_class ? m.size[GS_DIM_PP] : m.world);
+    played p = play(&s, &m, 1, 0);
+    ck_assert_msg(gs_report_build(&s, p.sch, p.timing, &b, &err) == GS_OK, "%s", err.msg);
+    played_free(&p);
+    /* bit for bit, except HFU and the bubble share: a sum and an average over ranks, summed rank
+     * by rank on the exact path and stage by stage (weighted by the stage's ranks) on the class
+     * path, equal to rounding */
+    ck_assert_msg(a.step_time_s == b.step_time_s, "%s: step %.17g vs %.17g", rel, a.step_time_s, b.step_time_s);
+    ck_assert(a.tokens_per_s == b.tokens_per_s && a.mfu == b.mfu);
+    ck_assert_msg(fabs(a.hfu - b.hfu) <= 1e-12 * fabs(b.hfu), "%s: hfu %.17g vs %.17g", rel, a.hfu, b.hfu);
+    ck_assert(a.compute_s == b.compute_s && a.comm_share == b.comm_share);
+    for (int d = 0; d < GS_DIM_COUNT; d++)
+        ck_assert_msg(a.comm_s[d] == b.comm_s[d] && a.exposed_s[d] == b.exposed_s[d], "%s: dim %d", rel, d);
+    ck_assert_msg(fabs(a.bubble_share - b.bubble_share) <= 1e-12 * fabs(b.bubble_share), "%s: bubble %.17g vs %.17g",
+                  rel, a.bubble_share, b.bubble_share);
+    ck_assert_uint_eq(a.events, b.events);
+    ck_assert_uint_eq(a.critical_rank, b.critical_rank);
+    ck_assert_uint_eq(a.peak_bytes, b.peak_bytes);
+    ck_assert_uint_eq(a.warnings.count, b.warnings.count);
+    gs_report_fini(&a);
+    gs_report_fini(&b);
+}
+
+/* The shipped scenarios, and the published ones of up to about 10 M events on the exact path:
+ * every one is symmetric (troubled-70b-tp16's TP groups each span the same 2 nodes' halves), so
+ * --exact takes the class path, with the report of every rank played. */
+START_TEST(test_exact_by_class)
+{
+    static const char *files[] = {
+        "scenarios/llama2-7b-8l-1xh200.yaml", "scenarios/seed-70b-64xa100-fsdp.yaml",
+        "scenarios/seed-70b-64xa100.yaml", "scenarios/seed-7b-64gpu-25gbe-hsdp.yaml",
+        "scenarios/seed-7b-64gpu-25gbe.yaml", "scenarios/seed-7b-8xa100.yaml", "scenarios/tiny-llama-2x2x2.yaml",
+        "scenarios/troubled-70b-tp16.yaml", "scenarios/troubled-70b.yaml",
+        "scenarios/published/mcore-h100-01-1.7b.yaml", "scenarios/published/mcore-h100-05-70b.yaml",
+        "scenarios/published/nar21-t1-01-gpt-1.7b.yaml", "scenarios/published/nar21-t1-04-gpt-18.4b.yaml"};
+    size_t n = sizeof files / sizeof files[0], classed = 0;
+    for (size_t i = 0; i < n; i++) {
+        int by_class;
+        exact_by_class(files[i], &by_class);
+        classed += (size_t)by_class;
+    }
+    ck_assert_uint_eq(classed, n);
+}
+END_TEST
+
+/* When the class path is not every rank's: flow mode, stragglers, a calibration file, and a
+ * mesh whose ranks differ from their representative: tp 3 on 4-GPU nodes puts TP group 0
+ * (ranks 0-2) on node 0 and TP group 1 (ranks 3-5) on nodes 0 and 1. */
+START_TEST(test_exact_is_class)
+{
+    gs_scenario s;
+    gs_mesh m;
+    load(SMALL "cluster: {preset: dgx-a100-80g, nodes: 2}\ngrid: {dp: 2, pp: 2, tp: 4}\nbatch: {global: 8}\n", &s, &m);
+    gs_backend_opts flow = {1, NULL, NULL}, calib = {0, "calib.json", NULL};
+    ck_assert_int_eq(gs_sim_exact_is_class(&s, &m, NULL), 1);
+    ck_assert_int_eq(gs_sim_exact_is_class(&s, &m, &flow), 0);
+    ck_assert_int_eq(gs_sim_exact_is_class(&s, &m, &calib), 0);
+    load(SMALL "cluster: {preset: dgx-a100-80g, nodes: 2}\ngrid: {dp: 2, pp: 2, tp: 4}\nbatch: {global: 8}\n"
+               "stragglers: [{rank: 3, slowdown: 1.2}]\n", &s, &m);
+    ck_assert_int_eq(gs_sim_exact_is_class(&s, &m, NULL), 0);
+    load("model: {layers: 2, hidden: 384, heads: 6, ffn: 768, vocab: 1002, seq: 64}\n"
+         "cluster: {preset: dgx-a100-80g, nodes: 3, gpus_per_node: 4}\n"
+         "grid: {dp: 4, pp: 1, tp: 3, allow_tp_cross_node: true}\nbatch: {global: 8}\n", &s, &m);
+    ck_assert_int_eq(gs_sim_exact_is_class(&s, &m, NULL), 0);
 }
 END_TEST
 
@@ -153,6 +250,11 @@ static Suite *des_suite(void)
     tcase_add_test(t, test_shared_data_parallel);
     tcase_add_test(t, test_stats);
     suite_add_tcase(s, t);
+    TCase *k = tcase_create("class");
+    tcase_set_timeout(k, 600);
+    tcase_add_test(k, test_exact_is_class);
+    tcase_add_test(k, test_exact_by_class);
+    suite_add_tcase(s, k);
     return s;
 }
 
