@@ -14,6 +14,7 @@
 
 #include "engine/plan.h"
 #include "sim/compute.h"
+#include "sim/bound.h"
 #include "sim/sim.h"
 
 static double now_s(void)
@@ -62,9 +63,12 @@ int main(int argc, char **argv)
     o.threads = threads;
     o.eval = eval_sim;
     o.keep = keep; /* 10: as `gridstep plan` with its default --top 10 */
-    gs_compute_model cm;
-    gs_compute_model_init(&cm, &s.cluster.gpu, s.strategy.precision);
-    o.compute_slowdown = cm.overlap_slowdown;
+    gs_sim_bound *bound = NULL;
+    if (gs_sim_bound_create(&bound) != GS_OK)
+        return 1;
+    o.bound = gs_sim_step_bound;
+    o.bound_ctx = bound;
+    o.comm_bound = gs_sim_comm_bound;
     gs_plan *p = NULL;
 #if defined(HAVE_MALLOPT) && defined(M_MMAP_THRESHOLD) && defined(M_TRIM_THRESHOLD) && defined(M_ARENA_MAX)
     /* as `gridstep plan` (gs_cli_keep_freed_memory): freed schedules stay in the heap */
@@ -78,6 +82,7 @@ int main(int argc, char **argv)
         return 1;
     }
     double t1 = now_s();
+    gs_sim_bound_destroy(bound);
     uint64_t pruned = 0, rejected = 0;
     for (size_t i = 0; i < p->npruned; i++)
         pruned += p->pruned[i].count;
