@@ -3,6 +3,7 @@
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 
 #include "engine/ledger.h"
 #include "engine/plan_internal.h"
@@ -409,7 +410,13 @@ gs_status gs_plan_run(const gs_scenario *base, const gs_plan_opts *o, gs_plan **
     memset(&x, 0, sizeof x);
     x.base = base;
     x.o = o;
+    struct timespec t0, t1;
+    clock_gettime(CLOCK_THREAD_CPUTIME_ID, &t0);
     gs_status rc = gs__plan_enumerate(&x, err);
+    if (rc == GS_OK)
+        rc = gs__plan_tier1(&x, err);
+    clock_gettime(CLOCK_THREAD_CPUTIME_ID, &t1);
+    double tier1_s = (double)(t1.tv_sec - t0.tv_sec) + (double)(t1.tv_nsec - t0.tv_nsec) * 1e-9;
     if (rc == GS_OK)
         rc = gs__plan_search(&x, err);
     if (rc == GS_OK) {
@@ -421,8 +428,8 @@ gs_status gs_plan_run(const gs_scenario *base, const gs_plan_opts *o, gs_plan **
         if (listed == 0 && (o->shard_count < 2 || passed == 0))
             rc = nothing_fits(base, &x, err);
     }
-    if (rc == GS_OK)
-        rc = assemble(base, &x, out, err);
+    if (rc == GS_OK && (rc = assemble(base, &x, out, err)) == GS_OK)
+        (*out)->tier1_cpu_s = tier1_s;
     free(x.c);
     free(x.blocks);
     free(x.groups);

@@ -128,6 +128,7 @@ typedef struct gs_plan {
     uint64_t sim_runs;                /* evaluator calls (2 per extrapolated candidate) */
     uint64_t bounded;                 /* candidates skipped by the bound (R4) */
     int truncated;                    /* 1: max_candidates stopped the enumeration */
+    double tier1_cpu_s;               /* CPU seconds of the enumeration and tier 1 (one thread) */
     uint64_t gpus;
     uint64_t global_seqs;
 } gs_plan;

@@ -83,7 +83,9 @@ void gs__plan_copy_report(const gs_report *r, gs_plan_candidate *o);
  * and bound groups filled; rejections counted). */
 gs_status gs__plan_enumerate(search *x, gs_error *err);
 
-/* plan_search.c: memory of the model states, R3, the bounds, and the simulated tier. */
+/* plan_search.c: tier 1 (the model states, R3, the shard, the bounds; on the calling thread),
+ * then the search (tiers 2 and 3, the copies' fate and the counts). */
+gs_status gs__plan_tier1(search *x, gs_error *err);
 gs_status gs__plan_search(search *x, gs_error *err);
 
 #define GS_PLAN_REASON_NOFIT "does not fit in GPU memory (ledger peak)"

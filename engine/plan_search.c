@@ -600,13 +600,19 @@ static gs_status settle_copies(search *x, gs_error *err)
     return rc;
 }
 
-gs_status gs__plan_search(search *x, gs_error *err)
+gs_status gs__plan_tier1(search *x, gs_error *err)
 {
     gs_status rc;
     if ((rc = check_states(x, err)) != GS_OK || (rc = merge_identical(x, err)) != GS_OK)
         return rc;
     shard_filter(x);
-    if ((rc = bound_groups(x, err)) != GS_OK || (rc = tier2(x, err)) != GS_OK || (rc = tier3(x, err)) != GS_OK)
+    return bound_groups(x, err);
+}
+
+gs_status gs__plan_search(search *x, gs_error *err)
+{
+    gs_status rc;
+    if ((rc = tier2(x, err)) != GS_OK || (rc = tier3(x, err)) != GS_OK)
         return rc;
     return settle_copies(x, err);
 }
