@@ -14,6 +14,7 @@
 
 #include "cli/calib_ops.h"
 #include "cli/cli_common.h"
+#include "cli/progress.h"
 #include "engine/schedule.h"
 #include "sim/calib.h"
 #include "sim/collective.h"
@@ -72,19 +73,25 @@ struct gs_calib_dev {
     int coll_ok[GS_CAL_C_COUNT][DEV_GROUPS];
     uint64_t coll_max; /* the largest group measured (0: none) */
     char coll_note[512]; /* why no larger group was measured */
+    uint64_t pdone, ptotal; /* measurements started, and planned (progress) */
 };
 
-static void progress(const gs_calib_dev *c, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
-static void progress(const gs_calib_dev *c, const char *fmt, ...)
+/* A measurement starts: counts it and reports the share finished (at most ptotal - 1 until the
+ * end: the count is planned by progress_total). Called by one thread at a time (the collectives'
+ * rank 0 while the others measure with it). */
+static void progress(gs_calib_dev *c, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+static void progress(gs_calib_dev *c, const char *fmt, ...)
 {
-    if (!c->o.tty)
+    if (!c->o.prog)
         return;
+    char what[200];
     va_list ap;
     va_start(ap, fmt);
-    fprintf(stderr, "\r\033[K");
-    vfprintf(stderr, fmt, ap);
+    vsnprintf(what, sizeof what, fmt, ap);
     va_end(ap);
-    fflush(stderr);
+    uint64_t done = c->pdone < c->ptotal ? c->pdone : c->ptotal - 1;
+    c->pdone++;
+    gs_progress_update(c->o.prog, done, c->ptotal, what);
 }
 
 /* ---- timing: a batch of calls between two stream events ---------------------------------------------- */
@@ -293,7 +300,7 @@ static gs_status measure_gemms(gs_calib_dev *c, const dev_timer *t, gs_error *er
     gs_status rc = GS_OK;
     for (size_t i = 0; i < c->ngemm && rc == GS_OK; i++) {
         dev_gemm *g = &c->gemm[i];
-        progress(c, "calibrate: GEMM %zu/%zu (%" PRIu64 " x %" PRIu64 " x %" PRIu64 ")", i + 1, c->ngemm, g->m, g->n, g->k);
+        progress(c, "GEMM %zu/%zu (%" PRIu64 " x %" PRIu64 " x %" PRIu64 ")", i + 1, c->ngemm, g->m, g->n, g->k);
         float *b[5] = {0};
         size_t mk = g->m * g->k, nk = g->n * g->k, mn = g->m * g->n;
         if ((rc = dev_buffer(t, mk, 0.01f, NULL, 0, &b[0], "GEMM x", err)) == GS_OK &&
@@ -360,7 +367,7 @@ static gs_status measure_kernels(gs_calib_dev *c, const dev_timer *t, gs_error *
             if (n < h)
                 n = h;
             size_t rows = n / h, sets = dev_sets(c, 4.0 * (7.0 * (double)n + (double)rows + 1.0));
-            progress(c, "calibrate: %s, %zu elements (%zu operand set%s)", gs_cal_ew_names[kind], n, sets,
+            progress(c, "%s, %zu elements (%zu operand set%s)", gs_cal_ew_names[kind], n, sets,
                      sets == 1 ? "" : "s");
             int32_t *tok = malloc((rows + 1) * sizeof *tok);
             float **b = calloc(6 * sets, sizeof *b);
@@ -427,7 +434,7 @@ static gs_status measure_copy_launch(gs_calib_dev *c, const dev_timer *t, gs_err
     gs_status rc = GS_OK;
     for (size_t i = 0; i < c->new_ && rc == GS_OK; i++) {
         size_t n = c->ew_elems[i], sets = dev_sets(c, 8.0 * (double)n);
-        progress(c, "calibrate: copy, %zu floats (%zu operand set%s)", n, sets, sets == 1 ? "" : "s");
+        progress(c, "copy, %zu floats (%zu operand set%s)", n, sets, sets == 1 ? "" : "s");
         float **b = calloc(2 * sets, sizeof *b);
         if (!b)
             return gs_error_set(err, GS_ERR_NOMEM, "calibrate: out of memory");
@@ -443,7 +450,7 @@ static gs_status measure_copy_launch(gs_calib_dev *c, const dev_timer *t, gs_err
     }
     float *p = NULL;
     if (rc == GS_OK && (rc = dev_buffer(t, 1, 0.0f, NULL, 0, &p, "launch", err)) == GS_OK) {
-        progress(c, "calibrate: launch");
+        progress(c, "launch");
         tiny_args a = {c->ops, t->d, p};
         rc = time_calls(c, t, tiny_call, &a, &c->launch_s, err);
     }
@@ -453,7 +460,7 @@ static gs_status measure_copy_launch(gs_calib_dev *c, const dev_timer *t, gs_err
 
 static gs_status measure_attention(gs_calib_dev *c, const dev_timer *t, gs_error *err)
 {
-    progress(c, "calibrate: attention (seq %" PRIu64 ", %" PRIu64 " heads of %" PRIu64 ")", c->attn_seq, c->attn_nh,
+    progress(c, "attention (seq %" PRIu64 ", %" PRIu64 " heads of %" PRIu64 ")", c->attn_seq, c->attn_nh,
              c->attn_hd);
     size_t sq = c->attn_seq, qn = sq * c->attn_nh * c->attn_hd, kvn = sq * c->attn_nkv * c->attn_hd;
     size_t pn = c->attn_nh * sq * (c->attn_flash ? 1 : sq);
@@ -478,7 +485,7 @@ static gs_status measure_attention(gs_calib_dev *c, const dev_timer *t, gs_error
     }
     dev_free(t, b, 9);
     if (rc == GS_OK) {
-        progress(c, "calibrate: rotary embedding");
+        progress(c, "rotary embedding");
         size_t ld = (c->attn_nh + 2 * c->attn_nkv) * c->attn_hd;
         float *q = NULL;
         if ((rc = dev_buffer(t, sq * ld, 0.01f, NULL, 0, &q, "rotary embedding", err)) == GS_OK) {
@@ -608,7 +615,7 @@ static void *coll_main(void *arg)
         for (size_t si = 0; si < c->nsizes && rc == GS_OK; si++) {
             j->op = op, j->bytes = c->sizes[si];
             if (j->rank == 0)
-                progress(c, "calibrate: %s, %" PRIu64 " ranks, %zu B", gs_cal_c_names[op], j->n, j->bytes);
+                progress(c, "%s, %" PRIu64 " ranks, %zu B", gs_cal_c_names[op], j->n, j->bytes);
             /* 5 warm-up calls, then batches of 20 (nccl-tests' default), 50 up to 1 MiB so that a
              * batch of short calls spans far more than the event clock's resolution (quick: 5 and
              * 20); every rank the same count */
@@ -649,6 +656,18 @@ static void *coll_main(void *arg)
     return NULL;
 }
 
+/* The measurements progress() will count, in the order they run: GEMMs, kernels, copies, the
+ * launch, attention and the rotary embedding, then per group size up to max_ranks its opening
+ * and each op at each size (send/recv at 2 ranks only). A group the machine cannot open ends the
+ * count early: the line then jumps to the end. */
+static uint64_t progress_total(const gs_calib_dev *c)
+{
+    uint64_t cap = c->o.max_ranks ? c->o.max_ranks : 8, n = c->ngemm + (uint64_t)GS_CAL_EW_COUNT * c->new_ + c->new_ + 3;
+    for (int gi = 0; gi < DEV_GROUPS && dev_group_sizes[gi] <= cap; gi++)
+        n += 1 + c->nsizes * (uint64_t)(GS_CAL_C_COUNT - (dev_group_sizes[gi] == 2 ? 0 : 1));
+    return n;
+}
+
 static gs_status measure_colls(gs_calib_dev *c, gs_error *err)
 {
     uint64_t cap = c->o.max_ranks ? c->o.max_ranks : 8;
@@ -667,7 +686,7 @@ static gs_status measure_colls(gs_calib_dev *c, gs_error *err)
         gs_status rc = gs_mesh_init(&mesh, 1, n, 1, NULL, n, err);
         if (rc != GS_OK)
             return rc;
-        progress(c, "calibrate: opening %" PRIu64 " ranks", n);
+        progress(c, "opening %" PRIu64 " ranks", n);
         gs_status orc = c->ops->open(&mesh, &o, &d, &oe);
         if (orc == GS_ERR_INPUT) {
             /* not an error: this machine has fewer devices (the driver says why) */
@@ -754,12 +773,14 @@ gs_status gs_calib_dev_run(const gs_driver_ops *ops, const char *scenario, const
         c->o.timeout_s = 120.0;
     c->reps = c->o.quick || c->o.small ? 3 : 5;
     gs_status rc = pick(c, scenario, err);
-    if (rc == GS_OK)
+    if (rc == GS_OK) {
+        c->ptotal = progress_total(c);
         rc = measure_solo(c, err);
+    }
     if (rc == GS_OK)
         rc = measure_colls(c, err);
-    if (c->o.tty)
-        fprintf(stderr, "\r\033[K");
+    if (c->o.prog)
+        gs_progress_update(c->o.prog, c->ptotal, c->ptotal, "fitting");
     /* fits */
     if (rc == GS_OK) {
         double meas[DEV_MAX_SHAPES], model[DEV_MAX_SHAPES], r[DEV_MAX_SHAPES];

@@ -40,7 +40,7 @@ typedef struct gs_calib_dev_opts {
     int quick;          /* fewer shapes, sizes and repeats */
     int small;          /* test sizes, for the device path run by a CPU driver (tests): GEMMs of a
                            few hundred thousand FLOPs, 1 KiB .. 64 KiB collectives */
-    int tty;            /* progress lines on stderr */
+    struct gs_progress *prog; /* progress on stderr (cli/progress.h); NULL: none */
     uint64_t max_ranks; /* collectives over at most this many devices (0: 8) */
     double timeout_s;   /* the driver's wait timeout (0: 120) */
 } gs_calib_dev_opts;

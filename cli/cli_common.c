@@ -39,18 +39,24 @@ out:
 
 gs_status gs_cli_json_print(json_t *doc, gs_error *err)
 {
-    char *text = json_dumps(doc, JSON_INDENT(2) | JSON_PRESERVE_ORDER | JSON_REAL_PRECISION(12));
-    if (!text)
-        return gs_error_set(err, GS_ERR_NOMEM, "cannot serialize JSON output");
-    fputs(text, stdout);
-    fputc('\n', stdout);
-    free(text);
-    return GS_OK;
+    return gs_cli_json_fprint(stdout, doc, err);
 }
 
 gs_status gs_cli_json_fprint(FILE *f, json_t *doc, gs_error *err)
 {
+    json_t *versioned = NULL;
+    if (json_is_object(doc) && !json_object_get(doc, "schema_version")) {
+        /* a shallow copy with the version first: keys keep their insertion order */
+        versioned = json_object();
+        if (!versioned || json_object_set_new(versioned, "schema_version", json_integer(GS_JSON_SCHEMA_VERSION)) != 0 ||
+            json_object_update(versioned, doc) != 0) {
+            json_decref(versioned);
+            return gs_error_set(err, GS_ERR_NOMEM, "cannot serialize JSON output");
+        }
+        doc = versioned;
+    }
     char *text = json_dumps(doc, JSON_INDENT(2) | JSON_PRESERVE_ORDER | JSON_REAL_PRECISION(12));
+    json_decref(versioned);
     if (!text)
         return gs_error_set(err, GS_ERR_NOMEM, "cannot serialize JSON output");
     fputs(text, f);

@@ -24,8 +24,14 @@ gs_status gs_cli_load(const char *path, gs_scenario *s, gs_mesh *mesh, gs_error 
  * no trim below 1 GiB, one arena; a no-op where mallopt is missing). */
 void gs_cli_keep_freed_memory(void);
 
+/* The version of the key layout of every --json document (its first key, "schema_version"; the
+ * keys of each command are listed in doc/json.md). Raised when a key is renamed, removed or
+ * changes meaning; new keys do not raise it. */
+#define GS_JSON_SCHEMA_VERSION 1
+
 /* Writes one JSON document (2-space indent, keys in insertion order, reals with 12
- * significant digits) and a newline to stdout. */
+ * significant digits) and a newline to stdout. An object without "schema_version" is written
+ * with it first (GS_JSON_SCHEMA_VERSION); doc itself is not changed. */
 gs_status gs_cli_json_print(json_t *doc, gs_error *err);
 
 /* The same document to f (gs_cli_json_print is this on stdout). */

@@ -20,6 +20,7 @@
 #include "cli/calib_device.h"
 #include "cli/calib_ops.h"
 #include "cli/calib_procs.h"
+#include "cli/progress.h"
 #include "cli/mpi_exec.h"
 #include "cli/cli_common.h"
 #include "cli/commands.h"
@@ -115,7 +116,7 @@ const char gs_cmd_calibrate_help[] =
     "  gridstep compare --calib host.json tests/calib/b-dp4.yaml\n"
     "  GRIDSTEP_CUDA_GEMM=tf32 gridstep calibrate --driver cuda --out gpu.json scenarios/llama2-7b-8l-1xh200.yaml\n"
     "  GRIDSTEP_CUDA_GEMM=tf32 gridstep compare --driver cuda --calib gpu.json scenarios/llama2-7b-8l-1xh200.yaml\n"
-    "  mpirun -np 16 --map-by ppr:8:node gridstep calibrate --driver cuda --out cluster.json S.yaml\n";
+    "  mpirun -np 16 --map-by ppr:8:node gridstep calibrate --driver cuda --out cluster.json scenarios/llama2-7b-8l-1xh200.yaml\n";
 
 static const char usage[] =
     "gridstep calibrate [--driver host|cuda] [--events] [--out FILE] [--quick] [--warm] [--plot PREFIX] [SCENARIO.yaml]";
@@ -146,7 +147,9 @@ typedef struct ew_point {
 
 typedef struct cal {
     const gs_driver_ops *ops;
-    int quick, reps, tty;
+    int quick, reps;
+    gs_progress *prog;       /* measurements started of ptotal (progress() counts them) */
+    uint64_t pdone, ptotal;
     int rotate; /* 1: GEMMs are timed over operand sets beyond the caches (0: --warm) */
     gemm_point gemm[MAX_SHAPES];
     size_t ngemm;
@@ -192,17 +195,19 @@ typedef struct cal {
     gs_cal_spell spell; /* the test hook GRIDSTEP_CALIB_SPELL (cli/calib_ops.h); rank 0's thread counts */
 } cal;
 
-static void progress(const cal *c, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
-static void progress(const cal *c, const char *fmt, ...)
+/* A measurement starts: counts it and reports the share finished (at most ptotal - 1 until the
+ * end: the count is planned by progress_total). */
+static void progress(cal *c, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+static void progress(cal *c, const char *fmt, ...)
 {
-    if (!c->tty)
-        return;
+    char what[200];
     va_list ap;
     va_start(ap, fmt);
-    fprintf(stderr, "\r\033[K");
-    vfprintf(stderr, fmt, ap);
+    vsnprintf(what, sizeof what, fmt, ap);
     va_end(ap);
-    fflush(stderr);
+    uint64_t done = c->pdone < c->ptotal ? c->pdone : c->ptotal - 1;
+    c->pdone++;
+    gs_progress_update(c->prog, done, c->ptotal, what);
 }
 
 static void fill(float *p, size_t n, float v)
@@ -297,7 +302,7 @@ static int allowed_cpu(size_t slot)
  * single-thread kernel measurements and the concurrency test's thread 0 run on the same CPU, so
  * ratio(k) is taken against the CPU the GEMM fit was measured on. Unpinned, the fit could come
  * from a fast vCPU and the ratio's one-thread reference from a slow one, and the difference
- * between them (a quarter on the development VM, which one changing over minutes) would be
+ * between them (a quarter on a 2-vCPU cloud VM, which one changing over minutes) would be
  * missed both ways. */
 static int pin_self(size_t slot)
 {
@@ -319,7 +324,7 @@ static gs_status solo_fn(void *arg, gs_drv_stream *s, gs_error *err)
     /* GEMMs */
     for (size_t i = 0; i < c->ngemm; i++) {
         gemm_point *g = &c->gemm[i];
-        progress(c, "calibrate: GEMM %zu/%zu (%" PRIu64 " x %" PRIu64 " x %" PRIu64 ")", i + 1, c->ngemm, g->m, g->n,
+        progress(c, "GEMM %zu/%zu (%" PRIu64 " x %" PRIu64 " x %" PRIu64 ")", i + 1, c->ngemm, g->m, g->n,
                  g->k);
         size_t nc = rotate_copies(c, 4.0 * (double)(2 * g->m * g->k + 2 * g->n * g->k + g->m * g->n));
         float *x = malloc(nc * g->m * g->k * sizeof *x), *w = malloc(nc * g->n * g->k * sizeof *w);
@@ -347,7 +352,7 @@ static gs_status solo_fn(void *arg, gs_drv_stream *s, gs_error *err)
     for (int kind = 0; kind < GS_CAL_EW_COUNT && rc == GS_OK; kind++)
         for (size_t i = 0; i < c->new_; i++) {
             ew_point *p = &c->ew[kind][i];
-            progress(c, "calibrate: %s, %" PRIu64 " elements", gs_cal_ew_names[kind], p->elements);
+            progress(c, "%s, %" PRIu64 " elements", gs_cal_ew_names[kind], p->elements);
             size_t n = p->elements, h = 256;
             if (kind == GS_CAL_EW_XENT || kind == GS_CAL_EW_XENT_BWD)
                 h = c->vocab_row;
@@ -370,7 +375,7 @@ static gs_status solo_fn(void *arg, gs_drv_stream *s, gs_error *err)
         }
     /* attention, forward and backward, one sequence */
     if (rc == GS_OK) {
-        progress(c, "calibrate: attention (seq %" PRIu64 ", %" PRIu64 " heads of %" PRIu64 ")", c->attn_seq, c->attn_nh,
+        progress(c, "attention (seq %" PRIu64 ", %" PRIu64 " heads of %" PRIu64 ")", c->attn_seq, c->attn_nh,
                  c->attn_hd);
         size_t sq = c->attn_seq, qn = sq * c->attn_nh * c->attn_hd, kvn = sq * c->attn_nkv * c->attn_hd;
         size_t pn = c->attn_nh * sq * (c->attn_flash ? 1 : sq);
@@ -394,7 +399,7 @@ static gs_status solo_fn(void *arg, gs_drv_stream *s, gs_error *err)
     /* the rotary embedding the QKV event applies to q and k (and the backward to dq and dk), on
      * seq tokens of the scenario's QKV rows: its cost per token */
     if (rc == GS_OK) {
-        progress(c, "calibrate: rotary embedding");
+        progress(c, "rotary embedding");
         gs_cal_rope r = {c->ops, NULL, c->attn_seq, c->attn_nh, c->attn_nkv, c->attn_hd, 0};
         size_t ld = (c->attn_nh + 2 * c->attn_nkv) * c->attn_hd;
         if (!(r.qkv = calloc(c->attn_seq * ld, 4)))
@@ -487,7 +492,7 @@ static gs_status measure_dispatch(cal *c, gs_error *err)
     for (int w = 0; w < 2 * DISPATCH_SIZES && rc == GS_OK; w++) {
         uint64_t R = worlds[w % DISPATCH_SIZES];
         int cross = w >= DISPATCH_SIZES;
-        progress(c, "calibrate: dispatch cost, %" PRIu64 " rank%s", R, R > 1 ? "s" : "");
+        progress(c, "dispatch cost, %" PRIu64 " rank%s", R, R > 1 ? "s" : "");
         gs_mesh mesh;
         gs_drv *d = NULL;
         gs_driver_opts o = {.timeout_s = 600.0};
@@ -701,7 +706,7 @@ static gs_status measure_cores(cal *c, gs_error *err)
         uint64_t k = (uint64_t)P * (pass + 1);
         if (k > 16)
             k = 16;
-        progress(c, "calibrate: cores (%" PRIu64 " threads)", k);
+        progress(c, "cores (%" PRIu64 " threads)", k);
         memset(jobs, 0, sizeof jobs);
         for (uint64_t r = 0; r < k; r++) {
             jobs[r] = (rank_job){.c = c, .rank = r, .n = k, .what = -1};
@@ -805,14 +810,14 @@ static void *conc_main(void *arg)
 
 /* One round: pass_s[k - 1] = the slowest of k threads started together (each one's median CPU
  * time per pass), for k = 1 .. kmax. The slowest, not the mean: ranks meet at every collective,
- * so a step runs at its slowest rank's pace, and the cores are not equal (on the development VM
+ * so a step runs at its slowest rank's pace, and the cores are not equal (on a 2-vCPU cloud VM
  * one vCPU ran the same GEMMs 20-25% slower than the other, pinned with taskset, and which one
  * changed over minutes). */
 static gs_status conc_round(cal *c, uint64_t kmax, double *pass_s, gs_error *err)
 {
     gs_status rc = GS_OK;
     for (uint64_t k = 1; k <= kmax && rc == GS_OK; k++) {
-        progress(c, "calibrate: concurrency (%" PRIu64 " thread%s)", k, k > 1 ? "s" : "");
+        progress(c, "concurrency (%" PRIu64 " thread%s)", k, k > 1 ? "s" : "");
         conc_job jobs[MAX_CONC];
         pthread_t th[MAX_CONC];
         int started[MAX_CONC] = {0};
@@ -946,7 +951,7 @@ static gs_status measure_colls(cal *c, gs_error *err)
                     break;
                 for (size_t si = 0; si < c->nsizes && rc == GS_OK; si++) {
                     size_t bytes = c->sizes[si];
-                    progress(c, "calibrate: %s, %" PRIu64 " ranks, %zu B, repeat %d/%d", gs_cal_c_names[op], n, bytes,
+                    progress(c, "%s, %" PRIu64 " ranks, %zu B, repeat %d/%d", gs_cal_c_names[op], n, bytes,
                              rep + 1, c->reps);
                     rank_job jobs[8];
                     memset(jobs, 0, sizeof jobs);
@@ -998,7 +1003,7 @@ static gs_status measure_exec_share(cal *c, const char *scenario, gs_error *err)
     if (rc == GS_OK)
         rc = gs_exec_session_create(&s, &mesh, &o, &x, err);
     for (int step = 0; step < 2 && rc == GS_OK; step++) {
-        progress(c, "calibrate: a training step of %s (%d/2)", scenario, step + 1);
+        progress(c, "a training step of %s (%d/2)", scenario, step + 1);
         struct rusage r0, r1;
         getrusage(RUSAGE_SELF, &r0);
         double w0 = now_wall();
@@ -1398,7 +1403,7 @@ static gs_status write_plots(const cal *c, const char *prefix, gs_error *err)
 /* The options. */
 typedef struct calib_args {
     const char *driver, *out, *plot, *scenario;
-    int quick, warm, events;
+    int quick, warm, events, quiet;
     const gs_driver_ops *ops;
 } calib_args;
 
@@ -1408,9 +1413,9 @@ static gs_status parse(int argc, char **argv, calib_args *a, gs_error *err)
         {"driver", required_argument, NULL, 'd'}, {"out", required_argument, NULL, 'o'},
         {"quick", no_argument, NULL, 'q'},        {"plot", required_argument, NULL, 'p'},
         {"warm", no_argument, NULL, 'w'},        {"events", no_argument, NULL, 'e'},
-        {NULL, 0, NULL, 0},
+        {"quiet", no_argument, NULL, 'Q'},        {NULL, 0, NULL, 0},
     };
-    *a = (calib_args){"host", "calib.json", NULL, NULL, 0, 0, 0, NULL};
+    *a = (calib_args){"host", "calib.json", NULL, NULL, 0, 0, 0, 0, NULL};
     int ch;
     while ((ch = getopt_long(argc, argv, "", opts, NULL)) != -1) {
         switch (ch) {
@@ -1420,6 +1425,7 @@ static gs_status parse(int argc, char **argv, calib_args *a, gs_error *err)
         case 'p': a->plot = optarg; break;
         case 'w': a->warm = 1; break;
         case 'e': a->events = 1; break;
+        case 'Q': a->quiet = 1; break;
         default: return gs_error_set(err, GS_ERR_INPUT, "unknown option '%s'\nusage: %s", argv[optind - 1], usage);
         }
     }
@@ -1432,6 +1438,21 @@ static gs_status parse(int argc, char **argv, calib_args *a, gs_error *err)
 
 /* This machine, through the driver: measures, fits, prints the summary and the plots, and
  * returns the calibration file's document (written by the caller). */
+/* The measurements progress() will count on this path, in the order they run: GEMMs, kernels,
+ * attention and the rotary embedding, dispatch over 1-8 ranks (alone and across streams), cores
+ * (2 passes), concurrency (CONC_ROUNDS rounds of 1..kmax threads), the collectives (repeats x
+ * sizes x every op and group size, send/recv at 2 ranks only) and a scenario's two steps. */
+static uint64_t progress_total(const cal *c, const char *scenario)
+{
+    long online = sysconf(_SC_NPROCESSORS_ONLN);
+    uint64_t kmax = online > 1 ? (uint64_t)online : 1;
+    if (kmax > MAX_CONC)
+        kmax = MAX_CONC;
+    uint64_t colls = (uint64_t)c->reps * c->nsizes * ((GS_CAL_C_COUNT - 1) * GROUP_SIZES + 1);
+    return c->ngemm + (uint64_t)GS_CAL_EW_COUNT * c->new_ + 2 + 2 * DISPATCH_SIZES + 2 + CONC_ROUNDS * kmax + colls +
+           (scenario ? 2 : 0);
+}
+
 static gs_status calibrate_here(const calib_args *a, json_t **doc_out, gs_error *err)
 {
     const char *out = a->out, *plot = a->plot, *scenario = a->scenario;
@@ -1446,13 +1467,15 @@ static gs_status calibrate_here(const calib_args *a, json_t **doc_out, gs_error 
     c->ops = a->ops;
     c->quick = a->quick;
     c->rotate = a->warm ? -1 : 0;
+    gs_progress prog;
+    gs_progress_init(&prog, "gridstep calibrate", "measurements", !a->quiet);
     gs_status rc = GS_OK;
     json_t *doc = NULL;
     gs_drv *d = NULL;
     gs_drv_stream *s = NULL;
     if (c->ops->device_memory || a->events) {
         /* a device's driver (or --events): timed with its stream events (cli/calib_device.c) */
-        gs_calib_dev_opts dopt = {.quick = c->quick, .small = !c->ops->device_memory, .tty = isatty(STDERR_FILENO),
+        gs_calib_dev_opts dopt = {.quick = c->quick, .small = !c->ops->device_memory, .prog = &prog,
                                   .max_ranks = 8};
         gs_calib_dev *dc = NULL;
         if ((rc = gs_calib_dev_run(c->ops, scenario, &dopt, &dc, err)) != GS_OK)
@@ -1467,7 +1490,6 @@ static gs_status calibrate_here(const calib_args *a, json_t **doc_out, gs_error 
         goto done;
     }
     c->rotate = c->rotate < 0 ? 0 : 1;
-    c->tty = isatty(STDERR_FILENO);
     c->reps = c->quick ? 3 : 7;
     if ((rc = gs_cal_spell_from_env(&c->spell, err)) != GS_OK)
         goto done;
@@ -1483,6 +1505,8 @@ static gs_status calibrate_here(const calib_args *a, json_t **doc_out, gs_error 
     for (uint64_t b = 1024; b <= (c->quick ? (1u << 20) : (16u << 20)); b *= 4)
         c->sizes[c->nsizes++] = b;
 
+    c->prog = &prog;
+    c->ptotal = progress_total(c, scenario);
     /* one rank: kernels and dispatch */
     gs_mesh mesh;
     gs_driver_opts o = {.timeout_s = 600.0};
@@ -1512,8 +1536,7 @@ static gs_status calibrate_here(const calib_args *a, json_t **doc_out, gs_error 
             c->cores = online > 0 && c->exec_share > (double)online ? (double)online : c->exec_share;
         }
     }
-    if (c->tty)
-        fprintf(stderr, "\r\033[K");
+    gs_progress_update(&prog, c->ptotal, c->ptotal, "fitting");
 
     /* fits */
     double fl[MAX_SHAPES], eff[MAX_SHAPES];
@@ -1565,6 +1588,7 @@ static gs_status calibrate_here(const calib_args *a, json_t **doc_out, gs_error 
     if (plot)
         rc = write_plots(c, plot, err);
 done:
+    gs_progress_end(&prog);
     if (s)
         c->ops->stream_destroy(d, s);
     if (d)
@@ -1693,7 +1717,7 @@ static gs_status calibrate_launched(gs_mpi_exec *mx, int prank, const calib_args
     for (uint64_t sz = 1024; sz <= top && ns < 24; sz *= a->ops->device_memory && a->quick ? 16 : 4)
         sizes[ns++] = sz;
     gs_calib_procs *cp = NULL;
-    rc = gs_calib_procs_run(a->ops, b, hosts, sizes, ns, a->quick, prank == 0 && isatty(STDERR_FILENO), &cp, err);
+    rc = gs_calib_procs_run(a->ops, b, hosts, sizes, ns, a->quick, prank == 0 && !a->quiet && isatty(STDERR_FILENO), &cp, err);
     free(hosts);
     if (rc == GS_OK && prank == 0) {
         json_t *links = gs_calib_procs_links(cp);

@@ -24,6 +24,11 @@ const char gs_cmd_diagnose_help[] =
     "it, and the effect printed is what the fix is worth (with - without). A fix that cannot\n"
     "apply says why.\n"
     "\n"
+    "The seed is the article gridstep's rules come from, a practitioner's guide to FSDP state\n"
+    "sharding and the DP x PP x TP grid for LLM pre-training; its troubleshooting table maps a\n"
+    "symptom to a cause, a check and a fix, and its pitfalls and rules of thumb (NCCL over 30% of\n"
+    "the step: redesign the grid; no TP past a node; CPU offload 30-50% slower) are the rows below.\n"
+    "\n"
     "rows (in order):\n"
     "  oom-at-start      all-gather peak: FSDP unit too large (whole-model wrap gathers everything)\n"
     "                    -> wrap per layer\n"
@@ -213,7 +218,7 @@ static gs_status print_diagnosis(const gs_scenario *s, const gs_diagnose_opts *o
     gs_cli_table t;
     gs_cli_table_init(&t, 5);
     gs_status rc = gs_cli_table_rowf(&t, "row\tapplies\tmeasured\tthreshold\tsymptom");
-    printf("%s: %s on %" PRIu64 " x %s, grid dp=%" PRIu64 " pp=%" PRIu64 " tp=%" PRIu64 ", %s\n", s->name,
+    printf("%s: %s on %" PRIu64 " x %s, grid " GS_GRID_FMT ", %s\n", s->name,
            s->model.name, s->cluster.nodes, s->cluster.name, s->grid.dp, s->grid.pp, s->grid.tp,
            gs_sharding_name(s->strategy.sharding));
     printf("  simulated step %s (%s), %.0f tokens/s; peak %s per rank of %s; NCCL share %.1f%%, idle %.1f%%\n",

@@ -16,6 +16,7 @@
 #include "cli/cli_common.h"
 #include "cli/commands.h"
 #include "cli/mpi_exec.h"
+#include "cli/progress.h"
 #include "engine/report.h"
 #include "engine/units.h"
 #include "exec/dispatch_gaps.h"
@@ -93,6 +94,9 @@ const char gs_cmd_exec_help[] =
     "                   stream's idle time with its next event ready, waiting to be issued: the\n"
     "                   worst rank's sum, and its share of the step)\n"
     "  --trace FILE     Chrome trace JSON of the last step (measured times)\n"
+    "  --quiet          no progress on standard error (by default after each step: steps done,\n"
+    "                   their share, the loss and the time left at that pace; on a terminal one\n"
+    "                   line, in a log a line every 5 s, GRIDSTEP_PROGRESS_S)\n"
     "  --load DIR       start from a sharded checkpoint (any grid of the same model: pieces are\n"
     "                   matched by element range; Adam's step continues; under zero1 or\n"
     "                   zero2 every rank reads the whole parameters and its slice's moments)\n"
@@ -171,6 +175,7 @@ const char gs_cmd_compare_help[] =
     "                   kernel and collective rates for every rank and link, and the ranks'\n"
     "                   compute sharing the machine's cores\n"
     "  --mode M         the sim's mode, analytic (default) or flow (as for sim)\n"
+    "  --quiet          no progress on standard error (as for exec)\n"
     "  --json           sim_mode, sim_step_time_s, exec_step_time_s, step_error, classes [{name, sim_s,\n"
     "                   exec_s, error}]; with --calib these are the calibrated sim's, and\n"
     "                   default_sim_step_time_s, default_step_error, classes[].default_sim_s and\n"
@@ -183,9 +188,10 @@ const char gs_cmd_compare_help[] =
 
 const char gs_cmd_exec_usage[] =
     "gridstep exec [--driver host|cuda] [--steps N] [--seed S] [--lr X] [--adam-eps X] [--timeout S] [--json] "
-    "[--trace FILE] [--load DIR] [--save DIR [--save-every N]] [--save-full FILE] SCENARIO.yaml";
+    "[--trace FILE] [--load DIR] [--save DIR [--save-every N]] [--save-full FILE] [--quiet] SCENARIO.yaml";
 const char gs_cmd_compare_usage[] =
-    "gridstep compare [--driver host|cuda] [--steps N] [--calib FILE] [--mode analytic|flow] [--json] SCENARIO.yaml";
+    "gridstep compare [--driver host|cuda] [--steps N] [--calib FILE] [--mode analytic|flow] [--json] [--quiet] "
+    "SCENARIO.yaml";
 
 static gs_status parse_u64(const char *opt, const char *arg, uint64_t *out, gs_error *err)
 {
@@ -280,6 +286,7 @@ typedef struct run_args {
     const char *path, *trace, *driver, *save, *load, *calib, *save_full;
     uint64_t steps, save_every; /* save_every: 0 = only after the last step */
     int json;
+    int quiet; /* no progress on standard error */
     int flow; /* compare: the sim in flow mode */
     gs_exec_opts o;
 } run_args;
@@ -295,6 +302,7 @@ static gs_status parse(int argc, char **argv, int compare, run_args *a, gs_error
         {"load", required_argument, NULL, 'L'},       {"calib", required_argument, NULL, 'C'},
         {"adam-eps", required_argument, NULL, 'A'},   {"save-every", required_argument, NULL, 'E'},
         {"save-full", required_argument, NULL, 'U'}, {"mode", required_argument, NULL, 'M'},
+        {"quiet", no_argument, NULL, 'q'},
         {NULL, 0, NULL, 0},
     };
     const char *usage = compare ? gs_cmd_compare_usage : gs_cmd_exec_usage;
@@ -310,6 +318,7 @@ static gs_status parse(int argc, char **argv, int compare, run_args *a, gs_error
         case 'd': a->driver = optarg; break;
         case 'n': rc = parse_u64("--steps", optarg, &a->steps, err); break;
         case 'j': a->json = 1; break;
+        case 'q': a->quiet = 1; break;
         case 't':
             if (compare)
                 goto bad;
@@ -441,7 +450,7 @@ static json_t *processes_json(const gs_mpi_exec *mx)
 /* ---- Ctrl-C and SIGTERM ---------------------------------------------------------------------------
  * The handler only records the signal. SIGINT and SIGTERM are blocked in every thread but a
  * watcher, which turns
- * the flag into an abort of the session (so a long step's waits return at once); the step loop
+ * the flag into an abort of the exec session (so a long step's waits return at once); the step loop
  * checks the flag between steps. Checkpoint writes happen on the main thread, which never takes
  * the signal, so a save is never cut short: it completes or fails as a whole. */
 
@@ -557,12 +566,22 @@ static gs_status interrupted_error(const save_plan *sp, uint64_t done, gs_error 
     return gs_error_set(err, GS_ERR_RUNTIME, "interrupted after step %" PRIu64, done);
 }
 
-/* Runs the steps with progress on a terminal; losses and step times into the arrays. sp (may be
- * NULL): periodic saves. *done gets the steps completed. */
-static gs_status run_steps(gs_exec_session *x, uint64_t steps, double *loss, double *secs, save_plan *sp,
-                           int across, uint64_t *done, gs_error *err)
+/* The steps to run: losses and step times go into the arrays (steps entries each). */
+typedef struct step_loop {
+    uint64_t steps;
+    double *loss, *secs;
+    save_plan *sp;       /* periodic saves; may be NULL */
+    int across;          /* 1: one rank per process (mpirun, srun) */
+    gs_progress *prog;   /* steps done, with the last step's loss and time */
+} step_loop;
+
+/* Runs the steps; *done gets the steps completed. */
+static gs_status run_steps(gs_exec_session *x, const step_loop *l, uint64_t *done, gs_error *err)
 {
-    int tty = isatty(STDERR_FILENO);
+    uint64_t steps = l->steps;
+    double *loss = l->loss, *secs = l->secs;
+    save_plan *sp = l->sp;
+    int across = l->across;
     *done = 0;
     for (uint64_t i = 0; i < steps; i++) {
         /* across processes the signal reaches them at different times: a process that skipped
@@ -575,13 +594,11 @@ static gs_status run_steps(gs_exec_session *x, uint64_t steps, double *loss, dou
             /* the abort undid nothing: the failed step's state is torn, the checkpoint is not */
             return interrupted_error(sp, gs_train_step(gs_exec_session_train(x)) - 1, err);
         }
-        if (tty && steps > 1) {
-            fprintf(stderr, "\rstep %" PRIu64 "/%" PRIu64 "  loss %.6f  %.3f s ", i + 1, steps, loss[i], secs[i]);
-            if (i + 1 == steps || rc != GS_OK)
-                fprintf(stderr, "\n");
-        }
         if (rc != GS_OK)
             return rc;
+        char what[96];
+        snprintf(what, sizeof what, "loss %.6f, last step %.3f s", loss[i], secs[i]);
+        gs_progress_update(l->prog, i + 1, steps, what);
         *done = i + 1;
         if (sp && sp->dir && (i + 1 == steps || (sp->every && (i + 1) % sp->every == 0))) {
             if ((rc = gs_exec_session_save(x, sp->dir, err)) != GS_OK) {
@@ -629,7 +646,12 @@ gs_status gs_cmd_exec(int argc, char **argv, gs_error *err)
     uint64_t first = gs_train_step(gs_exec_session_train(x)) + 1; /* the first step this run takes */
     save_plan sp = {a.save, a.save_every, 0, 0};
     uint64_t done = 0;
-    if ((rc = run_steps(x, a.steps, loss, secs, &sp, mx.launched, &done, err)) != GS_OK) {
+    gs_progress prog;
+    gs_progress_init(&prog, "gridstep exec", "steps", !a.quiet && prank == 0);
+    step_loop loop = {a.steps, loss, secs, &sp, mx.launched, &prog};
+    rc = run_steps(x, &loop, &done, err);
+    gs_progress_end(&prog);
+    if (rc != GS_OK) {
         save_failed = sp.failed;
         goto out;
     }
@@ -680,7 +702,7 @@ gs_status gs_cmd_exec(int argc, char **argv, gs_error *err)
                             json_integer((json_int_t)gs_train_p2p_hoisted(gs_exec_session_train(x))));
         rc = gs_cli_json_print(doc, err);
     } else {
-        printf("%s: %" PRIu64 " ranks (dp=%" PRIu64 " pp=%" PRIu64 " tp=%" PRIu64 ", %s) on the %s driver, fp32 "
+        printf("%s: %" PRIu64 " ranks (" GS_GRID_FMT ", %s) on the %s driver, fp32 "
                "(GEMMs: %s)\n",
                s.name, mesh.world, mesh.size[GS_DIM_DP], mesh.size[GS_DIM_PP], mesh.size[GS_DIM_TP],
                gs_sharding_name(s.strategy.sharding), a.o.driver->name, gs_exec_session_gemm_math(x));
@@ -788,9 +810,13 @@ gs_status gs_cmd_compare(int argc, char **argv, gs_error *err)
         rc = gs_error_set(err, GS_ERR_NOMEM, "out of memory");
         goto out;
     }
-    if ((rc = gs_exec_session_create(&s, &mesh, &a.o, &x, err)) != GS_OK ||
-        (rc = run_steps(x, a.steps, loss, secs, NULL, mx.launched, &done, err)) != GS_OK ||
-        (rc = gs_exec_session_report(x, &erep, err)) != GS_OK)
+    gs_progress prog;
+    gs_progress_init(&prog, "gridstep compare", "exec steps", !a.quiet && prank == 0);
+    step_loop loop = {a.steps, loss, secs, NULL, mx.launched, &prog};
+    if ((rc = gs_exec_session_create(&s, &mesh, &a.o, &x, err)) == GS_OK)
+        rc = run_steps(x, &loop, &done, err);
+    gs_progress_end(&prog);
+    if (rc != GS_OK || (rc = gs_exec_session_report(x, &erep, err)) != GS_OK)
         goto out;
     have_e = 1;
     sch = gs_exec_session_schedule(x);

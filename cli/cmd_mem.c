@@ -20,23 +20,23 @@ const char gs_cmd_mem_help[] =
     "           in flight under the pipeline schedule; FSDP gathered units (largest unit x\n"
     "           (1 + prefetch depth)) and the unsharded gradient before its reduce-scatter;\n"
     "           NCCL and cuBLAS workspace (an estimate, said so). The peak is their sum, and\n"
-    "           whether it fits the GPU (or by how many GiB it is short).\n"
+    "           whether it fits the GPU (or by how many GB it is short).\n"
     "  traffic  bytes sent per rank per step as nccl-tests counts bus bytes: FSDP/ZeRO all-gather,\n"
     "           reduce-scatter and all-reduce over the shard group, TP all-reduces, PP sends;\n"
     "           split by link class (NVLink/PCIe inside a node vs the network).\n"
     "\n"
     "Conventions: 16 B per parameter of state in mixed precision (2 params + 4 master + 4 m + 4 v\n"
     "+ 2 grads; 18 with grad_dtype fp32); FULL_SHARD counts the backward re-gather (3 x M x (N-1)/N per micro-batch), so\n"
-    "it is 1.5x the seed's 2 x M x (N-1)/N, which is SHARD_GRAD_OP's. GB = 10^9 B, GiB = 2^30 B.\n"
+    "it is 1.5x the seed's 2 x M x (N-1)/N, which is SHARD_GRAD_OP's. GB = 10^9 B throughout.\n"
     "\n"
     "options:\n"
     "  --json      one JSON document: params, states_total_bytes, per_rank_state_bytes, peak_bytes,\n"
-    "              traffic_bytes, traffic_by_dim {dp, tp, pp}, ranks [...] (see DESIGN.md)\n"
+    "              traffic_bytes, traffic_by_dim {dp, tp, pp}, ranks [...] (doc/json.md)\n"
     "  --explain   every line's formula with the numbers substituted, and cross-checks against\n"
     "              the seed's hand figures\n"
     "  --plot FILE.png|FILE.svg  stacked bars through gnuplot: per pipeline stage (its ranks hold\n"
     "              the same bytes) params, master, optimizer (Adam m + v), grads, activations (with\n"
-    "              the micro-batches in flight) and buffers (FSDP gathers, workspace) in GiB, the\n"
+    "              the micro-batches in flight) and buffers (FSDP gathers, workspace) in GB, the\n"
     "              GPU's memory as a dashed line; FILE.dat (bytes) and FILE.gp are written beside it\n"
     "\n"
     "examples:\n"
@@ -164,7 +164,7 @@ static gs_status print_human(const gs_scenario *s, const gs_mesh *mesh, const gs
     printf("%s: %s on %" PRIu64 " x %s (%" PRIu64 " GPUs of %s)\n", s->name, s->model.name,
            s->cluster.nodes, s->cluster.name, gs_cluster_gpus(&s->cluster),
            gs_fmt_bytes(l->gpu_bytes, b1, sizeof b1));
-    printf("grid dp=%" PRIu64 " pp=%" PRIu64 " tp=%" PRIu64 " (order %s), %s, %s, recompute %s, %s\n",
+    printf("grid " GS_GRID_FMT " (order %s), %s, %s, recompute %s, %s\n",
            mesh->size[GS_DIM_DP], mesh->size[GS_DIM_PP], mesh->size[GS_DIM_TP], order,
            gs_sharding_name(s->strategy.sharding), gs_precision_name(s->strategy.precision),
            gs_recompute_name(s->strategy.recompute),
@@ -215,9 +215,9 @@ static gs_status print_human(const gs_scenario *s, const gs_mesh *mesh, const gs
     for (size_t j = 0; j < n; j++) {
         const gs_ledger_rank *r = &l->ranks[idx[j]];
         if (r->peak_bytes <= l->gpu_bytes)
-            snprintf(buf[j], sizeof buf[j], "yes, %s free", gs_fmt_bytes_bin(l->gpu_bytes - r->peak_bytes, b1, sizeof b1));
+            snprintf(buf[j], sizeof buf[j], "yes, %s free", gs_fmt_bytes(l->gpu_bytes - r->peak_bytes, b1, sizeof b1));
         else
-            snprintf(buf[j], sizeof buf[j], "NO, short %s", gs_fmt_bytes_bin(r->peak_bytes - l->gpu_bytes, b1, sizeof b1));
+            snprintf(buf[j], sizeof buf[j], "NO, short %s", gs_fmt_bytes(r->peak_bytes - l->gpu_bytes, b1, sizeof b1));
         cells[j + 1] = buf[j];
     }
     if ((rc = gs_cli_table_row(&t, cells)) != GS_OK)

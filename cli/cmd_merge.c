@@ -36,9 +36,9 @@ const char gs_cmd_merge_help[] =
     "               the merged rows\n"
     "\n"
     "examples:\n"
-    "  for i in 0 1 2; do gridstep sweep --vary gpus=8..64 --shard $i/3 --out p$i.csv S.yaml; done\n"
+    "  for i in 0 1 2; do gridstep sweep --vary gpus=8..64 --shard $i/3 --out p$i.csv scenarios/tiny-llama-2x2x2.yaml; done\n"
     "  gridstep merge p0.csv p1.csv p2.csv > sweep.csv\n"
-    "  for i in 0 1; do gridstep plan S.yaml --json --shard $i/2 > plan$i.json; done\n"
+    "  for i in 0 1; do gridstep plan scenarios/tiny-llama-2x2x2.yaml --json --shard $i/2 > plan$i.json; done\n"
     "  gridstep merge plan0.json plan1.json\n";
 
 static const char usage[] = "gridstep merge [--out FILE] [--plot FILE.png|FILE.svg] PIECE...";
@@ -289,8 +289,10 @@ static gs_status plot_sweep_doc(json_t *doc, const gs_plot *plot, gs_error *err)
         pts[i].mfu = json_number_value(json_object_get(r, "mfu"));
         pts[i].step_time_s = json_number_value(json_object_get(r, "step_time_s"));
     }
-    rc = gs_plot_sweep(plot, str_or(json_object_get(doc, "scenario"), "sweep"),
-                       str_or(json_object_get(doc, "mode"), "analytic"), &sw, pts, n, err);
+    gs_plot_sweep_info info = {str_or(json_object_get(doc, "scenario"), "sweep"),
+                               str_or(json_object_get(doc, "mode"), "analytic"),
+                               json_string_value(json_object_get(doc, "held_fixed"))};
+    rc = gs_plot_sweep(plot, &info, &sw, pts, n, err);
     free(pts);
     return rc;
 }

@@ -297,7 +297,7 @@ static gs_status mesh_json_print(const gs_mesh *m, const gs_launch_grid *l, gs_e
         st = GS_ERR_NOMEM;
         goto out;
     }
-    fprintf(f, "{\n");
+    fprintf(f, "{\n  \"schema_version\": %d,\n", GS_JSON_SCHEMA_VERSION);
     fprintf(f, "  \"grid\": {\"dp\": %" PRIu64 ", \"pp\": %" PRIu64 ", \"tp\": %" PRIu64
                ", \"order\": %s},\n",
             m->size[GS_DIM_DP], m->size[GS_DIM_PP], m->size[GS_DIM_TP], order_text);

@@ -12,6 +12,7 @@
 #include "cli/cli_common.h"
 #include "cli/commands.h"
 #include "cli/mpi_split.h"
+#include "cli/progress.h"
 #include "engine/launch.h"
 #include "engine/plan.h"
 #include "engine/sweep.h"
@@ -64,8 +65,7 @@ const char gs_cmd_plan_help[] =
     "  exactly equal step the pruned twin would have won the headroom tie-break.\n"
     "\n"
     "On --threads worker threads (ledgers and simulations in waves of 16; the output does not\n"
-    "depend on the thread count). On a terminal, stderr shows the share of the simulations done and\n"
-    "the time left.\n"
+    "depend on the thread count); progress on stderr (see --quiet).\n"
     "\n"
     "options:\n"
     "  --model M          model preset (gridstep presets models)\n"
@@ -91,6 +91,10 @@ const char gs_cmd_plan_help[] =
     "                     exact best --top\n"
     "  --emit K           print only the winner's launch configuration, K = torchrun, accelerate,\n"
     "                     megatron or slurm (as gridstep mesh --emit; the ranking is not printed)\n"
+    "  --quiet            no progress on standard error (by default: the share of the\n"
+    "                     configurations simulated, of at most the count left after the early\n"
+    "                     pruning, and the time left at that pace; on a terminal one line, in a log\n"
+    "                     a line every 5 s, GRIDSTEP_PROGRESS_S)\n"
     "Under mpirun (a gridstep built --with-mpi; needs --json): rank r of N searches shard r/N and\n"
     "rank 0 merges the pieces as gridstep merge does and prints the document; the candidates and\n"
     "the counts of the checks before memory are the serial plan's; `simulated`, `pruned` and the\n"
@@ -111,7 +115,7 @@ const char gs_cmd_plan_help[] =
 static const char usage[] =
     "gridstep plan (--model M --cluster C --nodes N | SCENARIO.yaml) [--global-batch B] [--seq S] [--top K] "
     "[--json] [--tp LIST] [--pp LIST] [--dp LIST] [--sharding LIST] [--micro LIST] [--max-candidates N] "
-    "[--threads N] [--no-extrapolate] [--emit torchrun|accelerate|megatron|slurm] [--shard I/N]";
+    "[--threads N] [--no-extrapolate] [--emit torchrun|accelerate|megatron|slurm] [--shard I/N] [--quiet]";
 
 /* The winner as a scenario of its own: the plan's model, cluster and batch with the winner's
  * grid, strategy and micro-batch; then its launch document on stdout. */
@@ -148,19 +152,6 @@ static gs_status eval_sim(const gs_scenario *s, const gs_mesh *mesh, void *ctx, 
 {
     (void)ctx;
     return gs_sim_scenario(s, mesh, 0, NULL, rep, NULL, err);
-}
-
-/* On a terminal: the share of the simulations done (of the most still possible: it rises as the
- * bound rules configurations out) and the time left at the pace so far. */
-static void progress_tty(void *ctx, uint64_t done, uint64_t total)
-{
-    double t0 = *(const double *)ctx, el = now_s() - t0;
-    double share = total ? (double)done / (double)total : 1.0;
-    if (done > 0 && total > done)
-        fprintf(stderr, "\rgridstep plan: %3.0f%% (%" PRIu64 " simulated, at most %" PRIu64 " to go), ETA %.0f s   ",
-                100 * share, done, total - done, el / (double)done * (double)(total - done));
-    else
-        fprintf(stderr, "\rgridstep plan: %3.0f%% (%" PRIu64 " simulated)%-30s", 100 * share, done, "");
 }
 
 static gs_status parse_u64(const char *opt, const char *s, uint64_t *out, gs_error *err)
@@ -243,7 +234,7 @@ static const char *knob_label(const gs_plan_candidate *c, char *buf, size_t len)
 static const char *cand_label(const gs_plan_candidate *c, char *buf, size_t len)
 {
     char p[32], k[96];
-    snprintf(buf, len, "dp=%" PRIu64 " pp=%" PRIu64 " tp=%" PRIu64 " %s%s micro=%" PRIu64 " recompute=%s%s%s%s [%s]",
+    snprintf(buf, len, GS_GRID_FMT " %s%s micro=%" PRIu64 " recompute=%s%s%s%s [%s]",
              c->dp, c->pp, c->tp, gs_sharding_name(c->strategy.sharding), c->strategy.offload ? "+offload" : "",
              c->micro, gs_recompute_name(c->strategy.recompute), c->pp > 1 ? " " : "",
              c->pp > 1 ? pipe_label(c, p, sizeof p) : "", c->strategy.sequence_parallel ? " sp" : "",
@@ -450,12 +441,12 @@ static void print_plan(const gs_scenario *s, const gs_plan *p, size_t top, int d
            pruned, p->simulated, wall);
     gs_cli_table t;
     gs_cli_table_init(&t, 14);
-    gs_cli_table_rowf(&t, "rank\tdp/pp/tp\tsharding\tknobs\tmicro\trecompute\tpipeline\tSP\tstep\ttokens/s/GPU\tMFU\t"
+    gs_cli_table_rowf(&t, "rank\tdp x pp x tp\tsharding\tknobs\tmicro\trecompute\tpipeline\tSP\tstep\ttokens/s/GPU\tMFU\t"
                           "peak/GPU mem (GB)\tNCCL\tbubble");
     for (size_t i = 0; i < p->ncands && i < top; i++) {
         const gs_plan_candidate *c = &p->cands[i];
         char pl[32], kn[96];
-        gs_cli_table_rowf(&t, "%zu\t%" PRIu64 "/%" PRIu64 "/%" PRIu64 "\t%s%s\t%s\t%" PRIu64 "\t%s\t%s\t%s\t%s\t%.1f\t%.1f%%\t"
+        gs_cli_table_rowf(&t, "%zu\t" GS_GRID_CELL_FMT "\t%s%s\t%s\t%" PRIu64 "\t%s\t%s\t%s\t%s\t%.1f\t%.1f%%\t"
                               "%.1f / %.1f\t%.1f%%\t%.1f%%",
                           i + 1, c->dp, c->pp, c->tp, gs_sharding_name(c->strategy.sharding),
                           c->strategy.offload ? "+offload" : "", knob_label(c, kn, sizeof kn), c->micro,
@@ -519,7 +510,7 @@ static gs_status plan_run(int argc, char **argv, const gs_mpi_split *sp, char **
                           gs_error *err)
 {
     enum { O_MODEL = 256, O_CLUSTER, O_NODES, O_BATCH, O_SEQ, O_TOP, O_JSON, O_TP, O_PP, O_DP, O_SHARD, O_MICRO,
-           O_MAX, O_THREADS, O_NOEXTRA, O_EMIT, O_SHARD_IN };
+           O_MAX, O_THREADS, O_NOEXTRA, O_EMIT, O_SHARD_IN, O_QUIET };
     static const struct option opts[] = {
         {"model", required_argument, NULL, O_MODEL}, {"cluster", required_argument, NULL, O_CLUSTER},
         {"nodes", required_argument, NULL, O_NODES}, {"global-batch", required_argument, NULL, O_BATCH},
@@ -529,12 +520,12 @@ static gs_status plan_run(int argc, char **argv, const gs_mpi_split *sp, char **
         {"sharding", required_argument, NULL, O_SHARD}, {"micro", required_argument, NULL, O_MICRO},
         {"max-candidates", required_argument, NULL, O_MAX}, {"threads", required_argument, NULL, O_THREADS},
         {"no-extrapolate", no_argument, NULL, O_NOEXTRA}, {"emit", required_argument, NULL, O_EMIT},
-        {"shard", required_argument, NULL, O_SHARD_IN},
+        {"shard", required_argument, NULL, O_SHARD_IN}, {"quiet", no_argument, NULL, O_QUIET},
         {NULL, 0, NULL, 0},
     };
     const char *model = NULL, *cluster = NULL;
     uint64_t nodes = 0, global = 0, seq = 0, top = 10, v;
-    int json = 0, emit = 0, c;
+    int json = 0, emit = 0, quiet = 0, c;
     gs_launch_kind kind = GS_LAUNCH_TORCHRUN;
     gs_plan_opts po;
     gs_plan_opts_init(&po);
@@ -562,6 +553,7 @@ static gs_status plan_run(int argc, char **argv, const gs_mpi_split *sp, char **
             }
             break;
         case O_NOEXTRA: po.no_extrapolate = 1; break;
+        case O_QUIET: quiet = 1; break;
         case O_SHARD_IN: rc = gs_shard_parse("--shard", optarg, &po.shard_index, &po.shard_count, err); break;
         case O_EMIT:
             if (gs_launch_kind_parse(optarg, &kind) != 0)
@@ -621,17 +613,22 @@ static gs_status plan_run(int argc, char **argv, const gs_mpi_split *sp, char **
     po.bound = gs_sim_step_bound;
     po.bound_ctx = bound;
     po.comm_bound = gs_sim_comm_bound;
+    /* under mpirun the first rank reports its shard's progress for all */
+    gs_progress prog;
+    gs_progress_init(&prog, "gridstep plan", "configurations to simulate", !quiet && (!split || sp->rank == 0));
+    prog.bound = 1; /* the bound R4 prunes some of them as the search goes */
+    po.progress = gs_progress_callback;
+    po.progress_ctx = &prog;
     gs_plan *p = NULL;
     double t0 = now_s();
-    if (isatty(STDERR_FILENO)) {
-        po.progress = progress_tty;
-        po.progress_ctx = &t0;
-    }
     gs_cli_keep_freed_memory();
     rc = gs_plan_run(&s, &po, &p, err);
     gs_sim_bound_destroy(bound);
-    if (po.progress)
-        fputc('\n', stderr); /* end the progress line */
+    if (rc == GS_OK) { /* the bound is known now: what was simulated */
+        prog.bound = 0;
+        gs_progress_update(&prog, p->simulated, p->simulated, NULL);
+    }
+    gs_progress_end(&prog);
     if (rc != GS_OK)
         return rc;
     double wall = now_s() - t0;

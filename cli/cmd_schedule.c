@@ -111,7 +111,7 @@ static gs_status print_summary(const gs_schedule *sch, int full_validation, cons
     }
     char c1[32], c2[32], order[32];
     gs_mesh_order_format(sch->mesh.order, order, sizeof order);
-    printf("schedule of %s: grid dp=%" PRIu64 " pp=%" PRIu64 " tp=%" PRIu64 " (order %s), %" PRIu64 " micro-batch%s\n",
+    printf("schedule of %s: grid " GS_GRID_FMT " (order %s), %" PRIu64 " micro-batch%s\n",
            sch->scenario[0] ? sch->scenario : "(unnamed)", sch->mesh.size[GS_DIM_DP], sch->mesh.size[GS_DIM_PP],
            sch->mesh.size[GS_DIM_TP], order, sch->microbatches, sch->microbatches == 1 ? "" : "es");
     printf("%zu rank list%s (%s), %s events, %s tensors\n", sch->nranks, sch->nranks == 1 ? "" : "s",

@@ -35,6 +35,11 @@ const char gs_cmd_sim_help[] =
     "communication runs / step); bubble share (time a GPU neither computes nor communicates);\n"
     "peak memory per rank; warnings mapped to the seed's troubleshooting table.\n"
     "\n"
+    "When the peak memory per rank exceeds the GPU's, sim prints its whole report (or JSON, with\n"
+    "\"fits\": false), then an error, and exits 1: such a step would fail with OOM, and a script\n"
+    "must not take its step time for a result. plan and sweep list such configurations as not\n"
+    "fitting instead, and diagnose simulates them to find the fix.\n"
+    "\n"
     "options:\n"
     "  --exact          simulate every rank (default: one representative per pipeline stage); in\n"
     "                   analytic mode, without stragglers or --calib, on a mesh where every rank\n"
@@ -46,7 +51,8 @@ const char gs_cmd_sim_help[] =
     "                   leaf uplink split its bandwidth max-min fairly)\n"
     "  --json           one JSON document: step_time_s, tokens_per_s, tokens_per_s_per_gpu, mfu, hfu,\n"
     "                   tflops_per_gpu, comm_share, exposed_comm_s {dp, tp, pp}, bubble_share,\n"
-    "                   peak_bytes, events, mode (analytic or flow)\n"
+    "                   peak_bytes, gpu_bytes, fits, events, mode (analytic or flow); every key in\n"
+    "                   doc/json.md\n"
     "  --calib FILE     calibration JSON overriding the presets' compute and link figures:\n"
     "                   {\"compute\": {\"peak_flops\", \"gemm_efficiency\", \"hbm_bw\", \"hbm_efficiency\",\n"
     "                   \"launch_s\", \"overlap_slowdown\"}, \"links\": {\"intra_bw\", \"nic_bw\"}} (SI units)\n"
@@ -61,7 +67,8 @@ const char gs_cmd_sim_help[] =
     "                   stream, a box per event coloured by kind (forward, backward, recompute,\n"
     "                   optimizer, DP/FSDP, TP, PP send/recv, host copies); gaps on the compute row\n"
     "                   are the bubble and exposed communication. x in seconds (ms for steps under\n"
-    "                   a second); FILE.dat and FILE.gp are written beside the image\n"
+    "                   a second); the title names the ranks shown with their (dp, pp, tp)\n"
+    "                   coordinates; FILE.dat and FILE.gp are written beside the image\n"
     "  --plot-ranks R,... the ranks to draw (default: the first rank of each pipeline stage, at most\n"
     "                   8; at most 16 when given); without --exact only those ranks are simulated\n"
     "  --plot-comm FILE.png|FILE.svg  per dimension (dp, tp, pp) the seconds communicating on the\n"
@@ -215,6 +222,7 @@ static json_t *report_json(const gs_scenario *s, const gs_report *r, int flow)
     json_object_set_new(doc, "bubble_share", json_real(r->bubble_share));
     json_object_set_new(doc, "peak_bytes", json_integer((json_int_t)r->peak_bytes));
     json_object_set_new(doc, "gpu_bytes", json_integer((json_int_t)r->gpu_bytes));
+    json_object_set_new(doc, "fits", json_boolean(r->peak_bytes <= r->gpu_bytes));
     json_object_set_new(doc, "events", json_integer((json_int_t)r->events));
     json_object_set_new(doc, "critical_rank", json_integer((json_int_t)r->critical_rank));
     json_t *w = json_array();
@@ -227,7 +235,7 @@ static json_t *report_json(const gs_scenario *s, const gs_report *r, int flow)
 static void print_report(const gs_scenario *s, const gs_mesh *m, int exact, const gs_report *r, double wall)
 {
     char b1[GS_FMT_BYTES], b2[GS_FMT_BYTES], b3[GS_FMT_BYTES], b4[GS_FMT_BYTES], c1[32];
-    printf("%s: %s on %" PRIu64 " x %s (%" PRIu64 " GPUs), grid dp=%" PRIu64 " pp=%" PRIu64 " tp=%" PRIu64
+    printf("%s: %s on %" PRIu64 " x %s (%" PRIu64 " GPUs), grid " GS_GRID_FMT
            ", %s, %" PRIu64 " micro-batch%s of %" PRIu64 "\n",
            s->name, s->model.name, s->cluster.nodes, s->cluster.name, m->world, m->size[GS_DIM_DP],
            m->size[GS_DIM_PP], m->size[GS_DIM_TP], gs_sharding_name(s->strategy.sharding), gs_scenario_microbatches(s),
@@ -476,6 +484,14 @@ gs_status gs_cmd_sim(int argc, char **argv, gs_error *err)
     }
     if (rc == GS_OK && comm_path)
         rc = gs_plot_comm(&plot_comm, &s, &rep, err);
+    if (rc == GS_OK && rep.peak_bytes > rep.gpu_bytes) {
+        char b1[GS_FMT_BYTES], b2[GS_FMT_BYTES];
+        rc = gs_error_set(err, GS_ERR_RUNTIME,
+                          "the step does not fit: peak %s per rank > %s of GPU memory; the report above is the "
+                          "step as if memory were unlimited (gridstep mem shows the ledger, gridstep diagnose the "
+                          "fixes)",
+                          gs_fmt_bytes(rep.peak_bytes, b1, sizeof b1), gs_fmt_bytes(rep.gpu_bytes, b2, sizeof b2));
+    }
 out:
     gs_sim_timed_free(sch, timing);
     if (tf)

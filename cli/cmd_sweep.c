@@ -14,6 +14,7 @@
 #include "cli/commands.h"
 #include "cli/mpi_split.h"
 #include "cli/plot.h"
+#include "cli/progress.h"
 #include "engine/ledger.h"
 #include "engine/sweep.h"
 #include "engine/units.h"
@@ -42,7 +43,8 @@ const char gs_cmd_sweep_help[] =
     "options:\n"
     "  --vary KEY=VALUES  a key to vary (at most 6, 64 values each)\n"
     "  --csv              CSV with a header line (the default); reasons quoted when they hold commas\n"
-    "  --json             one JSON document: scenario, mode, vary [{key, values}], points, rows [...]\n"
+    "  --json             one JSON document: scenario, mode, held_fixed (what every point shares),\n"
+    "                     vary [{key, values}], points, rows [...] (doc/json.md)\n"
     "  --out FILE         write the table to FILE instead of standard output\n"
     "  --shard I/N        only points i with i % N == I, as a piece for `gridstep merge`\n"
     "                     (CSV pieces start with a '# gridstep sweep shard I/N' line, JSON pieces carry\n"
@@ -51,30 +53,34 @@ const char gs_cmd_sweep_help[] =
     "  --plot FILE.png|FILE.svg  throughput curves through gnuplot: x = the first varied key (log2\n"
     "                     axis for gpus and nodes, and for numeric keys spanning 8x or more), one line\n"
     "                     per combination of the other keys, tokens/s (top panel) and MFU in % (bottom\n"
-    "                     panel); writes FILE.dat and FILE.gp beside the image; illegal points are\n"
-    "                     left out of the lines\n"
+    "                     panel), titled with what every point shares (model, GPUs, grid, sharding,\n"
+    "                     batch, recompute where not varied); writes FILE.dat and FILE.gp beside the\n"
+    "                     image; illegal points are left out of the lines\n"
     "  --mode M           analytic (default) or flow (see gridstep help sim)\n"
     "  --exact            simulate every rank (default: one per pipeline stage)\n"
     "  --threads N        points simulated at once (default 2, at most 64); the output does not\n"
     "                     depend on it\n"
+    "  --quiet            no progress on standard error\n"
     "Under mpirun (a gridstep built --with-mpi), rank r of N computes the points of shard r/N and\n"
     "rank 0 merges the pieces as gridstep merge does and prints them (or writes --out): the output\n"
     "is byte for byte the serial sweep's; the other ranks print nothing. An error on any rank (or\n"
     "rank 0 failing to write the output) is reported once by rank 0, the other ranks printing one\n"
     "line each, and every process exits with the serial exit code. --shard and --plot are refused\n"
     "there.\n"
-    "A progress line goes to standard error when it is a terminal.\n"
+    "Progress goes to standard error: the points done, their share and the time left at that pace (on\n"
+    "a terminal one line; in a log, as under Slurm, a line every 5 s, GRIDSTEP_PROGRESS_S); --quiet\n"
+    "turns it off.\n"
     "\n"
     "examples:\n"
     "  gridstep sweep --vary gpus=8..64 --vary sharding=full_shard,hybrid_shard scenarios/seed-7b-64gpu-25gbe.yaml\n"
     "  gridstep sweep --vary nic_gbps=25,100,200,400 --plot nic.png scenarios/seed-70b-64xa100.yaml\n"
-    "  for i in 0 1 2; do gridstep sweep --vary micro=1,2,4 --shard $i/3 --out part$i.csv S.yaml; done\n"
+    "  for i in 0 1 2; do gridstep sweep --vary micro=1,2,4 --shard $i/3 --out part$i.csv scenarios/tiny-llama-2x2x2.yaml; done\n"
     "  gridstep merge part0.csv part1.csv part2.csv > all.csv\n"
-    "  mpirun -np 3 gridstep sweep --vary micro=1,2,4 S.yaml > all.csv\n";
+    "  mpirun -np 3 gridstep sweep --vary micro=1,2,4 scenarios/tiny-llama-2x2x2.yaml > all.csv\n";
 
 static const char usage[] =
     "gridstep sweep --vary KEY=V1,V2,...|A..B [--vary ...] [--csv|--json] [--out FILE] [--shard I/N] "
-    "[--plot FILE.png|FILE.svg] [--mode analytic|flow] [--exact] [--threads N] SCENARIO.yaml";
+    "[--plot FILE.png|FILE.svg] [--mode analytic|flow] [--exact] [--threads N] [--quiet] SCENARIO.yaml";
 
 typedef enum row_status { ROW_OK, ROW_ILLEGAL, ROW_NO_FIT, ROW_ERROR } row_status;
 
@@ -92,15 +98,54 @@ typedef struct sweep_row {
     double step_time_s, tokens_per_s, tokens_per_s_per_gpu, mfu, comm_share, bubble_share;
 } sweep_row;
 
-/* What a table says about itself: the scenario, the mode, the axes, the shard. */
+/* What a table says about itself: the scenario, the mode, what was held fixed, the axes, the
+ * shard. */
 typedef struct table_meta {
     const char *scenario;
     const char *mode;
+    const char *fixed; /* held_fixed: one line */
     const gs_sweep *sw;
     uint64_t points;
     int sharded;
     uint64_t shard_i, shard_n;
 } table_meta;
+
+static int key_varied(const gs_sweep *sw, gs_sweep_key k)
+{
+    for (size_t a = 0; a < sw->naxes; a++)
+        if (sw->axes[a].key == k)
+            return 1;
+    return 0;
+}
+
+/* What every point shares, as plots and JSON state it: the model and GPU, then each of the
+ * GPU count, grid, sharding, batch and recompute that no --vary changes, e.g. "llama2-7b on
+ * dgx-a100-80g, 64 GPUs, pp=1 x tp=1 (dp = GPUs / (pp x tp)), full_shard, micro 1, global
+ * batch 512, seq 4096, recompute full". */
+static void held_fixed(const gs_scenario *b, const gs_sweep *sw, char *t, size_t len)
+{
+    size_t u = (size_t)snprintf(t, len, "%s on %s", b->model.name, b->cluster.name);
+#define ADD(...) (u += u < len ? (size_t)snprintf(t + u, len - u, __VA_ARGS__) : 0)
+    int gpus = key_varied(sw, GS_SWEEP_GPUS) || key_varied(sw, GS_SWEEP_NODES), dp = key_varied(sw, GS_SWEEP_DP);
+    if (!gpus && !dp)
+        ADD(", %" PRIu64 " GPUs", b->cluster.nodes * b->cluster.gpus_per_node);
+    if (!key_varied(sw, GS_SWEEP_PP))
+        ADD(", pp=%" PRIu64, b->grid.pp);
+    if (!key_varied(sw, GS_SWEEP_TP))
+        ADD(", tp=%" PRIu64, b->grid.tp);
+    ADD(dp ? " (GPUs = dp x pp x tp)" : " (dp = GPUs / (pp x tp))");
+    if (!key_varied(sw, GS_SWEEP_SHARDING))
+        ADD(", %s", gs_sharding_name(b->strategy.sharding));
+    if (!key_varied(sw, GS_SWEEP_MICRO))
+        ADD(", micro %" PRIu64, b->batch.micro_seqs);
+    if (!key_varied(sw, GS_SWEEP_GLOBAL_BATCH))
+        ADD(", global batch %" PRIu64, b->batch.global_seqs);
+    if (!key_varied(sw, GS_SWEEP_SEQ))
+        ADD(", seq %" PRIu64, b->model.seq);
+    if (!key_varied(sw, GS_SWEEP_RECOMPUTE))
+        ADD(", recompute %s", gs_recompute_name(b->strategy.recompute));
+#undef ADD
+}
 
 /* The derived `gpus` column is left out when gpus is itself a varied key. */
 static int gpus_varied(const gs_sweep *sw)
@@ -155,7 +200,7 @@ static gs_status write_csv(FILE *f, const table_meta *m, const sweep_row *rows, 
         if (r->gpus && !gpus_varied(sw))
             fprintf(f, "%" PRIu64, r->gpus);
         if (r->gpus)
-            fprintf(f, ",%" PRIu64 "x%" PRIu64 "x%" PRIu64, r->dp, r->pp, r->tp);
+            fprintf(f, "," GS_GRID_CELL_FMT, r->dp, r->pp, r->tp);
         else
             fprintf(f, ",");
         if (r->status == ROW_OK)
@@ -202,6 +247,7 @@ static gs_status write_json(FILE *f, const table_meta *m, const sweep_row *rows,
     }
     json_object_set_new(doc, "scenario", json_string(m->scenario));
     json_object_set_new(doc, "mode", json_string(m->mode));
+    json_object_set_new(doc, "held_fixed", json_string(m->fixed));
     for (size_t a = 0; a < sw->naxes; a++) {
         json_t *ax = json_object(), *vals = json_array();
         json_object_set_new(ax, "key", json_string(gs_sweep_key_name(sw->axes[a].key)));
@@ -296,8 +342,8 @@ static gs_status eval_point(const gs_scenario *base, const gs_sweep *sw, uint64_
     row->peak_bytes = l->peak_bytes;
     if (l->peak_bytes > l->gpu_bytes) {
         row->status = ROW_NO_FIT;
-        snprintf(row->reason, sizeof row->reason, "does not fit: peak %.2f GiB per rank > %.2f GiB of GPU memory",
-                 (double)l->peak_bytes / GS_GIB, (double)l->gpu_bytes / GS_GIB);
+        snprintf(row->reason, sizeof row->reason, "does not fit: peak %.2f GB per rank > %.2f GB of GPU memory",
+                 (double)l->peak_bytes / 1e9, (double)l->gpu_bytes / 1e9);
         goto out;
     }
     row->fits = 1;
@@ -334,7 +380,8 @@ typedef struct sweep_pool {
     sweep_row *rows;
     uint64_t nrows;          /* this shard's points */
     uint64_t shard_i, shard_n;
-    int sharded, tty;
+    int sharded;
+    gs_progress *prog;       /* points done of this shard's */
     pthread_mutex_t lock;
     uint64_t next, done;
     gs_status rc;            /* the first failure (out of memory only) */
@@ -358,11 +405,9 @@ static void *pool_worker(void *arg)
             w->rc = st;
             w->err = e;
         }
-        w->done++;
-        if (w->tty)
-            fprintf(stderr, "\rgridstep sweep: %" PRIu64 " of %" PRIu64 " points simulated%s", w->done, w->nrows,
-                    w->sharded ? " in this shard" : "");
+        uint64_t done = ++w->done;
         pthread_mutex_unlock(&w->lock);
+        gs_progress_update(w->prog, done, w->nrows, NULL);
     }
 }
 
@@ -378,8 +423,6 @@ static gs_status run_pool(sweep_pool *w, int threads, gs_error *err)
     pool_worker(w);
     for (int i = 0; i < started; i++)
         pthread_join(tid[i], NULL);
-    if (w->tty)
-        fputc('\n', stderr);
     if (w->rc != GS_OK)
         return gs_error_set(err, w->rc, "%s", w->err.msg);
     return GS_OK;
@@ -393,18 +436,18 @@ static gs_status run_pool(sweep_pool *w, int threads, gs_error *err)
 static gs_status sweep_run(int argc, char **argv, const gs_mpi_split *sp, const char **out_path_ret, char **piece,
                            size_t *piece_len, gs_error *err)
 {
-    enum { O_VARY = 256, O_CSV, O_JSON, O_OUT, O_SHARD, O_PLOT, O_MODE, O_EXACT, O_THREADS };
+    enum { O_VARY = 256, O_CSV, O_JSON, O_OUT, O_SHARD, O_PLOT, O_MODE, O_EXACT, O_THREADS, O_QUIET };
     static const struct option opts[] = {
         {"vary", required_argument, NULL, O_VARY}, {"csv", no_argument, NULL, O_CSV},
         {"json", no_argument, NULL, O_JSON},       {"out", required_argument, NULL, O_OUT},
         {"shard", required_argument, NULL, O_SHARD}, {"plot", required_argument, NULL, O_PLOT},
         {"mode", required_argument, NULL, O_MODE}, {"exact", no_argument, NULL, O_EXACT},
-        {"threads", required_argument, NULL, O_THREADS}, {NULL, 0, NULL, 0},
+        {"threads", required_argument, NULL, O_THREADS}, {"quiet", no_argument, NULL, O_QUIET}, {NULL, 0, NULL, 0},
     };
     gs_sweep sw;
     gs_sweep_init(&sw);
     gs_backend_opts bo = {0, NULL, NULL};
-    int json = 0, exact = 0, c, sharded = 0, threads = 2;
+    int json = 0, exact = 0, c, sharded = 0, threads = 2, quiet = 0;
     uint64_t shard_i = 0, shard_n = 1;
     const char *out_path = NULL, *plot_path = NULL;
     gs_plot plot;
@@ -433,6 +476,7 @@ static gs_status sweep_run(int argc, char **argv, const gs_mpi_split *sp, const 
                                   usage);
             break;
         case O_EXACT: exact = 1; break;
+        case O_QUIET: quiet = 1; break;
         case O_THREADS: {
             uint64_t v;
             if (gs_parse_count(optarg, &v) != 0 || v < 1 || v > 64)
@@ -495,12 +539,20 @@ static gs_status sweep_run(int argc, char **argv, const gs_mpi_split *sp, const 
         rc = gs_error_set(err, GS_ERR_IO, "%s: cannot write: %s", out_path, strerror(errno));
         goto out;
     }
-    sweep_pool pool = {&base, &sw, exact, &bo, rows, mine, shard_i, shard_n, sharded, isatty(STDERR_FILENO),
+    /* under mpirun the first rank reports its shard's progress for all */
+    gs_progress prog;
+    gs_progress_init(&prog, sharded ? "gridstep sweep (this shard)" : "gridstep sweep", "points",
+                     !quiet && (!split || sp->rank == 0));
+    sweep_pool pool = {&base, &sw, exact, &bo, rows, mine, shard_i, shard_n, sharded, &prog,
                        PTHREAD_MUTEX_INITIALIZER, 0, 0, GS_OK, {GS_OK, ""}};
-    if ((rc = run_pool(&pool, threads, err)) != GS_OK)
+    rc = run_pool(&pool, threads, err);
+    gs_progress_end(&prog);
+    if (rc != GS_OK)
         goto out;
     nrows = (size_t)mine;
-    table_meta meta = {base.name, bo.flow ? "flow" : "analytic", &sw, npoints, sharded, shard_i, shard_n};
+    char fixed[512];
+    held_fixed(&base, &sw, fixed, sizeof fixed);
+    table_meta meta = {base.name, bo.flow ? "flow" : "analytic", fixed, &sw, npoints, sharded, shard_i, shard_n};
     if (json)
         rc = write_json(out, &meta, rows, nrows, err);
     else
@@ -529,7 +581,8 @@ static gs_status sweep_run(int argc, char **argv, const gs_mpi_split *sp, const 
             pts[i].mfu = rows[i].mfu;
             pts[i].step_time_s = rows[i].step_time_s;
         }
-        rc = gs_plot_sweep(&plot, base.name, meta.mode, &sw, pts, nrows, err);
+        gs_plot_sweep_info info = {base.name, meta.mode, fixed};
+        rc = gs_plot_sweep(&plot, &info, &sw, pts, nrows, err);
         free(pts);
     }
 out:

@@ -236,7 +236,7 @@ static gs_status print_table(const validate_run *runs, size_t n, const validate_
     gs_status rc = GS_OK;
     gs_cli_table t;
     gs_cli_table_init(&t, 8);
-    if (gs_cli_table_rowf(&t, "id\tmodel\tGPUs\tgrid\tmetric\tpublished\tpredicted\terror") != GS_OK) {
+    if (gs_cli_table_rowf(&t, "id\tmodel\tGPUs\tdp x pp x tp\tmetric\tpublished\tpredicted\terror") != GS_OK) {
         rc = gs_error_set(err, GS_ERR_NOMEM, "out of memory");
         goto out;
     }
@@ -248,8 +248,7 @@ static gs_status print_table(const validate_run *runs, size_t n, const validate_
             format_value(r->e.metric, r->predicted, pred, sizeof pred);
             snprintf(e, sizeof e, "%+.1f%%", 100 * r->error);
         }
-        snprintf(grid, sizeof grid, "tp%" PRIu64 " pp%" PRIu64 " dp%" PRIu64, r->s.grid.tp, r->s.grid.pp,
-                 r->s.grid.dp);
+        snprintf(grid, sizeof grid, GS_GRID_CELL_FMT, r->s.grid.dp, r->s.grid.pp, r->s.grid.tp);
         if (gs_cli_table_rowf(&t, "%s\t%s\t%" PRIu64 "\t%s\t%s\t%s\t%s\t%s", run_id(r), r->s.model.name,
                               run_gpus(r), grid, gs_expect_metric_name(r->e.metric), pub, pred, e) != GS_OK) {
             rc = gs_error_set(err, GS_ERR_NOMEM, "out of memory");

@@ -24,7 +24,8 @@ static const gs_command commands[] = {
     {"compare", "sim vs exec on the same schedule: time per class of event and the error", gs_cmd_compare_usage,
      gs_cmd_compare_help, gs_cmd_compare},
     {"calibrate", "measure this machine through a driver, fit the sim's models, write a calibration file",
-     "gridstep calibrate [--driver host|cuda] [--events] [--out FILE] [--quick] [--warm] [--plot PREFIX] [SCENARIO.yaml]",
+     "gridstep calibrate [--driver host|cuda] [--events] [--out FILE] [--quick] [--warm] [--plot PREFIX] [--quiet] "
+     "[SCENARIO.yaml]",
      gs_cmd_calibrate_help, gs_cmd_calibrate},
     {"coll", "the simulator's nccl-tests: time, algbw, busbw of one collective per size",
      "gridstep coll --op OP --ranks N --cluster C [--nodes K] [-b MIN] [-e MAX] [-f FACTOR] "
@@ -33,10 +34,10 @@ static const gs_command commands[] = {
      "gridstep validate [--json] [--exact] DIR|FILE...", gs_cmd_validate_help, gs_cmd_validate},
     {"plan", "every legal grid and strategy, ranked by simulated tokens/s, with why the winner wins",
      "gridstep plan (--model M --cluster C --nodes N | SCENARIO.yaml) [--global-batch B] [--top K] [--json] "
-     "[--emit torchrun|accelerate|megatron|slurm] [constraints]", gs_cmd_plan_help, gs_cmd_plan},
+     "[--emit torchrun|accelerate|megatron|slurm] [--quiet] [constraints]", gs_cmd_plan_help, gs_cmd_plan},
     {"sweep", "one scenario over a grid of varied keys: a CSV/JSON row per point, curves via gnuplot",
      "gridstep sweep --vary KEY=V1,V2,...|A..B [--vary ...] [--csv|--json] [--out FILE] [--shard I/N] "
-     "[--plot FILE.png|FILE.svg] [--mode analytic|flow] [--exact] [--threads N] SCENARIO.yaml", gs_cmd_sweep_help,
+     "[--plot FILE.png|FILE.svg] [--mode analytic|flow] [--exact] [--threads N] [--quiet] SCENARIO.yaml", gs_cmd_sweep_help,
      gs_cmd_sweep},
     {"merge", "join the --shard pieces of a sweep or a plan into the serial run's output",
      "gridstep merge [--out FILE] [--plot FILE.png|FILE.svg] PIECE...", gs_cmd_merge_help, gs_cmd_merge},

@@ -68,6 +68,36 @@ const char *gs_plot_quote(const char *s, char *buf, size_t len)
     return buf;
 }
 
+/* Writes text as a gnuplot string expression broken into lines of about `width` characters after
+ * its ", " separators: 'first part,'."\n".'second part' (a title that fits the 1200-pixel image). */
+static void put_wrapped(FILE *s, const char *text, size_t width)
+{
+    char line[640], q[1300];
+    size_t n = 0, first = 1;
+    const char *p = text;
+    while (*p) {
+        const char *sep = strstr(p, ", ");
+        size_t piece = sep ? (size_t)(sep - p) + 1 : strlen(p); /* through the comma */
+        if (n && n + piece > width) {
+            fprintf(s, "%s%s", first ? "" : ".\"\\n\".", gs_plot_quote(line, q, sizeof q));
+            first = 0;
+            n = 0;
+            if (*p == ' ')
+                p++, piece--;
+        }
+        if (n + piece >= sizeof line)
+            piece = sizeof line - 1 - n;
+        memcpy(line + n, p, piece);
+        n += piece;
+        line[n] = '\0';
+        p += piece;
+        if (!piece)
+            break;
+    }
+    if (n || first)
+        fprintf(s, "%s%s", first ? "" : ".\"\\n\".", gs_plot_quote(n ? line : "", q, sizeof q));
+}
+
 /* 1 when an executable `gnuplot` is in one of PATH's directories. */
 static int gnuplot_in_path(void)
 {
@@ -202,10 +232,11 @@ static void plot_command(FILE *s, const char *name, const gs_sweep *sw, const lo
 /* FILE.dat: one block per combination of the other keys that has a point that ran (blocks
  * separated by two blank lines, gnuplot's `index`), rows "x_index x tokens_per_s mfu step_time_s";
  * FILE.gp: tokens/s over MFU, sharing x. rows[p] is point p. */
-gs_status gs_plot_sweep(const gs_plot *plot, const char *name, const char *mode, const gs_sweep *sw,
+gs_status gs_plot_sweep(const gs_plot *plot, const gs_plot_sweep_info *info, const gs_sweep *sw,
                         const gs_plot_sweep_point *rows, size_t nrows, gs_error *err)
 {
-    char dat[GS_PLOT_PATH_BYTES], t[512], qt[1200];
+    char dat[GS_PLOT_PATH_BYTES], t[512], qt[1200], t2[600];
+    const char *name = info->name;
     const gs_sweep_axis *x = &sw->axes[0];
     uint64_t per_line = x->n, lines = gs_sweep_points(sw) / per_line;
     int numeric = gs_sweep_key_is_number(x->key), wide = values_numeric_wide(x);
@@ -247,8 +278,11 @@ gs_status gs_plot_sweep(const gs_plot *plot, const char *name, const char *mode,
         goto out;
     }
     snprintf(t, sizeof t, "%s: throughput and MFU against %s (simulated, %s mode)", name,
-             gs_sweep_key_name(x->key), mode);
-    fprintf(s, "set multiplot layout 2,1 title %s font 'Sans,14'\n", gs_plot_quote(t, qt, sizeof qt));
+             gs_sweep_key_name(x->key), info->mode);
+    snprintf(t2, sizeof t2, "held fixed: %s", info->fixed && info->fixed[0] ? info->fixed : "the rest of the scenario");
+    fprintf(s, "set multiplot layout 2,1 title %s.\"\\n\".", gs_plot_quote(t, qt, sizeof qt));
+    put_wrapped(s, t2, 110);
+    fprintf(s, " font 'Sans,13'\n");
     fprintf(s, "set grid\nset key outside right top box opaque width 2\nset border lw 1.5\nset lmargin 12\n");
     fprintf(s, "set xlabel %s\n", gs_plot_quote(key_axis_label(x->key), qt, sizeof qt));
     fprintf(s, "set xtics (");
@@ -318,26 +352,27 @@ gs_status gs_plot_mem(const gs_plot *p, const gs_scenario *s, const gs_ledger *l
     FILE *b = open_memstream(&body, &blen);
     if (!b)
         return gs_error_set(err, GS_ERR_NOMEM, "out of memory for the plot script");
-    double cap = (double)l->gpu_bytes / 1073741824.0;
+    double cap = (double)l->gpu_bytes / 1e9; /* GB, as gridstep mem prints */
     char t2[200], qt2[420];
-    snprintf(t, sizeof t, "%s: memory per rank by pipeline stage", s->name);
-    snprintf(t2, sizeof t2, "peak %.2f GiB per rank, GPU memory %.2f GiB", (double)l->peak_bytes / 1073741824.0, cap);
+    snprintf(t, sizeof t, "%s: memory per rank by pipeline stage, grid " GS_GRID_FMT ", %s", s->name, s->grid.dp,
+             s->grid.pp, s->grid.tp, gs_sharding_name(s->strategy.sharding));
+    snprintf(t2, sizeof t2, "peak %.2f GB per rank, GPU memory %.2f GB", (double)l->peak_bytes / 1e9, cap);
     fprintf(b, "set title %s.\"\\n\".%s font 'Sans,14'\n", gs_plot_quote(t, qt, sizeof qt), gs_plot_quote(t2, qt2, sizeof qt2));
     fprintf(b, "set style data histograms\nset style histogram rowstacked\nset boxwidth 0.6 relative\n");
     fprintf(b, "set style fill solid 0.9 border rgb 'black'\nset grid ytics\nset key outside right top box\n");
-    fprintf(b, "set ylabel 'GiB per rank (1 GiB = 2^30 bytes)'\n"
+    fprintf(b, "set ylabel 'GB per rank (1 GB = 10^9 bytes)'\n"
                "set xlabel 'pipeline stage (its ranks hold the same bytes)' offset 0,-1\nset bmargin 6\n");
-    fprintf(b, "set yrange [0:%.6g]\n", (double)top / 1073741824.0 * 1.12);
+    fprintf(b, "set yrange [0:%.6g]\n", (double)top / 1e9 * 1.12);
     fprintf(b, "set arrow 1 from graph 0, first %.6g to graph 1, first %.6g nohead lc rgb '#d62728' lw 3 dt 2 front\n",
             cap, cap);
-    fprintf(b, "set label 1 'GPU memory %.2f GiB' at graph 0.01, first %.6g offset 0,0.7 tc rgb '#d62728' front\n", cap,
+    fprintf(b, "set label 1 'GPU memory %.2f GB' at graph 0.01, first %.6g offset 0,0.7 tc rgb '#d62728' front\n", cap,
             cap);
     static const char *const names[] = {"params", "master (fp32)", "optimizer (Adam m, v)", "grads",
                                         "activations", "buffers (gathers, workspace)"};
     static const char *const colors[] = {"#4e79a7", "#a0cbe8", "#f28e2b", "#59a14f", "#e15759", "#b07aa1"};
     gs_plot_quote(dat, q, sizeof q);
     for (int c = 0; c < 6; c++)
-        fprintf(b, "%s%s using ($%d/1073741824.0)%s title '%s' lc rgb '%s'", c ? ", \\\n     " : "plot ", q, c + 3,
+        fprintf(b, "%s%s using ($%d/1e9)%s title '%s' lc rgb '%s'", c ? ", \\\n     " : "plot ", q, c + 3,
                 c == 0 ? ":xtic(sprintf(\"stage %d\\nranks like %d\", $1, $2))" : "", names[c], colors[c]);
     fprintf(b, "\n");
     fclose(b);
@@ -366,6 +401,21 @@ static int event_plot_kind(const gs_event *e)
     case GS_PHASE_RECOMPUTE: return KIND_RECOMPUTE;
     case GS_PHASE_OPTIM: return KIND_OPTIM;
     default: return KIND_FWD;
+    }
+}
+
+/* The timeline's second title line: which ranks it shows, with their (dp, pp, tp) coordinates,
+ * out of how many, on which grid. */
+static void timeline_ranks_text(const gs_scenario *s, const gs_schedule *sch, const size_t *lists, size_t nlists,
+                                char *t, size_t len)
+{
+    size_t used = (size_t)snprintf(t, len, "ranks shown (of %" PRIu64 ", grid " GS_GRID_FMT "):", sch->mesh.world,
+                                   s->grid.dp, s->grid.pp, s->grid.tp);
+    for (size_t i = 0; i < nlists && used < len; i++) {
+        uint64_t c[GS_DIM_COUNT];
+        gs_mesh_rank_coords(&sch->mesh, sch->ranks[lists[i]].rank, c);
+        used += (size_t)snprintf(t + used, len - used, "%s %" PRIu64 " (dp %" PRIu64 " pp %" PRIu64 " tp %" PRIu64 ")",
+                                 i ? "," : "", sch->ranks[lists[i]].rank, c[GS_DIM_DP], c[GS_DIM_PP], c[GS_DIM_TP]);
     }
 }
 
@@ -444,7 +494,11 @@ gs_status gs_plot_timeline(const gs_plot *p, const gs_scenario *s, const gs_sche
     if (!(b = open_memstream(&body, &blen)))
         return gs_error_set(err, GS_ERR_NOMEM, "out of memory for the plot script");
     snprintf(t, sizeof t, "%s: one training step (%.4g %s), one row per rank and stream", s->name, step_s * scale, unit);
-    fprintf(b, "set title %s font 'Sans,14'\n", gs_plot_quote(t, qt, sizeof qt));
+    char t2[600];
+    timeline_ranks_text(s, sch, lists, nlists, t2, sizeof t2);
+    fprintf(b, "set title %s.\"\\n\".", gs_plot_quote(t, qt, sizeof qt));
+    put_wrapped(b, t2, 110);
+    fprintf(b, " font 'Sans,13'\n");
     fprintf(b, "set xlabel 'time in the step (%s)'\nset xrange [0:%.9g]\n", unit, step_s * scale * 1.001);
     fprintf(b, "set yrange [%zu.6:-0.6]\nset ytics (", nrows ? nrows - 1 : 0);
     int first = 1;

@@ -55,18 +55,25 @@ typedef struct gs_plot_sweep_point {
     double tokens_per_s, mfu, step_time_s;
 } gs_plot_sweep_point;
 
+/* What a sweep plot says about itself (borrowed strings). */
+typedef struct gs_plot_sweep_info {
+    const char *name;  /* the scenario: the plot's title */
+    const char *mode;  /* "analytic" or "flow" */
+    const char *fixed; /* what the sweep held fixed, one line (sweep JSON's held_fixed); may be NULL */
+} gs_plot_sweep_info;
+
 /* `gridstep sweep --plot` and `gridstep merge --plot`: tokens/s (top panel) and MFU in % (bottom
  * panel) against the first varied key (log2 axis for gpus and nodes and for numeric keys spanning
  * 8x or more; categories in order otherwise), one line per combination of the other keys (a
- * legend entry "(no point ran)" when none of its points ran). rows[p] is point p (all points, in
- * order). FILE.dat: one block per line that has points, rows "x_index x tokens_per_s mfu
- * step_time_s". name titles the plot (the scenario). */
-gs_status gs_plot_sweep(const gs_plot *p, const char *name, const char *mode, const gs_sweep *sw,
+ * legend entry "(no point ran)" when none of its points ran), under a title naming the scenario
+ * and what was held fixed. rows[p] is point p (all points, in order). FILE.dat: one block per
+ * line that has points, rows "x_index x tokens_per_s mfu step_time_s". */
+gs_status gs_plot_sweep(const gs_plot *p, const gs_plot_sweep_info *info, const gs_sweep *sw,
                         const gs_plot_sweep_point *rows, size_t nrows, gs_error *err);
 
 /* `gridstep mem --plot`: one stacked bar per ledger rank class (pipeline stage) of params,
  * master, optimizer (Adam m + v), grads, activations (this micro-batch + the ones in flight) and
- * buffers (FSDP gathers + workspace), in GiB, with the GPU's memory as a horizontal line.
+ * buffers (FSDP gathers + workspace), in GB, with the GPU's memory as a horizontal line.
  * FILE.dat holds the bytes (columns stage first_rank params master optimizer grads activations
  * buffers total); each row's total is its stage's ledger peak. */
 gs_status gs_plot_mem(const gs_plot *p, const gs_scenario *s, const gs_ledger *l, gs_error *err);

@@ -68,7 +68,8 @@ typedef struct rule {
 
 #define TXT GS_DIAGNOSE_TEXT_BYTES
 
-/* Thresholds (fractions). S16: NCCL over 30% of the step means redesign the grid; the rest are
+/* Thresholds (fractions). The seed article's rule: NCCL over 30% of the step means redesign the
+ * grid; the rest are
  * gridstep's margins, the same the sim report warns at (engine/report.c). */
 #define NCCL_SHARE_MAX 0.30       /* flat-throughput: yes above */
 #define EXPOSED_DP_RISK 0.10      /* flat-throughput: at risk above (exposed DP / step) */
@@ -627,7 +628,9 @@ static fix_result fix_full_shard(const facts *f, dcase *c, char *label, char *wh
     return FIX_APPLIED;
 }
 
-/* The table: DIGEST section 5 in its order, then the pitfalls of S13, S8 (3) and S1. */
+/* The table: the seed article's troubleshooting table (its section 5) in its order, then its
+ * pitfalls of TP across nodes (section 3), CPU offload (section 2, pitfall 3) and states above the
+ * GPU (section 1), then the overlaps and the loss Megatron-Core adds. */
 static const rule rules[] = {
     {"oom-at-start", "OOM at start", "FSDP unit too large: the all-gather peak",
      "all-gather buffers at the peak rank (ledger `gather`, unit size = unit params x bytes per element): yes "
@@ -640,7 +643,7 @@ static const rule rules[] = {
      "enable activation checkpointing (recompute); smaller micro-batch",
      "bytes", check_oom_first_step, {fix_recompute_full, fix_micro_half}},
     {"flat-throughput", "throughput flat as GPUs grow", "cross-node FSDP traffic",
-     "NCCL share of the simulated step (S16: over 30%) with the DP group spanning nodes; at risk when exposed "
+     "NCCL share of the simulated step (the seed's rule: over 30% of the step, redesign the grid) with the DP group spanning nodes; at risk when exposed "
      "DP communication exceeds 10% of the step",
      "HYBRID_SHARD, or cut cross-node DP traffic with TP/PP or larger micro-batches",
      "fraction", check_flat_throughput, {fix_hybrid_shard, fix_micro_double}},
@@ -657,15 +660,15 @@ static const rule rules[] = {
      "compare the loss curve with the baseline run's (not simulated: gridstep models time and memory)",
      "retune learning rate and warm-up for the new global batch",
      "sequences", check_loss, {NULL, NULL}},
-    {"tp-cross-node", "slow step with TP across nodes", "TP group larger than a node (S13)",
+    {"tp-cross-node", "slow step with TP across nodes", "TP group larger than a node (the seed: bigger TP is not better past a node)",
      "nodes one TP group spans: yes above 1 (per-layer all-reduces on the network)",
      "keep tp <= GPUs per node; use PP or DP across nodes",
      "nodes", check_tp_cross_node, {fix_tp_in_node, NULL}},
-    {"cpu-offload-slow", "slow step with CPU offload", "parameters fetched from host every layer (S8)",
+    {"cpu-offload-slow", "slow step with CPU offload", "parameters fetched from host every layer",
      "CPU offload enabled (the seed: 30-50% slower)",
      "turn CPU offload off where the states fit",
      "bytes", check_offload, {fix_no_offload, NULL}},
-    {"states-too-big", "OOM whatever the activations", "states per rank exceed the GPU (S1)",
+    {"states-too-big", "OOM whatever the activations", "states per rank exceed the GPU (16 B per parameter before sharding)",
      "per-rank states (params + master + m + v + grads) against GPU memory: yes above it, at risk above 75%",
      "shard the states (FULL_SHARD / ZeRO-3), or add GPUs",
      "bytes", check_states, {fix_full_shard, NULL}},

@@ -1,4 +1,5 @@
-/* The seed's troubleshooting table (DIGEST section 5, plus the pitfalls of S1, S8 and S13) walked
+/* The seed article's troubleshooting table (its section 5, plus its pitfalls of states above the
+ * GPU, CPU offload and TP across nodes) walked
  * against one scenario: for each row, whether the symptom applies (with the ledger and simulation
  * numbers behind the verdict) and the simulated effect of the row's fix, measured by applying the
  * fix to a copy of the scenario and re-running the ledger and the step through a caller-supplied

@@ -34,7 +34,7 @@ typedef enum gs_expect_metric {
     GS_EXPECT_METRIC_COUNT
 } gs_expect_metric;
 
-/* Relative tolerance when the block names none: the published-runs target (issue 4). */
+/* Relative tolerance when the block names none: the published-runs target, 10%. */
 #define GS_EXPECT_DEFAULT_TOLERANCE 0.10
 /* Denominator of mfu_megatron when the block names no peak_tflops: H100 SXM dense BF16,
  * 989 TFLOP/s, the peak the Megatron-Core weak-scaling table's MFU column is consistent with

@@ -6,6 +6,7 @@
 #ifndef GS_MESH_H
 #define GS_MESH_H
 
+#include <inttypes.h>
 #include <stddef.h>
 #include <stdint.h>
 
@@ -23,6 +24,12 @@ typedef struct gs_mesh {
 } gs_mesh;
 
 const char *gs_dim_name(gs_dim d); /* "tp", "dp", "pp" */
+
+/* The grid's one notation in text, dp x pp x tp in that order: GS_GRID_FMT in sentences
+ * ("dp=4 x pp=2 x tp=8"), GS_GRID_CELL_FMT in table cells and CSV under a "dp x pp x tp" header
+ * ("4x2x8"). Both take dp, pp, tp as uint64_t. */
+#define GS_GRID_FMT "dp=%" PRIu64 " x pp=%" PRIu64 " x tp=%" PRIu64
+#define GS_GRID_CELL_FMT "%" PRIu64 "x%" PRIu64 "x%" PRIu64
 
 /* Parses "tp-dp-pp" style orders (a permutation of tp, dp, pp). Returns 0 or -1. */
 int gs_mesh_order_parse(const char *s, gs_dim order[GS_DIM_COUNT]);

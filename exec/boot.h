@@ -4,7 +4,7 @@
  * only through these function pointers and never links MPI; the MPI implementation is
  * cli/mpi_exec.c (libgsmpi.a).
  *
- * Contract: one rank per process, rank = proc (the session refuses any other launch). The world
+ * Contract: one rank per process, rank = proc (the exec session refuses any other launch). The world
  * calls (bcast, allgather, allgatherv, barrier, group_split) are collective: every process makes
  * them in the same order. The transport calls (group_*, send, recv) may be made from several
  * threads at once and poll: they return when done, when wait->stop(wait->arg) turns 1 (a local

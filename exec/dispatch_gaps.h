@@ -1,5 +1,5 @@
 /* Dispatch gaps: how much of a measured step the compute stream spent idle with its next event
- * ready, waiting for the dispatcher (issue 7's target: at most 3% of the step).
+ * ready, waiting for the dispatcher (the target: at most 3% of the step).
  *
  * On a rank's compute stream, event b after event a (list order is stream order) is ready at
  * max(end of a, end of each dependency of b on another stream); anything between that and b's

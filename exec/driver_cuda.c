@@ -711,7 +711,7 @@ static gs_status cuda_open(const gs_mesh *mesh, const gs_driver_opts *opts, gs_d
                           cudaGetErrorString(ce));
     else if (!boot && (uint64_t)ndev < mesh->world)
         rc = gs_error_set(err, GS_ERR_INPUT,
-                          "cuda driver: the scenario has %" PRIu64 " ranks (dp=%" PRIu64 " pp=%" PRIu64 " tp=%" PRIu64
+                          "cuda driver: the scenario has %" PRIu64 " ranks (" GS_GRID_FMT
                           "), one GPU each, but this machine shows %d GPU%s",
                           mesh->world, mesh->size[GS_DIM_DP], mesh->size[GS_DIM_PP], mesh->size[GS_DIM_TP], ndev,
                           ndev == 1 ? "" : "s");

@@ -28,7 +28,7 @@ typedef struct gs_exec_opts {
     /* A multi-process run (exec/boot.h): this process plays rank boot->proc only; steps gather
      * what the report, trace and loss need from the other processes, so every process ends a
      * step with the whole run's loss, step time, timings and first error. NULL or one process:
-     * every rank here. Borrowed for the session's life. */
+     * every rank here. Borrowed for the exec session's life. */
     const gs_exec_boot *boot;
 } gs_exec_opts;
 
@@ -67,7 +67,7 @@ gs_train *gs_exec_session_train(gs_exec_session *x);
 const char *gs_exec_session_gemm_math(const gs_exec_session *x);
 
 /* Stops the run from any thread (e.g. a signal watcher): the current step's waits return at
- * once with msg, and so does every later step; the session can still be saved or destroyed. */
+ * once with msg, and so does every later step; the exec session can still be saved or destroyed. */
 void gs_exec_session_abort(gs_exec_session *x, const char *msg);
 
 /* Sharded checkpoint of every rank's parameters and Adam state (exec/checkpoint.h's directory

@@ -263,7 +263,7 @@ gs_status gs_exec_session_create(const gs_scenario *s, const gs_mesh *mesh, cons
     if (x->boot && (uint64_t)x->boot->procs != mesh->world) {
         /* every process sees the same counts: each refuses alike, nothing collective has run */
         rc = gs_error_set(err, GS_ERR_INPUT,
-                          "exec: %s has %" PRIu64 " ranks (dp=%" PRIu64 " pp=%" PRIu64 " tp=%" PRIu64 "), but the "
+                          "exec: %s has %" PRIu64 " ranks (" GS_GRID_FMT "), but the "
                           "launcher started %d processes; exec runs one rank per process: start %" PRIu64
                           " (mpirun -np %" PRIu64 ")",
                           s->name, mesh->world, mesh->size[GS_DIM_DP], mesh->size[GS_DIM_PP], mesh->size[GS_DIM_TP],

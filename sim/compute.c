@@ -33,7 +33,7 @@
  * (about 15% of the SMs while a collective runs, NVIDIA/nccl#1432) and compete for HBM (NVLink
  * traffic costs 2-3x its bytes in HBM reads and writes, NCCL maintainer in NVIDIA/nccl#1428,
  * where one A100 GEMM went from 1.18 to 2.08 ms under an overlapped all-gather). The default is a
- * mild typical value inside DESIGN's 1.0-1.1 band; the worst cases are far larger, so it is a
+ * mild typical value, the top of a 1.0-1.1 band; the worst cases are far larger, so it is a
  * named factor for the calibration file, not a constant of the model [U]. */
 #define GS_OVERLAP_SLOWDOWN 1.10
 

@@ -1,5 +1,5 @@
 /* Flow mode's network model: a fluid max-min fair sharing of the cluster's links between the
- * transfers in flight (DESIGN "The sim backend", issue 4 section 4).
+ * transfers in flight (doc/models.md, "Events and links").
  *
  * Two layers. gs_flow_net is the solver: links with a capacity (bytes/s) and flows, each with
  * an amount of work (seconds at full speed) and, per link it crosses, the bytes/s it puts on

@@ -1,5 +1,6 @@
 #!/bin/sh
-# make accuracy: regenerates the accuracy table (markdown on stdout).
+# make accuracy: regenerates doc/accuracy.md (this script writes its markdown to stdout; the Makefile
+# puts it in place when the whole run succeeded).
 #  1. the published runs: gridstep validate scenarios/published
 #  2. sim vs exec on this machine: calibrate the host driver on scenario A (tests/calib/a-dp2.yaml),
 #     then compare B, C and D (tests/calib/b-tp2.yaml, c-pp2.yaml, d-dp2-tp2.yaml; A too, for
@@ -51,17 +52,47 @@ num() { # num KEY FILE: the first "KEY": number in FILE
     sed -n "s/^  \"$1\": \\([-0-9.eE+]*\\).*/\\1/p" "$2" | head -n 1
 }
 
-echo "## Accuracy ($(date -u '+%Y-%m-%d %H:%M UTC'), $(uname -n), $(grep -m1 'model name' /proc/cpuinfo | sed 's/.*: //'), $(nproc) CPUs)"
+cat <<'TEXT'
+# Accuracy
+
+How close the simulator comes to published training runs and to steps measured on this
+machine. `make accuracy` regenerates this file (tests/accuracy.sh); the numbers are from its
+last run. How the models work, and their known gaps: [models.md](models.md).
+
+TEXT
+echo "Generated $(date -u '+%Y-%m-%d %H:%M UTC') on $(grep -m1 'model name' /proc/cpuinfo | sed 's/.*: //'), $(nproc) CPUs."
 echo
-echo "### Published runs"
+echo "## Published runs"
 echo
+cat <<'TEXT'
+`scenarios/published` holds 19 runs: NAR21-T1-* are Table 1 of Narayanan et al., SC 2021 (GPT
+on A100, TFLOP/s per GPU by their Eq. 3); MCORE-H100-* the Megatron-Core r0.8.0 weak-scaling
+table (H100, MFU). Each scenario file says what the source did not publish and what was assumed
+(micro-batch 1, for one). The MCORE runs set the overlaps their row states
+(`overlap_param_gather`, and `tp_comm_overlap` where tp > 1) and Megatron-Core's gradient
+buckets on the first pipeline stage only (`bucket_stages: first`); the NAR21 runs all-reduce
+the gradients after the backward (`overlap_grad_reduce: false`), as Megatron-LM's local DDP did.
+Error = (predicted - published) / published.
+
+TEXT
 echo '```'
 echo "\$ gridstep validate scenarios/published"
-"$GRIDSTEP" validate "$top_srcdir/scenarios/published" 2>&1 | tail -n 1
+"$GRIDSTEP" validate "$top_srcdir/scenarios/published" 2>&1 | sed "s|$top_srcdir/||g"
 echo '```'
 echo
-echo "### sim vs exec on this machine (host driver)"
+echo "## sim against exec on this machine (host driver)"
 echo
+cat <<'TEXT'
+The host driver runs the real model on CPU threads: a calibration on scenario A, then each
+scenario's sim (with the A100 presets, and calibrated on A) against exec's measured step. A
+VM's cores can differ by a quarter and drift within minutes, and ranks meet at every
+collective, so a step runs at its slowest core's pace: each row gives the load average and every
+core's single-thread GEMM rate just before it. The target is 10%; on a loaded machine (load
+average above the CPU count) the steps measured after the calibration run at another pace and
+the errors say more about the load than about the model. On a GPU: `tests/gpu/device-check.sh`
+(doc/verification.md's GPU rows: on one H200 the calibrated step came within 1.7%).
+
+TEXT
 load0=$(cut -d' ' -f1 /proc/loadavg)
 probe0=$(probe)
 "$GRIDSTEP" calibrate --driver host --out "$tmp/host.json" "$d/a-dp2.yaml" >"$tmp/calib.out" 2>/dev/null || {

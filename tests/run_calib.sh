@@ -16,7 +16,8 @@ fail() {
 }
 
 scen="$top_srcdir/tests/calib/a-dp2.yaml"
-if "$GRIDSTEP" calibrate --driver host --quick --out "$tmp/host.json" --plot "$tmp/p" "$scen" >"$tmp/out" 2>"$tmp/err"; then
+if GRIDSTEP_PROGRESS_S=0 "$GRIDSTEP" calibrate --driver host --quick --out "$tmp/host.json" --plot "$tmp/p" "$scen" \
+    >"$tmp/out" 2>"$tmp/err"; then
     echo "PASS: calibrate --quick --plot"
 else
     rc=$?
@@ -28,6 +29,14 @@ else
     fi
 fi
 [ -f "$tmp/host.json" ] || fail "no calibration file written"
+# its progress (a line per measurement with GRIDSTEP_PROGRESS_S=0): the count planned before the
+# measurements start is the count made, the line before "fitting" being TOTAL-1 of TOTAL
+total=$(sed -n 's/^gridstep calibrate: 100% (\([0-9]*\) of \1 measurements: fitting), .*/\1/p' "$tmp/err")
+if [ -n "$total" ] && grep -q "^gridstep calibrate:  *[0-9]*% ($((total - 1)) of $total measurements: a training step" "$tmp/err"; then
+    echo "PASS: calibrate's progress: $total measurements planned and made"
+else
+    fail "calibrate's progress: planned ${total:-?}, last lines: $(tail -n 2 "$tmp/err" | tr '\n' '|')"
+fi
 for key in '"machine"' '"hostname"' '"cpu"' '"date"' '"driver": "host"' '"units"' '"gemm_curve"' \
     '"elementwise_bw"' '"all_reduce"' '"send_recv"' '"alpha_s"' '"beta_bytes_per_s"' '"measurements"' '"fits"'; do
     grep -q "$key" "$tmp/host.json" || fail "calibration file lacks $key"

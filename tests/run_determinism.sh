@@ -32,6 +32,11 @@ same() {
     "$GRIDSTEP" "$@" >"$tmp/a" 2>/dev/null
     rc=$?
     "$GRIDSTEP" "$@" >"$tmp/b" 2>/dev/null
+    # sim exits 1 after its whole report when the step does not fit (troubled-70b*): the report
+    # must still be deterministic
+    if [ "$rc" -eq 1 ] && [ "$1" = sim ] && grep -q '^  "fits": false,$' "$tmp/a"; then
+        rc=0
+    fi
     if [ "$rc" -ne 0 ]; then
         why="exit status $rc"
     elif [ ! -s "$tmp/a" ]; then

@@ -205,7 +205,7 @@ check "compare, mpirun -np 2: the one-process compare's classes ($(grep -c . "$t
 # a bad launch: 2 processes for 4 ranks
 $MPIRUN -np 2 "$GRIDSTEP" exec "$tmp/dp2tp2.yaml" >"$tmp/out" 2>"$tmp/err"
 check "np 2 for 4 ranks: exit 2" test $? -eq 2
-check "np 2 for 4 ranks: said once" test "$(grep -c 'dp2tp2 has 4 ranks (dp=2 pp=1 tp=2), but the launcher started 2 processes' "$tmp/err")" -eq 1
+check "np 2 for 4 ranks: said once" test "$(grep -c 'dp2tp2 has 4 ranks (dp=2 x pp=1 x tp=2), but the launcher started 2 processes' "$tmp/err")" -eq 1
 check "np 2 for 4 ranks: nothing printed" test ! -s "$tmp/out"
 
 # an injected failure on rank 3: every process ends, rank 0 names it, fast

@@ -32,6 +32,13 @@ awk '/^# sharding=/ { split($2, a, "="); sh = a[2]; next } /^#/ || NF == 0 { nex
     "$tmp/sw.dat" | sort >"$tmp/from_dat"
 check "sweep --plot: .dat holds the CSV's tokens/s and MFU" cmp "$tmp/from_csv" "$tmp/from_dat"
 check "sweep --plot: 6 points plotted" test "$(wc -l <"$tmp/from_dat")" -eq 6
+# the title says what every point shares and leaves out what varies (micro, sharding); the tiny
+# scenario is tiny-llama on one dgx-a100-80g node, grid {dp 2, pp 2, tp 2}, global batch 8
+check "sweep --plot: the title says what is held fixed" \
+    grep -q "held fixed: tiny-llama on dgx-a100-80g, 8 GPUs, pp=2, tp=2 (dp = GPUs / (pp x tp))," "$tmp/sw.gp"
+sed -n 's/.*held fixed: //p' "$tmp/sw.gp" >"$tmp/fixed"
+check "sweep --plot: what is held fixed ends with the recompute" grep -q 'recompute none' "$tmp/fixed"
+check "sweep --plot: the varied keys are not held fixed" sh -c "! grep -q 'micro\|full_shard' '$tmp/fixed'"
 "$GRIDSTEP" sweep --vary gpus=8..16 --plot "$tmp/sw.svg" "$S7" >/dev/null || fail=1
 check "sweep --plot: SVG" is_svg "$tmp/sw.svg"
 check "sweep --plot: log2 x for GPU counts" grep -q 'set logscale x 2' "$tmp/sw.gp"
@@ -64,6 +71,9 @@ check "sim --plot: the last event ends at the step time ($step s, plotted in ms)
     awk -v s="$step" '!/^#/ && NF == 3 && $2 > m { m = $2 } END { d = m / 1000 - s; exit !(s > 0 && d * d < (1e-8 * s) ^ 2) }' \
     "$tmp/tl.dat"
 check "sim --plot: rows of ranks 0 and 4 (first of each stage)" grep -q '"rank 4 compute"' "$tmp/tl.gp"
+# ranks 0 and 4 of the 8 (order tp-dp-pp: rank = tp + 2 dp + 4 pp) are (dp 0, pp 0, tp 0) and (dp 0, pp 1, tp 0)
+check "sim --plot: the title names the ranks shown and their coordinates" \
+    grep -q "ranks shown (of 8, grid dp=2 x pp=2 x tp=2): 0 (dp 0 pp 0 tp 0), 4 (dp 0 pp 1 tp 0)" "$tmp/tl.gp"
 for d in dp tp pp; do
     c=$(awk -v d="$d" '/"comm_s": \{/ { f = 1 } f && $1 == "\"" d "\":" { gsub(",", "", $2); print $2; exit }' "$tmp/sim.json")
     e=$(awk -v d="$d" '/"exposed_comm_s": \{/ { f = 1 } f && $1 == "\"" d "\":" { gsub(",", "", $2); print $2; exit }' "$tmp/sim.json")
