@@ -26,9 +26,10 @@ const char gs_cmd_merge_help[] =
     "headroom, then enumeration order, as the planner ranks), the best --top kept. Each shard\n"
     "simulated the configurations of its own bound groups and kept its own best --top, which holds\n"
     "every global top-K member of that shard, so the merged candidates equal the serial plan's.\n"
-    "The counts are the serial plan's too, except `simulated` and the R4 entry of `pruned`: each\n"
-    "shard bounds against its own best, so the pieces together simulate more configurations than\n"
-    "one search would; merge reports their sums.\n"
+    "The counts of the checks every shard makes before memory (mesh, batch, model states) are the\n"
+    "serial plan's; `simulated`, every entry of `pruned` and the ledger-peak entry of `rejected`\n"
+    "count what each shard examined: each shard bounds against its own best, so the pieces together\n"
+    "examine more configurations than one search would; merge reports their sums.\n"
     "\n"
     "options:\n"
     "  --out FILE   write the merged output to FILE\n"
@@ -43,7 +44,7 @@ const char gs_cmd_merge_help[] =
 
 static const char usage[] = "gridstep merge [--out FILE] [--plot FILE.png|FILE.svg] PIECE...";
 
-#define R4_REASON "lower bound slower than the best kept (R4)"
+#define NOFIT_REASON "does not fit in GPU memory (ledger peak)"
 
 static gs_status read_file(const char *path, char **out, size_t *len, gs_error *err)
 {
@@ -350,6 +351,7 @@ static gs_status merge_json(char **text, char *const *paths, size_t n, FILE *out
     if (plan) {
         json_object_del(ref, "simulated");
         json_object_del(ref, "pruned");
+        json_object_del(json_object_get(ref, "rejected"), NOFIT_REASON);
     }
     for (size_t i = 0; i < n && rc == GS_OK; i++) {
         json_t *d = json_deep_copy(doc[i]);
@@ -358,6 +360,7 @@ static gs_status merge_json(char **text, char *const *paths, size_t n, FILE *out
         if (plan) {
             json_object_del(d, "simulated");
             json_object_del(d, "pruned");
+            json_object_del(json_object_get(d, "rejected"), NOFIT_REASON);
         }
         if (!json_equal(d, ref))
             rc = gs_error_set(err, GS_ERR_INPUT, "%s: not a piece of the same %s as %s (its other fields differ)",
@@ -419,27 +422,34 @@ static gs_status merge_json(char **text, char *const *paths, size_t n, FILE *out
             json_object_del(c, "order");
             json_array_append_new(arr, c);
         }
-        /* simulated: the sum; pruned: R1-R3 as every piece has them, R4 summed, re-sorted */
-        json_int_t sim = 0, r4 = 0;
+        /* simulated, every pruned entry and the ledger-peak rejections: the sums, re-sorted */
+        json_int_t sim = 0, nofit = 0;
+        json_t *sums = json_object(), *npr = json_object();
         for (size_t i = 0; i < n; i++) {
+            const char *k;
+            json_t *v;
             sim += json_integer_value(json_object_get(doc[i], "simulated"));
-            r4 += json_integer_value(json_object_get(json_object_get(doc[i], "pruned"), R4_REASON));
+            nofit += json_integer_value(json_object_get(json_object_get(doc[i], "rejected"), NOFIT_REASON));
+            json_object_foreach(json_object_get(doc[i], "pruned"), k, v) {
+                json_int_t had = json_integer_value(json_object_get(sums, k));
+                json_object_set_new(sums, k, json_integer(had + json_integer_value(v)));
+            }
         }
         json_object_set_new(merged, "simulated", json_integer(sim));
-        json_t *pr = json_object_get(merged, "pruned"), *npr = json_object();
+        if (nofit) /* in place: the other entries keep the serial order */
+            json_object_set_new(json_object_get(merged, "rejected"), NOFIT_REASON, json_integer(nofit));
         json_item pv[64];
         size_t np = 0;
         const char *k;
         json_t *v;
-        if (r4 && !json_object_get(pr, R4_REASON))
-            json_object_set_new(pr, R4_REASON, json_integer(0));
-        json_object_foreach(pr, k, v) {
+        json_object_foreach(sums, k, v) {
             if (np == 64)
                 break;
             pv[np].v = json_string(k);
-            pv[np].order = (uint64_t)(strcmp(k, R4_REASON) == 0 ? r4 : json_integer_value(v));
+            pv[np].order = (uint64_t)json_integer_value(v);
             np++;
         }
+        json_decref(sums);
         qsort(pv, np, sizeof *pv, pruned_cmp);
         for (size_t i = 0; i < np; i++) {
             json_object_set_new(npr, json_string_value(pv[i].v), json_integer((json_int_t)pv[i].order));

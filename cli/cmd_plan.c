@@ -17,20 +17,37 @@
 #include "engine/plan.h"
 #include "engine/sweep.h"
 #include "engine/units.h"
-#include "sim/compute.h"
+#include "sim/bound.h"
 #include "sim/sim.h"
 
 const char gs_cmd_plan_help[] =
-    "Enumerates every legal configuration of the model on the cluster: each grid (dp, pp, tp) whose\n"
-    "product is the GPU count, each sharding strategy (no_shard, shard_grad_op, full_shard, zero1,\n"
-    "zero2, zero3; hybrid_shard when DP spans nodes), micro-batch size (1, 2, 4, 8 dividing\n"
-    "global / dp), recompute (none, selective, full), pipeline schedule when pp > 1 (1f1b, gpipe,\n"
-    "interleaved with 2 or 4 virtual stages when the layers split), sequence parallelism when\n"
-    "tp > 1, and CPU offload for FSDP strategies. It rejects what fails the mesh checks (counted per\n"
-    "grid: TP across nodes, heads or ffn not divisible by tp, layers < pp) or the batch and\n"
-    "pipeline checks and the memory ledger (counted per configuration), prunes configurations that\n"
-    "cannot be faster than a kept twin, simulates the rest (analytic mode, one rank per pipeline\n"
-    "stage) and ranks them by tokens/s, ties broken by memory headroom.\n"
+    "Enumerates every configuration of the model on the cluster a user tunes: each grid (dp, pp, tp)\n"
+    "whose product is the GPU count; each sharding strategy (no_shard, shard_grad_op, full_shard,\n"
+    "zero1, zero2, zero3; hybrid_shard when DP spans nodes); every micro-batch size dividing\n"
+    "global / dp; the pipeline schedule when pp > 1 (1f1b, gpipe, and interleaved with every number\n"
+    "of virtual stages that splits the layers); sequence parallelism and, with it, TP communication\n"
+    "overlap when tp > 1; per strategy its knobs: gradient bucket size (10, 25, 100, 400 MiB and the\n"
+    "scenario's) and overlap_grad_reduce for DDP / ZeRO, overlap_param_gather for ZeRO-1/2,\n"
+    "backward prefetch (backward_pre, backward_post, none) where FSDP re-gathers in backward and\n"
+    "forward prefetch for sharded FSDP; recompute (none, selective, full); CPU offload for FSDP\n"
+    "strategies. It rejects what fails the mesh checks (counted per grid: TP across nodes, heads or\n"
+    "ffn not divisible by tp, layers < pp), the batch and pipeline checks, or memory (the model\n"
+    "states per grid, sharding and offload; the ledger's peak per configuration), and ranks the rest\n"
+    "by simulated tokens/s (analytic mode, one rank per pipeline stage), ties broken by memory\n"
+    "headroom.\n"
+    "\n"
+    "Tiers: (1) every configuration gets a closed-form lower bound on its step: each stream runs one\n"
+    "event at a time, so a stage's compute (with the TP calls its compute waits for) is at least\n"
+    "the sum of its events' times, plus micro-batch 0's way through the stages before it and the\n"
+    "last micro-batch's way back (compute and sends); (2) in order of that bound, the memory ledger,\n"
+    "a second bound from the ledger's traffic (each DP, TP and PP stream's bytes at the best rate\n"
+    "the tuner reaches), then the periodic closed form: the step simulated with 2 and 3 layers per\n"
+    "model chunk at m1 = max(2, 2 pp) and m2 = m1 + pp micro-batches, extended bilinearly in\n"
+    "(micro-batches, layers), exact where the schedule is periodic and within 1% of the full\n"
+    "simulation on configurations tests/check_plan draws at random; the search stops when the next\n"
+    "bound is 2% above the best --top step found (R4); (3) the configurations within 2% of it are\n"
+    "simulated with every layer (extrapolated in micro-batches only: step(m) = step(m2) + (m - m2)\n"
+    "(step(m2) - step(m1)) / pp, within 1% of the full simulation) and ranked on that.\n"
     "\n"
     "Pruning rules (each safe because the analytic simulation is a max-plus system: an event\n"
     "starts at the latest end of its dependencies and of its stream's previous event, so adding\n"
@@ -39,17 +56,16 @@ const char gs_cmd_plan_help[] =
     "     moves the optimizer to the slower host);\n"
     "  R2 selective recompute is pruned when its twin without recompute fits, full recompute when\n"
     "     the twin without or with selective recompute fits (recompute only adds compute);\n"
-    "  R3 strategies with the same per-rank shard plan (zero3 and full_shard, ...) build the same\n"
-    "     schedule: simulated once, both listed.\n"
+    "  R3 strategies with the same per-rank shard plan and knobs (zero3 and full_shard, ...) build\n"
+    "     the same schedule: simulated once, both listed;\n"
+    "  R4 a configuration whose bound is above the best kept is not simulated (its memory is then\n"
+    "     not checked either: the ledger counts cover the configurations examined).\n"
     "  Caveats: the 10% compute slowdown under overlapped communication is decided per event at its\n"
     "  start, so a shifted overlap could in principle move a step by a fraction of one event; at an\n"
     "  exactly equal step the pruned twin would have won the headroom tie-break.\n"
     "\n"
-    "Speed: a step of m micro-batches is simulated with m1 = max(2, 2 pp) and m2 = m1 + pp\n"
-    "micro-batches and extrapolated, step(m) = step(m2) + (m - m2) (step(m2) - step(m1)) / pp\n"
-    "(pipeline schedules and gradient accumulation repeat per micro-batch in steady state; within\n"
-    "1% of the full simulation in tests/check_plan), on --threads worker threads. The output does\n"
-    "not depend on the thread count.\n"
+    "On --threads worker threads (ledgers and simulations in waves of 16; the output does not\n"
+    "depend on the thread count); progress on stderr (see --quiet).\n"
     "\n"
     "options:\n"
     "  --model M          model preset (gridstep presets models)\n"
@@ -60,16 +76,19 @@ const char gs_cmd_plan_help[] =
     "  --top K            rows in the table and the JSON (default 10)\n"
     "  --json             one JSON document: candidates [{grid {dp, pp, tp}, strategy {...}, micro,\n"
     "                     step_time_s, tokens_per_s, peak_bytes, ...}] best first, rejected {reason:\n"
-    "                     count}, pruned {rule: count}, evaluated, simulated\n"
+    "                     count}, pruned {rule: count}, evaluated, simulated; a candidate's strategy\n"
+    "                     has its knobs (bucket_mb, overlap_grad_reduce, overlap_param_gather, prefetch,\n"
+    "                     forward_prefetch, tp_comm_overlap), closed_form says the periodic form\n"
+    "                     gave its numbers (it was not among the best)\n"
     "  --tp, --pp, --dp, --micro LIST   only these values (comma-separated)\n"
     "  --sharding LIST    only these strategies\n"
     "  --max-candidates N stop enumerating after N configurations\n"
     "  --threads N        worker threads (default 2)\n"
-    "  --no-extrapolate   simulate every candidate's full step (slow; for checking)\n"
+    "  --no-extrapolate   simulate every candidate's full step, no closed form (slow; for checking)\n"
     "  --shard I/N        (with --json) a piece for gridstep merge: only the configurations of shard I.\n"
-    "                     Fitting configurations are grouped as the bound R4 groups them (same grid,\n"
-    "                     micro, recompute, pipeline, SP), the groups sorted by that key, group g to\n"
-    "                     shard g % N; each piece holds its shard's exact best --top\n"
+    "                     Search units (same grid, micro, pipeline, virtual stages, SP and TP overlap)\n"
+    "                     in enumeration order, unit u to shard u % N; each piece holds its shard's\n"
+    "                     exact best --top\n"
     "  --emit K           print only the winner's launch configuration, K = torchrun, accelerate,\n"
     "                     megatron or slurm (as gridstep mesh --emit; the ranking is not printed)\n"
     "  --quiet            no progress on standard error (by default: the share of the\n"
@@ -78,9 +97,10 @@ const char gs_cmd_plan_help[] =
     "                     a line every 5 s, GRIDSTEP_PROGRESS_S)\n"
     "Under mpirun (a gridstep built --with-mpi; needs --json): rank r of N searches shard r/N and\n"
     "rank 0 merges the pieces as gridstep merge does and prints the document; the candidates and\n"
-    "counts are the serial plan's, except `simulated` and the R4 entry of `pruned` (the work the\n"
-    "ranks did together; see gridstep help merge). An error on any rank is reported once by rank 0,\n"
-    "the other ranks printing one line each, and every process exits with the serial exit code.\n"
+    "the counts of the checks before memory are the serial plan's; `simulated`, `pruned` and the\n"
+    "ledger's rejections count what the ranks examined together (see gridstep help merge). An\n"
+    "error on any rank is reported once by rank 0, the other ranks printing one line each, and\n"
+    "every process exits with the serial exit code.\n"
     "A SCENARIO.yaml argument supplies the model, cluster and batch; its grid and strategy are\n"
     "ignored except what the framework fixes, not the grid: precision, grad_dtype, bucket_mb,\n"
     "flash_attention, cross_entropy and the overlaps the candidate can have (tp_comm_overlap,\n"
@@ -191,13 +211,34 @@ static const char *pipe_label(const gs_plan_candidate *c, char *buf, size_t len)
     return buf;
 }
 
+/* The communication knobs a candidate sets beyond its sharding: "bucket 25M, no ogr, opg",
+ * "backward_pre, fwd", "tp overlap"; "-" when none applies. */
+static const char *knob_label(const gs_plan_candidate *c, char *buf, size_t len)
+{
+    const gs_strategy *st = &c->strategy;
+    size_t n = 0;
+    buf[0] = '\0';
+    if (st->sharding == GS_SHARD_NO_SHARD || st->sharding == GS_SHARD_ZERO1 || st->sharding == GS_SHARD_ZERO2)
+        n += (size_t)snprintf(buf + n, len - n, "bucket %" PRIu64 "M%s%s", st->bucket_bytes >> 20,
+                              st->overlap_grad_reduce ? "" : ", no ogr", st->overlap_param_gather ? ", opg" : "");
+    else if (st->sharding != GS_SHARD_NO_SHARD)
+        n += (size_t)snprintf(buf + n, len - n, "%s%s", st->reshard_after_forward ? gs_prefetch_name(st->prefetch) : "",
+                              st->forward_prefetch ? (st->reshard_after_forward ? ", fwd" : "fwd") : "");
+    if (n < len && st->tp_comm_overlap)
+        n += (size_t)snprintf(buf + n, len - n, "%stp overlap", n ? ", " : "");
+    if (n == 0)
+        snprintf(buf, len, "-");
+    return buf;
+}
+
 static const char *cand_label(const gs_plan_candidate *c, char *buf, size_t len)
 {
-    char p[32];
-    snprintf(buf, len, GS_GRID_FMT " %s%s micro=%" PRIu64 " recompute=%s%s%s%s",
+    char p[32], k[96];
+    snprintf(buf, len, GS_GRID_FMT " %s%s micro=%" PRIu64 " recompute=%s%s%s%s [%s]",
              c->dp, c->pp, c->tp, gs_sharding_name(c->strategy.sharding), c->strategy.offload ? "+offload" : "",
              c->micro, gs_recompute_name(c->strategy.recompute), c->pp > 1 ? " " : "",
-             c->pp > 1 ? pipe_label(c, p, sizeof p) : "", c->strategy.sequence_parallel ? " sp" : "");
+             c->pp > 1 ? pipe_label(c, p, sizeof p) : "", c->strategy.sequence_parallel ? " sp" : "",
+             knob_label(c, k, sizeof k));
     return buf;
 }
 
@@ -215,6 +256,12 @@ static json_t *cand_json(const gs_plan_candidate *c)
     json_object_set_new(st, "sequence_parallel", json_boolean(c->strategy.sequence_parallel));
     json_object_set_new(st, "offload", json_boolean(c->strategy.offload));
     json_object_set_new(st, "precision", json_string(gs_precision_name(c->strategy.precision)));
+    json_object_set_new(st, "bucket_mb", json_integer((json_int_t)(c->strategy.bucket_bytes >> 20)));
+    json_object_set_new(st, "overlap_grad_reduce", json_boolean(c->strategy.overlap_grad_reduce));
+    json_object_set_new(st, "overlap_param_gather", json_boolean(c->strategy.overlap_param_gather));
+    json_object_set_new(st, "prefetch", json_string(gs_prefetch_name(c->strategy.prefetch)));
+    json_object_set_new(st, "forward_prefetch", json_boolean(c->strategy.forward_prefetch));
+    json_object_set_new(st, "tp_comm_overlap", json_boolean(c->strategy.tp_comm_overlap));
     json_object_set_new(o, "strategy", st);
     json_object_set_new(o, "micro", json_integer((json_int_t)c->micro));
     json_object_set_new(o, "microbatches", json_integer((json_int_t)c->microbatches));
@@ -234,7 +281,8 @@ static json_t *cand_json(const gs_plan_candidate *c)
     json_object_set_new(o, "gpu_bytes", json_integer((json_int_t)c->gpu_bytes));
     json_object_set_new(o, "simulated_microbatches",
                         json_integer((json_int_t)(c->sim_m2 ? c->sim_m2 : c->sim_m1)));
-    json_object_set_new(o, "extrapolated", json_boolean(c->sim_m2 != 0));
+    json_object_set_new(o, "extrapolated", json_boolean(c->sim_m2 != 0 || c->sim_layers != 0));
+    json_object_set_new(o, "closed_form", json_boolean(c->sim_layers != 0));
     return o;
 }
 
@@ -357,10 +405,15 @@ static void print_launch(const gs_scenario *s, const gs_plan_candidate *w)
         snprintf(up, sizeof up, "%s", gs_sharding_name(st->sharding));
         for (char *c = up; *c; c++)
             *c = (char)(*c >= 'a' && *c <= 'z' ? *c - 32 : *c);
+        char pre[32];
+        snprintf(pre, sizeof pre, "%s", st->prefetch == GS_PREFETCH_NONE ? "None" : gs_prefetch_name(st->prefetch));
+        for (char *c = pre; *c; c++)
+            *c = (char)(*c >= 'a' && *c <= 'z' && st->prefetch != GS_PREFETCH_NONE ? *c - 32 : *c);
         printf("  FSDP: sharding_strategy=%s, auto_wrap_policy=TRANSFORMER_BASED_WRAP (decoder layer), "
-               "backward_prefetch=BACKWARD_PRE, mixed_precision=%s, cpu_offload=%s, activation_checkpointing=%s, "
-               "micro-batch %" PRIu64 " x %" PRIu64 " accumulation steps\n",
-               strcmp(up, "ZERO3") == 0 ? "FULL_SHARD" : up, gs_precision_name(st->precision),
+               "backward_prefetch=%s, forward_prefetch=%s, mixed_precision=%s, cpu_offload=%s, "
+               "activation_checkpointing=%s, micro-batch %" PRIu64 " x %" PRIu64 " accumulation steps\n",
+               strcmp(up, "ZERO3") == 0 ? "FULL_SHARD" : up, pre, st->forward_prefetch ? "true" : "false",
+               gs_precision_name(st->precision),
                st->offload ? "true" : "false", gs_recompute_name(st->recompute), w->micro, w->microbatches);
     } else {
         printf("  DeepSpeed: zero_optimization.stage=%d, train_micro_batch_size_per_gpu=%" PRIu64
@@ -387,16 +440,17 @@ static void print_plan(const gs_scenario *s, const gs_plan *p, size_t top, int d
            p->grids, p->legal_grids, p->evaluated, p->truncated ? " (stopped at --max-candidates)" : "", rejected,
            pruned, p->simulated, wall);
     gs_cli_table t;
-    gs_cli_table_init(&t, 13);
-    gs_cli_table_rowf(&t, "rank\tdp x pp x tp\tsharding\tmicro\trecompute\tpipeline\tSP\tstep\ttokens/s/GPU\tMFU\t"
+    gs_cli_table_init(&t, 14);
+    gs_cli_table_rowf(&t, "rank\tdp x pp x tp\tsharding\tknobs\tmicro\trecompute\tpipeline\tSP\tstep\ttokens/s/GPU\tMFU\t"
                           "peak/GPU mem (GB)\tNCCL\tbubble");
     for (size_t i = 0; i < p->ncands && i < top; i++) {
         const gs_plan_candidate *c = &p->cands[i];
-        char pl[32];
-        gs_cli_table_rowf(&t, "%zu\t" GS_GRID_CELL_FMT "\t%s%s\t%" PRIu64 "\t%s\t%s\t%s\t%s\t%.1f\t%.1f%%\t"
+        char pl[32], kn[96];
+        gs_cli_table_rowf(&t, "%zu\t" GS_GRID_CELL_FMT "\t%s%s\t%s\t%" PRIu64 "\t%s\t%s\t%s\t%s\t%.1f\t%.1f%%\t"
                               "%.1f / %.1f\t%.1f%%\t%.1f%%",
                           i + 1, c->dp, c->pp, c->tp, gs_sharding_name(c->strategy.sharding),
-                          c->strategy.offload ? "+offload" : "", c->micro, gs_recompute_name(c->strategy.recompute),
+                          c->strategy.offload ? "+offload" : "", knob_label(c, kn, sizeof kn), c->micro,
+                          gs_recompute_name(c->strategy.recompute),
                           pipe_label(c, pl, sizeof pl), c->strategy.sequence_parallel ? "on" : "off",
                           gs_fmt_seconds(c->step_time_s, t1, sizeof t1), c->tokens_per_s_per_gpu, 100 * c->mfu,
                           (double)c->peak_bytes / 1e9, (double)c->gpu_bytes / 1e9, 100 * c->comm_share,
@@ -553,9 +607,12 @@ static gs_status plan_run(int argc, char **argv, const gs_mpi_split *sp, char **
     po.eval = eval_sim;
     /* R4 keeps the table and the runners-up exact: the best max(top, 4) */
     po.keep = top > 4 ? (size_t)top : 4;
-    gs_compute_model cm;
-    gs_compute_model_init(&cm, &s.cluster.gpu, s.strategy.precision);
-    po.compute_slowdown = cm.overlap_slowdown;
+    gs_sim_bound *bound = NULL;
+    if (gs_sim_bound_create(&bound) != GS_OK)
+        return gs_error_set(err, GS_ERR_NOMEM, "plan: out of memory");
+    po.bound = gs_sim_step_bound;
+    po.bound_ctx = bound;
+    po.comm_bound = gs_sim_comm_bound;
     /* under mpirun the first rank reports its shard's progress for all */
     gs_progress prog;
     gs_progress_init(&prog, "gridstep plan", "configurations to simulate", !quiet && (!split || sp->rank == 0));
@@ -566,6 +623,7 @@ static gs_status plan_run(int argc, char **argv, const gs_mpi_split *sp, char **
     double t0 = now_s();
     gs_cli_keep_freed_memory();
     rc = gs_plan_run(&s, &po, &p, err);
+    gs_sim_bound_destroy(bound);
     if (rc == GS_OK) { /* the bound is known now: what was simulated */
         prog.bound = 0;
         gs_progress_update(&prog, p->simulated, p->simulated, NULL);

@@ -41,7 +41,11 @@ const char gs_cmd_sim_help[] =
     "fitting instead, and diagnose simulates them to find the fix.\n"
     "\n"
     "options:\n"
-    "  --exact          simulate every rank (default: one representative per pipeline stage)\n"
+    "  --exact          simulate every rank (default: one representative per pipeline stage); in\n"
+    "                   analytic mode, without stragglers or --calib, on a mesh where every rank\n"
+    "                   looks to the cost models as its stage representative, every rank plays the\n"
+    "                   representative's events at the same times: the class path is simulated and\n"
+    "                   its report is every rank's (only contention, --mode flow, tells them apart)\n"
     "  --mode M         analytic (default: no contention between concurrent transfers) or flow\n"
     "                   (concurrent transfers on a shared NIC, NVLink/PCIe port or oversubscribed\n"
     "                   leaf uplink split its bandwidth max-min fairly)\n"
@@ -73,7 +77,9 @@ const char gs_cmd_sim_help[] =
     "  --plot-comm FILE.png|FILE.svg  per dimension (dp, tp, pp) the seconds communicating on the\n"
     "                   critical rank, stacked as overlapped and exposed\n"
     "  --stats          to stderr: rank lists, events, tensors, the event queue's peak entries and\n"
-    "                   bytes, the process's peak resident memory (getrusage) and the wall time\n"
+    "                   bytes, bytes per event (the simulator's state and one timing per event),\n"
+    "                   the process's peak resident memory (getrusage), the wall and CPU time, and\n"
+    "                   events per CPU-second and per second (build and report included)\n"
     "\n"
     "importing a launch configuration (instead of SCENARIO.yaml):\n"
     "  --from-accelerate FILE   an accelerate config YAML (distributed_type FSDP or MULTI_GPU):\n"
@@ -182,16 +188,29 @@ static double now_s(void)
     return (double)t.tv_sec + (double)t.tv_nsec * 1e-9;
 }
 
-/* --stats: the run's sizes and the process's peak resident memory, one line to stderr. */
+/* --stats: the run's sizes and the process's peak resident memory and time, one line to
+ * stderr: bytes per event = (the backend's state + one gs_timing per event) / events; events
+ * per second of the process's CPU time (user + system) and of wall time, build and report
+ * included. */
 static void print_stats(const gs_backend_stats *st, double wall_s)
 {
     struct rusage ru;
-    double rss_mib = getrusage(RUSAGE_SELF, &ru) == 0 ? (double)ru.ru_maxrss / 1024.0 : 0.0; /* KiB */
+    double rss_mib = 0, cpu_s = 0;
+    if (getrusage(RUSAGE_SELF, &ru) == 0) {
+        rss_mib = (double)ru.ru_maxrss / 1024.0; /* KiB */
+        cpu_s = (double)ru.ru_utime.tv_sec + (double)ru.ru_utime.tv_usec * 1e-6 + (double)ru.ru_stime.tv_sec +
+                (double)ru.ru_stime.tv_usec * 1e-6;
+    }
+    double ev = st->events ? (double)st->events : 1.0;
+    uint64_t timing_bytes = st->events * (uint64_t)sizeof(gs_timing);
     fprintf(stderr,
             "gridstep: sim stats: %" PRIu64 " rank lists, %" PRIu64 " events (%" PRIu64 " collectives), %" PRIu64
-            " tensors; event queue peak %" PRIu64 " entries (%" PRIu64 " B allocated); peak RSS %.1f MiB; %.3f s\n",
-            st->rank_lists, st->events, st->collectives, st->tensors, st->queue_peak, st->queue_bytes, rss_mib,
-            wall_s);
+            " tensors; event queue peak %" PRIu64 " entries (%" PRIu64 " B allocated); %.1f B per event (state %"
+            PRIu64 " B + timings %" PRIu64 " B); peak RSS %.1f MiB; %.3f s, %.3f CPU-s; %.3g events per CPU-second, "
+            "%.3g per second\n",
+            st->rank_lists, st->events, st->collectives, st->tensors, st->queue_peak, st->queue_bytes,
+            (double)(st->state_bytes + timing_bytes) / ev, st->state_bytes, timing_bytes, rss_mib, wall_s, cpu_s,
+            cpu_s > 0 ? (double)st->events / cpu_s : 0.0, wall_s > 0 ? (double)st->events / wall_s : 0.0);
 }
 
 static json_t *report_json(const gs_scenario *s, const gs_report *r, int flow)

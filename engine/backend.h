@@ -25,6 +25,8 @@ typedef struct gs_backend_stats {
     uint64_t collectives; /* collective events, all rank lists */
     uint64_t queue_peak;  /* most entries the event queue held at once */
     uint64_t queue_bytes; /* bytes allocated for the event queue at its largest */
+    uint64_t state_bytes; /* bytes of the run's own state (the queue included, the caller's
+                             timings not) */
 } gs_backend_stats;
 
 /* The sim's fitted cost-model constants (sim/compute.c says what each one means, its source

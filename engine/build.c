@@ -371,29 +371,63 @@ out:
 
 /* ---- the schedule ------------------------------------------------------------------------------- */
 
+/* Rank `rank`'s pipeline neighbours (next and prev stage, the same dp and tp) where the
+ * representative src_rank of its stage has src_next as its next: a send or recv of src_rank's
+ * list to src_next is rank's to *next, any other to *prev. */
+static void clone_p2p_peers(const gs_mesh *mesh, uint64_t src_rank, uint64_t rank, uint64_t *next, uint64_t *prev,
+                            uint64_t *src_next)
+{
+    uint64_t c[GS_DIM_COUNT], sc[GS_DIM_COUNT];
+    gs_mesh_rank_coords(mesh, rank, c);
+    gs_mesh_rank_coords(mesh, src_rank, sc);
+    uint64_t pp = mesh->size[GS_DIM_PP];
+    c[GS_DIM_PP] = (sc[GS_DIM_PP] + 1) % pp;
+    *next = gs_mesh_coords_rank(mesh, c);
+    c[GS_DIM_PP] = (sc[GS_DIM_PP] + pp - 1) % pp;
+    *prev = gs_mesh_coords_rank(mesh, c);
+    sc[GS_DIM_PP] = (sc[GS_DIM_PP] + 1) % pp;
+    *src_next = gs_mesh_coords_rank(mesh, sc);
+}
+
+/* 0 when rank's groups have the sizes of src_rank's (the two are one class: rank's list is
+ * src_rank's with its own group ids and pipeline peers), else GS_ERR_RUNTIME. */
+static gs_status same_class(const gs_mesh *mesh, uint64_t src_rank, uint64_t rank)
+{
+    for (int g = 0; g < GS_GROUP_KIND_COUNT; g++) {
+        uint64_t size, ssize;
+        gs_group_of(mesh, (gs_group_kind)g, rank, &size);
+        gs_group_of(mesh, (gs_group_kind)g, src_rank, &ssize);
+        if (size != ssize)
+            return GS_ERR_RUNTIME;
+    }
+    return GS_OK;
+}
+
+uint64_t gs_event_peer(const gs_mesh *mesh, const gs_rank_events *r, const gs_event *e)
+{
+    if (!r->shared)
+        return e->peer;
+    if (e->kind == GS_EV_COLLECTIVE)
+        return gs_group_of(mesh, (gs_group_kind)e->group, r->rank, NULL);
+    if (e->kind != GS_EV_SEND && e->kind != GS_EV_RECV)
+        return e->peer;
+    uint64_t next, prev, src_next;
+    clone_p2p_peers(mesh, r->shared->rank, r->rank, &next, &prev, &src_next);
+    return e->peer == src_next ? next : prev;
+}
+
 /* Copies the representative's list into r (another rank of the same stage), replacing group
  * indices and pipeline peers with r's own. GS_ERR_RUNTIME when the two ranks' groups differ in
  * size (then they are not one class). */
 static gs_status clone_rank(const gs_mesh *mesh, const gs_rank_events *src, gs_rank_events *r)
 {
-    uint64_t grp[GS_GROUP_KIND_COUNT], size[GS_GROUP_KIND_COUNT], sgrp[GS_GROUP_KIND_COUNT], ssize[GS_GROUP_KIND_COUNT];
-    for (int g = 0; g < GS_GROUP_KIND_COUNT; g++) {
-        grp[g] = gs_group_of(mesh, (gs_group_kind)g, r->rank, &size[g]);
-        sgrp[g] = gs_group_of(mesh, (gs_group_kind)g, src->rank, &ssize[g]);
-        if (size[g] != ssize[g])
-            return GS_ERR_RUNTIME;
-    }
-    (void)sgrp;
-    uint64_t c[GS_DIM_COUNT], sc[GS_DIM_COUNT];
-    gs_mesh_rank_coords(mesh, r->rank, c);
-    gs_mesh_rank_coords(mesh, src->rank, sc);
-    uint64_t pp = mesh->size[GS_DIM_PP];
-    c[GS_DIM_PP] = (sc[GS_DIM_PP] + 1) % pp;
-    uint64_t next = gs_mesh_coords_rank(mesh, c);
-    c[GS_DIM_PP] = (sc[GS_DIM_PP] + pp - 1) % pp;
-    uint64_t prev = gs_mesh_coords_rank(mesh, c);
-    sc[GS_DIM_PP] = (sc[GS_DIM_PP] + 1) % pp;
-    uint64_t src_next = gs_mesh_coords_rank(mesh, sc);
+    uint64_t grp[GS_GROUP_KIND_COUNT];
+    if (same_class(mesh, src->rank, r->rank) != GS_OK)
+        return GS_ERR_RUNTIME;
+    for (int g = 0; g < GS_GROUP_KIND_COUNT; g++)
+        grp[g] = gs_group_of(mesh, (gs_group_kind)g, r->rank, NULL);
+    uint64_t next, prev, src_next;
+    clone_p2p_peers(mesh, src->rank, r->rank, &next, &prev, &src_next);
     r->events = malloc((src->nevents ? src->nevents : 1) * sizeof *r->events);
     r->tensors = malloc((src->ntensors ? src->ntensors : 1) * sizeof *r->tensors);
     r->pool = malloc((src->npool ? src->npool : 1) * sizeof *r->pool);
@@ -421,6 +455,24 @@ static gs_status clone_rank(const gs_mesh *mesh, const gs_rank_events *src, gs_r
     return GS_OK;
 }
 
+/* Makes r (another rank of src's stage) borrow src's arrays: gs_event_peer maps the peers.
+ * GS_ERR_RUNTIME when the two are not one class. */
+static gs_status share_rank(const gs_mesh *mesh, const gs_rank_events *src, gs_rank_events *r)
+{
+    if (same_class(mesh, src->rank, r->rank) != GS_OK)
+        return GS_ERR_RUNTIME;
+    r->events = src->events;
+    r->tensors = src->tensors;
+    r->pool = src->pool;
+    r->dups = src->dups;
+    r->nevents = r->cap_events = src->nevents;
+    r->ntensors = r->cap_tensors = src->ntensors;
+    r->npool = r->cap_pool = src->npool;
+    r->ndups = r->cap_dups = src->ndups;
+    r->stage = src->stage;
+    r->shared = src;
+    return GS_OK;
+}
 
 /* Copies (or, when they are not one class, builds) every non-representative rank; ranks are
  * split into contiguous blocks over up to GS_BUILD_THREADS threads (first-touch page faults
@@ -434,6 +486,7 @@ typedef struct clone_job {
     gs_schedule *sch;
     const uint64_t *rep;
     uint64_t lo, hi;
+    int shared;          /* 1: borrow the representative's arrays (share_rank), 0: copy them */
     gs_status rc;
     gs_error err;
 } clone_job;
@@ -450,12 +503,13 @@ static void *clone_worker(void *arg)
         r->rank = i;
         r->class_size = 1;
         r->unnamed = j->sch->ranks[j->rep[c[GS_DIM_PP]]].unnamed;
-        gs_status rc = clone_rank(j->mesh, &j->sch->ranks[j->rep[c[GS_DIM_PP]]], r);
+        const gs_rank_events *src = &j->sch->ranks[j->rep[c[GS_DIM_PP]]];
+        gs_status rc = j->shared ? share_rank(j->mesh, src, r) : clone_rank(j->mesh, src, r);
         if (rc == GS_ERR_RUNTIME) /* not identical up to group ids (uneven HSDP groups): build */
             rc = build_rank(j->s, j->mesh, j->sch->microbatches, r, &j->err);
         else if (rc != GS_OK)
             gs_error_set(&j->err, rc, "out of memory copying rank %" PRIu64 "'s events", i);
-        if (rc == GS_OK)
+        if (rc == GS_OK && !r->shared)
             gs_rank_finish(r);
         j->rc = rc;
     }
@@ -463,7 +517,7 @@ static void *clone_worker(void *arg)
 }
 
 static gs_status clone_all(const gs_scenario *s, const gs_mesh *mesh, gs_schedule *sch, const uint64_t *rep,
-                           gs_error *err)
+                           int shared, gs_error *err)
 {
     long ncpu = sysconf(_SC_NPROCESSORS_ONLN);
     uint64_t n = sch->nranks, nt = ncpu > 1 ? (uint64_t)ncpu : 1;
@@ -475,7 +529,7 @@ static gs_status clone_all(const gs_scenario *s, const gs_mesh *mesh, gs_schedul
     pthread_t th[GS_BUILD_THREADS];
     int started[GS_BUILD_THREADS] = {0};
     for (uint64_t t = 0; t < nt; t++) {
-        jobs[t] = (clone_job){s, mesh, sch, rep, n * t / nt, n * (t + 1) / nt, GS_OK, {GS_OK, {0}}};
+        jobs[t] = (clone_job){s, mesh, sch, rep, n * t / nt, n * (t + 1) / nt, shared, GS_OK, {GS_OK, {0}}};
         started[t] = t > 0 && pthread_create(&th[t], NULL, clone_worker, &jobs[t]) == 0;
         if (t > 0 && !started[t])
             clone_worker(&jobs[t]);
@@ -494,8 +548,8 @@ static gs_status clone_all(const gs_scenario *s, const gs_mesh *mesh, gs_schedul
     return rc;
 }
 
-static gs_status schedule_build(const gs_scenario *s, const gs_mesh *mesh, int exact, int named, gs_schedule **out,
-                                gs_error *err)
+static gs_status schedule_build(const gs_scenario *s, const gs_mesh *mesh, int exact, int named, int shared,
+                                gs_schedule **out, gs_error *err)
 {
     gs_status rc = GS_OK;
     *out = NULL;
@@ -550,7 +604,7 @@ static gs_status schedule_build(const gs_scenario *s, const gs_mesh *mesh, int e
             rep[st] = rank;
     }
     if (exact && rc == GS_OK)
-        rc = clone_all(s, mesh, sch, rep, err);
+        rc = clone_all(s, mesh, sch, rep, shared, err);
     free(rep);
 out:
     if (rc != GS_OK) {
@@ -563,13 +617,19 @@ out:
 
 gs_status gs_schedule_build(const gs_scenario *s, const gs_mesh *mesh, int exact, gs_schedule **out, gs_error *err)
 {
-    return schedule_build(s, mesh, exact, 1, out, err);
+    return schedule_build(s, mesh, exact, 1, 0, out, err);
 }
 
 gs_status gs_schedule_build_unnamed(const gs_scenario *s, const gs_mesh *mesh, int exact, gs_schedule **out,
                                     gs_error *err)
 {
-    return schedule_build(s, mesh, exact, 0, out, err);
+    return schedule_build(s, mesh, exact, 0, 0, out, err);
+}
+
+gs_status gs_schedule_build_shared(const gs_scenario *s, const gs_mesh *mesh, int named, gs_schedule **out,
+                                   gs_error *err)
+{
+    return schedule_build(s, mesh, 1, named, 1, out, err);
 }
 
 /* ---- the ledger half of validation ---------------------------------------------------------------- */

@@ -137,6 +137,10 @@ gs_status gs_schedule_create(size_t nranks, gs_schedule **out)
 
 static void rank_fini(gs_rank_events *r)
 {
+    if (r->shared) { /* borrowed arrays */
+        memset(r, 0, sizeof *r);
+        return;
+    }
     free(r->events);
     free(r->tensors);
     free(r->pool);

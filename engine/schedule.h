@@ -3,8 +3,9 @@
  * when: backends (sim, exec) fill the times.
  *
  * Ownership: a gs_schedule owns its rank lists, and each list owns its events, tensors and the
- * link pool their index lists live in; gs_schedule_destroy frees everything. Backends borrow a
- * schedule read-only for the duration of run(). */
+ * link pool their index lists live in, except a shared list (gs_schedule_build_shared), which
+ * borrows them from its stage representative in the same schedule; gs_schedule_destroy frees
+ * everything. Backends borrow a schedule read-only for the duration of run(). */
 #ifndef GS_SCHEDULE_H
 #define GS_SCHEDULE_H
 
@@ -169,6 +170,11 @@ typedef struct gs_rank_events {
     size_t name_hash_cap;  /* slots, a power of two (0 when not built) */
     int unnamed;           /* 1: set before appending: no index, dups stays empty and
                               gs_event_name counts the earlier events of the same name instead */
+    /* NULL when the list owns its arrays. Else (gs_schedule_build_shared) the representative of
+     * its stage, in the same schedule, whose events, tensors, pool and dups it borrows (never
+     * appended to): the events are this rank's in everything but `peer`, which is the
+     * representative's; gs_event_peer gives this rank's. */
+    const struct gs_rank_events *shared;
 } gs_rank_events;
 
 typedef struct gs_schedule {
@@ -190,6 +196,18 @@ gs_status gs_schedule_build(const gs_scenario *s, const gs_mesh *mesh, int exact
  * names, in O(events) per call instead of O(log dups). */
 gs_status gs_schedule_build_unnamed(const gs_scenario *s, const gs_mesh *mesh, int exact, gs_schedule **out,
                                     gs_error *err);
+/* The exact schedule (every rank) as gs_schedule_build_unnamed (named = 0) or gs_schedule_build
+ * (named = 1) builds it, in the memory of the class path: every rank whose groups have the sizes
+ * of its stage representative's (all ranks but those of uneven HSDP node splits) gets a shared
+ * list, borrowing the representative's events (O(1) per rank instead of a copy). For backends
+ * that read `peer` through gs_event_peer (the sim); validation, dumps and the exec backend
+ * read `peer` directly and take gs_schedule_build's lists. */
+gs_status gs_schedule_build_shared(const gs_scenario *s, const gs_mesh *mesh, int named, gs_schedule **out,
+                                   gs_error *err);
+/* The peer of event e of list r as rank r->rank sees it: e->peer, or for a shared list the
+ * rank's own collective group index (gs_group_of) or pipeline neighbour in place of the
+ * representative's. */
+uint64_t gs_event_peer(const gs_mesh *mesh, const gs_rank_events *r, const gs_event *e);
 /* An empty schedule with nranks zeroed rank lists (fill rank, class_size, stage and the
  * header fields; destroy with gs_schedule_destroy). GS_ERR_NOMEM on failure. */
 gs_status gs_schedule_create(size_t nranks, gs_schedule **out);

@@ -1,4 +1,6 @@
-/* The sim's event queue: a binary min-heap with deterministic tie-breaking. */
+/* The sim's event queue: a 4-ary min-heap with deterministic tie-breaking (keys (t, seq) are
+ * unique, so the pop order is that of any correct priority queue; four children share two
+ * cache lines and the tree is half as deep as a binary one). */
 #include "sim/queue.h"
 
 #include <stdlib.h>
@@ -10,6 +12,11 @@ static int earlier(const gs_qnode *x, const gs_qnode *y)
 
 int gs_queue_push(gs_queue *q, double t, uint64_t id, uint32_t ver)
 {
+    return gs_queue_push_span(q, t, id, ver, 1);
+}
+
+int gs_queue_push_span(gs_queue *q, double t, uint64_t id, uint32_t ver, uint64_t n)
+{
     if (q->n == q->cap) {
         size_t cap = q->cap ? q->cap * 2 : 1024;
         gs_qnode *a = realloc(q->a, cap * sizeof *a);
@@ -18,10 +25,11 @@ int gs_queue_push(gs_queue *q, double t, uint64_t id, uint32_t ver)
         q->a = a;
         q->cap = cap;
     }
-    gs_qnode node = {t, q->seq++, id, ver};
+    gs_qnode node = {t, q->seq, id, ver};
+    q->seq += n ? n : 1;
     size_t i = q->n++;
     while (i > 0) { /* sift up: move parents down into the hole */
-        size_t p = (i - 1) / 2;
+        size_t p = (i - 1) / 4;
         if (!earlier(&node, &q->a[p]))
             break;
         q->a[i] = q->a[p];
@@ -37,10 +45,13 @@ gs_qnode gs_queue_pop(gs_queue *q)
     gs_qnode last = q->a[--q->n];
     size_t i = 0, n = q->n;
     for (;;) { /* sift down the hole left by the top */
-        size_t l = 2 * i + 1;
+        size_t l = 4 * i + 1;
         if (l >= n)
             break;
-        size_t m = (l + 1 < n && earlier(&q->a[l + 1], &q->a[l])) ? l + 1 : l;
+        size_t m = l, end = l + 4 < n ? l + 4 : n;
+        for (size_t j = l + 1; j < end; j++)
+            if (earlier(&q->a[j], &q->a[m]))
+                m = j;
         if (!earlier(&q->a[m], &last))
             break;
         q->a[i] = q->a[m];

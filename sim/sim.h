@@ -12,7 +12,9 @@
 extern const gs_backend_ops gs_sim_backend;
 
 /* Convenience for commands and tests: build the schedule (exact or class path), play it on the
- * sim backend, build the report. When trace is not NULL the Chrome trace is written to it. */
+ * sim backend, build the report. When trace is not NULL the Chrome trace is written to it.
+ * exact = 1 without a trace or schedule asked for, where gs_sim_exact_is_class holds, plays
+ * one rank per stage: the report is the exact path's (its event count every rank's). */
 gs_status gs_sim_scenario(const gs_scenario *s, const gs_mesh *mesh, int exact, const gs_backend_opts *opts,
                           gs_report *rep, FILE *trace, gs_error *err);
 
@@ -23,5 +25,14 @@ gs_status gs_sim_scenario_timed(const gs_scenario *s, const gs_mesh *mesh, int e
                                 gs_report *rep, FILE *trace, gs_schedule **sch_out, gs_timing ***timing_out,
                                 gs_error *err);
 void gs_sim_timed_free(gs_schedule *sch, gs_timing **timing);
+
+/* 1 when the exact path's timings are the class path's: analytic mode, no calibration file, no
+ * stragglers, and every rank as its stage representative to the cost models (groups of the same
+ * sizes and shapes, pipeline neighbours on its node exactly when the representative's are).
+ * Then every rank of a stage plays the same events with the same durations from the same
+ * start: a collective's members all arrive together, and a send leaves when its receiver's
+ * stage representative would send it. tests/check_des holds the two paths equal on the
+ * shipped scenarios. */
+int gs_sim_exact_is_class(const gs_scenario *s, const gs_mesh *mesh, const gs_backend_opts *opts);
 
 #endif

@@ -1031,6 +1031,52 @@ START_TEST(test_exact_matches_class)
 }
 END_TEST
 
+/* Shared lists (gs_schedule_build_shared) against the copies gs_schedule_build makes: the same
+ * events bit for bit except `peer`, and gs_event_peer giving the copy's peer; every rank but
+ * the stage representatives (dp = tp = 0) shares. */
+static void shared_matches_copy(const char *y, size_t owning_expected)
+{
+    gs_schedule *all = build(y, 1);
+    gs_schedule *sh = NULL;
+    gs_error err;
+    gs_error_init(&err);
+    ck_assert_msg(gs_schedule_build_shared(&g_s, &g_m, 1, &sh, &err) == GS_OK, "%s", err.msg);
+    ck_assert_uint_eq(sh->nranks, all->nranks);
+    size_t owning = 0;
+    for (size_t i = 0; i < sh->nranks; i++) {
+        const gs_rank_events *a = &all->ranks[i], *b = &sh->ranks[i];
+        ck_assert_uint_eq(a->rank, b->rank);
+        ck_assert_uint_eq(a->stage, b->stage);
+        ck_assert_uint_eq(a->nevents, b->nevents);
+        owning += b->shared == NULL;
+        if (b->shared)
+            ck_assert_uint_eq(b->shared->stage, b->stage);
+        for (size_t k = 0; k < a->nevents; k++) {
+            gs_event x = a->events[k], z = b->events[k];
+            ck_assert_uint_eq(gs_event_peer(&g_m, b, &b->events[k]), x.peer);
+            x.peer = z.peer = 0;
+            ck_assert_msg(memcmp(&x, &z, sizeof x) == 0, "rank %zu event %zu", i, k);
+        }
+    }
+    ck_assert_uint_eq(owning, owning_expected);
+    gs_schedule_destroy(sh);
+    gs_schedule_destroy(all);
+}
+
+START_TEST(test_shared_matches_copy)
+{
+    /* 3 stages (pipeline peers differ in both directions), tied embeddings (the first and last
+     * stages exchange), TP and FSDP groups: 3 representatives own their lists */
+    shared_matches_copy("model: {layers: 3, hidden: 256, heads: 4, ffn: 512, vocab: 1000, seq: 64, "
+                        "tied_embeddings: true}\ncluster: {preset: dgx-a100-80g, nodes: 3, gpus_per_node: 4}\n"
+                        "grid: {dp: 2, pp: 3, tp: 2}\nstrategy: {sharding: full_shard}\nbatch: {global: 8}\n", 3);
+    /* pp 2: next and previous stage are one rank */
+    shared_matches_copy(SMALL "cluster: {preset: dgx-a100-80g, nodes: 2, gpus_per_node: 4}\n"
+                              "grid: {dp: 2, pp: 2, tp: 2}\nstrategy: {sharding: zero1, pipeline: interleaved, "
+                              "virtual_stages: 2}\nbatch: {global: 8}\n", 2);
+}
+END_TEST
+
 /* Property: every combination below builds a schedule that validates (acyclic, matched
  * collectives and p2p, tensor lifetimes, traffic = ledger, memory high-water = ledger peak). */
 START_TEST(test_strategy_grid)
@@ -1253,6 +1299,7 @@ static Suite *build_suite(void)
     TCase *v = tcase_create("validation");
     tcase_set_timeout(v, 120);
     tcase_add_test(v, test_exact_matches_class);
+    tcase_add_test(v, test_shared_matches_copy);
     tcase_add_test(v, test_strategy_grid);
     tcase_add_test(v, test_hsdp_one_rank_per_node_grid);
     tcase_add_test(v, test_bucket_stages_first_grid);

@@ -178,23 +178,23 @@ START_TEST(test_file_applies)
     ck_assert(t.one_machine && t.fit_intra.set);
 
     /* all-reduce of 1 MB on 2 ranks: 10 us + 1e6 / 2e9 s = 510 us */
-    gs_coll_shape sh = {2, 1, 2};
+    gs_coll_shape sh = {2, 1, 2, 1};
     gs_coll_cost cost;
     ck_assert_int_eq(gs_coll_estimate(&t, GS_COLL_ALLREDUCE, &sh, 1000000, GS_ALGO_COUNT, &cost), GS_OK);
     ck_assert(fabs(cost.time_s - 510e-6) < 1e-12);
     /* 3 ranks: halfway between 2 and 4: alpha 20 us, 1/beta = (0.5 + 1) / 2 ns/B: 20 + 750 us */
-    sh = (gs_coll_shape){3, 1, 3};
+    sh = (gs_coll_shape){3, 1, 3, 1};
     ck_assert_int_eq(gs_coll_estimate(&t, GS_COLL_ALLREDUCE, &sh, 1000000, GS_ALGO_COUNT, &cost), GS_OK);
     ck_assert(fabs(cost.time_s - 770e-6) < 1e-12);
     /* 8 ranks on 2 nodes: a host calibration is one machine, so the 4-rank line applies */
-    sh = (gs_coll_shape){8, 2, 4};
+    sh = (gs_coll_shape){8, 2, 4, 1};
     ck_assert_int_eq(gs_coll_estimate(&t, GS_COLL_ALLREDUCE, &sh, 1000000, GS_ALGO_COUNT, &cost), GS_OK);
     ck_assert(fabs(cost.time_s - 1030e-6) < 1e-12);
     /* send/recv: 5 us + 1e6 / 4e9 s = 255 us, on a node or across */
     ck_assert(fabs(gs_p2p_time(&t, 1, 1000000) - 255e-6) < 1e-12);
     ck_assert(fabs(gs_p2p_time(&t, 0, 1000000) - 255e-6) < 1e-12);
     /* an op the file does not name keeps the NCCL model (all-gather: not 0, not a fit) */
-    sh = (gs_coll_shape){2, 1, 2};
+    sh = (gs_coll_shape){2, 1, 2, 1};
     ck_assert_int_eq(gs_coll_estimate(&t, GS_COLL_ALLGATHER, &sh, 1000000, GS_ALGO_COUNT, &cost), GS_OK);
     ck_assert(cost.time_s > 0 && cost.algo != GS_ALGO_COUNT);
 
@@ -615,7 +615,7 @@ START_TEST(test_host_inter)
         gs_compute_model cm;
         memset(&cm, 0, sizeof cm);
         gs_calib_apply(&c, 2, &cm, &t);
-        gs_coll_shape two_nodes = {2, 2, 1};
+        gs_coll_shape two_nodes = {2, 2, 1, 1};
         double want = with_inter ? 1e-3 + 1e6 / 1e9 : 1e-5 + 1e6 / 1e10;
         ck_assert_double_eq_tol(gs__measured_time(&t, GS_COLL_ALLREDUCE, &two_nodes, 1e6), want, 1e-12);
     }

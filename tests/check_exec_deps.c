@@ -181,7 +181,7 @@ static void check_sim_deps(const cfg *c, const gs_scenario *s, const gs_mesh *me
     void *state = NULL;
     gs_error err;
     gs_error_init(&err);
-    gs_backend_opts bo = {0, NULL, NULL};
+    gs_backend_opts bo = {0, NULL, NULL, NULL};
     ck_assert_msg(gs_sim_backend.open(s, mesh, &bo, &state, &err) == GS_OK, "%s: sim: %s", c->name, err.msg);
     gs_timing **timing = calloc(sch->nranks, sizeof *timing);
     ck_assert_ptr_nonnull(timing);

@@ -7,6 +7,7 @@
 
 #include "engine/plan.h"
 #include "sim/compute.h"
+#include "sim/bound.h"
 #include "sim/sim.h"
 
 static gs_status eval_sim(const gs_scenario *s, const gs_mesh *mesh, void *ctx, gs_report *rep, gs_error *err)
@@ -36,13 +37,16 @@ static gs_plan *run_plan(const gs_scenario *s, size_t keep)
     gs_plan_opts_init(&o);
     o.eval = eval_sim;
     o.keep = keep;
-    gs_compute_model cm;
-    gs_compute_model_init(&cm, &s->cluster.gpu, s->strategy.precision);
-    o.compute_slowdown = cm.overlap_slowdown;
+    gs_sim_bound *bound = NULL;
+    ck_assert_int_eq(gs_sim_bound_create(&bound), GS_OK);
+    o.bound = gs_sim_step_bound;
+    o.bound_ctx = bound;
+    o.comm_bound = gs_sim_comm_bound;
     gs_plan *p = NULL;
     gs_error err;
     gs_error_init(&err);
     ck_assert_msg(gs_plan_run(s, &o, &p, &err) == GS_OK, "%s", err.msg);
+    gs_sim_bound_destroy(bound);
     return p;
 }
 
@@ -55,20 +59,21 @@ static const char tiny_yaml[] =
 /* By hand, tiny model (4 layers, 4 heads, 2 KV heads, ffn 688) on one 8-GPU node, global 16:
  * grids (tp, pp, dp) with product 8: tp 1 (pp 1, 2, 4, 8), tp 2 (pp 1, 2, 4), tp 4 (pp 1, 2),
  * tp 8 (pp 1) = 10; rejected: tp 8 (heads 4 % 8) and pp 8 (> 4 layers); 8 legal.
- * Per (grid, micro, pipeline, SP): 3 recompute x (4 FSDP-family shardings x 2 offload + zero1 +
- * zero2) = 30 configurations (no hybrid: DP never leaves the node). Micro 1, 2, 4, 8 are all
- * enumerated; pipelines: pp 2 -> 1f1b, gpipe, interleaved:2 (4 % 4 = 0; v 4 needs 8 layers);
- * pp 4 -> 1f1b, gpipe; SP on/off when tp > 1.
- *   (1,1,8) 4x1x1x30 = 120  (1,2,4) 4x3x1x30 = 360  (1,4,2) 4x2x1x30 = 240  (2,1,4) 4x1x2x30 = 240
- *   (2,2,2) 4x3x2x30 = 720  (2,4,1) 4x2x2x30 = 480  (4,1,2) 4x1x2x30 = 240  (4,2,1) 4x3x2x30 = 720
- *   evaluated = 3,120.
- * Batch (16 % (micro x dp)): dp 8 loses micro 4, 8 (2 x 30), dp 4 loses micro 8 on (1,2,4)
- * (3 pipelines x 30) and (2,1,4) (2 SP x 30): 60 + 90 + 60 = 210.
- * Interleaved needs m = 16 / (micro dp) even: (1,2,4) micro 4 (m 1): 30; (2,2,2) micro 8 (m 1),
- * 2 SP: 60; total 90. The tiny model fits everywhere, so 3,120 - 300 = 2,820 = 94 x 30 survive.
- * R1 prunes the 3 x 4 offload configurations of each of the 94 groups: 1,128; R2 the selective
- * and full recompute of the 6 shardings without offload: 1,128; 94 x 6 = 564 remain, each either
- * simulated or merged (R3) with an identical schedule. */
+ * Per (grid, micro, pipeline, SP / TP overlap) and recompute, the shardings' knob variants (no
+ * hybrid: DP never leaves the node; buckets 25 (the base's), 10, 100, 400 MiB):
+ *   no_shard 4 buckets x 2 overlap_grad_reduce x 2 offload = 16; zero1 4 x 2 x 2 overlap_param_gather
+ *   = 16; zero2 4 x 2 opg = 8; shard_grad_op 2 forward prefetch x 2 offload = 4; full_shard and
+ *   zero3 3 backward prefetch x 2 forward x 2 offload = 12 each: 68, x 3 recompute = 204.
+ * Micro: every divisor of 16 / dp; pipelines: pp 2 -> 1f1b, gpipe, interleaved:2 (4 % (2 x 2) = 0);
+ * pp 4 -> 1f1b, gpipe; SP / TP overlap: off, SP, SP + overlap when tp > 1. Units:
+ *   (1,1,8) 2 micro = 2  (1,2,4) 3 x 3 = 9  (1,4,2) 4 x 2 = 8  (2,1,4) 3 x 3 = 9  (2,2,2) 4 x 3 x 3 = 36
+ *   (2,4,1) 5 x 2 x 3 = 30  (4,1,2) 4 x 3 = 12  (4,2,1) 5 x 3 x 3 = 45: 151 units, 30,804 configurations.
+ * Interleaved needs m = 16 / (micro dp) even: (1,2,4) micro 4, (2,2,2) micro 8 (x 3), (4,2,1) micro 16
+ * (x 3): 7 units, 1,428 configurations; 144 units survive and the tiny model fits everywhere.
+ * Without a bound (keep 0) every configuration is examined: R1 prunes the 22 offload variants
+ * (no_shard 8, shard_grad_op 2, full_shard 6, zero3 6) of each unit and recompute, 144 x 3 x 22 =
+ * 9,504; R2 the selective and full recompute of the 46 others, 144 x 2 x 46 = 13,248; the
+ * 144 x 46 = 6,624 left are each simulated or merged (R3) with an identical schedule. */
 START_TEST(test_counts_by_hand)
 {
     gs_scenario s;
@@ -76,17 +81,17 @@ START_TEST(test_counts_by_hand)
     gs_plan *p = run_plan(&s, 0);
     ck_assert_uint_eq(p->grids, 10);
     ck_assert_uint_eq(p->legal_grids, 8);
-    ck_assert_uint_eq(p->evaluated, 3120);
+    ck_assert_uint_eq(p->evaluated, 30804);
     ck_assert_uint_eq(count_of(p->rejected, p->nrejected, "heads not divisible by tp"), 1);
     ck_assert_uint_eq(count_of(p->rejected, p->nrejected, "layers < pp"), 1);
-    ck_assert_uint_eq(count_of(p->rejected, p->nrejected, "batch not divisible by micro x dp"), 210);
-    ck_assert_uint_eq(count_of(p->rejected, p->nrejected, "micro-batches not a multiple of pp (interleaved)"), 90);
+    ck_assert_uint_eq(count_of(p->rejected, p->nrejected, "batch not divisible by micro x dp"), 0);
+    ck_assert_uint_eq(count_of(p->rejected, p->nrejected, "micro-batches not a multiple of pp (interleaved)"), 1428);
     ck_assert_uint_eq(count_of(p->rejected, p->nrejected, "does not fit in GPU memory (ledger peak)"), 0);
-    ck_assert_uint_eq(count_of(p->pruned, p->npruned, "offload with a fitting twin without offload (R1)"), 1128);
-    ck_assert_uint_eq(count_of(p->pruned, p->npruned, "recompute with a fitting lighter-recompute twin (R2)"), 1128);
+    ck_assert_uint_eq(count_of(p->pruned, p->npruned, "offload with a fitting twin without offload (R1)"), 9504);
+    ck_assert_uint_eq(count_of(p->pruned, p->npruned, "recompute with a fitting lighter-recompute twin (R2)"), 13248);
     uint64_t merged = count_of(p->pruned, p->npruned, "same schedule as another sharding (R3: simulated once, both listed)");
-    ck_assert_uint_eq(p->simulated + merged, 564);
-    ck_assert_uint_eq(p->ncands, 564);
+    ck_assert_uint_eq(p->simulated + merged, 6624);
+    ck_assert_uint_eq(p->ncands, 6624);
     /* best first, and no offload / recompute survived */
     for (size_t i = 0; i < p->ncands; i++) {
         ck_assert_int_eq(p->cands[i].strategy.offload, 0);
@@ -94,7 +99,8 @@ START_TEST(test_counts_by_hand)
         if (i)
             ck_assert(p->cands[i - 1].tokens_per_s >= p->cands[i].tokens_per_s);
     }
-    /* the bound (R4) keeps the best 4 exactly as the exhaustive search ranks them */
+    /* the tiers (the bound, the closed form, the full simulation of the best) keep the best 4
+     * exactly as the exhaustive search ranks them */
     gs_plan *q = run_plan(&s, 4);
     ck_assert(q->simulated <= p->simulated);
     for (size_t i = 0; i < 4; i++) {
@@ -283,6 +289,85 @@ START_TEST(test_acceptance_7b_8)
 }
 END_TEST
 
+/* The periodic closed form (gs_plan_estimate) and the bound (gs_sim_step_bound) against the full
+ * simulation on 24 configurations drawn at random (seeded): a 16-layer model on 16 GPUs, grids,
+ * shardings, micro-batches, schedules, recompute, SP / TP overlap, offload and the knobs drawn
+ * independently, kept when the scenario is legal and each model chunk holds more than 3 layers
+ * (where the closed form is used). The estimate within 1% of the full simulation's step; both
+ * bounds (compute, traffic) at most the full step. */
+START_TEST(test_closed_form_sample)
+{
+    gs_scenario base;
+    load("model: {name: s16, layers: 16, hidden: 256, heads: 8, kv_heads: 4, ffn: 688, vocab: 1024, seq: 128}\n"
+         "cluster: {preset: dgx-a100-80g, nodes: 2}\ngrid: {dp: 16, pp: 1, tp: 1}\nbatch: {global: 64, micro: 1}\n",
+         &base);
+    gs_sim_bound *bound = NULL;
+    ck_assert_int_eq(gs_sim_bound_create(&bound), GS_OK);
+    unsigned seed = 2718;
+#define DRAW(n) ((seed = seed * 1103515245u + 12345u), (seed >> 16) % (n))
+    static const uint64_t tps[] = {1, 2, 4, 8}, pps[] = {1, 2, 4}, buckets[] = {10, 25, 100};
+    int kept = 0, tries = 0, comm_bounded = 0;
+    while (kept < 24 && tries++ < 4000) {
+        gs_scenario s = base;
+        gs_strategy *st = &s.strategy;
+        s.grid.tp = tps[DRAW(4)];
+        s.grid.pp = pps[DRAW(3)];
+        if (s.grid.tp * s.grid.pp > 16)
+            continue;
+        s.grid.dp = 16 / (s.grid.tp * s.grid.pp);
+        uint64_t per = 64 / s.grid.dp;
+        s.batch.micro_seqs = (uint64_t)1 << DRAW(4);
+        if (per % s.batch.micro_seqs)
+            continue;
+        st->sharding = (gs_sharding)DRAW(GS_SHARD_COUNT);
+        st->reshard_after_forward = gs_sharding_shards_params(st->sharding);
+        st->pipeline = (gs_pipeline)DRAW(3);
+        st->virtual_stages = st->pipeline == GS_PIPE_INTERLEAVED ? 2 : 1;
+        st->recompute = (gs_recompute)DRAW(3);
+        st->sequence_parallel = s.grid.tp > 1 && DRAW(2);
+        st->tp_comm_overlap = st->sequence_parallel && DRAW(2);
+        st->offload = gs_sharding_is_fsdp(st->sharding) && DRAW(2);
+        st->prefetch = (gs_prefetch)DRAW(3);
+        st->forward_prefetch = (int)DRAW(2);
+        st->bucket_bytes = buckets[DRAW(3)] << 20;
+        st->overlap_grad_reduce = !gs_strategy_can_reduce_after_backward(st) || DRAW(2);
+        st->overlap_param_gather = (st->sharding == GS_SHARD_ZERO1 || st->sharding == GS_SHARD_ZERO2) && DRAW(2);
+        uint64_t v = st->pipeline == GS_PIPE_INTERLEAVED && s.grid.pp > 1 ? 2 : 1;
+        gs_mesh mesh;
+        if (16 / (s.grid.pp * v) <= 3 || gs_scenario_mesh(&s, &mesh, NULL, NULL) != GS_OK)
+            continue;
+        gs_error err;
+        gs_error_init(&err);
+        gs_plan_candidate est;
+        ck_assert_msg(gs_plan_estimate(&s, &mesh, eval_sim, NULL, &est, &err) == GS_OK, "%s", err.msg);
+        ck_assert_uint_gt(est.sim_layers, 0);
+        gs_report full;
+        ck_assert_msg(gs_sim_scenario(&s, &mesh, 0, NULL, &full, NULL, &err) == GS_OK, "%s", err.msg);
+        double rel = fabs(est.step_time_s - full.step_time_s) / full.step_time_s;
+        double lower = 0;
+        ck_assert_msg(gs_sim_step_bound(&s, &mesh, bound, &lower, &err) == GS_OK, "%s", err.msg);
+        ck_assert_msg(rel < 0.01, "dp=%llu pp=%llu tp=%llu %s micro=%llu %s r%d: closed form %.6f s vs full %.6f s (%.3f%%)",
+                      (unsigned long long)s.grid.dp, (unsigned long long)s.grid.pp, (unsigned long long)s.grid.tp,
+                      gs_sharding_name(st->sharding), (unsigned long long)s.batch.micro_seqs,
+                      gs_pipeline_name(st->pipeline), (int)st->recompute, est.step_time_s, full.step_time_s, 100 * rel);
+        ck_assert_msg(lower > 0 && lower <= full.step_time_s, "bound %.6f s above the step %.6f s", lower,
+                      full.step_time_s);
+        gs_ledger *l = NULL;
+        ck_assert_msg(gs_ledger_create_numbers(&s, &mesh, &l, &err) == GS_OK, "%s", err.msg);
+        ck_assert_msg(gs_sim_comm_bound(&s, &mesh, l, NULL, &lower, &err) == GS_OK, "%s", err.msg);
+        ck_assert_msg(lower <= full.step_time_s, "traffic bound %.6f s above the step %.6f s", lower, full.step_time_s);
+        comm_bounded += lower > 0;
+        gs_ledger_destroy(l);
+        gs_report_fini(&full);
+        kept++;
+    }
+#undef DRAW
+    ck_assert_int_eq(kept, 24);
+    ck_assert_int_gt(comm_bounded, 12); /* most draws communicate */
+    gs_sim_bound_destroy(bound);
+}
+END_TEST
+
 static Suite *plan_suite(void)
 {
     Suite *s = suite_create("plan");
@@ -298,6 +383,7 @@ static Suite *plan_suite(void)
     tcase_add_test(ex, test_extrapolation_gpipe);
     tcase_add_test(ex, test_extrapolation_interleaved);
     tcase_add_test(ex, test_extrapolation_accumulation);
+    tcase_add_test(ex, test_closed_form_sample);
     tcase_set_timeout(ex, 120);
     suite_add_tcase(s, ex);
     TCase *acc = tcase_create("acceptance");

@@ -59,12 +59,50 @@ START_TEST(test_interleaved)
 }
 END_TEST
 
+/* Spans: an entry pushed with gs_queue_push_span(n) pops where the first of n single pushes
+ * at the same time would have, against a second queue holding the n singles (ids: the span's
+ * id, then id + 1 ..): popping the singles and skipping the n - 1 after a span's first gives
+ * the spans' order. Times from a small set, so ties with other entries are frequent. */
+START_TEST(test_span)
+{
+    gs_queue spans = {0}, singles = {0};
+    unsigned s = 99;
+    uint64_t id = 0;
+    enum { N = 3000 };
+    static uint64_t width[N * 8];
+    for (int i = 0; i < N; i++) {
+        s = s * 1103515245u + 12345u;
+        double t = (double)((s >> 16) % 53);
+        uint64_t n = 1 + (s >> 8) % 5;
+        ck_assert_int_eq(gs_queue_push_span(&spans, t, id, 0, n), 0);
+        for (uint64_t k = 0; k < n; k++)
+            ck_assert_int_eq(gs_queue_push(&singles, t, id + k, 0), 0);
+        width[id] = n;
+        id += n;
+    }
+    ck_assert_uint_eq(spans.seq, singles.seq);
+    while (spans.n > 0) {
+        gs_qnode a = gs_queue_pop(&spans), b = gs_queue_pop(&singles);
+        ck_assert_uint_eq(a.id, b.id);
+        ck_assert(a.t == b.t);
+        for (uint64_t k = 1; k < width[a.id]; k++) {
+            gs_qnode c = gs_queue_pop(&singles);
+            ck_assert_uint_eq(c.id, a.id + k); /* the rest of the span follows at once */
+        }
+    }
+    ck_assert_uint_eq(singles.n, 0);
+    gs_queue_fini(&spans);
+    gs_queue_fini(&singles);
+}
+END_TEST
+
 int main(void)
 {
     Suite *s = suite_create("queue");
     TCase *tc = tcase_create("order");
     tcase_add_test(tc, test_order);
     tcase_add_test(tc, test_interleaved);
+    tcase_add_test(tc, test_span);
     suite_add_tcase(s, tc);
     SRunner *sr = srunner_create(s);
     srunner_run_all(sr, CK_NORMAL);

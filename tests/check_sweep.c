@@ -9,6 +9,7 @@
 #include "engine/plan.h"
 #include "engine/sweep.h"
 #include "sim/compute.h"
+#include "sim/bound.h"
 #include "sim/sim.h"
 
 static const char tiny_yaml[] =
@@ -289,13 +290,16 @@ static gs_plan *plan_shard(const gs_scenario *s, size_t keep, uint64_t index, ui
     o.keep = keep;
     o.shard_index = index;
     o.shard_count = count;
-    gs_compute_model cm;
-    gs_compute_model_init(&cm, &s->cluster.gpu, s->strategy.precision);
-    o.compute_slowdown = cm.overlap_slowdown;
+    gs_sim_bound *bound = NULL;
+    ck_assert_int_eq(gs_sim_bound_create(&bound), GS_OK);
+    o.bound = gs_sim_step_bound;
+    o.bound_ctx = bound;
+    o.comm_bound = gs_sim_comm_bound;
     gs_plan *p = NULL;
     gs_error err;
     gs_error_init(&err);
     ck_assert_msg(gs_plan_run(s, &o, &p, &err) == GS_OK, "%s", err.msg);
+    gs_sim_bound_destroy(bound);
     return p;
 }
 

@@ -161,7 +161,7 @@ static void simulate_trace(const char *rel, int exact, trace_text *t, gs_schedul
     ck_assert_msg(gs_scenario_mesh(&s, &m, NULL, &err) == GS_OK, "%s", err.msg);
     FILE *f = open_memstream(&t->text, &t->len);
     ck_assert_ptr_nonnull(f);
-    gs_backend_opts bo = {0, NULL, NULL};
+    gs_backend_opts bo = {0, NULL, NULL, NULL};
     gs_schedule *sch = NULL;
     gs_timing **timing = NULL;
     ck_assert_msg(gs_sim_scenario_timed(&s, &m, exact, &bo, &rep, f, &sch, &timing, &err) == GS_OK, "%s", err.msg);

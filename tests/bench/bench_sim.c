@@ -1,5 +1,10 @@
 /* Benchmark: sim time, events/s and peak memory (make bench; not part of make check).
- * usage: bench_sim [--exact] [--flow] SCENARIO.yaml ... (flags apply to the next scenario) */
+ * usage: bench_sim [--queue] [--exact] [--flow] [--max-cpu S] [--max-mb M] [--min-rate E]
+ *        SCENARIO.yaml ... (flags apply to the next scenario; run one measured scenario per
+ * process: the peak RSS is the process's). With targets, each prints its ratio to the target
+ * (CPU seconds and MB: measured / maximum, at most 1 passes; events per CPU-second: measured /
+ * minimum, at least 1 passes). */
+#include <stdlib.h>
 #include <stdio.h>
 #include <string.h>
 #include <sys/resource.h>
@@ -39,17 +44,41 @@ static void bench_queue(void)
     gs_queue_fini(&q);
 }
 
+static double cpu_s(void)
+{
+    struct rusage ru;
+    getrusage(RUSAGE_SELF, &ru);
+    return (double)ru.ru_utime.tv_sec + (double)ru.ru_utime.tv_usec * 1e-6 + (double)ru.ru_stime.tv_sec +
+           (double)ru.ru_stime.tv_usec * 1e-6;
+}
+
 int main(int argc, char **argv)
 {
     int exact = 0, flow = 0;
-    bench_queue();
+    double max_cpu = 0, max_mb = 0, min_rate = 0;
     for (int i = 1; i < argc; i++) {
+        if (strcmp(argv[i], "--queue") == 0) {
+            bench_queue();
+            continue;
+        }
         if (strcmp(argv[i], "--exact") == 0) {
             exact = 1;
             continue;
         }
         if (strcmp(argv[i], "--flow") == 0) {
             flow = 1;
+            continue;
+        }
+        if (i + 1 < argc && strcmp(argv[i], "--max-cpu") == 0) {
+            max_cpu = atof(argv[++i]);
+            continue;
+        }
+        if (i + 1 < argc && strcmp(argv[i], "--max-mb") == 0) {
+            max_mb = atof(argv[++i]);
+            continue;
+        }
+        if (i + 1 < argc && strcmp(argv[i], "--min-rate") == 0) {
+            min_rate = atof(argv[++i]);
             continue;
         }
         gs_scenario s;
@@ -64,19 +93,28 @@ int main(int argc, char **argv)
         }
         gs_diag_fini(&w);
         gs_report rep;
-        double t0 = now_s();
+        double t0 = now_s(), c0 = cpu_s();
         gs_backend_opts bo = {flow, NULL, NULL, NULL};
         if (gs_sim_scenario(&s, &m, exact, &bo, &rep, NULL, &err) != GS_OK) {
             fprintf(stderr, "sim: %s\n", err.msg);
             return 1;
         }
-        double t1 = now_s();
+        double t1 = now_s(), cpu = cpu_s() - c0;
         struct rusage ru;
         getrusage(RUSAGE_SELF, &ru);
-        printf("sim %-26s %-6s %-8s %6llu GPUs  events %10llu  %7.3f s  (%.2f M events/s, build included)  step %.3f s"
-               "  peak RSS %.0f MiB\n",
-               s.name, exact ? "exact" : "class", flow ? "flow" : "analytic", (unsigned long long)m.world, (unsigned long long)rep.events, t1 - t0,
-               (double)rep.events / (t1 - t0) / 1e6, rep.step_time_s, (double)ru.ru_maxrss / 1024.0);
+        double mb = (double)ru.ru_maxrss * 1024.0 / 1e6, rate = (double)rep.events / cpu / 1e6;
+        printf("sim %-26s %-6s %-8s %6llu GPUs  events %10llu  %7.3f s wall, %7.3f CPU-s  (%.2f M events per "
+               "CPU-second, build and report included)  step %.3f s  peak RSS %.0f MB\n",
+               s.name, exact ? "exact" : "class", flow ? "flow" : "analytic", (unsigned long long)m.world,
+               (unsigned long long)rep.events, t1 - t0, cpu, rate, rep.step_time_s, mb);
+        if (max_cpu > 0)
+            printf("  judged: CPU %.3f s / %.0f s = %.2f (passes at most 1)\n", cpu, max_cpu, cpu / max_cpu);
+        if (max_mb > 0)
+            printf("  judged: peak RSS %.0f MB / %.0f MB = %.2f (passes at most 1)\n", mb, max_mb, mb / max_mb);
+        if (min_rate > 0)
+            printf("  judged: %.2f M events per CPU-second / %.0f M = %.2f (passes at least 1)\n", rate, min_rate,
+                   rate / min_rate);
+        max_cpu = max_mb = min_rate = 0;
         gs_report_fini(&rep);
         exact = 0;
         flow = 0;

@@ -1,0 +1,268 @@
+/* The planner's space (engine/plan_internal.h): every configuration a user tunes, on every
+ * grid whose product is the GPU count.
+ *
+ * Per grid (tp, pp, dp): the sharding strategies (hybrid_shard only where DP spans nodes); every
+ * micro-batch size that divides global / dp; the pipeline schedules (pp > 1: 1f1b, gpipe, and
+ * interleaved with every virtual stage count v >= 2 that splits the layers, layers % (pp v) = 0);
+ * sequence parallelism and, with it, TP communication overlap (tp > 1); per sharding the knobs it
+ * has: DDP / ZeRO gradient bucket sizes (no_shard, zero1, zero2), overlap_grad_reduce (no_shard,
+ * zero1), overlap_param_gather (zero1, zero2), FSDP backward prefetch (none, backward_pre,
+ * backward_post: where parameters are re-gathered in backward) and forward prefetch (sharded
+ * parameters); recompute (none, selective, full); CPU offload (FSDP strategies). The rest is the
+ * base's: precision, gradient dtype, kernels, bucket_stages where the buckets can follow it. */
+#include <stdlib.h>
+#include <string.h>
+
+#include "engine/plan_internal.h"
+
+static const uint64_t default_buckets_mib[] = {10, 25, 100, 400};
+
+static int allowed(const gs_plan_list *l, uint64_t v)
+{
+    if (l->n == 0)
+        return 1;
+    for (size_t i = 0; i < l->n; i++)
+        if (l->v[i] == v)
+            return 1;
+    return 0;
+}
+
+static gs_status grow(void **p, size_t *cap, size_t need, size_t elem, gs_error *err)
+{
+    if (need <= *cap)
+        return GS_OK;
+    size_t c = *cap ? 2 * *cap : 1024;
+    while (c < need)
+        c *= 2;
+    void *q = realloc(*p, c * elem);
+    if (!q)
+        return gs_error_set(err, GS_ERR_NOMEM, "plan: out of memory (%zu configurations)", need);
+    *p = q;
+    *cap = c;
+    return GS_OK;
+}
+
+/* The variants of one sharding's communication knobs, written into v (room for 64). */
+static size_t comm_variants(const search *x, gs_sharding sh, gs_strategy *v)
+{
+    const gs_strategy *b = &x->base->strategy;
+    gs_strategy t;
+    memset(&t, 0, sizeof t); /* every field, padding included (R3 compares them) */
+    gs_strategy_defaults(&t);
+    t.sharding = sh;
+    t.reshard_after_forward = gs_sharding_shards_params(sh);
+    size_t n = 0;
+    if (sh == GS_SHARD_NO_SHARD || sh == GS_SHARD_ZERO1 || sh == GS_SHARD_ZERO2) {
+        uint64_t buckets[8];
+        size_t nb = 0;
+        buckets[nb++] = b->bucket_bytes;
+        for (size_t i = 0; i < sizeof default_buckets_mib / sizeof *default_buckets_mib; i++)
+            if (default_buckets_mib[i] << 20 != b->bucket_bytes)
+                buckets[nb++] = default_buckets_mib[i] << 20;
+        int ogr = gs_strategy_can_reduce_after_backward(&t) ? 2 : 1;
+        int opg = sh != GS_SHARD_NO_SHARD ? 2 : 1;
+        for (size_t i = 0; i < nb; i++)
+            for (int g = 0; g < ogr; g++)
+                for (int p = 0; p < opg; p++) {
+                    v[n] = t;
+                    v[n].bucket_bytes = buckets[i];
+                    v[n].overlap_grad_reduce = !g;
+                    v[n++].overlap_param_gather = p;
+                }
+        return n;
+    }
+    /* FSDP with sharded parameters: forward prefetch; backward prefetch where the backward
+     * re-gathers them (reshard after forward) */
+    static const gs_prefetch pre[] = {GS_PREFETCH_BACKWARD_PRE, GS_PREFETCH_BACKWARD_POST, GS_PREFETCH_NONE};
+    size_t npre = t.reshard_after_forward ? 3 : 1;
+    for (size_t i = 0; i < npre; i++)
+        for (int f = 0; f < 2; f++) {
+            v[n] = t;
+            v[n].prefetch = pre[i];
+            v[n++].forward_prefetch = f;
+        }
+    return n;
+}
+
+/* One configuration: the scenario's batch and pipeline checks (config-level reasons), then it
+ * joins the candidates. */
+static gs_status consider(search *x, cand *c, gs_error *err)
+{
+    if (x->o->max_candidates && x->evaluated >= x->o->max_candidates) {
+        x->truncated = 1;
+        return GS_OK;
+    }
+    x->evaluated++;
+    gs_scenario s;
+    gs_mesh mesh;
+    gs_error e;
+    gs_error_init(&e);
+    gs__plan_cand_scenario(x, c, &s);
+    if (gs_scenario_mesh(&s, &mesh, NULL, &e) != GS_OK) {
+        char reason[96];
+        gs_plan_reason(e.msg, reason, sizeof reason);
+        return gs__plan_count_add(&x->rejected, reason, 0, 1, err);
+    }
+    c->state = CAND_LEGAL;
+    c->block = x->nblocks - 1;
+    c->group = x->ngroups - 1;
+    if (x->groups[c->group].first == SIZE_MAX)
+        x->groups[c->group].first = x->n;
+    x->blocks[c->block].slot[c->st.recompute][c->st.offload ? 1 : 0] = (long)x->n;
+    gs_status rc = grow((void **)&x->c, &x->cap, x->n + 1, sizeof *x->c, err);
+    if (rc == GS_OK)
+        x->c[x->n++] = *c;
+    return rc;
+}
+
+/* A new R1/R2 block, or bound group. */
+static gs_status new_block(search *x, gs_error *err)
+{
+    gs_status rc = grow((void **)&x->blocks, &x->bcap, x->nblocks + 1, sizeof *x->blocks, err);
+    if (rc != GS_OK)
+        return rc;
+    block_slots *b = &x->blocks[x->nblocks++];
+    for (int r = 0; r < 3; r++)
+        b->slot[r][0] = b->slot[r][1] = -1;
+    return GS_OK;
+}
+
+static gs_status new_group(search *x, gs_error *err)
+{
+    gs_status rc = grow((void **)&x->groups, &x->gcap, x->ngroups + 1, sizeof *x->groups, err);
+    if (rc == GS_OK)
+        x->groups[x->ngroups++] = (bound_group){SIZE_MAX, 0.0};
+    return rc;
+}
+
+/* The configurations of one (grid, micro, pipeline, SP, TP overlap): each recompute forms a
+ * bound group, each sharding's knob variant a block of recompute x offload. */
+static gs_status enumerate_strategies(search *x, const cand *proto, int dp_spans, gs_error *err)
+{
+    const gs_plan_opts *o = x->o;
+    const gs_strategy *b = &x->base->strategy;
+    gs_status rc = GS_OK;
+    size_t first_block = x->nblocks;
+    for (int r = 0; r < 3 && rc == GS_OK; r++) {
+        if ((rc = new_group(x, err)) != GS_OK)
+            break;
+        size_t blk = first_block;
+        for (int sh = 0; sh < GS_SHARD_COUNT && rc == GS_OK; sh++) {
+            if ((o->sharding_mask && !(o->sharding_mask & (1u << sh))) || (sh == GS_SHARD_HYBRID_SHARD && !dp_spans))
+                continue;
+            gs_strategy var[64];
+            size_t nvar = comm_variants(x, (gs_sharding)sh, var);
+            int offloads = gs_sharding_is_fsdp((gs_sharding)sh) ? 2 : 1;
+            for (size_t k = 0; k < nvar && rc == GS_OK; k++, blk++) {
+                if (r == 0 && (rc = new_block(x, err)) != GS_OK)
+                    break;
+                for (int off = 0; off < offloads && rc == GS_OK; off++) {
+                    cand c = *proto;
+                    c.st = var[k];
+                    c.st.precision = b->precision;
+                    c.st.grad_dtype = b->grad_dtype;
+                    c.st.flash_attention = b->flash_attention; /* the framework's kernels */
+                    c.st.cross_entropy = b->cross_entropy;
+                    c.st.framework = b->framework; /* resolved in gs_plan_run */
+                    c.st.compile = b->compile;
+                    c.st.attention = b->attention;
+                    c.st.recompute = (gs_recompute)r;
+                    c.st.pipeline = proto->st.pipeline;
+                    c.st.virtual_stages = proto->st.virtual_stages;
+                    c.st.sequence_parallel = proto->st.sequence_parallel;
+                    c.st.tp_comm_overlap = proto->st.tp_comm_overlap;
+                    c.st.offload = off;
+                    if (gs_strategy_can_bucket_first(&c.st)) /* the base's bucket rule */
+                        c.st.bucket_stages = b->bucket_stages;
+                    size_t save = x->nblocks;
+                    x->nblocks = blk + 1; /* consider() files it under block blk */
+                    rc = consider(x, &c, err);
+                    x->nblocks = save;
+                }
+            }
+        }
+    }
+    return rc;
+}
+
+/* The micro-batch sizes of a grid: the options' list, or every size dividing global / dp (1
+ * when dp does not divide the batch, which the batch check then rejects). */
+static size_t micro_sizes(const search *x, uint64_t dp, uint64_t *out, size_t cap)
+{
+    const gs_plan_opts *o = x->o;
+    if (o->micro.n) {
+        for (size_t i = 0; i < o->micro.n; i++)
+            out[i] = o->micro.v[i];
+        return o->micro.n;
+    }
+    uint64_t per = x->base->batch.global_seqs / dp, n = 0;
+    if (per == 0 || x->base->batch.global_seqs % dp)
+        per = 1;
+    for (uint64_t u = 1; u <= per && n < cap; u++)
+        if (per % u == 0)
+            out[n++] = u;
+    return n;
+}
+
+static gs_status enumerate_grid(search *x, uint64_t tp, uint64_t pp, uint64_t dp, int dp_spans, gs_error *err)
+{
+    uint64_t micros[256];
+    size_t nmicro = micro_sizes(x, dp, micros, sizeof micros / sizeof *micros);
+    uint64_t layers = x->base->model.layers;
+    gs_status rc = GS_OK;
+    for (size_t mi = 0; mi < nmicro && rc == GS_OK; mi++)
+        for (uint64_t v = 0; v <= (pp > 1 ? layers / pp : 0) && rc == GS_OK; v++) {
+            /* v = 0: 1f1b; v = 1: gpipe; v >= 2: interleaved with v virtual stages */
+            if (pp == 1 && v > 0)
+                break;
+            if (v >= 2 && layers % (pp * v) != 0)
+                continue;
+            for (int sp = 0; sp <= (tp > 1) && rc == GS_OK; sp++)
+                for (int tpo = 0; tpo <= sp && rc == GS_OK; tpo++) {
+                    cand c;
+                    memset(&c, 0, sizeof c);
+                    c.dp = dp;
+                    c.pp = pp;
+                    c.tp = tp;
+                    c.micro = micros[mi];
+                    c.st.pipeline = v == 0 ? GS_PIPE_1F1B : v == 1 ? GS_PIPE_GPIPE : GS_PIPE_INTERLEAVED;
+                    c.st.virtual_stages = v >= 2 ? v : 1;
+                    c.st.sequence_parallel = sp;
+                    c.st.tp_comm_overlap = tpo;
+                    rc = enumerate_strategies(x, &c, dp_spans, err);
+                }
+        }
+    return rc;
+}
+
+gs_status gs__plan_enumerate(search *x, gs_error *err)
+{
+    const gs_plan_opts *o = x->o;
+    uint64_t G = gs_cluster_gpus(&x->base->cluster);
+    gs_status rc = GS_OK;
+    for (uint64_t tp = 1; tp <= G && rc == GS_OK; tp++) {
+        if (G % tp || !allowed(&o->tp, tp))
+            continue;
+        for (uint64_t pp = 1; pp <= G / tp && rc == GS_OK; pp++) {
+            if ((G / tp) % pp || !allowed(&o->pp, pp))
+                continue;
+            uint64_t dp = G / tp / pp;
+            if (!allowed(&o->dp, dp))
+                continue;
+            x->grids++;
+            gs_mesh mesh;
+            gs_error e;
+            gs_error_init(&e);
+            if (gs_mesh_init(&mesh, tp, dp, pp, NULL, x->base->cluster.gpus_per_node, &e) != GS_OK ||
+                gs_mesh_check(&mesh, G, &x->base->model, 0, NULL, &e) != GS_OK) {
+                char reason[96];
+                gs_plan_reason(e.msg, reason, sizeof reason);
+                rc = gs__plan_count_add(&x->rejected, reason, 1, 1, err);
+                continue;
+            }
+            x->legal_grids++;
+            rc = enumerate_grid(x, tp, pp, dp, gs_mesh_dim_crosses_nodes(&mesh, GS_DIM_DP, NULL), err);
+        }
+    }
+    return rc;
+}
