@@ -122,15 +122,16 @@ static gs_status collect_flows(const gs_schedule *sch, gs_timing *const *timing,
         for (size_t k = 0; k < r->nevents; k++) {
             const gs_event *e = &r->events[k];
             flow_point p = {{0, 0, 0}, 0, 0, ns_of(timing[i][k].start_s), i, k};
+            uint64_t peer = gs_event_peer(&sch->mesh, r, e); /* this rank's, also on a shared list */
             if (e->kind == GS_EV_COLLECTIVE && e->group < GS_GROUP_KIND_COUNT) {
-                p.key[0] = e->group, p.key[1] = e->peer, p.key[2] = coll_seq[e->group]++;
+                p.key[0] = e->group, p.key[1] = peer, p.key[2] = coll_seq[e->group]++;
             } else if (e->kind == GS_EV_SEND || e->kind == GS_EV_RECV) {
                 int recv = e->kind == GS_EV_RECV;
                 uint64_t seq;
-                if ((st = next_msg(&pc, &npc, &cappc, e->peer, recv, &seq)) != GS_OK)
+                if ((st = next_msg(&pc, &npc, &cappc, peer, recv, &seq)) != GS_OK)
                     break;
                 p.p2p = 1, p.role = (uint8_t)recv;
-                p.key[0] = recv ? e->peer : r->rank, p.key[1] = recv ? r->rank : e->peer, p.key[2] = seq;
+                p.key[0] = recv ? peer : r->rank, p.key[1] = recv ? r->rank : peer, p.key[2] = seq;
             } else {
                 continue;
             }
@@ -248,7 +249,7 @@ static void put_memory(FILE *f, uint64_t rank, int64_t ns, uint64_t live)
     fprintf(f, ", \"args\": {\"bytes\": %" PRIu64 "}}", live);
 }
 
-static void put_rank_events(FILE *f, const gs_rank_events *r, const gs_timing *timing)
+static void put_rank_events(FILE *f, const gs_mesh *mesh, const gs_rank_events *r, const gs_timing *timing)
 {
     char name[GS_EVENT_NAME_BYTES];
     uint64_t live = 0;
@@ -275,7 +276,7 @@ static void put_rank_events(FILE *f, const gs_rank_events *r, const gs_timing *t
             fprintf(f, ", \"group\": \"%s\", \"group_size\": %" PRIu64 ", \"op\": \"%s\"",
                     gs_group_kind_name((gs_group_kind)e->group), e->group_size, gs_coll_op_name((gs_coll_op)e->op));
         if (e->kind == GS_EV_SEND || e->kind == GS_EV_RECV)
-            fprintf(f, ", \"peer\": %" PRIu64, e->peer);
+            fprintf(f, ", \"peer\": %" PRIu64, gs_event_peer(mesh, r, e));
         int64_t posted = ns_of(t->posted_s);
         if (a > posted) {
             fputs(", \"waited_us\": ", f);
@@ -314,7 +315,7 @@ gs_status gs_report_trace(const gs_schedule *sch, gs_timing *const *timing, FILE
     fputs("},\n\"traceEvents\": [\n", f);
     for (size_t i = 0; i < sch->nranks; i++) {
         put_rank_header(f, &sch->ranks[i], i == 0);
-        put_rank_events(f, &sch->ranks[i], timing[i]);
+        put_rank_events(f, &sch->mesh, &sch->ranks[i], timing[i]);
     }
     if (put_flows(f, sch, timing) != GS_OK)
         return gs_error_set(err, GS_ERR_NOMEM, "out of memory linking the trace's flows");
