@@ -26,8 +26,8 @@
 /* The duration of event k of rank list ri issued now: a compute event runs 1/f as fast while a
  * communication stream of its rank is busy (f: that stream's overlap factor; the largest when
  * several are), for as long as the running communication event lasts (to its end when it has
- * started; the whole event when it still waits for its peers), then at full speed; and it is
- * stretched by its rank's straggler factor. */
+ * started; the whole event, at the waiting factor, while it waits for its peers), then at full
+ * speed; and it is stretched by its rank's straggler factor. */
 static inline double event_duration(const run_ctx *c, size_t ri, uint32_t k)
 {
     const rank_rt *rt = &c->rt[ri];
@@ -44,9 +44,15 @@ static inline double event_duration(const run_ctx *c, size_t ri, uint32_t k)
             continue;
         uint32_t ev = t->stream_ev[t->stream_off[s] + rt->cursor[s]];
         const gs_timing *tm = &c->timing[ri][ev];
-        int moving = tm->end_s > 0.0; /* started: its end is known */
-        double w = moving ? (tm->end_s > c->now ? tm->end_s - c->now : 0.0) : HUGE_VAL;
-        double fs = moving ? v->overlap[s] : v->overlap_wait[s];
+        /* started: its end is known. Posted at this instant: taken as starting now (its peers'
+         * arrivals at the same instant are processed after this one in some order, and the
+         * answer must not depend on that order, nor differ from the class path's, where the
+         * rank's collectives start on arrival). Else it waits for its peers, for as long as
+         * that takes. */
+        int started = tm->end_s > 0.0, arriving = !started && tm->posted_s == c->now;
+        double end = started ? tm->end_s : c->now + v->base_s[ev]; /* the end it will have, rounded alike */
+        double w = started || arriving ? (end > c->now ? end - c->now : 0.0) : HUGE_VAL;
+        double fs = started || arriving ? v->overlap[s] : v->overlap_wait[s];
         if (fs > f) {
             f = fs;
             window = w;
