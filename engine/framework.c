@@ -63,6 +63,26 @@ gs_framework gs_framework_resolve(gs_framework f, int sharding)
     }
 }
 
+int gs_framework_runs(gs_framework resolved, int sharding)
+{
+    switch (resolved) {
+    case GS_FW_FSDP1:
+    case GS_FW_FSDP2:
+        return sharding == GS_SHARD_NO_SHARD || sharding == GS_SHARD_GRAD_OP || sharding == GS_SHARD_FULL_SHARD ||
+               sharding == GS_SHARD_HYBRID_SHARD;
+    case GS_FW_DEEPSPEED:
+        return sharding == GS_SHARD_NO_SHARD || sharding == GS_SHARD_ZERO1 || sharding == GS_SHARD_ZERO2 ||
+               sharding == GS_SHARD_ZERO3;
+    default:
+        return 1;
+    }
+}
+
+int gs_framework_tp_overlap(gs_framework resolved)
+{
+    return resolved == GS_FW_MEGATRON;
+}
+
 int gs_framework_fused(gs_framework resolved, int compiled)
 {
     return resolved == GS_FW_MEGATRON || compiled;

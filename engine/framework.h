@@ -49,6 +49,18 @@ int gs_attn_impl_parse(const char *s, gs_attn_impl *out); /* 0 ok, -1 unknown */
  * for no_shard and zero1. `sharding` is a gs_sharding. */
 gs_framework gs_framework_resolve(gs_framework f, int sharding);
 
+/* 1 when the framework runs sharding `sharding` (a gs_sharding) under a name of its own:
+ * PyTorch FSDP1 and FSDP2 run no_shard (DDP), shard_grad_op (FSDP2: reshard_after_forward
+ * False), full_shard and hybrid_shard; DeepSpeed runs ZeRO stages 0-3 (no_shard, zero1-3);
+ * Megatron-LM runs every one (DDP, the distributed optimizer, torch FSDP2 through
+ * --use-torch-fsdp2, Megatron-FSDP's optim / optim_grads / optim_grads_params and its HSDP).
+ * AUTO runs every one. */
+int gs_framework_runs(gs_framework resolved, int sharding);
+
+/* 1 when the framework overlaps the TP exchanges with the GEMMs through Transformer Engine's
+ * userbuffers (strategy.tp_comm_overlap): Megatron-LM (--tp-comm-overlap) alone. */
+int gs_framework_tp_overlap(gs_framework resolved);
+
 /* 1 when the framework's elementwise ops run as fused kernels: Megatron always (TE / Apex /
  * its fused kernels), the others only with torch.compile. */
 int gs_framework_fused(gs_framework resolved, int compiled);

@@ -148,7 +148,8 @@ static gs_status enumerate_strategies(search *x, const cand *proto, int dp_spans
             break;
         size_t blk = first_block;
         for (int sh = 0; sh < GS_SHARD_COUNT && rc == GS_OK; sh++) {
-            if ((o->sharding_mask && !(o->sharding_mask & (1u << sh))) || (sh == GS_SHARD_HYBRID_SHARD && !dp_spans))
+            if ((o->sharding_mask && !(o->sharding_mask & (1u << sh))) || (sh == GS_SHARD_HYBRID_SHARD && !dp_spans) ||
+                !gs_framework_runs(b->framework, sh)) /* the base's framework's shardings only */
                 continue;
             gs_strategy var[64];
             size_t nvar = comm_variants(x, (gs_sharding)sh, var);
@@ -218,7 +219,8 @@ static gs_status enumerate_grid(search *x, uint64_t tp, uint64_t pp, uint64_t dp
             if (v >= 2 && layers % (pp * v) != 0)
                 continue;
             for (int sp = 0; sp <= (tp > 1) && rc == GS_OK; sp++)
-                for (int tpo = 0; tpo <= sp && rc == GS_OK; tpo++) {
+                for (int tpo = 0; tpo <= (sp && gs_framework_tp_overlap(x->base->strategy.framework)) && rc == GS_OK;
+                     tpo++) {
                     cand c;
                     memset(&c, 0, sizeof c);
                     c.dp = dp;

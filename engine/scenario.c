@@ -998,9 +998,6 @@ static gs_status load_strategy(const gs__yaml_loader *l, const yaml_node_t *v, g
         s->attention = (gs_attn_impl)e;
         if ((st = opt_bool(l, v, sec, "compile", &s->compile, NULL)))
             return st;
-        /* AUTO is resolved once, from the file's sharding: a plan, sweep or diagnose fix that
-         * changes the sharding keeps the framework */
-        s->framework = gs_framework_resolve(s->framework, (int)s->sharding);
     }
     yaml_node_t *wrap = gs__yaml_lookup(l, v, "wrap", NULL);
     if (wrap && (st = load_wrap(l, wrap, s)) != GS_OK)
@@ -1218,6 +1215,9 @@ static gs_status load_root(const gs__yaml_loader *l, const yaml_node_t *root, gs
         (st = load_batch(l, gs__yaml_lookup(l, root, "batch", NULL), &s->grid, &s->batch)) ||
         (st = load_stragglers(l, gs__yaml_lookup(l, root, "stragglers", NULL), s)))
         return st;
+    /* AUTO is resolved once, from the file's sharding (the default's when none is given): a
+     * plan, sweep or diagnose fix that changes the sharding keeps the framework */
+    s->strategy.framework = gs_framework_resolve(s->strategy.framework, (int)s->strategy.sharding);
     return GS_OK;
 }
 

@@ -54,9 +54,18 @@ static const char tiny_yaml[] =
     "model: {name: tiny, layers: 4, hidden: 256, heads: 4, kv_heads: 2, ffn: 688, vocab: 1024, seq: 128}\n"
     "cluster: {preset: dgx-a100-80g, nodes: 1}\n"
     "grid: {dp: 8, pp: 1, tp: 1}\n"
+    "strategy: {framework: megatron}\n"
     "batch: {global: 16, micro: 1}\n";
 
-/* By hand, tiny model (4 layers, 4 heads, 2 KV heads, ffn 688) on one 8-GPU node, global 16:
+/* The same with the default strategy: full_shard, so PyTorch FSDP1. */
+static const char tiny_base_yaml[] =
+    "model: {name: tiny, layers: 4, hidden: 256, heads: 4, kv_heads: 2, ffn: 688, vocab: 1024, seq: 128}\n"
+    "cluster: {preset: dgx-a100-80g, nodes: 1}\n"
+    "grid: {dp: 8, pp: 1, tp: 1}\n"
+    "batch: {global: 16, micro: 1}\n";
+
+/* By hand, tiny model (4 layers, 4 heads, 2 KV heads, ffn 688) on one 8-GPU node, global 16,
+ * under Megatron-LM (which runs every sharding and TP overlap):
  * grids (tp, pp, dp) with product 8: tp 1 (pp 1, 2, 4, 8), tp 2 (pp 1, 2, 4), tp 4 (pp 1, 2),
  * tp 8 (pp 1) = 10; rejected: tp 8 (heads 4 % 8) and pp 8 (> 4 layers); 8 legal.
  * Per (grid, micro, pipeline, SP / TP overlap) and recompute, the shardings' knob variants (no
@@ -112,6 +121,35 @@ START_TEST(test_counts_by_hand)
 }
 END_TEST
 
+/* By hand, the same space under PyTorch FSDP1: its shardings only (no_shard 16, shard_grad_op 4,
+ * full_shard 12 variants: 32, x 3 recompute = 96 per unit) and no TP overlap (Transformer
+ * Engine's userbuffers are Megatron's), so SP / TP overlap is off or SP when tp > 1. Units:
+ *   (1,1,8) 2  (1,2,4) 3 x 3 = 9  (1,4,2) 4 x 2 = 8  (2,1,4) 3 x 2 = 6  (2,2,2) 4 x 3 x 2 = 24
+ *   (2,4,1) 5 x 2 x 2 = 20  (4,1,2) 4 x 2 = 8  (4,2,1) 5 x 3 x 2 = 30: 107 units, 10,272 configurations.
+ * Interleaved rejects (1,2,4) micro 4, (2,2,2) micro 8 (x 2), (4,2,1) micro 16 (x 2): 5 units, 480;
+ * 102 survive. R1 prunes the 16 offload variants (no_shard 8, shard_grad_op 2, full_shard 6):
+ * 102 x 3 x 16 = 4,896; R2 the recomputes of the 16 others, 102 x 2 x 16 = 3,264; 1,632 left. */
+START_TEST(test_counts_by_hand_fsdp)
+{
+    gs_scenario s;
+    load(tiny_base_yaml, &s);
+    ck_assert_int_eq(s.strategy.framework, GS_FW_FSDP1);
+    gs_plan *p = run_plan(&s, 0);
+    ck_assert_uint_eq(p->evaluated, 10272);
+    ck_assert_uint_eq(count_of(p->rejected, p->nrejected, "micro-batches not a multiple of pp (interleaved)"), 480);
+    ck_assert_uint_eq(count_of(p->pruned, p->npruned, "offload with a fitting twin without offload (R1)"), 4896);
+    ck_assert_uint_eq(count_of(p->pruned, p->npruned, "recompute with a fitting lighter-recompute twin (R2)"), 3264);
+    ck_assert_uint_eq(p->ncands, 1632);
+    for (size_t i = 0; i < p->ncands; i++) {
+        gs_sharding sh = p->cands[i].strategy.sharding;
+        ck_assert(sh == GS_SHARD_NO_SHARD || sh == GS_SHARD_GRAD_OP || sh == GS_SHARD_FULL_SHARD);
+        ck_assert_int_eq(p->cands[i].strategy.tp_comm_overlap, 0);
+        ck_assert_int_eq(p->cands[i].strategy.framework, GS_FW_FSDP1);
+    }
+    gs_plan_destroy(p);
+}
+END_TEST
+
 /* The plan keeps the base's bucket rule (Megatron-Core's bucket_stages first) on the candidates
  * whose buckets can follow it (no_shard, zero1: resident gradient buffers) and gives the others
  * (FSDP, zero2) the default; the candidates include zero1 on 2 and 4 pipeline stages, where the
@@ -119,7 +157,7 @@ END_TEST
 START_TEST(test_bucket_stages_inherited)
 {
     char y[512];
-    snprintf(y, sizeof y, "%sstrategy: {sharding: zero1, bucket_stages: first}\n", tiny_yaml);
+    snprintf(y, sizeof y, "%sstrategy: {sharding: zero1, bucket_stages: first}\n", tiny_base_yaml);
     gs_scenario s;
     load(y, &s);
     gs_plan *p = run_plan(&s, 0);
@@ -143,7 +181,7 @@ START_TEST(test_kernels_inherited)
                                      "{flash_attention: true, cross_entropy: unfused}"};
     for (int k = 0; k < 2; k++) {
         char y[512];
-        snprintf(y, sizeof y, "%sstrategy: %s\n", tiny_yaml, st[k]);
+        snprintf(y, sizeof y, "%sstrategy: %s\n", tiny_base_yaml, st[k]);
         gs_scenario s;
         load(y, &s);
         gs_plan *p = run_plan(&s, 4);
@@ -373,6 +411,7 @@ static Suite *plan_suite(void)
     Suite *s = suite_create("plan");
     TCase *core = tcase_create("core");
     tcase_add_test(core, test_counts_by_hand);
+    tcase_add_test(core, test_counts_by_hand_fsdp);
     tcase_add_test(core, test_reason_categories);
     tcase_add_test(core, test_bucket_stages_inherited);
     tcase_add_test(core, test_kernels_inherited);
