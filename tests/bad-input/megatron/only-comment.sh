@@ -1,3 +1,3 @@
-# expect: no model: found neither --model nor --num-layers, --hidden-size and --num-attention-heads, expected one of them
+# expect: found no command, expected Megatron-LM flags or a launch script
 # args: --cluster dgx-a100-80g --nodes 1
 # nothing but a comment
