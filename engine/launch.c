@@ -235,11 +235,11 @@ static void put(launch_doc *d, const char *fmt, ...)
     free(big);
 }
 
-/* "llama2-70b on 8 x dgx-a100-80g (64 GPUs), grid dp=4 pp=2 tp=8, full_shard" */
+/* "llama2-70b on 8 x dgx-a100-80g (64 GPUs), grid dp=4 x pp=2 x tp=8, full_shard" */
 static void put_subject(launch_doc *d, const gs_scenario *s, const gs_mesh *m)
 {
-    put(d, "%s on %" PRIu64 " x %s (%" PRIu64 " GPUs), grid dp=%" PRIu64 " pp=%" PRIu64
-           " tp=%" PRIu64 ", %s",
+    put(d, "%s on %" PRIu64 " x %s (%" PRIu64 " GPUs), grid dp=%" PRIu64 " x pp=%" PRIu64
+           " x tp=%" PRIu64 ", %s",
         s->model.name, gs_mesh_nodes(m), s->cluster.name, m->world, m->size[GS_DIM_DP],
         m->size[GS_DIM_PP], m->size[GS_DIM_TP], gs_sharding_name(s->strategy.sharding));
 }

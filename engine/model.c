@@ -35,8 +35,8 @@
     }
 
 #define GS__NAR21_SRC(row)                                                                   \
-    "shared/reference/published-runs.csv row " row " (Narayanan et al. SC'21 Table 1): "     \
-    "layers, hidden, heads, ffn = 4h, vocab 51200 (Megatron-padded GPT-2 BPE), seq 2048"
+    "Narayanan et al. SC'21 Table 1 (run " row "): layers, hidden, heads, ffn = 4h, "        \
+    "vocab 51200 (Megatron-padded GPT-2 BPE), seq 2048"
 
 static const gs_model model_presets[] = {
     /* 32 x (4*4096^2 + 3*4096*11008 + 2*4096) + 2*32000*4096 + 4096 = 6,738,415,616 */
