@@ -90,7 +90,7 @@ gs_status gs__tensor(gs_bctx *x, const gs_tensor *t, uint32_t *id)
 
 int32_t gs__global_layer(const gs_bctx *x, int64_t local)
 {
-    return (int32_t)gs_pipe_global_layer(x->s->model.layers, x->pp, x->v, x->stage, (uint64_t)local);
+    return (int32_t)gs_pipe_global_layer(x->mesh, x->s->model.layers, x->v, x->stage, (uint64_t)local);
 }
 
 /* ---- one rank ------------------------------------------------------------------------------------ */

@@ -124,8 +124,15 @@ gs_status gs_mesh_init(gs_mesh *m, uint64_t tp, uint64_t dp, uint64_t pp,
         stride *= built.size[order[i]];
     }
     built.gpus_per_node = gpus_per_node;
+    built.first_layers = built.last_layers = 0;
     *m = built;
     return GS_OK;
+}
+
+void gs_mesh_set_stage_layers(gs_mesh *m, uint64_t first, uint64_t last)
+{
+    m->first_layers = first;
+    m->last_layers = last;
 }
 
 void gs_mesh_rank_coords(const gs_mesh *m, uint64_t rank, uint64_t coords[GS_DIM_COUNT])
@@ -450,6 +457,21 @@ gs_status gs_mesh_check(const gs_mesh *m, uint64_t gpus, const gs_model *model,
                                  (unsigned long long)pp, (unsigned long long)model->layers,
                                  (unsigned long long)model->layers,
                                  (unsigned long long)(pp - 1));
+        } else if (m->first_layers || m->last_layers) {
+            uint64_t f = m->first_layers, l = m->last_layers, L = model->layers;
+            uint64_t others = pp - (f ? 1 : 0) - (l ? 1 : 0);
+            if (pp < 2)
+                gs__mesh_append_line(errors, sizeof errors, &used,
+                                     "first_stage_layers / last_stage_layers need pp >= 2: found pp=%llu",
+                                     (unsigned long long)pp);
+            else if (f > L || l > L - f || (others == 0 && f + l != L) || (others > 0 && (L - f - l) / others == 0) ||
+                     (others > 0 && (L - f - l) % others != 0))
+                gs__mesh_append_line(errors, sizeof errors, &used,
+                                     "first_stage_layers=%llu, last_stage_layers=%llu: the other %llu stages "
+                                     "must split the remaining layers of %llu evenly, at least one each "
+                                     "(Megatron-LM asserts the same)",
+                                     (unsigned long long)f, (unsigned long long)l, (unsigned long long)others,
+                                     (unsigned long long)L);
         } else if (model->layers % pp != 0) {
             char split[GS_MESH_LINE_BYTES / 2];
             gs__mesh_format_split(model->layers, pp, split, sizeof split);
@@ -508,9 +530,24 @@ out:
     return GS_OK;
 }
 
+/* Layers of each stage that neither a first nor a last count names (uneven split only). */
+static uint64_t middle_stage_layers(const gs_mesh *m, uint64_t layers)
+{
+    uint64_t pp = m->size[GS_DIM_PP], f = m->first_layers, l = m->last_layers;
+    uint64_t stages = pp - (f ? 1 : 0) - (l ? 1 : 0), rest = layers >= f + l ? layers - f - l : 0;
+    return stages ? rest / stages : 0;
+}
+
 uint64_t gs_mesh_stage_layers(const gs_mesh *m, uint64_t layers, uint64_t stage)
 {
     uint64_t pp = m->size[GS_DIM_PP];
+    if ((m->first_layers || m->last_layers) && pp > 1) {
+        if (stage == 0 && m->first_layers)
+            return m->first_layers;
+        if (stage + 1 == pp && m->last_layers)
+            return m->last_layers;
+        return middle_stage_layers(m, layers);
+    }
     uint64_t q = layers / pp;
     uint64_t r = layers % pp;
     return stage < r ? q + 1 : q;
@@ -519,6 +556,10 @@ uint64_t gs_mesh_stage_layers(const gs_mesh *m, uint64_t layers, uint64_t stage)
 uint64_t gs_mesh_stage_first_layer(const gs_mesh *m, uint64_t layers, uint64_t stage)
 {
     uint64_t pp = m->size[GS_DIM_PP];
+    if ((m->first_layers || m->last_layers) && pp > 1) {
+        uint64_t mid = middle_stage_layers(m, layers);
+        return stage == 0 ? 0 : (m->first_layers ? m->first_layers : mid) + (stage - 1) * mid;
+    }
     uint64_t q = layers / pp;
     uint64_t r = layers % pp;
     return stage * q + (stage < r ? stage : r);

@@ -21,6 +21,8 @@ typedef struct gs_mesh {
     uint64_t stride[GS_DIM_COUNT]; /* rank stride of each dimension */
     uint64_t world;                /* tp * dp * pp */
     uint64_t gpus_per_node;
+    uint64_t first_layers;         /* layers of the first pipeline stage; 0: the even split's */
+    uint64_t last_layers;          /* layers of the last pipeline stage; 0: the even split's */
 } gs_mesh;
 
 const char *gs_dim_name(gs_dim d); /* "tp", "dp", "pp" */
@@ -71,7 +73,8 @@ uint64_t gs_mesh_group_local_size(const gs_mesh *m, gs_dim d, uint64_t rank);
 /* Checks against the cluster and model:
  *  - world == gpus (error);
  *  - every TP group within one node (error, or a loud warning when allow_tp_cross_node);
- *  - layers % pp (warning stating the uneven split; error when pp > layers);
+ *  - layers % pp (warning stating the uneven split; error when pp > layers); with first / last
+ *    stage layer counts: pp > 1, and the rest dividing evenly over the other stages (error);
  *  - heads % tp (error); kv_heads % tp (warning stating replication when tp % kv_heads == 0,
  *    error otherwise); ffn % tp (error); vocab % tp (warning: padded).
  * Messages name the numbers involved. All errors are reported together, one per line, with
@@ -79,8 +82,15 @@ uint64_t gs_mesh_group_local_size(const gs_mesh *m, gs_dim d, uint64_t rank);
 gs_status gs_mesh_check(const gs_mesh *m, uint64_t gpus, const gs_model *model,
                         int allow_tp_cross_node, gs_diag *warnings, gs_error *err);
 
-/* Layers held by pipeline stage `stage` (0-based): an even split, earlier stages taking the
- * remainder one each when layers % pp != 0. */
+/* Sets the first and last pipeline stages' layer counts (Megatron-LM's
+ * --decoder-first-pipeline-num-layers and --decoder-last-pipeline-num-layers; 0 leaves a
+ * stage to the split of the rest). gs_mesh_check validates them against the model. */
+void gs_mesh_set_stage_layers(gs_mesh *m, uint64_t first, uint64_t last);
+
+/* Layers held by pipeline stage `stage` (0-based). Without first / last counts an even split,
+ * earlier stages taking the remainder one each when layers % pp != 0; with them, as
+ * Megatron-LM's get_num_layers_to_build: the given stages hold their counts and the others
+ * split the rest evenly (gs_mesh_check refuses a rest that does not divide). */
 uint64_t gs_mesh_stage_layers(const gs_mesh *m, uint64_t layers, uint64_t stage);
 /* First layer index of `stage`. */
 uint64_t gs_mesh_stage_first_layer(const gs_mesh *m, uint64_t layers, uint64_t stage);

@@ -108,17 +108,16 @@ uint64_t gs_pipe_chunk_of(uint64_t stage_layers, uint64_t v, uint64_t local)
     return per ? local / per : 0;
 }
 
-uint64_t gs_pipe_global_layer(uint64_t layers, uint64_t pp, uint64_t v, uint64_t stage, uint64_t local)
+uint64_t gs_pipe_global_layer(const gs_mesh *m, uint64_t layers, uint64_t v, uint64_t stage, uint64_t local)
 {
-    if (v <= 1) {
-        /* even split, earlier stages take the remainder one each (as gs_mesh_stage_layers) */
-        uint64_t base = layers / pp, rem = layers % pp;
-        uint64_t first = stage * base + (stage < rem ? stage : rem);
+    uint64_t first = gs_mesh_stage_first_layer(m, layers, stage);
+    if (v <= 1)
         return first + local;
-    }
-    uint64_t per_chunk = layers / (pp * v);
-    uint64_t chunk = local / per_chunk, within = local % per_chunk;
-    return (chunk * pp + stage) * per_chunk + within;
+    /* every stage's layers split into v chunks: a round of chunks (one per stage) holds
+     * layers / v layers, and the stages before this one hold first / v of this round */
+    uint64_t per_chunk = gs_mesh_stage_layers(m, layers, stage) / v;
+    uint64_t chunk = per_chunk ? local / per_chunk : 0, within = per_chunk ? local % per_chunk : local;
+    return chunk * (layers / v) + first / v + within;
 }
 
 uint64_t gs_pipe_root_chunk(uint64_t stage, uint64_t pp, uint64_t v)

@@ -10,6 +10,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "engine/mesh.h"
 #include "engine/status.h"
 #include "engine/strategy.h"
 
@@ -33,8 +34,10 @@ gs_status gs_pipe_order_build(gs_pipeline kind, uint64_t pp, uint64_t stage, uin
 void gs_pipe_order_fini(gs_pipe_order *o);
 
 /* Global layer index of stage-local layer `local` (0 .. stage_layers-1) in chunk terms: chunk c
- * of stage s holds layers of virtual stage c * pp + s. For v == 1 this is first_layer + local. */
-uint64_t gs_pipe_global_layer(uint64_t layers, uint64_t pp, uint64_t v, uint64_t stage, uint64_t local);
+ * of stage s holds layers of virtual stage c * pp + s, each stage's layers (gs_mesh_stage_layers,
+ * uneven first / last stages included) split into v equal chunks. For v == 1 this is
+ * first_layer + local. */
+uint64_t gs_pipe_global_layer(const gs_mesh *m, uint64_t layers, uint64_t v, uint64_t stage, uint64_t local);
 /* The chunk whose backward pass reduces the FSDP root unit when the root holds no layer: the
  * embedding's (chunk 0 of stage 0), the head's (the last chunk of the last stage), else chunk 0.
  * gs_partition_root_chunk (engine/partition.h) covers roots that hold layers (wrap: model). */

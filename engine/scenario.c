@@ -833,7 +833,8 @@ static gs_status load_cluster(const gs__yaml_loader *l, const yaml_node_t *v, gs
 
 /* -------------------------------------------------------------------------- grid ---- */
 
-static const char *const grid_keys[] = {"dp", "pp", "tp", "order", "allow_tp_cross_node"};
+static const char *const grid_keys[] = {"dp", "pp", "tp", "order", "allow_tp_cross_node", "first_stage_layers",
+                                        "last_stage_layers"};
 
 static gs_status load_grid(const gs__yaml_loader *l, const yaml_node_t *v, gs_grid *g)
 {
@@ -844,6 +845,7 @@ static gs_status load_grid(const gs__yaml_loader *l, const yaml_node_t *v, gs_gr
     g->order[1] = GS_DIM_DP;
     g->order[2] = GS_DIM_PP;
     g->allow_tp_cross_node = 0;
+    g->first_stage_layers = g->last_stage_layers = 0;
     g->grid_line = (uint32_t)gs__yaml_node_line(v);
     g->grid_col = (uint32_t)gs__yaml_node_col(v);
     if (v->type != YAML_MAPPING_NODE)
@@ -856,7 +858,9 @@ static gs_status load_grid(const gs__yaml_loader *l, const yaml_node_t *v, gs_gr
         (st = opt_count(l, v, "grid", "dp", &g->dp, NULL)) ||
         (st = opt_count(l, v, "grid", "pp", &g->pp, NULL)) ||
         (st = opt_count(l, v, "grid", "tp", &g->tp, NULL)) ||
-        (st = opt_bool(l, v, "grid", "allow_tp_cross_node", &g->allow_tp_cross_node, NULL)))
+        (st = opt_bool(l, v, "grid", "allow_tp_cross_node", &g->allow_tp_cross_node, NULL)) ||
+        (st = opt_count(l, v, "grid", "first_stage_layers", &g->first_stage_layers, NULL)) ||
+        (st = opt_count(l, v, "grid", "last_stage_layers", &g->last_stage_layers, NULL)))
         return st;
     yaml_node_t *order = gs__yaml_lookup(l, v, "order", NULL);
     if (order && (order->type != YAML_SCALAR_NODE || gs__yaml_scalar_is_null(order) ||
@@ -1336,6 +1340,8 @@ gs_status gs_scenario_mesh(const gs_scenario *s, gs_mesh *mesh, gs_diag *warning
     gs_status st = gs_mesh_init(mesh, s->grid.tp, s->grid.dp, s->grid.pp, s->grid.order,
                                 s->cluster.gpus_per_node, err);
     if (st == GS_OK)
+        gs_mesh_set_stage_layers(mesh, s->grid.first_stage_layers, s->grid.last_stage_layers);
+    if (st == GS_OK)
         st = gs_mesh_check(mesh, gs_cluster_gpus(&s->cluster), &s->model,
                            s->grid.allow_tp_cross_node, warnings, err);
     if (st != GS_OK) {
@@ -1429,16 +1435,31 @@ gs_status gs_scenario_mesh(const gs_scenario *s, gs_mesh *mesh, gs_diag *warning
 
     if (s->strategy.pipeline == GS_PIPE_INTERLEAVED) {
         uint64_t v = s->strategy.virtual_stages, pp = s->grid.pp, chunks;
-        if (gs_mul_u64(pp, v, &chunks) != 0 || s->model.layers % chunks != 0)
+        if (s->grid.first_stage_layers || s->grid.last_stage_layers) {
+            /* Megatron-LM: each stage's layers split into the virtual stages evenly */
+            for (uint64_t k = 0; k < mesh->size[GS_DIM_PP]; k++)
+                if (v && gs_mesh_stage_layers(mesh, s->model.layers, k) % v != 0)
+                    return gs_error_set(err, GS_ERR_INPUT,
+                                        "%s: grid: interleaved pipeline with virtual_stages=%llu needs every "
+                                        "stage's layers to split into %llu equal chunks: stage %llu holds %llu "
+                                        "(first_stage_layers %llu, last_stage_layers %llu)",
+                                        grid_at, (unsigned long long)v, (unsigned long long)v,
+                                        (unsigned long long)k,
+                                        (unsigned long long)gs_mesh_stage_layers(mesh, s->model.layers, k),
+                                        (unsigned long long)s->grid.first_stage_layers,
+                                        (unsigned long long)s->grid.last_stage_layers);
+        } else if (gs_mul_u64(pp, v, &chunks) != 0 || s->model.layers % chunks != 0) {
             return gs_error_set(err, GS_ERR_INPUT,
                                 "%s: grid: interleaved pipeline with pp=%llu and "
                                 "virtual_stages=%llu needs the %llu layers to split into "
                                 "pp x virtual_stages equal chunks: found %llu layers, expected "
-                                "a multiple of %llu",
+                                "a multiple of %llu (or first_stage_layers / last_stage_layers "
+                                "that leave every stage a multiple of virtual_stages)",
                                 grid_at, (unsigned long long)pp, (unsigned long long)v,
                                 (unsigned long long)s->model.layers,
                                 (unsigned long long)s->model.layers,
                                 (unsigned long long)(pp * v));
+        }
         uint64_t mb = s->batch.global_seqs / per_step;
         if (mb % pp != 0)
             return gs_error_set(err, GS_ERR_INPUT,

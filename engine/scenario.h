@@ -19,6 +19,9 @@ typedef struct gs_grid {
     uint64_t dp, pp, tp;
     gs_dim order[GS_DIM_COUNT]; /* default tp-dp-pp */
     int allow_tp_cross_node;    /* 1: a TP group spanning nodes is a warning, not an error */
+    uint64_t first_stage_layers; /* layers of the first pipeline stage (Megatron-LM's
+                                    --decoder-first-pipeline-num-layers); 0: the even split's */
+    uint64_t last_stage_layers;  /* of the last (--decoder-last-pipeline-num-layers); 0: the split's */
     uint32_t grid_line, grid_col; /* 1-based position of `grid:` in the file; 0 when built in code */
 } gs_grid;
 

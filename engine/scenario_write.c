@@ -191,9 +191,15 @@ gs_status gs_scenario_write_yaml(const gs_scenario *s, gs_text *out, gs_error *e
     gs_mesh_order_format(s->grid.order, order, sizeof order);
     st = gs_text_printf(out,
                         "grid: {dp: %" PRIu64 ", pp: %" PRIu64 ", tp: %" PRIu64
-                        ", order: %s, allow_tp_cross_node: %s}\n",
+                        ", order: %s, allow_tp_cross_node: %s",
                         s->grid.dp, s->grid.pp, s->grid.tp, order,
                         yes_no(s->grid.allow_tp_cross_node));
+    if (st == GS_OK && s->grid.first_stage_layers)
+        st = gs_text_printf(out, ", first_stage_layers: %" PRIu64, s->grid.first_stage_layers);
+    if (st == GS_OK && s->grid.last_stage_layers)
+        st = gs_text_printf(out, ", last_stage_layers: %" PRIu64, s->grid.last_stage_layers);
+    if (st == GS_OK)
+        st = gs_text_printf(out, "}\n");
     if (st == GS_OK)
         st = put_strategy(out, &s->strategy, err);
     if (st != GS_OK)

@@ -55,6 +55,12 @@ gs_status gs_schedule_dump_json(const gs_schedule *sch, FILE *f, gs_error *err)
     gs__out_str(o, order);
     gs__out_str(o, "\", \"gpus_per_node\": ");
     gs__out_u64(o, sch->mesh.gpus_per_node);
+    if (sch->mesh.first_layers || sch->mesh.last_layers) { /* uneven first / last stages only */
+        gs__out_str(o, ", \"first_stage_layers\": ");
+        gs__out_u64(o, sch->mesh.first_layers);
+        gs__out_str(o, ", \"last_stage_layers\": ");
+        gs__out_u64(o, sch->mesh.last_layers);
+    }
     gs__out_str(o, "},\n  \"microbatches\": ");
     gs__out_u64(o, sch->microbatches);
     gs__out_str(o, ",\n  \"exact\": ");

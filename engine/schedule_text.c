@@ -159,6 +159,12 @@ gs_status gs_schedule_dump(const gs_schedule *sch, FILE *f, gs_error *err)
     gs__out_str(o, order);
     gs__out_str(o, " gpus_per_node ");
     gs__out_u64(o, sch->mesh.gpus_per_node);
+    if (sch->mesh.first_layers || sch->mesh.last_layers) { /* uneven first / last stages only */
+        gs__out_str(o, " stage_layers ");
+        gs__out_u64(o, sch->mesh.first_layers);
+        gs__out_char(o, ' ');
+        gs__out_u64(o, sch->mesh.last_layers);
+    }
     gs__out_str(o, "\nmicrobatches ");
     gs__out_u64(o, sch->microbatches);
     gs__out_str(o, "\nexact ");
@@ -706,7 +712,13 @@ gs_status gs_schedule_load(FILE *f, const char *path, gs_schedule **out, gs_erro
         st = load_fail(&ld, 8, "a rank order (a permutation like tp-dp-pp)");
         goto out;
     }
-    if ((st = load_kv_u64(&ld, 9, "gpus_per_node", UINT64_MAX, &gpn)) != GS_OK || (st = load_end_of_line(&ld, 11)) != GS_OK)
+    uint64_t first_layers = 0, last_layers = 0; /* optional: "stage_layers F L" */
+    if ((st = load_kv_u64(&ld, 9, "gpus_per_node", UINT64_MAX, &gpn)) != GS_OK)
+        goto out;
+    if ((ld.ntok > 11 || ld.too_many) &&
+        ((st = load_kv_u64(&ld, 11, "stage_layers", UINT32_MAX, &first_layers)) != GS_OK ||
+         (st = load_u64(&ld, 13, "the last stage's layers", UINT32_MAX, &last_layers)) != GS_OK ||
+         (st = load_end_of_line(&ld, 14)) != GS_OK))
         goto out;
     {
         gs_error merr;
@@ -716,6 +728,7 @@ gs_status gs_schedule_load(FILE *f, const char *path, gs_schedule **out, gs_erro
                               ld.lineno, merr.msg);
             goto out;
         }
+        gs_mesh_set_stage_layers(&sch->mesh, first_layers, last_layers);
     }
     if ((st = load_next(&ld, "'microbatches M'")) != GS_OK ||
         (st = load_kv_u64(&ld, 0, "microbatches", UINT64_MAX, &sch->microbatches)) != GS_OK ||

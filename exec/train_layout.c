@@ -258,7 +258,7 @@ static gs_status unit_layout(gs_train *t, rank_st *r, size_t u, uint64_t v, gs_e
         for (int64_t ll = lb; ll <= le; ll++) {
             r->unit_of_local[ll] = (int64_t)u;
             r->off_of_local[ll] = flat;
-            ok = ok && add_layer_segs(t, r, ui, &flat, gs_pipe_global_layer(t->layers, pp, v, r->stage, (uint64_t)ll));
+            ok = ok && add_layer_segs(t, r, ui, &flat, gs_pipe_global_layer(mesh, t->layers, v, r->stage, (uint64_t)ll));
         }
     if (ui->root)
         ok = ok && root_segs(t, r, ui, &flat);
@@ -293,7 +293,7 @@ gs_status gs__train_rank_units(gs_train *t, rank_st *r, gs_error *err)
     uint64_t v = s->strategy.pipeline == GS_PIPE_INTERLEAVED && mesh->size[GS_DIM_PP] > 1 && s->strategy.virtual_stages
                      ? s->strategy.virtual_stages : 1;
     for (uint64_t ll = 0; ll < nl; ll++) {
-        uint64_t g = gs_pipe_global_layer(t->layers, mesh->size[GS_DIM_PP], v, r->stage, ll);
+        uint64_t g = gs_pipe_global_layer(mesh, t->layers, v, r->stage, ll);
         r->local_of_global[g] = (int64_t)ll;
         r->unit_of_local[ll] = -1;
     }

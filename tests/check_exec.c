@@ -156,7 +156,7 @@ static void run_cfg(const cfg *c, run_out *o)
 
 static void reference_for(const cfg *c, run_out *ref)
 {
-    cfg r = {"reference", 1, 1, 1, 1, 1, "full_shard", "1f1b", "none", "layer", 1, 0, c->layers, 2, c->model};
+    cfg r = {"reference", 1, 1, 1, 1, 1, "full_shard", "1f1b", "none", "layer", 1, 0, c->layers, 2, c->model, NULL};
     run_cfg(&r, ref);
 }
 
@@ -221,9 +221,9 @@ END_TEST
 START_TEST(bucket_stages_bits)
 {
     static const cfg pair[2] = {
-        {"pp2-bucket-all", 2, 2, 1, 1, 4, "no_shard, bucket_mb: 1", "interleaved", "none", "layer", 2, 0, 8, 1, 0},
+        {"pp2-bucket-all", 2, 2, 1, 1, 4, "no_shard, bucket_mb: 1", "interleaved", "none", "layer", 2, 0, 8, 1, 0, NULL},
         {"pp2-bucket-first", 2, 2, 1, 1, 4, "no_shard, bucket_mb: 1, bucket_stages: first", "interleaved", "none",
-         "layer", 2, 0, 8, 1, 0}};
+         "layer", 2, 0, 8, 1, 0, NULL}};
     run_out a, b;
     run_cfg(&pair[0], &a);
     run_cfg(&pair[1], &b);
@@ -247,9 +247,9 @@ END_TEST
 START_TEST(flash_vs_probabilities)
 {
     static const cfg pair[2] = {
-        {"flash", 2, 2, 2, 1, 8, "full_shard", "1f1b", "full", "layer", 1, 1, 4, 1, 0},
+        {"flash", 2, 2, 2, 1, 8, "full_shard", "1f1b", "full", "layer", 1, 1, 4, 1, 0, NULL},
         {"probabilities", 2, 2, 2, 1, 8, "full_shard, flash_attention: false", "1f1b", "full", "layer", 1, 1, 4, 1,
-         0}};
+         0, NULL}};
     run_out a, b;
     run_cfg(&pair[0], &a);
     run_cfg(&pair[1], &b);
@@ -293,7 +293,7 @@ END_TEST
  * gradient the backward computed. The host driver's shard pieces point at the live parameters. */
 static gs_exec_session *grad_session(int model, gs_scenario *s, gs_mesh *mesh)
 {
-    cfg c = {"grad", 1, 1, 1, 1, 1, "full_shard", "1f1b", "none", "layer", 1, 0, 2, 2, model};
+    cfg c = {"grad", 1, 1, 1, 1, 1, "full_shard", "1f1b", "none", "layer", 1, 0, 2, 2, model, NULL};
     char text[1024];
     gs_error err;
     gs_error_init(&err);
@@ -429,7 +429,7 @@ static void text_losses(const char *text, double *loss)
  * its bits; and an attention-only and a hidden-only run differ from both. */
 START_TEST(dropout_is_drawn)
 {
-    cfg c = {"drop", 1, 1, 1, 1, 1, "full_shard", "1f1b", "none", "layer", 1, 0, 2, 2, M_GPT | M_DROP};
+    cfg c = {"drop", 1, 1, 1, 1, 1, "full_shard", "1f1b", "none", "layer", 1, 0, 2, 2, M_GPT | M_DROP, NULL};
     char text[1024], edited[1200];
     double with[STEPS], again[STEPS], none[STEPS], zero[STEPS], attn[STEPS], hidden[STEPS];
     scenario_text(&c, text, sizeof text);
@@ -565,7 +565,7 @@ static double now_s(void)
  * event, well within the timeout (nothing waits for it to expire). */
 START_TEST(injected_failure)
 {
-    const cfg c = {"fail", 2, 2, 2, 1, 8, "full_shard", "1f1b", "none", "layer", 1, 0, 4, 1, 0};
+    const cfg c = {"fail", 2, 2, 2, 1, 8, "full_shard", "1f1b", "none", "layer", 1, 0, 4, 1, 0, NULL};
     char text[1024];
     scenario_text(&c, text, sizeof text);
     gs_scenario s;
@@ -602,11 +602,11 @@ END_TEST
  * not depend on timing). Without the grouping (GRIDSTEP_P2P_GROUPS=0) the first deadlocks: each
  * send waits for a receive queued behind the peer's own send, and the timeout names the cycle. */
 static const cfg rv_configs[] = {
-    {"rv-dp2-pp2-tp2-1f1b", 2, 2, 2, 1, 8, "full_shard", "1f1b", "none", "layer", 1, 0, 4, 1, 0},
-    {"rv-pp4-gpipe", 1, 4, 1, 1, 4, "full_shard", "gpipe", "none", "layer", 1, 0, 4, 1, 0},
-    {"rv-pp4-1f1b-no-shard", 1, 4, 1, 1, 4, "no_shard", "1f1b", "none", "layer", 1, 0, 4, 1, 0},
+    {"rv-dp2-pp2-tp2-1f1b", 2, 2, 2, 1, 8, "full_shard", "1f1b", "none", "layer", 1, 0, 4, 1, 0, NULL},
+    {"rv-pp4-gpipe", 1, 4, 1, 1, 4, "full_shard", "gpipe", "none", "layer", 1, 0, 4, 1, 0, NULL},
+    {"rv-pp4-1f1b-no-shard", 1, 4, 1, 1, 4, "no_shard", "1f1b", "none", "layer", 1, 0, 4, 1, 0, NULL},
     /* the tied embedding's exchange: both ends send, then receive */
-    {"rv-tied-dp2-pp2-tp2-sp-zero1", 2, 2, 2, 1, 8, "zero1", "1f1b", "none", "layer", 1, 1, 4, 1, M_TIED},
+    {"rv-tied-dp2-pp2-tp2-sp-zero1", 2, 2, 2, 1, 8, "zero1", "1f1b", "none", "layer", 1, 1, 4, 1, M_TIED, NULL},
 };
 #define NRV (sizeof rv_configs / sizeof rv_configs[0])
 /* the contract configurations with a pipeline (filled by exec_suite) */
@@ -691,8 +691,8 @@ START_TEST(bf16_gemm_inputs)
     gs_k_linear_fwd(x, w, y2, T, K, N); /* and the fp32 product is another */
     ck_assert(memcmp(y, y2, sizeof y) != 0);
     /* through exec */
-    const cfg one = {"bf16-1", 1, 1, 1, 1, 1, "full_shard", "1f1b", "none", "layer", 1, 0, 4, 2, 0};
-    const cfg grid = {"bf16-8", 2, 2, 2, 1, 8, "full_shard", "1f1b", "none", "layer", 1, 1, 4, 1, 0};
+    const cfg one = {"bf16-1", 1, 1, 1, 1, 1, "full_shard", "1f1b", "none", "layer", 1, 0, 4, 2, 0, NULL};
+    const cfg grid = {"bf16-8", 2, 2, 2, 1, 8, "full_shard", "1f1b", "none", "layer", 1, 1, 4, 1, 0, NULL};
     double l1[STEPS], l8[STEPS], l32[STEPS];
     ck_assert_msg(run_steps(&one, NULL, 60, l32, &err) == GS_OK, "%s", err.msg);
     g_set.host_gemm = "bf16";
@@ -752,11 +752,11 @@ static void same_bits(const cfg *a_cfg, const cfg *b_cfg)
 }
 
 static const cfg ovl_pairs[][2] = {
-    {{"tp4-sp", 1, 1, 4, 1, 4, "full_shard", "1f1b", "none", "layer", 1, 1, 4, 2, 0},
-     {"ovl-tp4-sp", 1, 1, 4, 1, 4, "full_shard, tp_comm_overlap: true", "1f1b", "none", "layer", 1, 1, 4, 2, 0}},
-    {{"pp2-tp4-sp-interleaved", 1, 2, 4, 1, 8, "zero1", "interleaved", "full", "layer", 2, 1, 8, 1, M_GPT | M_DROP},
+    {{"tp4-sp", 1, 1, 4, 1, 4, "full_shard", "1f1b", "none", "layer", 1, 1, 4, 2, 0, NULL},
+     {"ovl-tp4-sp", 1, 1, 4, 1, 4, "full_shard, tp_comm_overlap: true", "1f1b", "none", "layer", 1, 1, 4, 2, 0, NULL}},
+    {{"pp2-tp4-sp-interleaved", 1, 2, 4, 1, 8, "zero1", "interleaved", "full", "layer", 2, 1, 8, 1, M_GPT | M_DROP, NULL},
      {"ovl-pp2-tp4-sp-interleaved", 1, 2, 4, 1, 8, "zero1, tp_comm_overlap: true", "interleaved", "full", "layer", 2,
-      1, 8, 1, M_GPT | M_DROP}},
+      1, 8, 1, M_GPT | M_DROP, NULL}},
 };
 
 START_TEST(tp_overlap_bits)
@@ -879,7 +879,7 @@ START_TEST(precision_reaches_driver)
     static const char *const prec[] = {"bf16", "fp32", "fp16"};
     for (int i = 0; i < 3; i++) {
         char text[1024];
-        const cfg c = {"prec", 1, 1, 1, 1, 1, "full_shard", "1f1b", "none", "layer", 1, 0, 2, 2, 0};
+        const cfg c = {"prec", 1, 1, 1, 1, 1, "full_shard", "1f1b", "none", "layer", 1, 0, 2, 2, 0, NULL};
         scenario_text(&c, text, sizeof text);
         char *p = strstr(text, "precision: fp32");
         ck_assert_ptr_nonnull(p);
@@ -917,7 +917,7 @@ static gs_status slow_launch(gs_drv *d, gs_drv_stream *s, gs_drv_fn fn, void *ar
 
 static double gap_of(const gs_driver_ops *ops, size_t *computes)
 {
-    const cfg one = {"gaps", 1, 1, 1, 1, 1, "full_shard", "1f1b", "none", "layer", 1, 0, 4, 2, 0};
+    const cfg one = {"gaps", 1, 1, 1, 1, 1, "full_shard", "1f1b", "none", "layer", 1, 0, 4, 2, 0, NULL};
     char text[1024];
     scenario_text(&one, text, sizeof text);
     gs_scenario s;
@@ -1052,7 +1052,7 @@ END_TEST
  * so, its sends eager) the plan is made all the same, and the losses are the eager run's. */
 START_TEST(rendezvous_interleaved)
 {
-    const cfg il = {"rv-pp2-interleaved", 1, 2, 1, 1, 2, "full_shard", "interleaved", "none", "layer", 2, 0, 4, 1, 0};
+    const cfg il = {"rv-pp2-interleaved", 1, 2, 1, 1, 2, "full_shard", "interleaved", "none", "layer", 2, 0, 4, 1, 0, NULL};
     double eager[STEPS], loss[STEPS];
     gs_error err;
     gs_error_init(&err);
@@ -1080,7 +1080,7 @@ END_TEST
  * timeouts (the stalled rank is released by the abort). */
 START_TEST(stalled_or_dead_rank)
 {
-    const cfg c = {"fault", 2, 2, 2, 1, 8, "full_shard", "1f1b", "none", "layer", 1, 0, 4, 1, 0};
+    const cfg c = {"fault", 2, 2, 2, 1, 8, "full_shard", "1f1b", "none", "layer", 1, 0, 4, 1, 0, NULL};
     char text[1024];
     scenario_text(&c, text, sizeof text);
     gs_scenario s;
@@ -1368,8 +1368,8 @@ static gs_exec_session *open_cfg(const cfg *c)
 
 START_TEST(checkpoint_resume)
 {
-    const cfg grid = {"ckpt", 2, 2, 2, 1, 8, "full_shard", "1f1b", "none", "layer", 1, 1, 4, 1, 0};
-    const cfg one = {"ckpt1", 1, 1, 1, 1, 1, "full_shard", "1f1b", "none", "layer", 1, 0, 4, 2, 0};
+    const cfg grid = {"ckpt", 2, 2, 2, 1, 8, "full_shard", "1f1b", "none", "layer", 1, 1, 4, 1, 0, NULL};
+    const cfg one = {"ckpt1", 1, 1, 1, 1, 1, "full_shard", "1f1b", "none", "layer", 1, 0, 4, 2, 0, NULL};
     char dir[] = "/tmp/gs-check-exec-XXXXXX";
     ck_assert_ptr_nonnull(mkdtemp(dir));
     char ck[sizeof dir + 8];
@@ -1444,8 +1444,8 @@ START_TEST(checkpoint_device_memory)
 {
     /* FSDP's stored shards, and ZeRO-1's own slices (a load fills the whole resident parameters
      * through the host copies, the moments of the own slice only) */
-    static const cfg grids[2] = {{"ckptdev", 2, 2, 1, 1, 4, "full_shard", "1f1b", "none", "layer", 1, 0, 4, 2, 0},
-                                 {"ckptdev-zero1", 2, 2, 1, 1, 4, "zero1", "1f1b", "none", "layer", 1, 0, 4, 2, 0}};
+    static const cfg grids[2] = {{"ckptdev", 2, 2, 1, 1, 4, "full_shard", "1f1b", "none", "layer", 1, 0, 4, 2, 0, NULL},
+                                 {"ckptdev-zero1", 2, 2, 1, 1, 4, "zero1", "1f1b", "none", "layer", 1, 0, 4, 2, 0, NULL}};
     const cfg grid = grids[_i];
     staged_ops = gs_driver_host;
     staged_ops.device_memory = 1;
@@ -1507,7 +1507,7 @@ END_TEST
  * stream's gathers and reductions run beside the compute stream's kernels). */
 START_TEST(dispatch_order)
 {
-    const cfg c = {"order", 2, 2, 2, 1, 8, "full_shard", "1f1b", "full", "layer", 1, 0, 4, 1, 0};
+    const cfg c = {"order", 2, 2, 2, 1, 8, "full_shard", "1f1b", "full", "layer", 1, 0, 4, 1, 0, NULL};
     char text[1024];
     scenario_text(&c, text, sizeof text);
     gs_scenario s;

@@ -8,6 +8,7 @@
 #include <string.h>
 
 #include "engine/mesh.h"
+#include "engine/pipeline.h"
 
 static const gs_dim order_tp_dp_pp[GS_DIM_COUNT] = {GS_DIM_TP, GS_DIM_DP, GS_DIM_PP};
 static const gs_dim order_tp_pp_dp[GS_DIM_COUNT] = {GS_DIM_TP, GS_DIM_PP, GS_DIM_DP};
@@ -596,6 +597,72 @@ START_TEST(test_stage_layers)
 }
 END_TEST
 
+/* Uneven first / last stages, as Megatron-LM's get_num_layers_to_build splits them: Llama 3
+ * 405B's 126 layers over pp 16 with 7 on the first and the last stage leave 112 for 14 stages,
+ * 8 each; stage s > 0 starts at 7 + 8 (s - 1), the last at 119, and 119 + 7 = 126. Only a first
+ * count (10 layers, pp 4, first 1): the other 3 stages hold 3 each, starting at 0, 1, 4, 7. */
+START_TEST(test_stage_layers_uneven)
+{
+    gs_mesh m = make_mesh(8, 16, 16, NULL, 8);
+    gs_mesh_set_stage_layers(&m, 7, 7);
+    uint64_t sum = 0;
+    for (uint64_t st = 0; st < 16; st++) {
+        uint64_t want = st == 0 || st == 15 ? 7 : 8;
+        ck_assert_uint_eq(gs_mesh_stage_layers(&m, 126, st), want);
+        ck_assert_uint_eq(gs_mesh_stage_first_layer(&m, 126, st), sum);
+        sum += want;
+    }
+    ck_assert_uint_eq(sum, 126);
+    ck_assert_uint_eq(gs_mesh_stage_first_layer(&m, 126, 15), 119);
+    gs_mesh f = make_mesh(1, 1, 4, NULL, 8);
+    gs_mesh_set_stage_layers(&f, 1, 0);
+    static const uint64_t first[4] = {0, 1, 4, 7}, held[4] = {1, 3, 3, 3};
+    for (uint64_t st = 0; st < 4; st++) {
+        ck_assert_uint_eq(gs_mesh_stage_layers(&f, 10, st), held[st]);
+        ck_assert_uint_eq(gs_mesh_stage_first_layer(&f, 10, st), first[st]);
+    }
+    /* the checks: a rest that does not divide (126 - 7 - 6 = 113 over 14 stages), counts past
+     * the layers, and pp 1 are refused; 7 / 7 passes */
+    gs_model model = llama2_70b();
+    model.layers = 126;
+    model.heads = 128, model.kv_heads = 8, model.hidden = 16384, model.ffn = 53248, model.vocab = 128256;
+    gs_error err;
+    gs_error_init(&err);
+    ck_assert_int_eq(gs_mesh_check(&m, 2048, &model, 0, NULL, &err), GS_OK);
+    gs_mesh_set_stage_layers(&m, 7, 6);
+    ck_assert_int_eq(gs_mesh_check(&m, 2048, &model, 0, NULL, &err), GS_ERR_INPUT);
+    ck_assert_ptr_nonnull(strstr(err.msg, "the other 14 stages must split the remaining layers of 126 evenly"));
+    gs_mesh_set_stage_layers(&m, 100, 30);
+    gs_error_init(&err);
+    ck_assert_int_eq(gs_mesh_check(&m, 2048, &model, 0, NULL, &err), GS_ERR_INPUT);
+    gs_mesh one = make_mesh(8, 256, 1, NULL, 8);
+    gs_mesh_set_stage_layers(&one, 7, 0);
+    gs_error_init(&err);
+    ck_assert_int_eq(gs_mesh_check(&one, 2048, &model, 0, NULL, &err), GS_ERR_INPUT);
+    ck_assert_ptr_nonnull(strstr(err.msg, "need pp >= 2"));
+}
+END_TEST
+
+/* The interleaved order over uneven stages: 6 layers, pp 2, 2 virtual stages, the first stage 2
+ * layers (chunks of 1), the second 4 (chunks of 2). Virtual stages in order: (chunk 0, stage 0)
+ * = layer 0, (0, 1) = 1-2, (1, 0) = 3, (1, 1) = 4-5. */
+START_TEST(test_global_layer_uneven_interleaved)
+{
+    gs_mesh m = make_mesh(1, 1, 2, NULL, 8);
+    gs_mesh_set_stage_layers(&m, 2, 0);
+    static const uint64_t s0[2] = {0, 3}, s1[4] = {1, 2, 4, 5};
+    for (uint64_t l = 0; l < 2; l++)
+        ck_assert_uint_eq(gs_pipe_global_layer(&m, 6, 2, 0, l), s0[l]);
+    for (uint64_t l = 0; l < 4; l++)
+        ck_assert_uint_eq(gs_pipe_global_layer(&m, 6, 2, 1, l), s1[l]);
+    /* even: 8 layers, pp 2, v 2: (chunk * pp + stage) * 2 + within */
+    gs_mesh e = make_mesh(1, 1, 2, NULL, 8);
+    ck_assert_uint_eq(gs_pipe_global_layer(&e, 8, 2, 1, 3), 7);
+    ck_assert_uint_eq(gs_pipe_global_layer(&e, 8, 2, 0, 2), 4);
+    ck_assert_uint_eq(gs_pipe_global_layer(&e, 8, 1, 1, 3), 7);
+}
+END_TEST
+
 /* -------------------------------------------------------------------------------- limits ---- */
 
 /* 10^7 ranks: tp 8 x dp 125000 x pp 10, Megatron order. The last rank 9999999 is
@@ -707,6 +774,8 @@ static Suite *mesh_suite(void)
     tcase_add_test(tc, test_check_heads_kv_ffn_vocab);
     tcase_add_test(tc, test_check_nominal);
     tcase_add_test(tc, test_stage_layers);
+    tcase_add_test(tc, test_stage_layers_uneven);
+    tcase_add_test(tc, test_global_layer_uneven_interleaved);
     suite_add_tcase(s, tc);
 
     tc = tcase_create("limits");

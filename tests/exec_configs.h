@@ -19,127 +19,136 @@ typedef struct cfg {
     uint64_t layers, micro;
     int model; /* M_TIED: tied embeddings (the head multiplies by the embedding); M_GPT: GPT blocks
                 * (LayerNorm, GELU MLP, biases on every linear and norm, learned positions) */
+    const char *grid_extra; /* more grid keys (uneven stages), or NULL */
 } cfg;
 #define M_TIED 1
 #define M_GPT 2
 #define M_DROP 4 /* dropout: true (Megatron's 0.1 attention and hidden dropout) */
 
-/* name, dp pp tp, nodes gpus/node, sharding, pipeline, recompute, wrap, v, sp, layers, micro, model */
+/* name, dp pp tp, nodes gpus/node, sharding, pipeline, recompute, wrap, v, sp, layers, micro, model, grid extra */
 static const cfg configs[] = {
-    {"dp2-full", 2, 1, 1, 1, 2, "full_shard", "1f1b", "none", "layer", 1, 0, 4, 2, 0},
-    {"dp4-full", 4, 1, 1, 1, 4, "full_shard", "1f1b", "none", "layer", 1, 0, 4, 1, 0},
-    {"dp2-grad-op", 2, 1, 1, 1, 2, "shard_grad_op", "1f1b", "none", "layer", 1, 0, 4, 2, 0},
-    {"dp4-grad-op", 4, 1, 1, 1, 4, "shard_grad_op", "1f1b", "none", "layer", 1, 0, 4, 1, 0},
-    {"dp2-no-shard", 2, 1, 1, 1, 2, "no_shard", "1f1b", "none", "layer", 1, 0, 4, 2, 0},
-    {"dp4-no-shard", 4, 1, 1, 1, 4, "no_shard", "1f1b", "none", "layer", 1, 0, 4, 1, 0},
-    {"hsdp-2x2", 4, 1, 1, 2, 2, "hybrid_shard", "1f1b", "none", "layer", 1, 0, 4, 1, 0},
+    {"dp2-full", 2, 1, 1, 1, 2, "full_shard", "1f1b", "none", "layer", 1, 0, 4, 2, 0, NULL},
+    {"dp4-full", 4, 1, 1, 1, 4, "full_shard", "1f1b", "none", "layer", 1, 0, 4, 1, 0, NULL},
+    {"dp2-grad-op", 2, 1, 1, 1, 2, "shard_grad_op", "1f1b", "none", "layer", 1, 0, 4, 2, 0, NULL},
+    {"dp4-grad-op", 4, 1, 1, 1, 4, "shard_grad_op", "1f1b", "none", "layer", 1, 0, 4, 1, 0, NULL},
+    {"dp2-no-shard", 2, 1, 1, 1, 2, "no_shard", "1f1b", "none", "layer", 1, 0, 4, 2, 0, NULL},
+    {"dp4-no-shard", 4, 1, 1, 1, 4, "no_shard", "1f1b", "none", "layer", 1, 0, 4, 1, 0, NULL},
+    {"hsdp-2x2", 4, 1, 1, 2, 2, "hybrid_shard", "1f1b", "none", "layer", 1, 0, 4, 1, 0, NULL},
     /* HSDP with one DP rank per node: TP2 fills each node, the replicas all-reduce whole units */
-    {"hsdp-2x1-tp2", 2, 1, 2, 2, 2, "hybrid_shard", "1f1b", "none", "layer", 1, 0, 4, 2, 0},
+    {"hsdp-2x1-tp2", 2, 1, 2, 2, 2, "hybrid_shard", "1f1b", "none", "layer", 1, 0, 4, 2, 0, NULL},
     {"hsdp-2x1-tp2-sync-every", 2, 1, 2, 2, 2, "hybrid_shard, grad_sync: every", "1f1b", "none", "layer", 1, 0, 4,
-     2, 0},
-    {"dp2-full-wrap-model", 2, 1, 1, 1, 2, "full_shard", "1f1b", "none", "model", 1, 0, 4, 2, 0},
+     2, 0, NULL},
+    {"dp2-full-wrap-model", 2, 1, 1, 1, 2, "full_shard", "1f1b", "none", "model", 1, 0, 4, 2, 0, NULL},
     /* (the sharding string carries further strategy keys) */
-    {"dp2-full-offload", 2, 1, 1, 1, 2, "full_shard, offload: true", "1f1b", "none", "layer", 1, 0, 4, 2, 0},
+    {"dp2-full-offload", 2, 1, 1, 1, 2, "full_shard, offload: true", "1f1b", "none", "layer", 1, 0, 4, 2, 0, NULL},
     {"dp2-full-prefetch", 2, 1, 1, 1, 2, "full_shard, prefetch: backward_post, forward_prefetch: true", "1f1b",
-     "none", "layer", 1, 0, 4, 2, 0},
-    {"dp2-no-shard-sync-every", 2, 1, 1, 1, 2, "no_shard, grad_sync: every", "1f1b", "none", "layer", 1, 0, 4, 2, 0},
-    {"dp2-full-no-sync", 2, 1, 1, 1, 2, "full_shard, grad_sync: last", "1f1b", "none", "layer", 1, 0, 4, 2, 0},
-    {"tp2", 1, 1, 2, 1, 2, "full_shard", "1f1b", "none", "layer", 1, 0, 4, 2, 0},
-    {"tp4", 1, 1, 4, 1, 4, "full_shard", "1f1b", "none", "layer", 1, 0, 4, 2, 0},
-    {"tp2-sp", 1, 1, 2, 1, 2, "full_shard", "1f1b", "none", "layer", 1, 1, 4, 2, 0},
-    {"tp4-sp", 1, 1, 4, 1, 4, "full_shard", "1f1b", "none", "layer", 1, 1, 4, 2, 0},
-    {"pp2-gpipe", 1, 2, 1, 1, 2, "full_shard", "gpipe", "none", "layer", 1, 0, 4, 2, 0},
-    {"pp2-1f1b", 1, 2, 1, 1, 2, "full_shard", "1f1b", "none", "layer", 1, 0, 4, 1, 0},
-    {"pp4-gpipe", 1, 4, 1, 1, 4, "full_shard", "gpipe", "none", "layer", 1, 0, 4, 1, 0},
-    {"pp4-1f1b", 1, 4, 1, 1, 4, "full_shard", "1f1b", "none", "layer", 1, 0, 4, 1, 0},
-    {"pp2-interleaved", 1, 2, 1, 1, 2, "full_shard", "interleaved", "none", "layer", 2, 0, 4, 1, 0},
-    {"pp4-interleaved", 1, 4, 1, 1, 4, "full_shard", "interleaved", "none", "layer", 2, 0, 8, 1, 0},
-    {"dp2-pp2-tp2", 2, 2, 2, 1, 8, "full_shard", "1f1b", "none", "layer", 1, 0, 4, 1, 0},
-    {"dp2-pp2-tp2-sp", 2, 2, 2, 1, 8, "full_shard", "1f1b", "none", "layer", 1, 1, 4, 1, 0},
-    {"dp2-pp2-tp2-recompute-full", 2, 2, 2, 1, 8, "full_shard", "1f1b", "full", "layer", 1, 0, 4, 1, 0},
+     "none", "layer", 1, 0, 4, 2, 0, NULL},
+    {"dp2-no-shard-sync-every", 2, 1, 1, 1, 2, "no_shard, grad_sync: every", "1f1b", "none", "layer", 1, 0, 4, 2, 0, NULL},
+    {"dp2-full-no-sync", 2, 1, 1, 1, 2, "full_shard, grad_sync: last", "1f1b", "none", "layer", 1, 0, 4, 2, 0, NULL},
+    {"tp2", 1, 1, 2, 1, 2, "full_shard", "1f1b", "none", "layer", 1, 0, 4, 2, 0, NULL},
+    {"tp4", 1, 1, 4, 1, 4, "full_shard", "1f1b", "none", "layer", 1, 0, 4, 2, 0, NULL},
+    {"tp2-sp", 1, 1, 2, 1, 2, "full_shard", "1f1b", "none", "layer", 1, 1, 4, 2, 0, NULL},
+    {"tp4-sp", 1, 1, 4, 1, 4, "full_shard", "1f1b", "none", "layer", 1, 1, 4, 2, 0, NULL},
+    {"pp2-gpipe", 1, 2, 1, 1, 2, "full_shard", "gpipe", "none", "layer", 1, 0, 4, 2, 0, NULL},
+    {"pp2-1f1b", 1, 2, 1, 1, 2, "full_shard", "1f1b", "none", "layer", 1, 0, 4, 1, 0, NULL},
+    {"pp4-gpipe", 1, 4, 1, 1, 4, "full_shard", "gpipe", "none", "layer", 1, 0, 4, 1, 0, NULL},
+    {"pp4-1f1b", 1, 4, 1, 1, 4, "full_shard", "1f1b", "none", "layer", 1, 0, 4, 1, 0, NULL},
+    {"pp2-interleaved", 1, 2, 1, 1, 2, "full_shard", "interleaved", "none", "layer", 2, 0, 4, 1, 0, NULL},
+    {"pp4-interleaved", 1, 4, 1, 1, 4, "full_shard", "interleaved", "none", "layer", 2, 0, 8, 1, 0, NULL},
+    {"dp2-pp2-tp2", 2, 2, 2, 1, 8, "full_shard", "1f1b", "none", "layer", 1, 0, 4, 1, 0, NULL},
+    {"dp2-pp2-tp2-sp", 2, 2, 2, 1, 8, "full_shard", "1f1b", "none", "layer", 1, 1, 4, 1, 0, NULL},
+    {"dp2-pp2-tp2-recompute-full", 2, 2, 2, 1, 8, "full_shard", "1f1b", "full", "layer", 1, 0, 4, 1, 0, NULL},
     {"dp2-pp2-tp2-recompute-selective", 2, 2, 2, 1, 8, "shard_grad_op", "gpipe", "selective", "layer", 1, 0, 4,
-     1, 0},
+     1, 0, NULL},
     {"dp2-pp2-tp2-sp-wrap-model-selective", 2, 2, 2, 1, 8, "full_shard", "gpipe", "selective", "model", 1, 1, 4,
-     1, 0},
-    {"recompute-full", 1, 1, 1, 1, 1, "full_shard", "1f1b", "full", "layer", 1, 0, 4, 2, 0},
+     1, 0, NULL},
+    {"recompute-full", 1, 1, 1, 1, 1, "full_shard", "1f1b", "full", "layer", 1, 0, 4, 2, 0, NULL},
     /* wrap: model under an interleaved pipeline: every chunk writes the root's gradient */
-    {"dp2-pp2-interleaved-wrap-model", 2, 2, 1, 1, 4, "full_shard", "interleaved", "none", "model", 2, 0, 8, 1, 0},
+    {"dp2-pp2-interleaved-wrap-model", 2, 2, 1, 1, 4, "full_shard", "interleaved", "none", "model", 2, 0, 8, 1, 0, NULL},
     {"dp2-pp2-interleaved-wrap-model-no-sync", 2, 2, 1, 1, 4, "full_shard, grad_sync: last", "interleaved", "none",
-     "model", 2, 0, 8, 1, 0},
-    {"hsdp-2x2-tp2-pp2-recompute", 4, 2, 2, 2, 8, "hybrid_shard", "interleaved", "full", "layer", 2, 0, 8, 1, 0},
+     "model", 2, 0, 8, 1, 0, NULL},
+    {"hsdp-2x2-tp2-pp2-recompute", 4, 2, 2, 2, 8, "hybrid_shard", "interleaved", "full", "layer", 2, 0, 8, 1, 0, NULL},
     /* Megatron-Core's bucket rule: stage 1 and chunk 1 of stage 0 all-reduce as one bucket */
     {"dp2-pp2-interleaved-no-shard-bucket-first", 2, 2, 1, 1, 4, "no_shard, bucket_stages: first", "interleaved",
-     "none", "layer", 2, 0, 8, 1, 0},
+     "none", "layer", 2, 0, 8, 1, 0, NULL},
     /* ZeRO-1/2 (Megatron's distributed optimizer): full parameters resident, each rank updates its
      * slice and all-gathers it after the optimizer, or at the next step's start with
      * overlap_param_gather; ZeRO-1 reduce-scatters its resident full gradient once */
-    {"dp2-zero1", 2, 1, 1, 1, 2, "zero1", "1f1b", "none", "layer", 1, 0, 4, 2, 0},
-    {"dp4-zero1-overlap", 4, 1, 1, 1, 4, "zero1, overlap_param_gather: true", "1f1b", "none", "layer", 1, 0, 4, 1, 0},
-    {"dp2-zero2", 2, 1, 1, 1, 2, "zero2", "1f1b", "none", "layer", 1, 0, 4, 2, 0},
-    {"dp2-zero2-overlap", 2, 1, 1, 1, 2, "zero2, overlap_param_gather: true", "1f1b", "none", "layer", 1, 0, 4, 2, 0},
-    {"dp2-zero3", 2, 1, 1, 1, 2, "zero3", "1f1b", "none", "layer", 1, 0, 4, 2, 0},
+    {"dp2-zero1", 2, 1, 1, 1, 2, "zero1", "1f1b", "none", "layer", 1, 0, 4, 2, 0, NULL},
+    {"dp4-zero1-overlap", 4, 1, 1, 1, 4, "zero1, overlap_param_gather: true", "1f1b", "none", "layer", 1, 0, 4, 1, 0, NULL},
+    {"dp2-zero2", 2, 1, 1, 1, 2, "zero2", "1f1b", "none", "layer", 1, 0, 4, 2, 0, NULL},
+    {"dp2-zero2-overlap", 2, 1, 1, 1, 2, "zero2, overlap_param_gather: true", "1f1b", "none", "layer", 1, 0, 4, 2, 0, NULL},
+    {"dp2-zero3", 2, 1, 1, 1, 2, "zero3", "1f1b", "none", "layer", 1, 0, 4, 2, 0, NULL},
     {"dp2-pp2-interleaved-zero1-bucket-first", 2, 2, 1, 1, 4, "zero1, bucket_stages: first", "interleaved", "none",
-     "layer", 2, 0, 8, 1, 0},
+     "layer", 2, 0, 8, 1, 0, NULL},
     {"dp2-pp2-tp2-sp-interleaved-zero1-overlap", 2, 2, 2, 1, 8, "zero1, overlap_param_gather: true", "interleaved",
-     "none", "layer", 2, 1, 8, 1, 0},
+     "none", "layer", 2, 1, 8, 1, 0, NULL},
     /* resident parameters under TP, SP and an interleaved pipeline: a chunk's backward gathers its
      * input from a receive while the compute stream may still run the other chunk's embedding
      * backward (the two read separate scratch tensors of the schedule) */
-    {"dp2-pp2-tp2-sp-interleaved-no-shard", 2, 2, 2, 1, 8, "no_shard", "interleaved", "none", "layer", 2, 1, 8, 1, 0},
-    {"dp2-pp2-tp2-sp-interleaved-zero2", 2, 2, 2, 1, 8, "zero2", "interleaved", "none", "layer", 2, 1, 8, 1, 0},
+    {"dp2-pp2-tp2-sp-interleaved-no-shard", 2, 2, 2, 1, 8, "no_shard", "interleaved", "none", "layer", 2, 1, 8, 1, 0, NULL},
+    {"dp2-pp2-tp2-sp-interleaved-zero2", 2, 2, 2, 1, 8, "zero2", "interleaved", "none", "layer", 2, 1, 8, 1, 0, NULL},
     /* tied embeddings (one stage): the head's gradient lands in the embedding's, through every
      * sharding and the TP vocabulary split */
-    {"tied-dp2-full", 2, 1, 1, 1, 2, "full_shard", "1f1b", "none", "layer", 1, 0, 4, 2, 1},
-    {"tied-dp2-zero1", 2, 1, 1, 1, 2, "zero1", "1f1b", "none", "layer", 1, 0, 4, 2, 1},
-    {"tied-tp2-sp", 1, 1, 2, 1, 2, "full_shard", "1f1b", "none", "layer", 1, 1, 4, 2, 1},
-    {"tied-hsdp-2x1-tp2-wrap-model", 2, 1, 2, 2, 2, "hybrid_shard", "1f1b", "none", "model", 1, 0, 4, 2, 1},
+    {"tied-dp2-full", 2, 1, 1, 1, 2, "full_shard", "1f1b", "none", "layer", 1, 0, 4, 2, 1, NULL},
+    {"tied-dp2-zero1", 2, 1, 1, 1, 2, "zero1", "1f1b", "none", "layer", 1, 0, 4, 2, 1, NULL},
+    {"tied-tp2-sp", 1, 1, 2, 1, 2, "full_shard", "1f1b", "none", "layer", 1, 1, 4, 2, 1, NULL},
+    {"tied-hsdp-2x1-tp2-wrap-model", 2, 1, 2, 2, 2, "hybrid_shard", "1f1b", "none", "model", 1, 0, 4, 2, 1, NULL},
     /* tied embeddings under a pipeline: the last stage's copy of the embedding, its gradient
      * exchanged with the first stage's before the optimizer, through every sharding (the word
      * embedding heads the root unit on both stages, whose shards split it alike) */
-    {"tied-pp2-1f1b", 1, 2, 1, 1, 2, "full_shard", "1f1b", "none", "layer", 1, 0, 4, 2, M_TIED},
-    {"tied-dp2-pp4-no-shard", 2, 4, 1, 1, 8, "no_shard", "1f1b", "none", "layer", 1, 0, 4, 1, M_TIED},
-    {"tied-dp2-pp2-tp2-sp-zero1", 2, 2, 2, 1, 8, "zero1", "1f1b", "none", "layer", 1, 1, 4, 1, M_TIED},
-    {"tied-dp2-pp2-interleaved-zero2", 2, 2, 1, 1, 4, "zero2", "interleaved", "none", "layer", 2, 0, 8, 1, M_TIED},
-    {"tied-dp2-pp2-full-wrap-model", 2, 2, 1, 1, 4, "full_shard", "gpipe", "none", "model", 1, 0, 4, 1, M_TIED},
-    {"tied-hsdp-2x1-pp2-tp2", 2, 2, 2, 2, 4, "hybrid_shard", "1f1b", "none", "layer", 1, 0, 4, 1, M_TIED},
+    {"tied-pp2-1f1b", 1, 2, 1, 1, 2, "full_shard", "1f1b", "none", "layer", 1, 0, 4, 2, M_TIED, NULL},
+    {"tied-dp2-pp4-no-shard", 2, 4, 1, 1, 8, "no_shard", "1f1b", "none", "layer", 1, 0, 4, 1, M_TIED, NULL},
+    {"tied-dp2-pp2-tp2-sp-zero1", 2, 2, 2, 1, 8, "zero1", "1f1b", "none", "layer", 1, 1, 4, 1, M_TIED, NULL},
+    {"tied-dp2-pp2-interleaved-zero2", 2, 2, 1, 1, 4, "zero2", "interleaved", "none", "layer", 2, 0, 8, 1, M_TIED, NULL},
+    {"tied-dp2-pp2-full-wrap-model", 2, 2, 1, 1, 4, "full_shard", "gpipe", "none", "model", 1, 0, 4, 1, M_TIED, NULL},
+    {"tied-hsdp-2x1-pp2-tp2", 2, 2, 2, 2, 4, "hybrid_shard", "1f1b", "none", "layer", 1, 0, 4, 1, M_TIED, NULL},
     /* GPT blocks: the replicated biases and positions (added once after the TP reduction, their
      * gradients all-reduced over TP under sequence parallelism), the final LayerNorm's bias on
      * the last stage, the positions on the first */
-    {"gpt-dp2-full", 2, 1, 1, 1, 2, "full_shard", "1f1b", "none", "layer", 1, 0, 4, 2, M_GPT},
-    {"gpt-tp2", 1, 1, 2, 1, 2, "full_shard", "1f1b", "none", "layer", 1, 0, 4, 2, M_GPT},
-    {"gpt-tp4-sp", 1, 1, 4, 1, 4, "full_shard", "1f1b", "none", "layer", 1, 1, 4, 2, M_GPT},
-    {"gpt-dp2-pp2-tp2-sp-recompute-full", 2, 2, 2, 1, 8, "full_shard", "1f1b", "full", "layer", 1, 1, 4, 1, M_GPT},
-    {"gpt-dp2-pp2-interleaved-zero1", 2, 2, 1, 1, 4, "zero1", "interleaved", "none", "layer", 2, 0, 8, 1, M_GPT},
+    {"gpt-dp2-full", 2, 1, 1, 1, 2, "full_shard", "1f1b", "none", "layer", 1, 0, 4, 2, M_GPT, NULL},
+    {"gpt-tp2", 1, 1, 2, 1, 2, "full_shard", "1f1b", "none", "layer", 1, 0, 4, 2, M_GPT, NULL},
+    {"gpt-tp4-sp", 1, 1, 4, 1, 4, "full_shard", "1f1b", "none", "layer", 1, 1, 4, 2, M_GPT, NULL},
+    {"gpt-dp2-pp2-tp2-sp-recompute-full", 2, 2, 2, 1, 8, "full_shard", "1f1b", "full", "layer", 1, 1, 4, 1, M_GPT, NULL},
+    {"gpt-dp2-pp2-interleaved-zero1", 2, 2, 1, 1, 4, "zero1", "interleaved", "none", "layer", 2, 0, 8, 1, M_GPT, NULL},
     {"gpt-tied-tp2-sp-selective", 1, 1, 2, 1, 2, "full_shard", "gpipe", "selective", "layer", 1, 1, 4, 2,
-     M_GPT | M_TIED},
-    {"gpt-tied-dp2-pp2-tp2-sp-zero1", 2, 2, 2, 1, 8, "zero1", "1f1b", "none", "layer", 1, 1, 4, 1, M_GPT | M_TIED},
+     M_GPT | M_TIED, NULL},
+    {"gpt-tied-dp2-pp2-tp2-sp-zero1", 2, 2, 2, 1, 8, "zero1", "1f1b", "none", "layer", 1, 1, 4, 1, M_GPT | M_TIED, NULL},
     /* dropout: every mask a function of the global sequence, head and token (kernels/dropout.h),
      * so slices of heads (TP), of tokens (SP), other micro-batches (DP), stages and recomputation
      * draw the single rank's masks */
-    {"drop-gpt-dp2-full", 2, 1, 1, 1, 2, "full_shard", "1f1b", "none", "layer", 1, 0, 4, 2, M_GPT | M_DROP},
-    {"drop-gpt-tp4-sp", 1, 1, 4, 1, 4, "full_shard", "1f1b", "none", "layer", 1, 1, 4, 2, M_GPT | M_DROP},
+    {"drop-gpt-dp2-full", 2, 1, 1, 1, 2, "full_shard", "1f1b", "none", "layer", 1, 0, 4, 2, M_GPT | M_DROP, NULL},
+    {"drop-gpt-tp4-sp", 1, 1, 4, 1, 4, "full_shard", "1f1b", "none", "layer", 1, 1, 4, 2, M_GPT | M_DROP, NULL},
     {"drop-gpt-dp2-pp2-tp2-sp-recompute-full", 2, 2, 2, 1, 8, "full_shard", "1f1b", "full", "layer", 1, 1, 4, 1,
-     M_GPT | M_DROP},
+     M_GPT | M_DROP, NULL},
     {"drop-gpt-tied-tp2-sp-selective", 1, 1, 2, 1, 2, "full_shard", "gpipe", "selective", "layer", 1, 1, 4, 2,
-     M_GPT | M_TIED | M_DROP},
+     M_GPT | M_TIED | M_DROP, NULL},
     {"drop-gpt-dp2-pp2-interleaved-zero1", 2, 2, 1, 1, 4, "zero1", "interleaved", "none", "layer", 2, 0, 8, 1,
-     M_GPT | M_DROP},
-    {"drop-llama-dp2-tp2", 2, 1, 2, 1, 4, "zero2", "1f1b", "none", "layer", 1, 0, 4, 1, M_DROP},
+     M_GPT | M_DROP, NULL},
+    {"drop-llama-dp2-tp2", 2, 1, 2, 1, 4, "zero2", "1f1b", "none", "layer", 1, 0, 4, 1, M_DROP, NULL},
     /* tp_comm_overlap (Transformer Engine's chunked overlaps): the ring-exchanged GEMMs chunk by
      * chunk beside their all-gathers, the forward's pipelined GEMM and reduce-scatter in four
      * splits, the backward's dgrad beside the input's re-gather and wgrad beside the
      * reduce-scatter; TP4 has ring steps to wait for; dropout gathers a gradient its own event
      * drops first */
-    {"ovl-tp2-sp", 1, 1, 2, 1, 2, "full_shard, tp_comm_overlap: true", "1f1b", "none", "layer", 1, 1, 4, 2, 0},
-    {"ovl-tp4-sp", 1, 1, 4, 1, 4, "full_shard, tp_comm_overlap: true", "1f1b", "none", "layer", 1, 1, 4, 2, 0},
+    {"ovl-tp2-sp", 1, 1, 2, 1, 2, "full_shard, tp_comm_overlap: true", "1f1b", "none", "layer", 1, 1, 4, 2, 0, NULL},
+    {"ovl-tp4-sp", 1, 1, 4, 1, 4, "full_shard, tp_comm_overlap: true", "1f1b", "none", "layer", 1, 1, 4, 2, 0, NULL},
     {"ovl-dp2-pp2-tp2-sp-recompute-full", 2, 2, 2, 1, 8, "zero1, tp_comm_overlap: true", "1f1b", "full", "layer", 1,
-     1, 4, 1, 0},
+     1, 4, 1, 0, NULL},
     {"ovl-pp2-tp4-sp-interleaved", 1, 2, 4, 1, 8, "no_shard, tp_comm_overlap: true", "interleaved", "none", "layer",
-     2, 1, 8, 1, 0},
+     2, 1, 8, 1, 0, NULL},
     {"ovl-drop-gpt-tp4-sp", 1, 1, 4, 1, 4, "full_shard, tp_comm_overlap: true", "1f1b", "none", "layer", 1, 1, 4, 2,
-     M_GPT | M_DROP},
+     M_GPT | M_DROP, NULL},
     {"ovl-gpt-tied-tp2-sp-selective", 1, 1, 2, 1, 2, "full_shard, tp_comm_overlap: true", "gpipe", "selective",
-     "layer", 1, 1, 4, 2, M_GPT | M_TIED},
+     "layer", 1, 1, 4, 2, M_GPT | M_TIED, NULL},
+    /* uneven pipelines (Megatron-LM's --decoder-first/last-pipeline-num-layers): a first stage
+     * of 1 layer and a last of 3; interleaved with stages of 2 and 4 layers in chunks of 1 and 2 */
+    {"uneven-dp2-pp2-tp2-sp-first1-recompute-full", 2, 2, 2, 1, 8, "full_shard", "1f1b", "full", "layer", 1, 1, 4, 1, 0,
+     "first_stage_layers: 1"},
+    {"uneven-tied-pp4-tp2-sp-last3", 1, 4, 2, 1, 8, "full_shard", "gpipe", "none", "layer", 1, 1, 6, 1, M_TIED,
+     "last_stage_layers: 3"},
+    {"uneven-dp2-pp2-tp2-interleaved-first2-zero1", 2, 2, 2, 1, 8, "zero1", "interleaved", "none", "layer", 2, 1, 6, 1,
+     0, "first_stage_layers: 2"},
 };
 #define NCONFIGS (sizeof configs / sizeof configs[0])
 
@@ -150,7 +159,7 @@ static void scenario_text(const cfg *c, char *buf, size_t len)
              "model: {name: tiny, layers: %llu, hidden: 64, heads: 8, kv_heads: 4, ffn: 128, vocab: 256, seq: 32,\n"
              "        tied_embeddings: %s%s, dropout: %s}\n"
              "cluster: {preset: dgx-a100-80g, nodes: %llu, gpus_per_node: %llu}\n"
-             "grid: {dp: %llu, pp: %llu, tp: %llu}\n"
+             "grid: {dp: %llu, pp: %llu, tp: %llu%s%s}\n"
              "strategy: {sharding: %s, pipeline: %s, recompute: %s, wrap: %s, precision: fp32,\n"
              "           sequence_parallel: %s%s%s}\n"
              "batch: {global: 8, micro: %llu}\n",
@@ -158,7 +167,8 @@ static void scenario_text(const cfg *c, char *buf, size_t len)
              c->model & M_GPT ? ", norm: layernorm, mlp: gelu, pos: learned, bias: true" : "",
              c->model & M_DROP ? "true" : "false",
              (unsigned long long)c->nodes, (unsigned long long)c->gpn,
-             (unsigned long long)c->dp, (unsigned long long)c->pp, (unsigned long long)c->tp, c->sharding,
+             (unsigned long long)c->dp, (unsigned long long)c->pp, (unsigned long long)c->tp,
+             c->grid_extra ? ", " : "", c->grid_extra ? c->grid_extra : "", c->sharding,
              c->pipeline, c->recompute, c->wrap, c->sp ? "true" : "false",
              c->vstages > 1 ? ", virtual_stages: 2" : "",
              /* flash attention keeps no scores: selective recompute then has nothing to redo */
