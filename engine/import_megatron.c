@@ -22,8 +22,9 @@ static const char mg_train[] = "training-loop setting: no effect on the step";
 static const char mg_io[] = "data, checkpoint or logging setting: no effect on the step";
 static const char mg_fusion[] = "kernel fusion is not modelled (kernels are timed by the roofline "
                                 "model)";
-static const char mg_uneven[] = "uneven pipeline splits are not modelled (gridstep splits the "
-                                "layers evenly)";
+static const char mg_uneven[] = "counting the embedding or the loss as a pipeline layer is not modelled "
+                                "(give the first and last stages' layers with "
+                                "--decoder-first/last-pipeline-num-layers)";
 
 const gs__mg_flag gs__mg_flags[] = {
     {"tensor-model-parallel-size", MG_ONE, MG_TP, NULL},
@@ -144,8 +145,8 @@ const gs__mg_flag gs__mg_flags[] = {
     {"optimizer-cpu-offload", MG_SWITCH, MG_REFUSE,
      "gridstep's offload moves parameters and optimizer state together (write a scenario with "
      "offload: true and an FSDP strategy)"},
-    {"decoder-first-pipeline-num-layers", MG_ONE, MG_REFUSE, mg_uneven},
-    {"decoder-last-pipeline-num-layers", MG_ONE, MG_REFUSE, mg_uneven},
+    {"decoder-first-pipeline-num-layers", MG_ONE, MG_FIRST_LAYERS, NULL},
+    {"decoder-last-pipeline-num-layers", MG_ONE, MG_LAST_LAYERS, NULL},
     {"account-for-embedding-in-pipeline-split", MG_SWITCH, MG_REFUSE, mg_uneven},
     {"account-for-loss-in-pipeline-split", MG_SWITCH, MG_REFUSE, mg_uneven},
 };
@@ -418,7 +419,7 @@ static gs_status mg_parse(const char *origin, const gs__words *ws, size_t first,
         case MG_TP: case MG_PP: case MG_CP: case MG_EP: case MG_VPP_LAYERS: case MG_VPP_STAGES: case MG_MBS:
         case MG_GBS: case MG_REC_NLAYERS: case MG_LAYERS: case MG_HIDDEN: case MG_HEADS: case MG_GROUPS:
         case MG_FFN: case MG_SEQ: case MG_MAXPOS: case MG_VOCAB: case MG_PADDED_VOCAB: case MG_VOCAB_DIV: case MG_KV_CH:
-        case MG_BUCKET: case MG_DOI:
+        case MG_BUCKET: case MG_DOI: case MG_FIRST_LAYERS: case MG_LAST_LAYERS:
             if ((rc = gs__mg_count(where, f->name, value, &st->u[f->act], 0, err)) != GS_OK)
                 return rc;
             break;

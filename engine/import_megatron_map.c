@@ -461,7 +461,15 @@ static gs_status mg_pipeline(const char *origin, const gs__words *ws, const gs__
     uint64_t per_stage = s->model.layers / s->grid.pp;
     g->pipeline = GS_PIPE_1F1B;
     g->virtual_stages = 1;
+    /* uneven first / last stages (the scenario checks them against the layers and pp) */
+    s->grid.first_stage_layers = st->given[MG_FIRST_LAYERS] ? st->u[MG_FIRST_LAYERS] : 0;
+    s->grid.last_stage_layers = st->given[MG_LAST_LAYERS] ? st->u[MG_LAST_LAYERS] : 0;
     uint64_t vs = 0;
+    if (st->given[MG_VPP_LAYERS] && (s->grid.first_stage_layers || s->grid.last_stage_layers))
+        return gs_error_set(err, GS_ERR_INPUT,
+                            "%s: --num-layers-per-virtual-pipeline-stage with uneven first / last stages: "
+                            "expected --num-virtual-stages-per-pipeline-rank (the stages hold different layer counts)",
+                            gs__mg_where(origin, ws, st->at[MG_VPP_LAYERS], where, sizeof where));
     if (st->given[MG_VPP_LAYERS]) {
         uint64_t n = st->u[MG_VPP_LAYERS];
         if (per_stage % n != 0 || s->model.layers % s->grid.pp != 0)

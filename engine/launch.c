@@ -562,7 +562,14 @@ static void put_megatron_flags(launch_doc *d, const gs_scenario *s, const gs_mes
     flag(&f, "--pipeline-model-parallel-size %" PRIu64, pp);
     if (order_is(m, GS_DIM_TP, GS_DIM_PP, GS_DIM_DP))
         flag(&f, "--use-tp-pp-dp-mapping");
-    if (pp > 1 && st->pipeline == GS_PIPE_INTERLEAVED)
+    int uneven = pp > 1 && (m->first_layers || m->last_layers);
+    if (uneven && m->first_layers)
+        flag(&f, "--decoder-first-pipeline-num-layers %" PRIu64, m->first_layers);
+    if (uneven && m->last_layers)
+        flag(&f, "--decoder-last-pipeline-num-layers %" PRIu64, m->last_layers);
+    if (pp > 1 && st->pipeline == GS_PIPE_INTERLEAVED && uneven) /* the stages' chunks differ in size */
+        flag(&f, "--num-virtual-stages-per-pipeline-rank %" PRIu64, st->virtual_stages);
+    else if (pp > 1 && st->pipeline == GS_PIPE_INTERLEAVED)
         flag(&f, "--num-layers-per-virtual-pipeline-stage %" PRIu64,
             md->layers / (pp * st->virtual_stages));
     if (st->sequence_parallel && tp > 1)

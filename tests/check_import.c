@@ -107,6 +107,11 @@ static const char *const emit_cases[] = {
     "strategy: {sharding: hybrid_shard}\nbatch: {global: 32, micro: 1}\n",
     "model: gpt-1.7b\ncluster: {preset: dgx-a100-80g, nodes: 1}\ngrid: {dp: 8, pp: 1, tp: 1}\n"
     "strategy: {sharding: no_shard, precision: fp16, grad_dtype: fp32, bucket_mb: 64}\nbatch: {global: 16, micro: 2}\n",
+    /* uneven stages, interleaved: 32 layers, pp 4, 6 on the first and the last, 10 on the others
+     * (chunks of 3 and 5) */
+    "model: llama2-7b\ncluster: {preset: dgx-a100-80g, nodes: 2}\n"
+    "grid: {dp: 2, pp: 4, tp: 2, first_stage_layers: 6, last_stage_layers: 6}\n"
+    "strategy: {sharding: zero1, pipeline: interleaved, virtual_stages: 2}\nbatch: {global: 16, micro: 1}\n",
 };
 
 /* Checks every --flag of the command after pretrain_gpt.py against the list. */
@@ -409,6 +414,47 @@ START_TEST(test_hsdp_import)
 }
 END_TEST
 
+/* Uneven stages: --decoder-first/last-pipeline-num-layers become the grid's first and last
+ * stage layer counts, and an emitted launch gives them back with the chunks per stage (the
+ * stages' chunks differ in size, so no layers-per-virtual-stage flag). */
+START_TEST(test_uneven_stages)
+{
+    gs_scenario s;
+    gs_diag ig;
+    gs_error err;
+    ck_assert_msg(import_text("python pretrain_gpt.py --bf16 --pipeline-model-parallel-size 4 "
+                              "--decoder-first-pipeline-num-layers 6 --decoder-last-pipeline-num-layers 6 "
+                              "--num-virtual-stages-per-pipeline-rank 2 --micro-batch-size 1 --global-batch-size 64\n",
+                              4, &s, &ig, &err) == GS_OK,
+                  "%s", err.msg);
+    ck_assert_uint_eq(s.grid.first_stage_layers, 6);
+    ck_assert_uint_eq(s.grid.last_stage_layers, 6);
+    ck_assert_int_eq(s.strategy.pipeline, GS_PIPE_INTERLEAVED);
+    gs_mesh m;
+    ck_assert_msg(gs_scenario_mesh(&s, &m, NULL, &err) == GS_OK, "%s", err.msg);
+    ck_assert_uint_eq(gs_mesh_stage_layers(&m, 32, 1), 10); /* (32 - 12) / 2 */
+    gs_text t;
+    gs_text_init(&t);
+    ck_assert_msg(gs_launch_emit(&s, &m, GS_LAUNCH_MEGATRON, &t, &err) == GS_OK, "%s", err.msg);
+    ck_assert_has(gs_text_str(&t), "--decoder-first-pipeline-num-layers 6");
+    ck_assert_has(gs_text_str(&t), "--decoder-last-pipeline-num-layers 6");
+    ck_assert_has(gs_text_str(&t), "--num-virtual-stages-per-pipeline-rank 2");
+    ck_assert_ptr_null(strstr(gs_text_str(&t), "--num-layers-per-virtual-pipeline-stage"));
+    gs_text_fini(&t);
+    gs_diag_fini(&ig);
+    /* 7 + 7 leave 18 for 2 stages of 9, which 2 virtual stages do not split */
+    ck_assert_int_eq(import_text("python pretrain_gpt.py --pipeline-model-parallel-size 4 "
+                                 "--decoder-first-pipeline-num-layers 7 --decoder-last-pipeline-num-layers 7 "
+                                 "--num-virtual-stages-per-pipeline-rank 2 --micro-batch-size 1 "
+                                 "--global-batch-size 64\n",
+                                 4, &s, &ig, &err) == GS_OK &&
+                         gs_scenario_mesh(&s, &m, NULL, &err) == GS_OK,
+                     0);
+    ck_assert_has(err.msg, "equal chunks");
+    gs_diag_fini(&ig);
+}
+END_TEST
+
 /* ----------------------------------------------------------------- argument dump ---- */
 
 static char *read_text(const char *rel)
@@ -705,6 +751,7 @@ static Suite *import_suite(void)
     tcase_add_test(mg, test_shell);
     tcase_add_test(mg, test_shell_refusals);
     tcase_add_test(mg, test_hsdp_import);
+    tcase_add_test(mg, test_uneven_stages);
     tcase_add_test(mg, test_dump);
     suite_add_tcase(s, mg);
     TCase *acc = tcase_create("accelerate");
