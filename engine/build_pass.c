@@ -176,7 +176,7 @@ static gs_status forward_start(gs_bctx *x, pass_state *ps)
     uint32_t mb = ps->mb;
     gs_layer_io io;
     for (int64_t l = bot; l <= top; l++)
-        if ((rc = gs__tensor(x, &(gs_tensor){.kind = GS_T_ACTIVATION, .bytes = x->act.stored,
+        if ((rc = gs__tensor(x, &(gs_tensor){.kind = GS_T_ACTIVATION, .bytes = gs_act_layer_stored(&x->act, l),
                                              .layer = gs__global_layer(x, l), .mb = mb},
                              stash_of(x, ps, l))) != GS_OK)
             return rc;
@@ -339,9 +339,10 @@ static gs_status backward_recompute(gs_bctx *x, pass_state *ps, int64_t l, uint3
     const size_t *cov;
     size_t ncov = gs_partition_units_covering(&x->part, l, &cov);
     *remat = GS_NO_ID;
-    if (!x->act.remat)
+    uint64_t remat_bytes = gs_act_layer_remat(&x->act, l); /* 0: the block is not checkpointed */
+    if (!remat_bytes)
         return GS_OK;
-    if ((rc = gs__tensor(x, &(gs_tensor){.kind = GS_T_ACTIVATION, .bytes = x->act.remat,
+    if ((rc = gs__tensor(x, &(gs_tensor){.kind = GS_T_ACTIVATION, .bytes = remat_bytes,
                                          .layer = gs__global_layer(x, l), .mb = ps->mb, .unit = 1},
                          remat)) != GS_OK)
         return rc;

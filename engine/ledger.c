@@ -193,6 +193,31 @@ uint64_t gs_ledger_layer_activation_bytes(const gs_model *m, const gs_strategy *
     return c.overflow ? UINT64_MAX : r;
 }
 
+uint64_t gs_act_layer_stored(const gs_act_sizes *a, int64_t l)
+{
+    if (a->every <= 1)
+        return a->stored;
+    return (uint64_t)(l + 1) % a->every == 0 ? a->stored : a->stored_kept;
+}
+
+uint64_t gs_act_layer_remat(const gs_act_sizes *a, int64_t l)
+{
+    if (a->every <= 1)
+        return a->remat;
+    return (uint64_t)(l + 1) % a->every == 0 ? a->remat : 0;
+}
+
+uint64_t gs_act_stash(const gs_act_sizes *a, int64_t lo, int64_t hi)
+{
+    if (hi < lo)
+        return 0;
+    uint64_t n = (uint64_t)(hi - lo + 1);
+    if (a->every <= 1)
+        return n * a->stored;
+    uint64_t ck = (uint64_t)(hi + 1) / a->every - (uint64_t)lo / a->every; /* (i + 1) % every == 0 */
+    return ck * a->stored + (n - ck) * a->stored_kept;
+}
+
 /* ---- the strategy's treatment of parameters and gradients --------------------------------------- */
 
 void gs_shard_plan_init(const gs_scenario *s, const gs_mesh *mesh, uint64_t rank, uint64_t microbatches,
@@ -243,11 +268,15 @@ gs_status gs_ledger_act_sizes(const gs_scenario *s, const gs_mesh *mesh, uint64_
     act_terms a;
     memset(out, 0, sizeof *out);
     layer_activation_terms(m, st, b, tp, &c, &a);
-    out->stored = act_stored(&a, st->recompute, &c);
+    out->stored = out->stored_kept = act_stored(&a, st->recompute, &c);
     if (st->recompute == GS_RECOMPUTE_FULL)
         out->remat = act_stored(&a, GS_RECOMPUTE_NONE, &c);
     else if (st->recompute == GS_RECOMPUTE_SELECTIVE)
         out->remat = a.scores;
+    if (st->recompute == GS_RECOMPUTE_FULL && st->recompute_every > 1) {
+        out->every = st->recompute_every;
+        out->stored_kept = act_stored(&a, GS_RECOMPUTE_NONE, &c);
+    }
     uint64_t e = st->precision == GS_PREC_FP32 ? 4 : 2;
     uint64_t sbh = mul(&c, mul(&c, m->seq, b, "activations"), m->hidden, "activations");
     if (stage == 0 && m->dropout)
@@ -297,7 +326,8 @@ typedef struct stage_ctx {
 
 static uint64_t chunk_stash(const stage_ctx *x, uint64_t chunk)
 {
-    uint64_t b = x->layers_per_chunk * x->act->stored;
+    uint64_t b = gs_act_stash(x->act, (int64_t)(chunk * x->layers_per_chunk),
+                              (int64_t)((chunk + 1) * x->layers_per_chunk) - 1);
     if (x->stage == 0 && chunk == 0)
         b += x->act->emb_mask;
     if (x->last && chunk + 1 == x->v)
@@ -451,15 +481,16 @@ static void backward_moments(stage_ctx *x, uint32_t mb, uint64_t chunk, uint64_t
     uint64_t root_grad = pl->transient_grads && (root_writes || x->root_grad_live) ? mul(x->c, root, gb, "grads")
                                                                                    : 0;
     int64_t bot = (int64_t)(chunk * x->layers_per_chunk), top = bot + (int64_t)x->layers_per_chunk - 1;
-    uint64_t st = x->act->stored, xb = x->act->boundary;
+    uint64_t xb = x->act->boundary;
     if (has_head) {
         uint64_t g = base_g + (pl->gather_per_pass && pl->prefetch_bwd == 1 && top >= bot
                                    ? mul(x->c, gs_partition_covering(p, top), wb, "gather") : 0);
         moment_offer(x, &(moment_bytes){chunk_stash(x, chunk), others, g, root_grad}, "head backward", -1, mb, chunk);
     }
     for (int64_t l = top; l >= bot; l--) {
-        uint64_t stash = (uint64_t)(l - bot + 1) * st + (has_emb ? x->act->emb_mask : 0);
-        uint64_t act = stash + x->act->remat + (l == top && has_next ? xb : 0) + (l == bot && has_prev ? xb : 0);
+        uint64_t stash = gs_act_stash(x->act, bot, l) + (has_emb ? x->act->emb_mask : 0);
+        uint64_t act = stash + gs_act_layer_remat(x->act, l) + (l == top && has_next ? xb : 0) +
+                       (l == bot && has_prev ? xb : 0);
         uint64_t cov = gs_partition_covering(p, l);
         uint64_t g = base_g;
         if (pl->gather_per_pass)
@@ -469,7 +500,8 @@ static void backward_moments(stage_ctx *x, uint32_t mb, uint64_t chunk, uint64_t
         moment_offer(x, &(moment_bytes){act, others, g, tg}, "backward", l, mb, chunk);
         if (pl->gather_per_pass && pl->prefetch_bwd == 2 && l > bot) {
             uint64_t g2 = base_g + mul(x->c, gs_partition_covering(p, l - 1), wb, "gather");
-            moment_offer(x, &(moment_bytes){stash - st, others, g2, tg}, "backward_post prefetch after", l, mb, chunk);
+            moment_offer(x, &(moment_bytes){stash - gs_act_layer_stored(x->act, l), others, g2, tg},
+                         "backward_post prefetch after", l, mb, chunk);
         }
     }
     if (has_emb)
@@ -511,9 +543,8 @@ static void forward_moments(stage_ctx *x, uint32_t mb, uint64_t chunk, uint64_t 
             if (seen[ch] && ch != chunk)
                 seen_g += units_beginning_in(p, (int64_t)(ch * x->layers_per_chunk),
                                              (int64_t)((ch + 1) * x->layers_per_chunk) - 1);
-    uint64_t st = x->act->stored;
     for (int64_t l = bot; l <= top; l++) {
-        uint64_t act = (uint64_t)(l - bot + 1) * st + (has_emb ? x->act->emb_mask : 0) +
+        uint64_t act = gs_act_stash(x->act, bot, l) + (has_emb ? x->act->emb_mask : 0) +
                        (l == top && has_next ? x->act->boundary : 0);
         int64_t ahead = pl->prefetch_fwd && l < top ? l + 1 : l;
         uint64_t g = root_g;
@@ -624,7 +655,9 @@ static void stage_act_lines(const stage_build *b)
     gs_ledger_rank *r = b->r;
     act_terms a;
     layer_activation_terms(m, st, b->s->batch.micro_seqs, b->tp, c, &a);
-    const char *how = st->recompute == GS_RECOMPUTE_FULL ? "full recompute: layer input only"
+    const char *how = st->recompute == GS_RECOMPUTE_FULL && act->every > 1
+                          ? "full recompute on every recompute_every-th block: layer input only"
+                      : st->recompute == GS_RECOMPUTE_FULL ? "full recompute: layer input only"
                       : st->recompute == GS_RECOMPUTE_SELECTIVE ? "selective recompute: attention scores dropped"
                                                                 : "no recompute";
     line_add(c, r, "act: per layer", act->stored,
@@ -632,6 +665,9 @@ static void stage_act_lines(const stage_build *b)
              " B (Korthikanti 2022; b=%" PRIu64 ", s=%" PRIu64 ", h=%" PRIu64 ", a=%" PRIu64 ", t=%" PRIu64 ")",
              how, st->sequence_parallel ? ", sequence parallel" : "", st->flash_attention ? ", flash attention" : "",
              a.replicated, a.split, a.scores, a.lse, b->s->batch.micro_seqs, m->seq, m->hidden, m->heads, b->tp);
+    if (act->every > 1)
+        line_add(c, r, "act: unchecked layer", act->stored_kept,
+                 "a block recompute_every=%" PRIu64 " leaves unchecked keeps its full activations", act->every);
     if (act->remat)
         line_add(c, r, "act: recompute set", act->remat, "one layer's %s rematerialized during its backward",
                  st->recompute == GS_RECOMPUTE_FULL ? "full activations" : "attention scores");
@@ -925,8 +961,11 @@ static void stage_tp_traffic(stage_build *b)
          * tp_comm_overlap the backward re-gathers the norms' sequence-parallel outputs for the
          * weight gradients (2 all-gathers: one more equivalent) */
         int regather = st->tp_comm_overlap && st->sequence_parallel;
-        uint64_t per_layer = 4 + (st->recompute == GS_RECOMPUTE_FULL ? 2 : 0) + (regather ? 1 : 0);
-        uint64_t colls = mul(c, per_layer, r->layers, "traffic") + (stage == 0) + (stage + 1 == pp);
+        uint64_t per_layer = 4 + (regather ? 1 : 0);
+        uint64_t ckpt = r->layers ? gs_strategy_checkpointed_in(st, 0, (int64_t)r->layers - 1) : 0;
+        uint64_t colls = add(c, mul(c, per_layer, r->layers, "traffic"), mul(c, 2, ckpt, "traffic"), "traffic") +
+                         (stage == 0) + (stage + 1 == pp);
+        per_layer += st->recompute == GS_RECOMPUTE_FULL ? 2 : 0; /* a checkpointed block's */
         tpb = mul(c, mul(c, colls, ar1, "traffic"), mb, "traffic");
         /* the last stage's vocab-parallel cross-entropy: an all-gather of 12 B (3 fp32) per
          * token per micro-batch, (t-1)/t of t x that sent */
@@ -940,7 +979,10 @@ static void stage_tp_traffic(stage_build *b)
         tpb = add(c, tpb, spn, "traffic");
         line_add(c, r, "tp", tpb, "%" PRIu64 " all-reduce equivalents x 2 (t-1) x ceil(s*b*h*%" PRIu64 " B / t) x %"
                  PRIu64 " micro-batches (%" PRIu64 " per layer%s%s, t=%" PRIu64 ")%s%s", colls, e, mb, per_layer,
-                 st->recompute == GS_RECOMPUTE_FULL ? " incl. the recomputed forward" : "",
+                 st->recompute == GS_RECOMPUTE_FULL
+                     ? (st->recompute_every > 1 ? " on a checkpointed block, incl. its recomputed forward"
+                                                : " incl. the recomputed forward")
+                     : "",
                  st->sequence_parallel ? (regather ? ", as all-gather + reduce-scatter pairs, with the backward's "
                                                      "re-gathers of tp_comm_overlap"
                                                    : ", as all-gather + reduce-scatter pairs")

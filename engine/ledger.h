@@ -143,7 +143,18 @@ typedef struct gs_act_sizes {
     uint64_t emb_mask;   /* stage 0, dropout models: embedding dropout mask */
     uint64_t head_act;   /* last stage: final-norm input + fp32 logits (4 s b V / t) */
     uint64_t boundary;   /* one pipeline send: s b h e (/ t with sequence parallelism) */
+    uint64_t stored_kept; /* kept by a block recompute_every leaves unchecked (its full
+                             activations); = stored when every block is treated alike */
+    uint64_t every;       /* recompute full with recompute_every N > 1: N (blocks (l + 1) % N == 0
+                             checkpointed); else 0, every block alike */
 } gs_act_sizes;
+
+/* Stage-local block l's stored activations and its recompute set, and the stored activations of
+ * blocks lo .. hi together (recompute_every: checkpointed blocks keep `stored`, the others
+ * `stored_kept`, and only checkpointed blocks rematerialize). */
+uint64_t gs_act_layer_stored(const gs_act_sizes *a, int64_t l);
+uint64_t gs_act_layer_remat(const gs_act_sizes *a, int64_t l);
+uint64_t gs_act_stash(const gs_act_sizes *a, int64_t lo, int64_t hi);
 
 /* Returns GS_ERR_OVERFLOW when a size does not fit 64 bits. */
 gs_status gs_ledger_act_sizes(const gs_scenario *s, const gs_mesh *mesh, uint64_t stage, gs_act_sizes *out,

@@ -877,7 +877,7 @@ static gs_status load_grid(const gs__yaml_loader *l, const yaml_node_t *v, gs_gr
 
 static const char *const strategy_keys[] = {
     "sharding", "wrap", "prefetch", "forward_prefetch", "reshard_after_forward",
-    "limit_all_gathers", "recompute", "flash_attention", "offload", "precision", "pipeline", "grad_sync",
+    "limit_all_gathers", "recompute", "recompute_every", "flash_attention", "offload", "precision", "pipeline", "grad_sync",
     "virtual_stages", "sequence_parallel", "bucket_mb", "overlap_param_gather", "tp_comm_overlap", "grad_dtype", "overlap_grad_reduce",
     "bucket_stages", "cross_entropy", "framework", "compile", "attention",
 };
@@ -953,6 +953,14 @@ static gs_status load_strategy(const gs__yaml_loader *l, const yaml_node_t *v, g
     if ((st = opt_enum(l, v, sec, "recompute", recompute, 3, parse_recompute, &e, NULL)))
         return st;
     s->recompute = (gs_recompute)e;
+    int every_given = 0;
+    if ((st = opt_count(l, v, sec, "recompute_every", &s->recompute_every, &every_given)))
+        return st;
+    if (every_given && s->recompute_every > 1 && s->recompute != GS_RECOMPUTE_FULL)
+        return gs__yaml_fail_at(l, gs__yaml_lookup(l, v, "recompute_every", NULL), GS_ERR_INPUT,
+                                "strategy.recompute_every: found %llu with recompute %s, expected recompute: full "
+                                "(every N-th block checkpointed whole, the others keeping their activations)",
+                                (unsigned long long)s->recompute_every, gs_recompute_name(s->recompute));
     e = (int)s->precision;
     if ((st = opt_enum(l, v, sec, "precision", precision, 3, parse_precision, &e, NULL)))
         return st;

@@ -151,6 +151,8 @@ static gs_status put_strategy(gs_text *t, const gs_strategy *s, gs_error *err)
         st = gs_text_printf(t, "  virtual_stages: %" PRIu64 "\n", s->virtual_stages);
     /* written only when not the default, like virtual_stages: files written before the key
      * existed stay byte for byte what they were */
+    if (st == GS_OK && s->recompute == GS_RECOMPUTE_FULL && s->recompute_every > 1)
+        st = gs_text_printf(t, "  recompute_every: %" PRIu64 "\n", s->recompute_every);
     if (st == GS_OK && s->bucket_stages != GS_BUCKET_STAGES_ALL)
         st = gs_text_printf(t, "  bucket_stages: %s\n", gs_bucket_stages_name(s->bucket_stages));
     if (st == GS_OK && s->cross_entropy != GS_XENT_UNFUSED)

@@ -68,6 +68,7 @@ void gs_strategy_defaults(gs_strategy *s)
     s->reshard_after_forward = 1;
     s->limit_all_gathers = 1;
     s->recompute = GS_RECOMPUTE_NONE;
+    s->recompute_every = 1;
     s->flash_attention = 1;
     s->offload = 0;
     s->precision = GS_PREC_BF16;
@@ -267,4 +268,22 @@ int gs_sharding_is_fsdp(gs_sharding s)
 int gs_sharding_allows_no_sync(gs_sharding s)
 {
     return s != GS_SHARD_ZERO2 && s != GS_SHARD_ZERO3;
+}
+
+int gs_strategy_checkpoints_layer(const gs_strategy *s, uint64_t local)
+{
+    if (s->recompute != GS_RECOMPUTE_FULL)
+        return 0;
+    return s->recompute_every <= 1 || (local + 1) % s->recompute_every == 0;
+}
+
+uint64_t gs_strategy_checkpointed_in(const gs_strategy *s, int64_t lo, int64_t hi)
+{
+    if (s->recompute != GS_RECOMPUTE_FULL || hi < lo)
+        return 0;
+    if (lo < 0)
+        lo = 0;
+    uint64_t n = s->recompute_every > 1 ? s->recompute_every : 1;
+    /* blocks i in [lo, hi] with (i + 1) % n == 0: floor((hi + 1) / n) - floor(lo / n) */
+    return (uint64_t)(hi + 1) / n - (uint64_t)lo / n;
 }

@@ -57,6 +57,11 @@ typedef struct gs_strategy {
                                    default 1 for full_shard/zero3/hybrid, 0 otherwise */
     int limit_all_gathers;      /* 1 (FSDP default): at most 2 gathered units in flight */
     gs_recompute recompute;
+    uint64_t recompute_every;   /* with recompute full: checkpoint every N-th block of a stage,
+                                   counted from 1 in the stage's build order (fms-fsdp's
+                                   selective_checkpointing every_xth_item, torchtitan's
+                                   selective_ac_option N); the others keep their activations.
+                                   0 or 1: every block */
     int flash_attention;        /* 1: attention kernel keeps no s x s scores (stores logsumexp) */
     int offload;                /* CPU offload of params + optimizer state */
     gs_precision precision;
@@ -106,6 +111,12 @@ int gs_strategy_can_reduce_after_backward(const gs_strategy *s);
  * in a resident buffer until their reduction (no_shard or zero1), as Megatron-Core's gradient
  * buffer is; zero2 keeps only transient full gradients, FSDP reduces per unit. */
 int gs_strategy_can_bucket_first(const gs_strategy *s);
+
+/* 1 when stage-local block `local` (0-based, the stage's build order) is checkpointed: recompute
+ * full and (local + 1) a multiple of recompute_every (fms-fsdp's and torchtitan's count). */
+int gs_strategy_checkpoints_layer(const gs_strategy *s, uint64_t local);
+/* Checkpointed blocks among stage-local blocks lo .. hi (inclusive; 0 when hi < lo). */
+uint64_t gs_strategy_checkpointed_in(const gs_strategy *s, int64_t lo, int64_t hi);
 
 /* 1 when model chunk `chunk` (0 without interleaving) of pipeline stage `stage` reduces and gathers
  * its whole gradient / parameters as one bucket under the strategy's bucket_stages (FIRST, and not

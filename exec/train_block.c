@@ -45,6 +45,10 @@ static void finish_layer(const ctx *c, layer_act *a, float *xout, float *mlp, co
     if (!c->r->has_recompute)
         return;
     if (t->recompute == GS_RECOMPUTE_FULL) {
+        /* recompute_every: a block left unchecked keeps everything */
+        int64_t local = c->e->layer >= 0 ? c->r->local_of_global[c->e->layer] : -1;
+        if (local < 0 || !gs_strategy_checkpoints_layer(&t->s->strategy, (uint64_t)local))
+            return;
         float *bufs[] = {a->n1s, a->qkv, a->ao, a->op, a->ar, a->xm, a->n2s, a->gu, a->hh, a->dp, a->mr};
         size_t ns[] = {Tl * h, T * t->nqkv, T * t->a_t * t->hd, T * h, Tl * h, Tl * h, Tl * h, T * 2 * t->f_t,
                        T * t->f_t, T * h, Tl * h};

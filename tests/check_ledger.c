@@ -343,6 +343,41 @@ START_TEST(test_llama_block)
 }
 END_TEST
 
+/* recompute_every 2 (fms-fsdp / torchtitan count: blocks 1, 3, ... of a stage, 0-based, are
+ * checkpointed): a checkpointed llama2-7b block keeps its input 2 s b h (bf16) and rematerializes
+ * the full set of test_llama_block; an unchecked one keeps that full set and rematerializes
+ * nothing. Four blocks keep 2 x 2 sbh + 2 x full; blocks 1..2 one of each. Every 3rd of 8 blocks
+ * is 2 and 5. */
+START_TEST(test_recompute_every)
+{
+    gs_scenario sc;
+    gs_mesh m;
+    gs_ledger *l = ledger_from("model: llama2-7b\ncluster: {preset: dgx-a100-80g}\ngrid: {dp: 8}\n"
+                               "strategy: {recompute: full, recompute_every: 2, flash_attention: false}\n",
+                               &sc, &m);
+    const double s = 4096, b = 1, h = 4096, a = 32, f = 11008;
+    uint64_t full = (uint64_t)(16 * s * b * h + 6 * s * b * f + 2 * a * s * s * b), in = (uint64_t)(2 * s * b * h);
+    gs_act_sizes act;
+    gs_error err;
+    gs_error_init(&err);
+    ck_assert_int_eq(gs_ledger_act_sizes(&sc, &m, 0, &act, &err), GS_OK);
+    ck_assert_uint_eq(gs_act_layer_stored(&act, 0), full);
+    ck_assert_uint_eq(gs_act_layer_stored(&act, 1), in);
+    ck_assert_uint_eq(gs_act_layer_remat(&act, 0), 0);
+    ck_assert_uint_eq(gs_act_layer_remat(&act, 1), full);
+    ck_assert_uint_eq(gs_act_stash(&act, 0, 3), 2 * in + 2 * full);
+    ck_assert_uint_eq(gs_act_stash(&act, 1, 2), in + full);
+    ck_assert_uint_eq(gs_act_stash(&act, 2, 1), 0);
+    sc.strategy.recompute_every = 3;
+    ck_assert_uint_eq(gs_strategy_checkpointed_in(&sc.strategy, 0, 7), 2);
+    ck_assert(gs_strategy_checkpoints_layer(&sc.strategy, 2) && gs_strategy_checkpoints_layer(&sc.strategy, 5));
+    ck_assert(!gs_strategy_checkpoints_layer(&sc.strategy, 3));
+    sc.strategy.recompute = GS_RECOMPUTE_SELECTIVE; /* every N only under full recompute */
+    ck_assert_uint_eq(gs_strategy_checkpointed_in(&sc.strategy, 0, 7), 0);
+    gs_ledger_destroy(l);
+}
+END_TEST
+
 /* Reference 6.5: 1F1B keeps min(p - stage, m) micro-batches in flight; GPipe keeps all m.
  * p = 4, m = 8: stage 0 holds 4, stage 3 holds 1; GPipe: 8 on every stage. */
 START_TEST(test_pipeline_inflight)
@@ -552,6 +587,7 @@ static Suite *ledger_suite(void)
     tcase_add_test(mem, test_whole_model_wrap);
     tcase_add_test(mem, test_korthikanti_table2);
     tcase_add_test(mem, test_llama_block);
+    tcase_add_test(mem, test_recompute_every);
     tcase_add_test(mem, test_pipeline_inflight);
     tcase_add_test(mem, test_numbers_only);
     suite_add_tcase(s, mem);

@@ -141,6 +141,13 @@ static const cfg configs[] = {
      M_GPT | M_DROP, NULL},
     {"ovl-gpt-tied-tp2-sp-selective", 1, 1, 2, 1, 2, "full_shard, tp_comm_overlap: true", "gpipe", "selective",
      "layer", 1, 1, 4, 2, M_GPT | M_TIED, NULL},
+    /* block-level checkpointing (recompute_every, as fms-fsdp and torchtitan count): every 2nd
+     * block of each stage recomputed whole, the others keeping their activations; every 3rd of an
+     * interleaved stage's 4 (its third, in chunk order), with dropout masks drawn again */
+    {"ac-every2-dp2-pp2-tp2-sp", 2, 2, 2, 1, 8, "full_shard, recompute_every: 2", "1f1b", "full", "layer", 1, 1, 4,
+     1, 0, NULL},
+    {"ac-every3-drop-gpt-pp2-tp2-sp-interleaved", 1, 2, 2, 1, 4, "zero1, recompute_every: 3", "interleaved", "full",
+     "layer", 2, 1, 8, 1, M_GPT | M_DROP, NULL},
     /* uneven pipelines (Megatron-LM's --decoder-first/last-pipeline-num-layers): a first stage
      * of 1 layer and a last of 3; interleaved with stages of 2 and 4 layers in chunks of 1 and 2 */
     {"uneven-dp2-pp2-tp2-sp-first1-recompute-full", 2, 2, 2, 1, 8, "full_shard", "1f1b", "full", "layer", 1, 1, 4, 1, 0,
