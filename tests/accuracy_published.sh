@@ -57,13 +57,15 @@ echo
 
 if command -v gnuplot >/dev/null 2>&1; then
     mkdir -p "$PLOT_DIR"
-    regimes=$(cut -d, -f3 "$tmp/runs.csv" | sed 1d | sort -u | tr -d '"' | tr ' ' '_')
+    # one data file per regime, numbered (regime names hold blanks and slashes)
+    cut -d, -f3 "$tmp/runs.csv" | sed 1d | sort -u | tr -d '"' >"$tmp/regimes"
     plot=""
-    for r in $regimes; do
-        name=$(echo "$r" | tr '_' ' ')
-        awk -F, -v r="\"$name\"" 'NR > 1 && $3 == r && $6 != "" { print $5, $6 }' "$tmp/runs.csv" >"$tmp/$r.dat"
-        [ -s "$tmp/$r.dat" ] && plot="$plot${plot:+, }'$tmp/$r.dat' using 1:2 with points pt 7 ps 0.6 title '$name'"
-    done
+    k=0
+    while IFS= read -r name; do
+        k=$((k + 1))
+        awk -F, -v r="\"$name\"" 'NR > 1 && $3 == r && $6 != "" { print $5, $6 }' "$tmp/runs.csv" >"$tmp/r$k.dat"
+        [ -s "$tmp/r$k.dat" ] && plot="$plot${plot:+, }'$tmp/r$k.dat' using 1:2 with points pt 7 ps 0.6 title '$name'"
+    done <"$tmp/regimes"
     cat >"$tmp/plot.gp" <<EOF
 set terminal svg size 900,700 font 'sans,12'
 set output '$PLOT_DIR/accuracy-published.svg'
