@@ -79,7 +79,9 @@ for sig in INT TERM; do
     "$GRIDSTEP" exec --steps 1000 --save "$d" --save-every 2 "$dir/$full.yaml" > /dev/null 2> "$d.err" &
     pid=$!
     # the guard: a run that ignores the signal is killed after 300 s (the guard ends with the run)
-    (i=0; while [ $i -lt 300 ] && kill -0 $pid; do sleep 1; i=$((i + 1)); done; kill -9 $pid) > /dev/null 2>&1 &
+    # (only when it ran out: a PID that ended is soon another process's, maybe another test's)
+    (i=0; while [ $i -lt 300 ] && kill -0 $pid; do sleep 1; i=$((i + 1)); done
+     [ $i -lt 300 ] || kill -9 $pid) > /dev/null 2>&1 &
     waited=0
     while [ ! -f "$d/index.json" ] && [ $waited -lt 600 ]; do
         sleep 0.1
@@ -87,7 +89,7 @@ for sig in INT TERM; do
     done
     sleep 0.5
     sent=$(date +%s.%N)
-    kill -$sig $pid
+    kill -0 $pid 2> /dev/null && kill -$sig $pid # not a PID the run left behind
     wait $pid
     rc=$?
     took=$(awk -v a="$sent" -v b="$(date +%s.%N)" 'BEGIN { printf "%.2f", b - a }')

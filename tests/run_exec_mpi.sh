@@ -178,7 +178,7 @@ while [ ! -f "$tmp/term/index.json" ] && [ $waited -lt 600 ]; do
     waited=$((waited + 1))
 done
 sleep 0.5
-kill -TERM $pid
+kill -0 $pid 2>/dev/null && kill -TERM $pid # not a PID mpirun left behind (another test's)
 wait $pid
 rc=$?
 check "SIGTERM to mpirun: exit 1, rank 0 says interrupted and names the intact checkpoint" \
