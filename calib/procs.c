@@ -1,41 +1,25 @@
-/* `gridstep calibrate` across the processes of a launched job (cli/calib_procs.h). */
-#include "cli/calib_procs.h"
+/* `gridstep calibrate` across the processes of a launched job (calib/procs.h). */
+#include "calib/procs.h"
 
 #include <inttypes.h>
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
 
-#include "cli/calib_ops.h"
-#include "cli/cli_common.h"
+#include "calib/ops.h"
 #include "engine/schedule.h"
 #include "sim/calib.h"
 #include "sim/collective.h"
 
-#define PROCS_MAX_SIZES 24
 #define PROCS_MAX_REPS 5
 
-enum { CL_INTRA, CL_INTER, CL_COUNT };
-static const char *const class_names[CL_COUNT] = {"intra", "inter"};
+const char *const gs_calib_class_names[GS_CALIB_CLASS_COUNT] = {"intra", "inter"};
 
-struct gs_calib_procs {
-    int procs, hosts, per_host;
-    int regular; /* 1: per_host processes on every host, in blocks (process p on host p / per_host);
-                    2: the same count round robin (process p on host p % hosts); 0: neither */
-    uint64_t nranks[CL_COUNT];    /* group size measured per class (0: not measured) */
-    gs_group_kind kind[CL_COUNT]; /* the mesh group that realizes it */
-    int peer[CL_COUNT];           /* process 0's ping-pong partner (-1: none) */
-    uint64_t sizes[PROCS_MAX_SIZES];
-    size_t nsizes;
-    int reps;
-    double secs[CL_COUNT][GS_CAL_C_COUNT][PROCS_MAX_SIZES]; /* median over repeats of the slowest process */
-    gs_fit_ab fit[CL_COUNT][GS_CAL_C_COUNT];
-    int ok[CL_COUNT][GS_CAL_C_COUNT];
-};
 
 /* Per process: seconds per call [class][op][size][repeat]. */
-#define LOCAL_N (CL_COUNT * GS_CAL_C_COUNT * PROCS_MAX_SIZES * PROCS_MAX_REPS)
-#define AT(cl, op, si, r) ((((size_t)(cl) * GS_CAL_C_COUNT + (size_t)(op)) * PROCS_MAX_SIZES + (si)) * PROCS_MAX_REPS + (r))
+#define LOCAL_N (GS_CALIB_CLASS_COUNT * GS_CAL_C_COUNT * GS_CALIB_PROCS_MAX_SIZES * PROCS_MAX_REPS)
+#define AT(cl, op, si, r)                                                                                      \
+    ((((size_t)(cl) * GS_CAL_C_COUNT + (size_t)(op)) * GS_CALIB_PROCS_MAX_SIZES + (si)) * PROCS_MAX_REPS + (r))
 
 typedef struct procs_call {
     const gs_driver_ops *ops;
@@ -45,7 +29,7 @@ typedef struct procs_call {
     int op, peer; /* peer: the ping-pong partner (-1: this process sits the send/recv out) */
     size_t bytes, iters;
     float *a, *b;
-    double late_s; /* the test hook's delay for this batch (cli/calib_ops.h: gs_cal_spell) */
+    double late_s; /* the test hook's delay for this batch (calib/ops.h: gs_cal_spell) */
 } procs_call;
 
 static gs_status procs_fn(void *arg, gs_drv_stream *s, gs_error *err)
@@ -102,25 +86,26 @@ static void layout(gs_calib_procs *c, const char *const *hosts)
             rr = 0;
     }
     c->regular = blocks ? 1 : rr ? 2 : 0;
-    c->peer[CL_INTRA] = P > 1 && h && h[1] == h[0] ? 1 : -1;
-    c->peer[CL_INTER] = -1;
-    for (int p = 1; p < P && h && c->peer[CL_INTER] < 0; p++)
+    c->peer[GS_CALIB_INTRA] = P > 1 && h && h[1] == h[0] ? 1 : -1;
+    c->peer[GS_CALIB_INTER] = -1;
+    for (int p = 1; p < P && h && c->peer[GS_CALIB_INTER] < 0; p++)
         if (h[p] != h[0])
-            c->peer[CL_INTER] = p;
+            c->peer[GS_CALIB_INTER] = p;
     free(h), free(count);
 }
 
-gs_status gs_calib_procs_run(const gs_driver_ops *ops, const gs_exec_boot *boot, const char *const *hosts,
-                             const uint64_t *sizes, size_t nsizes, int quick, int tty, gs_calib_procs **out,
-                             gs_error *err)
+gs_status gs_calib_procs_run(const gs_driver_ops *ops, const gs_exec_boot *boot, const gs_calib_procs_opts *po,
+                             gs_calib_procs **out, gs_error *err)
 {
+    const uint64_t *sizes = po->sizes;
+    size_t nsizes = po->nsizes;
     *out = NULL;
     if (!gs_boot_active(boot))
         return gs_error_set(err, GS_ERR_INPUT, "calibrate: the collectives between processes need a launcher "
                             "(mpirun or srun) starting more than one process");
-    if (nsizes < 3 || nsizes > PROCS_MAX_SIZES)
+    if (nsizes < 3 || nsizes > GS_CALIB_PROCS_MAX_SIZES)
         return gs_error_set(err, GS_ERR_INPUT, "calibrate: %zu sizes for the collectives between processes, "
-                            "expected 3 .. %d", nsizes, PROCS_MAX_SIZES);
+                            "expected 3 .. %d", nsizes, GS_CALIB_PROCS_MAX_SIZES);
     gs_calib_procs *c = calloc(1, sizeof *c);
     double *local = calloc(LOCAL_N, sizeof *local), *all = NULL;
     if (!c || !local) {
@@ -131,7 +116,7 @@ gs_status gs_calib_procs_run(const gs_driver_ops *ops, const gs_exec_boot *boot,
     c->reps = PROCS_MAX_REPS; /* --quick too: the repeats are cheap beside the warm-up (5 calls each) */
     memcpy(c->sizes, sizes, nsizes * sizeof *sizes);
     c->nsizes = nsizes;
-    layout(c, hosts);
+    layout(c, po->hosts);
 
     /* the mesh whose groups are the classes */
     gs_mesh mesh;
@@ -142,23 +127,21 @@ gs_status gs_calib_procs_run(const gs_driver_ops *ops, const gs_exec_boot *boot,
          * H-th rank round robin (dp fastest) */
         static const gs_dim dp_first[GS_DIM_COUNT] = {GS_DIM_DP, GS_DIM_TP, GS_DIM_PP};
         rc = gs_mesh_init(&mesh, L, H, 1, c->regular == 2 ? dp_first : NULL, L, err);
-        c->nranks[CL_INTRA] = L, c->kind[CL_INTRA] = GS_GROUP_TP;
-        c->nranks[CL_INTER] = H, c->kind[CL_INTER] = GS_GROUP_DP;
+        c->nranks[GS_CALIB_INTRA] = L, c->kind[GS_CALIB_INTRA] = GS_GROUP_TP;
+        c->nranks[GS_CALIB_INTER] = H, c->kind[GS_CALIB_INTER] = GS_GROUP_DP;
     } else {
         rc = gs_mesh_init(&mesh, 1, P, 1, NULL, H >= 2 ? 1 : P, err);
-        int cl = H >= 2 ? CL_INTER : CL_INTRA;
+        int cl = H >= 2 ? GS_CALIB_INTER : GS_CALIB_INTRA;
         c->nranks[cl] = P, c->kind[cl] = GS_GROUP_DP;
     }
-    gs_driver_opts o = {.timeout_s = 300.0, .group_of = gs_group_of, .boot = boot, .set = gs_cli_driver_settings()};
+    gs_driver_opts o = {.timeout_s = 300.0, .group_of = gs_group_of, .boot = boot, .set = po->set};
     gs_drv *d = NULL;
     gs_drv_stream *s = NULL;
     gs_drv_event *e0 = NULL, *e1 = NULL;
     uint64_t me = (uint64_t)boot->proc, maxb = c->sizes[nsizes - 1];
     procs_call call = {ops, NULL, me, {0}, 0, -1, 0, 0, NULL, NULL, 0.0};
-    gs_cal_spell spell = {0}; /* the same value on every process: the environment is theirs in common */
+    gs_cal_spell none = {0}, *spell = po->spell ? po->spell : &none; /* the same value on every process */
     uint64_t *members = calloc(2 * P, sizeof *members); /* a group of each class */
-    if (rc == GS_OK)
-        rc = gs_cal_spell_from_env(&spell, err);
     if (rc == GS_OK && !members)
         rc = gs_error_set(err, GS_ERR_NOMEM, "out of memory");
     if (rc == GS_OK)
@@ -176,9 +159,9 @@ gs_status gs_calib_procs_run(const gs_driver_ops *ops, const gs_exec_boot *boot,
                               me, maxb);
     }
     /* each class's group, as this process sees it */
-    gs_drv_group grp[CL_COUNT];
+    gs_drv_group grp[GS_CALIB_CLASS_COUNT];
     memset(grp, 0, sizeof grp);
-    for (int cl = 0; cl < CL_COUNT && rc == GS_OK; cl++) {
+    for (int cl = 0; cl < GS_CALIB_CLASS_COUNT && rc == GS_OK; cl++) {
         uint64_t gsize = 0, idx = c->nranks[cl] ? gs_group_of(&mesh, c->kind[cl], me, &gsize) : 0;
         uint64_t *mem = members + (size_t)cl * P;
         if (c->nranks[cl]) {
@@ -195,7 +178,7 @@ gs_status gs_calib_procs_run(const gs_driver_ops *ops, const gs_exec_boot *boot,
      * ms) lands in one or two repeats of many points, which the median over repeats drops,
      * rather than in every repeat of a few neighbouring sizes, which it cannot. */
     for (int r = -1; r < c->reps && rc == GS_OK; r++)
-        for (int cl = 0; cl < CL_COUNT && rc == GS_OK; cl++) {
+        for (int cl = 0; cl < GS_CALIB_CLASS_COUNT && rc == GS_OK; cl++) {
             call.g = grp[cl];
             for (int op = 0; op < GS_CAL_C_COUNT && rc == GS_OK; op++) {
                 if (op == GS_CAL_C_P2P ? c->peer[cl] < 0 : !c->nranks[cl])
@@ -204,14 +187,15 @@ gs_status gs_calib_procs_run(const gs_driver_ops *ops, const gs_exec_boot *boot,
                 call.peer = op != GS_CAL_C_P2P ? -1 : (me == 0 || me == (uint64_t)c->peer[cl]) ? c->peer[cl] : -1;
                 for (size_t si = 0; si < nsizes && rc == GS_OK; si++) {
                     call.bytes = c->sizes[si];
-                    if (me == 0 && tty) {
+                    if (me == 0 && po->progress) {
+                        char what[160];
                         if (r < 0)
-                            fprintf(stderr, "\r\033[Kcalibrate: %s between processes (%s), %zu B, warm-up",
-                                    gs_cal_c_names[op], class_names[cl], call.bytes);
+                            snprintf(what, sizeof what, "%s between processes (%s), %zu B, warm-up",
+                                     gs_cal_c_names[op], gs_calib_class_names[cl], call.bytes);
                         else
-                            fprintf(stderr, "\r\033[Kcalibrate: %s between processes (%s), %zu B, repeat %d/%d",
-                                    gs_cal_c_names[op], class_names[cl], call.bytes, r + 1, c->reps);
-                        fflush(stderr);
+                            snprintf(what, sizeof what, "%s between processes (%s), %zu B, repeat %d/%d",
+                                     gs_cal_c_names[op], gs_calib_class_names[cl], call.bytes, r + 1, c->reps);
+                        po->progress(po->progress_arg, what);
                     }
                     if (r < 0) {
                         call.iters = 5;
@@ -220,14 +204,14 @@ gs_status gs_calib_procs_run(const gs_driver_ops *ops, const gs_exec_boot *boot,
                             rc = ops->stream_sync(d, s, err);
                         continue;
                     }
-                    size_t timed_iters = call.bytes <= (1u << 20) ? (quick ? 20 : 50) : (quick ? 5 : 20);
+                    size_t timed_iters = call.bytes <= (1u << 20) ? (po->quick ? 20 : 50) : (po->quick ? 5 : 20);
                     call.iters = timed_iters;
                     procs_call one = call; /* its own count: a host driver runs launched work later */
                     one.iters = 1;
                     one.late_s = 0.0;
-                    call.late_s = me == 0 ? gs_cal_spell_next(&spell) : 0.0;
+                    call.late_s = me == 0 ? gs_cal_spell_next(spell) : 0.0;
                     /* one untimed call first, so that e0 follows the members' meeting (as in
-                     * cli/calib_device.c), then the batch */
+                     * calib/device.c), then the batch */
                     if ((rc = ops->launch(d, s, procs_fn, &one, err)) != GS_OK)
                         break;
                     if ((rc = ops->event_record(d, s, e0, err)) == GS_OK &&
@@ -238,10 +222,8 @@ gs_status gs_calib_procs_run(const gs_driver_ops *ops, const gs_exec_boot *boot,
                 }
             }
         }
-    if (me == 0 && tty)
-        fprintf(stderr, "\r\033[K");
-    if (me == 0 && rc == GS_OK)
-        gs_cal_spell_note(&spell, "between processes");
+    if (me == 0 && po->progress)
+        po->progress(po->progress_arg, NULL);
     if (rc != GS_OK && d)
         ops->abort(d, err->msg);
     if (call.a)
@@ -267,7 +249,7 @@ gs_status gs_calib_procs_run(const gs_driver_ops *ops, const gs_exec_boot *boot,
         rc = arc;
         *err = aerr;
     }
-    for (int cl = 0; cl < CL_COUNT && rc == GS_OK; cl++)
+    for (int cl = 0; cl < GS_CALIB_CLASS_COUNT && rc == GS_OK; cl++)
         for (int op = 0; op < GS_CAL_C_COUNT && rc == GS_OK; op++) {
             if (op == GS_CAL_C_P2P ? c->peer[cl] < 0 : !c->nranks[cl])
                 continue;
@@ -280,11 +262,11 @@ gs_status gs_calib_procs_run(const gs_driver_ops *ops, const gs_exec_boot *boot,
                 }
                 c->secs[cl][op][si] = gs_calib_median(v, (size_t)c->reps);
             }
-            double x[PROCS_MAX_SIZES];
+            double x[GS_CALIB_PROCS_MAX_SIZES];
             for (size_t si = 0; si < nsizes; si++)
                 x[si] = (double)c->sizes[si];
             if ((rc = gs_fit_alpha_beta(x, c->secs[cl][op], nsizes, &c->fit[cl][op], err)) != GS_OK)
-                gs_error_prefix(err, "%s between processes (%s)", gs_cal_c_names[op], class_names[cl]);
+                gs_error_prefix(err, "%s between processes (%s)", gs_cal_c_names[op], gs_calib_class_names[cl]);
             else
                 c->ok[cl][op] = 1;
         }
@@ -300,7 +282,7 @@ gs_status gs_calib_procs_run(const gs_driver_ops *ops, const gs_exec_boot *boot,
 json_t *gs_calib_procs_links(const gs_calib_procs *c)
 {
     json_t *links = json_object();
-    for (int cl = 0; cl < CL_COUNT; cl++) {
+    for (int cl = 0; cl < GS_CALIB_CLASS_COUNT; cl++) {
         json_t *o = json_object();
         for (int op = 0; op < GS_CAL_C_COUNT; op++) {
             if (!c->ok[cl][op])
@@ -314,7 +296,7 @@ json_t *gs_calib_procs_links(const gs_calib_procs *c)
             }
         }
         if (json_object_size(o))
-            json_object_set_new(links, class_names[cl], o);
+            json_object_set_new(links, gs_calib_class_names[cl], o);
         else
             json_decref(o);
     }
@@ -328,7 +310,7 @@ json_t *gs_calib_procs_measurements(const gs_calib_procs *c)
     json_object_set_new(m, "hosts", json_integer(c->hosts));
     json_object_set_new(m, "per_host", json_integer(c->regular ? c->per_host : 0));
     json_object_set_new(m, "placement", json_string(c->regular == 1 ? "blocks" : c->regular == 2 ? "round robin" : "other"));
-    for (int cl = 0; cl < CL_COUNT; cl++) {
+    for (int cl = 0; cl < GS_CALIB_CLASS_COUNT; cl++) {
         json_t *o = json_object();
         for (int op = 0; op < GS_CAL_C_COUNT; op++) {
             if (!c->ok[cl][op])
@@ -341,30 +323,11 @@ json_t *gs_calib_procs_measurements(const gs_calib_procs *c)
             json_object_set_new(o, gs_cal_c_names[op], byn);
         }
         if (json_object_size(o))
-            json_object_set_new(m, class_names[cl], o);
+            json_object_set_new(m, gs_calib_class_names[cl], o);
         else
             json_decref(o);
     }
     return m;
-}
-
-void gs_calib_procs_print(const gs_calib_procs *c, FILE *f)
-{
-    fprintf(f, "\nbetween processes: %d on %d host%s%s\n", c->procs, c->hosts, c->hosts == 1 ? "" : "s",
-            c->regular && c->hosts >= 2 && c->per_host >= 2
-                ? (c->regular == 1 ? " in blocks (a host's processes: intra; one per host: inter)"
-                                   : " round robin (a host's processes: intra; one per host: inter)")
-                : "");
-    for (int cl = 0; cl < CL_COUNT; cl++)
-        for (int op = 0; op < GS_CAL_C_COUNT; op++) {
-            if (!c->ok[cl][op])
-                continue;
-            uint64_t n = op == GS_CAL_C_P2P ? 2 : c->nranks[cl];
-            char head[128];
-            snprintf(head, sizeof head, "%s over %" PRIu64 " processes, %s (nccl-tests' columns; float)",
-                     gs_cal_c_names[op], n, class_names[cl]);
-            gs_cal_coll_print(f, head, op, n, c->sizes, c->nsizes, c->secs[cl][op], &c->fit[cl][op]);
-        }
 }
 
 void gs_calib_procs_free(gs_calib_procs *c)
