@@ -94,84 +94,78 @@ static void layout(gs_calib_procs *c, const char *const *hosts)
     free(h), free(count);
 }
 
-gs_status gs_calib_procs_run(const gs_driver_ops *ops, const gs_exec_boot *boot, const gs_calib_procs_opts *po,
-                             gs_calib_procs **out, gs_error *err)
-{
-    const uint64_t *sizes = po->sizes;
-    size_t nsizes = po->nsizes;
-    *out = NULL;
-    if (!gs_boot_active(boot))
-        return gs_error_set(err, GS_ERR_INPUT, "calibrate: the collectives between processes need a launcher "
-                            "(mpirun or srun) starting more than one process");
-    if (nsizes < 3 || nsizes > GS_CALIB_PROCS_MAX_SIZES)
-        return gs_error_set(err, GS_ERR_INPUT, "calibrate: %zu sizes for the collectives between processes, "
-                            "expected 3 .. %d", nsizes, GS_CALIB_PROCS_MAX_SIZES);
-    gs_calib_procs *c = calloc(1, sizeof *c);
-    double *local = calloc(LOCAL_N, sizeof *local), *all = NULL;
-    if (!c || !local) {
-        free(c), free(local);
-        return gs_error_set(err, GS_ERR_NOMEM, "out of memory");
-    }
-    c->procs = boot->procs;
-    c->reps = PROCS_MAX_REPS; /* --quick too: the repeats are cheap beside the warm-up (5 calls each) */
-    memcpy(c->sizes, sizes, nsizes * sizeof *sizes);
-    c->nsizes = nsizes;
-    layout(c, po->hosts);
-
-    /* the mesh whose groups are the classes */
+/* One run's context: the driver, the job, the options, the result being filled and the mesh
+ * whose groups are the classes. */
+typedef struct procs_ctx {
+    const gs_driver_ops *ops;
+    const gs_exec_boot *boot;
+    const gs_calib_procs_opts *po;
+    gs_calib_procs *c;
     gs_mesh mesh;
+} procs_ctx;
+
+/* The classes measured and the mesh whose groups realize them (x->mesh). */
+static gs_status procs_mesh(procs_ctx *x, gs_error *err)
+{
+    gs_calib_procs *c = x->c;
     uint64_t P = (uint64_t)c->procs, L = (uint64_t)c->per_host, H = (uint64_t)c->hosts;
     gs_status rc;
     if (c->regular && H >= 2 && L >= 2) {
         /* a host's processes are the TP groups: consecutive ranks in blocks (tp fastest), every
          * H-th rank round robin (dp fastest) */
         static const gs_dim dp_first[GS_DIM_COUNT] = {GS_DIM_DP, GS_DIM_TP, GS_DIM_PP};
-        rc = gs_mesh_init(&mesh, L, H, 1, c->regular == 2 ? dp_first : NULL, L, err);
+        rc = gs_mesh_init(&x->mesh, L, H, 1, c->regular == 2 ? dp_first : NULL, L, err);
         c->nranks[GS_CALIB_INTRA] = L, c->kind[GS_CALIB_INTRA] = GS_GROUP_TP;
         c->nranks[GS_CALIB_INTER] = H, c->kind[GS_CALIB_INTER] = GS_GROUP_DP;
     } else {
-        rc = gs_mesh_init(&mesh, 1, P, 1, NULL, H >= 2 ? 1 : P, err);
+        rc = gs_mesh_init(&x->mesh, 1, P, 1, NULL, H >= 2 ? 1 : P, err);
         int cl = H >= 2 ? GS_CALIB_INTER : GS_CALIB_INTRA;
         c->nranks[cl] = P, c->kind[cl] = GS_GROUP_DP;
     }
-    gs_driver_opts o = {.timeout_s = 300.0, .group_of = gs_group_of, .boot = boot, .set = po->set};
-    gs_drv *d = NULL;
-    gs_drv_stream *s = NULL;
-    gs_drv_event *e0 = NULL, *e1 = NULL;
-    uint64_t me = (uint64_t)boot->proc, maxb = c->sizes[nsizes - 1];
-    procs_call call = {ops, NULL, me, {0}, 0, -1, 0, 0, NULL, NULL, 0.0};
-    gs_cal_spell none = {0}, *spell = po->spell ? po->spell : &none; /* the same value on every process */
-    uint64_t *members = calloc(2 * P, sizeof *members); /* a group of each class */
-    if (rc == GS_OK && !members)
-        rc = gs_error_set(err, GS_ERR_NOMEM, "out of memory");
-    if (rc == GS_OK)
-        rc = ops->open(&mesh, &o, &d, err);
-    if (rc == GS_OK)
-        rc = ops->stream_create(d, me, GS_STREAM_DP, &s, err);
-    if (rc == GS_OK && (rc = ops->event_create(d, &e0, err)) == GS_OK)
-        rc = ops->event_create(d, &e1, err);
-    if (rc == GS_OK) {
-        call.d = d;
-        call.a = ops->alloc(d, me, maxb);
-        call.b = ops->alloc(d, me, maxb);
-        if (!call.a || !call.b)
-            rc = gs_error_set(err, GS_ERR_NOMEM, "calibrate: process %" PRIu64 ": cannot allocate 2 x %" PRIu64 " B",
-                              me, maxb);
-    }
-    /* each class's group, as this process sees it */
-    gs_drv_group grp[GS_CALIB_CLASS_COUNT];
-    memset(grp, 0, sizeof grp);
-    for (int cl = 0; cl < GS_CALIB_CLASS_COUNT && rc == GS_OK; cl++) {
-        uint64_t gsize = 0, idx = c->nranks[cl] ? gs_group_of(&mesh, c->kind[cl], me, &gsize) : 0;
+    return rc;
+}
+
+/* Each class's group as process me sees it (members: 2 x procs entries, the groups' members). */
+static void procs_groups(const procs_ctx *x, uint64_t me, uint64_t *members, gs_drv_group grp[GS_CALIB_CLASS_COUNT])
+{
+    const gs_calib_procs *c = x->c;
+    uint64_t P = (uint64_t)c->procs;
+    memset(grp, 0, GS_CALIB_CLASS_COUNT * sizeof *grp);
+    for (int cl = 0; cl < GS_CALIB_CLASS_COUNT; cl++) {
+        uint64_t gsize = 0, idx = c->nranks[cl] ? gs_group_of(&x->mesh, c->kind[cl], me, &gsize) : 0;
         uint64_t *mem = members + (size_t)cl * P;
         if (c->nranks[cl]) {
-            gs_group_members_of(&mesh, c->kind[cl], me, mem);
+            gs_group_members_of(&x->mesh, c->kind[cl], me, mem);
             uint64_t pos = 0;
             while (pos < gsize && mem[pos] != me)
                 pos++;
             grp[cl] = (gs_drv_group){c->kind[cl], idx, gsize, pos, mem};
         }
     }
+}
+
+/* The driver's streams and events one process measures with. */
+typedef struct procs_dev {
+    gs_drv *d;
+    gs_drv_stream *s;
+    gs_drv_event *e0, *e1;
+} procs_dev;
+
+/* The passes over every (class, op, size) through dv: this process's seconds per call into
+ * local (AT). */
+static gs_status procs_passes(const procs_ctx *x, const procs_dev *dv, procs_call *call,
+                              const gs_drv_group grp[GS_CALIB_CLASS_COUNT], double *local, gs_error *err)
+{
+    const gs_driver_ops *ops = x->ops;
+    const gs_calib_procs_opts *po = x->po;
+    gs_calib_procs *c = x->c;
+    gs_drv *d = dv->d;
+    gs_drv_stream *s = dv->s;
+    gs_drv_event *e0 = dv->e0, *e1 = dv->e1;
+    uint64_t me = call->rank;
+    size_t nsizes = c->nsizes;
+    gs_cal_spell none = {0}, *spell = po->spell ? po->spell : &none; /* the same value on every process */
+    gs_status rc = GS_OK;
     /* Pass -1 warms every (class, op, size) up; passes 0 .. reps-1 each time all of them once.
      * The repeats are passes over the whole grid, not back to back per size, so that a slow
      * spell of the machine (another job's burst, a scheduler slice on a shared node: tens of
@@ -179,76 +173,115 @@ gs_status gs_calib_procs_run(const gs_driver_ops *ops, const gs_exec_boot *boot,
      * rather than in every repeat of a few neighbouring sizes, which it cannot. */
     for (int r = -1; r < c->reps && rc == GS_OK; r++)
         for (int cl = 0; cl < GS_CALIB_CLASS_COUNT && rc == GS_OK; cl++) {
-            call.g = grp[cl];
+            call->g = grp[cl];
             for (int op = 0; op < GS_CAL_C_COUNT && rc == GS_OK; op++) {
                 if (op == GS_CAL_C_P2P ? c->peer[cl] < 0 : !c->nranks[cl])
                     continue;
-                call.op = op;
-                call.peer = op != GS_CAL_C_P2P ? -1 : (me == 0 || me == (uint64_t)c->peer[cl]) ? c->peer[cl] : -1;
+                call->op = op;
+                call->peer = op != GS_CAL_C_P2P ? -1 : (me == 0 || me == (uint64_t)c->peer[cl]) ? c->peer[cl] : -1;
                 for (size_t si = 0; si < nsizes && rc == GS_OK; si++) {
-                    call.bytes = c->sizes[si];
+                    call->bytes = c->sizes[si];
                     if (me == 0 && po->progress) {
                         char what[160];
                         if (r < 0)
                             snprintf(what, sizeof what, "%s between processes (%s), %zu B, warm-up",
-                                     gs_cal_c_names[op], gs_calib_class_names[cl], call.bytes);
+                                     gs_cal_c_names[op], gs_calib_class_names[cl], call->bytes);
                         else
                             snprintf(what, sizeof what, "%s between processes (%s), %zu B, repeat %d/%d",
-                                     gs_cal_c_names[op], gs_calib_class_names[cl], call.bytes, r + 1, c->reps);
+                                     gs_cal_c_names[op], gs_calib_class_names[cl], call->bytes, r + 1, c->reps);
                         po->progress(po->progress_arg, what);
                     }
                     if (r < 0) {
-                        call.iters = 5;
-                        call.late_s = 0.0;
-                        if ((rc = ops->launch(d, s, procs_fn, &call, err)) == GS_OK)
+                        call->iters = 5;
+                        call->late_s = 0.0;
+                        if ((rc = ops->launch(d, s, procs_fn, call, err)) == GS_OK)
                             rc = ops->stream_sync(d, s, err);
                         continue;
                     }
-                    size_t timed_iters = call.bytes <= (1u << 20) ? (po->quick ? 20 : 50) : (po->quick ? 5 : 20);
-                    call.iters = timed_iters;
-                    procs_call one = call; /* its own count: a host driver runs launched work later */
+                    size_t timed_iters = call->bytes <= (1u << 20) ? (po->quick ? 20 : 50) : (po->quick ? 5 : 20);
+                    call->iters = timed_iters;
+                    procs_call one = *call; /* its own count: a host driver runs launched work later */
                     one.iters = 1;
                     one.late_s = 0.0;
-                    call.late_s = me == 0 ? gs_cal_spell_next(spell) : 0.0;
+                    call->late_s = me == 0 ? gs_cal_spell_next(spell) : 0.0;
                     /* one untimed call first, so that e0 follows the members' meeting (as in
                      * calib/device.c), then the batch */
                     if ((rc = ops->launch(d, s, procs_fn, &one, err)) != GS_OK)
                         break;
                     if ((rc = ops->event_record(d, s, e0, err)) == GS_OK &&
-                        (rc = ops->launch(d, s, procs_fn, &call, err)) == GS_OK &&
+                        (rc = ops->launch(d, s, procs_fn, call, err)) == GS_OK &&
                         (rc = ops->event_record(d, s, e1, err)) == GS_OK && (rc = ops->stream_sync(d, s, err)) == GS_OK)
                         local[AT(cl, op, si, r)] = gs_cal_elapsed(ops, d, e0, e1) / (double)timed_iters *
                                                    (op == GS_CAL_C_P2P ? 0.5 : 1.0);
                 }
             }
         }
-    if (me == 0 && po->progress)
-        po->progress(po->progress_arg, NULL);
+    return rc;
+}
+
+/* Measures this process's part: opens the driver, takes part in every pass, closes it. */
+static gs_status procs_measure(const procs_ctx *x, double *local, gs_error *err)
+{
+    const gs_driver_ops *ops = x->ops;
+    gs_calib_procs *c = x->c;
+    uint64_t P = (uint64_t)c->procs;
+    gs_driver_opts o = {.timeout_s = 300.0, .group_of = gs_group_of, .boot = x->boot, .set = x->po->set};
+    procs_dev dv = {NULL, NULL, NULL, NULL};
+    uint64_t me = (uint64_t)x->boot->proc, maxb = c->sizes[c->nsizes - 1];
+    procs_call call = {ops, NULL, me, {0}, 0, -1, 0, 0, NULL, NULL, 0.0};
+    uint64_t *members = calloc(2 * P, sizeof *members); /* a group of each class */
+    gs_status rc = GS_OK;
+    if (!members)
+        rc = gs_error_set(err, GS_ERR_NOMEM, "out of memory");
+    if (rc == GS_OK)
+        rc = ops->open(&x->mesh, &o, &dv.d, err);
+    if (rc == GS_OK)
+        rc = ops->stream_create(dv.d, me, GS_STREAM_DP, &dv.s, err);
+    if (rc == GS_OK && (rc = ops->event_create(dv.d, &dv.e0, err)) == GS_OK)
+        rc = ops->event_create(dv.d, &dv.e1, err);
+    if (rc == GS_OK) {
+        call.d = dv.d;
+        call.a = ops->alloc(dv.d, me, maxb);
+        call.b = ops->alloc(dv.d, me, maxb);
+        if (!call.a || !call.b)
+            rc = gs_error_set(err, GS_ERR_NOMEM, "calibrate: process %" PRIu64 ": cannot allocate 2 x %" PRIu64 " B",
+                              me, maxb);
+    }
+    /* each class's group, as this process sees it */
+    gs_drv_group grp[GS_CALIB_CLASS_COUNT];
+    memset(grp, 0, sizeof grp);
+    if (rc == GS_OK)
+        procs_groups(x, me, members, grp);
+    if (rc == GS_OK)
+        rc = procs_passes(x, &dv, &call, grp, local, err);
+    if (me == 0 && x->po->progress)
+        x->po->progress(x->po->progress_arg, NULL);
+    gs_drv *d = dv.d;
     if (rc != GS_OK && d)
         ops->abort(d, err->msg);
     if (call.a)
         ops->free(d, me, call.a);
     if (call.b)
         ops->free(d, me, call.b);
-    if (e0)
-        ops->event_destroy(d, e0);
-    if (e1)
-        ops->event_destroy(d, e1);
-    if (s)
-        ops->stream_destroy(d, s);
+    if (dv.e0)
+        ops->event_destroy(d, dv.e0);
+    if (dv.e1)
+        ops->event_destroy(d, dv.e1);
+    if (dv.s)
+        ops->stream_destroy(d, dv.s);
     if (d)
         ops->close(d);
-    /* every process's times to every process (collective: made by every process even after a
-     * failure, so that none waits for another; the caller agrees the statuses afterwards) */
-    all = calloc(LOCAL_N * P, sizeof *all);
-    gs_error aerr;
-    gs_error_init(&aerr);
-    gs_status arc = all ? boot->allgather(boot->ctx, local, LOCAL_N * sizeof *local, all, &aerr)
-                        : gs_error_set(&aerr, GS_ERR_NOMEM, "out of memory");
-    if (rc == GS_OK && arc != GS_OK) {
-        rc = arc;
-        *err = aerr;
-    }
+    free(members);
+    return rc;
+}
+
+/* Every point's median over repeats of its slowest process (all: every process's local
+ * times), and each (class, op)'s alpha-beta fit. */
+static gs_status procs_fit(gs_calib_procs *c, const double *all, gs_error *err)
+{
+    uint64_t P = (uint64_t)c->procs;
+    size_t nsizes = c->nsizes;
+    gs_status rc = GS_OK;
     for (int cl = 0; cl < GS_CALIB_CLASS_COUNT && rc == GS_OK; cl++)
         for (int op = 0; op < GS_CAL_C_COUNT && rc == GS_OK; op++) {
             if (op == GS_CAL_C_P2P ? c->peer[cl] < 0 : !c->nranks[cl])
@@ -270,7 +303,50 @@ gs_status gs_calib_procs_run(const gs_driver_ops *ops, const gs_exec_boot *boot,
             else
                 c->ok[cl][op] = 1;
         }
-    free(local), free(all), free(members);
+    return rc;
+}
+
+gs_status gs_calib_procs_run(const gs_driver_ops *ops, const gs_exec_boot *boot, const gs_calib_procs_opts *po,
+                             gs_calib_procs **out, gs_error *err)
+{
+    size_t nsizes = po->nsizes;
+    *out = NULL;
+    if (!gs_boot_active(boot))
+        return gs_error_set(err, GS_ERR_INPUT, "calibrate: the collectives between processes need a launcher "
+                            "(mpirun or srun) starting more than one process");
+    if (nsizes < 3 || nsizes > GS_CALIB_PROCS_MAX_SIZES)
+        return gs_error_set(err, GS_ERR_INPUT, "calibrate: %zu sizes for the collectives between processes, "
+                            "expected 3 .. %d", nsizes, GS_CALIB_PROCS_MAX_SIZES);
+    gs_calib_procs *c = calloc(1, sizeof *c);
+    double *local = calloc(LOCAL_N, sizeof *local), *all = NULL;
+    if (!c || !local) {
+        free(c), free(local);
+        return gs_error_set(err, GS_ERR_NOMEM, "out of memory");
+    }
+    c->procs = boot->procs;
+    c->reps = PROCS_MAX_REPS; /* --quick too: the repeats are cheap beside the warm-up (5 calls each) */
+    memcpy(c->sizes, po->sizes, nsizes * sizeof *po->sizes);
+    c->nsizes = nsizes;
+    layout(c, po->hosts);
+    procs_ctx x = {.ops = ops, .boot = boot, .po = po, .c = c};
+    uint64_t P = (uint64_t)c->procs;
+    gs_status rc = procs_mesh(&x, err);
+    if (rc == GS_OK)
+        rc = procs_measure(&x, local, err);
+    /* every process's times to every process (collective: made by every process even after a
+     * failure, so that none waits for another; the caller agrees the statuses afterwards) */
+    all = calloc(LOCAL_N * P, sizeof *all);
+    gs_error aerr;
+    gs_error_init(&aerr);
+    gs_status arc = all ? boot->allgather(boot->ctx, local, LOCAL_N * sizeof *local, all, &aerr)
+                        : gs_error_set(&aerr, GS_ERR_NOMEM, "out of memory");
+    if (rc == GS_OK && arc != GS_OK) {
+        rc = arc;
+        *err = aerr;
+    }
+    if (rc == GS_OK)
+        rc = procs_fit(c, all, err);
+    free(local), free(all);
     if (rc != GS_OK) {
         free(c);
         return rc;
@@ -309,7 +385,10 @@ json_t *gs_calib_procs_measurements(const gs_calib_procs *c)
     json_object_set_new(m, "processes", json_integer(c->procs));
     json_object_set_new(m, "hosts", json_integer(c->hosts));
     json_object_set_new(m, "per_host", json_integer(c->regular ? c->per_host : 0));
-    json_object_set_new(m, "placement", json_string(c->regular == 1 ? "blocks" : c->regular == 2 ? "round robin" : "other"));
+    json_object_set_new(m, "placement",
+                        json_string(c->regular == 1   ? "blocks"
+                                    : c->regular == 2 ? "round robin"
+                                                      : "other"));
     for (int cl = 0; cl < GS_CALIB_CLASS_COUNT; cl++) {
         json_t *o = json_object();
         for (int op = 0; op < GS_CAL_C_COUNT; op++) {

@@ -397,6 +397,142 @@ static int cmp_saved_piece(const void *a, const void *b)
     return x->rank - y->rank;
 }
 
+/* One tensor's walk over its sorted pieces (build_index_json). */
+typedef struct tensor_walk {
+    const gs_ckpt_writer *w;
+    const saved_piece *first; /* the tensor's first piece */
+    const saved_piece *prev;  /* the last piece indexed, or NULL */
+    uint64_t cursor;          /* elements tiled so far */
+    int has_optim;            /* what every piece must agree on */
+} tensor_walk;
+
+/* Checks piece p against the tensor's others (shape, optimizer state, tiling); *replica 1 when
+ * it is a replica's identical copy of the piece before (the lowest rank's is indexed). */
+static gs_status check_piece(const tensor_walk *t, const saved_piece *p, int *replica, gs_error *err)
+{
+    const saved_piece *first = t->first, *prev = t->prev;
+    const char *dir = t->w->dir;
+    char a[160], b[160];
+    *replica = 0;
+    if (!gs__ckpt_same_shape(p->ndim, p->shape, first->ndim, first->shape)) {
+        gs__ckpt_fmt_shape(a, sizeof a, first->ndim, first->shape);
+        gs__ckpt_fmt_shape(b, sizeof b, p->ndim, p->shape);
+        return gs_error_set(err, GS_ERR_INPUT, "checkpoint %s: tensor %s: shape %s on rank %d, %s on rank %d", dir,
+                            p->tensor, a, first->rank, b, p->rank);
+    }
+    if (p->has_optim != t->has_optim)
+        return gs_error_set(err, GS_ERR_INPUT,
+                            "checkpoint %s: tensor %s: the piece at element %llu on rank %d %s optimizer state; "
+                            "all pieces must have it or none",
+                            dir, p->tensor, (unsigned long long)p->offset, p->rank, p->has_optim ? "has" : "lacks");
+    if (prev && p->offset == prev->offset && p->count == prev->count) {
+        *replica = 1;
+        return GS_OK;
+    }
+    if (p->offset < t->cursor)
+        return gs_error_set(err, GS_ERR_INPUT,
+                            "checkpoint %s: tensor %s: elements [%llu, %llu) on rank %d overlap [%llu, %llu) on "
+                            "rank %d",
+                            dir, p->tensor, (unsigned long long)p->offset, (unsigned long long)(p->offset + p->count),
+                            p->rank, (unsigned long long)prev->offset,
+                            (unsigned long long)(prev->offset + prev->count), prev->rank);
+    if (p->offset > t->cursor)
+        return gs_error_set(err, GS_ERR_INPUT, "checkpoint %s: tensor %s: elements [%llu, %llu) are on no rank", dir,
+                            p->tensor, (unsigned long long)t->cursor, (unsigned long long)p->offset);
+    return GS_OK;
+}
+
+/* Appends piece p's entry (file, offset, count, its tensors' names) to pieces. */
+static gs_status piece_json(const gs_ckpt_writer *w, const saved_piece *p, json_t *pieces, gs_error *err)
+{
+    gs_status st = GS_OK;
+    char *pname = NULL;
+    json_t *pj = json_object();
+    if (!pj || json_array_append_new(pieces, pj) != 0)
+        goto nomem;
+    pname = gs__ckpt_str_printf("%s@%llu", p->tensor, (unsigned long long)p->offset);
+    if (!pname || json_object_set_new(pj, "file", json_integer(p->rank)) != 0 ||
+        json_object_set_new(pj, "offset", json_integer((json_int_t)p->offset)) != 0 ||
+        json_object_set_new(pj, "count", json_integer((json_int_t)p->count)) != 0 ||
+        json_object_set_new(pj, "name", json_string(pname)) != 0)
+        goto nomem;
+    if (p->has_optim) {
+        for (int m = 0; m < 2; m++) {
+            char *oname = gs__ckpt_str_printf("optim.%c.%s", m ? 'v' : 'm', pname);
+            if (!oname || json_object_set_new(pj, m ? "adam_v" : "adam_m", json_string(oname)) != 0) {
+                free(oname);
+                goto nomem;
+            }
+            free(oname);
+        }
+    }
+    goto out;
+nomem:
+    st = gs_error_set(err, GS_ERR_NOMEM, "checkpoint %s: out of memory building the index", w->dir);
+out:
+    free(pname);
+    return st;
+}
+
+/* The entry in tensors of the tensor whose sorted pieces start at all[*i], checking that they
+ * tile it exactly; *i moves past them. */
+static gs_status tensor_json(tensor_walk *t, const saved_piece *const *all, size_t total, size_t *i, json_t *tensors,
+                             gs_error *err)
+{
+    const saved_piece *first = all[*i];
+    uint64_t numel = 0;
+    gs__ckpt_shape_numel(first->ndim, first->shape, &numel);
+    t->first = first, t->prev = NULL, t->cursor = 0;
+    json_t *tj = json_object(), *shape = json_array(), *pieces = json_array();
+    if (!tj || json_object_set_new(tensors, first->tensor, tj) != 0) {
+        json_decref(shape);
+        json_decref(pieces);
+        goto nomem;
+    }
+    if (!shape || !pieces || json_object_set_new(tj, "shape", shape) != 0 ||
+        json_object_set_new(tj, "pieces", pieces) != 0 || json_object_set_new(tj, "dtype", json_string("F32")) != 0)
+        goto nomem;
+    for (size_t d = 0; d < first->ndim; d++)
+        if (json_array_append_new(shape, json_integer((json_int_t)first->shape[d])) != 0)
+            goto nomem;
+    for (; *i < total && strcmp(all[*i]->tensor, first->tensor) == 0; ++*i) {
+        const saved_piece *p = all[*i];
+        int replica;
+        gs_status st = check_piece(t, p, &replica, err);
+        if (st == GS_OK && !replica)
+            st = piece_json(t->w, p, pieces, err);
+        if (st != GS_OK)
+            return st;
+        if (replica)
+            continue;
+        t->cursor = p->offset + p->count;
+        t->prev = p;
+    }
+    if (t->cursor != numel)
+        return gs_error_set(err, GS_ERR_INPUT, "checkpoint %s: tensor %s: elements [%llu, %llu) are on no rank",
+                            t->w->dir, first->tensor, (unsigned long long)t->cursor, (unsigned long long)numel);
+    return GS_OK;
+nomem:
+    return gs_error_set(err, GS_ERR_NOMEM, "checkpoint %s: out of memory building the index", t->w->dir);
+}
+
+/* The files array: every rank's file name, size and checksum. 0, or -1 out of memory. */
+static int files_json(const gs_ckpt_writer *w, json_t *files)
+{
+    for (int r = 0; r < w->world; r++) {
+        json_t *fj = json_object();
+        char *fname = gs__ckpt_rank_file_name(r, w->world);
+        int bad = !fj || json_array_append_new(files, fj) != 0 || !fname ||
+                  json_object_set_new(fj, "name", json_string(fname)) != 0 ||
+                  json_object_set_new(fj, "bytes", json_integer((json_int_t)w->ranks[r].file_bytes)) != 0 ||
+                  json_object_set_new(fj, "crc32", json_integer((json_int_t)w->ranks[r].file_crc32)) != 0;
+        free(fname);
+        if (bad)
+            return -1;
+    }
+    return 0;
+}
+
 /* Builds index.json from every rank's pieces, checking they tile each tensor exactly. */
 static gs_status build_index_json(const gs_ckpt_writer *w, json_t **out, gs_error *err)
 {
@@ -404,7 +540,6 @@ static gs_status build_index_json(const gs_ckpt_writer *w, json_t **out, gs_erro
     size_t total = 0;
     const saved_piece **all = NULL;
     json_t *root = json_object(), *tensors = json_object(), *files = json_array(), *md = json_object();
-    char *fname = NULL, *pname = NULL;
     *out = NULL;
     if (!root || !tensors || !files || !md)
         goto nomem;
@@ -424,98 +559,12 @@ static gs_status build_index_json(const gs_ckpt_writer *w, json_t **out, gs_erro
             all[k++] = &w->ranks[r].pieces[i];
     qsort(all, total, sizeof *all, cmp_saved_piece);
     int has_optim = total > 0 ? all[0]->has_optim : 0;
-    for (size_t i = 0; i < total;) {
-        const saved_piece *first = all[i];
-        uint64_t numel = 0, cursor = 0;
-        gs__ckpt_shape_numel(first->ndim, first->shape, &numel);
-        json_t *tj = json_object(), *shape = json_array(), *pieces = json_array();
-        if (!tj || json_object_set_new(tensors, first->tensor, tj) != 0) {
-            json_decref(shape);
-            json_decref(pieces);
-            goto nomem;
-        }
-        if (!shape || !pieces || json_object_set_new(tj, "shape", shape) != 0 ||
-            json_object_set_new(tj, "pieces", pieces) != 0 || json_object_set_new(tj, "dtype", json_string("F32")) != 0)
-            goto nomem;
-        for (size_t d = 0; d < first->ndim; d++)
-            if (json_array_append_new(shape, json_integer((json_int_t)first->shape[d])) != 0)
-                goto nomem;
-        const saved_piece *prev = NULL;
-        for (; i < total && strcmp(all[i]->tensor, first->tensor) == 0; i++) {
-            const saved_piece *p = all[i];
-            char a[160], b[160];
-            if (!gs__ckpt_same_shape(p->ndim, p->shape, first->ndim, first->shape)) {
-                gs__ckpt_fmt_shape(a, sizeof a, first->ndim, first->shape);
-                gs__ckpt_fmt_shape(b, sizeof b, p->ndim, p->shape);
-                st = gs_error_set(err, GS_ERR_INPUT, "checkpoint %s: tensor %s: shape %s on rank %d, %s on rank %d",
-                                  w->dir, p->tensor, a, first->rank, b, p->rank);
-                goto out;
-            }
-            if (p->has_optim != has_optim) {
-                st = gs_error_set(err, GS_ERR_INPUT,
-                                  "checkpoint %s: tensor %s: the piece at element %llu on rank %d %s optimizer state; "
-                                  "all pieces must have it or none",
-                                  w->dir, p->tensor, (unsigned long long)p->offset, p->rank,
-                                  p->has_optim ? "has" : "lacks");
-                goto out;
-            }
-            if (prev && p->offset == prev->offset && p->count == prev->count)
-                continue; /* a replica's identical copy: the lowest rank's is indexed */
-            if (p->offset < cursor) {
-                st = gs_error_set(err, GS_ERR_INPUT,
-                                  "checkpoint %s: tensor %s: elements [%llu, %llu) on rank %d overlap [%llu, %llu) on "
-                                  "rank %d",
-                                  w->dir, p->tensor, (unsigned long long)p->offset,
-                                  (unsigned long long)(p->offset + p->count), p->rank, (unsigned long long)prev->offset,
-                                  (unsigned long long)(prev->offset + prev->count), prev->rank);
-                goto out;
-            }
-            if (p->offset > cursor) {
-                st = gs_error_set(err, GS_ERR_INPUT, "checkpoint %s: tensor %s: elements [%llu, %llu) are on no rank",
-                                  w->dir, p->tensor, (unsigned long long)cursor, (unsigned long long)p->offset);
-                goto out;
-            }
-            json_t *pj = json_object();
-            if (!pj || json_array_append_new(pieces, pj) != 0)
-                goto nomem;
-            pname = gs__ckpt_str_printf("%s@%llu", p->tensor, (unsigned long long)p->offset);
-            if (!pname || json_object_set_new(pj, "file", json_integer(p->rank)) != 0 ||
-                json_object_set_new(pj, "offset", json_integer((json_int_t)p->offset)) != 0 ||
-                json_object_set_new(pj, "count", json_integer((json_int_t)p->count)) != 0 ||
-                json_object_set_new(pj, "name", json_string(pname)) != 0)
-                goto nomem;
-            if (p->has_optim) {
-                for (int m = 0; m < 2; m++) {
-                    char *oname = gs__ckpt_str_printf("optim.%c.%s", m ? 'v' : 'm', pname);
-                    if (!oname || json_object_set_new(pj, m ? "adam_v" : "adam_m", json_string(oname)) != 0) {
-                        free(oname);
-                        goto nomem;
-                    }
-                    free(oname);
-                }
-            }
-            free(pname);
-            pname = NULL;
-            cursor = p->offset + p->count;
-            prev = p;
-        }
-        if (cursor != numel) {
-            st = gs_error_set(err, GS_ERR_INPUT, "checkpoint %s: tensor %s: elements [%llu, %llu) are on no rank",
-                              w->dir, first->tensor, (unsigned long long)cursor, (unsigned long long)numel);
+    tensor_walk t = {.w = w, .has_optim = has_optim};
+    for (size_t i = 0; i < total;)
+        if ((st = tensor_json(&t, all, total, &i, tensors, err)) != GS_OK)
             goto out;
-        }
-    }
-    for (int r = 0; r < w->world; r++) {
-        json_t *fj = json_object();
-        fname = gs__ckpt_rank_file_name(r, w->world);
-        if (!fj || json_array_append_new(files, fj) != 0 || !fname ||
-            json_object_set_new(fj, "name", json_string(fname)) != 0 ||
-            json_object_set_new(fj, "bytes", json_integer((json_int_t)w->ranks[r].file_bytes)) != 0 ||
-            json_object_set_new(fj, "crc32", json_integer((json_int_t)w->ranks[r].file_crc32)) != 0)
-            goto nomem;
-        free(fname);
-        fname = NULL;
-    }
+    if (files_json(w, files) != 0)
+        goto nomem;
     if (json_object_set_new(md, "dp", json_integer(w->meta.dp)) != 0 ||
         json_object_set_new(md, "pp", json_integer(w->meta.pp)) != 0 ||
         json_object_set_new(md, "tp", json_integer(w->meta.tp)) != 0 ||
@@ -538,8 +587,6 @@ static gs_status build_index_json(const gs_ckpt_writer *w, json_t **out, gs_erro
 nomem:
     st = gs_error_set(err, GS_ERR_NOMEM, "checkpoint %s: out of memory building the index", w->dir);
 out:
-    free(fname);
-    free(pname);
     free(all);
     json_decref(md);
     json_decref(files);

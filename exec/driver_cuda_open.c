@@ -294,43 +294,84 @@ typedef struct id_msg {
     ncclUniqueId id;
 } id_msg;
 
-gs_status gs__cuda_open(const gs_mesh *mesh, const gs_driver_opts *opts, gs_drv **out, gs_error *err)
+/* The environment's choices for the driver (gs_driver_settings), checked. */
+typedef struct open_choice {
+    gs_attn_path_pref attn_pref; /* GRIDSTEP_CUDA_ATTENTION */
+    int gemm_tf32, gemm_bf16;    /* GRIDSTEP_CUDA_GEMM, or the scenario's precision */
+} open_choice;
+
+/* Fills ch from opts; GS_ERR_INPUT naming the variable when one is unknown (ch then holds what
+ * could be read). */
+static gs_status open_choices(const gs_driver_opts *opts, open_choice *ch, gs_error *err)
 {
-    *out = NULL;
-    const gs_exec_boot *boot = opts && gs_boot_active(opts->boot) ? opts->boot : NULL;
-    /* the number of processes a launcher started (cli/ reads the variables cli/mpi_exec.c reads:
-     * srun's SLURM_STEP_NUM_TASKS, set inside a job step only) */
-    const char *var = opts ? opts->set.launcher_var : NULL;
-    long procs = opts && opts->set.launcher_procs > 1 ? opts->set.launcher_procs : 1;
-    if (procs > 1 && !boot && !(opts && opts->process_local))
-        return gs_error_set(err, GS_ERR_UNSUPPORTED,
-                            "cuda driver: started as one of %ld processes (%s=%ld) without the process bootstrap: "
-                            "run `gridstep exec --driver cuda` under mpirun/srun with a gridstep built with MPI "
-                            "(configure --with-mpi), or without a launcher on one node (a thread per GPU)",
-                            procs, var, procs);
-    if (!opts || !opts->group_of)
-        return gs_error_set(err, GS_ERR_RUNTIME, "cuda driver: opened without the group map (gs_driver_opts.group_of)");
-    /* the environment's choices, refused (below, where every process of a job agrees on failure)
-     * when unknown */
     gs_status rc = GS_OK;
-    gs_attn_path_pref attn_pref = GS_ATTN_PATH_AUTO;
-    if (gs_attn_path_parse(opts ? opts->set.cuda_attention : NULL, &attn_pref, err) != GS_OK) {
+    ch->attn_pref = GS_ATTN_PATH_AUTO;
+    if (gs_attn_path_parse(opts ? opts->set.cuda_attention : NULL, &ch->attn_pref, err) != GS_OK) {
         gs_error_prefix(err, "cuda driver");
         rc = GS_ERR_INPUT;
     }
-    int attn_gemm = attn_pref != GS_ATTN_PATH_KERNELS; /* the GEMM path may run */
     const char *gm = opts ? opts->set.cuda_gemm : NULL;
-    int gemm_tf32 = gm && strcmp(gm, "tf32") == 0, gemm_bf16 = gm && strcmp(gm, "bf16") == 0;
+    ch->gemm_tf32 = gm && strcmp(gm, "tf32") == 0, ch->gemm_bf16 = gm && strcmp(gm, "bf16") == 0;
     if (!(gm && *gm))
-        gemm_bf16 = opts && opts->gemm_bf16; /* the scenario's precision decides (mixed bf16) */
-    if (rc == GS_OK && gm && *gm && !gemm_tf32 && !gemm_bf16 && strcmp(gm, "fp32") != 0)
+        ch->gemm_bf16 = opts && opts->gemm_bf16; /* the scenario's precision decides (mixed bf16) */
+    if (rc == GS_OK && gm && *gm && !ch->gemm_tf32 && !ch->gemm_bf16 && strcmp(gm, "fp32") != 0)
         rc = gs_error_set(err, GS_ERR_INPUT, "cuda driver: GRIDSTEP_CUDA_GEMM is '%s', expected fp32, tf32 or bf16",
                           gm);
-    if (boot && (uint64_t)boot->procs != mesh->world)
-        return gs_error_set(err, GS_ERR_INPUT, "cuda driver: the scenario has %" PRIu64 " ranks, but %d processes were "
-                            "started (one rank per process)", mesh->world, boot->procs);
-    /* the ranks this process sets up, and their devices */
-    uint64_t lo = boot ? (uint64_t)boot->proc : 0, hi = boot ? lo + 1 : mesh->world;
+    return rc;
+}
+
+/* Rank i's memory on device dev: the memory ledger's peak, plus on the GEMM attention path the
+ * largest dP/dS scratch a backward attention call of the rank's schedule allocates, and with
+ * bf16 GEMM inputs the largest pair of cast inputs (both cudaMallocAsync, outside the ledger),
+ * vs the device's free memory. */
+static gs_status check_rank_memory(const gs_driver_opts *opts, const open_choice *ch, uint64_t i, int dev,
+                                   gs_error *err)
+{
+    size_t freeb = 0, total = 0;
+    uint64_t scratch = 0;
+    gs_status rc = GS_OK;
+    int attn_gemm = ch->attn_pref != GS_ATTN_PATH_KERNELS; /* the GEMM path may run */
+    /* auto runs the kernels for every call of a model with attention dropout: no scratch */
+    int gemm_may_run = attn_gemm && !(ch->attn_pref == GS_ATTN_PATH_AUTO && opts->attn_dropout);
+    if (gemm_may_run && (rc = attn_scratch_bytes(opts, i, &scratch, err)) != GS_OK)
+        return rc;
+    /* auto runs the kernels for a call whose one kv head exceeds the cap, so the calls it
+     * runs on the GEMM path take the cap at most */
+    if (ch->attn_pref == GS_ATTN_PATH_AUTO && scratch > GS_ATTN_GEMM_SCRATCH_BYTES)
+        scratch = GS_ATTN_GEMM_SCRATCH_BYTES;
+    if (ch->gemm_bf16)
+        scratch += bf16_scratch_bytes(opts, i);
+    uint64_t need = opts->rank_peak_bytes[i] > UINT64_MAX - scratch ? UINT64_MAX : opts->rank_peak_bytes[i] + scratch;
+    cudaError_t ce;
+    if ((ce = cudaSetDevice(dev)) != cudaSuccess || (ce = cudaMemGetInfo(&freeb, &total)) != cudaSuccess)
+        return gs_error_set(err, GS_ERR_RUNTIME, "cuda driver: device %d: cudaMemGetInfo: %s", dev,
+                            cudaGetErrorString(ce));
+    if (need > freeb && scratch)
+        return gs_error_set(
+            err, GS_ERR_INPUT,
+            "cuda driver: rank %" PRIu64 " needs the memory ledger's peak %.3f GiB (fp32) + "
+            "scratch %.3f GiB (the GEMM attention path's scores, none with GRIDSTEP_CUDA_ATTENTION=kernels; "
+            "bf16 GEMM inputs: their casts) > "
+            "free %.3f GiB on device %d (of %.3f GiB); refused before allocating",
+            i, (double)opts->rank_peak_bytes[i] / 1073741824.0, (double)scratch / 1073741824.0,
+            (double)freeb / 1073741824.0, dev, (double)total / 1073741824.0);
+    if (need > freeb)
+        return gs_error_set(err, GS_ERR_INPUT,
+                            "cuda driver: rank %" PRIu64 " needs %.3f GiB (the memory ledger's peak, fp32) but "
+                            "device %d has %.3f GiB free of %.3f GiB; refused before allocating",
+                            i, (double)opts->rank_peak_bytes[i] / 1073741824.0, dev, (double)freeb / 1073741824.0,
+                            (double)total / 1073741824.0);
+    return GS_OK;
+}
+
+/* The devices this process's ranks [lo, hi) need: enough of them, with room for each rank's
+ * memory. rc: the environment's verdict so far (an error is kept; the devices are still
+ * counted). */
+static gs_status check_devices(const gs_mesh *mesh, const gs_driver_opts *opts, const open_choice *ch, uint64_t lo,
+                               gs_status rc, gs_error *err)
+{
+    const gs_exec_boot *boot = gs_boot_active(opts->boot) ? opts->boot : NULL;
+    uint64_t hi = boot ? lo + 1 : mesh->world;
     int ndev = 0;
     cudaError_t ce = cudaGetDeviceCount(&ndev);
     if (rc != GS_OK)
@@ -349,111 +390,49 @@ gs_status gs__cuda_open(const gs_mesh *mesh, const gs_driver_opts *opts, gs_drv 
                           "cuda driver: rank %d: host %s runs %d ranks of the job (one GPU each, by local rank), but "
                           "shows %d GPU%s",
                           boot->proc, boot->host ? boot->host : "?", boot->local_procs, ndev, ndev == 1 ? "" : "s");
-    /* the memory ledger's peak per rank, plus on the GEMM attention path the largest dP/dS scratch
-     * a backward attention call of the rank's schedule allocates, and with bf16 GEMM inputs the
-     * largest pair of cast inputs (both cudaMallocAsync, outside the ledger), vs the device's free
-     * memory */
-    for (uint64_t i = lo; rc == GS_OK && opts->rank_peak_bytes && i < hi; i++) {
-        size_t freeb = 0, total = 0;
-        uint64_t scratch = 0;
-        int dev = boot ? boot->local_rank : (int)i;
-        /* auto runs the kernels for every call of a model with attention dropout: no scratch */
-        int gemm_may_run = attn_gemm && !(attn_pref == GS_ATTN_PATH_AUTO && opts->attn_dropout);
-        if (gemm_may_run && (rc = attn_scratch_bytes(opts, i, &scratch, err)) != GS_OK)
-            break;
-        /* auto runs the kernels for a call whose one kv head exceeds the cap, so the calls it
-         * runs on the GEMM path take the cap at most */
-        if (attn_pref == GS_ATTN_PATH_AUTO && scratch > GS_ATTN_GEMM_SCRATCH_BYTES)
-            scratch = GS_ATTN_GEMM_SCRATCH_BYTES;
-        if (gemm_bf16)
-            scratch += bf16_scratch_bytes(opts, i);
-        uint64_t need = opts->rank_peak_bytes[i] > UINT64_MAX - scratch ? UINT64_MAX
-                                                                           : opts->rank_peak_bytes[i] + scratch;
-        if ((ce = cudaSetDevice(dev)) != cudaSuccess || (ce = cudaMemGetInfo(&freeb, &total)) != cudaSuccess)
-            rc = gs_error_set(err, GS_ERR_RUNTIME, "cuda driver: device %d: cudaMemGetInfo: %s", dev,
-                              cudaGetErrorString(ce));
-        else if (need > freeb && scratch)
-            rc = gs_error_set(
-                err, GS_ERR_INPUT,
-                "cuda driver: rank %" PRIu64 " needs the memory ledger's peak %.3f GiB (fp32) + "
-                "scratch %.3f GiB (the GEMM attention path's scores, none with GRIDSTEP_CUDA_ATTENTION=kernels; "
-                "bf16 GEMM inputs: their casts) > "
-                "free %.3f GiB on device %d (of %.3f GiB); refused before allocating",
-                i, (double)opts->rank_peak_bytes[i] / 1073741824.0, (double)scratch / 1073741824.0,
-                (double)freeb / 1073741824.0, dev, (double)total / 1073741824.0);
-        else if (need > freeb)
-            rc = gs_error_set(err, GS_ERR_INPUT,
-                              "cuda driver: rank %" PRIu64 " needs %.3f GiB (the memory ledger's peak, fp32) but "
-                              "device %d has %.3f GiB free of %.3f GiB; refused before allocating",
-                              i, (double)opts->rank_peak_bytes[i] / 1073741824.0, dev, (double)freeb / 1073741824.0,
-                              (double)total / 1073741824.0);
-    }
-    if (boot)
-        rc = agree_local(boot, rc, err);
-    if (rc != GS_OK)
-        return rc;
-    gs_drv *d = calloc(1, sizeof *d);
-    pthread_t *th = NULL;
-    init_job *jobs = NULL;
-    int *started = NULL;
-    if (!d)
-        return gs_error_set(err, GS_ERR_NOMEM, "cuda driver: out of memory");
-    d->mesh = *mesh;
-    d->world = mesh->world;
-    d->opts = opts;
-    d->local = boot ? lo : UINT64_MAX;
-    d->timeout_s = opts->timeout_s > 0 ? opts->timeout_s : 60.0;
-    d->tf32 = gemm_tf32;
-    d->bf16 = gemm_bf16;
-    d->attn_pref = attn_pref;
-    pthread_mutex_init(&d->mu, NULL);
-    gs_error_init(&d->abort_err);
-    d->r = calloc(d->world, sizeof *d->r);
-    th = calloc(d->world, sizeof *th);
-    jobs = calloc(d->world, sizeof *jobs);
-    started = calloc(d->world, sizeof *started);
-    if (!d->r || !th || !jobs || !started) {
-        free(d->r);
-        d->r = NULL;
-        d->world = 0;
-        rc = gs_error_set(err, GS_ERR_NOMEM, "cuda driver: out of memory");
-        goto out;
-    }
-    pthread_mutexattr_t ma;
-    pthread_mutexattr_init(&ma);
-    pthread_mutexattr_settype(&ma, PTHREAD_MUTEX_RECURSIVE);
-    for (uint64_t i = 0; i < d->world; i++) {
-        d->r[i].dev = boot ? (i == lo ? boot->local_rank : -1) : (int)i;
-        pthread_mutex_init(&d->r[i].mu, &ma);
-        gs_error_init(&d->r[i].init_err);
-    }
-    pthread_mutexattr_destroy(&ma);
-    /* collectives connect at init, not in the middle of a step's issue */
-    setenv("NCCL_RUNTIME_CONNECT", "0", 0);
+    for (uint64_t i = lo; rc == GS_OK && opts->rank_peak_bytes && i < hi; i++)
+        rc = check_rank_memory(opts, ch, i, boot ? boot->local_rank : (int)i, err);
+    return rc;
+}
+
+/* d's NCCL unique id: made here, or across processes by process 0 and broadcast (every process
+ * gets it, or process 0's failure). */
+static gs_status make_nccl_id(gs_drv *d, const gs_exec_boot *boot, gs_error *err)
+{
     if (!boot) {
         ncclResult_t nr = ncclGetUniqueId(&d->id);
-        if (nr != ncclSuccess) {
-            rc = gs_error_set(err, GS_ERR_RUNTIME, "cuda driver: ncclGetUniqueId: %s", ncclGetErrorString(nr));
-            goto out;
-        }
-    } else {
-        /* process 0 makes the id; every process gets it (or process 0's failure) */
-        id_msg m;
-        memset(&m, 0, sizeof m);
-        if (boot->proc == 0) {
-            ncclResult_t nr = ncclGetUniqueId(&m.id);
-            m.ok = nr == ncclSuccess;
-            if (!m.ok)
-                gs_error_set(err, GS_ERR_RUNTIME, "cuda driver: rank 0: ncclGetUniqueId: %s", ncclGetErrorString(nr));
-        }
-        if ((rc = boot->bcast(boot->ctx, &m, sizeof m, 0, err)) != GS_OK)
-            goto out;
-        if (!m.ok) {
-            rc = boot->proc == 0 ? GS_ERR_RUNTIME
-                                 : gs_error_set(err, GS_ERR_RUNTIME, "cuda driver: rank 0 could not make the NCCL id");
-            goto out;
-        }
-        d->id = m.id;
+        if (nr != ncclSuccess)
+            return gs_error_set(err, GS_ERR_RUNTIME, "cuda driver: ncclGetUniqueId: %s", ncclGetErrorString(nr));
+        return GS_OK;
+    }
+    id_msg m;
+    memset(&m, 0, sizeof m);
+    if (boot->proc == 0) {
+        ncclResult_t nr = ncclGetUniqueId(&m.id);
+        m.ok = nr == ncclSuccess;
+        if (!m.ok)
+            gs_error_set(err, GS_ERR_RUNTIME, "cuda driver: rank 0: ncclGetUniqueId: %s", ncclGetErrorString(nr));
+    }
+    gs_status rc = boot->bcast(boot->ctx, &m, sizeof m, 0, err);
+    if (rc != GS_OK)
+        return rc;
+    if (!m.ok)
+        return boot->proc == 0 ? GS_ERR_RUNTIME
+                               : gs_error_set(err, GS_ERR_RUNTIME, "cuda driver: rank 0 could not make the NCCL id");
+    d->id = m.id;
+    return GS_OK;
+}
+
+/* Sets up ranks [lo, hi), a thread each (init_rank); the first failure. */
+static gs_status start_ranks(gs_drv *d, uint64_t lo, uint64_t hi, gs_error *err)
+{
+    gs_status rc = GS_OK;
+    pthread_t *th = calloc(d->world, sizeof *th);
+    init_job *jobs = calloc(d->world, sizeof *jobs);
+    int *started = calloc(d->world, sizeof *started);
+    if (!th || !jobs || !started) {
+        rc = gs_error_set(err, GS_ERR_NOMEM, "cuda driver: out of memory");
+        goto out;
     }
     for (uint64_t i = lo; i < hi; i++) {
         jobs[i] = (init_job){d, i};
@@ -477,6 +456,81 @@ out:
     free(th);
     free(jobs);
     free(started);
+    return rc;
+}
+
+/* The driver's state for mesh, its ranks' locks and error slots; NULL out of memory. */
+static gs_drv *drv_new(const gs_mesh *mesh, const gs_driver_opts *opts, const open_choice *ch, uint64_t lo)
+{
+    const gs_exec_boot *boot = gs_boot_active(opts->boot) ? opts->boot : NULL;
+    gs_drv *d = calloc(1, sizeof *d);
+    if (!d)
+        return NULL;
+    d->mesh = *mesh;
+    d->world = mesh->world;
+    d->opts = opts;
+    d->local = boot ? lo : UINT64_MAX;
+    d->timeout_s = opts->timeout_s > 0 ? opts->timeout_s : 60.0;
+    d->tf32 = ch->gemm_tf32;
+    d->bf16 = ch->gemm_bf16;
+    d->attn_pref = ch->attn_pref;
+    pthread_mutex_init(&d->mu, NULL);
+    gs_error_init(&d->abort_err);
+    d->r = calloc(d->world, sizeof *d->r);
+    if (!d->r) {
+        d->world = 0;
+        gs__cuda_close(d);
+        return NULL;
+    }
+    pthread_mutexattr_t ma;
+    pthread_mutexattr_init(&ma);
+    pthread_mutexattr_settype(&ma, PTHREAD_MUTEX_RECURSIVE);
+    for (uint64_t i = 0; i < d->world; i++) {
+        d->r[i].dev = boot ? (i == lo ? boot->local_rank : -1) : (int)i;
+        pthread_mutex_init(&d->r[i].mu, &ma);
+        gs_error_init(&d->r[i].init_err);
+    }
+    pthread_mutexattr_destroy(&ma);
+    return d;
+}
+
+gs_status gs__cuda_open(const gs_mesh *mesh, const gs_driver_opts *opts, gs_drv **out, gs_error *err)
+{
+    *out = NULL;
+    const gs_exec_boot *boot = opts && gs_boot_active(opts->boot) ? opts->boot : NULL;
+    /* the number of processes a launcher started (cli/ reads the variables cli/mpi_exec.c reads:
+     * srun's SLURM_STEP_NUM_TASKS, set inside a job step only) */
+    const char *var = opts ? opts->set.launcher_var : NULL;
+    long procs = opts && opts->set.launcher_procs > 1 ? opts->set.launcher_procs : 1;
+    if (procs > 1 && !boot && !(opts && opts->process_local))
+        return gs_error_set(err, GS_ERR_UNSUPPORTED,
+                            "cuda driver: started as one of %ld processes (%s=%ld) without the process bootstrap: "
+                            "run `gridstep exec --driver cuda` under mpirun/srun with a gridstep built with MPI "
+                            "(configure --with-mpi), or without a launcher on one node (a thread per GPU)",
+                            procs, var, procs);
+    if (!opts || !opts->group_of)
+        return gs_error_set(err, GS_ERR_RUNTIME, "cuda driver: opened without the group map (gs_driver_opts.group_of)");
+    /* the environment's choices, refused (below, where every process of a job agrees on failure)
+     * when unknown */
+    open_choice ch;
+    gs_status rc = open_choices(opts, &ch, err);
+    if (boot && (uint64_t)boot->procs != mesh->world)
+        return gs_error_set(err, GS_ERR_INPUT, "cuda driver: the scenario has %" PRIu64 " ranks, but %d processes were "
+                            "started (one rank per process)", mesh->world, boot->procs);
+    /* the ranks this process sets up, and their devices */
+    uint64_t lo = boot ? (uint64_t)boot->proc : 0, hi = boot ? lo + 1 : mesh->world;
+    rc = check_devices(mesh, opts, &ch, lo, rc, err);
+    if (boot)
+        rc = agree_local(boot, rc, err);
+    if (rc != GS_OK)
+        return rc;
+    gs_drv *d = drv_new(mesh, opts, &ch, lo);
+    if (!d)
+        return gs_error_set(err, GS_ERR_NOMEM, "cuda driver: out of memory");
+    /* collectives connect at init, not in the middle of a step's issue */
+    setenv("NCCL_RUNTIME_CONNECT", "0", 0);
+    if ((rc = make_nccl_id(d, boot, err)) == GS_OK)
+        rc = start_ranks(d, lo, hi, err);
     if (rc != GS_OK) {
         gs__cuda_close(d);
         return rc;

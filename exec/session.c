@@ -233,6 +233,71 @@ static gs_status check_save_targets(const gs_scenario *s, const gs_mesh *mesh, c
     return rc;
 }
 
+/* The schedule the session plays (the caller's or built here), checked against the mesh; in a
+ * multi-process run, the rank list this process plays (x->local). */
+static gs_status session_schedule(gs_exec_session *x, const gs_mesh *mesh, gs_error *err)
+{
+    gs_status rc = GS_OK;
+    /* the dispatcher and the program rely on a valid schedule: matched collectives and p2p,
+     * tensors alive when used */
+    if (x->o.schedule)
+        x->sch = x->o.schedule;
+    else if ((rc = gs_schedule_build(&x->s, mesh, 1, &x->own_sch, err)) == GS_OK)
+        x->sch = x->own_sch;
+    if (rc != GS_OK || (rc = gs_schedule_validate_structure(x->sch, err)) != GS_OK ||
+        (rc = gs__session_check_fault_hook(x, err)) != GS_OK)
+        return rc;
+    if (x->sch->nranks != mesh->world || x->sch->mesh.world != mesh->world)
+        return gs_error_set(err, GS_ERR_INPUT,
+                            "exec: the schedule holds %zu rank lists of a %" PRIu64 "-rank mesh; "
+                            "the scenario's grid has %" PRIu64 " ranks",
+                            x->sch->nranks, x->sch->mesh.world, mesh->world);
+    /* process p plays rank p, which is the exact schedule's list p (gather_timing relies on it) */
+    if (x->boot)
+        for (size_t i = 0; i < x->sch->nranks; i++) {
+            if (x->sch->ranks[i].rank != i)
+                return gs_error_set(err, GS_ERR_RUNTIME, "exec: the schedule's rank list %zu is rank %" PRIu64
+                                    ", expected one list per rank in rank order", i, x->sch->ranks[i].rank);
+            if (i == (size_t)x->boot->proc)
+                x->local = i;
+        }
+    if (!(x->timing = calloc(x->sch->nranks ? x->sch->nranks : 1, sizeof *x->timing)))
+        return gs_error_set(err, GS_ERR_NOMEM, "exec: out of memory");
+    for (size_t i = 0; i < x->sch->nranks; i++)
+        if (!(x->timing[i] = calloc(x->sch->ranks[i].nevents + 1, sizeof *x->timing[i])))
+            return gs_error_set(err, GS_ERR_NOMEM, "exec: out of memory");
+    if (x->boot && x->local == GS_DISPATCH_ALL)
+        return gs_error_set(err, GS_ERR_RUNTIME, "exec: rank %d is not in the schedule", x->boot->proc);
+    return GS_OK;
+}
+
+/* Opens the driver, the dispatcher and the training program. peaks: the memory ledger's peak
+ * per rank, or NULL. */
+static gs_status session_open(gs_exec_session *x, const gs_mesh *mesh, const uint64_t *peaks, gs_error *err)
+{
+    const gs_scenario *s = &x->s;
+    gs_status rc;
+    /* heads that do not split over tp: unknown here (the program refuses them, saying so) */
+    uint64_t tp = mesh->size[GS_DIM_TP] ? mesh->size[GS_DIM_TP] : 1;
+    int split = s->model.heads % tp == 0 && s->model.kv_heads % tp == 0;
+    gs_driver_opts dopts = {.timeout_s = x->o.timeout_s,
+                           .group_of = gs_group_of,
+                           .rank_peak_bytes = peaks,
+                           .sch = x->sch,
+                           .attn_heads = split ? s->model.heads / tp : 0,
+                           .attn_kv_heads = split ? s->model.kv_heads / tp : 0,
+                           .attn_flash = s->strategy.flash_attention != 0,
+                           .boot = x->boot,
+                           .gemm_bf16 = s->strategy.precision == GS_PREC_BF16,
+                           .tp_ring_p2p = s->strategy.tp_comm_overlap && s->strategy.sequence_parallel && tp > 1,
+                           .attn_dropout = s->model.dropout && gs_dropout_threshold(s->model.attention_dropout) > 0,
+                           .set = x->o.driver_set};
+    if ((rc = x->ops->open(mesh, &dopts, &x->drv, err)) == GS_OK &&
+        (rc = gs_dispatch_create_local(x->ops, x->drv, x->sch, x->local, &x->disp, err)) == GS_OK)
+        rc = gs_train_create(&x->s, x->sch, x->ops, x->drv, x->disp, &x->o.train, &x->train, err);
+    return rc;
+}
+
 gs_status gs_exec_session_create(const gs_scenario *s, const gs_mesh *mesh, const gs_exec_opts *o,
                                  gs_exec_session **out, gs_error *err)
 {
@@ -283,66 +348,13 @@ gs_status gs_exec_session_create(const gs_scenario *s, const gs_mesh *mesh, cons
     if (!x->o.skip_memory_check &&
         (rc = check_memory(s, mesh, !x->ops->device_memory, x->boot, peaks, err)) != GS_OK)
         goto out;
-    /* the dispatcher and the program rely on a valid schedule: matched collectives and p2p,
-     * tensors alive when used */
-    if (x->o.schedule)
-        x->sch = x->o.schedule;
-    else if ((rc = gs_schedule_build(&x->s, mesh, 1, &x->own_sch, err)) == GS_OK)
-        x->sch = x->own_sch;
-    if (rc != GS_OK || (rc = gs_schedule_validate_structure(x->sch, err)) != GS_OK ||
-        (rc = gs__session_check_fault_hook(x, err)) != GS_OK)
+    if ((rc = session_schedule(x, mesh, err)) != GS_OK)
         goto out;
-    if (x->sch->nranks != mesh->world || x->sch->mesh.world != mesh->world) {
-        rc = gs_error_set(err, GS_ERR_INPUT, "exec: the schedule holds %zu rank lists of a %" PRIu64 "-rank mesh; "
-                          "the scenario's grid has %" PRIu64 " ranks", x->sch->nranks, x->sch->mesh.world, mesh->world);
-        goto out;
-    }
-    /* process p plays rank p, which is the exact schedule's list p (gather_timing relies on it) */
-    if (x->boot)
-        for (size_t i = 0; i < x->sch->nranks; i++) {
-            if (x->sch->ranks[i].rank != i) {
-                rc = gs_error_set(err, GS_ERR_RUNTIME, "exec: the schedule's rank list %zu is rank %" PRIu64
-                                  ", expected one list per rank in rank order", i, x->sch->ranks[i].rank);
-                goto out;
-            }
-            if (i == (size_t)x->boot->proc)
-                x->local = i;
-        }
-    if (!(x->timing = calloc(x->sch->nranks ? x->sch->nranks : 1, sizeof *x->timing))) {
-        rc = gs_error_set(err, GS_ERR_NOMEM, "exec: out of memory");
-        goto out;
-    }
-    for (size_t i = 0; i < x->sch->nranks; i++)
-        if (!(x->timing[i] = calloc(x->sch->ranks[i].nevents + 1, sizeof *x->timing[i]))) {
-            rc = gs_error_set(err, GS_ERR_NOMEM, "exec: out of memory");
-            goto out;
-        }
-    if (x->boot && x->local == GS_DISPATCH_ALL) {
-        rc = gs_error_set(err, GS_ERR_RUNTIME, "exec: rank %d is not in the schedule", x->boot->proc);
-        goto out;
-    }
     /* the driver's open is collective across processes: enter it together or not at all */
     synced = 1;
     if (x->boot && (rc = gs__session_agree(x, rc, err)) != GS_OK)
         goto out;
-    /* heads that do not split over tp: unknown here (the program refuses them, saying so) */
-    uint64_t tp = mesh->size[GS_DIM_TP] ? mesh->size[GS_DIM_TP] : 1;
-    int split = s->model.heads % tp == 0 && s->model.kv_heads % tp == 0;
-    gs_driver_opts dopts = {.timeout_s = x->o.timeout_s,
-                           .group_of = gs_group_of,
-                           .rank_peak_bytes = x->o.skip_memory_check ? NULL : peaks,
-                           .sch = x->sch,
-                           .attn_heads = split ? s->model.heads / tp : 0,
-                           .attn_kv_heads = split ? s->model.kv_heads / tp : 0,
-                           .attn_flash = s->strategy.flash_attention != 0,
-                           .boot = x->boot,
-                           .gemm_bf16 = s->strategy.precision == GS_PREC_BF16,
-                           .tp_ring_p2p = s->strategy.tp_comm_overlap && s->strategy.sequence_parallel && tp > 1,
-                           .attn_dropout = s->model.dropout && gs_dropout_threshold(s->model.attention_dropout) > 0,
-                           .set = x->o.driver_set};
-    if ((rc = x->ops->open(mesh, &dopts, &x->drv, err)) == GS_OK &&
-        (rc = gs_dispatch_create_local(x->ops, x->drv, x->sch, x->local, &x->disp, err)) == GS_OK)
-        rc = gs_train_create(&x->s, x->sch, x->ops, x->drv, x->disp, &x->o.train, &x->train, err);
+    rc = session_open(x, mesh, x->o.skip_memory_check ? NULL : peaks, err);
     if (x->boot)
         rc = gs__session_agree(x, rc, err);
 out:
