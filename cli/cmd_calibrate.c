@@ -17,9 +17,10 @@
 #include <time.h>
 #include <unistd.h>
 
-#include "cli/calib_device.h"
-#include "cli/calib_ops.h"
-#include "cli/calib_procs.h"
+#include "calib/device.h"
+#include "calib/ops.h"
+#include "calib/procs.h"
+#include "cli/calib_print.h"
 #include "cli/progress.h"
 #include "cli/mpi_exec.h"
 #include "cli/cli_common.h"
@@ -192,7 +193,7 @@ typedef struct cal {
     gs_fit_gemm gemm_fit;
     gs_fit_gemm_terms gemm_terms;
     gs_fit_ab ew_fit[GS_CAL_EW_COUNT];
-    gs_cal_spell spell; /* the test hook GRIDSTEP_CALIB_SPELL (cli/calib_ops.h); rank 0's thread counts */
+    gs_cal_spell spell; /* the test hook GRIDSTEP_CALIB_SPELL (calib/ops.h); rank 0's thread counts */
 } cal;
 
 /* A measurement starts: counts it and reports the share finished (at most ptotal - 1 until the
@@ -1454,6 +1455,57 @@ static uint64_t progress_total(const cal *c, const char *scenario)
            (scenario ? 2 : 0);
 }
 
+/* The device calibration's progress, on the command's progress display (calib/device.h). */
+static void dev_progress(void *arg, uint64_t done, uint64_t total, const char *what)
+{
+    gs_progress_update(arg, done, total, what);
+}
+
+/* machine.environment of a device calibration's file: the variables that shape what it measures. */
+static json_t *dev_environment(void)
+{
+    json_t *env = json_object();
+    static const char *const vars[] = {"GRIDSTEP_CUDA_GEMM", "GRIDSTEP_HOST_GEMM", "GRIDSTEP_CUDA_ATTENTION",
+                                       "CUDA_VISIBLE_DEVICES"};
+    for (size_t i = 0; i < sizeof vars / sizeof vars[0]; i++) {
+        const char *v = getenv(vars[i]);
+        json_object_set_new(env, vars[i], v ? json_string(v) : json_null());
+    }
+    return env;
+}
+
+/* Through a device's driver (or --events): the measurement timed with its stream events
+ * (calib/device.c), its summary and plots; *doc gets the calibration file's document. */
+static gs_status calibrate_device(const calib_args *a, gs_progress *prog, json_t **doc, gs_error *err)
+{
+    gs_scenario s;
+    gs_mesh mesh;
+    gs_calib_dev_opts dopt = {.scenario_path = a->scenario, .quick = a->quick, .small = !a->ops->device_memory,
+                              .progress = dev_progress, .progress_arg = prog, .max_ranks = 8,
+                              .set = gs_cli_driver_settings()};
+    gs_calib_dev *dc = NULL;
+    json_t *env = dev_environment();
+    gs_status rc = GS_OK;
+    dopt.environment = env;
+    if (a->scenario) {
+        if ((rc = gs_cli_load(a->scenario, &s, &mesh, err)) != GS_OK)
+            goto out;
+        dopt.scenario = &s, dopt.mesh = &mesh;
+    }
+    if ((rc = gs_calib_dev_run(a->ops, &dopt, &dc, err)) != GS_OK)
+        goto out;
+    *doc = gs_calib_dev_json(dc);
+    gs_calib_dev_print(dc, stdout);
+    if (a->plot && (rc = gs_calib_dev_plot(dc, a->plot, err)) == GS_OK)
+        printf("\nplots: %s-gemm.png%s%s%s (data and gnuplot scripts beside them)\n", a->plot,
+               json_object_get(*doc, "links") ? ", " : "", json_object_get(*doc, "links") ? a->plot : "",
+               json_object_get(*doc, "links") ? "-coll.png" : "");
+out:
+    gs_calib_dev_free(dc);
+    json_decref(env);
+    return rc;
+}
+
 static gs_status calibrate_here(const calib_args *a, json_t **doc_out, gs_error *err)
 {
     const char *out = a->out, *plot = a->plot, *scenario = a->scenario;
@@ -1475,24 +1527,13 @@ static gs_status calibrate_here(const calib_args *a, json_t **doc_out, gs_error 
     gs_drv *d = NULL;
     gs_drv_stream *s = NULL;
     if (c->ops->device_memory || a->events) {
-        /* a device's driver (or --events): timed with its stream events (cli/calib_device.c) */
-        gs_calib_dev_opts dopt = {.quick = c->quick, .small = !c->ops->device_memory, .prog = &prog,
-                                  .max_ranks = 8, .set = gs_cli_driver_settings()};
-        gs_calib_dev *dc = NULL;
-        if ((rc = gs_calib_dev_run(c->ops, scenario, &dopt, &dc, err)) != GS_OK)
-            goto done;
-        doc = gs_calib_dev_json(dc);
-        gs_calib_dev_print(dc, stdout);
-        if (plot && (rc = gs_calib_dev_plot(dc, plot, err)) == GS_OK)
-            printf("\nplots: %s-gemm.png%s%s%s (data and gnuplot scripts beside them)\n", plot,
-                   json_object_get(doc, "links") ? ", " : "", json_object_get(doc, "links") ? plot : "",
-                   json_object_get(doc, "links") ? "-coll.png" : "");
-        gs_calib_dev_free(dc);
+        /* a device's driver (or --events): timed with its stream events */
+        rc = calibrate_device(a, &prog, &doc, err);
         goto done;
     }
     c->rotate = c->rotate < 0 ? 0 : 1;
     c->reps = c->quick ? 3 : 7;
-    if ((rc = gs_cal_spell_from_env(&c->spell, err)) != GS_OK)
+    if ((rc = gs_cal_spell_parse(&c->spell, getenv("GRIDSTEP_CALIB_SPELL"), err)) != GS_OK)
         goto done;
     if ((rc = pick_shapes(c, scenario, err)) != GS_OK)
         goto done;
@@ -1664,10 +1705,22 @@ static int all_agree(const gs_exec_boot *b, int mine, gs_status *rc, gs_error *e
     return ok;
 }
 
+/* Process 0's progress line for the collectives between processes, on a terminal
+ * (calib/procs.h: progress): what is being measured, cleared once done (what NULL). */
+static void procs_progress(void *arg, const char *what)
+{
+    (void)arg;
+    if (what)
+        fprintf(stderr, "\r\033[Kcalibrate: %s", what);
+    else
+        fprintf(stderr, "\r\033[K");
+    fflush(stderr);
+}
+
 /* Under a launcher: process 0 measures its machine alone first (the others wait for its word,
  * polling quietly); then, when every process is ready (its own options read, the same driver
  * and sizes), every process takes part in the collectives between processes
- * (cli/calib_procs.c); process 0 merges them into the document. Every process returns its own
+ * (calib/procs.c); process 0 merges them into the document. Every process returns its own
  * status (agreed by the caller, which reports the failed process's error), and *all_ok 1 only
  * when every process succeeded (the file is written only then). */
 static gs_status calibrate_launched(gs_mpi_exec *mx, int prank, const calib_args *a, gs_status rc, json_t **doc,
@@ -1718,7 +1771,16 @@ static gs_status calibrate_launched(gs_mpi_exec *mx, int prank, const calib_args
     for (uint64_t sz = 1024; sz <= top && ns < 24; sz *= a->ops->device_memory && a->quick ? 16 : 4)
         sizes[ns++] = sz;
     gs_calib_procs *cp = NULL;
-    rc = gs_calib_procs_run(a->ops, b, hosts, sizes, ns, a->quick, prank == 0 && !a->quiet && isatty(STDERR_FILENO), &cp, err);
+    gs_cal_spell spell; /* the same value on every process: the environment is theirs in common */
+    gs_calib_procs_opts po = {.hosts = hosts, .sizes = sizes, .nsizes = ns, .quick = a->quick,
+                              .set = gs_cli_driver_settings(), .spell = &spell};
+    if (prank == 0 && !a->quiet && isatty(STDERR_FILENO))
+        po.progress = procs_progress;
+    rc = gs_cal_spell_parse(&spell, getenv("GRIDSTEP_CALIB_SPELL"), err);
+    if (rc == GS_OK)
+        rc = gs_calib_procs_run(a->ops, b, &po, &cp, err);
+    if (rc == GS_OK && prank == 0)
+        gs_cal_spell_note(&spell, "between processes");
     free(hosts);
     if (rc == GS_OK && prank == 0) {
         json_t *links = gs_calib_procs_links(cp);

@@ -364,23 +364,22 @@ static void gs__mesh_format_split(uint64_t layers, uint64_t pp, char *buf, size_
              (unsigned long long)(pp - 1), (unsigned long long)q);
 }
 
-gs_status gs_mesh_check(const gs_mesh *m, uint64_t gpus, const gs_model *model,
-                        int allow_tp_cross_node, gs_diag *warnings, gs_error *err)
+/* The errors gs_mesh_check collects, one line each. */
+typedef struct mesh_errors {
+    char text[GS_ERROR_MSG_BYTES];
+    size_t used; /* bytes of text */
+} mesh_errors;
+
+/* 1. The grid must use every GPU exactly once. */
+static void check_world(const gs_mesh *m, uint64_t gpus, mesh_errors *e)
 {
-    char errors[GS_ERROR_MSG_BYTES];
-    char line[GS_MESH_LINE_BYTES];
-    size_t used = 0;
-    gs_status st = GS_OK;
     uint64_t tp = m->size[GS_DIM_TP];
     uint64_t dp = m->size[GS_DIM_DP];
     uint64_t pp = m->size[GS_DIM_PP];
     uint64_t G = m->gpus_per_node;
-    errors[0] = '\0';
-
-    /* 1. The grid must use every GPU exactly once. */
     if (m->world != gpus) {
         if (gpus % G == 0)
-            gs__mesh_append_line(errors, sizeof errors, &used,
+            gs__mesh_append_line(e->text, sizeof e->text, &e->used,
                                  "grid dp=%llu x pp=%llu x tp=%llu = %llu ranks but the cluster "
                                  "has %llu nodes x %llu GPUs = %llu GPUs",
                                  (unsigned long long)dp, (unsigned long long)pp,
@@ -388,15 +387,23 @@ gs_status gs_mesh_check(const gs_mesh *m, uint64_t gpus, const gs_model *model,
                                  (unsigned long long)(gpus / G), (unsigned long long)G,
                                  (unsigned long long)gpus);
         else
-            gs__mesh_append_line(errors, sizeof errors, &used,
+            gs__mesh_append_line(e->text, sizeof e->text, &e->used,
                                  "grid dp=%llu x pp=%llu x tp=%llu = %llu ranks but the cluster "
                                  "has %llu GPUs",
                                  (unsigned long long)dp, (unsigned long long)pp,
                                  (unsigned long long)tp, (unsigned long long)m->world,
                                  (unsigned long long)gpus);
     }
+}
 
-    /* 2. TP groups inside one node. */
+/* 2. TP groups inside one node: an error, or a warning when allow_tp_cross_node; GS_ERR_NOMEM
+ * when the warning cannot be recorded. */
+static gs_status check_tp_nodes(const gs_mesh *m, int allow_tp_cross_node, gs_diag *warnings, mesh_errors *e)
+{
+    char line[GS_MESH_LINE_BYTES];
+    gs_status st = GS_OK;
+    uint64_t tp = m->size[GS_DIM_TP];
+    uint64_t G = m->gpus_per_node;
     uint64_t example = UINT64_MAX;
     if (gs_mesh_dim_crosses_nodes(m, GS_DIM_TP, &example)) {
         const char *tail = allow_tp_cross_node
@@ -439,52 +446,65 @@ gs_status gs_mesh_check(const gs_mesh *m, uint64_t gpus, const gs_model *model,
         if (allow_tp_cross_node) {
             st = gs_diag_warn(warnings, "%s", line);
             if (st != GS_OK)
-                goto out;
+                return st;
         } else {
-            gs__mesh_append_line(errors, sizeof errors, &used, "%s", line);
+            gs__mesh_append_line(e->text, sizeof e->text, &e->used, "%s", line);
         }
     }
+    return st;
+}
 
-    if (!model)
-        goto out;
+/* 3, uneven: the first / last stage counts and an even split of the rest over the others, as
+ * Megatron-LM asserts them. */
+static void check_stage_layers(const gs_mesh *m, uint64_t L, mesh_errors *e)
+{
+    uint64_t pp = m->size[GS_DIM_PP], f = m->first_layers, l = m->last_layers;
+    uint64_t others = pp - (f ? 1 : 0) - (l ? 1 : 0);
+    if (pp < 2)
+        gs__mesh_append_line(e->text, sizeof e->text, &e->used,
+                             "first_stage_layers / last_stage_layers need pp >= 2: found pp=%llu",
+                             (unsigned long long)pp);
+    else if (f > L || l > L - f || (others == 0 && f + l != L) || (others > 0 && (L - f - l) / others == 0) ||
+             (others > 0 && (L - f - l) % others != 0))
+        gs__mesh_append_line(e->text, sizeof e->text, &e->used,
+                             "first_stage_layers=%llu, last_stage_layers=%llu: the other %llu stages "
+                             "must split the remaining layers of %llu evenly, at least one each "
+                             "(Megatron-LM asserts the same)",
+                             (unsigned long long)f, (unsigned long long)l, (unsigned long long)others,
+                             (unsigned long long)L);
+}
 
+/* 3 and 4. The model over the grid: layers over pipeline stages; attention heads, KV heads, MLP
+ * and vocabulary over TP ranks. GS_ERR_NOMEM when a warning cannot be recorded. */
+static gs_status check_model_split(const gs_mesh *m, const gs_model *model, gs_diag *warnings, mesh_errors *e)
+{
+    gs_status st = GS_OK;
+    uint64_t tp = m->size[GS_DIM_TP];
+    uint64_t pp = m->size[GS_DIM_PP];
     /* 3. Layers over pipeline stages. */
     if (model->layers > 0) {
         if (pp > model->layers) {
-            gs__mesh_append_line(errors, sizeof errors, &used,
+            gs__mesh_append_line(e->text, sizeof e->text, &e->used,
                                  "pp=%llu exceeds the model's %llu layers: stages %llu-%llu "
                                  "would hold no layer",
                                  (unsigned long long)pp, (unsigned long long)model->layers,
                                  (unsigned long long)model->layers,
                                  (unsigned long long)(pp - 1));
         } else if (m->first_layers || m->last_layers) {
-            uint64_t f = m->first_layers, l = m->last_layers, L = model->layers;
-            uint64_t others = pp - (f ? 1 : 0) - (l ? 1 : 0);
-            if (pp < 2)
-                gs__mesh_append_line(errors, sizeof errors, &used,
-                                     "first_stage_layers / last_stage_layers need pp >= 2: found pp=%llu",
-                                     (unsigned long long)pp);
-            else if (f > L || l > L - f || (others == 0 && f + l != L) || (others > 0 && (L - f - l) / others == 0) ||
-                     (others > 0 && (L - f - l) % others != 0))
-                gs__mesh_append_line(errors, sizeof errors, &used,
-                                     "first_stage_layers=%llu, last_stage_layers=%llu: the other %llu stages "
-                                     "must split the remaining layers of %llu evenly, at least one each "
-                                     "(Megatron-LM asserts the same)",
-                                     (unsigned long long)f, (unsigned long long)l, (unsigned long long)others,
-                                     (unsigned long long)L);
+            check_stage_layers(m, model->layers, e);
         } else if (model->layers % pp != 0) {
             char split[GS_MESH_LINE_BYTES / 2];
             gs__mesh_format_split(model->layers, pp, split, sizeof split);
             st = gs_diag_warn(warnings, "%llu layers do not divide by pp=%llu: %s",
                               (unsigned long long)model->layers, (unsigned long long)pp, split);
             if (st != GS_OK)
-                goto out;
+                return st;
         }
     }
 
     /* 4. Attention heads, KV heads, MLP and vocabulary over TP ranks. */
     if (model->heads > 0 && model->heads % tp != 0)
-        gs__mesh_append_line(errors, sizeof errors, &used,
+        gs__mesh_append_line(e->text, sizeof e->text, &e->used,
                              "heads=%llu not divisible by tp=%llu: each TP rank must hold whole "
                              "attention heads",
                              (unsigned long long)model->heads, (unsigned long long)tp);
@@ -497,9 +517,9 @@ gs_status gs_mesh_check(const gs_mesh *m, uint64_t gpus, const gs_model *model,
                               (unsigned long long)kv, (unsigned long long)tp,
                               (unsigned long long)(tp / kv));
             if (st != GS_OK)
-                goto out;
+                return st;
         } else {
-            gs__mesh_append_line(errors, sizeof errors, &used,
+            gs__mesh_append_line(e->text, sizeof e->text, &e->used,
                                  "kv_heads=%llu and tp=%llu: neither divides the other, so KV "
                                  "heads can be neither split nor evenly replicated across TP "
                                  "ranks",
@@ -507,7 +527,7 @@ gs_status gs_mesh_check(const gs_mesh *m, uint64_t gpus, const gs_model *model,
         }
     }
     if (model->ffn > 0 && model->ffn % tp != 0)
-        gs__mesh_append_line(errors, sizeof errors, &used,
+        gs__mesh_append_line(e->text, sizeof e->text, &e->used,
                              "ffn=%llu not divisible by tp=%llu: the MLP cannot be split evenly "
                              "across TP ranks",
                              (unsigned long long)model->ffn, (unsigned long long)tp);
@@ -519,14 +539,25 @@ gs_status gs_mesh_check(const gs_mesh *m, uint64_t gpus, const gs_model *model,
                           (unsigned long long)model->vocab, (unsigned long long)tp,
                           (unsigned long long)(per_rank * tp), (unsigned long long)per_rank);
         if (st != GS_OK)
-            goto out;
+            return st;
     }
+    return st;
+}
 
-out:
+gs_status gs_mesh_check(const gs_mesh *m, uint64_t gpus, const gs_model *model,
+                        int allow_tp_cross_node, gs_diag *warnings, gs_error *err)
+{
+    mesh_errors e;
+    e.text[0] = '\0';
+    e.used = 0;
+    check_world(m, gpus, &e);
+    gs_status st = check_tp_nodes(m, allow_tp_cross_node, warnings, &e);
+    if (st == GS_OK && model)
+        st = check_model_split(m, model, warnings, &e);
     if (st != GS_OK)
         return gs_error_set(err, st, "out of memory while recording a mesh warning");
-    if (used > 0)
-        return gs_error_set(err, GS_ERR_INPUT, "%s", errors);
+    if (e.used > 0)
+        return gs_error_set(err, GS_ERR_INPUT, "%s", e.text);
     return GS_OK;
 }
 

@@ -133,18 +133,14 @@ static gs_status build_cover_index(gs_partition *p)
     return GS_OK;
 }
 
-gs_status gs_partition_stage(const gs_scenario *s, const gs_mesh *mesh, uint64_t stage, gs_partition *p,
-                             gs_error *err)
+/* Stage stage's parameter counts per TP rank into p: its layers, each layer's, the embedding's
+ * (first stage), the head's (last stage) and the total; c records an overflow, blk gets one
+ * block's linear layers (not for nominal parameter counts). */
+static void stage_params(const gs_model *m, const gs_mesh *mesh, uint64_t stage, pcalc *c, block_slice *blk,
+                         gs_partition *p)
 {
-    const gs_model *m = &s->model;
-    const gs_strategy *st = &s->strategy;
     uint64_t tp = mesh->size[GS_DIM_TP], pp = mesh->size[GS_DIM_PP];
     int first = stage == 0, last = stage + 1 == pp;
-    gs_status rc = GS_OK;
-    pcalc c = {0, NULL};
-    block_slice blk;
-    memset(&blk, 0, sizeof blk);
-    memset(p, 0, sizeof *p);
     p->layers = gs_mesh_stage_layers(mesh, m->layers, stage);
     p->first_layer = gs_mesh_stage_first_layer(mesh, m->layers, stage);
 
@@ -153,26 +149,99 @@ gs_status gs_partition_stage(const gs_scenario *s, const gs_mesh *mesh, uint64_t
         if (first)
             p->emb_params = ceil_div(gs_model_embedding_params(m), tp);
     } else {
-        block_slice_init(m, tp, &c, &blk);
-        p->layer_params = blk.total;
+        block_slice_init(m, tp, c, blk);
+        p->layer_params = blk->total;
         uint64_t hid = m->hidden;
-        uint64_t vocab_slice = pmul(&c, ceil_div(m->vocab, tp), hid, "embedding");
+        uint64_t vocab_slice = pmul(c, ceil_div(m->vocab, tp), hid, "embedding");
         p->word_params = vocab_slice;
         if (first) {
             p->emb_params = vocab_slice;
             if (m->pos == GS_POS_LEARNED)
-                p->emb_params = padd(&c, p->emb_params, pmul(&c, m->seq, hid, "position embedding"), "embedding");
+                p->emb_params = padd(c, p->emb_params, pmul(c, m->seq, hid, "position embedding"), "embedding");
         }
         if (last) {
             uint64_t fnorm = (m->norm == GS_NORM_LAYERNORM || m->bias) ? 2 * hid : hid;
             /* Tied embeddings: the head reuses the embedding on a single stage; with pp > 1 the
              * last stage keeps its own copy (Megatron), synchronized by an all-reduce. */
             uint64_t lm = (m->tied_embeddings && pp == 1) ? 0 : vocab_slice;
-            p->head_params = padd(&c, fnorm, lm, "head");
+            p->head_params = padd(c, fnorm, lm, "head");
         }
     }
-    p->params = padd(&c, padd(&c, p->emb_params, p->head_params, "stage params"),
-                     pmul(&c, p->layer_params, p->layers, "stage params"), "stage params");
+    p->params = padd(c, padd(c, p->emb_params, p->head_params, "stage params"),
+                     pmul(c, p->layer_params, p->layers, "stage params"), "stage params");
+}
+
+/* wrap min_params: PyTorch's _recursive_wrap with size_based_auto_wrap_policy: children first; a
+ * module is wrapped when the parameters not already in wrapped descendants reach min_params.
+ * Pushes the units; *root gets what stays in the root unit. */
+static gs_status wrap_min_params(const gs_model *m, const gs_strategy *st, uint64_t pp, const block_slice *blk,
+                                 gs_partition *p, uint64_t *root)
+{
+    gs_status rc = GS_OK;
+    int32_t l0 = 0, l1 = (int32_t)p->layers - 1; /* stage-local layer indices */
+    uint64_t min = st->wrap_min_params ? st->wrap_min_params : 1;
+    /* The embedding and the head stay in the root: they are touched outside the blocks. */
+    *root += p->emb_params + p->head_params;
+    uint64_t unwrapped_layers = 0;
+    uint64_t v = st->pipeline == GS_PIPE_INTERLEAVED && pp > 1 && st->virtual_stages ? st->virtual_stages : 1;
+    int32_t per_chunk = (int32_t)(p->layers / v ? p->layers / v : 1);
+    for (int32_t l = l0; l <= l1 && rc == GS_OK; l++) {
+        uint64_t left = 0;
+        if (m->nominal_params) {
+            left = p->layer_params;
+        } else {
+            uint64_t attn_left = 0, mlp_left = 0;
+            for (size_t k = 0; k < blk->nattn && rc == GS_OK; k++) {
+                if (blk->linear[k] >= min)
+                    rc = push(p, blk->linear[k], l, l);
+                else
+                    attn_left += blk->linear[k];
+            }
+            if (attn_left >= min && rc == GS_OK)
+                rc = push(p, attn_left, l, l), attn_left = 0;
+            for (size_t k = blk->nattn; k < blk->nattn + blk->nmlp && rc == GS_OK; k++) {
+                if (blk->linear[k] >= min)
+                    rc = push(p, blk->linear[k], l, l);
+                else
+                    mlp_left += blk->linear[k];
+            }
+            if (mlp_left >= min && rc == GS_OK)
+                rc = push(p, mlp_left, l, l), mlp_left = 0;
+            left = attn_left + mlp_left + blk->norms;
+        }
+        if (rc != GS_OK)
+            break;
+        if (left >= min)
+            rc = push(p, left, l, l);
+        else
+            unwrapped_layers += left;
+        /* The list of blocks of each model chunk (interleaved: v chunks) is one module. */
+        if (rc == GS_OK && (l + 1) % per_chunk == 0) {
+            if (unwrapped_layers >= min)
+                rc = push(p, unwrapped_layers, l + 1 - (int32_t)per_chunk, l);
+            else
+                *root += unwrapped_layers;
+            unwrapped_layers = 0;
+        }
+    }
+    if (rc != GS_OK)
+        return rc;
+    *root += unwrapped_layers;
+    return GS_OK;
+}
+
+gs_status gs_partition_stage(const gs_scenario *s, const gs_mesh *mesh, uint64_t stage, gs_partition *p,
+                             gs_error *err)
+{
+    const gs_model *m = &s->model;
+    const gs_strategy *st = &s->strategy;
+    uint64_t pp = mesh->size[GS_DIM_PP];
+    gs_status rc = GS_OK;
+    pcalc c = {0, NULL};
+    block_slice blk;
+    memset(&blk, 0, sizeof blk);
+    memset(p, 0, sizeof *p);
+    stage_params(m, mesh, stage, &c, &blk, p);
     if (c.overflow) {
         rc = gs_error_set(err, GS_ERR_OVERFLOW, "%s: the %s parameter count of stage %" PRIu64
                           " would overflow 64 bits", s->path, c.what, stage);
@@ -190,59 +259,9 @@ gs_status gs_partition_stage(const gs_scenario *s, const gs_mesh *mesh, uint64_t
             rc = push(p, p->layer_params, l, l);
         root = p->emb_params + p->head_params;
         break;
-    case GS_WRAP_MIN_PARAMS: {
-        /* PyTorch's _recursive_wrap with size_based_auto_wrap_policy: children first; a module
-         * is wrapped when the parameters not already in wrapped descendants reach min_params. */
-        uint64_t min = st->wrap_min_params ? st->wrap_min_params : 1;
-        /* The embedding and the head stay in the root: they are touched outside the blocks. */
-        root += p->emb_params + p->head_params;
-        uint64_t unwrapped_layers = 0;
-        uint64_t v = st->pipeline == GS_PIPE_INTERLEAVED && pp > 1 && st->virtual_stages ? st->virtual_stages : 1;
-        int32_t per_chunk = (int32_t)(p->layers / v ? p->layers / v : 1);
-        for (int32_t l = l0; l <= l1 && rc == GS_OK; l++) {
-            uint64_t left = 0;
-            if (m->nominal_params) {
-                left = p->layer_params;
-            } else {
-                uint64_t attn_left = 0, mlp_left = 0;
-                for (size_t k = 0; k < blk.nattn && rc == GS_OK; k++) {
-                    if (blk.linear[k] >= min)
-                        rc = push(p, blk.linear[k], l, l);
-                    else
-                        attn_left += blk.linear[k];
-                }
-                if (attn_left >= min && rc == GS_OK)
-                    rc = push(p, attn_left, l, l), attn_left = 0;
-                for (size_t k = blk.nattn; k < blk.nattn + blk.nmlp && rc == GS_OK; k++) {
-                    if (blk.linear[k] >= min)
-                        rc = push(p, blk.linear[k], l, l);
-                    else
-                        mlp_left += blk.linear[k];
-                }
-                if (mlp_left >= min && rc == GS_OK)
-                    rc = push(p, mlp_left, l, l), mlp_left = 0;
-                left = attn_left + mlp_left + blk.norms;
-            }
-            if (rc != GS_OK)
-                break;
-            if (left >= min)
-                rc = push(p, left, l, l);
-            else
-                unwrapped_layers += left;
-            /* The list of blocks of each model chunk (interleaved: v chunks) is one module. */
-            if (rc == GS_OK && (l + 1) % per_chunk == 0) {
-                if (unwrapped_layers >= min)
-                    rc = push(p, unwrapped_layers, l + 1 - (int32_t)per_chunk, l);
-                else
-                    root += unwrapped_layers;
-                unwrapped_layers = 0;
-            }
-        }
-        if (rc != GS_OK)
-            break;
-        root += unwrapped_layers;
+    case GS_WRAP_MIN_PARAMS:
+        rc = wrap_min_params(m, st, pp, &blk, p, &root);
         break;
-    }
     }
     if (rc == GS_OK && root > 0) {
         rc = push(p, root, GS_PART_ROOT, GS_PART_ROOT);

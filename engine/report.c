@@ -92,26 +92,10 @@ static gs_dim stream_dim(gs_stream s)
     return s == GS_STREAM_TP ? GS_DIM_TP : s == GS_STREAM_PP ? GS_DIM_PP : GS_DIM_DP;
 }
 
-gs_status gs_report_build(const gs_scenario *s, const gs_schedule *sch, gs_timing *const *timing, gs_report *r,
-                          gs_error *err)
+/* The step's time (the last event anywhere), its critical rank and the throughput figures;
+ * returns the critical rank's index in sch. */
+static size_t report_throughput(const gs_scenario *s, const gs_schedule *sch, gs_timing *const *timing, gs_report *r)
 {
-    gs_status rc = GS_OK;
-    memset(r, 0, sizeof *r);
-    gs_diag_init(&r->warnings);
-    ival *buf[GS_STREAM_COUNT] = {NULL};
-    ival *comm = NULL;
-    gs_ledger *led = NULL;
-    size_t maxev = 1;
-    for (size_t i = 0; i < sch->nranks; i++)
-        if (sch->ranks[i].nevents > maxev)
-            maxev = sch->ranks[i].nevents;
-    for (int k = 0; k < GS_STREAM_COUNT; k++)
-        if (!(buf[k] = malloc(maxev * sizeof *buf[k])))
-            goto nomem;
-    if (!(comm = malloc(maxev * sizeof *comm)))
-        goto nomem;
-
-    /* the step ends with the last event anywhere */
     double step = 0;
     size_t crit = 0;
     for (size_t i = 0; i < sch->nranks; i++) {
@@ -135,7 +119,23 @@ gs_status gs_report_build(const gs_scenario *s, const gs_schedule *sch, gs_timin
         if (r->peak_flops > 0)
             r->mfu = r->model_flops / (step * (double)world * r->peak_flops);
     }
+    return crit;
+}
 
+/* Per-rank working buffers of busy intervals: one list per stream and their merged
+ * communication (each as long as the longest rank's event list). */
+typedef struct report_bufs {
+    ival *buf[GS_STREAM_COUNT];
+    ival *comm;
+} report_bufs;
+
+/* Busy time per rank: the compute, communication and exposed communication of the critical
+ * rank crit, the largest communication share, the bubble and the hardware FLOPs. */
+static void report_busy(const gs_schedule *sch, gs_timing *const *timing, report_bufs *b, size_t crit, gs_report *r)
+{
+    ival **buf = b->buf, *comm = b->comm;
+    double step = r->step_time_s;
+    uint64_t world = sch->mesh.world;
     double bubble_sum = 0, weight = 0, hw = 0;
     for (size_t i = 0; i < sch->nranks; i++) {
         const gs_rank_events *re = &sch->ranks[i];
@@ -187,20 +187,13 @@ gs_status gs_report_build(const gs_scenario *s, const gs_schedule *sch, gs_timin
     r->bubble_share = weight > 0 ? bubble_sum / weight : 0;
     if (r->bubble_share < 0) /* rounding of interval sums */
         r->bubble_share = 0;
+}
 
-    /* the numbers only; the explained ledger when a warning names the peak's moment */
-    if ((rc = gs_ledger_create_numbers(s, &sch->mesh, &led, err)) != GS_OK)
-        goto out;
-    r->peak_bytes = led->peak_bytes;
-    r->gpu_bytes = led->gpu_bytes;
-    if (r->peak_bytes > r->gpu_bytes) {
-        gs_ledger_destroy(led);
-        led = NULL;
-        if ((rc = gs_ledger_create(s, &sch->mesh, &led, err)) != GS_OK)
-            goto out;
-    }
-
-    /* warnings: the seed's troubleshooting table (DIGEST section 5) */
+/* The warnings: the seed's troubleshooting table (DIGEST section 5). led: the ledger whose peak
+ * rank names the moment of an out-of-memory peak. */
+static void report_warnings(const gs_scenario *s, const gs_schedule *sch, const gs_ledger *led, gs_report *r)
+{
+    double step = r->step_time_s;
     char b1[GS_FMT_BYTES], b2[GS_FMT_BYTES];
     if (r->peak_bytes > r->gpu_bytes) {
         const gs_ledger_rank *pr = gs_ledger_peak_rank(led);
@@ -252,13 +245,47 @@ gs_status gs_report_build(const gs_scenario *s, const gs_schedule *sch, gs_timin
                      "shard group's cross-node traffic",
                      100 * r->exposed_s[GS_DIM_DP] / step, fix);
     }
+}
+
+gs_status gs_report_build(const gs_scenario *s, const gs_schedule *sch, gs_timing *const *timing, gs_report *r,
+                          gs_error *err)
+{
+    gs_status rc = GS_OK;
+    memset(r, 0, sizeof *r);
+    gs_diag_init(&r->warnings);
+    report_bufs b = {{NULL}, NULL};
+    gs_ledger *led = NULL;
+    size_t maxev = 1;
+    for (size_t i = 0; i < sch->nranks; i++)
+        if (sch->ranks[i].nevents > maxev)
+            maxev = sch->ranks[i].nevents;
+    for (int k = 0; k < GS_STREAM_COUNT; k++)
+        if (!(b.buf[k] = malloc(maxev * sizeof *b.buf[k])))
+            goto nomem;
+    if (!(b.comm = malloc(maxev * sizeof *b.comm)))
+        goto nomem;
+    size_t crit = report_throughput(s, sch, timing, r);
+    report_busy(sch, timing, &b, crit, r);
+
+    /* the numbers only; the explained ledger when a warning names the peak's moment */
+    if ((rc = gs_ledger_create_numbers(s, &sch->mesh, &led, err)) != GS_OK)
+        goto out;
+    r->peak_bytes = led->peak_bytes;
+    r->gpu_bytes = led->gpu_bytes;
+    if (r->peak_bytes > r->gpu_bytes) {
+        gs_ledger_destroy(led);
+        led = NULL;
+        if ((rc = gs_ledger_create(s, &sch->mesh, &led, err)) != GS_OK)
+            goto out;
+    }
+    report_warnings(s, sch, led, r);
     goto out;
 nomem:
     rc = gs_error_set(err, GS_ERR_NOMEM, "report: out of memory");
 out:
     for (int k = 0; k < GS_STREAM_COUNT; k++)
-        free(buf[k]);
-    free(comm);
+        free(b.buf[k]);
+    free(b.comm);
     gs_ledger_destroy(led);
     return rc;
 }

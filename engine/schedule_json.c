@@ -34,9 +34,100 @@ static void out_json_bool(gs__writer *o, int v)
     gs__out_str(o, v ? "true" : "false");
 }
 
+/* Tensor i of a rank list, as a JSON object (after its separator). */
+static void json_tensor(gs__writer *o, size_t i, const gs_tensor *t)
+{
+    gs__out_str(o, i ? ",\n      {\"id\": " : "\n      {\"id\": ");
+    gs__out_u64(o, i);
+    gs__out_str(o, ", \"kind\": \"");
+    gs__out_str(o, gs_tensor_kind_name((gs_tensor_kind)t->kind));
+    gs__out_str(o, "\", \"bytes\": ");
+    gs__out_u64(o, t->bytes);
+    gs__out_str(o, ", \"layer\": ");
+    gs__out_i64(o, t->layer);
+    gs__out_str(o, ", \"mb\": ");
+    gs__out_u64(o, t->mb);
+    gs__out_str(o, ", \"unit\": ");
+    gs__out_u64(o, t->unit);
+    gs__out_str(o, ", \"resident\": ");
+    out_json_bool(o, t->resident);
+    gs__out_str(o, ", \"host\": ");
+    out_json_bool(o, t->on_host);
+    gs__out_char(o, '}');
+}
+
+/* Event i of rank list r, as a JSON object (after its separator). */
+static void json_event(gs__writer *o, const gs_rank_events *r, size_t i, const gs_event *e)
+{
+    char nm[GS_EVENT_NAME_BYTES];
+    gs_event_name(r, e, nm, sizeof nm);
+    gs__out_str(o, i ? ",\n      {\"id\": " : "\n      {\"id\": ");
+    gs__out_u64(o, i);
+    gs__out_str(o, ", \"name\": ");
+    out_json_str(o, nm, sizeof nm);
+    gs__out_str(o, ", \"kind\": \"");
+    gs__out_str(o, gs_event_kind_name((gs_event_kind)e->kind));
+    gs__out_str(o, "\", \"stream\": \"");
+    gs__out_str(o, gs_stream_name((gs_stream)e->stream));
+    gs__out_str(o, "\", \"phase\": \"");
+    gs__out_str(o, gs_phase_name((gs_phase)e->phase));
+    gs__out_str(o, "\", \"role\": \"");
+    gs__out_str(o, gs_role_name((gs_role)e->role));
+    gs__out_str(o, "\", \"part\": ");
+    gs__out_u64(o, e->part);
+    gs__out_str(o, ", \"op\": ");
+    if (e->kind == GS_EV_COMPUTE || e->kind == GS_EV_COLLECTIVE) {
+        gs__out_char(o, '"');
+        gs__out_str(o, e->kind == GS_EV_COMPUTE ? gs_op_name((gs_op)e->op) : gs_coll_op_name((gs_coll_op)e->op));
+        gs__out_char(o, '"');
+    } else {
+        gs__out_u64(o, e->op);
+    }
+    gs__out_str(o, ", \"group\": ");
+    if (e->kind == GS_EV_COLLECTIVE) {
+        gs__out_char(o, '"');
+        gs__out_str(o, gs_group_kind_name((gs_group_kind)e->group));
+        gs__out_char(o, '"');
+    } else {
+        gs__out_u64(o, e->group);
+    }
+    gs__out_str(o, ", \"chunk\": ");
+    gs__out_u64(o, e->chunk);
+    gs__out_str(o, ", \"layer\": ");
+    gs__out_i64(o, e->layer);
+    gs__out_str(o, ", \"mb\": ");
+    gs__out_u64(o, e->mb);
+    gs__out_str(o, ", \"unit\": ");
+    gs__out_u64(o, e->unit);
+    gs__out_str(o, ", \"gemm\": [");
+    gs__out_u64(o, e->gemm_m);
+    gs__out_str(o, ", ");
+    gs__out_u64(o, e->gemm_n);
+    gs__out_str(o, ", ");
+    gs__out_u64(o, e->gemm_k);
+    gs__out_str(o, ", ");
+    gs__out_u64(o, e->gemm_batch);
+    gs__out_str(o, "], \"peer\": ");
+    gs__out_u64(o, e->peer);
+    gs__out_str(o, ", \"group_size\": ");
+    gs__out_u64(o, e->group_size);
+    gs__out_str(o, ", \"bytes\": ");
+    gs__out_u64(o, e->bytes);
+    gs__out_str(o, ", \"flops\": ");
+    gs__out_double(o, isfinite(e->flops) ? e->flops : 0.0);
+    for (int w = 0; w < GS_LINK_LISTS; w++) {
+        gs__out_str(o, ", \"");
+        gs__out_str(o, gs__link_names[w]);
+        gs__out_str(o, "\": [");
+        gs__out_list(o, gs_event_list(r, e, w), e->nlinks[w], 0);
+        gs__out_char(o, ']');
+    }
+    gs__out_char(o, '}');
+}
+
 gs_status gs_schedule_dump_json(const gs_schedule *sch, FILE *f, gs_error *err)
 {
-    char order[32], nm[GS_EVENT_NAME_BYTES];
+    char order[32];
     gs__writer *o = malloc(sizeof *o);
     if (!o)
         return gs_error_set(err, GS_ERR_NOMEM, "out of memory writing the schedule as JSON");
@@ -75,96 +166,15 @@ gs_status gs_schedule_dump_json(const gs_schedule *sch, FILE *f, gs_error *err)
         gs__out_str(o, ", \"stage\": ");
         gs__out_u64(o, r->stage);
         gs__out_str(o, ",\n     \"tensors\": [");
-        for (size_t i = 0; i < r->ntensors; i++) {
-            const gs_tensor *t = &r->tensors[i];
-            gs__out_str(o, i ? ",\n      {\"id\": " : "\n      {\"id\": ");
-            gs__out_u64(o, i);
-            gs__out_str(o, ", \"kind\": \"");
-            gs__out_str(o, gs_tensor_kind_name((gs_tensor_kind)t->kind));
-            gs__out_str(o, "\", \"bytes\": ");
-            gs__out_u64(o, t->bytes);
-            gs__out_str(o, ", \"layer\": ");
-            gs__out_i64(o, t->layer);
-            gs__out_str(o, ", \"mb\": ");
-            gs__out_u64(o, t->mb);
-            gs__out_str(o, ", \"unit\": ");
-            gs__out_u64(o, t->unit);
-            gs__out_str(o, ", \"resident\": ");
-            out_json_bool(o, t->resident);
-            gs__out_str(o, ", \"host\": ");
-            out_json_bool(o, t->on_host);
-            gs__out_char(o, '}');
-        }
+        for (size_t i = 0; i < r->ntensors; i++)
+            json_tensor(o, i, &r->tensors[i]);
         gs__out_str(o, r->ntensors ? "\n     ],\n     \"events\": [" : "],\n     \"events\": [");
-        for (size_t i = 0; i < r->nevents; i++) {
-            const gs_event *e = &r->events[i];
-            gs_event_name(r, e, nm, sizeof nm);
-            gs__out_str(o, i ? ",\n      {\"id\": " : "\n      {\"id\": ");
-            gs__out_u64(o, i);
-            gs__out_str(o, ", \"name\": ");
-            out_json_str(o, nm, sizeof nm);
-            gs__out_str(o, ", \"kind\": \"");
-            gs__out_str(o, gs_event_kind_name((gs_event_kind)e->kind));
-            gs__out_str(o, "\", \"stream\": \"");
-            gs__out_str(o, gs_stream_name((gs_stream)e->stream));
-            gs__out_str(o, "\", \"phase\": \"");
-            gs__out_str(o, gs_phase_name((gs_phase)e->phase));
-            gs__out_str(o, "\", \"role\": \"");
-            gs__out_str(o, gs_role_name((gs_role)e->role));
-            gs__out_str(o, "\", \"part\": ");
-            gs__out_u64(o, e->part);
-            gs__out_str(o, ", \"op\": ");
-            if (e->kind == GS_EV_COMPUTE || e->kind == GS_EV_COLLECTIVE) {
-                gs__out_char(o, '"');
-                gs__out_str(o, e->kind == GS_EV_COMPUTE ? gs_op_name((gs_op)e->op) : gs_coll_op_name((gs_coll_op)e->op));
-                gs__out_char(o, '"');
-            } else {
-                gs__out_u64(o, e->op);
-            }
-            gs__out_str(o, ", \"group\": ");
-            if (e->kind == GS_EV_COLLECTIVE) {
-                gs__out_char(o, '"');
-                gs__out_str(o, gs_group_kind_name((gs_group_kind)e->group));
-                gs__out_char(o, '"');
-            } else {
-                gs__out_u64(o, e->group);
-            }
-            gs__out_str(o, ", \"chunk\": ");
-            gs__out_u64(o, e->chunk);
-            gs__out_str(o, ", \"layer\": ");
-            gs__out_i64(o, e->layer);
-            gs__out_str(o, ", \"mb\": ");
-            gs__out_u64(o, e->mb);
-            gs__out_str(o, ", \"unit\": ");
-            gs__out_u64(o, e->unit);
-            gs__out_str(o, ", \"gemm\": [");
-            gs__out_u64(o, e->gemm_m);
-            gs__out_str(o, ", ");
-            gs__out_u64(o, e->gemm_n);
-            gs__out_str(o, ", ");
-            gs__out_u64(o, e->gemm_k);
-            gs__out_str(o, ", ");
-            gs__out_u64(o, e->gemm_batch);
-            gs__out_str(o, "], \"peer\": ");
-            gs__out_u64(o, e->peer);
-            gs__out_str(o, ", \"group_size\": ");
-            gs__out_u64(o, e->group_size);
-            gs__out_str(o, ", \"bytes\": ");
-            gs__out_u64(o, e->bytes);
-            gs__out_str(o, ", \"flops\": ");
-            gs__out_double(o, isfinite(e->flops) ? e->flops : 0.0);
-            for (int w = 0; w < GS_LINK_LISTS; w++) {
-                gs__out_str(o, ", \"");
-                gs__out_str(o, gs__link_names[w]);
-                gs__out_str(o, "\": [");
-                gs__out_list(o, gs_event_list(r, e, w), e->nlinks[w], 0);
-                gs__out_char(o, ']');
-            }
-            gs__out_char(o, '}');
-        }
+        for (size_t i = 0; i < r->nevents; i++)
+            json_event(o, r, i, &r->events[i]);
         gs__out_str(o, r->nevents ? "\n     ]}" : "]}");
     }
     gs__out_str(o, sch->nranks ? "\n  ]\n}\n" : "]\n}\n");
     return gs__out_finish(o, err, "as JSON");
 }
+
 

@@ -122,14 +122,10 @@ gs_status gs__out_finish(gs__writer *o, gs_error *err, const char *what)
     return GS_OK;
 }
 
-gs_status gs_schedule_dump(const gs_schedule *sch, FILE *f, gs_error *err)
+/* The dump's header: format, scenario (escaped), mesh, micro-batches, rank count. */
+static void dump_header(gs__writer *o, const gs_schedule *sch)
 {
     char order[32];
-    gs__writer *o = malloc(sizeof *o);
-    if (!o)
-        return gs_error_set(err, GS_ERR_NOMEM, "out of memory writing the schedule dump");
-    o->f = f;
-    o->n = 0;
     gs__out_str(o, "gridstep-schedule 2\nscenario ");
     size_t slen = strnlen(sch->scenario, sizeof sch->scenario);
     if (slen == 0) {
@@ -172,6 +168,98 @@ gs_status gs_schedule_dump(const gs_schedule *sch, FILE *f, gs_error *err)
     gs__out_str(o, "\nranks ");
     gs__out_u64(o, sch->nranks);
     gs__out_char(o, '\n');
+}
+
+/* One tensor's line of a rank list's dump. */
+static void dump_tensor(gs__writer *o, size_t i, const gs_tensor *t)
+{
+    gs__out_str(o, "t ");
+    gs__out_u64(o, i);
+    gs__out_str(o, " kind ");
+    gs__out_str(o, gs_tensor_kind_name((gs_tensor_kind)t->kind));
+    gs__out_str(o, " bytes ");
+    gs__out_u64(o, t->bytes);
+    gs__out_str(o, " layer ");
+    gs__out_layer(o, t->layer);
+    gs__out_str(o, " mb ");
+    gs__out_u64(o, t->mb);
+    gs__out_str(o, " unit ");
+    gs__out_u64(o, t->unit);
+    gs__out_str(o, " resident ");
+    gs__out_u64(o, t->resident);
+    gs__out_str(o, " host ");
+    gs__out_u64(o, t->on_host);
+    gs__out_char(o, '\n');
+}
+
+/* One event's line of rank list r's dump. */
+static void dump_event(gs__writer *o, const gs_rank_events *r, size_t i, const gs_event *e)
+{
+    gs__out_str(o, "e ");
+    gs__out_u64(o, i);
+    gs__out_char(o, ' ');
+    gs__out_str(o, gs_event_kind_name((gs_event_kind)e->kind));
+    gs__out_str(o, " stream ");
+    gs__out_str(o, gs_stream_name((gs_stream)e->stream));
+    gs__out_str(o, " phase ");
+    gs__out_str(o, gs_phase_name((gs_phase)e->phase));
+    gs__out_str(o, " role ");
+    gs__out_str(o, gs_role_name((gs_role)e->role));
+    gs__out_str(o, " part ");
+    gs__out_u64(o, e->part);
+    gs__out_str(o, " op ");
+    if (e->kind == GS_EV_COMPUTE)
+        gs__out_str(o, gs_op_name((gs_op)e->op));
+    else if (e->kind == GS_EV_COLLECTIVE)
+        gs__out_str(o, gs_coll_op_name((gs_coll_op)e->op));
+    else
+        gs__out_small(o, e->op);
+    gs__out_str(o, " group ");
+    if (e->kind == GS_EV_COLLECTIVE)
+        gs__out_str(o, gs_group_kind_name((gs_group_kind)e->group));
+    else
+        gs__out_small(o, e->group);
+    gs__out_str(o, " chunk ");
+    gs__out_u64(o, e->chunk);
+    gs__out_str(o, " layer ");
+    gs__out_layer(o, e->layer);
+    gs__out_str(o, " mb ");
+    gs__out_u64(o, e->mb);
+    gs__out_str(o, " unit ");
+    gs__out_u64(o, e->unit);
+    gs__out_str(o, " gemm ");
+    gs__out_u64(o, e->gemm_m);
+    gs__out_char(o, ' ');
+    gs__out_u64(o, e->gemm_n);
+    gs__out_char(o, ' ');
+    gs__out_u64(o, e->gemm_k);
+    gs__out_char(o, ' ');
+    gs__out_u64(o, e->gemm_batch);
+    gs__out_str(o, " peer ");
+    gs__out_u64(o, e->peer);
+    gs__out_str(o, " gsize ");
+    gs__out_u64(o, e->group_size);
+    gs__out_str(o, " bytes ");
+    gs__out_u64(o, e->bytes);
+    gs__out_str(o, " flops ");
+    gs__out_double(o, e->flops);
+    for (int w = 0; w < GS_LINK_LISTS; w++) {
+        gs__out_char(o, ' ');
+        gs__out_str(o, gs__link_names[w]);
+        gs__out_char(o, ' ');
+        gs__out_list(o, gs_event_list(r, e, w), e->nlinks[w], '-');
+    }
+    gs__out_char(o, '\n');
+}
+
+gs_status gs_schedule_dump(const gs_schedule *sch, FILE *f, gs_error *err)
+{
+    gs__writer *o = malloc(sizeof *o);
+    if (!o)
+        return gs_error_set(err, GS_ERR_NOMEM, "out of memory writing the schedule dump");
+    o->f = f;
+    o->n = 0;
+    dump_header(o, sch);
     for (size_t p = 0; p < sch->nranks; p++) {
         const gs_rank_events *r = &sch->ranks[p];
         gs__out_str(o, "rank ");
@@ -185,84 +273,10 @@ gs_status gs_schedule_dump(const gs_schedule *sch, FILE *f, gs_error *err)
         gs__out_str(o, " events ");
         gs__out_u64(o, r->nevents);
         gs__out_char(o, '\n');
-        for (size_t i = 0; i < r->ntensors; i++) {
-            const gs_tensor *t = &r->tensors[i];
-            gs__out_str(o, "t ");
-            gs__out_u64(o, i);
-            gs__out_str(o, " kind ");
-            gs__out_str(o, gs_tensor_kind_name((gs_tensor_kind)t->kind));
-            gs__out_str(o, " bytes ");
-            gs__out_u64(o, t->bytes);
-            gs__out_str(o, " layer ");
-            gs__out_layer(o, t->layer);
-            gs__out_str(o, " mb ");
-            gs__out_u64(o, t->mb);
-            gs__out_str(o, " unit ");
-            gs__out_u64(o, t->unit);
-            gs__out_str(o, " resident ");
-            gs__out_u64(o, t->resident);
-            gs__out_str(o, " host ");
-            gs__out_u64(o, t->on_host);
-            gs__out_char(o, '\n');
-        }
-        for (size_t i = 0; i < r->nevents; i++) {
-            const gs_event *e = &r->events[i];
-            gs__out_str(o, "e ");
-            gs__out_u64(o, i);
-            gs__out_char(o, ' ');
-            gs__out_str(o, gs_event_kind_name((gs_event_kind)e->kind));
-            gs__out_str(o, " stream ");
-            gs__out_str(o, gs_stream_name((gs_stream)e->stream));
-            gs__out_str(o, " phase ");
-            gs__out_str(o, gs_phase_name((gs_phase)e->phase));
-            gs__out_str(o, " role ");
-            gs__out_str(o, gs_role_name((gs_role)e->role));
-            gs__out_str(o, " part ");
-            gs__out_u64(o, e->part);
-            gs__out_str(o, " op ");
-            if (e->kind == GS_EV_COMPUTE)
-                gs__out_str(o, gs_op_name((gs_op)e->op));
-            else if (e->kind == GS_EV_COLLECTIVE)
-                gs__out_str(o, gs_coll_op_name((gs_coll_op)e->op));
-            else
-                gs__out_small(o, e->op);
-            gs__out_str(o, " group ");
-            if (e->kind == GS_EV_COLLECTIVE)
-                gs__out_str(o, gs_group_kind_name((gs_group_kind)e->group));
-            else
-                gs__out_small(o, e->group);
-            gs__out_str(o, " chunk ");
-            gs__out_u64(o, e->chunk);
-            gs__out_str(o, " layer ");
-            gs__out_layer(o, e->layer);
-            gs__out_str(o, " mb ");
-            gs__out_u64(o, e->mb);
-            gs__out_str(o, " unit ");
-            gs__out_u64(o, e->unit);
-            gs__out_str(o, " gemm ");
-            gs__out_u64(o, e->gemm_m);
-            gs__out_char(o, ' ');
-            gs__out_u64(o, e->gemm_n);
-            gs__out_char(o, ' ');
-            gs__out_u64(o, e->gemm_k);
-            gs__out_char(o, ' ');
-            gs__out_u64(o, e->gemm_batch);
-            gs__out_str(o, " peer ");
-            gs__out_u64(o, e->peer);
-            gs__out_str(o, " gsize ");
-            gs__out_u64(o, e->group_size);
-            gs__out_str(o, " bytes ");
-            gs__out_u64(o, e->bytes);
-            gs__out_str(o, " flops ");
-            gs__out_double(o, e->flops);
-            for (int w = 0; w < GS_LINK_LISTS; w++) {
-                gs__out_char(o, ' ');
-                gs__out_str(o, gs__link_names[w]);
-                gs__out_char(o, ' ');
-                gs__out_list(o, gs_event_list(r, e, w), e->nlinks[w], '-');
-            }
-            gs__out_char(o, '\n');
-        }
+        for (size_t i = 0; i < r->ntensors; i++)
+            dump_tensor(o, i, &r->tensors[i]);
+        for (size_t i = 0; i < r->nevents; i++)
+            dump_event(o, r, i, &r->events[i]);
     }
     gs__out_str(o, "end\n");
     return gs__out_finish(o, err, "dump");
@@ -644,141 +658,154 @@ static int hex_digit(char c)
     return -1;
 }
 
+/* The first line: 'gridstep-schedule 2' (version 1 dumps are refused, saying why). */
+static gs_status load_version(loader *ld)
+{
+    gs_status st;
+    if ((st = load_next(ld, "'gridstep-schedule 2'")) != GS_OK || (st = load_word(ld, 0, "gridstep-schedule")) != GS_OK)
+        return st;
+    if (ld->ntok >= 2 && strcmp(ld->tok[1], "1") == 0)
+        /* version 1 had no roles, and a role cannot be told from an event's place in its list */
+        return load_fail(ld, 1, "format version 2 (version 1 dumps carry no event roles: write the dump again "
+                                "with this gridstep's schedule --dump)");
+    if (ld->ntok < 2 || strcmp(ld->tok[1], "2") != 0)
+        return load_fail(ld, 1, "format version 2");
+    return load_end_of_line(ld, 2);
+}
+
+/* 'scenario NAME': the name percent-decoded into sch->scenario ('-': none). */
+static gs_status load_scenario_name(loader *ld, gs_schedule *sch)
+{
+    gs_status st;
+    if ((st = load_next(ld, "'scenario NAME'")) != GS_OK || (st = load_word(ld, 0, "scenario")) != GS_OK)
+        return st;
+    if (ld->ntok < 2)
+        return load_fail(ld, 1, "the scenario name");
+    if (strcmp(ld->tok[1], "-") != 0) {
+        size_t k = 0;
+        for (const char *p = ld->tok[1]; *p; p++) {
+            unsigned c = (unsigned char)*p;
+            if (c == '%') {
+                int hi = hex_digit(p[1]), lo = hi < 0 ? -1 : hex_digit(p[2]);
+                unsigned hv = hi < 0 || lo < 0 ? 0 : (unsigned)(hi * 16 + lo);
+                if (hv == 0)
+                    return load_fail(ld, 1, "a percent-encoded scenario name (%%XX escapes)");
+                c = hv;
+                p += 2;
+            }
+            if (k + 1 >= sizeof sch->scenario)
+                return load_fail(ld, 1, "a scenario name of at most %zu bytes", sizeof sch->scenario - 1);
+            sch->scenario[k++] = (char)c;
+        }
+        sch->scenario[k] = '\0';
+    }
+    return load_end_of_line(ld, 2);
+}
+
+/* 'mesh tp T dp D pp P order O gpus_per_node G' into sch->mesh. */
+static gs_status load_mesh(loader *ld, gs_schedule *sch)
+{
+    gs_status st;
+    uint64_t tp, dp, pp, gpn;
+    if ((st = load_next(ld, "'mesh tp T dp D pp P order O gpus_per_node G'")) != GS_OK ||
+        (st = load_word(ld, 0, "mesh")) != GS_OK || (st = load_kv_u64(ld, 1, "tp", UINT64_MAX, &tp)) != GS_OK ||
+        (st = load_kv_u64(ld, 3, "dp", UINT64_MAX, &dp)) != GS_OK ||
+        (st = load_kv_u64(ld, 5, "pp", UINT64_MAX, &pp)) != GS_OK || (st = load_word(ld, 7, "order")) != GS_OK)
+        return st;
+    gs_dim order[GS_DIM_COUNT];
+    if (ld->ntok < 9 || gs_mesh_order_parse(ld->tok[8], order) != 0)
+        return load_fail(ld, 8, "a rank order (a permutation like tp-dp-pp)");
+    uint64_t first_layers = 0, last_layers = 0; /* optional: "stage_layers F L" */
+    if ((st = load_kv_u64(ld, 9, "gpus_per_node", UINT64_MAX, &gpn)) != GS_OK)
+        return st;
+    if (ld->ntok > 11 || ld->too_many) {
+        if ((st = load_kv_u64(ld, 11, "stage_layers", UINT32_MAX, &first_layers)) != GS_OK ||
+            (st = load_u64(ld, 13, "the last stage's layers", UINT32_MAX, &last_layers)) != GS_OK ||
+            (st = load_end_of_line(ld, 14)) != GS_OK)
+            return st;
+    }
+    gs_error merr;
+    gs_error_init(&merr);
+    if (gs_mesh_init(&sch->mesh, tp, dp, pp, order, gpn, &merr) != GS_OK)
+        return gs_error_set(ld->err, GS_ERR_INPUT, "%s:%zu: found an impossible mesh, expected a valid one (%s)",
+                            ld->path, ld->lineno, merr.msg);
+    gs_mesh_set_stage_layers(&sch->mesh, first_layers, last_layers);
+    return GS_OK;
+}
+
+/* 'microbatches M', 'exact 0|1' and 'ranks N' (*nranks). */
+static gs_status load_counts(loader *ld, gs_schedule *sch, uint64_t *nranks)
+{
+    gs_status st;
+    uint64_t v;
+    if ((st = load_next(ld, "'microbatches M'")) != GS_OK ||
+        (st = load_kv_u64(ld, 0, "microbatches", UINT64_MAX, &sch->microbatches)) != GS_OK ||
+        (st = load_end_of_line(ld, 2)) != GS_OK)
+        return st;
+    if (sch->microbatches == 0) /* a step has at least one */
+        return gs_error_set(ld->err, GS_ERR_INPUT, "%s:%zu: found '0', expected microbatches (an integer from 1)",
+                            ld->path, ld->lineno);
+    if ((st = load_next(ld, "'exact 0' or 'exact 1'")) != GS_OK || (st = load_kv_u64(ld, 0, "exact", 1, &v)) != GS_OK ||
+        (st = load_end_of_line(ld, 2)) != GS_OK)
+        return st;
+    sch->exact = (int)v;
+    uint64_t most = sch->mesh.world < UINT32_MAX - 1 ? sch->mesh.world : UINT32_MAX - 1;
+    if ((st = load_next(ld, "'ranks N'")) != GS_OK || (st = load_kv_u64(ld, 0, "ranks", most, nranks)) != GS_OK ||
+        (st = load_end_of_line(ld, 2)) != GS_OK)
+        return st;
+    if (*nranks == 0) /* nothing to play, and nothing to validate: not a schedule */
+        return gs_error_set(ld->err, GS_ERR_INPUT, "%s:%zu: found '0', expected ranks (an integer from 1 to %llu)",
+                            ld->path, ld->lineno, (unsigned long long)sch->mesh.world);
+    return GS_OK;
+}
+
+/* One rank list: its 'rank ...' line, tensors and events, appended to sch (capacity *cap). */
+static gs_status load_rank(loader *ld, gs_schedule *sch, size_t *cap, list_scratch *ls)
+{
+    gs_status st;
+    uint64_t nt, ne;
+    if (gs__grow((void **)&sch->ranks, cap, sch->nranks + 1, sizeof *sch->ranks) != 0)
+        return gs_error_set(ld->err, GS_ERR_NOMEM, "%s:%zu: out of memory", ld->path, ld->lineno);
+    gs_rank_events *r = &sch->ranks[sch->nranks];
+    memset(r, 0, sizeof *r);
+    sch->nranks++;
+    if ((st = load_next(ld, "'rank R class C stage S tensors T events E'")) != GS_OK ||
+        (st = load_kv_u64(ld, 0, "rank", sch->mesh.world - 1, &r->rank)) != GS_OK ||
+        (st = load_kv_u64(ld, 2, "class", sch->mesh.world, &r->class_size)) != GS_OK ||
+        (st = load_kv_u64(ld, 4, "stage", sch->mesh.size[GS_DIM_PP] - 1, &r->stage)) != GS_OK ||
+        (st = load_kv_u64(ld, 6, "tensors", UINT32_MAX, &nt)) != GS_OK ||
+        (st = load_kv_u64(ld, 8, "events", UINT32_MAX - 1, &ne)) != GS_OK || (st = load_end_of_line(ld, 10)) != GS_OK)
+        return st;
+    for (uint64_t i = 0; i < nt; i++)
+        if ((st = load_next(ld, "a tensor line 't ...'")) != GS_OK || (st = load_tensor(ld, r, (size_t)i)) != GS_OK)
+            return st;
+    for (uint64_t i = 0; i < ne; i++)
+        if ((st = load_next(ld, "an event line 'e ...'")) != GS_OK ||
+            (st = load_event(ld, r, (size_t)i, (size_t)ne, ls)) != GS_OK)
+            return st;
+    gs_rank_finish(r);
+    return GS_OK;
+}
+
 gs_status gs_schedule_load(FILE *f, const char *path, gs_schedule **out, gs_error *err)
 {
     loader ld = {.f = f, .path = path ? path : "<schedule>", .err = err};
     gs_schedule *sch = NULL;
     list_scratch ls = {NULL, 0, 0};
     gs_status st;
-    uint64_t v, tp, dp, pp, gpn, nranks;
+    uint64_t nranks;
     *out = NULL;
     if ((st = gs_schedule_create(0, &sch)) != GS_OK) {
         st = gs_error_set(err, st, "%s: out of memory", ld.path);
         goto out;
     }
-    if ((st = load_next(&ld, "'gridstep-schedule 2'")) != GS_OK || (st = load_word(&ld, 0, "gridstep-schedule")) != GS_OK)
+    if ((st = load_version(&ld)) != GS_OK || (st = load_scenario_name(&ld, sch)) != GS_OK ||
+        (st = load_mesh(&ld, sch)) != GS_OK || (st = load_counts(&ld, sch, &nranks)) != GS_OK)
         goto out;
-    if (ld.ntok >= 2 && strcmp(ld.tok[1], "1") == 0) {
-        /* version 1 had no roles, and a role cannot be told from an event's place in its list */
-        st = load_fail(&ld, 1, "format version 2 (version 1 dumps carry no event roles: write the dump again "
-                               "with this gridstep's schedule --dump)");
-        goto out;
-    }
-    if (ld.ntok < 2 || strcmp(ld.tok[1], "2") != 0) {
-        st = load_fail(&ld, 1, "format version 2");
-        goto out;
-    }
-    if ((st = load_end_of_line(&ld, 2)) != GS_OK)
-        goto out;
-
-    if ((st = load_next(&ld, "'scenario NAME'")) != GS_OK || (st = load_word(&ld, 0, "scenario")) != GS_OK)
-        goto out;
-    if (ld.ntok < 2) {
-        st = load_fail(&ld, 1, "the scenario name");
-        goto out;
-    }
-    if (strcmp(ld.tok[1], "-") != 0) {
-        size_t k = 0;
-        for (const char *p = ld.tok[1]; *p; p++) {
-            unsigned c = (unsigned char)*p;
-            if (c == '%') {
-                int hi = hex_digit(p[1]), lo = hi < 0 ? -1 : hex_digit(p[2]);
-                unsigned hv = hi < 0 || lo < 0 ? 0 : (unsigned)(hi * 16 + lo);
-                if (hv == 0) {
-                    st = load_fail(&ld, 1, "a percent-encoded scenario name (%%XX escapes)");
-                    goto out;
-                }
-                c = hv;
-                p += 2;
-            }
-            if (k + 1 >= sizeof sch->scenario) {
-                st = load_fail(&ld, 1, "a scenario name of at most %zu bytes", sizeof sch->scenario - 1);
-                goto out;
-            }
-            sch->scenario[k++] = (char)c;
-        }
-        sch->scenario[k] = '\0';
-    }
-    if ((st = load_end_of_line(&ld, 2)) != GS_OK)
-        goto out;
-
-    if ((st = load_next(&ld, "'mesh tp T dp D pp P order O gpus_per_node G'")) != GS_OK ||
-        (st = load_word(&ld, 0, "mesh")) != GS_OK || (st = load_kv_u64(&ld, 1, "tp", UINT64_MAX, &tp)) != GS_OK ||
-        (st = load_kv_u64(&ld, 3, "dp", UINT64_MAX, &dp)) != GS_OK || (st = load_kv_u64(&ld, 5, "pp", UINT64_MAX, &pp)) != GS_OK ||
-        (st = load_word(&ld, 7, "order")) != GS_OK)
-        goto out;
-    gs_dim order[GS_DIM_COUNT];
-    if (ld.ntok < 9 || gs_mesh_order_parse(ld.tok[8], order) != 0) {
-        st = load_fail(&ld, 8, "a rank order (a permutation like tp-dp-pp)");
-        goto out;
-    }
-    uint64_t first_layers = 0, last_layers = 0; /* optional: "stage_layers F L" */
-    if ((st = load_kv_u64(&ld, 9, "gpus_per_node", UINT64_MAX, &gpn)) != GS_OK)
-        goto out;
-    if ((ld.ntok > 11 || ld.too_many) &&
-        ((st = load_kv_u64(&ld, 11, "stage_layers", UINT32_MAX, &first_layers)) != GS_OK ||
-         (st = load_u64(&ld, 13, "the last stage's layers", UINT32_MAX, &last_layers)) != GS_OK ||
-         (st = load_end_of_line(&ld, 14)) != GS_OK))
-        goto out;
-    {
-        gs_error merr;
-        gs_error_init(&merr);
-        if (gs_mesh_init(&sch->mesh, tp, dp, pp, order, gpn, &merr) != GS_OK) {
-            st = gs_error_set(err, GS_ERR_INPUT, "%s:%zu: found an impossible mesh, expected a valid one (%s)", ld.path,
-                              ld.lineno, merr.msg);
-            goto out;
-        }
-        gs_mesh_set_stage_layers(&sch->mesh, first_layers, last_layers);
-    }
-    if ((st = load_next(&ld, "'microbatches M'")) != GS_OK ||
-        (st = load_kv_u64(&ld, 0, "microbatches", UINT64_MAX, &sch->microbatches)) != GS_OK ||
-        (st = load_end_of_line(&ld, 2)) != GS_OK)
-        goto out;
-    if (sch->microbatches == 0) { /* a step has at least one */
-        st = gs_error_set(err, GS_ERR_INPUT, "%s:%zu: found '0', expected microbatches (an integer from 1)", ld.path,
-                          ld.lineno);
-        goto out;
-    }
-    if ((st = load_next(&ld, "'exact 0' or 'exact 1'")) != GS_OK || (st = load_kv_u64(&ld, 0, "exact", 1, &v)) != GS_OK ||
-        (st = load_end_of_line(&ld, 2)) != GS_OK)
-        goto out;
-    sch->exact = (int)v;
-    if ((st = load_next(&ld, "'ranks N'")) != GS_OK ||
-        (st = load_kv_u64(&ld, 0, "ranks", sch->mesh.world < UINT32_MAX - 1 ? sch->mesh.world : UINT32_MAX - 1, &nranks)) != GS_OK ||
-        (st = load_end_of_line(&ld, 2)) != GS_OK)
-        goto out;
-    if (nranks == 0) { /* nothing to play, and nothing to validate: not a schedule */
-        st = gs_error_set(err, GS_ERR_INPUT, "%s:%zu: found '0', expected ranks (an integer from 1 to %llu)", ld.path,
-                          ld.lineno, (unsigned long long)sch->mesh.world);
-        goto out;
-    }
-
     size_t cap_ranks = 0;
-    for (uint64_t p = 0; p < nranks; p++) {
-        uint64_t nt, ne;
-        if (gs__grow((void **)&sch->ranks, &cap_ranks, sch->nranks + 1, sizeof *sch->ranks) != 0) {
-            st = gs_error_set(err, GS_ERR_NOMEM, "%s:%zu: out of memory", ld.path, ld.lineno);
+    for (uint64_t p = 0; p < nranks; p++)
+        if ((st = load_rank(&ld, sch, &cap_ranks, &ls)) != GS_OK)
             goto out;
-        }
-        gs_rank_events *r = &sch->ranks[sch->nranks];
-        memset(r, 0, sizeof *r);
-        sch->nranks++;
-        if ((st = load_next(&ld, "'rank R class C stage S tensors T events E'")) != GS_OK ||
-            (st = load_kv_u64(&ld, 0, "rank", sch->mesh.world - 1, &r->rank)) != GS_OK ||
-            (st = load_kv_u64(&ld, 2, "class", sch->mesh.world, &r->class_size)) != GS_OK ||
-            (st = load_kv_u64(&ld, 4, "stage", sch->mesh.size[GS_DIM_PP] - 1, &r->stage)) != GS_OK ||
-            (st = load_kv_u64(&ld, 6, "tensors", UINT32_MAX, &nt)) != GS_OK ||
-            (st = load_kv_u64(&ld, 8, "events", UINT32_MAX - 1, &ne)) != GS_OK || (st = load_end_of_line(&ld, 10)) != GS_OK)
-            goto out;
-        for (uint64_t i = 0; i < nt; i++)
-            if ((st = load_next(&ld, "a tensor line 't ...'")) != GS_OK || (st = load_tensor(&ld, r, (size_t)i)) != GS_OK)
-                goto out;
-        for (uint64_t i = 0; i < ne; i++)
-            if ((st = load_next(&ld, "an event line 'e ...'")) != GS_OK ||
-                (st = load_event(&ld, r, (size_t)i, (size_t)ne, &ls)) != GS_OK)
-                goto out;
-        gs_rank_finish(r);
-    }
     if ((st = load_next(&ld, "'end'")) != GS_OK || (st = load_word(&ld, 0, "end")) != GS_OK ||
         (st = load_end_of_line(&ld, 1)) != GS_OK)
         goto out;

@@ -252,21 +252,12 @@ static gs_status stuck_error(const play_rank *P, size_t nr, uint32_t *const *lea
     return gs_error_set(err, GS_ERR_UNSUPPORTED, "%s", msg);
 }
 
-gs_status gs_p2p_groups_plan(const gs_schedule *sch, int pair, int rendezvous, uint32_t *const *lead,
-                             size_t *hoisted, gs_error *err)
+/* Pairing: a send and the receive next on its stream share a lead (lead[i][send] = recv + 1).
+ * Returns the events of every rank. */
+static size_t pair_sends(const gs_schedule *sch, int pair, uint32_t *const *lead)
 {
-    gs_status rc = GS_OK;
-    size_t nr = sch->nranks, np = 0, nc = 0, total = 0, nhoisted = 0, ninst = 0;
-    play_rank *P = NULL;
-    p2p_tup *pt = NULL;
-    coll_tup *ct = NULL;
-    uint32_t *idx = NULL, *inst_need = NULL, *inst_count = NULL;
-    uint64_t *sends_to = NULL, *recvs_from = NULL;
-    uint64_t world = sch->mesh.world;
-    if (hoisted)
-        *hoisted = 0;
-    /* pairing: a send and the receive next on its stream */
-    for (size_t i = 0; i < nr; i++) {
+    size_t total = 0;
+    for (size_t i = 0; i < sch->nranks; i++) {
         const gs_rank_events *re = &sch->ranks[i];
         memset(lead[i], 0, re->nevents * sizeof *lead[i]);
         uint32_t last[GS_STREAM_COUNT];
@@ -280,141 +271,28 @@ gs_status gs_p2p_groups_plan(const gs_schedule *sch, int pair, int rendezvous, u
         }
         total += re->nevents;
     }
-    if (!pair || !rendezvous || nr == 0)
-        return GS_OK;
-    if (!sch->exact || nr != world)
-        return gs_error_set(err, GS_ERR_INPUT, "exec: p2p groups need the schedule of every rank");
-    P = calloc(nr, sizeof *P);
-    idx = malloc(world * sizeof *idx);
-    sends_to = calloc(world, sizeof *sends_to);
-    recvs_from = calloc(world, sizeof *recvs_from);
-    if (!P || !idx || !sends_to || !recvs_from) {
-        rc = gs_error_set(err, GS_ERR_NOMEM, "exec: out of memory planning p2p groups");
-        goto out;
-    }
-    for (uint64_t g = 0; g < world; g++)
-        idx[g] = NONE;
-    for (size_t i = 0; i < nr; i++) {
-        if (sch->ranks[i].rank >= world || idx[sch->ranks[i].rank] != NONE) {
-            rc = gs_error_set(err, GS_ERR_INPUT, "exec: the schedule's rank lists are not one per rank");
-            goto out;
-        }
-        idx[sch->ranks[i].rank] = (uint32_t)i;
-    }
-    for (size_t i = 0; i < nr; i++) {
-        play_rank *r = &P[i];
-        const gs_rank_events *re = &sch->ranks[i];
-        size_t n = re->nevents ? re->nevents : 1;
-        r->re = re;
-        r->done = calloc(n, 1);
-        r->posted = calloc(n, 1);
-        r->arrived = calloc(n, 1);
-        r->pr = malloc(n * sizeof *r->pr);
-        r->pe = malloc(n * sizeof *r->pe);
-        r->inst = malloc(n * sizeof *r->inst);
-        r->first = malloc(n * sizeof *r->first);
-        r->last = malloc(n * sizeof *r->last);
-        r->spos = malloc(n * sizeof *r->spos);
-        for (int k = 0; k < GS_STREAM_COUNT; k++)
-            r->slist[k] = malloc(n * sizeof *r->slist[k]);
-        int ok = r->done && r->posted && r->arrived && r->pr && r->pe && r->inst && r->first && r->last &&
-                 r->spos;
-        for (int k = 0; k < GS_STREAM_COUNT; k++)
-            ok = ok && r->slist[k];
-        if (!ok) {
-            rc = gs_error_set(err, GS_ERR_NOMEM, "exec: out of memory planning p2p groups");
-            goto out;
-        }
-        for (size_t e = 0; e < re->nevents; e++) {
-            const gs_event *ev = &re->events[e];
-            uint8_t k = stream_of(ev);
-            r->spos[e] = (uint32_t)r->slen[k];
-            r->slist[k][r->slen[k]++] = (uint32_t)e;
-            r->pr[e] = r->pe[e] = r->inst[e] = NONE;
-            r->first[e] = r->last[e] = (uint32_t)e;
-            np += is_p2p(ev);
-            nc += ev->kind == GS_EV_COLLECTIVE;
-        }
-        for (size_t e = 0; e < re->nevents; e++)
-            if (lead[i][e])
-                r->first[lead[i][e] - 1] = (uint32_t)e;
-    }
-    pt = malloc((np ? np : 1) * sizeof *pt);
-    ct = malloc((nc ? nc : 1) * sizeof *ct);
-    if (!pt || !ct) {
-        rc = gs_error_set(err, GS_ERR_NOMEM, "exec: out of memory planning p2p groups");
-        goto out;
-    }
-    np = nc = 0;
-    for (size_t i = 0; i < nr; i++) {
-        const gs_rank_events *re = &sch->ranks[i];
-        uint64_t coll_ord[GS_GROUP_KIND_COUNT + 1] = {0};
-        memset(sends_to, 0, world * sizeof *sends_to);
-        memset(recvs_from, 0, world * sizeof *recvs_from);
-        for (size_t e = 0; e < re->nevents; e++) {
-            const gs_event *ev = &re->events[e];
-            if (is_p2p(ev)) {
-                if (ev->peer >= world) {
-                    rc = gs_error_set(err, GS_ERR_INPUT, "exec: rank %" PRIu64 " has a send or receive with rank %" PRIu64
-                                      ", outside the mesh", re->rank, ev->peer);
-                    goto out;
-                }
-                int rv = ev->kind == GS_EV_RECV;
-                pt[np++] = (p2p_tup){rv ? ev->peer : re->rank, rv ? re->rank : ev->peer,
-                                     rv ? recvs_from[ev->peer]++ : sends_to[ev->peer]++, (uint32_t)rv, (uint32_t)i,
-                                     (uint32_t)e};
-            } else if (ev->kind == GS_EV_COLLECTIVE) {
-                uint64_t kind = ev->group < GS_GROUP_KIND_COUNT ? ev->group : GS_GROUP_KIND_COUNT;
-                ct[nc++] = (coll_tup){kind, ev->peer, coll_ord[kind]++, (uint32_t)i, (uint32_t)e};
-            }
-        }
-    }
-    qsort(pt, np, sizeof *pt, p2p_cmp);
-    for (size_t a = 0; a < np; a += 2) {
-        if (a + 1 >= np || pt[a].recv || !pt[a + 1].recv || pt[a].src != pt[a + 1].src || pt[a].dst != pt[a + 1].dst ||
-            pt[a].ord != pt[a + 1].ord) {
-            const p2p_tup *u = &pt[a];
-            char name[GS_EVENT_NAME_BYTES];
-            gs_event_name(P[u->ri].re, &P[u->ri].re->events[u->ev], name, sizeof name);
-            rc = gs_error_set(err, GS_ERR_INPUT, "exec: rank %" PRIu64 "'s %s (%s rank %" PRIu64 ") has no match",
-                              P[u->ri].re->rank, name, u->recv ? "from" : "to", u->recv ? u->src : u->dst);
-            goto out;
-        }
-        P[pt[a].ri].pr[pt[a].ev] = pt[a + 1].ri;
-        P[pt[a].ri].pe[pt[a].ev] = pt[a + 1].ev;
-        P[pt[a + 1].ri].pr[pt[a + 1].ev] = pt[a].ri;
-        P[pt[a + 1].ri].pe[pt[a + 1].ev] = pt[a].ev;
-    }
-    qsort(ct, nc, sizeof *ct, coll_cmp);
-    inst_need = malloc((nc ? nc : 1) * sizeof *inst_need);
-    inst_count = calloc(nc ? nc : 1, sizeof *inst_count);
-    if (!inst_need || !inst_count) {
-        rc = gs_error_set(err, GS_ERR_NOMEM, "exec: out of memory planning p2p groups");
-        goto out;
-    }
-    for (size_t a = 0; a < nc;) {
-        size_t b = a;
-        while (b < nc && ct[b].kind == ct[a].kind && ct[b].index == ct[a].index && ct[b].ord == ct[a].ord)
-            P[ct[b].ri].inst[ct[b].ev] = (uint32_t)ninst, b++;
-        inst_need[ninst++] = (uint32_t)(b - a);
-        a = b;
-    }
-    size_t completed = 0;
-    for (;;) {
-        completed += play(P, nr, inst_need, inst_count, lead);
-        if (completed == total)
-            break;
-        if (!hoist_one(P, nr, lead, &nhoisted)) {
-            rc = stuck_error(P, nr, lead, err);
-            goto out;
-        }
-    }
-    if (hoisted)
-        *hoisted = nhoisted;
-out:
-    if (P)
-        for (size_t i = 0; i < nr; i++) {
-            play_rank *r = &P[i];
+    return total;
+}
+
+/* The planner's working state: the play of every rank, the sends and receives and the
+ * collectives as tuples, the collective instances (owned; plan_fini frees them). */
+typedef struct plan_state {
+    const gs_schedule *sch;
+    size_t nr;
+    uint64_t world;
+    play_rank *P;
+    p2p_tup *pt;
+    coll_tup *ct;
+    size_t np, nc, ninst;
+    uint32_t *idx, *inst_need, *inst_count;
+    uint64_t *sends_to, *recvs_from;
+} plan_state;
+
+static void plan_fini(plan_state *ps)
+{
+    if (ps->P)
+        for (size_t i = 0; i < ps->nr; i++) {
+            play_rank *r = &ps->P[i];
             free(r->done);
             free(r->posted);
             free(r->arrived);
@@ -427,13 +305,191 @@ out:
             for (int k = 0; k < GS_STREAM_COUNT; k++)
                 free(r->slist[k]);
         }
-    free(P);
-    free(pt);
-    free(ct);
-    free(idx);
-    free(inst_need);
-    free(inst_count);
-    free(sends_to);
-    free(recvs_from);
+    free(ps->P);
+    free(ps->pt);
+    free(ps->ct);
+    free(ps->idx);
+    free(ps->inst_need);
+    free(ps->inst_count);
+    free(ps->sends_to);
+    free(ps->recvs_from);
+}
+
+/* Rank i's play: its streams' event lists and the per-event state; counts its sends and
+ * receives into ps->np and its collectives into ps->nc. */
+static gs_status play_rank_init(plan_state *ps, size_t i, uint32_t *const *lead, gs_error *err)
+{
+    play_rank *r = &ps->P[i];
+    const gs_rank_events *re = &ps->sch->ranks[i];
+    size_t n = re->nevents ? re->nevents : 1;
+    r->re = re;
+    r->done = calloc(n, 1);
+    r->posted = calloc(n, 1);
+    r->arrived = calloc(n, 1);
+    r->pr = malloc(n * sizeof *r->pr);
+    r->pe = malloc(n * sizeof *r->pe);
+    r->inst = malloc(n * sizeof *r->inst);
+    r->first = malloc(n * sizeof *r->first);
+    r->last = malloc(n * sizeof *r->last);
+    r->spos = malloc(n * sizeof *r->spos);
+    for (int k = 0; k < GS_STREAM_COUNT; k++)
+        r->slist[k] = malloc(n * sizeof *r->slist[k]);
+    int ok = r->done && r->posted && r->arrived && r->pr && r->pe && r->inst && r->first && r->last &&
+             r->spos;
+    for (int k = 0; k < GS_STREAM_COUNT; k++)
+        ok = ok && r->slist[k];
+    if (!ok)
+        return gs_error_set(err, GS_ERR_NOMEM, "exec: out of memory planning p2p groups");
+    for (size_t e = 0; e < re->nevents; e++) {
+        const gs_event *ev = &re->events[e];
+        uint8_t k = stream_of(ev);
+        r->spos[e] = (uint32_t)r->slen[k];
+        r->slist[k][r->slen[k]++] = (uint32_t)e;
+        r->pr[e] = r->pe[e] = r->inst[e] = NONE;
+        r->first[e] = r->last[e] = (uint32_t)e;
+        ps->np += is_p2p(ev);
+        ps->nc += ev->kind == GS_EV_COLLECTIVE;
+    }
+    for (size_t e = 0; e < re->nevents; e++)
+        if (lead[i][e])
+            r->first[lead[i][e] - 1] = (uint32_t)e;
+    return GS_OK;
+}
+
+/* Every rank's index in the schedule (ps->idx) and its play. */
+static gs_status plan_ranks(plan_state *ps, uint32_t *const *lead, gs_error *err)
+{
+    ps->P = calloc(ps->nr, sizeof *ps->P);
+    ps->idx = malloc(ps->world * sizeof *ps->idx);
+    ps->sends_to = calloc(ps->world, sizeof *ps->sends_to);
+    ps->recvs_from = calloc(ps->world, sizeof *ps->recvs_from);
+    if (!ps->P || !ps->idx || !ps->sends_to || !ps->recvs_from)
+        return gs_error_set(err, GS_ERR_NOMEM, "exec: out of memory planning p2p groups");
+    for (uint64_t g = 0; g < ps->world; g++)
+        ps->idx[g] = NONE;
+    for (size_t i = 0; i < ps->nr; i++) {
+        uint64_t rank = ps->sch->ranks[i].rank;
+        if (rank >= ps->world || ps->idx[rank] != NONE)
+            return gs_error_set(err, GS_ERR_INPUT, "exec: the schedule's rank lists are not one per rank");
+        ps->idx[rank] = (uint32_t)i;
+    }
+    gs_status rc = GS_OK;
+    for (size_t i = 0; i < ps->nr && rc == GS_OK; i++)
+        rc = play_rank_init(ps, i, lead, err);
+    return rc;
+}
+
+/* The sends and receives as (src, dst, order between the pair) tuples, the collectives as
+ * (kind, group, order in the group) tuples. */
+static gs_status gather_tuples(plan_state *ps, gs_error *err)
+{
+    uint64_t world = ps->world;
+    ps->pt = malloc((ps->np ? ps->np : 1) * sizeof *ps->pt);
+    ps->ct = malloc((ps->nc ? ps->nc : 1) * sizeof *ps->ct);
+    if (!ps->pt || !ps->ct)
+        return gs_error_set(err, GS_ERR_NOMEM, "exec: out of memory planning p2p groups");
+    ps->np = ps->nc = 0;
+    for (size_t i = 0; i < ps->nr; i++) {
+        const gs_rank_events *re = &ps->sch->ranks[i];
+        uint64_t coll_ord[GS_GROUP_KIND_COUNT + 1] = {0};
+        memset(ps->sends_to, 0, world * sizeof *ps->sends_to);
+        memset(ps->recvs_from, 0, world * sizeof *ps->recvs_from);
+        for (size_t e = 0; e < re->nevents; e++) {
+            const gs_event *ev = &re->events[e];
+            if (is_p2p(ev)) {
+                if (ev->peer >= world)
+                    return gs_error_set(err, GS_ERR_INPUT,
+                                        "exec: rank %" PRIu64 " has a send or receive with rank %" PRIu64
+                                        ", outside the mesh",
+                                        re->rank, ev->peer);
+                int rv = ev->kind == GS_EV_RECV;
+                ps->pt[ps->np++] = (p2p_tup){rv ? ev->peer : re->rank, rv ? re->rank : ev->peer,
+                                             rv ? ps->recvs_from[ev->peer]++ : ps->sends_to[ev->peer]++, (uint32_t)rv,
+                                             (uint32_t)i, (uint32_t)e};
+            } else if (ev->kind == GS_EV_COLLECTIVE) {
+                uint64_t kind = ev->group < GS_GROUP_KIND_COUNT ? ev->group : GS_GROUP_KIND_COUNT;
+                ps->ct[ps->nc++] = (coll_tup){kind, ev->peer, coll_ord[kind]++, (uint32_t)i, (uint32_t)e};
+            }
+        }
+    }
+    return GS_OK;
+}
+
+/* Matches every send with its receive (the k-th send from a to b with the k-th receive at b from
+ * a); an unmatched one is an input error naming it. */
+static gs_status match_p2p(plan_state *ps, gs_error *err)
+{
+    p2p_tup *pt = ps->pt;
+    play_rank *P = ps->P;
+    size_t np = ps->np;
+    qsort(pt, np, sizeof *pt, p2p_cmp);
+    for (size_t a = 0; a < np; a += 2) {
+        if (a + 1 >= np || pt[a].recv || !pt[a + 1].recv || pt[a].src != pt[a + 1].src || pt[a].dst != pt[a + 1].dst ||
+            pt[a].ord != pt[a + 1].ord) {
+            const p2p_tup *u = &pt[a];
+            char name[GS_EVENT_NAME_BYTES];
+            gs_event_name(P[u->ri].re, &P[u->ri].re->events[u->ev], name, sizeof name);
+            return gs_error_set(err, GS_ERR_INPUT, "exec: rank %" PRIu64 "'s %s (%s rank %" PRIu64 ") has no match",
+                                P[u->ri].re->rank, name, u->recv ? "from" : "to", u->recv ? u->src : u->dst);
+        }
+        P[pt[a].ri].pr[pt[a].ev] = pt[a + 1].ri;
+        P[pt[a].ri].pe[pt[a].ev] = pt[a + 1].ev;
+        P[pt[a + 1].ri].pr[pt[a + 1].ev] = pt[a].ri;
+        P[pt[a + 1].ri].pe[pt[a + 1].ev] = pt[a].ev;
+    }
+    return GS_OK;
+}
+
+/* Numbers the collective instances (the members' events of one call) and how many members each
+ * waits for. */
+static gs_status number_instances(plan_state *ps, gs_error *err)
+{
+    coll_tup *ct = ps->ct;
+    size_t nc = ps->nc;
+    qsort(ct, nc, sizeof *ct, coll_cmp);
+    ps->inst_need = malloc((nc ? nc : 1) * sizeof *ps->inst_need);
+    ps->inst_count = calloc(nc ? nc : 1, sizeof *ps->inst_count);
+    if (!ps->inst_need || !ps->inst_count)
+        return gs_error_set(err, GS_ERR_NOMEM, "exec: out of memory planning p2p groups");
+    for (size_t a = 0; a < nc;) {
+        size_t b = a;
+        while (b < nc && ct[b].kind == ct[a].kind && ct[b].index == ct[a].index && ct[b].ord == ct[a].ord)
+            ps->P[ct[b].ri].inst[ct[b].ev] = (uint32_t)ps->ninst, b++;
+        ps->inst_need[ps->ninst++] = (uint32_t)(b - a);
+        a = b;
+    }
+    return GS_OK;
+}
+
+gs_status gs_p2p_groups_plan(const gs_schedule *sch, int pair, int rendezvous, uint32_t *const *lead,
+                             size_t *hoisted, gs_error *err)
+{
+    gs_status rc = GS_OK;
+    size_t nhoisted = 0;
+    plan_state ps = {.sch = sch, .nr = sch->nranks, .world = sch->mesh.world};
+    if (hoisted)
+        *hoisted = 0;
+    size_t total = pair_sends(sch, pair, lead);
+    if (!pair || !rendezvous || ps.nr == 0)
+        return GS_OK;
+    if (!sch->exact || ps.nr != ps.world)
+        return gs_error_set(err, GS_ERR_INPUT, "exec: p2p groups need the schedule of every rank");
+    if ((rc = plan_ranks(&ps, lead, err)) != GS_OK || (rc = gather_tuples(&ps, err)) != GS_OK ||
+        (rc = match_p2p(&ps, err)) != GS_OK || (rc = number_instances(&ps, err)) != GS_OK)
+        goto out;
+    size_t completed = 0;
+    for (;;) {
+        completed += play(ps.P, ps.nr, ps.inst_need, ps.inst_count, lead);
+        if (completed == total)
+            break;
+        if (!hoist_one(ps.P, ps.nr, lead, &nhoisted)) {
+            rc = stuck_error(ps.P, ps.nr, lead, err);
+            goto out;
+        }
+    }
+    if (hoisted)
+        *hoisted = nhoisted;
+out:
+    plan_fini(&ps);
     return rc;
 }

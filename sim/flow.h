@@ -1,10 +1,10 @@
 /* Flow mode's network model: a fluid max-min fair sharing of the cluster's links between the
  * transfers in flight (doc/models.md, "Events and links").
  *
- * Two layers. gs_flow_net is the solver: links with a capacity (bytes/s) and flows, each with
- * an amount of work (seconds at full speed) and, per link it crosses, the bytes/s it puts on
- * that link at full speed. A flow runs at a speed in (0, 1] (1 = as fast as alone); speeds are
- * set by progressive filling (max-min fairness on speed, weighted by each flow's demand on a
+ * Two layers. gs_flow_net (flow_net.c) is the solver: links with a capacity (bytes/s) and flows,
+ * each with an amount of work (seconds at full speed) and, per link it crosses, the bytes/s it
+ * puts on that link at full speed. A flow runs at a speed in (0, 1] (1 = as fast as alone); speeds
+ * are set by progressive filling (max-min fairness on speed, weighted by each flow's demand on a
  * link) over the connected component of links and flows touched whenever a flow starts or
  * finishes, and each flow whose speed changed gets a new end time and a new version.
  * gs_flow_model maps the cluster onto links (see flow.c for the list) and turns a collective or

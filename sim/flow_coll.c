@@ -1,6 +1,6 @@
 /* One collective with every rank simulated as flows (`gridstep coll --exact`): the transfers of
  * all n ranks of the call, put on the cluster's links and solved with the max-min fair solver
- * (flow.c's gs_flow_net).
+ * (flow_net.c's gs_flow_net).
  *
  * Placement and links. Rank r sits on node r / ppn as GPU r % ppn (coll fills nodes ppn at a
  * time). Links per direction, bytes/s: each node's NIC egress and ingress (nic.bw), each GPU's

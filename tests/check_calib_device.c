@@ -1,4 +1,4 @@
-/* Check suite for the device calibration path (cli/calib_device.c): the measurements a GPU's
+/* Check suite for the device calibration path (calib/device.c): the measurements a GPU's
  * driver gets, timed with the driver's stream events, run here through the host driver (CPU
  * threads) at test sizes, and through two wrappers of it that act as a machine with two devices
  * and as a device whose GEMMs are three times slower. What the GPU itself does is checked on a
@@ -13,7 +13,8 @@
 #include <time.h>
 #include <unistd.h>
 
-#include "cli/calib_device.h"
+#include "calib/device.h"
+#include "engine/scenario.h"
 #include "exec/driver.h"
 #include "sim/calib.h"
 #include "sim/calib_file.h"
@@ -32,13 +33,33 @@ static const char *scenario_at(void)
     return scenario_path;
 }
 
+/* The device calibration of the scenario at path (NULL: none), loaded as the command loads it. */
+static gs_status run_at(const gs_driver_ops *ops, const char *path, gs_calib_dev_opts *o, gs_calib_dev **c,
+                        gs_error *err)
+{
+    static gs_scenario s;
+    static gs_mesh mesh;
+    if (path) {
+        gs_diag warnings;
+        gs_diag_init(&warnings);
+        gs_status rc = gs_scenario_load_file(path, &s, err);
+        if (rc == GS_OK)
+            rc = gs_scenario_mesh(&s, &mesh, &warnings, err);
+        gs_diag_fini(&warnings);
+        if (rc != GS_OK)
+            return rc;
+        o->scenario = &s, o->mesh = &mesh, o->scenario_path = path;
+    }
+    return gs_calib_dev_run(ops, o, c, err);
+}
+
 static gs_calib_dev *run(const gs_driver_ops *ops, uint64_t max_ranks)
 {
     gs_calib_dev_opts o = {.small = 1, .max_ranks = max_ranks, .timeout_s = 60};
     gs_calib_dev *c = NULL;
     gs_error err;
     gs_error_init(&err);
-    gs_status rc = gs_calib_dev_run(ops, SCENARIO, &o, &c, &err);
+    gs_status rc = run_at(ops, SCENARIO, &o, &c, &err);
     ck_assert_msg(rc == GS_OK, "calibration failed: %s", err.msg);
     return c;
 }
@@ -152,7 +173,7 @@ START_TEST(test_fewer_devices)
     gs_error err;
     gs_error_init(&err);
     c = NULL;
-    ck_assert_int_eq(gs_calib_dev_run(&broken_four, SCENARIO, &o, &c, &err), GS_ERR_RUNTIME);
+    ck_assert_int_eq(run_at(&broken_four, SCENARIO, &o, &c, &err), GS_ERR_RUNTIME);
     ck_assert_ptr_null(c);
     ck_assert_msg(strstr(err.msg, "opening 4 ranks") && strstr(err.msg, "ncclCommInitRank"), "%s", err.msg);
 }
@@ -237,7 +258,7 @@ START_TEST(test_attention_dropout)
     gs_calib_dev *c = NULL;
     seen_calls[0] = seen_calls[1] = 0;
     seen_thr[0] = seen_thr[1] = 1;
-    ck_assert_msg(gs_calib_dev_run(&seeing_drop, SCENARIO, &o, &c, &err) == GS_OK, "%s", err.msg);
+    ck_assert_msg(run_at(&seeing_drop, SCENARIO, &o, &c, &err) == GS_OK, "%s", err.msg);
     gs_calib_dev_free(c);
     ck_assert(seen_calls[0] > 0 && seen_calls[1] > 0);
     ck_assert_uint_eq(seen_thr[0], 0);
@@ -261,7 +282,7 @@ START_TEST(test_attention_dropout)
     fclose(out);
     c = NULL;
     seen_calls[0] = seen_calls[1] = 0;
-    ck_assert_msg(gs_calib_dev_run(&seeing_drop, path, &o, &c, &err) == GS_OK, "%s", err.msg);
+    ck_assert_msg(run_at(&seeing_drop, path, &o, &c, &err) == GS_OK, "%s", err.msg);
     gs_calib_dev_free(c);
     remove(path);
     ck_assert(seen_calls[0] > 0 && seen_calls[1] > 0);
@@ -276,7 +297,7 @@ START_TEST(test_needs_scenario)
     gs_calib_dev *c = NULL;
     gs_error err;
     gs_error_init(&err);
-    ck_assert_int_eq(gs_calib_dev_run(&gs_driver_host, NULL, &o, &c, &err), GS_ERR_INPUT);
+    ck_assert_int_eq(run_at(&gs_driver_host, NULL, &o, &c, &err), GS_ERR_INPUT);
     ck_assert_ptr_null(c);
     ck_assert_ptr_nonnull(strstr(err.msg, "needs SCENARIO.yaml"));
 }

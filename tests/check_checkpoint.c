@@ -948,7 +948,7 @@ static int same_bytes(const char *a, const char *b)
     return same;
 }
 
-/* The record format's size, from its description in exec/checkpoint.c: a 48-byte head (magic 8,
+/* The record format's size, from its description in exec/ckpt_record.c: a 48-byte head (magic 8,
  * rank 4, world 4, step 8, has_file 4, crc 4, file bytes 8, piece count 8), per piece 2 + name +
  * 1 + 8 per dimension + 8 + 8 + 1, then a 4-byte CRC. Rank r of the test model has two pieces of
  * every tensor (one where its range holds a single element). */

@@ -1,8 +1,8 @@
-/* Check suite for flow mode (sim/flow.c and its use in sim/des.c): the max-min fair solver on
- * hand-built flows, the cluster's links (a shared NIC, an oversubscribed uplink, the class
- * path's copies), one collective with every rank as flows (sim/flow_coll.c, coll --exact), flow
- * mode against analytic mode when nothing shares a link, the class path against the exact path,
- * and determinism. Expected values are derived by hand in the comments. */
+/* Check suite for flow mode (sim/flow_net.c, sim/flow.c and their use in sim/des.c): the max-min
+ * fair solver on hand-built flows, the cluster's links (a shared NIC, an oversubscribed uplink,
+ * the class path's copies), one collective with every rank as flows (sim/flow_coll.c, coll
+ * --exact), flow mode against analytic mode when nothing shares a link, the class path against the
+ * exact path, and determinism. Expected values are derived by hand in the comments. */
 #include <check.h>
 #include <math.h>
 #include <stdio.h>

@@ -1,7 +1,7 @@
 #!/bin/sh
 # gridstep calibrate under mpirun (issue 8: "collective time ... inter-node when run under MPI"):
 # process 0 measures its machine, then every process takes part in the collectives between
-# processes (cli/calib_procs.c), and process 0 writes one file.
+# processes (calib/procs.c), and process 0 writes one file.
 #  - 2 processes on one host: every process exits 0; the summary and the "wrote" line are
 #    printed once; links.intra's 2-rank lines are the processes' (they predict the points
 #    measured between processes: median error within a factor 2, and under half the threads'

@@ -4,8 +4,9 @@
  * a record it accepts must encode back to the same bytes.
  *
  *   clang -g -O1 -fsanitize=fuzzer,address -I. -Iengine $(pkg-config --cflags jansson) \
- *     tests/fuzz/fuzz_safetensors.c exec/safetensors.c exec/checkpoint.c exec/atomic_file.c exec/crc32.c \
- *     engine/status.c $(pkg-config --libs jansson zlib) -o fuzz_safetensors
+ *     tests/fuzz/fuzz_safetensors.c exec/safetensors.c exec/checkpoint.c exec/ckpt_record.c \
+ *     exec/ckpt_index.c exec/ckpt_reader.c exec/ckpt_full.c exec/atomic_file.c exec/crc32.c engine/status.c \
+ *     $(pkg-config --libs jansson zlib) -o fuzz_safetensors
  *   ./fuzz_safetensors tests/fuzz/corpus/safetensors */
 #include <stddef.h>
 #include <stdint.h>

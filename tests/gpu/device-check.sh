@@ -148,13 +148,15 @@ if [ $skip_build -eq 0 ]; then
     for p in $pids; do wait "$p" || ok=0; done
     CC=${CC:-cc}
     cflags="-std=gnu11 -O2 -fPIC -fvisibility=hidden -I$src -isystem $CUDA_HOME/include -isystem $NCCL_INC"
-    [ $ok -eq 1 ] && $CC $cflags -c "$src/exec/driver_cuda.c" -o "$out/driver_cuda.o" || ok=0
+    for f in driver_cuda driver_cuda_open driver_cuda_compute driver_cuda_nccl; do
+        [ $ok -eq 1 ] && $CC $cflags -c "$src/exec/$f.c" -o "$out/$f.o" || ok=0
+    done
     [ $ok -eq 1 ] && $CC $cflags -c "$src/engine/status.c" -o "$out/status.o" || ok=0
     [ $ok -eq 1 ] && $CC $cflags -c "$src/kernels/cuda/attn_gemm_plan.c" -o "$out/attn_gemm_plan.o" || ok=0
     [ $ok -eq 1 ] && $CC $cflags -c "$src/exec/cuda_attn_plan.c" -o "$out/cuda_attn_plan.o" || ok=0
     [ $ok -eq 1 ] && $CC -shared -Wl,--no-undefined -o "$out/gridstep-cuda.so" "$out"/elementwise.o "$out"/norm.o \
         "$out"/xent.o "$out"/attention.o "$out"/attention_gemm.o "$out"/attention_flash.o "$out"/attn_gemm_plan.o \
-        "$out"/cuda_attn_plan.o "$out"/driver_cuda.o "$out"/status.o -L"$CUDA_LIB" -Wl,-rpath,"$CUDA_LIB" \
+        "$out"/cuda_attn_plan.o "$out"/driver_cuda*.o "$out"/status.o -L"$CUDA_LIB" -Wl,-rpath,"$CUDA_LIB" \
         "$ncclso" -Wl,-rpath,"$NCCL_LIB" -lcublas -lcublasLt -lcudart -lstdc++ -lm -lpthread || ok=0
     [ $ok -eq 1 ] && $CC -std=gnu11 -O2 -I"$src" -isystem "$CUDA_HOME/include" "$src/tests/gpu/kernel_check.c" \
         "$out/attention_flash.o" "$src"/kernels/host/*.c "$src/engine/status.c" -L"$CUDA_LIB" -Wl,-rpath,"$CUDA_LIB" \

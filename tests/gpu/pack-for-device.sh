@@ -34,7 +34,7 @@ ldd "$bin" | awk '/=> \// { print $3 }' | while read -r lib; do
     *) cp -L "$lib" "$out/lib/" ;;
     esac
 done
-cp "$src"/exec/driver_cuda.c "$src"/exec/cuda_attn_plan.c "$src"/exec/*.h "$out/src/exec/"
+cp "$src"/exec/driver_cuda*.c "$src"/exec/cuda_attn_plan.c "$src"/exec/*.h "$out/src/exec/"
 cp "$src"/engine/*.h "$src"/engine/status.c "$out/src/engine/"
 cp "$src"/kernels/cuda/*.cu "$src"/kernels/cuda/*.cuh "$src"/kernels/cuda/*.h "$src"/kernels/cuda/*.c "$out/src/kernels/cuda/"
 cp "$src"/kernels/host/*.c "$src"/kernels/host/*.h "$out/src/kernels/host/"

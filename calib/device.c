@@ -1,6 +1,5 @@
-/* `gridstep calibrate` through a device driver, timed with its stream events (cli/calib_device.h). */
-#define _GNU_SOURCE /* gethostname */
-#include "cli/calib_device.h"
+/* `gridstep calibrate` through a device driver, timed with its stream events (calib/device.h). */
+#include "calib/device.h"
 
 #include <errno.h>
 #include <inttypes.h>
@@ -12,69 +11,12 @@
 #include <time.h>
 #include <unistd.h>
 
-#include "cli/calib_ops.h"
-#include "cli/cli_common.h"
-#include "cli/progress.h"
+#include "calib/ops.h"
 #include "engine/schedule.h"
 #include "sim/calib.h"
 #include "sim/collective.h"
 #include "sim/compute.h"
 
-#define DEV_MAX_SHAPES 48
-#define DEV_MAX_EW 8
-#define DEV_MAX_SIZES 24
-#define DEV_MAX_REPS 16
-#define DEV_GROUPS GS_CAL_GROUPS /* 2, 4, 8 devices */
-
-#define dev_group_sizes gs_cal_group_sizes
-
-typedef struct dev_gemm {
-    uint64_t m, n, k;
-    double secs, bwd_secs; /* median per call */
-    double rate;           /* measured FLOP/s of the forward */
-    double model_rate;     /* the tile model's FLOP/s at efficiency 1 (peak x shape factor) */
-    int fitted;            /* 0: the model calls it memory-bound; measured, not fitted */
-} dev_gemm;
-
-struct gs_calib_dev {
-    const gs_driver_ops *ops;
-    gs_calib_dev_opts o;
-    int reps;
-    char scenario[512];
-    char gpu[64];
-    const char *precision;
-    gs_compute_model cm; /* the scenario GPU's model at efficiency 1 */
-    dev_gemm gemm[DEV_MAX_SHAPES];
-    size_t ngemm;
-    gs_fit_scale gemm_fit;
-    double bwd_factor;
-    uint64_t ew_elems[DEV_MAX_EW];
-    size_t new_;
-    double ew_s[GS_CAL_EW_COUNT][DEV_MAX_EW];
-    uint64_t ew_n[GS_CAL_EW_COUNT][DEV_MAX_EW]; /* elements each kernel ran on (a loss row at least) */
-    gs_fit_ab ew_fit[GS_CAL_EW_COUNT];
-    double copy_s[DEV_MAX_EW]; /* copy of ew_elems floats */
-    gs_fit_ab copy_fit;        /* against the bytes read and written */
-    uint64_t attn_seq, attn_nh, attn_nkv, attn_hd;
-    int attn_flash; /* the scenario's strategy.flash_attention */
-    int attn_dropout;      /* the scenario's model has dropout layers */
-    double attn_drop_rate; /* its attention dropout */
-    int gemm_bf16;  /* the scenario trains in bf16: the driver's GEMMs take bf16 inputs, as exec's */
-    char gemm_math[48]; /* what the driver says its GEMMs ran as (gemm_math), "" unknown */
-    size_t vocab_row;
-    size_t hidden_row; /* the norms' and the embedding's row: the scenario's hidden width */
-    double attn_fwd_s, attn_bwd_s, attn_flops;
-    double rope_s;
-    double launch_s;
-    uint64_t sizes[DEV_MAX_SIZES];
-    size_t nsizes;
-    double coll_s[GS_CAL_C_COUNT][DEV_GROUPS][DEV_MAX_SIZES]; /* 0: not measured */
-    gs_fit_ab coll_fit[GS_CAL_C_COUNT][DEV_GROUPS];
-    int coll_ok[GS_CAL_C_COUNT][DEV_GROUPS];
-    uint64_t coll_max; /* the largest group measured (0: none) */
-    char coll_note[512]; /* why no larger group was measured */
-    uint64_t pdone, ptotal; /* measurements started, and planned (progress) */
-};
 
 /* A measurement starts: counts it and reports the share finished (at most ptotal - 1 until the
  * end: the count is planned by progress_total). Called by one thread at a time (the collectives'
@@ -82,7 +24,7 @@ struct gs_calib_dev {
 static void progress(gs_calib_dev *c, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
 static void progress(gs_calib_dev *c, const char *fmt, ...)
 {
-    if (!c->o.prog)
+    if (!c->o.progress)
         return;
     char what[200];
     va_list ap;
@@ -91,7 +33,7 @@ static void progress(gs_calib_dev *c, const char *fmt, ...)
     va_end(ap);
     uint64_t done = c->pdone < c->ptotal ? c->pdone : c->ptotal - 1;
     c->pdone++;
-    gs_progress_update(c->o.prog, done, c->ptotal, what);
+    c->o.progress(c->o.progress_arg, done, c->ptotal, what);
 }
 
 /* ---- timing: a batch of calls between two stream events ---------------------------------------------- */
@@ -147,7 +89,7 @@ static size_t batch_calls(double target, double per_call)
 static gs_status time_calls(const gs_calib_dev *c, const dev_timer *t, dev_call fn, void *arg, double *per_call,
                             gs_error *err)
 {
-    double one = 0, v[DEV_MAX_REPS];
+    double one = 0, v[GS_CALIB_DEV_MAX_REPS];
     gs_status rc = timed(t, fn, arg, 1, &one, err);
     double target = c->o.small ? 1e-3 : c->o.quick ? 2e-3 : 10e-3;
     size_t calls = batch_calls(target, one);
@@ -216,14 +158,14 @@ static void add_shape(gs_calib_dev *c, uint64_t m, uint64_t n, uint64_t k)
     for (size_t i = 0; i < c->ngemm; i++)
         if (c->gemm[i].m == m && c->gemm[i].n == n && c->gemm[i].k == k)
             return;
-    if (c->ngemm < DEV_MAX_SHAPES && m && n && k)
-        c->gemm[c->ngemm++] = (dev_gemm){m, n, k, 0, 0, 0, 0, 0};
+    if (c->ngemm < GS_CALIB_DEV_MAX_SHAPES && m && n && k)
+        c->gemm[c->ngemm++] = (gs_calib_dev_gemm){m, n, k, 0, 0, 0, 0, 0};
 }
 
 /* The grid (tokens x out x in): squares 1K .. 8K and Llama-7B-like layer shapes at 2K and 4K
  * tokens, where a GPU's GEMMs run from wave-limited to their plateau; the scenario's shapes after
  * them. The test grid (small) is what one CPU core runs in a millisecond. */
-static gs_status pick(gs_calib_dev *c, const char *scenario, gs_error *err)
+static gs_status pick(gs_calib_dev *c, gs_error *err)
 {
     static const uint64_t grid[][3] = {
         {1024, 1024, 1024}, {2048, 2048, 2048},  {4096, 4096, 4096},  {8192, 8192, 8192},
@@ -235,24 +177,22 @@ static gs_status pick(gs_calib_dev *c, const char *scenario, gs_error *err)
     for (size_t i = 0; i < ng; i++)
         c->o.small ? add_shape(c, small[i][0], small[i][1], small[i][2]) : add_shape(c, grid[i][0], grid[i][1], grid[i][2]);
 
-    gs_scenario s;
-    gs_mesh mesh;
+    const gs_scenario *sc = c->o.scenario;
+    const gs_mesh *mesh = c->o.mesh;
     gs_schedule *sch = NULL;
-    gs_status rc = gs_cli_load(scenario, &s, &mesh, err);
-    if (rc == GS_OK)
-        rc = gs_schedule_build(&s, &mesh, 0, &sch, err);
+    gs_status rc = gs_schedule_build(sc, mesh, 0, &sch, err);
     if (rc != GS_OK)
         return rc;
-    snprintf(c->scenario, sizeof c->scenario, "%s", scenario);
-    snprintf(c->gpu, sizeof c->gpu, "%s", s.cluster.gpu.name);
-    c->precision = gs_precision_name(s.strategy.precision);
-    c->gemm_bf16 = s.strategy.precision == GS_PREC_BF16;
-    gs_compute_model_init(&c->cm, &s.cluster.gpu, s.strategy.precision);
+    snprintf(c->scenario, sizeof c->scenario, "%s", c->o.scenario_path ? c->o.scenario_path : sc->name);
+    snprintf(c->gpu, sizeof c->gpu, "%s", sc->cluster.gpu.name);
+    c->precision = gs_precision_name(sc->strategy.precision);
+    c->gemm_bf16 = sc->strategy.precision == GS_PREC_BF16;
+    gs_compute_model_init(&c->cm, &sc->cluster.gpu, sc->strategy.precision);
     c->cm.gemm_efficiency = 1.0;
     c->attn_seq = c->o.small ? 64 : 2048, c->attn_nh = c->o.small ? 2 : 32, c->attn_nkv = c->attn_nh;
     c->attn_hd = c->o.small ? 32 : 128;
-    c->attn_flash = s.strategy.flash_attention != 0;
-    c->attn_dropout = s.model.dropout, c->attn_drop_rate = s.model.attention_dropout;
+    c->attn_flash = sc->strategy.flash_attention != 0;
+    c->attn_dropout = sc->model.dropout, c->attn_drop_rate = sc->model.attention_dropout;
     for (size_t r = 0; r < sch->nranks && r < 1; r++)
         for (size_t i = 0; i < sch->ranks[r].nevents; i++) {
             const gs_event *e = &sch->ranks[r].events[i];
@@ -266,29 +206,29 @@ static gs_status pick(gs_calib_dev *c, const char *scenario, gs_error *err)
                 c->attn_hd = e->gemm_k;
             }
         }
-    uint64_t tp = mesh.size[GS_DIM_TP] ? mesh.size[GS_DIM_TP] : 1;
+    uint64_t tp = mesh->size[GS_DIM_TP] ? mesh->size[GS_DIM_TP] : 1;
     if (!c->o.small) {
-        c->attn_nh = s.model.heads / tp ? s.model.heads / tp : 1;
-        c->attn_nkv = s.model.kv_heads / tp ? s.model.kv_heads / tp : 1;
+        c->attn_nh = sc->model.heads / tp ? sc->model.heads / tp : 1;
+        c->attn_nkv = sc->model.kv_heads / tp ? sc->model.kv_heads / tp : 1;
     }
-    uint64_t vr = s.model.vocab / tp;
+    uint64_t vr = sc->model.vocab / tp;
     c->vocab_row = c->o.small ? 256 : vr < 64 ? 64 : vr > 32768 ? 32768 : (size_t)vr;
     /* the norm and embedding kernels reduce over rows one column per thread (dg, the embedding's
      * dw: deterministic sums in row order), so on a GPU their speed follows the row width: they
      * are timed at the width the schedule runs them at */
-    uint64_t hw = s.model.hidden;
+    uint64_t hw = sc->model.hidden;
     c->hidden_row = c->o.small ? 256 : hw < 256 ? 256 : hw > 32768 ? 32768 : (size_t)hw;
     gs_schedule_destroy(sch);
 
     /* elementwise: 2^16 .. 2^26 elements x4 (quick: x16 and 2^26; small: 2^10 .. 2^14 x4) */
     uint64_t lo = c->o.small ? 1u << 10 : 1u << 16, hi = c->o.small ? 1u << 14 : 1u << 26;
-    for (uint64_t n = lo; n <= hi && c->new_ < DEV_MAX_EW; n *= c->o.quick && !c->o.small ? 16 : 4)
+    for (uint64_t n = lo; n <= hi && c->new_ < GS_CALIB_DEV_MAX_EW; n *= c->o.quick && !c->o.small ? 16 : 4)
         c->ew_elems[c->new_++] = n;
     if (c->o.quick)
         c->ew_elems[c->new_ - 1] = hi; /* keep the largest */
     /* collectives: 1 KiB .. 1 GiB x4 (quick x16; small 1 .. 64 KiB x4) */
     uint64_t cmax = c->o.small ? 64u << 10 : 1u << 30;
-    for (uint64_t b = 1024; b <= cmax && c->nsizes < DEV_MAX_SIZES; b *= c->o.quick && !c->o.small ? 16 : 4)
+    for (uint64_t b = 1024; b <= cmax && c->nsizes < GS_CALIB_DEV_MAX_SIZES; b *= c->o.quick && !c->o.small ? 16 : 4)
         c->sizes[c->nsizes++] = b;
     return GS_OK;
 }
@@ -299,7 +239,7 @@ static gs_status measure_gemms(gs_calib_dev *c, const dev_timer *t, gs_error *er
 {
     gs_status rc = GS_OK;
     for (size_t i = 0; i < c->ngemm && rc == GS_OK; i++) {
-        dev_gemm *g = &c->gemm[i];
+        gs_calib_dev_gemm *g = &c->gemm[i];
         progress(c, "GEMM %zu/%zu (%" PRIu64 " x %" PRIu64 " x %" PRIu64 ")", i + 1, c->ngemm, g->m, g->n, g->k);
         float *b[5] = {0};
         size_t mk = g->m * g->k, nk = g->n * g->k, mn = g->m * g->n;
@@ -548,7 +488,7 @@ typedef struct coll_job {
     gs_drv *d;
     uint64_t rank, n;
     uint64_t members[8];
-    double per_call[GS_CAL_C_COUNT][DEV_MAX_SIZES][DEV_MAX_REPS];
+    double per_call[GS_CAL_C_COUNT][GS_CALIB_DEV_MAX_SIZES][GS_CALIB_DEV_MAX_REPS];
     gs_status rc;
     gs_error err;
     /* the call in flight */
@@ -663,16 +603,16 @@ static void *coll_main(void *arg)
 static uint64_t progress_total(const gs_calib_dev *c)
 {
     uint64_t cap = c->o.max_ranks ? c->o.max_ranks : 8, n = c->ngemm + (uint64_t)GS_CAL_EW_COUNT * c->new_ + c->new_ + 3;
-    for (int gi = 0; gi < DEV_GROUPS && dev_group_sizes[gi] <= cap; gi++)
-        n += 1 + c->nsizes * (uint64_t)(GS_CAL_C_COUNT - (dev_group_sizes[gi] == 2 ? 0 : 1));
+    for (int gi = 0; gi < GS_CAL_GROUPS && gs_cal_group_sizes[gi] <= cap; gi++)
+        n += 1 + c->nsizes * (uint64_t)(GS_CAL_C_COUNT - (gs_cal_group_sizes[gi] == 2 ? 0 : 1));
     return n;
 }
 
 static gs_status measure_colls(gs_calib_dev *c, gs_error *err)
 {
     uint64_t cap = c->o.max_ranks ? c->o.max_ranks : 8;
-    for (int gi = 0; gi < DEV_GROUPS; gi++) {
-        uint64_t n = dev_group_sizes[gi];
+    for (int gi = 0; gi < GS_CAL_GROUPS; gi++) {
+        uint64_t n = gs_cal_group_sizes[gi];
         if (n > cap) {
             snprintf(c->coll_note, sizeof c->coll_note, "groups of at most %" PRIu64 " ranks asked for", cap);
             break;
@@ -728,7 +668,7 @@ static gs_status measure_colls(gs_calib_dev *c, gs_error *err)
                 if (op == GS_CAL_C_P2P && n != 2)
                     continue;
                 for (size_t si = 0; si < c->nsizes; si++) {
-                    double v[DEV_MAX_REPS];
+                    double v[GS_CALIB_DEV_MAX_REPS];
                     for (int rep = 0; rep < c->reps; rep++) {
                         v[rep] = 0;
                         for (uint64_t r = 0; r < n; r++)
@@ -736,7 +676,7 @@ static gs_status measure_colls(gs_calib_dev *c, gs_error *err)
                     }
                     c->coll_s[op][gi][si] = gs_calib_median(v, (size_t)c->reps);
                 }
-                double x[DEV_MAX_SIZES];
+                double x[GS_CALIB_DEV_MAX_SIZES];
                 for (size_t si = 0; si < c->nsizes; si++)
                     x[si] = (double)c->sizes[si];
                 if ((rc = gs_fit_alpha_beta(x, c->coll_s[op][gi], c->nsizes, &c->coll_fit[op][gi], err)) != GS_OK) {
@@ -757,11 +697,10 @@ static gs_status measure_colls(gs_calib_dev *c, gs_error *err)
 
 /* ---- run and fits ------------------------------------------------------------------------------------- */
 
-gs_status gs_calib_dev_run(const gs_driver_ops *ops, const char *scenario, const gs_calib_dev_opts *o,
-                           gs_calib_dev **out, gs_error *err)
+gs_status gs_calib_dev_run(const gs_driver_ops *ops, const gs_calib_dev_opts *o, gs_calib_dev **out, gs_error *err)
 {
     *out = NULL;
-    if (!scenario)
+    if (!o->scenario || !o->mesh)
         return gs_error_set(err, GS_ERR_INPUT, "calibrate --driver %s needs SCENARIO.yaml: its GPU preset and precision "
                             "are what the GEMM model is fitted against, and its shapes are measured", ops->name);
     gs_calib_dev *c = calloc(1, sizeof *c);
@@ -772,18 +711,18 @@ gs_status gs_calib_dev_run(const gs_driver_ops *ops, const char *scenario, const
     if (c->o.timeout_s <= 0)
         c->o.timeout_s = 120.0;
     c->reps = c->o.quick || c->o.small ? 3 : 5;
-    gs_status rc = pick(c, scenario, err);
+    gs_status rc = pick(c, err);
     if (rc == GS_OK) {
         c->ptotal = progress_total(c);
         rc = measure_solo(c, err);
     }
     if (rc == GS_OK)
         rc = measure_colls(c, err);
-    if (c->o.prog)
-        gs_progress_update(c->o.prog, c->ptotal, c->ptotal, "fitting");
+    if (c->o.progress)
+        c->o.progress(c->o.progress_arg, c->ptotal, c->ptotal, "fitting");
     /* fits */
     if (rc == GS_OK) {
-        double meas[DEV_MAX_SHAPES], model[DEV_MAX_SHAPES], r[DEV_MAX_SHAPES];
+        double meas[GS_CALIB_DEV_MAX_SHAPES], model[GS_CALIB_DEV_MAX_SHAPES], r[GS_CALIB_DEV_MAX_SHAPES];
         size_t n = 0;
         for (size_t i = 0; i < c->ngemm; i++)
             if (c->gemm[i].fitted) {
@@ -799,14 +738,14 @@ gs_status gs_calib_dev_run(const gs_driver_ops *ops, const char *scenario, const
             c->bwd_factor = gs_calib_median(r, n); /* over the shapes fitted, as the scale */
     }
     for (int k = 0; k < GS_CAL_EW_COUNT && rc == GS_OK; k++) {
-        double x[DEV_MAX_EW];
+        double x[GS_CALIB_DEV_MAX_EW];
         for (size_t i = 0; i < c->new_; i++)
             x[i] = gs_cal_ew_bytes[k] * (double)c->ew_n[k][i];
         if ((rc = gs_fit_alpha_beta(x, c->ew_s[k], c->new_, &c->ew_fit[k], err)) != GS_OK)
             gs_error_prefix(err, "%s", gs_cal_ew_names[k]);
     }
     if (rc == GS_OK) {
-        double x[DEV_MAX_EW];
+        double x[GS_CALIB_DEV_MAX_EW];
         for (size_t i = 0; i < c->new_; i++)
             x[i] = 2.0 * 4.0 * (double)c->ew_elems[i]; /* read and written */
         if ((rc = gs_fit_alpha_beta(x, c->copy_s, c->new_, &c->copy_fit, err)) != GS_OK)
@@ -833,234 +772,4 @@ double gs_calib_dev_copy_bw(const gs_calib_dev *c)
 void gs_calib_dev_free(gs_calib_dev *c)
 {
     free(c);
-}
-
-/* ---- output ------------------------------------------------------------------------------------------- */
-
-/* GEMM efficiency and peak as the file states them: the preset's peak and the fitted scale, or
- * (a scale above 1: the device beats the preset's peak, e.g. boost clocks) the peak scaled and
- * efficiency 1. */
-static void gemm_peak(const gs_calib_dev *c, double *peak, double *eff)
-{
-    double s = c->gemm_fit.scale;
-    *peak = s > 1.0 ? c->cm.peak_flops * s : c->cm.peak_flops;
-    *eff = s > 1.0 ? 1.0 : s;
-}
-
-json_t *gs_calib_dev_json(const gs_calib_dev *c)
-{
-    json_t *doc = json_object();
-    char host[256] = "unknown", date[64];
-    gethostname(host, sizeof host - 1);
-    time_t now = time(NULL);
-    struct tm tmv;
-    gmtime_r(&now, &tmv);
-    strftime(date, sizeof date, "%Y-%m-%dT%H:%M:%SZ", &tmv);
-    json_t *mach = json_object();
-    json_object_set_new(mach, "hostname", json_string(host));
-    json_object_set_new(mach, "gpu_preset", json_string(c->gpu));
-    json_object_set_new(mach, "precision", json_string(c->precision));
-    json_object_set_new(mach, "scenario", json_string(c->scenario));
-    json_t *env = json_object();
-    static const char *const vars[] = {"GRIDSTEP_CUDA_GEMM", "GRIDSTEP_HOST_GEMM", "GRIDSTEP_CUDA_ATTENTION",
-                                       "CUDA_VISIBLE_DEVICES"};
-    for (size_t i = 0; i < sizeof vars / sizeof vars[0]; i++) {
-        const char *v = getenv(vars[i]);
-        json_object_set_new(env, vars[i], v ? json_string(v) : json_null());
-    }
-    json_object_set_new(mach, "environment", env);
-    json_object_set_new(mach, "gemm_math", c->gemm_math[0] ? json_string(c->gemm_math) : json_null());
-    json_object_set_new(doc, "machine", mach);
-    json_object_set_new(doc, "date", json_string(date));
-    json_object_set_new(doc, "driver", json_string(c->ops->name));
-    json_t *units = json_object();
-    json_object_set_new(units, "time", json_string("seconds"));
-    json_object_set_new(units, "size", json_string("bytes (nccl-tests size; elementwise: the schedule's fp32 count)"));
-    json_object_set_new(units, "rate", json_string("FLOP/s, bytes/s"));
-    json_object_set_new(doc, "units", units);
-
-    double peak, eff;
-    gemm_peak(c, &peak, &eff);
-    json_t *comp = json_object();
-    json_object_set_new(comp, "peak_flops", json_real(peak));
-    json_object_set_new(comp, "gemm_efficiency", json_real(eff));
-    json_object_set_new(comp, "gemm_bwd_factor", json_real(c->bwd_factor));
-    json_object_set_new(comp, "hbm_bw", json_real(c->copy_fit.beta_bytes_per_s));
-    json_object_set_new(comp, "hbm_efficiency", json_real(1.0));
-    json_object_set_new(comp, "launch_s", json_real(c->launch_s));
-    json_object_set_new(comp, "attn_flops", json_real(c->attn_flops));
-    gs_cal_ew_rates_json(comp, c->ew_fit);
-    json_object_set_new(comp, "qkv_rope_s_per_token", json_real(c->rope_s));
-    json_object_set_new(doc, "compute", comp);
-
-    if (c->coll_max) {
-        json_t *links = json_object();
-        json_object_set_new(links, "intra", gs_cal_class_json(c->coll_fit, c->coll_ok));
-        json_object_set_new(doc, "links", links);
-    }
-
-    json_t *fits = json_object(), *gs = json_object();
-    json_object_set_new(gs, "model", json_string("the preset's tile model (sim/compute.c) at efficiency 1"));
-    json_object_set_new(gs, "scale", json_real(c->gemm_fit.scale));
-    json_object_set_new(gs, "rms_rel_resid", json_real(c->gemm_fit.rms_rel_resid));
-    json_object_set_new(gs, "points", json_integer((json_int_t)c->gemm_fit.n));
-    json_object_set_new(gs, "outliers", json_integer((json_int_t)c->gemm_fit.outliers));
-    json_object_set_new(fits, "gemm_scale", gs);
-    json_t *ef = json_object();
-    for (int k = 0; k < GS_CAL_EW_COUNT; k++)
-        json_object_set_new(ef, gs_cal_ew_names[k], gs_cal_fit_json(0, &c->ew_fit[k], 1));
-    json_object_set_new(fits, "elementwise", ef);
-    json_object_set_new(fits, "copy", gs_cal_fit_json(0, &c->copy_fit, 1));
-    json_t *cf = json_object();
-    for (int op = 0; op < GS_CAL_C_COUNT; op++)
-        for (int gi = 0; gi < DEV_GROUPS; gi++)
-            if (c->coll_ok[op][gi]) {
-                char k[48];
-                snprintf(k, sizeof k, "%s/%" PRIu64, gs_cal_c_names[op], op == GS_CAL_C_P2P ? 2 : dev_group_sizes[gi]);
-                json_object_set_new(cf, k, gs_cal_fit_json(0, &c->coll_fit[op][gi], 1));
-            }
-    json_object_set_new(fits, "collectives", cf);
-    json_object_set_new(doc, "fits", fits);
-
-    json_t *meas = json_object(), *ga = json_array();
-    for (size_t i = 0; i < c->ngemm; i++) {
-        const dev_gemm *g = &c->gemm[i];
-        json_t *p = json_object();
-        json_object_set_new(p, "m", json_integer((json_int_t)g->m));
-        json_object_set_new(p, "n", json_integer((json_int_t)g->n));
-        json_object_set_new(p, "k", json_integer((json_int_t)g->k));
-        json_object_set_new(p, "time_s", json_real(g->secs));
-        json_object_set_new(p, "bwd_time_s", json_real(g->bwd_secs));
-        json_object_set_new(p, "flops_per_s", json_real(g->rate));
-        json_object_set_new(p, "model_flops_per_s", json_real(g->model_rate));
-        json_object_set_new(p, "fitted", json_boolean(g->fitted));
-        json_array_append_new(ga, p);
-    }
-    json_object_set_new(meas, "gemm", ga);
-    json_t *ea = json_object();
-    for (int k = 0; k < GS_CAL_EW_COUNT; k++) {
-        json_t *arr = json_array();
-        for (size_t i = 0; i < c->new_; i++) {
-            json_t *o = json_object();
-            json_object_set_new(o, "elements", json_integer((json_int_t)c->ew_n[k][i]));
-            json_object_set_new(o, "bytes", json_real(gs_cal_ew_bytes[k] * (double)c->ew_n[k][i]));
-            json_object_set_new(o, "time_s", json_real(c->ew_s[k][i]));
-            json_array_append_new(arr, o);
-        }
-        json_object_set_new(ea, gs_cal_ew_names[k], arr);
-    }
-    json_object_set_new(meas, "elementwise", ea);
-    json_t *cp = json_array();
-    for (size_t i = 0; i < c->new_; i++) {
-        json_t *o = json_object();
-        json_object_set_new(o, "bytes_moved", json_real(8.0 * (double)c->ew_elems[i]));
-        json_object_set_new(o, "time_s", json_real(c->copy_s[i]));
-        json_array_append_new(cp, o);
-    }
-    json_object_set_new(meas, "copy", cp);
-    json_object_set_new(meas, "attention", gs_cal_attn_json(c->attn_seq, c->attn_nh, c->attn_nkv, c->attn_hd, c->attn_flash,
-                                                          c->attn_fwd_s, c->attn_bwd_s));
-    json_object_set_new(meas, "launch_s", json_real(c->launch_s));
-    json_t *co = gs_cal_colls_json(c->sizes, c->nsizes, &c->coll_s[0][0][0], DEV_MAX_SIZES, c->coll_ok);
-    json_object_set_new(meas, "collectives", co);
-    if (c->coll_note[0])
-        json_object_set_new(meas, "collectives_note", json_string(c->coll_note));
-    json_object_set_new(doc, "measurements", meas);
-    return doc;
-}
-
-void gs_calib_dev_print(const gs_calib_dev *c, FILE *f)
-{
-    double peak, eff;
-    gemm_peak(c, &peak, &eff);
-    fprintf(f, "calibration through the %s driver (events on its streams), against %s at %s; medians of %d repeats\n",
-            c->ops->name, c->gpu, c->precision, c->reps);
-    if (strcmp(c->precision, "fp32") != 0)
-        fprintf(f, "note: the scenario trains in %s; the driver's kernels run on fp32 buffers and its GEMMs as %s "
-                   "(the cuda driver's default for bf16 scenarios is bf16 inputs; GRIDSTEP_CUDA_GEMM and "
-                   "GRIDSTEP_HOST_GEMM override), so this file describes what exec runs, not a %s training\n",
-                c->precision, c->gemm_math[0] ? c->gemm_math : "fp32", c->precision);
-    fprintf(f, "\nGEMM (the driver's linear): measured against the tile model at efficiency 1 (%.1f TFLOP/s peak)\n",
-            c->cm.peak_flops * 1e-12);
-    gs_cli_table t;
-    gs_cli_table_init(&t, 9);
-    gs_cli_table_rowf(&t, "m\tn\tk\ttime(us)\tTFLOP/s\tmodel\tratio\tfitted\tbwd/2fwd");
-    for (size_t i = 0; i < c->ngemm; i++) {
-        const dev_gemm *g = &c->gemm[i];
-        gs_cli_table_rowf(&t, "%" PRIu64 "\t%" PRIu64 "\t%" PRIu64 "\t%.1f\t%.2f\t%.2f\t%.3f\t%s\t%.2f", g->m, g->n, g->k,
-                          g->secs * 1e6, g->rate * 1e-12, g->model_rate * 1e-12, g->rate / g->model_rate,
-                          g->fitted ? "yes" : "no (memory-bound)", g->bwd_secs / (2.0 * g->secs));
-    }
-    gs_cli_table_print(&t, f, 2);
-    gs_cli_table_fini(&t);
-    fprintf(f, "  fit: measured = %.3f x model (median of %zu ratios; rms relative residual %.1f%%, %zu outliers) -> "
-               "compute.gemm_efficiency %.3f, peak_flops %.4g\n",
-            c->gemm_fit.scale, c->gemm_fit.n, 100 * c->gemm_fit.rms_rel_resid, c->gemm_fit.outliers, eff, peak);
-    fprintf(f, "  backward (dx and dw) over twice the forward: median %.3f (compute.gemm_bwd_factor)\n", c->bwd_factor);
-    const char *ap = getenv("GRIDSTEP_CUDA_ATTENTION");
-    fprintf(f, "  attention (seq %" PRIu64 ", %" PRIu64 " heads of %" PRIu64 ", %s, GRIDSTEP_CUDA_ATTENTION %s): "
-               "fwd %.1f us, bwd %.1f us, %.2f TFLOP/s (the schedule's FLOP count; compute.attn_flops)\n",
-            c->attn_seq, c->attn_nh, c->attn_hd, c->attn_flash ? "flash" : "probabilities kept",
-            ap && ap[0] ? ap : "auto", c->attn_fwd_s * 1e6, c->attn_bwd_s * 1e6, c->attn_flops * 1e-12);
-    fprintf(f, "\nelementwise kernels (bytes as the schedule counts them, fp32): t = alpha + bytes / bw\n");
-    gs_cal_ew_print(f, c->ew_fit, "copy (read+write)", &c->copy_fit);
-    fprintf(f, "  compute.hbm_bw: the copy's %.1f GB/s (the preset says %.1f GB/s)\n",
-            c->copy_fit.beta_bytes_per_s * 1e-9, c->cm.hbm_bw * 1e-9);
-    fprintf(f, "  rotary embedding: %.4f us per token; a one-element kernel back to back: %.2f us (compute.launch_s)\n",
-            c->rope_s * 1e6, c->launch_s * 1e6);
-    if (!c->coll_max) {
-        fprintf(f, "\ncollectives: not measured (%s)\n", c->coll_note[0] ? c->coll_note : "no group");
-        return;
-    }
-    for (int op = 0; op < GS_CAL_C_COUNT; op++)
-        for (int gi = 0; gi < DEV_GROUPS; gi++) {
-            if (!c->coll_ok[op][gi])
-                continue;
-            uint64_t n = op == GS_CAL_C_P2P ? 2 : dev_group_sizes[gi];
-            char head[96];
-            snprintf(head, sizeof head, "%s over %" PRIu64 " ranks (nccl-tests' columns; float)", gs_cal_c_names[op], n);
-            gs_cal_coll_print(f, head, op, n, c->sizes, c->nsizes, c->coll_s[op][gi], &c->coll_fit[op][gi]);
-        }
-    if (c->coll_note[0])
-        fprintf(f, "  larger groups not measured: %s\n", c->coll_note);
-}
-
-gs_status gs_calib_dev_plot(const gs_calib_dev *c, const char *prefix, gs_error *err)
-{
-    char path[1024];
-    FILE *f;
-    snprintf(path, sizeof path, "%s-gemm.dat", prefix);
-    if (!(f = fopen(path, "w")))
-        return gs_error_set(err, GS_ERR_IO, "%s: cannot write: %s", path, strerror(errno));
-    fprintf(f, "# flops measured_flops_per_s fitted_flops_per_s (scale x tile model) m n k fitted\n");
-    for (size_t i = 0; i < c->ngemm; i++) {
-        const dev_gemm *g = &c->gemm[i];
-        fprintf(f, "%.0f %.6g %.6g %" PRIu64 " %" PRIu64 " %" PRIu64 " %d\n",
-                2.0 * (double)g->m * (double)g->n * (double)g->k, g->rate, g->model_rate * c->gemm_fit.scale, g->m, g->n,
-                g->k, g->fitted);
-    }
-    fclose(f);
-    snprintf(path, sizeof path, "%s-gemm.gp", prefix);
-    if (!(f = fopen(path, "w")))
-        return gs_error_set(err, GS_ERR_IO, "%s: cannot write: %s", path, strerror(errno));
-    fprintf(f, "set terminal pngcairo noenhanced size 900,600\nset output '%s-gemm.png'\nset logscale x\n"
-               "set xlabel 'FLOPs of one GEMM call (2mnk)'\nset ylabel 'TFLOP/s'\nset key left top\n"
-               "set title '%s GEMMs on %s: measured and %.3f x the tile model'\n"
-               "plot '%s-gemm.dat' using 1:($2*1e-12) with points pt 7 title 'measured', "
-               "'' using 1:($3*1e-12) with points pt 6 title 'fitted model'\n",
-            prefix, c->ops->name, c->gpu, c->gemm_fit.scale, prefix);
-    fclose(f);
-    gs_status rc = gs_cal_gnuplot(prefix, "gemm", err);
-    if (rc != GS_OK || !c->coll_max)
-        return rc;
-    gs_cal_series ser[GS_CAL_C_COUNT * DEV_GROUPS];
-    size_t ns = 0;
-    for (int op = 0; op < GS_CAL_C_COUNT; op++)
-        for (int gi = 0; gi < DEV_GROUPS; gi++)
-            if (c->coll_ok[op][gi])
-                ser[ns++] = (gs_cal_series){op, op == GS_CAL_C_P2P ? 2 : dev_group_sizes[gi], NULL, c->coll_s[op][gi],
-                                            &c->coll_fit[op][gi]};
-    char title[96];
-    snprintf(title, sizeof title, "%s collectives", c->ops->name);
-    return gs_cal_coll_plot(prefix, title, ser, ns, c->sizes, c->nsizes, err);
 }

@@ -1,14 +1,14 @@
-/* The calibration's driver calls (cli/calib_ops.h). */
-#include "cli/calib_ops.h"
+/* The calibration's driver calls (calib/ops.h). */
+#include "calib/ops.h"
 
 #include <errno.h>
+#include <stdio.h>
 #include <inttypes.h>
 #include <stdlib.h>
 #include <math.h>
 #include <string.h>
 #include <time.h>
 
-#include "cli/cli_common.h"
 #include "kernels/dropout.h"
 
 const char *const gs_cal_ew_names[GS_CAL_EW_COUNT] = {"adamw",       "rmsnorm",    "swiglu",   "add",      "xent",
@@ -144,94 +144,6 @@ void gs_cal_ew_rates_json(json_t *compute, const gs_fit_ab fit[GS_CAL_EW_COUNT])
     json_object_set_new(compute, "elementwise_bw_bwd", ewb);
 }
 
-void gs_cal_ew_print(FILE *f, const gs_fit_ab fit[GS_CAL_EW_COUNT], const char *extra_name, const gs_fit_ab *extra)
-{
-    gs_cli_table t;
-    gs_cli_table_init(&t, 6);
-    gs_cli_table_rowf(&t, "kernel\talpha(us)\tbw(GB/s)\tR^2(log)\trms resid\toutliers");
-    for (int k = 0; k <= GS_CAL_EW_COUNT; k++) {
-        const gs_fit_ab *x = k < GS_CAL_EW_COUNT ? &fit[k] : extra;
-        if (k == GS_CAL_EW_COUNT && !extra_name)
-            break;
-        gs_cli_table_rowf(&t, "%s\t%.2f\t%.2f\t%.4f\t%.1f%%\t%zu", k < GS_CAL_EW_COUNT ? gs_cal_ew_names[k] : extra_name,
-                          x->alpha_s * 1e6, x->beta_bytes_per_s * 1e-9, x->r2, 100 * x->rms_rel_resid, x->outliers);
-    }
-    gs_cli_table_print(&t, f, 2);
-    gs_cli_table_fini(&t);
-}
-
-void gs_cal_coll_print(FILE *f, const char *heading, int op, uint64_t ranks, const uint64_t *sizes, size_t nsizes,
-                       const double *secs, const gs_fit_ab *fit)
-{
-    fprintf(f, "\n%s\n", heading);
-    double bus = op == GS_CAL_C_P2P ? 1.0 : gs_busbw_factor(gs_cal_c_ops[op], ranks);
-    uint64_t per = op == GS_CAL_C_AG || op == GS_CAL_C_RS ? ranks : 1;
-    gs_cli_table t;
-    gs_cli_table_init(&t, 7);
-    gs_cli_table_rowf(&t, "size(B)\tcount\ttype\ttime(us)\talgbw(GB/s)\tbusbw(GB/s)\tfit(us)");
-    for (size_t si = 0; si < nsizes; si++) {
-        double s = secs[si], sz = (double)sizes[si], algbw = s > 0 ? sz / s * 1e-9 : 0;
-        gs_cli_table_rowf(&t, "%" PRIu64 "\t%" PRIu64 "\tfloat\t%.2f\t%.3f\t%.3f\t%.2f", sizes[si], sizes[si] / 4 / per,
-                          s * 1e6, algbw, algbw * bus, (fit->alpha_s + sz / fit->beta_bytes_per_s) * 1e6);
-    }
-    gs_cli_table_print(&t, f, 2);
-    gs_cli_table_fini(&t);
-    fprintf(f, "  fit: latency %.2f us, bandwidth %.3f GB/s (algbw), R^2(log) %.4f, rms residual %.1f%%, %zu outlier%s\n",
-            fit->alpha_s * 1e6, fit->beta_bytes_per_s * 1e-9, fit->r2, 100 * fit->rms_rel_resid, fit->outliers,
-            fit->outliers == 1 ? "" : "s");
-}
-
-gs_status gs_cal_gnuplot(const char *prefix, const char *which, gs_error *err)
-{
-    char cmd[1200];
-    snprintf(cmd, sizeof cmd, "gnuplot '%s-%s.gp' 2>&1", prefix, which);
-    FILE *p = popen(cmd, "r");
-    char out[512];
-    size_t got = p ? fread(out, 1, sizeof out - 1, p) : 0;
-    out[got] = 0;
-    int st = p ? pclose(p) : -1;
-    if (st != 0)
-        return gs_error_set(err, GS_ERR_RUNTIME, "gnuplot is missing or failed (%s); the data and script are in "
-                            "%s-%s.dat/.gp", got ? out : "exit status nonzero", prefix, which);
-    return GS_OK;
-}
-
-gs_status gs_cal_coll_plot(const char *prefix, const char *title, const gs_cal_series *s, size_t n,
-                           const uint64_t *sizes, size_t nsizes, gs_error *err)
-{
-    char path[1024];
-    snprintf(path, sizeof path, "%s-coll.dat", prefix);
-    FILE *f = fopen(path, "w");
-    if (!f)
-        return gs_error_set(err, GS_ERR_IO, "%s: cannot write: %s", path, strerror(errno));
-    fprintf(f, "# one block per (op, ranks): size_bytes measured_s fitted_s\n");
-    for (size_t b = 0; b < n; b++) {
-        fprintf(f, "# %s %" PRIu64 "%s%s\n", gs_cal_c_names[s[b].op], s[b].ranks, s[b].label ? " " : "",
-                s[b].label ? s[b].label : "");
-        for (size_t si = 0; si < nsizes; si++) {
-            double sz = (double)sizes[si];
-            fprintf(f, "%.0f %.9g %.9g\n", sz, s[b].secs[si], s[b].fit->alpha_s + sz / s[b].fit->beta_bytes_per_s);
-        }
-        fprintf(f, "\n\n");
-    }
-    fclose(f);
-    snprintf(path, sizeof path, "%s-coll.gp", prefix);
-    if (!(f = fopen(path, "w")))
-        return gs_error_set(err, GS_ERR_IO, "%s: cannot write: %s", path, strerror(errno));
-    fprintf(f, "set terminal pngcairo noenhanced size 1000,700\nset output '%s-coll.png'\nset logscale xy\n"
-               "set xlabel 'size (bytes)'\nset ylabel 'time (s)'\nset key left top\n"
-               "set title '%s: measured medians (points) and alpha-beta fits (lines)'\nplot ",
-            prefix, title);
-    for (size_t b = 0; b < n; b++)
-        fprintf(f, "%s'%s-coll.dat' index %zu using 1:2 with points lc %zu title '%s n=%" PRIu64 "%s%s', "
-                   "'' index %zu using 1:3 with lines lc %zu notitle",
-                b ? ", \\\n     " : "", prefix, b, b + 1, gs_cal_c_names[s[b].op], s[b].ranks, s[b].label ? " " : "",
-                s[b].label ? s[b].label : "", b, b + 1);
-    fprintf(f, "\n");
-    fclose(f);
-    return gs_cal_gnuplot(prefix, "coll", err);
-}
-
 const uint64_t gs_cal_group_sizes[GS_CAL_GROUPS] = {2, 4, 8};
 
 json_t *gs_cal_class_json(const gs_fit_ab fit[GS_CAL_C_COUNT][GS_CAL_GROUPS], const int ok[GS_CAL_C_COUNT][GS_CAL_GROUPS])
@@ -304,10 +216,9 @@ double gs_cal_elapsed(const gs_driver_ops *ops, gs_drv *d, const gs_drv_event *a
     return ops->event_time_s(d, b) - ops->event_time_s(d, a);
 }
 
-gs_status gs_cal_spell_from_env(gs_cal_spell *s, gs_error *err)
+gs_status gs_cal_spell_parse(gs_cal_spell *s, const char *v, gs_error *err)
 {
     memset(s, 0, sizeof *s);
-    const char *v = getenv("GRIDSTEP_CALIB_SPELL");
     if (!v || !*v)
         return GS_OK;
     char tail;
@@ -333,11 +244,4 @@ void gs_cal_sleep(double secs)
     struct timespec ts = {(time_t)secs, (long)((secs - floor(secs)) * 1e9)};
     while (nanosleep(&ts, &ts) != 0 && errno == EINTR)
         ;
-}
-
-void gs_cal_spell_note(const gs_cal_spell *s, const char *where)
-{
-    if (s->count > 0)
-        fprintf(stderr, "calibrate: GRIDSTEP_CALIB_SPELL: timed collective calls %ld .. %ld of %ld (%s) slowed by %g s\n",
-                s->first, s->first + s->count - 1, s->calls, where, s->delay_s);
 }

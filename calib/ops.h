@@ -3,16 +3,15 @@
  * embedding. Each call function takes its arguments struct and a stream, and issues the ops on
  * it (from inside a launched function); the same calls serve the host driver's CPU-time
  * measurements (cli/cmd_calibrate.c) and a device driver's event-timed ones
- * (cli/calib_device.c), since every pointer is a driver buffer.
+ * (calib/device.c), since every pointer is a driver buffer. Printing them is cli/calib_print.h's.
  *
  * Ownership: the structs borrow the ops table, the driver and every buffer. */
-#ifndef GS_CLI_CALIB_OPS_H
-#define GS_CLI_CALIB_OPS_H
+#ifndef GS_CALIB_OPS_H
+#define GS_CALIB_OPS_H
 
 #include <jansson.h>
 #include <stddef.h>
 #include <stdint.h>
-#include <stdio.h>
 
 #include "exec/driver.h"
 #include "sim/calib.h"
@@ -95,7 +94,7 @@ void gs_cal_rope_call(void *arg, gs_drv_stream *s);
  * difference of their event_time_s. */
 double gs_cal_elapsed(const gs_driver_ops *ops, gs_drv *d, const gs_drv_event *a, const gs_drv_event *b);
 
-/* ---- what every calibration path writes and prints the same way ---- */
+/* ---- what every calibration path writes the same way ---- */
 
 /* {"ranks": N (omitted when 0), "alpha_s", "beta_bytes_per_s"} and, with stats, "r2_log",
  * "rms_rel_resid", "points", "outliers". */
@@ -103,15 +102,6 @@ json_t *gs_cal_fit_json(uint64_t ranks, const gs_fit_ab *f, int stats);
 
 /* compute.elementwise_bw and elementwise_bw_bwd from the kernels' fits (their 1 / beta). */
 void gs_cal_ew_rates_json(json_t *compute, const gs_fit_ab fit[GS_CAL_EW_COUNT]);
-
-/* The kernels' fits as a table (t = alpha + bytes / bw), plus one more row when extra_name is set. */
-void gs_cal_ew_print(FILE *f, const gs_fit_ab fit[GS_CAL_EW_COUNT], const char *extra_name, const gs_fit_ab *extra);
-
-/* One collective's points in nccl-tests' columns (size, count per rank as nccl-tests passes it,
- * type, time, algbw, busbw) with the fitted line's time beside them, then the fit; heading is
- * the line above the table. */
-void gs_cal_coll_print(FILE *f, const char *heading, int op, uint64_t ranks, const uint64_t *sizes, size_t nsizes,
-                       const double *secs, const gs_fit_ab *fit);
 
 /* The group sizes one process measures its collectives over (threads or devices of it). */
 #define GS_CAL_GROUPS 3
@@ -134,22 +124,6 @@ json_t *gs_cal_colls_json(const uint64_t *sizes, size_t nsizes, const double *se
 json_t *gs_cal_attn_json(uint64_t seq, uint64_t heads, uint64_t kv_heads, uint64_t head_dim, int flash, double fwd_s,
                          double bwd_s);
 
-/* One measured collective for the time-against-size plot. */
-typedef struct gs_cal_series {
-    int op;
-    uint64_t ranks;
-    const char *label; /* after "OP n=RANKS"; may be NULL */
-    const double *secs; /* nsizes */
-    const gs_fit_ab *fit;
-} gs_cal_series;
-
-/* PREFIX-coll.dat/.gp (points and fitted lines, log-log) and gnuplot on them. */
-gs_status gs_cal_coll_plot(const char *prefix, const char *title, const gs_cal_series *s, size_t n,
-                           const uint64_t *sizes, size_t nsizes, gs_error *err);
-
-/* gnuplot PREFIX-WHICH.gp; a missing or failing gnuplot is GS_ERR_RUNTIME naming the files left. */
-gs_status gs_cal_gnuplot(const char *prefix, const char *which, gs_error *err);
-
 /* The test hook GRIDSTEP_CALIB_SPELL=FIRST:COUNT:DELAY: a slow spell of the machine, for the
  * tests of the collectives' repeats (tests/run_calib.sh, tests/run_calib_mpi.sh). Rank 0's (with
  * processes: process 0's) timed collective calls FIRST .. FIRST + COUNT - 1, counted from 0 in the
@@ -160,13 +134,12 @@ typedef struct gs_cal_spell {
     long calls; /* timed calls counted so far (one thread counts) */
 } gs_cal_spell;
 
-/* From the environment; GS_ERR_INPUT naming the variable when it is malformed. */
-gs_status gs_cal_spell_from_env(gs_cal_spell *s, gs_error *err);
+/* From the variable's value v (NULL or "": no spell); GS_ERR_INPUT naming the variable when it
+ * is malformed. */
+gs_status gs_cal_spell_parse(gs_cal_spell *s, const char *v, gs_error *err);
 /* Counts one timed call; returns the seconds it must take longer (0 outside the spell). */
 double gs_cal_spell_next(gs_cal_spell *s);
 /* Sleeps for secs seconds (> 0), through interruptions. */
 void gs_cal_sleep(double secs);
-/* The note on stderr after the measurement, when a spell was set; where: which collectives. */
-void gs_cal_spell_note(const gs_cal_spell *s, const char *where);
 
 #endif
