@@ -604,9 +604,9 @@ START_TEST(test_host_flow_shared_link)
 }
 END_TEST
 
-/* A host calibration (rounded from `gridstep calibrate --driver host` on the development VM):
- * shared cores, a concurrency slowdown, collective_cpu_share 1, dispatch and wake-up costs with
- * their CPU parts, the measured collectives. %s: extra "links" keys. */
+/* A host calibration (rounded from `gridstep calibrate --driver host` on a 2-core x86_64
+ * machine): shared cores, a concurrency slowdown, collective_cpu_share 1, dispatch and wake-up
+ * costs with their CPU parts, the measured collectives. %s: extra "links" keys. */
 #define HOST_CALIB_FMT                                                                                          \
     "{\"driver\": \"host\", \"compute\": {\"peak_flops\": 3.9e10, \"hbm_bw\": 3.6e10, \"cores\": 1.04,"       \
     " \"concurrency_slowdown\": 0.074, \"collective_cpu_share\": %s, \"attn_flops\": 3.2e10,"                 \
