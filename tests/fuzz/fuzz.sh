@@ -27,12 +27,15 @@ if ! echo 'int LLVMFuzzerTestOneInput(const char *d, unsigned long n) { return 0
 fi
 
 mkdir -p "$out/lib" || exit 1
-# The engine and sim, instrumented for coverage, once for all harnesses.
+# The engine and sim, instrumented for coverage, once for all harnesses. An object is rebuilt
+# when its source or any header is newer: a struct that grew in a header would otherwise meet
+# objects compiled with its old layout (memory errors that are the build's, not the code's).
+newest_h=$(ls -t "$top_srcdir"/*/*.h 2>/dev/null | head -n 1)
 objs=
 for s in $FUZZ_SOURCES; do
     case $s in *.c) ;; *) continue ;; esac
     o="$out/lib/$(echo "$s" | tr / _ | sed 's/\.c$/.o/')"
-    if [ ! -f "$o" ] || [ "$top_srcdir/$s" -nt "$o" ]; then
+    if [ ! -f "$o" ] || [ "$top_srcdir/$s" -nt "$o" ] || { [ -n "$newest_h" ] && [ "$newest_h" -nt "$o" ]; }; then
         echo "  FUZZCC   $s"
         # shellcheck disable=SC2086
         $FUZZ_CC $cflags -fsanitize=fuzzer-no-link $FUZZ_CPPFLAGS -c "$top_srcdir/$s" -o "$o" || exit 1
