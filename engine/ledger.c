@@ -195,26 +195,19 @@ uint64_t gs_ledger_layer_activation_bytes(const gs_model *m, const gs_strategy *
 
 uint64_t gs_act_layer_stored(const gs_act_sizes *a, int64_t l)
 {
-    if (a->every <= 1)
-        return a->stored;
-    return (uint64_t)(l + 1) % a->every == 0 ? a->stored : a->stored_kept;
+    return gs_every_nth_block(a->every, (uint64_t)l) ? a->stored : a->stored_kept;
 }
 
 uint64_t gs_act_layer_remat(const gs_act_sizes *a, int64_t l)
 {
-    if (a->every <= 1)
-        return a->remat;
-    return (uint64_t)(l + 1) % a->every == 0 ? a->remat : 0;
+    return gs_every_nth_block(a->every, (uint64_t)l) ? a->remat : 0;
 }
 
 uint64_t gs_act_stash(const gs_act_sizes *a, int64_t lo, int64_t hi)
 {
     if (hi < lo)
         return 0;
-    uint64_t n = (uint64_t)(hi - lo + 1);
-    if (a->every <= 1)
-        return n * a->stored;
-    uint64_t ck = (uint64_t)(hi + 1) / a->every - (uint64_t)lo / a->every; /* (i + 1) % every == 0 */
+    uint64_t n = (uint64_t)(hi - lo + 1), ck = gs_every_nth_blocks_in(a->every, lo, hi);
     return ck * a->stored + (n - ck) * a->stored_kept;
 }
 

@@ -270,20 +270,28 @@ int gs_sharding_allows_no_sync(gs_sharding s)
     return s != GS_SHARD_ZERO2 && s != GS_SHARD_ZERO3;
 }
 
+int gs_every_nth_block(uint64_t every, uint64_t local)
+{
+    return every <= 1 || (local + 1) % every == 0;
+}
+
+uint64_t gs_every_nth_blocks_in(uint64_t every, int64_t lo, int64_t hi)
+{
+    if (hi < lo)
+        return 0;
+    if (lo < 0)
+        lo = 0;
+    uint64_t n = every > 1 ? every : 1;
+    /* blocks i in [lo, hi] with (i + 1) % n == 0: floor((hi + 1) / n) - floor(lo / n) */
+    return (uint64_t)(hi + 1) / n - (uint64_t)lo / n;
+}
+
 int gs_strategy_checkpoints_layer(const gs_strategy *s, uint64_t local)
 {
-    if (s->recompute != GS_RECOMPUTE_FULL)
-        return 0;
-    return s->recompute_every <= 1 || (local + 1) % s->recompute_every == 0;
+    return s->recompute == GS_RECOMPUTE_FULL && gs_every_nth_block(s->recompute_every, local);
 }
 
 uint64_t gs_strategy_checkpointed_in(const gs_strategy *s, int64_t lo, int64_t hi)
 {
-    if (s->recompute != GS_RECOMPUTE_FULL || hi < lo)
-        return 0;
-    if (lo < 0)
-        lo = 0;
-    uint64_t n = s->recompute_every > 1 ? s->recompute_every : 1;
-    /* blocks i in [lo, hi] with (i + 1) % n == 0: floor((hi + 1) / n) - floor(lo / n) */
-    return (uint64_t)(hi + 1) / n - (uint64_t)lo / n;
+    return s->recompute == GS_RECOMPUTE_FULL ? gs_every_nth_blocks_in(s->recompute_every, lo, hi) : 0;
 }

@@ -117,6 +117,10 @@ int gs_strategy_can_bucket_first(const gs_strategy *s);
 int gs_strategy_checkpoints_layer(const gs_strategy *s, uint64_t local);
 /* Checkpointed blocks among stage-local blocks lo .. hi (inclusive; 0 when hi < lo). */
 uint64_t gs_strategy_checkpointed_in(const gs_strategy *s, int64_t lo, int64_t hi);
+/* The counting rule itself, for a given N (0 or 1: every block): whether block `local` is the
+ * N-th of its run, and how many of blocks lo .. hi are. */
+int gs_every_nth_block(uint64_t every, uint64_t local);
+uint64_t gs_every_nth_blocks_in(uint64_t every, int64_t lo, int64_t hi);
 
 /* 1 when model chunk `chunk` (0 without interleaving) of pipeline stage `stage` reduces and gathers
  * its whole gradient / parameters as one bucket under the strategy's bucket_stages (FIRST, and not

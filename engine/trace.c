@@ -122,18 +122,19 @@ static gs_status collect_flows(const gs_schedule *sch, gs_timing *const *timing,
         for (size_t k = 0; k < r->nevents; k++) {
             const gs_event *e = &r->events[k];
             flow_point p = {{0, 0, 0}, 0, 0, ns_of(timing[i][k].start_s), i, k};
+            int coll = e->kind == GS_EV_COLLECTIVE && e->group < GS_GROUP_KIND_COUNT;
+            if (!coll && e->kind != GS_EV_SEND && e->kind != GS_EV_RECV)
+                continue;
             uint64_t peer = gs_event_peer(&sch->mesh, r, e); /* this rank's, also on a shared list */
-            if (e->kind == GS_EV_COLLECTIVE && e->group < GS_GROUP_KIND_COUNT) {
+            if (coll) {
                 p.key[0] = e->group, p.key[1] = peer, p.key[2] = coll_seq[e->group]++;
-            } else if (e->kind == GS_EV_SEND || e->kind == GS_EV_RECV) {
+            } else {
                 int recv = e->kind == GS_EV_RECV;
                 uint64_t seq;
                 if ((st = next_msg(&pc, &npc, &cappc, peer, recv, &seq)) != GS_OK)
                     break;
                 p.p2p = 1, p.role = (uint8_t)recv;
                 p.key[0] = recv ? peer : r->rank, p.key[1] = recv ? r->rank : peer, p.key[2] = seq;
-            } else {
-                continue;
             }
             if (n == cap) {
                 size_t nc = cap ? cap * 2 : 1024;
