@@ -44,7 +44,12 @@ gs_qnode gs_queue_pop(gs_queue *q)
     gs_qnode top = q->a[0];
     gs_qnode last = q->a[--q->n];
     size_t i = 0, n = q->n;
-    for (;;) { /* sift down the hole left by the top */
+    if (n == 0)
+        return top;
+    /* Floyd's bottom-up pop: move the hole down along the smallest children to a leaf without
+     * comparing with the last entry (it almost always belongs near the bottom), then sift the
+     * last entry up from there: about half the comparisons of the top-down sift. */
+    for (;;) {
         size_t l = 4 * i + 1;
         if (l >= n)
             break;
@@ -52,13 +57,17 @@ gs_qnode gs_queue_pop(gs_queue *q)
         for (size_t j = l + 1; j < end; j++)
             if (earlier(&q->a[j], &q->a[m]))
                 m = j;
-        if (!earlier(&q->a[m], &last))
-            break;
         q->a[i] = q->a[m];
         i = m;
     }
-    if (n > 0)
-        q->a[i] = last;
+    while (i > 0) {
+        size_t p = (i - 1) / 4;
+        if (!earlier(&last, &q->a[p]))
+            break;
+        q->a[i] = q->a[p];
+        i = p;
+    }
+    q->a[i] = last;
     return top;
 }
 
