@@ -560,7 +560,10 @@ gs_status gs_cluster_validate(const gs_cluster *c, gs_error *err)
 
 #define GS__EDIT_MAX 255
 
-size_t gs_edit_distance(const char *a, const char *b)
+/* The distance when it is at most max, else max + 1: a row whose every entry exceeds max can
+ * only grow, so the computation stops there (near-name searches over hundreds of names cost
+ * little when the typed name is far from all of them). */
+size_t gs_edit_distance_max(const char *a, const char *b, size_t max)
 {
     size_t la = strlen(a), lb = strlen(b), extra = 0;
     size_t row[GS__EDIT_MAX + 1];
@@ -575,11 +578,13 @@ size_t gs_edit_distance(const char *a, const char *b)
         if (lb > GS__EDIT_MAX)
             lb = GS__EDIT_MAX;
     }
+    if (extra > max || (la > lb ? la - lb : lb - la) + extra > max)
+        return max + 1; /* at least the length difference */
     for (size_t j = 0; j <= lb; j++)
         row[j] = j;
     for (size_t i = 1; i <= la; i++) {
         size_t diag = row[0]; /* d[i-1][j-1] */
-        row[0] = i;
+        size_t low = row[0] = i;
         for (size_t j = 1; j <= lb; j++) {
             size_t up = row[j]; /* d[i-1][j] */
             size_t cost = tolower((unsigned char)a[i - 1]) == tolower((unsigned char)b[j - 1]) ? 0 : 1;
@@ -590,9 +595,18 @@ size_t gs_edit_distance(const char *a, const char *b)
                 best = row[j - 1] + 1;
             diag = up;
             row[j] = best;
+            if (best < low)
+                low = best;
         }
+        if (low + extra > max)
+            return max + 1;
     }
-    return row[lb] + extra;
+    return row[lb] + extra > max ? max + 1 : row[lb] + extra;
+}
+
+size_t gs_edit_distance(const char *a, const char *b)
+{
+    return gs_edit_distance_max(a, b, (size_t)-2);
 }
 
 static size_t common_prefix(const char *a, const char *b)

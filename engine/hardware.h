@@ -118,6 +118,8 @@ const char *gs_link_kind_name(gs_link_kind k);
  * than 255 bytes are compared on their first 255 bytes plus the difference of the rest's
  * lengths (names are short; this keeps the function allocation-free). */
 size_t gs_edit_distance(const char *a, const char *b);
+/* The same when it is at most max; otherwise max + 1 (computed only as far as that is known). */
+size_t gs_edit_distance_max(const char *a, const char *b, size_t max);
 
 /* The ranking every *_preset_nearest uses: nonzero when `candidate` is a better correction for
  * the typed `name` than `best` (NULL: no best yet). Score = edit distance, lowered to at most 1

@@ -35,12 +35,12 @@ const gs__mg_arg *gs__mg_arg_by_dest(const char *dest)
 const char *gs__mg_arg_nearest(const char *name)
 {
     const char *best = NULL;
-    size_t best_d = (size_t)-1, len = strlen(name);
+    size_t len = strlen(name), limit = len / 3 > 2 ? len / 3 : 2, best_d = limit + 1;
     for (size_t i = 0; i < gs__mg_nargs; i++) {
-        size_t d = gs_edit_distance(name, gs__mg_args[i].name);
+        /* only a name within the limit and closer than the best so far matters */
+        size_t d = gs_edit_distance_max(name, gs__mg_args[i].name, best_d - 1);
         if (d < best_d)
             best_d = d, best = gs__mg_args[i].name;
     }
-    size_t limit = len / 3 > 2 ? len / 3 : 2;
-    return best && best_d <= limit ? best : NULL;
+    return best;
 }

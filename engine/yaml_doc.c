@@ -119,17 +119,17 @@ void gs__yaml_join_names(const char *const *names, size_t n, char *buf, size_t l
 const char *gs__yaml_nearest_name(const char *s, const char *const *names, size_t n)
 {
     const char *best = NULL;
-    size_t best_d = (size_t)-1;
+    size_t len = strlen(s);
+    size_t limit = len / 3 > 2 ? len / 3 : 2, best_d = limit + 1;
     for (size_t i = 0; i < n; i++) {
-        size_t d = gs_edit_distance(s, names[i]);
+        /* only a name within the limit and closer than the best so far matters */
+        size_t d = gs_edit_distance_max(s, names[i], best_d - 1);
         if (d < best_d) {
             best_d = d;
             best = names[i];
         }
     }
-    size_t len = strlen(s);
-    size_t limit = len / 3 > 2 ? len / 3 : 2;
-    if (best && best_d <= limit)
+    if (best)
         return best;
     /* A prefix of a name, or a name plus a tail ("memory" for memory_gb): a likely slip. */
     for (size_t i = 0; i < n; i++) {

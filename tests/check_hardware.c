@@ -4,6 +4,7 @@
 #include <math.h>
 #include <stdint.h>
 #include <stdlib.h>
+#include <ctype.h>
 #include <string.h>
 
 #include "engine/hardware.h"
@@ -361,6 +362,48 @@ START_TEST(test_edit_distance)
 }
 END_TEST
 
+/* A second implementation: the full (la+1) x (lb+1) matrix, case-folded. */
+static size_t full_distance(const char *a, const char *b)
+{
+    size_t la = strlen(a), lb = strlen(b), d[13][13];
+    for (size_t i = 0; i <= la; i++)
+        for (size_t j = 0; j <= lb; j++) {
+            if (i == 0 || j == 0) {
+                d[i][j] = i + j;
+                continue;
+            }
+            size_t sub = d[i - 1][j - 1] + (tolower((unsigned char)a[i - 1]) != tolower((unsigned char)b[j - 1]));
+            size_t del = d[i - 1][j] + 1, ins = d[i][j - 1] + 1;
+            d[i][j] = sub < del ? (sub < ins ? sub : ins) : (del < ins ? del : ins);
+        }
+    return d[la][lb];
+}
+
+/* The bounded distance is the exact one up to its bound and bound + 1 past it, on random
+ * strings over a small alphabet (so that near and far pairs both occur). */
+START_TEST(test_edit_distance_bounded)
+{
+    unsigned s = 12345;
+    char a[13], b[13];
+    for (int trial = 0; trial < 20000; trial++) {
+        char *w[2] = {a, b};
+        for (int k = 0; k < 2; k++) {
+            s = s * 1103515245u + 12345u;
+            size_t n = (s >> 16) % 13;
+            for (size_t i = 0; i < n; i++) {
+                s = s * 1103515245u + 12345u;
+                w[k][i] = "abAB-"[(s >> 16) % 5];
+            }
+            w[k][n] = '\0';
+        }
+        s = s * 1103515245u + 12345u;
+        size_t max = (s >> 16) % 8, want = full_distance(a, b);
+        ck_assert_uint_eq(gs_edit_distance(a, b), want);
+        ck_assert_uint_eq(gs_edit_distance_max(a, b, max), want <= max ? want : max + 1);
+    }
+}
+END_TEST
+
 START_TEST(test_lookup_and_nearest)
 {
     ck_assert_ptr_eq(gs_cluster_preset_find("DGX-A100-80G"), gs_cluster_preset_find("dgx-a100-80g"));
@@ -409,6 +452,7 @@ static Suite *hardware_suite(void)
 
     tc = tcase_create("names");
     tcase_add_test(tc, test_edit_distance);
+    tcase_add_test(tc, test_edit_distance_bounded);
     tcase_add_test(tc, test_lookup_and_nearest);
     suite_add_tcase(s, tc);
     return s;
