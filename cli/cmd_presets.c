@@ -261,6 +261,8 @@ static json_t *gpu_json(const gs_gpu *g)
     fail |= put_real(o, "peak_flops_fp16", g->peak_flops_fp16);
     fail |= put_real(o, "peak_flops_fp32", g->peak_flops_fp32);
     fail |= put_real(o, "gemm_efficiency", g->gemm_efficiency);
+    fail |= put_real(o, "peak_flops_fp8", g->peak_flops_fp8);
+    fail |= put_real(o, "gemm_efficiency_fp8", g->gemm_efficiency_fp8);
     fail |= put_u64(o, "hbm_bytes", g->hbm_bytes);
     fail |= put_real(o, "hbm_bw", g->hbm_bw);
     fail |= put_u64(o, "sms", g->sms);

@@ -74,6 +74,8 @@
         .peak_flops_fp16 = 989.4e12,                                                          \
         .peak_flops_fp32 = 494.7e12, /* ref 1.1 H100 SXM5 row: TF32 494.7 [S] */               \
         .gemm_efficiency = 0.803,    /* ref 1.2 H100 SXM row: 794.5 / 989 = 80.3% [S] */       \
+        .peak_flops_fp8 = 1978.9e12, /* ref 1.1 H100 SXM5 row: FP8 1,978.9 dense [S] */         \
+        .gemm_efficiency_fp8 = 0.709, /* ref 1.2 H100 SXM row: FP8 1402.6 / 1979 [S] */        \
         .hbm_bytes = 80000000000ULL, /* ref 1.1 H100 SXM5 row: 80 GB HBM3 [S] */               \
         .hbm_bw = 3.35e12,           /* ref 1.1 H100 SXM5 row: 3.35 TB/s [S] */                \
         .sms = 132,                  /* ref 1.1 H100 SXM5 row: 132 SMs [S] */                  \
@@ -89,6 +91,10 @@
         .peak_flops_fp16 = 756e12,                                                            \
         .peak_flops_fp32 = 378e12,   /* ref 1.1 H100 PCIe row: TF32 378 [S] */                 \
         .gemm_efficiency = 0.66,     /* ref 1.2 H100 PCIe row: 499.5 / 756 = 66% [D] */        \
+        .peak_flops_fp8 = 1513e12,   /* ref 1.1 H100 PCIe row: FP8 1,513 dense [S] */          \
+        /* no FP8 MAMF measured: the SXM part's FP8/BF16 ratio (0.709 / 0.803) applied to the \
+         * PCIe part's BF16 0.66 [U] */                                                       \
+        .gemm_efficiency_fp8 = 0.583,                                                         \
         .hbm_bytes = 80000000000ULL, /* ref 1.1 H100 PCIe row: 80 GB HBM2e [S] */              \
         .hbm_bw = 2.0e12,            /* ref 1.1 H100 PCIe row: 2.0 TB/s [S] */                 \
         .sms = 114,                  /* ref 1.1 H100 PCIe row: 114 SMs [S] */                  \
@@ -104,6 +110,8 @@
         .peak_flops_fp16 = 989e12,                                                            \
         .peak_flops_fp32 = 494.5e12,  /* ref 1.1 H200 SXM row: TF32 494.5 [S] */               \
         .gemm_efficiency = 0.803,     /* ref 1.2 "H100 SXM (H200 same)" row: 80.3% [S] */      \
+        .peak_flops_fp8 = 1979e12,    /* ref 1.1 H200 SXM row: FP8 1,979 [S] */                \
+        .gemm_efficiency_fp8 = 0.734, /* ref 1.2 H200 SXM row: FP8 1453.4 / 1979 [S] */         \
         .hbm_bytes = 141000000000ULL, /* ref 1.1 H200 SXM row: 141 GB HBM3e [S] */             \
         .hbm_bw = 4.8e12,             /* ref 1.1 H200 SXM row: 4.8 TB/s [S] */                 \
         .sms = 132,                   /* ref 1.1 H200 SXM row: 132 [S] */                      \
@@ -119,6 +127,8 @@
         .peak_flops_fp16 = 2250e12,                                                           \
         .peak_flops_fp32 = 1125e12,   /* ref 1.1 B200 row: TF32 1,125 (DGX B200 sheet) [S] */  \
         .gemm_efficiency = 0.776,     /* ref 1.2 B200 SXM row: 1745 / 2250 = 77.6% [S] */      \
+        .peak_flops_fp8 = 4500e12,    /* ref 1.1 B200 row: FP8 4,500 [S] */                    \
+        .gemm_efficiency_fp8 = 0.763, /* ref 1.2 B200 SXM row: FP8 3432.5 / 4500 [S] */         \
         .hbm_bytes = 180000000000ULL, /* ref 1.1 B200 row: 180 GB usable [S] */                \
         .hbm_bw = 8.0e12,             /* ref 1.1 B200 row: 8.0 TB/s [S] */                     \
         .sms = 148,                   /* ref 1.1 B200 row: 148 SMs [S] */                      \
@@ -134,6 +144,8 @@
         .peak_flops_fp16 = 2500e12,                                                           \
         .peak_flops_fp32 = 1250e12,   /* ref 1.1 GB200 row: TF32 1,250 [S] */                  \
         .gemm_efficiency = 0.729,     /* ref 1.2 GB200 row: 1822 / 2500 = 72.9% [S] */         \
+        .peak_flops_fp8 = 5000e12,    /* ref 1.1 GB200 row: FP8 5,000 [S] */                   \
+        .gemm_efficiency_fp8 = 0.723, /* ref 1.2 GB200 row: FP8 3615.6 / 5000 [S] */            \
         .hbm_bytes = 186000000000ULL, /* ref 1.1 GB200 row: 186 GB [S] */                      \
         .hbm_bw = 8.0e12,             /* ref 1.1 GB200 row: 8.0 TB/s [S] */                    \
         .sms = 148,                   /* ref 1.1 GB200 row: 148 [U] */                         \
@@ -154,12 +166,13 @@
     }
 
 /* H100 NVL (PCIe card pairs with NVLink bridges): 132 SMs, 94 GB HBM3 at 3.9 TB/s, 400 W; its
- * BF16 dense peak 835 TFLOP/s is the datasheet's 1,671 with sparsity halved (NVIDIA H100 datasheet
- * [S]). MAMF: the H100 SXM ratio (ref 1.2) [U]. */
+ * BF16 dense peak 835 TFLOP/s is the datasheet's 1,671 with sparsity halved, FP8 1,670.5 its
+ * 3,341 halved (NVIDIA H100 datasheet [S]). MAMF: the H100 SXM ratios (ref 1.2) [U]. */
 #define GS__GPU_H100_NVL                                                                      \
     {                                                                                         \
         .name = "h100-nvl", .peak_flops_bf16 = 835.5e12, .peak_flops_fp16 = 835.5e12,         \
-        .peak_flops_fp32 = 417.5e12, .gemm_efficiency = 0.803, .hbm_bytes = 94000000000ULL,   \
+        .peak_flops_fp32 = 417.5e12, .gemm_efficiency = 0.803, .peak_flops_fp8 = 1670.5e12,   \
+        .gemm_efficiency_fp8 = 0.709, .hbm_bytes = 94000000000ULL,                            \
         .hbm_bw = 3.9e12, .sms = 132, .compute_capability = 90, .tdp_w = 400,                 \
         .source = "NVIDIA H100 datasheet, H100 NVL column [S]; gemm eff ref 1.2 H100 SXM [U]" \
     }
@@ -535,6 +548,14 @@ gs_status gs_cluster_validate(const gs_cluster *c, gs_error *err)
         return gs_error_set(err, GS_ERR_INPUT,
                             "cluster %s: gpu.peak_flops_bf16 = %g, must be >= 0 (0: unsupported)",
                             cluster_label(c), c->gpu.peak_flops_bf16);
+    if (!(c->gpu.peak_flops_fp8 >= 0.0) || !(c->gpu.peak_flops_fp8 <= 1e19))
+        return gs_error_set(err, GS_ERR_INPUT,
+                            "cluster %s: gpu.peak_flops_fp8 = %g, expected a number in [0, 1e19] (0: no FP8 "
+                            "tensor cores)", cluster_label(c), c->gpu.peak_flops_fp8);
+    if (c->gpu.peak_flops_fp8 > 0.0 && (!(c->gpu.gemm_efficiency_fp8 >= 1e-6) || !(c->gpu.gemm_efficiency_fp8 <= 1.0)))
+        return gs_error_set(err, GS_ERR_INPUT,
+                            "cluster %s: gpu.gemm_efficiency_fp8 = %g, expected a number in [1e-06, 1] with an "
+                            "FP8 peak", cluster_label(c), c->gpu.gemm_efficiency_fp8);
     if (c->gpu.hbm_bytes == 0)
         return gs_error_set(err, GS_ERR_INPUT, "cluster %s: gpu.hbm_bytes = 0, must be positive",
                             cluster_label(c));

@@ -20,6 +20,9 @@ typedef struct gs_gpu {
     double peak_flops_fp16;  /* dense FLOP/s */
     double peak_flops_fp32;  /* FLOP/s used for fp32 training: TF32 tensor core where present */
     double gemm_efficiency;  /* achievable fraction of peak on large well-shaped GEMMs (MAMF/spec) */
+    double peak_flops_fp8;   /* dense FP8 (E4M3/E5M2) tensor-core FLOP/s; 0: no FP8 tensor cores
+                                (before Hopper) */
+    double gemm_efficiency_fp8; /* FP8 MAMF / FP8 spec (the same measurement at FP8) */
     uint64_t hbm_bytes;      /* bytes of device memory (vendor GB = 1e9 B) */
     double hbm_bw;           /* bytes/s */
     uint32_t sms;            /* streaming multiprocessors */
