@@ -56,6 +56,13 @@ static const char *const xent_names[][2] = {
     [GS_XENT_FUSED] = {"fused", NULL},
 };
 
+static const char *const fp8_names[][2] = {
+    [GS_FP8_OFF] = {"off", NULL},
+    [GS_FP8_DELAYED] = {"delayed", NULL},
+    [GS_FP8_CURRENT] = {"current", "tensorwise"},
+    [GS_FP8_AUTO] = {"auto", NULL},
+};
+
 #define COUNT_OF(a) (sizeof(a) / sizeof((a)[0]))
 
 void gs_strategy_defaults(gs_strategy *s)
@@ -84,6 +91,8 @@ void gs_strategy_defaults(gs_strategy *s)
     s->attention = GS_ATTN_AUTO;
     s->bucket_stages = GS_BUCKET_STAGES_ALL;
     s->cross_entropy = GS_XENT_UNFUSED;
+    s->fp8 = GS_FP8_OFF;
+    s->fp8_params = 0;
     s->bucket_bytes = (uint64_t)25 << 20; /* 25 MiB: PyTorch DDP bucket_cap_mb default */
 }
 
@@ -140,6 +149,11 @@ const char *gs_recompute_name(gs_recompute r)
 const char *gs_precision_name(gs_precision p)
 {
     return (unsigned)p < COUNT_OF(precision_names) ? precision_names[p][0] : "?";
+}
+
+const char *gs_fp8_name(gs_fp8 f)
+{
+    return (unsigned)f < COUNT_OF(fp8_names) ? fp8_names[f][0] : "?";
 }
 
 const char *gs_pipeline_name(gs_pipeline p)
@@ -199,6 +213,27 @@ int gs_precision_parse(const char *s, gs_precision *out)
     if (i < 0)
         return -1;
     *out = (gs_precision)i;
+    return 0;
+}
+
+gs_fp8 gs_fp8_resolve(gs_fp8 f, gs_framework resolved)
+{
+    if (f != GS_FP8_AUTO)
+        return f;
+    return resolved == GS_FW_FSDP1 || resolved == GS_FW_FSDP2 ? GS_FP8_CURRENT : GS_FP8_DELAYED;
+}
+
+int gs_fp8_cast_fused(gs_fp8 resolved, gs_framework fw)
+{
+    return resolved == GS_FP8_DELAYED && fw == GS_FW_MEGATRON;
+}
+
+int gs_fp8_recipe_parse(const char *s, gs_fp8 *out)
+{
+    int i = parse_name(s, &fp8_names[0][0], COUNT_OF(fp8_names), 2);
+    if (i <= GS_FP8_OFF) /* "off" is not a recipe: precision says whether FP8 is on */
+        return -1;
+    *out = (gs_fp8)i;
     return 0;
 }
 

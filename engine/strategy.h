@@ -46,6 +46,19 @@ typedef enum gs_bucket_stages { GS_BUCKET_STAGES_ALL = 0, GS_BUCKET_STAGES_FIRST
  * Megatron's --cross-entropy-loss-fusion, Transformer Engine's and Liger's kernels, and
  * gridstep exec's own kernels. */
 typedef enum gs_xent { GS_XENT_UNFUSED = 0, GS_XENT_FUSED = 1 } gs_xent;
+/* FP8 training (a scenario's `precision: fp8`): the linear layers' GEMMs (QKV, the attention
+ * output projection, the MLP's up and down projections; forward, recompute and backward) take FP8
+ * operands, E4M3 forward and E5M2 gradients (Transformer Engine's HYBRID format, Megatron-LM's
+ * --fp8-format hybrid), while everything else (attention core, norms, the LM head, gradients,
+ * communication unless fp8_params) stays in the training precision, bf16. The recipe is how
+ * each tensor's scale is found: DELAYED from an amax history (Transformer Engine's
+ * DelayedScaling, Megatron-LM's --fp8-recipe delayed; the amax comes out of the cast kernel, so
+ * a cast can be fused into the kernel before it), CURRENT from the tensor itself (TE's
+ * Float8CurrentScaling, Megatron-LM's --fp8-recipe tensorwise, torchao's dynamic float8 as
+ * torchtitan uses it: an amax pass before every cast). AUTO resolves at load: DELAYED under
+ * Megatron-LM and DeepSpeed (Transformer Engine's default recipe), CURRENT under FSDP1/FSDP2
+ * (torchao). */
+typedef enum gs_fp8 { GS_FP8_OFF = 0, GS_FP8_DELAYED = 1, GS_FP8_CURRENT = 2, GS_FP8_AUTO = 3 } gs_fp8;
 
 typedef struct gs_strategy {
     gs_sharding sharding;
@@ -93,6 +106,12 @@ typedef struct gs_strategy {
     int compile;                /* 1: torch.compile fuses the elementwise ops (Inductor); default 0 */
     gs_attn_impl attention;     /* the attention kernel; default AUTO (from the framework, the GPU
                                    and flash_attention) */
+    gs_fp8 fp8;                 /* default OFF; precision: fp8 sets it (precision stays bf16: the
+                                   working precision of everything that is not an FP8 GEMM) */
+    int fp8_params;             /* 1: the linear layers' weights are kept in FP8 between steps
+                                   (Megatron-LM --fp8-param-gather, TE fp8_model_init, torchao's
+                                   FSDP2 float8 all-gather): their parameter all-gathers move 1 byte
+                                   per element and no bf16 copy is held; default 0 */
 } gs_strategy;
 
 /* The seed's advice: full_shard, per-layer wrap, backward_pre, reshard after forward, no
@@ -138,6 +157,18 @@ uint64_t gs_grad_bytes(const gs_strategy *s);
  * in forward (2 e) and reads them and writes their gradient in backward (2 e). */
 uint64_t gs_xent_bytes_per_logit(gs_xent x, uint64_t elem_bytes, int bwd);
 
+/* The recipe strategy.fp8 names under framework `resolved` (GS_FP8_AUTO: DELAYED for Megatron-LM
+ * and DeepSpeed, which run Transformer Engine's DelayedScaling by default; CURRENT for FSDP1 and
+ * FSDP2, whose FP8 is torchao's dynamic tensorwise scaling as torchtitan applies it); OFF stays
+ * OFF. */
+gs_fp8 gs_fp8_resolve(gs_fp8 f, gs_framework resolved);
+
+/* 1 when the FP8 casts of the QKV and MLP-up inputs come out of the norm before them, so that
+ * they cost no pass of their own: Transformer Engine's LayerNormLinear and LayerNormMLP, which
+ * Megatron-Core's TE layer spec uses, under delayed scaling (current scaling needs the tensor's
+ * amax before it can cast, so its cast is a kernel of its own). */
+int gs_fp8_cast_fused(gs_fp8 resolved, gs_framework fw);
+
 /* Names as written in scenarios (lower case). */
 const char *gs_sharding_name(gs_sharding s);
 const char *gs_wrap_name(gs_wrap_kind w);
@@ -147,6 +178,7 @@ const char *gs_precision_name(gs_precision p);
 const char *gs_pipeline_name(gs_pipeline p);
 const char *gs_bucket_stages_name(gs_bucket_stages b); /* "all", "first" */
 const char *gs_xent_name(gs_xent x);                   /* "unfused", "fused" */
+const char *gs_fp8_name(gs_fp8 f);                     /* "off", "delayed", "current", "auto" */
 
 /* Parse a name; return 0 ok, -1 unknown. */
 int gs_sharding_parse(const char *s, gs_sharding *out);
@@ -156,6 +188,7 @@ int gs_precision_parse(const char *s, gs_precision *out);
 int gs_pipeline_parse(const char *s, gs_pipeline *out);
 int gs_bucket_stages_parse(const char *s, gs_bucket_stages *out);
 int gs_xent_parse(const char *s, gs_xent *out);
+int gs_fp8_recipe_parse(const char *s, gs_fp8 *out);   /* delayed, current (tensorwise), auto */
 
 /* Facts about a sharding strategy. */
 int gs_sharding_shards_params(gs_sharding s);    /* full_shard, zero3, hybrid */

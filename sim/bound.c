@@ -23,7 +23,7 @@ typedef struct layer_costs {
 /* What the one-layer costs depend on besides the base scenario's model, GPU and kernels. */
 typedef struct cost_key {
     uint64_t tp, micro;
-    uint32_t sp, tpo, recompute, precision, flash, xent;
+    uint32_t sp, tpo, recompute, precision, flash, xent, fp8, fp8_params;
 } cost_key;
 
 typedef struct cost_entry {
@@ -166,6 +166,8 @@ static gs_status costs_of(gs_sim_bound *b, const gs_scenario *s, const gs_mesh *
     k.precision = (uint32_t)st->precision;
     k.flash = (uint32_t)st->flash_attention;
     k.xent = (uint32_t)st->cross_entropy;
+    k.fp8 = (uint32_t)st->fp8;
+    k.fp8_params = (uint32_t)st->fp8_params;
     for (size_t i = 0; i < b->n; i++)
         if (memcmp(&b->v[i].key, &k, sizeof k) == 0) {
             *out = b->v[i].c;

@@ -230,8 +230,10 @@ void gs_fit_params_defaults(gs_fit_params *p)
 
 void gs_compute_model_fit(gs_compute_model *m, const gs_fit_params *p)
 {
-    if (p->gemm_sustained > 0.0)
+    if (p->gemm_sustained > 0.0) {
         m->gemm_efficiency = m->gemm_mamf * p->gemm_sustained;
+        m->fp8_gemm_efficiency = m->fp8_gemm_mamf * p->gemm_sustained;
+    }
     if (p->overlap_hbm_per_byte > 0.0)
         m->overlap_hbm_per_byte = p->overlap_hbm_per_byte;
 }
@@ -256,6 +258,11 @@ void gs_compute_model_rope(gs_compute_model *m, const gs_model *model, gs_precis
     m->rope_elem_bytes = (double)gs_precision_bytes(p);
 }
 
+static int is_gemm(const gs_event *e);
+static double roofline(double flops, double bytes, double flops_rate, double bytes_rate);
+static double rope_time(const gs_compute_model *m, const gs_event *e);
+static int gemm_launches(const gs_event *e);
+
 void gs_compute_model_for_scenario(gs_compute_model *m, const gs_scenario *s)
 {
     const gs_strategy *st = &s->strategy;
@@ -269,6 +276,68 @@ void gs_compute_model_for_scenario(gs_compute_model *m, const gs_scenario *s)
     gs_attn_model_init(&m->attn,
                        gs_attention_resolve(st->attention, fw, st->flash_attention, s->cluster.gpu.compute_capability),
                        &s->cluster.gpu);
+    gs_fp8 recipe = gs_fp8_resolve(st->fp8, fw);
+    const gs_gpu *g = &s->cluster.gpu;
+    if (recipe != GS_FP8_OFF && g->peak_flops_fp8 > 0.0) {
+        m->fp8_recipe = (int)recipe;
+        m->fp8_cast_fused = gs_fp8_cast_fused(recipe, fw);
+        m->fp8_peak_flops = g->peak_flops_fp8 * gs_gpu_clock_factor(g);
+        m->fp8_gemm_mamf = g->gemm_efficiency_fp8;
+        /* the same sustained fraction as the bf16 GEMMs: power and clocks under a step's load */
+        m->fp8_gemm_efficiency = g->gemm_efficiency_fp8 * (m->gemm_mamf > 0.0 ? m->gemm_efficiency / m->gemm_mamf
+                                                                              : GS_GEMM_SUSTAINED);
+    }
+}
+
+int gs_compute_is_fp8(const gs_compute_model *m, const gs_event *e)
+{
+    return m->fp8_recipe != GS_FP8_OFF && m->fp8_peak_flops > 0.0 && is_gemm(e) &&
+           (e->op == GS_OP_QKV || e->op == GS_OP_OPROJ || e->op == GS_OP_MLP_UP || e->op == GS_OP_MLP_DOWN);
+}
+
+/* Cast kernels of an FP8 GEMM event: one per cast (an amax kernel and a cast kernel each under
+ * current scaling). */
+static int fp8_cast_kernels(const gs_compute_model *m, const gs_event *e)
+{
+    int per = m->fp8_recipe == GS_FP8_CURRENT ? 2 : 1, casts;
+    if (e->phase == GS_PHASE_BWD) {
+        casts = 1;
+    } else {
+        int fused = m->fp8_cast_fused && (e->op == GS_OP_QKV || e->op == GS_OP_MLP_UP);
+        casts = (fused ? 0 : 1) + (e->phase == GS_PHASE_FWD && e->mb == 0 && e->part <= 1);
+    }
+    return casts * per;
+}
+
+double gs_compute_fp8_cast_bytes(const gs_compute_model *m, const gs_event *e)
+{
+    if (!gs_compute_is_fp8(m, e))
+        return 0.0;
+    double per = m->fp8_recipe == GS_FP8_CURRENT ? 6.0 : 4.0;
+    double nk = (double)e->gemm_n * (double)e->gemm_k * (double)(e->gemm_batch ? e->gemm_batch : 1);
+    double rows = e->flops / ((e->phase == GS_PHASE_BWD ? 4.0 : 2.0) * nk);
+    if (e->phase == GS_PHASE_BWD)
+        return per * rows * (double)e->gemm_n;
+    double bytes = 0.0;
+    if (!(m->fp8_cast_fused && (e->op == GS_OP_QKV || e->op == GS_OP_MLP_UP)))
+        bytes += per * rows * (double)e->gemm_k;
+    if (e->phase == GS_PHASE_FWD && e->mb == 0 && e->part <= 1)
+        bytes += per * nk;
+    return bytes;
+}
+
+/* An FP8 GEMM event: its FLOPs at the FP8 peak times the FP8 MAMF ratio and the shape's tile and
+ * wave factor (the bf16 tile model's: FP8 kernels' own tiles are not modelled [U]), then its
+ * casts at the elementwise HBM rate. */
+static double fp8_gemm_time(const gs_compute_model *m, const gs_event *e)
+{
+    double shape = m->gemm_efficiency > 0.0
+                       ? gs_gemm_efficiency(m, e->gemm_m, e->gemm_n, e->gemm_k, e->gemm_batch) / m->gemm_efficiency
+                       : 1.0;
+    double rate = m->fp8_peak_flops * m->fp8_gemm_efficiency * shape;
+    double t = roofline(e->flops, (double)e->bytes, rate, m->hbm_bw * m->hbm_efficiency);
+    double cast = gs_compute_fp8_cast_bytes(m, e) / (m->hbm_bw * m->hbm_efficiency);
+    return t + cast + rope_time(m, e) + (gemm_launches(e) + fp8_cast_kernels(m, e)) * m->launch_s;
 }
 
 static int is_gemm(const gs_event *e)
@@ -389,6 +458,9 @@ double gs_compute_time(const gs_compute_model *m, const gs_event *e)
     double rate;
     int launches = 1;
     int done;
+    /* a calibration measures the training precision's GEMMs: FP8 GEMMs keep the preset model */
+    if (gs_compute_is_fp8(m, e))
+        return fp8_gemm_time(m, e);
     double t = calibrated_time(m, e, &done);
     if (done)
         return t;
@@ -429,6 +501,8 @@ double gs_compute_time(const gs_compute_model *m, const gs_event *e)
 
 double gs_compute_launch_time(const gs_compute_model *m, const gs_event *e)
 {
+    if (gs_compute_is_fp8(m, e))
+        return (gemm_launches(e) + fp8_cast_kernels(m, e)) * m->launch_s;
     return (is_gemm(e) ? gemm_launches(e) : 1) * m->launch_s;
 }
 

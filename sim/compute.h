@@ -71,6 +71,13 @@ typedef struct gs_compute_model {
                                  each of k compute events min(1, cores / (background + k))) */
     gs_attn_model attn;       /* the attention kernel class (sim/attention.h); impl UNFUSED with
                                  known 0 times the core as batched GEMMs plus its score passes */
+    /* FP8 (strategy.fp8, engine/strategy.h): the linear layers' GEMM events (QKV, OPROJ, MLP_UP,
+     * MLP_DOWN) run at the FP8 rate and pay their casts (gs_compute_fp8_cast_bytes) */
+    int fp8_recipe;           /* gs_fp8, resolved: OFF (none), DELAYED or CURRENT */
+    int fp8_cast_fused;       /* 1: the QKV and MLP-up input casts come out of the norm (no pass) */
+    double fp8_peak_flops;    /* dense FP8 FLOP/s, the power cap's clock factor applied */
+    double fp8_gemm_mamf;     /* the GPU's FP8 MAMF / FP8 peak */
+    double fp8_gemm_efficiency; /* fp8_gemm_mamf x the sustained fraction (as gemm_efficiency) */
 } gs_compute_model;
 
 void gs_compute_model_init(gs_compute_model *m, const gs_gpu *g, gs_precision p);
@@ -101,6 +108,21 @@ double gs_compute_overlap_factor(const gs_compute_model *m, double busbw, int ct
 /* Efficiency of an m x n x k GEMM (batch >= 1) relative to peak, in (0, gemm_efficiency]:
  * tile and wave quantization, small-dimension penalty (reference 6.6). */
 double gs_gemm_efficiency(const gs_compute_model *m, uint64_t M, uint64_t N, uint64_t K, uint64_t batch);
+
+/* 1 when event e is an FP8 GEMM under the model: FP8 on, a GEMM of a linear layer. */
+int gs_compute_is_fp8(const gs_compute_model *m, const gs_event *e);
+
+/* HBM bytes the FP8 casts of FP8 GEMM event e move (0 for any other event). Per element cast,
+ * with delayed scaling: read the bf16 source (2 B), write the FP8 copy (1 B) and, since Hopper's
+ * FP8 tensor cores take only the TN layout, its transpose for the other GEMM of the backward
+ * (1 B): 4 B (Transformer Engine's fused cast-transpose); current scaling first reads the source
+ * once more for its amax: 6 B. Forward: the input activation's rows x k elements (none when
+ * fp8_cast_fused and the op is QKV or MLP_UP: the norm writes FP8 itself), and the weight's k x n
+ * once per step, on micro-batch 0's forward (Transformer Engine caches the FP8 weight and its
+ * transpose across micro-batches; the recompute reuses them). Backward: the output gradient's
+ * rows x n elements, cast to E5M2 with its transpose for the weight gradient. The rows are the
+ * event's FLOPs over 2 n k (4 n k backward), so split GEMM parts cast their own rows. */
+double gs_compute_fp8_cast_bytes(const gs_compute_model *m, const gs_event *e);
 
 /* Seconds for one compute event (without overlap slowdown). */
 double gs_compute_time(const gs_compute_model *m, const gs_event *e);
