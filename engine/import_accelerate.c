@@ -59,7 +59,7 @@ static const accel_key accel_top[] = {
      "a DeepSpeed config is not imported: write a scenario with sharding zero1, zero2 or zero3"},
     {"megatron_lm_config", NULL,
      "accelerate's Megatron-LM plugin is not imported: give its flags to --from-megatron"},
-    {"fp8_config", NULL, "FP8 training is not modelled (precision: bf16, fp16 or fp32)"},
+    {"fp8_config", NULL, NULL},
     {"ipex_config", NULL, "Intel IPEX (CPU training) is not modelled"},
     {"mpirun_config", NULL, "CPU training over mpirun is not modelled"},
 };
@@ -507,22 +507,36 @@ static gs_status accel_distributed(const gs__yaml_loader *l, const yaml_node_t *
     return GS_OK;
 }
 
-static gs_status accel_precision(const gs__yaml_loader *l, const yaml_node_t *root, gs_scenario *s)
+/* mixed_precision; fp8 is bf16 training with FP8 linear layers, whose recipe follows
+ * fp8_config.backend: TE (accelerate's default, Transformer Engine's DelayedScaling) or AO
+ * (torchao's dynamic, current scaling); MS-AMP is not modelled. fp8_config's other settings
+ * (format, amax history, margin) do not change what a step costs. */
+static gs_status accel_precision(const gs__yaml_loader *l, const yaml_node_t *root, gs_scenario *s, gs_diag *ignored)
 {
     static const char *const precisions[] = {"bf16", "fp16", "no", "fp8"};
-    int e;
+    static const char *const backends[] = {"TE", "AO", "MSAMP"};
+    int e, b = 0;
     gs_status rc;
     yaml_node_t *v = gs__yaml_lookup(l, root, "mixed_precision", NULL);
-    if (!v) {
-        s->strategy.precision = GS_PREC_FP32; /* accelerate's default: no mixed precision */
+    yaml_node_t *f8 = gs__yaml_lookup(l, root, "fp8_config", NULL);
+    e = 2; /* accelerate's default: no mixed precision */
+    if (v && (rc = accel_enum(l, v, "mixed_precision", precisions, 4, &e)) != GS_OK)
+        return rc;
+    if (e != 3) {
+        s->strategy.precision = e == 0 ? GS_PREC_BF16 : e == 1 ? GS_PREC_FP16 : GS_PREC_FP32;
+        if (f8)
+            return gs__import_ignored(ignored, l->err, "%s:%lu: fp8_config: ignored: mixed_precision is %s, not fp8",
+                                      l->path, gs__yaml_node_line(f8), precisions[e]);
         return GS_OK;
     }
-    if ((rc = accel_enum(l, v, "mixed_precision", precisions, 4, &e)) != GS_OK)
+    yaml_node_t *bk = f8 && f8->type == YAML_MAPPING_NODE ? gs__yaml_lookup(l, f8, "backend", NULL) : NULL;
+    if (bk && (rc = accel_enum(l, bk, "fp8_config.backend", backends, 3, &b)) != GS_OK)
         return rc;
-    if (e == 3)
-        return gs__yaml_fail_at(l, v, GS_ERR_INPUT,
-                                "mixed_precision: found fp8, which gridstep does not model: expected bf16, fp16 or no");
-    s->strategy.precision = e == 0 ? GS_PREC_BF16 : e == 1 ? GS_PREC_FP16 : GS_PREC_FP32;
+    if (b == 2)
+        return gs__yaml_fail_at(l, bk, GS_ERR_INPUT, "fp8_config.backend: found MSAMP, which gridstep does not "
+                                "model: expected TE (Transformer Engine) or AO (torchao)");
+    s->strategy.precision = GS_PREC_BF16;
+    s->strategy.fp8 = b == 1 ? GS_FP8_CURRENT : GS_FP8_DELAYED;
     return GS_OK;
 }
 
@@ -654,7 +668,7 @@ static gs_status accel_root(const gs__yaml_loader *l, const yaml_node_t *root, c
         return gs__yaml_fail_at(l, v, GS_ERR_INPUT, "use_cpu: found true, expected false (gridstep models GPU training)");
     uint64_t nodes = 0, world = 0;
     if ((rc = accel_distributed(l, root, s, &rd, &dist, ignored)) != GS_OK ||
-        (rc = accel_precision(l, root, s)) != GS_OK ||
+        (rc = accel_precision(l, root, s, ignored)) != GS_OK ||
         (rc = accel_world(l, root, o, dist, s, &nodes, &world)) != GS_OK ||
         (rc = accel_grid(l, &rd, world, s)) != GS_OK ||
         (rc = gs__import_finish(o, nodes, lines->micro, lines->global, s, l->err)) != GS_OK)

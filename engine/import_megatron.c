@@ -141,7 +141,9 @@ const gs__mg_flag gs__mg_flags[] = {
     {"distributed-backend", MG_ONE, MG_IGNORE, "NCCL is what gridstep models"},
     {"distributed-timeout-minutes", MG_ONE, MG_IGNORE, mg_io},
     {"num-experts", MG_ONE, MG_REFUSE, "mixture-of-experts models are not modelled"},
-    {"fp8-format", MG_ONE, MG_REFUSE, "FP8 training is not modelled (--bf16 or --fp16)"},
+    {"fp8-format", MG_ONE, MG_FP8_FORMAT, NULL},
+    {"fp8-recipe", MG_ONE, MG_FP8_RECIPE, NULL},
+    {"fp8-param-gather", MG_SWITCH, MG_FP8_PARAM, NULL},
     {"optimizer-cpu-offload", MG_SWITCH, MG_REFUSE,
      "gridstep's offload moves parameters and optimizer state together (write a scenario with "
      "offload: true and an FSDP strategy)"},

@@ -422,8 +422,11 @@ static void emit_accelerate(launch_doc *d, const gs_scenario *s, const gs_mesh *
         put(d, "main_process_port: %d\n", LAUNCH_MASTER_PORT);
     }
     put(d, "main_training_function: main\n");
-    put(d, "mixed_precision: %s\n",
-        st->precision == GS_PREC_BF16 ? "bf16" : st->precision == GS_PREC_FP16 ? "fp16" : "'no'");
+    if (st->fp8 != GS_FP8_OFF) /* accelerate's FP8 backends: TE (delayed scaling), AO (torchao, current) */
+        put(d, "fp8_config:\n  backend: %s\n", st->fp8 == GS_FP8_CURRENT ? "AO" : "TE");
+    put(d, "mixed_precision: %s\n", st->fp8 != GS_FP8_OFF ? "fp8"
+                                     : st->precision == GS_PREC_BF16 ? "bf16"
+                                     : st->precision == GS_PREC_FP16 ? "fp16" : "'no'");
     put(d, "num_machines: %" PRIu64 "\n", nodes);
     put(d, "num_processes: %" PRIu64 "\n", m->world);
     if (version == 2)
@@ -633,6 +636,9 @@ static void put_megatron_flags(launch_doc *d, const gs_scenario *s, const gs_mes
         flag(&f, "--tp-comm-overlap");
     if (st->precision != GS_PREC_FP32) /* fp32 is Megatron-LM's default: no flag */
         flag(&f, "%s", st->precision == GS_PREC_BF16 ? "--bf16" : "--fp16");
+    if (st->fp8 != GS_FP8_OFF) /* resolved at load: delayed or current */
+        flag(&f, "--fp8-format hybrid --fp8-recipe %s%s", st->fp8 == GS_FP8_CURRENT ? "tensorwise" : "delayed",
+             st->fp8_params ? " --fp8-param-gather" : "");
     put(d, "\n");
 }
 

@@ -206,6 +206,18 @@ static gs_status load_root(const gs__yaml_loader *l, const yaml_node_t *root, gs
     /* AUTO is resolved once, from the file's sharding (the default's when none is given): a
      * plan, sweep or diagnose fix that changes the sharding keeps the framework */
     s->strategy.framework = gs_framework_resolve(s->strategy.framework, (int)s->strategy.sharding);
+    if (s->strategy.fp8 != GS_FP8_OFF) {
+        /* the recipe's AUTO likewise, from the framework */
+        s->strategy.fp8 = gs_fp8_resolve(s->strategy.fp8, s->strategy.framework);
+        if (!(s->cluster.gpu.peak_flops_fp8 > 0.0)) {
+            const yaml_node_t *sv = gs__yaml_lookup(l, root, "strategy", NULL);
+            return gs__yaml_fail_at(l, sv ? gs__yaml_lookup(l, sv, "precision", NULL) : NULL, GS_ERR_INPUT,
+                                    "strategy.precision fp8: the cluster's GPU %s has no FP8 tensor cores: "
+                                    "expected a Hopper or later GPU (h100-sxm, h100-pcie, h100-nvl, h200, b200, "
+                                    "gb200, or gpu: {fp8_tflops: ...}), or precision bf16",
+                                    s->cluster.gpu.name);
+        }
+    }
     return GS_OK;
 }
 /* The display name: base name of path without .yaml / .yml. */

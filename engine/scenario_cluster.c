@@ -16,7 +16,8 @@ static const char *const cluster_keys[] = {
 };
 
 static const char *const gpu_keys[] = {
-    "preset", "name", "bf16_tflops", "fp16_tflops", "fp32_tflops", "gemm_efficiency",
+    "preset", "name", "bf16_tflops", "fp16_tflops", "fp32_tflops", "gemm_efficiency", "fp8_tflops",
+    "gemm_efficiency_fp8",
     "memory_gb", "hbm_tbps", "power_w",
 };
 
@@ -129,6 +130,15 @@ static gs_status load_gpu(const gs__yaml_loader *l, const yaml_node_t *v, gs_gpu
         g->peak_flops_fp32 = tflops * 1e12;
     if ((st = gs__scenario_opt_fraction(l, v, sec, "gemm_efficiency", &g->gemm_efficiency, NULL)))
         return st;
+    if ((st = gs__scenario_opt_real(l, v, sec, "fp8_tflops", &tflops, &given)))
+        return st;
+    if (given)
+        g->peak_flops_fp8 = tflops * 1e12;
+    if ((st = gs__scenario_opt_fraction(l, v, sec, "gemm_efficiency_fp8", &g->gemm_efficiency_fp8, &given)))
+        return st;
+    /* an FP8 peak given without its efficiency: the GPU's bf16 one (no FP8 MAMF known) */
+    if (g->peak_flops_fp8 > 0.0 && !(g->gemm_efficiency_fp8 > 0.0))
+        g->gemm_efficiency_fp8 = g->gemm_efficiency;
     if ((st = gs__scenario_opt_real(l, v, sec, "memory_gb", &gb, &given)))
         return st;
     if (given) {

@@ -33,6 +33,27 @@ GS_ENUM_ADAPTOR(parse_xent, gs_xent_parse, gs_xent)
 GS_ENUM_ADAPTOR(parse_framework, gs_framework_parse, gs_framework)
 GS_ENUM_ADAPTOR(parse_attention, gs_attn_impl_parse, gs_attn_impl)
 
+/* precision: the training precisions, and fp8 (index PRECISION_FP8: bf16 training with FP8
+ * linear layers, strategy.fp8) */
+#define PRECISION_FP8 3
+static int parse_precision_fp8(const char *s, int *out)
+{
+    if (strcasecmp(s, "fp8") == 0) {
+        *out = PRECISION_FP8;
+        return 0;
+    }
+    return parse_precision(s, out);
+}
+
+static int parse_fp8_recipe(const char *s, int *out)
+{
+    gs_fp8 f;
+    if (gs_fp8_recipe_parse(s, &f) != 0)
+        return -1;
+    *out = (int)f;
+    return 0;
+}
+
 static const char *const grad_sync_names[] = {"auto", "last", "every"};
 
 /* grad_dtype: auto (-1: the training precision) or a precision name */
@@ -61,7 +82,7 @@ static const char *const strategy_keys[] = {
     "sharding", "wrap", "prefetch", "forward_prefetch", "reshard_after_forward",
     "limit_all_gathers", "recompute", "recompute_every", "flash_attention", "offload", "precision", "pipeline", "grad_sync",
     "virtual_stages", "sequence_parallel", "bucket_mb", "overlap_param_gather", "tp_comm_overlap", "grad_dtype", "overlap_grad_reduce",
-    "bucket_stages", "cross_entropy", "framework", "compile", "attention",
+    "bucket_stages", "cross_entropy", "framework", "compile", "attention", "fp8_recipe", "fp8_params",
 };
 
 static const char *const wrap_keys[] = {"min_params"};
@@ -95,11 +116,34 @@ static gs_status load_wrap(const gs__yaml_loader *l, const yaml_node_t *v, gs_st
     return st;
 }
 
+/* fp8_recipe and fp8_params, which only precision: fp8 reads. */
+static gs_status strategy_fp8(const gs__yaml_loader *l, const yaml_node_t *v, gs_strategy *s)
+{
+    static const char *const recipe_names[] = {"off", "delayed", "current", "auto"};
+    static const gs__scenario_names recipes = {recipe_names + 1, 3, parse_fp8_recipe};
+    static const char *const keys[] = {"fp8_recipe", "fp8_params"};
+    gs_status st;
+    if (s->fp8 == GS_FP8_OFF) {
+        for (size_t i = 0; i < 2; i++)
+            if (gs__yaml_lookup(l, v, keys[i], NULL))
+                return gs__yaml_fail_at(l, gs__yaml_lookup(l, v, keys[i], NULL), GS_ERR_INPUT,
+                                        "strategy.%s applies to FP8 training: found precision %s, expected "
+                                        "precision: fp8 (or drop %s)", keys[i], gs_precision_name(s->precision),
+                                        keys[i]);
+        return GS_OK;
+    }
+    int e = (int)s->fp8;
+    if ((st = gs__scenario_opt_enum(l, v, "strategy", "fp8_recipe", &recipes, &e)))
+        return st;
+    s->fp8 = (gs_fp8)e;
+    return gs__scenario_opt_bool(l, v, "strategy", "fp8_params", &s->fp8_params, NULL);
+}
+
 /* How parameters are sharded and prefetched, what is recomputed, the training precision and
  * the pipeline schedule. */
 static gs_status strategy_schemes(const gs__yaml_loader *l, const yaml_node_t *v, gs_strategy *s)
 {
-    const char *sharding[GS_SHARD_COUNT], *prefetch[3], *recompute[3], *precision[3], *pipeline[3];
+    const char *sharding[GS_SHARD_COUNT], *prefetch[3], *recompute[3], *precision[4], *pipeline[3];
     for (int i = 0; i < GS_SHARD_COUNT; i++)
         sharding[i] = gs_sharding_name((gs_sharding)i);
     for (int i = 0; i < 3; i++) {
@@ -111,7 +155,8 @@ static gs_status strategy_schemes(const gs__yaml_loader *l, const yaml_node_t *v
     const gs__scenario_names shardings = {sharding, GS_SHARD_COUNT, parse_sharding};
     const gs__scenario_names prefetches = {prefetch, 3, parse_prefetch};
     const gs__scenario_names recomputes = {recompute, 3, parse_recompute};
-    const gs__scenario_names precisions = {precision, 3, parse_precision};
+    precision[PRECISION_FP8] = "fp8";
+    const gs__scenario_names precisions = {precision, 4, parse_precision_fp8};
     const gs__scenario_names pipelines = {pipeline, 3, parse_pipeline};
     const char *sec = "strategy";
     gs_status st;
@@ -135,15 +180,20 @@ static gs_status strategy_schemes(const gs__yaml_loader *l, const yaml_node_t *v
                                 "strategy.recompute_every: found %llu with recompute %s, expected recompute: full "
                                 "(every N-th block checkpointed whole, the others keeping their activations)",
                                 (unsigned long long)s->recompute_every, gs_recompute_name(s->recompute));
-    e = (int)s->precision;
-    if ((st = gs__scenario_opt_enum(l, v, sec, "precision", &precisions, &e)))
-        return st;
-    s->precision = (gs_precision)e;
     e = (int)s->pipeline;
     if ((st = gs__scenario_opt_enum(l, v, sec, "pipeline", &pipelines, &e)))
         return st;
     s->pipeline = (gs_pipeline)e;
-    return GS_OK;
+    e = (int)s->precision;
+    if ((st = gs__scenario_opt_enum(l, v, sec, "precision", &precisions, &e)))
+        return st;
+    if (e == PRECISION_FP8) { /* bf16 training, its linear layers in FP8 */
+        s->precision = GS_PREC_BF16;
+        s->fp8 = GS_FP8_AUTO;
+    } else {
+        s->precision = (gs_precision)e;
+    }
+    return strategy_fp8(l, v, s);
 }
 
 /* The gradients' dtype, when they are synchronized, and which stages bucket them per chunk. */

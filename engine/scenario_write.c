@@ -141,7 +141,7 @@ static gs_status put_strategy(gs_text *t, const gs_strategy *s, gs_error *err)
             gs_prefetch_name(s->prefetch), yes_no(s->forward_prefetch),
             yes_no(s->reshard_after_forward), yes_no(s->limit_all_gathers),
             gs_recompute_name(s->recompute), yes_no(s->flash_attention), yes_no(s->offload),
-            gs_precision_name(s->precision), gs_pipeline_name(s->pipeline), "",
+            s->fp8 != GS_FP8_OFF ? "fp8" : gs_precision_name(s->precision), gs_pipeline_name(s->pipeline), "",
             yes_no(s->sequence_parallel), s->bucket_bytes >> 20,
             grad_sync[(unsigned)s->grad_sync < 3 ? s->grad_sync : 0],
             s->grad_dtype >= 0 ? gs_precision_name((gs_precision)s->grad_dtype) : "auto", yes_no(s->overlap_grad_reduce),
@@ -163,6 +163,10 @@ static gs_status put_strategy(gs_text *t, const gs_strategy *s, gs_error *err)
         st = gs_text_printf(t, "  compile: true\n");
     if (st == GS_OK && s->attention != GS_ATTN_AUTO)
         st = gs_text_printf(t, "  attention: %s\n", gs_attn_impl_name(s->attention));
+    if (st == GS_OK && s->fp8 != GS_FP8_OFF)
+        st = gs_text_printf(t, "  fp8_recipe: %s\n", gs_fp8_name(s->fp8));
+    if (st == GS_OK && s->fp8_params)
+        st = gs_text_printf(t, "  fp8_params: true\n");
     return st;
 }
 

@@ -333,6 +333,14 @@ gs_status gs_exec_session_create(const gs_scenario *s, const gs_mesh *mesh, cons
         x->boot = NULL;
         goto out;
     }
+    if (s->strategy.fp8 != GS_FP8_OFF) {
+        /* every process sees the same scenario: each refuses alike */
+        rc = gs_error_set(err, GS_ERR_INPUT,
+                          "exec: %s: strategy.precision fp8 is simulated, not executed: exec's drivers compute "
+                          "the linear layers in bf16 or fp32 and have no FP8 casts (simulate it with "
+                          "`gridstep sim`; run precision: bf16 to execute)", s->name);
+        goto out;
+    }
     if (!(x->o.timeout_s >= 0 && x->o.timeout_s <= GS_EXEC_TIMEOUT_MAX_S)) { /* NaN too */
         rc = gs_error_set(err, GS_ERR_INPUT, "exec: timeout %g s: expected a finite number of seconds in (0, %g]",
                           x->o.timeout_s, GS_EXEC_TIMEOUT_MAX_S);

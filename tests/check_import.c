@@ -296,6 +296,54 @@ START_TEST(test_example_script)
 }
 END_TEST
 
+/* FP8: --fp8-format (e4m3 or hybrid) over --bf16 turns strategy.fp8 on, --fp8-recipe delayed (the
+ * default) or tensorwise picks the recipe, --fp8-param-gather the FP8 parameters; other recipes,
+ * FP8 without --bf16 and FP8 on a GPU without FP8 tensor cores are refused; the recipe and param
+ * flags alone are ignored with a note. The emitted Megatron command carries them back. */
+START_TEST(test_fp8_flags)
+{
+    gs_scenario s;
+    gs_diag ig;
+    gs_error err;
+    gs_import_opts o;
+    gs_import_opts_init(&o);
+    o.cluster = "dgx-h100";
+    o.model = "llama2-7b";
+    o.nodes = 1;
+    gs_diag_init(&ig);
+    gs_error_init(&err);
+    ck_assert_int_eq(gs_import_megatron_args("--tensor-model-parallel-size 2 --bf16 --fp8-format hybrid "
+                                             "--fp8-recipe tensorwise --fp8-param-gather", "run.sh", &o, &s, &ig,
+                                             &err), GS_OK);
+    ck_assert_int_eq(s.strategy.fp8, GS_FP8_CURRENT);
+    ck_assert_int_eq(s.strategy.fp8_params, 1);
+    ck_assert_int_eq(s.strategy.precision, GS_PREC_BF16);
+    gs_diag_fini(&ig);
+    gs_diag_init(&ig);
+    ck_assert_int_eq(gs_import_megatron_args("--bf16 --fp8-format e4m3", "run.sh", &o, &s, &ig, &err), GS_OK);
+    ck_assert_int_eq(s.strategy.fp8, GS_FP8_DELAYED);
+    ck_assert_int_eq(s.strategy.fp8_params, 0);
+    gs_diag_fini(&ig);
+    gs_diag_init(&ig);
+    ck_assert_int_eq(gs_import_megatron_args("--bf16 --fp8-format hybrid --fp8-recipe mxfp8", "run.sh", &o, &s, &ig,
+                                             &err), GS_ERR_INPUT);
+    ck_assert_has(err.msg, "--fp8-recipe mxfp8: not supported");
+    gs_diag_fini(&ig);
+    gs_diag_init(&ig);
+    ck_assert_int_eq(gs_import_megatron_args("--fp8-format hybrid", "run.sh", &o, &s, &ig, &err), GS_ERR_INPUT);
+    ck_assert_has(err.msg, "--fp8-format hybrid without --bf16");
+    gs_diag_fini(&ig);
+    gs_diag_init(&ig);
+    ck_assert_int_eq(gs_import_megatron_args("--bf16 --fp8-recipe tensorwise", "run.sh", &o, &s, &ig, &err), GS_OK);
+    ck_assert_int_eq(s.strategy.fp8, GS_FP8_OFF);
+    ck_assert_uint_eq(count_lines(&ig, "--fp8-recipe: ignored: Megatron-LM trains in FP8 only with --fp8-format"), 1);
+    gs_diag_fini(&ig);
+    ck_assert_int_eq(import_text("--bf16 --fp8-format hybrid", 1, &s, &ig, &err), GS_ERR_INPUT);
+    ck_assert_has(err.msg, "no FP8 tensor cores");
+    gs_diag_fini(&ig);
+}
+END_TEST
+
 /* The shell a launch script is read with: ${VAR:-default} (unset here: the default), $(( )),
  * NAME+=( ), a quoted "${A[@]}" keeping an element with blanks whole, comments and blank lines
  * inside arrays, export, a $(command) value, redirections and a pipe after the command. Lines
@@ -748,6 +796,7 @@ static Suite *import_suite(void)
     tcase_add_test(mg, test_emitted_flags_exist);
     tcase_add_test(mg, test_megatron_env);
     tcase_add_test(mg, test_example_script);
+    tcase_add_test(mg, test_fp8_flags);
     tcase_add_test(mg, test_shell);
     tcase_add_test(mg, test_shell_refusals);
     tcase_add_test(mg, test_hsdp_import);

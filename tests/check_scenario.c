@@ -325,6 +325,47 @@ START_TEST(load_strategy_names)
 }
 END_TEST
 
+/* precision: fp8 is bf16 training with FP8 linear layers; the recipe resolves from the framework
+ * (Megatron-LM: Transformer Engine's delayed scaling; FSDP: torchao's current scaling) unless
+ * fp8_recipe names it; the GPU must have FP8 tensor cores; the keys round-trip. */
+START_TEST(load_fp8)
+{
+    gs_scenario s;
+    load_ok("model: llama2-7b\ncluster: dgx-h100\ngrid: {dp: 4, tp: 2}\nstrategy: {sharding: zero1, "
+            "precision: fp8}\n", &s);
+    ck_assert_int_eq(s.strategy.precision, GS_PREC_BF16);
+    ck_assert_int_eq(s.strategy.fp8, GS_FP8_DELAYED);
+    ck_assert_int_eq(s.strategy.fp8_params, 0);
+    load_ok("model: llama2-7b\ncluster: dgx-h100\ngrid: {dp: 8}\nstrategy: {precision: FP8}\n", &s);
+    ck_assert_int_eq(s.strategy.fp8, GS_FP8_CURRENT); /* full_shard: fsdp1, torchao */
+    load_ok("model: llama2-7b\ncluster: dgx-h100\ngrid: {dp: 8}\nstrategy: {sharding: zero1, precision: fp8, "
+            "fp8_recipe: tensorwise, fp8_params: true}\n", &s);
+    ck_assert_int_eq(s.strategy.fp8, GS_FP8_CURRENT);
+    ck_assert_int_eq(s.strategy.fp8_params, 1);
+    gs_text t;
+    gs_error err;
+    gs_error_init(&err);
+    gs_text_init(&t);
+    ck_assert_int_eq(gs_scenario_write_yaml(&s, &t, &err), GS_OK);
+    ck_assert_msg(strstr(gs_text_str(&t), "  precision: fp8\n") && strstr(gs_text_str(&t), "  fp8_recipe: current\n") &&
+                      strstr(gs_text_str(&t), "  fp8_params: true\n"), "%s", gs_text_str(&t));
+    gs_scenario b;
+    load_ok(gs_text_str(&t), &b);
+    ck_assert(b.strategy.fp8 == GS_FP8_CURRENT && b.strategy.fp8_params == 1 && b.strategy.precision == GS_PREC_BF16);
+    gs_text_fini(&t);
+    load_fails("model: llama2-7b\ncluster: dgx-a100-80g\ngrid: {dp: 8}\nstrategy: {precision: fp8}\n", GS_ERR_INPUT,
+               4, 23, "GPU a100-80g has no FP8 tensor cores");
+    load_fails("model: llama2-7b\ncluster: dgx-h100\ngrid: {dp: 8}\nstrategy: {precision: bf16, fp8_recipe: delayed}\n",
+               GS_ERR_INPUT, 4, 41, "strategy.fp8_recipe applies to FP8 training");
+    load_fails("model: llama2-7b\ncluster: dgx-h100\ngrid: {dp: 8}\nstrategy: {precision: fp8, fp8_recipe: mxfp8}\n",
+               GS_ERR_INPUT, 4, 40, "strategy.fp8_recipe: found unknown value 'mxfp8', expected one of delayed, current, auto");
+    /* a custom GPU with an FP8 peak */
+    load_ok("model: llama2-7b\ncluster: {preset: dgx-a100-80g, gpu: {preset: a100-80g, fp8_tflops: 624}}\n"
+            "grid: {dp: 8}\nstrategy: {precision: fp8}\n", &s);
+    ck_assert(s.cluster.gpu.peak_flops_fp8 == 624e12 && s.cluster.gpu.gemm_efficiency_fp8 == s.cluster.gpu.gemm_efficiency);
+}
+END_TEST
+
 START_TEST(load_user_model)
 {
     gs_scenario s;
@@ -831,8 +872,8 @@ START_TEST(error_names)
                "strategy.sharding: found unknown value 'full_shrd' (did you mean 'full_shard'?), "
                "expected one of no_shard, shard_grad_op, full_shard, hybrid_shard, zero1, "
                "zero2, zero3");
-    load_fails(BASE "strategy: {precision: fp8}\n", GS_ERR_INPUT, 4, 23,
-               "expected one of bf16, fp16, fp32");
+    load_fails(BASE "strategy: {precision: fp4}\n", GS_ERR_INPUT, 4, 23,
+               "expected one of bf16, fp16, fp32, fp8");
     load_fails(BASE "strategy: {recompute: some}\n", GS_ERR_INPUT, 4, 23,
                "expected one of none, selective, full");
     load_fails(BASE "strategy: {prefetch: early}\n", GS_ERR_INPUT, 4, 22,
@@ -1084,6 +1125,7 @@ static Suite *scenario_suite(void)
     tcase_add_test(tc, load_dropout_rates);
     tcase_add_test(tc, load_every_strategy_key);
     tcase_add_test(tc, load_strategy_names);
+    tcase_add_test(tc, load_fp8);
     tcase_add_test(tc, load_user_model);
     tcase_add_test(tc, load_file_and_string_names);
     suite_add_tcase(s, tc);
