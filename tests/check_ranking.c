@@ -1,8 +1,8 @@
 /* Check suite for the planner's ranking: wherever the published runs measure two configurations
  * of the same model on the same kind of cluster that differ in one choice (torch.compile or
- * eager, the TP degree, the GPU generation, the GPU count), the simulated order must agree with
- * the measured one and the simulated ratio (tokens/s per GPU of b over a) must be within 15% of
- * the measured ratio. The pairs are every such pair in scenarios/published (the list below was
+ * eager, the TP degree, the GPU generation, the GPU count, FP8 or BF16), the simulated order
+ * must agree with the measured one and the simulated ratio (the published metric of b over a)
+ * must be within 15% of the measured ratio. The pairs are every such pair in scenarios/published (the list below was
  * drawn from the data by that rule); the expected ratios are the published numbers, not the
  * model's.
  *
@@ -59,6 +59,10 @@ static const pair pairs[] = {
     {"gpu", "mpt-a100-80-025.yaml", "mpt-h100-027.yaml", NULL},
     {"gpu", "mpt-a100-80-033.yaml", "mpt-h100-037.yaml", NULL},
     {"gpu", "mpt-a100-80-041.yaml", "mpt-h100-047.yaml", NULL},
+    /* FP8 against BF16, same model, GPUs and layout (NVIDIA's dgxc-benchmarking, NeMo on H100) */
+    {"fp8", "dgxc-001.yaml", "dgxc-002.yaml", NULL},
+    {"fp8", "dgxc-003.yaml", "dgxc-004.yaml", NULL},
+    {"fp8", "dgxc-005.yaml", "dgxc-006.yaml", NULL},
 };
 
 #define NPAIRS (sizeof pairs / sizeof pairs[0])
