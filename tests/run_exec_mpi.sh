@@ -218,11 +218,13 @@ check "failure on rank 3: exit 1" test $rc -eq 1
 check "failure on rank 3: named once" test "$(grep -c 'rank 3: event L2.mb0.fwd.tp_ag: injected failure (test hook)' "$tmp/err")" -eq 1
 check "failure on rank 3: every process stopped in $took s (< 15 s; --timeout 30)" test "$took" -lt 15
 check "failure on rank 3: no report printed" test ! -s "$tmp/out"
-# rank 3 dies: its peers time out waiting for it and say so
+# rank 3's events stop (its thread dies): its process sees its dispatcher stop, the processes
+# agree on the failure and rank 0 names the event that never completed, once
 GRIDSTEP_FAULT=die:3:L2.mb0.fwd.tp_ag $MPIRUN -np 4 "$GRIDSTEP" exec --timeout 3 "$tmp/dp2tp2.yaml" \
     >/dev/null 2>"$tmp/err"
 check "rank 3 dies: exit 1" test $? -eq 1
-check "rank 3 dies: a peer's timeout names rank 3, once" test "$(grep -c '(with rank 3): timed out after 3 s' "$tmp/err")" -eq 1
+check "rank 3 dies: rank 3's unfinished event named once" \
+    test "$(grep -c 'rank 3: event L2.mb0.fwd.tp_ag: did not complete' "$tmp/err")" -eq 1
 
 # ---- saving across processes ----------------------------------------------------------------
 # --save: rank 0 creates DIR.tmp-PID, each process writes its rank's file, rank 0 checks and
@@ -339,11 +341,11 @@ check "save failing on rank 1: the previous checkpoint intact, no temporaries" \
     sh -c "cd '$tmp' && test -z \"\$(ls -d e1.tmp-* e1.old 2>/dev/null)\"" 
 check "save failing on rank 1: ... byte for byte" same_dir "$tmp/e1.copy" "$tmp/e1"
 check "save failing on rank 1: no report printed" test ! -s "$tmp/out"
-# rank 0 cannot create DIR.tmp-PID (no parent): the others write nothing, same message once
+# a save target without its parent directory: refused before any step runs (exit 2), said once
 $MPIRUN -np 2 "$GRIDSTEP" exec --save "$tmp/none/ck" "$tmp/dp2.yaml" >/dev/null 2>"$tmp/err"
-check "save to a missing parent, mpirun: exit 1" test $? -eq 1
+check "save to a missing parent, mpirun: exit 2" test $? -eq 2
 check "save to a missing parent, mpirun: said once" \
-    test "$(grep -c "checkpoint $tmp/none/ck: cannot create $tmp/none/ck.tmp-[0-9]*: No such file or directory" "$tmp/err")" -eq 1
+    test "$(grep -c -- "--save $tmp/none/ck: its parent directory $tmp/none does not exist" "$tmp/err")" -eq 1
 # rank 2's process killed after writing its file: mpirun fails, DIR is as it was, rank 0's
 # DIR.tmp-PID is left (its PID is dead now) and the next save removes it
 GRIDSTEP_FAULT=die:2:save:file-written $MPIRUN -np 4 "$GRIDSTEP" exec --steps 1 --save "$tmp/e1" \
