@@ -8,6 +8,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <strings.h>
 
 #include "engine/units.h"
 
@@ -15,7 +16,7 @@ static const char *const key_names[GS_SWEEP_KEY_COUNT] = {
     "gpus", "nodes", "nic", "nic_gbps", "fabric", "global_batch", "micro", "seq",
     "tp",   "pp",    "dp",  "sharding", "recompute", "pipeline", "offload",
     "sp",   "tp_comm_overlap", "overlap_param_gather", "flash_attention", "cross_entropy",
-    "framework", "compile", "attention", "power_w",
+    "framework", "compile", "attention", "power_w", "precision",
 };
 
 /* The keys that switch a strategy flag: values 0 or 1. */
@@ -97,6 +98,7 @@ static gs_status bad_value(gs_sweep_key k, const char *v, gs_error *err)
     case GS_SWEEP_FRAMEWORK: what = "megatron, fsdp1, fsdp2, deepspeed or auto"; break;
     case GS_SWEEP_ATTENTION: what = "flash1, flash2, flash3, cudnn, sdpa, triton, xformers, unfused or auto"; break;
     case GS_SWEEP_POWER_W: what = "a positive power cap in watts"; break;
+    case GS_SWEEP_PRECISION: what = "bf16, fp16, fp32 or fp8"; break;
     default: what = "a positive integer"; break;
     }
     return gs_error_set(err, GS_ERR_INPUT, "--vary %s: found '%s', expected %s", gs_sweep_key_name(k), v, what);
@@ -173,6 +175,17 @@ static gs_status canon_value(gs_sweep_key k, const char *v, char *out, gs_error 
         if (gs_attn_impl_parse(v, &a) != 0)
             return bad_value(k, v, err);
         snprintf(out, GS_SWEEP_VALUE_BYTES, "%s", gs_attn_impl_name(a));
+        return GS_OK;
+    }
+    case GS_SWEEP_PRECISION: {
+        gs_precision p;
+        if (strcasecmp(v, "fp8") == 0) {
+            snprintf(out, GS_SWEEP_VALUE_BYTES, "fp8");
+            return GS_OK;
+        }
+        if (gs_precision_parse(v, &p) != 0)
+            return bad_value(k, v, err);
+        snprintf(out, GS_SWEEP_VALUE_BYTES, "%s", gs_precision_name(p));
         return GS_OK;
     }
     case GS_SWEEP_PIPELINE: {
@@ -408,6 +421,23 @@ gs_status gs_sweep_apply(const gs_scenario *base, const gs_sweep *sw, uint64_t p
             s->cluster.gpu.power_w = s->cluster.gpu.tdp_w > 0.0 && w > s->cluster.gpu.tdp_w ? s->cluster.gpu.tdp_w : w;
             break;
         }
+        case GS_SWEEP_PRECISION:
+            /* fp8: bf16 with FP8 linear layers under the framework's recipe (resolved here, as
+             * the loader resolves it); the GPU must have FP8 tensor cores */
+            if (strcmp(v, "fp8") == 0) {
+                if (!(s->cluster.gpu.peak_flops_fp8 > 0.0))
+                    rc = gs_error_set(err, GS_ERR_INPUT, "--vary precision fp8: GPU %s has no FP8 tensor cores",
+                                      s->cluster.gpu.name);
+                s->strategy.precision = GS_PREC_BF16;
+                if (s->strategy.fp8 == GS_FP8_OFF)
+                    s->strategy.fp8 = gs_fp8_resolve(GS_FP8_AUTO, gs_framework_resolve(s->strategy.framework,
+                                                                                     (int)s->strategy.sharding));
+            } else {
+                gs_precision_parse(v, &s->strategy.precision);
+                s->strategy.fp8 = GS_FP8_OFF;
+                s->strategy.fp8_params = 0;
+            }
+            break;
         case GS_SWEEP_KEY_COUNT: break;
         }
     }

@@ -251,6 +251,22 @@ START_TEST(test_apply_values)
     ck_assert_int_eq(s.strategy.bucket_stages, GS_BUCKET_STAGES_FIRST);
     ck_assert_int_eq(gs_sweep_apply(&z, &sw, 1, &s, &err), GS_OK);
     ck_assert_int_eq(s.strategy.bucket_stages, GS_BUCKET_STAGES_ALL);
+    /* precision: fp8 on an A100 is refused (no FP8 tensor cores); on an H100 it is bf16 with the
+     * framework's recipe (full_shard: fsdp1, current scaling), and back to bf16 turns it off */
+    ck_assert_int_eq(apply_one("precision=fp8", 0, &s, &err), GS_ERR_INPUT);
+    ck_assert_ptr_nonnull(strstr(err.msg, "has no FP8 tensor cores"));
+    gs_scenario h = base;
+    h.cluster.gpu = *gs_gpu_preset_find("h100-sxm");
+    h.strategy.sharding = GS_SHARD_FULL_SHARD;
+    h.strategy.framework = GS_FW_AUTO;
+    gs_sweep_init(&sw);
+    add_ok(&sw, "precision=fp8,BF16,fp32");
+    ck_assert_str_eq(sw.axes[0].values[1], "bf16");
+    ck_assert_int_eq(gs_sweep_apply(&h, &sw, 0, &s, &err), GS_OK);
+    ck_assert(s.strategy.precision == GS_PREC_BF16 && s.strategy.fp8 == GS_FP8_CURRENT);
+    h = s;
+    ck_assert_int_eq(gs_sweep_apply(&h, &sw, 2, &s, &err), GS_OK);
+    ck_assert(s.strategy.precision == GS_PREC_FP32 && s.strategy.fp8 == GS_FP8_OFF);
     /* the base is borrowed, not changed */
     ck_assert_uint_eq(base.grid.dp, 2);
     ck_assert_double_eq(base.cluster.nic.bw, bw200);
