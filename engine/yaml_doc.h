@@ -1,4 +1,4 @@
-/* Internal helpers shared by the YAML loaders (engine/scenario.c, engine/expect.c): reading
+/* Internal helpers shared by the YAML loaders (engine/scenario*.c, engine/expect.c): reading
  * libyaml document nodes, and error messages placed at PATH:LINE:COL that say what was found and
  * what was expected.
  *

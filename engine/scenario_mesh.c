@@ -1,0 +1,275 @@
+/* A loaded scenario against its mesh (engine/scenario.h): the grid, stragglers, batch and
+ * strategy checks that need the mesh, the size limits of the schedule built from it, and the
+ * quantities derived from both (micro-batches and tokens per step, a rank's slowdown). The
+ * scenario and mesh are borrowed; gs_scenario_mesh fills the caller's mesh. */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "engine/scenario.h"
+#include "engine/units.h"
+
+/* Where a section was written, for messages: "PATH:LINE:COL", or the path alone ("<scenario>"
+ * when there is none) for a scenario built in code. */
+static void section_at(const gs_scenario *s, uint32_t line, uint32_t col, char *buf, size_t len)
+{
+    if (line)
+        snprintf(buf, len, "%s:%u:%u", s->path, line, col);
+    else
+        snprintf(buf, len, "%s", s->path[0] ? s->path : "<scenario>");
+}
+
+/* Every straggler names a rank or node of the grid. */
+static gs_status check_stragglers(const gs_scenario *s, const gs_mesh *mesh, gs_error *err)
+{
+    for (size_t i = 0; i < s->nstragglers; i++) {
+        const gs_straggler *g = &s->stragglers[i];
+        uint64_t limit = g->node ? gs_mesh_nodes(mesh) : mesh->world;
+        if (g->id >= limit)
+            return gs_error_set(err, GS_ERR_INPUT, "%s: stragglers: %s %llu does not exist (the grid has %llu %s)",
+                                s->path[0] ? s->path : "<scenario>", g->node ? "node" : "rank",
+                                (unsigned long long)g->id, (unsigned long long)limit, g->node ? "nodes" : "ranks");
+    }
+    return GS_OK;
+}
+
+/* The batch splits into micro-batches of every DP replica, each within a GEMM's 32-bit rows, at
+ * most GS_SCENARIO_MAX_MICROBATCHES per step; *per_step_out: sequences per micro-batch over the
+ * DP replicas (micro x dp). */
+static gs_status check_batch(const gs_scenario *s, const char *batch_at, uint64_t *per_step_out, gs_error *err)
+{
+    uint64_t per_step, micro = s->batch.micro_seqs, dp = s->grid.dp;
+    if (micro == 0 || s->batch.global_seqs == 0)
+        return gs_error_set(err, GS_ERR_INPUT,
+                            "%s: batch must be positive: found global=%llu, micro=%llu, "
+                            "expected both >= 1",
+                            batch_at, (unsigned long long)s->batch.global_seqs,
+                            (unsigned long long)micro);
+    if (gs_mul_u64(micro, dp, &per_step) != 0)
+        return gs_error_set(err, GS_ERR_OVERFLOW,
+                            "%s: batch: micro=%llu x dp=%llu is too large: expected a product "
+                            "below 2^64",
+                            batch_at, (unsigned long long)micro, (unsigned long long)dp);
+    uint64_t mb_tokens;
+    if (s->model.seq &&
+        (gs_mul_u64(micro, s->model.seq, &mb_tokens) != 0 || mb_tokens > UINT32_MAX))
+        return gs_error_set(err, GS_ERR_INPUT,
+                            "%s: batch: micro=%llu sequences of %llu tokens is too many tokens per "
+                            "micro-batch: expected at most 4294967295 (a GEMM's rows are 32-bit)",
+                            batch_at, (unsigned long long)micro, (unsigned long long)s->model.seq);
+    if (s->batch.global_seqs % per_step != 0) {
+        uint64_t below = s->batch.global_seqs / per_step * per_step;
+        uint64_t above = below + per_step;
+        char hint[96] = "";
+        if (below > 0 && above > below)
+            snprintf(hint, sizeof hint, " (like %llu or %llu)", (unsigned long long)below,
+                     (unsigned long long)above);
+        else if (above > below)
+            snprintf(hint, sizeof hint, " (like %llu)", (unsigned long long)above);
+        return gs_error_set(err, GS_ERR_INPUT,
+                            "%s: batch.global=%llu is not a multiple of micro=%llu x dp=%llu: "
+                            "found %llu, expected a multiple of %llu%s",
+                            batch_at, (unsigned long long)s->batch.global_seqs,
+                            (unsigned long long)micro, (unsigned long long)dp,
+                            (unsigned long long)s->batch.global_seqs,
+                            (unsigned long long)per_step, hint);
+    }
+    /* the ledger's pipeline walks every micro-batch of a step: bounded, with the batch's place */
+    if (s->batch.global_seqs / per_step > GS_SCENARIO_MAX_MICROBATCHES)
+        return gs_error_set(err, GS_ERR_INPUT,
+                            "%s: batch: global=%llu / (micro=%llu x dp=%llu) = %llu micro-batches per step, "
+                            "expected at most %u (a larger batch.micro or a smaller batch.global)",
+                            batch_at, (unsigned long long)s->batch.global_seqs, (unsigned long long)micro,
+                            (unsigned long long)dp, (unsigned long long)(s->batch.global_seqs / per_step),
+                            GS_SCENARIO_MAX_MICROBATCHES);
+    *per_step_out = per_step;
+    return GS_OK;
+}
+
+/* The strategy's overlap switches, for scenarios not read from a file (imports, sweep points);
+ * a file's are also checked where they are written, at their line. */
+static gs_status check_overlap(const gs_scenario *s, const char *grid_at, gs_error *err)
+{
+    const gs_strategy *sg = &s->strategy;
+    if (sg->tp_comm_overlap && s->grid.tp > 1 && !sg->sequence_parallel)
+        return gs_error_set(err, GS_ERR_INPUT,
+                            "%s: strategy.tp_comm_overlap with tp=%llu needs sequence_parallel: true "
+                            "(Megatron-Core asserts it: Transformer Engine's userbuffers overlap the "
+                            "sequence-parallel all-gathers and reduce-scatters with the GEMMs)",
+                            grid_at, (unsigned long long)s->grid.tp);
+    if (!sg->overlap_grad_reduce && !gs_strategy_can_reduce_after_backward(sg))
+        return gs_error_set(err, GS_ERR_INPUT,
+                            "%s: strategy.overlap_grad_reduce false reduces the gradients after the "
+                            "backward, which needs them held until the last micro-batch: found sharding "
+                            "%s with grad_sync %s, expected no_shard or zero1 (zero2 reduces every "
+                            "micro-batch), grad_sync not every",
+                            s->path[0] ? s->path : "<scenario>", gs_sharding_name(sg->sharding),
+                            sg->grad_sync == GS_GRAD_SYNC_EVERY ? "every"
+                            : sg->grad_sync == GS_GRAD_SYNC_LAST ? "last" : "auto");
+    if (sg->bucket_stages == GS_BUCKET_STAGES_FIRST && !gs_strategy_can_bucket_first(sg))
+        return gs_error_set(err, GS_ERR_INPUT,
+                            "%s: strategy.bucket_stages first (Megatron-Core's rule) merges a model chunk's "
+                            "gradient buckets, held whole in a resident buffer until their one reduction: "
+                            "found sharding %s, expected no_shard or zero1 (zero2 reduces every micro-batch "
+                            "into transient gradients, FSDP per unit)",
+                            s->path[0] ? s->path : "<scenario>", gs_sharding_name(sg->sharding));
+    if (sg->overlap_param_gather && sg->sharding != GS_SHARD_ZERO1 && sg->sharding != GS_SHARD_ZERO2)
+        return gs_error_set(err, GS_ERR_INPUT,
+                            "%s: strategy.overlap_param_gather applies to zero1 and zero2 (the "
+                            "parameter all-gather after the optimizer): found sharding %s",
+                            s->path[0] ? s->path : "<scenario>", gs_sharding_name(sg->sharding));
+    return GS_OK;
+}
+
+/* An interleaved pipeline splits every stage's layers into virtual_stages equal chunks, and the
+ * micro-batches of a step into multiples of pp (Megatron's requirements). */
+static gs_status check_interleaved(const gs_scenario *s, const gs_mesh *mesh, uint64_t per_step,
+                                   const char *grid_at, const char *batch_at, gs_error *err)
+{
+    uint64_t v = s->strategy.virtual_stages, pp = s->grid.pp, chunks;
+    if (s->grid.first_stage_layers || s->grid.last_stage_layers) {
+        /* Megatron-LM: each stage's layers split into the virtual stages evenly */
+        for (uint64_t k = 0; k < mesh->size[GS_DIM_PP]; k++)
+            if (v && gs_mesh_stage_layers(mesh, s->model.layers, k) % v != 0)
+                return gs_error_set(err, GS_ERR_INPUT,
+                                    "%s: grid: interleaved pipeline with virtual_stages=%llu needs every "
+                                    "stage's layers to split into %llu equal chunks: stage %llu holds %llu "
+                                    "(first_stage_layers %llu, last_stage_layers %llu)",
+                                    grid_at, (unsigned long long)v, (unsigned long long)v,
+                                    (unsigned long long)k,
+                                    (unsigned long long)gs_mesh_stage_layers(mesh, s->model.layers, k),
+                                    (unsigned long long)s->grid.first_stage_layers,
+                                    (unsigned long long)s->grid.last_stage_layers);
+    } else if (gs_mul_u64(pp, v, &chunks) != 0 || s->model.layers % chunks != 0) {
+        return gs_error_set(err, GS_ERR_INPUT,
+                            "%s: grid: interleaved pipeline with pp=%llu and "
+                            "virtual_stages=%llu needs the %llu layers to split into "
+                            "pp x virtual_stages equal chunks: found %llu layers, expected "
+                            "a multiple of %llu (or first_stage_layers / last_stage_layers "
+                            "that leave every stage a multiple of virtual_stages)",
+                            grid_at, (unsigned long long)pp, (unsigned long long)v,
+                            (unsigned long long)s->model.layers,
+                            (unsigned long long)s->model.layers,
+                            (unsigned long long)(pp * v));
+    }
+    uint64_t mb = s->batch.global_seqs / per_step;
+    if (mb % pp != 0)
+        return gs_error_set(err, GS_ERR_INPUT,
+                            "%s: batch: interleaved pipeline needs micro-batches per step "
+                            "to be a multiple of pp=%llu (Megatron's requirement): found "
+                            "global / (micro x dp) = %llu / %llu = %llu, expected a "
+                            "multiple of %llu",
+                            batch_at, (unsigned long long)pp,
+                            (unsigned long long)s->batch.global_seqs,
+                            (unsigned long long)per_step, (unsigned long long)mb,
+                            (unsigned long long)pp);
+    return GS_OK;
+}
+
+gs_status gs_scenario_mesh(const gs_scenario *s, gs_mesh *mesh, gs_diag *warnings, gs_error *err)
+{
+    char grid_at[600], batch_at[600];
+    section_at(s, s->grid.grid_line, s->grid.grid_col, grid_at, sizeof grid_at);
+    section_at(s, s->batch.batch_line, s->batch.batch_col, batch_at, sizeof batch_at);
+
+    gs_status st = gs_mesh_init(mesh, s->grid.tp, s->grid.dp, s->grid.pp, s->grid.order,
+                                s->cluster.gpus_per_node, err);
+    if (st == GS_OK)
+        gs_mesh_set_stage_layers(mesh, s->grid.first_stage_layers, s->grid.last_stage_layers);
+    if (st == GS_OK)
+        st = gs_mesh_check(mesh, gs_cluster_gpus(&s->cluster), &s->model,
+                           s->grid.allow_tp_cross_node, warnings, err);
+    if (st != GS_OK) {
+        gs_error_prefix(err, "%s: grid", grid_at);
+        return st;
+    }
+    uint64_t per_step = 0;
+    if ((st = check_stragglers(s, mesh, err)) || (st = check_batch(s, batch_at, &per_step, err)) ||
+        (st = check_overlap(s, grid_at, err)))
+        return st;
+    if (s->strategy.pipeline == GS_PIPE_INTERLEAVED)
+        return check_interleaved(s, mesh, per_step, grid_at, batch_at, err);
+    return GS_OK;
+}
+
+uint64_t gs_scenario_microbatches(const gs_scenario *s)
+{
+    uint64_t per_step;
+    if (gs_mul_u64(s->batch.micro_seqs, s->grid.dp, &per_step) != 0 || per_step == 0)
+        return 0;
+    return s->batch.global_seqs / per_step;
+}
+
+double gs_scenario_tokens(const gs_scenario *s)
+{
+    return (double)s->batch.global_seqs * (double)s->model.seq;
+}
+
+/* DDP and ZeRO-1/2 cut a stage's gradients into bucket_bytes buckets, each a few events: refuses
+ * a bucket count above GS_SCHEDULE_MAX_BUCKETS before anything is built. */
+static gs_status check_bucket_count(const gs_scenario *s, const gs_mesh *mesh, gs_error *err)
+{
+    const gs_strategy *st = &s->strategy;
+    if ((gs_sharding_is_fsdp(st->sharding) && st->sharding != GS_SHARD_NO_SHARD) || st->bucket_bytes == 0)
+        return GS_OK;
+    uint64_t pp = mesh->size[GS_DIM_PP] ? mesh->size[GS_DIM_PP] : 1, tp = mesh->size[GS_DIM_TP] ? mesh->size[GS_DIM_TP] : 1;
+    uint64_t params = gs_model_params(&s->model), stage = params / pp / tp + 1, bytes;
+    if (params == UINT64_MAX || gs_mul_u64(stage, gs_grad_bytes(st), &bytes) != 0)
+        bytes = UINT64_MAX;
+    uint64_t buckets = bytes / st->bucket_bytes + 1;
+    if (buckets <= GS_SCHEDULE_MAX_BUCKETS)
+        return GS_OK;
+    return gs_error_set(err, GS_ERR_INPUT,
+                        "%s: strategy.bucket_bytes: %llu B buckets cut a stage's gradients (about %.3g parameters, "
+                        "%.3g B) into about %.3g buckets, expected at most %u; raise bucket_bytes to at least %.3g B "
+                        "(`gridstep mem` works at any size)",
+                        s->path[0] ? s->path : "<scenario>", (unsigned long long)st->bucket_bytes, (double)stage,
+                        (double)bytes, (double)buckets, GS_SCHEDULE_MAX_BUCKETS,
+                        (double)bytes / GS_SCHEDULE_MAX_BUCKETS + 1);
+}
+
+gs_status gs_scenario_check_schedule_size(const gs_scenario *s, const gs_mesh *mesh, uint64_t microbatches,
+                                          int exact, gs_error *err)
+{
+    gs_status brc = check_bucket_count(s, mesh, err);
+    if (brc != GS_OK)
+        return brc;
+    uint64_t pp = mesh->size[GS_DIM_PP], lists = exact ? mesh->world : pp;
+    uint64_t stage_layers = (s->model.layers + pp - 1) / pp + 2; /* + embedding and head */
+    uint64_t events = 0;
+    int over = gs_mul_u64(lists, microbatches, &events) != 0 ||
+               gs_mul_u64(events, stage_layers, &events) != 0 ||
+               gs_mul_u64(events, GS_SCHEDULE_EVENTS_PER_LAYER_PASS, &events) != 0 ||
+               events > GS_SCHEDULE_MAX_EVENTS;
+    if (!over)
+        return GS_OK;
+    char at[600];
+    uint32_t line = exact ? s->grid.grid_line : s->batch.batch_line;
+    uint32_t col = exact ? s->grid.grid_col : s->batch.batch_col;
+    section_at(s, line, col, at, sizeof at);
+    double shown = (double)lists * (double)microbatches * (double)stage_layers *
+                   GS_SCHEDULE_EVENTS_PER_LAYER_PASS;
+    return gs_error_set(err, GS_ERR_OVERFLOW,
+                        "%s: %s: the schedule is too large to build: found %llu rank list%s x %llu "
+                        "micro-batch%s x %llu layers per stage (with embedding and head) x %u = "
+                        "about %.3g events, expected at most %.3g; %suse fewer micro-batches per "
+                        "step (a larger batch.micro or a smaller batch.global); `gridstep mem` "
+                        "works at any size",
+                        at, exact ? "grid" : "batch", (unsigned long long)lists,
+                        lists == 1 ? "" : "s", (unsigned long long)microbatches,
+                        microbatches == 1 ? "" : "es", (unsigned long long)stage_layers,
+                        GS_SCHEDULE_EVENTS_PER_LAYER_PASS, shown, (double)GS_SCHEDULE_MAX_EVENTS,
+                        exact ? "simulate one rank per class (no --exact, no stragglers) or " : "");
+}
+
+double gs_scenario_slowdown(const gs_scenario *s, const gs_mesh *mesh, uint64_t rank)
+{
+    double f = 1.0;
+    for (size_t i = 0; i < s->nstragglers; i++) {
+        const gs_straggler *g = &s->stragglers[i];
+        if (g->node ? g->id == gs_mesh_rank_node(mesh, rank) : g->id == rank)
+            f *= g->slowdown;
+    }
+    return f;
+}
+

@@ -1,0 +1,308 @@
+/* The scenario's strategy section (engine/scenario_internal.h): the defaults, then a mapping's
+ * sharding, recompute, precision, pipeline, gradient, overlap and kernel settings, and the
+ * refusals of combinations that the frameworks do not run. It fills the caller's gs_strategy and
+ * borrows the loader's nodes. */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <strings.h>
+
+#include <yaml.h>
+
+#include "engine/scenario_internal.h"
+#include "engine/units.h"
+
+/* ------------------------------------------------------------------- enum adaptors ---- */
+
+#define GS_ENUM_ADAPTOR(fn, parse_fn, type)                                                   \
+    static int fn(const char *s, int *out)                                                     \
+    {                                                                                          \
+        type t;                                                                                \
+        if (parse_fn(s, &t) != 0)                                                              \
+            return -1;                                                                         \
+        *out = (int)t;                                                                         \
+        return 0;                                                                              \
+    }
+
+GS_ENUM_ADAPTOR(parse_sharding, gs_sharding_parse, gs_sharding)
+GS_ENUM_ADAPTOR(parse_prefetch, gs_prefetch_parse, gs_prefetch)
+GS_ENUM_ADAPTOR(parse_recompute, gs_recompute_parse, gs_recompute)
+GS_ENUM_ADAPTOR(parse_precision, gs_precision_parse, gs_precision)
+GS_ENUM_ADAPTOR(parse_pipeline, gs_pipeline_parse, gs_pipeline)
+GS_ENUM_ADAPTOR(parse_bucket_stages, gs_bucket_stages_parse, gs_bucket_stages)
+GS_ENUM_ADAPTOR(parse_xent, gs_xent_parse, gs_xent)
+GS_ENUM_ADAPTOR(parse_framework, gs_framework_parse, gs_framework)
+GS_ENUM_ADAPTOR(parse_attention, gs_attn_impl_parse, gs_attn_impl)
+
+static const char *const grad_sync_names[] = {"auto", "last", "every"};
+
+/* grad_dtype: auto (-1: the training precision) or a precision name */
+static int parse_grad_dtype(const char *s, int *out)
+{
+    if (strcasecmp(s, "auto") == 0) {
+        *out = -1;
+        return 0;
+    }
+    return parse_precision(s, out);
+}
+
+static int parse_grad_sync(const char *s, int *out)
+{
+    for (int i = 0; i < 3; i++)
+        if (strcasecmp(s, grad_sync_names[i]) == 0) {
+            *out = i;
+            return 0;
+        }
+    return -1;
+}
+
+/* ---------------------------------------------------------------------- strategy ---- */
+
+static const char *const strategy_keys[] = {
+    "sharding", "wrap", "prefetch", "forward_prefetch", "reshard_after_forward",
+    "limit_all_gathers", "recompute", "recompute_every", "flash_attention", "offload", "precision", "pipeline", "grad_sync",
+    "virtual_stages", "sequence_parallel", "bucket_mb", "overlap_param_gather", "tp_comm_overlap", "grad_dtype", "overlap_grad_reduce",
+    "bucket_stages", "cross_entropy", "framework", "compile", "attention",
+};
+
+static const char *const wrap_keys[] = {"min_params"};
+
+static gs_status load_wrap(const gs__yaml_loader *l, const yaml_node_t *v, gs_strategy *s)
+{
+    static const char *const names[] = {"layer", "model", "{min_params: N}"};
+    if (v->type == YAML_SCALAR_NODE && !gs__yaml_scalar_is_null(v)) {
+        if (strcasecmp(gs__yaml_scalar_text(v), "layer") == 0) {
+            s->wrap = GS_WRAP_LAYER;
+            return GS_OK;
+        }
+        if (strcasecmp(gs__yaml_scalar_text(v), "model") == 0) {
+            s->wrap = GS_WRAP_MODEL;
+            return GS_OK;
+        }
+    }
+    if (v->type != YAML_MAPPING_NODE)
+        return gs__scenario_fail_name(l, v, "strategy.wrap", names, 3);
+    gs_status st = gs__yaml_check_keys(l, v, "strategy.wrap", wrap_keys, 1);
+    if (st != GS_OK)
+        return st;
+    yaml_node_t *n = gs__yaml_lookup(l, v, "min_params", NULL);
+    if (!n)
+        return gs__yaml_fail_at(l, v, GS_ERR_INPUT,
+                                "strategy.wrap: found an empty mapping, expected "
+                                "{min_params: N}");
+    st = gs__scenario_value_count(l, n, "strategy.wrap.min_params", &s->wrap_min_params);
+    if (st == GS_OK)
+        s->wrap = GS_WRAP_MIN_PARAMS;
+    return st;
+}
+
+/* How parameters are sharded and prefetched, what is recomputed, the training precision and
+ * the pipeline schedule. */
+static gs_status strategy_schemes(const gs__yaml_loader *l, const yaml_node_t *v, gs_strategy *s)
+{
+    const char *sharding[GS_SHARD_COUNT], *prefetch[3], *recompute[3], *precision[3], *pipeline[3];
+    for (int i = 0; i < GS_SHARD_COUNT; i++)
+        sharding[i] = gs_sharding_name((gs_sharding)i);
+    for (int i = 0; i < 3; i++) {
+        prefetch[i] = gs_prefetch_name((gs_prefetch)i);
+        recompute[i] = gs_recompute_name((gs_recompute)i);
+        precision[i] = gs_precision_name((gs_precision)i);
+        pipeline[i] = gs_pipeline_name((gs_pipeline)i);
+    }
+    const gs__scenario_names shardings = {sharding, GS_SHARD_COUNT, parse_sharding};
+    const gs__scenario_names prefetches = {prefetch, 3, parse_prefetch};
+    const gs__scenario_names recomputes = {recompute, 3, parse_recompute};
+    const gs__scenario_names precisions = {precision, 3, parse_precision};
+    const gs__scenario_names pipelines = {pipeline, 3, parse_pipeline};
+    const char *sec = "strategy";
+    gs_status st;
+    int e = (int)s->sharding;
+    if ((st = gs__scenario_opt_enum(l, v, sec, "sharding", &shardings, &e)))
+        return st;
+    s->sharding = (gs_sharding)e;
+    e = (int)s->prefetch;
+    if ((st = gs__scenario_opt_enum(l, v, sec, "prefetch", &prefetches, &e)))
+        return st;
+    s->prefetch = (gs_prefetch)e;
+    e = (int)s->recompute;
+    if ((st = gs__scenario_opt_enum(l, v, sec, "recompute", &recomputes, &e)))
+        return st;
+    s->recompute = (gs_recompute)e;
+    int every_given = 0;
+    if ((st = gs__scenario_opt_count(l, v, sec, "recompute_every", &s->recompute_every, &every_given)))
+        return st;
+    if (every_given && s->recompute_every > 1 && s->recompute != GS_RECOMPUTE_FULL)
+        return gs__yaml_fail_at(l, gs__yaml_lookup(l, v, "recompute_every", NULL), GS_ERR_INPUT,
+                                "strategy.recompute_every: found %llu with recompute %s, expected recompute: full "
+                                "(every N-th block checkpointed whole, the others keeping their activations)",
+                                (unsigned long long)s->recompute_every, gs_recompute_name(s->recompute));
+    e = (int)s->precision;
+    if ((st = gs__scenario_opt_enum(l, v, sec, "precision", &precisions, &e)))
+        return st;
+    s->precision = (gs_precision)e;
+    e = (int)s->pipeline;
+    if ((st = gs__scenario_opt_enum(l, v, sec, "pipeline", &pipelines, &e)))
+        return st;
+    s->pipeline = (gs_pipeline)e;
+    return GS_OK;
+}
+
+/* The gradients' dtype, when they are synchronized, and which stages bucket them per chunk. */
+static gs_status strategy_gradients(const gs__yaml_loader *l, const yaml_node_t *v, gs_strategy *s)
+{
+    static const char *const grad_names[] = {"auto", "bf16", "fp16", "fp32"};
+    static const char *const bucket_stages_names[] = {"all", "first"};
+    static const gs__scenario_names grad_dtypes = {grad_names, 4, parse_grad_dtype};
+    static const gs__scenario_names grad_syncs = {grad_sync_names, 3, parse_grad_sync};
+    static const gs__scenario_names bucket_stages = {bucket_stages_names, 2, parse_bucket_stages};
+    const char *sec = "strategy";
+    gs_status st;
+    int e = s->grad_dtype;
+    if ((st = gs__scenario_opt_enum(l, v, sec, "grad_dtype", &grad_dtypes, &e)))
+        return st;
+    s->grad_dtype = e;
+    e = (int)s->grad_sync;
+    if ((st = gs__scenario_opt_enum(l, v, sec, "grad_sync", &grad_syncs, &e)))
+        return st;
+    s->grad_sync = (gs_grad_sync)e;
+    e = (int)s->bucket_stages;
+    if ((st = gs__scenario_opt_enum(l, v, sec, "bucket_stages", &bucket_stages, &e)))
+        return st;
+    s->bucket_stages = (gs_bucket_stages)e;
+    return GS_OK;
+}
+
+/* The kernels: cross-entropy, the framework that runs the step, attention, torch.compile. */
+static gs_status strategy_kernels(const gs__yaml_loader *l, const yaml_node_t *v, gs_strategy *s)
+{
+    static const char *const xent_names[] = {"unfused", "fused"};
+    static const gs__scenario_names xents = {xent_names, 2, parse_xent};
+    const char *fw_names[GS_FW_COUNT], *attn_names[GS_ATTN_COUNT];
+    for (int i = 0; i < GS_FW_COUNT; i++)
+        fw_names[i] = gs_framework_name((gs_framework)i);
+    for (int i = 0; i < GS_ATTN_COUNT; i++)
+        attn_names[i] = gs_attn_impl_name((gs_attn_impl)i);
+    const gs__scenario_names frameworks = {fw_names, GS_FW_COUNT, parse_framework};
+    const gs__scenario_names attentions = {attn_names, GS_ATTN_COUNT, parse_attention};
+    const char *sec = "strategy";
+    gs_status st;
+    int e = (int)s->cross_entropy;
+    if ((st = gs__scenario_opt_enum(l, v, sec, "cross_entropy", &xents, &e)))
+        return st;
+    s->cross_entropy = (gs_xent)e;
+    e = (int)s->framework;
+    if ((st = gs__scenario_opt_enum(l, v, sec, "framework", &frameworks, &e)))
+        return st;
+    s->framework = (gs_framework)e;
+    e = (int)s->attention;
+    if ((st = gs__scenario_opt_enum(l, v, sec, "attention", &attentions, &e)))
+        return st;
+    s->attention = (gs_attn_impl)e;
+    return gs__scenario_opt_bool(l, v, sec, "compile", &s->compile, NULL);
+}
+
+/* FSDP wrapping, the on/off switches, virtual stages and bucket sizes. */
+static gs_status strategy_switches(const gs__yaml_loader *l, const yaml_node_t *v, gs_strategy *s, int *vs_given)
+{
+    const char *sec = "strategy";
+    gs_status st;
+    yaml_node_t *wrap = gs__yaml_lookup(l, v, "wrap", NULL);
+    if (wrap && (st = load_wrap(l, wrap, s)) != GS_OK)
+        return st;
+    uint64_t bucket_mib = 0;
+    int reshard_given, bucket_given;
+    if ((st = gs__scenario_opt_bool(l, v, sec, "forward_prefetch", &s->forward_prefetch, NULL)) ||
+        (st = gs__scenario_opt_bool(l, v, sec, "reshard_after_forward", &s->reshard_after_forward,
+                                    &reshard_given)) ||
+        (st = gs__scenario_opt_bool(l, v, sec, "limit_all_gathers", &s->limit_all_gathers, NULL)) ||
+        (st = gs__scenario_opt_bool(l, v, sec, "flash_attention", &s->flash_attention, NULL)) ||
+        (st = gs__scenario_opt_bool(l, v, sec, "offload", &s->offload, NULL)) ||
+        (st = gs__scenario_opt_bool(l, v, sec, "sequence_parallel", &s->sequence_parallel, NULL)) ||
+        (st = gs__scenario_opt_bool(l, v, sec, "overlap_param_gather", &s->overlap_param_gather, NULL)) ||
+        (st = gs__scenario_opt_bool(l, v, sec, "overlap_grad_reduce", &s->overlap_grad_reduce, NULL)) ||
+        (st = gs__scenario_opt_bool(l, v, sec, "tp_comm_overlap", &s->tp_comm_overlap, NULL)) ||
+        (st = gs__scenario_opt_count(l, v, sec, "virtual_stages", &s->virtual_stages, vs_given)) ||
+        (st = gs__scenario_opt_count(l, v, sec, "bucket_mb", &bucket_mib, &bucket_given)))
+        return st;
+    if (!reshard_given)
+        s->reshard_after_forward = gs_sharding_shards_params(s->sharding);
+    if (bucket_given && gs_mul_u64(bucket_mib, (uint64_t)1 << 20, &s->bucket_bytes) != 0)
+        return gs__yaml_fail_at(
+            l, gs__yaml_lookup(l, v, "bucket_mb", NULL), GS_ERR_OVERFLOW,
+            "strategy.bucket_mb is too large: found %llu MiB, expected at most %llu",
+            (unsigned long long)bucket_mib, (unsigned long long)(UINT64_MAX >> 20));
+    return GS_OK;
+}
+
+/* Combinations the frameworks refuse: interleaving without virtual stages (or virtual stages
+ * without interleaving), reductions after the backward or chunk buckets where the gradients are
+ * not held whole, overlap_param_gather without ZeRO. */
+static gs_status strategy_refusals(const gs__yaml_loader *l, const yaml_node_t *v, const gs_strategy *s,
+                                   int vs_given)
+{
+    if (s->pipeline == GS_PIPE_INTERLEAVED && s->virtual_stages < 2)
+        return gs__yaml_fail_at(
+            l,
+            vs_given ? gs__yaml_lookup(l, v, "virtual_stages", NULL)
+                     : gs__yaml_lookup(l, v, "pipeline", NULL),
+            GS_ERR_INPUT,
+            "strategy.pipeline interleaved needs virtual_stages >= 2: found "
+            "virtual_stages=%llu%s, expected virtual_stages: N with N >= 2 model "
+            "chunks per pipeline rank",
+            (unsigned long long)s->virtual_stages, vs_given ? "" : " (the default)");
+    if (!s->overlap_grad_reduce && !gs_strategy_can_reduce_after_backward(s))
+        return gs__yaml_fail_at(l, gs__yaml_lookup(l, v, "overlap_grad_reduce", NULL), GS_ERR_INPUT,
+                                "strategy.overlap_grad_reduce false reduces the gradients after the backward, "
+                                "which needs them held until the last micro-batch: found sharding %s with "
+                                "grad_sync %s, expected no_shard or zero1 (zero2 reduces every "
+                                "micro-batch), grad_sync not every",
+                                gs_sharding_name(s->sharding),
+                                s->grad_sync == GS_GRAD_SYNC_EVERY ? "every"
+                                : s->grad_sync == GS_GRAD_SYNC_LAST ? "last" : "auto");
+    if (s->bucket_stages == GS_BUCKET_STAGES_FIRST && !gs_strategy_can_bucket_first(s))
+        return gs__yaml_fail_at(l, gs__yaml_lookup(l, v, "bucket_stages", NULL), GS_ERR_INPUT,
+                                "strategy.bucket_stages first (Megatron-Core's rule) merges a model chunk's "
+                                "gradient buckets, held whole in a resident buffer until their one reduction: "
+                                "found sharding %s, expected no_shard or zero1 (zero2 reduces every micro-batch "
+                                "into transient gradients, FSDP per unit)",
+                                gs_sharding_name(s->sharding));
+    if (s->overlap_param_gather && s->sharding != GS_SHARD_ZERO1 && s->sharding != GS_SHARD_ZERO2)
+        return gs__yaml_fail_at(l, gs__yaml_lookup(l, v, "overlap_param_gather", NULL), GS_ERR_INPUT,
+                                "strategy.overlap_param_gather applies to zero1 and zero2 (the parameter "
+                                "all-gather after the optimizer, Megatron's distributed optimizer): found "
+                                "sharding %s, which %s",
+                                gs_sharding_name(s->sharding),
+                                gs_sharding_shards_params(s->sharding)
+                                    ? "already gathers each unit before its forward (prefetch settings)"
+                                    : "gathers no parameters");
+    if (s->pipeline != GS_PIPE_INTERLEAVED && s->virtual_stages > 1)
+        return gs__yaml_fail_at(l, gs__yaml_lookup(l, v, "virtual_stages", NULL), GS_ERR_INPUT,
+                                "strategy.virtual_stages=%llu needs pipeline: interleaved: found "
+                                "pipeline %s, expected interleaved (or drop virtual_stages)",
+                                (unsigned long long)s->virtual_stages,
+                                gs_pipeline_name(s->pipeline));
+    return GS_OK;
+}
+
+gs_status gs__scenario_load_strategy(const gs__yaml_loader *l, const yaml_node_t *v, gs_strategy *s)
+{
+    gs_status st;
+    char found[96];
+    gs_strategy_defaults(s);
+    if (!v)
+        return GS_OK;
+    if (v->type != YAML_MAPPING_NODE)
+        return gs__yaml_fail_at(l, v, GS_ERR_INPUT,
+                                "strategy: found %s, expected a mapping like "
+                                "{sharding: full_shard, recompute: full}",
+                                gs__yaml_describe(v, found, sizeof found));
+    st = gs__yaml_check_keys(l, v, "strategy", strategy_keys,
+                             sizeof strategy_keys / sizeof strategy_keys[0]);
+    if (st != GS_OK)
+        return st;
+    int vs_given;
+    if ((st = strategy_schemes(l, v, s)) || (st = strategy_gradients(l, v, s)) ||
+        (st = strategy_kernels(l, v, s)) || (st = strategy_switches(l, v, s, &vs_given)))
+        return st;
+    return strategy_refusals(l, v, s, vs_given);
+}
