@@ -4,7 +4,7 @@
  * engine/build_pass.c), and inside them the FSDP / ZeRO / DDP collectives of engine/build_dp.c
  * around the compute of engine/build_layer.c, the pipeline sends and receives, and the tensors
  * each event allocates and frees. The semantics (which tensors live
- * when) are those the memory ledger's moments assume (engine/ledger.c, backward_moments); the
+ * when) are those the memory ledger's moments assume (engine/ledger_peak.c, backward_moments); the
  * ledger derives the same peak from closed forms, and gs__schedule_check_ledger holds the two
  * against each other.
  *

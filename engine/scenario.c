@@ -2,7 +2,8 @@
  * file:line:column and saying what was found and what was expected. This file holds the
  * document and its root, the grid, batch and stragglers sections, and the load API; the model,
  * cluster and strategy sections have a file each, the values they read another
- * (engine/scenario_internal.h). */
+ * (engine/scenario_internal.h). The parser and its documents live on load_text's stack and are
+ * freed before it returns; the scenario is built in caller storage. */
 #include "engine/scenario.h"
 
 #include <stdio.h>

@@ -1,6 +1,7 @@
 /* The scenario's cluster section (engine/scenario_internal.h): a cluster preset name, or a
  * mapping that changes a preset or assembles a cluster from GPU, intra-node fabric and NIC
- * presets (the GPU's numbers may be given too), validated by gs_cluster_validate. */
+ * presets (the GPU's numbers may be given too), validated by gs_cluster_validate. It fills the
+ * caller's gs_cluster (presets are copied by value) and borrows the loader's nodes. */
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>

@@ -1,6 +1,7 @@
 /* A loaded scenario against its mesh (engine/scenario.h): the grid, stragglers, batch and
  * strategy checks that need the mesh, the size limits of the schedule built from it, and the
- * quantities derived from both (micro-batches and tokens per step, a rank's slowdown). */
+ * quantities derived from both (micro-batches and tokens per step, a rank's slowdown). The
+ * scenario and mesh are borrowed; gs_scenario_mesh fills the caller's mesh. */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>

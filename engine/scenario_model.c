@@ -1,6 +1,7 @@
 /* The scenario's model section (engine/scenario_internal.h): a preset name, or a mapping that
  * changes a preset's fields or describes a model of its own (Llama conventions fill the rest),
- * validated and bounded so that the ledger's byte counts fit in 64 bits. */
+ * validated and bounded so that the ledger's byte counts fit in 64 bits. It fills the caller's
+ * gs_model (a preset is copied by value) and borrows the loader's nodes. */
 #include <ctype.h>
 #include <stdio.h>
 #include <stdlib.h>

@@ -1,6 +1,7 @@
 /* The scenario's strategy section (engine/scenario_internal.h): the defaults, then a mapping's
  * sharding, recompute, precision, pipeline, gradient, overlap and kernel settings, and the
- * refusals of combinations that the frameworks do not run. */
+ * refusals of combinations that the frameworks do not run. It fills the caller's gs_strategy and
+ * borrows the loader's nodes. */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>

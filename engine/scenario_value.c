@@ -1,6 +1,7 @@
 /* The scenario loader's scalar values and optional mapping fields (engine/scenario_internal.h):
  * counts, reals, booleans, strings, preset and enum names, each refused with a message that
- * names the field, says what was found and what was expected, placed at file:line:column. */
+ * names the field, says what was found and what was expected, placed at file:line:column.
+ * Every reader borrows the loader and its nodes; values go to caller storage (strings copied). */
 #include <ctype.h>
 #include <errno.h>
 #include <math.h>

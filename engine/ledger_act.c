@@ -1,0 +1,185 @@
+/* The activation ledger (engine/ledger_internal.h): the bytes one transformer block keeps for its
+ * backward, op by op after Korthikanti et al. 2022 (Table 2 for GPT-style blocks), generalized to
+ * GQA and SwiGLU, under each recompute setting, tensor and sequence parallelism and flash
+ * attention; a stage's activation tensor sizes; their explain lines. Plain values written into
+ * caller storage: nothing is allocated. */
+#include <inttypes.h>
+#include <string.h>
+
+#include "engine/ledger_internal.h"
+#include "engine/units.h"
+
+/* ---- activations ------------------------------------------------------------------------------ */
+
+typedef struct act_terms {
+    uint64_t replicated; /* bytes held whole on every TP rank unless sequence parallel */
+    uint64_t split;      /* bytes already divided by tp (per rank) */
+    uint64_t scores;     /* s x s attention terms per rank (softmax, its dropout), bytes */
+    uint64_t lse;        /* flash attention: fp32 logsumexp per rank, bytes */
+    uint64_t input;      /* the layer input (kept under full recompute), bytes per rank */
+} act_terms;
+
+/* One block, one micro-batch of b sequences, one TP rank; see the file comment.
+ * GPT (dropout, GELU, LayerNorm, MHA, ffn = 4h) reduces to Korthikanti's
+ * s*b*h*(10 + 24/t + 5*a*s/(h*t)) bytes. */
+static void layer_activation_terms(const gs_model *m, const gs_strategy *st, uint64_t b,
+                                   uint64_t t, calc *c, act_terms *a)
+{
+    uint64_t e = st->precision == GS_PREC_FP32 ? 4 : 2; /* bytes per activation element */
+    uint64_t sb = mul(c, m->seq, b, "tokens per micro-batch");
+    uint64_t sbh = mul(c, sb, m->hidden, "activation");
+    uint64_t heads = m->heads / t, kvh = ceil_div(m->kv_heads, t), hd = m->head_dim;
+    uint64_t f = m->ffn / t;
+    uint64_t mask = m->dropout ? 1 : 0;
+    memset(a, 0, sizeof *a);
+
+    /* Whole on each TP rank: the two norm inputs, the QKV input, the MLP input (e elements
+     * each), plus the two residual dropout masks (1 byte). */
+    a->replicated = add(c, mul(c, 4 * e, sbh, "activation"), mul(c, 2 * mask, sbh, "activation"),
+                        "activation");
+    /* Split by tp: Q, K (saved for QK^T), V, out-proj input; MLP intermediates. */
+    uint64_t q = mul(c, sb, heads * hd, "activation"), kv = mul(c, sb, kvh * hd, "activation");
+    uint64_t split = mul(c, e, add(c, add(c, q, kv, "activation"), add(c, kv, q, "activation"),
+                                   "activation"), "activation");
+    uint64_t sbf = mul(c, sb, f, "activation");
+    if (m->mlp == GS_MLP_SWIGLU)
+        split = add(c, split, mul(c, 3 * e, sbf, "activation"), "activation"); /* gate, up, down in */
+    else
+        split = add(c, split, mul(c, 2 * e, sbf, "activation"), "activation"); /* GELU in, fc2 in */
+    a->split = split;
+    /* Scores: softmax output e*a*s^2*b, plus its dropout mask and dropout output. */
+    uint64_t ss = mul(c, mul(c, m->seq, m->seq, "attention scores"), mul(c, b, heads, "attention scores"),
+                      "attention scores");
+    a->scores = mul(c, e + (m->dropout ? 1 + e : 0), ss, "attention scores");
+    if (st->flash_attention) {
+        a->scores = 0;
+        a->lse = mul(c, 4, mul(c, sb, heads, "logsumexp"), "logsumexp");
+    }
+    a->input = mul(c, e, sbh, "layer input");
+    if (st->sequence_parallel) {
+        a->replicated = ceil_div(a->replicated, t);
+        a->input = ceil_div(a->input, t);
+    }
+}
+
+static uint64_t act_stored(const act_terms *a, gs_recompute r, calc *c)
+{
+    switch (r) {
+    case GS_RECOMPUTE_FULL:
+        return a->input;
+    case GS_RECOMPUTE_SELECTIVE:
+        return add(c, add(c, a->replicated, a->split, "activation"), a->lse, "activation");
+    case GS_RECOMPUTE_NONE:
+    default:
+        return add(c, add(c, add(c, a->replicated, a->split, "activation"), a->scores, "activation"),
+                   a->lse, "activation");
+    }
+}
+
+uint64_t gs_ledger_layer_activation_bytes(const gs_model *m, const gs_strategy *st,
+                                          uint64_t micro_seqs, uint64_t tp)
+{
+    calc c = {0, NULL, 0};
+    act_terms a;
+    layer_activation_terms(m, st, micro_seqs, tp ? tp : 1, &c, &a);
+    uint64_t r = act_stored(&a, st->recompute, &c);
+    return c.overflow ? UINT64_MAX : r;
+}
+
+uint64_t gs_act_layer_stored(const gs_act_sizes *a, int64_t l)
+{
+    return gs_every_nth_block(a->every, (uint64_t)l) ? a->stored : a->stored_kept;
+}
+
+uint64_t gs_act_layer_remat(const gs_act_sizes *a, int64_t l)
+{
+    return gs_every_nth_block(a->every, (uint64_t)l) ? a->remat : 0;
+}
+
+uint64_t gs_act_stash(const gs_act_sizes *a, int64_t lo, int64_t hi)
+{
+    if (hi < lo)
+        return 0;
+    uint64_t n = (uint64_t)(hi - lo + 1), ck = gs_every_nth_blocks_in(a->every, lo, hi);
+    return ck * a->stored + (n - ck) * a->stored_kept;
+}
+
+/* ---- activation tensor sizes -------------------------------------------------------------------- */
+
+gs_status gs_ledger_act_sizes(const gs_scenario *s, const gs_mesh *mesh, uint64_t stage, gs_act_sizes *out,
+                              gs_error *err)
+{
+    const gs_model *m = &s->model;
+    const gs_strategy *st = &s->strategy;
+    uint64_t tp = mesh->size[GS_DIM_TP], pp = mesh->size[GS_DIM_PP], b = s->batch.micro_seqs;
+    calc c = {0, NULL, 0};
+    act_terms a;
+    memset(out, 0, sizeof *out);
+    layer_activation_terms(m, st, b, tp, &c, &a);
+    out->stored = out->stored_kept = act_stored(&a, st->recompute, &c);
+    if (st->recompute == GS_RECOMPUTE_FULL)
+        out->remat = act_stored(&a, GS_RECOMPUTE_NONE, &c);
+    else if (st->recompute == GS_RECOMPUTE_SELECTIVE)
+        out->remat = a.scores;
+    if (st->recompute == GS_RECOMPUTE_FULL && st->recompute_every > 1) {
+        out->every = st->recompute_every;
+        out->stored_kept = act_stored(&a, GS_RECOMPUTE_NONE, &c);
+    }
+    uint64_t e = st->precision == GS_PREC_FP32 ? 4 : 2;
+    uint64_t sbh = mul(&c, mul(&c, m->seq, b, "activations"), m->hidden, "activations");
+    if (stage == 0 && m->dropout)
+        out->emb_mask = st->sequence_parallel ? ceil_div(sbh, tp) : sbh;
+    if (stage + 1 == pp) {
+        uint64_t fn = mul(&c, e, sbh, "final norm input");
+        if (st->sequence_parallel)
+            fn = ceil_div(fn, tp);
+        uint64_t logits = mul(&c, 4, mul(&c, mul(&c, m->seq, b, "logits"), ceil_div(m->vocab, tp), "logits"), "logits");
+        out->head_act = add(&c, fn, logits, "head activations");
+    }
+    out->boundary = mul(&c, e, sbh, "pipeline boundary");
+    if (st->sequence_parallel)
+        out->boundary = ceil_div(out->boundary, tp);
+    if (c.overflow)
+        return gs_error_set(err, GS_ERR_OVERFLOW, "%s: %s bytes would overflow 64 bits", s->path, c.what);
+    return GS_OK;
+}
+
+/* ---- explain lines -------------------------------------------------------------------------- */
+
+/* The activation sizes' explain lines. */
+void gs__ledger_stage_act_lines(const stage_build *b)
+{
+    const gs_model *m = &b->s->model;
+    const gs_strategy *st = &b->s->strategy;
+    const gs_act_sizes *act = &b->act;
+    calc *c = b->c;
+    gs_ledger_rank *r = b->r;
+    act_terms a;
+    layer_activation_terms(m, st, b->s->batch.micro_seqs, b->tp, c, &a);
+    const char *how = st->recompute == GS_RECOMPUTE_FULL && act->every > 1
+                          ? "full recompute on every recompute_every-th block: layer input only"
+                      : st->recompute == GS_RECOMPUTE_FULL ? "full recompute: layer input only"
+                      : st->recompute == GS_RECOMPUTE_SELECTIVE ? "selective recompute: attention scores dropped"
+                                                                : "no recompute";
+    gs__ledger_line_add(c, r, "act: per layer", act->stored,
+                        "%s%s%s; replicated %" PRIu64 " + split %" PRIu64 " + scores %" PRIu64 " + lse %" PRIu64
+                        " B (Korthikanti 2022; b=%" PRIu64 ", s=%" PRIu64 ", h=%" PRIu64 ", a=%" PRIu64
+                        ", t=%" PRIu64 ")",
+                        how, st->sequence_parallel ? ", sequence parallel" : "",
+                        st->flash_attention ? ", flash attention" : "", a.replicated, a.split, a.scores, a.lse,
+                        b->s->batch.micro_seqs, m->seq, m->hidden, m->heads, b->tp);
+    if (act->every > 1)
+        gs__ledger_line_add(c, r, "act: unchecked layer", act->stored_kept,
+                            "a block recompute_every=%" PRIu64 " leaves unchecked keeps its full activations",
+                            act->every);
+    if (act->remat)
+        gs__ledger_line_add(c, r, "act: recompute set", act->remat, "one layer's %s rematerialized during its backward",
+                            st->recompute == GS_RECOMPUTE_FULL ? "full activations" : "attention scores");
+    if (act->emb_mask)
+        gs__ledger_line_add(c, r, "act: embedding", act->emb_mask, "dropout mask 1 B x s*b*h%s",
+                            st->sequence_parallel ? " / tp" : "");
+    if (act->head_act)
+        gs__ledger_line_add(c, r, "act: head", act->head_act,
+                            "final-norm input e*s*b*h + fp32 logits 4*s*b*V/t = 4*%" PRIu64 "*%" PRIu64 "*%" PRIu64
+                            "/%" PRIu64, m->seq, b->s->batch.micro_seqs, m->vocab, b->tp);
+}

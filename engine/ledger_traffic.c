@@ -1,0 +1,253 @@
+/* The traffic ledger (engine/ledger_internal.h): the bytes a rank of a pipeline stage sends per
+ * step, counted as nccl-tests counts bus bytes for ring collectives (all-gather and
+ * reduce-scatter of a unit send (N-1) x shard bytes, all-reduce 2 (N-1) x shard bytes): the
+ * data-parallel gathers and reductions, the TP collectives, the PP sends, each by link class.
+ * It writes into the borrowed stage_build and its row; dp_pass_elements owns its per-chunk sums
+ * for the call. */
+#include <inttypes.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "engine/ledger_internal.h"
+#include "engine/units.h"
+
+/* Per pass over the stage's units, the bytes a rank sends (before x wb or gb): a layer unit's
+ * gather, the reductions (DDP / ZeRO buckets; FSDP reduce-scatter and HSDP's cross-node
+ * all-reduce), ZeRO's gather of the updated parameters. bucket_stages first (Megatron-Core): a
+ * model chunk other than chunk 0 of stage 0 reduces its units' gradients, and gathers their
+ * parameters, as one bucket padded to N. */
+typedef struct dp_pass {
+    uint64_t layer, red, inter, opt; /* elements */
+    uint64_t chunk_buckets;          /* model chunks reduced as one bucket */
+} dp_pass;
+
+static gs_status dp_pass_elements(const stage_build *b, dp_pass *d, gs_error *err)
+{
+    const gs_strategy *st = &b->s->strategy;
+    const gs_shard_plan *plan = &b->plan;
+    const gs_partition *part = &b->part;
+    calc *c = b->c;
+    uint64_t N = plan->N, R = plan->R;
+    uint64_t nchunks = st->pipeline == GS_PIPE_INTERLEAVED && b->pp > 1 && st->virtual_stages ? st->virtual_stages : 1;
+    int chunk_buckets = plan->bucketed && st->bucket_stages == GS_BUCKET_STAGES_FIRST;
+    uint64_t *chunk_params = NULL; /* per model chunk, parameters in its one bucket */
+    memset(d, 0, sizeof *d);
+    if (chunk_buckets && !(chunk_params = calloc((size_t)nchunks, sizeof *chunk_params)))
+        return gs_error_set(err, GS_ERR_NOMEM, "out of memory");
+    for (size_t i = 0; i < part->nunits; i++) {
+        uint64_t u = part->units[i].params;
+        if (!(part->has_root && i + 1 == part->nunits))
+            d->layer = add(c, d->layer, mul(c, N - 1, ceil_div(u, N), "traffic"), "traffic");
+        uint64_t ch = chunk_buckets ? gs_partition_unit_chunk(part, i, b->stage, b->pp, nchunks) : 0;
+        if (chunk_buckets && gs_strategy_chunk_one_bucket(st, b->stage, ch)) {
+            chunk_params[ch] = add(c, chunk_params[ch], u, "traffic");
+            continue;
+        }
+        d->opt = add(c, d->opt, mul(c, N - 1, ceil_div(u, N), "traffic"), "traffic");
+        if (plan->bucketed) {
+            /* the buckets' sum in closed form (a 1e17-parameter unit has 4e9 buckets of
+             * 25 MiB): gs_bucket_params gives `each` to the first u / each buckets and the
+             * rest (if any) to one, each bucket sending ceil(its share / N) */
+            uint64_t nb = gs_bucket_count(u, plan->gb, st->bucket_bytes);
+            uint64_t each = ceil_div(u, nb), full = each ? u / each : 0, rest = u - full * each;
+            uint64_t shares = add(c, mul(c, full, ceil_div(each, N), "traffic"), rest ? ceil_div(rest, N) : 0,
+                                  "traffic");
+            d->red = add(c, d->red, mul(c, (plan->grad_allreduce ? 2 : 1) * (N - 1), shares, "traffic"), "traffic");
+        } else {
+            d->red = add(c, d->red, mul(c, N - 1, ceil_div(u, N), "traffic"), "traffic");
+            if (R > 1)
+                d->inter = add(c, d->inter, mul(c, 2 * (R - 1), ceil_div(ceil_div(u, N), R), "traffic"), "traffic");
+        }
+    }
+    for (uint64_t ch = 0; chunk_buckets && ch < nchunks; ch++)
+        if (chunk_params[ch]) {
+            uint64_t per = mul(c, N - 1, ceil_div(chunk_params[ch], N), "traffic");
+            d->red = add(c, d->red, mul(c, plan->grad_allreduce ? 2 : 1, per, "traffic"), "traffic");
+            d->opt = add(c, d->opt, per, "traffic");
+            d->chunk_buckets++;
+        }
+    free(chunk_params);
+    return GS_OK;
+}
+
+/* Data-parallel traffic per step: gathers, reduce-scatters or all-reduces, HSDP's cross-node
+ * all-reduce; by link class. */
+gs_status gs__ledger_stage_dp_traffic(stage_build *b, gs_error *err)
+{
+    const gs_strategy *st = &b->s->strategy;
+    const gs_shard_plan *plan = &b->plan;
+    calc *c = b->c;
+    gs_ledger_rank *r = b->r;
+    char b1[GS_FMT_BYTES];
+    uint64_t N = plan->N, R = plan->R, wb = plan->wb, gb = plan->gb, mb = b->mb;
+    int dp_net = gs_mesh_group_nodes(b->mesh, GS_DIM_DP, b->rank) > 1;
+    uint64_t n_sync = plan->sync_every ? mb : 1;
+    uint64_t ag = 0, rs = 0, ar = 0, ar_net = 0;
+    uint64_t root_pass = b->root ? mul(c, mul(c, N - 1, ceil_div(b->root, N), "traffic"), wb, "traffic") : 0;
+    dp_pass d;
+    gs_status rc = dp_pass_elements(b, &d, err);
+    if (rc != GS_OK)
+        return rc;
+    uint64_t layer_pass = mul(c, d.layer, wb, "traffic"), opt_pass = mul(c, d.opt, wb, "traffic");
+    uint64_t red_pass = mul(c, d.red, gb, "traffic"), inter_pass = mul(c, d.inter, gb, "traffic");
+    if (N > 1) {
+        if (plan->gather_root)
+            ag = add(c, ag, root_pass, "traffic");
+        if (plan->gather_per_pass)
+            ag = add(c, ag, mul(c, layer_pass, 2 * mb, "traffic"), "traffic");
+        if (plan->gather_all)
+            ag = add(c, ag, layer_pass, "traffic");
+        if (plan->ag_after_optimizer) /* opt_pass counts the root's with its chunk */
+            ag = add(c, ag, opt_pass, "traffic");
+        if (plan->grad_allreduce)
+            ar = mul(c, red_pass, n_sync, "traffic");
+        else
+            rs = mul(c, red_pass, n_sync, "traffic");
+    }
+    /* HSDP: the cross-node all-reduce runs even with one DP rank per node (N = 1) */
+    if (R > 1)
+        ar_net = mul(c, inter_pass, n_sync, "traffic");
+    if (ag)
+        gs__ledger_line_add(c, r, "dp all-gather", ag,
+                            "%s%s%s (N=%" PRIu64 ", (N-1) x padded shard x %" PRIu64 " B per unit%s)",
+                            plan->gather_root ? "root once + " : "",
+                            plan->gather_per_pass ? "every layer unit before each forward and backward pass (2 x m)"
+                            : plan->gather_all    ? "every layer unit once per step"
+                                                  : "updated params once per step",
+                            "", N, wb, d.chunk_buckets ? "; bucket_stages first: per model chunk" : "");
+    if (rs)
+        gs__ledger_line_add(c, r, "dp reduce-scatter", rs, "%" PRIu64 " x %s of gradients%s%s", n_sync,
+                            (c->explain ? gs_fmt_bytes(red_pass, b1, sizeof b1) : ""),
+                            n_sync == 1 ? " (once per step: no_sync until the last micro-batch)"
+                                        : " (every micro-batch)",
+                            d.chunk_buckets ? "; bucket_stages first: each model chunk after stage 0's first in one "
+                                              "bucket"
+                                            : "");
+    if (ar)
+        gs__ledger_line_add(c, r, "dp all-reduce", ar,
+                            "%" PRIu64 " x %s: 2 (N-1)/N over %" PRIu64 " B buckets, N=%" PRIu64 "%s%s", n_sync,
+                            (c->explain ? gs_fmt_bytes(red_pass, b1, sizeof b1) : ""), st->bucket_bytes, N,
+                            n_sync == 1 ? " (no_sync until the last micro-batch)" : "",
+                            d.chunk_buckets ? "; bucket_stages first: each model chunk after stage 0's first in one "
+                                              "bucket"
+                                            : "");
+    if (ar_net)
+        gs__ledger_line_add(c, r, "hsdp all-reduce", ar_net, "2 (R-1)/R x gradient shard x %" PRIu64 " B x %" PRIu64
+                            " syncs, R=%" PRIu64 " nodes", gb, n_sync, R);
+    r->traffic[GS_TRAFFIC_DP_ALLGATHER] = ag;
+    r->traffic[GS_TRAFFIC_DP_REDUCE_SCATTER] = rs;
+    r->traffic[GS_TRAFFIC_DP_ALLREDUCE] = add(c, ar, ar_net, "traffic");
+    b->dp_bytes = add(c, add(c, ag, rs, "traffic"), ar, "traffic");
+    b->ar_net = ar_net;
+    r->traffic_link[dp_net && st->sharding != GS_SHARD_HYBRID_SHARD ? GS_LINKCLASS_NET : GS_LINKCLASS_INTRA] +=
+        b->dp_bytes;
+    r->traffic_link[GS_LINKCLASS_NET] += ar_net;
+    return GS_OK;
+}
+
+/* TP traffic per step: per layer and pass, 2 all-reduces of s*b*h in forward and 2 in backward
+ * (sequence parallel: all-gather + reduce-scatter pairs of the same bytes); full recompute repeats
+ * the forward's 2 in backward; the vocab-parallel embedding adds 1 in forward, the head 1 in
+ * backward; the cross-entropy's statistics; SP's norm-gradient all-reduce. */
+void gs__ledger_stage_tp_traffic(stage_build *b)
+{
+    const gs_scenario *s = b->s;
+    const gs_model *m = &s->model;
+    const gs_strategy *st = &s->strategy;
+    calc *c = b->c;
+    gs_ledger_rank *r = b->r;
+    uint64_t tp = b->tp, stage = b->stage, pp = b->pp, mb = b->mb;
+    int tp_net = gs_mesh_group_nodes(b->mesh, GS_DIM_TP, b->rank) > 1;
+    uint64_t tpb = 0;
+    if (tp > 1) {
+        uint64_t e = st->precision == GS_PREC_FP32 ? 4 : 2;
+        uint64_t xb = mul(c, mul(c, mul(c, m->seq, s->batch.micro_seqs, "traffic"), m->hidden, "traffic"), e,
+                          "traffic");
+        uint64_t ar1 = mul(c, 2 * (tp - 1), ceil_div(xb, tp), "traffic");
+        /* 4 per block (2 forward, 2 backward); full recompute repeats the forward's 2; under
+         * tp_comm_overlap the backward re-gathers the norms' sequence-parallel outputs for the
+         * weight gradients (2 all-gathers: one more equivalent) */
+        int regather = st->tp_comm_overlap && st->sequence_parallel;
+        uint64_t per_layer = 4 + (regather ? 1 : 0);
+        uint64_t ckpt = r->layers ? gs_strategy_checkpointed_in(st, 0, (int64_t)r->layers - 1) : 0;
+        uint64_t colls = add(c, mul(c, per_layer, r->layers, "traffic"), mul(c, 2, ckpt, "traffic"), "traffic") +
+                         (stage == 0) + (stage + 1 == pp);
+        per_layer += st->recompute == GS_RECOMPUTE_FULL ? 2 : 0; /* a checkpointed block's */
+        tpb = mul(c, mul(c, colls, ar1, "traffic"), mb, "traffic");
+        /* the last stage's vocab-parallel cross-entropy: an all-gather of 12 B (3 fp32) per
+         * token per micro-batch, (t-1)/t of t x that sent */
+        uint64_t xent = stage + 1 == pp ? mul(c, mul(c, mul(c, m->seq, s->batch.micro_seqs, "traffic"),
+                                                     12 * (tp - 1), "traffic"), mb, "traffic") : 0;
+        tpb = add(c, tpb, xent, "traffic");
+        /* sequence parallelism: one all-reduce of the stage's norm-weight gradients per step */
+        uint64_t spn = st->sequence_parallel ? mul(c, 2 * (tp - 1),
+                                                   ceil_div(mul(c, gs_sp_norm_params(s, r->layers, stage + 1 == pp),
+                                                                gs_grad_bytes(st), "traffic"), tp), "traffic") : 0;
+        tpb = add(c, tpb, spn, "traffic");
+        gs__ledger_line_add(c, r, "tp", tpb,
+                            "%" PRIu64 " all-reduce equivalents x 2 (t-1) x ceil(s*b*h*%" PRIu64 " B / t) x %" PRIu64
+                            " micro-batches (%" PRIu64 " per layer%s%s, t=%" PRIu64 ")%s%s", colls, e, mb, per_layer,
+                            st->recompute == GS_RECOMPUTE_FULL
+                                ? (st->recompute_every > 1 ? " on a checkpointed block, incl. its recomputed forward"
+                                                           : " incl. the recomputed forward")
+                                : "",
+                            st->sequence_parallel
+                                ? (regather ? ", as all-gather + reduce-scatter pairs, with the backward's "
+                                              "re-gathers of tp_comm_overlap"
+                                            : ", as all-gather + reduce-scatter pairs")
+                                : "",
+                            tp,
+                            xent ? " + the cross-entropy statistics all-gather, (t-1) x s*b*12 B per micro-batch" : "",
+                            spn ? " + the norm-weight gradient all-reduce of sequence parallelism" : "");
+    }
+    r->traffic[GS_TRAFFIC_TP] = tpb;
+    r->traffic_link[tp_net ? GS_LINKCLASS_NET : GS_LINKCLASS_INTRA] += tpb;
+}
+
+/* PP traffic per step: each forward pass of a chunk with a next stage sends its output
+ * activation; each backward pass of a chunk with a previous stage sends its input gradient; tied
+ * embeddings exchange the word embedding's gradient between the first and last stages. */
+void gs__ledger_stage_pp_traffic(stage_build *b)
+{
+    const gs_scenario *s = b->s;
+    const gs_strategy *st = &s->strategy;
+    const gs_mesh *mesh = b->mesh;
+    calc *c = b->c;
+    gs_ledger_rank *r = b->r;
+    uint64_t stage = b->stage, pp = b->pp, mb = b->mb;
+    uint64_t v = st->pipeline == GS_PIPE_INTERLEAVED && pp > 1 && st->virtual_stages ? st->virtual_stages : 1;
+    uint64_t ppb = 0;
+    if (pp > 1) {
+        uint64_t fwd = mul(c, mb, v, "traffic") - (stage + 1 == pp ? mb : 0);
+        uint64_t bwd = mul(c, mb, v, "traffic") - (stage == 0 ? mb : 0);
+        ppb = mul(c, add(c, fwd, bwd, "traffic"), b->act.boundary, "traffic");
+        gs__ledger_line_add(c, r, "pp", ppb, "(%" PRIu64 " activation + %" PRIu64 " gradient sends) x %" PRIu64 " B",
+                            fwd, bwd, b->act.boundary);
+        uint64_t cn[GS_DIM_COUNT] = {0};
+        cn[GS_DIM_PP] = stage + 1 < pp ? stage + 1 : stage - 1;
+        int pp_net = gs_mesh_rank_node(mesh, gs_mesh_coords_rank(mesh, cn)) != gs_mesh_rank_node(mesh, b->rank);
+        r->traffic_link[pp_net ? GS_LINKCLASS_NET : GS_LINKCLASS_INTRA] += ppb;
+        /* tied embeddings: the first and last stages exchange the word embedding's gradient
+         * (engine/build.c's epilogue), over the link to the other end of the pipeline */
+        if (s->model.tied_embeddings && (stage == 0 || stage + 1 == pp)) {
+            uint64_t gbt = gs_grad_bytes(st);
+            uint64_t eb = mul(c, b->part.word_params, gbt, "traffic");
+            gs__ledger_line_add(c, r, "pp", eb, "the tied word embedding's gradient, [vocab/tp, h] x %" PRIu64
+                                " B, sent to the other end of the pipeline", gbt);
+            ppb = add(c, ppb, eb, "traffic");
+            cn[GS_DIM_PP] = stage == 0 ? pp - 1 : 0;
+            int far_net = gs_mesh_rank_node(mesh, gs_mesh_coords_rank(mesh, cn)) != gs_mesh_rank_node(mesh, b->rank);
+            r->traffic_link[far_net ? GS_LINKCLASS_NET : GS_LINKCLASS_INTRA] += eb;
+        }
+    }
+    r->traffic[GS_TRAFFIC_PP] = ppb;
+    r->traffic_bytes = add(c, add(c, add(c, b->dp_bytes, b->ar_net, "traffic"), r->traffic[GS_TRAFFIC_TP], "traffic"),
+                           ppb, "traffic");
+}
+
+uint64_t gs_sp_norm_params(const gs_scenario *s, uint64_t stage_layers, int last)
+{
+    const gs_model *m = &s->model;
+    uint64_t per_norm = (m->norm == GS_NORM_LAYERNORM || m->bias) ? 2 * m->hidden : m->hidden;
+    return stage_layers * 2 * per_norm + (last ? per_norm : 0);
+}
