@@ -36,9 +36,13 @@ int32_t gs__unit_layer(const gs_bctx *x, size_t u)
 gs_status gs__gather_unit(gs_bctx *x, size_t u, gs_phase phase, uint32_t mb, uint32_t dep)
 {
     gs_status rc;
-    uint64_t N = x->plan.N, wb = x->plan.wb, params = x->part.units[u].params;
+    /* a layer unit under FP8: gathered as gather_wb bytes per element, held with its FP8 copies
+     * (gwb); the root unit (embedding, head) in the working precision */
+    int root = gs__is_root(x, u);
+    uint64_t N = x->plan.N, wb = root ? x->plan.wb : x->plan.gather_wb, params = x->part.units[u].params;
+    uint64_t held = root ? x->plan.wb : x->plan.gwb;
     uint32_t t;
-    gs_tensor full = {.kind = GS_T_PARAM_FULL, .bytes = params * wb, .layer = gs__unit_layer(x, u), .mb = mb,
+    gs_tensor full = {.kind = GS_T_PARAM_FULL, .bytes = params * held, .layer = gs__unit_layer(x, u), .mb = mb,
                       .unit = (uint32_t)u};
     if ((rc = gs__tensor(x, &full, &t)) != GS_OK)
         return rc;

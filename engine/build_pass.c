@@ -498,7 +498,8 @@ gs_status gs__param_allgather(gs_bctx *x, size_t u, uint32_t dep, uint32_t *ev)
     b.e.peer = x->group[GS_GROUP_DP];
     b.e.group_size = x->group_size[GS_GROUP_DP];
     b.e.unit = (uint32_t)u;
-    b.e.bytes = x->plan.N * ceil_div(x->part.units[u].params, x->plan.N) * x->plan.wb;
+    /* FP8 parameters (--fp8-param-gather) move gather_wb per element; the ledger counts alike */
+    b.e.bytes = x->plan.N * ceil_div(x->part.units[u].params, x->plan.N) * x->plan.gather_wb;
     gs__evb_add(&b, GS_LINK_DEPS, dep);
     gs__evb_add(&b, GS_LINK_WRITES, x->param_t[u]);
     return gs__evb_emit(x, &b, ev);
@@ -521,7 +522,7 @@ gs_status gs__param_allgather_chunk(gs_bctx *x, uint64_t chunk, uint32_t dep)
     b.e.peer = x->group[GS_GROUP_DP];
     b.e.group_size = x->group_size[GS_GROUP_DP];
     b.e.unit = (uint32_t)first;
-    b.e.bytes = N * ceil_div(params, N) * x->plan.wb;
+    b.e.bytes = N * ceil_div(params, N) * x->plan.gather_wb;
     gs__evb_add(&b, GS_LINK_DEPS, dep);
     for (size_t u = 0; u < x->part.nunits; u++)
         if (gs__unit_chunk(x, u) == chunk)

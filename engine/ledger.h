@@ -110,6 +110,14 @@ typedef struct gs_shard_plan {
     uint64_t R;              /* HSDP replicas across nodes (1 otherwise) */
     uint64_t wb;             /* bytes per working element (params, activations) */
     uint64_t gb;             /* bytes per gradient element (strategy.grad_dtype; default wb) */
+    uint64_t gwb;            /* bytes per element of a gathered layer unit in memory: wb; under FP8
+                                wb + 2 (its FP8 copy and the transpose Transformer Engine caches),
+                                or 2 with fp8_params (the FP8 unit and its transpose) */
+    uint64_t gather_wb;      /* bytes per layer-unit element an all-gather moves: 1 with fp8_params,
+                                else wb (the root unit's embedding and head move wb) */
+    uint64_t fp8_cache;      /* bytes per element of resident (unsharded) layer parameters for the
+                                FP8 weight caches: 2 under FP8 (copy + transpose), 0 otherwise or
+                                with fp8_params (the FP8 weights replace the bf16 ones) */
     uint64_t microbatches;
     int mixed;               /* fp32 master copy kept beside the working params */
     int stored_sharded;      /* FSDP: params kept as per-unit shards between steps */

@@ -33,19 +33,22 @@ static void layer_activation_terms(const gs_model *m, const gs_strategy *st, uin
     uint64_t mask = m->dropout ? 1 : 0;
     memset(a, 0, sizeof *a);
 
-    /* Whole on each TP rank: the two norm inputs, the QKV input, the MLP input (e elements
-     * each), plus the two residual dropout masks (1 byte). */
-    a->replicated = add(c, mul(c, 4 * e, sbh, "activation"), mul(c, 2 * mask, sbh, "activation"),
+    /* The inputs of the linear layers are kept for their weight gradients: under FP8 as their
+     * FP8 transposes (Transformer Engine saves the cast input, 1 byte), else e. */
+    uint64_t li = st->fp8 != GS_FP8_OFF ? 1 : e;
+    /* Whole on each TP rank: the two norm inputs (e each), the QKV input, the MLP input (li each),
+     * plus the two residual dropout masks (1 byte). */
+    a->replicated = add(c, mul(c, 2 * e + 2 * li, sbh, "activation"), mul(c, 2 * mask, sbh, "activation"),
                         "activation");
-    /* Split by tp: Q, K (saved for QK^T), V, out-proj input; MLP intermediates. */
+    /* Split by tp: Q, K (saved for QK^T), V (e), out-proj input (li); MLP intermediates. */
     uint64_t q = mul(c, sb, heads * hd, "activation"), kv = mul(c, sb, kvh * hd, "activation");
-    uint64_t split = mul(c, e, add(c, add(c, q, kv, "activation"), add(c, kv, q, "activation"),
-                                   "activation"), "activation");
+    uint64_t split = add(c, mul(c, e, add(c, add(c, q, kv, "activation"), kv, "activation"), "activation"),
+                         mul(c, li, q, "activation"), "activation");
     uint64_t sbf = mul(c, sb, f, "activation");
-    if (m->mlp == GS_MLP_SWIGLU)
-        split = add(c, split, mul(c, 3 * e, sbf, "activation"), "activation"); /* gate, up, down in */
-    else
-        split = add(c, split, mul(c, 2 * e, sbf, "activation"), "activation"); /* GELU in, fc2 in */
+    if (m->mlp == GS_MLP_SWIGLU) /* gate, up (e), down in (li) */
+        split = add(c, split, mul(c, 2 * e + li, sbf, "activation"), "activation");
+    else /* GELU in (e), fc2 in (li) */
+        split = add(c, split, mul(c, e + li, sbf, "activation"), "activation");
     a->split = split;
     /* Scores: softmax output e*a*s^2*b, plus its dropout mask and dropout output. */
     uint64_t ss = mul(c, mul(c, m->seq, m->seq, "attention scores"), mul(c, b, heads, "attention scores"),

@@ -193,14 +193,14 @@ static void backward_moments(stage_ctx *x, uint32_t mb, uint64_t chunk, uint64_t
     uint64_t root = gs_partition_root(p);
     int root_writes = gs_partition_root_written_by(p, x->stage, x->pp, x->v, chunk);
     uint64_t base_g = (pl->gather_root ? mul(x->c, root, wb, "gather") : 0) +
-                      (pl->gather_all ? mul(x->c, x->nonroot_params, wb, "gather") : 0);
+                      (pl->gather_all ? mul(x->c, x->nonroot_params, pl->gwb, "gather") : 0);
     uint64_t root_grad = pl->transient_grads && (root_writes || x->root_grad_live) ? mul(x->c, root, gb, "grads")
                                                                                    : 0;
     int64_t bot = (int64_t)(chunk * x->layers_per_chunk), top = bot + (int64_t)x->layers_per_chunk - 1;
     uint64_t xb = x->act->boundary;
     if (has_head) {
         uint64_t g = base_g + (pl->gather_per_pass && pl->prefetch_bwd == 1 && top >= bot
-                                   ? mul(x->c, gs_partition_covering(p, top), wb, "gather") : 0);
+                                   ? mul(x->c, gs_partition_covering(p, top), pl->gwb, "gather") : 0);
         moment_offer(x, &(moment_bytes){chunk_stash(x, chunk), others, g, root_grad}, "head backward", -1, mb, chunk);
     }
     for (int64_t l = top; l >= bot; l--) {
@@ -210,12 +210,12 @@ static void backward_moments(stage_ctx *x, uint32_t mb, uint64_t chunk, uint64_t
         uint64_t cov = gs_partition_covering(p, l);
         uint64_t g = base_g;
         if (pl->gather_per_pass)
-            g += mul(x->c, cov + (pl->prefetch_bwd == 1 && l > bot ? gs_partition_prefetch(p, l, l - 1) : 0), wb,
+            g += mul(x->c, cov + (pl->prefetch_bwd == 1 && l > bot ? gs_partition_prefetch(p, l, l - 1) : 0), pl->gwb,
                      "gather");
         uint64_t tg = root_grad + (pl->transient_grads ? mul(x->c, cov, gb, "grads") : 0);
         moment_offer(x, &(moment_bytes){act, others, g, tg}, "backward", l, mb, chunk);
         if (pl->gather_per_pass && pl->prefetch_bwd == 2 && l > bot) {
-            uint64_t g2 = base_g + mul(x->c, gs_partition_covering(p, l - 1), wb, "gather");
+            uint64_t g2 = base_g + mul(x->c, gs_partition_covering(p, l - 1), pl->gwb, "gather");
             moment_offer(x, &(moment_bytes){stash - gs_act_layer_stored(x->act, l), others, g2, tg},
                          "backward_post prefetch after", l, mb, chunk);
         }
@@ -265,15 +265,15 @@ static void forward_moments(stage_ctx *x, uint32_t mb, uint64_t chunk, uint64_t 
         int64_t ahead = pl->prefetch_fwd && l < top ? l + 1 : l;
         uint64_t g = root_g;
         if (pl->gather_per_pass)
-            g += mul(x->c, gs_partition_covering(p, l) + (ahead > l ? gs_partition_prefetch(p, l, ahead) : 0), wb,
+            g += mul(x->c, gs_partition_covering(p, l) + (ahead > l ? gs_partition_prefetch(p, l, ahead) : 0), pl->gwb,
                      "gather");
         if (pl->gather_all)
             g += mul(x->c, seen_g + (seen[chunk] ? units_beginning_in(p, bot, top) : units_beginning_in(p, bot, ahead)),
-                     wb, "gather");
+                     pl->gwb, "gather");
         moment_offer(x, &(moment_bytes){act, others, g, root_grad}, "forward", l, mb, chunk);
     }
     if (has_head) {
-        uint64_t g = root_g + (pl->gather_all ? mul(x->c, seen_g + units_beginning_in(p, bot, top), wb, "gather") : 0);
+        uint64_t g = root_g + (pl->gather_all ? mul(x->c, seen_g + units_beginning_in(p, bot, top), pl->gwb, "gather") : 0);
         moment_offer(x, &(moment_bytes){chunk_stash(x, chunk), others, g, root_grad}, "head forward", -1, mb, chunk);
     }
 }
@@ -403,11 +403,12 @@ gs_status gs__ledger_stage_peak(stage_build *b, gs_error *err)
                             order.warmup);
     if (b->plan.stored_sharded)
         gs__ledger_line_add(c, r, "gather_buffers", r->mem[GS_MEM_GATHER],
-                            "root unit %" PRIu64 " params gathered for the step%s x %" PRIu64 " B", b->root,
+                            "root unit %" PRIu64 " params gathered for the step x %" PRIu64 " B%s x %" PRIu64 " B%s",
+                            b->root, b->plan.wb,
                             b->plan.gather_all     ? " + every layer unit kept gathered (shard_grad_op / no reshard)"
                             : b->plan.prefetch_bwd ? " + the layer's unit and the prefetched next"
                                                    : " + the layer's unit",
-                            b->plan.wb);
+                            b->plan.gwb, b->plan.gwb != b->plan.wb ? " (with their FP8 copies)" : "");
     gs__ledger_line_add(c, r, "peak", r->peak_bytes, "at %s", r->peak_where);
 out:
     gs_pipe_order_fini(&order);

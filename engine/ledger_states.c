@@ -19,6 +19,12 @@ void gs_shard_plan_init(const gs_scenario *s, const gs_mesh *mesh, uint64_t rank
     memset(plan, 0, sizeof *plan);
     plan->wb = gs_precision_bytes(st->precision);
     plan->gb = gs_grad_bytes(st);
+    plan->gwb = plan->gather_wb = plan->wb;
+    if (st->fp8 != GS_FP8_OFF) {
+        plan->gwb = st->fp8_params ? 2 : plan->wb + 2;
+        plan->gather_wb = st->fp8_params ? 1 : plan->wb;
+        plan->fp8_cache = st->fp8_params ? 0 : 2;
+    }
     plan->mixed = st->precision != GS_PREC_FP32;
     plan->microbatches = microbatches ? microbatches : 1;
     plan->N = dp;
@@ -68,6 +74,9 @@ void gs__ledger_stage_states(stage_build *b)
     uint64_t g_el = plan->shard_grads ? b->shard : P;
     uint64_t o_el = plan->shard_opt ? b->shard : P;
     b->mem_params = mul(c, p_el, wb, "params");
+    /* FP8: Transformer Engine's cached FP8 weights and their transposes, held across the
+     * step's micro-batches (FSDP's gathered units carry theirs: plan->gwb) */
+    uint64_t cache = plan->stored_sharded ? 0 : mul(c, b->nonroot, plan->fp8_cache, "fp8 weights");
     b->mem_master = plan->mixed ? mul(c, o_el, 4, "master") : 0;
     b->mem_m = mul(c, o_el, 4, "adam m"), b->mem_v = mul(c, o_el, 4, "adam v");
     b->mem_g = mul(c, g_el, gb, "grads");
@@ -77,6 +86,12 @@ void gs__ledger_stage_states(stage_build *b)
                         "%s %s: %" PRIu64 " elements x %" PRIu64 " B (P=%" PRIu64 " on stage %" PRIu64
                         ", tp slice 1/%" PRIu64 "%s)", pl, plan->stored_sharded ? "shard" : "full", p_el, wb, P,
                         b->stage, b->tp, plan->stored_sharded ? ", padded shard of each FSDP unit over N" : "");
+    if (cache) {
+        b->mem_params = add(c, b->mem_params, cache, "params");
+        r->state_bytes = add(c, r->state_bytes, cache, "states");
+        gs__ledger_line_add(c, r, "fp8 weights", cache, "FP8 copy and transpose of the blocks' %" PRIu64
+                            " parameters x 2 B, cached across micro-batches (precision fp8)", b->nonroot);
+    }
     if (plan->mixed)
         gs__ledger_line_add(c, r, "master", b->mem_master, "fp32 %s: %" PRIu64 " x 4 B",
                             plan->shard_opt ? "shard" : "full", o_el);

@@ -88,7 +88,9 @@ gs_status gs__ledger_stage_dp_traffic(stage_build *b, gs_error *err)
     gs_status rc = dp_pass_elements(b, &d, err);
     if (rc != GS_OK)
         return rc;
-    uint64_t layer_pass = mul(c, d.layer, wb, "traffic"), opt_pass = mul(c, d.opt, wb, "traffic");
+    /* layer units move gather_wb per element (FP8 parameters: 1 B); the distributed optimizer's
+     * parameter all-gather likewise (Megatron-LM's --fp8-param-gather) */
+    uint64_t layer_pass = mul(c, d.layer, plan->gather_wb, "traffic"), opt_pass = mul(c, d.opt, plan->gather_wb, "traffic");
     uint64_t red_pass = mul(c, d.red, gb, "traffic"), inter_pass = mul(c, d.inter, gb, "traffic");
     if (N > 1) {
         if (plan->gather_root)
@@ -114,7 +116,8 @@ gs_status gs__ledger_stage_dp_traffic(stage_build *b, gs_error *err)
                             plan->gather_per_pass ? "every layer unit before each forward and backward pass (2 x m)"
                             : plan->gather_all    ? "every layer unit once per step"
                                                   : "updated params once per step",
-                            "", N, wb, d.chunk_buckets ? "; bucket_stages first: per model chunk" : "");
+                            plan->gather_wb != wb ? " (FP8 parameters; the root unit's in bf16)" : "", N,
+                            plan->gather_wb, d.chunk_buckets ? "; bucket_stages first: per model chunk" : "");
     if (rs)
         gs__ledger_line_add(c, r, "dp reduce-scatter", rs, "%" PRIu64 " x %s of gradients%s%s", n_sync,
                             (c->explain ? gs_fmt_bytes(red_pass, b1, sizeof b1) : ""),

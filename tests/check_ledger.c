@@ -343,6 +343,68 @@ START_TEST(test_llama_block)
 }
 END_TEST
 
+/* FP8 (Transformer Engine keeps the linear layers' inputs as FP8, 1 byte): of test_llama_block's
+ * set the QKV input, the out-proj input and the MLP input (3 x sbh) and the down input (s b ffn)
+ * drop from 2 to 1 byte: 16 sbh + 6 sbf becomes 13 sbh + 5 sbf. Resident: the blocks' parameters
+ * gain their FP8 copy and transpose (2 B each) unless the parameters themselves are FP8. FSDP:
+ * a gathered layer unit holds 2 + 2 B per element, and fp8_params halves the layer units'
+ * all-gather traffic. */
+START_TEST(test_fp8)
+{
+    gs_scenario sc;
+    gs_mesh m;
+    gs_ledger *l = ledger_from("model: llama2-7b\ncluster: {preset: dgx-h100}\ngrid: {dp: 8}\n"
+                               "strategy: {sharding: zero1, recompute: none, flash_attention: true, "
+                               "precision: fp8}\n", &sc, &m);
+    const double s = 4096, b = 1, h = 4096, a = 32, f = 11008;
+    ck_assert_uint_eq(gs_ledger_layer_activation_bytes(&sc.model, &sc.strategy, 1, 1),
+                      (uint64_t)(13 * s * b * h + 5 * s * b * f + 4 * a * s * b));
+    /* zero1 keeps the parameters whole: bf16 2 B + FP8 copies 2 B on the blocks' parameters; the
+     * blocks of llama2-7b: 32 x (4 h^2 + 3 h f + 2 h) = 6,476,267,520 */
+    uint64_t blocks = 32ull * (4ull * 4096 * 4096 + 3ull * 4096 * 11008 + 2ull * 4096);
+    gs_scenario sb = sc;
+    gs_mesh mb = m;
+    sb.strategy.fp8 = GS_FP8_OFF;
+    gs_ledger *lb = NULL;
+    gs_error err;
+    gs_error_init(&err);
+    ck_assert_int_eq(gs_ledger_create(&sb, &mb, &lb, &err), GS_OK);
+    ck_assert_uint_eq(l->ranks[0].mem[GS_MEM_PARAMS] - lb->ranks[0].mem[GS_MEM_PARAMS], 2 * blocks);
+    gs_ledger_destroy(l);
+    sc.strategy.fp8_params = 1;
+    ck_assert_int_eq(gs_ledger_create(&sc, &m, &l, &err), GS_OK);
+    ck_assert_uint_eq(l->ranks[0].mem[GS_MEM_PARAMS], lb->ranks[0].mem[GS_MEM_PARAMS]);
+    gs_ledger_destroy(l);
+    gs_ledger_destroy(lb);
+    /* full_shard over 8: the layer units' all-gathers (2 x per pass, 1 micro-batch) halve with FP8
+     * parameters, the root's do not: bf16 - fp8_params = half the layer units' part */
+    gs_scenario fs;
+    gs_mesh fm;
+    gs_ledger *f16 = ledger_from("model: llama2-7b\ncluster: {preset: dgx-h100}\ngrid: {dp: 8}\n"
+                                 "strategy: {sharding: full_shard, precision: bf16}\nbatch: {global: 8, micro: 1}\n",
+                                 &fs, &fm);
+    gs_scenario f8s = fs;
+    f8s.strategy.fp8 = GS_FP8_CURRENT;
+    f8s.strategy.fp8_params = 1;
+    gs_ledger *f8 = NULL;
+    ck_assert_int_eq(gs_ledger_create(&f8s, &fm, &f8, &err), GS_OK);
+    /* per rank: (N - 1) x padded shard of each layer unit (the 32 blocks, 202,383,360 each,
+     * divisible by 8) per pass: 7 x 202,383,360 / 8 x 32 units x 2 passes x (2 - 1) B */
+    uint64_t saved = 7ull * (202383360ull / 8) * 32 * 2;
+    ck_assert_uint_eq(f16->ranks[0].traffic[GS_TRAFFIC_DP_ALLGATHER] - f8->ranks[0].traffic[GS_TRAFFIC_DP_ALLGATHER],
+                      saved);
+    /* the gathered unit in memory: 2 B (FP8 and its transpose) against bf16's 2 B: the same */
+    ck_assert_uint_eq(f8->ranks[0].mem[GS_MEM_GATHER], f16->ranks[0].mem[GS_MEM_GATHER]);
+    gs_ledger_destroy(f8);
+    f8s.strategy.fp8_params = 0; /* bf16 units plus their FP8 copies: 4 B per gathered element */
+    ck_assert_int_eq(gs_ledger_create(&f8s, &fm, &f8, &err), GS_OK);
+    ck_assert_uint_gt(f8->ranks[0].mem[GS_MEM_GATHER], f16->ranks[0].mem[GS_MEM_GATHER]);
+    ck_assert_uint_eq(f8->ranks[0].traffic[GS_TRAFFIC_DP_ALLGATHER], f16->ranks[0].traffic[GS_TRAFFIC_DP_ALLGATHER]);
+    gs_ledger_destroy(f8);
+    gs_ledger_destroy(f16);
+}
+END_TEST
+
 /* recompute_every 2 (fms-fsdp / torchtitan count: blocks 1, 3, ... of a stage, 0-based, are
  * checkpointed): a checkpointed llama2-7b block keeps its input 2 s b h (bf16) and rematerializes
  * the full set of test_llama_block; an unchecked one keeps that full set and rematerializes
@@ -587,6 +649,7 @@ static Suite *ledger_suite(void)
     tcase_add_test(mem, test_whole_model_wrap);
     tcase_add_test(mem, test_korthikanti_table2);
     tcase_add_test(mem, test_llama_block);
+    tcase_add_test(mem, test_fp8);
     tcase_add_test(mem, test_recompute_every);
     tcase_add_test(mem, test_pipeline_inflight);
     tcase_add_test(mem, test_numbers_only);
