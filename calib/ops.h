@@ -2,8 +2,9 @@
  * backward, dx and dw), the non-GEMM kernels of each schedule event, attention and the rotary
  * embedding. Each call function takes its arguments struct and a stream, and issues the ops on
  * it (from inside a launched function); the same calls serve the host driver's CPU-time
- * measurements (cli/cmd_calibrate.c) and a device driver's event-timed ones
- * (calib/device.c), since every pointer is a driver buffer. Printing them is cli/calib_print.h's.
+ * measurements (cli/calibrate_kernels.c, cli/calibrate_ranks.c) and a device driver's
+ * event-timed ones (calib/device.c), since every pointer is a driver buffer. Printing them is
+ * cli/calib_print.h's.
  *
  * Ownership: the structs borrow the ops table, the driver and every buffer. */
 #ifndef GS_CALIB_OPS_H
