@@ -343,6 +343,26 @@ static gs_status set_gpus(gs_cluster *c, uint64_t gpus, gs_error *err)
     return GS_OK;
 }
 
+/* precision: fp8 is bf16 with FP8 linear layers under the framework's recipe (resolved here, as
+ * the loader resolves it), on a GPU with FP8 tensor cores; another precision turns FP8 off. */
+static gs_status apply_precision(gs_scenario *s, const char *v, gs_error *err)
+{
+    if (strcmp(v, "fp8") != 0) {
+        gs_precision_parse(v, &s->strategy.precision);
+        s->strategy.fp8 = GS_FP8_OFF;
+        s->strategy.fp8_params = 0;
+        return GS_OK;
+    }
+    if (!(s->cluster.gpu.peak_flops_fp8 > 0.0))
+        return gs_error_set(err, GS_ERR_INPUT, "--vary precision fp8: GPU %s has no FP8 tensor cores",
+                            s->cluster.gpu.name);
+    s->strategy.precision = GS_PREC_BF16;
+    if (s->strategy.fp8 == GS_FP8_OFF)
+        s->strategy.fp8 = gs_fp8_resolve(GS_FP8_AUTO,
+                                         gs_framework_resolve(s->strategy.framework, (int)s->strategy.sharding));
+    return GS_OK;
+}
+
 gs_status gs_sweep_apply(const gs_scenario *base, const gs_sweep *sw, uint64_t point, gs_scenario *out,
                          gs_error *err)
 {
@@ -421,23 +441,7 @@ gs_status gs_sweep_apply(const gs_scenario *base, const gs_sweep *sw, uint64_t p
             s->cluster.gpu.power_w = s->cluster.gpu.tdp_w > 0.0 && w > s->cluster.gpu.tdp_w ? s->cluster.gpu.tdp_w : w;
             break;
         }
-        case GS_SWEEP_PRECISION:
-            /* fp8: bf16 with FP8 linear layers under the framework's recipe (resolved here, as
-             * the loader resolves it); the GPU must have FP8 tensor cores */
-            if (strcmp(v, "fp8") == 0) {
-                if (!(s->cluster.gpu.peak_flops_fp8 > 0.0))
-                    rc = gs_error_set(err, GS_ERR_INPUT, "--vary precision fp8: GPU %s has no FP8 tensor cores",
-                                      s->cluster.gpu.name);
-                s->strategy.precision = GS_PREC_BF16;
-                if (s->strategy.fp8 == GS_FP8_OFF)
-                    s->strategy.fp8 = gs_fp8_resolve(GS_FP8_AUTO, gs_framework_resolve(s->strategy.framework,
-                                                                                     (int)s->strategy.sharding));
-            } else {
-                gs_precision_parse(v, &s->strategy.precision);
-                s->strategy.fp8 = GS_FP8_OFF;
-                s->strategy.fp8_params = 0;
-            }
-            break;
+        case GS_SWEEP_PRECISION: rc = apply_precision(s, v, err); break;
         case GS_SWEEP_KEY_COUNT: break;
         }
     }
