@@ -337,8 +337,9 @@ END_TEST
 
 /* Every row of the two published-run tables has a file (10 NAR21 + 9 MCORE in published-runs.csv;
  * 293 rows of published-runs-sharded.csv: 209 llm-foundry, 28 fms-fsdp and PyTorch blogs, 27
- * KempnerForge, 6 OLMo-core, 17 FlashAttention, 4 PyTorch FSDP, 1 LLaMA-1, 1 Megatron README) that
- * loads, meshes and has an expect block with the row's metric family and a dataset. */
+ * KempnerForge, 6 OLMo-core, 17 FlashAttention, 4 PyTorch FSDP, 1 LLaMA-1, 1 Megatron README;
+ * and the 6 dgxc-benchmarking runs: 3 models in BF16 and FP8 with the same layout) that loads,
+ * meshes and has an expect block with the row's metric family and a dataset. */
 START_TEST(shipped_published_scenarios)
 {
     char dir[1024];
@@ -346,7 +347,7 @@ START_TEST(shipped_published_scenarios)
     DIR *d = opendir(dir);
     ck_assert_ptr_nonnull(d);
     struct dirent *de;
-    int nar21 = 0, mcore = 0, mpt = 0, fms = 0, kforge = 0, olmo = 0, flash = 0, fsdp = 0, other = 0;
+    int nar21 = 0, mcore = 0, mpt = 0, fms = 0, kforge = 0, olmo = 0, flash = 0, fsdp = 0, other = 0, dgxc = 0;
     while ((de = readdir(d)) != NULL) {
         size_t n = strlen(de->d_name);
         if (n < 6 || strcmp(de->d_name + n - 5, ".yaml") != 0)
@@ -402,6 +403,14 @@ START_TEST(shipped_published_scenarios)
         } else if (strncmp(s.title, "FSDPAPI-", 8) == 0 || strncmp(s.title, "FSDPPAPER-", 10) == 0) {
             fsdp++;
             ck_assert_int_eq(e.metric, GS_EXPECT_TFLOPS_PALM);
+        } else if (strncmp(s.title, "DGXC-", 5) == 0) {
+            dgxc++;
+            ck_assert_str_eq(e.dataset, "dgxc-benchmarking");
+            ck_assert_int_eq(e.metric, GS_EXPECT_STEP_TIME_S);
+            ck_assert_int_eq(s.strategy.framework, GS_FW_MEGATRON);
+            /* the pairs: BF16 and FP8 (delayed scaling, NeMo 24.x), nothing else between them */
+            ck_assert_int_eq(s.strategy.fp8, strstr(s.title, "-FP8") ? GS_FP8_DELAYED : GS_FP8_OFF);
+            ck_assert_int_eq(s.strategy.precision, GS_PREC_BF16);
         } else if (strcmp(s.title, "LLAMA1-1") == 0 || strcmp(s.title, "MEGREADME-1") == 0) {
             other++;
         } else {
@@ -421,6 +430,7 @@ START_TEST(shipped_published_scenarios)
     ck_assert_int_eq(flash, 17);
     ck_assert_int_eq(fsdp, 4);
     ck_assert_int_eq(other, 2);
+    ck_assert_int_eq(dgxc, 6);
 }
 END_TEST
 
