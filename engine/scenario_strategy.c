@@ -120,8 +120,8 @@ static gs_status load_wrap(const gs__yaml_loader *l, const yaml_node_t *v, gs_st
 /* fp8_recipe and fp8_params, which only precision: fp8 reads. */
 static gs_status strategy_fp8(const gs__yaml_loader *l, const yaml_node_t *v, gs_strategy *s)
 {
-    static const char *const recipe_names[] = {"off", "delayed", "current", "auto"};
-    static const gs__scenario_names recipes = {recipe_names + 1, 3, parse_fp8_recipe};
+    const char *recipe_names[3] = {gs_fp8_name(GS_FP8_DELAYED), gs_fp8_name(GS_FP8_CURRENT), gs_fp8_name(GS_FP8_AUTO)};
+    const gs__scenario_names recipes = {recipe_names, 3, parse_fp8_recipe};
     static const char *const keys[] = {"fp8_recipe", "fp8_params"};
     gs_status st;
     if (s->fp8 == GS_FP8_OFF) {

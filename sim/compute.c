@@ -295,17 +295,24 @@ int gs_compute_is_fp8(const gs_compute_model *m, const gs_event *e)
            (e->op == GS_OP_QKV || e->op == GS_OP_OPROJ || e->op == GS_OP_MLP_UP || e->op == GS_OP_MLP_DOWN);
 }
 
+/* A forward FP8 GEMM's input cast comes out of the norm before it (no pass of its own). */
+static int fp8_input_fused(const gs_compute_model *m, const gs_event *e)
+{
+    return m->fp8_cast_fused && (e->op == GS_OP_QKV || e->op == GS_OP_MLP_UP);
+}
+
+/* The weight is cast once per step: on micro-batch 0's forward (the first part of a split GEMM). */
+static int fp8_casts_weight(const gs_event *e)
+{
+    return e->phase == GS_PHASE_FWD && e->mb == 0 && e->part <= 1;
+}
+
 /* Cast kernels of an FP8 GEMM event: one per cast (an amax kernel and a cast kernel each under
  * current scaling). */
 static int fp8_cast_kernels(const gs_compute_model *m, const gs_event *e)
 {
-    int per = m->fp8_recipe == GS_FP8_CURRENT ? 2 : 1, casts;
-    if (e->phase == GS_PHASE_BWD) {
-        casts = 1;
-    } else {
-        int fused = m->fp8_cast_fused && (e->op == GS_OP_QKV || e->op == GS_OP_MLP_UP);
-        casts = (fused ? 0 : 1) + (e->phase == GS_PHASE_FWD && e->mb == 0 && e->part <= 1);
-    }
+    int per = m->fp8_recipe == GS_FP8_CURRENT ? 2 : 1;
+    int casts = e->phase == GS_PHASE_BWD ? 1 : !fp8_input_fused(m, e) + fp8_casts_weight(e);
     return casts * per;
 }
 
@@ -319,9 +326,9 @@ double gs_compute_fp8_cast_bytes(const gs_compute_model *m, const gs_event *e)
     if (e->phase == GS_PHASE_BWD)
         return per * rows * (double)e->gemm_n;
     double bytes = 0.0;
-    if (!(m->fp8_cast_fused && (e->op == GS_OP_QKV || e->op == GS_OP_MLP_UP)))
+    if (!fp8_input_fused(m, e))
         bytes += per * rows * (double)e->gemm_k;
-    if (e->phase == GS_PHASE_FWD && e->mb == 0 && e->part <= 1)
+    if (fp8_casts_weight(e))
         bytes += per * nk;
     return bytes;
 }
