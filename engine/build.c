@@ -184,7 +184,10 @@ static gs_status resident_tensors(gs_bctx *x, uint64_t *o_el)
         uint64_t p = x->part.units[u].params, sh = ceil_div(p, pl->N);
         shard += sh;
         int32_t layer = gs__unit_layer(x, u);
-        gs_tensor pt = {.kind = GS_T_PARAM_SHARD, .bytes = (pl->stored_sharded ? sh : p) * pl->wb, .layer = layer,
+        /* FP8: a resident (unsharded) layer unit also holds Transformer Engine's cached FP8 copy
+         * and transpose, fp8_cache bytes per element, as the ledger counts (gs__ledger_stage_states) */
+        uint64_t held = pl->wb + (!pl->stored_sharded && !gs__is_root(x, u) ? pl->fp8_cache : 0);
+        gs_tensor pt = {.kind = GS_T_PARAM_SHARD, .bytes = pl->stored_sharded ? sh * pl->wb : p * held, .layer = layer,
                         .unit = (uint32_t)u, .resident = 1};
         gs_tensor gt = {.kind = pl->shard_grads ? GS_T_GRAD_SHARD : GS_T_GRAD,
                         .bytes = (pl->shard_grads ? sh : p) * pl->gb, .layer = layer, .unit = (uint32_t)u,

@@ -1266,6 +1266,35 @@ START_TEST(test_loss_bytes)
 }
 END_TEST
 
+/* FP8 (Transformer Engine): a resident layer unit also holds its cached FP8 weight and transpose,
+ * 2 B per element (gs__ledger_stage_states); the built schedule's memory high-water mark must
+ * equal the ledger's (build() validates both) for the resident shardings, and the FSDP ones that
+ * carry the copies in their gathered units. */
+START_TEST(test_fp8_resident_cache)
+{
+    static const char *const shardings[] = {"no_shard", "zero1", "zero2", "full_shard"};
+    for (size_t i = 0; i < 4; i++) {
+        char y[512];
+        snprintf(y, sizeof y, SMALL "cluster: {preset: dgx-h100, gpus_per_node: 4}\ngrid: {dp: 2, pp: 2}\n"
+                 "strategy: {sharding: %s, precision: fp8}\nbatch: {global: 4}\n", shardings[i]);
+        gs_schedule *sch = build(y, 0);
+        const gs_rank_events *r = &sch->ranks[0];
+        uint64_t layer_params = 0, held = 0;
+        for (size_t t = 0; t < r->ntensors; t++)
+            if (r->tensors[t].kind == GS_T_PARAM_SHARD && r->tensors[t].layer >= 0) {
+                held += r->tensors[t].bytes;
+                layer_params += 1;
+            }
+        ck_assert_uint_gt(layer_params, 0);
+        if (i < 3) { /* resident: the 2 blocks of stage 0, 4 B per parameter (bf16 + FP8 cache) */
+            gs_model m = g_s.model;
+            ck_assert_uint_eq(held, 2 * gs_model_layer_params(&m) * 4);
+        }
+        gs_schedule_destroy(sch);
+    }
+}
+END_TEST
+
 static Suite *build_suite(void)
 {
     Suite *s = suite_create("build");
@@ -1303,6 +1332,7 @@ static Suite *build_suite(void)
     tcase_add_test(v, test_strategy_grid);
     tcase_add_test(v, test_hsdp_one_rank_per_node_grid);
     tcase_add_test(v, test_bucket_stages_first_grid);
+    tcase_add_test(v, test_fp8_resident_cache);
     suite_add_tcase(s, v);
     return s;
 }
