@@ -68,7 +68,9 @@ static json_t *ledger_json(const gs_scenario *s, const gs_mesh *mesh, const gs_l
     json_object_set_new(doc, "traffic_by_dim", tbd);
     json_object_set_new(doc, "microbatches", json_integer((json_int_t)l->microbatches));
     json_t *grid = json_object();
-    json_object_set_new(grid, "dp", json_integer((json_int_t)mesh->size[GS_DIM_DP]));
+    json_object_set_new(grid, "dp", json_integer((json_int_t)gs_mesh_dp_replicas(mesh)));
+    if (mesh->cp > 1)
+        json_object_set_new(grid, "cp", json_integer((json_int_t)mesh->cp));
     json_object_set_new(grid, "pp", json_integer((json_int_t)mesh->size[GS_DIM_PP]));
     json_object_set_new(grid, "tp", json_integer((json_int_t)mesh->size[GS_DIM_TP]));
     json_object_set_new(doc, "grid", grid);
@@ -95,7 +97,8 @@ static json_t *ledger_json(const gs_scenario *s, const gs_mesh *mesh, const gs_l
         json_object_set_new(o, "inflight_microbatches", json_integer((json_int_t)r->inflight_microbatches));
         json_t *tr = json_object();
         for (int k = 0; k < GS_TRAFFIC_KIND_COUNT; k++)
-            json_object_set_new(tr, gs_traffic_kind_name((gs_traffic_kind)k),
+            if (k != GS_TRAFFIC_CP || mesh->cp > 1) /* cp: with context parallelism only */
+                json_object_set_new(tr, gs_traffic_kind_name((gs_traffic_kind)k),
                                 json_integer((json_int_t)r->traffic[k]));
         json_object_set_new(o, "traffic", tr);
         json_t *tl = json_object();
@@ -159,13 +162,13 @@ static size_t pick_stages(const gs_ledger *l, size_t *idx)
 static gs_status print_human(const gs_scenario *s, const gs_mesh *mesh, const gs_ledger *l, int explain)
 {
     char b1[GS_FMT_BYTES], b2[GS_FMT_BYTES], b3[GS_FMT_BYTES], cnt[32];
-    char order[32];
-    gs_mesh_order_format(mesh->order, order, sizeof order);
+    char order[32], grid[96];
+    gs_mesh_order_format_cp(mesh->order, mesh->cp > 1, mesh->cp_outer, order, sizeof order);
+    gs_mesh_grid_text(mesh, grid, sizeof grid);
     printf("%s: %s on %" PRIu64 " x %s (%" PRIu64 " GPUs of %s)\n", s->name, s->model.name,
            s->cluster.nodes, s->cluster.name, gs_cluster_gpus(&s->cluster),
            gs_fmt_bytes(l->gpu_bytes, b1, sizeof b1));
-    printf("grid " GS_GRID_FMT " (order %s), %s, %s, recompute %s, %s\n",
-           mesh->size[GS_DIM_DP], mesh->size[GS_DIM_PP], mesh->size[GS_DIM_TP], order,
+    printf("grid %s (order %s), %s, %s, recompute %s, %s\n", grid, order,
            gs_sharding_name(s->strategy.sharding), gs_precision_name(s->strategy.precision),
            gs_recompute_name(s->strategy.recompute),
            mesh->size[GS_DIM_PP] > 1 ? gs_pipeline_name(s->strategy.pipeline) : "no pipeline");
@@ -174,7 +177,7 @@ static gs_status print_human(const gs_scenario *s, const gs_mesh *mesh, const gs
            gs_fmt_count(l->params, cnt, sizeof cnt), l->bytes_per_param,
            gs_fmt_bytes(l->states_total_bytes, b2, sizeof b2), l->min_gpus, gs_fmt_bytes(l->gpu_bytes, b3, sizeof b3));
     printf("micro-batches per step: %" PRIu64 " (global %" PRIu64 " / (micro %" PRIu64 " x dp %" PRIu64 "))\n\n",
-           l->microbatches, s->batch.global_seqs, s->batch.micro_seqs, mesh->size[GS_DIM_DP]);
+           l->microbatches, s->batch.global_seqs, s->batch.micro_seqs, gs_mesh_dp_replicas(mesh));
 
     size_t idx[8];
     size_t n = pick_stages(l, idx);
@@ -245,6 +248,8 @@ static gs_status print_human(const gs_scenario *s, const gs_mesh *mesh, const gs
     ROW("DP all-reduce", r->traffic[GS_TRAFFIC_DP_ALLREDUCE]);
     ROW("TP", r->traffic[GS_TRAFFIC_TP]);
     ROW("PP", r->traffic[GS_TRAFFIC_PP]);
+    if (l->ranks[0].traffic[GS_TRAFFIC_CP])
+        ROW("CP", r->traffic[GS_TRAFFIC_CP]);
     ROW("total", r->traffic_bytes);
     ROW("  inside a node", r->traffic_link[GS_LINKCLASS_INTRA]);
     ROW("  over the network", r->traffic_link[GS_LINKCLASS_NET]);

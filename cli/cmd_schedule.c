@@ -110,11 +110,12 @@ static gs_status print_summary(const gs_schedule *sch, int full_validation, cons
         total_events += sch->ranks[i].nevents;
         total_tensors += sch->ranks[i].ntensors;
     }
-    char c1[32], c2[32], order[32];
-    gs_mesh_order_format(sch->mesh.order, order, sizeof order);
-    printf("schedule of %s: grid " GS_GRID_FMT " (order %s), %" PRIu64 " micro-batch%s\n",
-           sch->scenario[0] ? sch->scenario : "(unnamed)", sch->mesh.size[GS_DIM_DP], sch->mesh.size[GS_DIM_PP],
-           sch->mesh.size[GS_DIM_TP], order, sch->microbatches, sch->microbatches == 1 ? "" : "es");
+    char c1[32], c2[32], order[32], grid[96];
+    gs_mesh_order_format_cp(sch->mesh.order, sch->mesh.cp > 1, sch->mesh.cp_outer, order, sizeof order);
+    gs_mesh_grid_text(&sch->mesh, grid, sizeof grid);
+    printf("schedule of %s: grid %s (order %s), %" PRIu64 " micro-batch%s\n",
+           sch->scenario[0] ? sch->scenario : "(unnamed)", grid, order, sch->microbatches,
+           sch->microbatches == 1 ? "" : "es");
     printf("%zu rank list%s (%s), %s events, %s tensors\n", sch->nranks, sch->nranks == 1 ? "" : "s",
            sch->exact ? "every rank" : "one representative per class", gs_fmt_count(total_events, c1, sizeof c1),
            gs_fmt_count(total_tensors, c2, sizeof c2));
@@ -176,7 +177,9 @@ static json_t *summary_json(const gs_schedule *sch, int full_validation, int ide
     uint64_t total = 0;
     json_object_set_new(doc, "scenario", json_string(sch->scenario));
     json_t *grid = json_object();
-    json_object_set_new(grid, "dp", json_integer((json_int_t)sch->mesh.size[GS_DIM_DP]));
+    json_object_set_new(grid, "dp", json_integer((json_int_t)gs_mesh_dp_replicas(&sch->mesh)));
+    if (sch->mesh.cp > 1)
+        json_object_set_new(grid, "cp", json_integer((json_int_t)sch->mesh.cp));
     json_object_set_new(grid, "pp", json_integer((json_int_t)sch->mesh.size[GS_DIM_PP]));
     json_object_set_new(grid, "tp", json_integer((json_int_t)sch->mesh.size[GS_DIM_TP]));
     json_object_set_new(doc, "grid", grid);

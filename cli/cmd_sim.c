@@ -249,11 +249,11 @@ static json_t *report_json(const gs_scenario *s, const gs_report *r, int flow)
 
 static void print_report(const gs_scenario *s, const gs_mesh *m, int exact, const gs_report *r, double wall)
 {
-    char b1[GS_FMT_BYTES], b2[GS_FMT_BYTES], b3[GS_FMT_BYTES], b4[GS_FMT_BYTES], c1[32];
-    printf("%s: %s on %" PRIu64 " x %s (%" PRIu64 " GPUs), grid " GS_GRID_FMT
-           ", %s, %" PRIu64 " micro-batch%s of %" PRIu64 "\n",
-           s->name, s->model.name, s->cluster.nodes, s->cluster.name, m->world, m->size[GS_DIM_DP],
-           m->size[GS_DIM_PP], m->size[GS_DIM_TP], gs_sharding_name(s->strategy.sharding), gs_scenario_microbatches(s),
+    char b1[GS_FMT_BYTES], b2[GS_FMT_BYTES], b3[GS_FMT_BYTES], b4[GS_FMT_BYTES], c1[32], grid[96];
+    gs_mesh_grid_text(m, grid, sizeof grid);
+    printf("%s: %s on %" PRIu64 " x %s (%" PRIu64 " GPUs), grid %s, %s, %" PRIu64 " micro-batch%s of %" PRIu64 "\n",
+           s->name, s->model.name, s->cluster.nodes, s->cluster.name, m->world, grid,
+           gs_sharding_name(s->strategy.sharding), gs_scenario_microbatches(s),
            gs_scenario_microbatches(s) == 1 ? "" : "es", s->batch.micro_seqs);
     printf("  step time           %s\n", gs_fmt_seconds(r->step_time_s, b1, sizeof b1));
     printf("  tokens/s            %.0f global, %.1f per GPU\n", r->tokens_per_s, r->tokens_per_s_per_gpu);
@@ -262,9 +262,10 @@ static void print_report(const gs_scenario *s, const gs_mesh *m, int exact, cons
     printf("  HFU                 %.1f%% (every compute event's FLOPs, recompute included)\n", 100 * r->hfu);
     printf("  compute             %s busy on the critical rank %" PRIu64 "\n",
            gs_fmt_seconds(r->compute_s, b1, sizeof b1), r->critical_rank);
+    /* context parallelism's exchanges share the TP stream (engine/build_layer.c) */
     static const struct { gs_dim d; const char *n; } dims[] = {{GS_DIM_DP, "DP/FSDP"}, {GS_DIM_TP, "TP"}, {GS_DIM_PP, "PP"}};
     for (int i = 0; i < 3; i++)
-        printf("  %-19s %s communicating, %s exposed\n", dims[i].n, gs_fmt_seconds(r->comm_s[dims[i].d], b1, sizeof b1),
+        printf("  %-19s %s communicating, %s exposed\n", dims[i].d == GS_DIM_TP && m->cp > 1 ? "TP and CP" : dims[i].n, gs_fmt_seconds(r->comm_s[dims[i].d], b1, sizeof b1),
                gs_fmt_seconds(r->exposed_s[dims[i].d], b3, sizeof b3));
     printf("  NCCL share          %.1f%% of the step\n", 100 * r->comm_share);
     printf("  bubble share        %.1f%% (neither computing nor communicating)\n", 100 * r->bubble_share);

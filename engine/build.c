@@ -562,7 +562,7 @@ static gs_status schedule_build(const gs_scenario *s, const gs_mesh *mesh, int e
     snprintf(sch->scenario, sizeof sch->scenario, "%s", s->name);
     sch->mesh = *mesh;
     sch->exact = exact ? 1 : 0;
-    uint64_t dp = mesh->size[GS_DIM_DP], pp = mesh->size[GS_DIM_PP];
+    uint64_t dp = gs_mesh_dp_replicas(mesh), pp = mesh->size[GS_DIM_PP];
     sch->microbatches = s->batch.global_seqs / (s->batch.micro_seqs * dp);
     if (sch->microbatches == 0)
         sch->microbatches = 1;
@@ -655,6 +655,8 @@ gs_status gs__schedule_check_ledger(const gs_schedule *sch, const gs_scenario *s
             else if (e->kind == GS_EV_COLLECTIVE) {
                 if (e->group == GS_GROUP_TP)
                     sent[GS_TRAFFIC_TP] += b;
+                else if (e->group == GS_GROUP_CP)
+                    sent[GS_TRAFFIC_CP] += b;
                 else if (e->op == GS_COLL_ALLGATHER)
                     sent[GS_TRAFFIC_DP_ALLGATHER] += b;
                 else if (e->op == GS_COLL_REDUCE_SCATTER)

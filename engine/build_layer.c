@@ -20,6 +20,7 @@ static uint64_t ceil_div(uint64_t a, uint64_t b)
 
 typedef struct shapes {
     uint64_t T, s, b, h, hd, a_t, kv_t, f_t, v_t, e;
+    uint64_t cp, s_full; /* context parallelism: s = s_full / cp tokens of each sequence here */
     uint64_t norm_bytes; /* per element of a norm event: the residual add before it and the norm,
                             as the framework's kernels move them (gs_norm_bytes_per_element) */
     uint64_t act_bytes;  /* per element of the activation event (gs_act_bytes_per_element) */
@@ -30,7 +31,9 @@ static void shapes_init(const gs_bctx *x, shapes *sh)
 {
     const gs_model *m = &x->s->model;
     sh->b = x->s->batch.micro_seqs;
-    sh->s = m->seq;
+    sh->cp = x->mesh->cp ? x->mesh->cp : 1;
+    sh->s_full = m->seq;
+    sh->s = m->seq / sh->cp;
     sh->T = sh->b * sh->s;
     sh->h = m->hidden;
     sh->hd = m->head_dim;
@@ -508,6 +511,109 @@ static gs_status gemm_rs(pass *p, const shapes *sh, gs_op op, const linear_roles
     return GS_OK;
 }
 
+/* ---- context parallelism (grid.cp > 1; strategy.cp_comm) ----------------------------------------
+ *
+ * Each rank holds s / cp tokens of every sequence (two of 2 cp chunks, load-balanced for the causal
+ * mask as Megatron-Core and torchtitan do), so its attention does 1 / cp of the sequence's and
+ * needs every rank's keys and values. Transformer Engine's attention with CP
+ * (transformer_engine/pytorch/attention: AttnFuncWithCPAndKVP2P, ...KVAllGather, ...QKVA2A):
+ *   p2p        the K, V chunks go around the CP ring, cp - 1 steps, each under the attention of the
+ *              chunk at hand: built as the ring exchange (an all-gather's volume, (cp-1) chunks per
+ *              rank) beside the attention of the first cp - 1 chunks, then the last chunk's (the
+ *              same pattern as the TP ring exchange above); the backward passes K, V and their
+ *              gradients: twice the bytes;
+ *   all_gather K and V all-gathered before the attention; backward: gathered again, and their
+ *              gradients reduce-scattered after it;
+ *   a2a        (Ulysses) Q, K, V all-to-all to heads / cp whole sequences, the output back;
+ *              backward: the output gradient, then the Q, K, V gradients.
+ * The exchanges run on the TP stream (the model-parallel collectives' stream: a block's TP and CP
+ * exchanges are ordered by its dependencies anyway), on the CP group. The attention event keeps
+ * the rank's FLOPs (1 / cp of the sequence's, Megatron's count) and carries the kernel's shape:
+ * m = n = s / cp per call, batch b heads (a2a: m = n = s, batch b heads / cp). */
+
+/* A CP collective of `bytes` on the CP group, queued as the pass's next event. */
+static gs_status cp_coll(pass *p, gs_role role, gs_coll_op op, uint64_t bytes, uint16_t part)
+{
+    gs_bctx *x = p->x;
+    gs_status rc;
+    gs_evb *b = pending_begin(p, GS_EV_COLLECTIVE, GS_STREAM_TP, &rc);
+    if (!b)
+        return rc;
+    b->e.op = (uint8_t)op;
+    b->e.role = (uint8_t)role;
+    b->e.part = part;
+    b->e.group = GS_GROUP_CP;
+    b->e.peer = x->group[GS_GROUP_CP];
+    b->e.group_size = x->mesh->cp;
+    b->e.bytes = bytes;
+    gs__evb_add(b, GS_LINK_DEPS, p->prev);
+    if (!p->first_done) {
+        for (size_t i = 0; i < p->io->ndeps; i++)
+            gs__evb_add(b, GS_LINK_DEPS, p->io->deps[i]);
+        for (size_t i = 0; i < p->io->nalloc; i++)
+            gs__evb_add(b, GS_LINK_ALLOCS, p->io->alloc[i]);
+        p->first_done = 1;
+    }
+    p->have_pending = 1;
+    return GS_OK;
+}
+
+static gs_status attention_p2p(pass *p, const shapes *sh, uint64_t kv_bytes)
+{
+    gs_status rc;
+    if ((rc = flush(p)) != GS_OK)
+        return rc;
+    uint32_t before = p->prev, ring;
+    int first = !p->first_done, bwd = p->phase == GS_PHASE_BWD;
+    /* the rank's whole attention as gemm() counts it: its queries against the whole sequence */
+    gemm_shape g = {sh->s, sh->s_full, sh->hd, sh->b * sh->a_t};
+    if ((rc = gemm(p, GS_ROLE_ATTN_CORE, GS_OP_ATTN, sh, &g)) != GS_OK)
+        return rc;
+    double flops = p->pending.e.flops, bytes = (double)p->pending.e.bytes, c = (double)sh->cp;
+    p->have_pending = 0; /* replaced by its two parts; the pass's inputs were not consumed */
+    p->first_done = !first;
+    p->prev = before;
+    if ((rc = cp_coll(p, GS_ROLE_CP_KV, GS_COLL_ALLGATHER, (bwd ? 2 : 1) * sh->cp * kv_bytes, 0)) != GS_OK)
+        return rc;
+    gemm_part g1 = {GS_OP_ATTN, GS_ROLE_ATTN_CORE, sh->s, sh->s, sh->hd, flops * (c - 1.0) / c, bytes * (c - 1.0) / c};
+    if (!part_beside(p, &g1, before, first, &ring, &rc))
+        return rc;
+    p->pending.e.gemm_batch = (uint32_t)g.batch;
+    if ((rc = compute(p, GS_ROLE_ATTN_CORE, GS_OP_ATTN, &(gemm_shape){sh->s, sh->s, sh->hd, g.batch}, flops / c,
+                      (uint64_t)(bytes / c))) != GS_OK)
+        return rc;
+    p->pending.e.part = 2;
+    gs__evb_add(&p->pending, GS_LINK_DEPS, ring);
+    return GS_OK;
+}
+
+/* The attention core with its context-parallel exchanges (none without CP). */
+static gs_status attention(pass *p, const shapes *sh)
+{
+    gs_status rc;
+    if (sh->cp <= 1)
+        return gemm(p, GS_ROLE_ATTN_CORE, GS_OP_ATTN, sh, &(gemm_shape){sh->s, sh->s, sh->hd, sh->b * sh->a_t});
+    int bwd = p->phase == GS_PHASE_BWD;
+    uint64_t kv_bytes = 2 * sh->T * sh->kv_t * sh->hd * sh->e; /* this rank's K and V */
+    gs_cp_comm how = p->x->s->strategy.cp_comm;
+    if (how == GS_CP_P2P)
+        return attention_p2p(p, sh, kv_bytes);
+    if (how == GS_CP_ALL_GATHER) {
+        if ((rc = cp_coll(p, GS_ROLE_CP_KV, GS_COLL_ALLGATHER, sh->cp * kv_bytes, 0)) ||
+            (rc = gemm(p, GS_ROLE_ATTN_CORE, GS_OP_ATTN, sh, &(gemm_shape){sh->s, sh->s_full, sh->hd, sh->b * sh->a_t})))
+            return rc;
+        p->pending.e.gemm_n = (uint32_t)sh->s; /* the kernel's calls: the local queries' chunk */
+        return bwd ? cp_coll(p, GS_ROLE_CP_KV, GS_COLL_REDUCE_SCATTER, sh->cp * kv_bytes, 0) : GS_OK;
+    }
+    /* a2a: this rank's Q, K, V (part 1) and its attention output (part 2), T tokens each */
+    uint64_t qkv = sh->T * (sh->a_t + 2 * sh->kv_t) * sh->hd * sh->e, o = sh->T * sh->a_t * sh->hd * sh->e;
+    if ((rc = cp_coll(p, GS_ROLE_CP_A2A, GS_COLL_ALLTOALL, bwd ? o : qkv, bwd ? 2 : 1)) ||
+        (rc = gemm(p, GS_ROLE_ATTN_CORE, GS_OP_ATTN, sh,
+                   &(gemm_shape){sh->s_full, sh->s_full, sh->hd, sh->b * sh->a_t / sh->cp})))
+        return rc;
+    return cp_coll(p, GS_ROLE_CP_A2A, GS_COLL_ALLTOALL, bwd ? qkv : o, bwd ? 1 : 2);
+}
+
 /* The four linear layers of a block, with the TP collectives at their inputs and outputs. */
 static const linear_roles lr_qkv = {GS_ROLE_QKV, GS_ROLE_TP_ATTN_IN, GS_ROLE_TP_ATTN_REGATHER};
 static const linear_roles lr_oproj = {GS_ROLE_OPROJ, GS_ROLE_TP_ATTN_OUT, GS_ROLE_NONE};
@@ -527,7 +633,7 @@ gs_status gs__layer_forward(gs_bctx *x, int64_t local, uint32_t mb, gs_phase pha
     uint64_t hsp = sh.sp ? ceil_div(sh.T * sh.h, x->tp) : sh.T * sh.h;
     int selective_only = phase == GS_PHASE_RECOMPUTE && x->s->strategy.recompute == GS_RECOMPUTE_SELECTIVE;
     if (selective_only) {
-        rc = gemm(&p, GS_ROLE_ATTN_CORE, GS_OP_ATTN, &sh, &(gemm_shape){sh.s, sh.s, sh.hd, sh.b * sh.a_t});
+        rc = attention(&p, &sh);
         if (rc == GS_OK)
             rc = pass_end(&p, last_ev);
         return rc;
@@ -537,7 +643,7 @@ gs_status gs__layer_forward(gs_bctx *x, int64_t local, uint32_t mb, gs_phase pha
     if ((rc = elementwise(&p, GS_ROLE_ATTN_NORM, GS_OP_NORM, hsp, sh.norm_bytes)) ||
         (rc = sh.sp ? ag_gemm(&p, &sh, GS_OP_QKV, &lr_qkv, qkv_n, sh.h)
                     : gemm(&p, GS_ROLE_QKV, GS_OP_QKV, &sh, &(gemm_shape){sh.T, qkv_n, sh.h, 0})) ||
-        (rc = gemm(&p, GS_ROLE_ATTN_CORE, GS_OP_ATTN, &sh, &(gemm_shape){sh.s, sh.s, sh.hd, sh.b * sh.a_t})) ||
+        (rc = attention(&p, &sh)) ||
         (rc = sh.sp ? gemm_rs(&p, &sh, GS_OP_OPROJ, &lr_oproj, sh.h, sh.a_t * sh.hd)
                     : gemm(&p, GS_ROLE_OPROJ, GS_OP_OPROJ, &sh, &(gemm_shape){sh.T, sh.h, sh.a_t * sh.hd, 0})) ||
         (!sh.sp && (rc = tp_coll(&p, GS_ROLE_TP_ATTN_OUT, GS_COLL_ALLREDUCE, &sh))) ||
@@ -571,7 +677,7 @@ gs_status gs__layer_backward(gs_bctx *x, int64_t local, uint32_t mb, const gs_la
         (rc = elementwise(&p, GS_ROLE_MLP_NORM, GS_OP_NORM, hsp, sh.norm_bytes)) ||
         (rc = sh.sp ? ag_gemm(&p, &sh, GS_OP_OPROJ, &lr_oproj, sh.h, sh.a_t * sh.hd)
                     : gemm(&p, GS_ROLE_OPROJ, GS_OP_OPROJ, &sh, &(gemm_shape){sh.T, sh.h, sh.a_t * sh.hd, 0})) ||
-        (rc = gemm(&p, GS_ROLE_ATTN_CORE, GS_OP_ATTN, &sh, &(gemm_shape){sh.s, sh.s, sh.hd, sh.b * sh.a_t})) ||
+        (rc = attention(&p, &sh)) ||
         (rc = sh.sp ? gemm_rs(&p, &sh, GS_OP_QKV, &lr_qkv, qkv_n, sh.h)
                     : gemm(&p, GS_ROLE_QKV, GS_OP_QKV, &sh, &(gemm_shape){sh.T, qkv_n, sh.h, 0})) ||
         (!sh.sp && (rc = tp_coll(&p, GS_ROLE_TP_ATTN_IN, GS_COLL_ALLREDUCE, &sh))) ||

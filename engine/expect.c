@@ -252,7 +252,7 @@ double gs_expect_palm_flops(const gs_model *m, double global_seqs, int non_embed
 double gs_expect_predicted(const gs_expect *e, const gs_scenario *s, const gs_report *r)
 {
     double step = r->step_time_s;
-    double gpus = (double)s->grid.dp * (double)s->grid.pp * (double)s->grid.tp;
+    double gpus = (double)s->grid.dp * (double)(s->grid.cp ? s->grid.cp : 1) * (double)s->grid.pp * (double)s->grid.tp;
     if (!(step > 0) || !(gpus > 0))
         return 0;
     double seqs = (double)s->batch.global_seqs;

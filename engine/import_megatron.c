@@ -30,6 +30,7 @@ const gs__mg_flag gs__mg_flags[] = {
     {"tensor-model-parallel-size", MG_ONE, MG_TP, NULL},
     {"pipeline-model-parallel-size", MG_ONE, MG_PP, NULL},
     {"context-parallel-size", MG_ONE, MG_CP, NULL},
+    {"cp-comm-type", MG_MANY, MG_CP_COMM, NULL},
     {"expert-model-parallel-size", MG_ONE, MG_EP, NULL},
     {"num-layers-per-virtual-pipeline-stage", MG_ONE, MG_VPP_LAYERS, NULL},
     {"num-virtual-stages-per-pipeline-rank", MG_ONE, MG_VPP_STAGES, NULL},
@@ -443,8 +444,8 @@ static size_t mg_script_index(const gs__words *ws)
     return ws->n;
 }
 
-/* The grid: tp and pp from the flags, dp from the world size (the launcher's nodes, --nodes,
- * or the dump's world_size) and cp, ep refused above 1. */
+/* The grid: tp, pp and cp from the flags, dp from the world size (the launcher's nodes,
+ * --nodes, or the dump's world_size) and ep refused above 1. */
 typedef struct mg_world {
     uint64_t nnodes, nproc; /* the launcher's, 0 when absent */
     size_t nproc_at;
@@ -457,20 +458,20 @@ static gs_status mg_grid(const char *origin, const gs__words *ws, const gs__mg_s
     char where[600];
     const char *who = origin ? origin : "--from-megatron";
     uint64_t tp = st->given[MG_TP] ? st->u[MG_TP] : 1, pp = st->given[MG_PP] ? st->u[MG_PP] : 1;
-    static const gs__mg_act must_be_one[] = {MG_CP, MG_EP};
-    for (int i = 0; i < 2; i++)
-        if (st->given[must_be_one[i]] && st->u[must_be_one[i]] != 1)
-            return gs_error_set(err, GS_ERR_INPUT, "%s: %s: found %" PRIu64 ", expected 1 (%s is not modelled)",
-                                gs__mg_where(origin, ws, st->at[must_be_one[i]], where, sizeof where),
-                                ws->w[st->at[must_be_one[i]]].text, st->u[must_be_one[i]],
-                                i == 0 ? "context parallelism" : "expert parallelism");
+    uint64_t cp = st->given[MG_CP] ? st->u[MG_CP] : 1;
+    if (st->given[MG_EP] && st->u[MG_EP] != 1)
+        return gs_error_set(err, GS_ERR_INPUT, "%s: %s: found %" PRIu64 ", expected 1 (expert parallelism is not "
+                            "modelled)", gs__mg_where(origin, ws, st->at[MG_EP], where, sizeof where),
+                            ws->w[st->at[MG_EP]].text, st->u[MG_EP]);
     s->grid.tp = tp;
     s->grid.pp = pp;
+    s->grid.cp = cp; /* Megatron's order tp-cp-ep-dp-pp: cp next to dp, inside it */
+    s->grid.cp_outer = 0;
     if (st->given[MG_TPPPDP]) {
         s->grid.order[1] = GS_DIM_PP;
         s->grid.order[2] = GS_DIM_DP;
     }
-    uint64_t gpn = s->cluster.gpus_per_node, nodes = o->nodes, tp_pp = tp * pp, world;
+    uint64_t gpn = s->cluster.gpus_per_node, nodes = o->nodes, tp_pp = tp * pp * cp, world;
     if (w->nproc && w->nproc != gpn)
         return gs_error_set(err, GS_ERR_INPUT,
                             "%s: launcher --nproc_per_node: found %" PRIu64 ", expected %" PRIu64
@@ -493,19 +494,20 @@ static gs_status mg_grid(const char *origin, const gs__words *ws, const gs__mg_s
                             who);
     if (gs_mul_u64(nodes, gpn, &world) != 0 || world % tp_pp != 0)
         return gs_error_set(err, GS_ERR_INPUT,
-                            "%s: tp x pp = %" PRIu64 " does not divide the %" PRIu64 " x %" PRIu64
+                            "%s: tp x pp%s = %" PRIu64 " does not divide the %" PRIu64 " x %" PRIu64
                             " GPUs, expected a divisor of %" PRIu64 " (or --nodes N)",
                             st->given[MG_TP] || st->given[MG_PP]
                                 ? gs__mg_where(origin, ws, st->given[MG_TP] ? st->at[MG_TP] : st->at[MG_PP], where,
                                                sizeof where)
                                 : who,
-                            tp_pp, nodes, gpn, nodes * gpn);
+                            cp > 1 ? " x cp" : "", tp_pp, nodes, gpn, nodes * gpn);
     s->grid.dp = world / tp_pp;
     if (w->dump.data_parallel_size && w->dump.data_parallel_size != s->grid.dp)
         return gs_error_set(err, GS_ERR_INPUT,
                             "%s:%u: data_parallel_size: found %" PRIu64 ", expected %" PRIu64 " = %" PRIu64
-                            " GPUs / (tp %" PRIu64 " x pp %" PRIu64 ")",
-                            who, w->dump.dp_line, w->dump.data_parallel_size, s->grid.dp, world, tp, pp);
+                            " GPUs / (tp %" PRIu64 " x pp %" PRIu64 "%s)",
+                            who, w->dump.dp_line, w->dump.data_parallel_size, s->grid.dp, world, tp, pp,
+                            cp > 1 ? " x cp" : "");
     *nodes_out = nodes;
     return GS_OK;
 }

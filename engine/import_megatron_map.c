@@ -377,6 +377,38 @@ static gs_status mg_fp8(const char *origin, const gs__words *ws, const gs__mg_st
     return GS_OK;
 }
 
+/* --cp-comm-type (Megatron-Core: one type, or one per layer): p2p, all_gather or a2a, the same
+ * for every layer; a2a+p2p (hierarchical CP) is not modelled. */
+static gs_status mg_cp_comm(const char *origin, const gs__words *ws, const gs__mg_state *st, gs_strategy *g,
+                            gs_error *err)
+{
+    char where[600];
+    static const char *const types[] = {"p2p", "all_gather", "a2a"};
+    if (!st->given[MG_CP_COMM])
+        return GS_OK;
+    size_t at = st->at[MG_CP_COMM];
+    int first = -1;
+    for (size_t i = at + 1; i < ws->n && strncmp(ws->w[i].text, "--", 2) != 0; i++) {
+        int k;
+        gs__mg_where(origin, ws, i, where, sizeof where);
+        gs_status rc = gs__mg_choice(where, "cp-comm-type", ws->w[i].text, types, 3, &k, err);
+        if (rc != GS_OK)
+            return rc;
+        if (first >= 0 && k != first)
+            return gs_error_set(err, GS_ERR_INPUT, "%s: --cp-comm-type: found %s after %s, expected one type for "
+                                "every layer (gridstep builds every block alike)", where, types[k], types[first]);
+        first = k;
+    }
+    if (first < 0) { /* --cp-comm-type=TYPE */
+        gs__mg_where(origin, ws, at, where, sizeof where);
+        gs_status rc = gs__mg_choice(where, "cp-comm-type", st->str[MG_CP_COMM], types, 3, &first, err);
+        if (rc != GS_OK)
+            return rc;
+    }
+    g->cp_comm = (gs_cp_comm)first;
+    return GS_OK;
+}
+
 /* Training and gradient precision, gradient buckets and when they reduce. */
 static gs_status mg_precision(const char *origin, const gs__words *ws, const gs__mg_state *st, gs_scenario *s,
                               gs_diag *ignored, gs_error *err)
@@ -391,7 +423,7 @@ static gs_status mg_precision(const char *origin, const gs__words *ws, const gs_
     g->precision = st->given[MG_BF16] ? GS_PREC_BF16 : st->given[MG_FP16] ? GS_PREC_FP16
                                                                           : GS_PREC_FP32;
     g->sequence_parallel = st->given[MG_SP];
-    if ((rc = mg_fp8(origin, ws, st, g, ignored, err)) != GS_OK)
+    if ((rc = mg_fp8(origin, ws, st, g, ignored, err)) != GS_OK || (rc = mg_cp_comm(origin, ws, st, g, err)) != GS_OK)
         return rc;
     /* gradients (Megatron-LM's validate_args): under bf16 accumulated and reduced in fp32 unless
      * --grad-reduce-in-bf16 (which wins over --accumulate-allreduce-grads-in-fp32); under fp16

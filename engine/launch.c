@@ -178,6 +178,10 @@ int gs_launch_megatron_fits(const gs_scenario *s, const gs_mesh *m, char *why, s
                       "--use-tp-pp-dp-mapping",
                       order);
     }
+    if (m->cp > 1 && m->cp_outer)
+        return no_fit(why, len,
+                      "grid.order with cp after dp: Megatron-LM orders ranks tp-cp-ep-dp-pp, context "
+                      "parallelism inside data parallelism (write tp-cp-dp-pp)");
     if (st->sharding == GS_SHARD_GRAD_OP)
         return no_fit(why, len,
                       "strategy.sharding shard_grad_op: Megatron-LM has no FSDP unit that keeps "
@@ -563,6 +567,8 @@ static void put_megatron_flags(launch_doc *d, const gs_scenario *s, const gs_mes
     uint64_t tp = m->size[GS_DIM_TP], pp = m->size[GS_DIM_PP];
     flag(&f, "--tensor-model-parallel-size %" PRIu64, tp);
     flag(&f, "--pipeline-model-parallel-size %" PRIu64, pp);
+    if (m->cp > 1)
+        flag(&f, "--context-parallel-size %" PRIu64 " --cp-comm-type %s", m->cp, gs_cp_comm_name(st->cp_comm));
     if (order_is(m, GS_DIM_TP, GS_DIM_PP, GS_DIM_DP))
         flag(&f, "--use-tp-pp-dp-mapping");
     int uneven = pp > 1 && (m->first_layers || m->last_layers);

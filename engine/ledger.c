@@ -41,7 +41,7 @@ const char *gs_mem_kind_name(gs_mem_kind k)
 const char *gs_traffic_kind_name(gs_traffic_kind k)
 {
     static const char *names[GS_TRAFFIC_KIND_COUNT] = {
-        "dp_allgather", "dp_reduce_scatter", "dp_allreduce", "tp", "pp"};
+        "dp_allgather", "dp_reduce_scatter", "dp_allreduce", "tp", "pp", "cp"};
     return (unsigned)k < GS_TRAFFIC_KIND_COUNT ? names[k] : "?";
 }
 
@@ -122,6 +122,7 @@ static gs_status build_stage(stage_build *b, gs_error *err)
         gs__ledger_stage_act_lines(b);
         if ((rc = gs__ledger_stage_peak(b, err)) == GS_OK && (rc = gs__ledger_stage_dp_traffic(b, err)) == GS_OK) {
             gs__ledger_stage_tp_traffic(b);
+            gs__ledger_stage_cp_traffic(b);
             gs__ledger_stage_pp_traffic(b);
         }
     }
@@ -189,7 +190,7 @@ static gs_status ledger_create(const gs_scenario *s, const gs_mesh *mesh, int ex
     }
     l->states_total_bytes = mul(&c, l->params, l->bytes_per_param, "total state bytes");
     l->gpu_bytes = s->cluster.gpu.hbm_bytes;
-    l->microbatches = s->batch.global_seqs / (s->batch.micro_seqs * mesh->size[GS_DIM_DP]);
+    l->microbatches = s->batch.global_seqs / (s->batch.micro_seqs * gs_mesh_dp_replicas(mesh));
     if (l->microbatches == 0)
         l->microbatches = 1;
     l->min_gpus = l->gpu_bytes ? ceil_div(l->states_total_bytes, l->gpu_bytes) : 0;
@@ -211,7 +212,8 @@ static gs_status ledger_create(const gs_scenario *s, const gs_mesh *mesh, int ex
             l->traffic_by_dim[GS_DIM_DP] = r->traffic[GS_TRAFFIC_DP_ALLGATHER] +
                                            r->traffic[GS_TRAFFIC_DP_REDUCE_SCATTER] +
                                            r->traffic[GS_TRAFFIC_DP_ALLREDUCE];
-            l->traffic_by_dim[GS_DIM_TP] = r->traffic[GS_TRAFFIC_TP];
+            /* CP's exchanges share the TP stream (engine/build_layer.c): counted with TP here */
+            l->traffic_by_dim[GS_DIM_TP] = r->traffic[GS_TRAFFIC_TP] + r->traffic[GS_TRAFFIC_CP];
             l->traffic_by_dim[GS_DIM_PP] = r->traffic[GS_TRAFFIC_PP];
         }
     }

@@ -32,6 +32,7 @@ typedef enum gs_traffic_kind {
     GS_TRAFFIC_DP_ALLREDUCE,      /* gradient all-reduce (DDP; HSDP's cross-node replica sync) */
     GS_TRAFFIC_TP,                /* TP all-reduces (or SP all-gather + reduce-scatter) */
     GS_TRAFFIC_PP,                /* activation / gradient sends to adjacent stages */
+    GS_TRAFFIC_CP,                /* context parallelism's K, V (and gradient) exchanges */
     GS_TRAFFIC_KIND_COUNT
 } gs_traffic_kind;
 
@@ -172,6 +173,9 @@ gs_status gs_ledger_act_sizes(const gs_scenario *s, const gs_mesh *mesh, uint64_
  * (Korthikanti et al. 2022 accounting, op by op; exposed for the schedule's cross-check). */
 uint64_t gs_ledger_layer_activation_bytes(const gs_model *m, const gs_strategy *st,
                                           uint64_t micro_seqs, uint64_t tp);
+/* The same on one rank of a context-parallel group of cp (s / cp tokens of each sequence). */
+uint64_t gs_ledger_layer_activation_bytes_cp(const gs_model *m, const gs_strategy *st, uint64_t micro_seqs,
+                                             uint64_t tp, uint64_t cp);
 
 /* Norm-weight parameters of one stage (layers of it, plus the final norm on the last stage): the
  * gradients sequence parallelism all-reduces over TP once per step. */

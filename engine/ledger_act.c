@@ -19,14 +19,17 @@ typedef struct act_terms {
     uint64_t input;      /* the layer input (kept under full recompute), bytes per rank */
 } act_terms;
 
-/* One block, one micro-batch of b sequences, one TP rank; see the file comment.
- * GPT (dropout, GELU, LayerNorm, MHA, ffn = 4h) reduces to Korthikanti's
- * s*b*h*(10 + 24/t + 5*a*s/(h*t)) bytes. */
+/* One block, one micro-batch of b sequences, one TP rank of a CP group of cp; see the file
+ * comment. GPT (dropout, GELU, LayerNorm, MHA, ffn = 4h) reduces to Korthikanti's
+ * s*b*h*(10 + 24/t + 5*a*s/(h*t)) bytes. Context parallelism keeps s / cp tokens of each
+ * sequence per rank (Megatron-Core, torchtitan): every token term divides by cp, and the
+ * unfused attention's scores are (s / cp) x s per head. */
 static void layer_activation_terms(const gs_model *m, const gs_strategy *st, uint64_t b,
-                                   uint64_t t, calc *c, act_terms *a)
+                                   uint64_t t, uint64_t cp, calc *c, act_terms *a)
 {
     uint64_t e = st->precision == GS_PREC_FP32 ? 4 : 2; /* bytes per activation element */
-    uint64_t sb = mul(c, m->seq, b, "tokens per micro-batch");
+    uint64_t s_local = m->seq / (cp ? cp : 1);
+    uint64_t sb = mul(c, s_local, b, "tokens per micro-batch");
     uint64_t sbh = mul(c, sb, m->hidden, "activation");
     uint64_t heads = m->heads / t, kvh = ceil_div(m->kv_heads, t), hd = m->head_dim;
     uint64_t f = m->ffn / t;
@@ -51,7 +54,7 @@ static void layer_activation_terms(const gs_model *m, const gs_strategy *st, uin
         split = add(c, split, mul(c, e + li, sbf, "activation"), "activation");
     a->split = split;
     /* Scores: softmax output e*a*s^2*b, plus its dropout mask and dropout output. */
-    uint64_t ss = mul(c, mul(c, m->seq, m->seq, "attention scores"), mul(c, b, heads, "attention scores"),
+    uint64_t ss = mul(c, mul(c, s_local, m->seq, "attention scores"), mul(c, b, heads, "attention scores"),
                       "attention scores");
     a->scores = mul(c, e + (m->dropout ? 1 + e : 0), ss, "attention scores");
     if (st->flash_attention) {
@@ -82,9 +85,15 @@ static uint64_t act_stored(const act_terms *a, gs_recompute r, calc *c)
 uint64_t gs_ledger_layer_activation_bytes(const gs_model *m, const gs_strategy *st,
                                           uint64_t micro_seqs, uint64_t tp)
 {
+    return gs_ledger_layer_activation_bytes_cp(m, st, micro_seqs, tp, 1);
+}
+
+uint64_t gs_ledger_layer_activation_bytes_cp(const gs_model *m, const gs_strategy *st, uint64_t micro_seqs,
+                                             uint64_t tp, uint64_t cp)
+{
     calc c = {0, NULL, 0};
     act_terms a;
-    layer_activation_terms(m, st, micro_seqs, tp ? tp : 1, &c, &a);
+    layer_activation_terms(m, st, micro_seqs, tp ? tp : 1, cp ? cp : 1, &c, &a);
     uint64_t r = act_stored(&a, st->recompute, &c);
     return c.overflow ? UINT64_MAX : r;
 }
@@ -115,10 +124,11 @@ gs_status gs_ledger_act_sizes(const gs_scenario *s, const gs_mesh *mesh, uint64_
     const gs_model *m = &s->model;
     const gs_strategy *st = &s->strategy;
     uint64_t tp = mesh->size[GS_DIM_TP], pp = mesh->size[GS_DIM_PP], b = s->batch.micro_seqs;
+    uint64_t cp = mesh->cp ? mesh->cp : 1;
     calc c = {0, NULL, 0};
     act_terms a;
     memset(out, 0, sizeof *out);
-    layer_activation_terms(m, st, b, tp, &c, &a);
+    layer_activation_terms(m, st, b, tp, cp, &c, &a);
     out->stored = out->stored_kept = act_stored(&a, st->recompute, &c);
     if (st->recompute == GS_RECOMPUTE_FULL)
         out->remat = act_stored(&a, GS_RECOMPUTE_NONE, &c);
@@ -129,14 +139,15 @@ gs_status gs_ledger_act_sizes(const gs_scenario *s, const gs_mesh *mesh, uint64_
         out->stored_kept = act_stored(&a, GS_RECOMPUTE_NONE, &c);
     }
     uint64_t e = st->precision == GS_PREC_FP32 ? 4 : 2;
-    uint64_t sbh = mul(&c, mul(&c, m->seq, b, "activations"), m->hidden, "activations");
+    uint64_t sbh = mul(&c, mul(&c, m->seq / cp, b, "activations"), m->hidden, "activations");
     if (stage == 0 && m->dropout)
         out->emb_mask = st->sequence_parallel ? ceil_div(sbh, tp) : sbh;
     if (stage + 1 == pp) {
         uint64_t fn = mul(&c, e, sbh, "final norm input");
         if (st->sequence_parallel)
             fn = ceil_div(fn, tp);
-        uint64_t logits = mul(&c, 4, mul(&c, mul(&c, m->seq, b, "logits"), ceil_div(m->vocab, tp), "logits"), "logits");
+        uint64_t logits =
+            mul(&c, 4, mul(&c, mul(&c, m->seq / cp, b, "logits"), ceil_div(m->vocab, tp), "logits"), "logits");
         out->head_act = add(&c, fn, logits, "head activations");
     }
     out->boundary = mul(&c, e, sbh, "pipeline boundary");
@@ -158,7 +169,8 @@ void gs__ledger_stage_act_lines(const stage_build *b)
     calc *c = b->c;
     gs_ledger_rank *r = b->r;
     act_terms a;
-    layer_activation_terms(m, st, b->s->batch.micro_seqs, b->tp, c, &a);
+    uint64_t cp = b->mesh->cp ? b->mesh->cp : 1;
+    layer_activation_terms(m, st, b->s->batch.micro_seqs, b->tp, cp, c, &a);
     const char *how = st->recompute == GS_RECOMPUTE_FULL && act->every > 1
                           ? "full recompute on every recompute_every-th block: layer input only"
                       : st->recompute == GS_RECOMPUTE_FULL ? "full recompute: layer input only"
@@ -166,11 +178,12 @@ void gs__ledger_stage_act_lines(const stage_build *b)
                                                                 : "no recompute";
     gs__ledger_line_add(c, r, "act: per layer", act->stored,
                         "%s%s%s; replicated %" PRIu64 " + split %" PRIu64 " + scores %" PRIu64 " + lse %" PRIu64
-                        " B (Korthikanti 2022; b=%" PRIu64 ", s=%" PRIu64 ", h=%" PRIu64 ", a=%" PRIu64
+                        " B (Korthikanti 2022; b=%" PRIu64 ", s=%" PRIu64 "%s, h=%" PRIu64 ", a=%" PRIu64
                         ", t=%" PRIu64 ")",
                         how, st->sequence_parallel ? ", sequence parallel" : "",
                         st->flash_attention ? ", flash attention" : "", a.replicated, a.split, a.scores, a.lse,
-                        b->s->batch.micro_seqs, m->seq, m->hidden, m->heads, b->tp);
+                        b->s->batch.micro_seqs, cp > 1 ? m->seq / cp : m->seq, cp > 1 ? " per CP rank" : "",
+                        m->hidden, m->heads, b->tp);
     if (act->every > 1)
         gs__ledger_line_add(c, r, "act: unchecked layer", act->stored_kept,
                             "a block recompute_every=%" PRIu64 " leaves unchecked keeps its full activations",
@@ -184,5 +197,5 @@ void gs__ledger_stage_act_lines(const stage_build *b)
     if (act->head_act)
         gs__ledger_line_add(c, r, "act: head", act->head_act,
                             "final-norm input e*s*b*h + fp32 logits 4*s*b*V/t = 4*%" PRIu64 "*%" PRIu64 "*%" PRIu64
-                            "/%" PRIu64, m->seq, b->s->batch.micro_seqs, m->vocab, b->tp);
+                            "/%" PRIu64, m->seq / cp, b->s->batch.micro_seqs, m->vocab, b->tp);
 }

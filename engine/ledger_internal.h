@@ -94,5 +94,6 @@ gs_status gs__ledger_stage_peak(stage_build *b, gs_error *err);
 gs_status gs__ledger_stage_dp_traffic(stage_build *b, gs_error *err);
 void gs__ledger_stage_tp_traffic(stage_build *b);
 void gs__ledger_stage_pp_traffic(stage_build *b);
+void gs__ledger_stage_cp_traffic(stage_build *b);
 
 #endif

@@ -164,7 +164,8 @@ void gs__ledger_stage_tp_traffic(stage_build *b)
     uint64_t tpb = 0;
     if (tp > 1) {
         uint64_t e = st->precision == GS_PREC_FP32 ? 4 : 2;
-        uint64_t xb = mul(c, mul(c, mul(c, m->seq, s->batch.micro_seqs, "traffic"), m->hidden, "traffic"), e,
+        uint64_t seq = m->seq / (b->mesh->cp ? b->mesh->cp : 1); /* this rank's tokens of a sequence */
+        uint64_t xb = mul(c, mul(c, mul(c, seq, s->batch.micro_seqs, "traffic"), m->hidden, "traffic"), e,
                           "traffic");
         uint64_t ar1 = mul(c, 2 * (tp - 1), ceil_div(xb, tp), "traffic");
         /* 4 per block (2 forward, 2 backward); full recompute repeats the forward's 2; under
@@ -179,7 +180,7 @@ void gs__ledger_stage_tp_traffic(stage_build *b)
         tpb = mul(c, mul(c, colls, ar1, "traffic"), mb, "traffic");
         /* the last stage's vocab-parallel cross-entropy: an all-gather of 12 B (3 fp32) per
          * token per micro-batch, (t-1)/t of t x that sent */
-        uint64_t xent = stage + 1 == pp ? mul(c, mul(c, mul(c, m->seq, s->batch.micro_seqs, "traffic"),
+        uint64_t xent = stage + 1 == pp ? mul(c, mul(c, mul(c, seq, s->batch.micro_seqs, "traffic"),
                                                      12 * (tp - 1), "traffic"), mb, "traffic") : 0;
         tpb = add(c, tpb, xent, "traffic");
         /* sequence parallelism: one all-reduce of the stage's norm-weight gradients per step */
@@ -205,6 +206,64 @@ void gs__ledger_stage_tp_traffic(stage_build *b)
     }
     r->traffic[GS_TRAFFIC_TP] = tpb;
     r->traffic_link[tp_net ? GS_LINKCLASS_NET : GS_LINKCLASS_INTRA] += tpb;
+}
+
+/* (n-1)/n of bytes, as gs_event_sent_bytes counts a ring's all-gather, reduce-scatter or
+ * all-to-all. */
+static uint64_t ring_sent(uint64_t bytes, uint64_t n)
+{
+    return (bytes / n) * (n - 1) + (bytes % n) * (n - 1) / n;
+}
+
+/* CP traffic per step (grid.cp > 1), per block and micro-batch, from each rank's K and V,
+ * KV = 2 b (s / cp) ceil(kv / tp) hd e: p2p sends (cp - 1) KV around the ring forward and twice
+ * that backward (K, V and their gradients); all_gather the same (the backward's gather and the
+ * gradients' reduce-scatter); a2a (cp - 1) / cp of Q, K, V and of the output, each way. A
+ * recomputed forward (full recompute's checkpointed blocks; selective without flash attention)
+ * exchanges again. */
+void gs__ledger_stage_cp_traffic(stage_build *b)
+{
+    const gs_scenario *s = b->s;
+    const gs_model *m = &s->model;
+    const gs_strategy *st = &s->strategy;
+    calc *c = b->c;
+    gs_ledger_rank *r = b->r;
+    uint64_t cp = b->mesh->cp ? b->mesh->cp : 1, tp = b->tp;
+    r->traffic[GS_TRAFFIC_CP] = 0;
+    if (cp <= 1)
+        return;
+    uint64_t e = st->precision == GS_PREC_FP32 ? 4 : 2;
+    uint64_t T = mul(c, m->seq / cp, s->batch.micro_seqs, "traffic");
+    uint64_t kv = mul(c, mul(c, 2 * ceil_div(m->kv_heads, tp), m->head_dim, "traffic"), mul(c, T, e, "traffic"),
+                      "traffic");
+    uint64_t fwd, bwd;
+    if (st->cp_comm == GS_CP_A2A) {
+        uint64_t q = mul(c, mul(c, m->heads / tp, m->head_dim, "traffic"), mul(c, T, e, "traffic"), "traffic");
+        fwd = bwd = add(c, ring_sent(add(c, q, kv, "traffic"), cp), ring_sent(q, cp), "traffic");
+    } else {
+        fwd = mul(c, cp - 1, kv, "traffic");
+        bwd = mul(c, 2, fwd, "traffic");
+    }
+    uint64_t remat = 0;
+    for (uint64_t l = 0; l < r->layers; l++)
+        remat += gs_act_layer_remat(&b->act, (int64_t)l) != 0;
+    uint64_t per_mb = add(c, mul(c, r->layers, add(c, fwd, bwd, "traffic"), "traffic"), mul(c, remat, fwd, "traffic"),
+                          "traffic");
+    uint64_t total = mul(c, per_mb, b->mb, "traffic");
+    gs__ledger_line_add(c, r, "cp", total,
+                        "%s: %" PRIu64 " blocks x (forward %" PRIu64 " + backward %" PRIu64 " B)%s x %" PRIu64
+                        " micro-batches; K, V of a rank 2 x %" PRIu64 " tokens x %" PRIu64 " kv heads x %" PRIu64
+                        " x %" PRIu64 " B, cp=%" PRIu64,
+                        gs_cp_comm_name(st->cp_comm), r->layers, fwd, bwd,
+                        remat ? " + the recomputed forwards" : "", b->mb, T, ceil_div(m->kv_heads, tp), m->head_dim,
+                        e, cp);
+    r->traffic[GS_TRAFFIC_CP] = total;
+    uint64_t stride, members[2];
+    gs_mesh_cp_group(b->mesh, b->rank, NULL, &stride);
+    members[0] = b->rank - ((b->rank / stride) % cp) * stride; /* the group's first and last ranks */
+    members[1] = members[0] + (cp - 1) * stride;
+    int net = gs_mesh_rank_node(b->mesh, members[0]) != gs_mesh_rank_node(b->mesh, members[1]);
+    r->traffic_link[net ? GS_LINKCLASS_NET : GS_LINKCLASS_INTRA] += total;
 }
 
 /* PP traffic per step: each forward pass of a chunk with a next stage sends its output
@@ -245,7 +304,7 @@ void gs__ledger_stage_pp_traffic(stage_build *b)
     }
     r->traffic[GS_TRAFFIC_PP] = ppb;
     r->traffic_bytes = add(c, add(c, add(c, b->dp_bytes, b->ar_net, "traffic"), r->traffic[GS_TRAFFIC_TP], "traffic"),
-                           ppb, "traffic");
+                           add(c, ppb, r->traffic[GS_TRAFFIC_CP], "traffic"), "traffic");
 }
 
 uint64_t gs_sp_norm_params(const gs_scenario *s, uint64_t stage_layers, int last)

@@ -32,6 +32,8 @@
 
 static const char *const gs_dim_names[GS_DIM_COUNT] = {"tp", "dp", "pp"};
 
+static uint64_t gs__mesh_group_index(const gs_mesh *m, gs_dim d, uint64_t rank);
+
 const char *gs_dim_name(gs_dim d)
 {
     if ((unsigned)d >= GS_DIM_COUNT)
@@ -125,8 +127,101 @@ gs_status gs_mesh_init(gs_mesh *m, uint64_t tp, uint64_t dp, uint64_t pp,
     }
     built.gpus_per_node = gpus_per_node;
     built.first_layers = built.last_layers = 0;
+    built.cp = 1;
+    built.cp_outer = 0;
     *m = built;
     return GS_OK;
+}
+
+int gs_mesh_order_parse_cp(const char *s, gs_dim order[GS_DIM_COUNT], int *has_cp, int *cp_outer)
+{
+    char plain[16];
+    const char *cp = NULL;
+    for (const char *q = s; q && q[0] && !cp; q++)
+        if (strncasecmp(q, "cp", 2) == 0)
+            cp = q;
+    *has_cp = 0;
+    *cp_outer = 0;
+    if (!cp)
+        return gs_mesh_order_parse(s, order);
+    /* drop "cp" and one of the dashes beside it, then parse the three others */
+    size_t at = (size_t)(cp - s), n = strlen(s);
+    if (n >= sizeof plain || n != 11 || at % 3 != 0)
+        return -1;
+    size_t cut = at == 9 ? at - 1 : at; /* the last name: drop the dash before it */
+    memcpy(plain, s, cut);
+    memcpy(plain + cut, s + cut + 3, n - cut - 3 + 1);
+    if (gs_mesh_order_parse(plain, order) != 0)
+        return -1;
+    /* cp must sit next to dp: the name before or after it */
+    int before = at >= 3 && strncasecmp(s + at - 3, "dp", 2) == 0;
+    int after = at + 3 < n && strncasecmp(s + at + 3, "dp", 2) == 0;
+    if (!before && !after)
+        return -2;
+    *has_cp = 1;
+    *cp_outer = before; /* dp faster than cp: cp ranks dp positions apart */
+    return 0;
+}
+
+void gs_mesh_order_format_cp(const gs_dim order[GS_DIM_COUNT], int with_cp, int cp_outer, char *buf, size_t len)
+{
+    if (!with_cp) {
+        gs_mesh_order_format(order, buf, len);
+        return;
+    }
+    size_t used = 0;
+    if (!buf || len == 0)
+        return;
+    buf[0] = '\0';
+    for (int i = 0; i < GS_DIM_COUNT && used < len; i++) {
+        const char *name = gs_dim_name(order[i]);
+        int w;
+        if (order[i] == GS_DIM_DP)
+            w = snprintf(buf + used, len - used, "%s%s-%s", i ? "-" : "", cp_outer ? "dp" : "cp", cp_outer ? "cp" : "dp");
+        else
+            w = snprintf(buf + used, len - used, "%s%s", i ? "-" : "", name);
+        if (w < 0)
+            return;
+        used += (size_t)w;
+    }
+}
+
+gs_status gs_mesh_set_cp(gs_mesh *m, uint64_t cp, int cp_outer, gs_error *err)
+{
+    if (cp == 0 || m->size[GS_DIM_DP] % cp != 0)
+        return gs_error_set(err, GS_ERR_INPUT, "context parallelism cp=%llu must divide the data-parallel ranks (%llu)",
+                            (unsigned long long)cp, (unsigned long long)m->size[GS_DIM_DP]);
+    m->cp = cp;
+    m->cp_outer = cp_outer ? 1 : 0;
+    return GS_OK;
+}
+
+void gs_mesh_grid_text(const gs_mesh *m, char *buf, size_t len)
+{
+    if (m->cp > 1)
+        snprintf(buf, len, "dp=%" PRIu64 " x cp=%" PRIu64 " x pp=%" PRIu64 " x tp=%" PRIu64, gs_mesh_dp_replicas(m),
+                 m->cp, m->size[GS_DIM_PP], m->size[GS_DIM_TP]);
+    else
+        snprintf(buf, len, GS_GRID_FMT, m->size[GS_DIM_DP], m->size[GS_DIM_PP], m->size[GS_DIM_TP]);
+}
+
+uint64_t gs_mesh_dp_replicas(const gs_mesh *m)
+{
+    return m->cp > 1 ? m->size[GS_DIM_DP] / m->cp : m->size[GS_DIM_DP];
+}
+
+uint64_t gs_mesh_cp_group(const gs_mesh *m, uint64_t rank, uint64_t *out, uint64_t *stride)
+{
+    uint64_t cp = m->cp ? m->cp : 1, reps = m->size[GS_DIM_DP] / cp, sd = m->stride[GS_DIM_DP];
+    uint64_t pos = (rank / sd) % m->size[GS_DIM_DP];
+    uint64_t rep = m->cp_outer ? pos % reps : pos / cp, at = m->cp_outer ? pos / reps : pos % cp;
+    uint64_t step = m->cp_outer ? reps * sd : sd, first = rank - at * step;
+    uint64_t dp_group = gs__mesh_group_index(m, GS_DIM_DP, rank);
+    for (uint64_t i = 0; out && i < cp; i++)
+        out[i] = first + i * step;
+    if (stride)
+        *stride = step;
+    return dp_group * reps + rep;
 }
 
 void gs_mesh_set_stage_layers(gs_mesh *m, uint64_t first, uint64_t last)

@@ -23,6 +23,13 @@ typedef struct gs_mesh {
     uint64_t gpus_per_node;
     uint64_t first_layers;         /* layers of the first pipeline stage; 0: the even split's */
     uint64_t last_layers;          /* layers of the last pipeline stage; 0: the even split's */
+    /* Context parallelism, folded into the DP dimension: size[GS_DIM_DP] = dp x cp, the group
+     * over which gradients are reduced and states sharded (Megatron-Core's data-parallel group
+     * with CP, torchtitan's dp_shard_cp mesh). The cp ranks holding one sequence's chunks are
+     * consecutive positions of the DP group (cp_outer 0: order tp-cp-dp-pp, Megatron's default)
+     * or positions dp apart (cp_outer 1: tp-dp-cp-pp). cp = 1: no context parallelism. */
+    uint64_t cp;
+    int cp_outer;
 } gs_mesh;
 
 const char *gs_dim_name(gs_dim d); /* "tp", "dp", "pp" */
@@ -33,15 +40,35 @@ const char *gs_dim_name(gs_dim d); /* "tp", "dp", "pp" */
 #define GS_GRID_FMT "dp=%" PRIu64 " x pp=%" PRIu64 " x tp=%" PRIu64
 #define GS_GRID_CELL_FMT "%" PRIu64 "x%" PRIu64 "x%" PRIu64
 
+/* The grid in GS_GRID_FMT's words, with "x cp=C" after dp when the mesh has context parallelism
+ * (dp then counts the replicas, size[GS_DIM_DP] / cp). */
+void gs_mesh_grid_text(const gs_mesh *m, char *buf, size_t len);
+
 /* Parses "tp-dp-pp" style orders (a permutation of tp, dp, pp). Returns 0 or -1. */
 int gs_mesh_order_parse(const char *s, gs_dim order[GS_DIM_COUNT]);
 /* Writes "tp-dp-pp" into buf. */
 void gs_mesh_order_format(const gs_dim order[GS_DIM_COUNT], char *buf, size_t len);
+/* The same with context parallelism: also accepts four names where cp sits next to dp
+ * ("tp-cp-dp-pp": *cp_outer = 0; "tp-dp-cp-pp": 1); *has_cp says whether cp was named.
+ * Returns 0, -1 (not a permutation), or -2 (cp named but not next to dp). */
+int gs_mesh_order_parse_cp(const char *s, gs_dim order[GS_DIM_COUNT], int *has_cp, int *cp_outer);
+/* Writes the order, with cp beside dp when with_cp (cp_outer: after it). buf >= 24 bytes. */
+void gs_mesh_order_format_cp(const gs_dim order[GS_DIM_COUNT], int with_cp, int cp_outer, char *buf, size_t len);
 
 /* Builds the mesh. order may be NULL (Megatron's default tp-dp-pp). Errors (GS_ERR_INPUT /
  * GS_ERR_OVERFLOW): zero degrees or gpus_per_node, order not a permutation, product overflow. */
 gs_status gs_mesh_init(gs_mesh *m, uint64_t tp, uint64_t dp, uint64_t pp,
                        const gs_dim order[GS_DIM_COUNT], uint64_t gpus_per_node, gs_error *err);
+
+/* Folds context parallelism into the DP dimension (see gs_mesh.cp): size[GS_DIM_DP] must be a
+ * multiple of cp (GS_ERR_INPUT otherwise). gs_mesh_init leaves cp = 1. */
+gs_status gs_mesh_set_cp(gs_mesh *m, uint64_t cp, int cp_outer, gs_error *err);
+/* Data-parallel replicas of the model's batch: size[GS_DIM_DP] / cp. */
+uint64_t gs_mesh_dp_replicas(const gs_mesh *m);
+/* The CP group holding rank: its index among the world / cp CP groups (the DP group's index x
+ * replicas + the rank's replica), its members in ascending order into out (cp entries; out may
+ * be NULL) and their rank stride into *stride (may be NULL). */
+uint64_t gs_mesh_cp_group(const gs_mesh *m, uint64_t rank, uint64_t *out, uint64_t *stride);
 
 void gs_mesh_rank_coords(const gs_mesh *m, uint64_t rank, uint64_t coords[GS_DIM_COUNT]);
 uint64_t gs_mesh_coords_rank(const gs_mesh *m, const uint64_t coords[GS_DIM_COUNT]);

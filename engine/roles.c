@@ -12,6 +12,7 @@
 #define AG OP(GS_COLL_ALLGATHER)
 #define RS OP(GS_COLL_REDUCE_SCATTER)
 #define AR OP(GS_COLL_ALLREDUCE)
+#define A2A OP(GS_COLL_ALLTOALL)
 #define DP_ANY (G(GS_GROUP_DP) | G(GS_GROUP_DP_INTRA))
 #define SPLIT 2          /* a GEMM or reduce-scatter split in two parts (tp_comm_overlap) */
 #define BUCKETS 0xffffu  /* a unit's gradient in buckets: part = 1 + bucket */
@@ -26,7 +27,8 @@ static const gs_role_info roles[GS_ROLE_COUNT] = {
     [GS_ROLE_NONE] = {"none", GS_EV_KIND_COUNT, GS_STREAM_COUNT, {0, 0, 0, 0}, 0, GS_WHERE_ANY, 0},
     [GS_ROLE_ATTN_NORM] = {"attn_norm", GS_EV_COMPUTE, GS_STREAM_COMPUTE, BLOCK(GS_OP_NORM), 0, GS_WHERE_LAYER, 0},
     [GS_ROLE_QKV] = {"qkv", GS_EV_COMPUTE, GS_STREAM_COMPUTE, BLOCK(GS_OP_QKV), 0, GS_WHERE_LAYER, SPLIT},
-    [GS_ROLE_ATTN_CORE] = {"attn_core", GS_EV_COMPUTE, GS_STREAM_COMPUTE, BLOCK(GS_OP_ATTN), 0, GS_WHERE_LAYER, 0},
+    [GS_ROLE_ATTN_CORE] = {"attn_core", GS_EV_COMPUTE, GS_STREAM_COMPUTE, BLOCK(GS_OP_ATTN), 0, GS_WHERE_LAYER,
+                           SPLIT},
     [GS_ROLE_OPROJ] = {"oproj", GS_EV_COMPUTE, GS_STREAM_COMPUTE, BLOCK(GS_OP_OPROJ), 0, GS_WHERE_LAYER, SPLIT},
     [GS_ROLE_MLP_NORM] = {"mlp_norm", GS_EV_COMPUTE, GS_STREAM_COMPUTE, BLOCK(GS_OP_NORM), 0, GS_WHERE_LAYER, 0},
     [GS_ROLE_MLP_UP] = {"mlp_up", GS_EV_COMPUTE, GS_STREAM_COMPUTE, BLOCK(GS_OP_MLP_UP), 0, GS_WHERE_LAYER, SPLIT},
@@ -75,6 +77,9 @@ static const gs_role_info roles[GS_ROLE_COUNT] = {
     [GS_ROLE_PP_RECV] = {"pp_recv", GS_EV_RECV, GS_STREAM_PP, {NOOP, NOOP, 0, 0}, 0, GS_WHERE_ANY, 0},
     [GS_ROLE_TIED_SEND] = {"tied_send", GS_EV_SEND, GS_STREAM_PP, {0, 0, 0, NOOP}, 0, GS_WHERE_NONE, 0},
     [GS_ROLE_TIED_RECV] = {"tied_recv", GS_EV_RECV, GS_STREAM_PP, {0, 0, 0, NOOP}, 0, GS_WHERE_NONE, 0},
+    [GS_ROLE_CP_KV] = {"cp_kv", GS_EV_COLLECTIVE, GS_STREAM_TP, {AG, AG | RS, AG, 0}, G(GS_GROUP_CP), GS_WHERE_LAYER, 0},
+    [GS_ROLE_CP_A2A] = {"cp_a2a", GS_EV_COLLECTIVE, GS_STREAM_TP, {A2A, A2A, A2A, 0}, G(GS_GROUP_CP), GS_WHERE_LAYER,
+                        SPLIT},
 };
 
 const gs_role_info *gs_role_info_of(gs_role r)

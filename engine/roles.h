@@ -19,7 +19,7 @@ typedef enum gs_role {
     /* compute, a transformer block's ops (phases fwd, recompute, bwd) */
     GS_ROLE_ATTN_NORM, /* the input norm (its backward adds the residual's gradient) */
     GS_ROLE_QKV,       /* the QKV projection (a GEMM: part 1 and 2 under tp_comm_overlap) */
-    GS_ROLE_ATTN_CORE, /* QK^T, softmax, PV */
+    GS_ROLE_ATTN_CORE, /* QK^T, softmax, PV (parts 1 and 2 beside and after CP's p2p ring) */
     GS_ROLE_OPROJ,     /* the attention's output projection (GEMM, parts) */
     GS_ROLE_MLP_NORM,  /* the residual add after attention, then the post-attention norm */
     GS_ROLE_MLP_UP,    /* gate+up or fc1 (GEMM, parts) */
@@ -60,6 +60,11 @@ typedef enum gs_role {
     GS_ROLE_PP_RECV,
     GS_ROLE_TIED_SEND, /* tied embeddings under a pipeline: the word embedding's gradient exchanged */
     GS_ROLE_TIED_RECV, /* ... and added on arrival */
+    /* context parallelism (engine/build_layer.c): the attention's exchanges on the CP group */
+    GS_ROLE_CP_KV,  /* K and V gathered (p2p: around the ring, beside attention part 1); backward:
+                       with their gradients (p2p), or their gradients reduce-scattered (all_gather) */
+    GS_ROLE_CP_A2A, /* Ulysses: part 1 Q, K, V (backward: their gradients), part 2 the output (its
+                       gradient) */
     GS_ROLE_COUNT
 } gs_role;
 

@@ -17,14 +17,15 @@
 
 /* -------------------------------------------------------------------------- grid ---- */
 
-static const char *const grid_keys[] = {"dp", "pp", "tp", "order", "allow_tp_cross_node", "first_stage_layers",
+static const char *const grid_keys[] = {"dp", "pp", "tp", "cp", "order", "allow_tp_cross_node", "first_stage_layers",
                                         "last_stage_layers"};
 
 static gs_status load_grid(const gs__yaml_loader *l, const yaml_node_t *v, gs_grid *g)
 {
     gs_status st;
     char found[96];
-    g->dp = g->pp = g->tp = 1;
+    g->dp = g->pp = g->tp = g->cp = 1;
+    g->cp_outer = 0;
     g->order[0] = GS_DIM_TP;
     g->order[1] = GS_DIM_DP;
     g->order[2] = GS_DIM_PP;
@@ -42,17 +43,22 @@ static gs_status load_grid(const gs__yaml_loader *l, const yaml_node_t *v, gs_gr
         (st = gs__scenario_opt_count(l, v, "grid", "dp", &g->dp, NULL)) ||
         (st = gs__scenario_opt_count(l, v, "grid", "pp", &g->pp, NULL)) ||
         (st = gs__scenario_opt_count(l, v, "grid", "tp", &g->tp, NULL)) ||
+        (st = gs__scenario_opt_count(l, v, "grid", "cp", &g->cp, NULL)) ||
         (st = gs__scenario_opt_bool(l, v, "grid", "allow_tp_cross_node", &g->allow_tp_cross_node, NULL)) ||
         (st = gs__scenario_opt_count(l, v, "grid", "first_stage_layers", &g->first_stage_layers, NULL)) ||
         (st = gs__scenario_opt_count(l, v, "grid", "last_stage_layers", &g->last_stage_layers, NULL)))
         return st;
     yaml_node_t *order = gs__yaml_lookup(l, v, "order", NULL);
+    int has_cp = 0, rc = 0;
     if (order && (order->type != YAML_SCALAR_NODE || gs__yaml_scalar_is_null(order) ||
-                  gs_mesh_order_parse(gs__yaml_scalar_text(order), g->order) != 0))
+                  (rc = gs_mesh_order_parse_cp(gs__yaml_scalar_text(order), g->order, &has_cp, &g->cp_outer)) != 0))
         return gs__yaml_fail_at(
             l, order, GS_ERR_INPUT,
-            "grid.order: found %s, expected a permutation of tp, dp and pp, fastest "
-            "first (tp-dp-pp is Megatron's default; the seed's table is tp-pp-dp)",
+            rc == -2 ? "grid.order: found %s, expected cp next to dp (tp-cp-dp-pp is Megatron's default: "
+                       "gradients are reduced over the dp x cp ranks as one group)"
+                     : "grid.order: found %s, expected a permutation of tp, dp and pp, fastest "
+                       "first (tp-dp-pp is Megatron's default; the seed's table is tp-pp-dp), with cp "
+                       "beside dp when the grid has context parallelism (tp-cp-dp-pp)",
             gs__yaml_describe(order, found, sizeof found));
     return GS_OK;
 }

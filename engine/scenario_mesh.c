@@ -166,16 +166,47 @@ static gs_status check_interleaved(const gs_scenario *s, const gs_mesh *mesh, ui
     return GS_OK;
 }
 
+/* Context parallelism splits each sequence into 2 cp chunks (the load-balanced order of
+ * Megatron-Core and torchtitan for causal attention: rank i holds chunks i and 2 cp - 1 - i), so
+ * the sequence must divide by 2 cp; Ulysses' all-to-all splits the heads, which must divide by
+ * cp x tp. */
+static gs_status check_cp(const gs_scenario *s, uint64_t cp, gs_error *err)
+{
+    const gs_model *m = &s->model;
+    if (m->seq % (2 * cp) != 0)
+        return gs_error_set(err, GS_ERR_INPUT,
+                            "cp=%llu splits each %llu-token sequence into 2 x cp = %llu load-balanced chunks: "
+                            "expected a sequence length that is a multiple of %llu",
+                            (unsigned long long)cp, (unsigned long long)m->seq, (unsigned long long)(2 * cp),
+                            (unsigned long long)(2 * cp));
+    if (s->strategy.cp_comm == GS_CP_A2A && (m->heads % (cp * s->grid.tp) != 0 || m->kv_heads % cp != 0))
+        return gs_error_set(err, GS_ERR_INPUT,
+                            "strategy.cp_comm a2a (Ulysses) with cp=%llu and tp=%llu gives each rank heads / (cp x tp) "
+                            "heads: found %llu heads and %llu kv heads, expected heads a multiple of %llu and kv "
+                            "heads of %llu (or cp_comm: p2p)",
+                            (unsigned long long)cp, (unsigned long long)s->grid.tp, (unsigned long long)m->heads,
+                            (unsigned long long)m->kv_heads, (unsigned long long)(cp * s->grid.tp),
+                            (unsigned long long)cp);
+    return GS_OK;
+}
+
 gs_status gs_scenario_mesh(const gs_scenario *s, gs_mesh *mesh, gs_diag *warnings, gs_error *err)
 {
     char grid_at[600], batch_at[600];
     section_at(s, s->grid.grid_line, s->grid.grid_col, grid_at, sizeof grid_at);
     section_at(s, s->batch.batch_line, s->batch.batch_col, batch_at, sizeof batch_at);
 
-    gs_status st = gs_mesh_init(mesh, s->grid.tp, s->grid.dp, s->grid.pp, s->grid.order,
-                                s->cluster.gpus_per_node, err);
+    uint64_t cp = s->grid.cp ? s->grid.cp : 1, dp_cp;
+    if (gs_mul_u64(s->grid.dp, cp, &dp_cp) != 0)
+        return gs_error_set(err, GS_ERR_OVERFLOW, "%s: grid dp=%llu x cp=%llu: the rank count overflows 64 bits",
+                            grid_at, (unsigned long long)s->grid.dp, (unsigned long long)cp);
+    gs_status st = gs_mesh_init(mesh, s->grid.tp, dp_cp, s->grid.pp, s->grid.order, s->cluster.gpus_per_node, err);
+    if (st == GS_OK)
+        st = gs_mesh_set_cp(mesh, cp, s->grid.cp_outer, err);
     if (st == GS_OK)
         gs_mesh_set_stage_layers(mesh, s->grid.first_stage_layers, s->grid.last_stage_layers);
+    if (st == GS_OK && cp > 1)
+        st = check_cp(s, cp, err);
     if (st == GS_OK)
         st = gs_mesh_check(mesh, gs_cluster_gpus(&s->cluster), &s->model,
                            s->grid.allow_tp_cross_node, warnings, err);

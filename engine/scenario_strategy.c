@@ -84,6 +84,7 @@ static const char *const strategy_keys[] = {
     "limit_all_gathers", "recompute", "recompute_every", "flash_attention", "offload", "precision", "pipeline", "grad_sync",
     "virtual_stages", "sequence_parallel", "bucket_mb", "overlap_param_gather", "tp_comm_overlap", "grad_dtype", "overlap_grad_reduce",
     "bucket_stages", "cross_entropy", "framework", "compile", "attention", "fp8_recipe", "fp8_params",
+    "cp_comm",
 };
 
 static const char *const wrap_keys[] = {"min_params"};
@@ -117,6 +118,15 @@ static gs_status load_wrap(const gs__yaml_loader *l, const yaml_node_t *v, gs_st
     return st;
 }
 
+static int parse_cp_comm(const char *s, int *out)
+{
+    gs_cp_comm c;
+    if (gs_cp_comm_parse(s, &c) != 0)
+        return -1;
+    *out = (int)c;
+    return 0;
+}
+
 /* fp8_recipe and fp8_params, which only precision: fp8 reads. */
 static gs_status strategy_fp8(const gs__yaml_loader *l, const yaml_node_t *v, gs_strategy *s)
 {
@@ -138,6 +148,17 @@ static gs_status strategy_fp8(const gs__yaml_loader *l, const yaml_node_t *v, gs
         return st;
     s->fp8 = (gs_fp8)e;
     return gs__scenario_opt_bool(l, v, "strategy", "fp8_params", &s->fp8_params, NULL);
+}
+
+/* cp_comm: context parallelism's exchange (read whatever grid.cp is: a sweep may vary cp). */
+static gs_status strategy_cp(const gs__yaml_loader *l, const yaml_node_t *v, gs_strategy *s)
+{
+    const char *names[3] = {gs_cp_comm_name(GS_CP_P2P), gs_cp_comm_name(GS_CP_ALL_GATHER), gs_cp_comm_name(GS_CP_A2A)};
+    const gs__scenario_names comms = {names, 3, parse_cp_comm};
+    int e = (int)s->cp_comm;
+    gs_status st = gs__scenario_opt_enum(l, v, "strategy", "cp_comm", &comms, &e);
+    s->cp_comm = (gs_cp_comm)e;
+    return st;
 }
 
 /* How parameters are sharded and prefetched, what is recomputed, the training precision and
@@ -194,7 +215,8 @@ static gs_status strategy_schemes(const gs__yaml_loader *l, const yaml_node_t *v
     } else {
         s->precision = (gs_precision)e;
     }
-    return strategy_fp8(l, v, s);
+    gs_status fst = strategy_fp8(l, v, s);
+    return fst != GS_OK ? fst : strategy_cp(l, v, s);
 }
 
 /* The gradients' dtype, when they are synchronized, and which stages bucket them per chunk. */

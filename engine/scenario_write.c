@@ -167,12 +167,14 @@ static gs_status put_strategy(gs_text *t, const gs_strategy *s, gs_error *err)
         st = gs_text_printf(t, "  fp8_recipe: %s\n", gs_fp8_name(s->fp8));
     if (st == GS_OK && s->fp8_params)
         st = gs_text_printf(t, "  fp8_params: true\n");
+    if (st == GS_OK && s->cp_comm != GS_CP_P2P)
+        st = gs_text_printf(t, "  cp_comm: %s\n", gs_cp_comm_name(s->cp_comm));
     return st;
 }
 
 gs_status gs_scenario_write_yaml(const gs_scenario *s, gs_text *out, gs_error *err)
 {
-    char order[16];
+    char order[32];
     gs_status st = gs_text_printf(out, "# %s, written by gridstep\n", s->path[0] ? s->path : "scenario");
     if (st == GS_OK && s->title[0]) {
         st = gs_text_printf(out, "name: ");
@@ -194,12 +196,12 @@ gs_status gs_scenario_write_yaml(const gs_scenario *s, gs_text *out, gs_error *e
         st = put_cluster(out, &s->cluster, err);
     if (st != GS_OK)
         goto out;
-    gs_mesh_order_format(s->grid.order, order, sizeof order);
-    st = gs_text_printf(out,
-                        "grid: {dp: %" PRIu64 ", pp: %" PRIu64 ", tp: %" PRIu64
-                        ", order: %s, allow_tp_cross_node: %s",
-                        s->grid.dp, s->grid.pp, s->grid.tp, order,
-                        yes_no(s->grid.allow_tp_cross_node));
+    gs_mesh_order_format_cp(s->grid.order, s->grid.cp > 1, s->grid.cp_outer, order, sizeof order);
+    st = gs_text_printf(out, "grid: {dp: %" PRIu64 ", pp: %" PRIu64 ", tp: %" PRIu64, s->grid.dp, s->grid.pp, s->grid.tp);
+    if (st == GS_OK && s->grid.cp > 1) /* written only with CP: files without it stay as they were */
+        st = gs_text_printf(out, ", cp: %" PRIu64, s->grid.cp);
+    if (st == GS_OK)
+        st = gs_text_printf(out, ", order: %s, allow_tp_cross_node: %s", order, yes_no(s->grid.allow_tp_cross_node));
     if (st == GS_OK && s->grid.first_stage_layers)
         st = gs_text_printf(out, ", first_stage_layers: %" PRIu64, s->grid.first_stage_layers);
     if (st == GS_OK && s->grid.last_stage_layers)

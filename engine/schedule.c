@@ -8,7 +8,8 @@
  *
  *   gridstep-schedule 2
  *   scenario NAME                      NAME percent-encoded (bytes <= ' ', '%', >= 0x7f), "-" if empty
- *   mesh tp T dp D pp P order tp-dp-pp gpus_per_node G
+ *   mesh tp T dp D pp P order tp-dp-pp gpus_per_node G [stage_layers F L] [cp C]
+ *                                      with cp: the order names it (tp-cp-dp-pp) and D is dp x cp
  *   microbatches M
  *   exact 0|1
  *   ranks N
@@ -55,7 +56,7 @@ const char *const gs__op_names[GS_OP_COUNT] = {"embed",  "norm",     "qkv",  "at
 const char *const gs__coll_names[GS_COLL_COUNT] = {"all_gather", "reduce_scatter", "all_reduce",
                                                       "broadcast", "all_to_all"};
 const char *const gs__coll_short[GS_COLL_COUNT] = {"ag", "rs", "ar", "bcast", "a2a"};
-const char *const gs__group_names[GS_GROUP_KIND_COUNT] = {"dp", "dp_intra", "dp_inter", "tp", "pp"};
+const char *const gs__group_names[GS_GROUP_KIND_COUNT] = {"dp", "dp_intra", "dp_inter", "tp", "pp", "cp"};
 const char *const gs__tensor_kind_names[GS_T_KIND_COUNT] = {
     "param_shard", "param_full", "grad",    "grad_shard", "activation",
     "boundary",    "master",     "opt_state", "workspace", "scratch"};
@@ -499,6 +500,7 @@ void gs_event_name(const gs_rank_events *r, const gs_event *e, char *buf, size_t
         case GS_GROUP_DP_INTER: prefix = "inter_"; break;
         case GS_GROUP_TP: prefix = "tp_"; break;
         case GS_GROUP_PP: prefix = "pp_"; break;
+        case GS_GROUP_CP: prefix = "cp_"; break;
         default:
             snprintf(gbuf, sizeof gbuf, "g%u_", (unsigned)k.group);
             prefix = gbuf;
@@ -649,6 +651,9 @@ uint64_t gs_group_of(const gs_mesh *m, gs_group_kind g, uint64_t rank, uint64_t 
     uint64_t index = 0, n;
     if (g == GS_GROUP_DP_INTRA || g == GS_GROUP_DP_INTER) {
         n = dp_sub_members(m, g, rank, NULL, &index);
+    } else if (g == GS_GROUP_CP) {
+        index = gs_mesh_cp_group(m, rank, NULL, NULL);
+        n = m->cp ? m->cp : 1;
     } else {
         index = gs_mesh_group(m, group_dim(g), rank, NULL);
         n = m->size[group_dim(g)];
@@ -663,6 +668,10 @@ uint64_t gs_group_members_of(const gs_mesh *m, gs_group_kind g, uint64_t rank, u
     uint64_t index;
     if (g == GS_GROUP_DP_INTRA || g == GS_GROUP_DP_INTER)
         return dp_sub_members(m, g, rank, out, &index);
+    if (g == GS_GROUP_CP) {
+        gs_mesh_cp_group(m, rank, out, NULL);
+        return m->cp ? m->cp : 1;
+    }
     gs_mesh_group(m, group_dim(g), rank, out);
     return m->size[group_dim(g)];
 }
@@ -702,6 +711,8 @@ int gs_schedule_diff(const gs_schedule *a, const gs_schedule *b, char *buf, size
         if (a->mesh.order[d] != b->mesh.order[d] || a->mesh.stride[d] != b->mesh.stride[d])
             DIFF("mesh rank order differs");
     }
+    if (a->mesh.cp != b->mesh.cp || a->mesh.cp_outer != b->mesh.cp_outer)
+        DIFF("mesh cp %" PRIu64 " vs %" PRIu64, a->mesh.cp, b->mesh.cp);
     if (a->mesh.world != b->mesh.world || a->mesh.gpus_per_node != b->mesh.gpus_per_node)
         DIFF("mesh: %" PRIu64 " GPUs per node vs %" PRIu64, a->mesh.gpus_per_node, b->mesh.gpus_per_node);
     if (a->microbatches != b->microbatches)

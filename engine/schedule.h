@@ -70,6 +70,8 @@ typedef enum gs_group_kind {
     GS_GROUP_DP_INTER, /* HSDP: this rank's replicas on the other nodes */
     GS_GROUP_TP,
     GS_GROUP_PP,
+    GS_GROUP_CP,       /* context parallelism: the ranks holding one sequence's chunks, a part of
+                          the DP group (engine/mesh.h, gs_mesh.cp) */
     GS_GROUP_KIND_COUNT
 } gs_group_kind;
 
@@ -274,7 +276,7 @@ gs_status gs_schedule_validate_structure(const gs_schedule *sch, gs_error *err);
 
 /* The process group of kind g holding rank: returns its index among the groups of that kind
  * (events store it in `peer`) and writes its size. GS_GROUP_DP/TP/PP are the mesh's groups
- * (gs_mesh_group). HSDP's sub-groups split the rank's DP group by node: DP_INTRA = the
+ * (gs_mesh_group); GS_GROUP_CP is gs_mesh_cp_group's. HSDP's sub-groups split the rank's DP group by node: DP_INTRA = the
  * members on the rank's node (index dp_group * dp + position of the part's first member),
  * DP_INTER = the members at the same position within their node's part as the rank (index
  * dp_group * dp + that position). */

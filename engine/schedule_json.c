@@ -133,7 +133,7 @@ gs_status gs_schedule_dump_json(const gs_schedule *sch, FILE *f, gs_error *err)
         return gs_error_set(err, GS_ERR_NOMEM, "out of memory writing the schedule as JSON");
     o->f = f;
     o->n = 0;
-    gs_mesh_order_format(sch->mesh.order, order, sizeof order);
+    gs_mesh_order_format_cp(sch->mesh.order, sch->mesh.cp > 1, sch->mesh.cp_outer, order, sizeof order);
     gs__out_str(o, "{\n  \"format\": \"gridstep-schedule\",\n  \"version\": 1,\n  \"scenario\": ");
     out_json_str(o, sch->scenario, sizeof sch->scenario);
     gs__out_str(o, ",\n  \"mesh\": {\"tp\": ");
@@ -151,6 +151,10 @@ gs_status gs_schedule_dump_json(const gs_schedule *sch, FILE *f, gs_error *err)
         gs__out_u64(o, sch->mesh.first_layers);
         gs__out_str(o, ", \"last_stage_layers\": ");
         gs__out_u64(o, sch->mesh.last_layers);
+    }
+    if (sch->mesh.cp > 1) { /* context parallelism only: dp above is dp x cp */
+        gs__out_str(o, ", \"cp\": ");
+        gs__out_u64(o, sch->mesh.cp);
     }
     gs__out_str(o, "},\n  \"microbatches\": ");
     gs__out_u64(o, sch->microbatches);

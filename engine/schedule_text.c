@@ -144,7 +144,7 @@ static void dump_header(gs__writer *o, const gs_schedule *sch)
             }
         }
     }
-    gs_mesh_order_format(sch->mesh.order, order, sizeof order);
+    gs_mesh_order_format_cp(sch->mesh.order, sch->mesh.cp > 1, sch->mesh.cp_outer, order, sizeof order);
     gs__out_str(o, "\nmesh tp ");
     gs__out_u64(o, sch->mesh.size[GS_DIM_TP]);
     gs__out_str(o, " dp ");
@@ -160,6 +160,10 @@ static void dump_header(gs__writer *o, const gs_schedule *sch)
         gs__out_u64(o, sch->mesh.first_layers);
         gs__out_char(o, ' ');
         gs__out_u64(o, sch->mesh.last_layers);
+    }
+    if (sch->mesh.cp > 1) { /* context parallelism only: dp above is dp x cp */
+        gs__out_str(o, " cp ");
+        gs__out_u64(o, sch->mesh.cp);
     }
     gs__out_str(o, "\nmicrobatches ");
     gs__out_u64(o, sch->microbatches);
@@ -702,31 +706,38 @@ static gs_status load_scenario_name(loader *ld, gs_schedule *sch)
     return load_end_of_line(ld, 2);
 }
 
-/* 'mesh tp T dp D pp P order O gpus_per_node G' into sch->mesh. */
+/* 'mesh tp T dp D pp P order O gpus_per_node G [stage_layers F L] [cp C]' into sch->mesh. */
 static gs_status load_mesh(loader *ld, gs_schedule *sch)
 {
     gs_status st;
-    uint64_t tp, dp, pp, gpn;
+    uint64_t tp, dp, pp, gpn, cp = 1;
+    int has_cp = 0, cp_outer = 0;
     if ((st = load_next(ld, "'mesh tp T dp D pp P order O gpus_per_node G'")) != GS_OK ||
         (st = load_word(ld, 0, "mesh")) != GS_OK || (st = load_kv_u64(ld, 1, "tp", UINT64_MAX, &tp)) != GS_OK ||
         (st = load_kv_u64(ld, 3, "dp", UINT64_MAX, &dp)) != GS_OK ||
         (st = load_kv_u64(ld, 5, "pp", UINT64_MAX, &pp)) != GS_OK || (st = load_word(ld, 7, "order")) != GS_OK)
         return st;
     gs_dim order[GS_DIM_COUNT];
-    if (ld->ntok < 9 || gs_mesh_order_parse(ld->tok[8], order) != 0)
-        return load_fail(ld, 8, "a rank order (a permutation like tp-dp-pp)");
+    if (ld->ntok < 9 || gs_mesh_order_parse_cp(ld->tok[8], order, &has_cp, &cp_outer) != 0)
+        return load_fail(ld, 8, "a rank order (a permutation like tp-dp-pp, or tp-cp-dp-pp)");
     uint64_t first_layers = 0, last_layers = 0; /* optional: "stage_layers F L" */
     if ((st = load_kv_u64(ld, 9, "gpus_per_node", UINT64_MAX, &gpn)) != GS_OK)
         return st;
-    if (ld->ntok > 11 || ld->too_many) {
-        if ((st = load_kv_u64(ld, 11, "stage_layers", UINT32_MAX, &first_layers)) != GS_OK ||
-            (st = load_u64(ld, 13, "the last stage's layers", UINT32_MAX, &last_layers)) != GS_OK ||
-            (st = load_end_of_line(ld, 14)) != GS_OK)
+    size_t at = 11;
+    if ((ld->ntok > at || ld->too_many) && strcmp(ld->tok[at], "stage_layers") == 0) {
+        if ((st = load_kv_u64(ld, at, "stage_layers", UINT32_MAX, &first_layers)) != GS_OK ||
+            (st = load_u64(ld, at + 2, "the last stage's layers", UINT32_MAX, &last_layers)) != GS_OK)
             return st;
+        at += 3;
     }
+    if (has_cp && (st = load_kv_u64(ld, at, "cp", UINT32_MAX, &cp)) != GS_OK)
+        return st;
+    if ((st = load_end_of_line(ld, has_cp ? at + 2 : at)) != GS_OK)
+        return st;
     gs_error merr;
     gs_error_init(&merr);
-    if (gs_mesh_init(&sch->mesh, tp, dp, pp, order, gpn, &merr) != GS_OK)
+    if (gs_mesh_init(&sch->mesh, tp, dp, pp, order, gpn, &merr) != GS_OK ||
+        (has_cp && gs_mesh_set_cp(&sch->mesh, cp, cp_outer, &merr) != GS_OK))
         return gs_error_set(ld->err, GS_ERR_INPUT, "%s:%zu: found an impossible mesh, expected a valid one (%s)",
                             ld->path, ld->lineno, merr.msg);
     gs_mesh_set_stage_layers(&sch->mesh, first_layers, last_layers);

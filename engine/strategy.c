@@ -63,6 +63,12 @@ static const char *const fp8_names[][2] = {
     [GS_FP8_AUTO] = {"auto", NULL},
 };
 
+static const char *const cp_comm_names[][2] = {
+    [GS_CP_P2P] = {"p2p", NULL},
+    [GS_CP_ALL_GATHER] = {"all_gather", "allgather"},
+    [GS_CP_A2A] = {"a2a", NULL},
+};
+
 #define COUNT_OF(a) (sizeof(a) / sizeof((a)[0]))
 
 void gs_strategy_defaults(gs_strategy *s)
@@ -93,6 +99,7 @@ void gs_strategy_defaults(gs_strategy *s)
     s->cross_entropy = GS_XENT_UNFUSED;
     s->fp8 = GS_FP8_OFF;
     s->fp8_params = 0;
+    s->cp_comm = GS_CP_P2P;
     s->bucket_bytes = (uint64_t)25 << 20; /* 25 MiB: PyTorch DDP bucket_cap_mb default */
 }
 
@@ -154,6 +161,11 @@ const char *gs_precision_name(gs_precision p)
 const char *gs_fp8_name(gs_fp8 f)
 {
     return (unsigned)f < COUNT_OF(fp8_names) ? fp8_names[f][0] : "?";
+}
+
+const char *gs_cp_comm_name(gs_cp_comm c)
+{
+    return (unsigned)c < COUNT_OF(cp_comm_names) ? cp_comm_names[c][0] : "?";
 }
 
 const char *gs_pipeline_name(gs_pipeline p)
@@ -234,6 +246,15 @@ int gs_fp8_recipe_parse(const char *s, gs_fp8 *out)
     if (i <= GS_FP8_OFF) /* "off" is not a recipe: precision says whether FP8 is on */
         return -1;
     *out = (gs_fp8)i;
+    return 0;
+}
+
+int gs_cp_comm_parse(const char *s, gs_cp_comm *out)
+{
+    int i = parse_name(s, &cp_comm_names[0][0], COUNT_OF(cp_comm_names), 2);
+    if (i < 0)
+        return -1;
+    *out = (gs_cp_comm)i;
     return 0;
 }
 

@@ -60,6 +60,15 @@ typedef enum gs_xent { GS_XENT_UNFUSED = 0, GS_XENT_FUSED = 1 } gs_xent;
  * (torchao). */
 typedef enum gs_fp8 { GS_FP8_OFF = 0, GS_FP8_DELAYED = 1, GS_FP8_CURRENT = 2, GS_FP8_AUTO = 3 } gs_fp8;
 
+/* How context-parallel attention exchanges keys and values (grid.cp > 1; Megatron-Core's
+ * --cp-comm-type, Transformer Engine's attention with CP): P2P passes each rank's K and V chunk
+ * around the CP ring, step by step under the attention of the chunk at hand (ring attention;
+ * the backward passes K, V and their gradients); ALL_GATHER gathers the whole K and V before the
+ * attention and reduce-scatters their gradients after its backward; A2A (DeepSpeed Ulysses)
+ * exchanges Q, K, V by all-to-all so that each rank holds whole sequences of heads / cp heads,
+ * and the output back. */
+typedef enum gs_cp_comm { GS_CP_P2P = 0, GS_CP_ALL_GATHER = 1, GS_CP_A2A = 2 } gs_cp_comm;
+
 typedef struct gs_strategy {
     gs_sharding sharding;
     gs_wrap_kind wrap;
@@ -112,6 +121,7 @@ typedef struct gs_strategy {
                                    (Megatron-LM --fp8-param-gather, TE fp8_model_init, torchao's
                                    FSDP2 float8 all-gather): their parameter all-gathers move 1 byte
                                    per element and no bf16 copy is held; default 0 */
+    gs_cp_comm cp_comm;         /* context parallelism's exchange; default P2P (Megatron's) */
 } gs_strategy;
 
 /* The seed's advice: full_shard, per-layer wrap, backward_pre, reshard after forward, no
@@ -179,6 +189,7 @@ const char *gs_pipeline_name(gs_pipeline p);
 const char *gs_bucket_stages_name(gs_bucket_stages b); /* "all", "first" */
 const char *gs_xent_name(gs_xent x);                   /* "unfused", "fused" */
 const char *gs_fp8_name(gs_fp8 f);                     /* "off", "delayed", "current", "auto" */
+const char *gs_cp_comm_name(gs_cp_comm c);             /* "p2p", "all_gather", "a2a" */
 
 /* Parse a name; return 0 ok, -1 unknown. */
 int gs_sharding_parse(const char *s, gs_sharding *out);
@@ -189,6 +200,7 @@ int gs_pipeline_parse(const char *s, gs_pipeline *out);
 int gs_bucket_stages_parse(const char *s, gs_bucket_stages *out);
 int gs_xent_parse(const char *s, gs_xent *out);
 int gs_fp8_recipe_parse(const char *s, gs_fp8 *out);   /* delayed, current (tensorwise), auto */
+int gs_cp_comm_parse(const char *s, gs_cp_comm *out);  /* p2p, all_gather (allgather), a2a */
 
 /* Facts about a sharding strategy. */
 int gs_sharding_shards_params(gs_sharding s);    /* full_shard, zero3, hybrid */

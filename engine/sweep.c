@@ -16,7 +16,7 @@ static const char *const key_names[GS_SWEEP_KEY_COUNT] = {
     "gpus", "nodes", "nic", "nic_gbps", "fabric", "global_batch", "micro", "seq",
     "tp",   "pp",    "dp",  "sharding", "recompute", "pipeline", "offload",
     "sp",   "tp_comm_overlap", "overlap_param_gather", "flash_attention", "cross_entropy",
-    "framework", "compile", "attention", "power_w", "precision",
+    "framework", "compile", "attention", "power_w", "precision", "cp",
 };
 
 /* The keys that switch a strategy flag: values 0 or 1. */
@@ -37,7 +37,7 @@ int gs_sweep_key_is_count(gs_sweep_key k)
     case GS_SWEEP_GPUS: case GS_SWEEP_NODES: case GS_SWEEP_GLOBAL_BATCH: case GS_SWEEP_MICRO:
     case GS_SWEEP_SEQ: case GS_SWEEP_TP: case GS_SWEEP_PP: case GS_SWEEP_DP: case GS_SWEEP_OFFLOAD:
     case GS_SWEEP_SP: case GS_SWEEP_TP_OVERLAP: case GS_SWEEP_PARAM_GATHER: case GS_SWEEP_FLASH:
-    case GS_SWEEP_COMPILE:
+    case GS_SWEEP_COMPILE: case GS_SWEEP_CP:
         return 1;
     default:
         return 0;
@@ -409,6 +409,7 @@ gs_status gs_sweep_apply(const gs_scenario *base, const gs_sweep *sw, uint64_t p
         case GS_SWEEP_TP: s->grid.tp = n; break;
         case GS_SWEEP_PP: s->grid.pp = n; break;
         case GS_SWEEP_DP: s->grid.dp = n; break;
+        case GS_SWEEP_CP: s->grid.cp = n; break;
         case GS_SWEEP_SHARDING:
             gs_sharding_parse(v, &s->strategy.sharding);
             s->strategy.reshard_after_forward = gs_sharding_shards_params(s->strategy.sharding);
@@ -447,14 +448,14 @@ gs_status gs_sweep_apply(const gs_scenario *base, const gs_sweep *sw, uint64_t p
     }
     if (rc != GS_OK)
         return rc;
-    uint64_t tp = s->grid.tp, pp = s->grid.pp, tpp;
-    if (tp == 0 || pp == 0 || gs_mul_u64(tp, pp, &tpp) != 0)
-        return gs_error_set(err, GS_ERR_INPUT, "tp x pp overflows or is zero");
+    uint64_t tp = s->grid.tp, pp = s->grid.pp, cp = s->grid.cp ? s->grid.cp : 1, tpp;
+    if (tp == 0 || pp == 0 || gs_mul_u64(tp, pp, &tpp) != 0 || gs_mul_u64(tpp, cp, &tpp) != 0)
+        return gs_error_set(err, GS_ERR_INPUT, "tp x pp x cp overflows or is zero");
     int scale_varied = val[GS_SWEEP_GPUS] || val[GS_SWEEP_NODES];
     if (val[GS_SWEEP_DP] && !scale_varied) {
         uint64_t world;
         if (gs_mul_u64(s->grid.dp, tpp, &world) != 0)
-            return gs_error_set(err, GS_ERR_INPUT, "dp x pp x tp overflows");
+            return gs_error_set(err, GS_ERR_INPUT, "dp x cp x pp x tp overflows");
         /* the node size of the base cluster, not of an earlier partial node */
         s->cluster.gpus_per_node = base->cluster.gpus_per_node;
         s->cluster.nics_per_node = base->cluster.nics_per_node;
@@ -465,6 +466,10 @@ gs_status gs_sweep_apply(const gs_scenario *base, const gs_sweep *sw, uint64_t p
     uint64_t gpus;
     if (gs_mul_u64(s->cluster.nodes, s->cluster.gpus_per_node, &gpus) != 0)
         return gs_error_set(err, GS_ERR_INPUT, "nodes x GPUs per node overflows");
+    if (gpus % tpp != 0 && cp > 1)
+        return gs_error_set(err, GS_ERR_INPUT,
+                            "%" PRIu64 " GPUs are not divisible by tp x pp x cp = %" PRIu64 " x %" PRIu64 " x %" PRIu64,
+                            gpus, tp, pp, cp);
     if (gpus % tpp != 0)
         return gs_error_set(err, GS_ERR_INPUT,
                             "%" PRIu64 " GPUs are not divisible by tp x pp = %" PRIu64 " x %" PRIu64, gpus, tp, pp);

@@ -38,6 +38,7 @@ typedef enum gs_sweep_key {
     GS_SWEEP_ATTENTION,    /* flash1 | flash2 | flash3 | cudnn | sdpa | triton | xformers | unfused | auto */
     GS_SWEEP_POWER_W,      /* the GPU's power cap, watts (cluster.gpu.power_w) */
     GS_SWEEP_PRECISION,    /* bf16 | fp16 | fp32 | fp8 (bf16 with FP8 linear layers, the framework's recipe) */
+    GS_SWEEP_CP,           /* context parallelism (dp = GPUs / (cp x pp x tp) unless dp is varied too) */
     GS_SWEEP_KEY_COUNT
 } gs_sweep_key;
 

@@ -341,6 +341,14 @@ gs_status gs_exec_session_create(const gs_scenario *s, const gs_mesh *mesh, cons
                           "`gridstep sim`; run precision: bf16 to execute)", s->name);
         goto out;
     }
+    if (mesh->cp > 1) {
+        /* every process sees the same scenario: each refuses alike */
+        rc = gs_error_set(err, GS_ERR_INPUT,
+                          "exec: %s: grid.cp=%" PRIu64 " (context parallelism) is simulated, not executed: exec's "
+                          "drivers have no ring attention (simulate it with `gridstep sim`; run cp: 1 to execute)",
+                          s->name, mesh->cp);
+        goto out;
+    }
     if (!(x->o.timeout_s >= 0 && x->o.timeout_s <= GS_EXEC_TIMEOUT_MAX_S)) { /* NaN too */
         rc = gs_error_set(err, GS_ERR_INPUT, "exec: timeout %g s: expected a finite number of seconds in (0, %g]",
                           x->o.timeout_s, GS_EXEC_TIMEOUT_MAX_S);

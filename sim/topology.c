@@ -71,6 +71,28 @@ static uint64_t siblings_of(const gs_mesh *mesh, uint64_t ppn)
     return ppn && gpn > ppn ? gpn / ppn : 1;
 }
 
+/* A CP group: cp members in arithmetic progression (gs_mesh_cp_group): the nodes they span and
+ * the most on one node, walked member by member (cp is tens at most). */
+static void cp_shape(const gs_mesh *mesh, uint64_t rank, gs_coll_shape *out)
+{
+    uint64_t stride, first, n = mesh->cp ? mesh->cp : 1;
+    gs_mesh_cp_group(mesh, rank, NULL, &stride);
+    first = rank - ((rank / stride) % n) * stride; /* members are first + i * stride */
+    uint64_t nodes = 0, best = 0, run = 0, node = UINT64_MAX;
+    for (uint64_t i = 0; i < n; i++) {
+        uint64_t nd = (first + i * stride) / mesh->gpus_per_node;
+        run = nd == node ? run + 1 : 1;
+        nodes += nd != node;
+        node = nd;
+        if (run > best)
+            best = run;
+    }
+    out->nranks = n;
+    out->nnodes = nodes;
+    out->ppn = best;
+    out->siblings = nodes > 1 ? siblings_of(mesh, best) : 1;
+}
+
 void gs_topo_group_shape(const gs_mesh *mesh, gs_group_kind g, uint64_t rank, gs_coll_shape *out)
 {
     uint64_t size = 0;
@@ -92,6 +114,9 @@ void gs_topo_group_shape(const gs_mesh *mesh, gs_group_kind g, uint64_t rank, gs
         out->nnodes = size;
         out->ppn = 1;
         out->siblings = siblings_of(mesh, 1);
+        return;
+    case GS_GROUP_CP:
+        cp_shape(mesh, rank, out);
         return;
     case GS_GROUP_TP: d = GS_DIM_TP; break;
     case GS_GROUP_PP: d = GS_DIM_PP; break;

@@ -1,0 +1,387 @@
+/* Check suite for context parallelism (grid.cp): the rank order and CP groups of the mesh, the
+ * activation ledger per CP rank, the schedule's CP exchanges and the traffic ledger, the
+ * scenario keys and their round trip, and the simulated step. Expected values are hand
+ * arithmetic written beside each assertion, or a second implementation (brute-force enumeration
+ * of the ranks). */
+#include <check.h>
+#include <stdint.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "engine/import.h"
+#include "engine/launch.h"
+#include "engine/ledger.h"
+#include "engine/roles.h"
+#include "engine/scenario.h"
+#include "engine/scenario_write.h"
+#include "engine/schedule.h"
+#include "sim/sim.h"
+
+/* ---- the mesh ------------------------------------------------------------------------------- */
+
+START_TEST(test_cp_order)
+{
+    gs_dim o[GS_DIM_COUNT];
+    int has, outer;
+    char buf[32];
+    ck_assert_int_eq(gs_mesh_order_parse_cp("tp-cp-dp-pp", o, &has, &outer), 0);
+    ck_assert(o[0] == GS_DIM_TP && o[1] == GS_DIM_DP && o[2] == GS_DIM_PP && has == 1 && outer == 0);
+    gs_mesh_order_format_cp(o, 1, 0, buf, sizeof buf);
+    ck_assert_str_eq(buf, "tp-cp-dp-pp");
+    ck_assert_int_eq(gs_mesh_order_parse_cp("tp-dp-cp-pp", o, &has, &outer), 0);
+    ck_assert(has == 1 && outer == 1);
+    gs_mesh_order_format_cp(o, 1, 1, buf, sizeof buf);
+    ck_assert_str_eq(buf, "tp-dp-cp-pp");
+    ck_assert_int_eq(gs_mesh_order_parse_cp("TP-PP-DP-CP", o, &has, &outer), 0); /* cp last, after dp */
+    ck_assert(o[0] == GS_DIM_TP && o[1] == GS_DIM_PP && o[2] == GS_DIM_DP && outer == 1);
+    ck_assert_int_eq(gs_mesh_order_parse_cp("cp-tp-dp-pp", o, &has, &outer), -2); /* not next to dp */
+    ck_assert_int_eq(gs_mesh_order_parse_cp("tp-cp-pp", o, &has, &outer), -1);
+    ck_assert_int_eq(gs_mesh_order_parse_cp("tp-cp-cp-dp", o, &has, &outer), -1);
+    ck_assert_int_eq(gs_mesh_order_parse_cp("tp-dp-pp", o, &has, &outer), 0);
+    ck_assert_int_eq(has, 0);
+}
+END_TEST
+
+/* tp 2, dp 2, cp 4, pp 2 on nodes of 8: rank = tp + 2 (pos + 8 pp) with the DP position
+ * pos = replica x 4 + cp index (cp inside dp) or cp index x 2 + replica (cp outside). Rank 5:
+ * tp 1, pos 2, pp 0: inside, replica 0, cp index 2, members pos 0..3 = ranks 1, 3, 5, 7; outside,
+ * cp index 1, replica 0, members pos 0, 2, 4, 6 = ranks 1, 5, 9, 13. */
+START_TEST(test_cp_groups)
+{
+    gs_mesh m;
+    gs_error err;
+    gs_error_init(&err);
+    uint64_t mem[4], stride;
+    ck_assert_int_eq(gs_mesh_init(&m, 2, 8, 2, NULL, 8, &err), GS_OK);
+    ck_assert_int_eq(gs_mesh_set_cp(&m, 3, 0, &err), GS_ERR_INPUT); /* 3 does not divide 8 */
+    ck_assert_int_eq(gs_mesh_set_cp(&m, 4, 0, &err), GS_OK);
+    ck_assert_uint_eq(gs_mesh_dp_replicas(&m), 2);
+    gs_mesh_cp_group(&m, 5, mem, &stride);
+    ck_assert(mem[0] == 1 && mem[1] == 3 && mem[2] == 5 && mem[3] == 7 && stride == 2);
+    ck_assert_int_eq(gs_mesh_set_cp(&m, 4, 1, &err), GS_OK);
+    gs_mesh_cp_group(&m, 5, mem, &stride);
+    ck_assert(mem[0] == 1 && mem[1] == 5 && mem[2] == 9 && mem[3] == 13 && stride == 4);
+    /* second implementation, both placements: ranks of one group share tp, pp and replica and
+     * differ in cp index; the indices number the world / cp groups 0 .. 7 once each */
+    for (int outer = 0; outer <= 1; outer++) {
+        ck_assert_int_eq(gs_mesh_set_cp(&m, 4, outer, &err), GS_OK);
+        int seen[8] = {0};
+        for (uint64_t r = 0; r < m.world; r++) {
+            uint64_t c[GS_DIM_COUNT], g = gs_mesh_cp_group(&m, r, mem, NULL), size;
+            gs_mesh_rank_coords(&m, r, c);
+            ck_assert_uint_lt(g, 8);
+            ck_assert_uint_eq(gs_group_of(&m, GS_GROUP_CP, r, &size), g);
+            ck_assert_uint_eq(size, 4);
+            int in = 0;
+            for (int i = 0; i < 4; i++) {
+                uint64_t ci[GS_DIM_COUNT];
+                gs_mesh_rank_coords(&m, mem[i], ci);
+                uint64_t rep_r = outer ? c[GS_DIM_DP] % 2 : c[GS_DIM_DP] / 4;
+                uint64_t rep_i = outer ? ci[GS_DIM_DP] % 2 : ci[GS_DIM_DP] / 4;
+                ck_assert(ci[GS_DIM_TP] == c[GS_DIM_TP] && ci[GS_DIM_PP] == c[GS_DIM_PP] && rep_i == rep_r);
+                ck_assert_uint_eq(outer ? ci[GS_DIM_DP] / 2 : ci[GS_DIM_DP] % 4, (uint64_t)i);
+                in += mem[i] == r;
+            }
+            ck_assert_int_eq(in, 1);
+            if (mem[0] == r)
+                seen[g]++;
+        }
+        for (int g = 0; g < 8; g++)
+            ck_assert_int_eq(seen[g], 1);
+    }
+}
+END_TEST
+
+/* ---- scenarios ------------------------------------------------------------------------------ */
+
+/* A 4-layer model, 8 heads of 32 (2 KV heads), sequence 256, on 2 nodes of 8 GPUs. */
+#define TINY "model: {layers: 4, hidden: 256, heads: 8, kv_heads: 2, ffn: 512, vocab: 1000, seq: 256}\n"
+
+static void load(const char *yaml, gs_scenario *s, gs_mesh *m)
+{
+    gs_error err;
+    gs_diag w;
+    gs_error_init(&err);
+    gs_diag_init(&w);
+    ck_assert_msg(gs_scenario_load_string(yaml, strlen(yaml), "test", s, &err) == GS_OK, "load: %s", err.msg);
+    ck_assert_msg(gs_scenario_mesh(s, m, &w, &err) == GS_OK, "mesh: %s", err.msg);
+    gs_diag_fini(&w);
+}
+
+static void load_fails(const char *yaml, const char *needle)
+{
+    gs_scenario s;
+    gs_mesh m;
+    gs_error err;
+    gs_error_init(&err);
+    gs_status st = gs_scenario_load_string(yaml, strlen(yaml), "test", &s, &err);
+    if (st == GS_OK)
+        st = gs_scenario_mesh(&s, &m, NULL, &err);
+    ck_assert_int_eq(st, GS_ERR_INPUT);
+    ck_assert_msg(strstr(err.msg, needle), "%s", err.msg);
+}
+
+START_TEST(test_cp_scenario)
+{
+    gs_scenario s, b;
+    gs_mesh m;
+    load(TINY "cluster: {preset: dgx-h100, nodes: 2}\ngrid: {dp: 2, cp: 4, tp: 2, order: tp-dp-cp-pp}\n"
+              "strategy: {sharding: zero1, cp_comm: all_gather}\nbatch: {global: 4}\n", &s, &m);
+    ck_assert(s.grid.cp == 4 && s.grid.cp_outer == 1 && s.strategy.cp_comm == GS_CP_ALL_GATHER);
+    ck_assert(m.cp == 4 && m.size[GS_DIM_DP] == 8 && m.world == 16);
+    ck_assert_uint_eq(gs_scenario_microbatches(&s), 2); /* 4 sequences / (micro 1 x dp 2) */
+    gs_text t;
+    gs_error err;
+    gs_error_init(&err);
+    gs_text_init(&t);
+    ck_assert_int_eq(gs_scenario_write_yaml(&s, &t, &err), GS_OK);
+    ck_assert_msg(strstr(gs_text_str(&t), "cp: 4, order: tp-dp-cp-pp") && strstr(gs_text_str(&t), "  cp_comm: all_gather\n"),
+                  "%s", gs_text_str(&t));
+    load(gs_text_str(&t), &b, &m);
+    ck_assert(b.grid.cp == 4 && b.grid.cp_outer == 1 && b.strategy.cp_comm == GS_CP_ALL_GATHER);
+    gs_text_fini(&t);
+    /* 256 tokens in 2 x cp = 6 chunks do not divide */
+    load_fails(TINY "cluster: {preset: dgx-h100, nodes: 1}\ngrid: {dp: 1, cp: 3}\n", "multiple of 6");
+    load_fails(TINY "cluster: {preset: dgx-h100, nodes: 1}\ngrid: {dp: 2, cp: 4, order: cp-tp-dp-pp}\n",
+               "expected cp next to dp");
+    /* Ulysses: 8 heads over cp 4 x tp 4 */
+    load_fails(TINY "cluster: {preset: dgx-h100, nodes: 2}\ngrid: {cp: 4, tp: 4}\nstrategy: {cp_comm: a2a}\n",
+               "heads a multiple of 16");
+    load_fails(TINY "cluster: {preset: dgx-h100, nodes: 1}\ngrid: {cp: 8}\nstrategy: {cp_comm: ring}\n",
+               "strategy.cp_comm: found unknown value 'ring'");
+}
+END_TEST
+
+/* ---- ledger --------------------------------------------------------------------------------- */
+
+/* One Llama-3-8B-shaped block (h 4096, 32 heads, 8 KV heads of 128, ffn 14336, SwiGLU, RMSNorm,
+ * no dropout), bf16, flash attention, no recompute, tp 1, b 1, sequence 8192 over cp 4: 2048
+ * tokens per rank.
+ *   replicated (2 norm inputs + QKV and MLP inputs) 8 B x 2048 x 4096      =  67,108,864
+ *   Q, K, V 2 B x (2048 x 4096 + 2 x 2048 x 1024), out-proj input 2 B x 2048 x 4096
+ *                                                                          =  41,943,040
+ *   gate, up, down input 6 B x 2048 x 14336                                = 176,160,768
+ *   logsumexp 4 B x 2048 x 32                                              =     262,144
+ *                                                                    total = 285,474,816
+ * Every term is linear in the tokens: cp 1 keeps four times as much. */
+START_TEST(test_cp_activations)
+{
+    gs_scenario s;
+    gs_mesh m;
+    load("model: {preset: llama3-8b, seq: 8192}\ncluster: {preset: dgx-h100, nodes: 1}\ngrid: {dp: 2, cp: 4}\n"
+         "strategy: {recompute: none, flash_attention: true, precision: bf16}\n", &s, &m);
+    ck_assert_uint_eq(gs_ledger_layer_activation_bytes_cp(&s.model, &s.strategy, 1, 1, 4), 285474816ull);
+    ck_assert_uint_eq(gs_ledger_layer_activation_bytes(&s.model, &s.strategy, 1, 1), 4ull * 285474816ull);
+    gs_act_sizes a;
+    gs_error err;
+    gs_error_init(&err);
+    ck_assert_int_eq(gs_ledger_act_sizes(&s, &m, 0, &a, &err), GS_OK);
+    ck_assert_uint_eq(a.stored, 285474816ull);
+    ck_assert_uint_eq(a.boundary, 2ull * 2048 * 4096); /* s/cp x h x 2 B */
+}
+END_TEST
+
+/* ---- schedule ------------------------------------------------------------------------------- */
+
+static gs_schedule *build(const char *yaml, gs_scenario *s, gs_mesh *m)
+{
+    gs_error err;
+    gs_error_init(&err);
+    load(yaml, s, m);
+    gs_schedule *sch = NULL;
+    ck_assert_msg(gs_schedule_build(s, m, 1, &sch, &err) == GS_OK, "build: %s", err.msg);
+    ck_assert_msg(gs_schedule_validate(sch, s, &err) == GS_OK, "validate: %s", err.msg);
+    return sch;
+}
+
+/* CP collectives of rank list i by role, op and phase; their bytes summed into *bytes. */
+static size_t cp_events(const gs_schedule *sch, size_t i, int role, int op, int phase, uint64_t *bytes)
+{
+    size_t n = 0;
+    *bytes = 0;
+    const gs_rank_events *r = &sch->ranks[i];
+    for (size_t k = 0; k < r->nevents; k++) {
+        const gs_event *e = &r->events[k];
+        if (e->kind != GS_EV_COLLECTIVE || e->group != GS_GROUP_CP || e->role != role || e->op != op ||
+            e->phase != phase)
+            continue;
+        ck_assert_uint_eq(e->group_size, 4);
+        n++;
+        *bytes += e->bytes;
+    }
+    return n;
+}
+
+/* TINY with tp 2 (1 KV head each of 32), cp 4, 2 micro-batches of 1: a rank's K and V per block
+ * and micro-batch are 2 x 64 tokens x 32 x 2 B = 8,192 B; a CP all-gather carries cp x that,
+ * 32,768 B, and sends 3/4 of it. p2p: forward 4 blocks x 2 mb = 8 gathers of 32,768 B, backward 8
+ * of 65,536 (K, V and their gradients); the traffic ledger's CP line, 8 x (24,576 + 49,152) =
+ * 589,824 B, equals what the events send. all_gather: the backward gathers and reduce-scatters
+ * 32,768 B each. a2a (Ulysses needs KV heads for every CP rank: 8 KV heads here, 4 per TP rank):
+ * Q, K, V 64 x (4 x 32 + 2 x 4 x 32) x 2 B = 49,152 B out, the output 64 x 4 x 32 x 2 B = 16,384
+ * B back, each way. */
+START_TEST(test_cp_schedule)
+{
+    const char *base = TINY "cluster: {preset: dgx-h100, nodes: 2}\ngrid: {dp: 2, cp: 4, tp: 2}\n"
+                            "strategy: {sharding: zero1, recompute: none, flash_attention: true, cp_comm: %s}\n"
+                            "batch: {global: 4}\n";
+    char y[512];
+    gs_scenario s;
+    gs_mesh m;
+    uint64_t b;
+    snprintf(y, sizeof y, base, "p2p");
+    gs_schedule *sch = build(y, &s, &m);
+    ck_assert_uint_eq(sch->nranks, 16);
+    ck_assert_uint_eq(cp_events(sch, 5, GS_ROLE_CP_KV, GS_COLL_ALLGATHER, GS_PHASE_FWD, &b), 8);
+    ck_assert_uint_eq(b, 8ull * 32768);
+    ck_assert_uint_eq(cp_events(sch, 5, GS_ROLE_CP_KV, GS_COLL_ALLGATHER, GS_PHASE_BWD, &b), 8);
+    ck_assert_uint_eq(b, 8ull * 65536);
+    gs_ledger *l = NULL;
+    gs_error err;
+    gs_error_init(&err);
+    ck_assert_int_eq(gs_ledger_create(&s, &m, &l, &err), GS_OK);
+    ck_assert_uint_eq(l->ranks[0].traffic[GS_TRAFFIC_CP], 589824ull);
+    gs_ledger_destroy(l);
+    /* the attention runs in two parts, the first beside the ring, the second after it */
+    size_t parts[3] = {0, 0, 0};
+    for (size_t k = 0; k < sch->ranks[0].nevents; k++) {
+        const gs_event *e = &sch->ranks[0].events[k];
+        if (e->role == GS_ROLE_ATTN_CORE && e->part <= 2)
+            parts[e->part]++;
+    }
+    ck_assert(parts[0] == 0 && parts[1] == 16 && parts[2] == 16); /* 8 passes x fwd, bwd */
+    gs_schedule_destroy(sch);
+
+    snprintf(y, sizeof y, base, "all_gather");
+    sch = build(y, &s, &m);
+    ck_assert_uint_eq(cp_events(sch, 0, GS_ROLE_CP_KV, GS_COLL_ALLGATHER, GS_PHASE_BWD, &b), 8);
+    ck_assert_uint_eq(b, 8ull * 32768);
+    ck_assert_uint_eq(cp_events(sch, 0, GS_ROLE_CP_KV, GS_COLL_REDUCE_SCATTER, GS_PHASE_BWD, &b), 8);
+    ck_assert_uint_eq(b, 8ull * 32768);
+    gs_schedule_destroy(sch);
+
+    char mha[512];
+    snprintf(mha, sizeof mha, "%s", y);
+    memcpy(strstr(mha, "kv_heads: 2"), "kv_heads: 8", 11);
+    memcpy(strstr(mha, "cp_comm: all_gather"), "cp_comm: a2a       ", 19);
+    sch = build(mha, &s, &m);
+    ck_assert_uint_eq(cp_events(sch, 0, GS_ROLE_CP_A2A, GS_COLL_ALLTOALL, GS_PHASE_FWD, &b), 16);
+    ck_assert_uint_eq(b, 8ull * (49152 + 16384));
+    ck_assert_uint_eq(cp_events(sch, 0, GS_ROLE_CP_A2A, GS_COLL_ALLTOALL, GS_PHASE_BWD, &b), 16);
+    ck_assert_uint_eq(b, 8ull * (49152 + 16384));
+    gs_schedule_destroy(sch);
+}
+END_TEST
+
+/* ---- Megatron-LM's flags ------------------------------------------------------------------- */
+
+/* --context-parallel-size 4 on 2 nodes of 8 with tp 2: dp = 16 / (2 x 4) = 2; the emitted
+ * command carries the CP flags, and reading them back gives the same grid. */
+START_TEST(test_cp_megatron)
+{
+    gs_scenario s, b;
+    gs_mesh m;
+    gs_diag ig;
+    gs_error err;
+    gs_import_opts o;
+    gs_import_opts_init(&o);
+    o.cluster = "dgx-h100";
+    o.model = "llama3-8b";
+    o.nodes = 2;
+    gs_error_init(&err);
+    gs_diag_init(&ig);
+    ck_assert_msg(gs_import_megatron_args("--tensor-model-parallel-size 2 --context-parallel-size 4 --cp-comm-type "
+                                          "a2a a2a --bf16", "run.sh", &o, &s, &ig, &err) == GS_OK, "%s", err.msg);
+    ck_assert(s.grid.tp == 2 && s.grid.cp == 4 && s.grid.dp == 2 && s.strategy.cp_comm == GS_CP_A2A);
+    ck_assert_int_eq(gs_scenario_mesh(&s, &m, NULL, &err), GS_OK);
+    gs_text t;
+    gs_text_init(&t);
+    ck_assert_int_eq(gs_launch_emit(&s, &m, GS_LAUNCH_MEGATRON, &t, &err), GS_OK);
+    ck_assert_msg(strstr(gs_text_str(&t), "--context-parallel-size 4 --cp-comm-type a2a"), "%s", gs_text_str(&t));
+    gs_diag_fini(&ig);
+    gs_diag_init(&ig);
+    ck_assert_msg(gs_import_megatron_args(gs_text_str(&t), "emitted", &o, &b, &ig, &err) == GS_OK, "%s", err.msg);
+    ck_assert(b.grid.cp == 4 && b.grid.dp == 2 && b.strategy.cp_comm == GS_CP_A2A);
+    gs_text_fini(&t);
+    gs_diag_fini(&ig);
+    gs_diag_init(&ig);
+    ck_assert_int_eq(gs_import_megatron_args("--context-parallel-size 2 --cp-comm-type p2p a2a", "run.sh", &o, &s, &ig,
+                                             &err), GS_ERR_INPUT);
+    ck_assert_msg(strstr(err.msg, "expected one type for every layer"), "%s", err.msg);
+    ck_assert_int_eq(gs_import_megatron_args("--context-parallel-size 2 --cp-comm-type a2a+p2p", "run.sh", &o, &s,
+                                             &ig, &err), GS_ERR_INPUT);
+    gs_diag_fini(&ig);
+}
+END_TEST
+
+/* ---- the simulated step ------------------------------------------------------------------- */
+
+static double step(const char *yaml, gs_report *rep)
+{
+    gs_scenario s;
+    gs_mesh m;
+    gs_error err;
+    gs_error_init(&err);
+    load(yaml, &s, &m);
+    gs_backend_opts bo = {0, NULL, NULL, NULL};
+    ck_assert_msg(gs_sim_scenario(&s, &m, 0, &bo, rep, NULL, &err) == GS_OK, "sim: %s", err.msg);
+    return rep->step_time_s;
+}
+
+/* Llama 3 8B at 32k tokens on 2 DGX H100 nodes. Splitting each sequence over cp 2 halves every
+ * rank's compute (the compute stream's busy time within 10% of half: the exchanges slow some of
+ * it); the same cp 2 group across the two nodes (cp outside dp, dp 8 apart) sends its K and V
+ * over InfiniBand instead of NVLink and exposes more of it; p2p hides the exchange that
+ * all_gather waits for. */
+START_TEST(test_cp_sim)
+{
+    gs_report a, b, c, d;
+    const char *head = "model: {preset: llama3-8b, seq: 32768}\ncluster: {preset: dgx-h100, nodes: 2}\n";
+    char y[768];
+    snprintf(y, sizeof y, "%sgrid: {dp: 16}\nstrategy: {sharding: zero1, recompute: full}\nbatch: {global: 16}\n", head);
+    step(y, &a);
+    snprintf(y, sizeof y, "%sgrid: {dp: 8, cp: 2}\nstrategy: {sharding: zero1, recompute: full}\nbatch: {global: 8}\n",
+             head);
+    step(y, &b);
+    ck_assert_msg(b.compute_s > 0.45 * a.compute_s && b.compute_s < 0.55 * a.compute_s, "cp2 %g s vs cp1 %g s",
+                  b.compute_s, a.compute_s);
+    ck_assert(b.comm_s[GS_DIM_TP] > 0.0); /* CP's exchanges, on the TP stream */
+    snprintf(y, sizeof y,
+             "%sgrid: {dp: 8, cp: 2, order: tp-dp-cp-pp}\nstrategy: {sharding: zero1, recompute: full}\n"
+             "batch: {global: 8}\n", head);
+    step(y, &c);
+    ck_assert_msg(c.comm_s[GS_DIM_TP] > 2.0 * b.comm_s[GS_DIM_TP], "across nodes %g s, inside %g s",
+                  c.comm_s[GS_DIM_TP], b.comm_s[GS_DIM_TP]);
+    snprintf(y, sizeof y,
+             "%sgrid: {dp: 8, cp: 2, order: tp-dp-cp-pp}\nstrategy: {sharding: zero1, recompute: full, "
+             "cp_comm: all_gather}\nbatch: {global: 8}\n", head);
+    step(y, &d);
+    ck_assert_msg(d.exposed_s[GS_DIM_TP] > c.exposed_s[GS_DIM_TP], "all_gather %g s exposed, p2p %g s",
+                  d.exposed_s[GS_DIM_TP], c.exposed_s[GS_DIM_TP]);
+}
+END_TEST
+
+static Suite *cp_suite(void)
+{
+    Suite *s = suite_create("cp");
+    TCase *tc = tcase_create("core");
+    tcase_set_timeout(tc, 120);
+    tcase_add_test(tc, test_cp_order);
+    tcase_add_test(tc, test_cp_groups);
+    tcase_add_test(tc, test_cp_scenario);
+    tcase_add_test(tc, test_cp_activations);
+    tcase_add_test(tc, test_cp_schedule);
+    tcase_add_test(tc, test_cp_megatron);
+    tcase_add_test(tc, test_cp_sim);
+    suite_add_tcase(s, tc);
+    return s;
+}
+
+int main(void)
+{
+    SRunner *sr = srunner_create(cp_suite());
+    srunner_run_all(sr, CK_NORMAL);
+    int failed = srunner_ntests_failed(sr);
+    srunner_free(sr);
+    return failed ? EXIT_FAILURE : EXIT_SUCCESS;
+}
