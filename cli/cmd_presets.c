@@ -19,7 +19,7 @@ const char gs_cmd_presets_help[] =
     "\n"
     "Human tables (GB = 10^9 B, TFLOP/s dense, bandwidths per direction):\n"
     "  models    layers, hidden, heads, kv heads, ffn, vocab, training seq (tokens), exact\n"
-    "            parameter count\n"
+    "            parameter count (every expert of a MoE model; --json adds active_params)\n"
     "  gpus      BF16 / FP16 / FP32 peak TFLOP/s (FP32 = TF32 tensor cores where present, '-' =\n"
     "            unsupported), HBM GB, HBM TB/s, GEMM efficiency (measured MAMF / spec), SMs, CC\n"
     "  fabrics   intra-node link per GPU: line GB/s, GB/s as NCCL plans it, latency us\n"
@@ -85,10 +85,11 @@ static gs_status models_table(gs_cli_table *t)
         gs_fmt_count(gs_model_params(m), params, sizeof params);
         st = gs_cli_table_rowf(t,
                                "%s\t%" PRIu64 "\t%" PRIu64 "\t%" PRIu64 "\t%" PRIu64 "\t%" PRIu64
-                               "\t%" PRIu64 "\t%" PRIu64 "\t%s\t%s %s %s%s",
+                               "\t%" PRIu64 "\t%" PRIu64 "\t%s\t%s %s %s%s%s%s",
                                m->name, m->layers, m->hidden, m->heads, m->kv_heads, m->ffn,
                                m->vocab, m->seq, params, norm_name(m->norm), mlp_name(m->mlp),
-                               pos_name(m->pos), m->tied_embeddings ? " tied" : "");
+                               pos_name(m->pos), m->tied_embeddings ? " tied" : "",
+                               m->mla.kv_lora_rank ? " mla" : "", m->moe.experts ? " moe" : "");
     }
     return st;
 }
@@ -243,6 +244,30 @@ static json_t *model_json(const gs_model *m)
     fail |= put_str(o, "mlp", mlp_name(m->mlp));
     fail |= put_str(o, "pos", pos_name(m->pos));
     fail |= put_str(o, "source", m->source);
+    if (m->moe.experts) { /* dense models' documents stay as they were */
+        json_t *e = json_object();
+        fail |= !e;
+        if (e) {
+            fail |= put_u64(e, "experts", m->moe.experts);
+            fail |= put_u64(e, "top_k", m->moe.top_k);
+            fail |= put_u64(e, "expert_ffn", m->moe.expert_ffn);
+            fail |= put_u64(e, "shared_experts", m->moe.shared_experts);
+            fail |= put_u64(e, "dense_layers", m->moe.dense_layers);
+            fail |= put_real(e, "capacity_factor", m->moe.capacity_factor);
+            fail |= put(o, "moe", e); /* o owns e from here, also on failure */
+        }
+        fail |= put_u64(o, "active_params", gs_model_active_params(m));
+    }
+    if (m->mla.kv_lora_rank) {
+        json_t *a = json_object();
+        fail |= !a;
+        if (a) {
+            fail |= put_u64(a, "q_lora_rank", m->mla.q_lora_rank);
+            fail |= put_u64(a, "kv_lora_rank", m->mla.kv_lora_rank);
+            fail |= put_u64(a, "rope_head_dim", m->mla.rope_head_dim);
+            fail |= put(o, "mla", a);
+        }
+    }
     if (fail) {
         json_decref(o);
         return NULL;

@@ -34,6 +34,17 @@
         .nominal_params = 0, .source = src                                                   \
     }
 
+/* Mixtral (Jiang et al. 2024, "Mixtral of Experts"; mistralai config.json): the Llama block
+ * (RMSNorm, GQA, RoPE, untied) with every MLP a sparse MoE of 8 SwiGLU experts of ffn each,
+ * top-2 routing, a bias-free router; no shared experts, no dense blocks, dropless. */
+#define GS__MIXTRAL(nm, l, h, a, kv, f, v, s, src)                                              \
+    {                                                                                        \
+        .name = nm, .layers = l, .hidden = h, .heads = a, .kv_heads = kv, .head_dim = (h) / (a), \
+        .ffn = f, .vocab = v, .seq = s, .tied_embeddings = 0, .bias = 0, .dropout = 0,          \
+        .norm = GS_NORM_RMSNORM, .mlp = GS_MLP_SWIGLU, .pos = GS_POS_ROPE,                   \
+        .moe = {.experts = 8, .top_k = 2, .expert_ffn = f}, .nominal_params = 0, .source = src  \
+    }
+
 #define GS__NAR21_SRC(row)                                                                   \
     "Narayanan et al. SC'21 Table 1 (run " row "): layers, hidden, heads, ffn = 4h, "        \
     "vocab 51200 (Megatron-padded GPT-2 BPE), seq 2048"
@@ -53,6 +64,32 @@ static const gs_model model_presets[] = {
     GS__LLAMA("llama3.1-405b", 126, 16384, 128, 8, 53248, 128256, 8192,
               "Llama 3 herd paper (Dubey et al. 2024) / meta-llama/Llama-3.1-405B config.json; "
               "seq 8192 = pre-training length"),
+    /* Per block 4096 x (4096 + 2 x 1024 + 4096) attention + 2 x 4096 norms + 8 x 4096 router
+     * + 8 x 3 x 4096 x 14336 experts = 1,451,270,144; x 32 + 2 x 32000 x 4096 + 4096 =
+     * 46,702,792,704 total; with 2 experts a block is 394,305,536: 12,879,925,248 active. */
+    GS__MIXTRAL("mixtral-8x7b", 32, 4096, 32, 8, 14336, 32000, 32768,
+                "Mixtral of Experts (Jiang et al. 2024) / mistralai/Mixtral-8x7B-v0.1 config.json: "
+                "8 experts, top-2; seq 32768 = the paper's pre-training context"),
+    GS__MIXTRAL("mixtral-8x22b", 56, 6144, 48, 8, 16384, 32768, 65536,
+                "Mistral AI's Mixtral 8x22B announcement / mistralai/Mixtral-8x22B-Instruct-v0.1 "
+                "config.json: 8 experts, top-2, vocab 32768 (the v3 tokenizer; the v0.1 base "
+                "checkpoint's 32000 gives 9,437,184 fewer); seq 65536 = its context window"),
+    /* DeepSeek-V3 (DeepSeek-AI 2024, technical report sec. 4.2; deepseek-ai/DeepSeek-V3
+     * config.json): 61 blocks, the first 3 (first_k_dense_replace) with a dense SwiGLU MLP of
+     * 18432, the other 58 with 256 routed experts of 2048, top-8, and 1 shared expert; MLA
+     * counted exactly (q_lora_rank 1536, kv_lora_rank 512, qk_nope = v head dim 128, rope 64);
+     * vocab 129280, untied; the multi-token-prediction module (14B) is not part of the 671B
+     * main model and is left out; seq 4096 = the pre-training length. The router's 256-entry
+     * score-correction bias (aux-loss-free balancing) is a buffer updated outside the optimizer:
+     * not counted. */
+    {.name = "deepseek-v3", .layers = 61, .hidden = 7168, .heads = 128, .kv_heads = 128, .head_dim = 128,
+     .ffn = 18432, .vocab = 129280, .seq = 4096, .tied_embeddings = 0, .bias = 0, .dropout = 0,
+     .norm = GS_NORM_RMSNORM, .mlp = GS_MLP_SWIGLU, .pos = GS_POS_ROPE,
+     .moe = {.experts = 256, .top_k = 8, .expert_ffn = 2048, .shared_experts = 1, .dense_layers = 3},
+     .mla = {.q_lora_rank = 1536, .kv_lora_rank = 512, .rope_head_dim = 64}, .nominal_params = 0,
+     .source = "DeepSeek-V3 technical report (DeepSeek-AI 2024) / deepseek-ai/DeepSeek-V3 config.json: "
+               "3 dense blocks (ffn 18432) then 58 MoE blocks of 256 experts (2048) top-8 + 1 shared; "
+               "MLA counted exactly; MTP module excluded; seq 4096 = pre-training length"},
     /* GPT-3 175B (Brown et al. 2020, Table 2.1): 96 layers, d_model 12288, 96 heads, ctx 2048.
      * Vocab: 51200, the GPT-2 BPE's 50257 padded by Megatron to a multiple of 128 * tp (as in the
      * NAR21 rows below); the unpadded count is 11,587,584 smaller (174,604,259,328). */
@@ -129,11 +166,15 @@ static uint64_t ck_add(checked_u64 *ck, uint64_t a, uint64_t b)
 }
 
 typedef struct model_counts {
-    gs_layer_params parts;
-    uint64_t layer;     /* one block */
-    uint64_t embedding; /* token (+ learned position) embedding */
-    uint64_t head;      /* final norm + untied LM head */
+    gs_layer_params parts;       /* a MoE block's; every block's in a dense model */
+    gs_layer_params dense_parts; /* a leading dense block's (moe.dense_layers); == parts when dense */
+    uint64_t layer;              /* one block: the sum of parts */
+    uint64_t dense_layer;        /* one leading dense block: the sum of dense_parts */
+    uint64_t active_layer;       /* what one token goes through in a block of `parts` */
+    uint64_t embedding;          /* token (+ learned position) embedding */
+    uint64_t head;               /* final norm + untied LM head */
     uint64_t total;
+    uint64_t active;             /* per token: every block's active part, embedding and head */
 } model_counts;
 
 static uint64_t effective_kv_heads(const gs_model *m)
@@ -148,10 +189,28 @@ static uint64_t effective_head_dim(const gs_model *m)
     return m->heads ? m->hidden / m->heads : 0;
 }
 
-/* Parameters of one norm: RMSNorm has a weight, LayerNorm a weight and a bias. */
+static uint64_t effective_expert_ffn(const gs_model *m)
+{
+    return m->moe.expert_ffn ? m->moe.expert_ffn : m->ffn;
+}
+
+/* Parameters of a norm over `width` features: RMSNorm has a weight, LayerNorm a weight and a
+ * bias. */
+static uint64_t norm_width_params(const gs_model *m, uint64_t width, checked_u64 *ck)
+{
+    return ck_mul(ck, width, m->norm == GS_NORM_LAYERNORM ? 2 : 1);
+}
+
+/* Parameters of one norm over the hidden size. */
 static uint64_t norm_params(const gs_model *m, checked_u64 *ck)
 {
-    return ck_mul(ck, m->hidden, m->norm == GS_NORM_LAYERNORM ? 2 : 1);
+    return norm_width_params(m, m->hidden, ck);
+}
+
+static uint64_t parts_sum(const gs_layer_params *p, checked_u64 *ck)
+{
+    return ck_add(ck, ck_add(ck, p->attn_split, p->attn_replicated),
+                  ck_add(ck, ck_add(ck, p->mlp_split, p->mlp_replicated), p->norm_replicated));
 }
 
 /* Nominal models: the total is given; blocks get floor(total / layers) each, split 1/3 attention
@@ -160,11 +219,82 @@ static void count_nominal(const gs_model *m, model_counts *c)
 {
     memset(c, 0, sizeof *c);
     c->total = m->nominal_params;
+    c->active = m->nominal_params;
     c->layer = m->layers ? m->nominal_params / m->layers : 0;
+    c->dense_layer = c->active_layer = c->layer;
     c->embedding = m->nominal_params - m->layers * c->layer; /* layers * layer <= nominal */
     c->head = 0;
     c->parts.attn_split = c->layer / 3;
     c->parts.mlp_split = c->layer - c->parts.attn_split;
+    c->dense_parts = c->parts;
+}
+
+/* MLA (model.h): up-projections and the output split by tp, down-projections and the latent
+ * norms replicated. */
+static void count_mla(const gs_model *m, checked_u64 *ck, gs_layer_params *p)
+{
+    const uint64_t h = m->hidden, d = effective_head_dim(m), r = m->mla.rope_head_dim;
+    const uint64_t qr = m->mla.q_lora_rank, kr = m->mla.kv_lora_rank;
+    const uint64_t qk_dim = ck_mul(ck, m->heads, ck_add(ck, d, r)); /* heads * (d + r) */
+    const uint64_t kv_up = ck_mul(ck, m->heads, ck_mul(ck, d, 2));  /* heads * 2d */
+    p->attn_split = ck_mul(ck, qr ? qr : h, qk_dim);                 /* q_b, or q */
+    p->attn_split = ck_add(ck, p->attn_split, ck_mul(ck, kr, kv_up)); /* kv_b */
+    p->attn_split = ck_add(ck, p->attn_split, ck_mul(ck, ck_mul(ck, m->heads, d), h)); /* o */
+    p->attn_replicated = ck_add(ck, ck_mul(ck, h, ck_add(ck, kr, r)), norm_width_params(m, kr, ck));
+    if (qr)
+        p->attn_replicated = ck_add(ck, p->attn_replicated,
+                                    ck_add(ck, ck_mul(ck, h, qr), norm_width_params(m, qr, ck)));
+}
+
+/* Attention: q (h x a*d), k and v (h x g*d each), o (a*d x h); biases on q, k, v are
+ * column-parallel (split by tp), the o-proj bias is added after the row-parallel all-reduce
+ * (replicated). MLA: count_mla. */
+static void count_attention(const gs_model *m, checked_u64 *ck, gs_layer_params *p)
+{
+    if (m->mla.kv_lora_rank) {
+        count_mla(m, ck, p);
+        return;
+    }
+    const uint64_t h = m->hidden;
+    const uint64_t q_dim = ck_mul(ck, m->heads, effective_head_dim(m));               /* a * d */
+    const uint64_t kv_dim = ck_mul(ck, effective_kv_heads(m), effective_head_dim(m)); /* g * d */
+    p->attn_split = ck_add(ck, ck_mul(ck, ck_mul(ck, h, q_dim), 2), ck_mul(ck, ck_mul(ck, h, kv_dim), 2));
+    if (m->bias) {
+        p->attn_split = ck_add(ck, p->attn_split, ck_add(ck, q_dim, ck_mul(ck, kv_dim, 2)));
+        p->attn_replicated = h;
+    }
+}
+
+/* One MLP of intermediate size `width`: SwiGLU gate + up (h x width) and down (width x h); GELU
+ * fc1 (h x width) and fc2 (width x h). Column-parallel biases (gate/up/fc1: width each) split,
+ * the row-parallel down/fc2 bias (h) replicated. */
+static void count_mlp(const gs_model *m, uint64_t width, checked_u64 *ck, uint64_t *split, uint64_t *replicated)
+{
+    const uint64_t mlp_mats = m->mlp == GS_MLP_SWIGLU ? 3 : 2;
+    const uint64_t col_mats = mlp_mats - 1;
+    *split = ck_mul(ck, ck_mul(ck, m->hidden, width), mlp_mats);
+    *replicated = 0;
+    if (m->bias) {
+        *split = ck_add(ck, *split, ck_mul(ck, width, col_mats));
+        *replicated = m->hidden;
+    }
+}
+
+/* A MoE block's MLP (model.h): every routed expert and the shared experts split by tp, the
+ * router replicated. *active gets what one token goes through: router, top_k routed experts,
+ * the shared experts. */
+static void count_moe_mlp(const gs_model *m, checked_u64 *ck, gs_layer_params *p, uint64_t *active)
+{
+    uint64_t split, replicated, shared_split = 0, shared_replicated = 0;
+    const uint64_t router = ck_mul(ck, m->hidden, m->moe.experts);
+    count_mlp(m, effective_expert_ffn(m), ck, &split, &replicated); /* one expert */
+    if (m->moe.shared_experts)
+        count_mlp(m, ck_mul(ck, m->moe.shared_experts, effective_expert_ffn(m)), ck, &shared_split,
+                  &shared_replicated);
+    p->mlp_split = ck_add(ck, ck_mul(ck, split, m->moe.experts), shared_split);
+    p->mlp_replicated = ck_add(ck, ck_add(ck, ck_mul(ck, replicated, m->moe.experts), shared_replicated), router);
+    *active = ck_add(ck, ck_add(ck, router, ck_mul(ck, ck_add(ck, split, replicated), m->moe.top_k)),
+                     ck_add(ck, shared_split, shared_replicated));
 }
 
 /* Exact counts from the architecture. Returns 0, or -1 when a count overflows 64 bits. */
@@ -172,9 +302,7 @@ static int count_params(const gs_model *m, model_counts *c)
 {
     checked_u64 ck = {0};
     const uint64_t h = m->hidden;
-    const uint64_t q_dim = ck_mul(&ck, m->heads, effective_head_dim(m));           /* a * d */
-    const uint64_t kv_dim = ck_mul(&ck, effective_kv_heads(m), effective_head_dim(m)); /* g * d */
-    gs_layer_params *p = &c->parts;
+    gs_layer_params *p = &c->parts, *dp = &c->dense_parts;
 
     if (m->nominal_params) {
         count_nominal(m, c);
@@ -182,38 +310,40 @@ static int count_params(const gs_model *m, model_counts *c)
     }
     memset(c, 0, sizeof *c);
 
-    /* Attention: q (h x a*d), k and v (h x g*d each), o (a*d x h); biases on q, k, v are
-     * column-parallel (split by tp), the o-proj bias is added after the row-parallel all-reduce
-     * (replicated). */
-    p->attn_split = ck_add(&ck, ck_mul(&ck, ck_mul(&ck, h, q_dim), 2), ck_mul(&ck, ck_mul(&ck, h, kv_dim), 2));
-    if (m->bias) {
-        p->attn_split = ck_add(&ck, p->attn_split, ck_add(&ck, q_dim, ck_mul(&ck, kv_dim, 2)));
-        p->attn_replicated = h;
+    count_attention(m, &ck, dp);
+    dp->norm_replicated = ck_mul(&ck, norm_params(m, &ck), 2);
+    *p = *dp;
+    count_mlp(m, m->ffn, &ck, &dp->mlp_split, &dp->mlp_replicated);
+    c->dense_layer = parts_sum(dp, &ck);
+    if (m->moe.experts) {
+        uint64_t active_mlp = 0;
+        count_moe_mlp(m, &ck, p, &active_mlp);
+        c->layer = parts_sum(p, &ck);
+        c->active_layer = ck_add(&ck, c->layer - p->mlp_split - p->mlp_replicated, active_mlp);
+    } else {
+        *p = *dp;
+        c->layer = c->active_layer = c->dense_layer;
     }
 
-    /* MLP: SwiGLU gate + up (h x ffn) and down (ffn x h); GELU fc1 (h x ffn) and fc2 (ffn x h).
-     * Column-parallel biases (gate/up/fc1: ffn each) split, row-parallel down/fc2 bias (h)
-     * replicated. */
-    const uint64_t mlp_mats = m->mlp == GS_MLP_SWIGLU ? 3 : 2;
-    const uint64_t col_mats = mlp_mats - 1;
-    p->mlp_split = ck_mul(&ck, ck_mul(&ck, h, m->ffn), mlp_mats);
-    if (m->bias) {
-        p->mlp_split = ck_add(&ck, p->mlp_split, ck_mul(&ck, m->ffn, col_mats));
-        p->mlp_replicated = h;
-    }
-
-    p->norm_replicated = ck_mul(&ck, norm_params(m, &ck), 2);
-
-    c->layer = ck_add(&ck, ck_add(&ck, p->attn_split, p->attn_replicated),
-                      ck_add(&ck, ck_add(&ck, p->mlp_split, p->mlp_replicated), p->norm_replicated));
     c->embedding = ck_mul(&ck, m->vocab, h);
     if (m->pos == GS_POS_LEARNED)
         c->embedding = ck_add(&ck, c->embedding, ck_mul(&ck, m->seq, h));
     c->head = norm_params(m, &ck);
     if (!m->tied_embeddings)
         c->head = ck_add(&ck, c->head, ck_mul(&ck, m->vocab, h));
-    c->total = ck_add(&ck, ck_add(&ck, ck_mul(&ck, m->layers, c->layer), c->embedding), c->head);
+    const uint64_t dense = m->moe.experts && m->moe.dense_layers < m->layers ? m->moe.dense_layers : 0;
+    const uint64_t blocks = ck_add(&ck, ck_mul(&ck, m->layers - dense, c->layer), ck_mul(&ck, dense, c->dense_layer));
+    const uint64_t active = ck_add(&ck, ck_mul(&ck, m->layers - dense, c->active_layer),
+                                   ck_mul(&ck, dense, c->dense_layer));
+    c->total = ck_add(&ck, ck_add(&ck, blocks, c->embedding), c->head);
+    c->active = ck_add(&ck, ck_add(&ck, active, c->embedding), c->head);
     return ck.overflow ? -1 : 0;
+}
+
+/* Whether block `layer` is a leading dense block of a MoE model. */
+static int is_dense_block(const gs_model *m, uint64_t layer)
+{
+    return m->moe.experts && layer < m->moe.dense_layers;
 }
 
 uint64_t gs_model_params(const gs_model *m)
@@ -222,10 +352,23 @@ uint64_t gs_model_params(const gs_model *m)
     return count_params(m, &c) == 0 ? c.total : UINT64_MAX;
 }
 
-uint64_t gs_model_layer_params(const gs_model *m)
+uint64_t gs_model_active_params(const gs_model *m)
 {
     model_counts c;
-    return count_params(m, &c) == 0 ? c.layer : UINT64_MAX;
+    return count_params(m, &c) == 0 ? c.active : UINT64_MAX;
+}
+
+uint64_t gs_model_layer_params_at(const gs_model *m, uint64_t layer)
+{
+    model_counts c;
+    if (count_params(m, &c) != 0)
+        return UINT64_MAX;
+    return is_dense_block(m, layer) ? c.dense_layer : c.layer;
+}
+
+uint64_t gs_model_layer_params(const gs_model *m)
+{
+    return gs_model_layer_params_at(m, m->layers ? m->layers - 1 : 0);
 }
 
 uint64_t gs_model_embedding_params(const gs_model *m)
@@ -240,14 +383,46 @@ uint64_t gs_model_head_params(const gs_model *m)
     return count_params(m, &c) == 0 ? c.head : UINT64_MAX;
 }
 
-void gs_model_layer_param_parts(const gs_model *m, gs_layer_params *out)
+void gs_model_layer_param_parts_at(const gs_model *m, uint64_t layer, gs_layer_params *out)
 {
     model_counts c;
     if (count_params(m, &c) != 0) {
         memset(out, 0, sizeof *out);
         return;
     }
-    *out = c.parts;
+    *out = is_dense_block(m, layer) ? c.dense_parts : c.parts;
+}
+
+void gs_model_layer_param_parts(const gs_model *m, gs_layer_params *out)
+{
+    gs_model_layer_param_parts_at(m, m->layers ? m->layers - 1 : 0, out);
+}
+
+/* Matmul weights of one block's attention: q, k, v, o, or MLA's five projections. */
+static double attention_matmul_params(const gs_model *m)
+{
+    const double h = (double)m->hidden, d = (double)effective_head_dim(m), a = (double)m->heads;
+    if (!m->mla.kv_lora_rank)
+        return 2.0 * h * a * d + 2.0 * h * (double)effective_kv_heads(m) * d;
+    const double r = (double)m->mla.rope_head_dim, qr = (double)m->mla.q_lora_rank, kr = (double)m->mla.kv_lora_rank;
+    const double q = qr > 0.0 ? h * qr + qr * a * (d + r) : h * a * (d + r);
+    return q + h * (kr + r) + kr * a * 2.0 * d + a * d * h;
+}
+
+/* Matmul weights one token goes through in all blocks, for MoE or MLA models. */
+static double sparse_matmul_params(const gs_model *m)
+{
+    const double h = (double)m->hidden, mats = m->mlp == GS_MLP_SWIGLU ? 3.0 : 2.0;
+    const double dense_mlp = mats * h * (double)m->ffn;
+    double moe_mlp = dense_mlp, dense_blocks = 0.0;
+    if (m->moe.experts) {
+        const double ef = (double)effective_expert_ffn(m);
+        moe_mlp = h * (double)m->moe.experts /* router */ +
+                  mats * h * ef * ((double)m->moe.top_k + (double)m->moe.shared_experts);
+        dense_blocks = (double)(m->moe.dense_layers < m->layers ? m->moe.dense_layers : 0);
+    }
+    const double attn = attention_matmul_params(m);
+    return dense_blocks * (attn + dense_mlp) + ((double)m->layers - dense_blocks) * (attn + moe_mlp);
 }
 
 double gs_model_train_flops(const gs_model *m, double tokens)
@@ -259,12 +434,18 @@ double gs_model_train_flops(const gs_model *m, double tokens)
 
     if (m->nominal_params) {
         matmul_params = (double)m->nominal_params; /* the 6N rule on the nominal total */
+    } else if (m->moe.experts || m->mla.kv_lora_rank) {
+        matmul_params = sparse_matmul_params(m) + (double)m->vocab * h; /* + LM head */
     } else {
         const double mlp_mats = m->mlp == GS_MLP_SWIGLU ? 3.0 : 2.0;
         const double per_layer = 2.0 * h * attn_dim + 2.0 * h * kv_dim + mlp_mats * h * (double)m->ffn;
         matmul_params = (double)m->layers * per_layer + (double)m->vocab * h; /* + LM head */
     }
-    /* Scores QK^T and context AV: 2 GEMMs of 2*s*a*d FLOPs per token forward, x3 for training. */
+    /* Scores QK^T and context AV: 2 GEMMs of 2*s*a*d FLOPs per token forward, x3 for training;
+     * MLA's scores are over d + rope_head_dim per head, its context over d. */
+    if (m->mla.kv_lora_rank)
+        return 6.0 * tokens * matmul_params + 6.0 * (double)m->layers * tokens * (double)m->seq * (double)m->heads *
+                                                  (2.0 * (double)effective_head_dim(m) + (double)m->mla.rope_head_dim);
     const double attention = 12.0 * (double)m->layers * tokens * (double)m->seq * attn_dim;
     return 6.0 * tokens * matmul_params + attention;
 }
@@ -324,10 +505,69 @@ static gs_status fill_nominal_shapes(gs_model *m, gs_error *err)
     return GS_OK;
 }
 
+/* The moe fields (model.h); fills expert_ffn. */
+static gs_status validate_moe(gs_model *m, gs_error *err)
+{
+    gs_moe *e = &m->moe;
+    if (e->experts == 0) {
+        if (e->top_k || e->expert_ffn || e->shared_experts || e->dense_layers || e->capacity_factor != 0.0)
+            return gs_error_set(err, GS_ERR_INPUT,
+                                "model %s: moe fields given with moe.experts = 0, expected moe.experts >= 2 "
+                                "(or no moe fields for a dense model)", model_label(m));
+        return GS_OK;
+    }
+    if (e->experts < 2)
+        return gs_error_set(err, GS_ERR_INPUT, "model %s: moe.experts = %llu, expected at least 2",
+                            model_label(m), (unsigned long long)e->experts);
+    if (e->top_k == 0 || e->top_k > e->experts)
+        return gs_error_set(err, GS_ERR_INPUT, "model %s: moe.top_k = %llu, expected 1 .. moe.experts = %llu",
+                            model_label(m), (unsigned long long)e->top_k, (unsigned long long)e->experts);
+    if (e->dense_layers >= m->layers)
+        return gs_error_set(err, GS_ERR_INPUT,
+                            "model %s: moe.dense_layers = %llu leaves no MoE block of layers = %llu, "
+                            "expected fewer dense layers than layers",
+                            model_label(m), (unsigned long long)e->dense_layers, (unsigned long long)m->layers);
+    if (!(e->capacity_factor >= 0.0 && isfinite(e->capacity_factor)))
+        return gs_error_set(err, GS_ERR_INPUT,
+                            "model %s: moe.capacity_factor = %g, expected a finite factor >= 0 (0: dropless)",
+                            model_label(m), e->capacity_factor);
+    if (e->expert_ffn == 0)
+        e->expert_ffn = m->ffn;
+    return GS_OK;
+}
+
+/* The mla fields (model.h); fills kv_heads. */
+static gs_status validate_mla(gs_model *m, gs_error *err)
+{
+    const gs_mla *a = &m->mla;
+    if (a->kv_lora_rank == 0) {
+        if (a->q_lora_rank || a->rope_head_dim)
+            return gs_error_set(err, GS_ERR_INPUT,
+                                "model %s: mla.q_lora_rank or mla.rope_head_dim given with mla.kv_lora_rank = 0, "
+                                "expected mla.kv_lora_rank > 0 (or no mla fields)", model_label(m));
+        return GS_OK;
+    }
+    if (m->bias)
+        return gs_error_set(err, GS_ERR_INPUT, "model %s: bias with mla, expected bias: false (MLA has no biases)",
+                            model_label(m));
+    if (m->kv_heads == 0)
+        m->kv_heads = m->heads;
+    if (m->kv_heads != m->heads)
+        return gs_error_set(err, GS_ERR_INPUT,
+                            "model %s: kv_heads = %llu with mla, expected kv_heads = heads = %llu (MLA "
+                            "expands a key and a value per head)",
+                            model_label(m), (unsigned long long)m->kv_heads, (unsigned long long)m->heads);
+    return GS_OK;
+}
+
 gs_status gs_model_validate(gs_model *m, gs_error *err)
 {
     if (!m)
         return gs_error_set(err, GS_ERR_INPUT, "model: no description given");
+    if (m->nominal_params && (m->moe.experts || m->mla.kv_lora_rank))
+        return gs_error_set(err, GS_ERR_INPUT,
+                            "model %s: params (a nominal count) with %s, expected one of them: a nominal "
+                            "model is a dense transformer", model_label(m), m->moe.experts ? "moe" : "mla");
     if (m->nominal_params) {
         gs_status st = fill_nominal_shapes(m, err);
         if (st != GS_OK)
@@ -346,6 +586,11 @@ gs_status gs_model_validate(gs_model *m, gs_error *err)
             return gs_error_set(err, GS_ERR_INPUT, "model %s: %s = 0, must be a positive integer",
                                 model_label(m), sizes[i].field);
 
+    gs_status st = validate_moe(m, err);
+    if (st == GS_OK)
+        st = validate_mla(m, err);
+    if (st != GS_OK)
+        return st;
     if (m->kv_heads == 0)
         m->kv_heads = m->heads;
     if (m->heads % m->kv_heads != 0)

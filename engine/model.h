@@ -1,4 +1,5 @@
-/* Decoder-only transformer description: presets, exact parameter counts, per-layer GEMM shapes.
+/* Decoder-only transformer description: presets, exact parameter counts, per-layer GEMM shapes,
+ * dense or mixture-of-experts MLPs, ordinary or latent (MLA) attention.
  *
  * Ownership: gs_model is a plain value (no pointers); presets are static const tables that
  * callers copy. Nothing here allocates. */
@@ -19,6 +20,40 @@ typedef enum gs_pos_kind {
     GS_POS_ROPE,   /* rotary: no parameters */
     GS_POS_LEARNED /* learned absolute position embedding: seq x hidden parameters */
 } gs_pos_kind;
+
+/* Mixture of experts (all zero: a dense model). A MoE block's MLP is a router (a linear
+ * hidden x experts, no bias, replicated across tp), `experts` routed experts and
+ * `shared_experts` always-on experts, each an MLP of the model's kind (gs_mlp_kind) with
+ * intermediate size expert_ffn; the shared experts count as one MLP of width
+ * shared_experts x expert_ffn (DeepSeek's shared_experts module, Megatron's shared expert).
+ * Each token goes through top_k routed experts and every shared expert. The first
+ * dense_layers blocks keep a dense MLP of size ffn (DeepSeek-V3's first_k_dense_replace).
+ * All experts' parameters are held on every rank (no expert parallelism). */
+typedef struct gs_moe {
+    uint64_t experts;        /* routed experts per MoE block; 0: dense model, >= 2 otherwise */
+    uint64_t top_k;          /* routed experts per token, 1 .. experts */
+    uint64_t expert_ffn;     /* each expert's MLP intermediate size; 0: ffn (filled by validate) */
+    uint64_t shared_experts; /* always-on experts of expert_ffn each */
+    uint64_t dense_layers;   /* leading blocks with a dense MLP of ffn, < layers */
+    double capacity_factor;  /* expert capacity = factor x tokens x top_k / experts tokens; 0:
+                              * dropless. Model FLOPs count routed tokens whatever the factor. */
+} gs_moe;
+
+/* Multi-head latent attention (DeepSeek-V2/V3; all zero: MHA/GQA), counted exactly:
+ *   q:    q_lora_rank ? q_a (h x q_lora_rank) + norm(q_lora_rank) + q_b (q_lora_rank x heads*(d+r))
+ *                     : q (h x heads*(d+r))
+ *   kv_a: h x (kv_lora_rank + r), then norm(kv_lora_rank)
+ *   kv_b: kv_lora_rank x heads*2d (each head's key part and value, d each)
+ *   o:    heads*d x h
+ * with d = head_dim (qk_nope_head_dim = v_head_dim) and r = rope_head_dim (the decoupled rotary
+ * part of each query and key head). The down-projections q_a and kv_a and the latent norms are
+ * replicated across tp (Megatron-Core's "duplicated" linears), q_b and kv_b column-parallel, o
+ * row-parallel. kv_heads == heads. No biases. */
+typedef struct gs_mla {
+    uint64_t q_lora_rank;   /* query latent size; 0: q projected from hidden directly */
+    uint64_t kv_lora_rank;  /* key/value latent size; 0: no MLA */
+    uint64_t rope_head_dim; /* rotary dimensions per query/key head, beside head_dim */
+} gs_mla;
 
 #define GS_MODEL_NAME_BYTES 64
 #define GS_DROPOUT_DEFAULT 0.1 /* Megatron-LM's attention and hidden dropout */
@@ -43,6 +78,8 @@ typedef struct gs_model {
     gs_norm_kind norm;
     gs_mlp_kind mlp;
     gs_pos_kind pos;
+    gs_moe moe; /* all zero: dense MLP in every block */
+    gs_mla mla; /* all zero: MHA/GQA attention */
     /* Nominal form: when nonzero, the model is described by its total parameter count
      * (the seed's hand arithmetic, e.g. params: 7e9); gs_model_params returns it verbatim
      * and per-layer counts are spread evenly. layers/hidden/seq/heads still describe shapes. */
@@ -71,36 +108,53 @@ const char *gs_model_preset_nearest(const char *name);
  *   heads = hidden / d with d the largest power of two <= 128 dividing hidden; kv_heads = heads;
  *   head_dim = hidden / heads; ffn = 4 * hidden; vocab = 32000; seq = 4096.
  * Norm, MLP and position kinds are left as given (they do not change a nominal count).
- * N must be >= layers. */
+ * N must be >= layers; a nominal model has neither moe nor mla.
+ *
+ * MoE models get expert_ffn = ffn when 0 and need experts >= 2, 1 <= top_k <= experts,
+ * dense_layers < layers, a finite capacity_factor >= 0; any moe field without experts is an
+ * error. MLA models need kv_lora_rank > 0 whenever q_lora_rank or rope_head_dim is given,
+ * no biases, and kv_heads == heads (filled when 0); head_dim defaults to hidden / heads. */
 gs_status gs_model_validate(gs_model *m, gs_error *err);
 
 /* Exact parameter counts (nominal models: the nominal total, split as documented).
  * Nominal split: layer = floor(N / layers), embedding = N - layers * layer (the remainder),
  * head = 0; a block's parts are attn_split = layer / 3, mlp_split = the rest, nothing
  * replicated. On a description whose count overflows (gs_model_validate rejects those) these
- * return UINT64_MAX (gs_model_layer_param_parts: all zero). */
+ * return UINT64_MAX (gs_model_layer_param_parts: all zero).
+ * gs_model_params is the total: every expert of every MoE block. */
 uint64_t gs_model_params(const gs_model *m);
-uint64_t gs_model_layer_params(const gs_model *m);     /* one transformer block */
+/* Parameters one token goes through: the total less the routed experts it skips (a MoE block
+ * counts its router, top_k routed experts and the shared experts); embedding and head included.
+ * Equal to gs_model_params for dense models. */
+uint64_t gs_model_active_params(const gs_model *m);
+/* One transformer block: block `layer` (0-based; a leading dense block of a MoE model differs
+ * from the others); gs_model_layer_params is the last block's, every block's for dense models. */
+uint64_t gs_model_layer_params_at(const gs_model *m, uint64_t layer);
+uint64_t gs_model_layer_params(const gs_model *m);
 uint64_t gs_model_embedding_params(const gs_model *m); /* token (+ position) embedding */
 uint64_t gs_model_head_params(const gs_model *m);      /* final norm + LM head (0 head if tied) */
 
 /* Parts of one block, for TP splitting: params split by tp (linears) vs replicated (norms,
- * row-parallel biases). attn + mlp + norms == gs_model_layer_params. */
+ * row-parallel biases). attn + mlp + norms == gs_model_layer_params_at. */
 typedef struct gs_layer_params {
     uint64_t attn_split;      /* q,k,v,o weights and column-parallel biases: divided by tp */
-    uint64_t attn_replicated; /* o-proj bias: replicated across tp */
-    uint64_t mlp_split;       /* fc weights and column-parallel biases: divided by tp */
-    uint64_t mlp_replicated;  /* fc2 bias: replicated */
+    uint64_t attn_replicated; /* o-proj bias; MLA's down-projections and latent norms */
+    uint64_t mlp_split;       /* fc weights and column-parallel biases (every expert's): by tp */
+    uint64_t mlp_replicated;  /* fc2 bias; a MoE block's router */
     uint64_t norm_replicated; /* the two norms' weights (and biases) */
 } gs_layer_params;
-void gs_model_layer_param_parts(const gs_model *m, gs_layer_params *out);
+void gs_model_layer_param_parts_at(const gs_model *m, uint64_t layer, gs_layer_params *out);
+void gs_model_layer_param_parts(const gs_model *m, gs_layer_params *out); /* the last block's */
 
 /* Model FLOPs for one training step on `tokens` tokens (forward + backward = 3x forward,
  * matmuls only, causal attention counted in full as Megatron does):
  * 6 * tokens * (non-embedding matmul params + LM head) + 12 * layers * tokens * seq * head_dim * heads.
  * Matmul params are the linear weights only (no biases, norms or embedding lookups); the LM head
  * counts even when tied. Nominal models use the nominal total in place of the matmul params (the
- * 6N rule). */
+ * 6N rule). MoE blocks count their active matmul weights (router, top_k routed experts, shared
+ * experts: the router GEMM and the experts each token goes through); MLA counts its five
+ * projections and scores of head_dim + rope_head_dim per head, so its attention term is
+ * 6 * layers * tokens * seq * heads * (2 * head_dim + rope_head_dim). */
 double gs_model_train_flops(const gs_model *m, double tokens);
 
 #endif

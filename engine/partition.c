@@ -55,42 +55,96 @@ static gs_status push(gs_partition *p, uint64_t params, int32_t begin, int32_t e
     return GS_OK;
 }
 
-/* Per-rank (TP slice) sizes of the pieces of one block: q k v o, then the MLP linears. Linears
- * split Megatron-style: q, k, v, up/gate/fc1 column-parallel (their biases split too), o and
- * down/fc2 row-parallel (biases replicated). KV heads fewer than tp are replicated:
- * ceil(kv/tp) heads per rank. */
+/* Per-rank (TP slice) sizes of the pieces of one block: the attention linears, then one MLP's
+ * (one expert's in a MoE block). Linears split Megatron-style: q, k, v, up/gate/fc1
+ * column-parallel (their biases split too), o and down/fc2 row-parallel (biases replicated).
+ * KV heads fewer than tp are replicated: ceil(kv/tp) heads per rank. MLA (engine/model.h): q_a and
+ * kv_a replicated, q_b and kv_b column-parallel, o row-parallel. A MoE block repeats the MLP
+ * linears for each routed expert, adds the shared experts' MLP and the replicated router. */
 typedef struct block_slice {
     uint64_t linear[8];
     size_t nattn, nmlp;
+    uint64_t attn_norms; /* MLA's latent norms (inside the attention module) */
+    uint64_t experts;    /* copies of the MLP linears: 1 in a dense block */
+    uint64_t shared[3];  /* the shared experts' MLP linears (MoE block), else 0 */
+    uint64_t router;     /* MoE block: hidden x experts, replicated; else 0 */
     uint64_t norms;
     uint64_t total;
 } block_slice;
 
-static void block_slice_init(const gs_model *m, uint64_t tp, pcalc *c, block_slice *b)
+static uint64_t norm_slice(const gs_model *m, uint64_t width)
 {
-    memset(b, 0, sizeof *b);
+    return (m->norm == GS_NORM_LAYERNORM || m->bias) ? 2 * width : width;
+}
+
+static void attention_slice(const gs_model *m, uint64_t tp, pcalc *c, block_slice *b)
+{
     uint64_t h = m->hidden, hd = m->head_dim, qh = m->heads / tp, kvh = ceil_div(m->kv_heads, tp);
-    uint64_t f = m->ffn / tp, bias = m->bias ? 1 : 0;
+    uint64_t bias = m->bias ? 1 : 0;
+    if (m->mla.kv_lora_rank) {
+        uint64_t qr = m->mla.q_lora_rank, kr = m->mla.kv_lora_rank, r = m->mla.rope_head_dim;
+        uint64_t qk = pmul(c, qh, padd(c, hd, r, "q"), "q");
+        b->nattn = 0;
+        if (qr)
+            b->linear[b->nattn++] = pmul(c, h, qr, "q_a");
+        b->linear[b->nattn++] = pmul(c, qr ? qr : h, qk, "q");
+        b->linear[b->nattn++] = pmul(c, h, padd(c, kr, r, "kv_a"), "kv_a");
+        b->linear[b->nattn++] = pmul(c, kr, pmul(c, qh, 2 * hd, "kv_b"), "kv_b");
+        b->linear[b->nattn++] = pmul(c, pmul(c, qh, hd, "o"), h, "o");
+        b->attn_norms = padd(c, norm_slice(m, kr), qr ? norm_slice(m, qr) : 0, "latent norms");
+        return;
+    }
     b->linear[0] = padd(c, pmul(c, h, pmul(c, qh, hd, "q"), "q"), bias * qh * hd, "q");
     b->linear[1] = padd(c, pmul(c, h, pmul(c, kvh, hd, "k"), "k"), bias * kvh * hd, "k");
     b->linear[2] = b->linear[1];
     b->linear[3] = padd(c, pmul(c, pmul(c, qh, hd, "o"), h, "o"), bias * h, "o");
     b->nattn = 4;
+}
+
+/* One MLP of intermediate size `width` (its TP slice: width / tp) into out[0..2]; returns how
+ * many linears it has. */
+static size_t mlp_slice(const gs_model *m, uint64_t width, uint64_t tp, pcalc *c, uint64_t out[3])
+{
+    uint64_t h = m->hidden, f = width / tp, bias = m->bias ? 1 : 0;
     if (m->mlp == GS_MLP_SWIGLU) {
-        b->linear[4] = pmul(c, h, f, "mlp");
-        b->linear[5] = b->linear[4];
-        b->linear[6] = b->linear[4];
-        b->nmlp = 3;
-    } else {
-        b->linear[4] = padd(c, pmul(c, h, f, "fc1"), bias * f, "fc1");
-        b->linear[5] = padd(c, pmul(c, f, h, "fc2"), bias * h, "fc2");
-        b->nmlp = 2;
+        out[0] = pmul(c, h, f, "mlp");
+        out[1] = out[0];
+        out[2] = out[0];
+        return 3;
     }
-    uint64_t normp = (m->norm == GS_NORM_LAYERNORM || m->bias) ? 2 * h : h;
-    b->norms = 2 * normp;
-    b->total = b->norms;
-    for (size_t i = 0; i < b->nattn + b->nmlp; i++)
+    out[0] = padd(c, pmul(c, h, f, "fc1"), bias * f, "fc1");
+    out[1] = padd(c, pmul(c, f, h, "fc2"), bias * h, "fc2");
+    out[2] = 0;
+    return 2;
+}
+
+/* One block's slice: a MoE block when moe_block, else a dense one. */
+static void block_slice_init(const gs_model *m, uint64_t tp, int moe_block, pcalc *c, block_slice *b)
+{
+    memset(b, 0, sizeof *b);
+    attention_slice(m, tp, c, b);
+    b->experts = 1;
+    if (moe_block) {
+        uint64_t ef = m->moe.expert_ffn ? m->moe.expert_ffn : m->ffn;
+        b->nmlp = mlp_slice(m, ef, tp, c, &b->linear[b->nattn]);
+        b->experts = m->moe.experts;
+        if (m->moe.shared_experts)
+            mlp_slice(m, pmul(c, m->moe.shared_experts, ef, "shared experts"), tp, c, b->shared);
+        b->router = pmul(c, m->hidden, m->moe.experts, "router");
+    } else {
+        b->nmlp = mlp_slice(m, m->ffn, tp, c, &b->linear[b->nattn]);
+    }
+    b->norms = 2 * norm_slice(m, m->hidden);
+    b->total = padd(c, b->norms, b->attn_norms, "block params");
+    for (size_t i = 0; i < b->nattn; i++)
         b->total = padd(c, b->total, b->linear[i], "block params");
+    uint64_t mlp = 0;
+    for (size_t i = b->nattn; i < b->nattn + b->nmlp; i++)
+        mlp = padd(c, mlp, b->linear[i], "block params");
+    b->total = padd(c, b->total, pmul(c, mlp, b->experts, "experts"), "block params");
+    for (size_t i = 0; i < 3; i++)
+        b->total = padd(c, b->total, b->shared[i], "block params");
+    b->total = padd(c, b->total, b->router, "block params");
 }
 
 static int covers(const gs_unit *u, int64_t l);
@@ -133,10 +187,27 @@ static gs_status build_cover_index(gs_partition *p)
     return GS_OK;
 }
 
+/* Model chunks per stage: the interleaved schedule's virtual stages, else 1. */
+static uint64_t stage_chunks(const gs_strategy *st, uint64_t pp)
+{
+    return st->pipeline == GS_PIPE_INTERLEAVED && pp > 1 && st->virtual_stages ? st->virtual_stages : 1;
+}
+
+/* Whether stage-local layer l of `stage` is one of a MoE model's leading dense blocks. */
+static int local_layer_dense(const gs_scenario *s, const gs_mesh *mesh, uint64_t stage, int64_t l)
+{
+    const gs_model *m = &s->model;
+    if (!m->moe.experts || !m->moe.dense_layers || m->nominal_params)
+        return 0;
+    uint64_t v = stage_chunks(&s->strategy, mesh->size[GS_DIM_PP]);
+    return gs_pipe_global_layer(mesh, m->layers, v, stage, (uint64_t)l) < m->moe.dense_layers;
+}
+
 /* Stage stage's parameter counts per TP rank into p: its layers, each layer's, the embedding's
- * (first stage), the head's (last stage) and the total; c records an overflow, blk gets one
- * block's linear layers (not for nominal parameter counts). */
-static void stage_params(const gs_model *m, const gs_mesh *mesh, uint64_t stage, pcalc *c, block_slice *blk,
+ * (first stage), the head's (last stage) and the total; c records an overflow, blk[0] gets the
+ * common block's linear layers (a MoE block in a MoE model), blk[1] a leading dense block's
+ * (not for nominal parameter counts). */
+static void stage_params(const gs_model *m, const gs_mesh *mesh, uint64_t stage, pcalc *c, block_slice blk[2],
                          gs_partition *p)
 {
     uint64_t tp = mesh->size[GS_DIM_TP], pp = mesh->size[GS_DIM_PP];
@@ -149,8 +220,11 @@ static void stage_params(const gs_model *m, const gs_mesh *mesh, uint64_t stage,
         if (first)
             p->emb_params = ceil_div(gs_model_embedding_params(m), tp);
     } else {
-        block_slice_init(m, tp, c, blk);
-        p->layer_params = blk->total;
+        block_slice_init(m, tp, m->moe.experts != 0, c, &blk[0]);
+        blk[1] = blk[0];
+        if (m->moe.experts && m->moe.dense_layers)
+            block_slice_init(m, tp, 0, c, &blk[1]);
+        p->layer_params = blk[0].total;
         uint64_t hid = m->hidden;
         uint64_t vocab_slice = pmul(c, ceil_div(m->vocab, tp), hid, "embedding");
         p->word_params = vocab_slice;
@@ -171,43 +245,108 @@ static void stage_params(const gs_model *m, const gs_mesh *mesh, uint64_t stage,
                      pmul(c, p->layer_params, p->layers, "stage params"), "stage params");
 }
 
+/* A MoE model's leading dense blocks on this stage: p->block_params per stage-local layer and
+ * the stage total with them (dense models and MoE models without dense blocks keep NULL). */
+static gs_status dense_block_index(const gs_scenario *s, const gs_mesh *mesh, uint64_t stage,
+                                   const block_slice blk[2], pcalc *c, gs_partition *p)
+{
+    if (!s->model.moe.experts || !s->model.moe.dense_layers || s->model.nominal_params)
+        return GS_OK;
+    p->block_params = malloc((p->layers ? p->layers : 1) * sizeof *p->block_params);
+    if (!p->block_params)
+        return GS_ERR_NOMEM;
+    uint64_t blocks = 0;
+    for (uint64_t l = 0; l < p->layers; l++) {
+        p->block_params[l] = local_layer_dense(s, mesh, stage, (int64_t)l) ? blk[1].total : blk[0].total;
+        blocks = padd(c, blocks, p->block_params[l], "stage params");
+    }
+    p->params = padd(c, padd(c, p->emb_params, p->head_params, "stage params"), blocks, "stage params");
+    return GS_OK;
+}
+
+/* A MoE block's MLP under min_params (the router, the ModuleList of routed experts, each expert
+ * an MLP, the shared experts' MLP, all inside the MoE module): pushes what reaches min from the
+ * bottom up; returns what stays unwrapped in the MoE module. */
+static gs_status wrap_moe_mlp(const block_slice *b, uint64_t min, int32_t l, gs_partition *p, uint64_t *left)
+{
+    gs_status rc = GS_OK;
+    uint64_t router_left = 0, experts_left = 0, shared_left = 0, one_left = 0;
+    if (b->router >= min)
+        rc = push(p, b->router, l, l);
+    else
+        router_left = b->router;
+    for (uint64_t e = 0; e < b->experts && rc == GS_OK; e++) {
+        one_left = 0;
+        for (size_t k = b->nattn; k < b->nattn + b->nmlp && rc == GS_OK; k++) {
+            if (b->linear[k] >= min)
+                rc = push(p, b->linear[k], l, l);
+            else
+                one_left += b->linear[k];
+        }
+        if (one_left >= min && rc == GS_OK)
+            rc = push(p, one_left, l, l), one_left = 0;
+        experts_left += one_left;
+    }
+    if (experts_left >= min && rc == GS_OK)
+        rc = push(p, experts_left, l, l), experts_left = 0;
+    for (size_t k = 0; k < 3 && rc == GS_OK; k++) {
+        if (b->shared[k] >= min)
+            rc = push(p, b->shared[k], l, l);
+        else
+            shared_left += b->shared[k];
+    }
+    if (shared_left >= min && rc == GS_OK)
+        rc = push(p, shared_left, l, l), shared_left = 0;
+    *left = router_left + experts_left + shared_left;
+    if (*left >= min && rc == GS_OK)
+        rc = push(p, *left, l, l), *left = 0;
+    return rc;
+}
+
 /* wrap min_params: PyTorch's _recursive_wrap with size_based_auto_wrap_policy: children first; a
  * module is wrapped when the parameters not already in wrapped descendants reach min_params.
  * Pushes the units; *root gets what stays in the root unit. */
-static gs_status wrap_min_params(const gs_model *m, const gs_strategy *st, uint64_t pp, const block_slice *blk,
+static gs_status wrap_min_params(const gs_scenario *s, const gs_mesh *mesh, uint64_t stage, const block_slice blk[2],
                                  gs_partition *p, uint64_t *root)
 {
+    const gs_model *m = &s->model;
+    const gs_strategy *st = &s->strategy;
     gs_status rc = GS_OK;
     int32_t l0 = 0, l1 = (int32_t)p->layers - 1; /* stage-local layer indices */
     uint64_t min = st->wrap_min_params ? st->wrap_min_params : 1;
     /* The embedding and the head stay in the root: they are touched outside the blocks. */
     *root += p->emb_params + p->head_params;
     uint64_t unwrapped_layers = 0;
-    uint64_t v = st->pipeline == GS_PIPE_INTERLEAVED && pp > 1 && st->virtual_stages ? st->virtual_stages : 1;
+    uint64_t v = stage_chunks(st, mesh->size[GS_DIM_PP]);
     int32_t per_chunk = (int32_t)(p->layers / v ? p->layers / v : 1);
     for (int32_t l = l0; l <= l1 && rc == GS_OK; l++) {
         uint64_t left = 0;
+        const block_slice *b = local_layer_dense(s, mesh, stage, l) ? &blk[1] : &blk[0];
         if (m->nominal_params) {
             left = p->layer_params;
         } else {
-            uint64_t attn_left = 0, mlp_left = 0;
-            for (size_t k = 0; k < blk->nattn && rc == GS_OK; k++) {
-                if (blk->linear[k] >= min)
-                    rc = push(p, blk->linear[k], l, l);
+            uint64_t attn_left = b->attn_norms, mlp_left = 0;
+            for (size_t k = 0; k < b->nattn && rc == GS_OK; k++) {
+                if (b->linear[k] >= min)
+                    rc = push(p, b->linear[k], l, l);
                 else
-                    attn_left += blk->linear[k];
+                    attn_left += b->linear[k];
             }
             if (attn_left >= min && rc == GS_OK)
                 rc = push(p, attn_left, l, l), attn_left = 0;
-            for (size_t k = blk->nattn; k < blk->nattn + blk->nmlp && rc == GS_OK; k++) {
-                if (blk->linear[k] >= min)
-                    rc = push(p, blk->linear[k], l, l);
-                else
-                    mlp_left += blk->linear[k];
+            if (b->router && rc == GS_OK) { /* a MoE block */
+                rc = wrap_moe_mlp(b, min, l, p, &mlp_left);
+            } else {
+                for (size_t k = b->nattn; k < b->nattn + b->nmlp && rc == GS_OK; k++) {
+                    if (b->linear[k] >= min)
+                        rc = push(p, b->linear[k], l, l);
+                    else
+                        mlp_left += b->linear[k];
+                }
+                if (mlp_left >= min && rc == GS_OK)
+                    rc = push(p, mlp_left, l, l), mlp_left = 0;
             }
-            if (mlp_left >= min && rc == GS_OK)
-                rc = push(p, mlp_left, l, l), mlp_left = 0;
-            left = attn_left + mlp_left + blk->norms;
+            left = attn_left + mlp_left + b->norms;
         }
         if (rc != GS_OK)
             break;
@@ -235,13 +374,16 @@ gs_status gs_partition_stage(const gs_scenario *s, const gs_mesh *mesh, uint64_t
 {
     const gs_model *m = &s->model;
     const gs_strategy *st = &s->strategy;
-    uint64_t pp = mesh->size[GS_DIM_PP];
     gs_status rc = GS_OK;
     pcalc c = {0, NULL};
-    block_slice blk;
-    memset(&blk, 0, sizeof blk);
+    block_slice blk[2];
+    memset(blk, 0, sizeof blk);
     memset(p, 0, sizeof *p);
-    stage_params(m, mesh, stage, &c, &blk, p);
+    stage_params(m, mesh, stage, &c, blk, p);
+    if ((rc = dense_block_index(s, mesh, stage, blk, &c, p)) != GS_OK) {
+        gs_error_set(err, rc, "out of memory indexing the blocks of stage %" PRIu64, stage);
+        goto out;
+    }
     if (c.overflow) {
         rc = gs_error_set(err, GS_ERR_OVERFLOW, "%s: the %s parameter count of stage %" PRIu64
                           " would overflow 64 bits", s->path, c.what, stage);
@@ -256,11 +398,11 @@ gs_status gs_partition_stage(const gs_scenario *s, const gs_mesh *mesh, uint64_t
         break;
     case GS_WRAP_LAYER:
         for (int32_t l = l0; l <= l1 && rc == GS_OK; l++)
-            rc = push(p, p->layer_params, l, l);
+            rc = push(p, gs_partition_block_params(p, l), l, l);
         root = p->emb_params + p->head_params;
         break;
     case GS_WRAP_MIN_PARAMS:
-        rc = wrap_min_params(m, st, pp, &blk, p, &root);
+        rc = wrap_min_params(s, mesh, stage, blk, p, &root);
         break;
     }
     if (rc == GS_OK && root > 0) {
@@ -283,6 +425,8 @@ void gs_partition_fini(gs_partition *p)
     free(p->cover_off);
     free(p->cover_units);
     free(p->cover_params);
+    free(p->block_params);
+    p->block_params = NULL;
     p->cover_off = p->cover_units = NULL;
     p->cover_params = NULL;
     p->units = NULL;
@@ -332,7 +476,14 @@ uint64_t gs_partition_root(const gs_partition *p)
 
 int gs_partition_root_holds_layer(const gs_partition *p, int64_t layer)
 {
-    return p->has_root && gs_partition_covering(p, layer) < p->layer_params;
+    return p->has_root && gs_partition_covering(p, layer) < gs_partition_block_params(p, layer);
+}
+
+uint64_t gs_partition_block_params(const gs_partition *p, int64_t layer)
+{
+    if (p->block_params && layer >= 0 && (uint64_t)layer < p->layers)
+        return p->block_params[layer];
+    return p->layer_params;
 }
 
 int gs_partition_root_written_by(const gs_partition *p, uint64_t stage, uint64_t pp, uint64_t v, uint64_t chunk)

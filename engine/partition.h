@@ -4,7 +4,7 @@
  * bytes and memory on its own.
  *
  * Ownership: gs_partition is caller storage (init by gs_partition_stage, free with
- * gs_partition_fini); it owns its unit array and its per-layer index. */
+ * gs_partition_fini); it owns its unit array, its per-layer index and its block_params. */
 #ifndef GS_PARTITION_H
 #define GS_PARTITION_H
 
@@ -29,7 +29,9 @@ typedef struct gs_partition {
     size_t cap;
     int has_root;         /* units[nunits-1] is the root */
     uint64_t params;      /* all parameters of this rank's stage slice */
-    uint64_t layer_params;/* one transformer block's slice */
+    uint64_t layer_params;/* one transformer block's slice (a MoE model's: a MoE block's) */
+    uint64_t *block_params; /* a MoE model with leading dense blocks: each stage-local layer's
+                             * block slice; NULL when every block is layer_params */
     uint64_t emb_params;  /* embedding slice (stage 0), else 0 */
     uint64_t head_params; /* final norm + LM head slice (last stage), else 0 */
     uint64_t word_params; /* the word embedding's TP slice, ceil(vocab / tp) x hidden, on every
@@ -48,8 +50,10 @@ typedef struct gs_partition {
  *  - model: one unit holding everything (it is the root);
  *  - min_params: PyTorch's size_based_auto_wrap_policy bottom-up over the module tree
  *    (linears, attention, MLP, block, the list of blocks), the rest in the root.
- * Linears split Megatron-style across TP; KV heads fewer than tp are replicated. Sizes that
- * overflow fail with GS_ERR_OVERFLOW. */
+ * Linears split Megatron-style across TP; KV heads fewer than tp are replicated. A MoE block
+ * holds every expert (each split across TP, no expert parallelism) and the replicated router;
+ * under min_params each expert, the list of experts, the shared experts and the MoE module are
+ * modules too. Sizes that overflow fail with GS_ERR_OVERFLOW. */
 gs_status gs_partition_stage(const gs_scenario *s, const gs_mesh *mesh, uint64_t stage, gs_partition *p,
                              gs_error *err);
 void gs_partition_fini(gs_partition *p);
@@ -60,6 +64,8 @@ uint64_t gs_partition_covering(const gs_partition *p, int64_t layer);
 size_t gs_partition_units_covering(const gs_partition *p, int64_t layer, const size_t **units);
 /* Sum of non-root units covering layer `next` but not layer `cur` (what a prefetch adds). */
 uint64_t gs_partition_prefetch(const gs_partition *p, int64_t cur, int64_t next);
+/* Stage-local layer l's block slice: layer_params, or a leading dense block's in a MoE model. */
+uint64_t gs_partition_block_params(const gs_partition *p, int64_t layer);
 /* Root unit's params (0 without a root). */
 uint64_t gs_partition_root(const gs_partition *p);
 /* Whether the root unit holds parameters of stage-local layer l (wrap: model; min_params' strays). */

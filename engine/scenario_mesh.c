@@ -259,9 +259,30 @@ static gs_status check_bucket_count(const gs_scenario *s, const gs_mesh *mesh, g
                         (double)bytes / GS_SCHEDULE_MAX_BUCKETS + 1);
 }
 
+/* The schedule's blocks are dense with MHA/GQA attention (engine/build_layer.c): no router,
+ * expert GEMMs or token dispatch, no latent projections. Such models are refused rather than
+ * timed as the wrong GEMMs. */
+static gs_status check_schedulable_model(const gs_scenario *s, gs_error *err)
+{
+    const gs_model *m = &s->model;
+    if (!m->moe.experts && !m->mla.kv_lora_rank)
+        return GS_OK;
+    return gs_error_set(err, GS_ERR_UNSUPPORTED,
+                        "%s: model %s has %s: the schedule and the simulator model dense MLPs and "
+                        "MHA/GQA attention only; `gridstep mem` counts its parameters and training "
+                        "state (every expert on every rank)",
+                        s->path[0] ? s->path : "<scenario>", m->name,
+                        m->moe.experts && m->mla.kv_lora_rank ? "mixture-of-experts blocks and latent attention (MLA)"
+                        : m->moe.experts                      ? "mixture-of-experts blocks"
+                                                              : "latent attention (MLA)");
+}
+
 gs_status gs_scenario_check_schedule_size(const gs_scenario *s, const gs_mesh *mesh, uint64_t microbatches,
                                           int exact, gs_error *err)
 {
+    gs_status mrc = check_schedulable_model(s, err);
+    if (mrc != GS_OK)
+        return mrc;
     gs_status brc = check_bucket_count(s, mesh, err);
     if (brc != GS_OK)
         return brc;

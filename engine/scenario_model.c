@@ -1,5 +1,6 @@
 /* The scenario's model section (engine/scenario_internal.h): a preset name, or a mapping that
- * changes a preset's fields or describes a model of its own (Llama conventions fill the rest),
+ * changes a preset's fields or describes a model of its own (Llama conventions fill the rest;
+ * moe and mla sub-mappings make it a mixture of experts or give it latent attention),
  * validated and bounded so that the ledger's byte counts fit in 64 bits. It fills the caller's
  * gs_model (a preset is copied by value) and borrows the loader's nodes. */
 #include <ctype.h>
@@ -77,7 +78,7 @@ static gs_status opt_probability(const gs__yaml_loader *l, const yaml_node_t *ma
 static const char *const model_keys[] = {
     "preset", "name", "params", "layers", "hidden", "heads", "kv_heads", "head_dim", "ffn",
     "vocab", "seq", "tied_embeddings", "bias", "dropout", "attention_dropout", "hidden_dropout", "norm", "mlp",
-    "pos",
+    "pos", "moe", "mla",
 };
 
 static gs_status model_preset(const gs__yaml_loader *l, const yaml_node_t *v, const char *field,
@@ -190,7 +191,8 @@ static gs_status model_fields(const gs__yaml_loader *l, const yaml_node_t *v, gs
 static gs_status model_params_alone(const gs__yaml_loader *l, const yaml_node_t *v, const yaml_node_t *preset,
                                     const yaml_node_t *params_node)
 {
-    static const char *const shape_keys[] = {"layers", "hidden", "heads", "kv_heads", "head_dim", "ffn", "vocab"};
+    static const char *const shape_keys[] = {"layers", "hidden", "heads", "kv_heads", "head_dim", "ffn", "vocab",
+                                             "moe",    "mla"};
     for (size_t k = 0; preset && params_node && k < sizeof shape_keys / sizeof shape_keys[0]; k++)
         if (gs__yaml_lookup(l, v, shape_keys[k], NULL))
             return gs__yaml_fail_at(l, params_node, GS_ERR_INPUT,
@@ -243,6 +245,113 @@ static gs_status model_kinds(const gs__yaml_loader *l, const yaml_node_t *v, gs_
     return GS_OK;
 }
 
+/* ------------------------------------------------------------- experts and MLA ---- */
+
+static const char *const moe_keys[] = {"experts", "top_k", "expert_ffn", "shared_experts", "dense_layers",
+                                       "capacity_factor"};
+static const char *const mla_keys[] = {"q_lora_rank", "kv_lora_rank", "rope_head_dim"};
+
+/* An optional integer >= 0 of a sub-mapping. */
+static gs_status opt_u64(const gs__yaml_loader *l, const yaml_node_t *map, const char *section, const char *key,
+                         uint64_t *dst)
+{
+    yaml_node_t *v = gs__yaml_lookup(l, map, key, NULL);
+    char field[96];
+    if (!v)
+        return GS_OK;
+    snprintf(field, sizeof field, "%s.%s", section, key);
+    return gs__scenario_value_u64(l, v, field, dst, 1);
+}
+
+/* An optional finite real >= 0 (0: off). */
+static gs_status opt_nonnegative(const gs__yaml_loader *l, const yaml_node_t *map, const char *section,
+                                 const char *key, double *dst)
+{
+    yaml_node_t *v = gs__yaml_lookup(l, map, key, NULL);
+    if (!v)
+        return GS_OK;
+    char found[96];
+    const char *t = gs__yaml_is_bare_scalar(v) ? gs__yaml_scalar_text(v) : NULL;
+    char *end = NULL;
+    double d = t ? strtod(t, &end) : 0.0;
+    if (!t || end == t || *end != '\0' || !isdigit((unsigned char)t[strspn(t, " +-.")]) || !(d >= 0.0 && d < 1e6))
+        return gs__yaml_fail_at(l, v, GS_ERR_INPUT, "%s.%s: found %s, expected a number >= 0 (0: off)", section,
+                                key, gs__yaml_describe(v, found, sizeof found));
+    *dst = d;
+    return GS_OK;
+}
+
+/* The sub-mapping `key` of the model mapping (NULL when absent), its keys checked. */
+static gs_status sub_mapping(const gs__yaml_loader *l, const yaml_node_t *v, const char *key,
+                             const char *const *keys, size_t nkeys, const char *expected, yaml_node_t **out)
+{
+    char section[32], found[96];
+    *out = gs__yaml_lookup(l, v, key, NULL);
+    if (!*out)
+        return GS_OK;
+    snprintf(section, sizeof section, "model.%s", key);
+    if ((*out)->type != YAML_MAPPING_NODE)
+        return gs__yaml_fail_at(l, *out, GS_ERR_INPUT, "%s: found %s, expected a mapping %s", section,
+                                gs__yaml_describe(*out, found, sizeof found), expected);
+    return gs__yaml_check_keys(l, *out, section, keys, nkeys);
+}
+
+/* moe: {experts, top_k, expert_ffn, shared_experts, dense_layers, capacity_factor}, over the
+ * preset's when there is one; each inconsistency is reported at its key. */
+static gs_status model_moe(const gs__yaml_loader *l, const yaml_node_t *v, gs_model *m)
+{
+    yaml_node_t *e;
+    gs_status st = sub_mapping(l, v, "moe", moe_keys, sizeof moe_keys / sizeof moe_keys[0],
+                               "{experts: N, top_k: K, ...}", &e);
+    if (st != GS_OK || !e)
+        return st;
+    gs_moe *x = &m->moe;
+    if ((st = gs__scenario_opt_count(l, e, "model.moe", "experts", &x->experts, NULL)) ||
+        (st = gs__scenario_opt_count(l, e, "model.moe", "top_k", &x->top_k, NULL)) ||
+        (st = gs__scenario_opt_count(l, e, "model.moe", "expert_ffn", &x->expert_ffn, NULL)) ||
+        (st = opt_u64(l, e, "model.moe", "shared_experts", &x->shared_experts)) ||
+        (st = opt_u64(l, e, "model.moe", "dense_layers", &x->dense_layers)) ||
+        (st = opt_nonnegative(l, e, "model.moe", "capacity_factor", &x->capacity_factor)))
+        return st;
+    const yaml_node_t *at;
+    if (x->experts < 2)
+        return gs__yaml_fail_at(l, (at = gs__yaml_lookup(l, e, "experts", NULL)) ? at : e, GS_ERR_INPUT,
+                                "model.moe.experts: found %llu, expected at least 2 routed experts",
+                                (unsigned long long)x->experts);
+    if (x->top_k == 0)
+        return gs__yaml_fail_at(l, e, GS_ERR_INPUT, "model.moe: no 'top_k', expected top_k: K (experts per token)");
+    if (x->top_k > x->experts)
+        return gs__yaml_fail_at(l, (at = gs__yaml_lookup(l, e, "top_k", NULL)) ? at : e, GS_ERR_INPUT,
+                                "model.moe.top_k: found %llu, expected at most experts = %llu",
+                                (unsigned long long)x->top_k, (unsigned long long)x->experts);
+    if (m->layers && x->dense_layers >= m->layers)
+        return gs__yaml_fail_at(l, (at = gs__yaml_lookup(l, e, "dense_layers", NULL)) ? at : e, GS_ERR_INPUT,
+                                "model.moe.dense_layers: found %llu, expected fewer than layers = %llu (at "
+                                "least one MoE block)",
+                                (unsigned long long)x->dense_layers, (unsigned long long)m->layers);
+    return GS_OK;
+}
+
+/* mla: {q_lora_rank, kv_lora_rank, rope_head_dim}, over the preset's when there is one. */
+static gs_status model_mla(const gs__yaml_loader *l, const yaml_node_t *v, gs_model *m)
+{
+    yaml_node_t *a;
+    gs_status st = sub_mapping(l, v, "mla", mla_keys, sizeof mla_keys / sizeof mla_keys[0],
+                               "{kv_lora_rank: N, q_lora_rank: N, rope_head_dim: N}", &a);
+    if (st != GS_OK || !a)
+        return st;
+    if ((st = opt_u64(l, a, "model.mla", "q_lora_rank", &m->mla.q_lora_rank)) ||
+        (st = gs__scenario_opt_count(l, a, "model.mla", "kv_lora_rank", &m->mla.kv_lora_rank, NULL)) ||
+        (st = opt_u64(l, a, "model.mla", "rope_head_dim", &m->mla.rope_head_dim)))
+        return st;
+    if (m->mla.kv_lora_rank == 0)
+        return gs__yaml_fail_at(l, a, GS_ERR_INPUT, "model.mla: no 'kv_lora_rank', expected kv_lora_rank: N");
+    if (m->bias)
+        return gs__yaml_fail_at(l, a, GS_ERR_INPUT, "model.mla: found with bias: true, expected bias: false "
+                                                    "(MLA's projections have no biases)");
+    return GS_OK;
+}
+
 /* A mapping of model fields: a preset changed, or a model of its own. */
 static gs_status model_mapping(const gs__yaml_loader *l, const yaml_node_t *v, gs_model *m)
 {
@@ -260,10 +369,16 @@ static gs_status model_mapping(const gs__yaml_loader *l, const yaml_node_t *v, g
     if ((g.hidden || g.heads) && !g.head_dim)
         m->head_dim = 0;
     if (preset && (g.hidden || g.heads || gs__yaml_lookup(l, v, "layers", NULL) ||
-                   gs__yaml_lookup(l, v, "params", NULL)))
+                   gs__yaml_lookup(l, v, "params", NULL) || gs__yaml_lookup(l, v, "moe", NULL) ||
+                   gs__yaml_lookup(l, v, "mla", NULL)))
         m->source = NULL; /* no longer the published configuration */
     if (!preset && (st = model_user_defaults(l, v, m)) != GS_OK)
         return st;
+    if ((st = model_moe(l, v, m)) || (st = model_mla(l, v, m)))
+        return st;
+    /* MLA expands a key and a value per head */
+    if (m->mla.kv_lora_rank && !gs__yaml_lookup(l, v, "kv_heads", NULL))
+        m->kv_heads = m->heads;
     return GS_OK;
 }
 

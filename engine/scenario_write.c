@@ -39,6 +39,28 @@ static const char *shortest(double x, char buf[32])
     return buf;
 }
 
+/* The moe and mla sub-mappings (present only for such models: dense models' files stay as they
+ * were), each a flow mapping between `pre` and `post` (", " and "" in a flow model, "  " and
+ * "\n" in a block one). */
+static gs_status put_sparse(gs_text *t, const gs_model *m, const char *pre, const char *post)
+{
+    gs_status st = GS_OK;
+    if (m->moe.experts) {
+        char cf[32];
+        st = gs_text_printf(t,
+                            "%smoe: {experts: %" PRIu64 ", top_k: %" PRIu64 ", expert_ffn: %" PRIu64
+                            ", shared_experts: %" PRIu64 ", dense_layers: %" PRIu64 ", capacity_factor: %s}%s",
+                            pre, m->moe.experts, m->moe.top_k, m->moe.expert_ffn, m->moe.shared_experts,
+                            m->moe.dense_layers, shortest(m->moe.capacity_factor, cf), post);
+    }
+    if (st == GS_OK && m->mla.kv_lora_rank)
+        st = gs_text_printf(t,
+                            "%smla: {q_lora_rank: %" PRIu64 ", kv_lora_rank: %" PRIu64 ", rope_head_dim: %" PRIu64
+                            "}%s",
+                            pre, m->mla.q_lora_rank, m->mla.kv_lora_rank, m->mla.rope_head_dim, post);
+    return st;
+}
+
 static gs_status put_model(gs_text *t, const gs_model *m)
 {
     const gs_model *p = gs_model_preset_find(m->name);
@@ -66,6 +88,8 @@ static gs_status put_model(gs_text *t, const gs_model *m)
         st = gs_text_printf(t, "  attention_dropout: %s\n  hidden_dropout: %s\n", shortest(m->attention_dropout, a),
                             shortest(m->hidden_dropout, h));
     }
+    if (st == GS_OK)
+        st = put_sparse(t, m, "  ", "\n");
     return st;
 }
 
@@ -93,6 +117,8 @@ gs_status gs_model_write_flow(const gs_model *m, gs_text *t)
         st = gs_text_printf(t, ", attention_dropout: %s, hidden_dropout: %s", shortest(m->attention_dropout, a),
                             shortest(m->hidden_dropout, h));
     }
+    if (st == GS_OK)
+        st = put_sparse(t, m, ", ", "");
     return st == GS_OK ? gs_text_printf(t, "}") : st;
 }
 

@@ -349,6 +349,16 @@ gs_status gs_exec_session_create(const gs_scenario *s, const gs_mesh *mesh, cons
                           s->name, mesh->cp);
         goto out;
     }
+    if (s->model.moe.experts || s->model.mla.kv_lora_rank) {
+        /* every process sees the same scenario: each refuses alike */
+        rc = gs_error_set(err, GS_ERR_INPUT,
+                          "exec: %s: model %s has %s, which exec's drivers do not run: their blocks are a "
+                          "dense MLP and MHA/GQA attention (`gridstep mem` counts its memory; run a dense "
+                          "model to execute)",
+                          s->name, s->model.name,
+                          s->model.moe.experts ? "mixture-of-experts blocks" : "latent attention (MLA)");
+        goto out;
+    }
     if (!(x->o.timeout_s >= 0 && x->o.timeout_s <= GS_EXEC_TIMEOUT_MAX_S)) { /* NaN too */
         rc = gs_error_set(err, GS_ERR_INPUT, "exec: timeout %g s: expected a finite number of seconds in (0, %g]",
                           x->o.timeout_s, GS_EXEC_TIMEOUT_MAX_S);

@@ -1807,6 +1807,36 @@ START_TEST(transport_order)
 }
 END_TEST
 
+
+/* A mixture-of-experts or MLA model is refused before anything is allocated: the drivers' blocks
+ * are a dense MLP and MHA/GQA attention. */
+START_TEST(moe_refused)
+{
+    static const char *const models[] = {
+        "model: {layers: 2, hidden: 256, heads: 4, seq: 64, vocab: 512, moe: {experts: 4, top_k: 2}}\n",
+        "model: {layers: 2, hidden: 256, heads: 4, seq: 64, vocab: 512, mla: {kv_lora_rank: 64}}\n",
+    };
+    static const char *const what[] = {"mixture-of-experts blocks", "latent attention (MLA)"};
+    for (size_t i = 0; i < 2; i++) {
+        char text[512];
+        snprintf(text, sizeof text, "%scluster: {preset: dgx-h100, nodes: 1, gpus_per_node: 2}\ngrid: {dp: 2}\n"
+                                    "batch: {global: 2, micro: 1}\n", models[i]);
+        gs_scenario s;
+        gs_mesh mesh;
+        gs_error err;
+        gs_error_init(&err);
+        ck_assert_msg(gs_scenario_load_string(text, strlen(text), "moe.yaml", &s, &err) == GS_OK, "%s", err.msg);
+        ck_assert_msg(gs_scenario_mesh(&s, &mesh, NULL, &err) == GS_OK, "%s", err.msg);
+        gs_exec_opts eo;
+        gs_exec_opts_defaults(&eo);
+        gs_exec_session *x = NULL;
+        ck_assert_int_eq(gs_exec_session_create(&s, &mesh, &eo, &x, &err), GS_ERR_INPUT);
+        ck_assert_ptr_null(x);
+        ck_assert_msg(strstr(err.msg, what[i]) && strstr(err.msg, "exec's drivers do not run"), "%s", err.msg);
+    }
+}
+END_TEST
+
 static Suite *exec_suite(void)
 {
     Suite *s = suite_create("exec");
@@ -1814,6 +1844,7 @@ static Suite *exec_suite(void)
     tcase_set_timeout(tc, 300);
     tcase_add_loop_test(tc, contract, 0, (int)NCONFIGS);
     tcase_add_test(tc, loss_falls);
+    tcase_add_test(tc, moe_refused);
     tcase_add_test(tc, flash_vs_probabilities);
     tcase_add_test(tc, bucket_stages_bits);
     tcase_add_test(tc, tied_gradient_is_the_sum);

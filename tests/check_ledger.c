@@ -10,6 +10,7 @@
 #include <string.h>
 
 #include "engine/ledger.h"
+#include "engine/partition.h"
 #include "engine/scenario.h"
 
 static gs_ledger *ledger_from(const char *yaml, gs_scenario *s, gs_mesh *mesh)
@@ -633,6 +634,70 @@ START_TEST(test_bucket_stages_first_traffic)
 }
 END_TEST
 
+
+/* MoE models hold every expert on every rank (no expert parallelism): the ledger's states are the
+ * total count's. Mixtral 8x7B (46,702,792,704 parameters, model.h's hand count in check_model):
+ * full_shard on 8 with per-layer units of 1,451,270,144 and the root 262,148,096, both divisible by
+ * 8: 46,702,792,704 / 8 x 16 B = 93,405,585,408 B per rank. With tp = 2 a block's slice is
+ * q, o 4096 x 2048 each + k, v 4096 x 512 each + 8 experts x 3 x 4096 x 7168 + the router
+ * 4096 x 8 + norms 8192 = 725,655,552; the stage: 32 of them + embedding 16000 x 4096 + head
+ * 16000 x 4096 + 4096 = 23,352,053,760. */
+START_TEST(test_moe_states)
+{
+    gs_scenario s;
+    gs_mesh m;
+    gs_ledger *l = ledger_from("model: mixtral-8x7b\ncluster: {preset: dgx-h200}\ngrid: {dp: 8}\n", &s, &m);
+    ck_assert_uint_eq(l->params, 46702792704ull);
+    ck_assert_uint_eq(l->ranks[0].params, 46702792704ull);
+    ck_assert_uint_eq(l->per_rank_state_bytes, 93405585408ull);
+    ck_assert_uint_eq(l->ranks[0].unit_params, 1451270144ull);
+    gs_ledger_destroy(l);
+    l = ledger_from("model: mixtral-8x7b\ncluster: {preset: dgx-h200}\ngrid: {dp: 4, tp: 2}\n", &s, &m);
+    ck_assert_uint_eq(l->ranks[0].params, 23352053760ull);
+    gs_ledger_destroy(l);
+}
+END_TEST
+
+/* DeepSeek-V3 on pp = 2 (61 blocks: 31 + 30): stage 0 holds the 3 dense blocks (583,483,392 each),
+ * 28 MoE blocks (11,507,286,016 each) and the embedding 129280 x 7168 = 926,679,040:
+ * 324,881,137,664; stage 1 30 MoE blocks and the head 926,679,040 + 7168: 346,145,266,688; the
+ * two add up to the model's 671,026,404,352. Every wrap policy partitions the same parameters. */
+START_TEST(test_moe_dense_blocks)
+{
+    static const char *const wraps[] = {"layer", "model", "{min_params: 1}", "{min_params: 10000000}",
+                                        "{min_params: 1000000000}"};
+    for (size_t w = 0; w < sizeof wraps / sizeof wraps[0]; w++) {
+        char y[512];
+        snprintf(y, sizeof y,
+                 "model: deepseek-v3\ncluster: {preset: dgx-h200, nodes: 2}\ngrid: {dp: 8, pp: 2}\n"
+                 "strategy: {wrap: %s}\n",
+                 wraps[w]);
+        gs_scenario s;
+        gs_mesh m;
+        gs_ledger *l = ledger_from(y, &s, &m);
+        ck_assert_uint_eq(l->ranks[0].params, 324881137664ull);
+        ck_assert_uint_eq(l->ranks[1].params, 346145266688ull);
+        for (uint64_t stage = 0; stage < 2; stage++) {
+            gs_partition p;
+            gs_error err;
+            gs_error_init(&err);
+            ck_assert_msg(gs_partition_stage(&s, &m, stage, &p, &err) == GS_OK, "%s", err.msg);
+            uint64_t sum = 0;
+            for (size_t u = 0; u < p.nunits; u++)
+                sum += p.units[u].params;
+            ck_assert_msg(sum == p.params, "wrap %s stage %llu: units %llu, stage %llu", wraps[w],
+                          (unsigned long long)stage, (unsigned long long)sum, (unsigned long long)p.params);
+            ck_assert_uint_eq(gs_partition_block_params(&p, 0), stage == 0 ? 583483392ull : 11507286016ull);
+            ck_assert_uint_eq(gs_partition_block_params(&p, 3), 11507286016ull);
+            for (int64_t layer = 0; layer < (int64_t)p.layers && w == 0; layer++)
+                ck_assert(!gs_partition_root_holds_layer(&p, layer));
+            gs_partition_fini(&p);
+        }
+        gs_ledger_destroy(l);
+    }
+}
+END_TEST
+
 static Suite *ledger_suite(void)
 {
     Suite *s = suite_create("ledger");
@@ -653,6 +718,8 @@ static Suite *ledger_suite(void)
     tcase_add_test(mem, test_recompute_every);
     tcase_add_test(mem, test_pipeline_inflight);
     tcase_add_test(mem, test_numbers_only);
+    tcase_add_test(mem, test_moe_states);
+    tcase_add_test(mem, test_moe_dense_blocks);
     suite_add_tcase(s, mem);
     TCase *traffic = tcase_create("traffic");
     tcase_add_test(traffic, test_hsdp);

@@ -99,8 +99,10 @@ START_TEST(test_every_preset_sane)
         ck_assert_msg(m.source != NULL && m.source[0], "%s has no source", m.name);
         ck_assert_int_eq(gs_model_validate(&m, NULL), GS_OK);
         ck_assert_uint_eq(m.nominal_params, 0);
-        ck_assert_uint_eq(m.hidden % m.heads, 0);
-        ck_assert_uint_eq(m.head_dim * m.heads, m.hidden);
+        if (!m.mla.kv_lora_rank) { /* MLA heads are wider than hidden / heads (deepseek-v3) */
+            ck_assert_uint_eq(m.hidden % m.heads, 0);
+            ck_assert_uint_eq(m.head_dim * m.heads, m.hidden);
+        }
         /* Names are unique under case folding. */
         ck_assert_ptr_eq(gs_model_preset_find(m.name), gs_model_preset_at(i));
     }
@@ -187,9 +189,21 @@ START_TEST(test_parts_sum_every_preset)
         ck_assert_uint_eq(p.attn_split + p.attn_replicated + p.mlp_split + p.mlp_replicated +
                               p.norm_replicated,
                           gs_model_layer_params(&m));
-        ck_assert_uint_eq(m.layers * gs_model_layer_params(&m) + gs_model_embedding_params(&m) +
-                              gs_model_head_params(&m),
-                          gs_model_params(&m));
+        uint64_t blocks = 0;
+        for (uint64_t l = 0; l < m.layers; l++) {
+            gs_model_layer_param_parts_at(&m, l, &p);
+            ck_assert_uint_eq(p.attn_split + p.attn_replicated + p.mlp_split + p.mlp_replicated +
+                                  p.norm_replicated,
+                              gs_model_layer_params_at(&m, l));
+            blocks += gs_model_layer_params_at(&m, l);
+        }
+        ck_assert_uint_eq(blocks + gs_model_embedding_params(&m) + gs_model_head_params(&m), gs_model_params(&m));
+        if (!m.moe.experts) { /* dense: every block alike, and every parameter active */
+            ck_assert_uint_eq(m.layers * gs_model_layer_params(&m) + gs_model_embedding_params(&m) +
+                                  gs_model_head_params(&m),
+                              gs_model_params(&m));
+            ck_assert_uint_eq(gs_model_active_params(&m), gs_model_params(&m));
+        }
     }
 }
 END_TEST
@@ -396,11 +410,191 @@ START_TEST(test_overflow)
 }
 END_TEST
 
+
+/* ------------------------------------------------------------------- mixture of experts ----- */
+
+/* Mixtral 8x7B by hand (h 4096, 32 layers, 32 heads of 128, 8 kv heads, ffn 14336, vocab 32000,
+ * 8 SwiGLU experts, top-2, untied, RMSNorm):
+ *   attention  q, o 4096 x 4096 = 16,777,216 each; k, v 4096 x 1024 = 4,194,304 each: 41,943,040
+ *   norms      2 x 4096 = 8,192;   router 4096 x 8 = 32,768
+ *   expert     3 x 4096 x 14336 = 176,160,768; 8 of them 1,409,286,144
+ *   block      41,943,040 + 8,192 + 32,768 + 1,409,286,144 = 1,451,270,144
+ *   embedding  32000 x 4096 = 131,072,000; head 131,072,000 + final norm 4096
+ *   total      32 x 1,451,270,144 + 131,072,000 + 131,076,096 = 46,702,792,704
+ *   active     block with 2 experts 41,943,040 + 8,192 + 32,768 + 352,321,536 = 394,305,536;
+ *              32 x 394,305,536 + 262,148,096 = 12,879,925,248
+ * Mistral AI's announcement: 46.7B total, 12.9B used per token. */
+START_TEST(test_mixtral_8x7b)
+{
+    gs_model m = copy_preset("mixtral-8x7b");
+    ck_assert_int_eq(gs_model_validate(&m, NULL), GS_OK);
+    ck_assert_uint_eq(gs_model_params(&m), 46702792704ULL);
+    ck_assert_uint_eq(gs_model_active_params(&m), 12879925248ULL);
+    ck_assert_uint_eq(gs_model_layer_params(&m), 1451270144ULL);
+    ck_assert(fabs((double)gs_model_params(&m) - 46.7e9) < 0.05e9);
+    ck_assert(fabs((double)gs_model_active_params(&m) - 12.9e9) < 0.05e9);
+    gs_layer_params p;
+    gs_model_layer_param_parts(&m, &p);
+    ck_assert_uint_eq(p.attn_split, 41943040ULL);
+    ck_assert_uint_eq(p.mlp_split, 8ULL * 176160768ULL);
+    ck_assert_uint_eq(p.mlp_replicated, 32768ULL); /* the router */
+    ck_assert_uint_eq(p.norm_replicated, 8192ULL);
+}
+END_TEST
+
+/* Published: Mixtral 8x22B 141B total, 39B active (Mistral AI's announcement); DeepSeek-V3 671B
+ * total (technical report, the main model without the 14B MTP module). */
+START_TEST(test_moe_published_totals)
+{
+    gs_model m = copy_preset("mixtral-8x22b");
+    ck_assert_int_eq(gs_model_validate(&m, NULL), GS_OK);
+    ck_assert_msg(fabs((double)gs_model_params(&m) - 141e9) < 0.5e9, "%llu", (unsigned long long)gs_model_params(&m));
+    ck_assert_msg(fabs((double)gs_model_active_params(&m) - 39e9) < 0.5e9, "%llu",
+                  (unsigned long long)gs_model_active_params(&m));
+    m = copy_preset("deepseek-v3");
+    ck_assert_int_eq(gs_model_validate(&m, NULL), GS_OK);
+    ck_assert_msg(fabs((double)gs_model_params(&m) - 671e9) < 0.5e9, "%llu", (unsigned long long)gs_model_params(&m));
+}
+END_TEST
+
+/* DeepSeek-V3 by hand (config.json; MLA as in model.h):
+ *   MLA        q_a 7168 x 1536 = 11,010,048; q_b 1536 x 128 x 192 = 37,748,736;
+ *              kv_a 7168 x 576 = 4,128,768; kv_b 512 x 128 x 256 = 16,777,216;
+ *              o 16384 x 7168 = 117,440,512; latent norms 1536 + 512: 187,107,328
+ *   norms      2 x 7168 = 14,336
+ *   dense MLP  3 x 7168 x 18432 = 396,361,728 (first 3 blocks)
+ *   expert     3 x 7168 x 2048 = 44,040,192; 256 routed + 1 shared; router 7168 x 256 = 1,835,008
+ *   MoE block  187,107,328 + 14,336 + 257 x 44,040,192 + 1,835,008 = 11,507,286,016
+ *   total      3 x 583,483,392 + 58 x 11,507,286,016 + 2 x 926,679,040 + 7168 = 671,026,404,352
+ *   active     MoE block with 8 + 1 experts: 187,107,328 + 14,336 + 9 x 44,040,192 + 1,835,008
+ *              = 585,318,400; 3 x 583,483,392 + 58 x 585,318,400 + 1,853,365,248 = 37,552,282,624
+ * The report's "37B activated" reads as 37.x: this count (router and embedding included, as
+ * Mixtral's 12.9B needs) is 37.55B; DeepSeek's README_WEIGHTS gives 36.7B, which we do not
+ * reproduce. */
+START_TEST(test_deepseek_v3)
+{
+    gs_model m = copy_preset("deepseek-v3");
+    ck_assert_int_eq(gs_model_validate(&m, NULL), GS_OK);
+    ck_assert_uint_eq(gs_model_params(&m), 671026404352ULL);
+    ck_assert_uint_eq(gs_model_active_params(&m), 37552282624ULL);
+    ck_assert_uint_eq(gs_model_layer_params_at(&m, 0), 583483392ULL);
+    ck_assert_uint_eq(gs_model_layer_params_at(&m, 2), 583483392ULL);
+    ck_assert_uint_eq(gs_model_layer_params_at(&m, 3), 11507286016ULL);
+    ck_assert_uint_eq(gs_model_layer_params(&m), 11507286016ULL);
+    ck_assert(gs_model_active_params(&m) >= 37000000000ULL && gs_model_active_params(&m) < 38000000000ULL);
+    gs_layer_params p;
+    gs_model_layer_param_parts_at(&m, 0, &p);
+    ck_assert_uint_eq(p.attn_split, 37748736ULL + 16777216ULL + 117440512ULL);
+    ck_assert_uint_eq(p.attn_replicated, 11010048ULL + 4128768ULL + 2048ULL);
+    ck_assert_uint_eq(p.mlp_split, 396361728ULL);
+    ck_assert_uint_eq(p.mlp_replicated, 0);
+}
+END_TEST
+
+/* Model FLOPs of a MoE step use the active matmul weights: Mixtral 8x7B, one 4096-token sequence
+ * at seq 4096, by hand: per block q,k,v,o 41,943,040 + router 32,768 + 2 experts 352,321,536;
+ * LM head 131,072,000; attention 12 x 32 x T x 4096 x 4096. */
+START_TEST(test_moe_flops)
+{
+    gs_model m = copy_preset("mixtral-8x7b");
+    m.seq = 4096;
+    ck_assert_int_eq(gs_model_validate(&m, NULL), GS_OK);
+    const double T = 4096.0;
+    const double per_layer = 41943040.0 + 32768.0 + 352321536.0;
+    const double expect = 6.0 * T * (32.0 * per_layer + 131072000.0) + 12.0 * 32 * T * 4096 * 4096;
+    ck_assert_msg(fabs(gs_model_train_flops(&m, T) / expect - 1.0) < 1e-12, "%.9e vs %.9e",
+                  gs_model_train_flops(&m, T), expect);
+    /* far below 6 x total: the 6 experts a token skips do no work */
+    ck_assert(gs_model_train_flops(&m, T) < 0.5 * 6.0 * T * (double)gs_model_params(&m));
+    /* DeepSeek-V3: MLA scores over 128 + 64, context over 128 per head */
+    m = copy_preset("deepseek-v3");
+    ck_assert_int_eq(gs_model_validate(&m, NULL), GS_OK);
+    const double mla = 11010048.0 + 37748736.0 + 4128768.0 + 16777216.0 + 117440512.0;
+    const double dense = 3.0 * (mla + 396361728.0), moe = 58.0 * (mla + 1835008.0 + 9.0 * 44040192.0);
+    const double ds = 6.0 * T * (dense + moe + 129280.0 * 7168.0) + 6.0 * 61 * T * 4096 * 128 * (2.0 * 128 + 64);
+    ck_assert_msg(fabs(gs_model_train_flops(&m, T) / ds - 1.0) < 1e-12, "%.9e vs %.9e", gs_model_train_flops(&m, T),
+                  ds);
+}
+END_TEST
+
+/* The dense presets' counts and FLOPs are what they were before MoE existed (pinned values from
+ * the published counts above and the hand counts in the presets' comments). */
+START_TEST(test_dense_unchanged)
+{
+    static const struct {
+        const char *name;
+        uint64_t params;
+    } pinned[] = {
+        {"llama2-7b", 6738415616ULL},     {"llama3.1-405b", 405853388800ULL}, {"gpt3-175b", 174615846912ULL},
+        {"gpt-1.7b", 1652230656ULL},      {"gpt-1t", 1008038758400ULL},
+    };
+    for (size_t i = 0; i < sizeof pinned / sizeof pinned[0]; i++) {
+        gs_model m = copy_preset(pinned[i].name);
+        ck_assert_int_eq(gs_model_validate(&m, NULL), GS_OK);
+        ck_assert_uint_eq(m.moe.experts, 0);
+        ck_assert_uint_eq(m.mla.kv_lora_rank, 0);
+        ck_assert_uint_eq(gs_model_params(&m), pinned[i].params);
+        ck_assert_uint_eq(gs_model_active_params(&m), pinned[i].params);
+        ck_assert_uint_eq(gs_model_layer_params_at(&m, 0), gs_model_layer_params(&m));
+    }
+}
+END_TEST
+
+START_TEST(test_moe_validation)
+{
+    gs_error err;
+    gs_model m = copy_preset("mixtral-8x7b");
+    m.moe.top_k = 9;
+    gs_error_init(&err);
+    ck_assert_int_eq(gs_model_validate(&m, &err), GS_ERR_INPUT);
+    ck_assert_msg(strstr(err.msg, "moe.top_k = 9") != NULL, "%s", err.msg);
+    m = copy_preset("mixtral-8x7b");
+    m.moe.experts = 1;
+    m.moe.top_k = 1;
+    ck_assert_int_eq(gs_model_validate(&m, &err), GS_ERR_INPUT);
+    ck_assert_msg(strstr(err.msg, "moe.experts = 1") != NULL, "%s", err.msg);
+    m = copy_preset("mixtral-8x7b");
+    m.moe.dense_layers = 32;
+    ck_assert_int_eq(gs_model_validate(&m, &err), GS_ERR_INPUT);
+    ck_assert_msg(strstr(err.msg, "moe.dense_layers = 32") != NULL, "%s", err.msg);
+    m = copy_preset("llama2-7b");
+    m.moe.top_k = 2; /* no experts */
+    ck_assert_int_eq(gs_model_validate(&m, &err), GS_ERR_INPUT);
+    ck_assert_msg(strstr(err.msg, "moe fields given with moe.experts = 0") != NULL, "%s", err.msg);
+    m = (gs_model){.nominal_params = 7000000000ULL, .layers = 32, .moe = {.experts = 8, .top_k = 2}};
+    ck_assert_int_eq(gs_model_validate(&m, &err), GS_ERR_INPUT);
+    ck_assert_msg(strstr(err.msg, "nominal") != NULL, "%s", err.msg);
+    /* expert_ffn defaults to ffn */
+    m = copy_preset("mixtral-8x7b");
+    m.moe.expert_ffn = 0;
+    ck_assert_int_eq(gs_model_validate(&m, NULL), GS_OK);
+    ck_assert_uint_eq(m.moe.expert_ffn, 14336);
+    ck_assert_uint_eq(gs_model_params(&m), 46702792704ULL);
+    /* MLA */
+    m = copy_preset("deepseek-v3");
+    m.kv_heads = 8;
+    ck_assert_int_eq(gs_model_validate(&m, &err), GS_ERR_INPUT);
+    ck_assert_msg(strstr(err.msg, "kv_heads = 8 with mla") != NULL, "%s", err.msg);
+    m = copy_preset("llama2-7b");
+    m.mla.q_lora_rank = 64;
+    ck_assert_int_eq(gs_model_validate(&m, &err), GS_ERR_INPUT);
+    ck_assert_msg(strstr(err.msg, "mla.kv_lora_rank = 0") != NULL, "%s", err.msg);
+    /* a MoE overflow is caught like a dense one */
+    m = copy_preset("mixtral-8x7b");
+    m.moe.experts = UINT64_MAX / 1024;
+    ck_assert_int_eq(gs_model_validate(&m, &err), GS_ERR_OVERFLOW);
+}
+END_TEST
+
 static Suite *model_suite(void)
 {
     Suite *s = suite_create("model");
     TCase *tc = tcase_create("presets");
     tcase_add_test(tc, test_llama_exact_params);
+    tcase_add_test(tc, test_mixtral_8x7b);
+    tcase_add_test(tc, test_moe_published_totals);
+    tcase_add_test(tc, test_deepseek_v3);
+    tcase_add_test(tc, test_dense_unchanged);
     tcase_add_test(tc, test_nar21_rows);
     tcase_add_test(tc, test_gpt3_175b);
     tcase_add_test(tc, test_every_preset_sane);
@@ -417,6 +611,7 @@ static Suite *model_suite(void)
     tc = tcase_create("flops");
     tcase_add_test(tc, test_flops_megatron_closed_form);
     tcase_add_test(tc, test_flops_swiglu_gqa);
+    tcase_add_test(tc, test_moe_flops);
     suite_add_tcase(s, tc);
 
     tc = tcase_create("nominal");
@@ -430,6 +625,7 @@ static Suite *model_suite(void)
     tcase_add_test(tc, test_zero_fields);
     tcase_add_test(tc, test_divisibility);
     tcase_add_test(tc, test_overflow);
+    tcase_add_test(tc, test_moe_validation);
     suite_add_tcase(s, tc);
     return s;
 }

@@ -1114,6 +1114,113 @@ START_TEST(spellings_consistent)
 }
 END_TEST
 
+
+/* The model a scenario reads back after the writer wrote it: every field the same. */
+static void model_round_trip(const gs_scenario *s)
+{
+    gs_text t;
+    gs_error err;
+    gs_scenario b;
+    gs_error_init(&err);
+    gs_text_init(&t);
+    ck_assert_int_eq(gs_scenario_write_yaml(s, &t, &err), GS_OK);
+    load_ok(gs_text_str(&t), &b);
+    ck_assert_str_eq(b.model.name, s->model.name);
+    ck_assert_msg(memcmp(&b.model.moe, &s->model.moe, sizeof b.model.moe) == 0 &&
+                      memcmp(&b.model.mla, &s->model.mla, sizeof b.model.mla) == 0,
+                  "%s", gs_text_str(&t));
+    ck_assert(b.model.layers == s->model.layers && b.model.hidden == s->model.hidden &&
+              b.model.heads == s->model.heads && b.model.kv_heads == s->model.kv_heads &&
+              b.model.head_dim == s->model.head_dim && b.model.ffn == s->model.ffn &&
+              b.model.vocab == s->model.vocab && b.model.seq == s->model.seq);
+    ck_assert_uint_eq(gs_model_params(&b.model), gs_model_params(&s->model));
+    ck_assert_uint_eq(gs_model_active_params(&b.model), gs_model_active_params(&s->model));
+    gs_text_fini(&t);
+}
+
+/* moe and mla: presets, a model of its own, a preset changed; each written and read back. */
+START_TEST(load_moe)
+{
+    gs_scenario s;
+    load_ok("model: mixtral-8x7b\ncluster: dgx-h100\ngrid: {dp: 8}\n", &s);
+    ck_assert(s.model.moe.experts == 8 && s.model.moe.top_k == 2 && s.model.moe.expert_ffn == 14336);
+    ck_assert_ptr_nonnull(s.model.source);
+    gs_text t;
+    gs_error err;
+    gs_error_init(&err);
+    gs_text_init(&t);
+    ck_assert_int_eq(gs_scenario_write_yaml(&s, &t, &err), GS_OK);
+    ck_assert_msg(strstr(gs_text_str(&t), "\nmodel: mixtral-8x7b\n") != NULL, "%s", gs_text_str(&t));
+    gs_text_fini(&t);
+
+    load_ok("model:\n"
+            "  layers: 4\n"
+            "  hidden: 1024\n"
+            "  seq: 1024\n"
+            "  moe: {experts: 8, top_k: 2, shared_experts: 1, dense_layers: 1, capacity_factor: 1.25}\n"
+            "cluster: dgx-h100\ngrid: {dp: 8}\n",
+            &s);
+    ck_assert_uint_eq(s.model.moe.experts, 8);
+    ck_assert_uint_eq(s.model.moe.top_k, 2);
+    ck_assert_uint_eq(s.model.moe.expert_ffn, s.model.ffn); /* the default */
+    ck_assert_uint_eq(s.model.moe.shared_experts, 1);
+    ck_assert_uint_eq(s.model.moe.dense_layers, 1);
+    ck_assert(s.model.moe.capacity_factor == 1.25);
+    /* ffn 2816 (8h/3 rounded up to 256), 8 heads of 128: per block attention 4 x 1024^2, norms
+     * 2 x 1024; the dense block's MLP 3 x 1024 x 2816; a MoE block's 8 + 1 experts of the same
+     * size and a 1024 x 8 router; embedding and head 2 x 32000 x 1024 + 1024. */
+    const uint64_t attn = 4ULL * 1024 * 1024 + 2048, mlp = 3ULL * 1024 * 2816;
+    ck_assert_uint_eq(gs_model_params(&s.model),
+                      (attn + mlp) + 3 * (attn + 9 * mlp + 8192) + 2ULL * 32000 * 1024 + 1024);
+    ck_assert_uint_eq(gs_model_active_params(&s.model),
+                      (attn + mlp) + 3 * (attn + 3 * mlp + 8192) + 2ULL * 32000 * 1024 + 1024);
+    model_round_trip(&s);
+
+    /* a preset changed: no longer the published configuration, written in full */
+    load_ok("model: {preset: mixtral-8x7b, layers: 4, moe: {experts: 16, top_k: 4}}\ncluster: dgx-h100\n"
+            "grid: {dp: 8}\n",
+            &s);
+    ck_assert(s.model.moe.experts == 16 && s.model.moe.top_k == 4 && s.model.moe.expert_ffn == 14336);
+    ck_assert_ptr_null(s.model.source);
+    model_round_trip(&s);
+    load_ok("model: {preset: deepseek-v3, layers: 5}\ncluster: dgx-h100\ngrid: {dp: 8}\n", &s);
+    ck_assert(s.model.mla.kv_lora_rank == 512 && s.model.moe.dense_layers == 3);
+    model_round_trip(&s);
+    /* heads changed on an MLA preset: kv_heads follows */
+    load_ok("model: {preset: deepseek-v3, heads: 64, mla: {kv_lora_rank: 256}}\ncluster: dgx-h100\ngrid: {dp: 8}\n",
+            &s);
+    ck_assert(s.model.kv_heads == 64 && s.model.mla.kv_lora_rank == 256 && s.model.mla.q_lora_rank == 1536);
+    model_round_trip(&s);
+}
+END_TEST
+
+START_TEST(error_moe)
+{
+    const char *rest = "\ncluster: dgx-h100\ngrid: {dp: 8}\n";
+    char text[512];
+#define MOE_FAILS(model, line, col, fragment)                                                 \
+    do {                                                                                      \
+        snprintf(text, sizeof text, "%s%s", model, rest);                                     \
+        load_fails(text, GS_ERR_INPUT, line, col, fragment);                                  \
+    } while (0)
+    MOE_FAILS("model: {preset: mixtral-8x7b, moe: {experts: 8, top_k: 9}}", 1, 56,
+              "model.moe.top_k: found 9, expected at most experts = 8");
+    MOE_FAILS("model: {preset: mixtral-8x7b, moe: {experts: 1, top_k: 1}}", 1, 46,
+              "model.moe.experts: found 1, expected at least 2");
+    MOE_FAILS("model: {preset: mixtral-8x7b, moe: 5}", 1, 36, "model.moe: found");
+    MOE_FAILS("model: {preset: mixtral-8x7b, moe: {experts: 8, topk: 2}}", 1, 49, "topk");
+    MOE_FAILS("model: {layers: 4, hidden: 1024, seq: 1024, moe: {experts: 8}}", 1, 50, "model.moe: no 'top_k'");
+    MOE_FAILS("model: {layers: 4, hidden: 1024, seq: 1024, moe: {experts: 8, top_k: 2, dense_layers: 4}}", 1, 87,
+              "model.moe.dense_layers: found 4, expected fewer than layers = 4");
+    MOE_FAILS("model: {preset: mixtral-8x7b, moe: {capacity_factor: -1}}", 1, 54,
+              "model.moe.capacity_factor: found");
+    MOE_FAILS("model: {preset: llama2-7b, mla: {q_lora_rank: 64}}", 1, 33, "model.mla: no 'kv_lora_rank'");
+    MOE_FAILS("model: {preset: gpt3-175b, mla: {kv_lora_rank: 64}}", 1, 33, "found with bias: true");
+    MOE_FAILS("model: {preset: mixtral-8x7b, params: 7e9}", 1, 8, "nominal");
+#undef MOE_FAILS
+}
+END_TEST
+
 static Suite *scenario_suite(void)
 {
     Suite *s = suite_create("scenario");
@@ -1128,6 +1235,7 @@ static Suite *scenario_suite(void)
     tcase_add_test(tc, load_fp8);
     tcase_add_test(tc, load_user_model);
     tcase_add_test(tc, load_file_and_string_names);
+    tcase_add_test(tc, load_moe);
     suite_add_tcase(s, tc);
 
     tc = tcase_create("overrides");
@@ -1153,6 +1261,7 @@ static Suite *scenario_suite(void)
     tcase_add_test(tc, error_pipeline_strategy);
     tcase_add_test(tc, error_mesh);
     tcase_add_test(tc, error_mesh_in_code);
+    tcase_add_test(tc, error_moe);
     suite_add_tcase(s, tc);
 
     tc = tcase_create("limits");
