@@ -358,6 +358,8 @@ static gs_status print_table(const validate_run *runs, size_t n, const validate_
             snprintf(e, sizeof e, "%+.1f%%%s", 100 * r->error, r->fits_memory ? "" : " (no fit)");
         }
         snprintf(grid, sizeof grid, GS_GRID_CELL_FMT, r->s.grid.dp, r->s.grid.pp, r->s.grid.tp);
+        if (r->s.grid.cp > 1) /* context parallelism: dp counts the replicas */
+            snprintf(grid + strlen(grid), sizeof grid - strlen(grid), " cp%" PRIu64, r->s.grid.cp);
         if (gs_cli_table_rowf(&t, "%s\t%s\t%" PRIu64 "\t%s\t%s\t%s\t%s\t%s", run_id(r), r->s.model.name,
                               run_gpus(r), grid, gs_expect_metric_name(r->e.metric), pub, pred, e) != GS_OK) {
             rc = gs_error_set(err, GS_ERR_NOMEM, "out of memory");
@@ -428,6 +430,8 @@ static json_t *runs_json(const validate_run *runs, size_t n, const validate_summ
         json_object_set_new(grid, "dp", json_integer((json_int_t)r->s.grid.dp));
         json_object_set_new(grid, "pp", json_integer((json_int_t)r->s.grid.pp));
         json_object_set_new(grid, "tp", json_integer((json_int_t)r->s.grid.tp));
+        if (r->s.grid.cp > 1)
+            json_object_set_new(grid, "cp", json_integer((json_int_t)r->s.grid.cp));
         json_object_set_new(o, "grid", grid);
         json_object_set_new(o, "metric", json_string(gs_expect_metric_name(r->e.metric)));
         json_object_set_new(o, "published", json_real(r->e.value));

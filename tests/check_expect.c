@@ -338,8 +338,9 @@ END_TEST
 /* Every row of the two published-run tables has a file (10 NAR21 + 9 MCORE in published-runs.csv;
  * 293 rows of published-runs-sharded.csv: 209 llm-foundry, 28 fms-fsdp and PyTorch blogs, 27
  * KempnerForge, 6 OLMo-core, 17 FlashAttention, 4 PyTorch FSDP, 1 LLaMA-1, 1 Megatron README;
- * and the 6 dgxc-benchmarking runs: 3 models in BF16 and FP8 with the same layout) that loads,
- * meshes and has an expect block with the row's metric family and a dataset. */
+ * the 16 dgxc-benchmarking runs: GPT-3 175B, Nemotron-4 15B and 340B, Llama 3.1 8B, 70B and
+ * 405B, in BF16 and FP8, 12 of them with context parallelism; the 3 NeMo performance-summary
+ * runs) that loads, meshes and has an expect block with the row's metric family and a dataset. */
 START_TEST(shipped_published_scenarios)
 {
     char dir[1024];
@@ -347,7 +348,7 @@ START_TEST(shipped_published_scenarios)
     DIR *d = opendir(dir);
     ck_assert_ptr_nonnull(d);
     struct dirent *de;
-    int nar21 = 0, mcore = 0, mpt = 0, fms = 0, kforge = 0, olmo = 0, flash = 0, fsdp = 0, other = 0, dgxc = 0;
+    int nar21 = 0, mcore = 0, mpt = 0, fms = 0, kforge = 0, olmo = 0, flash = 0, fsdp = 0, other = 0, dgxc = 0, nemo = 0;
     while ((de = readdir(d)) != NULL) {
         size_t n = strlen(de->d_name);
         if (n < 6 || strcmp(de->d_name + n - 5, ".yaml") != 0)
@@ -411,6 +412,11 @@ START_TEST(shipped_published_scenarios)
             /* the pairs: BF16 and FP8 (delayed scaling, NeMo 24.x), nothing else between them */
             ck_assert_int_eq(s.strategy.fp8, strstr(s.title, "-FP8") ? GS_FP8_DELAYED : GS_FP8_OFF);
             ck_assert_int_eq(s.strategy.precision, GS_PREC_BF16);
+        } else if (strncmp(s.title, "NEMO2407-", 9) == 0) {
+            nemo++;
+            ck_assert_str_eq(e.dataset, "nemo-perf-summary");
+            ck_assert_int_eq(e.metric, GS_EXPECT_TOKENS_PER_S_PER_GPU);
+            ck_assert_int_eq(s.strategy.fp8, GS_FP8_DELAYED);
         } else if (strcmp(s.title, "LLAMA1-1") == 0 || strcmp(s.title, "MEGREADME-1") == 0) {
             other++;
         } else {
@@ -430,7 +436,8 @@ START_TEST(shipped_published_scenarios)
     ck_assert_int_eq(flash, 17);
     ck_assert_int_eq(fsdp, 4);
     ck_assert_int_eq(other, 2);
-    ck_assert_int_eq(dgxc, 6);
+    ck_assert_int_eq(dgxc, 16);
+    ck_assert_int_eq(nemo, 3);
 }
 END_TEST
 

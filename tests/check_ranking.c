@@ -63,6 +63,10 @@ static const pair pairs[] = {
     {"fp8", "dgxc-001.yaml", "dgxc-002.yaml", NULL},
     {"fp8", "dgxc-003.yaml", "dgxc-004.yaml", NULL},
     {"fp8", "dgxc-005.yaml", "dgxc-006.yaml", NULL},
+    /* ... Llama 3.1 8B, 70B and 405B with context parallelism 2 (NeMo 24.09) */
+    {"fp8", "dgxc-007.yaml", "dgxc-008.yaml", NULL},
+    {"fp8", "dgxc-009.yaml", "dgxc-010.yaml", NULL},
+    {"fp8", "dgxc-012.yaml", "dgxc-013.yaml", NULL},
 };
 
 #define NPAIRS (sizeof pairs / sizeof pairs[0])
