@@ -288,23 +288,21 @@ static gs_status loss(pass *p, const shapes *sh)
                    (uint64_t)(logits * (double)per));
 }
 
-/* A TP collective on the activation X = T h e bytes (AR), or its sequence-parallel halves. */
-static gs_status tp_coll(pass *p, gs_role role, gs_coll_op op, const shapes *sh)
+/* A collective of `bytes` on the rank's group g (of group_size), on the TP stream (the
+ * model-parallel exchanges': TP's, and CP's beside them), queued as the pass's next event. */
+static gs_status coll_event(pass *p, gs_role role, gs_coll_op op, gs_group_kind g, uint64_t group_size, uint64_t bytes)
 {
     gs_bctx *x = p->x;
-    if (x->tp <= 1)
-        return GS_OK;
-    uint64_t X = sh ? sh->T * sh->h * sh->e : 0;
     gs_status rc;
     gs_evb *b = pending_begin(p, GS_EV_COLLECTIVE, GS_STREAM_TP, &rc);
     if (!b)
         return rc;
     b->e.op = (uint8_t)op;
     b->e.role = (uint8_t)role;
-    b->e.group = GS_GROUP_TP;
-    b->e.peer = x->group[GS_GROUP_TP];
-    b->e.group_size = x->tp;
-    b->e.bytes = op == GS_COLL_ALLREDUCE ? X : x->tp * ceil_div(X, x->tp);
+    b->e.group = (uint8_t)g;
+    b->e.peer = x->group[g];
+    b->e.group_size = group_size;
+    b->e.bytes = bytes;
     gs__evb_add(b, GS_LINK_DEPS, p->prev);
     if (!p->first_done) {
         for (size_t i = 0; i < p->io->ndeps; i++)
@@ -315,6 +313,16 @@ static gs_status tp_coll(pass *p, gs_role role, gs_coll_op op, const shapes *sh)
     }
     p->have_pending = 1;
     return GS_OK;
+}
+
+/* A TP collective on the activation X = T h e bytes (AR), or its sequence-parallel halves. */
+static gs_status tp_coll(pass *p, gs_role role, gs_coll_op op, const shapes *sh)
+{
+    gs_bctx *x = p->x;
+    if (x->tp <= 1)
+        return GS_OK;
+    uint64_t X = sh ? sh->T * sh->h * sh->e : 0;
+    return coll_event(p, role, op, GS_GROUP_TP, x->tp, op == GS_COLL_ALLREDUCE ? X : x->tp * ceil_div(X, x->tp));
 }
 
 /* A TP collective of `bytes` (AG/RS: tp x the padded shard) that is not an activation. */
@@ -534,28 +542,10 @@ static gs_status gemm_rs(pass *p, const shapes *sh, gs_op op, const linear_roles
 /* A CP collective of `bytes` on the CP group, queued as the pass's next event. */
 static gs_status cp_coll(pass *p, gs_role role, gs_coll_op op, uint64_t bytes, uint16_t part)
 {
-    gs_bctx *x = p->x;
-    gs_status rc;
-    gs_evb *b = pending_begin(p, GS_EV_COLLECTIVE, GS_STREAM_TP, &rc);
-    if (!b)
-        return rc;
-    b->e.op = (uint8_t)op;
-    b->e.role = (uint8_t)role;
-    b->e.part = part;
-    b->e.group = GS_GROUP_CP;
-    b->e.peer = x->group[GS_GROUP_CP];
-    b->e.group_size = x->mesh->cp;
-    b->e.bytes = bytes;
-    gs__evb_add(b, GS_LINK_DEPS, p->prev);
-    if (!p->first_done) {
-        for (size_t i = 0; i < p->io->ndeps; i++)
-            gs__evb_add(b, GS_LINK_DEPS, p->io->deps[i]);
-        for (size_t i = 0; i < p->io->nalloc; i++)
-            gs__evb_add(b, GS_LINK_ALLOCS, p->io->alloc[i]);
-        p->first_done = 1;
-    }
-    p->have_pending = 1;
-    return GS_OK;
+    gs_status rc = coll_event(p, role, op, GS_GROUP_CP, p->x->mesh->cp, bytes);
+    if (rc == GS_OK)
+        p->pending.e.part = part;
+    return rc;
 }
 
 static gs_status attention_p2p(pass *p, const shapes *sh, uint64_t kv_bytes)

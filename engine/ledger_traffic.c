@@ -258,11 +258,8 @@ void gs__ledger_stage_cp_traffic(stage_build *b)
                         remat ? " + the recomputed forwards" : "", b->mb, T, ceil_div(m->kv_heads, tp), m->head_dim,
                         e, cp);
     r->traffic[GS_TRAFFIC_CP] = total;
-    uint64_t stride, members[2];
-    gs_mesh_cp_group(b->mesh, b->rank, NULL, &stride);
-    members[0] = b->rank - ((b->rank / stride) % cp) * stride; /* the group's first and last ranks */
-    members[1] = members[0] + (cp - 1) * stride;
-    int net = gs_mesh_rank_node(b->mesh, members[0]) != gs_mesh_rank_node(b->mesh, members[1]);
+    uint64_t stride, first = gs_mesh_cp_first(b->mesh, b->rank, &stride); /* the group's first and last ranks */
+    int net = gs_mesh_rank_node(b->mesh, first) != gs_mesh_rank_node(b->mesh, first + (cp - 1) * stride);
     r->traffic_link[net ? GS_LINKCLASS_NET : GS_LINKCLASS_INTRA] += total;
 }
 

@@ -210,18 +210,25 @@ uint64_t gs_mesh_dp_replicas(const gs_mesh *m)
     return m->cp > 1 ? m->size[GS_DIM_DP] / m->cp : m->size[GS_DIM_DP];
 }
 
-uint64_t gs_mesh_cp_group(const gs_mesh *m, uint64_t rank, uint64_t *out, uint64_t *stride)
+uint64_t gs_mesh_cp_first(const gs_mesh *m, uint64_t rank, uint64_t *stride)
 {
     uint64_t cp = m->cp ? m->cp : 1, reps = m->size[GS_DIM_DP] / cp, sd = m->stride[GS_DIM_DP];
-    uint64_t pos = (rank / sd) % m->size[GS_DIM_DP];
-    uint64_t rep = m->cp_outer ? pos % reps : pos / cp, at = m->cp_outer ? pos / reps : pos % cp;
-    uint64_t step = m->cp_outer ? reps * sd : sd, first = rank - at * step;
-    uint64_t dp_group = gs__mesh_group_index(m, GS_DIM_DP, rank);
+    uint64_t step = m->cp_outer ? reps * sd : sd;
+    if (stride)
+        *stride = step;
+    return rank - ((rank / step) % cp) * step; /* the rank's cp index: (rank / step) % cp */
+}
+
+uint64_t gs_mesh_cp_group(const gs_mesh *m, uint64_t rank, uint64_t *out, uint64_t *stride)
+{
+    uint64_t cp = m->cp ? m->cp : 1, reps = m->size[GS_DIM_DP] / cp, sd = m->stride[GS_DIM_DP], step;
+    uint64_t pos = (rank / sd) % m->size[GS_DIM_DP], rep = m->cp_outer ? pos % reps : pos / cp;
+    uint64_t first = gs_mesh_cp_first(m, rank, &step);
     for (uint64_t i = 0; out && i < cp; i++)
         out[i] = first + i * step;
     if (stride)
         *stride = step;
-    return dp_group * reps + rep;
+    return gs__mesh_group_index(m, GS_DIM_DP, rank) * reps + rep;
 }
 
 void gs_mesh_set_stage_layers(gs_mesh *m, uint64_t first, uint64_t last)

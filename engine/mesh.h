@@ -69,6 +69,8 @@ uint64_t gs_mesh_dp_replicas(const gs_mesh *m);
  * replicas + the rank's replica), its members in ascending order into out (cp entries; out may
  * be NULL) and their rank stride into *stride (may be NULL). */
 uint64_t gs_mesh_cp_group(const gs_mesh *m, uint64_t rank, uint64_t *out, uint64_t *stride);
+/* The lowest rank of the CP group holding rank; its members are that + i * *stride. */
+uint64_t gs_mesh_cp_first(const gs_mesh *m, uint64_t rank, uint64_t *stride);
 
 void gs_mesh_rank_coords(const gs_mesh *m, uint64_t rank, uint64_t coords[GS_DIM_COUNT]);
 uint64_t gs_mesh_coords_rank(const gs_mesh *m, const uint64_t coords[GS_DIM_COUNT]);

@@ -53,9 +53,9 @@ static int parse_pos(const char *s, int *out)
     return parse_in(s, pos_names, 2, out); /* index == gs_pos_kind */
 }
 
-/* A probability of dropping: 0 <= p < 1. */
-static gs_status opt_probability(const gs__yaml_loader *l, const yaml_node_t *map, const char *section,
-                                 const char *key, double *dst, int *given)
+/* An optional real in [0, below), refused as "expected <expected>". */
+static gs_status opt_real_below(const gs__yaml_loader *l, const yaml_node_t *map, const char *section, const char *key,
+                                double below, const char *expected, double *dst, int *given)
 {
     yaml_node_t *v = gs__yaml_lookup(l, map, key, NULL);
     if (given)
@@ -66,11 +66,18 @@ static gs_status opt_probability(const gs__yaml_loader *l, const yaml_node_t *ma
     const char *t = gs__yaml_is_bare_scalar(v) ? gs__yaml_scalar_text(v) : NULL;
     char *end = NULL;
     double d = t ? strtod(t, &end) : 0.0;
-    if (!t || end == t || *end != '\0' || !isdigit((unsigned char)t[strspn(t, " +-.")]) || !(d >= 0.0 && d < 1.0))
-        return gs__yaml_fail_at(l, v, GS_ERR_INPUT, "%s.%s: found %s, expected a probability 0 <= p < 1", section,
-                                key, gs__yaml_describe(v, found, sizeof found));
+    if (!t || end == t || *end != '\0' || !isdigit((unsigned char)t[strspn(t, " +-.")]) || !(d >= 0.0 && d < below))
+        return gs__yaml_fail_at(l, v, GS_ERR_INPUT, "%s.%s: found %s, expected %s", section, key,
+                                gs__yaml_describe(v, found, sizeof found), expected);
     *dst = d;
     return GS_OK;
+}
+
+/* A probability of dropping: 0 <= p < 1. */
+static gs_status opt_probability(const gs__yaml_loader *l, const yaml_node_t *map, const char *section,
+                                 const char *key, double *dst, int *given)
+{
+    return opt_real_below(l, map, section, key, 1.0, "a probability 0 <= p < 1", dst, given);
 }
 
 /* ------------------------------------------------------------------------- model ---- */
@@ -267,18 +274,7 @@ static gs_status opt_u64(const gs__yaml_loader *l, const yaml_node_t *map, const
 static gs_status opt_nonnegative(const gs__yaml_loader *l, const yaml_node_t *map, const char *section,
                                  const char *key, double *dst)
 {
-    yaml_node_t *v = gs__yaml_lookup(l, map, key, NULL);
-    if (!v)
-        return GS_OK;
-    char found[96];
-    const char *t = gs__yaml_is_bare_scalar(v) ? gs__yaml_scalar_text(v) : NULL;
-    char *end = NULL;
-    double d = t ? strtod(t, &end) : 0.0;
-    if (!t || end == t || *end != '\0' || !isdigit((unsigned char)t[strspn(t, " +-.")]) || !(d >= 0.0 && d < 1e6))
-        return gs__yaml_fail_at(l, v, GS_ERR_INPUT, "%s.%s: found %s, expected a number >= 0 (0: off)", section,
-                                key, gs__yaml_describe(v, found, sizeof found));
-    *dst = d;
-    return GS_OK;
+    return opt_real_below(l, map, section, key, 1e6, "a number >= 0 (0: off)", dst, NULL);
 }
 
 /* The sub-mapping `key` of the model mapping (NULL when absent), its keys checked. */

@@ -75,9 +75,8 @@ static uint64_t siblings_of(const gs_mesh *mesh, uint64_t ppn)
  * the most on one node, walked member by member (cp is tens at most). */
 static void cp_shape(const gs_mesh *mesh, uint64_t rank, gs_coll_shape *out)
 {
-    uint64_t stride, first, n = mesh->cp ? mesh->cp : 1;
-    gs_mesh_cp_group(mesh, rank, NULL, &stride);
-    first = rank - ((rank / stride) % n) * stride; /* members are first + i * stride */
+    uint64_t stride, n = mesh->cp ? mesh->cp : 1;
+    uint64_t first = gs_mesh_cp_first(mesh, rank, &stride); /* members are first + i * stride */
     uint64_t nodes = 0, best = 0, run = 0, node = UINT64_MAX;
     for (uint64_t i = 0; i < n; i++) {
         uint64_t nd = (first + i * stride) / mesh->gpus_per_node;
