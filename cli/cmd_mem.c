@@ -71,6 +71,8 @@ static json_t *ledger_json(const gs_scenario *s, const gs_mesh *mesh, const gs_l
     json_object_set_new(grid, "dp", json_integer((json_int_t)gs_mesh_dp_replicas(mesh)));
     if (mesh->cp > 1)
         json_object_set_new(grid, "cp", json_integer((json_int_t)mesh->cp));
+    if (mesh->ep > 1)
+        json_object_set_new(grid, "ep", json_integer((json_int_t)mesh->ep));
     json_object_set_new(grid, "pp", json_integer((json_int_t)mesh->size[GS_DIM_PP]));
     json_object_set_new(grid, "tp", json_integer((json_int_t)mesh->size[GS_DIM_TP]));
     json_object_set_new(doc, "grid", grid);
@@ -97,7 +99,7 @@ static json_t *ledger_json(const gs_scenario *s, const gs_mesh *mesh, const gs_l
         json_object_set_new(o, "inflight_microbatches", json_integer((json_int_t)r->inflight_microbatches));
         json_t *tr = json_object();
         for (int k = 0; k < GS_TRAFFIC_KIND_COUNT; k++)
-            if (k != GS_TRAFFIC_CP || mesh->cp > 1) /* cp: with context parallelism only */
+            if ((k != GS_TRAFFIC_CP || mesh->cp > 1) && (k != GS_TRAFFIC_EP || mesh->ep > 1)) /* with cp, ep only */
                 json_object_set_new(tr, gs_traffic_kind_name((gs_traffic_kind)k),
                                 json_integer((json_int_t)r->traffic[k]));
         json_object_set_new(o, "traffic", tr);
@@ -250,6 +252,8 @@ static gs_status print_human(const gs_scenario *s, const gs_mesh *mesh, const gs
     ROW("PP", r->traffic[GS_TRAFFIC_PP]);
     if (l->ranks[0].traffic[GS_TRAFFIC_CP])
         ROW("CP", r->traffic[GS_TRAFFIC_CP]);
+    if (l->ranks[0].traffic[GS_TRAFFIC_EP])
+        ROW("EP", r->traffic[GS_TRAFFIC_EP]);
     ROW("total", r->traffic_bytes);
     ROW("  inside a node", r->traffic_link[GS_LINKCLASS_INTRA]);
     ROW("  over the network", r->traffic_link[GS_LINKCLASS_NET]);

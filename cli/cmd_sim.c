@@ -262,10 +262,12 @@ static void print_report(const gs_scenario *s, const gs_mesh *m, int exact, cons
     printf("  HFU                 %.1f%% (every compute event's FLOPs, recompute included)\n", 100 * r->hfu);
     printf("  compute             %s busy on the critical rank %" PRIu64 "\n",
            gs_fmt_seconds(r->compute_s, b1, sizeof b1), r->critical_rank);
-    /* context parallelism's exchanges share the TP stream (engine/build_layer.c) */
+    /* context and expert parallelism's exchanges share the TP stream (engine/build_layer.c,
+     * engine/build_moe.c) */
+    const char *tp_name = m->cp > 1 && m->ep > 1 ? "TP, CP and EP" : m->cp > 1 ? "TP and CP" : m->ep > 1 ? "TP and EP" : "TP";
     static const struct { gs_dim d; const char *n; } dims[] = {{GS_DIM_DP, "DP/FSDP"}, {GS_DIM_TP, "TP"}, {GS_DIM_PP, "PP"}};
     for (int i = 0; i < 3; i++)
-        printf("  %-19s %s communicating, %s exposed\n", dims[i].d == GS_DIM_TP && m->cp > 1 ? "TP and CP" : dims[i].n, gs_fmt_seconds(r->comm_s[dims[i].d], b1, sizeof b1),
+        printf("  %-19s %s communicating, %s exposed\n", dims[i].d == GS_DIM_TP ? tp_name : dims[i].n, gs_fmt_seconds(r->comm_s[dims[i].d], b1, sizeof b1),
                gs_fmt_seconds(r->exposed_s[dims[i].d], b3, sizeof b3));
     printf("  NCCL share          %.1f%% of the step\n", 100 * r->comm_share);
     printf("  bubble share        %.1f%% (neither computing nor communicating)\n", 100 * r->bubble_share);

@@ -181,7 +181,7 @@ static gs_status resident_tensors(gs_bctx *x, uint64_t *o_el)
     gs_rank_events *r = x->r;
     uint64_t shard = 0;
     for (size_t u = 0; u < x->part.nunits; u++) {
-        uint64_t p = x->part.units[u].params, sh = ceil_div(p, pl->N);
+        uint64_t p = x->part.units[u].params, sh = ceil_div(p, gs_shard_ranks(pl, x->part.units[u].expert));
         shard += sh;
         int32_t layer = gs__unit_layer(x, u);
         /* FP8: a resident (unsharded) layer unit also holds Transformer Engine's cached FP8 copy
@@ -657,6 +657,8 @@ gs_status gs__schedule_check_ledger(const gs_schedule *sch, const gs_scenario *s
                     sent[GS_TRAFFIC_TP] += b;
                 else if (e->group == GS_GROUP_CP)
                     sent[GS_TRAFFIC_CP] += b;
+                else if (e->group == GS_GROUP_EP)
+                    sent[GS_TRAFFIC_EP] += b;
                 else if (e->op == GS_COLL_ALLGATHER)
                     sent[GS_TRAFFIC_DP_ALLGATHER] += b;
                 else if (e->op == GS_COLL_REDUCE_SCATTER)

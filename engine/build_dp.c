@@ -135,6 +135,9 @@ gs_status gs__reduce_unit(gs_bctx *x, size_t u, uint32_t mb, uint32_t dep)
 {
     const gs_shard_plan *pl = &x->plan;
     uint64_t params = x->part.units[u].params;
+    /* a MoE block's routed experts reduce over their expert-data-parallel group (ep > 1) */
+    int expert = x->part.units[u].expert;
+    uint64_t N = gs_shard_ranks(pl, expert);
     uint32_t grad = x->ugrad_t[u] != GS_NO_ID ? x->ugrad_t[u] : (x->hold_t ? x->hold_t[u] : x->grad_t[u]);
     uint32_t transient = x->ugrad_t[u];
     uint32_t ev = GS_NO_ID;
@@ -150,7 +153,7 @@ gs_status gs__reduce_unit(gs_bctx *x, size_t u, uint32_t mb, uint32_t dep)
         x->ugrad_t[u] = GS_NO_ID;
         return rc;
     }
-    if (pl->N <= 1) {
+    if (N <= 1) {
         /* nothing to reduce: drop the transient gradient with the backward's last event */
         x->ugrad_t[u] = GS_NO_ID;
         return GS_OK;
@@ -158,7 +161,8 @@ gs_status gs__reduce_unit(gs_bctx *x, size_t u, uint32_t mb, uint32_t dep)
     if (pl->bucketed) {
         uint64_t nb = gs_bucket_count(params, pl->gb, x->s->strategy.bucket_bytes);
         for (uint64_t k = 0; k < nb && rc == GS_OK; k++) {
-            reduction rd = {pl->grad_allreduce ? GS_COLL_ALLREDUCE : GS_COLL_REDUCE_SCATTER, GS_GROUP_DP,
+            reduction rd = {pl->grad_allreduce ? GS_COLL_ALLREDUCE : GS_COLL_REDUCE_SCATTER,
+                            expert ? GS_GROUP_EDP : GS_GROUP_DP,
                             pl->grad_allreduce ? GS_ROLE_GRAD_BUCKET_REDUCE : GS_ROLE_GRAD_REDUCE_SCATTER,
                             (uint16_t)(k + 1), gs_bucket_params(params, nb, k), mb, dep, grad,
                             k + 1 == nb ? transient : GS_NO_ID};
@@ -206,13 +210,14 @@ int gs__chunk_one_bucket(const gs_bctx *x, uint64_t chunk)
     return x->chunk_buckets && gs_strategy_chunk_one_bucket(&x->s->strategy, x->stage, chunk);
 }
 
-gs_status gs__chunk_bucket(const gs_bctx *x, uint64_t chunk, uint64_t *params, size_t *first, size_t *count)
+gs_status gs__chunk_bucket(const gs_bctx *x, uint64_t chunk, int expert, uint64_t *params, size_t *first,
+                           size_t *count)
 {
     *params = 0;
     *first = SIZE_MAX;
     *count = 0;
     for (size_t u = 0; u < x->part.nunits; u++)
-        if (gs__unit_chunk(x, u) == chunk) {
+        if (gs__unit_chunk(x, u) == chunk && x->part.units[u].expert == expert) {
             *params += x->part.units[u].params;
             *first = *first == SIZE_MAX ? u : *first;
             (*count)++;
@@ -227,45 +232,57 @@ gs_status gs__chunk_bucket(const gs_bctx *x, uint64_t chunk, uint64_t *params, s
 }
 
 /* Megatron-Core with bucket_size None: the chunk's whole gradient buffer is one bucket, reduced
- * once its last gradient is ready (after the chunk's last backward, `dep`). The event names the
- * chunk's first unit and lists every unit's gradient. */
-gs_status gs__reduce_chunk(gs_bctx *x, uint64_t chunk, uint32_t mb, uint32_t dep)
+ * once its last gradient is ready (after the chunk's last backward, `dep`); under expert
+ * parallelism the experts' buffer is a second bucket, reduced over the expert-data-parallel group
+ * (Megatron-Core's expert_parallel_buffers). The event names the bucket's first unit and lists
+ * every unit's gradient. */
+static gs_status reduce_chunk_bucket(gs_bctx *x, uint64_t chunk, int expert, uint32_t mb, uint32_t dep)
 {
     const gs_shard_plan *pl = &x->plan;
-    uint64_t params, n = x->group_size[GS_GROUP_DP];
+    gs_group_kind g = expert ? GS_GROUP_EDP : GS_GROUP_DP;
+    uint64_t params, n = x->group_size[g];
     size_t first, count;
-    gs_status rc = gs__chunk_bucket(x, chunk, &params, &first, &count);
+    gs_status rc = gs__chunk_bucket(x, chunk, expert, &params, &first, &count);
     if (rc != GS_OK || count == 0)
         return rc;
-    gs_evb b;
-    gs__evb_init(&b, GS_EV_COLLECTIVE, GS_STREAM_DP, GS_PHASE_BWD, gs__unit_layer(x, first), mb);
-    b.e.op = (uint8_t)(pl->grad_allreduce ? GS_COLL_ALLREDUCE : GS_COLL_REDUCE_SCATTER);
-    /* one unit: the role of that unit's own bucket or reduce-scatter */
-    b.e.role = count > 1 ? GS_ROLE_GRAD_CHUNK_REDUCE
-               : pl->grad_allreduce ? GS_ROLE_GRAD_BUCKET_REDUCE : GS_ROLE_GRAD_REDUCE_SCATTER;
-    b.e.part = count == 1 && pl->grad_allreduce ? 1 : 0;
-    b.e.group = (uint8_t)GS_GROUP_DP;
-    b.e.peer = x->group[GS_GROUP_DP];
-    b.e.group_size = n;
-    b.e.unit = (uint32_t)first;
-    b.e.bytes = n * ceil_div(params, n) * pl->gb;
-    gs__evb_add(&b, GS_LINK_DEPS, dep);
-    for (size_t u = 0; u < x->part.nunits; u++) {
-        if (gs__unit_chunk(x, u) != chunk)
-            continue;
-        uint32_t grad = x->ugrad_t[u] != GS_NO_ID ? x->ugrad_t[u] : (x->hold_t ? x->hold_t[u] : x->grad_t[u]);
-        gs__evb_add(&b, GS_LINK_READS, grad);
-        gs__evb_add(&b, GS_LINK_WRITES, x->grad_t[u]);
-        gs__evb_add(&b, GS_LINK_FREES, x->ugrad_t[u]);
+    int none = n <= 1; /* experts held whole: nothing to reduce, the gradients are freed */
+    uint32_t ev = GS_NO_ID;
+    if (!none) {
+        gs_evb b;
+        gs__evb_init(&b, GS_EV_COLLECTIVE, GS_STREAM_DP, GS_PHASE_BWD, gs__unit_layer(x, first), mb);
+        b.e.op = (uint8_t)(pl->grad_allreduce ? GS_COLL_ALLREDUCE : GS_COLL_REDUCE_SCATTER);
+        /* one unit: the role of that unit's own bucket or reduce-scatter */
+        b.e.role = count > 1 ? GS_ROLE_GRAD_CHUNK_REDUCE
+                   : pl->grad_allreduce ? GS_ROLE_GRAD_BUCKET_REDUCE : GS_ROLE_GRAD_REDUCE_SCATTER;
+        b.e.part = count == 1 && pl->grad_allreduce ? 1 : 0;
+        b.e.group = (uint8_t)g;
+        b.e.peer = x->group[g];
+        b.e.group_size = n;
+        b.e.unit = (uint32_t)first;
+        b.e.bytes = n * ceil_div(params, n) * pl->gb;
+        gs__evb_add(&b, GS_LINK_DEPS, dep);
+        for (size_t u = 0; u < x->part.nunits; u++) {
+            if (gs__unit_chunk(x, u) != chunk || x->part.units[u].expert != expert)
+                continue;
+            uint32_t grad = x->ugrad_t[u] != GS_NO_ID ? x->ugrad_t[u] : (x->hold_t ? x->hold_t[u] : x->grad_t[u]);
+            gs__evb_add(&b, GS_LINK_READS, grad);
+            gs__evb_add(&b, GS_LINK_WRITES, x->grad_t[u]);
+            gs__evb_add(&b, GS_LINK_FREES, x->ugrad_t[u]);
+        }
+        if ((rc = gs__evb_emit(x, &b, &ev)) != GS_OK)
+            return rc;
     }
-    uint32_t ev;
-    if ((rc = gs__evb_emit(x, &b, &ev)) != GS_OK)
-        return rc;
     for (size_t u = 0; u < x->part.nunits; u++)
-        if (gs__unit_chunk(x, u) == chunk) {
+        if (gs__unit_chunk(x, u) == chunk && x->part.units[u].expert == expert) {
             if (x->ugrad_t[u] == GS_NO_ID)
                 x->reduce_ev[u] = ev;
             x->ugrad_t[u] = GS_NO_ID;
         }
     return GS_OK;
+}
+
+gs_status gs__reduce_chunk(gs_bctx *x, uint64_t chunk, uint32_t mb, uint32_t dep)
+{
+    gs_status rc = reduce_chunk_bucket(x, chunk, 0, mb, dep);
+    return rc == GS_OK ? reduce_chunk_bucket(x, chunk, 1, mb, dep) : rc;
 }

@@ -89,10 +89,12 @@ gs_status gs__reduce_unit(gs_bctx *x, size_t u, uint32_t mb, uint32_t dep);
 uint64_t gs__unit_chunk(const gs_bctx *x, size_t u);
 /* Whether model chunk `chunk` of this rank reduces and gathers as one bucket (bucket_stages first). */
 int gs__chunk_one_bucket(const gs_bctx *x, uint64_t chunk);
-/* The units model chunk `chunk` reduces, as one bucket: their parameters, the lowest-index one
+/* The units model chunk `chunk` reduces, as one bucket (the expert units when expert, else the
+ * others: expert parallelism reduces them over their own group): their parameters, the lowest-index one
  * (its bottom layer's, or the root; SIZE_MAX for none) and how many; GS_ERR_UNSUPPORTED when more
  * than one event's lists hold. */
-gs_status gs__chunk_bucket(const gs_bctx *x, uint64_t chunk, uint64_t *params, size_t *first, size_t *count);
+gs_status gs__chunk_bucket(const gs_bctx *x, uint64_t chunk, int expert, uint64_t *params, size_t *first,
+                           size_t *count);
 /* bucket_stages first: one reduction of every unit model chunk `chunk` reduces (the root's with its
  * chunk), after dep, its bytes the chunk's whole gradient padded to the DP group. */
 gs_status gs__reduce_chunk(gs_bctx *x, uint64_t chunk, uint32_t mb, uint32_t dep);

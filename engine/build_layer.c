@@ -11,6 +11,7 @@
 #include <string.h>
 
 #include "engine/build_internal.h"
+#include "engine/build_ops.h"
 #include "engine/roles.h"
 
 static uint64_t ceil_div(uint64_t a, uint64_t b)
@@ -18,16 +19,8 @@ static uint64_t ceil_div(uint64_t a, uint64_t b)
     return a / b + (a % b != 0);
 }
 
-typedef struct shapes {
-    uint64_t T, s, b, h, hd, a_t, kv_t, f_t, v_t, e;
-    uint64_t cp, s_full; /* context parallelism: s = s_full / cp tokens of each sequence here */
-    uint64_t norm_bytes; /* per element of a norm event: the residual add before it and the norm,
-                            as the framework's kernels move them (gs_norm_bytes_per_element) */
-    uint64_t act_bytes;  /* per element of the activation event (gs_act_bytes_per_element) */
-    int swiglu, sp, fused;
-} shapes;
 
-static void shapes_init(const gs_bctx *x, shapes *sh)
+void gs__shapes_init(const gs_bctx *x, shapes *sh)
 {
     const gs_model *m = &x->s->model;
     sh->b = x->s->batch.micro_seqs;
@@ -60,18 +53,6 @@ static void shapes_init(const gs_bctx *x, shapes *sh)
         sh->norm_bytes += 4 * sh->e * x->tp;
 }
 
-/* One op of a pass: the event, plus the io of the pass when it is its first or last op. */
-typedef struct pass {
-    gs_bctx *x;
-    gs_phase phase;
-    int32_t layer;
-    uint32_t mb;
-    const gs_layer_io *io;
-    int first_done;
-    uint32_t prev;       /* previous event in this pass (data dependency) */
-    gs_evb pending;      /* the last op is held back so the pass's frees land on it */
-    int have_pending;
-} pass;
 
 /* ---- scratch: the buffers the TP collectives share with the compute stream ------------------------
  *
@@ -117,7 +98,7 @@ gs_status gs__scratch_tensors(gs_bctx *x)
     if (x->tp <= 1)
         return GS_OK;
     shapes sh;
-    shapes_init(x, &sh);
+    gs__shapes_init(x, &sh);
     for (int k = 0; k < GS_SCRATCH_COUNT; k++) {
         int need = k <= GS_SCRATCH_BLOCK_DATTN_IN || (k != GS_SCRATCH_HEAD_DX ? x->stage == 0 : x->last);
         /* one full-sequence activation [T, h] each */
@@ -220,10 +201,6 @@ static gs_status pass_end(pass *p, uint32_t *last_ev)
     return rc;
 }
 
-/* A GEMM's shape (m x n x k, batch times; all 0 for an op that is not a GEMM). */
-typedef struct gemm_shape {
-    uint64_t m, n, k, batch;
-} gemm_shape;
 
 static const gemm_shape no_gemm = {0, 0, 0, 0};
 
@@ -375,11 +352,6 @@ static double call_bytes(const shapes *sh, uint64_t m, uint64_t n, uint64_t k)
     return (double)sh->e * (double)(m * k + k * n + m * n);
 }
 
-/* The roles around one linear layer: its GEMM, the TP collective that all-gathers its input or
- * reduces its output, and (backward under tp_comm_overlap) the re-gather of its input. */
-typedef struct linear_roles {
-    gs_role gemm, coll, regather;
-} linear_roles;
 
 /* One GEMM part: the op, its role, the chunk's shape, and the part's FLOPs and bytes. */
 typedef struct gemm_part {
@@ -610,11 +582,19 @@ static const linear_roles lr_oproj = {GS_ROLE_OPROJ, GS_ROLE_TP_ATTN_OUT, GS_ROL
 static const linear_roles lr_mlp_up = {GS_ROLE_MLP_UP, GS_ROLE_TP_MLP_IN, GS_ROLE_TP_MLP_REGATHER};
 static const linear_roles lr_mlp_down = {GS_ROLE_MLP_DOWN, GS_ROLE_TP_MLP_OUT, GS_ROLE_NONE};
 
+/* Whether global layer `layer` is a mixture-of-experts block (a MoE model's blocks after its
+ * leading dense ones). */
+static int moe_block(const gs_bctx *x, int32_t layer)
+{
+    const gs_moe *moe = &x->s->model.moe;
+    return moe->experts && (uint64_t)layer >= moe->dense_layers;
+}
+
 gs_status gs__layer_forward(gs_bctx *x, int64_t local, uint32_t mb, gs_phase phase, const gs_layer_io *io,
                             uint32_t *last_ev)
 {
     shapes sh;
-    shapes_init(x, &sh);
+    gs__shapes_init(x, &sh);
     pass p;
     pass_init(&p, x, phase, gs__global_layer(x, local), mb, io);
     gs_status rc = GS_OK;
@@ -637,8 +617,11 @@ gs_status gs__layer_forward(gs_bctx *x, int64_t local, uint32_t mb, gs_phase pha
         (rc = sh.sp ? gemm_rs(&p, &sh, GS_OP_OPROJ, &lr_oproj, sh.h, sh.a_t * sh.hd)
                     : gemm(&p, GS_ROLE_OPROJ, GS_OP_OPROJ, &sh, &(gemm_shape){sh.T, sh.h, sh.a_t * sh.hd, 0})) ||
         (!sh.sp && (rc = tp_coll(&p, GS_ROLE_TP_ATTN_OUT, GS_COLL_ALLREDUCE, &sh))) ||
-        (rc = elementwise(&p, GS_ROLE_MLP_NORM, GS_OP_NORM, hsp, sh.norm_bytes)) ||
-        (rc = sh.sp ? ag_gemm(&p, &sh, GS_OP_MLP_UP, &lr_mlp_up, up_n, sh.h)
+        (rc = elementwise(&p, GS_ROLE_MLP_NORM, GS_OP_NORM, hsp, sh.norm_bytes)))
+        return rc;
+    if (moe_block(x, p.layer))
+        return (rc = gs__moe_mlp_forward(&p, &sh)) ? rc : pass_end(&p, last_ev);
+    if ((rc = sh.sp ? ag_gemm(&p, &sh, GS_OP_MLP_UP, &lr_mlp_up, up_n, sh.h)
                     : gemm(&p, GS_ROLE_MLP_UP, GS_OP_MLP_UP, &sh, &(gemm_shape){sh.T, up_n, sh.h, 0})) ||
         (rc = elementwise(&p, GS_ROLE_MLP_ACT, GS_OP_ACT, sh.T * sh.f_t, sh.act_bytes)) ||
         (rc = sh.sp ? gemm_rs(&p, &sh, GS_OP_MLP_DOWN, &lr_mlp_down, sh.h, sh.f_t)
@@ -651,19 +634,21 @@ gs_status gs__layer_forward(gs_bctx *x, int64_t local, uint32_t mb, gs_phase pha
 gs_status gs__layer_backward(gs_bctx *x, int64_t local, uint32_t mb, const gs_layer_io *io, uint32_t *last_ev)
 {
     shapes sh;
-    shapes_init(x, &sh);
+    gs__shapes_init(x, &sh);
     pass p;
     pass_init(&p, x, GS_PHASE_BWD, gs__global_layer(x, local), mb, io);
     gs_status rc;
     uint64_t qkv_n = (sh.a_t + 2 * sh.kv_t) * sh.hd;
     uint64_t up_n = sh.swiglu ? 2 * sh.f_t : sh.f_t;
     uint64_t hsp = sh.sp ? ceil_div(sh.T * sh.h, x->tp) : sh.T * sh.h;
-    if ((rc = sh.sp ? ag_gemm(&p, &sh, GS_OP_MLP_DOWN, &lr_mlp_down, sh.h, sh.f_t)
-                    : gemm(&p, GS_ROLE_MLP_DOWN, GS_OP_MLP_DOWN, &sh, &(gemm_shape){sh.T, sh.h, sh.f_t, 0})) ||
-        (rc = elementwise(&p, GS_ROLE_MLP_ACT, GS_OP_ACT, sh.T * sh.f_t, sh.act_bytes)) ||
-        (rc = sh.sp ? gemm_rs(&p, &sh, GS_OP_MLP_UP, &lr_mlp_up, up_n, sh.h)
-                    : gemm(&p, GS_ROLE_MLP_UP, GS_OP_MLP_UP, &sh, &(gemm_shape){sh.T, up_n, sh.h, 0})) ||
-        (!sh.sp && (rc = tp_coll(&p, GS_ROLE_TP_MLP_IN, GS_COLL_ALLREDUCE, &sh))) ||
+    int moe = moe_block(x, p.layer);
+    if ((moe && (rc = gs__moe_mlp_backward(&p, &sh))) ||
+        (!moe && ((rc = sh.sp ? ag_gemm(&p, &sh, GS_OP_MLP_DOWN, &lr_mlp_down, sh.h, sh.f_t)
+                              : gemm(&p, GS_ROLE_MLP_DOWN, GS_OP_MLP_DOWN, &sh, &(gemm_shape){sh.T, sh.h, sh.f_t, 0})) ||
+                  (rc = elementwise(&p, GS_ROLE_MLP_ACT, GS_OP_ACT, sh.T * sh.f_t, sh.act_bytes)) ||
+                  (rc = sh.sp ? gemm_rs(&p, &sh, GS_OP_MLP_UP, &lr_mlp_up, up_n, sh.h)
+                              : gemm(&p, GS_ROLE_MLP_UP, GS_OP_MLP_UP, &sh, &(gemm_shape){sh.T, up_n, sh.h, 0})) ||
+                  (!sh.sp && (rc = tp_coll(&p, GS_ROLE_TP_MLP_IN, GS_COLL_ALLREDUCE, &sh))))) ||
         (rc = elementwise(&p, GS_ROLE_MLP_NORM, GS_OP_NORM, hsp, sh.norm_bytes)) ||
         (rc = sh.sp ? ag_gemm(&p, &sh, GS_OP_OPROJ, &lr_oproj, sh.h, sh.a_t * sh.hd)
                     : gemm(&p, GS_ROLE_OPROJ, GS_OP_OPROJ, &sh, &(gemm_shape){sh.T, sh.h, sh.a_t * sh.hd, 0})) ||
@@ -681,7 +666,7 @@ gs_status gs__layer_backward(gs_bctx *x, int64_t local, uint32_t mb, const gs_la
 gs_status gs__embed_forward(gs_bctx *x, uint32_t mb, const gs_layer_io *io, uint32_t *last_ev)
 {
     shapes sh;
-    shapes_init(x, &sh);
+    gs__shapes_init(x, &sh);
     pass p;
     pass_init(&p, x, GS_PHASE_FWD, GS_LAYER_EMBED, mb, io);
     gs_status rc;
@@ -694,7 +679,7 @@ gs_status gs__embed_forward(gs_bctx *x, uint32_t mb, const gs_layer_io *io, uint
 gs_status gs__embed_backward(gs_bctx *x, uint32_t mb, const gs_layer_io *io, uint32_t *last_ev)
 {
     shapes sh;
-    shapes_init(x, &sh);
+    gs__shapes_init(x, &sh);
     pass p;
     pass_init(&p, x, GS_PHASE_BWD, GS_LAYER_EMBED, mb, io);
     gs_status rc;
@@ -712,7 +697,7 @@ gs_status gs__embed_backward(gs_bctx *x, uint32_t mb, const gs_layer_io *io, uin
 gs_status gs__head_forward(gs_bctx *x, uint32_t mb, const gs_layer_io *io, uint32_t *last_ev)
 {
     shapes sh;
-    shapes_init(x, &sh);
+    gs__shapes_init(x, &sh);
     pass p;
     pass_init(&p, x, GS_PHASE_FWD, GS_LAYER_HEAD, mb, io);
     gs_status rc;
@@ -729,7 +714,7 @@ gs_status gs__head_forward(gs_bctx *x, uint32_t mb, const gs_layer_io *io, uint3
 gs_status gs__head_backward(gs_bctx *x, uint32_t mb, const gs_layer_io *io, uint32_t *last_ev)
 {
     shapes sh;
-    shapes_init(x, &sh);
+    gs__shapes_init(x, &sh);
     pass p;
     pass_init(&p, x, GS_PHASE_BWD, GS_LAYER_HEAD, mb, io);
     gs_status rc;
@@ -740,4 +725,31 @@ gs_status gs__head_backward(gs_bctx *x, uint32_t mb, const gs_layer_io *io, uint
         (rc = elementwise(&p, GS_ROLE_HEAD_NORM, GS_OP_NORM, hsp, sh.norm_bytes)))
         return rc;
     return pass_end(&p, last_ev);
+}
+
+/* ---- the emitters build_moe.c shares (engine/build_ops.h) ---------------------------------------- */
+
+gs_status gs__op_gemm(pass *p, gs_role role, gs_op op, const shapes *sh, const gemm_shape *g)
+{
+    return gemm(p, role, op, sh, g);
+}
+
+gs_status gs__op_elementwise(pass *p, gs_role role, gs_op op, uint64_t elements, uint64_t bytes_per_element)
+{
+    return elementwise(p, role, op, elements, bytes_per_element);
+}
+
+gs_status gs__op_coll(pass *p, gs_role role, gs_coll_op op, gs_group_kind g, uint64_t group_size, uint64_t bytes)
+{
+    return coll_event(p, role, op, g, group_size, bytes);
+}
+
+gs_status gs__op_ag_gemm(pass *p, const shapes *sh, gs_op op, const linear_roles *lr, uint64_t n, uint64_t k)
+{
+    return ag_gemm(p, sh, op, lr, n, k);
+}
+
+gs_status gs__op_gemm_rs(pass *p, const shapes *sh, gs_op op, const linear_roles *lr, uint64_t n, uint64_t k)
+{
+    return gemm_rs(p, sh, op, lr, n, k);
 }

@@ -101,7 +101,7 @@ static gs_status forward_gathers(gs_bctx *x, uint16_t chunk, int64_t l, const ch
         l == (gs__chunk_one_bucket(x, chunk) ? bot : top)) {
         uint64_t params;
         size_t first, count;
-        if ((rc = gs__chunk_bucket(x, (uint64_t)chunk + 1, &params, &first, &count)) == GS_OK)
+        if ((rc = gs__chunk_bucket(x, (uint64_t)chunk + 1, 0, &params, &first, &count)) == GS_OK)
             rc = issue_gather(x, first, dep);
     }
     if (rc != GS_OK)
@@ -494,45 +494,62 @@ gs_status gs__param_allgather(gs_bctx *x, size_t u, uint32_t dep, uint32_t *ev)
     gs__evb_init(&b, GS_EV_COLLECTIVE, GS_STREAM_DP, GS_PHASE_OPTIM, gs__unit_layer(x, u), 0);
     b.e.op = GS_COLL_ALLGATHER;
     b.e.role = GS_ROLE_PARAM_GATHER;
-    b.e.group = GS_GROUP_DP;
-    b.e.peer = x->group[GS_GROUP_DP];
-    b.e.group_size = x->group_size[GS_GROUP_DP];
+    /* an expert unit's slices are gathered over its expert-data-parallel group */
+    gs_group_kind g = x->part.units[u].expert ? GS_GROUP_EDP : GS_GROUP_DP;
+    uint64_t n = gs_shard_ranks(&x->plan, x->part.units[u].expert);
+    if (n <= 1) { /* experts held whole (ep = dp x cp): the update is already in place */
+        *ev = dep;
+        return GS_OK;
+    }
+    b.e.group = (uint8_t)g;
+    b.e.peer = x->group[g];
+    b.e.group_size = x->group_size[g];
     b.e.unit = (uint32_t)u;
     /* FP8 parameters (--fp8-param-gather) move gather_wb per element; the ledger counts alike */
-    b.e.bytes = x->plan.N * ceil_div(x->part.units[u].params, x->plan.N) * x->plan.gather_wb;
+    b.e.bytes = n * ceil_div(x->part.units[u].params, n) * x->plan.gather_wb;
     gs__evb_add(&b, GS_LINK_DEPS, dep);
     gs__evb_add(&b, GS_LINK_WRITES, x->param_t[u]);
     return gs__evb_emit(x, &b, ev);
 }
 
 /* bucket_stages first: one all-gather of the updated parameters of every unit model chunk `chunk`
- * reduces (Megatron-Core's one bucket), after `dep`; the gathered event of each of its units. */
-gs_status gs__param_allgather_chunk(gs_bctx *x, uint64_t chunk, uint32_t dep)
+ * reduces (Megatron-Core's one bucket; under expert parallelism the experts' bucket is a second
+ * one, over the expert-data-parallel group), after `dep`; the gathered event of each of its units. */
+static gs_status param_allgather_bucket(gs_bctx *x, uint64_t chunk, int expert, uint32_t dep)
 {
-    uint64_t params, N = x->plan.N;
+    gs_group_kind g = expert ? GS_GROUP_EDP : GS_GROUP_DP;
+    uint64_t params, N = x->group_size[g];
     size_t first, count;
-    gs_status rc = gs__chunk_bucket(x, chunk, &params, &first, &count);
+    gs_status rc = gs__chunk_bucket(x, chunk, expert, &params, &first, &count);
     if (rc != GS_OK || count == 0)
         return rc;
-    gs_evb b;
-    gs__evb_init(&b, GS_EV_COLLECTIVE, GS_STREAM_DP, GS_PHASE_OPTIM, gs__unit_layer(x, first), 0);
-    b.e.op = GS_COLL_ALLGATHER;
-    b.e.role = GS_ROLE_PARAM_GATHER;
-    b.e.group = GS_GROUP_DP;
-    b.e.peer = x->group[GS_GROUP_DP];
-    b.e.group_size = x->group_size[GS_GROUP_DP];
-    b.e.unit = (uint32_t)first;
-    b.e.bytes = N * ceil_div(params, N) * x->plan.gather_wb;
-    gs__evb_add(&b, GS_LINK_DEPS, dep);
+    uint32_t ev = dep; /* experts held whole (N = 1): the update is in place */
+    if (N > 1) {
+        gs_evb b;
+        gs__evb_init(&b, GS_EV_COLLECTIVE, GS_STREAM_DP, GS_PHASE_OPTIM, gs__unit_layer(x, first), 0);
+        b.e.op = GS_COLL_ALLGATHER;
+        b.e.role = GS_ROLE_PARAM_GATHER;
+        b.e.group = (uint8_t)g;
+        b.e.peer = x->group[g];
+        b.e.group_size = N;
+        b.e.unit = (uint32_t)first;
+        b.e.bytes = N * ceil_div(params, N) * x->plan.gather_wb;
+        gs__evb_add(&b, GS_LINK_DEPS, dep);
+        for (size_t u = 0; u < x->part.nunits; u++)
+            if (gs__unit_chunk(x, u) == chunk && x->part.units[u].expert == expert)
+                gs__evb_add(&b, GS_LINK_WRITES, x->param_t[u]);
+        if ((rc = gs__evb_emit(x, &b, &ev)) != GS_OK)
+            return rc;
+    }
     for (size_t u = 0; u < x->part.nunits; u++)
-        if (gs__unit_chunk(x, u) == chunk)
-            gs__evb_add(&b, GS_LINK_WRITES, x->param_t[u]);
-    uint32_t ev;
-    if ((rc = gs__evb_emit(x, &b, &ev)) != GS_OK)
-        return rc;
-    for (size_t u = 0; u < x->part.nunits; u++)
-        if (gs__unit_chunk(x, u) == chunk)
+        if (gs__unit_chunk(x, u) == chunk && x->part.units[u].expert == expert)
             x->gathered_ev[u] = ev;
     return GS_OK;
+}
+
+gs_status gs__param_allgather_chunk(gs_bctx *x, uint64_t chunk, uint32_t dep)
+{
+    gs_status rc = param_allgather_bucket(x, chunk, 0, dep);
+    return rc == GS_OK ? param_allgather_bucket(x, chunk, 1, dep) : rc;
 }
 

@@ -41,7 +41,7 @@ const char *gs_mem_kind_name(gs_mem_kind k)
 const char *gs_traffic_kind_name(gs_traffic_kind k)
 {
     static const char *names[GS_TRAFFIC_KIND_COUNT] = {
-        "dp_allgather", "dp_reduce_scatter", "dp_allreduce", "tp", "pp", "cp"};
+        "dp_allgather", "dp_reduce_scatter", "dp_allreduce", "tp", "pp", "cp", "ep"};
     return (unsigned)k < GS_TRAFFIC_KIND_COUNT ? names[k] : "?";
 }
 
@@ -110,7 +110,8 @@ static gs_status build_stage(stage_build *b, gs_error *err)
     b->shard = b->largest = b->nonroot = 0;
     b->root = gs_partition_root(&b->part);
     for (size_t i = 0; i < b->part.nunits; i++) {
-        b->shard = add(c, b->shard, ceil_div(b->part.units[i].params, b->plan.N), "shard");
+        b->shard = add(c, b->shard, ceil_div(b->part.units[i].params, gs_shard_ranks(&b->plan, b->part.units[i].expert)),
+                       "shard");
         if (b->part.units[i].params > b->largest)
             b->largest = b->part.units[i].params;
         if (!(b->part.has_root && i + 1 == b->part.nunits))
@@ -123,6 +124,7 @@ static gs_status build_stage(stage_build *b, gs_error *err)
         if ((rc = gs__ledger_stage_peak(b, err)) == GS_OK && (rc = gs__ledger_stage_dp_traffic(b, err)) == GS_OK) {
             gs__ledger_stage_tp_traffic(b);
             gs__ledger_stage_cp_traffic(b);
+            gs__ledger_stage_ep_traffic(b);
             gs__ledger_stage_pp_traffic(b);
         }
     }
@@ -214,6 +216,8 @@ static gs_status ledger_create(const gs_scenario *s, const gs_mesh *mesh, int ex
                                            r->traffic[GS_TRAFFIC_DP_ALLREDUCE];
             /* CP's exchanges share the TP stream (engine/build_layer.c): counted with TP here */
             l->traffic_by_dim[GS_DIM_TP] = r->traffic[GS_TRAFFIC_TP] + r->traffic[GS_TRAFFIC_CP];
+            /* EP's all-to-alls too (the TP stream; their ranks are DP positions) */
+            l->traffic_by_dim[GS_DIM_TP] += r->traffic[GS_TRAFFIC_EP];
             l->traffic_by_dim[GS_DIM_PP] = r->traffic[GS_TRAFFIC_PP];
         }
     }

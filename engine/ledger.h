@@ -33,6 +33,7 @@ typedef enum gs_traffic_kind {
     GS_TRAFFIC_TP,                /* TP all-reduces (or SP all-gather + reduce-scatter) */
     GS_TRAFFIC_PP,                /* activation / gradient sends to adjacent stages */
     GS_TRAFFIC_CP,                /* context parallelism's K, V (and gradient) exchanges */
+    GS_TRAFFIC_EP,                /* expert parallelism's token dispatch and combine all-to-alls */
     GS_TRAFFIC_KIND_COUNT
 } gs_traffic_kind;
 
@@ -139,10 +140,15 @@ typedef struct gs_shard_plan {
     int bucketed;            /* DDP / ZeRO-1/2: gradients reduced in bucket_bytes buckets */
     int ag_after_optimizer;  /* ZeRO-1/2: all-gather the updated params once per step */
     int offload;             /* CPU offload of shards and optimizer */
+    uint64_t ep;             /* expert parallelism: an expert unit's gradients reduce and its states
+                                shard over N / ep ranks (the EDP group); 1 without */
 } gs_shard_plan;
 
 void gs_shard_plan_init(const gs_scenario *s, const gs_mesh *mesh, uint64_t rank, uint64_t microbatches,
                         gs_shard_plan *plan);
+/* The ranks over which a unit's gradient is reduced and its states sharded: N, or N / ep for a
+ * MoE block's routed experts under expert parallelism (expert: gs_unit.expert). */
+uint64_t gs_shard_ranks(const gs_shard_plan *plan, int expert);
 
 /* Activation tensor sizes of one stage rank for one micro-batch (bytes). */
 typedef struct gs_act_sizes {

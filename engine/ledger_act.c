@@ -19,6 +19,30 @@ typedef struct act_terms {
     uint64_t input;      /* the layer input (kept under full recompute), bytes per rank */
 } act_terms;
 
+/* A MoE block's MLP on one TP rank (engine/build_moe.c's ops, Megatron-Core's saved tensors):
+ * the router's fp32 probabilities over E experts for the rank's T_l tokens (T_l = sb / t under
+ * sequence parallelism), the experts' inputs (li per element) and intermediates (per_f per
+ * element of the TP slice of expert_ffn) for the rows the busiest EP rank's experts take after
+ * the TP gather (gs_moe_rank_rows x t), their outputs kept for the weighted unpermute (e), and
+ * the shared experts' intermediates as a dense MLP's (width shared_experts x expert_ffn).
+ * Every MoE model's blocks are sized as its MoE blocks (a leading dense block holds less). */
+static uint64_t moe_terms(const gs_model *m, const gs_strategy *st, uint64_t sb, uint64_t t, uint64_t li,
+                          uint64_t per_f, calc *c)
+{
+    uint64_t e = st->precision == GS_PREC_FP32 ? 4 : 2;
+    uint64_t ef = (m->moe.expert_ffn ? m->moe.expert_ffn : m->ffn) / t;
+    uint64_t tl = st->sequence_parallel && t > 1 ? ceil_div(sb, t) : sb;
+    uint64_t rows = gs_moe_rank_rows(&m->moe, tl), gathered = mul(c, rows, t, "activation");
+    uint64_t probs = mul(c, mul(c, tl, m->moe.experts, "activation"), 4, "activation");
+    uint64_t in = mul(c, mul(c, gathered, m->hidden, "activation"), li, "activation");
+    uint64_t mid = mul(c, mul(c, gathered, ef, "activation"), per_f, "activation");
+    uint64_t out = mul(c, mul(c, rows, m->hidden, "activation"), e, "activation");
+    uint64_t shared = mul(c, mul(c, sb, mul(c, m->moe.shared_experts, ef, "activation"), "activation"), per_f,
+                          "activation");
+    return add(c, add(c, add(c, probs, in, "activation"), add(c, mid, out, "activation"), "activation"), shared,
+               "activation");
+}
+
 /* One block, one micro-batch of b sequences, one TP rank of a CP group of cp; see the file
  * comment. GPT (dropout, GELU, LayerNorm, MHA, ffn = 4h) reduces to Korthikanti's
  * s*b*h*(10 + 24/t + 5*a*s/(h*t)) bytes. Context parallelism keeps s / cp tokens of each
@@ -47,11 +71,12 @@ static void layer_activation_terms(const gs_model *m, const gs_strategy *st, uin
     uint64_t q = mul(c, sb, heads * hd, "activation"), kv = mul(c, sb, kvh * hd, "activation");
     uint64_t split = add(c, mul(c, e, add(c, add(c, q, kv, "activation"), kv, "activation"), "activation"),
                          mul(c, li, q, "activation"), "activation");
-    uint64_t sbf = mul(c, sb, f, "activation");
-    if (m->mlp == GS_MLP_SWIGLU) /* gate, up (e), down in (li) */
-        split = add(c, split, mul(c, 2 * e + li, sbf, "activation"), "activation");
-    else /* GELU in (e), fc2 in (li) */
-        split = add(c, split, mul(c, e + li, sbf, "activation"), "activation");
+    uint64_t per_f = m->mlp == GS_MLP_SWIGLU ? 2 * e + li /* gate, up (e), down in (li) */
+                                             : e + li;    /* GELU in (e), fc2 in (li) */
+    if (m->moe.experts)
+        split = add(c, split, moe_terms(m, st, sb, t, li, per_f, c), "activation");
+    else
+        split = add(c, split, mul(c, per_f, mul(c, sb, f, "activation"), "activation"), "activation");
     a->split = split;
     /* Scores: softmax output e*a*s^2*b, plus its dropout mask and dropout output. */
     uint64_t ss = mul(c, mul(c, s_local, m->seq, "attention scores"), mul(c, b, heads, "attention scores"),

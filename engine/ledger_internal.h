@@ -95,5 +95,7 @@ gs_status gs__ledger_stage_dp_traffic(stage_build *b, gs_error *err);
 void gs__ledger_stage_tp_traffic(stage_build *b);
 void gs__ledger_stage_pp_traffic(stage_build *b);
 void gs__ledger_stage_cp_traffic(stage_build *b);
+/* EP traffic (grid.ep > 1): the MoE blocks' dispatch and combine all-to-alls. */
+void gs__ledger_stage_ep_traffic(stage_build *b);
 
 #endif

@@ -11,6 +11,11 @@
 
 /* ---- the strategy's treatment of parameters and gradients --------------------------------------- */
 
+uint64_t gs_shard_ranks(const gs_shard_plan *plan, int expert)
+{
+    return expert && plan->ep > 1 ? plan->N / plan->ep : plan->N;
+}
+
 void gs_shard_plan_init(const gs_scenario *s, const gs_mesh *mesh, uint64_t rank, uint64_t microbatches,
                         gs_shard_plan *plan)
 {
@@ -29,6 +34,7 @@ void gs_shard_plan_init(const gs_scenario *s, const gs_mesh *mesh, uint64_t rank
     plan->microbatches = microbatches ? microbatches : 1;
     plan->N = dp;
     plan->R = 1;
+    plan->ep = mesh->ep ? mesh->ep : 1;
     if (st->sharding == GS_SHARD_HYBRID_SHARD) {
         plan->N = gs_mesh_group_local_size(mesh, GS_DIM_DP, rank);
         plan->R = dp / plan->N;

@@ -9,7 +9,31 @@
 #include <string.h>
 
 #include "engine/ledger_internal.h"
+#include "engine/pipeline.h"
 #include "engine/units.h"
+
+/* A MoE model's blocks on this stage: how many are MoE blocks, and how many of those and of the
+ * dense ones are checkpointed (full recompute runs their forward again). */
+typedef struct moe_count {
+    uint64_t moe, moe_ckpt, dense_ckpt;
+} moe_count;
+
+static void count_moe_blocks(const stage_build *b, moe_count *n)
+{
+    const gs_scenario *s = b->s;
+    const gs_strategy *st = &s->strategy;
+    uint64_t layers = b->r->layers, pp = b->pp;
+    uint64_t v = st->pipeline == GS_PIPE_INTERLEAVED && pp > 1 && st->virtual_stages ? st->virtual_stages : 1;
+    memset(n, 0, sizeof *n);
+    for (uint64_t l = 0; l < layers; l++) {
+        int moe = s->model.moe.experts &&
+                  gs_pipe_global_layer(b->mesh, s->model.layers, v, b->stage, l) >= s->model.moe.dense_layers;
+        uint64_t ck = gs_strategy_checkpointed_in(st, (int64_t)l, (int64_t)l);
+        n->moe += moe;
+        n->moe_ckpt += moe ? ck : 0;
+        n->dense_ckpt += moe ? 0 : ck;
+    }
+}
 
 /* Per pass over the stage's units, the bytes a rank sends (before x wb or gb): a layer unit's
  * gather, the reductions (DDP / ZeRO buckets; FSDP reduce-scatter and HSDP's cross-node
@@ -30,17 +54,20 @@ static gs_status dp_pass_elements(const stage_build *b, dp_pass *d, gs_error *er
     uint64_t N = plan->N, R = plan->R;
     uint64_t nchunks = st->pipeline == GS_PIPE_INTERLEAVED && b->pp > 1 && st->virtual_stages ? st->virtual_stages : 1;
     int chunk_buckets = plan->bucketed && st->bucket_stages == GS_BUCKET_STAGES_FIRST;
-    uint64_t *chunk_params = NULL; /* per model chunk, parameters in its one bucket */
+    uint64_t *chunk_params = NULL; /* per model chunk and kind (2 ch + expert), parameters in its one bucket */
     memset(d, 0, sizeof *d);
-    if (chunk_buckets && !(chunk_params = calloc((size_t)nchunks, sizeof *chunk_params)))
+    if (chunk_buckets && !(chunk_params = calloc((size_t)nchunks * 2, sizeof *chunk_params)))
         return gs_error_set(err, GS_ERR_NOMEM, "out of memory");
     for (size_t i = 0; i < part->nunits; i++) {
         uint64_t u = part->units[i].params;
+        /* a MoE block's routed experts under expert parallelism: over the EDP group */
+        int ex = part->units[i].expert;
+        N = gs_shard_ranks(plan, ex);
         if (!(part->has_root && i + 1 == part->nunits))
             d->layer = add(c, d->layer, mul(c, N - 1, ceil_div(u, N), "traffic"), "traffic");
         uint64_t ch = chunk_buckets ? gs_partition_unit_chunk(part, i, b->stage, b->pp, nchunks) : 0;
         if (chunk_buckets && gs_strategy_chunk_one_bucket(st, b->stage, ch)) {
-            chunk_params[ch] = add(c, chunk_params[ch], u, "traffic");
+            chunk_params[2 * ch + ex] = add(c, chunk_params[2 * ch + ex], u, "traffic");
             continue;
         }
         d->opt = add(c, d->opt, mul(c, N - 1, ceil_div(u, N), "traffic"), "traffic");
@@ -59,12 +86,13 @@ static gs_status dp_pass_elements(const stage_build *b, dp_pass *d, gs_error *er
                 d->inter = add(c, d->inter, mul(c, 2 * (R - 1), ceil_div(ceil_div(u, N), R), "traffic"), "traffic");
         }
     }
-    for (uint64_t ch = 0; chunk_buckets && ch < nchunks; ch++)
-        if (chunk_params[ch]) {
-            uint64_t per = mul(c, N - 1, ceil_div(chunk_params[ch], N), "traffic");
+    for (uint64_t k = 0; chunk_buckets && k < 2 * nchunks; k++)
+        if (chunk_params[k]) {
+            N = gs_shard_ranks(plan, (int)(k % 2));
+            uint64_t per = mul(c, N - 1, ceil_div(chunk_params[k], N), "traffic");
             d->red = add(c, d->red, mul(c, plan->grad_allreduce ? 2 : 1, per, "traffic"), "traffic");
             d->opt = add(c, d->opt, per, "traffic");
-            d->chunk_buckets++;
+            d->chunk_buckets += k % 2 == 0;
         }
     free(chunk_params);
     return GS_OK;
@@ -174,10 +202,36 @@ void gs__ledger_stage_tp_traffic(stage_build *b)
         int regather = st->tp_comm_overlap && st->sequence_parallel;
         uint64_t per_layer = 4 + (regather ? 1 : 0);
         uint64_t ckpt = r->layers ? gs_strategy_checkpointed_in(st, 0, (int64_t)r->layers - 1) : 0;
-        uint64_t colls = add(c, mul(c, per_layer, r->layers, "traffic"), mul(c, 2, ckpt, "traffic"), "traffic") +
-                         (stage == 0) + (stage + 1 == pp);
+        moe_count mc = {0, 0, 0};
+        if (m->moe.experts) { /* MoE blocks: their own sum below */
+            count_moe_blocks(b, &mc);
+            ckpt = mc.dense_ckpt;
+        }
+        uint64_t colls = add(c, mul(c, per_layer, r->layers - mc.moe, "traffic"), mul(c, 2, ckpt, "traffic"),
+                             "traffic") + (stage == 0) + (stage + 1 == pp);
         per_layer += st->recompute == GS_RECOMPUTE_FULL ? 2 : 0; /* a checkpointed block's */
         tpb = mul(c, mul(c, colls, ar1, "traffic"), mb, "traffic");
+        if (mc.moe) {
+            /* a MoE block (sequence parallel): the attention's gather and reduce-scatter each way
+             * (4 halves of an all-reduce, + its re-gather under tp_comm_overlap), the shared
+             * experts' alike, each checkpointed block's forward again; and the expert-TP gather
+             * and reduce-scatter of the rows its experts take, 2 forward + 2 backward (+ 2) */
+            uint64_t half = mul(c, tp - 1, ceil_div(xb, tp), "traffic");
+            uint64_t parts = m->moe.shared_experts ? 2 : 1;
+            uint64_t halves = add(c, mul(c, mul(c, parts, 4 + (regather ? 1 : 0), "traffic"), mc.moe, "traffic"),
+                                  mul(c, mul(c, parts, 2, "traffic"), mc.moe_ckpt, "traffic"), "traffic");
+            uint64_t rows = gs_moe_rank_rows(&m->moe, ceil_div(mul(c, seq, s->batch.micro_seqs, "traffic"), tp));
+            uint64_t etp = mul(c, mul(c, tp - 1, mul(c, mul(c, rows, m->hidden, "traffic"), e, "traffic"), "traffic"),
+                               add(c, mul(c, 4, mc.moe, "traffic"), mul(c, 2, mc.moe_ckpt, "traffic"), "traffic"),
+                               "traffic");
+            uint64_t moe_b = mul(c, add(c, mul(c, halves, half, "traffic"), etp, "traffic"), mb, "traffic");
+            gs__ledger_line_add(c, r, "tp", moe_b,
+                                "%" PRIu64 " MoE blocks: attention%s as gather + reduce-scatter pairs (%" PRIu64
+                                " halves of an all-reduce of s*b*h*%" PRIu64 " B) + the expert-TP gather and "
+                                "reduce-scatter of %" PRIu64 " token rows each way, x %" PRIu64 " micro-batches",
+                                mc.moe, m->moe.shared_experts ? " and shared experts" : "", halves, e, rows, mb);
+            tpb = add(c, tpb, moe_b, "traffic");
+        }
         /* the last stage's vocab-parallel cross-entropy: an all-gather of 12 B (3 fp32) per
          * token per micro-batch, (t-1)/t of t x that sent */
         uint64_t xent = stage + 1 == pp ? mul(c, mul(c, mul(c, seq, s->batch.micro_seqs, "traffic"),
@@ -263,6 +317,41 @@ void gs__ledger_stage_cp_traffic(stage_build *b)
     r->traffic_link[net ? GS_LINKCLASS_NET : GS_LINKCLASS_INTRA] += total;
 }
 
+/* EP traffic per step (grid.ep > 1), per MoE block and micro-batch: the token rows' dispatch and
+ * combine all-to-alls, forward and backward, again for a checkpointed block's recomputed forward;
+ * each moves the busiest EP rank's rows (gs_moe_rank_rows of the rank's sequence-parallel
+ * tokens) x h x e bytes, (ep - 1) / ep of them sent. */
+void gs__ledger_stage_ep_traffic(stage_build *b)
+{
+    const gs_scenario *s = b->s;
+    const gs_model *m = &s->model;
+    calc *c = b->c;
+    gs_ledger_rank *r = b->r;
+    uint64_t ep = b->mesh->ep ? b->mesh->ep : 1, tp = b->tp;
+    r->traffic[GS_TRAFFIC_EP] = 0;
+    if (ep <= 1 || !m->moe.experts)
+        return;
+    moe_count mc;
+    count_moe_blocks(b, &mc);
+    uint64_t e = s->strategy.precision == GS_PREC_FP32 ? 4 : 2;
+    uint64_t T = mul(c, m->seq / (b->mesh->cp ? b->mesh->cp : 1), s->batch.micro_seqs, "traffic");
+    uint64_t tl = s->strategy.sequence_parallel && tp > 1 ? ceil_div(T, tp) : T;
+    uint64_t rows = gs_moe_rank_rows(&m->moe, tl);
+    uint64_t one = ring_sent(mul(c, mul(c, rows, m->hidden, "traffic"), e, "traffic"), ep);
+    uint64_t a2a = add(c, mul(c, 4, mc.moe, "traffic"), mul(c, 2, mc.moe_ckpt, "traffic"), "traffic");
+    uint64_t total = mul(c, mul(c, a2a, one, "traffic"), b->mb, "traffic");
+    gs__ledger_line_add(c, r, "ep", total,
+                        "%" PRIu64 " all-to-alls (dispatch and combine, forward and backward%s) x %" PRIu64
+                        " micro-batches, each (ep-1)/ep of %" PRIu64 " token rows x %" PRIu64 " x %" PRIu64
+                        " B, ep=%" PRIu64,
+                        a2a, mc.moe_ckpt ? ", the recomputed forwards" : "", b->mb, rows, m->hidden, e, ep);
+    r->traffic[GS_TRAFFIC_EP] = total;
+    uint64_t first, stride;
+    gs_mesh_ep_group(b->mesh, b->rank, &first, &stride);
+    int net = gs_mesh_rank_node(b->mesh, first) != gs_mesh_rank_node(b->mesh, first + (ep - 1) * stride);
+    r->traffic_link[net ? GS_LINKCLASS_NET : GS_LINKCLASS_INTRA] += total;
+}
+
 /* PP traffic per step: each forward pass of a chunk with a next stage sends its output
  * activation; each backward pass of a chunk with a previous stage sends its input gradient; tied
  * embeddings exchange the word embedding's gradient between the first and last stages. */
@@ -301,7 +390,8 @@ void gs__ledger_stage_pp_traffic(stage_build *b)
     }
     r->traffic[GS_TRAFFIC_PP] = ppb;
     r->traffic_bytes = add(c, add(c, add(c, b->dp_bytes, b->ar_net, "traffic"), r->traffic[GS_TRAFFIC_TP], "traffic"),
-                           add(c, ppb, r->traffic[GS_TRAFFIC_CP], "traffic"), "traffic");
+                           add(c, add(c, ppb, r->traffic[GS_TRAFFIC_CP], "traffic"), r->traffic[GS_TRAFFIC_EP],
+                               "traffic"), "traffic");
 }
 
 uint64_t gs_sp_norm_params(const gs_scenario *s, uint64_t stage_layers, int last)

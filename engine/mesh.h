@@ -30,6 +30,13 @@ typedef struct gs_mesh {
      * or positions dp apart (cp_outer 1: tp-dp-cp-pp). cp = 1: no context parallelism. */
     uint64_t cp;
     int cp_outer;
+    /* Expert parallelism (a mixture-of-experts model's routed experts spread over ep ranks), also
+     * carved out of the DP dimension as Megatron-Core carves it (expert grid etp-ep-edp-pp with
+     * etp = tp): an EP group is ep consecutive positions of the DP group (after cp, so an EP group
+     * may span CP ranks), its expert-data-parallel (EDP) group the size[GS_DIM_DP] / ep positions
+     * ep apart, over which the expert parameters' gradients are reduced and their states sharded.
+     * ep = 1: every rank holds every expert. */
+    uint64_t ep;
 } gs_mesh;
 
 const char *gs_dim_name(gs_dim d); /* "tp", "dp", "pp" */
@@ -41,7 +48,8 @@ const char *gs_dim_name(gs_dim d); /* "tp", "dp", "pp" */
 #define GS_GRID_CELL_FMT "%" PRIu64 "x%" PRIu64 "x%" PRIu64
 
 /* The grid in GS_GRID_FMT's words, with "x cp=C" after dp when the mesh has context parallelism
- * (dp then counts the replicas, size[GS_DIM_DP] / cp). */
+ * (dp then counts the replicas, size[GS_DIM_DP] / cp), and ", ep=E" after it all with expert
+ * parallelism (carved out of the others: it adds no ranks). */
 void gs_mesh_grid_text(const gs_mesh *m, char *buf, size_t len);
 
 /* Parses "tp-dp-pp" style orders (a permutation of tp, dp, pp). Returns 0 or -1. */
@@ -71,6 +79,17 @@ uint64_t gs_mesh_dp_replicas(const gs_mesh *m);
 uint64_t gs_mesh_cp_group(const gs_mesh *m, uint64_t rank, uint64_t *out, uint64_t *stride);
 /* The lowest rank of the CP group holding rank; its members are that + i * *stride. */
 uint64_t gs_mesh_cp_first(const gs_mesh *m, uint64_t rank, uint64_t *stride);
+
+/* Sets expert parallelism (see gs_mesh.ep): size[GS_DIM_DP] must be a multiple of ep
+ * (GS_ERR_INPUT otherwise). gs_mesh_init leaves ep = 1. */
+gs_status gs_mesh_set_ep(gs_mesh *m, uint64_t ep, gs_error *err);
+/* The EP group holding rank: its index among the world / ep EP groups (the DP group's index x
+ * size[GS_DIM_DP] / ep + the rank's DP position / ep); its ep members are *first + i * *stride. */
+uint64_t gs_mesh_ep_group(const gs_mesh *m, uint64_t rank, uint64_t *first, uint64_t *stride);
+/* The EDP group holding rank: its index among the world x ep / size[GS_DIM_DP] EDP groups (the DP
+ * group's index x ep + the rank's DP position mod ep); its size[GS_DIM_DP] / ep members are
+ * *first + i * *stride. */
+uint64_t gs_mesh_edp_group(const gs_mesh *m, uint64_t rank, uint64_t *first, uint64_t *stride);
 
 void gs_mesh_rank_coords(const gs_mesh *m, uint64_t rank, uint64_t coords[GS_DIM_COUNT]);
 uint64_t gs_mesh_coords_rank(const gs_mesh *m, const uint64_t coords[GS_DIM_COUNT]);

@@ -425,6 +425,14 @@ static double sparse_matmul_params(const gs_model *m)
     return dense_blocks * (attn + dense_mlp) + ((double)m->layers - dense_blocks) * (attn + moe_mlp);
 }
 
+uint64_t gs_moe_rank_rows(const gs_moe *moe, uint64_t tokens)
+{
+    double load = 1.0 + moe->routing_skew;
+    if (moe->capacity_factor > 0.0 && load > moe->capacity_factor)
+        load = moe->capacity_factor;
+    return (uint64_t)ceil((double)tokens * (double)moe->top_k * load);
+}
+
 double gs_model_train_flops(const gs_model *m, double tokens)
 {
     const double h = (double)m->hidden;
@@ -510,7 +518,8 @@ static gs_status validate_moe(gs_model *m, gs_error *err)
 {
     gs_moe *e = &m->moe;
     if (e->experts == 0) {
-        if (e->top_k || e->expert_ffn || e->shared_experts || e->dense_layers || e->capacity_factor != 0.0)
+        if (e->top_k || e->expert_ffn || e->shared_experts || e->dense_layers || e->capacity_factor != 0.0 ||
+            e->routing_skew != 0.0)
             return gs_error_set(err, GS_ERR_INPUT,
                                 "model %s: moe fields given with moe.experts = 0, expected moe.experts >= 2 "
                                 "(or no moe fields for a dense model)", model_label(m));

@@ -28,7 +28,7 @@ typedef enum gs_pos_kind {
  * shared_experts x expert_ffn (DeepSeek's shared_experts module, Megatron's shared expert).
  * Each token goes through top_k routed experts and every shared expert. The first
  * dense_layers blocks keep a dense MLP of size ffn (DeepSeek-V3's first_k_dense_replace).
- * All experts' parameters are held on every rank (no expert parallelism). */
+ * Expert parallelism (grid.ep, engine/mesh.h) spreads the routed experts over ep ranks. */
 typedef struct gs_moe {
     uint64_t experts;        /* routed experts per MoE block; 0: dense model, >= 2 otherwise */
     uint64_t top_k;          /* routed experts per token, 1 .. experts */
@@ -37,6 +37,10 @@ typedef struct gs_moe {
     uint64_t dense_layers;   /* leading blocks with a dense MLP of ffn, < layers */
     double capacity_factor;  /* expert capacity = factor x tokens x top_k / experts tokens; 0:
                               * dropless. Model FLOPs count routed tokens whatever the factor. */
+    double routing_skew;     /* load imbalance: the busiest EP rank's routed tokens are 1 + skew
+                              * times the mean (0: balanced); capped by capacity_factor when it
+                              * drops tokens. A property of the run, not of the weights: only the
+                              * schedule reads it (engine/build_moe.c) */
 } gs_moe;
 
 /* Multi-head latent attention (DeepSeek-V2/V3; all zero: MHA/GQA), counted exactly:
@@ -156,5 +160,11 @@ void gs_model_layer_param_parts(const gs_model *m, gs_layer_params *out); /* the
  * projections and scores of head_dim + rope_head_dim per head, so its attention term is
  * 6 * layers * tokens * seq * heads * (2 * head_dim + rope_head_dim). */
 double gs_model_train_flops(const gs_model *m, double tokens);
+
+/* The token rows (token x expert pairs) the busiest EP rank's experts take when each of the ep
+ * ranks routes `tokens` tokens to top_k experts: tokens x top_k x load, rounded up, where load is
+ * 1 + routing_skew, capped at capacity_factor when that is set (tokens past an expert's capacity
+ * are dropped). The schedule's MoE events and the traffic ledger both start from it. */
+uint64_t gs_moe_rank_rows(const gs_moe *moe, uint64_t tokens);
 
 #endif

@@ -51,7 +51,7 @@ static gs_status push(gs_partition *p, uint64_t params, int32_t begin, int32_t e
         p->units = u;
         p->cap = cap;
     }
-    p->units[p->nunits++] = (gs_unit){params, begin, end};
+    p->units[p->nunits++] = (gs_unit){params, begin, end, 0};
     return GS_OK;
 }
 
@@ -69,6 +69,7 @@ typedef struct block_slice {
     uint64_t shared[3];  /* the shared experts' MLP linears (MoE block), else 0 */
     uint64_t router;     /* MoE block: hidden x experts, replicated; else 0 */
     uint64_t norms;
+    uint64_t routed;     /* the routed experts' part of total (this EP rank's experts) */
     uint64_t total;
 } block_slice;
 
@@ -118,8 +119,9 @@ static size_t mlp_slice(const gs_model *m, uint64_t width, uint64_t tp, pcalc *c
     return 2;
 }
 
-/* One block's slice: a MoE block when moe_block, else a dense one. */
-static void block_slice_init(const gs_model *m, uint64_t tp, int moe_block, pcalc *c, block_slice *b)
+/* One block's slice: a MoE block when moe_block (experts / ep of its routed experts), else a
+ * dense one. */
+static void block_slice_init(const gs_model *m, uint64_t tp, uint64_t ep, int moe_block, pcalc *c, block_slice *b)
 {
     memset(b, 0, sizeof *b);
     attention_slice(m, tp, c, b);
@@ -127,7 +129,7 @@ static void block_slice_init(const gs_model *m, uint64_t tp, int moe_block, pcal
     if (moe_block) {
         uint64_t ef = m->moe.expert_ffn ? m->moe.expert_ffn : m->ffn;
         b->nmlp = mlp_slice(m, ef, tp, c, &b->linear[b->nattn]);
-        b->experts = m->moe.experts;
+        b->experts = m->moe.experts / (ep ? ep : 1);
         if (m->moe.shared_experts)
             mlp_slice(m, pmul(c, m->moe.shared_experts, ef, "shared experts"), tp, c, b->shared);
         b->router = pmul(c, m->hidden, m->moe.experts, "router");
@@ -141,6 +143,7 @@ static void block_slice_init(const gs_model *m, uint64_t tp, int moe_block, pcal
     uint64_t mlp = 0;
     for (size_t i = b->nattn; i < b->nattn + b->nmlp; i++)
         mlp = padd(c, mlp, b->linear[i], "block params");
+    b->routed = moe_block ? pmul(c, mlp, b->experts, "experts") : 0;
     b->total = padd(c, b->total, pmul(c, mlp, b->experts, "experts"), "block params");
     for (size_t i = 0; i < 3; i++)
         b->total = padd(c, b->total, b->shared[i], "block params");
@@ -220,11 +223,13 @@ static void stage_params(const gs_model *m, const gs_mesh *mesh, uint64_t stage,
         if (first)
             p->emb_params = ceil_div(gs_model_embedding_params(m), tp);
     } else {
-        block_slice_init(m, tp, m->moe.experts != 0, c, &blk[0]);
+        uint64_t ep = mesh->ep ? mesh->ep : 1;
+        block_slice_init(m, tp, ep, m->moe.experts != 0, c, &blk[0]);
         blk[1] = blk[0];
         if (m->moe.experts && m->moe.dense_layers)
-            block_slice_init(m, tp, 0, c, &blk[1]);
+            block_slice_init(m, tp, ep, 0, c, &blk[1]);
         p->layer_params = blk[0].total;
+        p->routed_params = ep > 1 ? blk[0].routed : 0;
         uint64_t hid = m->hidden;
         uint64_t vocab_slice = pmul(c, ceil_div(m->vocab, tp), hid, "embedding");
         p->word_params = vocab_slice;
@@ -397,8 +402,13 @@ gs_status gs_partition_stage(const gs_scenario *s, const gs_mesh *mesh, uint64_t
         root = p->params;
         break;
     case GS_WRAP_LAYER:
-        for (int32_t l = l0; l <= l1 && rc == GS_OK; l++)
-            rc = push(p, gs_partition_block_params(p, l), l, l);
+        for (int32_t l = l0; l <= l1 && rc == GS_OK; l++) {
+            /* expert parallelism: a MoE block's routed experts in a unit of their own */
+            uint64_t routed = local_layer_dense(s, mesh, stage, l) ? 0 : p->routed_params;
+            rc = push(p, gs_partition_block_params(p, l) - routed, l, l);
+            if (rc == GS_OK && routed && (rc = push(p, routed, l, l)) == GS_OK)
+                p->units[p->nunits - 1].expert = 1;
+        }
         root = p->emb_params + p->head_params;
         break;
     case GS_WRAP_MIN_PARAMS:

@@ -19,6 +19,8 @@ typedef struct gs_unit {
     uint64_t params;     /* elements of this TP rank's slice of the unit (unsharded) */
     int32_t layer_begin; /* first stage-local layer (0 = the stage's first) it covers; root: GS_PART_ROOT */
     int32_t layer_end;   /* last stage-local layer it covers (inclusive) */
+    int expert;          /* 1: a MoE block's routed experts on this EP rank (ep > 1), whose gradients
+                            reduce and states shard over the expert-data-parallel group */
 } gs_unit;
 
 #define GS_PART_ROOT (-100) /* layer_begin of the root unit (embedding, head, stray params) */
@@ -30,6 +32,8 @@ typedef struct gs_partition {
     int has_root;         /* units[nunits-1] is the root */
     uint64_t params;      /* all parameters of this rank's stage slice */
     uint64_t layer_params;/* one transformer block's slice (a MoE model's: a MoE block's) */
+    uint64_t routed_params; /* ep > 1: a MoE block's routed experts on this EP rank (its expert
+                             * unit under wrap layer), else 0 */
     uint64_t *block_params; /* a MoE model with leading dense blocks: each stage-local layer's
                              * block slice; NULL when every block is layer_params */
     uint64_t emb_params;  /* embedding slice (stage 0), else 0 */
@@ -51,7 +55,8 @@ typedef struct gs_partition {
  *  - min_params: PyTorch's size_based_auto_wrap_policy bottom-up over the module tree
  *    (linears, attention, MLP, block, the list of blocks), the rest in the root.
  * Linears split Megatron-style across TP; KV heads fewer than tp are replicated. A MoE block
- * holds every expert (each split across TP, no expert parallelism) and the replicated router;
+ * holds experts / ep routed experts (each split across TP) and the replicated router; with
+ * ep > 1 (wrap layer) its routed experts are a unit of their own after the block's (expert = 1);
  * under min_params each expert, the list of experts, the shared experts and the MoE module are
  * modules too. Sizes that overflow fail with GS_ERR_OVERFLOW. */
 gs_status gs_partition_stage(const gs_scenario *s, const gs_mesh *mesh, uint64_t stage, gs_partition *p,

@@ -14,6 +14,7 @@
 #define AR OP(GS_COLL_ALLREDUCE)
 #define A2A OP(GS_COLL_ALLTOALL)
 #define DP_ANY (G(GS_GROUP_DP) | G(GS_GROUP_DP_INTRA))
+#define EDP G(GS_GROUP_EDP) /* expert parallelism: the routed experts' gradients and slices */
 #define SPLIT 2          /* a GEMM or reduce-scatter split in two parts (tp_comm_overlap) */
 #define BUCKETS 0xffffu  /* a unit's gradient in buckets: part = 1 + bucket */
 
@@ -22,6 +23,7 @@
 #define FWD_BWD(o) {OP(o), OP(o), 0, 0}             /* the root's ops: no recompute */
 #define TP_IN {AG, RS | AR, AG, 0}                  /* see GS_ROLE_TP_ATTN_IN */
 #define TP_OUT {RS | AR, AG, RS | AR, 0}
+#define ROUTER {OP(GS_OP_MLP_UP) | OP(GS_OP_ACT), OP(GS_OP_MLP_UP) | OP(GS_OP_ACT), OP(GS_OP_MLP_UP) | OP(GS_OP_ACT), 0}
 
 static const gs_role_info roles[GS_ROLE_COUNT] = {
     [GS_ROLE_NONE] = {"none", GS_EV_KIND_COUNT, GS_STREAM_COUNT, {0, 0, 0, 0}, 0, GS_WHERE_ANY, 0},
@@ -60,16 +62,16 @@ static const gs_role_info roles[GS_ROLE_COUNT] = {
     [GS_ROLE_TP_NORM_GRADS] = {"tp_norm_grads", GS_EV_COLLECTIVE, GS_STREAM_TP, {0, 0, 0, AR}, G(GS_GROUP_TP),
                                GS_WHERE_NONE, 0},
     [GS_ROLE_UNIT_GATHER] = {"unit_gather", GS_EV_COLLECTIVE, GS_STREAM_DP, {AG, AG, 0, 0}, DP_ANY, GS_WHERE_ANY, 0},
-    [GS_ROLE_GRAD_REDUCE_SCATTER] = {"grad_reduce_scatter", GS_EV_COLLECTIVE, GS_STREAM_DP, {0, RS, 0, 0}, DP_ANY,
+    [GS_ROLE_GRAD_REDUCE_SCATTER] = {"grad_reduce_scatter", GS_EV_COLLECTIVE, GS_STREAM_DP, {0, RS, 0, 0}, DP_ANY | EDP,
                                      GS_WHERE_ANY, BUCKETS},
     [GS_ROLE_GRAD_INTER_REDUCE] = {"grad_inter_reduce", GS_EV_COLLECTIVE, GS_STREAM_DP, {0, AR, 0, 0},
                                    G(GS_GROUP_DP_INTER), GS_WHERE_ANY, 0},
     [GS_ROLE_GRAD_BUCKET_REDUCE] = {"grad_bucket_reduce", GS_EV_COLLECTIVE, GS_STREAM_DP, {0, AR, 0, 0},
-                                    G(GS_GROUP_DP), GS_WHERE_ANY, BUCKETS},
+                                    G(GS_GROUP_DP) | EDP, GS_WHERE_ANY, BUCKETS},
     [GS_ROLE_GRAD_CHUNK_REDUCE] = {"grad_chunk_reduce", GS_EV_COLLECTIVE, GS_STREAM_DP, {0, AR | RS, 0, 0},
-                                   G(GS_GROUP_DP), GS_WHERE_ANY, 0},
-    [GS_ROLE_PARAM_GATHER] = {"param_gather", GS_EV_COLLECTIVE, GS_STREAM_DP, {0, 0, 0, AG}, G(GS_GROUP_DP),
-                              GS_WHERE_ANY, 0},
+                                   G(GS_GROUP_DP) | EDP, GS_WHERE_ANY, 0},
+    [GS_ROLE_PARAM_GATHER] = {"param_gather", GS_EV_COLLECTIVE, GS_STREAM_DP, {0, 0, 0, AG},
+                              G(GS_GROUP_DP) | EDP, GS_WHERE_ANY, 0},
     [GS_ROLE_OFFLOAD_FETCH] = {"offload_fetch", GS_EV_COPY_H2D, GS_STREAM_COPY, {NOOP, NOOP, 0, 0}, 0, GS_WHERE_ANY,
                                0},
     [GS_ROLE_OFFLOAD_GRAD] = {"offload_grad", GS_EV_COPY_D2H, GS_STREAM_COPY, {0, NOOP, 0, 0}, 0, GS_WHERE_ANY, 0},
@@ -80,6 +82,20 @@ static const gs_role_info roles[GS_ROLE_COUNT] = {
     [GS_ROLE_CP_KV] = {"cp_kv", GS_EV_COLLECTIVE, GS_STREAM_TP, {AG, AG | RS, AG, 0}, G(GS_GROUP_CP), GS_WHERE_LAYER, 0},
     [GS_ROLE_CP_A2A] = {"cp_a2a", GS_EV_COLLECTIVE, GS_STREAM_TP, {A2A, A2A, A2A, 0}, G(GS_GROUP_CP), GS_WHERE_LAYER,
                         SPLIT},
+    [GS_ROLE_MOE_ROUTER] = {"moe_router", GS_EV_COMPUTE, GS_STREAM_COMPUTE, ROUTER, 0, GS_WHERE_LAYER, 0},
+    [GS_ROLE_MOE_PERMUTE] = {"moe_permute", GS_EV_COMPUTE, GS_STREAM_COMPUTE, BLOCK(GS_OP_ACT), 0, GS_WHERE_LAYER,
+                             SPLIT},
+    [GS_ROLE_EXPERT_UP] = {"expert_up", GS_EV_COMPUTE, GS_STREAM_COMPUTE, BLOCK(GS_OP_MLP_UP), 0, GS_WHERE_LAYER, 0},
+    [GS_ROLE_EXPERT_ACT] = {"expert_act", GS_EV_COMPUTE, GS_STREAM_COMPUTE, BLOCK(GS_OP_ACT), 0, GS_WHERE_LAYER, 0},
+    [GS_ROLE_EXPERT_DOWN] = {"expert_down", GS_EV_COMPUTE, GS_STREAM_COMPUTE, BLOCK(GS_OP_MLP_DOWN), 0, GS_WHERE_LAYER,
+                             0},
+    [GS_ROLE_EP_DISPATCH] = {"ep_dispatch", GS_EV_COLLECTIVE, GS_STREAM_TP, {A2A, A2A, A2A, 0}, G(GS_GROUP_EP),
+                             GS_WHERE_LAYER, 0},
+    [GS_ROLE_EP_COMBINE] = {"ep_combine", GS_EV_COLLECTIVE, GS_STREAM_TP, {A2A, A2A, A2A, 0}, G(GS_GROUP_EP),
+                            GS_WHERE_LAYER, 0},
+    [GS_ROLE_ETP_IN] = {"etp_in", GS_EV_COLLECTIVE, GS_STREAM_TP, {AG, RS, AG, 0}, G(GS_GROUP_TP), GS_WHERE_LAYER, 0},
+    [GS_ROLE_ETP_OUT] = {"etp_out", GS_EV_COLLECTIVE, GS_STREAM_TP, {RS, AG, RS, 0}, G(GS_GROUP_TP), GS_WHERE_LAYER,
+                         0},
 };
 
 const gs_role_info *gs_role_info_of(gs_role r)

@@ -65,6 +65,20 @@ typedef enum gs_role {
                        with their gradients (p2p), or their gradients reduce-scattered (all_gather) */
     GS_ROLE_CP_A2A, /* Ulysses: part 1 Q, K, V (backward: their gradients), part 2 the output (its
                        gradient) */
+    /* a mixture-of-experts block's MLP (engine/build_moe.c); its shared experts are mlp_* */
+    GS_ROLE_MOE_ROUTER,  /* the gate GEMM, and the softmax / top-k over its logits */
+    GS_ROLE_MOE_PERMUTE, /* part 1: the routed token rows sorted by expert; part 2: unpermuted and
+                            summed with their routing weights */
+    GS_ROLE_EXPERT_UP,   /* the local experts' gate+up or fc1 (one grouped GEMM, batch = experts) */
+    GS_ROLE_EXPERT_ACT,  /* their activation */
+    GS_ROLE_EXPERT_DOWN, /* their down or fc2 (grouped GEMM) */
+    GS_ROLE_EP_DISPATCH, /* the token rows all-to-all over the EP group to their experts (backward:
+                            their gradients back) */
+    GS_ROLE_EP_COMBINE,  /* the experts' outputs all-to-all back (backward: their gradients out) */
+    GS_ROLE_ETP_IN,      /* tp > 1: forward the received rows all-gathered over TP; backward their
+                            gradients reduce-scattered */
+    GS_ROLE_ETP_OUT,     /* forward the experts' partial outputs reduce-scattered over TP; backward
+                            the gradients all-gathered */
     GS_ROLE_COUNT
 } gs_role;
 

@@ -17,14 +17,14 @@
 
 /* -------------------------------------------------------------------------- grid ---- */
 
-static const char *const grid_keys[] = {"dp", "pp", "tp", "cp", "order", "allow_tp_cross_node", "first_stage_layers",
+static const char *const grid_keys[] = {"dp", "pp", "tp", "cp", "ep", "order", "allow_tp_cross_node", "first_stage_layers",
                                         "last_stage_layers"};
 
 static gs_status load_grid(const gs__yaml_loader *l, const yaml_node_t *v, gs_grid *g)
 {
     gs_status st;
     char found[96];
-    g->dp = g->pp = g->tp = g->cp = 1;
+    g->dp = g->pp = g->tp = g->cp = g->ep = 1;
     g->cp_outer = 0;
     g->order[0] = GS_DIM_TP;
     g->order[1] = GS_DIM_DP;
@@ -44,6 +44,7 @@ static gs_status load_grid(const gs__yaml_loader *l, const yaml_node_t *v, gs_gr
         (st = gs__scenario_opt_count(l, v, "grid", "pp", &g->pp, NULL)) ||
         (st = gs__scenario_opt_count(l, v, "grid", "tp", &g->tp, NULL)) ||
         (st = gs__scenario_opt_count(l, v, "grid", "cp", &g->cp, NULL)) ||
+        (st = gs__scenario_opt_count(l, v, "grid", "ep", &g->ep, NULL)) ||
         (st = gs__scenario_opt_bool(l, v, "grid", "allow_tp_cross_node", &g->allow_tp_cross_node, NULL)) ||
         (st = gs__scenario_opt_count(l, v, "grid", "first_stage_layers", &g->first_stage_layers, NULL)) ||
         (st = gs__scenario_opt_count(l, v, "grid", "last_stage_layers", &g->last_stage_layers, NULL)))

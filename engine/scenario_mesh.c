@@ -170,6 +170,32 @@ static gs_status check_interleaved(const gs_scenario *s, const gs_mesh *mesh, ui
  * Megatron-Core and torchtitan for causal attention: rank i holds chunks i and 2 cp - 1 - i), so
  * the sequence must divide by 2 cp; Ulysses' all-to-all splits the heads, which must divide by
  * cp x tp. */
+/* Expert parallelism (grid.ep > 1) spreads a MoE model's routed experts: the experts must divide
+ * over ep; expert parameters are reduced over their own data-parallel group, which gridstep
+ * builds for Megatron-Core's gradient buffers (DDP all-reduce or the distributed optimizer,
+ * sharding no_shard / zero1, wrap layer: a block's dense and expert parameters in two units);
+ * ZeRO-2/3, FSDP and CPU offload with ep > 1 are refused. */
+static gs_status check_ep(const gs_scenario *s, uint64_t ep, gs_error *err)
+{
+    const gs_model *m = &s->model;
+    const gs_strategy *st = &s->strategy;
+    if (!m->moe.experts)
+        return gs_error_set(err, GS_ERR_INPUT, "ep=%llu: model %s has no experts (model.moe), expected ep: 1",
+                            (unsigned long long)ep, m->name);
+    if (m->moe.experts % ep != 0)
+        return gs_error_set(err, GS_ERR_INPUT,
+                            "ep=%llu must divide the %llu routed experts of model %s (each EP rank holds experts / ep)",
+                            (unsigned long long)ep, (unsigned long long)m->moe.experts, m->name);
+    int megatron_dp = st->sharding == GS_SHARD_NO_SHARD || st->sharding == GS_SHARD_ZERO1;
+    if (!megatron_dp || st->wrap != GS_WRAP_LAYER || st->offload)
+        return gs_error_set(err, GS_ERR_UNSUPPORTED,
+                            "ep=%llu: expert parallelism is built for sharding no_shard or zero1 with wrap: layer "
+                            "and no CPU offload (Megatron-Core's gradient buffers); found sharding %s, wrap %s%s",
+                            (unsigned long long)ep, gs_sharding_name(st->sharding), gs_wrap_name(st->wrap),
+                            st->offload ? ", offload" : "");
+    return GS_OK;
+}
+
 static gs_status check_cp(const gs_scenario *s, uint64_t cp, gs_error *err)
 {
     const gs_model *m = &s->model;
@@ -203,6 +229,8 @@ gs_status gs_scenario_mesh(const gs_scenario *s, gs_mesh *mesh, gs_diag *warning
     gs_status st = gs_mesh_init(mesh, s->grid.tp, dp_cp, s->grid.pp, s->grid.order, s->cluster.gpus_per_node, err);
     if (st == GS_OK)
         st = gs_mesh_set_cp(mesh, cp, s->grid.cp_outer, err);
+    if (st == GS_OK && s->grid.ep > 1 && (st = check_ep(s, s->grid.ep, err)) == GS_OK)
+        st = gs_mesh_set_ep(mesh, s->grid.ep, err);
     if (st == GS_OK)
         gs_mesh_set_stage_layers(mesh, s->grid.first_stage_layers, s->grid.last_stage_layers);
     if (st == GS_OK && cp > 1)
@@ -259,22 +287,27 @@ static gs_status check_bucket_count(const gs_scenario *s, const gs_mesh *mesh, g
                         (double)bytes / GS_SCHEDULE_MAX_BUCKETS + 1);
 }
 
-/* The schedule's blocks are dense with MHA/GQA attention (engine/build_layer.c): no router,
- * expert GEMMs or token dispatch, no latent projections. Such models are refused rather than
- * timed as the wrong GEMMs. */
+/* The schedule builds dense and mixture-of-experts blocks with MHA/GQA attention
+ * (engine/build_layer.c, engine/build_moe.c); latent attention (MLA) has no blocks yet and is
+ * refused rather than timed as the wrong GEMMs. A MoE block is built as Megatron-Core's
+ * all-to-all token dispatcher runs it, so its constraints are Megatron-Core's: sequence
+ * parallelism with tp > 1 (megatron/training/arguments.py asserts it for MoE with TP). */
 static gs_status check_schedulable_model(const gs_scenario *s, gs_error *err)
 {
     const gs_model *m = &s->model;
-    if (!m->moe.experts && !m->mla.kv_lora_rank)
-        return GS_OK;
-    return gs_error_set(err, GS_ERR_UNSUPPORTED,
-                        "%s: model %s has %s: the schedule and the simulator model dense MLPs and "
-                        "MHA/GQA attention only; `gridstep mem` counts its parameters and training "
-                        "state (every expert on every rank)",
-                        s->path[0] ? s->path : "<scenario>", m->name,
-                        m->moe.experts && m->mla.kv_lora_rank ? "mixture-of-experts blocks and latent attention (MLA)"
-                        : m->moe.experts                      ? "mixture-of-experts blocks"
-                                                              : "latent attention (MLA)");
+    const char *path = s->path[0] ? s->path : "<scenario>";
+    if (m->mla.kv_lora_rank)
+        return gs_error_set(err, GS_ERR_UNSUPPORTED,
+                            "%s: model %s has latent attention (MLA): the schedule and the simulator model "
+                            "MHA/GQA attention only; `gridstep mem` counts its parameters and training state",
+                            path, m->name);
+    if (m->moe.experts && s->grid.tp > 1 && !s->strategy.sequence_parallel)
+        return gs_error_set(err, GS_ERR_UNSUPPORTED,
+                            "%s: model %s is a mixture of experts with tp=%llu: its blocks are built as "
+                            "Megatron-Core's token dispatcher runs them, which needs sequence_parallel: true "
+                            "with tensor parallelism",
+                            path, m->name, (unsigned long long)s->grid.tp);
+    return GS_OK;
 }
 
 gs_status gs_scenario_check_schedule_size(const gs_scenario *s, const gs_mesh *mesh, uint64_t microbatches,

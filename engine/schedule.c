@@ -56,7 +56,8 @@ const char *const gs__op_names[GS_OP_COUNT] = {"embed",  "norm",     "qkv",  "at
 const char *const gs__coll_names[GS_COLL_COUNT] = {"all_gather", "reduce_scatter", "all_reduce",
                                                       "broadcast", "all_to_all"};
 const char *const gs__coll_short[GS_COLL_COUNT] = {"ag", "rs", "ar", "bcast", "a2a"};
-const char *const gs__group_names[GS_GROUP_KIND_COUNT] = {"dp", "dp_intra", "dp_inter", "tp", "pp", "cp"};
+const char *const gs__group_names[GS_GROUP_KIND_COUNT] = {"dp", "dp_intra", "dp_inter", "tp", "pp", "cp",
+                                                                  "ep", "edp"};
 const char *const gs__tensor_kind_names[GS_T_KIND_COUNT] = {
     "param_shard", "param_full", "grad",    "grad_shard", "activation",
     "boundary",    "master",     "opt_state", "workspace", "scratch"};
@@ -501,6 +502,8 @@ void gs_event_name(const gs_rank_events *r, const gs_event *e, char *buf, size_t
         case GS_GROUP_TP: prefix = "tp_"; break;
         case GS_GROUP_PP: prefix = "pp_"; break;
         case GS_GROUP_CP: prefix = "cp_"; break;
+        case GS_GROUP_EP: prefix = "ep_"; break;
+        case GS_GROUP_EDP: prefix = "edp_"; break;
         default:
             snprintf(gbuf, sizeof gbuf, "g%u_", (unsigned)k.group);
             prefix = gbuf;
@@ -654,6 +657,12 @@ uint64_t gs_group_of(const gs_mesh *m, gs_group_kind g, uint64_t rank, uint64_t 
     } else if (g == GS_GROUP_CP) {
         index = gs_mesh_cp_group(m, rank, NULL, NULL);
         n = m->cp ? m->cp : 1;
+    } else if (g == GS_GROUP_EP) {
+        index = gs_mesh_ep_group(m, rank, NULL, NULL);
+        n = m->ep ? m->ep : 1;
+    } else if (g == GS_GROUP_EDP) {
+        index = gs_mesh_edp_group(m, rank, NULL, NULL);
+        n = m->size[GS_DIM_DP] / (m->ep ? m->ep : 1);
     } else {
         index = gs_mesh_group(m, group_dim(g), rank, NULL);
         n = m->size[group_dim(g)];
@@ -671,6 +680,17 @@ uint64_t gs_group_members_of(const gs_mesh *m, gs_group_kind g, uint64_t rank, u
     if (g == GS_GROUP_CP) {
         gs_mesh_cp_group(m, rank, out, NULL);
         return m->cp ? m->cp : 1;
+    }
+    if (g == GS_GROUP_EP || g == GS_GROUP_EDP) {
+        uint64_t first, stride, n;
+        gs_group_of(m, g, rank, &n);
+        if (g == GS_GROUP_EP)
+            gs_mesh_ep_group(m, rank, &first, &stride);
+        else
+            gs_mesh_edp_group(m, rank, &first, &stride);
+        for (uint64_t i = 0; out && i < n; i++)
+            out[i] = first + i * stride;
+        return n;
     }
     gs_mesh_group(m, group_dim(g), rank, out);
     return m->size[group_dim(g)];

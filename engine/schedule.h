@@ -72,6 +72,10 @@ typedef enum gs_group_kind {
     GS_GROUP_PP,
     GS_GROUP_CP,       /* context parallelism: the ranks holding one sequence's chunks, a part of
                           the DP group (engine/mesh.h, gs_mesh.cp) */
+    GS_GROUP_EP,       /* expert parallelism: the ranks sharing one MoE layer's experts (token
+                          dispatch and combine), a part of the DP group (gs_mesh.ep) */
+    GS_GROUP_EDP,      /* expert data parallelism: the ranks holding the same experts, over which
+                          their gradients are reduced (the DP group's positions ep apart) */
     GS_GROUP_KIND_COUNT
 } gs_group_kind;
 
@@ -276,7 +280,8 @@ gs_status gs_schedule_validate_structure(const gs_schedule *sch, gs_error *err);
 
 /* The process group of kind g holding rank: returns its index among the groups of that kind
  * (events store it in `peer`) and writes its size. GS_GROUP_DP/TP/PP are the mesh's groups
- * (gs_mesh_group); GS_GROUP_CP is gs_mesh_cp_group's. HSDP's sub-groups split the rank's DP group by node: DP_INTRA = the
+ * (gs_mesh_group); GS_GROUP_CP, EP and EDP are gs_mesh_cp_group's, gs_mesh_ep_group's and
+ * gs_mesh_edp_group's. HSDP's sub-groups split the rank's DP group by node: DP_INTRA = the
  * members on the rank's node (index dp_group * dp + position of the part's first member),
  * DP_INTER = the members at the same position within their node's part as the rank (index
  * dp_group * dp + that position). */

@@ -165,6 +165,10 @@ static void dump_header(gs__writer *o, const gs_schedule *sch)
         gs__out_str(o, " cp ");
         gs__out_u64(o, sch->mesh.cp);
     }
+    if (sch->mesh.ep > 1) { /* expert parallelism only */
+        gs__out_str(o, " ep ");
+        gs__out_u64(o, sch->mesh.ep);
+    }
     gs__out_str(o, "\nmicrobatches ");
     gs__out_u64(o, sch->microbatches);
     gs__out_str(o, "\nexact ");
@@ -706,11 +710,11 @@ static gs_status load_scenario_name(loader *ld, gs_schedule *sch)
     return load_end_of_line(ld, 2);
 }
 
-/* 'mesh tp T dp D pp P order O gpus_per_node G [stage_layers F L] [cp C]' into sch->mesh. */
+/* 'mesh tp T dp D pp P order O gpus_per_node G [stage_layers F L] [cp C] [ep E]' into sch->mesh. */
 static gs_status load_mesh(loader *ld, gs_schedule *sch)
 {
     gs_status st;
-    uint64_t tp, dp, pp, gpn, cp = 1;
+    uint64_t tp, dp, pp, gpn, cp = 1, ep = 1;
     int has_cp = 0, cp_outer = 0;
     if ((st = load_next(ld, "'mesh tp T dp D pp P order O gpus_per_node G'")) != GS_OK ||
         (st = load_word(ld, 0, "mesh")) != GS_OK || (st = load_kv_u64(ld, 1, "tp", UINT64_MAX, &tp)) != GS_OK ||
@@ -732,12 +736,19 @@ static gs_status load_mesh(loader *ld, gs_schedule *sch)
     }
     if (has_cp && (st = load_kv_u64(ld, at, "cp", UINT32_MAX, &cp)) != GS_OK)
         return st;
-    if ((st = load_end_of_line(ld, has_cp ? at + 2 : at)) != GS_OK)
+    at += has_cp ? 2 : 0;
+    if ((ld->ntok > at || ld->too_many) && strcmp(ld->tok[at], "ep") == 0) {
+        if ((st = load_kv_u64(ld, at, "ep", UINT32_MAX, &ep)) != GS_OK)
+            return st;
+        at += 2;
+    }
+    if ((st = load_end_of_line(ld, at)) != GS_OK)
         return st;
     gs_error merr;
     gs_error_init(&merr);
     if (gs_mesh_init(&sch->mesh, tp, dp, pp, order, gpn, &merr) != GS_OK ||
-        (has_cp && gs_mesh_set_cp(&sch->mesh, cp, cp_outer, &merr) != GS_OK))
+        (has_cp && gs_mesh_set_cp(&sch->mesh, cp, cp_outer, &merr) != GS_OK) ||
+        gs_mesh_set_ep(&sch->mesh, ep, &merr) != GS_OK)
         return gs_error_set(ld->err, GS_ERR_INPUT, "%s:%zu: found an impossible mesh, expected a valid one (%s)",
                             ld->path, ld->lineno, merr.msg);
     gs_mesh_set_stage_layers(&sch->mesh, first_layers, last_layers);

@@ -353,8 +353,8 @@ gs_status gs_exec_session_create(const gs_scenario *s, const gs_mesh *mesh, cons
         /* every process sees the same scenario: each refuses alike */
         rc = gs_error_set(err, GS_ERR_INPUT,
                           "exec: %s: model %s has %s, which exec's drivers do not run: their blocks are a "
-                          "dense MLP and MHA/GQA attention (`gridstep mem` counts its memory; run a dense "
-                          "model to execute)",
+                          "dense MLP and MHA/GQA attention (`gridstep sim` times mixture-of-experts blocks and "
+                          "`gridstep mem` counts every model's memory; run a dense model to execute)",
                           s->name, s->model.name,
                           s->model.moe.experts ? "mixture-of-experts blocks" : "latent attention (MLA)");
         goto out;

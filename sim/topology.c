@@ -71,12 +71,11 @@ static uint64_t siblings_of(const gs_mesh *mesh, uint64_t ppn)
     return ppn && gpn > ppn ? gpn / ppn : 1;
 }
 
-/* A CP group: cp members in arithmetic progression (gs_mesh_cp_group): the nodes they span and
- * the most on one node, walked member by member (cp is tens at most). */
-static void cp_shape(const gs_mesh *mesh, uint64_t rank, gs_coll_shape *out)
+/* A group of n members in arithmetic progression, first + i * stride (CP, EP and EDP groups:
+ * gs_mesh_cp_first, gs_mesh_ep_group, gs_mesh_edp_group): the nodes they span and the most on one
+ * node, walked member by member (O(n): tens for CP and EP, the DP degree / ep for EDP). */
+static void progression_shape(const gs_mesh *mesh, uint64_t first, uint64_t stride, uint64_t n, gs_coll_shape *out)
 {
-    uint64_t stride, n = mesh->cp ? mesh->cp : 1;
-    uint64_t first = gs_mesh_cp_first(mesh, rank, &stride); /* members are first + i * stride */
     uint64_t nodes = 0, best = 0, run = 0, node = UINT64_MAX;
     for (uint64_t i = 0; i < n; i++) {
         uint64_t nd = (first + i * stride) / mesh->gpus_per_node;
@@ -90,6 +89,13 @@ static void cp_shape(const gs_mesh *mesh, uint64_t rank, gs_coll_shape *out)
     out->nnodes = nodes;
     out->ppn = best;
     out->siblings = nodes > 1 ? siblings_of(mesh, best) : 1;
+}
+
+static void cp_shape(const gs_mesh *mesh, uint64_t rank, gs_coll_shape *out)
+{
+    uint64_t stride, n = mesh->cp ? mesh->cp : 1;
+    uint64_t first = gs_mesh_cp_first(mesh, rank, &stride); /* members are first + i * stride */
+    progression_shape(mesh, first, stride, n, out);
 }
 
 void gs_topo_group_shape(const gs_mesh *mesh, gs_group_kind g, uint64_t rank, gs_coll_shape *out)
@@ -117,6 +123,16 @@ void gs_topo_group_shape(const gs_mesh *mesh, gs_group_kind g, uint64_t rank, gs
     case GS_GROUP_CP:
         cp_shape(mesh, rank, out);
         return;
+    case GS_GROUP_EP:
+    case GS_GROUP_EDP: {
+        uint64_t first, stride, ep = mesh->ep ? mesh->ep : 1;
+        if (g == GS_GROUP_EP)
+            gs_mesh_ep_group(mesh, rank, &first, &stride);
+        else
+            gs_mesh_edp_group(mesh, rank, &first, &stride);
+        progression_shape(mesh, first, stride, g == GS_GROUP_EP ? ep : mesh->size[GS_DIM_DP] / ep, out);
+        return;
+    }
     case GS_GROUP_TP: d = GS_DIM_TP; break;
     case GS_GROUP_PP: d = GS_DIM_PP; break;
     case GS_GROUP_DP:

@@ -1,0 +1,192 @@
+/* Schedule builder, a mixture-of-experts block's MLP half, as Megatron-Core's MoELayer runs it with
+ * the all-to-all token dispatcher (megatron/core/transformer/moe/moe_layer.py, router.py,
+ * token_dispatcher.py MoEAlltoAllTokenDispatcher, experts.py GroupedMLP / TEGroupedMLP) and expert
+ * tensor parallelism equal to tp:
+ *
+ *   router      the gate GEMM [T_l, h] x [h, E] on the rank's sequence-parallel tokens (T_l =
+ *               T / tp; MoE with TP needs sequence parallelism), then softmax and top-k over the
+ *               E logits (fp32: 8 B per logit read and written);
+ *   permute     the T_l k routed copies of the tokens sorted by expert (read and written, 2e B per
+ *               element);
+ *   dispatch    all-to-all over the EP group (ep > 1): this rank's T_l k token rows out, the rows
+ *               routed to its experts / ep experts in;
+ *   ETP gather  tp > 1: the received rows all-gathered over TP ("AllGather in ETP group"), so each
+ *               TP rank runs its 1 / tp slice of every local expert on all of them;
+ *   experts     grouped GEMMs, one call of experts / ep GEMMs: up (h -> 2 f_e / tp with SwiGLU),
+ *               the activation, down (f_e / tp -> h), each expert's m its share of the rows;
+ *   ETP scatter the partial outputs reduce-scattered over TP;
+ *   combine     all-to-all back over EP; unpermute (the top-k outputs weighted and summed);
+ *   shared      the shared experts (model.moe.shared_experts), a dense MLP of width
+ *               shared_experts x expert_ffn beside the routed ones, with the dense MLP's
+ *               sequence-parallel gather and reduce-scatter (roles mlp_up/act/down, tp_mlp_*).
+ * The backward runs the same ops in reverse order: the all-to-alls move the gradients, the ETP
+ * gather and scatter swap, the GEMMs do data and weight gradients (twice the forward FLOPs).
+ *
+ * Load: balanced routing gives each EP rank T_l k rows (ep ranks send it T_l k / ep each). Real
+ * routers are not balanced; model.moe.routing_skew says how much more the busiest EP rank gets
+ * (1 + skew times the mean), capped at capacity_factor when tokens are dropped. Every rank's
+ * events carry the busiest rank's rows (gs_moe_rank_rows): the combine's all-to-all waits for the
+ * slowest rank, so the step runs at its pace (Megatron-Core's own timers show the same wait).
+ * FLOPs here therefore exceed the model's 6N count by the skew; MFU keeps the model's count. */
+#include <stdint.h>
+
+#include "engine/build_ops.h"
+
+static uint64_t ceil_div(uint64_t a, uint64_t b)
+{
+    return a / b + (a % b != 0);
+}
+
+/* A MoE MLP's sizes on this rank for one micro-batch. */
+typedef struct moe_shapes {
+    uint64_t tl;     /* the rank's tokens (sequence-parallel slice under tp) */
+    uint64_t E;      /* routed experts */
+    uint64_t local;  /* experts on this EP rank: E / ep */
+    uint64_t rows;   /* token rows the busiest EP rank's experts take before the TP gather */
+    uint64_t gathered; /* rows each TP rank's expert slices run: rows x tp */
+    uint64_t ef_t;   /* an expert's intermediate size on this TP rank */
+    uint64_t fs_t;   /* the shared experts' intermediate size on this TP rank (0: none) */
+    uint64_t ep, tp;
+} moe_shapes;
+
+static void moe_shapes_init(const pass *p, const shapes *sh, moe_shapes *ms)
+{
+    const gs_bctx *x = p->x;
+    const gs_moe *moe = &x->s->model.moe;
+    uint64_t ef = moe->expert_ffn ? moe->expert_ffn : x->s->model.ffn;
+    ms->tp = x->tp;
+    ms->ep = x->mesh->ep ? x->mesh->ep : 1;
+    ms->tl = sh->sp ? ceil_div(sh->T, x->tp) : sh->T;
+    ms->E = moe->experts;
+    ms->local = moe->experts / ms->ep;
+    ms->rows = gs_moe_rank_rows(moe, ms->tl);
+    ms->gathered = ms->rows * ms->tp;
+    ms->ef_t = ef / x->tp;
+    ms->fs_t = moe->shared_experts * ef / x->tp;
+}
+
+/* The token rows' bytes a rank moves in one all-to-all, or shards in one ETP collective. */
+static uint64_t rows_bytes(const shapes *sh, const moe_shapes *ms)
+{
+    return ms->rows * sh->h * sh->e;
+}
+
+static gs_status ep_a2a(pass *p, const shapes *sh, const moe_shapes *ms, gs_role role)
+{
+    if (ms->ep <= 1)
+        return GS_OK;
+    return gs__op_coll(p, role, GS_COLL_ALLTOALL, GS_GROUP_EP, ms->ep, rows_bytes(sh, ms));
+}
+
+/* The expert-TP collective at the experts' input (in 1) or output (in 0): forward gather at the
+ * input, reduce-scatter at the output; backward the other way round. */
+static gs_status etp_coll(pass *p, const shapes *sh, const moe_shapes *ms, int in)
+{
+    if (ms->tp <= 1)
+        return GS_OK;
+    int bwd = p->phase == GS_PHASE_BWD;
+    gs_coll_op op = (in != bwd) ? GS_COLL_ALLGATHER : GS_COLL_REDUCE_SCATTER;
+    return gs__op_coll(p, in ? GS_ROLE_ETP_IN : GS_ROLE_ETP_OUT, op, GS_GROUP_TP, ms->tp, ms->tp * rows_bytes(sh, ms));
+}
+
+/* The grouped expert GEMMs and activation (forward order; backward reversed), m = each local
+ * expert's share of the gathered rows. */
+static gs_status experts(pass *p, const shapes *sh, const moe_shapes *ms)
+{
+    uint64_t m = ceil_div(ms->gathered, ms->local), up_n = sh->swiglu ? 2 * ms->ef_t : ms->ef_t;
+    gemm_shape up = {m, up_n, sh->h, ms->local}, down = {m, sh->h, ms->ef_t, ms->local};
+    gs_status rc;
+    if (p->phase == GS_PHASE_BWD)
+        return (rc = gs__op_gemm(p, GS_ROLE_EXPERT_DOWN, GS_OP_MLP_DOWN, sh, &down)) ||
+                       (rc = gs__op_elementwise(p, GS_ROLE_EXPERT_ACT, GS_OP_ACT, m * ms->local * ms->ef_t,
+                                                sh->act_bytes))
+                   ? rc
+                   : gs__op_gemm(p, GS_ROLE_EXPERT_UP, GS_OP_MLP_UP, sh, &up);
+    return (rc = gs__op_gemm(p, GS_ROLE_EXPERT_UP, GS_OP_MLP_UP, sh, &up)) ||
+                   (rc = gs__op_elementwise(p, GS_ROLE_EXPERT_ACT, GS_OP_ACT, m * ms->local * ms->ef_t, sh->act_bytes))
+               ? rc
+               : gs__op_gemm(p, GS_ROLE_EXPERT_DOWN, GS_OP_MLP_DOWN, sh, &down);
+}
+
+/* The gate GEMM and the softmax / top-k over its fp32 logits. */
+static gs_status router(pass *p, const shapes *sh, const moe_shapes *ms)
+{
+    gs_status rc;
+    gemm_shape g = {ms->tl, ms->E, sh->h, 0};
+    if (p->phase == GS_PHASE_BWD)
+        return (rc = gs__op_elementwise(p, GS_ROLE_MOE_ROUTER, GS_OP_ACT, ms->tl * ms->E, 8))
+                   ? rc
+                   : gs__op_gemm(p, GS_ROLE_MOE_ROUTER, GS_OP_MLP_UP, sh, &g);
+    return (rc = gs__op_gemm(p, GS_ROLE_MOE_ROUTER, GS_OP_MLP_UP, sh, &g))
+               ? rc
+               : gs__op_elementwise(p, GS_ROLE_MOE_ROUTER, GS_OP_ACT, ms->tl * ms->E, 8);
+}
+
+/* Permute (part 1) or unpermute (part 2): this rank's T_l k token rows read and written. */
+static gs_status permute(pass *p, const shapes *sh, const moe_shapes *ms, uint16_t part)
+{
+    const gs_moe *moe = &p->x->s->model.moe;
+    gs_status rc = gs__op_elementwise(p, GS_ROLE_MOE_PERMUTE, GS_OP_ACT, ms->tl * moe->top_k * sh->h, 2 * sh->e);
+    if (rc == GS_OK)
+        p->pending.e.part = part;
+    return rc;
+}
+
+static const linear_roles lr_shared_up = {GS_ROLE_MLP_UP, GS_ROLE_TP_MLP_IN, GS_ROLE_TP_MLP_REGATHER};
+static const linear_roles lr_shared_down = {GS_ROLE_MLP_DOWN, GS_ROLE_TP_MLP_OUT, GS_ROLE_NONE};
+
+/* The shared experts: the dense MLP's ops at width shared_experts x expert_ffn. */
+static gs_status shared_mlp(pass *p, const shapes *sh, const moe_shapes *ms)
+{
+    if (!ms->fs_t)
+        return GS_OK;
+    uint64_t up_n = sh->swiglu ? 2 * ms->fs_t : ms->fs_t;
+    gs_status rc;
+    int bwd = p->phase == GS_PHASE_BWD;
+    if (!sh->sp) { /* tp = 1 (MoE with TP needs sequence parallelism) */
+        gemm_shape up = {sh->T, up_n, sh->h, 0}, down = {sh->T, sh->h, ms->fs_t, 0};
+        if (bwd)
+            return (rc = gs__op_gemm(p, GS_ROLE_MLP_DOWN, GS_OP_MLP_DOWN, sh, &down)) ||
+                           (rc = gs__op_elementwise(p, GS_ROLE_MLP_ACT, GS_OP_ACT, sh->T * ms->fs_t, sh->act_bytes))
+                       ? rc
+                       : gs__op_gemm(p, GS_ROLE_MLP_UP, GS_OP_MLP_UP, sh, &up);
+        return (rc = gs__op_gemm(p, GS_ROLE_MLP_UP, GS_OP_MLP_UP, sh, &up)) ||
+                       (rc = gs__op_elementwise(p, GS_ROLE_MLP_ACT, GS_OP_ACT, sh->T * ms->fs_t, sh->act_bytes))
+                   ? rc
+                   : gs__op_gemm(p, GS_ROLE_MLP_DOWN, GS_OP_MLP_DOWN, sh, &down);
+    }
+    if (bwd)
+        return (rc = gs__op_ag_gemm(p, sh, GS_OP_MLP_DOWN, &lr_shared_down, sh->h, ms->fs_t)) ||
+                       (rc = gs__op_elementwise(p, GS_ROLE_MLP_ACT, GS_OP_ACT, sh->T * ms->fs_t, sh->act_bytes))
+                   ? rc
+                   : gs__op_gemm_rs(p, sh, GS_OP_MLP_UP, &lr_shared_up, up_n, sh->h);
+    return (rc = gs__op_ag_gemm(p, sh, GS_OP_MLP_UP, &lr_shared_up, up_n, sh->h)) ||
+                   (rc = gs__op_elementwise(p, GS_ROLE_MLP_ACT, GS_OP_ACT, sh->T * ms->fs_t, sh->act_bytes))
+               ? rc
+               : gs__op_gemm_rs(p, sh, GS_OP_MLP_DOWN, &lr_shared_down, sh->h, ms->fs_t);
+}
+
+gs_status gs__moe_mlp_forward(pass *p, const shapes *sh)
+{
+    moe_shapes ms;
+    moe_shapes_init(p, sh, &ms);
+    gs_status rc;
+    if ((rc = router(p, sh, &ms)) || (rc = permute(p, sh, &ms, 1)) || (rc = ep_a2a(p, sh, &ms, GS_ROLE_EP_DISPATCH)) ||
+        (rc = etp_coll(p, sh, &ms, 1)) || (rc = experts(p, sh, &ms)) || (rc = etp_coll(p, sh, &ms, 0)) ||
+        (rc = ep_a2a(p, sh, &ms, GS_ROLE_EP_COMBINE)) || (rc = permute(p, sh, &ms, 2)))
+        return rc;
+    return shared_mlp(p, sh, &ms);
+}
+
+gs_status gs__moe_mlp_backward(pass *p, const shapes *sh)
+{
+    moe_shapes ms;
+    moe_shapes_init(p, sh, &ms);
+    gs_status rc;
+    if ((rc = shared_mlp(p, sh, &ms)) || (rc = permute(p, sh, &ms, 2)) ||
+        (rc = ep_a2a(p, sh, &ms, GS_ROLE_EP_COMBINE)) || (rc = etp_coll(p, sh, &ms, 0)) ||
+        (rc = experts(p, sh, &ms)) || (rc = etp_coll(p, sh, &ms, 1)) ||
+        (rc = ep_a2a(p, sh, &ms, GS_ROLE_EP_DISPATCH)) || (rc = permute(p, sh, &ms, 1)))
+        return rc;
+    return router(p, sh, &ms);
+}

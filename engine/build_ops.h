@@ -1,0 +1,71 @@
+/* The op emitters of one schedule pass (a block's forward, recompute or backward), shared by the
+ * dense block's builder (engine/build_layer.c, which owns them) and the mixture-of-experts MLP's
+ * (engine/build_moe.c): the pass state, the block's shapes, and one function per kind of event.
+ * Every emitter queues its event as the pass's next one (held back so the pass's frees land on
+ * its last); a non-OK status means nothing more may be emitted into the pass.
+ *
+ * Ownership: a pass borrows its builder context and layer io for its lifetime; nothing here
+ * allocates beyond the events the context's rank list takes. */
+#ifndef GS_BUILD_OPS_H
+#define GS_BUILD_OPS_H
+
+#include <stdint.h>
+
+#include "engine/build_internal.h"
+#include "engine/roles.h"
+
+typedef struct shapes {
+    uint64_t T, s, b, h, hd, a_t, kv_t, f_t, v_t, e;
+    uint64_t cp, s_full; /* context parallelism: s = s_full / cp tokens of each sequence here */
+    uint64_t norm_bytes; /* per element of a norm event: the residual add before it and the norm,
+                            as the framework's kernels move them (gs_norm_bytes_per_element) */
+    uint64_t act_bytes;  /* per element of the activation event (gs_act_bytes_per_element) */
+    int swiglu, sp, fused;
+} shapes;
+
+/* Fills sh from the builder context (micro-batch tokens, TP slices, element and norm bytes). */
+void gs__shapes_init(const gs_bctx *x, shapes *sh);
+
+/* One op of a pass: the event, plus the io of the pass when it is its first or last op. */
+typedef struct pass {
+    gs_bctx *x;
+    gs_phase phase;
+    int32_t layer;
+    uint32_t mb;
+    const gs_layer_io *io;
+    int first_done;
+    uint32_t prev;       /* previous event in this pass (data dependency) */
+    gs_evb pending;      /* the last op is held back so the pass's frees land on it */
+    int have_pending;
+} pass;
+
+/* A GEMM's shape (m x n x k, batch times; all 0 for an op that is not a GEMM). */
+typedef struct gemm_shape {
+    uint64_t m, n, k, batch;
+} gemm_shape;
+
+/* The roles around one linear layer: its GEMM, the TP collective that all-gathers its input or
+ * reduces its output, and (backward under tp_comm_overlap) the re-gather of its input. */
+typedef struct linear_roles {
+    gs_role gemm, coll, regather;
+} linear_roles;
+
+/* A GEMM op (forward 2 m n k FLOPs per batch entry, backward twice that; the attention core
+ * counts its two GEMMs). */
+gs_status gs__op_gemm(pass *p, gs_role role, gs_op op, const shapes *sh, const gemm_shape *g);
+/* An elementwise op over `elements` (5 FLOPs each; backward twice the FLOPs and bytes). */
+gs_status gs__op_elementwise(pass *p, gs_role role, gs_op op, uint64_t elements, uint64_t bytes_per_element);
+/* A collective of `bytes` (gs_event.bytes' convention) on the rank's group g, on the TP stream. */
+gs_status gs__op_coll(pass *p, gs_role role, gs_coll_op op, gs_group_kind g, uint64_t group_size, uint64_t bytes);
+/* Sequence parallelism's all-gather of the activation, then the GEMM that consumes it
+ * (overlapped under tp_comm_overlap); m = sh->T. */
+gs_status gs__op_ag_gemm(pass *p, const shapes *sh, gs_op op, const linear_roles *lr, uint64_t n, uint64_t k);
+/* The GEMM whose output is reduce-scattered, then the reduce-scatter (overlapped likewise). */
+gs_status gs__op_gemm_rs(pass *p, const shapes *sh, gs_op op, const linear_roles *lr, uint64_t n, uint64_t k);
+
+/* engine/build_moe.c: a MoE block's MLP half after its norm (forward or recompute), and its
+ * backward up to the norm; the dense MLP's place in gs__layer_forward / gs__layer_backward. */
+gs_status gs__moe_mlp_forward(pass *p, const shapes *sh);
+gs_status gs__moe_mlp_backward(pass *p, const shapes *sh);
+
+#endif

@@ -1,0 +1,345 @@
+/* Check suite for mixture-of-experts blocks with expert parallelism (grid.ep): the EP and EDP
+ * groups of the mesh, the partition of a block into its dense and expert units, the schedule's
+ * dispatch and combine all-to-alls, expert-TP exchanges and grouped GEMMs against hand counts and
+ * the model's FLOP count, the expert gradients' reduction group, the traffic ledger, Megatron-LM's
+ * flags both ways, and the simulated effects of routing skew, capacity and placement. Expected
+ * values are hand arithmetic written beside each assertion, or a second implementation
+ * (brute-force enumeration of the ranks). */
+#include <check.h>
+#include <stdint.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "engine/ledger.h"
+#include "engine/partition.h"
+#include "engine/roles.h"
+#include "engine/scenario.h"
+#include "engine/schedule.h"
+#include "sim/sim.h"
+
+/* ---- the mesh ------------------------------------------------------------------------------- */
+
+/* Every rank's EP and EDP groups against enumeration: the EP group is the ranks with the rank's tp
+ * and pp coordinates whose DP position (dp x cp folded) falls in the same block of ep
+ * consecutive positions; the EDP group those with the same position modulo ep. Group indices
+ * number each kind's groups once each. tp 2, dp 4 x cp 2, pp 2 (32 ranks), ep 4 and 2, both
+ * Megatron's order and dp outermost. */
+START_TEST(test_ep_groups)
+{
+    static const gs_dim orders[2][GS_DIM_COUNT] = {{GS_DIM_TP, GS_DIM_DP, GS_DIM_PP}, {GS_DIM_PP, GS_DIM_TP, GS_DIM_DP}};
+    gs_error err;
+    gs_error_init(&err);
+    for (int o = 0; o < 2; o++)
+        for (uint64_t ep = 2; ep <= 4; ep *= 2) {
+            gs_mesh m;
+            ck_assert_int_eq(gs_mesh_init(&m, 2, 8, 2, orders[o], 8, &err), GS_OK);
+            ck_assert_int_eq(gs_mesh_set_cp(&m, 2, 0, &err), GS_OK);
+            ck_assert_int_eq(gs_mesh_set_ep(&m, 3, &err), GS_ERR_INPUT); /* 3 does not divide 8 */
+            ck_assert_int_eq(gs_mesh_set_ep(&m, ep, &err), GS_OK);
+            int seen_ep[32] = {0}, seen_edp[32] = {0};
+            for (uint64_t r = 0; r < m.world; r++) {
+                uint64_t c[GS_DIM_COUNT], mem[8], n, size;
+                gs_mesh_rank_coords(&m, r, c);
+                for (int kind = 0; kind < 2; kind++) {
+                    gs_group_kind g = kind ? GS_GROUP_EDP : GS_GROUP_EP;
+                    n = gs_group_members_of(&m, g, r, mem);
+                    uint64_t idx = gs_group_of(&m, g, r, &size);
+                    ck_assert_uint_eq(n, kind ? 8 / ep : ep);
+                    ck_assert_uint_eq(size, n);
+                    ck_assert_uint_lt(idx, 32 / n);
+                    uint64_t expect = 0;
+                    for (uint64_t r2 = 0; r2 < m.world; r2++) { /* brute force */
+                        uint64_t c2[GS_DIM_COUNT];
+                        gs_mesh_rank_coords(&m, r2, c2);
+                        int same = c2[GS_DIM_TP] == c[GS_DIM_TP] && c2[GS_DIM_PP] == c[GS_DIM_PP] &&
+                                   (kind ? c2[GS_DIM_DP] % ep == c[GS_DIM_DP] % ep
+                                         : c2[GS_DIM_DP] / ep == c[GS_DIM_DP] / ep);
+                        if (!same)
+                            continue;
+                        ck_assert_uint_lt(expect, n);
+                        ck_assert_uint_eq(mem[expect], r2); /* ascending ranks */
+                        expect++;
+                    }
+                    ck_assert_uint_eq(expect, n);
+                    if (mem[0] == r)
+                        (kind ? seen_edp : seen_ep)[idx]++;
+                }
+            }
+            for (uint64_t i = 0; i < 32 / ep; i++)
+                ck_assert_int_eq(seen_ep[i], 1);
+            for (uint64_t i = 0; i < 32 / (8 / ep); i++)
+                ck_assert_int_eq(seen_edp[i], 1);
+        }
+}
+END_TEST
+
+/* ---- scenarios ------------------------------------------------------------------------------ */
+
+/* A 4-layer MoE model: hidden 256, 8 heads of 32 (2 KV heads), SwiGLU, 8 experts of 128, top 2,
+ * sequence 256, on 2 DGX H100 nodes. */
+#define TINY_MOE                                                                                               \
+    "model: {layers: 4, hidden: 256, heads: 8, kv_heads: 2, ffn: 512, vocab: 1000, seq: 256, mlp: swiglu, "    \
+    "moe: {experts: 8, top_k: 2, expert_ffn: 128%s}}\ncluster: {preset: dgx-h100, nodes: 2}\n"
+
+static void load(const char *yaml, gs_scenario *s, gs_mesh *m)
+{
+    gs_error err;
+    gs_diag w;
+    gs_error_init(&err);
+    gs_diag_init(&w);
+    ck_assert_msg(gs_scenario_load_string(yaml, strlen(yaml), "test", s, &err) == GS_OK, "load: %s", err.msg);
+    ck_assert_msg(gs_scenario_mesh(s, m, &w, &err) == GS_OK, "mesh: %s", err.msg);
+    gs_diag_fini(&w);
+}
+
+static void load_fails(const char *yaml, gs_status want, const char *needle)
+{
+    gs_scenario s;
+    gs_mesh m;
+    gs_error err;
+    gs_error_init(&err);
+    gs_status st = gs_scenario_load_string(yaml, strlen(yaml), "test", &s, &err);
+    if (st == GS_OK)
+        st = gs_scenario_mesh(&s, &m, NULL, &err);
+    if (st == GS_OK)
+        st = gs_scenario_check_schedule_size(&s, &m, gs_scenario_microbatches(&s), 0, &err);
+    ck_assert_int_eq(st, want);
+    ck_assert_msg(strstr(err.msg, needle), "%s", err.msg);
+}
+
+START_TEST(test_ep_scenario)
+{
+    char y[1024];
+    snprintf(y, sizeof y, TINY_MOE "grid: {dp: 8, ep: 4, tp: 2}\nstrategy: {sharding: zero1, sequence_parallel: true}\n"
+             "batch: {global: 16}\n", "");
+    gs_scenario s;
+    gs_mesh m;
+    load(y, &s, &m);
+    ck_assert(s.grid.ep == 4 && m.ep == 4 && m.world == 16);
+    snprintf(y, sizeof y, TINY_MOE "grid: {dp: 8, ep: 3, tp: 2}\nstrategy: {sequence_parallel: true}\n", "");
+    load_fails(y, GS_ERR_INPUT, "must divide the 8 routed experts");
+    snprintf(y, sizeof y, TINY_MOE "grid: {dp: 8, ep: 4, tp: 2}\nstrategy: {sharding: full_shard, sequence_parallel: true}\n",
+             "");
+    load_fails(y, GS_ERR_UNSUPPORTED, "sharding no_shard or zero1");
+    snprintf(y, sizeof y, TINY_MOE "grid: {dp: 8, tp: 2}\nstrategy: {sharding: zero1}\n", "");
+    load_fails(y, GS_ERR_UNSUPPORTED, "sequence_parallel: true");
+    load_fails("model: {preset: llama3-8b}\ncluster: {preset: dgx-h100, nodes: 1}\ngrid: {dp: 8, ep: 2}\n", GS_ERR_INPUT,
+               "has no experts");
+}
+END_TEST
+
+/* ---- partition ------------------------------------------------------------------------------ */
+
+/* TINY_MOE, tp 2, ep 4: each EP rank holds 8 / 4 = 2 experts, each 3 linears of 256 x 128 / 2,
+ * so its expert unit is 2 x 3 x 256 x 64 = 98,304 parameters; the block's other unit (attention,
+ * norms, router) is what an ep 1 block holds less all 8 experts (8 x 49,152 = 393,216). */
+START_TEST(test_ep_partition)
+{
+    char y[1024];
+    gs_scenario s;
+    gs_mesh m;
+    gs_error err;
+    gs_error_init(&err);
+    snprintf(y, sizeof y, TINY_MOE "grid: {dp: 8, ep: 4, tp: 2}\nstrategy: {sharding: zero1, sequence_parallel: true}\n",
+             "");
+    load(y, &s, &m);
+    gs_partition p4, p1;
+    ck_assert_int_eq(gs_partition_stage(&s, &m, 0, &p4, &err), GS_OK);
+    m.ep = 1;
+    ck_assert_int_eq(gs_partition_stage(&s, &m, 0, &p1, &err), GS_OK);
+    ck_assert_uint_eq(p4.nunits, 2 * 4 + 1); /* 4 blocks x (dense, experts) + the root */
+    ck_assert_uint_eq(p1.nunits, 4 + 1);
+    for (int l = 0; l < 4; l++) {
+        const gs_unit *d = &p4.units[2 * l], *e = &p4.units[2 * l + 1];
+        ck_assert(!d->expert && e->expert && d->layer_begin == l && e->layer_begin == l);
+        ck_assert_uint_eq(e->params, 98304);
+        ck_assert_uint_eq(d->params + 8 * 49152, p1.units[l].params);
+    }
+    gs_partition_fini(&p4);
+    gs_partition_fini(&p1);
+}
+END_TEST
+
+/* ---- schedule ------------------------------------------------------------------------------- */
+
+static gs_schedule *build(const char *yaml, gs_scenario *s, gs_mesh *m)
+{
+    gs_error err;
+    gs_error_init(&err);
+    load(yaml, s, m);
+    gs_schedule *sch = NULL;
+    ck_assert_msg(gs_schedule_build(s, m, 1, &sch, &err) == GS_OK, "build: %s", err.msg);
+    ck_assert_msg(gs_schedule_validate(sch, s, &err) == GS_OK, "validate: %s", err.msg);
+    return sch;
+}
+
+/* Events of rank list i with role and phase: their count, bytes and FLOPs summed. */
+static size_t role_events(const gs_schedule *sch, size_t i, int role, int phase, uint64_t *bytes, double *flops)
+{
+    size_t n = 0;
+    *bytes = 0;
+    *flops = 0.0;
+    const gs_rank_events *r = &sch->ranks[i];
+    for (size_t k = 0; k < r->nevents; k++) {
+        const gs_event *e = &r->events[k];
+        if (e->role != role || e->phase != phase)
+            continue;
+        n++;
+        *bytes += e->bytes;
+        *flops += e->flops;
+    }
+    return n;
+}
+
+/* TINY_MOE on dp 8 x tp 2, ep 4, zero1, no recompute, 2 micro-batches of 1 sequence: 256 tokens,
+ * 128 per TP rank under sequence parallelism, routed to 2 experts each: 256 rows of 256 x 2 B =
+ * 131,072 B per all-to-all (4 blocks x 2 micro-batches = 8 dispatches forward); the expert-TP
+ * gather carries tp x that, 262,144 B. The grouped GEMMs of one block and micro-batch run 512
+ * gathered rows over 2 local experts (m = 256): up 2 x 256 x 128 x 256 x 2 = 33,554,432 FLOPs,
+ * down 2 x 256 x 256 x 64 x 2 = 16,777,216, together 2 T k 3 h f_e / tp = 2 x 256 x 2 x 3 x 256 x
+ * 128 / 2 = 50,331,648, the model's routed-expert FLOPs per TP rank. The traffic ledger's EP line:
+ * 16 all-to-alls per micro-batch (4 blocks x dispatch, combine x forward, backward), each sending
+ * 3/4 of 131,072 B: 2 x 16 x 98,304 = 3,145,728 B. The experts' gradients reduce over EDP groups
+ * of 8 / 4 = 2 ranks, the rest over the 8 DP ranks. */
+START_TEST(test_ep_schedule)
+{
+    char y[1024];
+    snprintf(y, sizeof y, TINY_MOE "grid: {dp: 8, ep: 4, tp: 2}\nstrategy: {sharding: zero1, sequence_parallel: true, "
+             "recompute: none, flash_attention: true}\nbatch: {global: 16}\n", "");
+    gs_scenario s;
+    gs_mesh m;
+    gs_schedule *sch = build(y, &s, &m);
+    uint64_t b;
+    double f;
+    ck_assert_uint_eq(role_events(sch, 3, GS_ROLE_EP_DISPATCH, GS_PHASE_FWD, &b, &f), 8);
+    ck_assert_uint_eq(b, 8ull * 131072);
+    ck_assert_uint_eq(role_events(sch, 3, GS_ROLE_EP_COMBINE, GS_PHASE_BWD, &b, &f), 8);
+    ck_assert_uint_eq(b, 8ull * 131072);
+    ck_assert_uint_eq(role_events(sch, 3, GS_ROLE_ETP_IN, GS_PHASE_FWD, &b, &f), 8);
+    ck_assert_uint_eq(b, 8ull * 262144);
+    double up, down;
+    role_events(sch, 3, GS_ROLE_EXPERT_UP, GS_PHASE_FWD, &b, &up);
+    role_events(sch, 3, GS_ROLE_EXPERT_DOWN, GS_PHASE_FWD, &b, &down);
+    ck_assert_double_eq(up, 8.0 * 33554432.0);
+    ck_assert_double_eq(down, 8.0 * 16777216.0);
+    ck_assert_double_eq(up + down, 8.0 * 2.0 * 256 * 2 * 3 * 256 * 128 / 2);
+    role_events(sch, 3, GS_ROLE_EXPERT_UP, GS_PHASE_BWD, &b, &f);
+    ck_assert_double_eq(f, 2.0 * up); /* data and weight gradients */
+    gs_ledger *l = NULL;
+    gs_error err;
+    gs_error_init(&err);
+    ck_assert_int_eq(gs_ledger_create(&s, &m, &l, &err), GS_OK);
+    ck_assert_uint_eq(l->ranks[0].traffic[GS_TRAFFIC_EP], 3145728ull);
+    gs_ledger_destroy(l);
+    /* the gradient reductions: expert units over EDP (2 ranks), the others over DP (8) */
+    size_t edp = 0, dp = 0;
+    for (size_t k = 0; k < sch->ranks[3].nevents; k++) {
+        const gs_event *e = &sch->ranks[3].events[k];
+        if (e->role != GS_ROLE_GRAD_REDUCE_SCATTER && e->role != GS_ROLE_GRAD_BUCKET_REDUCE &&
+            e->role != GS_ROLE_GRAD_CHUNK_REDUCE)
+            continue;
+        if (e->group == GS_GROUP_EDP) {
+            ck_assert_uint_eq(e->group_size, 2);
+            edp++;
+        } else {
+            ck_assert_uint_eq(e->group, GS_GROUP_DP);
+            ck_assert_uint_eq(e->group_size, 8);
+            dp++;
+        }
+    }
+    ck_assert(edp >= 4 && dp >= 4); /* at least one per block of each kind */
+    gs_schedule_destroy(sch);
+}
+END_TEST
+
+/* Routing skew 0.5 makes the busiest EP rank take 1.5 x the rows: 384 per all-to-all
+ * (196,608 B); a capacity factor of 1.25 caps it at 320 (163,840 B). */
+START_TEST(test_ep_skew)
+{
+    char y[1024];
+    const char *rest = "grid: {dp: 8, ep: 4, tp: 2}\nstrategy: {sharding: zero1, sequence_parallel: true, "
+                       "recompute: none}\nbatch: {global: 16}\n";
+    gs_scenario s;
+    gs_mesh m;
+    uint64_t b;
+    double f;
+    char moe[64];
+    snprintf(moe, sizeof moe, ", routing_skew: 0.5");
+    snprintf(y, sizeof y, TINY_MOE "%s", moe, rest);
+    gs_schedule *sch = build(y, &s, &m);
+    role_events(sch, 0, GS_ROLE_EP_DISPATCH, GS_PHASE_FWD, &b, &f);
+    ck_assert_uint_eq(b, 8ull * 196608);
+    gs_schedule_destroy(sch);
+    snprintf(moe, sizeof moe, ", routing_skew: 0.5, capacity_factor: 1.25");
+    snprintf(y, sizeof y, TINY_MOE "%s", moe, rest);
+    sch = build(y, &s, &m);
+    role_events(sch, 0, GS_ROLE_EP_DISPATCH, GS_PHASE_FWD, &b, &f);
+    ck_assert_uint_eq(b, 8ull * 163840);
+    gs_schedule_destroy(sch);
+}
+END_TEST
+
+/* ---- the simulated step ------------------------------------------------------------------- */
+
+static double step(const char *yaml, gs_report *rep)
+{
+    gs_scenario s;
+    gs_mesh m;
+    gs_error err;
+    gs_error_init(&err);
+    load(yaml, &s, &m);
+    gs_backend_opts bo = {0, NULL, NULL, NULL};
+    ck_assert_msg(gs_sim_scenario(&s, &m, 0, &bo, rep, NULL, &err) == GS_OK, "sim: %s", err.msg);
+    return rep->step_time_s;
+}
+
+/* A Mixtral-shaped model at 4k tokens on 2 DGX H100 nodes, 16 experts, tp 1. A skewed router
+ * (the busiest rank 1.5 x the mean) slows the step; capping the experts' capacity at the mean
+ * (capacity factor 1.0) gives exactly the balanced schedule, so exactly its step; an EP group of
+ * 16 spans both nodes and sends half its all-to-all over InfiniBand, where one of 8 stays on
+ * NVLink: its all-to-alls take more than twice as long. */
+START_TEST(test_ep_sim)
+{
+    const char *fmt = "model: {preset: mixtral-8x7b, layers: 8, seq: 4096, moe: {experts: 16%s}}\n"
+                      "cluster: {preset: dgx-h100, nodes: 2}\ngrid: {dp: 16, ep: %d}\n"
+                      "strategy: {sharding: zero1, recompute: full}\nbatch: {global: 32}\n";
+    char y[768];
+    gs_report a, b, c, d;
+    snprintf(y, sizeof y, fmt, "", 8);
+    step(y, &a);
+    snprintf(y, sizeof y, fmt, ", routing_skew: 0.5", 8);
+    step(y, &b);
+    ck_assert_msg(b.step_time_s > 1.05 * a.step_time_s, "skewed %g s, balanced %g s", b.step_time_s, a.step_time_s);
+    snprintf(y, sizeof y, fmt, ", routing_skew: 0.5, capacity_factor: 1.0", 8);
+    step(y, &c);
+    ck_assert_double_eq(c.step_time_s, a.step_time_s);
+    snprintf(y, sizeof y, fmt, "", 16);
+    step(y, &d);
+    ck_assert_msg(d.comm_s[GS_DIM_TP] > 2.0 * a.comm_s[GS_DIM_TP], "ep 16 %g s, ep 8 %g s", d.comm_s[GS_DIM_TP],
+                  a.comm_s[GS_DIM_TP]);
+}
+END_TEST
+
+static Suite *ep_suite(void)
+{
+    Suite *s = suite_create("ep");
+    TCase *tc = tcase_create("core");
+    tcase_set_timeout(tc, 120);
+    tcase_add_test(tc, test_ep_groups);
+    tcase_add_test(tc, test_ep_scenario);
+    tcase_add_test(tc, test_ep_partition);
+    tcase_add_test(tc, test_ep_schedule);
+    tcase_add_test(tc, test_ep_skew);
+    tcase_add_test(tc, test_ep_sim);
+    suite_add_tcase(s, tc);
+    return s;
+}
+
+int main(void)
+{
+    SRunner *sr = srunner_create(ep_suite());
+    srunner_run_all(sr, CK_NORMAL);
+    int failed = srunner_ntests_failed(sr);
+    srunner_free(sr);
+    return failed ? EXIT_FAILURE : EXIT_SUCCESS;
+}
