@@ -22,6 +22,7 @@ static const char mg_train[] = "training-loop setting: no effect on the step";
 static const char mg_io[] = "data, checkpoint or logging setting: no effect on the step";
 static const char mg_fusion[] = "kernel fusion is not modelled (kernels are timed by the roofline "
                                 "model)";
+static const char mg_router[] = "router numerics and load-balancing losses: the load is model.moe.routing_skew";
 static const char mg_uneven[] = "counting the embedding or the loss as a pipeline layer is not modelled "
                                 "(give the first and last stages' layers with "
                                 "--decoder-first/last-pipeline-num-layers)";
@@ -141,7 +142,32 @@ const gs__mg_flag gs__mg_flags[] = {
     {"wandb-exp-name", MG_ONE, MG_IGNORE, mg_io},
     {"distributed-backend", MG_ONE, MG_IGNORE, "NCCL is what gridstep models"},
     {"distributed-timeout-minutes", MG_ONE, MG_IGNORE, mg_io},
-    {"num-experts", MG_ONE, MG_REFUSE, "mixture-of-experts models are not modelled"},
+    {"num-experts", MG_ONE, MG_EXPERTS, NULL},
+    {"expert-tensor-parallel-size", MG_ONE, MG_ETP, NULL},
+    {"moe-router-topk", MG_ONE, MG_MOE_TOPK, NULL},
+    {"moe-ffn-hidden-size", MG_ONE, MG_MOE_FFN, NULL},
+    {"moe-shared-expert-intermediate-size", MG_ONE, MG_MOE_SHARED, NULL},
+    {"moe-expert-capacity-factor", MG_ONE, MG_MOE_CAPACITY, NULL},
+    {"moe-layer-freq", MG_ONE, MG_MOE_FREQ, NULL},
+    {"moe-token-dispatcher-type", MG_ONE, MG_MOE_DISPATCHER, NULL},
+    {"moe-grouped-gemm", MG_SWITCH, MG_IGNORE, "the experts are always timed as one grouped GEMM per layer"},
+    {"moe-permute-fusion", MG_SWITCH, MG_IGNORE, mg_fusion},
+    {"moe-router-fusion", MG_SWITCH, MG_IGNORE, mg_fusion},
+    {"moe-aux-loss-coeff", MG_ONE, MG_IGNORE, mg_router},
+    {"moe-z-loss-coeff", MG_ONE, MG_IGNORE, mg_router},
+    {"moe-router-load-balancing-type", MG_ONE, MG_IGNORE, mg_router},
+    {"moe-router-score-function", MG_ONE, MG_IGNORE, mg_router},
+    {"moe-router-pre-softmax", MG_SWITCH, MG_IGNORE, mg_router},
+    {"moe-router-topk-scaling-factor", MG_ONE, MG_IGNORE, mg_router},
+    {"moe-router-enable-expert-bias", MG_SWITCH, MG_IGNORE, mg_router},
+    {"moe-router-bias-update-rate", MG_ONE, MG_IGNORE, mg_router},
+    {"moe-router-dtype", MG_ONE, MG_IGNORE, mg_router},
+    {"moe-token-drop-policy", MG_ONE, MG_IGNORE, mg_router},
+    {"moe-pad-expert-input-to-capacity", MG_SWITCH, MG_IGNORE,
+     "the experts are timed with the busiest rank's rows (model.moe.capacity_factor caps them)"},
+    {"moe-shared-expert-overlap", MG_SWITCH, MG_IGNORE,
+     "the shared experts run after the routed ones (their overlap with the all-to-alls is not modelled)"},
+    {"moe-per-layer-logging", MG_SWITCH, MG_IGNORE, mg_io},
     {"fp8-format", MG_ONE, MG_FP8_FORMAT, NULL},
     {"fp8-recipe", MG_ONE, MG_FP8_RECIPE, NULL},
     {"fp8-param-gather", MG_SWITCH, MG_FP8_PARAM, NULL},
@@ -422,7 +448,8 @@ static gs_status mg_parse(const char *origin, const gs__words *ws, size_t first,
         case MG_TP: case MG_PP: case MG_CP: case MG_EP: case MG_VPP_LAYERS: case MG_VPP_STAGES: case MG_MBS:
         case MG_GBS: case MG_REC_NLAYERS: case MG_LAYERS: case MG_HIDDEN: case MG_HEADS: case MG_GROUPS:
         case MG_FFN: case MG_SEQ: case MG_MAXPOS: case MG_VOCAB: case MG_PADDED_VOCAB: case MG_VOCAB_DIV: case MG_KV_CH:
-        case MG_BUCKET: case MG_DOI: case MG_FIRST_LAYERS: case MG_LAST_LAYERS:
+        case MG_BUCKET: case MG_DOI: case MG_FIRST_LAYERS: case MG_LAST_LAYERS: case MG_ETP: case MG_EXPERTS:
+        case MG_MOE_TOPK: case MG_MOE_FFN: case MG_MOE_SHARED:
             if ((rc = gs__mg_count(where, f->name, value, &st->u[f->act], 0, err)) != GS_OK)
                 return rc;
             break;
@@ -444,8 +471,8 @@ static size_t mg_script_index(const gs__words *ws)
     return ws->n;
 }
 
-/* The grid: tp, pp and cp from the flags, dp from the world size (the launcher's nodes,
- * --nodes, or the dump's world_size) and ep refused above 1. */
+/* The grid: tp, pp, cp and ep from the flags, dp from the world size (the launcher's nodes,
+ * --nodes, or the dump's world_size). */
 typedef struct mg_world {
     uint64_t nnodes, nproc; /* the launcher's, 0 when absent */
     size_t nproc_at;
@@ -459,10 +486,8 @@ static gs_status mg_grid(const char *origin, const gs__words *ws, const gs__mg_s
     const char *who = origin ? origin : "--from-megatron";
     uint64_t tp = st->given[MG_TP] ? st->u[MG_TP] : 1, pp = st->given[MG_PP] ? st->u[MG_PP] : 1;
     uint64_t cp = st->given[MG_CP] ? st->u[MG_CP] : 1;
-    if (st->given[MG_EP] && st->u[MG_EP] != 1)
-        return gs_error_set(err, GS_ERR_INPUT, "%s: %s: found %" PRIu64 ", expected 1 (expert parallelism is not "
-                            "modelled)", gs__mg_where(origin, ws, st->at[MG_EP], where, sizeof where),
-                            ws->w[st->at[MG_EP]].text, st->u[MG_EP]);
+    (void)where;
+    s->grid.ep = st->given[MG_EP] ? st->u[MG_EP] : 1; /* carved out of dp x cp (engine/mesh.h) */
     s->grid.tp = tp;
     s->grid.pp = pp;
     s->grid.cp = cp; /* Megatron's order tp-cp-ep-dp-pp: cp next to dp, inside it */
@@ -580,6 +605,7 @@ gs_status gs_import_megatron_args(const char *args, const char *origin, const gs
         goto out;
     if ((rc = mg_grid(origin, &ws, st, o, &w, s, &nodes, err)) != GS_OK ||
         (rc = gs__mg_model(origin, &ws, st, o, s->grid.tp, s, ignored, err)) != GS_OK ||
+        (rc = gs__mg_moe(origin, &ws, st, s, err)) != GS_OK ||
         (rc = gs__mg_strategy(origin, &ws, st, s, ignored, err)) != GS_OK)
         goto out;
     rc = gs__import_finish(o, nodes, st->given[MG_MBS] ? st->u[MG_MBS] : 0, st->given[MG_GBS] ? st->u[MG_GBS] : 0,

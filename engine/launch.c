@@ -556,6 +556,26 @@ static void flag(flag_lines *f, const char *fmt, ...)
     f->count++;
 }
 
+/* A mixture-of-experts model's flags (megatron/training/arguments.py _add_moe_args): the experts,
+ * their parallelism and the all-to-all dispatcher gridstep builds, grouped GEMMs. */
+static void put_megatron_moe(flag_lines *f, const gs_model *md, const gs_mesh *m)
+{
+    const gs_moe *moe = &md->moe;
+    uint64_t ef = moe->expert_ffn ? moe->expert_ffn : md->ffn;
+    flag(f, "--num-experts %" PRIu64 " --moe-router-topk %" PRIu64, moe->experts, moe->top_k);
+    if (ef != md->ffn)
+        flag(f, "--moe-ffn-hidden-size %" PRIu64, ef);
+    if (moe->shared_experts)
+        flag(f, "--moe-shared-expert-intermediate-size %" PRIu64, moe->shared_experts * ef);
+    if (moe->dense_layers)
+        flag(f, "--moe-layer-freq \"([0]*%" PRIu64 "+[1]*%" PRIu64 ")\"", moe->dense_layers,
+             md->layers - moe->dense_layers);
+    if (moe->capacity_factor > 0.0)
+        flag(f, "--moe-expert-capacity-factor %.17g", moe->capacity_factor);
+    flag(f, "--expert-model-parallel-size %" PRIu64 " --moe-token-dispatcher-type alltoall --moe-grouped-gemm",
+         m->ep ? m->ep : 1);
+}
+
 /* The Megatron-LM flags, one per line, each line starting with `indent` and ending " \" except
  * the last, which ends the command. */
 static void put_megatron_flags(launch_doc *d, const gs_scenario *s, const gs_mesh *m,
@@ -583,6 +603,8 @@ static void put_megatron_flags(launch_doc *d, const gs_scenario *s, const gs_mes
             md->layers / (pp * st->virtual_stages));
     if (st->sequence_parallel && tp > 1)
         flag(&f, "--sequence-parallel");
+    if (md->moe.experts)
+        put_megatron_moe(&f, md, m);
     flag(&f, "--num-layers %" PRIu64, md->layers);
     flag(&f, "--hidden-size %" PRIu64, md->hidden);
     flag(&f, "--num-attention-heads %" PRIu64, md->heads);

@@ -10,6 +10,8 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "engine/import.h"
+#include "engine/launch.h"
 #include "engine/ledger.h"
 #include "engine/partition.h"
 #include "engine/roles.h"
@@ -279,6 +281,54 @@ START_TEST(test_ep_skew)
 }
 END_TEST
 
+/* ---- Megatron-LM's flags ------------------------------------------------------------------- */
+
+/* Mixtral 8x7B on 2 nodes of 8 with tp 2 and ep 4, the first block dense: read, emitted, read
+ * back to the same model and grid. */
+START_TEST(test_ep_megatron)
+{
+    gs_scenario s, b;
+    gs_mesh m;
+    gs_diag ig;
+    gs_error err;
+    gs_import_opts o;
+    gs_import_opts_init(&o);
+    o.cluster = "dgx-h100";
+    o.model = "mixtral-8x7b";
+    o.nodes = 2;
+    gs_error_init(&err);
+    gs_diag_init(&ig);
+    const char *cmd = "--tensor-model-parallel-size 2 --sequence-parallel --expert-model-parallel-size 4 "
+                      "--num-experts 8 --moe-router-topk 2 --moe-token-dispatcher-type alltoall --moe-grouped-gemm "
+                      "--moe-layer-freq '([0]*1+[1]*31)' --moe-expert-capacity-factor 1.5 --use-distributed-optimizer "
+                      "--bf16";
+    ck_assert_msg(gs_import_megatron_args(cmd, "run.sh", &o, &s, &ig, &err) == GS_OK, "%s", err.msg);
+    ck_assert(s.grid.tp == 2 && s.grid.ep == 4 && s.grid.dp == 8);
+    ck_assert(s.model.moe.experts == 8 && s.model.moe.top_k == 2 && s.model.moe.dense_layers == 1);
+    ck_assert_double_eq(s.model.moe.capacity_factor, 1.5);
+    ck_assert_msg(gs_scenario_mesh(&s, &m, NULL, &err) == GS_OK, "%s", err.msg);
+    gs_text t;
+    gs_text_init(&t);
+    ck_assert_int_eq(gs_launch_emit(&s, &m, GS_LAUNCH_MEGATRON, &t, &err), GS_OK);
+    ck_assert_msg(strstr(gs_text_str(&t), "--expert-model-parallel-size 4 --moe-token-dispatcher-type alltoall"), "%s",
+                  gs_text_str(&t));
+    gs_diag_fini(&ig);
+    gs_diag_init(&ig);
+    ck_assert_msg(gs_import_megatron_args(gs_text_str(&t), "emitted", &o, &b, &ig, &err) == GS_OK, "%s", err.msg);
+    ck_assert(b.grid.ep == 4 && b.model.moe.experts == 8 && b.model.moe.dense_layers == 1 && b.model.moe.top_k == 2);
+    ck_assert_double_eq(b.model.moe.capacity_factor, 1.5);
+    gs_text_fini(&t);
+    /* Megatron-LM's default dispatcher (allgather) is not what gridstep builds */
+    ck_assert_int_eq(gs_import_megatron_args("--num-experts 8 --tensor-model-parallel-size 2", "run.sh", &o, &s, &ig,
+                                             &err), GS_ERR_INPUT);
+    ck_assert_msg(strstr(err.msg, "expected alltoall"), "%s", err.msg);
+    ck_assert_int_eq(gs_import_megatron_args("--num-experts 8 --moe-token-dispatcher-type alltoall "
+                                             "--tensor-model-parallel-size 2 --expert-tensor-parallel-size 1",
+                                             "run.sh", &o, &s, &ig, &err), GS_ERR_INPUT);
+    gs_diag_fini(&ig);
+}
+END_TEST
+
 /* ---- the simulated step ------------------------------------------------------------------- */
 
 static double step(const char *yaml, gs_report *rep)
@@ -330,6 +380,7 @@ static Suite *ep_suite(void)
     tcase_add_test(tc, test_ep_partition);
     tcase_add_test(tc, test_ep_schedule);
     tcase_add_test(tc, test_ep_skew);
+    tcase_add_test(tc, test_ep_megatron);
     tcase_add_test(tc, test_ep_sim);
     suite_add_tcase(s, tc);
     return s;

@@ -1,2 +1,2 @@
-# expect: mixture-of-experts models are not modelled
+# expect: --moe-token-dispatcher-type: found allgather (Megatron-LM's default), expected alltoall
 --num-experts 8

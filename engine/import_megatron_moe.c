@@ -1,0 +1,119 @@
+/* The Megatron-LM importer's mixture-of-experts flags (megatron/training/arguments.py,
+ * _add_moe_args): --num-experts, --moe-router-topk (default 2), --moe-ffn-hidden-size (default
+ * --ffn-hidden-size), --moe-shared-expert-intermediate-size (the shared experts' total width),
+ * --moe-expert-capacity-factor (default None: dropless), --moe-layer-freq (1, or a pattern of
+ * leading dense blocks "([0]*K+[1]*M)"), --moe-token-dispatcher-type (alltoall is what
+ * engine/build_moe.c builds) and --expert-tensor-parallel-size (equal to tp). Works on caller
+ * storage; nothing is allocated. */
+#include <errno.h>
+#include <inttypes.h>
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "engine/import_megatron_internal.h"
+
+/* --moe-layer-freq: 1 (every block a MoE block) or "[0]*K+[1]*M" (optionally parenthesized,
+ * K + M = layers): *dense = K. Else -1. */
+static int parse_layer_freq(const char *v, uint64_t layers, uint64_t *dense)
+{
+    char buf[96];
+    size_t n = strlen(v), j = 0;
+    if (n >= sizeof buf)
+        return -1;
+    for (size_t i = 0; i < n; i++) /* drop spaces, quotes and parentheses */
+        if (!strchr(" '\"()", v[i]))
+            buf[j++] = v[i];
+    buf[j] = '\0';
+    if (strcmp(buf, "1") == 0) {
+        *dense = 0;
+        return 0;
+    }
+    unsigned long long k = 0, m = 0;
+    int used = 0;
+    if (sscanf(buf, "[0]*%llu+[1]*%llu%n", &k, &m, &used) == 2 && (size_t)used == j && k + m == layers && m > 0) {
+        *dense = k;
+        return 0;
+    }
+    return -1;
+}
+
+static gs_status moe_capacity(const char *where, const char *v, double *out, gs_error *err)
+{
+    char *end = NULL;
+    errno = 0;
+    double f = strtod(v, &end);
+    if (errno || end == v || *end || !isfinite(f) || f <= 0.0 || f > 1e6)
+        return gs_error_set(err, GS_ERR_INPUT, "%s: --moe-expert-capacity-factor: found '%s', expected a number > 0",
+                            where, v);
+    *out = f;
+    return GS_OK;
+}
+
+gs_status gs__mg_moe(const char *origin, const gs__words *ws, const gs__mg_state *st, gs_scenario *s,
+                     gs_error *err)
+{
+    char where[600];
+    gs_model *m = &s->model;
+    gs_moe *moe = &m->moe;
+    gs_status rc;
+    if (st->given[MG_ETP] && st->u[MG_ETP] != s->grid.tp)
+        return gs_error_set(err, GS_ERR_INPUT,
+                            "%s: --expert-tensor-parallel-size: found %" PRIu64 ", expected the tensor-parallel size "
+                            "%" PRIu64 " (experts split like the dense layers)",
+                            gs__mg_where(origin, ws, st->at[MG_ETP], where, sizeof where), st->u[MG_ETP],
+                            s->grid.tp);
+    static const gs__mg_act moe_flags[] = {MG_MOE_TOPK, MG_MOE_FFN, MG_MOE_SHARED, MG_MOE_CAPACITY, MG_MOE_FREQ};
+    if (!st->given[MG_EXPERTS]) {
+        for (size_t i = 0; i < sizeof moe_flags / sizeof moe_flags[0]; i++)
+            if (st->given[moe_flags[i]] && !moe->experts)
+                return gs_error_set(err, GS_ERR_INPUT, "%s: %s: found no --num-experts, expected it with the --moe-* "
+                                    "flags", gs__mg_where(origin, ws, st->at[moe_flags[i]], where, sizeof where),
+                                    ws->w[st->at[moe_flags[i]]].text);
+        if (!moe->experts)
+            return GS_OK;
+    } else {
+        moe->experts = st->u[MG_EXPERTS];
+        moe->top_k = 2; /* Megatron-LM's default */
+        moe->expert_ffn = 0;
+        moe->shared_experts = moe->dense_layers = 0;
+        moe->capacity_factor = 0.0;
+    }
+    if (st->given[MG_MOE_TOPK])
+        moe->top_k = st->u[MG_MOE_TOPK];
+    if (st->given[MG_MOE_FFN])
+        moe->expert_ffn = st->u[MG_MOE_FFN];
+    uint64_t ef = moe->expert_ffn ? moe->expert_ffn : m->ffn;
+    if (st->given[MG_MOE_SHARED]) {
+        if (ef == 0 || st->u[MG_MOE_SHARED] % ef != 0)
+            return gs_error_set(err, GS_ERR_INPUT,
+                                "%s: --moe-shared-expert-intermediate-size: found %" PRIu64 ", expected a multiple of "
+                                "the experts' intermediate size %" PRIu64 " (gridstep counts shared experts of that "
+                                "size)",
+                                gs__mg_where(origin, ws, st->at[MG_MOE_SHARED], where, sizeof where),
+                                st->u[MG_MOE_SHARED], ef);
+        moe->shared_experts = st->u[MG_MOE_SHARED] / ef;
+    }
+    if (st->given[MG_MOE_CAPACITY] &&
+        (rc = moe_capacity(gs__mg_where(origin, ws, st->at[MG_MOE_CAPACITY], where, sizeof where),
+                           st->str[MG_MOE_CAPACITY], &moe->capacity_factor, err)) != GS_OK)
+        return rc;
+    if (st->given[MG_MOE_FREQ] && parse_layer_freq(st->str[MG_MOE_FREQ], m->layers, &moe->dense_layers) != 0)
+        return gs_error_set(err, GS_ERR_INPUT,
+                            "%s: --moe-layer-freq: found '%s', expected 1 or leading dense blocks as "
+                            "\"([0]*K+[1]*M)\" with K + M = %" PRIu64 " layers",
+                            gs__mg_where(origin, ws, st->at[MG_MOE_FREQ], where, sizeof where),
+                            st->str[MG_MOE_FREQ], m->layers);
+    /* Megatron-LM's default dispatcher is allgather; gridstep builds the all-to-all one */
+    const char *disp = st->given[MG_MOE_DISPATCHER] ? st->str[MG_MOE_DISPATCHER] : "allgather";
+    if (strcmp(disp, "alltoall") != 0)
+        return gs_error_set(err, GS_ERR_INPUT,
+                            "%s: --moe-token-dispatcher-type: found %s%s, expected alltoall (the dispatcher "
+                            "gridstep builds; add --moe-token-dispatcher-type alltoall)",
+                            st->given[MG_MOE_DISPATCHER]
+                                ? gs__mg_where(origin, ws, st->at[MG_MOE_DISPATCHER], where, sizeof where)
+                                : (origin ? origin : "--from-megatron"),
+                            disp, st->given[MG_MOE_DISPATCHER] ? "" : " (Megatron-LM's default)");
+    return GS_OK;
+}
