@@ -81,6 +81,9 @@ const char gs_cmd_plan_help[] =
     "                     forward_prefetch, tp_comm_overlap), closed_form says the periodic form\n"
     "                     gave its numbers (it was not among the best)\n"
     "  --tp, --pp, --dp, --micro LIST   only these values (comma-separated)\n"
+    "  --cp LIST          context parallelism degrees to search (default: the scenario's cp, 1)\n"
+    "  --ep LIST          expert parallelism degrees of a MoE model (default: every ep dividing both\n"
+    "                     dp x cp and the experts); grid {cp, ep} in the JSON when above 1\n"
     "  --sharding LIST    only these strategies\n"
     "  --max-candidates N stop enumerating after N configurations\n"
     "  --threads N        worker threads (default 2)\n"
@@ -129,6 +132,9 @@ static gs_status emit_winner(const gs_scenario *base, const gs_plan *p, gs_launc
     s.grid.dp = w->dp;
     s.grid.pp = w->pp;
     s.grid.tp = w->tp;
+    s.grid.cp = w->cp;
+    s.grid.cp_outer = 0;
+    s.grid.ep = w->ep;
     s.strategy = w->strategy;
     s.batch.micro_seqs = w->micro;
     s.batch.global_seqs = p->global_seqs;
@@ -231,11 +237,23 @@ static const char *knob_label(const gs_plan_candidate *c, char *buf, size_t len)
     return buf;
 }
 
+/* " cp=C", " ep=E" (or both) after the grid when above 1, else "". */
+static const char *cp_ep_label(const gs_plan_candidate *c, char *buf, size_t len)
+{
+    int n = snprintf(buf, len, "%s", "");
+    if (c->cp > 1)
+        n += snprintf(buf + n, len - (size_t)n, " cp=%" PRIu64, c->cp);
+    if (c->ep > 1 && (size_t)n < len)
+        snprintf(buf + n, len - (size_t)n, " ep=%" PRIu64, c->ep);
+    return buf;
+}
+
 static const char *cand_label(const gs_plan_candidate *c, char *buf, size_t len)
 {
-    char p[32], k[96];
-    snprintf(buf, len, GS_GRID_FMT " %s%s micro=%" PRIu64 " recompute=%s%s%s%s [%s]",
-             c->dp, c->pp, c->tp, gs_sharding_name(c->strategy.sharding), c->strategy.offload ? "+offload" : "",
+    char p[32], k[96], ce[40];
+    snprintf(buf, len, GS_GRID_FMT "%s %s%s micro=%" PRIu64 " recompute=%s%s%s%s [%s]",
+             c->dp, c->pp, c->tp, cp_ep_label(c, ce, sizeof ce), gs_sharding_name(c->strategy.sharding),
+             c->strategy.offload ? "+offload" : "",
              c->micro, gs_recompute_name(c->strategy.recompute), c->pp > 1 ? " " : "",
              c->pp > 1 ? pipe_label(c, p, sizeof p) : "", c->strategy.sequence_parallel ? " sp" : "",
              knob_label(c, k, sizeof k));
@@ -248,6 +266,10 @@ static json_t *cand_json(const gs_plan_candidate *c)
     json_object_set_new(g, "dp", json_integer((json_int_t)c->dp));
     json_object_set_new(g, "pp", json_integer((json_int_t)c->pp));
     json_object_set_new(g, "tp", json_integer((json_int_t)c->tp));
+    if (c->cp > 1) /* with context or expert parallelism only: other plans' documents unchanged */
+        json_object_set_new(g, "cp", json_integer((json_int_t)c->cp));
+    if (c->ep > 1)
+        json_object_set_new(g, "ep", json_integer((json_int_t)c->ep));
     json_object_set_new(o, "grid", g);
     json_object_set_new(st, "sharding", json_string(gs_sharding_name(c->strategy.sharding)));
     json_object_set_new(st, "recompute", json_string(gs_recompute_name(c->strategy.recompute)));
@@ -385,6 +407,10 @@ static void print_launch(const gs_scenario *s, const gs_plan_candidate *w)
                    s->model.layers / (w->pp * st->virtual_stages));
         if (st->sequence_parallel)
             printf(" --sequence-parallel");
+        if (w->cp > 1)
+            printf(" --context-parallel-size %" PRIu64, w->cp);
+        if (w->ep > 1)
+            printf(" --expert-model-parallel-size %" PRIu64, w->ep);
         printf(" \\\n    --micro-batch-size %" PRIu64 " --global-batch-size %" PRIu64 " --seq-length %" PRIu64 " --%s",
                w->micro, s->batch.global_seqs, s->model.seq, gs_precision_name(st->precision));
         if (st->recompute == GS_RECOMPUTE_FULL)
@@ -445,10 +471,10 @@ static void print_plan(const gs_scenario *s, const gs_plan *p, size_t top, int d
                           "peak/GPU mem (GB)\tNCCL\tbubble");
     for (size_t i = 0; i < p->ncands && i < top; i++) {
         const gs_plan_candidate *c = &p->cands[i];
-        char pl[32], kn[96];
-        gs_cli_table_rowf(&t, "%zu\t" GS_GRID_CELL_FMT "\t%s%s\t%s\t%" PRIu64 "\t%s\t%s\t%s\t%s\t%.1f\t%.1f%%\t"
+        char pl[32], kn[96], ce[40];
+        gs_cli_table_rowf(&t, "%zu\t" GS_GRID_CELL_FMT "%s\t%s%s\t%s\t%" PRIu64 "\t%s\t%s\t%s\t%s\t%.1f\t%.1f%%\t"
                               "%.1f / %.1f\t%.1f%%\t%.1f%%",
-                          i + 1, c->dp, c->pp, c->tp, gs_sharding_name(c->strategy.sharding),
+                          i + 1, c->dp, c->pp, c->tp, cp_ep_label(c, ce, sizeof ce), gs_sharding_name(c->strategy.sharding),
                           c->strategy.offload ? "+offload" : "", knob_label(c, kn, sizeof kn), c->micro,
                           gs_recompute_name(c->strategy.recompute),
                           pipe_label(c, pl, sizeof pl), c->strategy.sequence_parallel ? "on" : "off",
@@ -509,7 +535,7 @@ static gs_status scenario_from_presets(const char *model, const char *cluster, u
 static gs_status plan_run(int argc, char **argv, const gs_mpi_split *sp, char **piece, size_t *piece_len,
                           gs_error *err)
 {
-    enum { O_MODEL = 256, O_CLUSTER, O_NODES, O_BATCH, O_SEQ, O_TOP, O_JSON, O_TP, O_PP, O_DP, O_SHARD, O_MICRO,
+    enum { O_MODEL = 256, O_CLUSTER, O_NODES, O_BATCH, O_SEQ, O_TOP, O_JSON, O_TP, O_PP, O_DP, O_CP, O_EP, O_SHARD, O_MICRO,
            O_MAX, O_THREADS, O_NOEXTRA, O_EMIT, O_SHARD_IN, O_QUIET };
     static const struct option opts[] = {
         {"model", required_argument, NULL, O_MODEL}, {"cluster", required_argument, NULL, O_CLUSTER},
@@ -517,6 +543,7 @@ static gs_status plan_run(int argc, char **argv, const gs_mpi_split *sp, char **
         {"seq", required_argument, NULL, O_SEQ},     {"top", required_argument, NULL, O_TOP},
         {"json", no_argument, NULL, O_JSON},         {"tp", required_argument, NULL, O_TP},
         {"pp", required_argument, NULL, O_PP},       {"dp", required_argument, NULL, O_DP},
+        {"cp", required_argument, NULL, O_CP},       {"ep", required_argument, NULL, O_EP},
         {"sharding", required_argument, NULL, O_SHARD}, {"micro", required_argument, NULL, O_MICRO},
         {"max-candidates", required_argument, NULL, O_MAX}, {"threads", required_argument, NULL, O_THREADS},
         {"no-extrapolate", no_argument, NULL, O_NOEXTRA}, {"emit", required_argument, NULL, O_EMIT},
@@ -542,6 +569,8 @@ static gs_status plan_run(int argc, char **argv, const gs_mpi_split *sp, char **
         case O_TP: rc = parse_list("--tp", optarg, &po.tp, err); break;
         case O_PP: rc = parse_list("--pp", optarg, &po.pp, err); break;
         case O_DP: rc = parse_list("--dp", optarg, &po.dp, err); break;
+        case O_CP: rc = parse_list("--cp", optarg, &po.cp, err); break;
+        case O_EP: rc = parse_list("--ep", optarg, &po.ep, err); break;
         case O_MICRO: rc = parse_list("--micro", optarg, &po.micro, err); break;
         case O_SHARD: rc = parse_shardings(optarg, &po.sharding_mask, err); break;
         case O_MAX: rc = parse_u64("--max-candidates", optarg, &po.max_candidates, err); break;

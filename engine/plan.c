@@ -29,6 +29,9 @@ void gs_plan_reason(const char *msg, char *out, size_t len)
         {"split into pp x virtual_stages", "layers not divisible by pp x virtual stages"},
         {"micro-batches per step to be a multiple of pp", "micro-batches not a multiple of pp (interleaved)"},
         {"batch must be positive", "batch not positive"},
+        {"expert parallelism is built for", "ep > 1 needs no_shard or zero1 (wrap layer)"},
+        {"routed experts of model", "experts not divisible by ep"},
+        {"load-balanced chunks", "seq not divisible by 2 x cp"},
     };
     /* the first line only: later lines are further errors on the same grid */
     char line[GS_ERROR_MSG_BYTES];
@@ -110,6 +113,9 @@ void gs__plan_cand_scenario(const search *x, const cand *c, gs_scenario *s)
     s->grid.dp = c->dp;
     s->grid.pp = c->pp;
     s->grid.tp = c->tp;
+    s->grid.cp = c->cp ? c->cp : 1;
+    s->grid.cp_outer = 0; /* Megatron's tp-cp-dp-pp */
+    s->grid.ep = c->ep ? c->ep : 1;
     s->grid.order[0] = GS_DIM_TP;
     s->grid.order[1] = GS_DIM_DP;
     s->grid.order[2] = GS_DIM_PP;

@@ -56,6 +56,9 @@ typedef struct gs_plan_list {
 
 typedef struct gs_plan_opts {
     gs_plan_list tp, pp, dp, micro;  /* micro n = 0: every size dividing global / dp */
+    gs_plan_list cp;                 /* context parallelism; n = 0: the base scenario's cp only */
+    gs_plan_list ep;                 /* expert parallelism (MoE models); n = 0: every ep dividing
+                                        both dp x cp and the experts (1 for dense models) */
     unsigned sharding_mask;          /* bit (1u << gs_sharding); 0: every strategy */
     uint64_t max_candidates;         /* stop enumerating after this many configurations; 0: no cap */
     int threads;                     /* worker threads (>= 1) */
@@ -89,6 +92,7 @@ void gs_plan_opts_init(gs_plan_opts *o);
 /* One simulated configuration. */
 typedef struct gs_plan_candidate {
     uint64_t dp, pp, tp;
+    uint64_t cp, ep;            /* context and expert parallelism (1: none) */
     gs_strategy strategy;
     uint64_t micro;             /* sequences per micro-batch */
     uint64_t microbatches;      /* per step per pipeline */

@@ -27,6 +27,7 @@ typedef enum cand_state {
 /* One configuration. */
 typedef struct cand {
     uint64_t dp, pp, tp, micro;
+    uint64_t cp, ep;   /* context and expert parallelism (1: none); dp counts the replicas */
     gs_strategy st;
     size_t block;      /* configurations sharing everything but recompute and offload (R1, R2) */
     size_t twin;       /* CAND_COPY: the candidate simulated for it */

@@ -1,7 +1,7 @@
 /* The planner's space (engine/plan_internal.h): every configuration a user tunes, on every
  * grid whose product is the GPU count.
  *
- * Per grid (tp, pp, dp): the sharding strategies (hybrid_shard only where DP spans nodes); every
+ * Per grid (tp, pp, dp; cp from the options or the base, every ep of a MoE model): the sharding strategies (hybrid_shard only where DP spans nodes); every
  * micro-batch size that divides global / dp; the pipeline schedules (pp > 1: 1f1b, gpipe, and
  * interleaved with every virtual stage count v >= 2 that splits the layers, layers % (pp v) = 0);
  * sequence parallelism and, with it, TP communication overlap (tp > 1); per sharding the knobs it
@@ -205,8 +205,16 @@ static size_t micro_sizes(const search *x, uint64_t dp, uint64_t *out, size_t ca
     return n;
 }
 
-static gs_status enumerate_grid(search *x, uint64_t tp, uint64_t pp, uint64_t dp, int dp_spans, gs_error *err)
+/* The grid's data-parallel ranks split into dp replicas x cp, and ep over them. */
+typedef struct grid_dims {
+    uint64_t tp, pp, dp, cp, ep;
+} grid_dims;
+
+static gs_status enumerate_grid(search *x, const grid_dims *g, int dp_spans, gs_error *err)
 {
+    uint64_t tp = g->tp, pp = g->pp, dp = g->dp;
+    /* a MoE model's blocks need sequence parallelism with TP (Megatron-Core) */
+    int sp_only = x->base->model.moe.experts && tp > 1;
     uint64_t micros[256];
     size_t nmicro = micro_sizes(x, dp, micros, sizeof micros / sizeof *micros);
     uint64_t layers = x->base->model.layers;
@@ -218,7 +226,7 @@ static gs_status enumerate_grid(search *x, uint64_t tp, uint64_t pp, uint64_t dp
                 break;
             if (v >= 2 && layers % (pp * v) != 0)
                 continue;
-            for (int sp = 0; sp <= (tp > 1) && rc == GS_OK; sp++)
+            for (int sp = sp_only; sp <= (tp > 1) && rc == GS_OK; sp++)
                 for (int tpo = 0; tpo <= (sp && gs_framework_tp_overlap(x->base->strategy.framework)) && rc == GS_OK;
                      tpo++) {
                     cand c;
@@ -226,6 +234,8 @@ static gs_status enumerate_grid(search *x, uint64_t tp, uint64_t pp, uint64_t dp
                     c.dp = dp;
                     c.pp = pp;
                     c.tp = tp;
+                    c.cp = g->cp;
+                    c.ep = g->ep;
                     c.micro = micros[mi];
                     c.st.pipeline = v == 0 ? GS_PIPE_1F1B : v == 1 ? GS_PIPE_GPIPE : GS_PIPE_INTERLEAVED;
                     c.st.virtual_stages = v >= 2 ? v : 1;
@@ -235,6 +245,37 @@ static gs_status enumerate_grid(search *x, uint64_t tp, uint64_t pp, uint64_t dp
                 }
         }
     return rc;
+}
+
+/* The cp values of a grid with dpc data-parallel ranks: the options' list, or the base's cp; each
+ * dividing dpc and splitting the sequence into 2 cp chunks. */
+static size_t cp_values(const search *x, uint64_t dpc, uint64_t *out, size_t cap)
+{
+    const gs_plan_list *l = &x->o->cp;
+    uint64_t base = x->base->grid.cp ? x->base->grid.cp : 1, seq = x->base->model.seq;
+    size_t n = 0;
+    for (size_t i = 0; i < (l->n ? l->n : 1) && n < cap; i++) {
+        uint64_t cp = l->n ? l->v[i] : base;
+        if (cp && dpc % cp == 0 && (cp == 1 || seq % (2 * cp) == 0))
+            out[n++] = cp;
+    }
+    return n;
+}
+
+/* The ep values over dpc data-parallel ranks: 1 for a dense model; for a MoE model the options'
+ * list or every ep dividing both dpc and the routed experts. */
+static size_t ep_values(const search *x, uint64_t dpc, uint64_t *out, size_t cap)
+{
+    uint64_t experts = x->base->model.moe.experts;
+    size_t n = 0;
+    if (!experts) {
+        out[0] = 1;
+        return 1;
+    }
+    for (uint64_t ep = 1; ep <= dpc && ep <= experts && n < cap; ep++)
+        if (dpc % ep == 0 && experts % ep == 0 && allowed(&x->o->ep, ep))
+            out[n++] = ep;
+    return n;
 }
 
 gs_status gs__plan_enumerate(search *x, gs_error *err)
@@ -248,22 +289,29 @@ gs_status gs__plan_enumerate(search *x, gs_error *err)
         for (uint64_t pp = 1; pp <= G / tp && rc == GS_OK; pp++) {
             if ((G / tp) % pp || !allowed(&o->pp, pp))
                 continue;
-            uint64_t dp = G / tp / pp;
-            if (!allowed(&o->dp, dp))
-                continue;
-            x->grids++;
-            gs_mesh mesh;
-            gs_error e;
-            gs_error_init(&e);
-            if (gs_mesh_init(&mesh, tp, dp, pp, NULL, x->base->cluster.gpus_per_node, &e) != GS_OK ||
-                gs_mesh_check(&mesh, G, &x->base->model, 0, NULL, &e) != GS_OK) {
-                char reason[96];
-                gs_plan_reason(e.msg, reason, sizeof reason);
-                rc = gs__plan_count_add(&x->rejected, reason, 1, 1, err);
-                continue;
+            uint64_t dpc = G / tp / pp, cps[GS_PLAN_LIST_MAX], eps[64];
+            size_t ncp = cp_values(x, dpc, cps, GS_PLAN_LIST_MAX), nep = ep_values(x, dpc, eps, 64);
+            for (size_t ci = 0; ci < ncp && rc == GS_OK; ci++) {
+                uint64_t dp = dpc / cps[ci];
+                if (!allowed(&o->dp, dp))
+                    continue;
+                x->grids++;
+                gs_mesh mesh;
+                gs_error e;
+                gs_error_init(&e);
+                if (gs_mesh_init(&mesh, tp, dpc, pp, NULL, x->base->cluster.gpus_per_node, &e) != GS_OK ||
+                    gs_mesh_check(&mesh, G, &x->base->model, 0, NULL, &e) != GS_OK) {
+                    char reason[96];
+                    gs_plan_reason(e.msg, reason, sizeof reason);
+                    rc = gs__plan_count_add(&x->rejected, reason, 1, 1, err);
+                    continue;
+                }
+                x->legal_grids++;
+                for (size_t ei = 0; ei < nep && rc == GS_OK; ei++) {
+                    grid_dims g = {tp, pp, dp, cps[ci], eps[ei]};
+                    rc = enumerate_grid(x, &g, gs_mesh_dim_crosses_nodes(&mesh, GS_DIM_DP, NULL), err);
+                }
             }
-            x->legal_grids++;
-            rc = enumerate_grid(x, tp, pp, dp, gs_mesh_dim_crosses_nodes(&mesh, GS_DIM_DP, NULL), err);
         }
     }
     return rc;

@@ -14,6 +14,7 @@
 #include "engine/launch.h"
 #include "engine/ledger.h"
 #include "engine/partition.h"
+#include "engine/plan.h"
 #include "engine/roles.h"
 #include "engine/scenario.h"
 #include "engine/schedule.h"
@@ -370,6 +371,65 @@ START_TEST(test_ep_sim)
 }
 END_TEST
 
+/* ---- the planner ------------------------------------------------------------------------ */
+
+static gs_status eval_sim(const gs_scenario *s, const gs_mesh *mesh, void *ctx, gs_report *rep, gs_error *err)
+{
+    (void)ctx;
+    return gs_sim_scenario(s, mesh, 0, NULL, rep, NULL, err);
+}
+
+/* TINY_MOE (8 experts) on one node of 8 under Megatron-LM's distributed optimizer: the plan
+ * searches ep over every value dividing both dp and the experts (1, 2, 4, 8 where dp allows), so
+ * its simulated candidates hold several; each one's step, simulated again from its own scenario,
+ * is the plan's (no extrapolation). */
+START_TEST(test_ep_plan)
+{
+    char y[1024];
+    snprintf(y, sizeof y, TINY_MOE "grid: {dp: 8}\nstrategy: {framework: megatron, sharding: zero1}\n"
+             "batch: {global: 16, micro: 1}\n", "");
+    memcpy(strstr(y, "nodes: 2"), "nodes: 1", 8);
+    gs_scenario s;
+    gs_error err;
+    gs_error_init(&err);
+    ck_assert_msg(gs_scenario_load_string(y, strlen(y), "test", &s, &err) == GS_OK, "%s", err.msg);
+    gs_plan_opts o;
+    gs_plan_opts_init(&o);
+    o.eval = eval_sim;
+    o.no_extrapolate = 1;
+    o.sharding_mask = 1u << GS_SHARD_ZERO1;
+    o.micro.v[0] = 1;
+    o.micro.n = 1;
+    gs_plan *p = NULL;
+    ck_assert_msg(gs_plan_run(&s, &o, &p, &err) == GS_OK, "%s", err.msg);
+    int seen[9] = {0};
+    for (size_t i = 0; i < p->ncands; i++) {
+        const gs_plan_candidate *c = &p->cands[i];
+        ck_assert(c->ep >= 1 && c->ep <= 8 && 8 % c->ep == 0 && (c->dp * c->cp) % c->ep == 0);
+        seen[c->ep]++;
+    }
+    ck_assert_msg(seen[1] && seen[2] && seen[4] && seen[8], "ep 1 %d, 2 %d, 4 %d, 8 %d", seen[1], seen[2], seen[4],
+                  seen[8]);
+    for (size_t i = 0; i < p->ncands && i < 3; i++) {
+        const gs_plan_candidate *c = &p->cands[i];
+        gs_scenario w = s;
+        gs_mesh m;
+        gs_report r;
+        w.grid.dp = c->dp;
+        w.grid.pp = c->pp;
+        w.grid.tp = c->tp;
+        w.grid.ep = c->ep;
+        w.strategy = c->strategy;
+        w.batch.micro_seqs = c->micro;
+        ck_assert_msg(gs_scenario_mesh(&w, &m, NULL, &err) == GS_OK, "%s", err.msg);
+        ck_assert_int_eq(gs_sim_scenario(&w, &m, 0, NULL, &r, NULL, &err), GS_OK);
+        ck_assert_double_eq(r.step_time_s, c->step_time_s);
+        gs_report_fini(&r);
+    }
+    gs_plan_destroy(p);
+}
+END_TEST
+
 static Suite *ep_suite(void)
 {
     Suite *s = suite_create("ep");
@@ -382,6 +442,7 @@ static Suite *ep_suite(void)
     tcase_add_test(tc, test_ep_skew);
     tcase_add_test(tc, test_ep_megatron);
     tcase_add_test(tc, test_ep_sim);
+    tcase_add_test(tc, test_ep_plan);
     suite_add_tcase(s, tc);
     return s;
 }
