@@ -139,7 +139,6 @@ static gs_status bctx_init(gs_bctx *x, const gs_scenario *s, const gs_mesh *mesh
     gs_shard_plan_init(s, mesh, r->rank, microbatches, &x->plan);
     if ((rc = gs_ledger_act_sizes(s, mesh, x->stage, &x->act, err)) != GS_OK)
         return rc;
-    x->layers_per_chunk = x->part.layers / x->v;
     x->root = x->part.has_root ? x->part.nunits - 1 : SIZE_MAX;
     for (int g = 0; g < GS_GROUP_KIND_COUNT; g++)
         x->group[g] = gs_group_of(mesh, (gs_group_kind)g, r->rank, &x->group_size[g]);

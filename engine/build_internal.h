@@ -24,7 +24,7 @@ typedef struct gs_bctx {
     const gs_mesh *mesh;
     gs_rank_events *r;
     gs_error *err;
-    uint64_t rank, stage, pp, tp, v, layers_per_chunk, mb_count;
+    uint64_t rank, stage, pp, tp, v, mb_count;
     int last;
     gs_partition part;
     gs_shard_plan plan;

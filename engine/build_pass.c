@@ -49,8 +49,7 @@ typedef struct chunk_geo {
 
 static void chunk_geometry(const gs_bctx *x, uint16_t chunk, chunk_geo *g)
 {
-    g->bot = (int64_t)chunk * (int64_t)x->layers_per_chunk;
-    g->top = g->bot + (int64_t)x->layers_per_chunk - 1;
+    gs_partition_chunk_span(&x->part, x->v, chunk, &g->bot, &g->top);
     g->has_emb = x->stage == 0 && chunk == 0;
     g->has_head = x->last && (uint64_t)chunk + 1 == x->v;
 }

@@ -23,9 +23,6 @@ static const char mg_io[] = "data, checkpoint or logging setting: no effect on t
 static const char mg_fusion[] = "kernel fusion is not modelled (kernels are timed by the roofline "
                                 "model)";
 static const char mg_router[] = "router numerics and load-balancing losses: the load is model.moe.routing_skew";
-static const char mg_uneven[] = "counting the embedding or the loss as a pipeline layer is not modelled "
-                                "(give the first and last stages' layers with "
-                                "--decoder-first/last-pipeline-num-layers)";
 
 const gs__mg_flag gs__mg_flags[] = {
     {"tensor-model-parallel-size", MG_ONE, MG_TP, NULL},
@@ -176,8 +173,8 @@ const gs__mg_flag gs__mg_flags[] = {
      "offload: true and an FSDP strategy)"},
     {"decoder-first-pipeline-num-layers", MG_ONE, MG_FIRST_LAYERS, NULL},
     {"decoder-last-pipeline-num-layers", MG_ONE, MG_LAST_LAYERS, NULL},
-    {"account-for-embedding-in-pipeline-split", MG_SWITCH, MG_REFUSE, mg_uneven},
-    {"account-for-loss-in-pipeline-split", MG_SWITCH, MG_REFUSE, mg_uneven},
+    {"account-for-embedding-in-pipeline-split", MG_SWITCH, MG_ACCOUNT_EMB, NULL},
+    {"account-for-loss-in-pipeline-split", MG_SWITCH, MG_ACCOUNT_LOSS, NULL},
 };
 
 const size_t gs__mg_nflags = sizeof gs__mg_flags / sizeof gs__mg_flags[0];

@@ -302,7 +302,9 @@ static gs_status mg_recompute(const char *origin, const gs__words *ws, const gs_
                             "recompute-method", st->str[MG_REC_METHOD], methods, 2, &method, err)))
             return rc;
     }
-    uint64_t per_stage = s->model.layers / s->grid.pp;
+    /* the middle stages' layers when the embedding / loss count in the split */
+    uint64_t per_stage =
+        (s->model.layers + (uint64_t)st->given[MG_ACCOUNT_EMB] + (uint64_t)st->given[MG_ACCOUNT_LOSS]) / s->grid.pp;
     if (g->recompute == GS_RECOMPUTE_FULL && method == 1 && st->given[MG_REC_NLAYERS] &&
         st->u[MG_REC_NLAYERS] < per_stage)
         return gs_error_set(err, GS_ERR_INPUT,
@@ -536,12 +538,31 @@ static gs_status mg_pipeline(const char *origin, const gs__words *ws, const gs__
 {
     char where[600];
     gs_strategy *g = &s->strategy;
-    uint64_t per_stage = s->model.layers / s->grid.pp;
     g->pipeline = GS_PIPE_1F1B;
     g->virtual_stages = 1;
     /* uneven first / last stages (the scenario checks them against the layers and pp) */
     s->grid.first_stage_layers = st->given[MG_FIRST_LAYERS] ? st->u[MG_FIRST_LAYERS] : 0;
     s->grid.last_stage_layers = st->given[MG_LAST_LAYERS] ? st->u[MG_LAST_LAYERS] : 0;
+    /* the embedding / loss as layers of the split; Megatron-LM refuses them beside the first /
+     * last counts (megatron/core/transformer/transformer_config.py, __post_init__) */
+    s->grid.account_for_embedding = st->given[MG_ACCOUNT_EMB];
+    s->grid.account_for_loss = st->given[MG_ACCOUNT_LOSS];
+    if ((s->grid.account_for_embedding || s->grid.account_for_loss) &&
+        (s->grid.first_stage_layers || s->grid.last_stage_layers))
+        return gs_error_set(err, GS_ERR_INPUT,
+                            "%s: --%s with --decoder-%s-pipeline-num-layers: expected one of the two (Megatron-LM "
+                            "refuses both)",
+                            gs__mg_where(origin, ws, st->at[s->grid.account_for_embedding ? MG_ACCOUNT_EMB
+                                                                                           : MG_ACCOUNT_LOSS],
+                                         where, sizeof where),
+                            s->grid.account_for_embedding ? "account-for-embedding-in-pipeline-split"
+                                                          : "account-for-loss-in-pipeline-split",
+                            s->grid.first_stage_layers ? "first" : "last");
+    /* megatron/training/arguments.py: --num-layers-per-virtual-pipeline-stage divides the layers
+     * per stage with the embedding / loss counted */
+    uint64_t split_layers = s->model.layers + (uint64_t)s->grid.account_for_embedding +
+                            (uint64_t)s->grid.account_for_loss;
+    uint64_t per_stage = split_layers / s->grid.pp;
     uint64_t vs = 0;
     if (st->given[MG_VPP_LAYERS] && (s->grid.first_stage_layers || s->grid.last_stage_layers))
         return gs_error_set(err, GS_ERR_INPUT,
@@ -550,13 +571,15 @@ static gs_status mg_pipeline(const char *origin, const gs__words *ws, const gs__
                             gs__mg_where(origin, ws, st->at[MG_VPP_LAYERS], where, sizeof where));
     if (st->given[MG_VPP_LAYERS]) {
         uint64_t n = st->u[MG_VPP_LAYERS];
-        if (per_stage % n != 0 || s->model.layers % s->grid.pp != 0)
+        if (per_stage % n != 0 || split_layers % s->grid.pp != 0)
             return gs_error_set(err, GS_ERR_INPUT,
                                 "%s: --num-layers-per-virtual-pipeline-stage: found %" PRIu64
                                 ", expected a divisor of the %" PRIu64 " layers per stage (%" PRIu64
-                                " layers / pp %" PRIu64 ")",
+                                " layers%s / pp %" PRIu64 ")",
                                 gs__mg_where(origin, ws, st->at[MG_VPP_LAYERS], where, sizeof where),
-                                n, per_stage, s->model.layers, s->grid.pp);
+                                n, per_stage, split_layers,
+                                split_layers != s->model.layers ? ", the embedding / loss counted," : "",
+                                s->grid.pp);
         vs = per_stage / n;
     }
     if (st->given[MG_VPP_STAGES]) {

@@ -596,6 +596,11 @@ static void put_megatron_flags(launch_doc *d, const gs_scenario *s, const gs_mes
         flag(&f, "--decoder-first-pipeline-num-layers %" PRIu64, m->first_layers);
     if (uneven && m->last_layers)
         flag(&f, "--decoder-last-pipeline-num-layers %" PRIu64, m->last_layers);
+    if (m->account_embedding)
+        flag(&f, "--account-for-embedding-in-pipeline-split");
+    if (m->account_loss)
+        flag(&f, "--account-for-loss-in-pipeline-split");
+    uneven = uneven || m->account_embedding || m->account_loss;
     if (pp > 1 && st->pipeline == GS_PIPE_INTERLEAVED && uneven) /* the stages' chunks differ in size */
         flag(&f, "--num-virtual-stages-per-pipeline-rank %" PRIu64, st->virtual_stages);
     else if (pp > 1 && st->pipeline == GS_PIPE_INTERLEAVED)

@@ -29,7 +29,7 @@ typedef struct stage_ctx {
     const gs_shard_plan *plan;
     const gs_act_sizes *act;
     uint64_t resident[GS_MEM_KIND_COUNT]; /* params, master, m, v, grads, workspace */
-    uint64_t stage, pp, v, layers_per_chunk;
+    uint64_t stage, pp, v;
     uint64_t nonroot_params;
     int last;
     int root_grad_live;  /* the root's transient gradient outlives the pass that allocated it
@@ -42,8 +42,9 @@ typedef struct stage_ctx {
 
 static uint64_t chunk_stash(const stage_ctx *x, uint64_t chunk)
 {
-    uint64_t b = gs_act_stash(x->act, (int64_t)(chunk * x->layers_per_chunk),
-                              (int64_t)((chunk + 1) * x->layers_per_chunk) - 1);
+    int64_t bot, top;
+    gs_partition_chunk_span(x->p, x->v, chunk, &bot, &top);
+    uint64_t b = gs_act_stash(x->act, bot, top);
     if (x->stage == 0 && chunk == 0)
         b += x->act->emb_mask;
     if (x->last && chunk + 1 == x->v)
@@ -196,7 +197,8 @@ static void backward_moments(stage_ctx *x, uint32_t mb, uint64_t chunk, uint64_t
                       (pl->gather_all ? mul(x->c, x->nonroot_params, pl->gwb, "gather") : 0);
     uint64_t root_grad = pl->transient_grads && (root_writes || x->root_grad_live) ? mul(x->c, root, gb, "grads")
                                                                                    : 0;
-    int64_t bot = (int64_t)(chunk * x->layers_per_chunk), top = bot + (int64_t)x->layers_per_chunk - 1;
+    int64_t bot, top;
+    gs_partition_chunk_span(p, x->v, chunk, &bot, &top);
     uint64_t xb = x->act->boundary;
     if (has_head) {
         uint64_t g = base_g + (pl->gather_per_pass && pl->prefetch_bwd == 1 && top >= bot
@@ -237,6 +239,14 @@ static uint64_t units_beginning_in(const gs_partition *p, int64_t lo, int64_t hi
     return sum;
 }
 
+/* Non-root units whose first layer lies in model chunk ch, parameters. */
+static uint64_t chunk_units(const gs_partition *p, uint64_t v, uint64_t ch)
+{
+    int64_t lo, hi;
+    gs_partition_chunk_span(p, v, ch, &lo, &hi);
+    return units_beginning_in(p, lo, hi);
+}
+
 /* The moments of one forward pass of (mb, chunk). Order: receive the input (into the first
  * layer's stash) or embed; per layer: gathers (FULL_SHARD every pass, SHARD_GRAD_OP the first
  * time; forward_prefetch also the next layer's), the layer's compute (its first event allocates
@@ -250,15 +260,15 @@ static void forward_moments(stage_ctx *x, uint32_t mb, uint64_t chunk, uint64_t 
     int has_head = x->last && chunk + 1 == x->v;
     int has_emb = x->stage == 0 && chunk == 0;
     int has_next = !has_head;
-    int64_t bot = (int64_t)(chunk * x->layers_per_chunk), top = bot + (int64_t)x->layers_per_chunk - 1;
+    int64_t bot, top;
+    gs_partition_chunk_span(p, x->v, chunk, &bot, &top);
     uint64_t root_g = pl->gather_root ? mul(x->c, gs_partition_root(p), wb, "gather") : 0;
     uint64_t root_grad = pl->transient_grads && x->root_grad_live ? mul(x->c, gs_partition_root(p), pl->gb, "grads") : 0;
     uint64_t seen_g = 0;
     if (pl->gather_all)
         for (uint64_t ch = 0; ch < x->v; ch++)
             if (seen[ch] && ch != chunk)
-                seen_g += units_beginning_in(p, (int64_t)(ch * x->layers_per_chunk),
-                                             (int64_t)((ch + 1) * x->layers_per_chunk) - 1);
+                seen_g += chunk_units(p, x->v, ch);
     for (int64_t l = bot; l <= top; l++) {
         uint64_t act = gs_act_stash(x->act, bot, l) + (has_emb ? x->act->emb_mask : 0) +
                        (l == top && has_next ? x->act->boundary : 0);
@@ -291,7 +301,6 @@ static void peak_ctx_init(const stage_build *b, uint64_t v, stage_ctx *x)
     x->stage = b->stage;
     x->pp = b->pp;
     x->v = v;
-    x->layers_per_chunk = b->part.layers / v;
     x->nonroot_params = b->nonroot;
     x->last = b->stage + 1 == b->pp;
     x->resident[GS_MEM_PARAMS] = b->mem_params;

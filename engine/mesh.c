@@ -127,6 +127,7 @@ gs_status gs_mesh_init(gs_mesh *m, uint64_t tp, uint64_t dp, uint64_t pp,
     }
     built.gpus_per_node = gpus_per_node;
     built.first_layers = built.last_layers = 0;
+    built.account_embedding = built.account_loss = 0;
     built.cp = 1;
     built.cp_outer = 0;
     built.ep = 1;
@@ -269,6 +270,12 @@ void gs_mesh_set_stage_layers(gs_mesh *m, uint64_t first, uint64_t last)
 {
     m->first_layers = first;
     m->last_layers = last;
+}
+
+void gs_mesh_set_split_accounting(gs_mesh *m, int embedding, int loss)
+{
+    m->account_embedding = embedding != 0;
+    m->account_loss = loss != 0;
 }
 
 void gs_mesh_rank_coords(const gs_mesh *m, uint64_t rank, uint64_t coords[GS_DIM_COUNT])
@@ -610,6 +617,30 @@ static void check_stage_layers(const gs_mesh *m, uint64_t L, mesh_errors *e)
                              (unsigned long long)L);
 }
 
+/* 3, with the embedding or loss accounted as a layer (Megatron-LM d98e8a6, Core 0.20: transformer_config.py
+ * TransformerConfig.__post_init__ and transformer_block.py get_num_layers_to_build): not with
+ * first / last stage counts, layers + 1 (+ 1) a multiple of pp. */
+static void check_split_accounting(const gs_mesh *m, uint64_t L, mesh_errors *e)
+{
+    uint64_t pp = m->size[GS_DIM_PP], ea = (uint64_t)m->account_embedding, la = (uint64_t)m->account_loss;
+    uint64_t n = L + ea + la;
+    const char *what = ea && la ? "account_for_embedding and account_for_loss"
+                       : ea     ? "account_for_embedding" : "account_for_loss";
+    if (m->first_layers || m->last_layers)
+        gs__mesh_append_line(e->text, sizeof e->text, &e->used,
+                             "%s with first_stage_layers / last_stage_layers: Megatron-LM refuses the two "
+                             "ways of an uneven split together; use one",
+                             what);
+    else if (n % pp != 0)
+        gs__mesh_append_line(e->text, sizeof e->text, &e->used,
+                             "%s: the %llu layers + %llu must split evenly over pp=%llu stages: found %llu, "
+                             "expected a multiple of %llu (Megatron-LM asserts the same)",
+                             what, (unsigned long long)L, (unsigned long long)(ea + la),
+                             (unsigned long long)pp, (unsigned long long)n, (unsigned long long)pp);
+    /* a stage left with the embedding or loss alone needs layers + 1 (+ 1) = pp: pp > layers
+     * refuses that before */
+}
+
 /* 3 and 4. The model over the grid: layers over pipeline stages; attention heads, KV heads, MLP
  * and vocabulary over TP ranks. GS_ERR_NOMEM when a warning cannot be recorded. */
 static gs_status check_model_split(const gs_mesh *m, const gs_model *model, gs_diag *warnings, mesh_errors *e)
@@ -626,6 +657,8 @@ static gs_status check_model_split(const gs_mesh *m, const gs_model *model, gs_d
                                  (unsigned long long)pp, (unsigned long long)model->layers,
                                  (unsigned long long)model->layers,
                                  (unsigned long long)(pp - 1));
+        } else if (m->account_embedding || m->account_loss) {
+            check_split_accounting(m, model->layers, e);
         } else if (m->first_layers || m->last_layers) {
             check_stage_layers(m, model->layers, e);
         } else if (model->layers % pp != 0) {
@@ -705,9 +738,23 @@ static uint64_t middle_stage_layers(const gs_mesh *m, uint64_t layers)
     return stages ? rest / stages : 0;
 }
 
+/* Megatron-LM's split with the embedding / loss as layers: (layers + 1 (+ 1)) / pp per stage. */
+static uint64_t accounted_stage_layers(const gs_mesh *m, uint64_t layers)
+{
+    return (layers + (uint64_t)m->account_embedding + (uint64_t)m->account_loss) / m->size[GS_DIM_PP];
+}
+
 uint64_t gs_mesh_stage_layers(const gs_mesh *m, uint64_t layers, uint64_t stage)
 {
     uint64_t pp = m->size[GS_DIM_PP];
+    if (m->account_embedding || m->account_loss) {
+        /* transformer_block.py get_num_layers_to_build: the stage's share less the embedding on
+         * the first stage and the loss on the last (each of those known to hold more) */
+        uint64_t n = accounted_stage_layers(m, layers);
+        n -= stage == 0 && m->account_embedding && n ? 1 : 0;
+        n -= stage + 1 == pp && m->account_loss && n ? 1 : 0;
+        return n;
+    }
     if ((m->first_layers || m->last_layers) && pp > 1) {
         if (stage == 0 && m->first_layers)
             return m->first_layers;
@@ -723,6 +770,8 @@ uint64_t gs_mesh_stage_layers(const gs_mesh *m, uint64_t layers, uint64_t stage)
 uint64_t gs_mesh_stage_first_layer(const gs_mesh *m, uint64_t layers, uint64_t stage)
 {
     uint64_t pp = m->size[GS_DIM_PP];
+    if (m->account_embedding || m->account_loss) /* transformer_layer.py get_transformer_layer_offset */
+        return stage == 0 ? 0 : stage * accounted_stage_layers(m, layers) - (uint64_t)m->account_embedding;
     if ((m->first_layers || m->last_layers) && pp > 1) {
         uint64_t mid = middle_stage_layers(m, layers);
         return stage == 0 ? 0 : (m->first_layers ? m->first_layers : mid) + (stage - 1) * mid;

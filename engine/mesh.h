@@ -23,6 +23,9 @@ typedef struct gs_mesh {
     uint64_t gpus_per_node;
     uint64_t first_layers;         /* layers of the first pipeline stage; 0: the even split's */
     uint64_t last_layers;          /* layers of the last pipeline stage; 0: the even split's */
+    int account_embedding;         /* 1: the embedding counts as one layer of the split (Megatron-LM's
+                                      --account-for-embedding-in-pipeline-split) */
+    int account_loss;              /* 1: the loss counts as one layer (--account-for-loss-in-pipeline-split) */
     /* Context parallelism, folded into the DP dimension: size[GS_DIM_DP] = dp x cp, the group
      * over which gradients are reduced and states sharded (Megatron-Core's data-parallel group
      * with CP, torchtitan's dp_shard_cp mesh). The cp ranks holding one sequence's chunks are
@@ -123,6 +126,8 @@ uint64_t gs_mesh_group_local_size(const gs_mesh *m, gs_dim d, uint64_t rank);
  *  - every TP group within one node (error, or a loud warning when allow_tp_cross_node);
  *  - layers % pp (warning stating the uneven split; error when pp > layers); with first / last
  *    stage layer counts: pp > 1, and the rest dividing evenly over the other stages (error);
+ *    with the embedding or loss accounted: no first / last counts, layers + 1 (+ 1) a multiple
+ *    of pp, every stage left at least one layer (error);
  *  - heads % tp (error); kv_heads % tp (warning stating replication when tp % kv_heads == 0,
  *    error otherwise); ffn % tp (error); vocab % tp (warning: padded).
  * Messages name the numbers involved. All errors are reported together, one per line, with
@@ -134,11 +139,19 @@ gs_status gs_mesh_check(const gs_mesh *m, uint64_t gpus, const gs_model *model,
  * --decoder-first-pipeline-num-layers and --decoder-last-pipeline-num-layers; 0 leaves a
  * stage to the split of the rest). gs_mesh_check validates them against the model. */
 void gs_mesh_set_stage_layers(gs_mesh *m, uint64_t first, uint64_t last);
+/* Counts the embedding (before the first layer) and the loss (after the last) as one layer each
+ * of the split (Megatron-LM's --account-for-embedding-in-pipeline-split and
+ * --account-for-loss-in-pipeline-split): layers + embedding + loss split evenly over the stages,
+ * the first stage holding one decoder layer fewer for the embedding, the last one fewer for the
+ * loss. Nonzero sets. gs_mesh_check validates them against the model. */
+void gs_mesh_set_split_accounting(gs_mesh *m, int embedding, int loss);
 
 /* Layers held by pipeline stage `stage` (0-based). Without first / last counts an even split,
  * earlier stages taking the remainder one each when layers % pp != 0; with them, as
  * Megatron-LM's get_num_layers_to_build: the given stages hold their counts and the others
- * split the rest evenly (gs_mesh_check refuses a rest that does not divide). */
+ * split the rest evenly (gs_mesh_check refuses a rest that does not divide); with the embedding
+ * or loss accounted, (layers + 1 (+ 1)) / pp less the embedding on stage 0 and the loss on the
+ * last stage. */
 uint64_t gs_mesh_stage_layers(const gs_mesh *m, uint64_t layers, uint64_t stage);
 /* First layer index of `stage`. */
 uint64_t gs_mesh_stage_first_layer(const gs_mesh *m, uint64_t layers, uint64_t stage);

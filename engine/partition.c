@@ -217,6 +217,8 @@ static void stage_params(const gs_model *m, const gs_mesh *mesh, uint64_t stage,
     int first = stage == 0, last = stage + 1 == pp;
     p->layers = gs_mesh_stage_layers(mesh, m->layers, stage);
     p->first_layer = gs_mesh_stage_first_layer(mesh, m->layers, stage);
+    p->chunk0_fewer = mesh->account_embedding && first;
+    p->last_chunk_fewer = mesh->account_loss && last;
 
     if (m->nominal_params) {
         p->layer_params = ceil_div(gs_model_layer_params(m), tp);
@@ -322,8 +324,9 @@ static gs_status wrap_min_params(const gs_scenario *s, const gs_mesh *mesh, uint
     /* The embedding and the head stay in the root: they are touched outside the blocks. */
     *root += p->emb_params + p->head_params;
     uint64_t unwrapped_layers = 0;
-    uint64_t v = stage_chunks(st, mesh->size[GS_DIM_PP]);
-    int32_t per_chunk = (int32_t)(p->layers / v ? p->layers / v : 1);
+    uint64_t v = stage_chunks(st, mesh->size[GS_DIM_PP]), chunk = 0;
+    int64_t chunk_bot, chunk_top;
+    gs_partition_chunk_span(p, v, chunk, &chunk_bot, &chunk_top);
     for (int32_t l = l0; l <= l1 && rc == GS_OK; l++) {
         uint64_t left = 0;
         const block_slice *b = local_layer_dense(s, mesh, stage, l) ? &blk[1] : &blk[0];
@@ -360,12 +363,14 @@ static gs_status wrap_min_params(const gs_scenario *s, const gs_mesh *mesh, uint
         else
             unwrapped_layers += left;
         /* The list of blocks of each model chunk (interleaved: v chunks) is one module. */
-        if (rc == GS_OK && (l + 1) % per_chunk == 0) {
+        if (rc == GS_OK && l == chunk_top) {
             if (unwrapped_layers >= min)
-                rc = push(p, unwrapped_layers, l + 1 - (int32_t)per_chunk, l);
+                rc = push(p, unwrapped_layers, (int32_t)chunk_bot, l);
             else
                 *root += unwrapped_layers;
             unwrapped_layers = 0;
+            if (++chunk < v)
+                gs_partition_chunk_span(p, v, chunk, &chunk_bot, &chunk_top);
         }
     }
     if (rc != GS_OK)
@@ -496,15 +501,32 @@ uint64_t gs_partition_block_params(const gs_partition *p, int64_t layer)
     return p->layer_params;
 }
 
+void gs_partition_chunk_span(const gs_partition *p, uint64_t v, uint64_t chunk, int64_t *bot, int64_t *top)
+{
+    if (v <= 1) {
+        *bot = 0;
+        *top = (int64_t)p->layers - 1;
+        return;
+    }
+    /* every chunk holds per layers but chunk 0 and the last one a layer fewer where the
+     * embedding / loss takes its place (gs_pipe_chunk_begin) */
+    uint64_t fewer0 = (uint64_t)p->chunk0_fewer, per = (p->layers + fewer0 + (uint64_t)p->last_chunk_fewer) / v;
+    uint64_t b = chunk == 0 ? 0 : chunk * per - fewer0;
+    uint64_t e = chunk + 1 >= v ? p->layers : (chunk + 1) * per - fewer0;
+    *bot = (int64_t)b;
+    *top = (int64_t)e - 1;
+}
+
 int gs_partition_root_written_by(const gs_partition *p, uint64_t stage, uint64_t pp, uint64_t v, uint64_t chunk)
 {
     if (!p->has_root)
         return 0;
     if ((stage == 0 && chunk == 0 && p->emb_params) || (stage + 1 == pp && chunk + 1 == v && p->head_params))
         return 1;
-    uint64_t per_chunk = p->layers / (v ? v : 1);
-    for (uint64_t l = chunk * per_chunk; l < (chunk + 1) * per_chunk; l++)
-        if (gs_partition_root_holds_layer(p, (int64_t)l))
+    int64_t bot, top;
+    gs_partition_chunk_span(p, v, chunk, &bot, &top);
+    for (int64_t l = bot; l <= top; l++)
+        if (gs_partition_root_holds_layer(p, l))
             return 1;
     return 0;
 }
@@ -522,8 +544,11 @@ uint64_t gs_partition_unit_chunk(const gs_partition *p, size_t u, uint64_t stage
     const gs_unit *un = &p->units[u];
     if (un->layer_begin == GS_PART_ROOT)
         return gs_partition_root_chunk(p, stage, pp, v);
-    uint64_t per_chunk = p->layers / (v ? v : 1);
-    return per_chunk ? (uint64_t)un->layer_begin / per_chunk : 0;
+    uint64_t c = 0;
+    int64_t bot, top;
+    for (gs_partition_chunk_span(p, v, c, &bot, &top); c + 1 < v && un->layer_begin > top; c++)
+        gs_partition_chunk_span(p, v, c + 1, &bot, &top);
+    return c;
 }
 
 uint64_t gs_bucket_count(uint64_t unit_params, uint64_t wb, uint64_t bucket_bytes)

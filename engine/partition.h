@@ -42,6 +42,9 @@ typedef struct gs_partition {
                            * stage (the size of the tied embedding's gradient exchange) */
     uint64_t first_layer; /* global index of the stage's first layer */
     uint64_t layers;      /* layers on this stage */
+    int chunk0_fewer;     /* 1: model chunk 0 holds one layer fewer than the others (the
+                           * embedding accounted in the split, stage 0; gs_pipe_chunk_layers) */
+    int last_chunk_fewer; /* 1: the last model chunk holds one fewer (the loss, last stage) */
     /* Index by stage-local layer, built by gs_partition_stage (NULL when it is not): the non-root
      * units covering layer l are cover_units[cover_off[l] .. cover_off[l + 1]), ascending; their
      * parameters sum to cover_params[l]. */
@@ -75,6 +78,9 @@ uint64_t gs_partition_block_params(const gs_partition *p, int64_t layer);
 uint64_t gs_partition_root(const gs_partition *p);
 /* Whether the root unit holds parameters of stage-local layer l (wrap: model; min_params' strays). */
 int gs_partition_root_holds_layer(const gs_partition *p, int64_t layer);
+/* The stage-local layers *bot .. *top of model chunk `chunk` of v (the split of
+ * gs_pipe_chunk_begin; *top < *bot when the chunk holds none). */
+void gs_partition_chunk_span(const gs_partition *p, uint64_t v, uint64_t chunk, int64_t *bot, int64_t *top);
 /* Whether the backward pass of model chunk `chunk` (of v on this stage of pp) writes the root
  * unit's gradient: it runs the embedding's or the head's backward, or a layer the root holds. */
 int gs_partition_root_written_by(const gs_partition *p, uint64_t stage, uint64_t pp, uint64_t v, uint64_t chunk);

@@ -100,12 +100,53 @@ void gs_pipe_order_fini(gs_pipe_order *o)
     o->nops = 0;
 }
 
-uint64_t gs_pipe_chunk_of(uint64_t stage_layers, uint64_t v, uint64_t local)
+/* Layers of every virtual chunk when the embedding or loss is accounted in the split: Megatron-LM
+ * d98e8a6 (Core 0.20), megatron/core/transformer/transformer_block.py get_num_layers_to_build
+ * divides (layers + 1 (+ 1)) / pp by the virtual stages. 0 when neither is accounted. */
+static uint64_t accounted_chunk_layers(const gs_mesh *m, uint64_t layers, uint64_t v)
+{
+    if (!m->account_embedding && !m->account_loss)
+        return 0;
+    return (layers + (uint64_t)m->account_embedding + (uint64_t)m->account_loss) / (m->size[GS_DIM_PP] * v);
+}
+
+uint64_t gs_pipe_chunk_layers(const gs_mesh *m, uint64_t layers, uint64_t v, uint64_t stage, uint64_t chunk)
+{
+    uint64_t pp = m->size[GS_DIM_PP];
+    if (v <= 1)
+        return gs_mesh_stage_layers(m, layers, stage);
+    uint64_t q = accounted_chunk_layers(m, layers, v);
+    if (!q)
+        return gs_mesh_stage_layers(m, layers, stage) / v;
+    /* get_num_layers_to_build: one fewer in the first virtual stage of the first pipeline stage
+     * (the embedding) and in the last virtual stage of the last pipeline stage (the loss) */
+    q -= m->account_embedding && stage == 0 && chunk == 0 && q ? 1 : 0;
+    q -= m->account_loss && stage + 1 == pp && chunk + 1 == v && q ? 1 : 0;
+    return q;
+}
+
+uint64_t gs_pipe_chunk_begin(const gs_mesh *m, uint64_t layers, uint64_t v, uint64_t stage, uint64_t chunk)
+{
+    if (v <= 1 || chunk == 0)
+        return 0;
+    uint64_t q = accounted_chunk_layers(m, layers, v);
+    if (!q)
+        return chunk * (gs_mesh_stage_layers(m, layers, stage) / v);
+    return chunk * q - (m->account_embedding && stage == 0 ? 1 : 0);
+}
+
+uint64_t gs_pipe_chunk_of(const gs_mesh *m, uint64_t layers, uint64_t v, uint64_t stage, uint64_t local)
 {
     if (v <= 1)
         return 0;
-    uint64_t per = stage_layers / v;
-    return per ? local / per : 0;
+    uint64_t q = accounted_chunk_layers(m, layers, v), c = 0;
+    if (q) { /* chunk c starts at c q, one earlier after stage 0's short chunk 0 */
+        c = (local + (m->account_embedding && stage == 0 ? 1 : 0)) / q;
+    } else {
+        uint64_t per = gs_mesh_stage_layers(m, layers, stage) / v;
+        c = per ? local / per : 0;
+    }
+    return c < v ? c : v - 1;
 }
 
 uint64_t gs_pipe_global_layer(const gs_mesh *m, uint64_t layers, uint64_t v, uint64_t stage, uint64_t local)
@@ -113,10 +154,18 @@ uint64_t gs_pipe_global_layer(const gs_mesh *m, uint64_t layers, uint64_t v, uin
     uint64_t first = gs_mesh_stage_first_layer(m, layers, stage);
     if (v <= 1)
         return first + local;
+    uint64_t chunk = gs_pipe_chunk_of(m, layers, v, stage, local);
+    uint64_t within = local - gs_pipe_chunk_begin(m, layers, v, stage, chunk);
+    uint64_t q = accounted_chunk_layers(m, layers, v);
+    if (q) {
+        /* transformer_layer.py get_transformer_layer_offset: virtual stage k = chunk * pp + stage
+         * starts k q slots into layers + embedding + loss, one less the embedding's slot after
+         * the first */
+        uint64_t k = chunk * m->size[GS_DIM_PP] + stage;
+        return k * q - (m->account_embedding && k ? 1 : 0) + within;
+    }
     /* every stage's layers split into v chunks: a round of chunks (one per stage) holds
      * layers / v layers, and the stages before this one hold first / v of this round */
-    uint64_t per_chunk = gs_mesh_stage_layers(m, layers, stage) / v;
-    uint64_t chunk = per_chunk ? local / per_chunk : 0, within = per_chunk ? local % per_chunk : local;
     return chunk * (layers / v) + first / v + within;
 }
 

@@ -33,17 +33,24 @@ gs_status gs_pipe_order_build(gs_pipeline kind, uint64_t pp, uint64_t stage, uin
                               gs_pipe_order *out, gs_error *err);
 void gs_pipe_order_fini(gs_pipe_order *o);
 
-/* Global layer index of stage-local layer `local` (0 .. stage_layers-1) in chunk terms: chunk c
- * of stage s holds layers of virtual stage c * pp + s, each stage's layers (gs_mesh_stage_layers,
- * uneven first / last stages included) split into v equal chunks. For v == 1 this is
- * first_layer + local. */
+/* The stage-local layers of model chunk `chunk` (of v on `stage`): chunk c of stage s holds the
+ * layers of virtual stage c * pp + s. Each stage's layers (gs_mesh_stage_layers, uneven first /
+ * last stages included) split into v equal chunks; with the embedding or loss accounted in the
+ * split (gs_mesh_set_split_accounting) every chunk holds (layers + 1 (+ 1)) / (pp v) but chunk 0
+ * of stage 0 one fewer (the embedding's place) and the last chunk of the last stage one fewer
+ * (the loss's). v <= 1: one chunk, the stage's layers. */
+uint64_t gs_pipe_chunk_layers(const gs_mesh *m, uint64_t layers, uint64_t v, uint64_t stage, uint64_t chunk);
+/* The stage-local index of the first layer of `chunk`. */
+uint64_t gs_pipe_chunk_begin(const gs_mesh *m, uint64_t layers, uint64_t v, uint64_t stage, uint64_t chunk);
+/* The chunk holding stage-local layer `local`. */
+uint64_t gs_pipe_chunk_of(const gs_mesh *m, uint64_t layers, uint64_t v, uint64_t stage, uint64_t local);
+
+/* Global layer index of stage-local layer `local` (0 .. stage_layers-1) in chunk terms. For
+ * v == 1 this is first_layer + local. */
 uint64_t gs_pipe_global_layer(const gs_mesh *m, uint64_t layers, uint64_t v, uint64_t stage, uint64_t local);
 /* The chunk whose backward pass reduces the FSDP root unit when the root holds no layer: the
  * embedding's (chunk 0 of stage 0), the head's (the last chunk of the last stage), else chunk 0.
  * gs_partition_root_chunk (engine/partition.h) covers roots that hold layers (wrap: model). */
 uint64_t gs_pipe_root_chunk(uint64_t stage, uint64_t pp, uint64_t v);
-
-/* Chunk of stage-local layer `local`. */
-uint64_t gs_pipe_chunk_of(uint64_t stage_layers, uint64_t v, uint64_t local);
 
 #endif

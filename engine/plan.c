@@ -121,6 +121,7 @@ void gs__plan_cand_scenario(const search *x, const cand *c, gs_scenario *s)
     s->grid.order[2] = GS_DIM_PP;
     s->grid.allow_tp_cross_node = 0;
     s->grid.first_stage_layers = s->grid.last_stage_layers = 0; /* the even split: pp varies */
+    s->grid.account_for_embedding = s->grid.account_for_loss = 0;
     s->grid.grid_line = s->grid.grid_col = 0;
     s->batch.micro_seqs = c->micro;
     s->batch.batch_line = s->batch.batch_col = 0;

@@ -17,8 +17,24 @@
 
 /* -------------------------------------------------------------------------- grid ---- */
 
-static const char *const grid_keys[] = {"dp", "pp", "tp", "cp", "ep", "order", "allow_tp_cross_node", "first_stage_layers",
-                                        "last_stage_layers"};
+static const char *const grid_keys[] = {"dp", "pp", "tp", "cp", "ep", "order", "allow_tp_cross_node",
+                                        "first_stage_layers", "last_stage_layers", "account_for_embedding",
+                                        "account_for_loss"};
+
+/* Megatron-LM refuses --account-for-embedding/loss-in-pipeline-split beside
+ * --decoder-first/last-pipeline-num-layers (megatron/core/transformer/transformer_config.py,
+ * TransformerConfig.__post_init__): the error sits at the accounting key. */
+static gs_status check_split_keys(const gs__yaml_loader *l, const yaml_node_t *v, const gs_grid *g)
+{
+    if (!(g->account_for_embedding || g->account_for_loss) || !(g->first_stage_layers || g->last_stage_layers))
+        return GS_OK;
+    const char *key = g->account_for_embedding ? "account_for_embedding" : "account_for_loss";
+    return gs__yaml_fail_at(l, gs__yaml_lookup(l, v, key, NULL), GS_ERR_INPUT,
+                            "grid.%s: found true beside %s, expected one way of an uneven pipeline split: "
+                            "the embedding / loss counted as layers, or first_stage_layers / last_stage_layers "
+                            "(Megatron-LM refuses both)",
+                            key, g->first_stage_layers ? "first_stage_layers" : "last_stage_layers");
+}
 
 static gs_status load_grid(const gs__yaml_loader *l, const yaml_node_t *v, gs_grid *g)
 {
@@ -31,6 +47,7 @@ static gs_status load_grid(const gs__yaml_loader *l, const yaml_node_t *v, gs_gr
     g->order[2] = GS_DIM_PP;
     g->allow_tp_cross_node = 0;
     g->first_stage_layers = g->last_stage_layers = 0;
+    g->account_for_embedding = g->account_for_loss = 0;
     g->grid_line = (uint32_t)gs__yaml_node_line(v);
     g->grid_col = (uint32_t)gs__yaml_node_col(v);
     if (v->type != YAML_MAPPING_NODE)
@@ -47,7 +64,10 @@ static gs_status load_grid(const gs__yaml_loader *l, const yaml_node_t *v, gs_gr
         (st = gs__scenario_opt_count(l, v, "grid", "ep", &g->ep, NULL)) ||
         (st = gs__scenario_opt_bool(l, v, "grid", "allow_tp_cross_node", &g->allow_tp_cross_node, NULL)) ||
         (st = gs__scenario_opt_count(l, v, "grid", "first_stage_layers", &g->first_stage_layers, NULL)) ||
-        (st = gs__scenario_opt_count(l, v, "grid", "last_stage_layers", &g->last_stage_layers, NULL)))
+        (st = gs__scenario_opt_count(l, v, "grid", "last_stage_layers", &g->last_stage_layers, NULL)) ||
+        (st = gs__scenario_opt_bool(l, v, "grid", "account_for_embedding", &g->account_for_embedding, NULL)) ||
+        (st = gs__scenario_opt_bool(l, v, "grid", "account_for_loss", &g->account_for_loss, NULL)) ||
+        (st = check_split_keys(l, v, g)))
         return st;
     yaml_node_t *order = gs__yaml_lookup(l, v, "order", NULL);
     int has_cp = 0, rc = 0;

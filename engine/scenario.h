@@ -28,6 +28,9 @@ typedef struct gs_grid {
     uint64_t first_stage_layers; /* layers of the first pipeline stage (Megatron-LM's
                                     --decoder-first-pipeline-num-layers); 0: the even split's */
     uint64_t last_stage_layers;  /* of the last (--decoder-last-pipeline-num-layers); 0: the split's */
+    int account_for_embedding;  /* 1: the embedding counts as a layer of the pipeline split
+                                   (--account-for-embedding-in-pipeline-split); default 0 */
+    int account_for_loss;       /* 1: the loss does (--account-for-loss-in-pipeline-split); default 0 */
     uint32_t grid_line, grid_col; /* 1-based position of `grid:` in the file; 0 when built in code */
 } gs_grid;
 

@@ -122,12 +122,35 @@ static gs_status check_overlap(const gs_scenario *s, const char *grid_at, gs_err
 }
 
 /* An interleaved pipeline splits every stage's layers into virtual_stages equal chunks, and the
- * micro-batches of a step into multiples of pp (Megatron's requirements). */
+ * micro-batches of a step into multiples of pp (Megatron's requirements). With the embedding or
+ * loss accounted in the split (layers + 1 (+ 1)) / pp splits into them (Megatron-LM d98e8a6,
+ * transformer_config.py TransformerConfig.__post_init__), and every chunk keeps a layer
+ * (Megatron allows a chunk of the embedding or loss alone; gridstep does not). */
 static gs_status check_interleaved(const gs_scenario *s, const gs_mesh *mesh, uint64_t per_step,
                                    const char *grid_at, const char *batch_at, gs_error *err)
 {
     uint64_t v = s->strategy.virtual_stages, pp = s->grid.pp, chunks;
-    if (s->grid.first_stage_layers || s->grid.last_stage_layers) {
+    if (s->grid.account_for_embedding || s->grid.account_for_loss) {
+        uint64_t extra = (uint64_t)s->grid.account_for_embedding + (uint64_t)s->grid.account_for_loss;
+        uint64_t per_stage = (s->model.layers + extra) / pp; /* gs_mesh_check: a whole number */
+        if (v && per_stage % v != 0)
+            return gs_error_set(err, GS_ERR_INPUT,
+                                "%s: grid: interleaved pipeline with virtual_stages=%llu and the embedding / loss "
+                                "accounted in the split needs (layers + %llu) / pp = (%llu + %llu) / %llu = %llu "
+                                "to split into %llu equal chunks: expected a multiple of %llu",
+                                grid_at, (unsigned long long)v, (unsigned long long)extra,
+                                (unsigned long long)s->model.layers, (unsigned long long)extra,
+                                (unsigned long long)pp, (unsigned long long)per_stage, (unsigned long long)v,
+                                (unsigned long long)v);
+        if (v && per_stage / v <= 1)
+            return gs_error_set(err, GS_ERR_INPUT,
+                                "%s: grid: interleaved pipeline with virtual_stages=%llu: (%llu layers + %llu) / "
+                                "(pp x virtual_stages) = 1 per chunk leaves the %s chunk with no decoder layer; "
+                                "gridstep needs one in every chunk (fewer virtual_stages)",
+                                grid_at, (unsigned long long)v, (unsigned long long)s->model.layers,
+                                (unsigned long long)extra,
+                                s->grid.account_for_embedding ? "first stage's first" : "last stage's last");
+    } else if (s->grid.first_stage_layers || s->grid.last_stage_layers) {
         /* Megatron-LM: each stage's layers split into the virtual stages evenly */
         for (uint64_t k = 0; k < mesh->size[GS_DIM_PP]; k++)
             if (v && gs_mesh_stage_layers(mesh, s->model.layers, k) % v != 0)
@@ -233,6 +256,8 @@ gs_status gs_scenario_mesh(const gs_scenario *s, gs_mesh *mesh, gs_diag *warning
         st = gs_mesh_set_ep(mesh, s->grid.ep, err);
     if (st == GS_OK)
         gs_mesh_set_stage_layers(mesh, s->grid.first_stage_layers, s->grid.last_stage_layers);
+    if (st == GS_OK)
+        gs_mesh_set_split_accounting(mesh, s->grid.account_for_embedding, s->grid.account_for_loss);
     if (st == GS_OK && cp > 1)
         st = check_cp(s, cp, err);
     if (st == GS_OK)

@@ -234,6 +234,10 @@ gs_status gs_scenario_write_yaml(const gs_scenario *s, gs_text *out, gs_error *e
         st = gs_text_printf(out, ", first_stage_layers: %" PRIu64, s->grid.first_stage_layers);
     if (st == GS_OK && s->grid.last_stage_layers)
         st = gs_text_printf(out, ", last_stage_layers: %" PRIu64, s->grid.last_stage_layers);
+    if (st == GS_OK && s->grid.account_for_embedding)
+        st = gs_text_printf(out, ", account_for_embedding: true");
+    if (st == GS_OK && s->grid.account_for_loss)
+        st = gs_text_printf(out, ", account_for_loss: true");
     if (st == GS_OK)
         st = gs_text_printf(out, "}\n");
     if (st == GS_OK)

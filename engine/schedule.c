@@ -8,7 +8,8 @@
  *
  *   gridstep-schedule 2
  *   scenario NAME                      NAME percent-encoded (bytes <= ' ', '%', >= 0x7f), "-" if empty
- *   mesh tp T dp D pp P order tp-dp-pp gpus_per_node G [stage_layers F L] [cp C]
+ *   mesh tp T dp D pp P order tp-dp-pp gpus_per_node G [stage_layers F L] [account E L]
+ *                                      [cp C]; account: 1 where the embedding / loss count as a layer;
  *                                      with cp: the order names it (tp-cp-dp-pp) and D is dp x cp
  *   microbatches M
  *   exact 0|1

@@ -152,6 +152,12 @@ gs_status gs_schedule_dump_json(const gs_schedule *sch, FILE *f, gs_error *err)
         gs__out_str(o, ", \"last_stage_layers\": ");
         gs__out_u64(o, sch->mesh.last_layers);
     }
+    if (sch->mesh.account_embedding || sch->mesh.account_loss) { /* the embedding / loss as layers */
+        gs__out_str(o, ", \"account_for_embedding\": ");
+        gs__out_str(o, sch->mesh.account_embedding ? "true" : "false");
+        gs__out_str(o, ", \"account_for_loss\": ");
+        gs__out_str(o, sch->mesh.account_loss ? "true" : "false");
+    }
     if (sch->mesh.cp > 1) { /* context parallelism only: dp above is dp x cp */
         gs__out_str(o, ", \"cp\": ");
         gs__out_u64(o, sch->mesh.cp);

@@ -161,6 +161,12 @@ static void dump_header(gs__writer *o, const gs_schedule *sch)
         gs__out_char(o, ' ');
         gs__out_u64(o, sch->mesh.last_layers);
     }
+    if (sch->mesh.account_embedding || sch->mesh.account_loss) { /* the embedding / loss as layers */
+        gs__out_str(o, " account ");
+        gs__out_u64(o, (uint64_t)sch->mesh.account_embedding);
+        gs__out_char(o, ' ');
+        gs__out_u64(o, (uint64_t)sch->mesh.account_loss);
+    }
     if (sch->mesh.cp > 1) { /* context parallelism only: dp above is dp x cp */
         gs__out_str(o, " cp ");
         gs__out_u64(o, sch->mesh.cp);
@@ -710,7 +716,8 @@ static gs_status load_scenario_name(loader *ld, gs_schedule *sch)
     return load_end_of_line(ld, 2);
 }
 
-/* 'mesh tp T dp D pp P order O gpus_per_node G [stage_layers F L] [cp C] [ep E]' into sch->mesh. */
+/* 'mesh tp T dp D pp P order O gpus_per_node G [stage_layers F L] [account E L] [cp C] [ep E]'
+ * into sch->mesh (account: 1 where the embedding / the loss count as a layer of the split). */
 static gs_status load_mesh(loader *ld, gs_schedule *sch)
 {
     gs_status st;
@@ -734,6 +741,13 @@ static gs_status load_mesh(loader *ld, gs_schedule *sch)
             return st;
         at += 3;
     }
+    uint64_t account_emb = 0, account_loss = 0; /* optional: "account E L" */
+    if ((ld->ntok > at || ld->too_many) && strcmp(ld->tok[at], "account") == 0) {
+        if ((st = load_kv_u64(ld, at, "account", 1, &account_emb)) != GS_OK ||
+            (st = load_u64(ld, at + 2, "whether the loss is accounted (0 or 1)", 1, &account_loss)) != GS_OK)
+            return st;
+        at += 3;
+    }
     if (has_cp && (st = load_kv_u64(ld, at, "cp", UINT32_MAX, &cp)) != GS_OK)
         return st;
     at += has_cp ? 2 : 0;
@@ -752,6 +766,7 @@ static gs_status load_mesh(loader *ld, gs_schedule *sch)
         return gs_error_set(ld->err, GS_ERR_INPUT, "%s:%zu: found an impossible mesh, expected a valid one (%s)",
                             ld->path, ld->lineno, merr.msg);
     gs_mesh_set_stage_layers(&sch->mesh, first_layers, last_layers);
+    gs_mesh_set_split_accounting(&sch->mesh, (int)account_emb, (int)account_loss);
     return GS_OK;
 }
 

@@ -5,6 +5,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "engine/pipeline.h"
 #include "engine/schedule.h"
 #include "sim/collective.h"
 #include "sim/compute.h"
@@ -214,7 +215,7 @@ gs_status gs_sim_step_bound(const gs_scenario *s, const gs_mesh *mesh, void *ctx
             best = w;
         if (chain > best)
             best = chain;
-        double chunk = (double)(gs_mesh_stage_layers(mesh, s->model.layers, st) / v);
+        double chunk = (double)gs_pipe_chunk_layers(mesh, s->model.layers, v, st, 0);
         fill += chunk * c.f + (st == 0 ? c.ef : 0);
         drain += chunk * c.b + (st == 0 ? c.eb : 0);
         if (st + 1 < pp) { /* the boundary's send: activations on, gradients back */

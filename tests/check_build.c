@@ -1110,6 +1110,83 @@ START_TEST(test_strategy_grid)
 }
 END_TEST
 
+/* The embedding and the loss counted in the split, by hand: 10 layers + 2 over pp 2 and 3
+ * virtual stages, 2 slots each. Virtual stage k = chunk x 2 + stage holds slots 2k, 2k + 1 of
+ * [embedding, layers 0-9, loss]: k 0 (stage 0, chunk 0) layer 0; k 1 (1, 0) layers 1, 2; k 2
+ * (0, 1) 3, 4; k 3 (1, 1) 5, 6; k 4 (0, 2) 7, 8; k 5 (1, 2) layer 9. Every compute event of a
+ * layer runs on that layer's stage, each stage computes its 5, every send and receive names a
+ * layer of its chunk, and the forward receives arrive at the chunks' first layers: 3 and 7 on
+ * stage 0, 1, 5 and 9 on stage 1. */
+START_TEST(test_split_accounting_chunks)
+{
+    static const int stage_of[10] = {0, 1, 1, 0, 0, 1, 1, 0, 0, 1}, chunk_of[10] = {0, 0, 0, 1, 1, 1, 1, 2, 2, 2};
+    static const int fwd_recv[2][10] = {{0, 0, 0, 1, 0, 0, 0, 1, 0, 0}, {0, 1, 0, 0, 0, 1, 0, 0, 0, 1}};
+    gs_schedule *sch = build("model: {layers: 10, hidden: 256, heads: 4, ffn: 512, vocab: 1000, seq: 64}\n"
+                             "cluster: {preset: dgx-a100-80g, nodes: 1, gpus_per_node: 2}\n"
+                             "grid: {dp: 1, pp: 2, tp: 1, account_for_embedding: true, account_for_loss: true}\n"
+                             "strategy: {sharding: zero1, pipeline: interleaved, virtual_stages: 3}\n"
+                             "batch: {global: 4, micro: 1}\n",
+                             1);
+    ck_assert_uint_eq(sch->nranks, 2);
+    for (size_t i = 0; i < 2; i++) {
+        const gs_rank_events *r = &sch->ranks[i];
+        int computed[10] = {0}, received[10] = {0};
+        for (size_t k = 0; k < r->nevents; k++) {
+            const gs_event *e = &r->events[k];
+            if (e->layer < 0 || e->phase == GS_PHASE_OPTIM)
+                continue;
+            ck_assert_int_lt(e->layer, 10);
+            if (e->kind == GS_EV_COMPUTE) {
+                ck_assert_msg(stage_of[e->layer] == (int)r->stage, "rank %zu computes layer %d", i, (int)e->layer);
+                computed[e->layer] = 1;
+            } else if (e->kind == GS_EV_SEND || e->kind == GS_EV_RECV) {
+                ck_assert_msg(stage_of[e->layer] == (int)r->stage && chunk_of[e->layer] == (int)e->chunk,
+                              "rank %zu: a p2p event of layer %d in chunk %d", i, (int)e->layer, (int)e->chunk);
+                if (e->kind == GS_EV_RECV && e->phase == GS_PHASE_FWD)
+                    received[e->layer] = 1;
+            }
+        }
+        for (int l = 0; l < 10; l++) {
+            ck_assert_int_eq(computed[l], stage_of[l] == (int)r->stage);
+            ck_assert_int_eq(received[l], fwd_recv[i][l]);
+        }
+    }
+    gs_schedule_destroy(sch);
+}
+END_TEST
+
+/* Property: the embedding and the loss counted in the split (both over 10 layers: stages of 5,
+ * 3 virtual stages of 1, 2, 2 on stage 0 and 2, 2, 1 on stage 1; one of them over 11: stages of
+ * 5 and 6 or 6 and 5) validate under every sharding and pipeline, the wrap policies and the
+ * class and exact paths taking turns: 7 x 3 x 3 = 63 combinations, the memory high-water and
+ * the bytes sent equal to the ledger's, which walks the same chunks. */
+START_TEST(test_split_accounting_grid)
+{
+    static const char *shard[] = {"no_shard", "shard_grad_op", "full_shard", "hybrid_shard", "zero1", "zero2", "zero3"};
+    static const char *pipe[] = {"pipeline: 1f1b", "pipeline: gpipe", "pipeline: interleaved, virtual_stages: 3"};
+    static const char *account[] = {"account_for_embedding: true, account_for_loss: true",
+                                    "account_for_embedding: true", "account_for_loss: true"};
+    size_t n = 0;
+    for (size_t a = 0; a < 7; a++)
+        for (size_t b = 0; b < 3; b++)
+            for (size_t c = 0; c < 3; c++) {
+                char y[1024];
+                snprintf(y, sizeof y,
+                         "model: {layers: %d, hidden: 256, heads: 4, ffn: 512, vocab: 1000, seq: 64}\n"
+                         "cluster: {preset: dgx-a100-80g, nodes: 2, gpus_per_node: 4}\n"
+                         "grid: {dp: 2, pp: 2, tp: 2, %s}\n"
+                         "strategy: {sharding: %s, %s, recompute: %s, wrap: %s}\n"
+                         "batch: {global: 8, micro: 1}\n",
+                         c == 0 ? 10 : 11, account[c], shard[a], pipe[b], (a + b) % 2 ? "full" : "none",
+                         (a + b + c) % 3 == 0 ? "model" : (a + b + c) % 3 == 1 ? "layer" : "{min_params: 1e5}");
+                gs_schedule *sch = build(y, (a + b + c) % 2);
+                gs_schedule_destroy(sch);
+                n++;
+            }
+    ck_assert_uint_eq(n, 63);
+}
+END_TEST
+
 /* Property: bucket_stages first validates (structure, and bytes sent and memory peak equal to the
  * ledgers, which count each one-bucket chunk's reduction and gather on their own) for DDP and
  * ZeRO-1 under every pipeline, wrap policy and overlap setting, with TP 2: 2 x 3 x 3 x 2 = 36
@@ -1330,6 +1407,8 @@ static Suite *build_suite(void)
     tcase_add_test(v, test_exact_matches_class);
     tcase_add_test(v, test_shared_matches_copy);
     tcase_add_test(v, test_strategy_grid);
+    tcase_add_test(v, test_split_accounting_grid);
+    tcase_add_test(v, test_split_accounting_chunks);
     tcase_add_test(v, test_hsdp_one_rank_per_node_grid);
     tcase_add_test(v, test_bucket_stages_first_grid);
     tcase_add_test(v, test_fp8_resident_cache);

@@ -436,7 +436,7 @@ START_TEST(shipped_published_scenarios)
     ck_assert_int_eq(flash, 17);
     ck_assert_int_eq(fsdp, 4);
     ck_assert_int_eq(other, 2);
-    ck_assert_int_eq(dgxc, 16);
+    ck_assert_int_eq(dgxc, 22);
     ck_assert_int_eq(nemo, 3);
 }
 END_TEST

@@ -13,6 +13,7 @@
 
 #include "engine/import.h"
 #include "engine/launch.h"
+#include "engine/pipeline.h"
 #include "engine/scenario.h"
 #include "engine/schedule.h"
 
@@ -107,6 +108,12 @@ static const char *const emit_cases[] = {
     "strategy: {sharding: hybrid_shard}\nbatch: {global: 32, micro: 1}\n",
     "model: gpt-1.7b\ncluster: {preset: dgx-a100-80g, nodes: 1}\ngrid: {dp: 8, pp: 1, tp: 1}\n"
     "strategy: {sharding: no_shard, precision: fp16, grad_dtype: fp32, bucket_mb: 64}\nbatch: {global: 16, micro: 2}\n",
+    /* the embedding and the loss counted in the split, interleaved: 30 + 2 layers over pp 4, 2
+     * virtual stages of 4 (3 where the embedding or the loss is) */
+    "model: {name: acc30, layers: 30, hidden: 512, heads: 8, ffn: 1408, vocab: 32000, seq: 512}\n"
+    "cluster: {preset: dgx-a100-80g, nodes: 1}\n"
+    "grid: {dp: 1, pp: 4, tp: 2, account_for_embedding: true, account_for_loss: true}\n"
+    "strategy: {sharding: zero1, pipeline: interleaved, virtual_stages: 2}\nbatch: {global: 8, micro: 1}\n",
     /* uneven stages, interleaved: 32 layers, pp 4, 6 on the first and the last, 10 on the others
      * (chunks of 3 and 5) */
     "model: llama2-7b\ncluster: {preset: dgx-a100-80g, nodes: 2}\n"
@@ -503,6 +510,49 @@ START_TEST(test_uneven_stages)
 }
 END_TEST
 
+/* The embedding and the loss counted as layers of the split: the two switches set the grid's
+ * keys; --num-layers-per-virtual-pipeline-stage divides the layers per stage with them counted
+ * (megatron/training/arguments.py): 30 layers + 2 over pp 4 = 8 per stage, 4 per virtual stage
+ * = 2 virtual stages, chunks of 3 and 4 on stage 0. Beside --decoder-first-pipeline-num-layers
+ * they are refused where the switch stands (Megatron-LM refuses the pair). */
+START_TEST(test_split_accounting)
+{
+    gs_scenario s;
+    gs_diag ig;
+    gs_error err;
+    ck_assert_msg(import_text("python pretrain_gpt.py --bf16 --num-layers 30 --hidden-size 4096 "
+                              "--num-attention-heads 32 --pipeline-model-parallel-size 4 "
+                              "--account-for-embedding-in-pipeline-split --account-for-loss-in-pipeline-split "
+                              "--num-layers-per-virtual-pipeline-stage 4 --micro-batch-size 1 --global-batch-size 64\n",
+                              4, &s, &ig, &err) == GS_OK,
+                  "%s", err.msg);
+    ck_assert_int_eq(s.grid.account_for_embedding, 1);
+    ck_assert_int_eq(s.grid.account_for_loss, 1);
+    ck_assert_int_eq(s.strategy.pipeline, GS_PIPE_INTERLEAVED);
+    ck_assert_uint_eq(s.strategy.virtual_stages, 2);
+    gs_mesh m;
+    ck_assert_msg(gs_scenario_mesh(&s, &m, NULL, &err) == GS_OK, "%s", err.msg);
+    ck_assert_uint_eq(gs_pipe_chunk_layers(&m, 30, 2, 0, 0), 3);
+    ck_assert_uint_eq(gs_pipe_chunk_layers(&m, 30, 2, 0, 1), 4);
+    ck_assert_uint_eq(gs_pipe_chunk_layers(&m, 30, 2, 3, 1), 3);
+    gs_text t;
+    gs_text_init(&t);
+    ck_assert_msg(gs_launch_emit(&s, &m, GS_LAUNCH_MEGATRON, &t, &err) == GS_OK, "%s", err.msg);
+    ck_assert_has(gs_text_str(&t), "--account-for-embedding-in-pipeline-split");
+    ck_assert_has(gs_text_str(&t), "--account-for-loss-in-pipeline-split");
+    ck_assert_has(gs_text_str(&t), "--num-virtual-stages-per-pipeline-rank 2");
+    ck_assert_ptr_null(strstr(gs_text_str(&t), "--num-layers-per-virtual-pipeline-stage"));
+    gs_text_fini(&t);
+    gs_diag_fini(&ig);
+    ck_assert_int_eq(import_text("python pretrain_gpt.py --pipeline-model-parallel-size 4 \\\n"
+                                 "  --decoder-first-pipeline-num-layers 6 --account-for-loss-in-pipeline-split\n",
+                                 4, &s, &ig, &err),
+                     GS_ERR_INPUT);
+    ck_assert_has(err.msg, "run.sh:2: --account-for-loss-in-pipeline-split with --decoder-first-pipeline-num-layers");
+    gs_diag_fini(&ig);
+}
+END_TEST
+
 /* ----------------------------------------------------------------- argument dump ---- */
 
 static char *read_text(const char *rel)
@@ -801,6 +851,7 @@ static Suite *import_suite(void)
     tcase_add_test(mg, test_shell_refusals);
     tcase_add_test(mg, test_hsdp_import);
     tcase_add_test(mg, test_uneven_stages);
+    tcase_add_test(mg, test_split_accounting);
     tcase_add_test(mg, test_dump);
     suite_add_tcase(s, mg);
     TCase *acc = tcase_create("accelerate");

@@ -330,6 +330,8 @@ static void assert_same_step(const gs_scenario *a, const gs_mesh *ma, const gs_s
     ck_assert_uint_eq(a->grid.pp, b->grid.pp);
     ck_assert_uint_eq(a->grid.tp, b->grid.tp);
     ck_assert_int_eq(memcmp(a->grid.order, b->grid.order, sizeof a->grid.order), 0);
+    ck_assert_int_eq(a->grid.account_for_embedding, b->grid.account_for_embedding);
+    ck_assert_int_eq(a->grid.account_for_loss, b->grid.account_for_loss);
     ck_assert_uint_eq(a->batch.global_seqs, b->batch.global_seqs);
     ck_assert_uint_eq(a->batch.micro_seqs, b->batch.micro_seqs);
     ck_assert_str_eq(a->cluster.name, b->cluster.name);
@@ -406,6 +408,15 @@ END_TEST
 static const char *const megatron_cases[] = {
     /* the seed's grid B, batch cut to 16 to keep the schedules small */
     NULL,
+    /* the embedding and the loss counted in the split (--account-for-embedding/loss-in-pipeline-
+     * split): 30 layers + 2 over pp 4 and 2 virtual stages, chunks of 3 and 4 on the first
+     * stage, 4 and 3 on the last; only the loss, 32 + 1 over pp 3: 11, 11, 10 */
+    "model: {name: acc30, layers: 30, hidden: 512, heads: 8, ffn: 1408, vocab: 32000, seq: 512}\n"
+    "cluster: {preset: dgx-a100-80g, nodes: 1}\n"
+    "grid: {dp: 1, pp: 4, tp: 2, account_for_embedding: true, account_for_loss: true}\n"
+    "strategy: {sharding: zero1, pipeline: interleaved, virtual_stages: 2}\nbatch: {global: 8, micro: 1}\n",
+    "model: llama2-7b\ncluster: {preset: dgx-a100-80g, nodes: 3}\n"
+    "grid: {dp: 1, pp: 3, tp: 8, account_for_loss: true}\nstrategy: {sharding: zero1}\nbatch: {global: 6, micro: 1}\n",
     "model: llama2-7b\ncluster: {preset: dgx-a100-80g, nodes: 2}\ngrid: {dp: 2, pp: 4, tp: 2}\n"
     "strategy: {sharding: zero1, recompute: selective, pipeline: interleaved, virtual_stages: 2, "
     "sequence_parallel: true, precision: fp16, overlap_param_gather: true, tp_comm_overlap: true, "

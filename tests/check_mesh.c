@@ -8,6 +8,7 @@
 #include <string.h>
 
 #include "engine/mesh.h"
+#include "engine/partition.h"
 #include "engine/pipeline.h"
 
 static const gs_dim order_tp_dp_pp[GS_DIM_COUNT] = {GS_DIM_TP, GS_DIM_DP, GS_DIM_PP};
@@ -663,6 +664,100 @@ START_TEST(test_global_layer_uneven_interleaved)
 }
 END_TEST
 
+/* The embedding and the loss counted as layers of the split (Megatron-LM's
+ * --account-for-embedding-in-pipeline-split / --account-for-loss-in-pipeline-split), by hand.
+ * Llama 3.1 405B, 126 layers, pp 8, v 8, both: (126 + 2) / 64 = 2 per virtual stage; virtual
+ * stage k = chunk x 8 + stage holds 2 but k = 0 (the embedding's place) and k = 63 (the loss's)
+ * hold 1: 1 + 62 x 2 + 1 = 126. In k order the first layers are 0, 1, 3, 5, ..., 2k - 1, the
+ * last virtual stage's 125. Stage 0 holds 1 + 7 x 2 = 15, stages 1-6 16, stage 7 15; stage 0's
+ * chunk 1 (k = 8) starts at stage-local layer 1, global 15. */
+START_TEST(test_stage_layers_accounted_interleaved)
+{
+    gs_mesh m = make_mesh(8, 8, 8, NULL, 8);
+    gs_mesh_set_split_accounting(&m, 1, 1);
+    uint64_t next = 0; /* the next global layer, virtual stage by virtual stage */
+    for (uint64_t k = 0; k < 64; k++) {
+        uint64_t stage = k % 8, chunk = k / 8, want = k == 0 || k == 63 ? 1 : 2;
+        uint64_t begin = gs_pipe_chunk_begin(&m, 126, 8, stage, chunk);
+        ck_assert_uint_eq(gs_pipe_chunk_layers(&m, 126, 8, stage, chunk), want);
+        ck_assert_uint_eq(begin, stage == 0 && chunk > 0 ? 2 * chunk - 1 : 2 * chunk);
+        for (uint64_t w = 0; w < want; w++) {
+            ck_assert_uint_eq(gs_pipe_chunk_of(&m, 126, 8, stage, begin + w), chunk);
+            ck_assert_uint_eq(gs_pipe_global_layer(&m, 126, 8, stage, begin + w), next + w);
+        }
+        next += want;
+    }
+    ck_assert_uint_eq(next, 126);
+    ck_assert_uint_eq(gs_pipe_global_layer(&m, 126, 8, 0, 1), 15);
+    for (uint64_t st = 0; st < 8; st++)
+        ck_assert_uint_eq(gs_mesh_stage_layers(&m, 126, st), st == 0 || st == 7 ? 15 : 16);
+
+    /* the partition's chunk spans agree: stage 0 is [0, 0], [1, 2], ..., [13, 14]; stage 7
+     * [0, 1], ..., [12, 13], [14, 14] */
+    gs_partition p;
+    memset(&p, 0, sizeof p);
+    p.layers = 15;
+    p.chunk0_fewer = 1;
+    int64_t bot, top;
+    gs_partition_chunk_span(&p, 8, 0, &bot, &top);
+    ck_assert_int_eq(bot, 0);
+    ck_assert_int_eq(top, 0);
+    gs_partition_chunk_span(&p, 8, 7, &bot, &top);
+    ck_assert_int_eq(bot, 13);
+    ck_assert_int_eq(top, 14);
+    p.chunk0_fewer = 0, p.last_chunk_fewer = 1;
+    gs_partition_chunk_span(&p, 8, 6, &bot, &top);
+    ck_assert_int_eq(bot, 12);
+    ck_assert_int_eq(top, 13);
+    gs_partition_chunk_span(&p, 8, 7, &bot, &top);
+    ck_assert_int_eq(bot, 14);
+    ck_assert_int_eq(top, 14);
+}
+END_TEST
+
+/* Without virtual stages: 126 layers, pp 8, both counted: 128 / 8 = 16 per stage, the first and
+ * the last 15, first layers 0, 15, 31, ..., 111 (16 s - 1). Only the embedding, 31 layers over
+ * pp 4: 32 / 4 = 8, stage 0 holds 7; first layers 0, 7, 15, 23. Only the loss, 31 over 4: the
+ * last stage 7, the others 8 from 0, 8, 16, 24. The checks: 32 + 1 over pp 4 does not divide,
+ * and first_stage_layers beside either is refused. */
+START_TEST(test_stage_layers_accounted)
+{
+    gs_mesh m = make_mesh(8, 8, 8, NULL, 8);
+    gs_mesh_set_split_accounting(&m, 1, 1);
+    for (uint64_t st = 0; st < 8; st++) {
+        ck_assert_uint_eq(gs_mesh_stage_layers(&m, 126, st), st == 0 || st == 7 ? 15 : 16);
+        ck_assert_uint_eq(gs_mesh_stage_first_layer(&m, 126, st), st ? 16 * st - 1 : 0);
+        ck_assert_uint_eq(gs_pipe_chunk_layers(&m, 126, 1, st, 0), st == 0 || st == 7 ? 15 : 16);
+    }
+    gs_mesh e = make_mesh(1, 1, 4, NULL, 8);
+    gs_mesh_set_split_accounting(&e, 1, 0);
+    static const uint64_t held_e[4] = {7, 8, 8, 8}, first_e[4] = {0, 7, 15, 23};
+    for (uint64_t st = 0; st < 4; st++) {
+        ck_assert_uint_eq(gs_mesh_stage_layers(&e, 31, st), held_e[st]);
+        ck_assert_uint_eq(gs_mesh_stage_first_layer(&e, 31, st), first_e[st]);
+    }
+    gs_mesh_set_split_accounting(&e, 0, 1);
+    static const uint64_t held_l[4] = {8, 8, 8, 7}, first_l[4] = {0, 8, 16, 24};
+    for (uint64_t st = 0; st < 4; st++) {
+        ck_assert_uint_eq(gs_mesh_stage_layers(&e, 31, st), held_l[st]);
+        ck_assert_uint_eq(gs_mesh_stage_first_layer(&e, 31, st), first_l[st]);
+    }
+    gs_model model = llama2_70b();
+    model.layers = 32;
+    gs_error err;
+    gs_error_init(&err);
+    gs_mesh_set_split_accounting(&e, 1, 0);
+    ck_assert_int_eq(gs_mesh_check(&e, 4, &model, 0, NULL, &err), GS_ERR_INPUT);
+    ck_assert_ptr_nonnull(strstr(err.msg, "the 32 layers + 1 must split evenly over pp=4 stages: found 33"));
+    model.layers = 31;
+    gs_error_init(&err);
+    ck_assert_int_eq(gs_mesh_check(&e, 4, &model, 0, NULL, &err), GS_OK);
+    gs_mesh_set_stage_layers(&e, 7, 0);
+    ck_assert_int_eq(gs_mesh_check(&e, 4, &model, 0, NULL, &err), GS_ERR_INPUT);
+    ck_assert_ptr_nonnull(strstr(err.msg, "Megatron-LM refuses"));
+}
+END_TEST
+
 /* -------------------------------------------------------------------------------- limits ---- */
 
 /* 10^7 ranks: tp 8 x dp 125000 x pp 10, Megatron order. The last rank 9999999 is
@@ -775,6 +870,8 @@ static Suite *mesh_suite(void)
     tcase_add_test(tc, test_check_nominal);
     tcase_add_test(tc, test_stage_layers);
     tcase_add_test(tc, test_stage_layers_uneven);
+    tcase_add_test(tc, test_stage_layers_accounted);
+    tcase_add_test(tc, test_stage_layers_accounted_interleaved);
     tcase_add_test(tc, test_global_layer_uneven_interleaved);
     suite_add_tcase(s, tc);
 

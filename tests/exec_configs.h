@@ -156,6 +156,17 @@ static const cfg configs[] = {
      "last_stage_layers: 3"},
     {"uneven-dp2-pp2-tp2-interleaved-first2-zero1", 2, 2, 2, 1, 8, "zero1", "interleaved", "none", "layer", 2, 1, 6, 1,
      0, "first_stage_layers: 2"},
+    /* the embedding and loss counted as layers of the split (Megatron-LM's
+     * --account-for-embedding/loss-in-pipeline-split): 6 layers over pp 4 hold 1, 2, 2, 1; 10
+     * over pp 2 and 2 virtual stages hold chunks of 2 and 3 (stage 0), 3 and 2 (stage 1); 7 over
+     * pp 2 with only the embedding, one FSDP unit per stage over chunks of 1 and 2 (stage 0), 2
+     * and 2 (stage 1) */
+    {"account-tied-pp4-tp2-sp-emb-loss", 1, 4, 2, 1, 8, "full_shard", "1f1b", "none", "layer", 1, 1, 6, 1, M_TIED,
+     "account_for_embedding: true, account_for_loss: true"},
+    {"account-dp2-pp2-tp2-interleaved-emb-loss-zero1", 2, 2, 2, 1, 8, "zero1", "interleaved", "none", "layer", 2, 1, 10,
+     1, 0, "account_for_embedding: true, account_for_loss: true"},
+    {"account-dp2-pp2-interleaved-emb-wrap-model-full", 2, 2, 1, 1, 4, "full_shard", "interleaved", "full", "model",
+     2, 0, 7, 1, 0, "account_for_embedding: true"},
 };
 #define NCONFIGS (sizeof configs / sizeof configs[0])
 
