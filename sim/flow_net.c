@@ -88,7 +88,10 @@ gs_status gs_flow_net_create(size_t nlinks, const double *capacity, gs_flow_net 
     n->lresidual = calloc(nlinks ? nlinks : 1, sizeof *n->lresidual);
     n->lload = calloc(nlinks ? nlinks : 1, sizeof *n->lload);
     n->lfull = calloc(nlinks ? nlinks : 1, sizeof *n->lfull);
-    if (!n->l || !n->bpos || !n->lmark || !n->lresidual || !n->lload || !n->lfull) {
+    /* a component has at most every link, and the walk writes one past its last */
+    n->clinks = malloc((nlinks + 1) * sizeof *n->clinks);
+    n->cl_cap = nlinks + 1;
+    if (!n->l || !n->bpos || !n->lmark || !n->lresidual || !n->lload || !n->lfull || !n->clinks) {
         gs_flow_net_destroy(n);
         return GS_ERR_NOMEM;
     }
@@ -177,10 +180,16 @@ static int add_change(gs_flow_net *n, uint32_t id)
     return 0;
 }
 
-/* Collect the connected component of links and flows reachable from the given links. */
+/* Collect the connected component of links and flows reachable from the given links. clinks
+ * holds every link and cflows every flow slot, so the walk appends without checking room: a
+ * link is written at the end and counted when it was not marked yet (no branch to mispredict
+ * on the walk's most frequent step). */
 static int component(gs_flow_net *n, const uint32_t *seed, size_t nseed, size_t *ncl, size_t *ncf)
 {
     size_t nl = 0, nfl = 0;
+    if (gs__flow_grow((void **)&n->cflows, &n->cf_cap, n->nf, sizeof *n->cflows) != 0)
+        return -1;
+    uint32_t *clinks = n->clinks, *cflows = n->cflows, *fmark = n->fmark;
     uint32_t mk = ++n->mark;
     if (mk == 0) { /* wrapped: clear the marks */
         memset(n->lmark, 0, n->nlinks * sizeof *n->lmark);
@@ -189,31 +198,26 @@ static int component(gs_flow_net *n, const uint32_t *seed, size_t nseed, size_t 
     }
     uint32_t *lmark = n->lmark;
     for (size_t i = 0; i < nseed; i++) {
-        if (lmark[seed[i]] == mk)
-            continue;
-        lmark[seed[i]] = mk;
-        if (gs__flow_grow((void **)&n->clinks, &n->cl_cap, nl + 1, sizeof *n->clinks) != 0)
-            return -1;
-        n->clinks[nl++] = seed[i];
+        uint32_t l = seed[i];
+        clinks[nl] = l;
+        nl += lmark[l] != mk;
+        lmark[l] = mk;
     }
     for (size_t q = 0; q < nl; q++) {
-        link_slot *ls = &n->l[n->clinks[q]];
+        const link_slot *ls = &n->l[clinks[q]];
         for (uint32_t j = 0; j < ls->n; j++) {
             uint32_t fid = ls->flows[j];
-            if (n->fmark[fid] == mk)
+            if (fmark[fid] == mk)
                 continue;
-            n->fmark[fid] = mk;
-            if (gs__flow_grow((void **)&n->cflows, &n->cf_cap, nfl + 1, sizeof *n->cflows) != 0)
-                return -1;
-            n->cflows[nfl++] = fid;
+            fmark[fid] = mk;
+            cflows[nfl++] = fid;
             const flow_slot *fs = &n->f[fid];
+            const uint32_t *fl = fs->link;
             for (uint32_t k = 0; k < fs->n; k++) {
-                if (lmark[fs->link[k]] == mk)
-                    continue;
-                lmark[fs->link[k]] = mk;
-                if (gs__flow_grow((void **)&n->clinks, &n->cl_cap, nl + 1, sizeof *n->clinks) != 0)
-                    return -1;
-                n->clinks[nl++] = fs->link[k];
+                uint32_t l = fl[k];
+                clinks[nl] = l;
+                nl += lmark[l] != mk;
+                lmark[l] = mk;
             }
         }
     }
@@ -443,6 +447,12 @@ gs_status gs_flow_finish(gs_flow_net *n, double now_s, uint32_t id)
         return GS_ERR_NOMEM;
     n->free_ids[n->nfree++] = id;
     if (fs->n == 0)
+        return GS_OK;
+    /* no flow left on its links: nothing to re-solve (the component would hold no flow) */
+    uint32_t shared = 0;
+    for (uint32_t i = 0; i < fs->n && !shared; i++)
+        shared = n->l[fs->link[i]].n;
+    if (!shared)
         return GS_OK;
     size_t ncl, ncf;
     if (component(n, fs->link, fs->n, &ncl, &ncf) != 0 || solve(n, ncl, ncf, now_s, UINT32_MAX) != 0)
