@@ -333,7 +333,7 @@ static void fill_stats(const run_ctx *c, size_t queue_peak, gs_backend_stats *st
         stats->tensors += sch->ranks[i].ntensors;
     }
     stats->queue_peak = queue_peak;
-    stats->queue_bytes = (uint64_t)c->h.cap * sizeof *c->h.a;
+    stats->queue_bytes = gs_queue_bytes(&c->h);
     stats->state_bytes = des_state_bytes(c) + stats->queue_bytes;
 }
 

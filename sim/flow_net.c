@@ -30,13 +30,17 @@ typedef struct link_slot {
     double cap;
     uint32_t *flows; /* active flows crossing the link, in start order */
     uint32_t n, cap_flows;
-    uint32_t mark;
-    double residual, load; /* solver scratch */
 } link_slot;
 
 struct gs_flow_net {
     link_slot *l;
     size_t nlinks;
+    /* per link, apart from link_slot so that the component walk and the solver's passes read
+     * dense arrays (a few hundred KiB on 16K GPUs instead of link_slot's MiBs) */
+    uint32_t *lmark;    /* component mark */
+    double *lresidual;  /* solver scratch: capacity left, bytes/s */
+    double *lload;      /* solver scratch: unfrozen flows' demand, bytes/s */
+    double *lfull;      /* GS__FLOW_FULL_EPS x capacity: full below this residual */
     flow_slot *f;
     size_t nf, fcap;
     uint32_t *free_ids; /* slots free for reuse, used last-in first-out */
@@ -80,7 +84,14 @@ gs_status gs_flow_net_create(size_t nlinks, const double *capacity, gs_flow_net 
     n->nlinks = nlinks;
     n->l = calloc(nlinks ? nlinks : 1, sizeof *n->l);
     n->bpos = calloc(nlinks ? nlinks : 1, sizeof *n->bpos);
-    if (!n->l || !n->bpos) {
+    n->lmark = calloc(nlinks ? nlinks : 1, sizeof *n->lmark);
+    n->lresidual = calloc(nlinks ? nlinks : 1, sizeof *n->lresidual);
+    n->lload = calloc(nlinks ? nlinks : 1, sizeof *n->lload);
+    n->lfull = calloc(nlinks ? nlinks : 1, sizeof *n->lfull);
+    /* a component has at most every link, and the walk writes one past its last */
+    n->clinks = malloc((nlinks + 1) * sizeof *n->clinks);
+    n->cl_cap = nlinks + 1;
+    if (!n->l || !n->bpos || !n->lmark || !n->lresidual || !n->lload || !n->lfull || !n->clinks) {
         gs_flow_net_destroy(n);
         return GS_ERR_NOMEM;
     }
@@ -90,6 +101,7 @@ gs_status gs_flow_net_create(size_t nlinks, const double *capacity, gs_flow_net 
             return GS_ERR_INPUT;
         }
         n->l[i].cap = capacity[i];
+        n->lfull[i] = GS__FLOW_FULL_EPS * capacity[i];
     }
     *out = n;
     return GS_OK;
@@ -107,6 +119,10 @@ void gs_flow_net_destroy(gs_flow_net *n)
         free(n->f[i].demand);
     }
     free(n->l);
+    free(n->lmark);
+    free(n->lresidual);
+    free(n->lload);
+    free(n->lfull);
     free(n->f);
     free(n->free_ids);
     free(n->fmark);
@@ -164,45 +180,44 @@ static int add_change(gs_flow_net *n, uint32_t id)
     return 0;
 }
 
-/* Collect the connected component of links and flows reachable from the given links. */
+/* Collect the connected component of links and flows reachable from the given links. clinks
+ * holds every link and cflows every flow slot, so the walk appends without checking room: a
+ * link is written at the end and counted when it was not marked yet (no branch to mispredict
+ * on the walk's most frequent step). */
 static int component(gs_flow_net *n, const uint32_t *seed, size_t nseed, size_t *ncl, size_t *ncf)
 {
     size_t nl = 0, nfl = 0;
+    if (gs__flow_grow((void **)&n->cflows, &n->cf_cap, n->nf, sizeof *n->cflows) != 0)
+        return -1;
+    uint32_t *clinks = n->clinks, *cflows = n->cflows, *fmark = n->fmark;
     uint32_t mk = ++n->mark;
     if (mk == 0) { /* wrapped: clear the marks */
-        for (size_t i = 0; i < n->nlinks; i++)
-            n->l[i].mark = 0;
+        memset(n->lmark, 0, n->nlinks * sizeof *n->lmark);
         memset(n->fmark, 0, n->nf * sizeof *n->fmark);
         mk = n->mark = 1;
     }
+    uint32_t *lmark = n->lmark;
     for (size_t i = 0; i < nseed; i++) {
-        link_slot *ls = &n->l[seed[i]];
-        if (ls->mark == mk)
-            continue;
-        ls->mark = mk;
-        if (gs__flow_grow((void **)&n->clinks, &n->cl_cap, nl + 1, sizeof *n->clinks) != 0)
-            return -1;
-        n->clinks[nl++] = seed[i];
+        uint32_t l = seed[i];
+        clinks[nl] = l;
+        nl += lmark[l] != mk;
+        lmark[l] = mk;
     }
     for (size_t q = 0; q < nl; q++) {
-        link_slot *ls = &n->l[n->clinks[q]];
+        const link_slot *ls = &n->l[clinks[q]];
         for (uint32_t j = 0; j < ls->n; j++) {
             uint32_t fid = ls->flows[j];
-            if (n->fmark[fid] == mk)
+            if (fmark[fid] == mk)
                 continue;
-            n->fmark[fid] = mk;
-            if (gs__flow_grow((void **)&n->cflows, &n->cf_cap, nfl + 1, sizeof *n->cflows) != 0)
-                return -1;
-            n->cflows[nfl++] = fid;
+            fmark[fid] = mk;
+            cflows[nfl++] = fid;
             const flow_slot *fs = &n->f[fid];
+            const uint32_t *fl = fs->link;
             for (uint32_t k = 0; k < fs->n; k++) {
-                link_slot *lk = &n->l[fs->link[k]];
-                if (lk->mark == mk)
-                    continue;
-                lk->mark = mk;
-                if (gs__flow_grow((void **)&n->clinks, &n->cl_cap, nl + 1, sizeof *n->clinks) != 0)
-                    return -1;
-                n->clinks[nl++] = fs->link[k];
+                uint32_t l = fl[k];
+                clinks[nl] = l;
+                nl += lmark[l] != mk;
+                lmark[l] = mk;
             }
         }
     }
@@ -218,8 +233,10 @@ static int solve(gs_flow_net *n, size_t ncl, size_t ncf, double now, uint32_t fr
 {
     double level = 0.0;
     size_t unfrozen = ncf;
+    double *residual = n->lresidual, *load = n->lload;
+    const uint32_t *clinks = n->clinks;
     for (size_t i = 0; i < ncl; i++)
-        n->l[n->clinks[i]].residual = n->l[n->clinks[i]].cap;
+        residual[clinks[i]] = n->l[clinks[i]].cap;
     for (size_t i = 0; i < ncf; i++) {
         flow_slot *fs = &n->f[n->cflows[i]];
         fs->frozen = 0;
@@ -228,26 +245,26 @@ static int solve(gs_flow_net *n, size_t ncl, size_t ncf, double now, uint32_t fr
     while (unfrozen > 0) {
         double delta = 1.0 - level;
         for (size_t i = 0; i < ncl; i++)
-            n->l[n->clinks[i]].load = 0.0;
+            load[clinks[i]] = 0.0;
         for (size_t i = 0; i < ncf; i++) {
             const flow_slot *fs = &n->f[n->cflows[i]];
             if (fs->frozen)
                 continue;
             for (uint32_t k = 0; k < fs->n; k++)
-                n->l[fs->link[k]].load += fs->demand[k];
+                load[fs->link[k]] += fs->demand[k];
         }
         for (size_t i = 0; i < ncl; i++) {
-            const link_slot *ls = &n->l[n->clinks[i]];
-            if (ls->load > 0.0 && ls->residual / ls->load < delta)
-                delta = ls->residual / ls->load;
+            uint32_t l = clinks[i];
+            if (load[l] > 0.0 && residual[l] / load[l] < delta)
+                delta = residual[l] / load[l];
         }
         if (delta < 0.0)
             delta = 0.0;
         level += delta;
         for (size_t i = 0; i < ncl; i++) {
-            link_slot *ls = &n->l[n->clinks[i]];
-            if (ls->load > 0.0)
-                ls->residual -= delta * ls->load;
+            uint32_t l = clinks[i];
+            if (load[l] > 0.0)
+                residual[l] -= delta * load[l];
         }
         if (level >= 1.0 - GS__FLOW_FULL_EPS) {
             for (size_t i = 0; i < ncf; i++) {
@@ -262,8 +279,7 @@ static int solve(gs_flow_net *n, size_t ncl, size_t ncf, double now, uint32_t fr
             if (fs->frozen)
                 continue;
             for (uint32_t k = 0; k < fs->n; k++) {
-                const link_slot *ls = &n->l[fs->link[k]];
-                if (ls->residual <= GS__FLOW_FULL_EPS * ls->cap) {
+                if (residual[fs->link[k]] <= n->lfull[fs->link[k]]) {
                     fs->frozen = 1;
                     fs->new_speed = level;
                     unfrozen--;
@@ -431,6 +447,12 @@ gs_status gs_flow_finish(gs_flow_net *n, double now_s, uint32_t id)
         return GS_ERR_NOMEM;
     n->free_ids[n->nfree++] = id;
     if (fs->n == 0)
+        return GS_OK;
+    /* no flow left on its links: nothing to re-solve (the component would hold no flow) */
+    uint32_t shared = 0;
+    for (uint32_t i = 0; i < fs->n && !shared; i++)
+        shared = n->l[fs->link[i]].n;
+    if (!shared)
         return GS_OK;
     size_t ncl, ncf;
     if (component(n, fs->link, fs->n, &ncl, &ncf) != 0 || solve(n, ncl, ncf, now_s, UINT32_MAX) != 0)

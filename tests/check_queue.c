@@ -48,10 +48,10 @@ START_TEST(test_interleaved)
         ck_assert(n.t >= now);
         now = n.t;
         if (i % 100 == 0) {
-            double least = q.a[0].t;
+            double least = gs_queue_time_at(&q, 0);
             for (size_t j = 1; j < q.n; j++)
-                if (q.a[j].t < least)
-                    least = q.a[j].t;
+                if (gs_queue_time_at(&q, j) < least)
+                    least = gs_queue_time_at(&q, j);
             ck_assert(least >= n.t);
         }
     }
