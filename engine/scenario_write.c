@@ -46,12 +46,14 @@ static gs_status put_sparse(gs_text *t, const gs_model *m, const char *pre, cons
 {
     gs_status st = GS_OK;
     if (m->moe.experts) {
-        char cf[32];
+        char cf[32], rs[32];
         st = gs_text_printf(t,
                             "%smoe: {experts: %" PRIu64 ", top_k: %" PRIu64 ", expert_ffn: %" PRIu64
-                            ", shared_experts: %" PRIu64 ", dense_layers: %" PRIu64 ", capacity_factor: %s}%s",
+                            ", shared_experts: %" PRIu64 ", dense_layers: %" PRIu64 ", capacity_factor: %s%s%s}%s",
                             pre, m->moe.experts, m->moe.top_k, m->moe.expert_ffn, m->moe.shared_experts,
-                            m->moe.dense_layers, shortest(m->moe.capacity_factor, cf), post);
+                            m->moe.dense_layers, shortest(m->moe.capacity_factor, cf),
+                            m->moe.routing_skew != 0.0 ? ", routing_skew: " : "",
+                            m->moe.routing_skew != 0.0 ? shortest(m->moe.routing_skew, rs) : "", post);
     }
     if (st == GS_OK && m->mla.kv_lora_rank)
         st = gs_text_printf(t,
