@@ -30,6 +30,7 @@ void gs__shapes_init(const gs_bctx *x, shapes *sh)
     sh->T = sh->b * sh->s;
     sh->h = m->hidden;
     sh->hd = m->head_dim;
+    sh->attn_k = m->head_dim + m->mla.rope_head_dim / 2;
     sh->a_t = m->heads / x->tp;
     sh->kv_t = ceil_div(m->kv_heads, x->tp);
     sh->f_t = m->ffn / x->tp;
@@ -80,6 +81,8 @@ static const scratch_use scratch_uses[] = {
     {GS_ROLE_TP_ATTN_OUT, 1, SB(BLOCK_DATTN_OUT), SB(BLOCK_DATTN_FULL)},
     {GS_ROLE_OPROJ, 1, SB(BLOCK_DATTN_OUT) | SB(BLOCK_DATTN_FULL), 0},
     {GS_ROLE_QKV, 1, 0, SB(BLOCK_DATTN_IN)},
+    {GS_ROLE_MLA_UP, 1, 0, SB(BLOCK_DATTN_IN)},   /* latent attention: the data gradients into x */
+    {GS_ROLE_MLA_DOWN, 1, 0, SB(BLOCK_DATTN_IN)},
     {GS_ROLE_TP_ATTN_IN, 1, SB(BLOCK_DATTN_IN), SB(BLOCK_DATTN_IN)},
     {GS_ROLE_ATTN_NORM, 1, SB(BLOCK_DATTN_IN) | SB(BLOCK_DATTN_OUT), 0},
     {GS_ROLE_EMBED, 0, 0, SB(EMBED_FWD)},
@@ -554,7 +557,7 @@ static gs_status attention(pass *p, const shapes *sh)
 {
     gs_status rc;
     if (sh->cp <= 1)
-        return gemm(p, GS_ROLE_ATTN_CORE, GS_OP_ATTN, sh, &(gemm_shape){sh->s, sh->s, sh->hd, sh->b * sh->a_t});
+        return gemm(p, GS_ROLE_ATTN_CORE, GS_OP_ATTN, sh, &(gemm_shape){sh->s, sh->s, sh->attn_k, sh->b * sh->a_t});
     int bwd = p->phase == GS_PHASE_BWD;
     uint64_t kv_bytes = 2 * sh->T * sh->kv_t * sh->hd * sh->e; /* this rank's K and V */
     gs_cp_comm how = p->x->s->strategy.cp_comm;
@@ -601,6 +604,7 @@ gs_status gs__layer_forward(gs_bctx *x, int64_t local, uint32_t mb, gs_phase pha
     uint64_t qkv_n = (sh.a_t + 2 * sh.kv_t) * sh.hd;
     uint64_t up_n = sh.swiglu ? 2 * sh.f_t : sh.f_t;
     uint64_t hsp = sh.sp ? ceil_div(sh.T * sh.h, x->tp) : sh.T * sh.h;
+    int mla = x->s->model.mla.kv_lora_rank != 0;
     int selective_only = phase == GS_PHASE_RECOMPUTE && x->s->strategy.recompute == GS_RECOMPUTE_SELECTIVE;
     if (selective_only) {
         rc = attention(&p, &sh);
@@ -611,8 +615,9 @@ gs_status gs__layer_forward(gs_bctx *x, int64_t local, uint32_t mb, gs_phase pha
     /* under sequence parallelism: all-gather -> GEMM and GEMM -> reduce-scatter pairs (ag_gemm,
      * gemm_rs, overlapped under tp_comm_overlap); otherwise the GEMMs and all-reduces */
     if ((rc = elementwise(&p, GS_ROLE_ATTN_NORM, GS_OP_NORM, hsp, sh.norm_bytes)) ||
-        (rc = sh.sp ? ag_gemm(&p, &sh, GS_OP_QKV, &lr_qkv, qkv_n, sh.h)
-                    : gemm(&p, GS_ROLE_QKV, GS_OP_QKV, &sh, &(gemm_shape){sh.T, qkv_n, sh.h, 0})) ||
+        (rc = mla ? gs__mla_qkv_forward(&p, &sh)
+              : sh.sp ? ag_gemm(&p, &sh, GS_OP_QKV, &lr_qkv, qkv_n, sh.h)
+                      : gemm(&p, GS_ROLE_QKV, GS_OP_QKV, &sh, &(gemm_shape){sh.T, qkv_n, sh.h, 0})) ||
         (rc = attention(&p, &sh)) ||
         (rc = sh.sp ? gemm_rs(&p, &sh, GS_OP_OPROJ, &lr_oproj, sh.h, sh.a_t * sh.hd)
                     : gemm(&p, GS_ROLE_OPROJ, GS_OP_OPROJ, &sh, &(gemm_shape){sh.T, sh.h, sh.a_t * sh.hd, 0})) ||
@@ -641,7 +646,7 @@ gs_status gs__layer_backward(gs_bctx *x, int64_t local, uint32_t mb, const gs_la
     uint64_t qkv_n = (sh.a_t + 2 * sh.kv_t) * sh.hd;
     uint64_t up_n = sh.swiglu ? 2 * sh.f_t : sh.f_t;
     uint64_t hsp = sh.sp ? ceil_div(sh.T * sh.h, x->tp) : sh.T * sh.h;
-    int moe = moe_block(x, p.layer);
+    int moe = moe_block(x, p.layer), mla = x->s->model.mla.kv_lora_rank != 0;
     if ((moe && (rc = gs__moe_mlp_backward(&p, &sh))) ||
         (!moe && ((rc = sh.sp ? ag_gemm(&p, &sh, GS_OP_MLP_DOWN, &lr_mlp_down, sh.h, sh.f_t)
                               : gemm(&p, GS_ROLE_MLP_DOWN, GS_OP_MLP_DOWN, &sh, &(gemm_shape){sh.T, sh.h, sh.f_t, 0})) ||
@@ -653,9 +658,10 @@ gs_status gs__layer_backward(gs_bctx *x, int64_t local, uint32_t mb, const gs_la
         (rc = sh.sp ? ag_gemm(&p, &sh, GS_OP_OPROJ, &lr_oproj, sh.h, sh.a_t * sh.hd)
                     : gemm(&p, GS_ROLE_OPROJ, GS_OP_OPROJ, &sh, &(gemm_shape){sh.T, sh.h, sh.a_t * sh.hd, 0})) ||
         (rc = attention(&p, &sh)) ||
-        (rc = sh.sp ? gemm_rs(&p, &sh, GS_OP_QKV, &lr_qkv, qkv_n, sh.h)
-                    : gemm(&p, GS_ROLE_QKV, GS_OP_QKV, &sh, &(gemm_shape){sh.T, qkv_n, sh.h, 0})) ||
-        (!sh.sp && (rc = tp_coll(&p, GS_ROLE_TP_ATTN_IN, GS_COLL_ALLREDUCE, &sh))) ||
+        (mla && (rc = gs__mla_qkv_backward(&p, &sh))) ||
+        (!mla && (rc = sh.sp ? gemm_rs(&p, &sh, GS_OP_QKV, &lr_qkv, qkv_n, sh.h)
+                             : gemm(&p, GS_ROLE_QKV, GS_OP_QKV, &sh, &(gemm_shape){sh.T, qkv_n, sh.h, 0}))) ||
+        (!mla && !sh.sp && (rc = tp_coll(&p, GS_ROLE_TP_ATTN_IN, GS_COLL_ALLREDUCE, &sh))) ||
         (rc = elementwise(&p, GS_ROLE_ATTN_NORM, GS_OP_NORM, hsp, sh.norm_bytes)))
         return rc;
     return pass_end(&p, last_ev);
@@ -752,4 +758,9 @@ gs_status gs__op_ag_gemm(pass *p, const shapes *sh, gs_op op, const linear_roles
 gs_status gs__op_gemm_rs(pass *p, const shapes *sh, gs_op op, const linear_roles *lr, uint64_t n, uint64_t k)
 {
     return gemm_rs(p, sh, op, lr, n, k);
+}
+
+gs_status gs__op_tp_coll(pass *p, gs_role role, gs_coll_op op, const shapes *sh)
+{
+    return tp_coll(p, role, op, sh);
 }

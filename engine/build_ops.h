@@ -16,6 +16,8 @@
 
 typedef struct shapes {
     uint64_t T, s, b, h, hd, a_t, kv_t, f_t, v_t, e;
+    uint64_t attn_k;     /* k of the attention core's two GEMMs: hd, or with latent attention
+                            hd + rope_head_dim / 2 (QK^T over hd + rope, PV over hd) */
     uint64_t cp, s_full; /* context parallelism: s = s_full / cp tokens of each sequence here */
     uint64_t norm_bytes; /* per element of a norm event: the residual add before it and the norm,
                             as the framework's kernels move them (gs_norm_bytes_per_element) */
@@ -57,11 +59,20 @@ gs_status gs__op_gemm(pass *p, gs_role role, gs_op op, const shapes *sh, const g
 gs_status gs__op_elementwise(pass *p, gs_role role, gs_op op, uint64_t elements, uint64_t bytes_per_element);
 /* A collective of `bytes` (gs_event.bytes' convention) on the rank's group g, on the TP stream. */
 gs_status gs__op_coll(pass *p, gs_role role, gs_coll_op op, gs_group_kind g, uint64_t group_size, uint64_t bytes);
+/* A TP collective on the block's activation (T h e bytes; an all-gather or reduce-scatter of its
+ * sequence-parallel shards); nothing without TP. */
+gs_status gs__op_tp_coll(pass *p, gs_role role, gs_coll_op op, const shapes *sh);
 /* Sequence parallelism's all-gather of the activation, then the GEMM that consumes it
  * (overlapped under tp_comm_overlap); m = sh->T. */
 gs_status gs__op_ag_gemm(pass *p, const shapes *sh, gs_op op, const linear_roles *lr, uint64_t n, uint64_t k);
 /* The GEMM whose output is reduce-scattered, then the reduce-scatter (overlapped likewise). */
 gs_status gs__op_gemm_rs(pass *p, const shapes *sh, gs_op op, const linear_roles *lr, uint64_t n, uint64_t k);
+
+/* engine/build_mla.c: latent attention's projections (MLA), from the attention norm's output to
+ * Q, K and V (forward or recompute, with sequence parallelism's gather first), and their backward
+ * (ending with the input gradient's reduction over TP); the QKV GEMM's place. */
+gs_status gs__mla_qkv_forward(pass *p, const shapes *sh);
+gs_status gs__mla_qkv_backward(pass *p, const shapes *sh);
 
 /* engine/build_moe.c: a MoE block's MLP half after its norm (forward or recompute), and its
  * backward up to the norm; the dense MLP's place in gs__layer_forward / gs__layer_backward. */

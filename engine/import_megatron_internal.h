@@ -18,7 +18,8 @@
 /* What a flag does to the scenario. */
 typedef enum gs__mg_act {
     MG_IGNORE, MG_REFUSE, MG_TP, MG_PP, MG_CP, MG_EP, MG_ETP, MG_EXPERTS, MG_MOE_TOPK, MG_MOE_FFN, MG_MOE_SHARED,
-    MG_MOE_CAPACITY, MG_MOE_FREQ, MG_MOE_DISPATCHER, MG_VPP_LAYERS, MG_VPP_STAGES, MG_SP,
+    MG_MOE_CAPACITY, MG_MOE_FREQ, MG_MOE_DISPATCHER, MG_MLA, MG_Q_LORA, MG_KV_LORA, MG_QK_HEAD, MG_QK_POS, MG_V_HEAD,
+    MG_VPP_LAYERS, MG_VPP_STAGES, MG_SP,
     MG_TPPPDP, MG_MBS, MG_GBS, MG_REC_GRAN, MG_REC_METHOD, MG_REC_NLAYERS, MG_REC_ACT,
     MG_DIST_OPT, MG_CUSTOM_FSDP, MG_DP_SHARD, MG_TORCH_FSDP2, MG_FSDP2_NO_RESHARD, MG_DOI, MG_OUTER_DP,
     MG_BF16, MG_FP16, MG_LAYERS, MG_HIDDEN, MG_HEADS, MG_GQA, MG_GROUPS, MG_FFN, MG_SEQ, MG_MAXPOS,
@@ -52,8 +53,9 @@ typedef struct gs__mg_state {
 } gs__mg_state;
 
 /* engine/import_megatron_moe.c: a mixture-of-experts model from --num-experts and the --moe-*
- * flags into s->model.moe (over the preset's), and --expert-tensor-parallel-size checked against
- * tp. Nothing when no MoE flag was given. */
+ * flags into s->model.moe (over the preset's), --expert-tensor-parallel-size checked against tp,
+ * and latent attention from --multi-latent-attention and its sizes into s->model.mla. Nothing
+ * when none of these flags was given. */
 gs_status gs__mg_moe(const char *origin, const gs__words *ws, const gs__mg_state *st, gs_scenario *s,
                      gs_error *err);
 

@@ -1,9 +1,10 @@
-/* The Megatron-LM importer's mixture-of-experts flags (megatron/training/arguments.py,
+/* The Megatron-LM importer's mixture-of-experts and latent attention flags (megatron/training/arguments.py,
  * _add_moe_args): --num-experts, --moe-router-topk (default 2), --moe-ffn-hidden-size (default
  * --ffn-hidden-size), --moe-shared-expert-intermediate-size (the shared experts' total width),
  * --moe-expert-capacity-factor (default None: dropless), --moe-layer-freq (1, or a pattern of
  * leading dense blocks "([0]*K+[1]*M)"), --moe-token-dispatcher-type (alltoall is what
- * engine/build_moe.c builds) and --expert-tensor-parallel-size (equal to tp). Works on caller
+ * engine/build_moe.c builds) and --expert-tensor-parallel-size (equal to tp); and
+ * --multi-latent-attention with its sizes (mg_mla). Works on caller
  * storage; nothing is allocated. */
 #include <errno.h>
 #include <inttypes.h>
@@ -51,13 +52,58 @@ static gs_status moe_capacity(const char *where, const char *v, double *out, gs_
     return GS_OK;
 }
 
+/* --multi-latent-attention with --q-lora-rank (default None: 0), --kv-lora-rank (default 32),
+ * --qk-head-dim (128), --qk-pos-emb-head-dim (64) and --v-head-dim (128), Megatron-LM's
+ * MLATransformerConfig defaults; gridstep's MLA has one head_dim for the keys' non-rotary part and
+ * the values, so the two must agree. */
+static gs_status mg_mla(const char *origin, const gs__words *ws, const gs__mg_state *st, gs_model *m, gs_error *err)
+{
+    char where[600];
+    static const gs__mg_act sizes[] = {MG_Q_LORA, MG_KV_LORA, MG_QK_HEAD, MG_QK_POS, MG_V_HEAD};
+    if (!st->given[MG_MLA]) {
+        for (size_t i = 0; i < sizeof sizes / sizeof sizes[0]; i++)
+            if (st->given[sizes[i]] && !m->mla.kv_lora_rank)
+                return gs_error_set(err, GS_ERR_INPUT, "%s: %s: found no --multi-latent-attention, expected it with "
+                                    "the latent attention sizes",
+                                    gs__mg_where(origin, ws, st->at[sizes[i]], where, sizeof where),
+                                    ws->w[st->at[sizes[i]]].text);
+        if (!m->mla.kv_lora_rank)
+            return GS_OK;
+    }
+    uint64_t qk = st->given[MG_QK_HEAD] ? st->u[MG_QK_HEAD] : (m->mla.kv_lora_rank ? m->head_dim : 128);
+    uint64_t v = st->given[MG_V_HEAD] ? st->u[MG_V_HEAD] : (m->mla.kv_lora_rank ? m->head_dim : 128);
+    if (qk != v)
+        return gs_error_set(err, GS_ERR_INPUT,
+                            "%s: --qk-head-dim %" PRIu64 " and --v-head-dim %" PRIu64 ": found them different, "
+                            "expected one head size for the keys' non-rotary part and the values",
+                            st->given[MG_QK_HEAD] ? gs__mg_where(origin, ws, st->at[MG_QK_HEAD], where, sizeof where)
+                                                  : (origin ? origin : "--from-megatron"),
+                            qk, v);
+    if (st->given[MG_MLA] && !m->mla.kv_lora_rank) { /* Megatron-LM's defaults */
+        m->mla.kv_lora_rank = 32;
+        m->mla.rope_head_dim = 64;
+        m->mla.q_lora_rank = 0;
+    }
+    if (st->given[MG_Q_LORA])
+        m->mla.q_lora_rank = st->u[MG_Q_LORA];
+    if (st->given[MG_KV_LORA])
+        m->mla.kv_lora_rank = st->u[MG_KV_LORA];
+    if (st->given[MG_QK_POS])
+        m->mla.rope_head_dim = st->u[MG_QK_POS];
+    m->head_dim = qk;
+    m->kv_heads = m->heads;
+    return GS_OK;
+}
+
 gs_status gs__mg_moe(const char *origin, const gs__words *ws, const gs__mg_state *st, gs_scenario *s,
                      gs_error *err)
 {
     char where[600];
     gs_model *m = &s->model;
     gs_moe *moe = &m->moe;
-    gs_status rc;
+    gs_status rc = mg_mla(origin, ws, st, m, err);
+    if (rc != GS_OK)
+        return rc;
     if (st->given[MG_ETP] && st->u[MG_ETP] != s->grid.tp)
         return gs_error_set(err, GS_ERR_INPUT,
                             "%s: --expert-tensor-parallel-size: found %" PRIu64 ", expected the tensor-parallel size "

@@ -610,6 +610,13 @@ static void put_megatron_flags(launch_doc *d, const gs_scenario *s, const gs_mes
         flag(&f, "--sequence-parallel");
     if (md->moe.experts)
         put_megatron_moe(&f, md, m);
+    if (md->mla.kv_lora_rank) { /* Megatron-LM's MLA sizes (MLATransformerConfig; no --q-lora-rank: None) */
+        flag(&f, "--multi-latent-attention --kv-lora-rank %" PRIu64 " --qk-head-dim %" PRIu64
+             " --qk-pos-emb-head-dim %" PRIu64 " --v-head-dim %" PRIu64,
+             md->mla.kv_lora_rank, md->head_dim, md->mla.rope_head_dim, md->head_dim);
+        if (md->mla.q_lora_rank)
+            flag(&f, "--q-lora-rank %" PRIu64, md->mla.q_lora_rank);
+    }
     flag(&f, "--num-layers %" PRIu64, md->layers);
     flag(&f, "--hidden-size %" PRIu64, md->hidden);
     flag(&f, "--num-attention-heads %" PRIu64, md->heads);

@@ -43,6 +43,22 @@ static uint64_t moe_terms(const gs_model *m, const gs_strategy *st, uint64_t sb,
                "activation");
 }
 
+/* Latent attention's saved tensors on one TP rank (engine/build_mla.c's ops, after the gather, so
+ * whole in every rank's tokens): the q latent before its norm (e) and after it (the q_b GEMM's
+ * input, li), the kv latent with its rope dims (e) and the normed kv latent (kv_b's input, li);
+ * Q and K of d + r per head, V of d (e each); the out-projection's input (li). */
+static uint64_t mla_terms(const gs_model *m, uint64_t sb, uint64_t heads, uint64_t e, uint64_t li, calc *c)
+{
+    uint64_t qr = m->mla.q_lora_rank, kr = m->mla.kv_lora_rank, r = m->mla.rope_head_dim, d = m->head_dim;
+    uint64_t latent = add(c, mul(c, mul(c, sb, qr, "activation"), e + li, "activation"),
+                          add(c, mul(c, mul(c, sb, kr + r, "activation"), e, "activation"),
+                              mul(c, mul(c, sb, kr, "activation"), li, "activation"), "activation"),
+                          "activation");
+    uint64_t qkv = mul(c, mul(c, sb, heads, "activation"), mul(c, e, 2 * (d + r) + d, "activation"), "activation");
+    uint64_t o = mul(c, mul(c, sb, heads * d, "activation"), li, "activation");
+    return add(c, add(c, latent, qkv, "activation"), o, "activation");
+}
+
 /* One block, one micro-batch of b sequences, one TP rank of a CP group of cp; see the file
  * comment. GPT (dropout, GELU, LayerNorm, MHA, ffn = 4h) reduces to Korthikanti's
  * s*b*h*(10 + 24/t + 5*a*s/(h*t)) bytes. Context parallelism keeps s / cp tokens of each
@@ -69,8 +85,10 @@ static void layer_activation_terms(const gs_model *m, const gs_strategy *st, uin
                         "activation");
     /* Split by tp: Q, K (saved for QK^T), V (e), out-proj input (li); MLP intermediates. */
     uint64_t q = mul(c, sb, heads * hd, "activation"), kv = mul(c, sb, kvh * hd, "activation");
-    uint64_t split = add(c, mul(c, e, add(c, add(c, q, kv, "activation"), kv, "activation"), "activation"),
-                         mul(c, li, q, "activation"), "activation");
+    uint64_t split = m->mla.kv_lora_rank ? mla_terms(m, sb, heads, e, li, c)
+                                         : add(c, mul(c, e, add(c, add(c, q, kv, "activation"), kv, "activation"),
+                                                       "activation"),
+                                               mul(c, li, q, "activation"), "activation");
     uint64_t per_f = m->mlp == GS_MLP_SWIGLU ? 2 * e + li /* gate, up (e), down in (li) */
                                              : e + li;    /* GELU in (e), fc2 in (li) */
     if (m->moe.experts)

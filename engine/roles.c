@@ -94,6 +94,9 @@ static const gs_role_info roles[GS_ROLE_COUNT] = {
     [GS_ROLE_EP_COMBINE] = {"ep_combine", GS_EV_COLLECTIVE, GS_STREAM_TP, {A2A, A2A, A2A, 0}, G(GS_GROUP_EP),
                             GS_WHERE_LAYER, 0},
     [GS_ROLE_ETP_IN] = {"etp_in", GS_EV_COLLECTIVE, GS_STREAM_TP, {AG, RS, AG, 0}, G(GS_GROUP_TP), GS_WHERE_LAYER, 0},
+    [GS_ROLE_MLA_DOWN] = {"mla_down", GS_EV_COMPUTE, GS_STREAM_COMPUTE, BLOCK(GS_OP_QKV), 0, GS_WHERE_LAYER, SPLIT},
+    [GS_ROLE_MLA_NORM] = {"mla_norm", GS_EV_COMPUTE, GS_STREAM_COMPUTE, BLOCK(GS_OP_NORM), 0, GS_WHERE_LAYER, SPLIT},
+    [GS_ROLE_MLA_UP] = {"mla_up", GS_EV_COMPUTE, GS_STREAM_COMPUTE, BLOCK(GS_OP_QKV), 0, GS_WHERE_LAYER, SPLIT},
     [GS_ROLE_ETP_OUT] = {"etp_out", GS_EV_COLLECTIVE, GS_STREAM_TP, {RS, AG, RS, 0}, G(GS_GROUP_TP), GS_WHERE_LAYER,
                          0},
 };

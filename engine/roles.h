@@ -79,6 +79,10 @@ typedef enum gs_role {
                             gradients reduce-scattered */
     GS_ROLE_ETP_OUT,     /* forward the experts' partial outputs reduce-scattered over TP; backward
                             the gradients all-gathered */
+    /* latent attention's projections (engine/build_mla.c), in the QKV GEMM's place */
+    GS_ROLE_MLA_DOWN,    /* part 1: q_a (hidden -> q latent), part 2: kv_a (-> kv latent + rope dims) */
+    GS_ROLE_MLA_NORM,    /* part 1: the q latent norm; part 2: the kv latent norm and the rotary passes */
+    GS_ROLE_MLA_UP,      /* part 1: q_b (-> queries), part 2: kv_b (-> keys and values) */
     GS_ROLE_COUNT
 } gs_role;
 

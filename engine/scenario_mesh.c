@@ -312,20 +312,20 @@ static gs_status check_bucket_count(const gs_scenario *s, const gs_mesh *mesh, g
                         (double)bytes / GS_SCHEDULE_MAX_BUCKETS + 1);
 }
 
-/* The schedule builds dense and mixture-of-experts blocks with MHA/GQA attention
- * (engine/build_layer.c, engine/build_moe.c); latent attention (MLA) has no blocks yet and is
- * refused rather than timed as the wrong GEMMs. A MoE block is built as Megatron-Core's
+/* The schedule builds dense and mixture-of-experts blocks with MHA/GQA or latent attention
+ * (engine/build_layer.c, engine/build_moe.c, engine/build_mla.c); latent attention is built
+ * without TP communication overlap and context parallelism, and refused with them. A MoE block is built as Megatron-Core's
  * all-to-all token dispatcher runs it, so its constraints are Megatron-Core's: sequence
  * parallelism with tp > 1 (megatron/training/arguments.py asserts it for MoE with TP). */
 static gs_status check_schedulable_model(const gs_scenario *s, gs_error *err)
 {
     const gs_model *m = &s->model;
     const char *path = s->path[0] ? s->path : "<scenario>";
-    if (m->mla.kv_lora_rank)
+    if (m->mla.kv_lora_rank && ((s->strategy.tp_comm_overlap && s->grid.tp > 1) || s->grid.cp > 1))
         return gs_error_set(err, GS_ERR_UNSUPPORTED,
-                            "%s: model %s has latent attention (MLA): the schedule and the simulator model "
-                            "MHA/GQA attention only; `gridstep mem` counts its parameters and training state",
-                            path, m->name);
+                            "%s: model %s has latent attention (MLA), built without %s: expected %s",
+                            path, m->name, s->grid.cp > 1 ? "context parallelism" : "tp_comm_overlap",
+                            s->grid.cp > 1 ? "cp: 1" : "tp_comm_overlap: false");
     if (m->moe.experts && s->grid.tp > 1 && !s->strategy.sequence_parallel)
         return gs_error_set(err, GS_ERR_UNSUPPORTED,
                             "%s: model %s is a mixture of experts with tp=%llu: its blocks are built as "

@@ -12,6 +12,7 @@
 #include <stddef.h>
 #include <string.h>
 
+#include "engine/roles.h"
 #include "sim/calib.h"
 
 /* ------------------------------------------------------------------ calibration factors ----- */
@@ -396,7 +397,8 @@ static int gemm_launches(const gs_event *e)
  * parts of a QKV GEMM split around a TP collective (tp_comm_overlap) each rotate their share. */
 static double rope_time(const gs_compute_model *m, const gs_event *e)
 {
-    if (e->op != GS_OP_QKV || m->rope_cols <= 0.0 || !is_gemm(e))
+    /* the QKV GEMM's only: latent attention's projections (op qkv too) rotate in their norm event */
+    if (e->op != GS_OP_QKV || e->role != GS_ROLE_QKV || m->rope_cols <= 0.0 || !is_gemm(e))
         return 0.0;
     double bytes = qkv_rows(e) * (double)e->gemm_n * m->rope_cols * 2.0 * m->rope_elem_bytes;
     return bytes / (m->hbm_bw * m->hbm_efficiency) + 2.0 * m->launch_s;
@@ -446,7 +448,7 @@ static double calibrated_time(const gs_compute_model *m, const gs_event *e, int 
             t *= m->gemm_bwd_factor;
         /* the host QKV event also rotates q and k (forward) or dq and dk (backward): once per token
          * (a split GEMM's parts share the rows by their FLOPs, as rope_time does) */
-        if (e->op == GS_OP_QKV)
+        if (e->op == GS_OP_QKV && e->role == GS_ROLE_QKV)
             t += m->qkv_rope_s * qkv_rows(e);
         return t + rope_time(m, e) + gemm_launches(e) * m->launch_s;
     }
@@ -494,7 +496,7 @@ double gs_compute_time(const gs_compute_model *m, const gs_event *e)
             t = roofline(e->flops, (double)e->bytes, rate, m->hbm_bw * m->hbm_efficiency);
             if (e->phase == GS_PHASE_BWD && m->gemm_bwd_factor > 0)
                 t *= m->gemm_bwd_factor;
-            if (e->op == GS_OP_QKV)
+            if (e->op == GS_OP_QKV && e->role == GS_ROLE_QKV)
                 t += m->qkv_rope_s * qkv_rows(e);
             return t + rope + launches * m->launch_s;
         }

@@ -9,6 +9,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "engine/roles.h"
 #include "engine/hardware.h"
 #include "engine/schedule.h"
 #include "sim/compute.h"
@@ -429,11 +430,13 @@ START_TEST(test_rope_bytes)
     for (int ph = 0; ph < 2; ph++) {
         gs_event e = gemm_event(ph ? GS_PHASE_BWD : GS_PHASE_FWD, 4096, 6144, 4096, 0);
         e.op = GS_OP_QKV;
+        e.role = GS_ROLE_QKV;
         double d = gs_compute_time(&m, &e) - gs_compute_time(&none, &e);
         ck_assert_msg(REL_CLOSE(d, expect, 1e-9), "phase %d: rope %.6g s, expected %.6g", ph, d, expect);
         /* the same event split 3:1 by FLOPs (chunk shape m = 1024) */
         gs_event a = gemm_event(ph ? GS_PHASE_BWD : GS_PHASE_FWD, 1024, 6144, 4096, 0), b = a;
         a.op = b.op = GS_OP_QKV;
+        a.role = b.role = GS_ROLE_QKV;
         a.flops = e.flops * 0.75;
         b.flops = e.flops * 0.25;
         double parts = gs_compute_time(&m, &a) - gs_compute_time(&none, &a) + gs_compute_time(&m, &b) -
