@@ -213,8 +213,9 @@ typedef struct grid_dims {
 static gs_status enumerate_grid(search *x, const grid_dims *g, int dp_spans, gs_error *err)
 {
     uint64_t tp = g->tp, pp = g->pp, dp = g->dp;
-    /* a MoE model's blocks need sequence parallelism with TP (Megatron-Core) */
-    int sp_only = x->base->model.moe.experts && tp > 1;
+    /* a MoE model's blocks need sequence parallelism with TP (Megatron-Core); latent attention is
+     * built without TP communication overlap */
+    int sp_only = x->base->model.moe.experts && tp > 1, no_tpo = x->base->model.mla.kv_lora_rank != 0;
     uint64_t micros[256];
     size_t nmicro = micro_sizes(x, dp, micros, sizeof micros / sizeof *micros);
     uint64_t layers = x->base->model.layers;
@@ -227,7 +228,8 @@ static gs_status enumerate_grid(search *x, const grid_dims *g, int dp_spans, gs_
             if (v >= 2 && layers % (pp * v) != 0)
                 continue;
             for (int sp = sp_only; sp <= (tp > 1) && rc == GS_OK; sp++)
-                for (int tpo = 0; tpo <= (sp && gs_framework_tp_overlap(x->base->strategy.framework)) && rc == GS_OK;
+                for (int tpo = 0;
+                     tpo <= (sp && !no_tpo && gs_framework_tp_overlap(x->base->strategy.framework)) && rc == GS_OK;
                      tpo++) {
                     cand c;
                     memset(&c, 0, sizeof c);
@@ -256,7 +258,8 @@ static size_t cp_values(const search *x, uint64_t dpc, uint64_t *out, size_t cap
     size_t n = 0;
     for (size_t i = 0; i < (l->n ? l->n : 1) && n < cap; i++) {
         uint64_t cp = l->n ? l->v[i] : base;
-        if (cp && dpc % cp == 0 && (cp == 1 || seq % (2 * cp) == 0))
+        /* latent attention is built without context parallelism */
+        if (cp && dpc % cp == 0 && (cp == 1 || (seq % (2 * cp) == 0 && !x->base->model.mla.kv_lora_rank)))
             out[n++] = cp;
     }
     return n;
