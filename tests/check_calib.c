@@ -9,6 +9,7 @@
 #include <string.h>
 #include <unistd.h>
 
+#include "engine/roles.h"
 #include "sim/calib.h"
 #include "sim/calib_file.h"
 #include "sim/collective.h"
@@ -202,7 +203,7 @@ START_TEST(test_file_applies)
      * plus one launch */
     gs_event e;
     memset(&e, 0, sizeof e);
-    e.kind = GS_EV_COMPUTE, e.op = GS_OP_QKV, e.phase = GS_PHASE_FWD;
+    e.kind = GS_EV_COMPUTE, e.op = GS_OP_QKV, e.role = GS_ROLE_QKV, e.phase = GS_PHASE_FWD;
     e.gemm_m = e.gemm_n = e.gemm_k = 256, e.gemm_batch = 1;
     e.flops = 2.0 * 256 * 256 * 256, e.bytes = 3 * 256 * 256 * 4;
     double f = e.flops, rate = 4e10 * 0.9 * f / (f + 2e6);
@@ -466,7 +467,7 @@ START_TEST(test_file_kernels)
     /* QKV 256 x 512 x 256 forward: the GEMM at 4e10 x f / (f + 1) plus 256 tokens x 2 us of rotary
      * embedding plus one launch */
     memset(&e, 0, sizeof e);
-    e.kind = GS_EV_COMPUTE, e.op = GS_OP_QKV, e.phase = GS_PHASE_FWD;
+    e.kind = GS_EV_COMPUTE, e.op = GS_OP_QKV, e.role = GS_ROLE_QKV, e.phase = GS_PHASE_FWD;
     e.gemm_m = 256, e.gemm_n = 512, e.gemm_k = 256, e.gemm_batch = 1;
     e.flops = 2.0 * 256 * 512 * 256;
     double f = e.flops;
@@ -584,7 +585,7 @@ START_TEST(test_device_file_tile_model)
     e.phase = GS_PHASE_BWD;
     e.flops *= 2;
     ck_assert(fabs(gs_compute_time(&cm, &e) - (1.25 * 2 * fwd + 2 * 2e-6)) < 1e-12);
-    e.op = GS_OP_QKV, e.phase = GS_PHASE_FWD;
+    e.op = GS_OP_QKV, e.role = GS_ROLE_QKV, e.phase = GS_PHASE_FWD;
     e.flops /= 2;
     ck_assert(fabs(gs_compute_time(&cm, &e) - (fwd + 4096 * 3e-6 + 2e-6)) < 1e-12);
     /* the presets alone: neither factor (both 0) */
