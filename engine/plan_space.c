@@ -165,6 +165,7 @@ static gs_status enumerate_strategies(search *x, const cand *proto, int dp_spans
                     c.st.flash_attention = b->flash_attention; /* the framework's kernels */
                     c.st.cross_entropy = b->cross_entropy;
                     c.st.framework = b->framework; /* resolved in gs_plan_run */
+                    gs_strategy_default_wrap(&c.st); /* DeepSpeed ZeRO-3's fetch granularity */
                     c.st.compile = b->compile;
                     c.st.attention = b->attention;
                     c.st.recompute = (gs_recompute)r;

@@ -376,5 +376,7 @@ gs_status gs__scenario_load_strategy(const gs__yaml_loader *l, const yaml_node_t
     if ((st = strategy_schemes(l, v, s)) || (st = strategy_gradients(l, v, s)) ||
         (st = strategy_kernels(l, v, s)) || (st = strategy_switches(l, v, s, &vs_given)))
         return st;
+    if (!gs__yaml_lookup(l, v, "wrap", NULL)) /* the framework's own granularity */
+        gs_strategy_default_wrap(s);
     return strategy_refusals(l, v, s, vs_given);
 }

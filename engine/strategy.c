@@ -71,6 +71,13 @@ static const char *const cp_comm_names[][2] = {
 
 #define COUNT_OF(a) (sizeof(a) / sizeof((a)[0]))
 
+void gs_strategy_default_wrap(gs_strategy *s)
+{
+    int ds3 = gs_framework_resolve(s->framework, (int)s->sharding) == GS_FW_DEEPSPEED && s->sharding == GS_SHARD_ZERO3;
+    s->wrap = ds3 ? GS_WRAP_MIN_PARAMS : GS_WRAP_LAYER;
+    s->wrap_min_params = ds3 ? GS_DEEPSPEED_PREFETCH_BUCKET_PARAMS : 0;
+}
+
 void gs_strategy_defaults(gs_strategy *s)
 {
     s->sharding = GS_SHARD_FULL_SHARD;

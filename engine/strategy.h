@@ -128,6 +128,14 @@ typedef struct gs_strategy {
  * recompute, bf16, 1f1b, no SP, 25 MiB buckets; plus FSDP's limit_all_gathers and flash
  * attention on (PyTorch's defaults). */
 void gs_strategy_defaults(gs_strategy *s);
+/* The unit of parameter gathering a framework uses when the scenario names none: per transformer
+ * block (wrap layer), except DeepSpeed ZeRO-3, which fetches each submodule's parameters and
+ * prefetches the next ones in batches of stage3_prefetch_bucket_size = 5e7 elements
+ * (deepspeed/runtime/zero/partitioned_param_coordinator.py fetch_sub_module,
+ * deepspeed/runtime/zero/config.py prefetch_bucket_size): wrap {min_params: 5e7}, the module tree
+ * grouped bottom-up into units of at least that many parameters. */
+void gs_strategy_default_wrap(gs_strategy *s);
+#define GS_DEEPSPEED_PREFETCH_BUCKET_PARAMS 50000000ull
 
 /* Bytes of one working (compute) element: 2 for bf16/fp16, 4 for fp32. */
 uint64_t gs_precision_bytes(gs_precision p);
