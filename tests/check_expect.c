@@ -338,9 +338,12 @@ END_TEST
 /* Every row of the two published-run tables has a file (10 NAR21 + 9 MCORE in published-runs.csv;
  * 293 rows of published-runs-sharded.csv: 209 llm-foundry, 28 fms-fsdp and PyTorch blogs, 27
  * KempnerForge, 6 OLMo-core, 17 FlashAttention, 4 PyTorch FSDP, 1 LLaMA-1, 1 Megatron README;
- * the 16 dgxc-benchmarking runs: GPT-3 175B, Nemotron-4 15B and 340B, Llama 3.1 8B, 70B and
- * 405B, in BF16 and FP8, 12 of them with context parallelism; the 3 NeMo performance-summary
- * runs) that loads, meshes and has an expect block with the row's metric family and a dataset. */
+ * the 22 dense dgxc-benchmarking runs: GPT-3 175B, Nemotron-4 15B and 340B, Llama 3.1 8B, 70B
+ * and 405B, in BF16 and FP8, 12 of them with context parallelism; the 36 Grok-1 mixture-of-experts
+ * runs of dgxc-benchmarking v24.11.1 and v25.02 (9 scales x BF16/FP8, 7 of the 9 scales proxies
+ * with fewer layers); the 3 NeMo 24.07 performance-summary runs and its 25.02 Mixtral 8x7B run on
+ * B200; the 2 Mixtral 8x7B runs of Megatron-Core's MoE README) that loads, meshes and has an
+ * expect block with the row's metric family and a dataset. */
 START_TEST(shipped_published_scenarios)
 {
     char dir[1024];
@@ -349,6 +352,7 @@ START_TEST(shipped_published_scenarios)
     ck_assert_ptr_nonnull(d);
     struct dirent *de;
     int nar21 = 0, mcore = 0, mpt = 0, fms = 0, kforge = 0, olmo = 0, flash = 0, fsdp = 0, other = 0, dgxc = 0, nemo = 0;
+    int dgxc_moe = 0, nemo_moe = 0, megatron_moe = 0;
     while ((de = readdir(d)) != NULL) {
         size_t n = strlen(de->d_name);
         if (n < 6 || strcmp(de->d_name + n - 5, ".yaml") != 0)
@@ -412,6 +416,24 @@ START_TEST(shipped_published_scenarios)
             /* the pairs: BF16 and FP8 (delayed scaling, NeMo 24.x), nothing else between them */
             ck_assert_int_eq(s.strategy.fp8, strstr(s.title, "-FP8") ? GS_FP8_DELAYED : GS_FP8_OFF);
             ck_assert_int_eq(s.strategy.precision, GS_PREC_BF16);
+            if (strstr(s.title, "-GROK1-")) {
+                dgxc_moe++; /* 8 experts, top-2, capacity 1.0, EP carved out of DP x CP */
+                ck_assert_uint_eq(s.model.moe.experts, 8);
+                ck_assert_uint_eq(s.model.moe.top_k, 2);
+                ck_assert_uint_eq((s.grid.dp * (s.grid.cp ? s.grid.cp : 1)) % s.grid.ep, 0);
+            }
+        } else if (strncmp(s.title, "NEMO2502-", 9) == 0) {
+            nemo_moe++;
+            ck_assert_str_eq(e.dataset, "nemo-perf-summary");
+            ck_assert_int_eq(e.metric, GS_EXPECT_TOKENS_PER_S_PER_GPU);
+            ck_assert_int_eq(s.strategy.fp8, GS_FP8_DELAYED); /* bf16_with_fp8_mixed() of NeMo 2.2 */
+            ck_assert_uint_eq(s.model.moe.experts, 8);
+        } else if (strncmp(s.title, "MEGREADME-MOE-", 14) == 0) {
+            megatron_moe++;
+            ck_assert_str_eq(e.dataset, "megatron-readme");
+            ck_assert_int_eq(e.metric, GS_EXPECT_STEP_TIME_S);
+            ck_assert_uint_eq(s.grid.ep, 8);
+            ck_assert_uint_eq(s.model.moe.experts, 8);
         } else if (strncmp(s.title, "NEMO2407-", 9) == 0) {
             nemo++;
             ck_assert_str_eq(e.dataset, "nemo-perf-summary");
@@ -422,7 +444,7 @@ START_TEST(shipped_published_scenarios)
         } else {
             ck_abort_msg("%s: name '%s' is not a published-runs id", path, s.title);
         }
-        if (nar21 + mcore > 0 && (s.title[0] == 'N' || strncmp(s.title, "MCORE", 5) == 0))
+        if (strncmp(s.title, "NAR21-", 6) == 0 || strncmp(s.title, "MCORE", 5) == 0)
             ck_assert_uint_eq(s.batch.micro_seqs, 1); /* the documented assumption */
         ck_assert_msg(e.dataset[0], "%s: no dataset", path);
     }
@@ -436,8 +458,11 @@ START_TEST(shipped_published_scenarios)
     ck_assert_int_eq(flash, 17);
     ck_assert_int_eq(fsdp, 4);
     ck_assert_int_eq(other, 2);
-    ck_assert_int_eq(dgxc, 22);
+    ck_assert_int_eq(dgxc, 58);
+    ck_assert_int_eq(dgxc_moe, 36);
     ck_assert_int_eq(nemo, 3);
+    ck_assert_int_eq(nemo_moe, 1);
+    ck_assert_int_eq(megatron_moe, 2);
 }
 END_TEST
 
