@@ -292,14 +292,17 @@ void gs_compute_model_for_scenario(gs_compute_model *m, const gs_scenario *s)
 
 int gs_compute_is_fp8(const gs_compute_model *m, const gs_event *e)
 {
-    return m->fp8_recipe != GS_FP8_OFF && m->fp8_peak_flops > 0.0 && is_gemm(e) &&
+    /* the linear layers; a MoE router's gate GEMM stays in the working precision (Megatron-Core's
+     * TopKRouter is not a Transformer Engine module) */
+    return m->fp8_recipe != GS_FP8_OFF && m->fp8_peak_flops > 0.0 && is_gemm(e) && e->role != GS_ROLE_MOE_ROUTER &&
            (e->op == GS_OP_QKV || e->op == GS_OP_OPROJ || e->op == GS_OP_MLP_UP || e->op == GS_OP_MLP_DOWN);
 }
 
-/* A forward FP8 GEMM's input cast comes out of the norm before it (no pass of its own). */
+/* A forward FP8 GEMM's input cast comes out of the norm before it (no pass of its own); the
+ * experts' inputs come from the token permutation and its exchanges, cast by a pass of their own. */
 static int fp8_input_fused(const gs_compute_model *m, const gs_event *e)
 {
-    return m->fp8_cast_fused && (e->op == GS_OP_QKV || e->op == GS_OP_MLP_UP);
+    return m->fp8_cast_fused && (e->op == GS_OP_QKV || e->op == GS_OP_MLP_UP) && e->role != GS_ROLE_EXPERT_UP;
 }
 
 /* The weight is cast once per step: on micro-batch 0's forward (the first part of a split GEMM). */

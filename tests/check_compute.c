@@ -485,6 +485,13 @@ START_TEST(test_fp8_gemm_speedup)
     a.op = GS_OP_HEAD;
     ck_assert_int_eq(gs_compute_is_fp8(&f8, &a), 0);
     ck_assert(gs_compute_time(&f8, &a) == gs_compute_time(&bf, &a));
+    /* a MoE router's gate GEMM (op mlp_up) too: Megatron-Core's TopKRouter is no TE module */
+    gs_event g = e;
+    g.op = GS_OP_MLP_UP;
+    g.role = GS_ROLE_MOE_ROUTER;
+    ck_assert_int_eq(gs_compute_is_fp8(&f8, &g), 0);
+    g.role = GS_ROLE_MLP_UP;
+    ck_assert_int_eq(gs_compute_is_fp8(&f8, &g), 1);
 }
 END_TEST
 
@@ -516,6 +523,15 @@ START_TEST(test_fp8_cast_bytes)
     q.mb = 1;
     ck_assert(gs_compute_fp8_cast_bytes(&d, &q) == 0.0);
     ck_assert(gs_compute_fp8_cast_bytes(&c, &q) == 6.0 * 4096.0 * 4096.0);
+    /* the experts' up GEMM (op mlp_up) reads permuted, exchanged rows: its input is cast by a pass
+     * of its own, 4096 x 4096 x 4 B, where the dense MLP's comes out of the norm */
+    gs_event x = gemm_event(GS_PHASE_FWD, 4096, 4096, 4096, 0);
+    x.op = GS_OP_MLP_UP;
+    x.mb = 1;
+    x.role = GS_ROLE_MLP_UP;
+    ck_assert(gs_compute_fp8_cast_bytes(&d, &x) == 0.0);
+    x.role = GS_ROLE_EXPERT_UP;
+    ck_assert(gs_compute_fp8_cast_bytes(&d, &x) == 4.0 * 4096.0 * 4096.0);
     /* the casts' time: their bytes at the elementwise rate, one launch per cast (current: two) */
     gs_event f1 = f;
     double t = gs_compute_time(&d, &f1), t0;
