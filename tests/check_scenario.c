@@ -6,6 +6,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "engine/partition.h"
 #include "engine/scenario.h"
 #include "engine/scenario_write.h"
 
@@ -242,6 +243,35 @@ START_TEST(load_defaults)
     /* One micro-batch of one sequence per replica: global = micro x dp. */
     ck_assert_uint_eq(s.batch.micro_seqs, 1);
     ck_assert_uint_eq(s.batch.global_seqs, 8);
+}
+END_TEST
+
+/* DeepSpeed ZeRO-3 without a wrap fetches at DeepSpeed's granularity (submodules batched up to
+ * stage3_prefetch_bucket_size, 5e7 elements): wrap {min_params: 5e7}. On Llama 2 7B a block's
+ * linears group into two units of at least that size: the attention's q, k, v, o (4 x 4096 x 4096
+ * = 67,108,864) and the MLP's three (3 x 4096 x 11008 = 135,266,304), where wrap layer makes one.
+ * An explicit wrap, and every other sharding, keep their own. */
+START_TEST(load_deepspeed_wrap)
+{
+    gs_scenario s;
+    load_ok(BASE "strategy: {sharding: zero3}\n", &s);
+    ck_assert_int_eq(s.strategy.wrap, GS_WRAP_MIN_PARAMS);
+    ck_assert_uint_eq(s.strategy.wrap_min_params, 50000000u);
+    gs_mesh m;
+    gs_error err;
+    gs_error_init(&err);
+    ck_assert_int_eq(gs_scenario_mesh(&s, &m, NULL, &err), GS_OK);
+    gs_partition p;
+    ck_assert_int_eq(gs_partition_stage(&s, &m, 0, &p, &err), GS_OK);
+    const size_t *units;
+    size_t n = gs_partition_units_covering(&p, 0, &units);
+    ck_assert_uint_eq(n, 2);
+    ck_assert_uint_eq(p.units[units[0]].params + p.units[units[1]].params, 67108864ull + 135266304ull);
+    gs_partition_fini(&p);
+    load_ok(BASE "strategy: {sharding: zero3, wrap: layer}\n", &s);
+    ck_assert_int_eq(s.strategy.wrap, GS_WRAP_LAYER);
+    load_ok(BASE "strategy: {sharding: full_shard}\n", &s);
+    ck_assert_int_eq(s.strategy.wrap, GS_WRAP_LAYER);
 }
 END_TEST
 
@@ -1229,6 +1259,7 @@ static Suite *scenario_suite(void)
     tcase_add_test(tc, load_seed_files);
     tcase_add_test(tc, load_seed_25gbe_cluster);
     tcase_add_test(tc, load_defaults);
+    tcase_add_test(tc, load_deepspeed_wrap);
     tcase_add_test(tc, load_dropout_rates);
     tcase_add_test(tc, load_every_strategy_key);
     tcase_add_test(tc, load_strategy_names);
