@@ -764,3 +764,8 @@ gs_status gs__op_tp_coll(pass *p, gs_role role, gs_coll_op op, const shapes *sh)
 {
     return tp_coll(p, role, op, sh);
 }
+
+gs_status gs__op_compute(pass *p, gs_role role, gs_op op, double flops, uint64_t bytes)
+{
+    return compute(p, role, op, &no_gemm, flops, bytes);
+}

@@ -122,11 +122,26 @@ static gs_status router(pass *p, const shapes *sh, const moe_shapes *ms)
                : gs__op_elementwise(p, GS_ROLE_MOE_ROUTER, GS_OP_ACT, ms->tl * ms->E, 8);
 }
 
-/* Permute (part 1) or unpermute (part 2): this rank's T_l k token rows read and written. */
+/* Permute (part 1) or unpermute (part 2), as Megatron-Core's unfused torch ops move them
+ * (megatron/core/transformer/moe/moe_utils.py permute / unpermute, token_dispatcher.py), per
+ * element e bytes of this rank's T_l k routed rows:
+ *   permute    index_select: each routed row read and written (2e);
+ *   unpermute  rows times their routing weights (read, write: 2e), a zeroed output of T_l rows
+ *              (e / k per routed element), scatter_add back (read the row, read and write the
+ *              output: 3e): 5e + e / k;
+ * and with more than one local expert under EP, sort_chunks_by_idxs regroups the received rows by
+ * expert after the dispatch and back before the combine (read, write: 2e per row, with each
+ * part). Backward twice the forward's bytes (the elementwise convention). */
 static gs_status permute(pass *p, const shapes *sh, const moe_shapes *ms, uint16_t part)
 {
     const gs_moe *moe = &p->x->s->model.moe;
-    gs_status rc = gs__op_elementwise(p, GS_ROLE_MOE_PERMUTE, GS_OP_ACT, ms->tl * moe->top_k * sh->h, 2 * sh->e);
+    uint64_t elems = ms->tl * moe->top_k * sh->h;
+    uint64_t bytes = part == 1 ? 2 * sh->e * elems : 5 * sh->e * elems + sh->e * ms->tl * sh->h;
+    if (ms->ep > 1 && ms->local > 1)
+        bytes += 2 * sh->e * ms->rows * sh->h;
+    double mul = p->phase == GS_PHASE_BWD ? 2.0 : 1.0;
+    gs_status rc = gs__op_compute(p, GS_ROLE_MOE_PERMUTE, GS_OP_ACT, 5.0 * (double)elems * mul,
+                                  (uint64_t)((double)bytes * mul));
     if (rc == GS_OK)
         p->pending.e.part = part;
     return rc;

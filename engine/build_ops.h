@@ -55,6 +55,8 @@ typedef struct linear_roles {
 /* A GEMM op (forward 2 m n k FLOPs per batch entry, backward twice that; the attention core
  * counts its two GEMMs). */
 gs_status gs__op_gemm(pass *p, gs_role role, gs_op op, const shapes *sh, const gemm_shape *g);
+/* A compute op of no GEMM shape with its FLOPs and HBM bytes as given. */
+gs_status gs__op_compute(pass *p, gs_role role, gs_op op, double flops, uint64_t bytes);
 /* An elementwise op over `elements` (5 FLOPs each; backward twice the FLOPs and bytes). */
 gs_status gs__op_elementwise(pass *p, gs_role role, gs_op op, uint64_t elements, uint64_t bytes_per_element);
 /* A collective of `bytes` (gs_event.bytes' convention) on the rank's group g, on the TP stream. */
