@@ -74,22 +74,27 @@ static double pass_chain(const gs_rank_events *r, const double *cost, int32_t la
     return chain;
 }
 
-/* The costs from a schedule of s's shapes with two stages of one layer, no DP and one
- * micro-batch (the events of any layer are the same; sharding changes only the optimizer, which
- * the bound leaves out). */
+/* The costs from a schedule of s's shapes with two stages of one layer, one micro-batch and the
+ * least data parallelism that keeps a rank's events: cp and ep as s has them (dp x cp = ep x cp
+ * ranks per stage, each stage a node; the events of any layer are the same; sharding changes only
+ * the optimizer, which the bound leaves out). */
 static gs_status measure(const gs_scenario *s, const gs_mesh *mesh, layer_costs *out, gs_error *err)
 {
     gs_scenario t = *s;
-    uint64_t tp = mesh->size[GS_DIM_TP];
+    uint64_t tp = mesh->size[GS_DIM_TP], cp = mesh->cp ? mesh->cp : 1, ep = mesh->ep ? mesh->ep : 1;
     t.nstragglers = 0;
     t.model.layers = 2;
-    t.grid.dp = 1;
+    t.grid.dp = ep; /* replicas: dp x cp must hold the EP group */
+    t.grid.cp = cp;
+    t.grid.ep = ep;
     t.grid.pp = 2;
     t.grid.tp = tp;
     t.grid.allow_tp_cross_node = 1;
+    t.grid.first_stage_layers = t.grid.last_stage_layers = 0;
+    t.grid.account_for_embedding = t.grid.account_for_loss = 0;
     t.cluster.nodes = 2;
-    t.cluster.gpus_per_node = tp;
-    t.batch.global_seqs = s->batch.micro_seqs;
+    t.cluster.gpus_per_node = tp * cp * ep;
+    t.batch.global_seqs = s->batch.micro_seqs * ep;
     t.strategy.sharding = GS_SHARD_NO_SHARD; /* and the data-parallel knobs it takes */
     t.strategy.reshard_after_forward = 0;
     t.strategy.forward_prefetch = 0;

@@ -11,10 +11,12 @@
 #include "engine/import.h"
 #include "engine/launch.h"
 #include "engine/ledger.h"
+#include "engine/plan.h"
 #include "engine/roles.h"
 #include "engine/scenario.h"
 #include "engine/scenario_write.h"
 #include "engine/schedule.h"
+#include "sim/bound.h"
 #include "sim/sim.h"
 
 /* ---- the mesh ------------------------------------------------------------------------------- */
@@ -361,6 +363,53 @@ START_TEST(test_cp_sim)
 }
 END_TEST
 
+/* ---- the planner ----------------------------------------------------------------------------- */
+
+static gs_status eval_sim(const gs_scenario *s, const gs_mesh *mesh, void *ctx, gs_report *rep, gs_error *err)
+{
+    (void)ctx;
+    return gs_sim_scenario(s, mesh, 0, NULL, rep, NULL, err);
+}
+
+/* plan --cp 1,2 on TINY (one node of 8): with the step bound and the traffic bound on (they
+ * build reduced schedules of each candidate's shapes, cp included), every grid is searched with
+ * cp 1 and 2; candidates of both are simulated and each keeps dp x cp x pp x tp = 8. */
+START_TEST(test_cp_plan)
+{
+    gs_scenario s;
+    gs_error err;
+    gs_error_init(&err);
+    const char *y = TINY "cluster: {preset: dgx-h100, nodes: 1}\ngrid: {dp: 8}\n"
+                         "strategy: {framework: megatron, sharding: zero1}\nbatch: {global: 16, micro: 1}\n";
+    ck_assert_msg(gs_scenario_load_string(y, strlen(y), "test", &s, &err) == GS_OK, "%s", err.msg);
+    gs_plan_opts o;
+    gs_plan_opts_init(&o);
+    o.eval = eval_sim;
+    o.keep = 100000; /* every candidate that fits, each through the bounds */
+    gs_sim_bound *bound = NULL;
+    ck_assert_int_eq(gs_sim_bound_create(&bound), GS_OK);
+    o.bound = gs_sim_step_bound;
+    o.bound_ctx = bound;
+    o.comm_bound = gs_sim_comm_bound;
+    o.cp.v[0] = 1;
+    o.cp.v[1] = 2;
+    o.cp.n = 2;
+    o.sharding_mask = 1u << GS_SHARD_ZERO1;
+    gs_plan *p = NULL;
+    ck_assert_msg(gs_plan_run(&s, &o, &p, &err) == GS_OK, "%s", err.msg);
+    int seen[3] = {0, 0, 0};
+    for (size_t i = 0; i < p->ncands; i++) {
+        const gs_plan_candidate *c = &p->cands[i];
+        ck_assert(c->cp == 1 || c->cp == 2);
+        ck_assert_uint_eq(c->dp * c->cp * c->pp * c->tp, 8);
+        seen[c->cp]++;
+    }
+    ck_assert_msg(seen[1] && seen[2], "cp 1: %d, cp 2: %d", seen[1], seen[2]);
+    gs_plan_destroy(p);
+    gs_sim_bound_destroy(bound);
+}
+END_TEST
+
 static Suite *cp_suite(void)
 {
     Suite *s = suite_create("cp");
@@ -373,6 +422,7 @@ static Suite *cp_suite(void)
     tcase_add_test(tc, test_cp_schedule);
     tcase_add_test(tc, test_cp_megatron);
     tcase_add_test(tc, test_cp_sim);
+    tcase_add_test(tc, test_cp_plan);
     suite_add_tcase(s, tc);
     return s;
 }
