@@ -79,6 +79,11 @@ typedef struct segment {
 
 typedef struct unit_info {
     uint64_t P, S;          /* elements: TP slice, padded shard */
+    /* the group its gradient is reduced and its state sharded over: size and this rank's
+     * position (the DP shard group; a MoE block's routed experts under expert parallelism: the
+     * EDP group, engine/partition.h's expert units) */
+    uint64_t N, pos;
+    int expert;
     int root;
     segment *segs;
     size_t nsegs, cap;

@@ -242,6 +242,9 @@ static gs_status unit_layout(gs_train *t, rank_st *r, size_t u, uint64_t v, gs_e
     uint64_t flat = 0, pp = mesh->size[GS_DIM_PP];
     int ok = 1;
     ui->root = r->part.has_root && u + 1 == r->nunits;
+    ui->expert = pu->expert;
+    ui->N = pu->expert ? r->groups[GS_GROUP_EDP].size : r->N;
+    ui->pos = pu->expert ? r->groups[GS_GROUP_EDP].pos : r->shard_pos;
     int64_t lb = pu->layer_begin, le = pu->layer_end;
     if (ui->root && s->strategy.wrap == GS_WRAP_MODEL)
         lb = 0, le = (int64_t)r->part.layers - 1;
@@ -268,13 +271,13 @@ static gs_status unit_layout(gs_train *t, rank_st *r, size_t u, uint64_t v, gs_e
         return gs_error_set(err, GS_ERR_RUNTIME, "exec: rank %" PRIu64 " unit %zu: the layout holds %" PRIu64
                             " elements but the partition says %" PRIu64, r->rank, u, flat, pu->params);
     ui->P = flat;
-    ui->S = gs__train_ceil_div(flat, r->N);
+    ui->S = gs__train_ceil_div(flat, ui->N);
     if (ui->root && r->tied_x) {
         gs_partition op;
         gs_status rc = gs_partition_stage(s, mesh, r->first ? pp - 1 : 0, &op, err);
         if (rc != GS_OK)
             return rc;
-        uint64_t so = gs__train_ceil_div(gs_partition_root(&op), r->N);
+        uint64_t so = gs__train_ceil_div(gs_partition_root(&op), ui->N);
         gs_partition_fini(&op);
         if (so > ui->S)
             ui->S = so;
@@ -318,14 +321,14 @@ gs_status gs__train_rank_params(gs_train *t, gs_dispatch *disp, size_t ri, gs_er
     gs_drv_stream *st = gs_dispatch_stream(disp, ri, GS_STREAM_COMPUTE);
     for (size_t u = 0; u < r->nunits; u++) {
         const unit_info *ui = &r->units[u];
-        float *full = calloc(r->N * ui->S + 1, sizeof *full);
+        float *full = calloc(ui->N * ui->S + 1, sizeof *full);
         if (!full)
             return gs_error_set(err, GS_ERR_NOMEM, "exec: out of memory");
         init_unit(t, ui, full);
         if (r->plan.stored_sharded)
-            t->ops->upload(t->drv, st, r->tbuf[r->param_t[u]], full + r->shard_pos * ui->S, ui->S * sizeof(float));
+            t->ops->upload(t->drv, st, r->tbuf[r->param_t[u]], full + ui->pos * ui->S, ui->S * sizeof(float));
         else
-            t->ops->upload(t->drv, st, r->tbuf[r->param_t[u]], full, r->N * ui->S * sizeof(float));
+            t->ops->upload(t->drv, st, r->tbuf[r->param_t[u]], full, ui->N * ui->S * sizeof(float));
         free(full);
     }
     return GS_OK;

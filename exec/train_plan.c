@@ -21,7 +21,7 @@ static int is_tp(const gs_event *e)
 uint32_t gs__train_pending_id(const rank_st *r, const gs_rank_events *re, size_t u)
 {
     uint32_t g = r->grad_t[u];
-    if ((r->N <= 1 && r->R <= 1) || g == NO_ID || re->tensors[g].kind != GS_T_GRAD)
+    if ((r->units[u].N <= 1 && r->R <= 1) || g == NO_ID || re->tensors[g].kind != GS_T_GRAD)
         return g;
     return (uint32_t)(re->ntensors + u);
 }
@@ -141,7 +141,7 @@ static void plan_dp_tensors(rank_st *r, const gs_rank_events *re, size_t i, acti
     pl->ptid = e->nlinks[GS_LINK_READS] ? reads[0] : NO_ID; /* AG: the shard; RS/AR: the gradient */
     /* ZeRO-1's reduce-scatter reads and writes the resident full gradient: it reduces the
      * pending one (this step's new gradients) into the resident one's own slice */
-    if ((a == A_BUCKET_AR || a == A_UNIT_RS || (a == A_INTER_AR && r->N <= 1)) && pl->ptid == r->grad_t[u])
+    if ((a == A_BUCKET_AR || a == A_UNIT_RS || (a == A_INTER_AR && r->units[u].N <= 1)) && pl->ptid == r->grad_t[u])
         pl->ptid = gs__train_pending_id(r, re, u);
     pl->gtid = e->nlinks[GS_LINK_WRITES] ? writes[0] : NO_ID; /* AG: the gathered copy; RS/AR: storage */
     if (a == A_OWN_AG)
@@ -165,12 +165,12 @@ static gs_status plan_layer_tensors(const gs_train *t, rank_st *r, const gs_rank
         if (uu < 0)
             continue;
         uint32_t p = cur_full[uu] != NO_ID ? cur_full[uu] : (r->plan.stored_sharded ? NO_ID : r->param_t[uu]);
-        uint32_t g = r->N <= 1 && r->R <= 1 ? r->grad_t[uu]
+        uint32_t g = r->units[uu].N <= 1 && r->R <= 1 ? r->grad_t[uu]
                      : cur_grad[uu] != NO_ID ? cur_grad[uu]
                      : r->hold_t[uu] != NO_ID ? r->hold_t[uu] : gs__train_pending_id(r, re, (size_t)uu);
         /* a backward op accumulates into a full gradient: the schedule must hold one */
         int used = which == 0 || e->layer == GS_LAYER_EMBED || e->layer == GS_LAYER_HEAD;
-        if (used && e->phase == GS_PHASE_BWD && e->kind == GS_EV_COMPUTE && r->N > 1 &&
+        if (used && e->phase == GS_PHASE_BWD && e->kind == GS_EV_COMPUTE && r->units[uu].N > 1 &&
             (g == NO_ID || (g < re->ntensors && re->tensors[g].kind == GS_T_GRAD_SHARD))) {
             char name[GS_EVENT_NAME_BYTES];
             gs_event_name(re, e, name, sizeof name);
@@ -414,7 +414,7 @@ gs_status gs_train_run_event(void *prog, size_t rank_index, size_t event, gs_drv
     for (uint16_t j = 0; j < c.e->nlinks[GS_LINK_FREES]; j++) {
         const gs_tensor *tt = &c.re->tensors[frees[j]];
         if (tt->kind == GS_T_PARAM_FULL && c.r->tbuf[frees[j]] && tt->unit < c.r->nunits)
-            gs__train_poison(&c, c.r->tbuf[frees[j]], c.r->N * c.r->units[tt->unit].S);
+            gs__train_poison(&c, c.r->tbuf[frees[j]], c.r->units[tt->unit].N * c.r->units[tt->unit].S);
     }
     return GS_OK;
 }

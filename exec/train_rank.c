@@ -81,7 +81,7 @@ static void rank_tensor_bufs(gs_train *t, rank_st *r, const gs_rank_events *re, 
         case GS_T_PARAM_SHARD:
             if (tt->resident)
                 r->param_t[tt->unit] = (uint32_t)i;
-            n = r->plan.stored_sharded ? ui->S : r->N * ui->S;
+            n = r->plan.stored_sharded ? ui->S : ui->N * ui->S;
             break;
         case GS_T_GRAD_SHARD:
             if (tt->resident)
@@ -95,10 +95,10 @@ static void rank_tensor_bufs(gs_train *t, rank_st *r, const gs_rank_events *re, 
                 else
                     r->hold_t[tt->unit] = (uint32_t)i;
             }
-            n = r->N * ui->S;
+            n = ui->N * ui->S;
             break;
         case GS_T_PARAM_FULL:
-            n = r->N * ui->S;
+            n = ui->N * ui->S;
             break;
         default:
             continue;
@@ -125,9 +125,9 @@ static gs_status rank_tensors(gs_train *t, rank_st *r, const gs_rank_events *re,
                                 "gradient tensor in the schedule", r->rank, u);
     }
     for (size_t u = 0; u < r->nunits; u++) {
-        uint64_t n = r->plan.stored_sharded || r->own_slice ? r->units[u].S : r->N * r->units[u].S;
+        uint64_t n = r->plan.stored_sharded || r->own_slice ? r->units[u].S : r->units[u].N * r->units[u].S;
         if (gs__train_pending_id(r, re, u) == re->ntensors + u)
-            r->tbuf[re->ntensors + u] = gs__train_dalloc(t, r, r->N * r->units[u].S, &ok);
+            r->tbuf[re->ntensors + u] = gs__train_dalloc(t, r, r->units[u].N * r->units[u].S, &ok);
         r->m[u] = gs__train_dalloc(t, r, n, &ok);
         r->v[u] = gs__train_dalloc(t, r, n, &ok);
         r->tmp[u] = gs__train_dalloc(t, r, r->units[u].S, &ok);
