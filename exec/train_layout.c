@@ -35,21 +35,7 @@ static int seg_push(unit_info *u, const segment *sg)
     return 1;
 }
 
-/* One tensor's segment as add_seg appends it: its name and full [R, C] shape, its initial values
- * (INIT_ONES, INIT_ZEROS or the id of a normal stream), the rank's slice (rows [first, first + n)
- * of the tensor, or with colsplit columns [first, first + n) of every row) and whether every TP
- * rank holds the same (replicated). */
-typedef struct seg_spec {
-    const char *name;
-    int ndim;
-    uint64_t R, C, init_id;
-    int colsplit;
-    uint64_t first, n;
-    int replicated;
-} seg_spec;
-
-/* Appends the segment of a tensor at *flat (advanced past it). 0 when out of memory. */
-static int add_seg(unit_info *u, uint64_t *flat, const seg_spec *sp)
+int gs__train_add_seg(unit_info *u, uint64_t *flat, const seg_spec *sp)
 {
     segment sg;
     memset(&sg, 0, sizeof sg);
@@ -80,14 +66,15 @@ static int add_seg(unit_info *u, uint64_t *flat, const seg_spec *sp)
  * (replicated: added once, after the TP reduction), post-attention norm, then the MLP: SwiGLU's
  * gate, up and down, or GELU's up (fc1, rows of the rank's ffn slice) and its bias, down (fc2)
  * and its bias (replicated). Biases start at zero, norm weights at one. */
-static int add_layer_segs(const gs_train *t, const rank_st *r, unit_info *u, uint64_t *flat, uint64_t l)
+static int add_layer_segs(const gs_train *t, rank_st *r, unit_info *u, size_t unit, uint64_t *flat, int64_t ll,
+                          uint64_t l)
 {
     const gs_model *m = &t->s->model;
     char nm[80];
     uint64_t h = t->h, hd = t->hd, tp = r->tp_pos, id = 16 + l * 8;
     uint64_t qlo = tp * t->a_t * hd, kvlo = tp * t->kv_t * hd, flo = tp * t->f_t;
     int ok = 1;
-#define SEG(...) (ok = ok && add_seg(u, flat, &(seg_spec){__VA_ARGS__}))
+#define SEG(...) (ok = ok && gs__train_add_seg(u, flat, &(seg_spec){__VA_ARGS__}))
 #define LNAME(s) (snprintf(nm, sizeof nm, "model.layers.%" PRIu64 ".%s.weight", l, s), nm)
 #define BNAME(s) (snprintf(nm, sizeof nm, "model.layers.%" PRIu64 ".%s.bias", l, s), nm)
     SEG(LNAME("input_layernorm"), 1, h, 1, INIT_ONES, 0, 0, h, 1);
@@ -107,7 +94,9 @@ static int add_layer_segs(const gs_train *t, const rank_st *r, unit_info *u, uin
     SEG(LNAME("post_attention_layernorm"), 1, h, 1, INIT_ONES, 0, 0, h, 1);
     if (t->norm_bias)
         SEG(BNAME("post_attention_layernorm"), 1, h, 1, INIT_ZEROS, 0, 0, h, 1);
-    if (!t->gelu) {
+    if (gs__train_moe_layer(t, l)) /* with the routed experts unless they are a unit of their own */
+        ok = ok && gs__train_moe_block_segs(t, r, u, unit, flat, ll, l, t->sch->mesh.ep <= 1);
+    else if (!t->gelu) {
         SEG(LNAME("mlp.gate_proj"), 2, m->ffn, h, id + 4, 0, flo, t->f_t, 0);
         SEG(LNAME("mlp.up_proj"), 2, m->ffn, h, id + 5, 0, flo, t->f_t, 0);
         SEG(LNAME("mlp.down_proj"), 2, h, m->ffn, id + 6, 1, flo, t->f_t, 0);
@@ -204,27 +193,29 @@ static int root_segs(gs_train *t, rank_st *r, unit_info *ui, uint64_t *flat)
     int ok = 1;
     if (r->first && !r->tied_x) {
         r->emb_off = *flat;
-        ok = ok && add_seg(ui, flat, &(seg_spec){"model.embed_tokens.weight", 2, V, h, 1, 0, r->tp_pos * t->v_t,
-                                                 t->v_t, 0});
+        ok = ok && gs__train_add_seg(ui, flat, &(seg_spec){"model.embed_tokens.weight", 2, V, h, 1, 0,
+                                                           r->tp_pos * t->v_t, t->v_t, 0});
     }
     if (r->first) {
         /* learned absolute positions: [seq, h], replicated over TP */
         r->pos_off = *flat;
         if (!t->rope)
-            ok = ok && add_seg(ui, flat, &(seg_spec){"model.embed_positions.weight", 2, t->seq, h, 3, 0, 0, t->seq, 1});
+            ok = ok && gs__train_add_seg(ui, flat, &(seg_spec){"model.embed_positions.weight", 2, t->seq, h, 3, 0, 0,
+                                                               t->seq, 1});
     }
     if (r->last) {
         r->hn_off = *flat;
-        ok = ok && add_seg(ui, flat, &(seg_spec){"model.norm.weight", 1, h, 1, INIT_ONES, 0, 0, h, 1});
+        ok = ok && gs__train_add_seg(ui, flat, &(seg_spec){"model.norm.weight", 1, h, 1, INIT_ONES, 0, 0, h, 1});
         if (t->norm_bias)
-            ok = ok && add_seg(ui, flat, &(seg_spec){"model.norm.bias", 1, h, 1, INIT_ZEROS, 0, 0, h, 1});
+            ok = ok && gs__train_add_seg(ui, flat, &(seg_spec){"model.norm.bias", 1, h, 1, INIT_ZEROS, 0, 0, h, 1});
         /* tied: the head is the embedding's [vocab/tp, h] slice itself (one stage: its backward
          * accumulates into the embedding's gradient) or the copy at the root's start */
         if (s->model.tied_embeddings) {
             r->head_off = r->emb_off;
         } else {
             r->head_off = *flat;
-            ok = ok && add_seg(ui, flat, &(seg_spec){"lm_head.weight", 2, V, h, 2, 0, r->tp_pos * t->v_t, t->v_t, 0});
+            ok = ok && gs__train_add_seg(ui, flat, &(seg_spec){"lm_head.weight", 2, V, h, 2, 0, r->tp_pos * t->v_t,
+                                                               t->v_t, 0});
         }
     }
     return ok;
@@ -252,16 +243,21 @@ static gs_status unit_layout(gs_train *t, rank_st *r, size_t u, uint64_t v, gs_e
         /* the word embedding first: the first stage's own, the last stage's copy of it
          * (initialized alike: the same normal stream and offsets; saved by the first stage) */
         r->emb_off = r->head_off = 0;
-        ok = ok && add_seg(ui, &flat, &(seg_spec){"model.embed_tokens.weight", 2, s->model.vocab, t->h, 1, 0,
-                                                  r->tp_pos * t->v_t, t->v_t, 0});
+        ok = ok && gs__train_add_seg(ui, &flat, &(seg_spec){"model.embed_tokens.weight", 2, s->model.vocab, t->h, 1, 0,
+                                                            r->tp_pos * t->v_t, t->v_t, 0});
         if (ok && r->last)
             ui->segs[ui->nsegs - 1].copy = 1;
     }
-    if (!(ui->root && s->strategy.wrap != GS_WRAP_MODEL))
+    if (pu->expert) /* a MoE block's routed experts on this EP rank (engine/partition.h) */
+        for (int64_t ll = lb; ll <= le; ll++)
+            ok = ok && gs__train_moe_expert_segs(t, r, ui, u, &flat, ll,
+                                                 gs_pipe_global_layer(mesh, t->layers, v, r->stage, (uint64_t)ll));
+    else if (!(ui->root && s->strategy.wrap != GS_WRAP_MODEL))
         for (int64_t ll = lb; ll <= le; ll++) {
             r->unit_of_local[ll] = (int64_t)u;
             r->off_of_local[ll] = flat;
-            ok = ok && add_layer_segs(t, r, ui, &flat, gs_pipe_global_layer(mesh, t->layers, v, r->stage, (uint64_t)ll));
+            ok = ok && add_layer_segs(t, r, ui, u, &flat, ll,
+                                      gs_pipe_global_layer(mesh, t->layers, v, r->stage, (uint64_t)ll));
         }
     if (ui->root)
         ok = ok && root_segs(t, r, ui, &flat);

@@ -8,9 +8,10 @@
 #include "exec/train_internal.h"
 
 
+/* TP collectives, and a MoE block's all-to-alls over EP: a layer's own exchanges, not DP's */
 static int is_tp(const gs_event *e)
 {
-    return e->kind == GS_EV_COLLECTIVE && e->group == GS_GROUP_TP;
+    return e->kind == GS_EV_COLLECTIVE && (e->group == GS_GROUP_TP || e->group == GS_GROUP_EP);
 }
 
 /* DDP (NO_SHARD), and HSDP with one DP rank per node, keep one resident full gradient that every
@@ -76,6 +77,15 @@ static const uint8_t role_actions[GS_ROLE_COUNT][DIR_COUNT] = {
     [GS_ROLE_PP_RECV] = {A_RECV_FWD, A_RECV_BWD, A_NONE},
     [GS_ROLE_TIED_SEND] = {A_NONE, A_NONE, A_TIED_SEND},
     [GS_ROLE_TIED_RECV] = {A_NONE, A_NONE, A_TIED_RECV},
+    [GS_ROLE_MOE_ROUTER] = {A_MOE_ROUTER, A_MOE_ROUTER, A_NONE},
+    [GS_ROLE_MOE_PERMUTE] = {A_MOE_PERMUTE, A_MOE_PERMUTE, A_NONE},
+    [GS_ROLE_EXPERT_UP] = {A_EXPERT_UP, A_EXPERT_UP, A_NONE},
+    [GS_ROLE_EXPERT_ACT] = {A_EXPERT_ACT, A_EXPERT_ACT, A_NONE},
+    [GS_ROLE_EXPERT_DOWN] = {A_EXPERT_DOWN, A_EXPERT_DOWN, A_NONE},
+    [GS_ROLE_EP_DISPATCH] = {A_EP_DISPATCH, A_EP_DISPATCH, A_NONE},
+    [GS_ROLE_EP_COMBINE] = {A_EP_COMBINE, A_EP_COMBINE, A_NONE},
+    [GS_ROLE_ETP_IN] = {A_ETP_IN, A_ETP_IN, A_NONE},
+    [GS_ROLE_ETP_OUT] = {A_ETP_OUT, A_ETP_OUT, A_NONE},
 };
 
 static int dir_of(const gs_event *e)
@@ -158,7 +168,8 @@ static gs_status plan_layer_tensors(const gs_train *t, rank_st *r, const gs_rank
     size_t nu = r->nunits;
     int64_t u = -1;
     if (e->layer >= 0 && (uint64_t)e->layer < t->layers && r->local_of_global[e->layer] >= 0)
-        u = r->unit_of_local[r->local_of_global[e->layer]];
+        u = gs__train_moe_event_unit(r, e, r->local_of_global[e->layer],
+                                     r->unit_of_local[r->local_of_global[e->layer]]);
     size_t root = r->part.has_root ? nu - 1 : SIZE_MAX;
     for (int which = 0; which < 2; which++) {
         int64_t uu = which == 0 ? u : (root == SIZE_MAX ? -1 : (int64_t)root);
@@ -336,7 +347,7 @@ gs_status gs__train_plan_rank(gs_train *t, rank_st *r, const gs_rank_events *re,
                 cur_grad[tt->unit] = allocs[j];
         }
         action a = e->role < GS_ROLE_COUNT ? (action)role_actions[e->role][dir_of(e)] : A_NONE;
-        int dp = e->kind == GS_EV_COLLECTIVE && e->group != GS_GROUP_TP;
+        int dp = e->kind == GS_EV_COLLECTIVE && !is_tp(e);
         if ((a == A_TIED_SEND || a == A_TIED_RECV) && !r->tied_x)
             rc = gs_error_set(err, GS_ERR_INPUT, "exec: rank %" PRIu64 ": event %zu: a pipeline send or receive "
                               "after the backward pass the host program has no use for", r->rank, i);
@@ -392,6 +403,8 @@ static action_fn handler_of(action a)
         return gs__train_sp_norm_action;
     if (a >= A_SEND_FWD && a <= A_TIED_RECV)
         return gs__train_p2p_action;
+    if (a >= A_MOE_ROUTER && a <= A_EP_COMBINE)
+        return gs__train_moe_action;
     return NULL;
 }
 

@@ -206,8 +206,8 @@ static void layer_acts(gs_train *t, rank_st *r, layer_act *a, int *ok)
     a->n2s = gs__train_dalloc(t, r, Tl * h, ok);
     a->rstd2 = gs__train_dalloc(t, r, Tl, ok);
     a->n2 = t->sp ? gs__train_dalloc(t, r, T * h, ok) : a->n2s;
-    a->gu = gs__train_dalloc(t, r, T * 2 * t->f_t, ok);
-    a->hh = gs__train_dalloc(t, r, T * t->f_t, ok);
+    a->gu = gs__train_dalloc(t, r, T * 2 * t->f_max, ok);
+    a->hh = gs__train_dalloc(t, r, T * t->f_max, ok);
     a->dp = gs__train_dalloc(t, r, T * h, ok);
     a->mr = gs__train_dalloc(t, r, Tl * h, ok);
 }
@@ -219,8 +219,8 @@ static void rank_scratch(gs_train *t, rank_st *r, int *ok)
     uint64_t T = t->T, Tl = t->Tl, h = t->h;
     scratch *sc = &r->sc;
     sc->dyf = gs__train_dalloc(t, r, T * h, ok);
-    sc->dh = gs__train_dalloc(t, r, T * t->f_t, ok);
-    sc->dgu = gs__train_dalloc(t, r, T * 2 * t->f_t, ok);
+    sc->dh = gs__train_dalloc(t, r, T * t->f_max, ok);
+    sc->dgu = gs__train_dalloc(t, r, T * 2 * t->f_max, ok);
     sc->dn2 = gs__train_dalloc(t, r, T * h, ok);
     sc->dn2s = gs__train_dalloc(t, r, Tl * h, ok);
     sc->dxm = gs__train_dalloc(t, r, Tl * h, ok);
@@ -306,6 +306,7 @@ gs_status gs__train_rank_init(gs_train *t, gs_dispatch *disp, size_t ri, gs_erro
     gs_status rc;
     r->rank = re->rank;
     if ((rc = rank_place(t, r, err)) != GS_OK || (rc = rank_maps(t, r, re, err)) != GS_OK ||
+        (rc = gs__train_moe_rank_init(t, r, err)) != GS_OK ||
         (rc = gs__train_rank_units(t, r, err)) != GS_OK || (rc = rank_tensors(t, r, re, err)) != GS_OK ||
         (rc = gs__train_rank_params(t, disp, ri, err)) != GS_OK ||
         (rc = rank_tokens(t, r, gs_dispatch_stream(disp, ri, GS_STREAM_COMPUTE), err)) != GS_OK ||
@@ -391,6 +392,7 @@ void gs__train_rank_fini(gs_train *t, rank_st *r, const gs_rank_events *re)
     for (int i = 0; i < UB_SPLITS - 1; i++)
         if (r->split_marks[i])
             ops->event_destroy(t->drv, r->split_marks[i]);
+    gs__train_moe_rank_fini(t, r);
     gs_partition_fini(&r->part);
 }
 
