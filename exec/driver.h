@@ -169,6 +169,18 @@ typedef struct gs_driver_kernels {
     void (*gelu_bwd)(gs_drv_stream *s, const float *x, const float *dy, float *dx, size_t n);
     void (*bias_add)(gs_drv_stream *s, float *y, const float *b, size_t t, size_t n);
     void (*bias_grad)(gs_drv_stream *s, const float *dy, float *db, size_t t, size_t n);
+    /* Mixture of experts (kernels/host/kernels.h's gs_k_moe_*, gs_k_rows_*); NULL: the driver
+     * runs no MoE blocks (exec refuses them). idx arrays are int32 in the driver's memory. */
+    void (*moe_topk_fwd)(gs_drv_stream *s, const float *logits, size_t t, size_t experts, size_t k, int32_t *idx,
+                         float *probs);
+    void (*moe_topk_bwd)(gs_drv_stream *s, const float *probs, const float *dprobs, const int32_t *idx, size_t t,
+                         size_t experts, size_t k, float *dlogits);
+    void (*rows_gather)(gs_drv_stream *s, const float *src, const int32_t *idx, const float *w, size_t n, size_t h,
+                        float *dst);
+    void (*rows_scatter_add)(gs_drv_stream *s, const float *src, const int32_t *idx, const float *w, size_t n,
+                             size_t h, float *dst);
+    void (*rows_dot)(gs_drv_stream *s, const float *a, const int32_t *idx, const float *b, size_t n, size_t h,
+                     float *out);
 
 } gs_driver_kernels;
 
@@ -236,6 +248,11 @@ typedef struct gs_driver_ops {
     /* buf = member root's buf. */
     gs_status (*broadcast)(gs_drv *d, gs_drv_stream *s, uint64_t rank, const gs_drv_group *g, float *buf,
                            size_t count, uint64_t root, gs_error *err);
+    /* recv[i*count .. (i+1)*count) = member i's send[pos*count .. (pos+1)*count) (send holds size
+     * x count floats; NCCL: grouped sends and receives). NULL: the driver has none (exec then
+     * refuses expert parallelism). */
+    gs_status (*all_to_all)(gs_drv *d, gs_drv_stream *s, uint64_t rank, const gs_drv_group *g, const float *send,
+                            float *recv, size_t count, gs_error *err);
     /* ---- point to point (in order per (sender, receiver) pair) ---- */
     gs_status (*send)(gs_drv *d, gs_drv_stream *s, uint64_t rank, uint64_t peer, const void *buf, uint64_t bytes,
                       gs_error *err);
@@ -303,8 +320,8 @@ extern const gs_driver_ops gs_driver_host;
  * block ops. 4: p2p_group, p2p_rendezvous. 5: dropout (the attention ops' drop, the dropout op),
  * gemm_math, sends_wait. 6: all_gather_ring, mark, wait_mark; linear_bwd's dw may be NULL;
  * opts.gemm_bf16, opts.tp_ring_p2p, arm_start. 8: opts.set (the environment's choices, passed down).
- * 9: the kernels in their own table, gs_driver_ops.k. */
-#define GS_DRIVER_ABI 9
+ * 9: the kernels in their own table, gs_driver_ops.k. 10: all_to_all and the MoE kernels. */
+#define GS_DRIVER_ABI 10
 
 /* The drivers this build has, by name (NULL when unknown). */
 const gs_driver_ops *gs_driver_find(const char *name);

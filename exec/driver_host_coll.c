@@ -10,11 +10,12 @@
 
 /* ---- collectives ---------------------------------------------------------------------------- */
 
-enum { OP_AG = 1, OP_RS, OP_AR, OP_BCAST };
+enum { OP_AG = 1, OP_RS, OP_AR, OP_BCAST, OP_A2A };
 
 static const char *op_name(int op)
 {
-    return op == OP_AG ? "all_gather" : op == OP_RS ? "reduce_scatter" : op == OP_AR ? "all_reduce" : "broadcast";
+    return op == OP_AG ? "all_gather" : op == OP_RS ? "reduce_scatter" : op == OP_AR ? "all_reduce"
+           : op == OP_A2A ? "all_to_all" : "broadcast";
 }
 
 /* ---- across processes: the bootstrap's transport ---- */
@@ -298,5 +299,21 @@ gs_status gs__host_broadcast(gs_drv *d, gs_drv_stream *s, uint64_t rank, const g
         return rc;
     if (g->pos != root && root < g->size)
         memcpy(buf, c->in[root], count * sizeof *buf);
+    return depart(d, rank, g, c, gen, err);
+}
+
+gs_status gs__host_all_to_all(gs_drv *d, gs_drv_stream *s, uint64_t rank, const gs_drv_group *g, const float *send,
+                              float *recv, size_t count, gs_error *err)
+{
+    if (d->boot && g->size > 1)
+        return boot_exchange(d, s, rank, g, OP_A2A, send, recv, count, 1, err);
+    coll_slot *c;
+    uint64_t gen;
+    gs_status rc = arrive(d, s, rank, g, OP_A2A, count, send, &c, &gen, err);
+    if (rc != GS_OK)
+        return rc;
+    size_t off = (size_t)g->pos * count;
+    for (uint64_t i = 0; i < g->size; i++)
+        memcpy(recv + i * count, c->in[i] + off, count * sizeof *recv);
     return depart(d, rank, g, c, gen, err);
 }

@@ -215,3 +215,33 @@ void gs__host_k_adamw(gs_drv_stream *s, float *p, const float *g, float *m, floa
     (void)s;
     gs_k_adamw(p, g, m, v, n, lr, b1, b2, eps, wd, step);
 }
+void gs__host_k_moe_topk_fwd(gs_drv_stream *s, const float *logits, size_t t, size_t experts, size_t k, int32_t *idx,
+                             float *probs)
+{
+    (void)s;
+    gs_k_moe_topk_fwd(logits, t, experts, k, idx, probs);
+}
+void gs__host_k_moe_topk_bwd(gs_drv_stream *s, const float *probs, const float *dprobs, const int32_t *idx, size_t t,
+                             size_t experts, size_t k, float *dlogits)
+{
+    (void)s;
+    gs_k_moe_topk_bwd(probs, dprobs, idx, t, experts, k, dlogits);
+}
+void gs__host_k_rows_gather(gs_drv_stream *s, const float *src, const int32_t *idx, const float *w, size_t n, size_t h,
+                            float *dst)
+{
+    (void)s;
+    gs_k_rows_gather(src, idx, w, n, h, dst);
+}
+void gs__host_k_rows_scatter_add(gs_drv_stream *s, const float *src, const int32_t *idx, const float *w, size_t n,
+                                 size_t h, float *dst)
+{
+    (void)s;
+    gs_k_rows_scatter_add(src, idx, w, n, h, dst);
+}
+void gs__host_k_rows_dot(gs_drv_stream *s, const float *a, const int32_t *idx, const float *b, size_t n, size_t h,
+                         float *out)
+{
+    (void)s;
+    gs_k_rows_dot(a, idx, b, n, h, out);
+}

@@ -160,6 +160,16 @@ void gs__host_k_gelu_fwd(gs_drv_stream *s, const float *x, float *y, size_t n);
 void gs__host_k_gelu_bwd(gs_drv_stream *s, const float *x, const float *dy, float *dx, size_t n);
 void gs__host_k_bias_add(gs_drv_stream *s, float *y, const float *b, size_t t, size_t n);
 void gs__host_k_bias_grad(gs_drv_stream *s, const float *dy, float *db, size_t t, size_t n);
+void gs__host_k_moe_topk_fwd(gs_drv_stream *s, const float *logits, size_t t, size_t experts, size_t k, int32_t *idx,
+                             float *probs);
+void gs__host_k_moe_topk_bwd(gs_drv_stream *s, const float *probs, const float *dprobs, const int32_t *idx, size_t t,
+                             size_t experts, size_t k, float *dlogits);
+void gs__host_k_rows_gather(gs_drv_stream *s, const float *src, const int32_t *idx, const float *w, size_t n, size_t h,
+                            float *dst);
+void gs__host_k_rows_scatter_add(gs_drv_stream *s, const float *src, const int32_t *idx, const float *w, size_t n,
+                                 size_t h, float *dst);
+void gs__host_k_rows_dot(gs_drv_stream *s, const float *a, const int32_t *idx, const float *b, size_t n, size_t h,
+                         float *out);
 void gs__host_k_swiglu_fwd(gs_drv_stream *s, const float *gu, float *h, size_t t, size_t f);
 void gs__host_k_swiglu_bwd(gs_drv_stream *s, const float *gu, const float *dh, float *dgu, size_t t, size_t f);
 void gs__host_k_xent_stats(gs_drv_stream *s, const float *logits, const int32_t *target, size_t t, size_t lo, size_t vn,
@@ -180,6 +190,8 @@ gs_status gs__host_reduce_scatter(gs_drv *d, gs_drv_stream *s, uint64_t rank, co
                                   float *recv, size_t count, gs_error *err);
 gs_status gs__host_all_reduce(gs_drv *d, gs_drv_stream *s, uint64_t rank, const gs_drv_group *g, float *buf,
                               size_t count, gs_error *err);
+gs_status gs__host_all_to_all(gs_drv *d, gs_drv_stream *s, uint64_t rank, const gs_drv_group *g, const float *send,
+                              float *recv, size_t count, gs_error *err);
 gs_status gs__host_broadcast(gs_drv *d, gs_drv_stream *s, uint64_t rank, const gs_drv_group *g, float *buf,
                              size_t count, uint64_t root, gs_error *err);
 

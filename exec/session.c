@@ -349,14 +349,19 @@ gs_status gs_exec_session_create(const gs_scenario *s, const gs_mesh *mesh, cons
                           s->name, mesh->cp);
         goto out;
     }
-    if (s->model.moe.experts || s->model.mla.kv_lora_rank) {
+    if (s->model.mla.kv_lora_rank) {
         /* every process sees the same scenario: each refuses alike */
         rc = gs_error_set(err, GS_ERR_INPUT,
-                          "exec: %s: model %s has %s, which exec's drivers do not run: their blocks are a "
-                          "dense MLP and MHA/GQA attention (`gridstep sim` times mixture-of-experts blocks and "
-                          "`gridstep mem` counts every model's memory; run a dense model to execute)",
-                          s->name, s->model.name,
-                          s->model.moe.experts ? "mixture-of-experts blocks" : "latent attention (MLA)");
+                          "exec: %s: model %s has latent attention (MLA), which exec's drivers do not run: their "
+                          "attention is MHA/GQA (`gridstep sim` times it and `gridstep mem` counts every model's "
+                          "memory; run a model without mla to execute)", s->name, s->model.name);
+        goto out;
+    }
+    if (s->model.moe.experts && (!x->ops->k.moe_topk_fwd || !x->ops->all_to_all)) {
+        rc = gs_error_set(err, GS_ERR_UNSUPPORTED,
+                          "exec: %s: model %s has mixture-of-experts blocks, which the %s driver does not run (it "
+                          "has no router, token permutation or all-to-all); run it with --driver host, or simulate "
+                          "it with `gridstep sim`", s->name, s->model.name, x->ops->name);
         goto out;
     }
     if (!(x->o.timeout_s >= 0 && x->o.timeout_s <= GS_EXEC_TIMEOUT_MAX_S)) { /* NaN too */

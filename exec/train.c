@@ -19,6 +19,33 @@ void gs_train_opts_defaults(gs_train_opts *o)
     o->p2p_groups = 1;
 }
 
+/* What the host program does not run in a MoE model (NULL: it runs it). */
+static const char *moe_unsupported(const gs_scenario *s, const gs_mesh *mesh, char *which, size_t len)
+{
+    const gs_model *m = &s->model;
+    const gs_moe *moe = &m->moe;
+    uint64_t tp = mesh->size[GS_DIM_TP], ep = mesh->ep ? mesh->ep : 1;
+    uint64_t ef = moe->expert_ffn ? moe->expert_ffn : m->ffn;
+    if (ef % tp || (moe->shared_experts * ef) % tp || moe->experts % ep) {
+        snprintf(which, len, "MoE blocks need expert_ffn (%llu) and the shared experts' width (%llu) divisible by tp "
+                 "(%llu), and experts (%llu) by ep (%llu)", (unsigned long long)ef,
+                 (unsigned long long)(moe->shared_experts * ef), (unsigned long long)tp,
+                 (unsigned long long)moe->experts, (unsigned long long)ep);
+        return which;
+    }
+    if (m->bias)
+        return "MoE blocks with biases (bias: true) are simulated, not executed";
+    if (m->dropout)
+        return "MoE blocks with dropout are simulated, not executed";
+    if (s->strategy.tp_comm_overlap && tp > 1)
+        return "MoE blocks under tp_comm_overlap are simulated, not executed";
+    if (tp > 1 && !s->strategy.sequence_parallel)
+        return "MoE blocks under tp > 1 need sequence_parallel: true (Megatron-Core's requirement)";
+    if (s->strategy.wrap != GS_WRAP_LAYER && ep > 1)
+        return "expert parallelism runs under wrap: layer";
+    return NULL;
+}
+
 static gs_status check_supported(const gs_scenario *s, const gs_mesh *mesh, gs_error *err)
 {
     const gs_model *m = &s->model;
@@ -47,6 +74,8 @@ static gs_status check_supported(const gs_scenario *s, const gs_mesh *mesh, gs_e
         why = "wrap: min_params splits blocks; the host program supports wrap layer or model";
     else if (st->sequence_parallel && tp > 1 && (s->batch.micro_seqs * m->seq) % tp)
         why = "sequence parallelism needs micro-batch tokens divisible by tp";
+    else if (m->moe.experts)
+        why = moe_unsupported(s, mesh, which, sizeof which);
     if (why)
         return gs_error_set(err, GS_ERR_INPUT, "exec: %s", why);
     return GS_OK;
@@ -150,6 +179,11 @@ gs_status gs_train_create(const gs_scenario *s, const gs_schedule *sch, const gs
     t->mlp_bias = t->gelu && m->bias;
     t->rope = m->pos == GS_POS_ROPE;
     t->up_n = t->gelu ? t->f_t : 2 * t->f_t;
+    t->f_max = t->f_t;
+    if (m->moe.experts) { /* a MoE block's shared experts may be wider than the dense MLP */
+        uint64_t fs = m->moe.shared_experts * (m->moe.expert_ffn ? m->moe.expert_ffn : m->ffn) / t->tp;
+        t->f_max = fs > t->f_max ? fs : t->f_max;
+    }
     t->attn_saved = t->b * t->a_t * t->seq * (t->flash ? 1 : t->seq);
     t->layers = m->layers;
     t->recompute = s->strategy.recompute;

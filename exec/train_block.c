@@ -17,6 +17,7 @@ typedef struct blk {
     /* backward: the gradients into the MLP's and attention's outputs (with hidden dropout the
      * dropped ones, dyd and dxmd; the residual gets the undropped ones) and their gathered rows */
     float *dy, *dxmo, *dyf, *dxmf;
+    uint64_t f_t, up_n; /* the MLP's width on this rank (a MoE block's: its shared experts') */
 } blk;
 
 /* The layer's output x[l+1] = xm + reduced MLP output (with hidden dropout: xm + dropout(MLP
@@ -38,6 +39,9 @@ static void finish_layer(const ctx *c, layer_act *a, float *xout, float *mlp, co
     }
     ops->copy(t->drv, c->s, xout, a->xm, Tl * h * sizeof(float));
     ops->k.add(c->s, xout, mlp, Tl * h);
+    const float *routed = gs__train_moe_routed_out(c); /* a MoE block: its routed experts' output */
+    if (routed)
+        ops->k.add(c->s, xout, routed, Tl * h);
     if (bd) /* fc2's bias, once, on the reduced rows */
         ops->k.bias_add(c->s, xout, bd, Tl, h);
     /* what the forward pass does not keep (the schedule recomputes it) is gone: poison it, so a
@@ -171,26 +175,26 @@ static gs_status mlp_fwd(const ctx *c, blk *b, action act)
             const float *in;
             ring_src src = {a->n2s, a->n2, h, 0};
             for (uint64_t j = 0; (rc = gs__train_ring_chunk(c, &src, j, &cq, &in)) == GS_OK && in; j++) {
-                ops->k.linear_fwd(c->s, in, b->w.wgu, a->gu + cq * Tl * t->up_n, Tl, h, t->up_n);
+                ops->k.linear_fwd(c->s, in, b->w.wgu, a->gu + cq * Tl * b->up_n, Tl, h, b->up_n);
                 if (b->w.bu)
-                    ops->k.bias_add(c->s, a->gu + cq * Tl * t->up_n, b->w.bu, Tl, t->f_t);
+                    ops->k.bias_add(c->s, a->gu + cq * Tl * b->up_n, b->w.bu, Tl, b->f_t);
             }
             return rc;
         }
-        ops->k.linear_fwd(c->s, a->n2, b->w.wgu, a->gu, T, h, t->up_n);
+        ops->k.linear_fwd(c->s, a->n2, b->w.wgu, a->gu, T, h, b->up_n);
         if (b->w.bu)
-            ops->k.bias_add(c->s, a->gu, b->w.bu, T, t->f_t);
+            ops->k.bias_add(c->s, a->gu, b->w.bu, T, b->f_t);
         return GS_OK;
     case A_ACT_FWD:
         if (t->gelu)
-            ops->k.gelu_fwd(c->s, a->gu, a->hh, T * t->f_t);
+            ops->k.gelu_fwd(c->s, a->gu, a->hh, T * b->f_t);
         else
-            ops->k.swiglu_fwd(c->s, a->gu, a->hh, T, t->f_t);
+            ops->k.swiglu_fwd(c->s, a->gu, a->hh, T, b->f_t);
         return GS_OK;
     case A_DOWN_FWD:
         if (c->pl->part)
-            return gs__train_split_gemm_part(c, a->hh, b->w.wd, a->dp, t->f_t);
-        ops->k.linear_fwd(c->s, a->hh, b->w.wd, a->dp, T, t->f_t, h);
+            return gs__train_split_gemm_part(c, a->hh, b->w.wd, a->dp, b->f_t);
+        ops->k.linear_fwd(c->s, a->hh, b->w.wd, a->dp, T, b->f_t, h);
         if (t->tp <= 1)
             finish_layer(c, a, b->xout, a->dp, b->w.bd);
         return GS_OK;
@@ -227,30 +231,30 @@ static gs_status mlp_bwd(const ctx *c, blk *b, action act)
             const float *in;
             ring_src src = {b->dy, b->dyf, h, b->hdrop_mlp != NULL};
             for (uint64_t j = 0; (rc = gs__train_ring_chunk(c, &src, j, &cq, &in)) == GS_OK && in; j++)
-                ops->k.linear_bwd(c->s, a->hh + cq * Tl * t->f_t, b->w.wd, in, sc->dh + cq * Tl * t->f_t, NULL, Tl,
-                                t->f_t, h);
+                ops->k.linear_bwd(c->s, a->hh + cq * Tl * b->f_t, b->w.wd, in, sc->dh + cq * Tl * b->f_t, NULL, Tl,
+                                b->f_t, h);
             if (rc == GS_OK && c->pl->part == 2)
-                ops->k.linear_bwd(c->s, a->hh, b->w.wd, b->dyf, NULL, b->g.wd, T, t->f_t, h);
+                ops->k.linear_bwd(c->s, a->hh, b->w.wd, b->dyf, NULL, b->g.wd, T, b->f_t, h);
             return rc;
         }
-        ops->k.linear_bwd(c->s, a->hh, b->w.wd, b->dyf, sc->dh, b->g.wd, T, t->f_t, h);
+        ops->k.linear_bwd(c->s, a->hh, b->w.wd, b->dyf, sc->dh, b->g.wd, T, b->f_t, h);
         return GS_OK;
     case A_ACT_BWD:
         if (t->gelu)
-            ops->k.gelu_bwd(c->s, a->gu, sc->dh, sc->dgu, T * t->f_t);
+            ops->k.gelu_bwd(c->s, a->gu, sc->dh, sc->dgu, T * b->f_t);
         else
-            ops->k.swiglu_bwd(c->s, a->gu, sc->dh, sc->dgu, T, t->f_t);
+            ops->k.swiglu_bwd(c->s, a->gu, sc->dh, sc->dgu, T, b->f_t);
         return GS_OK;
     case A_N2_REAG: /* bulk overlap: the input the weight gradient needs, beside dgrad */
         return gs__train_tp_gather(c, a->n2s, a->n2);
     case A_UP_BWD:
         if (c->pl->part == 2) { /* bulk overlap: wgrad beside the reduce-scatter of dgrad's output */
-            ops->k.linear_bwd(c->s, a->n2, b->w.wgu, sc->dgu, NULL, b->g.wgu, T, h, t->up_n);
+            ops->k.linear_bwd(c->s, a->n2, b->w.wgu, sc->dgu, NULL, b->g.wgu, T, h, b->up_n);
             return GS_OK;
         }
         if (b->g.bu)
-            ops->k.bias_grad(c->s, sc->dgu, b->g.bu, T, t->f_t);
-        ops->k.linear_bwd(c->s, a->n2, b->w.wgu, sc->dgu, sc->dn2, c->pl->part ? NULL : b->g.wgu, T, h, t->up_n);
+            ops->k.bias_grad(c->s, sc->dgu, b->g.bu, T, b->f_t);
+        ops->k.linear_bwd(c->s, a->n2, b->w.wgu, sc->dgu, sc->dn2, c->pl->part ? NULL : b->g.wgu, T, h, b->up_n);
         return GS_OK;
     case A_UP_TP:
         return gs__train_tp_reduce(c, sc->dn2, sc->dn2s, &res);
@@ -356,10 +360,17 @@ gs_status gs__train_block_action(const ctx *c, action act)
     if ((rc = gs__train_need(c, pbase, "gathered parameters of this layer")) != GS_OK)
         return rc;
     uint64_t off = r->off_of_local[ll];
-    gs__train_block_at(t, pbase + off, &b.w);
-    if (gbase)
-        gs__train_block_at(t, gbase + off, &b.g);
-    else
+    b.f_t = t->f_t, b.up_n = t->up_n;
+    if (gs__train_moe_layer(t, l)) { /* the MLP half is the shared experts */
+        gs__train_moe_block_at(t, pbase + off, &b.w, &b.f_t, &b.up_n);
+        if (gbase)
+            gs__train_moe_block_at(t, gbase + off, &b.g, &b.f_t, &b.up_n);
+    } else {
+        gs__train_block_at(t, pbase + off, &b.w);
+        if (gbase)
+            gs__train_block_at(t, gbase + off, &b.g);
+    }
+    if (!gbase)
         memset(&b.g, 0, sizeof b.g);
     b.q = b.a->qkv, b.k = b.a->qkv + t->a_t * hd, b.v = b.a->qkv + (t->a_t + t->kv_t) * hd;
     /* dropout: the attention probabilities (this rank's heads), attention's output (before the

@@ -15,8 +15,8 @@ static gs_status reduce_into(const ctx *c, const gs_drv_group *g, float *in, flo
     if (rc != GS_OK)
         return rc;
     if (r->R <= 1)
-        ops->k.add(c->s, out + (out_full ? r->shard_pos * S : 0), r->tmp[u], S);
-    ops->fill(c->t->drv, c->s, in, 0.0f, r->N * S);
+        ops->k.add(c->s, out + (out_full ? r->units[u].pos * S : 0), r->tmp[u], S);
+    ops->fill(c->t->drv, c->s, in, 0.0f, r->units[u].N * S);
     return GS_OK;
 }
 
@@ -46,13 +46,13 @@ gs_status gs__train_dp_action(const ctx *c, action act)
             uint64_t S = r->units[u].S;
             float *p = gs__train_buf(c, writes[j]);
             if ((rc = gs__train_need(c, p, "parameters")) != GS_OK ||
-                (rc = ops->all_gather(t->drv, c->s, r->rank, g, p + r->shard_pos * S, p, S, c->err)) != GS_OK)
+                (rc = ops->all_gather(t->drv, c->s, r->rank, g, p + r->units[u].pos * S, p, S, c->err)) != GS_OK)
                 return rc;
         }
         return GS_OK;
     }
     case A_INTER_AR: {
-        if (r->N <= 1) {
+        if (ui->N <= 1) {
             /* one DP rank per node: the whole unit's pending gradient, summed over the replicas */
             if ((rc = ops->all_reduce(t->drv, c->s, r->rank, g, in, ui->S, c->err)) != GS_OK)
                 return rc;

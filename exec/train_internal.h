@@ -6,8 +6,8 @@
  * backward: exec/train_block.c; embedding, head and loss: exec/train_root.c; data-parallel
  * gathers and reductions: exec/train_dp.c; the optimizer: exec/train_optim.c; pipeline p2p and
  * the tied embedding's exchange: exec/train_p2p.c; tp_comm_overlap's chunks:
- * exec/train_overlap.c; checkpoint shards: exec/train_shards.c; create, destroy and the loss:
- * exec/train.c.
+ * exec/train_overlap.c; checkpoint shards: exec/train_shards.c; mixture-of-experts blocks:
+ * exec/train_moe.c; create, destroy and the loss: exec/train.c.
  *
  * Ownership: a gs_train owns its rank_st array and everything each rank_st points to (freed by
  * gs__train_rank_fini); a ctx borrows them for one event. */
@@ -44,7 +44,10 @@ typedef enum action {
     A_N1_REAG, A_QKV_BWD, A_QKV_TP, A_N1_BWD,
     A_HN_FWD, A_HN_AG, A_HEAD_FWD, A_LOSS_FWD, A_LOSS_AG, A_LOSS_BWD, A_HEAD_BWD, A_HEAD_TP, A_HN_BWD,
     A_UNIT_AG, A_UNIT_RS, A_INTER_AR, A_BUCKET_AR, A_CHUNK_AR, A_CHUNK_RS, A_OWN_AG, A_OPTIM, A_SP_NORM_AR,
-    A_SEND_FWD, A_RECV_FWD, A_SEND_BWD, A_RECV_BWD, A_TIED_SEND, A_TIED_RECV
+    A_SEND_FWD, A_RECV_FWD, A_SEND_BWD, A_RECV_BWD, A_TIED_SEND, A_TIED_RECV,
+    /* mixture of experts (exec/train_moe.c), either direction: the event's phase says which */
+    A_MOE_ROUTER, A_MOE_PERMUTE, A_EP_DISPATCH, A_ETP_IN, A_EXPERT_UP, A_EXPERT_ACT, A_EXPERT_DOWN, A_ETP_OUT,
+    A_EP_COMBINE
 } action;
 
 typedef struct ev_plan {
@@ -79,6 +82,11 @@ typedef struct segment {
 
 typedef struct unit_info {
     uint64_t P, S;          /* elements: TP slice, padded shard */
+    /* the group its gradient is reduced and its state sharded over: size and this rank's
+     * position (the DP shard group; a MoE block's routed experts under expert parallelism: the
+     * EDP group, engine/partition.h's expert units) */
+    uint64_t N, pos;
+    int expert;
     int root;
     segment *segs;
     size_t nsegs, cap;
@@ -143,6 +151,7 @@ typedef struct rank_st {
     /* tp_comm_overlap: the ring all-gather's marks (tp - 1, one per step) and the pipelined GEMM's
      * (one per split handed to the reduce-scatter beside it); tokens: mark_token */
     gs_drv_event **ring_marks, *split_marks[UB_SPLITS - 1];
+    struct moe_rank *moe;    /* MoE blocks' routing and buffers (exec/train_moe.c); NULL: none */
 } rank_st;
 
 struct gs_train {
@@ -152,6 +161,7 @@ struct gs_train {
     gs_drv *drv;
     gs_train_opts o;
     uint64_t mbs, T, Tl, b, seq, h, hd, a_t, kv_t, f_t, v_t, nqkv, block, tp, layers;
+    uint64_t f_max; /* the widest MLP's f_t: the dense one's, or a MoE block's shared experts' */
     int sp;
     int ovl; /* strategy.tp_comm_overlap with tp > 1 (and so sequence parallelism) */
     /* the block's kind: LayerNorm (else RMSNorm), a bias on each norm (LayerNorm, or any norm of
@@ -205,6 +215,20 @@ static inline uint64_t gs__train_ceil_div(uint64_t a, uint64_t b)
 }
 
 /* ---- layout and initialization (exec/train_layout.c) ---- */
+/* One tensor's segment as gs__train_add_seg appends it: its name and full [R, C] shape, its
+ * initial values (INIT_ONES, INIT_ZEROS or the id of a normal stream), the rank's slice (rows
+ * [first, first + n) of the tensor, or with colsplit columns [first, first + n) of every row) and
+ * whether every TP rank holds the same (replicated). */
+typedef struct seg_spec {
+    const char *name;
+    int ndim;
+    uint64_t R, C, init_id;
+    int colsplit;
+    uint64_t first, n;
+    int replicated;
+} seg_spec;
+/* Appends the segment of a tensor at *flat (advanced past it). 0 when out of memory. */
+int gs__train_add_seg(unit_info *u, uint64_t *flat, const seg_spec *sp);
 /* A buffer of n floats on rank r's device; *ok = 0 (and NULL) once an allocation failed. */
 float *gs__train_dalloc(gs_train *t, rank_st *r, uint64_t n, int *ok);
 /* The units of rank r and their flat layout (segments, offsets of layers, sizes). */
@@ -255,6 +279,30 @@ typedef struct ring_src {
 gs_status gs__train_ring_chunk(const ctx *c, const ring_src *src, uint64_t j, uint64_t *q, const float **in);
 gs_status gs__train_split_gemm_part(const ctx *c, const float *in, const float *w, float *out, uint64_t k);
 gs_status gs__train_split_rs_part(const ctx *c, float *part, float *out_sp);
+
+/* ---- mixture of experts (exec/train_moe.c) ---- */
+/* 1: global layer l is a MoE block (its MLP is the router, routed and shared experts). */
+int gs__train_moe_layer(const gs_train *t, uint64_t l);
+gs_status gs__train_moe_rank_init(gs_train *t, rank_st *r, gs_error *err);
+void gs__train_moe_rank_fini(gs_train *t, rank_st *r);
+/* A MoE block's MLP segments after its post-attention norm: the router, the shared experts, and
+ * with with_experts the routed experts of this EP rank (else they go in the expert unit, through
+ * gs__train_moe_expert_segs). u is the unit being laid out (its index unit), ll the stage-local
+ * layer. 0 when out of memory. */
+int gs__train_moe_block_segs(const gs_train *t, rank_st *r, unit_info *ui, size_t unit, uint64_t *flat, int64_t ll,
+                             uint64_t l, int with_experts);
+int gs__train_moe_expert_segs(const gs_train *t, rank_st *r, unit_info *ui, size_t unit, uint64_t *flat, int64_t ll,
+                              uint64_t l);
+/* A MoE block's shared experts in b (wgu, wd) and their width (*f_t, *up_n; 0 without shared
+ * experts), the dense layout's MLP fields replaced. */
+void gs__train_moe_block_at(const gs_train *t, float *base, blockp *b, uint64_t *f_t, uint64_t *up_n);
+/* The unit whose parameters an event of stage-local layer ll uses: the routed experts' unit for
+ * expert roles, else u. */
+int64_t gs__train_moe_event_unit(const rank_st *r, const gs_event *e, int64_t ll, int64_t u);
+/* The routed experts' output of the event's layer and micro-batch (the shared experts' last
+ * forward event adds it to the layer's output). */
+const float *gs__train_moe_routed_out(const ctx *c);
+gs_status gs__train_moe_action(const ctx *c, action act);
 
 /* ---- the actions (one file per concern) ---- */
 gs_status gs__train_block_action(const ctx *c, action act);

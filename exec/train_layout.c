@@ -35,21 +35,7 @@ static int seg_push(unit_info *u, const segment *sg)
     return 1;
 }
 
-/* One tensor's segment as add_seg appends it: its name and full [R, C] shape, its initial values
- * (INIT_ONES, INIT_ZEROS or the id of a normal stream), the rank's slice (rows [first, first + n)
- * of the tensor, or with colsplit columns [first, first + n) of every row) and whether every TP
- * rank holds the same (replicated). */
-typedef struct seg_spec {
-    const char *name;
-    int ndim;
-    uint64_t R, C, init_id;
-    int colsplit;
-    uint64_t first, n;
-    int replicated;
-} seg_spec;
-
-/* Appends the segment of a tensor at *flat (advanced past it). 0 when out of memory. */
-static int add_seg(unit_info *u, uint64_t *flat, const seg_spec *sp)
+int gs__train_add_seg(unit_info *u, uint64_t *flat, const seg_spec *sp)
 {
     segment sg;
     memset(&sg, 0, sizeof sg);
@@ -80,14 +66,15 @@ static int add_seg(unit_info *u, uint64_t *flat, const seg_spec *sp)
  * (replicated: added once, after the TP reduction), post-attention norm, then the MLP: SwiGLU's
  * gate, up and down, or GELU's up (fc1, rows of the rank's ffn slice) and its bias, down (fc2)
  * and its bias (replicated). Biases start at zero, norm weights at one. */
-static int add_layer_segs(const gs_train *t, const rank_st *r, unit_info *u, uint64_t *flat, uint64_t l)
+static int add_layer_segs(const gs_train *t, rank_st *r, unit_info *u, size_t unit, uint64_t *flat, int64_t ll,
+                          uint64_t l)
 {
     const gs_model *m = &t->s->model;
     char nm[80];
     uint64_t h = t->h, hd = t->hd, tp = r->tp_pos, id = 16 + l * 8;
     uint64_t qlo = tp * t->a_t * hd, kvlo = tp * t->kv_t * hd, flo = tp * t->f_t;
     int ok = 1;
-#define SEG(...) (ok = ok && add_seg(u, flat, &(seg_spec){__VA_ARGS__}))
+#define SEG(...) (ok = ok && gs__train_add_seg(u, flat, &(seg_spec){__VA_ARGS__}))
 #define LNAME(s) (snprintf(nm, sizeof nm, "model.layers.%" PRIu64 ".%s.weight", l, s), nm)
 #define BNAME(s) (snprintf(nm, sizeof nm, "model.layers.%" PRIu64 ".%s.bias", l, s), nm)
     SEG(LNAME("input_layernorm"), 1, h, 1, INIT_ONES, 0, 0, h, 1);
@@ -107,7 +94,9 @@ static int add_layer_segs(const gs_train *t, const rank_st *r, unit_info *u, uin
     SEG(LNAME("post_attention_layernorm"), 1, h, 1, INIT_ONES, 0, 0, h, 1);
     if (t->norm_bias)
         SEG(BNAME("post_attention_layernorm"), 1, h, 1, INIT_ZEROS, 0, 0, h, 1);
-    if (!t->gelu) {
+    if (gs__train_moe_layer(t, l)) /* with the routed experts unless they are a unit of their own */
+        ok = ok && gs__train_moe_block_segs(t, r, u, unit, flat, ll, l, t->sch->mesh.ep <= 1);
+    else if (!t->gelu) {
         SEG(LNAME("mlp.gate_proj"), 2, m->ffn, h, id + 4, 0, flo, t->f_t, 0);
         SEG(LNAME("mlp.up_proj"), 2, m->ffn, h, id + 5, 0, flo, t->f_t, 0);
         SEG(LNAME("mlp.down_proj"), 2, h, m->ffn, id + 6, 1, flo, t->f_t, 0);
@@ -204,27 +193,29 @@ static int root_segs(gs_train *t, rank_st *r, unit_info *ui, uint64_t *flat)
     int ok = 1;
     if (r->first && !r->tied_x) {
         r->emb_off = *flat;
-        ok = ok && add_seg(ui, flat, &(seg_spec){"model.embed_tokens.weight", 2, V, h, 1, 0, r->tp_pos * t->v_t,
-                                                 t->v_t, 0});
+        ok = ok && gs__train_add_seg(ui, flat, &(seg_spec){"model.embed_tokens.weight", 2, V, h, 1, 0,
+                                                           r->tp_pos * t->v_t, t->v_t, 0});
     }
     if (r->first) {
         /* learned absolute positions: [seq, h], replicated over TP */
         r->pos_off = *flat;
         if (!t->rope)
-            ok = ok && add_seg(ui, flat, &(seg_spec){"model.embed_positions.weight", 2, t->seq, h, 3, 0, 0, t->seq, 1});
+            ok = ok && gs__train_add_seg(ui, flat, &(seg_spec){"model.embed_positions.weight", 2, t->seq, h, 3, 0, 0,
+                                                               t->seq, 1});
     }
     if (r->last) {
         r->hn_off = *flat;
-        ok = ok && add_seg(ui, flat, &(seg_spec){"model.norm.weight", 1, h, 1, INIT_ONES, 0, 0, h, 1});
+        ok = ok && gs__train_add_seg(ui, flat, &(seg_spec){"model.norm.weight", 1, h, 1, INIT_ONES, 0, 0, h, 1});
         if (t->norm_bias)
-            ok = ok && add_seg(ui, flat, &(seg_spec){"model.norm.bias", 1, h, 1, INIT_ZEROS, 0, 0, h, 1});
+            ok = ok && gs__train_add_seg(ui, flat, &(seg_spec){"model.norm.bias", 1, h, 1, INIT_ZEROS, 0, 0, h, 1});
         /* tied: the head is the embedding's [vocab/tp, h] slice itself (one stage: its backward
          * accumulates into the embedding's gradient) or the copy at the root's start */
         if (s->model.tied_embeddings) {
             r->head_off = r->emb_off;
         } else {
             r->head_off = *flat;
-            ok = ok && add_seg(ui, flat, &(seg_spec){"lm_head.weight", 2, V, h, 2, 0, r->tp_pos * t->v_t, t->v_t, 0});
+            ok = ok && gs__train_add_seg(ui, flat, &(seg_spec){"lm_head.weight", 2, V, h, 2, 0, r->tp_pos * t->v_t,
+                                                               t->v_t, 0});
         }
     }
     return ok;
@@ -242,6 +233,9 @@ static gs_status unit_layout(gs_train *t, rank_st *r, size_t u, uint64_t v, gs_e
     uint64_t flat = 0, pp = mesh->size[GS_DIM_PP];
     int ok = 1;
     ui->root = r->part.has_root && u + 1 == r->nunits;
+    ui->expert = pu->expert;
+    ui->N = pu->expert ? r->groups[GS_GROUP_EDP].size : r->N;
+    ui->pos = pu->expert ? r->groups[GS_GROUP_EDP].pos : r->shard_pos;
     int64_t lb = pu->layer_begin, le = pu->layer_end;
     if (ui->root && s->strategy.wrap == GS_WRAP_MODEL)
         lb = 0, le = (int64_t)r->part.layers - 1;
@@ -249,16 +243,21 @@ static gs_status unit_layout(gs_train *t, rank_st *r, size_t u, uint64_t v, gs_e
         /* the word embedding first: the first stage's own, the last stage's copy of it
          * (initialized alike: the same normal stream and offsets; saved by the first stage) */
         r->emb_off = r->head_off = 0;
-        ok = ok && add_seg(ui, &flat, &(seg_spec){"model.embed_tokens.weight", 2, s->model.vocab, t->h, 1, 0,
-                                                  r->tp_pos * t->v_t, t->v_t, 0});
+        ok = ok && gs__train_add_seg(ui, &flat, &(seg_spec){"model.embed_tokens.weight", 2, s->model.vocab, t->h, 1, 0,
+                                                            r->tp_pos * t->v_t, t->v_t, 0});
         if (ok && r->last)
             ui->segs[ui->nsegs - 1].copy = 1;
     }
-    if (!(ui->root && s->strategy.wrap != GS_WRAP_MODEL))
+    if (pu->expert) /* a MoE block's routed experts on this EP rank (engine/partition.h) */
+        for (int64_t ll = lb; ll <= le; ll++)
+            ok = ok && gs__train_moe_expert_segs(t, r, ui, u, &flat, ll,
+                                                 gs_pipe_global_layer(mesh, t->layers, v, r->stage, (uint64_t)ll));
+    else if (!(ui->root && s->strategy.wrap != GS_WRAP_MODEL))
         for (int64_t ll = lb; ll <= le; ll++) {
             r->unit_of_local[ll] = (int64_t)u;
             r->off_of_local[ll] = flat;
-            ok = ok && add_layer_segs(t, r, ui, &flat, gs_pipe_global_layer(mesh, t->layers, v, r->stage, (uint64_t)ll));
+            ok = ok && add_layer_segs(t, r, ui, u, &flat, ll,
+                                      gs_pipe_global_layer(mesh, t->layers, v, r->stage, (uint64_t)ll));
         }
     if (ui->root)
         ok = ok && root_segs(t, r, ui, &flat);
@@ -268,13 +267,13 @@ static gs_status unit_layout(gs_train *t, rank_st *r, size_t u, uint64_t v, gs_e
         return gs_error_set(err, GS_ERR_RUNTIME, "exec: rank %" PRIu64 " unit %zu: the layout holds %" PRIu64
                             " elements but the partition says %" PRIu64, r->rank, u, flat, pu->params);
     ui->P = flat;
-    ui->S = gs__train_ceil_div(flat, r->N);
+    ui->S = gs__train_ceil_div(flat, ui->N);
     if (ui->root && r->tied_x) {
         gs_partition op;
         gs_status rc = gs_partition_stage(s, mesh, r->first ? pp - 1 : 0, &op, err);
         if (rc != GS_OK)
             return rc;
-        uint64_t so = gs__train_ceil_div(gs_partition_root(&op), r->N);
+        uint64_t so = gs__train_ceil_div(gs_partition_root(&op), ui->N);
         gs_partition_fini(&op);
         if (so > ui->S)
             ui->S = so;
@@ -318,14 +317,14 @@ gs_status gs__train_rank_params(gs_train *t, gs_dispatch *disp, size_t ri, gs_er
     gs_drv_stream *st = gs_dispatch_stream(disp, ri, GS_STREAM_COMPUTE);
     for (size_t u = 0; u < r->nunits; u++) {
         const unit_info *ui = &r->units[u];
-        float *full = calloc(r->N * ui->S + 1, sizeof *full);
+        float *full = calloc(ui->N * ui->S + 1, sizeof *full);
         if (!full)
             return gs_error_set(err, GS_ERR_NOMEM, "exec: out of memory");
         init_unit(t, ui, full);
         if (r->plan.stored_sharded)
-            t->ops->upload(t->drv, st, r->tbuf[r->param_t[u]], full + r->shard_pos * ui->S, ui->S * sizeof(float));
+            t->ops->upload(t->drv, st, r->tbuf[r->param_t[u]], full + ui->pos * ui->S, ui->S * sizeof(float));
         else
-            t->ops->upload(t->drv, st, r->tbuf[r->param_t[u]], full, r->N * ui->S * sizeof(float));
+            t->ops->upload(t->drv, st, r->tbuf[r->param_t[u]], full, ui->N * ui->S * sizeof(float));
         free(full);
     }
     return GS_OK;

@@ -11,17 +11,17 @@
  * A_OWN_AG, shares it). 0 when the gradient storage does not hold n elements for it. */
 int gs__train_opt_window(const rank_st *r, size_t u, float **p, float **g, uint64_t *lo, uint64_t *n)
 {
-    uint64_t S = r->units[u].S;
-    *n = r->plan.stored_sharded ? S : r->N * S;
+    uint64_t S = r->units[u].S, N = r->units[u].N, pos = r->units[u].pos;
+    *n = r->plan.stored_sharded ? S : N * S;
     *p = r->tbuf[r->param_t[u]];
     *g = r->tbuf[r->grad_t[u]];
-    *lo = r->plan.stored_sharded ? r->shard_pos * S : 0;
-    uint64_t gn = r->N <= 1 || !r->plan.shard_grads ? *n : S;
+    *lo = r->plan.stored_sharded ? pos * S : 0;
+    uint64_t gn = N <= 1 || !r->plan.shard_grads ? *n : S;
     if (r->own_slice) {
-        *p += r->shard_pos * S;
+        *p += pos * S;
         if (gn == *n)
-            *g += r->shard_pos * S;
-        *lo = r->shard_pos * S;
+            *g += pos * S;
+        *lo = pos * S;
         *n = gn = S;
     }
     return gn == *n;
@@ -42,7 +42,7 @@ gs_status gs__train_optim_action(const ctx *c, action act)
                    t->step);
         ops->fill(t->drv, c->s, g, 0.0f, n);
         if (r->hold_t[u] != NO_ID)
-            ops->fill(t->drv, c->s, r->tbuf[r->hold_t[u]], 0.0f, r->N * r->units[u].S);
+            ops->fill(t->drv, c->s, r->tbuf[r->hold_t[u]], 0.0f, r->units[u].N * r->units[u].S);
     }
     return GS_OK;
 }
@@ -63,12 +63,13 @@ gs_status gs__train_sp_norm_action(const ctx *c, action act)
     float *buf = t->ops->alloc(t->drv, r->rank, (total + 1) * sizeof(float));
     if (!buf)
         return gs_error_set(c->err, GS_ERR_NOMEM, "out of memory");
-    int sharded = r->plan.shard_grads && r->N > 1;
+    int sharded = r->plan.shard_grads;
     for (int pass = 0; pass < 2; pass++) {
         uint64_t at = 0;
         for (size_t u = 0; u < r->nunits; u++) {
             const unit_info *ui = &r->units[u];
-            uint64_t lo = sharded ? r->shard_pos * ui->S : 0, hi = sharded ? lo + ui->S : r->N * ui->S;
+            int sh = sharded && ui->N > 1;
+            uint64_t lo = sh ? ui->pos * ui->S : 0, hi = sh ? lo + ui->S : ui->N * ui->S;
             float *g = r->tbuf[r->grad_t[u]];
             for (size_t k = 0; k < ui->nsegs; k++) {
                 const segment *sg = &ui->segs[k];

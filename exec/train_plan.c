@@ -8,9 +8,10 @@
 #include "exec/train_internal.h"
 
 
+/* TP collectives, and a MoE block's all-to-alls over EP: a layer's own exchanges, not DP's */
 static int is_tp(const gs_event *e)
 {
-    return e->kind == GS_EV_COLLECTIVE && e->group == GS_GROUP_TP;
+    return e->kind == GS_EV_COLLECTIVE && (e->group == GS_GROUP_TP || e->group == GS_GROUP_EP);
 }
 
 /* DDP (NO_SHARD), and HSDP with one DP rank per node, keep one resident full gradient that every
@@ -21,7 +22,7 @@ static int is_tp(const gs_event *e)
 uint32_t gs__train_pending_id(const rank_st *r, const gs_rank_events *re, size_t u)
 {
     uint32_t g = r->grad_t[u];
-    if ((r->N <= 1 && r->R <= 1) || g == NO_ID || re->tensors[g].kind != GS_T_GRAD)
+    if ((r->units[u].N <= 1 && r->R <= 1) || g == NO_ID || re->tensors[g].kind != GS_T_GRAD)
         return g;
     return (uint32_t)(re->ntensors + u);
 }
@@ -76,6 +77,15 @@ static const uint8_t role_actions[GS_ROLE_COUNT][DIR_COUNT] = {
     [GS_ROLE_PP_RECV] = {A_RECV_FWD, A_RECV_BWD, A_NONE},
     [GS_ROLE_TIED_SEND] = {A_NONE, A_NONE, A_TIED_SEND},
     [GS_ROLE_TIED_RECV] = {A_NONE, A_NONE, A_TIED_RECV},
+    [GS_ROLE_MOE_ROUTER] = {A_MOE_ROUTER, A_MOE_ROUTER, A_NONE},
+    [GS_ROLE_MOE_PERMUTE] = {A_MOE_PERMUTE, A_MOE_PERMUTE, A_NONE},
+    [GS_ROLE_EXPERT_UP] = {A_EXPERT_UP, A_EXPERT_UP, A_NONE},
+    [GS_ROLE_EXPERT_ACT] = {A_EXPERT_ACT, A_EXPERT_ACT, A_NONE},
+    [GS_ROLE_EXPERT_DOWN] = {A_EXPERT_DOWN, A_EXPERT_DOWN, A_NONE},
+    [GS_ROLE_EP_DISPATCH] = {A_EP_DISPATCH, A_EP_DISPATCH, A_NONE},
+    [GS_ROLE_EP_COMBINE] = {A_EP_COMBINE, A_EP_COMBINE, A_NONE},
+    [GS_ROLE_ETP_IN] = {A_ETP_IN, A_ETP_IN, A_NONE},
+    [GS_ROLE_ETP_OUT] = {A_ETP_OUT, A_ETP_OUT, A_NONE},
 };
 
 static int dir_of(const gs_event *e)
@@ -141,7 +151,7 @@ static void plan_dp_tensors(rank_st *r, const gs_rank_events *re, size_t i, acti
     pl->ptid = e->nlinks[GS_LINK_READS] ? reads[0] : NO_ID; /* AG: the shard; RS/AR: the gradient */
     /* ZeRO-1's reduce-scatter reads and writes the resident full gradient: it reduces the
      * pending one (this step's new gradients) into the resident one's own slice */
-    if ((a == A_BUCKET_AR || a == A_UNIT_RS || (a == A_INTER_AR && r->N <= 1)) && pl->ptid == r->grad_t[u])
+    if ((a == A_BUCKET_AR || a == A_UNIT_RS || (a == A_INTER_AR && r->units[u].N <= 1)) && pl->ptid == r->grad_t[u])
         pl->ptid = gs__train_pending_id(r, re, u);
     pl->gtid = e->nlinks[GS_LINK_WRITES] ? writes[0] : NO_ID; /* AG: the gathered copy; RS/AR: storage */
     if (a == A_OWN_AG)
@@ -158,19 +168,20 @@ static gs_status plan_layer_tensors(const gs_train *t, rank_st *r, const gs_rank
     size_t nu = r->nunits;
     int64_t u = -1;
     if (e->layer >= 0 && (uint64_t)e->layer < t->layers && r->local_of_global[e->layer] >= 0)
-        u = r->unit_of_local[r->local_of_global[e->layer]];
+        u = gs__train_moe_event_unit(r, e, r->local_of_global[e->layer],
+                                     r->unit_of_local[r->local_of_global[e->layer]]);
     size_t root = r->part.has_root ? nu - 1 : SIZE_MAX;
     for (int which = 0; which < 2; which++) {
         int64_t uu = which == 0 ? u : (root == SIZE_MAX ? -1 : (int64_t)root);
         if (uu < 0)
             continue;
         uint32_t p = cur_full[uu] != NO_ID ? cur_full[uu] : (r->plan.stored_sharded ? NO_ID : r->param_t[uu]);
-        uint32_t g = r->N <= 1 && r->R <= 1 ? r->grad_t[uu]
+        uint32_t g = r->units[uu].N <= 1 && r->R <= 1 ? r->grad_t[uu]
                      : cur_grad[uu] != NO_ID ? cur_grad[uu]
                      : r->hold_t[uu] != NO_ID ? r->hold_t[uu] : gs__train_pending_id(r, re, (size_t)uu);
         /* a backward op accumulates into a full gradient: the schedule must hold one */
         int used = which == 0 || e->layer == GS_LAYER_EMBED || e->layer == GS_LAYER_HEAD;
-        if (used && e->phase == GS_PHASE_BWD && e->kind == GS_EV_COMPUTE && r->N > 1 &&
+        if (used && e->phase == GS_PHASE_BWD && e->kind == GS_EV_COMPUTE && r->units[uu].N > 1 &&
             (g == NO_ID || (g < re->ntensors && re->tensors[g].kind == GS_T_GRAD_SHARD))) {
             char name[GS_EVENT_NAME_BYTES];
             gs_event_name(re, e, name, sizeof name);
@@ -336,7 +347,7 @@ gs_status gs__train_plan_rank(gs_train *t, rank_st *r, const gs_rank_events *re,
                 cur_grad[tt->unit] = allocs[j];
         }
         action a = e->role < GS_ROLE_COUNT ? (action)role_actions[e->role][dir_of(e)] : A_NONE;
-        int dp = e->kind == GS_EV_COLLECTIVE && e->group != GS_GROUP_TP;
+        int dp = e->kind == GS_EV_COLLECTIVE && !is_tp(e);
         if ((a == A_TIED_SEND || a == A_TIED_RECV) && !r->tied_x)
             rc = gs_error_set(err, GS_ERR_INPUT, "exec: rank %" PRIu64 ": event %zu: a pipeline send or receive "
                               "after the backward pass the host program has no use for", r->rank, i);
@@ -392,6 +403,8 @@ static action_fn handler_of(action a)
         return gs__train_sp_norm_action;
     if (a >= A_SEND_FWD && a <= A_TIED_RECV)
         return gs__train_p2p_action;
+    if (a >= A_MOE_ROUTER && a <= A_EP_COMBINE)
+        return gs__train_moe_action;
     return NULL;
 }
 
@@ -414,7 +427,7 @@ gs_status gs_train_run_event(void *prog, size_t rank_index, size_t event, gs_drv
     for (uint16_t j = 0; j < c.e->nlinks[GS_LINK_FREES]; j++) {
         const gs_tensor *tt = &c.re->tensors[frees[j]];
         if (tt->kind == GS_T_PARAM_FULL && c.r->tbuf[frees[j]] && tt->unit < c.r->nunits)
-            gs__train_poison(&c, c.r->tbuf[frees[j]], c.r->N * c.r->units[tt->unit].S);
+            gs__train_poison(&c, c.r->tbuf[frees[j]], c.r->units[tt->unit].N * c.r->units[tt->unit].S);
     }
     return GS_OK;
 }

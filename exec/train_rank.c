@@ -81,7 +81,7 @@ static void rank_tensor_bufs(gs_train *t, rank_st *r, const gs_rank_events *re, 
         case GS_T_PARAM_SHARD:
             if (tt->resident)
                 r->param_t[tt->unit] = (uint32_t)i;
-            n = r->plan.stored_sharded ? ui->S : r->N * ui->S;
+            n = r->plan.stored_sharded ? ui->S : ui->N * ui->S;
             break;
         case GS_T_GRAD_SHARD:
             if (tt->resident)
@@ -95,10 +95,10 @@ static void rank_tensor_bufs(gs_train *t, rank_st *r, const gs_rank_events *re, 
                 else
                     r->hold_t[tt->unit] = (uint32_t)i;
             }
-            n = r->N * ui->S;
+            n = ui->N * ui->S;
             break;
         case GS_T_PARAM_FULL:
-            n = r->N * ui->S;
+            n = ui->N * ui->S;
             break;
         default:
             continue;
@@ -125,9 +125,9 @@ static gs_status rank_tensors(gs_train *t, rank_st *r, const gs_rank_events *re,
                                 "gradient tensor in the schedule", r->rank, u);
     }
     for (size_t u = 0; u < r->nunits; u++) {
-        uint64_t n = r->plan.stored_sharded || r->own_slice ? r->units[u].S : r->N * r->units[u].S;
+        uint64_t n = r->plan.stored_sharded || r->own_slice ? r->units[u].S : r->units[u].N * r->units[u].S;
         if (gs__train_pending_id(r, re, u) == re->ntensors + u)
-            r->tbuf[re->ntensors + u] = gs__train_dalloc(t, r, r->N * r->units[u].S, &ok);
+            r->tbuf[re->ntensors + u] = gs__train_dalloc(t, r, r->units[u].N * r->units[u].S, &ok);
         r->m[u] = gs__train_dalloc(t, r, n, &ok);
         r->v[u] = gs__train_dalloc(t, r, n, &ok);
         r->tmp[u] = gs__train_dalloc(t, r, r->units[u].S, &ok);
@@ -206,8 +206,8 @@ static void layer_acts(gs_train *t, rank_st *r, layer_act *a, int *ok)
     a->n2s = gs__train_dalloc(t, r, Tl * h, ok);
     a->rstd2 = gs__train_dalloc(t, r, Tl, ok);
     a->n2 = t->sp ? gs__train_dalloc(t, r, T * h, ok) : a->n2s;
-    a->gu = gs__train_dalloc(t, r, T * 2 * t->f_t, ok);
-    a->hh = gs__train_dalloc(t, r, T * t->f_t, ok);
+    a->gu = gs__train_dalloc(t, r, T * 2 * t->f_max, ok);
+    a->hh = gs__train_dalloc(t, r, T * t->f_max, ok);
     a->dp = gs__train_dalloc(t, r, T * h, ok);
     a->mr = gs__train_dalloc(t, r, Tl * h, ok);
 }
@@ -219,8 +219,8 @@ static void rank_scratch(gs_train *t, rank_st *r, int *ok)
     uint64_t T = t->T, Tl = t->Tl, h = t->h;
     scratch *sc = &r->sc;
     sc->dyf = gs__train_dalloc(t, r, T * h, ok);
-    sc->dh = gs__train_dalloc(t, r, T * t->f_t, ok);
-    sc->dgu = gs__train_dalloc(t, r, T * 2 * t->f_t, ok);
+    sc->dh = gs__train_dalloc(t, r, T * t->f_max, ok);
+    sc->dgu = gs__train_dalloc(t, r, T * 2 * t->f_max, ok);
     sc->dn2 = gs__train_dalloc(t, r, T * h, ok);
     sc->dn2s = gs__train_dalloc(t, r, Tl * h, ok);
     sc->dxm = gs__train_dalloc(t, r, Tl * h, ok);
@@ -306,6 +306,7 @@ gs_status gs__train_rank_init(gs_train *t, gs_dispatch *disp, size_t ri, gs_erro
     gs_status rc;
     r->rank = re->rank;
     if ((rc = rank_place(t, r, err)) != GS_OK || (rc = rank_maps(t, r, re, err)) != GS_OK ||
+        (rc = gs__train_moe_rank_init(t, r, err)) != GS_OK ||
         (rc = gs__train_rank_units(t, r, err)) != GS_OK || (rc = rank_tensors(t, r, re, err)) != GS_OK ||
         (rc = gs__train_rank_params(t, disp, ri, err)) != GS_OK ||
         (rc = rank_tokens(t, r, gs_dispatch_stream(disp, ri, GS_STREAM_COMPUTE), err)) != GS_OK ||
@@ -391,6 +392,7 @@ void gs__train_rank_fini(gs_train *t, rank_st *r, const gs_rank_events *re)
     for (int i = 0; i < UB_SPLITS - 1; i++)
         if (r->split_marks[i])
             ops->event_destroy(t->drv, r->split_marks[i]);
+    gs__train_moe_rank_fini(t, r);
     gs_partition_fini(&r->part);
 }
 

@@ -103,10 +103,12 @@ static gs_status shards(const gs_train *t, size_t ri, int for_load, gs_shard_lis
                   : sh == GS_SHARD_HYBRID_SHARD ? r->groups[GS_GROUP_DP_INTER].pos != 0 : 0;
     for (size_t u = 0; u < r->nunits; u++) {
         const unit_info *ui = &r->units[u];
+        /* NO_SHARD's routed experts: a replica on every rank of their EDP group but the first */
+        int unit_replica = ui->expert && sh == GS_SHARD_NO_SHARD ? ui->pos != 0 : replica;
         /* FSDP's stored shard, or ZeRO-1/2's own slice (the one its Adam state covers) */
         int slice = r->plan.stored_sharded || r->own_slice;
-        uint64_t lo = slice ? r->shard_pos * ui->S : 0;
-        uint64_t hi = slice ? lo + ui->S : r->N * ui->S;
+        uint64_t lo = slice ? ui->pos * ui->S : 0;
+        uint64_t hi = slice ? lo + ui->S : ui->N * ui->S;
         float *p = r->tbuf[r->param_t[u]] + (r->own_slice ? lo : 0), *m = r->m[u], *v = r->v[u];
         /* a ZeRO-1/2 load fills the whole resident parameter buffer (every rank reads every
          * element: nothing gathers the slices before the first forward) and the moments of the
@@ -117,7 +119,7 @@ static gs_status shards(const gs_train *t, size_t ri, int for_load, gs_shard_lis
         if (load_full) {
             p = r->tbuf[r->param_t[u]];
             lo = 0;
-            hi = r->N * ui->S;
+            hi = ui->N * ui->S;
             gs_shard_stage *ns = realloc(out->stages, (out->nstages + 1) * sizeof *ns);
             if (!ns || !(drop = malloc((hi ? hi : 1) * sizeof *drop))) {
                 if (ns)
@@ -142,7 +144,7 @@ static gs_status shards(const gs_train *t, size_t ri, int for_load, gs_shard_lis
             st->ndim = sg->ndim;
             st->shape[0] = sg->shape[0];
             st->shape[1] = sg->shape[1];
-            st->primary = !replica && (!sg->tp_replicated || r->tp_pos == 0) && !sg->copy;
+            st->primary = !unit_replica && (!sg->tp_replicated || r->tp_pos == 0) && !sg->copy;
             for (uint64_t row = 0; row < sg->nrows; row++) {
                 uint64_t f0 = sg->flat_off + row * sg->row_len, f1 = f0 + sg->row_len;
                 uint64_t a = f0 > lo ? f0 : lo, b = f1 < hi ? f1 : hi;

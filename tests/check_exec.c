@@ -154,10 +154,35 @@ static void run_cfg(const cfg *c, run_out *o)
     gs_exec_session_destroy(x);
 }
 
+/* The single rank's run of c's model. Dropping (capacity_factor) makes the result depend on which
+ * tokens compete for an expert's capacity: Megatron-Core computes it over the router's input, one
+ * rank's tokens of one micro-batch (its sequence-parallel slice under TP). The reference then
+ * runs micro-batches of that many tokens, c's micro-batch over tp under sequence parallelism,
+ * which hold the same sequences as the parallel run's routers. */
 static void reference_for(const cfg *c, run_out *ref)
 {
-    cfg r = {"reference", 1, 1, 1, 1, 1, "full_shard", "1f1b", "none", "layer", 1, 0, c->layers, 2, c->model, NULL};
+    uint64_t micro = 2;
+    if (c->model & M_MOE_DROP) {
+        micro = c->sp ? c->micro / c->tp : c->micro;
+        ck_assert_msg(micro >= 1 && micro * (c->sp ? c->tp : 1) == c->micro, "%s: a router's tokens must be whole "
+                      "sequences", c->name);
+    }
+    cfg r = {"reference", 1, 1, 1, 1, 1, "full_shard", "1f1b", "none", "layer", 1, 0, c->layers, micro, c->model,
+             NULL};
     run_cfg(&r, ref);
+}
+
+/* The tensors of c's model: Llama 9 a layer (6 in the attention half), embedding, norm, head;
+ * GPT 16 (biases and norm biases), and the positions and the final norm's bias; tied: no head.
+ * A MoE block's MLP: the router, each routed expert's 3 (GELU: 2) and the shared experts' 3. */
+static uint64_t model_tensors(const cfg *c)
+{
+    uint64_t n = (c->model & M_GPT ? 16 : 9) * c->layers + (c->model & M_GPT ? 5 : 3) - (c->model & M_TIED ? 1 : 0);
+    if (c->model & M_MOE8) /* GELU MLPs (up and down); the first block dense; 8 experts, no shared one */
+        n += (c->layers - 1) * (1 + 8 * 2 - 3) - 1;
+    else if (c->model & (M_MOE | M_MOE_DROP))
+        n += c->layers * (1 + 4 * 3);
+    return n;
 }
 
 START_TEST(contract)
@@ -167,10 +192,7 @@ START_TEST(contract)
     reference_for(c, &ref);
     run_cfg(c, &got);
     ck_assert_uint_eq(got.nt, ref.nt);
-    /* Llama: 9 tensors a layer, embedding, norm, head; GPT: 16 (biases and norm biases), and the
-     * positions and the final norm's bias; tied: no head */
-    ck_assert_uint_eq(ref.nt, (c->model & M_GPT ? 16 : 9) * c->layers + (c->model & M_GPT ? 5 : 3) -
-                                  (c->model & M_TIED ? 1 : 0));
+    ck_assert_uint_eq(ref.nt, model_tensors(c));
     double max_loss = 0, max_param = 0;
     const char *worst = "";
     for (int i = 0; i < STEPS; i++) {
@@ -1810,17 +1832,41 @@ END_TEST
 
 /* A mixture-of-experts or MLA model is refused before anything is allocated: the drivers' blocks
  * are a dense MLP and MHA/GQA attention. */
-START_TEST(moe_refused)
+START_TEST(mla_refused)
 {
-    static const char *const models[] = {
-        "model: {layers: 2, hidden: 256, heads: 4, seq: 64, vocab: 512, moe: {experts: 4, top_k: 2}}\n",
-        "model: {layers: 2, hidden: 256, heads: 4, seq: 64, vocab: 512, mla: {kv_lora_rank: 64}}\n",
-    };
-    static const char *const what[] = {"mixture-of-experts blocks", "latent attention (MLA)"};
-    for (size_t i = 0; i < 2; i++) {
-        char text[512];
-        snprintf(text, sizeof text, "%scluster: {preset: dgx-h100, nodes: 1, gpus_per_node: 2}\ngrid: {dp: 2}\n"
-                                    "batch: {global: 2, micro: 1}\n", models[i]);
+    const char *text = "model: {layers: 2, hidden: 256, heads: 4, seq: 64, vocab: 512, mla: {kv_lora_rank: 64}}\n"
+                       "cluster: {preset: dgx-h100, nodes: 1, gpus_per_node: 2}\ngrid: {dp: 2}\n"
+                       "batch: {global: 2, micro: 1}\n";
+    gs_scenario s;
+    gs_mesh mesh;
+    gs_error err;
+    gs_error_init(&err);
+    ck_assert_msg(gs_scenario_load_string(text, strlen(text), "mla.yaml", &s, &err) == GS_OK, "%s", err.msg);
+    ck_assert_msg(gs_scenario_mesh(&s, &mesh, NULL, &err) == GS_OK, "%s", err.msg);
+    gs_exec_opts eo;
+    gs_exec_opts_defaults(&eo);
+    gs_exec_session *x = NULL;
+    ck_assert_int_eq(gs_exec_session_create(&s, &mesh, &eo, &x, &err), GS_ERR_INPUT);
+    ck_assert_ptr_null(x);
+    ck_assert_msg(strstr(err.msg, "latent attention (MLA)") && strstr(err.msg, "exec's drivers do not run"), "%s",
+                  err.msg);
+}
+END_TEST
+
+/* A driver without the MoE kernels or an all-to-all (the cuda driver's table) refuses a MoE model,
+ * naming itself, before it runs anything. */
+START_TEST(moe_needs_driver_kernels)
+{
+    const char *text = "model: {layers: 2, hidden: 64, heads: 4, seq: 32, vocab: 256, moe: {experts: 4, top_k: 2}}\n"
+                       "cluster: {preset: dgx-h100, nodes: 1, gpus_per_node: 2}\ngrid: {dp: 2, ep: 2}\n"
+                       "strategy: {sharding: no_shard}\nbatch: {global: 2, micro: 1}\n";
+    for (int which = 0; which < 2; which++) {
+        gs_driver_ops ops = gs_driver_host;
+        ops.name = "moe-less";
+        if (which)
+            ops.all_to_all = NULL;
+        else
+            ops.k.moe_topk_fwd = NULL;
         gs_scenario s;
         gs_mesh mesh;
         gs_error err;
@@ -1829,10 +1875,12 @@ START_TEST(moe_refused)
         ck_assert_msg(gs_scenario_mesh(&s, &mesh, NULL, &err) == GS_OK, "%s", err.msg);
         gs_exec_opts eo;
         gs_exec_opts_defaults(&eo);
+        eo.driver = &ops;
         gs_exec_session *x = NULL;
-        ck_assert_int_eq(gs_exec_session_create(&s, &mesh, &eo, &x, &err), GS_ERR_INPUT);
+        ck_assert_int_eq(gs_exec_session_create(&s, &mesh, &eo, &x, &err), GS_ERR_UNSUPPORTED);
         ck_assert_ptr_null(x);
-        ck_assert_msg(strstr(err.msg, what[i]) && strstr(err.msg, "exec's drivers do not run"), "%s", err.msg);
+        ck_assert_msg(strstr(err.msg, "mixture-of-experts blocks, which the moe-less driver does not run"), "%s",
+                      err.msg);
     }
 }
 END_TEST
@@ -1844,7 +1892,8 @@ static Suite *exec_suite(void)
     tcase_set_timeout(tc, 300);
     tcase_add_loop_test(tc, contract, 0, (int)NCONFIGS);
     tcase_add_test(tc, loss_falls);
-    tcase_add_test(tc, moe_refused);
+    tcase_add_test(tc, mla_refused);
+    tcase_add_test(tc, moe_needs_driver_kernels);
     tcase_add_test(tc, flash_vs_probabilities);
     tcase_add_test(tc, bucket_stages_bits);
     tcase_add_test(tc, tied_gradient_is_the_sum);

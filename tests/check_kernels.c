@@ -1118,6 +1118,93 @@ START_TEST(test_swiglu)
 }
 END_TEST
 
+/* ---- mixture-of-experts router and row moves --------------------------------------------- */
+
+typedef struct {
+    const int32_t *idx;
+    size_t t, experts, k;
+} topk_problem;
+
+/* the softmax over each row's chosen logits (the choice held fixed) */
+static void ref_topk(const void *ctx, const double *logits, double *out)
+{
+    const topk_problem *pb = ctx;
+    for (size_t r = 0; r < pb->t; r++) {
+        double m = -INFINITY, sum = 0.0;
+        for (size_t j = 0; j < pb->k; j++)
+            m = fmax(m, logits[r * pb->experts + (size_t)pb->idx[r * pb->k + j]]);
+        for (size_t j = 0; j < pb->k; j++)
+            sum += exp(logits[r * pb->experts + (size_t)pb->idx[r * pb->k + j]] - m);
+        for (size_t j = 0; j < pb->k; j++)
+            out[r * pb->k + j] = exp(logits[r * pb->experts + (size_t)pb->idx[r * pb->k + j]] - m) / sum;
+    }
+}
+
+START_TEST(test_moe_topk)
+{
+    enum { T = 5, E = 6, K = 2 };
+    test_rng r = {97};
+    float lg[T * E], probs[T * K], dp[T * K], dl[T * E];
+    int32_t idx[T * K];
+    fill_uniform(&r, lg, T * E, -2, 2);
+    fill_uniform(&r, dp, T * K, -1, 1);
+    gs_k_moe_topk_fwd(lg, T, E, K, idx, probs);
+    for (size_t row = 0; row < T; row++) { /* the k largest, in descending order, each once */
+        for (size_t j = 0; j < K; j++) {
+            float v = lg[row * E + (size_t)idx[row * K + j]];
+            ck_assert(j == 0 || v <= lg[row * E + (size_t)idx[row * K + j - 1]]);
+            for (size_t e = 0; e < E; e++) {
+                int chosen = 0;
+                for (size_t q = 0; q < K; q++)
+                    chosen |= idx[row * K + q] == (int32_t)e;
+                ck_assert(chosen || lg[row * E + e] <= v);
+            }
+        }
+        ck_assert(idx[row * K] != idx[row * K + 1]);
+    }
+    topk_problem pb = {idx, T, E, K};
+    double th[T * E], pref[T * K], dyd[T * K], grad[T * E];
+    to_double(lg, th, T * E);
+    to_double(dp, dyd, T * K);
+    ref_topk(&pb, th, pref);
+    expect_close("top-k probs", probs, pref, T * K, FWD_RTOL);
+    fill_value(dl, T * E, NAN);
+    gs_k_moe_topk_bwd(probs, dp, idx, T, E, K, dl);
+    fd_gradient(ref_topk, &pb, th, T * E, dyd, T * K, grad);
+    expect_close("top-k dlogits", dl, grad, T * E, GRAD_RTOL);
+}
+END_TEST
+
+/* Gathering rows with weights and scatter-adding them back are adjoint: <gather(x), y> equals
+ * <x, scatter_add(y)> with the same indices and weights; the per-row dot is the first's rows. */
+START_TEST(test_rows)
+{
+    enum { ROWS = 4, N = 6, H = 3 };
+    const int32_t idx[N] = {2, 0, 2, 3, 1, 0};
+    test_rng r = {98};
+    float x[ROWS * H], y[N * H], w[N], g[N * H], s[ROWS * H], dot[N];
+    fill_uniform(&r, x, ROWS * H, -1, 1);
+    fill_uniform(&r, y, N * H, -1, 1);
+    fill_uniform(&r, w, N, 0, 1);
+    gs_k_rows_gather(x, idx, w, N, H, g);
+    fill_value(s, ROWS * H, 0.0f);
+    gs_k_rows_scatter_add(y, idx, w, N, H, s);
+    gs_k_rows_dot(x, idx, y, N, H, dot);
+    double lhs = 0, rhs = 0, dots = 0;
+    for (size_t i = 0; i < N * H; i++)
+        lhs += (double)g[i] * y[i];
+    for (size_t i = 0; i < ROWS * H; i++)
+        rhs += (double)x[i] * s[i];
+    for (size_t i = 0; i < N; i++) {
+        dots += (double)w[i] * dot[i];
+        for (size_t c = 0; c < H; c++)
+            ck_assert_float_eq(g[i * H + c], w[i] * x[(size_t)idx[i] * H + c]);
+    }
+    ck_assert_double_eq_tol(lhs, rhs, 1e-5);
+    ck_assert_double_eq_tol(lhs, dots, 1e-5);
+}
+END_TEST
+
 /* ---- cross-entropy ----------------------------------------------------------------------- */
 
 typedef struct {
@@ -1364,6 +1451,8 @@ static Suite *kernels_suite(void)
     tcase_add_test(tc, test_dropout_rows);
     tcase_add_test(tc, test_round_bf16);
     tcase_add_test(tc, test_swiglu);
+    tcase_add_test(tc, test_moe_topk);
+    tcase_add_test(tc, test_rows);
     tcase_add_test(tc, test_xent);
     tcase_set_timeout(tc, KERNELS_TEST_TIMEOUT_S);
     suite_add_tcase(s, tc);

@@ -24,6 +24,13 @@ typedef struct cfg {
 #define M_TIED 1
 #define M_GPT 2
 #define M_DROP 4 /* dropout: true (Megatron's 0.1 attention and hidden dropout) */
+/* mixture of experts: M_MOE 4 experts, top-2, expert_ffn 64, one shared expert; M_MOE_DROP the
+ * same with capacity_factor 1 (tokens past an expert's capacity dropped); M_MOE8 8 experts,
+ * top-2, expert_ffn 32, no shared expert, GELU MLPs, the first block dense */
+#define M_MOE 8
+#define M_MOE_DROP 16
+#define M_MOE8 32
+#define M_ANY_MOE (M_MOE | M_MOE_DROP | M_MOE8)
 
 /* name, dp pp tp, nodes gpus/node, sharding, pipeline, recompute, wrap, v, sp, layers, micro, model, grid extra */
 static const cfg configs[] = {
@@ -167,6 +174,20 @@ static const cfg configs[] = {
      1, 0, "account_for_embedding: true, account_for_loss: true"},
     {"account-dp2-pp2-interleaved-emb-wrap-model-full", 2, 2, 1, 1, 4, "full_shard", "interleaved", "full", "model",
      2, 0, 7, 1, 0, "account_for_embedding: true"},
+    /* mixture of experts (exec/train_moe.c): the router, the all-to-all dispatch and combine over
+     * EP groups of 2 and 4, the experts' gradients reduced over their EDP group (DDP's all-reduce,
+     * ZeRO-1's reduce-scatter and gather), expert TP's gather and reduce-scatter beside sequence
+     * parallelism, a pipeline; dropless and with capacity_factor 1 (the reference then routes the
+     * same token groups: see reference_for) */
+    {"moe-dp2-ep2", 2, 1, 1, 1, 2, "no_shard", "1f1b", "none", "layer", 1, 0, 2, 2, M_MOE, "ep: 2"},
+    {"moe-dp4-ep4-zero1", 4, 1, 1, 1, 4, "zero1", "1f1b", "none", "layer", 1, 0, 2, 1, M_MOE, "ep: 4"},
+    {"moe-dp4-ep2-tp2-sp-zero1", 4, 1, 2, 1, 8, "zero1", "1f1b", "none", "layer", 1, 1, 2, 2, M_MOE, "ep: 2"},
+    {"moe-tp2-sp", 1, 1, 2, 1, 2, "no_shard", "1f1b", "none", "layer", 1, 1, 2, 2, M_MOE, NULL},
+    {"moe-drop-dp2-ep2", 2, 1, 1, 1, 2, "no_shard", "1f1b", "none", "layer", 1, 0, 2, 2, M_MOE_DROP, "ep: 2"},
+    {"moe-drop-dp4-ep4-zero1", 4, 1, 1, 1, 4, "zero1", "1f1b", "none", "layer", 1, 0, 2, 1, M_MOE_DROP, "ep: 4"},
+    {"moe-drop-dp4-ep2-tp2-sp-zero1", 4, 1, 2, 1, 8, "zero1", "1f1b", "none", "layer", 1, 1, 2, 2, M_MOE_DROP,
+     "ep: 2"},
+    {"moe8-gelu-dp4-ep4-pp2", 4, 2, 1, 1, 8, "no_shard", "1f1b", "none", "layer", 1, 0, 4, 1, M_MOE8, "ep: 4"},
 };
 #define NCONFIGS (sizeof configs / sizeof configs[0])
 
@@ -175,7 +196,7 @@ static void scenario_text(const cfg *c, char *buf, size_t len)
     snprintf(buf, len,
              "name: %s\n"
              "model: {name: tiny, layers: %llu, hidden: 64, heads: 8, kv_heads: 4, ffn: 128, vocab: 256, seq: 32,\n"
-             "        tied_embeddings: %s%s, dropout: %s}\n"
+             "        tied_embeddings: %s%s%s, dropout: %s}\n"
              "cluster: {preset: dgx-a100-80g, nodes: %llu, gpus_per_node: %llu}\n"
              "grid: {dp: %llu, pp: %llu, tp: %llu%s%s}\n"
              "strategy: {sharding: %s, pipeline: %s, recompute: %s, wrap: %s, precision: fp32,\n"
@@ -183,6 +204,10 @@ static void scenario_text(const cfg *c, char *buf, size_t len)
              "batch: {global: 8, micro: %llu}\n",
              c->name, (unsigned long long)c->layers, c->model & M_TIED ? "true" : "false",
              c->model & M_GPT ? ", norm: layernorm, mlp: gelu, pos: learned, bias: true" : "",
+             c->model & M_MOE8 ? ", mlp: gelu, moe: {experts: 8, top_k: 2, expert_ffn: 32, dense_layers: 1}"
+             : c->model & M_MOE_DROP ? ", moe: {experts: 4, top_k: 2, expert_ffn: 64, shared_experts: 1, "
+                                       "capacity_factor: 1.0}"
+             : c->model & M_MOE ? ", moe: {experts: 4, top_k: 2, expert_ffn: 64, shared_experts: 1}" : "",
              c->model & M_DROP ? "true" : "false",
              (unsigned long long)c->nodes, (unsigned long long)c->gpn,
              (unsigned long long)c->dp, (unsigned long long)c->pp, (unsigned long long)c->tp,

@@ -79,6 +79,20 @@ void gs_k_gelu_bwd(const float *x, const float *dy, float *dx, size_t n);
 void gs_k_bias_add(float *y, const float *b, size_t t, size_t n);
 void gs_k_bias_grad(const float *dy, float *db, size_t t, size_t n);
 
+/* Mixture of experts (kernels/host/moe.c). The router (Megatron-Core's softmax top-k with
+ * moe_router_pre_softmax off): per row of t x experts logits, the k largest (ties: the lower
+ * expert; in descending order) into idx [t][k] and the softmax over those k logits into probs
+ * [t][k]. The backward: dlogits [t][experts] (written) from dprobs [t][k] through that softmax;
+ * the logits not chosen get 0. */
+void gs_k_moe_topk_fwd(const float *logits, size_t t, size_t experts, size_t k, int32_t *idx, float *probs);
+void gs_k_moe_topk_bwd(const float *probs, const float *dprobs, const int32_t *idx, size_t t, size_t experts,
+                       size_t k, float *dlogits);
+/* Rows of h floats: dst[i] = w[i] src[idx[i]] (w NULL: 1); dst[idx[i]] += w[i] src[i], in
+ * ascending i; out[i] = a[idx[i]] . b[i] (summed in double). */
+void gs_k_rows_gather(const float *src, const int32_t *idx, const float *w, size_t n, size_t h, float *dst);
+void gs_k_rows_scatter_add(const float *src, const int32_t *idx, const float *w, size_t n, size_t h, float *dst);
+void gs_k_rows_dot(const float *a, const int32_t *idx, const float *b, size_t n, size_t h, float *out);
+
 /* ---- rotary position embedding (Llama / GPT-NeoX "rotate half" form) ---------------------- */
 
 /* In place on nh heads of hd (even) per token row, row stride ld floats: for token at position
