@@ -76,6 +76,8 @@ static const uint8_t role_actions[GS_ROLE_COUNT][DIR_COUNT] = {
     [GS_ROLE_PP_RECV] = {A_RECV_FWD, A_RECV_BWD, A_NONE},
     [GS_ROLE_TIED_SEND] = {A_NONE, A_NONE, A_TIED_SEND},
     [GS_ROLE_TIED_RECV] = {A_NONE, A_NONE, A_TIED_RECV},
+    [GS_ROLE_CP_KV] = {A_CP_KV, A_CP_KV, A_NONE},
+    [GS_ROLE_CP_A2A] = {A_CP_A2A, A_CP_A2A, A_NONE},
 };
 
 static int dir_of(const gs_event *e)
@@ -336,7 +338,7 @@ gs_status gs__train_plan_rank(gs_train *t, rank_st *r, const gs_rank_events *re,
                 cur_grad[tt->unit] = allocs[j];
         }
         action a = e->role < GS_ROLE_COUNT ? (action)role_actions[e->role][dir_of(e)] : A_NONE;
-        int dp = e->kind == GS_EV_COLLECTIVE && e->group != GS_GROUP_TP;
+        int dp = e->kind == GS_EV_COLLECTIVE && e->group != GS_GROUP_TP && e->group != GS_GROUP_CP;
         if ((a == A_TIED_SEND || a == A_TIED_RECV) && !r->tied_x)
             rc = gs_error_set(err, GS_ERR_INPUT, "exec: rank %" PRIu64 ": event %zu: a pipeline send or receive "
                               "after the backward pass the host program has no use for", r->rank, i);
@@ -392,6 +394,8 @@ static action_fn handler_of(action a)
         return gs__train_sp_norm_action;
     if (a >= A_SEND_FWD && a <= A_TIED_RECV)
         return gs__train_p2p_action;
+    if (a == A_CP_KV || a == A_CP_A2A)
+        return gs__train_cp_action;
     return NULL;
 }
 
