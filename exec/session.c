@@ -341,12 +341,12 @@ gs_status gs_exec_session_create(const gs_scenario *s, const gs_mesh *mesh, cons
                           "`gridstep sim`; run precision: bf16 to execute)", s->name);
         goto out;
     }
-    if (mesh->cp > 1) {
+    if (mesh->cp > 1 && strcmp(x->ops->name, gs_driver_host.name) != 0) {
         /* every process sees the same scenario: each refuses alike */
         rc = gs_error_set(err, GS_ERR_INPUT,
-                          "exec: %s: grid.cp=%" PRIu64 " (context parallelism) is simulated, not executed: exec's "
-                          "drivers have no ring attention (simulate it with `gridstep sim`; run cp: 1 to execute)",
-                          s->name, mesh->cp);
+                          "exec: %s: grid.cp=%" PRIu64 " (context parallelism) runs on the host driver only; the %s "
+                          "driver does not run it (run it with --driver host, simulate it with `gridstep sim`, or "
+                          "run cp: 1)", s->name, mesh->cp, x->ops->name);
         goto out;
     }
     if (s->model.mla.kv_lora_rank) {

@@ -50,7 +50,7 @@ static gs_status check_supported(const gs_scenario *s, const gs_mesh *mesh, gs_e
 {
     const gs_model *m = &s->model;
     const gs_strategy *st = &s->strategy;
-    uint64_t tp = mesh->size[GS_DIM_TP];
+    uint64_t tp = mesh->size[GS_DIM_TP], cp = mesh->cp > 1 ? mesh->cp : 1;
     const char *why = NULL;
     char which[160];
     /* the first condition that fails, with its numbers */
@@ -72,8 +72,19 @@ static gs_status check_supported(const gs_scenario *s, const gs_mesh *mesh, gs_e
         why = which;
     } else if (st->wrap == GS_WRAP_MIN_PARAMS)
         why = "wrap: min_params splits blocks; the host program supports wrap layer or model";
-    else if (st->sequence_parallel && tp > 1 && (s->batch.micro_seqs * m->seq) % tp)
-        why = "sequence parallelism needs micro-batch tokens divisible by tp";
+    else if (st->sequence_parallel && tp > 1 && (s->batch.micro_seqs * m->seq / cp) % tp)
+        why = "sequence parallelism needs micro-batch tokens (per CP rank) divisible by tp";
+    else if (cp > 1 && m->dropout)
+        why = "dropout under context parallelism: the hidden sites' masks are drawn for contiguous token "
+              "rows, and a CP rank's rows are two chunks of each sequence (run dropout: false, or cp: 1)";
+    else if (cp > 1 && st->cp_comm == GS_CP_A2A && ((m->heads / tp) % cp || (m->kv_heads / tp) % cp)) {
+        snprintf(which, sizeof which, "cp_comm a2a splits each rank's %llu heads and %llu KV heads over cp = %llu",
+                 (unsigned long long)(m->heads / tp), (unsigned long long)(m->kv_heads / tp),
+                 (unsigned long long)cp);
+        why = which;
+    }
+    else if (m->moe.experts && cp > 1)
+        why = "mixture-of-experts blocks with context parallelism are not in exec's contract (run cp: 1)";
     else if (m->moe.experts)
         why = moe_unsupported(s, mesh, which, sizeof which);
     if (why)
@@ -149,7 +160,9 @@ gs_status gs_train_create(const gs_scenario *s, const gs_schedule *sch, const gs
     t->mbs = sch->microbatches;
     t->b = s->batch.micro_seqs;
     t->seq = m->seq;
-    t->T = t->b * t->seq;
+    t->cp = sch->mesh.cp > 1 ? sch->mesh.cp : 1;
+    t->sl = t->seq / t->cp;
+    t->T = t->b * t->sl;
     t->sp = s->strategy.sequence_parallel && t->tp > 1;
     t->Tl = t->sp ? t->T / t->tp : t->T;
     t->ovl = s->strategy.tp_comm_overlap && t->sp;

@@ -81,6 +81,10 @@ double gs_train_loss(const gs_train *t);
  * global batch's token count it is divided by. */
 double gs_train_loss_sum(const gs_train *t);
 double gs_train_loss_tokens(const gs_train *t);
+/* Context parallelism (grid.cp): the position in its seq-token sequence of the w-th token
+ * (0 <= w < seq / cp) a CP rank at position cp_pos holds, in Megatron-Core's load-balanced order
+ * (2 cp chunks; the rank holds chunks cp_pos and 2 cp - 1 - cp_pos). cp <= 1: w. */
+uint64_t gs_train_cp_position(uint64_t seq, uint64_t cp, uint64_t cp_pos, uint64_t w);
 /* Optimizer steps taken; set after loading a checkpoint (the next step is step + 1). */
 uint64_t gs_train_step(const gs_train *t);
 /* Pipeline receives the p2p plan issues ahead of their place because the driver's sends wait

@@ -111,12 +111,14 @@ static gs_status attn_fwd(const ctx *c, blk *b, action act)
             if (b->w.bqkv)
                 ops->k.bias_add(c->s, a->qkv, b->w.bqkv, T, nq);
         }
-        if (t->rope) {
+        if (t->rope && t->cp <= 1) { /* CP: at the tokens' positions, in the attention */
             ops->k.rope_fwd(c->s, b->q, T, t->seq, t->a_t, hd, nq, ROPE_THETA);
             ops->k.rope_fwd(c->s, b->k, T, t->seq, t->kv_t, hd, nq, ROPE_THETA);
         }
         return GS_OK;
     case A_ATTN_FWD:
+        if (t->cp > 1)
+            return gs__train_cp_attention(c, act, a);
         if (t->flash)
             ops->k.attn_fwd_flash(c->s, b->q, nq, b->k, b->v, nq, a->ao, t->a_t * hd, a->p, t->b, t->seq, t->a_t,
                                 t->kv_t, hd, b->adrop);
@@ -308,6 +310,8 @@ static gs_status attn_bwd(const ctx *c, blk *b, action act)
         ops->k.linear_bwd(c->s, a->ao, b->w.wo, b->dxmf, sc->dao, b->g.wo, T, ahd, h);
         return GS_OK;
     case A_ATTN_BWD:
+        if (t->cp > 1)
+            return gs__train_cp_attention(c, act, a);
         if (t->flash)
             ops->k.attn_bwd_flash(c->s, b->q, nq, b->k, b->v, nq, a->ao, a->p, sc->dao, ahd, sc->dqkv, sc->dqkv + ahd,
                                 sc->dqkv + (t->a_t + t->kv_t) * hd, t->b, t->seq, t->a_t, t->kv_t, hd, b->adrop);
@@ -322,7 +326,7 @@ static gs_status attn_bwd(const ctx *c, blk *b, action act)
             ops->k.linear_bwd(c->s, a->n1, b->w.wqkv, sc->dqkv, NULL, b->g.wqkv, T, h, nq);
             return GS_OK;
         }
-        if (t->rope) {
+        if (t->rope && t->cp <= 1) { /* CP: in the attention */
             ops->k.rope_bwd(c->s, sc->dqkv, T, t->seq, t->a_t, hd, nq, ROPE_THETA);
             ops->k.rope_bwd(c->s, sc->dqkv + ahd, T, t->seq, t->kv_t, hd, nq, ROPE_THETA);
         }

@@ -6,8 +6,9 @@
  * backward: exec/train_block.c; embedding, head and loss: exec/train_root.c; data-parallel
  * gathers and reductions: exec/train_dp.c; the optimizer: exec/train_optim.c; pipeline p2p and
  * the tied embedding's exchange: exec/train_p2p.c; tp_comm_overlap's chunks:
- * exec/train_overlap.c; checkpoint shards: exec/train_shards.c; mixture-of-experts blocks:
- * exec/train_moe.c; create, destroy and the loss: exec/train.c.
+ * exec/train_overlap.c; context parallelism's exchanges and attention: exec/train_cp.c;
+ * checkpoint shards: exec/train_shards.c; mixture-of-experts blocks: exec/train_moe.c; create,
+ * destroy and the loss: exec/train.c.
  *
  * Ownership: a gs_train owns its rank_st array and everything each rank_st points to (freed by
  * gs__train_rank_fini); a ctx borrows them for one event. */
@@ -47,7 +48,8 @@ typedef enum action {
     A_SEND_FWD, A_RECV_FWD, A_SEND_BWD, A_RECV_BWD, A_TIED_SEND, A_TIED_RECV,
     /* mixture of experts (exec/train_moe.c), either direction: the event's phase says which */
     A_MOE_ROUTER, A_MOE_PERMUTE, A_EP_DISPATCH, A_ETP_IN, A_EXPERT_UP, A_EXPERT_ACT, A_EXPERT_DOWN, A_ETP_OUT,
-    A_EP_COMBINE
+    A_EP_COMBINE,
+    A_CP_KV, A_CP_A2A
 } action;
 
 typedef struct ev_plan {
@@ -152,6 +154,10 @@ typedef struct rank_st {
      * (one per split handed to the reduce-scatter beside it); tokens: mark_token */
     gs_drv_event **ring_marks, *split_marks[UB_SPLITS - 1];
     struct moe_rank *moe;    /* MoE blocks' routing and buffers (exec/train_moe.c); NULL: none */
+    /* context parallelism (exec/train_cp.c): the data-parallel replica whose sequences the rank
+     * holds (its DP position when cp = 1), its place in the CP group, and the exchanges' buffers */
+    uint64_t replica, cp_pos;
+    struct cp_bufs *cpb;
 } rank_st;
 
 struct gs_train {
@@ -162,6 +168,9 @@ struct gs_train {
     gs_train_opts o;
     uint64_t mbs, T, Tl, b, seq, h, hd, a_t, kv_t, f_t, v_t, nqkv, block, tp, layers;
     uint64_t f_max; /* the widest MLP's f_t: the dense one's, or a MoE block's shared experts' */
+    /* context parallelism: grid.cp, and each rank's tokens of a sequence (seq / cp, two chunks of
+     * Megatron-Core's load-balanced order); T = b x sl tokens a micro-batch on a rank */
+    uint64_t cp, sl;
     int sp;
     int ovl; /* strategy.tp_comm_overlap with tp > 1 (and so sequence parallelism) */
     /* the block's kind: LayerNorm (else RMSNorm), a bias on each norm (LayerNorm, or any norm of
@@ -303,6 +312,12 @@ int64_t gs__train_moe_event_unit(const rank_st *r, const gs_event *e, int64_t ll
  * forward event adds it to the layer's output). */
 const float *gs__train_moe_routed_out(const ctx *c);
 gs_status gs__train_moe_action(const ctx *c, action act);
+/* ---- context parallelism (exec/train_cp.c) ---- */
+/* The exchanges' buffers of rank r (nothing when cp = 1), and their release. */
+gs_status gs__train_cp_init(gs_train *t, rank_st *r, gs_error *err);
+void gs__train_cp_fini(gs_train *t, rank_st *r);
+/* The attention core of a CP rank (A_ATTN_FWD, A_ATTN_BWD) on layer activations a. */
+gs_status gs__train_cp_attention(const ctx *c, action act, layer_act *a);
 
 /* ---- the actions (one file per concern) ---- */
 gs_status gs__train_block_action(const ctx *c, action act);
@@ -311,6 +326,7 @@ gs_status gs__train_dp_action(const ctx *c, action act);
 gs_status gs__train_optim_action(const ctx *c, action act);
 gs_status gs__train_sp_norm_action(const ctx *c, action act);
 gs_status gs__train_p2p_action(const ctx *c, action act);
+gs_status gs__train_cp_action(const ctx *c, action act);
 /* The optimizer's window of unit u (exec/train_optim.c): n parameters at *p, flat offset *lo,
  * from n gradients at *g; 0 when the gradient storage does not hold n elements for it. */
 int gs__train_opt_window(const rank_st *r, size_t u, float **p, float **g, uint64_t *lo, uint64_t *n);

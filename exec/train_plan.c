@@ -86,6 +86,8 @@ static const uint8_t role_actions[GS_ROLE_COUNT][DIR_COUNT] = {
     [GS_ROLE_EP_COMBINE] = {A_EP_COMBINE, A_EP_COMBINE, A_NONE},
     [GS_ROLE_ETP_IN] = {A_ETP_IN, A_ETP_IN, A_NONE},
     [GS_ROLE_ETP_OUT] = {A_ETP_OUT, A_ETP_OUT, A_NONE},
+    [GS_ROLE_CP_KV] = {A_CP_KV, A_CP_KV, A_NONE},
+    [GS_ROLE_CP_A2A] = {A_CP_A2A, A_CP_A2A, A_NONE},
 };
 
 static int dir_of(const gs_event *e)
@@ -347,7 +349,7 @@ gs_status gs__train_plan_rank(gs_train *t, rank_st *r, const gs_rank_events *re,
                 cur_grad[tt->unit] = allocs[j];
         }
         action a = e->role < GS_ROLE_COUNT ? (action)role_actions[e->role][dir_of(e)] : A_NONE;
-        int dp = e->kind == GS_EV_COLLECTIVE && !is_tp(e);
+        int dp = e->kind == GS_EV_COLLECTIVE && !is_tp(e) && e->group != GS_GROUP_CP;
         if ((a == A_TIED_SEND || a == A_TIED_RECV) && !r->tied_x)
             rc = gs_error_set(err, GS_ERR_INPUT, "exec: rank %" PRIu64 ": event %zu: a pipeline send or receive "
                               "after the backward pass the host program has no use for", r->rank, i);
@@ -405,6 +407,8 @@ static action_fn handler_of(action a)
         return gs__train_p2p_action;
     if (a >= A_MOE_ROUTER && a <= A_EP_COMBINE)
         return gs__train_moe_action;
+    if (a == A_CP_KV || a == A_CP_A2A)
+        return gs__train_cp_action;
     return NULL;
 }
 

@@ -19,6 +19,10 @@ static gs_status rank_place(gs_train *t, rank_st *r, gs_error *err)
     r->stage = c[GS_DIM_PP];
     r->tp_pos = c[GS_DIM_TP];
     r->dp_pos = c[GS_DIM_DP];
+    /* context parallelism: the CP group's ranks share the replica's sequences (engine/mesh.h) */
+    uint64_t cp = mesh->cp > 1 ? mesh->cp : 1, reps = mesh->size[GS_DIM_DP] / cp;
+    r->replica = mesh->cp_outer ? r->dp_pos % reps : r->dp_pos / cp;
+    r->cp_pos = mesh->cp_outer ? r->dp_pos / reps : r->dp_pos % cp;
     r->first = r->stage == 0;
     r->last = r->stage + 1 == mesh->size[GS_DIM_PP];
     if ((rc = gs_partition_stage(s, mesh, r->stage, &r->part, err)) != GS_OK)
@@ -143,11 +147,12 @@ static gs_status rank_tensors(gs_train *t, rank_st *r, const gs_rank_events *re,
     return GS_OK;
 }
 
-/* The tokens and targets of this rank's micro-batches (global sequence (dp * mbs + mb) * micro +
- * j), and the positions learned position embeddings look up. */
+/* The tokens and targets of this rank's micro-batches (global sequence (replica * mbs + mb) *
+ * micro + j; under context parallelism the rank's sl tokens of each), and the positions learned
+ * position embeddings look up. */
 static gs_status rank_tokens(gs_train *t, rank_st *r, gs_drv_stream *st, gs_error *err)
 {
-    uint64_t T = t->T, sq = t->seq;
+    uint64_t T = t->T, sq = t->seq, sl = t->sl;
     if (r->first || r->last) {
         int32_t *tok = malloc((sq + 1) * sizeof *tok);
         int32_t *in = malloc(t->mbs * T * sizeof *in), *tg = malloc(t->mbs * T * sizeof *tg);
@@ -157,9 +162,12 @@ static gs_status rank_tokens(gs_train *t, rank_st *r, gs_drv_stream *st, gs_erro
         }
         for (uint64_t mb = 0; mb < t->mbs; mb++)
             for (uint64_t j = 0; j < t->b; j++) {
-                gs_k_tokens(t->o.seed, (r->dp_pos * t->mbs + mb) * t->b + j, sq, t->s->model.vocab, tok);
-                memcpy(in + mb * T + j * sq, tok, sq * sizeof *tok);
-                memcpy(tg + mb * T + j * sq, tok + 1, sq * sizeof *tok);
+                gs_k_tokens(t->o.seed, (r->replica * t->mbs + mb) * t->b + j, sq, t->s->model.vocab, tok);
+                for (uint64_t w = 0; w < sl; w++) {
+                    uint64_t p = gs_train_cp_position(t->seq, t->cp, r->cp_pos, w);
+                    in[mb * T + j * sl + w] = tok[p];
+                    tg[mb * T + j * sl + w] = tok[p + 1];
+                }
             }
         r->tokens = t->ops->alloc(t->drv, r->rank, t->mbs * T * sizeof(int32_t));
         r->targets = t->ops->alloc(t->drv, r->rank, t->mbs * T * sizeof(int32_t));
@@ -178,7 +186,7 @@ static gs_status rank_tokens(gs_train *t, rank_st *r, gs_drv_stream *st, gs_erro
         r->posb = r->tp_pos == 0 ? t->ops->alloc(t->drv, r->rank, T * t->h * sizeof(float)) : NULL;
         if (pos && r->positions)
             for (uint64_t i = 0; i < T; i++)
-                pos[i] = (int32_t)(i % sq);
+                pos[i] = (int32_t)gs_train_cp_position(t->seq, t->cp, r->cp_pos, i % sl);
         if (pos && r->positions)
             t->ops->upload(t->drv, st, r->positions, pos, T * sizeof(int32_t));
         free(pos);
@@ -310,7 +318,8 @@ gs_status gs__train_rank_init(gs_train *t, gs_dispatch *disp, size_t ri, gs_erro
         (rc = gs__train_rank_units(t, r, err)) != GS_OK || (rc = rank_tensors(t, r, re, err)) != GS_OK ||
         (rc = gs__train_rank_params(t, disp, ri, err)) != GS_OK ||
         (rc = rank_tokens(t, r, gs_dispatch_stream(disp, ri, GS_STREAM_COMPUTE), err)) != GS_OK ||
-        (rc = rank_acts(t, r, err)) != GS_OK || (rc = rank_marks(t, r, err)) != GS_OK)
+        (rc = rank_acts(t, r, err)) != GS_OK || (rc = rank_marks(t, r, err)) != GS_OK ||
+        (rc = gs__train_cp_init(t, r, err)) != GS_OK)
         return rc;
     return gs__train_plan_rank(t, r, re, err);
 }
@@ -366,6 +375,7 @@ void gs__train_rank_fini(gs_train *t, rank_st *r, const gs_rank_events *re)
     DFREE(r->xbuf);
     DFREE(r->xstage);
 #undef DFREE
+    gs__train_cp_fini(t, r);
     free(r->tbuf);
     free(r->m);
     free(r->v);

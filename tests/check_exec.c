@@ -1830,6 +1830,71 @@ START_TEST(transport_order)
 END_TEST
 
 
+/* Context parallelism's token order is Megatron-Core's load-balanced one (megatron/core/utils.py,
+ * _get_batch_on_this_cp_rank_per_sequence_balancing: the sequence viewed as 2 cp chunks, rank i
+ * taking index_select [i, 2 cp - 1 - i]): written out by hand for seq 32. cp 2 (chunks of 8):
+ * rank 0 holds positions 0-7 and 24-31, rank 1 8-15 and 16-23; cp 4 (chunks of 4): rank 1 holds
+ * 4-7 and 24-27, rank 3 12-15 and 16-19. The ranks' positions cover the sequence once. */
+START_TEST(cp_load_balanced_order)
+{
+    static const uint64_t w16[4] = {0, 7, 8, 15}, cp2[2][4] = {{0, 7, 24, 31}, {8, 15, 16, 23}};
+    for (uint64_t r = 0; r < 2; r++)
+        for (int k = 0; k < 4; k++)
+            ck_assert_uint_eq(gs_train_cp_position(32, 2, r, w16[k]), cp2[r][k]);
+    static const uint64_t w8[4] = {0, 3, 4, 7}, cp4[2][4] = {{4, 7, 24, 27}, {12, 15, 16, 19}}; /* ranks 1, 3 */
+    for (int q = 0; q < 2; q++)
+        for (int k = 0; k < 4; k++)
+            ck_assert_uint_eq(gs_train_cp_position(32, 4, q == 0 ? 1 : 3, w8[k]), cp4[q][k]);
+    for (uint64_t cp = 1; cp <= 4; cp *= 2) {
+        int seen[32] = {0};
+        for (uint64_t r = 0; r < cp; r++)
+            for (uint64_t w = 0; w < 32 / cp; w++)
+                seen[gs_train_cp_position(32, cp, r, w)]++;
+        for (int p = 0; p < 32; p++)
+            ck_assert_int_eq(seen[p], 1);
+    }
+}
+END_TEST
+
+/* What context parallelism does not run is refused before anything is allocated, naming why:
+ * dropout (the hidden sites' masks are drawn for contiguous rows), a2a where a rank's KV heads do
+ * not divide by cp (kv_heads 4 over tp 4 leaves 1 for cp 2, which the scenario's own check of
+ * kv_heads % cp lets through), and a driver other than the host's. */
+START_TEST(cp_refused)
+{
+    static const char *const cases[] = {
+        "model: {layers: 2, hidden: 64, heads: 8, kv_heads: 4, ffn: 128, vocab: 256, seq: 32, dropout: true}\n"
+        "cluster: {preset: dgx-h100, nodes: 1, gpus_per_node: 2}\ngrid: {cp: 2}\nbatch: {global: 2, micro: 1}\n",
+        "model: {layers: 2, hidden: 64, heads: 8, kv_heads: 4, ffn: 128, vocab: 256, seq: 32}\n"
+        "cluster: {preset: dgx-h100, nodes: 1, gpus_per_node: 8}\ngrid: {tp: 4, cp: 2}\n"
+        "strategy: {cp_comm: a2a}\nbatch: {global: 2, micro: 1}\n",
+        "model: {layers: 2, hidden: 64, heads: 8, kv_heads: 4, ffn: 128, vocab: 256, seq: 32}\n"
+        "cluster: {preset: dgx-h100, nodes: 1, gpus_per_node: 2}\ngrid: {cp: 2}\nbatch: {global: 2, micro: 1}\n",
+    };
+    static const char *const what[] = {"dropout under context parallelism", "1 KV heads over cp = 2",
+                                       "runs on the host driver only; the other driver"};
+    gs_driver_ops other = gs_driver_host;
+    other.name = "other";
+    for (size_t i = 0; i < 3; i++) {
+        gs_scenario s;
+        gs_mesh mesh;
+        gs_error err;
+        gs_error_init(&err);
+        ck_assert_msg(gs_scenario_load_string(cases[i], strlen(cases[i]), "cp.yaml", &s, &err) == GS_OK, "%s",
+                      err.msg);
+        ck_assert_msg(gs_scenario_mesh(&s, &mesh, NULL, &err) == GS_OK, "%s", err.msg);
+        gs_exec_opts eo;
+        gs_exec_opts_defaults(&eo);
+        if (i == 2)
+            eo.driver = &other;
+        gs_exec_session *x = NULL;
+        ck_assert_int_eq(gs_exec_session_create(&s, &mesh, &eo, &x, &err), GS_ERR_INPUT);
+        ck_assert_ptr_null(x);
+        ck_assert_msg(strstr(err.msg, what[i]), "%s", err.msg);
+    }
+}
+END_TEST
+
 /* A mixture-of-experts or MLA model is refused before anything is allocated: the drivers' blocks
  * are a dense MLP and MHA/GQA attention. */
 START_TEST(mla_refused)
@@ -1894,6 +1959,8 @@ static Suite *exec_suite(void)
     tcase_add_test(tc, loss_falls);
     tcase_add_test(tc, mla_refused);
     tcase_add_test(tc, moe_needs_driver_kernels);
+    tcase_add_test(tc, cp_refused);
+    tcase_add_test(tc, cp_load_balanced_order);
     tcase_add_test(tc, flash_vs_probabilities);
     tcase_add_test(tc, bucket_stages_bits);
     tcase_add_test(tc, tied_gradient_is_the_sum);

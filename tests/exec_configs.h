@@ -188,6 +188,37 @@ static const cfg configs[] = {
     {"moe-drop-dp4-ep2-tp2-sp-zero1", 4, 1, 2, 1, 8, "zero1", "1f1b", "none", "layer", 1, 1, 2, 2, M_MOE_DROP,
      "ep: 2"},
     {"moe8-gelu-dp4-ep4-pp2", 4, 2, 1, 1, 8, "no_shard", "1f1b", "none", "layer", 1, 0, 4, 1, M_MOE8, "ep: 4"},
+    /* context parallelism: each rank holds 2 of the 2 cp chunks of every sequence (rank i chunks
+     * i and 2 cp - 1 - i), RoPE and the causal mask at the tokens' global positions; K, V around
+     * the ring (p2p), all-gathered with their gradients reduce-scattered back (all_gather), or
+     * heads / cp of whole sequences (a2a, Ulysses); gradients reduced over dp x cp */
+    {"cp2-p2p", 1, 1, 1, 1, 2, "full_shard, cp_comm: p2p", "1f1b", "none", "layer", 1, 0, 4, 2, 0, "cp: 2"},
+    {"cp2-all-gather", 1, 1, 1, 1, 2, "full_shard, cp_comm: all_gather", "1f1b", "none", "layer", 1, 0, 4, 2, 0,
+     "cp: 2"},
+    {"cp2-a2a", 1, 1, 1, 1, 2, "full_shard, cp_comm: a2a", "1f1b", "none", "layer", 1, 0, 4, 2, 0, "cp: 2"},
+    {"cp4-p2p", 1, 1, 1, 1, 4, "no_shard, cp_comm: p2p", "1f1b", "none", "layer", 1, 0, 4, 2, 0, "cp: 4"},
+    {"cp4-all-gather", 1, 1, 1, 1, 4, "zero1, cp_comm: all_gather", "1f1b", "none", "layer", 1, 0, 4, 2, 0, "cp: 4"},
+    {"cp4-a2a", 1, 1, 1, 1, 4, "full_shard, cp_comm: a2a", "1f1b", "none", "layer", 1, 0, 4, 2, 0, "cp: 4"},
+    {"dp2-cp2-tp2-p2p", 2, 1, 2, 1, 8, "full_shard, cp_comm: p2p", "1f1b", "none", "layer", 1, 0, 4, 1, 0, "cp: 2"},
+    {"dp2-cp2-tp2-sp-all-gather", 2, 1, 2, 1, 8, "zero1, cp_comm: all_gather", "1f1b", "none", "layer", 1, 1, 4, 1, 0,
+     "cp: 2"},
+    {"dp2-cp2-tp2-a2a", 2, 1, 2, 1, 8, "no_shard, cp_comm: a2a", "1f1b", "none", "layer", 1, 0, 4, 1, 0, "cp: 2"},
+    /* cp outside dp (order tp-dp-cp-pp: a sequence's chunks on DP positions dp apart) */
+    {"dp2-cp2-outer-all-gather", 2, 1, 1, 1, 4, "full_shard, cp_comm: all_gather", "1f1b", "none", "layer", 1, 0, 4, 1,
+     0, "cp: 2, order: tp-dp-cp-pp"},
+    /* under a pipeline with full recompute (the recompute gathers again); the kept
+     * probabilities under selective recompute; GPT blocks (learned positions at the tokens'
+     * global positions); tied embeddings */
+    {"cp2-pp2-tp2-sp-p2p-recompute-full", 1, 2, 2, 1, 8, "full_shard, cp_comm: p2p", "1f1b", "full", "layer", 1, 1,
+     4, 1, 0, "cp: 2"},
+    {"cp2-pp2-a2a-interleaved-zero1", 1, 2, 1, 1, 4, "zero1, cp_comm: a2a", "interleaved", "none", "layer", 2, 0, 8,
+     1, 0, "cp: 2"},
+    {"cp2-tp2-all-gather-selective", 1, 1, 2, 1, 4, "full_shard, cp_comm: all_gather", "gpipe", "selective", "layer",
+     1, 0, 4, 2, 0, "cp: 2"},
+    {"gpt-cp2-tp2-sp-a2a", 1, 1, 2, 1, 4, "full_shard, cp_comm: a2a", "1f1b", "none", "layer", 1, 1, 4, 2, M_GPT,
+     "cp: 2"},
+    {"tied-dp2-cp2-p2p-selective", 2, 1, 1, 1, 4, "full_shard, cp_comm: p2p", "gpipe", "selective", "layer", 1, 0, 4,
+     1, M_TIED, "cp: 2"},
 };
 #define NCONFIGS (sizeof configs / sizeof configs[0])
 
