@@ -181,6 +181,14 @@ typedef struct gs_driver_kernels {
                              size_t h, float *dst);
     void (*rows_dot)(gs_drv_stream *s, const float *a, const int32_t *idx, const float *b, size_t n, size_t h,
                      float *out);
+    /* FP8 linear layers under current scaling (a scenario's precision: fp8, fp8_recipe: current;
+     * the semantics of linear_fwd and linear_bwd otherwise): each GEMM input cast to FP8 with a
+     * per-tensor scale from its own amax, the products accumulated in fp32, the output in fp32.
+     * The forward's x and w in E4M3; the backward's dy in E5M2 and x and w in E4M3 (Transformer
+     * Engine's HYBRID format). NULL: the driver runs no FP8 (exec refuses FP8 scenarios). */
+    void (*linear_fwd_fp8)(gs_drv_stream *s, const float *x, const float *w, float *y, size_t t, size_t k, size_t n);
+    void (*linear_bwd_fp8)(gs_drv_stream *s, const float *x, const float *w, const float *dy, float *dx, float *dw,
+                           size_t t, size_t k, size_t n);
 
 } gs_driver_kernels;
 
@@ -320,8 +328,9 @@ extern const gs_driver_ops gs_driver_host;
  * block ops. 4: p2p_group, p2p_rendezvous. 5: dropout (the attention ops' drop, the dropout op),
  * gemm_math, sends_wait. 6: all_gather_ring, mark, wait_mark; linear_bwd's dw may be NULL;
  * opts.gemm_bf16, opts.tp_ring_p2p, arm_start. 8: opts.set (the environment's choices, passed down).
- * 9: the kernels in their own table, gs_driver_ops.k. 10: all_to_all and the MoE kernels. */
-#define GS_DRIVER_ABI 10
+ * 9: the kernels in their own table, gs_driver_ops.k. 10: all_to_all and the MoE kernels. 11: the FP8
+ * linear kernels. */
+#define GS_DRIVER_ABI 11
 
 /* The drivers this build has, by name (NULL when unknown). */
 const gs_driver_ops *gs_driver_find(const char *name);

@@ -9,9 +9,7 @@
 
 /* ---- compute: kernels/host ------------------------------------------------------------------- */
 
-/* GRIDSTEP_HOST_GEMM=bf16: room for the rounded inputs in the stream's own buffer (the stream's
- * worker is its only user); NULL when it cannot grow (the kernel then fails the stream). */
-static float *round_room(gs_drv_stream *s, size_t floats)
+float *gs__host_round_room(gs_drv_stream *s, size_t floats)
 {
     if (floats > s->round_cap) {
         float *p = realloc(s->round_buf, floats * sizeof *p);
@@ -23,19 +21,19 @@ static float *round_room(gs_drv_stream *s, size_t floats)
     return s->round_buf;
 }
 
-static void round_failed(gs_drv_stream *s)
+void gs__host_round_failed(gs_drv_stream *s, const char *what)
 {
     char msg[120];
-    snprintf(msg, sizeof msg, "rank %" PRIu64 ": out of memory for the bf16 GEMM inputs", s->rank);
+    snprintf(msg, sizeof msg, "rank %" PRIu64 ": out of memory for the %s GEMM inputs", s->rank, what);
     gs__host_abort(s->d, msg);
 }
 
 void gs__host_k_linear_fwd(gs_drv_stream *s, const float *x, const float *w, float *y, size_t t, size_t k, size_t n)
 {
     if (s && s->d->gemm_bf16) {
-        float *r = round_room(s, t * k + n * k);
+        float *r = gs__host_round_room(s, t * k + n * k);
         if (!r) {
-            round_failed(s);
+            gs__host_round_failed(s, "bf16");
             return;
         }
         gs_k_round_bf16(r, x, t * k);
@@ -48,9 +46,9 @@ void gs__host_k_linear_bwd(gs_drv_stream *s, const float *x, const float *w, con
                            size_t t, size_t k, size_t n)
 {
     if (s && s->d->gemm_bf16) { /* both products take bf16 inputs: dx = dy w, dw += dy^T x */
-        float *r = round_room(s, t * k + n * k + t * n);
+        float *r = gs__host_round_room(s, t * k + n * k + t * n);
         if (!r) {
-            round_failed(s);
+            gs__host_round_failed(s, "bf16");
             return;
         }
         /* only what the products asked for is read (tp_comm_overlap's dgrad runs while x is

@@ -151,6 +151,16 @@ void gs__host_k_attn_bwd_flash(gs_drv_stream *s, const float *q, size_t ldq, con
                                size_t hd, const gs_dropout *drop);
 int gs__host_sends_wait(gs_drv *d);
 const char *gs__host_gemm_math(gs_drv *d);
+/* Room for a GEMM's rounded or cast inputs in the stream's own buffer (round_buf: the stream's
+ * worker is its only user); NULL when it cannot grow, and then gs__host_round_failed aborts the
+ * run naming what ("bf16", "FP8"). */
+float *gs__host_round_room(gs_drv_stream *s, size_t floats);
+void gs__host_round_failed(gs_drv_stream *s, const char *what);
+/* The FP8 linear kernels (exec/driver_host_fp8.c). */
+void gs__host_k_linear_fwd_fp8(gs_drv_stream *s, const float *x, const float *w, float *y, size_t t, size_t k,
+                               size_t n);
+void gs__host_k_linear_bwd_fp8(gs_drv_stream *s, const float *x, const float *w, const float *dy, float *dx,
+                               float *dw, size_t t, size_t k, size_t n);
 void gs__host_k_dropout(gs_drv_stream *s, float *x, size_t rows, size_t h, const gs_dropout *drop);
 void gs__host_k_layernorm_fwd(gs_drv_stream *s, const float *x, const float *g, const float *b, float *y, float *mean,
                               float *rstd, size_t t, size_t h, float eps);

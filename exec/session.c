@@ -333,14 +333,9 @@ gs_status gs_exec_session_create(const gs_scenario *s, const gs_mesh *mesh, cons
         x->boot = NULL;
         goto out;
     }
-    if (s->strategy.fp8 != GS_FP8_OFF) {
-        /* every process sees the same scenario: each refuses alike */
-        rc = gs_error_set(err, GS_ERR_INPUT,
-                          "exec: %s: strategy.precision fp8 is simulated, not executed: exec's drivers compute "
-                          "the linear layers in bf16 or fp32 and have no FP8 casts (simulate it with "
-                          "`gridstep sim`; run precision: bf16 to execute)", s->name);
+    /* every process sees the same scenario: each refuses alike */
+    if ((rc = gs_train_fp8_check(s, mesh, x->ops, err)) != GS_OK)
         goto out;
-    }
     if (mesh->cp > 1 && strcmp(x->ops->name, gs_driver_host.name) != 0) {
         /* every process sees the same scenario: each refuses alike */
         rc = gs_error_set(err, GS_ERR_INPUT,

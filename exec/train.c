@@ -139,6 +139,8 @@ gs_status gs_train_create(const gs_scenario *s, const gs_schedule *sch, const gs
 {
     *out = NULL;
     gs_status rc = check_supported(s, &sch->mesh, err);
+    if (rc == GS_OK)
+        rc = gs_train_fp8_check(s, &sch->mesh, ops, err);
     if (rc != GS_OK)
         return rc;
     if (sch->nranks != sch->mesh.world)
@@ -172,6 +174,7 @@ gs_status gs_train_create(const gs_scenario *s, const gs_schedule *sch, const gs
         goto out;
     }
     t->flash = s->strategy.flash_attention != 0;
+    t->fp8 = s->strategy.fp8 != GS_FP8_OFF;
     if (t->flash && (!ops->k.attn_fwd_flash || !ops->k.attn_bwd_flash)) {
         rc = gs_error_set(err, GS_ERR_UNSUPPORTED,
                           "exec: the %s driver has no flash attention kernels; write flash_attention: false in the "

@@ -68,6 +68,10 @@ typedef struct gs_train gs_train;
 gs_status gs_train_create(const gs_scenario *s, const gs_schedule *sch, const gs_driver_ops *ops, gs_drv *drv,
                           gs_dispatch *disp, const gs_train_opts *o, gs_train **out, gs_error *err);
 void gs_train_destroy(gs_train *t);
+/* GS_OK when exec runs s's precision (an FP8 scenario: current scaling, on a driver with FP8
+ * kernels, on a grid where every GEMM reads the tensor the single rank's does: tp, cp and ep 1),
+ * else GS_ERR_INPUT saying why (exec/train_fp8.c). */
+gs_status gs_train_fp8_check(const gs_scenario *s, const gs_mesh *mesh, const gs_driver_ops *ops, gs_error *err);
 
 /* Before each step: advances the optimizer step and clears the loss. */
 void gs_train_begin_step(gs_train *t);

@@ -181,6 +181,9 @@ struct gs_train {
     /* strategy.flash_attention: the attention kernels keep a logsumexp per query row (a->p holds
      * b x a_t x seq floats) instead of the probabilities (b x a_t x seq x seq) */
     int flash;
+    /* precision: fp8 (current scaling): the FP8-eligible roles' GEMMs take the driver's FP8
+     * kernels (gs__train_linear_fwd / _bwd) */
+    int fp8;
     uint64_t attn_saved; /* floats in a->p */
     /* dropout (model.dropout): the draw thresholds and scales of the attention probabilities
      * and of the hidden sites (embedding, attention and MLP outputs); threshold 0: none */
@@ -255,6 +258,13 @@ void gs__train_rank_fini(gs_train *t, rank_st *r, const gs_rank_events *re);
 uint32_t gs__train_pending_id(const rank_st *r, const gs_rank_events *re, size_t u);
 /* Classifies every event of rank r by its role and binds its tensors. */
 gs_status gs__train_plan_rank(gs_train *t, rank_st *r, const gs_rank_events *re, gs_error *err);
+
+/* ---- FP8 linear layers (exec/train_fp8.c) ---- */
+/* The GEMMs of the FP8-eligible roles (QKV, attention output, MLP up and down, experts'): the
+ * driver's linear_fwd / linear_bwd, or their FP8 forms when the scenario is FP8. */
+void gs__train_linear_fwd(const ctx *c, const float *x, const float *w, float *y, size_t t, size_t k, size_t n);
+void gs__train_linear_bwd(const ctx *c, const float *x, const float *w, const float *dy, float *dx, float *dw,
+                          size_t t, size_t k, size_t n);
 
 /* ---- helpers the actions share (exec/train_ops.c) ---- */
 float *gs__train_buf(const ctx *c, uint32_t id);

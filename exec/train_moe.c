@@ -383,7 +383,7 @@ static gs_status experts_fwd(const ctx *c, moe_at *x, action act)
         for (uint64_t j = 0; j < d->L; o += m->ecnt[j++]) {
             float *wgu, *wd;
             expert_w(d, x->experts, j, &wgu, &wd);
-            ops->k.linear_fwd(c->s, (float *)m->xe.p + o * d->h, wgu, (float *)m->ue.p + o * d->up_ne, m->ecnt[j],
+            gs__train_linear_fwd(c, (float *)m->xe.p + o * d->h, wgu, (float *)m->ue.p + o * d->up_ne, m->ecnt[j],
                               d->h, d->up_ne);
         }
         return GS_OK;
@@ -401,7 +401,7 @@ static gs_status experts_fwd(const ctx *c, moe_at *x, action act)
         for (uint64_t j = 0; j < d->L; o += m->ecnt[j++]) {
             float *wgu, *wd;
             expert_w(d, x->experts, j, &wgu, &wd);
-            ops->k.linear_fwd(c->s, (float *)m->he.p + o * d->ef_t, wd, (float *)m->ye.p + o * d->h, m->ecnt[j],
+            gs__train_linear_fwd(c, (float *)m->he.p + o * d->ef_t, wd, (float *)m->ye.p + o * d->h, m->ecnt[j],
                               d->ef_t, d->h);
         }
         ops->fill(t->drv, c->s, m->yg.p, 0.0f, d->tp * m->M * d->h);
@@ -437,7 +437,7 @@ static gs_status experts_bwd(const ctx *c, moe_at *x, action act)
             float *wgu, *wd, *gwgu, *gwd;
             expert_w(d, x->experts, j, &wgu, &wd);
             expert_w(d, x->gexperts, j, &gwgu, &gwd);
-            ops->k.linear_bwd(c->s, (float *)m->he.p + o * d->ef_t, wd, (float *)m->dye.p + o * d->h,
+            gs__train_linear_bwd(c, (float *)m->he.p + o * d->ef_t, wd, (float *)m->dye.p + o * d->h,
                               (float *)m->dhe.p + o * d->ef_t, gwd, m->ecnt[j], d->ef_t, d->h);
         }
         return GS_OK;
@@ -456,7 +456,7 @@ static gs_status experts_bwd(const ctx *c, moe_at *x, action act)
             float *wgu, *wd, *gwgu, *gwd;
             expert_w(d, x->experts, j, &wgu, &wd);
             expert_w(d, x->gexperts, j, &gwgu, &gwd);
-            ops->k.linear_bwd(c->s, (float *)m->xe.p + o * d->h, wgu, (float *)m->due.p + o * d->up_ne,
+            gs__train_linear_bwd(c, (float *)m->xe.p + o * d->h, wgu, (float *)m->due.p + o * d->up_ne,
                               (float *)m->dxe.p + o * d->h, gwgu, m->ecnt[j], d->h, d->up_ne);
         }
         ops->fill(t->drv, c->s, m->dxg.p, 0.0f, d->tp * m->M * d->h);

@@ -167,6 +167,8 @@ static void reference_for(const cfg *c, run_out *ref)
         ck_assert_msg(micro >= 1 && micro * (c->sp ? c->tp : 1) == c->micro, "%s: a router's tokens must be whole "
                       "sequences", c->name);
     }
+    if (c->model & M_FP8) /* current scaling: the GEMMs read the reference's tensors (exec_configs.h) */
+        micro = c->micro;
     cfg r = {"reference", 1, 1, 1, 1, 1, "full_shard", "1f1b", "none", "layer", 1, 0, c->layers, micro, c->model,
              NULL};
     run_cfg(&r, ref);
@@ -1895,6 +1897,85 @@ START_TEST(cp_refused)
 }
 END_TEST
 
+/* FP8 that exec does not run is refused before anything is allocated, saying why: delayed
+ * scaling (an amax reduction the schedule lacks), tp > 1 (a shard's amax is not the tensor's), a
+ * driver without FP8 kernels (the cuda driver's case). */
+START_TEST(fp8_refused)
+{
+    static const char *const cases[] = {
+        "model: {layers: 2, hidden: 64, heads: 8, kv_heads: 4, ffn: 128, vocab: 256, seq: 32}\n"
+        "cluster: {preset: dgx-h100, nodes: 1, gpus_per_node: 2}\ngrid: {dp: 2}\n"
+        "strategy: {precision: fp8, fp8_recipe: delayed}\nbatch: {global: 2, micro: 1}\n",
+        "model: {layers: 2, hidden: 64, heads: 8, kv_heads: 4, ffn: 128, vocab: 256, seq: 32}\n"
+        "cluster: {preset: dgx-h100, nodes: 1, gpus_per_node: 2}\ngrid: {tp: 2}\n"
+        "strategy: {precision: fp8, fp8_recipe: current}\nbatch: {global: 2, micro: 1}\n",
+        "model: {layers: 2, hidden: 64, heads: 8, kv_heads: 4, ffn: 128, vocab: 256, seq: 32}\n"
+        "cluster: {preset: dgx-h100, nodes: 1, gpus_per_node: 2}\ngrid: {dp: 2}\n"
+        "strategy: {precision: fp8, fp8_recipe: current}\nbatch: {global: 2, micro: 1}\n",
+    };
+    static const char *const what[] = {"fp8_recipe delayed", "FP8 under tp > 1", "the other driver has no FP8 GEMMs"};
+    gs_driver_ops other = gs_driver_host;
+    other.name = "other";
+    other.k.linear_fwd_fp8 = NULL;
+    other.k.linear_bwd_fp8 = NULL;
+    for (size_t i = 0; i < 3; i++) {
+        gs_scenario s;
+        gs_mesh mesh;
+        gs_error err;
+        gs_error_init(&err);
+        ck_assert_msg(gs_scenario_load_string(cases[i], strlen(cases[i]), "fp8.yaml", &s, &err) == GS_OK, "%s",
+                      err.msg);
+        ck_assert_msg(gs_scenario_mesh(&s, &mesh, NULL, &err) == GS_OK, "%s", err.msg);
+        gs_exec_opts eo;
+        gs_exec_opts_defaults(&eo);
+        if (i == 2)
+            eo.driver = &other;
+        gs_exec_session *x = NULL;
+        ck_assert_int_eq(gs_exec_session_create(&s, &mesh, &eo, &x, &err), GS_ERR_INPUT);
+        ck_assert_ptr_null(x);
+        ck_assert_msg(strstr(err.msg, what[i]), "%s", err.msg);
+    }
+}
+END_TEST
+
+/* FP8 is not a no-op: the single rank's FP8 run (E4M3 steps of 2^-3 relative, E5M2's 2^-2)
+ * moves the losses and parameters away from the same model in fp32 by far more than the
+ * contract's tolerance, while staying a few percent from it (a cast that lost the scale or the
+ * sign would not). */
+START_TEST(fp8_changes_numbers)
+{
+    static const cfg pair[2] = {
+        {"fp32", 1, 1, 1, 1, 1, "full_shard", "1f1b", "none", "layer", 1, 0, 4, 2, 0, NULL},
+        {"fp8", 1, 1, 1, 1, 1, "full_shard", "1f1b", "none", "layer", 1, 0, 4, 2, M_FP8, NULL}};
+    run_out a, b;
+    run_cfg(&pair[0], &a);
+    run_cfg(&pair[1], &b);
+    double max_loss = 0, max_param = 0;
+    for (int i = 0; i < STEPS; i++) {
+        double e = fabs(a.loss[i] - b.loss[i]) / fabs(a.loss[i]);
+        max_loss = e > max_loss ? e : max_loss;
+    }
+    ck_assert_uint_eq(a.nt, b.nt);
+    for (size_t i = 0; i < a.nt; i++) {
+        tensor_out *t = find_tensor(&b, a.t[i].name, a.t[i].n);
+        double d2 = 0, r2 = 0;
+        for (uint64_t k = 0; k < t->n; k++) {
+            double d = (double)a.t[i].data[k] - (double)t->data[k];
+            d2 += d * d;
+            r2 += (double)a.t[i].data[k] * a.t[i].data[k];
+        }
+        double e = sqrt(d2) / sqrt(r2);
+        max_param = e > max_param ? e : max_param;
+    }
+    printf("fp8 vs fp32: max loss rel diff %.2e, max param rel diff %.2e\n", max_loss, max_param);
+    ck_assert_msg(max_loss > 100 * TOL || max_param > 100 * TOL, "FP8 changed nothing: loss %g, params %g", max_loss,
+                  max_param);
+    ck_assert_msg(max_loss < 0.05, "FP8 moved the loss by %g", max_loss);
+    run_out_fini(&a);
+    run_out_fini(&b);
+}
+END_TEST
+
 /* A mixture-of-experts or MLA model is refused before anything is allocated: the drivers' blocks
  * are a dense MLP and MHA/GQA attention. */
 START_TEST(mla_refused)
@@ -1960,6 +2041,8 @@ static Suite *exec_suite(void)
     tcase_add_test(tc, mla_refused);
     tcase_add_test(tc, moe_needs_driver_kernels);
     tcase_add_test(tc, cp_refused);
+    tcase_add_test(tc, fp8_refused);
+    tcase_add_test(tc, fp8_changes_numbers);
     tcase_add_test(tc, cp_load_balanced_order);
     tcase_add_test(tc, flash_vs_probabilities);
     tcase_add_test(tc, bucket_stages_bits);

@@ -31,6 +31,9 @@ typedef struct cfg {
 #define M_MOE_DROP 16
 #define M_MOE8 32
 #define M_ANY_MOE (M_MOE | M_MOE_DROP | M_MOE8)
+/* precision: fp8 with current scaling (on an H100 cluster: the engine refuses FP8 before Hopper):
+ * the linear layers' GEMMs in emulated FP8 on the host driver */
+#define M_FP8 64
 
 /* name, dp pp tp, nodes gpus/node, sharding, pipeline, recompute, wrap, v, sp, layers, micro, model, grid extra */
 static const cfg configs[] = {
@@ -219,6 +222,22 @@ static const cfg configs[] = {
      "cp: 2"},
     {"tied-dp2-cp2-p2p-selective", 2, 1, 1, 1, 4, "full_shard, cp_comm: p2p", "gpipe", "selective", "layer", 1, 0, 4,
      1, M_TIED, "cp: 2"},
+    /* FP8 (current scaling): each GEMM's scales come from the tensor it reads, and the reference
+     * runs the config's micro-batches (reference_for), so every GEMM casts the reference's tensors
+     * with its scales. Data parallelism, a pipeline, ZeRO-1's sliced update, full recompute (the
+     * recomputed forward casts the same tensors), the experts' GEMMs. FP8's rounding is a step
+     * function: an fp32 rounding difference upstream flips the codes of elements next to a
+     * midpoint. The GPT blocks' bias gradients (fp32, summed over a DP rank's micro-batches in
+     * another order than the reference's) set off flips that grow to 4e-4 in 3 steps with 2
+     * micro-batches a DP rank, so that configuration runs one (the collectives then sum the
+     * reference's terms in its order). */
+    {"fp8-dp2-no-shard", 2, 1, 1, 1, 2, "no_shard", "1f1b", "none", "layer", 1, 0, 4, 2, M_FP8, NULL},
+    {"fp8-pp2-1f1b", 1, 2, 1, 1, 2, "full_shard", "1f1b", "none", "layer", 1, 0, 4, 2, M_FP8, NULL},
+    {"fp8-dp2-pp2-full", 2, 2, 1, 1, 4, "full_shard", "1f1b", "none", "layer", 1, 0, 4, 2, M_FP8, NULL},
+    {"fp8-dp2-zero1", 2, 1, 1, 1, 2, "zero1", "1f1b", "none", "layer", 1, 0, 4, 2, M_FP8, NULL},
+    {"fp8-gpt-dp2-pp2-zero1-recompute-full", 2, 2, 1, 1, 4, "zero1", "1f1b", "full", "layer", 1, 0, 4, 4,
+     M_GPT | M_FP8, NULL},
+    {"fp8-moe-dp2", 2, 1, 1, 1, 2, "no_shard", "1f1b", "none", "layer", 1, 0, 2, 2, M_MOE | M_FP8, NULL},
 };
 #define NCONFIGS (sizeof configs / sizeof configs[0])
 
@@ -228,9 +247,9 @@ static void scenario_text(const cfg *c, char *buf, size_t len)
              "name: %s\n"
              "model: {name: tiny, layers: %llu, hidden: 64, heads: 8, kv_heads: 4, ffn: 128, vocab: 256, seq: 32,\n"
              "        tied_embeddings: %s%s%s, dropout: %s}\n"
-             "cluster: {preset: dgx-a100-80g, nodes: %llu, gpus_per_node: %llu}\n"
+             "cluster: {preset: %s, nodes: %llu, gpus_per_node: %llu}\n"
              "grid: {dp: %llu, pp: %llu, tp: %llu%s%s}\n"
-             "strategy: {sharding: %s, pipeline: %s, recompute: %s, wrap: %s, precision: fp32,\n"
+             "strategy: {sharding: %s, pipeline: %s, recompute: %s, wrap: %s, precision: %s,\n"
              "           sequence_parallel: %s%s%s}\n"
              "batch: {global: 8, micro: %llu}\n",
              c->name, (unsigned long long)c->layers, c->model & M_TIED ? "true" : "false",
@@ -239,11 +258,12 @@ static void scenario_text(const cfg *c, char *buf, size_t len)
              : c->model & M_MOE_DROP ? ", moe: {experts: 4, top_k: 2, expert_ffn: 64, shared_experts: 1, "
                                        "capacity_factor: 1.0}"
              : c->model & M_MOE ? ", moe: {experts: 4, top_k: 2, expert_ffn: 64, shared_experts: 1}" : "",
-             c->model & M_DROP ? "true" : "false",
+             c->model & M_DROP ? "true" : "false", c->model & M_FP8 ? "dgx-h100" : "dgx-a100-80g",
              (unsigned long long)c->nodes, (unsigned long long)c->gpn,
              (unsigned long long)c->dp, (unsigned long long)c->pp, (unsigned long long)c->tp,
              c->grid_extra ? ", " : "", c->grid_extra ? c->grid_extra : "", c->sharding,
-             c->pipeline, c->recompute, c->wrap, c->sp ? "true" : "false",
+             c->pipeline, c->recompute, c->wrap, c->model & M_FP8 ? "fp8, fp8_recipe: current" : "fp32",
+             c->sp ? "true" : "false",
              c->vstages > 1 ? ", virtual_stages: 2" : "",
              /* flash attention keeps no scores: selective recompute then has nothing to redo */
              strcmp(c->recompute, "selective") == 0 ? ", flash_attention: false" : "", (unsigned long long)c->micro);

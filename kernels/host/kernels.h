@@ -45,6 +45,26 @@ void gs_k_scale(float *y, float a, size_t n);
  * finite round to infinity. dst may be src. */
 void gs_k_round_bf16(float *dst, const float *src, size_t n);
 
+/* ---- FP8 casts (kernels/host/fp8.c) ------------------------------------------------------ */
+/* The OCP FP8 formats: E4M3 (NVIDIA's e4m3fn: bias 7, no infinities, one NaN pattern S.1111.111,
+ * largest 448, subnormals down to 2^-9) and E5M2 (bias 15, IEEE-like with infinities, largest
+ * 57344, subnormals down to 2^-16). */
+typedef enum gs_fp8_fmt { GS_FP8_E4M3 = 0, GS_FP8_E5M2 = 1 } gs_fp8_fmt;
+float gs_k_fp8_max(gs_fp8_fmt f); /* 448 or 57344 */
+/* x's nearest code, ties to the even code; beyond the largest finite value (infinities too) the
+ * largest finite value of x's sign, as Transformer Engine's saturating casts give; NaN: NaN. */
+uint8_t gs_k_fp8_encode(gs_fp8_fmt f, float x);
+float gs_k_fp8_decode(gs_fp8_fmt f, uint8_t code); /* exact */
+float gs_k_amax(const float *x, size_t n);         /* max |x[i]| (NaN if any is NaN), 0 when n is 0 */
+/* Current scaling's per-tensor scale: fmt's largest value / amax (1 when amax is 0 or infinite,
+ * FLT_MAX when the quotient overflows), Transformer Engine's compute_scale_from_amax. */
+float gs_k_fp8_current_scale(gs_fp8_fmt f, float amax);
+void gs_k_fp8_quantize(gs_fp8_fmt f, float scale, const float *x, uint8_t *q, size_t n); /* q = cast(x scale) */
+void gs_k_fp8_dequantize(gs_fp8_fmt f, float scale, const uint8_t *q, float *y, size_t n); /* y = q (1/scale) */
+/* y = dequantize(quantize(x)) under current scaling (the scale from x's own amax, returned);
+ * y may be x. */
+float gs_k_fp8_round_current(gs_fp8_fmt f, const float *x, float *y, size_t n);
+
 /* ---- embedding (vocab-parallel under TP) ------------------------------------------------- */
 
 /* y[t,h] = w[tok - vocab_lo] for tokens in [vocab_lo, vocab_lo + vocab_n), else 0 (TP ranks each

@@ -1,0 +1,261 @@
+/* Check suite for the FP8 casts (kernels/host/fp8.c): every cast against the nearest of the 256
+ * codes (decoded here from the bit fields in double, ties to the even code), on random, boundary,
+ * tie, subnormal and overflow inputs, and the formats' landmark values from the OCP FP8 spec. */
+#include "config.h"
+
+#include <check.h>
+#include <math.h>
+#include <stdint.h>
+#include <stdlib.h>
+
+#include "kernels/host/kernels.h"
+
+/* ---- the reference: the format's codes decoded in double ----------------------------------- */
+
+typedef struct ref_fmt {
+    gs_fp8_fmt f;
+    int ebits, mbits, bias;
+    int e4m3; /* no infinities, S.1111.111 is NaN */
+} ref_fmt;
+
+static const ref_fmt E4M3 = {GS_FP8_E4M3, 4, 3, 7, 1};
+static const ref_fmt E5M2 = {GS_FP8_E5M2, 5, 2, 15, 0};
+
+/* the value of code c in double; *finite = 0 for NaN and infinities */
+static double ref_decode(const ref_fmt *r, unsigned c, int *finite)
+{
+    unsigned ef = (c >> r->mbits) & ((1u << r->ebits) - 1), m = c & ((1u << r->mbits) - 1);
+    double sign = (c & 0x80) ? -1.0 : 1.0;
+    unsigned top = (1u << r->ebits) - 1;
+    *finite = 1;
+    if (r->e4m3 && ef == top && m == (1u << r->mbits) - 1) {
+        *finite = 0;
+        return NAN;
+    }
+    if (!r->e4m3 && ef == top) {
+        *finite = 0;
+        return m ? NAN : sign * INFINITY;
+    }
+    double frac = (double)m / (double)(1u << r->mbits);
+    if (ef == 0)
+        return sign * frac * pow(2.0, 1 - r->bias);
+    return sign * (1.0 + frac) * pow(2.0, (int)ef - r->bias);
+}
+
+/* The nearest finite code of x's sign (so beyond the largest finite value: the largest), ties to
+ * the code whose last bit is 0 (the even mantissa). */
+static unsigned ref_encode(const ref_fmt *r, double x)
+{
+    unsigned sign = signbit(x) ? 0x80u : 0u, best = sign;
+    double bestd = INFINITY;
+    for (unsigned c = sign; c < sign + 0x80u; c++) {
+        int finite;
+        double v = ref_decode(r, c, &finite);
+        if (!finite)
+            continue;
+        double d = fabs(x - v);
+        if (d < bestd || (d == bestd && (c & 1u) == 0)) {
+            best = c;
+            bestd = d;
+        }
+    }
+    return best;
+}
+
+static void check_cast(const ref_fmt *r, float x)
+{
+    unsigned got = gs_k_fp8_encode(r->f, x), want = ref_encode(r, x);
+    ck_assert_msg(got == want, "fmt %d: cast(%a) = 0x%02x, the nearest code is 0x%02x", r->ebits, (double)x, got, want);
+}
+
+/* xorshift64* */
+static double rnd(uint64_t *s)
+{
+    *s ^= *s >> 12;
+    *s ^= *s << 25;
+    *s ^= *s >> 27;
+    return (double)((*s * UINT64_C(2685821657736338717)) >> 11) / 9007199254740992.0;
+}
+
+/* ---- decode: the landmarks -------------------------------------------------------------------- */
+
+START_TEST(test_landmarks)
+{
+    /* E4M3: S.1111.110 = 448 the largest, S.1111.111 NaN, 0.0000.001 = 2^-9, 0.0001.000 = 2^-6 */
+    ck_assert_float_eq(gs_k_fp8_decode(GS_FP8_E4M3, 0x7E), 448.0f);
+    ck_assert_float_eq(gs_k_fp8_decode(GS_FP8_E4M3, 0xFE), -448.0f);
+    ck_assert(isnan(gs_k_fp8_decode(GS_FP8_E4M3, 0x7F)));
+    ck_assert(isnan(gs_k_fp8_decode(GS_FP8_E4M3, 0xFF)));
+    ck_assert_float_eq(gs_k_fp8_decode(GS_FP8_E4M3, 0x01), 0x1p-9f);
+    ck_assert_float_eq(gs_k_fp8_decode(GS_FP8_E4M3, 0x07), 0x7p-9f);
+    ck_assert_float_eq(gs_k_fp8_decode(GS_FP8_E4M3, 0x08), 0x1p-6f);
+    ck_assert_float_eq(gs_k_fp8_decode(GS_FP8_E4M3, 0x38), 1.0f);
+    ck_assert_float_eq(gs_k_fp8_max(GS_FP8_E4M3), 448.0f);
+    /* E5M2: 0.11110.11 = 57344 the largest, 0.11111.00 inf, 0.00000.01 = 2^-16 */
+    ck_assert_float_eq(gs_k_fp8_decode(GS_FP8_E5M2, 0x7B), 57344.0f);
+    ck_assert(isinf(gs_k_fp8_decode(GS_FP8_E5M2, 0x7C)) && gs_k_fp8_decode(GS_FP8_E5M2, 0x7C) > 0);
+    ck_assert(isinf(gs_k_fp8_decode(GS_FP8_E5M2, 0xFC)) && gs_k_fp8_decode(GS_FP8_E5M2, 0xFC) < 0);
+    ck_assert(isnan(gs_k_fp8_decode(GS_FP8_E5M2, 0x7D)));
+    ck_assert_float_eq(gs_k_fp8_decode(GS_FP8_E5M2, 0x01), 0x1p-16f);
+    ck_assert_float_eq(gs_k_fp8_decode(GS_FP8_E5M2, 0x04), 0x1p-14f);
+    ck_assert_float_eq(gs_k_fp8_decode(GS_FP8_E5M2, 0x3C), 1.0f);
+    ck_assert_float_eq(gs_k_fp8_max(GS_FP8_E5M2), 57344.0f);
+    /* every code decodes as the reference does */
+    const ref_fmt *fm[2] = {&E4M3, &E5M2};
+    for (int k = 0; k < 2; k++)
+        for (unsigned c = 0; c < 256; c++) {
+            int finite;
+            double v = ref_decode(fm[k], c, &finite);
+            float g = gs_k_fp8_decode(fm[k]->f, (uint8_t)c);
+            if (isnan(v))
+                ck_assert_msg(isnan(g), "code 0x%02x", c);
+            else
+                ck_assert_msg((double)g == v, "fmt %d code 0x%02x: %a, want %a", k, c, (double)g, v);
+        }
+}
+END_TEST
+
+START_TEST(test_landmark_casts)
+{
+    /* saturation: past 448 (464 is the tie with the would-be 480) and infinities give 448 */
+    ck_assert_uint_eq(gs_k_fp8_encode(GS_FP8_E4M3, 448.0f), 0x7E);
+    ck_assert_uint_eq(gs_k_fp8_encode(GS_FP8_E4M3, 464.0f), 0x7E);
+    ck_assert_uint_eq(gs_k_fp8_encode(GS_FP8_E4M3, 1e30f), 0x7E);
+    ck_assert_uint_eq(gs_k_fp8_encode(GS_FP8_E4M3, INFINITY), 0x7E);
+    ck_assert_uint_eq(gs_k_fp8_encode(GS_FP8_E4M3, -INFINITY), 0xFE);
+    ck_assert_uint_eq(gs_k_fp8_encode(GS_FP8_E5M2, 61440.0f), 0x7B);
+    ck_assert_uint_eq(gs_k_fp8_encode(GS_FP8_E5M2, INFINITY), 0x7B);
+    ck_assert_uint_eq(gs_k_fp8_encode(GS_FP8_E5M2, -1e30f), 0xFB);
+    /* NaN stays NaN; signed zero keeps its sign */
+    ck_assert(isnan(gs_k_fp8_decode(GS_FP8_E4M3, gs_k_fp8_encode(GS_FP8_E4M3, NAN))));
+    ck_assert(isnan(gs_k_fp8_decode(GS_FP8_E5M2, gs_k_fp8_encode(GS_FP8_E5M2, NAN))));
+    ck_assert_uint_eq(gs_k_fp8_encode(GS_FP8_E4M3, -0.0f), 0x80);
+    /* ties to even at half a step: 1 + 1/16 between 1 (mantissa 000) and 1.125 (001) -> 1;
+     * 1 + 3/16 between 1.125 and 1.25 (010) -> 1.25 */
+    ck_assert_uint_eq(gs_k_fp8_encode(GS_FP8_E4M3, 1.0625f), 0x38);
+    ck_assert_uint_eq(gs_k_fp8_encode(GS_FP8_E4M3, 1.1875f), 0x3A);
+    ck_assert_uint_eq(gs_k_fp8_encode(GS_FP8_E5M2, 1.125f), 0x3C);
+    ck_assert_uint_eq(gs_k_fp8_encode(GS_FP8_E5M2, 1.375f), 0x3E);
+    /* subnormals: half the smallest is a tie with 0 (even); 1.5 of it rounds to 2; just over half
+     * rounds up */
+    ck_assert_uint_eq(gs_k_fp8_encode(GS_FP8_E4M3, 0x1p-10f), 0x00);
+    ck_assert_uint_eq(gs_k_fp8_encode(GS_FP8_E4M3, 0x3p-10f), 0x02);
+    ck_assert_uint_eq(gs_k_fp8_encode(GS_FP8_E4M3, nextafterf(0x1p-10f, 1.0f)), 0x01);
+    ck_assert_uint_eq(gs_k_fp8_encode(GS_FP8_E5M2, 0x1p-17f), 0x00);
+    ck_assert_uint_eq(gs_k_fp8_encode(GS_FP8_E5M2, 0x3p-17f), 0x02);
+    /* the largest subnormal and the smallest normal: their midpoint goes to the even normal */
+    ck_assert_uint_eq(gs_k_fp8_encode(GS_FP8_E4M3, 0xFp-10f), 0x08);
+}
+END_TEST
+
+/* ---- casts against the nearest code -------------------------------------------------------- */
+
+START_TEST(test_exhaustive_boundaries)
+{
+    const ref_fmt *fm[2] = {&E4M3, &E5M2};
+    for (int k = 0; k < 2; k++) {
+        const ref_fmt *r = fm[k];
+        for (unsigned c = 0; c < 256; c++) {
+            int finite, fn;
+            double v = ref_decode(r, c, &finite);
+            if (!finite)
+                continue;
+            check_cast(r, (float)v); /* every code round-trips */
+            unsigned n = (c & 0x80) ? c - 1 : c + 1; /* the next code away from zero */
+            if (c == 0x80 || (n & 0x7F) == 0)
+                continue;
+            double w = ref_decode(r, n, &fn);
+            if (!fn) /* past the largest: the would-be next step's tie and beyond */
+                w = v + (v - ref_decode(r, (c & 0x80) ? c + 1 : c - 1, &fn));
+            float mid = (float)((v + w) / 2); /* exact in fp32 */
+            check_cast(r, mid);
+            check_cast(r, nextafterf(mid, 0.0f));
+            check_cast(r, nextafterf(mid, INFINITY));
+            check_cast(r, nextafterf(mid, -INFINITY));
+            check_cast(r, nextafterf((float)v, 0.0f));
+            check_cast(r, nextafterf((float)v, (float)w));
+        }
+    }
+}
+END_TEST
+
+START_TEST(test_random)
+{
+    uint64_t seed = UINT64_C(0x9E3779B97F4A7C15);
+    const ref_fmt *fm[2] = {&E4M3, &E5M2};
+    for (int k = 0; k < 2; k++)
+        for (int i = 0; i < 20000; i++) {
+            /* magnitudes from far below the smallest subnormal to past the largest value */
+            double e = -26.0 + 46.0 * rnd(&seed);
+            double x = ldexp(1.0 + rnd(&seed), (int)floor(e)) * (rnd(&seed) < 0.5 ? -1.0 : 1.0);
+            check_cast(fm[k], (float)x);
+        }
+}
+END_TEST
+
+/* ---- scaled casts ------------------------------------------------------------------------------ */
+
+START_TEST(test_scaled)
+{
+    enum { N = 4096 };
+    static float x[N], y[N];
+    static uint8_t q[N];
+    uint64_t seed = 7;
+    for (size_t i = 0; i < N; i++)
+        x[i] = (float)((rnd(&seed) - 0.5) * 0.02 * exp(4.0 * rnd(&seed)));
+    x[123] = -3.0f; /* the amax, negative */
+    ck_assert_float_eq(gs_k_amax(x, N), 3.0f);
+    ck_assert_float_eq(gs_k_amax(x, 0), 0.0f);
+    const ref_fmt *fm[2] = {&E4M3, &E5M2};
+    for (int k = 0; k < 2; k++) {
+        const ref_fmt *r = fm[k];
+        double fmax = r->e4m3 ? 448.0 : 57344.0;
+        float scale = gs_k_fp8_current_scale(r->f, 3.0f);
+        ck_assert_float_eq(scale, (float)(fmax / 3.0));
+        gs_k_fp8_quantize(r->f, scale, x, q, N);
+        for (size_t i = 0; i < N; i++)
+            ck_assert_uint_eq(q[i], ref_encode(r, (double)(x[i] * scale)));
+        /* the amax lands on the largest value */
+        int fin;
+        ck_assert(ref_decode(r, q[123], &fin) == -fmax);
+        gs_k_fp8_dequantize(r->f, scale, q, y, N);
+        for (size_t i = 0; i < N; i++)
+            ck_assert(y[i] == (float)ref_decode(r, q[i], &fin) * (1.0f / scale));
+        /* dequantize(quantize(x)) under current scaling, in place */
+        float z[N];
+        for (size_t i = 0; i < N; i++)
+            z[i] = x[i];
+        ck_assert_float_eq(gs_k_fp8_round_current(r->f, z, z, N), scale);
+        for (size_t i = 0; i < N; i++)
+            ck_assert(z[i] == y[i]);
+    }
+    /* degenerate amax: scale 1 (Transformer Engine's compute_scale_from_amax) */
+    ck_assert_float_eq(gs_k_fp8_current_scale(GS_FP8_E4M3, 0.0f), 1.0f);
+    ck_assert_float_eq(gs_k_fp8_current_scale(GS_FP8_E4M3, INFINITY), 1.0f);
+    ck_assert(isinf(3.4e38f * 10) && gs_k_fp8_current_scale(GS_FP8_E5M2, 1e-40f) == 3.40282347e38f);
+}
+END_TEST
+
+static Suite *fp8_suite(void)
+{
+    Suite *s = suite_create("fp8");
+    TCase *tc = tcase_create("formats");
+    tcase_add_test(tc, test_landmarks);
+    tcase_add_test(tc, test_landmark_casts);
+    suite_add_tcase(s, tc);
+    tc = tcase_create("casts");
+    tcase_add_test(tc, test_exhaustive_boundaries);
+    tcase_add_test(tc, test_random);
+    tcase_add_test(tc, test_scaled);
+    suite_add_tcase(s, tc);
+    return s;
+}
+
+int main(void)
+{
+    SRunner *sr = srunner_create(fp8_suite());
+    srunner_run_all(sr, CK_NORMAL);
+    int failed = srunner_ntests_failed(sr);
+    srunner_free(sr);
+    return failed ? EXIT_FAILURE : EXIT_SUCCESS;
+}
