@@ -177,64 +177,55 @@ gs_status gs__train_moe_counts(const ctx *c, moe_mb *m, const moe_dims *d)
     return GS_OK;
 }
 
-/* Rows in sent order (this rank's, by expert) to the experts' EP members, into received order:
- * the dispatch, and the combine's backward. */
-gs_status gs__train_moe_a2a_out(const ctx *c, moe_mb *m, const moe_dims *d, const float *sent, float *recvd)
+/* Rows this rank holds for peer i of the EP group, in either direction: out (the dispatch) it
+ * sends rows_to(pos, i) and receives rows_to(i, pos); back (the combine) the other way round. */
+static uint64_t rows_with(const moe_mb *m, const moe_dims *d, uint64_t i, int back, int sending)
+{
+    return back == sending ? rows_to(m, d, i, d->ep_pos) : rows_to(m, d, d->ep_pos, i);
+}
+
+/* One all-to-all over the EP group in blocks padded to the largest count (m->B rows): `in` packed
+ * by peer, the blocks exchanged, unpacked into `out`. */
+static gs_status a2a(const ctx *c, moe_mb *m, const moe_dims *d, const float *in, float *out, int back)
 {
     gs_train *t = c->t;
     uint64_t h = d->h, B = m->B;
     if (d->ep <= 1) {
-        copy_rows(c, recvd, sent, m->nsend);
+        copy_rows(c, out, in, m->nsend);
         return GS_OK;
     }
     float *sb = GROWF(c, &m->a2a_s, d->ep * B * h), *rb = GROWF(c, &m->a2a_r, d->ep * B * h);
     if (!sb || !rb)
         return GS_ERR_NOMEM;
     t->ops->fill(t->drv, c->s, sb, 0.0f, d->ep * B * h);
-    for (uint64_t dst = 0, off = 0; dst < d->ep; dst++) {
-        uint64_t n = rows_to(m, d, d->ep_pos, dst);
-        copy_rows(c, sb + dst * B * h, sent + off * h, n);
+    for (uint64_t i = 0, off = 0; i < d->ep; i++) {
+        uint64_t n = rows_with(m, d, i, back, 1);
+        copy_rows(c, sb + i * B * h, in + off * h, n);
         off += n;
     }
     gs_status rc = t->ops->all_to_all(t->drv, c->s, c->r->rank, &c->r->groups[GS_GROUP_EP], sb, rb, B * h, c->err);
     if (rc != GS_OK)
         return rc;
-    for (uint64_t s = 0, off = 0; s < d->ep; s++) {
-        uint64_t n = rows_to(m, d, s, d->ep_pos);
-        copy_rows(c, recvd + off * h, rb + s * B * h, n);
+    for (uint64_t i = 0, off = 0; i < d->ep; i++) {
+        uint64_t n = rows_with(m, d, i, back, 0);
+        copy_rows(c, out + off * h, rb + i * B * h, n);
         off += n;
     }
     return GS_OK;
+}
+
+/* Rows in sent order (this rank's, by expert) to the experts' EP members, into received order:
+ * the dispatch, and the combine's backward. */
+gs_status gs__train_moe_a2a_out(const ctx *c, moe_mb *m, const moe_dims *d, const float *sent, float *recvd)
+{
+    return a2a(c, m, d, sent, recvd, 0);
 }
 
 /* The way back: rows in received order to their sources, into sent order (the combine, and the
  * dispatch's backward). */
 gs_status gs__train_moe_a2a_back(const ctx *c, moe_mb *m, const moe_dims *d, const float *recvd, float *sent)
 {
-    gs_train *t = c->t;
-    uint64_t h = d->h, B = m->B;
-    if (d->ep <= 1) {
-        copy_rows(c, sent, recvd, m->nsend);
-        return GS_OK;
-    }
-    float *sb = GROWF(c, &m->a2a_s, d->ep * B * h), *rb = GROWF(c, &m->a2a_r, d->ep * B * h);
-    if (!sb || !rb)
-        return GS_ERR_NOMEM;
-    t->ops->fill(t->drv, c->s, sb, 0.0f, d->ep * B * h);
-    for (uint64_t s = 0, off = 0; s < d->ep; s++) {
-        uint64_t n = rows_to(m, d, s, d->ep_pos);
-        copy_rows(c, sb + s * B * h, recvd + off * h, n);
-        off += n;
-    }
-    gs_status rc = t->ops->all_to_all(t->drv, c->s, c->r->rank, &c->r->groups[GS_GROUP_EP], sb, rb, B * h, c->err);
-    if (rc != GS_OK)
-        return rc;
-    for (uint64_t dst = 0, off = 0; dst < d->ep; dst++) {
-        uint64_t n = rows_to(m, d, d->ep_pos, dst);
-        copy_rows(c, sent + off * h, rb + dst * B * h, n);
-        off += n;
-    }
-    return GS_OK;
+    return a2a(c, m, d, recvd, sent, 1);
 }
 
 /* Every TP member's received counts (an all-gather over TP; without TP this rank's), the padded
