@@ -95,8 +95,9 @@ uint64_t gs_scenario_microbatches(const gs_scenario *s);
  * the memory ledger walks every one of them through the pipeline. */
 #define GS_SCENARIO_MAX_MICROBATCHES (1u << 24)
 
-/* Refuses, before anything is built, a model the schedule has no blocks for (mixture of experts,
- * latent attention: GS_ERR_UNSUPPORTED), more than GS_SCHEDULE_MAX_BUCKETS gradient buckets per
+/* Refuses, before anything is built, a model the schedule cannot build under the grid and strategy
+ * (mixture of experts with tp but no sequence parallelism, latent attention with tp_comm_overlap
+ * or cp: GS_ERR_INPUT at the grid), more than GS_SCHEDULE_MAX_BUCKETS gradient buckets per
  * stage (GS_ERR_INPUT, naming bucket_bytes and the size it would need) and a schedule above
  * GS_SCHEDULE_MAX_EVENTS: rank lists (world
  * when exact, else pp) x microbatches x (layers per stage + 2) x GS_SCHEDULE_EVENTS_PER_LAYER_PASS.

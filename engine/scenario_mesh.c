@@ -211,7 +211,7 @@ static gs_status check_ep(const gs_scenario *s, uint64_t ep, gs_error *err)
                             (unsigned long long)ep, (unsigned long long)m->moe.experts, m->name);
     int megatron_dp = st->sharding == GS_SHARD_NO_SHARD || st->sharding == GS_SHARD_ZERO1;
     if (!megatron_dp || st->wrap != GS_WRAP_LAYER || st->offload)
-        return gs_error_set(err, GS_ERR_UNSUPPORTED,
+        return gs_error_set(err, GS_ERR_INPUT,
                             "ep=%llu: expert parallelism is built for sharding no_shard or zero1 with wrap: layer "
                             "and no CPU offload (Megatron-Core's gradient buffers); found sharding %s, wrap %s%s",
                             (unsigned long long)ep, gs_sharding_name(st->sharding), gs_wrap_name(st->wrap),
@@ -320,18 +320,19 @@ static gs_status check_bucket_count(const gs_scenario *s, const gs_mesh *mesh, g
 static gs_status check_schedulable_model(const gs_scenario *s, gs_error *err)
 {
     const gs_model *m = &s->model;
-    const char *path = s->path[0] ? s->path : "<scenario>";
+    char at[600];
+    section_at(s, s->grid.grid_line, s->grid.grid_col, at, sizeof at);
     if (m->mla.kv_lora_rank && ((s->strategy.tp_comm_overlap && s->grid.tp > 1) || s->grid.cp > 1))
-        return gs_error_set(err, GS_ERR_UNSUPPORTED,
+        return gs_error_set(err, GS_ERR_INPUT,
                             "%s: model %s has latent attention (MLA), built without %s: expected %s",
-                            path, m->name, s->grid.cp > 1 ? "context parallelism" : "tp_comm_overlap",
+                            at, m->name, s->grid.cp > 1 ? "context parallelism" : "tp_comm_overlap",
                             s->grid.cp > 1 ? "cp: 1" : "tp_comm_overlap: false");
     if (m->moe.experts && s->grid.tp > 1 && !s->strategy.sequence_parallel)
-        return gs_error_set(err, GS_ERR_UNSUPPORTED,
+        return gs_error_set(err, GS_ERR_INPUT,
                             "%s: model %s is a mixture of experts with tp=%llu: its blocks are built as "
                             "Megatron-Core's token dispatcher runs them, which needs sequence_parallel: true "
                             "with tensor parallelism",
-                            path, m->name, (unsigned long long)s->grid.tp);
+                            at, m->name, (unsigned long long)s->grid.tp);
     return GS_OK;
 }
 

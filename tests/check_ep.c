@@ -123,9 +123,9 @@ START_TEST(test_ep_scenario)
     load_fails(y, GS_ERR_INPUT, "must divide the 8 routed experts");
     snprintf(y, sizeof y, TINY_MOE "grid: {dp: 8, ep: 4, tp: 2}\nstrategy: {sharding: full_shard, sequence_parallel: true}\n",
              "");
-    load_fails(y, GS_ERR_UNSUPPORTED, "sharding no_shard or zero1");
+    load_fails(y, GS_ERR_INPUT, "sharding no_shard or zero1");
     snprintf(y, sizeof y, TINY_MOE "grid: {dp: 8, tp: 2}\nstrategy: {sharding: zero1}\n", "");
-    load_fails(y, GS_ERR_UNSUPPORTED, "sequence_parallel: true");
+    load_fails(y, GS_ERR_INPUT, "sequence_parallel: true");
     load_fails("model: {preset: llama3-8b}\ncluster: {preset: dgx-h100, nodes: 1}\ngrid: {dp: 8, ep: 2}\n", GS_ERR_INPUT,
                "has no experts");
 }

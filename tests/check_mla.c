@@ -145,7 +145,7 @@ START_TEST(test_mla_refused)
         gs_error err;
         gs_error_init(&err);
         load(y, &s, &m);
-        ck_assert_int_eq(gs_scenario_check_schedule_size(&s, &m, 1, 0, &err), GS_ERR_UNSUPPORTED);
+        ck_assert_int_eq(gs_scenario_check_schedule_size(&s, &m, 1, 0, &err), GS_ERR_INPUT);
         ck_assert_msg(strstr(err.msg, cases[i][1]), "%s", err.msg);
     }
 }
