@@ -656,6 +656,8 @@ gs_status gs__schedule_check_ledger(const gs_schedule *sch, const gs_scenario *s
                     sent[GS_TRAFFIC_TP] += b;
                 else if (e->group == GS_GROUP_CP)
                     sent[GS_TRAFFIC_CP] += b;
+                else if (e->group == GS_GROUP_ETP) /* the experts' TP: the ledger's tp line */
+                    sent[GS_TRAFFIC_TP] += b;
                 else if (e->group == GS_GROUP_EP)
                     sent[GS_TRAFFIC_EP] += b;
                 else if (e->op == GS_COLL_ALLGATHER)

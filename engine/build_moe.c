@@ -1,7 +1,7 @@
 /* Schedule builder, a mixture-of-experts block's MLP half, as Megatron-Core's MoELayer runs it with
  * the all-to-all token dispatcher (megatron/core/transformer/moe/moe_layer.py, router.py,
  * token_dispatcher.py MoEAlltoAllTokenDispatcher, experts.py GroupedMLP / TEGroupedMLP) and expert
- * tensor parallelism equal to tp:
+ * tensor parallelism etp (gs_mesh.etp: tp, or a divisor of it):
  *
  *   router      the gate GEMM [T_l, h] x [h, E] on the rank's sequence-parallel tokens (T_l =
  *               T / tp; MoE with TP needs sequence parallelism), then softmax and top-k over the
@@ -9,12 +9,14 @@
  *   permute     the T_l k routed copies of the tokens sorted by expert (read and written, 2e B per
  *               element);
  *   dispatch    all-to-all over the EP group (ep > 1): this rank's T_l k token rows out, the rows
- *               routed to its experts / ep experts in;
- *   ETP gather  tp > 1: the received rows all-gathered over TP ("AllGather in ETP group"), so each
- *               TP rank runs its 1 / tp slice of every local expert on all of them;
- *   experts     grouped GEMMs, one call of experts / ep GEMMs: up (h -> 2 f_e / tp with SwiGLU),
- *               the activation, down (f_e / tp -> h), each expert's m its share of the rows;
- *   ETP scatter the partial outputs reduce-scattered over TP;
+ *               routed to its experts / ep experts in (below tp, an EP group spans TP ranks, each
+ *               sending its own sequence-parallel tokens);
+ *   ETP gather  etp > 1: the received rows all-gathered over the ETP group ("AllGather in ETP
+ *               group": the TP group when etp = tp), so each ETP rank runs its 1 / etp slice of
+ *               every local expert on all of them;
+ *   experts     grouped GEMMs, one call of experts / ep GEMMs: up (h -> 2 f_e / etp with SwiGLU),
+ *               the activation, down (f_e / etp -> h), each expert's m its share of the rows;
+ *   ETP scatter the partial outputs reduce-scattered over the ETP group;
  *   combine     all-to-all back over EP; unpermute (the top-k outputs weighted and summed);
  *   shared      the shared experts (model.moe.shared_experts), a dense MLP of width
  *               shared_experts x expert_ffn beside the routed ones, with the dense MLP's
@@ -43,10 +45,11 @@ typedef struct moe_shapes {
     uint64_t E;      /* routed experts */
     uint64_t local;  /* experts on this EP rank: E / ep */
     uint64_t rows;   /* token rows the busiest EP rank's experts take before the TP gather */
-    uint64_t gathered; /* rows each TP rank's expert slices run: rows x tp */
-    uint64_t ef_t;   /* an expert's intermediate size on this TP rank */
+    uint64_t gathered; /* rows each ETP rank's expert slices run: rows x etp */
+    uint64_t ef_t;   /* an expert's intermediate size on this ETP rank */
     uint64_t fs_t;   /* the shared experts' intermediate size on this TP rank (0: none) */
-    uint64_t ep, tp;
+    uint64_t ep, tp, etp;
+    gs_group_kind etp_group; /* GS_GROUP_TP when etp = tp, else GS_GROUP_ETP */
 } moe_shapes;
 
 static void moe_shapes_init(const pass *p, const shapes *sh, moe_shapes *ms)
@@ -55,13 +58,15 @@ static void moe_shapes_init(const pass *p, const shapes *sh, moe_shapes *ms)
     const gs_moe *moe = &x->s->model.moe;
     uint64_t ef = moe->expert_ffn ? moe->expert_ffn : x->s->model.ffn;
     ms->tp = x->tp;
+    ms->etp = gs_mesh_etp(x->mesh);
+    ms->etp_group = ms->etp == ms->tp ? GS_GROUP_TP : GS_GROUP_ETP;
     ms->ep = x->mesh->ep ? x->mesh->ep : 1;
     ms->tl = sh->sp ? ceil_div(sh->T, x->tp) : sh->T;
     ms->E = moe->experts;
     ms->local = moe->experts / ms->ep;
     ms->rows = gs_moe_rank_rows(moe, ms->tl);
-    ms->gathered = ms->rows * ms->tp;
-    ms->ef_t = ef / x->tp;
+    ms->gathered = ms->rows * ms->etp;
+    ms->ef_t = ef / ms->etp;
     ms->fs_t = moe->shared_experts * ef / x->tp;
 }
 
@@ -82,11 +87,12 @@ static gs_status ep_a2a(pass *p, const shapes *sh, const moe_shapes *ms, gs_role
  * input, reduce-scatter at the output; backward the other way round. */
 static gs_status etp_coll(pass *p, const shapes *sh, const moe_shapes *ms, int in)
 {
-    if (ms->tp <= 1)
+    if (ms->etp <= 1)
         return GS_OK;
     int bwd = p->phase == GS_PHASE_BWD;
     gs_coll_op op = (in != bwd) ? GS_COLL_ALLGATHER : GS_COLL_REDUCE_SCATTER;
-    return gs__op_coll(p, in ? GS_ROLE_ETP_IN : GS_ROLE_ETP_OUT, op, GS_GROUP_TP, ms->tp, ms->tp * rows_bytes(sh, ms));
+    return gs__op_coll(p, in ? GS_ROLE_ETP_IN : GS_ROLE_ETP_OUT, op, ms->etp_group, ms->etp,
+                       ms->etp * rows_bytes(sh, ms));
 }
 
 /* The grouped expert GEMMs and activation (forward order; backward reversed), m = each local

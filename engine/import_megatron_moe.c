@@ -3,7 +3,7 @@
  * --ffn-hidden-size), --moe-shared-expert-intermediate-size (the shared experts' total width),
  * --moe-expert-capacity-factor (default None: dropless), --moe-layer-freq (1, or a pattern of
  * leading dense blocks "([0]*K+[1]*M)"), --moe-token-dispatcher-type (alltoall is what
- * engine/build_moe.c builds) and --expert-tensor-parallel-size (equal to tp); and
+ * engine/build_moe.c builds) and --expert-tensor-parallel-size (grid.etp; default tp); and
  * --multi-latent-attention with its sizes (mg_mla). Works on caller
  * storage; nothing is allocated. */
 #include <errno.h>
@@ -104,12 +104,14 @@ gs_status gs__mg_moe(const char *origin, const gs__words *ws, const gs__mg_state
     gs_status rc = mg_mla(origin, ws, st, m, err);
     if (rc != GS_OK)
         return rc;
-    if (st->given[MG_ETP] && st->u[MG_ETP] != s->grid.tp)
+    if (st->given[MG_ETP] && (st->u[MG_ETP] == 0 || s->grid.tp % st->u[MG_ETP] != 0))
         return gs_error_set(err, GS_ERR_INPUT,
-                            "%s: --expert-tensor-parallel-size: found %" PRIu64 ", expected the tensor-parallel size "
-                            "%" PRIu64 " (experts split like the dense layers)",
+                            "%s: --expert-tensor-parallel-size: found %" PRIu64 ", expected a divisor of the "
+                            "tensor-parallel size %" PRIu64 " (gridstep splits experts over some of the TP ranks)",
                             gs__mg_where(origin, ws, st->at[MG_ETP], where, sizeof where), st->u[MG_ETP],
                             s->grid.tp);
+    if (st->given[MG_ETP] && st->u[MG_ETP] != s->grid.tp)
+        s->grid.etp = st->u[MG_ETP];
     static const gs__mg_act moe_flags[] = {MG_MOE_TOPK, MG_MOE_FFN, MG_MOE_SHARED, MG_MOE_CAPACITY, MG_MOE_FREQ};
     if (!st->given[MG_EXPERTS]) {
         for (size_t i = 0; i < sizeof moe_flags / sizeof moe_flags[0]; i++)

@@ -574,6 +574,8 @@ static void put_megatron_moe(flag_lines *f, const gs_model *md, const gs_mesh *m
         flag(f, "--moe-expert-capacity-factor %.17g", moe->capacity_factor);
     flag(f, "--expert-model-parallel-size %" PRIu64 " --moe-token-dispatcher-type alltoall --moe-grouped-gemm",
          m->ep ? m->ep : 1);
+    if (m->etp)
+        flag(f, "--expert-tensor-parallel-size %" PRIu64, m->etp);
 }
 
 /* The Megatron-LM flags, one per line, each line starting with `indent` and ending " \" except

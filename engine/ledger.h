@@ -140,14 +140,16 @@ typedef struct gs_shard_plan {
     int bucketed;            /* DDP / ZeRO-1/2: gradients reduced in bucket_bytes buckets */
     int ag_after_optimizer;  /* ZeRO-1/2: all-gather the updated params once per step */
     int offload;             /* CPU offload of shards and optimizer */
-    uint64_t ep;             /* expert parallelism: an expert unit's gradients reduce and its states
-                                shard over N / ep ranks (the EDP group); 1 without */
+    uint64_t ep;             /* expert parallelism: ranks sharing a MoE layer's experts; 1 without */
+    int expert_split;        /* ep > 1 or etp < tp (gs_mesh_expert_split): expert units exist */
+    uint64_t edp;            /* an expert unit's gradients reduce and its states shard over these
+                                ranks (the EDP group, gs_mesh_edp_size) */
 } gs_shard_plan;
 
 void gs_shard_plan_init(const gs_scenario *s, const gs_mesh *mesh, uint64_t rank, uint64_t microbatches,
                         gs_shard_plan *plan);
-/* The ranks over which a unit's gradient is reduced and its states sharded: N, or N / ep for a
- * MoE block's routed experts under expert parallelism (expert: gs_unit.expert). */
+/* The ranks over which a unit's gradient is reduced and its states sharded: N, or the EDP group's
+ * size for a MoE block's routed experts in units of their own (expert: gs_unit.expert). */
 uint64_t gs_shard_ranks(const gs_shard_plan *plan, int expert);
 
 /* Activation tensor sizes of one stage rank for one micro-batch (bytes). */

@@ -22,20 +22,21 @@ typedef struct act_terms {
 /* A MoE block's MLP on one TP rank (engine/build_moe.c's ops, Megatron-Core's saved tensors):
  * the router's fp32 probabilities over E experts for the rank's T_l tokens (T_l = sb / t under
  * sequence parallelism), the experts' inputs (li per element) and intermediates (per_f per
- * element of the TP slice of expert_ffn) for the rows the busiest EP rank's experts take after
- * the TP gather (gs_moe_rank_rows x t), their outputs kept for the weighted unpermute (e), and
+ * element of the ETP slice of expert_ffn) for the rows the busiest EP rank's experts take after
+ * the ETP gather (gs_moe_rank_rows x etp; etp = t unless the mesh says less), their outputs kept for the weighted unpermute (e), and
  * the shared experts' intermediates as a dense MLP's (width shared_experts x expert_ffn).
  * Every MoE model's blocks are sized as its MoE blocks (a leading dense block holds less). */
-static uint64_t moe_terms(const gs_model *m, const gs_strategy *st, uint64_t sb, uint64_t t, uint64_t li,
-                          uint64_t per_f, calc *c)
+static uint64_t moe_terms(const gs_model *m, const gs_strategy *st, uint64_t sb, uint64_t t, uint64_t etp,
+                          uint64_t li, uint64_t per_f, calc *c)
 {
     uint64_t e = st->precision == GS_PREC_FP32 ? 4 : 2;
     uint64_t ef = (m->moe.expert_ffn ? m->moe.expert_ffn : m->ffn) / t;
+    uint64_t ef_e = (m->moe.expert_ffn ? m->moe.expert_ffn : m->ffn) / etp;
     uint64_t tl = st->sequence_parallel && t > 1 ? ceil_div(sb, t) : sb;
-    uint64_t rows = gs_moe_rank_rows(&m->moe, tl), gathered = mul(c, rows, t, "activation");
+    uint64_t rows = gs_moe_rank_rows(&m->moe, tl), gathered = mul(c, rows, etp, "activation");
     uint64_t probs = mul(c, mul(c, tl, m->moe.experts, "activation"), 4, "activation");
     uint64_t in = mul(c, mul(c, gathered, m->hidden, "activation"), li, "activation");
-    uint64_t mid = mul(c, mul(c, gathered, ef, "activation"), per_f, "activation");
+    uint64_t mid = mul(c, mul(c, gathered, ef_e, "activation"), per_f, "activation");
     uint64_t out = mul(c, mul(c, rows, m->hidden, "activation"), e, "activation");
     uint64_t shared = mul(c, mul(c, sb, mul(c, m->moe.shared_experts, ef, "activation"), "activation"), per_f,
                           "activation");
@@ -65,7 +66,7 @@ static uint64_t mla_terms(const gs_model *m, uint64_t sb, uint64_t heads, uint64
  * sequence per rank (Megatron-Core, torchtitan): every token term divides by cp, and the
  * unfused attention's scores are (s / cp) x s per head. */
 static void layer_activation_terms(const gs_model *m, const gs_strategy *st, uint64_t b,
-                                   uint64_t t, uint64_t cp, calc *c, act_terms *a)
+                                   uint64_t t, uint64_t etp, uint64_t cp, calc *c, act_terms *a)
 {
     uint64_t e = st->precision == GS_PREC_FP32 ? 4 : 2; /* bytes per activation element */
     uint64_t s_local = m->seq / (cp ? cp : 1);
@@ -92,7 +93,7 @@ static void layer_activation_terms(const gs_model *m, const gs_strategy *st, uin
     uint64_t per_f = m->mlp == GS_MLP_SWIGLU ? 2 * e + li /* gate, up (e), down in (li) */
                                              : e + li;    /* GELU in (e), fc2 in (li) */
     if (m->moe.experts)
-        split = add(c, split, moe_terms(m, st, sb, t, li, per_f, c), "activation");
+        split = add(c, split, moe_terms(m, st, sb, t, etp, li, per_f, c), "activation");
     else
         split = add(c, split, mul(c, per_f, mul(c, sb, f, "activation"), "activation"), "activation");
     a->split = split;
@@ -136,7 +137,7 @@ uint64_t gs_ledger_layer_activation_bytes_cp(const gs_model *m, const gs_strateg
 {
     calc c = {0, NULL, 0};
     act_terms a;
-    layer_activation_terms(m, st, micro_seqs, tp ? tp : 1, cp ? cp : 1, &c, &a);
+    layer_activation_terms(m, st, micro_seqs, tp ? tp : 1, tp ? tp : 1, cp ? cp : 1, &c, &a); /* etp = tp */
     uint64_t r = act_stored(&a, st->recompute, &c);
     return c.overflow ? UINT64_MAX : r;
 }
@@ -171,7 +172,7 @@ gs_status gs_ledger_act_sizes(const gs_scenario *s, const gs_mesh *mesh, uint64_
     calc c = {0, NULL, 0};
     act_terms a;
     memset(out, 0, sizeof *out);
-    layer_activation_terms(m, st, b, tp, cp, &c, &a);
+    layer_activation_terms(m, st, b, tp, gs_mesh_etp(mesh), cp, &c, &a);
     out->stored = out->stored_kept = act_stored(&a, st->recompute, &c);
     if (st->recompute == GS_RECOMPUTE_FULL)
         out->remat = act_stored(&a, GS_RECOMPUTE_NONE, &c);
@@ -213,7 +214,7 @@ void gs__ledger_stage_act_lines(const stage_build *b)
     gs_ledger_rank *r = b->r;
     act_terms a;
     uint64_t cp = b->mesh->cp ? b->mesh->cp : 1;
-    layer_activation_terms(m, st, b->s->batch.micro_seqs, b->tp, cp, c, &a);
+    layer_activation_terms(m, st, b->s->batch.micro_seqs, b->tp, gs_mesh_etp(b->mesh), cp, c, &a);
     const char *how = st->recompute == GS_RECOMPUTE_FULL && act->every > 1
                           ? "full recompute on every recompute_every-th block: layer input only"
                       : st->recompute == GS_RECOMPUTE_FULL ? "full recompute: layer input only"

@@ -13,7 +13,7 @@
 
 uint64_t gs_shard_ranks(const gs_shard_plan *plan, int expert)
 {
-    return expert && plan->ep > 1 ? plan->N / plan->ep : plan->N;
+    return expert && plan->expert_split ? plan->edp : plan->N;
 }
 
 void gs_shard_plan_init(const gs_scenario *s, const gs_mesh *mesh, uint64_t rank, uint64_t microbatches,
@@ -35,6 +35,8 @@ void gs_shard_plan_init(const gs_scenario *s, const gs_mesh *mesh, uint64_t rank
     plan->N = dp;
     plan->R = 1;
     plan->ep = mesh->ep ? mesh->ep : 1;
+    plan->expert_split = gs_mesh_expert_split(mesh);
+    plan->edp = gs_mesh_edp_size(mesh);
     if (st->sharding == GS_SHARD_HYBRID_SHARD) {
         plan->N = gs_mesh_group_local_size(mesh, GS_DIM_DP, rank);
         plan->R = dp / plan->N;

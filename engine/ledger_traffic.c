@@ -215,21 +215,24 @@ void gs__ledger_stage_tp_traffic(stage_build *b)
             /* a MoE block (sequence parallel): the attention's gather and reduce-scatter each way
              * (4 halves of an all-reduce, + its re-gather under tp_comm_overlap), the shared
              * experts' alike, each checkpointed block's forward again; and the expert-TP gather
-             * and reduce-scatter of the rows its experts take, 2 forward + 2 backward (+ 2) */
+             * and reduce-scatter of the rows its experts take over the ETP group (etp ranks: tp,
+             * or a divisor of it), 2 forward + 2 backward (+ 2) */
             uint64_t half = mul(c, tp - 1, ceil_div(xb, tp), "traffic");
             uint64_t parts = m->moe.shared_experts ? 2 : 1;
             uint64_t halves = add(c, mul(c, mul(c, parts, 4 + (regather ? 1 : 0), "traffic"), mc.moe, "traffic"),
                                   mul(c, mul(c, parts, 2, "traffic"), mc.moe_ckpt, "traffic"), "traffic");
             uint64_t rows = gs_moe_rank_rows(&m->moe, ceil_div(mul(c, seq, s->batch.micro_seqs, "traffic"), tp));
-            uint64_t etp = mul(c, mul(c, tp - 1, mul(c, mul(c, rows, m->hidden, "traffic"), e, "traffic"), "traffic"),
+            uint64_t etp_n = gs_mesh_etp(b->mesh);
+            uint64_t etp = mul(c, mul(c, etp_n - 1, mul(c, mul(c, rows, m->hidden, "traffic"), e, "traffic"), "traffic"),
                                add(c, mul(c, 4, mc.moe, "traffic"), mul(c, 2, mc.moe_ckpt, "traffic"), "traffic"),
                                "traffic");
             uint64_t moe_b = mul(c, add(c, mul(c, halves, half, "traffic"), etp, "traffic"), mb, "traffic");
             gs__ledger_line_add(c, r, "tp", moe_b,
                                 "%" PRIu64 " MoE blocks: attention%s as gather + reduce-scatter pairs (%" PRIu64
                                 " halves of an all-reduce of s*b*h*%" PRIu64 " B) + the expert-TP gather and "
-                                "reduce-scatter of %" PRIu64 " token rows each way, x %" PRIu64 " micro-batches",
-                                mc.moe, m->moe.shared_experts ? " and shared experts" : "", halves, e, rows, mb);
+                                "reduce-scatter of %" PRIu64 " token rows each way over %" PRIu64 " ranks, x %" PRIu64
+                                " micro-batches",
+                                mc.moe, m->moe.shared_experts ? " and shared experts" : "", halves, e, rows, etp_n, mb);
             tpb = add(c, tpb, moe_b, "traffic");
         }
         /* the last stage's vocab-parallel cross-entropy: an all-gather of 12 B (3 fp32) per

@@ -131,6 +131,7 @@ gs_status gs_mesh_init(gs_mesh *m, uint64_t tp, uint64_t dp, uint64_t pp,
     built.cp = 1;
     built.cp_outer = 0;
     built.ep = 1;
+    built.etp = 0;
     *m = built;
     return GS_OK;
 }
@@ -207,7 +208,9 @@ void gs_mesh_grid_text(const gs_mesh *m, char *buf, size_t len)
     else
         n = snprintf(buf, len, GS_GRID_FMT, m->size[GS_DIM_DP], m->size[GS_DIM_PP], m->size[GS_DIM_TP]);
     if (m->ep > 1 && n >= 0 && (size_t)n < len)
-        snprintf(buf + n, len - (size_t)n, ", ep=%" PRIu64, m->ep);
+        n += snprintf(buf + n, len - (size_t)n, ", ep=%" PRIu64, m->ep);
+    if (m->etp && n >= 0 && (size_t)n < len)
+        snprintf(buf + n, len - (size_t)n, ", etp=%" PRIu64, m->etp);
 }
 
 uint64_t gs_mesh_dp_replicas(const gs_mesh *m)
@@ -234,36 +237,6 @@ uint64_t gs_mesh_cp_group(const gs_mesh *m, uint64_t rank, uint64_t *out, uint64
     if (stride)
         *stride = step;
     return gs__mesh_group_index(m, GS_DIM_DP, rank) * reps + rep;
-}
-
-gs_status gs_mesh_set_ep(gs_mesh *m, uint64_t ep, gs_error *err)
-{
-    if (ep == 0 || m->size[GS_DIM_DP] % ep != 0)
-        return gs_error_set(err, GS_ERR_INPUT,
-                            "expert parallelism ep=%llu must divide the data-parallel ranks (dp x cp = %llu)",
-                            (unsigned long long)ep, (unsigned long long)m->size[GS_DIM_DP]);
-    m->ep = ep;
-    return GS_OK;
-}
-
-uint64_t gs_mesh_ep_group(const gs_mesh *m, uint64_t rank, uint64_t *first, uint64_t *stride)
-{
-    uint64_t ep = m->ep ? m->ep : 1, sd = m->stride[GS_DIM_DP], pos = (rank / sd) % m->size[GS_DIM_DP];
-    if (first)
-        *first = rank - (pos % ep) * sd;
-    if (stride)
-        *stride = sd;
-    return gs__mesh_group_index(m, GS_DIM_DP, rank) * (m->size[GS_DIM_DP] / ep) + pos / ep;
-}
-
-uint64_t gs_mesh_edp_group(const gs_mesh *m, uint64_t rank, uint64_t *first, uint64_t *stride)
-{
-    uint64_t ep = m->ep ? m->ep : 1, sd = m->stride[GS_DIM_DP], pos = (rank / sd) % m->size[GS_DIM_DP];
-    if (first)
-        *first = rank - (pos / ep) * ep * sd;
-    if (stride)
-        *stride = ep * sd;
-    return gs__mesh_group_index(m, GS_DIM_DP, rank) * ep + pos % ep;
 }
 
 void gs_mesh_set_stage_layers(gs_mesh *m, uint64_t first, uint64_t last)

@@ -40,6 +40,12 @@ typedef struct gs_mesh {
      * ep apart, over which the expert parameters' gradients are reduced and their states sharded.
      * ep = 1: every rank holds every expert. */
     uint64_t ep;
+    /* Expert tensor parallelism (Megatron-Core's --expert-tensor-parallel-size): the ranks
+     * splitting each routed expert's GEMMs; 0 means tp. Below tp, the expert grid is Megatron-
+     * Core's second decomposition of a stage's tp x dp ranks: their flat index f = tp position +
+     * tp x DP position (tp directly inside dp, gs_mesh_set_etp) read as etp position + etp x (EP
+     * position + ep x EDP position), so an EP group may span TP ranks. */
+    uint64_t etp;
 } gs_mesh;
 
 const char *gs_dim_name(gs_dim d); /* "tp", "dp", "pp" */
@@ -52,7 +58,8 @@ const char *gs_dim_name(gs_dim d); /* "tp", "dp", "pp" */
 
 /* The grid in GS_GRID_FMT's words, with "x cp=C" after dp when the mesh has context parallelism
  * (dp then counts the replicas, size[GS_DIM_DP] / cp), and ", ep=E" after it all with expert
- * parallelism (carved out of the others: it adds no ranks). */
+ * parallelism (carved out of the others: it adds no ranks), ", etp=T" with expert tensor
+ * parallelism below tp. */
 void gs_mesh_grid_text(const gs_mesh *m, char *buf, size_t len);
 
 /* Parses "tp-dp-pp" style orders (a permutation of tp, dp, pp). Returns 0 or -1. */
@@ -83,16 +90,34 @@ uint64_t gs_mesh_cp_group(const gs_mesh *m, uint64_t rank, uint64_t *out, uint64
 /* The lowest rank of the CP group holding rank; its members are that + i * *stride. */
 uint64_t gs_mesh_cp_first(const gs_mesh *m, uint64_t rank, uint64_t *stride);
 
-/* Sets expert parallelism (see gs_mesh.ep): size[GS_DIM_DP] must be a multiple of ep
- * (GS_ERR_INPUT otherwise). gs_mesh_init leaves ep = 1. */
+/* Sets expert tensor parallelism (see gs_mesh.etp; call before gs_mesh_set_ep): etp must divide
+ * tp, and etp below tp needs tp directly inside dp (stride[DP] = tp x stride[TP], orders
+ * tp-dp-pp, tp-cp-dp-pp, pp-tp-dp), GS_ERR_INPUT otherwise. gs_mesh_init leaves etp = 0 (= tp). */
+gs_status gs_mesh_set_etp(gs_mesh *m, uint64_t etp, gs_error *err);
+/* The expert tensor-parallel degree: etp, or tp when 0. */
+uint64_t gs_mesh_etp(const gs_mesh *m);
+/* 1 when the routed experts are laid out otherwise than the dense layers (ep > 1 or etp < tp):
+ * they then form units of their own, reduced over the EDP group. */
+int gs_mesh_expert_split(const gs_mesh *m);
+/* Sets expert parallelism (see gs_mesh.ep): the stage's tp / etp x size[GS_DIM_DP] expert ranks
+ * (size[GS_DIM_DP] when etp = tp) must be a multiple of ep (GS_ERR_INPUT otherwise).
+ * gs_mesh_init leaves ep = 1. */
 gs_status gs_mesh_set_ep(gs_mesh *m, uint64_t ep, gs_error *err);
-/* The EP group holding rank: its index among the world / ep EP groups (the DP group's index x
- * size[GS_DIM_DP] / ep + the rank's DP position / ep); its ep members are *first + i * *stride. */
+/* Ranks of an EDP group: tp x size[GS_DIM_DP] / (etp x ep). */
+uint64_t gs_mesh_edp_size(const gs_mesh *m);
+/* The EP group holding rank, its ep members *first + i * *stride. Its index among the world / ep
+ * EP groups: with etp = tp, the DP group's index x size[GS_DIM_DP] / ep + the rank's DP position
+ * / ep; below, the pipeline stage x tp x size[GS_DIM_DP] / ep + the flat index's etp position +
+ * etp x its EDP position. */
 uint64_t gs_mesh_ep_group(const gs_mesh *m, uint64_t rank, uint64_t *first, uint64_t *stride);
-/* The EDP group holding rank: its index among the world x ep / size[GS_DIM_DP] EDP groups (the DP
- * group's index x ep + the rank's DP position mod ep); its size[GS_DIM_DP] / ep members are
- * *first + i * *stride. */
+/* The EDP group holding rank, its gs_mesh_edp_size members *first + i * *stride. Its index among
+ * the world / gs_mesh_edp_size EDP groups: with etp = tp, the DP group's index x ep + the rank's
+ * DP position mod ep; below, the pipeline stage x etp x ep + the flat index mod etp x ep. */
 uint64_t gs_mesh_edp_group(const gs_mesh *m, uint64_t rank, uint64_t *first, uint64_t *stride);
+/* The ETP group holding rank, its gs_mesh_etp members *first + i * *stride: the TP group (and its
+ * index) when etp = tp; below, index the pipeline stage x tp x size[GS_DIM_DP] / etp + the flat
+ * index / etp. */
+uint64_t gs_mesh_etp_group(const gs_mesh *m, uint64_t rank, uint64_t *first, uint64_t *stride);
 
 void gs_mesh_rank_coords(const gs_mesh *m, uint64_t rank, uint64_t coords[GS_DIM_COUNT]);
 uint64_t gs_mesh_coords_rank(const gs_mesh *m, const uint64_t coords[GS_DIM_COUNT]);

@@ -119,16 +119,17 @@ static size_t mlp_slice(const gs_model *m, uint64_t width, uint64_t tp, pcalc *c
     return 2;
 }
 
-/* One block's slice: a MoE block when moe_block (experts / ep of its routed experts), else a
- * dense one. */
-static void block_slice_init(const gs_model *m, uint64_t tp, uint64_t ep, int moe_block, pcalc *c, block_slice *b)
+/* One block's slice: a MoE block when moe_block (experts / ep of its routed experts, each split
+ * over etp ranks; the shared experts over tp as the dense MLP), else a dense one. */
+static void block_slice_init(const gs_model *m, uint64_t tp, uint64_t etp, uint64_t ep, int moe_block, pcalc *c,
+                             block_slice *b)
 {
     memset(b, 0, sizeof *b);
     attention_slice(m, tp, c, b);
     b->experts = 1;
     if (moe_block) {
         uint64_t ef = m->moe.expert_ffn ? m->moe.expert_ffn : m->ffn;
-        b->nmlp = mlp_slice(m, ef, tp, c, &b->linear[b->nattn]);
+        b->nmlp = mlp_slice(m, ef, etp, c, &b->linear[b->nattn]);
         b->experts = m->moe.experts / (ep ? ep : 1);
         if (m->moe.shared_experts)
             mlp_slice(m, pmul(c, m->moe.shared_experts, ef, "shared experts"), tp, c, b->shared);
@@ -225,13 +226,13 @@ static void stage_params(const gs_model *m, const gs_mesh *mesh, uint64_t stage,
         if (first)
             p->emb_params = ceil_div(gs_model_embedding_params(m), tp);
     } else {
-        uint64_t ep = mesh->ep ? mesh->ep : 1;
-        block_slice_init(m, tp, ep, m->moe.experts != 0, c, &blk[0]);
+        uint64_t ep = mesh->ep ? mesh->ep : 1, etp = gs_mesh_etp(mesh);
+        block_slice_init(m, tp, etp, ep, m->moe.experts != 0, c, &blk[0]);
         blk[1] = blk[0];
         if (m->moe.experts && m->moe.dense_layers)
-            block_slice_init(m, tp, ep, 0, c, &blk[1]);
+            block_slice_init(m, tp, etp, ep, 0, c, &blk[1]);
         p->layer_params = blk[0].total;
-        p->routed_params = ep > 1 ? blk[0].routed : 0;
+        p->routed_params = gs_mesh_expert_split(mesh) ? blk[0].routed : 0;
         uint64_t hid = m->hidden;
         uint64_t vocab_slice = pmul(c, ceil_div(m->vocab, tp), hid, "embedding");
         p->word_params = vocab_slice;
@@ -408,7 +409,7 @@ gs_status gs_partition_stage(const gs_scenario *s, const gs_mesh *mesh, uint64_t
         break;
     case GS_WRAP_LAYER:
         for (int32_t l = l0; l <= l1 && rc == GS_OK; l++) {
-            /* expert parallelism: a MoE block's routed experts in a unit of their own */
+            /* expert parallelism (or etp < tp): a MoE block's routed experts in a unit of their own */
             uint64_t routed = local_layer_dense(s, mesh, stage, l) ? 0 : p->routed_params;
             rc = push(p, gs_partition_block_params(p, l) - routed, l, l);
             if (rc == GS_OK && routed && (rc = push(p, routed, l, l)) == GS_OK)

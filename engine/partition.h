@@ -19,8 +19,9 @@ typedef struct gs_unit {
     uint64_t params;     /* elements of this TP rank's slice of the unit (unsharded) */
     int32_t layer_begin; /* first stage-local layer (0 = the stage's first) it covers; root: GS_PART_ROOT */
     int32_t layer_end;   /* last stage-local layer it covers (inclusive) */
-    int expert;          /* 1: a MoE block's routed experts on this EP rank (ep > 1), whose gradients
-                            reduce and states shard over the expert-data-parallel group */
+    int expert;          /* 1: a MoE block's routed experts on this EP rank (ep > 1 or etp < tp,
+                            gs_mesh_expert_split), whose gradients reduce and states shard over the
+                            expert-data-parallel group */
 } gs_unit;
 
 #define GS_PART_ROOT (-100) /* layer_begin of the root unit (embedding, head, stray params) */
@@ -32,7 +33,7 @@ typedef struct gs_partition {
     int has_root;         /* units[nunits-1] is the root */
     uint64_t params;      /* all parameters of this rank's stage slice */
     uint64_t layer_params;/* one transformer block's slice (a MoE model's: a MoE block's) */
-    uint64_t routed_params; /* ep > 1: a MoE block's routed experts on this EP rank (its expert
+    uint64_t routed_params; /* ep > 1 or etp < tp: a MoE block's routed experts on this rank (its expert
                              * unit under wrap layer), else 0 */
     uint64_t *block_params; /* a MoE model with leading dense blocks: each stage-local layer's
                              * block slice; NULL when every block is layer_params */

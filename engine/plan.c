@@ -116,6 +116,9 @@ void gs__plan_cand_scenario(const search *x, const cand *c, gs_scenario *s)
     s->grid.cp = c->cp ? c->cp : 1;
     s->grid.cp_outer = 0; /* Megatron's tp-cp-dp-pp */
     s->grid.ep = c->ep ? c->ep : 1;
+    /* the base's expert tensor parallelism where it divides the candidate's tp, else tp (plan does
+     * not search etp) */
+    s->grid.etp = x->base->grid.etp && c->tp % x->base->grid.etp == 0 ? x->base->grid.etp : 0;
     s->grid.order[0] = GS_DIM_TP;
     s->grid.order[1] = GS_DIM_DP;
     s->grid.order[2] = GS_DIM_PP;

@@ -8,13 +8,14 @@
 
 #define OP(o) ((uint16_t)(1u << (o)))
 #define NOOP OP(0) /* sends, receives and copies carry op 0 */
-#define G(g) ((uint8_t)(1u << (g)))
+#define G(g) ((uint16_t)(1u << (g)))
 #define AG OP(GS_COLL_ALLGATHER)
 #define RS OP(GS_COLL_REDUCE_SCATTER)
 #define AR OP(GS_COLL_ALLREDUCE)
 #define A2A OP(GS_COLL_ALLTOALL)
 #define DP_ANY (G(GS_GROUP_DP) | G(GS_GROUP_DP_INTRA))
 #define EDP G(GS_GROUP_EDP) /* expert parallelism: the routed experts' gradients and slices */
+#define ETP (G(GS_GROUP_TP) | G(GS_GROUP_ETP)) /* the experts' TP: tp's group, or etp's below it */
 #define SPLIT 2          /* a GEMM or reduce-scatter split in two parts (tp_comm_overlap) */
 #define BUCKETS 0xffffu  /* a unit's gradient in buckets: part = 1 + bucket */
 
@@ -93,11 +94,11 @@ static const gs_role_info roles[GS_ROLE_COUNT] = {
                              GS_WHERE_LAYER, 0},
     [GS_ROLE_EP_COMBINE] = {"ep_combine", GS_EV_COLLECTIVE, GS_STREAM_TP, {A2A, A2A, A2A, 0}, G(GS_GROUP_EP),
                             GS_WHERE_LAYER, 0},
-    [GS_ROLE_ETP_IN] = {"etp_in", GS_EV_COLLECTIVE, GS_STREAM_TP, {AG, RS, AG, 0}, G(GS_GROUP_TP), GS_WHERE_LAYER, 0},
+    [GS_ROLE_ETP_IN] = {"etp_in", GS_EV_COLLECTIVE, GS_STREAM_TP, {AG, RS, AG, 0}, ETP, GS_WHERE_LAYER, 0},
     [GS_ROLE_MLA_DOWN] = {"mla_down", GS_EV_COMPUTE, GS_STREAM_COMPUTE, BLOCK(GS_OP_QKV), 0, GS_WHERE_LAYER, SPLIT},
     [GS_ROLE_MLA_NORM] = {"mla_norm", GS_EV_COMPUTE, GS_STREAM_COMPUTE, BLOCK(GS_OP_NORM), 0, GS_WHERE_LAYER, SPLIT},
     [GS_ROLE_MLA_UP] = {"mla_up", GS_EV_COMPUTE, GS_STREAM_COMPUTE, BLOCK(GS_OP_QKV), 0, GS_WHERE_LAYER, SPLIT},
-    [GS_ROLE_ETP_OUT] = {"etp_out", GS_EV_COLLECTIVE, GS_STREAM_TP, {RS, AG, RS, 0}, G(GS_GROUP_TP), GS_WHERE_LAYER,
+    [GS_ROLE_ETP_OUT] = {"etp_out", GS_EV_COLLECTIVE, GS_STREAM_TP, {RS, AG, RS, 0}, ETP, GS_WHERE_LAYER,
                          0},
 };
 
@@ -148,7 +149,7 @@ int gs_role_check(const gs_event *e, char *why, size_t len)
         what = "phase";
     else if (e->op >= 16 || !(ri->ops[e->phase] & OP(e->op)))
         what = "op";
-    else if (e->kind == GS_EV_COLLECTIVE && (e->group >= 8 || !(ri->groups & G(e->group))))
+    else if (e->kind == GS_EV_COLLECTIVE && (e->group >= 16 || !(ri->groups & G(e->group))))
         what = "group";
     if (what) {
         snprintf(why, len, "has role %s, which its %s contradicts", ri->name, what);

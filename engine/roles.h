@@ -102,7 +102,7 @@ typedef struct gs_role_info {
     /* per phase: the ops allowed (bit o: gs_op o for compute, gs_coll_op o for collectives, bit
      * 0 for the op-less kinds); 0: the phase is not allowed */
     uint16_t ops[GS_PHASE_COUNT];
-    uint8_t groups;      /* collectives: bit g for each gs_group_kind allowed */
+    uint16_t groups;     /* collectives: bit g for each gs_group_kind allowed */
     uint8_t where;       /* gs_role_where */
     uint16_t max_part;   /* the highest part (0: never split) */
 } gs_role_info;

@@ -17,7 +17,7 @@
 
 /* -------------------------------------------------------------------------- grid ---- */
 
-static const char *const grid_keys[] = {"dp", "pp", "tp", "cp", "ep", "order", "allow_tp_cross_node",
+static const char *const grid_keys[] = {"dp", "pp", "tp", "cp", "ep", "etp", "order", "allow_tp_cross_node",
                                         "first_stage_layers", "last_stage_layers", "account_for_embedding",
                                         "account_for_loss"};
 
@@ -62,6 +62,7 @@ static gs_status load_grid(const gs__yaml_loader *l, const yaml_node_t *v, gs_gr
         (st = gs__scenario_opt_count(l, v, "grid", "tp", &g->tp, NULL)) ||
         (st = gs__scenario_opt_count(l, v, "grid", "cp", &g->cp, NULL)) ||
         (st = gs__scenario_opt_count(l, v, "grid", "ep", &g->ep, NULL)) ||
+        (st = gs__scenario_opt_count(l, v, "grid", "etp", &g->etp, NULL)) ||
         (st = gs__scenario_opt_bool(l, v, "grid", "allow_tp_cross_node", &g->allow_tp_cross_node, NULL)) ||
         (st = gs__scenario_opt_count(l, v, "grid", "first_stage_layers", &g->first_stage_layers, NULL)) ||
         (st = gs__scenario_opt_count(l, v, "grid", "last_stage_layers", &g->last_stage_layers, NULL)) ||

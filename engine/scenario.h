@@ -23,6 +23,9 @@ typedef struct gs_grid {
     int cp_outer;               /* order names cp after dp (tp-dp-cp-pp); default 0 (tp-cp-dp-pp) */
     uint64_t ep;                /* expert parallelism: ranks sharing a MoE layer's experts, carved out
                                    of dp x cp (engine/mesh.h); default 1 */
+    uint64_t etp;               /* expert tensor parallelism: ranks splitting each routed expert's
+                                   GEMMs, a divisor of tp (Megatron-Core's
+                                   --expert-tensor-parallel-size); 0 (default): tp */
     gs_dim order[GS_DIM_COUNT]; /* default tp-dp-pp */
     int allow_tp_cross_node;    /* 1: a TP group spanning nodes is a warning, not an error */
     uint64_t first_stage_layers; /* layers of the first pipeline stage (Megatron-LM's

@@ -202,6 +202,9 @@ static gs_status check_ep(const gs_scenario *s, uint64_t ep, gs_error *err)
 {
     const gs_model *m = &s->model;
     const gs_strategy *st = &s->strategy;
+    if (!m->moe.experts && ep == 1)
+        return gs_error_set(err, GS_ERR_INPUT, "etp=%llu: model %s has no experts (model.moe), expected no etp",
+                            (unsigned long long)s->grid.etp, m->name);
     if (!m->moe.experts)
         return gs_error_set(err, GS_ERR_INPUT, "ep=%llu: model %s has no experts (model.moe), expected ep: 1",
                             (unsigned long long)ep, m->name);
@@ -210,6 +213,13 @@ static gs_status check_ep(const gs_scenario *s, uint64_t ep, gs_error *err)
                             "ep=%llu must divide the %llu routed experts of model %s (each EP rank holds experts / ep)",
                             (unsigned long long)ep, (unsigned long long)m->moe.experts, m->name);
     int megatron_dp = st->sharding == GS_SHARD_NO_SHARD || st->sharding == GS_SHARD_ZERO1;
+    if ((!megatron_dp || st->wrap != GS_WRAP_LAYER || st->offload) && ep == 1)
+        return gs_error_set(err, GS_ERR_INPUT,
+                            "etp=%llu: expert tensor parallelism below tp is built for sharding no_shard or zero1 "
+                            "with wrap: layer and no CPU offload (Megatron-Core's gradient buffers); found sharding "
+                            "%s, wrap %s%s",
+                            (unsigned long long)s->grid.etp, gs_sharding_name(st->sharding), gs_wrap_name(st->wrap),
+                            st->offload ? ", offload" : "");
     if (!megatron_dp || st->wrap != GS_WRAP_LAYER || st->offload)
         return gs_error_set(err, GS_ERR_INPUT,
                             "ep=%llu: expert parallelism is built for sharding no_shard or zero1 with wrap: layer "
@@ -252,7 +262,9 @@ gs_status gs_scenario_mesh(const gs_scenario *s, gs_mesh *mesh, gs_diag *warning
     gs_status st = gs_mesh_init(mesh, s->grid.tp, dp_cp, s->grid.pp, s->grid.order, s->cluster.gpus_per_node, err);
     if (st == GS_OK)
         st = gs_mesh_set_cp(mesh, cp, s->grid.cp_outer, err);
-    if (st == GS_OK && s->grid.ep > 1 && (st = check_ep(s, s->grid.ep, err)) == GS_OK)
+    int etp_below = s->grid.etp && s->grid.etp != s->grid.tp;
+    if (st == GS_OK && (s->grid.ep > 1 || etp_below) && (st = check_ep(s, s->grid.ep, err)) == GS_OK &&
+        (st = gs_mesh_set_etp(mesh, s->grid.etp ? s->grid.etp : s->grid.tp, err)) == GS_OK)
         st = gs_mesh_set_ep(mesh, s->grid.ep, err);
     if (st == GS_OK)
         gs_mesh_set_stage_layers(mesh, s->grid.first_stage_layers, s->grid.last_stage_layers);

@@ -230,6 +230,8 @@ gs_status gs_scenario_write_yaml(const gs_scenario *s, gs_text *out, gs_error *e
         st = gs_text_printf(out, ", cp: %" PRIu64, s->grid.cp);
     if (st == GS_OK && s->grid.ep > 1)
         st = gs_text_printf(out, ", ep: %" PRIu64, s->grid.ep);
+    if (st == GS_OK && s->grid.etp && s->grid.etp != s->grid.tp)
+        st = gs_text_printf(out, ", etp: %" PRIu64, s->grid.etp);
     if (st == GS_OK)
         st = gs_text_printf(out, ", order: %s, allow_tp_cross_node: %s", order, yes_no(s->grid.allow_tp_cross_node));
     if (st == GS_OK && s->grid.first_stage_layers)

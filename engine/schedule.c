@@ -58,7 +58,7 @@ const char *const gs__coll_names[GS_COLL_COUNT] = {"all_gather", "reduce_scatter
                                                       "broadcast", "all_to_all"};
 const char *const gs__coll_short[GS_COLL_COUNT] = {"ag", "rs", "ar", "bcast", "a2a"};
 const char *const gs__group_names[GS_GROUP_KIND_COUNT] = {"dp", "dp_intra", "dp_inter", "tp", "pp", "cp",
-                                                                  "ep", "edp"};
+                                                                  "ep", "edp", "etp"};
 const char *const gs__tensor_kind_names[GS_T_KIND_COUNT] = {
     "param_shard", "param_full", "grad",    "grad_shard", "activation",
     "boundary",    "master",     "opt_state", "workspace", "scratch"};
@@ -505,6 +505,7 @@ void gs_event_name(const gs_rank_events *r, const gs_event *e, char *buf, size_t
         case GS_GROUP_CP: prefix = "cp_"; break;
         case GS_GROUP_EP: prefix = "ep_"; break;
         case GS_GROUP_EDP: prefix = "edp_"; break;
+        case GS_GROUP_ETP: prefix = "etp_"; break;
         default:
             snprintf(gbuf, sizeof gbuf, "g%u_", (unsigned)k.group);
             prefix = gbuf;
@@ -663,7 +664,10 @@ uint64_t gs_group_of(const gs_mesh *m, gs_group_kind g, uint64_t rank, uint64_t 
         n = m->ep ? m->ep : 1;
     } else if (g == GS_GROUP_EDP) {
         index = gs_mesh_edp_group(m, rank, NULL, NULL);
-        n = m->size[GS_DIM_DP] / (m->ep ? m->ep : 1);
+        n = gs_mesh_edp_size(m);
+    } else if (g == GS_GROUP_ETP) {
+        index = gs_mesh_etp_group(m, rank, NULL, NULL);
+        n = gs_mesh_etp(m);
     } else {
         index = gs_mesh_group(m, group_dim(g), rank, NULL);
         n = m->size[group_dim(g)];
@@ -682,13 +686,15 @@ uint64_t gs_group_members_of(const gs_mesh *m, gs_group_kind g, uint64_t rank, u
         gs_mesh_cp_group(m, rank, out, NULL);
         return m->cp ? m->cp : 1;
     }
-    if (g == GS_GROUP_EP || g == GS_GROUP_EDP) {
+    if (g == GS_GROUP_EP || g == GS_GROUP_EDP || g == GS_GROUP_ETP) {
         uint64_t first, stride, n;
         gs_group_of(m, g, rank, &n);
         if (g == GS_GROUP_EP)
             gs_mesh_ep_group(m, rank, &first, &stride);
-        else
+        else if (g == GS_GROUP_EDP)
             gs_mesh_edp_group(m, rank, &first, &stride);
+        else
+            gs_mesh_etp_group(m, rank, &first, &stride);
         for (uint64_t i = 0; out && i < n; i++)
             out[i] = first + i * stride;
         return n;

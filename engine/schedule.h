@@ -76,6 +76,8 @@ typedef enum gs_group_kind {
                           dispatch and combine), a part of the DP group (gs_mesh.ep) */
     GS_GROUP_EDP,      /* expert data parallelism: the ranks holding the same experts, over which
                           their gradients are reduced (the DP group's positions ep apart) */
+    GS_GROUP_ETP,      /* expert tensor parallelism below tp (gs_mesh.etp): the ranks splitting one
+                          expert's GEMMs; with etp = tp the builders use GS_GROUP_TP */
     GS_GROUP_KIND_COUNT
 } gs_group_kind;
 

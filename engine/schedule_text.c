@@ -175,6 +175,10 @@ static void dump_header(gs__writer *o, const gs_schedule *sch)
         gs__out_str(o, " ep ");
         gs__out_u64(o, sch->mesh.ep);
     }
+    if (sch->mesh.etp) { /* expert tensor parallelism below tp only */
+        gs__out_str(o, " etp ");
+        gs__out_u64(o, sch->mesh.etp);
+    }
     gs__out_str(o, "\nmicrobatches ");
     gs__out_u64(o, sch->microbatches);
     gs__out_str(o, "\nexact ");
@@ -756,13 +760,19 @@ static gs_status load_mesh(loader *ld, gs_schedule *sch)
             return st;
         at += 2;
     }
+    uint64_t etp = tp; /* optional: "etp T" below tp */
+    if ((ld->ntok > at || ld->too_many) && strcmp(ld->tok[at], "etp") == 0) {
+        if ((st = load_kv_u64(ld, at, "etp", UINT32_MAX, &etp)) != GS_OK)
+            return st;
+        at += 2;
+    }
     if ((st = load_end_of_line(ld, at)) != GS_OK)
         return st;
     gs_error merr;
     gs_error_init(&merr);
     if (gs_mesh_init(&sch->mesh, tp, dp, pp, order, gpn, &merr) != GS_OK ||
         (has_cp && gs_mesh_set_cp(&sch->mesh, cp, cp_outer, &merr) != GS_OK) ||
-        gs_mesh_set_ep(&sch->mesh, ep, &merr) != GS_OK)
+        gs_mesh_set_etp(&sch->mesh, etp, &merr) != GS_OK || gs_mesh_set_ep(&sch->mesh, ep, &merr) != GS_OK)
         return gs_error_set(ld->err, GS_ERR_INPUT, "%s:%zu: found an impossible mesh, expected a valid one (%s)",
                             ld->path, ld->lineno, merr.msg);
     gs_mesh_set_stage_layers(&sch->mesh, first_layers, last_layers);

@@ -43,6 +43,11 @@ static const char *moe_unsupported(const gs_scenario *s, const gs_mesh *mesh, ch
         return "MoE blocks under tp > 1 need sequence_parallel: true (Megatron-Core's requirement)";
     if (s->strategy.wrap != GS_WRAP_LAYER && ep > 1)
         return "expert parallelism runs under wrap: layer";
+    if (mesh->etp) {
+        snprintf(which, len, "expert tensor parallelism below tp (etp=%llu, tp=%llu) is simulated, not executed",
+                 (unsigned long long)mesh->etp, (unsigned long long)tp);
+        return which;
+    }
     return NULL;
 }
 

@@ -87,6 +87,7 @@ static gs_status measure(const gs_scenario *s, const gs_mesh *mesh, layer_costs 
     t.grid.dp = ep; /* replicas: dp x cp must hold the EP group */
     t.grid.cp = cp;
     t.grid.ep = ep;
+    t.grid.etp = mesh->etp; /* 0: tp */
     t.grid.pp = 2;
     t.grid.tp = tp;
     t.grid.allow_tp_cross_node = 1;

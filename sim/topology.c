@@ -124,13 +124,17 @@ void gs_topo_group_shape(const gs_mesh *mesh, gs_group_kind g, uint64_t rank, gs
         cp_shape(mesh, rank, out);
         return;
     case GS_GROUP_EP:
-    case GS_GROUP_EDP: {
-        uint64_t first, stride, ep = mesh->ep ? mesh->ep : 1;
+    case GS_GROUP_EDP:
+    case GS_GROUP_ETP: {
+        uint64_t first, stride, n;
         if (g == GS_GROUP_EP)
             gs_mesh_ep_group(mesh, rank, &first, &stride);
-        else
+        else if (g == GS_GROUP_EDP)
             gs_mesh_edp_group(mesh, rank, &first, &stride);
-        progression_shape(mesh, first, stride, g == GS_GROUP_EP ? ep : mesh->size[GS_DIM_DP] / ep, out);
+        else
+            gs_mesh_etp_group(mesh, rank, &first, &stride);
+        gs_group_of(mesh, g, rank, &n);
+        progression_shape(mesh, first, stride, n, out);
         return;
     }
     case GS_GROUP_TP: d = GS_DIM_TP; break;

@@ -324,7 +324,7 @@ START_TEST(test_ep_megatron)
                                              &err), GS_ERR_INPUT);
     ck_assert_msg(strstr(err.msg, "expected alltoall"), "%s", err.msg);
     ck_assert_int_eq(gs_import_megatron_args("--num-experts 8 --moe-token-dispatcher-type alltoall "
-                                             "--tensor-model-parallel-size 2 --expert-tensor-parallel-size 1",
+                                             "--tensor-model-parallel-size 2 --expert-tensor-parallel-size 3",
                                              "run.sh", &o, &s, &ig, &err), GS_ERR_INPUT);
     gs_diag_fini(&ig);
 }
