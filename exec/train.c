@@ -93,7 +93,7 @@ static gs_status check_supported(const gs_scenario *s, const gs_mesh *mesh, gs_e
     else if (m->moe.experts)
         why = moe_unsupported(s, mesh, which, sizeof which);
     if (why)
-        return gs_error_set(err, GS_ERR_INPUT, "exec: %s", why);
+        return gs_error_set(err, GS_ERR_INPUT, "%s: exec: %s", s->path, why);
     return GS_OK;
 }
 
