@@ -73,6 +73,8 @@ static json_t *ledger_json(const gs_scenario *s, const gs_mesh *mesh, const gs_l
         json_object_set_new(grid, "cp", json_integer((json_int_t)mesh->cp));
     if (mesh->ep > 1)
         json_object_set_new(grid, "ep", json_integer((json_int_t)mesh->ep));
+    if (mesh->etp)
+        json_object_set_new(grid, "etp", json_integer((json_int_t)mesh->etp));
     json_object_set_new(grid, "pp", json_integer((json_int_t)mesh->size[GS_DIM_PP]));
     json_object_set_new(grid, "tp", json_integer((json_int_t)mesh->size[GS_DIM_TP]));
     json_object_set_new(doc, "grid", grid);

@@ -182,6 +182,8 @@ static json_t *summary_json(const gs_schedule *sch, int full_validation, int ide
         json_object_set_new(grid, "cp", json_integer((json_int_t)sch->mesh.cp));
     if (sch->mesh.ep > 1)
         json_object_set_new(grid, "ep", json_integer((json_int_t)sch->mesh.ep));
+    if (sch->mesh.etp)
+        json_object_set_new(grid, "etp", json_integer((json_int_t)sch->mesh.etp));
     json_object_set_new(grid, "pp", json_integer((json_int_t)sch->mesh.size[GS_DIM_PP]));
     json_object_set_new(grid, "tp", json_integer((json_int_t)sch->mesh.size[GS_DIM_TP]));
     json_object_set_new(doc, "grid", grid);

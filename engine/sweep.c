@@ -16,7 +16,7 @@ static const char *const key_names[GS_SWEEP_KEY_COUNT] = {
     "gpus", "nodes", "nic", "nic_gbps", "fabric", "global_batch", "micro", "seq",
     "tp",   "pp",    "dp",  "sharding", "recompute", "pipeline", "offload",
     "sp",   "tp_comm_overlap", "overlap_param_gather", "flash_attention", "cross_entropy",
-    "framework", "compile", "attention", "power_w", "precision", "cp", "ep",
+    "framework", "compile", "attention", "power_w", "precision", "cp", "ep", "etp",
 };
 
 /* The keys that switch a strategy flag: values 0 or 1. */
@@ -37,7 +37,7 @@ int gs_sweep_key_is_count(gs_sweep_key k)
     case GS_SWEEP_GPUS: case GS_SWEEP_NODES: case GS_SWEEP_GLOBAL_BATCH: case GS_SWEEP_MICRO:
     case GS_SWEEP_SEQ: case GS_SWEEP_TP: case GS_SWEEP_PP: case GS_SWEEP_DP: case GS_SWEEP_OFFLOAD:
     case GS_SWEEP_SP: case GS_SWEEP_TP_OVERLAP: case GS_SWEEP_PARAM_GATHER: case GS_SWEEP_FLASH:
-    case GS_SWEEP_COMPILE: case GS_SWEEP_CP: case GS_SWEEP_EP:
+    case GS_SWEEP_COMPILE: case GS_SWEEP_CP: case GS_SWEEP_EP: case GS_SWEEP_ETP:
         return 1;
     default:
         return 0;
@@ -411,6 +411,7 @@ gs_status gs_sweep_apply(const gs_scenario *base, const gs_sweep *sw, uint64_t p
         case GS_SWEEP_DP: s->grid.dp = n; break;
         case GS_SWEEP_CP: s->grid.cp = n; break;
         case GS_SWEEP_EP: s->grid.ep = n; break;
+        case GS_SWEEP_ETP: s->grid.etp = n; break;
         case GS_SWEEP_SHARDING:
             gs_sharding_parse(v, &s->strategy.sharding);
             s->strategy.reshard_after_forward = gs_sharding_shards_params(s->strategy.sharding);
