@@ -283,7 +283,7 @@ static gs_status tied_exchange(gs_bctx *x, uint32_t ev[2])
 {
     gs_status rc = GS_OK;
     ev[0] = ev[1] = GS_NO_ID;
-    if (!(x->s->model.tied_embeddings && x->pp > 1 && (x->stage == 0 || x->last)))
+    if (!(gs_model_embedding_shared(&x->s->model) && x->pp > 1 && (x->stage == 0 || x->last)))
         return GS_OK;
     for (int k = 0; k < 2 && rc == GS_OK; k++) {
         gs_evb b;

@@ -70,6 +70,16 @@ gs_status gs__op_ag_gemm(pass *p, const shapes *sh, gs_op op, const linear_roles
 /* The GEMM whose output is reduce-scattered, then the reduce-scatter (overlapped likewise). */
 gs_status gs__op_gemm_rs(pass *p, const shapes *sh, gs_op op, const linear_roles *lr, uint64_t n, uint64_t k);
 
+/* The cross-entropy over the rank's T x V/tp logits (the strategy's passes), and under TP the
+ * all-gather of its per-token statistics (forward only). */
+gs_status gs__op_loss(pass *p, const shapes *sh);
+gs_status gs__op_loss_stats(pass *p, const shapes *sh);
+
+/* engine/build_mtp.c: the multi-token prediction modules' ops (model.mtp_layers) in the head
+ * pass: forward after the main loss, backward before the main loss's backward. */
+gs_status gs__mtp_head_forward(pass *p, const shapes *sh);
+gs_status gs__mtp_head_backward(pass *p, const shapes *sh);
+
 /* engine/build_mla.c: latent attention's projections (MLA), from the attention norm's output to
  * Q, K and V (forward or recompute, with sequence parallelism's gather first), and their backward
  * (ending with the input gradient's reduction over TP); the QKV GEMM's place. */

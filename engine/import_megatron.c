@@ -153,7 +153,7 @@ const gs__mg_flag gs__mg_flags[] = {
     {"qk-head-dim", MG_ONE, MG_QK_HEAD, NULL},
     {"qk-pos-emb-head-dim", MG_ONE, MG_QK_POS, NULL},
     {"v-head-dim", MG_ONE, MG_V_HEAD, NULL},
-    {"mtp-num-layers", MG_ONE, MG_IGNORE, "multi-token prediction's extra blocks are not modelled"},
+    {"mtp-num-layers", MG_ONE, MG_MTP, NULL},
     {"moe-grouped-gemm", MG_SWITCH, MG_IGNORE, "the experts are always timed as one grouped GEMM per layer"},
     {"moe-permute-fusion", MG_SWITCH, MG_IGNORE, mg_fusion},
     {"moe-router-fusion", MG_SWITCH, MG_IGNORE, mg_fusion},
@@ -454,7 +454,7 @@ static gs_status mg_parse(const char *origin, const gs__words *ws, size_t first,
         case MG_FFN: case MG_SEQ: case MG_MAXPOS: case MG_VOCAB: case MG_PADDED_VOCAB: case MG_VOCAB_DIV: case MG_KV_CH:
         case MG_BUCKET: case MG_DOI: case MG_FIRST_LAYERS: case MG_LAST_LAYERS: case MG_ETP: case MG_EXPERTS:
         case MG_MOE_TOPK: case MG_MOE_FFN: case MG_MOE_SHARED: case MG_Q_LORA: case MG_KV_LORA: case MG_QK_HEAD:
-        case MG_QK_POS: case MG_V_HEAD:
+        case MG_QK_POS: case MG_V_HEAD: case MG_MTP:
             if ((rc = gs__mg_count(where, f->name, value, &st->u[f->act], 0, err)) != GS_OK)
                 return rc;
             break;

@@ -4,7 +4,7 @@
  * --moe-expert-capacity-factor (default None: dropless), --moe-layer-freq (1, or a pattern of
  * leading dense blocks "([0]*K+[1]*M)"), --moe-token-dispatcher-type (alltoall is what
  * engine/build_moe.c builds) and --expert-tensor-parallel-size (grid.etp; default tp); and
- * --multi-latent-attention with its sizes (mg_mla). Works on caller
+ * --multi-latent-attention with its sizes (mg_mla), and --mtp-num-layers. Works on caller
  * storage; nothing is allocated. */
 #include <errno.h>
 #include <inttypes.h>
@@ -104,6 +104,8 @@ gs_status gs__mg_moe(const char *origin, const gs__words *ws, const gs__mg_state
     gs_status rc = mg_mla(origin, ws, st, m, err);
     if (rc != GS_OK)
         return rc;
+    if (st->given[MG_MTP]) /* --mtp-num-layers: multi-token prediction modules on the last stage */
+        m->mtp_layers = st->u[MG_MTP];
     if (st->given[MG_ETP] && (st->u[MG_ETP] == 0 || s->grid.tp % st->u[MG_ETP] != 0))
         return gs_error_set(err, GS_ERR_INPUT,
                             "%s: --expert-tensor-parallel-size: found %" PRIu64 ", expected a divisor of the "

@@ -620,6 +620,8 @@ static void put_megatron_flags(launch_doc *d, const gs_scenario *s, const gs_mes
             flag(&f, "--q-lora-rank %" PRIu64, md->mla.q_lora_rank);
     }
     flag(&f, "--num-layers %" PRIu64, md->layers);
+    if (md->mtp_layers)
+        flag(&f, "--mtp-num-layers %" PRIu64, md->mtp_layers);
     flag(&f, "--hidden-size %" PRIu64, md->hidden);
     flag(&f, "--num-attention-heads %" PRIu64, md->heads);
     if (md->kv_heads != md->heads)

@@ -193,6 +193,13 @@ gs_status gs_ledger_act_sizes(const gs_scenario *s, const gs_mesh *mesh, uint64_
         uint64_t logits =
             mul(&c, 4, mul(&c, mul(&c, m->seq / cp, b, "logits"), ceil_div(m->vocab, tp), "logits"), "logits");
         out->head_act = add(&c, fn, logits, "head activations");
+        /* each MTP module keeps its enorm and hnorm inputs (e each), eh_proj's input (2 h, e),
+         * its own final-norm input and logits; sequence parallelism shards all but the logits */
+        uint64_t mod = mul(&c, 5 * e, sbh, "mtp activations");
+        if (st->sequence_parallel)
+            mod = ceil_div(mod, tp);
+        out->head_act = add(&c, out->head_act, mul(&c, m->mtp_layers, add(&c, mod, add(&c, fn, logits, "mtp"), "mtp"),
+                                                   "mtp activations"), "head activations");
     }
     out->boundary = mul(&c, e, sbh, "pipeline boundary");
     if (st->sequence_parallel)
@@ -241,5 +248,7 @@ void gs__ledger_stage_act_lines(const stage_build *b)
     if (act->head_act)
         gs__ledger_line_add(c, r, "act: head", act->head_act,
                             "final-norm input e*s*b*h + fp32 logits 4*s*b*V/t = 4*%" PRIu64 "*%" PRIu64 "*%" PRIu64
-                            "/%" PRIu64, m->seq / cp, b->s->batch.micro_seqs, m->vocab, b->tp);
+                            "/%" PRIu64 "%s", m->seq / cp, b->s->batch.micro_seqs, m->vocab, b->tp,
+                            m->mtp_layers ? "; again for each MTP module, with its norm and eh_proj inputs 5*e*s*b*h"
+                                          : "");
 }

@@ -180,6 +180,32 @@ gs_status gs__ledger_stage_dp_traffic(stage_build *b, gs_error *err)
  * (sequence parallel: all-gather + reduce-scatter pairs of the same bytes); full recompute repeats
  * the forward's 2 in backward; the vocab-parallel embedding adds 1 in forward, the head 1 in
  * backward; the cross-entropy's statistics; SP's norm-gradient all-reduce. */
+/* The multi-token prediction modules' TP bytes per step on the last stage (engine/build_mtp.c),
+ * per module and micro-batch, with X = s*b*h*e, half(Y) = (t-1) ceil(Y/t) sent by an all-gather
+ * or reduce-scatter of Y, ar(Y) = 2 (t-1) ceil(Y/t) by an all-reduce: sequence parallel, forward
+ * the embedding's reduce-scatter, eh_proj's input gather (2X), its output gather and the head's
+ * gather, backward their mirrors: 6 half(X) + 2 half(2X); otherwise the embedding's all-reduce
+ * and eh_proj's output gather forward, the head's and eh_proj's input all-reduces backward:
+ * ar(X) + half(X) + ar(X) + ar(2X) = 5 half(X) + 2 half(2X); and the loss statistics' gather,
+ * (t-1) x s*b x 12 B. */
+static uint64_t mtp_tp_bytes(stage_build *b, uint64_t X)
+{
+    const gs_scenario *s = b->s;
+    calc *c = b->c;
+    uint64_t t = b->tp, tokens = mul(c, s->model.seq / (b->mesh->cp ? b->mesh->cp : 1), s->batch.micro_seqs, "traffic");
+    uint64_t half = mul(c, t - 1, ceil_div(X, t), "traffic"), half2 = mul(c, t - 1, ceil_div(mul(c, 2, X, "traffic"), t),
+                                                                        "traffic");
+    uint64_t one = s->strategy.sequence_parallel ? add(c, mul(c, 6, half, "traffic"), mul(c, 2, half2, "traffic"), "traffic")
+                                                 : add(c, mul(c, 5, half, "traffic"), mul(c, 2, half2, "traffic"), "traffic");
+    one = add(c, one, mul(c, tokens, 12 * (t - 1), "traffic"), "traffic");
+    uint64_t total = mul(c, mul(c, one, s->model.mtp_layers, "traffic"), b->mb, "traffic");
+    gs__ledger_line_add(c, b->r, "tp", total,
+                        "%" PRIu64 " multi-token prediction modules: the embedding's reduction, eh_proj's input and "
+                        "output gathers, the head's, each way, and the loss statistics, x %" PRIu64 " micro-batches",
+                        s->model.mtp_layers, b->mb);
+    return total;
+}
+
 void gs__ledger_stage_tp_traffic(stage_build *b)
 {
     const gs_scenario *s = b->s;
@@ -240,6 +266,8 @@ void gs__ledger_stage_tp_traffic(stage_build *b)
         uint64_t xent = stage + 1 == pp ? mul(c, mul(c, mul(c, seq, s->batch.micro_seqs, "traffic"),
                                                      12 * (tp - 1), "traffic"), mb, "traffic") : 0;
         tpb = add(c, tpb, xent, "traffic");
+        if (stage + 1 == pp && m->mtp_layers)
+            tpb = add(c, tpb, mtp_tp_bytes(b, xb), "traffic");
         /* sequence parallelism: one all-reduce of the stage's norm-weight gradients per step */
         uint64_t spn = st->sequence_parallel ? mul(c, 2 * (tp - 1),
                                                    ceil_div(mul(c, gs_sp_norm_params(s, r->layers, stage + 1 == pp),
@@ -380,11 +408,12 @@ void gs__ledger_stage_pp_traffic(stage_build *b)
         r->traffic_link[pp_net ? GS_LINKCLASS_NET : GS_LINKCLASS_INTRA] += ppb;
         /* tied embeddings: the first and last stages exchange the word embedding's gradient
          * (engine/build.c's epilogue), over the link to the other end of the pipeline */
-        if (s->model.tied_embeddings && (stage == 0 || stage + 1 == pp)) {
+        if (gs_model_embedding_shared(&s->model) && (stage == 0 || stage + 1 == pp)) {
             uint64_t gbt = gs_grad_bytes(st);
             uint64_t eb = mul(c, b->part.word_params, gbt, "traffic");
-            gs__ledger_line_add(c, r, "pp", eb, "the tied word embedding's gradient, [vocab/tp, h] x %" PRIu64
-                                " B, sent to the other end of the pipeline", gbt);
+            gs__ledger_line_add(c, r, "pp", eb, "the %s word embedding's gradient, [vocab/tp, h] x %" PRIu64
+                                " B, sent to the other end of the pipeline",
+                                s->model.tied_embeddings ? "tied" : "MTP-shared", gbt);
             ppb = add(c, ppb, eb, "traffic");
             cn[GS_DIM_PP] = stage == 0 ? pp - 1 : 0;
             int far_net = gs_mesh_rank_node(mesh, gs_mesh_coords_rank(mesh, cn)) != gs_mesh_rank_node(mesh, b->rank);
@@ -401,5 +430,5 @@ uint64_t gs_sp_norm_params(const gs_scenario *s, uint64_t stage_layers, int last
 {
     const gs_model *m = &s->model;
     uint64_t per_norm = (m->norm == GS_NORM_LAYERNORM || m->bias) ? 2 * m->hidden : m->hidden;
-    return stage_layers * 2 * per_norm + (last ? per_norm : 0);
+    return stage_layers * 2 * per_norm + (last ? per_norm * (1 + 3 * m->mtp_layers) : 0); /* + MTP's 3 norms */
 }

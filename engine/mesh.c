@@ -132,6 +132,7 @@ gs_status gs_mesh_init(gs_mesh *m, uint64_t tp, uint64_t dp, uint64_t pp,
     built.cp_outer = 0;
     built.ep = 1;
     built.etp = 0;
+    built.mtp_layers = 0;
     *m = built;
     return GS_OK;
 }
@@ -717,7 +718,21 @@ static uint64_t accounted_stage_layers(const gs_mesh *m, uint64_t layers)
     return (layers + (uint64_t)m->account_embedding + (uint64_t)m->account_loss) / m->size[GS_DIM_PP];
 }
 
+void gs_mesh_set_mtp(gs_mesh *m, uint64_t mtp_layers)
+{
+    m->mtp_layers = mtp_layers;
+}
+
+static uint64_t decoder_stage_layers(const gs_mesh *m, uint64_t layers, uint64_t stage);
+
 uint64_t gs_mesh_stage_layers(const gs_mesh *m, uint64_t layers, uint64_t stage)
+{
+    uint64_t n = decoder_stage_layers(m, layers, stage);
+    return stage + 1 == m->size[GS_DIM_PP] ? n + m->mtp_layers : n;
+}
+
+/* The stage's decoder layers (gs_mesh_stage_layers without the MTP blocks). */
+static uint64_t decoder_stage_layers(const gs_mesh *m, uint64_t layers, uint64_t stage)
 {
     uint64_t pp = m->size[GS_DIM_PP];
     if (m->account_embedding || m->account_loss) {

@@ -46,6 +46,11 @@ typedef struct gs_mesh {
      * tp x DP position (tp directly inside dp, gs_mesh_set_etp) read as etp position + etp x (EP
      * position + ep x EDP position), so an EP group may span TP ranks. */
     uint64_t etp;
+    /* Multi-token prediction modules (model.mtp_layers): their transformer blocks are held by the
+     * last pipeline stage after its decoder layers (Megatron-Core builds the MTP block in the
+     * post-process stage), so gs_mesh_stage_layers counts them there; the split of the decoder
+     * layers does not. 0: none. */
+    uint64_t mtp_layers;
 } gs_mesh;
 
 const char *gs_dim_name(gs_dim d); /* "tp", "dp", "pp" */
@@ -171,7 +176,12 @@ void gs_mesh_set_stage_layers(gs_mesh *m, uint64_t first, uint64_t last);
  * loss. Nonzero sets. gs_mesh_check validates them against the model. */
 void gs_mesh_set_split_accounting(gs_mesh *m, int embedding, int loss);
 
-/* Layers held by pipeline stage `stage` (0-based). Without first / last counts an even split,
+/* Sets the multi-token prediction modules the last stage holds (gs_mesh.mtp_layers). */
+void gs_mesh_set_mtp(gs_mesh *m, uint64_t mtp_layers);
+
+/* Layers held by pipeline stage `stage` (0-based), the last stage's MTP blocks included (they
+ * follow its decoder layers: global indices layers .. layers + mtp_layers - 1). Without first /
+ * last counts an even split,
  * earlier stages taking the remainder one each when layers % pp != 0; with them, as
  * Megatron-LM's get_num_layers_to_build: the given stages hold their counts and the others
  * split the rest evenly (gs_mesh_check refuses a rest that does not divide); with the embedding

@@ -634,3 +634,8 @@ gs_status gs_model_validate(gs_model *m, gs_error *err)
                             model_label(m), (unsigned long long)c.total);
     return GS_OK;
 }
+
+int gs_model_embedding_shared(const gs_model *m)
+{
+    return m->tied_embeddings || m->mtp_layers;
+}

@@ -84,12 +84,25 @@ typedef struct gs_model {
     gs_pos_kind pos;
     gs_moe moe; /* all zero: dense MLP in every block */
     gs_mla mla; /* all zero: MHA/GQA attention */
+    /* Multi-token prediction depth (DeepSeek-V3; Megatron-Core's --mtp-num-layers,
+     * megatron/core/transformer/multi_token_prediction.py): D modules after the last block, on
+     * the last pipeline stage, module k taking the tokens k ahead: their embedding and the
+     * previous hidden state, each normed, concatenated and projected 2h -> h (eh_proj), one more
+     * transformer block like the model's last, a final norm and the shared output head with its
+     * loss. 0: none. Outside the model's parameter count (gs_model_params) and its FLOPs for MFU,
+     * as DeepSeek-V3's 671B excludes its MTP module. */
+    uint64_t mtp_layers;
     /* Nominal form: when nonzero, the model is described by its total parameter count
      * (the seed's hand arithmetic, e.g. params: 7e9); gs_model_params returns it verbatim
      * and per-layer counts are spread evenly. layers/hidden/seq/heads still describe shapes. */
     uint64_t nominal_params;
     const char *source; /* where the preset's numbers come from; NULL for user models */
 } gs_model;
+
+/* 1 when the word embedding has a second user on the last pipeline stage: the output head
+ * (tied_embeddings) or the multi-token prediction modules' embedding (mtp_layers), whose
+ * gradients the first and last stages exchange under a pipeline. */
+int gs_model_embedding_shared(const gs_model *m);
 
 /* Presets (static table, stable order). */
 size_t gs_model_preset_count(void);

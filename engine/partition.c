@@ -247,6 +247,15 @@ static void stage_params(const gs_model *m, const gs_mesh *mesh, uint64_t stage,
              * last stage keeps its own copy (Megatron), synchronized by an all-reduce. */
             uint64_t lm = (m->tied_embeddings && pp == 1) ? 0 : vocab_slice;
             p->head_params = padd(c, fnorm, lm, "head");
+            if (m->mtp_layers) {
+                /* each MTP module's enorm, hnorm and final norm and its eh_proj (2h x h / tp);
+                 * under a pipeline, the stage's copy of the word embedding (untied: besides the
+                 * head; tied: the head's own) */
+                uint64_t mod = padd(c, pmul(c, 3, norm_slice(m, hid), "mtp"), pmul(c, 2 * hid, hid / tp, "mtp"), "mtp");
+                p->head_params = padd(c, p->head_params, pmul(c, m->mtp_layers, mod, "mtp"), "head");
+                if (pp > 1 && !m->tied_embeddings)
+                    p->head_params = padd(c, p->head_params, vocab_slice, "head");
+            }
         }
     }
     p->params = padd(c, padd(c, p->emb_params, p->head_params, "stage params"),

@@ -100,6 +100,11 @@ static const gs_role_info roles[GS_ROLE_COUNT] = {
     [GS_ROLE_MLA_UP] = {"mla_up", GS_EV_COMPUTE, GS_STREAM_COMPUTE, BLOCK(GS_OP_QKV), 0, GS_WHERE_LAYER, SPLIT},
     [GS_ROLE_ETP_OUT] = {"etp_out", GS_EV_COLLECTIVE, GS_STREAM_TP, {RS, AG, RS, 0}, ETP, GS_WHERE_LAYER,
                          0},
+    [GS_ROLE_MTP_EMBED] = {"mtp_embed", GS_EV_COMPUTE, GS_STREAM_COMPUTE, FWD_BWD(GS_OP_EMBED), 0, GS_WHERE_HEAD, 0},
+    [GS_ROLE_MTP_NORM] = {"mtp_norm", GS_EV_COMPUTE, GS_STREAM_COMPUTE, FWD_BWD(GS_OP_NORM), 0, GS_WHERE_HEAD, 0},
+    [GS_ROLE_MTP_PROJ] = {"mtp_proj", GS_EV_COMPUTE, GS_STREAM_COMPUTE, FWD_BWD(GS_OP_OPROJ), 0, GS_WHERE_HEAD, 0},
+    [GS_ROLE_TP_MTP] = {"tp_mtp", GS_EV_COLLECTIVE, GS_STREAM_TP, {RS | AR | AG, AG | RS | AR, 0, 0}, G(GS_GROUP_TP),
+                        GS_WHERE_HEAD, 0},
 };
 
 const gs_role_info *gs_role_info_of(gs_role r)

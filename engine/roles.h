@@ -83,6 +83,13 @@ typedef enum gs_role {
     GS_ROLE_MLA_DOWN,    /* part 1: q_a (hidden -> q latent), part 2: kv_a (-> kv latent + rope dims) */
     GS_ROLE_MLA_NORM,    /* part 1: the q latent norm; part 2: the kv latent norm and the rotary passes */
     GS_ROLE_MLA_UP,      /* part 1: q_b (-> queries), part 2: kv_b (-> keys and values) */
+    /* multi-token prediction (engine/build_mtp.c), in the last stage's head pass; each module's
+     * own head and loss are GS_ROLE_HEAD_NORM, GS_ROLE_HEAD and GS_ROLE_LOSS again */
+    GS_ROLE_MTP_EMBED,   /* the embedding of the tokens k ahead (the stage's copy of the word embedding) */
+    GS_ROLE_MTP_NORM,    /* the embedding's and the previous hidden state's norms (enorm, hnorm) */
+    GS_ROLE_MTP_PROJ,    /* eh_proj: their concatenation projected 2h -> h (column-parallel) */
+    GS_ROLE_TP_MTP,      /* the module's TP exchanges: the embedding's reduction, eh_proj's input
+                            gather and output gather (backward: their mirror images) */
     GS_ROLE_COUNT
 } gs_role;
 

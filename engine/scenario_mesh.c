@@ -229,6 +229,21 @@ static gs_status check_ep(const gs_scenario *s, uint64_t ep, gs_error *err)
     return GS_OK;
 }
 
+/* Multi-token prediction (model.mtp_layers) is built for a model of shapes (not a nominal
+ * parameter count) on a non-interleaved pipeline: the MTP blocks join the last stage's only
+ * chunk (Megatron-Core places them in the last virtual chunk; gridstep does not yet). */
+static gs_status check_mtp(const gs_scenario *s, gs_error *err)
+{
+    if (s->model.nominal_params)
+        return gs_error_set(err, GS_ERR_INPUT, "model.mtp_layers: found with a nominal parameter count (model.params), "
+                            "expected a model given by its shapes");
+    if (s->strategy.pipeline == GS_PIPE_INTERLEAVED && s->grid.pp > 1)
+        return gs_error_set(err, GS_ERR_INPUT, "model.mtp_layers %llu with the interleaved pipeline: the MTP blocks "
+                            "are built on the last stage of a 1f1b or gpipe pipeline only (found virtual stages)",
+                            (unsigned long long)s->model.mtp_layers);
+    return GS_OK;
+}
+
 static gs_status check_cp(const gs_scenario *s, uint64_t cp, gs_error *err)
 {
     const gs_model *m = &s->model;
@@ -270,6 +285,8 @@ gs_status gs_scenario_mesh(const gs_scenario *s, gs_mesh *mesh, gs_diag *warning
         gs_mesh_set_stage_layers(mesh, s->grid.first_stage_layers, s->grid.last_stage_layers);
     if (st == GS_OK)
         gs_mesh_set_split_accounting(mesh, s->grid.account_for_embedding, s->grid.account_for_loss);
+    if (st == GS_OK && s->model.mtp_layers && (st = check_mtp(s, err)) == GS_OK)
+        gs_mesh_set_mtp(mesh, s->model.mtp_layers);
     if (st == GS_OK && cp > 1)
         st = check_cp(s, cp, err);
     if (st == GS_OK)

@@ -85,8 +85,21 @@ static gs_status opt_probability(const gs__yaml_loader *l, const yaml_node_t *ma
 static const char *const model_keys[] = {
     "preset", "name", "params", "layers", "hidden", "heads", "kv_heads", "head_dim", "ffn",
     "vocab", "seq", "tied_embeddings", "bias", "dropout", "attention_dropout", "hidden_dropout", "norm", "mlp",
-    "pos", "moe", "mla",
+    "pos", "moe", "mla", "mtp_layers",
 };
+
+/* mtp_layers: an integer >= 0, at most 16 (Megatron-Core's MTP depth; DeepSeek-V3 uses 1). */
+static gs_status model_mtp(const gs__yaml_loader *l, const yaml_node_t *v, gs_model *m)
+{
+    yaml_node_t *n = gs__yaml_lookup(l, v, "mtp_layers", NULL);
+    if (!n)
+        return GS_OK;
+    gs_status st = gs__scenario_value_u64(l, n, "model.mtp_layers", &m->mtp_layers, 1);
+    if (st == GS_OK && m->mtp_layers > 16)
+        return gs__yaml_fail_at(l, n, GS_ERR_INPUT, "model.mtp_layers: found %llu, expected 0 to 16 multi-token "
+                                "prediction modules", (unsigned long long)m->mtp_layers);
+    return st;
+}
 
 static gs_status model_preset(const gs__yaml_loader *l, const yaml_node_t *v, const char *field,
                               gs_model *m)
@@ -183,6 +196,7 @@ static gs_status model_fields(const gs__yaml_loader *l, const yaml_node_t *v, gs
         (st = gs__scenario_opt_count(l, v, "model", "ffn", &m->ffn, NULL)) ||
         (st = gs__scenario_opt_count(l, v, "model", "vocab", &m->vocab, NULL)) ||
         (st = gs__scenario_opt_count(l, v, "model", "seq", &m->seq, NULL)) ||
+        (st = model_mtp(l, v, m)) ||
         (st = gs__scenario_opt_bool(l, v, "model", "tied_embeddings", &m->tied_embeddings, NULL)) ||
         (st = gs__scenario_opt_bool(l, v, "model", "bias", &m->bias, NULL)) ||
         (st = gs__scenario_opt_bool(l, v, "model", "dropout", &m->dropout, NULL)) ||

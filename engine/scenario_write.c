@@ -60,6 +60,8 @@ static gs_status put_sparse(gs_text *t, const gs_model *m, const char *pre, cons
                             "%smla: {q_lora_rank: %" PRIu64 ", kv_lora_rank: %" PRIu64 ", rope_head_dim: %" PRIu64
                             "}%s",
                             pre, m->mla.q_lora_rank, m->mla.kv_lora_rank, m->mla.rope_head_dim, post);
+    if (st == GS_OK && m->mtp_layers)
+        st = gs_text_printf(t, "%smtp_layers: %" PRIu64 "%s", pre, m->mtp_layers, post);
     return st;
 }
 

@@ -88,6 +88,8 @@ static gs_status check_supported(const gs_scenario *s, const gs_mesh *mesh, gs_e
                  (unsigned long long)cp);
         why = which;
     }
+    else if (m->mtp_layers)
+        why = "multi-token prediction modules (model.mtp_layers) are simulated, not executed";
     else if (m->moe.experts && cp > 1)
         why = "mixture-of-experts blocks with context parallelism are not in exec's contract (run cp: 1)";
     else if (m->moe.experts)
