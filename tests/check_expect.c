@@ -341,7 +341,8 @@ END_TEST
  * the 22 dense dgxc-benchmarking runs: GPT-3 175B, Nemotron-4 15B and 340B, Llama 3.1 8B, 70B
  * and 405B, in BF16 and FP8, 12 of them with context parallelism; the 36 Grok-1 mixture-of-experts
  * runs of dgxc-benchmarking v24.11.1 and v25.02 (9 scales x BF16/FP8, 7 of the 9 scales proxies
- * with fewer layers); the 3 NeMo 24.07 performance-summary runs and its 25.02 Mixtral 8x7B run on
+ * with fewer layers); the 2 DeepSeek-V3 runs of dgxc-benchmarking v25.05.04 (expert TP 1, one MTP
+ * module); the 3 NeMo 24.07 performance-summary runs and its 25.02 Mixtral 8x7B run on
  * B200; the 2 Mixtral 8x7B runs of Megatron-Core's MoE README) that loads, meshes and has an
  * expect block with the row's metric family and a dataset. */
 START_TEST(shipped_published_scenarios)
@@ -352,7 +353,7 @@ START_TEST(shipped_published_scenarios)
     ck_assert_ptr_nonnull(d);
     struct dirent *de;
     int nar21 = 0, mcore = 0, mpt = 0, fms = 0, kforge = 0, olmo = 0, flash = 0, fsdp = 0, other = 0, dgxc = 0, nemo = 0;
-    int dgxc_moe = 0, nemo_moe = 0, megatron_moe = 0;
+    int dgxc_moe = 0, dgxc_dsv3 = 0, nemo_moe = 0, megatron_moe = 0;
     while ((de = readdir(d)) != NULL) {
         size_t n = strlen(de->d_name);
         if (n < 6 || strcmp(de->d_name + n - 5, ".yaml") != 0)
@@ -422,6 +423,11 @@ START_TEST(shipped_published_scenarios)
                 ck_assert_uint_eq(s.model.moe.top_k, 2);
                 ck_assert_uint_eq((s.grid.dp * (s.grid.cp ? s.grid.cp : 1)) % s.grid.ep, 0);
             }
+            if (strstr(s.title, "-DSV3-")) {
+                dgxc_dsv3++; /* 256 experts, top-8, EP 64 over TP 2 x DP 32 with expert TP 1, one MTP module */
+                ck_assert_uint_eq(s.model.moe.experts, 256);
+                ck_assert(s.grid.ep == 64 && s.grid.etp == 1 && s.grid.tp == 2 && s.model.mtp_layers == 1);
+            }
         } else if (strncmp(s.title, "NEMO2502-", 9) == 0) {
             nemo_moe++;
             ck_assert_str_eq(e.dataset, "nemo-perf-summary");
@@ -458,8 +464,9 @@ START_TEST(shipped_published_scenarios)
     ck_assert_int_eq(flash, 17);
     ck_assert_int_eq(fsdp, 4);
     ck_assert_int_eq(other, 2);
-    ck_assert_int_eq(dgxc, 58);
+    ck_assert_int_eq(dgxc, 60);
     ck_assert_int_eq(dgxc_moe, 36);
+    ck_assert_int_eq(dgxc_dsv3, 2);
     ck_assert_int_eq(nemo, 3);
     ck_assert_int_eq(nemo_moe, 1);
     ck_assert_int_eq(megatron_moe, 2);
