@@ -252,9 +252,9 @@ static gs_status reductions_after_backward(gs_bctx *x)
     return rc;
 }
 
-/* Under sequence parallelism each TP rank's norm-weight gradients cover only its slice of the
- * tokens: one TP all-reduce of them (Megatron's allreduce_sequence_parallel_grads) once the DP
- * reductions are done. *ev: its id (GS_NO_ID: none). */
+/* Under sequence parallelism each TP rank's norm-weight (and MoE router) gradients cover only its
+ * slice of the tokens: one TP all-reduce of them (Megatron's allreduce_sequence_parallel_grads)
+ * once the DP reductions are done. *ev: its id (GS_NO_ID: none). */
 static gs_status sp_norm_grads(gs_bctx *x, uint32_t *ev)
 {
     *ev = GS_NO_ID;
@@ -267,7 +267,7 @@ static gs_status sp_norm_grads(gs_bctx *x, uint32_t *ev)
     b.e.group = GS_GROUP_TP;
     b.e.peer = x->group[GS_GROUP_TP];
     b.e.group_size = x->tp;
-    b.e.bytes = gs_sp_norm_params(x->s, x->part.layers, x->last) * x->plan.gb;
+    b.e.bytes = gs_sp_norm_params(x->s, x->mesh, x->stage, x->part.layers) * x->plan.gb;
     gs__evb_add(&b, GS_LINK_DEPS, x->last_dp);
     gs__evb_add(&b, GS_LINK_DEPS, x->last_compute);
     return gs__evb_emit(x, &b, ev);

@@ -185,9 +185,12 @@ uint64_t gs_ledger_layer_activation_bytes(const gs_model *m, const gs_strategy *
 uint64_t gs_ledger_layer_activation_bytes_cp(const gs_model *m, const gs_strategy *st, uint64_t micro_seqs,
                                              uint64_t tp, uint64_t cp);
 
-/* Norm-weight parameters of one stage (layers of it, plus the final norm on the last stage): the
- * gradients sequence parallelism all-reduces over TP once per step. */
-uint64_t gs_sp_norm_params(const gs_scenario *s, uint64_t stage_layers, int last);
+/* The replicated parameters of one stage whose gradients sequence parallelism all-reduces over
+ * TP once per step (Megatron-Core's _allreduce_non_tensor_model_parallel_grads: the parameters
+ * marked sequence_parallel): the norms of its layers (plus the final norm and the MTP modules'
+ * norms on the last stage) and each MoE block's router weight, hidden x experts (TopKRouter marks
+ * it sequence_parallel: each TP rank routes only its tokens). */
+uint64_t gs_sp_norm_params(const gs_scenario *s, const gs_mesh *mesh, uint64_t stage, uint64_t stage_layers);
 
 /* A rank's workspace, bytes (an estimate): cuBLAS 32 MiB, NCCL buffers 128 MiB per communicator
  * (mesh dimension of size > 1), and under tp_comm_overlap Transformer Engine's userbuffers, one

@@ -270,7 +270,7 @@ void gs__ledger_stage_tp_traffic(stage_build *b)
             tpb = add(c, tpb, mtp_tp_bytes(b, xb), "traffic");
         /* sequence parallelism: one all-reduce of the stage's norm-weight gradients per step */
         uint64_t spn = st->sequence_parallel ? mul(c, 2 * (tp - 1),
-                                                   ceil_div(mul(c, gs_sp_norm_params(s, r->layers, stage + 1 == pp),
+                                                   ceil_div(mul(c, gs_sp_norm_params(s, b->mesh, stage, r->layers),
                                                                 gs_grad_bytes(st), "traffic"), tp), "traffic") : 0;
         tpb = add(c, tpb, spn, "traffic");
         gs__ledger_line_add(c, r, "tp", tpb,
@@ -426,9 +426,17 @@ void gs__ledger_stage_pp_traffic(stage_build *b)
                                "traffic"), "traffic");
 }
 
-uint64_t gs_sp_norm_params(const gs_scenario *s, uint64_t stage_layers, int last)
+uint64_t gs_sp_norm_params(const gs_scenario *s, const gs_mesh *mesh, uint64_t stage, uint64_t stage_layers)
 {
     const gs_model *m = &s->model;
+    const gs_strategy *st = &s->strategy;
+    uint64_t pp = mesh->size[GS_DIM_PP];
+    int last = stage + 1 == pp;
     uint64_t per_norm = (m->norm == GS_NORM_LAYERNORM || m->bias) ? 2 * m->hidden : m->hidden;
-    return stage_layers * 2 * per_norm + (last ? per_norm * (1 + 3 * m->mtp_layers) : 0); /* + MTP's 3 norms */
+    uint64_t n = stage_layers * 2 * per_norm + (last ? per_norm * (1 + 3 * m->mtp_layers) : 0); /* + MTP's 3 norms */
+    uint64_t v = st->pipeline == GS_PIPE_INTERLEAVED && pp > 1 && st->virtual_stages ? st->virtual_stages : 1;
+    for (uint64_t l = 0; m->moe.experts && l < stage_layers; l++)
+        if (gs_pipe_global_layer(mesh, m->layers, v, stage, l) >= m->moe.dense_layers)
+            n += m->hidden * m->moe.experts; /* the router */
+    return n;
 }

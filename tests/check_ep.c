@@ -251,6 +251,13 @@ START_TEST(test_ep_schedule)
         }
     }
     ck_assert(edp >= 4 && dp >= 4); /* at least one per block of each kind */
+    /* sequence parallelism's all-reduce of the replicated weights' gradients: 4 blocks x 2 RMSNorms
+     * of 256, the final norm (one stage), and each MoE block's router, 256 x 8: 10,496 gradients */
+    uint64_t ar = 0;
+    for (size_t k = 0; k < sch->ranks[3].nevents; k++)
+        if (sch->ranks[3].events[k].role == GS_ROLE_TP_NORM_GRADS)
+            ar += sch->ranks[3].events[k].bytes;
+    ck_assert_uint_eq(ar, 10496ull * gs_grad_bytes(&s.strategy));
     gs_schedule_destroy(sch);
 }
 END_TEST
