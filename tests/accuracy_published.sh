@@ -44,7 +44,7 @@ function why(id, fits) {
     if (id ~ /^KFORGE-175B-2/)
         return "the source'"'"'s MFU (8.1%) disagrees with its own tokens/s for the same run (KFORGE-175B-1, within 14%): one of them is reported on another basis"
     if (id ~ /^KFORGE-(WS|MFU)/)
-        return "not identified: the report gives 83.6 GB per GPU for 70B where the ledger finds about 16 GB, so the run holds state or buffers its stated configuration does not; the model finds the step compute-bound (the gathers mostly hidden), while the report'"'"'s 13B rows are within 11%"
+        return "not identified: with KempnerForge'"'"'s no-sync accumulation and fp32 reduction the ledger finds the reported memory (86 GB per GPU against 83.6 GB for 70B on 128 H200), and the model finds the 70B forward passes bound by the per-layer gathers over InfiniBand (TP 4 in a node puts one GPU per node in each FSDP group, on one NIC); the NIC count per node is not stated (one 400 Gb/s NIC per GPU assumed), and the 13B rows, half as gather-bound, are within 12%"
     if (id ~ /^IBMFSDP/)
         return "not identified: the model finds the step compute-bound (exposed communication about 1%) and eager FSDP1 on H100 a quarter faster than measured; candidates are the CPU launch gaps of eager PyTorch and the rate limiter'"'"'s waits, neither modelled. The same models on 128 A100 are within 17%"
     if (id ~ /^FSDPPAPER/)
