@@ -31,15 +31,19 @@ int32_t gs__unit_layer(const gs_bctx *x, size_t u)
     return gs__global_layer(x, x->part.units[u].layer_end);
 }
 
-/* All-gather unit u (allocating its gathered copy); with CPU offload an H2D copy of the shard
- * comes first and allocates the copy's destination. */
+/* All-gather unit u (allocating its gathered copy) over its shard group: the DP (or HSDP shard)
+ * group, or a MoE block's routed experts' expert-data-parallel group; with CPU offload an H2D copy
+ * of the shard comes first and allocates the copy's destination. */
 gs_status gs__gather_unit(gs_bctx *x, size_t u, gs_phase phase, uint32_t mb, uint32_t dep)
 {
     gs_status rc;
     /* a layer unit under FP8: gathered as gather_wb bytes per element, held with its FP8 copies
      * (gwb); the root unit (embedding, head) in the working precision */
     int root = gs__is_root(x, u);
-    uint64_t N = x->plan.N, wb = root ? x->plan.wb : x->plan.gather_wb, params = x->part.units[u].params;
+    int ex = x->part.units[u].expert;
+    gs_group_kind g = ex ? GS_GROUP_EDP : x->dp_group;
+    uint64_t N = gs_shard_ranks(&x->plan, ex), wb = root ? x->plan.wb : x->plan.gather_wb,
+             params = x->part.units[u].params;
     uint64_t held = root ? x->plan.wb : x->plan.gwb;
     uint32_t t;
     gs_tensor full = {.kind = GS_T_PARAM_FULL, .bytes = params * held, .layer = gs__unit_layer(x, u), .mb = mb,
@@ -62,9 +66,9 @@ gs_status gs__gather_unit(gs_bctx *x, size_t u, gs_phase phase, uint32_t mb, uin
     gs__evb_init(&b, GS_EV_COLLECTIVE, GS_STREAM_DP, phase, gs__unit_layer(x, u), mb);
     b.e.op = GS_COLL_ALLGATHER;
     b.e.role = GS_ROLE_UNIT_GATHER;
-    b.e.group = (uint8_t)x->dp_group;
-    b.e.peer = x->group[x->dp_group];
-    b.e.group_size = x->group_size[x->dp_group];
+    b.e.group = (uint8_t)g;
+    b.e.peer = x->group[g];
+    b.e.group_size = x->group_size[g];
     b.e.unit = (uint32_t)u;
     b.e.bytes = N * ceil_div(params, N) * wb;
     gs__evb_add(&b, GS_LINK_DEPS, dep);
@@ -88,7 +92,9 @@ gs_status gs__gather_covering(gs_bctx *x, int64_t l, gs_phase phase, uint32_t mb
     size_t ncov = gs_partition_units_covering(&x->part, l, &cov);
     for (size_t k = 0; k < ncov; k++) {
         size_t u = cov[k];
-        if (x->gathered_t[u] != GS_NO_ID)
+        /* a MoE block's routed experts held whole on each rank (ep = dp x cp: an EDP group of
+         * one) are not sharded, so not gathered: the pass uses them in place */
+        if (x->gathered_t[u] != GS_NO_ID || (x->part.units[u].expert && gs_shard_ranks(&x->plan, 1) <= 1))
             continue;
         gs_status rc = gs__gather_unit(x, u, phase, mb, dep);
         if (rc != GS_OK)
@@ -171,8 +177,8 @@ gs_status gs__reduce_unit(gs_bctx *x, size_t u, uint32_t mb, uint32_t dep)
     } else {
         int inter = pl->R > 1;
         uint32_t copy_free = pl->offload && !inter ? transient : GS_NO_ID;
-        reduction rd = {GS_COLL_REDUCE_SCATTER, x->dp_group, GS_ROLE_GRAD_REDUCE_SCATTER, 0, params, mb, dep, grad,
-                        inter || pl->offload ? GS_NO_ID : transient};
+        reduction rd = {GS_COLL_REDUCE_SCATTER, expert ? GS_GROUP_EDP : x->dp_group, GS_ROLE_GRAD_REDUCE_SCATTER, 0,
+                        params, mb, dep, grad, inter || pl->offload ? GS_NO_ID : transient};
         rc = reduce_one(x, u, &rd, &ev);
         if (rc == GS_OK && inter) {
             reduction ri = {GS_COLL_ALLREDUCE, GS_GROUP_DP_INTER, GS_ROLE_GRAD_INTER_REDUCE, 0,

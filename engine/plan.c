@@ -29,7 +29,8 @@ void gs_plan_reason(const char *msg, char *out, size_t len)
         {"split into pp x virtual_stages", "layers not divisible by pp x virtual stages"},
         {"micro-batches per step to be a multiple of pp", "micro-batches not a multiple of pp (interleaved)"},
         {"batch must be positive", "batch not positive"},
-        {"expert parallelism is built for", "ep > 1 needs no_shard or zero1 (wrap layer)"},
+        {"parallelism is built for sharding", "ep > 1 needs wrap layer, no HSDP, no offload"},
+        {"with the experts held whole", "ep leaves no ranks to shard the experts over"},
         {"routed experts of model", "experts not divisible by ep"},
         {"load-balanced chunks", "seq not divisible by 2 x cp"},
     };

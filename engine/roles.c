@@ -62,7 +62,7 @@ static const gs_role_info roles[GS_ROLE_COUNT] = {
                                GS_WHERE_HEAD, 0},
     [GS_ROLE_TP_NORM_GRADS] = {"tp_norm_grads", GS_EV_COLLECTIVE, GS_STREAM_TP, {0, 0, 0, AR}, G(GS_GROUP_TP),
                                GS_WHERE_NONE, 0},
-    [GS_ROLE_UNIT_GATHER] = {"unit_gather", GS_EV_COLLECTIVE, GS_STREAM_DP, {AG, AG, 0, 0}, DP_ANY, GS_WHERE_ANY, 0},
+    [GS_ROLE_UNIT_GATHER] = {"unit_gather", GS_EV_COLLECTIVE, GS_STREAM_DP, {AG, AG, 0, 0}, DP_ANY | EDP, GS_WHERE_ANY, 0},
     [GS_ROLE_GRAD_REDUCE_SCATTER] = {"grad_reduce_scatter", GS_EV_COLLECTIVE, GS_STREAM_DP, {0, RS, 0, 0}, DP_ANY | EDP,
                                      GS_WHERE_ANY, BUCKETS},
     [GS_ROLE_GRAD_INTER_REDUCE] = {"grad_inter_reduce", GS_EV_COLLECTIVE, GS_STREAM_DP, {0, AR, 0, 0},

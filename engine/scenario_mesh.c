@@ -193,11 +193,12 @@ static gs_status check_interleaved(const gs_scenario *s, const gs_mesh *mesh, ui
  * Megatron-Core and torchtitan for causal attention: rank i holds chunks i and 2 cp - 1 - i), so
  * the sequence must divide by 2 cp; Ulysses' all-to-all splits the heads, which must divide by
  * cp x tp. */
-/* Expert parallelism (grid.ep > 1) spreads a MoE model's routed experts: the experts must divide
- * over ep; expert parameters are reduced over their own data-parallel group, which gridstep
- * builds for Megatron-Core's gradient buffers (DDP all-reduce or the distributed optimizer,
- * sharding no_shard / zero1, wrap layer: a block's dense and expert parameters in two units);
- * ZeRO-2/3, FSDP and CPU offload with ep > 1 are refused. */
+/* Expert parallelism (grid.ep > 1, or etp below tp) spreads a MoE model's routed experts: the
+ * experts must divide over ep; a block's dense and expert parameters are two units (wrap: layer)
+ * and the expert ones are reduced, sharded and gathered over their own expert-data-parallel
+ * group: Megatron-Core's gradient buffers (no_shard, zero1), DeepSpeed's ZeRO-2/3 and FSDP (as
+ * torchtitan shards experts over dp_shard / ep). Refused: HSDP, CPU offload, other wraps, and the
+ * sharded strategies with an EDP group of one (experts whole on every rank). */
 static gs_status check_ep(const gs_scenario *s, uint64_t ep, gs_error *err)
 {
     const gs_model *m = &s->model;
@@ -212,20 +213,28 @@ static gs_status check_ep(const gs_scenario *s, uint64_t ep, gs_error *err)
         return gs_error_set(err, GS_ERR_INPUT,
                             "ep=%llu must divide the %llu routed experts of model %s (each EP rank holds experts / ep)",
                             (unsigned long long)ep, (unsigned long long)m->moe.experts, m->name);
+    /* Megatron-Core's gradient buffers (no_shard, zero1), DeepSpeed's ZeRO-2/3 and FSDP, the
+     * experts sharded like the rest over their expert-data-parallel group; a block's dense and
+     * expert parameters in two units (wrap: layer) */
     int megatron_dp = st->sharding == GS_SHARD_NO_SHARD || st->sharding == GS_SHARD_ZERO1;
-    if ((!megatron_dp || st->wrap != GS_WRAP_LAYER || st->offload) && ep == 1)
+    int sharded = st->sharding == GS_SHARD_ZERO2 || st->sharding == GS_SHARD_ZERO3 ||
+                  st->sharding == GS_SHARD_FULL_SHARD || st->sharding == GS_SHARD_GRAD_OP;
+    uint64_t etp = s->grid.etp ? s->grid.etp : s->grid.tp, cp = s->grid.cp ? s->grid.cp : 1;
+    uint64_t edp = etp && ep ? s->grid.tp / etp * s->grid.dp * cp / ep : 0;
+    const char *what = ep > 1 ? "expert parallelism" : "expert tensor parallelism below tp";
+    if (!(megatron_dp || sharded) || st->wrap != GS_WRAP_LAYER || st->offload)
         return gs_error_set(err, GS_ERR_INPUT,
-                            "etp=%llu: expert tensor parallelism below tp is built for sharding no_shard or zero1 "
-                            "with wrap: layer and no CPU offload (Megatron-Core's gradient buffers); found sharding "
-                            "%s, wrap %s%s",
-                            (unsigned long long)s->grid.etp, gs_sharding_name(st->sharding), gs_wrap_name(st->wrap),
+                            "ep=%llu: %s is built for sharding no_shard, zero1, zero2, zero3 / full_shard or "
+                            "shard_grad_op with wrap: layer and no CPU offload (the experts a unit of their own); "
+                            "found sharding %s, wrap %s%s",
+                            (unsigned long long)ep, what, gs_sharding_name(st->sharding), gs_wrap_name(st->wrap),
                             st->offload ? ", offload" : "");
-    if (!megatron_dp || st->wrap != GS_WRAP_LAYER || st->offload)
+    if (sharded && edp <= 1)
         return gs_error_set(err, GS_ERR_INPUT,
-                            "ep=%llu: expert parallelism is built for sharding no_shard or zero1 with wrap: layer "
-                            "and no CPU offload (Megatron-Core's gradient buffers); found sharding %s, wrap %s%s",
-                            (unsigned long long)ep, gs_sharding_name(st->sharding), gs_wrap_name(st->wrap),
-                            st->offload ? ", offload" : "");
+                            "ep=%llu: sharding %s with the experts held whole on every rank (an expert-data-parallel "
+                            "group of %llu: ep = tp / etp x dp x cp) is not built; use zero1, or an ep that leaves "
+                            "at least 2 ranks to shard each expert over",
+                            (unsigned long long)ep, gs_sharding_name(st->sharding), (unsigned long long)edp);
     return GS_OK;
 }
 

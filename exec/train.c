@@ -43,6 +43,11 @@ static const char *moe_unsupported(const gs_scenario *s, const gs_mesh *mesh, ch
         return "MoE blocks under tp > 1 need sequence_parallel: true (Megatron-Core's requirement)";
     if (s->strategy.wrap != GS_WRAP_LAYER && ep > 1)
         return "expert parallelism runs under wrap: layer";
+    if (ep > 1 && s->strategy.sharding != GS_SHARD_NO_SHARD && s->strategy.sharding != GS_SHARD_ZERO1) {
+        snprintf(which, len, "expert parallelism with sharding %s is simulated, not executed (exec runs it with "
+                 "no_shard or zero1)", gs_sharding_name(s->strategy.sharding));
+        return which;
+    }
     if (mesh->etp) {
         snprintf(which, len, "expert tensor parallelism below tp (etp=%llu, tp=%llu) is simulated, not executed",
                  (unsigned long long)mesh->etp, (unsigned long long)tp);

@@ -121,9 +121,12 @@ START_TEST(test_ep_scenario)
     ck_assert(s.grid.ep == 4 && m.ep == 4 && m.world == 16);
     snprintf(y, sizeof y, TINY_MOE "grid: {dp: 8, ep: 3, tp: 2}\nstrategy: {sequence_parallel: true}\n", "");
     load_fails(y, GS_ERR_INPUT, "must divide the 8 routed experts");
-    snprintf(y, sizeof y, TINY_MOE "grid: {dp: 8, ep: 4, tp: 2}\nstrategy: {sharding: full_shard, sequence_parallel: true}\n",
+    snprintf(y, sizeof y, TINY_MOE "grid: {dp: 8, ep: 4, tp: 2}\nstrategy: {sharding: hybrid_shard, sequence_parallel: true}\n",
              "");
-    load_fails(y, GS_ERR_INPUT, "sharding no_shard or zero1");
+    load_fails(y, GS_ERR_INPUT, "sharding no_shard, zero1");
+    snprintf(y, sizeof y, TINY_MOE "grid: {dp: 8, ep: 8, tp: 2}\nstrategy: {sharding: full_shard, sequence_parallel: true}\n",
+             "");
+    load_fails(y, GS_ERR_INPUT, "expert-data-parallel group of 1");
     snprintf(y, sizeof y, TINY_MOE "grid: {dp: 8, tp: 2}\nstrategy: {sharding: zero1}\n", "");
     load_fails(y, GS_ERR_INPUT, "sequence_parallel: true");
     load_fails("model: {preset: llama3-8b}\ncluster: {preset: dgx-h100, nodes: 1}\ngrid: {dp: 8, ep: 2}\n", GS_ERR_INPUT,
@@ -259,6 +262,47 @@ START_TEST(test_ep_schedule)
             ar += sch->ranks[3].events[k].bytes;
     ck_assert_uint_eq(ar, 10496ull * gs_grad_bytes(&s.strategy));
     gs_schedule_destroy(sch);
+}
+END_TEST
+
+/* TINY_MOE on dp 16, ep 4, sharded as FSDP2, FSDP1, DeepSpeed ZeRO-2 and ZeRO-3 (torchtitan and
+ * DeepSpeed-MoE shard the experts over the ranks holding the same ones): each expert unit,
+ * 2 experts x 3 x 256 x 128 = 196,608 parameters, is gathered (FSDP, ZeRO-3) and its gradient
+ * reduce-scattered over its EDP group of 16 / 4 = 4 ranks (bf16: 4 x 49,152 x 2 = 393,216 B per
+ * gather), every other unit over the 16 DP ranks; the schedules validate against the ledgers. */
+START_TEST(test_ep_sharded)
+{
+    static const char *const strat[4] = {"framework: fsdp2, sharding: full_shard", "framework: fsdp1, sharding: full_shard",
+                                         "framework: deepspeed, sharding: zero2", "framework: deepspeed, sharding: zero3"};
+    for (int k = 0; k < 4; k++) {
+        char y[1024];
+        snprintf(y, sizeof y, TINY_MOE "grid: {dp: 16, ep: 4}\nstrategy: {%s, wrap: layer, recompute: none}\n"
+                 "batch: {global: 32}\n", "", strat[k]);
+        gs_scenario s;
+        gs_mesh m;
+        gs_schedule *sch = build(y, &s, &m);
+        size_t ex_ag = 0, ex_rs = 0, dense = 0;
+        for (size_t i = 0; i < sch->ranks[0].nevents; i++) {
+            const gs_event *e = &sch->ranks[0].events[i];
+            if (e->role != GS_ROLE_UNIT_GATHER && e->role != GS_ROLE_GRAD_REDUCE_SCATTER)
+                continue;
+            if (e->group == GS_GROUP_EDP) {
+                ck_assert_uint_eq(e->group_size, 4);
+                if (e->role == GS_ROLE_UNIT_GATHER) {
+                    ck_assert_uint_eq(e->bytes, 393216);
+                    ex_ag++;
+                } else {
+                    ex_rs++;
+                }
+            } else {
+                ck_assert_uint_eq(e->group_size, 16);
+                dense++;
+            }
+        }
+        ck_assert_msg(ex_rs >= 4 && dense >= 4, "%s: %zu expert reductions, %zu dense", strat[k], ex_rs, dense);
+        ck_assert_msg(k == 2 ? ex_ag == 0 : ex_ag >= 4, "%s: %zu expert gathers", strat[k], ex_ag);
+        gs_schedule_destroy(sch);
+    }
 }
 END_TEST
 
@@ -446,6 +490,7 @@ static Suite *ep_suite(void)
     tcase_add_test(tc, test_ep_scenario);
     tcase_add_test(tc, test_ep_partition);
     tcase_add_test(tc, test_ep_schedule);
+    tcase_add_test(tc, test_ep_sharded);
     tcase_add_test(tc, test_ep_skew);
     tcase_add_test(tc, test_ep_megatron);
     tcase_add_test(tc, test_ep_sim);

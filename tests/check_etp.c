@@ -147,9 +147,9 @@ static void load_fails(const char *yaml, const char *needle)
 
 START_TEST(test_etp_scenario_refusals)
 {
-    load_fails(TINY_MOE "grid: {dp: 8, ep: 4, etp: 1, tp: 2}\nstrategy: {sharding: full_shard, sequence_parallel: "
-               "true}\n", "sharding no_shard or zero1");
-    load_fails(TINY_MOE "grid: {dp: 8, etp: 1, tp: 2}\nstrategy: {sharding: full_shard, sequence_parallel: true}\n",
+    load_fails(TINY_MOE "grid: {dp: 8, ep: 4, etp: 1, tp: 2}\nstrategy: {sharding: hybrid_shard, sequence_parallel: "
+               "true}\n", "sharding no_shard, zero1");
+    load_fails(TINY_MOE "grid: {dp: 8, etp: 1, tp: 2}\nstrategy: {sharding: hybrid_shard, sequence_parallel: true}\n",
                "expert tensor parallelism below tp is built for");
     load_fails("model: {preset: llama3-8b}\ncluster: {preset: dgx-h100, nodes: 1}\ngrid: {dp: 4, tp: 2, etp: 1}\n",
                "has no experts");
