@@ -21,6 +21,12 @@
  *   shared      the shared experts (model.moe.shared_experts), a dense MLP of width
  *               shared_experts x expert_ffn beside the routed ones, with the dense MLP's
  *               sequence-parallel gather and reduce-scatter (roles mlp_up/act/down, tp_mlp_*).
+ * With strategy.moe_dispatcher allgather (MoEAllGatherTokenDispatcher) the dispatch is instead an
+ * all-gather over the ETP x EP group (n = etp x ep ranks) of every rank's T_l token rows with
+ * their routing map (1 B) and probabilities (fp32) over the E experts; each rank selects the rows
+ * of its experts (the same gathered rows as above), and the combine reduce-scatters the n T_l
+ * unpermuted rows back over the group; no separate ETP exchange. Backward: the combine's
+ * all-gather, the dispatch's reduce-scatter of the rows' and probabilities' gradients.
  * The backward runs the same ops in reverse order: the all-to-alls move the gradients, the ETP
  * gather and scatter swap, the GEMMs do data and weight gradients (twice the forward FLOPs).
  *
@@ -50,6 +56,8 @@ typedef struct moe_shapes {
     uint64_t fs_t;   /* the shared experts' intermediate size on this TP rank (0: none) */
     uint64_t ep, tp, etp;
     gs_group_kind etp_group; /* GS_GROUP_TP when etp = tp, else GS_GROUP_ETP */
+    int allgather;           /* strategy.moe_dispatcher allgather */
+    uint64_t n;              /* allgather: the ETP x EP group's ranks */
 } moe_shapes;
 
 static void moe_shapes_init(const pass *p, const shapes *sh, moe_shapes *ms)
@@ -61,6 +69,8 @@ static void moe_shapes_init(const pass *p, const shapes *sh, moe_shapes *ms)
     ms->etp = gs_mesh_etp(x->mesh);
     ms->etp_group = ms->etp == ms->tp ? GS_GROUP_TP : GS_GROUP_ETP;
     ms->ep = x->mesh->ep ? x->mesh->ep : 1;
+    ms->allgather = x->s->strategy.moe_dispatcher == GS_MOE_ALLGATHER;
+    ms->n = ms->etp * ms->ep;
     ms->tl = sh->sp ? ceil_div(sh->T, x->tp) : sh->T;
     ms->E = moe->experts;
     ms->local = moe->experts / ms->ep;
@@ -76,8 +86,27 @@ static uint64_t rows_bytes(const shapes *sh, const moe_shapes *ms)
     return ms->rows * sh->h * sh->e;
 }
 
+/* The allgather dispatcher's per-rank share of an exchange: the T_l token rows (h x e B each),
+ * with, for the dispatch, the routing map (1 B) and fp32 probabilities per expert forward, the
+ * probabilities' gradients backward. */
+static uint64_t ag_share(const shapes *sh, const moe_shapes *ms, gs_role role, int bwd)
+{
+    uint64_t per = sh->h * sh->e;
+    if (role == GS_ROLE_EP_DISPATCH)
+        per += (bwd ? 4 : 5) * ms->E;
+    return ms->tl * per;
+}
+
 static gs_status ep_a2a(pass *p, const shapes *sh, const moe_shapes *ms, gs_role role)
 {
+    if (ms->allgather) {
+        if (ms->n <= 1)
+            return GS_OK;
+        int bwd = p->phase == GS_PHASE_BWD;
+        /* dispatch: gather forward, reduce-scatter backward; combine the other way round */
+        gs_coll_op op = (role == GS_ROLE_EP_DISPATCH) != bwd ? GS_COLL_ALLGATHER : GS_COLL_REDUCE_SCATTER;
+        return gs__op_coll(p, role, op, GS_GROUP_TPEP, ms->n, ms->n * ag_share(sh, ms, role, bwd));
+    }
     if (ms->ep <= 1)
         return GS_OK;
     return gs__op_coll(p, role, GS_COLL_ALLTOALL, GS_GROUP_EP, ms->ep, rows_bytes(sh, ms));
@@ -87,7 +116,7 @@ static gs_status ep_a2a(pass *p, const shapes *sh, const moe_shapes *ms, gs_role
  * input, reduce-scatter at the output; backward the other way round. */
 static gs_status etp_coll(pass *p, const shapes *sh, const moe_shapes *ms, int in)
 {
-    if (ms->etp <= 1)
+    if (ms->etp <= 1 || ms->allgather) /* the allgather dispatcher's group spans ETP already */
         return GS_OK;
     int bwd = p->phase == GS_PHASE_BWD;
     gs_coll_op op = (in != bwd) ? GS_COLL_ALLGATHER : GS_COLL_REDUCE_SCATTER;
@@ -137,14 +166,22 @@ static gs_status router(pass *p, const shapes *sh, const moe_shapes *ms)
  *              output: 3e): 5e + e / k;
  * and with more than one local expert under EP, sort_chunks_by_idxs regroups the received rows by
  * expert after the dispatch and back before the combine (read, write: 2e per row, with each
- * part). Backward twice the forward's bytes (the elementwise convention). */
+ * part). Under the allgather dispatcher the same ops run on the rank's gathered local rows, the
+ * unpermute's zeroed output holding all n T_l gathered tokens. Backward twice the forward's
+ * bytes (the elementwise convention). */
 static gs_status permute(pass *p, const shapes *sh, const moe_shapes *ms, uint16_t part)
 {
     const gs_moe *moe = &p->x->s->model.moe;
     uint64_t elems = ms->tl * moe->top_k * sh->h;
     uint64_t bytes = part == 1 ? 2 * sh->e * elems : 5 * sh->e * elems + sh->e * ms->tl * sh->h;
-    if (ms->ep > 1 && ms->local > 1)
+    if (ms->allgather) {
+        /* the local rows selected from the n T_l gathered tokens, and scattered back into a
+         * zeroed buffer of all of them */
+        elems = ms->gathered * sh->h;
+        bytes = part == 1 ? 2 * sh->e * elems : 5 * sh->e * elems + sh->e * ms->n * ms->tl * sh->h;
+    } else if (ms->ep > 1 && ms->local > 1) {
         bytes += 2 * sh->e * ms->rows * sh->h;
+    }
     double mul = p->phase == GS_PHASE_BWD ? 2.0 : 1.0;
     gs_status rc = gs__op_compute(p, GS_ROLE_MOE_PERMUTE, GS_OP_ACT, 5.0 * (double)elems * mul,
                                   (uint64_t)((double)bytes * mul));

@@ -2,8 +2,8 @@
  * _add_moe_args): --num-experts, --moe-router-topk (default 2), --moe-ffn-hidden-size (default
  * --ffn-hidden-size), --moe-shared-expert-intermediate-size (the shared experts' total width),
  * --moe-expert-capacity-factor (default None: dropless), --moe-layer-freq (1, or a pattern of
- * leading dense blocks "([0]*K+[1]*M)"), --moe-token-dispatcher-type (alltoall is what
- * engine/build_moe.c builds) and --expert-tensor-parallel-size (grid.etp; default tp); and
+ * leading dense blocks "([0]*K+[1]*M)"), --moe-token-dispatcher-type (alltoall or allgather,
+ * the default; engine/build_moe.c builds both) and --expert-tensor-parallel-size (grid.etp; default tp); and
  * --multi-latent-attention with its sizes (mg_mla), and --mtp-num-layers. Works on caller
  * storage; nothing is allocated. */
 #include <errno.h>
@@ -155,15 +155,14 @@ gs_status gs__mg_moe(const char *origin, const gs__words *ws, const gs__mg_state
                             "\"([0]*K+[1]*M)\" with K + M = %" PRIu64 " layers",
                             gs__mg_where(origin, ws, st->at[MG_MOE_FREQ], where, sizeof where),
                             st->str[MG_MOE_FREQ], m->layers);
-    /* Megatron-LM's default dispatcher is allgather; gridstep builds the all-to-all one */
+    /* Megatron-LM's default dispatcher is allgather; flex (DeepEP) is not built */
     const char *disp = st->given[MG_MOE_DISPATCHER] ? st->str[MG_MOE_DISPATCHER] : "allgather";
-    if (strcmp(disp, "alltoall") != 0)
+    gs_moe_dispatcher d;
+    if (gs_moe_dispatcher_parse(disp, &d) != 0)
         return gs_error_set(err, GS_ERR_INPUT,
-                            "%s: --moe-token-dispatcher-type: found %s%s, expected alltoall (the dispatcher "
-                            "gridstep builds; add --moe-token-dispatcher-type alltoall)",
-                            st->given[MG_MOE_DISPATCHER]
-                                ? gs__mg_where(origin, ws, st->at[MG_MOE_DISPATCHER], where, sizeof where)
-                                : (origin ? origin : "--from-megatron"),
-                            disp, st->given[MG_MOE_DISPATCHER] ? "" : " (Megatron-LM's default)");
+                            "%s: --moe-token-dispatcher-type: found %s, expected alltoall or allgather (the "
+                            "dispatchers gridstep builds)",
+                            gs__mg_where(origin, ws, st->at[MG_MOE_DISPATCHER], where, sizeof where), disp);
+    s->strategy.moe_dispatcher = d;
     return GS_OK;
 }

@@ -557,8 +557,8 @@ static void flag(flag_lines *f, const char *fmt, ...)
 }
 
 /* A mixture-of-experts model's flags (megatron/training/arguments.py _add_moe_args): the experts,
- * their parallelism and the all-to-all dispatcher gridstep builds, grouped GEMMs. */
-static void put_megatron_moe(flag_lines *f, const gs_model *md, const gs_mesh *m)
+ * their parallelism and token dispatcher, grouped GEMMs. */
+static void put_megatron_moe(flag_lines *f, const gs_model *md, const gs_mesh *m, gs_moe_dispatcher disp)
 {
     const gs_moe *moe = &md->moe;
     uint64_t ef = moe->expert_ffn ? moe->expert_ffn : md->ffn;
@@ -572,8 +572,8 @@ static void put_megatron_moe(flag_lines *f, const gs_model *md, const gs_mesh *m
              md->layers - moe->dense_layers);
     if (moe->capacity_factor > 0.0)
         flag(f, "--moe-expert-capacity-factor %.17g", moe->capacity_factor);
-    flag(f, "--expert-model-parallel-size %" PRIu64 " --moe-token-dispatcher-type alltoall --moe-grouped-gemm",
-         m->ep ? m->ep : 1);
+    flag(f, "--expert-model-parallel-size %" PRIu64 " --moe-token-dispatcher-type %s --moe-grouped-gemm",
+         m->ep ? m->ep : 1, gs_moe_dispatcher_name(disp));
     if (m->etp)
         flag(f, "--expert-tensor-parallel-size %" PRIu64, m->etp);
 }
@@ -611,7 +611,7 @@ static void put_megatron_flags(launch_doc *d, const gs_scenario *s, const gs_mes
     if (st->sequence_parallel && tp > 1)
         flag(&f, "--sequence-parallel");
     if (md->moe.experts)
-        put_megatron_moe(&f, md, m);
+        put_megatron_moe(&f, md, m, s->strategy.moe_dispatcher);
     if (md->mla.kv_lora_rank) { /* Megatron-LM's MLA sizes (MLATransformerConfig; no --q-lora-rank: None) */
         flag(&f, "--multi-latent-attention --kv-lora-rank %" PRIu64 " --qk-head-dim %" PRIu64
              " --qk-pos-emb-head-dim %" PRIu64 " --v-head-dim %" PRIu64,

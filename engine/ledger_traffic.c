@@ -248,7 +248,8 @@ void gs__ledger_stage_tp_traffic(stage_build *b)
             uint64_t halves = add(c, mul(c, mul(c, parts, 4 + (regather ? 1 : 0), "traffic"), mc.moe, "traffic"),
                                   mul(c, mul(c, parts, 2, "traffic"), mc.moe_ckpt, "traffic"), "traffic");
             uint64_t rows = gs_moe_rank_rows(&m->moe, ceil_div(mul(c, seq, s->batch.micro_seqs, "traffic"), tp));
-            uint64_t etp_n = gs_mesh_etp(b->mesh);
+            /* the allgather dispatcher's exchange spans ETP: no separate one (the ep line) */
+            uint64_t etp_n = st->moe_dispatcher == GS_MOE_ALLGATHER ? 1 : gs_mesh_etp(b->mesh);
             uint64_t etp = mul(c, mul(c, etp_n - 1, mul(c, mul(c, rows, m->hidden, "traffic"), e, "traffic"), "traffic"),
                                add(c, mul(c, 4, mc.moe, "traffic"), mul(c, 2, mc.moe_ckpt, "traffic"), "traffic"),
                                "traffic");
@@ -348,6 +349,43 @@ void gs__ledger_stage_cp_traffic(stage_build *b)
     r->traffic_link[net ? GS_LINKCLASS_NET : GS_LINKCLASS_INTRA] += total;
 }
 
+/* The allgather dispatcher's traffic per step (engine/build_moe.c), per MoE block and micro-batch
+ * over the ETP x EP group of n ranks, each rank's share of T_l token rows of h x e B: the dispatch
+ * all-gathers it with the routing map and fp32 probabilities (5 B per expert) forward and
+ * reduce-scatters its gradient with the probabilities' (4 B) backward; the combine reduce-scatters
+ * it forward and all-gathers it backward; a checkpointed block's forward again. Each sends
+ * (n-1) x its share. */
+static void allgather_traffic(stage_build *b)
+{
+    const gs_scenario *s = b->s;
+    const gs_model *m = &s->model;
+    calc *c = b->c;
+    uint64_t tp = b->tp, n = gs_mesh_etp(b->mesh) * (b->mesh->ep ? b->mesh->ep : 1);
+    if (n <= 1)
+        return;
+    moe_count mc;
+    count_moe_blocks(b, &mc);
+    uint64_t e = s->strategy.precision == GS_PREC_FP32 ? 4 : 2;
+    uint64_t T = mul(c, m->seq / (b->mesh->cp ? b->mesh->cp : 1), s->batch.micro_seqs, "traffic");
+    uint64_t tl = s->strategy.sequence_parallel && tp > 1 ? ceil_div(T, tp) : T;
+    uint64_t rows = mul(c, mul(c, tl, m->hidden, "traffic"), e, "traffic"), E = m->moe.experts;
+    uint64_t fwd = add(c, add(c, rows, mul(c, tl, 5 * E, "traffic"), "traffic"), rows, "traffic");
+    uint64_t bwd = add(c, add(c, rows, mul(c, tl, 4 * E, "traffic"), "traffic"), rows, "traffic");
+    uint64_t blk = add(c, mul(c, add(c, fwd, bwd, "traffic"), mc.moe, "traffic"), mul(c, fwd, mc.moe_ckpt, "traffic"),
+                       "traffic");
+    uint64_t total = mul(c, mul(c, n - 1, blk, "traffic"), b->mb, "traffic");
+    gs__ledger_line_add(c, b->r, "ep", total,
+                        "%" PRIu64 " MoE blocks%s: the allgather dispatcher's gathers and reduce-scatters, (n-1) x "
+                        "%" PRIu64 " token rows x (%" PRIu64 " x %" PRIu64 " B + the routing map and probabilities), "
+                        "x %" PRIu64 " micro-batches, n = etp x ep = %" PRIu64,
+                        mc.moe, mc.moe_ckpt ? " (+ the recomputed forwards)" : "", tl, m->hidden, e, b->mb, n);
+    b->r->traffic[GS_TRAFFIC_EP] = total;
+    uint64_t first, stride;
+    gs_mesh_tpep_group(b->mesh, b->rank, &first, &stride);
+    int net = gs_mesh_rank_node(b->mesh, first) != gs_mesh_rank_node(b->mesh, first + (n - 1) * stride);
+    b->r->traffic_link[net ? GS_LINKCLASS_NET : GS_LINKCLASS_INTRA] += total;
+}
+
 /* EP traffic per step (grid.ep > 1), per MoE block and micro-batch: the token rows' dispatch and
  * combine all-to-alls, forward and backward, again for a checkpointed block's recomputed forward;
  * each moves the busiest EP rank's rows (gs_moe_rank_rows of the rank's sequence-parallel
@@ -360,7 +398,13 @@ void gs__ledger_stage_ep_traffic(stage_build *b)
     gs_ledger_rank *r = b->r;
     uint64_t ep = b->mesh->ep ? b->mesh->ep : 1, tp = b->tp;
     r->traffic[GS_TRAFFIC_EP] = 0;
-    if (ep <= 1 || !m->moe.experts)
+    if (!m->moe.experts)
+        return;
+    if (s->strategy.moe_dispatcher == GS_MOE_ALLGATHER) {
+        allgather_traffic(b);
+        return;
+    }
+    if (ep <= 1)
         return;
     moe_count mc;
     count_moe_blocks(b, &mc);

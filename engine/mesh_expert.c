@@ -125,3 +125,24 @@ uint64_t gs_mesh_etp_group(const gs_mesh *m, uint64_t rank, uint64_t *first, uin
         *stride = st;
     return gs_mesh_group(m, GS_DIM_TP, rank, NULL);
 }
+
+int gs_mesh_tpep_ok(const gs_mesh *m)
+{
+    return (m->ep ? m->ep : 1) <= 1 || gs_mesh_etp(m) <= 1 || m->stride[GS_DIM_DP] == m->size[GS_DIM_TP] * m->stride[GS_DIM_TP];
+}
+
+uint64_t gs_mesh_tpep_group(const gs_mesh *m, uint64_t rank, uint64_t *first, uint64_t *stride)
+{
+    uint64_t ep = m->ep ? m->ep : 1, etp = gs_mesh_etp(m);
+    if (ep <= 1)
+        return gs_mesh_etp_group(m, rank, first, stride);
+    if (etp <= 1)
+        return gs_mesh_ep_group(m, rank, first, stride);
+    uint64_t base, stage, st = m->stride[GS_DIM_TP], n = etp * ep;
+    uint64_t f = flat_index(m, rank, &base, &stage), block = m->size[GS_DIM_TP] * m->size[GS_DIM_DP];
+    if (first)
+        *first = base + (f - f % n) * st;
+    if (stride)
+        *stride = st;
+    return stage * (block / n) + f / n;
+}

@@ -73,8 +73,10 @@ typedef enum gs_role {
     GS_ROLE_EXPERT_ACT,  /* their activation */
     GS_ROLE_EXPERT_DOWN, /* their down or fc2 (grouped GEMM) */
     GS_ROLE_EP_DISPATCH, /* the token rows all-to-all over the EP group to their experts (backward:
-                            their gradients back) */
-    GS_ROLE_EP_COMBINE,  /* the experts' outputs all-to-all back (backward: their gradients out) */
+                            their gradients back); allgather dispatcher: gathered over the ETP x EP
+                            group (backward: reduce-scattered) */
+    GS_ROLE_EP_COMBINE,  /* the experts' outputs all-to-all back (backward: their gradients out);
+                            allgather dispatcher: reduce-scattered (backward: gathered) */
     GS_ROLE_ETP_IN,      /* tp > 1: forward the received rows all-gathered over TP; backward their
                             gradients reduce-scattered */
     GS_ROLE_ETP_OUT,     /* forward the experts' partial outputs reduce-scattered over TP; backward

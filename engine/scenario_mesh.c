@@ -288,8 +288,13 @@ gs_status gs_scenario_mesh(const gs_scenario *s, gs_mesh *mesh, gs_diag *warning
         st = gs_mesh_set_cp(mesh, cp, s->grid.cp_outer, err);
     int etp_below = s->grid.etp && s->grid.etp != s->grid.tp;
     if (st == GS_OK && (s->grid.ep > 1 || etp_below) && (st = check_ep(s, s->grid.ep, err)) == GS_OK &&
-        (st = gs_mesh_set_etp(mesh, s->grid.etp ? s->grid.etp : s->grid.tp, err)) == GS_OK)
-        st = gs_mesh_set_ep(mesh, s->grid.ep, err);
+        (st = gs_mesh_set_etp(mesh, s->grid.etp ? s->grid.etp : s->grid.tp, err)) == GS_OK &&
+        (st = gs_mesh_set_ep(mesh, s->grid.ep, err)) == GS_OK && s->model.moe.experts &&
+        s->strategy.moe_dispatcher == GS_MOE_ALLGATHER && !gs_mesh_tpep_ok(mesh))
+        st = gs_error_set(err, GS_ERR_INPUT,
+                          "strategy.moe_dispatcher allgather gathers over the ETP x EP ranks, which needs tp "
+                          "directly inside dp in grid.order (tp-dp-pp, tp-cp-dp-pp or pp-tp-dp), as Megatron-Core "
+                          "orders them");
     if (st == GS_OK)
         gs_mesh_set_stage_layers(mesh, s->grid.first_stage_layers, s->grid.last_stage_layers);
     if (st == GS_OK)

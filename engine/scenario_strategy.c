@@ -84,7 +84,7 @@ static const char *const strategy_keys[] = {
     "limit_all_gathers", "recompute", "recompute_every", "flash_attention", "offload", "precision", "pipeline", "grad_sync",
     "virtual_stages", "sequence_parallel", "bucket_mb", "overlap_param_gather", "tp_comm_overlap", "grad_dtype", "overlap_grad_reduce",
     "bucket_stages", "cross_entropy", "framework", "compile", "attention", "fp8_recipe", "fp8_params",
-    "cp_comm",
+    "cp_comm", "moe_dispatcher",
 };
 
 static const char *const wrap_keys[] = {"min_params"};
@@ -148,6 +148,26 @@ static gs_status strategy_fp8(const gs__yaml_loader *l, const yaml_node_t *v, gs
         return st;
     s->fp8 = (gs_fp8)e;
     return gs__scenario_opt_bool(l, v, "strategy", "fp8_params", &s->fp8_params, NULL);
+}
+
+static int parse_moe_dispatcher(const char *s, int *out)
+{
+    gs_moe_dispatcher d;
+    if (gs_moe_dispatcher_parse(s, &d) != 0)
+        return -1;
+    *out = (int)d;
+    return 0;
+}
+
+/* moe_dispatcher: a MoE model's token dispatch (read for any model: a dense one ignores it). */
+static gs_status strategy_moe(const gs__yaml_loader *l, const yaml_node_t *v, gs_strategy *s)
+{
+    const char *names[2] = {gs_moe_dispatcher_name(GS_MOE_ALLTOALL), gs_moe_dispatcher_name(GS_MOE_ALLGATHER)};
+    const gs__scenario_names ds = {names, 2, parse_moe_dispatcher};
+    int e = (int)s->moe_dispatcher;
+    gs_status st = gs__scenario_opt_enum(l, v, "strategy", "moe_dispatcher", &ds, &e);
+    s->moe_dispatcher = (gs_moe_dispatcher)e;
+    return st;
 }
 
 /* cp_comm: context parallelism's exchange (read whatever grid.cp is: a sweep may vary cp). */
@@ -216,7 +236,10 @@ static gs_status strategy_schemes(const gs__yaml_loader *l, const yaml_node_t *v
         s->precision = (gs_precision)e;
     }
     gs_status fst = strategy_fp8(l, v, s);
-    return fst != GS_OK ? fst : strategy_cp(l, v, s);
+    if (fst != GS_OK)
+        return fst;
+    gs_status cst = strategy_cp(l, v, s);
+    return cst != GS_OK ? cst : strategy_moe(l, v, s);
 }
 
 /* The gradients' dtype, when they are synchronized, and which stages bucket them per chunk. */

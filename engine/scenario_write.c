@@ -199,6 +199,8 @@ static gs_status put_strategy(gs_text *t, const gs_strategy *s, gs_error *err)
         st = gs_text_printf(t, "  fp8_params: true\n");
     if (st == GS_OK && s->cp_comm != GS_CP_P2P)
         st = gs_text_printf(t, "  cp_comm: %s\n", gs_cp_comm_name(s->cp_comm));
+    if (st == GS_OK && s->moe_dispatcher != GS_MOE_ALLTOALL)
+        st = gs_text_printf(t, "  moe_dispatcher: %s\n", gs_moe_dispatcher_name(s->moe_dispatcher));
     return st;
 }
 

@@ -58,7 +58,7 @@ const char *const gs__coll_names[GS_COLL_COUNT] = {"all_gather", "reduce_scatter
                                                       "broadcast", "all_to_all"};
 const char *const gs__coll_short[GS_COLL_COUNT] = {"ag", "rs", "ar", "bcast", "a2a"};
 const char *const gs__group_names[GS_GROUP_KIND_COUNT] = {"dp", "dp_intra", "dp_inter", "tp", "pp", "cp",
-                                                                  "ep", "edp", "etp"};
+                                                                  "ep", "edp", "etp", "tpep"};
 const char *const gs__tensor_kind_names[GS_T_KIND_COUNT] = {
     "param_shard", "param_full", "grad",    "grad_shard", "activation",
     "boundary",    "master",     "opt_state", "workspace", "scratch"};
@@ -506,6 +506,7 @@ void gs_event_name(const gs_rank_events *r, const gs_event *e, char *buf, size_t
         case GS_GROUP_EP: prefix = "ep_"; break;
         case GS_GROUP_EDP: prefix = "edp_"; break;
         case GS_GROUP_ETP: prefix = "etp_"; break;
+        case GS_GROUP_TPEP: prefix = "tpep_"; break;
         default:
             snprintf(gbuf, sizeof gbuf, "g%u_", (unsigned)k.group);
             prefix = gbuf;
@@ -668,6 +669,9 @@ uint64_t gs_group_of(const gs_mesh *m, gs_group_kind g, uint64_t rank, uint64_t 
     } else if (g == GS_GROUP_ETP) {
         index = gs_mesh_etp_group(m, rank, NULL, NULL);
         n = gs_mesh_etp(m);
+    } else if (g == GS_GROUP_TPEP) {
+        index = gs_mesh_tpep_group(m, rank, NULL, NULL);
+        n = gs_mesh_etp(m) * (m->ep ? m->ep : 1);
     } else {
         index = gs_mesh_group(m, group_dim(g), rank, NULL);
         n = m->size[group_dim(g)];
@@ -686,15 +690,17 @@ uint64_t gs_group_members_of(const gs_mesh *m, gs_group_kind g, uint64_t rank, u
         gs_mesh_cp_group(m, rank, out, NULL);
         return m->cp ? m->cp : 1;
     }
-    if (g == GS_GROUP_EP || g == GS_GROUP_EDP || g == GS_GROUP_ETP) {
+    if (g == GS_GROUP_EP || g == GS_GROUP_EDP || g == GS_GROUP_ETP || g == GS_GROUP_TPEP) {
         uint64_t first, stride, n;
         gs_group_of(m, g, rank, &n);
         if (g == GS_GROUP_EP)
             gs_mesh_ep_group(m, rank, &first, &stride);
         else if (g == GS_GROUP_EDP)
             gs_mesh_edp_group(m, rank, &first, &stride);
-        else
+        else if (g == GS_GROUP_ETP)
             gs_mesh_etp_group(m, rank, &first, &stride);
+        else
+            gs_mesh_tpep_group(m, rank, &first, &stride);
         for (uint64_t i = 0; out && i < n; i++)
             out[i] = first + i * stride;
         return n;

@@ -78,6 +78,7 @@ typedef enum gs_group_kind {
                           their gradients are reduced (the DP group's positions ep apart) */
     GS_GROUP_ETP,      /* expert tensor parallelism below tp (gs_mesh.etp): the ranks splitting one
                           expert's GEMMs; with etp = tp the builders use GS_GROUP_TP */
+    GS_GROUP_TPEP,     /* the ETP x EP ranks (gs_mesh_tpep_group): the allgather token dispatcher's */
     GS_GROUP_KIND_COUNT
 } gs_group_kind;
 

@@ -69,6 +69,11 @@ static const char *const cp_comm_names[][2] = {
     [GS_CP_A2A] = {"a2a", NULL},
 };
 
+static const char *const moe_dispatcher_names[][2] = {
+    [GS_MOE_ALLTOALL] = {"alltoall", "all_to_all"},
+    [GS_MOE_ALLGATHER] = {"allgather", "all_gather"},
+};
+
 #define COUNT_OF(a) (sizeof(a) / sizeof((a)[0]))
 
 void gs_strategy_default_wrap(gs_strategy *s)
@@ -107,6 +112,7 @@ void gs_strategy_defaults(gs_strategy *s)
     s->fp8 = GS_FP8_OFF;
     s->fp8_params = 0;
     s->cp_comm = GS_CP_P2P;
+    s->moe_dispatcher = GS_MOE_ALLTOALL;
     s->bucket_bytes = (uint64_t)25 << 20; /* 25 MiB: PyTorch DDP bucket_cap_mb default */
 }
 
@@ -262,6 +268,20 @@ int gs_cp_comm_parse(const char *s, gs_cp_comm *out)
     if (i < 0)
         return -1;
     *out = (gs_cp_comm)i;
+    return 0;
+}
+
+const char *gs_moe_dispatcher_name(gs_moe_dispatcher d)
+{
+    return (unsigned)d < COUNT_OF(moe_dispatcher_names) ? moe_dispatcher_names[d][0] : "?";
+}
+
+int gs_moe_dispatcher_parse(const char *s, gs_moe_dispatcher *out)
+{
+    int i = parse_name(s, &moe_dispatcher_names[0][0], COUNT_OF(moe_dispatcher_names), 2);
+    if (i < 0)
+        return -1;
+    *out = (gs_moe_dispatcher)i;
     return 0;
 }
 

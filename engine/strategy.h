@@ -69,6 +69,12 @@ typedef enum gs_fp8 { GS_FP8_OFF = 0, GS_FP8_DELAYED = 1, GS_FP8_CURRENT = 2, GS
  * and the output back. */
 typedef enum gs_cp_comm { GS_CP_P2P = 0, GS_CP_ALL_GATHER = 1, GS_CP_A2A = 2 } gs_cp_comm;
 
+/* A mixture-of-experts model's token dispatcher (Megatron-Core's --moe-token-dispatcher-type,
+ * megatron/core/transformer/moe/token_dispatcher.py): ALLTOALL sends each token row to its experts'
+ * ranks; ALLGATHER gathers every token of the ETP x EP group on every rank, each keeping the rows of
+ * its experts, and reduce-scatters the outputs back. */
+typedef enum gs_moe_dispatcher { GS_MOE_ALLTOALL = 0, GS_MOE_ALLGATHER = 1 } gs_moe_dispatcher;
+
 typedef struct gs_strategy {
     gs_sharding sharding;
     gs_wrap_kind wrap;
@@ -122,6 +128,7 @@ typedef struct gs_strategy {
                                    FSDP2 float8 all-gather): their parameter all-gathers move 1 byte
                                    per element and no bf16 copy is held; default 0 */
     gs_cp_comm cp_comm;         /* context parallelism's exchange; default P2P (Megatron's) */
+    gs_moe_dispatcher moe_dispatcher; /* MoE token dispatch; default ALLTOALL (the recipes' choice) */
 } gs_strategy;
 
 /* The seed's advice: full_shard, per-layer wrap, backward_pre, reshard after forward, no
@@ -209,6 +216,8 @@ int gs_bucket_stages_parse(const char *s, gs_bucket_stages *out);
 int gs_xent_parse(const char *s, gs_xent *out);
 int gs_fp8_recipe_parse(const char *s, gs_fp8 *out);   /* delayed, current (tensorwise), auto */
 int gs_cp_comm_parse(const char *s, gs_cp_comm *out);  /* p2p, all_gather (allgather), a2a */
+const char *gs_moe_dispatcher_name(gs_moe_dispatcher d); /* "alltoall", "allgather" */
+int gs_moe_dispatcher_parse(const char *s, gs_moe_dispatcher *out); /* alltoall, allgather */
 
 /* Facts about a sharding strategy. */
 int gs_sharding_shards_params(gs_sharding s);    /* full_shard, zero3, hybrid */

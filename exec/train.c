@@ -48,6 +48,8 @@ static const char *moe_unsupported(const gs_scenario *s, const gs_mesh *mesh, ch
                  "no_shard or zero1)", gs_sharding_name(s->strategy.sharding));
         return which;
     }
+    if (s->strategy.moe_dispatcher == GS_MOE_ALLGATHER)
+        return "the allgather token dispatcher is simulated, not executed (exec runs moe_dispatcher: alltoall)";
     if (mesh->etp) {
         snprintf(which, len, "expert tensor parallelism below tp (etp=%llu, tp=%llu) is simulated, not executed",
                  (unsigned long long)mesh->etp, (unsigned long long)tp);

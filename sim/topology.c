@@ -125,14 +125,17 @@ void gs_topo_group_shape(const gs_mesh *mesh, gs_group_kind g, uint64_t rank, gs
         return;
     case GS_GROUP_EP:
     case GS_GROUP_EDP:
-    case GS_GROUP_ETP: {
+    case GS_GROUP_ETP:
+    case GS_GROUP_TPEP: {
         uint64_t first, stride, n;
         if (g == GS_GROUP_EP)
             gs_mesh_ep_group(mesh, rank, &first, &stride);
         else if (g == GS_GROUP_EDP)
             gs_mesh_edp_group(mesh, rank, &first, &stride);
-        else
+        else if (g == GS_GROUP_ETP)
             gs_mesh_etp_group(mesh, rank, &first, &stride);
+        else
+            gs_mesh_tpep_group(mesh, rank, &first, &stride);
         gs_group_of(mesh, g, rank, &n);
         progression_shape(mesh, first, stride, n, out);
         return;

@@ -306,6 +306,57 @@ START_TEST(test_ep_sharded)
 }
 END_TEST
 
+/* The allgather dispatcher on TINY_MOE, dp 8 x tp 2, ep 4 (zero1, no recompute, 2 micro-batches of
+ * 1 sequence): its group is the tp x ep = 8 ranks of 4 DP positions (rank 3's: ranks 0 to 7).
+ * Each rank's share is its 128 sequence-parallel tokens: forward the dispatch gathers 128 x
+ * (256 x 2 B + 5 B x 8 experts) = 70,656 B from each of the 8 (565,248 B) and the combine
+ * reduce-scatters 8 x 128 x 512 = 524,288 B; backward the dispatch reduce-scatters 8 x 128 x
+ * (512 + 4 x 8) = 557,056 B; no expert-TP exchange. The experts run the same 512 rows as under the
+ * all-to-all (the same FLOPs). The ep line: 7 x 128 x ((552 + 512) + (544 + 512)) B x 4 blocks x
+ * 2 micro-batches = 15,196,160 B. */
+START_TEST(test_ep_allgather)
+{
+    char y[1024];
+    snprintf(y, sizeof y, TINY_MOE "grid: {dp: 8, ep: 4, tp: 2}\nstrategy: {sharding: zero1, sequence_parallel: true, "
+             "recompute: none, flash_attention: true, moe_dispatcher: allgather}\nbatch: {global: 16}\n", "");
+    gs_scenario s;
+    gs_mesh m;
+    gs_schedule *sch = build(y, &s, &m);
+    uint64_t b, mem[8];
+    double f, up;
+    ck_assert_uint_eq(gs_group_members_of(&m, GS_GROUP_TPEP, 3, mem), 8);
+    for (uint64_t i = 0; i < 8; i++)
+        ck_assert_uint_eq(mem[i], i);
+    ck_assert_uint_eq(role_events(sch, 3, GS_ROLE_EP_DISPATCH, GS_PHASE_FWD, &b, &f), 8);
+    ck_assert_uint_eq(b, 8ull * 565248);
+    ck_assert_uint_eq(role_events(sch, 3, GS_ROLE_EP_COMBINE, GS_PHASE_FWD, &b, &f), 8);
+    ck_assert_uint_eq(b, 8ull * 524288);
+    ck_assert_uint_eq(role_events(sch, 3, GS_ROLE_EP_DISPATCH, GS_PHASE_BWD, &b, &f), 8);
+    ck_assert_uint_eq(b, 8ull * 557056);
+    ck_assert_uint_eq(role_events(sch, 3, GS_ROLE_ETP_IN, GS_PHASE_FWD, &b, &f), 0);
+    role_events(sch, 3, GS_ROLE_EXPERT_UP, GS_PHASE_FWD, &b, &up);
+    ck_assert_double_eq(up, 8.0 * 33554432.0);
+    for (size_t k = 0; k < sch->ranks[3].nevents; k++) {
+        const gs_event *e = &sch->ranks[3].events[k];
+        if (e->role == GS_ROLE_EP_DISPATCH)
+            ck_assert_int_eq(e->op, e->phase == GS_PHASE_BWD ? GS_COLL_REDUCE_SCATTER : GS_COLL_ALLGATHER);
+        if (e->role == GS_ROLE_EP_COMBINE)
+            ck_assert_int_eq(e->op, e->phase == GS_PHASE_BWD ? GS_COLL_ALLGATHER : GS_COLL_REDUCE_SCATTER);
+    }
+    gs_ledger *l = NULL;
+    gs_error err;
+    gs_error_init(&err);
+    ck_assert_int_eq(gs_ledger_create(&s, &m, &l, &err), GS_OK);
+    ck_assert_uint_eq(l->ranks[0].traffic[GS_TRAFFIC_EP], 15196160ull);
+    gs_ledger_destroy(l);
+    gs_schedule_destroy(sch);
+    /* dp inside tp: the tp x ep ranks are no arithmetic progression, refused with the reason */
+    snprintf(y, sizeof y, TINY_MOE "grid: {dp: 8, ep: 4, tp: 2, order: dp-tp-pp, allow_tp_cross_node: true}\n"
+             "strategy: {sharding: zero1, sequence_parallel: true, moe_dispatcher: allgather}\n", "");
+    load_fails(y, GS_ERR_INPUT, "needs tp directly inside dp");
+}
+END_TEST
+
 /* Routing skew 0.5 makes the busiest EP rank take 1.5 x the rows: 384 per all-to-all
  * (196,608 B); a capacity factor of 1.25 caps it at 320 (163,840 B). */
 START_TEST(test_ep_skew)
@@ -370,10 +421,13 @@ START_TEST(test_ep_megatron)
     ck_assert(b.grid.ep == 4 && b.model.moe.experts == 8 && b.model.moe.dense_layers == 1 && b.model.moe.top_k == 2);
     ck_assert_double_eq(b.model.moe.capacity_factor, 1.5);
     gs_text_fini(&t);
-    /* Megatron-LM's default dispatcher (allgather) is not what gridstep builds */
-    ck_assert_int_eq(gs_import_megatron_args("--num-experts 8 --tensor-model-parallel-size 2", "run.sh", &o, &s, &ig,
+    /* Megatron-LM's default dispatcher is allgather; flex (DeepEP) is not built */
+    ck_assert_msg(gs_import_megatron_args("--num-experts 8 --tensor-model-parallel-size 2 --sequence-parallel",
+                                          "run.sh", &o, &s, &ig, &err) == GS_OK, "%s", err.msg);
+    ck_assert_int_eq(s.strategy.moe_dispatcher, GS_MOE_ALLGATHER);
+    ck_assert_int_eq(gs_import_megatron_args("--num-experts 8 --moe-token-dispatcher-type flex", "run.sh", &o, &s, &ig,
                                              &err), GS_ERR_INPUT);
-    ck_assert_msg(strstr(err.msg, "expected alltoall"), "%s", err.msg);
+    ck_assert_msg(strstr(err.msg, "expected alltoall or allgather"), "%s", err.msg);
     ck_assert_int_eq(gs_import_megatron_args("--num-experts 8 --moe-token-dispatcher-type alltoall "
                                              "--tensor-model-parallel-size 2 --expert-tensor-parallel-size 3",
                                              "run.sh", &o, &s, &ig, &err), GS_ERR_INPUT);
@@ -491,6 +545,7 @@ static Suite *ep_suite(void)
     tcase_add_test(tc, test_ep_partition);
     tcase_add_test(tc, test_ep_schedule);
     tcase_add_test(tc, test_ep_sharded);
+    tcase_add_test(tc, test_ep_allgather);
     tcase_add_test(tc, test_ep_skew);
     tcase_add_test(tc, test_ep_megatron);
     tcase_add_test(tc, test_ep_sim);

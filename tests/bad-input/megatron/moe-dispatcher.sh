@@ -1,2 +1,2 @@
-# expect: --moe-token-dispatcher-type: found allgather (Megatron-LM's default), expected alltoall
---num-experts 8
+# expect: --moe-token-dispatcher-type: found flex, expected alltoall or allgather
+--num-experts 8 --moe-token-dispatcher-type flex
