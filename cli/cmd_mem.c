@@ -101,7 +101,8 @@ static json_t *ledger_json(const gs_scenario *s, const gs_mesh *mesh, const gs_l
         json_object_set_new(o, "inflight_microbatches", json_integer((json_int_t)r->inflight_microbatches));
         json_t *tr = json_object();
         for (int k = 0; k < GS_TRAFFIC_KIND_COUNT; k++)
-            if ((k != GS_TRAFFIC_CP || mesh->cp > 1) && (k != GS_TRAFFIC_EP || mesh->ep > 1)) /* with cp, ep only */
+            if ((k != GS_TRAFFIC_CP || mesh->cp > 1) && (k != GS_TRAFFIC_EP || mesh->ep > 1 || r->traffic[k]))
+                /* with cp, with ep or the allgather dispatcher only */
                 json_object_set_new(tr, gs_traffic_kind_name((gs_traffic_kind)k),
                                 json_integer((json_int_t)r->traffic[k]));
         json_object_set_new(o, "traffic", tr);

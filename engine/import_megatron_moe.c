@@ -104,6 +104,9 @@ gs_status gs__mg_moe(const char *origin, const gs__words *ws, const gs__mg_state
     gs_status rc = mg_mla(origin, ws, st, m, err);
     if (rc != GS_OK)
         return rc;
+    if (st->given[MG_MTP] && st->u[MG_MTP] > 16) /* the scenario's own bound (model.mtp_layers) */
+        return gs_error_set(err, GS_ERR_INPUT, "%s: --mtp-num-layers: found %" PRIu64 ", expected 0 to 16",
+                            gs__mg_where(origin, ws, st->at[MG_MTP], where, sizeof where), st->u[MG_MTP]);
     if (st->given[MG_MTP]) /* --mtp-num-layers: multi-token prediction modules on the last stage */
         m->mtp_layers = st->u[MG_MTP];
     if (st->given[MG_ETP] && (st->u[MG_ETP] == 0 || s->grid.tp % st->u[MG_ETP] != 0))

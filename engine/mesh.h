@@ -124,13 +124,16 @@ uint64_t gs_mesh_edp_group(const gs_mesh *m, uint64_t rank, uint64_t *first, uin
  * index / etp. */
 uint64_t gs_mesh_etp_group(const gs_mesh *m, uint64_t rank, uint64_t *first, uint64_t *stride);
 /* The ETP x EP group holding rank (Megatron-Core's tp_ep group, over which the allgather token
- * dispatcher gathers and reduce-scatters), its etp x ep members *first + i * *stride: the ETP
- * group when ep = 1, the EP group when etp = 1, else the etp x ep consecutive flat indices of
- * one EDP position (tp directly inside dp: 1 when the mesh allows it, gs_mesh_tpep_ok). */
+ * dispatcher gathers and reduce-scatters), its gs_mesh_tpep_size members *first + i * *stride:
+ * the ETP group when ep = 1, the EP group when etp = 1, else the etp x ep consecutive flat
+ * indices of one EDP position; the rank alone when they are no progression (gs_mesh_tpep_ok 0,
+ * a mesh the allgather dispatcher is refused on). */
 uint64_t gs_mesh_tpep_group(const gs_mesh *m, uint64_t rank, uint64_t *first, uint64_t *stride);
 /* 1 when the ETP x EP group is an arithmetic progression of ranks (ep = 1, etp = 1, or tp
  * directly inside dp), else 0. */
 int gs_mesh_tpep_ok(const gs_mesh *m);
+/* Ranks of the ETP x EP group: etp x ep, or 1 when gs_mesh_tpep_ok is 0. */
+uint64_t gs_mesh_tpep_size(const gs_mesh *m);
 
 void gs_mesh_rank_coords(const gs_mesh *m, uint64_t rank, uint64_t coords[GS_DIM_COUNT]);
 uint64_t gs_mesh_coords_rank(const gs_mesh *m, const uint64_t coords[GS_DIM_COUNT]);

@@ -134,6 +134,13 @@ int gs_mesh_tpep_ok(const gs_mesh *m)
 uint64_t gs_mesh_tpep_group(const gs_mesh *m, uint64_t rank, uint64_t *first, uint64_t *stride)
 {
     uint64_t ep = m->ep ? m->ep : 1, etp = gs_mesh_etp(m);
+    if (!gs_mesh_tpep_ok(m)) { /* no progression: the rank alone (nothing uses this group then) */
+        if (first)
+            *first = rank;
+        if (stride)
+            *stride = 1;
+        return rank;
+    }
     if (ep <= 1)
         return gs_mesh_etp_group(m, rank, first, stride);
     if (etp <= 1)
@@ -145,4 +152,9 @@ uint64_t gs_mesh_tpep_group(const gs_mesh *m, uint64_t rank, uint64_t *first, ui
     if (stride)
         *stride = st;
     return stage * (block / n) + f / n;
+}
+
+uint64_t gs_mesh_tpep_size(const gs_mesh *m)
+{
+    return gs_mesh_tpep_ok(m) ? gs_mesh_etp(m) * (m->ep ? m->ep : 1) : 1;
 }

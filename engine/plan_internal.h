@@ -78,6 +78,9 @@ gs_status gs__plan_count_add(counts *c, const char *reason, int grids, uint64_t 
 /* The scenario of one candidate: base's model, cluster and batch, the candidate's grid, micro
  * and strategy. */
 void gs__plan_cand_scenario(const search *x, const cand *c, gs_scenario *s);
+/* A candidate's grid.etp: a MoE base's expert tensor parallelism below its tp carried to a
+ * candidate tp it divides; else 0 (etp = tp). plan does not search etp. */
+uint64_t gs__plan_etp(const gs_scenario *base, uint64_t tp);
 void gs__plan_copy_report(const gs_report *r, gs_plan_candidate *o);
 
 /* plan_space.c: every configuration on every legal grid (cands in state CAND_LEGAL, blocks

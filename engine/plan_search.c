@@ -37,7 +37,7 @@ static void cand_fields(const cand *c, const gs_scenario *base, gs_scenario *s)
     s->grid.tp = c->tp;
     s->grid.cp = c->cp ? c->cp : 1;
     s->grid.ep = c->ep ? c->ep : 1;
-    s->grid.etp = base->grid.etp && c->tp % base->grid.etp == 0 ? base->grid.etp : 0; /* as gs__plan_cand_scenario */
+    s->grid.etp = gs__plan_etp(base, c->tp); /* as gs__plan_cand_scenario */
     s->batch.micro_seqs = c->micro;
     s->strategy = c->st;
 }

@@ -219,8 +219,6 @@ static gs_status check_ep(const gs_scenario *s, uint64_t ep, gs_error *err)
     int megatron_dp = st->sharding == GS_SHARD_NO_SHARD || st->sharding == GS_SHARD_ZERO1;
     int sharded = st->sharding == GS_SHARD_ZERO2 || st->sharding == GS_SHARD_ZERO3 ||
                   st->sharding == GS_SHARD_FULL_SHARD || st->sharding == GS_SHARD_GRAD_OP;
-    uint64_t etp = s->grid.etp ? s->grid.etp : s->grid.tp, cp = s->grid.cp ? s->grid.cp : 1;
-    uint64_t edp = etp && ep ? s->grid.tp / etp * s->grid.dp * cp / ep : 0;
     const char *what = ep > 1 ? "expert parallelism" : "expert tensor parallelism below tp";
     if (!(megatron_dp || sharded) || st->wrap != GS_WRAP_LAYER || st->offload)
         return gs_error_set(err, GS_ERR_INPUT,
@@ -229,12 +227,30 @@ static gs_status check_ep(const gs_scenario *s, uint64_t ep, gs_error *err)
                             "found sharding %s, wrap %s%s",
                             (unsigned long long)ep, what, gs_sharding_name(st->sharding), gs_wrap_name(st->wrap),
                             st->offload ? ", offload" : "");
+    return GS_OK;
+}
+
+/* The expert grid against the data-parallel one, once the mesh holds it: a sharded strategy needs
+ * an EDP group of 2 or more to shard the experts over; and with one data-parallel rank the
+ * builders reduce nothing, so an EDP group spanning TP ranks (etp below tp) is not built. */
+static gs_status check_edp(const gs_scenario *s, const gs_mesh *mesh, gs_error *err)
+{
+    const gs_strategy *st = &s->strategy;
+    uint64_t ep = mesh->ep ? mesh->ep : 1, edp = gs_mesh_edp_size(mesh);
+    int sharded = st->sharding == GS_SHARD_ZERO2 || st->sharding == GS_SHARD_ZERO3 ||
+                  st->sharding == GS_SHARD_FULL_SHARD || st->sharding == GS_SHARD_GRAD_OP;
     if (sharded && edp <= 1)
         return gs_error_set(err, GS_ERR_INPUT,
                             "ep=%llu: sharding %s with the experts held whole on every rank (an expert-data-parallel "
                             "group of %llu: ep = tp / etp x dp x cp) is not built; use zero1, or an ep that leaves "
                             "at least 2 ranks to shard each expert over",
                             (unsigned long long)ep, gs_sharding_name(st->sharding), (unsigned long long)edp);
+    if (mesh->size[GS_DIM_DP] <= 1 && edp > 1)
+        return gs_error_set(err, GS_ERR_INPUT,
+                            "etp=%llu below tp=%llu with one data-parallel rank (dp x cp = 1): the experts' gradients "
+                            "would be summed over %llu TP ranks, which is not built; use etp = tp or dp x cp > 1",
+                            (unsigned long long)gs_mesh_etp(mesh), (unsigned long long)mesh->size[GS_DIM_TP],
+                            (unsigned long long)edp);
     return GS_OK;
 }
 
@@ -289,8 +305,8 @@ gs_status gs_scenario_mesh(const gs_scenario *s, gs_mesh *mesh, gs_diag *warning
     int etp_below = s->grid.etp && s->grid.etp != s->grid.tp;
     if (st == GS_OK && (s->grid.ep > 1 || etp_below) && (st = check_ep(s, s->grid.ep, err)) == GS_OK &&
         (st = gs_mesh_set_etp(mesh, s->grid.etp ? s->grid.etp : s->grid.tp, err)) == GS_OK &&
-        (st = gs_mesh_set_ep(mesh, s->grid.ep, err)) == GS_OK && s->model.moe.experts &&
-        s->strategy.moe_dispatcher == GS_MOE_ALLGATHER && !gs_mesh_tpep_ok(mesh))
+        (st = gs_mesh_set_ep(mesh, s->grid.ep, err)) == GS_OK && (st = check_edp(s, mesh, err)) == GS_OK &&
+        s->model.moe.experts && s->strategy.moe_dispatcher == GS_MOE_ALLGATHER && !gs_mesh_tpep_ok(mesh))
         st = gs_error_set(err, GS_ERR_INPUT,
                           "strategy.moe_dispatcher allgather gathers over the ETP x EP ranks, which needs tp "
                           "directly inside dp in grid.order (tp-dp-pp, tp-cp-dp-pp or pp-tp-dp), as Megatron-Core "

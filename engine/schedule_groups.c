@@ -86,7 +86,7 @@ uint64_t gs_group_of(const gs_mesh *m, gs_group_kind g, uint64_t rank, uint64_t 
         n = gs_mesh_etp(m);
     } else if (g == GS_GROUP_TPEP) {
         index = gs_mesh_tpep_group(m, rank, NULL, NULL);
-        n = gs_mesh_etp(m) * (m->ep ? m->ep : 1);
+        n = gs_mesh_tpep_size(m);
     } else {
         index = gs_mesh_group(m, group_dim(g), rank, NULL);
         n = m->size[group_dim(g)];

@@ -23,8 +23,8 @@ typedef struct layer_costs {
 
 /* What the one-layer costs depend on besides the base scenario's model, GPU and kernels. */
 typedef struct cost_key {
-    uint64_t tp, micro;
-    uint32_t sp, tpo, recompute, precision, flash, xent, fp8, fp8_params;
+    uint64_t tp, micro, cp, ep, etp;
+    uint32_t sp, tpo, recompute, precision, flash, xent, fp8, fp8_params, dispatcher, cp_comm;
 } cost_key;
 
 typedef struct cost_entry {
@@ -175,6 +175,11 @@ static gs_status costs_of(gs_sim_bound *b, const gs_scenario *s, const gs_mesh *
     k.xent = (uint32_t)st->cross_entropy;
     k.fp8 = (uint32_t)st->fp8;
     k.fp8_params = (uint32_t)st->fp8_params;
+    k.cp = mesh->cp ? mesh->cp : 1; /* measure() keeps cp, ep and etp */
+    k.ep = mesh->ep ? mesh->ep : 1;
+    k.etp = mesh->etp;
+    k.dispatcher = (uint32_t)st->moe_dispatcher;
+    k.cp_comm = (uint32_t)st->cp_comm;
     for (size_t i = 0; i < b->n; i++)
         if (memcmp(&b->v[i].key, &k, sizeof k) == 0) {
             *out = b->v[i].c;

@@ -153,6 +153,10 @@ START_TEST(test_etp_scenario_refusals)
                "expert tensor parallelism below tp is built for");
     load_fails("model: {preset: llama3-8b}\ncluster: {preset: dgx-h100, nodes: 1}\ngrid: {dp: 4, tp: 2, etp: 1}\n",
                "has no experts");
+    /* one data-parallel rank: the experts' reduction over the TP ranks is not built */
+    load_fails("model: {layers: 4, hidden: 256, heads: 8, kv_heads: 2, ffn: 512, vocab: 1000, seq: 256, mlp: swiglu, "
+               "moe: {experts: 8, top_k: 2, expert_ffn: 128}}\ncluster: {preset: dgx-h100, nodes: 1, gpus_per_node: 2}\n"
+               "grid: {dp: 1, tp: 2, etp: 1}\nstrategy: {sequence_parallel: true}\n", "with one data-parallel rank");
 }
 END_TEST
 
