@@ -84,6 +84,9 @@ const char gs_cmd_plan_help[] =
     "  --cp LIST          context parallelism degrees to search (default: the scenario's cp, 1)\n"
     "  --ep LIST          expert parallelism degrees of a MoE model (default: every ep dividing both\n"
     "                     dp x cp and the experts); grid {cp, ep} in the JSON when above 1\n"
+    "  --etp LIST         expert tensor parallelism searched besides tp for a MoE model under TP\n"
+    "                     (default 1: whole experts, ep over tp x dp x cp; a list without 1: tp\n"
+    "                     only); grid {etp} in the JSON when below tp\n"
     "  --sharding LIST    only these strategies\n"
     "  --max-candidates N stop enumerating after N configurations\n"
     "  --threads N        worker threads (default 2)\n"
@@ -135,6 +138,7 @@ static gs_status emit_winner(const gs_scenario *base, const gs_plan *p, gs_launc
     s.grid.cp = w->cp;
     s.grid.cp_outer = 0;
     s.grid.ep = w->ep;
+    s.grid.etp = w->etp;
     s.strategy = w->strategy;
     s.batch.micro_seqs = w->micro;
     s.batch.global_seqs = p->global_seqs;
@@ -244,7 +248,9 @@ static const char *cp_ep_label(const gs_plan_candidate *c, char *buf, size_t len
     if (c->cp > 1)
         n += snprintf(buf + n, len - (size_t)n, " cp=%" PRIu64, c->cp);
     if (c->ep > 1 && (size_t)n < len)
-        snprintf(buf + n, len - (size_t)n, " ep=%" PRIu64, c->ep);
+        n += snprintf(buf + n, len - (size_t)n, " ep=%" PRIu64, c->ep);
+    if (c->etp && (size_t)n < len)
+        snprintf(buf + n, len - (size_t)n, " etp=%" PRIu64, c->etp);
     return buf;
 }
 
@@ -270,6 +276,8 @@ static json_t *cand_json(const gs_plan_candidate *c)
         json_object_set_new(g, "cp", json_integer((json_int_t)c->cp));
     if (c->ep > 1)
         json_object_set_new(g, "ep", json_integer((json_int_t)c->ep));
+    if (c->etp) /* expert tensor parallelism below tp only */
+        json_object_set_new(g, "etp", json_integer((json_int_t)c->etp));
     json_object_set_new(o, "grid", g);
     json_object_set_new(st, "sharding", json_string(gs_sharding_name(c->strategy.sharding)));
     json_object_set_new(st, "recompute", json_string(gs_recompute_name(c->strategy.recompute)));
@@ -411,6 +419,8 @@ static void print_launch(const gs_scenario *s, const gs_plan_candidate *w)
             printf(" --context-parallel-size %" PRIu64, w->cp);
         if (w->ep > 1)
             printf(" --expert-model-parallel-size %" PRIu64, w->ep);
+        if (w->etp)
+            printf(" --expert-tensor-parallel-size %" PRIu64, w->etp);
         printf(" \\\n    --micro-batch-size %" PRIu64 " --global-batch-size %" PRIu64 " --seq-length %" PRIu64 " --%s",
                w->micro, s->batch.global_seqs, s->model.seq, gs_precision_name(st->precision));
         if (st->recompute == GS_RECOMPUTE_FULL)
@@ -536,7 +546,7 @@ static gs_status plan_run(int argc, char **argv, const gs_mpi_split *sp, char **
                           gs_error *err)
 {
     enum { O_MODEL = 256, O_CLUSTER, O_NODES, O_BATCH, O_SEQ, O_TOP, O_JSON, O_TP, O_PP, O_DP, O_CP, O_EP, O_SHARD, O_MICRO,
-           O_MAX, O_THREADS, O_NOEXTRA, O_EMIT, O_SHARD_IN, O_QUIET };
+           O_ETP, O_MAX, O_THREADS, O_NOEXTRA, O_EMIT, O_SHARD_IN, O_QUIET };
     static const struct option opts[] = {
         {"model", required_argument, NULL, O_MODEL}, {"cluster", required_argument, NULL, O_CLUSTER},
         {"nodes", required_argument, NULL, O_NODES}, {"global-batch", required_argument, NULL, O_BATCH},
@@ -544,6 +554,7 @@ static gs_status plan_run(int argc, char **argv, const gs_mpi_split *sp, char **
         {"json", no_argument, NULL, O_JSON},         {"tp", required_argument, NULL, O_TP},
         {"pp", required_argument, NULL, O_PP},       {"dp", required_argument, NULL, O_DP},
         {"cp", required_argument, NULL, O_CP},       {"ep", required_argument, NULL, O_EP},
+        {"etp", required_argument, NULL, O_ETP},
         {"sharding", required_argument, NULL, O_SHARD}, {"micro", required_argument, NULL, O_MICRO},
         {"max-candidates", required_argument, NULL, O_MAX}, {"threads", required_argument, NULL, O_THREADS},
         {"no-extrapolate", no_argument, NULL, O_NOEXTRA}, {"emit", required_argument, NULL, O_EMIT},
@@ -571,6 +582,7 @@ static gs_status plan_run(int argc, char **argv, const gs_mpi_split *sp, char **
         case O_DP: rc = parse_list("--dp", optarg, &po.dp, err); break;
         case O_CP: rc = parse_list("--cp", optarg, &po.cp, err); break;
         case O_EP: rc = parse_list("--ep", optarg, &po.ep, err); break;
+        case O_ETP: rc = parse_list("--etp", optarg, &po.etp, err); break;
         case O_MICRO: rc = parse_list("--micro", optarg, &po.micro, err); break;
         case O_SHARD: rc = parse_shardings(optarg, &po.sharding_mask, err); break;
         case O_MAX: rc = parse_u64("--max-candidates", optarg, &po.max_candidates, err); break;

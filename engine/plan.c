@@ -107,14 +107,6 @@ static int count_cmp(const void *a, const void *b)
     return strcmp(x->reason, y->reason);
 }
 
-uint64_t gs__plan_etp(const gs_scenario *base, uint64_t tp)
-{
-    uint64_t etp = base->grid.etp;
-    if (!base->model.moe.experts || !etp || etp == base->grid.tp || tp % etp != 0)
-        return 0;
-    return etp;
-}
-
 void gs__plan_cand_scenario(const search *x, const cand *c, gs_scenario *s)
 {
     *s = *x->base;
@@ -125,7 +117,7 @@ void gs__plan_cand_scenario(const search *x, const cand *c, gs_scenario *s)
     s->grid.cp = c->cp ? c->cp : 1;
     s->grid.cp_outer = 0; /* Megatron's tp-cp-dp-pp */
     s->grid.ep = c->ep ? c->ep : 1;
-    s->grid.etp = gs__plan_etp(x->base, c->tp);
+    s->grid.etp = c->etp; /* 0: tp */
     s->grid.order[0] = GS_DIM_TP;
     s->grid.order[1] = GS_DIM_DP;
     s->grid.order[2] = GS_DIM_PP;

@@ -57,6 +57,8 @@ typedef struct gs_plan_list {
 typedef struct gs_plan_opts {
     gs_plan_list tp, pp, dp, micro;  /* micro n = 0: every size dividing global / dp */
     gs_plan_list cp;                 /* context parallelism; n = 0: the base scenario's cp only */
+    gs_plan_list etp;                /* expert tensor parallelism searched besides tp (MoE models
+                                        under TP): n = 0: 1; a list without 1: tp only */
     gs_plan_list ep;                 /* expert parallelism (MoE models); n = 0: every ep dividing
                                         both dp x cp and the experts (1 for dense models) */
     unsigned sharding_mask;          /* bit (1u << gs_sharding); 0: every strategy */
@@ -93,6 +95,7 @@ void gs_plan_opts_init(gs_plan_opts *o);
 typedef struct gs_plan_candidate {
     uint64_t dp, pp, tp;
     uint64_t cp, ep;            /* context and expert parallelism (1: none) */
+    uint64_t etp;               /* expert tensor parallelism below tp (0: etp = tp) */
     gs_strategy strategy;
     uint64_t micro;             /* sequences per micro-batch */
     uint64_t microbatches;      /* per step per pipeline */

@@ -28,6 +28,7 @@ typedef enum cand_state {
 typedef struct cand {
     uint64_t dp, pp, tp, micro;
     uint64_t cp, ep;   /* context and expert parallelism (1: none); dp counts the replicas */
+    uint64_t etp;      /* expert tensor parallelism below tp (0: etp = tp) */
     gs_strategy st;
     size_t block;      /* configurations sharing everything but recompute and offload (R1, R2) */
     size_t twin;       /* CAND_COPY: the candidate simulated for it */
@@ -78,9 +79,6 @@ gs_status gs__plan_count_add(counts *c, const char *reason, int grids, uint64_t 
 /* The scenario of one candidate: base's model, cluster and batch, the candidate's grid, micro
  * and strategy. */
 void gs__plan_cand_scenario(const search *x, const cand *c, gs_scenario *s);
-/* A candidate's grid.etp: a MoE base's expert tensor parallelism below its tp carried to a
- * candidate tp it divides; else 0 (etp = tp). plan does not search etp. */
-uint64_t gs__plan_etp(const gs_scenario *base, uint64_t tp);
 void gs__plan_copy_report(const gs_report *r, gs_plan_candidate *o);
 
 /* plan_space.c: every configuration on every legal grid (cands in state CAND_LEGAL, blocks

@@ -37,7 +37,8 @@ static void cand_fields(const cand *c, const gs_scenario *base, gs_scenario *s)
     s->grid.tp = c->tp;
     s->grid.cp = c->cp ? c->cp : 1;
     s->grid.ep = c->ep ? c->ep : 1;
-    s->grid.etp = gs__plan_etp(base, c->tp); /* as gs__plan_cand_scenario */
+    s->grid.etp = c->etp; /* as gs__plan_cand_scenario */
+    (void)base;
     s->batch.micro_seqs = c->micro;
     s->strategy = c->st;
 }
@@ -114,6 +115,7 @@ static gs_status sim_one(search *x, cand *c, int full, gs_plan_candidate *out, u
     out->tp = c->tp;
     out->cp = c->cp ? c->cp : 1;
     out->ep = c->ep ? c->ep : 1;
+    out->etp = c->etp;
     out->micro = c->micro;
     out->strategy = c->st;
     out->microbatches = gs_scenario_microbatches(&s);
@@ -183,8 +185,9 @@ static gs_status run_pool(search *x, work_kind kind, const size_t *items, size_t
     if (p.rc != GS_OK) {
         const cand *c = &x->c[items[p.failed_item]];
         *err = p.err;
-        gs_error_prefix(err, "plan: dp=%llu cp=%llu ep=%llu pp=%llu tp=%llu %s micro=%llu", (unsigned long long)c->dp,
-                        (unsigned long long)c->cp, (unsigned long long)c->ep, (unsigned long long)c->pp,
+        gs_error_prefix(err, "plan: dp=%llu cp=%llu ep=%llu etp=%llu pp=%llu tp=%llu %s micro=%llu",
+                        (unsigned long long)c->dp, (unsigned long long)c->cp, (unsigned long long)c->ep,
+                        (unsigned long long)(c->etp ? c->etp : c->tp), (unsigned long long)c->pp,
                         (unsigned long long)c->tp, gs_sharding_name(c->st.sharding), (unsigned long long)c->micro);
         return p.rc;
     }
@@ -204,7 +207,7 @@ static gs_status check_states(search *x, gs_error *err)
     for (size_t lo = 0; lo < x->n && rc == GS_OK;) {
         size_t hi = lo;
         while (hi < x->n && x->c[hi].dp == x->c[lo].dp && x->c[hi].pp == x->c[lo].pp && x->c[hi].tp == x->c[lo].tp &&
-               x->c[hi].cp == x->c[lo].cp && x->c[hi].ep == x->c[lo].ep)
+               x->c[hi].cp == x->c[lo].cp && x->c[hi].ep == x->c[lo].ep && x->c[hi].etp == x->c[lo].etp)
             hi++;
         int verdict[GS_SHARD_COUNT][2]; /* -1 unknown, 0 fits, 1 too large */
         memset(verdict, 0xff, sizeof verdict);

@@ -208,7 +208,7 @@ static size_t micro_sizes(const search *x, uint64_t dp, uint64_t *out, size_t ca
 
 /* The grid's data-parallel ranks split into dp replicas x cp, and ep over them. */
 typedef struct grid_dims {
-    uint64_t tp, pp, dp, cp, ep;
+    uint64_t tp, pp, dp, cp, ep, etp; /* etp 0: tp */
 } grid_dims;
 
 static gs_status enumerate_grid(search *x, const grid_dims *g, int dp_spans, gs_error *err)
@@ -239,6 +239,7 @@ static gs_status enumerate_grid(search *x, const grid_dims *g, int dp_spans, gs_
                     c.tp = tp;
                     c.cp = g->cp;
                     c.ep = g->ep;
+                    c.etp = g->etp;
                     c.micro = micros[mi];
                     c.st.pipeline = v == 0 ? GS_PIPE_1F1B : v == 1 ? GS_PIPE_GPIPE : GS_PIPE_INTERLEAVED;
                     c.st.virtual_stages = v >= 2 ? v : 1;
@@ -266,8 +267,9 @@ static size_t cp_values(const search *x, uint64_t dpc, uint64_t *out, size_t cap
     return n;
 }
 
-/* The ep values over dpc data-parallel ranks: 1 for a dense model; for a MoE model the options'
- * list or every ep dividing both dpc and the routed experts. */
+/* The ep values over dpc expert ranks of a stage (the DP positions, or tp x them with expert TP
+ * 1): 1 for a dense model; for a MoE model the options' list or every ep dividing both dpc and
+ * the routed experts. */
 static size_t ep_values(const search *x, uint64_t dpc, uint64_t *out, size_t cap)
 {
     uint64_t experts = x->base->model.moe.experts;
@@ -311,9 +313,21 @@ gs_status gs__plan_enumerate(search *x, gs_error *err)
                     continue;
                 }
                 x->legal_grids++;
+                int dp_spans = gs_mesh_dim_crosses_nodes(&mesh, GS_DIM_DP, NULL);
                 for (size_t ei = 0; ei < nep && rc == GS_OK; ei++) {
-                    grid_dims g = {tp, pp, dp, cps[ci], eps[ei]};
-                    rc = enumerate_grid(x, &g, gs_mesh_dim_crosses_nodes(&mesh, GS_DIM_DP, NULL), err);
+                    grid_dims g = {tp, pp, dp, cps[ci], eps[ei], 0};
+                    rc = enumerate_grid(x, &g, dp_spans, err);
+                }
+                /* a MoE model under TP: expert TP 1 too (whole experts, Megatron-Core's
+                 * --expert-tensor-parallel-size 1), its ep over the tp x dp x cp ranks; one
+                 * data-parallel rank leaves its experts' gradients to TP ranks (refused) */
+                if (x->base->model.moe.experts && tp > 1 && dpc > 1 && allowed(&o->etp, 1)) {
+                    uint64_t eps1[64];
+                    size_t nep1 = ep_values(x, tp * dpc, eps1, 64);
+                    for (size_t ei = 0; ei < nep1 && rc == GS_OK; ei++) {
+                        grid_dims g = {tp, pp, dp, cps[ci], eps1[ei], 1};
+                        rc = enumerate_grid(x, &g, dp_spans, err);
+                    }
                 }
             }
         }

@@ -84,7 +84,9 @@ static gs_status measure(const gs_scenario *s, const gs_mesh *mesh, layer_costs 
     uint64_t tp = mesh->size[GS_DIM_TP], cp = mesh->cp ? mesh->cp : 1, ep = mesh->ep ? mesh->ep : 1;
     t.nstragglers = 0;
     t.model.layers = 2;
-    t.grid.dp = ep; /* replicas: dp x cp must hold the EP group */
+    /* replicas: dp x cp must hold the EP group, and expert TP below tp needs a second one */
+    uint64_t reps = mesh->etp && ep * cp < 2 ? 2 : ep;
+    t.grid.dp = reps;
     t.grid.cp = cp;
     t.grid.ep = ep;
     t.grid.etp = mesh->etp; /* 0: tp */
@@ -94,8 +96,8 @@ static gs_status measure(const gs_scenario *s, const gs_mesh *mesh, layer_costs 
     t.grid.first_stage_layers = t.grid.last_stage_layers = 0;
     t.grid.account_for_embedding = t.grid.account_for_loss = 0;
     t.cluster.nodes = 2;
-    t.cluster.gpus_per_node = tp * cp * ep;
-    t.batch.global_seqs = s->batch.micro_seqs * ep;
+    t.cluster.gpus_per_node = tp * cp * reps;
+    t.batch.global_seqs = s->batch.micro_seqs * reps;
     t.strategy.sharding = GS_SHARD_NO_SHARD; /* and the data-parallel knobs it takes */
     t.strategy.reshard_after_forward = 0;
     t.strategy.forward_prefetch = 0;

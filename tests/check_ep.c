@@ -507,15 +507,26 @@ START_TEST(test_ep_plan)
     o.micro.n = 1;
     gs_plan *p = NULL;
     ck_assert_msg(gs_plan_run(&s, &o, &p, &err) == GS_OK, "%s", err.msg);
-    int seen[9] = {0};
+    int seen[9] = {0}, etp1 = 0;
     for (size_t i = 0; i < p->ncands; i++) {
         const gs_plan_candidate *c = &p->cands[i];
-        ck_assert(c->ep >= 1 && c->ep <= 8 && 8 % c->ep == 0 && (c->dp * c->cp) % c->ep == 0);
+        /* expert TP 1 (searched beside tp under TP) spreads ep over tp x dp x cp ranks */
+        uint64_t ranks = (c->etp ? c->tp / c->etp : 1) * c->dp * c->cp;
+        ck_assert(c->ep >= 1 && c->ep <= 8 && 8 % c->ep == 0 && ranks % c->ep == 0);
+        ck_assert(c->etp == 0 || (c->etp == 1 && c->tp > 1));
         seen[c->ep]++;
+        etp1 += c->etp == 1;
     }
     ck_assert_msg(seen[1] && seen[2] && seen[4] && seen[8], "ep 1 %d, 2 %d, 4 %d, 8 %d", seen[1], seen[2], seen[4],
                   seen[8]);
-    for (size_t i = 0; i < p->ncands && i < 3; i++) {
+    ck_assert(etp1 > 0);
+    size_t first_etp = 0;
+    while (first_etp < p->ncands && p->cands[first_etp].etp != 1)
+        first_etp++;
+    for (size_t k = 0; k < 4; k++) { /* the top 3 and the best with expert TP 1: the plan's step is sim's */
+        size_t i = k < 3 ? k : first_etp;
+        if (i >= p->ncands)
+            continue;
         const gs_plan_candidate *c = &p->cands[i];
         gs_scenario w = s;
         gs_mesh m;
@@ -524,6 +535,7 @@ START_TEST(test_ep_plan)
         w.grid.pp = c->pp;
         w.grid.tp = c->tp;
         w.grid.ep = c->ep;
+        w.grid.etp = c->etp;
         w.strategy = c->strategy;
         w.batch.micro_seqs = c->micro;
         ck_assert_msg(gs_scenario_mesh(&w, &m, NULL, &err) == GS_OK, "%s", err.msg);
