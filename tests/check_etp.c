@@ -253,7 +253,7 @@ static size_t role_events(const gs_schedule *sch, size_t i, int role, int phase,
  * under etp = tp (the stage's expert FLOPs split over the same 16 ranks). The expert gradients
  * reduce over EDP groups of 4. With tp 4, etp 2, ep 2 on dp 4: 64 tokens per rank, 128 rows =
  * 65,536 B per all-to-all; the expert-TP gather runs over an ETP group of 2 (not the TP group of
- * 4) and carries 2 x 65,536 = 131,072 B. */
+ * 4) and carries 2 x 65,536 = 131,072 B; its text dump loads back to the same schedule, etp 2. */
 START_TEST(test_etp_schedule)
 {
     char y[1024];
@@ -298,6 +298,24 @@ START_TEST(test_etp_schedule)
     ck_assert_uint_eq(b, 8ull * 131072);
     ck_assert_int_eq(g, GS_GROUP_ETP);
     ck_assert_uint_eq(gsize, 2);
+    /* the text dump carries etp: loaded back, the same schedule and mesh */
+    char *text = NULL;
+    size_t len = 0;
+    FILE *mf = open_memstream(&text, &len);
+    ck_assert_ptr_nonnull(mf);
+    gs_error lerr;
+    gs_error_init(&lerr);
+    ck_assert_int_eq(gs_schedule_dump(sch, mf, &lerr), GS_OK);
+    fclose(mf);
+    mf = fmemopen(text, len, "r");
+    gs_schedule *back = NULL;
+    ck_assert_msg(gs_schedule_load(mf, "x.sched", &back, &lerr) == GS_OK, "%s", lerr.msg);
+    fclose(mf);
+    ck_assert_uint_eq(back->mesh.etp, 2);
+    char why[256];
+    ck_assert_msg(gs_schedule_diff(sch, back, why, sizeof why) == 0, "%s", why);
+    gs_schedule_destroy(back);
+    free(text);
     gs_schedule_destroy(sch);
 }
 END_TEST
