@@ -700,6 +700,23 @@ gs_status gs__embed_backward(gs_bctx *x, uint32_t mb, const gs_layer_io *io, uin
  * in backward). Under TP the cross-entropy needs every rank's per-token (max, sum exp, target
  * logit) over its vocabulary slice: one all-gather of 3 fp32 per token (Megatron's
  * vocab-parallel cross-entropy all-reduces the same statistics). */
+gs_status gs__op_head(pass *p, const shapes *sh)
+{
+    gs_status rc;
+    uint64_t hsp = sh->sp ? ceil_div(sh->T * sh->h, p->x->tp) : sh->T * sh->h;
+    gemm_shape head = {sh->T, sh->v_t, sh->h, 0};
+    if (p->phase == GS_PHASE_BWD)
+        return (rc = loss(p, sh)) || (rc = gemm(p, GS_ROLE_HEAD, GS_OP_HEAD, sh, &head)) ||
+                       (rc = tp_coll(p, GS_ROLE_TP_HEAD_IN, sh->sp ? GS_COLL_REDUCE_SCATTER : GS_COLL_ALLREDUCE, sh))
+                   ? rc
+                   : elementwise(p, GS_ROLE_HEAD_NORM, GS_OP_NORM, hsp, sh->norm_bytes);
+    return (rc = elementwise(p, GS_ROLE_HEAD_NORM, GS_OP_NORM, hsp, sh->norm_bytes)) ||
+                   (sh->sp && (rc = tp_coll(p, GS_ROLE_TP_HEAD_IN, GS_COLL_ALLGATHER, sh))) ||
+                   (rc = gemm(p, GS_ROLE_HEAD, GS_OP_HEAD, sh, &head)) || (rc = loss(p, sh))
+               ? rc
+               : tp_coll_bytes(p, GS_ROLE_TP_LOSS_STATS, GS_COLL_ALLGATHER, p->x->tp * sh->T * GS_XENT_STAT_BYTES);
+}
+
 gs_status gs__head_forward(gs_bctx *x, uint32_t mb, const gs_layer_io *io, uint32_t *last_ev)
 {
     shapes sh;
@@ -707,13 +724,7 @@ gs_status gs__head_forward(gs_bctx *x, uint32_t mb, const gs_layer_io *io, uint3
     pass p;
     pass_init(&p, x, GS_PHASE_FWD, GS_LAYER_HEAD, mb, io);
     gs_status rc;
-    uint64_t hsp = sh.sp ? ceil_div(sh.T * sh.h, x->tp) : sh.T * sh.h;
-    if ((rc = elementwise(&p, GS_ROLE_HEAD_NORM, GS_OP_NORM, hsp, sh.norm_bytes)) ||
-        (sh.sp && (rc = tp_coll(&p, GS_ROLE_TP_HEAD_IN, GS_COLL_ALLGATHER, &sh))) ||
-        (rc = gemm(&p, GS_ROLE_HEAD, GS_OP_HEAD, &sh, &(gemm_shape){sh.T, sh.v_t, sh.h, 0})) ||
-        (rc = loss(&p, &sh)) ||
-        (rc = tp_coll_bytes(&p, GS_ROLE_TP_LOSS_STATS, GS_COLL_ALLGATHER, x->tp * sh.T * GS_XENT_STAT_BYTES)) ||
-        (rc = gs__mtp_head_forward(&p, &sh)))
+    if ((rc = gs__op_head(&p, &sh)) || (rc = gs__mtp_head_forward(&p, &sh)))
         return rc;
     return pass_end(&p, last_ev);
 }
@@ -725,11 +736,7 @@ gs_status gs__head_backward(gs_bctx *x, uint32_t mb, const gs_layer_io *io, uint
     pass p;
     pass_init(&p, x, GS_PHASE_BWD, GS_LAYER_HEAD, mb, io);
     gs_status rc;
-    uint64_t hsp = sh.sp ? ceil_div(sh.T * sh.h, x->tp) : sh.T * sh.h;
-    if ((rc = gs__mtp_head_backward(&p, &sh)) || (rc = loss(&p, &sh)) ||
-        (rc = gemm(&p, GS_ROLE_HEAD, GS_OP_HEAD, &sh, &(gemm_shape){sh.T, sh.v_t, sh.h, 0})) ||
-        (rc = tp_coll(&p, GS_ROLE_TP_HEAD_IN, sh.sp ? GS_COLL_REDUCE_SCATTER : GS_COLL_ALLREDUCE, &sh)) ||
-        (rc = elementwise(&p, GS_ROLE_HEAD_NORM, GS_OP_NORM, hsp, sh.norm_bytes)))
+    if ((rc = gs__mtp_head_backward(&p, &sh)) || (rc = gs__op_head(&p, &sh)))
         return rc;
     return pass_end(&p, last_ev);
 }
@@ -771,12 +778,3 @@ gs_status gs__op_compute(pass *p, gs_role role, gs_op op, double flops, uint64_t
     return compute(p, role, op, &no_gemm, flops, bytes);
 }
 
-gs_status gs__op_loss(pass *p, const shapes *sh)
-{
-    return loss(p, sh);
-}
-
-gs_status gs__op_loss_stats(pass *p, const shapes *sh)
-{
-    return tp_coll_bytes(p, GS_ROLE_TP_LOSS_STATS, GS_COLL_ALLGATHER, p->x->tp * sh->T * GS_XENT_STAT_BYTES);
-}

@@ -70,7 +70,7 @@ static void moe_shapes_init(const pass *p, const shapes *sh, moe_shapes *ms)
     ms->etp_group = ms->etp == ms->tp ? GS_GROUP_TP : GS_GROUP_ETP;
     ms->ep = x->mesh->ep ? x->mesh->ep : 1;
     ms->allgather = x->s->strategy.moe_dispatcher == GS_MOE_ALLGATHER;
-    ms->n = ms->etp * ms->ep;
+    ms->n = gs_mesh_tpep_size(x->mesh);
     ms->tl = sh->sp ? ceil_div(sh->T, x->tp) : sh->T;
     ms->E = moe->experts;
     ms->local = moe->experts / ms->ep;

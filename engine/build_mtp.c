@@ -12,7 +12,7 @@
  *               over TP along the hidden dimension (gather_from_tensor_model_parallel_region)
  *               and split back to the sequence-parallel shard (no exchange);
  *   head        the final norm, the shared output head and its cross-entropy, as the main head
- *               (gs__head_forward's ops).
+ *               (gs__op_head).
  *
  * The module's transformer block is one more block of the stage (gs_mesh.mtp_layers: the layer
  * loop builds it with the others, before the head pass); the work and the rank are the same, only
@@ -39,25 +39,6 @@ static gs_status tp(pass *p, gs_coll_op op, uint64_t bytes)
     return gs__op_coll(p, GS_ROLE_TP_MTP, op, GS_GROUP_TP, t, op == GS_COLL_ALLREDUCE ? bytes : t * ceil_div(bytes, t));
 }
 
-/* One module's head: final norm, (sequence parallel) the gather, the output head, the loss and
- * its statistics; backward the loss, the head, the input gradient's reduction and the norm. */
-static gs_status module_head(pass *p, const shapes *sh, uint64_t hsp)
-{
-    gs_status rc;
-    gemm_shape head = {sh->T, sh->v_t, sh->h, 0};
-    if (p->phase == GS_PHASE_BWD)
-        return (rc = gs__op_loss(p, sh)) || (rc = gs__op_gemm(p, GS_ROLE_HEAD, GS_OP_HEAD, sh, &head)) ||
-                       (rc = gs__op_tp_coll(p, GS_ROLE_TP_HEAD_IN,
-                                            sh->sp ? GS_COLL_REDUCE_SCATTER : GS_COLL_ALLREDUCE, sh))
-                   ? rc
-                   : gs__op_elementwise(p, GS_ROLE_HEAD_NORM, GS_OP_NORM, hsp, sh->norm_bytes);
-    return (rc = gs__op_elementwise(p, GS_ROLE_HEAD_NORM, GS_OP_NORM, hsp, sh->norm_bytes)) ||
-                   (sh->sp && (rc = gs__op_tp_coll(p, GS_ROLE_TP_HEAD_IN, GS_COLL_ALLGATHER, sh))) ||
-                   (rc = gs__op_gemm(p, GS_ROLE_HEAD, GS_OP_HEAD, sh, &head)) || (rc = gs__op_loss(p, sh))
-               ? rc
-               : gs__op_loss_stats(p, sh);
-}
-
 gs_status gs__mtp_head_forward(pass *p, const shapes *sh)
 {
     uint64_t X = sh->T * sh->h * sh->e, hsp = sh->sp ? ceil_div(sh->T * sh->h, p->x->tp) : sh->T * sh->h;
@@ -70,7 +51,7 @@ gs_status gs__mtp_head_forward(pass *p, const shapes *sh)
             (sh->sp && (rc = tp(p, GS_COLL_ALLGATHER, 2 * X))) ||
             (rc = gs__op_gemm(p, GS_ROLE_MTP_PROJ, GS_OP_OPROJ, sh, &proj)) || (rc = tp(p, GS_COLL_ALLGATHER, X)))
             break;
-        rc = module_head(p, sh, hsp);
+        rc = gs__op_head(p, sh);
     }
     return rc;
 }
@@ -81,7 +62,7 @@ gs_status gs__mtp_head_backward(pass *p, const shapes *sh)
     gemm_shape proj = {sh->T, sh->h / p->x->tp, 2 * sh->h, 0};
     gs_status rc = GS_OK;
     for (uint64_t k = 0; k < p->x->s->model.mtp_layers && rc == GS_OK; k++) {
-        if ((rc = module_head(p, sh, hsp)) || (sh->sp && (rc = tp(p, GS_COLL_ALLGATHER, X))) ||
+        if ((rc = gs__op_head(p, sh)) || (sh->sp && (rc = tp(p, GS_COLL_ALLGATHER, X))) ||
             (rc = gs__op_gemm(p, GS_ROLE_MTP_PROJ, GS_OP_OPROJ, sh, &proj)) ||
             (rc = tp(p, sh->sp ? GS_COLL_REDUCE_SCATTER : GS_COLL_ALLREDUCE, 2 * X)) ||
             (rc = gs__op_elementwise(p, GS_ROLE_MTP_NORM, GS_OP_NORM, 2 * hsp, sh->norm_bytes)) ||

@@ -70,10 +70,11 @@ gs_status gs__op_ag_gemm(pass *p, const shapes *sh, gs_op op, const linear_roles
 /* The GEMM whose output is reduce-scattered, then the reduce-scatter (overlapped likewise). */
 gs_status gs__op_gemm_rs(pass *p, const shapes *sh, gs_op op, const linear_roles *lr, uint64_t n, uint64_t k);
 
-/* The cross-entropy over the rank's T x V/tp logits (the strategy's passes), and under TP the
- * all-gather of its per-token statistics (forward only). */
-gs_status gs__op_loss(pass *p, const shapes *sh);
-gs_status gs__op_loss_stats(pass *p, const shapes *sh);
+/* The output head's ops in the pass's phase: forward the final norm, (sequence parallel) the
+ * gather, the column-parallel LM head, the vocab-parallel cross-entropy and (TP) the gather of
+ * its per-token statistics; backward the loss, the head, the input gradient's reduction over TP
+ * and the norm. The main head and each MTP module's share it. */
+gs_status gs__op_head(pass *p, const shapes *sh);
 
 /* engine/build_mtp.c: the multi-token prediction modules' ops (model.mtp_layers) in the head
  * pass: forward after the main loss, backward before the main loss's backward. */

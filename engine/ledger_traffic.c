@@ -360,7 +360,7 @@ static void allgather_traffic(stage_build *b)
     const gs_scenario *s = b->s;
     const gs_model *m = &s->model;
     calc *c = b->c;
-    uint64_t tp = b->tp, n = gs_mesh_etp(b->mesh) * (b->mesh->ep ? b->mesh->ep : 1);
+    uint64_t tp = b->tp, n = gs_mesh_tpep_size(b->mesh);
     if (n <= 1)
         return;
     moe_count mc;

@@ -216,11 +216,8 @@ static gs_status check_ep(const gs_scenario *s, uint64_t ep, gs_error *err)
     /* Megatron-Core's gradient buffers (no_shard, zero1), DeepSpeed's ZeRO-2/3 and FSDP, the
      * experts sharded like the rest over their expert-data-parallel group; a block's dense and
      * expert parameters in two units (wrap: layer) */
-    int megatron_dp = st->sharding == GS_SHARD_NO_SHARD || st->sharding == GS_SHARD_ZERO1;
-    int sharded = st->sharding == GS_SHARD_ZERO2 || st->sharding == GS_SHARD_ZERO3 ||
-                  st->sharding == GS_SHARD_FULL_SHARD || st->sharding == GS_SHARD_GRAD_OP;
     const char *what = ep > 1 ? "expert parallelism" : "expert tensor parallelism below tp";
-    if (!(megatron_dp || sharded) || st->wrap != GS_WRAP_LAYER || st->offload)
+    if (st->sharding == GS_SHARD_HYBRID_SHARD || st->wrap != GS_WRAP_LAYER || st->offload)
         return gs_error_set(err, GS_ERR_INPUT,
                             "ep=%llu: %s is built for sharding no_shard, zero1, zero2, zero3 / full_shard or "
                             "shard_grad_op with wrap: layer and no CPU offload (the experts a unit of their own); "
@@ -237,9 +234,7 @@ static gs_status check_edp(const gs_scenario *s, const gs_mesh *mesh, gs_error *
 {
     const gs_strategy *st = &s->strategy;
     uint64_t ep = mesh->ep ? mesh->ep : 1, edp = gs_mesh_edp_size(mesh);
-    int sharded = st->sharding == GS_SHARD_ZERO2 || st->sharding == GS_SHARD_ZERO3 ||
-                  st->sharding == GS_SHARD_FULL_SHARD || st->sharding == GS_SHARD_GRAD_OP;
-    if (sharded && edp <= 1)
+    if (gs_sharding_shards_grads(st->sharding) && edp <= 1) /* HSDP is refused before */
         return gs_error_set(err, GS_ERR_INPUT,
                             "ep=%llu: sharding %s with the experts held whole on every rank (an expert-data-parallel "
                             "group of %llu: ep = tp / etp x dp x cp) is not built; use zero1, or an ep that leaves "
