@@ -134,4 +134,9 @@ gs_status gs__embed_backward(gs_bctx *x, uint32_t mb, const gs_layer_io *io, uin
 gs_status gs__head_forward(gs_bctx *x, uint32_t mb, const gs_layer_io *io, uint32_t *last_ev);
 gs_status gs__head_backward(gs_bctx *x, uint32_t mb, const gs_layer_io *io, uint32_t *last_ev);
 
+/* engine/build_recompute.c: the modules of `modules` (selective recompute's gs_recompute_module
+ * bits) that global block `layer` has ops for (a dense block no MoE modules, a MoE block no dense
+ * MLP): 0 when its recompute pass would be empty. */
+uint32_t gs__recompute_modules_of_block(const gs_bctx *x, uint32_t modules, int32_t layer);
+
 #endif

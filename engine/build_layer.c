@@ -585,6 +585,21 @@ static const linear_roles lr_oproj = {GS_ROLE_OPROJ, GS_ROLE_TP_ATTN_OUT, GS_ROL
 static const linear_roles lr_mlp_up = {GS_ROLE_MLP_UP, GS_ROLE_TP_MLP_IN, GS_ROLE_TP_MLP_REGATHER};
 static const linear_roles lr_mlp_down = {GS_ROLE_MLP_DOWN, GS_ROLE_TP_MLP_OUT, GS_ROLE_NONE};
 
+/* A dense block's MLP forward after its norm: up (with sequence parallelism's gather), the
+ * activation, down (with its reduce-scatter, or the all-reduce without SP). */
+static gs_status dense_mlp_forward(pass *p, const shapes *sh)
+{
+    gs_status rc;
+    uint64_t up_n = sh->swiglu ? 2 * sh->f_t : sh->f_t;
+    if ((rc = sh->sp ? ag_gemm(p, sh, GS_OP_MLP_UP, &lr_mlp_up, up_n, sh->h)
+                     : gemm(p, GS_ROLE_MLP_UP, GS_OP_MLP_UP, sh, &(gemm_shape){sh->T, up_n, sh->h, 0})) ||
+        (rc = elementwise(p, GS_ROLE_MLP_ACT, GS_OP_ACT, sh->T * sh->f_t, sh->act_bytes)) ||
+        (rc = sh->sp ? gemm_rs(p, sh, GS_OP_MLP_DOWN, &lr_mlp_down, sh->h, sh->f_t)
+                     : gemm(p, GS_ROLE_MLP_DOWN, GS_OP_MLP_DOWN, sh, &(gemm_shape){sh->T, sh->h, sh->f_t, 0})))
+        return rc;
+    return sh->sp ? GS_OK : tp_coll(p, GS_ROLE_TP_MLP_OUT, GS_COLL_ALLREDUCE, sh);
+}
+
 /* Whether global layer `layer` is a mixture-of-experts block (a MoE model's blocks after its
  * leading dense ones). */
 static int moe_block(const gs_bctx *x, int32_t layer)
@@ -602,15 +617,12 @@ gs_status gs__layer_forward(gs_bctx *x, int64_t local, uint32_t mb, gs_phase pha
     pass_init(&p, x, phase, gs__global_layer(x, local), mb, io);
     gs_status rc = GS_OK;
     uint64_t qkv_n = (sh.a_t + 2 * sh.kv_t) * sh.hd;
-    uint64_t up_n = sh.swiglu ? 2 * sh.f_t : sh.f_t;
     uint64_t hsp = sh.sp ? ceil_div(sh.T * sh.h, x->tp) : sh.T * sh.h;
     int mla = x->s->model.mla.kv_lora_rank != 0;
-    int selective_only = phase == GS_PHASE_RECOMPUTE && x->s->strategy.recompute == GS_RECOMPUTE_SELECTIVE;
-    if (selective_only) {
-        rc = attention(&p, &sh);
-        if (rc == GS_OK)
-            rc = pass_end(&p, last_ev);
-        return rc;
+    if (phase == GS_PHASE_RECOMPUTE && x->s->strategy.recompute == GS_RECOMPUTE_SELECTIVE) {
+        /* selective recompute: the checkpointed modules only (engine/build_recompute.c) */
+        rc = gs__recompute_modules(&p, &sh, gs_act_layer_recomputes(&x->act, local));
+        return rc ? rc : pass_end(&p, last_ev);
     }
     /* under sequence parallelism: all-gather -> GEMM and GEMM -> reduce-scatter pairs (ag_gemm,
      * gemm_rs, overlapped under tp_comm_overlap); otherwise the GEMMs and all-reduces */
@@ -626,14 +638,7 @@ gs_status gs__layer_forward(gs_bctx *x, int64_t local, uint32_t mb, gs_phase pha
         return rc;
     if (moe_block(x, p.layer))
         return (rc = gs__moe_mlp_forward(&p, &sh)) ? rc : pass_end(&p, last_ev);
-    if ((rc = sh.sp ? ag_gemm(&p, &sh, GS_OP_MLP_UP, &lr_mlp_up, up_n, sh.h)
-                    : gemm(&p, GS_ROLE_MLP_UP, GS_OP_MLP_UP, &sh, &(gemm_shape){sh.T, up_n, sh.h, 0})) ||
-        (rc = elementwise(&p, GS_ROLE_MLP_ACT, GS_OP_ACT, sh.T * sh.f_t, sh.act_bytes)) ||
-        (rc = sh.sp ? gemm_rs(&p, &sh, GS_OP_MLP_DOWN, &lr_mlp_down, sh.h, sh.f_t)
-                    : gemm(&p, GS_ROLE_MLP_DOWN, GS_OP_MLP_DOWN, &sh, &(gemm_shape){sh.T, sh.h, sh.f_t, 0})) ||
-        (!sh.sp && (rc = tp_coll(&p, GS_ROLE_TP_MLP_OUT, GS_COLL_ALLREDUCE, &sh))))
-        return rc;
-    return pass_end(&p, last_ev);
+    return (rc = dense_mlp_forward(&p, &sh)) ? rc : pass_end(&p, last_ev);
 }
 
 gs_status gs__layer_backward(gs_bctx *x, int64_t local, uint32_t mb, const gs_layer_io *io, uint32_t *last_ev)
@@ -776,5 +781,15 @@ gs_status gs__op_tp_coll(pass *p, gs_role role, gs_coll_op op, const shapes *sh)
 gs_status gs__op_compute(pass *p, gs_role role, gs_op op, double flops, uint64_t bytes)
 {
     return compute(p, role, op, &no_gemm, flops, bytes);
+}
+
+gs_status gs__op_attention(pass *p, const shapes *sh)
+{
+    return attention(p, sh);
+}
+
+gs_status gs__op_dense_mlp_forward(pass *p, const shapes *sh)
+{
+    return dense_mlp_forward(p, sh);
 }
 

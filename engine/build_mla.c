@@ -15,7 +15,8 @@
  * 2 m n k FLOPs, its backward twice that. Events carry op qkv (the projections' kernel family:
  * FP8 GEMMs where the recipe runs them so), roles mla_down (q_a part 1, kv_a part 2), mla_up
  * (q_b part 1, kv_b part 2) and mla_norm (the q latent norm part 1; the kv latent norm with the
- * rotary passes part 2). Transformer Engine's userbuffer overlap is not built for MLA (refused). */
+ * rotary passes part 2; the rotary passes alone part 3, which selective recompute's mla_up_proj
+ * runs again with q_b and kv_b: MLASelfAttention's qkv_up_checkpoint). Transformer Engine's userbuffer overlap is not built for MLA (refused). */
 #include <stdint.h>
 
 #include "engine/build_ops.h"
@@ -69,6 +70,19 @@ gs_status gs__mla_qkv_forward(pass *p, const shapes *sh)
         (rc = gemm(p, GS_ROLE_MLA_DOWN, 2, sh, T, ms.kr + ms.r, sh->h)) || (rc = norm(p, 2, sh, &ms)))
         return rc;
     return gemm(p, GS_ROLE_MLA_UP, 2, sh, T, ms.a_t * 2 * ms.d, ms.kr);
+}
+
+gs_status gs__mla_up_recompute(pass *p, const shapes *sh)
+{
+    mla_shapes ms;
+    mla_shapes_init(p, sh, &ms);
+    uint64_t T = sh->T, q_in = ms.qr ? ms.qr : sh->h;
+    gs_status rc;
+    if ((rc = gemm(p, GS_ROLE_MLA_UP, 1, sh, T, ms.a_t * (ms.d + ms.r), q_in)) ||
+        (rc = gemm(p, GS_ROLE_MLA_UP, 2, sh, T, ms.a_t * 2 * ms.d, ms.kr)))
+        return rc;
+    /* the rotary passes over q's (heads/tp x r) and k's (r) decoupled dimensions, 2 e B each */
+    return part(p, gs__op_elementwise(p, GS_ROLE_MLA_NORM, GS_OP_NORM, T * (ms.a_t * ms.r + ms.r), 2 * sh->e), 3);
 }
 
 gs_status gs__mla_qkv_backward(pass *p, const shapes *sh)

@@ -236,6 +236,21 @@ gs_status gs__moe_mlp_forward(pass *p, const shapes *sh)
     return shared_mlp(p, sh, &ms);
 }
 
+gs_status gs__moe_act_recompute(pass *p, const shapes *sh)
+{
+    moe_shapes ms;
+    moe_shapes_init(p, sh, &ms);
+    uint64_t m = ceil_div(ms.gathered, ms.local);
+    return gs__op_elementwise(p, GS_ROLE_EXPERT_ACT, GS_OP_ACT, m * ms.local * ms.ef_t, sh->act_bytes);
+}
+
+gs_status gs__moe_shared_recompute(pass *p, const shapes *sh)
+{
+    moe_shapes ms;
+    moe_shapes_init(p, sh, &ms);
+    return shared_mlp(p, sh, &ms);
+}
+
 gs_status gs__moe_mlp_backward(pass *p, const shapes *sh)
 {
     moe_shapes ms;

@@ -86,10 +86,25 @@ gs_status gs__mtp_head_backward(pass *p, const shapes *sh);
  * (ending with the input gradient's reduction over TP); the QKV GEMM's place. */
 gs_status gs__mla_qkv_forward(pass *p, const shapes *sh);
 gs_status gs__mla_qkv_backward(pass *p, const shapes *sh);
+/* The recompute of selective recompute's mla_up_proj: q_b, kv_b and the rotary passes. */
+gs_status gs__mla_up_recompute(pass *p, const shapes *sh);
 
 /* engine/build_moe.c: a MoE block's MLP half after its norm (forward or recompute), and its
  * backward up to the norm; the dense MLP's place in gs__layer_forward / gs__layer_backward. */
 gs_status gs__moe_mlp_forward(pass *p, const shapes *sh);
 gs_status gs__moe_mlp_backward(pass *p, const shapes *sh);
+/* Selective recompute's moe_act (the experts' activation) and shared_experts (the shared
+ * experts' MLP, with its TP collectives) in a recompute pass. */
+gs_status gs__moe_act_recompute(pass *p, const shapes *sh);
+gs_status gs__moe_shared_recompute(pass *p, const shapes *sh);
+
+/* engine/build_layer.c: the attention core (with context parallelism's exchanges) and a dense
+ * block's MLP forward after its norm, for the recompute pass. */
+gs_status gs__op_attention(pass *p, const shapes *sh);
+gs_status gs__op_dense_mlp_forward(pass *p, const shapes *sh);
+
+/* engine/build_recompute.c: the pass's block's recompute under selective recompute: the ops of
+ * the checkpointed modules (gs_recompute_module bits) that the block has. */
+gs_status gs__recompute_modules(pass *p, const shapes *sh, uint32_t modules);
 
 #endif

@@ -338,15 +338,18 @@ static gs_status backward_recompute(gs_bctx *x, pass_state *ps, int64_t l, uint3
     const size_t *cov;
     size_t ncov = gs_partition_units_covering(&x->part, l, &cov);
     *remat = GS_NO_ID;
-    uint64_t remat_bytes = gs_act_layer_remat(&x->act, l); /* 0: the block is not checkpointed */
-    if (!remat_bytes)
+    uint64_t remat_bytes = gs_act_layer_remat(&x->act, l);
+    uint32_t mods = gs_act_layer_recomputes(&x->act, l);
+    if (!mods || (mods != GS_RECOMPUTE_ALL_MODULES &&
+                  !gs__recompute_modules_of_block(x, mods, gs__global_layer(x, l)))) /* nothing to run again */
         return GS_OK;
-    if ((rc = gs__tensor(x, &(gs_tensor){.kind = GS_T_ACTIVATION, .bytes = remat_bytes,
-                                         .layer = gs__global_layer(x, l), .mb = ps->mb, .unit = 1},
-                         remat)) != GS_OK)
+    if (remat_bytes && (rc = gs__tensor(x, &(gs_tensor){.kind = GS_T_ACTIVATION, .bytes = remat_bytes,
+                                                        .layer = gs__global_layer(x, l), .mb = ps->mb, .unit = 1},
+                                        remat)) != GS_OK)
         return rc;
     io_reset(&io);
-    io_add(io.alloc, &io.nalloc, GS_IO_MAX, *remat);
+    if (remat_bytes)
+        io_add(io.alloc, &io.nalloc, GS_IO_MAX, *remat);
     io_add(io.reads, &io.nreads, GS_IO_MAX, *stash_of(x, ps, l));
     io_add(io.deps, &io.ndeps, GS_BUILD_MAX_LIST, ps->prev);
     for (size_t k = 0; k < ncov; k++)

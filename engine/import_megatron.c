@@ -40,6 +40,7 @@ const gs__mg_flag gs__mg_flags[] = {
     {"recompute-method", MG_ONE, MG_REC_METHOD, NULL},
     {"recompute-num-layers", MG_ONE, MG_REC_NLAYERS, NULL},
     {"recompute-activations", MG_SWITCH, MG_REC_ACT, NULL},
+    {"recompute-modules", MG_MANY, MG_REC_MODULES, NULL},
     {"use-distributed-optimizer", MG_SWITCH, MG_DIST_OPT, NULL},
     {"use-megatron-fsdp", MG_SWITCH, MG_CUSTOM_FSDP, NULL},
     {"data-parallel-sharding-strategy", MG_ONE, MG_DP_SHARD, NULL},

@@ -276,7 +276,50 @@ static gs_status mg_sharding(const char *origin, const gs__words *ws, const gs__
     return GS_OK;
 }
 
-/* Activation recompute: --recompute-activations / -granularity / -method / -num-layers. */
+/* --recompute-modules NAME... (Megatron-Core's selective recompute modules; its default
+ * core_attn when absent): each word may hold several names ("mla_up_proj,mlp" or a dump's
+ * "['mla_up_proj', 'mlp']"). */
+static gs_status mg_recompute_modules(const char *origin, const gs__words *ws, const gs__mg_state *st,
+                                      uint32_t *mask, gs_error *err)
+{
+    char where[600], word[64];
+    *mask = GS_RC_DEFAULT;
+    if (!st->given[MG_REC_MODULES])
+        return GS_OK;
+    size_t at = st->at[MG_REC_MODULES];
+    uint32_t m = 0;
+    for (size_t i = at; i < ws->n; i++) {
+        const char *t = ws->w[i].text;
+        if (i == at) { /* the flag itself: its =VALUE, if any */
+            t = strchr(t, '=');
+            if (!t)
+                continue;
+            t++;
+        } else if (strncmp(t, "--", 2) == 0) {
+            break;
+        }
+        gs__mg_where(origin, ws, i, where, sizeof where);
+        while (*t) {
+            size_t k = strcspn(t, ",[]'\" ");
+            if (k) {
+                snprintf(word, sizeof word, "%.*s", (int)k, t);
+                uint32_t bit = gs_recompute_module_parse(word);
+                if (!bit)
+                    return gs_error_set(err, GS_ERR_INPUT,
+                                        "%s: --recompute-modules: found '%s', expected core_attn, moe_act, "
+                                        "layernorm, mla_up_proj, mlp, moe or shared_experts", where, word);
+                m |= bit;
+            }
+            t += k;
+            t += strspn(t, ",[]'\" ");
+        }
+    }
+    *mask = m;
+    return GS_OK;
+}
+
+/* Activation recompute: --recompute-activations / -granularity / -method / -num-layers /
+ * -modules. */
 static gs_status mg_recompute(const char *origin, const gs__words *ws, const gs__mg_state *st, gs_scenario *s,
                               gs_diag *ignored, gs_error *err)
 {
@@ -321,6 +364,20 @@ static gs_status mg_recompute(const char *origin, const gs__words *ws, const gs_
                            gs__mg_where(origin, ws, st->at[MG_REC_NLAYERS], where, sizeof where),
                            st->u[MG_REC_NLAYERS])) != GS_OK)
         return rc;
+    if ((rc = mg_recompute_modules(origin, ws, st, &g->recompute_modules, err)) != GS_OK)
+        return rc;
+    if (g->recompute != GS_RECOMPUTE_SELECTIVE && st->given[MG_REC_MODULES] &&
+        (rc = gs__import_ignored(ignored, err,
+                                 "%s: --recompute-modules: ignored: Megatron-LM uses it only with "
+                                 "--recompute-granularity selective",
+                                 gs__mg_where(origin, ws, st->at[MG_REC_MODULES], where, sizeof where))) != GS_OK)
+        return rc;
+    char why[160];
+    if (gs_recompute_modules_check(gs_strategy_recompute_modules(g), s->model.mla.kv_lora_rank != 0,
+                                   s->model.moe.experts != 0, s->model.moe.shared_experts != 0, why,
+                                   sizeof why) != 0)
+        return gs_error_set(err, GS_ERR_INPUT, "%s: --recompute-modules: %s",
+                            gs__mg_where(origin, ws, st->at[MG_REC_MODULES], where, sizeof where), why);
     if (g->recompute != GS_RECOMPUTE_FULL) {
         static const gs__mg_act only_full[] = {MG_REC_METHOD, MG_REC_NLAYERS};
         for (int i = 0; i < 2; i++)

@@ -652,8 +652,13 @@ static void put_megatron_flags(launch_doc *d, const gs_scenario *s, const gs_mes
     flag(&f, "--global-batch-size %" PRIu64, s->batch.global_seqs);
     if (st->recompute == GS_RECOMPUTE_FULL)
         flag(&f, "--recompute-granularity full --recompute-method uniform --recompute-num-layers 1");
-    else if (st->recompute == GS_RECOMPUTE_SELECTIVE)
+    else if (st->recompute == GS_RECOMPUTE_SELECTIVE && st->recompute_modules == GS_RC_DEFAULT)
         flag(&f, "--recompute-granularity selective");
+    else if (st->recompute == GS_RECOMPUTE_SELECTIVE && st->recompute_modules) { /* none: nothing to flag */
+        char mods[160];
+        gs_recompute_modules_format(st->recompute_modules, " ", mods, sizeof mods);
+        flag(&f, "--recompute-granularity selective --recompute-modules %s", mods);
+    }
     const char *dps = megatron_dp_sharding(st->sharding);
     if (dps) /* Megatron-FSDP asserts --ckpt-format fsdp_dtensor */
         flag(&f, "--use-megatron-fsdp --data-parallel-sharding-strategy %s --ckpt-format fsdp_dtensor "

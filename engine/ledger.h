@@ -164,13 +164,22 @@ typedef struct gs_act_sizes {
                              activations); = stored when every block is treated alike */
     uint64_t every;       /* recompute full with recompute_every N > 1: N (blocks (l + 1) % N == 0
                              checkpointed); else 0, every block alike */
+    uint32_t modules;     /* what a checkpointed block recomputes: selective's gs_recompute_module
+                             bits, GS_RECOMPUTE_ALL_MODULES under full, 0 under none */
 } gs_act_sizes;
+
+/* gs_act_sizes.modules under full recompute: the whole block. */
+#define GS_RECOMPUTE_ALL_MODULES 0xffffffffu
 
 /* Stage-local block l's stored activations and its recompute set, and the stored activations of
  * blocks lo .. hi together (recompute_every: checkpointed blocks keep `stored`, the others
  * `stored_kept`, and only checkpointed blocks rematerialize). */
 uint64_t gs_act_layer_stored(const gs_act_sizes *a, int64_t l);
 uint64_t gs_act_layer_remat(const gs_act_sizes *a, int64_t l);
+/* The modules stage-local block l recomputes in its backward (0: no recompute pass; see
+ * gs_act_sizes.modules). A pass may recompute without rematerializing bytes: the attention
+ * core under flash attention keeps no scores, yet Megatron-Core recomputes it. */
+uint32_t gs_act_layer_recomputes(const gs_act_sizes *a, int64_t l);
 uint64_t gs_act_stash(const gs_act_sizes *a, int64_t lo, int64_t hi);
 
 /* Returns GS_ERR_OVERFLOW when a size does not fit 64 bits. */

@@ -4,6 +4,7 @@
  * attention; a stage's activation tensor sizes; their explain lines. Plain values written into
  * caller storage: nothing is allocated. */
 #include <inttypes.h>
+#include <stdio.h>
 #include <string.h>
 
 #include "engine/ledger_internal.h"
@@ -17,6 +18,14 @@ typedef struct act_terms {
     uint64_t scores;     /* s x s attention terms per rank (softmax, its dropout), bytes */
     uint64_t lse;        /* flash attention: fp32 logsumexp per rank, bytes */
     uint64_t input;      /* the layer input (kept under full recompute), bytes per rank */
+    /* what each selective recompute module drops (engine/strategy.h), bytes per rank, parts of
+     * replicated (norm_out) and split (the others) */
+    uint64_t norm_out;   /* layernorm: the two norms' outputs, the QKV and MLP inputs */
+    uint64_t mla_qkv;    /* mla_up_proj: latent attention's Q, K and V */
+    uint64_t mlp_mid;    /* mlp: a dense MLP's intermediates */
+    uint64_t moe_all;    /* moe: everything the MoE MLP half keeps */
+    uint64_t moe_act;    /* moe_act: the experts' activation outputs (the down projection's input) */
+    uint64_t moe_shared; /* shared_experts: the shared experts' intermediates */
 } act_terms;
 
 /* A MoE block's MLP on one TP rank (engine/build_moe.c's ops, Megatron-Core's saved tensors):
@@ -25,9 +34,11 @@ typedef struct act_terms {
  * element of the ETP slice of expert_ffn) for the rows the busiest EP rank's experts take after
  * the ETP gather (gs_moe_rank_rows x etp; etp = t unless the mesh says less), their outputs kept for the weighted unpermute (e), and
  * the shared experts' intermediates as a dense MLP's (width shared_experts x expert_ffn).
- * Every MoE model's blocks are sized as its MoE blocks (a leading dense block holds less). */
-static uint64_t moe_terms(const gs_model *m, const gs_strategy *st, uint64_t sb, uint64_t t, uint64_t etp,
-                          uint64_t li, uint64_t per_f, calc *c)
+ * Every MoE model's blocks are sized as its MoE blocks (a leading dense block holds less).
+ * Fills a->moe_all, a->moe_act (li per intermediate element: the down projection's input) and
+ * a->moe_shared. */
+static void moe_terms(const gs_model *m, const gs_strategy *st, uint64_t sb, uint64_t t, uint64_t etp,
+                      uint64_t li, uint64_t per_f, calc *c, act_terms *a)
 {
     uint64_t e = st->precision == GS_PREC_FP32 ? 4 : 2;
     uint64_t ef = (m->moe.expert_ffn ? m->moe.expert_ffn : m->ffn) / t;
@@ -36,19 +47,23 @@ static uint64_t moe_terms(const gs_model *m, const gs_strategy *st, uint64_t sb,
     uint64_t rows = gs_moe_rank_rows(&m->moe, tl), gathered = mul(c, rows, etp, "activation");
     uint64_t probs = mul(c, mul(c, tl, m->moe.experts, "activation"), 4, "activation");
     uint64_t in = mul(c, mul(c, gathered, m->hidden, "activation"), li, "activation");
-    uint64_t mid = mul(c, mul(c, gathered, ef_e, "activation"), per_f, "activation");
+    uint64_t mid_elems = mul(c, gathered, ef_e, "activation");
+    uint64_t mid = mul(c, mid_elems, per_f, "activation");
     uint64_t out = mul(c, mul(c, rows, m->hidden, "activation"), e, "activation");
     uint64_t shared = mul(c, mul(c, sb, mul(c, m->moe.shared_experts, ef, "activation"), "activation"), per_f,
                           "activation");
-    return add(c, add(c, add(c, probs, in, "activation"), add(c, mid, out, "activation"), "activation"), shared,
-               "activation");
+    a->moe_act = mul(c, mid_elems, li, "activation");
+    a->moe_shared = shared;
+    a->moe_all = add(c, add(c, add(c, probs, in, "activation"), add(c, mid, out, "activation"), "activation"),
+                     shared, "activation");
 }
 
 /* Latent attention's saved tensors on one TP rank (engine/build_mla.c's ops, after the gather, so
  * whole in every rank's tokens): the q latent before its norm (e) and after it (the q_b GEMM's
  * input, li), the kv latent with its rope dims (e) and the normed kv latent (kv_b's input, li);
  * Q and K of d + r per head, V of d (e each); the out-projection's input (li). */
-static uint64_t mla_terms(const gs_model *m, uint64_t sb, uint64_t heads, uint64_t e, uint64_t li, calc *c)
+static uint64_t mla_terms(const gs_model *m, uint64_t sb, uint64_t heads, uint64_t e, uint64_t li, calc *c,
+                          uint64_t *qkv_out)
 {
     uint64_t qr = m->mla.q_lora_rank, kr = m->mla.kv_lora_rank, r = m->mla.rope_head_dim, d = m->head_dim;
     uint64_t latent = add(c, mul(c, mul(c, sb, qr, "activation"), e + li, "activation"),
@@ -57,6 +72,7 @@ static uint64_t mla_terms(const gs_model *m, uint64_t sb, uint64_t heads, uint64
                           "activation");
     uint64_t qkv = mul(c, mul(c, sb, heads, "activation"), mul(c, e, 2 * (d + r) + d, "activation"), "activation");
     uint64_t o = mul(c, mul(c, sb, heads * d, "activation"), li, "activation");
+    *qkv_out = qkv;
     return add(c, add(c, latent, qkv, "activation"), o, "activation");
 }
 
@@ -84,18 +100,22 @@ static void layer_activation_terms(const gs_model *m, const gs_strategy *st, uin
      * plus the two residual dropout masks (1 byte). */
     a->replicated = add(c, mul(c, 2 * e + 2 * li, sbh, "activation"), mul(c, 2 * mask, sbh, "activation"),
                         "activation");
+    a->norm_out = mul(c, 2 * li, sbh, "activation");
     /* Split by tp: Q, K (saved for QK^T), V (e), out-proj input (li); MLP intermediates. */
     uint64_t q = mul(c, sb, heads * hd, "activation"), kv = mul(c, sb, kvh * hd, "activation");
-    uint64_t split = m->mla.kv_lora_rank ? mla_terms(m, sb, heads, e, li, c)
+    uint64_t split = m->mla.kv_lora_rank ? mla_terms(m, sb, heads, e, li, c, &a->mla_qkv)
                                          : add(c, mul(c, e, add(c, add(c, q, kv, "activation"), kv, "activation"),
                                                        "activation"),
                                                mul(c, li, q, "activation"), "activation");
     uint64_t per_f = m->mlp == GS_MLP_SWIGLU ? 2 * e + li /* gate, up (e), down in (li) */
                                              : e + li;    /* GELU in (e), fc2 in (li) */
-    if (m->moe.experts)
-        split = add(c, split, moe_terms(m, st, sb, t, etp, li, per_f, c), "activation");
-    else
-        split = add(c, split, mul(c, per_f, mul(c, sb, f, "activation"), "activation"), "activation");
+    if (m->moe.experts) {
+        moe_terms(m, st, sb, t, etp, li, per_f, c, a);
+        split = add(c, split, a->moe_all, "activation");
+    } else {
+        a->mlp_mid = mul(c, per_f, mul(c, sb, f, "activation"), "activation");
+        split = add(c, split, a->mlp_mid, "activation");
+    }
     a->split = split;
     /* Scores: softmax output e*a*s^2*b, plus its dropout mask and dropout output. */
     uint64_t ss = mul(c, mul(c, s_local, m->seq, "attention scores"), mul(c, b, heads, "attention scores"),
@@ -108,17 +128,44 @@ static void layer_activation_terms(const gs_model *m, const gs_strategy *st, uin
     a->input = mul(c, e, sbh, "layer input");
     if (st->sequence_parallel) {
         a->replicated = ceil_div(a->replicated, t);
+        a->norm_out = ceil_div(a->norm_out, t);
         a->input = ceil_div(a->input, t);
     }
 }
 
-static uint64_t act_stored(const act_terms *a, gs_recompute r, calc *c)
+/* What selective recompute's modules drop from one block, bytes: the sum of their parts, each
+ * counted once (moe holds moe_act and shared_experts). */
+static uint64_t act_dropped(const act_terms *a, uint32_t modules, calc *c)
+{
+    uint64_t d = 0;
+    if (modules & GS_RC_CORE_ATTN)
+        d = add(c, d, a->scores, "activation");
+    if (modules & GS_RC_LAYERNORM)
+        d = add(c, d, a->norm_out, "activation");
+    if (modules & GS_RC_MLA_UP_PROJ)
+        d = add(c, d, a->mla_qkv, "activation");
+    if (modules & GS_RC_MLP)
+        d = add(c, d, a->mlp_mid, "activation");
+    if (modules & GS_RC_MOE)
+        d = add(c, d, a->moe_all, "activation");
+    else {
+        if (modules & GS_RC_MOE_ACT)
+            d = add(c, d, a->moe_act, "activation");
+        if (modules & GS_RC_SHARED_EXPERTS)
+            d = add(c, d, a->moe_shared, "activation");
+    }
+    return d;
+}
+
+static uint64_t act_stored(const act_terms *a, gs_recompute r, uint32_t modules, calc *c)
 {
     switch (r) {
     case GS_RECOMPUTE_FULL:
         return a->input;
-    case GS_RECOMPUTE_SELECTIVE:
-        return add(c, add(c, a->replicated, a->split, "activation"), a->lse, "activation");
+    case GS_RECOMPUTE_SELECTIVE: /* everything but what the modules drop (never more than held) */
+        return add(c, add(c, add(c, a->replicated, a->split, "activation"), a->scores, "activation"), a->lse,
+                   "activation") -
+               act_dropped(a, modules, c);
     case GS_RECOMPUTE_NONE:
     default:
         return add(c, add(c, add(c, a->replicated, a->split, "activation"), a->scores, "activation"),
@@ -138,7 +185,7 @@ uint64_t gs_ledger_layer_activation_bytes_cp(const gs_model *m, const gs_strateg
     calc c = {0, NULL, 0};
     act_terms a;
     layer_activation_terms(m, st, micro_seqs, tp ? tp : 1, tp ? tp : 1, cp ? cp : 1, &c, &a); /* etp = tp */
-    uint64_t r = act_stored(&a, st->recompute, &c);
+    uint64_t r = act_stored(&a, st->recompute, gs_strategy_recompute_modules(st), &c);
     return c.overflow ? UINT64_MAX : r;
 }
 
@@ -150,6 +197,11 @@ uint64_t gs_act_layer_stored(const gs_act_sizes *a, int64_t l)
 uint64_t gs_act_layer_remat(const gs_act_sizes *a, int64_t l)
 {
     return gs_every_nth_block(a->every, (uint64_t)l) ? a->remat : 0;
+}
+
+uint32_t gs_act_layer_recomputes(const gs_act_sizes *a, int64_t l)
+{
+    return gs_every_nth_block(a->every, (uint64_t)l) ? a->modules : 0;
 }
 
 uint64_t gs_act_stash(const gs_act_sizes *a, int64_t lo, int64_t hi)
@@ -173,14 +225,16 @@ gs_status gs_ledger_act_sizes(const gs_scenario *s, const gs_mesh *mesh, uint64_
     act_terms a;
     memset(out, 0, sizeof *out);
     layer_activation_terms(m, st, b, tp, gs_mesh_etp(mesh), cp, &c, &a);
-    out->stored = out->stored_kept = act_stored(&a, st->recompute, &c);
+    uint32_t modules = gs_strategy_recompute_modules(st);
+    out->stored = out->stored_kept = act_stored(&a, st->recompute, modules, &c);
     if (st->recompute == GS_RECOMPUTE_FULL)
-        out->remat = act_stored(&a, GS_RECOMPUTE_NONE, &c);
+        out->remat = act_stored(&a, GS_RECOMPUTE_NONE, 0, &c);
     else if (st->recompute == GS_RECOMPUTE_SELECTIVE)
-        out->remat = a.scores;
+        out->remat = act_dropped(&a, modules, &c);
+    out->modules = st->recompute == GS_RECOMPUTE_FULL ? GS_RECOMPUTE_ALL_MODULES : modules;
     if (st->recompute == GS_RECOMPUTE_FULL && st->recompute_every > 1) {
         out->every = st->recompute_every;
-        out->stored_kept = act_stored(&a, GS_RECOMPUTE_NONE, &c);
+        out->stored_kept = act_stored(&a, GS_RECOMPUTE_NONE, 0, &c);
     }
     uint64_t e = st->precision == GS_PREC_FP32 ? 4 : 2;
     uint64_t sbh = mul(&c, mul(&c, m->seq / cp, b, "activations"), m->hidden, "activations");
@@ -222,17 +276,23 @@ void gs__ledger_stage_act_lines(const stage_build *b)
     act_terms a;
     uint64_t cp = b->mesh->cp ? b->mesh->cp : 1;
     layer_activation_terms(m, st, b->s->batch.micro_seqs, b->tp, gs_mesh_etp(b->mesh), cp, c, &a);
+    char sel[240], mods[160];
+    gs_recompute_modules_format(gs_strategy_recompute_modules(st), ", ", mods, sizeof mods);
+    snprintf(sel, sizeof sel, "selective recompute of [%s]: their saved tensors dropped", mods);
     const char *how = st->recompute == GS_RECOMPUTE_FULL && act->every > 1
                           ? "full recompute on every recompute_every-th block: layer input only"
                       : st->recompute == GS_RECOMPUTE_FULL ? "full recompute: layer input only"
-                      : st->recompute == GS_RECOMPUTE_SELECTIVE ? "selective recompute: attention scores dropped"
+                      : st->recompute == GS_RECOMPUTE_SELECTIVE ? sel
                                                                 : "no recompute";
+    char dropped[48] = "";
+    if (st->recompute == GS_RECOMPUTE_SELECTIVE)
+        snprintf(dropped, sizeof dropped, " - dropped %" PRIu64, act->remat);
     gs__ledger_line_add(c, r, "act: per layer", act->stored,
                         "%s%s%s; replicated %" PRIu64 " + split %" PRIu64 " + scores %" PRIu64 " + lse %" PRIu64
-                        " B (Korthikanti 2022; b=%" PRIu64 ", s=%" PRIu64 "%s, h=%" PRIu64 ", a=%" PRIu64
+                        "%s B (Korthikanti 2022; b=%" PRIu64 ", s=%" PRIu64 "%s, h=%" PRIu64 ", a=%" PRIu64
                         ", t=%" PRIu64 ")",
                         how, st->sequence_parallel ? ", sequence parallel" : "",
-                        st->flash_attention ? ", flash attention" : "", a.replicated, a.split, a.scores, a.lse,
+                        st->flash_attention ? ", flash attention" : "", a.replicated, a.split, a.scores, a.lse, dropped,
                         b->s->batch.micro_seqs, cp > 1 ? m->seq / cp : m->seq, cp > 1 ? " per CP rank" : "",
                         m->hidden, m->heads, b->tp);
     if (act->every > 1)
@@ -241,7 +301,7 @@ void gs__ledger_stage_act_lines(const stage_build *b)
                             act->every);
     if (act->remat)
         gs__ledger_line_add(c, r, "act: recompute set", act->remat, "one layer's %s rematerialized during its backward",
-                            st->recompute == GS_RECOMPUTE_FULL ? "full activations" : "attention scores");
+                            st->recompute == GS_RECOMPUTE_FULL ? "full activations" : "dropped tensors");
     if (act->emb_mask)
         gs__ledger_line_add(c, r, "act: embedding", act->emb_mask, "dropout mask 1 B x s*b*h%s",
                             st->sequence_parallel ? " / tp" : "");

@@ -12,10 +12,15 @@
 #include "engine/pipeline.h"
 #include "engine/units.h"
 
-/* A MoE model's blocks on this stage: how many are MoE blocks, and how many of those and of the
- * dense ones are checkpointed (full recompute runs their forward again). */
+/* The stage's blocks and what their recompute passes run again (full recompute's checkpointed
+ * blocks run their whole forward; selective recompute's modules, engine/strategy.h, a part): MoE
+ * blocks, those whose experts' exchanges (router, dispatch, expert TP, combine) run again (full,
+ * moe), whose attention's TP pair does (full), whose shared experts' TP pair does (full, moe,
+ * shared_experts); dense blocks whose attention's TP pair runs again (full), whose MLP's does
+ * (full, mlp); and every block whose attention core does (full, core_attn: context
+ * parallelism's exchange). */
 typedef struct moe_count {
-    uint64_t moe, moe_ckpt, dense_ckpt;
+    uint64_t moe, moe_ckpt, moe_attn_ckpt, moe_shared_ckpt, dense_ckpt, dense_mlp_ckpt, core_ckpt;
 } moe_count;
 
 static void count_moe_blocks(const stage_build *b, moe_count *n)
@@ -28,10 +33,18 @@ static void count_moe_blocks(const stage_build *b, moe_count *n)
     for (uint64_t l = 0; l < layers; l++) {
         int moe = s->model.moe.experts &&
                   gs_pipe_global_layer(b->mesh, s->model.layers, v, b->stage, l) >= s->model.moe.dense_layers;
-        uint64_t ck = gs_strategy_checkpointed_in(st, (int64_t)l, (int64_t)l);
+        uint32_t mods = gs_act_layer_recomputes(&b->act, (int64_t)l);
+        int full = mods == GS_RECOMPUTE_ALL_MODULES;
         n->moe += moe;
-        n->moe_ckpt += moe ? ck : 0;
-        n->dense_ckpt += moe ? 0 : ck;
+        n->core_ckpt += (mods & GS_RC_CORE_ATTN) != 0;
+        if (moe) {
+            n->moe_ckpt += (mods & GS_RC_MOE) != 0;
+            n->moe_attn_ckpt += full;
+            n->moe_shared_ckpt += (mods & (GS_RC_MOE | GS_RC_SHARED_EXPERTS)) != 0;
+        } else {
+            n->dense_ckpt += full;
+            n->dense_mlp_ckpt += (mods & GS_RC_MLP) != 0;
+        }
     }
 }
 
@@ -227,14 +240,12 @@ void gs__ledger_stage_tp_traffic(stage_build *b)
          * weight gradients (2 all-gathers: one more equivalent) */
         int regather = st->tp_comm_overlap && st->sequence_parallel;
         uint64_t per_layer = 4 + (regather ? 1 : 0);
-        uint64_t ckpt = r->layers ? gs_strategy_checkpointed_in(st, 0, (int64_t)r->layers - 1) : 0;
-        moe_count mc = {0, 0, 0};
-        if (m->moe.experts) { /* MoE blocks: their own sum below */
-            count_moe_blocks(b, &mc);
-            ckpt = mc.dense_ckpt;
-        }
-        uint64_t colls = add(c, mul(c, per_layer, r->layers - mc.moe, "traffic"), mul(c, 2, ckpt, "traffic"),
-                             "traffic") + (stage == 0) + (stage + 1 == pp);
+        moe_count mc; /* MoE blocks: their own sum below */
+        count_moe_blocks(b, &mc);
+        /* a checkpointed dense block's forward: 2 again (full), or its MLP's 1 (recompute module mlp) */
+        uint64_t again = add(c, mul(c, 2, mc.dense_ckpt, "traffic"), mc.dense_mlp_ckpt - mc.dense_ckpt, "traffic");
+        uint64_t colls = add(c, mul(c, per_layer, r->layers - mc.moe, "traffic"), again, "traffic") + (stage == 0) +
+                         (stage + 1 == pp);
         per_layer += st->recompute == GS_RECOMPUTE_FULL ? 2 : 0; /* a checkpointed block's */
         tpb = mul(c, mul(c, colls, ar1, "traffic"), mb, "traffic");
         if (mc.moe) {
@@ -245,8 +256,10 @@ void gs__ledger_stage_tp_traffic(stage_build *b)
              * or a divisor of it), 2 forward + 2 backward (+ 2) */
             uint64_t half = mul(c, tp - 1, ceil_div(xb, tp), "traffic");
             uint64_t parts = m->moe.shared_experts ? 2 : 1;
+            uint64_t again_h = add(c, mul(c, 2, mc.moe_attn_ckpt, "traffic"),
+                                   m->moe.shared_experts ? mul(c, 2, mc.moe_shared_ckpt, "traffic") : 0, "traffic");
             uint64_t halves = add(c, mul(c, mul(c, parts, 4 + (regather ? 1 : 0), "traffic"), mc.moe, "traffic"),
-                                  mul(c, mul(c, parts, 2, "traffic"), mc.moe_ckpt, "traffic"), "traffic");
+                                  again_h, "traffic");
             uint64_t rows = gs_moe_rank_rows(&m->moe, ceil_div(mul(c, seq, s->batch.micro_seqs, "traffic"), tp));
             /* the allgather dispatcher's exchange spans ETP: no separate one (the ep line) */
             uint64_t etp_n = st->moe_dispatcher == GS_MOE_ALLGATHER ? 1 : gs_mesh_etp(b->mesh);
@@ -280,7 +293,8 @@ void gs__ledger_stage_tp_traffic(stage_build *b)
                             st->recompute == GS_RECOMPUTE_FULL
                                 ? (st->recompute_every > 1 ? " on a checkpointed block, incl. its recomputed forward"
                                                            : " incl. the recomputed forward")
-                                : "",
+                            : mc.dense_mlp_ckpt ? " + 1 for the recomputed MLP"
+                                                : "",
                             st->sequence_parallel
                                 ? (regather ? ", as all-gather + reduce-scatter pairs, with the backward's "
                                               "re-gathers of tp_comm_overlap"
@@ -305,8 +319,8 @@ static uint64_t ring_sent(uint64_t bytes, uint64_t n)
  * KV = 2 b (s / cp) ceil(kv / tp) hd e: p2p sends (cp - 1) KV around the ring forward and twice
  * that backward (K, V and their gradients); all_gather the same (the backward's gather and the
  * gradients' reduce-scatter); a2a (cp - 1) / cp of Q, K, V and of the output, each way. A
- * recomputed forward (full recompute's checkpointed blocks; selective without flash attention)
- * exchanges again. */
+ * recomputed attention core (full recompute's checkpointed blocks; selective recompute's
+ * core_attn) exchanges again. */
 void gs__ledger_stage_cp_traffic(stage_build *b)
 {
     const gs_scenario *s = b->s;
@@ -330,9 +344,9 @@ void gs__ledger_stage_cp_traffic(stage_build *b)
         fwd = mul(c, cp - 1, kv, "traffic");
         bwd = mul(c, 2, fwd, "traffic");
     }
-    uint64_t remat = 0;
-    for (uint64_t l = 0; l < r->layers; l++)
-        remat += gs_act_layer_remat(&b->act, (int64_t)l) != 0;
+    moe_count mc;
+    count_moe_blocks(b, &mc);
+    uint64_t remat = mc.core_ckpt; /* blocks whose attention core runs again */
     uint64_t per_mb = add(c, mul(c, r->layers, add(c, fwd, bwd, "traffic"), "traffic"), mul(c, remat, fwd, "traffic"),
                           "traffic");
     uint64_t total = mul(c, per_mb, b->mb, "traffic");

@@ -83,7 +83,8 @@ typedef enum gs_role {
                             the gradients all-gathered */
     /* latent attention's projections (engine/build_mla.c), in the QKV GEMM's place */
     GS_ROLE_MLA_DOWN,    /* part 1: q_a (hidden -> q latent), part 2: kv_a (-> kv latent + rope dims) */
-    GS_ROLE_MLA_NORM,    /* part 1: the q latent norm; part 2: the kv latent norm and the rotary passes */
+    GS_ROLE_MLA_NORM,    /* part 1: the q latent norm; part 2: the kv latent norm and the rotary passes;
+                            part 3: the rotary passes alone (mla_up_proj recomputed) */
     GS_ROLE_MLA_UP,      /* part 1: q_b (-> queries), part 2: kv_b (-> keys and values) */
     /* multi-token prediction (engine/build_mtp.c), in the last stage's head pass; each module's
      * own head and loss are GS_ROLE_HEAD_NORM, GS_ROLE_HEAD and GS_ROLE_LOSS again */

@@ -235,6 +235,14 @@ static gs_status load_root(const gs__yaml_loader *l, const yaml_node_t *root, gs
     /* AUTO is resolved once, from the file's sharding (the default's when none is given): a
      * plan, sweep or diagnose fix that changes the sharding keeps the framework */
     s->strategy.framework = gs_framework_resolve(s->strategy.framework, (int)s->strategy.sharding);
+    char why[160];
+    if (gs_recompute_modules_check(gs_strategy_recompute_modules(&s->strategy), s->model.mla.kv_lora_rank != 0,
+                                   s->model.moe.experts != 0, s->model.moe.shared_experts != 0, why,
+                                   sizeof why) != 0) {
+        const yaml_node_t *sv = gs__yaml_lookup(l, root, "strategy", NULL);
+        return gs__yaml_fail_at(l, sv ? gs__yaml_lookup(l, sv, "recompute_modules", NULL) : NULL, GS_ERR_INPUT,
+                                "strategy.recompute_modules: %s", why);
+    }
     if (s->strategy.fp8 != GS_FP8_OFF) {
         /* the recipe's AUTO likewise, from the framework */
         s->strategy.fp8 = gs_fp8_resolve(s->strategy.fp8, s->strategy.framework);

@@ -81,7 +81,7 @@ static int parse_grad_sync(const char *s, int *out)
 
 static const char *const strategy_keys[] = {
     "sharding", "wrap", "prefetch", "forward_prefetch", "reshard_after_forward",
-    "limit_all_gathers", "recompute", "recompute_every", "flash_attention", "offload", "precision", "pipeline", "grad_sync",
+    "limit_all_gathers", "recompute", "recompute_every", "recompute_modules", "flash_attention", "offload", "precision", "pipeline", "grad_sync",
     "virtual_stages", "sequence_parallel", "bucket_mb", "overlap_param_gather", "tp_comm_overlap", "grad_dtype", "overlap_grad_reduce",
     "bucket_stages", "cross_entropy", "framework", "compile", "attention", "fp8_recipe", "fp8_params",
     "cp_comm", "moe_dispatcher",
@@ -181,6 +181,52 @@ static gs_status strategy_cp(const gs__yaml_loader *l, const yaml_node_t *v, gs_
     return st;
 }
 
+/* recompute_modules: [core_attn, mla_up_proj, ...] or "mla_up_proj,mlp,moe" (Megatron's
+ * --recompute-modules names), with recompute: selective only. */
+static gs_status strategy_recompute_modules(const gs__yaml_loader *l, const yaml_node_t *v, gs_strategy *s)
+{
+    const yaml_node_t *mv = gs__yaml_lookup(l, v, "recompute_modules", NULL);
+    char found[96], word[64];
+    if (!mv)
+        return GS_OK;
+    if (s->recompute != GS_RECOMPUTE_SELECTIVE)
+        return gs__yaml_fail_at(l, mv, GS_ERR_INPUT,
+                                "strategy.recompute_modules: found with recompute %s, expected recompute: selective "
+                                "(the modules are what selective recompute checkpoints)",
+                                gs_recompute_name(s->recompute));
+    uint32_t mask = 0;
+    size_t n = mv->type == YAML_SEQUENCE_NODE ? (size_t)(mv->data.sequence.items.top - mv->data.sequence.items.start)
+                                              : 1;
+    for (size_t i = 0; i < n; i++) {
+        const yaml_node_t *it = mv->type == YAML_SEQUENCE_NODE
+                                    ? yaml_document_get_node(l->doc, mv->data.sequence.items.start[i])
+                                    : mv;
+        if (!it || !gs__yaml_is_text_scalar(it))
+            return gs__yaml_fail_at(l, it ? it : mv, GS_ERR_INPUT,
+                                    "strategy.recompute_modules: found %s, expected a list of module names like "
+                                    "[mla_up_proj, mlp, moe]",
+                                    it ? gs__yaml_describe(it, found, sizeof found) : "nothing");
+        const char *t = gs__yaml_scalar_text(it);
+        while (*t) { /* a scalar may hold several names: "mla_up_proj,mlp,moe" */
+            size_t k = strcspn(t, ", ");
+            if (k) {
+                snprintf(word, sizeof word, "%.*s", (int)k, t);
+                uint32_t bit = gs_recompute_module_parse(word);
+                if (!bit)
+                    return gs__yaml_fail_at(l, it, GS_ERR_INPUT,
+                                            "strategy.recompute_modules: found '%s', expected core_attn, moe_act, "
+                                            "layernorm, mla_up_proj, mlp, moe or shared_experts",
+                                            word);
+                mask |= bit;
+            }
+            t += k;
+            t += strspn(t, ", ");
+        }
+    }
+    s->recompute_modules = mask;
+    return GS_OK;
+}
+
 /* How parameters are sharded and prefetched, what is recomputed, the training precision and
  * the pipeline schedule. */
 static gs_status strategy_schemes(const gs__yaml_loader *l, const yaml_node_t *v, gs_strategy *s)
@@ -214,6 +260,8 @@ static gs_status strategy_schemes(const gs__yaml_loader *l, const yaml_node_t *v
     if ((st = gs__scenario_opt_enum(l, v, sec, "recompute", &recomputes, &e)))
         return st;
     s->recompute = (gs_recompute)e;
+    if ((st = strategy_recompute_modules(l, v, s)))
+        return st;
     int every_given = 0;
     if ((st = gs__scenario_opt_count(l, v, sec, "recompute_every", &s->recompute_every, &every_given)))
         return st;

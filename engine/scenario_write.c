@@ -183,6 +183,11 @@ static gs_status put_strategy(gs_text *t, const gs_strategy *s, gs_error *err)
      * existed stay byte for byte what they were */
     if (st == GS_OK && s->recompute == GS_RECOMPUTE_FULL && s->recompute_every > 1)
         st = gs_text_printf(t, "  recompute_every: %" PRIu64 "\n", s->recompute_every);
+    if (st == GS_OK && s->recompute == GS_RECOMPUTE_SELECTIVE && s->recompute_modules != GS_RC_DEFAULT) {
+        char mods[160];
+        gs_recompute_modules_format(s->recompute_modules, ", ", mods, sizeof mods);
+        st = gs_text_printf(t, "  recompute_modules: [%s]\n", mods);
+    }
     if (st == GS_OK && s->bucket_stages != GS_BUCKET_STAGES_ALL)
         st = gs_text_printf(t, "  bucket_stages: %s\n", gs_bucket_stages_name(s->bucket_stages));
     if (st == GS_OK && s->cross_entropy != GS_XENT_UNFUSED)

@@ -2,6 +2,8 @@
 #include "engine/strategy.h"
 
 #include <stddef.h>
+#include <stdio.h>
+#include <string.h>
 #include <strings.h>
 
 /* Name tables, indexed by enum value; the first name of each row is the canonical spelling,
@@ -94,6 +96,7 @@ void gs_strategy_defaults(gs_strategy *s)
     s->limit_all_gathers = 1;
     s->recompute = GS_RECOMPUTE_NONE;
     s->recompute_every = 1;
+    s->recompute_modules = GS_RC_DEFAULT;
     s->flash_attention = 1;
     s->offload = 0;
     s->precision = GS_PREC_BF16;
@@ -221,6 +224,60 @@ int gs_prefetch_parse(const char *s, gs_prefetch *out)
         return -1;
     *out = (gs_prefetch)i;
     return 0;
+}
+
+/* Megatron-Core's names, in TransformerConfig's order (bit i = 1 << i). */
+static const char *const recompute_module_names[GS_RC_MODULE_COUNT] = {
+    "core_attn", "moe_act", "layernorm", "mla_up_proj", "mlp", "moe", "shared_experts",
+};
+
+uint32_t gs_recompute_module_parse(const char *s)
+{
+    for (unsigned i = 0; i < GS_RC_MODULE_COUNT; i++)
+        if (strcmp(s, recompute_module_names[i]) == 0)
+            return 1u << i;
+    return 0;
+}
+
+const char *gs_recompute_module_name(unsigned bit_index)
+{
+    return bit_index < GS_RC_MODULE_COUNT ? recompute_module_names[bit_index] : NULL;
+}
+
+void gs_recompute_modules_format(uint32_t mask, const char *sep, char *buf, size_t len)
+{
+    size_t at = 0;
+    if (len)
+        buf[0] = '\0';
+    for (unsigned i = 0; i < GS_RC_MODULE_COUNT && len; i++) {
+        if (!(mask & (1u << i)))
+            continue;
+        int n = snprintf(buf + at, len - at, "%s%s", at ? sep : "", recompute_module_names[i]);
+        if (n < 0 || (size_t)n >= len - at)
+            return;
+        at += (size_t)n;
+    }
+}
+
+int gs_recompute_modules_check(uint32_t modules, int mla, int moe, int shared, char *why, size_t len)
+{
+    const char *bad = NULL, *need = NULL;
+    if ((modules & GS_RC_MLA_UP_PROJ) && !mla)
+        bad = "mla_up_proj", need = "latent attention (model.mla)";
+    else if ((modules & (GS_RC_MOE | GS_RC_MOE_ACT | GS_RC_SHARED_EXPERTS)) && !moe)
+        bad = modules & GS_RC_MOE ? "moe" : modules & GS_RC_MOE_ACT ? "moe_act" : "shared_experts",
+        need = "mixture-of-experts blocks (model.moe)";
+    else if ((modules & GS_RC_SHARED_EXPERTS) && !shared)
+        bad = "shared_experts", need = "shared experts (model.moe.shared_experts)";
+    if (!bad)
+        return 0;
+    snprintf(why, len, "recompute module %s needs %s, which the model does not have", bad, need);
+    return -1;
+}
+
+uint32_t gs_strategy_recompute_modules(const gs_strategy *s)
+{
+    return s->recompute == GS_RECOMPUTE_SELECTIVE ? s->recompute_modules : 0;
 }
 
 int gs_recompute_parse(const char *s, gs_recompute *out)

@@ -23,6 +23,24 @@ typedef enum gs_sharding {
 typedef enum gs_wrap_kind { GS_WRAP_LAYER, GS_WRAP_MODEL, GS_WRAP_MIN_PARAMS } gs_wrap_kind;
 typedef enum gs_prefetch { GS_PREFETCH_NONE, GS_PREFETCH_BACKWARD_PRE, GS_PREFETCH_BACKWARD_POST } gs_prefetch;
 typedef enum gs_recompute { GS_RECOMPUTE_NONE, GS_RECOMPUTE_SELECTIVE, GS_RECOMPUTE_FULL } gs_recompute;
+/* The submodules selective recompute checkpoints (strategy.recompute_modules), as Megatron-Core's
+ * --recompute-modules names them (TransformerConfig.recompute_modules; TransformerLayer,
+ * MLASelfAttention and MoELayer apply them): CORE_ATTN the attention core (its s x s scores);
+ * LAYERNORM the two norms' outputs; MLA_UP_PROJ latent attention's q and kv up-projections with
+ * the rotary embedding (Q, K and V); MLP a dense block's MLP; MOE a MoE block's whole MLP half
+ * (router, dispatch, experts, combine, shared experts); MOE_ACT the experts' activation;
+ * SHARED_EXPERTS the shared experts. Megatron's default is CORE_ATTN. */
+typedef enum gs_recompute_module {
+    GS_RC_CORE_ATTN = 1u << 0,
+    GS_RC_MOE_ACT = 1u << 1,
+    GS_RC_LAYERNORM = 1u << 2,
+    GS_RC_MLA_UP_PROJ = 1u << 3,
+    GS_RC_MLP = 1u << 4,
+    GS_RC_MOE = 1u << 5,
+    GS_RC_SHARED_EXPERTS = 1u << 6,
+} gs_recompute_module;
+#define GS_RC_MODULE_COUNT 7
+#define GS_RC_DEFAULT GS_RC_CORE_ATTN
 typedef enum gs_precision { GS_PREC_BF16, GS_PREC_FP16, GS_PREC_FP32 } gs_precision;
 typedef enum gs_pipeline { GS_PIPE_GPIPE, GS_PIPE_1F1B, GS_PIPE_INTERLEAVED } gs_pipeline;
 /* Gradient accumulation: reduce gradients only after the last micro-batch (DDP/FSDP no_sync:
@@ -85,6 +103,8 @@ typedef struct gs_strategy {
                                    default 1 for full_shard/zero3/hybrid, 0 otherwise */
     int limit_all_gathers;      /* 1 (FSDP default): at most 2 gathered units in flight */
     gs_recompute recompute;
+    uint32_t recompute_modules; /* with recompute selective: gs_recompute_module bits (default
+                                   GS_RC_DEFAULT); ignored otherwise */
     uint64_t recompute_every;   /* with recompute full: checkpoint every N-th block of a stage,
                                    counted from 1 in the stage's build order (fms-fsdp's
                                    selective_checkpointing every_xth_item, torchtitan's
@@ -210,6 +230,19 @@ const char *gs_cp_comm_name(gs_cp_comm c);             /* "p2p", "all_gather", "
 int gs_sharding_parse(const char *s, gs_sharding *out);
 int gs_prefetch_parse(const char *s, gs_prefetch *out);
 int gs_recompute_parse(const char *s, gs_recompute *out);
+/* One recompute module's bit from its Megatron name ("core_attn", "mla_up_proj", ...; 0 when
+ * unknown), bit i's name (NULL past the last), and a mask's names joined by `sep` into buf
+ * (Megatron's order; "" for 0). */
+uint32_t gs_recompute_module_parse(const char *s);
+const char *gs_recompute_module_name(unsigned bit_index);
+void gs_recompute_modules_format(uint32_t mask, const char *sep, char *buf, size_t len);
+/* 0 when every module in `modules` has something to recompute in a model with latent attention
+ * (mla), MoE blocks (moe) and shared experts (shared); else -1 with the reason in why
+ * (Megatron-Core refuses mla_up_proj without latent attention and moe_act without grouped
+ * experts; gridstep also refuses the MoE modules on a dense model, where they would do nothing). */
+int gs_recompute_modules_check(uint32_t modules, int mla, int moe, int shared, char *why, size_t len);
+/* The modules selective recompute applies under s (0 unless recompute is selective). */
+uint32_t gs_strategy_recompute_modules(const gs_strategy *s);
 int gs_precision_parse(const char *s, gs_precision *out);
 int gs_pipeline_parse(const char *s, gs_pipeline *out);
 int gs_bucket_stages_parse(const char *s, gs_bucket_stages *out);

@@ -64,7 +64,7 @@ static gs_status check_supported(const gs_scenario *s, const gs_mesh *mesh, gs_e
     const gs_strategy *st = &s->strategy;
     uint64_t tp = mesh->size[GS_DIM_TP], cp = mesh->cp > 1 ? mesh->cp : 1;
     const char *why = NULL;
-    char which[160];
+    char which[320];
     /* the first condition that fails, with its numbers */
     const struct { const char *name; uint64_t v; } split[] = {
         {"heads", m->heads}, {"kv_heads", m->kv_heads}, {"ffn", m->ffn}, {"vocab", m->vocab}};
@@ -97,6 +97,13 @@ static gs_status check_supported(const gs_scenario *s, const gs_mesh *mesh, gs_e
     }
     else if (m->mtp_layers)
         why = "multi-token prediction modules (model.mtp_layers) are simulated, not executed";
+    else if (gs_strategy_recompute_modules(st) & ~(uint32_t)GS_RC_CORE_ATTN) {
+        char mods[120];
+        gs_recompute_modules_format(gs_strategy_recompute_modules(st), ", ", mods, sizeof mods);
+        snprintf(which, sizeof which, "selective recompute of [%s] is simulated, not executed (exec recomputes "
+                 "core_attn, Megatron's default, or whole blocks under recompute: full)", mods);
+        why = which;
+    }
     else if (m->moe.experts && cp > 1)
         why = "mixture-of-experts blocks with context parallelism are not in exec's contract (run cp: 1)";
     else if (m->moe.experts)

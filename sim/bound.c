@@ -24,7 +24,7 @@ typedef struct layer_costs {
 /* What the one-layer costs depend on besides the base scenario's model, GPU and kernels. */
 typedef struct cost_key {
     uint64_t tp, micro, cp, ep, etp;
-    uint32_t sp, tpo, recompute, precision, flash, xent, fp8, fp8_params, dispatcher, cp_comm;
+    uint32_t sp, tpo, recompute, recompute_modules, precision, flash, xent, fp8, fp8_params, dispatcher, cp_comm;
 } cost_key;
 
 typedef struct cost_entry {
@@ -172,6 +172,7 @@ static gs_status costs_of(gs_sim_bound *b, const gs_scenario *s, const gs_mesh *
     k.sp = (uint32_t)st->sequence_parallel;
     k.tpo = (uint32_t)st->tp_comm_overlap;
     k.recompute = (uint32_t)st->recompute;
+    k.recompute_modules = gs_strategy_recompute_modules(st);
     k.precision = (uint32_t)st->precision;
     k.flash = (uint32_t)st->flash_attention;
     k.xent = (uint32_t)st->cross_entropy;
