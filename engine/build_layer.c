@@ -619,6 +619,8 @@ gs_status gs__layer_forward(gs_bctx *x, int64_t local, uint32_t mb, gs_phase pha
     uint64_t qkv_n = (sh.a_t + 2 * sh.kv_t) * sh.hd;
     uint64_t hsp = sh.sp ? ceil_div(sh.T * sh.h, x->tp) : sh.T * sh.h;
     int mla = x->s->model.mla.kv_lora_rank != 0;
+    if (phase == GS_PHASE_RECOMPUTE && x->s->strategy.recompute == GS_RECOMPUTE_OP)
+        return (rc = gs__recompute_op(&p, &sh)) ? rc : pass_end(&p, last_ev);
     if (phase == GS_PHASE_RECOMPUTE && x->s->strategy.recompute == GS_RECOMPUTE_SELECTIVE) {
         /* selective recompute: the checkpointed modules only (engine/build_recompute.c) */
         rc = gs__recompute_modules(&p, &sh, gs_act_layer_recomputes(&x->act, local));

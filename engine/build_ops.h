@@ -106,5 +106,7 @@ gs_status gs__op_dense_mlp_forward(pass *p, const shapes *sh);
 /* engine/build_recompute.c: the pass's block's recompute under selective recompute: the ops of
  * the checkpointed modules (gs_recompute_module bits) that the block has. */
 gs_status gs__recompute_modules(pass *p, const shapes *sh, uint32_t modules);
+/* The pass's block's recompute under recompute op (torchtitan's per-op policy). */
+gs_status gs__recompute_op(pass *p, const shapes *sh);
 
 #endif

@@ -19,8 +19,16 @@
  * attention half's), as one pass before the block's backward; the ledger counts what each
  * drops (engine/ledger_act.c).
  *
+ * recompute op, torchtitan's per-op policy (a SwiGLU block without dropout): the checkpoint
+ * replays the block's forward, re-running every op whose output the policy does not save: the
+ * attention norm, sequence parallelism's gather of its output, wk (the second matmul: the QKV
+ * GEMM's K columns, with the rotary passes), wo (the fourth; its reduce-scatter saved), the MLP
+ * norm and its gather, w3 (the sixth: the up half of gate+up) and SiLU x up. wq, wv, w1, w2 and
+ * the attention are saved.
+ *
  * Ownership: nothing is allocated; the pass borrows the builder context. */
 #include "engine/build_ops.h"
+#include "engine/ledger.h"
 
 static uint64_t ceil_div(uint64_t a, uint64_t b)
 {
@@ -29,6 +37,8 @@ static uint64_t ceil_div(uint64_t a, uint64_t b)
 
 uint32_t gs__recompute_modules_of_block(const gs_bctx *x, uint32_t modules, int32_t layer)
 {
+    if (modules == GS_RECOMPUTE_OP_MODULES) /* per-op: every block */
+        return modules;
     const gs_moe *mo = &x->s->model.moe;
     int moe = mo->experts && (uint64_t)layer >= mo->dense_layers;
     uint32_t has = GS_RC_CORE_ATTN | GS_RC_LAYERNORM;
@@ -42,6 +52,21 @@ uint32_t gs__recompute_modules_of_block(const gs_bctx *x, uint32_t modules, int3
     if (m & GS_RC_MOE) /* the whole MLP half holds its activation and shared experts */
         m &= ~(uint32_t)(GS_RC_MOE_ACT | GS_RC_SHARED_EXPERTS);
     return m;
+}
+
+gs_status gs__recompute_op(pass *p, const shapes *sh)
+{
+    gs_status rc;
+    uint64_t hsp = sh->sp ? ceil_div(sh->T * sh->h, p->x->tp) : sh->T * sh->h;
+    if ((rc = gs__op_elementwise(p, GS_ROLE_ATTN_NORM, GS_OP_NORM, hsp, sh->norm_bytes)) ||
+        (sh->sp && (rc = gs__op_tp_coll(p, GS_ROLE_TP_ATTN_IN, GS_COLL_ALLGATHER, sh))) ||
+        (rc = gs__op_gemm(p, GS_ROLE_QKV, GS_OP_QKV, sh, &(gemm_shape){sh->T, sh->kv_t * sh->hd, sh->h, 0})) ||
+        (rc = gs__op_gemm(p, GS_ROLE_OPROJ, GS_OP_OPROJ, sh, &(gemm_shape){sh->T, sh->h, sh->a_t * sh->hd, 0})) ||
+        (rc = gs__op_elementwise(p, GS_ROLE_MLP_NORM, GS_OP_NORM, hsp, sh->norm_bytes)) ||
+        (sh->sp && (rc = gs__op_tp_coll(p, GS_ROLE_TP_MLP_IN, GS_COLL_ALLGATHER, sh))) ||
+        (rc = gs__op_gemm(p, GS_ROLE_MLP_UP, GS_OP_MLP_UP, sh, &(gemm_shape){sh->T, sh->f_t, sh->h, 0})))
+        return rc;
+    return gs__op_elementwise(p, GS_ROLE_MLP_ACT, GS_OP_ACT, sh->T * sh->f_t, sh->act_bytes);
 }
 
 gs_status gs__recompute_modules(pass *p, const shapes *sh, uint32_t modules)

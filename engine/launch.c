@@ -152,11 +152,13 @@ int gs_launch_accelerate_fits(const gs_scenario *s, const gs_mesh *m, char *why,
                       "shards, no flat-parameter units) has no FSDP strategy; FSDP's nearest, "
                       "shard_grad_op, schedules differently (use --emit megatron, or sharding: "
                       "shard_grad_op)");
-    if (st->recompute == GS_RECOMPUTE_SELECTIVE)
+    if (st->recompute == GS_RECOMPUTE_SELECTIVE || st->recompute == GS_RECOMPUTE_OP)
         return no_fit(why, len,
-                      "strategy.recompute selective: fsdp_activation_checkpointing recomputes "
+                      "strategy.recompute %s: fsdp_activation_checkpointing recomputes "
                       "whole decoder layers (recompute: full); selective recompute of the "
-                      "attention core is Megatron-LM's --recompute-granularity selective");
+                      "attention core is Megatron-LM's --recompute-granularity selective, per-op "
+                      "checkpointing torchtitan's selective_ac_option op",
+                      gs_recompute_name(st->recompute));
     if (st->reshard_after_forward != gs_sharding_shards_params(st->sharding))
         return no_fit(why, len,
                       "strategy.reshard_after_forward %s with sharding %s: accelerate's FSDP "
@@ -193,6 +195,11 @@ int gs_launch_megatron_fits(const gs_scenario *s, const gs_mesh *m, char *why, s
                       "strategy.offload true: Megatron-LM has no flag that keeps parameters and "
                       "optimizer state on the CPU (--optimizer-cpu-offload moves the optimizer "
                       "only)");
+    if (st->recompute == GS_RECOMPUTE_OP)
+        return no_fit(why, len,
+                      "strategy.recompute op: Megatron-LM has no per-op checkpointing policy (its "
+                      "selective recompute checkpoints modules: recompute: selective with "
+                      "recompute_modules)");
     if (m->size[GS_DIM_PP] > 1 && st->pipeline == GS_PIPE_GPIPE)
         return no_fit(why, len,
                       "strategy.pipeline gpipe: Megatron-LM schedules pipelines as 1F1B or "

@@ -168,8 +168,10 @@ typedef struct gs_act_sizes {
                              bits, GS_RECOMPUTE_ALL_MODULES under full, 0 under none */
 } gs_act_sizes;
 
-/* gs_act_sizes.modules under full recompute: the whole block. */
+/* gs_act_sizes.modules under full recompute: the whole block; under recompute op: the ops
+ * torchtitan's per-op policy does not save (engine/build_recompute.c). */
 #define GS_RECOMPUTE_ALL_MODULES 0xffffffffu
+#define GS_RECOMPUTE_OP_MODULES 0x80000000u
 
 /* Stage-local block l's stored activations and its recompute set, and the stored activations of
  * blocks lo .. hi together (recompute_every: checkpointed blocks keep `stored`, the others

@@ -26,6 +26,7 @@ typedef struct act_terms {
     uint64_t moe_all;    /* moe: everything the MoE MLP half keeps */
     uint64_t moe_act;    /* moe_act: the experts' activation outputs (the down projection's input) */
     uint64_t moe_shared; /* shared_experts: the shared experts' intermediates */
+    uint64_t op_kept;    /* recompute op: what torchtitan's per-op policy keeps */
 } act_terms;
 
 /* A MoE block's MLP on one TP rank (engine/build_moe.c's ops, Megatron-Core's saved tensors):
@@ -131,6 +132,18 @@ static void layer_activation_terms(const gs_model *m, const gs_strategy *st, uin
         a->norm_out = ceil_div(a->norm_out, t);
         a->input = ceil_div(a->input, t);
     }
+    /* recompute op (a SwiGLU block, scenario_mesh.c checks): the block's input, and the outputs
+     * of the ops the policy saves: wq and wv (the first and third matmuls: Q, V), SDPA's output
+     * and logsumexp, w1 (the fifth), w2 (the seventh, whole on each rank before its
+     * reduce-scatter), and under sequence parallelism the two reduce-scatters' outputs (e each);
+     * wk, wo and w3 (every second matmul), the norms, rotary, SiLU and products run again */
+    uint64_t rs = st->sequence_parallel && t > 1 ? mul(c, 2, ceil_div(mul(c, e, sbh, "activation"), t), "activation")
+                                                 : 0;
+    a->op_kept = add(c, add(c, add(c, a->input, mul(c, e, add(c, mul(c, 2, q, "activation"), kv, "activation"),
+                                                         "activation"), "activation"),
+                            add(c, a->lse, mul(c, e, mul(c, sb, f, "activation"), "activation"), "activation"),
+                            "activation"),
+                     add(c, mul(c, e, sbh, "activation"), rs, "activation"), "activation");
 }
 
 /* What selective recompute's modules drop from one block, bytes: the sum of their parts, each
@@ -162,6 +175,8 @@ static uint64_t act_stored(const act_terms *a, gs_recompute r, uint32_t modules,
     switch (r) {
     case GS_RECOMPUTE_FULL:
         return a->input;
+    case GS_RECOMPUTE_OP:
+        return a->op_kept;
     case GS_RECOMPUTE_SELECTIVE: /* everything but what the modules drop (never more than held) */
         return add(c, add(c, add(c, a->replicated, a->split, "activation"), a->scores, "activation"), a->lse,
                    "activation") -
@@ -231,7 +246,13 @@ gs_status gs_ledger_act_sizes(const gs_scenario *s, const gs_mesh *mesh, uint64_
         out->remat = act_stored(&a, GS_RECOMPUTE_NONE, 0, &c);
     else if (st->recompute == GS_RECOMPUTE_SELECTIVE)
         out->remat = act_dropped(&a, modules, &c);
-    out->modules = st->recompute == GS_RECOMPUTE_FULL ? GS_RECOMPUTE_ALL_MODULES : modules;
+    else if (st->recompute == GS_RECOMPUTE_OP) { /* what the block's backward needs and the policy did not keep */
+        uint64_t all = act_stored(&a, GS_RECOMPUTE_NONE, 0, &c);
+        out->remat = all > out->stored ? all - out->stored : 0;
+    }
+    out->modules = st->recompute == GS_RECOMPUTE_FULL ? GS_RECOMPUTE_ALL_MODULES
+                   : st->recompute == GS_RECOMPUTE_OP ? GS_RECOMPUTE_OP_MODULES
+                                                      : modules;
     if (st->recompute == GS_RECOMPUTE_FULL && st->recompute_every > 1) {
         out->every = st->recompute_every;
         out->stored_kept = act_stored(&a, GS_RECOMPUTE_NONE, 0, &c);
@@ -282,6 +303,8 @@ void gs__ledger_stage_act_lines(const stage_build *b)
     const char *how = st->recompute == GS_RECOMPUTE_FULL && act->every > 1
                           ? "full recompute on every recompute_every-th block: layer input only"
                       : st->recompute == GS_RECOMPUTE_FULL ? "full recompute: layer input only"
+                      : st->recompute == GS_RECOMPUTE_OP
+                          ? "per-op recompute (torchtitan): the input, wq, wv, w1, w2 and attention outputs kept"
                       : st->recompute == GS_RECOMPUTE_SELECTIVE ? sel
                                                                 : "no recompute";
     char dropped[48] = "";

@@ -21,6 +21,7 @@
  * parallelism's exchange). */
 typedef struct moe_count {
     uint64_t moe, moe_ckpt, moe_attn_ckpt, moe_shared_ckpt, dense_ckpt, dense_mlp_ckpt, core_ckpt;
+    uint64_t op_ckpt; /* recompute op: blocks whose two sequence-parallel gathers run again */
 } moe_count;
 
 static void count_moe_blocks(const stage_build *b, moe_count *n)
@@ -35,6 +36,10 @@ static void count_moe_blocks(const stage_build *b, moe_count *n)
                   gs_pipe_global_layer(b->mesh, s->model.layers, v, b->stage, l) >= s->model.moe.dense_layers;
         uint32_t mods = gs_act_layer_recomputes(&b->act, (int64_t)l);
         int full = mods == GS_RECOMPUTE_ALL_MODULES;
+        if (mods == GS_RECOMPUTE_OP_MODULES) { /* a dense block: its gathers (the attention core saved) */
+            n->op_ckpt += 1;
+            continue;
+        }
         n->moe += moe;
         n->core_ckpt += (mods & GS_RC_CORE_ATTN) != 0;
         if (moe) {
@@ -244,6 +249,8 @@ void gs__ledger_stage_tp_traffic(stage_build *b)
         count_moe_blocks(b, &mc);
         /* a checkpointed dense block's forward: 2 again (full), or its MLP's 1 (recompute module mlp) */
         uint64_t again = add(c, mul(c, 2, mc.dense_ckpt, "traffic"), mc.dense_mlp_ckpt - mc.dense_ckpt, "traffic");
+        /* recompute op: the attention's and the MLP's sequence-parallel gathers, one all-reduce's worth */
+        again = add(c, again, st->sequence_parallel ? mc.op_ckpt : 0, "traffic");
         uint64_t colls = add(c, mul(c, per_layer, r->layers - mc.moe, "traffic"), again, "traffic") + (stage == 0) +
                          (stage + 1 == pp);
         per_layer += st->recompute == GS_RECOMPUTE_FULL ? 2 : 0; /* a checkpointed block's */
@@ -294,7 +301,8 @@ void gs__ledger_stage_tp_traffic(stage_build *b)
                                 ? (st->recompute_every > 1 ? " on a checkpointed block, incl. its recomputed forward"
                                                            : " incl. the recomputed forward")
                             : mc.dense_mlp_ckpt ? " + 1 for the recomputed MLP"
-                                                : "",
+                            : mc.op_ckpt && st->sequence_parallel ? " + 1 for the recomputed gathers (recompute op)"
+                                                                  : "",
                             st->sequence_parallel
                                 ? (regather ? ", as all-gather + reduce-scatter pairs, with the backward's "
                                               "re-gathers of tp_comm_overlap"

@@ -284,8 +284,33 @@ static gs_status check_cp(const gs_scenario *s, uint64_t cp, gs_error *err)
     return GS_OK;
 }
 
+/* Per-op selective checkpointing (recompute: op) is built for torchtitan's Llama blocks: SwiGLU,
+ * no dropout, no latent attention or experts, flash attention (the saved SDPA), and sequence
+ * parallelism under TP (torchtitan's TP plan), whose reduce-scatters the policy saves. */
+static gs_status check_recompute_op(const gs_scenario *s, gs_error *err)
+{
+    const gs_model *m = &s->model;
+    const char *why = m->nominal_params                ? "a model given by its shapes"
+                      : m->mlp != GS_MLP_SWIGLU         ? "a SwiGLU MLP (mlp: swiglu)"
+                      : m->dropout                      ? "no dropout"
+                      : m->mla.kv_lora_rank || m->moe.experts ? "dense blocks without latent attention or experts"
+                      : !s->strategy.flash_attention    ? "flash attention (the policy saves flash or efficient SDPA)"
+                      : s->grid.tp > 1 && !s->strategy.sequence_parallel
+                          ? "sequence_parallel: true under tp > 1 (torchtitan's TP plan)"
+                          : NULL;
+    if (!why)
+        return GS_OK;
+    return gs_error_set(err, GS_ERR_INPUT, "%s: strategy.recompute op (torchtitan's per-op selective checkpointing) "
+                        "is built for Llama-style blocks: expected %s", s->path, why);
+}
+
 gs_status gs_scenario_mesh(const gs_scenario *s, gs_mesh *mesh, gs_diag *warnings, gs_error *err)
 {
+    if (s->strategy.recompute == GS_RECOMPUTE_OP) {
+        gs_status rst = check_recompute_op(s, err);
+        if (rst != GS_OK)
+            return rst;
+    }
     char grid_at[600], batch_at[600];
     section_at(s, s->grid.grid_line, s->grid.grid_col, grid_at, sizeof grid_at);
     section_at(s, s->batch.batch_line, s->batch.batch_col, batch_at, sizeof batch_at);

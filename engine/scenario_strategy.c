@@ -231,18 +231,19 @@ static gs_status strategy_recompute_modules(const gs__yaml_loader *l, const yaml
  * the pipeline schedule. */
 static gs_status strategy_schemes(const gs__yaml_loader *l, const yaml_node_t *v, gs_strategy *s)
 {
-    const char *sharding[GS_SHARD_COUNT], *prefetch[3], *recompute[3], *precision[4], *pipeline[3];
+    const char *sharding[GS_SHARD_COUNT], *prefetch[3], *recompute[GS_RECOMPUTE_COUNT], *precision[4], *pipeline[3];
     for (int i = 0; i < GS_SHARD_COUNT; i++)
         sharding[i] = gs_sharding_name((gs_sharding)i);
+    for (int i = 0; i < GS_RECOMPUTE_COUNT; i++)
+        recompute[i] = gs_recompute_name((gs_recompute)i);
     for (int i = 0; i < 3; i++) {
         prefetch[i] = gs_prefetch_name((gs_prefetch)i);
-        recompute[i] = gs_recompute_name((gs_recompute)i);
         precision[i] = gs_precision_name((gs_precision)i);
         pipeline[i] = gs_pipeline_name((gs_pipeline)i);
     }
     const gs__scenario_names shardings = {sharding, GS_SHARD_COUNT, parse_sharding};
     const gs__scenario_names prefetches = {prefetch, 3, parse_prefetch};
-    const gs__scenario_names recomputes = {recompute, 3, parse_recompute};
+    const gs__scenario_names recomputes = {recompute, GS_RECOMPUTE_COUNT, parse_recompute};
     precision[PRECISION_FP8] = "fp8";
     const gs__scenario_names precisions = {precision, 4, parse_precision_fp8};
     const gs__scenario_names pipelines = {pipeline, 3, parse_pipeline};

@@ -34,6 +34,7 @@ static const char *const recompute_names[][2] = {
     [GS_RECOMPUTE_NONE] = {"none", NULL},
     [GS_RECOMPUTE_SELECTIVE] = {"selective", NULL},
     [GS_RECOMPUTE_FULL] = {"full", NULL},
+    [GS_RECOMPUTE_OP] = {"op", "selective_op"},
 };
 
 static const char *const precision_names[][2] = {

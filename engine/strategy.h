@@ -22,7 +22,18 @@ typedef enum gs_sharding {
 
 typedef enum gs_wrap_kind { GS_WRAP_LAYER, GS_WRAP_MODEL, GS_WRAP_MIN_PARAMS } gs_wrap_kind;
 typedef enum gs_prefetch { GS_PREFETCH_NONE, GS_PREFETCH_BACKWARD_PRE, GS_PREFETCH_BACKWARD_POST } gs_prefetch;
-typedef enum gs_recompute { GS_RECOMPUTE_NONE, GS_RECOMPUTE_SELECTIVE, GS_RECOMPUTE_FULL } gs_recompute;
+/* OP: per-op selective checkpointing as torchtitan applies it (activation_checkpoint mode
+ * selective, selective_ac_option op; torchtitan/parallelisms/parallelize_llama.py, later
+ * torchtitan/distributed/activation_checkpoint.py): every block is checkpointed, and its
+ * recompute replays every op but those whose outputs the policy saves: the matmuls (every
+ * second one recomputed), flash / efficient attention and the reduce-scatters. */
+typedef enum gs_recompute {
+    GS_RECOMPUTE_NONE,
+    GS_RECOMPUTE_SELECTIVE,
+    GS_RECOMPUTE_FULL,
+    GS_RECOMPUTE_OP,
+} gs_recompute;
+#define GS_RECOMPUTE_COUNT 4
 /* The submodules selective recompute checkpoints (strategy.recompute_modules), as Megatron-Core's
  * --recompute-modules names them (TransformerConfig.recompute_modules; TransformerLayer,
  * MLASelfAttention and MoELayer apply them): CORE_ATTN the attention core (its s x s scores);

@@ -97,6 +97,9 @@ static gs_status check_supported(const gs_scenario *s, const gs_mesh *mesh, gs_e
     }
     else if (m->mtp_layers)
         why = "multi-token prediction modules (model.mtp_layers) are simulated, not executed";
+    else if (st->recompute == GS_RECOMPUTE_OP)
+        why = "per-op selective checkpointing (recompute: op) is simulated, not executed (exec runs none, "
+              "selective or full)";
     else if (gs_strategy_recompute_modules(st) & ~(uint32_t)GS_RC_CORE_ATTN) {
         char mods[120];
         gs_recompute_modules_format(gs_strategy_recompute_modules(st), ", ", mods, sizeof mods);

@@ -1,5 +1,6 @@
 /* Check suite for selective recompute's modules (strategy.recompute_modules, Megatron-Core's
- * --recompute-modules): the scenario key and its refusals, what each module drops from a block's
+ * --recompute-modules) and torchtitan's per-op checkpointing (recompute: op): the scenario keys
+ * and their refusals, what each module drops from a block's
  * activations against hand counts, the recompute pass's events (their FLOPs, collectives and the
  * ledgers' traffic), Megatron-LM's flag both ways, and the simulated trade of time for memory.
  * Expected values are hand arithmetic written beside each assertion. */
@@ -318,6 +319,94 @@ START_TEST(test_sim_trade)
 }
 END_TEST
 
+/* recompute op, torchtitan's per-op policy, on DENSE. tp 1, one sequence of 256 tokens, per
+ * block the policy keeps the input 2 B x 256 x 256 = 131,072; wq's Q and SDPA's output,
+ * 2 x 2 B x 256 x 256 = 262,144; wv's V 2 B x 256 x 64 = 32,768; the logsumexp 4 B x 256 x 8 =
+ * 8,192; w1's output 2 B x 256 x 512 = 262,144; w2's 2 B x 256 x 256 = 131,072: 827,392. On tp 2
+ * with sequence parallelism: the input's shard 65,536; Q and the output 2 x 2 B x 256 x 128 =
+ * 131,072; V (one KV head of 32) 16,384; logsumexp 4 B x 256 x 4 = 4,096; w1 2 B x 256 x 256 =
+ * 131,072; w2's whole partial sum 131,072 and the two reduce-scatters' shards 2 x 65,536: 610,304.
+ * Refused where the policy's matmul count would mean other ops: a GELU MLP, TP without sequence
+ * parallelism (its all-reduces), a MoE block. */
+START_TEST(test_op_ledger)
+{
+    ck_assert_uint_eq(stored(DENSE, "recompute: op"), 827392);
+    char y[1024];
+    snprintf(y, sizeof y, DENSE "grid: {dp: 2, tp: 2}\nstrategy: {sequence_parallel: true, recompute: op}\n"
+             "batch: {global: 2}\n");
+    gs_scenario s;
+    gs_mesh m;
+    load(y, &s, &m);
+    gs_act_sizes a;
+    gs_error err;
+    gs_error_init(&err);
+    ck_assert_int_eq(gs_ledger_act_sizes(&s, &m, 0, &a, &err), GS_OK);
+    ck_assert_uint_eq(a.stored, 610304);
+    load_fails("model: {layers: 2, hidden: 256, heads: 8, ffn: 1024, vocab: 1000, seq: 256, mlp: gelu}\n"
+               "cluster: {preset: dgx-h100, nodes: 1, gpus_per_node: 4}\ngrid: {dp: 4}\nstrategy: {recompute: op}\n",
+               "SwiGLU");
+    load_fails(DENSE "grid: {dp: 2, tp: 2}\nstrategy: {sequence_parallel: false, recompute: op}\n",
+               "sequence_parallel: true");
+    load_fails(MOE "grid: {dp: 4}\nstrategy: {recompute: op}\n", "without latent attention or experts");
+}
+END_TEST
+
+/* recompute op on DENSE, tp 2 with sequence parallelism, 2 micro-batches: per block and
+ * micro-batch the recompute runs wk, 2 x 256 x 32 x 256 = 4,194,304 FLOPs (one KV head of 32 on
+ * the rank), wo, 2 x 256 x 256 x 128 = 16,777,216, and w3, 2 x 256 x 256 x 256 = 33,554,432,
+ * with the two sequence-parallel gathers; not the attention core, wq, wv, w1, w2 or the
+ * reduce-scatters. The schedule validates against the ledgers (the tp line counts the gathers). */
+START_TEST(test_op_schedule)
+{
+    gs_scenario s;
+    gs_mesh m;
+    double f;
+    uint64_t sent;
+    gs_schedule *sch = build(DENSE "grid: {dp: 2, tp: 2}\nstrategy: {sequence_parallel: true, recompute: op}\n"
+                                   "batch: {global: 4, micro: 1}\n",
+                             &s, &m);
+    ck_assert_uint_eq(role_events(sch, GS_ROLE_QKV, GS_PHASE_RECOMPUTE, &f, &sent), 4);
+    ck_assert_double_eq(f, 4 * 4194304.0);
+    ck_assert_uint_eq(role_events(sch, GS_ROLE_OPROJ, GS_PHASE_RECOMPUTE, &f, &sent), 4);
+    ck_assert_double_eq(f, 4 * 16777216.0);
+    ck_assert_uint_eq(role_events(sch, GS_ROLE_MLP_UP, GS_PHASE_RECOMPUTE, &f, &sent), 4);
+    ck_assert_double_eq(f, 4 * 33554432.0);
+    ck_assert_uint_eq(role_events(sch, GS_ROLE_TP_ATTN_IN, GS_PHASE_RECOMPUTE, &f, &sent), 4);
+    ck_assert_uint_eq(role_events(sch, GS_ROLE_TP_MLP_IN, GS_PHASE_RECOMPUTE, &f, &sent), 4);
+    ck_assert_uint_eq(role_events(sch, GS_ROLE_TP_ATTN_OUT, GS_PHASE_RECOMPUTE, &f, &sent), 0);
+    ck_assert_uint_eq(role_events(sch, GS_ROLE_ATTN_CORE, GS_PHASE_RECOMPUTE, &f, &sent), 0);
+    ck_assert_uint_eq(role_events(sch, GS_ROLE_MLP_DOWN, GS_PHASE_RECOMPUTE, &f, &sent), 0);
+    gs_schedule_destroy(sch);
+}
+END_TEST
+
+/* Per-op checkpointing lies between none and full: slower than none, faster than full; a
+ * lower peak than none, a higher one than full. */
+START_TEST(test_op_between)
+{
+    const char *strat[3] = {"recompute: none", "recompute: op", "recompute: full"};
+    double step[3];
+    uint64_t peak[3];
+    for (int i = 0; i < 3; i++) {
+        char y[1024];
+        snprintf(y, sizeof y, DENSE "grid: {dp: 4}\nstrategy: {sharding: no_shard, %s}\nbatch: {global: 16}\n",
+                 strat[i]);
+        gs_scenario s;
+        gs_mesh m;
+        load(y, &s, &m);
+        gs_report r;
+        gs_backend_opts bo = {0, NULL, NULL, NULL};
+        gs_error err;
+        gs_error_init(&err);
+        ck_assert_msg(gs_sim_scenario(&s, &m, 0, &bo, &r, NULL, &err) == GS_OK, "%s", err.msg);
+        step[i] = r.step_time_s;
+        peak[i] = r.peak_bytes;
+    }
+    ck_assert(step[0] < step[1] && step[1] < step[2]);
+    ck_assert(peak[0] > peak[1] && peak[1] > peak[2]);
+}
+END_TEST
+
 static Suite *recompute_suite(void)
 {
     Suite *s = suite_create("recompute");
@@ -330,6 +419,9 @@ static Suite *recompute_suite(void)
     tcase_add_test(tc, test_recompute_moe);
     tcase_add_test(tc, test_megatron);
     tcase_add_test(tc, test_sim_trade);
+    tcase_add_test(tc, test_op_ledger);
+    tcase_add_test(tc, test_op_schedule);
+    tcase_add_test(tc, test_op_between);
     suite_add_tcase(s, tc);
     return s;
 }
