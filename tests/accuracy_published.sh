@@ -41,6 +41,8 @@ awk -F, 'NR > 1 && $7 != "" && ($7 > 0.30 || $7 < -0.30) {
 function why(id, fits) {
     if (fits != 1)
         return "the ledger says it does not fit in GPU memory: the run used settings the source does not state (recompute, smaller buffers), so the predicted step is of a configuration that did not run"
+    if (id ~ /^TITAN-(9|10)$/)
+        return "not identified: at 131k and 262k tokens over CP 4 and 8 the step is over 90% attention (the simulated attention runs at FlashAttention-2'"'"'s measured rate on each chunk, 255-300 TFLOP/s at 500 W); the measured step implies about half that rate, while CP 2 at 65k tokens is within 6%; which SDPA backend and chunking PyTorch'"'"'s context_parallel (December 2024, allgather rotation) dispatched is not stated"
     if (id ~ /^KFORGE-175B-2/)
         return "the source'"'"'s MFU (8.1%) disagrees with its own tokens/s for the same run (KFORGE-175B-1, within 14%): one of them is reported on another basis"
     if (id ~ /^KFORGE-(WS|MFU)/)

@@ -343,7 +343,8 @@ END_TEST
  * runs of dgxc-benchmarking v24.11.1 and v25.02 (9 scales x BF16/FP8, 7 of the 9 scales proxies
  * with fewer layers); the 2 DeepSeek-V3 runs of dgxc-benchmarking v25.05.04 (expert TP 1, one MTP
  * module); the 3 NeMo 24.07 performance-summary runs and its 25.02 Mixtral 8x7B run on
- * B200; the 2 Mixtral 8x7B runs of Megatron-Core's MoE README) that loads, meshes and has an
+ * B200; the 2 Mixtral 8x7B runs of Megatron-Core's MoE README; the 13 torchtitan benchmark runs
+ * of December 2024: Llama 3.1 8B, 70B and 405B under FSDP2, CP, TP and PP) that loads, meshes and has an
  * expect block with the row's metric family and a dataset. */
 START_TEST(shipped_published_scenarios)
 {
@@ -353,7 +354,7 @@ START_TEST(shipped_published_scenarios)
     ck_assert_ptr_nonnull(d);
     struct dirent *de;
     int nar21 = 0, mcore = 0, mpt = 0, fms = 0, kforge = 0, olmo = 0, flash = 0, fsdp = 0, other = 0, dgxc = 0, nemo = 0;
-    int dgxc_moe = 0, dgxc_dsv3 = 0, nemo_moe = 0, megatron_moe = 0;
+    int dgxc_moe = 0, dgxc_dsv3 = 0, nemo_moe = 0, megatron_moe = 0, titan = 0;
     while ((de = readdir(d)) != NULL) {
         size_t n = strlen(de->d_name);
         if (n < 6 || strcmp(de->d_name + n - 5, ".yaml") != 0)
@@ -445,6 +446,14 @@ START_TEST(shipped_published_scenarios)
             ck_assert_str_eq(e.dataset, "nemo-perf-summary");
             ck_assert_int_eq(e.metric, GS_EXPECT_TOKENS_PER_S_PER_GPU);
             ck_assert_int_eq(s.strategy.fp8, GS_FP8_DELAYED);
+        } else if (strncmp(s.title, "TITAN-", 6) == 0) {
+            titan++; /* torchtitan's December 2024 runs on 500 W, 96 GB HBM2e H100s */
+            ck_assert_str_eq(e.dataset, "torchtitan-benchmarks");
+            ck_assert_int_eq(e.metric, GS_EXPECT_TOKENS_PER_S_PER_GPU);
+            ck_assert_int_eq(s.strategy.framework, GS_FW_FSDP2);
+            ck_assert(s.cluster.gpu.power_w == 500.0 && s.cluster.gpu.hbm_bytes == 96000000000ULL);
+            /* Tables 1 and 3 (local batch 2): torchtitan's per-op selective checkpointing */
+            ck_assert_int_eq(s.strategy.recompute, s.batch.micro_seqs == 2 ? GS_RECOMPUTE_OP : GS_RECOMPUTE_FULL);
         } else if (strcmp(s.title, "LLAMA1-1") == 0 || strcmp(s.title, "MEGREADME-1") == 0) {
             other++;
         } else {
@@ -470,6 +479,7 @@ START_TEST(shipped_published_scenarios)
     ck_assert_int_eq(nemo, 3);
     ck_assert_int_eq(nemo_moe, 1);
     ck_assert_int_eq(megatron_moe, 2);
+    ck_assert_int_eq(titan, 13);
 }
 END_TEST
 

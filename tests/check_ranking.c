@@ -67,6 +67,15 @@ static const pair pairs[] = {
     {"fp8", "dgxc-007.yaml", "dgxc-008.yaml", NULL},
     {"fp8", "dgxc-009.yaml", "dgxc-010.yaml", NULL},
     {"fp8", "dgxc-012.yaml", "dgxc-013.yaml", NULL},
+    /* torchtitan's December 2024 runs (500 W H100s): eager against torch.compile, Float8 against
+     * BF16 under compile, on 8 and on 128 GPUs; 8 against 128 GPUs at the same local batch; TP's
+     * AsyncTP against its plain collectives (70B, FSDP 32 x TP 8) */
+    {"compile", "titan-001.yaml", "titan-002.yaml", NULL},
+    {"compile", "titan-004.yaml", "titan-005.yaml", NULL},
+    {"fp8", "titan-002.yaml", "titan-003.yaml", NULL},
+    {"fp8", "titan-005.yaml", "titan-006.yaml", NULL},
+    {"gpus", "titan-001.yaml", "titan-004.yaml", NULL},
+    {"tp overlap", "titan-011.yaml", "titan-012.yaml", NULL},
 };
 
 #define NPAIRS (sizeof pairs / sizeof pairs[0])
