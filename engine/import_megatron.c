@@ -182,6 +182,7 @@ const gs__mg_flag gs__mg_flags[] = {
     {"decoder-first-pipeline-num-layers", MG_ONE, MG_FIRST_LAYERS, NULL},
     {"decoder-last-pipeline-num-layers", MG_ONE, MG_LAST_LAYERS, NULL},
     {"account-for-embedding-in-pipeline-split", MG_SWITCH, MG_ACCOUNT_EMB, NULL},
+    {"pipeline-model-parallel-layout", MG_ONE, MG_PP_LAYOUT, NULL},
     {"account-for-loss-in-pipeline-split", MG_SWITCH, MG_ACCOUNT_LOSS, NULL},
 };
 

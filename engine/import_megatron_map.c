@@ -589,6 +589,38 @@ static gs_status mg_overlaps(const char *origin, const gs__words *ws, const gs__
     return GS_OK;
 }
 
+/* --pipeline-model-parallel-layout: the stages' layers (engine/pipeline_layout.h); Megatron-Core
+ * derives the virtual stages per rank from its length and refuses the other split flags beside
+ * it (arguments.py, transformer_config.py). */
+static gs_status mg_layout(const char *origin, const gs__words *ws, const gs__mg_state *st, gs_scenario *s,
+                           gs_error *err)
+{
+    char where[600], why[200];
+    gs__mg_where(origin, ws, st->at[MG_PP_LAYOUT], where, sizeof where);
+    static const gs__mg_act others[] = {MG_FIRST_LAYERS, MG_LAST_LAYERS, MG_ACCOUNT_EMB, MG_ACCOUNT_LOSS,
+                                        MG_VPP_LAYERS};
+    for (size_t i = 0; i < sizeof others / sizeof others[0]; i++)
+        if (st->given[others[i]])
+            return gs_error_set(err, GS_ERR_INPUT, "%s: --pipeline-model-parallel-layout with %s: expected one way "
+                                "of splitting the layers (Megatron-LM refuses both)",
+                                where, ws->w[st->at[others[i]]].text);
+    if (gs_layout_parse(st->str[MG_PP_LAYOUT], &s->grid.layout, why, sizeof why) != 0)
+        return gs_error_set(err, GS_ERR_INPUT, "%s: --pipeline-model-parallel-layout: %s", where, why);
+    uint64_t n = s->grid.layout.n, pp = s->grid.pp;
+    if (n % pp != 0)
+        return gs_error_set(err, GS_ERR_INPUT, "%s: --pipeline-model-parallel-layout names %" PRIu64 " stages: "
+                            "expected a multiple of --pipeline-model-parallel-size %" PRIu64, where, n, pp);
+    if (st->given[MG_VPP_STAGES] && st->u[MG_VPP_STAGES] != n / pp)
+        return gs_error_set(err, GS_ERR_INPUT, "%s: --num-virtual-stages-per-pipeline-rank %" PRIu64 " beside a layout "
+                            "of %" PRIu64 " stages over pp %" PRIu64 ": expected %" PRIu64, where,
+                            st->u[MG_VPP_STAGES], n, pp, n / pp);
+    if (n / pp > 1) {
+        s->strategy.pipeline = GS_PIPE_INTERLEAVED;
+        s->strategy.virtual_stages = n / pp;
+    }
+    return GS_OK;
+}
+
 /* The pipeline schedule: 1F1B, or interleaved with virtual stages. */
 static gs_status mg_pipeline(const char *origin, const gs__words *ws, const gs__mg_state *st, gs_scenario *s,
                              gs_diag *ignored, gs_error *err)
@@ -615,6 +647,8 @@ static gs_status mg_pipeline(const char *origin, const gs__words *ws, const gs__
                             s->grid.account_for_embedding ? "account-for-embedding-in-pipeline-split"
                                                           : "account-for-loss-in-pipeline-split",
                             s->grid.first_stage_layers ? "first" : "last");
+    if (st->given[MG_PP_LAYOUT])
+        return mg_layout(origin, ws, st, s, err);
     /* megatron/training/arguments.py: --num-layers-per-virtual-pipeline-stage divides the layers
      * per stage with the embedding / loss counted */
     uint64_t split_layers = s->model.layers + (uint64_t)s->grid.account_for_embedding +

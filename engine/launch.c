@@ -610,7 +610,11 @@ static void put_megatron_flags(launch_doc *d, const gs_scenario *s, const gs_mes
     if (m->account_loss)
         flag(&f, "--account-for-loss-in-pipeline-split");
     uneven = uneven || m->account_embedding || m->account_loss;
-    if (pp > 1 && st->pipeline == GS_PIPE_INTERLEAVED && uneven) /* the stages' chunks differ in size */
+    if (m->layout.n) { /* the layout names every chunk; the virtual stages follow from its length */
+        char lay[1024];
+        gs_layout_format(&m->layout, lay, sizeof lay);
+        flag(&f, "--pipeline-model-parallel-layout '%s'", lay);
+    } else if (pp > 1 && st->pipeline == GS_PIPE_INTERLEAVED && uneven) /* the stages' chunks differ in size */
         flag(&f, "--num-virtual-stages-per-pipeline-rank %" PRIu64, st->virtual_stages);
     else if (pp > 1 && st->pipeline == GS_PIPE_INTERLEAVED)
         flag(&f, "--num-layers-per-virtual-pipeline-stage %" PRIu64,

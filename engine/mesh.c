@@ -128,6 +128,7 @@ gs_status gs_mesh_init(gs_mesh *m, uint64_t tp, uint64_t dp, uint64_t pp,
     built.gpus_per_node = gpus_per_node;
     built.first_layers = built.last_layers = 0;
     built.account_embedding = built.account_loss = 0;
+    memset(&built.layout, 0, sizeof built.layout);
     built.cp = 1;
     built.cp_outer = 0;
     built.ep = 1;
@@ -250,6 +251,14 @@ void gs_mesh_set_split_accounting(gs_mesh *m, int embedding, int loss)
 {
     m->account_embedding = embedding != 0;
     m->account_loss = loss != 0;
+}
+
+void gs_mesh_set_layout(gs_mesh *m, const gs_layout *layout)
+{
+    if (layout)
+        m->layout = *layout;
+    else
+        memset(&m->layout, 0, sizeof m->layout);
 }
 
 void gs_mesh_rank_coords(const gs_mesh *m, uint64_t rank, uint64_t coords[GS_DIM_COUNT])
@@ -631,6 +640,8 @@ static gs_status check_model_split(const gs_mesh *m, const gs_model *model, gs_d
                                  (unsigned long long)pp, (unsigned long long)model->layers,
                                  (unsigned long long)model->layers,
                                  (unsigned long long)(pp - 1));
+        } else if (m->layout.n) {
+            /* a custom layout: its counts are checked against the model (engine/scenario_mesh.c) */
         } else if (m->account_embedding || m->account_loss) {
             check_split_accounting(m, model->layers, e);
         } else if (m->first_layers || m->last_layers) {
@@ -735,6 +746,12 @@ uint64_t gs_mesh_stage_layers(const gs_mesh *m, uint64_t layers, uint64_t stage)
 static uint64_t decoder_stage_layers(const gs_mesh *m, uint64_t layers, uint64_t stage)
 {
     uint64_t pp = m->size[GS_DIM_PP];
+    if (m->layout.n) { /* the stage's virtual stages k = chunk x pp + stage */
+        uint64_t n = 0;
+        for (uint64_t k = stage; k < m->layout.n; k += pp)
+            n += m->layout.layers[k];
+        return n;
+    }
     if (m->account_embedding || m->account_loss) {
         /* transformer_block.py get_num_layers_to_build: the stage's share less the embedding on
          * the first stage and the loss on the last (each of those known to hold more) */
@@ -758,6 +775,8 @@ static uint64_t decoder_stage_layers(const gs_mesh *m, uint64_t layers, uint64_t
 uint64_t gs_mesh_stage_first_layer(const gs_mesh *m, uint64_t layers, uint64_t stage)
 {
     uint64_t pp = m->size[GS_DIM_PP];
+    if (m->layout.n) /* its first virtual stage's first layer */
+        return gs_layout_layers_before(&m->layout, stage);
     if (m->account_embedding || m->account_loss) /* transformer_layer.py get_transformer_layer_offset */
         return stage == 0 ? 0 : stage * accounted_stage_layers(m, layers) - (uint64_t)m->account_embedding;
     if ((m->first_layers || m->last_layers) && pp > 1) {

@@ -11,6 +11,7 @@
 #include <stdint.h>
 
 #include "engine/model.h"
+#include "engine/pipeline_layout.h"
 #include "engine/status.h"
 
 typedef enum gs_dim { GS_DIM_TP = 0, GS_DIM_DP = 1, GS_DIM_PP = 2, GS_DIM_COUNT = 3 } gs_dim;
@@ -26,6 +27,8 @@ typedef struct gs_mesh {
     int account_embedding;         /* 1: the embedding counts as one layer of the split (Megatron-LM's
                                       --account-for-embedding-in-pipeline-split) */
     int account_loss;              /* 1: the loss counts as one layer (--account-for-loss-in-pipeline-split) */
+    gs_layout layout;              /* a custom layout: virtual stage k = chunk x pp + stage holds
+                                      layout.layers[k] decoder layers (n 0: none) */
     /* Context parallelism, folded into the DP dimension: size[GS_DIM_DP] = dp x cp, the group
      * over which gradients are reduced and states sharded (Megatron-Core's data-parallel group
      * with CP, torchtitan's dp_shard_cp mesh). The cp ranks holding one sequence's chunks are
@@ -186,6 +189,9 @@ void gs_mesh_set_stage_layers(gs_mesh *m, uint64_t first, uint64_t last);
  * the first stage holding one decoder layer fewer for the embedding, the last one fewer for the
  * loss. Nonzero sets. gs_mesh_check validates them against the model. */
 void gs_mesh_set_split_accounting(gs_mesh *m, int embedding, int loss);
+/* A custom pipeline layout (copied; n 0 clears it): the stage and chunk functions
+ * (gs_mesh_stage_layers, engine/pipeline.h) read their counts from it. */
+void gs_mesh_set_layout(gs_mesh *m, const gs_layout *layout);
 
 /* Sets the multi-token prediction modules the last stage holds (gs_mesh.mtp_layers). */
 void gs_mesh_set_mtp(gs_mesh *m, uint64_t mtp_layers);

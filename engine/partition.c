@@ -220,6 +220,11 @@ static void stage_params(const gs_model *m, const gs_mesh *mesh, uint64_t stage,
     p->first_layer = gs_mesh_stage_first_layer(mesh, m->layers, stage);
     p->chunk0_fewer = mesh->account_embedding && first;
     p->last_chunk_fewer = mesh->account_loss && last;
+    p->nchunk_end = 0;
+    for (uint64_t k = stage, end = 0; mesh->layout.n && k < mesh->layout.n; k += pp) {
+        end += mesh->layout.layers[k];
+        p->chunk_end[p->nchunk_end++] = (uint16_t)end;
+    }
 
     if (m->nominal_params) {
         p->layer_params = ceil_div(gs_model_layer_params(m), tp);
@@ -516,6 +521,12 @@ void gs_partition_chunk_span(const gs_partition *p, uint64_t v, uint64_t chunk, 
     if (v <= 1) {
         *bot = 0;
         *top = (int64_t)p->layers - 1;
+        return;
+    }
+    if (p->nchunk_end) { /* a custom layout's chunks */
+        uint64_t c = chunk < p->nchunk_end ? chunk : (uint64_t)p->nchunk_end - 1;
+        *bot = c ? (int64_t)p->chunk_end[c - 1] : 0;
+        *top = (int64_t)p->chunk_end[c] - 1;
         return;
     }
     /* every chunk holds per layers but chunk 0 and the last one a layer fewer where the

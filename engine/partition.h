@@ -46,6 +46,9 @@ typedef struct gs_partition {
     int chunk0_fewer;     /* 1: model chunk 0 holds one layer fewer than the others (the
                            * embedding accounted in the split, stage 0; gs_pipe_chunk_layers) */
     int last_chunk_fewer; /* 1: the last model chunk holds one fewer (the loss, last stage) */
+    uint16_t nchunk_end;  /* a custom pipeline layout (gs_mesh.layout): the stage's chunks, each
+                           * ending (exclusive, stage-local) at chunk_end[c]; 0 otherwise */
+    uint16_t chunk_end[GS_LAYOUT_MAX];
     /* Index by stage-local layer, built by gs_partition_stage (NULL when it is not): the non-root
      * units covering layer l are cover_units[cover_off[l] .. cover_off[l + 1]), ascending; their
      * parameters sum to cover_params[l]. */

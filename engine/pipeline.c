@@ -115,6 +115,8 @@ uint64_t gs_pipe_chunk_layers(const gs_mesh *m, uint64_t layers, uint64_t v, uin
     uint64_t pp = m->size[GS_DIM_PP];
     if (v <= 1)
         return gs_mesh_stage_layers(m, layers, stage);
+    if (m->layout.n)
+        return chunk * pp + stage < m->layout.n ? m->layout.layers[chunk * pp + stage] : 0;
     uint64_t q = accounted_chunk_layers(m, layers, v);
     if (!q)
         return gs_mesh_stage_layers(m, layers, stage) / v;
@@ -129,6 +131,12 @@ uint64_t gs_pipe_chunk_begin(const gs_mesh *m, uint64_t layers, uint64_t v, uint
 {
     if (v <= 1 || chunk == 0)
         return 0;
+    if (m->layout.n) { /* the stage's chunks before this one */
+        uint64_t b = 0;
+        for (uint64_t c = 0; c < chunk; c++)
+            b += gs_pipe_chunk_layers(m, layers, v, stage, c);
+        return b;
+    }
     uint64_t q = accounted_chunk_layers(m, layers, v);
     if (!q)
         return chunk * (gs_mesh_stage_layers(m, layers, stage) / v);
@@ -139,6 +147,13 @@ uint64_t gs_pipe_chunk_of(const gs_mesh *m, uint64_t layers, uint64_t v, uint64_
 {
     if (v <= 1)
         return 0;
+    if (m->layout.n) {
+        uint64_t end = 0;
+        for (uint64_t c = 0; c < v; c++)
+            if (local < (end += gs_pipe_chunk_layers(m, layers, v, stage, c)))
+                return c;
+        return v - 1;
+    }
     uint64_t q = accounted_chunk_layers(m, layers, v), c = 0;
     if (q) { /* chunk c starts at c q, one earlier after stage 0's short chunk 0 */
         c = (local + (m->account_embedding && stage == 0 ? 1 : 0)) / q;
@@ -156,6 +171,8 @@ uint64_t gs_pipe_global_layer(const gs_mesh *m, uint64_t layers, uint64_t v, uin
         return first + local;
     uint64_t chunk = gs_pipe_chunk_of(m, layers, v, stage, local);
     uint64_t within = local - gs_pipe_chunk_begin(m, layers, v, stage, chunk);
+    if (m->layout.n) /* Megatron's get_layer_offset: the virtual stages before k = chunk x pp + stage */
+        return gs_layout_layers_before(&m->layout, chunk * m->size[GS_DIM_PP] + stage) + within;
     uint64_t q = accounted_chunk_layers(m, layers, v);
     if (q) {
         /* transformer_layer.py get_transformer_layer_offset: virtual stage k = chunk * pp + stage

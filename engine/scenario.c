@@ -19,13 +19,22 @@
 
 static const char *const grid_keys[] = {"dp", "pp", "tp", "cp", "ep", "etp", "order", "allow_tp_cross_node",
                                         "first_stage_layers", "last_stage_layers", "account_for_embedding",
-                                        "account_for_loss"};
+                                        "account_for_loss", "layout"};
 
 /* Megatron-LM refuses --account-for-embedding/loss-in-pipeline-split beside
  * --decoder-first/last-pipeline-num-layers (megatron/core/transformer/transformer_config.py,
  * TransformerConfig.__post_init__): the error sits at the accounting key. */
 static gs_status check_split_keys(const gs__yaml_loader *l, const yaml_node_t *v, const gs_grid *g)
 {
+    if (g->layout.n && (g->account_for_embedding || g->account_for_loss || g->first_stage_layers ||
+                        g->last_stage_layers))
+        return gs__yaml_fail_at(l, gs__yaml_lookup(l, v, "layout", NULL), GS_ERR_INPUT,
+                                "grid.layout: found beside %s, expected one way of an uneven pipeline split: the "
+                                "layout names every stage's layers (Megatron-LM refuses the others with it)",
+                                g->first_stage_layers   ? "first_stage_layers"
+                                : g->last_stage_layers  ? "last_stage_layers"
+                                : g->account_for_loss && !g->account_for_embedding ? "account_for_loss"
+                                                                                    : "account_for_embedding");
     if (!(g->account_for_embedding || g->account_for_loss) || !(g->first_stage_layers || g->last_stage_layers))
         return GS_OK;
     const char *key = g->account_for_embedding ? "account_for_embedding" : "account_for_loss";
@@ -34,6 +43,22 @@ static gs_status check_split_keys(const gs__yaml_loader *l, const yaml_node_t *v
                             "the embedding / loss counted as layers, or first_stage_layers / last_stage_layers "
                             "(Megatron-LM refuses both)",
                             key, g->first_stage_layers ? "first_stage_layers" : "last_stage_layers");
+}
+
+/* grid.layout: a Megatron layout string (engine/pipeline_layout.h). */
+static gs_status load_layout(const gs__yaml_loader *l, const yaml_node_t *v, gs_grid *g)
+{
+    const yaml_node_t *lv = gs__yaml_lookup(l, v, "layout", NULL);
+    char found[96], why[200];
+    if (!lv)
+        return GS_OK;
+    if (!gs__yaml_is_text_scalar(lv))
+        return gs__yaml_fail_at(l, lv, GS_ERR_INPUT,
+                                "grid.layout: found %s, expected a Megatron layout string like \"Et*4|(t*4|)*14tL\"",
+                                gs__yaml_describe(lv, found, sizeof found));
+    if (gs_layout_parse(gs__yaml_scalar_text(lv), &g->layout, why, sizeof why) != 0)
+        return gs__yaml_fail_at(l, lv, GS_ERR_INPUT, "grid.layout: %s", why);
+    return GS_OK;
 }
 
 static gs_status load_grid(const gs__yaml_loader *l, const yaml_node_t *v, gs_grid *g)
@@ -48,6 +73,7 @@ static gs_status load_grid(const gs__yaml_loader *l, const yaml_node_t *v, gs_gr
     g->allow_tp_cross_node = 0;
     g->first_stage_layers = g->last_stage_layers = 0;
     g->account_for_embedding = g->account_for_loss = 0;
+    memset(&g->layout, 0, sizeof g->layout);
     g->grid_line = (uint32_t)gs__yaml_node_line(v);
     g->grid_col = (uint32_t)gs__yaml_node_col(v);
     if (v->type != YAML_MAPPING_NODE)
@@ -68,7 +94,7 @@ static gs_status load_grid(const gs__yaml_loader *l, const yaml_node_t *v, gs_gr
         (st = gs__scenario_opt_count(l, v, "grid", "last_stage_layers", &g->last_stage_layers, NULL)) ||
         (st = gs__scenario_opt_bool(l, v, "grid", "account_for_embedding", &g->account_for_embedding, NULL)) ||
         (st = gs__scenario_opt_bool(l, v, "grid", "account_for_loss", &g->account_for_loss, NULL)) ||
-        (st = check_split_keys(l, v, g)))
+        (st = load_layout(l, v, g)) || (st = check_split_keys(l, v, g)))
         return st;
     yaml_node_t *order = gs__yaml_lookup(l, v, "order", NULL);
     int has_cp = 0, rc = 0;

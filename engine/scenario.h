@@ -12,6 +12,7 @@
 #include "engine/hardware.h"
 #include "engine/mesh.h"
 #include "engine/model.h"
+#include "engine/pipeline_layout.h"
 #include "engine/status.h"
 #include "engine/strategy.h"
 
@@ -34,6 +35,8 @@ typedef struct gs_grid {
     int account_for_embedding;  /* 1: the embedding counts as a layer of the pipeline split
                                    (--account-for-embedding-in-pipeline-split); default 0 */
     int account_for_loss;       /* 1: the loss does (--account-for-loss-in-pipeline-split); default 0 */
+    gs_layout layout;           /* each virtual stage's decoder layers (Megatron-Core's
+                                   --pipeline-model-parallel-layout); n 0: the split's rules */
     uint32_t grid_line, grid_col; /* 1-based position of `grid:` in the file; 0 when built in code */
 } gs_grid;
 

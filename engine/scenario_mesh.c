@@ -130,7 +130,9 @@ static gs_status check_interleaved(const gs_scenario *s, const gs_mesh *mesh, ui
                                    const char *grid_at, const char *batch_at, gs_error *err)
 {
     uint64_t v = s->strategy.virtual_stages, pp = s->grid.pp, chunks;
-    if (s->grid.account_for_embedding || s->grid.account_for_loss) {
+    if (s->grid.layout.n) {
+        /* the layout names every chunk (check_layout) */
+    } else if (s->grid.account_for_embedding || s->grid.account_for_loss) {
         uint64_t extra = (uint64_t)s->grid.account_for_embedding + (uint64_t)s->grid.account_for_loss;
         uint64_t per_stage = (s->model.layers + extra) / pp; /* gs_mesh_check: a whole number */
         if (v && per_stage % v != 0)
@@ -304,6 +306,33 @@ static gs_status check_recompute_op(const gs_scenario *s, gs_error *err)
                         "is built for Llama-style blocks: expected %s", s->path, why);
 }
 
+/* grid.layout against the grid and model: pp x virtual stages entries (Megatron-Core derives the
+ * virtual stages from the layout's length; gridstep asks for strategy.virtual_stages to agree),
+ * the model's layers, and its MTP modules ('m'). */
+static gs_status check_layout(const gs_scenario *s, gs_error *err)
+{
+    const gs_layout *l = &s->grid.layout;
+    uint64_t v = s->strategy.pipeline == GS_PIPE_INTERLEAVED && s->grid.pp > 1 ? s->strategy.virtual_stages : 1;
+    if (!v)
+        v = 1;
+    if ((uint64_t)l->n != s->grid.pp * v)
+        return gs_error_set(err, GS_ERR_INPUT,
+                            "layout names %u virtual stages: expected pp x virtual_stages = %llu x %llu = %llu "
+                            "(set strategy.pipeline interleaved with virtual_stages %llu for a layout of %u)",
+                            (unsigned)l->n, (unsigned long long)s->grid.pp, (unsigned long long)v,
+                            (unsigned long long)(s->grid.pp * v), (unsigned long long)(l->n / (s->grid.pp ? s->grid.pp : 1)),
+                            (unsigned)l->n);
+    if (gs_layout_total(l) != s->model.layers)
+        return gs_error_set(err, GS_ERR_INPUT, "layout holds %llu decoder layers ('t'): expected the model's %llu",
+                            (unsigned long long)gs_layout_total(l), (unsigned long long)s->model.layers);
+    if (l->mtp != s->model.mtp_layers)
+        return gs_error_set(err, GS_ERR_INPUT,
+                            "layout holds %u MTP modules ('m'): expected model.mtp_layers = %llu (Megatron-LM "
+                            "asserts the same)",
+                            (unsigned)l->mtp, (unsigned long long)s->model.mtp_layers);
+    return GS_OK;
+}
+
 gs_status gs_scenario_mesh(const gs_scenario *s, gs_mesh *mesh, gs_diag *warnings, gs_error *err)
 {
     if (s->strategy.recompute == GS_RECOMPUTE_OP) {
@@ -335,6 +364,8 @@ gs_status gs_scenario_mesh(const gs_scenario *s, gs_mesh *mesh, gs_diag *warning
         gs_mesh_set_stage_layers(mesh, s->grid.first_stage_layers, s->grid.last_stage_layers);
     if (st == GS_OK)
         gs_mesh_set_split_accounting(mesh, s->grid.account_for_embedding, s->grid.account_for_loss);
+    if (st == GS_OK && s->grid.layout.n && (st = check_layout(s, err)) == GS_OK)
+        gs_mesh_set_layout(mesh, &s->grid.layout);
     if (st == GS_OK && s->model.mtp_layers && (st = check_mtp(s, err)) == GS_OK)
         gs_mesh_set_mtp(mesh, s->model.mtp_layers);
     if (st == GS_OK && cp > 1)

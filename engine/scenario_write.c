@@ -251,6 +251,11 @@ gs_status gs_scenario_write_yaml(const gs_scenario *s, gs_text *out, gs_error *e
         st = gs_text_printf(out, ", account_for_embedding: true");
     if (st == GS_OK && s->grid.account_for_loss)
         st = gs_text_printf(out, ", account_for_loss: true");
+    if (st == GS_OK && s->grid.layout.n) {
+        char lay[1024];
+        gs_layout_format(&s->grid.layout, lay, sizeof lay);
+        st = gs_text_printf(out, ", layout: \"%s\"", lay);
+    }
     if (st == GS_OK)
         st = gs_text_printf(out, "}\n");
     if (st == GS_OK)

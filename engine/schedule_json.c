@@ -158,6 +158,13 @@ gs_status gs_schedule_dump_json(const gs_schedule *sch, FILE *f, gs_error *err)
         gs__out_str(o, ", \"account_for_loss\": ");
         gs__out_str(o, sch->mesh.account_loss ? "true" : "false");
     }
+    if (sch->mesh.layout.n) { /* a custom pipeline layout only (Megatron's syntax) */
+        char lay[1024];
+        gs_layout_format(&sch->mesh.layout, lay, sizeof lay);
+        gs__out_str(o, ", \"layout\": \"");
+        gs__out_str(o, lay);
+        gs__out_char(o, '"');
+    }
     if (sch->mesh.cp > 1) { /* context parallelism only: dp above is dp x cp */
         gs__out_str(o, ", \"cp\": ");
         gs__out_u64(o, sch->mesh.cp);

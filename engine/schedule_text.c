@@ -179,6 +179,12 @@ static void dump_header(gs__writer *o, const gs_schedule *sch)
         gs__out_str(o, " etp ");
         gs__out_u64(o, sch->mesh.etp);
     }
+    if (sch->mesh.layout.n) { /* a custom pipeline layout only */
+        char lay[1024];
+        gs_layout_format(&sch->mesh.layout, lay, sizeof lay);
+        gs__out_str(o, " layout ");
+        gs__out_str(o, lay);
+    }
     gs__out_str(o, "\nmicrobatches ");
     gs__out_u64(o, sch->microbatches);
     gs__out_str(o, "\nexact ");
@@ -766,6 +772,16 @@ static gs_status load_mesh(loader *ld, gs_schedule *sch)
             return st;
         at += 2;
     }
+    gs_layout layout; /* optional: "layout STRING" (Megatron's syntax) */
+    memset(&layout, 0, sizeof layout);
+    if ((ld->ntok > at || ld->too_many) && strcmp(ld->tok[at], "layout") == 0) {
+        char why[200];
+        if (ld->ntok <= at + 1)
+            return load_fail(ld, at + 1, "a pipeline layout after 'layout'");
+        if (gs_layout_parse(ld->tok[at + 1], &layout, why, sizeof why) != 0)
+            return gs_error_set(ld->err, GS_ERR_INPUT, "%s:%zu: layout: %s", ld->path, ld->lineno, why);
+        at += 2;
+    }
     if ((st = load_end_of_line(ld, at)) != GS_OK)
         return st;
     gs_error merr;
@@ -777,6 +793,7 @@ static gs_status load_mesh(loader *ld, gs_schedule *sch)
                             ld->path, ld->lineno, merr.msg);
     gs_mesh_set_stage_layers(&sch->mesh, first_layers, last_layers);
     gs_mesh_set_split_accounting(&sch->mesh, (int)account_emb, (int)account_loss);
+    gs_mesh_set_layout(&sch->mesh, &layout);
     return GS_OK;
 }
 
