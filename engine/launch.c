@@ -587,10 +587,10 @@ static void put_megatron_moe(flag_lines *f, const gs_model *md, const gs_mesh *m
 
 /* The Megatron-LM flags, one per line, each line starting with `indent` and ending " \" except
  * the last, which ends the command. */
-static void put_megatron_flags(launch_doc *d, const gs_scenario *s, const gs_mesh *m,
-                               const char *indent)
+/* The grid's flags: TP, PP and its split, CP, the rank order. */
+static void put_megatron_grid(flag_lines *fl, const gs_scenario *s, const gs_mesh *m)
 {
-    flag_lines f = {d, indent, 0};
+    flag_lines f = *fl;
     const gs_strategy *st = &s->strategy;
     const gs_model *md = &s->model;
     uint64_t tp = m->size[GS_DIM_TP], pp = m->size[GS_DIM_PP];
@@ -619,6 +619,16 @@ static void put_megatron_flags(launch_doc *d, const gs_scenario *s, const gs_mes
     else if (pp > 1 && st->pipeline == GS_PIPE_INTERLEAVED)
         flag(&f, "--num-layers-per-virtual-pipeline-stage %" PRIu64,
             md->layers / (pp * st->virtual_stages));
+    *fl = f;
+}
+
+/* The model's flags (with sequence parallelism, MoE and MLA). */
+static void put_megatron_model(flag_lines *fl, const gs_scenario *s, const gs_mesh *m)
+{
+    flag_lines f = *fl;
+    const gs_strategy *st = &s->strategy;
+    const gs_model *md = &s->model;
+    uint64_t tp = m->size[GS_DIM_TP];
     if (st->sequence_parallel && tp > 1)
         flag(&f, "--sequence-parallel");
     if (md->moe.experts)
@@ -659,6 +669,17 @@ static void put_megatron_flags(launch_doc *d, const gs_scenario *s, const gs_mes
     flag(&f, "--attention-backend %s", st->flash_attention ? "flash" : "unfused");
     if (st->cross_entropy == GS_XENT_FUSED)
         flag(&f, "--cross-entropy-loss-fusion");
+    *fl = f;
+}
+
+static void put_megatron_flags(launch_doc *d, const gs_scenario *s, const gs_mesh *m,
+                               const char *indent)
+{
+    flag_lines f = {d, indent, 0};
+    const gs_strategy *st = &s->strategy;
+    uint64_t tp = m->size[GS_DIM_TP];
+    put_megatron_grid(&f, s, m);
+    put_megatron_model(&f, s, m);
     flag(&f, "--micro-batch-size %" PRIu64, s->batch.micro_seqs);
     flag(&f, "--global-batch-size %" PRIu64, s->batch.global_seqs);
     if (st->recompute == GS_RECOMPUTE_FULL)
