@@ -204,8 +204,10 @@ static gs_status resident_tensors(gs_bctx *x, uint64_t *o_el)
     }
     *o_el = pl->shard_opt ? shard : x->part.params;
     x->master_t = x->adam_t = GS_NO_ID;
-    gs_tensor mt = {.kind = GS_T_MASTER, .bytes = *o_el * 4, .layer = GS_LAYER_NONE, .resident = 1};
-    gs_tensor at = {.kind = GS_T_OPT_STATE, .bytes = *o_el * 8, .layer = GS_LAYER_NONE, .resident = 1};
+    gs_tensor mt = {.kind = GS_T_MASTER, .bytes = *o_el * gs_master_bytes(&x->s->strategy), .layer = GS_LAYER_NONE,
+                    .resident = 1};
+    gs_tensor at = {.kind = GS_T_OPT_STATE, .bytes = *o_el * gs_adam_state_bytes(&x->s->strategy), .layer = GS_LAYER_NONE,
+                    .resident = 1};
     if ((pl->mixed && (rc = gs__tensor(x, &mt, &x->master_t)) != GS_OK) ||
         (rc = gs__tensor(x, &at, &x->adam_t)) != GS_OK)
         return rc;
@@ -309,7 +311,9 @@ static gs_status optimizer(gs_bctx *x, uint64_t o_el, uint32_t sp_norms, const u
     b.e.op = GS_OP_OPTIMIZER;
     b.e.role = GS_ROLE_OPTIMIZER;
     b.e.flops = 12.0 * (double)o_el;
-    b.e.bytes = o_el * (2 * (pl->mixed ? 12 : 8) + pl->wb + pl->gb);
+    /* the master, m and v read and written; the gradient read and the working parameter written */
+    b.e.bytes = o_el * (2 * (gs_master_bytes(&x->s->strategy) + gs_adam_state_bytes(&x->s->strategy)) + pl->wb +
+                        pl->gb);
     gs__evb_add(&b, GS_LINK_DEPS, x->last_dp);
     gs__evb_add(&b, GS_LINK_DEPS, x->last_compute);
     gs__evb_add(&b, GS_LINK_DEPS, sp_norms);

@@ -183,6 +183,9 @@ const gs__mg_flag gs__mg_flags[] = {
     {"decoder-last-pipeline-num-layers", MG_ONE, MG_LAST_LAYERS, NULL},
     {"account-for-embedding-in-pipeline-split", MG_SWITCH, MG_ACCOUNT_EMB, NULL},
     {"pipeline-model-parallel-layout", MG_ONE, MG_PP_LAYOUT, NULL},
+    {"use-precision-aware-optimizer", MG_SWITCH, MG_PA_OPT, NULL},
+    {"exp-avg-dtype", MG_ONE, MG_EXP_AVG, NULL},
+    {"exp-avg-sq-dtype", MG_ONE, MG_EXP_AVG_SQ, NULL},
     {"account-for-loss-in-pipeline-split", MG_SWITCH, MG_ACCOUNT_LOSS, NULL},
 };
 

@@ -392,6 +392,39 @@ static gs_status mg_recompute(const char *origin, const gs__words *ws, const gs_
     return GS_OK;
 }
 
+/* The precision-aware optimizer (--use-precision-aware-optimizer: TE FusedAdam with the master's
+ * 16-bit remainders under bf16) and Adam's moments, --exp-avg-dtype / --exp-avg-sq-dtype (fp32
+ * without the switch). gridstep holds both moments in fp32 or both in bf16 (strategy.adam_dtype). */
+static gs_status mg_adam_dtype(const char *origin, const gs__words *ws, const gs__mg_state *st, gs_strategy *g,
+                               gs_error *err)
+{
+    char where[600];
+    static const char *const dtypes[] = {"fp32", "bf16"};
+    int d[2] = {0, 0};
+    const gs__mg_act acts[2] = {MG_EXP_AVG, MG_EXP_AVG_SQ};
+    for (int i = 0; i < 2; i++) {
+        if (!st->given[acts[i]])
+            continue;
+        gs__mg_where(origin, ws, st->at[acts[i]], where, sizeof where);
+        gs_status rc = gs__mg_choice(where, i ? "exp-avg-sq-dtype" : "exp-avg-dtype", st->str[acts[i]], dtypes, 2,
+                                     &d[i], err);
+        if (rc != GS_OK)
+            return rc;
+        if (d[i] && !st->given[MG_PA_OPT])
+            return gs_error_set(err, GS_ERR_INPUT, "%s: --%s bf16 without --use-precision-aware-optimizer: expected "
+                                "the switch (Megatron-LM asserts it)", where, i ? "exp-avg-sq-dtype" : "exp-avg-dtype");
+    }
+    if (d[0] != d[1])
+        return gs_error_set(err, GS_ERR_INPUT, "%s: --exp-avg-dtype %s with --exp-avg-sq-dtype %s: gridstep holds "
+                            "both moments in one dtype (strategy.adam_dtype); expected the same for both",
+                            gs__mg_where(origin, ws, st->at[st->given[MG_EXP_AVG_SQ] ? MG_EXP_AVG_SQ : MG_EXP_AVG],
+                                         where, sizeof where),
+                            dtypes[d[0]], dtypes[d[1]]);
+    g->adam_bf16 = d[0];
+    g->precision_aware = st->given[MG_PA_OPT];
+    return GS_OK;
+}
+
 /* FP8 (Megatron-LM's --fp8-format, --fp8-recipe, --fp8-param-gather): Transformer Engine's FP8
  * linear layers over the --bf16 / --fp16 training precision. Megatron-LM's formats are e4m3 and
  * hybrid (E5M2 gradients), which cost alike here; its recipes delayed (the default) and
@@ -482,7 +515,8 @@ static gs_status mg_precision(const char *origin, const gs__words *ws, const gs_
     g->precision = st->given[MG_BF16] ? GS_PREC_BF16 : st->given[MG_FP16] ? GS_PREC_FP16
                                                                           : GS_PREC_FP32;
     g->sequence_parallel = st->given[MG_SP];
-    if ((rc = mg_fp8(origin, ws, st, g, ignored, err)) != GS_OK || (rc = mg_cp_comm(origin, ws, st, g, err)) != GS_OK)
+    if ((rc = mg_fp8(origin, ws, st, g, ignored, err)) != GS_OK || (rc = mg_cp_comm(origin, ws, st, g, err)) != GS_OK ||
+        (rc = mg_adam_dtype(origin, ws, st, g, err)) != GS_OK)
         return rc;
     /* gradients (Megatron-LM's validate_args): under bf16 accumulated and reduced in fp32 unless
      * --grad-reduce-in-bf16 (which wins over --accumulate-allreduce-grads-in-fp32); under fp16

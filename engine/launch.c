@@ -701,6 +701,9 @@ static void put_megatron_flags(launch_doc *d, const gs_scenario *s, const gs_mes
         flag(&f, "--num-distributed-optimizer-instances %" PRIu64 " --outer-dp-sharding-strategy no_shard", replicas);
     if (st->sharding != GS_SHARD_NO_SHARD)
         flag(&f, "--use-distributed-optimizer");
+    if (st->precision_aware)
+        flag(&f, "--use-precision-aware-optimizer%s", st->adam_bf16 ? " --exp-avg-dtype bf16 --exp-avg-sq-dtype bf16"
+                                                                     : "");
     /* DDP / distributed-optimizer buckets (in parameters), reduced under the backward as gridstep's
      * schedule does */
     uint64_t gb = gs_grad_bytes(st);

@@ -184,10 +184,11 @@ static gs_status ledger_create(const gs_scenario *s, const gs_mesh *mesh, int ex
     l->nranks = pp;
     l->params = gs_model_params(&s->model);
     /* working params + fp32 master (mixed precision) + Adam m and v + gradients: 16 B in both
-     * precisions with gradients in the training precision, 18 B with fp32 gradients under bf16 */
+     * precisions with gradients in the training precision, 18 B with fp32 gradients under bf16;
+     * the precision-aware optimizer's master remainders 2 B less, bf16 moments (adam_dtype) 4 B */
     {
         const gs_strategy *st = &s->strategy;
-        l->bytes_per_param = gs_precision_bytes(st->precision) + (st->precision != GS_PREC_FP32 ? 4 : 0) + 8 +
+        l->bytes_per_param = gs_precision_bytes(st->precision) + gs_master_bytes(st) + gs_adam_state_bytes(st) +
                              gs_grad_bytes(st);
     }
     l->states_total_bytes = mul(&c, l->params, l->bytes_per_param, "total state bytes");

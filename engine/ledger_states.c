@@ -85,8 +85,9 @@ void gs__ledger_stage_states(stage_build *b)
     /* FP8: Transformer Engine's cached FP8 weights and their transposes, held across the
      * step's micro-batches (FSDP's gathered units carry theirs: plan->gwb) */
     uint64_t cache = plan->stored_sharded ? 0 : mul(c, b->nonroot, plan->fp8_cache, "fp8 weights");
-    b->mem_master = plan->mixed ? mul(c, o_el, 4, "master") : 0;
-    b->mem_m = mul(c, o_el, 4, "adam m"), b->mem_v = mul(c, o_el, 4, "adam v");
+    b->mem_master = mul(c, o_el, gs_master_bytes(st), "master");
+    uint64_t mv = gs_adam_state_bytes(st) / 2; /* per moment */
+    b->mem_m = mul(c, o_el, mv, "adam m"), b->mem_v = mul(c, o_el, mv, "adam v");
     b->mem_g = mul(c, g_el, gb, "grads");
     r->state_bytes = add(c, add(c, add(c, b->mem_params, b->mem_master, "states"), add(c, b->mem_m, b->mem_v, "states"),
                                 "states"), b->mem_g, "states");
@@ -101,12 +102,13 @@ void gs__ledger_stage_states(stage_build *b)
                             " parameters x 2 B, cached across micro-batches (precision fp8)", b->nonroot);
     }
     if (plan->mixed)
-        gs__ledger_line_add(c, r, "master", b->mem_master, "fp32 %s: %" PRIu64 " x 4 B",
-                            plan->shard_opt ? "shard" : "full", o_el);
-    gs__ledger_line_add(c, r, "adam_m", b->mem_m, "fp32 %s: %" PRIu64 " x 4 B", plan->shard_opt ? "shard" : "full",
-                        o_el);
-    gs__ledger_line_add(c, r, "adam_v", b->mem_v, "fp32 %s: %" PRIu64 " x 4 B", plan->shard_opt ? "shard" : "full",
-                        o_el);
+        gs__ledger_line_add(c, r, "master", b->mem_master, "%s %s: %" PRIu64 " x %" PRIu64 " B",
+                            gs_master_bytes(st) == 2 ? "fp32 remainders (precision-aware optimizer)" : "fp32",
+                            plan->shard_opt ? "shard" : "full", o_el, gs_master_bytes(st));
+    gs__ledger_line_add(c, r, "adam_m", b->mem_m, "%s %s: %" PRIu64 " x %" PRIu64 " B", mv == 2 ? "bf16" : "fp32",
+                        plan->shard_opt ? "shard" : "full", o_el, mv);
+    gs__ledger_line_add(c, r, "adam_v", b->mem_v, "%s %s: %" PRIu64 " x %" PRIu64 " B", mv == 2 ? "bf16" : "fp32",
+                        plan->shard_opt ? "shard" : "full", o_el, mv);
     gs__ledger_line_add(c, r, "grads", b->mem_g, "%s %s: %" PRIu64 " x %" PRIu64 " B",
                         st->grad_dtype >= 0 ? gs_precision_name((gs_precision)st->grad_dtype) : pl,
                         plan->shard_grads ? "shard" : "full", g_el, gb);

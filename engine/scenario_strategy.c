@@ -34,6 +34,16 @@ GS_ENUM_ADAPTOR(parse_xent, gs_xent_parse, gs_xent)
 GS_ENUM_ADAPTOR(parse_framework, gs_framework_parse, gs_framework)
 GS_ENUM_ADAPTOR(parse_attention, gs_attn_impl_parse, gs_attn_impl)
 
+/* adam_dtype: fp32 (0) or bf16 (1). */
+static int parse_adam_dtype(const char *s, int *out)
+{
+    if (strcasecmp(s, "fp32") == 0 || strcasecmp(s, "float32") == 0)
+        return *out = 0, 0;
+    if (strcasecmp(s, "bf16") == 0 || strcasecmp(s, "bfloat16") == 0)
+        return *out = 1, 0;
+    return -1;
+}
+
 /* precision: the training precisions, and fp8 (index PRECISION_FP8: bf16 training with FP8
  * linear layers, strategy.fp8) */
 #define PRECISION_FP8 3
@@ -84,7 +94,7 @@ static const char *const strategy_keys[] = {
     "limit_all_gathers", "recompute", "recompute_every", "recompute_modules", "flash_attention", "offload", "precision", "pipeline", "grad_sync",
     "virtual_stages", "sequence_parallel", "bucket_mb", "overlap_param_gather", "tp_comm_overlap", "grad_dtype", "overlap_grad_reduce",
     "bucket_stages", "cross_entropy", "framework", "compile", "attention", "fp8_recipe", "fp8_params",
-    "cp_comm", "moe_dispatcher",
+    "cp_comm", "moe_dispatcher", "adam_dtype", "precision_aware_optimizer",
 };
 
 static const char *const wrap_keys[] = {"min_params"};
@@ -313,6 +323,18 @@ static gs_status strategy_gradients(const gs__yaml_loader *l, const yaml_node_t 
     if ((st = gs__scenario_opt_enum(l, v, sec, "bucket_stages", &bucket_stages, &e)))
         return st;
     s->bucket_stages = (gs_bucket_stages)e;
+    static const char *const adam_names[] = {"fp32", "bf16"};
+    static const gs__scenario_names adam_dtypes = {adam_names, 2, parse_adam_dtype};
+    e = s->adam_bf16;
+    if ((st = gs__scenario_opt_enum(l, v, sec, "adam_dtype", &adam_dtypes, &e)) ||
+        (st = gs__scenario_opt_bool(l, v, sec, "precision_aware_optimizer", &s->precision_aware, NULL)))
+        return st;
+    s->adam_bf16 = e;
+    if (s->adam_bf16 && !s->precision_aware)
+        return gs__yaml_fail_at(l, gs__yaml_lookup(l, v, "adam_dtype", NULL), GS_ERR_INPUT,
+                                "strategy.adam_dtype bf16: expected precision_aware_optimizer: true beside it "
+                                "(Megatron-Core keeps the moments in another dtype only in Transformer Engine's "
+                                "FusedAdam, --use-precision-aware-optimizer)");
     return GS_OK;
 }
 

@@ -188,6 +188,10 @@ static gs_status put_strategy(gs_text *t, const gs_strategy *s, gs_error *err)
         gs_recompute_modules_format(s->recompute_modules, ", ", mods, sizeof mods);
         st = gs_text_printf(t, "  recompute_modules: [%s]\n", mods);
     }
+    if (st == GS_OK && s->precision_aware)
+        st = gs_text_printf(t, "  precision_aware_optimizer: true\n");
+    if (st == GS_OK && s->adam_bf16)
+        st = gs_text_printf(t, "  adam_dtype: bf16\n");
     if (st == GS_OK && s->bucket_stages != GS_BUCKET_STAGES_ALL)
         st = gs_text_printf(t, "  bucket_stages: %s\n", gs_bucket_stages_name(s->bucket_stages));
     if (st == GS_OK && s->cross_entropy != GS_XENT_UNFUSED)

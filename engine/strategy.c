@@ -232,6 +232,18 @@ static const char *const recompute_module_names[GS_RC_MODULE_COUNT] = {
     "core_attn", "moe_act", "layernorm", "mla_up_proj", "mlp", "moe", "shared_experts",
 };
 
+uint64_t gs_adam_state_bytes(const gs_strategy *s)
+{
+    return s->adam_bf16 ? 4 : 8;
+}
+
+uint64_t gs_master_bytes(const gs_strategy *s)
+{
+    if (s->precision == GS_PREC_FP32)
+        return 0;
+    return s->precision_aware && s->precision == GS_PREC_BF16 ? 2 : 4;
+}
+
 uint32_t gs_recompute_module_parse(const char *s)
 {
     for (unsigned i = 0; i < GS_RC_MODULE_COUNT; i++)

@@ -160,6 +160,13 @@ typedef struct gs_strategy {
                                    per element and no bf16 copy is held; default 0 */
     gs_cp_comm cp_comm;         /* context parallelism's exchange; default P2P (Megatron's) */
     gs_moe_dispatcher moe_dispatcher; /* MoE token dispatch; default ALLTOALL (the recipes' choice) */
+    int precision_aware;        /* 1: Megatron-Core's precision-aware optimizer
+                                   (--use-precision-aware-optimizer: Transformer Engine's FusedAdam
+                                   holds the master; under bf16 its store_param_remainders default
+                                   keeps only the 16 bits the bf16 parameter lacks, 2 B); default 0 */
+    int adam_bf16;              /* 1: Adam's m and v in bf16 (--exp-avg-dtype bf16
+                                   --exp-avg-sq-dtype bf16; needs precision_aware), 2 B each;
+                                   default 0: fp32, 4 B each */
 } gs_strategy;
 
 /* The seed's advice: full_shard, per-layer wrap, backward_pre, reshard after forward, no
@@ -201,6 +208,13 @@ uint64_t gs_every_nth_blocks_in(uint64_t every, int64_t lo, int64_t hi);
  * its whole gradient / parameters as one bucket under the strategy's bucket_stages (FIRST, and not
  * chunk 0 of stage 0). The caller checks that the sharding buckets at all. */
 int gs_strategy_chunk_one_bucket(const gs_strategy *s, uint64_t stage, uint64_t chunk);
+
+/* Bytes of Adam's m and v together per optimizer element: 8 (fp32), 4 (adam_dtype bf16). */
+uint64_t gs_adam_state_bytes(const gs_strategy *s);
+/* Bytes of the master copy per optimizer element: 0 in fp32 training, 4 (fp32) under mixed
+ * precision, 2 under bf16 with the precision-aware optimizer (the fp32 master's low 16 bits; the
+ * bf16 parameter holds the rest: Megatron-Core's store_param_remainders, TE >= 2.1). */
+uint64_t gs_master_bytes(const gs_strategy *s);
 
 /* Bytes of one gradient element: grad_dtype's, or the training precision's by default. */
 uint64_t gs_grad_bytes(const gs_strategy *s);

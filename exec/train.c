@@ -97,6 +97,9 @@ static gs_status check_supported(const gs_scenario *s, const gs_mesh *mesh, gs_e
     }
     else if (m->mtp_layers)
         why = "multi-token prediction modules (model.mtp_layers) are simulated, not executed";
+    else if (st->adam_bf16 || st->precision_aware)
+        why = "the precision-aware optimizer (its master remainders, bf16 moments) is simulated, not executed "
+              "(exec keeps an fp32 master, m and v)";
     else if (st->recompute == GS_RECOMPUTE_OP)
         why = "per-op selective checkpointing (recompute: op) is simulated, not executed (exec runs none, "
               "selective or full)";

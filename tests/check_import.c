@@ -303,6 +303,38 @@ START_TEST(test_example_script)
 }
 END_TEST
 
+/* The precision-aware optimizer: the switch alone keeps fp32 moments (Megatron's default dtypes),
+ * bf16 for both moments sets adam_dtype; a bf16 moment without the switch, or one moment bf16 and
+ * the other fp32, is refused with the flag's place. */
+START_TEST(test_optimizer_flags)
+{
+    gs_scenario s;
+    gs_diag ig;
+    gs_error err;
+    gs_import_opts o;
+    gs_import_opts_init(&o);
+    o.cluster = "dgx-h100";
+    o.model = "llama2-7b";
+    o.nodes = 1;
+    gs_diag_init(&ig);
+    gs_error_init(&err);
+    ck_assert_int_eq(gs_import_megatron_args("--bf16 --use-distributed-optimizer --use-precision-aware-optimizer",
+                                             "run.sh", &o, &s, &ig, &err), GS_OK);
+    ck_assert(s.strategy.precision_aware == 1 && s.strategy.adam_bf16 == 0);
+    ck_assert_int_eq(gs_import_megatron_args("--bf16 --use-precision-aware-optimizer --exp-avg-dtype bf16 "
+                                             "--exp-avg-sq-dtype bf16", "run.sh", &o, &s, &ig, &err), GS_OK);
+    ck_assert(s.strategy.precision_aware == 1 && s.strategy.adam_bf16 == 1);
+    ck_assert_int_eq(gs_import_megatron_args("--bf16 --exp-avg-dtype bf16 --exp-avg-sq-dtype bf16", "run.sh", &o, &s,
+                                             &ig, &err), GS_ERR_INPUT);
+    ck_assert_has(err.msg, "without --use-precision-aware-optimizer");
+    ck_assert_int_eq(gs_import_megatron_args("--bf16 --use-precision-aware-optimizer --exp-avg-dtype bf16", "run.sh",
+                                             &o, &s, &ig, &err), GS_ERR_INPUT);
+    ck_assert_has(err.msg, "run.sh");
+    ck_assert_has(err.msg, "expected the same for both");
+    gs_diag_fini(&ig);
+}
+END_TEST
+
 /* FP8: --fp8-format (e4m3 or hybrid) over --bf16 turns strategy.fp8 on, --fp8-recipe delayed (the
  * default) or tensorwise picks the recipe, --fp8-param-gather the FP8 parameters; other recipes,
  * FP8 without --bf16 and FP8 on a GPU without FP8 tensor cores are refused; the recipe and param
@@ -847,6 +879,7 @@ static Suite *import_suite(void)
     tcase_add_test(mg, test_megatron_env);
     tcase_add_test(mg, test_example_script);
     tcase_add_test(mg, test_fp8_flags);
+    tcase_add_test(mg, test_optimizer_flags);
     tcase_add_test(mg, test_shell);
     tcase_add_test(mg, test_shell_refusals);
     tcase_add_test(mg, test_hsdp_import);

@@ -179,6 +179,37 @@ START_TEST(test_grid_b)
 }
 END_TEST
 
+/* Megatron-Core's precision-aware optimizer (TE FusedAdam): under bf16 the master keeps only the
+ * fp32 value's low 16 bits beside the bf16 parameter (store_param_remainders), 2 B instead of 4;
+ * bf16 moments halve m and v. Psi = 7e9, ZeRO-1 over N = 8, bf16 gradients: 2 Psi + 2 Psi +
+ * (2 + 8) Psi / 8 = 36.75 GB, and with bf16 moments 2 Psi + 2 Psi + (2 + 4) Psi / 8 = 33.25 GB,
+ * against the 38.5 GB of test_zero_stages. The moments in bf16 without the switch are refused. */
+START_TEST(test_precision_aware_optimizer)
+{
+    static const struct { const char *st; uint64_t want; } cases[] = {
+        {"precision_aware_optimizer: true", 36750000000ull},
+        {"precision_aware_optimizer: true, adam_dtype: bf16", 33250000000ull}};
+    for (size_t i = 0; i < 2; i++) {
+        char y[512];
+        snprintf(y, sizeof y, NOMINAL7 "cluster: {preset: dgx-a100-80g, nodes: 1}\n"
+                                       "grid: {dp: 8}\nstrategy: {sharding: zero1, %s}\n", cases[i].st);
+        gs_scenario s;
+        gs_mesh m;
+        gs_ledger *l = ledger_from(y, &s, &m);
+        ck_assert_msg(l->per_rank_state_bytes == cases[i].want, "%s: %llu", cases[i].st,
+                      (unsigned long long)l->per_rank_state_bytes);
+        gs_ledger_destroy(l);
+    }
+    const char *bad = NOMINAL7 "cluster: {preset: dgx-a100-80g, nodes: 1}\ngrid: {dp: 8}\n"
+                               "strategy: {sharding: zero1, adam_dtype: bf16}\n";
+    gs_scenario s;
+    gs_error err;
+    gs_error_init(&err);
+    ck_assert_int_eq(gs_scenario_load_string(bad, strlen(bad), "t", &s, &err), GS_ERR_INPUT);
+    ck_assert_msg(strstr(err.msg, "precision_aware_optimizer: true"), "%s", err.msg);
+}
+END_TEST
+
 /* Reference 6.3: ZeRO-1 = 4 Psi + 12 Psi / N; ZeRO-2 = 2 Psi + 14 Psi / N; DDP = 16 Psi.
  * Psi = 7e9, N = 8: 38.5 GB, 26.25 GB, 112 GB. DDP all-reduce: 2 x 7/8 x 14 GB = 24.5 GB. */
 START_TEST(test_zero_stages)
@@ -710,6 +741,7 @@ static Suite *ledger_suite(void)
     suite_add_tcase(s, seed);
     TCase *mem = tcase_create("memory");
     tcase_add_test(mem, test_zero_stages);
+    tcase_add_test(mem, test_precision_aware_optimizer);
     tcase_add_test(mem, test_exact_llama2_7b);
     tcase_add_test(mem, test_whole_model_wrap);
     tcase_add_test(mem, test_korthikanti_table2);
