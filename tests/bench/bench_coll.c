@@ -30,7 +30,7 @@ int main(void)
         c.nodes = ranks[i] / c.gpus_per_node;
         gs_topo topo;
         gs_topo_init(&topo, &c);
-        gs_coll_shape shape = {ranks[i], c.nodes, c.gpus_per_node};
+        gs_coll_shape shape = {ranks[i], c.nodes, c.gpus_per_node, 1}; /* alone on the NICs */
         t[i] = INFINITY;
         gs_flow_exact x = {0};
         for (int k = 0; k < 3; k++) {
