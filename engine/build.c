@@ -32,11 +32,6 @@
 #include "engine/roles.h"
 #include "engine/schedule_internal.h"
 
-static uint64_t ceil_div(uint64_t a, uint64_t b)
-{
-    return a / b + (a % b != 0);
-}
-
 /* ---- event and tensor helpers ------------------------------------------------------------------ */
 
 void gs__evb_init(gs_evb *b, gs_event_kind kind, gs_stream stream, gs_phase phase, int32_t layer, uint32_t mb)

@@ -9,11 +9,6 @@
 #include "engine/build_internal.h"
 #include "engine/roles.h"
 
-static uint64_t ceil_div(uint64_t a, uint64_t b)
-{
-    return a / b + (a % b != 0);
-}
-
 int gs__is_root(const gs_bctx *x, size_t u)
 {
     return x->part.has_root && u + 1 == x->part.nunits;

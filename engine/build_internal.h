@@ -13,6 +13,12 @@
 #include "engine/pipeline.h"
 #include "engine/schedule.h"
 
+/* a / b rounded up (b > 0): the builders' shards and slices. */
+static inline uint64_t ceil_div(uint64_t a, uint64_t b)
+{
+    return a / b + (a % b != 0);
+}
+
 #define GS_NO_ID UINT32_MAX
 #define GS_BUILD_MAX_LIST 256
 /* Vocab-parallel cross-entropy: bytes per token of one TP rank's statistics (max, sum exp,

@@ -14,12 +14,6 @@
 #include "engine/build_ops.h"
 #include "engine/roles.h"
 
-static uint64_t ceil_div(uint64_t a, uint64_t b)
-{
-    return a / b + (a % b != 0);
-}
-
-
 void gs__shapes_init(const gs_bctx *x, shapes *sh)
 {
     const gs_model *m = &x->s->model;

@@ -40,11 +40,6 @@
 
 #include "engine/build_ops.h"
 
-static uint64_t ceil_div(uint64_t a, uint64_t b)
-{
-    return a / b + (a % b != 0);
-}
-
 /* A MoE MLP's sizes on this rank for one micro-batch. */
 typedef struct moe_shapes {
     uint64_t tl;     /* the rank's tokens (sequence-parallel slice under tp) */

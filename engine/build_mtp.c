@@ -24,11 +24,6 @@
 
 #include "engine/build_ops.h"
 
-static uint64_t ceil_div(uint64_t a, uint64_t b)
-{
-    return a / b + (a % b != 0);
-}
-
 /* A TP collective of `bytes` total (all-reduce: the buffer; all-gather, reduce-scatter: tp times
  * the padded shard of it); nothing without TP. */
 static gs_status tp(pass *p, gs_coll_op op, uint64_t bytes)

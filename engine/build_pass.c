@@ -12,11 +12,6 @@
 #include "engine/build_internal.h"
 #include "engine/roles.h"
 
-static uint64_t ceil_div(uint64_t a, uint64_t b)
-{
-    return a / b + (a % b != 0);
-}
-
 uint64_t gs__peer_rank(const gs_bctx *x, int next)
 {
     uint64_t c[GS_DIM_COUNT];

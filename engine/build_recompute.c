@@ -30,11 +30,6 @@
 #include "engine/build_ops.h"
 #include "engine/ledger.h"
 
-static uint64_t ceil_div(uint64_t a, uint64_t b)
-{
-    return a / b + (a % b != 0);
-}
-
 uint32_t gs__recompute_modules_of_block(const gs_bctx *x, uint32_t modules, int32_t layer)
 {
     if (modules == GS_RECOMPUTE_OP_MODULES) /* per-op: every block */
