@@ -139,10 +139,7 @@ static gs_status emit_winner(const gs_scenario *base, const gs_plan *p, gs_launc
     s.grid.cp_outer = 0;
     s.grid.ep = w->ep;
     s.grid.etp = w->etp;
-    /* the candidates split the layers evenly (gs_plan_run) */
-    s.grid.first_stage_layers = s.grid.last_stage_layers = 0;
-    s.grid.account_for_embedding = s.grid.account_for_loss = 0;
-    memset(&s.grid.layout, 0, sizeof s.grid.layout);
+    gs_grid_split_even(&s.grid); /* the candidates split the layers evenly (gs_plan_run) */
     s.strategy = w->strategy;
     s.batch.micro_seqs = w->micro;
     s.batch.global_seqs = p->global_seqs;

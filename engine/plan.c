@@ -122,9 +122,7 @@ void gs__plan_cand_scenario(const search *x, const cand *c, gs_scenario *s)
     s->grid.order[1] = GS_DIM_DP;
     s->grid.order[2] = GS_DIM_PP;
     s->grid.allow_tp_cross_node = 0;
-    s->grid.first_stage_layers = s->grid.last_stage_layers = 0; /* the even split: pp varies */
-    s->grid.account_for_embedding = s->grid.account_for_loss = 0;
-    memset(&s->grid.layout, 0, sizeof s->grid.layout); /* a layout pins one pp x virtual stages */
+    /* the base splits its layers evenly (gs_plan_run): pp varies */
     s->grid.grid_line = s->grid.grid_col = 0;
     s->batch.micro_seqs = c->micro;
     s->batch.batch_line = s->batch.batch_col = 0;
@@ -264,7 +262,7 @@ static gs_status run_reduced(const gs_scenario *s, uint64_t m, uint64_t chunk, g
     t.batch.global_seqs = m * s->batch.micro_seqs * s->grid.dp;
     if (chunk) {
         t.model.layers = pp * v * chunk + s->model.layers % (pp * v);
-        memset(&t.grid.layout, 0, sizeof t.grid.layout); /* the reduced model: the even split */
+        gs_grid_split_even(&t.grid); /* the reduced model */
     }
     gs_status rc = gs_scenario_mesh(&t, &mesh, NULL, err);
     if (rc == GS_OK)
@@ -426,9 +424,7 @@ gs_status gs_plan_run(const gs_scenario *base, const gs_plan_opts *o, gs_plan **
     gs_scenario pinned = *base;
     pinned.strategy.framework = gs_framework_resolve(base->strategy.framework, (int)base->strategy.sharding);
     /* the grids vary pp and the virtual stages: each candidate splits the layers evenly */
-    pinned.grid.first_stage_layers = pinned.grid.last_stage_layers = 0;
-    pinned.grid.account_for_embedding = pinned.grid.account_for_loss = 0;
-    memset(&pinned.grid.layout, 0, sizeof pinned.grid.layout);
+    gs_grid_split_even(&pinned.grid);
     x.base = &pinned;
     x.o = o;
     struct timespec t0, t1;

@@ -45,6 +45,13 @@ static gs_status check_split_keys(const gs__yaml_loader *l, const yaml_node_t *v
                             key, g->first_stage_layers ? "first_stage_layers" : "last_stage_layers");
 }
 
+void gs_grid_split_even(gs_grid *g)
+{
+    g->first_stage_layers = g->last_stage_layers = 0;
+    g->account_for_embedding = g->account_for_loss = 0;
+    memset(&g->layout, 0, sizeof g->layout);
+}
+
 /* grid.layout: a Megatron layout string (engine/pipeline_layout.h). */
 static gs_status load_layout(const gs__yaml_loader *l, const yaml_node_t *v, gs_grid *g)
 {

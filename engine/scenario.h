@@ -74,6 +74,11 @@ typedef struct gs_scenario {
  * none). */
 double gs_scenario_slowdown(const gs_scenario *s, const gs_mesh *mesh, uint64_t rank);
 
+/* Drops the grid's pinned split of the layers over pipeline stages (first / last stage counts,
+ * the accounted embedding and loss, a layout): the stages then split the layers evenly. For
+ * callers that change pp, the virtual stages or the layer count. */
+void gs_grid_split_even(gs_grid *g);
+
 /* Loads and validates (model, cluster, strategy, batch; not the mesh checks, which need the
  * mesh: see gs_scenario_mesh). Errors carry "file:line:column: found X, expected Y". */
 gs_status gs_scenario_load_file(const char *path, gs_scenario *out, gs_error *err);

@@ -93,9 +93,7 @@ static gs_status measure(const gs_scenario *s, const gs_mesh *mesh, layer_costs 
     t.grid.pp = 2;
     t.grid.tp = tp;
     t.grid.allow_tp_cross_node = 1;
-    t.grid.first_stage_layers = t.grid.last_stage_layers = 0;
-    t.grid.account_for_embedding = t.grid.account_for_loss = 0;
-    memset(&t.grid.layout, 0, sizeof t.grid.layout);
+    gs_grid_split_even(&t.grid);
     t.cluster.nodes = 2;
     t.cluster.gpus_per_node = tp * cp * reps;
     t.batch.global_seqs = s->batch.micro_seqs * reps;
