@@ -298,21 +298,11 @@ static gs_status mg_recompute_modules(const char *origin, const gs__words *ws, c
         } else if (strncmp(t, "--", 2) == 0) {
             break;
         }
-        gs__mg_where(origin, ws, i, where, sizeof where);
-        while (*t) {
-            size_t k = strcspn(t, ",[]'\" ");
-            if (k) {
-                snprintf(word, sizeof word, "%.*s", (int)k, t);
-                uint32_t bit = gs_recompute_module_parse(word);
-                if (!bit)
-                    return gs_error_set(err, GS_ERR_INPUT,
-                                        "%s: --recompute-modules: found '%s', expected core_attn, moe_act, "
-                                        "layernorm, mla_up_proj, mlp, moe or shared_experts", where, word);
-                m |= bit;
-            }
-            t += k;
-            t += strspn(t, ",[]'\" ");
-        }
+        if (gs_recompute_modules_parse(t, &m, word, sizeof word) != 0)
+            return gs_error_set(err, GS_ERR_INPUT,
+                                "%s: --recompute-modules: found '%s', expected core_attn, moe_act, layernorm, "
+                                "mla_up_proj, mlp, moe or shared_experts",
+                                gs__mg_where(origin, ws, i, where, sizeof where), word);
     }
     *mask = m;
     return GS_OK;

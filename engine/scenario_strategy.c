@@ -192,7 +192,7 @@ static gs_status strategy_cp(const gs__yaml_loader *l, const yaml_node_t *v, gs_
 }
 
 /* recompute_modules: [core_attn, mla_up_proj, ...] or "mla_up_proj,mlp,moe" (Megatron's
- * --recompute-modules names), with recompute: selective only. */
+ * --recompute-modules names, gs_recompute_modules_parse), with recompute: selective only. */
 static gs_status strategy_recompute_modules(const gs__yaml_loader *l, const yaml_node_t *v, gs_strategy *s)
 {
     const yaml_node_t *mv = gs__yaml_lookup(l, v, "recompute_modules", NULL);
@@ -216,22 +216,11 @@ static gs_status strategy_recompute_modules(const gs__yaml_loader *l, const yaml
                                     "strategy.recompute_modules: found %s, expected a list of module names like "
                                     "[mla_up_proj, mlp, moe]",
                                     it ? gs__yaml_describe(it, found, sizeof found) : "nothing");
-        const char *t = gs__yaml_scalar_text(it);
-        while (*t) { /* a scalar may hold several names: "mla_up_proj,mlp,moe" */
-            size_t k = strcspn(t, ", ");
-            if (k) {
-                snprintf(word, sizeof word, "%.*s", (int)k, t);
-                uint32_t bit = gs_recompute_module_parse(word);
-                if (!bit)
-                    return gs__yaml_fail_at(l, it, GS_ERR_INPUT,
-                                            "strategy.recompute_modules: found '%s', expected core_attn, moe_act, "
-                                            "layernorm, mla_up_proj, mlp, moe or shared_experts",
-                                            word);
-                mask |= bit;
-            }
-            t += k;
-            t += strspn(t, ", ");
-        }
+        if (gs_recompute_modules_parse(gs__yaml_scalar_text(it), &mask, word, sizeof word) != 0)
+            return gs__yaml_fail_at(l, it, GS_ERR_INPUT,
+                                    "strategy.recompute_modules: found '%s', expected core_attn, moe_act, "
+                                    "layernorm, mla_up_proj, mlp, moe or shared_experts",
+                                    word);
     }
     s->recompute_modules = mask;
     return GS_OK;

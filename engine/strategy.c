@@ -252,6 +252,24 @@ uint32_t gs_recompute_module_parse(const char *s)
     return 0;
 }
 
+int gs_recompute_modules_parse(const char *text, uint32_t *mask, char *bad, size_t len)
+{
+    static const char sep[] = ",[]'\" ";
+    char word[64];
+    for (const char *t = text + strspn(text, sep); *t; t += strspn(t, sep)) {
+        size_t k = strcspn(t, sep);
+        snprintf(word, sizeof word, "%.*s", (int)k, t);
+        uint32_t bit = gs_recompute_module_parse(word);
+        if (!bit) {
+            snprintf(bad, len, "%s", word);
+            return -1;
+        }
+        *mask |= bit;
+        t += k;
+    }
+    return 0;
+}
+
 const char *gs_recompute_module_name(unsigned bit_index)
 {
     return bit_index < GS_RC_MODULE_COUNT ? recompute_module_names[bit_index] : NULL;

@@ -259,6 +259,10 @@ int gs_recompute_parse(const char *s, gs_recompute *out);
  * unknown), bit i's name (NULL past the last), and a mask's names joined by `sep` into buf
  * (Megatron's order; "" for 0). */
 uint32_t gs_recompute_module_parse(const char *s);
+/* ORs into *mask the modules a text names, separated by commas, blanks, brackets or quotes
+ * ("mla_up_proj,mlp", a Megatron dump's "['mla_up_proj', 'mlp']"). 0, or -1 with the first
+ * unknown name in bad. */
+int gs_recompute_modules_parse(const char *text, uint32_t *mask, char *bad, size_t len);
 const char *gs_recompute_module_name(unsigned bit_index);
 void gs_recompute_modules_format(uint32_t mask, const char *sep, char *buf, size_t len);
 /* 0 when every module in `modules` has something to recompute in a model with latent attention
