@@ -594,14 +594,6 @@ static gs_status dense_mlp_forward(pass *p, const shapes *sh)
     return sh->sp ? GS_OK : tp_coll(p, GS_ROLE_TP_MLP_OUT, GS_COLL_ALLREDUCE, sh);
 }
 
-/* Whether global layer `layer` is a mixture-of-experts block (a MoE model's blocks after its
- * leading dense ones). */
-static int moe_block(const gs_bctx *x, int32_t layer)
-{
-    const gs_moe *moe = &x->s->model.moe;
-    return moe->experts && (uint64_t)layer >= moe->dense_layers;
-}
-
 gs_status gs__layer_forward(gs_bctx *x, int64_t local, uint32_t mb, gs_phase phase, const gs_layer_io *io,
                             uint32_t *last_ev)
 {
@@ -632,7 +624,7 @@ gs_status gs__layer_forward(gs_bctx *x, int64_t local, uint32_t mb, gs_phase pha
         (!sh.sp && (rc = tp_coll(&p, GS_ROLE_TP_ATTN_OUT, GS_COLL_ALLREDUCE, &sh))) ||
         (rc = elementwise(&p, GS_ROLE_MLP_NORM, GS_OP_NORM, hsp, sh.norm_bytes)))
         return rc;
-    if (moe_block(x, p.layer))
+    if (gs__moe_block(x, p.layer))
         return (rc = gs__moe_mlp_forward(&p, &sh)) ? rc : pass_end(&p, last_ev);
     return (rc = dense_mlp_forward(&p, &sh)) ? rc : pass_end(&p, last_ev);
 }
@@ -647,7 +639,7 @@ gs_status gs__layer_backward(gs_bctx *x, int64_t local, uint32_t mb, const gs_la
     uint64_t qkv_n = (sh.a_t + 2 * sh.kv_t) * sh.hd;
     uint64_t up_n = sh.swiglu ? 2 * sh.f_t : sh.f_t;
     uint64_t hsp = sh.sp ? ceil_div(sh.T * sh.h, x->tp) : sh.T * sh.h;
-    int moe = moe_block(x, p.layer), mla = x->s->model.mla.kv_lora_rank != 0;
+    int moe = gs__moe_block(x, p.layer), mla = x->s->model.mla.kv_lora_rank != 0;
     if ((moe && (rc = gs__moe_mlp_backward(&p, &sh))) ||
         (!moe && ((rc = sh.sp ? ag_gemm(&p, &sh, GS_OP_MLP_DOWN, &lr_mlp_down, sh.h, sh.f_t)
                               : gemm(&p, GS_ROLE_MLP_DOWN, GS_OP_MLP_DOWN, &sh, &(gemm_shape){sh.T, sh.h, sh.f_t, 0})) ||

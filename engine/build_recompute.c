@@ -34,8 +34,7 @@ uint32_t gs__recompute_modules_of_block(const gs_bctx *x, uint32_t modules, int3
 {
     if (modules == GS_RECOMPUTE_OP_MODULES) /* per-op: every block */
         return modules;
-    const gs_moe *mo = &x->s->model.moe;
-    int moe = mo->experts && (uint64_t)layer >= mo->dense_layers;
+    int moe = gs__moe_block(x, layer);
     uint32_t has = GS_RC_CORE_ATTN | GS_RC_LAYERNORM;
     if (x->s->model.mla.kv_lora_rank)
         has |= GS_RC_MLA_UP_PROJ;
