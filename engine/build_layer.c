@@ -517,7 +517,21 @@ static gs_status cp_coll(pass *p, gs_role role, gs_coll_op op, uint64_t bytes, u
     return rc;
 }
 
-static gs_status attention_p2p(pass *p, const shapes *sh, uint64_t kv_bytes)
+/* The exchange's buffers of this attention (gs_act_sizes.cp_fwd / cp_bwd, engine/ledger_act.c):
+ * allocated by its first CP event, freed by its last event. A recomputed forward's are not
+ * counted (GS_NO_ID). */
+static gs_status cp_buffer(pass *p, uint32_t *id)
+{
+    const gs_act_sizes *a = &p->x->act;
+    uint64_t bytes = p->phase == GS_PHASE_FWD ? a->cp_fwd : p->phase == GS_PHASE_BWD ? a->cp_bwd : 0;
+    *id = GS_NO_ID;
+    if (!bytes)
+        return GS_OK;
+    return gs__tensor(p->x, &(gs_tensor){.kind = GS_T_ACTIVATION, .bytes = bytes, .layer = p->layer, .mb = p->mb},
+                      id);
+}
+
+static gs_status attention_p2p(pass *p, const shapes *sh, uint64_t kv_bytes, uint32_t buf)
 {
     gs_status rc;
     if ((rc = flush(p)) != GS_OK)
@@ -534,6 +548,7 @@ static gs_status attention_p2p(pass *p, const shapes *sh, uint64_t kv_bytes)
     p->prev = before;
     if ((rc = cp_coll(p, GS_ROLE_CP_KV, GS_COLL_ALLGATHER, (bwd ? 2 : 1) * sh->cp * kv_bytes, 0)) != GS_OK)
         return rc;
+    gs__evb_add(&p->pending, GS_LINK_ALLOCS, buf);
     gemm_part g1 = {GS_OP_ATTN, GS_ROLE_ATTN_CORE, sh->s, sh->s, sh->hd, flops * (c - 1.0) / c, bytes * (c - 1.0) / c};
     if (!part_beside(p, &g1, before, first, &ring, &rc))
         return rc;
@@ -543,6 +558,7 @@ static gs_status attention_p2p(pass *p, const shapes *sh, uint64_t kv_bytes)
         return rc;
     p->pending.e.part = 2;
     gs__evb_add(&p->pending, GS_LINK_DEPS, ring);
+    gs__evb_add(&p->pending, GS_LINK_FREES, buf);
     return GS_OK;
 }
 
@@ -555,22 +571,34 @@ static gs_status attention(pass *p, const shapes *sh)
     int bwd = p->phase == GS_PHASE_BWD;
     uint64_t kv_bytes = 2 * sh->T * sh->kv_t * sh->hd * sh->e; /* this rank's K and V */
     gs_cp_comm how = p->x->s->strategy.cp_comm;
+    uint32_t buf;
+    if ((rc = cp_buffer(p, &buf)) != GS_OK)
+        return rc;
     if (how == GS_CP_P2P)
-        return attention_p2p(p, sh, kv_bytes);
+        return attention_p2p(p, sh, kv_bytes, buf);
     if (how == GS_CP_ALL_GATHER) {
-        if ((rc = cp_coll(p, GS_ROLE_CP_KV, GS_COLL_ALLGATHER, sh->cp * kv_bytes, 0)) ||
-            (rc = gemm(p, GS_ROLE_ATTN_CORE, GS_OP_ATTN, sh, &(gemm_shape){sh->s, sh->s_full, sh->hd, sh->b * sh->a_t})))
+        if ((rc = cp_coll(p, GS_ROLE_CP_KV, GS_COLL_ALLGATHER, sh->cp * kv_bytes, 0)) != GS_OK)
+            return rc;
+        gs__evb_add(&p->pending, GS_LINK_ALLOCS, buf);
+        if ((rc = gemm(p, GS_ROLE_ATTN_CORE, GS_OP_ATTN, sh, &(gemm_shape){sh->s, sh->s_full, sh->hd, sh->b * sh->a_t})))
             return rc;
         p->pending.e.gemm_n = (uint32_t)sh->s; /* the kernel's calls: the local queries' chunk */
-        return bwd ? cp_coll(p, GS_ROLE_CP_KV, GS_COLL_REDUCE_SCATTER, sh->cp * kv_bytes, 0) : GS_OK;
+        if (bwd && (rc = cp_coll(p, GS_ROLE_CP_KV, GS_COLL_REDUCE_SCATTER, sh->cp * kv_bytes, 0)) != GS_OK)
+            return rc;
+        gs__evb_add(&p->pending, GS_LINK_FREES, buf);
+        return GS_OK;
     }
     /* a2a: this rank's Q, K, V (part 1) and its attention output (part 2), T tokens each */
     uint64_t qkv = sh->T * (sh->a_t + 2 * sh->kv_t) * sh->hd * sh->e, o = sh->T * sh->a_t * sh->hd * sh->e;
-    if ((rc = cp_coll(p, GS_ROLE_CP_A2A, GS_COLL_ALLTOALL, bwd ? o : qkv, bwd ? 2 : 1)) ||
-        (rc = gemm(p, GS_ROLE_ATTN_CORE, GS_OP_ATTN, sh,
-                   &(gemm_shape){sh->s_full, sh->s_full, sh->hd, sh->b * sh->a_t / sh->cp})))
+    if ((rc = cp_coll(p, GS_ROLE_CP_A2A, GS_COLL_ALLTOALL, bwd ? o : qkv, bwd ? 2 : 1)) != GS_OK)
         return rc;
-    return cp_coll(p, GS_ROLE_CP_A2A, GS_COLL_ALLTOALL, bwd ? qkv : o, bwd ? 1 : 2);
+    gs__evb_add(&p->pending, GS_LINK_ALLOCS, buf);
+    if ((rc = gemm(p, GS_ROLE_ATTN_CORE, GS_OP_ATTN, sh,
+                   &(gemm_shape){sh->s_full, sh->s_full, sh->hd, sh->b * sh->a_t / sh->cp})) ||
+        (rc = cp_coll(p, GS_ROLE_CP_A2A, GS_COLL_ALLTOALL, bwd ? qkv : o, bwd ? 1 : 2)))
+        return rc;
+    gs__evb_add(&p->pending, GS_LINK_FREES, buf);
+    return GS_OK;
 }
 
 /* The four linear layers of a block, with the TP collectives at their inputs and outputs. */

@@ -166,6 +166,13 @@ typedef struct gs_act_sizes {
                              checkpointed); else 0, every block alike */
     uint32_t modules;     /* what a checkpointed block recomputes: selective's gs_recompute_module
                              bits, GS_RECOMPUTE_ALL_MODULES under full, 0 under none */
+    uint64_t cp_fwd;      /* context parallelism (grid.cp > 1): the exchange's buffers live while
+                             one block's attention runs forward, beyond the stash (p2p: the cp K, V
+                             chunks of the ring; all_gather: the gathered K, V; a2a: Q, K, V and
+                             the output with heads / cp whole sequences); 0 without cp */
+    uint64_t cp_bwd;      /* the same in the block's backward (p2p: two ring buffers of K, V and
+                             their gradients; all_gather: the gathered K, V and their gradients;
+                             a2a: the output's gradient and Q, K, V's) */
 } gs_act_sizes;
 
 /* gs_act_sizes.modules under full recompute: the whole block; under recompute op: the ops

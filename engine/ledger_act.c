@@ -229,6 +229,42 @@ uint64_t gs_act_stash(const gs_act_sizes *a, int64_t lo, int64_t hi)
 
 /* ---- activation tensor sizes -------------------------------------------------------------------- */
 
+/* Context parallelism's exchange buffers around one block's attention, on a rank's T = b s / cp
+ * tokens, with KV = 2 T ceil(kv / tp) hd e its own K and V and Q = T (heads / tp) hd e (the
+ * traffic ledger's sizes), as Transformer Engine's attention with CP allocates them
+ * (transformer_engine/pytorch/attention/dot_product_attention/context_parallel.py):
+ * - p2p (AttnFuncWithCPAndKVP2P): the forward keeps a list of cp K, V buffers, the first a copy of
+ *   the rank's own (torch.cat of k and v), each step's receive a new one, none released before
+ *   the attention returns: cp KV; the backward passes K, V with their gradients in two buffers of
+ *   2 KV each (one being received while the other is used): 4 KV;
+ * - all_gather (AttnFuncWithCPAndKVAllGather): the gathered K and V, cp KV, forward; the backward
+ *   gathers them again and holds their full gradients until the reduce-scatter: 2 cp KV;
+ * - a2a (Ulysses): the all-to-all's outputs, Q, K, V for heads / cp whole sequences (Q + KV), and
+ *   the attention's output before its all-to-all back (Q): 2 Q + KV each way. */
+static void cp_buffers(const gs_model *m, const gs_strategy *st, uint64_t b, uint64_t tp, uint64_t cp, calc *c,
+                       gs_act_sizes *out)
+{
+    uint64_t e = st->precision == GS_PREC_FP32 ? 4 : 2;
+    uint64_t T = mul(c, m->seq / cp, b, "cp buffers");
+    uint64_t kv = mul(c, mul(c, 2 * ceil_div(m->kv_heads, tp), m->head_dim, "cp buffers"), mul(c, T, e, "cp buffers"),
+                      "cp buffers");
+    switch (st->cp_comm) {
+    case GS_CP_P2P:
+        out->cp_fwd = mul(c, cp, kv, "cp buffers");
+        out->cp_bwd = mul(c, 4, kv, "cp buffers");
+        break;
+    case GS_CP_ALL_GATHER:
+        out->cp_fwd = mul(c, cp, kv, "cp buffers");
+        out->cp_bwd = mul(c, 2 * cp, kv, "cp buffers");
+        break;
+    case GS_CP_A2A: {
+        uint64_t q = mul(c, mul(c, m->heads / tp, m->head_dim, "cp buffers"), mul(c, T, e, "cp buffers"), "cp buffers");
+        out->cp_fwd = out->cp_bwd = add(c, mul(c, 2, q, "cp buffers"), kv, "cp buffers");
+        break;
+    }
+    }
+}
+
 gs_status gs_ledger_act_sizes(const gs_scenario *s, const gs_mesh *mesh, uint64_t stage, gs_act_sizes *out,
                               gs_error *err)
 {
@@ -279,6 +315,8 @@ gs_status gs_ledger_act_sizes(const gs_scenario *s, const gs_mesh *mesh, uint64_
     out->boundary = mul(&c, e, sbh, "pipeline boundary");
     if (st->sequence_parallel)
         out->boundary = ceil_div(out->boundary, tp);
+    if (cp > 1)
+        cp_buffers(m, st, b, tp, cp, &c, out);
     if (c.overflow)
         return gs_error_set(err, GS_ERR_OVERFLOW, "%s: %s bytes would overflow 64 bits", s->path, c.what);
     return GS_OK;
@@ -325,6 +363,14 @@ void gs__ledger_stage_act_lines(const stage_build *b)
     if (act->remat)
         gs__ledger_line_add(c, r, "act: recompute set", act->remat, "one layer's %s rematerialized during its backward",
                             st->recompute == GS_RECOMPUTE_FULL ? "full activations" : "dropped tensors");
+    if (act->cp_fwd || act->cp_bwd)
+        gs__ledger_line_add(c, r, "act: cp buffers", act->cp_fwd > act->cp_bwd ? act->cp_fwd : act->cp_bwd,
+                            "%s exchange around one layer's attention: forward %" PRIu64 " B, backward %" PRIu64
+                            " B (%s)",
+                            gs_cp_comm_name(st->cp_comm), act->cp_fwd, act->cp_bwd,
+                            st->cp_comm == GS_CP_P2P         ? "cp K,V chunks; 2 ring buffers of K,V and their gradients"
+                            : st->cp_comm == GS_CP_ALL_GATHER ? "the gathered K,V; with their gradients"
+                                                              : "Q,K,V and the output for heads/cp whole sequences");
     if (act->emb_mask)
         gs__ledger_line_add(c, r, "act: embedding", act->emb_mask, "dropout mask 1 B x s*b*h%s",
                             st->sequence_parallel ? " / tp" : "");

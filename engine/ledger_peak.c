@@ -208,7 +208,7 @@ static void backward_moments(stage_ctx *x, uint32_t mb, uint64_t chunk, uint64_t
     for (int64_t l = top; l >= bot; l--) {
         uint64_t stash = gs_act_stash(x->act, bot, l) + (has_emb ? x->act->emb_mask : 0);
         uint64_t act = stash + gs_act_layer_remat(x->act, l) + (l == top && has_next ? xb : 0) +
-                       (l == bot && has_prev ? xb : 0);
+                       (l == bot && has_prev ? xb : 0) + x->act->cp_bwd;
         uint64_t cov = gs_partition_covering(p, l);
         uint64_t g = base_g;
         if (pl->gather_per_pass)
@@ -271,7 +271,7 @@ static void forward_moments(stage_ctx *x, uint32_t mb, uint64_t chunk, uint64_t 
                 seen_g += chunk_units(p, x->v, ch);
     for (int64_t l = bot; l <= top; l++) {
         uint64_t act = gs_act_stash(x->act, bot, l) + (has_emb ? x->act->emb_mask : 0) +
-                       (l == top && has_next ? x->act->boundary : 0);
+                       (l == top && has_next ? x->act->boundary : 0) + x->act->cp_fwd;
         int64_t ahead = pl->prefetch_fwd && l < top ? l + 1 : l;
         uint64_t g = root_g;
         if (pl->gather_per_pass)

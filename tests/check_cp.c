@@ -5,6 +5,7 @@
  * of the ranks). */
 #include <check.h>
 #include <stdint.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -180,6 +181,51 @@ START_TEST(test_cp_activations)
     ck_assert_int_eq(gs_ledger_act_sizes(&s, &m, 0, &a, &err), GS_OK);
     ck_assert_uint_eq(a.stored, 285474816ull);
     ck_assert_uint_eq(a.boundary, 2ull * 2048 * 4096); /* s/cp x h x 2 B */
+    /* the exchange's buffers (Transformer Engine's attention with CP): a rank's K and V are
+     * KV = 2 x 2048 tokens x 8 KV heads x 128 x 2 B = 8,388,608 B, its Q 2048 x 32 x 128 x 2 B =
+     * 16,777,216 B. p2p: the forward's list of cp = 4 K, V chunks, 33,554,432 B; the backward's two
+     * buffers of K, V and their gradients, 4 KV, the same. */
+    ck_assert_uint_eq(a.cp_fwd, 4ull * 8388608ull);
+    ck_assert_uint_eq(a.cp_bwd, 4ull * 8388608ull);
+}
+END_TEST
+
+/* The exchange's buffers by cp_comm, and where they show in the peak. Llama 3 8B over cp 4 and
+ * pp 2, no recompute: stage 0 (16 blocks, no head) peaks at the top block's backward of
+ * micro-batch 0, with micro-batch 1's stash in flight, the same moment for every exchange. Its
+ * backward buffers (KV = 8,388,608 B, Q = 16,777,216 B as above): p2p 4 KV = 33,554,432 B;
+ * all_gather the gathered K, V and their gradients, 2 cp KV = 67,108,864 B; a2a Q, K, V and the
+ * output, 2 Q + KV = 41,943,040 B. The peaks differ by exactly those differences. */
+START_TEST(test_cp_buffers_peak)
+{
+    static const char *const comm[3] = {"p2p", "all_gather", "a2a"};
+    static const uint64_t bwd[3] = {33554432ull, 67108864ull, 41943040ull};
+    static const uint64_t fwd[3] = {33554432ull, 33554432ull, 41943040ull};
+    uint64_t peak[3];
+    for (int i = 0; i < 3; i++) {
+        char yaml[512];
+        snprintf(yaml, sizeof yaml,
+                 "model: {preset: llama3-8b, seq: 8192}\ncluster: {preset: dgx-h100, nodes: 1}\n"
+                 "grid: {dp: 1, cp: 4, pp: 2}\nstrategy: {recompute: none, flash_attention: true, precision: bf16, "
+                 "cp_comm: %s}\nbatch: {global: 4, micro: 1}\n",
+                 comm[i]);
+        gs_scenario s;
+        gs_mesh m;
+        load(yaml, &s, &m);
+        gs_act_sizes a;
+        gs_error err;
+        gs_error_init(&err);
+        ck_assert_int_eq(gs_ledger_act_sizes(&s, &m, 0, &a, &err), GS_OK);
+        ck_assert_uint_eq(a.cp_fwd, fwd[i]);
+        ck_assert_uint_eq(a.cp_bwd, bwd[i]);
+        gs_ledger *l = NULL;
+        ck_assert_int_eq(gs_ledger_create(&s, &m, &l, &err), GS_OK);
+        ck_assert_uint_eq(l->ranks[0].stage, 0);
+        peak[i] = l->ranks[0].peak_bytes;
+        gs_ledger_destroy(l);
+    }
+    ck_assert_uint_eq(peak[1] - peak[0], 67108864ull - 33554432ull);
+    ck_assert_uint_eq(peak[2] - peak[0], 41943040ull - 33554432ull);
 }
 END_TEST
 
@@ -419,6 +465,7 @@ static Suite *cp_suite(void)
     tcase_add_test(tc, test_cp_groups);
     tcase_add_test(tc, test_cp_scenario);
     tcase_add_test(tc, test_cp_activations);
+    tcase_add_test(tc, test_cp_buffers_peak);
     tcase_add_test(tc, test_cp_schedule);
     tcase_add_test(tc, test_cp_megatron);
     tcase_add_test(tc, test_cp_sim);
