@@ -91,6 +91,14 @@ const char gs_cmd_sim_help[] =
     "                   num_machines, num_processes are mapped; grid tp from parallelism_config,\n"
     "                   dp = num_processes / tp; needs --model unless the file carries gridstep's\n"
     "                   '# gridstep model:' line (and its '# gridstep batch:' line gives the batch)\n"
+    "  --from-torchtitan FILE   a torchtitan train config (TOML; December 2024's layout or 2025's):\n"
+    "                   model name and flavor (llama3 8B/70B/405B, llama2 7B/13B/70B; --model for\n"
+    "                   others), seq_len, local/global batch, the parallel degrees (replicate x\n"
+    "                   shard: DDP, FSDP2 or HSDP; tp with sequence parallelism and async TP; pp\n"
+    "                   with 1F1B, GPipe or Interleaved1F1B; cp with its rotate method),\n"
+    "                   fsdp_reshard_after_forward, activation checkpointing (op, every N-th\n"
+    "                   block, full), compile and float8 are mapped; data_parallel_shard_degree -1\n"
+    "                   needs --nodes\n"
     "  --from-megatron ARGS     Megatron-LM flags as one string, or @FILE: a launch script, read as\n"
     "                   bash runs it as far as a launch needs (variables, arrays and\n"
     "                   \"${ARRAY[@]}\", ${VAR:-default}, $(( )), export, quotes, \\-continuations,\n"
@@ -130,23 +138,27 @@ const char gs_cmd_sim_help[] =
     "  gridstep sim --json scenarios/seed-7b-64gpu-25gbe.yaml | jq .step_time_s\n"
     "  gridstep sim --trace step.json scenarios/seed-7b-8xa100.yaml\n"
     "  gridstep sim --from-accelerate fsdp.yaml --model llama2-7b --cluster dgx-a100-80g\n"
-    "  gridstep sim --from-megatron @launch.sh --cluster dgx-a100-80g --print-scenario\n";
+    "  gridstep sim --from-megatron @launch.sh --cluster dgx-a100-80g --print-scenario\n"
+    "  gridstep sim --from-torchtitan llama3_8b.toml --cluster dgx-h100 --nodes 1\n";
 
 static const char usage[] =
     "gridstep sim [--exact] [--mode analytic|flow] [--json] [--explain] [--calib FILE] [--trace FILE] [--stats] "
     "[--plot FILE.png|FILE.svg [--plot-ranks R,...]] [--plot-comm FILE.png|FILE.svg] "
-    "(SCENARIO.yaml | (--from-accelerate FILE | --from-megatron ARGS|@FILE) --cluster C [--model M] "
+    "(SCENARIO.yaml | (--from-accelerate FILE | --from-torchtitan FILE | --from-megatron ARGS|@FILE) --cluster C "
+    "[--model M] "
     "[--nodes N] [--global-batch B] [--micro B] [--print-scenario | --dump-scenario FILE])";
 
 /* Reads the scenario of an imported launch configuration; prints what was ignored to stderr. */
-static gs_status sim_import(const char *accelerate, const char *megatron, const gs_import_opts *io,
-                            gs_scenario *s, gs_error *err)
+static gs_status sim_import(const char *accelerate, const char *torchtitan, const char *megatron,
+                            const gs_import_opts *io, gs_scenario *s, gs_error *err)
 {
     gs_diag ignored;
     gs_diag_init(&ignored);
     gs_status rc;
     if (accelerate)
         rc = gs_import_accelerate_file(accelerate, io, s, &ignored, err);
+    else if (torchtitan)
+        rc = gs_import_torchtitan_file(torchtitan, io, s, &ignored, err);
     else if (megatron[0] == '@')
         rc = gs_import_megatron_file(megatron + 1, io, s, &ignored, err);
     else
@@ -352,6 +364,7 @@ gs_status gs_cmd_sim(int argc, char **argv, gs_error *err)
         {"trace", required_argument, NULL, 't'}, {"mode", required_argument, NULL, 'm'},
         {"from-accelerate", required_argument, NULL, 'A'},
         {"from-megatron", required_argument, NULL, 'M'},
+        {"from-torchtitan", required_argument, NULL, 'T'},
         {"model", required_argument, NULL, 'o'}, {"cluster", required_argument, NULL, 'C'},
         {"nodes", required_argument, NULL, 'n'}, {"global-batch", required_argument, NULL, 'g'},
         {"micro", required_argument, NULL, 'u'}, {"print-scenario", no_argument, NULL, 'p'},
@@ -363,7 +376,7 @@ gs_status gs_cmd_sim(int argc, char **argv, gs_error *err)
     };
     int exact = 0, json = 0, explain = 0, print_scenario = 0, stats = 0, c;
     gs_backend_stats sizes;
-    const char *from_accelerate = NULL, *from_megatron = NULL, *dump = NULL;
+    const char *from_accelerate = NULL, *from_megatron = NULL, *from_torchtitan = NULL, *dump = NULL;
     gs_import_opts io;
     uint64_t *count_dst;
     gs_import_opts_init(&io);
@@ -389,6 +402,7 @@ gs_status gs_cmd_sim(int argc, char **argv, gs_error *err)
         case 'R': plot_ranks = optarg; break;
         case 'A': from_accelerate = optarg; break;
         case 'M': from_megatron = optarg; break;
+        case 'T': from_torchtitan = optarg; break;
         case 'o': io.model = optarg; break;
         case 'C': io.cluster = optarg; break;
         case 'p': print_scenario = 1; break;
@@ -424,18 +438,19 @@ gs_status gs_cmd_sim(int argc, char **argv, gs_error *err)
     }
     const char *path = NULL;
     gs_status rc;
-    int importing = from_accelerate || from_megatron;
-    if (from_accelerate && from_megatron)
-        return gs_error_set(err, GS_ERR_INPUT, "give --from-accelerate or --from-megatron, not both\nusage: %s", usage);
+    int importing = !!from_accelerate + !!from_megatron + !!from_torchtitan;
+    if (importing > 1)
+        return gs_error_set(err, GS_ERR_INPUT,
+                            "give one of --from-accelerate, --from-torchtitan and --from-megatron\nusage: %s", usage);
     if (importing) {
         if (optind < argc)
             return gs_error_set(err, GS_ERR_INPUT, "unexpected argument '%s' with --from-%s\nusage: %s", argv[optind],
-                                from_accelerate ? "accelerate" : "megatron", usage);
+                                from_accelerate ? "accelerate" : from_torchtitan ? "torchtitan" : "megatron", usage);
     } else {
         if (io.model || io.cluster || io.nodes || io.global_seqs || io.micro_seqs || print_scenario)
             return gs_error_set(err, GS_ERR_INPUT,
                                 "--model, --cluster, --nodes, --global-batch, --micro and --print-scenario go with "
-                                "--from-accelerate or --from-megatron\nusage: %s",
+                                "--from-accelerate, --from-torchtitan or --from-megatron\nusage: %s",
                                 usage);
         if ((rc = gs_cli_one_positional(argc, argv, optind, usage, &path, err)) != GS_OK)
             return rc;
@@ -451,7 +466,7 @@ gs_status gs_cmd_sim(int argc, char **argv, gs_error *err)
     double t0 = now_s();
     if (importing) {
         gs_diag warnings;
-        if ((rc = sim_import(from_accelerate, from_megatron, &io, &s, err)) != GS_OK)
+        if ((rc = sim_import(from_accelerate, from_torchtitan, from_megatron, &io, &s, err)) != GS_OK)
             goto out;
         if (print_scenario) {
             rc = sim_write_scenario(&s, NULL, err);

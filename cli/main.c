@@ -16,7 +16,7 @@ static const gs_command commands[] = {
      "gridstep mem [--json] [--explain] SCENARIO.yaml", gs_cmd_mem_help, gs_cmd_mem},
     {"sim", "simulate one training step: step time, tokens/s, MFU, exposed communication, bubble",
      "gridstep sim [--exact] [--mode analytic|flow] [--json] [--explain] [--calib FILE] [--trace FILE] [--stats] "
-     "(SCENARIO.yaml | (--from-accelerate FILE | --from-megatron ARGS|@FILE) --cluster C [--model M] [--nodes N] "
+     "(SCENARIO.yaml | (--from-accelerate FILE | --from-torchtitan FILE | --from-megatron ARGS|@FILE) --cluster C [--model M] [--nodes N] "
      "[--global-batch B] [--micro B] [--print-scenario | --dump-scenario FILE])", gs_cmd_sim_help,
      gs_cmd_sim},
     {"exec", "run the step for real (CPU threads or GPUs): losses, measured step time, the sim's report",

@@ -1,5 +1,5 @@
-/* Importing a launch configuration as a scenario: an accelerate config YAML (FSDP or DDP) or the
- * flags of a Megatron-LM command line, plus what those do not carry (the model when accelerate,
+/* Importing a launch configuration as a scenario: an accelerate config YAML (FSDP or DDP), a
+ * torchtitan train config (TOML) or the flags of a Megatron-LM command line, plus what those do not carry (the model when accelerate,
  * the cluster, the node count, the batch) from gs_import_opts.
  *
  * Every field of the input is either mapped onto the scenario or reported: fields with no effect
@@ -35,6 +35,16 @@ void gs_import_opts_init(gs_import_opts *o);
 gs_status gs_import_accelerate_file(const char *path, const gs_import_opts *o, gs_scenario *s,
                                     gs_diag *ignored, gs_error *err);
 gs_status gs_import_accelerate_string(const char *text, size_t len, const char *name,
+                                      const gs_import_opts *o, gs_scenario *s, gs_diag *ignored,
+                                      gs_error *err);
+
+/* torchtitan train config (TOML): its model (llama3 / llama2 flavors; --model for others),
+ * sequence, batch, parallel degrees (HSDP / FSDP2 / DDP, tp, pp, cp), pipeline schedule, activation
+ * checkpointing, compile and float8; December 2024's layout and 2025's. The node count comes
+ * from --nodes, or from the degrees when data_parallel_shard_degree is fixed. */
+gs_status gs_import_torchtitan_file(const char *path, const gs_import_opts *o, gs_scenario *s,
+                                    gs_diag *ignored, gs_error *err);
+gs_status gs_import_torchtitan_string(const char *text, size_t len, const char *name,
                                       const gs_import_opts *o, gs_scenario *s, gs_diag *ignored,
                                       gs_error *err);
 

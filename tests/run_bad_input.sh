@@ -16,7 +16,8 @@
 # Also a nonexistent path must exit 2 with "No such file".
 # Imported launch configurations, the same way: tests/bad-input/accelerate/*.yaml through
 # `gridstep sim --from-accelerate FILE`, tests/bad-input/megatron/*.sh through
-# `gridstep sim --from-megatron @FILE`, with the options on the file's second line when it is
+# `gridstep sim --from-megatron @FILE`, tests/bad-input/torchtitan/*.toml through
+# `gridstep sim --from-torchtitan FILE`, with the options on the file's second line when it is
 #   # args: <options>
 # (default: --model llama2-7b --cluster dgx-a100-80g --nodes 1).
 # Inputs that .args cases name live in tests/bad-input/inputs/ (not cases themselves). The
@@ -176,6 +177,7 @@ import_cases() {
 }
 import_cases accelerate yaml --from-accelerate ""
 import_cases megatron sh --from-megatron @
+import_cases torchtitan toml --from-torchtitan ""
 
 # Readers refuse what they cannot bound: a FIFO with no writer (it would block the reader
 # forever) as a scenario, a calibration file, an imported configuration and a checkpoint's
