@@ -251,8 +251,10 @@ static gs_status read_array(rd *r, gs_toml_item *it)
             return fail(r, r->pos, "inline tables are not read here");
         } else {
             gs_toml_item one = {0};
-            if ((st = read_scalar(r, &one)) != GS_OK)
+            if ((st = read_scalar(r, &one)) != GS_OK) {
+                free(one.text);
                 return st;
+            }
             s = one.text;
         }
         if ((st = push_item_text(r, it, s)) != GS_OK)

@@ -76,6 +76,7 @@ START_TEST(test_toml_errors)
         {"k = [1,\n  [2,\n", "x.toml:2:3: unclosed array"},
         {"k = 1 2\n", "x.toml:1:7: expected the end of the line"},
         {"k = nope\n", "x.toml:1:5: expected a string, number, boolean or array"},
+        {"k = [1, =]\n", "x.toml:1:9: expected a string, number, boolean or array"},
     };
     for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
         gs_toml t;
