@@ -1,6 +1,7 @@
 /* libFuzzer harness for the launch-configuration importers: the input is tried as Megatron-LM
  * flags (a NUL-terminated copy, as --from-megatron passes them; once with the model from the
- * flags, once with a preset) and as an accelerate config YAML; an imported scenario goes on to the
+ * flags, once with a preset), as an accelerate config YAML and as a torchtitan train config (TOML,
+ * with and without --nodes); an imported scenario goes on to the
  * mesh checks (the ledger is fuzz_scenario's). Every importer must refuse garbage with a status,
  * never crash, hang or read out of bounds. Build and run with `make fuzz`. */
 #include <stddef.h>
@@ -56,6 +57,15 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
     if (gs_import_accelerate_string((const char *)data, size, "fuzz.yaml", &o, &s, &ignored, &err) == GS_OK)
         follow(&s);
     gs_diag_fini(&ignored);
+    for (uint64_t nodes = 0; nodes < 2; nodes++) {
+        gs_import_opts_init(&o);
+        o.cluster = "dgx-h100";
+        o.nodes = nodes;
+        gs_diag_init(&ignored);
+        if (gs_import_torchtitan_string((const char *)data, size, "fuzz.toml", &o, &s, &ignored, &err) == GS_OK)
+            follow(&s);
+        gs_diag_fini(&ignored);
+    }
     free(text);
     return 0;
 }
