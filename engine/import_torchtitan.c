@@ -278,7 +278,7 @@ static gs_status tt_recompute(const tt *x, gs_scenario *s)
                        "found memory_budget, expected none, selective or full (%s)%s",
                        "the compiler's memory-budget partitioner is not modelled", "");
     s->strategy.recompute = mode == 0 ? GS_RECOMPUTE_NONE : GS_RECOMPUTE_FULL;
-    s->strategy.recompute_every = 0;
+    s->strategy.recompute_every = 1;
     if (mode != 1)
         return GS_OK;
     const gs_toml_item *opt = gs_toml_find(x->t, "activation_checkpoint.selective_ac_option");
@@ -365,7 +365,7 @@ static gs_status tt_world(const tt *x, const gs_import_opts *o, const gs_scenari
     return GS_OK;
 }
 
-/* Sharding (FSDP2 over dp_shard, DDP over dp_replicate, HSDP both), reshard_after_forward and the
+/* Sharding (FSDP2 over dp_shard x cp, DDP over dp_replicate, HSDP both), reshard_after_forward and the
  * grid; the mesh order is torchtitan's [pp, dp_replicate, dp_shard, cp, tp], gridstep's
  * tp-cp-dp-pp. */
 static gs_status tt_grid(const tt *x, const tt_dims *d, gs_scenario *s)
@@ -378,7 +378,10 @@ static gs_status tt_grid(const tt *x, const tt_dims *d, gs_scenario *s)
     s->grid.pp = (uint64_t)d->pp;
     s->grid.cp = (uint64_t)d->cp;
     s->strategy.framework = GS_FW_FSDP2;
-    if (d->shard > 1 && d->rep > 1) {
+    /* torchtitan applies FSDP over dp_shard x cp (its dp_shard_cp mesh): context parallelism
+     * shards the parameters even with dp_shard 1 */
+    int fsdp = d->shard > 1 || d->cp > 1;
+    if (fsdp && d->rep > 1) {
         uint64_t in_node = s->cluster.gpus_per_node / (uint64_t)(d->tp * d->cp);
         if ((uint64_t)d->shard != in_node)
             return gs_error_set(x->err, GS_ERR_INPUT,
@@ -387,7 +390,7 @@ static gs_status tt_grid(const tt *x, const tt_dims *d, gs_scenario *s)
                                 x->path, d->shard, in_node);
         s->strategy.sharding = GS_SHARD_HYBRID_SHARD;
     } else {
-        s->strategy.sharding = d->shard > 1 ? GS_SHARD_FULL_SHARD : GS_SHARD_NO_SHARD;
+        s->strategy.sharding = fsdp ? GS_SHARD_FULL_SHARD : GS_SHARD_NO_SHARD;
     }
     if ((st = tt_enum(x, "parallelism.fsdp_reshard_after_forward", NULL, policies, 3, 0, "default, always or never",
                       &pol)) != GS_OK)
