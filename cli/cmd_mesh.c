@@ -42,6 +42,8 @@ const char gs_cmd_mesh_help[] =
     "                       batch, recompute, optimizer sharding, precision; readable by\n"
     "                       `gridstep sim --from-megatron @FILE`)\n"
     "           slurm       an sbatch script: srun starts one torchrun per node\n"
+    "           torchtitan  a torchtitan train config (TOML; FSDP2 or DDP scenarios with a\n"
+    "                       torchtitan model flavor; readable by `gridstep sim --from-torchtitan`)\n"
     "           What a launcher cannot express is an error naming the field (TP/PP or zero1 in\n"
     "           accelerate, hybrid_shard, offload or gpipe in Megatron-LM); what it expresses\n"
     "           close enough, or what belongs to the training code, is a '# note:' line.\n"
@@ -54,7 +56,7 @@ const char gs_cmd_mesh_help[] =
     "  gridstep mesh --emit accelerate scenarios/seed-7b-8xa100.yaml > fsdp.yaml\n";
 
 static const char usage[] =
-    "gridstep mesh [--json] [--all] [--emit torchrun|accelerate|megatron|slurm] SCENARIO.yaml";
+    "gridstep mesh [--json] [--all] [--emit torchrun|accelerate|megatron|slurm|torchtitan] SCENARIO.yaml";
 
 /* Above this many ranks the rank table is abbreviated unless --all. */
 #define MESH_TABLE_FULL_MAX 256
@@ -378,8 +380,8 @@ gs_status gs_cmd_mesh(int argc, char **argv, gs_error *err)
         case 'e':
             if (gs_launch_kind_parse(optarg, &kind) != 0)
                 return gs_error_set(err, GS_ERR_INPUT,
-                                    "--emit: found '%s', expected torchrun, accelerate, megatron "
-                                    "or slurm\nusage: %s",
+                                    "--emit: found '%s', expected torchrun, accelerate, megatron, "
+                                    "slurm or torchtitan\nusage: %s",
                                     optarg, usage);
             emit = 1;
             break;

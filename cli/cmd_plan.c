@@ -96,7 +96,8 @@ const char gs_cmd_plan_help[] =
     "                     in enumeration order, unit u to shard u % N; each piece holds its shard's\n"
     "                     exact best --top\n"
     "  --emit K           print only the winner's launch configuration, K = torchrun, accelerate,\n"
-    "                     megatron or slurm (as gridstep mesh --emit; the ranking is not printed)\n"
+    "                     megatron, slurm or torchtitan (as gridstep mesh --emit; the ranking is not\n"
+    "                     printed)\n"
     "  --quiet            no progress on standard error (by default: the share of the\n"
     "                     configurations simulated, of at most the count left after the early\n"
     "                     pruning, and the time left at that pace; on a terminal one line, in a log\n"
@@ -121,7 +122,7 @@ const char gs_cmd_plan_help[] =
 static const char usage[] =
     "gridstep plan (--model M --cluster C --nodes N | SCENARIO.yaml) [--global-batch B] [--seq S] [--top K] "
     "[--json] [--tp LIST] [--pp LIST] [--dp LIST] [--sharding LIST] [--micro LIST] [--max-candidates N] "
-    "[--threads N] [--no-extrapolate] [--emit torchrun|accelerate|megatron|slurm] [--shard I/N] [--quiet]";
+    "[--threads N] [--no-extrapolate] [--emit torchrun|accelerate|megatron|slurm|torchtitan] [--shard I/N] [--quiet]";
 
 /* The winner as a scenario of its own: the plan's model, cluster and batch with the winner's
  * grid, strategy and micro-batch; then its launch document on stdout. */
@@ -600,7 +601,7 @@ static gs_status plan_run(int argc, char **argv, const gs_mpi_split *sp, char **
         case O_EMIT:
             if (gs_launch_kind_parse(optarg, &kind) != 0)
                 rc = gs_error_set(err, GS_ERR_INPUT,
-                                  "--emit: found '%s', expected torchrun, accelerate, megatron or slurm\nusage: %s",
+                                  "--emit: found '%s', expected torchrun, accelerate, megatron, slurm or torchtitan\nusage: %s",
                                   optarg, usage);
             emit = 1;
             break;

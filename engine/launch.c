@@ -1,4 +1,5 @@
-/* Launch configurations (torchrun, accelerate FSDP YAML, Megatron-LM flags, Slurm sbatch) drawn
+/* Launch configurations (torchrun, accelerate FSDP YAML, Megatron-LM flags, Slurm sbatch; the
+ * torchtitan config is engine/launch_torchtitan.c's) drawn
  * from a scenario and its mesh, with the mismatches each launcher has named rather than hidden. */
 #include "engine/launch.h"
 
@@ -20,7 +21,7 @@
 #define LAUNCH_MEGATRON_VOCAB_DIVISOR 128
 
 static const char *const kind_names[GS_LAUNCH_KIND_COUNT] = {"torchrun", "accelerate", "megatron",
-                                                             "slurm"};
+                                                             "slurm", "torchtitan"};
 
 const char *gs_launch_kind_name(gs_launch_kind k)
 {
@@ -846,6 +847,13 @@ gs_status gs_launch_emit(const gs_scenario *s, const gs_mesh *m, gs_launch_kind 
                                 s->path, meg_why);
         emit_megatron(&d, s, m);
         break;
+    case GS_LAUNCH_TORCHTITAN: {
+        char tt_why[GS_LAUNCH_LINE_BYTES];
+        if (!gs_launch_torchtitan_fits(s, m, tt_why, sizeof tt_why))
+            return gs_error_set(err, GS_ERR_INPUT, "%s: --emit torchtitan: cannot express %s", s->path, tt_why);
+        d.st = gs__launch_torchtitan(s, m, out);
+        break;
+    }
     case GS_LAUNCH_TORCHRUN:
     case GS_LAUNCH_SLURM:
         if (!acc && !meg)

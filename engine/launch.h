@@ -27,6 +27,7 @@ typedef enum gs_launch_kind {
     GS_LAUNCH_ACCELERATE, /* the accelerate FSDP config YAML alone */
     GS_LAUNCH_MEGATRON,   /* torchrun + pretrain_gpt.py with Megatron-LM flags */
     GS_LAUNCH_SLURM,      /* sbatch script: srun torchrun (train.py or pretrain_gpt.py) */
+    GS_LAUNCH_TORCHTITAN, /* a torchtitan train config (TOML), engine/launch_torchtitan.c */
     GS_LAUNCH_KIND_COUNT
 } gs_launch_kind;
 
@@ -56,6 +57,11 @@ const char *gs_launch_layer_class(const gs_model *m);
 /* 1 when the launcher can express the scenario; else 0 with the reason in why (len bytes). */
 int gs_launch_accelerate_fits(const gs_scenario *s, const gs_mesh *m, char *why, size_t len);
 int gs_launch_megatron_fits(const gs_scenario *s, const gs_mesh *m, char *why, size_t len);
+int gs_launch_torchtitan_fits(const gs_scenario *s, const gs_mesh *m, char *why, size_t len);
+
+/* The torchtitan config of a scenario gs_launch_torchtitan_fits accepts (engine/launch_torchtitan.c;
+ * gs_launch_emit calls it). */
+gs_status gs__launch_torchtitan(const gs_scenario *s, const gs_mesh *m, gs_text *out);
 
 /* Appends the document of kind k to out. torchrun and slurm launch train.py with the accelerate
  * config when accelerate fits, else pretrain_gpt.py with Megatron-LM flags; a scenario neither

@@ -1,5 +1,5 @@
-/* Check suite for the torchtitan importer (engine/import_torchtitan.c) and its TOML reader
- * (engine/toml.c). The expected scenarios are independent of the importer: the published
+/* Check suite for the torchtitan importer (engine/import_torchtitan.c), its TOML reader
+ * (engine/toml.c) and the torchtitan config emitter (engine/launch_torchtitan.c). The expected scenarios are independent of the importer: the published
  * torchtitan benchmark scenarios written by hand from torchtitan's benchmark table
  * (scenarios/published/titan-*.yaml), and hand counts written beside the other assertions. */
 #include <check.h>
@@ -9,6 +9,8 @@
 #include <string.h>
 
 #include "engine/import.h"
+#include "engine/launch.h"
+#include "engine/mesh.h"
 #include "engine/scenario.h"
 #include "engine/toml.h"
 
@@ -236,6 +238,73 @@ START_TEST(test_hsdp_interleaved)
 }
 END_TEST
 
+/* --emit torchtitan and back: every published torchtitan scenario's config, read by the importer,
+ * gives the scenario's step again (cp_comm and the pipeline's stages included). */
+START_TEST(test_emit_roundtrip)
+{
+    char rel[64];
+    snprintf(rel, sizeof rel, "scenarios/published/titan-%03d.yaml", _i + 1);
+    gs_scenario want, got;
+    gs_mesh mesh;
+    gs_diag w, ig;
+    gs_error err;
+    gs_error_init(&err);
+    gs_diag_init(&w);
+    load_published(rel, &want);
+    ck_assert_msg(gs_scenario_mesh(&want, &mesh, &w, &err) == GS_OK, "%s: %s", rel, err.msg);
+    gs_diag_fini(&w);
+    gs_text t;
+    gs_text_init(&t);
+    ck_assert_msg(gs_launch_emit(&want, &mesh, GS_LAUNCH_TORCHTITAN, &t, &err) == GS_OK, "%s: %s", rel, err.msg);
+    ck_assert_msg(import(gs_text_str(&t), 0, &got, &ig, &err) == GS_OK, "%s: %s\n%s", rel, err.msg, gs_text_str(&t));
+    gs_text_fini(&t);
+    gs_diag_fini(&ig);
+    int grad_dtype = got.strategy.grad_dtype;
+    got.strategy.grad_dtype = want.strategy.grad_dtype; /* compared in bytes below */
+    assert_same_step(&got, &want);
+    got.strategy.grad_dtype = grad_dtype;
+    ck_assert_uint_eq(gs_grad_bytes(&got.strategy), gs_grad_bytes(&want.strategy));
+    ck_assert_int_eq(got.strategy.reshard_after_forward, want.strategy.reshard_after_forward);
+    ck_assert_int_eq(got.strategy.fp8_params, want.strategy.fp8_params);
+    ck_assert_uint_eq(got.strategy.recompute_every, want.strategy.recompute_every);
+    if (want.grid.cp > 1)
+        ck_assert_int_eq(got.strategy.cp_comm, want.strategy.cp_comm);
+    if (want.grid.pp > 1) {
+        ck_assert_int_eq(got.strategy.pipeline, want.strategy.pipeline);
+        ck_assert_uint_eq(got.strategy.virtual_stages ? got.strategy.virtual_stages : 1,
+                          want.strategy.virtual_stages ? want.strategy.virtual_stages : 1);
+        ck_assert_int_eq(got.grid.account_for_embedding, want.grid.account_for_embedding);
+        ck_assert_int_eq(got.grid.account_for_loss, want.grid.account_for_loss);
+    }
+}
+END_TEST
+
+/* What torchtitan does not run is refused with the reason. */
+START_TEST(test_emit_refusals)
+{
+    static const char *const cases[][2] = {
+        {"scenarios/seed-70b-64xa100.yaml", "--emit torchtitan: cannot express the framework"},
+        {"scenarios/mixtral-8x7b-ep8.yaml", "--emit torchtitan: cannot express the model"},
+    };
+    for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+        gs_scenario s;
+        gs_mesh mesh;
+        gs_diag w;
+        gs_error err;
+        gs_error_init(&err);
+        gs_diag_init(&w);
+        load_published(cases[i][0], &s);
+        ck_assert_int_eq(gs_scenario_mesh(&s, &mesh, &w, &err), GS_OK);
+        gs_diag_fini(&w);
+        gs_text t;
+        gs_text_init(&t);
+        ck_assert_int_eq(gs_launch_emit(&s, &mesh, GS_LAUNCH_TORCHTITAN, &t, &err), GS_ERR_INPUT);
+        ck_assert_has(err.msg, cases[i][1]);
+        gs_text_fini(&t);
+    }
+}
+END_TEST
+
 START_TEST(test_refusals)
 {
     static const char *const bad[][2] = {
@@ -284,6 +353,8 @@ static Suite *torchtitan_suite(void)
     tcase_add_test(tc, test_titan_70b_2025);
     tcase_add_test(tc, test_hsdp_interleaved);
     tcase_add_test(tc, test_refusals);
+    tcase_add_loop_test(tc, test_emit_roundtrip, 0, 13);
+    tcase_add_test(tc, test_emit_refusals);
     suite_add_tcase(s, tc);
     return s;
 }
