@@ -91,7 +91,9 @@ const char gs_cmd_sim_help[] =
     "                   num_machines, num_processes are mapped; grid tp from parallelism_config,\n"
     "                   dp = num_processes / tp; needs --model unless the file carries gridstep's\n"
     "                   '# gridstep model:' line (and its '# gridstep batch:' line gives the batch)\n"
-    "  --from-torchtitan FILE   a torchtitan train config (TOML; December 2024's layout or 2025's):\n"
+    "  --from-torchtitan 'FILE [--section.key VALUE ...]'   a torchtitan train config (TOML;\n"
+    "                   December 2024's layout or 2025's), with torchtitan's command-line\n"
+    "                   overrides after it (--section.key=VALUE, or a bare --section.key for true):\n"
     "                   model name and flavor (llama3 8B/70B/405B, llama2 7B/13B/70B; --model for\n"
     "                   others), seq_len, local/global batch, the parallel degrees (replicate x\n"
     "                   shard: DDP, FSDP2 or HSDP; tp with sequence parallelism and async TP; pp\n"
@@ -139,7 +141,9 @@ const char gs_cmd_sim_help[] =
     "  gridstep sim --trace step.json scenarios/seed-7b-8xa100.yaml\n"
     "  gridstep sim --from-accelerate fsdp.yaml --model llama2-7b --cluster dgx-a100-80g\n"
     "  gridstep sim --from-megatron @launch.sh --cluster dgx-a100-80g --print-scenario\n"
-    "  gridstep sim --from-torchtitan llama3_8b.toml --cluster dgx-h100 --nodes 1\n";
+    "  gridstep sim --from-torchtitan llama3_8b.toml --cluster dgx-h100 --nodes 1\n"
+    "  gridstep sim --from-torchtitan 'llama3_70b.toml --parallelism.tensor_parallel_degree 4' --cluster\n"
+    "    dgx-h100 --nodes 8\n";
 
 static const char usage[] =
     "gridstep sim [--exact] [--mode analytic|flow] [--json] [--explain] [--calib FILE] [--trace FILE] [--stats] "
@@ -147,6 +151,37 @@ static const char usage[] =
     "(SCENARIO.yaml | (--from-accelerate FILE | --from-torchtitan FILE | --from-megatron ARGS|@FILE) --cluster C "
     "[--model M] "
     "[--nodes N] [--global-batch B] [--micro B] [--print-scenario | --dump-scenario FILE])";
+
+/* --from-torchtitan "FILE [--section.key VALUE ...]" (or "--job.config_file FILE ..."): the words
+ * split at blanks, the file and torchtitan's overrides after it. */
+static gs_status sim_import_torchtitan(const char *arg, const gs_import_opts *io, gs_scenario *s, gs_diag *ignored,
+                                       gs_error *err)
+{
+    enum { MAX_WORDS = 256 };
+    char *copy = strdup(arg), *words[MAX_WORDS], *save = NULL;
+    const char *path = NULL, *over[MAX_WORDS];
+    size_t n = 0, nover = 0;
+    if (!copy)
+        return gs_error_set(err, GS_ERR_NOMEM, "out of memory");
+    for (char *w = strtok_r(copy, " \t\n", &save); w && n < MAX_WORDS; w = strtok_r(NULL, " \t\n", &save))
+        words[n++] = w;
+    for (size_t i = 0; i < n; i++) {
+        if (!path && strncmp(words[i], "--", 2) != 0)
+            path = words[i];
+        else if (!strcmp(words[i], "--job.config_file") || !strcmp(words[i], "--job.config-file"))
+            path = i + 1 < n ? words[++i] : NULL;
+        else if (!strncmp(words[i], "--job.config_file=", 18))
+            path = words[i] + 18;
+        else
+            over[nover++] = words[i];
+    }
+    gs_status rc = path ? gs_import_torchtitan_file(path, over, nover, io, s, ignored, err)
+                        : gs_error_set(err, GS_ERR_INPUT,
+                                       "--from-torchtitan: found no config file, expected \"FILE [--section.key VALUE "
+                                       "...]\"");
+    free(copy);
+    return rc;
+}
 
 /* Reads the scenario of an imported launch configuration; prints what was ignored to stderr. */
 static gs_status sim_import(const char *accelerate, const char *torchtitan, const char *megatron,
@@ -158,7 +193,7 @@ static gs_status sim_import(const char *accelerate, const char *torchtitan, cons
     if (accelerate)
         rc = gs_import_accelerate_file(accelerate, io, s, &ignored, err);
     else if (torchtitan)
-        rc = gs_import_torchtitan_file(torchtitan, io, s, &ignored, err);
+        rc = sim_import_torchtitan(torchtitan, io, s, &ignored, err);
     else if (megatron[0] == '@')
         rc = gs_import_megatron_file(megatron + 1, io, s, &ignored, err);
     else

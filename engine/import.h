@@ -41,9 +41,16 @@ gs_status gs_import_accelerate_string(const char *text, size_t len, const char *
 /* torchtitan train config (TOML): its model (llama3 / llama2 flavors; --model for others),
  * sequence, batch, parallel degrees (HSDP / FSDP2 / DDP, tp, pp, cp), pipeline schedule, activation
  * checkpointing, compile and float8; December 2024's layout and 2025's. The node count comes
- * from --nodes, or from the degrees when data_parallel_shard_degree is fixed. */
-gs_status gs_import_torchtitan_file(const char *path, const gs_import_opts *o, gs_scenario *s,
-                                    gs_diag *ignored, gs_error *err);
+ * from --nodes, or from the degrees when data_parallel_shard_degree is fixed. args[0..nargs):
+ * torchtitan's command-line overrides (`--section.key VALUE`, `--section.key=VALUE`, a bare
+ * `--section.key` for true), applied over the file's values (messages say "argument N"). */
+gs_status gs_import_torchtitan_file(const char *path, const char *const *args, size_t nargs,
+                                    const gs_import_opts *o, gs_scenario *s, gs_diag *ignored,
+                                    gs_error *err);
+gs_status gs_import_torchtitan_command(const char *text, size_t len, const char *name,
+                                       const char *const *args, size_t nargs, const gs_import_opts *o,
+                                       gs_scenario *s, gs_diag *ignored, gs_error *err);
+/* The same without overrides. */
 gs_status gs_import_torchtitan_string(const char *text, size_t len, const char *name,
                                       const gs_import_opts *o, gs_scenario *s, gs_diag *ignored,
                                       gs_error *err);

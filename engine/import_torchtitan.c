@@ -99,7 +99,18 @@ static gs_status tt_fail(const tt *x, const gs_toml_item *it, const char *fmt, c
 {
     char msg[GS_ERROR_MSG_BYTES];
     snprintf(msg, sizeof msg, fmt, a, b);
+    if (it->arg)
+        return gs_error_set(x->err, GS_ERR_INPUT, "%s: argument %u: --%s: %s", x->path, it->arg, it->key, msg);
     return gs_error_set(x->err, GS_ERR_INPUT, "%s:%u:%u: %s: %s", x->path, it->line, it->col, it->key, msg);
+}
+
+/* Where an item was given, for the ignored list: "PATH:LINE" or "PATH: argument N". */
+static void tt_where(const tt *x, const gs_toml_item *it, char *buf, size_t len)
+{
+    if (it->arg)
+        snprintf(buf, len, "%s: argument %u", x->path, it->arg);
+    else
+        snprintf(buf, len, "%s:%u", x->path, it->line);
 }
 
 #define TT_QUIET_N (sizeof tt_quiet / sizeof tt_quiet[0])
@@ -120,8 +131,10 @@ static gs_status tt_check_keys(const tt *x, gs_diag *ignored)
             if (strncmp(it->key, tt_quiet[k], strlen(tt_quiet[k])) == 0) {
                 known = 1;
                 if (!quiet_seen[k]) {
+                    char where[GS_ERROR_MSG_BYTES / 2];
                     quiet_seen[k] = 1;
-                    gs_status st = gs__import_ignored(ignored, x->err, "%s:%u: [%.*s]: ignored: %s", x->path, it->line,
+                    tt_where(x, it, where, sizeof where);
+                    gs_status st = gs__import_ignored(ignored, x->err, "%s: [%.*s]: ignored: %s", where,
                                                       (int)strlen(tt_quiet[k]) - 1, tt_quiet[k], no_effect);
                     if (st != GS_OK)
                         return st;
@@ -135,8 +148,9 @@ static gs_status tt_check_keys(const tt *x, gs_diag *ignored)
             return tt_fail(x, it, "unknown torchtitan option (did you mean %s?)%s", best ? best : "?", "");
         }
         gs_status st;
-        if (why && (st = gs__import_ignored(ignored, x->err, "%s:%u: %s: ignored: %s", x->path, it->line, it->key,
-                                            why)) != GS_OK)
+        char where[GS_ERROR_MSG_BYTES / 2];
+        tt_where(x, it, where, sizeof where);
+        if (why && (st = gs__import_ignored(ignored, x->err, "%s: %s: ignored: %s", where, it->key, why)) != GS_OK)
             return st;
     }
     return GS_OK;
@@ -548,8 +562,57 @@ static gs_status tt_step_options(const tt *x, gs_scenario *s)
     return GS_OK;
 }
 
+/* The options torchtitan takes as lists (a command line gives them comma-separated). */
+static int tt_list_key(const char *key)
+{
+    static const char *const lists[] = {"model.converters", "compile.components", "float8.filter_fqns",
+                                        "quantize.linear.float8.filter_fqns"};
+    for (size_t i = 0; i < sizeof lists / sizeof lists[0]; i++)
+        if (strcmp(key, lists[i]) == 0)
+            return 1;
+    return 0;
+}
+
+/* torchtitan's command-line overrides, `--section.key VALUE`, `--section.key=VALUE` or a bare
+ * `--section.key` (true), over the file's values. */
+static gs_status tt_overrides(gs_toml *t, const char *path, const char *const *args, size_t nargs, gs_error *err)
+{
+    for (size_t i = 0; i < nargs; i++) {
+        const char *a = args[i];
+        size_t at = i + 1; /* the option's argument number */
+        char key[256];
+        const char *value = "true", *eq = strchr(a, '=');
+        if (strncmp(a, "--", 2) != 0 || strlen(a) < 3)
+            return gs_error_set(err, GS_ERR_INPUT, "%s: argument %zu: found '%s', expected --section.key VALUE", path,
+                                i + 1, a);
+        size_t n = eq ? (size_t)(eq - a - 2) : strlen(a + 2);
+        if (n >= sizeof key)
+            return gs_error_set(err, GS_ERR_INPUT, "%s: argument %zu: the option name is too long", path, i + 1);
+        memcpy(key, a + 2, n);
+        key[n] = '\0';
+        for (char *c = key; *c; c++)
+            if (*c == '-')
+                *c = '_'; /* torchtitan's command line takes dashes for underscores */
+        if (eq)
+            value = eq + 1;
+        else if (i + 1 < nargs && strncmp(args[i + 1], "--", 2) != 0)
+            value = args[++i];
+        gs_status st = gs_toml_set(t, key, value, tt_list_key(key), (unsigned)at, err);
+        if (st != GS_OK)
+            return st;
+    }
+    return GS_OK;
+}
+
 gs_status gs_import_torchtitan_string(const char *text, size_t len, const char *name, const gs_import_opts *o,
                                       gs_scenario *s, gs_diag *ignored, gs_error *err)
+{
+    return gs_import_torchtitan_command(text, len, name, NULL, 0, o, s, ignored, err);
+}
+
+gs_status gs_import_torchtitan_command(const char *text, size_t len, const char *name, const char *const *args,
+                                       size_t nargs, const gs_import_opts *o, gs_scenario *s, gs_diag *ignored,
+                                       gs_error *err)
 {
     const char *path = name ? name : "<torchtitan>";
     gs_toml t;
@@ -559,6 +622,8 @@ gs_status gs_import_torchtitan_string(const char *text, size_t len, const char *
     if ((st = gs_toml_parse(text, len, path, &t, err)) != GS_OK)
         return st;
     tt x = {&t, path, err};
+    if ((st = tt_overrides(&t, path, args, nargs, err)) != GS_OK)
+        goto out;
     tt_dims d;
     uint64_t nodes = 0, pp_mbs = 0, micro = 0, global = 0;
     int64_t seq;
@@ -576,14 +641,14 @@ out:
     return st;
 }
 
-gs_status gs_import_torchtitan_file(const char *path, const gs_import_opts *o, gs_scenario *s, gs_diag *ignored,
-                                    gs_error *err)
+gs_status gs_import_torchtitan_file(const char *path, const char *const *args, size_t nargs, const gs_import_opts *o,
+                                    gs_scenario *s, gs_diag *ignored, gs_error *err)
 {
     char *text = NULL;
     size_t size = 0;
     gs_status st = gs__yaml_read_file(path, &text, &size, err);
     if (st == GS_OK)
-        st = gs_import_torchtitan_string(text, size, path, o, s, ignored, err);
+        st = gs_import_torchtitan_command(text, size, path, args, nargs, o, s, ignored, err);
     free(text);
     return st;
 }

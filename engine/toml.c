@@ -7,6 +7,7 @@
 #include <inttypes.h>
 #include <stdlib.h>
 #include <string.h>
+#include <strings.h>
 
 #define GS_TOML_KEY_MAX 256
 
@@ -404,3 +405,74 @@ const gs_toml_item *gs_toml_find(const gs_toml *t, const char *key)
             return &t->items[i];
     return NULL;
 }
+
+/* The item's value from command-line text (gs_toml_set). */
+static gs_status set_value(gs_toml_item *it, const char *value, int as_array, gs_error *err)
+{
+    if (as_array) {
+        it->type = GS_TOML_ARRAY;
+        for (const char *p = value; *p;) {
+            const char *comma = strchr(p, ',');
+            size_t n = comma ? (size_t)(comma - p) : strlen(p);
+            char *one = dup_n(p, n), **g;
+            if (!one || !(g = realloc(it->items, (it->nitems + 1) * sizeof *g))) {
+                free(one);
+                return gs_error_set(err, GS_ERR_NOMEM, "out of memory");
+            }
+            it->items = g;
+            it->items[it->nitems++] = one;
+            p = comma ? comma + 1 : p + n;
+        }
+    } else if (!strcasecmp(value, "true") || !strcasecmp(value, "false")) {
+        it->type = GS_TOML_BOOL;
+        it->b = tolower((unsigned char)value[0]) == 't';
+    } else {
+        char *end;
+        errno = 0;
+        long long v = strtoll(value, &end, 10);
+        if (*value && !*end && !errno) {
+            it->type = GS_TOML_INT;
+            it->i = v;
+            it->f = (double)v;
+        } else {
+            double d = strtod(value, &end);
+            it->type = *value && !*end ? GS_TOML_FLOAT : GS_TOML_STRING;
+            it->f = d;
+        }
+    }
+    if (!(it->text = dup_n(value, strlen(value))))
+        return gs_error_set(err, GS_ERR_NOMEM, "out of memory");
+    return GS_OK;
+}
+
+gs_status gs_toml_set(gs_toml *t, const char *key, const char *value, int as_array, unsigned arg, gs_error *err)
+{
+    gs_toml_item it = {0};
+    it.arg = arg;
+    gs_status st = set_value(&it, value, as_array, err);
+    if (st == GS_OK && !(it.key = dup_n(key, strlen(key))))
+        st = gs_error_set(err, GS_ERR_NOMEM, "out of memory");
+    if (st != GS_OK) {
+        item_fini(&it);
+        return st;
+    }
+    for (size_t i = 0; i < t->n; i++)
+        if (strcmp(t->items[i].key, key) == 0) {
+            item_fini(&t->items[i]);
+            t->items[i] = it;
+            return GS_OK;
+        }
+    if (t->n == t->cap) {
+        size_t cap = t->cap ? 2 * t->cap : 32;
+        gs_toml_item *g = realloc(t->items, cap * sizeof *g);
+        if (!g) {
+            item_fini(&it);
+            return gs_error_set(err, GS_ERR_NOMEM, "out of memory");
+        }
+        t->items = g;
+        t->cap = cap;
+    }
+    t->items[t->n++] = it;
+    return GS_OK;
+}
+

@@ -31,7 +31,8 @@ typedef struct gs_toml_item {
     int b;          /* BOOL */
     char **items;   /* ARRAY: each item's text (strings unquoted, nested arrays as written) (owned) */
     size_t nitems;
-    unsigned line, col; /* of the key, 1-based */
+    unsigned line, col; /* of the key, 1-based; 0 for a value gs_toml_set gave */
+    unsigned arg;       /* gs_toml_set's argument number (1-based), 0 for a value of the text */
 } gs_toml_item;
 
 typedef struct gs_toml {
@@ -44,6 +45,12 @@ typedef struct gs_toml {
  * string or array); GS_ERR_NOMEM. On error out is left empty. */
 gs_status gs_toml_parse(const char *text, size_t len, const char *origin, gs_toml *out, gs_error *err);
 void gs_toml_fini(gs_toml *t);
+
+/* Sets key to a value given as text on a command line (torchtitan's `--section.key VALUE`
+ * overrides), replacing the file's: "true" / "false" (any case) a boolean, an integer or a float
+ * as written, else a string; as_array: a comma-separated list. `arg` numbers the argument for
+ * messages. GS_ERR_NOMEM. */
+gs_status gs_toml_set(gs_toml *t, const char *key, const char *value, int as_array, unsigned arg, gs_error *err);
 
 /* The item with this full dotted key, or NULL. */
 const gs_toml_item *gs_toml_find(const gs_toml *t, const char *key);

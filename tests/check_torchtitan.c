@@ -238,6 +238,45 @@ START_TEST(test_hsdp_interleaved)
 }
 END_TEST
 
+/* torchtitan's command-line overrides over a file: the benchmark's way of setting a run (its
+ * table gives titan-005's settings as overrides of the 8B config: 128 GPUs, a local batch of 2,
+ * compile). Dashes for underscores, --key=value and a bare --key for true are torchtitan's forms. */
+START_TEST(test_overrides)
+{
+    static const char *const args[] = {"--training.batch-size", "2", "--parallelism.data_parallel_shard_degree=128",
+                                       "--training.compile"};
+    gs_scenario got, want;
+    gs_diag ig;
+    gs_error err;
+    gs_import_opts o;
+    gs_import_opts_init(&o);
+    o.cluster = "dgx-h100";
+    gs_error_init(&err);
+    gs_diag_init(&ig);
+    ck_assert_msg(gs_import_torchtitan_command(tt_8b_2412, strlen(tt_8b_2412), "tt.toml", args, 4, &o, &got, &ig,
+                                               &err) == GS_OK,
+                  "%s", err.msg);
+    gs_diag_fini(&ig);
+    load_published("scenarios/published/titan-005.yaml", &want);
+    assert_same_step(&got, &want);
+    /* an override names its argument in messages */
+    static const char *const bad[] = {"--parallelism.tensor_parallel_degree", "two"};
+    gs_diag_init(&ig);
+    ck_assert_int_eq(gs_import_torchtitan_command(tt_8b_2412, strlen(tt_8b_2412), "tt.toml", bad, 2, &o, &got, &ig,
+                                                  &err),
+                     GS_ERR_INPUT);
+    ck_assert_has(err.msg, "tt.toml: argument 1: --parallelism.tensor_parallel_degree: found 'two', expected an integer");
+    gs_diag_fini(&ig);
+    static const char *const stray[] = {"compile"};
+    gs_diag_init(&ig);
+    ck_assert_int_eq(gs_import_torchtitan_command(tt_8b_2412, strlen(tt_8b_2412), "tt.toml", stray, 1, &o, &got, &ig,
+                                                  &err),
+                     GS_ERR_INPUT);
+    ck_assert_has(err.msg, "argument 1: found 'compile', expected --section.key VALUE");
+    gs_diag_fini(&ig);
+}
+END_TEST
+
 /* --emit torchtitan and back: every published torchtitan scenario's config, read by the importer,
  * gives the scenario's step again (cp_comm and the pipeline's stages included). */
 START_TEST(test_emit_roundtrip)
@@ -353,6 +392,7 @@ static Suite *torchtitan_suite(void)
     tcase_add_test(tc, test_titan_70b_2025);
     tcase_add_test(tc, test_hsdp_interleaved);
     tcase_add_test(tc, test_refusals);
+    tcase_add_test(tc, test_overrides);
     tcase_add_loop_test(tc, test_emit_roundtrip, 0, 13);
     tcase_add_test(tc, test_emit_refusals);
     suite_add_tcase(s, tc);

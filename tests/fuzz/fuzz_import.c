@@ -66,6 +66,24 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
             follow(&s);
         gs_diag_fini(&ignored);
     }
+    /* the first line's words as torchtitan's command-line overrides of the rest */
+    char *nl = strchr(text, '\n');
+    if (nl) {
+        *nl = '\0';
+        const char *args[32];
+        size_t nargs = 0;
+        for (char *w = strtok(text, " "); w && nargs < 32; w = strtok(NULL, " "))
+            args[nargs++] = w;
+        gs_import_opts_init(&o);
+        o.cluster = "dgx-h100";
+        o.nodes = 1;
+        gs_diag_init(&ignored);
+        size_t off = (size_t)(nl - text) + 1;
+        if (gs_import_torchtitan_command((const char *)data + off, size - off, "fuzz.toml", args, nargs, &o, &s,
+                                         &ignored, &err) == GS_OK)
+            follow(&s);
+        gs_diag_fini(&ignored);
+    }
     free(text);
     return 0;
 }
