@@ -46,6 +46,14 @@ typedef struct gemm_shape {
     uint64_t m, n, k, batch;
 } gemm_shape;
 
+/* One GEMM part: the op, its role, the chunk's shape, and the part's FLOPs and bytes. */
+typedef struct gemm_part {
+    gs_op op;
+    gs_role role;
+    uint64_t m, n, k;
+    double flops, bytes;
+} gemm_part;
+
 /* The roles around one linear layer: its GEMM, the TP collective that all-gathers its input or
  * reduces its output, and (backward under tp_comm_overlap) the re-gather of its input. */
 typedef struct linear_roles {
@@ -57,6 +65,14 @@ typedef struct linear_roles {
 gs_status gs__op_gemm(pass *p, gs_role role, gs_op op, const shapes *sh, const gemm_shape *g);
 /* A compute op of no GEMM shape with its FLOPs and HBM bytes as given. */
 gs_status gs__op_compute(pass *p, gs_role role, gs_op op, double flops, uint64_t bytes);
+/* The same with a GEMM shape (the kernel's calls), the FLOPs and bytes still as given. */
+gs_status gs__op_compute_shaped(pass *p, gs_role role, gs_op op, const gemm_shape *g, double flops, uint64_t bytes);
+/* Emits the held-back op (the pass's previous event becomes it). */
+gs_status gs__op_flush(pass *p);
+/* Starts GEMM part g (part 1) beside the collective just queued, after `before` (and the pass's
+ * inputs when the collective is its first event); *coll the collective's id; NULL (rc set) when
+ * the emit fails. */
+gs_evb *gs__op_part_beside(pass *p, const gemm_part *g, uint32_t before, int first, uint32_t *coll, gs_status *rc);
 /* An elementwise op over `elements` (5 FLOPs each; backward twice the FLOPs and bytes). */
 gs_status gs__op_elementwise(pass *p, gs_role role, gs_op op, uint64_t elements, uint64_t bytes_per_element);
 /* A collective of `bytes` (gs_event.bytes' convention) on the rank's group g, on the TP stream. */
@@ -101,6 +117,8 @@ gs_status gs__moe_shared_recompute(pass *p, const shapes *sh);
 /* engine/build_layer.c: the attention core (with context parallelism's exchanges) and a dense
  * block's MLP forward after its norm, for the recompute pass. */
 gs_status gs__op_attention(pass *p, const shapes *sh);
+/* engine/build_cp.c: the attention core with context parallelism's exchanges (sh->cp > 1). */
+gs_status gs__cp_attention(pass *p, const shapes *sh);
 gs_status gs__op_dense_mlp_forward(pass *p, const shapes *sh);
 
 /* engine/build_recompute.c: the pass's block's recompute under selective recompute: the ops of
