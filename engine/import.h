@@ -55,6 +55,12 @@ gs_status gs_import_torchtitan_string(const char *text, size_t len, const char *
                                       const gs_import_opts *o, gs_scenario *s, gs_diag *ignored,
                                       gs_error *err);
 
+/* torchtitan's model name and flavor for the gridstep presets it has (Llama 3 8B / 70B / 405B,
+ * Llama 2 7B / 13B / 70B): the preset's name for (name, flavor), NULL when none. */
+const char *gs_torchtitan_preset(const char *name, const char *flavor);
+/* The (name, flavor) of the preset model m is, but for its sequence length; 0 when none. */
+int gs_torchtitan_flavor(const gs_model *m, const char **name, const char **flavor);
+
 /* Megatron-LM flags: a command line as the shell would split it (quotes, backslash-newline
  * continuations and # comments understood). A launcher prefix up to the first *.py word
  * (torchrun --nnodes N --nproc_per_node G ... pretrain_gpt.py) is allowed: its node count is

@@ -209,23 +209,51 @@ static gs_status tt_enum(const tt *x, const char *key, const char *old, const ch
     return tt_fail(x, it, "found '%s', expected %s", it->text, expected);
 }
 
+/* torchtitan's (model.name, model.flavor) of each gridstep preset it has. */
+static const char *const tt_flavors[][3] = {
+    {"llama3", "8B", "llama3-8b"}, {"llama3", "70B", "llama3-70b"}, {"llama3", "405B", "llama3.1-405b"},
+    {"llama2", "7B", "llama2-7b"}, {"llama2", "13B", "llama2-13b"}, {"llama2", "70B", "llama2-70b"},
+};
+#define TT_FLAVORS_N (sizeof tt_flavors / sizeof tt_flavors[0])
+
+const char *gs_torchtitan_preset(const char *name, const char *flavor)
+{
+    for (size_t i = 0; i < TT_FLAVORS_N; i++)
+        if (strcmp(tt_flavors[i][0], name) == 0 && strcmp(tt_flavors[i][1], flavor) == 0)
+            return tt_flavors[i][2];
+    return NULL;
+}
+
+int gs_torchtitan_flavor(const gs_model *m, const char **name, const char **flavor)
+{
+    for (size_t i = 0; i < TT_FLAVORS_N; i++) {
+        const gs_model *p = gs_model_preset_find(tt_flavors[i][2]);
+        if (!p)
+            continue;
+        gs_model a = *m;
+        a.seq = p->seq;
+        if (memcmp(&a, p, sizeof a) == 0) {
+            *name = tt_flavors[i][0];
+            *flavor = tt_flavors[i][1];
+            return 1;
+        }
+    }
+    return 0;
+}
+
 /* model.name and model.flavor as a gridstep preset (--model wins). */
 static gs_status tt_model(const tt *x, const gs_import_opts *o, gs_scenario *s)
 {
-    static const char *const map[][3] = {
-        {"llama3", "8B", "llama3-8b"},    {"llama3", "70B", "llama3-70b"}, {"llama3", "405B", "llama3.1-405b"},
-        {"llama2", "7B", "llama2-7b"},    {"llama2", "13B", "llama2-13b"}, {"llama2", "70B", "llama2-70b"},
-    };
     const gs_toml_item *name = gs_toml_find(x->t, "model.name"), *flavor = gs_toml_find(x->t, "model.flavor");
     const char *n = name && name->type == GS_TOML_STRING ? name->text : "llama3";
     const char *f = flavor && flavor->type == GS_TOML_STRING ? flavor->text : "debugmodel";
     if (o->model)
         return GS_OK; /* gs__import_base took it */
-    for (size_t i = 0; i < sizeof map / sizeof map[0]; i++)
-        if (strcmp(map[i][0], n) == 0 && strcmp(map[i][1], f) == 0) {
-            s->model = *gs_model_preset_find(map[i][2]);
-            return GS_OK;
-        }
+    const char *preset = gs_torchtitan_preset(n, f);
+    if (preset) {
+        s->model = *gs_model_preset_find(preset);
+        return GS_OK;
+    }
     return gs_error_set(x->err, GS_ERR_INPUT,
                         "%s: model %s, flavor %s: no gridstep preset for it (llama3 8B / 70B / 405B, llama2 7B / "
                         "13B / 70B are mapped): give --model",

@@ -851,7 +851,7 @@ gs_status gs_launch_emit(const gs_scenario *s, const gs_mesh *m, gs_launch_kind 
         char tt_why[GS_LAUNCH_LINE_BYTES];
         if (!gs_launch_torchtitan_fits(s, m, tt_why, sizeof tt_why))
             return gs_error_set(err, GS_ERR_INPUT, "%s: --emit torchtitan: cannot express %s", s->path, tt_why);
-        d.st = gs__launch_torchtitan(s, m, out);
+        d.st = gs__launch_torchtitan(s, out);
         break;
     }
     case GS_LAUNCH_TORCHRUN:

@@ -61,7 +61,7 @@ int gs_launch_torchtitan_fits(const gs_scenario *s, const gs_mesh *m, char *why,
 
 /* The torchtitan config of a scenario gs_launch_torchtitan_fits accepts (engine/launch_torchtitan.c;
  * gs_launch_emit calls it). */
-gs_status gs__launch_torchtitan(const gs_scenario *s, const gs_mesh *m, gs_text *out);
+gs_status gs__launch_torchtitan(const gs_scenario *s, gs_text *out);
 
 /* Appends the document of kind k to out. torchrun and slurm launch train.py with the accelerate
  * config when accelerate fits, else pretrain_gpt.py with Megatron-LM flags; a scenario neither

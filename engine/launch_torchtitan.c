@@ -8,29 +8,7 @@
 #include <string.h>
 
 #include "engine/framework.h"
-
-/* torchtitan's model and flavor of a gridstep preset (the model must equal the preset's but for
- * its sequence length). */
-static int tt_flavor(const gs_model *m, const char **name, const char **flavor)
-{
-    static const char *const map[][3] = {
-        {"llama3-8b", "llama3", "8B"},    {"llama3-70b", "llama3", "70B"}, {"llama3.1-405b", "llama3", "405B"},
-        {"llama2-7b", "llama2", "7B"},    {"llama2-13b", "llama2", "13B"}, {"llama2-70b", "llama2", "70B"},
-    };
-    for (size_t i = 0; i < sizeof map / sizeof map[0]; i++) {
-        const gs_model *p = gs_model_preset_find(map[i][0]);
-        gs_model a = *m;
-        if (!p)
-            continue;
-        a.seq = p->seq;
-        if (memcmp(&a, p, sizeof a) == 0) {
-            *name = map[i][1];
-            *flavor = map[i][2];
-            return 1;
-        }
-    }
-    return 0;
-}
+#include "engine/import.h"
 
 static int why(char *out, size_t len, const char *msg)
 {
@@ -53,7 +31,7 @@ int gs_launch_torchtitan_fits(const gs_scenario *s, const gs_mesh *m, char *out,
     const gs_strategy *st = &s->strategy;
     const char *name, *flavor;
     gs_framework fw = gs_framework_resolve(st->framework, (int)st->sharding);
-    if (!tt_flavor(&s->model, &name, &flavor))
+    if (!gs_torchtitan_flavor(&s->model, &name, &flavor))
         return why(out, len, "the model: torchtitan's flavors are Llama 3 8B / 70B / 405B and Llama 2 7B / 13B / 70B");
     if (fw != GS_FW_FSDP2 && !(st->sharding == GS_SHARD_NO_SHARD && fw != GS_FW_MEGATRON && fw != GS_FW_DEEPSPEED))
         return why(out, len, "the framework: torchtitan is FSDP2 (or DDP)");
@@ -126,11 +104,11 @@ static void put_parallelism(gs_text *t, const gs_scenario *s, gs_status *rc)
                              s->batch.micro_seqs);
 }
 
-gs_status gs__launch_torchtitan(const gs_scenario *s, const gs_mesh *m, gs_text *t)
+gs_status gs__launch_torchtitan(const gs_scenario *s, gs_text *t)
 {
     const gs_strategy *st = &s->strategy;
     const char *name = "", *flavor = "";
-    tt_flavor(&s->model, &name, &flavor);
+    gs_torchtitan_flavor(&s->model, &name, &flavor);
     int fp8 = gs_fp8_resolve(st->fp8, GS_FW_FSDP2) == GS_FP8_CURRENT;
     /* with a pipeline the local batch is all a rank's micro-batches of the step; without one it is
      * a micro-batch, and the global batch sets the accumulation */
@@ -148,7 +126,6 @@ gs_status gs__launch_torchtitan(const gs_scenario *s, const gs_mesh *m, gs_text 
         s->model.seq, st->precision == GS_PREC_FP32 ? "float32" : "bfloat16",
         gs_grad_bytes(st) == 2 ? "bfloat16" : "float32");
     put_parallelism(t, s, &rc);
-    (void)m;
     if (!rc) {
         const char *mode = st->recompute == GS_RECOMPUTE_NONE ? "none"
                            : st->recompute == GS_RECOMPUTE_FULL && st->recompute_every <= 1 ? "full"
