@@ -291,20 +291,26 @@ static void item_fini(gs_toml_item *it)
     free(it->items);
 }
 
-static gs_status add_item(rd *r, gs_toml *t, gs_toml_item *it, size_t key_pos)
+/* Appends *it to t (t owns it then). GS_ERR_NOMEM. */
+static gs_status push_item(gs_toml *t, const gs_toml_item *it, gs_error *err)
 {
-    if (gs_toml_find(t, it->key))
-        return fail(r, key_pos, "this key is given twice");
     if (t->n == t->cap) {
         size_t cap = t->cap ? 2 * t->cap : 32;
         gs_toml_item *g = realloc(t->items, cap * sizeof *g);
         if (!g)
-            return gs_error_set(r->err, GS_ERR_NOMEM, "out of memory");
+            return gs_error_set(err, GS_ERR_NOMEM, "out of memory");
         t->items = g;
         t->cap = cap;
     }
     t->items[t->n++] = *it;
     return GS_OK;
+}
+
+static gs_status add_item(rd *r, gs_toml *t, gs_toml_item *it, size_t key_pos)
+{
+    if (gs_toml_find(t, it->key))
+        return fail(r, key_pos, "this key is given twice");
+    return push_item(t, it, r->err);
 }
 
 /* One key = value line under table `table`. */
@@ -462,17 +468,8 @@ gs_status gs_toml_set(gs_toml *t, const char *key, const char *value, int as_arr
             t->items[i] = it;
             return GS_OK;
         }
-    if (t->n == t->cap) {
-        size_t cap = t->cap ? 2 * t->cap : 32;
-        gs_toml_item *g = realloc(t->items, cap * sizeof *g);
-        if (!g) {
-            item_fini(&it);
-            return gs_error_set(err, GS_ERR_NOMEM, "out of memory");
-        }
-        t->items = g;
-        t->cap = cap;
-    }
-    t->items[t->n++] = it;
-    return GS_OK;
+    if ((st = push_item(t, &it, err)) != GS_OK)
+        item_fini(&it);
+    return st;
 }
 
