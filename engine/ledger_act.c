@@ -241,13 +241,20 @@ uint64_t gs_act_stash(const gs_act_sizes *a, int64_t lo, int64_t hi)
  *   gathers them again and holds their full gradients until the reduce-scatter: 2 cp KV;
  * - a2a (Ulysses): the all-to-all's outputs, Q, K, V for heads / cp whole sequences (Q + KV), and
  *   the attention's output before its all-to-all back (Q): 2 Q + KV each way. */
+void gs__ledger_cp_qkv(const gs_model *m, const gs_strategy *st, uint64_t b, uint64_t tp, uint64_t cp, calc *c,
+                       uint64_t *kv, uint64_t *q)
+{
+    uint64_t e = st->precision == GS_PREC_FP32 ? 4 : 2;
+    uint64_t Te = mul(c, mul(c, m->seq / cp, b, "cp"), e, "cp");
+    *kv = mul(c, mul(c, 2 * ceil_div(m->kv_heads, tp), m->head_dim, "cp"), Te, "cp");
+    *q = mul(c, mul(c, m->heads / tp, m->head_dim, "cp"), Te, "cp");
+}
+
 static void cp_buffers(const gs_model *m, const gs_strategy *st, uint64_t b, uint64_t tp, uint64_t cp, calc *c,
                        gs_act_sizes *out)
 {
-    uint64_t e = st->precision == GS_PREC_FP32 ? 4 : 2;
-    uint64_t T = mul(c, m->seq / cp, b, "cp buffers");
-    uint64_t kv = mul(c, mul(c, 2 * ceil_div(m->kv_heads, tp), m->head_dim, "cp buffers"), mul(c, T, e, "cp buffers"),
-                      "cp buffers");
+    uint64_t kv, q;
+    gs__ledger_cp_qkv(m, st, b, tp, cp, c, &kv, &q);
     switch (st->cp_comm) {
     case GS_CP_P2P:
         out->cp_fwd = mul(c, cp, kv, "cp buffers");
@@ -257,11 +264,9 @@ static void cp_buffers(const gs_model *m, const gs_strategy *st, uint64_t b, uin
         out->cp_fwd = mul(c, cp, kv, "cp buffers");
         out->cp_bwd = mul(c, 2 * cp, kv, "cp buffers");
         break;
-    case GS_CP_A2A: {
-        uint64_t q = mul(c, mul(c, m->heads / tp, m->head_dim, "cp buffers"), mul(c, T, e, "cp buffers"), "cp buffers");
+    case GS_CP_A2A:
         out->cp_fwd = out->cp_bwd = add(c, mul(c, 2, q, "cp buffers"), kv, "cp buffers");
         break;
-    }
     }
 }
 

@@ -81,6 +81,12 @@ typedef struct stage_build {
 void gs__ledger_line_add(const calc *c, gs_ledger_rank *r, const char *label, uint64_t bytes, const char *fmt, ...)
     __attribute__((format(printf, 5, 6)));
 
+/* A context-parallel rank's K and V, KV = 2 T ceil(kv / tp) hd e, and Q = T (heads / tp) hd e
+ * bytes per block and micro-batch of b sequences, T = b s / cp tokens (engine/ledger_act.c; the
+ * exchange's buffers and its traffic are counted in them). */
+void gs__ledger_cp_qkv(const gs_model *m, const gs_strategy *st, uint64_t b, uint64_t tp, uint64_t cp, calc *c,
+                       uint64_t *kv, uint64_t *q);
+
 /* The states resident for the whole step and their explain lines; CPU offload moves some to the
  * host (engine/ledger_states.c). */
 void gs__ledger_stage_states(stage_build *b);

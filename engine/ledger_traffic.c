@@ -342,11 +342,9 @@ void gs__ledger_stage_cp_traffic(stage_build *b)
         return;
     uint64_t e = st->precision == GS_PREC_FP32 ? 4 : 2;
     uint64_t T = mul(c, m->seq / cp, s->batch.micro_seqs, "traffic");
-    uint64_t kv = mul(c, mul(c, 2 * ceil_div(m->kv_heads, tp), m->head_dim, "traffic"), mul(c, T, e, "traffic"),
-                      "traffic");
-    uint64_t fwd, bwd;
+    uint64_t kv, q, fwd, bwd;
+    gs__ledger_cp_qkv(m, st, s->batch.micro_seqs, tp, cp, c, &kv, &q);
     if (st->cp_comm == GS_CP_A2A) {
-        uint64_t q = mul(c, mul(c, m->heads / tp, m->head_dim, "traffic"), mul(c, T, e, "traffic"), "traffic");
         fwd = bwd = add(c, ring_sent(add(c, q, kv, "traffic"), cp), ring_sent(q, cp), "traffic");
     } else {
         fwd = mul(c, cp - 1, kv, "traffic");
