@@ -48,7 +48,10 @@ const char gs_cmd_validate_help[] =
     "status 0 whatever the errors (it is a report); 2 for bad input; 1 if a simulation failed.\n"
     "\n"
     "Then one row per regime (framework / GPU generation / single- or multi-node): median, mean\n"
-    "and max |error| and the signed mean (a bias shows there).\n"
+    "and max |error| and the signed mean (a bias shows there). The signed mean is taken in one\n"
+    "direction for every metric: + means the simulated steps are faster than the measured ones\n"
+    "(a rate's error as it is, a step time's negated), so that runs published as step times and\n"
+    "runs published as tokens/s or MFU add their biases instead of cancelling them.\n"
     "\n"
     "The sim's fitted constants (overlap_hbm_per_byte: HBM bytes per byte of a concurrent\n"
     "collective; gemm_sustained: a step's GEMM throughput over the GPU's MAMF) are fitted with\n"
@@ -66,11 +69,12 @@ const char gs_cmd_validate_help[] =
     "            holdout_error, fits_memory (for plots; errors are signed fractions)\n"
     "  --json    one JSON document: runs [{id, file, model, gpus, grid {dp, pp, tp}, metric,\n"
     "            published, predicted, error, abs_error, tolerance, within_tolerance, step_time_s,\n"
-    "            fits_memory, regime, dataset, holdout_error, formula, source}],\n"
+    "            fits_memory, regime, dataset, holdout_error, speed_error, holdout_speed_error,\n"
+    "            formula, source}],\n"
     "            median_abs_error, mean_abs_error, max_abs_error, signed_mean_error,\n"
     "            runs_within_tolerance; with --holdout-by: fitted_on_all, holdout_median_abs_error,\n"
     "            holdout_signed_mean_error (errors are signed fractions: (predicted - published) /\n"
-    "            published)\n"
+    "            published; speed errors and the signed means: + the simulated step is faster)\n"
     "\n"
     "examples:\n"
     "  gridstep validate " GS_DATADIR "/scenarios/published\n"
@@ -234,6 +238,14 @@ static void regime_of(validate_run *r)
              r->s.cluster.nodes > 1 ? "multi-node" : "single-node");
 }
 
+/* The error e of run r read as speed: + when the simulated step is faster than the measured
+ * one, whichever way the metric runs (gs_expect_metric_lower_is_faster), so that a bias adds up
+ * over runs of different metrics instead of cancelling. */
+static double speed_error(const validate_run *r, double e)
+{
+    return gs_expect_metric_lower_is_faster(r->e.metric) ? -e : e;
+}
+
 static const char *source_of(const validate_run *r)
 {
     return r->e.dataset[0] ? r->e.dataset : "(no dataset)";
@@ -242,7 +254,8 @@ static const char *source_of(const validate_run *r)
 typedef struct validate_summary {
     size_t count;     /* simulated runs */
     size_t within;    /* of which within their tolerance */
-    double median, mean, max, signed_mean; /* |error| (and the signed mean), fractions */
+    double median, mean, max; /* |error|, fractions */
+    double signed_mean;       /* mean speed error (speed_error): + the simulated steps are faster */
     const validate_run *worst;
 } validate_summary;
 
@@ -262,7 +275,7 @@ static gs_status summarize(const validate_run *runs, size_t n, const char *regim
         double e = holdout ? runs[i].holdout_error : runs[i].error, a = fabs(e);
         abs_err[out->count++] = a;
         sum += a;
-        ssum += e;
+        ssum += speed_error(&runs[i], e);
         if (a <= runs[i].e.tolerance)
             out->within++;
         if (!out->worst || a > out->max) {
@@ -373,7 +386,7 @@ static gs_status print_table(const validate_run *runs, size_t n, const validate_
     printf("\n%zu run%s simulated", sum->count, sum->count == 1 ? "" : "s");
     if (sum->count)
         printf(", %zu within tolerance: median |error| %.1f%%, mean |error| %.1f%%, max |error| %.1f%% (%s), "
-               "signed mean %+.1f%%",
+               "signed mean %+.1f%% (+: the simulated steps faster than measured)",
                sum->within, 100 * sum->median, 100 * sum->mean, 100 * sum->max, run_id(sum->worst),
                100 * sum->signed_mean);
     printf("\n");
@@ -439,10 +452,12 @@ static json_t *runs_json(const validate_run *runs, size_t n, const validate_summ
             json_object_set_new(o, "predicted", json_real(r->predicted));
             json_object_set_new(o, "error", json_real(r->error));
             json_object_set_new(o, "abs_error", json_real(fabs(r->error)));
+            json_object_set_new(o, "speed_error", json_real(speed_error(r, r->error)));
         } else {
             json_object_set_new(o, "predicted", json_null());
             json_object_set_new(o, "error", json_null());
             json_object_set_new(o, "abs_error", json_null());
+            json_object_set_new(o, "speed_error", json_null());
         }
         json_object_set_new(o, "tolerance", json_real(r->e.tolerance));
         json_object_set_new(o, "within_tolerance",
@@ -451,8 +466,10 @@ static json_t *runs_json(const validate_run *runs, size_t n, const validate_summ
         json_object_set_new(o, "fits_memory", json_boolean(r->simulated && r->fits_memory));
         json_object_set_new(o, "regime", json_string(r->regime));
         json_object_set_new(o, "dataset", json_string(source_of(r)));
-        if (r->holdout_ok)
+        if (r->holdout_ok) {
             json_object_set_new(o, "holdout_error", json_real(r->holdout_error));
+            json_object_set_new(o, "holdout_speed_error", json_real(speed_error(r, r->holdout_error)));
+        }
         json_object_set_new(o, "formula", json_string(r->e.formula));
         json_object_set_new(o, "source", json_string(r->e.source));
         if (!r->simulated)

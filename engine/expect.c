@@ -307,3 +307,8 @@ int gs_expect_metric_is_fraction(gs_expect_metric m)
 {
     return m == GS_EXPECT_MFU || m == GS_EXPECT_MFU_MEGATRON || m == GS_EXPECT_MFU_PALM;
 }
+
+int gs_expect_metric_lower_is_faster(gs_expect_metric m)
+{
+    return m == GS_EXPECT_STEP_TIME_S;
+}

@@ -103,5 +103,10 @@ const char *gs_expect_metric_name(gs_expect_metric m);
 int gs_expect_metric_parse(const char *s, gs_expect_metric *out);
 /* 1 for metrics that are fractions (mfu, mfu_megatron): print as percentages. */
 int gs_expect_metric_is_fraction(gs_expect_metric m);
+/* 1 for metrics that fall as the step gets faster (step_time_s); every other metric is a rate
+ * (FLOP/s, MFU, tokens/s) and rises. A bias is read in one direction whatever the metric: the
+ * speed error is the error for a rate and minus the error for a time, so + always means the
+ * simulated step is faster than the measured one. */
+int gs_expect_metric_lower_is_faster(gs_expect_metric m);
 
 #endif

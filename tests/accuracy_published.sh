@@ -22,7 +22,9 @@ hold=
 echo "\`gridstep validate $hold scenarios/published\`: $(grep -c '' "$tmp/runs.csv" | awk '{print $1 - 1}') runs"
 echo "from $(cut -d, -f2 "$tmp/runs.csv" | sed 1d | sort -u | wc -l) sources. Error = (predicted - published) / published on"
 echo "each source's own metric (tokens/s per GPU, TFLOP/s or MFU under the source's FLOP formula, or"
-echo "step time); LOSO = with the fitted constants refitted without the run's source."
+echo "step time); the signed means read every error as speed (+: the simulated step is faster than"
+echo "the measured one; a step time's error negated); LOSO = with the fitted constants refitted"
+echo "without the run's source."
 echo
 echo '```'
 sed -n '/^[0-9]* runs simulated/p' "$tmp/table.txt"
