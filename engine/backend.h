@@ -17,7 +17,7 @@ typedef struct gs_timing {
     double end_s;
 } gs_timing;
 
-/* Sizes of one run, for `gridstep sim --stats` (counts, not times). */
+/* Sizes of one run, for `gridstep sim --stats` (counts, and the host thread's issue time). */
 typedef struct gs_backend_stats {
     uint64_t rank_lists;  /* rank lists played */
     uint64_t events;      /* events played, all rank lists */
@@ -27,6 +27,9 @@ typedef struct gs_backend_stats {
     uint64_t queue_bytes; /* bytes allocated for the event queue at its largest */
     uint64_t state_bytes; /* bytes of the run's own state (the queue included, the caller's
                              timings not) */
+    double host_issue_s;  /* the sim's host model: the longest time a rank's host thread takes
+                             to issue its step's kernels and collectives, seconds (0: not
+                             modelled) */
 } gs_backend_stats;
 
 /* The sim's fitted cost-model constants (sim/compute.c says what each one means, its source

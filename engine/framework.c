@@ -145,3 +145,18 @@ double gs_unfused_score_bytes(int fused, uint64_t e)
 {
     return fused ? 4.0 * (double)e : 9.0 * (double)e + 8.0;
 }
+
+int gs_norm_kernels(int fused, int rms)
+{
+    return fused ? 2 : rms ? 7 : 2;
+}
+
+int gs_act_kernels(int fused, int swiglu)
+{
+    return !fused && swiglu ? 2 : 1;
+}
+
+int gs_rope_kernels(int fused)
+{
+    return fused ? 2 : 6;
+}

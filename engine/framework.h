@@ -88,4 +88,16 @@ double gs_rope_bytes_per_element(int fused, uint64_t e);
  * fused scale-mask-softmax 4 e; eager PyTorch (HF eager_attention_forward) 8 e + 8. */
 double gs_unfused_score_bytes(int fused, uint64_t e);
 
+/* Kernels one forward elementwise event launches, counted from the same code as the bytes above
+ * (its backward launches twice as many: every op's gradient is about two kernels):
+ * - a norm event with its residual add: fused 2 (the add or Megatron's bias-dropout-add, then the
+ *   norm); eager RMSNorm 1 + 6 (the add, then x.float(), pow, mean, x * rsqrt, .to(dtype),
+ *   weight *); eager LayerNorm 2 (the add, F.layer_norm);
+ * - the activation: fused 1; eager SwiGLU 2 (F.silu, the product); GELU 1;
+ * - the rotary embedding of q and k: fused 2 (one kernel each); eager 6 (.float(), the complex
+ *   product, type_as, each for q and for k). */
+int gs_norm_kernels(int fused, int rms);
+int gs_act_kernels(int fused, int swiglu);
+int gs_rope_kernels(int fused);
+
 #endif

@@ -508,6 +508,10 @@ void gs_calib_apply(const gs_calib *c, uint64_t world, gs_compute_model *cm, gs_
         cm->hbm_efficiency = c->hbm_efficiency;
     if (c->set & (1u << F_LAUNCH))
         cm->launch_s = c->launch_s;
+    /* a measured launch cost, or the host driver's shared cores: the measurement holds the host's
+     * issuing (its dispatch per event), so the host thread is not modelled again */
+    if ((c->set & (1u << F_LAUNCH)) || (c->set & (1u << F_CORES)) || c->nlaunch > 0)
+        cm->host_kernel_s = 0.0;
     if (c->set & (1u << F_OVERLAP)) {
         cm->overlap_slowdown = c->overlap_slowdown;
         cm->overlap_hbm_per_byte = 0.0; /* the measured factor, flat */

@@ -30,6 +30,17 @@
  * microseconds [U]). 3 us is an estimate to calibrate [U]. */
 #define GS_LAUNCH_S 3e-6
 
+/* CPU time the training process's host thread spends to issue one CUDA kernel from eager
+ * PyTorch: the Python call, the dispatcher and cudaLaunchKernel. 8 us per op: torch.add on
+ * 512 x 512 CUDA tensors issued back to back, the host's time per op with one synchronisation at
+ * the end, on an NVIDIA A100 machine (flagos-ai/Torch-FL pull request 27, "cuda_sub" column);
+ * PyTorch's own issue 41383 measures 5-7 us per op on CPU tensors (no launch), about half of it
+ * Python parsing (ngimel, ibid.). Megatron (Transformer Engine's modules are Python too) and
+ * torch.compile's generated wrapper launch through the same path: one figure per kernel, and the
+ * frameworks differ in how many kernels they launch (engine/framework.h). Autograd's backward
+ * skips the Python part but not the dispatcher and the launch: counted alike [U]. */
+#define GS_HOST_KERNEL_S 8e-6
+
 /* Compute slowdown while communication kernels run on the same GPU: NCCL kernels hold SMs
  * (about 15% of the SMs while a collective runs, NVIDIA/nccl#1432) and compete for HBM: "NVLink
  * traffic costs 2-3x its bytes in HBM reads and writes" (NCCL maintainer, NVIDIA/nccl#1428, where
@@ -204,6 +215,9 @@ void gs_compute_model_init(gs_compute_model *m, const gs_gpu *g, gs_precision p)
     m->hbm_bw = g->hbm_bw;
     m->hbm_efficiency = GS_HBM_EFFICIENCY;
     m->launch_s = GS_LAUNCH_S;
+    m->norm_kernels = gs_norm_kernels(1, 1);
+    m->act_kernels = gs_act_kernels(1, 1);
+    m->rope_kernels = gs_rope_kernels(1);
     m->overlap_slowdown = GS_OVERLAP_SLOWDOWN;
     m->overlap_hbm_per_byte = GS_NCCL_HBM_PER_BYTE;
     m->sms = g->sms;
@@ -272,8 +286,14 @@ void gs_compute_model_for_scenario(gs_compute_model *m, const gs_scenario *s)
     gs_compute_model_rope(m, &s->model, st->precision);
     /* eager rotary embedding: its passes over the rotated elements, in units of the fused
      * read + write (rope_time charges 2 x rope_elem_bytes per element) */
+    int fused = gs_framework_fused(fw, st->compile);
     if (m->rope_cols > 0.0)
-        m->rope_elem_bytes = gs_rope_bytes_per_element(gs_framework_fused(fw, st->compile), gs_precision_bytes(st->precision)) / 2.0;
+        m->rope_elem_bytes = gs_rope_bytes_per_element(fused, gs_precision_bytes(st->precision)) / 2.0;
+    /* the kernels the framework launches, and the host thread that issues them */
+    m->norm_kernels = gs_norm_kernels(fused, s->model.norm == GS_NORM_RMSNORM);
+    m->act_kernels = gs_act_kernels(fused, s->model.mlp == GS_MLP_SWIGLU);
+    m->rope_kernels = gs_rope_kernels(fused);
+    m->host_kernel_s = GS_HOST_KERNEL_S;
     gs_attn_model_init(&m->attn,
                        gs_attention_resolve(st->attention, fw, st->flash_attention, s->cluster.gpu.compute_capability),
                        &s->cluster.gpu);
@@ -404,7 +424,29 @@ static double rope_time(const gs_compute_model *m, const gs_event *e)
     if (e->op != GS_OP_QKV || e->role != GS_ROLE_QKV || m->rope_cols <= 0.0 || !is_gemm(e))
         return 0.0;
     double bytes = qkv_rows(e) * (double)e->gemm_n * m->rope_cols * 2.0 * m->rope_elem_bytes;
-    return bytes / (m->hbm_bw * m->hbm_efficiency) + 2.0 * m->launch_s;
+    return bytes / (m->hbm_bw * m->hbm_efficiency) + m->rope_kernels * m->launch_s;
+}
+
+/* Kernels of an elementwise (non-GEMM) compute event: the framework's count for norms and
+ * activations (twice as many backward), one for the rest. */
+static int elementwise_kernels(const gs_compute_model *m, const gs_event *e)
+{
+    int k = 1;
+    switch ((gs_role)e->role) {
+    case GS_ROLE_ATTN_NORM:
+    case GS_ROLE_MLP_NORM:
+        k = m->norm_kernels;
+        break;
+    case GS_ROLE_MLP_ACT:
+    case GS_ROLE_EXPERT_ACT:
+        k = m->act_kernels;
+        break;
+    default:
+        return 1;
+    }
+    if (k < 1)
+        k = 1;
+    return e->phase == GS_PHASE_BWD ? 2 * k : k;
 }
 
 /* Roofline: the slower of the FLOPs at `flops_rate` and the bytes at `bytes_rate`. */
@@ -507,6 +549,7 @@ double gs_compute_time(const gs_compute_model *m, const gs_event *e)
                launches * m->launch_s;
     } else {
         rate = m->peak_flops * GS_VECTOR_FRACTION;
+        launches = elementwise_kernels(m, e);
     }
     return roofline(e->flops, (double)e->bytes, rate, m->hbm_bw * m->hbm_efficiency) + launches * m->launch_s;
 }
@@ -515,7 +558,29 @@ double gs_compute_launch_time(const gs_compute_model *m, const gs_event *e)
 {
     if (gs_compute_is_fp8(m, e))
         return (gemm_launches(e) + fp8_cast_kernels(m, e)) * m->launch_s;
-    return (is_gemm(e) ? gemm_launches(e) : 1) * m->launch_s;
+    return (is_gemm(e) ? gemm_launches(e) : elementwise_kernels(m, e)) * m->launch_s;
+}
+
+int gs_compute_kernels(const gs_compute_model *m, const gs_event *e)
+{
+    if (!is_gemm(e))
+        return elementwise_kernels(m, e);
+    int bwd = e->phase == GS_PHASE_BWD;
+    if (e->op == GS_OP_ATTN)
+        return (m->attn.impl == GS_ATTN_UNFUSED ? 2 : 1) * (bwd ? 2 : 1);
+    int k = gemm_launches(e) + (gs_compute_is_fp8(m, e) ? fp8_cast_kernels(m, e) : 0);
+    if (e->op == GS_OP_QKV && e->role == GS_ROLE_QKV && m->rope_cols > 0.0)
+        k += m->rope_kernels;
+    return k;
+}
+
+double gs_compute_host_time(const gs_compute_model *m, const gs_event *e)
+{
+    if (!(m->host_kernel_s > 0.0))
+        return 0.0;
+    if (e->kind != GS_EV_COMPUTE)
+        return m->host_kernel_s;
+    return gs_compute_kernels(m, e) * m->host_kernel_s;
 }
 
 double gs_compute_time_host(const gs_compute_model *m, const gs_event *e)

@@ -22,6 +22,14 @@ typedef struct gs_compute_model {
     double hbm_bw;            /* bytes/s */
     double hbm_efficiency;    /* achievable fraction of HBM bandwidth for elementwise kernels */
     double launch_s;          /* per-kernel launch overhead, seconds */
+    double host_kernel_s;     /* CPU seconds the rank's host thread spends issuing one kernel (the
+                                 framework's Python, the dispatcher, cudaLaunchKernel): a kernel
+                                 starts no earlier than the host has issued it and every event
+                                 before it in the rank's list; 0: the host is not modelled */
+    int norm_kernels, act_kernels, rope_kernels; /* kernels of a forward norm event (with its
+                                 residual add), activation event and rotary embedding of q and k,
+                                 by the framework's fusion (engine/framework.h); a backward event
+                                 launches twice as many */
     double overlap_slowdown;  /* compute slowdown factor while communication runs on the same
                                  GPU (SM and memory contention); >= 1, calibratable. With
                                  overlap_hbm_per_byte > 0 it is only the upper bound of
@@ -129,6 +137,15 @@ double gs_compute_time(const gs_compute_model *m, const gs_event *e);
 
 /* The launch part of gs_compute_time (launches x launch_s): a latency, not work on the cores. */
 double gs_compute_launch_time(const gs_compute_model *m, const gs_event *e);
+/* Kernels compute event e launches: its GEMM calls (and FP8 casts), the attention core's 1
+ * (backward 2; unfused 2 and 4), the rotary embedding's beside a QKV GEMM, an elementwise
+ * event's by the framework's fusion (norm_kernels, act_kernels; twice as many backward), 1 for
+ * the rest. */
+int gs_compute_kernels(const gs_compute_model *m, const gs_event *e);
+/* Seconds the rank's host thread takes to issue event e: its kernels x host_kernel_s for a
+ * compute event, one call's host_kernel_s for a collective, send, receive or copy; 0 when
+ * host_kernel_s is 0. */
+double gs_compute_host_time(const gs_compute_model *m, const gs_event *e);
 
 /* Seconds for a compute event run on the host CPU (the optimizer under CPU offload, which the
  * event alone cannot tell): roofline on host_flops and host_bw, no kernel launch. */

@@ -217,6 +217,15 @@ static int try_issue(run_ctx *c, size_t ri)
         if (!deps_done(rt, t, k))
             continue;
         uint64_t id = EV_ID(ri, k);
+        /* the host thread has not issued it yet: wake the stream when it has (once) */
+        if (t->host_s && c->now < t->host_s[k]) {
+            if (!(rt->host_armed & 1u << s)) {
+                rt->host_armed |= (uint8_t)(1u << s);
+                if (gs_queue_push(&c->h, t->host_s[k], id, HOST_ENTRY) != 0)
+                    return -1;
+            }
+            continue;
+        }
         uint8_t kind = t->kind[k];
         rt->busy[s] = 1;
         c->timing[ri][k].posted_s = c->now;
@@ -300,6 +309,18 @@ static int run_loop(run_ctx *c, size_t *queue_peak)
                     return -1;
             continue;
         }
+        if (nd.ver == HOST_ENTRY) {
+            /* the host has issued a stream's head: try it again */
+            size_t ri = EV_LIST(nd.id);
+            rank_rt *rt = &c->rt[ri];
+            uint8_t s = c->tmpl[rt->tmpl].stream[EV_INDEX(nd.id)];
+            c->now = nd.t;
+            rt->host_armed &= (uint8_t)~(1u << s);
+            rt->ready |= (uint8_t)(1u << s);
+            if (try_issue(c, ri) != 0)
+                return -1;
+            continue;
+        }
         if (nd.ver == DEFER_ENTRY) {
             c->now = nd.t;
             if (start_deferred(c, nd.id) < 0)
@@ -331,6 +352,11 @@ static void fill_stats(const run_ctx *c, size_t queue_peak, gs_backend_stats *st
     for (size_t i = 0; i < sch->nranks; i++) {
         stats->collectives += c->tmpl[c->rt[i].tmpl].collectives;
         stats->tensors += sch->ranks[i].ntensors;
+    }
+    for (size_t i = 0; i < c->ntmpl; i++) {
+        const des_tmpl *t = &c->tmpl[i];
+        if (t->host_s && t->list->nevents && t->host_s[t->list->nevents - 1] > stats->host_issue_s)
+            stats->host_issue_s = t->host_s[t->list->nevents - 1];
     }
     stats->queue_peak = queue_peak;
     stats->queue_bytes = gs_queue_bytes(&c->h);

@@ -103,7 +103,9 @@ static double event_base_s(const sim_state *st, cost_map *cache, const des_varia
     cost_entry *ce;
     switch ((gs_event_kind)e->kind) {
     case GS_EV_COMPUTE:
-        ce = cost_map_find(cache, ((uint64_t)e->op << 8 | e->phase) ^ ((uint64_t)e->gemm_batch << 16),
+        /* the role too: it decides the kernels of an op (a block's norm against the final one) */
+        ce = cost_map_find(cache, ((uint64_t)e->op << 8 | e->phase) ^ ((uint64_t)e->gemm_batch << 16) ^
+                                      ((uint64_t)e->role << 56),
                            (uint64_t)e->gemm_m << 32 | e->gemm_n,
                            ((uint64_t)e->gemm_k << 32) ^ e->bytes ^ ((uint64_t)(e->flops * 1e-3) << 7));
         if (!ce->used) {
@@ -226,6 +228,7 @@ static void tmpl_fini(des_tmpl *t)
     free(t->slot);
     free(t->seq);
     free(t->slots);
+    free(t->host_s);
     for (size_t v = 0; v < t->nvariants; v++)
         free(t->variants[v].base_s);
     free(t->variants);
@@ -518,6 +521,30 @@ static int setup_events(run_ctx *c)
     return 0;
 }
 
+/* The host thread's issue time of every template event (sim/compute.h host_kernel_s): the
+ * prefix sum of the host costs in list order, the order the framework's one Python thread per
+ * rank issues its kernels and collectives; host and GPU start the step together (the previous
+ * step ends in a synchronisation: the loss read for logging, the gradient norm's check). Not on
+ * the host driver's shared cores, whose measured dispatch holds it. */
+static int setup_host(run_ctx *c)
+{
+    const gs_compute_model *cm = &c->st->cm;
+    if (!(cm->host_kernel_s > 0.0) || cm->cores > 0.0)
+        return 0;
+    for (size_t i = 0; i < c->ntmpl; i++) {
+        des_tmpl *t = &c->tmpl[i];
+        const gs_rank_events *r = t->list;
+        if (!(t->host_s = malloc((r->nevents ? r->nevents : 1) * sizeof *t->host_s)))
+            return -1;
+        double at = 0.0;
+        for (size_t k = 0; k < r->nevents; k++) {
+            at += gs_compute_host_time(cm, &r->events[k]);
+            t->host_s[k] = at;
+        }
+    }
+    return 0;
+}
+
 gs_status des_ctx_init(run_ctx *c, const sim_state *st, const gs_schedule *sch, gs_timing *const *timing,
                        gs_error *err)
 {
@@ -525,7 +552,7 @@ gs_status des_ctx_init(run_ctx *c, const sim_state *st, const gs_schedule *sch, 
     c->st = st;
     c->sch = sch;
     c->timing = timing;
-    if (sch->nranks >= DEFER_ENTRY) /* heap entries carry a rank list index in 31 bits */
+    if (sch->nranks >= HOST_ENTRY) /* heap entries carry a rank list index in 31 bits */
         return gs_error_set(err, GS_ERR_INPUT, "sim: %zu rank lists is more than the event heap indexes", sch->nranks);
     for (size_t i = 0; i < sch->nranks; i++)
         if (sch->ranks[i].nevents > UINT32_MAX - 1)
@@ -534,7 +561,7 @@ gs_status des_ctx_init(run_ctx *c, const sim_state *st, const gs_schedule *sch, 
     gs_status rc = setup_ranks(c, err);
     if (rc != GS_OK)
         return rc;
-    if (setup_instances(c) != 0 || setup_pairs(c) != 0 || setup_events(c) != 0)
+    if (setup_instances(c) != 0 || setup_pairs(c) != 0 || setup_events(c) != 0 || setup_host(c) != 0)
         return gs_error_set(err, GS_ERR_NOMEM, "sim: out of memory");
     cost_map cache;
     if (cost_map_init(&cache, 1024) != 0)
@@ -561,7 +588,7 @@ uint64_t des_state_bytes(const run_ctx *c)
         uint64_t n = t->list->nevents;
         b += n * (sizeof *t->stream_ev + sizeof *t->dep_off + 3 + sizeof *t->slot + sizeof *t->seq) +
              (uint64_t)t->dep_off[n] * sizeof *t->dep_on + t->nslots * sizeof *t->slots +
-             t->nvariants * (sizeof *t->variants + n * sizeof(double));
+             t->nvariants * (sizeof *t->variants + n * sizeof(double)) + (t->host_s ? n * sizeof(double) : 0);
     }
     for (size_t i = 0; i < c->sch->nranks; i++)
         b += c->tmpl[c->rt[i].tmpl].nslots * sizeof *c->rslots;

@@ -38,6 +38,7 @@
 #define INST_BIT (1ULL << 62) /* INST_BIT | instance: its members' ends (des_complete_instance) */
 #define PS_ENTRY 0x80000000u
 #define DEFER_ENTRY 0x7fffffffu
+#define HOST_ENTRY 0x7ffffffeu /* the host thread has issued event id: its stream may start it */
 #define EV_ID(ri, k) ((uint64_t)(ri) << 32 | (uint64_t)(k))
 #define EV_LIST(id) ((size_t)((id) >> 32))
 #define EV_INDEX(id) ((uint32_t)(id))
@@ -94,6 +95,9 @@ typedef struct des_tmpl {
     des_variant *variants;
     size_t nvariants, cap_variants;
     uint64_t collectives;         /* collective events in the list */
+    double *host_s;               /* per event: when the rank's host thread has issued it, seconds
+                                     from the step's start (the host costs of it and every event
+                                     before it in the list); NULL: the host is not modelled */
 } des_tmpl;
 
 /* A slot as one rank list resolves it: for collectives and sends, instance / pair
@@ -115,6 +119,8 @@ typedef struct rank_rt {
     uint8_t ready;                   /* bit s: stream s's head may have become issuable since
                                         try_issue last looked (its stream freed, or one of the
                                         rank's events had its last dependency done) */
+    uint8_t host_armed;              /* bit s: stream s's head waits for the host to issue it
+                                        (a HOST_ENTRY is in the heap) */
     double slowdown;                 /* straggler factor on compute (1 = none) */
     /* setup and flow mode */
     size_t rslot;                    /* its resolved slots: c->rslots[rslot ..] */
