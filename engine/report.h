@@ -32,6 +32,9 @@ typedef struct gs_report {
     uint64_t gpu_bytes;
     uint64_t events;                 /* events played */
     uint64_t critical_rank;          /* the rank list whose last event ends the step */
+    double host_issue_s;             /* the backend's host model: the longest time a rank's host
+                                        thread takes to issue the step's kernels and collectives
+                                        (sim); 0 where not known */
     gs_diag warnings;
 } gs_report;
 

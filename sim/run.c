@@ -99,7 +99,8 @@ gs_status gs_sim_scenario_timed(const gs_scenario *s, const gs_mesh *mesh, int e
     gs_schedule *sch = NULL;
     gs_timing **timing = NULL;
     void *state = NULL;
-    gs_backend_opts none = {0, NULL, NULL, NULL};
+    gs_backend_opts none = {0, NULL, NULL, NULL}, run_opts;
+    gs_backend_stats stats;
     gs_status rc;
     /* a straggler breaks the symmetry the class path relies on: simulate every rank */
     if (s->nstragglers > 0)
@@ -124,12 +125,27 @@ gs_status gs_sim_scenario_timed(const gs_scenario *s, const gs_mesh *mesh, int e
         rc = gs_error_set(err, GS_ERR_NOMEM, "sim: out of memory");
         goto out;
     }
-    if ((rc = gs_sim_backend.open(s, mesh, opts ? opts : &none, &state, err)) != GS_OK)
+    /* the run's sizes and host time, handed on to the caller's stats when it asks */
+    run_opts = opts ? *opts : none;
+    memset(&stats, 0, sizeof stats);
+    run_opts.stats = &stats;
+    if ((rc = gs_sim_backend.open(s, mesh, &run_opts, &state, err)) != GS_OK)
         goto out;
     if ((rc = gs_sim_backend.run(state, sch, timing, err)) != GS_OK)
         goto out;
     if ((rc = gs_report_build(s, sch, timing, rep, err)) != GS_OK)
         goto out;
+    if (opts && opts->stats)
+        *opts->stats = stats;
+    rep->host_issue_s = stats.host_issue_s;
+    /* the GPU waits for the host: its kernels are shorter than their issuing */
+    if (rep->host_issue_s > GS_HOST_BOUND_SHARE * rep->step_time_s &&
+        (rc = gs_diag_warn(&rep->warnings, "host-bound: the host thread needs %.0f%% of the step to issue its "
+                           "kernels (small kernels: torch.compile or CUDA graphs launch fewer, a larger micro-batch "
+                           "makes each longer)", 100 * rep->host_issue_s / rep->step_time_s)) != GS_OK) {
+        gs_report_fini(rep);
+        goto out;
+    }
     if (by_class) { /* the events of every rank */
         rep->events = 0;
         for (size_t i = 0; i < sch->nranks; i++)

@@ -11,8 +11,14 @@
 
 extern const gs_backend_ops gs_sim_backend;
 
+/* A step whose busiest host thread issues for more than this share of it is host-bound (the
+ * GPU waits for its kernels to be issued): the report warns. */
+#define GS_HOST_BOUND_SHARE 0.8
+
 /* Convenience for commands and tests: build the schedule (exact or class path), play it on the
- * sim backend, build the report. When trace is not NULL the Chrome trace is written to it.
+ * sim backend, build the report (with the host thread's issue time, host_issue_s, and a
+ * host-bound warning above GS_HOST_BOUND_SHARE). When trace is not NULL the Chrome trace is
+ * written to it.
  * exact = 1 without a trace or schedule asked for, where gs_sim_exact_is_class holds, plays
  * one rank per stage: the report is the exact path's (its event count every rank's). */
 gs_status gs_sim_scenario(const gs_scenario *s, const gs_mesh *mesh, int exact, const gs_backend_opts *opts,
