@@ -8,65 +8,9 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "engine/diagnose_internal.h"
 #include "engine/ledger.h"
 #include "engine/units.h"
-
-/* A configuration under diagnosis: the scenario and how it writes checkpoints. */
-typedef struct dcase {
-    gs_scenario s;
-    gs_state_dict state_dict;
-} dcase;
-
-/* What the checks read about the scenario as given (ledger quantities of the peak rank class,
- * mesh facts, and the measure). */
-typedef struct facts {
-    gs_diagnose_measure m;
-    dcase c;
-    gs_mesh mesh;
-    uint64_t host_bytes;     /* host memory per node, bytes */
-    uint64_t params;
-    uint64_t states;         /* params + master + m + v + grads held between steps, peak rank, bytes */
-    uint64_t gather;         /* FSDP gathered units + unsharded grads at the peak rank, bytes */
-    uint64_t act;            /* saved activations, this and in-flight micro-batches, bytes */
-    uint64_t unit_params;    /* largest FSDP unit on the peak rank's stage (its TP slice), params */
-    uint64_t wb;             /* bytes per working element */
-    uint64_t per_rank_state; /* max over ranks, bytes */
-    uint64_t min_gpus;       /* states total / GPU memory, rounded up */
-    uint64_t peak_stage;
-    char peak_where[96];
-    uint64_t microbatches;
-    int dp_cross;            /* a DP group spans nodes */
-    uint64_t dp_local;       /* DP ranks of rank 0's group on its node */
-    uint64_t tp_nodes;       /* nodes spanned by a TP group that crosses nodes (1: none does) */
-    uint64_t host_offload;   /* rank 0's offloaded states, bytes */
-    uint64_t ckpt_full;      /* rank 0 host bytes for FULL_STATE_DICT (model + Adam state) */
-    uint64_t ckpt_model;     /* of which the model in fp32, bytes */
-    uint64_t ckpt_sharded;   /* rank 0 host bytes for SHARDED_STATE_DICT */
-} facts;
-
-typedef void (*check_fn)(const facts *f, gs_diagnose_row *row);
-
-typedef enum fix_result {
-    FIX_NONE,    /* the fix does not apply here; why says why */
-    FIX_APPLIED, /* the copy has the fix; label says what changed */
-    FIX_ALREADY  /* the scenario has the fix already; the copy is the scenario without it, and why
-                    names what it was set back to */
-} fix_result;
-/* Edits the copy c of the scenario for one fix. */
-typedef fix_result (*fix_fn)(const facts *f, dcase *c, char *label, char *why);
-
-typedef struct rule {
-    const char *id;
-    const char *symptom;
-    const char *cause;
-    const char *check;
-    const char *advice;
-    const char *unit;
-    check_fn check_fn;
-    fix_fn fix[GS_DIAGNOSE_MAX_FIXES];
-} rule;
-
-#define TXT GS_DIAGNOSE_TEXT_BYTES
 
 /* Thresholds (fractions). The seed article's rule: NCCL over 30% of the step means redesign the
  * grid; the rest are
@@ -75,7 +19,6 @@ typedef struct rule {
 #define EXPOSED_DP_RISK 0.10      /* flat-throughput: at risk above (exposed DP / step) */
 #define BUBBLE_MAX 0.15           /* pipeline-bubble: yes above (idle / step) */
 #define BUBBLE_RISK 0.05          /* pipeline-bubble: at risk above */
-#define GATHER_RISK_DIV 4         /* oom-at-start: at risk above GPU memory / 4 */
 #define ACT_RISK_DIV 3            /* oom-first-step: at risk above GPU memory / 3 */
 #define PEAK_PART_DIV 4           /* a kind above peak / 4 is a cause of a peak that does not fit */
 #define EXPOSED_TP_MAX 0.10       /* tp-comm-exposed: yes above (exposed TP / step) */
@@ -86,8 +29,7 @@ typedef struct rule {
 #define STATES_RISK_NUM 3         /* states-too-big: at risk above 3/4 of GPU memory */
 #define STATES_RISK_DEN 4
 
-static void say(char *buf, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
-static void say(char *buf, const char *fmt, ...)
+void gs__diag_say(char *buf, const char *fmt, ...)
 {
     va_list ap;
     va_start(ap, fmt);
@@ -413,221 +355,6 @@ static void check_states(const facts *f, gs_diagnose_row *row)
            gs_fmt_bytes(f->m.gpu_bytes, b2, sizeof b2), gs_fmt_count(f->min_gpus, c1, sizeof c1), f->mesh.world);
 }
 
-/* ---- the fixes ---------------------------------------------------------------------------- */
-
-static fix_result fix_wrap_layer(const facts *f, dcase *c, char *label, char *why)
-{
-    say(label, "wrap: layer (one FSDP unit per transformer block)");
-    if (c->s.strategy.wrap == GS_WRAP_LAYER) {
-        say(why, "already one unit per layer (effect against wrap: model)%s",
-            f->gather > f->m.gpu_bytes / GATHER_RISK_DIV ? "; add TP to shrink the unit" : "");
-        c->s.strategy.wrap = GS_WRAP_MODEL;
-        return FIX_ALREADY;
-    }
-    c->s.strategy.wrap = GS_WRAP_LAYER;
-    return FIX_APPLIED;
-}
-
-static fix_result fix_recompute_full(const facts *f, dcase *c, char *label, char *why)
-{
-    (void)f;
-    say(label, "recompute: full (activation checkpointing per layer)");
-    if (c->s.strategy.recompute == GS_RECOMPUTE_FULL) {
-        say(why, "already full recompute (effect against recompute: none)");
-        c->s.strategy.recompute = GS_RECOMPUTE_NONE;
-        return FIX_ALREADY;
-    }
-    c->s.strategy.recompute = GS_RECOMPUTE_FULL;
-    return FIX_APPLIED;
-}
-
-static fix_result fix_micro_half(const facts *f, dcase *c, char *label, char *why)
-{
-    uint64_t mu = c->s.batch.micro_seqs;
-    if (mu < 2 || mu % 2) {
-        say(label, "smaller micro-batch");
-        say(why, "micro is %" PRIu64 ": more micro-batches need a larger global batch, which changes the "
-                 "optimization (retune the learning rate)", mu);
-        return FIX_NONE;
-    }
-    say(label, "micro: %" PRIu64 " -> %" PRIu64 " (micro-batches per step %" PRIu64 " -> %" PRIu64 ")", mu, mu / 2,
-        f->microbatches, 2 * f->microbatches);
-    c->s.batch.micro_seqs = mu / 2;
-    return FIX_APPLIED;
-}
-
-static fix_result fix_micro_double(const facts *f, dcase *c, char *label, char *why)
-{
-    uint64_t mu = c->s.batch.micro_seqs, dp = c->s.grid.dp;
-    if (f->microbatches < 2 || f->microbatches % 2) {
-        say(label, "larger micro-batch");
-        say(why, "%" PRIu64 " micro-batch%s per step: global %" PRIu64 " / (dp %" PRIu64 " x micro %" PRIu64
-                 ") leaves no room; a larger global batch changes the optimization",
-            f->microbatches, f->microbatches == 1 ? "" : "es", c->s.batch.global_seqs, dp, 2 * mu);
-        return FIX_NONE;
-    }
-    say(label, "micro: %" PRIu64 " -> %" PRIu64 " (fewer passes: micro-batches per step %" PRIu64 " -> %" PRIu64 ")",
-        mu, 2 * mu, f->microbatches, f->microbatches / 2);
-    c->s.batch.micro_seqs = 2 * mu;
-    return FIX_APPLIED;
-}
-
-static fix_result fix_hybrid_shard(const facts *f, dcase *c, char *label, char *why)
-{
-    say(label, "sharding: hybrid_shard (FULL_SHARD inside a node, replicas across nodes)");
-    if (c->s.strategy.sharding == GS_SHARD_HYBRID_SHARD) {
-        say(why, "already hybrid_shard (effect against full_shard)");
-        c->s.strategy.sharding = GS_SHARD_FULL_SHARD;
-        return FIX_ALREADY;
-    }
-    if (!f->dp_cross) {
-        say(why, "the DP group stays within a node");
-        return FIX_NONE;
-    }
-    if (f->dp_local < 2) {
-        say(why, "one DP rank per node (TP x PP fill the node): no intra-node group to shard over; cut the "
-                 "cross-node DP traffic with a larger micro-batch, TP or PP");
-        return FIX_NONE;
-    }
-    c->s.strategy.sharding = GS_SHARD_HYBRID_SHARD;
-    c->s.strategy.reshard_after_forward = 1;
-    c->s.strategy.bucket_stages = GS_BUCKET_STAGES_ALL; /* FSDP reduces per unit: no buckets */
-    return FIX_APPLIED;
-}
-
-static fix_result fix_interleaved(const facts *f, dcase *c, char *label, char *why)
-{
-    say(label, "pipeline: %s -> interleaved 1F1B, 2 virtual stages", gs_pipeline_name(c->s.strategy.pipeline));
-    if (f->mesh.size[GS_DIM_PP] == 1) {
-        say(why, "no pipeline (pp = 1)");
-        return FIX_NONE;
-    }
-    if (c->s.strategy.pipeline == GS_PIPE_INTERLEAVED) {
-        say(why, "already interleaved with %" PRIu64 " virtual stages (effect against 1f1b)",
-            c->s.strategy.virtual_stages);
-        c->s.strategy.pipeline = GS_PIPE_1F1B;
-        c->s.strategy.virtual_stages = 1;
-        return FIX_ALREADY;
-    }
-    c->s.strategy.pipeline = GS_PIPE_INTERLEAVED;
-    c->s.strategy.virtual_stages = 2;
-    return FIX_APPLIED;
-}
-
-static fix_result fix_sharded_state_dict(const facts *f, dcase *c, char *label, char *why)
-{
-    (void)f;
-    say(label, "checkpoints: SHARDED_STATE_DICT (each rank writes its shard)");
-    if (c->state_dict == GS_STATE_DICT_SHARDED) {
-        say(why, "already SHARDED_STATE_DICT (effect against FULL_STATE_DICT)");
-        c->state_dict = GS_STATE_DICT_FULL;
-        return FIX_ALREADY;
-    }
-    c->state_dict = GS_STATE_DICT_SHARDED;
-    return FIX_APPLIED;
-}
-
-static uint64_t gcd_u64(uint64_t a, uint64_t b)
-{
-    while (b) {
-        uint64_t t = a % b;
-        a = b;
-        b = t;
-    }
-    return a;
-}
-
-static fix_result fix_tp_in_node(const facts *f, dcase *c, char *label, char *why)
-{
-    uint64_t tp = c->s.grid.tp, gpn = c->s.cluster.gpus_per_node;
-    uint64_t tp2 = gcd_u64(tp, gpn);
-    if (f->tp_nodes <= 1) {
-        say(label, "keep tp <= GPUs per node (%" PRIu64 ")", gpn);
-        say(why, "TP groups already within a node");
-        return FIX_NONE;
-    }
-    say(label, "grid: tp %" PRIu64 " -> %" PRIu64 ", dp %" PRIu64 " -> %" PRIu64 " (TP inside the node)", tp, tp2,
-        c->s.grid.dp, c->s.grid.dp * (tp / tp2));
-    c->s.grid.dp *= tp / tp2;
-    c->s.grid.tp = tp2;
-    return FIX_APPLIED;
-}
-
-static fix_result fix_tp_comm_overlap(const facts *f, dcase *c, char *label, char *why)
-{
-    say(label, "sequence_parallel + tp_comm_overlap (Megatron-Core --sequence-parallel --tp-comm-overlap)");
-    if (f->mesh.size[GS_DIM_TP] <= 1) {
-        say(why, "tp = 1: nothing to overlap");
-        return FIX_NONE;
-    }
-    if (c->s.strategy.tp_comm_overlap) {
-        say(why, "already overlapped (effect against tp_comm_overlap: false)");
-        c->s.strategy.tp_comm_overlap = 0;
-        return FIX_ALREADY;
-    }
-    c->s.strategy.sequence_parallel = 1;
-    c->s.strategy.tp_comm_overlap = 1;
-    return FIX_APPLIED;
-}
-
-static fix_result fix_overlap_param_gather(const facts *f, dcase *c, char *label, char *why)
-{
-    (void)f;
-    say(label, "overlap_param_gather (Megatron --overlap-param-gather: the gather under the next forward)");
-    if (c->s.strategy.sharding != GS_SHARD_ZERO1 && c->s.strategy.sharding != GS_SHARD_ZERO2) {
-        say(why, "sharding %s has no gather after the optimizer", gs_sharding_name(c->s.strategy.sharding));
-        return FIX_NONE;
-    }
-    if (c->s.strategy.overlap_param_gather) {
-        say(why, "already overlapped (effect against overlap_param_gather: false)");
-        c->s.strategy.overlap_param_gather = 0;
-        return FIX_ALREADY;
-    }
-    c->s.strategy.overlap_param_gather = 1;
-    return FIX_APPLIED;
-}
-
-static fix_result fix_fused_loss(const facts *f, dcase *c, char *label, char *why)
-{
-    (void)f;
-    say(label, "cross_entropy: fused (Megatron --cross-entropy-loss-fusion; Transformer Engine's or Liger's "
-               "kernel)");
-    if (c->s.strategy.cross_entropy == GS_XENT_FUSED) {
-        say(why, "already fused (effect against cross_entropy: unfused)");
-        c->s.strategy.cross_entropy = GS_XENT_UNFUSED;
-        return FIX_ALREADY;
-    }
-    c->s.strategy.cross_entropy = GS_XENT_FUSED;
-    return FIX_APPLIED;
-}
-
-static fix_result fix_no_offload(const facts *f, dcase *c, char *label, char *why)
-{
-    (void)f;
-    say(label, "offload: false (states stay on the GPU)");
-    if (!c->s.strategy.offload) {
-        say(why, "offload already off");
-        return FIX_NONE;
-    }
-    c->s.strategy.offload = 0;
-    return FIX_APPLIED;
-}
-
-static fix_result fix_full_shard(const facts *f, dcase *c, char *label, char *why)
-{
-    char c1[32];
-    say(label, "sharding: full_shard (params, grads and optimizer state sharded)");
-    if (gs_sharding_shards_params(c->s.strategy.sharding)) {
-        say(why, "parameters already sharded: the job needs at least %s GPUs (states total / GPU memory), or "
-                 "a larger TP x PP slice per rank", gs_fmt_count(f->min_gpus, c1, sizeof c1));
-        return FIX_NONE;
-    }
-    c->s.strategy.sharding = GS_SHARD_FULL_SHARD;
-    c->s.strategy.reshard_after_forward = 1;
-    c->s.strategy.bucket_stages = GS_BUCKET_STAGES_ALL; /* FSDP reduces per unit: no buckets */
-    return FIX_APPLIED;
-}
-
 /* The table: the seed article's troubleshooting table (its section 5) in its order, then its
  * pitfalls of TP across nodes (section 3), CPU offload (section 2, pitfall 3) and states above the
  * GPU (section 1), then the overlaps and the loss Megatron-Core adds. */
@@ -636,26 +363,26 @@ static const rule rules[] = {
      "all-gather buffers at the peak rank (ledger `gather`, unit size = unit params x bytes per element): yes "
      "when the peak exceeds GPU memory and they are its largest part; at risk above 25% of GPU memory",
      "wrap per layer, lower min_num_params",
-     "bytes", check_oom_at_start, {fix_wrap_layer, NULL}},
+     "bytes", check_oom_at_start, {gs__fix_wrap_layer, NULL}},
     {"oom-first-step", "OOM at the first step", "activation peak",
      "saved activations at the peak rank (ledger `activations` + `pipe_inflight`): yes when the peak exceeds "
      "GPU memory and they are its largest part; at risk above 1/3 of GPU memory",
      "enable activation checkpointing (recompute); smaller micro-batch",
-     "bytes", check_oom_first_step, {fix_recompute_full, fix_micro_half}},
+     "bytes", check_oom_first_step, {gs__fix_recompute_full, gs__fix_micro_half}},
     {"flat-throughput", "throughput flat as GPUs grow", "cross-node FSDP traffic",
      "NCCL share of the simulated step (the seed's rule: over 30% of the step, redesign the grid) with the DP group spanning nodes; at risk when exposed "
      "DP communication exceeds 10% of the step",
      "HYBRID_SHARD, or cut cross-node DP traffic with TP/PP or larger micro-batches",
-     "fraction", check_flat_throughput, {fix_hybrid_shard, fix_micro_double}},
+     "fraction", check_flat_throughput, {gs__fix_hybrid_shard, gs__fix_micro_double}},
     {"pipeline-bubble", "GPU idle periodically", "pipeline bubble",
      "simulated idle share with pp > 1 (yes over 15%, at risk over 5%) beside (p-1)/(m+p-1)",
      "more micro-batches per step; interleaved 1F1B",
-     "fraction", check_pipeline_bubble, {fix_micro_half, fix_interleaved}},
+     "fraction", check_pipeline_bubble, {gs__fix_micro_half, gs__fix_interleaved}},
     {"checkpoint-oom", "OOM while saving a checkpoint", "FULL_STATE_DICT gathered on rank 0",
      "host memory rank 0 needs to write a checkpoint (FULL: 12 B x params) against the node's host memory "
      "(yes above it, at risk above its per-GPU share)",
      "SHARDED_STATE_DICT with distributed checkpoint save/load",
-     "bytes", check_checkpoint, {fix_sharded_state_dict, NULL}},
+     "bytes", check_checkpoint, {gs__fix_sharded_state_dict, NULL}},
     {"loss-after-scale", "loss does not fall after changing scale", "batch and learning rate not adapted",
      "compare the loss curve with the baseline run's (not simulated: gridstep models time and memory)",
      "retune learning rate and warm-up for the new global batch",
@@ -663,28 +390,28 @@ static const rule rules[] = {
     {"tp-cross-node", "slow step with TP across nodes", "TP group larger than a node (the seed: bigger TP is not better past a node)",
      "nodes one TP group spans: yes above 1 (per-layer all-reduces on the network)",
      "keep tp <= GPUs per node; use PP or DP across nodes",
-     "nodes", check_tp_cross_node, {fix_tp_in_node, NULL}},
+     "nodes", check_tp_cross_node, {gs__fix_tp_in_node, NULL}},
     {"cpu-offload-slow", "slow step with CPU offload", "parameters fetched from host every layer",
      "CPU offload enabled (the seed: 30-50% slower)",
      "turn CPU offload off where the states fit",
-     "bytes", check_offload, {fix_no_offload, NULL}},
+     "bytes", check_offload, {gs__fix_no_offload, NULL}},
     {"states-too-big", "OOM whatever the activations", "states per rank exceed the GPU (16 B per parameter before sharding)",
      "per-rank states (params + master + m + v + grads) against GPU memory: yes above it, at risk above 75%",
      "shard the states (FULL_SHARD / ZeRO-3), or add GPUs",
-     "bytes", check_states, {fix_full_shard, NULL}},
+     "bytes", check_states, {gs__fix_full_shard, NULL}},
     {"tp-comm-exposed", "GPUs wait between a layer's GEMMs", "tensor-parallel collectives between dependent GEMMs",
      "exposed TP communication over the simulated step with tp > 1: yes above 10%, at risk above 5%",
      "sequence parallelism with Megatron-Core's TP communication overlap (tp_comm_overlap)",
-     "fraction", check_tp_comm, {fix_tp_comm_overlap, NULL}},
+     "fraction", check_tp_comm, {gs__fix_tp_comm_overlap, NULL}},
     {"zero-gather-exposed", "idle GPUs after the optimizer step", "ZeRO-1/2 parameter all-gather after the optimizer",
      "exposed DP communication over the simulated step with zero1/zero2 and no overlap_param_gather: yes above 10%",
      "gather the parameters under the next forward (overlap_param_gather, Megatron --overlap-param-gather)",
-     "fraction", check_zero_gather, {fix_overlap_param_gather, NULL}},
+     "fraction", check_zero_gather, {gs__fix_overlap_param_gather, NULL}},
     {"loss-passes", "slow last stage with a large vocabulary", "the loss's unfused passes over the fp32 logits",
      "HBM time of the cross-entropy's passes over the logits per step (micro-batches x tokens x vocab/tp x bytes "
      "per logit, at the datasheet bandwidth) over the simulated step: yes above 5%, at risk above 2% (unfused)",
      "a fused cross-entropy kernel (Megatron --cross-entropy-loss-fusion)",
-     "fraction", check_loss_passes, {fix_fused_loss, NULL}},
+     "fraction", check_loss_passes, {gs__fix_fused_loss, NULL}},
 };
 static const size_t nrules = sizeof rules / sizeof rules[0];
 
@@ -741,7 +468,7 @@ static void measure_fix(const facts *base, const dcase *c, int already, const gs
             char *nl = strchr(e.msg, '\n');
             if (nl)
                 *nl = '\0';
-            say(fx->note, "not applicable here: %s", e.msg);
+            gs__diag_say(fx->note, "not applicable here: %s", e.msg);
             return;
         }
         after = &ff.m;
@@ -760,7 +487,7 @@ static void measure_fix(const facts *base, const dcase *c, int already, const gs
     fx->tokens_per_s_delta = with->tokens_per_s - without->tokens_per_s;
     fx->host_bytes_delta = (int64_t)with->host_ckpt_bytes - (int64_t)without->host_ckpt_bytes;
     if (!already && !unchanged && after->peak_bytes > after->gpu_bytes)
-        say(fx->note, "still does not fit: peak above GPU memory");
+        gs__diag_say(fx->note, "still does not fit: peak above GPU memory");
 }
 
 gs_status gs_diagnose_run(const gs_scenario *s, const gs_diagnose_opts *o, gs_diagnosis *out, gs_error *err)
