@@ -47,6 +47,8 @@ const char gs_cmd_diagnose_help[] =
     "  zero-gather-exposed  ZeRO-1/2 parameter gather exposed -> overlap_param_gather\n"
     "  loss-passes       the unfused cross-entropy's passes over the logits (their HBM time at\n"
     "                    the datasheet bandwidth) over 5% of the step -> cross_entropy: fused\n"
+    "  host-bound        the host thread issues kernels for over 80% of the step (8 us each) ->\n"
+    "                    compile: true (PyTorch frameworks), a larger micro-batch\n"
     "TP groups crossing nodes are diagnosed, not rejected (allow_tp_cross_node is implied).\n"
     "The step is simulated as gridstep plan does (analytic mode, one rank per pipeline stage, a\n"
     "shortened step extrapolated linearly; --full-step simulates every micro-batch); peaks are the\n"
@@ -169,6 +171,7 @@ static json_t *diagnosis_json(const gs_scenario *s, const gs_diagnose_opts *o, c
     json_object_set_new(b, "gpu_bytes", json_integer((json_int_t)d->base.gpu_bytes));
     json_object_set_new(b, "comm_share", json_real(d->base.comm_share));
     json_object_set_new(b, "bubble_share", json_real(d->base.bubble_share));
+    json_object_set_new(b, "host_issue_s", json_real(d->base.host_issue_s));
     json_object_set_new(b, "host_ckpt_bytes", json_integer((json_int_t)d->base.host_ckpt_bytes));
     json_object_set_new(doc, "base", b);
     json_object_set_new(doc, "problems", json_integer(d->problems));

@@ -9,6 +9,7 @@
 #include <string.h>
 
 #include "engine/diagnose_internal.h"
+#include "engine/framework.h"
 #include "engine/ledger.h"
 #include "engine/units.h"
 
@@ -28,6 +29,8 @@
 #define LOSS_PASSES_RISK 0.02     /* loss-passes: at risk above */
 #define STATES_RISK_NUM 3         /* states-too-big: at risk above 3/4 of GPU memory */
 #define STATES_RISK_DEN 4
+#define HOST_BOUND_MAX 0.80       /* host-bound: yes above (host issue / step), as sim's report warns */
+#define HOST_BOUND_RISK 0.50      /* host-bound: at risk above */
 
 void gs__diag_say(char *buf, const char *fmt, ...)
 {
@@ -113,6 +116,7 @@ static gs_status measure(const dcase *c, const gs_diagnose_opts *o, facts *f, gs
         m->bubble_share = rep.bubble_share;
         m->exposed_dp_s = rep.exposed_s[GS_DIM_DP];
         m->exposed_tp_s = rep.exposed_s[GS_DIM_TP];
+        m->host_issue_s = rep.host_issue_s;
         gs_report_fini(&rep);
     } else {
         gs_plan_candidate cand;
@@ -125,6 +129,7 @@ static gs_status measure(const dcase *c, const gs_diagnose_opts *o, facts *f, gs
         m->bubble_share = cand.bubble_share;
         m->exposed_dp_s = cand.exposed_s[GS_DIM_DP];
         m->exposed_tp_s = cand.exposed_s[GS_DIM_TP];
+        m->host_issue_s = cand.host_issue_s;
     }
 out:
     gs_diag_fini(&warnings);
@@ -355,6 +360,28 @@ static void check_states(const facts *f, gs_diagnose_row *row)
            gs_fmt_bytes(f->m.gpu_bytes, b2, sizeof b2), gs_fmt_count(f->min_gpus, c1, sizeof c1), f->mesh.world);
 }
 
+static void check_host_bound(const facts *f, gs_diagnose_row *row)
+{
+    char t1[32], t2[32];
+    double share = f->m.step_time_s > 0 ? f->m.host_issue_s / f->m.step_time_s : 0;
+    row->measured = share;
+    row->threshold = HOST_BOUND_MAX;
+    if (!(f->m.host_issue_s > 0)) {
+        row->applies = GS_DIAGNOSE_NA;
+        detail(row, "the evaluator does not model the host thread");
+        return;
+    }
+    if (share > HOST_BOUND_MAX)
+        row->applies = GS_DIAGNOSE_YES;
+    else if (share > HOST_BOUND_RISK)
+        row->applies = GS_DIAGNOSE_AT_RISK;
+    detail(row, "the busiest host thread issues the step's kernels in %s, %.1f%% of the %s step (%s%s)",
+           gs_fmt_seconds(f->m.host_issue_s, t1, sizeof t1), 100 * share,
+           gs_fmt_seconds(f->m.step_time_s, t2, sizeof t2),
+           gs_framework_name(gs_framework_resolve(f->c.s.strategy.framework, (int)f->c.s.strategy.sharding)),
+           f->c.s.strategy.compile ? ", compiled" : ", eager");
+}
+
 /* The table: the seed article's troubleshooting table (its section 5) in its order, then its
  * pitfalls of TP across nodes (section 3), CPU offload (section 2, pitfall 3) and states above the
  * GPU (section 1), then the overlaps and the loss Megatron-Core adds. */
@@ -412,6 +439,11 @@ static const rule rules[] = {
      "per logit, at the datasheet bandwidth) over the simulated step: yes above 5%, at risk above 2% (unfused)",
      "a fused cross-entropy kernel (Megatron --cross-entropy-loss-fusion)",
      "fraction", check_loss_passes, {gs__fix_fused_loss, NULL}},
+    {"host-bound", "GPUs wait between small kernels", "the host issues kernels slower than the GPU runs them",
+     "the busiest rank's host thread's time to issue the step (8 us per kernel, sim's host model) over the "
+     "simulated step: yes above 80%, at risk above 50%",
+     "fewer, longer kernels: torch.compile's fusion, a larger micro-batch; CUDA graphs (not simulated) issue a layer in one call",
+     "fraction", check_host_bound, {gs__fix_compile, gs__fix_micro_double}},
 };
 static const size_t nrules = sizeof rules / sizeof rules[0];
 

@@ -57,6 +57,8 @@ typedef struct gs_diagnose_measure {
     double bubble_share;       /* time a GPU neither computes nor communicates / step */
     double exposed_dp_s;       /* DP/FSDP communication not hidden behind compute, seconds */
     double exposed_tp_s;       /* TP communication not hidden behind compute, seconds */
+    double host_issue_s;       /* the busiest host thread's time to issue the step, seconds (the
+                                  evaluator's report; 0 where it does not model the host) */
 } gs_diagnose_measure;
 
 #define GS_DIAGNOSE_TEXT_BYTES 256

@@ -4,6 +4,7 @@
 #include <stdio.h>
 
 #include "engine/diagnose_internal.h"
+#include "engine/framework.h"
 #include "engine/units.h"
 
 fix_result gs__fix_wrap_layer(const facts *f, dcase *c, char *label, char *why)
@@ -219,3 +220,20 @@ fix_result gs__fix_full_shard(const facts *f, dcase *c, char *label, char *why)
     return FIX_APPLIED;
 }
 
+fix_result gs__fix_compile(const facts *f, dcase *c, char *label, char *why)
+{
+    (void)f;
+    gs__diag_say(label, "compile: true (torch.compile: Inductor fuses the elementwise ops into fewer kernels)");
+    gs_framework fw = gs_framework_resolve(c->s.strategy.framework, (int)c->s.strategy.sharding);
+    if (fw == GS_FW_MEGATRON) {
+        gs__diag_say(why, "Megatron's kernels are fused already (Transformer Engine, Apex)");
+        return FIX_NONE;
+    }
+    if (c->s.strategy.compile) {
+        gs__diag_say(why, "already compiled (effect against compile: false)");
+        c->s.strategy.compile = 0;
+        return FIX_ALREADY;
+    }
+    c->s.strategy.compile = 1;
+    return FIX_APPLIED;
+}

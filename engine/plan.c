@@ -142,6 +142,7 @@ void gs__plan_copy_report(const gs_report *r, gs_plan_candidate *o)
     o->comm_share = r->comm_share;
     o->bubble_share = r->bubble_share;
     o->compute_s = r->compute_s;
+    o->host_issue_s = r->host_issue_s;
     for (int d = 0; d < GS_DIM_COUNT; d++) {
         o->comm_s[d] = r->comm_s[d];
         o->exposed_s[d] = r->exposed_s[d];
@@ -208,6 +209,7 @@ gs_status gs_plan_simulate(const gs_scenario *s, const gs_mesh *mesh, gs_plan_ev
     out->comm_share = step > 0 ? comm_time / step : 0;
     out->bubble_share = step > 0 && idle_time > 0 ? idle_time / step : 0; /* extrapolated: no -0.0 */
     out->compute_s = GS_EXTRA(r1.compute_s, r2.compute_s);
+    out->host_issue_s = GS_EXTRA(r1.host_issue_s, r2.host_issue_s);
     for (int d = 0; d < GS_DIM_COUNT; d++) {
         out->comm_s[d] = GS_EXTRA(r1.comm_s[d], r2.comm_s[d]);
         out->exposed_s[d] = GS_EXTRA(r1.exposed_s[d], r2.exposed_s[d]);
@@ -227,7 +229,7 @@ gs_status gs_plan_simulate(const gs_scenario *s, const gs_mesh *mesh, gs_plan_ev
 /* ---- the periodic closed form ------------------------------------------------------------------ */
 
 /* What a report says that grows with the step: extrapolated as a whole. */
-enum { XQ_STEP, XQ_HW, XQ_COMM, XQ_IDLE, XQ_COMPUTE, XQ_EVENTS, XQ_DIMS, XQ_COUNT = XQ_DIMS + 2 * GS_DIM_COUNT };
+enum { XQ_STEP, XQ_HW, XQ_COMM, XQ_IDLE, XQ_COMPUTE, XQ_HOST, XQ_EVENTS, XQ_DIMS, XQ_COUNT = XQ_DIMS + 2 * GS_DIM_COUNT };
 
 static void xq_of(const gs_report *r, double *q)
 {
@@ -236,6 +238,7 @@ static void xq_of(const gs_report *r, double *q)
     q[XQ_COMM] = r->comm_share * r->step_time_s;
     q[XQ_IDLE] = r->bubble_share * r->step_time_s;
     q[XQ_COMPUTE] = r->compute_s;
+    q[XQ_HOST] = r->host_issue_s;
     q[XQ_EVENTS] = (double)r->events;
     for (int d = 0; d < GS_DIM_COUNT; d++) {
         q[XQ_DIMS + d] = r->comm_s[d];
@@ -321,6 +324,7 @@ gs_status gs_plan_estimate(const gs_scenario *s, const gs_mesh *mesh, gs_plan_ev
     out->comm_share = step > 0 ? r[XQ_COMM] / step : 0;
     out->bubble_share = step > 0 ? r[XQ_IDLE] / step : 0;
     out->compute_s = r[XQ_COMPUTE];
+    out->host_issue_s = r[XQ_HOST];
     for (int d = 0; d < GS_DIM_COUNT; d++) {
         out->comm_s[d] = r[XQ_DIMS + d];
         out->exposed_s[d] = r[XQ_DIMS + GS_DIM_COUNT + d];

@@ -105,6 +105,7 @@ typedef struct gs_plan_candidate {
     double mfu, hfu, tflops_per_gpu;
     double comm_share, bubble_share;
     double compute_s;                 /* compute stream busy, critical rank */
+    double host_issue_s;              /* the busiest host thread's issuing time (gs_report) */
     double comm_s[GS_DIM_COUNT];      /* per dimension */
     double exposed_s[GS_DIM_COUNT];   /* per dimension, not hidden behind compute */
     uint64_t events;

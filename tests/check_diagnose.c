@@ -373,7 +373,8 @@ START_TEST(test_rule_table)
     static const char *ids[] = {"oom-at-start",   "oom-first-step", "flat-throughput",
                                 "pipeline-bubble", "checkpoint-oom", "loss-after-scale",
                                 "tp-cross-node",  "cpu-offload-slow", "states-too-big",
-                                "tp-comm-exposed", "zero-gather-exposed", "loss-passes"};
+                                "tp-comm-exposed", "zero-gather-exposed", "loss-passes",
+                                "host-bound"};
     ck_assert_uint_eq(gs_diagnose_rule_count(), sizeof ids / sizeof ids[0]);
     for (size_t i = 0; i < sizeof ids / sizeof ids[0]; i++)
         ck_assert_str_eq(gs_diagnose_rule_id(i), ids[i]);
@@ -479,6 +480,37 @@ START_TEST(test_loss_passes)
 }
 END_TEST
 
+/* A two-layer model of width 64 on one H100 in eager FSDP2: every kernel runs for a few
+ * microseconds, and the host issues each in 8 us. By hand, the kernels of one step: a block's
+ * forward 27 (norm 7 = the residual add + RMSNorm's six eager passes, QKV 1 + rotary 6, attention
+ * 1, output projection 1, norm 7, up 1, SwiGLU 2, down 1), its backward 48 (norms 2 x 14, QKV's
+ * two GEMMs + rotary 6, attention 2, the other three GEMM events 2 each, SwiGLU 4); embedding,
+ * final norm, head and loss 1 each forward, 1, 1, 2, 1 backward; the optimizer 1: 2 x (27 + 48) +
+ * 4 + 5 + 1 = 160 kernels, 1.28 ms of issuing, nearly all of the step. torch.compile fuses the
+ * norms and SwiGLU: fewer kernels, a shorter step. Llama 2 7B's blocks on 8 GPUs run for
+ * milliseconds: not host-bound. */
+START_TEST(test_host_bound)
+{
+    gs_diagnosis *d = diagnose("model: {layers: 2, hidden: 64, heads: 2, ffn: 128, vocab: 100, seq: 16}\n"
+                               "cluster: {preset: dgx-h100, gpus_per_node: 1}\ngrid: {dp: 1}\n"
+                               "batch: {global: 1, micro: 1}\nstrategy: {framework: fsdp2, compile: false}\n");
+    const gs_diagnose_row *r = row_of(d, "host-bound");
+    ck_assert_msg(fabs(d->base.host_issue_s - 160 * 8e-6) < 1e-12, "host %.9g s, by hand 1.28 ms", d->base.host_issue_s);
+    ck_assert(fabs(r->measured - d->base.host_issue_s / d->base.step_time_s) < 1e-12);
+    ck_assert_int_eq(r->applies, GS_DIAGNOSE_YES);
+    ck_assert_msg(r->fixes[0].simulated && r->fixes[0].step_time_s_delta < 0, "compile: %s", r->fixes[0].note);
+    ck_assert(r->fixes[0].after.host_issue_s < d->base.host_issue_s);
+    ck_assert(!r->fixes[1].simulated); /* global 1: no larger micro-batch */
+    free(d);
+    d = diagnose("model: llama2-7b\ncluster: {preset: dgx-h100, nodes: 1}\ngrid: {dp: 8}\n"
+                 "strategy: {sharding: full_shard, framework: fsdp2}\nbatch: {global: 16, micro: 1}\n");
+    r = row_of(d, "host-bound");
+    ck_assert_msg(r->applies == GS_DIAGNOSE_NO, "7B on 8 GPUs: host %.3g of the step", r->measured);
+    ck_assert(r->measured > 0 && r->measured < 0.5);
+    free(d);
+}
+END_TEST
+
 static Suite *diagnose_suite(void)
 {
     Suite *s = suite_create("diagnose");
@@ -500,6 +532,7 @@ static Suite *diagnose_suite(void)
     tcase_add_test(rows, test_states_too_big);
     tcase_add_test(rows, test_overlaps);
     tcase_add_test(rows, test_loss_passes);
+    tcase_add_test(rows, test_host_bound);
     tcase_set_timeout(rows, 120);
     suite_add_tcase(s, rows);
     return s;
