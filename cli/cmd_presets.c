@@ -25,7 +25,7 @@ const char gs_cmd_presets_help[] =
     "  fabrics   intra-node link per GPU: line GB/s, GB/s as NCCL plans it, latency us\n"
     "  nics      line Gb/s, achievable GB/s, latency us per inter-node step\n"
     "  clusters  GPU, fabric, NIC, GPUs and NICs per node, default nodes (a scenario overrides\n"
-    "            it), rail-optimized, oversubscription\n"
+    "            it), rail-optimized, oversubscription, host CPU\n"
     "\n"
     "options:\n"
     "  --json   one JSON document {models: [...], gpus: [...], fabrics: [...], nics: [...],\n"
@@ -147,13 +147,13 @@ static gs_status nics_table(gs_cli_table *t)
 static gs_status clusters_table(gs_cli_table *t)
 {
     gs_status st = gs_cli_table_rowf(t, "name\tgpu\tfabric\tnic\tgpus/node\tnics/node\tnodes\t"
-                                        "rail-optimized\toversubscription");
+                                        "rail-optimized\toversubscription\thost");
     for (size_t i = 0; st == GS_OK && i < gs_cluster_preset_count(); i++) {
         const gs_cluster *c = gs_cluster_preset_at(i);
-        st = gs_cli_table_rowf(t, "%s\t%s\t%s\t%s\t%" PRIu64 "\t%" PRIu64 "\t%" PRIu64 "\t%s\t%.1f",
+        st = gs_cli_table_rowf(t, "%s\t%s\t%s\t%s\t%" PRIu64 "\t%" PRIu64 "\t%" PRIu64 "\t%s\t%.1f\t%s",
                                c->name, c->gpu.name, c->intra.name, c->nic.name, c->gpus_per_node,
                                c->nics_per_node, c->nodes, yes_no(c->rail_optimized),
-                               c->oversubscription);
+                               c->oversubscription, gs_host_cpu_name((gs_host_cpu)c->host_cpu));
     }
     return st;
 }
@@ -171,7 +171,7 @@ static gs_status print_human(int only, gs_error *err)
     gs_status (*const builders[KIND_COUNT])(gs_cli_table *) = {
         models_table, gpus_table, fabrics_table, nics_table, clusters_table,
     };
-    static const size_t ncols[KIND_COUNT] = {10, 9, 7, 5, 9};
+    static const size_t ncols[KIND_COUNT] = {10, 9, 7, 5, 10};
     int first = 1;
 
     for (int k = 0; k < KIND_COUNT; k++) {
@@ -356,6 +356,7 @@ static json_t *cluster_json(const gs_cluster *c)
     fail |= put_u64(o, "nodes", c->nodes);
     fail |= put(o, "rail_optimized", json_boolean(c->rail_optimized));
     fail |= put_real(o, "oversubscription", c->oversubscription);
+    fail |= put_str(o, "host_cpu", gs_host_cpu_name((gs_host_cpu)c->host_cpu));
     fail |= put_str(o, "source", c->source);
     if (fail) {
         json_decref(o);

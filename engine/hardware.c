@@ -367,6 +367,14 @@ static const gs_nic nic_presets[] = {
         .name = nm, .gpu = g, .intra = f, .nic = n, .gpus_per_node = gpn, .nics_per_node = npn, \
         .nodes = 1, .rail_optimized = rail, .oversubscription = 1.0, .source = src            \
     }
+/* A rack-scale NVLink domain hosted by Grace CPUs: the whole rack is one "node" of the model (its
+ * NVLink domain), every GPU with its own NIC. */
+#define GS__CLUSTER_GRACE(nm, g, f, n, gpn, npn, rail, src)                                   \
+    {                                                                                         \
+        .name = nm, .gpu = g, .intra = f, .nic = n, .gpus_per_node = gpn, .nics_per_node = npn, \
+        .nodes = 1, .rail_optimized = rail, .oversubscription = 1.0, .host_cpu = GS_HOST_GRACE, \
+        .source = src                                                                         \
+    }
 
 static const gs_cluster cluster_presets[] = {
     /* ref 2.1 DGX A100 row: 8x A100 SXM4, 6 NVSwitch, 8x CX-6 HDR 200 Gb/s (1 per GPU,
@@ -396,6 +404,12 @@ static const gs_cluster cluster_presets[] = {
     GS__CLUSTER("dgx-b200", GS__GPU_B200, GS__FABRIC_NVLINK5, GS__NIC_IB_NDR, 8, 8, 1,
                 "ref 2.1 DGX B200 row (8x B200, 2 NVSwitch, 8x CX-7 400G) [V]; ref 2.2 B200 "
                 "SuperPOD [V]"),
+    /* NVIDIA DGX GB200 NVL72 rack: 72 B200 GPUs in one NVLink 5 domain (fifth-generation NVLink
+     * switches, 1.8 TB/s per GPU), 36 Grace CPUs, 72 ConnectX-7 400 Gb/s InfiniBand NICs, one
+     * per GPU (DGX GB200 datasheet) [S]. The model's node is the NVLink domain. */
+    GS__CLUSTER_GRACE("gb200-nvl72", GS__GPU_GB200, GS__FABRIC_NVLINK5, GS__NIC_IB_NDR, 72, 72, 1,
+                      "DGX GB200 NVL72 datasheet (72x GB200 GPU, NVLink 5 domain of 72, 36 Grace CPUs, 72x "
+                      "CX-7 400G) [S]"),
     /* Commodity nodes: GPUs talk over PCIe (ref 2.4 NCCL model), one Ethernet NIC per node,
      * no rails. Not a vendor reference design: the seed's "64 GPUs on 25 GbE" setting. */
     GS__CLUSTER("pcie-a100-25gbe", GS__GPU_A100_PCIE_80G, GS__FABRIC_PCIE_GEN4, GS__NIC_ETH_25, 8, 1, 0,
@@ -499,6 +513,21 @@ const char *gs_link_kind_name(gs_link_kind k)
     case GS_LINK_ETHERNET: return "ethernet";
     }
     return "unknown";
+}
+
+const char *gs_host_cpu_name(gs_host_cpu h)
+{
+    return h == GS_HOST_GRACE ? "grace" : "x86";
+}
+
+int gs_host_cpu_parse(const char *s, gs_host_cpu *out)
+{
+    for (int h = 0; h < GS_HOST_CPU_COUNT; h++)
+        if (strcasecmp(s, gs_host_cpu_name((gs_host_cpu)h)) == 0) {
+            *out = (gs_host_cpu)h;
+            return 0;
+        }
+    return -1;
 }
 
 static const char *cluster_label(const gs_cluster *c)

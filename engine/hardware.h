@@ -66,6 +66,11 @@ typedef struct gs_nic {
     const char *source;
 } gs_nic;
 
+/* The node's host CPU, which issues every kernel the training framework launches (the sim's host
+ * thread, sim/compute.h host_kernel_s): x86 (the DGX nodes' Xeons) or Arm Neoverse V2 (Grace, in
+ * GH200 and GB200 systems), whose per-op issuing is slower. */
+typedef enum gs_host_cpu { GS_HOST_X86 = 0, GS_HOST_GRACE, GS_HOST_CPU_COUNT } gs_host_cpu;
+
 typedef struct gs_cluster {
     char name[GS_HW_NAME_BYTES];
     gs_gpu gpu;
@@ -76,6 +81,7 @@ typedef struct gs_cluster {
     uint64_t nodes;
     int rail_optimized;      /* 1: NIC k of every node on leaf switch k */
     double oversubscription; /* >= 1: leaf-to-spine oversubscription ratio */
+    int host_cpu;            /* gs_host_cpu */
     const char *source;
 } gs_cluster;
 
@@ -116,6 +122,8 @@ gs_status gs_cluster_validate(const gs_cluster *c, gs_error *err);
 uint64_t gs_cluster_gpus(const gs_cluster *c);
 
 const char *gs_link_kind_name(gs_link_kind k);
+const char *gs_host_cpu_name(gs_host_cpu h);              /* "x86", "grace" */
+int gs_host_cpu_parse(const char *s, gs_host_cpu *out); /* 0 ok, -1 unknown */
 
 /* Case-insensitive Levenshtein distance, shared by the nearest-name helpers. Strings longer
  * than 255 bytes are compared on their first 255 bytes plus the difference of the rest's

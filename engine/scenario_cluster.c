@@ -13,7 +13,7 @@
 
 static const char *const cluster_keys[] = {
     "preset", "name", "nodes", "gpus_per_node", "nics_per_node", "gpu", "intra", "fabric",
-    "nic", "nic_gbps", "rail_optimized", "oversubscription",
+    "nic", "nic_gbps", "rail_optimized", "oversubscription", "host_cpu",
 };
 
 static const char *const gpu_keys[] = {
@@ -266,6 +266,22 @@ static gs_status cluster_nic_gbps(const gs__yaml_loader *l, const yaml_node_t *v
     return GS_OK;
 }
 
+/* host_cpu: the node's host CPU (x86, grace). */
+static gs_status cluster_host_cpu(const gs__yaml_loader *l, const yaml_node_t *v, gs_cluster *c)
+{
+    const yaml_node_t *n = gs__yaml_lookup(l, v, "host_cpu", NULL);
+    if (!n)
+        return GS_OK;
+    const char *name = gs__scenario_value_name(l, n, "cluster.host_cpu", "x86 or grace");
+    if (!name)
+        return GS_ERR_INPUT;
+    gs_host_cpu h;
+    if (gs_host_cpu_parse(name, &h) != 0)
+        return gs__yaml_fail_at(l, n, GS_ERR_INPUT, "cluster.host_cpu: found '%s', expected x86 or grace", name);
+    c->host_cpu = (int)h;
+    return GS_OK;
+}
+
 /* A mapping of cluster fields: a preset changed, or a cluster assembled from device presets. */
 static gs_status cluster_mapping(const gs__yaml_loader *l, const yaml_node_t *v, gs_cluster *c)
 {
@@ -295,7 +311,8 @@ static gs_status cluster_mapping(const gs__yaml_loader *l, const yaml_node_t *v,
         (st = gs__scenario_opt_count(l, v, "cluster", "gpus_per_node", &c->gpus_per_node, NULL)) ||
         (st = gs__scenario_opt_count(l, v, "cluster", "nics_per_node", &c->nics_per_node, &npn_given)) ||
         (st = gs__scenario_opt_bool(l, v, "cluster", "rail_optimized", &c->rail_optimized, NULL)) ||
-        (st = gs__scenario_opt_real(l, v, "cluster", "oversubscription", &c->oversubscription, NULL)))
+        (st = gs__scenario_opt_real(l, v, "cluster", "oversubscription", &c->oversubscription, NULL)) ||
+        (st = cluster_host_cpu(l, v, c)))
         return st;
     if (!p.preset && !npn_given)
         c->nics_per_node = c->gpus_per_node;

@@ -142,9 +142,9 @@ static gs_status put_cluster(gs_text *t, const gs_cluster *c, gs_error *err)
     return gs_text_printf(t,
                           "cluster:\n  preset: %s\n  nodes: %" PRIu64 "\n  gpus_per_node: %" PRIu64
                           "\n  nics_per_node: %" PRIu64 "\n  rail_optimized: %s\n"
-                          "  oversubscription: %.17g\n",
+                          "  oversubscription: %.17g\n  host_cpu: %s\n",
                           p->name, c->nodes, c->gpus_per_node, c->nics_per_node,
-                          yes_no(c->rail_optimized), c->oversubscription);
+                          yes_no(c->rail_optimized), c->oversubscription, gs_host_cpu_name((gs_host_cpu)c->host_cpu));
 }
 
 static gs_status put_strategy(gs_text *t, const gs_strategy *s, gs_error *err)

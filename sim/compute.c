@@ -41,6 +41,12 @@
  * skips the Python part but not the dispatcher and the launch: counted alike [U]. */
 #define GS_HOST_KERNEL_S 8e-6
 
+/* Grace (Arm Neoverse V2) issues PyTorch's ops more slowly than the DGX nodes' Xeons: a
+ * torch.nn.Linear forward's host time is 33.17 us on GH200 and 37.08 us on GB200 against 13.48 us
+ * on a DGX H100 (Xeon Platinum 8480C), 2.46x and 2.75x (NVIDIA/TransformerEngine issue 2053,
+ * bf16, hidden 2048, 8192 tokens); their mean. */
+#define GS_HOST_GRACE_FACTOR 2.6
+
 /* Compute slowdown while communication kernels run on the same GPU: NCCL kernels hold SMs
  * (about 15% of the SMs while a collective runs, NVIDIA/nccl#1432) and compete for HBM: "NVLink
  * traffic costs 2-3x its bytes in HBM reads and writes" (NCCL maintainer, NVIDIA/nccl#1428, where
@@ -293,7 +299,7 @@ void gs_compute_model_for_scenario(gs_compute_model *m, const gs_scenario *s)
     m->norm_kernels = gs_norm_kernels(fused, s->model.norm == GS_NORM_RMSNORM);
     m->act_kernels = gs_act_kernels(fused, s->model.mlp == GS_MLP_SWIGLU);
     m->rope_kernels = gs_rope_kernels(fused);
-    m->host_kernel_s = GS_HOST_KERNEL_S;
+    m->host_kernel_s = GS_HOST_KERNEL_S * (s->cluster.host_cpu == GS_HOST_GRACE ? GS_HOST_GRACE_FACTOR : 1.0);
     gs_attn_model_init(&m->attn,
                        gs_attention_resolve(st->attention, fw, st->flash_attention, s->cluster.gpu.compute_capability),
                        &s->cluster.gpu);

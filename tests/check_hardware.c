@@ -264,6 +264,19 @@ START_TEST(test_cluster_composition)
     c = cluster("dgx-b200");
     ck_assert_str_eq(c.intra.name, "nvlink5");
     ck_assert_str_eq(c.nic.name, "ib-ndr");
+    ck_assert_int_eq(c.host_cpu, GS_HOST_X86);
+    /* DGX GB200 NVL72: one NVLink 5 domain of 72 GPUs, a 400G NIC per GPU, Grace hosts */
+    c = cluster("gb200-nvl72");
+    ck_assert_str_eq(c.gpu.name, "gb200");
+    ck_assert_str_eq(c.intra.name, "nvlink5");
+    ck_assert_uint_eq(c.gpus_per_node, 72);
+    ck_assert_uint_eq(c.nics_per_node, 72);
+    ck_assert_int_eq(c.host_cpu, GS_HOST_GRACE);
+    ck_assert_str_eq(gs_host_cpu_name(GS_HOST_GRACE), "grace");
+    gs_host_cpu h;
+    ck_assert_int_eq(gs_host_cpu_parse("Grace", &h), 0);
+    ck_assert_int_eq(h, GS_HOST_GRACE);
+    ck_assert_int_eq(gs_host_cpu_parse("arm", &h), -1);
 
     c = cluster("pcie-a100-25gbe");
     ck_assert_str_eq(c.intra.name, "pcie-gen4");

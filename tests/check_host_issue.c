@@ -111,6 +111,25 @@ START_TEST(test_kernel_counts)
 }
 END_TEST
 
+/* A Grace host issues each kernel 2.6 times as slowly (TE issue 2053's torch.nn.Linear host
+ * times, 33.17 and 37.08 us on GH200 and GB200 against 13.48 on a Xeon 8480C: their ratios'
+ * mean): the eager norm's 7 kernels take 7 x 8 x 2.6 = 145.6 us to issue. */
+START_TEST(test_grace_host)
+{
+    sim_run r;
+    run(TINY_MODEL "cluster: {preset: dgx-h100, gpus_per_node: 1, host_cpu: grace}\ngrid: {dp: 1}\n"
+                   "batch: {global: 1, micro: 1}\nstrategy: {framework: fsdp2, compile: false}\n",
+        &r);
+    ck_assert_double_eq_tol(gs_compute_host_time(&r.cm, event_of(&r, GS_ROLE_ATTN_NORM, GS_PHASE_FWD)), 145.6e-6,
+                            1e-15);
+    double grace = r.rep.host_issue_s;
+    run_fini(&r);
+    run(TINY_MODEL ONE_GPU "strategy: {framework: fsdp2, compile: false}\n", &r);
+    ck_assert_double_eq_tol(grace, 2.6 * r.rep.host_issue_s, 1e-12);
+    run_fini(&r);
+}
+END_TEST
+
 /* A second implementation of the replay for a rank whose events all run on the compute stream
  * in list order (one GPU, no collectives): event k starts at max(the previous end, H_k) with
  * H_k the host costs of events 0..k summed; the step is the last end. Returns the step and
@@ -177,6 +196,7 @@ static Suite *host_suite(void)
     TCase *c = tcase_create("core");
     tcase_add_test(c, test_kernel_counts);
     tcase_add_test(c, test_host_bound_step);
+    tcase_add_test(c, test_grace_host);
     suite_add_tcase(s, c);
     return s;
 }
