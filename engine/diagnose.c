@@ -375,11 +375,12 @@ static void check_host_bound(const facts *f, gs_diagnose_row *row)
         row->applies = GS_DIAGNOSE_YES;
     else if (share > HOST_BOUND_RISK)
         row->applies = GS_DIAGNOSE_AT_RISK;
-    detail(row, "the busiest host thread issues the step's kernels in %s, %.1f%% of the %s step (%s%s)",
+    gs_framework fw = gs_framework_resolve(f->c.s.strategy.framework, (int)f->c.s.strategy.sharding);
+    const char *how = fw == GS_FW_MEGATRON ? (f->c.s.strategy.cuda_graphs ? "CUDA graphs" : "no CUDA graphs")
+                      : f->c.s.strategy.compile ? "compiled" : "eager";
+    detail(row, "the busiest host thread issues the step's kernels in %s, %.1f%% of the %s step (%s, %s)",
            gs_fmt_seconds(f->m.host_issue_s, t1, sizeof t1), 100 * share,
-           gs_fmt_seconds(f->m.step_time_s, t2, sizeof t2),
-           gs_framework_name(gs_framework_resolve(f->c.s.strategy.framework, (int)f->c.s.strategy.sharding)),
-           f->c.s.strategy.compile ? ", compiled" : ", eager");
+           gs_fmt_seconds(f->m.step_time_s, t2, sizeof t2), gs_framework_name(fw), how);
 }
 
 /* The table: the seed article's troubleshooting table (its section 5) in its order, then its
@@ -442,8 +443,9 @@ static const rule rules[] = {
     {"host-bound", "GPUs wait between small kernels", "the host issues kernels slower than the GPU runs them",
      "the busiest rank's host thread's time to issue the step (8 us per kernel, sim's host model) over the "
      "simulated step: yes above 80%, at risk above 50%",
-     "fewer, longer kernels: torch.compile's fusion, a larger micro-batch; CUDA graphs (not simulated) issue a layer in one call",
-     "fraction", check_host_bound, {gs__fix_compile, gs__fix_micro_double}},
+     "fewer host calls: torch.compile's fused kernels (PyTorch), CUDA graphs (Megatron); longer kernels: a "
+     "larger micro-batch",
+     "fraction", check_host_bound, {gs__fix_fewer_issues, gs__fix_micro_double}},
 };
 static const size_t nrules = sizeof rules / sizeof rules[0];
 

@@ -220,15 +220,23 @@ fix_result gs__fix_full_shard(const facts *f, dcase *c, char *label, char *why)
     return FIX_APPLIED;
 }
 
-fix_result gs__fix_compile(const facts *f, dcase *c, char *label, char *why)
+/* Fewer host calls: torch.compile's fused kernels under the PyTorch frameworks, CUDA graphs
+ * (one call per layer and micro-batch) under Megatron. */
+fix_result gs__fix_fewer_issues(const facts *f, dcase *c, char *label, char *why)
 {
     (void)f;
-    gs__diag_say(label, "compile: true (torch.compile: Inductor fuses the elementwise ops into fewer kernels)");
     gs_framework fw = gs_framework_resolve(c->s.strategy.framework, (int)c->s.strategy.sharding);
     if (fw == GS_FW_MEGATRON) {
-        gs__diag_say(why, "Megatron's kernels are fused already (Transformer Engine, Apex)");
-        return FIX_NONE;
+        gs__diag_say(label, "cuda_graphs: true (Megatron --cuda-graph-impl local: a layer's kernels in one call)");
+        if (c->s.strategy.cuda_graphs) {
+            gs__diag_say(why, "already CUDA graphs (effect against cuda_graphs: false)");
+            c->s.strategy.cuda_graphs = 0;
+            return FIX_ALREADY;
+        }
+        c->s.strategy.cuda_graphs = 1;
+        return FIX_APPLIED;
     }
+    gs__diag_say(label, "compile: true (torch.compile: Inductor fuses the elementwise ops into fewer kernels)");
     if (c->s.strategy.compile) {
         gs__diag_say(why, "already compiled (effect against compile: false)");
         c->s.strategy.compile = 0;

@@ -86,6 +86,6 @@ fix_result gs__fix_overlap_param_gather(const facts *f, dcase *c, char *label, c
 fix_result gs__fix_fused_loss(const facts *f, dcase *c, char *label, char *why);
 fix_result gs__fix_no_offload(const facts *f, dcase *c, char *label, char *why);
 fix_result gs__fix_full_shard(const facts *f, dcase *c, char *label, char *why);
-fix_result gs__fix_compile(const facts *f, dcase *c, char *label, char *why);
+fix_result gs__fix_fewer_issues(const facts *f, dcase *c, char *label, char *why);
 
 #endif

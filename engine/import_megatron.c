@@ -78,6 +78,14 @@ const gs__mg_flag gs__mg_flags[] = {
     {"overlap-param-gather", MG_SWITCH, MG_OPG, NULL},
     {"tp-comm-overlap", MG_SWITCH, MG_TPCO, NULL},
     {"cross-entropy-loss-fusion", MG_SWITCH, MG_XENT_FUSION, NULL},
+    {"cuda-graph-impl", MG_ONE, MG_CUDA_GRAPH_IMPL, NULL},
+    {"enable-cuda-graph", MG_SWITCH, MG_CUDA_GRAPH, NULL},
+    {"external-cuda-graph", MG_SWITCH, MG_CUDA_GRAPH_EXT, NULL},
+    {"cuda-graph-scope", MG_MANY, MG_IGNORE, "which modules a graph captures: strategy.cuda_graphs captures "
+                                             "whole transformer layers"},
+    {"cuda-graph-modules", MG_MANY, MG_IGNORE, "which modules a graph captures: strategy.cuda_graphs captures "
+                                               "whole transformer layers"},
+    {"cuda-graph-warmup-steps", MG_ONE, MG_IGNORE, mg_train},
     {"cross-entropy-fusion-impl", MG_ONE, MG_IGNORE, "which fused cross-entropy kernel (native or te): both "
                                                      "are modelled as strategy.cross_entropy: fused"},
     {"no-gradient-accumulation-fusion", MG_SWITCH, MG_IGNORE, mg_fusion},

@@ -610,6 +610,16 @@ static gs_status mg_overlaps(const char *origin, const gs__words *ws, const gs__
         g->flash_attention = 1;
     /* the loss: Megatron's vocab_parallel_cross_entropy (tensor ops) unless fused */
     g->cross_entropy = st->given[MG_XENT_FUSION] ? GS_XENT_FUSED : GS_XENT_UNFUSED;
+    /* CUDA graphs: --cuda-graph-impl local (Megatron-Core's own capture) or transformer_engine
+     * (TE's make_graphed_callables); --enable-cuda-graph and --external-cuda-graph before it */
+    g->cuda_graphs = st->given[MG_CUDA_GRAPH] || st->given[MG_CUDA_GRAPH_EXT];
+    if (st->given[MG_CUDA_GRAPH_IMPL]) {
+        static const char *const impls[] = {"none", "local", "transformer_engine"};
+        if ((rc = gs__mg_choice(gs__mg_where(origin, ws, st->at[MG_CUDA_GRAPH_IMPL], where, sizeof where),
+                                "cuda-graph-impl", st->str[MG_CUDA_GRAPH_IMPL], impls, 3, &e, err)))
+            return rc;
+        g->cuda_graphs = e > 0;
+    }
     return GS_OK;
 }
 

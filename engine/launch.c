@@ -670,6 +670,8 @@ static void put_megatron_model(flag_lines *fl, const gs_scenario *s, const gs_me
     flag(&f, "--attention-backend %s", st->flash_attention ? "flash" : "unfused");
     if (st->cross_entropy == GS_XENT_FUSED)
         flag(&f, "--cross-entropy-loss-fusion");
+    if (st->cuda_graphs)
+        flag(&f, "--cuda-graph-impl local");
     *fl = f;
 }
 

@@ -93,7 +93,7 @@ static const char *const strategy_keys[] = {
     "sharding", "wrap", "prefetch", "forward_prefetch", "reshard_after_forward",
     "limit_all_gathers", "recompute", "recompute_every", "recompute_modules", "flash_attention", "offload", "precision", "pipeline", "grad_sync",
     "virtual_stages", "sequence_parallel", "bucket_mb", "overlap_param_gather", "tp_comm_overlap", "grad_dtype", "overlap_grad_reduce",
-    "bucket_stages", "cross_entropy", "framework", "compile", "attention", "fp8_recipe", "fp8_params",
+    "bucket_stages", "cross_entropy", "framework", "compile", "cuda_graphs", "attention", "fp8_recipe", "fp8_params",
     "cp_comm", "moe_dispatcher", "adam_dtype", "precision_aware_optimizer",
 };
 
@@ -353,6 +353,8 @@ static gs_status strategy_kernels(const gs__yaml_loader *l, const yaml_node_t *v
     if ((st = gs__scenario_opt_enum(l, v, sec, "attention", &attentions, &e)))
         return st;
     s->attention = (gs_attn_impl)e;
+    if ((st = gs__scenario_opt_bool(l, v, sec, "cuda_graphs", &s->cuda_graphs, NULL)))
+        return st;
     return gs__scenario_opt_bool(l, v, sec, "compile", &s->compile, NULL);
 }
 
@@ -430,6 +432,12 @@ static gs_status strategy_refusals(const gs__yaml_loader *l, const yaml_node_t *
                                 gs_sharding_shards_params(s->sharding)
                                     ? "already gathers each unit before its forward (prefetch settings)"
                                     : "gathers no parameters");
+    if (s->cuda_graphs && gs_framework_resolve(s->framework, (int)s->sharding) != GS_FW_MEGATRON)
+        return gs__yaml_fail_at(l, gs__yaml_lookup(l, v, "cuda_graphs", NULL), GS_ERR_INPUT,
+                                "strategy.cuda_graphs captures Megatron-Core's transformer layers "
+                                "(--cuda-graph-impl): found framework %s, expected megatron (PyTorch FSDP's "
+                                "hooks are not captured)",
+                                gs_framework_name(gs_framework_resolve(s->framework, (int)s->sharding)));
     if (s->pipeline != GS_PIPE_INTERLEAVED && s->virtual_stages > 1)
         return gs__yaml_fail_at(l, gs__yaml_lookup(l, v, "virtual_stages", NULL), GS_ERR_INPUT,
                                 "strategy.virtual_stages=%llu needs pipeline: interleaved: found "

@@ -150,6 +150,11 @@ typedef struct gs_strategy {
     gs_framework framework;     /* default AUTO (engine/framework.h: fsdp1 for the FSDP shardings,
                                    megatron otherwise) */
     int compile;                /* 1: torch.compile fuses the elementwise ops (Inductor); default 0 */
+    int cuda_graphs;            /* 1: each transformer layer's forward and backward of a micro-batch
+                                   run as CUDA graphs, issued by the host in one call each
+                                   (Megatron-Core --cuda-graph-impl local or transformer_engine,
+                                   formerly --enable-cuda-graph / --external-cuda-graph); Megatron
+                                   only; default 0 */
     gs_attn_impl attention;     /* the attention kernel; default AUTO (from the framework, the GPU
                                    and flash_attention) */
     gs_fp8 fp8;                 /* default OFF; precision: fp8 sets it (precision stays bf16: the

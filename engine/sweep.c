@@ -16,14 +16,14 @@ static const char *const key_names[GS_SWEEP_KEY_COUNT] = {
     "gpus", "nodes", "nic", "nic_gbps", "fabric", "global_batch", "micro", "seq",
     "tp",   "pp",    "dp",  "sharding", "recompute", "pipeline", "offload",
     "sp",   "tp_comm_overlap", "overlap_param_gather", "flash_attention", "cross_entropy",
-    "framework", "compile", "attention", "power_w", "precision", "cp", "ep", "etp",
+    "framework", "compile", "attention", "power_w", "precision", "cp", "ep", "etp", "cuda_graphs",
 };
 
 /* The keys that switch a strategy flag: values 0 or 1. */
 static int is_switch(gs_sweep_key k)
 {
     return k == GS_SWEEP_OFFLOAD || k == GS_SWEEP_SP || k == GS_SWEEP_TP_OVERLAP || k == GS_SWEEP_PARAM_GATHER ||
-           k == GS_SWEEP_FLASH || k == GS_SWEEP_COMPILE;
+           k == GS_SWEEP_FLASH || k == GS_SWEEP_COMPILE || k == GS_SWEEP_CUDA_GRAPHS;
 }
 
 const char *gs_sweep_key_name(gs_sweep_key k)
@@ -37,7 +37,7 @@ int gs_sweep_key_is_count(gs_sweep_key k)
     case GS_SWEEP_GPUS: case GS_SWEEP_NODES: case GS_SWEEP_GLOBAL_BATCH: case GS_SWEEP_MICRO:
     case GS_SWEEP_SEQ: case GS_SWEEP_TP: case GS_SWEEP_PP: case GS_SWEEP_DP: case GS_SWEEP_OFFLOAD:
     case GS_SWEEP_SP: case GS_SWEEP_TP_OVERLAP: case GS_SWEEP_PARAM_GATHER: case GS_SWEEP_FLASH:
-    case GS_SWEEP_COMPILE: case GS_SWEEP_CP: case GS_SWEEP_EP: case GS_SWEEP_ETP:
+    case GS_SWEEP_COMPILE: case GS_SWEEP_CP: case GS_SWEEP_EP: case GS_SWEEP_ETP: case GS_SWEEP_CUDA_GRAPHS:
         return 1;
     default:
         return 0;
@@ -91,7 +91,7 @@ static gs_status bad_value(gs_sweep_key k, const char *v, gs_error *err)
     case GS_SWEEP_RECOMPUTE: what = "none, selective or full"; break;
     case GS_SWEEP_PIPELINE: what = "1f1b or gpipe"; break;
     case GS_SWEEP_OFFLOAD: case GS_SWEEP_SP: case GS_SWEEP_TP_OVERLAP: case GS_SWEEP_PARAM_GATHER:
-    case GS_SWEEP_FLASH: case GS_SWEEP_COMPILE:
+    case GS_SWEEP_FLASH: case GS_SWEEP_COMPILE: case GS_SWEEP_CUDA_GRAPHS:
         what = "0 or 1";
         break;
     case GS_SWEEP_XENT: what = "unfused or fused"; break;
@@ -254,7 +254,7 @@ gs_status gs_sweep_add(gs_sweep *sw, const char *arg, gs_error *err)
     if (!eq)
         return gs_error_set(err, GS_ERR_INPUT, "--vary: found '%s', expected KEY=V1,V2,... or KEY=A..B", arg);
     if (key_parse(arg, (size_t)(eq - arg), &ax.key) != 0) {
-        char list[256] = "";
+        char list[512] = "";
         size_t used = 0;
         for (int k = 0; k < GS_SWEEP_KEY_COUNT && used < sizeof list; k++)
             used += (size_t)snprintf(list + used, sizeof list - used, "%s%s", k ? ", " : "", key_names[k]);
@@ -437,6 +437,7 @@ gs_status gs_sweep_apply(const gs_scenario *base, const gs_sweep *sw, uint64_t p
         case GS_SWEEP_XENT: gs_xent_parse(v, &s->strategy.cross_entropy); break;
         case GS_SWEEP_FRAMEWORK: gs_framework_parse(v, &s->strategy.framework); break;
         case GS_SWEEP_COMPILE: s->strategy.compile = n != 0; break;
+        case GS_SWEEP_CUDA_GRAPHS: s->strategy.cuda_graphs = n != 0; break;
         case GS_SWEEP_ATTENTION: gs_attn_impl_parse(v, &s->strategy.attention); break;
         case GS_SWEEP_POWER_W: {
             /* a cap above the TDP changes nothing (the peaks are specified there) */

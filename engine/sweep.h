@@ -41,6 +41,7 @@ typedef enum gs_sweep_key {
     GS_SWEEP_CP,           /* context parallelism (dp = GPUs / (cp x pp x tp) unless dp is varied too) */
     GS_SWEEP_EP,           /* expert parallelism (a MoE model's; carved out of dp x cp: dp unchanged) */
     GS_SWEEP_ETP,          /* expert tensor parallelism (a divisor of tp; carved out too) */
+    GS_SWEEP_CUDA_GRAPHS,  /* cuda_graphs: 0 | 1 (Megatron; other frameworks ignore it) */
     GS_SWEEP_KEY_COUNT
 } gs_sweep_key;
 

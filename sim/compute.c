@@ -300,6 +300,8 @@ void gs_compute_model_for_scenario(gs_compute_model *m, const gs_scenario *s)
     m->act_kernels = gs_act_kernels(fused, s->model.mlp == GS_MLP_SWIGLU);
     m->rope_kernels = gs_rope_kernels(fused);
     m->host_kernel_s = GS_HOST_KERNEL_S * (s->cluster.host_cpu == GS_HOST_GRACE ? GS_HOST_GRACE_FACTOR : 1.0);
+    m->cuda_graphs = st->cuda_graphs && fw == GS_FW_MEGATRON; /* what Megatron captures (the loader refuses
+                                                                 it elsewhere; sweep may set it) */
     gs_attn_model_init(&m->attn,
                        gs_attention_resolve(st->attention, fw, st->flash_attention, s->cluster.gpu.compute_capability),
                        &s->cluster.gpu);
@@ -578,6 +580,15 @@ int gs_compute_kernels(const gs_compute_model *m, const gs_event *e)
     if (e->op == GS_OP_QKV && e->role == GS_ROLE_QKV && m->rope_cols > 0.0)
         k += m->rope_kernels;
     return k;
+}
+
+uint64_t gs_compute_graph_key(const gs_compute_model *m, const gs_event *e)
+{
+    if (!m->cuda_graphs || e->layer < 0 || e->phase == GS_PHASE_OPTIM)
+        return 0;
+    if (e->kind != GS_EV_COMPUTE && !(e->kind == GS_EV_COLLECTIVE && e->stream == GS_STREAM_TP))
+        return 0;
+    return 1 + ((uint64_t)(uint32_t)e->layer << 34 | (uint64_t)e->mb << 2 | (uint64_t)(e->phase & 3));
 }
 
 double gs_compute_host_time(const gs_compute_model *m, const gs_event *e)

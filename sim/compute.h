@@ -26,6 +26,8 @@ typedef struct gs_compute_model {
                                  framework's Python, the dispatcher, cudaLaunchKernel): a kernel
                                  starts no earlier than the host has issued it and every event
                                  before it in the rank's list; 0: the host is not modelled */
+    int cuda_graphs;          /* 1: a transformer layer's events of one micro-batch and phase are a
+                                 CUDA graph the host issues in one call (strategy.cuda_graphs) */
     int norm_kernels, act_kernels, rope_kernels; /* kernels of a forward norm event (with its
                                  residual add), activation event and rotary embedding of q and k,
                                  by the framework's fusion (engine/framework.h); a backward event
@@ -146,6 +148,12 @@ int gs_compute_kernels(const gs_compute_model *m, const gs_event *e);
  * compute event, one call's host_kernel_s for a collective, send, receive or copy; 0 when
  * host_kernel_s is 0. */
 double gs_compute_host_time(const gs_compute_model *m, const gs_event *e);
+/* With cuda_graphs: the CUDA graph event e is captured in, as a key (its layer, micro-batch and
+ * phase: a transformer layer's compute and TP collectives of one micro-batch's forward, recompute
+ * or backward), or 0 when e runs outside any graph (the embedding, the head and loss, the
+ * optimizer, DP and pipeline communication), and always 0 without cuda_graphs. The host issues a
+ * graph in one call (host_kernel_s) where its events would each cost their own. */
+uint64_t gs_compute_graph_key(const gs_compute_model *m, const gs_event *e);
 
 /* Seconds for a compute event run on the host CPU (the optimizer under CPU offload, which the
  * event alone cannot tell): roofline on host_flops and host_bw, no kernel launch. */

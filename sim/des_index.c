@@ -537,8 +537,15 @@ static int setup_host(run_ctx *c)
         if (!(t->host_s = malloc((r->nevents ? r->nevents : 1) * sizeof *t->host_s)))
             return -1;
         double at = 0.0;
+        uint64_t graph = 0; /* the CUDA graph the host launched last (0: none) */
         for (size_t k = 0; k < r->nevents; k++) {
-            at += gs_compute_host_time(cm, &r->events[k]);
+            uint64_t g = gs_compute_graph_key(cm, &r->events[k]);
+            if (!g)
+                at += gs_compute_host_time(cm, &r->events[k]);
+            else if (g != graph) /* a graph's events cost its launch, once */
+                at += cm->host_kernel_s;
+            if (g)
+                graph = g;
             t->host_s[k] = at;
         }
     }

@@ -130,6 +130,39 @@ START_TEST(test_grace_host)
 }
 END_TEST
 
+/* Megatron's fused kernels. A block's forward: norm 2 (the add, the norm), QKV 1 + rotary 2,
+ * attention 1, output projection 1, norm 2, up 1, SwiGLU 1, down 1 = 12; its backward: norms
+ * 2 x 4, QKV's two GEMMs + rotary 2, attention 2, the other three GEMM events 2 each, SwiGLU 2
+ * = 22; the root: embedding, final norm, head, loss 1 each forward; loss 1, head 2, final norm 1,
+ * embedding 1 backward; the optimizer 1: 2 x (12 + 22) + 10 = 78 kernels, 624 us of issuing.
+ * With CUDA graphs each block's forward and backward is one call (4 graphs): 4 + 10 = 14 calls,
+ * 112 us. */
+START_TEST(test_cuda_graphs)
+{
+    sim_run r;
+    run(TINY_MODEL ONE_GPU "strategy: {framework: megatron}\n", &r);
+    ck_assert_double_eq_tol(r.rep.host_issue_s, 78 * 8e-6, 1e-12);
+    double step = r.rep.step_time_s;
+    run_fini(&r);
+    run(TINY_MODEL ONE_GPU "strategy: {framework: megatron, cuda_graphs: true}\n", &r);
+    ck_assert_double_eq_tol(r.rep.host_issue_s, 14 * 8e-6, 1e-12);
+    ck_assert_msg(r.rep.step_time_s < step, "graphs %.9g s, without %.9g s", r.rep.step_time_s, step);
+    /* the graphs: each layer's forward and its backward */
+    const gs_rank_events *re = &r.sch->ranks[0];
+    uint64_t keys[8];
+    size_t nkeys = 0;
+    for (size_t k = 0; k < re->nevents; k++) {
+        uint64_t g = gs_compute_graph_key(&r.cm, &re->events[k]);
+        if (g && (nkeys == 0 || keys[nkeys - 1] != g)) {
+            ck_assert_uint_lt(nkeys, 8);
+            keys[nkeys++] = g;
+        }
+    }
+    ck_assert_uint_eq(nkeys, 4);
+    run_fini(&r);
+}
+END_TEST
+
 /* A second implementation of the replay for a rank whose events all run on the compute stream
  * in list order (one GPU, no collectives): event k starts at max(the previous end, H_k) with
  * H_k the host costs of events 0..k summed; the step is the last end. Returns the step and
@@ -197,6 +230,7 @@ static Suite *host_suite(void)
     tcase_add_test(c, test_kernel_counts);
     tcase_add_test(c, test_host_bound_step);
     tcase_add_test(c, test_grace_host);
+    tcase_add_test(c, test_cuda_graphs);
     suite_add_tcase(s, c);
     return s;
 }

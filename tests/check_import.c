@@ -335,6 +335,39 @@ START_TEST(test_optimizer_flags)
 }
 END_TEST
 
+/* CUDA graphs: --cuda-graph-impl local or transformer_engine (Megatron-Core's own capture, or
+ * TE's make_graphed_callables), and the flags before it (--enable-cuda-graph,
+ * --external-cuda-graph), set strategy.cuda_graphs; --cuda-graph-impl none clears it; a scope is
+ * noted as ignored (whole layers are captured). */
+START_TEST(test_cuda_graph_flags)
+{
+    gs_scenario s;
+    gs_diag ig;
+    gs_error err;
+    gs_import_opts o;
+    gs_import_opts_init(&o);
+    o.cluster = "dgx-h100";
+    o.model = "llama2-7b";
+    o.nodes = 1;
+    gs_diag_init(&ig);
+    gs_error_init(&err);
+    static const char *const on[] = {"--bf16 --cuda-graph-impl local", "--bf16 --cuda-graph-impl transformer_engine",
+                                     "--bf16 --enable-cuda-graph", "--bf16 --external-cuda-graph"};
+    for (size_t i = 0; i < sizeof on / sizeof on[0]; i++) {
+        ck_assert_int_eq(gs_import_megatron_args(on[i], "run.sh", &o, &s, &ig, &err), GS_OK);
+        ck_assert_msg(s.strategy.cuda_graphs == 1, "%s", on[i]);
+    }
+    ck_assert_int_eq(gs_import_megatron_args("--bf16 --cuda-graph-impl none", "run.sh", &o, &s, &ig, &err), GS_OK);
+    ck_assert_int_eq(s.strategy.cuda_graphs, 0);
+    ck_assert_int_eq(gs_import_megatron_args("--bf16", "run.sh", &o, &s, &ig, &err), GS_OK);
+    ck_assert_int_eq(s.strategy.cuda_graphs, 0);
+    ck_assert_int_eq(gs_import_megatron_args("--bf16 --cuda-graph-impl local --cuda-graph-scope attn", "run.sh", &o,
+                                             &s, &ig, &err), GS_OK);
+    ck_assert_uint_eq(count_lines(&ig, "--cuda-graph-scope: ignored"), 1);
+    gs_diag_fini(&ig);
+}
+END_TEST
+
 /* FP8: --fp8-format (e4m3 or hybrid) over --bf16 turns strategy.fp8 on, --fp8-recipe delayed (the
  * default) or tensorwise picks the recipe, --fp8-param-gather the FP8 parameters; other recipes,
  * FP8 without --bf16 and FP8 on a GPU without FP8 tensor cores are refused; the recipe and param
@@ -879,6 +912,7 @@ static Suite *import_suite(void)
     tcase_add_test(mg, test_megatron_env);
     tcase_add_test(mg, test_example_script);
     tcase_add_test(mg, test_fp8_flags);
+    tcase_add_test(mg, test_cuda_graph_flags);
     tcase_add_test(mg, test_optimizer_flags);
     tcase_add_test(mg, test_shell);
     tcase_add_test(mg, test_shell_refusals);
