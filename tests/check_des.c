@@ -192,7 +192,9 @@ static void exact_by_class(const char *rel, int *by_class)
     ck_assert_uint_eq(a.events, b.events);
     ck_assert_uint_eq(a.critical_rank, b.critical_rank);
     ck_assert_uint_eq(a.peak_bytes, b.peak_bytes);
-    ck_assert_uint_eq(a.warnings.count, b.warnings.count);
+    /* gs_sim_scenario adds the host-bound warning to the engine's report when its host thread
+     * issues for most of the step */
+    ck_assert_uint_eq(a.warnings.count, b.warnings.count + (a.host_issue_s > GS_HOST_BOUND_SHARE * a.step_time_s));
     gs_report_fini(&a);
     gs_report_fini(&b);
 }
