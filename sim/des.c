@@ -218,7 +218,7 @@ static int try_issue(run_ctx *c, size_t ri)
             continue;
         uint64_t id = EV_ID(ri, k);
         /* the host thread has not issued it yet: wake the stream when it has (once) */
-        if (t->host_s && c->now < t->host_s[k]) {
+        if (t->host_s && c->now < t->host_end_s && c->now < t->host_s[k]) {
             if (!(rt->host_armed & 1u << s)) {
                 rt->host_armed |= (uint8_t)(1u << s);
                 if (gs_queue_push(&c->h, t->host_s[k], id, HOST_ENTRY) != 0)

@@ -548,6 +548,7 @@ static int setup_host(run_ctx *c)
                 graph = g;
             t->host_s[k] = at;
         }
+        t->host_end_s = at;
     }
     return 0;
 }

@@ -98,6 +98,7 @@ typedef struct des_tmpl {
     double *host_s;               /* per event: when the rank's host thread has issued it, seconds
                                      from the step's start (the host costs of it and every event
                                      before it in the list); NULL: the host is not modelled */
+    double host_end_s;            /* the last of them: past it no event waits for the host */
 } des_tmpl;
 
 /* A slot as one rank list resolves it: for collectives and sends, instance / pair
