@@ -90,6 +90,32 @@ static const gs_model model_presets[] = {
      .source = "DeepSeek-V3 technical report (DeepSeek-AI 2024) / deepseek-ai/DeepSeek-V3 config.json: "
                "3 dense blocks (ffn 18432) then 58 MoE blocks of 256 experts (2048) top-8 + 1 shared; "
                "MLA counted exactly; MTP module excluded; seq 4096 = pre-training length"},
+    /* DeepSeek-V2 (DeepSeek-AI 2024, arXiv 2405.04434, sec. 3.1; deepseek-ai/DeepSeek-V2
+     * config.json): 60 blocks, the first with a dense SwiGLU MLP of 12288, the other 59 with 160
+     * routed experts of 1536, top-6, and 2 shared experts; MLA with q_lora_rank 1536, kv_lora_rank
+     * 512, qk_nope = v head dim 128, rope 64; vocab 102400, untied; 236B total as published (21B
+     * activated per token); seq 4096 = the pre-training length. torchtitan's deepseek_v3 flavor
+     * "236B". */
+    {.name = "deepseek-v2", .layers = 60, .hidden = 5120, .heads = 128, .kv_heads = 128, .head_dim = 128,
+     .ffn = 12288, .vocab = 102400, .seq = 4096, .tied_embeddings = 0, .bias = 0, .dropout = 0,
+     .norm = GS_NORM_RMSNORM, .mlp = GS_MLP_SWIGLU, .pos = GS_POS_ROPE,
+     .moe = {.experts = 160, .top_k = 6, .expert_ffn = 1536, .shared_experts = 2, .dense_layers = 1},
+     .mla = {.q_lora_rank = 1536, .kv_lora_rank = 512, .rope_head_dim = 64}, .nominal_params = 0,
+     .source = "DeepSeek-V2 (DeepSeek-AI 2024, arXiv 2405.04434) / deepseek-ai/DeepSeek-V2 config.json: "
+               "1 dense block (ffn 12288) then 59 MoE blocks of 160 experts (1536) top-6 + 2 shared; MLA "
+               "counted exactly; 236B total; torchtitan deepseek_v3 236B"},
+    /* DeepSeek-V2-Lite (deepseek-ai/DeepSeek-V2-Lite config.json and model card: 15.7B total,
+     * 2.4B activated): 27 blocks, the first dense (ffn 10944), 26 with 64 routed experts of 1408,
+     * top-6, and 2 shared; MLA without a query latent (q_lora_rank 0), kv_lora_rank 512, head
+     * dims 128 + rope 64; vocab 102400, untied; seq 4096. torchtitan's deepseek_v3 flavor "16B". */
+    {.name = "deepseek-v2-lite", .layers = 27, .hidden = 2048, .heads = 16, .kv_heads = 16, .head_dim = 128,
+     .ffn = 10944, .vocab = 102400, .seq = 4096, .tied_embeddings = 0, .bias = 0, .dropout = 0,
+     .norm = GS_NORM_RMSNORM, .mlp = GS_MLP_SWIGLU, .pos = GS_POS_ROPE,
+     .moe = {.experts = 64, .top_k = 6, .expert_ffn = 1408, .shared_experts = 2, .dense_layers = 1},
+     .mla = {.q_lora_rank = 0, .kv_lora_rank = 512, .rope_head_dim = 64}, .nominal_params = 0,
+     .source = "deepseek-ai/DeepSeek-V2-Lite config.json and model card: 1 dense block (ffn 10944) then 26 "
+               "MoE blocks of 64 experts (1408) top-6 + 2 shared; MLA with q_lora_rank 0; 15.7B total; "
+               "torchtitan deepseek_v3 16B"},
     /* GPT-3 175B (Brown et al. 2020, Table 2.1): 96 layers, d_model 12288, 96 heads, ctx 2048.
      * Vocab: 51200, the GPT-2 BPE's 50257 padded by Megatron to a multiple of 128 * tp (as in the
      * NAR21 rows below); the unpadded count is 11,587,584 smaller (174,604,259,328). */

@@ -491,6 +491,31 @@ START_TEST(test_deepseek_v3)
 }
 END_TEST
 
+/* DeepSeek-V2-Lite by hand (config.json; torchtitan's deepseek_v3 "16B"): MLA without a query
+ * latent: wq 2048 x 16 x 192 = 6,291,456; kv_a 2048 x 576 = 1,179,648; kv_b 512 x 16 x 256 =
+ * 2,097,152; o 2048 x 2048 = 4,194,304; the kv latent norm 512: 13,763,072. Norms 4,096. The
+ * dense block's MLP 3 x 2048 x 10944 = 67,239,936: 81,007,104. An expert 3 x 2048 x 1408 =
+ * 8,650,752, 64 routed + 2 shared, the router 2048 x 64 = 131,072: a MoE block 584,847,872.
+ * Total 81,007,104 + 26 x 584,847,872 + 2 x 102400 x 2048 + 2048 = 15,706,484,224, the model
+ * card's 15.7B. Active: 6 + 2 experts, 83,104,256 a MoE block: 2,661,150,208; without the input
+ * embedding (209,715,200) 2.45B, the card's "2.4B activated". DeepSeek-V2: 236B total, 21B
+ * activated (arXiv 2405.04434). */
+START_TEST(test_deepseek_v2)
+{
+    gs_model m = copy_preset("deepseek-v2-lite");
+    ck_assert_int_eq(gs_model_validate(&m, NULL), GS_OK);
+    ck_assert_uint_eq(gs_model_layer_params_at(&m, 0), 81007104ULL);
+    ck_assert_uint_eq(gs_model_layer_params_at(&m, 1), 584847872ULL);
+    ck_assert_uint_eq(gs_model_params(&m), 15706484224ULL);
+    ck_assert_uint_eq(gs_model_active_params(&m), 2661150208ULL);
+    m = copy_preset("deepseek-v2");
+    ck_assert_int_eq(gs_model_validate(&m, NULL), GS_OK);
+    ck_assert_msg(fabs((double)gs_model_params(&m) - 236e9) < 0.5e9, "%llu", (unsigned long long)gs_model_params(&m));
+    ck_assert_msg(fabs((double)gs_model_active_params(&m) - 21e9) < 0.5e9, "%llu",
+                  (unsigned long long)gs_model_active_params(&m));
+}
+END_TEST
+
 /* Model FLOPs of a MoE step use the active matmul weights: Mixtral 8x7B, one 4096-token sequence
  * at seq 4096, by hand: per block q,k,v,o 41,943,040 + router 32,768 + 2 experts 352,321,536;
  * LM head 131,072,000; attention 12 x 32 x T x 4096 x 4096. */
@@ -594,6 +619,7 @@ static Suite *model_suite(void)
     tcase_add_test(tc, test_mixtral_8x7b);
     tcase_add_test(tc, test_moe_published_totals);
     tcase_add_test(tc, test_deepseek_v3);
+    tcase_add_test(tc, test_deepseek_v2);
     tcase_add_test(tc, test_dense_unchanged);
     tcase_add_test(tc, test_nar21_rows);
     tcase_add_test(tc, test_gpt3_175b);
