@@ -51,8 +51,9 @@ static const tt_key tt_keys[] = {
     {"parallelism.context_parallel_rotate_method", NULL},
     {"parallelism.context_parallel_load_balancer", "the sequence is split head-tail (zig-zag), torchtitan's default"},
     {"parallelism.expert_parallel_degree", NULL}, {"parallelism.expert_tensor_parallel_degree", NULL},
-    {"parallelism.pipeline_parallel_expert_parallel_overlap", "mixture-of-experts models only"},
-    {"parallelism.expert_parallel_comm_backend", "mixture-of-experts models only"},
+    {"parallelism.pipeline_parallel_expert_parallel_overlap",
+     "the all-to-alls' overlap with another micro-batch's compute is not modelled"},
+    {"parallelism.expert_parallel_comm_backend", NULL},
     {"experimental.context_parallel_degree", NULL}, {"experimental.context_parallel_rotate_method", NULL},
     {"experimental.pipeline_parallel_degree", NULL}, {"experimental.pipeline_parallel_schedule", NULL},
     {"experimental.pipeline_parallel_microbatches", NULL}, {"experimental.pipeline_parallel_split_points", NULL},
@@ -70,6 +71,7 @@ static const tt_key tt_keys[] = {
     {"float8.scaling_type_input", NULL}, {"float8.scaling_type_weight", NULL}, {"float8.scaling_type_grad_output", NULL},
     {"float8.recipe_name", NULL}, {"float8.filter_fqns", "the LM head stays in bf16 in gridstep's FP8 model"},
     {"float8.emulate", NULL},
+    {"float8.moe_fqns", "the experts' grouped GEMMs follow the precision like the other linear layers"},
     {"quantize.linear.float8.enable_fsdp_float8_all_gather", NULL},
     {"quantize.linear.float8.precompute_float8_dynamic_scale_for_fsdp",
      "one amax all-reduce per step instead of one per parameter"},
@@ -213,6 +215,8 @@ static gs_status tt_enum(const tt *x, const char *key, const char *old, const ch
 static const char *const tt_flavors[][3] = {
     {"llama3", "8B", "llama3-8b"}, {"llama3", "70B", "llama3-70b"}, {"llama3", "405B", "llama3.1-405b"},
     {"llama2", "7B", "llama2-7b"}, {"llama2", "13B", "llama2-13b"}, {"llama2", "70B", "llama2-70b"},
+    {"deepseek_v3", "16B", "deepseek-v2-lite"}, {"deepseek_v3", "236B", "deepseek-v2"},
+    {"deepseek_v3", "671B", "deepseek-v3"},
 };
 #define TT_FLAVORS_N (sizeof tt_flavors / sizeof tt_flavors[0])
 
@@ -256,7 +260,7 @@ static gs_status tt_model(const tt *x, const gs_import_opts *o, gs_scenario *s)
     }
     return gs_error_set(x->err, GS_ERR_INPUT,
                         "%s: model %s, flavor %s: no gridstep preset for it (llama3 8B / 70B / 405B, llama2 7B / "
-                        "13B / 70B are mapped): give --model",
+                        "13B / 70B, deepseek_v3 16B / 236B / 671B are mapped): give --model",
                         x->path, n, f);
 }
 
@@ -363,11 +367,6 @@ static gs_status tt_degrees(const tt *x, tt_dims *d)
         return tt_fail(x, tt_get(x, "parallelism.data_parallel_shard_degree", "training.data_parallel_shard_degree"),
                        "found 0, expected -1 (the GPUs left) or a positive degree%s%s", "", "");
     d->shard = shard;
-    if (d->ep > 1 || d->etp > 1)
-        return tt_fail(x, tt_get(x, d->ep > 1 ? "parallelism.expert_parallel_degree" : "parallelism.expert_tensor_parallel_degree",
-                                 NULL),
-                       "found more than 1, expected 1 (%s)%s", "torchtitan's mixture-of-experts models are not imported",
-                       "");
     return GS_OK;
 }
 
@@ -404,6 +403,42 @@ static gs_status tt_world(const tt *x, const gs_import_opts *o, const gs_scenari
                             "cluster whose nodes they fill",
                             x->path, world, per_node, s->cluster.name);
     *nodes = world / per_node;
+    return GS_OK;
+}
+
+/* Expert parallelism (torchtitan's ParallelDims): ep ranks share a MoE layer's experts, carved out
+ * of dp_shard x cp, and of tp too when the experts are not split over TP (expert tensor parallel
+ * degree 1; otherwise it equals tp); the experts' FSDP2 shards over the rest of dp_shard. The
+ * all-to-all dispatch ("standard") is modelled, DeepEP's is not. */
+static gs_status tt_experts(const tt *x, const tt_dims *d, gs_scenario *s)
+{
+    static const char *const backends[] = {"standard", "deepep"};
+    gs_status st;
+    int be;
+    if ((st = tt_enum(x, "parallelism.expert_parallel_comm_backend", NULL, backends, 2, 0, "standard or deepep",
+                      &be)) != GS_OK)
+        return st;
+    if (!s->model.moe.experts) {
+        if (d->ep > 1 || d->etp > 1)
+            return tt_fail(x, tt_get(x, d->ep > 1 ? "parallelism.expert_parallel_degree"
+                                                  : "parallelism.expert_tensor_parallel_degree", NULL),
+                           "found more than 1, expected 1 (%s)%s", "the model has no experts", "");
+        return GS_OK;
+    }
+    if (be == 1)
+        return tt_fail(x, tt_get(x, "parallelism.expert_parallel_comm_backend", NULL),
+                       "found 'deepep', expected standard (%s)%s", "DeepEP's dispatch kernels are not modelled", "");
+    if (d->etp != 1 && d->etp != d->tp) {
+        char found[32], tp[32];
+        snprintf(found, sizeof found, "%lld", (long long)d->etp);
+        snprintf(tp, sizeof tp, "%lld", (long long)d->tp);
+        return tt_fail(x, tt_get(x, "parallelism.expert_tensor_parallel_degree", NULL),
+                       "found %s, expected 1 or tensor_parallel_degree %s (torchtitan's ParallelDims accepts no other)",
+                       found, tp);
+    }
+    s->grid.ep = (uint64_t)d->ep;
+    s->grid.etp = d->tp > 1 && d->etp == 1 ? 1 : 0;
+    s->strategy.moe_dispatcher = GS_MOE_ALLTOALL;
     return GS_OK;
 }
 
@@ -453,7 +488,7 @@ static gs_status tt_grid(const tt *x, const tt_dims *d, gs_scenario *s)
         return st;
     /* alltoall passes the K, V shards around the ring: the p2p exchange */
     s->strategy.cp_comm = r == 0 ? GS_CP_ALL_GATHER : GS_CP_P2P;
-    return GS_OK;
+    return tt_experts(x, d, s);
 }
 
 /* A list-valued option that must be empty (a custom split or schedule gridstep does not read). */
@@ -501,8 +536,10 @@ static gs_status tt_pipeline(const tt *x, const tt_dims *d, gs_scenario *s, uint
         (st = tt_int(x, "parallelism.pipeline_parallel_layers_per_stage", NULL, 0, 1, &per_stage)) ||
         (st = tt_int(x, "experimental.pipeline_parallel_microbatches", NULL, 0, 1, &mbs)))
         return st;
-    if (d->pp == 1)
+    if (d->pp == 1) { /* no pipeline: the schedule is not used (torchtitan's default names Interleaved1F1B) */
+        s->strategy.pipeline = GS_PIPE_1F1B;
         return GS_OK;
+    }
     if (first_less > 1 || last_less > 1)
         return tt_fail(x, gs_toml_find(x->t, first_less > 1 ? "parallelism.pipeline_parallel_first_stage_less_layers"
                                                             : "parallelism.pipeline_parallel_last_stage_less_layers"),
@@ -594,7 +631,7 @@ static gs_status tt_step_options(const tt *x, gs_scenario *s)
 static int tt_list_key(const char *key)
 {
     static const char *const lists[] = {"model.converters", "compile.components", "float8.filter_fqns",
-                                        "quantize.linear.float8.filter_fqns"};
+                                        "float8.moe_fqns", "quantize.linear.float8.filter_fqns"};
     for (size_t i = 0; i < sizeof lists / sizeof lists[0]; i++)
         if (strcmp(key, lists[i]) == 0)
             return 1;

@@ -32,7 +32,8 @@ int gs_launch_torchtitan_fits(const gs_scenario *s, const gs_mesh *m, char *out,
     const char *name, *flavor;
     gs_framework fw = gs_framework_resolve(st->framework, (int)st->sharding);
     if (!gs_torchtitan_flavor(&s->model, &name, &flavor))
-        return why(out, len, "the model: torchtitan's flavors are Llama 3 8B / 70B / 405B and Llama 2 7B / 13B / 70B");
+        return why(out, len, "the model: torchtitan's flavors are Llama 3 8B / 70B / 405B, Llama 2 7B / 13B / 70B and "
+                             "deepseek_v3 16B / 236B / 671B (DeepSeek-V2-Lite, V2, V3)");
     if (fw != GS_FW_FSDP2 && !(st->sharding == GS_SHARD_NO_SHARD && fw != GS_FW_MEGATRON && fw != GS_FW_DEEPSPEED))
         return why(out, len, "the framework: torchtitan is FSDP2 (or DDP)");
     if (st->sharding != GS_SHARD_FULL_SHARD && st->sharding != GS_SHARD_HYBRID_SHARD &&
@@ -50,8 +51,11 @@ int gs_launch_torchtitan_fits(const gs_scenario *s, const gs_mesh *m, char *out,
         return why(out, len, "no_shard with cp: torchtitan shards the parameters over dp_shard x cp");
     if (s->grid.cp > 1 && st->cp_comm == GS_CP_A2A)
         return why(out, len, "cp_comm a2a: torchtitan rotates K, V by allgather or alltoall (p2p)");
-    if (m->ep > 1 || s->model.moe.experts)
-        return why(out, len, "expert parallelism");
+    if (s->model.moe.experts && st->moe_dispatcher != GS_MOE_ALLTOALL)
+        return why(out, len, "the allgather dispatcher: torchtitan dispatches tokens by all-to-all");
+    if (s->model.moe.experts && s->grid.etp && s->grid.etp != 1 && s->grid.etp != s->grid.tp)
+        return why(out, len, "expert tensor parallelism other than 1 or tp");
+    (void)m;
     if (s->grid.tp > 1 && !st->sequence_parallel)
         return why(out, len, "tp without sequence parallelism: torchtitan's TP plan shards the norms");
     if (s->grid.first_stage_layers || s->grid.last_stage_layers || s->grid.layout.n)
@@ -89,6 +93,9 @@ static void put_parallelism(gs_text *t, const gs_scenario *s, gs_status *rc)
     if (cp > 1 && !*rc)
         *rc = gs_text_printf(t, "context_parallel_rotate_method = \"%s\"\n",
                              st->cp_comm == GS_CP_P2P ? "alltoall" : "allgather");
+    if (s->model.moe.experts && !*rc)
+        *rc = gs_text_printf(t, "expert_parallel_degree = %" PRIu64 "\nexpert_tensor_parallel_degree = %" PRIu64 "\n",
+                             s->grid.ep ? s->grid.ep : 1, s->grid.etp == 1 ? 1 : s->grid.tp);
     if (!*rc)
         *rc = gs_text_printf(t, "pipeline_parallel_degree = %" PRIu64 "\n", s->grid.pp);
     if (s->grid.pp > 1 && !*rc)

@@ -351,7 +351,7 @@ START_TEST(test_refusals)
          "tt.toml:2:1: parallelism.tensor_paralel_degree: unknown torchtitan option (did you mean "
          "parallelism.tensor_parallel_degree?)"},
         {"[model]\nname = \"llama3\"\nflavor = \"8B\"\n", "data_parallel_shard_degree -1"},
-        {"[model]\nname = \"deepseek_v3\"\nflavor = \"16B\"\n", "give --model"},
+        {"[model]\nname = \"deepseek_v3\"\nflavor = \"debugmodel\"\n", "give --model"},
         {"[model]\nname = \"llama3\"\nflavor = \"8B\"\n[parallelism]\ndata_parallel_shard_degree = 4\n"
          "pipeline_parallel_degree = 2\npipeline_parallel_schedule = \"ZBVZeroBubble\"\n",
          "tt.toml:7:1: parallelism.pipeline_parallel_schedule: found 'ZBVZeroBubble'"},
@@ -381,6 +381,90 @@ START_TEST(test_refusals)
 }
 END_TEST
 
+/* torchtitan's DeepSeek config (torchtitan/models/deepseek_v3/train_configs/deepseek_v3_16b.toml,
+ * its parallelism as shipped but expert_parallel_degree 4) on one 8-GPU node: the "16B" flavor is
+ * DeepSeek-V2-Lite's shape; dp_shard -1 takes the 8 GPUs, the 4 expert-parallel ranks are carved
+ * out of them (the experts FSDP-sharded over the other 2), local_batch_size 8 sequences per rank:
+ * global 64, one micro-batch of 8; activation checkpointing full. */
+static const char tt_dsv3_16b[] =
+    "[model]\nname = \"deepseek_v3\"\nflavor = \"16B\"\ntokenizer_path = \"./assets/hf/deepseek-moe-16b-base/\"\n"
+    "[training]\nlocal_batch_size = 8\nseq_len = 4096\nmax_norm = 1.0\nsteps = 1000\ncompile = false\n"
+    "dataset = \"c4\"\n"
+    "[parallelism]\ndata_parallel_replicate_degree = 1\ndata_parallel_shard_degree = -1\n"
+    "fsdp_reshard_after_forward = \"default\"\ntensor_parallel_degree = 1\nenable_async_tensor_parallel = false\n"
+    "pipeline_parallel_degree = 1\npipeline_parallel_schedule = \"Interleaved1F1B\"\n"
+    "expert_parallel_degree = 4\nexpert_tensor_parallel_degree = 1\n"
+    "[activation_checkpoint]\nmode = \"full\"\n"
+    "[float8]\nenable_fsdp_float8_all_gather = false\nprecompute_float8_dynamic_scale_for_fsdp = false\n"
+    "filter_fqns = [\"output\", \"router.gate\"]\nmoe_fqns = [\"experts\"]\n";
+
+START_TEST(test_deepseek_v3)
+{
+    gs_scenario s, back;
+    gs_diag ig;
+    gs_error err;
+    ck_assert_msg(import(tt_dsv3_16b, 1, &s, &ig, &err) == GS_OK, "%s", err.msg);
+    gs_diag_fini(&ig);
+    gs_model want = *gs_model_preset_find("deepseek-v2-lite");
+    ck_assert_str_eq(s.model.name, "deepseek-v2-lite");
+    ck_assert_uint_eq(s.model.moe.experts, 64);
+    ck_assert_uint_eq(s.model.seq, 4096);
+    ck_assert_uint_eq(gs_model_params(&s.model), gs_model_params(&want));
+    ck_assert_uint_eq(s.grid.dp, 8);
+    ck_assert_uint_eq(s.grid.tp, 1);
+    ck_assert_uint_eq(s.grid.ep, 4);
+    ck_assert_int_eq(s.strategy.sharding, GS_SHARD_FULL_SHARD);
+    ck_assert_int_eq(s.strategy.recompute, GS_RECOMPUTE_FULL);
+    ck_assert_int_eq(s.strategy.pipeline, GS_PIPE_1F1B); /* no pipeline: the schedule is not used */
+    ck_assert_uint_eq(s.batch.global_seqs, 64);
+    ck_assert_uint_eq(s.batch.micro_seqs, 8);
+    /* the emitted config reads back as the same step */
+    gs_mesh mesh;
+    gs_diag w;
+    gs_diag_init(&w);
+    ck_assert_msg(gs_scenario_mesh(&s, &mesh, &w, &err) == GS_OK, "%s", err.msg);
+    gs_diag_fini(&w);
+    gs_text t;
+    gs_text_init(&t);
+    ck_assert_msg(gs_launch_emit(&s, &mesh, GS_LAUNCH_TORCHTITAN, &t, &err) == GS_OK, "%s", err.msg);
+    ck_assert_has(gs_text_str(&t), "name = \"deepseek_v3\"\nflavor = \"16B\"");
+    ck_assert_has(gs_text_str(&t), "expert_parallel_degree = 4\nexpert_tensor_parallel_degree = 1\n");
+    ck_assert_msg(import(gs_text_str(&t), 0, &back, &ig, &err) == GS_OK, "%s\n%s", err.msg, gs_text_str(&t));
+    gs_diag_fini(&ig);
+    gs_text_fini(&t);
+    assert_same_step(&back, &s);
+    ck_assert_uint_eq(back.grid.ep, 4);
+    /* expert TP: 1 under tp 2 splits no expert (grid.etp 1), tp itself splits them (etp = tp, 0);
+     * anything else is refused, as are DeepEP and experts on a dense model */
+    char text[sizeof tt_dsv3_16b + 64];
+    static const struct { const char *from, *to; uint64_t etp; const char *err; } tp_cases[] = {
+        {"tensor_parallel_degree = 1\nenable", "tensor_parallel_degree = 2\nenable", 1, NULL},
+        {"expert_tensor_parallel_degree = 1", "expert_tensor_parallel_degree = 2", 0, "expected 1 or tensor_parallel_degree 1"},
+        {"expert_parallel_degree = 4\n", "expert_parallel_degree = 4\nexpert_parallel_comm_backend = \"deepep\"\n", 0,
+         "found 'deepep', expected standard"},
+    };
+    for (size_t i = 0; i < sizeof tp_cases / sizeof tp_cases[0]; i++) {
+        const char *at = strstr(tt_dsv3_16b, tp_cases[i].from);
+        ck_assert_ptr_nonnull(at);
+        snprintf(text, sizeof text, "%.*s%s%s", (int)(at - tt_dsv3_16b), tt_dsv3_16b, tp_cases[i].to,
+                 at + strlen(tp_cases[i].from));
+        gs_status rc = import(text, 2, &s, &ig, &err);
+        gs_diag_fini(&ig);
+        if (!tp_cases[i].err) {
+            ck_assert_msg(rc == GS_OK, "case %zu: %s", i, err.msg);
+            ck_assert_uint_eq(s.grid.etp, tp_cases[i].etp);
+        } else {
+            ck_assert_msg(rc == GS_ERR_INPUT, "case %zu imported", i);
+            ck_assert_has(err.msg, tp_cases[i].err);
+        }
+    }
+    ck_assert_int_eq(import("[model]\nname = \"llama3\"\nflavor = \"8B\"\n[parallelism]\ndata_parallel_shard_degree = 8\n"
+                            "expert_parallel_degree = 2\n", 0, &s, &ig, &err), GS_ERR_INPUT);
+    gs_diag_fini(&ig);
+    ck_assert_has(err.msg, "expected 1 (the model has no experts)");
+}
+END_TEST
+
 static Suite *torchtitan_suite(void)
 {
     Suite *s = suite_create("torchtitan");
@@ -395,6 +479,7 @@ static Suite *torchtitan_suite(void)
     tcase_add_test(tc, test_overrides);
     tcase_add_loop_test(tc, test_emit_roundtrip, 0, 13);
     tcase_add_test(tc, test_emit_refusals);
+    tcase_add_test(tc, test_deepseek_v3);
     suite_add_tcase(s, tc);
     return s;
 }
