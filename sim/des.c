@@ -1,9 +1,10 @@
 /* The sim backend's discrete-event core: per rank and stream, issue every event whose
- * dependencies are done and whose stream is free; a collective starts when every member of its
- * group present in the schedule has reached it, a send/recv pair when both sides are posted; pop
- * the earliest completion (binary heap, ties broken by insertion order, so the same schedule
- * gives the same times); release its dependents. Costs come from sim/compute.c and
- * sim/tuner.c; this loop holds no cost formula.
+ * dependencies are done, whose stream is free and which the rank's host thread has issued (its
+ * template's host_s: the framework's issuing in list order, sim/compute.h); a collective starts
+ * when every member of its group present in the schedule has reached it, a send/recv pair when
+ * both sides are posted; pop the earliest completion (binary heap, ties broken by insertion
+ * order, so the same schedule gives the same times); release its dependents. Costs come from
+ * sim/compute.c and sim/tuner.c; this loop holds no cost formula.
  *
  * Every rank list is played from its template (sim/des_internal.h): a shared list
  * (gs_schedule_build_shared) reads its stage representative's events, and its collective
