@@ -354,11 +354,9 @@ static void fill_stats(const run_ctx *c, size_t queue_peak, gs_backend_stats *st
         stats->collectives += c->tmpl[c->rt[i].tmpl].collectives;
         stats->tensors += sch->ranks[i].ntensors;
     }
-    for (size_t i = 0; i < c->ntmpl; i++) {
-        const des_tmpl *t = &c->tmpl[i];
-        if (t->host_s && t->list->nevents && t->host_s[t->list->nevents - 1] > stats->host_issue_s)
-            stats->host_issue_s = t->host_s[t->list->nevents - 1];
-    }
+    for (size_t i = 0; i < c->ntmpl; i++)
+        if (c->tmpl[i].host_s && c->tmpl[i].host_end_s > stats->host_issue_s)
+            stats->host_issue_s = c->tmpl[i].host_end_s;
     stats->queue_peak = queue_peak;
     stats->queue_bytes = gs_queue_bytes(&c->h);
     stats->state_bytes = des_state_bytes(c) + stats->queue_bytes;
