@@ -73,6 +73,10 @@ typedef struct gs_driver_opts {
      * out, fp32 master weights) does so unless told otherwise (GRIDSTEP_CUDA_GEMM); the host
      * driver, the fp32 reference, ignores it (GRIDSTEP_HOST_GEMM=bf16 rounds alike). 0: fp32. */
     int gemm_bf16;
+    /* 1: the scenario's linear layers run in FP8 (strategy.precision fp8): a driver whose FP8
+     * kernels take scratch beyond the ledger's tensors (cuda: the GEMM inputs' dequantized FP8
+     * copies) counts it before allocating. */
+    int fp8;
     /* 1: the run sends around each TP group's ring (tp_comm_overlap's all_gather_ring): a driver
      * that connects its p2p peers at open (cuda) connects these too. */
     int tp_ring_p2p;
@@ -329,8 +333,8 @@ extern const gs_driver_ops gs_driver_host;
  * gemm_math, sends_wait. 6: all_gather_ring, mark, wait_mark; linear_bwd's dw may be NULL;
  * opts.gemm_bf16, opts.tp_ring_p2p, arm_start. 8: opts.set (the environment's choices, passed down).
  * 9: the kernels in their own table, gs_driver_ops.k. 10: all_to_all and the MoE kernels. 11: the FP8
- * linear kernels. */
-#define GS_DRIVER_ABI 11
+ * linear kernels. 12: opts.fp8. */
+#define GS_DRIVER_ABI 12
 
 /* The drivers this build has, by name (NULL when unknown). */
 const gs_driver_ops *gs_driver_find(const char *name);

@@ -427,6 +427,8 @@ static void cuda_stream_destroy(gs_drv *d, gs_drv_stream *s)
         cudaFreeAsync(s->workspace, s->cs);
     if (s->bf16_buf)
         cudaFreeAsync(s->bf16_buf, s->cs);
+    if (s->fp8_buf)
+        cudaFreeAsync(s->fp8_buf, s->cs);
     cudaStreamSynchronize(s->cs);
     for (int i = 0; i < PROGRESS_MARKS; i++)
         cudaEventDestroy(s->marks[i]);
@@ -668,10 +670,18 @@ static const gs_driver_ops gs_driver_cuda = {
     .k.xent_combine = gs__cuda_k_xent_combine,
     .k.xent_bwd = gs__cuda_k_xent_bwd,
     .k.adamw = gs__cuda_k_adamw,
+    .k.moe_topk_fwd = gs__cuda_k_moe_topk_fwd,
+    .k.moe_topk_bwd = gs__cuda_k_moe_topk_bwd,
+    .k.rows_gather = gs__cuda_k_rows_gather,
+    .k.rows_scatter_add = gs__cuda_k_rows_scatter_add,
+    .k.rows_dot = gs__cuda_k_rows_dot,
+    .k.linear_fwd_fp8 = gs__cuda_k_linear_fwd_fp8,
+    .k.linear_bwd_fp8 = gs__cuda_k_linear_bwd_fp8,
     .all_gather = gs__cuda_all_gather,
     .reduce_scatter = gs__cuda_reduce_scatter,
     .all_reduce = gs__cuda_all_reduce,
     .broadcast = gs__cuda_broadcast,
+    .all_to_all = gs__cuda_all_to_all,
     .send = gs__cuda_send,
     .recv = gs__cuda_recv,
     .p2p_group = gs__cuda_p2p_group,

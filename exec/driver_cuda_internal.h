@@ -1,6 +1,7 @@
 /* The cuda driver's insides shared by its files (exec/driver_cuda.c: the driver, its streams,
  * events and memory; driver_cuda_open.c: opening and closing; driver_cuda_compute.c: GEMMs and
- * kernels; driver_cuda_nccl.c: collectives and p2p). Private to gridstep-cuda.so.
+ * kernels; driver_cuda_moe.c: the mixture-of-experts kernels; driver_cuda_fp8.c: the FP8 linear
+ * layers; driver_cuda_nccl.c: collectives and p2p). Private to gridstep-cuda.so.
  *
  * The driver owns its ranks' devices, communicators and streams; a stream belongs to its rank
  * until stream_destroy, an event to its creator until event_destroy. */
@@ -40,6 +41,9 @@ struct gs_drv_stream {
     void *workspace; /* cuBLASLt (and cuBLAS) workspace, GEMM_WORKSPACE_BYTES, on first GEMM */
     void *bf16_buf;  /* GRIDSTEP_CUDA_GEMM=bf16: the GEMM inputs cast to bf16, grown on demand */
     size_t bf16_cap; /* bytes */
+    void *fp8_buf;   /* FP8 linear layers: the GEMM inputs' dequantized FP8 copies and the casts'
+                        amax scratch (exec/driver_cuda_fp8.c), grown on demand */
+    size_t fp8_cap;  /* bytes */
     cublasHandle_t blas; /* cuBLAS bound to cs and workspace (GEMM attention), on first use */
     cudaEvent_t marks[PROGRESS_MARKS]; /* recorded after each launch, round robin */
     uint64_t nmarks;                   /* marks recorded so far */
@@ -173,6 +177,24 @@ void gs__cuda_k_xent_bwd(gs_drv_stream *s, const float *logits, const int32_t *t
 void gs__cuda_k_adamw(gs_drv_stream *s, float *p, const float *g, float *m, float *v, size_t n, float lr, float b1,
                       float b2, float eps, float wd, uint64_t step);
 
+/* ---- exec/driver_cuda_moe.c: the mixture-of-experts kernels ---- */
+void gs__cuda_k_moe_topk_fwd(gs_drv_stream *s, const float *logits, size_t t, size_t experts, size_t k, int32_t *idx,
+                             float *probs);
+void gs__cuda_k_moe_topk_bwd(gs_drv_stream *s, const float *probs, const float *dprobs, const int32_t *idx, size_t t,
+                             size_t experts, size_t k, float *dlogits);
+void gs__cuda_k_rows_gather(gs_drv_stream *s, const float *src, const int32_t *idx, const float *w, size_t n, size_t h,
+                            float *dst);
+void gs__cuda_k_rows_scatter_add(gs_drv_stream *s, const float *src, const int32_t *idx, const float *w, size_t n,
+                                 size_t h, float *dst);
+void gs__cuda_k_rows_dot(gs_drv_stream *s, const float *a, const int32_t *idx, const float *b, size_t n, size_t h,
+                         float *out);
+
+/* ---- exec/driver_cuda_fp8.c: FP8 linear layers (current scaling) ---- */
+void gs__cuda_k_linear_fwd_fp8(gs_drv_stream *s, const float *x, const float *w, float *y, size_t t, size_t k,
+                               size_t n);
+void gs__cuda_k_linear_bwd_fp8(gs_drv_stream *s, const float *x, const float *w, const float *dy, float *dx,
+                               float *dw, size_t t, size_t k, size_t n);
+
 /* ---- exec/driver_cuda_nccl.c: collectives and p2p ---- */
 gs_status gs__cuda_all_gather(gs_drv *d, gs_drv_stream *s, uint64_t rank, const gs_drv_group *g, const float *send,
                               float *recv, size_t count, gs_error *err);
@@ -182,6 +204,8 @@ gs_status gs__cuda_all_reduce(gs_drv *d, gs_drv_stream *s, uint64_t rank, const 
                               size_t count, gs_error *err);
 gs_status gs__cuda_broadcast(gs_drv *d, gs_drv_stream *s, uint64_t rank, const gs_drv_group *g, float *buf,
                              size_t count, uint64_t root, gs_error *err);
+gs_status gs__cuda_all_to_all(gs_drv *d, gs_drv_stream *s, uint64_t rank, const gs_drv_group *g, const float *send,
+                              float *recv, size_t count, gs_error *err);
 gs_status gs__cuda_p2p_group(gs_drv *d, gs_drv_stream *s, uint64_t rank, const gs_drv_p2p *ops, size_t n,
                              gs_error *err);
 gs_status gs__cuda_send(gs_drv *d, gs_drv_stream *s, uint64_t rank, uint64_t peer, const void *buf, uint64_t bytes,

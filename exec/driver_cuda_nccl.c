@@ -242,3 +242,42 @@ gs_status gs__cuda_all_gather_ring(gs_drv *d, gs_drv_stream *s, uint64_t rank, c
     }
     return rc;
 }
+
+/* driver.h: all_to_all. recv block i = member i's send block pos, as one NCCL group of a send and
+ * a receive per other member on the group's communicator (NCCL's all-to-all is grouped
+ * ncclSend / ncclRecv; a member's ranks in the communicator are its positions, the split keeping
+ * the ascending order); the caller's own block is copied on the stream. */
+gs_status gs__cuda_all_to_all(gs_drv *d, gs_drv_stream *s, uint64_t rank, const gs_drv_group *g, const float *send,
+                              float *recv, size_t count, gs_error *err)
+{
+    char where[160];
+    ncclComm_t c;
+    gs_status rc = group_op(d, s, rank, g, "all-to-all", count, where, sizeof where, &c, err);
+    if (rc != GS_OK)
+        return rc;
+    uint64_t n = g->size, pos = g->pos;
+    size_t bytes = count * sizeof(float);
+    if (!bytes)
+        return GS_OK;
+    if (recv + pos * count != send + pos * count) {
+        cudaError_t ce = cudaMemcpyAsync(recv + pos * count, send + pos * count, bytes, cudaMemcpyDeviceToDevice,
+                                         gs__cuda_work_on(s));
+        if (ce != cudaSuccess)
+            return gs_error_set(err, GS_ERR_RUNTIME, "%s: cudaMemcpyAsync: %s", where, cudaGetErrorString(ce));
+    }
+    if (n < 2)
+        return GS_OK;
+    gs_drv_p2p *ops = malloc(2 * (size_t)(n - 1) * sizeof *ops);
+    if (!ops)
+        return gs_error_set(err, GS_ERR_NOMEM, "%s: out of memory", where);
+    size_t k = 0;
+    for (uint64_t j = 0; j < n; j++) {
+        if (j == pos)
+            continue;
+        ops[k++] = (gs_drv_p2p){0, j, (void *)(send + j * count), bytes};
+        ops[k++] = (gs_drv_p2p){1, j, recv + j * count, bytes};
+    }
+    rc = nccl_p2p(d, s, rank, c, ops, k, where, err);
+    free(ops);
+    return rc;
+}

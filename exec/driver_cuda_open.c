@@ -1,6 +1,7 @@
 /* The cuda driver's opening and closing: per-rank set-up threads, NCCL communicators, teardown
  * (exec/driver_cuda_internal.h). */
 #include "exec/driver_cuda_internal.h"
+#include "kernels/cuda/kernels_cuda.h"
 
 /* ---- lifetime ------------------------------------------------------------------------------- */
 
@@ -266,11 +267,13 @@ static gs_status attn_scratch_bytes(const gs_driver_opts *opts, uint64_t rank, u
     return GS_OK;
 }
 
-/* GRIDSTEP_CUDA_GEMM=bf16: the most bytes one GEMM's cast inputs take (cast_inputs), bounded over
- * the rank's schedule by its GEMM events (2 B x (m k + k n + m n) covers the forward's and either
- * backward product's pair, + 256 for the second copy's alignment); 0 when the schedule is not
- * known. */
-static uint64_t bf16_scratch_bytes(const gs_driver_opts *opts, uint64_t rank)
+/* The largest scratch a linear layer's GEMM of the rank's schedule takes outside the ledger,
+ * from its GEMM events (m x k inputs, k x n weights, m x n outputs; 0 when the schedule is not
+ * known): with bf16 GEMM inputs their casts, 2 B x (m k + k n + m n) (the forward's and either
+ * backward product's pair) + 256 for the second copy's alignment; under FP8
+ * (exec/driver_cuda_fp8.c) the backward's dequantized copies of x, w, dy and the weight
+ * gradient, 4 B x (m k + 2 k n + m n), + the casts' scratch and each copy's 256-byte alignment. */
+static uint64_t gemm_scratch_bytes(const gs_driver_opts *opts, uint64_t rank, int fp8)
 {
     uint64_t most = 0;
     if (!opts->sch)
@@ -282,7 +285,8 @@ static uint64_t bf16_scratch_bytes(const gs_driver_opts *opts, uint64_t rank)
                 uint64_t m = ev->gemm_m, n = ev->gemm_n, kk = ev->gemm_k;
                 if (ev->kind != GS_EV_COMPUTE || !m || ev->gemm_batch > 1)
                     continue;
-                uint64_t b = 2 * (m * kk + kk * n + m * n) + 256;
+                uint64_t b = fp8 ? 4 * (m * kk + 2 * kk * n + m * n) + 4 * (gs_cu_fp8_scratch_floats() + 5 * 64)
+                                 : 2 * (m * kk + kk * n + m * n) + 256;
                 most = b > most ? b : most;
             }
     return most;
@@ -321,9 +325,9 @@ static gs_status open_choices(const gs_driver_opts *opts, open_choice *ch, gs_er
 }
 
 /* Rank i's memory on device dev: the memory ledger's peak, plus on the GEMM attention path the
- * largest dP/dS scratch a backward attention call of the rank's schedule allocates, and with
- * bf16 GEMM inputs the largest pair of cast inputs (both cudaMallocAsync, outside the ledger),
- * vs the device's free memory. */
+ * largest dP/dS scratch a backward attention call of the rank's schedule allocates, with bf16
+ * GEMM inputs the largest pair of cast inputs, and under FP8 the largest GEMM's dequantized
+ * copies (all cudaMallocAsync, outside the ledger), vs the device's free memory. */
 static gs_status check_rank_memory(const gs_driver_opts *opts, const open_choice *ch, uint64_t i, int dev,
                                    gs_error *err)
 {
@@ -340,7 +344,9 @@ static gs_status check_rank_memory(const gs_driver_opts *opts, const open_choice
     if (ch->attn_pref == GS_ATTN_PATH_AUTO && scratch > GS_ATTN_GEMM_SCRATCH_BYTES)
         scratch = GS_ATTN_GEMM_SCRATCH_BYTES;
     if (ch->gemm_bf16)
-        scratch += bf16_scratch_bytes(opts, i);
+        scratch += gemm_scratch_bytes(opts, i, 0);
+    if (opts->fp8)
+        scratch += gemm_scratch_bytes(opts, i, 1);
     uint64_t need = opts->rank_peak_bytes[i] > UINT64_MAX - scratch ? UINT64_MAX : opts->rank_peak_bytes[i] + scratch;
     cudaError_t ce;
     if ((ce = cudaSetDevice(dev)) != cudaSuccess || (ce = cudaMemGetInfo(&freeb, &total)) != cudaSuccess)
@@ -351,7 +357,7 @@ static gs_status check_rank_memory(const gs_driver_opts *opts, const open_choice
             err, GS_ERR_INPUT,
             "cuda driver: rank %" PRIu64 " needs the memory ledger's peak %.3f GiB (fp32) + "
             "scratch %.3f GiB (the GEMM attention path's scores, none with GRIDSTEP_CUDA_ATTENTION=kernels; "
-            "bf16 GEMM inputs: their casts) > "
+            "bf16 GEMM inputs: their casts; FP8: the GEMM inputs' dequantized copies) > "
             "free %.3f GiB on device %d (of %.3f GiB); refused before allocating",
             i, (double)opts->rank_peak_bytes[i] / 1073741824.0, (double)scratch / 1073741824.0,
             (double)freeb / 1073741824.0, dev, (double)total / 1073741824.0);

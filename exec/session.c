@@ -289,6 +289,7 @@ static gs_status session_open(gs_exec_session *x, const gs_mesh *mesh, const uin
                            .attn_flash = s->strategy.flash_attention != 0,
                            .boot = x->boot,
                            .gemm_bf16 = s->strategy.precision == GS_PREC_BF16,
+                           .fp8 = s->strategy.fp8 != GS_FP8_OFF,
                            .tp_ring_p2p = s->strategy.tp_comm_overlap && s->strategy.sequence_parallel && tp > 1,
                            .attn_dropout = s->model.dropout && gs_dropout_threshold(s->model.attention_dropout) > 0,
                            .set = x->o.driver_set};

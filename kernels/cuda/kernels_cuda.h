@@ -119,6 +119,28 @@ int gs_cu_xent_combine(cudaStream_t st, const float *stats, size_t parts, size_t
 int gs_cu_xent_bwd(cudaStream_t st, const float *logits, const int32_t *target, const float *lse, size_t t,
                    size_t vocab_lo, size_t vocab_n, float scale, float *dlogits);
 
+/* Mixture of experts (kernels/cuda/moe.cu; kernels/host/kernels.h's gs_k_moe_* and gs_k_rows_*
+ * semantics; idx int32 in device memory). The row moves give the host's bits (no fused
+ * multiply-add; scatter-add walks the rows in the host's order); top-k's softmax can differ from
+ * the host's in the last bit of a double exp. */
+int gs_cu_moe_topk_fwd(cudaStream_t st, const float *logits, size_t t, size_t experts, size_t k, int32_t *idx,
+                       float *probs);
+int gs_cu_moe_topk_bwd(cudaStream_t st, const float *probs, const float *dprobs, const int32_t *idx, size_t t,
+                       size_t experts, size_t k, float *dlogits);
+int gs_cu_rows_gather(cudaStream_t st, const float *src, const int32_t *idx, const float *w, size_t n, size_t h,
+                      float *dst);
+int gs_cu_rows_scatter_add(cudaStream_t st, const float *src, const int32_t *idx, const float *w, size_t n, size_t h,
+                           float *dst);
+int gs_cu_rows_dot(cudaStream_t st, const float *a, const int32_t *idx, const float *b, size_t n, size_t h,
+                   float *out);
+
+/* FP8 under current scaling (kernels/cuda/fp8.cu): y (n floats) = x cast to fmt (0 E4M3, 1 E5M2)
+ * at the scale of x's own amax and back, gs_k_fp8_round_current's bits; the amax and the scale stay
+ * in scratch (gs_cu_fp8_scratch_floats() floats of device memory, its last four: scale, 1 / scale,
+ * amax), nothing reaches the host. y may be x. */
+size_t gs_cu_fp8_scratch_floats(void);
+int gs_cu_fp8_round_current(cudaStream_t st, int fmt, const float *x, size_t n, float *scratch, float *y);
+
 /* The scalars are the host kernel's (computed on the host from lr, betas and step). */
 int gs_cu_adamw(cudaStream_t st, float *p, const float *g, float *m, float *v, size_t n, float decay,
                 float step_size, float bias2_sqrt, float beta2, float one_minus_b2, float lerp_w, float lerp_1mw,
