@@ -15,8 +15,10 @@
 #      inputs on both): losses within 1e-3 relative, with the default attention path (auto:
 #      cuBLAS GEMMs, the flash variant recomputing P from the lse), the flash kernels and, with
 #      flash_attention: false, the per-row kernels (GRIDSTEP_CUDA_ATTENTION=kernels) and the
-#      GEMMs; the memory pre-flight refusing a sequence length whose GEMM attention scratch alone
-#      exceeds the GPU (the scratch named as its own term);
+#      GEMMs; a mixture-of-experts model (4 experts, top-2) and an FP8 model (current scaling)
+#      on one rank, their losses within 1e-3 of the host's; the memory pre-flight refusing a
+#      sequence length whose GEMM attention scratch alone exceeds the GPU (the scratch named as
+#      its own term);
 #   5. 5 steps of llama2-7b cut to 8 layers on one GPU (TF32 GEMMs; then the model trained in
 #      bf16, whose GEMM inputs the cuda driver makes bf16 by default, with the dispatch gaps on
 #      the compute stream against the 3% target), each measured step next to
@@ -135,7 +137,7 @@ if [ $skip_build -eq 0 ]; then
     pids=
     n=0
     ok=1
-    for f in elementwise norm xent attention attention_gemm attention_flash; do
+    for f in elementwise norm xent attention attention_gemm attention_flash moe fp8; do
         "$NVCC" -std=c++17 -O3 -arch="$arch" -Xcompiler -fPIC -Xcompiler -fvisibility=hidden -I"$src" \
             -c "$src/kernels/cuda/$f.cu" -o "$out/$f.o" &
         pids="$pids $!"
@@ -148,14 +150,15 @@ if [ $skip_build -eq 0 ]; then
     for p in $pids; do wait "$p" || ok=0; done
     CC=${CC:-cc}
     cflags="-std=gnu11 -O2 -fPIC -fvisibility=hidden -I$src -isystem $CUDA_HOME/include -isystem $NCCL_INC"
-    for f in driver_cuda driver_cuda_open driver_cuda_compute driver_cuda_nccl; do
+    for f in driver_cuda driver_cuda_open driver_cuda_compute driver_cuda_nccl driver_cuda_moe driver_cuda_fp8; do
         [ $ok -eq 1 ] && $CC $cflags -c "$src/exec/$f.c" -o "$out/$f.o" || ok=0
     done
     [ $ok -eq 1 ] && $CC $cflags -c "$src/engine/status.c" -o "$out/status.o" || ok=0
     [ $ok -eq 1 ] && $CC $cflags -c "$src/kernels/cuda/attn_gemm_plan.c" -o "$out/attn_gemm_plan.o" || ok=0
     [ $ok -eq 1 ] && $CC $cflags -c "$src/exec/cuda_attn_plan.c" -o "$out/cuda_attn_plan.o" || ok=0
     [ $ok -eq 1 ] && $CC -shared -Wl,--no-undefined -o "$out/gridstep-cuda.so" "$out"/elementwise.o "$out"/norm.o \
-        "$out"/xent.o "$out"/attention.o "$out"/attention_gemm.o "$out"/attention_flash.o "$out"/attn_gemm_plan.o \
+        "$out"/xent.o "$out"/attention.o "$out"/attention_gemm.o "$out"/attention_flash.o "$out"/moe.o "$out"/fp8.o \
+        "$out"/attn_gemm_plan.o \
         "$out"/cuda_attn_plan.o "$out"/driver_cuda*.o "$out"/status.o -L"$CUDA_LIB" -Wl,-rpath,"$CUDA_LIB" \
         "$ncclso" -Wl,-rpath,"$NCCL_LIB" -lcublas -lcublasLt -lcudart -lstdc++ -lm -lpthread || ok=0
     [ $ok -eq 1 ] && $CC -std=gnu11 -O2 -I"$src" -isystem "$CUDA_HOME/include" "$src/tests/gpu/kernel_check.c" \
@@ -294,6 +297,18 @@ hb=$(GRIDSTEP_HOST_GEMM=bf16 timeout -k 10 60 "$gridstep" exec --json --steps 3 
 cb=$(GRIDSTEP_CUDA_GEMM=bf16 timeout -k 10 60 "$gridstep" exec --json --steps 3 --driver cuda "$tiny" \
     2>"$out/tiny-bf16-cuda.err")
 compared "exec tiny bf16 GEMMs: cuda vs host" "$hb" "$cb" "$out/tiny-bf16-cuda.err"
+# mixture of experts (4 experts, top-2: kernels/cuda/moe.cu) and FP8 under current scaling
+# (kernels/cuda/fp8.cu's casts before fp32 GEMMs), one rank each: the host driver's losses
+sed 's/^  pos: rope/  pos: rope\
+  moe: {experts: 4, top_k: 2}/' "$tiny" > "$out/tiny-moe.yaml"
+sed 's/precision: bf16/precision: fp8\
+  fp8_recipe: current/; s/preset: dgx-a100-80g/preset: dgx-h100/' "$tiny" > "$out/tiny-fp8.yaml"
+for f in moe fp8; do
+    hm=$(timeout -k 10 60 "$gridstep" exec --json --steps 3 "$out/tiny-$f.yaml" 2>"$out/tiny-$f-host.err")
+    cm=$(GRIDSTEP_CUDA_GEMM=fp32 timeout -k 10 60 "$gridstep" exec --json --steps 3 --driver cuda "$out/tiny-$f.yaml" \
+        2>"$out/tiny-$f-cuda.err")
+    compared "exec tiny $f: cuda vs host" "$hm" "$cm" "$out/tiny-$f-cuda.err"
+done
 # the memory pre-flight counts the GEMM attention path's backward scratch: one layer of the tiny
 # model over sequences of 393216 = 3 x 2^17 tokens without flash attention, where one kv head's
 # dP/dS scratch is 393216^2 x 4 B = 9 x 2^36 B = 576 GiB (past the
