@@ -253,6 +253,7 @@ static json_t *model_json(const gs_model *m)
             fail |= put_u64(e, "expert_ffn", m->moe.expert_ffn);
             fail |= put_u64(e, "shared_experts", m->moe.shared_experts);
             fail |= put_u64(e, "dense_layers", m->moe.dense_layers);
+            fail |= put_u64(e, "every", m->moe.every ? m->moe.every : 1);
             fail |= put_real(e, "capacity_factor", m->moe.capacity_factor);
             fail |= put(o, "moe", e); /* o owns e from here, also on failure */
         }

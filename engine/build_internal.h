@@ -140,12 +140,10 @@ gs_status gs__embed_backward(gs_bctx *x, uint32_t mb, const gs_layer_io *io, uin
 gs_status gs__head_forward(gs_bctx *x, uint32_t mb, const gs_layer_io *io, uint32_t *last_ev);
 gs_status gs__head_backward(gs_bctx *x, uint32_t mb, const gs_layer_io *io, uint32_t *last_ev);
 
-/* Whether global layer `layer` is a mixture-of-experts block (a MoE model's blocks after its
- * leading dense ones). */
+/* Whether global layer `layer` is a mixture-of-experts block (gs_model_moe_block). */
 static inline int gs__moe_block(const gs_bctx *x, int32_t layer)
 {
-    const gs_moe *moe = &x->s->model.moe;
-    return moe->experts && (uint64_t)layer >= moe->dense_layers;
+    return layer >= 0 && gs_model_moe_block(&x->s->model, (uint64_t)layer);
 }
 
 /* engine/build_recompute.c: the modules of `modules` (selective recompute's gs_recompute_module

@@ -35,7 +35,8 @@ typedef struct act_terms {
  * element of the ETP slice of expert_ffn) for the rows the busiest EP rank's experts take after
  * the ETP gather (gs_moe_rank_rows x etp; etp = t unless the mesh says less), their outputs kept for the weighted unpermute (e), and
  * the shared experts' intermediates as a dense MLP's (width shared_experts x expert_ffn).
- * Every MoE model's blocks are sized as its MoE blocks (a leading dense block holds less).
+ * Every MoE model's blocks are sized as its MoE blocks (a leading dense block holds less), or
+ * as its dense ones where those keep more (interleaved models, moe.every > 1).
  * Fills a->moe_all, a->moe_act (li per intermediate element: the down projection's input) and
  * a->moe_shared. */
 static void moe_terms(const gs_model *m, const gs_strategy *st, uint64_t sb, uint64_t t, uint64_t etp,
@@ -112,7 +113,8 @@ static void layer_activation_terms(const gs_model *m, const gs_strategy *st, uin
                                              : e + li;    /* GELU in (e), fc2 in (li) */
     if (m->moe.experts) {
         moe_terms(m, st, sb, t, etp, li, per_f, c, a);
-        split = add(c, split, a->moe_all, "activation");
+        uint64_t dense = gs_model_has_dense_blocks(m) ? mul(c, per_f, mul(c, sb, f, "activation"), "activation") : 0;
+        split = add(c, split, a->moe_all > dense ? a->moe_all : dense, "activation");
     } else {
         a->mlp_mid = mul(c, per_f, mul(c, sb, f, "activation"), "activation");
         split = add(c, split, a->mlp_mid, "activation");

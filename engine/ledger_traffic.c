@@ -32,8 +32,7 @@ static void count_moe_blocks(const stage_build *b, moe_count *n)
     uint64_t v = st->pipeline == GS_PIPE_INTERLEAVED && pp > 1 && st->virtual_stages ? st->virtual_stages : 1;
     memset(n, 0, sizeof *n);
     for (uint64_t l = 0; l < layers; l++) {
-        int moe = s->model.moe.experts &&
-                  gs_pipe_global_layer(b->mesh, s->model.layers, v, b->stage, l) >= s->model.moe.dense_layers;
+        int moe = gs_model_moe_block(&s->model, gs_pipe_global_layer(b->mesh, s->model.layers, v, b->stage, l));
         uint32_t mods = gs_act_layer_recomputes(&b->act, (int64_t)l);
         int full = mods == GS_RECOMPUTE_ALL_MODULES;
         if (mods == GS_RECOMPUTE_OP_MODULES) { /* a dense block: its gathers (the attention core saved) */
@@ -500,7 +499,7 @@ uint64_t gs_sp_norm_params(const gs_scenario *s, const gs_mesh *mesh, uint64_t s
     uint64_t n = stage_layers * 2 * per_norm + (last ? per_norm * (1 + 3 * m->mtp_layers) : 0); /* + MTP's 3 norms */
     uint64_t v = st->pipeline == GS_PIPE_INTERLEAVED && pp > 1 && st->virtual_stages ? st->virtual_stages : 1;
     for (uint64_t l = 0; m->moe.experts && l < stage_layers; l++)
-        if (gs_pipe_global_layer(mesh, m->layers, v, stage, l) >= m->moe.dense_layers)
+        if (gs_model_moe_block(m, gs_pipe_global_layer(mesh, m->layers, v, stage, l)))
             n += m->hidden * m->moe.experts; /* the router */
     return n;
 }

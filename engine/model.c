@@ -42,7 +42,7 @@
         .name = nm, .layers = l, .hidden = h, .heads = a, .kv_heads = kv, .head_dim = (h) / (a), \
         .ffn = f, .vocab = v, .seq = s, .tied_embeddings = 0, .bias = 0, .dropout = 0,          \
         .norm = GS_NORM_RMSNORM, .mlp = GS_MLP_SWIGLU, .pos = GS_POS_ROPE,                   \
-        .moe = {.experts = 8, .top_k = 2, .expert_ffn = f}, .nominal_params = 0, .source = src  \
+        .moe = {.experts = 8, .top_k = 2, .expert_ffn = f, .every = 1}, .nominal_params = 0, .source = src \
     }
 
 #define GS__NAR21_SRC(row)                                                                   \
@@ -85,7 +85,7 @@ static const gs_model model_presets[] = {
     {.name = "deepseek-v3", .layers = 61, .hidden = 7168, .heads = 128, .kv_heads = 128, .head_dim = 128,
      .ffn = 18432, .vocab = 129280, .seq = 4096, .tied_embeddings = 0, .bias = 0, .dropout = 0,
      .norm = GS_NORM_RMSNORM, .mlp = GS_MLP_SWIGLU, .pos = GS_POS_ROPE,
-     .moe = {.experts = 256, .top_k = 8, .expert_ffn = 2048, .shared_experts = 1, .dense_layers = 3},
+     .moe = {.experts = 256, .top_k = 8, .expert_ffn = 2048, .shared_experts = 1, .dense_layers = 3, .every = 1},
      .mla = {.q_lora_rank = 1536, .kv_lora_rank = 512, .rope_head_dim = 64}, .nominal_params = 0,
      .source = "DeepSeek-V3 technical report (DeepSeek-AI 2024) / deepseek-ai/DeepSeek-V3 config.json: "
                "3 dense blocks (ffn 18432) then 58 MoE blocks of 256 experts (2048) top-8 + 1 shared; "
@@ -99,7 +99,7 @@ static const gs_model model_presets[] = {
     {.name = "deepseek-v2", .layers = 60, .hidden = 5120, .heads = 128, .kv_heads = 128, .head_dim = 128,
      .ffn = 12288, .vocab = 102400, .seq = 4096, .tied_embeddings = 0, .bias = 0, .dropout = 0,
      .norm = GS_NORM_RMSNORM, .mlp = GS_MLP_SWIGLU, .pos = GS_POS_ROPE,
-     .moe = {.experts = 160, .top_k = 6, .expert_ffn = 1536, .shared_experts = 2, .dense_layers = 1},
+     .moe = {.experts = 160, .top_k = 6, .expert_ffn = 1536, .shared_experts = 2, .dense_layers = 1, .every = 1},
      .mla = {.q_lora_rank = 1536, .kv_lora_rank = 512, .rope_head_dim = 64}, .nominal_params = 0,
      .source = "DeepSeek-V2 (DeepSeek-AI 2024, arXiv 2405.04434) / deepseek-ai/DeepSeek-V2 config.json: "
                "1 dense block (ffn 12288) then 59 MoE blocks of 160 experts (1536) top-6 + 2 shared; MLA "
@@ -111,11 +111,35 @@ static const gs_model model_presets[] = {
     {.name = "deepseek-v2-lite", .layers = 27, .hidden = 2048, .heads = 16, .kv_heads = 16, .head_dim = 128,
      .ffn = 10944, .vocab = 102400, .seq = 4096, .tied_embeddings = 0, .bias = 0, .dropout = 0,
      .norm = GS_NORM_RMSNORM, .mlp = GS_MLP_SWIGLU, .pos = GS_POS_ROPE,
-     .moe = {.experts = 64, .top_k = 6, .expert_ffn = 1408, .shared_experts = 2, .dense_layers = 1},
+     .moe = {.experts = 64, .top_k = 6, .expert_ffn = 1408, .shared_experts = 2, .dense_layers = 1, .every = 1},
      .mla = {.q_lora_rank = 0, .kv_lora_rank = 512, .rope_head_dim = 64}, .nominal_params = 0,
      .source = "deepseek-ai/DeepSeek-V2-Lite config.json and model card: 1 dense block (ffn 10944) then 26 "
                "MoE blocks of 64 experts (1408) top-6 + 2 shared; MLA with q_lora_rank 0; 15.7B total; "
                "torchtitan deepseek_v3 16B"},
+    /* Llama 4 (Meta's Llama 4 model cards; meta-llama/Llama-4-Scout-17B-16E and
+     * Llama-4-Maverick-17B-128E config.json, text_config): 48 blocks of hidden 5120, 40 heads of 128,
+     * 8 KV heads, vocab 202048, untied; MoE blocks of `experts` routed experts of 8192
+     * (intermediate_size), top-1, and 1 shared expert of 8192; Maverick's
+     * interleave_moe_layer_step 2 makes blocks 1, 3, .., 47 MoE blocks and the others dense
+     * SwiGLU MLPs of 16384 (intermediate_size_mlp); Scout's step 1, every block. The text model
+     * only: Scout 107,769,861,120 and Maverick 400,711,848,960 parameters (the cards' 109B and
+     * 400B totals also count the vision encoder), 17.2B active each (the cards' 17B). The QK norm
+     * has no weights; iRoPE's chunked attention is run as full causal attention; seq 8192 =
+     * torchtitan's llama4 training length. */
+    {.name = "llama4-scout", .layers = 48, .hidden = 5120, .heads = 40, .kv_heads = 8, .head_dim = 128,
+     .ffn = 16384, .vocab = 202048, .seq = 8192, .tied_embeddings = 0, .bias = 0, .dropout = 0,
+     .norm = GS_NORM_RMSNORM, .mlp = GS_MLP_SWIGLU, .pos = GS_POS_ROPE,
+     .moe = {.experts = 16, .top_k = 1, .expert_ffn = 8192, .shared_experts = 1, .every = 1}, .nominal_params = 0,
+     .source = "meta-llama/Llama-4-Scout-17B-16E config.json (text_config): 48 MoE blocks of 16 experts (8192) "
+               "top-1 + 1 shared; text model 107.8B (the card's 109B counts the vision encoder), 17B active"},
+    {.name = "llama4-maverick", .layers = 48, .hidden = 5120, .heads = 40, .kv_heads = 8, .head_dim = 128,
+     .ffn = 16384, .vocab = 202048, .seq = 8192, .tied_embeddings = 0, .bias = 0, .dropout = 0,
+     .norm = GS_NORM_RMSNORM, .mlp = GS_MLP_SWIGLU, .pos = GS_POS_ROPE,
+     .moe = {.experts = 128, .top_k = 1, .expert_ffn = 8192, .shared_experts = 1, .dense_layers = 1, .every = 2},
+     .nominal_params = 0,
+     .source = "meta-llama/Llama-4-Maverick-17B-128E config.json (text_config): interleave_moe_layer_step 2, "
+               "24 MoE blocks of 128 experts (8192) top-1 + 1 shared between 24 dense blocks (ffn 16384); "
+               "text model 400.7B, 17B active"},
     /* GPT-3 175B (Brown et al. 2020, Table 2.1): 96 layers, d_model 12288, 96 heads, ctx 2048.
      * Vocab: 51200, the GPT-2 BPE's 50257 padded by Megatron to a multiple of 128 * tp (as in the
      * NAR21 rows below); the unpadded count is 11,587,584 smaller (174,604,259,328). */
@@ -193,9 +217,9 @@ static uint64_t ck_add(checked_u64 *ck, uint64_t a, uint64_t b)
 
 typedef struct model_counts {
     gs_layer_params parts;       /* a MoE block's; every block's in a dense model */
-    gs_layer_params dense_parts; /* a leading dense block's (moe.dense_layers); == parts when dense */
+    gs_layer_params dense_parts; /* a MoE model's dense block's (gs_model_moe_block 0); == parts when dense */
     uint64_t layer;              /* one block: the sum of parts */
-    uint64_t dense_layer;        /* one leading dense block: the sum of dense_parts */
+    uint64_t dense_layer;        /* one dense block: the sum of dense_parts */
     uint64_t active_layer;       /* what one token goes through in a block of `parts` */
     uint64_t embedding;          /* token (+ learned position) embedding */
     uint64_t head;               /* final norm + untied LM head */
@@ -357,7 +381,7 @@ static int count_params(const gs_model *m, model_counts *c)
     c->head = norm_params(m, &ck);
     if (!m->tied_embeddings)
         c->head = ck_add(&ck, c->head, ck_mul(&ck, m->vocab, h));
-    const uint64_t dense = m->moe.experts && m->moe.dense_layers < m->layers ? m->moe.dense_layers : 0;
+    const uint64_t dense = m->moe.experts ? m->layers - gs_model_moe_blocks(m) : 0;
     const uint64_t blocks = ck_add(&ck, ck_mul(&ck, m->layers - dense, c->layer), ck_mul(&ck, dense, c->dense_layer));
     const uint64_t active = ck_add(&ck, ck_mul(&ck, m->layers - dense, c->active_layer),
                                    ck_mul(&ck, dense, c->dense_layer));
@@ -366,10 +390,29 @@ static int count_params(const gs_model *m, model_counts *c)
     return ck.overflow ? -1 : 0;
 }
 
-/* Whether block `layer` is a leading dense block of a MoE model. */
+/* Whether block `layer` is one of a MoE model's dense blocks. */
 static int is_dense_block(const gs_model *m, uint64_t layer)
 {
-    return m->moe.experts && layer < m->moe.dense_layers;
+    return m->moe.experts && !gs_model_moe_block(m, layer);
+}
+
+int gs_model_moe_block(const gs_model *m, uint64_t layer)
+{
+    uint64_t every = m->moe.every ? m->moe.every : 1;
+    return m->moe.experts && layer >= m->moe.dense_layers && (layer - m->moe.dense_layers) % every == 0;
+}
+
+uint64_t gs_model_moe_blocks(const gs_model *m)
+{
+    uint64_t every = m->moe.every ? m->moe.every : 1;
+    if (!m->moe.experts || m->moe.dense_layers >= m->layers)
+        return 0;
+    return (m->layers - m->moe.dense_layers + every - 1) / every;
+}
+
+int gs_model_has_dense_blocks(const gs_model *m)
+{
+    return m->moe.experts && gs_model_moe_blocks(m) < m->layers;
 }
 
 uint64_t gs_model_params(const gs_model *m)
@@ -445,7 +488,7 @@ static double sparse_matmul_params(const gs_model *m)
         const double ef = (double)effective_expert_ffn(m);
         moe_mlp = h * (double)m->moe.experts /* router */ +
                   mats * h * ef * ((double)m->moe.top_k + (double)m->moe.shared_experts);
-        dense_blocks = (double)(m->moe.dense_layers < m->layers ? m->moe.dense_layers : 0);
+        dense_blocks = (double)(m->layers - gs_model_moe_blocks(m));
     }
     const double attn = attention_matmul_params(m);
     return dense_blocks * (attn + dense_mlp) + ((double)m->layers - dense_blocks) * (attn + moe_mlp);
@@ -544,8 +587,8 @@ static gs_status validate_moe(gs_model *m, gs_error *err)
 {
     gs_moe *e = &m->moe;
     if (e->experts == 0) {
-        if (e->top_k || e->expert_ffn || e->shared_experts || e->dense_layers || e->capacity_factor != 0.0 ||
-            e->routing_skew != 0.0)
+        if (e->top_k || e->expert_ffn || e->shared_experts || e->dense_layers || e->every ||
+            e->capacity_factor != 0.0 || e->routing_skew != 0.0)
             return gs_error_set(err, GS_ERR_INPUT,
                                 "model %s: moe fields given with moe.experts = 0, expected moe.experts >= 2 "
                                 "(or no moe fields for a dense model)", model_label(m));
@@ -562,6 +605,13 @@ static gs_status validate_moe(gs_model *m, gs_error *err)
                             "model %s: moe.dense_layers = %llu leaves no MoE block of layers = %llu, "
                             "expected fewer dense layers than layers",
                             model_label(m), (unsigned long long)e->dense_layers, (unsigned long long)m->layers);
+    if (e->every > m->layers)
+        return gs_error_set(err, GS_ERR_INPUT,
+                            "model %s: moe.every = %llu, expected at most layers = %llu (a MoE block every "
+                            "`every` blocks after the dense ones)",
+                            model_label(m), (unsigned long long)e->every, (unsigned long long)m->layers);
+    if (e->every == 0)
+        e->every = 1;
     if (!(e->capacity_factor >= 0.0 && isfinite(e->capacity_factor)))
         return gs_error_set(err, GS_ERR_INPUT,
                             "model %s: moe.capacity_factor = %g, expected a finite factor >= 0 (0: dropless)",

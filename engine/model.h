@@ -27,7 +27,10 @@ typedef enum gs_pos_kind {
  * intermediate size expert_ffn; the shared experts count as one MLP of width
  * shared_experts x expert_ffn (DeepSeek's shared_experts module, Megatron's shared expert).
  * Each token goes through top_k routed experts and every shared expert. The first
- * dense_layers blocks keep a dense MLP of size ffn (DeepSeek-V3's first_k_dense_replace).
+ * dense_layers blocks keep a dense MLP of size ffn (DeepSeek-V3's first_k_dense_replace); after
+ * them every `every`-th block is a MoE block, starting with block dense_layers, and the others
+ * keep the dense MLP too (Llama 4 Maverick's interleave_moe_layer_step 2: dense_layers 1, every
+ * 2, MoE blocks 1, 3, 5, ..; Megatron-LM's --moe-layer-freq). gs_model_moe_block says which.
  * Expert parallelism (grid.ep, engine/mesh.h) spreads the routed experts over ep ranks. */
 typedef struct gs_moe {
     uint64_t experts;        /* routed experts per MoE block; 0: dense model, >= 2 otherwise */
@@ -35,6 +38,7 @@ typedef struct gs_moe {
     uint64_t expert_ffn;     /* each expert's MLP intermediate size; 0: ffn (filled by validate) */
     uint64_t shared_experts; /* always-on experts of expert_ffn each */
     uint64_t dense_layers;   /* leading blocks with a dense MLP of ffn, < layers */
+    uint64_t every;          /* after them, a MoE block every `every` blocks (0 or 1: each) */
     double capacity_factor;  /* expert capacity = factor x tokens x top_k / experts tokens; 0:
                               * dropless. Model FLOPs count routed tokens whatever the factor. */
     double routing_skew;     /* load imbalance: the busiest EP rank's routed tokens are 1 + skew
@@ -127,8 +131,8 @@ const char *gs_model_preset_nearest(const char *name);
  * Norm, MLP and position kinds are left as given (they do not change a nominal count).
  * N must be >= layers; a nominal model has neither moe nor mla.
  *
- * MoE models get expert_ffn = ffn when 0 and need experts >= 2, 1 <= top_k <= experts,
- * dense_layers < layers, a finite capacity_factor >= 0; any moe field without experts is an
+ * MoE models get expert_ffn = ffn when 0 and every = 1 when 0, and need experts >= 2,
+ * 1 <= top_k <= experts, dense_layers < layers, every <= layers, a finite capacity_factor >= 0; any moe field without experts is an
  * error. MLA models need kv_lora_rank > 0 whenever q_lora_rank or rope_head_dim is given,
  * no biases, and kv_heads == heads (filled when 0); head_dim defaults to hidden / heads. */
 gs_status gs_model_validate(gs_model *m, gs_error *err);
@@ -139,12 +143,19 @@ gs_status gs_model_validate(gs_model *m, gs_error *err);
  * replicated. On a description whose count overflows (gs_model_validate rejects those) these
  * return UINT64_MAX (gs_model_layer_param_parts: all zero).
  * gs_model_params is the total: every expert of every MoE block. */
+/* 1 when global block `layer` of m is a mixture-of-experts block: m has experts, layer >=
+ * moe.dense_layers, and layer - dense_layers is a multiple of moe.every (0: 1). */
+int gs_model_moe_block(const gs_model *m, uint64_t layer);
+/* m's MoE blocks (0 for a dense model), and whether m is a MoE model with dense blocks too. */
+uint64_t gs_model_moe_blocks(const gs_model *m);
+int gs_model_has_dense_blocks(const gs_model *m);
+
 uint64_t gs_model_params(const gs_model *m);
 /* Parameters one token goes through: the total less the routed experts it skips (a MoE block
  * counts its router, top_k routed experts and the shared experts); embedding and head included.
  * Equal to gs_model_params for dense models. */
 uint64_t gs_model_active_params(const gs_model *m);
-/* One transformer block: block `layer` (0-based; a leading dense block of a MoE model differs
+/* One transformer block: block `layer` (0-based; a dense block of a MoE model differs
  * from the others); gs_model_layer_params is the last block's, every block's for dense models. */
 uint64_t gs_model_layer_params_at(const gs_model *m, uint64_t layer);
 uint64_t gs_model_layer_params(const gs_model *m);

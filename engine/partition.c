@@ -197,19 +197,19 @@ static uint64_t stage_chunks(const gs_strategy *st, uint64_t pp)
     return st->pipeline == GS_PIPE_INTERLEAVED && pp > 1 && st->virtual_stages ? st->virtual_stages : 1;
 }
 
-/* Whether stage-local layer l of `stage` is one of a MoE model's leading dense blocks. */
+/* Whether stage-local layer l of `stage` is one of a MoE model's dense blocks. */
 static int local_layer_dense(const gs_scenario *s, const gs_mesh *mesh, uint64_t stage, int64_t l)
 {
     const gs_model *m = &s->model;
-    if (!m->moe.experts || !m->moe.dense_layers || m->nominal_params)
+    if (!gs_model_has_dense_blocks(m) || m->nominal_params)
         return 0;
     uint64_t v = stage_chunks(&s->strategy, mesh->size[GS_DIM_PP]);
-    return gs_pipe_global_layer(mesh, m->layers, v, stage, (uint64_t)l) < m->moe.dense_layers;
+    return !gs_model_moe_block(m, gs_pipe_global_layer(mesh, m->layers, v, stage, (uint64_t)l));
 }
 
 /* Stage stage's parameter counts per TP rank into p: its layers, each layer's, the embedding's
  * (first stage), the head's (last stage) and the total; c records an overflow, blk[0] gets the
- * common block's linear layers (a MoE block in a MoE model), blk[1] a leading dense block's
+ * common block's linear layers (a MoE block in a MoE model), blk[1] a dense block's
  * (not for nominal parameter counts). */
 static void stage_params(const gs_model *m, const gs_mesh *mesh, uint64_t stage, pcalc *c, block_slice blk[2],
                          gs_partition *p)
@@ -234,7 +234,7 @@ static void stage_params(const gs_model *m, const gs_mesh *mesh, uint64_t stage,
         uint64_t ep = mesh->ep ? mesh->ep : 1, etp = gs_mesh_etp(mesh);
         block_slice_init(m, tp, etp, ep, m->moe.experts != 0, c, &blk[0]);
         blk[1] = blk[0];
-        if (m->moe.experts && m->moe.dense_layers)
+        if (gs_model_has_dense_blocks(m))
             block_slice_init(m, tp, etp, ep, 0, c, &blk[1]);
         p->layer_params = blk[0].total;
         p->routed_params = gs_mesh_expert_split(mesh) ? blk[0].routed : 0;
@@ -267,12 +267,12 @@ static void stage_params(const gs_model *m, const gs_mesh *mesh, uint64_t stage,
                      pmul(c, p->layer_params, p->layers, "stage params"), "stage params");
 }
 
-/* A MoE model's leading dense blocks on this stage: p->block_params per stage-local layer and
+/* A MoE model's dense blocks on this stage: p->block_params per stage-local layer and
  * the stage total with them (dense models and MoE models without dense blocks keep NULL). */
 static gs_status dense_block_index(const gs_scenario *s, const gs_mesh *mesh, uint64_t stage,
                                    const block_slice blk[2], pcalc *c, gs_partition *p)
 {
-    if (!s->model.moe.experts || !s->model.moe.dense_layers || s->model.nominal_params)
+    if (!gs_model_has_dense_blocks(&s->model) || s->model.nominal_params)
         return GS_OK;
     p->block_params = malloc((p->layers ? p->layers : 1) * sizeof *p->block_params);
     if (!p->block_params)

@@ -35,7 +35,7 @@ typedef struct gs_partition {
     uint64_t layer_params;/* one transformer block's slice (a MoE model's: a MoE block's) */
     uint64_t routed_params; /* ep > 1 or etp < tp: a MoE block's routed experts on this rank (its expert
                              * unit under wrap layer), else 0 */
-    uint64_t *block_params; /* a MoE model with leading dense blocks: each stage-local layer's
+    uint64_t *block_params; /* a MoE model with dense blocks: each stage-local layer's
                              * block slice; NULL when every block is layer_params */
     uint64_t emb_params;  /* embedding slice (stage 0), else 0 */
     uint64_t head_params; /* final norm + LM head slice (last stage), else 0 */
@@ -76,7 +76,7 @@ uint64_t gs_partition_covering(const gs_partition *p, int64_t layer);
 size_t gs_partition_units_covering(const gs_partition *p, int64_t layer, const size_t **units);
 /* Sum of non-root units covering layer `next` but not layer `cur` (what a prefetch adds). */
 uint64_t gs_partition_prefetch(const gs_partition *p, int64_t cur, int64_t next);
-/* Stage-local layer l's block slice: layer_params, or a leading dense block's in a MoE model. */
+/* Stage-local layer l's block slice: layer_params, or a dense block's in a MoE model. */
 uint64_t gs_partition_block_params(const gs_partition *p, int64_t layer);
 /* Root unit's params (0 without a root). */
 uint64_t gs_partition_root(const gs_partition *p);

@@ -269,7 +269,7 @@ static gs_status model_kinds(const gs__yaml_loader *l, const yaml_node_t *v, gs_
 /* ------------------------------------------------------------- experts and MLA ---- */
 
 static const char *const moe_keys[] = {"experts", "top_k", "expert_ffn", "shared_experts", "dense_layers",
-                                       "capacity_factor", "routing_skew"};
+                                       "every", "capacity_factor", "routing_skew"};
 static const char *const mla_keys[] = {"q_lora_rank", "kv_lora_rank", "rope_head_dim"};
 
 /* An optional integer >= 0 of a sub-mapping. */
@@ -306,7 +306,7 @@ static gs_status sub_mapping(const gs__yaml_loader *l, const yaml_node_t *v, con
     return gs__yaml_check_keys(l, *out, section, keys, nkeys);
 }
 
-/* moe: {experts, top_k, expert_ffn, shared_experts, dense_layers, capacity_factor, routing_skew}, over the
+/* moe: {experts, top_k, expert_ffn, shared_experts, dense_layers, every, capacity_factor, routing_skew}, over the
  * preset's when there is one; each inconsistency is reported at its key. */
 static gs_status model_moe(const gs__yaml_loader *l, const yaml_node_t *v, gs_model *m)
 {
@@ -321,6 +321,7 @@ static gs_status model_moe(const gs__yaml_loader *l, const yaml_node_t *v, gs_mo
         (st = gs__scenario_opt_count(l, e, "model.moe", "expert_ffn", &x->expert_ffn, NULL)) ||
         (st = opt_u64(l, e, "model.moe", "shared_experts", &x->shared_experts)) ||
         (st = opt_u64(l, e, "model.moe", "dense_layers", &x->dense_layers)) ||
+        (st = gs__scenario_opt_count(l, e, "model.moe", "every", &x->every, NULL)) ||
         (st = opt_nonnegative(l, e, "model.moe", "capacity_factor", &x->capacity_factor)) ||
         (st = opt_nonnegative(l, e, "model.moe", "routing_skew", &x->routing_skew)))
         return st;
@@ -340,6 +341,11 @@ static gs_status model_moe(const gs__yaml_loader *l, const yaml_node_t *v, gs_mo
                                 "model.moe.dense_layers: found %llu, expected fewer than layers = %llu (at "
                                 "least one MoE block)",
                                 (unsigned long long)x->dense_layers, (unsigned long long)m->layers);
+    if (m->layers && x->every > m->layers)
+        return gs__yaml_fail_at(l, (at = gs__yaml_lookup(l, e, "every", NULL)) ? at : e, GS_ERR_INPUT,
+                                "model.moe.every: found %llu, expected at most layers = %llu (a MoE block "
+                                "every N blocks after the dense_layers leading ones)",
+                                (unsigned long long)x->every, (unsigned long long)m->layers);
     return GS_OK;
 }
 

@@ -49,9 +49,11 @@ static gs_status put_sparse(gs_text *t, const gs_model *m, const char *pre, cons
         char cf[32], rs[32];
         st = gs_text_printf(t,
                             "%smoe: {experts: %" PRIu64 ", top_k: %" PRIu64 ", expert_ffn: %" PRIu64
-                            ", shared_experts: %" PRIu64 ", dense_layers: %" PRIu64 ", capacity_factor: %s%s%s}%s",
+                            ", shared_experts: %" PRIu64 ", dense_layers: %" PRIu64 "%s%.0" PRIu64
+                            ", capacity_factor: %s%s%s}%s",
                             pre, m->moe.experts, m->moe.top_k, m->moe.expert_ffn, m->moe.shared_experts,
-                            m->moe.dense_layers, shortest(m->moe.capacity_factor, cf),
+                            m->moe.dense_layers, m->moe.every > 1 ? ", every: " : "",
+                            m->moe.every > 1 ? m->moe.every : 0, shortest(m->moe.capacity_factor, cf),
                             m->moe.routing_skew != 0.0 ? ", routing_skew: " : "",
                             m->moe.routing_skew != 0.0 ? shortest(m->moe.routing_skew, rs) : "", post);
     }

@@ -45,8 +45,7 @@ void gs__train_moe_dims(const gs_train *t, const rank_st *r, moe_dims *d)
 
 int gs__train_moe_layer(const gs_train *t, uint64_t l)
 {
-    const gs_moe *m = &t->s->model.moe;
-    return m->experts && l >= m->dense_layers;
+    return gs_model_moe_block(&t->s->model, l);
 }
 
 /* ---- layout ---- */

@@ -184,6 +184,8 @@ static uint64_t model_tensors(const cfg *c)
         n += (c->layers - 1) * (1 + 8 * 2 - 3) - 1;
     else if (c->model & (M_MOE | M_MOE_DROP))
         n += c->layers * (1 + 4 * 3);
+    else if (c->model & M_MOE_IL) /* blocks 1, 3, ..: half of them */
+        n += c->layers / 2 * (1 + 4 * 3);
     return n;
 }
 

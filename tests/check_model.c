@@ -516,6 +516,70 @@ START_TEST(test_deepseek_v2)
 }
 END_TEST
 
+/* Llama 4 (meta-llama/Llama-4-Scout-17B-16E and Llama-4-Maverick-17B-128E config.json,
+ * text_config), by hand. Attention: q and o 5120 x 5120 = 26,214,400 each, k and v 5120 x 1024 =
+ * 5,242,880 each: 62,914,560; norms 2 x 5120. An expert (and the shared one) 3 x 5120 x 8192 =
+ * 125,829,120; the dense MLP 3 x 5120 x 16384 = 251,658,240. Embedding and untied head 202048 x
+ * 5120 = 1,034,485,760 each, the final norm 5120: 2,068,976,640.
+ * Scout, 48 MoE blocks of 16 experts: router 81,920; a block 62,924,800 + 81,920 + 17 x
+ * 125,829,120 = 2,202,101,760; total 48 x that + 2,068,976,640 = 107,769,861,120 (the card's 109B
+ * also counts the vision encoder); active: a block with 1 routed + 1 shared expert 314,664,960,
+ * 17,172,894,720 (the card's 17B).
+ * Maverick, interleave_moe_layer_step 2: blocks 1, 3, .., 47 MoE (24, of 128 experts: router
+ * 655,360; a block 62,924,800 + 655,360 + 129 x 125,829,120 = 16,295,536,640), blocks 0, 2, ..,
+ * 46 dense (62,924,800 + 251,658,240 = 314,583,040): total 24 x 16,295,536,640 + 24 x
+ * 314,583,040 + 2,068,976,640 = 400,711,848,960 (the card's 400B); active 24 x (62,924,800 +
+ * 655,360 + 251,658,240) + 24 x 314,583,040 + 2,068,976,640 = 17,184,691,200. */
+START_TEST(test_llama4)
+{
+    gs_model m = copy_preset("llama4-scout");
+    ck_assert_int_eq(gs_model_validate(&m, NULL), GS_OK);
+    ck_assert_uint_eq(gs_model_moe_blocks(&m), 48);
+    ck_assert_int_eq(gs_model_has_dense_blocks(&m), 0);
+    ck_assert_uint_eq(gs_model_layer_params_at(&m, 7), 2202101760ULL);
+    ck_assert_uint_eq(gs_model_params(&m), 107769861120ULL);
+    ck_assert_uint_eq(gs_model_active_params(&m), 17172894720ULL);
+    m = copy_preset("llama4-maverick");
+    ck_assert_int_eq(gs_model_validate(&m, NULL), GS_OK);
+    ck_assert_uint_eq(gs_model_moe_blocks(&m), 24);
+    ck_assert_int_eq(gs_model_has_dense_blocks(&m), 1);
+    for (uint64_t l = 0; l < 48; l++) {
+        ck_assert_int_eq(gs_model_moe_block(&m, l), (int)(l % 2 == 1));
+        ck_assert_uint_eq(gs_model_layer_params_at(&m, l), l % 2 ? 16295536640ULL : 314583040ULL);
+    }
+    ck_assert_uint_eq(gs_model_params(&m), 400711848960ULL);
+    ck_assert_uint_eq(gs_model_active_params(&m), 17184691200ULL);
+    /* every past the layers, or without experts, is refused */
+    gs_error err;
+    m.moe.every = 49;
+    ck_assert_int_eq(gs_model_validate(&m, &err), GS_ERR_INPUT);
+    ck_assert_msg(strstr(err.msg, "moe.every = 49"), "%s", err.msg);
+    m = copy_preset("llama3-8b");
+    m.moe.every = 2;
+    ck_assert_int_eq(gs_model_validate(&m, &err), GS_ERR_INPUT);
+}
+END_TEST
+
+/* MoE blocks from dense_layers and every: 10 blocks, 2 leading dense, every 3: blocks 2, 5, 8. */
+START_TEST(test_moe_every)
+{
+    gs_model m = copy_preset("mixtral-8x7b");
+    m.layers = 10;
+    m.moe.dense_layers = 2;
+    m.moe.every = 3;
+    ck_assert_int_eq(gs_model_validate(&m, NULL), GS_OK);
+    static const int want[10] = {0, 0, 1, 0, 0, 1, 0, 0, 1, 0};
+    for (uint64_t l = 0; l < 10; l++)
+        ck_assert_int_eq(gs_model_moe_block(&m, l), want[l]);
+    ck_assert_uint_eq(gs_model_moe_blocks(&m), 3);
+    /* the dense blocks' share of the count: 7 dense + 3 MoE blocks */
+    uint64_t dense = gs_model_layer_params_at(&m, 0), moe = gs_model_layer_params_at(&m, 2);
+    ck_assert_uint_lt(dense, moe);
+    ck_assert_uint_eq(gs_model_params(&m),
+                      7 * dense + 3 * moe + gs_model_embedding_params(&m) + gs_model_head_params(&m));
+}
+END_TEST
+
 /* Model FLOPs of a MoE step use the active matmul weights: Mixtral 8x7B, one 4096-token sequence
  * at seq 4096, by hand: per block q,k,v,o 41,943,040 + router 32,768 + 2 experts 352,321,536;
  * LM head 131,072,000; attention 12 x 32 x T x 4096 x 4096. */
@@ -620,6 +684,8 @@ static Suite *model_suite(void)
     tcase_add_test(tc, test_moe_published_totals);
     tcase_add_test(tc, test_deepseek_v3);
     tcase_add_test(tc, test_deepseek_v2);
+    tcase_add_test(tc, test_llama4);
+    tcase_add_test(tc, test_moe_every);
     tcase_add_test(tc, test_dense_unchanged);
     tcase_add_test(tc, test_nar21_rows);
     tcase_add_test(tc, test_gpt3_175b);

@@ -30,7 +30,10 @@ typedef struct cfg {
 #define M_MOE 8
 #define M_MOE_DROP 16
 #define M_MOE8 32
-#define M_ANY_MOE (M_MOE | M_MOE_DROP | M_MOE8)
+/* M_MOE_IL: M_MOE's blocks interleaved with dense ones (dense_layers 1, every 2: blocks 1, 3, ..
+ * are MoE blocks, 0, 2, .. dense, as Llama 4 Maverick's) */
+#define M_MOE_IL 128
+#define M_ANY_MOE (M_MOE | M_MOE_DROP | M_MOE8 | M_MOE_IL)
 /* precision: fp8 with current scaling (on an H100 cluster: the engine refuses FP8 before Hopper):
  * the linear layers' GEMMs in emulated FP8 on the host driver */
 #define M_FP8 64
@@ -191,6 +194,8 @@ static const cfg configs[] = {
     {"moe-drop-dp4-ep2-tp2-sp-zero1", 4, 1, 2, 1, 8, "zero1", "1f1b", "none", "layer", 1, 1, 2, 2, M_MOE_DROP,
      "ep: 2"},
     {"moe8-gelu-dp4-ep4-pp2", 4, 2, 1, 1, 8, "no_shard", "1f1b", "none", "layer", 1, 0, 4, 1, M_MOE8, "ep: 4"},
+    {"moe-interleaved-dp2-ep2-pp2-zero1", 2, 2, 1, 1, 4, "zero1", "1f1b", "none", "layer", 1, 0, 4, 1, M_MOE_IL,
+     "ep: 2"},
     /* context parallelism: each rank holds 2 of the 2 cp chunks of every sequence (rank i chunks
      * i and 2 cp - 1 - i), RoPE and the causal mask at the tokens' global positions; K, V around
      * the ring (p2p), all-gathered with their gradients reduce-scattered back (all_gather), or
@@ -257,7 +262,10 @@ static void scenario_text(const cfg *c, char *buf, size_t len)
              c->model & M_MOE8 ? ", mlp: gelu, moe: {experts: 8, top_k: 2, expert_ffn: 32, dense_layers: 1}"
              : c->model & M_MOE_DROP ? ", moe: {experts: 4, top_k: 2, expert_ffn: 64, shared_experts: 1, "
                                        "capacity_factor: 1.0}"
-             : c->model & M_MOE ? ", moe: {experts: 4, top_k: 2, expert_ffn: 64, shared_experts: 1}" : "",
+             : c->model & M_MOE ? ", moe: {experts: 4, top_k: 2, expert_ffn: 64, shared_experts: 1}"
+             : c->model & M_MOE_IL ? ", moe: {experts: 4, top_k: 2, expert_ffn: 64, shared_experts: 1, "
+                                     "dense_layers: 1, every: 2}"
+                                   : "",
              c->model & M_DROP ? "true" : "false", c->model & M_FP8 ? "dgx-h100" : "dgx-a100-80g",
              (unsigned long long)c->nodes, (unsigned long long)c->gpn,
              (unsigned long long)c->dp, (unsigned long long)c->pp, (unsigned long long)c->tp,
