@@ -56,10 +56,17 @@ gs_status gs_import_torchtitan_string(const char *text, size_t len, const char *
                                       gs_error *err);
 
 /* torchtitan's model name and flavor for the gridstep presets it has (Llama 3 8B / 70B / 405B,
- * Llama 2 7B / 13B / 70B): the preset's name for (name, flavor), NULL when none. */
+ * Llama 2 7B / 13B / 70B, deepseek_v3 16B / 236B / 671B, llama4 17bx16e / 17bx128e): the
+ * preset's name for (name, flavor), NULL when none. */
 const char *gs_torchtitan_preset(const char *name, const char *flavor);
 /* The (name, flavor) of the preset model m is, but for its sequence length; 0 when none. */
 int gs_torchtitan_flavor(const gs_model *m, const char **name, const char **flavor);
+/* torchtitan's split of `layers` decoder layers over `stages` virtual stages when the embedding
+ * weighs first_less layers and the output last_less (generate_llm_fqn_per_model_part): each
+ * stage (layers + weights) / stages, the first (layers + weights) % stages one more, the first
+ * less first_less and the last less last_less, as a layout (engine/pipeline_layout.h). 0, or -1
+ * when a stage would hold no layer or more than 255, or stages exceed GS_LAYOUT_MAX. */
+int gs_torchtitan_split(uint64_t layers, uint64_t stages, uint64_t first_less, uint64_t last_less, gs_layout *out);
 
 /* Megatron-LM flags: a command line as the shell would split it (quotes, backslash-newline
  * continuations and # comments understood). A launcher prefix up to the first *.py word

@@ -1,8 +1,9 @@
 /* The Megatron-LM importer's mixture-of-experts and latent attention flags (megatron/training/arguments.py,
  * _add_moe_args): --num-experts, --moe-router-topk (default 2), --moe-ffn-hidden-size (default
  * --ffn-hidden-size), --moe-shared-expert-intermediate-size (the shared experts' total width),
- * --moe-expert-capacity-factor (default None: dropless), --moe-layer-freq (1, or a pattern of
- * leading dense blocks "([0]*K+[1]*M)"), --moe-token-dispatcher-type (alltoall or allgather,
+ * --moe-expert-capacity-factor (default None: dropless), --moe-layer-freq (an int k, or a pattern
+ * whose MoE blocks come at a fixed step after the leading dense ones: model.moe.dense_layers and
+ * every), --moe-token-dispatcher-type (alltoall or allgather,
  * the default; engine/build_moe.c builds both) and --expert-tensor-parallel-size (grid.etp; default tp); and
  * --multi-latent-attention with its sizes (mg_mla), and --mtp-num-layers. Works on caller
  * storage; nothing is allocated. */
@@ -15,29 +16,126 @@
 
 #include "engine/import_megatron_internal.h"
 
-/* --moe-layer-freq: 1 (every block a MoE block) or "[0]*K+[1]*M" (optionally parenthesized,
- * K + M = layers): *dense = K. Else -1. */
-static int parse_layer_freq(const char *v, uint64_t layers, uint64_t *dense)
+/* --moe-layer-freq's pattern language (megatron/training/arguments.py moe_freq_type: an int k,
+ * MoE every k-th block starting with block 0, or a Python list expression that it evals): sums
+ * of terms, a term a list of 0/1 ("[0,1]", "[1]") or a parenthesized sum, either repeated by
+ * "*N". A small evaluator of that subset into one 0/1 byte per block. */
+typedef struct freq_parse {
+    const char *p;
+    uint8_t *out;
+    size_t n, cap; /* entries written; room (the model's layers) */
+} freq_parse;
+
+static int freq_sum(freq_parse *f);
+
+static int freq_uint(freq_parse *f, unsigned long long *v)
 {
-    char buf[96];
-    size_t n = strlen(v), j = 0;
-    if (n >= sizeof buf)
+    char *end;
+    if (*f->p < '0' || *f->p > '9')
         return -1;
-    for (size_t i = 0; i < n; i++) /* drop spaces, quotes and parentheses */
-        if (!strchr(" '\"()", v[i]))
+    errno = 0;
+    *v = strtoull(f->p, &end, 10);
+    if (errno || *v > 100000)
+        return -1;
+    f->p = end;
+    return 0;
+}
+
+/* A list or a parenthesized sum, then an optional repeat. */
+static int freq_term(freq_parse *f)
+{
+    size_t start = f->n;
+    unsigned long long v;
+    if (*f->p == '[') {
+        f->p++;
+        while (*f->p != ']') {
+            if (freq_uint(f, &v) != 0 || v > 1 || f->n >= f->cap)
+                return -1;
+            f->out[f->n++] = (uint8_t)v;
+            if (*f->p == ',')
+                f->p++;
+            else if (*f->p != ']')
+                return -1;
+        }
+        f->p++;
+    } else if (*f->p == '(') {
+        f->p++;
+        if (freq_sum(f) != 0 || *f->p != ')')
+            return -1;
+        f->p++;
+    } else
+        return -1;
+    if (*f->p != '*')
+        return 0;
+    f->p++;
+    if (freq_uint(f, &v) != 0)
+        return -1;
+    size_t len = f->n - start;
+    if (v == 0)
+        f->n = start; /* Python's list * 0: nothing */
+    for (unsigned long long r = 1; r < v; r++)
+        for (size_t i = 0; i < len; i++) {
+            if (f->n >= f->cap)
+                return -1;
+            f->out[f->n++] = f->out[start + i];
+        }
+    return 0;
+}
+
+static int freq_sum(freq_parse *f)
+{
+    if (freq_term(f) != 0)
+        return -1;
+    while (*f->p == '+') {
+        f->p++;
+        if (freq_term(f) != 0)
+            return -1;
+    }
+    return 0;
+}
+
+/* --moe-layer-freq v over `layers` blocks as gridstep's MoE layout: MoE blocks at dense, dense +
+ * every, dense + 2 every, .. (gs_model_moe_block). 0 on success; -1 when v is not in the pattern
+ * language, does not give one entry per block, or places its MoE blocks otherwise. */
+static int parse_layer_freq(const char *v, uint64_t layers, uint64_t *dense, uint64_t *every)
+{
+    char buf[512];
+    size_t n = strlen(v), j = 0;
+    uint8_t bits[4096];
+    if (n >= sizeof buf || layers == 0 || layers > sizeof bits)
+        return -1;
+    for (size_t i = 0; i < n; i++) /* drop spaces and quotes */
+        if (!strchr(" \t'\"", v[i]))
             buf[j++] = v[i];
     buf[j] = '\0';
-    if (strcmp(buf, "1") == 0) {
-        *dense = 0;
+    unsigned long long k;
+    char *end;
+    if (j && buf[0] >= '1' && buf[0] <= '9' && (k = strtoull(buf, &end, 10)) >= 1 && !*end) {
+        if (k > layers)
+            return -1;
+        *dense = 0, *every = k;
         return 0;
     }
-    unsigned long long k = 0, m = 0;
-    int used = 0;
-    if (sscanf(buf, "[0]*%llu+[1]*%llu%n", &k, &m, &used) == 2 && (size_t)used == j && k + m == layers && m > 0) {
-        *dense = k;
-        return 0;
-    }
-    return -1;
+    freq_parse f = {buf, bits, 0, layers};
+    int rc = freq_sum(&f) == 0 && !*f.p && f.n == layers ? 0 : -1;
+    uint64_t first = layers, step = 0;
+    for (uint64_t l = 0; rc == 0 && l < layers; l++)
+        if (bits[l]) {
+            if (first == layers)
+                first = l;
+            else if (!step)
+                step = l - first;
+        }
+    if (rc == 0 && first == layers)
+        rc = -1; /* no MoE block */
+    if (!step)
+        step = layers - first; /* one MoE block: any step past the end places it alone */
+    for (uint64_t l = 0; rc == 0 && l < layers; l++)
+        if (bits[l] != (l >= first && (l - first) % step == 0))
+            rc = -1;
+    if (rc == 0)
+        *dense = first, *every = step ? step : 1;
+    return rc;
 }
 
 static gs_status moe_capacity(const char *where, const char *v, double *out, gs_error *err)
@@ -130,7 +228,7 @@ gs_status gs__mg_moe(const char *origin, const gs__words *ws, const gs__mg_state
         moe->experts = st->u[MG_EXPERTS];
         moe->top_k = 2; /* Megatron-LM's default */
         moe->expert_ffn = 0;
-        moe->shared_experts = moe->dense_layers = 0;
+        moe->shared_experts = moe->dense_layers = moe->every = 0;
         moe->capacity_factor = 0.0;
     }
     if (st->given[MG_MOE_TOPK])
@@ -152,10 +250,12 @@ gs_status gs__mg_moe(const char *origin, const gs__words *ws, const gs__mg_state
         (rc = moe_capacity(gs__mg_where(origin, ws, st->at[MG_MOE_CAPACITY], where, sizeof where),
                            st->str[MG_MOE_CAPACITY], &moe->capacity_factor, err)) != GS_OK)
         return rc;
-    if (st->given[MG_MOE_FREQ] && parse_layer_freq(st->str[MG_MOE_FREQ], m->layers, &moe->dense_layers) != 0)
+    if (st->given[MG_MOE_FREQ] &&
+        parse_layer_freq(st->str[MG_MOE_FREQ], m->layers, &moe->dense_layers, &moe->every) != 0)
         return gs_error_set(err, GS_ERR_INPUT,
-                            "%s: --moe-layer-freq: found '%s', expected 1 or leading dense blocks as "
-                            "\"([0]*K+[1]*M)\" with K + M = %" PRIu64 " layers",
+                            "%s: --moe-layer-freq: found '%s', expected an int k (a MoE block every k) or a "
+                            "pattern with one 0/1 per block for %" PRIu64 " layers whose MoE blocks come at a "
+                            "fixed step after the leading dense ones (\"([0]*3+[1]*58)\", \"([0]*1+[1]*1)*24\")",
                             gs__mg_where(origin, ws, st->at[MG_MOE_FREQ], where, sizeof where),
                             st->str[MG_MOE_FREQ], m->layers);
     /* Megatron-LM's default dispatcher is allgather; flex (DeepEP) is not built */

@@ -216,7 +216,8 @@ static const char *const tt_flavors[][3] = {
     {"llama3", "8B", "llama3-8b"}, {"llama3", "70B", "llama3-70b"}, {"llama3", "405B", "llama3.1-405b"},
     {"llama2", "7B", "llama2-7b"}, {"llama2", "13B", "llama2-13b"}, {"llama2", "70B", "llama2-70b"},
     {"deepseek_v3", "16B", "deepseek-v2-lite"}, {"deepseek_v3", "236B", "deepseek-v2"},
-    {"deepseek_v3", "671B", "deepseek-v3"},
+    {"deepseek_v3", "671B", "deepseek-v3"}, {"llama4", "17bx16e", "llama4-scout"},
+    {"llama4", "17bx128e", "llama4-maverick"},
 };
 #define TT_FLAVORS_N (sizeof tt_flavors / sizeof tt_flavors[0])
 
@@ -234,9 +235,13 @@ int gs_torchtitan_flavor(const gs_model *m, const char **name, const char **flav
         const gs_model *p = gs_model_preset_find(tt_flavors[i][2]);
         if (!p)
             continue;
-        gs_model a = *m;
+        gs_model a = *m, b = *p;
         a.seq = p->seq;
-        if (memcmp(&a, p, sizeof a) == 0) {
+        if (a.moe.experts && !a.moe.every) /* 0 and 1 both say every block (validation writes 1) */
+            a.moe.every = 1;
+        if (b.moe.experts && !b.moe.every)
+            b.moe.every = 1;
+        if (memcmp(&a, &b, sizeof a) == 0) {
             *name = tt_flavors[i][0];
             *flavor = tt_flavors[i][1];
             return 1;
@@ -260,7 +265,8 @@ static gs_status tt_model(const tt *x, const gs_import_opts *o, gs_scenario *s)
     }
     return gs_error_set(x->err, GS_ERR_INPUT,
                         "%s: model %s, flavor %s: no gridstep preset for it (llama3 8B / 70B / 405B, llama2 7B / "
-                        "13B / 70B, deepseek_v3 16B / 236B / 671B are mapped): give --model",
+                        "13B / 70B, deepseek_v3 16B / 236B / 671B, llama4 17bx16e / 17bx128e are mapped): give "
+                        "--model",
                         x->path, n, f);
 }
 
@@ -500,6 +506,45 @@ static gs_status tt_empty(const tt *x, const char *key, const char *why)
     return GS_OK;
 }
 
+int gs_torchtitan_split(uint64_t layers, uint64_t stages, uint64_t first_less, uint64_t last_less, gs_layout *out)
+{
+    memset(out, 0, sizeof *out);
+    if (stages == 0 || stages > GS_LAYOUT_MAX)
+        return -1;
+    uint64_t eff = layers + first_less + last_less, per = eff / stages, extra = eff % stages, placed = 0;
+    for (uint64_t k = 0; k < stages; k++) {
+        uint64_t n = per + (k < extra);
+        uint64_t less = (k == 0 ? first_less : 0) + (k + 1 == stages ? last_less : 0);
+        n = n > less ? n - less : 0;
+        if (n > layers - placed)
+            n = layers - placed;
+        if (n == 0 || n > 255)
+            return -1;
+        out->layers[k] = (uint8_t)n;
+        placed += n;
+    }
+    out->n = (uint16_t)stages;
+    return placed == layers ? 0 : -1;
+}
+
+/* torchtitan's split when the layers and the embedding's and the output's weights do not divide
+ * evenly over the stages (gs_torchtitan_split), as an explicit layout (grid.layout: virtual
+ * stage k = chunk x pp + stage, torchtitan's looped placement): the mesh's even rule does not
+ * apply. Llama 3 8B on pp 4: 32 + 2 over 4 stages gives 9, 9, 8, 8 less the weights: 8, 9, 8, 7. */
+static gs_status tt_uneven_layout(const tt *x, uint64_t layers, uint64_t stages, uint64_t first_less,
+                                  uint64_t last_less, gs_scenario *s)
+{
+    gs_layout l;
+    if (gs_torchtitan_split(layers, stages, first_less, last_less, &l) != 0)
+        return gs_error_set(x->err, GS_ERR_INPUT,
+                            "%s: %" PRIu64 " layers over %" PRIu64 " pipeline stages: torchtitan's split leaves a "
+                            "stage without a layer or with more than 255, or there are more than %d stages",
+                            x->path, layers, stages, GS_LAYOUT_MAX);
+    s->grid.layout = l;
+    s->grid.account_for_embedding = s->grid.account_for_loss = 0;
+    return GS_OK;
+}
+
 /* The pipeline: schedule (torch.distributed.pipelining's names, read case-blind as
  * get_schedule_class does), virtual stages as torchtitan's pipeline_module_split counts them
  * (layers_per_stage given: ceil((layers + first_less + last_less) / layers_per_stage) stages; else
@@ -557,6 +602,8 @@ static gs_status tt_pipeline(const tt *x, const tt_dims *d, gs_scenario *s, uint
                                                                                             : "one per rank");
     s->strategy.virtual_stages = stages / (uint64_t)d->pp;
     *microbatches = (uint64_t)mbs;
+    if (y2025 && (first_less || last_less) && (layers + (uint64_t)first_less + (uint64_t)last_less) % stages)
+        return tt_uneven_layout(x, layers, stages, (uint64_t)first_less, (uint64_t)last_less, s);
     return GS_OK;
 }
 

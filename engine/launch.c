@@ -575,7 +575,22 @@ static void put_megatron_moe(flag_lines *f, const gs_model *md, const gs_mesh *m
         flag(f, "--moe-ffn-hidden-size %" PRIu64, ef);
     if (moe->shared_experts)
         flag(f, "--moe-shared-expert-intermediate-size %" PRIu64, moe->shared_experts * ef);
-    if (moe->dense_layers)
+    uint64_t every = moe->every ? moe->every : 1;
+    if (every > 1) { /* the leading dense blocks, then a MoE block and every - 1 dense ones, repeated */
+        uint64_t rest = md->layers - moe->dense_layers, groups = rest / every, tail = rest % every;
+        char pat[160] = "";
+        size_t at = 0;
+        if (moe->dense_layers)
+            at += (size_t)snprintf(pat + at, sizeof pat - at, "[0]*%" PRIu64, moe->dense_layers);
+        if (groups)
+            at += (size_t)snprintf(pat + at, sizeof pat - at, "%s([1]*1+[0]*%" PRIu64 ")*%" PRIu64, at ? "+" : "",
+                                   every - 1, groups);
+        if (tail)
+            at += (size_t)snprintf(pat + at, sizeof pat - at, "%s[1]*1", at ? "+" : "");
+        if (tail > 1)
+            snprintf(pat + at, sizeof pat - at, "+[0]*%" PRIu64, tail - 1);
+        flag(f, "--moe-layer-freq \"%s\"", pat);
+    } else if (moe->dense_layers)
         flag(f, "--moe-layer-freq \"([0]*%" PRIu64 "+[1]*%" PRIu64 ")\"", moe->dense_layers,
              md->layers - moe->dense_layers);
     if (moe->capacity_factor > 0.0)

@@ -16,11 +16,22 @@ static int why(char *out, size_t len, const char *msg)
     return 0;
 }
 
+/* A layout that is torchtitan's own uneven split with the embedding and the output weighing one
+ * layer each (gs_torchtitan_split), as its importer writes one. */
+static int tt_layout(const gs_scenario *s)
+{
+    gs_layout l;
+    return s->grid.layout.n && gs_torchtitan_split(s->model.layers, s->grid.layout.n, 1, 1, &l) == 0 &&
+           memcmp(&l, &s->grid.layout, sizeof l) == 0;
+}
+
 /* torchtitan's pipeline_parallel_layers_per_stage for the scenario's stages: the smallest count
  * whose ceil((layers + first + last) / count) is pp x virtual stages (0: none). */
 static uint64_t layers_per_stage(const gs_scenario *s)
 {
-    uint64_t total = s->model.layers + (uint64_t)s->grid.account_for_embedding + (uint64_t)s->grid.account_for_loss;
+    int both = tt_layout(s);
+    uint64_t total = s->model.layers + (uint64_t)(s->grid.account_for_embedding || both) +
+                     (uint64_t)(s->grid.account_for_loss || both);
     uint64_t stages = s->grid.pp * (s->strategy.virtual_stages ? s->strategy.virtual_stages : 1);
     uint64_t per = (total + stages - 1) / stages;
     return per && (total + per - 1) / per == stages ? per : 0;
@@ -32,8 +43,9 @@ int gs_launch_torchtitan_fits(const gs_scenario *s, const gs_mesh *m, char *out,
     const char *name, *flavor;
     gs_framework fw = gs_framework_resolve(st->framework, (int)st->sharding);
     if (!gs_torchtitan_flavor(&s->model, &name, &flavor))
-        return why(out, len, "the model: torchtitan's flavors are Llama 3 8B / 70B / 405B, Llama 2 7B / 13B / 70B and "
-                             "deepseek_v3 16B / 236B / 671B (DeepSeek-V2-Lite, V2, V3)");
+        return why(out, len, "the model: torchtitan's flavors are Llama 3 8B / 70B / 405B, Llama 2 7B / 13B / 70B, "
+                             "deepseek_v3 16B / 236B / 671B (DeepSeek-V2-Lite, V2, V3) and llama4 17bx16e / "
+                             "17bx128e (Scout, Maverick)");
     if (fw != GS_FW_FSDP2 && !(st->sharding == GS_SHARD_NO_SHARD && fw != GS_FW_MEGATRON && fw != GS_FW_DEEPSPEED))
         return why(out, len, "the framework: torchtitan is FSDP2 (or DDP)");
     if (st->sharding != GS_SHARD_FULL_SHARD && st->sharding != GS_SHARD_HYBRID_SHARD &&
@@ -58,8 +70,8 @@ int gs_launch_torchtitan_fits(const gs_scenario *s, const gs_mesh *m, char *out,
     (void)m;
     if (s->grid.tp > 1 && !st->sequence_parallel)
         return why(out, len, "tp without sequence parallelism: torchtitan's TP plan shards the norms");
-    if (s->grid.first_stage_layers || s->grid.last_stage_layers || s->grid.layout.n)
-        return why(out, len, "a pinned pipeline split");
+    if (s->grid.first_stage_layers || s->grid.last_stage_layers || (s->grid.layout.n && !tt_layout(s)))
+        return why(out, len, "a pinned pipeline split other than torchtitan's own");
     if (s->grid.pp > 1 && !layers_per_stage(s))
         return why(out, len, "the virtual stages: no pipeline_parallel_layers_per_stage gives them");
     if (s->grid.pp > 1 && s->batch.global_seqs % (s->grid.dp * s->batch.micro_seqs))
@@ -107,8 +119,8 @@ static void put_parallelism(gs_text *t, const gs_scenario *s, gs_status *rc)
                              st->pipeline == GS_PIPE_INTERLEAVED ? "Interleaved1F1B"
                              : st->pipeline == GS_PIPE_GPIPE     ? "GPipe"
                                                                  : "1F1B",
-                             layers_per_stage(s), s->grid.account_for_embedding, s->grid.account_for_loss,
-                             s->batch.micro_seqs);
+                             layers_per_stage(s), s->grid.account_for_embedding || tt_layout(s),
+                             s->grid.account_for_loss || tt_layout(s), s->batch.micro_seqs);
 }
 
 gs_status gs__launch_torchtitan(const gs_scenario *s, gs_text *t)

@@ -435,6 +435,76 @@ START_TEST(test_ep_megatron)
 }
 END_TEST
 
+/* --moe-layer-freq in Megatron-LM's forms (megatron/training/arguments.py moe_freq_type: an int k
+ * places a MoE block at every k-th block from block 0, a string is a Python list expression),
+ * each as (dense_layers, every) by hand for 8 blocks; patterns whose MoE blocks do not come at a
+ * fixed step after the leading dense ones are refused at the flag. Llama 4 Maverick's layout
+ * (dense_layers 1, every 2 over 48 blocks) is emitted and read back. */
+START_TEST(test_moe_layer_freq)
+{
+    static const struct {
+        const char *freq;
+        uint64_t dense, every; /* 0, 0: refused */
+    } cases[] = {
+        {"1", 0, 1},
+        {"2", 0, 2},
+        {"'([0]*1+[1]*1)*4'", 1, 2},
+        {"'[1,0,0,1,0,0,1,0]'", 0, 3},
+        {"'[0]*3+[1]*5'", 3, 1},
+        {"\"[0]*2+([1]*1+[0]*2)*2\"", 2, 3},
+        {"'[0]*7+[1]'", 7, 1},
+        {"'[0,1,1,0,1,1,0,1]'", 0, 0},  /* no fixed step */
+        {"'[0]*8'", 0, 0},              /* no MoE block */
+        {"'([0]*1+[1]*1)*3'", 0, 0},    /* 6 entries for 8 blocks */
+        {"'[0]*2+[1]*3+[2]*3'", 0, 0},  /* not 0/1 */
+        {"9", 0, 0},                    /* past the blocks */
+    };
+    gs_import_opts o;
+    gs_import_opts_init(&o);
+    o.cluster = "dgx-h100";
+    o.model = "mixtral-8x7b";
+    o.nodes = 1;
+    gs_diag ig;
+    gs_error err;
+    gs_diag_init(&ig);
+    for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+        char cmd[256];
+        gs_scenario s;
+        snprintf(cmd, sizeof cmd, "--num-layers 8 --hidden-size 4096 --num-attention-heads 32 --num-experts 8 "
+                 "--moe-router-topk 2 --moe-layer-freq %s",
+                 cases[i].freq);
+        gs_status rc = gs_import_megatron_args(cmd, "run.sh", &o, &s, &ig, &err);
+        if (!cases[i].every) {
+            ck_assert_msg(rc == GS_ERR_INPUT && strstr(err.msg, "--moe-layer-freq"), "%s: %s", cases[i].freq,
+                          rc == GS_OK ? "accepted" : err.msg);
+            continue;
+        }
+        ck_assert_msg(rc == GS_OK, "%s: %s", cases[i].freq, err.msg);
+        ck_assert_msg(s.model.moe.dense_layers == cases[i].dense && s.model.moe.every == cases[i].every,
+                      "%s: dense %llu every %llu", cases[i].freq, (unsigned long long)s.model.moe.dense_layers,
+                      (unsigned long long)s.model.moe.every);
+    }
+    /* Maverick out and back: the pattern Megatron would eval, then the same layout */
+    gs_scenario s, b;
+    gs_mesh m;
+    o.model = "llama4-maverick";
+    o.nodes = 2;
+    load("model: {preset: llama4-maverick}\ncluster: {preset: dgx-h100, nodes: 2}\ngrid: {dp: 16, ep: 8}\n"
+         "strategy: {sharding: zero1, moe_dispatcher: alltoall}\nbatch: {global: 16, micro: 1}\n",
+         &s, &m);
+    ck_assert(s.model.moe.dense_layers == 1 && s.model.moe.every == 2);
+    gs_text t;
+    gs_text_init(&t);
+    ck_assert_int_eq(gs_launch_emit(&s, &m, GS_LAUNCH_MEGATRON, &t, &err), GS_OK);
+    ck_assert_msg(strstr(gs_text_str(&t), "--moe-layer-freq \"[0]*1+([1]*1+[0]*1)*23+[1]*1\""), "%s",
+                  gs_text_str(&t));
+    ck_assert_msg(gs_import_megatron_args(gs_text_str(&t), "emitted", &o, &b, &ig, &err) == GS_OK, "%s", err.msg);
+    ck_assert(b.model.moe.dense_layers == 1 && b.model.moe.every == 2 && b.model.moe.experts == 128);
+    gs_text_fini(&t);
+    gs_diag_fini(&ig);
+}
+END_TEST
+
 /* ---- the simulated step ------------------------------------------------------------------- */
 
 static double step(const char *yaml, gs_report *rep)
@@ -560,6 +630,7 @@ static Suite *ep_suite(void)
     tcase_add_test(tc, test_ep_allgather);
     tcase_add_test(tc, test_ep_skew);
     tcase_add_test(tc, test_ep_megatron);
+    tcase_add_test(tc, test_moe_layer_freq);
     tcase_add_test(tc, test_ep_sim);
     tcase_add_test(tc, test_ep_plan);
     suite_add_tcase(s, tc);

@@ -202,7 +202,9 @@ END_TEST
 
 /* HSDP x TP x interleaved PP, hand-derived: replicate 2 x shard 4 x tp 2 x pp 2 = 32 GPUs = 4
  * nodes of 8 (shard 4 = 8 / tp: a node's data-parallel ranks); Llama 3 70B's 80 layers with the
- * embedding and the loss weighing one each, 21 per stage: ceil(82 / 21) = 4 stages, 2 per rank;
+ * embedding and the loss weighing one each, 21 per stage: ceil(82 / 21) = 4 stages, 2 per rank,
+ * which torchtitan fills as generate_llm_fqn_per_model_part does (82 / 4 = 20 r 2: 21, 21, 20, 20
+ * less the weights: 20, 21, 20, 19 layers; the mesh's even rule cannot, so a layout);
  * reshard_after_forward off under PP ("default"); micro-batches of 2 out of a local batch of 8;
  * global 8 x dp 8 = 64; selective every 3rd block -> full with recompute_every 3. */
 START_TEST(test_hsdp_interleaved)
@@ -223,7 +225,9 @@ START_TEST(test_hsdp_interleaved)
     ck_assert(!s.strategy.reshard_after_forward && s.strategy.sequence_parallel);
     ck_assert_int_eq(s.strategy.pipeline, GS_PIPE_INTERLEAVED);
     ck_assert_uint_eq(s.strategy.virtual_stages, 2);
-    ck_assert(s.grid.account_for_embedding && s.grid.account_for_loss);
+    ck_assert_uint_eq(s.grid.layout.n, 4);
+    ck_assert(s.grid.layout.layers[0] == 20 && s.grid.layout.layers[1] == 21 && s.grid.layout.layers[2] == 20 &&
+              s.grid.layout.layers[3] == 19);
     ck_assert(s.batch.global_seqs == 64 && s.batch.micro_seqs == 2);
     ck_assert(s.strategy.recompute == GS_RECOMPUTE_FULL && s.strategy.recompute_every == 3);
     ck_assert_uint_eq(s.model.seq, 4096);
@@ -381,6 +385,79 @@ START_TEST(test_refusals)
 }
 END_TEST
 
+/* torchtitan's Llama 4 Maverick config (torchtitan/models/llama4/train_configs/llama4_17bx128e.toml:
+ * tp 8, pp 4, expert TP 8, full activation checkpointing, seq 8192, local batch 1) on 32 nodes:
+ * the 17bx128e flavor is the llama4-maverick preset (interleave_moe_layer_step 2). torchtitan
+ * splits the 48 layers with the embedding and the output weighing one each
+ * (generate_llm_fqn_per_model_part): 50 over 4 stages is 13, 13, 12, 12, less the weights: 12,
+ * 13, 12, 11 layers, a split the mesh's even rule cannot give, so a layout. Llama 3 8B on pp 4:
+ * 34 over 4 is 9, 9, 8, 8: 8, 9, 8, 7. The emitted configs read back with the same layouts. */
+static const char tt_llama4[] =
+    "[model]\nname = \"llama4\"\nflavor = \"17bx128e\"\n"
+    "[training]\nlocal_batch_size = 4\nseq_len = 8192\n"
+    "[parallelism]\ndata_parallel_replicate_degree = 1\ndata_parallel_shard_degree = -1\n"
+    "tensor_parallel_degree = 8\npipeline_parallel_degree = 4\ncontext_parallel_degree = 1\n"
+    "expert_parallel_degree = 1\nexpert_tensor_parallel_degree = 8\n"
+    "[activation_checkpoint]\nmode = \"full\"\n";
+
+static void check_split(const char *text, const char *model, const uint8_t *want, size_t n)
+{
+    gs_scenario s, back;
+    gs_diag ig;
+    gs_error err;
+    ck_assert_msg(import(text, 32, &s, &ig, &err) == GS_OK, "%s", err.msg);
+    gs_diag_fini(&ig);
+    ck_assert_str_eq(s.model.name, model);
+    ck_assert_uint_eq(s.grid.layout.n, n);
+    for (size_t k = 0; k < n; k++)
+        ck_assert_uint_eq(s.grid.layout.layers[k], want[k]);
+    ck_assert(!s.grid.account_for_embedding && !s.grid.account_for_loss);
+    gs_mesh mesh;
+    gs_diag w;
+    gs_diag_init(&w);
+    ck_assert_msg(gs_scenario_mesh(&s, &mesh, &w, &err) == GS_OK, "%s", err.msg);
+    gs_diag_fini(&w);
+    for (uint64_t k = 0; k < n; k++)
+        ck_assert_uint_eq(gs_mesh_stage_layers(&mesh, s.model.layers, k), want[k]);
+    gs_text t;
+    gs_text_init(&t);
+    ck_assert_msg(gs_launch_emit(&s, &mesh, GS_LAUNCH_TORCHTITAN, &t, &err) == GS_OK, "%s", err.msg);
+    ck_assert_has(gs_text_str(&t), "pipeline_parallel_first_stage_less_layers = 1\n"
+                                   "pipeline_parallel_last_stage_less_layers = 1\n");
+    ck_assert_msg(import(gs_text_str(&t), 0, &back, &ig, &err) == GS_OK, "%s\n%s", err.msg, gs_text_str(&t));
+    gs_diag_fini(&ig);
+    gs_text_fini(&t);
+    assert_same_step(&back, &s);
+    ck_assert_int_eq(memcmp(&back.grid.layout, &s.grid.layout, sizeof s.grid.layout), 0);
+}
+
+START_TEST(test_llama4)
+{
+    static const uint8_t mav[] = {12, 13, 12, 11}, l8b[] = {8, 9, 8, 7};
+    check_split(tt_llama4, "llama4-maverick", mav, 4);
+    gs_scenario s;
+    gs_diag ig;
+    gs_error err;
+    ck_assert_msg(import(tt_llama4, 32, &s, &ig, &err) == GS_OK, "%s", err.msg);
+    gs_diag_fini(&ig);
+    ck_assert_uint_eq(s.model.moe.experts, 128);
+    ck_assert(s.model.moe.dense_layers == 1 && s.model.moe.every == 2);
+    ck_assert_uint_eq(gs_model_params(&s.model), 400711848960ULL);
+    char text[sizeof tt_llama4 + 64];
+    snprintf(text, sizeof text, "%s", tt_llama4);
+    snprintf(text, sizeof text, "[model]\nname = \"llama4\"\nflavor = \"17bx16e\"\n%s", strstr(tt_llama4, "[training]"));
+    /* Scout: the same shape, 16 experts, every block */
+    ck_assert_msg(import(text, 32, &s, &ig, &err) == GS_OK, "%s", err.msg);
+    gs_diag_fini(&ig);
+    ck_assert_str_eq(s.model.name, "llama4-scout");
+    ck_assert_uint_eq(gs_model_moe_blocks(&s.model), 48);
+    check_split("[model]\nname = \"llama3\"\nflavor = \"8B\"\n[training]\nlocal_batch_size = 4\nseq_len = 8192\n"
+                "[parallelism]\ndata_parallel_shard_degree = -1\ntensor_parallel_degree = 8\n"
+                "pipeline_parallel_degree = 4\n",
+                "llama3-8b", l8b, 4);
+}
+END_TEST
+
 /* torchtitan's DeepSeek config (torchtitan/models/deepseek_v3/train_configs/deepseek_v3_16b.toml,
  * its parallelism as shipped but expert_parallel_degree 4) on one 8-GPU node: the "16B" flavor is
  * DeepSeek-V2-Lite's shape; dp_shard -1 takes the 8 GPUs, the 4 expert-parallel ranks are carved
@@ -480,6 +557,7 @@ static Suite *torchtitan_suite(void)
     tcase_add_loop_test(tc, test_emit_roundtrip, 0, 13);
     tcase_add_test(tc, test_emit_refusals);
     tcase_add_test(tc, test_deepseek_v3);
+    tcase_add_test(tc, test_llama4);
     suite_add_tcase(s, tc);
     return s;
 }
