@@ -140,6 +140,25 @@ static const gs_model model_presets[] = {
      .source = "meta-llama/Llama-4-Maverick-17B-128E config.json (text_config): interleave_moe_layer_step 2, "
                "24 MoE blocks of 128 experts (8192) top-1 + 1 shared between 24 dense blocks (ffn 16384); "
                "text model 400.7B, 17B active"},
+    /* Qwen3 MoE (Qwen/Qwen3-30B-A3B and Qwen/Qwen3-235B-A22B config.json; Qwen3 technical report,
+     * Yang et al. 2025, Table 2): every block a MoE block of 128 experts (moe_intermediate_size),
+     * top-8, no shared expert; 32 or 64 query heads of 128 over 4 KV heads, wider than hidden;
+     * vocab 151936, untied; seq 4096 = the pre-training stages' length. Counted: 30,532,110,336
+     * (30.5B, 3.35B active) and 235,093,610,496 (235B, 22.19B active), the cards' 30.5B / 3.3B and
+     * 235B / 22B; the QK norms' 256 weights a block are not counted. ffn is the dense
+     * intermediate_size, which no block uses. */
+    {.name = "qwen3-30b-a3b", .layers = 48, .hidden = 2048, .heads = 32, .kv_heads = 4, .head_dim = 128,
+     .ffn = 6144, .vocab = 151936, .seq = 4096, .tied_embeddings = 0, .bias = 0, .dropout = 0,
+     .norm = GS_NORM_RMSNORM, .mlp = GS_MLP_SWIGLU, .pos = GS_POS_ROPE,
+     .moe = {.experts = 128, .top_k = 8, .expert_ffn = 768, .every = 1}, .nominal_params = 0,
+     .source = "Qwen/Qwen3-30B-A3B config.json: 48 MoE blocks of 128 experts (768) top-8, 32 x 128 query "
+               "heads over 4 KV heads; 30.5B total, 3.3B active (QK norms not counted)"},
+    {.name = "qwen3-235b-a22b", .layers = 94, .hidden = 4096, .heads = 64, .kv_heads = 4, .head_dim = 128,
+     .ffn = 12288, .vocab = 151936, .seq = 4096, .tied_embeddings = 0, .bias = 0, .dropout = 0,
+     .norm = GS_NORM_RMSNORM, .mlp = GS_MLP_SWIGLU, .pos = GS_POS_ROPE,
+     .moe = {.experts = 128, .top_k = 8, .expert_ffn = 1536, .every = 1}, .nominal_params = 0,
+     .source = "Qwen/Qwen3-235B-A22B config.json: 94 MoE blocks of 128 experts (1536) top-8, 64 x 128 query "
+               "heads over 4 KV heads; 235B total, 22B active (QK norms not counted)"},
     /* GPT-3 175B (Brown et al. 2020, Table 2.1): 96 layers, d_model 12288, 96 heads, ctx 2048.
      * Vocab: 51200, the GPT-2 BPE's 50257 padded by Megatron to a multiple of 128 * tp (as in the
      * NAR21 rows below); the unpadded count is 11,587,584 smaller (174,604,259,328). */

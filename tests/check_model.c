@@ -99,7 +99,9 @@ START_TEST(test_every_preset_sane)
         ck_assert_msg(m.source != NULL && m.source[0], "%s has no source", m.name);
         ck_assert_int_eq(gs_model_validate(&m, NULL), GS_OK);
         ck_assert_uint_eq(m.nominal_params, 0);
-        if (!m.mla.kv_lora_rank) { /* MLA heads are wider than hidden / heads (deepseek-v3) */
+        if (strncmp(m.name, "qwen3-", 6) == 0) /* configs that give head_dim 128, wider than hidden / heads */
+            ck_assert_uint_eq(m.head_dim, 128);
+        else if (!m.mla.kv_lora_rank) { /* MLA heads are wider than hidden / heads (deepseek-v3) */
             ck_assert_uint_eq(m.hidden % m.heads, 0);
             ck_assert_uint_eq(m.head_dim * m.heads, m.hidden);
         }
@@ -560,6 +562,30 @@ START_TEST(test_llama4)
 }
 END_TEST
 
+/* Qwen3 MoE (Qwen/Qwen3-30B-A3B, Qwen3-235B-A22B config.json), by hand; query heads x 128 wider
+ * than hidden. 30B-A3B: q and o 2048 x 4096 = 8,388,608 each, k and v 2048 x 512 = 1,048,576 each:
+ * 18,874,368; norms 4,096; router 2048 x 128 = 262,144; 128 experts of 3 x 2048 x 768 = 4,718,592:
+ * 603,979,776; a block 623,120,384; x 48 + 2 x 151936 x 2048 (622,329,856) + 2048 =
+ * 30,532,110,336 (30.5B); active with 8 experts a block 56,889,344: 3,353,020,416 (3.3B).
+ * 235B-A22B: q and o 4096 x 8192 = 33,554,432 each, k and v 4096 x 512 = 2,097,152 each:
+ * 71,303,168; norms 8,192; router 524,288; experts of 3 x 4096 x 1536 = 18,874,368, 128 of them
+ * 2,415,919,104; a block 2,487,754,752; x 94 + 2 x 151936 x 4096 (1,244,659,712) + 4096 =
+ * 235,093,610,496 (235B); active 222,830,592 a block: 22,190,739,456 (22B). */
+START_TEST(test_qwen3_moe)
+{
+    gs_model m = copy_preset("qwen3-30b-a3b");
+    ck_assert_int_eq(gs_model_validate(&m, NULL), GS_OK);
+    ck_assert_uint_eq(gs_model_layer_params_at(&m, 0), 623120384ULL);
+    ck_assert_uint_eq(gs_model_params(&m), 30532110336ULL);
+    ck_assert_uint_eq(gs_model_active_params(&m), 3353020416ULL);
+    m = copy_preset("qwen3-235b-a22b");
+    ck_assert_int_eq(gs_model_validate(&m, NULL), GS_OK);
+    ck_assert_uint_eq(gs_model_layer_params_at(&m, 93), 2487754752ULL);
+    ck_assert_uint_eq(gs_model_params(&m), 235093610496ULL);
+    ck_assert_uint_eq(gs_model_active_params(&m), 22190739456ULL);
+}
+END_TEST
+
 /* MoE blocks from dense_layers and every: 10 blocks, 2 leading dense, every 3: blocks 2, 5, 8. */
 START_TEST(test_moe_every)
 {
@@ -685,6 +711,7 @@ static Suite *model_suite(void)
     tcase_add_test(tc, test_deepseek_v3);
     tcase_add_test(tc, test_deepseek_v2);
     tcase_add_test(tc, test_llama4);
+    tcase_add_test(tc, test_qwen3_moe);
     tcase_add_test(tc, test_moe_every);
     tcase_add_test(tc, test_dense_unchanged);
     tcase_add_test(tc, test_nar21_rows);
