@@ -37,6 +37,8 @@ typedef struct cfg {
 /* precision: fp8 with current scaling (on an H100 cluster: the engine refuses FP8 before Hopper):
  * the linear layers' GEMMs in emulated FP8 on the host driver */
 #define M_FP8 64
+/* head_dim 16: query heads twice as wide as hidden / heads (8 x 16 = 128 > 64), as Qwen3's are */
+#define M_WIDE 256
 
 /* name, dp pp tp, nodes gpus/node, sharding, pipeline, recompute, wrap, v, sp, layers, micro, model, grid extra */
 static const cfg configs[] = {
@@ -194,6 +196,8 @@ static const cfg configs[] = {
     {"moe-drop-dp4-ep2-tp2-sp-zero1", 4, 1, 2, 1, 8, "zero1", "1f1b", "none", "layer", 1, 1, 2, 2, M_MOE_DROP,
      "ep: 2"},
     {"moe8-gelu-dp4-ep4-pp2", 4, 2, 1, 1, 8, "no_shard", "1f1b", "none", "layer", 1, 0, 4, 1, M_MOE8, "ep: 4"},
+    /* heads wider than hidden / heads: q, k, v and the out-projection's input of heads x 16 */
+    {"wide-heads-dp2-tp2-sp", 2, 1, 2, 1, 4, "full_shard", "1f1b", "none", "layer", 1, 1, 4, 2, M_WIDE, NULL},
     {"moe-interleaved-dp2-ep2-pp2-zero1", 2, 2, 1, 1, 4, "zero1", "1f1b", "none", "layer", 1, 0, 4, 1, M_MOE_IL,
      "ep: 2"},
     /* context parallelism: each rank holds 2 of the 2 cp chunks of every sequence (rank i chunks
@@ -251,7 +255,7 @@ static void scenario_text(const cfg *c, char *buf, size_t len)
     snprintf(buf, len,
              "name: %s\n"
              "model: {name: tiny, layers: %llu, hidden: 64, heads: 8, kv_heads: 4, ffn: 128, vocab: 256, seq: 32,\n"
-             "        tied_embeddings: %s%s%s, dropout: %s}\n"
+             "        tied_embeddings: %s%s%s%s, dropout: %s}\n"
              "cluster: {preset: %s, nodes: %llu, gpus_per_node: %llu}\n"
              "grid: {dp: %llu, pp: %llu, tp: %llu%s%s}\n"
              "strategy: {sharding: %s, pipeline: %s, recompute: %s, wrap: %s, precision: %s,\n"
@@ -266,6 +270,7 @@ static void scenario_text(const cfg *c, char *buf, size_t len)
              : c->model & M_MOE_IL ? ", moe: {experts: 4, top_k: 2, expert_ffn: 64, shared_experts: 1, "
                                      "dense_layers: 1, every: 2}"
                                    : "",
+             c->model & M_WIDE ? ", head_dim: 16" : "",
              c->model & M_DROP ? "true" : "false", c->model & M_FP8 ? "dgx-h100" : "dgx-a100-80g",
              (unsigned long long)c->nodes, (unsigned long long)c->gpn,
              (unsigned long long)c->dp, (unsigned long long)c->pp, (unsigned long long)c->tp,
