@@ -44,7 +44,7 @@ static json_t *dev_environment(void)
 {
     json_t *env = json_object();
     static const char *const vars[] = {"GRIDSTEP_CUDA_GEMM", "GRIDSTEP_HOST_GEMM", "GRIDSTEP_CUDA_ATTENTION",
-                                       "CUDA_VISIBLE_DEVICES"};
+                                       "GRIDSTEP_CUDA_FP8", "CUDA_VISIBLE_DEVICES"};
     for (size_t i = 0; i < sizeof vars / sizeof vars[0]; i++) {
         const char *v = getenv(vars[i]);
         json_object_set_new(env, vars[i], v ? json_string(v) : json_null());

@@ -267,7 +267,7 @@ void gs_cli_calib_notes(const char *calib_path, const gs_scenario *s)
 gs_driver_settings gs_cli_driver_settings(void)
 {
     gs_driver_settings st = {getenv("GRIDSTEP_HOST_P2P"), getenv("GRIDSTEP_HOST_GEMM"), getenv("GRIDSTEP_CUDA_GEMM"),
-                             getenv("GRIDSTEP_CUDA_ATTENTION"), NULL, 0};
+                             getenv("GRIDSTEP_CUDA_ATTENTION"), NULL, 0, getenv("GRIDSTEP_CUDA_FP8")};
     static const char *const vars[] = {"OMPI_COMM_WORLD_SIZE", "PMI_SIZE", "MV2_COMM_WORLD_SIZE", "PMIX_SIZE",
                                        "SLURM_STEP_NUM_TASKS"};
     for (size_t i = 0; i < sizeof vars / sizeof vars[0]; i++) {

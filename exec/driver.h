@@ -41,6 +41,7 @@ typedef struct gs_driver_settings {
     const char *cuda_attention; /* GRIDSTEP_CUDA_ATTENTION: auto, kernels or gemm (cuda driver) */
     const char *launcher_var;   /* the variable through which a launcher announced its process count */
     long launcher_procs;        /* ... and that count (0: no launcher) */
+    const char *cuda_fp8;       /* GRIDSTEP_CUDA_FP8: emulate or cublaslt (cuda driver) */
 } gs_driver_settings;
 
 typedef struct gs_driver_opts {
@@ -333,7 +334,7 @@ extern const gs_driver_ops gs_driver_host;
  * gemm_math, sends_wait. 6: all_gather_ring, mark, wait_mark; linear_bwd's dw may be NULL;
  * opts.gemm_bf16, opts.tp_ring_p2p, arm_start. 8: opts.set (the environment's choices, passed down).
  * 9: the kernels in their own table, gs_driver_ops.k. 10: all_to_all and the MoE kernels. 11: the FP8
- * linear kernels. 12: opts.fp8. */
+ * linear kernels. 12: opts.fp8, set.cuda_fp8. */
 #define GS_DRIVER_ABI 12
 
 /* The drivers this build has, by name (NULL when unknown). */

@@ -17,8 +17,7 @@ static uint32_t alignment_of(const void *p)
     return al;
 }
 
-/* The stream's GEMM workspace (allocated on the stream at its first GEMM); 0 when it failed. */
-static int ensure_workspace(gs_drv_stream *s)
+int gs__cuda_ensure_workspace(gs_drv_stream *s)
 {
     if (s->workspace)
         return 1;
@@ -81,7 +80,7 @@ static void gemm_cm(gs_drv_stream *s, int ta, int tb, size_t m, size_t n, size_t
     }
     gs_drv *d = s->d;
     rank_dev *r = &d->r[s->rank];
-    if (!ensure_workspace(s))
+    if (!gs__cuda_ensure_workspace(s))
         return;
     const void *av = a, *bv = b;
     cudaDataType_t in_type = CUDA_R_32F;

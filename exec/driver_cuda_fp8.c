@@ -10,8 +10,16 @@
  * E5M2 and what its products read of x and w to E4M3; the weight gradient is computed into its
  * own buffer and then added to dw, as the host does.
  *
+ * With GRIDSTEP_CUDA_FP8=cublaslt the GEMMs are cuBLASLt's FP8 GEMMs instead: each operand cast to
+ * its FP8 codes at the same scale (kernels/cuda/fp8.cu; the backward's operands transposed into
+ * the "TN" form Hopper's FP8 kernels take), the inverse scales passed as the operands' scale
+ * pointers, fp32 accumulation and output. The products are the same FP8 products; the scales are
+ * applied once to each sum, as Transformer Engine's GEMMs apply them. Shapes whose dimensions are
+ * not multiples of 16, or that cuBLASLt has no FP8 kernel for (GPUs before compute capability
+ * 8.9), run emulated.
+ *
  * Memory: one buffer per stream (gs_drv_stream.fp8_buf), grown on demand on the stream: the casts'
- * scratch, then the copies, each 256-byte aligned. */
+ * scratch, then the copies (or codes), each 256-byte aligned. */
 #include "exec/driver_cuda_internal.h"
 #include "kernels/cuda/kernels_cuda.h"
 
@@ -62,8 +70,171 @@ static int round_current(gs_drv_stream *s, int fmt, const float *x, size_t n, fl
     return rc == 0;
 }
 
-void gs__cuda_k_linear_fwd_fp8(gs_drv_stream *s, const float *x, const float *w, float *y, size_t t, size_t k,
-                               size_t n)
+/* ---- cuBLASLt's FP8 GEMMs (GRIDSTEP_CUDA_FP8=cublaslt) ---------------------------------------- */
+
+static const cudaDataType_t fp8_type[2] = {CUDA_R_8F_E4M3, CUDA_R_8F_E5M2};
+
+/* Column-major C[m,n] (fp32) = (*sa)(*sb) A^T B + beta C, A k x m codes of format af (lda k), B k x n
+ * codes of format bf (ldb k), sa and sb device floats: the "TN" form of Hopper's FP8 GEMMs. 0 done;
+ * 1 cuBLASLt has no kernel for it (nothing issued: the caller emulates); -1 the stream failed. */
+static int lt_fp8(gs_drv_stream *s, size_t m, size_t n, size_t k, const unsigned char *a, int af, const float *sa,
+                  const unsigned char *b, int bf, const float *sb, float beta, float *c)
+{
+    gs_drv *d = s->d;
+    rank_dev *r = &d->r[s->rank];
+    cublasLtMatmulDesc_t op = NULL;
+    cublasLtMatrixLayout_t la = NULL, lb = NULL, lc = NULL;
+    cublasLtMatmulPreference_t pref = NULL;
+    cublasOperation_t opa = CUBLAS_OP_T, opb = CUBLAS_OP_N;
+    uint64_t ws = GEMM_WORKSPACE_BYTES;
+    float alpha = 1.0f;
+    int rc = -1;
+    const char *call = "cublasLtMatmulDescCreate";
+    cublasStatus_t st = cublasLtMatmulDescCreate(&op, CUBLAS_COMPUTE_32F, CUDA_R_32F);
+    if (st == CUBLAS_STATUS_SUCCESS) {
+        call = "cublasLtMatmulDescSetAttribute";
+        st = cublasLtMatmulDescSetAttribute(op, CUBLASLT_MATMUL_DESC_TRANSA, &opa, sizeof opa);
+    }
+    if (st == CUBLAS_STATUS_SUCCESS)
+        st = cublasLtMatmulDescSetAttribute(op, CUBLASLT_MATMUL_DESC_TRANSB, &opb, sizeof opb);
+    if (st == CUBLAS_STATUS_SUCCESS)
+        st = cublasLtMatmulDescSetAttribute(op, CUBLASLT_MATMUL_DESC_A_SCALE_POINTER, &sa, sizeof sa);
+    if (st == CUBLAS_STATUS_SUCCESS)
+        st = cublasLtMatmulDescSetAttribute(op, CUBLASLT_MATMUL_DESC_B_SCALE_POINTER, &sb, sizeof sb);
+    if (st == CUBLAS_STATUS_SUCCESS) {
+        call = "cublasLtMatrixLayoutCreate";
+        st = cublasLtMatrixLayoutCreate(&la, fp8_type[af], k, m, (int64_t)k);
+    }
+    if (st == CUBLAS_STATUS_SUCCESS)
+        st = cublasLtMatrixLayoutCreate(&lb, fp8_type[bf], k, n, (int64_t)k);
+    if (st == CUBLAS_STATUS_SUCCESS)
+        st = cublasLtMatrixLayoutCreate(&lc, CUDA_R_32F, m, n, (int64_t)m);
+    if (st == CUBLAS_STATUS_SUCCESS) {
+        call = "cublasLtMatmulPreferenceCreate";
+        st = cublasLtMatmulPreferenceCreate(&pref);
+    }
+    if (st == CUBLAS_STATUS_SUCCESS)
+        st = cublasLtMatmulPreferenceSetAttribute(pref, CUBLASLT_MATMUL_PREF_MAX_WORKSPACE_BYTES, &ws, sizeof ws);
+    cublasLtMatmulHeuristicResult_t heur;
+    int found = 0;
+    if (st == CUBLAS_STATUS_SUCCESS) {
+        call = "cublasLtMatmulAlgoGetHeuristic";
+        st = cublasLtMatmulAlgoGetHeuristic(r->lt, op, la, lb, lc, lc, pref, 1, &heur, &found);
+    }
+    if ((st == CUBLAS_STATUS_SUCCESS && found == 0) || st == CUBLAS_STATUS_NOT_SUPPORTED) {
+        rc = 1; /* no FP8 kernel for this GPU or shape */
+    } else if (st == CUBLAS_STATUS_SUCCESS) {
+        call = "cublasLtMatmul";
+        st = cublasLtMatmul(r->lt, op, &alpha, a, la, b, lb, &beta, c, lc, c, lc, &heur.algo, s->workspace,
+                            GEMM_WORKSPACE_BYTES, gs__cuda_work_on(s));
+        rc = st == CUBLAS_STATUS_SUCCESS ? 0 : -1;
+    }
+    if (rc < 0)
+        gs__cuda_fail_stream(s, "%s (FP8, m=%zu n=%zu k=%zu): %s", call, m, n, k, cublasLtGetStatusString(st));
+    if (pref)
+        cublasLtMatmulPreferenceDestroy(pref);
+    if (lc)
+        cublasLtMatrixLayoutDestroy(lc);
+    if (lb)
+        cublasLtMatrixLayoutDestroy(lb);
+    if (la)
+        cublasLtMatrixLayoutDestroy(la);
+    if (op)
+        cublasLtMatmulDescDestroy(op);
+    return rc;
+}
+
+/* The stream's FP8 buffer as 3 scratches and up to 3 code buffers of the given bytes (0-sized
+ * allowed) and an fp32 buffer of `floats`; 0 when it could not be had (the stream failed). */
+static int lt_room(gs_drv_stream *s, const size_t *bytes, size_t floats, float **scratch, unsigned char **code,
+                   float **out)
+{
+    size_t sc = aligned(gs_cu_fp8_scratch_floats()), total = 3 * sc + aligned(floats);
+    for (size_t i = 0; i < 3; i++)
+        total += aligned((bytes[i] + 3) / 4);
+    const size_t rest[1] = {total - sc}; /* fp8_room puts one scratch first: the buffer is `total` */
+    float *base, *c4[3], *after;
+    if (!fp8_room(s, rest, 1, &base, &after))
+        return 0;
+    scratch[0] = base;
+    scratch[1] = base + sc;
+    scratch[2] = base + 2 * sc;
+    float *p = base + 3 * sc;
+    for (size_t i = 0; i < 3; i++) {
+        c4[i] = p;
+        code[i] = (unsigned char *)c4[i];
+        p += aligned((bytes[i] + 3) / 4);
+    }
+    *out = p;
+    return 1;
+}
+
+/* The codes of x (rows x cols, row-major) at its current scale into q, transposed or not. */
+static int quantize(gs_drv_stream *s, int fmt, const float *x, size_t rows, size_t cols, int transpose,
+                    float *scratch, unsigned char *q)
+{
+    int rc = gs_cu_fp8_quantize_current(gs__cuda_work_on(s), fmt, x, rows, cols, transpose, scratch, q);
+    gs__cuda_kernel_ok(s, fmt ? "fp8_quantize_e5m2" : "fp8_quantize_e4m3", rc);
+    return rc == 0;
+}
+
+/* 1 when every GEMM dimension is a multiple of 16 (the FP8 kernels' leading dimensions). */
+static int lt_shape(size_t t, size_t k, size_t n)
+{
+    return t % 16 == 0 && k % 16 == 0 && n % 16 == 0 && t && k && n;
+}
+
+/* The forward through cuBLASLt: y^T [n,t] = w x^T, A = w's codes (k x n col-major), B = x's. 0 done,
+ * 1 emulate instead, -1 failed. */
+static int lt_fwd(gs_drv_stream *s, const float *x, const float *w, float *y, size_t t, size_t k, size_t n)
+{
+    const size_t bytes[3] = {t * k, n * k, 0};
+    float *sc[3], *unused;
+    unsigned char *q[3];
+    if (!lt_room(s, bytes, 0, sc, q, &unused))
+        return -1;
+    if (!quantize(s, 0, x, t, k, 0, sc[0], q[0]) || !quantize(s, 0, w, n, k, 0, sc[1], q[1]))
+        return -1;
+    return lt_fp8(s, n, t, k, q[1], 0, gs_cu_fp8_inverse_scale(sc[1]), q[0], 0, gs_cu_fp8_inverse_scale(sc[0]), 0.0f,
+                  y);
+}
+
+/* The backward through cuBLASLt: dx^T [k,t] = w^T dy^T (A = w's codes transposed, n x k col-major;
+ * B = dy's codes, E5M2), the weight gradient dw^T [k,n] = x^T dy into its own buffer (A = x's codes
+ * transposed, t x k; B = dy's codes transposed, t x n), then added to dw. 0 done, 1 emulate, -1
+ * failed. */
+static int lt_bwd(gs_drv_stream *s, const float *x, const float *w, const float *dy, float *dx, float *dw, size_t t,
+                  size_t k, size_t n)
+{
+    const size_t bytes[3] = {dw ? t * k : n * k, t * n, dw && dx ? n * k : 0};
+    float *sc[3], *wgrad;
+    unsigned char *q[3];
+    if (!lt_room(s, bytes, dw ? n * k : 0, sc, q, &wgrad))
+        return -1;
+    int rc = 0;
+    if (dx) {
+        unsigned char *wq = dw ? q[2] : q[0];
+        if (!quantize(s, 0, w, n, k, 1, sc[0], wq) || !quantize(s, 1, dy, t, n, 0, sc[1], q[1]))
+            return -1;
+        rc = lt_fp8(s, k, t, n, wq, 0, gs_cu_fp8_inverse_scale(sc[0]), q[1], 1, gs_cu_fp8_inverse_scale(sc[1]), 0.0f,
+                    dx);
+        if (rc)
+            return rc;
+    }
+    if (dw) {
+        if (!quantize(s, 0, x, t, k, 1, sc[2], q[0]) || !quantize(s, 1, dy, t, n, 1, sc[1], q[1]))
+            return -1;
+        rc = lt_fp8(s, k, n, t, q[0], 0, gs_cu_fp8_inverse_scale(sc[2]), q[1], 1, gs_cu_fp8_inverse_scale(sc[1]), 0.0f,
+                    wgrad);
+        if (rc == 0)
+            gs__cuda_k_add(s, dw, wgrad, n * k);
+    }
+    return rc;
+}
+
+/* ---- the emulated casts (the default) --------------------------------------------------------- */
+
+static void emulated_fwd(gs_drv_stream *s, const float *x, const float *w, float *y, size_t t, size_t k, size_t n)
 {
     const size_t sizes[2] = {t * k, n * k};
     float *scratch, *c[2];
@@ -73,8 +244,8 @@ void gs__cuda_k_linear_fwd_fp8(gs_drv_stream *s, const float *x, const float *w,
         gs__cuda_k_linear_fwd(s, c[0], c[1], y, t, k, n);
 }
 
-void gs__cuda_k_linear_bwd_fp8(gs_drv_stream *s, const float *x, const float *w, const float *dy, float *dx,
-                               float *dw, size_t t, size_t k, size_t n)
+static void emulated_bwd(gs_drv_stream *s, const float *x, const float *w, const float *dy, float *dx, float *dw,
+                         size_t t, size_t k, size_t n)
 {
     /* only what the products read is cast: dx = dy w reads w, dw += dy^T x reads x */
     const size_t sizes[4] = {dw ? t * k : 0, dx ? n * k : 0, t * n, dw ? n * k : 0};
@@ -93,4 +264,27 @@ void gs__cuda_k_linear_bwd_fp8(gs_drv_stream *s, const float *x, const float *w,
     gs__cuda_k_linear_bwd(s, xq, dx ? wq : w, dyq, dx, wgrad, t, k, n);
     if (wgrad)
         gs__cuda_k_add(s, dw, wgrad, n * k);
+}
+
+void gs__cuda_k_linear_fwd_fp8(gs_drv_stream *s, const float *x, const float *w, float *y, size_t t, size_t k,
+                               size_t n)
+{
+    if (s->d->fp8_lt && lt_shape(t, k, n) && gs__cuda_ensure_workspace(s)) {
+        int rc = lt_fwd(s, x, w, y, t, k, n);
+        if (rc <= 0)
+            return; /* done, or the stream failed */
+    }
+    emulated_fwd(s, x, w, y, t, k, n);
+}
+
+void gs__cuda_k_linear_bwd_fp8(gs_drv_stream *s, const float *x, const float *w, const float *dy, float *dx,
+                               float *dw, size_t t, size_t k, size_t n)
+{
+    if (s->d->fp8_lt && lt_shape(t, k, n) && gs__cuda_ensure_workspace(s)) {
+        int rc = lt_bwd(s, x, w, dy, dx, dw, t, k, n);
+        if (rc <= 0)
+            return;
+        /* dx may be done: the emulated backward below writes (=) dx again and adds dw once */
+    }
+    emulated_bwd(s, x, w, dy, dx, dw, t, k, n);
 }

@@ -82,6 +82,7 @@ struct gs_drv {
     double timeout_s;
     int tf32;
     int bf16; /* GRIDSTEP_CUDA_GEMM=bf16: the linear layers' GEMMs take bf16 inputs, fp32 accumulate */
+    int fp8_lt; /* GRIDSTEP_CUDA_FP8=cublaslt: FP8 linear layers through cuBLASLt's FP8 GEMMs */
     gs_attn_path_pref attn_pref; /* GRIDSTEP_CUDA_ATTENTION (gs_attn_path_gemm decides per call) */
     uint64_t world;
     rank_dev *r;
@@ -128,6 +129,8 @@ cudaError_t gs__cuda_rebase(rank_dev *r);
 gs_status gs__cuda_open(const gs_mesh *mesh, const gs_driver_opts *opts, gs_drv **out, gs_error *err);
 
 /* ---- exec/driver_cuda_compute.c: the compute ops ---- */
+/* The stream's GEMM workspace (allocated on the stream at its first GEMM); 0 when it failed. */
+int gs__cuda_ensure_workspace(gs_drv_stream *s);
 void gs__cuda_k_linear_fwd(gs_drv_stream *s, const float *x, const float *w, float *y, size_t t, size_t k, size_t n);
 void gs__cuda_k_linear_bwd(gs_drv_stream *s, const float *x, const float *w, const float *dy, float *dx, float *dw,
                            size_t t, size_t k, size_t n);

@@ -302,6 +302,7 @@ typedef struct id_msg {
 typedef struct open_choice {
     gs_attn_path_pref attn_pref; /* GRIDSTEP_CUDA_ATTENTION */
     int gemm_tf32, gemm_bf16;    /* GRIDSTEP_CUDA_GEMM, or the scenario's precision */
+    int fp8_lt;                  /* GRIDSTEP_CUDA_FP8=cublaslt */
 } open_choice;
 
 /* Fills ch from opts; GS_ERR_INPUT naming the variable when one is unknown (ch then holds what
@@ -321,6 +322,11 @@ static gs_status open_choices(const gs_driver_opts *opts, open_choice *ch, gs_er
     if (rc == GS_OK && gm && *gm && !ch->gemm_tf32 && !ch->gemm_bf16 && strcmp(gm, "fp32") != 0)
         rc = gs_error_set(err, GS_ERR_INPUT, "cuda driver: GRIDSTEP_CUDA_GEMM is '%s', expected fp32, tf32 or bf16",
                           gm);
+    const char *f8 = opts ? opts->set.cuda_fp8 : NULL;
+    ch->fp8_lt = f8 && strcmp(f8, "cublaslt") == 0;
+    if (rc == GS_OK && f8 && *f8 && !ch->fp8_lt && strcmp(f8, "emulate") != 0)
+        rc = gs_error_set(err, GS_ERR_INPUT, "cuda driver: GRIDSTEP_CUDA_FP8 is '%s', expected emulate or cublaslt",
+                          f8);
     return rc;
 }
 
@@ -479,6 +485,7 @@ static gs_drv *drv_new(const gs_mesh *mesh, const gs_driver_opts *opts, const op
     d->timeout_s = opts->timeout_s > 0 ? opts->timeout_s : 60.0;
     d->tf32 = ch->gemm_tf32;
     d->bf16 = ch->gemm_bf16;
+    d->fp8_lt = ch->fp8_lt;
     d->attn_pref = ch->attn_pref;
     pthread_mutex_init(&d->mu, NULL);
     gs_error_init(&d->abort_err);

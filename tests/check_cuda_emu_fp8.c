@@ -157,6 +157,9 @@ typedef struct fp8_emu_args {
     size_t n, stride, nparts;
     float *partial, *scale, *y;
     int fmt;
+    size_t rows, cols; /* the quantize launch's */
+    int transpose;
+    unsigned char *q;
 } fp8_emu_args;
 
 static void amax_thread(const void *p)
@@ -177,6 +180,12 @@ static void round_thread(const void *p)
     gs_fp8_round_kernel(a->x, a->n, a->stride, a->fmt, a->scale, a->y);
 }
 
+static void quantize_thread(const void *p)
+{
+    const fp8_emu_args *a = p;
+    gs_fp8_quantize_kernel(a->x, a->rows, a->cols, a->transpose, a->stride, a->fmt, a->scale, a->q);
+}
+
 #define GUARD 16 /* poisoned floats after y */
 
 /* gs_cu_fp8_round_current's three launches on the emulator with `blocks` blocks (0: the
@@ -188,7 +197,7 @@ static void emu_round(int fmt, const float *x, size_t n, size_t blocks, float *y
     if (!blocks)
         blocks = gs_fp8_blocks(n);
     ck_assert_uint_le(blocks, GS_FP8_AMAX_BLOCKS);
-    fp8_emu_args a = {x, n, blocks * GS_FP8_THREADS, blocks, partial, scale, y, fmt};
+    fp8_emu_args a = {x, n, blocks * GS_FP8_THREADS, blocks, partial, scale, y, fmt, 0, 0, 0, NULL};
     size_t sh = GS_FP8_THREADS * sizeof(float);
     ck_assert_msg(gs_emu_launch((unsigned)blocks, 1, 1, GS_FP8_THREADS, sh, amax_thread, &a, err, sizeof err) == 0,
                   "%s", err);
@@ -229,6 +238,45 @@ static float urand(void)
     rng = rng * 6364136223846793005ull + 1442695040888963407ull;
     return (float)((double)(rng >> 11) / 9007199254740992.0) * 2.0f - 1.0f;
 }
+
+/* gs_cu_fp8_quantize_current's launches on the emulator (the amax, the scale, the codes of a
+ * rows x cols tensor, transposed or not), against gs_k_fp8_encode of x times the host's scale,
+ * element by element at its place: q[r cols + c], or q[c rows + r] transposed. */
+START_TEST(quantize_gives_the_hosts_codes)
+{
+    const size_t rows = 37, cols = 53; /* 1961 elements: 8 blocks, the last partial */
+    float x[37 * 53];
+    unsigned char q[37 * 53 + GUARD];
+    float partial[GS_FP8_AMAX_BLOCKS], scale[3];
+    for (size_t i = 0; i < rows * cols; i++)
+        x[i] = urand() * 5.0f;
+    x[1000] = 300.5f;
+    for (int fmt = 0; fmt < 2; fmt++)
+        for (int tr = 0; tr < 2; tr++) {
+            char err[200];
+            size_t blocks = gs_fp8_blocks(rows * cols), sh = GS_FP8_THREADS * sizeof(float);
+            memset(q, 0xA5, sizeof q);
+            fp8_emu_args a = {x, rows * cols, blocks * GS_FP8_THREADS, blocks, partial, scale, NULL, fmt,
+                              rows, cols, tr, q};
+            ck_assert_msg(gs_emu_launch((unsigned)blocks, 1, 1, GS_FP8_THREADS, sh, amax_thread, &a, err, sizeof err) == 0,
+                          "%s", err);
+            ck_assert_msg(gs_emu_launch(1, 1, 1, GS_FP8_THREADS, sh, scale_thread, &a, err, sizeof err) == 0, "%s", err);
+            ck_assert_msg(gs_emu_launch((unsigned)blocks, 1, 1, GS_FP8_THREADS, 0, quantize_thread, &a, err,
+                                        sizeof err) == 0, "%s", err);
+            float hs = gs_k_fp8_current_scale((gs_fp8_fmt)fmt, gs_k_amax(x, rows * cols));
+            ck_assert(bits(scale[0]) == bits(hs));
+            for (size_t r = 0; r < rows; r++)
+                for (size_t c = 0; c < cols; c++) {
+                    unsigned want = gs_k_fp8_encode((gs_fp8_fmt)fmt, x[r * cols + c] * hs);
+                    unsigned got = q[tr ? c * rows + r : r * cols + c];
+                    ck_assert_msg(got == want, "fmt %d, transpose %d, x[%zu][%zu]: code 0x%02x, host 0x%02x", fmt, tr,
+                                  r, c, got, want);
+                }
+            for (size_t g = rows * cols; g < sizeof q; g++)
+                ck_assert_msg(q[g] == 0xA5, "wrote q[%zu], past its %zu codes", g, rows * cols);
+        }
+}
+END_TEST
 
 START_TEST(kernels_give_the_hosts_bits)
 {
@@ -274,6 +322,7 @@ int main(void)
     tcase_add_test(tc, encode_is_nvidias);
 #endif
     tcase_add_test(tc, kernels_give_the_hosts_bits);
+    tcase_add_test(tc, quantize_gives_the_hosts_codes);
     suite_add_tcase(s, tc);
     SRunner *sr = srunner_create(s);
     srunner_run_all(sr, CK_NORMAL);

@@ -23,19 +23,46 @@ extern "C" size_t gs_cu_fp8_scratch_floats(void)
     return GS_FP8_AMAX_BLOCKS + 4;
 }
 
+/* The amax and scale launches of x's n elements into scratch. */
+static int amax_scale(cudaStream_t st, int fmt, const float *x, size_t n, float *scratch, size_t *blocks)
+{
+    size_t b = gs_fp8_blocks(n);
+    size_t sh = GS_FP8_THREADS * sizeof(float);
+    gs_fp8_amax_kernel<<<(unsigned)b, GS_FP8_THREADS, sh, st>>>(x, n, b * GS_FP8_THREADS, scratch);
+    int rc = gs_cu_last_error();
+    if (rc)
+        return rc;
+    gs_fp8_scale_kernel<<<1, GS_FP8_THREADS, sh, st>>>(scratch, b, fmt, scratch + GS_FP8_AMAX_BLOCKS);
+    *blocks = b;
+    return gs_cu_last_error();
+}
+
+extern "C" const float *gs_cu_fp8_inverse_scale(const float *scratch)
+{
+    return scratch + GS_FP8_AMAX_BLOCKS + 1;
+}
+
+extern "C" int gs_cu_fp8_quantize_current(cudaStream_t st, int fmt, const float *x, size_t rows, size_t cols,
+                                          int transpose, float *scratch, unsigned char *q)
+{
+    if (fmt != 0 && fmt != 1)
+        return (int)cudaErrorInvalidValue;
+    size_t b = 0, n = rows * cols;
+    int rc = amax_scale(st, fmt, x, n, scratch, &b);
+    if (rc || !n)
+        return rc;
+    gs_fp8_quantize_kernel<<<(unsigned)b, GS_FP8_THREADS, 0, st>>>(x, rows, cols, transpose, b * GS_FP8_THREADS, fmt,
+                                                                   scratch + GS_FP8_AMAX_BLOCKS, q);
+    return gs_cu_last_error();
+}
+
 extern "C" int gs_cu_fp8_round_current(cudaStream_t st, int fmt, const float *x, size_t n, float *scratch, float *y)
 {
     if (fmt != 0 && fmt != 1)
         return (int)cudaErrorInvalidValue;
-    size_t b = gs_fp8_blocks(n);
-    size_t sh = GS_FP8_THREADS * sizeof(float);
-    float *partial = scratch, *scale = scratch + GS_FP8_AMAX_BLOCKS;
-    gs_fp8_amax_kernel<<<(unsigned)b, GS_FP8_THREADS, sh, st>>>(x, n, b * GS_FP8_THREADS, partial);
-    int rc = gs_cu_last_error();
-    if (rc)
-        return rc;
-    gs_fp8_scale_kernel<<<1, GS_FP8_THREADS, sh, st>>>(partial, b, fmt, scale);
-    rc = gs_cu_last_error();
+    size_t b = 0;
+    float *scale = scratch + GS_FP8_AMAX_BLOCKS;
+    int rc = amax_scale(st, fmt, x, n, scratch, &b);
     if (rc || !n)
         return rc;
     gs_fp8_round_kernel<<<(unsigned)b, GS_FP8_THREADS, 0, st>>>(x, n, b * GS_FP8_THREADS, fmt, scale, y);

@@ -155,6 +155,20 @@ GS_KERNEL gs_fp8_round_kernel(const float *x, size_t n, size_t stride, int fmt, 
         y[i] = GS_FMUL(gs_fp8_decode(fmt, gs_fp8_encode(fmt, GS_FMUL(x[i], scale))), inv);
 }
 
+/* q = the FP8 codes of x scale (scale from gs_fp8_scale_kernel's scale_in[0]), x rows x cols
+ * row-major; transpose 0: q in the same layout, 1: q cols x rows row-major (q[c rows + r] = the
+ * code of x[r cols + c]), the layout cuBLASLt's FP8 GEMMs need for the backward's operands.
+ * Elements from the thread's global index in steps of `stride`. */
+GS_KERNEL gs_fp8_quantize_kernel(const float *x, size_t rows, size_t cols, int transpose, size_t stride, int fmt,
+                                 const float *scale_in, unsigned char *q)
+{
+    float scale = scale_in[0];
+    for (size_t i = (size_t)GS_BID_X * GS_BDIM + GS_TID; i < rows * cols; i += stride) {
+        size_t o = transpose ? (i % cols) * rows + i / cols : i;
+        q[o] = (unsigned char)gs_fp8_encode(fmt, GS_FMUL(x[i], scale));
+    }
+}
+
 /* Blocks of the amax and round launches for n elements: one per GS_FP8_THREADS, at most
  * GS_FP8_AMAX_BLOCKS (the grid-stride loops cover the rest). */
 static inline size_t gs_fp8_blocks(size_t n)

@@ -140,6 +140,13 @@ int gs_cu_rows_dot(cudaStream_t st, const float *a, const int32_t *idx, const fl
  * amax), nothing reaches the host. y may be x. */
 size_t gs_cu_fp8_scratch_floats(void);
 int gs_cu_fp8_round_current(cudaStream_t st, int fmt, const float *x, size_t n, float *scratch, float *y);
+/* The same scale, the codes themselves: q (rows x cols bytes) = the FP8 codes of x (rows x cols
+ * row-major) at x's current scale, in x's layout or transposed (cols x rows), for cuBLASLt's FP8
+ * GEMMs; gs_cu_fp8_inverse_scale(scratch) is then the device float 1 / scale those GEMMs take
+ * as the operand's scale. */
+int gs_cu_fp8_quantize_current(cudaStream_t st, int fmt, const float *x, size_t rows, size_t cols, int transpose,
+                               float *scratch, unsigned char *q);
+const float *gs_cu_fp8_inverse_scale(const float *scratch);
 
 /* The scalars are the host kernel's (computed on the host from lr, betas and step). */
 int gs_cu_adamw(cudaStream_t st, float *p, const float *g, float *m, float *v, size_t n, float decay,

@@ -15,10 +15,10 @@
 #      inputs on both): losses within 1e-3 relative, with the default attention path (auto:
 #      cuBLAS GEMMs, the flash variant recomputing P from the lse), the flash kernels and, with
 #      flash_attention: false, the per-row kernels (GRIDSTEP_CUDA_ATTENTION=kernels) and the
-#      GEMMs; a mixture-of-experts model (4 experts, top-2) and an FP8 model (current scaling)
-#      on one rank, their losses within 1e-3 of the host's; the memory pre-flight refusing a
-#      sequence length whose GEMM attention scratch alone exceeds the GPU (the scratch named as
-#      its own term);
+#      GEMMs; a mixture-of-experts model (4 experts, top-2) and an FP8 model (current scaling,
+#      emulated casts and GRIDSTEP_CUDA_FP8=cublaslt) on one rank, their losses within 1e-3 of
+#      the host's; the memory pre-flight refusing a sequence length whose GEMM attention scratch
+#      alone exceeds the GPU (the scratch named as its own term);
 #   5. 5 steps of llama2-7b cut to 8 layers on one GPU (TF32 GEMMs; then the model trained in
 #      bf16, whose GEMM inputs the cuda driver makes bf16 by default, with the dispatch gaps on
 #      the compute stream against the 3% target), each measured step next to
@@ -309,6 +309,10 @@ for f in moe fp8; do
         2>"$out/tiny-$f-cuda.err")
     compared "exec tiny $f: cuda vs host" "$hm" "$cm" "$out/tiny-$f-cuda.err"
 done
+cl=$(GRIDSTEP_CUDA_GEMM=fp32 GRIDSTEP_CUDA_FP8=cublaslt timeout -k 10 60 "$gridstep" exec --json --steps 3 --driver cuda \
+    "$out/tiny-fp8.yaml" 2>"$out/tiny-fp8-lt.err")
+hm=$(timeout -k 10 60 "$gridstep" exec --json --steps 3 "$out/tiny-fp8.yaml" 2>/dev/null)
+compared "exec tiny fp8, cuBLASLt FP8 GEMMs: cuda vs host" "$hm" "$cl" "$out/tiny-fp8-lt.err"
 # the memory pre-flight counts the GEMM attention path's backward scratch: one layer of the tiny
 # model over sequences of 393216 = 3 x 2^17 tokens without flash attention, where one kv head's
 # dP/dS scratch is 393216^2 x 4 B = 9 x 2^36 B = 576 GiB (past the

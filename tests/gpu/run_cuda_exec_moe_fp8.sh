@@ -4,7 +4,8 @@
 # (current scaling: the casts of kernels/cuda/fp8.cu before each linear layer's GEMM) to the host
 # driver's losses, 3 steps, relative difference below 1e-3 (fp32 GEMMs; the reduction orders
 # differ, and under FP8 an element next to a rounding midpoint may take the neighbouring code on
-# one side). With 2 GPUs or more, the MoE model with expert parallelism 2 (the dispatch and
+# one side), and the FP8 model with GRIDSTEP_CUDA_FP8=cublaslt (cuBLASLt's FP8 GEMMs, the scales
+# applied to each sum: fp32 rounding apart). With 2 GPUs or more, the MoE model with expert parallelism 2 (the dispatch and
 # combine as NCCL grouped sends and receives, gs__cuda_all_to_all) trains to the same host
 # losses. Skips (77) without a GPU or without the module.
 . "${top_srcdir:-.}/tests/gpu/gpu_common.sh"
@@ -41,6 +42,10 @@ sys.exit(0 if len(h) == len(c) == 3 and all(abs(a - b) <= 1e-3 * abs(a) for a, b
 }
 same_losses "MoE, 4 experts, top-2, one rank" "$tmp/moe.yaml"
 same_losses "FP8 current scaling, one rank" "$tmp/fp8.yaml"
+# cuBLASLt's FP8 GEMMs (hidden 256, ffn 688, 256 tokens: every dimension a multiple of 16)
+export GRIDSTEP_CUDA_FP8=cublaslt
+same_losses "FP8 current scaling through cuBLASLt's FP8 GEMMs" "$tmp/fp8.yaml"
+unset GRIDSTEP_CUDA_FP8
 if [ "$ngpu" -ge 2 ]; then
     same_losses "MoE, expert parallelism 2" "$tmp/ep2.yaml"
 else

@@ -1,8 +1,8 @@
 #!/bin/sh
 # On a machine without a GPU (or without the NVIDIA driver) where the cuda module was built:
 # `exec --driver cuda` and `calibrate --driver cuda` load the module, find no device and exit 1
-# with a message naming cudaGetDeviceCount, never a crash; and (with a GPU too) a bad GRIDSTEP_CUDA_ATTENTION
-# or GRIDSTEP_CUDA_GEMM is refused.
+# with a message naming cudaGetDeviceCount, never a crash; and (with a GPU too) a bad GRIDSTEP_CUDA_ATTENTION,
+# GRIDSTEP_CUDA_GEMM or GRIDSTEP_CUDA_FP8 is refused.
 # Skips (77) where there is a GPU (after the variable's check) or no module.
 . "${top_srcdir:-.}/tests/gpu/gpu_common.sh"
 [ -f "$GS_MODULE" ] || { echo "SKIP: no cuda module in this build"; exit 77; }
@@ -24,6 +24,15 @@ rc=$?
 if ! grep -q "cannot load" "$err"; then
     if [ $rc -ne 2 ] || ! grep -q "GRIDSTEP_CUDA_GEMM is 'fp8', expected fp32, tf32 or bf16" "$err"; then
         echo "FAIL: GRIDSTEP_CUDA_GEMM=fp8: exit $rc (want 2 and a message naming it):"; cat "$err"; exit 1
+    fi
+fi
+# and a bad GRIDSTEP_CUDA_FP8 the same way
+GRIDSTEP_CUDA_FP8=tensorcores "$GRIDSTEP" exec --driver cuda "$top_srcdir/tests/gpu/tiny-llama-1gpu.yaml" >/dev/null \
+    2>"$err"
+rc=$?
+if ! grep -q "cannot load" "$err"; then
+    if [ $rc -ne 2 ] || ! grep -q "GRIDSTEP_CUDA_FP8 is 'tensorcores', expected emulate or cublaslt" "$err"; then
+        echo "FAIL: GRIDSTEP_CUDA_FP8=tensorcores: exit $rc (want 2 and a message naming it):"; cat "$err"; exit 1
     fi
 fi
 gs_have_gpu && { echo "SKIP: a GPU is present (tests/gpu/run_cuda_exec.sh covers it)"; exit 77; }
