@@ -59,6 +59,10 @@ typedef struct gs_driver_opts {
      * for open(). */
     const gs_schedule *sch;
     uint64_t attn_heads, attn_kv_heads;
+    /* The attention calls' sequences over the schedule events' (0: 1): under context
+     * parallelism's p2p and all_gather, cp (exec runs each CP rank's attention over the whole
+     * sequence, its queries among zero rows); under a2a the heads above are / cp instead. */
+    uint64_t attn_seq_mult;
     /* The scenario's strategy.flash_attention: 1, exec calls attn_fwd_flash / attn_bwd_flash (the
      * cuda driver's GEMM attention path, which keeps the probabilities, then never runs). */
     int attn_flash;
@@ -334,7 +338,7 @@ extern const gs_driver_ops gs_driver_host;
  * gemm_math, sends_wait. 6: all_gather_ring, mark, wait_mark; linear_bwd's dw may be NULL;
  * opts.gemm_bf16, opts.tp_ring_p2p, arm_start. 8: opts.set (the environment's choices, passed down).
  * 9: the kernels in their own table, gs_driver_ops.k. 10: all_to_all and the MoE kernels. 11: the FP8
- * linear kernels. 12: opts.fp8, set.cuda_fp8. */
+ * linear kernels. 12: opts.fp8, opts.attn_seq_mult, set.cuda_fp8. */
 #define GS_DRIVER_ABI 12
 
 /* The drivers this build has, by name (NULL when unknown). */

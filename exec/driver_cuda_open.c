@@ -255,11 +255,11 @@ static gs_status attn_scratch_bytes(const gs_driver_opts *opts, uint64_t rank, u
             gs_status rc =
                 opts->attn_flash
                     ? gs_attn_gemm_flash_max_scratch_bytes(&opts->sch->ranks[k], (size_t)opts->attn_heads,
-                                                           (size_t)opts->attn_kv_heads, GS_ATTN_GEMM_SCRATCH_BYTES,
-                                                           bytes, err)
+                                                           (size_t)opts->attn_kv_heads, (size_t)opts->attn_seq_mult,
+                                                           GS_ATTN_GEMM_SCRATCH_BYTES, bytes, err)
                     : gs_attn_gemm_max_scratch_bytes(&opts->sch->ranks[k], (size_t)opts->attn_heads,
-                                                     (size_t)opts->attn_kv_heads, GS_ATTN_GEMM_SCRATCH_BYTES, bytes,
-                                                     err);
+                                                     (size_t)opts->attn_kv_heads, (size_t)opts->attn_seq_mult,
+                                                     GS_ATTN_GEMM_SCRATCH_BYTES, bytes, err);
             if (rc != GS_OK)
                 gs_error_prefix(err, "cuda driver: rank %" PRIu64, rank);
             return rc;

@@ -278,14 +278,18 @@ static gs_status session_open(gs_exec_session *x, const gs_mesh *mesh, const uin
     const gs_scenario *s = &x->s;
     gs_status rc;
     /* heads that do not split over tp: unknown here (the program refuses them, saying so) */
-    uint64_t tp = mesh->size[GS_DIM_TP] ? mesh->size[GS_DIM_TP] : 1;
-    int split = s->model.heads % tp == 0 && s->model.kv_heads % tp == 0;
+    uint64_t tp = mesh->size[GS_DIM_TP] ? mesh->size[GS_DIM_TP] : 1, cp = mesh->cp > 1 ? mesh->cp : 1;
+    /* context parallelism: a2a gives each CP rank heads / cp of whole sequences; p2p and
+     * all_gather run the whole sequence on each, the rank's queries among zero rows */
+    uint64_t hdiv = cp > 1 && s->strategy.cp_comm == GS_CP_A2A ? tp * cp : tp;
+    int split = s->model.heads % hdiv == 0 && s->model.kv_heads % hdiv == 0;
     gs_driver_opts dopts = {.timeout_s = x->o.timeout_s,
                            .group_of = gs_group_of,
                            .rank_peak_bytes = peaks,
                            .sch = x->sch,
-                           .attn_heads = split ? s->model.heads / tp : 0,
-                           .attn_kv_heads = split ? s->model.kv_heads / tp : 0,
+                           .attn_heads = split ? s->model.heads / hdiv : 0,
+                           .attn_kv_heads = split ? s->model.kv_heads / hdiv : 0,
+                           .attn_seq_mult = cp > 1 && s->strategy.cp_comm != GS_CP_A2A ? cp : 1,
                            .attn_flash = s->strategy.flash_attention != 0,
                            .boot = x->boot,
                            .gemm_bf16 = s->strategy.precision == GS_PREC_BF16,
@@ -337,14 +341,6 @@ gs_status gs_exec_session_create(const gs_scenario *s, const gs_mesh *mesh, cons
     /* every process sees the same scenario: each refuses alike */
     if ((rc = gs_train_fp8_check(s, mesh, x->ops, err)) != GS_OK)
         goto out;
-    if (mesh->cp > 1 && strcmp(x->ops->name, gs_driver_host.name) != 0) {
-        /* every process sees the same scenario: each refuses alike */
-        rc = gs_error_set(err, GS_ERR_INPUT,
-                          "exec: %s: grid.cp=%" PRIu64 " (context parallelism) runs on the host driver only; the %s "
-                          "driver does not run it (run it with --driver host, simulate it with `gridstep sim`, or "
-                          "run cp: 1)", s->name, mesh->cp, x->ops->name);
-        goto out;
-    }
     if (s->model.mla.kv_lora_rank) {
         /* every process sees the same scenario: each refuses alike */
         rc = gs_error_set(err, GS_ERR_INPUT,

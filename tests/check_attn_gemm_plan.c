@@ -575,14 +575,14 @@ START_TEST(test_flash_schedule_max)
     gs_error err;
     gs_error_init(&err);
     uint64_t bytes = 0;
-    ck_assert_int_eq(gs_attn_gemm_flash_max_scratch_bytes(&r, 8, 2, GS_ATTN_GEMM_SCRATCH_BYTES, &bytes, &err), GS_OK);
+    ck_assert_int_eq(gs_attn_gemm_flash_max_scratch_bytes(&r, 8, 2, 1, GS_ATTN_GEMM_SCRATCH_BYTES, &bytes, &err), GS_OK);
     ck_assert_uint_eq(bytes, 524288);
     ev[2].gemm_m = ev[2].gemm_n = 512; /* backward 2 x 2 x 512^2 x 4 B = 4 MiB */
-    ck_assert_int_eq(gs_attn_gemm_flash_max_scratch_bytes(&r, 8, 2, GS_ATTN_GEMM_SCRATCH_BYTES, &bytes, &err), GS_OK);
+    ck_assert_int_eq(gs_attn_gemm_flash_max_scratch_bytes(&r, 8, 2, 1, GS_ATTN_GEMM_SCRATCH_BYTES, &bytes, &err), GS_OK);
     ck_assert_uint_eq(bytes, 4194304);
     ev[1].phase = GS_PHASE_RECOMPUTE; /* a recompute is a forward */
     ev[1].gemm_m = ev[1].gemm_n = 2048; /* 2 x 2048^2 x 4 B = 32 MiB */
-    ck_assert_int_eq(gs_attn_gemm_flash_max_scratch_bytes(&r, 8, 2, GS_ATTN_GEMM_SCRATCH_BYTES, &bytes, &err), GS_OK);
+    ck_assert_int_eq(gs_attn_gemm_flash_max_scratch_bytes(&r, 8, 2, 1, GS_ATTN_GEMM_SCRATCH_BYTES, &bytes, &err), GS_OK);
     ck_assert_uint_eq(bytes, 33554432);
 }
 END_TEST
@@ -673,12 +673,12 @@ START_TEST(test_schedule_max)
     gs_error err;
     gs_error_init(&err);
     uint64_t bytes = 1;
-    ck_assert_int_eq(gs_attn_gemm_max_scratch_bytes(&r, 8, 2, GS_ATTN_GEMM_SCRATCH_BYTES, &bytes, &err), GS_OK);
+    ck_assert_int_eq(gs_attn_gemm_max_scratch_bytes(&r, 8, 2, 1, GS_ATTN_GEMM_SCRATCH_BYTES, &bytes, &err), GS_OK);
     ck_assert_uint_eq(bytes, 131072);
     /* the shape of the largest: 2 sequences of 128, lds of the fused qkv row (8 + 2 x 2) x 16 and
      * of out 8 x 16 */
     gs_attn_shape sh;
-    ck_assert_int_eq(gs_attn_gemm_event_shape(&ev[3], 8, 2, GS_ATTN_GEMM_SCRATCH_BYTES, &sh, &err), GS_OK);
+    ck_assert_int_eq(gs_attn_gemm_event_shape(&ev[3], 8, 2, 1, GS_ATTN_GEMM_SCRATCH_BYTES, &sh, &err), GS_OK);
     ck_assert_uint_eq(sh.nseq, 2);
     ck_assert_uint_eq(sh.seq, 128);
     ck_assert_uint_eq(sh.nh, 8);
@@ -689,16 +689,16 @@ START_TEST(test_schedule_max)
     ck_assert_uint_eq(sh.ldo, 128);
     /* no backward attention: none */
     r.nevents = 2;
-    ck_assert_int_eq(gs_attn_gemm_max_scratch_bytes(&r, 8, 2, GS_ATTN_GEMM_SCRATCH_BYTES, &bytes, &err), GS_OK);
+    ck_assert_int_eq(gs_attn_gemm_max_scratch_bytes(&r, 8, 2, 1, GS_ATTN_GEMM_SCRATCH_BYTES, &bytes, &err), GS_OK);
     ck_assert_uint_eq(bytes, 0);
     /* a batch that is not whole sequences of 8 heads, and kv heads that do not divide the heads */
     ev[2].gemm_batch = 12;
     r.nevents = sizeof ev / sizeof ev[0];
-    ck_assert_int_eq(gs_attn_gemm_max_scratch_bytes(&r, 8, 2, GS_ATTN_GEMM_SCRATCH_BYTES, &bytes, &err),
+    ck_assert_int_eq(gs_attn_gemm_max_scratch_bytes(&r, 8, 2, 1, GS_ATTN_GEMM_SCRATCH_BYTES, &bytes, &err),
                      GS_ERR_INPUT);
     ck_assert_ptr_nonnull(strstr(err.msg, "whole sequences of 8 query heads"));
-    ck_assert_int_eq(gs_attn_gemm_event_shape(&ev[3], 8, 3, GS_ATTN_GEMM_SCRATCH_BYTES, &sh, &err), GS_ERR_INPUT);
-    ck_assert_int_eq(gs_attn_gemm_event_shape(&ev[0], 8, 2, GS_ATTN_GEMM_SCRATCH_BYTES, &sh, &err), GS_ERR_INPUT);
+    ck_assert_int_eq(gs_attn_gemm_event_shape(&ev[3], 8, 3, 1, GS_ATTN_GEMM_SCRATCH_BYTES, &sh, &err), GS_ERR_INPUT);
+    ck_assert_int_eq(gs_attn_gemm_event_shape(&ev[0], 8, 2, 1, GS_ATTN_GEMM_SCRATCH_BYTES, &sh, &err), GS_ERR_INPUT);
 }
 END_TEST
 
@@ -727,13 +727,62 @@ START_TEST(test_schedule_built)
     ck_assert_uint_eq(sch->nranks, 4);
     for (size_t i = 0; i < sch->nranks; i++) {
         uint64_t bytes = 0;
-        ck_assert_int_eq(gs_attn_gemm_max_scratch_bytes(&sch->ranks[i], 4, 2, GS_ATTN_GEMM_SCRATCH_BYTES, &bytes,
+        ck_assert_int_eq(gs_attn_gemm_max_scratch_bytes(&sch->ranks[i], 4, 2, 1, GS_ATTN_GEMM_SCRATCH_BYTES, &bytes,
                                                         &err), GS_OK);
         ck_assert_uint_eq(bytes, 8192);
-        ck_assert_int_eq(gs_attn_gemm_max_scratch_bytes(&sch->ranks[i], 4, 2, 4097, &bytes, &err), GS_OK);
+        ck_assert_int_eq(gs_attn_gemm_max_scratch_bytes(&sch->ranks[i], 4, 2, 1, 4097, &bytes, &err), GS_OK);
         ck_assert_uint_eq(bytes, 4096);
     }
     gs_schedule_destroy(sch);
+}
+END_TEST
+
+/* The same tiny model with context parallelism 2 (cp_comm p2p, all_gather, a2a) on 2 ranks: the
+ * schedule's attention events carry each rank's share; exec runs p2p's and all_gather's over the
+ * whole 32-token sequence with all 8 heads on 4 kv heads (the rank's 16 queries among zero rows:
+ * seq_mult 2), and a2a's over whole sequences with 8 / 2 = 4 heads on 4 / 2 = 2 kv heads. X_h =
+ * 32 x 32 x 4 B = 4096 B a kv head, the default cap taking every kv head: 4 x 4096 = 16384 B for
+ * p2p and all_gather, 2 x 4096 = 8192 B for a2a. Without the multiplier the p2p and all_gather
+ * events read as sequences of 16: a quarter of that. */
+START_TEST(test_schedule_cp)
+{
+    static const char *const comm[] = {"p2p", "all_gather", "a2a"};
+    static const uint64_t want[] = {16384, 16384, 8192};
+    for (size_t c = 0; c < 3; c++) {
+        char yaml[800];
+        snprintf(yaml, sizeof yaml,
+                 "name: t\n"
+                 "model: {name: tiny-exec, layers: 2, hidden: 64, heads: 8, kv_heads: 4, ffn: 128, vocab: 256, "
+                 "seq: 32,\n        tied_embeddings: false, norm: rmsnorm, mlp: swiglu, pos: rope}\n"
+                 "cluster: {preset: dgx-a100-80g, nodes: 1, gpus_per_node: 2}\n"
+                 "grid: {dp: 1, pp: 1, tp: 1, cp: 2}\n"
+                 "strategy: {sharding: full_shard, precision: fp32, pipeline: 1f1b, recompute: none, "
+                 "flash_attention: false, cp_comm: %s}\n"
+                 "batch: {global: 2, micro: 2}\n",
+                 comm[c]);
+        gs_error err;
+        gs_error_init(&err);
+        gs_scenario s;
+        gs_mesh m;
+        gs_schedule *sch = NULL;
+        ck_assert_msg(gs_scenario_load_string(yaml, strlen(yaml), "t", &s, &err) == GS_OK, "%s", err.msg);
+        ck_assert_msg(gs_scenario_mesh(&s, &m, NULL, &err) == GS_OK, "%s", err.msg);
+        ck_assert_msg(gs_schedule_build(&s, &m, 1, &sch, &err) == GS_OK, "%s", err.msg);
+        int a2a = c == 2;
+        for (size_t i = 0; i < sch->nranks; i++) {
+            uint64_t bytes = 0;
+            ck_assert_msg(gs_attn_gemm_max_scratch_bytes(&sch->ranks[i], a2a ? 4 : 8, a2a ? 2 : 4, a2a ? 1 : 2,
+                                                         GS_ATTN_GEMM_SCRATCH_BYTES, &bytes, &err) == GS_OK,
+                          "%s: %s", comm[c], err.msg);
+            ck_assert_msg(bytes == want[c], "%s: %llu B", comm[c], (unsigned long long)bytes);
+            if (!a2a) {
+                ck_assert_int_eq(gs_attn_gemm_max_scratch_bytes(&sch->ranks[i], 8, 4, 1, GS_ATTN_GEMM_SCRATCH_BYTES,
+                                                                &bytes, &err), GS_OK);
+                ck_assert_uint_eq(bytes, want[c] / 4);
+            }
+        }
+        gs_schedule_destroy(sch);
+    }
 }
 END_TEST
 
@@ -826,6 +875,7 @@ static Suite *attn_gemm_plan_suite(void)
     tcase_add_test(tc, test_scratch_bytes);
     tcase_add_test(tc, test_schedule_max);
     tcase_add_test(tc, test_schedule_built);
+    tcase_add_test(tc, test_schedule_cp);
     tcase_set_timeout(tc, ATTN_PLAN_TEST_TIMEOUT_S);
     suite_add_tcase(s, tc);
     tc = tcase_create("flash");

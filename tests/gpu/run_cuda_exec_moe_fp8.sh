@@ -5,9 +5,11 @@
 # driver's losses, 3 steps, relative difference below 1e-3 (fp32 GEMMs; the reduction orders
 # differ, and under FP8 an element next to a rounding midpoint may take the neighbouring code on
 # one side), and the FP8 model with GRIDSTEP_CUDA_FP8=cublaslt (cuBLASLt's FP8 GEMMs, the scales
-# applied to each sum: fp32 rounding apart). With 2 GPUs or more, the MoE model with expert parallelism 2 (the dispatch and
-# combine as NCCL grouped sends and receives, gs__cuda_all_to_all) trains to the same host
-# losses. Skips (77) without a GPU or without the module.
+# applied to each sum: fp32 rounding apart). With 2 GPUs or more, the MoE model with expert
+# parallelism 2 (the dispatch and combine as NCCL grouped sends and receives,
+# gs__cuda_all_to_all) trains to the same host losses, and the dense model with context parallelism 2 (cp_comm p2p: the K, V all-gather and
+# the dK, dV reduce-scatter on the CP communicator) too. Skips (77) without a GPU or without the
+# module.
 . "${top_srcdir:-.}/tests/gpu/gpu_common.sh"
 [ -f "$GS_MODULE" ] || { echo "SKIP: no cuda module in this build"; exit 77; }
 gs_have_gpu || { echo "SKIP: no GPU"; exit 77; }
@@ -22,8 +24,10 @@ sed 's/precision: bf16/precision: fp8\
   fp8_recipe: current/; s/preset: dgx-a100-80g/preset: dgx-h100/' "$base" >"$tmp/fp8.yaml"
 sed 's/grid: {dp: 1, pp: 1, tp: 1}/grid: {dp: 2, pp: 1, tp: 1, ep: 2}/; s/gpus_per_node: 1/gpus_per_node: 2/' \
     "$tmp/moe.yaml" >"$tmp/ep2.yaml"
-for f in moe fp8 ep2; do
-    grep -q 'moe:\|fp8_recipe\|ep: 2' "$tmp/$f.yaml" || { echo "FAIL: $f.yaml: the edit of $base did not apply"; exit 1; }
+sed 's/grid: {dp: 1, pp: 1, tp: 1}/grid: {dp: 1, pp: 1, tp: 1, cp: 2}/; s/gpus_per_node: 1/gpus_per_node: 2/' \
+    "$base" >"$tmp/cp2.yaml"
+for f in moe fp8 ep2 cp2; do
+    grep -q 'moe:\|fp8_recipe\|ep: 2\|cp: 2' "$tmp/$f.yaml" || { echo "FAIL: $f.yaml: the edit of $base did not apply"; exit 1; }
 done
 rc=0
 # same_losses NAME SCENARIO: the cuda driver's 3 losses within 1e-3 of the host driver's
@@ -48,7 +52,8 @@ same_losses "FP8 current scaling through cuBLASLt's FP8 GEMMs" "$tmp/fp8.yaml"
 unset GRIDSTEP_CUDA_FP8
 if [ "$ngpu" -ge 2 ]; then
     same_losses "MoE, expert parallelism 2" "$tmp/ep2.yaml"
+    same_losses "context parallelism 2 (p2p)" "$tmp/cp2.yaml"
 else
-    echo "SKIP (part): expert parallelism 2 needs 2 GPUs, this machine shows $ngpu"
+    echo "SKIP (part): expert and context parallelism 2 need 2 GPUs, this machine shows $ngpu"
 fi
 exit $rc
