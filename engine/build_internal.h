@@ -143,7 +143,7 @@ gs_status gs__head_backward(gs_bctx *x, uint32_t mb, const gs_layer_io *io, uint
 /* Whether global layer `layer` is a mixture-of-experts block (gs_model_moe_block). */
 static inline int gs__moe_block(const gs_bctx *x, int32_t layer)
 {
-    return layer >= 0 && gs_model_moe_block(&x->s->model, (uint64_t)layer);
+    return x->s->model.moe.experts && layer >= 0 && gs_model_moe_block(&x->s->model, (uint64_t)layer);
 }
 
 /* engine/build_recompute.c: the modules of `modules` (selective recompute's gs_recompute_module
