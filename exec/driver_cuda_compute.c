@@ -30,6 +30,24 @@ int gs__cuda_ensure_workspace(gs_drv_stream *s)
     return 1;
 }
 
+void *gs__cuda_stream_buffer(gs_drv_stream *s, void **buf, size_t *cap, size_t bytes, const char *what)
+{
+    if (bytes > *cap) {
+        if (*buf)
+            cudaFreeAsync(*buf, s->cs);
+        *buf = NULL;
+        *cap = 0;
+        cudaError_t e = cudaMallocAsync(buf, bytes, s->cs);
+        if (e != cudaSuccess) {
+            *buf = NULL;
+            gs__cuda_fail_stream(s, "cudaMallocAsync (%zu B for %s): %s", bytes, what, cudaGetErrorString(e));
+            return NULL;
+        }
+        *cap = bytes;
+    }
+    return *buf;
+}
+
 /* GRIDSTEP_CUDA_GEMM=bf16: A's and B's stored extents (na, nb elements from a and b) cast to
  * bf16 into the stream's buffer, same layout; *a16, *b16 point at the copies. 0 on failure (the
  * stream failed). */
@@ -37,19 +55,8 @@ static int cast_inputs(gs_drv_stream *s, const float *a, size_t na, const float 
                        void **b16)
 {
     size_t bytes = (na + nb) * 2 + 256; /* B's copy starts 256-byte aligned, as cuBLASLt prefers */
-    if (bytes > s->bf16_cap) {
-        if (s->bf16_buf)
-            cudaFreeAsync(s->bf16_buf, s->cs);
-        s->bf16_buf = NULL;
-        s->bf16_cap = 0;
-        cudaError_t e = cudaMallocAsync(&s->bf16_buf, bytes, s->cs);
-        if (e != cudaSuccess) {
-            s->bf16_buf = NULL;
-            gs__cuda_fail_stream(s, "cudaMallocAsync (%zu B for bf16 GEMM inputs): %s", bytes, cudaGetErrorString(e));
-            return 0;
-        }
-        s->bf16_cap = bytes;
-    }
+    if (!gs__cuda_stream_buffer(s, &s->bf16_buf, &s->bf16_cap, bytes, "bf16 GEMM inputs"))
+        return 0;
     *a16 = s->bf16_buf;
     *b16 = (char *)s->bf16_buf + (na * 2 + 255) / 256 * 256;
     int rc = gs_cu_to_bf16(gs__cuda_work_on(s), *a16, a, na);

@@ -30,34 +30,19 @@ static size_t aligned(size_t floats)
     return (floats + FP8_ALIGN_FLOATS - 1) / FP8_ALIGN_FLOATS * FP8_ALIGN_FLOATS;
 }
 
-/* The stream's FP8 buffer with room for the scratch and copies of the given sizes (n of them,
- * 0-sized ones allowed); *scratch and copy[i] point into it. 0 when it could not be had (the
- * stream failed). */
-static int fp8_room(gs_drv_stream *s, const size_t *sizes, size_t n, float **scratch, float **copy)
+/* The stream's FP8 buffer cut into n parts of floats[i] floats each (0-sized allowed), each
+ * 256-byte aligned; part[i] points at each. 0 when it could not be had (the stream failed). */
+static int fp8_room(gs_drv_stream *s, const size_t *floats, size_t n, float **part)
 {
-    size_t floats = aligned(gs_cu_fp8_scratch_floats());
+    size_t total = 0;
     for (size_t i = 0; i < n; i++)
-        floats += aligned(sizes[i]);
-    size_t bytes = floats * sizeof(float);
-    if (bytes > s->fp8_cap) {
-        if (s->fp8_buf)
-            cudaFreeAsync(s->fp8_buf, s->cs);
-        s->fp8_buf = NULL;
-        s->fp8_cap = 0;
-        cudaError_t e = cudaMallocAsync(&s->fp8_buf, bytes, s->cs);
-        if (e != cudaSuccess) {
-            s->fp8_buf = NULL;
-            gs__cuda_fail_stream(s, "cudaMallocAsync (%zu B for FP8 GEMM inputs): %s", bytes, cudaGetErrorString(e));
-            return 0;
-        }
-        s->fp8_cap = bytes;
-    }
-    float *p = s->fp8_buf;
-    *scratch = p;
-    p += aligned(gs_cu_fp8_scratch_floats());
+        total += aligned(floats[i]);
+    float *p = gs__cuda_stream_buffer(s, &s->fp8_buf, &s->fp8_cap, total * sizeof(float), "FP8 GEMM inputs");
+    if (!p)
+        return 0;
     for (size_t i = 0; i < n; i++) {
-        copy[i] = p;
-        p += aligned(sizes[i]);
+        part[i] = p;
+        p += aligned(floats[i]);
     }
     return 1;
 }
@@ -144,28 +129,21 @@ static int lt_fp8(gs_drv_stream *s, size_t m, size_t n, size_t k, const unsigned
     return rc;
 }
 
-/* The stream's FP8 buffer as 3 scratches and up to 3 code buffers of the given bytes (0-sized
+/* The stream's FP8 buffer as 3 scratches, up to 3 code buffers of the given bytes (0-sized
  * allowed) and an fp32 buffer of `floats`; 0 when it could not be had (the stream failed). */
 static int lt_room(gs_drv_stream *s, const size_t *bytes, size_t floats, float **scratch, unsigned char **code,
                    float **out)
 {
-    size_t sc = aligned(gs_cu_fp8_scratch_floats()), total = 3 * sc + aligned(floats);
-    for (size_t i = 0; i < 3; i++)
-        total += aligned((bytes[i] + 3) / 4);
-    const size_t rest[1] = {total - sc}; /* fp8_room puts one scratch first: the buffer is `total` */
-    float *base, *c4[3], *after;
-    if (!fp8_room(s, rest, 1, &base, &after))
+    size_t sc = gs_cu_fp8_scratch_floats();
+    const size_t sizes[7] = {sc, sc, sc, (bytes[0] + 3) / 4, (bytes[1] + 3) / 4, (bytes[2] + 3) / 4, floats};
+    float *part[7];
+    if (!fp8_room(s, sizes, 7, part))
         return 0;
-    scratch[0] = base;
-    scratch[1] = base + sc;
-    scratch[2] = base + 2 * sc;
-    float *p = base + 3 * sc;
     for (size_t i = 0; i < 3; i++) {
-        c4[i] = p;
-        code[i] = (unsigned char *)c4[i];
-        p += aligned((bytes[i] + 3) / 4);
+        scratch[i] = part[i];
+        code[i] = (unsigned char *)part[3 + i];
     }
-    *out = p;
+    *out = part[6];
     return 1;
 }
 
@@ -236,23 +214,23 @@ static int lt_bwd(gs_drv_stream *s, const float *x, const float *w, const float 
 
 static void emulated_fwd(gs_drv_stream *s, const float *x, const float *w, float *y, size_t t, size_t k, size_t n)
 {
-    const size_t sizes[2] = {t * k, n * k};
-    float *scratch, *c[2];
-    if (!fp8_room(s, sizes, 2, &scratch, c))
+    const size_t sizes[3] = {gs_cu_fp8_scratch_floats(), t * k, n * k};
+    float *c[3];
+    if (!fp8_room(s, sizes, 3, c))
         return;
-    if (round_current(s, 0, x, t * k, scratch, c[0]) && round_current(s, 0, w, n * k, scratch, c[1]))
-        gs__cuda_k_linear_fwd(s, c[0], c[1], y, t, k, n);
+    if (round_current(s, 0, x, t * k, c[0], c[1]) && round_current(s, 0, w, n * k, c[0], c[2]))
+        gs__cuda_k_linear_fwd(s, c[1], c[2], y, t, k, n);
 }
 
 static void emulated_bwd(gs_drv_stream *s, const float *x, const float *w, const float *dy, float *dx, float *dw,
                          size_t t, size_t k, size_t n)
 {
     /* only what the products read is cast: dx = dy w reads w, dw += dy^T x reads x */
-    const size_t sizes[4] = {dw ? t * k : 0, dx ? n * k : 0, t * n, dw ? n * k : 0};
-    float *scratch, *c[4];
-    if (!fp8_room(s, sizes, 4, &scratch, c))
+    const size_t sizes[5] = {gs_cu_fp8_scratch_floats(), dw ? t * k : 0, dx ? n * k : 0, t * n, dw ? n * k : 0};
+    float *c[5];
+    if (!fp8_room(s, sizes, 5, c))
         return;
-    float *xq = c[0], *wq = c[1], *dyq = c[2], *wgrad = dw ? c[3] : NULL;
+    float *scratch = c[0], *xq = c[1], *wq = c[2], *dyq = c[3], *wgrad = dw ? c[4] : NULL;
     if (dw && !round_current(s, 0, x, t * k, scratch, xq))
         return;
     if (dx && !round_current(s, 0, w, n * k, scratch, wq))

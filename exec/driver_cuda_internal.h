@@ -131,6 +131,9 @@ gs_status gs__cuda_open(const gs_mesh *mesh, const gs_driver_opts *opts, gs_drv 
 /* ---- exec/driver_cuda_compute.c: the compute ops ---- */
 /* The stream's GEMM workspace (allocated on the stream at its first GEMM); 0 when it failed. */
 int gs__cuda_ensure_workspace(gs_drv_stream *s);
+/* *buf (capacity *cap bytes) grown on the stream to at least `bytes` (the old one freed on the
+ * stream); NULL when the allocation failed (the stream then fails, naming `what`). */
+void *gs__cuda_stream_buffer(gs_drv_stream *s, void **buf, size_t *cap, size_t bytes, const char *what);
 void gs__cuda_k_linear_fwd(gs_drv_stream *s, const float *x, const float *w, float *y, size_t t, size_t k, size_t n);
 void gs__cuda_k_linear_bwd(gs_drv_stream *s, const float *x, const float *w, const float *dy, float *dx, float *dw,
                            size_t t, size_t k, size_t n);

@@ -93,18 +93,24 @@ static void check_encode_one(int fmt, float x)
                   host);
 }
 
-START_TEST(encode_is_the_hosts)
+/* check(fmt, x) for both formats over their edge inputs and a stride through every bit pattern
+ * (65,537 inputs: normals, subnormals, NaNs). */
+static void each_input(void (*check)(int fmt, float x))
 {
     for (int fmt = 0; fmt < 2; fmt++) {
         size_t n;
         float *v = edge_inputs(fmt, &n);
         for (size_t i = 0; i < n; i++)
-            check_encode_one(fmt, v[i]);
+            check(fmt, v[i]);
         free(v);
-        /* a stride through every bit pattern: 65,537 inputs, normals, subnormals, NaNs */
         for (uint64_t u = 0; u < (1ull << 32); u += 65537)
-            check_encode_one(fmt, from_bits((uint32_t)u));
+            check(fmt, from_bits((uint32_t)u));
     }
+}
+
+START_TEST(encode_is_the_hosts)
+{
+    each_input(check_encode_one);
 }
 END_TEST
 
@@ -137,15 +143,7 @@ static void check_nvidia_one(int fmt, float x)
 
 START_TEST(encode_is_nvidias)
 {
-    for (int fmt = 0; fmt < 2; fmt++) {
-        size_t n;
-        float *v = edge_inputs(fmt, &n);
-        for (size_t i = 0; i < n; i++)
-            check_nvidia_one(fmt, v[i]);
-        free(v);
-        for (uint64_t u = 0; u < (1ull << 32); u += 65537)
-            check_nvidia_one(fmt, from_bits((uint32_t)u));
-    }
+    each_input(check_nvidia_one);
 }
 END_TEST
 #endif
