@@ -235,13 +235,9 @@ int gs_torchtitan_flavor(const gs_model *m, const char **name, const char **flav
         const gs_model *p = gs_model_preset_find(tt_flavors[i][2]);
         if (!p)
             continue;
-        gs_model a = *m, b = *p;
+        gs_model a = *m;
         a.seq = p->seq;
-        if (a.moe.experts && !a.moe.every) /* 0 and 1 both say every block (validation writes 1) */
-            a.moe.every = 1;
-        if (b.moe.experts && !b.moe.every)
-            b.moe.every = 1;
-        if (memcmp(&a, &b, sizeof a) == 0) {
+        if (memcmp(&a, p, sizeof a) == 0) {
             *name = tt_flavors[i][0];
             *flavor = tt_flavors[i][1];
             return 1;
@@ -535,11 +531,13 @@ static gs_status tt_uneven_layout(const tt *x, uint64_t layers, uint64_t stages,
                                   uint64_t last_less, gs_scenario *s)
 {
     gs_layout l;
-    if (gs_torchtitan_split(layers, stages, first_less, last_less, &l) != 0)
-        return gs_error_set(x->err, GS_ERR_INPUT,
-                            "%s: %" PRIu64 " layers over %" PRIu64 " pipeline stages: torchtitan's split leaves a "
-                            "stage without a layer or with more than 255, or there are more than %d stages",
-                            x->path, layers, stages, GS_LAYOUT_MAX);
+    if (gs_torchtitan_split(layers, stages, first_less, last_less, &l) != 0) {
+        char what[96];
+        snprintf(what, sizeof what, "%" PRIu64 " layers over %" PRIu64 " pipeline stages", layers, stages);
+        return tt_fail(x, gs_toml_find(x->t, "parallelism.pipeline_parallel_degree"),
+                       "gives %s: torchtitan's split leaves a stage without a layer or with more than 255%s", what,
+                       ", or more stages than gridstep lays out");
+    }
     s->grid.layout = l;
     s->grid.account_for_embedding = s->grid.account_for_loss = 0;
     return GS_OK;
