@@ -246,10 +246,10 @@ static void put(launch_doc *d, const char *fmt, ...)
 
 void gs__launch_put_subject(launch_doc *d, const gs_scenario *s, const gs_mesh *m)
 {
-    put(d, "%s on %" PRIu64 " x %s (%" PRIu64 " GPUs), grid dp=%" PRIu64 " x pp=%" PRIu64
-           " x tp=%" PRIu64 ", %s",
-        s->model.name, gs_mesh_nodes(m), s->cluster.name, m->world, m->size[GS_DIM_DP],
-        m->size[GS_DIM_PP], m->size[GS_DIM_TP], gs_sharding_name(s->strategy.sharding));
+    char grid[160];
+    gs_mesh_grid_text(m, grid, sizeof grid); /* dp counts the replicas, with cp (and ep) beside */
+    put(d, "%s on %" PRIu64 " x %s (%" PRIu64 " GPUs), grid %s, %s", s->model.name, gs_mesh_nodes(m),
+        s->cluster.name, m->world, grid, gs_sharding_name(s->strategy.sharding));
 }
 
 static void put_batch_comment(launch_doc *d, const gs_scenario *s, const gs_mesh *m)
@@ -259,7 +259,7 @@ static void put_batch_comment(launch_doc *d, const gs_scenario *s, const gs_mesh
         " sequence%s per GPU x %" PRIu64 " accumulation step%s x dp %" PRIu64 " = global %" PRIu64
         " sequences of %" PRIu64 " tokens\n",
         s->batch.micro_seqs, s->batch.micro_seqs == 1 ? "" : "s", gs_scenario_microbatches(s),
-        gs_scenario_microbatches(s) == 1 ? "" : "s", m->size[GS_DIM_DP], s->batch.global_seqs,
+        gs_scenario_microbatches(s) == 1 ? "" : "s", gs_mesh_dp_replicas(m), s->batch.global_seqs,
         s->model.seq);
 }
 
