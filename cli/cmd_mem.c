@@ -71,6 +71,8 @@ static json_t *ledger_json(const gs_scenario *s, const gs_mesh *mesh, const gs_l
     json_object_set_new(grid, "dp", json_integer((json_int_t)gs_mesh_dp_replicas(mesh)));
     if (mesh->cp > 1)
         json_object_set_new(grid, "cp", json_integer((json_int_t)mesh->cp));
+    if (mesh->cp > 1 && mesh->cp_a2a > 1)
+        json_object_set_new(grid, "cp_a2a", json_integer((json_int_t)mesh->cp_a2a));
     if (mesh->ep > 1)
         json_object_set_new(grid, "ep", json_integer((json_int_t)mesh->ep));
     if (mesh->etp)

@@ -180,6 +180,8 @@ static json_t *summary_json(const gs_schedule *sch, int full_validation, int ide
     json_object_set_new(grid, "dp", json_integer((json_int_t)gs_mesh_dp_replicas(&sch->mesh)));
     if (sch->mesh.cp > 1)
         json_object_set_new(grid, "cp", json_integer((json_int_t)sch->mesh.cp));
+    if (sch->mesh.cp > 1 && sch->mesh.cp_a2a > 1)
+        json_object_set_new(grid, "cp_a2a", json_integer((json_int_t)sch->mesh.cp_a2a));
     if (sch->mesh.ep > 1)
         json_object_set_new(grid, "ep", json_integer((json_int_t)sch->mesh.ep));
     if (sch->mesh.etp)

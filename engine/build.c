@@ -653,7 +653,7 @@ gs_status gs__schedule_check_ledger(const gs_schedule *sch, const gs_scenario *s
             else if (e->kind == GS_EV_COLLECTIVE) {
                 if (e->group == GS_GROUP_TP)
                     sent[GS_TRAFFIC_TP] += b;
-                else if (e->group == GS_GROUP_CP)
+                else if (e->group == GS_GROUP_CP || e->group == GS_GROUP_CP_A2A || e->group == GS_GROUP_CP_P2P)
                     sent[GS_TRAFFIC_CP] += b;
                 else if (e->group == GS_GROUP_ETP) /* the experts' TP: the ledger's tp line */
                     sent[GS_TRAFFIC_TP] += b;

@@ -252,10 +252,10 @@ void gs__ledger_cp_qkv(const gs_model *m, const gs_strategy *st, uint64_t b, uin
     *q = mul(c, mul(c, m->heads / tp, m->head_dim, "cp"), Te, "cp");
 }
 
-static void cp_buffers(const gs_model *m, const gs_strategy *st, uint64_t b, uint64_t tp, uint64_t cp, calc *c,
-                       gs_act_sizes *out)
+static void cp_buffers(const gs_model *m, const gs_strategy *st, uint64_t b, uint64_t tp, const gs_mesh *mesh,
+                       calc *c, gs_act_sizes *out)
 {
-    uint64_t kv, q;
+    uint64_t kv, q, cp = mesh->cp;
     gs__ledger_cp_qkv(m, st, b, tp, cp, c, &kv, &q);
     switch (st->cp_comm) {
     case GS_CP_P2P:
@@ -269,6 +269,14 @@ static void cp_buffers(const gs_model *m, const gs_strategy *st, uint64_t b, uin
     case GS_CP_A2A:
         out->cp_fwd = out->cp_bwd = add(c, mul(c, 2, q, "cp buffers"), kv, "cp buffers");
         break;
+    case GS_CP_A2A_P2P: {
+        /* the a2a level's (as a2a) and the p2p level's ring of cp / A chunks of the K, V the a2a
+         * gave the rank (A s tokens x kv heads / A: kv's bytes) */
+        uint64_t a = gs_mesh_cp_a2a(mesh), a2a = add(c, mul(c, 2, q, "cp buffers"), kv, "cp buffers");
+        out->cp_fwd = add(c, a2a, mul(c, cp / a, kv, "cp buffers"), "cp buffers");
+        out->cp_bwd = add(c, a2a, mul(c, 4, kv, "cp buffers"), "cp buffers");
+        break;
+    }
     }
 }
 
@@ -323,7 +331,7 @@ gs_status gs_ledger_act_sizes(const gs_scenario *s, const gs_mesh *mesh, uint64_
     if (st->sequence_parallel)
         out->boundary = ceil_div(out->boundary, tp);
     if (cp > 1)
-        cp_buffers(m, st, b, tp, cp, &c, out);
+        cp_buffers(m, st, b, tp, mesh, &c, out);
     if (c.overflow)
         return gs_error_set(err, GS_ERR_OVERFLOW, "%s: %s bytes would overflow 64 bits", s->path, c.what);
     return GS_OK;
@@ -377,7 +385,9 @@ void gs__ledger_stage_act_lines(const stage_build *b)
                             gs_cp_comm_name(st->cp_comm), act->cp_fwd, act->cp_bwd,
                             st->cp_comm == GS_CP_P2P         ? "cp K,V chunks; 2 ring buffers of K,V and their gradients"
                             : st->cp_comm == GS_CP_ALL_GATHER ? "the gathered K,V; with their gradients"
-                                                              : "Q,K,V and the output for heads/cp whole sequences");
+                            : st->cp_comm == GS_CP_A2A        ? "Q,K,V and the output for heads/cp whole sequences"
+                                                              : "the a2a level's Q,K,V and output; the p2p level's "
+                                                                "K,V ring as p2p's");
     if (act->emb_mask)
         gs__ledger_line_add(c, r, "act: embedding", act->emb_mask, "dropout mask 1 B x s*b*h%s",
                             st->sequence_parallel ? " / tp" : "");

@@ -345,6 +345,13 @@ void gs__ledger_stage_cp_traffic(stage_build *b)
     gs__ledger_cp_qkv(m, st, s->batch.micro_seqs, tp, cp, c, &kv, &q);
     if (st->cp_comm == GS_CP_A2A) {
         fwd = bwd = add(c, ring_sent(add(c, q, kv, "traffic"), cp), ring_sent(q, cp), "traffic");
+    } else if (st->cp_comm == GS_CP_A2A_P2P) {
+        /* the a2a level's all-to-alls (as a2a's, over A ranks), then the p2p level's ring over cp / A
+         * ranks of the K, V the a2a gave the rank (kv's bytes) */
+        uint64_t a = gs_mesh_cp_a2a(b->mesh);
+        uint64_t a2a = add(c, ring_sent(add(c, q, kv, "traffic"), a), ring_sent(q, a), "traffic");
+        fwd = add(c, a2a, mul(c, cp / a - 1, kv, "traffic"), "traffic");
+        bwd = add(c, a2a, mul(c, 2 * (cp / a - 1), kv, "traffic"), "traffic");
     } else {
         fwd = mul(c, cp - 1, kv, "traffic");
         bwd = mul(c, 2, fwd, "traffic");

@@ -131,6 +131,7 @@ gs_status gs_mesh_init(gs_mesh *m, uint64_t tp, uint64_t dp, uint64_t pp,
     memset(&built.layout, 0, sizeof built.layout);
     built.cp = 1;
     built.cp_outer = 0;
+    built.cp_a2a = 0;
     built.ep = 1;
     built.etp = 0;
     built.mtp_layers = 0;
@@ -198,13 +199,18 @@ gs_status gs_mesh_set_cp(gs_mesh *m, uint64_t cp, int cp_outer, gs_error *err)
                             (unsigned long long)cp, (unsigned long long)m->size[GS_DIM_DP]);
     m->cp = cp;
     m->cp_outer = cp_outer ? 1 : 0;
+    m->cp_a2a = 0;
     return GS_OK;
 }
 
 void gs_mesh_grid_text(const gs_mesh *m, char *buf, size_t len)
 {
     int n;
-    if (m->cp > 1)
+    if (m->cp > 1 && m->cp_a2a > 1)
+        n = snprintf(buf, len, "dp=%" PRIu64 " x cp=%" PRIu64 " (a2a %" PRIu64 " x p2p %" PRIu64 ") x pp=%" PRIu64
+                     " x tp=%" PRIu64, gs_mesh_dp_replicas(m), m->cp, m->cp_a2a, m->cp / m->cp_a2a,
+                     m->size[GS_DIM_PP], m->size[GS_DIM_TP]);
+    else if (m->cp > 1)
         n = snprintf(buf, len, "dp=%" PRIu64 " x cp=%" PRIu64 " x pp=%" PRIu64 " x tp=%" PRIu64, gs_mesh_dp_replicas(m),
                      m->cp, m->size[GS_DIM_PP], m->size[GS_DIM_TP]);
     else

@@ -36,6 +36,10 @@ typedef struct gs_mesh {
      * or positions dp apart (cp_outer 1: tp-dp-cp-pp). cp = 1: no context parallelism. */
     uint64_t cp;
     int cp_outer;
+    /* Hierarchical CP (strategy.cp_comm a2a+p2p, engine/mesh_cp.c): the a2a level's size A, a
+     * divisor of cp; the CP group's positions form cp / A a2a groups of A adjacent positions and A
+     * p2p groups of the cp / A positions A apart. 0: not hierarchical (A = 1). */
+    uint64_t cp_a2a;
     /* Expert parallelism (a mixture-of-experts model's routed experts spread over ep ranks), also
      * carved out of the DP dimension as Megatron-Core carves it (expert grid etp-ep-edp-pp with
      * etp = tp): an EP group is ep consecutive positions of the DP group (after cp, so an EP group
@@ -97,6 +101,18 @@ uint64_t gs_mesh_dp_replicas(const gs_mesh *m);
 uint64_t gs_mesh_cp_group(const gs_mesh *m, uint64_t rank, uint64_t *out, uint64_t *stride);
 /* The lowest rank of the CP group holding rank; its members are that + i * *stride. */
 uint64_t gs_mesh_cp_first(const gs_mesh *m, uint64_t rank, uint64_t *stride);
+
+/* Hierarchical CP (engine/mesh_cp.c): sets gs_mesh.cp_a2a (call after gs_mesh_set_cp); a must
+ * divide cp, GS_ERR_INPUT otherwise; 1 clears it. */
+gs_status gs_mesh_set_cp_a2a(gs_mesh *m, uint64_t a, gs_error *err);
+/* The a2a level's size A (1 when the mesh is not hierarchical). */
+uint64_t gs_mesh_cp_a2a(const gs_mesh *m);
+/* The a2a group holding rank: the A CP ranks at positions g A .. g A + A - 1 of its CP group (g =
+ * its position / A), members *first + i * *stride; index: the CP group's index x cp / A + g. */
+uint64_t gs_mesh_cp_a2a_group(const gs_mesh *m, uint64_t rank, uint64_t *first, uint64_t *stride);
+/* The p2p group holding rank: the cp / A CP ranks at positions j A + i (i = its position mod A),
+ * members *first + j * *stride; index: the CP group's index x A + i. */
+uint64_t gs_mesh_cp_p2p_group(const gs_mesh *m, uint64_t rank, uint64_t *first, uint64_t *stride);
 
 /* Sets expert tensor parallelism (see gs_mesh.etp; call before gs_mesh_set_ep): etp must divide
  * tp, and etp below tp needs tp directly inside dp (stride[DP] = tp x stride[TP], orders

@@ -17,7 +17,7 @@
 
 /* -------------------------------------------------------------------------- grid ---- */
 
-static const char *const grid_keys[] = {"dp", "pp", "tp", "cp", "ep", "etp", "order", "allow_tp_cross_node",
+static const char *const grid_keys[] = {"dp", "pp", "tp", "cp", "cp_a2a", "ep", "etp", "order", "allow_tp_cross_node",
                                         "first_stage_layers", "last_stage_layers", "account_for_embedding",
                                         "account_for_loss", "layout"};
 
@@ -74,6 +74,7 @@ static gs_status load_grid(const gs__yaml_loader *l, const yaml_node_t *v, gs_gr
     char found[96];
     g->dp = g->pp = g->tp = g->cp = g->ep = 1;
     g->cp_outer = 0;
+    g->cp_a2a = 0;
     g->order[0] = GS_DIM_TP;
     g->order[1] = GS_DIM_DP;
     g->order[2] = GS_DIM_PP;
@@ -94,6 +95,7 @@ static gs_status load_grid(const gs__yaml_loader *l, const yaml_node_t *v, gs_gr
         (st = gs__scenario_opt_count(l, v, "grid", "pp", &g->pp, NULL)) ||
         (st = gs__scenario_opt_count(l, v, "grid", "tp", &g->tp, NULL)) ||
         (st = gs__scenario_opt_count(l, v, "grid", "cp", &g->cp, NULL)) ||
+        (st = gs__scenario_opt_count(l, v, "grid", "cp_a2a", &g->cp_a2a, NULL)) ||
         (st = gs__scenario_opt_count(l, v, "grid", "ep", &g->ep, NULL)) ||
         (st = gs__scenario_opt_count(l, v, "grid", "etp", &g->etp, NULL)) ||
         (st = gs__scenario_opt_bool(l, v, "grid", "allow_tp_cross_node", &g->allow_tp_cross_node, NULL)) ||

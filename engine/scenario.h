@@ -22,6 +22,9 @@ typedef struct gs_grid {
                                    The world is dp x cp x pp x tp (engine/mesh.h folds cp into
                                    the DP dimension) */
     int cp_outer;               /* order names cp after dp (tp-dp-cp-pp); default 0 (tp-cp-dp-pp) */
+    uint64_t cp_a2a;            /* hierarchical CP (strategy.cp_comm a2a+p2p): the a2a level's size, a
+                                   divisor of cp (Megatron-Core's --hierarchical-context-parallel-sizes
+                                   A cp/A); 0 (default): not hierarchical */
     uint64_t ep;                /* expert parallelism: ranks sharing a MoE layer's experts, carved out
                                    of dp x cp (engine/mesh.h); default 1 */
     uint64_t etp;               /* expert tensor parallelism: ranks splitting each routed expert's

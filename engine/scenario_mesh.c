@@ -275,6 +275,28 @@ static gs_status check_cp(const gs_scenario *s, uint64_t cp, gs_error *err)
                             "expected a sequence length that is a multiple of %llu",
                             (unsigned long long)cp, (unsigned long long)m->seq, (unsigned long long)(2 * cp),
                             (unsigned long long)(2 * cp));
+    if (s->grid.cp_a2a > 1 && (cp <= 1 || s->strategy.cp_comm != GS_CP_A2A_P2P))
+        return gs_error_set(err, GS_ERR_INPUT,
+                            "grid.cp_a2a=%llu is hierarchical CP's a2a level: expected strategy.cp_comm a2a+p2p "
+                            "and cp > 1 (found cp_comm %s, cp=%llu)",
+                            (unsigned long long)s->grid.cp_a2a, gs_cp_comm_name(s->strategy.cp_comm),
+                            (unsigned long long)cp);
+    if (s->strategy.cp_comm == GS_CP_A2A_P2P) {
+        uint64_t a = s->grid.cp_a2a;
+        if (a < 2 || a >= cp || cp % a != 0)
+            return gs_error_set(err, GS_ERR_INPUT,
+                                "strategy.cp_comm a2a+p2p (hierarchical CP) with cp=%llu: found grid.cp_a2a=%llu, "
+                                "expected the a2a level's size, a divisor of cp between 2 and cp / 2 (Megatron-"
+                                "Core's --hierarchical-context-parallel-sizes A cp/A)",
+                                (unsigned long long)cp, (unsigned long long)a);
+        if (m->heads % (s->grid.tp * a) != 0 || m->kv_heads % (s->grid.tp * a) != 0)
+            return gs_error_set(err, GS_ERR_INPUT,
+                                "strategy.cp_comm a2a+p2p splits each rank's heads over the a2a level: with tp=%llu "
+                                "and cp_a2a=%llu found %llu heads and %llu kv heads, expected both multiples of "
+                                "tp x cp_a2a = %llu",
+                                (unsigned long long)s->grid.tp, (unsigned long long)a, (unsigned long long)m->heads,
+                                (unsigned long long)m->kv_heads, (unsigned long long)(s->grid.tp * a));
+    }
     if (s->strategy.cp_comm == GS_CP_A2A && (m->heads % (cp * s->grid.tp) != 0 || m->kv_heads % cp != 0))
         return gs_error_set(err, GS_ERR_INPUT,
                             "strategy.cp_comm a2a (Ulysses) with cp=%llu and tp=%llu gives each rank heads / (cp x tp) "
@@ -368,8 +390,10 @@ gs_status gs_scenario_mesh(const gs_scenario *s, gs_mesh *mesh, gs_diag *warning
         gs_mesh_set_layout(mesh, &s->grid.layout);
     if (st == GS_OK && s->model.mtp_layers && (st = check_mtp(s, err)) == GS_OK)
         gs_mesh_set_mtp(mesh, s->model.mtp_layers);
-    if (st == GS_OK && cp > 1)
+    if (st == GS_OK && (cp > 1 || s->grid.cp_a2a > 1))
         st = check_cp(s, cp, err);
+    if (st == GS_OK && s->strategy.cp_comm == GS_CP_A2A_P2P && cp > 1)
+        st = gs_mesh_set_cp_a2a(mesh, s->grid.cp_a2a, err);
     if (st == GS_OK)
         st = gs_mesh_check(mesh, gs_cluster_gpus(&s->cluster), &s->model,
                            s->grid.allow_tp_cross_node, warnings, err);

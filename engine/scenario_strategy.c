@@ -183,8 +183,9 @@ static gs_status strategy_moe(const gs__yaml_loader *l, const yaml_node_t *v, gs
 /* cp_comm: context parallelism's exchange (read whatever grid.cp is: a sweep may vary cp). */
 static gs_status strategy_cp(const gs__yaml_loader *l, const yaml_node_t *v, gs_strategy *s)
 {
-    const char *names[3] = {gs_cp_comm_name(GS_CP_P2P), gs_cp_comm_name(GS_CP_ALL_GATHER), gs_cp_comm_name(GS_CP_A2A)};
-    const gs__scenario_names comms = {names, 3, parse_cp_comm};
+    const char *names[4] = {gs_cp_comm_name(GS_CP_P2P), gs_cp_comm_name(GS_CP_ALL_GATHER), gs_cp_comm_name(GS_CP_A2A),
+                            gs_cp_comm_name(GS_CP_A2A_P2P)};
+    const gs__scenario_names comms = {names, 4, parse_cp_comm};
     int e = (int)s->cp_comm;
     gs_status st = gs__scenario_opt_enum(l, v, "strategy", "cp_comm", &comms, &e);
     s->cp_comm = (gs_cp_comm)e;

@@ -245,6 +245,8 @@ gs_status gs_scenario_write_yaml(const gs_scenario *s, gs_text *out, gs_error *e
     st = gs_text_printf(out, "grid: {dp: %" PRIu64 ", pp: %" PRIu64 ", tp: %" PRIu64, s->grid.dp, s->grid.pp, s->grid.tp);
     if (st == GS_OK && s->grid.cp > 1) /* written only with CP: files without it stay as they were */
         st = gs_text_printf(out, ", cp: %" PRIu64, s->grid.cp);
+    if (st == GS_OK && s->grid.cp > 1 && s->grid.cp_a2a > 1)
+        st = gs_text_printf(out, ", cp_a2a: %" PRIu64, s->grid.cp_a2a);
     if (st == GS_OK && s->grid.ep > 1)
         st = gs_text_printf(out, ", ep: %" PRIu64, s->grid.ep);
     if (st == GS_OK && s->grid.etp && s->grid.etp != s->grid.tp)

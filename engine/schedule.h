@@ -79,6 +79,8 @@ typedef enum gs_group_kind {
     GS_GROUP_ETP,      /* expert tensor parallelism below tp (gs_mesh.etp): the ranks splitting one
                           expert's GEMMs; with etp = tp the builders use GS_GROUP_TP */
     GS_GROUP_TPEP,     /* the ETP x EP ranks (gs_mesh_tpep_group): the allgather token dispatcher's */
+    GS_GROUP_CP_A2A,   /* hierarchical CP (cp_comm a2a+p2p): the a2a level, gs_mesh_cp_a2a_group */
+    GS_GROUP_CP_P2P,   /* hierarchical CP: the p2p level (the K, V ring), gs_mesh_cp_p2p_group */
     GS_GROUP_KIND_COUNT
 } gs_group_kind;
 
@@ -284,7 +286,7 @@ gs_status gs_schedule_validate_structure(const gs_schedule *sch, gs_error *err);
 /* The process group of kind g holding rank: returns its index among the groups of that kind
  * (events store it in `peer`) and writes its size. GS_GROUP_DP/TP/PP are the mesh's groups
  * (gs_mesh_group); GS_GROUP_CP, EP and EDP are gs_mesh_cp_group's, gs_mesh_ep_group's and
- * gs_mesh_edp_group's. HSDP's sub-groups split the rank's DP group by node: DP_INTRA = the
+ * gs_mesh_edp_group's, CP_A2A and CP_P2P gs_mesh_cp_a2a_group's and gs_mesh_cp_p2p_group's. HSDP's sub-groups split the rank's DP group by node: DP_INTRA = the
  * members on the rank's node (index dp_group * dp + position of the part's first member),
  * DP_INTER = the members at the same position within their node's part as the rank (index
  * dp_group * dp + that position). */

@@ -1,6 +1,7 @@
 /* The process groups of a schedule's collectives: gs_group_of and gs_group_members_of
  * (engine/schedule.h) resolve each gs_group_kind against the mesh: the mesh's dimensions, HSDP's
- * node-split sub-groups of DP, and the CP, EP, EDP, ETP and ETP x EP groups (engine/mesh.h).
+ * node-split sub-groups of DP, and the CP (and hierarchical CP's two levels), EP, EDP, ETP and ETP x EP
+ * groups (engine/mesh.h).
  *
  * Ownership: functions of a borrowed mesh; member lists go to caller arrays. */
 #include <stdint.h>
@@ -87,6 +88,12 @@ uint64_t gs_group_of(const gs_mesh *m, gs_group_kind g, uint64_t rank, uint64_t 
     } else if (g == GS_GROUP_TPEP) {
         index = gs_mesh_tpep_group(m, rank, NULL, NULL);
         n = gs_mesh_tpep_size(m);
+    } else if (g == GS_GROUP_CP_A2A) {
+        index = gs_mesh_cp_a2a_group(m, rank, NULL, NULL);
+        n = gs_mesh_cp_a2a(m);
+    } else if (g == GS_GROUP_CP_P2P) {
+        index = gs_mesh_cp_p2p_group(m, rank, NULL, NULL);
+        n = (m->cp ? m->cp : 1) / gs_mesh_cp_a2a(m);
     } else {
         index = gs_mesh_group(m, group_dim(g), rank, NULL);
         n = m->size[group_dim(g)];
@@ -105,7 +112,8 @@ uint64_t gs_group_members_of(const gs_mesh *m, gs_group_kind g, uint64_t rank, u
         gs_mesh_cp_group(m, rank, out, NULL);
         return m->cp ? m->cp : 1;
     }
-    if (g == GS_GROUP_EP || g == GS_GROUP_EDP || g == GS_GROUP_ETP || g == GS_GROUP_TPEP) {
+    if (g == GS_GROUP_EP || g == GS_GROUP_EDP || g == GS_GROUP_ETP || g == GS_GROUP_TPEP || g == GS_GROUP_CP_A2A ||
+        g == GS_GROUP_CP_P2P) {
         uint64_t first, stride, n;
         gs_group_of(m, g, rank, &n);
         if (g == GS_GROUP_EP)
@@ -114,6 +122,10 @@ uint64_t gs_group_members_of(const gs_mesh *m, gs_group_kind g, uint64_t rank, u
             gs_mesh_edp_group(m, rank, &first, &stride);
         else if (g == GS_GROUP_ETP)
             gs_mesh_etp_group(m, rank, &first, &stride);
+        else if (g == GS_GROUP_CP_A2A)
+            gs_mesh_cp_a2a_group(m, rank, &first, &stride);
+        else if (g == GS_GROUP_CP_P2P)
+            gs_mesh_cp_p2p_group(m, rank, &first, &stride);
         else
             gs_mesh_tpep_group(m, rank, &first, &stride);
         for (uint64_t i = 0; out && i < n; i++)

@@ -171,6 +171,10 @@ static void dump_header(gs__writer *o, const gs_schedule *sch)
         gs__out_str(o, " cp ");
         gs__out_u64(o, sch->mesh.cp);
     }
+    if (sch->mesh.cp > 1 && sch->mesh.cp_a2a > 1) { /* hierarchical CP only */
+        gs__out_str(o, " cp_a2a ");
+        gs__out_u64(o, sch->mesh.cp_a2a);
+    }
     if (sch->mesh.ep > 1) { /* expert parallelism only */
         gs__out_str(o, " ep ");
         gs__out_u64(o, sch->mesh.ep);
@@ -726,7 +730,7 @@ static gs_status load_scenario_name(loader *ld, gs_schedule *sch)
     return load_end_of_line(ld, 2);
 }
 
-/* 'mesh tp T dp D pp P order O gpus_per_node G [stage_layers F L] [account E L] [cp C] [ep E]'
+/* 'mesh tp T dp D pp P order O gpus_per_node G [stage_layers F L] [account E L] [cp C [cp_a2a A]] [ep E]'
  * into sch->mesh (account: 1 where the embedding / the loss count as a layer of the split). */
 static gs_status load_mesh(loader *ld, gs_schedule *sch)
 {
@@ -761,6 +765,12 @@ static gs_status load_mesh(loader *ld, gs_schedule *sch)
     if (has_cp && (st = load_kv_u64(ld, at, "cp", UINT32_MAX, &cp)) != GS_OK)
         return st;
     at += has_cp ? 2 : 0;
+    uint64_t cp_a2a = 1; /* optional after cp: "cp_a2a A" (hierarchical CP) */
+    if (has_cp && (ld->ntok > at || ld->too_many) && strcmp(ld->tok[at], "cp_a2a") == 0) {
+        if ((st = load_kv_u64(ld, at, "cp_a2a", UINT32_MAX, &cp_a2a)) != GS_OK)
+            return st;
+        at += 2;
+    }
     if ((ld->ntok > at || ld->too_many) && strcmp(ld->tok[at], "ep") == 0) {
         if ((st = load_kv_u64(ld, at, "ep", UINT32_MAX, &ep)) != GS_OK)
             return st;
@@ -788,6 +798,7 @@ static gs_status load_mesh(loader *ld, gs_schedule *sch)
     gs_error_init(&merr);
     if (gs_mesh_init(&sch->mesh, tp, dp, pp, order, gpn, &merr) != GS_OK ||
         (has_cp && gs_mesh_set_cp(&sch->mesh, cp, cp_outer, &merr) != GS_OK) ||
+        (has_cp && gs_mesh_set_cp_a2a(&sch->mesh, cp_a2a, &merr) != GS_OK) ||
         gs_mesh_set_etp(&sch->mesh, etp, &merr) != GS_OK || gs_mesh_set_ep(&sch->mesh, ep, &merr) != GS_OK)
         return gs_error_set(ld->err, GS_ERR_INPUT, "%s:%zu: found an impossible mesh, expected a valid one (%s)",
                             ld->path, ld->lineno, merr.msg);

@@ -70,6 +70,7 @@ static const char *const cp_comm_names[][2] = {
     [GS_CP_P2P] = {"p2p", NULL},
     [GS_CP_ALL_GATHER] = {"all_gather", "allgather"},
     [GS_CP_A2A] = {"a2a", NULL},
+    [GS_CP_A2A_P2P] = {"a2a+p2p", NULL},
 };
 
 static const char *const moe_dispatcher_names[][2] = {

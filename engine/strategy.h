@@ -96,7 +96,10 @@ typedef enum gs_fp8 { GS_FP8_OFF = 0, GS_FP8_DELAYED = 1, GS_FP8_CURRENT = 2, GS
  * attention and reduce-scatters their gradients after its backward; A2A (DeepSpeed Ulysses)
  * exchanges Q, K, V by all-to-all so that each rank holds whole sequences of heads / cp heads,
  * and the output back. */
-typedef enum gs_cp_comm { GS_CP_P2P = 0, GS_CP_ALL_GATHER = 1, GS_CP_A2A = 2 } gs_cp_comm;
+/* a2a+p2p: hierarchical CP (Megatron-Core --cp-comm-type a2a+p2p with
+ * --hierarchical-context-parallel-sizes A B): Ulysses all-to-all over A adjacent CP ranks (grid.cp_a2a),
+ * then the K, V ring over the B = cp / A ranks at the same position of each such group. */
+typedef enum gs_cp_comm { GS_CP_P2P = 0, GS_CP_ALL_GATHER = 1, GS_CP_A2A = 2, GS_CP_A2A_P2P = 3 } gs_cp_comm;
 
 /* A mixture-of-experts model's token dispatcher (Megatron-Core's --moe-token-dispatcher-type,
  * megatron/core/transformer/moe/token_dispatcher.py): ALLTOALL sends each token row to its experts'
@@ -254,7 +257,7 @@ const char *gs_pipeline_name(gs_pipeline p);
 const char *gs_bucket_stages_name(gs_bucket_stages b); /* "all", "first" */
 const char *gs_xent_name(gs_xent x);                   /* "unfused", "fused" */
 const char *gs_fp8_name(gs_fp8 f);                     /* "off", "delayed", "current", "auto" */
-const char *gs_cp_comm_name(gs_cp_comm c);             /* "p2p", "all_gather", "a2a" */
+const char *gs_cp_comm_name(gs_cp_comm c);             /* "p2p", "all_gather", "a2a", "a2a+p2p" */
 
 /* Parse a name; return 0 ok, -1 unknown. */
 int gs_sharding_parse(const char *s, gs_sharding *out);
@@ -282,7 +285,7 @@ int gs_pipeline_parse(const char *s, gs_pipeline *out);
 int gs_bucket_stages_parse(const char *s, gs_bucket_stages *out);
 int gs_xent_parse(const char *s, gs_xent *out);
 int gs_fp8_recipe_parse(const char *s, gs_fp8 *out);   /* delayed, current (tensorwise), auto */
-int gs_cp_comm_parse(const char *s, gs_cp_comm *out);  /* p2p, all_gather (allgather), a2a */
+int gs_cp_comm_parse(const char *s, gs_cp_comm *out);  /* p2p, all_gather (allgather), a2a, a2a+p2p */
 const char *gs_moe_dispatcher_name(gs_moe_dispatcher d); /* "alltoall", "allgather" */
 int gs_moe_dispatcher_parse(const char *s, gs_moe_dispatcher *out); /* alltoall, allgather */
 

@@ -338,8 +338,9 @@ extern const gs_driver_ops gs_driver_host;
  * gemm_math, sends_wait. 6: all_gather_ring, mark, wait_mark; linear_bwd's dw may be NULL;
  * opts.gemm_bf16, opts.tp_ring_p2p, arm_start. 8: opts.set (the environment's choices, passed down).
  * 9: the kernels in their own table, gs_driver_ops.k. 10: all_to_all and the MoE kernels. 11: the FP8
- * linear kernels. 12: opts.fp8, opts.attn_seq_mult, set.cuda_fp8. */
-#define GS_DRIVER_ABI 12
+ * linear kernels. 12: opts.fp8, opts.attn_seq_mult, set.cuda_fp8. 13: gs_mesh.cp_a2a and the CP a2a
+ * and p2p group kinds (hierarchical CP). */
+#define GS_DRIVER_ABI 13
 
 /* The drivers this build has, by name (NULL when unknown). */
 const gs_driver_ops *gs_driver_find(const char *name);

@@ -23,7 +23,7 @@ typedef struct layer_costs {
 
 /* What the one-layer costs depend on besides the base scenario's model, GPU and kernels. */
 typedef struct cost_key {
-    uint64_t tp, micro, cp, ep, etp;
+    uint64_t tp, micro, cp, cp_a2a, ep, etp;
     uint32_t sp, tpo, recompute, recompute_modules, precision, flash, xent, fp8, fp8_params, dispatcher, cp_comm;
 } cost_key;
 
@@ -177,7 +177,8 @@ static gs_status costs_of(gs_sim_bound *b, const gs_scenario *s, const gs_mesh *
     k.xent = (uint32_t)st->cross_entropy;
     k.fp8 = (uint32_t)st->fp8;
     k.fp8_params = (uint32_t)st->fp8_params;
-    k.cp = mesh->cp ? mesh->cp : 1; /* measure() keeps cp, ep and etp */
+    k.cp = mesh->cp ? mesh->cp : 1; /* measure() keeps cp (with its a2a level), ep and etp */
+    k.cp_a2a = mesh->cp_a2a;
     k.ep = mesh->ep ? mesh->ep : 1;
     k.etp = mesh->etp;
     k.dispatcher = (uint32_t)st->moe_dispatcher;

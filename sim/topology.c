@@ -126,7 +126,9 @@ void gs_topo_group_shape(const gs_mesh *mesh, gs_group_kind g, uint64_t rank, gs
     case GS_GROUP_EP:
     case GS_GROUP_EDP:
     case GS_GROUP_ETP:
-    case GS_GROUP_TPEP: {
+    case GS_GROUP_TPEP:
+    case GS_GROUP_CP_A2A:
+    case GS_GROUP_CP_P2P: {
         uint64_t first, stride, n;
         if (g == GS_GROUP_EP)
             gs_mesh_ep_group(mesh, rank, &first, &stride);
@@ -134,6 +136,10 @@ void gs_topo_group_shape(const gs_mesh *mesh, gs_group_kind g, uint64_t rank, gs
             gs_mesh_edp_group(mesh, rank, &first, &stride);
         else if (g == GS_GROUP_ETP)
             gs_mesh_etp_group(mesh, rank, &first, &stride);
+        else if (g == GS_GROUP_CP_A2A)
+            gs_mesh_cp_a2a_group(mesh, rank, &first, &stride);
+        else if (g == GS_GROUP_CP_P2P)
+            gs_mesh_cp_p2p_group(mesh, rank, &first, &stride);
         else
             gs_mesh_tpep_group(mesh, rank, &first, &stride);
         gs_group_of(mesh, g, rank, &n);

@@ -19,6 +19,7 @@
 #include "engine/schedule.h"
 #include "sim/bound.h"
 #include "sim/sim.h"
+#include "sim/topology.h"
 
 /* ---- the mesh ------------------------------------------------------------------------------- */
 
@@ -95,6 +96,60 @@ START_TEST(test_cp_groups)
 }
 END_TEST
 
+/* Hierarchical CP, tp 2, dp x cp = 8 (cp 8, cp inside dp), cp_a2a 2, on nodes of 8: the CP
+ * group of rank 0 is ranks 0, 2, .., 14 (DP positions 0..7 at stride 2), as Megatron-Core's
+ * create_hierarchical_groups splits it for --hierarchical-context-parallel-sizes 2 4: a2a groups
+ * of 2 adjacent positions ({0, 2}, {4, 6}, ..), p2p groups of the positions with the same parity
+ * ({0, 4, 8, 12}, {2, 6, 10, 14}). Rank 6 is position 3: a2a {4, 6}, p2p {2, 6, 10, 14}. A second
+ * implementation checks every rank: a2a members share the CP group and position / 2, p2p members
+ * the CP group and position mod 2, and each group's index is counted once. */
+START_TEST(test_cp_hier_groups)
+{
+    gs_mesh m;
+    gs_error err;
+    gs_error_init(&err);
+    uint64_t first, stride, mem[8], n;
+    ck_assert_int_eq(gs_mesh_init(&m, 2, 8, 1, NULL, 8, &err), GS_OK);
+    ck_assert_int_eq(gs_mesh_set_cp(&m, 8, 0, &err), GS_OK);
+    ck_assert_int_eq(gs_mesh_set_cp_a2a(&m, 3, &err), GS_ERR_INPUT); /* 3 does not divide 8 */
+    ck_assert_int_eq(gs_mesh_set_cp_a2a(&m, 2, &err), GS_OK);
+    ck_assert_uint_eq(gs_mesh_cp_a2a(&m), 2);
+    gs_mesh_cp_a2a_group(&m, 0, &first, &stride);
+    ck_assert(first == 0 && stride == 2);
+    gs_mesh_cp_p2p_group(&m, 0, &first, &stride);
+    ck_assert(first == 0 && stride == 4);
+    n = gs_group_members_of(&m, GS_GROUP_CP_A2A, 6, mem);
+    ck_assert(n == 2 && mem[0] == 4 && mem[1] == 6);
+    n = gs_group_members_of(&m, GS_GROUP_CP_P2P, 6, mem);
+    ck_assert(n == 4 && mem[0] == 2 && mem[1] == 6 && mem[2] == 10 && mem[3] == 14);
+    int seen_a[8] = {0}, seen_p[4] = {0};
+    for (uint64_t r = 0; r < m.world; r++) {
+        uint64_t cpm[8], g = gs_mesh_cp_group(&m, r, cpm, NULL), pos = 0, size;
+        while (cpm[pos] != r)
+            pos++;
+        uint64_t ia = gs_group_of(&m, GS_GROUP_CP_A2A, r, &size);
+        ck_assert(size == 2 && ia < 8);
+        n = gs_group_members_of(&m, GS_GROUP_CP_A2A, r, mem);
+        for (uint64_t i = 0; i < n; i++) /* the same CP group, the same pair of positions */
+            ck_assert(mem[i] == cpm[pos / 2 * 2 + i]);
+        uint64_t ip = gs_group_of(&m, GS_GROUP_CP_P2P, r, &size);
+        ck_assert(size == 4 && ip < 4);
+        n = gs_group_members_of(&m, GS_GROUP_CP_P2P, r, mem);
+        for (uint64_t j = 0; j < n; j++) /* the same CP group, the positions of the same parity */
+            ck_assert(mem[j] == cpm[j * 2 + pos % 2]);
+        ck_assert(g < 2);
+        if (pos % 2 == 0)
+            seen_a[ia]++;
+        if (pos < 2)
+            seen_p[ip]++;
+    }
+    for (int i = 0; i < 8; i++)
+        ck_assert_int_eq(seen_a[i], 1);
+    for (int i = 0; i < 4; i++)
+        ck_assert_int_eq(seen_p[i], 1);
+}
+END_TEST
+
 /* ---- scenarios ------------------------------------------------------------------------------ */
 
 /* A 4-layer model, 8 heads of 32 (2 KV heads), sequence 256, on 2 nodes of 8 GPUs. */
@@ -152,6 +207,25 @@ START_TEST(test_cp_scenario)
                "heads a multiple of 16");
     load_fails(TINY "cluster: {preset: dgx-h100, nodes: 1}\ngrid: {cp: 8}\nstrategy: {cp_comm: ring}\n",
                "strategy.cp_comm: found unknown value 'ring'");
+    /* hierarchical CP: cp_a2a only with a2a+p2p, a divisor of cp below it, heads over tp x cp_a2a */
+    load_fails(TINY "cluster: {preset: dgx-h100, nodes: 1}\ngrid: {cp: 8, cp_a2a: 2}\n",
+               "expected strategy.cp_comm a2a+p2p");
+    load_fails(TINY "cluster: {preset: dgx-h100, nodes: 1}\ngrid: {cp: 8}\nstrategy: {cp_comm: a2a+p2p}\n",
+               "found grid.cp_a2a=0");
+    load_fails(TINY "cluster: {preset: dgx-h100, nodes: 1}\ngrid: {cp: 8, cp_a2a: 8}\nstrategy: {cp_comm: a2a+p2p}\n",
+               "found grid.cp_a2a=8");
+    load_fails(TINY "cluster: {preset: dgx-h100, nodes: 1}\ngrid: {cp: 8, cp_a2a: 4}\nstrategy: {cp_comm: a2a+p2p}\n",
+               "multiples of tp x cp_a2a = 4"); /* 2 KV heads */
+    load(TINY "cluster: {preset: dgx-h100, nodes: 1}\ngrid: {cp: 8, cp_a2a: 2}\nstrategy: {cp_comm: a2a+p2p}\n", &s,
+         &m);
+    ck_assert(s.grid.cp_a2a == 2 && m.cp_a2a == 2 && s.strategy.cp_comm == GS_CP_A2A_P2P);
+    gs_text_init(&t);
+    ck_assert_int_eq(gs_scenario_write_yaml(&s, &t, &err), GS_OK);
+    ck_assert_msg(strstr(gs_text_str(&t), "cp: 8, cp_a2a: 2,") && strstr(gs_text_str(&t), "  cp_comm: a2a+p2p\n"),
+                  "%s", gs_text_str(&t));
+    load(gs_text_str(&t), &b, &m);
+    ck_assert(b.grid.cp_a2a == 2 && b.strategy.cp_comm == GS_CP_A2A_P2P);
+    gs_text_fini(&t);
 }
 END_TEST
 
@@ -321,6 +395,77 @@ START_TEST(test_cp_schedule)
 }
 END_TEST
 
+/* Collectives of rank list i on group g by role, op and phase (each of n ranks); bytes summed. */
+static size_t group_events(const gs_schedule *sch, size_t i, int g, uint64_t n, int role, int op, int phase,
+                           uint64_t *bytes)
+{
+    size_t count = 0;
+    *bytes = 0;
+    const gs_rank_events *r = &sch->ranks[i];
+    for (size_t k = 0; k < r->nevents; k++) {
+        const gs_event *e = &r->events[k];
+        if (e->kind != GS_EV_COLLECTIVE || e->group != g || e->role != role || e->op != op || e->phase != phase)
+            continue;
+        ck_assert_uint_eq(e->group_size, n);
+        count++;
+        *bytes += e->bytes;
+    }
+    return count;
+}
+
+/* Hierarchical CP: TINY with 8 KV heads, tp 2, cp 4 = a2a 2 x p2p 2, 2 micro-batches of 1 (8
+ * block passes). Per pass a rank's Q (and its output) are 64 tokens x 4 heads x 32 x 2 B = 16,384
+ * B, its K and V 2 x 64 x 4 x 32 x 2 B = 32,768 B.
+ *   a2a level (2 ranks): Q, K, V out (49,152 B) and the output back (16,384 B), forward and
+ *     backward (the output's gradient first); sends half of each: 24,576 + 8,192 = 32,768 B;
+ *   p2p level (2 ranks): the ring over the K, V of A s = 128 tokens x 4 / 2 heads (32,768 B, as
+ *     the rank's own): a gather of 2 x 32,768 = 65,536 B forward, 131,072 B backward (with the
+ *     gradients); sends 32,768 and 65,536 B.
+ *   CP traffic: 8 x (32,768 + 32,768 + 32,768 + 65,536) = 1,310,720 B.
+ *   buffers: the a2a's 2 Q + KV = 65,536 B, with the ring's 2 chunks of K, V forward (65,536 B,
+ *     131,072 in all) and 4 KV backward (131,072 B, 196,608 in all).
+ * The attention's two parts each run A s = 128 queries against one chunk of 128 keys, b x 4 / 2
+ * heads. */
+START_TEST(test_cp_hier_schedule)
+{
+    const char *y = "model: {layers: 4, hidden: 256, heads: 8, kv_heads: 8, ffn: 512, vocab: 1000, seq: 256}\n"
+                    "cluster: {preset: dgx-h100, nodes: 2}\ngrid: {dp: 2, cp: 4, cp_a2a: 2, tp: 2}\n"
+                    "strategy: {sharding: zero1, recompute: none, flash_attention: true, cp_comm: a2a+p2p}\n"
+                    "batch: {global: 4}\n";
+    gs_scenario s;
+    gs_mesh m;
+    uint64_t b;
+    gs_schedule *sch = build(y, &s, &m);
+    for (int ph = GS_PHASE_FWD; ph <= GS_PHASE_BWD; ph++) {
+        ck_assert_uint_eq(group_events(sch, 3, GS_GROUP_CP_A2A, 2, GS_ROLE_CP_A2A, GS_COLL_ALLTOALL, ph, &b), 16);
+        ck_assert_uint_eq(b, 8ull * (49152 + 16384));
+        ck_assert_uint_eq(group_events(sch, 3, GS_GROUP_CP_P2P, 2, GS_ROLE_CP_KV, GS_COLL_ALLGATHER, ph, &b), 8);
+        ck_assert_uint_eq(b, 8ull * (ph == GS_PHASE_FWD ? 65536 : 131072));
+        ck_assert_uint_eq(group_events(sch, 3, GS_GROUP_CP, 4, GS_ROLE_CP_KV, GS_COLL_ALLGATHER, ph, &b), 0);
+    }
+    size_t parts = 0;
+    for (size_t k = 0; k < sch->ranks[0].nevents; k++) {
+        const gs_event *e = &sch->ranks[0].events[k];
+        if (e->role == GS_ROLE_ATTN_CORE && (e->part == 1 || e->part == 2)) {
+            ck_assert(e->gemm_m == 128 && e->gemm_n == 128 && e->gemm_batch == 2);
+            parts++;
+        }
+    }
+    ck_assert_uint_eq(parts, 32); /* 8 passes x fwd, bwd x 2 parts */
+    gs_schedule_destroy(sch);
+    gs_ledger *l = NULL;
+    gs_error err;
+    gs_error_init(&err);
+    ck_assert_int_eq(gs_ledger_create(&s, &m, &l, &err), GS_OK);
+    ck_assert_uint_eq(l->ranks[0].traffic[GS_TRAFFIC_CP], 1310720ull);
+    gs_ledger_destroy(l);
+    gs_act_sizes a;
+    ck_assert_int_eq(gs_ledger_act_sizes(&s, &m, 0, &a, &err), GS_OK);
+    ck_assert_uint_eq(a.cp_fwd, 131072ull);
+    ck_assert_uint_eq(a.cp_bwd, 196608ull);
+}
+END_TEST
+
 /* ---- Megatron-LM's flags ------------------------------------------------------------------- */
 
 /* --context-parallel-size 4 on 2 nodes of 8 with tp 2: dp = 16 / (2 x 4) = 2; the emitted
@@ -409,6 +554,38 @@ START_TEST(test_cp_sim)
 }
 END_TEST
 
+/* Llama 3 8B at 32k tokens over cp 16 on 2 DGX H100 nodes (tp 1, dp 1, full recompute). The CP
+ * group spans both nodes; hierarchical CP with cp_a2a 8 keeps its a2a level inside a node (8
+ * ranks, one node) and leaves a ring of 2 ranks on 2 nodes (one per node). Per block and
+ * micro-batch a rank's K, V are KV = 2 x 2048 tokens x 8 KV heads x 128 x 2 B = 8.4 MB, its Q
+ * 16.8 MB. The sim plays p2p's exchange with an all-gather's volume on the CP group (8 rings,
+ * one per NIC, NVLink-bound at about 370 GB/s): 15 KV in 0.34 ms forward, 0.68 backward.
+ * a2a+p2p: 7/8 of Q, K, V (25.2 MB) and of the output (16.8 MB) over NVLink, 0.099 ms, and one
+ * KV over one NIC (48 GB/s), 0.175 ms forward, 0.35 backward. Forward, recomputed forward and
+ * backward: 1.36 ms against 1.00 ms, a ratio of 0.73; the test asks for under 0.85. */
+START_TEST(test_cp_hier_sim)
+{
+    const char *head = "model: {preset: llama3-8b, seq: 32768}\ncluster: {preset: dgx-h100, nodes: 2}\n";
+    char y[768];
+    gs_scenario s;
+    gs_mesh m;
+    gs_coll_shape sh;
+    snprintf(y, sizeof y, "%sgrid: {cp: 16, cp_a2a: 8}\nstrategy: {recompute: full, cp_comm: a2a+p2p}\n"
+             "batch: {global: 1}\n", head);
+    load(y, &s, &m);
+    gs_topo_group_shape(&m, GS_GROUP_CP_A2A, 9, &sh);
+    ck_assert(sh.nranks == 8 && sh.nnodes == 1 && sh.ppn == 8);
+    gs_topo_group_shape(&m, GS_GROUP_CP_P2P, 9, &sh);
+    ck_assert(sh.nranks == 2 && sh.nnodes == 2 && sh.ppn == 1);
+    gs_report h, p;
+    step(y, &h);
+    snprintf(y, sizeof y, "%sgrid: {cp: 16}\nstrategy: {recompute: full, cp_comm: p2p}\nbatch: {global: 1}\n", head);
+    step(y, &p);
+    ck_assert_msg(h.comm_s[GS_DIM_TP] < 0.85 * p.comm_s[GS_DIM_TP], "a2a+p2p %g s, p2p %g s communicating",
+                  h.comm_s[GS_DIM_TP], p.comm_s[GS_DIM_TP]);
+}
+END_TEST
+
 /* ---- the planner ----------------------------------------------------------------------------- */
 
 static gs_status eval_sim(const gs_scenario *s, const gs_mesh *mesh, void *ctx, gs_report *rep, gs_error *err)
@@ -463,12 +640,15 @@ static Suite *cp_suite(void)
     tcase_set_timeout(tc, 120);
     tcase_add_test(tc, test_cp_order);
     tcase_add_test(tc, test_cp_groups);
+    tcase_add_test(tc, test_cp_hier_groups);
+    tcase_add_test(tc, test_cp_hier_schedule);
     tcase_add_test(tc, test_cp_scenario);
     tcase_add_test(tc, test_cp_activations);
     tcase_add_test(tc, test_cp_buffers_peak);
     tcase_add_test(tc, test_cp_schedule);
     tcase_add_test(tc, test_cp_megatron);
     tcase_add_test(tc, test_cp_sim);
+    tcase_add_test(tc, test_cp_hier_sim);
     tcase_add_test(tc, test_cp_plan);
     suite_add_tcase(s, tc);
     return s;
