@@ -280,8 +280,11 @@ static gs_status session_open(gs_exec_session *x, const gs_mesh *mesh, const uin
     /* heads that do not split over tp: unknown here (the program refuses them, saying so) */
     uint64_t tp = mesh->size[GS_DIM_TP] ? mesh->size[GS_DIM_TP] : 1, cp = mesh->cp > 1 ? mesh->cp : 1;
     /* context parallelism: a2a gives each CP rank heads / cp of whole sequences; p2p and
-     * all_gather run the whole sequence on each, the rank's queries among zero rows */
-    uint64_t hdiv = cp > 1 && s->strategy.cp_comm == GS_CP_A2A ? tp * cp : tp;
+     * all_gather run the whole sequence on each, the rank's queries among zero rows; a2a+p2p the
+     * whole sequence with heads / cp_a2a */
+    uint64_t hdiv = cp > 1 && s->strategy.cp_comm == GS_CP_A2A       ? tp * cp
+                    : cp > 1 && s->strategy.cp_comm == GS_CP_A2A_P2P ? tp * gs_mesh_cp_a2a(mesh)
+                                                                     : tp;
     int split = s->model.heads % hdiv == 0 && s->model.kv_heads % hdiv == 0;
     gs_driver_opts dopts = {.timeout_s = x->o.timeout_s,
                            .group_of = gs_group_of,

@@ -94,6 +94,12 @@ static gs_status check_supported(const gs_scenario *s, const gs_mesh *mesh, gs_e
                  (unsigned long long)(m->heads / tp), (unsigned long long)(m->kv_heads / tp),
                  (unsigned long long)cp);
         why = which;
+    } else if (cp > 1 && st->cp_comm == GS_CP_A2A_P2P &&
+               ((m->heads / tp) % s->grid.cp_a2a || (m->kv_heads / tp) % s->grid.cp_a2a)) {
+        snprintf(which, sizeof which, "cp_comm a2a+p2p splits each rank's %llu heads and %llu KV heads over "
+                 "cp_a2a = %llu", (unsigned long long)(m->heads / tp), (unsigned long long)(m->kv_heads / tp),
+                 (unsigned long long)s->grid.cp_a2a);
+        why = which;
     }
     else if (m->mtp_layers)
         why = "multi-token prediction modules (model.mtp_layers) are simulated, not executed";
@@ -191,6 +197,7 @@ gs_status gs_train_create(const gs_scenario *s, const gs_schedule *sch, const gs
     t->seq = m->seq;
     t->cp = sch->mesh.cp > 1 ? sch->mesh.cp : 1;
     t->sl = t->seq / t->cp;
+    t->cp_a2a = gs_mesh_cp_a2a(&sch->mesh);
     t->T = t->b * t->sl;
     t->sp = s->strategy.sequence_parallel && t->tp > 1;
     t->Tl = t->sp ? t->T / t->tp : t->T;

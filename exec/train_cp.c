@@ -14,9 +14,15 @@
  *                    the schedule names (all_gather), or the ring's last hop at the end of the
  *                    attention's second part (p2p: the schedule counts K, V and their gradients
  *                    in the one exchange beside the first part);
- *   a2a (Ulysses)    the all-to-all's data moves through an all-gather (the drivers have no
- *                    all-to-all), of which each rank keeps what the all-to-all gives it: its
- *                    heads / cp of whole sequences, then back to its tokens of every head.
+ *   a2a (Ulysses)    the all-to-all's data moves through an all-gather (of which each rank
+ *                    keeps what the all-to-all gives it: its heads / cp of whole sequences, then
+ *                    back to its tokens of every head);
+ *   a2a+p2p          the same all-gathers over the a2a level's A ranks (gs_mesh_cp_a2a_group)
+ *                    leave the rank heads / A of its a2a group's rows of the sequences' layout,
+ *                    the others zero; the p2p level's exchange (over gs_mesh_cp_p2p_group) gathers
+ *                    the K, V of those heads for the other rows, as p2p does, and returns their
+ *                    dK, dV by a reduce-scatter in the attention's second backward part; then the
+ *                    a2a level's all-gathers back.
  * The kernels are the single rank's, so every query row sees the keys, positions and dropout
  * draws it sees there. */
 #include <inttypes.h>
@@ -35,6 +41,8 @@ struct cp_bufs {
     float *out, *dout;       /* [b seq][a_t hd]: the output and its gradient there */
     float *dkv_send, *dkv;   /* [cp][T][2 kv_t hd] dK, dV rows by owner; [T][2 kv_t hd] the rank's */
     float *ag, *du, *duo;    /* a2a: the all-gather's [cp T][nqkv]; dU [b seq][nqc]; [b seq][ac hd] */
+    float *kvg;              /* a2a+p2p: the p2p level's all-gathered K, V [cp T][2 kvc hd] (pack: the
+                                rank's [A T][2 kvc hd], dkv_send [cp T][2 kvc hd], dkv [A T][...]) */
     size_t n;                /* entries of kv and uo */
 };
 
@@ -85,22 +93,30 @@ gs_status gs__train_cp_init(gs_train *t, rank_st *r, gs_error *err)
         return gs_error_set(err, GS_ERR_NOMEM, "exec: out of memory");
     r->cpb = b;
     uint64_t T = t->T, rows = t->b * t->seq, hd = t->hd, kvw = 2 * t->kv_t * hd, ahd = t->a_t * hd;
-    int a2a = t->s->strategy.cp_comm == GS_CP_A2A, ok = 1;
+    gs_cp_comm how = t->s->strategy.cp_comm;
+    int a2a = how == GS_CP_A2A || how == GS_CP_A2A_P2P, ok = 1;
+    uint64_t A = how == GS_CP_A2A ? t->cp : how == GS_CP_A2A_P2P ? t->cp_a2a : 1, kvcw = kvw / A;
     b->n = r->part.layers * t->mbs;
     b->kv = calloc(b->n + 1, sizeof *b->kv);
     b->uo = calloc(b->n + 1, sizeof *b->uo);
     if (!b->kv || !b->uo)
         return gs_error_set(err, GS_ERR_NOMEM, "exec: out of memory");
     for (size_t i = 0; i < b->n; i++) {
-        b->kv[i] = gs__train_dalloc(t, r, a2a ? T * t->nqkv : t->cp * T * kvw, &ok);
+        b->kv[i] = gs__train_dalloc(t, r, a2a ? rows * t->nqkv / A : t->cp * T * kvw, &ok);
         if (a2a)
-            b->uo[i] = gs__train_dalloc(t, r, T * ahd, &ok);
+            b->uo[i] = gs__train_dalloc(t, r, rows * ahd / A, &ok);
     }
     if (a2a) {
         b->ag = gs__train_dalloc(t, r, rows * t->nqkv, &ok);
-        b->du = gs__train_dalloc(t, r, T * t->nqkv, &ok);
-        b->duo = gs__train_dalloc(t, r, T * ahd, &ok);
-    } else {
+        b->du = gs__train_dalloc(t, r, rows * t->nqkv / A, &ok);
+        b->duo = gs__train_dalloc(t, r, rows * ahd / A, &ok);
+    }
+    if (how == GS_CP_A2A_P2P) {
+        b->pack = gs__train_dalloc(t, r, A * T * kvcw, &ok);
+        b->kvg = gs__train_dalloc(t, r, t->cp * T * kvcw, &ok);
+        b->dkv_send = gs__train_dalloc(t, r, t->cp * T * kvcw, &ok);
+        b->dkv = gs__train_dalloc(t, r, A * T * kvcw, &ok);
+    } else if (!a2a) {
         b->pack = gs__train_dalloc(t, r, T * kvw, &ok);
         b->full = gs__train_dalloc(t, r, rows * t->nqkv, &ok);
         b->dfull = gs__train_dalloc(t, r, rows * t->nqkv, &ok);
@@ -120,7 +136,7 @@ void gs__train_cp_fini(gs_train *t, rank_st *r)
     struct cp_bufs *b = r->cpb;
     if (!b)
         return;
-    float *one[] = {b->pack, b->full, b->dfull, b->out, b->dout, b->dkv_send, b->dkv, b->ag, b->du, b->duo};
+    float *one[] = {b->pack, b->full, b->dfull, b->out, b->dout, b->dkv_send, b->dkv, b->ag, b->du, b->duo, b->kvg};
     for (size_t i = 0; i < sizeof one / sizeof one[0]; i++)
         if (one[i])
             t->ops->free(t->drv, r->rank, one[i]);
@@ -281,101 +297,175 @@ static gs_status gathered_attention(const ctx *c, action act, layer_act *a, floa
     return rc;
 }
 
-/* ---- a2a (Ulysses): heads / cp of whole sequences ---- */
+/* ---- a2a (Ulysses): heads / n of the a2a group's rows; a2a+p2p's first level ---- */
+
+/* The all-to-all's group: the CP group (a2a: n = cp) or hierarchical CP's a2a level (n = A);
+ * this rank's index `me` in it, and the CP position of its first member (members base + i). */
+typedef struct a2a_level {
+    const gs_drv_group *g;
+    uint64_t n, me, base;
+} a2a_level;
+
+static a2a_level level_of(const ctx *c)
+{
+    const gs_train *t = c->t;
+    if (t->s->strategy.cp_comm == GS_CP_A2A)
+        return (a2a_level){&c->r->groups[GS_GROUP_CP], t->cp, c->r->cp_pos, 0};
+    uint64_t me = c->r->cp_pos % t->cp_a2a;
+    return (a2a_level){&c->r->groups[GS_GROUP_CP_A2A], t->cp_a2a, me, c->r->cp_pos - me};
+}
+
+static gs_status level_all_gather(const ctx *c, const a2a_level *l, const float *send, float *recv, uint64_t count)
+{
+    const gs_train *t = c->t;
+    return t->ops->all_gather(t->drv, c->s, c->r->rank, l->g, send, recv, count, c->err);
+}
 
 /* Heads of one kind in a row: q, k or v (0, 1, 2), in the rank's T-row layout (a_t, kv_t heads)
- * and in the head-split one (ac, kvc heads of the CP group's member `who`). */
-static uint64_t local_col(const gs_train *t, int kind, uint64_t who)
+ * and in the head-split one (ac, kvc heads of the level's member `who`). */
+static uint64_t local_col(const gs_train *t, uint64_t n, int kind, uint64_t who)
 {
-    uint64_t ac = t->a_t / t->cp, kvc = t->kv_t / t->cp;
+    uint64_t ac = t->a_t / n, kvc = t->kv_t / n;
     return (kind == 0 ? who * ac : kind == 1 ? t->a_t + who * kvc : t->a_t + t->kv_t + who * kvc) * t->hd;
 }
 
-static uint64_t split_col(const gs_train *t, int kind)
+static uint64_t split_col(const gs_train *t, uint64_t n, int kind)
 {
-    uint64_t ac = t->a_t / t->cp, kvc = t->kv_t / t->cp;
+    uint64_t ac = t->a_t / n, kvc = t->kv_t / n;
     return (kind == 0 ? 0 : kind == 1 ? ac : ac + kvc) * t->hd;
 }
 
-static uint64_t kind_width(const gs_train *t, int kind)
+static uint64_t kind_width(const gs_train *t, uint64_t n, int kind)
 {
-    return (kind == 0 ? t->a_t : t->kv_t) / t->cp * t->hd;
+    return (kind == 0 ? t->a_t : t->kv_t) / n * t->hd;
 }
 
-/* Forward, part 1: every member's Q, K, V rows; this rank keeps its heads of every token, in the
- * sequences' layout (u). */
-static gs_status a2a_qkv_fwd(const ctx *c, const layer_act *a, float *u)
+/* Forward, part 1: every member's Q, K, V rows; this rank keeps its heads of their tokens, in
+ * the sequences' layout (u; under a2a+p2p the other rows zero). */
+static gs_status a2a_qkv_fwd(const ctx *c, const a2a_level *l, const layer_act *a, float *u)
 {
     const gs_train *t = c->t;
     struct cp_bufs *b = c->r->cpb;
-    uint64_t nqc = t->nqkv / t->cp, me = c->r->cp_pos;
-    gs_status rc = cp_all_gather(c, a->qkv, b->ag, t->T * t->nqkv);
-    for (uint64_t i = 0; i < t->cp && rc == GS_OK; i++)
+    uint64_t nqc = t->nqkv / l->n, rows = t->b * t->seq;
+    if (l->n != t->cp)
+        t->ops->fill(t->drv, c->s, u, 0.0f, rows * nqc);
+    gs_status rc = level_all_gather(c, l, a->qkv, b->ag, t->T * t->nqkv);
+    for (uint64_t i = 0; i < l->n && rc == GS_OK; i++)
         for (int kind = 0; kind < 3; kind++)
-            move_rows(c, i, 1, (row_span){u + split_col(t, kind), nqc},
-                      (row_span){b->ag + i * t->T * t->nqkv + local_col(t, kind, me), t->nqkv}, kind_width(t, kind));
+            move_rows(c, l->base + i, 1, (row_span){u + split_col(t, l->n, kind), nqc},
+                      (row_span){b->ag + i * t->T * t->nqkv + local_col(t, l->n, kind, l->me), t->nqkv},
+                      kind_width(t, l->n, kind));
     return rc;
 }
 
 /* Forward, part 2: every member's heads of the output; this rank keeps its tokens' rows. */
-static gs_status a2a_out_fwd(const ctx *c, layer_act *a, const float *uo)
+static gs_status a2a_out_fwd(const ctx *c, const a2a_level *l, layer_act *a, const float *uo)
 {
     const gs_train *t = c->t;
     struct cp_bufs *b = c->r->cpb;
-    uint64_t ahd = t->a_t * t->hd, acd = ahd / t->cp, rows = t->b * t->seq;
-    gs_status rc = cp_all_gather(c, uo, b->ag, rows * acd);
-    for (uint64_t i = 0; i < t->cp && rc == GS_OK; i++)
+    uint64_t ahd = t->a_t * t->hd, acd = ahd / l->n, rows = t->b * t->seq;
+    gs_status rc = level_all_gather(c, l, uo, b->ag, rows * acd);
+    for (uint64_t i = 0; i < l->n && rc == GS_OK; i++)
         move_rows(c, c->r->cp_pos, 0, (row_span){b->ag + i * rows * acd, acd}, (row_span){a->ao + i * acd, ahd}, acd);
     return rc;
 }
 
-/* Backward, part 2 (first): every member's output gradient; this rank keeps its heads of every
- * token (duo). */
-static gs_status a2a_dout_bwd(const ctx *c)
+/* Backward, part 2 (first): every member's output gradient; this rank keeps its heads of their
+ * tokens (duo; under a2a+p2p the other rows zero, so they add nothing to dK, dV). */
+static gs_status a2a_dout_bwd(const ctx *c, const a2a_level *l)
 {
     const gs_train *t = c->t;
     struct cp_bufs *b = c->r->cpb;
-    uint64_t ahd = t->a_t * t->hd, acd = ahd / t->cp;
-    gs_status rc = cp_all_gather(c, c->r->sc.dao, b->ag, t->T * ahd);
-    for (uint64_t i = 0; i < t->cp && rc == GS_OK; i++)
-        move_rows(c, i, 1, (row_span){b->duo, acd}, (row_span){b->ag + i * t->T * ahd + c->r->cp_pos * acd, ahd}, acd);
+    uint64_t ahd = t->a_t * t->hd, acd = ahd / l->n;
+    if (l->n != t->cp)
+        t->ops->fill(t->drv, c->s, b->duo, 0.0f, t->b * t->seq * acd);
+    gs_status rc = level_all_gather(c, l, c->r->sc.dao, b->ag, t->T * ahd);
+    for (uint64_t i = 0; i < l->n && rc == GS_OK; i++)
+        move_rows(c, l->base + i, 1, (row_span){b->duo, acd}, (row_span){b->ag + i * t->T * ahd + l->me * acd, ahd},
+                  acd);
     return rc;
 }
 
 /* Backward, part 1: every member's dQ, dK, dV of its heads; this rank keeps its tokens' rows. */
-static gs_status a2a_dqkv_bwd(const ctx *c)
+static gs_status a2a_dqkv_bwd(const ctx *c, const a2a_level *l)
 {
     const gs_train *t = c->t;
     struct cp_bufs *b = c->r->cpb;
-    uint64_t nqc = t->nqkv / t->cp, rows = t->b * t->seq;
-    gs_status rc = cp_all_gather(c, b->du, b->ag, rows * nqc);
-    for (uint64_t i = 0; i < t->cp && rc == GS_OK; i++)
+    uint64_t nqc = t->nqkv / l->n, rows = t->b * t->seq;
+    gs_status rc = level_all_gather(c, l, b->du, b->ag, rows * nqc);
+    for (uint64_t i = 0; i < l->n && rc == GS_OK; i++)
         for (int kind = 0; kind < 3; kind++)
-            move_rows(c, c->r->cp_pos, 0, (row_span){b->ag + i * rows * nqc + split_col(t, kind), nqc},
-                      (row_span){c->r->sc.dqkv + local_col(t, kind, i), t->nqkv}, kind_width(t, kind));
+            move_rows(c, c->r->cp_pos, 0, (row_span){b->ag + i * rows * nqc + split_col(t, l->n, kind), nqc},
+                      (row_span){c->r->sc.dqkv + local_col(t, l->n, kind, i), t->nqkv}, kind_width(t, l->n, kind));
     return rc;
 }
 
-/* The attention on this rank's heads of whole sequences (RoPE applied to u's q and k in place by
- * the forward, which the backward reads). */
+/* ---- a2a+p2p's second level: the K, V of the rank's heads over its p2p group ---- */
+
+/* Each a2a group's K, V rows (heads / A) between u (the sequences' layout) and a packed
+ * [A T][2 kvc hd] block: to_pack 1 packs a2a group g's rows of u, 0 unpacks them into u. */
+static void kv_block(const ctx *c, uint64_t g, int to_pack, float *u, float *blk)
+{
+    const gs_train *t = c->t;
+    uint64_t A = t->cp_a2a, nqc = t->nqkv / A, kvcw = 2 * (t->kv_t / A) * t->hd, qw = t->a_t / A * t->hd;
+    for (uint64_t i = 0; i < A; i++)
+        move_rows(c, g * A + i, !to_pack, (row_span){u + qw, nqc}, (row_span){blk + i * t->T * kvcw, kvcw}, kvcw);
+}
+
+/* The p2p level's exchange: this rank's a2a group's K, V (of its heads) all-gathered over the
+ * p2p group, the other groups' written into u. Forward before RoPE (the attention's second part
+ * rotates every row); backward the rotated rows, which u holds already the same. */
+static gs_status hier_gather_kv(const ctx *c, float *u)
+{
+    const gs_train *t = c->t;
+    struct cp_bufs *b = c->r->cpb;
+    uint64_t A = t->cp_a2a, B = t->cp / A, mine = c->r->cp_pos / A, kvcw = 2 * (t->kv_t / A) * t->hd;
+    kv_block(c, mine, 1, u, b->pack);
+    gs_status rc = t->ops->all_gather(t->drv, c->s, c->r->rank, &c->r->groups[GS_GROUP_CP_P2P], b->pack, b->kvg,
+                                      A * t->T * kvcw, c->err);
+    for (uint64_t j = 0; j < B && rc == GS_OK; j++)
+        if (j != mine)
+            kv_block(c, j, 0, u, b->kvg + j * A * t->T * kvcw);
+    return rc;
+}
+
+/* The attention on this rank's heads: a2a's of whole sequences; a2a+p2p's second part, of its a2a
+ * group's queries against every row's K, V (RoPE applied to u's q and k in place by the forward,
+ * which the backward reads), then dK, dV of each a2a group's rows reduce-scattered over the p2p
+ * group to their owners (the ring's last hop, inside the part). */
 static gs_status a2a_attention(const ctx *c, action act, layer_act *a, float *u, float *uo)
 {
     const gs_train *t = c->t;
     struct cp_bufs *b = c->r->cpb;
-    uint64_t ac = t->a_t / t->cp, kvc = t->kv_t / t->cp, nqc = t->nqkv / t->cp, rows = t->b * t->seq;
+    a2a_level l = level_of(c);
+    int hier = t->s->strategy.cp_comm == GS_CP_A2A_P2P;
+    if (hier && c->pl->part == 1)
+        return GS_OK; /* beside the p2p exchange, which placed the K, V */
+    uint64_t ac = t->a_t / l.n, kvc = t->kv_t / l.n, nqc = t->nqkv / l.n, rows = t->b * t->seq;
     gs_dropout d;
     attn_call k = {u, uo, b->duo, b->du, nqc, ac * t->hd, ac, kvc,
-                   gs__train_drop_at(c, GS_DROP_ATTN, c->r->tp_pos * t->a_t + c->r->cp_pos * ac, &d)};
-    if (act == A_ATTN_BWD) {
-        kernel_bwd(c, &k, a->p);
+                   gs__train_drop_at(c, GS_DROP_ATTN, c->r->tp_pos * t->a_t + l.me * ac, &d)};
+    if (act != A_ATTN_BWD) {
+        if (t->rope) {
+            t->ops->k.rope_fwd(c->s, u, rows, t->seq, ac, t->hd, nqc, ROPE_THETA);
+            t->ops->k.rope_fwd(c->s, u + ac * t->hd, rows, t->seq, kvc, t->hd, nqc, ROPE_THETA);
+        }
+        kernel_fwd(c, &k, a->p);
         return GS_OK;
     }
-    if (t->rope) {
-        t->ops->k.rope_fwd(c->s, u, rows, t->seq, ac, t->hd, nqc, ROPE_THETA);
-        t->ops->k.rope_fwd(c->s, u + ac * t->hd, rows, t->seq, kvc, t->hd, nqc, ROPE_THETA);
-    }
-    kernel_fwd(c, &k, a->p);
-    return GS_OK;
+    kernel_bwd(c, &k, a->p);
+    if (!hier)
+        return GS_OK;
+    uint64_t A = t->cp_a2a, B = t->cp / A, mine = c->r->cp_pos / A, kvcw = 2 * kvc * t->hd;
+    for (uint64_t j = 0; j < B; j++)
+        kv_block(c, j, 1, b->du, b->dkv_send + j * A * t->T * kvcw);
+    gs_status rc = t->ops->reduce_scatter(t->drv, c->s, c->r->rank, &c->r->groups[GS_GROUP_CP_P2P], b->dkv_send,
+                                          b->dkv, A * t->T * kvcw, c->err);
+    if (rc == GS_OK)
+        kv_block(c, mine, 0, b->du, b->dkv);
+    if (t->ops->op_start_s)
+        (void)t->ops->op_start_s(t->drv, c->s);
+    return rc;
 }
 
 /* ---- the actions ---- */
@@ -385,7 +475,8 @@ gs_status gs__train_cp_attention(const ctx *c, action act, layer_act *a)
     size_t idx;
     (void)event_acts(c, &idx);
     struct cp_bufs *b = c->r->cpb;
-    if (c->t->s->strategy.cp_comm == GS_CP_A2A)
+    gs_cp_comm how = c->t->s->strategy.cp_comm;
+    if (how == GS_CP_A2A || how == GS_CP_A2A_P2P)
         return a2a_attention(c, act, a, b->kv[idx], b->uo[idx]);
     return gathered_attention(c, act, a, b->kv[idx]);
 }
@@ -396,15 +487,19 @@ gs_status gs__train_cp_action(const ctx *c, action act)
     size_t idx;
     layer_act *a = event_acts(c, &idx);
     struct cp_bufs *b = c->r->cpb;
-    int bwd = e->phase == GS_PHASE_BWD, a2a = c->t->s->strategy.cp_comm == GS_CP_A2A;
-    if (act == A_CP_KV && !a2a && e->op == GS_COLL_ALLGATHER)
-        return gather_kv(c, a, b->kv[idx]);
+    gs_cp_comm how = c->t->s->strategy.cp_comm;
+    int bwd = e->phase == GS_PHASE_BWD, a2a = how == GS_CP_A2A || how == GS_CP_A2A_P2P;
+    gs_group_kind ring = how == GS_CP_A2A_P2P ? GS_GROUP_CP_P2P : GS_GROUP_CP;
+    if (act == A_CP_KV && how != GS_CP_A2A && e->op == GS_COLL_ALLGATHER && e->group == ring)
+        return how == GS_CP_A2A_P2P ? hier_gather_kv(c, b->kv[idx]) : gather_kv(c, a, b->kv[idx]);
     if (act == A_CP_KV && !a2a && e->op == GS_COLL_REDUCE_SCATTER && bwd)
         return return_dkv(c);
-    if (act == A_CP_A2A && a2a && e->op == GS_COLL_ALLTOALL && (e->part == 1 || e->part == 2)) {
+    if (act == A_CP_A2A && a2a && e->op == GS_COLL_ALLTOALL && (e->part == 1 || e->part == 2) &&
+        e->group == (how == GS_CP_A2A ? GS_GROUP_CP : GS_GROUP_CP_A2A)) {
+        a2a_level l = level_of(c);
         if (e->part == 1)
-            return bwd ? a2a_dqkv_bwd(c) : a2a_qkv_fwd(c, a, b->kv[idx]);
-        return bwd ? a2a_dout_bwd(c) : a2a_out_fwd(c, a, b->uo[idx]);
+            return bwd ? a2a_dqkv_bwd(c, &l) : a2a_qkv_fwd(c, &l, a, b->kv[idx]);
+        return bwd ? a2a_dout_bwd(c, &l) : a2a_out_fwd(c, &l, a, b->uo[idx]);
     }
     return gs_error_set(c->err, GS_ERR_INPUT, "exec: rank %" PRIu64 ": %s %s on the CP group under cp_comm %s is not "
                         "implemented by the host program", c->r->rank, gs_role_name((gs_role)e->role),

@@ -171,6 +171,7 @@ struct gs_train {
     /* context parallelism: grid.cp, and each rank's tokens of a sequence (seq / cp, two chunks of
      * Megatron-Core's load-balanced order); T = b x sl tokens a micro-batch on a rank */
     uint64_t cp, sl;
+    uint64_t cp_a2a; /* hierarchical CP (cp_comm a2a+p2p): the a2a level's ranks; 1 otherwise */
     int sp;
     int ovl; /* strategy.tp_comm_overlap with tp > 1 (and so sequence parallelism) */
     /* the block's kind: LayerNorm (else RMSNorm), a bias on each norm (LayerNorm, or any norm of

@@ -215,6 +215,17 @@ static const cfg configs[] = {
     {"dp2-cp2-tp2-sp-all-gather", 2, 1, 2, 1, 8, "zero1, cp_comm: all_gather", "1f1b", "none", "layer", 1, 1, 4, 1, 0,
      "cp: 2"},
     {"dp2-cp2-tp2-a2a", 2, 1, 2, 1, 8, "no_shard, cp_comm: a2a", "1f1b", "none", "layer", 1, 0, 4, 1, 0, "cp: 2"},
+    /* hierarchical CP (a2a+p2p): the a2a level over cp_a2a adjacent CP ranks, the K, V ring over
+     * the cp / cp_a2a ranks at one position of each; a ring of 4 (cp 8 = 2 x 4), a2a levels of 2
+     * and 4, with TP, sequence parallelism and the core attention recomputed (selective) */
+    {"cp4-a2a2-p2p", 1, 1, 1, 1, 4, "full_shard, cp_comm: a2a+p2p", "1f1b", "none", "layer", 1, 0, 4, 2, 0,
+     "cp: 4, cp_a2a: 2"},
+    {"cp8-a2a2-p2p", 1, 1, 1, 1, 8, "zero1, cp_comm: a2a+p2p", "1f1b", "none", "layer", 1, 0, 4, 1, 0,
+     "cp: 8, cp_a2a: 2"},
+    {"cp8-a2a4-p2p", 1, 1, 1, 1, 8, "no_shard, cp_comm: a2a+p2p", "1f1b", "none", "layer", 1, 0, 4, 1, 0,
+     "cp: 8, cp_a2a: 4"},
+    {"cp4-tp2-sp-a2a2-p2p-selective", 1, 1, 2, 1, 8, "full_shard, cp_comm: a2a+p2p", "gpipe", "selective", "layer", 1,
+     1, 4, 2, 0, "cp: 4, cp_a2a: 2"},
     /* cp outside dp (order tp-dp-cp-pp: a sequence's chunks on DP positions dp apart) */
     {"dp2-cp2-outer-all-gather", 2, 1, 1, 1, 4, "full_shard, cp_comm: all_gather", "1f1b", "none", "layer", 1, 0, 4, 1,
      0, "cp: 2, order: tp-dp-cp-pp"},

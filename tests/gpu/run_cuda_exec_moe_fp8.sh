@@ -8,8 +8,9 @@
 # applied to each sum: fp32 rounding apart). With 2 GPUs or more, the MoE model with expert
 # parallelism 2 (the dispatch and combine as NCCL grouped sends and receives,
 # gs__cuda_all_to_all) trains to the same host losses, and the dense model with context parallelism 2 (cp_comm p2p: the K, V all-gather and
-# the dK, dV reduce-scatter on the CP communicator) too. Skips (77) without a GPU or without the
-# module.
+# the dK, dV reduce-scatter on the CP communicator) too; with 4 or more, hierarchical CP 4 = 2 x 2
+# (cp_comm a2a+p2p: the a2a level's all-gathers and the p2p level's K, V all-gather and dK, dV
+# reduce-scatter on their own communicators). Skips (77) without a GPU or without the module.
 . "${top_srcdir:-.}/tests/gpu/gpu_common.sh"
 [ -f "$GS_MODULE" ] || { echo "SKIP: no cuda module in this build"; exit 77; }
 gs_have_gpu || { echo "SKIP: no GPU"; exit 77; }
@@ -26,8 +27,11 @@ sed 's/grid: {dp: 1, pp: 1, tp: 1}/grid: {dp: 2, pp: 1, tp: 1, ep: 2}/; s/gpus_p
     "$tmp/moe.yaml" >"$tmp/ep2.yaml"
 sed 's/grid: {dp: 1, pp: 1, tp: 1}/grid: {dp: 1, pp: 1, tp: 1, cp: 2}/; s/gpus_per_node: 1/gpus_per_node: 2/' \
     "$base" >"$tmp/cp2.yaml"
-for f in moe fp8 ep2 cp2; do
-    grep -q 'moe:\|fp8_recipe\|ep: 2\|cp: 2' "$tmp/$f.yaml" || { echo "FAIL: $f.yaml: the edit of $base did not apply"; exit 1; }
+sed 's/grid: {dp: 1, pp: 1, tp: 1}/grid: {dp: 1, pp: 1, tp: 1, cp: 4, cp_a2a: 2}/; s/gpus_per_node: 1/gpus_per_node: 4/
+s/^strategy:/strategy:\
+  cp_comm: a2a+p2p/' "$base" >"$tmp/cp4h.yaml"
+for f in moe fp8 ep2 cp2 cp4h; do
+    grep -q 'moe:\|fp8_recipe\|ep: 2\|cp: 2\|cp_a2a: 2' "$tmp/$f.yaml" || { echo "FAIL: $f.yaml: the edit of $base did not apply"; exit 1; }
 done
 rc=0
 # same_losses NAME SCENARIO: the cuda driver's 3 losses within 1e-3 of the host driver's
@@ -55,5 +59,10 @@ if [ "$ngpu" -ge 2 ]; then
     same_losses "context parallelism 2 (p2p)" "$tmp/cp2.yaml"
 else
     echo "SKIP (part): expert and context parallelism 2 need 2 GPUs, this machine shows $ngpu"
+fi
+if [ "$ngpu" -ge 4 ]; then
+    same_losses "hierarchical context parallelism 4 = 2 x 2 (a2a+p2p)" "$tmp/cp4h.yaml"
+else
+    echo "SKIP (part): hierarchical context parallelism 4 needs 4 GPUs, this machine shows $ngpu"
 fi
 exit $rc
