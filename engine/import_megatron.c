@@ -29,6 +29,7 @@ const gs__mg_flag gs__mg_flags[] = {
     {"pipeline-model-parallel-size", MG_ONE, MG_PP, NULL},
     {"context-parallel-size", MG_ONE, MG_CP, NULL},
     {"cp-comm-type", MG_MANY, MG_CP_COMM, NULL},
+    {"hierarchical-context-parallel-sizes", MG_MANY, MG_HIER_CP, NULL},
     {"expert-model-parallel-size", MG_ONE, MG_EP, NULL},
     {"num-layers-per-virtual-pipeline-stage", MG_ONE, MG_VPP_LAYERS, NULL},
     {"num-virtual-stages-per-pipeline-rank", MG_ONE, MG_VPP_STAGES, NULL},

@@ -459,21 +459,56 @@ static gs_status mg_fp8(const char *origin, const gs__words *ws, const gs__mg_st
     return GS_OK;
 }
 
-/* --cp-comm-type (Megatron-Core: one type, or one per layer): p2p, all_gather or a2a, the same
- * for every layer; a2a+p2p (hierarchical CP) is not modelled. */
-static gs_status mg_cp_comm(const char *origin, const gs__words *ws, const gs__mg_state *st, gs_strategy *g,
-                            gs_error *err)
+/* --hierarchical-context-parallel-sizes A B under --cp-comm-type a2a+p2p: the a2a level's A
+ * (grid.cp_a2a), with A x B the context-parallel size (Megatron-LM's validate_args asserts the
+ * product; Transformer Engine's a2a+p2p takes exactly the two levels). */
+static gs_status mg_hier_cp(const char *origin, const gs__words *ws, const gs__mg_state *st, gs_scenario *s,
+                            gs_diag *ignored, gs_error *err)
 {
     char where[600];
-    static const char *const types[] = {"p2p", "all_gather", "a2a"};
-    if (!st->given[MG_CP_COMM])
+    size_t at = st->at[MG_HIER_CP];
+    gs__mg_where(origin, ws, at, where, sizeof where);
+    if (s->strategy.cp_comm != GS_CP_A2A_P2P)
+        return gs__import_ignored(ignored, err, "%s: --hierarchical-context-parallel-sizes: ignored: its groups "
+                                  "serve --cp-comm-type a2a+p2p only", where);
+    uint64_t size[2], n = 0, cp = st->given[MG_CP] ? st->u[MG_CP] : 1;
+    for (size_t i = at + 1; i < ws->n && strncmp(ws->w[i].text, "--", 2) != 0; i++) {
+        gs__mg_where(origin, ws, i, where, sizeof where);
+        if (n == 2)
+            return gs_error_set(err, GS_ERR_INPUT, "%s: --hierarchical-context-parallel-sizes: found a third size, "
+                                "expected two (a2a+p2p's a2a and p2p levels)", where);
+        gs_status rc = gs__mg_count(where, "hierarchical-context-parallel-sizes", ws->w[i].text, &size[n++], 0, err);
+        if (rc != GS_OK)
+            return rc;
+    }
+    gs__mg_where(origin, ws, at, where, sizeof where);
+    if (n != 2 || size[0] < 2 || size[1] < 2 || cp % size[0] != 0 || cp / size[0] != size[1])
+        return gs_error_set(err, GS_ERR_INPUT, "%s: --hierarchical-context-parallel-sizes: found %llu size(s), "
+                            "expected two sizes of 2 or more whose product is --context-parallel-size %llu",
+                            where, (unsigned long long)n, (unsigned long long)cp);
+    s->grid.cp_a2a = size[0];
+    return GS_OK;
+}
+
+/* --cp-comm-type (Megatron-Core: one type, or one per layer): p2p, all_gather, a2a or a2a+p2p
+ * (with --hierarchical-context-parallel-sizes), the same for every layer. */
+static gs_status mg_cp_comm(const char *origin, const gs__words *ws, const gs__mg_state *st, gs_scenario *s,
+                            gs_diag *ignored, gs_error *err)
+{
+    char where[600];
+    static const char *const types[] = {"p2p", "all_gather", "a2a", "a2a+p2p"};
+    gs_strategy *g = &s->strategy;
+    if (!st->given[MG_CP_COMM]) {
+        if (st->given[MG_HIER_CP])
+            return mg_hier_cp(origin, ws, st, s, ignored, err);
         return GS_OK;
+    }
     size_t at = st->at[MG_CP_COMM];
     int first = -1;
     for (size_t i = at + 1; i < ws->n && strncmp(ws->w[i].text, "--", 2) != 0; i++) {
         int k;
         gs__mg_where(origin, ws, i, where, sizeof where);
-        gs_status rc = gs__mg_choice(where, "cp-comm-type", ws->w[i].text, types, 3, &k, err);
+        gs_status rc = gs__mg_choice(where, "cp-comm-type", ws->w[i].text, types, 4, &k, err);
         if (rc != GS_OK)
             return rc;
         if (first >= 0 && k != first)
@@ -483,12 +518,18 @@ static gs_status mg_cp_comm(const char *origin, const gs__words *ws, const gs__m
     }
     if (first < 0) { /* --cp-comm-type=TYPE */
         gs__mg_where(origin, ws, at, where, sizeof where);
-        gs_status rc = gs__mg_choice(where, "cp-comm-type", st->str[MG_CP_COMM], types, 3, &first, err);
+        gs_status rc = gs__mg_choice(where, "cp-comm-type", st->str[MG_CP_COMM], types, 4, &first, err);
         if (rc != GS_OK)
             return rc;
     }
     g->cp_comm = (gs_cp_comm)first;
-    return GS_OK;
+    if (g->cp_comm == GS_CP_A2A_P2P && !st->given[MG_HIER_CP]) {
+        gs__mg_where(origin, ws, at, where, sizeof where);
+        return gs_error_set(err, GS_ERR_INPUT, "%s: --cp-comm-type a2a+p2p: found no "
+                            "--hierarchical-context-parallel-sizes, expected the a2a and p2p levels' sizes "
+                            "(Megatron-LM asserts them)", where);
+    }
+    return st->given[MG_HIER_CP] ? mg_hier_cp(origin, ws, st, s, ignored, err) : GS_OK;
 }
 
 /* Training and gradient precision, gradient buckets and when they reduce. */
@@ -505,7 +546,7 @@ static gs_status mg_precision(const char *origin, const gs__words *ws, const gs_
     g->precision = st->given[MG_BF16] ? GS_PREC_BF16 : st->given[MG_FP16] ? GS_PREC_FP16
                                                                           : GS_PREC_FP32;
     g->sequence_parallel = st->given[MG_SP];
-    if ((rc = mg_fp8(origin, ws, st, g, ignored, err)) != GS_OK || (rc = mg_cp_comm(origin, ws, st, g, err)) != GS_OK ||
+    if ((rc = mg_fp8(origin, ws, st, g, ignored, err)) != GS_OK || (rc = mg_cp_comm(origin, ws, st, s, ignored, err)) != GS_OK ||
         (rc = mg_adam_dtype(origin, ws, st, g, err)) != GS_OK)
         return rc;
     /* gradients (Megatron-LM's validate_args): under bf16 accumulated and reduced in fp32 unless

@@ -174,6 +174,9 @@ static void put_megatron_grid(flag_lines *fl, const gs_scenario *s, const gs_mes
     flag(&f, "--pipeline-model-parallel-size %" PRIu64, pp);
     if (m->cp > 1)
         flag(&f, "--context-parallel-size %" PRIu64 " --cp-comm-type %s", m->cp, gs_cp_comm_name(st->cp_comm));
+    if (m->cp > 1 && st->cp_comm == GS_CP_A2A_P2P)
+        flag(&f, "--hierarchical-context-parallel-sizes %" PRIu64 " %" PRIu64, gs_mesh_cp_a2a(m),
+             m->cp / gs_mesh_cp_a2a(m));
     if (gs__launch_order_is(m, GS_DIM_TP, GS_DIM_PP, GS_DIM_DP))
         flag(&f, "--use-tp-pp-dp-mapping");
     int uneven = pp > 1 && (m->first_layers || m->last_layers);

@@ -61,8 +61,8 @@ int gs_launch_torchtitan_fits(const gs_scenario *s, const gs_mesh *m, char *out,
         return why(out, len, "FP8 delayed scaling: torchtitan's float8 is tensorwise dynamic (current) scaling");
     if (s->grid.cp > 1 && st->sharding == GS_SHARD_NO_SHARD)
         return why(out, len, "no_shard with cp: torchtitan shards the parameters over dp_shard x cp");
-    if (s->grid.cp > 1 && st->cp_comm == GS_CP_A2A)
-        return why(out, len, "cp_comm a2a: torchtitan rotates K, V by allgather or alltoall (p2p)");
+    if (s->grid.cp > 1 && (st->cp_comm == GS_CP_A2A || st->cp_comm == GS_CP_A2A_P2P))
+        return why(out, len, "cp_comm a2a or a2a+p2p: torchtitan rotates K, V by allgather or alltoall (p2p)");
     if (s->model.moe.experts && st->moe_dispatcher != GS_MOE_ALLTOALL)
         return why(out, len, "the allgather dispatcher: torchtitan dispatches tokens by all-to-all");
     if (s->model.moe.experts && s->grid.etp && s->grid.etp != 1 && s->grid.etp != s->grid.tp)

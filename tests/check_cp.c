@@ -503,6 +503,30 @@ START_TEST(test_cp_megatron)
     ck_assert_msg(strstr(err.msg, "expected one type for every layer"), "%s", err.msg);
     ck_assert_int_eq(gs_import_megatron_args("--context-parallel-size 2 --cp-comm-type a2a+p2p", "run.sh", &o, &s,
                                              &ig, &err), GS_ERR_INPUT);
+    ck_assert_msg(strstr(err.msg, "found no --hierarchical-context-parallel-sizes"), "%s", err.msg);
+    /* hierarchical CP: read, emitted, read back; sizes whose product is not cp refused */
+    const char *hier = "--tensor-model-parallel-size 2 --context-parallel-size 8 --cp-comm-type a2a+p2p "
+                       "--hierarchical-context-parallel-sizes 2 4 --bf16";
+    o.nodes = 4;
+    ck_assert_msg(gs_import_megatron_args(hier, "run.sh", &o, &s, &ig, &err) == GS_OK, "%s", err.msg);
+    ck_assert(s.grid.cp == 8 && s.grid.cp_a2a == 2 && s.grid.dp == 2 && s.strategy.cp_comm == GS_CP_A2A_P2P);
+    ck_assert_int_eq(gs_scenario_mesh(&s, &m, NULL, &err), GS_OK);
+    gs_text_init(&t);
+    ck_assert_int_eq(gs_launch_emit(&s, &m, GS_LAUNCH_MEGATRON, &t, &err), GS_OK);
+    ck_assert_msg(strstr(gs_text_str(&t), "--cp-comm-type a2a+p2p") &&
+                      strstr(gs_text_str(&t), "--hierarchical-context-parallel-sizes 2 4"),
+                  "%s", gs_text_str(&t));
+    ck_assert_msg(gs_import_megatron_args(gs_text_str(&t), "emitted", &o, &b, &ig, &err) == GS_OK, "%s", err.msg);
+    ck_assert(b.grid.cp == 8 && b.grid.cp_a2a == 2 && b.strategy.cp_comm == GS_CP_A2A_P2P);
+    gs_text_fini(&t);
+    ck_assert_int_eq(gs_import_megatron_args("--context-parallel-size 8 --cp-comm-type a2a+p2p "
+                                             "--hierarchical-context-parallel-sizes 2 2", "run.sh", &o, &s, &ig, &err),
+                     GS_ERR_INPUT);
+    ck_assert_msg(strstr(err.msg, "whose product is --context-parallel-size 8"), "%s", err.msg);
+    ck_assert_int_eq(gs_import_megatron_args("--context-parallel-size 8 --cp-comm-type a2a+p2p "
+                                             "--hierarchical-context-parallel-sizes 2 2 2", "run.sh", &o, &s, &ig,
+                                             &err), GS_ERR_INPUT);
+    ck_assert_msg(strstr(err.msg, "found a third size"), "%s", err.msg);
     gs_diag_fini(&ig);
 }
 END_TEST
