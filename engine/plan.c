@@ -33,6 +33,9 @@ void gs_plan_reason(const char *msg, char *out, size_t len)
         {"with the experts held whole", "ep leaves no ranks to shard the experts over"},
         {"routed experts of model", "experts not divisible by ep"},
         {"load-balanced chunks", "seq not divisible by 2 x cp"},
+        {"is hierarchical CP's a2a level", "cp_a2a without cp > 1 and cp_comm a2a+p2p"},
+        {"(hierarchical CP) with cp=", "cp_a2a not a divisor of cp below it"},
+        {"splits each rank's heads over the a2a level", "heads not divisible by tp x cp_a2a"},
     };
     /* the first line only: later lines are further errors on the same grid */
     char line[GS_ERROR_MSG_BYTES];
@@ -107,6 +110,11 @@ static int count_cmp(const void *a, const void *b)
     return strcmp(x->reason, y->reason);
 }
 
+uint64_t gs__plan_cp_a2a(const gs_scenario *base, uint64_t cp, gs_cp_comm comm)
+{
+    return cp > 1 && comm == GS_CP_A2A_P2P ? base->grid.cp_a2a : 0;
+}
+
 void gs__plan_cand_scenario(const search *x, const cand *c, gs_scenario *s)
 {
     *s = *x->base;
@@ -116,6 +124,7 @@ void gs__plan_cand_scenario(const search *x, const cand *c, gs_scenario *s)
     s->grid.tp = c->tp;
     s->grid.cp = c->cp ? c->cp : 1;
     s->grid.cp_outer = 0; /* Megatron's tp-cp-dp-pp */
+    s->grid.cp_a2a = gs__plan_cp_a2a(x->base, s->grid.cp, c->st.cp_comm);
     s->grid.ep = c->ep ? c->ep : 1;
     s->grid.etp = c->etp; /* 0: tp */
     s->grid.order[0] = GS_DIM_TP;

@@ -78,6 +78,9 @@ typedef struct search {
 gs_status gs__plan_count_add(counts *c, const char *reason, int grids, uint64_t k, gs_error *err);
 /* The scenario of one candidate: base's model, cluster and batch, the candidate's grid, micro
  * and strategy. */
+/* The candidate's hierarchical CP a2a level: the base's (grid.cp_a2a) under cp_comm a2a+p2p with
+ * cp > 1, else none (0). A cp the level does not suit leaves the scenario's check to refuse it. */
+uint64_t gs__plan_cp_a2a(const gs_scenario *base, uint64_t cp, gs_cp_comm comm);
 void gs__plan_cand_scenario(const search *x, const cand *c, gs_scenario *s);
 void gs__plan_copy_report(const gs_report *r, gs_plan_candidate *o);
 

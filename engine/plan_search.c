@@ -30,7 +30,7 @@
 #include "engine/plan_internal.h"
 
 /* The candidate's fields on a scenario copied from base once (cheaper than a whole copy). */
-static void cand_fields(const cand *c, gs_scenario *s)
+static void cand_fields(const cand *c, const gs_scenario *base, gs_scenario *s)
 {
     s->grid.dp = c->dp;
     s->grid.pp = c->pp;
@@ -38,6 +38,7 @@ static void cand_fields(const cand *c, gs_scenario *s)
     s->grid.cp = c->cp ? c->cp : 1;
     s->grid.ep = c->ep ? c->ep : 1;
     s->grid.etp = c->etp; /* as gs__plan_cand_scenario */
+    s->grid.cp_a2a = gs__plan_cp_a2a(base, s->grid.cp, c->st.cp_comm);
     s->batch.micro_seqs = c->micro;
     s->strategy = c->st;
 }
@@ -300,7 +301,7 @@ static gs_status merge_identical(search *x, gs_error *err)
             g->prefetch = (uint32_t)c->st.prefetch;
             g->fwd = (uint32_t)c->st.forward_prefetch;
             g->index = i;
-            cand_fields(c, &s);
+            cand_fields(c, x->base, &s);
             if (gs_scenario_mesh(&s, &mesh, NULL, NULL) == GS_OK)
                 gs_shard_plan_init(&s, &mesh, 0, gs_scenario_microbatches(&s), &g->plan);
             if (g->hybrid) /* rank-dependent plan: never merged */
@@ -331,7 +332,7 @@ static gs_status bound_groups(search *x, gs_error *err)
         if (bg->first == SIZE_MAX)
             continue;
         gs_mesh mesh;
-        cand_fields(&x->c[bg->first], &s);
+        cand_fields(&x->c[bg->first], x->base, &s);
         gs_status rc = gs_scenario_mesh(&s, &mesh, NULL, err);
         if (rc == GS_OK)
             rc = x->o->bound(&s, &mesh, x->o->bound_ctx, &bg->lower_s, err);
