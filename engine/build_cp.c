@@ -59,12 +59,13 @@ static gs_status cp_coll(pass *p, gs_role role, gs_coll_op op, uint64_t bytes, u
 }
 
 /* The exchange's buffers of this attention (gs_act_sizes.cp_fwd / cp_bwd, engine/ledger_act.c):
- * allocated by its first CP event, freed by its last event. A recomputed forward's are not
- * counted (GS_NO_ID). */
+ * allocated by its first CP event, freed by its last event. A recomputed forward allocates the
+ * forward's (its attention runs the forward's exchange again, beside the layer's rematerialized
+ * activations: the ledger's "recompute" moment). */
 static gs_status cp_buffer(pass *p, uint32_t *id)
 {
     const gs_act_sizes *a = &p->x->act;
-    uint64_t bytes = p->phase == GS_PHASE_FWD ? a->cp_fwd : p->phase == GS_PHASE_BWD ? a->cp_bwd : 0;
+    uint64_t bytes = p->phase == GS_PHASE_BWD ? a->cp_bwd : a->cp_fwd;
     *id = GS_NO_ID;
     if (!bytes)
         return GS_OK;

@@ -207,13 +207,17 @@ static void backward_moments(stage_ctx *x, uint32_t mb, uint64_t chunk, uint64_t
     }
     for (int64_t l = top; l >= bot; l--) {
         uint64_t stash = gs_act_stash(x->act, bot, l) + (has_emb ? x->act->emb_mask : 0);
-        uint64_t act = stash + gs_act_layer_remat(x->act, l) + (l == top && has_next ? xb : 0) +
-                       (l == bot && has_prev ? xb : 0) + x->act->cp_bwd;
+        uint64_t remat = stash + gs_act_layer_remat(x->act, l) + (l == top && has_next ? xb : 0);
+        uint64_t act = remat + (l == bot && has_prev ? xb : 0) + x->act->cp_bwd;
         uint64_t cov = gs_partition_covering(p, l);
         uint64_t g = base_g;
         if (pl->gather_per_pass)
             g += mul(x->c, cov + (pl->prefetch_bwd == 1 && l > bot ? gs_partition_prefetch(p, l, l - 1) : 0), pl->gwb,
                      "gather");
+        /* a recomputed attention runs the forward's CP exchange again, with the layer's
+         * rematerialized activations allocated and its gradients not yet */
+        if (x->act->cp_fwd && (gs_act_layer_recomputes(x->act, l) & GS_RC_CORE_ATTN))
+            moment_offer(x, &(moment_bytes){remat + x->act->cp_fwd, others, g, root_grad}, "recompute", l, mb, chunk);
         uint64_t tg = root_grad + (pl->transient_grads ? mul(x->c, cov, gb, "grads") : 0);
         moment_offer(x, &(moment_bytes){act, others, g, tg}, "backward", l, mb, chunk);
         if (pl->gather_per_pass && pl->prefetch_bwd == 2 && l > bot) {

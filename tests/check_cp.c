@@ -303,6 +303,47 @@ START_TEST(test_cp_buffers_peak)
 }
 END_TEST
 
+/* A recomputed attention runs its forward's exchange again. TINY over cp 8 (32 tokens a rank),
+ * full recompute, one rank per CP position: KV = 2 x 32 tokens x 2 KV heads x 32 x 2 B = 8,192
+ * B. p2p's forward keeps cp KV = 65,536 B, its backward 4 KV = 32,768 B; all_gather's forward cp
+ * KV, its backward 2 cp KV = 131,072 B. Each stage peaks at its top layer's backward pass, where
+ * the stash and the rematerialized activations are the same for both: all_gather in the
+ * backward (stash + remat + 16 KV), p2p in the recompute just before it (stash + remat + 8 KV;
+ * its backward holds only 4 KV). The peaks differ by 8 KV = 65,536 B (without the recompute's
+ * buffers they would differ by 12 KV), and each built schedule's high-water mark is its
+ * ledger's peak (gs_schedule_validate in build()). */
+static gs_schedule *build(const char *yaml, gs_scenario *s, gs_mesh *m);
+
+START_TEST(test_cp_recompute_buffers)
+{
+    static const char *const comm[2] = {"p2p", "all_gather"};
+    uint64_t peak[2];
+    char where[2][96];
+    for (int i = 0; i < 2; i++) {
+        char yaml[512];
+        snprintf(yaml, sizeof yaml,
+                 TINY "cluster: {preset: dgx-h100, nodes: 1}\ngrid: {dp: 1, cp: 8}\n"
+                      "strategy: {sharding: zero1, recompute: full, flash_attention: true, cp_comm: %s}\n"
+                      "batch: {global: 2, micro: 1}\n",
+                 comm[i]);
+        gs_scenario s;
+        gs_mesh m;
+        gs_schedule *sch = build(yaml, &s, &m);
+        gs_schedule_destroy(sch);
+        gs_ledger *l = NULL;
+        gs_error err;
+        gs_error_init(&err);
+        ck_assert_int_eq(gs_ledger_create(&s, &m, &l, &err), GS_OK);
+        peak[i] = l->ranks[0].peak_bytes;
+        snprintf(where[i], sizeof where[i], "%s", l->ranks[0].peak_where);
+        gs_ledger_destroy(l);
+    }
+    ck_assert_msg(strncmp(where[0], "recompute of local layer 3", 26) == 0, "p2p peaks at %s", where[0]);
+    ck_assert_msg(strncmp(where[1], "backward of local layer 3", 25) == 0, "all_gather peaks at %s", where[1]);
+    ck_assert_uint_eq(peak[1] - peak[0], 65536ull);
+}
+END_TEST
+
 /* ---- schedule ------------------------------------------------------------------------------- */
 
 static gs_schedule *build(const char *yaml, gs_scenario *s, gs_mesh *m)
@@ -666,6 +707,7 @@ static Suite *cp_suite(void)
     tcase_add_test(tc, test_cp_groups);
     tcase_add_test(tc, test_cp_hier_groups);
     tcase_add_test(tc, test_cp_hier_schedule);
+    tcase_add_test(tc, test_cp_recompute_buffers);
     tcase_add_test(tc, test_cp_scenario);
     tcase_add_test(tc, test_cp_activations);
     tcase_add_test(tc, test_cp_buffers_peak);
