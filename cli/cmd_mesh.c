@@ -27,9 +27,15 @@ const char gs_cmd_mesh_help[] =
     "coordinates in grid order (the faster one varying fastest), which is also the order of the\n"
     "groups' lowest ranks; members are listed in ascending coordinate (= rank) order.\n"
     "\n"
+    "Context and expert parallelism (grid.cp, grid.ep) are folded into the DP dimension: the dp\n"
+    "coordinate and groups are then dp x cp positions (the ranks reducing gradients together), and\n"
+    "the CP groups (with cp_a2a, hierarchical CP's a2a and p2p levels), EP groups and their\n"
+    "expert-data-parallel (EDP) groups are listed after them, numbered by their lowest rank.\n"
+    "\n"
     "options:\n"
-    "  --json   one JSON document: grid {dp, pp, tp, order}, world, nodes, gpus_per_node,\n"
-    "           ranks [{rank, dp, pp, tp, node}], groups {dp, pp, tp: [[ranks], ...]}, megatron,\n"
+    "  --json   one JSON document: grid {dp, pp, tp, [cp, cp_a2a, ep,] order}, world, nodes,\n"
+    "           gpus_per_node, ranks [{rank, dp, pp, tp, node}], groups {dp, pp, tp, [cp, cp_a2a,\n"
+    "           cp_p2p, ep, edp]: [[ranks], ...]}, megatron,\n"
     "           device_mesh, torchrun (refused above 1048576 ranks: use the human form)\n"
     "  --all    print every row of the rank table (by default grids over 256 ranks show the first\n"
     "           and last 64 rows)\n"
@@ -199,6 +205,86 @@ static void print_groups(const gs_mesh *m)
     }
 }
 
+/* The groups of the mesh's other kinds that the grid has: context parallelism's (and hierarchical
+ * CP's two levels), expert parallelism's and its expert-data-parallel groups. */
+typedef struct extra_kind {
+    gs_group_kind kind;
+    const char *name, *what;
+} extra_kind;
+
+static size_t extra_kinds(const gs_mesh *m, extra_kind *out)
+{
+    size_t n = 0;
+    if (m->cp > 1)
+        out[n++] = (extra_kind){GS_GROUP_CP, "cp", "a sequence's chunks (context parallelism)"};
+    if (m->cp > 1 && m->cp_a2a > 1) {
+        out[n++] = (extra_kind){GS_GROUP_CP_A2A, "cp_a2a", "hierarchical CP's all-to-all level"};
+        out[n++] = (extra_kind){GS_GROUP_CP_P2P, "cp_p2p", "hierarchical CP's ring level"};
+    }
+    if (m->ep > 1) {
+        out[n++] = (extra_kind){GS_GROUP_EP, "ep", "one MoE layer's experts (token dispatch)"};
+        out[n++] = (extra_kind){GS_GROUP_EDP, "edp", "the same experts (their gradients reduced)"};
+    }
+    return n;
+}
+
+/* The groups of kind k in order of their lowest rank: calls fn for each of the first `limit`
+ * (members in ascending order); returns how many there are. */
+static uint64_t each_group(const gs_mesh *m, gs_group_kind k, uint64_t limit,
+                           void (*fn)(const gs_mesh *, const uint64_t *, uint64_t, void *), void *ctx)
+{
+    uint64_t size = 1, seen = 0;
+    gs_group_of(m, k, 0, &size);
+    uint64_t *mem = malloc((size_t)size * sizeof *mem);
+    if (!mem)
+        return 0;
+    for (uint64_t r = 0; r < m->world && seen < limit; r++) {
+        gs_group_members_of(m, k, r, mem);
+        if (mem[0] == r) /* the group's lowest rank: each group once */
+            fn(m, mem, size, ctx), seen++;
+    }
+    free(mem);
+    return size ? m->world / size : 0;
+}
+
+/* A listed group's label and number. */
+typedef struct group_label {
+    const char *name;
+    uint64_t index;
+} group_label;
+
+static void print_members(const gs_mesh *m, const uint64_t *mem, uint64_t n, void *ctx)
+{
+    group_label *g = ctx;
+    printf("    %s group %" PRIu64 ": ", g->name, g->index++);
+    for (uint64_t i = 0; i < n && i < MESH_MEMBERS_LISTED; i++)
+        printf("%s%" PRIu64, i ? ", " : "", mem[i]);
+    if (n > MESH_MEMBERS_LISTED)
+        printf(", ... (%" PRIu64 " ranks)", n);
+    uint64_t lo = gs_mesh_rank_node(m, mem[0]), hi = gs_mesh_rank_node(m, mem[n - 1]);
+    if (lo == hi)
+        printf("  (node %" PRIu64 ")\n", lo);
+    else
+        printf("  (nodes %" PRIu64 "-%" PRIu64 ")\n", lo, hi);
+}
+
+static void print_extra_groups(const gs_mesh *m)
+{
+    extra_kind k[5];
+    size_t n = extra_kinds(m, k);
+    for (size_t i = 0; i < n; i++) {
+        uint64_t size = 1;
+        gs_group_of(m, k[i].kind, 0, &size);
+        group_label label = {k[i].name, 0};
+        printf("  %s: %" PRIu64 " group%s of %" PRIu64 " rank%s, %s\n", k[i].name, m->world / size,
+               m->world / size == 1 ? "" : "s", size, size == 1 ? "" : "s", k[i].what);
+        uint64_t count = each_group(m, k[i].kind, MESH_GROUPS_SHOWN, print_members, &label);
+        if (count > MESH_GROUPS_SHOWN)
+            printf("    ... and %" PRIu64 " more %s groups%s\n", count - MESH_GROUPS_SHOWN, k[i].name,
+                   m->world <= MESH_JSON_MAX_WORLD ? " (use --json)" : "");
+    }
+}
+
 /* "3" or "0-7". */
 static void print_range(uint64_t lo, uint64_t hi)
 {
@@ -250,20 +336,27 @@ static void print_nodes(const gs_mesh *m)
 
 static void print_human(const gs_mesh *m, const gs_launch_grid *l, int all)
 {
-    printf("grid dp=%" PRIu64 " x pp=%" PRIu64 " x tp=%" PRIu64 ", order %s (%s fastest), "
-           "world %" PRIu64 " ranks, %" PRIu64 " node%s x %" PRIu64 " GPUs/node\n\n",
-           m->size[GS_DIM_DP], m->size[GS_DIM_PP], m->size[GS_DIM_TP], l->order,
-           gs_dim_name(m->order[0]), m->world, gs_mesh_nodes(m),
-           gs_mesh_nodes(m) == 1 ? "" : "s", m->gpus_per_node);
+    char grid[160];
+    gs_mesh_grid_text(m, grid, sizeof grid);
+    printf("grid %s, order %s (%s fastest), world %" PRIu64 " ranks, %" PRIu64 " node%s x %" PRIu64
+           " GPUs/node\n",
+           grid, l->order, gs_dim_name(m->order[0]), m->world, gs_mesh_nodes(m), gs_mesh_nodes(m) == 1 ? "" : "s",
+           m->gpus_per_node);
+    if (m->cp > 1)
+        printf("(the dp coordinates and groups below are the DP dimension, dp x cp = %" PRIu64
+               " positions: the ranks that reduce gradients together)\n",
+               m->size[GS_DIM_DP]);
+    printf("\n");
     print_rank_table(m, all);
     printf("\n");
     print_nodes(m);
     printf("\n");
     print_groups(m);
+    print_extra_groups(m);
     printf("\nlaunch:\n");
     printf("  Megatron-LM: %s (data parallel size %" PRIu64 " is implied by WORLD_SIZE=%" PRIu64
            ")\n",
-           l->megatron, m->size[GS_DIM_DP], m->world);
+           l->megatron, gs_mesh_dp_replicas(m), m->world);
     if (l->megatron_note[0])
         printf("  note: %s\n", l->megatron_note);
     printf("  torch DeviceMesh: %s\n", l->device_mesh);
@@ -288,6 +381,32 @@ static gs_status json_put_string(FILE *f, const char *key, const char *value, in
     return GS_OK;
 }
 
+/* One group as a JSON array line; ctx: how many are left after it (for the comma). */
+static void json_members(const gs_mesh *m, const uint64_t *mem, uint64_t n, void *ctx)
+{
+    uint64_t *left = ctx;
+    (void)m;
+    printf("      [");
+    for (uint64_t i = 0; i < n; i++)
+        printf("%s%" PRIu64, i ? ", " : "", mem[i]);
+    printf("]%s\n", --*left ? "," : "");
+}
+
+/* The extra kinds' groups (extra_kinds) as more keys of "groups". */
+static void json_extra_groups(const gs_mesh *m)
+{
+    extra_kind k[5];
+    size_t n = extra_kinds(m, k);
+    for (size_t i = 0; i < n; i++) {
+        uint64_t size = 1;
+        gs_group_of(m, k[i].kind, 0, &size);
+        uint64_t left = m->world / size;
+        printf(",\n    \"%s\": [\n", k[i].name);
+        each_group(m, k[i].kind, UINT64_MAX, json_members, &left);
+        printf("    ]");
+    }
+}
+
 static gs_status mesh_json_print(const gs_mesh *m, const gs_launch_grid *l, gs_error *err)
 {
     static const gs_dim group_dims[GS_DIM_COUNT] = {GS_DIM_DP, GS_DIM_PP, GS_DIM_TP};
@@ -300,9 +419,15 @@ static gs_status mesh_json_print(const gs_mesh *m, const gs_launch_grid *l, gs_e
         goto out;
     }
     fprintf(f, "{\n  \"schema_version\": %d,\n", GS_JSON_SCHEMA_VERSION);
-    fprintf(f, "  \"grid\": {\"dp\": %" PRIu64 ", \"pp\": %" PRIu64 ", \"tp\": %" PRIu64
-               ", \"order\": %s},\n",
-            m->size[GS_DIM_DP], m->size[GS_DIM_PP], m->size[GS_DIM_TP], order_text);
+    fprintf(f, "  \"grid\": {\"dp\": %" PRIu64 ", \"pp\": %" PRIu64 ", \"tp\": %" PRIu64, m->size[GS_DIM_DP],
+            m->size[GS_DIM_PP], m->size[GS_DIM_TP]);
+    if (m->cp > 1)
+        fprintf(f, ", \"cp\": %" PRIu64, m->cp);
+    if (m->cp > 1 && m->cp_a2a > 1)
+        fprintf(f, ", \"cp_a2a\": %" PRIu64, m->cp_a2a);
+    if (m->ep > 1)
+        fprintf(f, ", \"ep\": %" PRIu64, m->ep);
+    fprintf(f, ", \"order\": %s},\n", order_text);
     fprintf(f, "  \"world\": %" PRIu64 ",\n", m->world);
     fprintf(f, "  \"nodes\": %" PRIu64 ",\n", gs_mesh_nodes(m));
     fprintf(f, "  \"gpus_per_node\": %" PRIu64 ",\n", m->gpus_per_node);
@@ -331,9 +456,10 @@ static gs_status mesh_json_print(const gs_mesh *m, const gs_launch_grid *l, gs_e
                 fprintf(f, "%s%" PRIu64, k ? ", " : "", first + k * m->stride[d]);
             fprintf(f, "]%s\n", g + 1 < count ? "," : "");
         }
-        fprintf(f, "    ]%s\n", i + 1 < GS_DIM_COUNT ? "," : "");
+        fprintf(f, "    ]%s", i + 1 < GS_DIM_COUNT ? ",\n" : "");
     }
-    fprintf(f, "  },\n");
+    json_extra_groups(m); /* f is stdout */
+    fprintf(f, "\n  },\n");
 
     if ((st = json_put_string(f, "megatron", l->megatron, 0)) != GS_OK ||
         (l->megatron_note[0] &&

@@ -49,33 +49,79 @@ static uint64_t nproc_per_node(const gs_mesh *m)
     return m->world < m->gpus_per_node ? m->world : m->gpus_per_node;
 }
 
+/* The torch DeviceMesh of a mesh with CP: init_device_mesh lays ranks out row-major (last
+ * dimension fastest), slowest first, and the DP dimension splits into its replicas and the cp
+ * ranks (cp inside them, or outside with tp-dp-cp-pp). */
+static void device_mesh_cp(const gs_mesh *m, gs_launch_grid *l)
+{
+    char dims[3][40];
+    uint64_t sz[3][2];
+    for (int i = 0; i < 3; i++) {
+        gs_dim d = m->order[2 - i];
+        uint64_t reps = gs_mesh_dp_replicas(m);
+        if (d != GS_DIM_DP) {
+            snprintf(dims[i], sizeof dims[i], "\"%s\"", gs_dim_name(d));
+            sz[i][0] = m->size[d], sz[i][1] = 0;
+        } else if (m->cp_outer) {
+            snprintf(dims[i], sizeof dims[i], "\"cp\", \"dp\"");
+            sz[i][0] = m->cp, sz[i][1] = reps;
+        } else {
+            snprintf(dims[i], sizeof dims[i], "\"dp\", \"cp\"");
+            sz[i][0] = reps, sz[i][1] = m->cp;
+        }
+    }
+    char shape[96];
+    int n = 0;
+    for (int i = 0; i < 3; i++) {
+        n += snprintf(shape + n, sizeof shape - (size_t)n, "%s%" PRIu64, i ? ", " : "", sz[i][0]);
+        if (sz[i][1])
+            n += snprintf(shape + n, sizeof shape - (size_t)n, ", %" PRIu64, sz[i][1]);
+    }
+    snprintf(l->device_mesh, sizeof l->device_mesh, "init_device_mesh(\"cuda\", (%s), mesh_dim_names=(%s, %s, %s))",
+             shape, dims[0], dims[1], dims[2]);
+}
+
 void gs_launch_grid_build(const gs_mesh *m, gs_launch_grid *l)
 {
     int is_default = gs__launch_order_is(m, GS_DIM_TP, GS_DIM_DP, GS_DIM_PP);
     int is_tp_pp_dp = gs__launch_order_is(m, GS_DIM_TP, GS_DIM_PP, GS_DIM_DP);
 
-    gs_mesh_order_format(m->order, l->order, sizeof l->order);
+    gs_mesh_order_format_cp(m->order, m->cp > 1, m->cp_outer, l->order, sizeof l->order);
+    char cp[160] = "", ep[64] = "";
+    if (m->cp > 1 && m->cp_a2a > 1)
+        snprintf(cp, sizeof cp, " --context-parallel-size %" PRIu64 " --hierarchical-context-parallel-sizes %" PRIu64
+                 " %" PRIu64, m->cp, m->cp_a2a, m->cp / m->cp_a2a);
+    else if (m->cp > 1)
+        snprintf(cp, sizeof cp, " --context-parallel-size %" PRIu64, m->cp);
+    if (m->ep > 1)
+        snprintf(ep, sizeof ep, " --expert-model-parallel-size %" PRIu64, m->ep);
     snprintf(l->megatron, sizeof l->megatron,
-             "--tensor-model-parallel-size %" PRIu64 " --pipeline-model-parallel-size %" PRIu64
-             "%s",
-             m->size[GS_DIM_TP], m->size[GS_DIM_PP],
-             is_tp_pp_dp ? " --use-tp-pp-dp-mapping" : "");
+             "--tensor-model-parallel-size %" PRIu64 " --pipeline-model-parallel-size %" PRIu64 "%s%s%s",
+             m->size[GS_DIM_TP], m->size[GS_DIM_PP], cp, ep, is_tp_pp_dp ? " --use-tp-pp-dp-mapping" : "");
     l->megatron_note[0] = '\0';
     if (is_tp_pp_dp)
         snprintf(l->megatron_note, sizeof l->megatron_note,
                  "order tp-pp-dp differs from Megatron-LM's default tp-dp-pp; "
                  "--use-tp-pp-dp-mapping selects it");
+    else if (is_default && m->cp > 1 && m->cp_outer)
+        snprintf(l->megatron_note, sizeof l->megatron_note,
+                 "Megatron-LM cannot express order %s: it places the context-parallel ranks inside the "
+                 "data-parallel ones (tp-cp-dp-pp); with these flags its CP groups differ from this table",
+                 l->order);
     else if (!is_default)
         snprintf(l->megatron_note, sizeof l->megatron_note,
                  "Megatron-LM cannot express order %s: it orders ranks tp-dp-pp, or tp-pp-dp with "
                  "--use-tp-pp-dp-mapping; with these flags its groups differ from this table",
                  l->order);
     /* init_device_mesh lays ranks out row-major (last dimension fastest): slowest first. */
-    snprintf(l->device_mesh, sizeof l->device_mesh,
-             "init_device_mesh(\"cuda\", (%" PRIu64 ", %" PRIu64 ", %" PRIu64
-             "), mesh_dim_names=(\"%s\", \"%s\", \"%s\"))",
-             m->size[m->order[2]], m->size[m->order[1]], m->size[m->order[0]],
-             gs_dim_name(m->order[2]), gs_dim_name(m->order[1]), gs_dim_name(m->order[0]));
+    if (m->cp > 1)
+        device_mesh_cp(m, l);
+    else
+        snprintf(l->device_mesh, sizeof l->device_mesh,
+                 "init_device_mesh(\"cuda\", (%" PRIu64 ", %" PRIu64 ", %" PRIu64
+                 "), mesh_dim_names=(\"%s\", \"%s\", \"%s\"))",
+                 m->size[m->order[2]], m->size[m->order[1]], m->size[m->order[0]], gs_dim_name(m->order[2]),
+                 gs_dim_name(m->order[1]), gs_dim_name(m->order[0]));
     snprintf(l->torchrun, sizeof l->torchrun,
              "torchrun --nnodes %" PRIu64 " --nproc_per_node %" PRIu64
              " --node_rank $NODE_RANK --master_addr $MASTER_ADDR --master_port %d train.py",

@@ -735,6 +735,37 @@ START_TEST(test_import_megatron)
 }
 END_TEST
 
+/* The launch summary of a mesh with context parallelism (gs_launch_grid_build): tp 2 and dp x
+ * cp = 8 on 2 nodes of 8. cp 4 inside dp (tp-cp-dp-pp): Megatron-LM's flags gain
+ * --context-parallel-size 4 and the DeviceMesh splits the DP dimension into 2 replicas and 4 CP
+ * ranks, row-major slowest first: (pp 1, dp 2, cp 4, tp 2). Hierarchical 2 x 2: the sizes flag.
+ * cp outside dp (tp-dp-cp-pp): (1, 4, 2, 2) as ("pp", "cp", "dp", "tp"), and a note that Megatron
+ * places CP inside DP. */
+START_TEST(test_launch_grid_cp)
+{
+    gs_mesh m;
+    gs_error err;
+    gs_launch_grid l;
+    gs_error_init(&err);
+    ck_assert_int_eq(gs_mesh_init(&m, 2, 8, 1, NULL, 8, &err), GS_OK);
+    ck_assert_int_eq(gs_mesh_set_cp(&m, 4, 0, &err), GS_OK);
+    gs_launch_grid_build(&m, &l);
+    ck_assert_str_eq(l.order, "tp-cp-dp-pp");
+    ck_assert_msg(strstr(l.megatron, "--pipeline-model-parallel-size 1 --context-parallel-size 4"), "%s", l.megatron);
+    ck_assert_str_eq(l.device_mesh, "init_device_mesh(\"cuda\", (1, 2, 4, 2), mesh_dim_names=(\"pp\", \"dp\", \"cp\", \"tp\"))");
+    ck_assert_str_eq(l.megatron_note, "");
+    ck_assert_int_eq(gs_mesh_set_cp_a2a(&m, 2, &err), GS_OK);
+    gs_launch_grid_build(&m, &l);
+    ck_assert_msg(strstr(l.megatron, "--context-parallel-size 4 --hierarchical-context-parallel-sizes 2 2"), "%s",
+                  l.megatron);
+    ck_assert_int_eq(gs_mesh_set_cp(&m, 4, 1, &err), GS_OK);
+    gs_launch_grid_build(&m, &l);
+    ck_assert_str_eq(l.order, "tp-dp-cp-pp");
+    ck_assert_str_eq(l.device_mesh, "init_device_mesh(\"cuda\", (1, 4, 2, 2), mesh_dim_names=(\"pp\", \"cp\", \"dp\", \"tp\"))");
+    ck_assert_msg(strstr(l.megatron_note, "places the context-parallel ranks inside"), "%s", l.megatron_note);
+}
+END_TEST
+
 static Suite *launch_suite(void)
 {
     Suite *s = suite_create("launch");
@@ -742,6 +773,7 @@ static Suite *launch_suite(void)
     tcase_add_test(tc, test_seed_70b_megatron);
     tcase_add_test(tc, test_seed_7b_accelerate);
     tcase_add_test(tc, test_slurm);
+    tcase_add_test(tc, test_launch_grid_cp);
     tcase_add_test(tc, test_mismatches);
     suite_add_tcase(s, tc);
     tc = tcase_create("roundtrip");
