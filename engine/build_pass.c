@@ -378,6 +378,12 @@ static gs_status backward_io(gs_bctx *x, pass_state *ps, int64_t l, uint32_t rem
         io_add(io->deps, &io->ndeps, GS_BUILD_MAX_LIST, x->reduce_ev[u]);
         if (pl->gather_per_pass && x->part.units[u].layer_begin == l)
             io_add(io->free, &io->nfree, GS_IO_MAX, x->gathered_t[u]);
+        /* experts held whole (an EDP group of one): no collective reduces their gradient, so the
+         * unit's last backward event frees its transient gradient (gs__reduce_unit then has
+         * nothing to do), as the ledger's backward moment counts it */
+        if (pl->transient_grads && ps->sync && !ps->one_bucket && x->part.units[u].expert &&
+            gs_shard_ranks(pl, 1) <= 1 && x->part.units[u].layer_begin == l)
+            io_add(io->free, &io->nfree, GS_IO_MAX, x->ugrad_t[u]);
     }
     /* a layer the root holds writes the root's gradient: wait for its last reduction */
     if (x->root != SIZE_MAX && gs_partition_root_holds_layer(&x->part, l))

@@ -40,6 +40,39 @@ typedef struct stage_ctx {
     int fixed_ok;         /* 1: that sum does not overflow 64 bits */
 } stage_ctx;
 
+/* ---- what a gather brings in ------------------------------------------------------------------ */
+
+/* Experts held whole (an EDP group of one under a sharded strategy) are never gathered: the
+ * builders use them in place (engine/build_dp.c), so the gather terms leave their units out. */
+static int experts_whole(const stage_ctx *x)
+{
+    return x->plan->expert_split && x->plan->edp <= 1;
+}
+
+/* Parameters of the expert units held whole that cover layer `in` and not layer `out` (-1: none). */
+static uint64_t whole_experts(const stage_ctx *x, int64_t in, int64_t out)
+{
+    uint64_t sum = 0;
+    for (size_t i = 0; experts_whole(x) && i < x->p->nunits; i++) {
+        const gs_unit *u = &x->p->units[i];
+        if (u->expert && u->layer_begin <= in && in <= u->layer_end && !(u->layer_begin <= out && out <= u->layer_end))
+            sum += u->params;
+    }
+    return sum;
+}
+
+/* The units covering layer l a gather brings in (gs_partition_covering less whole experts). */
+static uint64_t gathered_covering(const stage_ctx *x, int64_t l)
+{
+    return gs_partition_covering(x->p, l) - whole_experts(x, l, -1);
+}
+
+/* Those covering next and not cur (gs_partition_prefetch less whole experts). */
+static uint64_t gathered_prefetch(const stage_ctx *x, int64_t cur, int64_t next)
+{
+    return gs_partition_prefetch(x->p, cur, next) - whole_experts(x, next, cur);
+}
+
 static uint64_t chunk_stash(const stage_ctx *x, uint64_t chunk)
 {
     int64_t bot, top;
@@ -202,7 +235,7 @@ static void backward_moments(stage_ctx *x, uint32_t mb, uint64_t chunk, uint64_t
     uint64_t xb = x->act->boundary;
     if (has_head) {
         uint64_t g = base_g + (pl->gather_per_pass && pl->prefetch_bwd == 1 && top >= bot
-                                   ? mul(x->c, gs_partition_covering(p, top), pl->gwb, "gather") : 0);
+                                   ? mul(x->c, gathered_covering(x, top), pl->gwb, "gather") : 0);
         moment_offer(x, &(moment_bytes){chunk_stash(x, chunk), others, g, root_grad}, "head backward", -1, mb, chunk);
     }
     for (int64_t l = top; l >= bot; l--) {
@@ -212,8 +245,8 @@ static void backward_moments(stage_ctx *x, uint32_t mb, uint64_t chunk, uint64_t
         uint64_t cov = gs_partition_covering(p, l);
         uint64_t g = base_g;
         if (pl->gather_per_pass)
-            g += mul(x->c, cov + (pl->prefetch_bwd == 1 && l > bot ? gs_partition_prefetch(p, l, l - 1) : 0), pl->gwb,
-                     "gather");
+            g += mul(x->c, gathered_covering(x, l) + (pl->prefetch_bwd == 1 && l > bot ? gathered_prefetch(x, l, l - 1) : 0),
+                     pl->gwb, "gather");
         /* a recomputed attention runs the forward's CP exchange again, with the layer's
          * rematerialized activations allocated and its gradients not yet */
         if (x->act->cp_fwd && (gs_act_layer_recomputes(x->act, l) & GS_RC_CORE_ATTN))
@@ -221,7 +254,7 @@ static void backward_moments(stage_ctx *x, uint32_t mb, uint64_t chunk, uint64_t
         uint64_t tg = root_grad + (pl->transient_grads ? mul(x->c, cov, gb, "grads") : 0);
         moment_offer(x, &(moment_bytes){act, others, g, tg}, "backward", l, mb, chunk);
         if (pl->gather_per_pass && pl->prefetch_bwd == 2 && l > bot) {
-            uint64_t g2 = base_g + mul(x->c, gs_partition_covering(p, l - 1), pl->gwb, "gather");
+            uint64_t g2 = base_g + mul(x->c, gathered_covering(x, l - 1), pl->gwb, "gather");
             moment_offer(x, &(moment_bytes){stash - gs_act_layer_stored(x->act, l), others, g2, tg},
                          "backward_post prefetch after", l, mb, chunk);
         }
@@ -231,24 +264,27 @@ static void backward_moments(stage_ctx *x, uint32_t mb, uint64_t chunk, uint64_t
                      chunk);
 }
 
-/* Non-root units whose first layer lies in [lo, hi] (stage-local), parameters. */
-static uint64_t units_beginning_in(const gs_partition *p, int64_t lo, int64_t hi)
+/* Non-root units whose first layer lies in [lo, hi] (stage-local) that a gather brings in (not
+ * whole experts), parameters. */
+static uint64_t units_beginning_in(const stage_ctx *x, int64_t lo, int64_t hi)
 {
+    const gs_partition *p = x->p;
     uint64_t sum = 0;
     for (size_t i = 0; i < p->nunits; i++) {
         const gs_unit *u = &p->units[i];
-        if (u->layer_begin != GS_PART_ROOT && u->layer_begin >= lo && u->layer_begin <= hi)
+        if (u->layer_begin != GS_PART_ROOT && u->layer_begin >= lo && u->layer_begin <= hi &&
+            !(u->expert && experts_whole(x)))
             sum += u->params;
     }
     return sum;
 }
 
-/* Non-root units whose first layer lies in model chunk ch, parameters. */
-static uint64_t chunk_units(const gs_partition *p, uint64_t v, uint64_t ch)
+/* Those whose first layer lies in model chunk ch, parameters. */
+static uint64_t chunk_units(const stage_ctx *x, uint64_t ch)
 {
     int64_t lo, hi;
-    gs_partition_chunk_span(p, v, ch, &lo, &hi);
-    return units_beginning_in(p, lo, hi);
+    gs_partition_chunk_span(x->p, x->v, ch, &lo, &hi);
+    return units_beginning_in(x, lo, hi);
 }
 
 /* The moments of one forward pass of (mb, chunk). Order: receive the input (into the first
@@ -272,22 +308,22 @@ static void forward_moments(stage_ctx *x, uint32_t mb, uint64_t chunk, uint64_t 
     if (pl->gather_all)
         for (uint64_t ch = 0; ch < x->v; ch++)
             if (seen[ch] && ch != chunk)
-                seen_g += chunk_units(p, x->v, ch);
+                seen_g += chunk_units(x, ch);
     for (int64_t l = bot; l <= top; l++) {
         uint64_t act = gs_act_stash(x->act, bot, l) + (has_emb ? x->act->emb_mask : 0) +
                        (l == top && has_next ? x->act->boundary : 0) + x->act->cp_fwd;
         int64_t ahead = pl->prefetch_fwd && l < top ? l + 1 : l;
         uint64_t g = root_g;
         if (pl->gather_per_pass)
-            g += mul(x->c, gs_partition_covering(p, l) + (ahead > l ? gs_partition_prefetch(p, l, ahead) : 0), pl->gwb,
+            g += mul(x->c, gathered_covering(x, l) + (ahead > l ? gathered_prefetch(x, l, ahead) : 0), pl->gwb,
                      "gather");
         if (pl->gather_all)
-            g += mul(x->c, seen_g + (seen[chunk] ? units_beginning_in(p, bot, top) : units_beginning_in(p, bot, ahead)),
+            g += mul(x->c, seen_g + (seen[chunk] ? units_beginning_in(x, bot, top) : units_beginning_in(x, bot, ahead)),
                      pl->gwb, "gather");
         moment_offer(x, &(moment_bytes){act, others, g, root_grad}, "forward", l, mb, chunk);
     }
     if (has_head) {
-        uint64_t g = root_g + (pl->gather_all ? mul(x->c, seen_g + units_beginning_in(p, bot, top), pl->gwb, "gather") : 0);
+        uint64_t g = root_g + (pl->gather_all ? mul(x->c, seen_g + units_beginning_in(x, bot, top), pl->gwb, "gather") : 0);
         moment_offer(x, &(moment_bytes){chunk_stash(x, chunk), others, g, root_grad}, "head forward", -1, mb, chunk);
     }
 }
@@ -306,6 +342,9 @@ static void peak_ctx_init(const stage_build *b, uint64_t v, stage_ctx *x)
     x->pp = b->pp;
     x->v = v;
     x->nonroot_params = b->nonroot;
+    for (size_t i = 0; experts_whole(x) && i < x->p->nunits; i++) /* never gathered */
+        if (x->p->units[i].expert)
+            x->nonroot_params -= x->p->units[i].params;
     x->last = b->stage + 1 == b->pp;
     x->resident[GS_MEM_PARAMS] = b->mem_params;
     x->resident[GS_MEM_MASTER] = b->mem_master;

@@ -229,19 +229,15 @@ static gs_status check_ep(const gs_scenario *s, uint64_t ep, gs_error *err)
     return GS_OK;
 }
 
-/* The expert grid against the data-parallel one, once the mesh holds it: a sharded strategy needs
- * an EDP group of 2 or more to shard the experts over; and with one data-parallel rank the
- * builders reduce nothing, so an EDP group spanning TP ranks (etp below tp) is not built. */
+/* The expert grid against the data-parallel one, once the mesh holds it: with one data-parallel
+ * rank the builders reduce nothing, so an EDP group spanning TP ranks (etp below tp) is not built.
+ * An EDP group of one under a sharded strategy (ep = tp / etp x dp x cp) holds each rank's
+ * experts whole, as FSDP2 on torchtitan's dp_shard_mod_ep mesh of size 1 does: their gathers and
+ * reduce-scatters run on a group of one and move nothing. */
 static gs_status check_edp(const gs_scenario *s, const gs_mesh *mesh, gs_error *err)
 {
-    const gs_strategy *st = &s->strategy;
-    uint64_t ep = mesh->ep ? mesh->ep : 1, edp = gs_mesh_edp_size(mesh);
-    if (gs_sharding_shards_grads(st->sharding) && edp <= 1) /* HSDP is refused before */
-        return gs_error_set(err, GS_ERR_INPUT,
-                            "ep=%llu: sharding %s with the experts held whole on every rank (an expert-data-parallel "
-                            "group of %llu: ep = tp / etp x dp x cp) is not built; use zero1, or an ep that leaves "
-                            "at least 2 ranks to shard each expert over",
-                            (unsigned long long)ep, gs_sharding_name(st->sharding), (unsigned long long)edp);
+    uint64_t edp = gs_mesh_edp_size(mesh);
+    (void)s;
     if (mesh->size[GS_DIM_DP] <= 1 && edp > 1)
         return gs_error_set(err, GS_ERR_INPUT,
                             "etp=%llu below tp=%llu with one data-parallel rank (dp x cp = 1): the experts' gradients "

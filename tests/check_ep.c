@@ -124,9 +124,6 @@ START_TEST(test_ep_scenario)
     snprintf(y, sizeof y, TINY_MOE "grid: {dp: 8, ep: 4, tp: 2}\nstrategy: {sharding: hybrid_shard, sequence_parallel: true}\n",
              "");
     load_fails(y, GS_ERR_INPUT, "sharding no_shard, zero1");
-    snprintf(y, sizeof y, TINY_MOE "grid: {dp: 8, ep: 8, tp: 2}\nstrategy: {sharding: full_shard, sequence_parallel: true}\n",
-             "");
-    load_fails(y, GS_ERR_INPUT, "expert-data-parallel group of 1");
     snprintf(y, sizeof y, TINY_MOE "grid: {dp: 8, tp: 2}\nstrategy: {sharding: zero1}\n", "");
     load_fails(y, GS_ERR_INPUT, "sequence_parallel: true");
     load_fails("model: {preset: llama3-8b}\ncluster: {preset: dgx-h100, nodes: 1}\ngrid: {dp: 8, ep: 2}\n", GS_ERR_INPUT,
@@ -302,6 +299,62 @@ START_TEST(test_ep_sharded)
         ck_assert_msg(ex_rs >= 4 && dense >= 4, "%s: %zu expert reductions, %zu dense", strat[k], ex_rs, dense);
         ck_assert_msg(k == 2 ? ex_ag == 0 : ex_ag >= 4, "%s: %zu expert gathers", strat[k], ex_ag);
         gs_schedule_destroy(sch);
+    }
+}
+END_TEST
+
+/* An expert-data-parallel group of one under a sharded strategy: TINY_MOE on dp 8 x tp 2 with ep 8
+ * (ep = dp: each rank's one expert is no other rank's), as torchtitan shards experts on its
+ * dp_shard_mod_ep mesh of size 1. The experts are held whole: no collective gathers or reduces
+ * their units (the builders use them in place), while the dense units' run on the 8 DP ranks; the
+ * schedule validates against the ledger (its traffic, and its memory high-water mark equal to the
+ * ledger's peak, whose gather terms leave the whole experts out and whose transient gradients
+ * are freed by each unit's last backward event). FSDP2 full_shard, FSDP1 shard_grad_op (units
+ * kept gathered), DeepSpeed ZeRO-3 and ZeRO-2. Where the parameters are sharded (all but ZeRO-2),
+ * a rank's expert parameters are the same as under ep 4 (2 experts sharded over an EDP group of
+ * 2): 3 x 256 x 128 / tp 2 = 49,152 per block either way, so the ledgers' parameter bytes are
+ * equal. */
+START_TEST(test_ep_sharded_whole)
+{
+    static const char *const strat[4] = {"framework: fsdp2, sharding: full_shard",
+                                         "framework: fsdp1, sharding: shard_grad_op",
+                                         "framework: deepspeed, sharding: zero3", "framework: deepspeed, sharding: zero2"};
+    for (int k = 0; k < 8; k++) {
+        int ep = k % 2 ? 4 : 8;
+        char y[1024];
+        snprintf(y, sizeof y, TINY_MOE "grid: {dp: 8, ep: %d, tp: 2}\nstrategy: {%s, wrap: layer, sequence_parallel: "
+                 "true, recompute: none}\nbatch: {global: 16}\n", "", ep, strat[k / 2]);
+        gs_scenario s;
+        gs_mesh m;
+        gs_schedule *sch = build(y, &s, &m);
+        ck_assert_uint_eq(gs_mesh_edp_size(&m), ep == 8 ? 1 : 2);
+        size_t expert = 0, dense = 0;
+        for (size_t i = 0; i < sch->ranks[0].nevents; i++) {
+            const gs_event *e = &sch->ranks[0].events[i];
+            if (e->kind != GS_EV_COLLECTIVE || (e->group != GS_GROUP_EDP && e->group != GS_GROUP_DP))
+                continue;
+            if (e->group == GS_GROUP_EDP) {
+                ck_assert_uint_eq(e->group_size, 2);
+                expert++;
+            } else {
+                ck_assert_uint_eq(e->group_size, 8);
+                dense++;
+            }
+        }
+        ck_assert_msg(ep == 8 ? expert == 0 : expert >= 4, "%s, ep %d: %zu expert collectives", strat[k / 2], ep,
+                      expert);
+        ck_assert_msg(dense >= 4, "%s, ep %d: %zu dense collectives", strat[k / 2], ep, dense);
+        gs_schedule_destroy(sch);
+        gs_ledger *l = NULL;
+        gs_error err;
+        gs_error_init(&err);
+        ck_assert_int_eq(gs_ledger_create(&s, &m, &l, &err), GS_OK);
+        static uint64_t params8;
+        if (ep == 8)
+            params8 = l->ranks[0].mem[GS_MEM_PARAMS];
+        else if (k / 2 != 3) /* ZeRO-2 keeps whole parameters: ep 4 holds 2 experts to ep 8's 1 */
+            ck_assert_uint_eq(l->ranks[0].mem[GS_MEM_PARAMS], params8);
+        gs_ledger_destroy(l);
     }
 }
 END_TEST
@@ -627,6 +680,7 @@ static Suite *ep_suite(void)
     tcase_add_test(tc, test_ep_partition);
     tcase_add_test(tc, test_ep_schedule);
     tcase_add_test(tc, test_ep_sharded);
+    tcase_add_test(tc, test_ep_sharded_whole);
     tcase_add_test(tc, test_ep_allgather);
     tcase_add_test(tc, test_ep_skew);
     tcase_add_test(tc, test_ep_megatron);
