@@ -217,7 +217,8 @@ static const char *const tt_flavors[][3] = {
     {"llama2", "7B", "llama2-7b"}, {"llama2", "13B", "llama2-13b"}, {"llama2", "70B", "llama2-70b"},
     {"deepseek_v3", "16B", "deepseek-v2-lite"}, {"deepseek_v3", "236B", "deepseek-v2"},
     {"deepseek_v3", "671B", "deepseek-v3"}, {"llama4", "17bx16e", "llama4-scout"},
-    {"llama4", "17bx128e", "llama4-maverick"},
+    {"llama4", "17bx128e", "llama4-maverick"}, {"qwen3", "30B-A3B", "qwen3-30b-a3b"},
+    {"qwen3", "235B-A22B", "qwen3-235b-a22b"},
 };
 #define TT_FLAVORS_N (sizeof tt_flavors / sizeof tt_flavors[0])
 
@@ -261,7 +262,8 @@ static gs_status tt_model(const tt *x, const gs_import_opts *o, gs_scenario *s)
     }
     return gs_error_set(x->err, GS_ERR_INPUT,
                         "%s: model %s, flavor %s: no gridstep preset for it (llama3 8B / 70B / 405B, llama2 7B / "
-                        "13B / 70B, deepseek_v3 16B / 236B / 671B, llama4 17bx16e / 17bx128e are mapped): give "
+                        "13B / 70B, deepseek_v3 16B / 236B / 671B, llama4 17bx16e / 17bx128e, qwen3 30B-A3B / "
+                        "235B-A22B are mapped): give "
                         "--model",
                         x->path, n, f);
 }

@@ -44,8 +44,8 @@ int gs_launch_torchtitan_fits(const gs_scenario *s, const gs_mesh *m, char *out,
     gs_framework fw = gs_framework_resolve(st->framework, (int)st->sharding);
     if (!gs_torchtitan_flavor(&s->model, &name, &flavor))
         return why(out, len, "the model: torchtitan's flavors are Llama 3 8B / 70B / 405B, Llama 2 7B / 13B / 70B, "
-                             "deepseek_v3 16B / 236B / 671B (DeepSeek-V2-Lite, V2, V3) and llama4 17bx16e / "
-                             "17bx128e (Scout, Maverick)");
+                             "deepseek_v3 16B / 236B / 671B (DeepSeek-V2-Lite, V2, V3), llama4 17bx16e / "
+                             "17bx128e (Scout, Maverick) and qwen3 30B-A3B / 235B-A22B");
     if (fw != GS_FW_FSDP2 && !(st->sharding == GS_SHARD_NO_SHARD && fw != GS_FW_MEGATRON && fw != GS_FW_DEEPSPEED))
         return why(out, len, "the framework: torchtitan is FSDP2 (or DDP)");
     if (st->sharding != GS_SHARD_FULL_SHARD && st->sharding != GS_SHARD_HYBRID_SHARD &&

@@ -12,6 +12,7 @@
 #include "engine/launch.h"
 #include "engine/mesh.h"
 #include "engine/scenario.h"
+#include "engine/schedule.h"
 #include "engine/toml.h"
 
 #define ck_assert_has(text, needle)                                                                \
@@ -431,6 +432,42 @@ static void check_split(const char *text, const char *model, const uint8_t *want
     ck_assert_int_eq(memcmp(&back.grid.layout, &s.grid.layout, sizeof s.grid.layout), 0);
 }
 
+/* torchtitan's qwen3 MoE flavor 30B-A3B (torchtitan/models/qwen3: dim 2048, 48 layers, 32 heads of
+ * 128, 4 KV heads, 128 experts of 768, top-8) is the qwen3-30b-a3b preset; on 2 nodes with
+ * dp_shard 16 and ep 16 each rank holds 8 experts whole (an expert-data-parallel group of one,
+ * as torchtitan's dp_shard_mod_ep mesh of size 1), which builds; the emitted config names the
+ * flavor and the degrees back. */
+START_TEST(test_qwen3)
+{
+    const char *text = "[model]\nname = \"qwen3\"\nflavor = \"30B-A3B\"\n[training]\nlocal_batch_size = 1\n"
+                       "seq_len = 4096\n[parallelism]\ndata_parallel_shard_degree = 16\nexpert_parallel_degree = 16\n";
+    gs_scenario s, back;
+    gs_mesh mesh;
+    gs_diag ig;
+    gs_error err;
+    ck_assert_msg(import(text, 2, &s, &ig, &err) == GS_OK, "%s", err.msg);
+    gs_diag_fini(&ig);
+    ck_assert_str_eq(s.model.name, "qwen3-30b-a3b");
+    ck_assert(s.model.moe.experts == 128 && s.model.moe.top_k == 8 && s.grid.ep == 16 && s.grid.dp == 16);
+    ck_assert_uint_eq(gs_model_params(&s.model), 30532110336ULL);
+    ck_assert_msg(gs_scenario_mesh(&s, &mesh, NULL, &err) == GS_OK, "%s", err.msg);
+    ck_assert_uint_eq(gs_mesh_edp_size(&mesh), 1);
+    gs_schedule *sch = NULL;
+    ck_assert_msg(gs_schedule_build(&s, &mesh, 1, &sch, &err) == GS_OK, "%s", err.msg);
+    ck_assert_msg(gs_schedule_validate(sch, &s, &err) == GS_OK, "%s", err.msg);
+    gs_schedule_destroy(sch);
+    gs_text t;
+    gs_text_init(&t);
+    ck_assert_msg(gs_launch_emit(&s, &mesh, GS_LAUNCH_TORCHTITAN, &t, &err) == GS_OK, "%s", err.msg);
+    ck_assert_has(gs_text_str(&t), "flavor = \"30B-A3B\"");
+    ck_assert_has(gs_text_str(&t), "expert_parallel_degree = 16\n");
+    ck_assert_msg(import(gs_text_str(&t), 2, &back, &ig, &err) == GS_OK, "%s\n%s", err.msg, gs_text_str(&t));
+    gs_diag_fini(&ig);
+    gs_text_fini(&t);
+    assert_same_step(&back, &s);
+}
+END_TEST
+
 START_TEST(test_llama4)
 {
     static const uint8_t mav[] = {12, 13, 12, 11}, l8b[] = {8, 9, 8, 7};
@@ -558,6 +595,7 @@ static Suite *torchtitan_suite(void)
     tcase_add_test(tc, test_emit_refusals);
     tcase_add_test(tc, test_deepseek_v3);
     tcase_add_test(tc, test_llama4);
+    tcase_add_test(tc, test_qwen3);
     suite_add_tcase(s, tc);
     return s;
 }
