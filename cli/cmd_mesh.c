@@ -229,22 +229,28 @@ static size_t extra_kinds(const gs_mesh *m, extra_kind *out)
 }
 
 /* The groups of kind k in order of their lowest rank: calls fn for each of the first `limit`
- * (members in ascending order); returns how many there are. */
-static uint64_t each_group(const gs_mesh *m, gs_group_kind k, uint64_t limit,
-                           void (*fn)(const gs_mesh *, const uint64_t *, uint64_t, void *), void *ctx)
+ * (members in ascending order), each rank's group index looked up once (O(world) in all).
+ * GS_ERR_NOMEM when out of memory. */
+static gs_status each_group(const gs_mesh *m, gs_group_kind k, uint64_t limit,
+                            void (*fn)(const gs_mesh *, const uint64_t *, uint64_t, void *), void *ctx)
 {
-    uint64_t size = 1, seen = 0;
+    uint64_t size = 1, done = 0;
     gs_group_of(m, k, 0, &size);
-    uint64_t *mem = malloc((size_t)size * sizeof *mem);
-    if (!mem)
-        return 0;
-    for (uint64_t r = 0; r < m->world && seen < limit; r++) {
+    uint64_t groups = size ? m->world / size : 0;
+    uint64_t *mem = malloc((size_t)(size ? size : 1) * sizeof *mem);
+    unsigned char *seen = calloc((size_t)(groups ? groups : 1), 1);
+    gs_status st = mem && seen ? GS_OK : GS_ERR_NOMEM;
+    for (uint64_t r = 0; st == GS_OK && r < m->world && done < limit; r++) {
+        uint64_t g = gs_group_of(m, k, r, NULL);
+        if (g >= groups || seen[g])
+            continue;
+        seen[g] = 1; /* first met at its lowest rank */
         gs_group_members_of(m, k, r, mem);
-        if (mem[0] == r) /* the group's lowest rank: each group once */
-            fn(m, mem, size, ctx), seen++;
+        fn(m, mem, size, ctx), done++;
     }
+    free(seen);
     free(mem);
-    return size ? m->world / size : 0;
+    return st;
 }
 
 /* A listed group's label and number. */
@@ -276,9 +282,13 @@ static void print_extra_groups(const gs_mesh *m)
         uint64_t size = 1;
         gs_group_of(m, k[i].kind, 0, &size);
         group_label label = {k[i].name, 0};
-        printf("  %s: %" PRIu64 " group%s of %" PRIu64 " rank%s, %s\n", k[i].name, m->world / size,
-               m->world / size == 1 ? "" : "s", size, size == 1 ? "" : "s", k[i].what);
-        uint64_t count = each_group(m, k[i].kind, MESH_GROUPS_SHOWN, print_members, &label);
+        uint64_t count = m->world / size;
+        printf("  %s: %" PRIu64 " group%s of %" PRIu64 " rank%s, %s\n", k[i].name, count, count == 1 ? "" : "s", size,
+               size == 1 ? "" : "s", k[i].what);
+        if (each_group(m, k[i].kind, MESH_GROUPS_SHOWN, print_members, &label) != GS_OK) {
+            printf("    (out of memory listing them)\n");
+            continue;
+        }
         if (count > MESH_GROUPS_SHOWN)
             printf("    ... and %" PRIu64 " more %s groups%s\n", count - MESH_GROUPS_SHOWN, k[i].name,
                    m->world <= MESH_JSON_MAX_WORLD ? " (use --json)" : "");
@@ -381,30 +391,37 @@ static gs_status json_put_string(FILE *f, const char *key, const char *value, in
     return GS_OK;
 }
 
-/* One group as a JSON array line; ctx: how many are left after it (for the comma). */
+/* Where JSON group lines go, and how many are left after the current one (for the comma). */
+typedef struct json_groups {
+    FILE *f;
+    uint64_t left;
+} json_groups;
+
 static void json_members(const gs_mesh *m, const uint64_t *mem, uint64_t n, void *ctx)
 {
-    uint64_t *left = ctx;
+    json_groups *j = ctx;
     (void)m;
-    printf("      [");
+    fprintf(j->f, "      [");
     for (uint64_t i = 0; i < n; i++)
-        printf("%s%" PRIu64, i ? ", " : "", mem[i]);
-    printf("]%s\n", --*left ? "," : "");
+        fprintf(j->f, "%s%" PRIu64, i ? ", " : "", mem[i]);
+    fprintf(j->f, "]%s\n", --j->left ? "," : "");
 }
 
 /* The extra kinds' groups (extra_kinds) as more keys of "groups". */
-static void json_extra_groups(const gs_mesh *m)
+static gs_status json_extra_groups(FILE *f, const gs_mesh *m)
 {
     extra_kind k[5];
     size_t n = extra_kinds(m, k);
-    for (size_t i = 0; i < n; i++) {
+    gs_status st = GS_OK;
+    for (size_t i = 0; i < n && st == GS_OK; i++) {
         uint64_t size = 1;
         gs_group_of(m, k[i].kind, 0, &size);
-        uint64_t left = m->world / size;
-        printf(",\n    \"%s\": [\n", k[i].name);
-        each_group(m, k[i].kind, UINT64_MAX, json_members, &left);
-        printf("    ]");
+        json_groups j = {f, m->world / size};
+        fprintf(f, ",\n    \"%s\": [\n", k[i].name);
+        st = each_group(m, k[i].kind, UINT64_MAX, json_members, &j);
+        fprintf(f, "    ]");
     }
+    return st;
 }
 
 static gs_status mesh_json_print(const gs_mesh *m, const gs_launch_grid *l, gs_error *err)
@@ -458,7 +475,8 @@ static gs_status mesh_json_print(const gs_mesh *m, const gs_launch_grid *l, gs_e
         }
         fprintf(f, "    ]%s", i + 1 < GS_DIM_COUNT ? ",\n" : "");
     }
-    json_extra_groups(m); /* f is stdout */
+    if ((st = json_extra_groups(f, m)) != GS_OK)
+        goto out;
     fprintf(f, "\n  },\n");
 
     if ((st = json_put_string(f, "megatron", l->megatron, 0)) != GS_OK ||

@@ -482,10 +482,16 @@ static gs_status mg_hier_cp(const char *origin, const gs__words *ws, const gs__m
             return rc;
     }
     gs__mg_where(origin, ws, at, where, sizeof where);
-    if (n != 2 || size[0] < 2 || size[1] < 2 || cp % size[0] != 0 || cp / size[0] != size[1])
-        return gs_error_set(err, GS_ERR_INPUT, "%s: --hierarchical-context-parallel-sizes: found %llu size(s), "
-                            "expected two sizes of 2 or more whose product is --context-parallel-size %llu",
-                            where, (unsigned long long)n, (unsigned long long)cp);
+    if (n != 2 || size[0] < 2 || size[1] < 2 || cp % size[0] != 0 || cp / size[0] != size[1]) {
+        char found[80];
+        if (n == 2)
+            snprintf(found, sizeof found, "%llu x %llu", (unsigned long long)size[0], (unsigned long long)size[1]);
+        else
+            snprintf(found, sizeof found, "%llu size%s", (unsigned long long)n, n == 1 ? "" : "s");
+        return gs_error_set(err, GS_ERR_INPUT, "%s: --hierarchical-context-parallel-sizes: found %s, expected two "
+                            "sizes of 2 or more whose product is --context-parallel-size %llu",
+                            where, found, (unsigned long long)cp);
+    }
     s->grid.cp_a2a = size[0];
     return GS_OK;
 }

@@ -87,13 +87,16 @@ void gs_launch_grid_build(const gs_mesh *m, gs_launch_grid *l)
     int is_tp_pp_dp = gs__launch_order_is(m, GS_DIM_TP, GS_DIM_PP, GS_DIM_DP);
 
     gs_mesh_order_format_cp(m->order, m->cp > 1, m->cp_outer, l->order, sizeof l->order);
-    char cp[160] = "", ep[64] = "";
-    if (m->cp > 1 && m->cp_a2a > 1)
-        snprintf(cp, sizeof cp, " --context-parallel-size %" PRIu64 " --hierarchical-context-parallel-sizes %" PRIu64
-                 " %" PRIu64, m->cp, m->cp_a2a, m->cp / m->cp_a2a);
+    char cp[192] = "", ep[128] = "";
+    if (m->cp > 1 && m->cp_a2a > 1) /* the groups serve a2a+p2p only: the type goes with them */
+        snprintf(cp, sizeof cp, " --context-parallel-size %" PRIu64 " --cp-comm-type a2a+p2p "
+                 "--hierarchical-context-parallel-sizes %" PRIu64 " %" PRIu64, m->cp, m->cp_a2a, m->cp / m->cp_a2a);
     else if (m->cp > 1)
         snprintf(cp, sizeof cp, " --context-parallel-size %" PRIu64, m->cp);
-    if (m->ep > 1)
+    if (m->ep > 1 && m->etp)
+        snprintf(ep, sizeof ep, " --expert-model-parallel-size %" PRIu64 " --expert-tensor-parallel-size %" PRIu64,
+                 m->ep, m->etp);
+    else if (m->ep > 1)
         snprintf(ep, sizeof ep, " --expert-model-parallel-size %" PRIu64, m->ep);
     snprintf(l->megatron, sizeof l->megatron,
              "--tensor-model-parallel-size %" PRIu64 " --pipeline-model-parallel-size %" PRIu64 "%s%s%s",

@@ -30,7 +30,6 @@ void gs_plan_reason(const char *msg, char *out, size_t len)
         {"micro-batches per step to be a multiple of pp", "micro-batches not a multiple of pp (interleaved)"},
         {"batch must be positive", "batch not positive"},
         {"parallelism is built for sharding", "ep > 1 needs wrap layer, no HSDP, no offload"},
-        {"with the experts held whole", "ep leaves no ranks to shard the experts over"},
         {"routed experts of model", "experts not divisible by ep"},
         {"load-balanced chunks", "seq not divisible by 2 x cp"},
         {"is hierarchical CP's a2a level", "cp_a2a without cp > 1 and cp_comm a2a+p2p"},

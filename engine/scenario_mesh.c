@@ -234,10 +234,9 @@ static gs_status check_ep(const gs_scenario *s, uint64_t ep, gs_error *err)
  * An EDP group of one under a sharded strategy (ep = tp / etp x dp x cp) holds each rank's
  * experts whole, as FSDP2 on torchtitan's dp_shard_mod_ep mesh of size 1 does: their gathers and
  * reduce-scatters run on a group of one and move nothing. */
-static gs_status check_edp(const gs_scenario *s, const gs_mesh *mesh, gs_error *err)
+static gs_status check_edp(const gs_mesh *mesh, gs_error *err)
 {
     uint64_t edp = gs_mesh_edp_size(mesh);
-    (void)s;
     if (mesh->size[GS_DIM_DP] <= 1 && edp > 1)
         return gs_error_set(err, GS_ERR_INPUT,
                             "etp=%llu below tp=%llu with one data-parallel rank (dp x cp = 1): the experts' gradients "
@@ -265,7 +264,7 @@ static gs_status check_mtp(const gs_scenario *s, gs_error *err)
 static gs_status check_cp(const gs_scenario *s, uint64_t cp, gs_error *err)
 {
     const gs_model *m = &s->model;
-    if (m->seq % (2 * cp) != 0)
+    if (cp > 1 && m->seq % (2 * cp) != 0)
         return gs_error_set(err, GS_ERR_INPUT,
                             "cp=%llu splits each %llu-token sequence into 2 x cp = %llu load-balanced chunks: "
                             "expected a sequence length that is a multiple of %llu",
@@ -372,7 +371,7 @@ gs_status gs_scenario_mesh(const gs_scenario *s, gs_mesh *mesh, gs_diag *warning
     int etp_below = s->grid.etp && s->grid.etp != s->grid.tp;
     if (st == GS_OK && (s->grid.ep > 1 || etp_below) && (st = check_ep(s, s->grid.ep, err)) == GS_OK &&
         (st = gs_mesh_set_etp(mesh, s->grid.etp ? s->grid.etp : s->grid.tp, err)) == GS_OK &&
-        (st = gs_mesh_set_ep(mesh, s->grid.ep, err)) == GS_OK && (st = check_edp(s, mesh, err)) == GS_OK &&
+        (st = gs_mesh_set_ep(mesh, s->grid.ep, err)) == GS_OK && (st = check_edp(mesh, err)) == GS_OK &&
         s->model.moe.experts && s->strategy.moe_dispatcher == GS_MOE_ALLGATHER && !gs_mesh_tpep_ok(mesh))
         st = gs_error_set(err, GS_ERR_INPUT,
                           "strategy.moe_dispatcher allgather gathers over the ETP x EP ranks, which needs tp "

@@ -95,13 +95,12 @@ static gs_status check_supported(const gs_scenario *s, const gs_mesh *mesh, gs_e
                  (unsigned long long)cp);
         why = which;
     } else if (cp > 1 && st->cp_comm == GS_CP_A2A_P2P &&
-               ((m->heads / tp) % s->grid.cp_a2a || (m->kv_heads / tp) % s->grid.cp_a2a)) {
+               ((m->heads / tp) % gs_mesh_cp_a2a(mesh) || (m->kv_heads / tp) % gs_mesh_cp_a2a(mesh))) {
         snprintf(which, sizeof which, "cp_comm a2a+p2p splits each rank's %llu heads and %llu KV heads over "
                  "cp_a2a = %llu", (unsigned long long)(m->heads / tp), (unsigned long long)(m->kv_heads / tp),
-                 (unsigned long long)s->grid.cp_a2a);
+                 (unsigned long long)gs_mesh_cp_a2a(mesh));
         why = which;
-    }
-    else if (m->mtp_layers)
+    } else if (m->mtp_layers)
         why = "multi-token prediction modules (model.mtp_layers) are simulated, not executed";
     else if (st->adam_bf16 || st->precision_aware)
         why = "the precision-aware optimizer (its master remainders, bf16 moments) is simulated, not executed "

@@ -349,7 +349,8 @@ gs_status gs__train_plan_rank(gs_train *t, rank_st *r, const gs_rank_events *re,
                 cur_grad[tt->unit] = allocs[j];
         }
         action a = e->role < GS_ROLE_COUNT ? (action)role_actions[e->role][dir_of(e)] : A_NONE;
-        int dp = e->kind == GS_EV_COLLECTIVE && !is_tp(e) && e->group != GS_GROUP_CP;
+        int dp = e->kind == GS_EV_COLLECTIVE && !is_tp(e) && e->group != GS_GROUP_CP && e->group != GS_GROUP_CP_A2A &&
+                 e->group != GS_GROUP_CP_P2P;
         if ((a == A_TIED_SEND || a == A_TIED_RECV) && !r->tied_x)
             rc = gs_error_set(err, GS_ERR_INPUT, "exec: rank %" PRIu64 ": event %zu: a pipeline send or receive "
                               "after the backward pass the host program has no use for", r->rank, i);

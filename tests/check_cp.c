@@ -210,6 +210,9 @@ START_TEST(test_cp_scenario)
     /* hierarchical CP: cp_a2a only with a2a+p2p, a divisor of cp below it, heads over tp x cp_a2a */
     load_fails(TINY "cluster: {preset: dgx-h100, nodes: 1}\ngrid: {cp: 8, cp_a2a: 2}\n",
                "expected strategy.cp_comm a2a+p2p");
+    load_fails("model: {layers: 4, hidden: 256, heads: 8, kv_heads: 2, ffn: 512, vocab: 1000, seq: 255}\n"
+               "cluster: {preset: dgx-h100, nodes: 1}\ngrid: {dp: 8, cp_a2a: 2}\n",
+               "found cp_comm p2p, cp=1"); /* the level's error, not the sequence's (cp = 1 splits nothing) */
     load_fails(TINY "cluster: {preset: dgx-h100, nodes: 1}\ngrid: {cp: 8}\nstrategy: {cp_comm: a2a+p2p}\n",
                "found grid.cp_a2a=0");
     load_fails(TINY "cluster: {preset: dgx-h100, nodes: 1}\ngrid: {cp: 8, cp_a2a: 8}\nstrategy: {cp_comm: a2a+p2p}\n",
@@ -563,7 +566,8 @@ START_TEST(test_cp_megatron)
     ck_assert_int_eq(gs_import_megatron_args("--context-parallel-size 8 --cp-comm-type a2a+p2p "
                                              "--hierarchical-context-parallel-sizes 2 2", "run.sh", &o, &s, &ig, &err),
                      GS_ERR_INPUT);
-    ck_assert_msg(strstr(err.msg, "whose product is --context-parallel-size 8"), "%s", err.msg);
+    ck_assert_msg(strstr(err.msg, "found 2 x 2, expected two sizes of 2 or more whose product is "
+                                  "--context-parallel-size 8"), "%s", err.msg);
     ck_assert_int_eq(gs_import_megatron_args("--context-parallel-size 8 --cp-comm-type a2a+p2p "
                                              "--hierarchical-context-parallel-sizes 2 2 2", "run.sh", &o, &s, &ig,
                                              &err), GS_ERR_INPUT);

@@ -735,12 +735,9 @@ START_TEST(test_import_megatron)
 }
 END_TEST
 
-/* The launch summary of a mesh with context parallelism (gs_launch_grid_build): tp 2 and dp x
- * cp = 8 on 2 nodes of 8. cp 4 inside dp (tp-cp-dp-pp): Megatron-LM's flags gain
- * --context-parallel-size 4 and the DeviceMesh splits the DP dimension into 2 replicas and 4 CP
- * ranks, row-major slowest first: (pp 1, dp 2, cp 4, tp 2). Hierarchical 2 x 2: the sizes flag.
- * cp outside dp (tp-dp-cp-pp): (1, 4, 2, 2) as ("pp", "cp", "dp", "tp"), and a note that Megatron
- * places CP inside DP. */
+/* gs_launch_grid_build with CP: tp 2, dp x cp = 8 on 2 nodes of 8. cp 4 inside dp: Megatron's
+ * --context-parallel-size 4, the DeviceMesh (pp 1, dp 2, cp 4, tp 2) slowest first; hierarchical
+ * 2 x 2: the type and sizes flags; cp outside dp: (1, 4, 2, 2) as (pp, cp, dp, tp) and a note. */
 START_TEST(test_launch_grid_cp)
 {
     gs_mesh m;
@@ -756,8 +753,8 @@ START_TEST(test_launch_grid_cp)
     ck_assert_str_eq(l.megatron_note, "");
     ck_assert_int_eq(gs_mesh_set_cp_a2a(&m, 2, &err), GS_OK);
     gs_launch_grid_build(&m, &l);
-    ck_assert_msg(strstr(l.megatron, "--context-parallel-size 4 --hierarchical-context-parallel-sizes 2 2"), "%s",
-                  l.megatron);
+    ck_assert_msg(strstr(l.megatron, "--context-parallel-size 4 --cp-comm-type a2a+p2p "
+                                     "--hierarchical-context-parallel-sizes 2 2"), "%s", l.megatron);
     ck_assert_int_eq(gs_mesh_set_cp(&m, 4, 1, &err), GS_OK);
     gs_launch_grid_build(&m, &l);
     ck_assert_str_eq(l.order, "tp-dp-cp-pp");
