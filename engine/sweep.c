@@ -17,6 +17,7 @@ static const char *const key_names[GS_SWEEP_KEY_COUNT] = {
     "tp",   "pp",    "dp",  "sharding", "recompute", "pipeline", "offload",
     "sp",   "tp_comm_overlap", "overlap_param_gather", "flash_attention", "cross_entropy",
     "framework", "compile", "attention", "power_w", "precision", "cp", "ep", "etp", "cuda_graphs",
+    "cp_comm", "cp_a2a",
 };
 
 /* The keys that switch a strategy flag: values 0 or 1. */
@@ -38,6 +39,7 @@ int gs_sweep_key_is_count(gs_sweep_key k)
     case GS_SWEEP_SEQ: case GS_SWEEP_TP: case GS_SWEEP_PP: case GS_SWEEP_DP: case GS_SWEEP_OFFLOAD:
     case GS_SWEEP_SP: case GS_SWEEP_TP_OVERLAP: case GS_SWEEP_PARAM_GATHER: case GS_SWEEP_FLASH:
     case GS_SWEEP_COMPILE: case GS_SWEEP_CP: case GS_SWEEP_EP: case GS_SWEEP_ETP: case GS_SWEEP_CUDA_GRAPHS:
+    case GS_SWEEP_CP_A2A:
         return 1;
     default:
         return 0;
@@ -99,6 +101,7 @@ static gs_status bad_value(gs_sweep_key k, const char *v, gs_error *err)
     case GS_SWEEP_ATTENTION: what = "flash1, flash2, flash3, cudnn, sdpa, triton, xformers, unfused or auto"; break;
     case GS_SWEEP_POWER_W: what = "a positive power cap in watts"; break;
     case GS_SWEEP_PRECISION: what = "bf16, fp16, fp32 or fp8"; break;
+    case GS_SWEEP_CP_COMM: what = "p2p, all_gather, a2a or a2a+p2p"; break;
     default: what = "a positive integer"; break;
     }
     return gs_error_set(err, GS_ERR_INPUT, "--vary %s: found '%s', expected %s", gs_sweep_key_name(k), v, what);
@@ -193,6 +196,13 @@ static gs_status canon_value(gs_sweep_key k, const char *v, char *out, gs_error 
         if (gs_pipeline_parse(v, &p) != 0 || p == GS_PIPE_INTERLEAVED)
             return bad_value(k, v, err);
         snprintf(out, GS_SWEEP_VALUE_BYTES, "%s", gs_pipeline_name(p));
+        return GS_OK;
+    }
+    case GS_SWEEP_CP_COMM: {
+        gs_cp_comm c;
+        if (gs_cp_comm_parse(v, &c) != 0)
+            return bad_value(k, v, err);
+        snprintf(out, GS_SWEEP_VALUE_BYTES, "%s", gs_cp_comm_name(c));
         return GS_OK;
     }
     default:
@@ -438,6 +448,13 @@ gs_status gs_sweep_apply(const gs_scenario *base, const gs_sweep *sw, uint64_t p
         case GS_SWEEP_FRAMEWORK: gs_framework_parse(v, &s->strategy.framework); break;
         case GS_SWEEP_COMPILE: s->strategy.compile = n != 0; break;
         case GS_SWEEP_CUDA_GRAPHS: s->strategy.cuda_graphs = n != 0; break;
+        case GS_SWEEP_CP_COMM:
+            gs_cp_comm_parse(v, &s->strategy.cp_comm);
+            /* the scenario's a2a level serves a2a+p2p only: dropped for the others unless varied */
+            if (s->strategy.cp_comm != GS_CP_A2A_P2P && !val[GS_SWEEP_CP_A2A])
+                s->grid.cp_a2a = 0;
+            break;
+        case GS_SWEEP_CP_A2A: s->grid.cp_a2a = n > 1 ? n : 0; break;
         case GS_SWEEP_ATTENTION: gs_attn_impl_parse(v, &s->strategy.attention); break;
         case GS_SWEEP_POWER_W: {
             /* a cap above the TDP changes nothing (the peaks are specified there) */

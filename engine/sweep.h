@@ -42,6 +42,8 @@ typedef enum gs_sweep_key {
     GS_SWEEP_EP,           /* expert parallelism (a MoE model's; carved out of dp x cp: dp unchanged) */
     GS_SWEEP_ETP,          /* expert tensor parallelism (a divisor of tp; carved out too) */
     GS_SWEEP_CUDA_GRAPHS,  /* cuda_graphs: 0 | 1 (Megatron; other frameworks ignore it) */
+    GS_SWEEP_CP_COMM,      /* p2p | all_gather | a2a | a2a+p2p (strategy.cp_comm; a2a+p2p with cp_a2a) */
+    GS_SWEEP_CP_A2A,       /* hierarchical CP's a2a level (grid.cp_a2a; 1: none; a2a+p2p only) */
     GS_SWEEP_KEY_COUNT
 } gs_sweep_key;
 

@@ -267,6 +267,28 @@ START_TEST(test_apply_values)
     h = s;
     ck_assert_int_eq(gs_sweep_apply(&h, &sw, 2, &s, &err), GS_OK);
     ck_assert(s.strategy.precision == GS_PREC_FP32 && s.strategy.fp8 == GS_FP8_OFF);
+    /* context parallelism's exchange: from a hierarchical base (cp 8 = 2 x 4), cp_comm p2p drops
+     * the a2a level; a2a+p2p keeps it; cp_a2a varied beside it sets it (1: none) */
+    gs_scenario c = base;
+    c.grid.tp = c.grid.pp = 1; /* the base's 8 GPUs as cp 8 */
+    c.grid.cp = 8;
+    c.grid.cp_a2a = 2;
+    c.strategy.cp_comm = GS_CP_A2A_P2P;
+    gs_sweep_init(&sw);
+    add_ok(&sw, "cp_comm=p2p,A2A+P2P");
+    ck_assert_str_eq(sw.axes[0].values[1], "a2a+p2p");
+    ck_assert_int_eq(gs_sweep_apply(&c, &sw, 0, &s, &err), GS_OK);
+    ck_assert(s.strategy.cp_comm == GS_CP_P2P && s.grid.cp_a2a == 0);
+    ck_assert_int_eq(gs_sweep_apply(&c, &sw, 1, &s, &err), GS_OK);
+    ck_assert(s.strategy.cp_comm == GS_CP_A2A_P2P && s.grid.cp_a2a == 2);
+    add_ok(&sw, "cp_a2a=1,4");
+    ck_assert_int_eq(gs_sweep_apply(&c, &sw, 1, &s, &err), GS_OK); /* p2p, cp_a2a 4: kept, the check refuses */
+    ck_assert(s.strategy.cp_comm == GS_CP_P2P && s.grid.cp_a2a == 4);
+    ck_assert_int_eq(gs_sweep_apply(&c, &sw, 2, &s, &err), GS_OK);
+    ck_assert(s.strategy.cp_comm == GS_CP_A2A_P2P && s.grid.cp_a2a == 0);
+    gs_sweep_init(&sw);
+    ck_assert_int_eq(gs_sweep_add(&sw, "cp_comm=ring", &err), GS_ERR_INPUT);
+    ck_assert_ptr_nonnull(strstr(err.msg, "expected p2p, all_gather, a2a or a2a+p2p"));
     /* the base is borrowed, not changed */
     ck_assert_uint_eq(base.grid.dp, 2);
     ck_assert_double_eq(base.cluster.nic.bw, bw200);
