@@ -131,6 +131,10 @@ static void *init_rank(void *arg)
         goto out;
     for (int k = 0; k < GS_GROUP_KIND_COUNT; k++) {
         uint64_t size = 0;
+        /* hierarchical CP's two levels only on a mesh that has them (every rank skips alike,
+         * so the collective splits stay matched); a group used nowhere costs a split */
+        if ((k == GS_GROUP_CP_A2A || k == GS_GROUP_CP_P2P) && !(d->mesh.cp > 1 && d->mesh.cp_a2a > 1))
+            continue;
         uint64_t color = d->opts->group_of(&d->mesh, (gs_group_kind)k, j->rank, &size);
         char what[96];
         snprintf(what, sizeof what, "ncclCommSplit (%s group %" PRIu64 ")", gs__cuda_group_name((gs_group_kind)k),
