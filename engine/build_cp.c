@@ -7,7 +7,8 @@
  * (transformer_engine/pytorch/attention: AttnFuncWithCPAndKVP2P, ...KVAllGather, ...QKVA2A):
  *   p2p        the K, V chunks go around the CP ring, cp - 1 steps, each under the attention of the
  *              chunk at hand: built as the ring exchange (an all-gather's volume, (cp-1) chunks per
- *              rank) beside the attention of the first cp - 1 chunks, then the last chunk's (the
+ *              rank, part GS_PART_RING: send/recv hops, not NCCL's all-gather) beside the attention
+ *              of the first cp - 1 chunks, then the last chunk's (the
  *              same pattern as the TP ring exchange in engine/build_layer.c); the backward passes K,
  *              V and their
  *              gradients: twice the bytes;
@@ -92,8 +93,8 @@ static gs_status attention_p2p(pass *p, const shapes *sh, const cp_ring *r, uint
     p->have_pending = 0; /* replaced by its two parts; the pass's inputs were not consumed */
     p->first_done = !first;
     p->prev = before;
-    if ((rc = cp_coll_on(p, GS_ROLE_CP_KV, GS_COLL_ALLGATHER, r->group, r->n, (bwd ? 2 : 1) * r->n * kv_bytes, 0)) !=
-        GS_OK)
+    if ((rc = cp_coll_on(p, GS_ROLE_CP_KV, GS_COLL_ALLGATHER, r->group, r->n, (bwd ? 2 : 1) * r->n * kv_bytes,
+                         GS_PART_RING)) != GS_OK)
         return rc;
     gs__evb_add(&p->pending, GS_LINK_ALLOCS, buf);
     gemm_part g1 = {GS_OP_ATTN, GS_ROLE_ATTN_CORE, m, m, sh->hd, flops * (c - 1.0) / c, bytes * (c - 1.0) / c};

@@ -81,7 +81,7 @@ static const gs_role_info roles[GS_ROLE_COUNT] = {
     [GS_ROLE_TIED_SEND] = {"tied_send", GS_EV_SEND, GS_STREAM_PP, {0, 0, 0, NOOP}, 0, GS_WHERE_NONE, 0},
     [GS_ROLE_TIED_RECV] = {"tied_recv", GS_EV_RECV, GS_STREAM_PP, {0, 0, 0, NOOP}, 0, GS_WHERE_NONE, 0},
     [GS_ROLE_CP_KV] = {"cp_kv", GS_EV_COLLECTIVE, GS_STREAM_TP, {AG, AG | RS, AG, 0}, G(GS_GROUP_CP) | G(GS_GROUP_CP_P2P),
-                        GS_WHERE_LAYER, 0},
+                        GS_WHERE_LAYER, GS_PART_RING},
     [GS_ROLE_CP_A2A] = {"cp_a2a", GS_EV_COLLECTIVE, GS_STREAM_TP, {A2A, A2A, A2A, 0}, G(GS_GROUP_CP) | G(GS_GROUP_CP_A2A),
                         GS_WHERE_LAYER,
                         SPLIT},

@@ -105,6 +105,12 @@ typedef enum gs_role_where {
     GS_WHERE_ANY    /* any (a unit's layer, or none for the root) */
 } gs_role_where;
 
+/* The part of a cp_kv all-gather that is p2p's ring (cp_comm p2p, and a2a+p2p's p2p level):
+ * Transformer Engine passes each K, V chunk to the next rank with send/recv, one hop a step, so
+ * a step waits for the ring's slowest hop (sim: one NIC per inter-node hop). Part 0: the
+ * all_gather exchange's NCCL all-gather. */
+#define GS_PART_RING 1
+
 typedef struct gs_role_info {
     const char *name;    /* as dumps write it */
     uint8_t kind;        /* gs_event_kind */

@@ -106,9 +106,7 @@ int ps_pop(run_ctx *c, uint64_t id, uint32_t ver)
 static gs_coll_shape coll_shape(const run_ctx *c, size_t ri, const gs_event *e)
 {
     const rank_rt *rt = &c->rt[ri];
-    gs_coll_shape shape = c->tmpl[rt->tmpl].variants[rt->variant].shape[e->group];
-    shape.nranks = e->group_size;
-    return shape;
+    return des_coll_shape(c->tmpl[rt->tmpl].variants[rt->variant].shape[e->group], e);
 }
 
 /* The copying and summing part of a host collective's CPU work, core-seconds per member:

@@ -117,11 +117,11 @@ static double event_base_s(const sim_state *st, cost_map *cache, const des_varia
         return ce->cost_s;
     case GS_EV_COLLECTIVE:
         ce = cost_map_find(cache, (uint64_t)vi << 16 | (uint64_t)e->group << 8 | e->op, e->bytes,
-                           e->group_size | 1ULL << 63);
+                           e->group_size | (uint64_t)(e->role == GS_ROLE_CP_KV && e->part == GS_PART_RING) << 62 |
+                               1ULL << 63);
         if (!ce->used) {
             gs_coll_cost cost;
-            gs_coll_shape shape = v->shape[e->group];
-            shape.nranks = e->group_size;
+            gs_coll_shape shape = des_coll_shape(v->shape[e->group], e);
             ce->cost_s = gs_coll_estimate(topo, (gs_coll_op)e->op, &shape, e->bytes, GS_ALGO_COUNT, &cost) == GS_OK
                              ? cost.time_s
                              : 0.0;

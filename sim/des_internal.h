@@ -21,6 +21,7 @@
 #include <stdint.h>
 
 #include "engine/backend.h"
+#include "engine/roles.h"
 #include "sim/compute.h"
 #include "sim/flow.h"
 #include "sim/queue.h"
@@ -209,6 +210,20 @@ uint64_t des_state_bytes(const run_ctx *c);
 uint64_t des_match(const run_ctx *c, size_t ri, uint32_t k);
 /* The peer of event k of rank list ri (its own, not its template's). */
 uint64_t des_peer(const run_ctx *c, size_t ri, uint32_t k);
+
+/* The group shape collective e is timed on: p2p CP's ring (a cp_kv all-gather of part
+ * GS_PART_RING) on a group spanning nodes steps at its inter-node hop's pace, one NIC each (the
+ * same-node hops beside it finish first), so it is timed as a ring with one rank per node. */
+static inline gs_coll_shape des_coll_shape(gs_coll_shape shape, const gs_event *e)
+{
+    shape.nranks = e->group_size;
+    if (e->role == GS_ROLE_CP_KV && e->part == GS_PART_RING && shape.nnodes > 1) {
+        shape.nnodes = shape.nranks;
+        shape.ppn = 1;
+        shape.siblings = 1;
+    }
+    return shape;
+}
 
 static inline const gs_event *des_event(const run_ctx *c, size_t ri, uint32_t k)
 {
