@@ -44,6 +44,8 @@ const char gs_cmd_diagnose_help[] =
     "  states-too-big    per-rank states above GPU memory -> full_shard, or more GPUs\n"
     "  tp-comm-exposed   TP collectives exposed over 10% of the step -> sequence_parallel +\n"
     "                    tp_comm_overlap\n"
+    "  cp-ring-nodes     p2p's CP ring across nodes with several CP ranks on each, the TP stream\n"
+    "                    exposed over 10% -> cp_comm a2a+p2p with cp_a2a the CP ranks per node\n"
     "  zero-gather-exposed  ZeRO-1/2 parameter gather exposed -> overlap_param_gather\n"
     "  loss-passes       the unfused cross-entropy's passes over the logits (their HBM time at\n"
     "                    the datasheet bandwidth) over 5% of the step -> cross_entropy: fused\n"

@@ -40,6 +40,21 @@ void gs__diag_say(char *buf, const char *fmt, ...)
     va_end(ap);
 }
 
+/* Rank 0's CP group: the nodes it spans and its ranks on rank 0's node (members first + i x
+ * stride, engine/mesh.h). */
+static void cp_placement(facts *f)
+{
+    uint64_t stride, first = gs_mesh_cp_first(&f->mesh, 0, &stride), cp = f->mesh.cp > 1 ? f->mesh.cp : 1;
+    uint64_t node0 = gs_mesh_rank_node(&f->mesh, first), last = node0;
+    f->cp_local = 0;
+    for (uint64_t i = 0; i < cp; i++) {
+        uint64_t nd = gs_mesh_rank_node(&f->mesh, first + i * stride);
+        f->cp_local += nd == node0;
+        last = nd;
+    }
+    f->cp_nodes = last - node0 + 1; /* members ascend, and so do their nodes */
+}
+
 static void detail(gs_diagnose_row *row, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
 static void detail(gs_diagnose_row *row, const char *fmt, ...)
 {
@@ -84,6 +99,7 @@ static gs_status measure(const dcase *c, const gs_diagnose_opts *o, facts *f, gs
     f->tp_nodes = 1;
     if (gs_mesh_dim_crosses_nodes(&f->mesh, GS_DIM_TP, &tp_rank))
         f->tp_nodes = tp_rank == UINT64_MAX ? 2 : gs_mesh_group_nodes(&f->mesh, GS_DIM_TP, tp_rank);
+    cp_placement(f);
 
     /* checkpoint host memory on rank 0 (stage 0): FULL gathers the fp32 model (master copy, or the
      * fp32 params themselves) and Adam's m and v, 4 + 4 + 4 = 12 B per parameter; SHARDED keeps
@@ -282,6 +298,38 @@ static void check_tp_comm(const facts *f, gs_diagnose_row *row)
            st->sequence_parallel ? "on" : "off", st->tp_comm_overlap ? "on" : "off");
 }
 
+/* p2p CP's ring across nodes: each ring step waits for its hop between nodes, on one NIC, while
+ * the CP ranks a node holds could exchange over NVLink (hierarchical CP). Measured: the exposed
+ * communication of the TP stream, which carries the CP exchanges. */
+static void check_cp_ring(const facts *f, gs_diagnose_row *row)
+{
+    char t1[32], t2[32];
+    const gs_strategy *st = &f->c.s.strategy;
+    double step = f->m.step_time_s, share = step > 0 ? f->m.exposed_tp_s / step : 0;
+    row->measured = share;
+    row->threshold = EXPOSED_TP_MAX;
+    if (f->mesh.cp <= 1 || (st->cp_comm != GS_CP_P2P && st->cp_comm != GS_CP_A2A_P2P)) {
+        row->measured = 0; /* the TP stream's exposure is no CP ring's */
+        detail(row, "no p2p context-parallel ring (cp %llu, cp_comm %s)", (unsigned long long)f->mesh.cp,
+               gs_cp_comm_name(st->cp_comm));
+        return;
+    }
+    if (f->cp_nodes <= 1 || f->cp_local <= 1) {
+        detail(row, "the CP group of %llu ranks spans %llu node%s with %llu on each: every ring hop is alike",
+               (unsigned long long)f->mesh.cp, (unsigned long long)f->cp_nodes, f->cp_nodes == 1 ? "" : "s",
+               (unsigned long long)f->cp_local);
+        return;
+    }
+    if (share > EXPOSED_TP_MAX)
+        row->applies = GS_DIAGNOSE_YES;
+    else if (share > EXPOSED_TP_RISK)
+        row->applies = GS_DIAGNOSE_AT_RISK;
+    detail(row, "the CP ring of %llu ranks spans %llu nodes, %llu on each; TP and CP exposed %s of the %s step "
+           "(%.1f%%)", (unsigned long long)f->mesh.cp, (unsigned long long)f->cp_nodes,
+           (unsigned long long)f->cp_local, gs_fmt_seconds(f->m.exposed_tp_s, t1, sizeof t1),
+           gs_fmt_seconds(step, t2, sizeof t2), 100 * share);
+}
+
 static void check_zero_gather(const facts *f, gs_diagnose_row *row)
 {
     char t1[32], t2[32];
@@ -431,6 +479,13 @@ static const rule rules[] = {
      "exposed TP communication over the simulated step with tp > 1: yes above 10%, at risk above 5%",
      "sequence parallelism with Megatron-Core's TP communication overlap (tp_comm_overlap)",
      "fraction", check_tp_comm, {gs__fix_tp_comm_overlap, NULL}},
+    {"cp-ring-nodes", "a long-context step waits on the CP exchange",
+     "p2p's K, V ring crosses nodes with several CP ranks on each: every step waits for its hop between nodes",
+     "exposed TP-stream communication (TP and CP) over the simulated step, with cp_comm p2p and a CP group on "
+     "several nodes with several ranks on each: yes above 10%, at risk above 5%",
+     "hierarchical CP: all-to-all among a node's CP ranks, the ring across nodes (cp_comm a2a+p2p, cp_a2a the "
+     "CP ranks per node)",
+     "fraction", check_cp_ring, {gs__fix_hierarchical_cp, NULL}},
     {"zero-gather-exposed", "idle GPUs after the optimizer step", "ZeRO-1/2 parameter all-gather after the optimizer",
      "exposed DP communication over the simulated step with zero1/zero2 and no overlap_param_gather: yes above 10%",
      "gather the parameters under the next forward (overlap_param_gather, Megatron --overlap-param-gather)",

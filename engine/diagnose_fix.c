@@ -222,6 +222,38 @@ fix_result gs__fix_full_shard(const facts *f, dcase *c, char *label, char *why)
 
 /* Fewer host calls: torch.compile's fused kernels under the PyTorch frameworks, CUDA graphs
  * (one call per layer and micro-batch) under Megatron. */
+/* Hierarchical CP with the a2a level on the CP ranks a node holds (Megatron-Core
+ * --cp-comm-type a2a+p2p --hierarchical-context-parallel-sizes local cp/local): the ring then has
+ * one rank per node. */
+fix_result gs__fix_hierarchical_cp(const facts *f, dcase *c, char *label, char *why)
+{
+    const gs_model *m = &c->s.model;
+    uint64_t cp = f->mesh.cp, a = f->cp_local, tp = f->mesh.size[GS_DIM_TP];
+    gs__diag_say(label, "cp_comm: a2a+p2p with cp_a2a the CP ranks per node (Megatron-Core --cp-comm-type a2a+p2p "
+                 "--hierarchical-context-parallel-sizes)");
+    if (c->s.strategy.cp_comm == GS_CP_A2A_P2P) {
+        gs__diag_say(why, "already hierarchical (effect against cp_comm: p2p)");
+        c->s.strategy.cp_comm = GS_CP_P2P;
+        c->s.grid.cp_a2a = 0;
+        return FIX_ALREADY;
+    }
+    if (cp <= 1 || f->cp_nodes <= 1 || a <= 1 || a >= cp || cp % a) {
+        gs__diag_say(why, "the CP group does not hold several ranks on each of several nodes");
+        return FIX_NONE;
+    }
+    if (m->heads % (tp * a) || m->kv_heads % (tp * a)) {
+        gs__diag_say(why, "the heads (%llu, %llu KV) do not divide by tp x %llu", (unsigned long long)m->heads,
+                     (unsigned long long)m->kv_heads, (unsigned long long)a);
+        return FIX_NONE;
+    }
+    gs__diag_say(label, "cp_comm: a2a+p2p, cp_a2a: %llu (Megatron-Core --cp-comm-type a2a+p2p "
+                 "--hierarchical-context-parallel-sizes %llu %llu)", (unsigned long long)a, (unsigned long long)a,
+                 (unsigned long long)(cp / a));
+    c->s.strategy.cp_comm = GS_CP_A2A_P2P;
+    c->s.grid.cp_a2a = a;
+    return FIX_APPLIED;
+}
+
 fix_result gs__fix_fewer_issues(const facts *f, dcase *c, char *label, char *why)
 {
     (void)f;

@@ -41,6 +41,8 @@ typedef struct facts {
     int dp_cross;            /* a DP group spans nodes */
     uint64_t dp_local;       /* DP ranks of rank 0's group on its node */
     uint64_t tp_nodes;       /* nodes spanned by a TP group that crosses nodes (1: none does) */
+    uint64_t cp_nodes;       /* nodes spanned by rank 0's CP group (1: one node, or no CP) */
+    uint64_t cp_local;       /* its ranks on rank 0's node */
     uint64_t host_offload;   /* rank 0's offloaded states, bytes */
     uint64_t ckpt_full;      /* rank 0 host bytes for FULL_STATE_DICT (model + Adam state) */
     uint64_t ckpt_model;     /* of which the model in fp32, bytes */
@@ -87,5 +89,6 @@ fix_result gs__fix_fused_loss(const facts *f, dcase *c, char *label, char *why);
 fix_result gs__fix_no_offload(const facts *f, dcase *c, char *label, char *why);
 fix_result gs__fix_full_shard(const facts *f, dcase *c, char *label, char *why);
 fix_result gs__fix_fewer_issues(const facts *f, dcase *c, char *label, char *why);
+fix_result gs__fix_hierarchical_cp(const facts *f, dcase *c, char *label, char *why);
 
 #endif

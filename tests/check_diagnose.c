@@ -373,8 +373,8 @@ START_TEST(test_rule_table)
     static const char *ids[] = {"oom-at-start",   "oom-first-step", "flat-throughput",
                                 "pipeline-bubble", "checkpoint-oom", "loss-after-scale",
                                 "tp-cross-node",  "cpu-offload-slow", "states-too-big",
-                                "tp-comm-exposed", "zero-gather-exposed", "loss-passes",
-                                "host-bound"};
+                                "tp-comm-exposed", "cp-ring-nodes", "zero-gather-exposed",
+                                "loss-passes", "host-bound"};
     ck_assert_uint_eq(gs_diagnose_rule_count(), sizeof ids / sizeof ids[0]);
     for (size_t i = 0; i < sizeof ids / sizeof ids[0]; i++)
         ck_assert_str_eq(gs_diagnose_rule_id(i), ids[i]);
@@ -511,6 +511,31 @@ START_TEST(test_host_bound)
 }
 END_TEST
 
+/* p2p CP's ring across nodes: Llama 3 8B at 32k over cp 16 on 2 nodes of 8 (full recompute)
+ * holds 8 CP ranks on each node; the ring's steps wait for their hop between nodes (2.62 ms of
+ * ring per block forward, by hand, against about 1 ms of attention), so the TP stream's
+ * exposed share passes 10%, and the fix (a2a+p2p with the a2a level the 8 ranks a node holds,
+ * Megatron's --hierarchical-context-parallel-sizes 8 2) shortens the step. The same cp 16 with
+ * tp 1 on 16 nodes of 1 GPU has one rank per node: every hop alike, the rule does not apply. */
+START_TEST(test_cp_ring_nodes)
+{
+    gs_diagnosis *d = diagnose("model: {preset: llama3-8b, seq: 32768}\ncluster: {preset: dgx-h100, nodes: 2}\n"
+                               "grid: {cp: 16}\nstrategy: {recompute: full, cp_comm: p2p}\nbatch: {global: 1}\n");
+    const gs_diagnose_row *r = row_of(d, "cp-ring-nodes");
+    ck_assert_msg(r->applies == GS_DIAGNOSE_YES, "exposed %.3g: %s", r->measured, r->detail);
+    ck_assert_ptr_nonnull(strstr(r->detail, "spans 2 nodes, 8 on each"));
+    ck_assert_msg(r->fixes[0].simulated && r->fixes[0].step_time_s_delta < 0, "%s", r->fixes[0].note);
+    ck_assert_ptr_nonnull(strstr(r->fixes[0].fix, "cp_a2a: 8"));
+    free(d);
+    d = diagnose("model: {preset: llama3-8b, seq: 32768}\ncluster: {preset: dgx-h100, nodes: 16, gpus_per_node: 1}\n"
+                 "grid: {cp: 16}\nstrategy: {recompute: full, cp_comm: p2p}\nbatch: {global: 1}\n");
+    r = row_of(d, "cp-ring-nodes");
+    ck_assert_msg(r->applies == GS_DIAGNOSE_NO, "%s", r->detail);
+    ck_assert(!r->fixes[0].simulated);
+    free(d);
+}
+END_TEST
+
 static Suite *diagnose_suite(void)
 {
     Suite *s = suite_create("diagnose");
@@ -528,6 +553,7 @@ static Suite *diagnose_suite(void)
     tcase_add_test(rows, test_flat_throughput_25gbe);
     tcase_add_test(rows, test_hybrid_counterfactual);
     tcase_add_test(rows, test_pipeline_bubble);
+    tcase_add_test(rows, test_cp_ring_nodes);
     tcase_add_test(rows, test_offload);
     tcase_add_test(rows, test_states_too_big);
     tcase_add_test(rows, test_overlaps);
