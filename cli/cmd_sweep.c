@@ -437,9 +437,9 @@ static void *pool_worker(void *arg)
             w->rc = st;
             w->err = e;
         }
-        uint64_t done = ++w->done;
+        /* reported under the pool's lock, so that the lines count up one point at a time */
+        gs_progress_update(w->prog, ++w->done, w->nrows, NULL);
         pthread_mutex_unlock(&w->lock);
-        gs_progress_update(w->prog, done, w->nrows, NULL);
     }
 }
 

@@ -39,6 +39,7 @@ void gs_progress_init(gs_progress *p, const char *label, const char *unit, int o
     p->on = on;
     p->tty = isatty(STDERR_FILENO);
     p->bound = 0;
+    p->shown = 0;
     p->every_s = DEFAULT_EVERY_S;
     const char *e = getenv("GRIDSTEP_PROGRESS_S");
     if (e && *e) {
@@ -62,12 +63,14 @@ void gs_progress_update(gs_progress *p, uint64_t done, uint64_t total, const cha
         return;
     pthread_mutex_lock(&p->lock);
     double t = now_s();
-    /* a log gets its first line only after every_s, so that a short run writes none */
-    if (t - p->last_s < p->every_s && !(p->tty && done == total)) {
+    /* a log gets its first line only after every_s, so that a short run writes none; a count
+     * below one already shown (a worker thread reporting late) writes nothing */
+    if ((t - p->last_s < p->every_s && !(p->tty && done == total)) || done < p->shown) {
         pthread_mutex_unlock(&p->lock);
         return;
     }
     p->last_s = t;
+    p->shown = done;
     double elapsed = t - p->start_s, frac = done > total ? 1.0 : (double)done / (double)total;
     char el[32], left[48] = "";
     fmt_duration(elapsed, el, sizeof el);

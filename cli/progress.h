@@ -24,6 +24,8 @@ typedef struct gs_progress {
     double start_s;      /* monotonic clock at init */
     double last_s;       /* when the last line was printed */
     int open;            /* a terminal line is drawn and not yet ended */
+    uint64_t shown;      /* the largest count a line has shown: threads that finish their work
+                            in one order may report it in another, and the lines never go back */
     pthread_mutex_t lock;
 } gs_progress;
 
