@@ -69,6 +69,60 @@ static int cast_inputs(gs_drv_stream *s, const float *a, size_t na, const float 
     return 1;
 }
 
+cublasStatus_t gs__cuda_lt_run(gs_drv_stream *s, cublasLtMatmulDesc_t op, cublasLtMatrixLayout_t la,
+                               cublasLtMatrixLayout_t lb, cublasLtMatrixLayout_t lc, const void *a, const void *b,
+                               float beta, float *c, const char **call)
+{
+    rank_dev *r = &s->d->r[s->rank];
+    cublasLtMatmulPreference_t pref = NULL;
+    uint64_t ws = GEMM_WORKSPACE_BYTES;
+    float alpha = 1.0f;
+    *call = "cublasLtMatmulPreferenceCreate";
+    cublasStatus_t st = cublasLtMatmulPreferenceCreate(&pref);
+    if (st == CUBLAS_STATUS_SUCCESS)
+        st = cublasLtMatmulPreferenceSetAttribute(pref, CUBLASLT_MATMUL_PREF_MAX_WORKSPACE_BYTES, &ws, sizeof ws);
+    /* the buffers are often offsets into a flat unit or a stream buffer (4-byte aligned only):
+     * tell the heuristic, which otherwise assumes 256-byte alignment */
+    uint32_t al_a = alignment_of(a), al_b = alignment_of(b), al_c = alignment_of(c);
+    if (st == CUBLAS_STATUS_SUCCESS)
+        st = cublasLtMatmulPreferenceSetAttribute(pref, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_A_BYTES, &al_a, sizeof al_a);
+    if (st == CUBLAS_STATUS_SUCCESS)
+        st = cublasLtMatmulPreferenceSetAttribute(pref, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_B_BYTES, &al_b, sizeof al_b);
+    if (st == CUBLAS_STATUS_SUCCESS)
+        st = cublasLtMatmulPreferenceSetAttribute(pref, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_C_BYTES, &al_c, sizeof al_c);
+    if (st == CUBLAS_STATUS_SUCCESS)
+        st = cublasLtMatmulPreferenceSetAttribute(pref, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_D_BYTES, &al_c, sizeof al_c);
+    cublasLtMatmulHeuristicResult_t heur;
+    int found = 0;
+    if (st == CUBLAS_STATUS_SUCCESS) {
+        *call = "cublasLtMatmulAlgoGetHeuristic";
+        st = cublasLtMatmulAlgoGetHeuristic(r->lt, op, la, lb, lc, lc, pref, 1, &heur, &found);
+        if (st == CUBLAS_STATUS_SUCCESS && found == 0)
+            st = CUBLAS_STATUS_NOT_SUPPORTED;
+    }
+    if (st == CUBLAS_STATUS_SUCCESS) {
+        *call = "cublasLtMatmul";
+        st = cublasLtMatmul(r->lt, op, &alpha, a, la, b, lb, &beta, c, lc, c, lc, &heur.algo, s->workspace,
+                            GEMM_WORKSPACE_BYTES, gs__cuda_work_on(s));
+    }
+    if (pref)
+        cublasLtMatmulPreferenceDestroy(pref);
+    return st;
+}
+
+void gs__cuda_lt_free(cublasLtMatmulDesc_t op, cublasLtMatrixLayout_t la, cublasLtMatrixLayout_t lb,
+                      cublasLtMatrixLayout_t lc)
+{
+    if (lc)
+        cublasLtMatrixLayoutDestroy(lc);
+    if (lb)
+        cublasLtMatrixLayoutDestroy(lb);
+    if (la)
+        cublasLtMatrixLayoutDestroy(la);
+    if (op)
+        cublasLtMatmulDescDestroy(op);
+}
+
 /* Column-major C[m,n] = op(A) op(B) + beta C (alpha 1), fp32 storage, fp32 (or TF32) compute;
  * with GRIDSTEP_CUDA_GEMM=bf16, A and B cast to bf16 first and the product accumulated in fp32
  * into fp32 C (cuBLASLt's bf16-in, fp32-out GEMM). */
@@ -86,7 +140,6 @@ static void gemm_cm(gs_drv_stream *s, int ta, int tb, size_t m, size_t n, size_t
         return;
     }
     gs_drv *d = s->d;
-    rank_dev *r = &d->r[s->rank];
     if (!gs__cuda_ensure_workspace(s))
         return;
     const void *av = a, *bv = b;
@@ -102,10 +155,7 @@ static void gemm_cm(gs_drv_stream *s, int ta, int tb, size_t m, size_t n, size_t
     }
     cublasLtMatmulDesc_t op = NULL;
     cublasLtMatrixLayout_t la = NULL, lb = NULL, lc = NULL;
-    cublasLtMatmulPreference_t pref = NULL;
     cublasOperation_t opa = ta ? CUBLAS_OP_T : CUBLAS_OP_N, opb = tb ? CUBLAS_OP_T : CUBLAS_OP_N;
-    uint64_t ws = GEMM_WORKSPACE_BYTES;
-    float alpha = 1.0f;
     const char *call = "cublasLtMatmulDescCreate";
     cublasStatus_t st = cublasLtMatmulDescCreate(&op, d->tf32 ? CUBLAS_COMPUTE_32F_FAST_TF32 : CUBLAS_COMPUTE_32F,
                                                  CUDA_R_32F);
@@ -123,49 +173,12 @@ static void gemm_cm(gs_drv_stream *s, int ta, int tb, size_t m, size_t n, size_t
         st = cublasLtMatrixLayoutCreate(&lb, in_type, tb ? n : k, tb ? k : n, (int64_t)ldb);
     if (st == CUBLAS_STATUS_SUCCESS)
         st = cublasLtMatrixLayoutCreate(&lc, CUDA_R_32F, m, n, (int64_t)ldc);
-    if (st == CUBLAS_STATUS_SUCCESS) {
-        call = "cublasLtMatmulPreferenceCreate";
-        st = cublasLtMatmulPreferenceCreate(&pref);
-    }
     if (st == CUBLAS_STATUS_SUCCESS)
-        st = cublasLtMatmulPreferenceSetAttribute(pref, CUBLASLT_MATMUL_PREF_MAX_WORKSPACE_BYTES, &ws, sizeof ws);
-    /* the buffers are often offsets into a flat unit (4-byte aligned only): tell the heuristic,
-     * which otherwise assumes 256-byte alignment */
-    uint32_t al_a = alignment_of(av), al_b = alignment_of(bv), al_c = alignment_of(c);
-    if (st == CUBLAS_STATUS_SUCCESS)
-        st = cublasLtMatmulPreferenceSetAttribute(pref, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_A_BYTES, &al_a, sizeof al_a);
-    if (st == CUBLAS_STATUS_SUCCESS)
-        st = cublasLtMatmulPreferenceSetAttribute(pref, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_B_BYTES, &al_b, sizeof al_b);
-    if (st == CUBLAS_STATUS_SUCCESS)
-        st = cublasLtMatmulPreferenceSetAttribute(pref, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_C_BYTES, &al_c, sizeof al_c);
-    if (st == CUBLAS_STATUS_SUCCESS)
-        st = cublasLtMatmulPreferenceSetAttribute(pref, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_D_BYTES, &al_c, sizeof al_c);
-    cublasLtMatmulHeuristicResult_t heur;
-    int found = 0;
-    if (st == CUBLAS_STATUS_SUCCESS) {
-        call = "cublasLtMatmulAlgoGetHeuristic";
-        st = cublasLtMatmulAlgoGetHeuristic(r->lt, op, la, lb, lc, lc, pref, 1, &heur, &found);
-        if (st == CUBLAS_STATUS_SUCCESS && found == 0)
-            st = CUBLAS_STATUS_NOT_SUPPORTED;
-    }
-    if (st == CUBLAS_STATUS_SUCCESS) {
-        call = "cublasLtMatmul";
-        st = cublasLtMatmul(r->lt, op, &alpha, av, la, bv, lb, &beta, c, lc, c, lc, &heur.algo, s->workspace,
-                            GEMM_WORKSPACE_BYTES, gs__cuda_work_on(s));
-    }
+        st = gs__cuda_lt_run(s, op, la, lb, lc, av, bv, beta, c, &call);
     if (st != CUBLAS_STATUS_SUCCESS)
         gs__cuda_fail_stream(s, "%s (m=%zu n=%zu k=%zu%s%s%s): %s", call, m, n, k, ta ? " A^T" : "", tb ? " B^T" : "",
                              d->bf16 ? ", bf16 inputs" : "", cublasLtGetStatusString(st));
-    if (pref)
-        cublasLtMatmulPreferenceDestroy(pref);
-    if (lc)
-        cublasLtMatrixLayoutDestroy(lc);
-    if (lb)
-        cublasLtMatrixLayoutDestroy(lb);
-    if (la)
-        cublasLtMatrixLayoutDestroy(la);
-    if (op)
-        cublasLtMatmulDescDestroy(op);
+    gs__cuda_lt_free(op, la, lb, lc);
 }
 
 /* Row-major y[t,n] = x[t,k] w[n,k]^T is column-major y^T = w x^T: A = w as [k,n] transposed. */

@@ -65,14 +65,9 @@ static const cudaDataType_t fp8_type[2] = {CUDA_R_8F_E4M3, CUDA_R_8F_E5M2};
 static int lt_fp8(gs_drv_stream *s, size_t m, size_t n, size_t k, const unsigned char *a, int af, const float *sa,
                   const unsigned char *b, int bf, const float *sb, float beta, float *c)
 {
-    gs_drv *d = s->d;
-    rank_dev *r = &d->r[s->rank];
     cublasLtMatmulDesc_t op = NULL;
     cublasLtMatrixLayout_t la = NULL, lb = NULL, lc = NULL;
-    cublasLtMatmulPreference_t pref = NULL;
     cublasOperation_t opa = CUBLAS_OP_T, opb = CUBLAS_OP_N;
-    uint64_t ws = GEMM_WORKSPACE_BYTES;
-    float alpha = 1.0f;
     int rc = -1;
     const char *call = "cublasLtMatmulDescCreate";
     cublasStatus_t st = cublasLtMatmulDescCreate(&op, CUBLAS_COMPUTE_32F, CUDA_R_32F);
@@ -94,38 +89,15 @@ static int lt_fp8(gs_drv_stream *s, size_t m, size_t n, size_t k, const unsigned
         st = cublasLtMatrixLayoutCreate(&lb, fp8_type[bf], k, n, (int64_t)k);
     if (st == CUBLAS_STATUS_SUCCESS)
         st = cublasLtMatrixLayoutCreate(&lc, CUDA_R_32F, m, n, (int64_t)m);
-    if (st == CUBLAS_STATUS_SUCCESS) {
-        call = "cublasLtMatmulPreferenceCreate";
-        st = cublasLtMatmulPreferenceCreate(&pref);
-    }
     if (st == CUBLAS_STATUS_SUCCESS)
-        st = cublasLtMatmulPreferenceSetAttribute(pref, CUBLASLT_MATMUL_PREF_MAX_WORKSPACE_BYTES, &ws, sizeof ws);
-    cublasLtMatmulHeuristicResult_t heur;
-    int found = 0;
-    if (st == CUBLAS_STATUS_SUCCESS) {
-        call = "cublasLtMatmulAlgoGetHeuristic";
-        st = cublasLtMatmulAlgoGetHeuristic(r->lt, op, la, lb, lc, lc, pref, 1, &heur, &found);
-    }
-    if ((st == CUBLAS_STATUS_SUCCESS && found == 0) || st == CUBLAS_STATUS_NOT_SUPPORTED) {
-        rc = 1; /* no FP8 kernel for this GPU or shape */
-    } else if (st == CUBLAS_STATUS_SUCCESS) {
-        call = "cublasLtMatmul";
-        st = cublasLtMatmul(r->lt, op, &alpha, a, la, b, lb, &beta, c, lc, c, lc, &heur.algo, s->workspace,
-                            GEMM_WORKSPACE_BYTES, gs__cuda_work_on(s));
-        rc = st == CUBLAS_STATUS_SUCCESS ? 0 : -1;
-    }
-    if (rc < 0)
+        st = gs__cuda_lt_run(s, op, la, lb, lc, a, b, beta, c, &call);
+    if (st == CUBLAS_STATUS_NOT_SUPPORTED)
+        rc = 1; /* no FP8 kernel for this GPU, shape or alignment */
+    else if (st == CUBLAS_STATUS_SUCCESS)
+        rc = 0;
+    else
         gs__cuda_fail_stream(s, "%s (FP8, m=%zu n=%zu k=%zu): %s", call, m, n, k, cublasLtGetStatusString(st));
-    if (pref)
-        cublasLtMatmulPreferenceDestroy(pref);
-    if (lc)
-        cublasLtMatrixLayoutDestroy(lc);
-    if (lb)
-        cublasLtMatrixLayoutDestroy(lb);
-    if (la)
-        cublasLtMatrixLayoutDestroy(la);
-    if (op)
-        cublasLtMatmulDescDestroy(op);
+    gs__cuda_lt_free(op, la, lb, lc);
     return rc;
 }
 

@@ -134,6 +134,17 @@ int gs__cuda_ensure_workspace(gs_drv_stream *s);
 /* *buf (capacity *cap bytes) grown on the stream to at least `bytes` (the old one freed on the
  * stream); NULL when the allocation failed (the stream then fails, naming `what`). */
 void *gs__cuda_stream_buffer(gs_drv_stream *s, void **buf, size_t *cap, size_t bytes, const char *what);
+/* D = op(A) op(B) + beta C (alpha 1; C and D the same buffer c, layout lc) on the stream's work
+ * queue, with cuBLASLt's first heuristic algorithm for `op` within the stream's GEMM workspace
+ * (gs__cuda_ensure_workspace) and told the operands' alignments. Returns the status,
+ * CUBLAS_STATUS_NOT_SUPPORTED when the heuristic has no algorithm (nothing issued); *call names
+ * the call it stopped at. The descriptor and layouts stay the caller's. */
+cublasStatus_t gs__cuda_lt_run(gs_drv_stream *s, cublasLtMatmulDesc_t op, cublasLtMatrixLayout_t la,
+                               cublasLtMatrixLayout_t lb, cublasLtMatrixLayout_t lc, const void *a, const void *b,
+                               float beta, float *c, const char **call);
+/* Destroys what a GEMM's setup created (each may be NULL). */
+void gs__cuda_lt_free(cublasLtMatmulDesc_t op, cublasLtMatrixLayout_t la, cublasLtMatrixLayout_t lb,
+                      cublasLtMatrixLayout_t lc);
 void gs__cuda_k_linear_fwd(gs_drv_stream *s, const float *x, const float *w, float *y, size_t t, size_t k, size_t n);
 void gs__cuda_k_linear_bwd(gs_drv_stream *s, const float *x, const float *w, const float *dy, float *dx, float *dw,
                            size_t t, size_t k, size_t n);
