@@ -210,6 +210,18 @@ gs_status gs__cuda_wait_mark(gs_drv *d, gs_drv_stream *s, gs_drv_event *e, uint6
     return gs__cuda_stream_wait_event(d, s, e, err);
 }
 
+/* The caller's own block of an exchange, copied on the stream (nothing when it is in place). */
+static gs_status own_block(gs_drv_stream *s, float *dst, const float *src, size_t bytes, const char *where,
+                          gs_error *err)
+{
+    if (dst == src || !bytes)
+        return GS_OK;
+    cudaError_t ce = cudaMemcpyAsync(dst, src, bytes, cudaMemcpyDeviceToDevice, gs__cuda_work_on(s));
+    if (ce != cudaSuccess)
+        return gs_error_set(err, GS_ERR_RUNTIME, "%s: cudaMemcpyAsync: %s", where, cudaGetErrorString(ce));
+    return GS_OK;
+}
+
 /* Transformer Engine's ring exchange without userbuffers (driver.h: all_gather_ring): size - 1
  * NCCL groups of one send to the next member and one receive from the previous on the group's
  * communicator, each followed by its mark, so a GEMM on the compute stream can start on a chunk
@@ -224,12 +236,8 @@ gs_status gs__cuda_all_gather_ring(gs_drv *d, gs_drv_stream *s, uint64_t rank, c
         return rc;
     uint64_t n = g->size, pos = g->pos;
     size_t bytes = count * sizeof(float);
-    if (recv + pos * count != send && bytes) {
-        cudaError_t ce =
-            cudaMemcpyAsync(recv + pos * count, send, bytes, cudaMemcpyDeviceToDevice, gs__cuda_work_on(s));
-        if (ce != cudaSuccess)
-            return gs_error_set(err, GS_ERR_RUNTIME, "%s: cudaMemcpyAsync: %s", where, cudaGetErrorString(ce));
-    }
+    if ((rc = own_block(s, recv + pos * count, send, bytes, where, err)) != GS_OK)
+        return rc;
     for (uint64_t i = 0; i + 1 < n && rc == GS_OK; i++) {
         uint64_t out = (pos + n - i) % n, in = (pos + n - i - 1) % n;
         const gs_drv_p2p ops[2] = {{0, (pos + 1) % n, recv + out * count, bytes},
@@ -259,12 +267,8 @@ gs_status gs__cuda_all_to_all(gs_drv *d, gs_drv_stream *s, uint64_t rank, const 
     size_t bytes = count * sizeof(float);
     if (!bytes)
         return GS_OK;
-    if (recv + pos * count != send + pos * count) {
-        cudaError_t ce = cudaMemcpyAsync(recv + pos * count, send + pos * count, bytes, cudaMemcpyDeviceToDevice,
-                                         gs__cuda_work_on(s));
-        if (ce != cudaSuccess)
-            return gs_error_set(err, GS_ERR_RUNTIME, "%s: cudaMemcpyAsync: %s", where, cudaGetErrorString(ce));
-    }
+    if ((rc = own_block(s, recv + pos * count, send + pos * count, bytes, where, err)) != GS_OK)
+        return rc;
     if (n < 2)
         return GS_OK;
     gs_drv_p2p *ops = malloc(2 * (size_t)(n - 1) * sizeof *ops);
