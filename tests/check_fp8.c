@@ -236,6 +236,90 @@ START_TEST(test_scaled)
 }
 END_TEST
 
+/* ---- scale blocks: a TP rank's shard cast at its own scale ------------------------------------ */
+
+/* x [rows, cols] with rows cut by rc into rp parts and cols by cc into cp parts (rc NULL: rp 1):
+ * block (bi, bj) copied out as the TP rank would hold it (its slice of every row segment, its
+ * columns), cast with gs_k_fp8_round_current, and written back: what the ranks' casts give. */
+static void shard_casts(gs_fp8_fmt f, const float *x, float *y, size_t rows, size_t cols, const gs_fp8_cut *rc,
+                        const gs_fp8_cut *cc)
+{
+    size_t rp = rc ? rc->parts : 1, cp = cc ? cc->parts : 1;
+    size_t nseg = rc && rc->nseg ? rc->nseg : 1;
+    float *buf = malloc(rows * cols * sizeof *buf);
+    size_t *ri = malloc(rows * sizeof *ri);
+    ck_assert_ptr_nonnull(buf);
+    ck_assert_ptr_nonnull(ri);
+    for (size_t bi = 0; bi < rp; bi++)
+        for (size_t bj = 0; bj < cp; bj++) {
+            /* the rank's rows: slice bi of each segment, in order */
+            size_t nr = 0, base = 0;
+            for (size_t g = 0; g < nseg; g++) {
+                size_t sl = rc && rc->nseg ? rc->seg[g] : rows, w = sl / rp;
+                for (size_t i = 0; i < w; i++)
+                    ri[nr++] = base + bi * w + i;
+                base += sl;
+            }
+            size_t wc = cols / cp, n = 0;
+            for (size_t i = 0; i < nr; i++)
+                for (size_t j = 0; j < wc; j++)
+                    buf[n++] = x[ri[i] * cols + bj * wc + j];
+            gs_k_fp8_round_current(f, buf, buf, n);
+            n = 0;
+            for (size_t i = 0; i < nr; i++)
+                for (size_t j = 0; j < wc; j++)
+                    y[ri[i] * cols + bj * wc + j] = buf[n++];
+        }
+    free(buf);
+    free(ri);
+}
+
+START_TEST(test_tp_shard_blocks)
+{
+    enum { R = 64, C = 48 };
+    static float x[R * C], got[R * C], want[R * C], whole[R * C];
+    uint64_t seed = 11;
+    /* QKV-like rows (Q 32, K 16, V 16), and magnitudes that differ by shard so that each shard's
+     * scale differs from the whole tensor's */
+    for (size_t i = 0; i < R; i++)
+        for (size_t j = 0; j < C; j++)
+            x[i * C + j] = (float)((rnd(&seed) - 0.5) * (1 + 9 * ((i % 32) >= 16)) * (1 + 99 * (j >= C / 2)));
+    const gs_fp8_cut qkv2 = {2, 3, {32, 16, 16}}, qkv4 = {4, 3, {32, 16, 16}}, gated2 = {2, 2, {32, 32}},
+                     k2 = {2, 0, {0}}, k4 = {4, 0, {0}}, one = {1, 0, {0}};
+    const gs_fp8_cut *rows[] = {&qkv2, &qkv4, &gated2, NULL, NULL, &qkv2, &one};
+    const gs_fp8_cut *cols[] = {NULL, NULL, NULL, &k2, &k4, &k2, &one};
+    for (int f = 0; f < 2; f++)
+        for (size_t c = 0; c < sizeof rows / sizeof rows[0]; c++) {
+            ck_assert(gs_k_fp8_cut_ok(rows[c], R) && gs_k_fp8_cut_ok(cols[c], C));
+            gs_k_fp8_round_blocks((gs_fp8_fmt)f, x, got, R, C, rows[c], cols[c]);
+            shard_casts((gs_fp8_fmt)f, x, want, R, C, rows[c], cols[c]);
+            gs_k_fp8_round_current((gs_fp8_fmt)f, x, whole, R * C);
+            size_t differ = 0;
+            for (size_t i = 0; i < R * C; i++) {
+                ck_assert_msg(got[i] == want[i], "fmt %d cut %zu: element %zu: %a, the shard's cast %a", f, c, i,
+                              (double)got[i], (double)want[i]);
+                differ += got[i] != whole[i];
+            }
+            /* blocks of one are the whole tensor's cast; real cuts change some codes */
+            if (c == 6)
+                ck_assert_uint_eq(differ, 0);
+            else
+                ck_assert_msg(differ > 0, "fmt %d cut %zu: the blocks cast as the whole tensor", f, c);
+        }
+    /* block_of: slice p of every segment is block p */
+    ck_assert_uint_eq(gs_k_fp8_block_of(&qkv2, R, 15), 0);
+    ck_assert_uint_eq(gs_k_fp8_block_of(&qkv2, R, 16), 1);
+    ck_assert_uint_eq(gs_k_fp8_block_of(&qkv2, R, 32), 0);
+    ck_assert_uint_eq(gs_k_fp8_block_of(&qkv2, R, 40), 1);
+    ck_assert_uint_eq(gs_k_fp8_block_of(&qkv2, R, 63), 1);
+    /* cuts that do not slice evenly, or whose segments miss the dimension, are refused */
+    const gs_fp8_cut odd = {3, 0, {0}}, short_seg = {2, 2, {32, 16}}, uneven = {4, 3, {32, 18, 14}};
+    ck_assert(!gs_k_fp8_cut_ok(&odd, C + 1));
+    ck_assert(!gs_k_fp8_cut_ok(&short_seg, R));
+    ck_assert(!gs_k_fp8_cut_ok(&uneven, R));
+}
+END_TEST
+
 static Suite *fp8_suite(void)
 {
     Suite *s = suite_create("fp8");
@@ -247,6 +331,7 @@ static Suite *fp8_suite(void)
     tcase_add_test(tc, test_exhaustive_boundaries);
     tcase_add_test(tc, test_random);
     tcase_add_test(tc, test_scaled);
+    tcase_add_test(tc, test_tp_shard_blocks);
     suite_add_tcase(s, tc);
     return s;
 }

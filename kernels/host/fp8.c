@@ -113,3 +113,65 @@ float gs_k_fp8_round_current(gs_fp8_fmt f, const float *x, float *y, size_t n)
         y[i] = gs_k_fp8_decode(f, gs_k_fp8_encode(f, x[i] * scale)) * inv;
     return scale;
 }
+
+size_t gs_k_fp8_block_of(const gs_fp8_cut *c, size_t len, size_t i)
+{
+    if (!c || c->parts <= 1 || c->parts > GS_FP8_MAX_BLOCKS)
+        return 0;
+    size_t nseg = c->nseg ? c->nseg : 1;
+    for (size_t g = 0; g < nseg; g++) {
+        size_t sl = c->nseg ? c->seg[g] : len;
+        if (i < sl)
+            return i / (sl / c->parts);
+        i -= sl;
+    }
+    return 0; /* past the segments: refused by gs_k_fp8_cut_ok */
+}
+
+int gs_k_fp8_cut_ok(const gs_fp8_cut *c, size_t len)
+{
+    if (!c || c->parts <= 1)
+        return 1;
+    if (c->parts > GS_FP8_MAX_BLOCKS || c->nseg > 3)
+        return 0;
+    if (!c->nseg)
+        return len % c->parts == 0;
+    size_t sum = 0;
+    for (size_t g = 0; g < c->nseg; g++) {
+        if (c->seg[g] % c->parts)
+            return 0;
+        sum += c->seg[g];
+    }
+    return sum == len;
+}
+
+void gs_k_fp8_round_blocks(gs_fp8_fmt f, const float *x, float *y, size_t rows, size_t cols, const gs_fp8_cut *rc,
+                           const gs_fp8_cut *cc)
+{
+    size_t nr = rc && rc->parts > 1 && rc->parts <= GS_FP8_MAX_BLOCKS ? rc->parts : 1;
+    size_t nc = cc && cc->parts > 1 && cc->parts <= GS_FP8_MAX_BLOCKS ? cc->parts : 1;
+    if (nr * nc == 1) {
+        gs_k_fp8_round_current(f, x, y, rows * cols);
+        return;
+    }
+    /* each block's amax (NaN sticks), then its scale, then every element at its block's */
+    float amax[GS_FP8_MAX_BLOCKS * GS_FP8_MAX_BLOCKS] = {0};
+    for (size_t i = 0; i < rows; i++) {
+        size_t bi = gs_k_fp8_block_of(rc, rows, i);
+        for (size_t j = 0; j < cols; j++) {
+            float a = fabsf(x[i * cols + j]), *m = &amax[bi * nc + gs_k_fp8_block_of(cc, cols, j)];
+            if (a > *m || isnan(a) || isnan(*m))
+                *m = isnan(*m) ? *m : a;
+        }
+    }
+    float scale[GS_FP8_MAX_BLOCKS * GS_FP8_MAX_BLOCKS];
+    for (size_t b = 0; b < nr * nc; b++)
+        scale[b] = gs_k_fp8_current_scale(f, amax[b]);
+    for (size_t i = 0; i < rows; i++) {
+        size_t bi = gs_k_fp8_block_of(rc, rows, i);
+        for (size_t j = 0; j < cols; j++) {
+            float sc = scale[bi * nc + gs_k_fp8_block_of(cc, cols, j)];
+            y[i * cols + j] = gs_k_fp8_decode(f, gs_k_fp8_encode(f, x[i * cols + j] * sc)) * (1.0f / sc);
+        }
+    }
+}

@@ -64,6 +64,25 @@ void gs_k_fp8_dequantize(gs_fp8_fmt f, float scale, const uint8_t *q, float *y, 
 /* y = dequantize(quantize(x)) under current scaling (the scale from x's own amax, returned);
  * y may be x. */
 float gs_k_fp8_round_current(gs_fp8_fmt f, const float *x, float *y, size_t n);
+/* A dimension of len elements cut into scale blocks as tensor parallelism shards it: nseg
+ * consecutive segments of seg[0..nseg-1] elements (QKV's Q, K and V rows; SwiGLU's gate and up;
+ * nseg 0: one segment of len), each in `parts` equal slices, slice p of every segment making
+ * block p (TP rank p's shard). parts 0 or 1: one block. */
+typedef struct gs_fp8_cut {
+    size_t parts, nseg, seg[3];
+} gs_fp8_cut;
+/* The block of element i of a dimension of len elements cut by c (NULL: 0). */
+size_t gs_k_fp8_block_of(const gs_fp8_cut *c, size_t len, size_t i);
+/* 1 when c cuts len elements into equal whole slices (its segments summing to len, each a
+ * multiple of parts); NULL cuts anything. */
+int gs_k_fp8_cut_ok(const gs_fp8_cut *c, size_t len);
+/* gs_k_fp8_round_current per block of x [rows, cols] (row-major): rows cut by rc, cols by cc
+ * (NULL: uncut), each block's scale from its own amax, as each TP rank's cast of its shard
+ * computes it. At most GS_FP8_MAX_BLOCKS blocks along a dimension (parts above it: one block).
+ * y may be x. */
+#define GS_FP8_MAX_BLOCKS 64
+void gs_k_fp8_round_blocks(gs_fp8_fmt f, const float *x, float *y, size_t rows, size_t cols, const gs_fp8_cut *rc,
+                           const gs_fp8_cut *cc);
 
 /* ---- embedding (vocab-parallel under TP) ------------------------------------------------- */
 
