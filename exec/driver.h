@@ -26,6 +26,7 @@
 #include "engine/schedule.h"
 #include "engine/status.h"
 #include "kernels/dropout.h"
+#include "kernels/host/kernels.h"
 
 typedef struct gs_drv gs_drv;               /* one driver instance: every rank of one process */
 typedef struct gs_drv_stream gs_drv_stream; /* an in-order work queue of one rank */
@@ -119,6 +120,11 @@ typedef struct gs_drv_p2p {
 /* The model's kernels a driver runs (kernels/host/kernels.h semantics, fp32, each issued on stream
  * s): what the training program calls for the transformer's ops, apart from the machine's
  * operations (memory, streams, events, collectives, p2p) in gs_driver_ops. */
+/* A GEMM's scale blocks along its k and n dimensions (kernels/host/kernels.h gs_fp8_cut). */
+typedef struct gs_fp8_split {
+    gs_fp8_cut k, n;
+} gs_fp8_split;
+
 typedef struct gs_driver_kernels {
     void (*linear_fwd)(gs_drv_stream *s, const float *x, const float *w, float *y, size_t t, size_t k, size_t n);
     /* dx = dy w (skipped when dx is NULL), dw += dy^T x (skipped when dw is NULL) */
@@ -194,10 +200,15 @@ typedef struct gs_driver_kernels {
      * the semantics of linear_fwd and linear_bwd otherwise): each GEMM input cast to FP8 with a
      * per-tensor scale from its own amax, the products accumulated in fp32, the output in fp32.
      * The forward's x and w in E4M3; the backward's dy in E5M2 and x and w in E4M3 (Transformer
-     * Engine's HYBRID format). NULL: the driver runs no FP8 (exec refuses FP8 scenarios). */
-    void (*linear_fwd_fp8)(gs_drv_stream *s, const float *x, const float *w, float *y, size_t t, size_t k, size_t n);
+     * Engine's HYBRID format). sp (NULL: per tensor) cuts the operands into scale blocks as TP
+     * shards them (gs_k_fp8_round_blocks): x's k and w's k by sp->k, w's n and dy's n by sp->n;
+     * drivers without fp8_blocks take NULL only. NULL ops: the driver runs no FP8 (exec refuses
+     * FP8 scenarios). */
+    void (*linear_fwd_fp8)(gs_drv_stream *s, const float *x, const float *w, float *y, size_t t, size_t k, size_t n,
+                           const gs_fp8_split *sp);
     void (*linear_bwd_fp8)(gs_drv_stream *s, const float *x, const float *w, const float *dy, float *dx, float *dw,
-                           size_t t, size_t k, size_t n);
+                           size_t t, size_t k, size_t n, const gs_fp8_split *sp);
+    int fp8_blocks; /* 1: the FP8 ops take scale blocks (sp non-NULL) */
 
 } gs_driver_kernels;
 
@@ -339,8 +350,8 @@ extern const gs_driver_ops gs_driver_host;
  * opts.gemm_bf16, opts.tp_ring_p2p, arm_start. 8: opts.set (the environment's choices, passed down).
  * 9: the kernels in their own table, gs_driver_ops.k. 10: all_to_all and the MoE kernels. 11: the FP8
  * linear kernels. 12: opts.fp8, opts.attn_seq_mult, set.cuda_fp8. 13: gs_mesh.cp_a2a and the CP a2a
- * and p2p group kinds (hierarchical CP). */
-#define GS_DRIVER_ABI 13
+ * and p2p group kinds (hierarchical CP). 14: the FP8 ops' scale blocks (gs_fp8_split, fp8_blocks). */
+#define GS_DRIVER_ABI 14
 
 /* The drivers this build has, by name (NULL when unknown). */
 const gs_driver_ops *gs_driver_find(const char *name);

@@ -208,9 +208,9 @@ void gs__cuda_k_rows_dot(gs_drv_stream *s, const float *a, const int32_t *idx, c
 
 /* ---- exec/driver_cuda_fp8.c: FP8 linear layers (current scaling) ---- */
 void gs__cuda_k_linear_fwd_fp8(gs_drv_stream *s, const float *x, const float *w, float *y, size_t t, size_t k,
-                               size_t n);
+                               size_t n, const gs_fp8_split *sp);
 void gs__cuda_k_linear_bwd_fp8(gs_drv_stream *s, const float *x, const float *w, const float *dy, float *dx,
-                               float *dw, size_t t, size_t k, size_t n);
+                               float *dw, size_t t, size_t k, size_t n, const gs_fp8_split *sp);
 
 /* ---- exec/driver_cuda_nccl.c: collectives and p2p ---- */
 gs_status gs__cuda_all_gather(gs_drv *d, gs_drv_stream *s, uint64_t rank, const gs_drv_group *g, const float *send,

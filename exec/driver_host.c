@@ -689,6 +689,7 @@ const gs_driver_ops gs_driver_host = {
     .k.linear_bwd = gs__host_k_linear_bwd,
     .k.linear_fwd_fp8 = gs__host_k_linear_fwd_fp8,
     .k.linear_bwd_fp8 = gs__host_k_linear_bwd_fp8,
+    .k.fp8_blocks = 1,
     .k.add = gs__host_k_add,
     .k.scale = gs__host_k_scale,
     .k.embed_fwd = gs__host_k_embed_fwd,

@@ -158,9 +158,9 @@ float *gs__host_round_room(gs_drv_stream *s, size_t floats);
 void gs__host_round_failed(gs_drv_stream *s, const char *what);
 /* The FP8 linear kernels (exec/driver_host_fp8.c). */
 void gs__host_k_linear_fwd_fp8(gs_drv_stream *s, const float *x, const float *w, float *y, size_t t, size_t k,
-                               size_t n);
+                               size_t n, const gs_fp8_split *sp);
 void gs__host_k_linear_bwd_fp8(gs_drv_stream *s, const float *x, const float *w, const float *dy, float *dx,
-                               float *dw, size_t t, size_t k, size_t n);
+                               float *dw, size_t t, size_t k, size_t n, const gs_fp8_split *sp);
 void gs__host_k_dropout(gs_drv_stream *s, float *x, size_t rows, size_t h, const gs_dropout *drop);
 void gs__host_k_layernorm_fwd(gs_drv_stream *s, const float *x, const float *g, const float *b, float *y, float *mean,
                               float *rstd, size_t t, size_t h, float eps);

@@ -342,7 +342,7 @@ gs_status gs_exec_session_create(const gs_scenario *s, const gs_mesh *mesh, cons
         goto out;
     }
     /* every process sees the same scenario: each refuses alike */
-    if ((rc = gs_train_fp8_check(s, mesh, x->ops, err)) != GS_OK)
+    if ((rc = gs_train_fp8_check(s, mesh, x->ops, &x->o.train, err)) != GS_OK)
         goto out;
     if (s->model.mla.kv_lora_rank) {
         /* every process sees the same scenario: each refuses alike */

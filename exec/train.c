@@ -17,6 +17,7 @@ void gs_train_opts_defaults(gs_train_opts *o)
     o->weight_decay = 0.1f;
     o->init_std = 0.02f;
     o->p2p_groups = 1;
+    o->fp8_tp_shards = 0;
 }
 
 /* What the host program does not run in a MoE model (NULL: it runs it). */
@@ -172,7 +173,7 @@ gs_status gs_train_create(const gs_scenario *s, const gs_schedule *sch, const gs
     *out = NULL;
     gs_status rc = check_supported(s, &sch->mesh, err);
     if (rc == GS_OK)
-        rc = gs_train_fp8_check(s, &sch->mesh, ops, err);
+        rc = gs_train_fp8_check(s, &sch->mesh, ops, o, err);
     if (rc != GS_OK)
         return rc;
     if (sch->nranks != sch->mesh.world)
@@ -208,6 +209,7 @@ gs_status gs_train_create(const gs_scenario *s, const gs_schedule *sch, const gs
     }
     t->flash = s->strategy.flash_attention != 0;
     t->fp8 = s->strategy.fp8 != GS_FP8_OFF;
+    t->vparts = t->tp > 1 ? t->tp : t->fp8 && t->o.fp8_tp_shards > 1 ? t->o.fp8_tp_shards : 1;
     if (t->flash && (!ops->k.attn_fwd_flash || !ops->k.attn_bwd_flash)) {
         rc = gs_error_set(err, GS_ERR_UNSUPPORTED,
                           "exec: the %s driver has no flash attention kernels; write flash_attention: false in the "

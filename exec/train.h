@@ -51,6 +51,10 @@ typedef struct gs_train_opts {
     int p2p_groups;      /* 1: sends go out in p2p groups with a receive (exec/p2p_groups.h); 0: every
                           * p2p operation alone (a test of the rendezvous check; cli/ sets it from
                           * GRIDSTEP_P2P_GROUPS) */
+    /* FP8 on tp 1: cast each GEMM operand TP would shard per shard of this many (0 or 1: per
+     * tensor), each at its own scale as the ranks of a tp = fp8_tp_shards run cast theirs: the
+     * single rank whose numbers such a run must give (host driver) */
+    uint64_t fp8_tp_shards;
 } gs_train_opts;
 
 /* seed 1234, lr 1e-3, betas (0.9, 0.95), eps 1e-8, weight decay 0.1, init std 0.02, p2p groups. */
@@ -68,10 +72,12 @@ typedef struct gs_train gs_train;
 gs_status gs_train_create(const gs_scenario *s, const gs_schedule *sch, const gs_driver_ops *ops, gs_drv *drv,
                           gs_dispatch *disp, const gs_train_opts *o, gs_train **out, gs_error *err);
 void gs_train_destroy(gs_train *t);
-/* GS_OK when exec runs s's precision (an FP8 scenario: current scaling, on a driver with FP8
- * kernels, on a grid where every GEMM reads the tensor the single rank's does: tp, cp and ep 1),
- * else GS_ERR_INPUT saying why (exec/train_fp8.c). */
-gs_status gs_train_fp8_check(const gs_scenario *s, const gs_mesh *mesh, const gs_driver_ops *ops, gs_error *err);
+/* GS_OK when exec runs s's precision under options o (NULL: defaults): an FP8 scenario under
+ * current scaling, on a driver with FP8 kernels, with cp and ep 1, tp without tp_comm_overlap;
+ * o->fp8_tp_shards above 1 on tp 1, dividing the widths TP divides, on a driver with scale
+ * blocks. Else GS_ERR_INPUT saying why (exec/train_fp8.c). */
+gs_status gs_train_fp8_check(const gs_scenario *s, const gs_mesh *mesh, const gs_driver_ops *ops,
+                             const gs_train_opts *o, gs_error *err);
 
 /* Before each step: advances the optimizer step and clears the loss. */
 void gs_train_begin_step(gs_train *t);

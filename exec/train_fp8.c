@@ -5,13 +5,17 @@
  * Engine's layers leave them. */
 #include "exec/train_internal.h"
 
+#include <inttypes.h>
 #include <stdio.h>
 
-/* Why exec does not run s's FP8 on this grid and driver (NULL: it runs it). */
-static const char *fp8_unsupported(const gs_scenario *s, const gs_mesh *mesh, const gs_driver_ops *ops, char *which,
-                                   size_t len)
+/* Why exec does not run s's FP8 on this grid and driver with options o (NULL: defaults; NULL
+ * return: it runs it). */
+static const char *fp8_unsupported(const gs_scenario *s, const gs_mesh *mesh, const gs_driver_ops *ops,
+                                   const gs_train_opts *o, char *which, size_t len)
 {
     uint64_t tp = mesh->size[GS_DIM_TP], cp = mesh->cp > 1 ? mesh->cp : 1, ep = mesh->ep ? mesh->ep : 1;
+    uint64_t shards = o && o->fp8_tp_shards > 1 ? o->fp8_tp_shards : 1;
+    const gs_model *m = &s->model;
     if (!ops->k.linear_fwd_fp8 || !ops->k.linear_bwd_fp8) {
         snprintf(which, len, "the %s driver has no FP8 GEMMs (the host driver emulates them: --driver host)",
                  ops->name);
@@ -22,38 +26,96 @@ static const char *fp8_unsupported(const gs_scenario *s, const gs_mesh *mesh, co
                "a collective the schedule does not contain; exec runs current scaling (fp8_recipe: current)";
     if (s->strategy.fp8_params)
         return "fp8_params: exec keeps the parameters and their gathers in fp32 (run fp8_params: false)";
-    /* current scaling's scale is a function of the whole tensor the GEMM reads: a shard's amax
-     * is not the tensor's, and agreeing on it would take a reduction the schedule lacks */
-    if (tp > 1)
-        return "FP8 under tp > 1: each TP rank's per-tensor amax would cover its shard only, and the amax "
-               "reduction that makes the scales the whole tensor's is no event of the schedule (run tp: 1)";
+    /* Under TP each rank casts its shard of a weight, and of the row-parallel input and the
+     * column-parallel output gradient, at the shard's own amax; the sequence-parallel gathers'
+     * tensors (column-parallel input, row-parallel output gradient) are cast whole, the amax
+     * Transformer Engine reduces over TP before its FP8 gather. tp_comm_overlap's chunked GEMMs
+     * would cast each chunk apart. */
+    if (tp > 1 && s->strategy.tp_comm_overlap && s->strategy.sequence_parallel)
+        return "FP8 under tp_comm_overlap: exec's chunked GEMMs would cast each chunk at its own amax where "
+               "Transformer Engine casts the whole gathered tensor at the amax it reduces over TP first "
+               "(run tp_comm_overlap: false)";
     if (cp > 1)
         return "FP8 under cp > 1: each CP rank's per-tensor amax would cover its chunks of the sequences only, "
                "and the amax reduction is no event of the schedule (run cp: 1)";
     if (ep > 1)
         return "FP8 under ep > 1: an expert's GEMM reads the tokens of every rank of its EP group at once, "
                "so its per-tensor scale is not the single rank's (run ep: 1)";
+    if (shards > 1) {
+        uint64_t ef = m->moe.expert_ffn ? m->moe.expert_ffn : m->ffn;
+        if (tp > 1)
+            return "per-shard FP8 scales (fp8_tp_shards) emulate a TP run on tp 1; this grid's tp is above 1";
+        if (!ops->k.fp8_blocks) {
+            snprintf(which, len, "the %s driver casts each FP8 GEMM input per tensor; per-shard scales "
+                     "(fp8_tp_shards) run on the host driver", ops->name);
+            return which;
+        }
+        if (shards > GS_FP8_MAX_BLOCKS || m->heads % shards || m->kv_heads % shards || m->ffn % shards ||
+            m->vocab % shards || (m->moe.experts && ef % shards) ||
+            (m->moe.shared_experts && (m->moe.shared_experts * ef) % shards)) {
+            snprintf(which, len, "fp8_tp_shards %" PRIu64 " does not divide the heads, KV heads, MLP widths and "
+                     "vocabulary as tp %" PRIu64 " would (at most %d)", shards, shards, GS_FP8_MAX_BLOCKS);
+            return which;
+        }
+    }
     return NULL;
 }
 
-gs_status gs_train_fp8_check(const gs_scenario *s, const gs_mesh *mesh, const gs_driver_ops *ops, gs_error *err)
+gs_status gs_train_fp8_check(const gs_scenario *s, const gs_mesh *mesh, const gs_driver_ops *ops,
+                             const gs_train_opts *o, gs_error *err)
 {
     char which[200];
-    const char *why = s->strategy.fp8 == GS_FP8_OFF ? NULL : fp8_unsupported(s, mesh, ops, which, sizeof which);
+    const char *why = s->strategy.fp8 == GS_FP8_OFF ? NULL : fp8_unsupported(s, mesh, ops, o, which, sizeof which);
     if (why)
         return gs_error_set(err, GS_ERR_INPUT, "exec: %s: precision fp8: %s", s->name, why);
     return GS_OK;
 }
 
-void gs__train_linear_fwd(const ctx *c, const float *x, const float *w, float *y, size_t t, size_t k, size_t n)
+/* The scale blocks of a GEMM of kind `which` with k inputs and n outputs: NULL (per tensor) on a
+ * TP rank, whose operands are its shards; on one rank emulating fp8_tp_shards S, the dimension
+ * TP would shard cut in S: a column-parallel GEMM's n (QKV's Q, K and V rows, a gated MLP's gate
+ * and up rows, each in S slices), a row-parallel GEMM's k. */
+static const gs_fp8_split *split_for(const ctx *c, gs_lin which, size_t k, size_t n, gs_fp8_split *sp)
 {
-    const gs_driver_kernels *kn = &c->t->ops->k;
-    (c->t->fp8 ? kn->linear_fwd_fp8 : kn->linear_fwd)(c->s, x, w, y, t, k, n);
+    const gs_train *t = c->t;
+    uint64_t S = t->o.fp8_tp_shards;
+    if (S <= 1)
+        return NULL;
+    *sp = (gs_fp8_split){{1, 0, {0}}, {1, 0, {0}}};
+    switch (which) {
+    case GS_LIN_QKV:
+        sp->n = (gs_fp8_cut){S, 3, {t->a_t * t->hd, t->kv_t * t->hd, t->kv_t * t->hd}};
+        break;
+    case GS_LIN_UP:
+    case GS_LIN_EXPERT_UP:
+        sp->n = t->gelu ? (gs_fp8_cut){S, 0, {0}} : (gs_fp8_cut){S, 2, {n / 2, n / 2}};
+        break;
+    default: /* GS_LIN_O, GS_LIN_DOWN, GS_LIN_EXPERT_DOWN: row-parallel */
+        sp->k = (gs_fp8_cut){S, 0, {0}};
+        break;
+    }
+    /* gs_train_fp8_check divided the widths; a GEMM cut otherwise is a bug here */
+    return gs_k_fp8_cut_ok(&sp->n, n) && gs_k_fp8_cut_ok(&sp->k, k) ? sp : NULL;
 }
 
-void gs__train_linear_bwd(const ctx *c, const float *x, const float *w, const float *dy, float *dx, float *dw,
-                          size_t t, size_t k, size_t n)
+void gs__train_linear_fwd(const ctx *c, gs_lin which, const float *x, const float *w, float *y, size_t t, size_t k,
+                          size_t n)
 {
     const gs_driver_kernels *kn = &c->t->ops->k;
-    (c->t->fp8 ? kn->linear_bwd_fp8 : kn->linear_bwd)(c->s, x, w, dy, dx, dw, t, k, n);
+    gs_fp8_split sp;
+    if (c->t->fp8)
+        kn->linear_fwd_fp8(c->s, x, w, y, t, k, n, split_for(c, which, k, n, &sp));
+    else
+        kn->linear_fwd(c->s, x, w, y, t, k, n);
+}
+
+void gs__train_linear_bwd(const ctx *c, gs_lin which, const float *x, const float *w, const float *dy, float *dx,
+                          float *dw, size_t t, size_t k, size_t n)
+{
+    const gs_driver_kernels *kn = &c->t->ops->k;
+    gs_fp8_split sp;
+    if (c->t->fp8)
+        kn->linear_bwd_fp8(c->s, x, w, dy, dx, dw, t, k, n, split_for(c, which, k, n, &sp));
+    else
+        kn->linear_bwd(c->s, x, w, dy, dx, dw, t, k, n);
 }

@@ -183,8 +183,12 @@ struct gs_train {
      * b x a_t x seq floats) instead of the probabilities (b x a_t x seq x seq) */
     int flash;
     /* precision: fp8 (current scaling): the FP8-eligible roles' GEMMs take the driver's FP8
-     * kernels (gs__train_linear_fwd / _bwd) */
+     * kernels (gs__train_linear_fwd / _bwd), per TP shard's scale under o.fp8_tp_shards */
     int fp8;
+    /* the vocab-parallel head's slices: tp; on tp 1 under FP8 with o.fp8_tp_shards S, S (the one
+     * rank computes the TP ranks' logits, statistics and gradients slice by slice, and sums the
+     * head's input gradient in slice order, as the TP reduction does) */
+    uint64_t vparts;
     uint64_t attn_saved; /* floats in a->p */
     /* dropout (model.dropout): the draw thresholds and scales of the attention probabilities
      * and of the hidden sites (embedding, attention and MLP outputs); threshold 0: none */
@@ -261,11 +265,22 @@ uint32_t gs__train_pending_id(const rank_st *r, const gs_rank_events *re, size_t
 gs_status gs__train_plan_rank(gs_train *t, rank_st *r, const gs_rank_events *re, gs_error *err);
 
 /* ---- FP8 linear layers (exec/train_fp8.c) ---- */
-/* The GEMMs of the FP8-eligible roles (QKV, attention output, MLP up and down, experts'): the
- * driver's linear_fwd / linear_bwd, or their FP8 forms when the scenario is FP8. */
-void gs__train_linear_fwd(const ctx *c, const float *x, const float *w, float *y, size_t t, size_t k, size_t n);
-void gs__train_linear_bwd(const ctx *c, const float *x, const float *w, const float *dy, float *dx, float *dw,
-                          size_t t, size_t k, size_t n);
+/* The FP8-eligible GEMMs by how TP shards them: column-parallel (QKV, MLP up, experts' up: the
+ * outputs), row-parallel (attention output, MLP down, experts' down: the inputs). */
+typedef enum gs_lin {
+    GS_LIN_QKV,
+    GS_LIN_O,
+    GS_LIN_UP,
+    GS_LIN_DOWN,
+    GS_LIN_EXPERT_UP,
+    GS_LIN_EXPERT_DOWN
+} gs_lin;
+/* The GEMMs of the FP8-eligible roles: the driver's linear_fwd / linear_bwd, or their FP8 forms
+ * when the scenario is FP8 (with scale blocks by `which` under opts fp8_tp_shards). */
+void gs__train_linear_fwd(const ctx *c, gs_lin which, const float *x, const float *w, float *y, size_t t, size_t k,
+                          size_t n);
+void gs__train_linear_bwd(const ctx *c, gs_lin which, const float *x, const float *w, const float *dy, float *dx,
+                          float *dw, size_t t, size_t k, size_t n);
 
 /* ---- helpers the actions share (exec/train_ops.c) ---- */
 float *gs__train_buf(const ctx *c, uint32_t id);

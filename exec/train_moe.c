@@ -382,8 +382,8 @@ static gs_status experts_fwd(const ctx *c, moe_at *x, action act)
         for (uint64_t j = 0; j < d->L; o += m->ecnt[j++]) {
             float *wgu, *wd;
             expert_w(d, x->experts, j, &wgu, &wd);
-            gs__train_linear_fwd(c, (float *)m->xe.p + o * d->h, wgu, (float *)m->ue.p + o * d->up_ne, m->ecnt[j],
-                              d->h, d->up_ne);
+            gs__train_linear_fwd(c, GS_LIN_EXPERT_UP, (float *)m->xe.p + o * d->h, wgu, (float *)m->ue.p + o * d->up_ne,
+                                 m->ecnt[j], d->h, d->up_ne);
         }
         return GS_OK;
     case A_EXPERT_ACT:
@@ -400,8 +400,8 @@ static gs_status experts_fwd(const ctx *c, moe_at *x, action act)
         for (uint64_t j = 0; j < d->L; o += m->ecnt[j++]) {
             float *wgu, *wd;
             expert_w(d, x->experts, j, &wgu, &wd);
-            gs__train_linear_fwd(c, (float *)m->he.p + o * d->ef_t, wd, (float *)m->ye.p + o * d->h, m->ecnt[j],
-                              d->ef_t, d->h);
+            gs__train_linear_fwd(c, GS_LIN_EXPERT_DOWN, (float *)m->he.p + o * d->ef_t, wd, (float *)m->ye.p + o * d->h,
+                                 m->ecnt[j], d->ef_t, d->h);
         }
         ops->fill(t->drv, c->s, m->yg.p, 0.0f, d->tp * m->M * d->h);
         ops->k.rows_scatter_add(c->s, m->ye.p, m->eidx.p, NULL, m->ne, d->h, m->yg.p);
@@ -436,8 +436,9 @@ static gs_status experts_bwd(const ctx *c, moe_at *x, action act)
             float *wgu, *wd, *gwgu, *gwd;
             expert_w(d, x->experts, j, &wgu, &wd);
             expert_w(d, x->gexperts, j, &gwgu, &gwd);
-            gs__train_linear_bwd(c, (float *)m->he.p + o * d->ef_t, wd, (float *)m->dye.p + o * d->h,
-                              (float *)m->dhe.p + o * d->ef_t, gwd, m->ecnt[j], d->ef_t, d->h);
+            gs__train_linear_bwd(c, GS_LIN_EXPERT_DOWN, (float *)m->he.p + o * d->ef_t, wd,
+                                 (float *)m->dye.p + o * d->h, (float *)m->dhe.p + o * d->ef_t, gwd, m->ecnt[j],
+                                 d->ef_t, d->h);
         }
         return GS_OK;
     case A_EXPERT_ACT:
@@ -455,8 +456,9 @@ static gs_status experts_bwd(const ctx *c, moe_at *x, action act)
             float *wgu, *wd, *gwgu, *gwd;
             expert_w(d, x->experts, j, &wgu, &wd);
             expert_w(d, x->gexperts, j, &gwgu, &gwd);
-            gs__train_linear_bwd(c, (float *)m->xe.p + o * d->h, wgu, (float *)m->due.p + o * d->up_ne,
-                              (float *)m->dxe.p + o * d->h, gwgu, m->ecnt[j], d->h, d->up_ne);
+            gs__train_linear_bwd(c, GS_LIN_EXPERT_UP, (float *)m->xe.p + o * d->h, wgu,
+                                 (float *)m->due.p + o * d->up_ne, (float *)m->dxe.p + o * d->h, gwgu, m->ecnt[j], d->h,
+                                 d->up_ne);
         }
         ops->fill(t->drv, c->s, m->dxg.p, 0.0f, d->tp * m->M * d->h);
         ops->k.rows_scatter_add(c->s, m->dxe.p, m->eidx.p, NULL, m->ne, d->h, m->dxg.p);

@@ -85,7 +85,8 @@ static void split_gemm(const ctx *c, const float *in, const float *w, float *out
     uint64_t S = t->Tl, h = t->h, lo, hi;
     split_rows(S, j, &lo, &hi);
     for (uint64_t q = 0; q < t->tp && hi > lo; q++)
-        gs__train_linear_fwd(c, in + (q * S + lo) * k, w, out + (t->tp * lo + q * (hi - lo)) * h, hi - lo, k, h);
+        gs__train_linear_fwd(c, GS_LIN_O, in + (q * S + lo) * k, w, out + (t->tp * lo + q * (hi - lo)) * h, hi - lo,
+                             k, h);
 }
 
 static gs_status split_rs(const ctx *c, float *part, float *out_sp, uint64_t j)

@@ -281,7 +281,7 @@ static gs_status rank_acts(gs_train *t, rank_st *r, gs_error *err)
             hh->hn = t->sp ? gs__train_dalloc(t, r, T * h, &ok) : hh->hns;
             hh->logits = gs__train_dalloc(t, r, T * t->v_t, &ok);
             hh->stats = gs__train_dalloc(t, r, T * GS_K_XENT_STATS, &ok);
-            hh->allstats = gs__train_dalloc(t, r, t->tp * T * GS_K_XENT_STATS, &ok);
+            hh->allstats = gs__train_dalloc(t, r, t->vparts * T * GS_K_XENT_STATS, &ok);
             hh->lse = gs__train_dalloc(t, r, T, &ok);
         }
     rank_scratch(t, r, &ok);

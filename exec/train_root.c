@@ -74,9 +74,24 @@ static gs_status head_fwd(const ctx *c, action act, float *pbase)
     case A_HN_AG:
         return gs__train_tp_gather(c, ha->hns, ha->hn);
     case A_HEAD_FWD:
+        if (t->tp <= 1 && t->vparts > 1) { /* the TP ranks' logits, slice after slice [S][T][V / S] */
+            uint64_t vs = t->v_t / t->vparts;
+            for (uint64_t p = 0; p < t->vparts; p++)
+                ops->k.linear_fwd(c->s, ha->hn, wh + p * vs * h, ha->logits + p * T * vs, T, h, vs);
+            return GS_OK;
+        }
         ops->k.linear_fwd(c->s, ha->hn, wh, ha->logits, T, h, t->v_t);
         return GS_OK;
     case A_LOSS_FWD:
+        if (t->tp <= 1 && t->vparts > 1) { /* each slice's statistics, combined as the TP ranks' */
+            uint64_t vs = t->v_t / t->vparts;
+            for (uint64_t p = 0; p < t->vparts; p++)
+                ops->k.xent_stats(c->s, ha->logits + p * T * vs, tgt, T, p * vs, vs,
+                                  ha->allstats + p * T * GS_K_XENT_STATS);
+            ops->k.xent_combine(c->s, ha->allstats, t->vparts, T, ha->lse, &l);
+            r->loss_sum += l;
+            return GS_OK;
+        }
         ops->k.xent_stats(c->s, ha->logits, tgt, T, r->tp_pos * t->v_t, t->v_t, ha->stats);
         if (t->tp <= 1) {
             ops->k.xent_combine(c->s, ha->stats, 1, T, ha->lse, &l);
@@ -113,9 +128,27 @@ static gs_status head_bwd(const ctx *c, action act, float *pbase, float *gbase)
     float scale = (float)(1.0 / ((double)t->s->batch.global_seqs * (double)t->seq));
     switch (act) {
     case A_LOSS_BWD:
+        if (t->tp <= 1 && t->vparts > 1) {
+            uint64_t vs = t->v_t / t->vparts;
+            for (uint64_t p = 0; p < t->vparts; p++)
+                ops->k.xent_bwd(c->s, ha->logits + p * T * vs, tgt, ha->lse, T, p * vs, vs, scale,
+                                sc->dlogits + p * T * vs);
+            return GS_OK;
+        }
         ops->k.xent_bwd(c->s, ha->logits, tgt, ha->lse, T, r->tp_pos * t->v_t, t->v_t, scale, sc->dlogits);
         return GS_OK;
     case A_HEAD_BWD:
+        if (t->tp <= 1 && t->vparts > 1) { /* each slice's input gradient (into dhns, free on tp 1),
+                                               summed in slice order as the TP reduction sums */
+            uint64_t vs = t->v_t / t->vparts;
+            for (uint64_t p = 0; p < t->vparts; p++) {
+                ops->k.linear_bwd(c->s, ha->hn, wh + p * vs * h, sc->dlogits + p * T * vs, p ? sc->dhns : sc->dhn,
+                                  gbase + r->head_off + p * vs * h, T, h, vs);
+                if (p)
+                    ops->k.add(c->s, sc->dhn, sc->dhns, T * h);
+            }
+            return GS_OK;
+        }
         ops->k.linear_bwd(c->s, ha->hn, wh, sc->dlogits, sc->dhn, gbase + r->head_off, T, h, t->v_t);
         return GS_OK;
     case A_HEAD_TP:

@@ -81,7 +81,9 @@ static tensor_out *find_tensor(run_out *o, const char *name, uint64_t n)
 }
 
 
-static void run_cfg(const cfg *c, run_out *o)
+/* c's run; fp8_shards above 1: FP8 scales per TP shard of that many (the single rank a tp run
+ * of FP8 must equal, gs_train_opts.fp8_tp_shards). */
+static void run_cfg_shards(const cfg *c, run_out *o, uint64_t fp8_shards)
 {
     char text[1024], msg[96];
     scenario_text(c, text, sizeof text);
@@ -97,6 +99,7 @@ static void run_cfg(const cfg *c, run_out *o)
     gs_exec_opts_defaults(&eo);
     eo.timeout_s = 60;
     eo.train.eps = c->model & M_GPT ? ADAM_EPS_GPT : ADAM_EPS;
+    eo.train.fp8_tp_shards = fp8_shards;
     gs_exec_session *x = NULL;
     rc = gs_exec_session_create(&s, &mesh, &eo, &x, &err);
     ck_assert_msg(rc == GS_OK, "%s: %s", c->name, err.msg);
@@ -154,6 +157,11 @@ static void run_cfg(const cfg *c, run_out *o)
     gs_exec_session_destroy(x);
 }
 
+static void run_cfg(const cfg *c, run_out *o)
+{
+    run_cfg_shards(c, o, 0);
+}
+
 /* The single rank's run of c's model. Dropping (capacity_factor) makes the result depend on which
  * tokens compete for an expert's capacity: Megatron-Core computes it over the router's input, one
  * rank's tokens of one micro-batch (its sequence-parallel slice under TP). The reference then
@@ -171,7 +179,9 @@ static void reference_for(const cfg *c, run_out *ref)
         micro = c->micro;
     cfg r = {"reference", 1, 1, 1, 1, 1, "full_shard", "1f1b", "none", "layer", 1, 0, c->layers, micro, c->model,
              NULL};
-    run_cfg(&r, ref);
+    /* FP8 under TP: each rank casts its shards at their own scales; the reference casts the same
+     * blocks of its whole tensors so (tests/check_fp8.c holds the blocks to the shards' casts) */
+    run_cfg_shards(&r, ref, c->model & M_FP8 && c->tp > 1 ? c->tp : 0);
 }
 
 /* The tensors of c's model: Llama 9 a layer (6 in the attention half), embedding, norm, head;
@@ -1905,8 +1915,8 @@ START_TEST(cp_refused)
 END_TEST
 
 /* FP8 that exec does not run is refused before anything is allocated, saying why: delayed
- * scaling (an amax reduction the schedule lacks), tp > 1 (a shard's amax is not the tensor's), a
- * driver without FP8 kernels (the cuda driver's case). */
+ * scaling (an amax reduction the schedule lacks), tp_comm_overlap (its chunked GEMMs would cast
+ * each chunk apart), a driver without FP8 kernels. */
 START_TEST(fp8_refused)
 {
     static const char *const cases[] = {
@@ -1915,12 +1925,14 @@ START_TEST(fp8_refused)
         "strategy: {precision: fp8, fp8_recipe: delayed}\nbatch: {global: 2, micro: 1}\n",
         "model: {layers: 2, hidden: 64, heads: 8, kv_heads: 4, ffn: 128, vocab: 256, seq: 32}\n"
         "cluster: {preset: dgx-h100, nodes: 1, gpus_per_node: 2}\ngrid: {tp: 2}\n"
-        "strategy: {precision: fp8, fp8_recipe: current}\nbatch: {global: 2, micro: 1}\n",
+        "strategy: {precision: fp8, fp8_recipe: current, sequence_parallel: true, tp_comm_overlap: true}\n"
+        "batch: {global: 2, micro: 1}\n",
         "model: {layers: 2, hidden: 64, heads: 8, kv_heads: 4, ffn: 128, vocab: 256, seq: 32}\n"
         "cluster: {preset: dgx-h100, nodes: 1, gpus_per_node: 2}\ngrid: {dp: 2}\n"
         "strategy: {precision: fp8, fp8_recipe: current}\nbatch: {global: 2, micro: 1}\n",
     };
-    static const char *const what[] = {"fp8_recipe delayed", "FP8 under tp > 1", "the other driver has no FP8 GEMMs"};
+    static const char *const what[] = {"fp8_recipe delayed", "FP8 under tp_comm_overlap",
+                                       "the other driver has no FP8 GEMMs"};
     gs_driver_ops other = gs_driver_host;
     other.name = "other";
     other.k.linear_fwd_fp8 = NULL;
@@ -1947,6 +1959,38 @@ START_TEST(fp8_refused)
         ck_assert_ptr_null(x);
         ck_assert_msg(strstr(err.msg, what[i]), "%s", err.msg);
     }
+}
+END_TEST
+
+/* FP8 under TP without sequence parallelism is the reference to the bit: every sum TP splits
+ * (the row-parallel outputs, the column-parallel input gradients, the vocab-parallel head's
+ * statistics and input gradient) the reference splits alike and adds in the TP reduction's
+ * order, and the casts take the shards' scales. A reference that cast whole tensors misses by
+ * far more than the contract's tolerance. (Under sequence parallelism the norms' weight
+ * gradients are summed over each rank's tokens first: the runs agree to about 1e-8.) */
+START_TEST(fp8_tp_bitwise)
+{
+    static const cfg c = {"fp8-tp2", 1, 1, 2, 1, 2, "no_shard", "1f1b", "none", "layer", 1, 0, 4, 2, M_FP8, NULL};
+    static const cfg r = {"reference", 1, 1, 1, 1, 1, "full_shard", "1f1b", "none", "layer", 1, 0, 4, 2, M_FP8, NULL};
+    run_out got, ref, whole;
+    run_cfg(&c, &got);
+    run_cfg_shards(&r, &ref, 2);
+    run_cfg_shards(&r, &whole, 0);
+    double off = 0;
+    for (int i = 0; i < STEPS; i++) {
+        ck_assert_msg(got.loss[i] == ref.loss[i], "step %d: loss %.9g, reference %.9g", i + 1, got.loss[i],
+                      ref.loss[i]);
+        off = fmax(off, fabs(whole.loss[i] - got.loss[i]) / fabs(got.loss[i]));
+    }
+    for (size_t i = 0; i < ref.nt; i++) {
+        tensor_out *g = find_tensor(&got, ref.t[i].name, ref.t[i].n);
+        ck_assert_msg(memcmp(g->data, ref.t[i].data, ref.t[i].n * sizeof(float)) == 0, "%s differs", ref.t[i].name);
+    }
+    printf("fp8 tp2: bitwise; a reference casting whole tensors: loss rel diff %.2e\n", off);
+    ck_assert_msg(off > 10 * TOL, "casting whole tensors changed the losses by only %g", off);
+    run_out_fini(&got);
+    run_out_fini(&ref);
+    run_out_fini(&whole);
 }
 END_TEST
 
@@ -2055,6 +2099,7 @@ static Suite *exec_suite(void)
     tcase_add_test(tc, cp_refused);
     tcase_add_test(tc, fp8_refused);
     tcase_add_test(tc, fp8_changes_numbers);
+    tcase_add_test(tc, fp8_tp_bitwise);
     tcase_add_test(tc, cp_load_balanced_order);
     tcase_add_test(tc, flash_vs_probabilities);
     tcase_add_test(tc, bucket_stages_bits);

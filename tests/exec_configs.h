@@ -258,6 +258,20 @@ static const cfg configs[] = {
     {"fp8-gpt-dp2-pp2-zero1-recompute-full", 2, 2, 1, 1, 4, "zero1", "1f1b", "full", "layer", 1, 0, 4, 4,
      M_GPT | M_FP8, NULL},
     {"fp8-moe-dp2", 2, 1, 1, 1, 2, "no_shard", "1f1b", "none", "layer", 1, 0, 2, 2, M_MOE | M_FP8, NULL},
+    /* FP8 under TP: each rank casts its weight shards, the row-parallel inputs and the
+     * column-parallel output gradients at their own scales, the sequence-parallel gathers'
+     * tensors whole (Transformer Engine reduces their amax over TP); the reference casts the same
+     * blocks and sums what TP splits in the TP reduction's order (reference_for). With and
+     * without sequence parallelism, tp 2 and 4, with DP and ZeRO-1, a pipeline with selective
+     * recompute, MoE blocks (expert TP = tp). */
+    {"fp8-tp2-sp", 1, 1, 2, 1, 2, "full_shard", "1f1b", "none", "layer", 1, 1, 4, 2, M_FP8, NULL},
+    {"fp8-tp2", 1, 1, 2, 1, 2, "no_shard", "1f1b", "none", "layer", 1, 0, 4, 2, M_FP8, NULL},
+    {"fp8-tp4", 1, 1, 4, 1, 4, "no_shard", "1f1b", "none", "layer", 1, 0, 4, 2, M_FP8, NULL},
+    {"fp8-tp4-sp", 1, 1, 4, 1, 4, "full_shard", "1f1b", "none", "layer", 1, 1, 4, 4, M_FP8, NULL},
+    {"fp8-dp2-tp2-sp-zero1", 2, 1, 2, 1, 4, "zero1", "1f1b", "none", "layer", 1, 1, 4, 2, M_FP8, NULL},
+    {"fp8-tp2-pp2-sp-selective", 1, 2, 2, 1, 4, "full_shard", "1f1b", "selective", "layer", 1, 1, 4, 2, M_FP8,
+     NULL},
+    {"fp8-moe-tp2-sp", 1, 1, 2, 1, 2, "no_shard", "1f1b", "none", "layer", 1, 1, 2, 2, M_MOE | M_FP8, NULL},
 };
 #define NCONFIGS (sizeof configs / sizeof configs[0])
 
