@@ -209,6 +209,15 @@ typedef struct gs_driver_kernels {
     void (*linear_bwd_fp8)(gs_drv_stream *s, const float *x, const float *w, const float *dy, float *dx, float *dw,
                            size_t t, size_t k, size_t n, const gs_fp8_split *sp);
     int fp8_blocks; /* 1: the FP8 ops take scale blocks (sp non-NULL) */
+    /* A MoE block's local experts' linear layers in one call: `groups` GEMMs, group g's rows[g]
+     * rows consecutive in x, y, dy and dx (after the rows of the groups before it), its weight
+     * [n, k] at w + g w_stride floats and its gradient at dw + g w_stride: the semantics of one
+     * linear_fwd / linear_bwd per group (a group of no rows reads and writes nothing). NULL:
+     * exec calls linear_fwd / linear_bwd per group. */
+    void (*linear_fwd_grouped)(gs_drv_stream *s, const float *x, const float *w, size_t w_stride, float *y,
+                               const uint64_t *rows, size_t groups, size_t k, size_t n);
+    void (*linear_bwd_grouped)(gs_drv_stream *s, const float *x, const float *w, size_t w_stride, const float *dy,
+                               float *dx, float *dw, const uint64_t *rows, size_t groups, size_t k, size_t n);
 
 } gs_driver_kernels;
 
@@ -350,7 +359,8 @@ extern const gs_driver_ops gs_driver_host;
  * opts.gemm_bf16, opts.tp_ring_p2p, arm_start. 8: opts.set (the environment's choices, passed down).
  * 9: the kernels in their own table, gs_driver_ops.k. 10: all_to_all and the MoE kernels. 11: the FP8
  * linear kernels. 12: opts.fp8, opts.attn_seq_mult, set.cuda_fp8. 13: gs_mesh.cp_a2a and the CP a2a
- * and p2p group kinds (hierarchical CP). 14: the FP8 ops' scale blocks (gs_fp8_split, fp8_blocks). */
+ * and p2p group kinds (hierarchical CP). 14: the FP8 ops' scale blocks (gs_fp8_split, fp8_blocks), the
+ * grouped linear ops. */
 #define GS_DRIVER_ABI 14
 
 /* The drivers this build has, by name (NULL when unknown). */

@@ -429,6 +429,8 @@ static void cuda_stream_destroy(gs_drv *d, gs_drv_stream *s)
         cudaFreeAsync(s->bf16_buf, s->cs);
     if (s->fp8_buf)
         cudaFreeAsync(s->fp8_buf, s->cs);
+    if (s->grp_buf)
+        cudaFreeAsync(s->grp_buf, s->cs);
     cudaStreamSynchronize(s->cs);
     for (int i = 0; i < PROGRESS_MARKS; i++)
         cudaEventDestroy(s->marks[i]);
@@ -677,6 +679,8 @@ static const gs_driver_ops gs_driver_cuda = {
     .k.rows_dot = gs__cuda_k_rows_dot,
     .k.linear_fwd_fp8 = gs__cuda_k_linear_fwd_fp8,
     .k.linear_bwd_fp8 = gs__cuda_k_linear_bwd_fp8,
+    .k.linear_fwd_grouped = gs__cuda_k_linear_fwd_grouped,
+    .k.linear_bwd_grouped = gs__cuda_k_linear_bwd_grouped,
     .all_gather = gs__cuda_all_gather,
     .reduce_scatter = gs__cuda_reduce_scatter,
     .all_reduce = gs__cuda_all_reduce,

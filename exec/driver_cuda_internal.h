@@ -44,6 +44,8 @@ struct gs_drv_stream {
     void *fp8_buf;   /* FP8 linear layers: the GEMM inputs' dequantized FP8 copies and the casts'
                         amax scratch (exec/driver_cuda_fp8.c), grown on demand */
     size_t fp8_cap;  /* bytes */
+    void *grp_buf;   /* grouped GEMMs: the problems' device pointer arrays (exec/driver_cuda_grouped.c) */
+    size_t grp_cap;  /* bytes */
     cublasHandle_t blas; /* cuBLAS bound to cs and workspace (GEMM attention), on first use */
     cudaEvent_t marks[PROGRESS_MARKS]; /* recorded after each launch, round robin */
     uint64_t nmarks;                   /* marks recorded so far */
@@ -207,6 +209,11 @@ void gs__cuda_k_rows_dot(gs_drv_stream *s, const float *a, const int32_t *idx, c
                          float *out);
 
 /* ---- exec/driver_cuda_fp8.c: FP8 linear layers (current scaling) ---- */
+void gs__cuda_k_linear_fwd_grouped(gs_drv_stream *s, const float *x, const float *w, size_t w_stride, float *y,
+                                   const uint64_t *rows, size_t groups, size_t k, size_t n);
+void gs__cuda_k_linear_bwd_grouped(gs_drv_stream *s, const float *x, const float *w, size_t w_stride,
+                                   const float *dy, float *dx, float *dw, const uint64_t *rows, size_t groups,
+                                   size_t k, size_t n);
 void gs__cuda_k_linear_fwd_fp8(gs_drv_stream *s, const float *x, const float *w, float *y, size_t t, size_t k,
                                size_t n, const gs_fp8_split *sp);
 void gs__cuda_k_linear_bwd_fp8(gs_drv_stream *s, const float *x, const float *w, const float *dy, float *dx,

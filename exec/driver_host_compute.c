@@ -62,6 +62,22 @@ void gs__host_k_linear_bwd(gs_drv_stream *s, const float *x, const float *w, con
     }
     gs_k_linear_bwd(x, w, dy, dx, dw, t, k, n);
 }
+void gs__host_k_linear_fwd_grouped(gs_drv_stream *s, const float *x, const float *w, size_t w_stride, float *y,
+                                   const uint64_t *rows, size_t groups, size_t k, size_t n)
+{
+    for (size_t g = 0, o = 0; g < groups; o += rows[g++])
+        if (rows[g])
+            gs__host_k_linear_fwd(s, x + o * k, w + g * w_stride, y + o * n, rows[g], k, n);
+}
+void gs__host_k_linear_bwd_grouped(gs_drv_stream *s, const float *x, const float *w, size_t w_stride,
+                                   const float *dy, float *dx, float *dw, const uint64_t *rows, size_t groups,
+                                   size_t k, size_t n)
+{
+    for (size_t g = 0, o = 0; g < groups; o += rows[g++])
+        if (rows[g])
+            gs__host_k_linear_bwd(s, x ? x + o * k : NULL, w + g * w_stride, dy + o * n, dx ? dx + o * k : NULL,
+                                  dw ? dw + g * w_stride : NULL, rows[g], k, n);
+}
 void gs__host_k_add(gs_drv_stream *s, float *y, const float *x, size_t n)
 {
     (void)s;

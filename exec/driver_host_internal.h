@@ -157,6 +157,11 @@ const char *gs__host_gemm_math(gs_drv *d);
 float *gs__host_round_room(gs_drv_stream *s, size_t floats);
 void gs__host_round_failed(gs_drv_stream *s, const char *what);
 /* The FP8 linear kernels (exec/driver_host_fp8.c). */
+void gs__host_k_linear_fwd_grouped(gs_drv_stream *s, const float *x, const float *w, size_t w_stride, float *y,
+                                   const uint64_t *rows, size_t groups, size_t k, size_t n);
+void gs__host_k_linear_bwd_grouped(gs_drv_stream *s, const float *x, const float *w, size_t w_stride,
+                                   const float *dy, float *dx, float *dw, const uint64_t *rows, size_t groups,
+                                   size_t k, size_t n);
 void gs__host_k_linear_fwd_fp8(gs_drv_stream *s, const float *x, const float *w, float *y, size_t t, size_t k,
                                size_t n, const gs_fp8_split *sp);
 void gs__host_k_linear_bwd_fp8(gs_drv_stream *s, const float *x, const float *w, const float *dy, float *dx,

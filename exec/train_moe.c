@@ -225,12 +225,18 @@ static gs_status moe_at_init(const ctx *c, moe_at *x)
     return GS_OK;
 }
 
-/* Expert j's gate+up (or fc1) and down weights at base. */
-static void expert_w(const moe_dims *d, float *base, uint64_t j, float **wgu, float **wd)
+/* Floats from one local expert's weights (gate+up or fc1, then down) to the next's. */
+static size_t expert_stride(const moe_dims *d)
 {
-    float *p = base + j * (d->up_ne * d->h + d->h * d->ef_t);
-    *wgu = p;
-    *wd = p + d->up_ne * d->h;
+    return d->up_ne * d->h + d->h * d->ef_t;
+}
+
+/* 1 when the local experts' GEMMs go to the driver as one grouped call (FP8 casts each
+ * expert's inputs at their own scales, as Transformer Engine's grouped linear does: per expert). */
+static int grouped(const ctx *c)
+{
+    const gs_driver_kernels *k = &c->t->ops->k;
+    return !c->t->fp8 && k->linear_fwd_grouped && k->linear_bwd_grouped;
 }
 
 static gs_status router_fwd(const ctx *c, moe_at *x)
@@ -360,6 +366,44 @@ static gs_status permute_bwd(const ctx *c, moe_at *x)
 }
 
 /* The grouped GEMMs: expert j's rows [o, o + ecnt[j]) of the expert order. */
+/* The local experts' up (down 0) or down (down 1) GEMMs, forward: one grouped call, or one
+ * call per expert. */
+static void experts_gemm_fwd(const ctx *c, moe_at *x, int down)
+{
+    moe_mb *m = x->m;
+    const moe_dims *d = &x->d;
+    const float *in = down ? m->he.p : m->xe.p;
+    float *out = down ? m->ye.p : m->ue.p;
+    size_t k = down ? d->ef_t : d->h, n = down ? d->h : d->up_ne, w0 = down ? d->up_ne * d->h : 0;
+    if (grouped(c)) {
+        c->t->ops->k.linear_fwd_grouped(c->s, in, x->experts + w0, expert_stride(d), out, m->ecnt, d->L, k, n);
+        return;
+    }
+    for (uint64_t j = 0, o = 0; j < d->L; o += m->ecnt[j++])
+        gs__train_linear_fwd(c, down ? GS_LIN_EXPERT_DOWN : GS_LIN_EXPERT_UP, in + o * k,
+                             x->experts + j * expert_stride(d) + w0, out + o * n, m->ecnt[j], k, n);
+}
+
+/* The same GEMMs' backward: the input gradients (dx) and the weight gradients. */
+static void experts_gemm_bwd(const ctx *c, moe_at *x, int down)
+{
+    moe_mb *m = x->m;
+    const moe_dims *d = &x->d;
+    const float *in = down ? m->he.p : m->xe.p, *dy = down ? m->dye.p : m->due.p;
+    float *dx = down ? m->dhe.p : m->dxe.p;
+    size_t k = down ? d->ef_t : d->h, n = down ? d->h : d->up_ne, w0 = down ? d->up_ne * d->h : 0;
+    if (grouped(c)) {
+        c->t->ops->k.linear_bwd_grouped(c->s, in, x->experts + w0, expert_stride(d), dy, dx, x->gexperts + w0,
+                                        m->ecnt, d->L, k, n);
+        return;
+    }
+    for (uint64_t j = 0, o = 0; j < d->L; o += m->ecnt[j++]) {
+        size_t wo = j * expert_stride(d) + w0;
+        gs__train_linear_bwd(c, down ? GS_LIN_EXPERT_DOWN : GS_LIN_EXPERT_UP, in + o * k, x->experts + wo, dy + o * n,
+                             dx + o * k, x->gexperts + wo, m->ecnt[j], k, n);
+    }
+}
+
 static gs_status experts_fwd(const ctx *c, moe_at *x, action act)
 {
     gs_train *t = c->t;
@@ -367,7 +411,6 @@ static gs_status experts_fwd(const ctx *c, moe_at *x, action act)
     moe_mb *m = x->m;
     const moe_dims *d = &x->d;
     gs_status rc;
-    uint64_t o = 0;
     switch (act) {
     case A_EXPERT_UP:
         if (d->tp <= 1) { /* no expert TP: the received rows are the gathered ones */
@@ -379,12 +422,7 @@ static gs_status experts_fwd(const ctx *c, moe_at *x, action act)
         if (!GROWF(c, &m->xe, m->ne * d->h) || !GROWF(c, &m->ue, m->ne * d->up_ne))
             return GS_ERR_NOMEM;
         ops->k.rows_gather(c->s, m->xg.p, m->eidx.p, NULL, m->ne, d->h, m->xe.p);
-        for (uint64_t j = 0; j < d->L; o += m->ecnt[j++]) {
-            float *wgu, *wd;
-            expert_w(d, x->experts, j, &wgu, &wd);
-            gs__train_linear_fwd(c, GS_LIN_EXPERT_UP, (float *)m->xe.p + o * d->h, wgu, (float *)m->ue.p + o * d->up_ne,
-                                 m->ecnt[j], d->h, d->up_ne);
-        }
+        experts_gemm_fwd(c, x, 0);
         return GS_OK;
     case A_EXPERT_ACT:
         if (!GROWF(c, &m->he, m->ne * d->ef_t))
@@ -397,12 +435,7 @@ static gs_status experts_fwd(const ctx *c, moe_at *x, action act)
     default: /* A_EXPERT_DOWN */
         if (!GROWF(c, &m->ye, m->ne * d->h) || !GROWF(c, &m->yg, d->tp * m->M * d->h))
             return GS_ERR_NOMEM;
-        for (uint64_t j = 0; j < d->L; o += m->ecnt[j++]) {
-            float *wgu, *wd;
-            expert_w(d, x->experts, j, &wgu, &wd);
-            gs__train_linear_fwd(c, GS_LIN_EXPERT_DOWN, (float *)m->he.p + o * d->ef_t, wd, (float *)m->ye.p + o * d->h,
-                                 m->ecnt[j], d->ef_t, d->h);
-        }
+        experts_gemm_fwd(c, x, 1);
         ops->fill(t->drv, c->s, m->yg.p, 0.0f, d->tp * m->M * d->h);
         ops->k.rows_scatter_add(c->s, m->ye.p, m->eidx.p, NULL, m->ne, d->h, m->yg.p);
         if (d->tp > 1)
@@ -420,7 +453,6 @@ static gs_status experts_bwd(const ctx *c, moe_at *x, action act)
     moe_mb *m = x->m;
     const moe_dims *d = &x->d;
     gs_status rc;
-    uint64_t o = 0;
     switch (act) {
     case A_EXPERT_DOWN:
         if (d->tp <= 1) {
@@ -432,14 +464,7 @@ static gs_status experts_bwd(const ctx *c, moe_at *x, action act)
         if (!GROWF(c, &m->dye, m->ne * d->h) || !GROWF(c, &m->dhe, m->ne * d->ef_t))
             return GS_ERR_NOMEM;
         ops->k.rows_gather(c->s, m->dyg.p, m->eidx.p, NULL, m->ne, d->h, m->dye.p);
-        for (uint64_t j = 0; j < d->L; o += m->ecnt[j++]) {
-            float *wgu, *wd, *gwgu, *gwd;
-            expert_w(d, x->experts, j, &wgu, &wd);
-            expert_w(d, x->gexperts, j, &gwgu, &gwd);
-            gs__train_linear_bwd(c, GS_LIN_EXPERT_DOWN, (float *)m->he.p + o * d->ef_t, wd,
-                                 (float *)m->dye.p + o * d->h, (float *)m->dhe.p + o * d->ef_t, gwd, m->ecnt[j],
-                                 d->ef_t, d->h);
-        }
+        experts_gemm_bwd(c, x, 1);
         return GS_OK;
     case A_EXPERT_ACT:
         if (!GROWF(c, &m->due, m->ne * d->up_ne))
@@ -452,14 +477,7 @@ static gs_status experts_bwd(const ctx *c, moe_at *x, action act)
     default: /* A_EXPERT_UP */
         if (!GROWF(c, &m->dxe, m->ne * d->h) || !GROWF(c, &m->dxg, d->tp * m->M * d->h))
             return GS_ERR_NOMEM;
-        for (uint64_t j = 0; j < d->L; o += m->ecnt[j++]) {
-            float *wgu, *wd, *gwgu, *gwd;
-            expert_w(d, x->experts, j, &wgu, &wd);
-            expert_w(d, x->gexperts, j, &gwgu, &gwd);
-            gs__train_linear_bwd(c, GS_LIN_EXPERT_UP, (float *)m->xe.p + o * d->h, wgu,
-                                 (float *)m->due.p + o * d->up_ne, (float *)m->dxe.p + o * d->h, gwgu, m->ecnt[j], d->h,
-                                 d->up_ne);
-        }
+        experts_gemm_bwd(c, x, 0);
         ops->fill(t->drv, c->s, m->dxg.p, 0.0f, d->tp * m->M * d->h);
         ops->k.rows_scatter_add(c->s, m->dxe.p, m->eidx.p, NULL, m->ne, d->h, m->dxg.p);
         if (d->tp > 1)
