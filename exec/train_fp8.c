@@ -24,8 +24,6 @@ static const char *fp8_unsupported(const gs_scenario *s, const gs_mesh *mesh, co
     if (s->strategy.fp8 != GS_FP8_CURRENT)
         return "fp8_recipe delayed: its scales come from an amax history reduced over the data-parallel group, "
                "a collective the schedule does not contain; exec runs current scaling (fp8_recipe: current)";
-    if (s->strategy.fp8_params)
-        return "fp8_params: exec keeps the parameters and their gathers in fp32 (run fp8_params: false)";
     /* Under TP each rank casts its shard of a weight, and of the row-parallel input and the
      * column-parallel output gradient, at the shard's own amax; the sequence-parallel gathers'
      * tensors (column-parallel input, row-parallel output gradient) are cast whole, the amax

@@ -272,6 +272,12 @@ static const cfg configs[] = {
     {"fp8-tp2-pp2-sp-selective", 1, 2, 2, 1, 4, "full_shard", "1f1b", "selective", "layer", 1, 1, 4, 2, M_FP8,
      NULL},
     {"fp8-moe-tp2-sp", 1, 1, 2, 1, 2, "no_shard", "1f1b", "none", "layer", 1, 1, 2, 2, M_MOE | M_FP8, NULL},
+    /* FP8 parameters (fp8_params): gathered in fp32 as every exec collective is, cast at the GEMM
+     * with the gathered weight's amax, the codes FP8 parameters hold (current scaling) */
+    {"fp8-params-dp2-full", 2, 1, 1, 1, 2, "full_shard, fp8_params: true", "1f1b", "none", "layer", 1, 0, 4, 2, M_FP8,
+     NULL},
+    {"fp8-params-dp2-tp2-sp-zero1", 2, 1, 2, 1, 4, "zero1, fp8_params: true", "1f1b", "none", "layer", 1, 1, 4, 2,
+     M_FP8, NULL},
 };
 #define NCONFIGS (sizeof configs / sizeof configs[0])
 
