@@ -54,7 +54,7 @@ function why(id, fits) {
     if (id ~ /^FSDPPAPER/)
         return "the paper gives more than 173-186 TFLOP/s without its FLOP formula; with activation checkpointing a count of hardware FLOPs is 4/3 of the model FLOPs compared here"
     if (id ~ /^NEMO2502-MIXTRAL/)
-        return "not identified: B200, FP8 delayed scaling with FP8 parameters and padded expert capacity; with NeMo'"'"'s CUDA graphs the host thread is far from binding; every MoE row on H100 comes out fast (Mixtral 3-9%, Grok-1 7-17%, DeepSeek-V3 19-22%), the same direction"
+        return "not identified: B200, FP8 delayed scaling with FP8 parameters and padded expert capacity; with NeMo'"'"'s CUDA graphs the host thread is far from binding; every MoE row on H100 comes out fast, most those whose experts are padded to capacity 1 (Grok-1 7-20%, DeepSeek-V3 18-22%) against 3-9% for the dropless Mixtral rows, so the routers'"'"' imbalance, which padding removes, is not the cause"
     if (id ~ /^MPT-A100-40/)
         return "memory pressure: 70B on 64 GPUs of 40 GB leaves little headroom, and the caching allocator'"'"'s flushes and retries are not modelled"
     return "not explained yet"
