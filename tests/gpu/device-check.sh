@@ -150,7 +150,8 @@ if [ $skip_build -eq 0 ]; then
     for p in $pids; do wait "$p" || ok=0; done
     CC=${CC:-cc}
     cflags="-std=gnu11 -O2 -fPIC -fvisibility=hidden -I$src -isystem $CUDA_HOME/include -isystem $NCCL_INC"
-    for f in driver_cuda driver_cuda_open driver_cuda_compute driver_cuda_nccl driver_cuda_moe driver_cuda_fp8; do
+    for f in driver_cuda driver_cuda_open driver_cuda_compute driver_cuda_nccl driver_cuda_moe driver_cuda_fp8 \
+             driver_cuda_grouped; do
         [ $ok -eq 1 ] && $CC $cflags -c "$src/exec/$f.c" -o "$out/$f.o" || ok=0
     done
     [ $ok -eq 1 ] && $CC $cflags -c "$src/engine/status.c" -o "$out/status.o" || ok=0
