@@ -1,6 +1,7 @@
 #!/bin/sh
 # With a GPU: the cuda driver trains a mixture-of-experts model (4 experts, top-2, the router's
-# top-k, the token permutation's gathers and scatter-adds: kernels/cuda/moe.cu) and an FP8 model
+# top-k, the token permutation's gathers and scatter-adds: kernels/cuda/moe.cu; the experts' GEMMs
+# as one cuBLAS grouped GEMM: exec/driver_cuda_grouped.c) and an FP8 model
 # (current scaling: the casts of kernels/cuda/fp8.cu before each linear layer's GEMM) to the host
 # driver's losses, 3 steps, relative difference below 1e-3 (fp32 GEMMs; the reduction orders
 # differ, and under FP8 an element next to a rounding midpoint may take the neighbouring code on
