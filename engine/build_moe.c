@@ -159,9 +159,10 @@ static gs_status router(pass *p, const shapes *sh, const moe_shapes *ms)
  *   unpermute  rows times their routing weights (read, write: 2e), a zeroed output of T_l rows
  *              (e / k per routed element), scatter_add back (read the row, read and write the
  *              output: 3e): 5e + e / k;
- * and with more than one local expert under EP, sort_chunks_by_idxs regroups the received rows by
- * expert after the dispatch and back before the combine (read, write: 2e per row, with each
- * part). Under the allgather dispatcher the same ops run on the rank's gathered local rows, the
+ * and with more than one local expert under EP, sort_chunks_by_idxs regroups the rows by expert
+ * after the dispatch and back before the combine (read, write: 2e per row, with each part), on
+ * the rows the ETP gather assembled (token_dispatcher.py sorts after
+ * gather_from_sequence_parallel_region and unsorts before the reduce-scatter: rows x etp). Under the allgather dispatcher the same ops run on the rank's gathered local rows, the
  * unpermute's zeroed output holding all n T_l gathered tokens. Backward twice the forward's
  * bytes (the elementwise convention). */
 static gs_status permute(pass *p, const shapes *sh, const moe_shapes *ms, uint16_t part)
@@ -175,7 +176,7 @@ static gs_status permute(pass *p, const shapes *sh, const moe_shapes *ms, uint16
         elems = ms->gathered * sh->h;
         bytes = part == 1 ? 2 * sh->e * elems : 5 * sh->e * elems + sh->e * ms->n * ms->tl * sh->h;
     } else if (ms->ep > 1 && ms->local > 1) {
-        bytes += 2 * sh->e * ms->rows * sh->h;
+        bytes += 2 * sh->e * ms->gathered * sh->h; /* after the ETP gather: every ETP rank's rows */
     }
     double mul = p->phase == GS_PHASE_BWD ? 2.0 : 1.0;
     gs_status rc = gs__op_compute(p, GS_ROLE_MOE_PERMUTE, GS_OP_ACT, 5.0 * (double)elems * mul,

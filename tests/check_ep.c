@@ -228,6 +228,13 @@ START_TEST(test_ep_schedule)
     ck_assert_double_eq(up + down, 8.0 * 2.0 * 256 * 2 * 3 * 256 * 128 / 2);
     role_events(sch, 3, GS_ROLE_EXPERT_UP, GS_PHASE_BWD, &b, &f);
     ck_assert_double_eq(f, 2.0 * up); /* data and weight gradients */
+    /* the permutations (bf16, 2 B; 128 tokens x top-2 = 256 routed rows of 256): permute reads and
+     * writes them (2 x 2 x 256 x 256 = 262,144 B), unpermute weights, zero-fills and scatter-adds
+     * (5 x 2 x 65,536 + 2 x 128 x 256 = 720,896 B); with 2 local experts each part also regroups
+     * the 512 rows the expert-TP gather assembled (2 x 2 x 512 x 256 = 524,288 B: Megatron sorts
+     * after the gather and unsorts before the reduce-scatter), per block and micro-batch */
+    role_events(sch, 3, GS_ROLE_MOE_PERMUTE, GS_PHASE_FWD, &b, &f);
+    ck_assert_uint_eq(b, 8ull * (262144 + 720896 + 2 * 524288));
     gs_ledger *l = NULL;
     gs_error err;
     gs_error_init(&err);
