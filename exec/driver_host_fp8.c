@@ -29,6 +29,12 @@ static float *cast_room(gs_drv_stream *s, size_t floats, float **own)
     return *own;
 }
 
+/* A scratch of n floats (at least one), NULL when out of memory. */
+static float *room(size_t n)
+{
+    return malloc((n ? n : 1) * sizeof(float));
+}
+
 /* dst [rows, w] = the columns of src [rows, cols] in block b of cut c, in order (w of them). */
 static size_t take_cols(const float *src, size_t rows, size_t cols, const gs_fp8_cut *c, size_t b, float *dst)
 {
@@ -60,8 +66,7 @@ static size_t take_rows(const float *src, size_t rows, size_t cols, const gs_fp8
 static int fwd_k_blocks(const float *xq, const float *wq, float *y, size_t t, size_t k, size_t n,
                         const gs_fp8_cut *ck)
 {
-    float *xb = malloc((t * k > 0 ? t * k : 1) * sizeof *xb), *wb = malloc((n * k > 0 ? n * k : 1) * sizeof *wb),
-          *pb = malloc((t * n > 0 ? t * n : 1) * sizeof *pb);
+    float *xb = room(t * k), *wb = room(n * k), *pb = room(t * n);
     int ok = xb && wb && pb;
     for (size_t b = 0; ok && b < ck->parts; b++) {
         size_t kw = take_cols(xq, t, k, ck, b, xb);
@@ -81,8 +86,7 @@ static int fwd_k_blocks(const float *xq, const float *wq, float *y, size_t t, si
 static int bwd_dx_n_blocks(const float *wq, const float *dyq, float *dx, size_t t, size_t k, size_t n,
                            const gs_fp8_cut *cn)
 {
-    float *dyb = malloc((t * n > 0 ? t * n : 1) * sizeof *dyb), *wb = malloc((n * k > 0 ? n * k : 1) * sizeof *wb),
-          *pb = malloc((t * k > 0 ? t * k : 1) * sizeof *pb);
+    float *dyb = room(t * n), *wb = room(n * k), *pb = room(t * k);
     int ok = dyb && wb && pb;
     for (size_t b = 0; ok && b < cn->parts; b++) {
         size_t nw = take_cols(dyq, t, n, cn, b, dyb);
