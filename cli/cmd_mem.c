@@ -22,7 +22,8 @@ const char gs_cmd_mem_help[] =
     "           NCCL and cuBLAS workspace (an estimate, said so). The peak is their sum, and\n"
     "           whether it fits the GPU (or by how many GB it is short).\n"
     "  traffic  bytes sent per rank per step as nccl-tests counts bus bytes: FSDP/ZeRO all-gather,\n"
-    "           reduce-scatter and all-reduce over the shard group, TP all-reduces, PP sends;\n"
+    "           reduce-scatter and all-reduce over the shard group, TP all-reduces, PP sends; CP,\n"
+    "           EP and FP8 delayed scaling's amax all-reduces when the scenario has them;\n"
     "           split by link class (NVLink/PCIe inside a node vs the network).\n"
     "\n"
     "Conventions: 16 B per parameter of state in mixed precision (2 params + 4 master + 4 m + 4 v\n"
@@ -103,7 +104,8 @@ static json_t *ledger_json(const gs_scenario *s, const gs_mesh *mesh, const gs_l
         json_object_set_new(o, "inflight_microbatches", json_integer((json_int_t)r->inflight_microbatches));
         json_t *tr = json_object();
         for (int k = 0; k < GS_TRAFFIC_KIND_COUNT; k++)
-            if ((k != GS_TRAFFIC_CP || mesh->cp > 1) && (k != GS_TRAFFIC_EP || mesh->ep > 1 || r->traffic[k]))
+            if ((k != GS_TRAFFIC_CP || mesh->cp > 1) && (k != GS_TRAFFIC_EP || mesh->ep > 1 || r->traffic[k]) &&
+                (k != GS_TRAFFIC_FP8_AMAX || r->traffic[k]))
                 /* with cp, with ep or the allgather dispatcher only */
                 json_object_set_new(tr, gs_traffic_kind_name((gs_traffic_kind)k),
                                 json_integer((json_int_t)r->traffic[k]));
@@ -259,6 +261,8 @@ static gs_status print_human(const gs_scenario *s, const gs_mesh *mesh, const gs
         ROW("CP", r->traffic[GS_TRAFFIC_CP]);
     if (l->ranks[0].traffic[GS_TRAFFIC_EP])
         ROW("EP", r->traffic[GS_TRAFFIC_EP]);
+    if (l->ranks[0].traffic[GS_TRAFFIC_FP8_AMAX])
+        ROW("FP8 amax", r->traffic[GS_TRAFFIC_FP8_AMAX]);
     ROW("total", r->traffic_bytes);
     ROW("  inside a node", r->traffic_link[GS_LINKCLASS_INTRA]);
     ROW("  over the network", r->traffic_link[GS_LINKCLASS_NET]);

@@ -659,6 +659,8 @@ gs_status gs__schedule_check_ledger(const gs_schedule *sch, const gs_scenario *s
                     sent[GS_TRAFFIC_TP] += b;
                 else if (e->group == GS_GROUP_EP || e->group == GS_GROUP_TPEP)
                     sent[GS_TRAFFIC_EP] += b;
+                else if (e->group == GS_GROUP_STAGE)
+                    sent[GS_TRAFFIC_FP8_AMAX] += b;
                 else if (e->op == GS_COLL_ALLGATHER)
                     sent[GS_TRAFFIC_DP_ALLGATHER] += b;
                 else if (e->op == GS_COLL_REDUCE_SCATTER)

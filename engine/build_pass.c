@@ -4,12 +4,14 @@
  * pass runs the head's backward or receives the output gradient, then per layer from the top:
  * gathers, recompute, backward, backward_post's prefetch, the reductions of the units that end
  * there, then the embedding's backward, the root's reduction and the send of the input gradient.
+ * Under FP8 delayed scaling each pass reduces its amaxes when its decoder layers end.
  * The order of the passes is engine/build.c's (engine/pipeline.c). */
 #include <inttypes.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include "engine/build_internal.h"
+#include "engine/fp8_amax.h"
 #include "engine/roles.h"
 
 uint64_t gs__peer_rank(const gs_bctx *x, int next)
@@ -162,6 +164,28 @@ static gs_status p2p(gs_bctx *x, pass_state *ps, gs_event_kind kind, int32_t lay
     return rc;
 }
 
+/* FP8 delayed scaling: the pass's amax all-reduce over the stage's ranks when its decoder layers
+ * end (engine/fp8_amax.h), forward at its top layer, backward at its bottom one; it becomes the
+ * pass's last event (the compute stream waits for it). */
+static gs_status fp8_amax(gs_bctx *x, pass_state *ps)
+{
+    if (!gs_fp8_amax_reduced(x->s) || ps->g.top < ps->g.bot)
+        return GS_OK;
+    int fwd = ps->phase == GS_PHASE_FWD;
+    gs_evb b;
+    gs__evb_init(&b, GS_EV_COLLECTIVE, GS_STREAM_TP, ps->phase, gs__global_layer(x, fwd ? ps->g.top : ps->g.bot),
+                 ps->mb);
+    b.e.op = GS_COLL_ALLREDUCE;
+    b.e.role = GS_ROLE_FP8_AMAX;
+    b.e.group = GS_GROUP_STAGE;
+    b.e.peer = x->group[GS_GROUP_STAGE];
+    b.e.group_size = x->group_size[GS_GROUP_STAGE];
+    b.e.chunk = (uint8_t)ps->chunk;
+    b.e.bytes = gs_fp8_amax_bytes(x->s, x->mesh, x->v, x->stage, ps->g.bot, ps->g.top, ps->phase);
+    gs__evb_add(&b, GS_LINK_DEPS, ps->prev);
+    return gs__evb_emit(x, &b, &ps->prev);
+}
+
 /* A forward pass's start: the layers' stashes, then the receive of its input or the embedding. */
 static gs_status forward_start(gs_bctx *x, pass_state *ps)
 {
@@ -261,6 +285,8 @@ gs_status gs__forward_pass(gs_bctx *x, uint32_t mb, uint16_t chunk)
     gs_status rc = forward_start(x, &ps);
     for (int64_t l = ps.g.bot; l <= ps.g.top && rc == GS_OK; l++)
         rc = forward_layer(x, &ps, l);
+    if (rc == GS_OK) /* FP8 delayed scaling: fp8_autocast's exit after the decoder layers */
+        rc = fp8_amax(x, &ps);
     if (rc != GS_OK)
         return rc;
     if (ps.g.has_head) {
@@ -461,6 +487,8 @@ gs_status gs__backward_pass(gs_bctx *x, uint32_t mb, uint16_t chunk)
     gs_status rc = backward_start(x, &ps);
     for (int64_t l = ps.g.top; l >= ps.g.bot && rc == GS_OK; l--)
         rc = backward_layer(x, &ps, l);
+    if (rc == GS_OK) /* FP8 delayed scaling: after the first FP8 module's backward */
+        rc = fp8_amax(x, &ps);
     if (rc != GS_OK)
         return rc;
     if (ps.g.has_emb) {

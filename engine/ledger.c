@@ -41,7 +41,7 @@ const char *gs_mem_kind_name(gs_mem_kind k)
 const char *gs_traffic_kind_name(gs_traffic_kind k)
 {
     static const char *names[GS_TRAFFIC_KIND_COUNT] = {
-        "dp_allgather", "dp_reduce_scatter", "dp_allreduce", "tp", "pp", "cp", "ep"};
+        "dp_allgather", "dp_reduce_scatter", "dp_allreduce", "tp", "pp", "cp", "ep", "fp8_amax"};
     return (unsigned)k < GS_TRAFFIC_KIND_COUNT ? names[k] : "?";
 }
 
@@ -125,6 +125,7 @@ static gs_status build_stage(stage_build *b, gs_error *err)
             gs__ledger_stage_tp_traffic(b);
             gs__ledger_stage_cp_traffic(b);
             gs__ledger_stage_ep_traffic(b);
+            gs__ledger_stage_fp8_traffic(b);
             gs__ledger_stage_pp_traffic(b);
         }
     }
@@ -219,6 +220,8 @@ static gs_status ledger_create(const gs_scenario *s, const gs_mesh *mesh, int ex
             l->traffic_by_dim[GS_DIM_TP] = r->traffic[GS_TRAFFIC_TP] + r->traffic[GS_TRAFFIC_CP];
             /* EP's all-to-alls too (the TP stream; their ranks are DP positions) */
             l->traffic_by_dim[GS_DIM_TP] += r->traffic[GS_TRAFFIC_EP];
+            /* and the amax reductions (the TP stream; their group spans the stage's DP and TP) */
+            l->traffic_by_dim[GS_DIM_TP] += r->traffic[GS_TRAFFIC_FP8_AMAX];
             l->traffic_by_dim[GS_DIM_PP] = r->traffic[GS_TRAFFIC_PP];
         }
     }

@@ -34,6 +34,7 @@ typedef enum gs_traffic_kind {
     GS_TRAFFIC_PP,                /* activation / gradient sends to adjacent stages */
     GS_TRAFFIC_CP,                /* context parallelism's K, V (and gradient) exchanges */
     GS_TRAFFIC_EP,                /* expert parallelism's token dispatch and combine all-to-alls */
+    GS_TRAFFIC_FP8_AMAX,          /* FP8 delayed scaling's amax all-reduces over the stage's ranks */
     GS_TRAFFIC_KIND_COUNT
 } gs_traffic_kind;
 

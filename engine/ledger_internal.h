@@ -103,5 +103,8 @@ void gs__ledger_stage_pp_traffic(stage_build *b);
 void gs__ledger_stage_cp_traffic(stage_build *b);
 /* EP traffic (grid.ep > 1): the MoE blocks' dispatch and combine all-to-alls. */
 void gs__ledger_stage_ep_traffic(stage_build *b);
+/* FP8 delayed scaling's amax all-reduces (engine/fp8_amax.h): one per micro-batch and model chunk
+ * each way. */
+void gs__ledger_stage_fp8_traffic(stage_build *b);
 
 #endif

@@ -8,6 +8,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "engine/fp8_amax.h"
 #include "engine/ledger_internal.h"
 #include "engine/pipeline.h"
 #include "engine/units.h"
@@ -453,6 +454,45 @@ void gs__ledger_stage_ep_traffic(stage_build *b)
     r->traffic_link[net ? GS_LINKCLASS_NET : GS_LINKCLASS_INTRA] += total;
 }
 
+/* FP8 delayed scaling's amax traffic per step: per micro-batch, each model chunk's forward and
+ * backward all-reduce their chunk's amax buffer over the stage's n = world / pp ranks (a ring's
+ * 2 (n - 1) ceil(B / n), as gs_event_sent_bytes counts it). */
+void gs__ledger_stage_fp8_traffic(stage_build *b)
+{
+    const gs_scenario *s = b->s;
+    const gs_strategy *st = &s->strategy;
+    calc *c = b->c;
+    gs_ledger_rank *r = b->r;
+    uint64_t v = st->pipeline == GS_PIPE_INTERLEAVED && b->pp > 1 && st->virtual_stages ? st->virtual_stages : 1;
+    uint64_t n = b->mesh->world / b->pp, total = 0, buf = 0;
+    r->traffic[GS_TRAFFIC_FP8_AMAX] = 0;
+    if (!gs_fp8_amax_reduced(s) || n <= 1)
+        return;
+    for (uint64_t k = 0; k < v; k++) {
+        int64_t bot, top;
+        gs_partition_chunk_span(&b->part, v, k, &bot, &top);
+        if (top < bot)
+            continue;
+        for (int ph = 0; ph < 2; ph++) {
+            uint64_t B = gs_fp8_amax_bytes(s, b->mesh, v, b->stage, bot, top, ph ? GS_PHASE_BWD : GS_PHASE_FWD);
+            buf = add(c, buf, B, "traffic");
+            total = add(c, total, mul(c, 2 * (n - 1), ceil_div(B, n), "traffic"), "traffic");
+        }
+    }
+    total = mul(c, total, b->mb, "traffic");
+    gs__ledger_line_add(c, r, "fp8_amax", total,
+                        "FP8 delayed scaling: %" PRIu64 " B of amaxes a micro-batch (3 fp32 per FP8 GEMM forward, 2 "
+                        "backward), all-reduced over the stage's %" PRIu64 " ranks, x %" PRIu64 " micro-batches",
+                        buf, n, b->mb);
+    r->traffic[GS_TRAFFIC_FP8_AMAX] = total;
+    /* the stage's ranks, ascending (engine/schedule_groups.c), span nodes when the first and the
+     * last sit on different ones */
+    uint64_t sp = b->mesh->stride[GS_DIM_PP], first = (b->rank / sp) % b->pp * sp;
+    uint64_t last = first + (b->mesh->world / (sp * b->pp) - 1) * sp * b->pp + sp - 1;
+    int net = gs_mesh_rank_node(b->mesh, first) != gs_mesh_rank_node(b->mesh, last);
+    r->traffic_link[net ? GS_LINKCLASS_NET : GS_LINKCLASS_INTRA] += total;
+}
+
 /* PP traffic per step: each forward pass of a chunk with a next stage sends its output
  * activation; each backward pass of a chunk with a previous stage sends its input gradient; tied
  * embeddings exchange the word embedding's gradient between the first and last stages. */
@@ -492,7 +532,8 @@ void gs__ledger_stage_pp_traffic(stage_build *b)
     }
     r->traffic[GS_TRAFFIC_PP] = ppb;
     r->traffic_bytes = add(c, add(c, add(c, b->dp_bytes, b->ar_net, "traffic"), r->traffic[GS_TRAFFIC_TP], "traffic"),
-                           add(c, add(c, ppb, r->traffic[GS_TRAFFIC_CP], "traffic"), r->traffic[GS_TRAFFIC_EP],
+                           add(c, add(c, ppb, r->traffic[GS_TRAFFIC_CP], "traffic"),
+                               add(c, r->traffic[GS_TRAFFIC_EP], r->traffic[GS_TRAFFIC_FP8_AMAX], "traffic"),
                                "traffic"), "traffic");
 }
 

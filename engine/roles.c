@@ -107,6 +107,9 @@ static const gs_role_info roles[GS_ROLE_COUNT] = {
     [GS_ROLE_MTP_PROJ] = {"mtp_proj", GS_EV_COMPUTE, GS_STREAM_COMPUTE, FWD_BWD(GS_OP_OPROJ), 0, GS_WHERE_HEAD, 0},
     [GS_ROLE_TP_MTP] = {"tp_mtp", GS_EV_COLLECTIVE, GS_STREAM_TP, {RS | AR | AG, AG | RS | AR, 0, 0}, G(GS_GROUP_TP),
                         GS_WHERE_HEAD, 0},
+    /* a MAX all-reduce: the role says the reduction's operator */
+    [GS_ROLE_FP8_AMAX] = {"fp8_amax", GS_EV_COLLECTIVE, GS_STREAM_TP, {AR, AR, 0, 0}, G(GS_GROUP_STAGE),
+                          GS_WHERE_LAYER, 0},
 };
 
 const gs_role_info *gs_role_info_of(gs_role r)

@@ -93,6 +93,12 @@ typedef enum gs_role {
     GS_ROLE_MTP_PROJ,    /* eh_proj: their concatenation projected 2h -> h (column-parallel) */
     GS_ROLE_TP_MTP,      /* the module's TP exchanges: the embedding's reduction, eh_proj's input
                             gather and output gather (backward: their mirror images) */
+    /* FP8 delayed scaling (Transformer Engine's DelayedScaling): the amaxes of the FP8 GEMMs' casts
+     * all-reduced with MAX over the stage's ranks, synchronously, when a model chunk's decoder
+     * layers end: forward after its top layer (fp8_autocast's exit), backward after its bottom
+     * layer (the backward of the first FP8 module); each rank then updates its scales from the
+     * reduced amax history. No recompute event: a recomputed forward reuses the saved scales. */
+    GS_ROLE_FP8_AMAX,
     GS_ROLE_COUNT
 } gs_role;
 

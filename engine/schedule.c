@@ -58,7 +58,8 @@ const char *const gs__coll_names[GS_COLL_COUNT] = {"all_gather", "reduce_scatter
                                                       "broadcast", "all_to_all"};
 const char *const gs__coll_short[GS_COLL_COUNT] = {"ag", "rs", "ar", "bcast", "a2a"};
 const char *const gs__group_names[GS_GROUP_KIND_COUNT] = {"dp", "dp_intra", "dp_inter", "tp", "pp", "cp",
-                                                                  "ep", "edp", "etp", "tpep", "cp_a2a", "cp_p2p"};
+                                                                  "ep", "edp", "etp", "tpep", "cp_a2a", "cp_p2p",
+                                                                  "stage"};
 const char *const gs__tensor_kind_names[GS_T_KIND_COUNT] = {
     "param_shard", "param_full", "grad",    "grad_shard", "activation",
     "boundary",    "master",     "opt_state", "workspace", "scratch"};
@@ -509,6 +510,7 @@ void gs_event_name(const gs_rank_events *r, const gs_event *e, char *buf, size_t
         case GS_GROUP_TPEP: prefix = "tpep_"; break;
         case GS_GROUP_CP_A2A: prefix = "cpa2a_"; break;
         case GS_GROUP_CP_P2P: prefix = "cpp2p_"; break;
+        case GS_GROUP_STAGE: prefix = "stage_"; break;
         default:
             snprintf(gbuf, sizeof gbuf, "g%u_", (unsigned)k.group);
             prefix = gbuf;

@@ -81,6 +81,9 @@ typedef enum gs_group_kind {
     GS_GROUP_TPEP,     /* the ETP x EP ranks (gs_mesh_tpep_group): the allgather token dispatcher's */
     GS_GROUP_CP_A2A,   /* hierarchical CP (cp_comm a2a+p2p): the a2a level, gs_mesh_cp_a2a_group */
     GS_GROUP_CP_P2P,   /* hierarchical CP: the p2p level (the K, V ring), gs_mesh_cp_p2p_group */
+    GS_GROUP_STAGE,    /* every rank of the rank's pipeline stage (its DP x CP x TP ranks, EP within
+                          them): FP8 delayed scaling's amax reduction group (Megatron-Core's
+                          get_amax_reduction_group with context parallelism) */
     GS_GROUP_KIND_COUNT
 } gs_group_kind;
 

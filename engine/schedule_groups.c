@@ -1,7 +1,7 @@
 /* The process groups of a schedule's collectives: gs_group_of and gs_group_members_of
  * (engine/schedule.h) resolve each gs_group_kind against the mesh: the mesh's dimensions, HSDP's
- * node-split sub-groups of DP, and the CP (and hierarchical CP's two levels), EP, EDP, ETP and ETP x EP
- * groups (engine/mesh.h).
+ * node-split sub-groups of DP, the CP (and hierarchical CP's two levels), EP, EDP, ETP and ETP x EP
+ * groups (engine/mesh.h), and a pipeline stage's ranks.
  *
  * Ownership: functions of a borrowed mesh; member lists go to caller arrays. */
 #include <stdint.h>
@@ -63,6 +63,21 @@ static uint64_t dp_sub_members(const gs_mesh *m, gs_group_kind g, uint64_t rank,
     return count;
 }
 
+/* The stage group of rank: the ranks sharing its pipeline coordinate c, which are the blocks
+ * [a, a + s) at a = c s + j s P (s = stride[PP], P = pp, j < world / (s P)). Returns c, the
+ * group's index; writes the members, ascending, to out (NULL: none). */
+static uint64_t stage_members(const gs_mesh *m, uint64_t rank, uint64_t *out, uint64_t *size)
+{
+    uint64_t s = m->stride[GS_DIM_PP], P = m->size[GS_DIM_PP];
+    uint64_t c = (rank / s) % P, n = 0;
+    for (uint64_t a = c * s; out && a < m->world; a += s * P)
+        for (uint64_t r = a; r < a + s; r++)
+            out[n++] = r;
+    if (size)
+        *size = m->world / P;
+    return c;
+}
+
 static gs_dim group_dim(gs_group_kind g)
 {
     return g == GS_GROUP_TP ? GS_DIM_TP : g == GS_GROUP_PP ? GS_DIM_PP : GS_DIM_DP;
@@ -94,6 +109,8 @@ uint64_t gs_group_of(const gs_mesh *m, gs_group_kind g, uint64_t rank, uint64_t 
     } else if (g == GS_GROUP_CP_P2P) {
         index = gs_mesh_cp_p2p_group(m, rank, NULL, NULL);
         n = (m->cp ? m->cp : 1) / gs_mesh_cp_a2a(m);
+    } else if (g == GS_GROUP_STAGE) {
+        index = stage_members(m, rank, NULL, &n);
     } else {
         index = gs_mesh_group(m, group_dim(g), rank, NULL);
         n = m->size[group_dim(g)];
@@ -111,6 +128,11 @@ uint64_t gs_group_members_of(const gs_mesh *m, gs_group_kind g, uint64_t rank, u
     if (g == GS_GROUP_CP) {
         gs_mesh_cp_group(m, rank, out, NULL);
         return m->cp ? m->cp : 1;
+    }
+    if (g == GS_GROUP_STAGE) {
+        uint64_t n;
+        stage_members(m, rank, out, &n);
+        return n;
     }
     if (g == GS_GROUP_EP || g == GS_GROUP_EDP || g == GS_GROUP_ETP || g == GS_GROUP_TPEP || g == GS_GROUP_CP_A2A ||
         g == GS_GROUP_CP_P2P) {

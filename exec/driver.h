@@ -360,8 +360,8 @@ extern const gs_driver_ops gs_driver_host;
  * 9: the kernels in their own table, gs_driver_ops.k. 10: all_to_all and the MoE kernels. 11: the FP8
  * linear kernels. 12: opts.fp8, opts.attn_seq_mult, set.cuda_fp8. 13: gs_mesh.cp_a2a and the CP a2a
  * and p2p group kinds (hierarchical CP). 14: the FP8 ops' scale blocks (gs_fp8_split, fp8_blocks), the
- * grouped linear ops. */
-#define GS_DRIVER_ABI 14
+ * grouped linear ops. 15: the stage group kind (FP8 delayed scaling's amax reductions). */
+#define GS_DRIVER_ABI 15
 
 /* The drivers this build has, by name (NULL when unknown). */
 const gs_driver_ops *gs_driver_find(const char *name);

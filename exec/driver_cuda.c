@@ -50,7 +50,8 @@ void gs__cuda_nap(void)
 const char *gs__cuda_group_name(gs_group_kind k)
 {
     static const char *const n[GS_GROUP_KIND_COUNT] = {"dp", "dp_intra", "dp_inter", "tp", "pp",
-                                                       "cp", "ep", "edp", "etp", "tpep", "cp_a2a", "cp_p2p"};
+                                                       "cp", "ep", "edp", "etp", "tpep", "cp_a2a", "cp_p2p",
+                                                       "stage"};
     return (int)k < GS_GROUP_KIND_COUNT ? n[k] : "?";
 }
 

@@ -22,8 +22,9 @@ static const char *fp8_unsupported(const gs_scenario *s, const gs_mesh *mesh, co
         return which;
     }
     if (s->strategy.fp8 != GS_FP8_CURRENT)
-        return "fp8_recipe delayed: its scales come from an amax history reduced over the data-parallel group, "
-               "a collective the schedule does not contain; exec runs current scaling (fp8_recipe: current)";
+        return "fp8_recipe delayed: its scales come from an amax history that the schedule's fp8_amax reductions "
+               "keep in step over the stage's ranks; exec's FP8 GEMMs scale each tensor by its own amax and "
+               "run no history: run current scaling (fp8_recipe: current)";
     /* Under TP each rank casts its shard of a weight, and of the row-parallel input and the
      * column-parallel output gradient, at the shard's own amax; the sequence-parallel gathers'
      * tensors (column-parallel input, row-parallel output gradient) are cast whole, the amax

@@ -98,6 +98,30 @@ static void cp_shape(const gs_mesh *mesh, uint64_t rank, gs_coll_shape *out)
     progression_shape(mesh, first, stride, n, out);
 }
 
+/* A pipeline stage's ranks (GS_GROUP_STAGE): blocks of stride[PP] consecutive ranks, one every
+ * stride[PP] x pp ranks (engine/schedule_groups.c), walked block by block and node by node within
+ * a block: O(nodes + blocks), no storage. */
+static void stage_shape(const gs_mesh *mesh, uint64_t rank, gs_coll_shape *out)
+{
+    uint64_t s = mesh->stride[GS_DIM_PP], P = mesh->size[GS_DIM_PP], gpn = mesh->gpus_per_node;
+    uint64_t c = (rank / s) % P, nodes = 0, best = 0, run = 0, node = UINT64_MAX;
+    for (uint64_t a = c * s; a < mesh->world; a += s * P) {
+        uint64_t last = a + s - 1;
+        for (uint64_t nd = a / gpn; nd <= last / gpn; nd++) {
+            uint64_t lo = nd * gpn > a ? nd * gpn : a, hi = (nd + 1) * gpn - 1 < last ? (nd + 1) * gpn - 1 : last;
+            run = nd == node ? run + (hi - lo + 1) : hi - lo + 1;
+            nodes += nd != node;
+            node = nd;
+            if (run > best)
+                best = run;
+        }
+    }
+    out->nranks = mesh->world / P;
+    out->nnodes = nodes;
+    out->ppn = best;
+    out->siblings = nodes > 1 ? siblings_of(mesh, best) : 1;
+}
+
 void gs_topo_group_shape(const gs_mesh *mesh, gs_group_kind g, uint64_t rank, gs_coll_shape *out)
 {
     uint64_t size = 0;
@@ -122,6 +146,9 @@ void gs_topo_group_shape(const gs_mesh *mesh, gs_group_kind g, uint64_t rank, gs
         return;
     case GS_GROUP_CP:
         cp_shape(mesh, rank, out);
+        return;
+    case GS_GROUP_STAGE:
+        stage_shape(mesh, rank, out);
         return;
     case GS_GROUP_EP:
     case GS_GROUP_EDP:
