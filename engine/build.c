@@ -63,6 +63,11 @@ gs_status gs__evb_emit(gs_bctx *x, gs_evb *b, uint32_t *id)
     const uint32_t *lists[GS_LINK_LISTS];
     for (int i = 0; i < GS_LINK_LISTS; i++)
         lists[i] = b->list[i];
+    if (b->e.kind == GS_EV_COMPUTE && x->compute_wait != GS_NO_ID) {
+        gs__evb_add(b, GS_LINK_DEPS, x->compute_wait);
+        lists[GS_LINK_DEPS] = b->list[GS_LINK_DEPS];
+        x->compute_wait = GS_NO_ID;
+    }
     gs_status rc = gs_rank_add_event(x->r, &b->e, lists, id);
     if (rc != GS_OK)
         return gs_error_set(x->err, rc, "out of memory adding events for rank %" PRIu64, x->rank);
@@ -126,7 +131,7 @@ static gs_status bctx_init(gs_bctx *x, const gs_scenario *s, const gs_mesh *mesh
     x->mb_count = microbatches;
     x->v = s->strategy.pipeline == GS_PIPE_INTERLEAVED && x->pp > 1 && s->strategy.virtual_stages
                ? s->strategy.virtual_stages : 1;
-    x->last_compute = x->last_dp = GS_NO_ID;
+    x->last_compute = x->last_dp = x->compute_wait = GS_NO_ID;
     x->root_grad_t = GS_NO_ID;
     r->stage = x->stage;
     if ((rc = gs_partition_stage(s, mesh, x->stage, &x->part, err)) != GS_OK)

@@ -59,6 +59,8 @@ typedef struct gs_bctx {
     uint32_t *xent_ev;           /* per mb % window: the head forward's cross-entropy all-gather (TP) */
     uint32_t root_grad_t;
     uint32_t last_compute;       /* last compute event appended (data dependency chain) */
+    uint32_t compute_wait;       /* an event the next compute event waits for (FP8 delayed scaling's
+                                    amax reduction: the compute stream waits for it); GS_NO_ID: none */
     uint32_t last_dp;            /* last DP-stream event */
     uint32_t first_layer_global;
     int chunk_buckets;           /* bucket_stages first on a bucketed sharding with N > 1: model chunks

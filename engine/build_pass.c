@@ -166,7 +166,8 @@ static gs_status p2p(gs_bctx *x, pass_state *ps, gs_event_kind kind, int32_t lay
 
 /* FP8 delayed scaling: the pass's amax all-reduce over the stage's ranks when its decoder layers
  * end (engine/fp8_amax.h), forward at its top layer, backward at its bottom one; it becomes the
- * pass's last event (the compute stream waits for it). */
+ * pass's last event, and the next compute event in the rank's order waits for it (the compute
+ * stream waits for the call, whichever pass its next kernel belongs to). */
 static gs_status fp8_amax(gs_bctx *x, pass_state *ps)
 {
     if (!gs_fp8_amax_reduced(x->s) || ps->g.top < ps->g.bot)
@@ -183,7 +184,9 @@ static gs_status fp8_amax(gs_bctx *x, pass_state *ps)
     b.e.chunk = (uint8_t)ps->chunk;
     b.e.bytes = gs_fp8_amax_bytes(x->s, x->mesh, x->v, x->stage, ps->g.bot, ps->g.top, ps->phase);
     gs__evb_add(&b, GS_LINK_DEPS, ps->prev);
-    return gs__evb_emit(x, &b, &ps->prev);
+    gs_status rc = gs__evb_emit(x, &b, &ps->prev);
+    x->compute_wait = ps->prev; /* every later compute op, this pass's or the next one's */
+    return rc;
 }
 
 /* A forward pass's start: the layers' stashes, then the receive of its input or the embedding. */

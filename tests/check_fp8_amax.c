@@ -150,9 +150,9 @@ static size_t count_role(const gs_rank_events *r, int role)
  * each) and 4 micro-batches a DP rank: each rank reduces 2 x 4 x 2 = 16 times, over the 8 ranks
  * of its stage, 96 B forward and 64 B backward (test_bytes); a forward reduction sits at its
  * chunk's top layer after that layer's last op and the pass's send waits for it, a backward one at
- * the chunk's bottom layer. The ledger: a ring all-reduce over n = 8 sends 2 (n - 1) ceil(B /
- * n) = 14 x 12 = 168 B forward and 14 x 8 = 112 B backward, x 2 chunks x 4 micro-batches = 2240 B
- * a step. Current scaling has no reductions. */
+ * the chunk's bottom layer, and the rank's next compute event waits for it. The ledger: a ring
+ * all-reduce over n = 8 sends 2 (n - 1) ceil(B / n) = 14 x 12 = 168 B forward and 14 x 8 = 112 B
+ * backward, x 2 chunks x 4 micro-batches = 2240 B a step. Current scaling has no reductions. */
 START_TEST(test_schedule)
 {
     const char *base = TINY "grid: {dp: 4, tp: 2, pp: 2}\nbatch: {global: 16, micro: 1}\n"
@@ -191,6 +191,18 @@ START_TEST(test_schedule)
             ck_assert_int_eq(d->layer, e->layer);
             ck_assert_uint_eq(d->mb, e->mb);
             ck_assert_uint_eq(d->role, fwd ? GS_ROLE_TP_MLP_OUT : GS_ROLE_ATTN_NORM);
+            /* the compute stream waits for it: the rank's next compute event depends on it */
+            size_t nx = k + 1;
+            while (nx < r->nevents && r->events[nx].kind != GS_EV_COMPUTE)
+                nx++;
+            if (nx < r->nevents) {
+                const gs_event *ne = &r->events[nx];
+                const uint32_t *nd = gs_event_list(r, ne, GS_LINK_DEPS);
+                int found = 0;
+                for (uint16_t q = 0; q < ne->nlinks[GS_LINK_DEPS]; q++)
+                    found |= nd[q] == k;
+                ck_assert_msg(found, "rank %zu: compute event %zu does not wait for the amax reduction %zu", i, nx, k);
+            }
         }
         /* a send of a pass that has one waits for its reduction */
         for (size_t k = 0; k < r->nevents; k++) {
