@@ -88,10 +88,13 @@ static gs_status print_json(const gs__exec_args *a, const gs__exec_run *r, const
 static void print_text(const gs__exec_args *a, const gs__exec_run *r)
 {
     const gs_mesh *mesh = &r->mesh;
+    gs_fp8 f8 = r->s.strategy.fp8;
     printf("%s: %" PRIu64 " ranks (" GS_GRID_FMT ", %s) on the %s driver, fp32 "
-           "(GEMMs: %s)\n",
+           "(GEMMs: %s%s%s%s)\n",
            r->s.name, mesh->world, mesh->size[GS_DIM_DP], mesh->size[GS_DIM_PP], mesh->size[GS_DIM_TP],
-           gs_sharding_name(r->s.strategy.sharding), a->o.driver->name, gs_exec_session_gemm_math(r->x));
+           gs_sharding_name(r->s.strategy.sharding), a->o.driver->name, gs_exec_session_gemm_math(r->x),
+           f8 != GS_FP8_OFF ? "; the linear layers' in FP8, " : "", f8 != GS_FP8_OFF ? gs_fp8_name(f8) : "",
+           f8 != GS_FP8_OFF ? " scaling" : "");
     printf("  step  loss        time\n");
     for (uint64_t i = 0; i < a->steps; i++)
         printf("  %4" PRIu64 "  %.6f  %.4f s\n", r->first + i, r->loss[i], r->secs[i]);
