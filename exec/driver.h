@@ -125,6 +125,18 @@ typedef struct gs_fp8_split {
     gs_fp8_cut k, n;
 } gs_fp8_split;
 
+/* Delayed scaling (Transformer Engine's DelayedScaling): the scales an FP8 GEMM's casts use, given
+ * by the caller's amax history instead of each tensor's own amax, and where the casts record the
+ * amaxes of the tensors they cast (each the maximum of what is there and the tensor's amax, NaN
+ * sticking; NULL: not recorded). Forward: x and w at scale x and w, recording amax_x and amax_w;
+ * backward: x and w at the forward's scales (their forward codes), dy at scale dy, recording
+ * amax_dy. A value beyond the format's largest saturates to it. The amaxes are host memory the op
+ * writes before it returns. */
+typedef struct gs_fp8_scales {
+    float x, w, dy;
+    float *amax_x, *amax_w, *amax_dy;
+} gs_fp8_scales;
+
 typedef struct gs_driver_kernels {
     void (*linear_fwd)(gs_drv_stream *s, const float *x, const float *w, float *y, size_t t, size_t k, size_t n);
     /* dx = dy w (skipped when dx is NULL), dw += dy^T x (skipped when dw is NULL) */
@@ -202,13 +214,16 @@ typedef struct gs_driver_kernels {
      * The forward's x and w in E4M3; the backward's dy in E5M2 and x and w in E4M3 (Transformer
      * Engine's HYBRID format). sp (NULL: per tensor) cuts the operands into scale blocks as TP
      * shards them (gs_k_fp8_round_blocks): x's k and w's k by sp->k, w's n and dy's n by sp->n;
-     * drivers without fp8_blocks take NULL only. NULL ops: the driver runs no FP8 (exec refuses
-     * FP8 scenarios). */
+     * drivers without fp8_blocks take NULL only. sc (NULL: current scaling) gives the scales of
+     * delayed scaling (gs_fp8_scales; every block at the one scale, the blocks still splitting the
+     * sums); drivers without fp8_delayed take NULL only. NULL ops: the driver runs no FP8 (exec
+     * refuses FP8 scenarios). */
     void (*linear_fwd_fp8)(gs_drv_stream *s, const float *x, const float *w, float *y, size_t t, size_t k, size_t n,
-                           const gs_fp8_split *sp);
+                           const gs_fp8_split *sp, const gs_fp8_scales *sc);
     void (*linear_bwd_fp8)(gs_drv_stream *s, const float *x, const float *w, const float *dy, float *dx, float *dw,
-                           size_t t, size_t k, size_t n, const gs_fp8_split *sp);
-    int fp8_blocks; /* 1: the FP8 ops take scale blocks (sp non-NULL) */
+                           size_t t, size_t k, size_t n, const gs_fp8_split *sp, const gs_fp8_scales *sc);
+    int fp8_blocks;  /* 1: the FP8 ops take scale blocks (sp non-NULL) */
+    int fp8_delayed; /* 1: the FP8 ops take delayed scaling's scales (sc non-NULL) */
     /* A MoE block's local experts' linear layers in one call: `groups` GEMMs, group g's rows[g]
      * rows consecutive in x, y, dy and dx (after the rows of the groups before it), its weight
      * [n, k] at w + g w_stride floats and its gradient at dw + g w_stride: the semantics of one
@@ -282,6 +297,10 @@ typedef struct gs_driver_ops {
     /* buf = sum over members of buf (in place). */
     gs_status (*all_reduce)(gs_drv *d, gs_drv_stream *s, uint64_t rank, const gs_drv_group *g, float *buf,
                             size_t count, gs_error *err);
+    /* buf = the elementwise maximum over members of buf (in place; a NaN wins): FP8 delayed
+     * scaling's amax reduction. NULL: the driver has none (exec then refuses delayed scaling). */
+    gs_status (*all_reduce_max)(gs_drv *d, gs_drv_stream *s, uint64_t rank, const gs_drv_group *g, float *buf,
+                                size_t count, gs_error *err);
     /* buf = member root's buf. */
     gs_status (*broadcast)(gs_drv *d, gs_drv_stream *s, uint64_t rank, const gs_drv_group *g, float *buf,
                            size_t count, uint64_t root, gs_error *err);
@@ -360,8 +379,9 @@ extern const gs_driver_ops gs_driver_host;
  * 9: the kernels in their own table, gs_driver_ops.k. 10: all_to_all and the MoE kernels. 11: the FP8
  * linear kernels. 12: opts.fp8, opts.attn_seq_mult, set.cuda_fp8. 13: gs_mesh.cp_a2a and the CP a2a
  * and p2p group kinds (hierarchical CP). 14: the FP8 ops' scale blocks (gs_fp8_split, fp8_blocks), the
- * grouped linear ops. 15: the stage group kind (FP8 delayed scaling's amax reductions). */
-#define GS_DRIVER_ABI 15
+ * grouped linear ops. 15: the stage group kind (FP8 delayed scaling's amax reductions). 16: delayed
+ * scaling's scales in the FP8 ops (gs_fp8_scales, fp8_delayed), all_reduce_max. */
+#define GS_DRIVER_ABI 16
 
 /* The drivers this build has, by name (NULL when unknown). */
 const gs_driver_ops *gs_driver_find(const char *name);

@@ -685,6 +685,7 @@ static const gs_driver_ops gs_driver_cuda = {
     .all_gather = gs__cuda_all_gather,
     .reduce_scatter = gs__cuda_reduce_scatter,
     .all_reduce = gs__cuda_all_reduce,
+    .all_reduce_max = gs__cuda_all_reduce_max,
     .broadcast = gs__cuda_broadcast,
     .all_to_all = gs__cuda_all_to_all,
     .send = gs__cuda_send,

@@ -216,10 +216,16 @@ static void emulated_bwd(gs_drv_stream *s, const float *x, const float *w, const
         gs__cuda_k_add(s, dw, wgrad, n * k);
 }
 
-/* 1 when sp asks for more than one scale block (this driver casts per tensor: fp8_blocks 0, so
- * exec passes NULL; a caller that does not is failed rather than given other numerics). */
-static int blocked(gs_drv_stream *s, const gs_fp8_split *sp)
+/* 1 when sp asks for more than one scale block, or sc for delayed scaling's given scales (this
+ * driver casts per tensor at the tensor's own amax: fp8_blocks and fp8_delayed 0, so exec passes
+ * NULL; a caller that does not is failed rather than given other numerics). */
+static int blocked(gs_drv_stream *s, const gs_fp8_split *sp, const gs_fp8_scales *sc)
 {
+    if (sc) {
+        gs__cuda_fail_stream(s, "FP8 GEMM with delayed scaling's scales: the cuda driver casts at each tensor's "
+                             "own amax (current scaling)");
+        return 1;
+    }
     if (!sp || (sp->k.parts <= 1 && sp->n.parts <= 1))
         return 0;
     gs__cuda_fail_stream(s, "FP8 GEMM with scale blocks (k %zu, n %zu): the cuda driver casts per tensor",
@@ -228,9 +234,9 @@ static int blocked(gs_drv_stream *s, const gs_fp8_split *sp)
 }
 
 void gs__cuda_k_linear_fwd_fp8(gs_drv_stream *s, const float *x, const float *w, float *y, size_t t, size_t k,
-                               size_t n, const gs_fp8_split *sp)
+                               size_t n, const gs_fp8_split *sp, const gs_fp8_scales *sc)
 {
-    if (blocked(s, sp))
+    if (blocked(s, sp, sc))
         return;
     if (s->d->fp8_lt && lt_shape(t, k, n) && gs__cuda_ensure_workspace(s)) {
         int rc = lt_fwd(s, x, w, y, t, k, n);
@@ -241,9 +247,9 @@ void gs__cuda_k_linear_fwd_fp8(gs_drv_stream *s, const float *x, const float *w,
 }
 
 void gs__cuda_k_linear_bwd_fp8(gs_drv_stream *s, const float *x, const float *w, const float *dy, float *dx,
-                               float *dw, size_t t, size_t k, size_t n, const gs_fp8_split *sp)
+                               float *dw, size_t t, size_t k, size_t n, const gs_fp8_split *sp, const gs_fp8_scales *sc)
 {
-    if (blocked(s, sp))
+    if (blocked(s, sp, sc))
         return;
     if (s->d->fp8_lt && lt_shape(t, k, n) && gs__cuda_ensure_workspace(s)) {
         int rc = lt_bwd(s, x, w, dy, dx, dw, t, k, n);

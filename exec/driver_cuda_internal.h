@@ -215,9 +215,9 @@ void gs__cuda_k_linear_bwd_grouped(gs_drv_stream *s, const float *x, const float
                                    const float *dy, float *dx, float *dw, const uint64_t *rows, size_t groups,
                                    size_t k, size_t n);
 void gs__cuda_k_linear_fwd_fp8(gs_drv_stream *s, const float *x, const float *w, float *y, size_t t, size_t k,
-                               size_t n, const gs_fp8_split *sp);
+                               size_t n, const gs_fp8_split *sp, const gs_fp8_scales *sc);
 void gs__cuda_k_linear_bwd_fp8(gs_drv_stream *s, const float *x, const float *w, const float *dy, float *dx,
-                               float *dw, size_t t, size_t k, size_t n, const gs_fp8_split *sp);
+                               float *dw, size_t t, size_t k, size_t n, const gs_fp8_split *sp, const gs_fp8_scales *sc);
 
 /* ---- exec/driver_cuda_nccl.c: collectives and p2p ---- */
 gs_status gs__cuda_all_gather(gs_drv *d, gs_drv_stream *s, uint64_t rank, const gs_drv_group *g, const float *send,
@@ -226,6 +226,8 @@ gs_status gs__cuda_reduce_scatter(gs_drv *d, gs_drv_stream *s, uint64_t rank, co
                                   float *recv, size_t count, gs_error *err);
 gs_status gs__cuda_all_reduce(gs_drv *d, gs_drv_stream *s, uint64_t rank, const gs_drv_group *g, float *buf,
                               size_t count, gs_error *err);
+gs_status gs__cuda_all_reduce_max(gs_drv *d, gs_drv_stream *s, uint64_t rank, const gs_drv_group *g, float *buf,
+                                  size_t count, gs_error *err);
 gs_status gs__cuda_broadcast(gs_drv *d, gs_drv_stream *s, uint64_t rank, const gs_drv_group *g, float *buf,
                              size_t count, uint64_t root, gs_error *err);
 gs_status gs__cuda_all_to_all(gs_drv *d, gs_drv_stream *s, uint64_t rank, const gs_drv_group *g, const float *send,

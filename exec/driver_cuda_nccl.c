@@ -26,11 +26,12 @@ static gs_status stopped(gs_drv *d, const char *where, gs_error *err)
     return gs_error_set(err, GS_ERR_RUNTIME, "%s: stopped: %s", where, e.msg);
 }
 
-typedef enum coll_kind { C_AG, C_RS, C_AR, C_BCAST } coll_kind;
+typedef enum coll_kind { C_AG, C_RS, C_AR, C_BCAST, C_ARMAX } coll_kind;
 
 static const char *coll_name(coll_kind k)
 {
-    static const char *const n[] = {"ncclAllGather", "ncclReduceScatter", "ncclAllReduce", "ncclBroadcast"};
+    static const char *const n[] = {"ncclAllGather", "ncclReduceScatter", "ncclAllReduce", "ncclBroadcast",
+                                    "ncclAllReduce (max)"};
     return n[k];
 }
 
@@ -53,6 +54,7 @@ static gs_status nccl_issue(gs_drv *d, gs_drv_stream *s, uint64_t rank, ncclComm
         case C_RS: st = ncclReduceScatter(send, recv, count, type, ncclSum, c, gs__cuda_work_on(s)); break;
         case C_AR: st = ncclAllReduce(send, recv, count, type, ncclSum, c, gs__cuda_work_on(s)); break;
         case C_BCAST: st = ncclBroadcast(send, recv, count, type, peer_or_root, c, gs__cuda_work_on(s)); break;
+        case C_ARMAX: st = ncclAllReduce(send, recv, count, type, ncclMax, c, gs__cuda_work_on(s)); break;
         }
         st2 = ncclGroupEnd();
         if (st == ncclSuccess || st == ncclInProgress)
@@ -111,6 +113,12 @@ gs_status gs__cuda_all_reduce(gs_drv *d, gs_drv_stream *s, uint64_t rank, const 
                               size_t count, gs_error *err)
 {
     return coll(d, s, rank, g, C_AR, buf, buf, count, 0, err);
+}
+
+gs_status gs__cuda_all_reduce_max(gs_drv *d, gs_drv_stream *s, uint64_t rank, const gs_drv_group *g, float *buf,
+                                  size_t count, gs_error *err)
+{
+    return coll(d, s, rank, g, C_ARMAX, buf, buf, count, 0, err);
 }
 
 gs_status gs__cuda_broadcast(gs_drv *d, gs_drv_stream *s, uint64_t rank, const gs_drv_group *g, float *buf,

@@ -3,6 +3,7 @@
 #include "exec/driver_host_internal.h"
 
 #include <inttypes.h>
+#include <math.h>
 #include <pthread.h>
 #include <stdlib.h>
 #include <string.h>
@@ -10,12 +11,20 @@
 
 /* ---- collectives ---------------------------------------------------------------------------- */
 
-enum { OP_AG = 1, OP_RS, OP_AR, OP_BCAST, OP_A2A };
+enum { OP_AG = 1, OP_RS, OP_AR, OP_BCAST, OP_A2A, OP_ARMAX };
 
 static const char *op_name(int op)
 {
     return op == OP_AG ? "all_gather" : op == OP_RS ? "reduce_scatter" : op == OP_AR ? "all_reduce"
-           : op == OP_A2A ? "all_to_all" : "broadcast";
+           : op == OP_A2A ? "all_to_all" : op == OP_ARMAX ? "all_reduce_max" : "broadcast";
+}
+
+/* acc combined with v: the sum (OP_AR), or the maximum with a NaN winning (OP_ARMAX). */
+static float combine(int op, float acc, float v)
+{
+    if (op != OP_ARMAX)
+        return acc + v;
+    return isnan(acc) || v > acc || isnan(v) ? (isnan(acc) ? acc : v) : acc;
 }
 
 /* ---- across processes: the bootstrap's transport ---- */
@@ -235,22 +244,23 @@ gs_status gs__host_reduce_scatter(gs_drv *d, gs_drv_stream *s, uint64_t rank, co
     return depart(d, rank, g, c, gen, err);
 }
 
-gs_status gs__host_all_reduce(gs_drv *d, gs_drv_stream *s, uint64_t rank, const gs_drv_group *g, float *buf,
-                              size_t count, gs_error *err)
+/* An all-reduce of op (OP_AR: sum, OP_ARMAX: maximum), combined in ascending member order. */
+static gs_status all_reduce_op(gs_drv *d, gs_drv_stream *s, uint64_t rank, const gs_drv_group *g, float *buf,
+                               size_t count, int op, gs_error *err)
 {
     float *tmp = malloc((count ? count : 1) * sizeof *tmp);
     if (!tmp)
-        return gs_error_set(err, GS_ERR_NOMEM, "rank %" PRIu64 ": all_reduce: out of memory", rank);
+        return gs_error_set(err, GS_ERR_NOMEM, "rank %" PRIu64 ": %s: out of memory", rank, op_name(op));
     if (d->boot && g->size > 1) {
-        /* every member's buffer, then summed in ascending member order as below */
+        /* every member's buffer, then combined in ascending member order as below */
         size_t n = (size_t)g->size * count;
         float *all = malloc((n ? n : 1) * sizeof *all);
-        gs_status rc = all ? boot_exchange(d, s, rank, g, OP_AR, buf, all, count, 0, err)
-                           : gs_error_set(err, GS_ERR_NOMEM, "rank %" PRIu64 ": all_reduce: out of memory", rank);
+        gs_status rc = all ? boot_exchange(d, s, rank, g, op, buf, all, count, 0, err)
+                           : gs_error_set(err, GS_ERR_NOMEM, "rank %" PRIu64 ": %s: out of memory", rank, op_name(op));
         for (size_t j = 0; rc == GS_OK && j < count; j++) {
             float acc = all[j];
             for (uint64_t i = 1; i < g->size; i++)
-                acc += all[i * count + j];
+                acc = combine(op, acc, all[i * count + j]);
             buf[j] = acc;
         }
         free(all);
@@ -259,12 +269,12 @@ gs_status gs__host_all_reduce(gs_drv *d, gs_drv_stream *s, uint64_t rank, const 
     }
     coll_slot *c;
     uint64_t gen;
-    gs_status rc = arrive(d, s, rank, g, OP_AR, count, buf, &c, &gen, err);
+    gs_status rc = arrive(d, s, rank, g, op, count, buf, &c, &gen, err);
     if (rc == GS_OK) {
         for (size_t j = 0; j < count; j++) {
             float acc = c->in[0][j];
             for (uint64_t i = 1; i < g->size; i++)
-                acc += c->in[i][j];
+                acc = combine(op, acc, c->in[i][j]);
             tmp[j] = acc;
         }
         /* everyone has read every input before anyone overwrites its own */
@@ -274,6 +284,18 @@ gs_status gs__host_all_reduce(gs_drv *d, gs_drv_stream *s, uint64_t rank, const 
     }
     free(tmp);
     return rc;
+}
+
+gs_status gs__host_all_reduce(gs_drv *d, gs_drv_stream *s, uint64_t rank, const gs_drv_group *g, float *buf,
+                              size_t count, gs_error *err)
+{
+    return all_reduce_op(d, s, rank, g, buf, count, OP_AR, err);
+}
+
+gs_status gs__host_all_reduce_max(gs_drv *d, gs_drv_stream *s, uint64_t rank, const gs_drv_group *g, float *buf,
+                                  size_t count, gs_error *err)
+{
+    return all_reduce_op(d, s, rank, g, buf, count, OP_ARMAX, err);
 }
 
 gs_status gs__host_broadcast(gs_drv *d, gs_drv_stream *s, uint64_t rank, const gs_drv_group *g, float *buf,

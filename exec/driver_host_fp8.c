@@ -11,9 +11,14 @@
  * alike: a row-parallel forward (k cut) and a column-parallel backward's dx (n cut) are each
  * block's product (the rank's partial sum), added in block order as the host's reductions add
  * the ranks' in member order. FP8's rounding is a step function: a different fp32 summation
- * order upstream would flip codes next to a midpoint, and the flips grow over steps. */
+ * order upstream would flip codes next to a midpoint, and the flips grow over steps.
+ *
+ * Delayed scaling (sc): every cast at the scale given, whatever the blocks (a TP run's ranks
+ * share the scale the amax reduction gave them), recording the tensor's amax; the blocks still
+ * split the sums as above. */
 #include "exec/driver_host_internal.h"
 
+#include <math.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -61,6 +66,21 @@ static size_t take_rows(const float *src, size_t rows, size_t cols, const gs_fp8
     return o;
 }
 
+/* x [rows, cols] cast into y: at scale *scale recording x's amax in *amax (the maximum with what
+ * is there; NULL: none) under delayed scaling (scale non-NULL), else per block of rc x cc at the
+ * block's own amax. */
+static void cast(gs_fp8_fmt f, const float *x, float *y, size_t rows, size_t cols, const gs_fp8_cut *rc,
+                 const gs_fp8_cut *cc, const float *scale, float *amax)
+{
+    if (!scale) {
+        gs_k_fp8_round_blocks(f, x, y, rows, cols, rc, cc);
+        return;
+    }
+    float a = gs_k_fp8_round_scaled(f, *scale, x, y, rows * cols);
+    if (amax && (a > *amax || isnan(a)) && !isnan(*amax))
+        *amax = a;
+}
+
 /* y [t, n] = sum over the k blocks of xq's and wq's block products, in block order (a TP run's
  * row-parallel partial sums and their reduction). 0 when out of memory. */
 static int fwd_k_blocks(const float *xq, const float *wq, float *y, size_t t, size_t k, size_t n,
@@ -102,7 +122,7 @@ static int bwd_dx_n_blocks(const float *wq, const float *dyq, float *dx, size_t 
 }
 
 void gs__host_k_linear_fwd_fp8(gs_drv_stream *s, const float *x, const float *w, float *y, size_t t, size_t k,
-                               size_t n, const gs_fp8_split *sp)
+                               size_t n, const gs_fp8_split *sp, const gs_fp8_scales *sc)
 {
     float *own, *r = cast_room(s, t * k + n * k, &own);
     if (!r) {
@@ -111,8 +131,9 @@ void gs__host_k_linear_fwd_fp8(gs_drv_stream *s, const float *x, const float *w,
         return;
     }
     /* forward: activations and weights in E4M3 */
-    gs_k_fp8_round_blocks(GS_FP8_E4M3, x, r, t, k, NULL, sp ? &sp->k : NULL);
-    gs_k_fp8_round_blocks(GS_FP8_E4M3, w, r + t * k, n, k, sp ? &sp->n : NULL, sp ? &sp->k : NULL);
+    cast(GS_FP8_E4M3, x, r, t, k, NULL, sp ? &sp->k : NULL, sc ? &sc->x : NULL, sc ? sc->amax_x : NULL);
+    cast(GS_FP8_E4M3, w, r + t * k, n, k, sp ? &sp->n : NULL, sp ? &sp->k : NULL, sc ? &sc->w : NULL,
+         sc ? sc->amax_w : NULL);
     if (sp && sp->k.parts > 1) {
         if (!fwd_k_blocks(r, r + t * k, y, t, k, n, &sp->k) && s)
             gs__host_round_failed(s, "FP8");
@@ -123,7 +144,7 @@ void gs__host_k_linear_fwd_fp8(gs_drv_stream *s, const float *x, const float *w,
 }
 
 void gs__host_k_linear_bwd_fp8(gs_drv_stream *s, const float *x, const float *w, const float *dy, float *dx,
-                               float *dw, size_t t, size_t k, size_t n, const gs_fp8_split *sp)
+                               float *dw, size_t t, size_t k, size_t n, const gs_fp8_split *sp, const gs_fp8_scales *sc)
 {
     float *own, *r = cast_room(s, t * k + n * k + t * n + (dw ? n * k : 0), &own);
     if (!r) {
@@ -132,15 +153,16 @@ void gs__host_k_linear_bwd_fp8(gs_drv_stream *s, const float *x, const float *w,
         return;
     }
     /* backward (HYBRID): the output gradient in E5M2, the forward's inputs cast again in E4M3
-     * (current scaling: the same tensors give the forward's scales); only what the products
-     * read is cast (dx = dy w reads w, dw += dy^T x reads x) */
+     * (current scaling: the same tensors give the forward's scales; delayed: the forward's scales
+     * are given, and only dy's amax is recorded); only what the products read is cast (dx = dy w
+     * reads w, dw += dy^T x reads x) */
     float *xq = r, *wq = r + t * k, *dyq = r + t * k + n * k, *wgrad = dw ? dyq + t * n : NULL;
     const gs_fp8_cut *ck = sp ? &sp->k : NULL, *cn = sp ? &sp->n : NULL;
     if (dw)
-        gs_k_fp8_round_blocks(GS_FP8_E4M3, x, xq, t, k, NULL, ck);
+        cast(GS_FP8_E4M3, x, xq, t, k, NULL, ck, sc ? &sc->x : NULL, NULL);
     if (dx)
-        gs_k_fp8_round_blocks(GS_FP8_E4M3, w, wq, n, k, cn, ck);
-    gs_k_fp8_round_blocks(GS_FP8_E5M2, dy, dyq, t, n, NULL, cn);
+        cast(GS_FP8_E4M3, w, wq, n, k, cn, ck, sc ? &sc->w : NULL, NULL);
+    cast(GS_FP8_E5M2, dy, dyq, t, n, NULL, cn, sc ? &sc->dy : NULL, sc ? sc->amax_dy : NULL);
     /* the weight gradient GEMM writes its own output, then added to dw, as Transformer Engine's
      * wgrad without gradient-accumulation fusion is (autograd adds it to the gradient): a
      * micro-batch's gradient is then the same sum on any grid, and a data-parallel rank's one

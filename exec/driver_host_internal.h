@@ -163,9 +163,9 @@ void gs__host_k_linear_bwd_grouped(gs_drv_stream *s, const float *x, const float
                                    const float *dy, float *dx, float *dw, const uint64_t *rows, size_t groups,
                                    size_t k, size_t n);
 void gs__host_k_linear_fwd_fp8(gs_drv_stream *s, const float *x, const float *w, float *y, size_t t, size_t k,
-                               size_t n, const gs_fp8_split *sp);
+                               size_t n, const gs_fp8_split *sp, const gs_fp8_scales *sc);
 void gs__host_k_linear_bwd_fp8(gs_drv_stream *s, const float *x, const float *w, const float *dy, float *dx,
-                               float *dw, size_t t, size_t k, size_t n, const gs_fp8_split *sp);
+                               float *dw, size_t t, size_t k, size_t n, const gs_fp8_split *sp, const gs_fp8_scales *sc);
 void gs__host_k_dropout(gs_drv_stream *s, float *x, size_t rows, size_t h, const gs_dropout *drop);
 void gs__host_k_layernorm_fwd(gs_drv_stream *s, const float *x, const float *g, const float *b, float *y, float *mean,
                               float *rstd, size_t t, size_t h, float eps);
@@ -205,6 +205,8 @@ gs_status gs__host_reduce_scatter(gs_drv *d, gs_drv_stream *s, uint64_t rank, co
                                   float *recv, size_t count, gs_error *err);
 gs_status gs__host_all_reduce(gs_drv *d, gs_drv_stream *s, uint64_t rank, const gs_drv_group *g, float *buf,
                               size_t count, gs_error *err);
+gs_status gs__host_all_reduce_max(gs_drv *d, gs_drv_stream *s, uint64_t rank, const gs_drv_group *g, float *buf,
+                                  size_t count, gs_error *err);
 gs_status gs__host_all_to_all(gs_drv *d, gs_drv_stream *s, uint64_t rank, const gs_drv_group *g, const float *send,
                               float *recv, size_t count, gs_error *err);
 gs_status gs__host_broadcast(gs_drv *d, gs_drv_stream *s, uint64_t rank, const gs_drv_group *g, float *buf,

@@ -55,6 +55,12 @@ typedef struct gs_train_opts {
      * tensor), each at its own scale as the ranks of a tp = fp8_tp_shards run cast theirs: the
      * single rank whose numbers such a run must give (host driver) */
     uint64_t fp8_tp_shards;
+    /* FP8 delayed scaling on one data-parallel replica: the single rank whose numbers a run of this
+     * many replicas must give (0 or 1: none). Its micro-batches take the replicas' in turn (the
+     * replicas' micro-batch 0, then their micro-batch 1, ...; the micro-batches a step divide by
+     * it) and its amaxes are reduced after every this many passes, as the replicas' reductions
+     * join theirs (exec/train_fp8_delayed.c). */
+    uint64_t fp8_amax_replicas;
 } gs_train_opts;
 
 /* seed 1234, lr 1e-3, betas (0.9, 0.95), eps 1e-8, weight decay 0.1, init std 0.02, p2p groups. */
@@ -72,10 +78,12 @@ typedef struct gs_train gs_train;
 gs_status gs_train_create(const gs_scenario *s, const gs_schedule *sch, const gs_driver_ops *ops, gs_drv *drv,
                           gs_dispatch *disp, const gs_train_opts *o, gs_train **out, gs_error *err);
 void gs_train_destroy(gs_train *t);
-/* GS_OK when exec runs s's precision under options o (NULL: defaults): an FP8 scenario under
- * current scaling, on a driver with FP8 kernels, with cp and ep 1, tp without tp_comm_overlap;
+/* GS_OK when exec runs s's precision under options o (NULL: defaults): an FP8 scenario on a
+ * driver with FP8 kernels, with cp and ep 1; under current scaling tp without tp_comm_overlap;
+ * under delayed scaling on a driver with its scales and all_reduce_max, without fp8_params;
  * o->fp8_tp_shards above 1 on tp 1, dividing the widths TP divides, on a driver with scale
- * blocks. Else GS_ERR_INPUT saying why (exec/train_fp8.c). */
+ * blocks; o->fp8_amax_replicas above 1 under delayed scaling on one replica, dividing the
+ * micro-batches. Else GS_ERR_INPUT saying why (exec/train_fp8.c). */
 gs_status gs_train_fp8_check(const gs_scenario *s, const gs_mesh *mesh, const gs_driver_ops *ops,
                              const gs_train_opts *o, gs_error *err);
 

@@ -100,14 +100,14 @@ static gs_status attn_fwd(const ctx *c, blk *b, action act)
             const float *in;
             ring_src src = {a->n1s, a->n1, h, 0};
             for (uint64_t j = 0; (rc = gs__train_ring_chunk(c, &src, j, &cq, &in)) == GS_OK && in; j++) {
-                gs__train_linear_fwd(c, GS_LIN_QKV, in, b->w.wqkv, a->qkv + cq * Tl * nq, Tl, h, nq);
+                gs__train_linear_fwd(c, GS_LIN_QKV, 0, in, b->w.wqkv, a->qkv + cq * Tl * nq, Tl, h, nq);
                 if (b->w.bqkv)
                     ops->k.bias_add(c->s, a->qkv + cq * Tl * nq, b->w.bqkv, Tl, nq);
             }
             if (rc != GS_OK || c->pl->part == 1)
                 return rc;
         } else {
-            gs__train_linear_fwd(c, GS_LIN_QKV, a->n1, b->w.wqkv, a->qkv, T, h, nq);
+            gs__train_linear_fwd(c, GS_LIN_QKV, 0, a->n1, b->w.wqkv, a->qkv, T, h, nq);
             if (b->w.bqkv)
                 ops->k.bias_add(c->s, a->qkv, b->w.bqkv, T, nq);
         }
@@ -128,8 +128,8 @@ static gs_status attn_fwd(const ctx *c, blk *b, action act)
         return GS_OK;
     case A_O_FWD:
         if (c->pl->part)
-            return gs__train_split_gemm_part(c, a->ao, b->w.wo, a->op, t->a_t * hd);
-        gs__train_linear_fwd(c, GS_LIN_O, a->ao, b->w.wo, a->op, T, t->a_t * hd, h);
+            return gs__train_split_gemm_part(c, GS_LIN_O, a->ao, b->w.wo, a->op, t->a_t * hd);
+        gs__train_linear_fwd(c, GS_LIN_O, 0, a->ao, b->w.wo, a->op, T, t->a_t * hd, h);
         return GS_OK;
     case A_O_TP:
         if (c->pl->part)
@@ -177,13 +177,13 @@ static gs_status mlp_fwd(const ctx *c, blk *b, action act)
             const float *in;
             ring_src src = {a->n2s, a->n2, h, 0};
             for (uint64_t j = 0; (rc = gs__train_ring_chunk(c, &src, j, &cq, &in)) == GS_OK && in; j++) {
-                gs__train_linear_fwd(c, GS_LIN_UP, in, b->w.wgu, a->gu + cq * Tl * b->up_n, Tl, h, b->up_n);
+                gs__train_linear_fwd(c, GS_LIN_UP, 0, in, b->w.wgu, a->gu + cq * Tl * b->up_n, Tl, h, b->up_n);
                 if (b->w.bu)
                     ops->k.bias_add(c->s, a->gu + cq * Tl * b->up_n, b->w.bu, Tl, b->f_t);
             }
             return rc;
         }
-        gs__train_linear_fwd(c, GS_LIN_UP, a->n2, b->w.wgu, a->gu, T, h, b->up_n);
+        gs__train_linear_fwd(c, GS_LIN_UP, 0, a->n2, b->w.wgu, a->gu, T, h, b->up_n);
         if (b->w.bu)
             ops->k.bias_add(c->s, a->gu, b->w.bu, T, b->f_t);
         return GS_OK;
@@ -195,8 +195,8 @@ static gs_status mlp_fwd(const ctx *c, blk *b, action act)
         return GS_OK;
     case A_DOWN_FWD:
         if (c->pl->part)
-            return gs__train_split_gemm_part(c, a->hh, b->w.wd, a->dp, b->f_t);
-        gs__train_linear_fwd(c, GS_LIN_DOWN, a->hh, b->w.wd, a->dp, T, b->f_t, h);
+            return gs__train_split_gemm_part(c, GS_LIN_DOWN, a->hh, b->w.wd, a->dp, b->f_t);
+        gs__train_linear_fwd(c, GS_LIN_DOWN, 0, a->hh, b->w.wd, a->dp, T, b->f_t, h);
         if (t->tp <= 1)
             finish_layer(c, a, b->xout, a->dp, b->w.bd);
         return GS_OK;
@@ -233,13 +233,13 @@ static gs_status mlp_bwd(const ctx *c, blk *b, action act)
             const float *in;
             ring_src src = {b->dy, b->dyf, h, b->hdrop_mlp != NULL};
             for (uint64_t j = 0; (rc = gs__train_ring_chunk(c, &src, j, &cq, &in)) == GS_OK && in; j++)
-                gs__train_linear_bwd(c, GS_LIN_DOWN, a->hh + cq * Tl * b->f_t, b->w.wd, in, sc->dh + cq * Tl * b->f_t,
+                gs__train_linear_bwd(c, GS_LIN_DOWN, 0, a->hh + cq * Tl * b->f_t, b->w.wd, in, sc->dh + cq * Tl * b->f_t,
                                      NULL, Tl, b->f_t, h);
             if (rc == GS_OK && c->pl->part == 2)
-                gs__train_linear_bwd(c, GS_LIN_DOWN, a->hh, b->w.wd, b->dyf, NULL, b->g.wd, T, b->f_t, h);
+                gs__train_linear_bwd(c, GS_LIN_DOWN, 0, a->hh, b->w.wd, b->dyf, NULL, b->g.wd, T, b->f_t, h);
             return rc;
         }
-        gs__train_linear_bwd(c, GS_LIN_DOWN, a->hh, b->w.wd, b->dyf, sc->dh, b->g.wd, T, b->f_t, h);
+        gs__train_linear_bwd(c, GS_LIN_DOWN, 0, a->hh, b->w.wd, b->dyf, sc->dh, b->g.wd, T, b->f_t, h);
         return GS_OK;
     case A_ACT_BWD:
         if (t->gelu)
@@ -251,12 +251,12 @@ static gs_status mlp_bwd(const ctx *c, blk *b, action act)
         return gs__train_tp_gather(c, a->n2s, a->n2);
     case A_UP_BWD:
         if (c->pl->part == 2) { /* bulk overlap: wgrad beside the reduce-scatter of dgrad's output */
-            gs__train_linear_bwd(c, GS_LIN_UP, a->n2, b->w.wgu, sc->dgu, NULL, b->g.wgu, T, h, b->up_n);
+            gs__train_linear_bwd(c, GS_LIN_UP, 0, a->n2, b->w.wgu, sc->dgu, NULL, b->g.wgu, T, h, b->up_n);
             return GS_OK;
         }
         if (b->g.bu)
             ops->k.bias_grad(c->s, sc->dgu, b->g.bu, T, b->f_t);
-        gs__train_linear_bwd(c, GS_LIN_UP, a->n2, b->w.wgu, sc->dgu, sc->dn2, c->pl->part ? NULL : b->g.wgu, T, h,
+        gs__train_linear_bwd(c, GS_LIN_UP, 0, a->n2, b->w.wgu, sc->dgu, sc->dn2, c->pl->part ? NULL : b->g.wgu, T, h,
                              b->up_n);
         return GS_OK;
     case A_UP_TP:
@@ -303,13 +303,13 @@ static gs_status attn_bwd(const ctx *c, blk *b, action act)
             const float *in;
             ring_src src = {b->dxmo, b->dxmf, h, 0};
             for (uint64_t j = 0; (rc = gs__train_ring_chunk(c, &src, j, &cq, &in)) == GS_OK && in; j++)
-                gs__train_linear_bwd(c, GS_LIN_O, a->ao + cq * Tl * ahd, b->w.wo, in, sc->dao + cq * Tl * ahd, NULL, Tl,
+                gs__train_linear_bwd(c, GS_LIN_O, 0, a->ao + cq * Tl * ahd, b->w.wo, in, sc->dao + cq * Tl * ahd, NULL, Tl,
                                      ahd, h);
             if (rc == GS_OK && c->pl->part == 2)
-                gs__train_linear_bwd(c, GS_LIN_O, a->ao, b->w.wo, b->dxmf, NULL, b->g.wo, T, ahd, h);
+                gs__train_linear_bwd(c, GS_LIN_O, 0, a->ao, b->w.wo, b->dxmf, NULL, b->g.wo, T, ahd, h);
             return rc;
         }
-        gs__train_linear_bwd(c, GS_LIN_O, a->ao, b->w.wo, b->dxmf, sc->dao, b->g.wo, T, ahd, h);
+        gs__train_linear_bwd(c, GS_LIN_O, 0, a->ao, b->w.wo, b->dxmf, sc->dao, b->g.wo, T, ahd, h);
         return GS_OK;
     case A_ATTN_BWD:
         if (t->cp > 1)
@@ -325,7 +325,7 @@ static gs_status attn_bwd(const ctx *c, blk *b, action act)
         return gs__train_tp_gather(c, a->n1s, a->n1);
     case A_QKV_BWD:
         if (c->pl->part == 2) {
-            gs__train_linear_bwd(c, GS_LIN_QKV, a->n1, b->w.wqkv, sc->dqkv, NULL, b->g.wqkv, T, h, nq);
+            gs__train_linear_bwd(c, GS_LIN_QKV, 0, a->n1, b->w.wqkv, sc->dqkv, NULL, b->g.wqkv, T, h, nq);
             return GS_OK;
         }
         if (t->rope && t->cp <= 1) { /* CP: in the attention */
@@ -334,7 +334,7 @@ static gs_status attn_bwd(const ctx *c, blk *b, action act)
         }
         if (b->g.bqkv)
             ops->k.bias_grad(c->s, sc->dqkv, b->g.bqkv, T, nq);
-        gs__train_linear_bwd(c, GS_LIN_QKV, a->n1, b->w.wqkv, sc->dqkv, sc->dn1, c->pl->part ? NULL : b->g.wqkv, T, h,
+        gs__train_linear_bwd(c, GS_LIN_QKV, 0, a->n1, b->w.wqkv, sc->dqkv, sc->dn1, c->pl->part ? NULL : b->g.wqkv, T, h,
                              nq);
         return GS_OK;
     case A_QKV_TP:

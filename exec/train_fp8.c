@@ -21,25 +21,43 @@ static const char *fp8_unsupported(const gs_scenario *s, const gs_mesh *mesh, co
                  ops->name);
         return which;
     }
-    if (s->strategy.fp8 != GS_FP8_CURRENT)
-        return "fp8_recipe delayed: its scales come from an amax history that the schedule's fp8_amax reductions "
-               "keep in step over the stage's ranks; exec's FP8 GEMMs scale each tensor by its own amax and "
-               "run no history: run current scaling (fp8_recipe: current)";
+    int delayed = s->strategy.fp8 == GS_FP8_DELAYED;
+    uint64_t R = o && o->fp8_amax_replicas > 1 ? o->fp8_amax_replicas : 1;
+    if (delayed && (!ops->k.fp8_delayed || !ops->all_reduce_max)) {
+        snprintf(which, len, "fp8_recipe delayed: the %s driver's FP8 GEMMs cast at each tensor's own amax (current "
+                 "scaling; the host driver runs delayed scaling: --driver host)", ops->name);
+        return which;
+    }
+    if (delayed && s->strategy.fp8_params)
+        return "fp8_recipe delayed with fp8_params: the parameters' FP8 copies keep amax histories of their own, "
+               "updated at the optimizer step, which exec does not run (fp8_params: false, or fp8_recipe: current)";
+    if (!delayed && R > 1)
+        return "fp8_amax_replicas emulates delayed scaling's amax reduction over replicas; the recipe is current";
+    if (R > 1 && (mesh->size[GS_DIM_DP] > 1 || gs_scenario_microbatches(s) % R)) {
+        snprintf(which, len, "fp8_amax_replicas %" PRIu64 " emulates that many replicas on one: the grid's dp must be "
+                 "1 and the step's micro-batches divide by it", R);
+        return which;
+    }
     /* Under TP each rank casts its shard of a weight, and of the row-parallel input and the
      * column-parallel output gradient, at the shard's own amax; the sequence-parallel gathers'
      * tensors (column-parallel input, row-parallel output gradient) are cast whole, the amax
      * Transformer Engine reduces over TP before its FP8 gather. tp_comm_overlap's chunked GEMMs
-     * would cast each chunk apart. */
-    if (tp > 1 && s->strategy.tp_comm_overlap && s->strategy.sequence_parallel)
+     * would cast each chunk apart (under delayed scaling every chunk takes the one scale). */
+    if (!delayed && tp > 1 && s->strategy.tp_comm_overlap && s->strategy.sequence_parallel)
         return "FP8 under tp_comm_overlap: exec's chunked GEMMs would cast each chunk at its own amax where "
                "Transformer Engine casts the whole gathered tensor at the amax it reduces over TP first "
                "(run tp_comm_overlap: false)";
     if (cp > 1)
-        return "FP8 under cp > 1: each CP rank's per-tensor amax would cover its chunks of the sequences only, "
-               "and the amax reduction is no event of the schedule (run cp: 1)";
+        return delayed ? "FP8 under cp > 1: ring attention merges each query's blocks in another order than one "
+                         "rank's attention, and FP8's rounding turns that order's last bits into code flips that "
+                         "grow over steps: no single rank gives its numbers (run cp: 1)"
+                       : "FP8 under cp > 1: each CP rank's per-tensor amax would cover its chunks of the sequences "
+                         "only, not the single rank's tensors (run cp: 1)";
     if (ep > 1)
-        return "FP8 under ep > 1: an expert's GEMM reads the tokens of every rank of its EP group at once, "
-               "so its per-tensor scale is not the single rank's (run ep: 1)";
+        return delayed ? "FP8 under ep > 1: Transformer Engine reduces the amaxes of the experts at the same local "
+                         "index on each EP rank together, an emulation exec has not (run ep: 1)"
+                       : "FP8 under ep > 1: an expert's GEMM reads the tokens of every rank of its EP group at once, "
+                         "so its per-tensor scale is not the single rank's (run ep: 1)";
     if (shards > 1) {
         uint64_t ef = m->moe.expert_ffn ? m->moe.expert_ffn : m->ffn;
         if (tp > 1)
@@ -97,24 +115,28 @@ static const gs_fp8_split *split_for(const ctx *c, gs_lin which, size_t k, size_
     return gs_k_fp8_cut_ok(&sp->n, n) && gs_k_fp8_cut_ok(&sp->k, k) ? sp : NULL;
 }
 
-void gs__train_linear_fwd(const ctx *c, gs_lin which, const float *x, const float *w, float *y, size_t t, size_t k,
-                          size_t n)
+void gs__train_linear_fwd(const ctx *c, gs_lin which, uint64_t j, const float *x, const float *w, float *y, size_t t,
+                          size_t k, size_t n)
 {
     const gs_driver_kernels *kn = &c->t->ops->k;
     gs_fp8_split sp;
+    gs_fp8_scales sc;
     if (c->t->fp8)
-        kn->linear_fwd_fp8(c->s, x, w, y, t, k, n, split_for(c, which, k, n, &sp));
+        kn->linear_fwd_fp8(c->s, x, w, y, t, k, n, split_for(c, which, k, n, &sp),
+                           gs__train_fp8_scales(c, which, j, 0, &sc));
     else
         kn->linear_fwd(c->s, x, w, y, t, k, n);
 }
 
-void gs__train_linear_bwd(const ctx *c, gs_lin which, const float *x, const float *w, const float *dy, float *dx,
-                          float *dw, size_t t, size_t k, size_t n)
+void gs__train_linear_bwd(const ctx *c, gs_lin which, uint64_t j, const float *x, const float *w, const float *dy,
+                          float *dx, float *dw, size_t t, size_t k, size_t n)
 {
     const gs_driver_kernels *kn = &c->t->ops->k;
     gs_fp8_split sp;
+    gs_fp8_scales sc;
     if (c->t->fp8)
-        kn->linear_bwd_fp8(c->s, x, w, dy, dx, dw, t, k, n, split_for(c, which, k, n, &sp));
+        kn->linear_bwd_fp8(c->s, x, w, dy, dx, dw, t, k, n, split_for(c, which, k, n, &sp),
+                           gs__train_fp8_scales(c, which, j, 1, &sc));
     else
         kn->linear_bwd(c->s, x, w, dy, dx, dw, t, k, n);
 }

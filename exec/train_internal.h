@@ -49,7 +49,8 @@ typedef enum action {
     /* mixture of experts (exec/train_moe.c), either direction: the event's phase says which */
     A_MOE_ROUTER, A_MOE_PERMUTE, A_EP_DISPATCH, A_ETP_IN, A_EXPERT_UP, A_EXPERT_ACT, A_EXPERT_DOWN, A_ETP_OUT,
     A_EP_COMBINE,
-    A_CP_KV, A_CP_A2A
+    A_CP_KV, A_CP_A2A,
+    A_FP8_AMAX /* FP8 delayed scaling's amax reduction and scale update (exec/train_fp8_delayed.c) */
 } action;
 
 typedef struct ev_plan {
@@ -158,6 +159,7 @@ typedef struct rank_st {
      * holds (its DP position when cp = 1), its place in the CP group, and the exchanges' buffers */
     uint64_t replica, cp_pos;
     struct cp_bufs *cpb;
+    struct fp8_rank *f8; /* FP8 delayed scaling's scales and amaxes (exec/train_fp8_delayed.c); NULL: none */
 } rank_st;
 
 struct gs_train {
@@ -261,6 +263,10 @@ void gs__train_rank_fini(gs_train *t, rank_st *r, const gs_rank_events *re);
 /* The tensor id of unit u's pending gradient (a virtual id past the schedule's when the rank
  * accumulates new gradients apart from the resident ones), else its resident gradient. */
 uint32_t gs__train_pending_id(const rank_st *r, const gs_rank_events *re, size_t u);
+/* The global index of the first sequence of rank r's micro-batch mb: (replica x micro-batches +
+ * mb) x sequences a micro-batch, or under opts fp8_amax_replicas R the replicas' micro-batches in
+ * turn (exec/train_rank.c). */
+uint64_t gs__train_seq0(const gs_train *t, const rank_st *r, uint64_t mb);
 /* Classifies every event of rank r by its role and binds its tensors. */
 gs_status gs__train_plan_rank(gs_train *t, rank_st *r, const gs_rank_events *re, gs_error *err);
 
@@ -276,11 +282,24 @@ typedef enum gs_lin {
     GS_LIN_EXPERT_DOWN
 } gs_lin;
 /* The GEMMs of the FP8-eligible roles: the driver's linear_fwd / linear_bwd, or their FP8 forms
- * when the scenario is FP8 (with scale blocks by `which` under opts fp8_tp_shards). */
-void gs__train_linear_fwd(const ctx *c, gs_lin which, const float *x, const float *w, float *y, size_t t, size_t k,
-                          size_t n);
-void gs__train_linear_bwd(const ctx *c, gs_lin which, const float *x, const float *w, const float *dy, float *dx,
-                          float *dw, size_t t, size_t k, size_t n);
+ * when the scenario is FP8 (with scale blocks by `which` under opts fp8_tp_shards; with delayed
+ * scaling's scales of `which`, expert j's for the experts' GEMMs). */
+void gs__train_linear_fwd(const ctx *c, gs_lin which, uint64_t j, const float *x, const float *w, float *y, size_t t,
+                          size_t k, size_t n);
+void gs__train_linear_bwd(const ctx *c, gs_lin which, uint64_t j, const float *x, const float *w, const float *dy,
+                          float *dx, float *dw, size_t t, size_t k, size_t n);
+
+/* ---- FP8 delayed scaling (exec/train_fp8_delayed.c) ---- */
+/* Rank r's scales and amaxes (r->f8), when the scenario is FP8 with delayed scaling; freed by
+ * _fini. */
+gs_status gs__train_fp8_rank_init(gs_train *t, rank_st *r, gs_error *err);
+void gs__train_fp8_rank_fini(gs_train *t, rank_st *r);
+/* The scales and amax outputs of GEMM `which` (expert j's) at the event's layer and micro-batch,
+ * forward (bwd 0, the forward and recompute phases) or backward, in *sc; NULL when the rank has no
+ * delayed scaling (current scaling). */
+const gs_fp8_scales *gs__train_fp8_scales(const ctx *c, gs_lin which, uint64_t j, int bwd, gs_fp8_scales *sc);
+/* The fp8_amax event's action. */
+gs_status gs__train_fp8_amax_action(const ctx *c, action a);
 
 /* ---- helpers the actions share (exec/train_ops.c) ---- */
 float *gs__train_buf(const ctx *c, uint32_t id);
@@ -312,7 +331,8 @@ typedef struct ring_src {
     int own_from_full;         /* the own chunk from the gathered copy (its gather's event wrote it) */
 } ring_src;
 gs_status gs__train_ring_chunk(const ctx *c, const ring_src *src, uint64_t j, uint64_t *q, const float **in);
-gs_status gs__train_split_gemm_part(const ctx *c, const float *in, const float *w, float *out, uint64_t k);
+gs_status gs__train_split_gemm_part(const ctx *c, gs_lin which, const float *in, const float *w, float *out,
+                                    uint64_t k);
 gs_status gs__train_split_rs_part(const ctx *c, float *part, float *out_sp);
 
 /* ---- mixture of experts (exec/train_moe.c) ---- */

@@ -380,7 +380,7 @@ static void experts_gemm_fwd(const ctx *c, moe_at *x, int down)
         return;
     }
     for (uint64_t j = 0, o = 0; j < d->L; o += m->ecnt[j++])
-        gs__train_linear_fwd(c, down ? GS_LIN_EXPERT_DOWN : GS_LIN_EXPERT_UP, in + o * k,
+        gs__train_linear_fwd(c, down ? GS_LIN_EXPERT_DOWN : GS_LIN_EXPERT_UP, j, in + o * k,
                              x->experts + j * expert_stride(d) + w0, out + o * n, m->ecnt[j], k, n);
 }
 
@@ -399,7 +399,7 @@ static void experts_gemm_bwd(const ctx *c, moe_at *x, int down)
     }
     for (uint64_t j = 0, o = 0; j < d->L; o += m->ecnt[j++]) {
         size_t wo = j * expert_stride(d) + w0;
-        gs__train_linear_bwd(c, down ? GS_LIN_EXPERT_DOWN : GS_LIN_EXPERT_UP, in + o * k, x->experts + wo, dy + o * n,
+        gs__train_linear_bwd(c, down ? GS_LIN_EXPERT_DOWN : GS_LIN_EXPERT_UP, j, in + o * k, x->experts + wo, dy + o * n,
                              dx + o * k, x->gexperts + wo, m->ecnt[j], k, n);
     }
 }

@@ -89,8 +89,8 @@ gs_status gs__train_need(const ctx *c, const void *p, const char *what)
 }
 
 /* The dropout of site (kernels/dropout.h) at this event's layer, micro-batch and step: its
- * sequences are those the data gave this micro-batch (global index (replica x micro-batches + mb)
- * x sequences per micro-batch); first as kernels/dropout.h says. NULL when the site drops
+ * sequences are those the data gave this micro-batch (global index gs__train_seq0); first as
+ * kernels/dropout.h says. NULL when the site drops
  * nothing. */
 const gs_dropout *gs__train_drop_at(const ctx *c, uint32_t site, uint64_t first, gs_dropout *d)
 {
@@ -102,7 +102,7 @@ const gs_dropout *gs__train_drop_at(const ctx *c, uint32_t site, uint64_t first,
     d->scale = attn ? t->adrop_scale : t->hdrop_scale;
     uint64_t layer = c->e->layer >= 0 ? (uint64_t)c->e->layer : UINT64_MAX;
     d->key = gs_dropout_site_key(t->o.seed, t->step, site, site == GS_DROP_EMBED ? UINT64_MAX : layer);
-    d->seq0 = (c->r->replica * t->mbs + c->e->mb) * t->b;
+    d->seq0 = gs__train_seq0(t, c->r, c->e->mb);
     d->first = first;
     d->seq_len = t->seq;
     return d;

@@ -79,13 +79,14 @@ static void split_rows(uint64_t S, uint64_t j, uint64_t *lo, uint64_t *hi)
 /* Split j of the pipelined GEMM out = in w^T (in: T rows of k; w: [h, k]): each shard's rows of
  * the split, into out's split-major layout (split j's blocks at tp x lo x h, shard by shard), which
  * is what the split's reduce-scatter sends. */
-static void split_gemm(const ctx *c, const float *in, const float *w, float *out, uint64_t k, uint64_t j)
+static void split_gemm(const ctx *c, gs_lin which, const float *in, const float *w, float *out, uint64_t k,
+                       uint64_t j)
 {
     gs_train *t = c->t;
     uint64_t S = t->Tl, h = t->h, lo, hi;
     split_rows(S, j, &lo, &hi);
     for (uint64_t q = 0; q < t->tp && hi > lo; q++)
-        gs__train_linear_fwd(c, GS_LIN_O, in + (q * S + lo) * k, w, out + (t->tp * lo + q * (hi - lo)) * h, hi - lo,
+        gs__train_linear_fwd(c, which, 0, in + (q * S + lo) * k, w, out + (t->tp * lo + q * (hi - lo)) * h, hi - lo,
                              k, h);
 }
 
@@ -101,18 +102,19 @@ static gs_status split_rs(const ctx *c, float *part, float *out_sp, uint64_t j)
 }
 
 /* The pipelined GEMM's part (1: split 0; 2: the others, marking each for the reduce-scatter). */
-gs_status gs__train_split_gemm_part(const ctx *c, const float *in, const float *w, float *out, uint64_t k)
+gs_status gs__train_split_gemm_part(const ctx *c, gs_lin which, const float *in, const float *w, float *out,
+                                    uint64_t k)
 {
     gs_train *t = c->t;
     rank_st *r = c->r;
     if (c->pl->part == 1) {
-        split_gemm(c, in, w, out, k, 0);
+        split_gemm(c, which, in, w, out, k, 0);
         return GS_OK;
     }
     uint64_t tok = mark_token(c, (size_t)(c->e - c->re->events));
     gs_status rc = GS_OK;
     for (uint64_t j = 1; j < UB_SPLITS && rc == GS_OK; j++) {
-        split_gemm(c, in, w, out, k, j);
+        split_gemm(c, which, in, w, out, k, j);
         if (j + 1 < UB_SPLITS)
             rc = t->ops->mark(t->drv, c->s, r->split_marks[j - 1], tok, c->err);
     }

@@ -88,6 +88,7 @@ static const uint8_t role_actions[GS_ROLE_COUNT][DIR_COUNT] = {
     [GS_ROLE_ETP_OUT] = {A_ETP_OUT, A_ETP_OUT, A_NONE},
     [GS_ROLE_CP_KV] = {A_CP_KV, A_CP_KV, A_NONE},
     [GS_ROLE_CP_A2A] = {A_CP_A2A, A_CP_A2A, A_NONE},
+    [GS_ROLE_FP8_AMAX] = {A_FP8_AMAX, A_FP8_AMAX, A_NONE},
 };
 
 static int dir_of(const gs_event *e)
@@ -350,7 +351,7 @@ gs_status gs__train_plan_rank(gs_train *t, rank_st *r, const gs_rank_events *re,
         }
         action a = e->role < GS_ROLE_COUNT ? (action)role_actions[e->role][dir_of(e)] : A_NONE;
         int dp = e->kind == GS_EV_COLLECTIVE && !is_tp(e) && e->group != GS_GROUP_CP && e->group != GS_GROUP_CP_A2A &&
-                 e->group != GS_GROUP_CP_P2P;
+                 e->group != GS_GROUP_CP_P2P && e->group != GS_GROUP_STAGE;
         if ((a == A_TIED_SEND || a == A_TIED_RECV) && !r->tied_x)
             rc = gs_error_set(err, GS_ERR_INPUT, "exec: rank %" PRIu64 ": event %zu: a pipeline send or receive "
                               "after the backward pass the host program has no use for", r->rank, i);
@@ -410,6 +411,8 @@ static action_fn handler_of(action a)
         return gs__train_moe_action;
     if (a == A_CP_KV || a == A_CP_A2A)
         return gs__train_cp_action;
+    if (a == A_FP8_AMAX)
+        return gs__train_fp8_amax_action;
     return NULL;
 }
 

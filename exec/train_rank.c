@@ -147,9 +147,17 @@ static gs_status rank_tensors(gs_train *t, rank_st *r, const gs_rank_events *re,
     return GS_OK;
 }
 
-/* The tokens and targets of this rank's micro-batches (global sequence (replica * mbs + mb) *
- * micro + j; under context parallelism the rank's sl tokens of each), and the positions learned
- * position embeddings look up. */
+uint64_t gs__train_seq0(const gs_train *t, const rank_st *r, uint64_t mb)
+{
+    uint64_t R = t->o.fp8_amax_replicas > 1 ? t->o.fp8_amax_replicas : 1;
+    if (R > 1) /* the replicas' micro-batches in turn: replica mb % R's micro-batch mb / R */
+        return ((mb % R) * (t->mbs / R) + mb / R) * t->b;
+    return (r->replica * t->mbs + mb) * t->b;
+}
+
+/* The tokens and targets of this rank's micro-batches (global sequence gs__train_seq0 + j; under
+ * context parallelism the rank's sl tokens of each), and the positions learned position
+ * embeddings look up. */
 static gs_status rank_tokens(gs_train *t, rank_st *r, gs_drv_stream *st, gs_error *err)
 {
     uint64_t T = t->T, sq = t->seq, sl = t->sl;
@@ -162,7 +170,7 @@ static gs_status rank_tokens(gs_train *t, rank_st *r, gs_drv_stream *st, gs_erro
         }
         for (uint64_t mb = 0; mb < t->mbs; mb++)
             for (uint64_t j = 0; j < t->b; j++) {
-                gs_k_tokens(t->o.seed, (r->replica * t->mbs + mb) * t->b + j, sq, t->s->model.vocab, tok);
+                gs_k_tokens(t->o.seed, gs__train_seq0(t, r, mb) + j, sq, t->s->model.vocab, tok);
                 for (uint64_t w = 0; w < sl; w++) {
                     uint64_t p = gs_train_cp_position(t->seq, t->cp, r->cp_pos, w);
                     in[mb * T + j * sl + w] = tok[p];
@@ -319,7 +327,7 @@ gs_status gs__train_rank_init(gs_train *t, gs_dispatch *disp, size_t ri, gs_erro
         (rc = gs__train_rank_params(t, disp, ri, err)) != GS_OK ||
         (rc = rank_tokens(t, r, gs_dispatch_stream(disp, ri, GS_STREAM_COMPUTE), err)) != GS_OK ||
         (rc = rank_acts(t, r, err)) != GS_OK || (rc = rank_marks(t, r, err)) != GS_OK ||
-        (rc = gs__train_cp_init(t, r, err)) != GS_OK)
+        (rc = gs__train_cp_init(t, r, err)) != GS_OK || (rc = gs__train_fp8_rank_init(t, r, err)) != GS_OK)
         return rc;
     return gs__train_plan_rank(t, r, re, err);
 }
@@ -403,6 +411,7 @@ void gs__train_rank_fini(gs_train *t, rank_st *r, const gs_rank_events *re)
         if (r->split_marks[i])
             ops->event_destroy(t->drv, r->split_marks[i]);
     gs__train_moe_rank_fini(t, r);
+    gs__train_fp8_rank_fini(t, r);
     gs_partition_fini(&r->part);
 }
 

@@ -82,8 +82,9 @@ static tensor_out *find_tensor(run_out *o, const char *name, uint64_t n)
 
 
 /* c's run; fp8_shards above 1: FP8 scales per TP shard of that many (the single rank a tp run
- * of FP8 must equal, gs_train_opts.fp8_tp_shards). */
-static void run_cfg_shards(const cfg *c, run_out *o, uint64_t fp8_shards)
+ * of FP8 must equal, gs_train_opts.fp8_tp_shards); amax_replicas above 1: delayed scaling's
+ * reductions over that many replicas emulated (gs_train_opts.fp8_amax_replicas). */
+static void run_cfg_fp8(const cfg *c, run_out *o, uint64_t fp8_shards, uint64_t amax_replicas)
 {
     char text[1024], msg[96];
     scenario_text(c, text, sizeof text);
@@ -100,6 +101,7 @@ static void run_cfg_shards(const cfg *c, run_out *o, uint64_t fp8_shards)
     eo.timeout_s = 60;
     eo.train.eps = c->model & M_GPT ? ADAM_EPS_GPT : ADAM_EPS;
     eo.train.fp8_tp_shards = fp8_shards;
+    eo.train.fp8_amax_replicas = amax_replicas;
     gs_exec_session *x = NULL;
     rc = gs_exec_session_create(&s, &mesh, &eo, &x, &err);
     ck_assert_msg(rc == GS_OK, "%s: %s", c->name, err.msg);
@@ -157,6 +159,11 @@ static void run_cfg_shards(const cfg *c, run_out *o, uint64_t fp8_shards)
     gs_exec_session_destroy(x);
 }
 
+static void run_cfg_shards(const cfg *c, run_out *o, uint64_t fp8_shards)
+{
+    run_cfg_fp8(c, o, fp8_shards, 0);
+}
+
 static void run_cfg(const cfg *c, run_out *o)
 {
     run_cfg_shards(c, o, 0);
@@ -180,8 +187,9 @@ static void reference_for(const cfg *c, run_out *ref)
     cfg r = {"reference", 1, 1, 1, 1, 1, "full_shard", "1f1b", "none", "layer", 1, 0, c->layers, micro, c->model,
              NULL};
     /* FP8 under TP: each rank casts its shards at their own scales; the reference casts the same
-     * blocks of its whole tensors so (tests/check_fp8.c holds the blocks to the shards' casts) */
-    run_cfg_shards(&r, ref, c->model & M_FP8 && c->tp > 1 ? c->tp : 0);
+     * blocks of its whole tensors so (tests/check_fp8.c holds the blocks to the shards' casts).
+     * Delayed scaling: the replicas' reductions joined (gs_train_opts.fp8_amax_replicas) */
+    run_cfg_fp8(&r, ref, c->model & M_FP8 && c->tp > 1 ? c->tp : 0, c->model & M_FP8D && c->dp > 1 ? c->dp : 0);
 }
 
 /* The tensors of c's model: Llama 9 a layer (6 in the attention half), embedding, norm, head;
@@ -1589,6 +1597,7 @@ typedef struct ar_job {
     uint64_t rank;
     float buf[3];
     gs_status rc;
+    float mx[3]; /* all_reduce_max's */
 } ar_job;
 
 static void *ar_main(void *arg)
@@ -1598,6 +1607,8 @@ static void *ar_main(void *arg)
     gs_drv_group g = {GS_GROUP_TP, 0, 3, j->rank, members};
     gs_error err;
     j->rc = gs_driver_host.all_reduce(j->d, NULL, j->rank, &g, j->buf, 3, &err);
+    if (j->rc == GS_OK)
+        j->rc = gs_driver_host.all_reduce_max(j->d, NULL, j->rank, &g, j->mx, 3, &err);
     return NULL;
 }
 
@@ -1611,7 +1622,9 @@ START_TEST(allreduce_order)
     ck_assert_int_eq(gs_driver_host.open(&mesh, &o, &d, &err), GS_OK);
     /* 1e8 + 1 - 1e8 in float: ascending order gives (1e8 + 1) - 1e8 = 0 (1 is lost), the other
      * orders could give 1 */
-    ar_job j[3] = {{d, 0, {1e8f, 1, 2}, GS_OK}, {d, 1, {1, 2, 3}, GS_OK}, {d, 2, {-1e8f, 3, 4}, GS_OK}};
+    /* all_reduce_max: the largest of each element, a NaN winning wherever it is */
+    ar_job j[3] = {{d, 0, {1e8f, 1, 2}, GS_OK, {1, -5, NAN}}, {d, 1, {1, 2, 3}, GS_OK, {3, -2, 0}},
+                   {d, 2, {-1e8f, 3, 4}, GS_OK, {2, -9, 1}}};
     pthread_t th[3];
     for (int i = 0; i < 3; i++)
         pthread_create(&th[i], NULL, ar_main, &j[i]);
@@ -1622,6 +1635,9 @@ START_TEST(allreduce_order)
         ck_assert_float_eq(j[i].buf[0], (1e8f + 1.0f) + -1e8f);
         ck_assert_float_eq(j[i].buf[1], 6.0f);
         ck_assert_float_eq(j[i].buf[2], 9.0f);
+        ck_assert_float_eq(j[i].mx[0], 3.0f);
+        ck_assert_float_eq(j[i].mx[1], -2.0f);
+        ck_assert(isnan(j[i].mx[2]));
     }
     gs_driver_host.close(d);
 }
@@ -1768,7 +1784,7 @@ typedef struct xp_job {
     fake_proc p;
     gs_exec_boot boot;
     const gs_mesh *mesh;
-    float ar[3], rs_send[3], rs_recv[1], ag_recv[3], bc[2];
+    float ar[3], rs_send[3], rs_recv[1], ag_recv[3], bc[2], mx[2];
     gs_status rc;
 } xp_job;
 
@@ -1786,7 +1802,8 @@ static void *xp_main(void *arg)
     float mine = j->ar[0];
     if ((j->rc = gs_driver_host.all_reduce(d, NULL, rank, &g, j->ar, 3, &err)) == GS_OK &&
         (j->rc = gs_driver_host.reduce_scatter(d, NULL, rank, &g, j->rs_send, j->rs_recv, 1, &err)) == GS_OK &&
-        (j->rc = gs_driver_host.all_gather(d, NULL, rank, &g, &mine, j->ag_recv, 1, &err)) == GS_OK)
+        (j->rc = gs_driver_host.all_gather(d, NULL, rank, &g, &mine, j->ag_recv, 1, &err)) == GS_OK &&
+        (j->rc = gs_driver_host.all_reduce_max(d, NULL, rank, &g, j->mx, 2, &err)) == GS_OK)
         j->rc = gs_driver_host.broadcast(d, NULL, rank, &g, j->bc, 2, 2, &err);
     gs_driver_host.close(d);
     return NULL;
@@ -1818,6 +1835,8 @@ START_TEST(transport_order)
         j[i].mesh = &mesh;
         memcpy(j[i].ar, ar[i], sizeof j[i].ar);
         memcpy(j[i].rs_send, rs[i], sizeof j[i].rs_send);
+        j[i].mx[0] = (float)(i == 1 ? 7 : i); /* the maximum over the transport: 7 */
+        j[i].mx[1] = (float)-i;               /* 0 */
         j[i].bc[0] = (float)(10 * i);
         j[i].bc[1] = (float)(10 * i + 1);
     }
@@ -1836,6 +1855,8 @@ START_TEST(transport_order)
         ck_assert_float_eq(j[i].rs_recv[0], rs_want[i]);
         for (int q = 0; q < FAKE_PROCS; q++) /* all_gather of each member's ar[0] before the reduce */
             ck_assert_float_eq(j[i].ag_recv[q], ar[q][0]);
+        ck_assert_float_eq(j[i].mx[0], 7.0f);
+        ck_assert_float_eq(j[i].mx[1], 0.0f);
         ck_assert_float_eq(j[i].bc[0], 20.0f); /* broadcast from member 2 */
         ck_assert_float_eq(j[i].bc[1], 21.0f);
     }
@@ -1915,49 +1936,58 @@ START_TEST(cp_refused)
 END_TEST
 
 /* FP8 that exec does not run is refused before anything is allocated, saying why: delayed
- * scaling (an amax reduction the schedule lacks), tp_comm_overlap (its chunked GEMMs would cast
- * each chunk apart), a driver without FP8 kernels. */
+ * scaling on a driver whose casts take no given scales, with fp8_params (the parameters' own
+ * amax histories), under cp (ring attention's merge order), or with a replicas' emulation on a
+ * grid that has replicas; current scaling under tp_comm_overlap (its chunked GEMMs would cast
+ * each chunk apart); a driver without FP8 kernels. */
 START_TEST(fp8_refused)
 {
-    static const char *const cases[] = {
-        "model: {layers: 2, hidden: 64, heads: 8, kv_heads: 4, ffn: 128, vocab: 256, seq: 32}\n"
-        "cluster: {preset: dgx-h100, nodes: 1, gpus_per_node: 2}\ngrid: {dp: 2}\n"
-        "strategy: {precision: fp8, fp8_recipe: delayed}\nbatch: {global: 2, micro: 1}\n",
-        "model: {layers: 2, hidden: 64, heads: 8, kv_heads: 4, ffn: 128, vocab: 256, seq: 32}\n"
-        "cluster: {preset: dgx-h100, nodes: 1, gpus_per_node: 2}\ngrid: {tp: 2}\n"
-        "strategy: {precision: fp8, fp8_recipe: current, sequence_parallel: true, tp_comm_overlap: true}\n"
-        "batch: {global: 2, micro: 1}\n",
-        "model: {layers: 2, hidden: 64, heads: 8, kv_heads: 4, ffn: 128, vocab: 256, seq: 32}\n"
-        "cluster: {preset: dgx-h100, nodes: 1, gpus_per_node: 2}\ngrid: {dp: 2}\n"
-        "strategy: {precision: fp8, fp8_recipe: current}\nbatch: {global: 2, micro: 1}\n",
+#define FP8_MODEL                                                                                  \
+    "model: {layers: 2, hidden: 64, heads: 8, kv_heads: 4, ffn: 128, vocab: 256, seq: 32}\n"       \
+    "cluster: {preset: dgx-h100, nodes: 1, gpus_per_node: 2}\n"
+    static const struct {
+        const char *yaml, *what;
+        int driver;         /* 1: no FP8 kernels; 2: FP8 kernels without delayed scaling */
+        uint64_t replicas;  /* gs_train_opts.fp8_amax_replicas */
+    } cases[] = {
+        {FP8_MODEL "grid: {dp: 2}\nstrategy: {precision: fp8, fp8_recipe: delayed}\nbatch: {global: 2, micro: 1}\n",
+         "fp8_recipe delayed: the nodelay driver's FP8 GEMMs cast at each tensor's own amax", 2, 0},
+        {FP8_MODEL "grid: {dp: 2}\nstrategy: {precision: fp8, fp8_recipe: delayed, sharding: full_shard, "
+                   "fp8_params: true}\nbatch: {global: 2, micro: 1}\n",
+         "fp8_recipe delayed with fp8_params", 0, 0},
+        {FP8_MODEL "grid: {dp: 1, cp: 2}\nstrategy: {precision: fp8, fp8_recipe: delayed}\nbatch: {global: 2, micro: 1}\n",
+         "FP8 under cp > 1: ring attention", 0, 0},
+        {FP8_MODEL "grid: {dp: 2}\nstrategy: {precision: fp8, fp8_recipe: delayed}\nbatch: {global: 4, micro: 1}\n",
+         "fp8_amax_replicas 2 emulates that many replicas on one", 0, 2},
+        {FP8_MODEL "grid: {tp: 2}\nstrategy: {precision: fp8, fp8_recipe: current, sequence_parallel: true, "
+                   "tp_comm_overlap: true}\nbatch: {global: 2, micro: 1}\n",
+         "FP8 under tp_comm_overlap", 0, 0},
+        {FP8_MODEL "grid: {dp: 2}\nstrategy: {precision: fp8, fp8_recipe: current}\nbatch: {global: 2, micro: 1}\n",
+         "the other driver has no FP8 GEMMs", 1, 0},
     };
-    static const char *const what[] = {"fp8_recipe delayed", "FP8 under tp_comm_overlap",
-                                       "the other driver has no FP8 GEMMs"};
-    gs_driver_ops other = gs_driver_host;
+#undef FP8_MODEL
+    gs_driver_ops other = gs_driver_host, nodelay = gs_driver_host;
     other.name = "other";
     other.k.linear_fwd_fp8 = NULL;
     other.k.linear_bwd_fp8 = NULL;
-    for (size_t i = 0; i < 3; i++) {
+    nodelay.name = "nodelay";
+    nodelay.k.fp8_delayed = 0;
+    for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
         gs_scenario s;
         gs_mesh mesh;
         gs_error err;
         gs_error_init(&err);
-        ck_assert_msg(gs_scenario_load_string(cases[i], strlen(cases[i]), "fp8.yaml", &s, &err) == GS_OK, "%s",
-                      err.msg);
+        ck_assert_msg(gs_scenario_load_string(cases[i].yaml, strlen(cases[i].yaml), "fp8.yaml", &s, &err) == GS_OK,
+                      "%s", err.msg);
         ck_assert_msg(gs_scenario_mesh(&s, &mesh, NULL, &err) == GS_OK, "%s", err.msg);
         gs_exec_opts eo;
         gs_exec_opts_defaults(&eo);
-        if (i == 2)
-            eo.driver = &other;
+        eo.driver = cases[i].driver == 1 ? &other : cases[i].driver == 2 ? &nodelay : eo.driver;
+        eo.train.fp8_amax_replicas = cases[i].replicas;
         gs_exec_session *x = NULL;
-        if (!what[i]) {
-            ck_assert_msg(gs_exec_session_create(&s, &mesh, &eo, &x, &err) == GS_OK, "%s", err.msg);
-            gs_exec_session_destroy(x);
-            continue;
-        }
         ck_assert_int_eq(gs_exec_session_create(&s, &mesh, &eo, &x, &err), GS_ERR_INPUT);
         ck_assert_ptr_null(x);
-        ck_assert_msg(strstr(err.msg, what[i]), "%s", err.msg);
+        ck_assert_msg(strstr(err.msg, cases[i].what), "%s", err.msg);
     }
 }
 END_TEST
@@ -1991,6 +2021,42 @@ START_TEST(fp8_tp_bitwise)
     run_out_fini(&got);
     run_out_fini(&ref);
     run_out_fini(&whole);
+}
+END_TEST
+
+/* Delayed scaling's reduction over replicas matters and is what the reference emulates: a dp 2
+ * run with two micro-batches a replica agrees with a reference that reduces its amaxes after
+ * every 2 passes (the contract), but not with one that updates its scales after every pass, as a
+ * run without the amax reduction would (each replica's scales from its own micro-batches); and
+ * delayed scaling's numbers are not current scaling's (its first casts are at scale 1). */
+START_TEST(fp8_delayed_replicas)
+{
+    static const cfg c = {"fp8d-dp2", 2, 1, 1, 1, 2, "no_shard", "1f1b", "none", "layer", 1, 0, 4, 2,
+                          M_FP8 | M_FP8D, NULL};
+    static const cfg r = {"reference", 1, 1, 1, 1, 1, "full_shard", "1f1b", "none", "layer", 1, 0, 4, 2,
+                          M_FP8 | M_FP8D, NULL};
+    static const cfg rc = {"reference-current", 1, 1, 1, 1, 1, "full_shard", "1f1b", "none", "layer", 1, 0, 4, 2,
+                           M_FP8, NULL};
+    run_out got, joined, apart, cur;
+    run_cfg(&c, &got);
+    run_cfg_fp8(&r, &joined, 0, 2);
+    run_cfg_fp8(&r, &apart, 0, 0);
+    run_cfg(&rc, &cur);
+    double d_joined = 0, d_apart = 0, d_cur = 0;
+    for (int i = 0; i < STEPS; i++) {
+        d_joined = fmax(d_joined, fabs(joined.loss[i] - got.loss[i]) / fabs(got.loss[i]));
+        d_apart = fmax(d_apart, fabs(apart.loss[i] - got.loss[i]) / fabs(got.loss[i]));
+        d_cur = fmax(d_cur, fabs(cur.loss[i] - got.loss[i]) / fabs(got.loss[i]));
+    }
+    printf("fp8 delayed dp2: loss rel diff %.2e to the joined reference, %.2e to one reducing every pass, %.2e to "
+           "current scaling\n", d_joined, d_apart, d_cur);
+    ck_assert_msg(d_joined <= TOL, "joined reference off by %g", d_joined);
+    ck_assert_msg(d_apart > 10 * TOL, "a reference reducing every pass changed the losses by only %g", d_apart);
+    ck_assert_msg(d_cur > 10 * TOL, "current scaling changed the losses by only %g", d_cur);
+    run_out_fini(&got);
+    run_out_fini(&joined);
+    run_out_fini(&apart);
+    run_out_fini(&cur);
 }
 END_TEST
 
@@ -2153,6 +2219,7 @@ static Suite *exec_suite(void)
     tcase_add_test(tc, fp8_refused);
     tcase_add_test(tc, fp8_changes_numbers);
     tcase_add_test(tc, fp8_tp_bitwise);
+    tcase_add_test(tc, fp8_delayed_replicas);
     tcase_add_test(tc, grouped_linear);
     tcase_add_test(tc, cp_load_balanced_order);
     tcase_add_test(tc, flash_vs_probabilities);

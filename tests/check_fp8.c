@@ -236,6 +236,43 @@ START_TEST(test_scaled)
 }
 END_TEST
 
+/* ---- delayed scaling ------------------------------------------------------------------------- */
+
+/* A cast at a given scale is the reference encoding of x scale, saturating beyond the largest
+ * finite value, decoded times 1 / scale, and returns x's amax; the update rule is Transformer
+ * Engine's: fp8 max / amax, the old scale for an amax of 0, infinity or NaN, FLT_MAX for an
+ * amax so small the quotient overflows. */
+START_TEST(test_delayed)
+{
+    enum { N = 1024 };
+    static float x[N], y[N];
+    uint64_t seed = 11;
+    for (size_t i = 0; i < N; i++)
+        x[i] = (float)((rnd(&seed) - 0.5) * 4.0);
+    x[7] = 5.0f; /* the amax: beyond 448 / 100 and 57344 / 20000, so it saturates */
+    const ref_fmt *fm[2] = {&E4M3, &E5M2};
+    for (int k = 0; k < 2; k++) {
+        const ref_fmt *r = fm[k];
+        double fmax = r->e4m3 ? 448.0 : 57344.0;
+        float scale = r->e4m3 ? 100.0f : 20000.0f;
+        ck_assert_float_eq(gs_k_fp8_round_scaled(r->f, scale, x, y, N), 5.0f);
+        int fin;
+        for (size_t i = 0; i < N; i++) {
+            double want = ref_decode(r, ref_encode(r, (double)(x[i] * scale)), &fin) * (double)(1.0f / scale);
+            ck_assert_msg(y[i] == (float)want, "%zu: %g -> %g, want %g", i, (double)x[i], (double)y[i], want);
+        }
+        ck_assert(y[7] == (float)(fmax * (double)(1.0f / scale))); /* saturated at the largest code */
+        ck_assert_float_eq(gs_k_fp8_delayed_scale(r->f, 4.0f, 2.0f), (float)(fmax / 4.0));
+        ck_assert_float_eq(gs_k_fp8_delayed_scale(r->f, 0.0f, 2.0f), 2.0f);
+        ck_assert_float_eq(gs_k_fp8_delayed_scale(r->f, INFINITY, 2.0f), 2.0f);
+        ck_assert_float_eq(gs_k_fp8_delayed_scale(r->f, NAN, 2.0f), 2.0f);
+        ck_assert(gs_k_fp8_delayed_scale(r->f, 1e-40f, 2.0f) == 3.40282347e38f);
+    }
+    x[9] = NAN;
+    ck_assert(isnan(gs_k_fp8_round_scaled(GS_FP8_E4M3, 1.0f, x, y, N)));
+}
+END_TEST
+
 /* ---- scale blocks: a TP rank's shard cast at its own scale ------------------------------------ */
 
 /* x [rows, cols] with rows cut by rc into rp parts and cols by cc into cp parts (rc NULL: rp 1):
@@ -331,6 +368,7 @@ static Suite *fp8_suite(void)
     tcase_add_test(tc, test_exhaustive_boundaries);
     tcase_add_test(tc, test_random);
     tcase_add_test(tc, test_scaled);
+    tcase_add_test(tc, test_delayed);
     tcase_add_test(tc, test_tp_shard_blocks);
     suite_add_tcase(s, tc);
     return s;

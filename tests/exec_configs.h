@@ -39,6 +39,8 @@ typedef struct cfg {
 #define M_FP8 64
 /* head_dim 16: query heads twice as wide as hidden / heads (8 x 16 = 128 > 64), as Qwen3's are */
 #define M_WIDE 256
+/* with M_FP8: delayed scaling (fp8_recipe: delayed) instead of current */
+#define M_FP8D 512
 
 /* name, dp pp tp, nodes gpus/node, sharding, pipeline, recompute, wrap, v, sp, layers, micro, model, grid extra */
 static const cfg configs[] = {
@@ -278,6 +280,27 @@ static const cfg configs[] = {
      NULL},
     {"fp8-params-dp2-tp2-sp-zero1", 2, 1, 2, 1, 4, "zero1, fp8_params: true", "1f1b", "none", "layer", 1, 1, 4, 2,
      M_FP8, NULL},
+    /* FP8 delayed scaling: every cast at the scale its amax history gave (1 at the start), the
+     * amaxes all-reduced with MAX over the stage's ranks after each pass's layers (the schedule's
+     * fp8_amax events); the reference runs the replicas' micro-batches in turn and reduces after
+     * every dp-th pass (reference_for). Data parallelism, a pipeline (interleaved too), full
+     * recompute (the saved scales), TP with and without sequence parallelism, tp_comm_overlap's
+     * chunks (one scale for every chunk), ZeRO-1, the experts' GEMMs. The first step casts at
+     * scale 1, where E5M2 flushes most output gradients to its few smallest codes: a gradient's
+     * last bits then decide codes, and the DP gradients' other summation order (each rank's
+     * micro-batches first) grows to 2.5e-5 in 3 steps under DP x TP with two micro-batches a
+     * rank, so that configuration runs one (the reduction then sums the reference's terms in its
+     * order); DP alone keeps two (6e-6). */
+    {"fp8d-dp2-no-shard", 2, 1, 1, 1, 2, "no_shard", "1f1b", "none", "layer", 1, 0, 4, 2, M_FP8 | M_FP8D, NULL},
+    {"fp8d-dp2-pp2-full-recompute", 2, 2, 1, 1, 4, "full_shard", "1f1b", "full", "layer", 1, 0, 4, 2,
+     M_FP8 | M_FP8D, NULL},
+    {"fp8d-pp2-interleaved", 1, 2, 1, 1, 2, "full_shard", "interleaved", "none", "layer", 2, 0, 4, 2, M_FP8 | M_FP8D,
+     NULL},
+    {"fp8d-tp2", 1, 1, 2, 1, 2, "no_shard", "1f1b", "none", "layer", 1, 0, 4, 2, M_FP8 | M_FP8D, NULL},
+    {"fp8d-dp2-tp2-sp-zero1", 2, 1, 2, 1, 4, "zero1", "1f1b", "none", "layer", 1, 1, 4, 4, M_FP8 | M_FP8D, NULL},
+    {"fp8d-tp2-sp-overlap", 1, 1, 2, 1, 2, "full_shard, tp_comm_overlap: true", "1f1b", "none", "layer", 1, 1, 4, 2,
+     M_FP8 | M_FP8D, NULL},
+    {"fp8d-moe-dp2", 2, 1, 1, 1, 2, "no_shard", "1f1b", "none", "layer", 1, 0, 2, 2, M_MOE | M_FP8 | M_FP8D, NULL},
 };
 #define NCONFIGS (sizeof configs / sizeof configs[0])
 
@@ -306,7 +329,8 @@ static void scenario_text(const cfg *c, char *buf, size_t len)
              (unsigned long long)c->nodes, (unsigned long long)c->gpn,
              (unsigned long long)c->dp, (unsigned long long)c->pp, (unsigned long long)c->tp,
              c->grid_extra ? ", " : "", c->grid_extra ? c->grid_extra : "", c->sharding,
-             c->pipeline, c->recompute, c->wrap, c->model & M_FP8 ? "fp8, fp8_recipe: current" : "fp32",
+             c->pipeline, c->recompute, c->wrap,
+             c->model & M_FP8D ? "fp8, fp8_recipe: delayed" : c->model & M_FP8 ? "fp8, fp8_recipe: current" : "fp32",
              c->sp ? "true" : "false",
              c->vstages > 1 ? ", virtual_stages: 2" : "",
              /* flash attention keeps no scores: selective recompute then has nothing to redo */

@@ -114,6 +114,24 @@ float gs_k_fp8_round_current(gs_fp8_fmt f, const float *x, float *y, size_t n)
     return scale;
 }
 
+float gs_k_fp8_round_scaled(gs_fp8_fmt f, float scale, const float *x, float *y, size_t n)
+{
+    float amax = gs_k_amax(x, n), inv = 1.0f / scale;
+    for (size_t i = 0; i < n; i++)
+        y[i] = gs_k_fp8_decode(f, gs_k_fp8_encode(f, x[i] * scale)) * inv;
+    return amax;
+}
+
+float gs_k_fp8_delayed_scale(gs_fp8_fmt f, float amax, float old)
+{
+    /* transformer_engine/common/recipe/delayed_scaling.cu, the update kernel: scaled_max / amax
+     * when amax is finite and positive, else the previous scale; an infinite scale is FLT_MAX */
+    if (!(isfinite(amax) && amax > 0.0f))
+        return old;
+    float scale = layouts[f].max / amax;
+    return isinf(scale) ? 3.40282347e38f : scale;
+}
+
 size_t gs_k_fp8_block_of(const gs_fp8_cut *c, size_t len, size_t i)
 {
     if (!c || c->parts <= 1 || c->parts > GS_FP8_MAX_BLOCKS)

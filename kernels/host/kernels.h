@@ -64,6 +64,13 @@ void gs_k_fp8_dequantize(gs_fp8_fmt f, float scale, const uint8_t *q, float *y, 
 /* y = dequantize(quantize(x)) under current scaling (the scale from x's own amax, returned);
  * y may be x. */
 float gs_k_fp8_round_current(gs_fp8_fmt f, const float *x, float *y, size_t n);
+/* y = dequantize(quantize(x)) at a given scale (delayed scaling: Transformer Engine's cast with the
+ * scale its amax history gave, saturating); returns x's amax (NaN sticks). y may be x. */
+float gs_k_fp8_round_scaled(gs_fp8_fmt f, float scale, const float *x, float *y, size_t n);
+/* Delayed scaling's scale update from a reduced amax (Transformer Engine's
+ * amax_and_scale_update, margin 0): fp8 max / amax when amax is finite and above 0 (FLT_MAX when
+ * that overflows), else the old scale. */
+float gs_k_fp8_delayed_scale(gs_fp8_fmt f, float amax, float old);
 /* A dimension of len elements cut into scale blocks as tensor parallelism shards it: nseg
  * consecutive segments of seg[0..nseg-1] elements (QKV's Q, K and V rows; SwiGLU's gate and up;
  * nseg 0: one segment of len), each in `parts` equal slices, slice p of every segment making

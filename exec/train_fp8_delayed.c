@@ -1,0 +1,235 @@
+/* FP8 delayed scaling in the training program (Transformer Engine's DelayedScaling with
+ * Megatron-LM's defaults: amax history of length 1, margin 0; E4M3 forward, E5M2 gradients).
+ *
+ * Each FP8 GEMM of a stage-local layer has a slot: the scales its casts use (input, weight,
+ * output gradient) and the amaxes its casts recorded since the last reduction. A cast uses the
+ * slot's scale and records its tensor's amax; the schedule's fp8_amax event at the end of a model
+ * chunk's pass (engine/fp8_amax.h) all-reduces the chunk's amaxes with MAX over the stage's ranks
+ * and sets each scale from its reduced amax (gs_k_fp8_delayed_scale: the old scale kept for an
+ * amax of 0, a tensor not cast since), forward and backward apart. What Transformer Engine keeps
+ * is kept alike:
+ * - the weight is cast once a step, on micro-batch 0's forward (is_first_microbatch), at the
+ *   weight scale of that moment; every later use in the step (other micro-batches, the backward's
+ *   data gradient, recompute) reads those codes, and only that cast records the weight's amax;
+ * - the backward's weight gradient reads the input's forward codes: the input scale each forward
+ *   used is saved per micro-batch, as is the recompute's (a recomputed forward casts at the saved
+ *   scales and records nothing: TE's fp8 meta copied for recompute).
+ * Initial scales are 1, as Transformer Engine's.
+ *
+ * The single-rank reference of a run whose stages hold R data-parallel replicas (opts
+ * fp8_amax_replicas R) runs the replicas' micro-batches interleaved (gs__train_seq0) and reduces
+ * only after every R-th pass of a direction: the R passes a parallel run's reduction joins.
+ *
+ * Ownership: each rank_st owns its fp8_rank (gs__train_fp8_rank_init / _fini). */
+#include "exec/train_internal.h"
+
+#include <inttypes.h>
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "engine/fp8_amax.h"
+
+/* A GEMM's slot: the scales its casts use and the amaxes they recorded since the last reduction;
+ * sw_step: the weight scale of this step's micro-batch 0 forward (the cached weight's). */
+typedef struct fp8_slot {
+    float sx, sw, sdy, sw_step;
+    float ax, aw, ady;
+} fp8_slot;
+
+struct fp8_rank {
+    uint64_t per_layer; /* slots a layer: QKV, O, UP, DOWN, then each local expert's up and down */
+    fp8_slot *slot;     /* [local layer][per_layer] */
+    float *sx_fwd;      /* [local layer][per_layer][mb]: the input scale micro-batch mb's forward used */
+    float *pack;        /* host staging of a reduction: 3 floats a GEMM */
+    float *dev;         /* the same on the rank's device */
+    uint64_t pack_n;
+};
+
+/* Model chunks a stage holds (the interleaved schedule's virtual stages). */
+static uint64_t chunks(const gs_train *t)
+{
+    const gs_strategy *st = &t->s->strategy;
+    uint64_t pp = t->sch->mesh.size[GS_DIM_PP];
+    return st->pipeline == GS_PIPE_INTERLEAVED && pp > 1 && st->virtual_stages ? st->virtual_stages : 1;
+}
+
+static uint64_t local_experts(const gs_train *t)
+{
+    const gs_scenario *s = t->s;
+    uint64_t ep = t->sch->mesh.ep ? t->sch->mesh.ep : 1;
+    return s->model.moe.experts ? s->model.moe.experts / ep : 0;
+}
+
+gs_status gs__train_fp8_rank_init(gs_train *t, rank_st *r, gs_error *err)
+{
+    r->f8 = NULL;
+    if (!t->fp8 || !gs_fp8_amax_reduced(t->s))
+        return GS_OK;
+    struct fp8_rank *f = calloc(1, sizeof *f);
+    uint64_t nl = r->part.layers ? r->part.layers : 1;
+    if (!f)
+        return gs_error_set(err, GS_ERR_NOMEM, "exec: rank %" PRIu64 ": out of memory (FP8 state)", r->rank);
+    r->f8 = f;
+    f->per_layer = 4 + 2 * local_experts(t);
+    f->pack_n = 3 * f->per_layer * nl;
+    f->slot = calloc(nl * f->per_layer, sizeof *f->slot);
+    f->sx_fwd = calloc(nl * f->per_layer * (t->mbs ? t->mbs : 1), sizeof *f->sx_fwd);
+    f->pack = calloc(f->pack_n, sizeof *f->pack);
+    int ok = f->slot && f->sx_fwd && f->pack;
+    f->dev = gs__train_dalloc(t, r, f->pack_n, &ok);
+    if (!ok)
+        return gs_error_set(err, GS_ERR_NOMEM, "exec: rank %" PRIu64 ": out of memory (FP8 state)", r->rank);
+    for (uint64_t i = 0; i < nl * f->per_layer; i++) /* Transformer Engine's initial scales */
+        f->slot[i] = (fp8_slot){1.0f, 1.0f, 1.0f, 1.0f, 0.0f, 0.0f, 0.0f};
+    return GS_OK;
+}
+
+void gs__train_fp8_rank_fini(gs_train *t, rank_st *r)
+{
+    struct fp8_rank *f = r->f8;
+    if (!f)
+        return;
+    if (f->dev)
+        t->ops->free(t->drv, r->rank, f->dev);
+    free(f->slot);
+    free(f->sx_fwd);
+    free(f->pack);
+    free(f);
+    r->f8 = NULL;
+}
+
+/* The slot of GEMM `which` (expert j's for the experts' GEMMs) at the event's layer. */
+static uint64_t slot_index(const ctx *c, gs_lin which, uint64_t j)
+{
+    const struct fp8_rank *f = c->r->f8;
+    uint64_t l = (uint64_t)c->r->local_of_global[c->e->layer];
+    uint64_t k = which == GS_LIN_EXPERT_UP ? 4 + 2 * j : which == GS_LIN_EXPERT_DOWN ? 5 + 2 * j : (uint64_t)which;
+    return l * f->per_layer + k;
+}
+
+const gs_fp8_scales *gs__train_fp8_scales(const ctx *c, gs_lin which, uint64_t j, int bwd, gs_fp8_scales *sc)
+{
+    struct fp8_rank *f = c->r->f8;
+    if (!f)
+        return NULL;
+    uint64_t i = slot_index(c, which, j), mb = c->e->mb;
+    fp8_slot *sl = &f->slot[i];
+    float *saved = &f->sx_fwd[i * c->t->mbs + mb];
+    memset(sc, 0, sizeof *sc);
+    if (bwd) {
+        sc->x = *saved;
+        sc->w = sl->sw_step;
+        sc->dy = sl->sdy;
+        sc->amax_dy = &sl->ady;
+        return sc;
+    }
+    if (c->e->phase == GS_PHASE_RECOMPUTE) {
+        sc->x = *saved;
+        sc->w = sl->sw_step;
+        return sc;
+    }
+    if (mb == 0) { /* the step's weight cast: its scale, and its amax recorded */
+        sl->sw_step = sl->sw;
+        sc->amax_w = &sl->aw;
+    }
+    *saved = sl->sx;
+    sc->x = sl->sx;
+    sc->w = sl->sw_step;
+    sc->amax_x = &sl->ax;
+    return sc;
+}
+
+/* The slots of stage-local layer l the schedule's amax buffer holds, in its order: the
+ * attention's QKV and O, then a dense block's UP and DOWN, or a MoE block's shared experts' UP
+ * and DOWN (when it has them) and each local expert's up and down (engine/fp8_amax.h's count). */
+static size_t layer_slots(const ctx *c, uint64_t l, uint64_t *out)
+{
+    const gs_train *t = c->t;
+    const struct fp8_rank *f = c->r->f8;
+    uint64_t base = l * f->per_layer, L = local_experts(t);
+    int32_t g = (int32_t)gs_pipe_global_layer(&t->sch->mesh, t->layers, chunks(t), c->r->stage, l);
+    size_t n = 0;
+    out[n++] = base + GS_LIN_QKV;
+    out[n++] = base + GS_LIN_O;
+    int moe = t->s->model.moe.experts && gs_model_moe_block(&t->s->model, (uint64_t)g);
+    if (!moe || t->s->model.moe.shared_experts) {
+        out[n++] = base + GS_LIN_UP;
+        out[n++] = base + GS_LIN_DOWN;
+    }
+    for (uint64_t j = 0; moe && j < L; j++) {
+        out[n++] = base + 4 + 2 * j;
+        out[n++] = base + 5 + 2 * j;
+    }
+    return n;
+}
+
+/* The reduction's floats in pack order (3 a GEMM forward: input, weight, output; 2 backward:
+ * output gradient, input gradient; the outputs' and input gradients' slots stay 0, as those
+ * tensors are not cast here), or their count when pack is NULL; `set` writes reduced values back
+ * into the slots and updates their scales instead. */
+static uint64_t walk(const ctx *c, int bwd, int64_t bot, int64_t top, float *pack, int set)
+{
+    struct fp8_rank *f = c->r->f8;
+    uint64_t *ids = malloc(f->per_layer * sizeof *ids), n = 0;
+    if (!ids)
+        return UINT64_MAX;
+    for (int64_t l = bot; l <= top; l++) {
+        size_t k = layer_slots(c, (uint64_t)l, ids);
+        for (size_t q = 0; q < k; q++) {
+            fp8_slot *sl = &f->slot[ids[q]];
+            if (set && bwd) {
+                sl->sdy = gs_k_fp8_delayed_scale(GS_FP8_E5M2, pack[n], sl->sdy);
+                sl->ady = 0.0f;
+            } else if (set) {
+                sl->sx = gs_k_fp8_delayed_scale(GS_FP8_E4M3, pack[n], sl->sx);
+                sl->sw = gs_k_fp8_delayed_scale(GS_FP8_E4M3, pack[n + 1], sl->sw);
+                sl->ax = sl->aw = 0.0f;
+            } else if (pack && bwd) {
+                pack[n] = sl->ady, pack[n + 1] = 0.0f;
+            } else if (pack) {
+                pack[n] = sl->ax, pack[n + 1] = sl->aw, pack[n + 2] = 0.0f;
+            }
+            n += bwd ? 2 : 3;
+        }
+    }
+    free(ids);
+    return n;
+}
+
+/* The fp8_amax event: the pass's chunk's amaxes all-reduced with MAX over the stage's ranks, then
+ * the scales updated; under fp8_amax_replicas R only after every R-th pass (the amaxes keep
+ * accumulating in between). */
+gs_status gs__train_fp8_amax_action(const ctx *c, action a)
+{
+    (void)a;
+    gs_train *t = c->t;
+    rank_st *r = c->r;
+    struct fp8_rank *f = r->f8;
+    const gs_event *e = c->e;
+    int bwd = e->phase == GS_PHASE_BWD;
+    if (!f)
+        return gs_error_set(c->err, GS_ERR_RUNTIME, "exec: rank %" PRIu64 ": an fp8_amax event in a scenario "
+                            "without FP8 delayed scaling", r->rank);
+    uint64_t R = t->o.fp8_amax_replicas > 1 ? t->o.fp8_amax_replicas : 1;
+    if ((e->mb + 1) % R != 0)
+        return GS_OK;
+    int64_t bot, top;
+    gs_partition_chunk_span(&r->part, chunks(t), e->chunk, &bot, &top);
+    uint64_t n = walk(c, bwd, bot, top, NULL, 0);
+    if (n == UINT64_MAX)
+        return gs_error_set(c->err, GS_ERR_NOMEM, "exec: rank %" PRIu64 ": out of memory", r->rank);
+    if (n * 4 != e->bytes || n > f->pack_n)
+        return gs_error_set(c->err, GS_ERR_INPUT, "exec: rank %" PRIu64 ": the fp8_amax event of layers %" PRId64
+                            "-%" PRId64 " reduces %" PRIu64 " B, where the host program keeps %" PRIu64 " B of "
+                            "amaxes for them", r->rank, bot, top, e->bytes, n * 4);
+    walk(c, bwd, bot, top, f->pack, 0);
+    const gs_driver_ops *ops = t->ops;
+    ops->upload(t->drv, c->s, f->dev, f->pack, n * sizeof(float));
+    gs_status rc = ops->all_reduce_max(t->drv, c->s, r->rank, &r->groups[GS_GROUP_STAGE], f->dev, n, c->err);
+    if (rc != GS_OK)
+        return rc;
+    ops->download(t->drv, c->s, f->pack, f->dev, n * sizeof(float)); /* a blocking copy, as train_moe's */
+    walk(c, bwd, bot, top, f->pack, 1);
+    return GS_OK;
+}
