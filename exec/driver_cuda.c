@@ -680,6 +680,7 @@ static const gs_driver_ops gs_driver_cuda = {
     .k.rows_dot = gs__cuda_k_rows_dot,
     .k.linear_fwd_fp8 = gs__cuda_k_linear_fwd_fp8,
     .k.linear_bwd_fp8 = gs__cuda_k_linear_bwd_fp8,
+    .k.fp8_delayed = 1, /* emulated casts at the given scales (exec/driver_cuda_fp8.c) */
     .k.linear_fwd_grouped = gs__cuda_k_linear_fwd_grouped,
     .k.linear_bwd_grouped = gs__cuda_k_linear_bwd_grouped,
     .all_gather = gs__cuda_all_gather,

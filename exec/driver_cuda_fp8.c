@@ -18,9 +18,16 @@
  * not multiples of 16, or that cuBLASLt has no FP8 kernel for (GPUs before compute capability
  * 8.9), run emulated.
  *
+ * Delayed scaling (gs_fp8_scales): each cast at the scale given, emulated, recording the tensor's
+ * amax, which a blocking copy brings to the host before the op returns (the training program
+ * reduces the amaxes between passes).
+ *
  * Memory: one buffer per stream (gs_drv_stream.fp8_buf), grown on demand on the stream: the casts'
  * scratch, then the copies (or codes), each 256-byte aligned. */
 #include "exec/driver_cuda_internal.h"
+
+#include <math.h>
+
 #include "kernels/cuda/kernels_cuda.h"
 
 #define FP8_ALIGN_FLOATS 64 /* 256 B */
@@ -184,18 +191,43 @@ static int lt_bwd(gs_drv_stream *s, const float *x, const float *w, const float 
 
 /* ---- the emulated casts (the default) --------------------------------------------------------- */
 
-static void emulated_fwd(gs_drv_stream *s, const float *x, const float *w, float *y, size_t t, size_t k, size_t n)
+/* y = x's dequantized copy: at x's current scale (scale NULL), or at *scale recording x's amax in
+ * *amax (the maximum with what is there, NaN sticking; NULL: none), read back to the host with a
+ * blocking copy: delayed scaling's casts (gs_fp8_scales). */
+static int cast(gs_drv_stream *s, int fmt, const float *x, size_t n, float *scratch, float *y, const float *scale,
+                float *amax)
+{
+    if (!scale)
+        return round_current(s, fmt, x, n, scratch, y);
+    int rc = gs_cu_fp8_round_scaled(gs__cuda_work_on(s), fmt, *scale, x, n, scratch, y);
+    gs__cuda_kernel_ok(s, fmt ? "fp8_round_scaled_e5m2" : "fp8_round_scaled_e4m3", rc);
+    if (rc)
+        return 0;
+    if (amax) {
+        float a = 0.0f;
+        CU_OK(s, cudaMemcpyAsync(&a, gs_cu_fp8_amax_of(scratch), sizeof a, cudaMemcpyDeviceToHost,
+                                 gs__cuda_work_on(s)));
+        CU_OK(s, cudaStreamSynchronize(gs__cuda_work_on(s)));
+        if ((a > *amax || isnan(a)) && !isnan(*amax))
+            *amax = a;
+    }
+    return 1;
+}
+
+static void emulated_fwd(gs_drv_stream *s, const float *x, const float *w, float *y, size_t t, size_t k, size_t n,
+                         const gs_fp8_scales *sc)
 {
     const size_t sizes[3] = {gs_cu_fp8_scratch_floats(), t * k, n * k};
     float *c[3];
     if (!fp8_room(s, sizes, 3, c))
         return;
-    if (round_current(s, 0, x, t * k, c[0], c[1]) && round_current(s, 0, w, n * k, c[0], c[2]))
+    if (cast(s, 0, x, t * k, c[0], c[1], sc ? &sc->x : NULL, sc ? sc->amax_x : NULL) &&
+        cast(s, 0, w, n * k, c[0], c[2], sc ? &sc->w : NULL, sc ? sc->amax_w : NULL))
         gs__cuda_k_linear_fwd(s, c[1], c[2], y, t, k, n);
 }
 
 static void emulated_bwd(gs_drv_stream *s, const float *x, const float *w, const float *dy, float *dx, float *dw,
-                         size_t t, size_t k, size_t n)
+                         size_t t, size_t k, size_t n, const gs_fp8_scales *sc)
 {
     /* only what the products read is cast: dx = dy w reads w, dw += dy^T x reads x */
     const size_t sizes[5] = {gs_cu_fp8_scratch_floats(), dw ? t * k : 0, dx ? n * k : 0, t * n, dw ? n * k : 0};
@@ -203,11 +235,11 @@ static void emulated_bwd(gs_drv_stream *s, const float *x, const float *w, const
     if (!fp8_room(s, sizes, 5, c))
         return;
     float *scratch = c[0], *xq = c[1], *wq = c[2], *dyq = c[3], *wgrad = dw ? c[4] : NULL;
-    if (dw && !round_current(s, 0, x, t * k, scratch, xq))
+    if (dw && !cast(s, 0, x, t * k, scratch, xq, sc ? &sc->x : NULL, NULL))
         return;
-    if (dx && !round_current(s, 0, w, n * k, scratch, wq))
+    if (dx && !cast(s, 0, w, n * k, scratch, wq, sc ? &sc->w : NULL, NULL))
         return;
-    if (!round_current(s, 1, dy, t * n, scratch, dyq))
+    if (!cast(s, 1, dy, t * n, scratch, dyq, sc ? &sc->dy : NULL, sc ? sc->amax_dy : NULL))
         return;
     if (wgrad)
         CU_OK(s, cudaMemsetAsync(wgrad, 0, n * k * sizeof(float), gs__cuda_work_on(s)));
@@ -216,16 +248,10 @@ static void emulated_bwd(gs_drv_stream *s, const float *x, const float *w, const
         gs__cuda_k_add(s, dw, wgrad, n * k);
 }
 
-/* 1 when sp asks for more than one scale block, or sc for delayed scaling's given scales (this
- * driver casts per tensor at the tensor's own amax: fp8_blocks and fp8_delayed 0, so exec passes
- * NULL; a caller that does not is failed rather than given other numerics). */
-static int blocked(gs_drv_stream *s, const gs_fp8_split *sp, const gs_fp8_scales *sc)
+/* 1 when sp asks for more than one scale block (this driver casts per tensor: fp8_blocks 0, so
+ * exec passes NULL; a caller that does not is failed rather than given other numerics). */
+static int blocked(gs_drv_stream *s, const gs_fp8_split *sp)
 {
-    if (sc) {
-        gs__cuda_fail_stream(s, "FP8 GEMM with delayed scaling's scales: the cuda driver casts at each tensor's "
-                             "own amax (current scaling)");
-        return 1;
-    }
     if (!sp || (sp->k.parts <= 1 && sp->n.parts <= 1))
         return 0;
     gs__cuda_fail_stream(s, "FP8 GEMM with scale blocks (k %zu, n %zu): the cuda driver casts per tensor",
@@ -236,26 +262,27 @@ static int blocked(gs_drv_stream *s, const gs_fp8_split *sp, const gs_fp8_scales
 void gs__cuda_k_linear_fwd_fp8(gs_drv_stream *s, const float *x, const float *w, float *y, size_t t, size_t k,
                                size_t n, const gs_fp8_split *sp, const gs_fp8_scales *sc)
 {
-    if (blocked(s, sp, sc))
+    if (blocked(s, sp))
         return;
-    if (s->d->fp8_lt && lt_shape(t, k, n) && gs__cuda_ensure_workspace(s)) {
+    /* delayed scaling's casts at given scales run emulated (the cuBLASLt path derives its scales) */
+    if (!sc && s->d->fp8_lt && lt_shape(t, k, n) && gs__cuda_ensure_workspace(s)) {
         int rc = lt_fwd(s, x, w, y, t, k, n);
         if (rc <= 0)
             return; /* done, or the stream failed */
     }
-    emulated_fwd(s, x, w, y, t, k, n);
+    emulated_fwd(s, x, w, y, t, k, n, sc);
 }
 
 void gs__cuda_k_linear_bwd_fp8(gs_drv_stream *s, const float *x, const float *w, const float *dy, float *dx,
                                float *dw, size_t t, size_t k, size_t n, const gs_fp8_split *sp, const gs_fp8_scales *sc)
 {
-    if (blocked(s, sp, sc))
+    if (blocked(s, sp))
         return;
-    if (s->d->fp8_lt && lt_shape(t, k, n) && gs__cuda_ensure_workspace(s)) {
+    if (!sc && s->d->fp8_lt && lt_shape(t, k, n) && gs__cuda_ensure_workspace(s)) {
         int rc = lt_bwd(s, x, w, dy, dx, dw, t, k, n);
         if (rc <= 0)
             return;
         /* dx may be done: the emulated backward below writes (=) dx again and adds dw once */
     }
-    emulated_bwd(s, x, w, dy, dx, dw, t, k, n);
+    emulated_bwd(s, x, w, dy, dx, dw, t, k, n, sc);
 }

@@ -158,6 +158,7 @@ typedef struct fp8_emu_args {
     size_t rows, cols; /* the quantize launch's */
     int transpose;
     unsigned char *q;
+    float given; /* gs_fp8_given_kernel's scale */
 } fp8_emu_args;
 
 static void amax_thread(const void *p)
@@ -170,6 +171,12 @@ static void scale_thread(const void *p)
 {
     const fp8_emu_args *a = p;
     gs_fp8_scale_kernel(a->partial, a->nparts, a->fmt, a->scale);
+}
+
+static void given_thread(const void *p)
+{
+    const fp8_emu_args *a = p;
+    gs_fp8_given_kernel(a->partial, a->nparts, a->given, a->scale);
 }
 
 static void round_thread(const void *p)
@@ -195,7 +202,7 @@ static void emu_round(int fmt, const float *x, size_t n, size_t blocks, float *y
     if (!blocks)
         blocks = gs_fp8_blocks(n);
     ck_assert_uint_le(blocks, GS_FP8_AMAX_BLOCKS);
-    fp8_emu_args a = {x, n, blocks * GS_FP8_THREADS, blocks, partial, scale, y, fmt, 0, 0, 0, NULL};
+    fp8_emu_args a = {x, n, blocks * GS_FP8_THREADS, blocks, partial, scale, y, fmt, 0, 0, 0, NULL, 0.0f};
     size_t sh = GS_FP8_THREADS * sizeof(float);
     ck_assert_msg(gs_emu_launch((unsigned)blocks, 1, 1, GS_FP8_THREADS, sh, amax_thread, &a, err, sizeof err) == 0,
                   "%s", err);
@@ -255,7 +262,7 @@ START_TEST(quantize_gives_the_hosts_codes)
             size_t blocks = gs_fp8_blocks(rows * cols), sh = GS_FP8_THREADS * sizeof(float);
             memset(q, 0xA5, sizeof q);
             fp8_emu_args a = {x, rows * cols, blocks * GS_FP8_THREADS, blocks, partial, scale, NULL, fmt,
-                              rows, cols, tr, q};
+                              rows, cols, tr, q, 0.0f};
             ck_assert_msg(gs_emu_launch((unsigned)blocks, 1, 1, GS_FP8_THREADS, sh, amax_thread, &a, err, sizeof err) == 0,
                           "%s", err);
             ck_assert_msg(gs_emu_launch(1, 1, 1, GS_FP8_THREADS, sh, scale_thread, &a, err, sizeof err) == 0, "%s", err);
@@ -273,6 +280,54 @@ START_TEST(quantize_gives_the_hosts_codes)
             for (size_t g = rows * cols; g < sizeof q; g++)
                 ck_assert_msg(q[g] == 0xA5, "wrote q[%zu], past its %zu codes", g, rows * cols);
         }
+}
+END_TEST
+
+/* Delayed scaling: gs_cu_fp8_round_scaled's launches (the amax, the given scale, the cast) on the
+ * emulator against gs_k_fp8_round_scaled: every output's bits, the scale and its inverse as
+ * given, and the amax recorded; values past the format's largest saturate, a NaN is recorded. */
+START_TEST(scaled_kernels_give_the_hosts_bits)
+{
+    const size_t n = 3001;
+    float *x = malloc(n * sizeof *x), *y = malloc((n + GUARD) * sizeof *y), *ref = malloc(n * sizeof *ref);
+    ck_assert(x && y && ref);
+    static const float scales[3] = {1.0f, 37.5f, 1e-3f};
+    for (int fmt = 0; fmt < 2; fmt++)
+        for (int si = 0; si < 3; si++)
+            for (int nan = 0; nan < 2; nan++) {
+                for (size_t i = 0; i < n; i++)
+                    x[i] = urand() * 40.0f;
+                x[1234] = -5000.0f; /* the amax; at scale 37.5 past both formats' largest */
+                if (nan)
+                    x[77] = NAN;
+                for (size_t i = 0; i < n + GUARD; i++)
+                    y[i] = from_bits(0x7fc0deadu);
+                char err[200];
+                float partial[GS_FP8_AMAX_BLOCKS], out[3];
+                size_t blocks = gs_fp8_blocks(n), sh = GS_FP8_THREADS * sizeof(float);
+                fp8_emu_args a = {x, n, blocks * GS_FP8_THREADS, blocks, partial, out, y, fmt, 0, 0, 0, NULL,
+                                  scales[si]};
+                ck_assert_msg(gs_emu_launch((unsigned)blocks, 1, 1, GS_FP8_THREADS, sh, amax_thread, &a, err,
+                                            sizeof err) == 0, "%s", err);
+                ck_assert_msg(gs_emu_launch(1, 1, 1, GS_FP8_THREADS, sh, given_thread, &a, err, sizeof err) == 0,
+                              "%s", err);
+                ck_assert_msg(gs_emu_launch((unsigned)blocks, 1, 1, GS_FP8_THREADS, 0, round_thread, &a, err,
+                                            sizeof err) == 0, "%s", err);
+                float amax = gs_k_fp8_round_scaled((gs_fp8_fmt)fmt, scales[si], x, ref, n);
+                ck_assert(bits(out[0]) == bits(scales[si]) && bits(out[1]) == bits(1.0f / scales[si]));
+                ck_assert_msg(bits(out[2]) == bits(amax) || (isnan(out[2]) && isnan(amax)), "amax %a, host %a",
+                              (double)out[2], (double)amax);
+                ck_assert(nan ? isnan(amax) : amax == 5000.0f);
+                for (size_t i = 0; i < n; i++)
+                    ck_assert_msg(bits(y[i]) == bits(ref[i]) || (isnan(y[i]) && isnan(ref[i])),
+                                  "fmt %d, scale %g, element %zu: %a -> %a on the device, %a on the host", fmt,
+                                  (double)scales[si], i, (double)x[i], (double)y[i], (double)ref[i]);
+                for (size_t i = n; i < n + GUARD; i++)
+                    ck_assert(bits(y[i]) == 0x7fc0deadu);
+            }
+    free(x);
+    free(y);
+    free(ref);
 }
 END_TEST
 
@@ -321,6 +376,7 @@ int main(void)
 #endif
     tcase_add_test(tc, kernels_give_the_hosts_bits);
     tcase_add_test(tc, quantize_gives_the_hosts_codes);
+    tcase_add_test(tc, scaled_kernels_give_the_hosts_bits);
     suite_add_tcase(s, tc);
     SRunner *sr = srunner_create(s);
     srunner_run_all(sr, CK_NORMAL);

@@ -1,4 +1,4 @@
-/* FP8 casts on the GPU under current scaling: the launchers of the kernels written in
+/* FP8 casts on the GPU under current scaling (and delayed scaling's casts at a given scale): the launchers of the kernels written in
  * kernels/cuda/fp8_body.h (tests/check_cuda_emu_fp8.c runs the same text on the CPU emulator).
  * Three launches per tensor on the stream, no host synchronization: per-block maxima of |x|, one
  * block for the amax and the scale (left in device memory), the cast and its inverse. */
@@ -54,6 +54,29 @@ extern "C" int gs_cu_fp8_quantize_current(cudaStream_t st, int fmt, const float 
     gs_fp8_quantize_kernel<<<(unsigned)b, GS_FP8_THREADS, 0, st>>>(x, rows, cols, transpose, b * GS_FP8_THREADS, fmt,
                                                                    scratch + GS_FP8_AMAX_BLOCKS, q);
     return gs_cu_last_error();
+}
+
+extern "C" int gs_cu_fp8_round_scaled(cudaStream_t st, int fmt, float scale, const float *x, size_t n,
+                                      float *scratch, float *y)
+{
+    if (fmt != 0 && fmt != 1)
+        return (int)cudaErrorInvalidValue;
+    size_t b = gs_fp8_blocks(n), sh = GS_FP8_THREADS * sizeof(float);
+    float *out = scratch + GS_FP8_AMAX_BLOCKS;
+    gs_fp8_amax_kernel<<<(unsigned)b, GS_FP8_THREADS, sh, st>>>(x, n, b * GS_FP8_THREADS, scratch);
+    int rc = gs_cu_last_error();
+    if (rc)
+        return rc;
+    gs_fp8_given_kernel<<<1, GS_FP8_THREADS, sh, st>>>(scratch, b, scale, out);
+    if ((rc = gs_cu_last_error()) || !n)
+        return rc;
+    gs_fp8_round_kernel<<<(unsigned)b, GS_FP8_THREADS, 0, st>>>(x, n, b * GS_FP8_THREADS, fmt, out, y);
+    return gs_cu_last_error();
+}
+
+extern "C" const float *gs_cu_fp8_amax_of(const float *scratch)
+{
+    return scratch + GS_FP8_AMAX_BLOCKS + 2;
 }
 
 extern "C" int gs_cu_fp8_round_current(cudaStream_t st, int fmt, const float *x, size_t n, float *scratch, float *y)

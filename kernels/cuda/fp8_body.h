@@ -146,8 +146,24 @@ GS_KERNEL gs_fp8_scale_kernel(const float *partial, size_t nparts, int fmt, floa
     }
 }
 
+/* Delayed scaling's: one block, scale_out[0] = the scale given (an amax history's), scale_out[1]
+ * = 1 / scale, scale_out[2] = the largest of partial[0 .. nparts) (the amax the cast records). */
+GS_KERNEL gs_fp8_given_kernel(const float *partial, size_t nparts, float scale, float *scale_out)
+{
+    GS_DYN_SHARED(sh);
+    float m = 0.0f;
+    for (size_t i = GS_TID; i < nparts; i += GS_BDIM)
+        m = gs_fp8_amax_step(m, partial[i]);
+    m = gs_fp8_block_max(sh, m);
+    if (GS_TID == 0) {
+        scale_out[0] = scale;
+        scale_out[1] = 1.0f / scale;
+        scale_out[2] = m;
+    }
+}
+
 /* y[i] = decode(encode(x[i] scale)) / scale for i = gid, gid + stride, .. < n, with scale and
- * its inverse from gs_fp8_scale_kernel's scale_in[0], [1]. */
+ * its inverse from gs_fp8_scale_kernel's (or gs_fp8_given_kernel's) scale_in[0], [1]. */
 GS_KERNEL gs_fp8_round_kernel(const float *x, size_t n, size_t stride, int fmt, const float *scale_in, float *y)
 {
     float scale = scale_in[0], inv = scale_in[1];

@@ -140,6 +140,10 @@ int gs_cu_rows_dot(cudaStream_t st, const float *a, const int32_t *idx, const fl
  * amax), nothing reaches the host. y may be x. */
 size_t gs_cu_fp8_scratch_floats(void);
 int gs_cu_fp8_round_current(cudaStream_t st, int fmt, const float *x, size_t n, float *scratch, float *y);
+/* Delayed scaling: the same cast at a given scale (gs_k_fp8_round_scaled's bits); x's amax is left
+ * in scratch, at the device float gs_cu_fp8_amax_of(scratch). */
+int gs_cu_fp8_round_scaled(cudaStream_t st, int fmt, float scale, const float *x, size_t n, float *scratch, float *y);
+const float *gs_cu_fp8_amax_of(const float *scratch);
 /* The same scale, the codes themselves: q (rows x cols bytes) = the FP8 codes of x (rows x cols
  * row-major) at x's current scale, in x's layout or transposed (cols x rows), for cuBLASLt's FP8
  * GEMMs; gs_cu_fp8_inverse_scale(scratch) is then the device float 1 / scale those GEMMs take

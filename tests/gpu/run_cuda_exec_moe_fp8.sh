@@ -6,7 +6,9 @@
 # driver's losses, 3 steps, relative difference below 1e-3 (fp32 GEMMs; the reduction orders
 # differ, and under FP8 an element next to a rounding midpoint may take the neighbouring code on
 # one side), and the FP8 model with GRIDSTEP_CUDA_FP8=cublaslt (cuBLASLt's FP8 GEMMs, the scales
-# applied to each sum: fp32 rounding apart). With 2 GPUs or more, the MoE model with expert
+# applied to each sum: fp32 rounding apart), and the FP8 model under delayed scaling (the casts at
+# the amax history's scales, kernels/cuda/fp8.cu's round_scaled, each amax read back for the
+# reduction). With 2 GPUs or more, the MoE model with expert
 # parallelism 2 (the dispatch and combine as NCCL grouped sends and receives,
 # gs__cuda_all_to_all) trains to the same host losses, and the dense model with context parallelism 2 (cp_comm p2p: the K, V all-gather and
 # the dK, dV reduce-scatter on the CP communicator) too; with 4 or more, hierarchical CP 4 = 2 x 2
@@ -24,6 +26,8 @@ sed 's/^  pos: rope/  pos: rope\
   moe: {experts: 4, top_k: 2}/' "$base" >"$tmp/moe.yaml"
 sed 's/precision: bf16/precision: fp8\
   fp8_recipe: current/; s/preset: dgx-a100-80g/preset: dgx-h100/' "$base" >"$tmp/fp8.yaml"
+sed 's/fp8_recipe: current/fp8_recipe: delayed/' "$tmp/fp8.yaml" >"$tmp/fp8d.yaml"
+grep -q 'fp8_recipe: delayed' "$tmp/fp8d.yaml" || { echo "FAIL: fp8d.yaml: the edit did not apply"; exit 1; }
 sed 's/grid: {dp: 1, pp: 1, tp: 1}/grid: {dp: 2, pp: 1, tp: 1, ep: 2}/; s/gpus_per_node: 1/gpus_per_node: 2/' \
     "$tmp/moe.yaml" >"$tmp/ep2.yaml"
 sed 's/grid: {dp: 1, pp: 1, tp: 1}/grid: {dp: 1, pp: 1, tp: 1, cp: 2}/; s/gpus_per_node: 1/gpus_per_node: 2/' \
@@ -31,7 +35,7 @@ sed 's/grid: {dp: 1, pp: 1, tp: 1}/grid: {dp: 1, pp: 1, tp: 1, cp: 2}/; s/gpus_p
 sed 's/grid: {dp: 1, pp: 1, tp: 1}/grid: {dp: 1, pp: 1, tp: 1, cp: 4, cp_a2a: 2}/; s/gpus_per_node: 1/gpus_per_node: 4/
 s/^strategy:/strategy:\
   cp_comm: a2a+p2p/' "$base" >"$tmp/cp4h.yaml"
-for f in moe fp8 ep2 cp2 cp4h; do
+for f in moe fp8 fp8d ep2 cp2 cp4h; do
     grep -q 'moe:\|fp8_recipe\|ep: 2\|cp: 2\|cp_a2a: 2' "$tmp/$f.yaml" || { echo "FAIL: $f.yaml: the edit of $base did not apply"; exit 1; }
 done
 rc=0
@@ -55,6 +59,7 @@ same_losses "FP8 current scaling, one rank" "$tmp/fp8.yaml"
 export GRIDSTEP_CUDA_FP8=cublaslt
 same_losses "FP8 current scaling through cuBLASLt's FP8 GEMMs" "$tmp/fp8.yaml"
 unset GRIDSTEP_CUDA_FP8
+same_losses "FP8 delayed scaling, one rank" "$tmp/fp8d.yaml"
 if [ "$ngpu" -ge 2 ]; then
     same_losses "MoE, expert parallelism 2" "$tmp/ep2.yaml"
     same_losses "context parallelism 2 (p2p)" "$tmp/cp2.yaml"
