@@ -3,11 +3,12 @@
 #include "exec/driver_host_internal.h"
 
 #include <inttypes.h>
-#include <math.h>
 #include <pthread.h>
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
+
+#include "kernels/host/kernels.h"
 
 /* ---- collectives ---------------------------------------------------------------------------- */
 
@@ -22,9 +23,7 @@ static const char *op_name(int op)
 /* acc combined with v: the sum (OP_AR), or the maximum with a NaN winning (OP_ARMAX). */
 static float combine(int op, float acc, float v)
 {
-    if (op != OP_ARMAX)
-        return acc + v;
-    return isnan(acc) || v > acc || isnan(v) ? (isnan(acc) ? acc : v) : acc;
+    return op == OP_ARMAX ? gs_k_max_nan(acc, v) : acc + v;
 }
 
 /* ---- across processes: the bootstrap's transport ---- */

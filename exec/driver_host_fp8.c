@@ -18,7 +18,6 @@
  * split the sums as above. */
 #include "exec/driver_host_internal.h"
 
-#include <math.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -77,8 +76,8 @@ static void cast(gs_fp8_fmt f, const float *x, float *y, size_t rows, size_t col
         return;
     }
     float a = gs_k_fp8_round_scaled(f, *scale, x, y, rows * cols);
-    if (amax && (a > *amax || isnan(a)) && !isnan(*amax))
-        *amax = a;
+    if (amax)
+        *amax = gs_k_max_nan(*amax, a);
 }
 
 /* y [t, n] = sum over the k blocks of xq's and wq's block products, in block order (a TP run's

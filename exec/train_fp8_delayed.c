@@ -44,6 +44,7 @@ struct fp8_rank {
     float *pack;        /* host staging of a reduction: 3 floats a GEMM */
     float *dev;         /* the same on the rank's device */
     uint64_t pack_n;
+    uint64_t *ids;      /* a layer's slots in the reduction's order (layer_slots), per_layer of them */
 };
 
 /* Model chunks a stage holds (the interleaved schedule's virtual stages). */
@@ -76,7 +77,8 @@ gs_status gs__train_fp8_rank_init(gs_train *t, rank_st *r, gs_error *err)
     f->slot = calloc(nl * f->per_layer, sizeof *f->slot);
     f->sx_fwd = calloc(nl * f->per_layer * (t->mbs ? t->mbs : 1), sizeof *f->sx_fwd);
     f->pack = calloc(f->pack_n, sizeof *f->pack);
-    int ok = f->slot && f->sx_fwd && f->pack;
+    f->ids = calloc(f->per_layer, sizeof *f->ids);
+    int ok = f->slot && f->sx_fwd && f->pack && f->ids;
     f->dev = gs__train_dalloc(t, r, f->pack_n, &ok);
     if (!ok)
         return gs_error_set(err, GS_ERR_NOMEM, "exec: rank %" PRIu64 ": out of memory (FP8 state)", r->rank);
@@ -95,6 +97,7 @@ void gs__train_fp8_rank_fini(gs_train *t, rank_st *r)
     free(f->slot);
     free(f->sx_fwd);
     free(f->pack);
+    free(f->ids);
     free(f);
     r->f8 = NULL;
 }
@@ -171,9 +174,7 @@ static size_t layer_slots(const ctx *c, uint64_t l, uint64_t *out)
 static uint64_t walk(const ctx *c, int bwd, int64_t bot, int64_t top, float *pack, int set)
 {
     struct fp8_rank *f = c->r->f8;
-    uint64_t *ids = malloc(f->per_layer * sizeof *ids), n = 0;
-    if (!ids)
-        return UINT64_MAX;
+    uint64_t *ids = f->ids, n = 0;
     for (int64_t l = bot; l <= top; l++) {
         size_t k = layer_slots(c, (uint64_t)l, ids);
         for (size_t q = 0; q < k; q++) {
@@ -193,7 +194,6 @@ static uint64_t walk(const ctx *c, int bwd, int64_t bot, int64_t top, float *pac
             n += bwd ? 2 : 3;
         }
     }
-    free(ids);
     return n;
 }
 
@@ -217,8 +217,6 @@ gs_status gs__train_fp8_amax_action(const ctx *c, action a)
     int64_t bot, top;
     gs_partition_chunk_span(&r->part, chunks(t), e->chunk, &bot, &top);
     uint64_t n = walk(c, bwd, bot, top, NULL, 0);
-    if (n == UINT64_MAX)
-        return gs_error_set(c->err, GS_ERR_NOMEM, "exec: rank %" PRIu64 ": out of memory", r->rank);
     if (n * 4 != e->bytes || n > f->pack_n)
         return gs_error_set(c->err, GS_ERR_INPUT, "exec: rank %" PRIu64 ": the fp8_amax event of layers %" PRId64
                             "-%" PRId64 " reduces %" PRIu64 " B, where the host program keeps %" PRIu64 " B of "

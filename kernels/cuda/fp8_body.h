@@ -121,16 +121,22 @@ GS_KERNEL gs_fp8_amax_kernel(const float *x, size_t n, size_t stride, float *par
         partial[GS_BID_X] = m;
 }
 
+/* One block's reduction of partial[0 .. nparts) to their largest (thread 0 gets it). */
+GS_DEVICE float gs_fp8_partials_max(float *sh, const float *partial, size_t nparts)
+{
+    float m = 0.0f;
+    for (size_t i = GS_TID; i < nparts; i += GS_BDIM)
+        m = gs_fp8_amax_step(m, partial[i]);
+    return gs_fp8_block_max(sh, m);
+}
+
 /* One block: amax = the largest of partial[0 .. nparts), then scale_out[0] = the current
  * scaling's scale (gs_k_fp8_current_scale: largest finite / amax; 1 for a zero, infinite or NaN
  * amax; FLT_MAX when it overflows), scale_out[1] = 1 / scale, scale_out[2] = amax. */
 GS_KERNEL gs_fp8_scale_kernel(const float *partial, size_t nparts, int fmt, float *scale_out)
 {
     GS_DYN_SHARED(sh);
-    float m = 0.0f;
-    for (size_t i = GS_TID; i < nparts; i += GS_BDIM)
-        m = gs_fp8_amax_step(m, partial[i]);
-    m = gs_fp8_block_max(sh, m);
+    float m = gs_fp8_partials_max(sh, partial, nparts);
     if (GS_TID == 0) {
         float scale = 1.0f;
         if (!isinf(m) && m != 0.0f) {
@@ -151,10 +157,7 @@ GS_KERNEL gs_fp8_scale_kernel(const float *partial, size_t nparts, int fmt, floa
 GS_KERNEL gs_fp8_given_kernel(const float *partial, size_t nparts, float scale, float *scale_out)
 {
     GS_DYN_SHARED(sh);
-    float m = 0.0f;
-    for (size_t i = GS_TID; i < nparts; i += GS_BDIM)
-        m = gs_fp8_amax_step(m, partial[i]);
-    m = gs_fp8_block_max(sh, m);
+    float m = gs_fp8_partials_max(sh, partial, nparts);
     if (GS_TID == 0) {
         scale_out[0] = scale;
         scale_out[1] = 1.0f / scale;

@@ -65,16 +65,16 @@ float gs_k_fp8_decode(gs_fp8_fmt f, uint8_t code)
     return sign * ldexpf((float)(m | (1u << l->mbits)), (int)ef - l->bias - l->mbits);
 }
 
+float gs_k_max_nan(float m, float a)
+{
+    return isnan(m) ? m : a > m || isnan(a) ? a : m;
+}
+
 float gs_k_amax(const float *x, size_t n)
 {
     float m = 0.0f;
-    for (size_t i = 0; i < n; i++) {
-        float a = fabsf(x[i]);
-        if (a > m || isnan(a))
-            m = a;
-        if (isnan(m))
-            break;
-    }
+    for (size_t i = 0; i < n && !isnan(m); i++)
+        m = gs_k_max_nan(m, fabsf(x[i]));
     return m;
 }
 
@@ -177,9 +177,8 @@ void gs_k_fp8_round_blocks(gs_fp8_fmt f, const float *x, float *y, size_t rows, 
     for (size_t i = 0; i < rows; i++) {
         size_t bi = gs_k_fp8_block_of(rc, rows, i);
         for (size_t j = 0; j < cols; j++) {
-            float a = fabsf(x[i * cols + j]), *m = &amax[bi * nc + gs_k_fp8_block_of(cc, cols, j)];
-            if (a > *m || isnan(a) || isnan(*m))
-                *m = isnan(*m) ? *m : a;
+            float *m = &amax[bi * nc + gs_k_fp8_block_of(cc, cols, j)];
+            *m = gs_k_max_nan(*m, fabsf(x[i * cols + j]));
         }
     }
     float scale[GS_FP8_MAX_BLOCKS * GS_FP8_MAX_BLOCKS];

@@ -56,6 +56,7 @@ float gs_k_fp8_max(gs_fp8_fmt f); /* 448 or 57344 */
 uint8_t gs_k_fp8_encode(gs_fp8_fmt f, float x);
 float gs_k_fp8_decode(gs_fp8_fmt f, uint8_t code); /* exact */
 float gs_k_amax(const float *x, size_t n);         /* max |x[i]| (NaN if any is NaN), 0 when n is 0 */
+float gs_k_max_nan(float m, float a);               /* the larger of m and a, a NaN on either side winning */
 /* Current scaling's per-tensor scale: fmt's largest value / amax (1 when amax is 0 or infinite,
  * FLT_MAX when the quotient overflows), Transformer Engine's compute_scale_from_amax. */
 float gs_k_fp8_current_scale(gs_fp8_fmt f, float amax);
