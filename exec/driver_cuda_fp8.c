@@ -19,8 +19,9 @@
  * 8.9), run emulated.
  *
  * Delayed scaling (gs_fp8_scales): each cast at the scale given, emulated, recording the tensor's
- * amax, which a blocking copy brings to the host before the op returns (the training program
- * reduces the amaxes between passes).
+ * amax, which a copy waited for under the driver's deadline brings to the host before the op
+ * returns (the training program reduces the amaxes between passes). The kernels ran on the CPU
+ * emulator (tests/check_cuda_emu_fp8.c); this path has not run on a GPU.
  *
  * Memory: one buffer per stream (gs_drv_stream.fp8_buf), grown on demand on the stream: the casts'
  * scratch, then the copies (or codes), each 256-byte aligned. */
@@ -205,9 +206,15 @@ static int cast(gs_drv_stream *s, int fmt, const float *x, size_t n, float *scra
         return 0;
     if (amax) {
         float a = 0.0f;
+        gs_error e;
+        gs_error_init(&e);
         CU_OK(s, cudaMemcpyAsync(&a, gs_cu_fp8_amax_of(scratch), sizeof a, cudaMemcpyDeviceToHost,
                                  gs__cuda_work_on(s)));
-        CU_OK(s, cudaStreamSynchronize(gs__cuda_work_on(s)));
+        /* the driver's deadline-bound wait, as its downloads wait */
+        if (gs__cuda_poll_stream(s->d, &s->d->r[s->rank], s->rank, s->cs, s, "FP8 amax read-back", &e) != GS_OK) {
+            gs__cuda_fail_stream(s, "%s", e.msg);
+            return 0;
+        }
         if ((a > *amax || isnan(a)) && !isnan(*amax))
             *amax = a;
     }
