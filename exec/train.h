@@ -61,6 +61,13 @@ typedef struct gs_train_opts {
      * it) and its amaxes are reduced after every this many passes, as the replicas' reductions
      * join theirs (exec/train_fp8_delayed.c). */
     uint64_t fp8_amax_replicas;
+    /* FP8 delayed scaling on one rank holding every expert: the single rank whose numbers a run
+     * of this expert parallelism must give (0 or 1: none). Transformer Engine's amax buffer holds
+     * an EP rank's local experts in order, so its MAX reduction joins the experts at the same
+     * local index on every EP rank: with L = experts / fp8_amax_ep local experts, expert e's
+     * amaxes are joined with those of every expert e' with e' mod L = e mod L before each
+     * reduction (exec/train_fp8_delayed.c). */
+    uint64_t fp8_amax_ep;
 } gs_train_opts;
 
 /* seed 1234, lr 1e-3, betas (0.9, 0.95), eps 1e-8, weight decay 0.1, init std 0.02, p2p groups. */
@@ -83,7 +90,8 @@ void gs_train_destroy(gs_train *t);
  * under delayed scaling on a driver with its scales and all_reduce_max, without fp8_params;
  * o->fp8_tp_shards above 1 on tp 1, dividing the widths TP divides, on a driver with scale
  * blocks; o->fp8_amax_replicas above 1 under delayed scaling on one replica, dividing the
- * micro-batches. Else GS_ERR_INPUT saying why (exec/train_fp8.c). */
+ * micro-batches; o->fp8_amax_ep above 1 under delayed scaling on ep 1, dividing the experts.
+ * Else GS_ERR_INPUT saying why (exec/train_fp8.c). */
 gs_status gs_train_fp8_check(const gs_scenario *s, const gs_mesh *mesh, const gs_driver_ops *ops,
                              const gs_train_opts *o, gs_error *err);
 

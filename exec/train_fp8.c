@@ -33,6 +33,14 @@ static const char *fp8_unsupported(const gs_scenario *s, const gs_mesh *mesh, co
                "updated at the optimizer step, which exec does not run (fp8_params: false, or fp8_recipe: current)";
     if (!delayed && R > 1)
         return "fp8_amax_replicas emulates delayed scaling's amax reduction over replicas; the recipe is current";
+    uint64_t EPe = o && o->fp8_amax_ep > 1 ? o->fp8_amax_ep : 1;
+    if (!delayed && EPe > 1)
+        return "fp8_amax_ep emulates delayed scaling's amax reduction over EP ranks; the recipe is current";
+    if (EPe > 1 && (ep > 1 || !m->moe.experts || m->moe.experts % EPe)) {
+        snprintf(which, len, "fp8_amax_ep %" PRIu64 " emulates that many EP ranks on one: the grid's ep must be 1 "
+                 "and the experts divide by it", EPe);
+        return which;
+    }
     if (R > 1 && (mesh->size[GS_DIM_DP] > 1 || gs_scenario_microbatches(s) % R)) {
         snprintf(which, len, "fp8_amax_replicas %" PRIu64 " emulates that many replicas on one: the grid's dp must be "
                  "1 and the step's micro-batches divide by it", R);
@@ -53,11 +61,13 @@ static const char *fp8_unsupported(const gs_scenario *s, const gs_mesh *mesh, co
                          "grow over steps: no single rank gives its numbers (run cp: 1)"
                        : "FP8 under cp > 1: each CP rank's per-tensor amax would cover its chunks of the sequences "
                          "only, not the single rank's tensors (run cp: 1)";
-    if (ep > 1)
-        return delayed ? "FP8 under ep > 1: Transformer Engine reduces the amaxes of the experts at the same local "
-                         "index on each EP rank together, an emulation exec has not (run ep: 1)"
-                       : "FP8 under ep > 1: an expert's GEMM reads the tokens of every rank of its EP group at once, "
-                         "so its per-tensor scale is not the single rank's (run ep: 1)";
+    /* Under delayed scaling an expert's casts take the scale its history gave, whatever rows the
+     * GEMM reads, so EP runs; current scaling would cast the rows of every rank of its EP group
+     * at their joint amax. */
+    if (ep > 1 && !delayed)
+        return "FP8 under ep > 1 with current scaling: an expert's GEMM reads the tokens of every rank of its EP "
+               "group at once, so its per-tensor scale is not the single rank's (run ep: 1, or fp8_recipe: "
+               "delayed)";
     if (shards > 1) {
         uint64_t ef = m->moe.expert_ffn ? m->moe.expert_ffn : m->ffn;
         if (tp > 1)

@@ -18,7 +18,9 @@
  *
  * The single-rank reference of a run whose stages hold R data-parallel replicas (opts
  * fp8_amax_replicas R) runs the replicas' micro-batches interleaved (gs__train_seq0) and reduces
- * only after every R-th pass of a direction: the R passes a parallel run's reduction joins.
+ * only after every R-th pass of a direction: the R passes a parallel run's reduction joins. That
+ * of a run with expert parallelism EP (opts fp8_amax_ep) joins the amaxes of the experts an EP
+ * rank would hold at the same local index before each reduction (join_ep).
  *
  * Ownership: each rank_st owns its fp8_rank (gs__train_fp8_rank_init / _fini). */
 #include "exec/train_internal.h"
@@ -146,7 +148,7 @@ const gs_fp8_scales *gs__train_fp8_scales(const ctx *c, gs_lin which, uint64_t j
 /* The slots of stage-local layer l the schedule's amax buffer holds, in its order: the
  * attention's QKV and O, then a dense block's UP and DOWN, or a MoE block's shared experts' UP
  * and DOWN (when it has them) and each local expert's up and down (engine/fp8_amax.h's count). */
-static size_t layer_slots(const ctx *c, uint64_t l, uint64_t *out)
+static size_t layer_slots(const ctx *c, uint64_t l, uint64_t *out, size_t *experts_at)
 {
     const gs_train *t = c->t;
     const struct fp8_rank *f = c->r->f8;
@@ -160,6 +162,8 @@ static size_t layer_slots(const ctx *c, uint64_t l, uint64_t *out)
         out[n++] = base + GS_LIN_UP;
         out[n++] = base + GS_LIN_DOWN;
     }
+    if (experts_at)
+        *experts_at = moe ? n : 0;
     for (uint64_t j = 0; moe && j < L; j++) {
         out[n++] = base + 4 + 2 * j;
         out[n++] = base + 5 + 2 * j;
@@ -176,7 +180,7 @@ static uint64_t walk(const ctx *c, int bwd, int64_t bot, int64_t top, float *pac
     struct fp8_rank *f = c->r->f8;
     uint64_t *ids = f->ids, n = 0;
     for (int64_t l = bot; l <= top; l++) {
-        size_t k = layer_slots(c, (uint64_t)l, ids);
+        size_t k = layer_slots(c, (uint64_t)l, ids, NULL);
         for (size_t q = 0; q < k; q++) {
             fp8_slot *sl = &f->slot[ids[q]];
             if (set && bwd) {
@@ -195,6 +199,31 @@ static uint64_t walk(const ctx *c, int bwd, int64_t bot, int64_t top, float *pac
         }
     }
     return n;
+}
+
+/* Under fp8_amax_ep: the amaxes of the experts at the same local index of an emulated EP rank
+ * joined with MAX (NaN-sticky, as the reduction) in the pack of layers bot..top, as Transformer
+ * Engine's reduction over the EP ranks joins them: their scales then stay equal. */
+static void join_ep(const ctx *c, int bwd, int64_t bot, int64_t top, float *pack)
+{
+    const gs_train *t = c->t;
+    uint64_t EPe = t->o.fp8_amax_ep, E = local_experts(t), w = bwd ? 2 : 3, n = 0;
+    if (EPe <= 1 || !E)
+        return;
+    uint64_t L = E / EPe, span = 2 * w; /* an expert's floats: up, then down */
+    for (int64_t l = bot; l <= top; l++) {
+        size_t at, k = layer_slots(c, (uint64_t)l, c->r->f8->ids, &at);
+        float *x = pack + n + at * w; /* the layer's experts (none: at 0) */
+        for (uint64_t j = 0; at && j < L; j++)
+            for (uint64_t q = 0; q < span; q++) {
+                float m = x[j * span + q];
+                for (uint64_t e = j + L; e < E; e += L)
+                    m = gs_k_max_nan(m, x[e * span + q]);
+                for (uint64_t e = j; e < E; e += L)
+                    x[e * span + q] = m;
+            }
+        n += k * w;
+    }
 }
 
 /* The fp8_amax event: the pass's chunk's amaxes all-reduced with MAX over the stage's ranks, then
@@ -222,6 +251,7 @@ gs_status gs__train_fp8_amax_action(const ctx *c, action a)
                             "-%" PRId64 " reduces %" PRIu64 " B, where the host program keeps %" PRIu64 " B of "
                             "amaxes for them", r->rank, bot, top, e->bytes, n * 4);
     walk(c, bwd, bot, top, f->pack, 0);
+    join_ep(c, bwd, bot, top, f->pack);
     const gs_driver_ops *ops = t->ops;
     ops->upload(t->drv, c->s, f->dev, f->pack, n * sizeof(float));
     gs_status rc = ops->all_reduce_max(t->drv, c->s, r->rank, &r->groups[GS_GROUP_STAGE], f->dev, n, c->err);

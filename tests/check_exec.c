@@ -83,8 +83,9 @@ static tensor_out *find_tensor(run_out *o, const char *name, uint64_t n)
 
 /* c's run; fp8_shards above 1: FP8 scales per TP shard of that many (the single rank a tp run
  * of FP8 must equal, gs_train_opts.fp8_tp_shards); amax_replicas above 1: delayed scaling's
- * reductions over that many replicas emulated (gs_train_opts.fp8_amax_replicas). */
-static void run_cfg_fp8(const cfg *c, run_out *o, uint64_t fp8_shards, uint64_t amax_replicas)
+ * reductions over that many replicas emulated (gs_train_opts.fp8_amax_replicas); amax_ep above
+ * 1: its reduction over that many EP ranks (gs_train_opts.fp8_amax_ep). */
+static void run_cfg_fp8(const cfg *c, run_out *o, uint64_t fp8_shards, uint64_t amax_replicas, uint64_t amax_ep)
 {
     char text[1024], msg[96];
     scenario_text(c, text, sizeof text);
@@ -102,6 +103,7 @@ static void run_cfg_fp8(const cfg *c, run_out *o, uint64_t fp8_shards, uint64_t 
     eo.train.eps = c->model & M_GPT ? ADAM_EPS_GPT : ADAM_EPS;
     eo.train.fp8_tp_shards = fp8_shards;
     eo.train.fp8_amax_replicas = amax_replicas;
+    eo.train.fp8_amax_ep = amax_ep;
     gs_exec_session *x = NULL;
     rc = gs_exec_session_create(&s, &mesh, &eo, &x, &err);
     ck_assert_msg(rc == GS_OK, "%s: %s", c->name, err.msg);
@@ -161,7 +163,7 @@ static void run_cfg_fp8(const cfg *c, run_out *o, uint64_t fp8_shards, uint64_t 
 
 static void run_cfg_shards(const cfg *c, run_out *o, uint64_t fp8_shards)
 {
-    run_cfg_fp8(c, o, fp8_shards, 0);
+    run_cfg_fp8(c, o, fp8_shards, 0, 0);
 }
 
 static void run_cfg(const cfg *c, run_out *o)
@@ -188,8 +190,13 @@ static void reference_for(const cfg *c, run_out *ref)
              NULL};
     /* FP8 under TP: each rank casts its shards at their own scales; the reference casts the same
      * blocks of its whole tensors so (tests/check_fp8.c holds the blocks to the shards' casts).
-     * Delayed scaling: the replicas' reductions joined (gs_train_opts.fp8_amax_replicas) */
-    run_cfg_fp8(&r, ref, c->model & M_FP8 && c->tp > 1 ? c->tp : 0, c->model & M_FP8D && c->dp > 1 ? c->dp : 0);
+     * Delayed scaling: the replicas' reductions joined (gs_train_opts.fp8_amax_replicas), and
+     * the EP ranks' local experts' (gs_train_opts.fp8_amax_ep) */
+    unsigned long long ep = 1;
+    if (c->grid_extra && strstr(c->grid_extra, "ep: "))
+        ep = strtoull(strstr(c->grid_extra, "ep: ") + 4, NULL, 10);
+    run_cfg_fp8(&r, ref, c->model & M_FP8 && c->tp > 1 ? c->tp : 0, c->model & M_FP8D && c->dp > 1 ? c->dp : 0,
+                c->model & M_FP8D && ep > 1 ? ep : 0);
 }
 
 /* The tensors of c's model: Llama 9 a layer (6 in the attention half), embedding, norm, head;
@@ -1937,35 +1944,50 @@ END_TEST
 
 /* FP8 that exec does not run is refused before anything is allocated, saying why: delayed
  * scaling on a driver whose casts take no given scales, with fp8_params (the parameters' own
- * amax histories), under cp (ring attention's merge order), or with a replicas' emulation on a
- * grid that has replicas; current scaling under tp_comm_overlap (its chunked GEMMs would cast
- * each chunk apart); a driver without FP8 kernels. */
+ * amax histories), under cp (ring attention's merge order), or with a replicas' or EP ranks'
+ * emulation on a grid that has them (or experts the EP ranks do not divide); current scaling
+ * under tp_comm_overlap (its chunked GEMMs would cast each chunk apart), under ep (an expert
+ * reads every EP rank's tokens at once), or with an EP emulation; a driver without FP8 kernels. */
 START_TEST(fp8_refused)
 {
 #define FP8_MODEL                                                                                  \
     "model: {layers: 2, hidden: 64, heads: 8, kv_heads: 4, ffn: 128, vocab: 256, seq: 32}\n"       \
     "cluster: {preset: dgx-h100, nodes: 1, gpus_per_node: 2}\n"
+#define FP8_MOE                                                                                    \
+    "model: {layers: 2, hidden: 64, heads: 8, kv_heads: 4, ffn: 128, vocab: 256, seq: 32,\n"      \
+    "        moe: {experts: 4, top_k: 2, expert_ffn: 64}}\n"                                       \
+    "cluster: {preset: dgx-h100, nodes: 1, gpus_per_node: 2}\n"
     static const struct {
         const char *yaml, *what;
         int driver;         /* 1: no FP8 kernels; 2: FP8 kernels without delayed scaling */
         uint64_t replicas;  /* gs_train_opts.fp8_amax_replicas */
+        uint64_t ep;        /* gs_train_opts.fp8_amax_ep */
     } cases[] = {
         {FP8_MODEL "grid: {dp: 2}\nstrategy: {precision: fp8, fp8_recipe: delayed}\nbatch: {global: 2, micro: 1}\n",
-         "fp8_recipe delayed: the nodelay driver's FP8 GEMMs cast at each tensor's own amax", 2, 0},
+         "fp8_recipe delayed: the nodelay driver's FP8 GEMMs cast at each tensor's own amax", 2, 0, 0},
         {FP8_MODEL "grid: {dp: 2}\nstrategy: {precision: fp8, fp8_recipe: delayed, sharding: full_shard, "
                    "fp8_params: true}\nbatch: {global: 2, micro: 1}\n",
-         "fp8_recipe delayed with fp8_params", 0, 0},
+         "fp8_recipe delayed with fp8_params", 0, 0, 0},
         {FP8_MODEL "grid: {dp: 1, cp: 2}\nstrategy: {precision: fp8, fp8_recipe: delayed}\nbatch: {global: 2, micro: 1}\n",
-         "FP8 under cp > 1: ring attention", 0, 0},
+         "FP8 under cp > 1: ring attention", 0, 0, 0},
         {FP8_MODEL "grid: {dp: 2}\nstrategy: {precision: fp8, fp8_recipe: delayed}\nbatch: {global: 4, micro: 1}\n",
-         "fp8_amax_replicas 2 emulates that many replicas on one", 0, 2},
+         "fp8_amax_replicas 2 emulates that many replicas on one", 0, 2, 0},
         {FP8_MODEL "grid: {tp: 2}\nstrategy: {precision: fp8, fp8_recipe: current, sequence_parallel: true, "
                    "tp_comm_overlap: true}\nbatch: {global: 2, micro: 1}\n",
-         "FP8 under tp_comm_overlap", 0, 0},
+         "FP8 under tp_comm_overlap", 0, 0, 0},
         {FP8_MODEL "grid: {dp: 2}\nstrategy: {precision: fp8, fp8_recipe: current}\nbatch: {global: 2, micro: 1}\n",
-         "the other driver has no FP8 GEMMs", 1, 0},
+         "the other driver has no FP8 GEMMs", 1, 0, 0},
+        {FP8_MOE "grid: {dp: 2, ep: 2}\nstrategy: {precision: fp8, fp8_recipe: current}\nbatch: {global: 2, micro: 1}\n",
+         "FP8 under ep > 1 with current scaling", 0, 0, 0},
+        {FP8_MOE "grid: {dp: 2}\nstrategy: {precision: fp8, fp8_recipe: current}\nbatch: {global: 2, micro: 1}\n",
+         "fp8_amax_ep emulates delayed scaling's amax reduction over EP ranks", 0, 0, 2},
+        {FP8_MOE "grid: {dp: 2, ep: 2}\nstrategy: {precision: fp8, fp8_recipe: delayed}\nbatch: {global: 2, micro: 1}\n",
+         "fp8_amax_ep 2 emulates that many EP ranks on one", 0, 0, 2},
+        {FP8_MOE "grid: {dp: 2}\nstrategy: {precision: fp8, fp8_recipe: delayed}\nbatch: {global: 2, micro: 1}\n",
+         "fp8_amax_ep 3 emulates that many EP ranks on one", 0, 0, 3},
     };
 #undef FP8_MODEL
+#undef FP8_MOE
     gs_driver_ops other = gs_driver_host, nodelay = gs_driver_host;
     other.name = "other";
     other.k.linear_fwd_fp8 = NULL;
@@ -1984,6 +2006,7 @@ START_TEST(fp8_refused)
         gs_exec_opts_defaults(&eo);
         eo.driver = cases[i].driver == 1 ? &other : cases[i].driver == 2 ? &nodelay : eo.driver;
         eo.train.fp8_amax_replicas = cases[i].replicas;
+        eo.train.fp8_amax_ep = cases[i].ep;
         gs_exec_session *x = NULL;
         ck_assert_int_eq(gs_exec_session_create(&s, &mesh, &eo, &x, &err), GS_ERR_INPUT);
         ck_assert_ptr_null(x);
@@ -2039,8 +2062,8 @@ START_TEST(fp8_delayed_replicas)
                            M_FP8, NULL};
     run_out got, joined, apart, cur;
     run_cfg(&c, &got);
-    run_cfg_fp8(&r, &joined, 0, 2);
-    run_cfg_fp8(&r, &apart, 0, 0);
+    run_cfg_fp8(&r, &joined, 0, 2, 0);
+    run_cfg_fp8(&r, &apart, 0, 0, 0);
     run_cfg(&rc, &cur);
     double d_joined = 0, d_apart = 0, d_cur = 0;
     for (int i = 0; i < STEPS; i++) {
@@ -2057,6 +2080,36 @@ START_TEST(fp8_delayed_replicas)
     run_out_fini(&joined);
     run_out_fini(&apart);
     run_out_fini(&cur);
+}
+END_TEST
+
+/* Under expert parallelism the reduction joins the experts at the same local index of every EP
+ * rank (Transformer Engine's amax buffer lists an EP rank's local experts in order): a dp 2 x ep
+ * 2 run agrees with a reference that joins experts e and e + 2 before each reduction (the
+ * contract), not with one that keeps every expert's scales apart (the contract would fail it). */
+START_TEST(fp8_delayed_ep)
+{
+    static const cfg c = {"fp8d-moe-dp2-ep2", 2, 1, 1, 1, 2, "no_shard", "1f1b", "none", "layer", 1, 0, 2, 2,
+                          M_MOE | M_FP8 | M_FP8D, "ep: 2"};
+    static const cfg r = {"reference", 1, 1, 1, 1, 1, "full_shard", "1f1b", "none", "layer", 1, 0, 2, 2,
+                          M_MOE | M_FP8 | M_FP8D, NULL};
+    run_out got, joined, apart;
+    run_cfg(&c, &got);
+    run_cfg_fp8(&r, &joined, 0, 2, 2);
+    run_cfg_fp8(&r, &apart, 0, 2, 0);
+    double d_joined = 0, d_apart = 0;
+    for (int i = 0; i < STEPS; i++) {
+        d_joined = fmax(d_joined, fabs(joined.loss[i] - got.loss[i]) / fabs(got.loss[i]));
+        d_apart = fmax(d_apart, fabs(apart.loss[i] - got.loss[i]) / fabs(got.loss[i]));
+    }
+    printf("fp8 delayed dp2 x ep2: loss rel diff %.2e to the reference joining local indices, %.2e to one keeping "
+           "every expert apart\n", d_joined, d_apart);
+    ck_assert_msg(d_joined <= TOL, "joined reference off by %g", d_joined);
+    /* (6.7e-5 when written: twice the contract's tolerance is the margin a failing contract needs) */
+    ck_assert_msg(d_apart > 2 * TOL, "keeping the experts' scales apart changed the losses by only %g", d_apart);
+    run_out_fini(&got);
+    run_out_fini(&joined);
+    run_out_fini(&apart);
 }
 END_TEST
 
@@ -2220,6 +2273,7 @@ static Suite *exec_suite(void)
     tcase_add_test(tc, fp8_changes_numbers);
     tcase_add_test(tc, fp8_tp_bitwise);
     tcase_add_test(tc, fp8_delayed_replicas);
+    tcase_add_test(tc, fp8_delayed_ep);
     tcase_add_test(tc, grouped_linear);
     tcase_add_test(tc, cp_load_balanced_order);
     tcase_add_test(tc, flash_vs_probabilities);

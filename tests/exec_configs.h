@@ -301,6 +301,17 @@ static const cfg configs[] = {
     {"fp8d-tp2-sp-overlap", 1, 1, 2, 1, 2, "full_shard, tp_comm_overlap: true", "1f1b", "none", "layer", 1, 1, 4, 2,
      M_FP8 | M_FP8D, NULL},
     {"fp8d-moe-dp2", 2, 1, 1, 1, 2, "no_shard", "1f1b", "none", "layer", 1, 0, 2, 2, M_MOE | M_FP8 | M_FP8D, NULL},
+    /* ... and under expert parallelism: an expert's casts take its local index's scales, which
+     * the reduction over the stage joins across the EP ranks (the reference joins the experts at
+     * each local index: reference_for); with expert TP, ZeRO-1, capacity dropping */
+    {"fp8d-moe-dp2-ep2", 2, 1, 1, 1, 2, "no_shard", "1f1b", "none", "layer", 1, 0, 2, 2, M_MOE | M_FP8 | M_FP8D,
+     "ep: 2"},
+    {"fp8d-moe-dp4-ep4-zero1", 4, 1, 1, 1, 4, "zero1", "1f1b", "none", "layer", 1, 0, 2, 1, M_MOE | M_FP8 | M_FP8D,
+     "ep: 4"},
+    {"fp8d-moe-dp4-ep2-tp2-sp-zero1", 4, 1, 2, 1, 8, "zero1", "1f1b", "none", "layer", 1, 1, 2, 2,
+     M_MOE | M_FP8 | M_FP8D, "ep: 2"},
+    {"fp8d-moe-drop-dp2-ep2", 2, 1, 1, 1, 2, "no_shard", "1f1b", "none", "layer", 1, 0, 2, 2,
+     M_MOE_DROP | M_FP8 | M_FP8D, "ep: 2"},
 };
 #define NCONFIGS (sizeof configs / sizeof configs[0])
 
