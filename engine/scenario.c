@@ -281,6 +281,9 @@ static gs_status load_root(const gs__yaml_loader *l, const yaml_node_t *root, gs
     if (s->strategy.fp8 != GS_FP8_OFF) {
         /* the recipe's AUTO likewise, from the framework */
         s->strategy.fp8 = gs_fp8_resolve(s->strategy.fp8, s->strategy.framework);
+        gs_status fst = gs__scenario_fp8_recipe_keys(l, gs__yaml_lookup(l, root, "strategy", NULL), &s->strategy);
+        if (fst != GS_OK)
+            return fst;
         if (!(s->cluster.gpu.peak_flops_fp8 > 0.0)) {
             const yaml_node_t *sv = gs__yaml_lookup(l, root, "strategy", NULL);
             return gs__yaml_fail_at(l, sv ? gs__yaml_lookup(l, sv, "precision", NULL) : NULL, GS_ERR_INPUT,

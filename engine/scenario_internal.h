@@ -71,6 +71,10 @@ gs_status gs__scenario_opt_enum(const gs__yaml_loader *l, const yaml_node_t *map
 
 /* ---- sections (one file each) ---- */
 
+/* GS_OK unless the strategy mapping v names a delayed-scaling key (fp8_amax_history,
+ * fp8_amax_algo, fp8_margin) while s's resolved recipe is not delayed (engine/scenario_strategy.c). */
+gs_status gs__scenario_fp8_recipe_keys(const gs__yaml_loader *l, const yaml_node_t *v, const gs_strategy *s);
+
 /* model: a preset name or a mapping of model fields, validated (engine/scenario_model.c). */
 gs_status gs__scenario_load_model(const gs__yaml_loader *l, const yaml_node_t *v, gs_model *m);
 /* cluster: a preset name or a mapping (gpu, intra, nic, ...), validated

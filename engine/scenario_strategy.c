@@ -2,6 +2,7 @@
  * sharding, recompute, precision, pipeline, gradient, overlap and kernel settings, and the
  * refusals of combinations that the frameworks do not run. It fills the caller's gs_strategy and
  * borrows the loader's nodes. */
+#include <inttypes.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -94,7 +95,7 @@ static const char *const strategy_keys[] = {
     "limit_all_gathers", "recompute", "recompute_every", "recompute_modules", "flash_attention", "offload", "precision", "pipeline", "grad_sync",
     "virtual_stages", "sequence_parallel", "bucket_mb", "overlap_param_gather", "tp_comm_overlap", "grad_dtype", "overlap_grad_reduce",
     "bucket_stages", "cross_entropy", "framework", "compile", "cuda_graphs", "attention", "fp8_recipe", "fp8_params",
-    "cp_comm", "moe_dispatcher", "adam_dtype", "precision_aware_optimizer",
+    "fp8_amax_history", "fp8_amax_algo", "fp8_margin", "cp_comm", "moe_dispatcher", "adam_dtype", "precision_aware_optimizer",
 };
 
 static const char *const wrap_keys[] = {"min_params"};
@@ -137,15 +138,57 @@ static int parse_cp_comm(const char *s, int *out)
     return 0;
 }
 
-/* fp8_recipe and fp8_params, which only precision: fp8 reads. */
+static int parse_fp8_amax_algo(const char *s, int *out)
+{
+    gs_fp8_amax_algo a;
+    if (gs_fp8_amax_algo_parse(s, &a) != 0)
+        return -1;
+    *out = (int)a;
+    return 0;
+}
+
+/* The delayed-scaling keys (fp8_amax_history, fp8_amax_algo, fp8_margin); whether the recipe is
+ * delayed is checked once AUTO is resolved (gs__scenario_fp8_recipe_keys). */
+static gs_status strategy_fp8_delayed(const gs__yaml_loader *l, const yaml_node_t *v, gs_strategy *s)
+{
+    const char *algo_names[2] = {gs_fp8_amax_algo_name(GS_FP8_AMAX_MOST_RECENT), gs_fp8_amax_algo_name(GS_FP8_AMAX_MAX)};
+    const gs__scenario_names algos = {algo_names, 2, parse_fp8_amax_algo};
+    int e = (int)s->fp8_amax_algo;
+    gs_status st;
+    if ((st = gs__scenario_opt_count(l, v, "strategy", "fp8_amax_history", &s->fp8_amax_history, NULL)) ||
+        (st = gs__scenario_opt_enum(l, v, "strategy", "fp8_amax_algo", &algos, &e)))
+        return st;
+    s->fp8_amax_algo = (gs_fp8_amax_algo)e;
+    const yaml_node_t *mv = gs__yaml_lookup(l, v, "fp8_margin", NULL);
+    if (mv && (st = gs__scenario_value_u64(l, mv, "strategy.fp8_margin", &s->fp8_margin, 1)))
+        return st;
+    if (s->fp8_margin > 16) /* a margin of 2^16 leaves E4M3 nothing to scale to */
+        return gs__yaml_fail_at(l, mv, GS_ERR_INPUT, "strategy.fp8_margin %" PRIu64 ": expected 0 to 16 (the scale is "
+                                "fp8_max / 2^margin / amax)", s->fp8_margin);
+    return GS_OK;
+}
+
+gs_status gs__scenario_fp8_recipe_keys(const gs__yaml_loader *l, const yaml_node_t *v, const gs_strategy *s)
+{
+    static const char *const keys[] = {"fp8_amax_history", "fp8_amax_algo", "fp8_margin"};
+    for (size_t i = 0; v && s->fp8 != GS_FP8_DELAYED && i < 3; i++)
+        if (gs__yaml_lookup(l, v, keys[i], NULL))
+            return gs__yaml_fail_at(l, gs__yaml_lookup(l, v, keys[i], NULL), GS_ERR_INPUT,
+                                    "strategy.%s applies to delayed scaling: found fp8_recipe %s (for framework "
+                                    "%s), expected fp8_recipe: delayed (or drop %s)", keys[i], gs_fp8_name(s->fp8),
+                                    gs_framework_name(s->framework), keys[i]);
+    return GS_OK;
+}
+
+/* fp8_recipe, fp8_params and the delayed recipe's keys, which only precision: fp8 reads. */
 static gs_status strategy_fp8(const gs__yaml_loader *l, const yaml_node_t *v, gs_strategy *s)
 {
     const char *recipe_names[3] = {gs_fp8_name(GS_FP8_DELAYED), gs_fp8_name(GS_FP8_CURRENT), gs_fp8_name(GS_FP8_AUTO)};
     const gs__scenario_names recipes = {recipe_names, 3, parse_fp8_recipe};
-    static const char *const keys[] = {"fp8_recipe", "fp8_params"};
+    static const char *const keys[] = {"fp8_recipe", "fp8_params", "fp8_amax_history", "fp8_amax_algo", "fp8_margin"};
     gs_status st;
     if (s->fp8 == GS_FP8_OFF) {
-        for (size_t i = 0; i < 2; i++)
+        for (size_t i = 0; i < 5; i++)
             if (gs__yaml_lookup(l, v, keys[i], NULL))
                 return gs__yaml_fail_at(l, gs__yaml_lookup(l, v, keys[i], NULL), GS_ERR_INPUT,
                                         "strategy.%s applies to FP8 training: found precision %s, expected "
@@ -157,7 +200,9 @@ static gs_status strategy_fp8(const gs__yaml_loader *l, const yaml_node_t *v, gs
     if ((st = gs__scenario_opt_enum(l, v, "strategy", "fp8_recipe", &recipes, &e)))
         return st;
     s->fp8 = (gs_fp8)e;
-    return gs__scenario_opt_bool(l, v, "strategy", "fp8_params", &s->fp8_params, NULL);
+    if ((st = gs__scenario_opt_bool(l, v, "strategy", "fp8_params", &s->fp8_params, NULL)))
+        return st;
+    return strategy_fp8_delayed(l, v, s);
 }
 
 static int parse_moe_dispatcher(const char *s, int *out)

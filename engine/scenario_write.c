@@ -210,6 +210,12 @@ static gs_status put_strategy(gs_text *t, const gs_strategy *s, gs_error *err)
         st = gs_text_printf(t, "  fp8_recipe: %s\n", gs_fp8_name(s->fp8));
     if (st == GS_OK && s->fp8_params)
         st = gs_text_printf(t, "  fp8_params: true\n");
+    if (st == GS_OK && s->fp8 == GS_FP8_DELAYED && s->fp8_amax_history > 1)
+        st = gs_text_printf(t, "  fp8_amax_history: %" PRIu64 "\n", s->fp8_amax_history);
+    if (st == GS_OK && s->fp8 == GS_FP8_DELAYED && s->fp8_amax_algo != GS_FP8_AMAX_MOST_RECENT)
+        st = gs_text_printf(t, "  fp8_amax_algo: %s\n", gs_fp8_amax_algo_name(s->fp8_amax_algo));
+    if (st == GS_OK && s->fp8 == GS_FP8_DELAYED && s->fp8_margin)
+        st = gs_text_printf(t, "  fp8_margin: %" PRIu64 "\n", s->fp8_margin);
     if (st == GS_OK && s->cp_comm != GS_CP_P2P)
         st = gs_text_printf(t, "  cp_comm: %s\n", gs_cp_comm_name(s->cp_comm));
     if (st == GS_OK && s->moe_dispatcher != GS_MOE_ALLTOALL)

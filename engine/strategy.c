@@ -116,6 +116,9 @@ void gs_strategy_defaults(gs_strategy *s)
     s->cross_entropy = GS_XENT_UNFUSED;
     s->fp8 = GS_FP8_OFF;
     s->fp8_params = 0;
+    s->fp8_amax_history = 1;
+    s->fp8_amax_algo = GS_FP8_AMAX_MOST_RECENT;
+    s->fp8_margin = 0;
     s->cp_comm = GS_CP_P2P;
     s->moe_dispatcher = GS_MOE_ALLTOALL;
     s->bucket_bytes = (uint64_t)25 << 20; /* 25 MiB: PyTorch DDP bucket_cap_mb default */
@@ -179,6 +182,23 @@ const char *gs_precision_name(gs_precision p)
 const char *gs_fp8_name(gs_fp8 f)
 {
     return (unsigned)f < COUNT_OF(fp8_names) ? fp8_names[f][0] : "?";
+}
+
+static const char *const fp8_amax_algo_names[] = {"most_recent", "max"};
+
+const char *gs_fp8_amax_algo_name(gs_fp8_amax_algo a)
+{
+    return (unsigned)a < COUNT_OF(fp8_amax_algo_names) ? fp8_amax_algo_names[a] : "?";
+}
+
+int gs_fp8_amax_algo_parse(const char *s, gs_fp8_amax_algo *out)
+{
+    for (size_t i = 0; i < COUNT_OF(fp8_amax_algo_names); i++)
+        if (strcasecmp(s, fp8_amax_algo_names[i]) == 0) {
+            *out = (gs_fp8_amax_algo)i;
+            return 0;
+        }
+    return -1;
 }
 
 const char *gs_cp_comm_name(gs_cp_comm c)

@@ -89,6 +89,11 @@ typedef enum gs_xent { GS_XENT_UNFUSED = 0, GS_XENT_FUSED = 1 } gs_xent;
  * (torchao). */
 typedef enum gs_fp8 { GS_FP8_OFF = 0, GS_FP8_DELAYED = 1, GS_FP8_CURRENT = 2, GS_FP8_AUTO = 3 } gs_fp8;
 
+/* Delayed scaling's choice of amax from a tensor's history (Transformer Engine's
+ * amax_compute_algo, Megatron-LM --fp8-amax-compute-algo): the most recent one (Megatron-LM's
+ * default) or the largest of the history (Transformer Engine's). */
+typedef enum gs_fp8_amax_algo { GS_FP8_AMAX_MOST_RECENT = 0, GS_FP8_AMAX_MAX = 1 } gs_fp8_amax_algo;
+
 /* How context-parallel attention exchanges keys and values (grid.cp > 1; Megatron-Core's
  * --cp-comm-type, Transformer Engine's attention with CP): P2P passes each rank's K and V chunk
  * around the CP ring, step by step under the attention of the chunk at hand (ring attention;
@@ -166,6 +171,14 @@ typedef struct gs_strategy {
                                    (Megatron-LM --fp8-param-gather, TE fp8_model_init, torchao's
                                    FSDP2 float8 all-gather): their parameter all-gathers move 1 byte
                                    per element and no bf16 copy is held; default 0 */
+    /* Delayed scaling's recipe (Transformer Engine's DelayedScaling; read with fp8_recipe delayed
+     * only): each scale is fp8_max / 2^fp8_margin / amax, the amax chosen by fp8_amax_algo from the
+     * last fp8_amax_history reduced amaxes. Defaults Megatron-LM's: 1, MOST_RECENT, 0 (Transformer
+     * Engine's own: 1024, MAX, 0). The history costs 4 B a tensor and entry, and its update one
+     * pass over it a step: neither is modelled (doc/models.md). */
+    uint64_t fp8_amax_history;
+    gs_fp8_amax_algo fp8_amax_algo;
+    uint64_t fp8_margin;
     gs_cp_comm cp_comm;         /* context parallelism's exchange; default P2P (Megatron's) */
     gs_moe_dispatcher moe_dispatcher; /* MoE token dispatch; default ALLTOALL (the recipes' choice) */
     int precision_aware;        /* 1: Megatron-Core's precision-aware optimizer
@@ -258,6 +271,7 @@ const char *gs_bucket_stages_name(gs_bucket_stages b); /* "all", "first" */
 const char *gs_xent_name(gs_xent x);                   /* "unfused", "fused" */
 const char *gs_fp8_name(gs_fp8 f);                     /* "off", "delayed", "current", "auto" */
 const char *gs_cp_comm_name(gs_cp_comm c);             /* "p2p", "all_gather", "a2a", "a2a+p2p" */
+const char *gs_fp8_amax_algo_name(gs_fp8_amax_algo a); /* "most_recent", "max" */
 
 /* Parse a name; return 0 ok, -1 unknown. */
 int gs_sharding_parse(const char *s, gs_sharding *out);
@@ -285,6 +299,7 @@ int gs_pipeline_parse(const char *s, gs_pipeline *out);
 int gs_bucket_stages_parse(const char *s, gs_bucket_stages *out);
 int gs_xent_parse(const char *s, gs_xent *out);
 int gs_fp8_recipe_parse(const char *s, gs_fp8 *out);   /* delayed, current (tensorwise), auto */
+int gs_fp8_amax_algo_parse(const char *s, gs_fp8_amax_algo *out);
 int gs_cp_comm_parse(const char *s, gs_cp_comm *out);  /* p2p, all_gather (allgather), a2a, a2a+p2p */
 const char *gs_moe_dispatcher_name(gs_moe_dispatcher d); /* "alltoall", "allgather" */
 int gs_moe_dispatcher_parse(const char *s, gs_moe_dispatcher *out); /* alltoall, allgather */

@@ -1,13 +1,15 @@
-/* FP8 delayed scaling in the training program (Transformer Engine's DelayedScaling with
- * Megatron-LM's defaults: amax history of length 1, margin 0; E4M3 forward, E5M2 gradients).
+/* FP8 delayed scaling in the training program (Transformer Engine's DelayedScaling: E4M3
+ * forward, E5M2 gradients; the strategy's amax history length, amax choice and margin, Megatron-LM's
+ * defaults 1, most recent, 0).
  *
  * Each FP8 GEMM of a stage-local layer has a slot: the scales its casts use (input, weight,
- * output gradient) and the amaxes its casts recorded since the last reduction. A cast uses the
- * slot's scale and records its tensor's amax; the schedule's fp8_amax event at the end of a model
- * chunk's pass (engine/fp8_amax.h) all-reduces the chunk's amaxes with MAX over the stage's ranks
- * and sets each scale from its reduced amax (gs_k_fp8_delayed_scale: the old scale kept for an
- * amax of 0, a tensor not cast since), forward and backward apart. What Transformer Engine keeps
- * is kept alike:
+ * output gradient), the amaxes its casts recorded since the last reduction, and each tensor's
+ * amax history. A cast uses the slot's scale and records its tensor's amax; the schedule's
+ * fp8_amax event at the end of a model chunk's pass (engine/fp8_amax.h) all-reduces the chunk's
+ * amaxes with MAX over the stage's ranks, rolls each into its history and sets the scale from the
+ * amax the recipe takes of it (gs_k_fp8_amax_history, gs_k_fp8_delayed_scale: the old scale kept
+ * for an amax of 0, a tensor not cast since), forward and backward apart. What Transformer Engine
+ * keeps is kept alike:
  * - the weight is cast once a step, on micro-batch 0's forward (is_first_microbatch), at the
  *   weight scale of that moment; every later use in the step (other micro-batches, the backward's
  *   data gradient, recompute) reads those codes, and only that cast records the weight's amax;
@@ -47,6 +49,9 @@ struct fp8_rank {
     float *dev;         /* the same on the rank's device */
     uint64_t pack_n;
     uint64_t *ids;      /* a layer's slots in the reduction's order (layer_slots), per_layer of them */
+    float *hist;        /* [slot][input, weight, output gradient][hlen]: amax histories
+                         * (gs_k_fp8_amax_history's layout) */
+    uint64_t hlen;
 };
 
 /* Model chunks a stage holds (the interleaved schedule's virtual stages). */
@@ -80,7 +85,9 @@ gs_status gs__train_fp8_rank_init(gs_train *t, rank_st *r, gs_error *err)
     f->sx_fwd = calloc(nl * f->per_layer * (t->mbs ? t->mbs : 1), sizeof *f->sx_fwd);
     f->pack = calloc(f->pack_n, sizeof *f->pack);
     f->ids = calloc(f->per_layer, sizeof *f->ids);
-    int ok = f->slot && f->sx_fwd && f->pack && f->ids;
+    f->hlen = t->s->strategy.fp8_amax_history > 1 ? t->s->strategy.fp8_amax_history : 1;
+    f->hist = calloc(nl * f->per_layer * 3 * f->hlen, sizeof *f->hist);
+    int ok = f->slot && f->sx_fwd && f->pack && f->ids && f->hist;
     f->dev = gs__train_dalloc(t, r, f->pack_n, &ok);
     if (!ok)
         return gs_error_set(err, GS_ERR_NOMEM, "exec: rank %" PRIu64 ": out of memory (FP8 state)", r->rank);
@@ -100,6 +107,7 @@ void gs__train_fp8_rank_fini(gs_train *t, rank_st *r)
     free(f->sx_fwd);
     free(f->pack);
     free(f->ids);
+    free(f->hist);
     free(f);
     r->f8 = NULL;
 }
@@ -171,6 +179,18 @@ static size_t layer_slots(const ctx *c, uint64_t l, uint64_t *out, size_t *exper
     return n;
 }
 
+/* Slot i's tensor k (0 input, 1 weight, 2 output gradient) after its reduced amax `last`: the
+ * history rolled and the new scale from the amax the recipe takes of it (fp8_amax_algo) at
+ * fp8_margin. */
+static float update(const ctx *c, uint64_t i, int k, gs_fp8_fmt fmt, float last, float old)
+{
+    const gs_strategy *st = &c->t->s->strategy;
+    struct fp8_rank *f = c->r->f8;
+    float amax = gs_k_fp8_amax_history(f->hist + (i * 3 + (uint64_t)k) * f->hlen, f->hlen, last,
+                                       st->fp8_amax_algo == GS_FP8_AMAX_MAX);
+    return gs_k_fp8_delayed_scale(fmt, amax, old, (unsigned)st->fp8_margin);
+}
+
 /* The reduction's floats in pack order (3 a GEMM forward: input, weight, output; 2 backward:
  * output gradient, input gradient; the outputs' and input gradients' slots stay 0, as those
  * tensors are not cast here), or their count when pack is NULL; `set` writes reduced values back
@@ -184,11 +204,11 @@ static uint64_t walk(const ctx *c, int bwd, int64_t bot, int64_t top, float *pac
         for (size_t q = 0; q < k; q++) {
             fp8_slot *sl = &f->slot[ids[q]];
             if (set && bwd) {
-                sl->sdy = gs_k_fp8_delayed_scale(GS_FP8_E5M2, pack[n], sl->sdy);
+                sl->sdy = update(c, ids[q], 2, GS_FP8_E5M2, pack[n], sl->sdy);
                 sl->ady = 0.0f;
             } else if (set) {
-                sl->sx = gs_k_fp8_delayed_scale(GS_FP8_E4M3, pack[n], sl->sx);
-                sl->sw = gs_k_fp8_delayed_scale(GS_FP8_E4M3, pack[n + 1], sl->sw);
+                sl->sx = update(c, ids[q], 0, GS_FP8_E4M3, pack[n], sl->sx);
+                sl->sw = update(c, ids[q], 1, GS_FP8_E4M3, pack[n + 1], sl->sw);
                 sl->ax = sl->aw = 0.0f;
             } else if (pack && bwd) {
                 pack[n] = sl->ady, pack[n + 1] = 0.0f;

@@ -188,6 +188,11 @@ static void reference_for(const cfg *c, run_out *ref)
         micro = c->micro;
     cfg r = {"reference", 1, 1, 1, 1, 1, "full_shard", "1f1b", "none", "layer", 1, 0, c->layers, micro, c->model,
              NULL};
+    char sharding[160]; /* the delayed recipe's keys, the strategy's last */
+    if (strstr(c->sharding, "fp8_amax")) {
+        snprintf(sharding, sizeof sharding, "full_shard, %s", strstr(c->sharding, "fp8_amax"));
+        r.sharding = sharding;
+    }
     /* FP8 under TP: each rank casts its shards at their own scales; the reference casts the same
      * blocks of its whole tensors so (tests/check_fp8.c holds the blocks to the shards' casts).
      * Delayed scaling: the replicas' reductions joined (gs_train_opts.fp8_amax_replicas), and
@@ -2083,6 +2088,32 @@ START_TEST(fp8_delayed_replicas)
 }
 END_TEST
 
+/* The delayed recipe's keys change the numbers: an amax history of 4 with its largest taken, and
+ * a margin of 1, each give other losses than Megatron-LM's defaults (history 1, margin 0), so the
+ * contract's config with them (fp8d-dp2-pp2-history-max) holds them, not the defaults. */
+START_TEST(fp8_delayed_recipe_keys)
+{
+    static const cfg v[3] = {
+        {"defaults", 1, 1, 1, 1, 1, "full_shard", "1f1b", "none", "layer", 1, 0, 4, 2, M_FP8 | M_FP8D, NULL},
+        {"history", 1, 1, 1, 1, 1, "full_shard, fp8_amax_history: 4, fp8_amax_algo: max", "1f1b", "none", "layer", 1,
+         0, 4, 2, M_FP8 | M_FP8D, NULL},
+        {"margin", 1, 1, 1, 1, 1, "full_shard, fp8_margin: 1", "1f1b", "none", "layer", 1, 0, 4, 2, M_FP8 | M_FP8D,
+         NULL}};
+    run_out o[3];
+    for (int k = 0; k < 3; k++)
+        run_cfg(&v[k], &o[k]);
+    for (int k = 1; k < 3; k++) {
+        double d = 0;
+        for (int i = 0; i < STEPS; i++)
+            d = fmax(d, fabs(o[k].loss[i] - o[0].loss[i]) / fabs(o[0].loss[i]));
+        printf("fp8 delayed, %s against the defaults: loss rel diff %.2e\n", v[k].name, d);
+        ck_assert_msg(d > 10 * TOL, "%s changed the losses by only %g", v[k].name, d);
+    }
+    for (int k = 0; k < 3; k++)
+        run_out_fini(&o[k]);
+}
+END_TEST
+
 /* Under expert parallelism the reduction joins the experts at the same local index of every EP
  * rank (Transformer Engine's amax buffer lists an EP rank's local experts in order): a dp 2 x ep
  * 2 run agrees with a reference that joins experts e and e + 2 before each reduction (the
@@ -2274,6 +2305,7 @@ static Suite *exec_suite(void)
     tcase_add_test(tc, fp8_tp_bitwise);
     tcase_add_test(tc, fp8_delayed_replicas);
     tcase_add_test(tc, fp8_delayed_ep);
+    tcase_add_test(tc, fp8_delayed_recipe_keys);
     tcase_add_test(tc, grouped_linear);
     tcase_add_test(tc, cp_load_balanced_order);
     tcase_add_test(tc, flash_vs_probabilities);

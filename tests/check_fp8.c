@@ -262,14 +262,53 @@ START_TEST(test_delayed)
             ck_assert_msg(y[i] == (float)want, "%zu: %g -> %g, want %g", i, (double)x[i], (double)y[i], want);
         }
         ck_assert(y[7] == (float)(fmax * (double)(1.0f / scale))); /* saturated at the largest code */
-        ck_assert_float_eq(gs_k_fp8_delayed_scale(r->f, 4.0f, 2.0f), (float)(fmax / 4.0));
-        ck_assert_float_eq(gs_k_fp8_delayed_scale(r->f, 0.0f, 2.0f), 2.0f);
-        ck_assert_float_eq(gs_k_fp8_delayed_scale(r->f, INFINITY, 2.0f), 2.0f);
-        ck_assert_float_eq(gs_k_fp8_delayed_scale(r->f, NAN, 2.0f), 2.0f);
-        ck_assert(gs_k_fp8_delayed_scale(r->f, 1e-40f, 2.0f) == 3.40282347e38f);
+        ck_assert_float_eq(gs_k_fp8_delayed_scale(r->f, 4.0f, 2.0f, 0), (float)(fmax / 4.0));
+        ck_assert_float_eq(gs_k_fp8_delayed_scale(r->f, 4.0f, 2.0f, 3), (float)(fmax / 8.0 / 4.0)); /* margin 3 */
+        ck_assert_float_eq(gs_k_fp8_delayed_scale(r->f, 0.0f, 2.0f, 0), 2.0f);
+        ck_assert_float_eq(gs_k_fp8_delayed_scale(r->f, INFINITY, 2.0f, 0), 2.0f);
+        ck_assert_float_eq(gs_k_fp8_delayed_scale(r->f, NAN, 2.0f, 0), 2.0f);
+        ck_assert(gs_k_fp8_delayed_scale(r->f, 1e-40f, 2.0f, 0) == 3.40282347e38f);
     }
     x[9] = NAN;
     ck_assert(isnan(gs_k_fp8_round_scaled(GS_FP8_E4M3, 1.0f, x, y, N)));
+}
+END_TEST
+
+/* An amax history of length 3 (Transformer Engine's delayed_scaling.cu kernel): over a sequence
+ * of reduced amaxes, the max algorithm gives the largest of the last 3 non-zero ones (a 0, no
+ * cast since, changes nothing; a NaN is passed over while it stays in the window), the
+ * most-recent one the amax itself. The expected values are worked out by hand from that rule. */
+START_TEST(test_amax_history)
+{
+    static const struct {
+        float last, want_max;
+    } seq[] = {
+        {5.0f, 5.0f},    /* window 5 */
+        {2.0f, 5.0f},    /* 5 2 */
+        {0.0f, 0.0f},    /* nothing cast: no roll, the scale kept */
+        {1.0f, 5.0f},    /* 5 2 1 */
+        {3.0f, 3.0f},    /* 2 1 3: the 5 has left */
+        {NAN, 3.0f},     /* 1 3 NaN */
+        {0.5f, 3.0f},    /* 3 NaN 0.5 */
+        {0.25f, 0.5f},   /* NaN 0.5 0.25 */
+        {0.125f, 0.5f},  /* 0.5 0.25 0.125 */
+    };
+    float hmax[3] = {0}, hrec[3] = {0}, h1[1] = {0};
+    for (size_t i = 0; i < sizeof seq / sizeof seq[0]; i++) {
+        float got = gs_k_fp8_amax_history(hmax, 3, seq[i].last, 1);
+        ck_assert_msg(got == seq[i].want_max, "step %zu: max %g, want %g", i, (double)got, (double)seq[i].want_max);
+        ck_assert(hmax[0] == 0.0f);
+        float rec = gs_k_fp8_amax_history(hrec, 3, seq[i].last, 0);
+        ck_assert_msg(rec == seq[i].last || (isnan(rec) && isnan(seq[i].last)), "step %zu: most recent %g", i,
+                      (double)rec);
+        /* length 1: the max of a window of one is the amax itself (a NaN passed over: 0, the scale kept) */
+        float one = gs_k_fp8_amax_history(h1, 1, seq[i].last, 1);
+        ck_assert_msg(one == (isnan(seq[i].last) ? 0.0f : seq[i].last), "step %zu: length 1 gives %g", i,
+                      (double)one);
+    }
+    /* the scale after one more amax, 0.1: E4M3's 448 over the largest of 0.25 0.125 0.1 */
+    ck_assert_float_eq(gs_k_fp8_delayed_scale(GS_FP8_E4M3, gs_k_fp8_amax_history(hmax, 3, 0.1f, 1), 1.0f, 0),
+                       448.0f / 0.25f);
 }
 END_TEST
 
@@ -369,6 +408,7 @@ static Suite *fp8_suite(void)
     tcase_add_test(tc, test_random);
     tcase_add_test(tc, test_scaled);
     tcase_add_test(tc, test_delayed);
+    tcase_add_test(tc, test_amax_history);
     tcase_add_test(tc, test_tp_shard_blocks);
     suite_add_tcase(s, tc);
     return s;

@@ -301,6 +301,10 @@ static const cfg configs[] = {
     {"fp8d-tp2-sp-overlap", 1, 1, 2, 1, 2, "full_shard, tp_comm_overlap: true", "1f1b", "none", "layer", 1, 1, 4, 2,
      M_FP8 | M_FP8D, NULL},
     {"fp8d-moe-dp2", 2, 1, 1, 1, 2, "no_shard", "1f1b", "none", "layer", 1, 0, 2, 2, M_MOE | M_FP8 | M_FP8D, NULL},
+    /* Transformer Engine's own recipe (an amax history, its largest taken) with a margin; the
+     * reference takes the recipe's keys (the strategy's last, after "fp8_amax") */
+    {"fp8d-dp2-pp2-history-max", 2, 2, 1, 1, 4, "no_shard, fp8_amax_history: 4, fp8_amax_algo: max, fp8_margin: 1",
+     "1f1b", "none", "layer", 1, 0, 4, 2, M_FP8 | M_FP8D, NULL},
     /* ... and under expert parallelism: an expert's casts take its local index's scales, which
      * the reduction over the stage joins across the EP ranks (the reference joins the experts at
      * each local index: reference_for); with expert TP, ZeRO-1, capacity dropping */

@@ -122,14 +122,29 @@ float gs_k_fp8_round_scaled(gs_fp8_fmt f, float scale, const float *x, float *y,
     return amax;
 }
 
-float gs_k_fp8_delayed_scale(gs_fp8_fmt f, float amax, float old)
+float gs_k_fp8_delayed_scale(gs_fp8_fmt f, float amax, float old, unsigned margin)
 {
     /* transformer_engine/common/recipe/delayed_scaling.cu, the update kernel: scaled_max / amax
-     * when amax is finite and positive, else the previous scale; an infinite scale is FLT_MAX */
+     * when amax is finite and positive, else the previous scale; an infinite scale is FLT_MAX;
+     * scaled_max = fp8 max x 2^-margin (exact: a power of two) */
     if (!(isfinite(amax) && amax > 0.0f))
         return old;
-    float scale = layouts[f].max / amax;
+    float scale = ldexpf(layouts[f].max, -(int)margin) / amax;
     return isinf(scale) ? 3.40282347e38f : scale;
+}
+
+float gs_k_fp8_amax_history(float *hist, size_t len, float last, int use_max)
+{
+    /* delayed_scaling.cu's kernel_bulk, one thread's loop in order: entry i takes entry i + 1
+     * (the last takes `last`) into the maximum, then is written, entry 0 as 0 */
+    float amax = 0.0f;
+    if (last != 0.0f)
+        for (size_t i = 0; i < len; i++) {
+            float a = i + 1 < len ? hist[i + 1] : last;
+            amax = fmaxf(amax, a);
+            hist[i] = i > 0 ? a : 0.0f;
+        }
+    return use_max ? amax : last;
 }
 
 size_t gs_k_fp8_block_of(const gs_fp8_cut *c, size_t len, size_t i)

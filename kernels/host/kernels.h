@@ -68,10 +68,17 @@ float gs_k_fp8_round_current(gs_fp8_fmt f, const float *x, float *y, size_t n);
 /* y = dequantize(quantize(x)) at a given scale (delayed scaling: Transformer Engine's cast with the
  * scale its amax history gave, saturating); returns x's amax (NaN sticks). y may be x. */
 float gs_k_fp8_round_scaled(gs_fp8_fmt f, float scale, const float *x, float *y, size_t n);
-/* Delayed scaling's scale update from a reduced amax (Transformer Engine's
- * amax_and_scale_update, margin 0): fp8 max / amax when amax is finite and above 0 (FLT_MAX when
- * that overflows), else the old scale. */
-float gs_k_fp8_delayed_scale(gs_fp8_fmt f, float amax, float old);
+/* Delayed scaling's scale update from the amax its history gave (Transformer Engine's
+ * amax_and_scale_update): fp8 max x 2^-margin / amax when amax is finite and above 0 (FLT_MAX
+ * when that overflows), else the old scale. */
+float gs_k_fp8_delayed_scale(gs_fp8_fmt f, float amax, float old, unsigned margin);
+/* The same kernel's history: hist[0..len-1] is a tensor's amax history in Transformer Engine's
+ * layout, hist[0] the row its casts record into (not read here), hist[1..len-1] the last len-1
+ * reduced amaxes, oldest first. A reduced amax `last` of 0 (no cast since) leaves it alone; else
+ * it rolls by one (the oldest out, `last` in at the end, hist[0] cleared). Returns the amax the
+ * scale comes from: `last` (most recent; a NaN then keeps the old scale), or with use_max the
+ * largest of the rolled-in len values, by fmaxf, which passes over a NaN (0 when last is 0). */
+float gs_k_fp8_amax_history(float *hist, size_t len, float last, int use_max);
 /* A dimension of len elements cut into scale blocks as tensor parallelism shards it: nseg
  * consecutive segments of seg[0..nseg-1] elements (QKV's Q, K and V rows; SwiGLU's gate and up;
  * nseg 0: one segment of len), each in `parts` equal slices, slice p of every segment making
