@@ -185,6 +185,9 @@ const gs__mg_flag gs__mg_flags[] = {
     {"fp8-format", MG_ONE, MG_FP8_FORMAT, NULL},
     {"fp8-recipe", MG_ONE, MG_FP8_RECIPE, NULL},
     {"fp8-param-gather", MG_SWITCH, MG_FP8_PARAM, NULL},
+    {"fp8-amax-history-len", MG_ONE, MG_FP8_HIST, NULL},
+    {"fp8-amax-compute-algo", MG_ONE, MG_FP8_ALGO, NULL},
+    {"fp8-margin", MG_ONE, MG_FP8_MARGIN, NULL},
     {"optimizer-cpu-offload", MG_SWITCH, MG_REFUSE,
      "gridstep's offload moves parameters and optimizer state together (write a scenario with "
      "offload: true and an FSDP strategy)"},
@@ -468,8 +471,8 @@ static gs_status mg_parse(const char *origin, const gs__words *ws, size_t first,
         case MG_FFN: case MG_SEQ: case MG_MAXPOS: case MG_VOCAB: case MG_PADDED_VOCAB: case MG_VOCAB_DIV: case MG_KV_CH:
         case MG_BUCKET: case MG_DOI: case MG_FIRST_LAYERS: case MG_LAST_LAYERS: case MG_ETP: case MG_EXPERTS:
         case MG_MOE_TOPK: case MG_MOE_FFN: case MG_MOE_SHARED: case MG_Q_LORA: case MG_KV_LORA: case MG_QK_HEAD:
-        case MG_QK_POS: case MG_V_HEAD: case MG_MTP:
-            if ((rc = gs__mg_count(where, f->name, value, &st->u[f->act], 0, err)) != GS_OK)
+        case MG_QK_POS: case MG_V_HEAD: case MG_MTP: case MG_FP8_HIST: case MG_FP8_MARGIN:
+            if ((rc = gs__mg_count(where, f->name, value, &st->u[f->act], f->act == MG_FP8_MARGIN, err)) != GS_OK)
                 return rc;
             break;
         default:

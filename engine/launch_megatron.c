@@ -304,6 +304,12 @@ void gs__launch_megatron_flags(launch_doc *d, const gs_scenario *s, const gs_mes
     if (st->fp8 != GS_FP8_OFF) /* resolved at load: delayed or current */
         flag(&f, "--fp8-format hybrid --fp8-recipe %s%s", st->fp8 == GS_FP8_CURRENT ? "tensorwise" : "delayed",
              st->fp8_params ? " --fp8-param-gather" : "");
+    if (st->fp8 == GS_FP8_DELAYED && st->fp8_amax_history > 1)
+        flag(&f, "--fp8-amax-history-len %" PRIu64, st->fp8_amax_history);
+    if (st->fp8 == GS_FP8_DELAYED && st->fp8_amax_algo != GS_FP8_AMAX_MOST_RECENT)
+        flag(&f, "--fp8-amax-compute-algo %s", gs_fp8_amax_algo_name(st->fp8_amax_algo));
+    if (st->fp8 == GS_FP8_DELAYED && st->fp8_margin)
+        flag(&f, "--fp8-margin %" PRIu64, st->fp8_margin);
     put(d, "\n");
 }
 

@@ -119,6 +119,10 @@ static const char *const emit_cases[] = {
     "model: llama2-7b\ncluster: {preset: dgx-a100-80g, nodes: 2}\n"
     "grid: {dp: 2, pp: 4, tp: 2, first_stage_layers: 6, last_stage_layers: 6}\n"
     "strategy: {sharding: zero1, pipeline: interleaved, virtual_stages: 2}\nbatch: {global: 16, micro: 1}\n",
+    /* FP8 delayed scaling with Transformer Engine's own recipe and a margin */
+    "model: llama2-7b\ncluster: {preset: dgx-h100, nodes: 1}\ngrid: {dp: 4, pp: 1, tp: 2}\n"
+    "strategy: {sharding: zero1, precision: fp8, fp8_recipe: delayed, fp8_amax_history: 1024, fp8_amax_algo: max, "
+    "fp8_margin: 1}\nbatch: {global: 8, micro: 1}\n",
 };
 
 /* Checks every --flag of the command after pretrain_gpt.py against the list. */
@@ -412,6 +416,38 @@ START_TEST(test_fp8_flags)
     gs_diag_fini(&ig);
     ck_assert_int_eq(import_text("--bf16 --fp8-format hybrid", 1, &s, &ig, &err), GS_ERR_INPUT);
     ck_assert_has(err.msg, "no FP8 tensor cores");
+    gs_diag_fini(&ig);
+    /* the delayed recipe's knobs: Transformer Engine's own history and algorithm, a margin; the
+     * emitted launch carries them back; under tensorwise they are ignored with a note */
+    gs_diag_init(&ig);
+    ck_assert_int_eq(gs_import_megatron_args("--bf16 --fp8-format hybrid --fp8-amax-history-len 1024 "
+                                             "--fp8-amax-compute-algo max --fp8-margin 2", "run.sh", &o, &s, &ig,
+                                             &err), GS_OK);
+    ck_assert_int_eq(s.strategy.fp8, GS_FP8_DELAYED);
+    ck_assert_uint_eq(s.strategy.fp8_amax_history, 1024);
+    ck_assert_int_eq(s.strategy.fp8_amax_algo, GS_FP8_AMAX_MAX);
+    ck_assert_uint_eq(s.strategy.fp8_margin, 2);
+    gs_mesh m;
+    gs_text t;
+    gs_text_init(&t);
+    ck_assert_int_eq(gs_scenario_mesh(&s, &m, NULL, &err), GS_OK);
+    ck_assert_int_eq(gs_launch_emit(&s, &m, GS_LAUNCH_MEGATRON, &t, &err), GS_OK);
+    ck_assert_has(t.buf, "--fp8-amax-history-len 1024");
+    ck_assert_has(t.buf, "--fp8-amax-compute-algo max");
+    ck_assert_has(t.buf, "--fp8-margin 2");
+    gs_text_fini(&t);
+    gs_diag_fini(&ig);
+    gs_diag_init(&ig);
+    ck_assert_int_eq(gs_import_megatron_args("--bf16 --fp8-format hybrid --fp8-amax-compute-algo mean", "run.sh", &o,
+                                             &s, &ig, &err), GS_ERR_INPUT);
+    ck_assert_has(err.msg, "--fp8-amax-compute-algo");
+    gs_diag_fini(&ig);
+    gs_diag_init(&ig);
+    ck_assert_int_eq(gs_import_megatron_args("--bf16 --fp8-format hybrid --fp8-recipe tensorwise "
+                                             "--fp8-amax-history-len 16", "run.sh", &o, &s, &ig, &err), GS_OK);
+    ck_assert_uint_eq(s.strategy.fp8_amax_history, 1);
+    ck_assert_uint_eq(count_lines(&ig, "--fp8-amax-history-len: ignored: the tensorwise recipe keeps no amax "
+                                       "history"), 1);
     gs_diag_fini(&ig);
 }
 END_TEST
