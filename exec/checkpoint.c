@@ -403,7 +403,7 @@ typedef struct tensor_walk {
     const saved_piece *first; /* the tensor's first piece */
     const saved_piece *prev;  /* the last piece indexed, or NULL */
     uint64_t cursor;          /* elements tiled so far */
-    int has_optim;            /* what every piece must agree on */
+    int has_optim;            /* what every piece of the tensor must agree on */
 } tensor_walk;
 
 /* Checks piece p against the tensor's others (shape, optimizer state, tiling); *replica 1 when
@@ -483,6 +483,7 @@ static gs_status tensor_json(tensor_walk *t, const saved_piece *const *all, size
     uint64_t numel = 0;
     gs__ckpt_shape_numel(first->ndim, first->shape, &numel);
     t->first = first, t->prev = NULL, t->cursor = 0;
+    t->has_optim = first->has_optim; /* a tensor's pieces agree (format version 3) */
     json_t *tj = json_object(), *shape = json_array(), *pieces = json_array();
     if (!tj || json_object_set_new(tensors, first->tensor, tj) != 0) {
         json_decref(shape);
@@ -558,7 +559,9 @@ static gs_status build_index_json(const gs_ckpt_writer *w, json_t **out, gs_erro
         for (size_t i = 0; i < w->ranks[r].count; i++)
             all[k++] = &w->ranks[r].pieces[i];
     qsort(all, total, sizeof *all, cmp_saved_piece);
-    int has_optim = total > 0 ? all[0]->has_optim : 0;
+    int has_optim = 0; /* "adam" when any tensor has moments */
+    for (size_t i = 0; i < total; i++)
+        has_optim |= all[i]->has_optim;
     tensor_walk t = {.w = w, .has_optim = has_optim};
     for (size_t i = 0; i < total;)
         if ((st = tensor_json(&t, all, total, &i, tensors, err)) != GS_OK)

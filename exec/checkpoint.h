@@ -18,8 +18,10 @@
 
 #define GS_CKPT_MAX_DIMS 8
 #define GS_CKPT_FORMAT "gridstep-checkpoint"
-#define GS_CKPT_FORMAT_VERSION 2
-#define GS_CKPT_FORMAT_VERSION_TEXT "2"
+#define GS_CKPT_FORMAT_VERSION 3
+#define GS_CKPT_FORMAT_VERSION_TEXT "3"
+/* the oldest version this build reads (2: every tensor had optimizer state or none did) */
+#define GS_CKPT_FORMAT_VERSION_MIN 2
 
 /* ---- the caller's view of what one rank holds ---------------------------------------------- */
 
@@ -250,12 +252,15 @@ gs_status gs_ckpt_load_full(const char *path, const gs_ckpt_rank_view *view, gs_
  *       piece (tensor NAME, element offset OFF, count C) it holds an F32 tensor "NAME@OFF" of shape
  *       [C], and with optimizer state "optim.m.NAME@OFF" and "optim.v.NAME@OFF" beside it.
  *       __metadata__: format, format_version, rank, world, step, dp, pp, tp, scenario.
- *   index.json  {"format": "gridstep-checkpoint", "format_version": 2, "index_crc32": C,
+ *   index.json  {"format": "gridstep-checkpoint", "format_version": 3, "index_crc32": C,
  *       "metadata": {"dp", "pp", "tp", "world", "step", "scenario", "optimizer": "adam"|"none"},
  *       "files": [{"name": "rank00000-of-00008.safetensors", "bytes": N, "crc32": C}, ...],
  *       "tensors": {"NAME": {"dtype": "F32", "shape": [..], "pieces": [{"file": 0, "offset": OFF,
  *           "count": C, "name": "NAME@OFF", "adam_m": "optim.m.NAME@OFF", "adam_v": ...}, ...]}}}
- *       Pieces are sorted by offset and tile [0, numel) exactly once. Keys sorted, 1-space indent.
+ *       Pieces are sorted by offset and tile [0, numel) exactly once. Every piece of a tensor has
+ *       adam_m and adam_v or none does: "optimizer" is "adam" when any tensor has them; a tensor
+ *       without them is training state that is no parameter (FP8 scales; version 3: version 2
+ *       asked it of every tensor alike). Keys sorted, 1-space indent.
  *       index_crc32: CRC-32 (exec/crc32.h) of the document without that key, dumped compact with
  *       keys sorted (jansson's JSON_COMPACT | JSON_SORT_KEYS; integers and strings only, so one
  *       text per document). Version 1 had no such key and is not read.

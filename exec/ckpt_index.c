@@ -152,9 +152,18 @@ static gs_status parse_index_tensor(const gs_ckpt_index *ix, const char *name, c
         ip->adam_v = get_string_dup(pj, "adam_v");
         if (!ip->name)
             return gs_error_set(err, GS_ERR_NOMEM, "tensor %s: out of memory", name);
-        if (ix->has_optimizer && (!ip->adam_m || !ip->adam_v))
-            return gs_error_set(err, GS_ERR_INPUT, "tensor %s: piece %zu lacks adam_m/adam_v (optimizer is adam)", name,
-                                p);
+        /* a tensor's pieces all have both moments or none (version 2: every tensor's, as the
+         * metadata's optimizer says) */
+        int has = ip->adam_m != NULL && ip->adam_v != NULL;
+        int want_optim = ix->version < 3 ? ix->has_optimizer : p ? t->pieces[0].adam_m != NULL : has;
+        if (has != want_optim || (ip->adam_m != NULL) != (ip->adam_v != NULL))
+            return gs_error_set(err, GS_ERR_INPUT, "tensor %s: piece %zu %s adam_m/adam_v (optimizer is %s; %s)", name,
+                                p, has ? "has" : "lacks", ix->has_optimizer ? "adam" : "none",
+                                ix->version < 3 ? "every piece alike in format version 2"
+                                                : "a tensor's pieces have both or none");
+        if (has && !ix->has_optimizer)
+            return gs_error_set(err, GS_ERR_INPUT, "tensor %s: piece %zu has adam_m/adam_v, but the optimizer is none",
+                                name, p);
         if (ip->count == 0 || ip->offset != cursor || ip->count > numel - cursor)
             return gs_error_set(err, GS_ERR_INPUT,
                                 "tensor %s: piece %zu covers elements [%llu, +%llu) but the next uncovered element is "
@@ -164,7 +173,7 @@ static gs_status parse_index_tensor(const gs_ckpt_index *ix, const char *name, c
         char want[600];
         int which = 0;
         static const char *const field[3] = {"name", "adam_m", "adam_v"};
-        if (!piece_names_match(name, ip, ix->has_optimizer, want, sizeof want, &which)) {
+        if (!piece_names_match(name, ip, want_optim, want, sizeof want, &which)) {
             const char *got = which == 0 ? ip->name : which == 1 ? ip->adam_m : ip->adam_v;
             return gs_error_set(err, GS_ERR_INPUT, "tensor %s: piece %zu's %s is '%s', expected '%s' (a piece holds "
                                 "its own tensor's data at its own offset)", name, p, field[which], got ? got : "",
@@ -220,9 +229,10 @@ gs_status gs_ckpt_index_parse(const char *buf, size_t len, gs_ckpt_index *ix, gs
         st = gs_error_set(err, GS_ERR_INPUT, "not a %s index (\"format\" missing or different)", GS_CKPT_FORMAT);
         goto out;
     }
-    if (get_int(root, "format_version", 0, 1 << 30, &ix->version) != 0 || ix->version != GS_CKPT_FORMAT_VERSION) {
-        st = gs_error_set(err, GS_ERR_INPUT, "format_version %d not supported (this build reads %d: version 1 had no "
-                          "index checksum)", ix->version, GS_CKPT_FORMAT_VERSION);
+    if (get_int(root, "format_version", 0, 1 << 30, &ix->version) != 0 || ix->version < GS_CKPT_FORMAT_VERSION_MIN ||
+        ix->version > GS_CKPT_FORMAT_VERSION) {
+        st = gs_error_set(err, GS_ERR_INPUT, "format_version %d not supported (this build reads %d to %d: version 1 "
+                          "had no index checksum)", ix->version, GS_CKPT_FORMAT_VERSION_MIN, GS_CKPT_FORMAT_VERSION);
         goto out;
     }
     const char *optim = json_string_value(json_object_get(md, "optimizer"));

@@ -309,7 +309,7 @@ gs_status gs_ckpt_reader_load_rank(const gs_ckpt_reader *r, const gs_ckpt_rank_v
                                   (unsigned long long)numel);
                 goto out;
             }
-            if ((pc->adam_m || pc->adam_v) && !ix->has_optimizer) {
+            if ((pc->adam_m || pc->adam_v) && (!ix->has_optimizer || !it->pieces[0].adam_m)) {
                 st = gs_error_set(err, GS_ERR_INPUT, "checkpoint %s: tensor %s: optimizer state requested, none saved",
                                   r->path, sh->name);
                 goto out;
