@@ -27,8 +27,9 @@ void gs__session_views_fini(ckpt_views *v)
     free(v->pieces);
 }
 
-gs_status gs__session_views_init(gs_exec_session *x, int primary, ckpt_views *v, gs_error *err)
+gs_status gs__session_views_init(gs_exec_session *x, int mode, ckpt_views *v, gs_error *err)
 {
+    int primary = mode & GS__VIEWS_PRIMARY;
     gs_status rc = GS_OK;
     memset(v, 0, sizeof *v);
     v->n = x->sch->nranks;
@@ -53,7 +54,7 @@ gs_status gs__session_views_init(gs_exec_session *x, int primary, ckpt_views *v,
         size_t ns = 0, at = 0;
         for (size_t k = 0; k < l->ntensors; k++) {
             const gs_shard_tensor *t = &l->tensors[k];
-            if (primary && !t->primary)
+            if ((primary && !t->primary) || ((mode & GS__VIEWS_NO_STATE) && t->state))
                 continue;
             gs_ckpt_shard *sh = &v->shards[i][ns++];
             sh->name = t->name;
@@ -185,7 +186,7 @@ static gs_status save_here(gs_exec_session *x, const char *dir, gs_error *err)
     gs__session_ckpt_meta(x, &meta);
     gs_status rc = gs__session_save_fault_init(x, &f, err);
     if (rc == GS_OK)
-        rc = gs__session_views_init(x, 1, &v, err);
+        rc = gs__session_views_init(x, GS__VIEWS_PRIMARY, &v, err);
     if (rc == GS_OK)
         rc = gs_ckpt_writer_create_forced(&w, dir, &meta, (int)v.n, x->o.ckpt_force, err);
     if (rc == GS_OK && f.phase) {
@@ -234,7 +235,7 @@ static gs_status save_across(gs_exec_session *x, const char *dir, gs_error *err)
     gs__session_ckpt_meta(x, &meta);
     gs_status rc = gs__session_save_fault_init(x, &f, err);
     if (rc == GS_OK)
-        rc = gs__session_views_init(x, 1, &v, err);
+        rc = gs__session_views_init(x, GS__VIEWS_PRIMARY, &v, err);
     /* 1. the root recovers DIR and creates the temporary directory */
     if (root) {
         if (rc == GS_OK)
@@ -370,10 +371,19 @@ gs_status gs_exec_session_load(gs_exec_session *x, const char *dir, gs_error *er
             for (size_t t = 0; t < nt; t++)
                 found[t] |= found_all[p * (nt ? nt : 1) + t];
     }
-    for (size_t t = 0; rc == GS_OK && t < nt; t++)
-        if (!found[t])
+    for (size_t t = 0; rc == GS_OK && t < nt; t++) /* training state the run does not keep is dropped */
+        if (!found[t] && !gs_train_state_tensor(ix->tensors[t].name))
             rc = gs_error_set(err, GS_ERR_INPUT, "checkpoint %s: tensor %s is not in the model of %s (another model's "
                               "checkpoint?)", dir, ix->tensors[t].name, x->s.name);
+    /* training state the checkpoint lacks (FP8 scales of a run saved without them) keeps its
+     * fresh values: those tensors leave the views */
+    for (size_t i = 0; rc == GS_OK && i < v.n; i++) {
+        size_t keep = 0;
+        for (size_t k = 0; k < v.views[i].shard_count; k++)
+            if (!gs_train_state_tensor(v.shards[i][k].name) || gs_ckpt_index_find(ix, v.shards[i][k].name))
+                v.shards[i][keep++] = v.shards[i][k];
+        v.views[i].shard_count = keep;
+    }
     for (size_t i = 0; rc == GS_OK && i < v.n; i++)
         if ((rc = gs_ckpt_reader_load_rank(r, &v.views[i], &meta, err)) == GS_OK)
             rc = gs_train_shards_upload(x->train, i, &v.lists[i], err); /* device memory: the host copies back */

@@ -243,7 +243,7 @@ gs_status gs_exec_session_save_full(gs_exec_session *x, const char *path, gs_err
     gs__session_ckpt_meta(x, &meta);
     gs_status rc = gs__session_save_fault_init(x, &fault, err);
     if (rc == GS_OK)
-        rc = gs__session_views_init(x, 1, &v, err);
+        rc = gs__session_views_init(x, GS__VIEWS_PRIMARY | GS__VIEWS_NO_STATE, &v, err);
     if (x->boot) {
         rc = gs__session_agree(x, rc, err); /* every process enters the exchange, or none */
         if (rc == GS_OK)

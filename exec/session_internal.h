@@ -66,7 +66,10 @@ gs_status gs__session_agree(gs_exec_session *x, gs_status local, gs_error *err);
 
 /* ---- exec/session_ckpt.c: checkpoint views, metadata and the save fault hook ---- */
 void gs__session_views_fini(ckpt_views *v);
-gs_status gs__session_views_init(gs_exec_session *x, int primary, ckpt_views *v, gs_error *err);
+/* mode: GS__VIEWS_PRIMARY, what a save writes (else what a load fills); GS__VIEWS_NO_STATE, without
+ * the training-state tensors (gs_shard_tensor.state: the full safetensors file's). */
+enum { GS__VIEWS_PRIMARY = 1, GS__VIEWS_NO_STATE = 2 };
+gs_status gs__session_views_init(gs_exec_session *x, int mode, ckpt_views *v, gs_error *err);
 void gs__session_ckpt_meta(const gs_exec_session *x, gs_ckpt_meta *m);
 gs_status gs__session_save_fault_init(const gs_exec_session *x, save_fault *f, gs_error *err);
 gs_status gs__session_check_fault_hook(const gs_exec_session *x, gs_error *err);

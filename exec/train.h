@@ -132,6 +132,10 @@ typedef struct gs_shard_tensor {
     uint64_t shape[2];  /* full (unsharded) shape */
     int primary;        /* 1: this rank is the designated writer of these pieces (copies on
                            other TP ranks or DP replicas have 0) */
+    int state;          /* 1: training state that is no model parameter (FP8 delayed scaling's
+                           scales and amax histories, NAME._fp8_meta): optional in a sharded
+                           checkpoint's load, left out of the full safetensors file; its pieces
+                           have no Adam moments (m, v NULL) */
     gs_shard_piece *pieces;
     size_t npieces;
 } gs_shard_tensor;
@@ -162,7 +166,10 @@ gs_status gs_train_shards(const gs_train *t, size_t rank_index, gs_shard_list *o
  * slice (elsewhere they point into a scratch copy the list owns, stage dev NULL, dropped). */
 gs_status gs_train_shards_for_load(const gs_train *t, size_t rank_index, gs_shard_list *out, gs_error *err);
 /* After writing into the pieces (a checkpoint load): uploads the host copies back into the
- * driver's buffers and waits for it. Nothing to do for a host-memory driver. */
+ * driver's buffers and waits for it, and takes the FP8 state tensors' values (what the list held
+ * when the load skipped them). */
 gs_status gs_train_shards_upload(const gs_train *t, size_t rank_index, const gs_shard_list *s, gs_error *err);
 void gs_shard_list_fini(gs_shard_list *s);
+/* 1 when a checkpoint tensor of this name is training state (gs_shard_tensor.state). */
+int gs_train_state_tensor(const char *name);
 #endif

@@ -52,6 +52,8 @@ struct fp8_rank {
     float *hist;        /* [slot][input, weight, output gradient][hlen]: amax histories
                          * (gs_k_fp8_amax_history's layout) */
     uint64_t hlen;
+    float *meta;        /* [local layer][per_layer][3 + 3 hlen]: the checkpoint's view of the scales
+                         * and histories (gs__train_fp8_meta_shards) */
 };
 
 /* Model chunks a stage holds (the interleaved schedule's virtual stages). */
@@ -87,7 +89,8 @@ gs_status gs__train_fp8_rank_init(gs_train *t, rank_st *r, gs_error *err)
     f->ids = calloc(f->per_layer, sizeof *f->ids);
     f->hlen = t->s->strategy.fp8_amax_history > 1 ? t->s->strategy.fp8_amax_history : 1;
     f->hist = calloc(nl * f->per_layer * 3 * f->hlen, sizeof *f->hist);
-    int ok = f->slot && f->sx_fwd && f->pack && f->ids && f->hist;
+    f->meta = calloc(nl * f->per_layer * (3 + 3 * f->hlen), sizeof *f->meta);
+    int ok = f->slot && f->sx_fwd && f->pack && f->ids && f->hist && f->meta;
     f->dev = gs__train_dalloc(t, r, f->pack_n, &ok);
     if (!ok)
         return gs_error_set(err, GS_ERR_NOMEM, "exec: rank %" PRIu64 ": out of memory (FP8 state)", r->rank);
@@ -108,6 +111,7 @@ void gs__train_fp8_rank_fini(gs_train *t, rank_st *r)
     free(f->pack);
     free(f->ids);
     free(f->hist);
+    free(f->meta);
     free(f);
     r->f8 = NULL;
 }
@@ -280,4 +284,113 @@ gs_status gs__train_fp8_amax_action(const ctx *c, action a)
     ops->download(t->drv, c->s, f->pack, f->dev, n * sizeof(float)); /* a blocking copy, as train_moe's */
     walk(c, bwd, bot, top, f->pack, 1);
     return GS_OK;
+}
+
+/* ---- checkpoints ----------------------------------------------------------------------------- */
+
+/* A layer's FP8 state in a checkpoint: MODEL.layers.G._fp8_meta, 4 rows (QKV, O, the MLP's up and
+ * down), and in a MoE block MODEL.layers.G.mlp.experts._fp8_meta, 2 E rows (each routed expert's
+ * up and down, by global expert), of 3 + 3 H floats: the input, weight and output-gradient
+ * scales, then their amax histories (gs_k_fp8_amax_history's layout). After a reduction every
+ * rank of a pipeline stage holds the same scales (an expert's: every rank holding that expert),
+ * so the stage's first rank writes the first tensor and each expert's first holder (EDP and ETP
+ * position 0) its rows; a load fills every rank's rows, from a checkpoint of any grid. The
+ * amaxes recorded since the last reduction are 0 between steps and not saved. */
+
+static uint64_t meta_width(const struct fp8_rank *f)
+{
+    return 3 + 3 * f->hlen;
+}
+
+int gs__train_fp8_meta_name(const char *name)
+{
+    size_t n = strlen(name), k = strlen("._fp8_meta");
+    return n > k && strcmp(name + n - k, "._fp8_meta") == 0;
+}
+
+/* 1 when stage-local layer l of r is a MoE block. */
+static int moe_local(const gs_train *t, const rank_st *r, uint64_t l)
+{
+    uint64_t g = gs_pipe_global_layer(&t->sch->mesh, t->layers, chunks(t), r->stage, l);
+    return t->s->model.moe.experts && gs_model_moe_block(&t->s->model, g);
+}
+
+size_t gs__train_fp8_meta_count(const gs_train *t, const rank_st *r)
+{
+    size_t n = 0;
+    for (uint64_t l = 0; r->f8 && l < r->part.layers; l++)
+        n += 1 + (size_t)moe_local(t, r, l);
+    return n;
+}
+
+/* The slots into the checkpoint view (back 0) or back from it (1). */
+static void meta_copy(rank_st *r, int back)
+{
+    struct fp8_rank *f = r->f8;
+    uint64_t w = meta_width(f), n = r->part.layers * f->per_layer;
+    for (uint64_t i = 0; i < n; i++) {
+        float *m = f->meta + i * w, *h = f->hist + i * 3 * f->hlen;
+        fp8_slot *sl = &f->slot[i];
+        if (back) {
+            sl->sx = m[0], sl->sw = m[1], sl->sdy = m[2];
+            memcpy(h, m + 3, 3 * f->hlen * sizeof *h);
+        } else {
+            m[0] = sl->sx, m[1] = sl->sw, m[2] = sl->sdy;
+            memcpy(m + 3, h, 3 * f->hlen * sizeof *h);
+        }
+    }
+}
+
+/* One tensor of one piece: rows [row0, row0 + nrows) of `rows` x w at m. */
+static gs_status meta_tensor(gs_shard_tensor *st, const char *name, uint64_t rows, uint64_t w, uint64_t row0,
+                             uint64_t nrows, float *m, int primary, gs_error *err)
+{
+    memset(st, 0, sizeof *st);
+    snprintf(st->name, sizeof st->name, "%s", name);
+    st->ndim = 2;
+    st->shape[0] = rows;
+    st->shape[1] = w;
+    st->state = 1;
+    st->primary = primary;
+    if (!(st->pieces = calloc(1, sizeof *st->pieces)))
+        return gs_error_set(err, GS_ERR_NOMEM, "exec: out of memory");
+    st->pieces[0] = (gs_shard_piece){row0 * w, nrows * w, m, NULL, NULL};
+    st->npieces = 1;
+    return GS_OK;
+}
+
+gs_status gs__train_fp8_meta_shards(const gs_train *t, rank_st *r, gs_shard_tensor *out, size_t *n, gs_error *err)
+{
+    struct fp8_rank *f = r->f8;
+    if (!f)
+        return GS_OK;
+    meta_copy(r, 0); /* a load that skips the tensors (a checkpoint without them) copies these back */
+    const gs_mesh *mesh = &t->sch->mesh;
+    uint64_t w = meta_width(f), L = local_experts(t), E = t->s->model.moe.experts;
+    uint64_t ep_pos = r->groups[GS_GROUP_EP].pos;
+    gs_group_kind etp = gs_mesh_etp(mesh) == mesh->size[GS_DIM_TP] ? GS_GROUP_TP : GS_GROUP_ETP;
+    int first = r->groups[GS_GROUP_STAGE].pos == 0;
+    int expert_first = r->groups[GS_GROUP_EDP].pos == 0 && r->groups[etp].pos == 0;
+    char name[80];
+    gs_status rc;
+    for (uint64_t l = 0; l < r->part.layers; l++) {
+        uint64_t g = gs_pipe_global_layer(mesh, t->layers, chunks(t), r->stage, l);
+        float *m = f->meta + l * f->per_layer * w;
+        snprintf(name, sizeof name, "model.layers.%" PRIu64 "._fp8_meta", g);
+        if ((rc = meta_tensor(&out[(*n)++], name, 4, w, 0, 4, m, first, err)) != GS_OK)
+            return rc;
+        if (!moe_local(t, r, l))
+            continue;
+        snprintf(name, sizeof name, "model.layers.%" PRIu64 ".mlp.experts._fp8_meta", g);
+        if ((rc = meta_tensor(&out[(*n)++], name, 2 * E, w, 2 * ep_pos * L, 2 * L, m + 4 * w, expert_first, err)) !=
+            GS_OK)
+            return rc;
+    }
+    return GS_OK;
+}
+
+void gs__train_fp8_meta_loaded(rank_st *r)
+{
+    if (r->f8)
+        meta_copy(r, 1);
 }

@@ -1,6 +1,7 @@
 /* The shards a rank owns, listed for checkpoints and tests: each unit's segments cut to this
  * rank's stored window, pointing into its parameters and Adam moments (host copies on a
- * device-memory driver), and the upload after a load. */
+ * device-memory driver), FP8 delayed scaling's state (exec/train_fp8_delayed.c), and the upload
+ * after a load. */
 #include <inttypes.h>
 #include <stdlib.h>
 #include <string.h>
@@ -92,7 +93,7 @@ static gs_status shards(const gs_train *t, size_t ri, int for_load, gs_shard_lis
     const rank_st *r = &t->r[ri];
     out->rank = r->rank;
     out->step = t->step;
-    size_t total = 0;
+    size_t total = gs__train_fp8_meta_count(t, r);
     for (size_t u = 0; u < r->nunits; u++)
         total += r->units[u].nsegs;
     if (!(out->tensors = calloc(total ? total : 1, sizeof *out->tensors)))
@@ -167,6 +168,9 @@ static gs_status shards(const gs_train *t, size_t ri, int for_load, gs_shard_lis
             }
         }
     }
+    /* FP8 delayed scaling's state, in host memory whatever the driver */
+    if ((rc = gs__train_fp8_meta_shards(t, &t->r[ri], out->tensors, &out->ntensors, err)) != GS_OK)
+        goto out;
     /* the downloads waited on the stream; an asynchronous failure shows here */
     if (out->nstages)
         rc = t->ops->stream_sync(t->drv, gs_dispatch_stream(t->disp, ri, GS_STREAM_COMPUTE), err);
@@ -178,6 +182,7 @@ out:
 
 gs_status gs_train_shards_upload(const gs_train *t, size_t ri, const gs_shard_list *s, gs_error *err)
 {
+    gs__train_fp8_meta_loaded(&t->r[ri]);
     if (!s->nstages)
         return GS_OK;
     gs_drv_stream *st = gs_dispatch_stream(t->disp, ri, GS_STREAM_COMPUTE);
@@ -187,3 +192,8 @@ gs_status gs_train_shards_upload(const gs_train *t, size_t ri, const gs_shard_li
     return t->ops->stream_sync(t->drv, st, err);
 }
 
+
+int gs_train_state_tensor(const char *name)
+{
+    return name && gs__train_fp8_meta_name(name);
+}
