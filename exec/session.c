@@ -540,7 +540,9 @@ static gs_status find_nonfinite(gs_exec_session *x, const char *when, gs_status 
             break;
         for (size_t k = 0; k < l.ntensors && rc == GS_OK; k++) {
             const gs_shard_tensor *t = &l.tensors[k];
-            for (size_t p = 0; p < t->npieces && rc == GS_OK; p++) {
+            /* training state may hold a NaN legitimately: an amax history keeps a NaN amax,
+             * which the scale update passes over (gs_k_fp8_amax_history) */
+            for (size_t p = 0; !t->state && p < t->npieces && rc == GS_OK; p++) {
                 const gs_shard_piece *pc = &t->pieces[p];
                 const float *what[3] = {pc->param, pc->m, pc->v};
                 static const char *const names[3] = {"parameter", "Adam m of", "Adam v of"};

@@ -361,8 +361,10 @@ static void run_on(const cfg *c, const gs_schedule *sch, double *loss, uint64_t 
             for (size_t p = 0; p < sl.tensors[k].npieces; p++) {
                 const gs_shard_piece *pc = &sl.tensors[k].pieces[p];
                 *hash = fnv(*hash, pc->param, pc->count * sizeof(float));
-                *hash = fnv(*hash, pc->m, pc->count * sizeof(float));
-                *hash = fnv(*hash, pc->v, pc->count * sizeof(float));
+                if (pc->m) { /* training state (FP8 scales) has no Adam moments */
+                    *hash = fnv(*hash, pc->m, pc->count * sizeof(float));
+                    *hash = fnv(*hash, pc->v, pc->count * sizeof(float));
+                }
             }
         gs_shard_list_fini(&sl);
     }
