@@ -20,6 +20,8 @@ void gs_train_opts_defaults(gs_train_opts *o)
     o->fp8_tp_shards = 0;
     o->fp8_amax_replicas = 0;
     o->fp8_amax_ep = 0;
+    o->fp8_cp_ranks = 0;
+    o->fp8_cp_a2a = 0;
 }
 
 /* What the host program does not run in a MoE model (NULL: it runs it). */

@@ -68,6 +68,12 @@ typedef struct gs_train_opts {
      * amaxes are joined with those of every expert e' with e' mod L = e mod L before each
      * reduction (exec/train_fp8_delayed.c). */
     uint64_t fp8_amax_ep;
+    /* FP8 delayed scaling on cp 1: the single rank whose numbers a run of this many CP ranks with
+     * cp_comm p2p or all_gather must give (0 or 1: none; host driver). Those sum the K, V
+     * gradients of the attention over the CP ranks' query rows in their reduce-scatter's order;
+     * the attention backward here sums them so (exec/train_block.c); with fp8_cp_a2a A above 1,
+     * as cp_comm a2a+p2p with cp_a2a A does (the p2p level's sums, of A ranks' rows each). */
+    uint64_t fp8_cp_ranks, fp8_cp_a2a;
 } gs_train_opts;
 
 /* seed 1234, lr 1e-3, betas (0.9, 0.95), eps 1e-8, weight decay 0.1, init std 0.02, p2p groups. */
@@ -111,6 +117,9 @@ double gs_train_loss_tokens(const gs_train *t);
  * (0 <= w < seq / cp) a CP rank at position cp_pos holds, in Megatron-Core's load-balanced order
  * (2 cp chunks; the rank holds chunks cp_pos and 2 cp - 1 - cp_pos). cp <= 1: w. */
 uint64_t gs_train_cp_position(uint64_t seq, uint64_t cp, uint64_t cp_pos, uint64_t w);
+/* The CP rank of cp whose chunks hold position pos of a sequence of seq tokens (the inverse of
+ * gs_train_cp_position; cp <= 1: 0). */
+uint64_t gs_train_cp_owner(uint64_t seq, uint64_t cp, uint64_t pos);
 /* Optimizer steps taken; set after loading a checkpoint (the next step is step + 1). */
 uint64_t gs_train_step(const gs_train *t);
 /* Pipeline receives the p2p plan issues ahead of their place because the driver's sends wait

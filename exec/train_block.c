@@ -1,6 +1,8 @@
 /* A transformer block's forward and backward on the exec side: per action the kernels and TP
  * collectives of one event (the attention half and the MLP half), and what a forward pass drops
  * for the recompute. */
+#include <inttypes.h>
+#include <stdlib.h>
 #include <string.h>
 
 #include "exec/train_internal.h"
@@ -284,6 +286,63 @@ static gs_status mlp_bwd(const ctx *c, blk *b, action act)
     }
 }
 
+/* The attention core's backward on the single rank a CP run of C = opts fp8_cp_ranks ranks must
+ * equal (p2p, all_gather; host memory): each CP rank runs the kernel on the sequences' layout with
+ * only its query rows' output gradient (exec/train_cp.c, gathered_attention), keeps those rows'
+ * dQ and returns every row's dK, dV partial to its owner by a reduce-scatter, which sums them in
+ * ascending rank order (driver_host_coll.c). Here the kernel runs once per CP rank with the other
+ * rows' output gradient zero (their terms are exact zeros, as the CP rank's), and the partials
+ * are summed in that order, each rotated back by RoPE's transpose first as the CP ranks' are: the
+ * K, V gradients' last bits, which FP8's E5M2 casts of the QKV gradient turn into code flips, are
+ * the CP run's. Under a2a+p2p (opts fp8_cp_a2a A) the p2p
+ * level's members sum theirs, each the rows of A adjacent CP ranks (its a2a group's; the heads
+ * it splits keep each head's arithmetic). */
+static gs_status cp_emulated_attn_bwd(const ctx *c, blk *b)
+{
+    gs_train *t = c->t;
+    const gs_driver_ops *ops = t->ops;
+    layer_act *a = b->a;
+    scratch *sc = &c->r->sc;
+    uint64_t C = t->o.fp8_cp_ranks, A = t->o.fp8_cp_a2a > 1 ? t->o.fp8_cp_a2a : 1;
+    uint64_t T = t->T, nq = t->nqkv, hd = t->hd, ahd = t->a_t * hd, kvw = nq - ahd;
+    float *dout = malloc(T * ahd * sizeof *dout), *part = malloc(T * nq * sizeof *part);
+    if (!dout || !part) {
+        free(dout), free(part);
+        return gs_error_set(c->err, GS_ERR_NOMEM, "exec: rank %" PRIu64 ": out of memory (emulated CP attention)",
+                            c->r->rank);
+    }
+    for (uint64_t who = 0; who < C / A; who++) {
+        float *dst = who ? part : sc->dqkv;
+        for (uint64_t r = 0; r < T; r++) {
+            int mine = gs_train_cp_owner(t->seq, C, r % t->seq) / A == who;
+            if (mine)
+                memcpy(dout + r * ahd, sc->dao + r * ahd, ahd * sizeof *dout);
+            else
+                memset(dout + r * ahd, 0, ahd * sizeof *dout);
+        }
+        if (t->flash)
+            ops->k.attn_bwd_flash(c->s, b->q, nq, b->k, b->v, nq, a->ao, a->p, dout, ahd, dst, dst + ahd,
+                                  dst + (t->a_t + t->kv_t) * hd, t->b, t->seq, t->a_t, t->kv_t, hd, b->adrop);
+        else
+            ops->k.attn_bwd(c->s, b->q, nq, b->k, b->v, nq, a->p, dout, ahd, dst, dst + ahd,
+                            dst + (t->a_t + t->kv_t) * hd, t->b, t->seq, t->a_t, t->kv_t, hd, b->adrop);
+        if (t->rope) { /* each partial rotated back before the sum, as the CP ranks do (kernel_bwd) */
+            ops->k.rope_bwd(c->s, dst, T, t->seq, t->a_t, hd, nq, ROPE_THETA);
+            ops->k.rope_bwd(c->s, dst + ahd, T, t->seq, t->kv_t, hd, nq, ROPE_THETA);
+        }
+        for (uint64_t r = 0; who && r < T; r++) {
+            float *row = sc->dqkv + r * nq, *pr = part + r * nq;
+            if (gs_train_cp_owner(t->seq, C, r % t->seq) / A == who)
+                memcpy(row, pr, ahd * sizeof *row);
+            for (uint64_t j = 0; j < kvw; j++)
+                row[ahd + j] += pr[ahd + j];
+        }
+    }
+    free(dout);
+    free(part);
+    return GS_OK;
+}
+
 /* The attention half's backward, to the layer's input gradient. */
 static gs_status attn_bwd(const ctx *c, blk *b, action act)
 {
@@ -314,6 +373,8 @@ static gs_status attn_bwd(const ctx *c, blk *b, action act)
     case A_ATTN_BWD:
         if (t->cp > 1)
             return gs__train_cp_attention(c, act, a);
+        if (t->o.fp8_cp_ranks > 1)
+            return cp_emulated_attn_bwd(c, b);
         if (t->flash)
             ops->k.attn_bwd_flash(c->s, b->q, nq, b->k, b->v, nq, a->ao, a->p, sc->dao, ahd, sc->dqkv, sc->dqkv + ahd,
                                 sc->dqkv + (t->a_t + t->kv_t) * hd, t->b, t->seq, t->a_t, t->kv_t, hd, b->adrop);
@@ -328,7 +389,7 @@ static gs_status attn_bwd(const ctx *c, blk *b, action act)
             gs__train_linear_bwd(c, GS_LIN_QKV, 0, a->n1, b->w.wqkv, sc->dqkv, NULL, b->g.wqkv, T, h, nq);
             return GS_OK;
         }
-        if (t->rope && t->cp <= 1) { /* CP: in the attention */
+        if (t->rope && t->cp <= 1 && t->o.fp8_cp_ranks <= 1) { /* CP and its emulation: in the attention */
             ops->k.rope_bwd(c->s, sc->dqkv, T, t->seq, t->a_t, hd, nq, ROPE_THETA);
             ops->k.rope_bwd(c->s, sc->dqkv + ahd, T, t->seq, t->kv_t, hd, nq, ROPE_THETA);
         }

@@ -54,6 +54,14 @@ uint64_t gs_train_cp_position(uint64_t seq, uint64_t cp, uint64_t cp_pos, uint64
     return (half ? 2 * cp - 1 - cp_pos : cp_pos) * chunk + w % chunk;
 }
 
+uint64_t gs_train_cp_owner(uint64_t seq, uint64_t cp, uint64_t pos)
+{
+    if (cp <= 1)
+        return 0;
+    uint64_t k = pos / (seq / (2 * cp)); /* chunk k of 2 cp: rank k, or 2 cp - 1 - k */
+    return k < cp ? k : 2 * cp - 1 - k;
+}
+
 /* The row, in the sequences' layout, of CP rank `who`'s local token row r. */
 static uint64_t full_row(const gs_train *t, uint64_t who, uint64_t r)
 {

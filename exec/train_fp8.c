@@ -41,6 +41,14 @@ static const char *fp8_unsupported(const gs_scenario *s, const gs_mesh *mesh, co
                  "and the experts divide by it", EPe);
         return which;
     }
+    uint64_t CPe = o && o->fp8_cp_ranks > 1 ? o->fp8_cp_ranks : 1;
+    uint64_t Ae = o && o->fp8_cp_a2a > 1 ? o->fp8_cp_a2a : 1;
+    if ((CPe > 1 || Ae > 1) && (!delayed || cp > 1 || ops->device_memory || s->model.seq % (2 * CPe) || CPe % Ae)) {
+        snprintf(which, len, "fp8_cp_ranks %" PRIu64 " (fp8_cp_a2a %" PRIu64 ") emulates that many CP ranks' "
+                 "attention on one: delayed scaling on cp 1, the host driver, a sequence in 2 x %" PRIu64 " equal "
+                 "chunks, and a2a groups dividing the ranks", CPe, Ae, CPe);
+        return which;
+    }
     if (R > 1 && (mesh->size[GS_DIM_DP] > 1 || gs_scenario_microbatches(s) % R)) {
         snprintf(which, len, "fp8_amax_replicas %" PRIu64 " emulates that many replicas on one: the grid's dp must be "
                  "1 and the step's micro-batches divide by it", R);
@@ -55,12 +63,9 @@ static const char *fp8_unsupported(const gs_scenario *s, const gs_mesh *mesh, co
         return "FP8 under tp_comm_overlap: exec's chunked GEMMs would cast each chunk at its own amax where "
                "Transformer Engine casts the whole gathered tensor at the amax it reduces over TP first "
                "(run tp_comm_overlap: false)";
-    if (cp > 1)
-        return delayed ? "FP8 under cp > 1: ring attention merges each query's blocks in another order than one "
-                         "rank's attention, and FP8's rounding turns that order's last bits into code flips that "
-                         "grow over steps: no single rank gives its numbers (run cp: 1)"
-                       : "FP8 under cp > 1: each CP rank's per-tensor amax would cover its chunks of the sequences "
-                         "only, not the single rank's tensors (run cp: 1)";
+    if (cp > 1 && !delayed)
+        return "FP8 under cp > 1 with current scaling: each CP rank's per-tensor amax would cover its chunks of the "
+               "sequences only, not the single rank's tensors (run cp: 1, or fp8_recipe: delayed)";
     /* Under delayed scaling an expert's casts take the scale its history gave, whatever rows the
      * GEMM reads, so EP runs; current scaling would cast the rows of every rank of its EP group
      * at their joint amax. */
@@ -91,7 +96,7 @@ static const char *fp8_unsupported(const gs_scenario *s, const gs_mesh *mesh, co
 gs_status gs_train_fp8_check(const gs_scenario *s, const gs_mesh *mesh, const gs_driver_ops *ops,
                              const gs_train_opts *o, gs_error *err)
 {
-    char which[200];
+    char which[320];
     const char *why = s->strategy.fp8 == GS_FP8_OFF ? NULL : fp8_unsupported(s, mesh, ops, o, which, sizeof which);
     if (why)
         return gs_error_set(err, GS_ERR_INPUT, "exec: %s: precision fp8: %s", s->name, why);

@@ -81,11 +81,17 @@ static tensor_out *find_tensor(run_out *o, const char *name, uint64_t n)
 }
 
 
-/* c's run; fp8_shards above 1: FP8 scales per TP shard of that many (the single rank a tp run
- * of FP8 must equal, gs_train_opts.fp8_tp_shards); amax_replicas above 1: delayed scaling's
- * reductions over that many replicas emulated (gs_train_opts.fp8_amax_replicas); amax_ep above
- * 1: its reduction over that many EP ranks (gs_train_opts.fp8_amax_ep). */
-static void run_cfg_fp8(const cfg *c, run_out *o, uint64_t fp8_shards, uint64_t amax_replicas, uint64_t amax_ep)
+/* What a single rank emulates of the run it must equal (0: nothing): shards, FP8 scales per TP
+ * shard of that many (gs_train_opts.fp8_tp_shards); replicas, delayed scaling's reductions over
+ * that many replicas (fp8_amax_replicas); ep, its reduction over that many EP ranks
+ * (fp8_amax_ep); cp and cp_a2a, the attention's K, V gradients summed as that many CP ranks (in
+ * a2a groups of cp_a2a) do (fp8_cp_ranks, fp8_cp_a2a). */
+typedef struct emul {
+    uint64_t shards, replicas, ep, cp, cp_a2a;
+} emul;
+
+/* c's run, emulating what em says. */
+static void run_cfg_emul(const cfg *c, run_out *o, const emul *em)
 {
     char text[1024], msg[96];
     scenario_text(c, text, sizeof text);
@@ -101,9 +107,11 @@ static void run_cfg_fp8(const cfg *c, run_out *o, uint64_t fp8_shards, uint64_t 
     gs_exec_opts_defaults(&eo);
     eo.timeout_s = 60;
     eo.train.eps = c->model & M_GPT ? ADAM_EPS_GPT : ADAM_EPS;
-    eo.train.fp8_tp_shards = fp8_shards;
-    eo.train.fp8_amax_replicas = amax_replicas;
-    eo.train.fp8_amax_ep = amax_ep;
+    eo.train.fp8_tp_shards = em->shards;
+    eo.train.fp8_amax_replicas = em->replicas;
+    eo.train.fp8_amax_ep = em->ep;
+    eo.train.fp8_cp_ranks = em->cp;
+    eo.train.fp8_cp_a2a = em->cp_a2a;
     gs_exec_session *x = NULL;
     rc = gs_exec_session_create(&s, &mesh, &eo, &x, &err);
     ck_assert_msg(rc == GS_OK, "%s: %s", c->name, err.msg);
@@ -163,7 +171,8 @@ static void run_cfg_fp8(const cfg *c, run_out *o, uint64_t fp8_shards, uint64_t 
 
 static void run_cfg_shards(const cfg *c, run_out *o, uint64_t fp8_shards)
 {
-    run_cfg_fp8(c, o, fp8_shards, 0, 0);
+    emul em = {fp8_shards, 0, 0, 0, 0};
+    run_cfg_emul(c, o, &em);
 }
 
 static void run_cfg(const cfg *c, run_out *o)
@@ -195,13 +204,23 @@ static void reference_for(const cfg *c, run_out *ref)
     }
     /* FP8 under TP: each rank casts its shards at their own scales; the reference casts the same
      * blocks of its whole tensors so (tests/check_fp8.c holds the blocks to the shards' casts).
-     * Delayed scaling: the replicas' reductions joined (gs_train_opts.fp8_amax_replicas), and
-     * the EP ranks' local experts' (gs_train_opts.fp8_amax_ep) */
-    unsigned long long ep = 1;
-    if (c->grid_extra && strstr(c->grid_extra, "ep: "))
-        ep = strtoull(strstr(c->grid_extra, "ep: ") + 4, NULL, 10);
-    run_cfg_fp8(&r, ref, c->model & M_FP8 && c->tp > 1 ? c->tp : 0, c->model & M_FP8D && c->dp > 1 ? c->dp : 0,
-                c->model & M_FP8D && ep > 1 ? ep : 0);
+     * Delayed scaling: the replicas' reductions joined (gs_train_opts.fp8_amax_replicas), the
+     * EP ranks' local experts' (gs_train_opts.fp8_amax_ep), the CP ranks' K, V gradient sums */
+    emul em = {c->model & M_FP8 && c->tp > 1 ? c->tp : 0, c->model & M_FP8D && c->dp > 1 ? c->dp : 0, 0, 0, 0};
+    const char *ep = c->grid_extra ? strstr(c->grid_extra, "ep: ") : NULL;
+    const char *cp = c->grid_extra ? strstr(c->grid_extra, "cp: ") : NULL;
+    const char *a2a = c->grid_extra ? strstr(c->grid_extra, "cp_a2a: ") : NULL;
+    if (c->model & M_FP8D && ep)
+        em.ep = strtoull(ep + 4, NULL, 10);
+    /* CP under delayed scaling: p2p and all_gather sum the K, V gradients over the CP ranks'
+     * rows, a2a+p2p over its p2p level's; a2a computes each head whole, as the single rank */
+    const char *cc = strstr(c->sharding, "cp_comm: ");
+    int ulysses = cc && strncmp(cc + 9, "a2a", 3) == 0 && cc[12] != '+';
+    if (c->model & M_FP8D && cp && !ulysses) {
+        em.cp = strtoull(cp + 4, NULL, 10);
+        em.cp_a2a = a2a ? strtoull(a2a + 8, NULL, 10) : 0;
+    }
+    run_cfg_emul(&r, ref, &em);
 }
 
 /* The tensors of c's model: Llama 9 a layer (6 in the attention half), embedding, norm, head;
@@ -222,6 +241,16 @@ static uint64_t model_tensors(const cfg *c)
 START_TEST(contract)
 {
     const cfg *c = &configs[_i];
+    /* GS_CONTRACT_ONLY=NAME[,NAME..]: only those configurations (a developer's loop) */
+    const char *only = getenv("GS_CONTRACT_ONLY");
+    if (only && *only) {
+        const char *p = strstr(only, c->name);
+        size_t n = strlen(c->name);
+        while (p && !((p == only || p[-1] == ',') && (p[n] == '\0' || p[n] == ',')))
+            p = strstr(p + 1, c->name);
+        if (!p)
+            return;
+    }
     run_out ref, got;
     reference_for(c, &ref);
     run_cfg(c, &got);
@@ -2027,10 +2056,11 @@ END_TEST
 
 /* FP8 that exec does not run is refused before anything is allocated, saying why: delayed
  * scaling on a driver whose casts take no given scales, with fp8_params (the parameters' own
- * amax histories), under cp (ring attention's merge order), or with a replicas' or EP ranks'
- * emulation on a grid that has them (or experts the EP ranks do not divide); current scaling
- * under tp_comm_overlap (its chunked GEMMs would cast each chunk apart), under ep (an expert
- * reads every EP rank's tokens at once), or with an EP emulation; a driver without FP8 kernels. */
+ * amax histories), or with a replicas', EP ranks' or CP ranks' emulation on a grid that has them
+ * (or experts the EP ranks do not divide); current scaling under tp_comm_overlap (its chunked
+ * GEMMs would cast each chunk apart), under cp (a rank's amax covers its chunks only) or ep (an
+ * expert reads every EP rank's tokens at once), or with an emulation; a driver without FP8
+ * kernels. */
 START_TEST(fp8_refused)
 {
 #define FP8_MODEL                                                                                  \
@@ -2045,29 +2075,34 @@ START_TEST(fp8_refused)
         int driver;         /* 1: no FP8 kernels; 2: FP8 kernels without delayed scaling */
         uint64_t replicas;  /* gs_train_opts.fp8_amax_replicas */
         uint64_t ep;        /* gs_train_opts.fp8_amax_ep */
+        uint64_t cp;        /* gs_train_opts.fp8_cp_ranks */
     } cases[] = {
         {FP8_MODEL "grid: {dp: 2}\nstrategy: {precision: fp8, fp8_recipe: delayed}\nbatch: {global: 2, micro: 1}\n",
-         "fp8_recipe delayed: the nodelay driver's FP8 GEMMs cast at each tensor's own amax", 2, 0, 0},
+         "fp8_recipe delayed: the nodelay driver's FP8 GEMMs cast at each tensor's own amax", 2, 0, 0, 0},
         {FP8_MODEL "grid: {dp: 2}\nstrategy: {precision: fp8, fp8_recipe: delayed, sharding: full_shard, "
                    "fp8_params: true}\nbatch: {global: 2, micro: 1}\n",
-         "fp8_recipe delayed with fp8_params", 0, 0, 0},
+         "fp8_recipe delayed with fp8_params", 0, 0, 0, 0},
+        {FP8_MODEL "grid: {dp: 1, cp: 2}\nstrategy: {precision: fp8, fp8_recipe: current}\nbatch: {global: 2, micro: 1}\n",
+         "FP8 under cp > 1 with current scaling", 0, 0, 0, 0},
         {FP8_MODEL "grid: {dp: 1, cp: 2}\nstrategy: {precision: fp8, fp8_recipe: delayed}\nbatch: {global: 2, micro: 1}\n",
-         "FP8 under cp > 1: ring attention", 0, 0, 0},
+         "fp8_cp_ranks 2 (fp8_cp_a2a 1) emulates that many CP ranks' attention on one", 0, 0, 0, 2},
+        {FP8_MODEL "grid: {dp: 2}\nstrategy: {precision: fp8, fp8_recipe: current}\nbatch: {global: 2, micro: 1}\n",
+         "fp8_cp_ranks 2 (fp8_cp_a2a 1) emulates that many CP ranks' attention on one", 0, 0, 0, 2},
         {FP8_MODEL "grid: {dp: 2}\nstrategy: {precision: fp8, fp8_recipe: delayed}\nbatch: {global: 4, micro: 1}\n",
-         "fp8_amax_replicas 2 emulates that many replicas on one", 0, 2, 0},
+         "fp8_amax_replicas 2 emulates that many replicas on one", 0, 2, 0, 0},
         {FP8_MODEL "grid: {tp: 2}\nstrategy: {precision: fp8, fp8_recipe: current, sequence_parallel: true, "
                    "tp_comm_overlap: true}\nbatch: {global: 2, micro: 1}\n",
-         "FP8 under tp_comm_overlap", 0, 0, 0},
+         "FP8 under tp_comm_overlap", 0, 0, 0, 0},
         {FP8_MODEL "grid: {dp: 2}\nstrategy: {precision: fp8, fp8_recipe: current}\nbatch: {global: 2, micro: 1}\n",
-         "the other driver has no FP8 GEMMs", 1, 0, 0},
+         "the other driver has no FP8 GEMMs", 1, 0, 0, 0},
         {FP8_MOE "grid: {dp: 2, ep: 2}\nstrategy: {precision: fp8, fp8_recipe: current}\nbatch: {global: 2, micro: 1}\n",
-         "FP8 under ep > 1 with current scaling", 0, 0, 0},
+         "FP8 under ep > 1 with current scaling", 0, 0, 0, 0},
         {FP8_MOE "grid: {dp: 2}\nstrategy: {precision: fp8, fp8_recipe: current}\nbatch: {global: 2, micro: 1}\n",
-         "fp8_amax_ep emulates delayed scaling's amax reduction over EP ranks", 0, 0, 2},
+         "fp8_amax_ep emulates delayed scaling's amax reduction over EP ranks", 0, 0, 2, 0},
         {FP8_MOE "grid: {dp: 2, ep: 2}\nstrategy: {precision: fp8, fp8_recipe: delayed}\nbatch: {global: 2, micro: 1}\n",
-         "fp8_amax_ep 2 emulates that many EP ranks on one", 0, 0, 2},
+         "fp8_amax_ep 2 emulates that many EP ranks on one", 0, 0, 2, 0},
         {FP8_MOE "grid: {dp: 2}\nstrategy: {precision: fp8, fp8_recipe: delayed}\nbatch: {global: 2, micro: 1}\n",
-         "fp8_amax_ep 3 emulates that many EP ranks on one", 0, 0, 3},
+         "fp8_amax_ep 3 emulates that many EP ranks on one", 0, 0, 3, 0},
     };
 #undef FP8_MODEL
 #undef FP8_MOE
@@ -2090,6 +2125,7 @@ START_TEST(fp8_refused)
         eo.driver = cases[i].driver == 1 ? &other : cases[i].driver == 2 ? &nodelay : eo.driver;
         eo.train.fp8_amax_replicas = cases[i].replicas;
         eo.train.fp8_amax_ep = cases[i].ep;
+        eo.train.fp8_cp_ranks = cases[i].cp;
         gs_exec_session *x = NULL;
         ck_assert_int_eq(gs_exec_session_create(&s, &mesh, &eo, &x, &err), GS_ERR_INPUT);
         ck_assert_ptr_null(x);
@@ -2145,8 +2181,9 @@ START_TEST(fp8_delayed_replicas)
                            M_FP8, NULL};
     run_out got, joined, apart, cur;
     run_cfg(&c, &got);
-    run_cfg_fp8(&r, &joined, 0, 2, 0);
-    run_cfg_fp8(&r, &apart, 0, 0, 0);
+    emul em_joined = {0, 2, 0, 0, 0}, em_apart = {0};
+    run_cfg_emul(&r, &joined, &em_joined);
+    run_cfg_emul(&r, &apart, &em_apart);
     run_cfg(&rc, &cur);
     double d_joined = 0, d_apart = 0, d_cur = 0;
     for (int i = 0; i < STEPS; i++) {
@@ -2163,6 +2200,36 @@ START_TEST(fp8_delayed_replicas)
     run_out_fini(&joined);
     run_out_fini(&apart);
     run_out_fini(&cur);
+}
+END_TEST
+
+/* Under context parallelism (p2p) the attention's K, V gradients are sums over the CP ranks'
+ * query rows, and FP8's E5M2 casts of the QKV gradient turn their last bits into code flips: a
+ * cp 2 run agrees with a reference that sums them so (fp8_cp_ranks 2, the contract), not with
+ * one that runs the attention's backward once. */
+START_TEST(fp8_delayed_cp)
+{
+    static const cfg c = {"fp8d-cp2-p2p", 1, 1, 1, 1, 2, "full_shard, cp_comm: p2p", "1f1b", "none", "layer", 1, 0, 4,
+                          2, M_FP8 | M_FP8D, "cp: 2"};
+    static const cfg r = {"reference", 1, 1, 1, 1, 1, "full_shard", "1f1b", "none", "layer", 1, 0, 4, 2,
+                          M_FP8 | M_FP8D, NULL};
+    run_out got, summed, once;
+    emul em_summed = {0, 0, 0, 2, 0}, em_once = {0};
+    run_cfg(&c, &got);
+    run_cfg_emul(&r, &summed, &em_summed);
+    run_cfg_emul(&r, &once, &em_once);
+    double d_summed = 0, d_once = 0;
+    for (int i = 0; i < STEPS; i++) {
+        d_summed = fmax(d_summed, fabs(summed.loss[i] - got.loss[i]) / fabs(got.loss[i]));
+        d_once = fmax(d_once, fabs(once.loss[i] - got.loss[i]) / fabs(got.loss[i]));
+    }
+    printf("fp8 delayed cp2 p2p: loss rel diff %.2e to the reference summing per CP rank, %.2e to one backward\n",
+           d_summed, d_once);
+    ck_assert_msg(d_summed <= TOL, "the summing reference off by %g", d_summed);
+    ck_assert_msg(d_once > 2 * TOL, "one backward changed the losses by only %g", d_once);
+    run_out_fini(&got);
+    run_out_fini(&summed);
+    run_out_fini(&once);
 }
 END_TEST
 
@@ -2204,8 +2271,9 @@ START_TEST(fp8_delayed_ep)
                           M_MOE | M_FP8 | M_FP8D, NULL};
     run_out got, joined, apart;
     run_cfg(&c, &got);
-    run_cfg_fp8(&r, &joined, 0, 2, 2);
-    run_cfg_fp8(&r, &apart, 0, 2, 0);
+    emul em_joined = {0, 2, 2, 0, 0}, em_apart = {0, 2, 0, 0, 0};
+    run_cfg_emul(&r, &joined, &em_joined);
+    run_cfg_emul(&r, &apart, &em_apart);
     double d_joined = 0, d_apart = 0;
     for (int i = 0; i < STEPS; i++) {
         d_joined = fmax(d_joined, fabs(joined.loss[i] - got.loss[i]) / fabs(got.loss[i]));
@@ -2383,6 +2451,7 @@ static Suite *exec_suite(void)
     tcase_add_test(tc, fp8_tp_bitwise);
     tcase_add_test(tc, fp8_delayed_replicas);
     tcase_add_test(tc, fp8_delayed_ep);
+    tcase_add_test(tc, fp8_delayed_cp);
     tcase_add_test(tc, fp8_delayed_recipe_keys);
     tcase_add_test(tc, grouped_linear);
     tcase_add_test(tc, cp_load_balanced_order);

@@ -305,6 +305,26 @@ static const cfg configs[] = {
      * reference takes the recipe's keys (the strategy's last, after "fp8_amax") */
     {"fp8d-dp2-pp2-history-max", 2, 2, 1, 1, 4, "no_shard, fp8_amax_history: 4, fp8_amax_algo: max, fp8_margin: 1",
      "1f1b", "none", "layer", 1, 0, 4, 2, M_FP8 | M_FP8D, NULL},
+    /* ... and under context parallelism: the amaxes are reduced over the CP ranks too, so every
+     * cast takes the single rank's scale; p2p, all_gather and a2a+p2p sum the attention's K, V
+     * gradients over the CP ranks' query rows, which the reference sums alike (fp8_cp_ranks,
+     * reference_for); a2a computes each head whole, as the single rank. Under NO_SHARD with two
+     * micro-batches a rank, cp 4 sums each rank's micro-batches first and then the ranks, where
+     * the reference sums each micro-batch's rows: at scale 1 that order's last bits reach 1.4e-3
+     * in layer 0's up projection in 3 steps (the DP x TP note above), so cp 4 runs FULL_SHARD
+     * (reduced every micro-batch, 3e-7). */
+    {"fp8d-cp2-p2p", 1, 1, 1, 1, 2, "full_shard, cp_comm: p2p", "1f1b", "none", "layer", 1, 0, 4, 2, M_FP8 | M_FP8D,
+     "cp: 2"},
+    {"fp8d-cp2-all-gather", 1, 1, 1, 1, 2, "full_shard, cp_comm: all_gather", "1f1b", "none", "layer", 1, 0, 4, 2,
+     M_FP8 | M_FP8D, "cp: 2"},
+    {"fp8d-cp2-a2a", 1, 1, 1, 1, 2, "full_shard, cp_comm: a2a", "1f1b", "none", "layer", 1, 0, 4, 2, M_FP8 | M_FP8D,
+     "cp: 2"},
+    {"fp8d-cp4-p2p", 1, 1, 1, 1, 4, "full_shard, cp_comm: p2p", "1f1b", "none", "layer", 1, 0, 4, 2, M_FP8 | M_FP8D,
+     "cp: 4"},
+    {"fp8d-dp2-cp2-tp2-p2p", 2, 1, 2, 1, 8, "full_shard, cp_comm: p2p", "1f1b", "none", "layer", 1, 0, 4, 1,
+     M_FP8 | M_FP8D, "cp: 2"},
+    {"fp8d-cp4-a2a2-p2p", 1, 1, 1, 1, 4, "full_shard, cp_comm: a2a+p2p", "1f1b", "none", "layer", 1, 0, 4, 2,
+     M_FP8 | M_FP8D, "cp: 4, cp_a2a: 2"},
     /* ... and under expert parallelism: an expert's casts take its local index's scales, which
      * the reduction over the stage joins across the EP ranks (the reference joins the experts at
      * each local index: reference_for); with expert TP, ZeRO-1, capacity dropping */
