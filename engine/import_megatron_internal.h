@@ -73,6 +73,9 @@ gs_status gs__mg_choice(const char *where, const char *flag, const char *v, cons
  * (import_megatron_map.c). tp: the tensor-parallel size (vocabulary padding). */
 gs_status gs__mg_model(const char *origin, const gs__words *ws, const gs__mg_state *st, const gs_import_opts *o,
                        uint64_t tp, gs_scenario *s, gs_diag *ignored, gs_error *err);
+/* FP8's flags into g (engine/import_megatron_fp8.c). */
+gs_status gs__mg_fp8(const char *origin, const gs__words *ws, const gs__mg_state *st, gs_strategy *g,
+                     gs_diag *ignored, gs_error *err);
 gs_status gs__mg_strategy(const char *origin, const gs__words *ws, const gs__mg_state *st, gs_scenario *s,
                           gs_diag *ignored, gs_error *err);
 
