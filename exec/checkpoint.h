@@ -185,7 +185,8 @@ typedef struct gs_ckpt_index {
     int dp, pp, tp, world;
     uint64_t step;
     char *scenario;       /* owned */
-    int has_optimizer;    /* 1: every piece has adam_m and adam_v */
+    int has_optimizer;    /* 1: Adam's moments saved (version 2: on every piece; 3: on every
+                             piece of the tensors that have them, the others training state) */
     gs_ckpt_index_file *files; /* owned, files[r] is rank r's */
     size_t file_count;
     gs_ckpt_index_tensor *tensors; /* owned, sorted by name */

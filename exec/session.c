@@ -222,11 +222,14 @@ static gs_status agree_on_scenario(gs_exec_session *x, const gs_scenario *s, gs_
 static gs_status check_save_targets(const gs_scenario *s, const gs_mesh *mesh, const gs_exec_opts *o,
                                     gs_error *err)
 {
-    uint64_t params = gs_model_params(&s->model);
+    uint64_t params = gs_model_params(&s->model), est = 0;
     gs_status rc = GS_OK;
+    /* FP8 delayed scaling's state (4 B an entry, no moments) beside the parameters */
+    if (o->check_save && gs_add_u64(gs_ckpt_estimate_bytes(params, s->model.layers, mesh->world, 1),
+                                    gs_train_fp8_state_bytes(s), &est) != 0)
+        est = UINT64_MAX;
     if (o->check_save)
-        rc = gs_ckpt_check_target(o->check_save, gs_ckpt_estimate_bytes(params, s->model.layers, mesh->world, 1),
-                                  o->ckpt_force, err);
+        rc = gs_ckpt_check_target(o->check_save, est, o->ckpt_force, err);
     if (rc == GS_OK && o->check_save_full)
         rc = gs_ckpt_check_full_target(o->check_save_full, gs_ckpt_estimate_bytes(params, s->model.layers, 1, 0),
                                        o->ckpt_force, err);

@@ -375,8 +375,9 @@ gs_status gs_exec_session_load(gs_exec_session *x, const char *dir, gs_error *er
         if (!found[t] && !gs_train_state_tensor(ix->tensors[t].name))
             rc = gs_error_set(err, GS_ERR_INPUT, "checkpoint %s: tensor %s is not in the model of %s (another model's "
                               "checkpoint?)", dir, ix->tensors[t].name, x->s.name);
-    /* training state the checkpoint lacks (FP8 scales of a run saved without them) keeps its
-     * fresh values: those tensors leave the views */
+    /* training state the checkpoint lacks (FP8 scales of a run saved without them) keeps the
+     * session's values (a new session's: scales 1, empty histories): those tensors leave the
+     * views */
     for (size_t i = 0; rc == GS_OK && i < v.n; i++) {
         size_t keep = 0;
         for (size_t k = 0; k < v.views[i].shard_count; k++)

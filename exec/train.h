@@ -179,6 +179,9 @@ gs_status gs_train_shards_for_load(const gs_train *t, size_t rank_index, gs_shar
  * when the load skipped them). */
 gs_status gs_train_shards_upload(const gs_train *t, size_t rank_index, const gs_shard_list *s, gs_error *err);
 void gs_shard_list_fini(gs_shard_list *s);
+/* Bytes of FP8 delayed scaling's state in a checkpoint of s (every layer's scales and amax
+ * histories, exec/train_fp8_delayed.c; 0 without delayed scaling; UINT64_MAX on overflow). */
+uint64_t gs_train_fp8_state_bytes(const gs_scenario *s);
 /* 1 when a checkpoint tensor of this name is training state (gs_shard_tensor.state). */
 int gs_train_state_tensor(const char *name);
 #endif

@@ -373,7 +373,7 @@ static gs_status attn_bwd(const ctx *c, blk *b, action act)
     case A_ATTN_BWD:
         if (t->cp > 1)
             return gs__train_cp_attention(c, act, a);
-        if (t->o.fp8_cp_ranks > 1)
+        if (t->fp8 && t->o.fp8_cp_ranks > 1) /* refused without FP8 (gs_train_fp8_check) */
             return cp_emulated_attn_bwd(c, b);
         if (t->flash)
             ops->k.attn_bwd_flash(c->s, b->q, nq, b->k, b->v, nq, a->ao, a->p, sc->dao, ahd, sc->dqkv, sc->dqkv + ahd,
@@ -389,7 +389,7 @@ static gs_status attn_bwd(const ctx *c, blk *b, action act)
             gs__train_linear_bwd(c, GS_LIN_QKV, 0, a->n1, b->w.wqkv, sc->dqkv, NULL, b->g.wqkv, T, h, nq);
             return GS_OK;
         }
-        if (t->rope && t->cp <= 1 && t->o.fp8_cp_ranks <= 1) { /* CP and its emulation: in the attention */
+        if (t->rope && t->cp <= 1 && !(t->fp8 && t->o.fp8_cp_ranks > 1)) { /* CP, its emulation: in the attention */
             ops->k.rope_bwd(c->s, sc->dqkv, T, t->seq, t->a_t, hd, nq, ROPE_THETA);
             ops->k.rope_bwd(c->s, sc->dqkv + ahd, T, t->seq, t->kv_t, hd, nq, ROPE_THETA);
         }

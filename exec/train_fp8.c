@@ -98,6 +98,13 @@ gs_status gs_train_fp8_check(const gs_scenario *s, const gs_mesh *mesh, const gs
 {
     char which[320];
     const char *why = s->strategy.fp8 == GS_FP8_OFF ? NULL : fp8_unsupported(s, mesh, ops, o, which, sizeof which);
+    /* the emulations of FP8 runs change the micro-batches' order and the attention's sums: not
+     * without FP8 */
+    if (s->strategy.fp8 == GS_FP8_OFF && o &&
+        (o->fp8_amax_replicas > 1 || o->fp8_amax_ep > 1 || o->fp8_cp_ranks > 1 || o->fp8_cp_a2a > 1))
+        return gs_error_set(err, GS_ERR_INPUT, "exec: %s: fp8_amax_replicas, fp8_amax_ep, fp8_cp_ranks and "
+                            "fp8_cp_a2a emulate FP8 delayed scaling's runs; the scenario's precision is %s", s->name,
+                            gs_precision_name(s->strategy.precision));
     if (why)
         return gs_error_set(err, GS_ERR_INPUT, "exec: %s: precision fp8: %s", s->name, why);
     return GS_OK;

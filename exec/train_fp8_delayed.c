@@ -394,3 +394,15 @@ void gs__train_fp8_meta_loaded(rank_st *r)
     if (r->f8)
         meta_copy(r, 1);
 }
+
+uint64_t gs_train_fp8_state_bytes(const gs_scenario *s)
+{
+    if (s->strategy.fp8 != GS_FP8_DELAYED)
+        return 0;
+    uint64_t h = s->strategy.fp8_amax_history > 1 ? s->strategy.fp8_amax_history : 1, rows = 0, b = 0;
+    for (uint64_t g = 0; g < s->model.layers; g++)
+        rows += 4 + (s->model.moe.experts && gs_model_moe_block(&s->model, g) ? 2 * s->model.moe.experts : 0);
+    if (gs_mul_u64(rows, 4 * (3 + 3 * h), &b) != 0)
+        return UINT64_MAX;
+    return b;
+}

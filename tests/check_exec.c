@@ -1554,6 +1554,15 @@ START_TEST(checkpoint_resume_fp8_delayed)
            fabs(lstate[0] - lc[2]) / lc[2], fabs(lstate[1] - lc[3]) / lc[3]);
     ck_assert_msg(fabs(lstate[1] - lc[3]) > 2 * TOL * lc[3], "a resume without the FP8 state changed step 4 by only %g",
                   fabs(lstate[1] - lc[3]) / lc[3]);
+    /* the state's bytes a save's space check adds: 2 MoE blocks of (4 + 2 x 4 experts) rows of
+     * 3 scales and 3 histories of 3, 4 B each: 2 x 12 x 12 x 4 = 1152 */
+    {
+        char text[1024];
+        gs_scenario sc;
+        scenario_text(&f8, text, sizeof text);
+        ck_assert_int_eq(gs_scenario_load_string(text, strlen(text), "f8", &sc, &err), GS_OK);
+        ck_assert_uint_eq(gs_train_fp8_state_bytes(&sc), 1152);
+    }
     /* the full file holds the model's tensors only */
     FILE *fp = fopen(full, "rb");
     ck_assert_ptr_nonnull(fp);
@@ -2095,6 +2104,8 @@ START_TEST(fp8_refused)
          "FP8 under tp_comm_overlap", 0, 0, 0, 0},
         {FP8_MODEL "grid: {dp: 2}\nstrategy: {precision: fp8, fp8_recipe: current}\nbatch: {global: 2, micro: 1}\n",
          "the other driver has no FP8 GEMMs", 1, 0, 0, 0},
+        {FP8_MODEL "grid: {dp: 2}\nstrategy: {precision: bf16}\nbatch: {global: 2, micro: 1}\n",
+         "emulate FP8 delayed scaling's runs; the scenario's precision is bf16", 0, 0, 0, 2},
         {FP8_MOE "grid: {dp: 2, ep: 2}\nstrategy: {precision: fp8, fp8_recipe: current}\nbatch: {global: 2, micro: 1}\n",
          "FP8 under ep > 1 with current scaling", 0, 0, 0, 0},
         {FP8_MOE "grid: {dp: 2}\nstrategy: {precision: fp8, fp8_recipe: current}\nbatch: {global: 2, micro: 1}\n",
