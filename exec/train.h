@@ -175,8 +175,7 @@ gs_status gs_train_shards(const gs_train *t, size_t rank_index, gs_shard_list *o
  * slice (elsewhere they point into a scratch copy the list owns, stage dev NULL, dropped). */
 gs_status gs_train_shards_for_load(const gs_train *t, size_t rank_index, gs_shard_list *out, gs_error *err);
 /* After writing into the pieces (a checkpoint load): uploads the host copies back into the
- * driver's buffers and waits for it, and takes the FP8 state tensors' values (what the list held
- * when the load skipped them). */
+ * driver's buffers and waits for it. Nothing to do for a host-memory driver. */
 gs_status gs_train_shards_upload(const gs_train *t, size_t rank_index, const gs_shard_list *s, gs_error *err);
 void gs_shard_list_fini(gs_shard_list *s);
 /* Bytes of FP8 delayed scaling's state in a checkpoint of s (every layer's scales and amax

@@ -34,12 +34,17 @@
 
 #include "engine/fp8_amax.h"
 
-/* A GEMM's slot: the scales its casts use and the amaxes they recorded since the last reduction;
- * sw_step: the weight scale of this step's micro-batch 0 forward (the cached weight's). */
+/* A GEMM's slot: the amaxes its casts recorded since the last reduction; sw_step: the weight
+ * scale of this step's micro-batch 0 forward (the cached weight's). Its scales and amax
+ * histories are its row of fp8_rank.state. */
 typedef struct fp8_slot {
-    float sx, sw, sdy, sw_step;
+    float sw_step;
     float ax, aw, ady;
 } fp8_slot;
+
+/* A state row: the input, weight and output-gradient scales, then their amax histories of hlen
+ * each (gs_k_fp8_amax_history's layout); the checkpoint's tensors hold these rows as they are. */
+enum { SX, SW, SDY, HIST };
 
 struct fp8_rank {
     uint64_t per_layer; /* slots a layer: QKV, O, UP, DOWN, then each local expert's up and down */
@@ -49,19 +54,18 @@ struct fp8_rank {
     float *dev;         /* the same on the rank's device */
     uint64_t pack_n;
     uint64_t *ids;      /* a layer's slots in the reduction's order (layer_slots), per_layer of them */
-    float *hist;        /* [slot][input, weight, output gradient][hlen]: amax histories
-                         * (gs_k_fp8_amax_history's layout) */
+    float *state;       /* [local layer][per_layer][3 + 3 hlen]: each slot's state row */
     uint64_t hlen;
-    float *meta;        /* [local layer][per_layer][3 + 3 hlen]: the checkpoint's view of the scales
-                         * and histories (gs__train_fp8_meta_shards) */
 };
 
-/* Model chunks a stage holds (the interleaved schedule's virtual stages). */
-static uint64_t chunks(const gs_train *t)
+static uint64_t state_width(const struct fp8_rank *f)
 {
-    const gs_strategy *st = &t->s->strategy;
-    uint64_t pp = t->sch->mesh.size[GS_DIM_PP];
-    return st->pipeline == GS_PIPE_INTERLEAVED && pp > 1 && st->virtual_stages ? st->virtual_stages : 1;
+    return 3 + 3 * f->hlen;
+}
+
+static float *state_row(const struct fp8_rank *f, uint64_t i)
+{
+    return f->state + i * state_width(f);
 }
 
 static uint64_t local_experts(const gs_train *t)
@@ -88,14 +92,15 @@ gs_status gs__train_fp8_rank_init(gs_train *t, rank_st *r, gs_error *err)
     f->pack = calloc(f->pack_n, sizeof *f->pack);
     f->ids = calloc(f->per_layer, sizeof *f->ids);
     f->hlen = t->s->strategy.fp8_amax_history > 1 ? t->s->strategy.fp8_amax_history : 1;
-    f->hist = calloc(nl * f->per_layer * 3 * f->hlen, sizeof *f->hist);
-    f->meta = calloc(nl * f->per_layer * (3 + 3 * f->hlen), sizeof *f->meta);
-    int ok = f->slot && f->sx_fwd && f->pack && f->ids && f->hist && f->meta;
+    f->state = calloc(nl * f->per_layer * state_width(f), sizeof *f->state);
+    int ok = f->slot && f->sx_fwd && f->pack && f->ids && f->state;
     f->dev = gs__train_dalloc(t, r, f->pack_n, &ok);
     if (!ok)
         return gs_error_set(err, GS_ERR_NOMEM, "exec: rank %" PRIu64 ": out of memory (FP8 state)", r->rank);
-    for (uint64_t i = 0; i < nl * f->per_layer; i++) /* Transformer Engine's initial scales */
-        f->slot[i] = (fp8_slot){1.0f, 1.0f, 1.0f, 1.0f, 0.0f, 0.0f, 0.0f};
+    for (uint64_t i = 0; i < nl * f->per_layer; i++) { /* Transformer Engine's initial scales */
+        float *row = state_row(f, i);
+        row[SX] = row[SW] = row[SDY] = f->slot[i].sw_step = 1.0f;
+    }
     return GS_OK;
 }
 
@@ -110,8 +115,7 @@ void gs__train_fp8_rank_fini(gs_train *t, rank_st *r)
     free(f->sx_fwd);
     free(f->pack);
     free(f->ids);
-    free(f->hist);
-    free(f->meta);
+    free(f->state);
     free(f);
     r->f8 = NULL;
 }
@@ -132,12 +136,13 @@ const gs_fp8_scales *gs__train_fp8_scales(const ctx *c, gs_lin which, uint64_t j
         return NULL;
     uint64_t i = slot_index(c, which, j), mb = c->e->mb;
     fp8_slot *sl = &f->slot[i];
+    const float *row = state_row(f, i);
     float *saved = &f->sx_fwd[i * c->t->mbs + mb];
     memset(sc, 0, sizeof *sc);
     if (bwd) {
         sc->x = *saved;
         sc->w = sl->sw_step;
-        sc->dy = sl->sdy;
+        sc->dy = row[SDY];
         sc->amax_dy = &sl->ady;
         return sc;
     }
@@ -147,14 +152,21 @@ const gs_fp8_scales *gs__train_fp8_scales(const ctx *c, gs_lin which, uint64_t j
         return sc;
     }
     if (mb == 0) { /* the step's weight cast: its scale, and its amax recorded */
-        sl->sw_step = sl->sw;
+        sl->sw_step = row[SW];
         sc->amax_w = &sl->aw;
     }
-    *saved = sl->sx;
-    sc->x = sl->sx;
+    *saved = row[SX];
+    sc->x = row[SX];
     sc->w = sl->sw_step;
     sc->amax_x = &sl->ax;
     return sc;
+}
+
+/* 1 when stage-local layer l of r is a MoE block. */
+static int moe_local(const gs_train *t, const rank_st *r, uint64_t l)
+{
+    uint64_t g = gs_pipe_global_layer(&t->sch->mesh, t->layers, t->vstages, r->stage, l);
+    return t->s->model.moe.experts && gs_model_moe_block(&t->s->model, g);
 }
 
 /* The slots of stage-local layer l the schedule's amax buffer holds, in its order: the
@@ -165,11 +177,10 @@ static size_t layer_slots(const ctx *c, uint64_t l, uint64_t *out, size_t *exper
     const gs_train *t = c->t;
     const struct fp8_rank *f = c->r->f8;
     uint64_t base = l * f->per_layer, L = local_experts(t);
-    int32_t g = (int32_t)gs_pipe_global_layer(&t->sch->mesh, t->layers, chunks(t), c->r->stage, l);
     size_t n = 0;
     out[n++] = base + GS_LIN_QKV;
     out[n++] = base + GS_LIN_O;
-    int moe = t->s->model.moe.experts && gs_model_moe_block(&t->s->model, (uint64_t)g);
+    int moe = moe_local(t, c->r, l);
     if (!moe || t->s->model.moe.shared_experts) {
         out[n++] = base + GS_LIN_UP;
         out[n++] = base + GS_LIN_DOWN;
@@ -183,16 +194,17 @@ static size_t layer_slots(const ctx *c, uint64_t l, uint64_t *out, size_t *exper
     return n;
 }
 
-/* Slot i's tensor k (0 input, 1 weight, 2 output gradient) after its reduced amax `last`: the
- * history rolled and the new scale from the amax the recipe takes of it (fp8_amax_algo) at
+/* Slot i's tensor k (SX input, SW weight, SDY output gradient) after its reduced amax `last`: the
+ * history rolled and the scale set from the amax the recipe takes of it (fp8_amax_algo) at
  * fp8_margin. */
-static float update(const ctx *c, uint64_t i, int k, gs_fp8_fmt fmt, float last, float old)
+static void update(const ctx *c, uint64_t i, int k, gs_fp8_fmt fmt, float last)
 {
     const gs_strategy *st = &c->t->s->strategy;
-    struct fp8_rank *f = c->r->f8;
-    float amax = gs_k_fp8_amax_history(f->hist + (i * 3 + (uint64_t)k) * f->hlen, f->hlen, last,
+    const struct fp8_rank *f = c->r->f8;
+    float *row = state_row(f, i);
+    float amax = gs_k_fp8_amax_history(row + HIST + (uint64_t)k * f->hlen, f->hlen, last,
                                        st->fp8_amax_algo == GS_FP8_AMAX_MAX);
-    return gs_k_fp8_delayed_scale(fmt, amax, old, (unsigned)st->fp8_margin);
+    row[k] = gs_k_fp8_delayed_scale(fmt, amax, row[k], (unsigned)st->fp8_margin);
 }
 
 /* The reduction's floats in pack order (3 a GEMM forward: input, weight, output; 2 backward:
@@ -208,11 +220,11 @@ static uint64_t walk(const ctx *c, int bwd, int64_t bot, int64_t top, float *pac
         for (size_t q = 0; q < k; q++) {
             fp8_slot *sl = &f->slot[ids[q]];
             if (set && bwd) {
-                sl->sdy = update(c, ids[q], 2, GS_FP8_E5M2, pack[n], sl->sdy);
+                update(c, ids[q], SDY, GS_FP8_E5M2, pack[n]);
                 sl->ady = 0.0f;
             } else if (set) {
-                sl->sx = update(c, ids[q], 0, GS_FP8_E4M3, pack[n], sl->sx);
-                sl->sw = update(c, ids[q], 1, GS_FP8_E4M3, pack[n + 1], sl->sw);
+                update(c, ids[q], SX, GS_FP8_E4M3, pack[n]);
+                update(c, ids[q], SW, GS_FP8_E4M3, pack[n + 1]);
                 sl->ax = sl->aw = 0.0f;
             } else if (pack && bwd) {
                 pack[n] = sl->ady, pack[n + 1] = 0.0f;
@@ -268,7 +280,7 @@ gs_status gs__train_fp8_amax_action(const ctx *c, action a)
     if ((e->mb + 1) % R != 0)
         return GS_OK;
     int64_t bot, top;
-    gs_partition_chunk_span(&r->part, chunks(t), e->chunk, &bot, &top);
+    gs_partition_chunk_span(&r->part, t->vstages, e->chunk, &bot, &top);
     uint64_t n = walk(c, bwd, bot, top, NULL, 0);
     if (n * 4 != e->bytes || n > f->pack_n)
         return gs_error_set(c->err, GS_ERR_INPUT, "exec: rank %" PRIu64 ": the fp8_amax event of layers %" PRId64
@@ -290,29 +302,17 @@ gs_status gs__train_fp8_amax_action(const ctx *c, action a)
 
 /* A layer's FP8 state in a checkpoint: MODEL.layers.G._fp8_meta, 4 rows (QKV, O, the MLP's up and
  * down), and in a MoE block MODEL.layers.G.mlp.experts._fp8_meta, 2 E rows (each routed expert's
- * up and down, by global expert), of 3 + 3 H floats: the input, weight and output-gradient
- * scales, then their amax histories (gs_k_fp8_amax_history's layout). After a reduction every
- * rank of a pipeline stage holds the same scales (an expert's: every rank holding that expert),
- * so the stage's first rank writes the first tensor and each expert's first holder (EDP and ETP
- * position 0) its rows; a load fills every rank's rows, from a checkpoint of any grid. The
- * amaxes recorded since the last reduction are 0 between steps and not saved. */
-
-static uint64_t meta_width(const struct fp8_rank *f)
-{
-    return 3 + 3 * f->hlen;
-}
+ * up and down, by global expert): the slots' state rows, where the pieces point. After a
+ * reduction every rank of a pipeline stage holds the same scales (an expert's: every rank
+ * holding that expert), so the stage's first rank writes the first tensor and each expert's
+ * first holder (EDP and ETP position 0) its rows; a load fills every rank's rows, from a
+ * checkpoint of any grid. The amaxes recorded since the last reduction are 0 between steps and
+ * not saved. */
 
 int gs__train_fp8_meta_name(const char *name)
 {
     size_t n = strlen(name), k = strlen("._fp8_meta");
     return n > k && strcmp(name + n - k, "._fp8_meta") == 0;
-}
-
-/* 1 when stage-local layer l of r is a MoE block. */
-static int moe_local(const gs_train *t, const rank_st *r, uint64_t l)
-{
-    uint64_t g = gs_pipe_global_layer(&t->sch->mesh, t->layers, chunks(t), r->stage, l);
-    return t->s->model.moe.experts && gs_model_moe_block(&t->s->model, g);
 }
 
 size_t gs__train_fp8_meta_count(const gs_train *t, const rank_st *r)
@@ -321,24 +321,6 @@ size_t gs__train_fp8_meta_count(const gs_train *t, const rank_st *r)
     for (uint64_t l = 0; r->f8 && l < r->part.layers; l++)
         n += 1 + (size_t)moe_local(t, r, l);
     return n;
-}
-
-/* The slots into the checkpoint view (back 0) or back from it (1). */
-static void meta_copy(rank_st *r, int back)
-{
-    struct fp8_rank *f = r->f8;
-    uint64_t w = meta_width(f), n = r->part.layers * f->per_layer;
-    for (uint64_t i = 0; i < n; i++) {
-        float *m = f->meta + i * w, *h = f->hist + i * 3 * f->hlen;
-        fp8_slot *sl = &f->slot[i];
-        if (back) {
-            sl->sx = m[0], sl->sw = m[1], sl->sdy = m[2];
-            memcpy(h, m + 3, 3 * f->hlen * sizeof *h);
-        } else {
-            m[0] = sl->sx, m[1] = sl->sw, m[2] = sl->sdy;
-            memcpy(m + 3, h, 3 * f->hlen * sizeof *h);
-        }
-    }
 }
 
 /* One tensor of one piece: rows [row0, row0 + nrows) of `rows` x w at m. */
@@ -364,9 +346,8 @@ gs_status gs__train_fp8_meta_shards(const gs_train *t, rank_st *r, gs_shard_tens
     struct fp8_rank *f = r->f8;
     if (!f)
         return GS_OK;
-    meta_copy(r, 0); /* a load that skips the tensors (a checkpoint without them) copies these back */
     const gs_mesh *mesh = &t->sch->mesh;
-    uint64_t w = meta_width(f), L = local_experts(t), E = t->s->model.moe.experts;
+    uint64_t w = state_width(f), L = local_experts(t), E = t->s->model.moe.experts;
     uint64_t ep_pos = r->groups[GS_GROUP_EP].pos;
     gs_group_kind etp = gs_mesh_etp(mesh) == mesh->size[GS_DIM_TP] ? GS_GROUP_TP : GS_GROUP_ETP;
     int first = r->groups[GS_GROUP_STAGE].pos == 0;
@@ -374,8 +355,8 @@ gs_status gs__train_fp8_meta_shards(const gs_train *t, rank_st *r, gs_shard_tens
     char name[80];
     gs_status rc;
     for (uint64_t l = 0; l < r->part.layers; l++) {
-        uint64_t g = gs_pipe_global_layer(mesh, t->layers, chunks(t), r->stage, l);
-        float *m = f->meta + l * f->per_layer * w;
+        uint64_t g = gs_pipe_global_layer(mesh, t->layers, t->vstages, r->stage, l);
+        float *m = state_row(f, l * f->per_layer);
         snprintf(name, sizeof name, "model.layers.%" PRIu64 "._fp8_meta", g);
         if ((rc = meta_tensor(&out[(*n)++], name, 4, w, 0, 4, m, first, err)) != GS_OK)
             return rc;
@@ -387,12 +368,6 @@ gs_status gs__train_fp8_meta_shards(const gs_train *t, rank_st *r, gs_shard_tens
             return rc;
     }
     return GS_OK;
-}
-
-void gs__train_fp8_meta_loaded(rank_st *r)
-{
-    if (r->f8)
-        meta_copy(r, 1);
 }
 
 uint64_t gs_train_fp8_state_bytes(const gs_scenario *s)

@@ -170,6 +170,7 @@ struct gs_train {
     gs_train_opts o;
     uint64_t mbs, T, Tl, b, seq, h, hd, a_t, kv_t, f_t, v_t, nqkv, block, tp, layers;
     uint64_t f_max; /* the widest MLP's f_t: the dense one's, or a MoE block's shared experts' */
+    uint64_t vstages; /* model chunks a stage holds: the interleaved schedule's virtual stages, else 1 */
     /* context parallelism: grid.cp, and each rank's tokens of a sequence (seq / cp, two chunks of
      * Megatron-Core's load-balanced order); T = b x sl tokens a micro-batch on a rank */
     uint64_t cp, sl;
@@ -302,11 +303,10 @@ const gs_fp8_scales *gs__train_fp8_scales(const ctx *c, gs_lin which, uint64_t j
 gs_status gs__train_fp8_amax_action(const ctx *c, action a);
 /* Checkpoints: the tensors of r's FP8 state (0 without delayed scaling; a layer's, and a MoE
  * block's experts'), appended at out[*n] with their pieces allocated (gs_shard_list_fini frees
- * them) after the scales and histories are copied into the pieces' buffer; after a load, that
- * buffer copied back. A name of such a tensor: gs__train_fp8_meta_name 1. */
+ * them), pointing at the scales and histories themselves. A name of such a tensor:
+ * gs__train_fp8_meta_name 1. */
 size_t gs__train_fp8_meta_count(const gs_train *t, const rank_st *r);
 gs_status gs__train_fp8_meta_shards(const gs_train *t, rank_st *r, gs_shard_tensor *out, size_t *n, gs_error *err);
-void gs__train_fp8_meta_loaded(rank_st *r);
 int gs__train_fp8_meta_name(const char *name);
 
 /* ---- helpers the actions share (exec/train_ops.c) ---- */

@@ -289,8 +289,7 @@ gs_status gs__train_rank_units(gs_train *t, rank_st *r, gs_error *err)
     uint64_t nl = r->part.layers;
     for (uint64_t l = 0; l < t->layers; l++)
         r->local_of_global[l] = -1;
-    uint64_t v = s->strategy.pipeline == GS_PIPE_INTERLEAVED && mesh->size[GS_DIM_PP] > 1 && s->strategy.virtual_stages
-                     ? s->strategy.virtual_stages : 1;
+    uint64_t v = t->vstages;
     for (uint64_t ll = 0; ll < nl; ll++) {
         uint64_t g = gs_pipe_global_layer(mesh, t->layers, v, r->stage, ll);
         r->local_of_global[g] = (int64_t)ll;

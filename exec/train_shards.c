@@ -182,7 +182,6 @@ out:
 
 gs_status gs_train_shards_upload(const gs_train *t, size_t ri, const gs_shard_list *s, gs_error *err)
 {
-    gs__train_fp8_meta_loaded(&t->r[ri]);
     if (!s->nstages)
         return GS_OK;
     gs_drv_stream *st = gs_dispatch_stream(t->disp, ri, GS_STREAM_COMPUTE);
