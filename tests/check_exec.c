@@ -2145,6 +2145,15 @@ START_TEST(fp8_refused)
 }
 END_TEST
 
+/* The largest of the steps' |a - ref| / |ref| losses. */
+static double loss_diff(const run_out *a, const run_out *ref)
+{
+    double d = 0;
+    for (int i = 0; i < STEPS; i++)
+        d = fmax(d, fabs(a->loss[i] - ref->loss[i]) / fabs(ref->loss[i]));
+    return d;
+}
+
 /* FP8 under TP without sequence parallelism is the reference to the bit: every sum TP splits
  * (the row-parallel outputs, the column-parallel input gradients, the vocab-parallel head's
  * statistics and input gradient) the reference splits alike and adds in the TP reduction's
@@ -2159,11 +2168,10 @@ START_TEST(fp8_tp_bitwise)
     run_cfg(&c, &got);
     run_cfg_shards(&r, &ref, 2);
     run_cfg_shards(&r, &whole, 0);
-    double off = 0;
+    double off = loss_diff(&whole, &got);
     for (int i = 0; i < STEPS; i++) {
         ck_assert_msg(got.loss[i] == ref.loss[i], "step %d: loss %.9g, reference %.9g", i + 1, got.loss[i],
                       ref.loss[i]);
-        off = fmax(off, fabs(whole.loss[i] - got.loss[i]) / fabs(got.loss[i]));
     }
     for (size_t i = 0; i < ref.nt; i++) {
         tensor_out *g = find_tensor(&got, ref.t[i].name, ref.t[i].n);
@@ -2196,12 +2204,7 @@ START_TEST(fp8_delayed_replicas)
     run_cfg_emul(&r, &joined, &em_joined);
     run_cfg_emul(&r, &apart, &em_apart);
     run_cfg(&rc, &cur);
-    double d_joined = 0, d_apart = 0, d_cur = 0;
-    for (int i = 0; i < STEPS; i++) {
-        d_joined = fmax(d_joined, fabs(joined.loss[i] - got.loss[i]) / fabs(got.loss[i]));
-        d_apart = fmax(d_apart, fabs(apart.loss[i] - got.loss[i]) / fabs(got.loss[i]));
-        d_cur = fmax(d_cur, fabs(cur.loss[i] - got.loss[i]) / fabs(got.loss[i]));
-    }
+    double d_joined = loss_diff(&joined, &got), d_apart = loss_diff(&apart, &got), d_cur = loss_diff(&cur, &got);
     printf("fp8 delayed dp2: loss rel diff %.2e to the joined reference, %.2e to one reducing every pass, %.2e to "
            "current scaling\n", d_joined, d_apart, d_cur);
     ck_assert_msg(d_joined <= TOL, "joined reference off by %g", d_joined);
@@ -2229,11 +2232,7 @@ START_TEST(fp8_delayed_cp)
     run_cfg(&c, &got);
     run_cfg_emul(&r, &summed, &em_summed);
     run_cfg_emul(&r, &once, &em_once);
-    double d_summed = 0, d_once = 0;
-    for (int i = 0; i < STEPS; i++) {
-        d_summed = fmax(d_summed, fabs(summed.loss[i] - got.loss[i]) / fabs(got.loss[i]));
-        d_once = fmax(d_once, fabs(once.loss[i] - got.loss[i]) / fabs(got.loss[i]));
-    }
+    double d_summed = loss_diff(&summed, &got), d_once = loss_diff(&once, &got);
     printf("fp8 delayed cp2 p2p: loss rel diff %.2e to the reference summing per CP rank, %.2e to one backward\n",
            d_summed, d_once);
     ck_assert_msg(d_summed <= TOL, "the summing reference off by %g", d_summed);
@@ -2259,9 +2258,7 @@ START_TEST(fp8_delayed_recipe_keys)
     for (int k = 0; k < 3; k++)
         run_cfg(&v[k], &o[k]);
     for (int k = 1; k < 3; k++) {
-        double d = 0;
-        for (int i = 0; i < STEPS; i++)
-            d = fmax(d, fabs(o[k].loss[i] - o[0].loss[i]) / fabs(o[0].loss[i]));
+        double d = loss_diff(&o[k], &o[0]);
         printf("fp8 delayed, %s against the defaults: loss rel diff %.2e\n", v[k].name, d);
         ck_assert_msg(d > 10 * TOL, "%s changed the losses by only %g", v[k].name, d);
     }
@@ -2285,11 +2282,7 @@ START_TEST(fp8_delayed_ep)
     emul em_joined = {0, 2, 2, 0, 0}, em_apart = {0, 2, 0, 0, 0};
     run_cfg_emul(&r, &joined, &em_joined);
     run_cfg_emul(&r, &apart, &em_apart);
-    double d_joined = 0, d_apart = 0;
-    for (int i = 0; i < STEPS; i++) {
-        d_joined = fmax(d_joined, fabs(joined.loss[i] - got.loss[i]) / fabs(got.loss[i]));
-        d_apart = fmax(d_apart, fabs(apart.loss[i] - got.loss[i]) / fabs(got.loss[i]));
-    }
+    double d_joined = loss_diff(&joined, &got), d_apart = loss_diff(&apart, &got);
     printf("fp8 delayed dp2 x ep2: loss rel diff %.2e to the reference joining local indices, %.2e to one keeping "
            "every expert apart\n", d_joined, d_apart);
     ck_assert_msg(d_joined <= TOL, "joined reference off by %g", d_joined);
