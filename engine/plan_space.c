@@ -165,6 +165,7 @@ static gs_status enumerate_strategies(search *x, const cand *proto, int dp_spans
                     c.st.flash_attention = b->flash_attention; /* the framework's kernels */
                     c.st.cross_entropy = b->cross_entropy;
                     c.st.cp_comm = b->cp_comm; /* and its a2a level: gs__plan_cp_a2a */
+                    c.st.moe_dispatcher = b->moe_dispatcher; /* the framework's token dispatch */
                     c.st.framework = b->framework; /* resolved in gs_plan_run */
                     gs_strategy_default_wrap(&c.st); /* DeepSpeed ZeRO-3's fetch granularity */
                     c.st.compile = b->compile;
