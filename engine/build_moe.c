@@ -27,6 +27,13 @@
  * of its experts (the same gathered rows as above), and the combine reduce-scatters the n T_l
  * unpermuted rows back over the group; no separate ETP exchange. Backward: the combine's
  * all-gather, the dispatch's reduce-scatter of the rows' and probabilities' gradients.
+ * With strategy.moe_dispatcher flex (MoEFlexTokenDispatcher, DeepEP backend; etp 1) the permute
+ * before the dispatch is fused into DeepEP's dispatch kernel, which sends each token once to each
+ * EP rank holding one of its experts and once over RDMA to each such remote node (engine/
+ * moe_route.h: the event's bytes are those distinct rows, its net_share the node-level part);
+ * after it the received rows are permuted by local expert (fused permute: read the rank's rows,
+ * write each routed copy), and before the combine unpermuted (the copies weighted and summed into
+ * the rank's rows); the combine kernel sums a token's ranks on its way back.
  * The backward runs the same ops in reverse order: the all-to-alls move the gradients, the ETP
  * gather and scatter swap, the GEMMs do data and weight gradients (twice the forward FLOPs).
  *
@@ -39,6 +46,7 @@
 #include <stdint.h>
 
 #include "engine/build_ops.h"
+#include "engine/moe_route.h"
 
 /* A MoE MLP's sizes on this rank for one micro-batch. */
 typedef struct moe_shapes {
@@ -53,6 +61,8 @@ typedef struct moe_shapes {
     gs_group_kind etp_group; /* GS_GROUP_TP when etp = tp, else GS_GROUP_ETP */
     int allgather;           /* strategy.moe_dispatcher allgather */
     uint64_t n;              /* allgather: the ETP x EP group's ranks */
+    int flex;                /* strategy.moe_dispatcher flex (DeepEP) */
+    gs_moe_flex fx;          /* flex: the distinct rows a dispatch sends, their share off the node */
 } moe_shapes;
 
 static void moe_shapes_init(const pass *p, const shapes *sh, moe_shapes *ms)
@@ -73,6 +83,8 @@ static void moe_shapes_init(const pass *p, const shapes *sh, moe_shapes *ms)
     ms->gathered = ms->rows * ms->etp;
     ms->ef_t = ef / ms->etp;
     ms->fs_t = moe->shared_experts * ef / x->tp;
+    ms->flex = x->s->strategy.moe_dispatcher == GS_MOE_FLEX;
+    ms->fx = ms->flex ? gs_moe_flex_traffic(moe, x->mesh, x->rank, ms->ep, ms->rows) : (gs_moe_flex){ms->rows, 0.0};
 }
 
 /* The token rows' bytes a rank moves in one all-to-all, or shards in one ETP collective. */
@@ -104,6 +116,12 @@ static gs_status ep_a2a(pass *p, const shapes *sh, const moe_shapes *ms, gs_role
     }
     if (ms->ep <= 1)
         return GS_OK;
+    if (ms->flex) {
+        gs_status rc = gs__op_coll(p, role, GS_COLL_ALLTOALL, GS_GROUP_EP, ms->ep, ms->fx.rank_rows * sh->h * sh->e);
+        if (rc == GS_OK)
+            p->pending.e.net_share = (float)ms->fx.net_share;
+        return rc;
+    }
     return gs__op_coll(p, role, GS_COLL_ALLTOALL, GS_GROUP_EP, ms->ep, rows_bytes(sh, ms));
 }
 
@@ -170,7 +188,12 @@ static gs_status permute(pass *p, const shapes *sh, const moe_shapes *ms, uint16
     const gs_moe *moe = &p->x->s->model.moe;
     uint64_t elems = ms->tl * moe->top_k * sh->h;
     uint64_t bytes = part == 1 ? 2 * sh->e * elems : 5 * sh->e * elems + sh->e * ms->tl * sh->h;
-    if (ms->allgather) {
+    if (ms->flex && ms->ep > 1) {
+        /* after the dispatch (part 1): the received rank rows read, each routed copy written;
+         * before the combine (part 2): the copies read and weighted, the rank rows written */
+        elems = ms->rows * sh->h;
+        bytes = sh->e * (elems + ms->fx.rank_rows * sh->h) + (part == 2 ? sh->e * elems : 0);
+    } else if (ms->allgather) {
         /* the local rows selected from the n T_l gathered tokens, and scattered back into a
          * zeroed buffer of all of them */
         elems = ms->gathered * sh->h;
@@ -225,6 +248,12 @@ gs_status gs__moe_mlp_forward(pass *p, const shapes *sh)
     moe_shapes ms;
     moe_shapes_init(p, sh, &ms);
     gs_status rc;
+    if (ms.flex) /* DeepEP: the permutes beside the experts, the exchanges outside them */
+        return (rc = router(p, sh, &ms)) || (rc = ep_a2a(p, sh, &ms, GS_ROLE_EP_DISPATCH)) ||
+                       (rc = permute(p, sh, &ms, 1)) || (rc = experts(p, sh, &ms)) || (rc = permute(p, sh, &ms, 2)) ||
+                       (rc = ep_a2a(p, sh, &ms, GS_ROLE_EP_COMBINE))
+                   ? rc
+                   : shared_mlp(p, sh, &ms);
     if ((rc = router(p, sh, &ms)) || (rc = permute(p, sh, &ms, 1)) || (rc = ep_a2a(p, sh, &ms, GS_ROLE_EP_DISPATCH)) ||
         (rc = etp_coll(p, sh, &ms, 1)) || (rc = experts(p, sh, &ms)) || (rc = etp_coll(p, sh, &ms, 0)) ||
         (rc = ep_a2a(p, sh, &ms, GS_ROLE_EP_COMBINE)) || (rc = permute(p, sh, &ms, 2)))
@@ -252,6 +281,12 @@ gs_status gs__moe_mlp_backward(pass *p, const shapes *sh)
     moe_shapes ms;
     moe_shapes_init(p, sh, &ms);
     gs_status rc;
+    if (ms.flex)
+        return (rc = shared_mlp(p, sh, &ms)) || (rc = ep_a2a(p, sh, &ms, GS_ROLE_EP_COMBINE)) ||
+                       (rc = permute(p, sh, &ms, 2)) || (rc = experts(p, sh, &ms)) || (rc = permute(p, sh, &ms, 1)) ||
+                       (rc = ep_a2a(p, sh, &ms, GS_ROLE_EP_DISPATCH))
+                   ? rc
+                   : router(p, sh, &ms);
     if ((rc = shared_mlp(p, sh, &ms)) || (rc = permute(p, sh, &ms, 2)) ||
         (rc = ep_a2a(p, sh, &ms, GS_ROLE_EP_COMBINE)) || (rc = etp_coll(p, sh, &ms, 0)) ||
         (rc = experts(p, sh, &ms)) || (rc = etp_coll(p, sh, &ms, 1)) ||

@@ -157,6 +157,10 @@ const gs__mg_flag gs__mg_flags[] = {
     {"moe-expert-capacity-factor", MG_ONE, MG_MOE_CAPACITY, NULL},
     {"moe-layer-freq", MG_ONE, MG_MOE_FREQ, NULL},
     {"moe-token-dispatcher-type", MG_ONE, MG_MOE_DISPATCHER, NULL},
+    {"moe-flex-dispatcher-backend", MG_ONE, MG_MOE_BACKEND, NULL},
+    {"moe-enable-deepep", MG_SWITCH, MG_MOE_DEEPEP, NULL},
+    {"moe-router-num-groups", MG_ONE, MG_MOE_GROUPS, NULL},
+    {"moe-router-group-topk", MG_ONE, MG_MOE_GROUP_TOPK, NULL},
     {"multi-latent-attention", MG_SWITCH, MG_MLA, NULL},
     {"q-lora-rank", MG_ONE, MG_Q_LORA, NULL},
     {"kv-lora-rank", MG_ONE, MG_KV_LORA, NULL},
@@ -471,7 +475,8 @@ static gs_status mg_parse(const char *origin, const gs__words *ws, size_t first,
         case MG_FFN: case MG_SEQ: case MG_MAXPOS: case MG_VOCAB: case MG_PADDED_VOCAB: case MG_VOCAB_DIV: case MG_KV_CH:
         case MG_BUCKET: case MG_DOI: case MG_FIRST_LAYERS: case MG_LAST_LAYERS: case MG_ETP: case MG_EXPERTS:
         case MG_MOE_TOPK: case MG_MOE_FFN: case MG_MOE_SHARED: case MG_Q_LORA: case MG_KV_LORA: case MG_QK_HEAD:
-        case MG_QK_POS: case MG_V_HEAD: case MG_MTP: case MG_FP8_HIST: case MG_FP8_MARGIN:
+        case MG_QK_POS: case MG_V_HEAD: case MG_MTP: case MG_FP8_HIST: case MG_FP8_MARGIN: case MG_MOE_GROUPS:
+        case MG_MOE_GROUP_TOPK:
             if ((rc = gs__mg_count(where, f->name, value, &st->u[f->act], f->act == MG_FP8_MARGIN, err)) != GS_OK)
                 return rc;
             break;

@@ -3,8 +3,10 @@
  * --ffn-hidden-size), --moe-shared-expert-intermediate-size (the shared experts' total width),
  * --moe-expert-capacity-factor (default None: dropless), --moe-layer-freq (an int k, or a pattern
  * whose MoE blocks come at a fixed step after the leading dense ones: model.moe.dense_layers and
- * every), --moe-token-dispatcher-type (alltoall or allgather,
- * the default; engine/build_moe.c builds both) and --expert-tensor-parallel-size (grid.etp; default tp); and
+ * every), --moe-token-dispatcher-type (alltoall, allgather, the default, or flex with
+ * --moe-flex-dispatcher-backend deepep or hybridep, or the older --moe-enable-deepep;
+ * engine/build_moe.c builds all three), --moe-router-num-groups and --moe-router-group-topk
+ * (model.moe.groups, group_topk) and --expert-tensor-parallel-size (grid.etp; default tp); and
  * --multi-latent-attention with its sizes (mg_mla), and --mtp-num-layers. Works on caller
  * storage; nothing is allocated. */
 #include <errno.h>
@@ -150,6 +152,30 @@ static gs_status moe_capacity(const char *where, const char *v, double *out, gs_
     return GS_OK;
 }
 
+/* The flex dispatcher's backend: --moe-flex-dispatcher-backend deepep (Megatron-Core's default) or
+ * hybridep (the same NVLink + RDMA transport, fewer SMs), or the deprecated --moe-enable-deepep
+ * (transformer_config.py __post_init__: it needs --moe-token-dispatcher-type flex); ncclep is not
+ * modelled. DeepEP refuses --moe-pad-expert-input-to-capacity, which the import does not read. */
+static gs_status mg_flex_backend(const char *origin, const gs__words *ws, const gs__mg_state *st, gs_scenario *s,
+                                 gs_moe_dispatcher d, gs_error *err)
+{
+    char where[600];
+    if (st->given[MG_MOE_DEEPEP] && d != GS_MOE_FLEX)
+        return gs_error_set(err, GS_ERR_INPUT, "%s: --moe-enable-deepep: found it with the %s dispatcher, expected "
+                            "--moe-token-dispatcher-type flex (Megatron-Core refuses it otherwise)",
+                            gs__mg_where(origin, ws, st->at[MG_MOE_DEEPEP], where, sizeof where),
+                            gs_moe_dispatcher_name(d));
+    if (st->given[MG_MOE_BACKEND]) {
+        const char *b = st->str[MG_MOE_BACKEND];
+        if (strcmp(b, "deepep") != 0 && strcmp(b, "hybridep") != 0)
+            return gs_error_set(err, GS_ERR_INPUT, "%s: --moe-flex-dispatcher-backend: found %s, expected deepep or "
+                                "hybridep (the NVLink + RDMA transport gridstep models; ncclep is not modelled)",
+                                gs__mg_where(origin, ws, st->at[MG_MOE_BACKEND], where, sizeof where), b);
+    }
+    s->strategy.moe_dispatcher = d;
+    return GS_OK;
+}
+
 /* --multi-latent-attention with --q-lora-rank (default None: 0), --kv-lora-rank (default 32),
  * --qk-head-dim (128), --qk-pos-emb-head-dim (64) and --v-head-dim (128), Megatron-LM's
  * MLATransformerConfig defaults; gridstep's MLA has one head_dim for the keys' non-rotary part and
@@ -215,7 +241,8 @@ gs_status gs__mg_moe(const char *origin, const gs__words *ws, const gs__mg_state
                             s->grid.tp);
     if (st->given[MG_ETP] && st->u[MG_ETP] != s->grid.tp)
         s->grid.etp = st->u[MG_ETP];
-    static const gs__mg_act moe_flags[] = {MG_MOE_TOPK, MG_MOE_FFN, MG_MOE_SHARED, MG_MOE_CAPACITY, MG_MOE_FREQ};
+    static const gs__mg_act moe_flags[] = {MG_MOE_TOPK,     MG_MOE_FFN,    MG_MOE_SHARED,    MG_MOE_CAPACITY,
+                                           MG_MOE_FREQ,     MG_MOE_GROUPS, MG_MOE_GROUP_TOPK};
     if (!st->given[MG_EXPERTS]) {
         for (size_t i = 0; i < sizeof moe_flags / sizeof moe_flags[0]; i++)
             if (st->given[moe_flags[i]] && !moe->experts)
@@ -230,6 +257,17 @@ gs_status gs__mg_moe(const char *origin, const gs__words *ws, const gs__mg_state
         moe->expert_ffn = 0;
         moe->shared_experts = moe->dense_layers = moe->every = 0;
         moe->capacity_factor = 0.0;
+        moe->groups = moe->group_topk = 0;
+    }
+    if (st->given[MG_MOE_GROUPS] != st->given[MG_MOE_GROUP_TOPK])
+        return gs_error_set(err, GS_ERR_INPUT, "%s: %s: found it alone, expected --moe-router-num-groups and "
+                            "--moe-router-group-topk together (group-limited routing)",
+                            gs__mg_where(origin, ws, st->at[st->given[MG_MOE_GROUPS] ? MG_MOE_GROUPS : MG_MOE_GROUP_TOPK],
+                                         where, sizeof where),
+                            st->given[MG_MOE_GROUPS] ? "--moe-router-num-groups" : "--moe-router-group-topk");
+    if (st->given[MG_MOE_GROUPS]) {
+        moe->groups = st->u[MG_MOE_GROUPS];
+        moe->group_topk = st->u[MG_MOE_GROUP_TOPK];
     }
     if (st->given[MG_MOE_TOPK])
         moe->top_k = st->u[MG_MOE_TOPK];
@@ -258,14 +296,12 @@ gs_status gs__mg_moe(const char *origin, const gs__words *ws, const gs__mg_state
                             "fixed step after the leading dense ones (\"([0]*3+[1]*58)\", \"([0]*1+[1]*1)*24\")",
                             gs__mg_where(origin, ws, st->at[MG_MOE_FREQ], where, sizeof where),
                             st->str[MG_MOE_FREQ], m->layers);
-    /* Megatron-LM's default dispatcher is allgather; flex (DeepEP) is not built */
+    /* Megatron-LM's default dispatcher is allgather */
     const char *disp = st->given[MG_MOE_DISPATCHER] ? st->str[MG_MOE_DISPATCHER] : "allgather";
     gs_moe_dispatcher d;
     if (gs_moe_dispatcher_parse(disp, &d) != 0)
         return gs_error_set(err, GS_ERR_INPUT,
-                            "%s: --moe-token-dispatcher-type: found %s, expected alltoall or allgather (the "
-                            "dispatchers gridstep builds)",
+                            "%s: --moe-token-dispatcher-type: found %s, expected alltoall, allgather or flex",
                             gs__mg_where(origin, ws, st->at[MG_MOE_DISPATCHER], where, sizeof where), disp);
-    s->strategy.moe_dispatcher = d;
-    return GS_OK;
+    return mg_flex_backend(origin, ws, st, s, d, err);
 }

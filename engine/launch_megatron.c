@@ -125,7 +125,8 @@ static void flag(flag_lines *f, const char *fmt, ...)
 }
 
 /* A mixture-of-experts model's flags (megatron/training/arguments.py _add_moe_args): the experts,
- * their parallelism and token dispatcher, grouped GEMMs. */
+ * their routing groups, parallelism and token dispatcher (flex with the DeepEP backend), grouped
+ * GEMMs. */
 static void put_megatron_moe(flag_lines *f, const gs_model *md, const gs_mesh *m, gs_moe_dispatcher disp)
 {
     const gs_moe *moe = &md->moe;
@@ -155,8 +156,12 @@ static void put_megatron_moe(flag_lines *f, const gs_model *md, const gs_mesh *m
              md->layers - moe->dense_layers);
     if (moe->capacity_factor > 0.0)
         flag(f, "--moe-expert-capacity-factor %.17g", moe->capacity_factor);
+    if (moe->groups)
+        flag(f, "--moe-router-num-groups %" PRIu64 " --moe-router-group-topk %" PRIu64, moe->groups, moe->group_topk);
     flag(f, "--expert-model-parallel-size %" PRIu64 " --moe-token-dispatcher-type %s --moe-grouped-gemm",
          m->ep ? m->ep : 1, gs_moe_dispatcher_name(disp));
+    if (disp == GS_MOE_FLEX) /* DeepEP's fused dispatch and combine; it takes fp32 routing probabilities */
+        flag(f, "--moe-flex-dispatcher-backend deepep --moe-router-dtype fp32");
     if (m->etp)
         flag(f, "--expert-tensor-parallel-size %" PRIu64, m->etp);
 }

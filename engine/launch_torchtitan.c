@@ -64,7 +64,9 @@ int gs_launch_torchtitan_fits(const gs_scenario *s, const gs_mesh *m, char *out,
     if (s->grid.cp > 1 && (st->cp_comm == GS_CP_A2A || st->cp_comm == GS_CP_A2A_P2P))
         return why(out, len, "cp_comm a2a or a2a+p2p: torchtitan rotates K, V by allgather or alltoall (p2p)");
     if (s->model.moe.experts && st->moe_dispatcher != GS_MOE_ALLTOALL)
-        return why(out, len, "the allgather dispatcher: torchtitan dispatches tokens by all-to-all");
+        return why(out, len, st->moe_dispatcher == GS_MOE_FLEX
+                                 ? "the flex (DeepEP) dispatcher: this launch dispatches tokens by all-to-all"
+                                 : "the allgather dispatcher: torchtitan dispatches tokens by all-to-all");
     if (s->model.moe.experts && s->grid.etp && s->grid.etp != 1 && s->grid.etp != s->grid.tp)
         return why(out, len, "expert tensor parallelism other than 1 or tp");
     (void)m;

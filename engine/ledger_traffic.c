@@ -10,6 +10,7 @@
 
 #include "engine/fp8_amax.h"
 #include "engine/ledger_internal.h"
+#include "engine/moe_route.h"
 #include "engine/pipeline.h"
 #include "engine/units.h"
 
@@ -439,18 +440,29 @@ void gs__ledger_stage_ep_traffic(stage_build *b)
     uint64_t T = mul(c, m->seq / (b->mesh->cp ? b->mesh->cp : 1), s->batch.micro_seqs, "traffic");
     uint64_t tl = s->strategy.sequence_parallel && tp > 1 ? ceil_div(T, tp) : T;
     uint64_t rows = gs_moe_rank_rows(&m->moe, tl);
-    uint64_t one = ring_sent(mul(c, mul(c, rows, m->hidden, "traffic"), e, "traffic"), ep);
+    int flex = s->strategy.moe_dispatcher == GS_MOE_FLEX;
+    /* flex (DeepEP): each token once per destination rank (engine/moe_route.h) */
+    gs_moe_flex fx = flex ? gs_moe_flex_traffic(&m->moe, b->mesh, b->rank, ep, rows) : (gs_moe_flex){rows, 0.0};
+    uint64_t one = ring_sent(mul(c, mul(c, fx.rank_rows, m->hidden, "traffic"), e, "traffic"), ep);
     uint64_t a2a = add(c, mul(c, 4, mc.moe, "traffic"), mul(c, 2, mc.moe_ckpt, "traffic"), "traffic");
     uint64_t total = mul(c, mul(c, a2a, one, "traffic"), b->mb, "traffic");
     gs__ledger_line_add(c, r, "ep", total,
-                        "%" PRIu64 " all-to-alls (dispatch and combine, forward and backward%s) x %" PRIu64
-                        " micro-batches, each (ep-1)/ep of %" PRIu64 " token rows x %" PRIu64 " x %" PRIu64
+                        "%" PRIu64 " %s (dispatch and combine, forward and backward%s) x %" PRIu64
+                        " micro-batches, each (ep-1)/ep of %" PRIu64 " token rows%s x %" PRIu64 " x %" PRIu64
                         " B, ep=%" PRIu64,
-                        a2a, mc.moe_ckpt ? ", the recomputed forwards" : "", b->mb, rows, m->hidden, e, ep);
+                        a2a, flex ? "flex (DeepEP) exchanges" : "all-to-alls",
+                        mc.moe_ckpt ? ", the recomputed forwards" : "", b->mb, fx.rank_rows,
+                        flex ? " (one per token and destination rank)" : "", m->hidden, e, ep);
     r->traffic[GS_TRAFFIC_EP] = total;
     uint64_t first, stride;
     gs_mesh_ep_group(b->mesh, b->rank, &first, &stride);
     int net = gs_mesh_rank_node(b->mesh, first) != gs_mesh_rank_node(b->mesh, first + (ep - 1) * stride);
+    if (flex && net) { /* the node-level share crosses the network, the rest stays on NVLink */
+        uint64_t off = (uint64_t)((double)total * fx.net_share);
+        r->traffic_link[GS_LINKCLASS_NET] += off;
+        r->traffic_link[GS_LINKCLASS_INTRA] += total - off;
+        return;
+    }
     r->traffic_link[net ? GS_LINKCLASS_NET : GS_LINKCLASS_INTRA] += total;
 }
 

@@ -85,11 +85,13 @@ static const gs_model model_presets[] = {
     {.name = "deepseek-v3", .layers = 61, .hidden = 7168, .heads = 128, .kv_heads = 128, .head_dim = 128,
      .ffn = 18432, .vocab = 129280, .seq = 4096, .tied_embeddings = 0, .bias = 0, .dropout = 0,
      .norm = GS_NORM_RMSNORM, .mlp = GS_MLP_SWIGLU, .pos = GS_POS_ROPE,
-     .moe = {.experts = 256, .top_k = 8, .expert_ffn = 2048, .shared_experts = 1, .dense_layers = 3, .every = 1},
+     .moe = {.experts = 256, .top_k = 8, .expert_ffn = 2048, .shared_experts = 1, .dense_layers = 3, .every = 1,
+             .groups = 8, .group_topk = 4},
      .mla = {.q_lora_rank = 1536, .kv_lora_rank = 512, .rope_head_dim = 64}, .nominal_params = 0,
      .source = "DeepSeek-V3 technical report (DeepSeek-AI 2024) / deepseek-ai/DeepSeek-V3 config.json: "
-               "3 dense blocks (ffn 18432) then 58 MoE blocks of 256 experts (2048) top-8 + 1 shared; "
-               "MLA counted exactly; MTP module excluded; seq 4096 = pre-training length"},
+               "3 dense blocks (ffn 18432) then 58 MoE blocks of 256 experts (2048) top-8 + 1 shared, "
+               "routed within 4 of 8 groups (n_group, topk_group); MLA counted exactly; MTP module "
+               "excluded; seq 4096 = pre-training length"},
     /* DeepSeek-V2 (DeepSeek-AI 2024, arXiv 2405.04434, sec. 3.1; deepseek-ai/DeepSeek-V2
      * config.json): 60 blocks, the first with a dense SwiGLU MLP of 12288, the other 59 with 160
      * routed experts of 1536, top-6, and 2 shared experts; MLA with q_lora_rank 1536, kv_lora_rank
@@ -99,11 +101,13 @@ static const gs_model model_presets[] = {
     {.name = "deepseek-v2", .layers = 60, .hidden = 5120, .heads = 128, .kv_heads = 128, .head_dim = 128,
      .ffn = 12288, .vocab = 102400, .seq = 4096, .tied_embeddings = 0, .bias = 0, .dropout = 0,
      .norm = GS_NORM_RMSNORM, .mlp = GS_MLP_SWIGLU, .pos = GS_POS_ROPE,
-     .moe = {.experts = 160, .top_k = 6, .expert_ffn = 1536, .shared_experts = 2, .dense_layers = 1, .every = 1},
+     .moe = {.experts = 160, .top_k = 6, .expert_ffn = 1536, .shared_experts = 2, .dense_layers = 1, .every = 1,
+             .groups = 8, .group_topk = 3},
      .mla = {.q_lora_rank = 1536, .kv_lora_rank = 512, .rope_head_dim = 64}, .nominal_params = 0,
      .source = "DeepSeek-V2 (DeepSeek-AI 2024, arXiv 2405.04434) / deepseek-ai/DeepSeek-V2 config.json: "
-               "1 dense block (ffn 12288) then 59 MoE blocks of 160 experts (1536) top-6 + 2 shared; MLA "
-               "counted exactly; 236B total; torchtitan deepseek_v3 236B"},
+               "1 dense block (ffn 12288) then 59 MoE blocks of 160 experts (1536) top-6 + 2 shared, "
+               "routed within 3 of 8 groups (n_group, topk_group); MLA counted exactly; 236B total; "
+               "torchtitan deepseek_v3 236B"},
     /* DeepSeek-V2-Lite (deepseek-ai/DeepSeek-V2-Lite config.json and model card: 15.7B total,
      * 2.4B activated): 27 blocks, the first dense (ffn 10944), 26 with 64 routed experts of 1408,
      * top-6, and 2 shared; MLA without a query latent (q_lora_rank 0), kv_lora_rank 512, head
@@ -606,8 +610,8 @@ static gs_status validate_moe(gs_model *m, gs_error *err)
 {
     gs_moe *e = &m->moe;
     if (e->experts == 0) {
-        if (e->top_k || e->expert_ffn || e->shared_experts || e->dense_layers || e->every ||
-            e->capacity_factor != 0.0 || e->routing_skew != 0.0)
+        if (e->top_k || e->expert_ffn || e->shared_experts || e->dense_layers || e->every || e->groups ||
+            e->group_topk || e->capacity_factor != 0.0 || e->routing_skew != 0.0)
             return gs_error_set(err, GS_ERR_INPUT,
                                 "model %s: moe fields given with moe.experts = 0, expected moe.experts >= 2 "
                                 "(or no moe fields for a dense model)", model_label(m));
@@ -631,6 +635,14 @@ static gs_status validate_moe(gs_model *m, gs_error *err)
                             model_label(m), (unsigned long long)e->every, (unsigned long long)m->layers);
     if (e->every == 0)
         e->every = 1;
+    if ((e->groups == 0) != (e->group_topk == 0) || (e->groups && e->experts % e->groups) ||
+        e->group_topk > e->groups || (e->groups && e->top_k > e->group_topk * (e->experts / e->groups)))
+        return gs_error_set(err, GS_ERR_INPUT,
+                            "model %s: moe.groups = %llu, moe.group_topk = %llu, expected both 0 (no group "
+                            "limit) or groups dividing experts = %llu, 1 <= group_topk <= groups, and top_k = "
+                            "%llu experts within group_topk groups",
+                            model_label(m), (unsigned long long)e->groups, (unsigned long long)e->group_topk,
+                            (unsigned long long)e->experts, (unsigned long long)e->top_k);
     if (!(e->capacity_factor >= 0.0 && isfinite(e->capacity_factor)))
         return gs_error_set(err, GS_ERR_INPUT,
                             "model %s: moe.capacity_factor = %g, expected a finite factor >= 0 (0: dropless)",

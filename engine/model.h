@@ -41,6 +41,12 @@ typedef struct gs_moe {
     uint64_t every;          /* after them, a MoE block every `every` blocks (0 or 1: each) */
     double capacity_factor;  /* expert capacity = factor x tokens x top_k / experts tokens; 0:
                               * dropless. Model FLOPs count routed tokens whatever the factor. */
+    uint64_t groups;         /* group-limited routing (Megatron-Core --moe-router-num-groups,
+                              * DeepSeek's n_group): the experts in `groups` equal consecutive
+                              * groups, each token's top_k taken from the group_topk best groups
+                              * (--moe-router-group-topk, topk_group); 0: no limit. Read by the
+                              * flex dispatcher's per-node deduplication (engine/moe_route.h) */
+    uint64_t group_topk;
     double routing_skew;     /* load imbalance: the busiest EP rank's routed tokens are 1 + skew
                               * times the mean (0: balanced); capped by capacity_factor when it
                               * drops tokens. A property of the run, not of the weights: only the

@@ -35,6 +35,8 @@ void gs_plan_reason(const char *msg, char *out, size_t len)
         {"is hierarchical CP's a2a level", "cp_a2a without cp > 1 and cp_comm a2a+p2p"},
         {"(hierarchical CP) with cp=", "cp_a2a not a divisor of cp below it"},
         {"splits each rank's heads over the a2a level", "heads not divisible by tp x cp_a2a"},
+        {"flex is modelled with expert TP 1", "flex dispatcher with expert TP > 1"},
+        {"flex (DeepEP) needs TP x EP > 1", "flex dispatcher with ep = 1"},
     };
     /* the first line only: later lines are further errors on the same grid */
     char line[GS_ERROR_MSG_BYTES];

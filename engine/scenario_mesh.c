@@ -377,6 +377,20 @@ gs_status gs_scenario_mesh(const gs_scenario *s, gs_mesh *mesh, gs_diag *warning
                           "strategy.moe_dispatcher allgather gathers over the ETP x EP ranks, which needs tp "
                           "directly inside dp in grid.order (tp-dp-pp, tp-cp-dp-pp or pp-tp-dp), as Megatron-Core "
                           "orders them");
+    if (st == GS_OK && s->model.moe.experts && s->strategy.moe_dispatcher == GS_MOE_FLEX) {
+        uint64_t etp = s->grid.etp ? s->grid.etp : s->grid.tp;
+        if (s->grid.ep <= 1 && etp <= 1)
+            st = gs_error_set(err, GS_ERR_INPUT,
+                              "strategy.moe_dispatcher flex (DeepEP) needs TP x EP > 1 (Megatron-Core's "
+                              "MoEFlexTokenDispatcher asserts it); found grid.ep = 1 and expert TP 1, expected "
+                              "grid.ep >= 2 or moe_dispatcher: alltoall");
+        else if (etp > 1)
+            st = gs_error_set(err, GS_ERR_INPUT,
+                              "strategy.moe_dispatcher flex is modelled with expert TP 1 (DeepEP's recipes: "
+                              "--expert-tensor-parallel-size 1); found expert TP %llu, expected grid.etp: 1 or "
+                              "moe_dispatcher: alltoall",
+                              (unsigned long long)etp);
+    }
     if (st == GS_OK)
         gs_mesh_set_stage_layers(mesh, s->grid.first_stage_layers, s->grid.last_stage_layers);
     if (st == GS_OK)

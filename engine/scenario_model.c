@@ -269,7 +269,7 @@ static gs_status model_kinds(const gs__yaml_loader *l, const yaml_node_t *v, gs_
 /* ------------------------------------------------------------- experts and MLA ---- */
 
 static const char *const moe_keys[] = {"experts", "top_k", "expert_ffn", "shared_experts", "dense_layers",
-                                       "every", "capacity_factor", "routing_skew"};
+                                       "every", "capacity_factor", "routing_skew", "groups", "group_topk"};
 static const char *const mla_keys[] = {"q_lora_rank", "kv_lora_rank", "rope_head_dim"};
 
 /* An optional integer >= 0 of a sub-mapping. */
@@ -306,7 +306,8 @@ static gs_status sub_mapping(const gs__yaml_loader *l, const yaml_node_t *v, con
     return gs__yaml_check_keys(l, *out, section, keys, nkeys);
 }
 
-/* moe: {experts, top_k, expert_ffn, shared_experts, dense_layers, every, capacity_factor, routing_skew}, over the
+/* moe: {experts, top_k, expert_ffn, shared_experts, dense_layers, every, capacity_factor, routing_skew,
+ * groups, group_topk}, over the
  * preset's when there is one; each inconsistency is reported at its key. */
 static gs_status model_moe(const gs__yaml_loader *l, const yaml_node_t *v, gs_model *m)
 {
@@ -323,7 +324,9 @@ static gs_status model_moe(const gs__yaml_loader *l, const yaml_node_t *v, gs_mo
         (st = opt_u64(l, e, "model.moe", "dense_layers", &x->dense_layers)) ||
         (st = gs__scenario_opt_count(l, e, "model.moe", "every", &x->every, NULL)) ||
         (st = opt_nonnegative(l, e, "model.moe", "capacity_factor", &x->capacity_factor)) ||
-        (st = opt_nonnegative(l, e, "model.moe", "routing_skew", &x->routing_skew)))
+        (st = opt_nonnegative(l, e, "model.moe", "routing_skew", &x->routing_skew)) ||
+        (st = opt_u64(l, e, "model.moe", "groups", &x->groups)) ||
+        (st = opt_u64(l, e, "model.moe", "group_topk", &x->group_topk)))
         return st;
     const yaml_node_t *at;
     if (x->experts < 2)
@@ -336,6 +339,14 @@ static gs_status model_moe(const gs__yaml_loader *l, const yaml_node_t *v, gs_mo
         return gs__yaml_fail_at(l, (at = gs__yaml_lookup(l, e, "top_k", NULL)) ? at : e, GS_ERR_INPUT,
                                 "model.moe.top_k: found %llu, expected at most experts = %llu",
                                 (unsigned long long)x->top_k, (unsigned long long)x->experts);
+    if ((x->groups == 0) != (x->group_topk == 0) || (x->groups && x->experts % x->groups) ||
+        x->group_topk > x->groups || (x->groups && x->top_k > x->group_topk * (x->experts / x->groups)))
+        return gs__yaml_fail_at(l, (at = gs__yaml_lookup(l, e, "groups", NULL)) ? at : e, GS_ERR_INPUT,
+                                "model.moe: groups = %llu, group_topk = %llu, expected both (or neither), "
+                                "groups dividing experts = %llu, 1 <= group_topk <= groups and room for "
+                                "top_k = %llu experts in group_topk groups",
+                                (unsigned long long)x->groups, (unsigned long long)x->group_topk,
+                                (unsigned long long)x->experts, (unsigned long long)x->top_k);
     if (m->layers && x->dense_layers >= m->layers)
         return gs__yaml_fail_at(l, (at = gs__yaml_lookup(l, e, "dense_layers", NULL)) ? at : e, GS_ERR_INPUT,
                                 "model.moe.dense_layers: found %llu, expected fewer than layers = %llu (at "

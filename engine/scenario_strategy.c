@@ -217,8 +217,9 @@ static int parse_moe_dispatcher(const char *s, int *out)
 /* moe_dispatcher: a MoE model's token dispatch (read for any model: a dense one ignores it). */
 static gs_status strategy_moe(const gs__yaml_loader *l, const yaml_node_t *v, gs_strategy *s)
 {
-    const char *names[2] = {gs_moe_dispatcher_name(GS_MOE_ALLTOALL), gs_moe_dispatcher_name(GS_MOE_ALLGATHER)};
-    const gs__scenario_names ds = {names, 2, parse_moe_dispatcher};
+    const char *names[3] = {gs_moe_dispatcher_name(GS_MOE_ALLTOALL), gs_moe_dispatcher_name(GS_MOE_ALLGATHER),
+                            gs_moe_dispatcher_name(GS_MOE_FLEX)};
+    const gs__scenario_names ds = {names, 3, parse_moe_dispatcher};
     int e = (int)s->moe_dispatcher;
     gs_status st = gs__scenario_opt_enum(l, v, "strategy", "moe_dispatcher", &ds, &e);
     s->moe_dispatcher = (gs_moe_dispatcher)e;

@@ -46,16 +46,18 @@ static gs_status put_sparse(gs_text *t, const gs_model *m, const char *pre, cons
 {
     gs_status st = GS_OK;
     if (m->moe.experts) {
-        char cf[32], rs[32];
+        char cf[32], rs[32], gr[64] = "";
+        if (m->moe.groups)
+            snprintf(gr, sizeof gr, ", groups: %" PRIu64 ", group_topk: %" PRIu64, m->moe.groups, m->moe.group_topk);
         st = gs_text_printf(t,
                             "%smoe: {experts: %" PRIu64 ", top_k: %" PRIu64 ", expert_ffn: %" PRIu64
                             ", shared_experts: %" PRIu64 ", dense_layers: %" PRIu64 "%s%.0" PRIu64
-                            ", capacity_factor: %s%s%s}%s",
+                            ", capacity_factor: %s%s%s%s}%s",
                             pre, m->moe.experts, m->moe.top_k, m->moe.expert_ffn, m->moe.shared_experts,
                             m->moe.dense_layers, m->moe.every > 1 ? ", every: " : "",
                             m->moe.every > 1 ? m->moe.every : 0, shortest(m->moe.capacity_factor, cf),
                             m->moe.routing_skew != 0.0 ? ", routing_skew: " : "",
-                            m->moe.routing_skew != 0.0 ? shortest(m->moe.routing_skew, rs) : "", post);
+                            m->moe.routing_skew != 0.0 ? shortest(m->moe.routing_skew, rs) : "", gr, post);
     }
     if (st == GS_OK && m->mla.kv_lora_rank)
         st = gs_text_printf(t,

@@ -18,6 +18,7 @@
  *   t I kind K bytes B layer L mb M unit U resident 0|1 host 0|1
  *   e I KIND stream S phase P role R part N op O group G chunk C layer L mb M unit U gemm m n k b
  *     peer P gsize N bytes B flops F deps LIST reads LIST writes LIST allocs LIST frees LIST
+ *     [net X]
  *   ...                                (the next rank header, ...)
  *   end
  *
@@ -30,6 +31,8 @@
  * G: gs_group_kind_name for collectives, else a number ("-" for 0).
  * L: a layer index >= 0, or "emb", "head", "none" (GS_LAYER_EMBED / HEAD / NONE).
  * F: FLOPs printed with "%.17g" (round-trips bit for bit); finite, not negative.
+ * net X: only on a flex dispatcher's all-to-all (gs_event.net_share > 0): the share of its bytes
+ * that leaves the node, in (0, 1], printed with "%.9g" (a float's round trip).
  * LIST: comma-separated indices, or "-" when empty: deps index the rank's events (any index
  * below NE; cycles are gs_schedule_validate_structure's business), the other four its tensors.
  * The loader checks every word and number and reports "PATH:LINE: found X, expected Y". */
@@ -680,6 +683,8 @@ int gs_schedule_diff(const gs_schedule *a, const gs_schedule *b, char *buf, size
                 what = "bytes";
             else if (memcmp(&s->flops, &t->flops, sizeof s->flops) != 0)
                 what = "FLOPs";
+            else if (memcmp(&s->net_share, &t->net_share, sizeof s->net_share) != 0)
+                what = "network share";
             for (int w = 0; w < GS_LINK_LISTS && !what; w++) {
                 if (s->nlinks[w] != t->nlinks[w] ||
                     memcmp(gs_event_list(x, s, w), gs_event_list(y, t, w), s->nlinks[w] * sizeof(uint32_t)) != 0)

@@ -154,6 +154,9 @@ typedef struct gs_event {
     uint32_t unit;   /* FSDP unit / DDP bucket index for DP collectives */
     uint32_t links;  /* offset of this event's lists in the rank's link pool */
     uint32_t gemm_m, gemm_n, gemm_k, gemm_batch; /* compute: GEMM shape (0 when not a GEMM) */
+    float net_share; /* collective ALLTOALL of the flex (DeepEP) dispatcher: the share of `bytes`
+                        that leaves the rank's node, each token sent once per remote node
+                        (engine/moe_route.h); 0: NCCL's all-to-all, every row to its rank */
     uint64_t peer;   /* send/recv: peer rank; collective: group index among groups of its kind */
     uint64_t group_size; /* collective: ranks in the group */
     uint64_t bytes;  /* collective: buffer size (AG/RS: group_size x padded shard; AR: buffer);

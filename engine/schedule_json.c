@@ -115,6 +115,11 @@ static void json_event(gs__writer *o, const gs_rank_events *r, size_t i, const g
     gs__out_u64(o, e->bytes);
     gs__out_str(o, ", \"flops\": ");
     gs__out_double(o, isfinite(e->flops) ? e->flops : 0.0);
+    if (e->net_share > 0.0f) { /* a flex dispatcher's all-to-all */
+        char v[32];
+        snprintf(v, sizeof v, ", \"net_share\": %.9g", (double)e->net_share);
+        gs__out_str(o, v);
+    }
     for (int w = 0; w < GS_LINK_LISTS; w++) {
         gs__out_str(o, ", \"");
         gs__out_str(o, gs__link_names[w]);

@@ -277,6 +277,11 @@ static void dump_event(gs__writer *o, const gs_rank_events *r, size_t i, const g
         gs__out_char(o, ' ');
         gs__out_list(o, gs_event_list(r, e, w), e->nlinks[w], '-');
     }
+    if (e->net_share > 0.0f) {
+        char v[32];
+        snprintf(v, sizeof v, " net %.9g", (double)e->net_share);
+        gs__out_str(o, v);
+    }
     gs__out_char(o, '\n');
 }
 
@@ -663,7 +668,18 @@ static gs_status load_event(loader *ld, gs_rank_events *r, size_t idx, size_t ne
                             &e.nlinks[w])) != GS_OK)
             return st;
     }
-    if ((st = load_end_of_line(ld, 46)) != GS_OK)
+    if (ld->ntok > 46 && !ld->too_many && strcmp(ld->tok[46], "net") == 0) {
+        /* a flex dispatcher's all-to-all: the share of its bytes that leaves the node */
+        const char *s = 47 < ld->ntok ? ld->tok[47] : NULL;
+        char *end = NULL;
+        double x = s ? strtod(s, &end) : 0.0;
+        if (!s || end == s || *end || !(x > 0.0 && x <= 1.0) || e.kind != GS_EV_COLLECTIVE ||
+            e.op != GS_COLL_ALLTOALL)
+            return load_fail(ld, 47, "a network share in (0, 1] (on an all-to-all only)");
+        e.net_share = (float)x;
+        if ((st = load_end_of_line(ld, 48)) != GS_OK)
+            return st;
+    } else if ((st = load_end_of_line(ld, 46)) != GS_OK)
         return st;
     const uint32_t *lists[GS_LINK_LISTS];
     size_t off = 0;

@@ -76,6 +76,7 @@ static const char *const cp_comm_names[][2] = {
 static const char *const moe_dispatcher_names[][2] = {
     [GS_MOE_ALLTOALL] = {"alltoall", "all_to_all"},
     [GS_MOE_ALLGATHER] = {"allgather", "all_gather"},
+    [GS_MOE_FLEX] = {"flex", NULL},
 };
 
 #define COUNT_OF(a) (sizeof(a) / sizeof((a)[0]))

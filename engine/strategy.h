@@ -108,9 +108,14 @@ typedef enum gs_cp_comm { GS_CP_P2P = 0, GS_CP_ALL_GATHER = 1, GS_CP_A2A = 2, GS
 
 /* A mixture-of-experts model's token dispatcher (Megatron-Core's --moe-token-dispatcher-type,
  * megatron/core/transformer/moe/token_dispatcher.py): ALLTOALL sends each token row to its experts'
- * ranks; ALLGATHER gathers every token of the ETP x EP group on every rank, each keeping the rows of
- * its experts, and reduce-scatters the outputs back. */
-typedef enum gs_moe_dispatcher { GS_MOE_ALLTOALL = 0, GS_MOE_ALLGATHER = 1 } gs_moe_dispatcher;
+ * ranks (NCCL's all-to-all: a row per routed copy); ALLGATHER gathers every token of the ETP x EP
+ * group on every rank, each keeping the rows of its experts, and reduce-scatters the outputs back;
+ * FLEX is MoEFlexTokenDispatcher with the DeepEP backend (--moe-token-dispatcher-type flex
+ * --moe-flex-dispatcher-backend deepep, or hybridep: the same transport on NVLink + RDMA): one fused
+ * kernel sends each token once to every node that holds one of its experts (RDMA, to the GPU of
+ * the same local index) and forwards it over NVLink once to every GPU there that does
+ * (engine/moe_route.h). */
+typedef enum gs_moe_dispatcher { GS_MOE_ALLTOALL = 0, GS_MOE_ALLGATHER = 1, GS_MOE_FLEX = 2 } gs_moe_dispatcher;
 
 typedef struct gs_strategy {
     gs_sharding sharding;
@@ -301,8 +306,8 @@ int gs_xent_parse(const char *s, gs_xent *out);
 int gs_fp8_recipe_parse(const char *s, gs_fp8 *out);   /* delayed, current (tensorwise), auto */
 int gs_fp8_amax_algo_parse(const char *s, gs_fp8_amax_algo *out);
 int gs_cp_comm_parse(const char *s, gs_cp_comm *out);  /* p2p, all_gather (allgather), a2a, a2a+p2p */
-const char *gs_moe_dispatcher_name(gs_moe_dispatcher d); /* "alltoall", "allgather" */
-int gs_moe_dispatcher_parse(const char *s, gs_moe_dispatcher *out); /* alltoall, allgather */
+const char *gs_moe_dispatcher_name(gs_moe_dispatcher d); /* "alltoall", "allgather", "flex" */
+int gs_moe_dispatcher_parse(const char *s, gs_moe_dispatcher *out); /* alltoall, allgather, flex (deepep) */
 
 /* Facts about a sharding strategy. */
 int gs_sharding_shards_params(gs_sharding s);    /* full_shard, zero3, hybrid */

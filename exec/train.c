@@ -55,6 +55,8 @@ static const char *moe_unsupported(const gs_scenario *s, const gs_mesh *mesh, ch
     }
     if (s->strategy.moe_dispatcher == GS_MOE_ALLGATHER)
         return "the allgather token dispatcher is simulated, not executed (exec runs moe_dispatcher: alltoall)";
+    if (s->strategy.moe_dispatcher == GS_MOE_FLEX)
+        return "the flex (DeepEP) token dispatcher is simulated, not executed (exec runs moe_dispatcher: alltoall)";
     if (mesh->etp) {
         snprintf(which, len, "expert tensor parallelism below tp (etp=%llu, tp=%llu) is simulated, not executed",
                  (unsigned long long)mesh->etp, (unsigned long long)tp);

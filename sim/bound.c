@@ -119,7 +119,7 @@ static gs_status measure(const gs_scenario *s, const gs_mesh *mesh, layer_costs 
     gs_compute_model_for_scenario(&cm, s); /* the sim's compute model: kernels, framework, fit */
     gs_topo topo;
     gs_topo_init(&topo, &s->cluster);
-    gs_coll_shape tp_shape = {tp, 1, tp, 1}; /* the planner keeps TP inside a node */
+    gs_coll_shape tp_shape = {tp, 1, tp, 1, 0.0}; /* the planner keeps TP inside a node */
     memset(out, 0, sizeof *out);
     for (size_t i = 0; i < sch->nranks && rc == GS_OK; i++) {
         const gs_rank_events *r = &sch->ranks[i];

@@ -118,7 +118,7 @@ static double event_base_s(const sim_state *st, cost_map *cache, const des_varia
     case GS_EV_COLLECTIVE:
         ce = cost_map_find(cache, (uint64_t)vi << 16 | (uint64_t)e->group << 8 | e->op, e->bytes,
                            e->group_size | (uint64_t)(e->role == GS_ROLE_CP_KV && e->part == GS_PART_RING) << 62 |
-                               1ULL << 63);
+                               1ULL << 63 | (uint64_t)(e->net_share > 0.0f) << 61);
         if (!ce->used) {
             gs_coll_cost cost;
             gs_coll_shape shape = des_coll_shape(v->shape[e->group], e);

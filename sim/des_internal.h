@@ -217,6 +217,7 @@ uint64_t des_peer(const run_ctx *c, size_t ri, uint32_t k);
 static inline gs_coll_shape des_coll_shape(gs_coll_shape shape, const gs_event *e)
 {
     shape.nranks = e->group_size;
+    shape.net_share = e->net_share;
     if (e->role == GS_ROLE_CP_KV && e->part == GS_PART_RING && shape.nnodes > 1) {
         shape.nnodes = shape.nranks;
         shape.ppn = 1;

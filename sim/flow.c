@@ -384,7 +384,8 @@ gs_status gs_flow_model_coll(gs_flow_model *m, double now_s, gs_coll_op op, cons
     if (shape->nnodes > 1)
         node_net = cost->net_bytes * (double)gs__nics_near(&m->topo, shape->ppn);
     if (shape->ppn > 1)
-        intra = op == GS_COLL_ALLTOALL ? size * (double)(shape->ppn - 1) / (double)shape->nranks
+        intra = op == GS_COLL_ALLTOALL ? size * (double)(shape->ppn - 1) /
+                                             (double)(shape->net_share > 0.0 ? shape->ppn : shape->nranks)
                                        : size * gs_busbw_factor(op, shape->ppn);
     /* the nodes of the present members and the NICs they use there */
     for (size_t i = 0; i < nranks; i++) {

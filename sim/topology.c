@@ -127,6 +127,7 @@ void gs_topo_group_shape(const gs_mesh *mesh, gs_group_kind g, uint64_t rank, gs
     uint64_t size = 0;
     gs_dim d;
     out->siblings = 1;
+    out->net_share = 0.0;
     switch (g) {
     case GS_GROUP_DP_INTRA:
         /* HSDP's shard group: the DP members on the rank's node (schedule.h), one node. */

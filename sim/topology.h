@@ -56,6 +56,9 @@ typedef struct gs_coll_shape {
                           this one included, that run their collectives at the same time (a
                           step's schedule is the same on every rank) and so share the node's
                           NICs; 0 or 1: alone on them (gridstep coll's single call) */
+    double net_share;  /* ALLTOALL: the share of a rank's bytes that leaves its node when each
+                          token goes once per remote node (the flex / DeepEP dispatcher's
+                          gs_event.net_share); 0: NCCL's all-to-all, a row per remote rank */
 } gs_coll_shape;
 
 /* The share of its nearest NICs a group's traffic gets while its siblings' runs beside it: 1 /

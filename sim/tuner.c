@@ -212,6 +212,13 @@ static double alltoall_time(const gs_topo *t, const gs_coll_shape *s, double byt
 {
     double n = (double)s->nranks, ppn = (double)s->ppn;
     double local = bytes * (ppn - 1.0) / n, remote = bytes * (n - ppn) / n;
+    if (s->net_share > 0.0 && s->nnodes > 1) {
+        /* the flex (DeepEP) dispatch: each token once over RDMA to each remote node, then once
+         * over NVLink to each GPU there (the rows bound for the node's other GPUs, forwarded or
+         * local, pass this one's NVLink ports); the kernel pipelines the two */
+        local = bytes * (ppn - 1.0) / ppn;
+        remote = bytes * s->net_share;
+    }
     double t_local = 0.0, t_remote = 0.0, lat = 0.0;
     *net_bytes = 0.0;
     if (local > 0.0) {

@@ -179,7 +179,7 @@ START_TEST(test_file_applies)
     ck_assert(t.one_machine && t.fit_intra.set);
 
     /* all-reduce of 1 MB on 2 ranks: 10 us + 1e6 / 2e9 s = 510 us */
-    gs_coll_shape sh = {2, 1, 2, 1};
+    gs_coll_shape sh = {2, 1, 2, 1, 0.0};
     gs_coll_cost cost;
     ck_assert_int_eq(gs_coll_estimate(&t, GS_COLL_ALLREDUCE, &sh, 1000000, GS_ALGO_COUNT, &cost), GS_OK);
     ck_assert(fabs(cost.time_s - 510e-6) < 1e-12);
@@ -616,7 +616,7 @@ START_TEST(test_host_inter)
         gs_compute_model cm;
         memset(&cm, 0, sizeof cm);
         gs_calib_apply(&c, 2, &cm, &t);
-        gs_coll_shape two_nodes = {2, 2, 1, 1};
+        gs_coll_shape two_nodes = {2, 2, 1, 1, 0.0};
         double want = with_inter ? 1e-3 + 1e6 / 1e9 : 1e-5 + 1e6 / 1e10;
         ck_assert_double_eq_tol(gs__measured_time(&t, GS_COLL_ALLREDUCE, &two_nodes, 1e6), want, 1e-12);
     }

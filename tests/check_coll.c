@@ -30,7 +30,7 @@ static gs_topo topo(const char *cluster)
 static gs_coll_cost est(const gs_topo *t, gs_coll_op op, uint64_t n, uint64_t nodes, uint64_t ppn,
                         uint64_t bytes, gs_algo force)
 {
-    gs_coll_shape s = {n, nodes, ppn, 1};
+    gs_coll_shape s = {n, nodes, ppn, 1, 0.0};
     gs_coll_cost c;
     gs_status st = gs_coll_estimate(t, op, &s, bytes, force, &c);
     ck_assert_msg(st == GS_OK, "estimate failed: %s n=%llu nodes=%llu ppn=%llu bytes=%llu force=%s",
@@ -389,7 +389,7 @@ START_TEST(test_monotonic_in_size)
         for (size_t si = 0; si < sizeof shapes / sizeof shapes[0]; si++)
             for (int op = 0; op < GS_COLL_COUNT; op++)
                 for (int f = 0; f <= GS_ALGO_COUNT; f++) {
-                    gs_coll_shape s = {shapes[si][0], shapes[si][1], shapes[si][2], 1};
+                    gs_coll_shape s = {shapes[si][0], shapes[si][1], shapes[si][2], 1, 0.0};
                     double prev = 0.0;
                     /* 5% steps, so bucket edges of the tree correction are crossed too. */
                     for (uint64_t b = 1; b < (64ULL << 30); b = b + b / 20 + 1) {
@@ -411,7 +411,7 @@ START_TEST(test_deterministic)
     for (int op = 0; op < GS_COLL_COUNT; op++)
         for (uint64_t sz = 8; sz <= 4 * GIB; sz *= 4) {
             gs_coll_cost x, y;
-            gs_coll_shape s = {128, 16, 8, 1};
+            gs_coll_shape s = {128, 16, 8, 1, 0.0};
             memset(&x, 0, sizeof x);
             memset(&y, 0, sizeof y);
             ck_assert_int_eq(gs_coll_estimate(&a, (gs_coll_op)op, &s, sz, GS_ALGO_COUNT, &x), GS_OK);
@@ -424,7 +424,7 @@ END_TEST
 START_TEST(test_applicability)
 {
     gs_topo h = topo("dgx-h100"), a = topo("dgx-a100-80g");
-    gs_coll_shape node = {8, 1, 8, 1}, two = {16, 2, 8, 1}, rails = {8, 8, 1, 1};
+    gs_coll_shape node = {8, 1, 8, 1, 0.0}, two = {16, 2, 8, 1, 0.0}, rails = {8, 8, 1, 1, 0.0};
     gs_coll_cost c;
     /* Tree: all-reduce only (ref 3.6). */
     ck_assert_int_eq(gs_coll_estimate(&h, GS_COLL_ALLGATHER, &node, GIB, GS_ALGO_TREE, &c), GS_ERR_UNSUPPORTED);
@@ -442,7 +442,7 @@ START_TEST(test_applicability)
     ck_assert_int_eq(gs_coll_estimate(&h, GS_COLL_ALLTOALL, &two, GIB, GS_ALGO_RING, &c), GS_ERR_UNSUPPORTED);
     /* Impossible shapes. */
     {
-        gs_coll_shape over = {16, 1, 16, 1}, short_ = {16, 2, 4, 1}, zero = {0, 1, 1, 1};
+        gs_coll_shape over = {16, 1, 16, 1, 0.0}, short_ = {16, 2, 4, 1, 0.0}, zero = {0, 1, 1, 1, 0.0};
         ck_assert_int_eq(gs_coll_estimate(&h, GS_COLL_ALLREDUCE, &over, GIB, GS_ALGO_COUNT, &c), GS_ERR_INPUT);
         ck_assert_int_eq(gs_coll_estimate(&h, GS_COLL_ALLREDUCE, &short_, GIB, GS_ALGO_COUNT, &c), GS_ERR_INPUT);
         ck_assert_int_eq(gs_coll_estimate(&h, GS_COLL_ALLREDUCE, &zero, GIB, GS_ALGO_COUNT, &c), GS_ERR_INPUT);

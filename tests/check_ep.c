@@ -481,13 +481,19 @@ START_TEST(test_ep_megatron)
     ck_assert(b.grid.ep == 4 && b.model.moe.experts == 8 && b.model.moe.dense_layers == 1 && b.model.moe.top_k == 2);
     ck_assert_double_eq(b.model.moe.capacity_factor, 1.5);
     gs_text_fini(&t);
-    /* Megatron-LM's default dispatcher is allgather; flex (DeepEP) is not built */
+    /* Megatron-LM's default dispatcher is allgather; flex with the DeepEP backend (its default)
+     * and the routing groups are read */
     ck_assert_msg(gs_import_megatron_args("--num-experts 8 --tensor-model-parallel-size 2 --sequence-parallel",
                                           "run.sh", &o, &s, &ig, &err) == GS_OK, "%s", err.msg);
     ck_assert_int_eq(s.strategy.moe_dispatcher, GS_MOE_ALLGATHER);
-    ck_assert_int_eq(gs_import_megatron_args("--num-experts 8 --moe-token-dispatcher-type flex", "run.sh", &o, &s, &ig,
+    ck_assert_msg(gs_import_megatron_args("--num-experts 8 --moe-token-dispatcher-type flex --moe-router-num-groups 4 "
+                                          "--moe-router-group-topk 2",
+                                          "run.sh", &o, &s, &ig, &err) == GS_OK, "%s", err.msg);
+    ck_assert_int_eq(s.strategy.moe_dispatcher, GS_MOE_FLEX);
+    ck_assert(s.model.moe.groups == 4 && s.model.moe.group_topk == 2);
+    ck_assert_int_eq(gs_import_megatron_args("--num-experts 8 --moe-token-dispatcher-type deepep", "run.sh", &o, &s, &ig,
                                              &err), GS_ERR_INPUT);
-    ck_assert_msg(strstr(err.msg, "expected alltoall or allgather"), "%s", err.msg);
+    ck_assert_msg(strstr(err.msg, "expected alltoall, allgather or flex"), "%s", err.msg);
     ck_assert_int_eq(gs_import_megatron_args("--num-experts 8 --moe-token-dispatcher-type alltoall "
                                              "--tensor-model-parallel-size 2 --expert-tensor-parallel-size 3",
                                              "run.sh", &o, &s, &ig, &err), GS_ERR_INPUT);

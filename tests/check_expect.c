@@ -354,7 +354,7 @@ START_TEST(shipped_published_scenarios)
     ck_assert_ptr_nonnull(d);
     struct dirent *de;
     int nar21 = 0, mcore = 0, mpt = 0, fms = 0, kforge = 0, olmo = 0, flash = 0, fsdp = 0, other = 0, dgxc = 0, nemo = 0;
-    int dgxc_moe = 0, dgxc_dsv3 = 0, nemo_moe = 0, megatron_moe = 0, titan = 0;
+    int dgxc_moe = 0, dgxc_dsv3 = 0, nemo_moe = 0, megatron_moe = 0, titan = 0, mbridge = 0;
     while ((de = readdir(d)) != NULL) {
         size_t n = strlen(de->d_name);
         if (n < 6 || strcmp(de->d_name + n - 5, ".yaml") != 0)
@@ -454,6 +454,11 @@ START_TEST(shipped_published_scenarios)
             ck_assert(s.cluster.gpu.power_w == 500.0 && s.cluster.gpu.hbm_bytes == 96000000000ULL);
             /* Tables 1 and 3 (local batch 2): torchtitan's per-op selective checkpointing */
             ck_assert_int_eq(s.strategy.recompute, s.batch.micro_seqs == 2 ? GS_RECOMPUTE_OP : GS_RECOMPUTE_FULL);
+        } else if (strncmp(s.title, "MBRIDGE-", 8) == 0) {
+            mbridge++; /* Megatron Bridge's Qwen3-30B-A3B over HybridEP: the flex dispatcher, expert TP 1 */
+            ck_assert_str_eq(e.dataset, "megatron-bridge");
+            ck_assert_int_eq(s.strategy.moe_dispatcher, GS_MOE_FLEX);
+            ck_assert(s.grid.ep == 16 && s.grid.etp == 1 && s.model.moe.experts == 128);
         } else if (strcmp(s.title, "LLAMA1-1") == 0 || strcmp(s.title, "MEGREADME-1") == 0) {
             other++;
         } else {
@@ -480,6 +485,7 @@ START_TEST(shipped_published_scenarios)
     ck_assert_int_eq(nemo_moe, 1);
     ck_assert_int_eq(megatron_moe, 2);
     ck_assert_int_eq(titan, 13);
+    ck_assert_int_eq(mbridge, 2);
 }
 END_TEST
 

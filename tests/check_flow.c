@@ -136,7 +136,7 @@ START_TEST(test_shared_nic)
     gs_topo t;
     gs_flow_model *m;
     gs_coll_cost cost;
-    gs_coll_shape shape = {2, 2, 1, 1};
+    gs_coll_shape shape = {2, 2, 1, 1, 0.0};
     uint64_t bytes = UINT64_C(1) << 30, g1[2] = {0, 8}, g2[2] = {1, 9};
     uint32_t a, b;
     gs_topo_init(&t, &c);
@@ -222,7 +222,7 @@ static double class_coll_speed(const char *preset, int exact_path)
     gs_error err;
     gs_flow_model *m;
     gs_coll_cost cost;
-    gs_coll_shape shape = {2, 2, 1, 1};
+    gs_coll_shape shape = {2, 2, 1, 1, 0.0};
     uint64_t bytes = UINT64_C(1) << 30;
     uint32_t id = 0, first = 0;
     gs_error_init(&err);
@@ -284,7 +284,7 @@ static gs_flow_exact coll_exact(gs_cluster c, uint64_t ranks, gs_algo force, uin
 {
     gs_topo t;
     gs_flow_exact x;
-    gs_coll_shape shape = {ranks, (ranks + c.gpus_per_node - 1) / c.gpus_per_node, c.gpus_per_node, 1};
+    gs_coll_shape shape = {ranks, (ranks + c.gpus_per_node - 1) / c.gpus_per_node, c.gpus_per_node, 1, 0.0};
     c.nodes = shape.nnodes;
     gs_topo_init(&t, &c);
     ck_assert_int_eq(gs_flow_coll_exact(&t, GS_COLL_ALLREDUCE, &shape, bytes, force, &x), GS_OK);

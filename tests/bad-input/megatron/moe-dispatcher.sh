@@ -1,2 +1,2 @@
-# expect: --moe-token-dispatcher-type: found flex, expected alltoall or allgather
---num-experts 8 --moe-token-dispatcher-type flex
+# expect: --moe-flex-dispatcher-backend: found ncclep, expected deepep or hybridep
+--num-experts 8 --moe-token-dispatcher-type flex --moe-flex-dispatcher-backend ncclep
