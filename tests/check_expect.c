@@ -455,10 +455,12 @@ START_TEST(shipped_published_scenarios)
             /* Tables 1 and 3 (local batch 2): torchtitan's per-op selective checkpointing */
             ck_assert_int_eq(s.strategy.recompute, s.batch.micro_seqs == 2 ? GS_RECOMPUTE_OP : GS_RECOMPUTE_FULL);
         } else if (strncmp(s.title, "MBRIDGE-", 8) == 0) {
-            mbridge++; /* Megatron Bridge's Qwen3-30B-A3B over HybridEP: the flex dispatcher, expert TP 1 */
+            mbridge++;
             ck_assert_str_eq(e.dataset, "megatron-bridge");
-            ck_assert_int_eq(s.strategy.moe_dispatcher, GS_MOE_FLEX);
-            ck_assert(s.grid.ep == 16 && s.grid.etp == 1 && s.model.moe.experts == 128);
+            if (strstr(s.title, "-QWEN3-")) { /* Qwen3-30B-A3B over HybridEP: the flex dispatcher, expert TP 1 */
+                ck_assert_int_eq(s.strategy.moe_dispatcher, GS_MOE_FLEX);
+                ck_assert(s.grid.ep == 16 && s.grid.etp == 1 && s.model.moe.experts == 128);
+            }
         } else if (strcmp(s.title, "LLAMA1-1") == 0 || strcmp(s.title, "MEGREADME-1") == 0) {
             other++;
         } else {
@@ -485,7 +487,7 @@ START_TEST(shipped_published_scenarios)
     ck_assert_int_eq(nemo_moe, 1);
     ck_assert_int_eq(megatron_moe, 2);
     ck_assert_int_eq(titan, 13);
-    ck_assert_int_eq(mbridge, 2);
+    ck_assert_int_eq(mbridge, 3);
 }
 END_TEST
 
