@@ -9,6 +9,7 @@
 #include <stdint.h>
 
 #include "engine/ledger.h"
+#include "engine/moe_route.h"
 #include "engine/partition.h"
 #include "engine/pipeline.h"
 #include "engine/schedule.h"
@@ -40,6 +41,7 @@ typedef struct gs_bctx {
     uint64_t group[GS_GROUP_KIND_COUNT];
     uint64_t group_size[GS_GROUP_KIND_COUNT];
     gs_group_kind dp_group;      /* DP or DP_INTRA (HSDP) for gathers and reduce-scatters */
+    gs_moe_flex_route moe_route; /* moe_dispatcher flex: where this rank's tokens go (moe_route.h) */
     /* resident tensors */
     uint32_t *param_t;           /* per unit: parameter storage (shard or full) */
     uint32_t *grad_t;            /* per unit: gradient storage (shard or full) */

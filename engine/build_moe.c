@@ -46,7 +46,6 @@
 #include <stdint.h>
 
 #include "engine/build_ops.h"
-#include "engine/moe_route.h"
 
 /* A MoE MLP's sizes on this rank for one micro-batch. */
 typedef struct moe_shapes {
@@ -84,7 +83,7 @@ static void moe_shapes_init(const pass *p, const shapes *sh, moe_shapes *ms)
     ms->ef_t = ef / ms->etp;
     ms->fs_t = moe->shared_experts * ef / x->tp;
     ms->flex = x->s->strategy.moe_dispatcher == GS_MOE_FLEX;
-    ms->fx = ms->flex ? gs_moe_flex_traffic(moe, x->mesh, x->rank, ms->ep, ms->rows) : (gs_moe_flex){ms->rows, 0.0};
+    ms->fx = ms->flex ? gs_moe_flex_rows(moe, &x->moe_route, ms->rows) : (gs_moe_flex){ms->rows, 0.0};
 }
 
 /* The token rows' bytes a rank moves in one all-to-all, or shards in one ETP collective. */

@@ -85,18 +85,29 @@ uint64_t gs_moe_ep_ranks_per_node(const gs_mesh *m, uint64_t rank)
     return on ? on : 1;
 }
 
+gs_moe_flex_route gs_moe_flex_route_of(const gs_moe *moe, const gs_mesh *m, uint64_t rank, uint64_t ep)
+{
+    gs_moe_flex_route r = {(double)moe->top_k, 0.0};
+    if (ep <= 1 || !moe->experts || !moe->top_k)
+        return r;
+    uint64_t L = moe->experts / ep, ppn = gs_moe_ep_ranks_per_node(m, rank), nodes = ep / ppn;
+    r.ranks = gs_moe_blocks_hit(moe, L); /* distinct destination ranks per token */
+    if (nodes > 1 && r.ranks > 0.0)
+        r.net_share = gs_moe_blocks_hit(moe, L * ppn) * (double)(nodes - 1) / (double)nodes / r.ranks;
+    return r;
+}
+
+gs_moe_flex gs_moe_flex_rows(const gs_moe *moe, const gs_moe_flex_route *r, uint64_t routed_rows)
+{
+    gs_moe_flex f = {routed_rows, r->net_share};
+    if (moe->top_k && r->ranks != (double)moe->top_k)
+        f.rank_rows = (uint64_t)ceil((double)routed_rows * r->ranks / (double)moe->top_k);
+    return f;
+}
+
 gs_moe_flex gs_moe_flex_traffic(const gs_moe *moe, const gs_mesh *m, uint64_t rank, uint64_t ep,
                                 uint64_t routed_rows)
 {
-    gs_moe_flex f = {routed_rows, 0.0};
-    if (ep <= 1 || !moe->experts || !moe->top_k)
-        return f;
-    uint64_t L = moe->experts / ep, ppn = gs_moe_ep_ranks_per_node(m, rank), nodes = ep / ppn;
-    double ranks = gs_moe_blocks_hit(moe, L); /* distinct destination ranks per token */
-    f.rank_rows = (uint64_t)ceil((double)routed_rows * ranks / (double)moe->top_k);
-    if (nodes > 1 && ranks > 0.0) {
-        double node_hits = gs_moe_blocks_hit(moe, L * ppn);
-        f.net_share = node_hits * (double)(nodes - 1) / (double)nodes / ranks;
-    }
-    return f;
+    gs_moe_flex_route r = gs_moe_flex_route_of(moe, m, rank, ep);
+    return gs_moe_flex_rows(moe, &r, routed_rows);
 }

@@ -44,8 +44,20 @@ typedef struct gs_moe_flex {
     double net_share;
 } gs_moe_flex;
 
-/* The flex dispatch of `routed_rows` routed copies (tokens x top_k, with any skew) from `rank`,
- * over an EP group of `ep` ranks (etp 1). */
+/* What a flex dispatch from `rank` over an EP group of `ep` ranks (etp 1) does with each token,
+ * whatever the micro-batch: `ranks` its expected distinct destination ranks (top_k when ep <= 1:
+ * no deduplication), `net_share` as gs_moe_flex's. A schedule build computes it once per rank. */
+typedef struct gs_moe_flex_route {
+    double ranks;
+    double net_share;
+} gs_moe_flex_route;
+
+gs_moe_flex_route gs_moe_flex_route_of(const gs_moe *moe, const gs_mesh *m, uint64_t rank, uint64_t ep);
+
+/* The dispatch of `routed_rows` routed copies (tokens x top_k, with any skew) under route r. */
+gs_moe_flex gs_moe_flex_rows(const gs_moe *moe, const gs_moe_flex_route *r, uint64_t routed_rows);
+
+/* The two in one: the flex dispatch of `routed_rows` routed copies from `rank` over `ep` ranks. */
 gs_moe_flex gs_moe_flex_traffic(const gs_moe *moe, const gs_mesh *m, uint64_t rank, uint64_t ep,
                                 uint64_t routed_rows);
 
