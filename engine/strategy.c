@@ -185,23 +185,6 @@ const char *gs_fp8_name(gs_fp8 f)
     return (unsigned)f < COUNT_OF(fp8_names) ? fp8_names[f][0] : "?";
 }
 
-static const char *const fp8_amax_algo_names[] = {"most_recent", "max"};
-
-const char *gs_fp8_amax_algo_name(gs_fp8_amax_algo a)
-{
-    return (unsigned)a < COUNT_OF(fp8_amax_algo_names) ? fp8_amax_algo_names[a] : "?";
-}
-
-int gs_fp8_amax_algo_parse(const char *s, gs_fp8_amax_algo *out)
-{
-    for (size_t i = 0; i < COUNT_OF(fp8_amax_algo_names); i++)
-        if (strcasecmp(s, fp8_amax_algo_names[i]) == 0) {
-            *out = (gs_fp8_amax_algo)i;
-            return 0;
-        }
-    return -1;
-}
-
 const char *gs_cp_comm_name(gs_cp_comm c)
 {
     return (unsigned)c < COUNT_OF(cp_comm_names) ? cp_comm_names[c][0] : "?";
@@ -384,6 +367,22 @@ int gs_cp_comm_parse(const char *s, gs_cp_comm *out)
 const char *gs_moe_dispatcher_name(gs_moe_dispatcher d)
 {
     return (unsigned)d < COUNT_OF(moe_dispatcher_names) ? moe_dispatcher_names[d][0] : "?";
+}
+
+static const char *const fp8_amax_algo_names[] = {"most_recent", "max"};
+
+const char *gs_fp8_amax_algo_name(gs_fp8_amax_algo a)
+{
+    return (unsigned)a < COUNT_OF(fp8_amax_algo_names) ? fp8_amax_algo_names[a] : "?";
+}
+
+int gs_fp8_amax_algo_parse(const char *s, gs_fp8_amax_algo *out)
+{
+    int i = parse_name(s, fp8_amax_algo_names, COUNT_OF(fp8_amax_algo_names), 1);
+    if (i < 0)
+        return -1;
+    *out = (gs_fp8_amax_algo)i;
+    return 0;
 }
 
 int gs_moe_dispatcher_parse(const char *s, gs_moe_dispatcher *out)

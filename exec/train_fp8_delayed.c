@@ -309,8 +309,10 @@ gs_status gs__train_fp8_amax_action(const ctx *c, action a)
  * checkpoint of any grid. The amaxes recorded since the last reduction are 0 between steps and
  * not saved. */
 
-int gs__train_fp8_meta_name(const char *name)
+int gs_train_state_tensor(const char *name)
 {
+    if (!name)
+        return 0;
     size_t n = strlen(name), k = strlen("._fp8_meta");
     return n > k && strcmp(name + n - k, "._fp8_meta") == 0;
 }

@@ -303,11 +303,9 @@ const gs_fp8_scales *gs__train_fp8_scales(const ctx *c, gs_lin which, uint64_t j
 gs_status gs__train_fp8_amax_action(const ctx *c, action a);
 /* Checkpoints: the tensors of r's FP8 state (0 without delayed scaling; a layer's, and a MoE
  * block's experts'), appended at out[*n] with their pieces allocated (gs_shard_list_fini frees
- * them), pointing at the scales and histories themselves. A name of such a tensor:
- * gs__train_fp8_meta_name 1. */
+ * them), pointing at the scales and histories themselves (their names: gs_train_state_tensor). */
 size_t gs__train_fp8_meta_count(const gs_train *t, const rank_st *r);
 gs_status gs__train_fp8_meta_shards(const gs_train *t, rank_st *r, gs_shard_tensor *out, size_t *n, gs_error *err);
-int gs__train_fp8_meta_name(const char *name);
 
 /* ---- helpers the actions share (exec/train_ops.c) ---- */
 float *gs__train_buf(const ctx *c, uint32_t id);

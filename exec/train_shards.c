@@ -190,9 +190,3 @@ gs_status gs_train_shards_upload(const gs_train *t, size_t ri, const gs_shard_li
             t->ops->upload(t->drv, st, s->stages[i].dev, s->stages[i].host, s->stages[i].n * sizeof(float));
     return t->ops->stream_sync(t->drv, st, err);
 }
-
-
-int gs_train_state_tensor(const char *name)
-{
-    return name && gs__train_fp8_meta_name(name);
-}
