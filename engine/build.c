@@ -129,8 +129,7 @@ static gs_status bctx_init(gs_bctx *x, const gs_scenario *s, const gs_mesh *mesh
     x->tp = mesh->size[GS_DIM_TP];
     x->last = x->stage + 1 == x->pp;
     x->mb_count = microbatches;
-    x->v = s->strategy.pipeline == GS_PIPE_INTERLEAVED && x->pp > 1 && s->strategy.virtual_stages
-               ? s->strategy.virtual_stages : 1;
+    x->v = gs_strategy_chunks(&s->strategy, x->pp);
     x->last_compute = x->last_dp = x->compute_wait = GS_NO_ID;
     x->root_grad_t = GS_NO_ID;
     r->stage = x->stage;

@@ -428,7 +428,7 @@ gs_status gs__ledger_stage_peak(stage_build *b, gs_error *err)
     const gs_strategy *st = &b->s->strategy;
     calc *c = b->c;
     gs_ledger_rank *r = b->r;
-    uint64_t v = st->pipeline == GS_PIPE_INTERLEAVED && b->pp > 1 && st->virtual_stages ? st->virtual_stages : 1;
+    uint64_t v = gs_strategy_chunks(st, b->pp);
     gs_pipe_order order = {NULL, 0, 0};
     gs_status rc = gs_pipe_order_build(st->pipeline, b->pp, b->stage, b->mb, v, &order, err);
     stage_ctx x;

@@ -31,7 +31,7 @@ static void count_moe_blocks(const stage_build *b, moe_count *n)
     const gs_scenario *s = b->s;
     const gs_strategy *st = &s->strategy;
     uint64_t layers = b->r->layers, pp = b->pp;
-    uint64_t v = st->pipeline == GS_PIPE_INTERLEAVED && pp > 1 && st->virtual_stages ? st->virtual_stages : 1;
+    uint64_t v = gs_strategy_chunks(st, pp);
     memset(n, 0, sizeof *n);
     for (uint64_t l = 0; l < layers; l++) {
         int moe = gs_model_moe_block(&s->model, gs_pipe_global_layer(b->mesh, s->model.layers, v, b->stage, l));
@@ -71,7 +71,7 @@ static gs_status dp_pass_elements(const stage_build *b, dp_pass *d, gs_error *er
     const gs_partition *part = &b->part;
     calc *c = b->c;
     uint64_t N = plan->N, R = plan->R;
-    uint64_t nchunks = st->pipeline == GS_PIPE_INTERLEAVED && b->pp > 1 && st->virtual_stages ? st->virtual_stages : 1;
+    uint64_t nchunks = gs_strategy_chunks(st, b->pp);
     int chunk_buckets = plan->bucketed && st->bucket_stages == GS_BUCKET_STAGES_FIRST;
     uint64_t *chunk_params = NULL; /* per model chunk and kind (2 ch + expert), parameters in its one bucket */
     memset(d, 0, sizeof *d);
@@ -475,7 +475,7 @@ void gs__ledger_stage_fp8_traffic(stage_build *b)
     const gs_strategy *st = &s->strategy;
     calc *c = b->c;
     gs_ledger_rank *r = b->r;
-    uint64_t v = st->pipeline == GS_PIPE_INTERLEAVED && b->pp > 1 && st->virtual_stages ? st->virtual_stages : 1;
+    uint64_t v = gs_strategy_chunks(st, b->pp);
     uint64_t n = b->mesh->world / b->pp, total = 0, buf = 0;
     r->traffic[GS_TRAFFIC_FP8_AMAX] = 0;
     if (!gs_fp8_amax_reduced(s) || n <= 1)
@@ -516,7 +516,7 @@ void gs__ledger_stage_pp_traffic(stage_build *b)
     calc *c = b->c;
     gs_ledger_rank *r = b->r;
     uint64_t stage = b->stage, pp = b->pp, mb = b->mb;
-    uint64_t v = st->pipeline == GS_PIPE_INTERLEAVED && pp > 1 && st->virtual_stages ? st->virtual_stages : 1;
+    uint64_t v = gs_strategy_chunks(st, pp);
     uint64_t ppb = 0;
     if (pp > 1) {
         uint64_t fwd = mul(c, mb, v, "traffic") - (stage + 1 == pp ? mb : 0);
@@ -557,7 +557,7 @@ uint64_t gs_sp_norm_params(const gs_scenario *s, const gs_mesh *mesh, uint64_t s
     int last = stage + 1 == pp;
     uint64_t per_norm = (m->norm == GS_NORM_LAYERNORM || m->bias) ? 2 * m->hidden : m->hidden;
     uint64_t n = stage_layers * 2 * per_norm + (last ? per_norm * (1 + 3 * m->mtp_layers) : 0); /* + MTP's 3 norms */
-    uint64_t v = st->pipeline == GS_PIPE_INTERLEAVED && pp > 1 && st->virtual_stages ? st->virtual_stages : 1;
+    uint64_t v = gs_strategy_chunks(st, pp);
     for (uint64_t l = 0; m->moe.experts && l < stage_layers; l++)
         if (gs_model_moe_block(m, gs_pipe_global_layer(mesh, m->layers, v, stage, l)))
             n += m->hidden * m->moe.experts; /* the router */

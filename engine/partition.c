@@ -191,19 +191,13 @@ static gs_status build_cover_index(gs_partition *p)
     return GS_OK;
 }
 
-/* Model chunks per stage: the interleaved schedule's virtual stages, else 1. */
-static uint64_t stage_chunks(const gs_strategy *st, uint64_t pp)
-{
-    return st->pipeline == GS_PIPE_INTERLEAVED && pp > 1 && st->virtual_stages ? st->virtual_stages : 1;
-}
-
 /* Whether stage-local layer l of `stage` is one of a MoE model's dense blocks. */
 static int local_layer_dense(const gs_scenario *s, const gs_mesh *mesh, uint64_t stage, int64_t l)
 {
     const gs_model *m = &s->model;
     if (!gs_model_has_dense_blocks(m) || m->nominal_params)
         return 0;
-    uint64_t v = stage_chunks(&s->strategy, mesh->size[GS_DIM_PP]);
+    uint64_t v = gs_strategy_chunks(&s->strategy, mesh->size[GS_DIM_PP]);
     return !gs_model_moe_block(m, gs_pipe_global_layer(mesh, m->layers, v, stage, (uint64_t)l));
 }
 
@@ -339,7 +333,7 @@ static gs_status wrap_min_params(const gs_scenario *s, const gs_mesh *mesh, uint
     /* The embedding and the head stay in the root: they are touched outside the blocks. */
     *root += p->emb_params + p->head_params;
     uint64_t unwrapped_layers = 0;
-    uint64_t v = stage_chunks(st, mesh->size[GS_DIM_PP]), chunk = 0;
+    uint64_t v = gs_strategy_chunks(st, mesh->size[GS_DIM_PP]), chunk = 0;
     int64_t chunk_bot, chunk_top;
     gs_partition_chunk_span(p, v, chunk, &chunk_bot, &chunk_top);
     for (int32_t l = l0; l <= l1 && rc == GS_OK; l++) {

@@ -329,9 +329,7 @@ static gs_status check_recompute_op(const gs_scenario *s, gs_error *err)
 static gs_status check_layout(const gs_scenario *s, gs_error *err)
 {
     const gs_layout *l = &s->grid.layout;
-    uint64_t v = s->strategy.pipeline == GS_PIPE_INTERLEAVED && s->grid.pp > 1 ? s->strategy.virtual_stages : 1;
-    if (!v)
-        v = 1;
+    uint64_t v = gs_strategy_chunks(&s->strategy, s->grid.pp);
     if ((uint64_t)l->n != s->grid.pp * v)
         return gs_error_set(err, GS_ERR_INPUT,
                             "layout names %u virtual stages: expected pp x virtual_stages = %llu x %llu = %llu "

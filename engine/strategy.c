@@ -185,6 +185,11 @@ const char *gs_fp8_name(gs_fp8 f)
     return (unsigned)f < COUNT_OF(fp8_names) ? fp8_names[f][0] : "?";
 }
 
+uint64_t gs_strategy_chunks(const gs_strategy *s, uint64_t pp)
+{
+    return s->pipeline == GS_PIPE_INTERLEAVED && pp > 1 && s->virtual_stages ? s->virtual_stages : 1;
+}
+
 const char *gs_cp_comm_name(gs_cp_comm c)
 {
     return (unsigned)c < COUNT_OF(cp_comm_names) ? cp_comm_names[c][0] : "?";

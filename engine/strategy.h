@@ -309,6 +309,10 @@ int gs_cp_comm_parse(const char *s, gs_cp_comm *out);  /* p2p, all_gather (allga
 const char *gs_moe_dispatcher_name(gs_moe_dispatcher d); /* "alltoall", "allgather", "flex" */
 int gs_moe_dispatcher_parse(const char *s, gs_moe_dispatcher *out); /* alltoall, allgather, flex (deepep) */
 
+/* Model chunks a pipeline stage holds over pp stages: virtual_stages under the interleaved
+ * schedule (pp > 1), else 1. */
+uint64_t gs_strategy_chunks(const gs_strategy *s, uint64_t pp);
+
 /* Facts about a sharding strategy. */
 int gs_sharding_shards_params(gs_sharding s);    /* full_shard, zero3, hybrid */
 int gs_sharding_shards_grads(gs_sharding s);     /* + shard_grad_op, zero2 */

@@ -199,10 +199,7 @@ gs_status gs_train_create(const gs_scenario *s, const gs_schedule *sch, const gs
     const gs_model *m = &s->model;
     t->tp = sch->mesh.size[GS_DIM_TP];
     t->mbs = sch->microbatches;
-    t->vstages = s->strategy.pipeline == GS_PIPE_INTERLEAVED && sch->mesh.size[GS_DIM_PP] > 1 &&
-                         s->strategy.virtual_stages
-                     ? s->strategy.virtual_stages
-                     : 1;
+    t->vstages = gs_strategy_chunks(&s->strategy, sch->mesh.size[GS_DIM_PP]);
     t->b = s->batch.micro_seqs;
     t->seq = m->seq;
     t->cp = sch->mesh.cp > 1 ? sch->mesh.cp : 1;

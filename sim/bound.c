@@ -210,9 +210,7 @@ gs_status gs_sim_step_bound(const gs_scenario *s, const gs_mesh *mesh, void *ctx
     if (rc != GS_OK)
         return rc;
     uint64_t pp = mesh->size[GS_DIM_PP], m = gs_scenario_microbatches(s);
-    uint64_t v = s->strategy.pipeline == GS_PIPE_INTERLEAVED && pp > 1 && s->strategy.virtual_stages > 1
-                     ? s->strategy.virtual_stages
-                     : 1;
+    uint64_t v = gs_strategy_chunks(&s->strategy, pp);
     if (m == 0)
         m = 1;
     gs_topo topo;
