@@ -878,15 +878,19 @@ END_TEST
 
 /* Scenarios read back from their own accelerate YAML with --cluster alone: the model and batch
  * come from gridstep's lines (a nominal model: the seed's 7B with params 7e9 is no preset), and
- * the schedules built from both are equal. TP goes through FSDP2's parallelism_config, HSDP
- * through FSDP1's HYBRID_SHARD. */
+ * the schedules built from both are equal. TP goes through FSDP2's parallelism_config, a
+ * framework: fsdp2 scenario without TP through fsdp_version 2 (FSDP2's copies make its schedule
+ * differ from FSDP1's), HSDP without it through FSDP1's HYBRID_SHARD. */
 static const char *const acc_roundtrip[] = {
     "scenarios/seed-7b-8xa100.yaml",
     "scenarios/seed-7b-64gpu-25gbe-hsdp.yaml",
     "model: {params: 1.3e9, layers: 24, hidden: 2048, seq: 2048}\ncluster: {preset: dgx-a100-80g, nodes: 1}\n"
-    "grid: {dp: 4, pp: 1, tp: 2}\nstrategy: {sharding: full_shard, recompute: full}\nbatch: {global: 16, micro: 2}\n",
+    "grid: {dp: 4, pp: 1, tp: 2}\nstrategy: {framework: fsdp2, sharding: full_shard, recompute: full}\n"
+    "batch: {global: 16, micro: 2}\n",
     "model: llama2-7b\ncluster: {preset: dgx-a100-80g, nodes: 2}\ngrid: {dp: 8, pp: 1, tp: 2}\n"
-    "strategy: {sharding: hybrid_shard}\nbatch: {global: 32, micro: 1}\n",
+    "strategy: {framework: fsdp2, sharding: hybrid_shard}\nbatch: {global: 32, micro: 1}\n",
+    "model: llama2-7b\ncluster: {preset: dgx-a100-80g, nodes: 1}\ngrid: {dp: 8}\n"
+    "strategy: {framework: fsdp2, sharding: full_shard}\nbatch: {global: 16, micro: 1}\n",
 };
 
 START_TEST(test_accelerate_roundtrip)
