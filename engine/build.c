@@ -29,6 +29,7 @@
 #include <unistd.h>
 
 #include "engine/build_internal.h"
+#include "engine/framework.h"
 #include "engine/roles.h"
 #include "engine/schedule_internal.h"
 
@@ -103,6 +104,7 @@ static void bctx_fini(gs_bctx *x)
     free(x->hold_t);
     free(x->gathered_t);
     free(x->gathered_ev);
+    free(x->copy_pending);
     free(x->ugrad_t);
     free(x->reduce_ev);
     free(x->stash_t);
@@ -155,6 +157,7 @@ static gs_status bctx_init(gs_bctx *x, const gs_scenario *s, const gs_mesh *mesh
     x->grad_t = malloc(nu * sizeof *x->grad_t);
     x->gathered_t = malloc(nu * sizeof *x->gathered_t);
     x->gathered_ev = malloc(nu * sizeof *x->gathered_ev);
+    x->copy_pending = calloc(nu, sizeof *x->copy_pending);
     x->ugrad_t = malloc(nu * sizeof *x->ugrad_t);
     x->reduce_ev = malloc(nu * sizeof *x->reduce_ev);
     x->stash_t = malloc((size_t)(x->window * (x->part.layers ? x->part.layers : 1)) * sizeof *x->stash_t);
@@ -163,7 +166,7 @@ static gs_status bctx_init(gs_bctx *x, const gs_scenario *s, const gs_mesh *mesh
     x->xent_ev = malloc((size_t)x->window * sizeof *x->xent_ev);
     if (x->plan.hold_full_grads)
         x->hold_t = malloc(nu * sizeof *x->hold_t);
-    if (!x->param_t || !x->grad_t || !x->gathered_t || !x->gathered_ev || !x->ugrad_t || !x->reduce_ev ||
+    if (!x->param_t || !x->grad_t || !x->gathered_t || !x->gathered_ev || !x->copy_pending || !x->ugrad_t || !x->reduce_ev ||
         !x->stash_t || !x->emb_mask_t || !x->head_act_t || !x->xent_ev || (x->plan.hold_full_grads && !x->hold_t))
         return gs_error_set(err, GS_ERR_NOMEM, "out of memory building rank %" PRIu64, r->rank);
     for (size_t i = 0; i < x->window; i++)
@@ -355,6 +358,8 @@ static gs_status build_rank(const gs_scenario *s, const gs_mesh *mesh, uint64_t 
     if ((rc = bctx_init(&x, s, mesh, microbatches, r, &order)) != GS_OK || (rc = resident_tensors(&x, &o_el)) != GS_OK)
         goto out;
     const gs_shard_plan *pl = &x.plan;
+    x.fsdp2_copies = gs_framework_fsdp2_copies(gs_framework_resolve(s->strategy.framework, (int)s->strategy.sharding),
+                                               (int)s->strategy.sharding);
     /* prologue: the root unit, gathered for the whole step */
     if (pl->gather_root && x.root != SIZE_MAX && (rc = gs__gather_unit(&x, x.root, GS_PHASE_FWD, 0, GS_NO_ID)) != GS_OK)
         goto out;

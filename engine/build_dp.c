@@ -77,7 +77,54 @@ gs_status gs__gather_unit(gs_bctx *x, size_t u, gs_phase phase, uint32_t mb, uin
         return rc;
     x->gathered_t[u] = t;
     x->gathered_ev[u] = ev;
+    x->copy_pending[u] = (uint8_t)x->fsdp2_copies;
     return GS_OK;
+}
+
+/* FSDP2's copy-out (foreach_all_gather_copy_out): the compute stream waits for the all-gather,
+ * then reads the gathered buffer and writes each parameter's tensor, the gather's bytes twice. It
+ * runs where the layer first needs the unit (wait_for_unshard in the pre-forward and pre-backward
+ * hooks), so a prefetched gather still overlaps the layers before. */
+gs_status gs__copy_out_unit(gs_bctx *x, size_t u, gs_phase phase, uint32_t mb)
+{
+    if (u == SIZE_MAX || !x->copy_pending[u] || x->gathered_t[u] == GS_NO_ID)
+        return GS_OK;
+    int root = gs__is_root(x, u), ex = x->part.units[u].expert;
+    uint64_t N = gs_shard_ranks(&x->plan, ex), wb = root ? x->plan.wb : x->plan.gather_wb;
+    gs_evb b;
+    gs__evb_init(&b, GS_EV_COMPUTE, GS_STREAM_COMPUTE, phase == GS_PHASE_FWD ? GS_PHASE_FWD : GS_PHASE_BWD,
+                 gs__unit_layer(x, u), mb);
+    b.e.op = GS_OP_COPY;
+    b.e.role = GS_ROLE_UNIT_COPY_OUT;
+    b.e.unit = (uint32_t)u;
+    b.e.bytes = 2 * N * ceil_div(x->part.units[u].params, N) * wb;
+    gs__evb_add(&b, GS_LINK_DEPS, x->gathered_ev[u]);
+    gs__evb_add(&b, GS_LINK_READS, x->gathered_t[u]);
+    gs__evb_add(&b, GS_LINK_WRITES, x->gathered_t[u]);
+    uint32_t ev;
+    gs_status rc = gs__evb_emit(x, &b, &ev);
+    if (rc != GS_OK)
+        return rc;
+    x->gathered_ev[u] = ev;
+    x->copy_pending[u] = 0;
+    return GS_OK;
+}
+
+/* FSDP2's copy-in before a reduce-scatter (foreach_reduce's chunk_cat): the unit's unsharded
+ * gradient read in the working precision and written into the reduce-scatter's input in the
+ * reduce dtype, on the compute stream, after `dep` (the unit's last backward). *ev: the copy. */
+static gs_status grad_copy_in(gs_bctx *x, size_t u, uint32_t mb, uint32_t dep, uint32_t grad, uint32_t *ev)
+{
+    uint64_t N = gs_shard_ranks(&x->plan, x->part.units[u].expert);
+    gs_evb b;
+    gs__evb_init(&b, GS_EV_COMPUTE, GS_STREAM_COMPUTE, GS_PHASE_BWD, gs__unit_layer(x, u), mb);
+    b.e.op = GS_OP_COPY;
+    b.e.role = GS_ROLE_GRAD_COPY_IN;
+    b.e.unit = (uint32_t)u;
+    b.e.bytes = N * ceil_div(x->part.units[u].params, N) * (x->plan.wb + x->plan.gb);
+    gs__evb_add(&b, GS_LINK_DEPS, dep);
+    gs__evb_add(&b, GS_LINK_READS, grad);
+    return gs__evb_emit(x, &b, ev);
 }
 
 /* Gathers every unit covering stage-local layer l that is not live. */
@@ -172,6 +219,8 @@ gs_status gs__reduce_unit(gs_bctx *x, size_t u, uint32_t mb, uint32_t dep)
     } else {
         int inter = pl->R > 1;
         uint32_t copy_free = pl->offload && !inter ? transient : GS_NO_ID;
+        if (x->fsdp2_copies && (rc = grad_copy_in(x, u, mb, dep, grad, &dep)) != GS_OK)
+            return rc;
         reduction rd = {GS_COLL_REDUCE_SCATTER, expert ? GS_GROUP_EDP : x->dp_group, GS_ROLE_GRAD_REDUCE_SCATTER, 0,
                         params, mb, dep, grad, inter || pl->offload ? GS_NO_ID : transient};
         rc = reduce_one(x, u, &rd, &ev);

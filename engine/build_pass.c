@@ -217,9 +217,25 @@ static gs_status forward_start(gs_bctx *x, pass_state *ps)
     if (x->param_gather_fwd &&
         ((rc = issue_gather(x, x->root, GS_NO_ID)) != GS_OK || (rc = layer_gathers(x, bot, GS_NO_ID)) != GS_OK))
         return rc;
+    if ((rc = gs__copy_out_unit(x, x->root, GS_PHASE_FWD, mb)) != GS_OK)
+        return rc;
     if (x->root != SIZE_MAX)
         io_add(io.deps, &io.ndeps, GS_BUILD_MAX_LIST, x->gathered_ev[x->root]);
     return gs__embed_forward(x, mb, &io, &ps->prev);
+}
+
+/* FSDP2: the copy-outs of the units local layer l reads (the root's when it holds the layer)
+ * whose gathered copies await one, before the layer's first event. */
+static gs_status copy_outs(gs_bctx *x, int64_t l, gs_phase phase, uint32_t mb)
+{
+    const size_t *cov;
+    size_t ncov = gs_partition_units_covering(&x->part, l, &cov);
+    gs_status rc = GS_OK;
+    for (size_t k = 0; k < ncov && rc == GS_OK; k++)
+        rc = gs__copy_out_unit(x, cov[k], phase, mb);
+    if (rc == GS_OK && x->root != SIZE_MAX && gs_partition_root_holds_layer(&x->part, l))
+        rc = gs__copy_out_unit(x, x->root, phase, mb);
+    return rc;
 }
 
 /* One layer of a forward pass: its gathers (FSDP's; without forward_prefetch FSDP still issues a
@@ -241,6 +257,8 @@ static gs_status forward_layer(gs_bctx *x, pass_state *ps, int64_t l)
             return rc;
     }
     if (x->param_gather_fwd && (rc = forward_gathers(x, ps->chunk, l, &ps->g, ps->prev)) != GS_OK)
+        return rc;
+    if ((rc = copy_outs(x, l, GS_PHASE_FWD, mb)) != GS_OK)
         return rc;
     io_reset(&io);
     if (!(l == bot && ps->has_prev))
@@ -301,6 +319,8 @@ gs_status gs__forward_pass(gs_bctx *x, uint32_t mb, uint16_t chunk)
             return rc;
         io_add(io.alloc, &io.nalloc, GS_IO_MAX, x->head_act_t[ps.w]);
         io_add(io.deps, &io.ndeps, GS_BUILD_MAX_LIST, ps.prev);
+        if ((rc = gs__copy_out_unit(x, x->root, GS_PHASE_FWD, mb)) != GS_OK)
+            return rc;
         if (x->root != SIZE_MAX) /* the head's weights: the root's gather, when one is pending */
             io_add(io.deps, &io.ndeps, GS_BUILD_MAX_LIST, x->gathered_ev[x->root]);
         if ((rc = gs__head_forward(x, mb, &io, &ps.prev)) != GS_OK)
@@ -451,6 +471,8 @@ static gs_status backward_layer(gs_bctx *x, pass_state *ps, int64_t l)
             (rc = gs__gather_covering(x, l - 1, GS_PHASE_BWD, mb, GS_NO_ID)) != GS_OK)
             return rc;
     }
+    if ((rc = copy_outs(x, l, GS_PHASE_BWD, mb)) != GS_OK)
+        return rc;
     if ((rc = backward_recompute(x, ps, l, &remat)) != GS_OK || (rc = backward_io(x, ps, l, remat, &io)) != GS_OK ||
         (rc = gs__layer_backward(x, l, mb, &io, &last_bwd)) != GS_OK)
         return rc;

@@ -61,6 +61,13 @@ int gs_framework_runs(gs_framework resolved, int sharding);
  * userbuffers (strategy.tp_comm_overlap): Megatron-LM (--tp-comm-overlap) alone. */
 int gs_framework_tp_overlap(gs_framework resolved);
 
+/* 1 when the sharding runs on PyTorch FSDP2 (fully_shard): the fsdp2 framework's shard_grad_op,
+ * full_shard and hybrid_shard, whose copies around each all-gather and reduce-scatter run on the
+ * compute stream (engine/roles.h GS_ROLE_UNIT_COPY_OUT, GS_ROLE_GRAD_COPY_IN). Megatron-LM's
+ * sharded data parallelism is built as Megatron-FSDP's, whose buffers are the parameters' and
+ * gradients' storage (the Megatron launcher emits full_shard as --use-megatron-fsdp). */
+int gs_framework_fsdp2_copies(gs_framework resolved, int sharding);
+
 /* 1 when the framework's elementwise ops run as fused kernels: Megatron always (TE / Apex /
  * its fused kernels), the others only with torch.compile. */
 int gs_framework_fused(gs_framework resolved, int compiled);

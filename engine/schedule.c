@@ -56,7 +56,7 @@ const char *const gs__stream_names[GS_STREAM_COUNT] = {"compute", "dp", "tp", "p
 const char *const gs__phase_names[GS_PHASE_COUNT] = {"fwd", "bwd", "recompute", "optim"};
 const char *const gs__op_names[GS_OP_COUNT] = {"embed",  "norm",     "qkv",  "attn",
                                                   "oproj",  "mlp_up",   "act",  "mlp_down",
-                                                  "head",   "loss",     "optimizer"};
+                                                  "head",   "loss",     "optimizer", "copy"};
 const char *const gs__coll_names[GS_COLL_COUNT] = {"all_gather", "reduce_scatter", "all_reduce",
                                                       "broadcast", "all_to_all"};
 const char *const gs__coll_short[GS_COLL_COUNT] = {"ag", "rs", "ar", "bcast", "a2a"};

@@ -140,6 +140,78 @@ START_TEST(test_fsdp_counts)
 }
 END_TEST
 
+/* Events of rank list i with role `role`. */
+static size_t count_role(const gs_schedule *sch, size_t i, gs_role role)
+{
+    size_t n = 0;
+    for (size_t k = 0; k < sch->ranks[i].nevents; k++)
+        n += sch->ranks[i].events[k].role == role;
+    return n;
+}
+
+/* PyTorch FSDP2 (torch/distributed/fsdp/_fully_shard/_fsdp_collectives.py) copies on the
+ * compute stream around its collectives; FSDP1, DeepSpeed and Megatron-FSDP do not. FULL_SHARD,
+ * dp = 4, m = 2, bf16 parameters, fp32 gradients, as test_fsdp_counts: 17 all-gathers, each used
+ * by a layer, so 17 copy-outs (foreach_all_gather_copy_out), each reading and writing its
+ * gather's output: 2 x the gather's bytes; 10 reduce-scatters, each after a copy-in
+ * (foreach_reduce's chunk_cat) that reads the bf16 gradient (2 bytes an element) and writes the
+ * fp32 input (4): 6 / 4 of the reduce-scatter's bytes. A copy-out waits for its gather and sits
+ * on the compute stream right before its layer's first event; a copy-in waits for its unit's
+ * last backward event and the reduce-scatter waits for it. */
+START_TEST(test_fsdp2_copies)
+{
+    const char *base = SMALL "cluster: {preset: dgx-a100-80g, gpus_per_node: 4}\ngrid: {dp: 4}\nbatch: {global: 8}\n";
+    static const char *const fw[] = {"fsdp2", "megatron", "fsdp1", "auto"};
+    for (int f = 0; f < 4; f++) {
+        char y[512];
+        snprintf(y, sizeof y, "%sstrategy: {framework: %s, sharding: full_shard, precision: bf16, grad_dtype: fp32}\n",
+                 base, fw[f]);
+        gs_schedule *sch = build(y, 0);
+        const gs_rank_events *r = &sch->ranks[0];
+        size_t outs = count_role(sch, 0, GS_ROLE_UNIT_COPY_OUT), ins = count_role(sch, 0, GS_ROLE_GRAD_COPY_IN);
+        if (f >= 1) { /* Megatron's sharding built as Megatron-FSDP's; FSDP1 (auto resolves full_shard to it) */
+            ck_assert_uint_eq(outs, 0);
+            ck_assert_uint_eq(ins, 0);
+            gs_schedule_destroy(sch);
+            continue;
+        }
+        ck_assert_uint_eq(outs, 17);
+        ck_assert_uint_eq(ins, 10);
+        for (size_t k = 0; k < r->nevents; k++) {
+            const gs_event *e = &r->events[k];
+            if (e->role == GS_ROLE_UNIT_COPY_OUT) {
+                ck_assert_int_eq(e->stream, GS_STREAM_COMPUTE);
+                const uint32_t *deps = gs_event_list(r, e, GS_LINK_DEPS);
+                ck_assert_uint_eq(e->nlinks[GS_LINK_DEPS], 1);
+                const gs_event *g = &r->events[deps[0]];
+                ck_assert_int_eq(g->role, GS_ROLE_UNIT_GATHER);
+                ck_assert_uint_eq(g->unit, e->unit);
+                ck_assert_uint_eq(e->bytes, 2 * g->bytes);
+                /* the next compute-stream event is the layer's own (the root's: the embedding) */
+                size_t n = k + 1;
+                while (n < r->nevents && r->events[n].stream != GS_STREAM_COMPUTE)
+                    n++;
+                ck_assert_uint_lt(n, r->nevents);
+                if (e->layer >= 0)
+                    ck_assert_int_eq(r->events[n].layer, e->layer);
+                ck_assert(depends_on(r, n, k));
+            }
+            if (e->role == GS_ROLE_GRAD_REDUCE_SCATTER) {
+                const uint32_t *deps = gs_event_list(r, e, GS_LINK_DEPS);
+                const gs_event *c = NULL;
+                for (uint16_t j = 0; j < e->nlinks[GS_LINK_DEPS]; j++)
+                    if (r->events[deps[j]].role == GS_ROLE_GRAD_COPY_IN)
+                        c = &r->events[deps[j]];
+                ck_assert_msg(c != NULL, "reduce-scatter %zu without its copy-in", k);
+                ck_assert_uint_eq(c->unit, e->unit);
+                ck_assert_uint_eq(4 * c->bytes, 6 * e->bytes);
+            }
+        }
+        gs_schedule_destroy(sch);
+    }
+}
+END_TEST
+
 /* DDP and ZeRO, dp = 4, m = 2, units far below the 25 MiB bucket: one bucket per unit.
  * NO_SHARD: 5 all-reduces after the last micro-batch. ZeRO-1: 5 reduce-scatters once, then 5
  * all-gathers of the updated parameters. ZeRO-2 reduces every micro-batch: 10, then 5. */
@@ -1381,6 +1453,7 @@ static Suite *build_suite(void)
     suite_add_tcase(s, pp);
     TCase *dp = tcase_create("data_parallel");
     tcase_add_test(dp, test_fsdp_counts);
+    tcase_add_test(dp, test_fsdp2_copies);
     tcase_add_test(dp, test_ddp_zero_counts);
     tcase_add_test(dp, test_grad_dtype);
     tcase_add_test(dp, test_grad_reduce_after_backward);
