@@ -487,7 +487,7 @@ START_TEST(shipped_published_scenarios)
     ck_assert_int_eq(nemo_moe, 1);
     ck_assert_int_eq(megatron_moe, 2);
     ck_assert_int_eq(titan, 13);
-    ck_assert_int_eq(mbridge, 3);
+    ck_assert_int_eq(mbridge, 8);
 }
 END_TEST
 
