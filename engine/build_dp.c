@@ -77,14 +77,15 @@ gs_status gs__gather_unit(gs_bctx *x, size_t u, gs_phase phase, uint32_t mb, uin
         return rc;
     x->gathered_t[u] = t;
     x->gathered_ev[u] = ev;
-    x->copy_pending[u] = (uint8_t)x->fsdp2_copies;
+    x->copy_pending[u] = (uint8_t)x->gather_copies;
     return GS_OK;
 }
 
-/* FSDP2's copy-out (foreach_all_gather_copy_out): the compute stream waits for the all-gather,
- * then reads the gathered buffer and writes each parameter's tensor, the gather's bytes twice. It
- * runs where the layer first needs the unit (wait_for_unshard in the pre-forward and pre-backward
- * hooks), so a prefetched gather still overlaps the layers before. */
+/* A gathered unit's copy-out (FSDP2's foreach_all_gather_copy_out, ZeRO-3's coalesced handle's
+ * wait): the compute stream waits for the all-gather, then reads the gathered buffer and writes
+ * each parameter's tensor, the gather's bytes twice. It runs where the layer first needs the
+ * unit (FSDP2's wait_for_unshard in the pre-forward and pre-backward hooks, DeepSpeed's
+ * fetch_sub_module), so a prefetched gather still overlaps the layers before. */
 gs_status gs__copy_out_unit(gs_bctx *x, size_t u, gs_phase phase, uint32_t mb)
 {
     if (u == SIZE_MAX || !x->copy_pending[u] || x->gathered_t[u] == GS_NO_ID)
@@ -219,7 +220,7 @@ gs_status gs__reduce_unit(gs_bctx *x, size_t u, uint32_t mb, uint32_t dep)
     } else {
         int inter = pl->R > 1;
         uint32_t copy_free = pl->offload && !inter ? transient : GS_NO_ID;
-        if (x->fsdp2_copies && (rc = grad_copy_in(x, u, mb, dep, grad, &dep)) != GS_OK)
+        if (x->grad_copies && (rc = grad_copy_in(x, u, mb, dep, grad, &dep)) != GS_OK)
             return rc;
         reduction rd = {GS_COLL_REDUCE_SCATTER, expert ? GS_GROUP_EDP : x->dp_group, GS_ROLE_GRAD_REDUCE_SCATTER, 0,
                         params, mb, dep, grad, inter || pl->offload ? GS_NO_ID : transient};

@@ -52,8 +52,9 @@ typedef struct gs_bctx {
     uint32_t *gathered_t;        /* live gathered copy or GS_NO_ID */
     uint32_t *gathered_ev;       /* event that gathered it (dependency for computes); FSDP2: its
                                     copy-out once a layer has used it */
-    uint8_t *copy_pending;       /* FSDP2: the live gathered copy awaits its copy-out */
-    int fsdp2_copies;            /* the sharding runs on torch FSDP2 (gs_framework_fsdp2_copies) */
+    uint8_t *copy_pending;       /* the live gathered copy awaits its copy-out (gather_copies) */
+    int gather_copies;           /* FSDP2, ZeRO-3: gathered units copied out (gs_framework_gather_copies) */
+    int grad_copies;             /* FSDP2: gradients copied into the reduce-scatters' input */
     uint32_t *ugrad_t;           /* live transient full gradient or GS_NO_ID */
     uint32_t *reduce_ev;         /* last reduction of a unit's resident gradient (DDP reducing after
                                     every micro-batch): the next backward writing it waits for it */
@@ -98,7 +99,7 @@ gs_status gs__gather_unit(gs_bctx *x, size_t u, gs_phase phase, uint32_t mb, uin
 gs_status gs__gather_covering(gs_bctx *x, int64_t l, gs_phase phase, uint32_t mb, uint32_t dep);
 /* Reduces unit u's gradient after its backward (dep) and frees the transient gradient. */
 gs_status gs__reduce_unit(gs_bctx *x, size_t u, uint32_t mb, uint32_t dep);
-/* FSDP2: unit u's copy-out on the compute stream (GS_ROLE_UNIT_COPY_OUT), when its gathered copy
+/* FSDP2, ZeRO-3: unit u's copy-out on the compute stream (GS_ROLE_UNIT_COPY_OUT), when its gathered copy
  * awaits one; later computes then depend on it. A no-op otherwise. */
 gs_status gs__copy_out_unit(gs_bctx *x, size_t u, gs_phase phase, uint32_t mb);
 /* The model chunk whose backward reduces unit u (gs_partition_unit_chunk on this rank's stage). */

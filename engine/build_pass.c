@@ -224,7 +224,7 @@ static gs_status forward_start(gs_bctx *x, pass_state *ps)
     return gs__embed_forward(x, mb, &io, &ps->prev);
 }
 
-/* FSDP2: the copy-outs of the units local layer l reads (the root's when it holds the layer)
+/* FSDP2, ZeRO-3: the copy-outs of the units local layer l reads (the root's when it holds the layer)
  * whose gathered copies await one, before the layer's first event. */
 static gs_status copy_outs(gs_bctx *x, int64_t l, gs_phase phase, uint32_t mb)
 {

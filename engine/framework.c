@@ -83,7 +83,12 @@ int gs_framework_tp_overlap(gs_framework resolved)
     return resolved == GS_FW_MEGATRON;
 }
 
-int gs_framework_fsdp2_copies(gs_framework resolved, int sharding)
+int gs_framework_gather_copies(gs_framework resolved, int sharding)
+{
+    return gs_framework_grad_copies(resolved, sharding) || (resolved == GS_FW_DEEPSPEED && sharding == GS_SHARD_ZERO3);
+}
+
+int gs_framework_grad_copies(gs_framework resolved, int sharding)
 {
     int torch_fsdp = sharding == GS_SHARD_GRAD_OP || sharding == GS_SHARD_FULL_SHARD || sharding == GS_SHARD_HYBRID_SHARD;
     return torch_fsdp && resolved == GS_FW_FSDP2;

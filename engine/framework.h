@@ -61,12 +61,21 @@ int gs_framework_runs(gs_framework resolved, int sharding);
  * userbuffers (strategy.tp_comm_overlap): Megatron-LM (--tp-comm-overlap) alone. */
 int gs_framework_tp_overlap(gs_framework resolved);
 
-/* 1 when the sharding runs on PyTorch FSDP2 (fully_shard): the fsdp2 framework's shard_grad_op,
- * full_shard and hybrid_shard, whose copies around each all-gather and reduce-scatter run on the
- * compute stream (engine/roles.h GS_ROLE_UNIT_COPY_OUT, GS_ROLE_GRAD_COPY_IN). Megatron-LM's
- * sharded data parallelism is built as Megatron-FSDP's, whose buffers are the parameters' and
- * gradients' storage (the Megatron launcher emits full_shard as --use-megatron-fsdp). */
-int gs_framework_fsdp2_copies(gs_framework resolved, int sharding);
+/* The copies a sharding framework runs on the compute stream around its collectives
+ * (engine/roles.h GS_ROLE_UNIT_COPY_OUT, GS_ROLE_GRAD_COPY_IN):
+ * - gather copies: a gathered unit copied out of the collective's flat buffer into its
+ *   parameters when a layer first uses it: PyTorch FSDP2 (fully_shard: the fsdp2 framework's
+ *   shard_grad_op, full_shard, hybrid_shard) and DeepSpeed ZeRO-3, whose coalesced all-gather's
+ *   wait() torch.cat's each parameter out of the gathered partitions
+ *   (deepspeed/runtime/zero/partition_parameters.py AllGatherCoalescedHandle.wait);
+ * - gradient copies: FSDP2 alone, whose foreach_reduce copies the gradients into the
+ *   reduce-scatter's input on the compute stream (DeepSpeed copies into its bucket on its
+ *   reduce_and_partition_stream, beside the compute).
+ * FSDP1's flat parameter, and Megatron-LM's sharding, built as Megatron-FSDP's (the Megatron
+ * launcher emits full_shard as --use-megatron-fsdp), gather into and reduce from the storage
+ * itself. */
+int gs_framework_gather_copies(gs_framework resolved, int sharding);
+int gs_framework_grad_copies(gs_framework resolved, int sharding);
 
 /* 1 when the framework's elementwise ops run as fused kernels: Megatron always (TE / Apex /
  * its fused kernels), the others only with torch.compile. */

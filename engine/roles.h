@@ -99,14 +99,14 @@ typedef enum gs_role {
      * layer (the backward of the first FP8 module); each rank then updates its scales from the
      * reduced amax history. No recompute event: a recomputed forward reuses the saved scales. */
     GS_ROLE_FP8_AMAX,
-    /* PyTorch FSDP2's copies on the compute stream around its collectives
-     * (torch/distributed/fsdp/_fully_shard/_fsdp_collectives.py): when a layer first uses a
-     * gathered unit, foreach_all_gather_copy_out waits for the all-gather and copies its flat
-     * output into each parameter's own tensor (split_with_sizes_copy: the unit's gathered bytes
-     * read and written); before a reduce-scatter, foreach_reduce copies the unit's unsharded
-     * gradients into the reduce-scatter's input in the reduce dtype (chunk_cat). Torch FSDP1,
-     * DeepSpeed and Megatron's own buffers gather into and reduce from the parameters' and
-     * gradients' storage: no copy. */
+    /* Copies on the compute stream around the sharding's collectives (engine/framework.h
+     * gs_framework_gather_copies, gs_framework_grad_copies): when a layer first uses a gathered
+     * unit, PyTorch FSDP2's foreach_all_gather_copy_out (torch/distributed/fsdp/_fully_shard/
+     * _fsdp_collectives.py) or DeepSpeed ZeRO-3's coalesced handle's wait() waits for the
+     * all-gather and copies its flat output into each parameter's own tensor (the unit's
+     * gathered bytes read and written); before a reduce-scatter, FSDP2's foreach_reduce copies
+     * the unit's unsharded gradients into the reduce-scatter's input in the reduce dtype
+     * (chunk_cat). FSDP1's flat parameter and Megatron-FSDP's buffers are the storage itself. */
     GS_ROLE_UNIT_COPY_OUT,
     GS_ROLE_GRAD_COPY_IN,
     GS_ROLE_COUNT

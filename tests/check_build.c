@@ -150,7 +150,8 @@ static size_t count_role(const gs_schedule *sch, size_t i, gs_role role)
 }
 
 /* PyTorch FSDP2 (torch/distributed/fsdp/_fully_shard/_fsdp_collectives.py) copies on the
- * compute stream around its collectives; FSDP1, DeepSpeed and Megatron-FSDP do not. FULL_SHARD,
+ * compute stream around its collectives, DeepSpeed ZeRO-3 after its gathers only (its gradient
+ * copies run on a side stream); FSDP1 and Megatron-FSDP do not. FULL_SHARD,
  * dp = 4, m = 2, bf16 parameters, fp32 gradients, as test_fsdp_counts: 17 all-gathers, each used
  * by a layer, so 17 copy-outs (foreach_all_gather_copy_out), each reading and writing its
  * gather's output: 2 x the gather's bytes; 10 reduce-scatters, each after a copy-in
@@ -161,22 +162,23 @@ static size_t count_role(const gs_schedule *sch, size_t i, gs_role role)
 START_TEST(test_fsdp2_copies)
 {
     const char *base = SMALL "cluster: {preset: dgx-a100-80g, gpus_per_node: 4}\ngrid: {dp: 4}\nbatch: {global: 8}\n";
-    static const char *const fw[] = {"fsdp2", "megatron", "fsdp1", "auto"};
-    for (int f = 0; f < 4; f++) {
+    static const char *const fw[] = {"fsdp2", "deepspeed", "megatron", "fsdp1", "auto"};
+    for (int f = 0; f < 5; f++) {
         char y[512];
-        snprintf(y, sizeof y, "%sstrategy: {framework: %s, sharding: full_shard, precision: bf16, grad_dtype: fp32}\n",
-                 base, fw[f]);
+        /* DeepSpeed as ZeRO-3 with FSDP's layer units, so the gathers are test_fsdp_counts' */
+        snprintf(y, sizeof y, "%sstrategy: {framework: %s, sharding: %s, precision: bf16, grad_dtype: fp32%s}\n",
+                 base, fw[f], f == 1 ? "zero3" : "full_shard", f == 1 ? ", wrap: layer" : "");
         gs_schedule *sch = build(y, 0);
         const gs_rank_events *r = &sch->ranks[0];
         size_t outs = count_role(sch, 0, GS_ROLE_UNIT_COPY_OUT), ins = count_role(sch, 0, GS_ROLE_GRAD_COPY_IN);
-        if (f >= 1) { /* Megatron's sharding built as Megatron-FSDP's; FSDP1 (auto resolves full_shard to it) */
+        if (f >= 2) { /* Megatron's sharding built as Megatron-FSDP's; FSDP1 (auto resolves full_shard to it) */
             ck_assert_uint_eq(outs, 0);
             ck_assert_uint_eq(ins, 0);
             gs_schedule_destroy(sch);
             continue;
         }
         ck_assert_uint_eq(outs, 17);
-        ck_assert_uint_eq(ins, 10);
+        ck_assert_uint_eq(ins, f == 0 ? 10 : 0);
         for (size_t k = 0; k < r->nevents; k++) {
             const gs_event *e = &r->events[k];
             if (e->role == GS_ROLE_UNIT_COPY_OUT) {
@@ -202,6 +204,8 @@ START_TEST(test_fsdp2_copies)
                 for (uint16_t j = 0; j < e->nlinks[GS_LINK_DEPS]; j++)
                     if (r->events[deps[j]].role == GS_ROLE_GRAD_COPY_IN)
                         c = &r->events[deps[j]];
+                if (f == 1)
+                    continue;
                 ck_assert_msg(c != NULL, "reduce-scatter %zu without its copy-in", k);
                 ck_assert_uint_eq(c->unit, e->unit);
                 ck_assert_uint_eq(4 * c->bytes, 6 * e->bytes);
