@@ -17,7 +17,14 @@
  * The measured efficiencies (shared/reference/kernel-facts.csv): FA2 on A100 forward up to 230
  * TFLOP/s (73% of 312), backward up to 63%; FA1 on A100 forward 30-50%, backward 25-35%; FA2's Ampere code path on H100 up to 335 TFLOP/s
  * (34% of 989); FA3 on H100 661 TFLOP/s at {4, 8448, 16, 128} non-causal (Table 2), backward
- * 1.5-1.75x FA2's. [D] marks derived values, [U] kernels without a measurement in the reference,
+ * 1.5-1.75x FA2's. On B200 (NVIDIA/cudnn-frontend benchmark/sdpa_benchmark_training,
+ * artifacts/sdpa_bf16_benchmark_results_NVIDIA_B200.csv at bb37575: cuDNN 9.13, torch 2.9
+ * nv25.09, batch 1, 128 query and 8 KV heads, head dim 128, causal, 4k-128k tokens) cuDNN's
+ * fused attention reaches 856-1419 TFLOP/s forward and 701-1109 backward, PyTorch's FlashAttention-2
+ * (SDPA's flash backend) 325-411 and 256-336: Blackwell's kernels keep a larger fixed cost per
+ * tile against their faster tensor cores, so their rates climb to twice the sequence length a
+ * Hopper kernel needs; each Blackwell entry carries that per-tile cost, in keys, fitted to its
+ * sweep (`tile`). [D] marks derived values, [U] kernels without a measurement in the reference,
  * taken as the named class. */
 #include "sim/attention.h"
 
@@ -35,6 +42,7 @@ typedef struct measured {
     double fwd, bwd; /* fraction of the dense peak */
     double seq;      /* reference sequence length, tokens */
     int overlapped;
+    double tile;     /* per-tile overhead, keys (0: GS_ATTN_BLOCK) */
 } measured;
 
 /* FA2 on Ampere: 230 / 312 forward, 0.63 backward, the maxima of the paper's 512-16k sweep. */
@@ -51,21 +59,34 @@ typedef struct measured {
 /* FA1 / Triton / xformers on Hopper: the Ampere values at FA2's Hopper/Ampere ratio of absolute
  * throughput (335 / 230), since they run the same mma.sync instructions [D]. */
 #define AMPERE_PATH_ON_HOPPER(f, b) {(f) * (335.0 / 989.0) / (230.0 / 312.0), (b) * (335.0 / 989.0) / (230.0 / 312.0), 16384.0, 0}
+/* Blackwell, from the cuDNN-frontend B200 sweep (4k-128k, causal): efficiency
+ * e_inf x s / (s + tile) / (1 + 128 / s) of the 2,250 TFLOP/s peak, e_inf and one tile per
+ * kernel fitted by least squares on the log rates, forward and backward together, given at the
+ * reference length 8192 (the sweep's rates within 9% for cuDNN, 2% for FA2):
+ * cuDNN 9.13: e_inf 0.6463 forward, 0.5128 backward, tile 2228 keys [D];
+ * PyTorch SDPA's FlashAttention-2: 0.1869, 0.1513, tile 1064 [D]. */
+#define BW_AT_8K(e, tile) ((e) * 8192.0 / (8192.0 + (tile)))
+#define CUDNN_BLACKWELL {BW_AT_8K(0.6463, 2228.0), BW_AT_8K(0.5128, 2228.0), 8192.0, 1, 2228.0}
+#define FA2_BLACKWELL {BW_AT_8K(0.1869, 1064.0), BW_AT_8K(0.1513, 1064.0), 8192.0, 0, 1064.0}
+/* FA1 / Triton / xformers on Blackwell: the Ampere values at FA2's Blackwell/Ampere ratio of
+ * absolute throughput at 16k (394.5 / 230 forward, the sweep's PyTorch FA2 row), the same
+ * mma.sync path, with FA2's tile [D]. */
+#define AMPERE_PATH_ON_BLACKWELL(f, b) {(f) * (394.495 / 2250.0) / (230.0 / 312.0), (b) * (394.495 / 2250.0) / (230.0 / 312.0), 16384.0, 0, 1064.0}
 
 static const measured table[GS_ATTN_COUNT][ARCH_COUNT] = {
-    [GS_ATTN_FLASH2] = {[ARCH_AMPERE] = FA2_AMPERE, [ARCH_HOPPER] = FA2_HOPPER, [ARCH_BLACKWELL] = FA2_HOPPER},
+    [GS_ATTN_FLASH2] = {[ARCH_AMPERE] = FA2_AMPERE, [ARCH_HOPPER] = FA2_HOPPER, [ARCH_BLACKWELL] = FA2_BLACKWELL},
     [GS_ATTN_FLASH1] = {[ARCH_AMPERE] = FA1_AMPERE, [ARCH_HOPPER] = AMPERE_PATH_ON_HOPPER(0.40, 0.30),
-                        [ARCH_BLACKWELL] = AMPERE_PATH_ON_HOPPER(0.40, 0.30)},
+                        [ARCH_BLACKWELL] = AMPERE_PATH_ON_BLACKWELL(0.40, 0.30)},
     /* Triton FlashAttention and xformers' CUTLASS kernel: FA1's class [U] */
     [GS_ATTN_TRITON] = {[ARCH_AMPERE] = FA1_AMPERE, [ARCH_HOPPER] = AMPERE_PATH_ON_HOPPER(0.40, 0.30),
-                        [ARCH_BLACKWELL] = AMPERE_PATH_ON_HOPPER(0.40, 0.30)},
+                        [ARCH_BLACKWELL] = AMPERE_PATH_ON_BLACKWELL(0.40, 0.30)},
     [GS_ATTN_XFORMERS] = {[ARCH_AMPERE] = FA1_AMPERE, [ARCH_HOPPER] = AMPERE_PATH_ON_HOPPER(0.40, 0.30),
-                          [ARCH_BLACKWELL] = AMPERE_PATH_ON_HOPPER(0.40, 0.30)},
+                          [ARCH_BLACKWELL] = AMPERE_PATH_ON_BLACKWELL(0.40, 0.30)},
     /* FA3 is Hopper-only; on Ampere the library runs FA2. Blackwell: the Hopper figure [U]. */
     [GS_ATTN_FLASH3] = {[ARCH_AMPERE] = FA2_AMPERE, [ARCH_HOPPER] = FA3_HOPPER, [ARCH_BLACKWELL] = FA3_HOPPER},
-    /* cuDNN's fused attention (Transformer Engine's default): FA2's class on Ampere, FA3's on
-     * Hopper and Blackwell (the same TMA / wgmma / warp-specialized design) [U]. */
-    [GS_ATTN_CUDNN] = {[ARCH_AMPERE] = FA2_AMPERE, [ARCH_HOPPER] = FA3_HOPPER, [ARCH_BLACKWELL] = FA3_HOPPER},
+    /* cuDNN's fused attention (Transformer Engine's default): FA2's class on Ampere [U], FA3's on
+     * Hopper (the same TMA / wgmma / warp-specialized design) [U], measured on Blackwell. */
+    [GS_ATTN_CUDNN] = {[ARCH_AMPERE] = FA2_AMPERE, [ARCH_HOPPER] = FA3_HOPPER, [ARCH_BLACKWELL] = CUDNN_BLACKWELL},
 };
 
 static arch arch_of(uint32_t cc)
@@ -97,6 +118,7 @@ void gs_attn_model_init(gs_attn_model *m, gs_attn_impl impl, const gs_gpu *g)
     m->fwd_eff = t->fwd;
     m->bwd_eff = t->bwd;
     m->ref_seq = t->seq;
+    m->tile = t->tile > 0.0 ? t->tile : GS_ATTN_BLOCK;
     m->overlapped = t->overlapped;
     m->known = t->fwd > 0.0;
 }
@@ -115,7 +137,7 @@ double gs_attn_efficiency(const gs_attn_model *m, double hd, double s, int bwd)
     if (!m->known || !(hd > 0.0) || !(s > 0.0))
         return 0.0;
     double base = bwd ? m->bwd_eff : m->fwd_eff;
-    double tile = (s / (s + GS_ATTN_BLOCK)) / (m->ref_seq / (m->ref_seq + GS_ATTN_BLOCK));
+    double tile = (s / (s + m->tile)) / (m->ref_seq / (m->ref_seq + m->tile));
     double e = base * tile * hd_factor(m, hd);
     return e < 1.0 ? e : 1.0;
 }

@@ -19,6 +19,7 @@ typedef struct gs_attn_model {
                               reference shape (head dim 128, long non-causal sequence) */
     double bwd_eff;        /* the same for the backward, with FLOPs counted as 2.5 x forward */
     double ref_seq;        /* sequence length (tokens) of the measurement behind fwd_eff */
+    double tile;           /* per-tile overhead in keys: efficiency grows as s / (s + tile) */
     double exp_cost;       /* tensor-core FLOPs one exponential costs on this architecture:
                               tensor FLOP per clock per SM / 16 MUFU ex2 per clock per SM */
     int overlapped;        /* 1: the kernel hides the softmax under the GEMMs (FA3, cuDNN) */

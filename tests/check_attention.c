@@ -58,6 +58,39 @@ START_TEST(test_measured_points)
 }
 END_TEST
 
+/* Blackwell against the B200 sweep the entries come from (NVIDIA/cudnn-frontend
+ * benchmark/sdpa_benchmark_training/artifacts/sdpa_bf16_benchmark_results_NVIDIA_B200.csv at
+ * bb37575: cuDNN 9.13 and PyTorch's FlashAttention-2, 128 query / 8 KV heads of 128, causal,
+ * batch 1; its TFLOP/s count 4 s^2 hd heads / 2 forward and 2.5 x that backward). The event
+ * time gs_attn_fused_time gives each length, converted back to the sweep's count, must be within
+ * 9% (cuDNN) and 3% (FA2) of the measured rate from 4k to 128k tokens; the Hopper entries
+ * (FA3's class for cuDNN, FA2's Hopper path) put them up to 68% and 2.4x too fast. */
+START_TEST(test_blackwell_sweep)
+{
+    static const struct {
+        double s, cudnn_f, cudnn_b, fa2_f, fa2_b;
+    } sweep[] = {
+        {4096, 855.678, 701.265, 324.899, 256.427},       {8192, 1171.278, 942.509, 373.392, 298.867},
+        {16384, 1332.415, 1074.776, 394.495, 319.979},    {32768, 1419.000, 1108.688, 403.739, 330.801},
+        {65536, 1382.330, 1073.059, 408.739, 335.402},    {131072, 1355.418, 1047.843, 410.988, 336.043},
+    };
+    gs_attn_model c = attn(GS_ATTN_CUDNN, "b200"), f = attn(GS_ATTN_FLASH2, "b200");
+    double peak = gs_gpu_preset_find("b200")->peak_flops_bf16;
+    for (size_t i = 0; i < sizeof sweep / sizeof sweep[0]; i++) {
+        uint32_t s = (uint32_t)sweep[i].s;
+        for (int bwd = 0; bwd < 2; bwd++) {
+            gs_event e = attn_event(bwd ? GS_PHASE_BWD : GS_PHASE_FWD, s, 128, 128);
+            double counted = (bwd ? 2.5 : 1.0) * 4.0 * sweep[i].s * sweep[i].s * 128.0 * 128.0 / 2.0;
+            double rc = counted / gs_attn_fused_time(&c, &e, peak) / 1e12;
+            double rf = counted / gs_attn_fused_time(&f, &e, peak) / 1e12;
+            double wc = bwd ? sweep[i].cudnn_b : sweep[i].cudnn_f, wf = bwd ? sweep[i].fa2_b : sweep[i].fa2_f;
+            ck_assert_msg(REL_CLOSE(rc, wc, 0.09), "cuDNN s %u %s: %.0f vs %.0f TFLOP/s", s, bwd ? "bwd" : "fwd", rc, wc);
+            ck_assert_msg(REL_CLOSE(rf, wf, 0.03), "FA2 s %u %s: %.0f vs %.0f TFLOP/s", s, bwd ? "bwd" : "fwd", rf, wf);
+        }
+    }
+}
+END_TEST
+
 START_TEST(test_shape_effects)
 {
     gs_attn_model a = attn(GS_ATTN_FLASH2, "a100-80g");
@@ -201,6 +234,7 @@ static Suite *attention_suite(void)
     Suite *s = suite_create("attention");
     TCase *tc = tcase_create("core");
     tcase_add_test(tc, test_measured_points);
+    tcase_add_test(tc, test_blackwell_sweep);
     tcase_add_test(tc, test_shape_effects);
     tcase_add_test(tc, test_event_time);
     tcase_add_test(tc, test_fallbacks);
