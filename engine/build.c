@@ -166,8 +166,9 @@ static gs_status bctx_init(gs_bctx *x, const gs_scenario *s, const gs_mesh *mesh
     x->xent_ev = malloc((size_t)x->window * sizeof *x->xent_ev);
     if (x->plan.hold_full_grads)
         x->hold_t = malloc(nu * sizeof *x->hold_t);
-    if (!x->param_t || !x->grad_t || !x->gathered_t || !x->gathered_ev || !x->copy_pending || !x->ugrad_t || !x->reduce_ev ||
-        !x->stash_t || !x->emb_mask_t || !x->head_act_t || !x->xent_ev || (x->plan.hold_full_grads && !x->hold_t))
+    if (!x->param_t || !x->grad_t || !x->gathered_t || !x->gathered_ev || !x->copy_pending || !x->ugrad_t ||
+        !x->reduce_ev || !x->stash_t || !x->emb_mask_t || !x->head_act_t || !x->xent_ev ||
+        (x->plan.hold_full_grads && !x->hold_t))
         return gs_error_set(err, GS_ERR_NOMEM, "out of memory building rank %" PRIu64, r->rank);
     for (size_t i = 0; i < x->window; i++)
         x->emb_mask_t[i] = x->head_act_t[i] = x->xent_ev[i] = GS_NO_ID;

@@ -90,15 +90,13 @@ gs_status gs__copy_out_unit(gs_bctx *x, size_t u, gs_phase phase, uint32_t mb)
 {
     if (u == SIZE_MAX || !x->copy_pending[u] || x->gathered_t[u] == GS_NO_ID)
         return GS_OK;
-    int root = gs__is_root(x, u), ex = x->part.units[u].expert;
-    uint64_t N = gs_shard_ranks(&x->plan, ex), wb = root ? x->plan.wb : x->plan.gather_wb;
     gs_evb b;
     gs__evb_init(&b, GS_EV_COMPUTE, GS_STREAM_COMPUTE, phase == GS_PHASE_FWD ? GS_PHASE_FWD : GS_PHASE_BWD,
                  gs__unit_layer(x, u), mb);
     b.e.op = GS_OP_COPY;
     b.e.role = GS_ROLE_UNIT_COPY_OUT;
     b.e.unit = (uint32_t)u;
-    b.e.bytes = 2 * N * ceil_div(x->part.units[u].params, N) * wb;
+    b.e.bytes = 2 * x->r->events[x->gathered_ev[u]].bytes; /* the all-gather's output, read and written */
     gs__evb_add(&b, GS_LINK_DEPS, x->gathered_ev[u]);
     gs__evb_add(&b, GS_LINK_READS, x->gathered_t[u]);
     gs__evb_add(&b, GS_LINK_WRITES, x->gathered_t[u]);

@@ -50,8 +50,8 @@ typedef struct gs_bctx {
     uint32_t scratch_t[GS_SCRATCH_COUNT]; /* tp > 1: the TP exchanges' buffers (GS_NO_ID: none) */
     /* transient per unit */
     uint32_t *gathered_t;        /* live gathered copy or GS_NO_ID */
-    uint32_t *gathered_ev;       /* event that gathered it (dependency for computes); FSDP2: its
-                                    copy-out once a layer has used it */
+    uint32_t *gathered_ev;       /* event that gathered it (dependency for computes); with
+                                    gather_copies, its copy-out once a layer has used it */
     uint8_t *copy_pending;       /* the live gathered copy awaits its copy-out (gather_copies) */
     int gather_copies;           /* FSDP2, ZeRO-3: gathered units copied out (gs_framework_gather_copies) */
     int grad_copies;             /* FSDP2: gradients copied into the reduce-scatters' input */

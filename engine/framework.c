@@ -90,8 +90,8 @@ int gs_framework_gather_copies(gs_framework resolved, int sharding)
 
 int gs_framework_grad_copies(gs_framework resolved, int sharding)
 {
-    int torch_fsdp = sharding == GS_SHARD_GRAD_OP || sharding == GS_SHARD_FULL_SHARD || sharding == GS_SHARD_HYBRID_SHARD;
-    return torch_fsdp && resolved == GS_FW_FSDP2;
+    return resolved == GS_FW_FSDP2 &&
+           (sharding == GS_SHARD_GRAD_OP || sharding == GS_SHARD_FULL_SHARD || sharding == GS_SHARD_HYBRID_SHARD);
 }
 
 int gs_framework_fused(gs_framework resolved, int compiled)

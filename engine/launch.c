@@ -362,11 +362,9 @@ static uint64_t dp_ranks_per_node(const gs_mesh *m)
 /* accelerate's FSDP version for the scenario: 2 (FSDP2 with parallelism_config, accelerate >=
  * 1.10) when there is TP to express or the scenario runs FSDP2 (framework fsdp2, a sharded
  * strategy), else 1. */
-static int accelerate_fsdp_version(const gs_scenario *s, const gs_mesh *m)
+static int accelerate_fsdp_version(gs_framework fw, const gs_strategy *st, const gs_mesh *m)
 {
-    const gs_strategy *st = &s->strategy;
-    int fsdp2 = gs_framework_resolve(st->framework, (int)st->sharding) == GS_FW_FSDP2 && st->sharding != GS_SHARD_NO_SHARD;
-    return m->size[GS_DIM_TP] > 1 || fsdp2 ? 2 : 1;
+    return m->size[GS_DIM_TP] > 1 || (fw == GS_FW_FSDP2 && st->sharding != GS_SHARD_NO_SHARD) ? 2 : 1;
 }
 
 /* The fsdp_config block, keys sorted as `accelerate config` writes them (its
@@ -446,7 +444,8 @@ static void emit_accelerate(launch_doc *d, const gs_scenario *s, const gs_mesh *
 {
     const gs_strategy *st = &s->strategy;
     uint64_t nodes = gs_mesh_nodes(m);
-    int version = accelerate_fsdp_version(s, m);
+    gs_framework fw = gs_framework_resolve(st->framework, (int)st->sharding);
+    int version = accelerate_fsdp_version(fw, st, m);
     put(d, "# accelerate FSDP config for %s: ", s->name);
     gs__launch_put_subject(d, s, m);
     put(d, "\n# launch on every node: accelerate launch --config_file accelerate_fsdp.yaml "
@@ -458,11 +457,11 @@ static void emit_accelerate(launch_doc *d, const gs_scenario *s, const gs_mesh *
     if (st->sharding == GS_SHARD_ZERO3)
         put(d, "# note: sharding zero3 is written as FSDP %s (the same shard plan and "
                "schedule in gridstep)\n", version == 2 ? "fsdp_reshard_after_forward true" : "FULL_SHARD");
-    if (version == 2 && gs_framework_resolve(st->framework, (int)st->sharding) != GS_FW_FSDP2)
+    if (version == 2 && fw != GS_FW_FSDP2)
         put(d, "# note: accelerate runs tp under FSDP2 (fully_shard), not the scenario's %s: gridstep sim "
                "with strategy.framework fsdp2 times this run (FSDP2 copies each gathered unit and "
                "gradient on the compute stream)\n",
-            gs_framework_name(gs_framework_resolve(st->framework, (int)st->sharding)));
+            gs_framework_name(fw));
     if (version == 2 && m->size[GS_DIM_TP] > 1)
         put(d, "# note: tp=%" PRIu64 " through parallelism_config needs a model with a tensor-parallel "
                "plan (transformers' tp_plan): attention and MLP GEMMs split as Megatron-LM splits them\n",

@@ -110,8 +110,8 @@ static const gs_role_info roles[GS_ROLE_COUNT] = {
     /* a MAX all-reduce: the role says the reduction's operator */
     [GS_ROLE_FP8_AMAX] = {"fp8_amax", GS_EV_COLLECTIVE, GS_STREAM_TP, {AR, AR, 0, 0}, G(GS_GROUP_STAGE),
                           GS_WHERE_LAYER, 0},
-    [GS_ROLE_UNIT_COPY_OUT] = {"unit_copy_out", GS_EV_COMPUTE, GS_STREAM_COMPUTE, {OP(GS_OP_COPY), OP(GS_OP_COPY), 0, 0},
-                               0, GS_WHERE_ANY, 0},
+    [GS_ROLE_UNIT_COPY_OUT] = {"unit_copy_out", GS_EV_COMPUTE, GS_STREAM_COMPUTE,
+                               {OP(GS_OP_COPY), OP(GS_OP_COPY), 0, 0}, 0, GS_WHERE_ANY, 0},
     [GS_ROLE_GRAD_COPY_IN] = {"grad_copy_in", GS_EV_COMPUTE, GS_STREAM_COMPUTE, {0, OP(GS_OP_COPY), 0, 0}, 0,
                               GS_WHERE_ANY, 0},
 };

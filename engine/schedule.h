@@ -51,7 +51,7 @@ typedef enum gs_op {
     GS_OP_HEAD,       /* final norm + LM head GEMM */
     GS_OP_LOSS,       /* cross-entropy */
     GS_OP_OPTIMIZER,  /* AdamW on this rank's shard */
-    GS_OP_COPY,       /* a device-to-device copy (FSDP2's copies around its collectives) */
+    GS_OP_COPY,       /* a device-to-device copy (FSDP2's and ZeRO-3's around their collectives) */
     GS_OP_COUNT
 } gs_op;
 

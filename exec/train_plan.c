@@ -89,7 +89,7 @@ static const uint8_t role_actions[GS_ROLE_COUNT][DIR_COUNT] = {
     [GS_ROLE_CP_KV] = {A_CP_KV, A_CP_KV, A_NONE},
     [GS_ROLE_CP_A2A] = {A_CP_A2A, A_CP_A2A, A_NONE},
     [GS_ROLE_FP8_AMAX] = {A_FP8_AMAX, A_FP8_AMAX, A_NONE},
-    /* FSDP2's copies: exec gathers into and reduces from the tensors the events name */
+    /* FSDP2's and ZeRO-3's copies: exec gathers into and reduces from the tensors the events name */
     [GS_ROLE_UNIT_COPY_OUT] = {A_NONE, A_NONE, A_NONE},
     [GS_ROLE_GRAD_COPY_IN] = {A_NONE, A_NONE, A_NONE},
 };
@@ -372,7 +372,7 @@ gs_status gs__train_plan_rank(gs_train *t, rank_st *r, const gs_rank_events *re,
         pl->part = (uint8_t)e->part;
         if (e->phase == GS_PHASE_RECOMPUTE)
             r->has_recompute = 1;
-        /* FSDP2's copies bind nothing here: exec has no flat buffers to copy between */
+        /* the sharding's copies bind nothing here: exec has no flat buffers to copy between */
         if ((e->kind == GS_EV_COMPUTE || is_tp(e)) && e->phase != GS_PHASE_OPTIM &&
             !(e->kind == GS_EV_COMPUTE && e->op == GS_OP_COPY))
             rc = plan_layer_tensors(t, r, re, i, cur_full, cur_grad, err);
