@@ -360,8 +360,8 @@ static gs_status build_rank(const gs_scenario *s, const gs_mesh *mesh, uint64_t 
         goto out;
     const gs_shard_plan *pl = &x.plan;
     gs_framework fw = gs_framework_resolve(s->strategy.framework, (int)s->strategy.sharding);
-    x.gather_copies = gs_framework_gather_copies(fw, (int)s->strategy.sharding);
-    x.grad_copies = gs_framework_grad_copies(fw, (int)s->strategy.sharding);
+    x.gather_copies = gs_framework_gather_copies(fw, (int)s->strategy.sharding, s->strategy.torch_fsdp2);
+    x.grad_copies = gs_framework_grad_copies(fw, (int)s->strategy.sharding, s->strategy.torch_fsdp2);
     /* prologue: the root unit, gathered for the whole step */
     if (pl->gather_root && x.root != SIZE_MAX && (rc = gs__gather_unit(&x, x.root, GS_PHASE_FWD, 0, GS_NO_ID)) != GS_OK)
         goto out;

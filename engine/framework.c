@@ -83,14 +83,16 @@ int gs_framework_tp_overlap(gs_framework resolved)
     return resolved == GS_FW_MEGATRON;
 }
 
-int gs_framework_gather_copies(gs_framework resolved, int sharding)
+int gs_framework_gather_copies(gs_framework resolved, int sharding, int torch_fsdp2)
 {
-    return gs_framework_grad_copies(resolved, sharding) || (resolved == GS_FW_DEEPSPEED && sharding == GS_SHARD_ZERO3);
+    return gs_framework_grad_copies(resolved, sharding, torch_fsdp2) ||
+           (resolved == GS_FW_DEEPSPEED && sharding == GS_SHARD_ZERO3);
 }
 
-int gs_framework_grad_copies(gs_framework resolved, int sharding)
+int gs_framework_grad_copies(gs_framework resolved, int sharding, int torch_fsdp2)
 {
-    return resolved == GS_FW_FSDP2 &&
+    int fsdp2 = resolved == GS_FW_FSDP2 || (resolved == GS_FW_MEGATRON && torch_fsdp2);
+    return fsdp2 &&
            (sharding == GS_SHARD_GRAD_OP || sharding == GS_SHARD_FULL_SHARD || sharding == GS_SHARD_HYBRID_SHARD);
 }
 

@@ -73,9 +73,11 @@ int gs_framework_tp_overlap(gs_framework resolved);
  *   reduce_and_partition_stream, beside the compute).
  * FSDP1's flat parameter, and Megatron-LM's sharding, built as Megatron-FSDP's (the Megatron
  * launcher emits full_shard as --use-megatron-fsdp), gather into and reduce from the storage
- * itself. */
-int gs_framework_gather_copies(gs_framework resolved, int sharding);
-int gs_framework_grad_copies(gs_framework resolved, int sharding);
+ * itself; Megatron-LM's --use-torch-fsdp2 (torch_fsdp2 1, megatron/core/distributed/
+ * torch_fully_sharded_data_parallel.py: fully_shard on each transformer layer) copies as FSDP2
+ * does. */
+int gs_framework_gather_copies(gs_framework resolved, int sharding, int torch_fsdp2);
+int gs_framework_grad_copies(gs_framework resolved, int sharding, int torch_fsdp2);
 
 /* 1 when the framework's elementwise ops run as fused kernels: Megatron always (TE / Apex /
  * its fused kernels), the others only with torch.compile. */

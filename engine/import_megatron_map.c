@@ -242,8 +242,10 @@ static gs_status mg_sharding(const char *origin, const gs__words *ws, const gs__
     g->sharding = GS_SHARD_NO_SHARD;
     if (st->given[MG_DIST_OPT])
         g->sharding = GS_SHARD_ZERO1;
-    if (st->given[MG_TORCH_FSDP2])
+    if (st->given[MG_TORCH_FSDP2]) {
         g->sharding = st->given[MG_FSDP2_NO_RESHARD] ? GS_SHARD_GRAD_OP : GS_SHARD_FULL_SHARD;
+        g->torch_fsdp2 = 1;
+    }
     else if (st->given[MG_FSDP2_NO_RESHARD] &&
              (rc = mg_ignored(origin, ws, st, MG_FSDP2_NO_RESHARD, "Megatron-LM uses it only with --use-torch-fsdp2",
                               ignored, err)) != GS_OK)

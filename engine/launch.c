@@ -234,11 +234,12 @@ int gs_launch_megatron_fits(const gs_scenario *s, const gs_mesh *m, char *why, s
         return no_fit(why, len,
                       "grid.order with cp after dp: Megatron-LM orders ranks tp-cp-ep-dp-pp, context "
                       "parallelism inside data parallelism (write tp-cp-dp-pp)");
-    if (st->sharding == GS_SHARD_GRAD_OP)
+    if (st->sharding == GS_SHARD_GRAD_OP && !st->torch_fsdp2)
         return no_fit(why, len,
-                      "strategy.sharding shard_grad_op: Megatron-LM has no FSDP unit that keeps "
-                      "parameters through backward; its nearest, Megatron-FSDP optim_grads, is "
-                      "zero2, which schedules differently (use --emit accelerate: SHARD_GRAD_OP, "
+                      "strategy.sharding shard_grad_op: Megatron-FSDP has no unit that keeps "
+                      "parameters through backward; its nearest, optim_grads, is zero2, which "
+                      "schedules differently (use torch_fsdp2: true for --use-torch-fsdp2 "
+                      "--torch-fsdp2-no-reshard-after-forward, --emit accelerate: SHARD_GRAD_OP, "
                       "or sharding: zero2)");
     if (st->offload)
         return no_fit(why, len,

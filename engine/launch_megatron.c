@@ -61,26 +61,30 @@ void gs__launch_megatron_notes(launch_doc *d, const gs_scenario *s, const gs_mes
 {
     const gs_strategy *st = &s->strategy;
     const gs_model *md = &s->model;
-    if (st->sharding == GS_SHARD_FULL_SHARD)
+    if (st->sharding == GS_SHARD_FULL_SHARD && !st->torch_fsdp2)
         put(d, "# note: sharding full_shard is written as Megatron-FSDP "
                "--data-parallel-sharding-strategy optim_grads_params (gridstep schedules both "
                "alike; it reads back as zero3)\n");
     if (st->sharding == GS_SHARD_HYBRID_SHARD && megatron_hsdp_replicas(s, m) == 1)
         put(d, "# note: hybrid_shard with the whole DP group on one node is FULL_SHARD: no "
                "--num-distributed-optimizer-instances (it reads back as zero3)\n");
-    if (megatron_dp_sharding(st->sharding) && m->size[GS_DIM_TP] > 1)
+    if (st->torch_fsdp2 && m->size[GS_DIM_TP] > 1)
+        put(d, "# warning: tp=%" PRIu64 " with torch FSDP2: Megatron-LM warns against the pair before "
+               "Blackwell GPUs; TP's overlap wants CUDA_DEVICE_MAX_CONNECTIONS=1 and FSDP2's gathers "
+               "overlap only without it, so TP communication overlaps less than gridstep schedules it\n",
+            m->size[GS_DIM_TP]);
+    else if (megatron_dp_sharding(st->sharding) && m->size[GS_DIM_TP] > 1)
         put(d, "# warning: tp=%" PRIu64 " with Megatron-FSDP: Megatron-LM warns against the pair before "
                "Blackwell GPUs; TP's overlap wants CUDA_DEVICE_MAX_CONNECTIONS=1 and Megatron-FSDP "
                "asserts it is not 1, so TP communication overlaps less than gridstep schedules it\n",
             m->size[GS_DIM_TP]);
     if (gs_sharding_is_fsdp(st->sharding) && st->sharding != GS_SHARD_NO_SHARD) {
+        const char *impl = st->torch_fsdp2 ? "Megatron-LM's torch FSDP2" : "Megatron-FSDP";
         if (st->wrap != GS_WRAP_LAYER)
-            put(d, "# note: wrap %s: Megatron-FSDP shards per transformer layer\n",
-                gs_wrap_name(st->wrap));
+            put(d, "# note: wrap %s: %s shards per transformer layer\n", gs_wrap_name(st->wrap), impl);
         if (st->prefetch != GS_PREFETCH_BACKWARD_PRE || st->forward_prefetch)
-            put(d, "# note: prefetch %s%s: Megatron-FSDP prefetches the next layer itself (no "
-                   "flag)\n",
-                gs_prefetch_name(st->prefetch), st->forward_prefetch ? " + forward_prefetch" : "");
+            put(d, "# note: prefetch %s%s: %s prefetches the next layer itself (no flag)\n",
+                gs_prefetch_name(st->prefetch), st->forward_prefetch ? " + forward_prefetch" : "", impl);
     }
     /* Megatron-Core's DistributedDataParallel (no_shard, zero1 here) has no flag to bucket every
      * stage: bucket_size is None on pipeline ranks > 0 and for model chunks > 0 */
@@ -277,7 +281,10 @@ void gs__launch_megatron_flags(launch_doc *d, const gs_scenario *s, const gs_mes
         gs_recompute_modules_format(st->recompute_modules, " ", mods, sizeof mods);
         flag(&f, "--recompute-granularity selective --recompute-modules %s", mods);
     }
-    const char *dps = megatron_dp_sharding(st->sharding);
+    const char *dps = st->torch_fsdp2 ? NULL : megatron_dp_sharding(st->sharding);
+    if (st->torch_fsdp2) /* Megatron-LM asserts no distributed optimizer, no accumulation fusion */
+        flag(&f, "--use-torch-fsdp2%s --no-gradient-accumulation-fusion",
+             st->sharding == GS_SHARD_GRAD_OP ? " --torch-fsdp2-no-reshard-after-forward" : "");
     if (dps) /* Megatron-FSDP asserts --ckpt-format fsdp_dtensor */
         flag(&f, "--use-megatron-fsdp --data-parallel-sharding-strategy %s --ckpt-format fsdp_dtensor "
                  "--no-gradient-accumulation-fusion",
@@ -285,7 +292,7 @@ void gs__launch_megatron_flags(launch_doc *d, const gs_scenario *s, const gs_mes
     uint64_t replicas = megatron_hsdp_replicas(s, m);
     if (replicas > 1) /* HSDP: Megatron-FSDP inside a node's DP ranks, replicas across nodes */
         flag(&f, "--num-distributed-optimizer-instances %" PRIu64 " --outer-dp-sharding-strategy no_shard", replicas);
-    if (st->sharding != GS_SHARD_NO_SHARD)
+    if (st->sharding != GS_SHARD_NO_SHARD && !st->torch_fsdp2)
         flag(&f, "--use-distributed-optimizer");
     if (st->precision_aware)
         flag(&f, "--use-precision-aware-optimizer%s", st->adam_bf16 ? " --exp-avg-dtype bf16 --exp-avg-sq-dtype bf16"
@@ -320,10 +327,13 @@ void gs__launch_megatron_flags(launch_doc *d, const gs_scenario *s, const gs_mes
 
 /* CUDA_DEVICE_MAX_CONNECTIONS as Megatron-LM's validate_args wants it: 1 with TP (it asserts
  * so for tensor or context parallelism before Blackwell, unless FSDP); Megatron-FSDP asserts it
- * is not 1, so a launch with it unsets what a container may have exported. */
+ * is not 1, so a launch with it unsets what a container may have exported; torch FSDP2 runs
+ * without the assert, and overlaps its gathers only when it is not 1. */
 void gs__launch_megatron_env(launch_doc *d, const gs_scenario *s, const gs_mesh *m)
 {
-    if (megatron_dp_sharding(s->strategy.sharding))
+    if (s->strategy.torch_fsdp2)
+        put(d, "unset CUDA_DEVICE_MAX_CONNECTIONS  # torch FSDP2 overlaps its gathers only when it is not 1\n");
+    else if (megatron_dp_sharding(s->strategy.sharding))
         put(d, "unset CUDA_DEVICE_MAX_CONNECTIONS  # Megatron-FSDP asserts it is not 1\n");
     else if (m->size[GS_DIM_TP] > 1)
         put(d, "export CUDA_DEVICE_MAX_CONNECTIONS=1  # Megatron-LM asserts it with tensor parallelism\n");

@@ -389,6 +389,12 @@ gs_status gs_scenario_mesh(const gs_scenario *s, gs_mesh *mesh, gs_diag *warning
                               "moe_dispatcher: alltoall",
                               (unsigned long long)etp);
     }
+    if (st == GS_OK && s->strategy.torch_fsdp2 && (s->grid.pp > 1 || s->grid.ep > 1))
+        st = gs_error_set(err, GS_ERR_INPUT,
+                          "strategy.torch_fsdp2: Megatron-LM asserts --use-torch-fsdp2 without pipeline or "
+                          "expert parallelism; found grid.pp = %llu, grid.ep = %llu, expected both 1 (or "
+                          "framework: fsdp2, or Megatron-FSDP: drop torch_fsdp2)",
+                          (unsigned long long)s->grid.pp, (unsigned long long)s->grid.ep);
     if (st == GS_OK)
         gs_mesh_set_stage_layers(mesh, s->grid.first_stage_layers, s->grid.last_stage_layers);
     if (st == GS_OK)

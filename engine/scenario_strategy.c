@@ -94,7 +94,7 @@ static const char *const strategy_keys[] = {
     "sharding", "wrap", "prefetch", "forward_prefetch", "reshard_after_forward",
     "limit_all_gathers", "recompute", "recompute_every", "recompute_modules", "flash_attention", "offload", "precision", "pipeline", "grad_sync",
     "virtual_stages", "sequence_parallel", "bucket_mb", "overlap_param_gather", "tp_comm_overlap", "grad_dtype", "overlap_grad_reduce",
-    "bucket_stages", "cross_entropy", "framework", "compile", "cuda_graphs", "attention", "fp8_recipe", "fp8_params",
+    "bucket_stages", "cross_entropy", "framework", "compile", "cuda_graphs", "torch_fsdp2", "attention", "fp8_recipe", "fp8_params",
     "fp8_amax_history", "fp8_amax_algo", "fp8_margin", "cp_comm", "moe_dispatcher", "adam_dtype", "precision_aware_optimizer",
 };
 
@@ -400,7 +400,8 @@ static gs_status strategy_kernels(const gs__yaml_loader *l, const yaml_node_t *v
     if ((st = gs__scenario_opt_enum(l, v, sec, "attention", &attentions, &e)))
         return st;
     s->attention = (gs_attn_impl)e;
-    if ((st = gs__scenario_opt_bool(l, v, sec, "cuda_graphs", &s->cuda_graphs, NULL)))
+    if ((st = gs__scenario_opt_bool(l, v, sec, "cuda_graphs", &s->cuda_graphs, NULL)) ||
+        (st = gs__scenario_opt_bool(l, v, sec, "torch_fsdp2", &s->torch_fsdp2, NULL)))
         return st;
     return gs__scenario_opt_bool(l, v, sec, "compile", &s->compile, NULL);
 }
@@ -485,6 +486,15 @@ static gs_status strategy_refusals(const gs__yaml_loader *l, const yaml_node_t *
                                 "(--cuda-graph-impl): found framework %s, expected megatron (PyTorch FSDP's "
                                 "hooks are not captured)",
                                 gs_framework_name(gs_framework_resolve(s->framework, (int)s->sharding)));
+    if (s->torch_fsdp2 && (gs_framework_resolve(s->framework, (int)s->sharding) != GS_FW_MEGATRON ||
+                           (s->sharding != GS_SHARD_FULL_SHARD && s->sharding != GS_SHARD_GRAD_OP)))
+        return gs__yaml_fail_at(l, gs__yaml_lookup(l, v, "torch_fsdp2", NULL), GS_ERR_INPUT,
+                                "strategy.torch_fsdp2 is Megatron-LM's --use-torch-fsdp2: found framework %s "
+                                "with sharding %s, expected framework megatron with full_shard or "
+                                "shard_grad_op (--torch-fsdp2-no-reshard-after-forward); PyTorch's own FSDP2 "
+                                "is framework: fsdp2",
+                                gs_framework_name(gs_framework_resolve(s->framework, (int)s->sharding)),
+                                gs_sharding_name(s->sharding));
     if (s->pipeline != GS_PIPE_INTERLEAVED && s->virtual_stages > 1)
         return gs__yaml_fail_at(l, gs__yaml_lookup(l, v, "virtual_stages", NULL), GS_ERR_INPUT,
                                 "strategy.virtual_stages=%llu needs pipeline: interleaved: found "

@@ -112,6 +112,7 @@ void gs_strategy_defaults(gs_strategy *s)
     s->grad_dtype = -1;
     s->framework = GS_FW_AUTO;
     s->compile = 0;
+    s->torch_fsdp2 = 0;
     s->attention = GS_ATTN_AUTO;
     s->bucket_stages = GS_BUCKET_STAGES_ALL;
     s->cross_entropy = GS_XENT_UNFUSED;

@@ -168,6 +168,11 @@ typedef struct gs_strategy {
                                    (Megatron-Core --cuda-graph-impl local or transformer_engine,
                                    formerly --enable-cuda-graph / --external-cuda-graph); Megatron
                                    only; default 0 */
+    int torch_fsdp2;            /* 1: Megatron-LM --use-torch-fsdp2: sharding full_shard or
+                                   shard_grad_op run as PyTorch FSDP2's fully_shard on each
+                                   transformer layer (its copy-out and copy-in on the compute
+                                   stream) instead of Megatron-FSDP; framework megatron, pp and
+                                   ep 1; default 0 */
     gs_attn_impl attention;     /* the attention kernel; default AUTO (from the framework, the GPU
                                    and flash_attention) */
     gs_fp8 fp8;                 /* default OFF; precision: fp8 sets it (precision stays bf16: the

@@ -162,23 +162,25 @@ static size_t count_role(const gs_schedule *sch, size_t i, gs_role role)
 START_TEST(test_fsdp2_copies)
 {
     const char *base = SMALL "cluster: {preset: dgx-a100-80g, gpus_per_node: 4}\ngrid: {dp: 4}\nbatch: {global: 8}\n";
-    static const char *const fw[] = {"fsdp2", "deepspeed", "megatron", "fsdp1", "auto"};
-    for (int f = 0; f < 5; f++) {
+    /* the last: Megatron-LM's --use-torch-fsdp2, FSDP2's fully_shard under Megatron's kernels */
+    static const char *const fw[] = {"fsdp2", "deepspeed", "megatron", "fsdp1", "auto", "megatron"};
+    for (int f = 0; f < 6; f++) {
         char y[512];
         /* DeepSpeed as ZeRO-3 with FSDP's layer units, so the gathers are test_fsdp_counts' */
         snprintf(y, sizeof y, "%sstrategy: {framework: %s, sharding: %s, precision: bf16, grad_dtype: fp32%s}\n",
-                 base, fw[f], f == 1 ? "zero3" : "full_shard", f == 1 ? ", wrap: layer" : "");
+                 base, fw[f], f == 1 ? "zero3" : "full_shard",
+                 f == 1 ? ", wrap: layer" : f == 5 ? ", torch_fsdp2: true" : "");
         gs_schedule *sch = build(y, 0);
         const gs_rank_events *r = &sch->ranks[0];
         size_t outs = count_role(sch, 0, GS_ROLE_UNIT_COPY_OUT), ins = count_role(sch, 0, GS_ROLE_GRAD_COPY_IN);
-        if (f >= 2) { /* Megatron's sharding built as Megatron-FSDP's; FSDP1 (auto resolves full_shard to it) */
+        if (f >= 2 && f < 5) { /* Megatron-FSDP; FSDP1 (auto resolves full_shard to it) */
             ck_assert_uint_eq(outs, 0);
             ck_assert_uint_eq(ins, 0);
             gs_schedule_destroy(sch);
             continue;
         }
         ck_assert_uint_eq(outs, 17);
-        ck_assert_uint_eq(ins, f == 0 ? 10 : 0);
+        ck_assert_uint_eq(ins, f == 1 ? 0 : 10);
         for (size_t k = 0; k < r->nevents; k++) {
             const gs_event *e = &r->events[k];
             if (e->role == GS_ROLE_UNIT_COPY_OUT) {

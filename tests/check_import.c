@@ -372,6 +372,72 @@ START_TEST(test_cuda_graph_flags)
 }
 END_TEST
 
+/* Megatron-LM's --use-torch-fsdp2 (megatron/core/distributed/torch_fully_sharded_data_parallel.py:
+ * PyTorch's fully_shard on each transformer layer): full_shard, or shard_grad_op with
+ * --torch-fsdp2-no-reshard-after-forward, as strategy.torch_fsdp2, which the Megatron launcher
+ * writes back without the distributed optimizer Megatron-LM refuses beside it; Megatron-FSDP
+ * stays without it; the scenario refuses it outside framework megatron's FSDP shardings and with
+ * pipeline parallelism (Megatron-LM's asserts). */
+START_TEST(test_torch_fsdp2_flags)
+{
+    gs_scenario s;
+    gs_diag ig;
+    gs_error err;
+    ck_assert_int_eq(import_text("--bf16 --use-torch-fsdp2 --no-gradient-accumulation-fusion", 1, &s, &ig, &err),
+                     GS_OK);
+    ck_assert_int_eq(s.strategy.torch_fsdp2, 1);
+    ck_assert_int_eq(s.strategy.sharding, GS_SHARD_FULL_SHARD);
+    ck_assert_int_eq(s.strategy.framework, GS_FW_MEGATRON);
+    gs_diag_fini(&ig);
+    ck_assert_int_eq(import_text("--bf16 --use-torch-fsdp2 --torch-fsdp2-no-reshard-after-forward", 1, &s, &ig, &err),
+                     GS_OK);
+    ck_assert_int_eq(s.strategy.torch_fsdp2, 1);
+    ck_assert_int_eq(s.strategy.sharding, GS_SHARD_GRAD_OP);
+    gs_diag_fini(&ig);
+    ck_assert_int_eq(import_text("--bf16 --use-megatron-fsdp", 1, &s, &ig, &err), GS_OK);
+    ck_assert_int_eq(s.strategy.torch_fsdp2, 0);
+    gs_diag_fini(&ig);
+
+    static const char *const yaml[] = {
+        "model: llama2-7b\ncluster: {preset: dgx-a100-80g, nodes: 1}\ngrid: {dp: 4, pp: 1, tp: 2}\n"
+        "strategy: {framework: megatron, sharding: full_shard, torch_fsdp2: true}\nbatch: {global: 8, micro: 1}\n",
+        "model: llama2-7b\ncluster: {preset: dgx-a100-80g, nodes: 1}\ngrid: {dp: 4, pp: 1, tp: 2}\n"
+        "strategy: {framework: megatron, sharding: shard_grad_op, torch_fsdp2: true}\nbatch: {global: 8, micro: 1}\n"};
+    for (int i = 0; i < 2; i++) {
+        gs_text t;
+        emit_text(yaml[i], GS_LAUNCH_MEGATRON, &t);
+        const char *out = gs_text_str(&t);
+        ck_assert_has(out, "--use-torch-fsdp2");
+        ck_assert_has(out, "--no-gradient-accumulation-fusion");
+        ck_assert_msg(strstr(out, "--use-distributed-optimizer") == NULL, "%s", out);
+        ck_assert_msg(strstr(out, "--use-megatron-fsdp") == NULL, "%s", out);
+        ck_assert_int_eq(strstr(out, "--torch-fsdp2-no-reshard-after-forward") != NULL, i == 1);
+        gs_text_fini(&t);
+    }
+
+    static const char *const refused[] = {
+        "strategy: {framework: fsdp2, sharding: full_shard, torch_fsdp2: true}\n",
+        "strategy: {framework: megatron, sharding: zero1, torch_fsdp2: true}\n"};
+    for (int i = 0; i < 2; i++) {
+        char y[512];
+        snprintf(y, sizeof y, "model: llama2-7b\ncluster: {preset: dgx-a100-80g, nodes: 1}\n"
+                 "grid: {dp: 8, pp: 1, tp: 1}\n%sbatch: {global: 8, micro: 1}\n", refused[i]);
+        gs_error_init(&err);
+        ck_assert_int_eq(gs_scenario_load_string(y, strlen(y), "case", &s, &err), GS_ERR_INPUT);
+        ck_assert_has(err.msg, "--use-torch-fsdp2");
+        ck_assert_has(err.msg, "case:4:");
+    }
+    const char *pp2 = "model: llama2-7b\ncluster: {preset: dgx-a100-80g, nodes: 1}\ngrid: {dp: 4, pp: 2, tp: 1}\n"
+                      "strategy: {framework: megatron, sharding: full_shard, torch_fsdp2: true}\n"
+                      "batch: {global: 8, micro: 1}\n";
+    gs_mesh m;
+    gs_error_init(&err);
+    ck_assert_int_eq(gs_scenario_load_string(pp2, strlen(pp2), "case", &s, &err), GS_OK);
+    ck_assert_int_eq(gs_scenario_mesh(&s, &m, NULL, &err), GS_ERR_INPUT);
+    ck_assert_has(err.msg, "without pipeline or expert parallelism");
+}
+END_TEST
+
 /* FP8: --fp8-format (e4m3 or hybrid) over --bf16 turns strategy.fp8 on, --fp8-recipe delayed (the
  * default) or tensorwise picks the recipe, --fp8-param-gather the FP8 parameters; other recipes,
  * FP8 without --bf16 and FP8 on a GPU without FP8 tensor cores are refused; the recipe and param
@@ -953,6 +1019,7 @@ static Suite *import_suite(void)
     tcase_add_test(mg, test_example_script);
     tcase_add_test(mg, test_fp8_flags);
     tcase_add_test(mg, test_cuda_graph_flags);
+    tcase_add_test(mg, test_torch_fsdp2_flags);
     tcase_add_test(mg, test_optimizer_flags);
     tcase_add_test(mg, test_shell);
     tcase_add_test(mg, test_shell_refusals);
