@@ -89,9 +89,15 @@ int gs_framework_gather_copies(gs_framework resolved, int sharding, int torch_fs
            (resolved == GS_FW_DEEPSPEED && sharding == GS_SHARD_ZERO3);
 }
 
+int gs_framework_torch_fsdp2(gs_framework resolved, int sharding, int torch_fsdp2)
+{
+    return torch_fsdp2 && resolved == GS_FW_MEGATRON &&
+           (sharding == GS_SHARD_GRAD_OP || sharding == GS_SHARD_FULL_SHARD);
+}
+
 int gs_framework_grad_copies(gs_framework resolved, int sharding, int torch_fsdp2)
 {
-    int fsdp2 = resolved == GS_FW_FSDP2 || (resolved == GS_FW_MEGATRON && torch_fsdp2);
+    int fsdp2 = resolved == GS_FW_FSDP2 || gs_framework_torch_fsdp2(resolved, sharding, torch_fsdp2);
     return fsdp2 &&
            (sharding == GS_SHARD_GRAD_OP || sharding == GS_SHARD_FULL_SHARD || sharding == GS_SHARD_HYBRID_SHARD);
 }

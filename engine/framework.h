@@ -77,6 +77,10 @@ int gs_framework_tp_overlap(gs_framework resolved);
  * torch_fully_sharded_data_parallel.py: fully_shard on each transformer layer) copies as FSDP2
  * does. */
 int gs_framework_gather_copies(gs_framework resolved, int sharding, int torch_fsdp2);
+/* 1 when strategy.torch_fsdp2 takes effect: Megatron-LM (resolved framework megatron) with a
+ * sharding --use-torch-fsdp2 runs (full_shard, shard_grad_op). A planner's candidate of another
+ * sharding keeps the base's key and runs as Megatron-LM runs that sharding. */
+int gs_framework_torch_fsdp2(gs_framework resolved, int sharding, int torch_fsdp2);
 int gs_framework_grad_copies(gs_framework resolved, int sharding, int torch_fsdp2);
 
 /* 1 when the framework's elementwise ops run as fused kernels: Megatron always (TE / Apex /

@@ -37,6 +37,7 @@ void gs_plan_reason(const char *msg, char *out, size_t len)
         {"splits each rank's heads over the a2a level", "heads not divisible by tp x cp_a2a"},
         {"flex is modelled with expert TP 1", "flex dispatcher with expert TP > 1"},
         {"flex (DeepEP) needs TP x EP > 1", "flex dispatcher with ep = 1"},
+        {"asserts --use-torch-fsdp2 without pipeline", "torch FSDP2 (Megatron-LM) with pp or ep > 1"},
     };
     /* the first line only: later lines are further errors on the same grid */
     char line[GS_ERROR_MSG_BYTES];

@@ -414,6 +414,21 @@ START_TEST(test_torch_fsdp2_flags)
         ck_assert_int_eq(strstr(out, "--torch-fsdp2-no-reshard-after-forward") != NULL, i == 1);
         gs_text_fini(&t);
     }
+    /* a planner's candidate of another sharding keeps the key and runs as Megatron-LM runs that
+     * sharding: the distributed optimizer, no torch FSDP2 */
+    {
+        gs_mesh mz;
+        gs_text t;
+        gs_error_init(&err);
+        ck_assert_int_eq(gs_scenario_load_string(yaml[0], strlen(yaml[0]), "case", &s, &err), GS_OK);
+        s.strategy.sharding = GS_SHARD_ZERO1;
+        ck_assert_int_eq(gs_scenario_mesh(&s, &mz, NULL, &err), GS_OK);
+        gs_text_init(&t);
+        ck_assert_int_eq(gs_launch_emit(&s, &mz, GS_LAUNCH_MEGATRON, &t, &err), GS_OK);
+        ck_assert_has(gs_text_str(&t), "--use-distributed-optimizer");
+        ck_assert_msg(strstr(gs_text_str(&t), "--use-torch-fsdp2") == NULL, "%s", gs_text_str(&t));
+        gs_text_fini(&t);
+    }
 
     static const char *const refused[] = {
         "strategy: {framework: fsdp2, sharding: full_shard, torch_fsdp2: true}\n",
