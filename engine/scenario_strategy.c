@@ -94,7 +94,8 @@ static const char *const strategy_keys[] = {
     "sharding", "wrap", "prefetch", "forward_prefetch", "reshard_after_forward",
     "limit_all_gathers", "recompute", "recompute_every", "recompute_modules", "flash_attention", "offload", "precision", "pipeline", "grad_sync",
     "virtual_stages", "sequence_parallel", "bucket_mb", "overlap_param_gather", "tp_comm_overlap", "grad_dtype", "overlap_grad_reduce",
-    "bucket_stages", "cross_entropy", "framework", "compile", "cuda_graphs", "torch_fsdp2", "attention", "fp8_recipe", "fp8_params",
+    "bucket_stages", "cross_entropy", "framework", "compile", "cuda_graphs", "torch_fsdp2", "attention", "fp8_recipe",
+    "fp8_params",
     "fp8_amax_history", "fp8_amax_algo", "fp8_margin", "cp_comm", "moe_dispatcher", "adam_dtype", "precision_aware_optimizer",
 };
 
