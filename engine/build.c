@@ -145,7 +145,7 @@ static gs_status bctx_init(gs_bctx *x, const gs_scenario *s, const gs_mesh *mesh
         x->group[g] = gs_group_of(mesh, (gs_group_kind)g, r->rank, &x->group_size[g]);
     x->dp_group = s->strategy.sharding == GS_SHARD_HYBRID_SHARD ? GS_GROUP_DP_INTRA : GS_GROUP_DP;
     if (s->model.moe.experts && s->strategy.moe_dispatcher == GS_MOE_FLEX) /* once, not per MoE block */
-        x->moe_route = gs_moe_flex_route_of(&s->model.moe, mesh, r->rank, mesh->ep ? mesh->ep : 1);
+        x->moe_route = gs_moe_flex_route_of(&s->model.moe, mesh, r->rank, mesh->ep ? mesh->ep : 1, gs_mesh_etp(mesh));
     if ((rc = gs_pipe_order_build(s->strategy.pipeline, x->pp, x->stage, microbatches, x->v, order, err)) != GS_OK)
         return rc;
     /* in-flight micro-batches span fewer than warm-up + 2 + 2 p v consecutive ids */

@@ -27,13 +27,16 @@
  * of its experts (the same gathered rows as above), and the combine reduce-scatters the n T_l
  * unpermuted rows back over the group; no separate ETP exchange. Backward: the combine's
  * all-gather, the dispatch's reduce-scatter of the rows' and probabilities' gradients.
- * With strategy.moe_dispatcher flex (MoEFlexTokenDispatcher, DeepEP backend; etp 1) the permute
+ * With strategy.moe_dispatcher flex (MoEFlexTokenDispatcher, DeepEP backend) the permute
  * before the dispatch is fused into DeepEP's dispatch kernel, which sends each token once to each
- * EP rank holding one of its experts and once over RDMA to each such remote node (engine/
+ * rank holding one of its experts and once over RDMA to each such remote node (engine/
  * moe_route.h: the event's bytes are those distinct rows, its net_share the node-level part);
  * after it the received rows are permuted by local expert (fused permute: read the rank's rows,
  * write each routed copy), and before the combine unpermuted (the copies weighted and summed into
- * the rank's rows); the combine kernel sums a token's ranks on its way back.
+ * the rank's rows); the combine kernel sums a token's ranks on its way back. Under expert TP the
+ * exchange spans the ETP x EP group (tp_ep): every ETP rank of an expert receives its tokens,
+ * runs its f_e / etp slice on them, and the combine sums the partial outputs, so no ETP gather
+ * or reduce-scatter runs.
  * The backward runs the same ops in reverse order: the all-to-alls move the gradients, the ETP
  * gather and scatter swap, the GEMMs do data and weight gradients (twice the forward FLOPs).
  *
@@ -113,14 +116,18 @@ static gs_status ep_a2a(pass *p, const shapes *sh, const moe_shapes *ms, gs_role
         gs_coll_op op = (role == GS_ROLE_EP_DISPATCH) != bwd ? GS_COLL_ALLGATHER : GS_COLL_REDUCE_SCATTER;
         return gs__op_coll(p, role, op, GS_GROUP_TPEP, ms->n, ms->n * ag_share(sh, ms, role, bwd));
     }
-    if (ms->ep <= 1)
-        return GS_OK;
-    if (ms->flex) {
-        gs_status rc = gs__op_coll(p, role, GS_COLL_ALLTOALL, GS_GROUP_EP, ms->ep, ms->fx.rank_rows * sh->h * sh->e);
+    if (ms->flex) { /* over the ETP x EP group (tp_ep) when expert TP splits the experts */
+        gs_group_kind g = ms->etp > 1 ? GS_GROUP_TPEP : GS_GROUP_EP;
+        uint64_t n = ms->etp > 1 ? ms->n : ms->ep;
+        if (n <= 1)
+            return GS_OK;
+        gs_status rc = gs__op_coll(p, role, GS_COLL_ALLTOALL, g, n, ms->fx.rank_rows * sh->h * sh->e);
         if (rc == GS_OK)
             p->pending.e.net_share = (float)ms->fx.net_share;
         return rc;
     }
+    if (ms->ep <= 1)
+        return GS_OK;
     return gs__op_coll(p, role, GS_COLL_ALLTOALL, GS_GROUP_EP, ms->ep, rows_bytes(sh, ms));
 }
 
@@ -128,7 +135,7 @@ static gs_status ep_a2a(pass *p, const shapes *sh, const moe_shapes *ms, gs_role
  * input, reduce-scatter at the output; backward the other way round. */
 static gs_status etp_coll(pass *p, const shapes *sh, const moe_shapes *ms, int in)
 {
-    if (ms->etp <= 1 || ms->allgather) /* the allgather dispatcher's group spans ETP already */
+    if (ms->etp <= 1 || ms->allgather || ms->flex) /* their exchanges span ETP already */
         return GS_OK;
     int bwd = p->phase == GS_PHASE_BWD;
     gs_coll_op op = (in != bwd) ? GS_COLL_ALLGATHER : GS_COLL_REDUCE_SCATTER;
@@ -187,10 +194,11 @@ static gs_status permute(pass *p, const shapes *sh, const moe_shapes *ms, uint16
     const gs_moe *moe = &p->x->s->model.moe;
     uint64_t elems = ms->tl * moe->top_k * sh->h;
     uint64_t bytes = part == 1 ? 2 * sh->e * elems : 5 * sh->e * elems + sh->e * ms->tl * sh->h;
-    if (ms->flex && ms->ep > 1) {
+    if (ms->flex && (ms->ep > 1 || ms->etp > 1)) {
         /* after the dispatch (part 1): the received rank rows read, each routed copy written;
-         * before the combine (part 2): the copies read and weighted, the rank rows written */
-        elems = ms->rows * sh->h;
+         * before the combine (part 2): the copies read and weighted, the rank rows written (the
+         * copies of every ETP rank of the group under expert TP: the gathered rows) */
+        elems = ms->gathered * sh->h;
         bytes = sh->e * (elems + ms->fx.rank_rows * sh->h) + (part == 2 ? sh->e * elems : 0);
     } else if (ms->allgather) {
         /* the local rows selected from the n T_l gathered tokens, and scattered back into a

@@ -269,8 +269,9 @@ void gs__ledger_stage_tp_traffic(stage_build *b)
             uint64_t halves = add(c, mul(c, mul(c, parts, 4 + (regather ? 1 : 0), "traffic"), mc.moe, "traffic"),
                                   again_h, "traffic");
             uint64_t rows = gs_moe_rank_rows(&m->moe, ceil_div(mul(c, seq, s->batch.micro_seqs, "traffic"), tp));
-            /* the allgather dispatcher's exchange spans ETP: no separate one (the ep line) */
-            uint64_t etp_n = st->moe_dispatcher == GS_MOE_ALLGATHER ? 1 : gs_mesh_etp(b->mesh);
+            /* the allgather and flex dispatchers' exchanges span ETP: no separate one (the ep line) */
+            uint64_t etp_n =
+                st->moe_dispatcher == GS_MOE_ALLGATHER || st->moe_dispatcher == GS_MOE_FLEX ? 1 : gs_mesh_etp(b->mesh);
             uint64_t etp = mul(c, mul(c, etp_n - 1, mul(c, mul(c, rows, m->hidden, "traffic"), e, "traffic"), "traffic"),
                                add(c, mul(c, 4, mc.moe, "traffic"), mul(c, 2, mc.moe_ckpt, "traffic"), "traffic"),
                                "traffic");
@@ -417,7 +418,8 @@ static void allgather_traffic(stage_build *b)
 /* EP traffic per step (grid.ep > 1), per MoE block and micro-batch: the token rows' dispatch and
  * combine all-to-alls, forward and backward, again for a checkpointed block's recomputed forward;
  * each moves the busiest EP rank's rows (gs_moe_rank_rows of the rank's sequence-parallel
- * tokens) x h x e bytes, (ep - 1) / ep of them sent. */
+ * tokens) x h x e bytes, (ep - 1) / ep of them sent. The flex dispatcher moves each token once per
+ * destination rank instead (engine/moe_route.h), over the etp x ep ranks under expert TP. */
 void gs__ledger_stage_ep_traffic(stage_build *b)
 {
     const gs_scenario *s = b->s;
@@ -432,7 +434,11 @@ void gs__ledger_stage_ep_traffic(stage_build *b)
         allgather_traffic(b);
         return;
     }
-    if (ep <= 1)
+    int flex = s->strategy.moe_dispatcher == GS_MOE_FLEX;
+    uint64_t etp = gs_mesh_etp(b->mesh);
+    /* flex under expert TP exchanges over the ETP x EP group (Megatron-Core's tp_ep) */
+    uint64_t n = flex && etp > 1 ? gs_mesh_tpep_size(b->mesh) : ep;
+    if (n <= 1)
         return;
     moe_count mc;
     count_moe_blocks(b, &mc);
@@ -440,19 +446,20 @@ void gs__ledger_stage_ep_traffic(stage_build *b)
     uint64_t T = mul(c, m->seq / (b->mesh->cp ? b->mesh->cp : 1), s->batch.micro_seqs, "traffic");
     uint64_t tl = s->strategy.sequence_parallel && tp > 1 ? ceil_div(T, tp) : T;
     uint64_t rows = gs_moe_rank_rows(&m->moe, tl);
-    int flex = s->strategy.moe_dispatcher == GS_MOE_FLEX;
     /* flex (DeepEP): each token once per destination rank (engine/moe_route.h) */
-    gs_moe_flex fx = flex ? gs_moe_flex_traffic(&m->moe, b->mesh, b->rank, ep, rows) : (gs_moe_flex){rows, 0.0};
-    uint64_t one = ring_sent(mul(c, mul(c, fx.rank_rows, m->hidden, "traffic"), e, "traffic"), ep);
+    gs_moe_flex fx = flex ? gs_moe_flex_traffic(&m->moe, b->mesh, b->rank, ep, flex ? etp : 1, rows)
+                          : (gs_moe_flex){rows, 0.0};
+    uint64_t one = ring_sent(mul(c, mul(c, fx.rank_rows, m->hidden, "traffic"), e, "traffic"), n);
     uint64_t a2a = add(c, mul(c, 4, mc.moe, "traffic"), mul(c, 2, mc.moe_ckpt, "traffic"), "traffic");
     uint64_t total = mul(c, mul(c, a2a, one, "traffic"), b->mb, "traffic");
     gs__ledger_line_add(c, r, "ep", total,
                         "%" PRIu64 " %s (dispatch and combine, forward and backward%s) x %" PRIu64
                         " micro-batches, each (ep-1)/ep of %" PRIu64 " token rows%s x %" PRIu64 " x %" PRIu64
-                        " B, ep=%" PRIu64,
+                        " B, %s=%" PRIu64,
                         a2a, flex ? "flex (DeepEP) exchanges" : "all-to-alls",
                         mc.moe_ckpt ? ", the recomputed forwards" : "", b->mb, fx.rank_rows,
-                        flex ? " (one per token and destination rank)" : "", m->hidden, e, ep);
+                        flex ? " (one per token and destination rank)" : "", m->hidden, e,
+                        n != ep ? "etp x ep" : "ep", n);
     r->traffic[GS_TRAFFIC_EP] = total;
     uint64_t first, stride;
     gs_mesh_ep_group(b->mesh, b->rank, &first, &stride);

@@ -85,13 +85,19 @@ uint64_t gs_moe_ep_ranks_per_node(const gs_mesh *m, uint64_t rank)
     return on ? on : 1;
 }
 
-gs_moe_flex_route gs_moe_flex_route_of(const gs_moe *moe, const gs_mesh *m, uint64_t rank, uint64_t ep)
+gs_moe_flex_route gs_moe_flex_route_of(const gs_moe *moe, const gs_mesh *m, uint64_t rank, uint64_t ep,
+                                       uint64_t etp)
 {
     gs_moe_flex_route r = {(double)moe->top_k, 0.0};
-    if (ep <= 1 || !moe->experts || !moe->top_k)
+    if (!etp)
+        etp = 1;
+    if ((ep <= 1 && etp <= 1) || !moe->experts || !moe->top_k)
         return r;
-    uint64_t L = moe->experts / ep, ppn = gs_moe_ep_ranks_per_node(m, rank), nodes = ep / ppn;
-    r.ranks = gs_moe_blocks_hit(moe, L); /* distinct destination ranks per token */
+    if (!ep)
+        ep = 1;
+    uint64_t L = moe->experts / ep, ppn = ep > 1 ? gs_moe_ep_ranks_per_node(m, rank) : 1, nodes = ep / ppn;
+    double positions = gs_moe_blocks_hit(moe, L); /* distinct EP positions per token */
+    r.ranks = (double)etp * positions;            /* each position's etp ranks, all of them */
     if (nodes > 1 && r.ranks > 0.0)
         r.net_share = gs_moe_blocks_hit(moe, L * ppn) * (double)(nodes - 1) / (double)nodes / r.ranks;
     return r;
@@ -105,9 +111,9 @@ gs_moe_flex gs_moe_flex_rows(const gs_moe *moe, const gs_moe_flex_route *r, uint
     return f;
 }
 
-gs_moe_flex gs_moe_flex_traffic(const gs_moe *moe, const gs_mesh *m, uint64_t rank, uint64_t ep,
+gs_moe_flex gs_moe_flex_traffic(const gs_moe *moe, const gs_mesh *m, uint64_t rank, uint64_t ep, uint64_t etp,
                                 uint64_t routed_rows)
 {
-    gs_moe_flex_route r = gs_moe_flex_route_of(moe, m, rank, ep);
+    gs_moe_flex_route r = gs_moe_flex_route_of(moe, m, rank, ep, etp);
     return gs_moe_flex_rows(moe, &r, routed_rows);
 }

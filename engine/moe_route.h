@@ -44,21 +44,28 @@ typedef struct gs_moe_flex {
     double net_share;
 } gs_moe_flex;
 
-/* What a flex dispatch from `rank` over an EP group of `ep` ranks (etp 1) does with each token,
- * whatever the micro-batch: `ranks` its expected distinct destination ranks (top_k when ep <= 1:
- * no deduplication), `net_share` as gs_moe_flex's. A schedule build computes it once per rank. */
+/* What a flex dispatch from `rank` over the ETP x EP group of etp x ep ranks does with each
+ * token, whatever the micro-batch: `ranks` its expected distinct destination ranks (top_k when
+ * ep <= 1 and etp <= 1: no deduplication), `net_share` as gs_moe_flex's. Under expert TP
+ * (Megatron-Core's MoEFlexTokenDispatcher._initialize_metadata: the routing map replicated over
+ * the ETP ranks of each expert, the group tp_ep) a token goes to every one of the etp ranks of
+ * each EP position it picks, consecutive ranks of one node, so its ranks are etp times the EP
+ * positions it hits while its RDMA copies stay one per remote node; the combine sums the etp
+ * ranks' partial outputs on the way back. A schedule build computes it once per rank. */
 typedef struct gs_moe_flex_route {
     double ranks;
     double net_share;
 } gs_moe_flex_route;
 
-gs_moe_flex_route gs_moe_flex_route_of(const gs_moe *moe, const gs_mesh *m, uint64_t rank, uint64_t ep);
+gs_moe_flex_route gs_moe_flex_route_of(const gs_moe *moe, const gs_mesh *m, uint64_t rank, uint64_t ep,
+                                       uint64_t etp);
 
 /* The dispatch of `routed_rows` routed copies (tokens x top_k, with any skew) under route r. */
 gs_moe_flex gs_moe_flex_rows(const gs_moe *moe, const gs_moe_flex_route *r, uint64_t routed_rows);
 
-/* The two in one: the flex dispatch of `routed_rows` routed copies from `rank` over `ep` ranks. */
-gs_moe_flex gs_moe_flex_traffic(const gs_moe *moe, const gs_mesh *m, uint64_t rank, uint64_t ep,
+/* The two in one: the flex dispatch of `routed_rows` routed copies from `rank` over etp x ep
+ * ranks. */
+gs_moe_flex gs_moe_flex_traffic(const gs_moe *moe, const gs_mesh *m, uint64_t rank, uint64_t ep, uint64_t etp,
                                 uint64_t routed_rows);
 
 #endif

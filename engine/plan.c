@@ -35,7 +35,7 @@ void gs_plan_reason(const char *msg, char *out, size_t len)
         {"is hierarchical CP's a2a level", "cp_a2a without cp > 1 and cp_comm a2a+p2p"},
         {"(hierarchical CP) with cp=", "cp_a2a not a divisor of cp below it"},
         {"splits each rank's heads over the a2a level", "heads not divisible by tp x cp_a2a"},
-        {"flex is modelled with expert TP 1", "flex dispatcher with expert TP > 1"},
+        {"exchanges over the ETP x EP ranks", "flex with expert TP: tp not directly inside dp"},
         {"flex (DeepEP) needs TP x EP > 1", "flex dispatcher with ep = 1"},
         {"asserts --use-torch-fsdp2 without pipeline", "torch FSDP2 (Megatron-LM) with pp or ep > 1"},
     };

@@ -383,11 +383,11 @@ gs_status gs_scenario_mesh(const gs_scenario *s, gs_mesh *mesh, gs_diag *warning
                               "strategy.moe_dispatcher flex (DeepEP) needs TP x EP > 1 (Megatron-Core's "
                               "MoEFlexTokenDispatcher asserts it); found grid.ep = 1 and expert TP 1, expected "
                               "grid.ep >= 2 or moe_dispatcher: alltoall");
-        else if (etp > 1)
+        else if (etp > 1 && !gs_mesh_tpep_ok(mesh))
             st = gs_error_set(err, GS_ERR_INPUT,
-                              "strategy.moe_dispatcher flex is modelled with expert TP 1 (DeepEP's recipes: "
-                              "--expert-tensor-parallel-size 1); found expert TP %llu, expected grid.etp: 1 or "
-                              "moe_dispatcher: alltoall",
+                              "strategy.moe_dispatcher flex with expert TP %llu exchanges over the ETP x EP ranks "
+                              "(Megatron-Core's tp_ep group), which needs tp directly inside dp in grid.order "
+                              "(tp-dp-pp, tp-cp-dp-pp or pp-tp-dp), as Megatron-Core orders them",
                               (unsigned long long)etp);
     }
     if (st == GS_OK &&

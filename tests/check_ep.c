@@ -417,6 +417,62 @@ START_TEST(test_ep_allgather)
 }
 END_TEST
 
+/* The flex dispatcher under expert TP 2 (Megatron-Core's MoEFlexTokenDispatcher over its tp_ep
+ * group, the routing map replicated over each expert's ETP ranks): TINY_MOE on dp 8 x tp 2, ep 4.
+ * Each of a rank's 128 tokens picks 2 of 8 experts; an EP position holds 2, so it hits
+ * 4 x (1 - C(6, 2) / C(8, 2)) = 4 x 13 / 28 = 1.857143 positions, 2 ranks each: 3.714286 rows a
+ * token, ceil(256 x 3.714286 / 2) = 476 rows of 256 x 2 B = 243,712 B a dispatch, over the 8
+ * ranks of the ETP x EP group (one node: nothing leaves it). No expert-TP gather or reduce-scatter
+ * runs (the combine sums the ETP ranks' partial outputs); the experts' GEMMs are the all-to-all
+ * dispatcher's (512 gathered rows over 2 local experts). The EP line: 16 exchanges a micro-batch,
+ * each 7/8 of 243,712 B, x 2 micro-batches = 6,823,936 B; the TP line loses the all-to-all
+ * dispatcher's expert-TP part, 16 x 131,072 B x 2 micro-batches = 4,194,304 B. */
+START_TEST(test_ep_flex_expert_tp)
+{
+    char y[1024];
+    gs_scenario s, s0;
+    gs_mesh m, m0;
+    snprintf(y, sizeof y, TINY_MOE "grid: {dp: 8, ep: 4, tp: 2}\nstrategy: {sharding: zero1, sequence_parallel: true, "
+             "recompute: none, flash_attention: true, moe_dispatcher: flex}\nbatch: {global: 16}\n", "");
+    gs_schedule *sch = build(y, &s, &m);
+    uint64_t b;
+    double f, up;
+    ck_assert_uint_eq(role_events(sch, 3, GS_ROLE_EP_DISPATCH, GS_PHASE_FWD, &b, &f), 8);
+    ck_assert_uint_eq(b, 8ull * 243712);
+    ck_assert_uint_eq(role_events(sch, 3, GS_ROLE_EP_COMBINE, GS_PHASE_BWD, &b, &f), 8);
+    ck_assert_uint_eq(b, 8ull * 243712);
+    ck_assert_uint_eq(role_events(sch, 3, GS_ROLE_ETP_IN, GS_PHASE_FWD, &b, &f), 0);
+    ck_assert_uint_eq(role_events(sch, 3, GS_ROLE_ETP_OUT, GS_PHASE_FWD, &b, &f), 0);
+    role_events(sch, 3, GS_ROLE_EXPERT_UP, GS_PHASE_FWD, &b, &up);
+    ck_assert_double_eq(up, 8.0 * 33554432.0);
+    for (size_t k = 0; k < sch->ranks[3].nevents; k++) {
+        const gs_event *e = &sch->ranks[3].events[k];
+        if (e->role == GS_ROLE_EP_DISPATCH || e->role == GS_ROLE_EP_COMBINE) {
+            ck_assert_int_eq(e->group, GS_GROUP_TPEP);
+            ck_assert_uint_eq(e->group_size, 8);
+            ck_assert(e->net_share == 0.0f);
+        }
+    }
+    gs_ledger *l = NULL, *l0 = NULL;
+    gs_error err;
+    gs_error_init(&err);
+    ck_assert_int_eq(gs_ledger_create(&s, &m, &l, &err), GS_OK);
+    ck_assert_uint_eq(l->ranks[0].traffic[GS_TRAFFIC_EP], 6823936ull);
+    snprintf(y, sizeof y, TINY_MOE "grid: {dp: 8, ep: 4, tp: 2}\nstrategy: {sharding: zero1, sequence_parallel: true, "
+             "recompute: none, flash_attention: true}\nbatch: {global: 16}\n", "");
+    load(y, &s0, &m0);
+    ck_assert_int_eq(gs_ledger_create(&s0, &m0, &l0, &err), GS_OK);
+    ck_assert_uint_eq(l0->ranks[0].traffic[GS_TRAFFIC_TP] - l->ranks[0].traffic[GS_TRAFFIC_TP], 4194304ull);
+    gs_ledger_destroy(l);
+    gs_ledger_destroy(l0);
+    gs_schedule_destroy(sch);
+    /* dp inside tp: the tp x ep ranks are no arithmetic progression, refused with the reason */
+    snprintf(y, sizeof y, TINY_MOE "grid: {dp: 8, ep: 4, tp: 2, order: dp-tp-pp, allow_tp_cross_node: true}\n"
+             "strategy: {sharding: zero1, sequence_parallel: true, moe_dispatcher: flex}\n", "");
+    load_fails(y, GS_ERR_INPUT, "needs tp directly inside dp");
+}
+END_TEST
+
 /* Routing skew 0.5 makes the busiest EP rank take 1.5 x the rows: 384 per all-to-all
  * (196,608 B); a capacity factor of 1.25 caps it at 320 (163,840 B). */
 START_TEST(test_ep_skew)
@@ -695,6 +751,7 @@ static Suite *ep_suite(void)
     tcase_add_test(tc, test_ep_sharded);
     tcase_add_test(tc, test_ep_sharded_whole);
     tcase_add_test(tc, test_ep_allgather);
+    tcase_add_test(tc, test_ep_flex_expert_tp);
     tcase_add_test(tc, test_ep_skew);
     tcase_add_test(tc, test_ep_megatron);
     tcase_add_test(tc, test_moe_layer_freq);

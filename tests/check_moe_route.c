@@ -82,7 +82,7 @@ START_TEST(test_deepseek_v3_by_hand)
     ck_assert_int_eq(gs_mesh_set_etp(&m, 1, NULL), GS_OK);
     ck_assert_int_eq(gs_mesh_set_ep(&m, 64, NULL), GS_OK);
     ck_assert_uint_eq(gs_moe_ep_ranks_per_node(&m, 13), 8);
-    gs_moe_flex f = gs_moe_flex_traffic(&moe, &m, 13, 64, 4096 * 8);
+    gs_moe_flex f = gs_moe_flex_traffic(&moe, &m, 13, 64, 1, 4096 * 8);
     ck_assert_uint_eq(f.rank_rows, (uint64_t)ceil(4096.0 * 7.359370078740156));
     ck_assert(fabs(f.net_share - 0.431474) < 5e-6);
     /* one node: nothing leaves it */
@@ -90,9 +90,40 @@ START_TEST(test_deepseek_v3_by_hand)
     ck_assert_int_eq(gs_mesh_init(&one, 1, 8, 1, NULL, 8, NULL), GS_OK);
     ck_assert_int_eq(gs_mesh_set_etp(&one, 1, NULL), GS_OK);
     ck_assert_int_eq(gs_mesh_set_ep(&one, 8, NULL), GS_OK);
-    f = gs_moe_flex_traffic(&moe, &one, 3, 8, 1000);
+    f = gs_moe_flex_traffic(&moe, &one, 3, 8, 1, 1000);
     ck_assert(f.net_share == 0.0);
     ck_assert_uint_lt(f.rank_rows, 1000);
+}
+END_TEST
+
+/* DeepSeek-V3 over 64 ranks as TP 2 x EP 32 with expert TP 2 (Megatron-Core's flex dispatcher over
+ * its tp_ep group, the routing map replicated over each expert's ETP ranks): 32 EP positions of 8
+ * experts, 4 positions (8 GPUs) a node, so a node still holds 32 experts, one group.
+ *   position: P(hit) = 4/8 x (1 - C(120, 8) / C(128, 8)) = 0.5 x (1 - 0.5877180) = 0.2061410;
+ *             32 positions x that = 6.596513 positions a token, each 2 ranks: 13.193026 ranks
+ *   node:     3.629011 nodes a token (as with EP 64), 7/8 remote: 3.175385 RDMA copies
+ * so the dispatch sends 13.193026 rows a token and 3.175385 / 13.193026 = 0.240687 of them leave
+ * the node; under expert TP 1 the same ranks would take 7.359370 rows a token (test above). */
+START_TEST(test_expert_tp)
+{
+    gs_moe moe = {.experts = 256, .top_k = 8, .groups = 8, .group_topk = 4};
+    gs_mesh m;
+    ck_assert_int_eq(gs_mesh_init(&m, 2, 32, 1, NULL, 8, NULL), GS_OK);
+    ck_assert_int_eq(gs_mesh_set_etp(&m, 2, NULL), GS_OK);
+    ck_assert_int_eq(gs_mesh_set_ep(&m, 32, NULL), GS_OK);
+    ck_assert_uint_eq(gs_moe_ep_ranks_per_node(&m, 13), 4);
+    gs_moe_flex_route r = gs_moe_flex_route_of(&moe, &m, 13, 32, 2);
+    ck_assert(fabs(r.ranks - 13.193026) < 5e-6);
+    ck_assert(fabs(r.net_share - 0.240687) < 5e-6);
+    gs_moe_flex f = gs_moe_flex_traffic(&moe, &m, 13, 32, 2, 2048 * 8);
+    ck_assert_uint_eq(f.rank_rows, (uint64_t)ceil(2048.0 * r.ranks));
+    /* expert TP alone (ep 1, the TP group of 2 in one node): every token to both ranks, none off
+     * the node */
+    gs_mesh tp2;
+    ck_assert_int_eq(gs_mesh_init(&tp2, 2, 4, 1, NULL, 8, NULL), GS_OK);
+    r = gs_moe_flex_route_of(&moe, &tp2, 0, 1, 2);
+    ck_assert(fabs(r.ranks - 2.0) < 1e-12);
+    ck_assert(r.net_share == 0.0);
 }
 END_TEST
 
@@ -123,7 +154,7 @@ START_TEST(test_deepep_published_bandwidth)
         ck_assert_int_eq(gs_mesh_init(&m, 1, rows[i].ep, 1, NULL, 8, NULL), GS_OK);
         ck_assert_int_eq(gs_mesh_set_etp(&m, 1, NULL), GS_OK);
         ck_assert_int_eq(gs_mesh_set_ep(&m, rows[i].ep, NULL), GS_OK);
-        gs_moe_flex f = gs_moe_flex_traffic(&moe, &m, 0, rows[i].ep, 4096 * 8);
+        gs_moe_flex f = gs_moe_flex_traffic(&moe, &m, 0, rows[i].ep, 1, 4096 * 8);
         gs_coll_shape sh = {rows[i].ep, rows[i].nodes, 8, 1, f.net_share};
         gs_coll_cost cost;
         ck_assert_int_eq(gs_coll_estimate(&t, GS_COLL_ALLTOALL, &sh, f.rank_rows * 7168 * 2, GS_ALGO_COUNT, &cost),
@@ -148,6 +179,7 @@ static Suite *suite(void)
     TCase *tc = tcase_create("core");
     tcase_add_test(tc, test_blocks_hit_enumerated);
     tcase_add_test(tc, test_deepseek_v3_by_hand);
+    tcase_add_test(tc, test_expert_tp);
     tcase_add_test(tc, test_deepep_published_bandwidth);
     suite_add_tcase(s, tc);
     return s;
