@@ -234,9 +234,7 @@ int gs_launch_megatron_fits(const gs_scenario *s, const gs_mesh *m, char *why, s
         return no_fit(why, len,
                       "grid.order with cp after dp: Megatron-LM orders ranks tp-cp-ep-dp-pp, context "
                       "parallelism inside data parallelism (write tp-cp-dp-pp)");
-    if (st->sharding == GS_SHARD_GRAD_OP &&
-        !gs_framework_torch_fsdp2(gs_framework_resolve(st->framework, (int)st->sharding), (int)st->sharding,
-                                  st->torch_fsdp2))
+    if (st->sharding == GS_SHARD_GRAD_OP && !gs_strategy_torch_fsdp2(st))
         return no_fit(why, len,
                       "strategy.sharding shard_grad_op: Megatron-FSDP has no unit that keeps "
                       "parameters through backward; its nearest, optim_grads, is zero2, which "

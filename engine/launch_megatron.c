@@ -7,7 +7,6 @@
 #include <stdio.h>
 #include <string.h>
 
-#include "engine/framework.h"
 #include "engine/launch_internal.h"
 #include "engine/scenario_write.h"
 #include "engine/schedule.h"
@@ -22,13 +21,6 @@ static void put(launch_doc *d, const char *fmt, ...)
     va_start(ap, fmt);
     gs__launch_vput(d, fmt, ap);
     va_end(ap);
-}
-
-/* Megatron-LM's --use-torch-fsdp2 in effect (engine/framework.h gs_framework_torch_fsdp2). */
-static int torch_fsdp2(const gs_strategy *st)
-{
-    return gs_framework_torch_fsdp2(gs_framework_resolve(st->framework, (int)st->sharding), (int)st->sharding,
-                                    st->torch_fsdp2);
 }
 
 /* Megatron-FSDP's --data-parallel-sharding-strategy for the sharding, or NULL when the sharding
@@ -69,14 +61,14 @@ void gs__launch_megatron_notes(launch_doc *d, const gs_scenario *s, const gs_mes
 {
     const gs_strategy *st = &s->strategy;
     const gs_model *md = &s->model;
-    if (st->sharding == GS_SHARD_FULL_SHARD && !torch_fsdp2(st))
+    if (st->sharding == GS_SHARD_FULL_SHARD && !gs_strategy_torch_fsdp2(st))
         put(d, "# note: sharding full_shard is written as Megatron-FSDP "
                "--data-parallel-sharding-strategy optim_grads_params (gridstep schedules both "
                "alike; it reads back as zero3)\n");
     if (st->sharding == GS_SHARD_HYBRID_SHARD && megatron_hsdp_replicas(s, m) == 1)
         put(d, "# note: hybrid_shard with the whole DP group on one node is FULL_SHARD: no "
                "--num-distributed-optimizer-instances (it reads back as zero3)\n");
-    if (torch_fsdp2(st) && m->size[GS_DIM_TP] > 1)
+    if (gs_strategy_torch_fsdp2(st) && m->size[GS_DIM_TP] > 1)
         put(d, "# warning: tp=%" PRIu64 " with torch FSDP2: Megatron-LM warns against the pair before "
                "Blackwell GPUs; TP's overlap wants CUDA_DEVICE_MAX_CONNECTIONS=1 and FSDP2's gathers "
                "overlap only without it, so TP communication overlaps less than gridstep schedules it\n",
@@ -87,7 +79,7 @@ void gs__launch_megatron_notes(launch_doc *d, const gs_scenario *s, const gs_mes
                "asserts it is not 1, so TP communication overlaps less than gridstep schedules it\n",
             m->size[GS_DIM_TP]);
     if (gs_sharding_is_fsdp(st->sharding) && st->sharding != GS_SHARD_NO_SHARD) {
-        const char *impl = torch_fsdp2(st) ? "Megatron-LM's torch FSDP2" : "Megatron-FSDP";
+        const char *impl = gs_strategy_torch_fsdp2(st) ? "Megatron-LM's torch FSDP2" : "Megatron-FSDP";
         if (st->wrap != GS_WRAP_LAYER)
             put(d, "# note: wrap %s: %s shards per transformer layer\n", gs_wrap_name(st->wrap), impl);
         if (st->prefetch != GS_PREFETCH_BACKWARD_PRE || st->forward_prefetch)
@@ -289,8 +281,9 @@ void gs__launch_megatron_flags(launch_doc *d, const gs_scenario *s, const gs_mes
         gs_recompute_modules_format(st->recompute_modules, " ", mods, sizeof mods);
         flag(&f, "--recompute-granularity selective --recompute-modules %s", mods);
     }
-    const char *dps = torch_fsdp2(st) ? NULL : megatron_dp_sharding(st->sharding);
-    if (torch_fsdp2(st)) /* Megatron-LM asserts no distributed optimizer, no accumulation fusion */
+    int torch_fsdp2 = gs_strategy_torch_fsdp2(st);
+    const char *dps = torch_fsdp2 ? NULL : megatron_dp_sharding(st->sharding);
+    if (torch_fsdp2) /* Megatron-LM asserts no distributed optimizer, no accumulation fusion */
         flag(&f, "--use-torch-fsdp2%s --no-gradient-accumulation-fusion",
              st->sharding == GS_SHARD_GRAD_OP ? " --torch-fsdp2-no-reshard-after-forward" : "");
     if (dps) /* Megatron-FSDP asserts --ckpt-format fsdp_dtensor */
@@ -300,7 +293,7 @@ void gs__launch_megatron_flags(launch_doc *d, const gs_scenario *s, const gs_mes
     uint64_t replicas = megatron_hsdp_replicas(s, m);
     if (replicas > 1) /* HSDP: Megatron-FSDP inside a node's DP ranks, replicas across nodes */
         flag(&f, "--num-distributed-optimizer-instances %" PRIu64 " --outer-dp-sharding-strategy no_shard", replicas);
-    if (st->sharding != GS_SHARD_NO_SHARD && !torch_fsdp2(st))
+    if (st->sharding != GS_SHARD_NO_SHARD && !torch_fsdp2)
         flag(&f, "--use-distributed-optimizer");
     if (st->precision_aware)
         flag(&f, "--use-precision-aware-optimizer%s", st->adam_bf16 ? " --exp-avg-dtype bf16 --exp-avg-sq-dtype bf16"
@@ -339,7 +332,7 @@ void gs__launch_megatron_flags(launch_doc *d, const gs_scenario *s, const gs_mes
  * without the assert, and overlaps its gathers only when it is not 1. */
 void gs__launch_megatron_env(launch_doc *d, const gs_scenario *s, const gs_mesh *m)
 {
-    if (torch_fsdp2(&s->strategy))
+    if (gs_strategy_torch_fsdp2(&s->strategy))
         put(d, "unset CUDA_DEVICE_MAX_CONNECTIONS  # torch FSDP2 overlaps its gathers only when it is not 1\n");
     else if (megatron_dp_sharding(s->strategy.sharding))
         put(d, "unset CUDA_DEVICE_MAX_CONNECTIONS  # Megatron-FSDP asserts it is not 1\n");

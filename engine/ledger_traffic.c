@@ -447,8 +447,7 @@ void gs__ledger_stage_ep_traffic(stage_build *b)
     uint64_t tl = s->strategy.sequence_parallel && tp > 1 ? ceil_div(T, tp) : T;
     uint64_t rows = gs_moe_rank_rows(&m->moe, tl);
     /* flex (DeepEP): each token once per destination rank (engine/moe_route.h) */
-    gs_moe_flex fx = flex ? gs_moe_flex_traffic(&m->moe, b->mesh, b->rank, ep, flex ? etp : 1, rows)
-                          : (gs_moe_flex){rows, 0.0};
+    gs_moe_flex fx = flex ? gs_moe_flex_traffic(&m->moe, b->mesh, b->rank, ep, etp, rows) : (gs_moe_flex){rows, 0.0};
     uint64_t one = ring_sent(mul(c, mul(c, fx.rank_rows, m->hidden, "traffic"), e, "traffic"), n);
     uint64_t a2a = add(c, mul(c, 4, mc.moe, "traffic"), mul(c, 2, mc.moe_ckpt, "traffic"), "traffic");
     uint64_t total = mul(c, mul(c, a2a, one, "traffic"), b->mb, "traffic");

@@ -6,7 +6,6 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "engine/framework.h"
 #include "engine/scenario.h"
 #include "engine/units.h"
 
@@ -390,10 +389,7 @@ gs_status gs_scenario_mesh(const gs_scenario *s, gs_mesh *mesh, gs_diag *warning
                               "(tp-dp-pp, tp-cp-dp-pp or pp-tp-dp), as Megatron-Core orders them",
                               (unsigned long long)etp);
     }
-    if (st == GS_OK &&
-        gs_framework_torch_fsdp2(gs_framework_resolve(s->strategy.framework, (int)s->strategy.sharding),
-                                 (int)s->strategy.sharding, s->strategy.torch_fsdp2) &&
-        (s->grid.pp > 1 || s->grid.ep > 1))
+    if (st == GS_OK && gs_strategy_torch_fsdp2(&s->strategy) && (s->grid.pp > 1 || s->grid.ep > 1))
         st = gs_error_set(err, GS_ERR_INPUT,
                           "strategy.torch_fsdp2: Megatron-LM asserts --use-torch-fsdp2 without pipeline or "
                           "expert parallelism; found grid.pp = %llu, grid.ep = %llu, expected both 1 (or "

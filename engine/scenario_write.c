@@ -206,8 +206,7 @@ static gs_status put_strategy(gs_text *t, const gs_strategy *s, gs_error *err)
         st = gs_text_printf(t, "  compile: true\n");
     if (st == GS_OK && s->cuda_graphs)
         st = gs_text_printf(t, "  cuda_graphs: true\n");
-    if (st == GS_OK && gs_framework_torch_fsdp2(gs_framework_resolve(s->framework, (int)s->sharding),
-                                                (int)s->sharding, s->torch_fsdp2))
+    if (st == GS_OK && gs_strategy_torch_fsdp2(s))
         st = gs_text_printf(t, "  torch_fsdp2: true\n");
     if (st == GS_OK && s->attention != GS_ATTN_AUTO)
         st = gs_text_printf(t, "  attention: %s\n", gs_attn_impl_name(s->attention));

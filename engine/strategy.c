@@ -144,6 +144,12 @@ int gs_strategy_can_bucket_first(const gs_strategy *s)
     return s->sharding == GS_SHARD_NO_SHARD || s->sharding == GS_SHARD_ZERO1;
 }
 
+int gs_strategy_torch_fsdp2(const gs_strategy *s)
+{
+    return gs_framework_torch_fsdp2(gs_framework_resolve(s->framework, (int)s->sharding), (int)s->sharding,
+                                    s->torch_fsdp2);
+}
+
 int gs_strategy_chunk_one_bucket(const gs_strategy *s, uint64_t stage, uint64_t chunk)
 {
     /* Megatron-Core's DistributedDataParallel: bucket_size = None on pipeline rank > 0, and for

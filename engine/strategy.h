@@ -225,6 +225,10 @@ int gs_strategy_can_reduce_after_backward(const gs_strategy *s);
  * buffer is; zero2 keeps only transient full gradients, FSDP reduces per unit. */
 int gs_strategy_can_bucket_first(const gs_strategy *s);
 
+/* 1 when strategy.torch_fsdp2 takes effect (engine/framework.h gs_framework_torch_fsdp2, under
+ * the resolved framework): Megatron-LM's --use-torch-fsdp2 on full_shard or shard_grad_op. */
+int gs_strategy_torch_fsdp2(const gs_strategy *s);
+
 /* 1 when stage-local block `local` (0-based, the stage's build order) is checkpointed: recompute
  * full and (local + 1) a multiple of recompute_every (fms-fsdp's and torchtitan's count). */
 int gs_strategy_checkpoints_layer(const gs_strategy *s, uint64_t local);
