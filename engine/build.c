@@ -146,7 +146,8 @@ static gs_status bctx_init(gs_bctx *x, const gs_scenario *s, const gs_mesh *mesh
     x->dp_group = s->strategy.sharding == GS_SHARD_HYBRID_SHARD ? GS_GROUP_DP_INTRA : GS_GROUP_DP;
     if (s->model.moe.experts && s->strategy.moe_dispatcher == GS_MOE_FLEX) /* once, not per MoE block */
         x->moe_route = gs_moe_flex_route_of(&s->model.moe, mesh, r->rank, mesh->ep ? mesh->ep : 1, gs_mesh_etp(mesh));
-    if ((rc = gs_pipe_order_build(s->strategy.pipeline, x->pp, x->stage, microbatches, x->v, order, err)) != GS_OK)
+    if ((rc = gs_pipe_order_build(s->strategy.pipeline, x->pp, x->stage, microbatches, x->v,
+                                  s->strategy.ep_overlap, order, err)) != GS_OK)
         return rc;
     /* in-flight micro-batches span fewer than warm-up + 2 + 2 p v consecutive ids */
     x->window = order->warmup + 2 + 2 * x->pp * x->v;
@@ -369,8 +370,13 @@ static gs_status build_rank(const gs_scenario *s, const gs_mesh *mesh, uint64_t 
     x.param_gather_fwd = pl->ag_after_optimizer && pl->N > 1 && s->strategy.overlap_param_gather;
     x.chunk_buckets = pl->bucketed && pl->N > 1 && s->strategy.bucket_stages == GS_BUCKET_STAGES_FIRST;
     for (size_t i = 0; i < order.nops && rc == GS_OK; i++) {
-        const gs_pipe_op *op = &order.ops[i];
-        rc = op->backward ? gs__backward_pass(&x, op->mb, op->chunk) : gs__forward_pass(&x, op->mb, op->chunk);
+        const gs_pipe_op *op = &order.ops[i], *next = i + 1 < order.nops ? &order.ops[i + 1] : NULL;
+        if (s->strategy.ep_overlap && !op->backward && next && next->backward) { /* a steady-state pair */
+            rc = gs__combined_pass(&x, op->mb, op->chunk, next->mb, next->chunk);
+            i++;
+        } else {
+            rc = op->backward ? gs__backward_pass(&x, op->mb, op->chunk) : gs__forward_pass(&x, op->mb, op->chunk);
+        }
     }
     if (rc == GS_OK && !s->strategy.overlap_grad_reduce)
         rc = reductions_after_backward(&x);

@@ -121,6 +121,10 @@ gs_status gs__reduce_chunk(gs_bctx *x, uint64_t chunk, uint32_t mb, uint32_t dep
  * (or a one-bucket model chunk's) updated parameters after dep. */
 gs_status gs__forward_pass(gs_bctx *x, uint32_t mb, uint16_t chunk);
 gs_status gs__backward_pass(gs_bctx *x, uint32_t mb, uint16_t chunk);
+/* strategy.ep_overlap: forward pass (fmb, fchunk) and backward pass (bmb, bchunk) as one combined
+ * step, their layers paired (the forward's first with the backward's last) and each pair's
+ * pieces interleaved (engine/build_pass.c); the remaining layers after, backward's first. */
+gs_status gs__combined_pass(gs_bctx *x, uint32_t fmb, uint16_t fchunk, uint32_t bmb, uint16_t bchunk);
 uint64_t gs__peer_rank(const gs_bctx *x, int next);
 gs_status gs__param_allgather(gs_bctx *x, size_t u, uint32_t dep, uint32_t *ev);
 gs_status gs__param_allgather_chunk(gs_bctx *x, uint64_t chunk, uint32_t dep);
@@ -150,6 +154,20 @@ gs_status gs__embed_forward(gs_bctx *x, uint32_t mb, const gs_layer_io *io, uint
 gs_status gs__embed_backward(gs_bctx *x, uint32_t mb, const gs_layer_io *io, uint32_t *last_ev);
 gs_status gs__head_forward(gs_bctx *x, uint32_t mb, const gs_layer_io *io, uint32_t *last_ev);
 gs_status gs__head_backward(gs_bctx *x, uint32_t mb, const gs_layer_io *io, uint32_t *last_ev);
+
+/* The pieces of a block that Megatron-Core's combined 1F1B schedule (strategy.ep_overlap,
+ * megatron/core/models/common/model_chunk_schedule_plan.py TransformerLayerSchedulePlan) runs
+ * apart, so that one micro-batch's token exchanges run under another's compute: PRE the
+ * attention half with the router (its "pre_dispatch_computation"), DISPATCH and COMBINE the
+ * exchanges, MLP the experts, POST what follows the combine on the compute stream. */
+typedef enum gs_block_seg {
+    GS_SEG_PRE,
+    GS_SEG_DISPATCH,
+    GS_SEG_MLP,
+    GS_SEG_COMBINE,
+    GS_SEG_POST,
+    GS_SEG_COUNT
+} gs_block_seg;
 
 /* Whether global layer `layer` is a mixture-of-experts block (gs_model_moe_block). */
 static inline int gs__moe_block(const gs_bctx *x, int32_t layer)

@@ -510,6 +510,61 @@ static gs_status dense_mlp_forward(pass *p, const shapes *sh)
     return sh->sp ? GS_OK : tp_coll(p, GS_ROLE_TP_MLP_OUT, GS_COLL_ALLREDUCE, sh);
 }
 
+/* A block's attention half, forward: the norm, QKV (MLA's projections), the core, the output
+ * projection with its TP exchange, and the MLP's norm. Under sequence parallelism: all-gather ->
+ * GEMM and GEMM -> reduce-scatter pairs (ag_gemm, gemm_rs, overlapped under tp_comm_overlap);
+ * otherwise the GEMMs and all-reduces. */
+static gs_status attn_forward(pass *p, const shapes *sh)
+{
+    gs_status rc;
+    uint64_t qkv_n = (sh->a_t + 2 * sh->kv_t) * sh->hd;
+    uint64_t hsp = sh->sp ? ceil_div(sh->T * sh->h, p->x->tp) : sh->T * sh->h;
+    int mla = p->x->s->model.mla.kv_lora_rank != 0;
+    if ((rc = elementwise(p, GS_ROLE_ATTN_NORM, GS_OP_NORM, hsp, sh->norm_bytes)) ||
+        (rc = mla ? gs__mla_qkv_forward(p, sh)
+              : sh->sp ? ag_gemm(p, sh, GS_OP_QKV, &lr_qkv, qkv_n, sh->h)
+                       : gemm(p, GS_ROLE_QKV, GS_OP_QKV, sh, &(gemm_shape){sh->T, qkv_n, sh->h, 0})) ||
+        (rc = attention(p, sh)) ||
+        (rc = sh->sp ? gemm_rs(p, sh, GS_OP_OPROJ, &lr_oproj, sh->h, sh->a_t * sh->hd)
+                     : gemm(p, GS_ROLE_OPROJ, GS_OP_OPROJ, sh, &(gemm_shape){sh->T, sh->h, sh->a_t * sh->hd, 0})) ||
+        (!sh->sp && (rc = tp_coll(p, GS_ROLE_TP_ATTN_OUT, GS_COLL_ALLREDUCE, sh))))
+        return rc;
+    return elementwise(p, GS_ROLE_MLP_NORM, GS_OP_NORM, hsp, sh->norm_bytes);
+}
+
+/* A dense block's MLP backward, before its norm's. */
+static gs_status dense_mlp_backward(pass *p, const shapes *sh)
+{
+    gs_status rc;
+    uint64_t up_n = sh->swiglu ? 2 * sh->f_t : sh->f_t;
+    if ((rc = sh->sp ? ag_gemm(p, sh, GS_OP_MLP_DOWN, &lr_mlp_down, sh->h, sh->f_t)
+                     : gemm(p, GS_ROLE_MLP_DOWN, GS_OP_MLP_DOWN, sh, &(gemm_shape){sh->T, sh->h, sh->f_t, 0})) ||
+        (rc = elementwise(p, GS_ROLE_MLP_ACT, GS_OP_ACT, sh->T * sh->f_t, sh->act_bytes)) ||
+        (rc = sh->sp ? gemm_rs(p, sh, GS_OP_MLP_UP, &lr_mlp_up, up_n, sh->h)
+                     : gemm(p, GS_ROLE_MLP_UP, GS_OP_MLP_UP, sh, &(gemm_shape){sh->T, up_n, sh->h, 0})))
+        return rc;
+    return sh->sp ? GS_OK : tp_coll(p, GS_ROLE_TP_MLP_IN, GS_COLL_ALLREDUCE, sh);
+}
+
+/* A block's attention half, backward: the MLP's norm, the output projection, the core, QKV (MLA's
+ * projections) with the input gradient's TP reduction, the norm. */
+static gs_status attn_backward(pass *p, const shapes *sh)
+{
+    gs_status rc;
+    uint64_t qkv_n = (sh->a_t + 2 * sh->kv_t) * sh->hd;
+    uint64_t hsp = sh->sp ? ceil_div(sh->T * sh->h, p->x->tp) : sh->T * sh->h;
+    int mla = p->x->s->model.mla.kv_lora_rank != 0;
+    if ((rc = elementwise(p, GS_ROLE_MLP_NORM, GS_OP_NORM, hsp, sh->norm_bytes)) ||
+        (rc = sh->sp ? ag_gemm(p, sh, GS_OP_OPROJ, &lr_oproj, sh->h, sh->a_t * sh->hd)
+                     : gemm(p, GS_ROLE_OPROJ, GS_OP_OPROJ, sh, &(gemm_shape){sh->T, sh->h, sh->a_t * sh->hd, 0})) ||
+        (rc = attention(p, sh)) || (mla && (rc = gs__mla_qkv_backward(p, sh))) ||
+        (!mla && (rc = sh->sp ? gemm_rs(p, sh, GS_OP_QKV, &lr_qkv, qkv_n, sh->h)
+                              : gemm(p, GS_ROLE_QKV, GS_OP_QKV, sh, &(gemm_shape){sh->T, qkv_n, sh->h, 0}))) ||
+        (!mla && !sh->sp && (rc = tp_coll(p, GS_ROLE_TP_ATTN_IN, GS_COLL_ALLREDUCE, sh))))
+        return rc;
+    return elementwise(p, GS_ROLE_ATTN_NORM, GS_OP_NORM, hsp, sh->norm_bytes);
+}
+
 gs_status gs__layer_forward(gs_bctx *x, int64_t local, uint32_t mb, gs_phase phase, const gs_layer_io *io,
                             uint32_t *last_ev)
 {
@@ -518,9 +573,6 @@ gs_status gs__layer_forward(gs_bctx *x, int64_t local, uint32_t mb, gs_phase pha
     pass p;
     pass_init(&p, x, phase, gs__global_layer(x, local), mb, io);
     gs_status rc = GS_OK;
-    uint64_t qkv_n = (sh.a_t + 2 * sh.kv_t) * sh.hd;
-    uint64_t hsp = sh.sp ? ceil_div(sh.T * sh.h, x->tp) : sh.T * sh.h;
-    int mla = x->s->model.mla.kv_lora_rank != 0;
     if (phase == GS_PHASE_RECOMPUTE && x->s->strategy.recompute == GS_RECOMPUTE_OP)
         return (rc = gs__recompute_op(&p, &sh)) ? rc : pass_end(&p, last_ev);
     if (phase == GS_PHASE_RECOMPUTE && x->s->strategy.recompute == GS_RECOMPUTE_SELECTIVE) {
@@ -528,17 +580,7 @@ gs_status gs__layer_forward(gs_bctx *x, int64_t local, uint32_t mb, gs_phase pha
         rc = gs__recompute_modules(&p, &sh, gs_act_layer_recomputes(&x->act, local));
         return rc ? rc : pass_end(&p, last_ev);
     }
-    /* under sequence parallelism: all-gather -> GEMM and GEMM -> reduce-scatter pairs (ag_gemm,
-     * gemm_rs, overlapped under tp_comm_overlap); otherwise the GEMMs and all-reduces */
-    if ((rc = elementwise(&p, GS_ROLE_ATTN_NORM, GS_OP_NORM, hsp, sh.norm_bytes)) ||
-        (rc = mla ? gs__mla_qkv_forward(&p, &sh)
-              : sh.sp ? ag_gemm(&p, &sh, GS_OP_QKV, &lr_qkv, qkv_n, sh.h)
-                      : gemm(&p, GS_ROLE_QKV, GS_OP_QKV, &sh, &(gemm_shape){sh.T, qkv_n, sh.h, 0})) ||
-        (rc = attention(&p, &sh)) ||
-        (rc = sh.sp ? gemm_rs(&p, &sh, GS_OP_OPROJ, &lr_oproj, sh.h, sh.a_t * sh.hd)
-                    : gemm(&p, GS_ROLE_OPROJ, GS_OP_OPROJ, &sh, &(gemm_shape){sh.T, sh.h, sh.a_t * sh.hd, 0})) ||
-        (!sh.sp && (rc = tp_coll(&p, GS_ROLE_TP_ATTN_OUT, GS_COLL_ALLREDUCE, &sh))) ||
-        (rc = elementwise(&p, GS_ROLE_MLP_NORM, GS_OP_NORM, hsp, sh.norm_bytes)))
+    if ((rc = attn_forward(&p, &sh)))
         return rc;
     if (gs__moe_block(x, p.layer))
         return (rc = gs__moe_mlp_forward(&p, &sh)) ? rc : pass_end(&p, last_ev);
@@ -552,28 +594,49 @@ gs_status gs__layer_backward(gs_bctx *x, int64_t local, uint32_t mb, const gs_la
     pass p;
     pass_init(&p, x, GS_PHASE_BWD, gs__global_layer(x, local), mb, io);
     gs_status rc;
-    uint64_t qkv_n = (sh.a_t + 2 * sh.kv_t) * sh.hd;
-    uint64_t up_n = sh.swiglu ? 2 * sh.f_t : sh.f_t;
-    uint64_t hsp = sh.sp ? ceil_div(sh.T * sh.h, x->tp) : sh.T * sh.h;
-    int moe = gs__moe_block(x, p.layer), mla = x->s->model.mla.kv_lora_rank != 0;
-    if ((moe && (rc = gs__moe_mlp_backward(&p, &sh))) ||
-        (!moe && ((rc = sh.sp ? ag_gemm(&p, &sh, GS_OP_MLP_DOWN, &lr_mlp_down, sh.h, sh.f_t)
-                              : gemm(&p, GS_ROLE_MLP_DOWN, GS_OP_MLP_DOWN, &sh, &(gemm_shape){sh.T, sh.h, sh.f_t, 0})) ||
-                  (rc = elementwise(&p, GS_ROLE_MLP_ACT, GS_OP_ACT, sh.T * sh.f_t, sh.act_bytes)) ||
-                  (rc = sh.sp ? gemm_rs(&p, &sh, GS_OP_MLP_UP, &lr_mlp_up, up_n, sh.h)
-                              : gemm(&p, GS_ROLE_MLP_UP, GS_OP_MLP_UP, &sh, &(gemm_shape){sh.T, up_n, sh.h, 0})) ||
-                  (!sh.sp && (rc = tp_coll(&p, GS_ROLE_TP_MLP_IN, GS_COLL_ALLREDUCE, &sh))))) ||
-        (rc = elementwise(&p, GS_ROLE_MLP_NORM, GS_OP_NORM, hsp, sh.norm_bytes)) ||
-        (rc = sh.sp ? ag_gemm(&p, &sh, GS_OP_OPROJ, &lr_oproj, sh.h, sh.a_t * sh.hd)
-                    : gemm(&p, GS_ROLE_OPROJ, GS_OP_OPROJ, &sh, &(gemm_shape){sh.T, sh.h, sh.a_t * sh.hd, 0})) ||
-        (rc = attention(&p, &sh)) ||
-        (mla && (rc = gs__mla_qkv_backward(&p, &sh))) ||
-        (!mla && (rc = sh.sp ? gemm_rs(&p, &sh, GS_OP_QKV, &lr_qkv, qkv_n, sh.h)
-                             : gemm(&p, GS_ROLE_QKV, GS_OP_QKV, &sh, &(gemm_shape){sh.T, qkv_n, sh.h, 0}))) ||
-        (!mla && !sh.sp && (rc = tp_coll(&p, GS_ROLE_TP_ATTN_IN, GS_COLL_ALLREDUCE, &sh))) ||
-        (rc = elementwise(&p, GS_ROLE_ATTN_NORM, GS_OP_NORM, hsp, sh.norm_bytes)))
+    int moe = gs__moe_block(x, p.layer);
+    if ((rc = moe ? gs__moe_mlp_backward(&p, &sh) : dense_mlp_backward(&p, &sh)) || (rc = attn_backward(&p, &sh)))
         return rc;
     return pass_end(&p, last_ev);
+}
+
+void gs__block_begin(gs_block_run *r, gs_bctx *x, int64_t local, uint32_t mb, gs_phase phase, const gs_layer_io *io)
+{
+    gs__shapes_init(x, &r->sh);
+    pass_init(&r->p, x, phase, gs__global_layer(x, local), mb, io);
+    r->moe = gs__moe_block(x, r->p.layer);
+}
+
+gs_block_seg gs__block_last_piece(const gs_block_run *r)
+{
+    if (r->p.phase == GS_PHASE_BWD)
+        return GS_SEG_PRE;
+    if (!r->moe)
+        return GS_SEG_MLP;
+    return gs__moe_has_post(r->p.x) ? GS_SEG_POST : GS_SEG_COMBINE;
+}
+
+gs_status gs__block_piece(gs_block_run *r, gs_block_seg seg, int last, uint32_t *last_ev)
+{
+    pass *p = &r->p;
+    const shapes *sh = &r->sh;
+    int bwd = p->phase == GS_PHASE_BWD;
+    gs_status rc = GS_OK;
+    if (!r->moe) { /* a dense block: the attention half, the MLP; no exchanges */
+        if (seg == GS_SEG_PRE)
+            rc = bwd ? attn_backward(p, sh) : attn_forward(p, sh);
+        else if (seg == GS_SEG_MLP)
+            rc = bwd ? dense_mlp_backward(p, sh) : dense_mlp_forward(p, sh);
+    } else if (seg == GS_SEG_PRE && bwd) {
+        rc = (rc = gs__moe_piece(p, sh, seg)) ? rc : attn_backward(p, sh);
+    } else if (seg == GS_SEG_PRE) {
+        rc = (rc = attn_forward(p, sh)) ? rc : gs__moe_piece(p, sh, seg);
+    } else {
+        rc = gs__moe_piece(p, sh, seg);
+    }
+    if (rc != GS_OK)
+        return rc;
+    return last ? pass_end(p, last_ev) : flush(p);
 }
 
 /* Embedding: a vocab-parallel lookup whose partial outputs are all-reduced (sequence parallel:

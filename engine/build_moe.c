@@ -301,3 +301,42 @@ gs_status gs__moe_mlp_backward(pass *p, const shapes *sh)
         return rc;
     return router(p, sh, &ms);
 }
+
+gs_status gs__moe_piece(pass *p, const shapes *sh, gs_block_seg seg)
+{
+    moe_shapes ms;
+    moe_shapes_init(p, sh, &ms);
+    gs_status rc = GS_OK;
+    int bwd = p->phase == GS_PHASE_BWD, flex = ms.flex;
+    switch (seg) {
+    case GS_SEG_PRE: /* Megatron computes the shared experts before the router */
+        if (bwd)
+            return (!flex && (rc = permute(p, sh, &ms, 1))) || (rc = router(p, sh, &ms)) ? rc
+                                                                                        : shared_mlp(p, sh, &ms);
+        return (rc = shared_mlp(p, sh, &ms)) || (rc = router(p, sh, &ms)) ? rc : flex ? GS_OK : permute(p, sh, &ms, 1);
+    case GS_SEG_DISPATCH:
+        if (bwd)
+            return (rc = etp_coll(p, sh, &ms, 1)) ? rc : ep_a2a(p, sh, &ms, GS_ROLE_EP_DISPATCH);
+        return (rc = ep_a2a(p, sh, &ms, GS_ROLE_EP_DISPATCH)) ? rc : etp_coll(p, sh, &ms, 1);
+    case GS_SEG_MLP:
+        if (!flex)
+            return experts(p, sh, &ms);
+        return (rc = permute(p, sh, &ms, bwd ? 2 : 1)) || (rc = experts(p, sh, &ms)) ? rc
+                                                                                  : permute(p, sh, &ms, bwd ? 1 : 2);
+    case GS_SEG_COMBINE:
+        if (bwd)
+            return (!flex && (rc = permute(p, sh, &ms, 2))) || (rc = ep_a2a(p, sh, &ms, GS_ROLE_EP_COMBINE))
+                       ? rc
+                       : etp_coll(p, sh, &ms, 0);
+        return (rc = etp_coll(p, sh, &ms, 0)) ? rc : ep_a2a(p, sh, &ms, GS_ROLE_EP_COMBINE);
+    case GS_SEG_POST:
+        return bwd || flex ? GS_OK : permute(p, sh, &ms, 2);
+    default:
+        return GS_OK;
+    }
+}
+
+int gs__moe_has_post(const gs_bctx *x)
+{
+    return x->s->strategy.moe_dispatcher != GS_MOE_FLEX;
+}

@@ -109,6 +109,15 @@ gs_status gs__mla_up_recompute(pass *p, const shapes *sh);
  * backward up to the norm; the dense MLP's place in gs__layer_forward / gs__layer_backward. */
 gs_status gs__moe_mlp_forward(pass *p, const shapes *sh);
 gs_status gs__moe_mlp_backward(pass *p, const shapes *sh);
+/* One piece of a MoE block's MLP half as Megatron-Core's combined 1F1B schedule splits it
+ * (strategy.ep_overlap; engine/build_internal.h gs_block_seg), in the pass's phase: forward
+ * PRE the shared experts, the router and (alltoall) the permute; DISPATCH the exchange (and the
+ * ETP gather); MLP the experts (flex: with the permutes beside them); COMBINE the ETP
+ * reduce-scatter and the exchange back; POST (alltoall) the unpermute. Backward the same pieces
+ * with the ops reversed: COMBINE, MLP, DISPATCH, then PRE. */
+gs_status gs__moe_piece(pass *p, const shapes *sh, gs_block_seg seg);
+/* 1 when a MoE block's forward has a POST piece (the alltoall dispatcher's unpermute). */
+int gs__moe_has_post(const gs_bctx *x);
 /* Selective recompute's moe_act (the experts' activation) and shared_experts (the shared
  * experts' MLP, with its TP collectives) in a recompute pass. */
 gs_status gs__moe_act_recompute(pass *p, const shapes *sh);
@@ -120,6 +129,21 @@ gs_status gs__op_attention(pass *p, const shapes *sh);
 /* engine/build_cp.c: the attention core with context parallelism's exchanges (sh->cp > 1). */
 gs_status gs__cp_attention(pass *p, const shapes *sh);
 gs_status gs__op_dense_mlp_forward(pass *p, const shapes *sh);
+
+/* engine/build_layer.c: a block built piece by piece (strategy.ep_overlap's combined 1F1B): begin
+ * with the block's io, emit pieces (gs__block_piece, in the phase's order, each one's events
+ * flushed so another block's can follow; the last one ends the pass with its frees), and the
+ * block's last event in *last_ev. A dense block has two pieces: PRE its attention half, MLP
+ * its MLP. The run borrows x and io until its last piece. */
+typedef struct gs_block_run {
+    pass p;
+    shapes sh;
+    int moe;
+} gs_block_run;
+void gs__block_begin(gs_block_run *r, gs_bctx *x, int64_t local, uint32_t mb, gs_phase phase, const gs_layer_io *io);
+gs_status gs__block_piece(gs_block_run *r, gs_block_seg seg, int last, uint32_t *last_ev);
+/* The block's last non-empty piece in its phase. */
+gs_block_seg gs__block_last_piece(const gs_block_run *r);
 
 /* engine/build_recompute.c: the pass's block's recompute under selective recompute: the ops of
  * the checkpointed modules (gs_recompute_module bits) that the block has. */

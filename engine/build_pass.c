@@ -11,6 +11,7 @@
 #include <string.h>
 
 #include "engine/build_internal.h"
+#include "engine/build_ops.h"
 #include "engine/fp8_amax.h"
 #include "engine/roles.h"
 
@@ -242,7 +243,7 @@ static gs_status copy_outs(gs_bctx *x, int64_t l, gs_phase phase, uint32_t mb)
  * unit's all-gather from its pre-forward hook, while the previous layer's kernels run, and
  * limit_all_gathers keeps at most two gathered units in flight, so the gather waits for the layer
  * before the previous one), ZeRO's overlapped gathers, then the layer's events. */
-static gs_status forward_layer(gs_bctx *x, pass_state *ps, int64_t l)
+static gs_status forward_layer_open(gs_bctx *x, pass_state *ps, int64_t l, gs_layer_io *iop)
 {
     gs_status rc;
     const gs_shard_plan *pl = &x->plan;
@@ -288,26 +289,41 @@ static gs_status forward_layer(gs_bctx *x, pass_state *ps, int64_t l)
      * all-gather (otherwise implied by a layer unit's gather after it on the DP stream) */
     if (!gathered && x->root != SIZE_MAX) /* FSDP's root gather, or ZeRO's overlapped one */
         io_add(io.deps, &io.ndeps, GS_BUILD_MAX_LIST, x->gathered_ev[x->root]);
-    if ((rc = gs__layer_forward(x, l, mb, GS_PHASE_FWD, &io, &ps->prev)) != GS_OK)
-        return rc;
-    ps->end2 = ps->end1;
-    ps->end1 = ps->prev;
-    if (pl->gather_per_pass)
-        for (size_t k = 0; k < ncov; k++)
-            if (x->part.units[cov[k]].layer_end == l)
-                x->gathered_t[cov[k]] = GS_NO_ID, x->gathered_ev[cov[k]] = GS_NO_ID;
+    *iop = io;
     return GS_OK;
 }
 
-gs_status gs__forward_pass(gs_bctx *x, uint32_t mb, uint16_t chunk)
+/* After layer l's forward events (the last in ps->prev): the limiter's window moves, the per-pass
+ * gathers of the units that end at l are spent. */
+static void forward_layer_close(gs_bctx *x, pass_state *ps, int64_t l)
 {
-    pass_state ps;
-    pass_state_init(x, &ps, mb, chunk, GS_PHASE_FWD);
-    gs_status rc = forward_start(x, &ps);
-    for (int64_t l = ps.g.bot; l <= ps.g.top && rc == GS_OK; l++)
-        rc = forward_layer(x, &ps, l);
-    if (rc == GS_OK) /* FP8 delayed scaling: fp8_autocast's exit after the decoder layers */
-        rc = fp8_amax(x, &ps);
+    const size_t *cov;
+    size_t ncov = gs_partition_units_covering(&x->part, l, &cov);
+    ps->end2 = ps->end1;
+    ps->end1 = ps->prev;
+    if (x->plan.gather_per_pass)
+        for (size_t k = 0; k < ncov; k++)
+            if (x->part.units[cov[k]].layer_end == l)
+                x->gathered_t[cov[k]] = GS_NO_ID, x->gathered_ev[cov[k]] = GS_NO_ID;
+}
+
+static gs_status forward_layer(gs_bctx *x, pass_state *ps, int64_t l)
+{
+    gs_layer_io io;
+    gs_status rc = forward_layer_open(x, ps, l, &io);
+    if (rc == GS_OK && (rc = gs__layer_forward(x, l, ps->mb, GS_PHASE_FWD, &io, &ps->prev)) == GS_OK)
+        forward_layer_close(x, ps, l);
+    return rc;
+}
+
+
+/* A forward pass's end, after its layers: FP8 delayed scaling's amax reduction (fp8_autocast's
+ * exit after the decoder layers), the head, the send of the output. */
+static gs_status forward_end(gs_bctx *x, pass_state *pps)
+{
+    pass_state ps = *pps;
+    uint32_t mb = ps.mb;
+    gs_status rc = fp8_amax(x, &ps);
     if (rc != GS_OK)
         return rc;
     if (ps.g.has_head) {
@@ -330,6 +346,16 @@ gs_status gs__forward_pass(gs_bctx *x, uint32_t mb, uint16_t chunk)
     if (ps.has_next)
         rc = p2p(x, &ps, GS_EV_SEND, gs__global_layer(x, ps.g.top), 1, ps.boundary_out);
     return rc;
+}
+
+gs_status gs__forward_pass(gs_bctx *x, uint32_t mb, uint16_t chunk)
+{
+    pass_state ps;
+    pass_state_init(x, &ps, mb, chunk, GS_PHASE_FWD);
+    gs_status rc = forward_start(x, &ps);
+    for (int64_t l = ps.g.bot; l <= ps.g.top && rc == GS_OK; l++)
+        rc = forward_layer(x, &ps, l);
+    return rc == GS_OK ? forward_end(x, &ps) : rc;
 }
 
 /* A backward pass's start: the root's transient gradient (from the first pass writing it, under
@@ -456,14 +482,11 @@ static gs_status backward_io(gs_bctx *x, pass_state *ps, int64_t l, uint32_t rem
 /* One layer of a backward pass: gathers, recompute, the backward events, backward_post's
  * prefetch, and the reduction of the units whose backward ends here (every micro-batch, or the
  * last one under no_sync). */
-static gs_status backward_layer(gs_bctx *x, pass_state *ps, int64_t l)
+static gs_status backward_layer_open(gs_bctx *x, pass_state *ps, int64_t l, gs_layer_io *io)
 {
     gs_status rc;
     const gs_shard_plan *pl = &x->plan;
-    uint32_t mb = ps->mb, remat, last_bwd;
-    gs_layer_io io;
-    const size_t *cov;
-    size_t ncov = gs_partition_units_covering(&x->part, l, &cov);
+    uint32_t mb = ps->mb, remat;
     if (pl->gather_per_pass) {
         if ((rc = gs__gather_covering(x, l, GS_PHASE_BWD, mb, x->last_compute)) != GS_OK)
             return rc;
@@ -471,11 +494,20 @@ static gs_status backward_layer(gs_bctx *x, pass_state *ps, int64_t l)
             (rc = gs__gather_covering(x, l - 1, GS_PHASE_BWD, mb, GS_NO_ID)) != GS_OK)
             return rc;
     }
-    if ((rc = copy_outs(x, l, GS_PHASE_BWD, mb)) != GS_OK)
+    if ((rc = copy_outs(x, l, GS_PHASE_BWD, mb)) != GS_OK || (rc = backward_recompute(x, ps, l, &remat)) != GS_OK)
         return rc;
-    if ((rc = backward_recompute(x, ps, l, &remat)) != GS_OK || (rc = backward_io(x, ps, l, remat, &io)) != GS_OK ||
-        (rc = gs__layer_backward(x, l, mb, &io, &last_bwd)) != GS_OK)
-        return rc;
+    return backward_io(x, ps, l, remat, io);
+}
+
+/* After layer l's backward events (the last: last_bwd): the per-pass gathers spent, backward_post's
+ * prefetch, the reductions of the units whose backward ends at l. */
+static gs_status backward_layer_close(gs_bctx *x, pass_state *ps, int64_t l, uint32_t last_bwd)
+{
+    gs_status rc;
+    const gs_shard_plan *pl = &x->plan;
+    uint32_t mb = ps->mb;
+    const size_t *cov;
+    size_t ncov = gs_partition_units_covering(&x->part, l, &cov);
     ps->prev = last_bwd;
     if (pl->gather_per_pass)
         for (size_t k = 0; k < ncov; k++)
@@ -498,22 +530,36 @@ static gs_status backward_layer(gs_bctx *x, pass_state *ps, int64_t l)
     return GS_OK;
 }
 
-gs_status gs__backward_pass(gs_bctx *x, uint32_t mb, uint16_t chunk)
+static gs_status backward_layer(gs_bctx *x, pass_state *ps, int64_t l)
 {
-    const gs_shard_plan *pl = &x->plan;
-    pass_state ps;
-    pass_state_init(x, &ps, mb, chunk, GS_PHASE_BWD);
+    gs_layer_io io;
+    uint32_t last_bwd;
+    gs_status rc;
+    if ((rc = backward_layer_open(x, ps, l, &io)) != GS_OK || (rc = gs__layer_backward(x, l, ps->mb, &io, &last_bwd)))
+        return rc;
+    return backward_layer_close(x, ps, l, last_bwd);
+}
+
+static void backward_init(const gs_bctx *x, pass_state *ps, uint32_t mb, uint16_t chunk)
+{
+    pass_state_init(x, ps, mb, chunk, GS_PHASE_BWD);
     /* overlap_grad_reduce false: the reductions wait for the stage's last backward (build_rank) */
-    ps.sync = (pl->sync_every || mb + 1 == x->mb_count) && x->s->strategy.overlap_grad_reduce;
+    ps->sync = (x->plan.sync_every || mb + 1 == x->mb_count) && x->s->strategy.overlap_grad_reduce;
     /* bucket_stages first: the chunk's units are reduced together after its bottom layer */
-    ps.one_bucket = gs__chunk_one_bucket(x, chunk);
+    ps->one_bucket = gs__chunk_one_bucket(x, chunk);
+}
+
+/* A backward pass's end, after its layers: FP8 delayed scaling's amax reduction (after the first
+ * FP8 module's backward), the embedding's backward, the root's or the chunk's reduction, the
+ * send of the input gradient. */
+static gs_status backward_end(gs_bctx *x, pass_state *pps)
+{
+    pass_state ps = *pps;
+    uint32_t mb = ps.mb;
+    uint16_t chunk = ps.chunk;
     uint64_t root_chunk = gs_partition_root_chunk(&x->part, x->stage, x->pp, x->v);
     int root_here = x->root != SIZE_MAX && chunk == root_chunk;
-    gs_status rc = backward_start(x, &ps);
-    for (int64_t l = ps.g.top; l >= ps.g.bot && rc == GS_OK; l--)
-        rc = backward_layer(x, &ps, l);
-    if (rc == GS_OK) /* FP8 delayed scaling: after the first FP8 module's backward */
-        rc = fp8_amax(x, &ps);
+    gs_status rc = fp8_amax(x, &ps);
     if (rc != GS_OK)
         return rc;
     if (ps.g.has_emb) {
@@ -539,6 +585,83 @@ gs_status gs__backward_pass(gs_bctx *x, uint32_t mb, uint16_t chunk)
     return rc;
 }
 
+gs_status gs__backward_pass(gs_bctx *x, uint32_t mb, uint16_t chunk)
+{
+    pass_state ps;
+    backward_init(x, &ps, mb, chunk);
+    gs_status rc = backward_start(x, &ps);
+    for (int64_t l = ps.g.top; l >= ps.g.bot && rc == GS_OK; l--)
+        rc = backward_layer(x, &ps, l);
+    return rc == GS_OK ? backward_end(x, &ps) : rc;
+}
+
+
+/* ---- Megatron-Core's combined 1F1B (strategy.ep_overlap) ---- */
+
+/* The order in which the combined step runs a forward block's and a backward block's pieces
+ * (TransformerLayerSchedulePlan.run, megatron/core/models/common/model_chunk_schedule_plan.py):
+ *   comm stream:  combine_bwd      | dispatch_fwd, dispatch_bwd | combine_fwd
+ *   comp stream:  pre_dispatch_fwd | mlp_bwd                    | mlp_fwd      | pre_dispatch_bwd
+ * The exchanges are events on the TP stream here, the pieces' compute on the compute stream, so
+ * one micro-batch's exchange runs while the other's piece computes, as on Megatron's two
+ * streams. POST: the alltoall dispatcher's unpermute, which needs the combine, after the backward's
+ * attention half. */
+static const struct {
+    uint8_t bwd;
+    uint8_t seg; /* gs_block_seg */
+} combined_order[] = {
+    {1, GS_SEG_COMBINE}, {0, GS_SEG_PRE}, {1, GS_SEG_MLP}, {0, GS_SEG_DISPATCH}, {1, GS_SEG_DISPATCH},
+    {0, GS_SEG_MLP},     {0, GS_SEG_COMBINE}, {1, GS_SEG_PRE}, {0, GS_SEG_POST},
+};
+
+/* Forward local layer lf of F beside backward local layer lb of B, piece by piece. */
+static gs_status layer_pair(gs_bctx *x, pass_state *F, int64_t lf, pass_state *B, int64_t lb)
+{
+    gs_layer_io fio, bio;
+    gs_block_run run[2];
+    uint32_t last[2] = {GS_NO_ID, GS_NO_ID};
+    int ended[2] = {0, 0};
+    gs_status rc;
+    if ((rc = backward_layer_open(x, B, lb, &bio)) != GS_OK || (rc = forward_layer_open(x, F, lf, &fio)) != GS_OK)
+        return rc;
+    gs__block_begin(&run[0], x, lf, F->mb, GS_PHASE_FWD, &fio);
+    gs__block_begin(&run[1], x, lb, B->mb, GS_PHASE_BWD, &bio);
+    for (size_t i = 0; i < sizeof combined_order / sizeof combined_order[0] && rc == GS_OK; i++) {
+        int k = combined_order[i].bwd;
+        gs_block_seg seg = (gs_block_seg)combined_order[i].seg;
+        if (ended[k])
+            continue;
+        ended[k] = seg == gs__block_last_piece(&run[k]);
+        rc = gs__block_piece(&run[k], seg, ended[k], &last[k]);
+    }
+    if (rc != GS_OK)
+        return rc;
+    F->prev = last[0];
+    forward_layer_close(x, F, lf);
+    return backward_layer_close(x, B, lb, last[1]);
+}
+
+gs_status gs__combined_pass(gs_bctx *x, uint32_t fmb, uint16_t fchunk, uint32_t bmb, uint16_t bchunk)
+{
+    pass_state F, B;
+    pass_state_init(x, &F, fmb, fchunk, GS_PHASE_FWD);
+    backward_init(x, &B, bmb, bchunk);
+    gs_status rc = forward_start(x, &F);
+    if (rc == GS_OK)
+        rc = backward_start(x, &B);
+    int64_t nf = F.g.top >= F.g.bot ? F.g.top - F.g.bot + 1 : 0, nb = B.g.top >= B.g.bot ? B.g.top - B.g.bot + 1 : 0;
+    int64_t n = nf < nb ? nf : nb, i;
+    /* the overlapped layers, then the backward's remaining ones, then the forward's */
+    for (i = 0; i < n && rc == GS_OK; i++)
+        rc = layer_pair(x, &F, F.g.bot + i, &B, B.g.top - i);
+    for (i = n; i < nb && rc == GS_OK; i++)
+        rc = backward_layer(x, &B, B.g.top - i);
+    for (i = n; i < nf && rc == GS_OK; i++)
+        rc = forward_layer(x, &F, F.g.bot + i);
+    if (rc == GS_OK)
+        rc = forward_end(x, &F);
+    return rc == GS_OK ? backward_end(x, &B) : rc;
+}
 
 /* ---- ZeRO's gathers of the updated parameters ---- */
 

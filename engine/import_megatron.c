@@ -186,6 +186,13 @@ const gs__mg_flag gs__mg_flags[] = {
     {"moe-shared-expert-overlap", MG_SWITCH, MG_IGNORE,
      "the shared experts run after the routed ones (their overlap with the all-to-alls is not modelled)"},
     {"moe-per-layer-logging", MG_SWITCH, MG_IGNORE, mg_io},
+    {"overlap-moe-expert-parallel-comm", MG_SWITCH, MG_EP_OVERLAP, NULL},
+    {"moe-flex-dispatcher-num-sms", MG_ONE, MG_FLEX_SMS, NULL},
+    {"moe-deepep-num-sms", MG_ONE, MG_FLEX_SMS, NULL},
+    {"moe-hybridep-num-sms", MG_ONE, MG_FLEX_SMS, NULL},
+    {"delay-wgrad-compute", MG_SWITCH, MG_IGNORE,
+     "where each block's weight gradients run inside its backward: a block's backward pieces keep "
+     "their FLOPs whole"},
     {"fp8-format", MG_ONE, MG_FP8_FORMAT, NULL},
     {"fp8-recipe", MG_ONE, MG_FP8_RECIPE, NULL},
     {"fp8-param-gather", MG_SWITCH, MG_FP8_PARAM, NULL},
@@ -476,7 +483,7 @@ static gs_status mg_parse(const char *origin, const gs__words *ws, size_t first,
         case MG_BUCKET: case MG_DOI: case MG_FIRST_LAYERS: case MG_LAST_LAYERS: case MG_ETP: case MG_EXPERTS:
         case MG_MOE_TOPK: case MG_MOE_FFN: case MG_MOE_SHARED: case MG_Q_LORA: case MG_KV_LORA: case MG_QK_HEAD:
         case MG_QK_POS: case MG_V_HEAD: case MG_MTP: case MG_FP8_HIST: case MG_FP8_MARGIN: case MG_MOE_GROUPS:
-        case MG_MOE_GROUP_TOPK:
+        case MG_MOE_GROUP_TOPK: case MG_FLEX_SMS:
             if ((rc = gs__mg_count(where, f->name, value, &st->u[f->act], f->act == MG_FP8_MARGIN, err)) != GS_OK)
                 return rc;
             break;

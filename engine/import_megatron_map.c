@@ -588,6 +588,7 @@ static gs_status mg_overlaps(const char *origin, const gs__words *ws, const gs__
                                           at, gs_sharding_name(g->sharding))) != GS_OK)
             return rc;
     }
+    g->ep_overlap = st->given[MG_EP_OVERLAP] != 0; /* its asserts: the scenario's (engine/scenario_mesh.c) */
     if (st->given[MG_TPCO]) {
         const char *at = gs__mg_where(origin, ws, st->at[MG_TPCO], where, sizeof where);
         if (s->grid.tp > 1 && !g->sequence_parallel)

@@ -173,6 +173,8 @@ static gs_status mg_flex_backend(const char *origin, const gs__words *ws, const 
                                 gs__mg_where(origin, ws, st->at[MG_MOE_BACKEND], where, sizeof where), b);
     }
     s->strategy.moe_dispatcher = d;
+    /* the SMs its kernels hold (Megatron-Core reads them for the flex dispatcher only) */
+    s->strategy.flex_sms = d == GS_MOE_FLEX && st->given[MG_FLEX_SMS] ? st->u[MG_FLEX_SMS] : 0;
     return GS_OK;
 }
 

@@ -130,9 +130,10 @@ static void flag(flag_lines *f, const char *fmt, ...)
 
 /* A mixture-of-experts model's flags (megatron/training/arguments.py _add_moe_args): the experts,
  * their routing groups, parallelism and token dispatcher (flex with the DeepEP backend), grouped
- * GEMMs. */
-static void put_megatron_moe(flag_lines *f, const gs_model *md, const gs_mesh *m, gs_moe_dispatcher disp)
+ * GEMMs, the exchanges' overlap with another micro-batch. */
+static void put_megatron_moe(flag_lines *f, const gs_model *md, const gs_mesh *m, const gs_strategy *st)
 {
+    gs_moe_dispatcher disp = st->moe_dispatcher;
     const gs_moe *moe = &md->moe;
     uint64_t ef = moe->expert_ffn ? moe->expert_ffn : md->ffn;
     flag(f, "--num-experts %" PRIu64 " --moe-router-topk %" PRIu64, moe->experts, moe->top_k);
@@ -168,6 +169,10 @@ static void put_megatron_moe(flag_lines *f, const gs_model *md, const gs_mesh *m
         flag(f, "--moe-flex-dispatcher-backend deepep --moe-router-dtype fp32");
     if (m->etp)
         flag(f, "--expert-tensor-parallel-size %" PRIu64, m->etp);
+    if (disp == GS_MOE_FLEX && st->flex_sms)
+        flag(f, "--moe-flex-dispatcher-num-sms %" PRIu64, st->flex_sms);
+    if (st->ep_overlap) /* the combined 1F1B schedule (megatron/training/arguments.py) */
+        flag(f, "--overlap-moe-expert-parallel-comm");
 }
 
 /* The Megatron-LM flags, one per line, each line starting with `indent` and ending " \" except
@@ -220,7 +225,7 @@ static void put_megatron_model(flag_lines *fl, const gs_scenario *s, const gs_me
     if (st->sequence_parallel && tp > 1)
         flag(&f, "--sequence-parallel");
     if (md->moe.experts)
-        put_megatron_moe(&f, md, m, s->strategy.moe_dispatcher);
+        put_megatron_moe(&f, md, m, &s->strategy);
     if (md->mla.kv_lora_rank) { /* Megatron-LM's MLA sizes (MLATransformerConfig; no --q-lora-rank: None) */
         flag(&f, "--multi-latent-attention --kv-lora-rank %" PRIu64 " --qk-head-dim %" PRIu64
              " --qk-pos-emb-head-dim %" PRIu64 " --v-head-dim %" PRIu64,

@@ -328,6 +328,61 @@ static void forward_moments(stage_ctx *x, uint32_t mb, uint64_t chunk, uint64_t 
     }
 }
 
+/* The moments of a combined step (strategy.ep_overlap, engine/build_pass.c gs__combined_pass): the
+ * backward pass of (bmb, bc) and the forward pass of (fmb, fc) layer by layer together, the
+ * forward's layer bot + i beside the backward's top - i, so the forward's stash (counted with the
+ * passes in flight) grows while the backward's shrinks; then the layers one of them has left, the
+ * forward's head, the backward's embedding. `others`: the stash of the passes in flight besides
+ * these two. */
+static void combined_moments(stage_ctx *x, uint32_t fmb, uint64_t fc, uint32_t bmb, uint64_t bc, uint64_t others)
+{
+    const gs_partition *p = x->p;
+    const gs_shard_plan *pl = x->plan;
+    int f_emb = x->stage == 0 && fc == 0, f_next = !(x->last && fc + 1 == x->v);
+    int b_head = x->last && bc + 1 == x->v, b_emb = x->stage == 0 && bc == 0, b_next = !b_head, b_prev = !b_emb;
+    uint64_t root = gs_partition_root(p), xb = x->act->boundary;
+    uint64_t g0 = (pl->gather_root ? mul(x->c, root, pl->wb, "gather") : 0) +
+                  (pl->gather_all ? mul(x->c, x->nonroot_params, pl->gwb, "gather") : 0);
+    int root_writes = gs_partition_root_written_by(p, x->stage, x->pp, x->v, bc);
+    uint64_t root_grad = pl->transient_grads && (root_writes || x->root_grad_live) ? mul(x->c, root, pl->gb, "grads")
+                                                                                   : 0;
+    int64_t fb, ft, bb, bt;
+    gs_partition_chunk_span(p, x->v, fc, &fb, &ft);
+    gs_partition_chunk_span(p, x->v, bc, &bb, &bt);
+    int64_t nf = ft >= fb ? ft - fb + 1 : 0, nb = bt >= bb ? bt - bb + 1 : 0, n = nf > nb ? nf : nb;
+    /* the forward's start came first: its received input (the first block's stash) or its
+     * embedding's mask */
+    uint64_t f_in = f_emb ? x->act->emb_mask : fb <= ft ? gs_act_layer_stored(x->act, fb) : 0;
+    if (b_head)
+        moment_offer(x, &(moment_bytes){chunk_stash(x, bc), add(x->c, others, f_in, "stash"), g0, root_grad},
+                     "head backward", -1, bmb, bc);
+    for (int64_t i = 0; i < n; i++) {
+        int64_t lf = i < nf ? fb + i : ft, lb = bt - i;
+        uint64_t fst = gs_act_stash(x->act, fb, lf) + (f_emb ? x->act->emb_mask : 0) +
+                       (lf == ft && f_next ? xb : 0) + (i < nf ? x->act->cp_fwd : 0);
+        /* past the backward's last block: its outgoing gradient awaits the send */
+        uint64_t bact = (b_emb ? x->act->emb_mask : 0) + (i >= nb && b_prev ? xb : 0), tg = root_grad, g = g0;
+        if (i < nb) {
+            bact += gs_act_stash(x->act, bb, lb) + gs_act_layer_remat(x->act, lb) + (lb == bt && b_next ? xb : 0) +
+                    (lb == bb && b_prev ? xb : 0) + x->act->cp_bwd;
+            tg += pl->transient_grads ? mul(x->c, gs_partition_covering(p, lb), pl->gb, "grads") : 0;
+            if (pl->gather_per_pass) /* with backward_pre's prefetch, as backward_moments counts */
+                g += mul(x->c, gathered_covering(x, lb) + (pl->prefetch_bwd == 1 && lb > bb ? gathered_prefetch(x, lb, lb - 1) : 0),
+                         pl->gwb, "gather");
+        }
+        if (pl->gather_per_pass && i < nf) /* with forward_prefetch's, as forward_moments counts */
+            g += mul(x->c, gathered_covering(x, lf) + (pl->prefetch_fwd && lf < ft ? gathered_prefetch(x, lf, lf + 1) : 0),
+                     pl->gwb, "gather");
+        moment_offer(x, &(moment_bytes){bact, add(x->c, others, fst, "stash"), g, tg}, "combined forward and backward",
+                     i < nb ? lb : lf, i < nb ? bmb : fmb, i < nb ? bc : fc);
+    }
+    if (!f_next) /* before the backward's end: its embedding's mask or its outgoing gradient */
+        moment_offer(x, &(moment_bytes){chunk_stash(x, fc), add(x->c, others, (b_emb ? x->act->emb_mask : 0) +
+                                                                             (b_prev && nb ? xb : 0), "stash"),
+                                        g0, root_grad},
+                     "head forward", -1, fmb, fc);
+}
+
 /* ---- the peak of a stage ------------------------------------------------------------------------ */
 
 /* The moments' context of the stage: its resident bytes and what the passes' moments need. */
@@ -385,10 +440,25 @@ static gs_status peak_walk(const stage_build *b, const gs_pipe_order *order, sta
     memset(fmemo->used, 0, sizeof fmemo->used);
     *max_inflight = 0;
     for (size_t i = 0; i < order->nops; i++) {
-        const gs_pipe_op *op = &order->ops[i];
+        const gs_pipe_op *op = &order->ops[i], *next = i + 1 < order->nops ? &order->ops[i + 1] : NULL;
         uint64_t others = 0;
         for (uint64_t ch = 0; ch < v; ch++)
             others = add(c, others, mul(c, inflight[ch], chunk_stash(x, ch), "stash"), "stash");
+        if (b->s->strategy.ep_overlap && !op->backward && next && next->backward) {
+            /* a combined step (every one offered: its moments depend on both passes) */
+            combined_moments(x, op->mb, op->chunk, next->mb, next->chunk, others - chunk_stash(x, next->chunk));
+            seen[op->chunk] = 1;
+            if (cur_inflight + 1 > *max_inflight)
+                *max_inflight = cur_inflight + 1;
+            if (gs_partition_root_written_by(&b->part, b->stage, b->pp, v, next->chunk))
+                x->root_grad_live = 1;
+            if (next->chunk == root_chunk)
+                x->root_grad_live = 0;
+            inflight[op->chunk]++;
+            inflight[next->chunk]--;
+            i++;
+            continue;
+        }
         if (!op->backward) {
             pass_key key = {op->chunk, others, x->root_grad_live};
             if (!(seen[op->chunk] && pass_memo_has(fmemo, &key))) {
@@ -430,7 +500,7 @@ gs_status gs__ledger_stage_peak(stage_build *b, gs_error *err)
     gs_ledger_rank *r = b->r;
     uint64_t v = gs_strategy_chunks(st, b->pp);
     gs_pipe_order order = {NULL, 0, 0};
-    gs_status rc = gs_pipe_order_build(st->pipeline, b->pp, b->stage, b->mb, v, &order, err);
+    gs_status rc = gs_pipe_order_build(st->pipeline, b->pp, b->stage, b->mb, v, st->ep_overlap, &order, err);
     stage_ctx x;
     size_t max_inflight = 0;
     if (rc != GS_OK)

@@ -24,7 +24,7 @@ static void interleaved_id(uint64_t k, uint64_t pp, uint64_t v, int backward, ui
     *mb = (uint32_t)((k / (pp * v)) * pp + k % pp);
 }
 
-gs_status gs_pipe_order_build(gs_pipeline kind, uint64_t pp, uint64_t stage, uint64_t m, uint64_t v,
+gs_status gs_pipe_order_build(gs_pipeline kind, uint64_t pp, uint64_t stage, uint64_t m, uint64_t v, int combined,
                               gs_pipe_order *out, gs_error *err)
 {
     out->ops = NULL;
@@ -47,14 +47,14 @@ gs_status gs_pipe_order_build(gs_pipeline kind, uint64_t pp, uint64_t stage, uin
         return gs_error_set(err, GS_ERR_NOMEM, "pipeline: out of memory for %zu passes", cap);
     gs_status rc = GS_OK;
 
-    if (pp == 1) {
+    if (pp == 1 && !combined) {
         for (uint64_t i = 0; i < m && rc == GS_OK; i++) {
             rc = push(out, cap, (uint32_t)i, 0, 0);
             if (rc == GS_OK)
                 rc = push(out, cap, (uint32_t)i, 0, 1);
         }
         out->warmup = 0;
-    } else if (kind == GS_PIPE_GPIPE) {
+    } else if (kind == GS_PIPE_GPIPE && pp > 1) {
         for (uint64_t i = 0; i < m && rc == GS_OK; i++)
             rc = push(out, cap, (uint32_t)i, 0, 0);
         for (uint64_t i = 0; i < m && rc == GS_OK; i++)
@@ -62,7 +62,13 @@ gs_status gs_pipe_order_build(gs_pipeline kind, uint64_t pp, uint64_t stage, uin
         out->warmup = m;
     } else {
         /* 1F1B: warm-up p - s - 1 forwards; interleaved: (p - s - 1) * 2 + (v - 1) * p. */
-        uint64_t w = kind == GS_PIPE_INTERLEAVED ? (pp - stage - 1) * 2 + (v - 1) * pp : pp - stage - 1;
+        uint64_t w = pp == 1                      ? 0
+                     : kind == GS_PIPE_INTERLEAVED ? (pp - stage - 1) * 2 + (v - 1) * pp
+                                                   : pp - stage - 1;
+        /* combined 1F1B: one forward more before the steady state (Megatron-Core's
+         * get_pp_rank_microbatches; without pipelining combined_1f1b_schedule_for_no_pipelining runs
+         * the first micro-batch's forward alone) */
+        w += combined ? 1 : 0;
         if (w > total)
             w = total;
         out->warmup = w;

@@ -28,8 +28,11 @@ typedef struct gs_pipe_order {
 } gs_pipe_order;
 
 /* pp == 1 gives F0 B0 F1 B1 ... (gradient accumulation). v = virtual stages (1 unless
- * interleaved). Interleaved requires m % pp == 0 (checked by the scenario). */
-gs_status gs_pipe_order_build(gs_pipeline kind, uint64_t pp, uint64_t stage, uint64_t m, uint64_t v,
+ * interleaved). Interleaved requires m % pp == 0 (checked by the scenario). combined
+ * (strategy.ep_overlap, Megatron-Core's combined 1F1B): one more warm-up forward, so every
+ * steady-state forward is followed by a backward of another micro-batch, the pair run as one
+ * combined step; pp == 1 gives F0 F1 B0 F2 B1 ... B(m-1). */
+gs_status gs_pipe_order_build(gs_pipeline kind, uint64_t pp, uint64_t stage, uint64_t m, uint64_t v, int combined,
                               gs_pipe_order *out, gs_error *err);
 void gs_pipe_order_fini(gs_pipe_order *o);
 

@@ -38,6 +38,8 @@ void gs_plan_reason(const char *msg, char *out, size_t len)
         {"exchanges over the ETP x EP ranks", "flex with expert TP: tp not directly inside dp"},
         {"flex (DeepEP) needs TP x EP > 1", "flex dispatcher with ep = 1"},
         {"asserts --use-torch-fsdp2 without pipeline", "torch FSDP2 (Megatron-LM) with pp or ep > 1"},
+        {"overlaps the expert-parallel token exchanges", "EP overlap with ep = 1"},
+        {"needs virtual pipeline stages (Megatron-Core asserts", "EP overlap with pp > 1 not interleaved"},
     };
     /* the first line only: later lines are further errors on the same grid */
     char line[GS_ERROR_MSG_BYTES];

@@ -191,6 +191,34 @@ static gs_status check_interleaved(const gs_scenario *s, const gs_mesh *mesh, ui
     return GS_OK;
 }
 
+/* strategy.overlap_moe_expert_parallel_comm: the asserts of Megatron-Core's TransformerConfig
+ * (megatron/core/transformer/transformer_config.py): expert parallelism, the alltoall or flex
+ * dispatcher, virtual pipeline stages when pp > 1, at most one MTP layer. */
+static gs_status check_ep_overlap(const gs_scenario *s, gs_error *err)
+{
+    if (!s->model.moe.experts || s->grid.ep <= 1)
+        return gs_error_set(err, GS_ERR_INPUT,
+                            "strategy.overlap_moe_expert_parallel_comm overlaps the expert-parallel token "
+                            "exchanges: found %s, expected a MoE model (model.moe) with grid.ep >= 2",
+                            s->model.moe.experts ? "grid.ep = 1" : "a dense model");
+    if (s->strategy.moe_dispatcher == GS_MOE_ALLGATHER)
+        return gs_error_set(err, GS_ERR_INPUT,
+                            "strategy.overlap_moe_expert_parallel_comm: Megatron-Core supports it with the "
+                            "alltoall and flex token dispatchers; found moe_dispatcher allgather");
+    if (s->grid.pp > 1 && s->strategy.pipeline != GS_PIPE_INTERLEAVED)
+        return gs_error_set(err, GS_ERR_INPUT,
+                            "strategy.overlap_moe_expert_parallel_comm with grid.pp = %llu needs virtual "
+                            "pipeline stages (Megatron-Core asserts it): found pipeline %s, expected "
+                            "pipeline: interleaved with virtual_stages >= 2",
+                            (unsigned long long)s->grid.pp, gs_pipeline_name(s->strategy.pipeline));
+    if (s->model.mtp_layers > 1)
+        return gs_error_set(err, GS_ERR_INPUT,
+                            "strategy.overlap_moe_expert_parallel_comm supports at most one MTP layer "
+                            "(Megatron-Core asserts it): found model.mtp_layers = %llu",
+                            (unsigned long long)s->model.mtp_layers);
+    return GS_OK;
+}
+
 /* Context parallelism splits each sequence into 2 cp chunks (the load-balanced order of
  * Megatron-Core and torchtitan for causal attention: rank i holds chunks i and 2 cp - 1 - i), so
  * the sequence must divide by 2 cp; Ulysses' all-to-all splits the heads, which must divide by
@@ -395,6 +423,8 @@ gs_status gs_scenario_mesh(const gs_scenario *s, gs_mesh *mesh, gs_diag *warning
                           "expert parallelism; found grid.pp = %llu, grid.ep = %llu, expected both 1 (or "
                           "framework: fsdp2, or Megatron-FSDP: drop torch_fsdp2)",
                           (unsigned long long)s->grid.pp, (unsigned long long)s->grid.ep);
+    if (st == GS_OK && s->strategy.ep_overlap)
+        st = check_ep_overlap(s, err);
     if (st == GS_OK)
         gs_mesh_set_stage_layers(mesh, s->grid.first_stage_layers, s->grid.last_stage_layers);
     if (st == GS_OK)

@@ -97,6 +97,7 @@ static const char *const strategy_keys[] = {
     "bucket_stages", "cross_entropy", "framework", "compile", "cuda_graphs", "torch_fsdp2", "attention", "fp8_recipe",
     "fp8_params",
     "fp8_amax_history", "fp8_amax_algo", "fp8_margin", "cp_comm", "moe_dispatcher", "adam_dtype", "precision_aware_optimizer",
+    "overlap_moe_expert_parallel_comm", "moe_flex_dispatcher_num_sms",
 };
 
 static const char *const wrap_keys[] = {"min_params"};
@@ -224,6 +225,14 @@ static gs_status strategy_moe(const gs__yaml_loader *l, const yaml_node_t *v, gs
     int e = (int)s->moe_dispatcher;
     gs_status st = gs__scenario_opt_enum(l, v, "strategy", "moe_dispatcher", &ds, &e);
     s->moe_dispatcher = (gs_moe_dispatcher)e;
+    int given = 0;
+    if (st == GS_OK &&
+        (st = gs__scenario_opt_count(l, v, "strategy", "moe_flex_dispatcher_num_sms", &s->flex_sms, &given)) == GS_OK &&
+        given && s->moe_dispatcher != GS_MOE_FLEX)
+        return gs__yaml_fail_at(l, gs__yaml_lookup(l, v, "moe_flex_dispatcher_num_sms", NULL), GS_ERR_INPUT,
+                                "strategy.moe_flex_dispatcher_num_sms is the flex dispatcher's SM count: found "
+                                "moe_dispatcher %s, expected flex",
+                                gs_moe_dispatcher_name(s->moe_dispatcher));
     return st;
 }
 
@@ -402,7 +411,8 @@ static gs_status strategy_kernels(const gs__yaml_loader *l, const yaml_node_t *v
         return st;
     s->attention = (gs_attn_impl)e;
     if ((st = gs__scenario_opt_bool(l, v, sec, "cuda_graphs", &s->cuda_graphs, NULL)) ||
-        (st = gs__scenario_opt_bool(l, v, sec, "torch_fsdp2", &s->torch_fsdp2, NULL)))
+        (st = gs__scenario_opt_bool(l, v, sec, "torch_fsdp2", &s->torch_fsdp2, NULL)) ||
+        (st = gs__scenario_opt_bool(l, v, sec, "overlap_moe_expert_parallel_comm", &s->ep_overlap, NULL)))
         return st;
     return gs__scenario_opt_bool(l, v, sec, "compile", &s->compile, NULL);
 }
@@ -495,6 +505,22 @@ static gs_status strategy_refusals(const gs__yaml_loader *l, const yaml_node_t *
                                 "shard_grad_op (--torch-fsdp2-no-reshard-after-forward); PyTorch's own FSDP2 "
                                 "is framework: fsdp2",
                                 gs_framework_name(gs_framework_resolve(s->framework, (int)s->sharding)),
+                                gs_sharding_name(s->sharding));
+    if (s->ep_overlap && (gs_framework_resolve(s->framework, (int)s->sharding) != GS_FW_MEGATRON ||
+                          s->recompute == GS_RECOMPUTE_FULL))
+        return gs__yaml_fail_at(l, gs__yaml_lookup(l, v, "overlap_moe_expert_parallel_comm", NULL), GS_ERR_INPUT,
+                                "strategy.overlap_moe_expert_parallel_comm is Megatron-Core's combined 1F1B "
+                                "schedule, which asserts no full recompute: found framework %s with recompute "
+                                "%s, expected framework megatron and recompute none or selective",
+                                gs_framework_name(gs_framework_resolve(s->framework, (int)s->sharding)),
+                                gs_recompute_name(s->recompute));
+    if (s->ep_overlap && gs_sharding_shards_params(s->sharding) && s->sharding != GS_SHARD_GRAD_OP &&
+        s->reshard_after_forward)
+        return gs__yaml_fail_at(l, gs__yaml_lookup(l, v, "overlap_moe_expert_parallel_comm", NULL), GS_ERR_INPUT,
+                                "strategy.overlap_moe_expert_parallel_comm with parameters gathered before "
+                                "every pass is not built (one micro-batch's forward beside another's backward "
+                                "may need a block's gather in both): found sharding %s, expected no_shard, "
+                                "zero1, zero2 or shard_grad_op",
                                 gs_sharding_name(s->sharding));
     if (s->pipeline != GS_PIPE_INTERLEAVED && s->virtual_stages > 1)
         return gs__yaml_fail_at(l, gs__yaml_lookup(l, v, "virtual_stages", NULL), GS_ERR_INPUT,

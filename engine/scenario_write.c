@@ -208,6 +208,10 @@ static gs_status put_strategy(gs_text *t, const gs_strategy *s, gs_error *err)
         st = gs_text_printf(t, "  cuda_graphs: true\n");
     if (st == GS_OK && gs_strategy_torch_fsdp2(s))
         st = gs_text_printf(t, "  torch_fsdp2: true\n");
+    if (st == GS_OK && s->ep_overlap)
+        st = gs_text_printf(t, "  overlap_moe_expert_parallel_comm: true\n");
+    if (st == GS_OK && s->flex_sms)
+        st = gs_text_printf(t, "  moe_flex_dispatcher_num_sms: %llu\n", (unsigned long long)s->flex_sms);
     if (st == GS_OK && s->attention != GS_ATTN_AUTO)
         st = gs_text_printf(t, "  attention: %s\n", gs_attn_impl_name(s->attention));
     if (st == GS_OK && s->fp8 != GS_FP8_OFF)

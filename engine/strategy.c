@@ -113,6 +113,8 @@ void gs_strategy_defaults(gs_strategy *s)
     s->framework = GS_FW_AUTO;
     s->compile = 0;
     s->torch_fsdp2 = 0;
+    s->ep_overlap = 0;
+    s->flex_sms = 0;
     s->attention = GS_ATTN_AUTO;
     s->bucket_stages = GS_BUCKET_STAGES_ALL;
     s->cross_entropy = GS_XENT_UNFUSED;

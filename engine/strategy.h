@@ -173,6 +173,18 @@ typedef struct gs_strategy {
                                    transformer layer (its copy-out and copy-in on the compute
                                    stream) instead of Megatron-FSDP; framework megatron, pp and
                                    ep 1; default 0 */
+    int ep_overlap;             /* 1: Megatron-Core's overlap_moe_expert_parallel_comm
+                                   (--overlap-moe-expert-parallel-comm): in the 1F1B steady state
+                                   one micro-batch's forward and another's backward run as one
+                                   combined step, layer by layer, each MoE block split where its
+                                   token exchanges are, so one micro-batch's exchanges run under
+                                   the other's compute (engine/build_pass.c); framework
+                                   megatron, ep > 1, dispatcher alltoall or flex, interleaved
+                                   pipeline when pp > 1, no full recompute; default 0 */
+    uint64_t flex_sms;          /* the flex dispatcher's SMs (Megatron-Core
+                                   --moe-flex-dispatcher-num-sms, formerly --moe-deepep-num-sms and
+                                   --moe-hybridep-num-sms): what its kernels take from compute that
+                                   runs beside them under ep_overlap; 0 (default): DeepEP's 20 */
     gs_attn_impl attention;     /* the attention kernel; default AUTO (from the framework, the GPU
                                    and flash_attention) */
     gs_fp8 fp8;                 /* default OFF; precision: fp8 sets it (precision stays bf16: the

@@ -57,6 +57,8 @@ static const char *moe_unsupported(const gs_scenario *s, const gs_mesh *mesh, ch
         return "the allgather token dispatcher is simulated, not executed (exec runs moe_dispatcher: alltoall)";
     if (s->strategy.moe_dispatcher == GS_MOE_FLEX)
         return "the flex (DeepEP) token dispatcher is simulated, not executed (exec runs moe_dispatcher: alltoall)";
+    if (s->strategy.ep_overlap)
+        return "overlap_moe_expert_parallel_comm (the combined 1F1B schedule) is simulated, not executed";
     if (mesh->etp) {
         snprintf(which, len, "expert tensor parallelism below tp (etp=%llu, tp=%llu) is simulated, not executed",
                  (unsigned long long)mesh->etp, (unsigned long long)tp);

@@ -4,6 +4,7 @@
 #include "sim/contention.h"
 
 #include <math.h>
+#include <stdint.h>
 
 #include "sim/collective.h"
 
@@ -31,8 +32,28 @@ static double group_factor(const gs_compute_model *cm, const gs_topo *t, const g
     return gs_compute_overlap_factor(cm, waiting ? 0.0 : busbw, gs_coll_channels(t, sh));
 }
 
-void gs_contention_streams(const gs_compute_model *cm, const gs_topo *t, int copy_engine_tp,
-                           const gs_coll_shape shape[GS_GROUP_KIND_COUNT], double moving[GS_STREAM_COUNT],
+/* The expert-parallel exchange's factor: NCCL's all-to-all over the EP group (its channels), or
+ * the flex dispatcher's kernels over the ETP x EP group on a fixed number of SMs, with the HBM
+ * traffic of the bus bandwidth an all-gather over that group reaches. */
+static double ep_factor(const gs_compute_model *cm, const gs_topo *t, int ep_overlap, uint64_t flex_sms,
+                        const gs_coll_shape shape[GS_GROUP_KIND_COUNT], int waiting)
+{
+    if (ep_overlap != GS_EP_OVERLAP_FLEX)
+        return group_factor(cm, t, &shape[GS_GROUP_EP], 0, waiting, 0);
+    const gs_coll_shape *sh = shape[GS_GROUP_TPEP].nranks > 1 ? &shape[GS_GROUP_TPEP] : &shape[GS_GROUP_EP];
+    if (sh->nranks < 2)
+        return 1.0;
+    if (!(cm->overlap_hbm_per_byte > 0.0))
+        return cm->overlap_slowdown;
+    gs_coll_cost cost;
+    const uint64_t bytes = 256ull << 20;
+    double busbw = gs_coll_estimate(t, GS_COLL_ALLGATHER, sh, bytes, GS_ALGO_COUNT, &cost) == GS_OK ? cost.busbw : 0.0;
+    uint64_t sms = flex_sms ? flex_sms : GS_FLEX_DISPATCH_SMS;
+    return gs_compute_overlap_factor(cm, waiting ? 0.0 : busbw, sms < (uint64_t)INT32_MAX ? (int)sms : INT32_MAX);
+}
+
+void gs_contention_streams(const gs_compute_model *cm, const gs_topo *t, int copy_engine_tp, int ep_overlap,
+                           uint64_t flex_sms, const gs_coll_shape shape[GS_GROUP_KIND_COUNT], double moving[GS_STREAM_COUNT],
                            double waiting[GS_STREAM_COUNT])
 {
     for (int s = 0; s < GS_STREAM_COUNT; s++)
@@ -44,5 +65,7 @@ void gs_contention_streams(const gs_compute_model *cm, const gs_topo *t, int cop
                                     group_factor(cm, t, &shape[GS_GROUP_DP_INTER], 0, w, 0)));
         o[GS_STREAM_TP] = group_factor(cm, t, &shape[GS_GROUP_TP], 0, w, copy_engine_tp);
         o[GS_STREAM_PP] = group_factor(cm, t, &shape[GS_GROUP_PP], 1, w, 0);
+        if (ep_overlap)
+            o[GS_STREAM_TP] = fmax(o[GS_STREAM_TP], ep_factor(cm, t, ep_overlap, flex_sms, shape, w));
     }
 }

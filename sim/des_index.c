@@ -271,8 +271,11 @@ static int rank_variant(run_ctx *c, size_t ri, cost_map *cache, size_t *nvar)
     if (!(key.base_s = malloc((r->nevents ? r->nevents : 1) * sizeof *key.base_s)))
         return -1;
     size_t vi = (*nvar)++;
-    gs_contention_streams(&c->st->cm, c->st->flow ? &c->st->flow_topo : &c->st->topo,
-                          c->st->s.strategy.tp_comm_overlap, key.shape, key.overlap, key.overlap_wait);
+    const gs_strategy *st = &c->st->s.strategy;
+    int ep_overlap = !st->ep_overlap ? GS_EP_OVERLAP_NONE
+                     : st->moe_dispatcher == GS_MOE_FLEX ? GS_EP_OVERLAP_FLEX : GS_EP_OVERLAP_A2A;
+    gs_contention_streams(&c->st->cm, c->st->flow ? &c->st->flow_topo : &c->st->topo, st->tp_comm_overlap,
+                          ep_overlap, st->flex_sms, key.shape, key.overlap, key.overlap_wait);
     for (size_t k = 0; k < r->nevents; k++) {
         uint16_t s = t->slot[k];
         int same = s != DES_NO_SLOT && s < 64 ? (int)(key.same_node >> s & 1) : 0;
