@@ -457,9 +457,16 @@ START_TEST(shipped_published_scenarios)
         } else if (strncmp(s.title, "MBRIDGE-", 8) == 0) {
             mbridge++;
             ck_assert_str_eq(e.dataset, "megatron-bridge");
-            if (strstr(s.title, "-QWEN3-")) { /* Qwen3-30B-A3B over HybridEP: the flex dispatcher, expert TP 1 */
+            if (strstr(s.title, "-QWEN3-30B-")) { /* Qwen3-30B-A3B over HybridEP: the flex dispatcher, expert TP 1 */
                 ck_assert_int_eq(s.strategy.moe_dispatcher, GS_MOE_FLEX);
                 ck_assert(s.grid.ep == 16 && s.grid.etp == 1 && s.model.moe.experts == 128);
+                ck_assert_uint_eq(s.strategy.flex_sms, 32); /* _benchmark_common's moe_hybridep_num_sms */
+                /* the BF16 recipe overlaps the exchanges, the FP8 one does not */
+                ck_assert_int_eq(s.strategy.ep_overlap, strstr(s.title, "-BF16-") != NULL);
+            } else if (strstr(s.title, "-QWEN3-235B-")) { /* all-to-all, exchanges overlapped */
+                ck_assert_int_eq(s.strategy.moe_dispatcher, GS_MOE_ALLTOALL);
+                ck_assert(s.strategy.ep_overlap && s.grid.ep == 32 && s.grid.tp == 2 && s.grid.pp == 8);
+                ck_assert_int_eq(s.strategy.pipeline, GS_PIPE_INTERLEAVED);
             }
         } else if (strcmp(s.title, "LLAMA1-1") == 0 || strcmp(s.title, "MEGREADME-1") == 0) {
             other++;
@@ -487,7 +494,7 @@ START_TEST(shipped_published_scenarios)
     ck_assert_int_eq(nemo_moe, 1);
     ck_assert_int_eq(megatron_moe, 2);
     ck_assert_int_eq(titan, 13);
-    ck_assert_int_eq(mbridge, 8);
+    ck_assert_int_eq(mbridge, 9);
 }
 END_TEST
 
