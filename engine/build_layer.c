@@ -263,12 +263,16 @@ static gs_status loss(pass *p, const shapes *sh)
 }
 
 /* A collective of `bytes` on the rank's group g (of group_size), on the TP stream (the
- * model-parallel exchanges': TP's, and CP's beside them), queued as the pass's next event. */
+ * model-parallel exchanges': TP's, and CP's beside them), queued as the pass's next event. Under
+ * overlap_moe_expert_parallel_comm the expert exchanges go to the PP stream: Megatron-Core runs
+ * them on its communication stream, apart from the compute stream that issues TP's. */
 static gs_status coll_event(pass *p, gs_role role, gs_coll_op op, gs_group_kind g, uint64_t group_size, uint64_t bytes)
 {
     gs_bctx *x = p->x;
     gs_status rc;
-    gs_evb *b = pending_begin(p, GS_EV_COLLECTIVE, GS_STREAM_TP, &rc);
+    const gs_role_info *ri = gs_role_info_of(role);
+    gs_stream stream = x->s->strategy.ep_overlap && ri && ri->on_pp ? GS_STREAM_PP : GS_STREAM_TP;
+    gs_evb *b = pending_begin(p, GS_EV_COLLECTIVE, stream, &rc);
     if (!b)
         return rc;
     b->e.op = (uint8_t)op;

@@ -144,8 +144,11 @@ static void report_busy(const gs_schedule *sch, gs_timing *const *timing, report
         for (size_t k = 0; k < re->nevents; k++) {
             const gs_event *e = &re->events[k];
             const gs_timing *t = &timing[i][k];
+            /* a collective on the PP stream is an expert exchange (overlap_moe_expert_parallel_comm):
+             * reported with TP and EP */
+            int s = e->stream == GS_STREAM_PP && e->kind == GS_EV_COLLECTIVE ? GS_STREAM_TP : e->stream;
             if (t->end_s > t->start_s)
-                buf[e->stream][n[e->stream]++] = (ival){t->start_s, t->end_s};
+                buf[s][n[s]++] = (ival){t->start_s, t->end_s};
             if (e->kind == GS_EV_COMPUTE)
                 flops += e->flops;
         }

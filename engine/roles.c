@@ -93,15 +93,15 @@ static const gs_role_info roles[GS_ROLE_COUNT] = {
     [GS_ROLE_EXPERT_DOWN] = {"expert_down", GS_EV_COMPUTE, GS_STREAM_COMPUTE, BLOCK(GS_OP_MLP_DOWN), 0, GS_WHERE_LAYER,
                              0},
     [GS_ROLE_EP_DISPATCH] = {"ep_dispatch", GS_EV_COLLECTIVE, GS_STREAM_TP, {A2A | AG, A2A | RS, A2A | AG, 0},
-                             G(GS_GROUP_EP) | G(GS_GROUP_TPEP), GS_WHERE_LAYER, 0},
+                             G(GS_GROUP_EP) | G(GS_GROUP_TPEP), GS_WHERE_LAYER, 0, 1},
     [GS_ROLE_EP_COMBINE] = {"ep_combine", GS_EV_COLLECTIVE, GS_STREAM_TP, {A2A | RS, A2A | AG, A2A | RS, 0},
-                            G(GS_GROUP_EP) | G(GS_GROUP_TPEP), GS_WHERE_LAYER, 0},
-    [GS_ROLE_ETP_IN] = {"etp_in", GS_EV_COLLECTIVE, GS_STREAM_TP, {AG, RS, AG, 0}, ETP, GS_WHERE_LAYER, 0},
+                            G(GS_GROUP_EP) | G(GS_GROUP_TPEP), GS_WHERE_LAYER, 0, 1},
+    [GS_ROLE_ETP_IN] = {"etp_in", GS_EV_COLLECTIVE, GS_STREAM_TP, {AG, RS, AG, 0}, ETP, GS_WHERE_LAYER, 0, 1},
     [GS_ROLE_MLA_DOWN] = {"mla_down", GS_EV_COMPUTE, GS_STREAM_COMPUTE, BLOCK(GS_OP_QKV), 0, GS_WHERE_LAYER, SPLIT},
     [GS_ROLE_MLA_NORM] = {"mla_norm", GS_EV_COMPUTE, GS_STREAM_COMPUTE, BLOCK(GS_OP_NORM), 0, GS_WHERE_LAYER, 3},
     [GS_ROLE_MLA_UP] = {"mla_up", GS_EV_COMPUTE, GS_STREAM_COMPUTE, BLOCK(GS_OP_QKV), 0, GS_WHERE_LAYER, SPLIT},
     [GS_ROLE_ETP_OUT] = {"etp_out", GS_EV_COLLECTIVE, GS_STREAM_TP, {RS, AG, RS, 0}, ETP, GS_WHERE_LAYER,
-                         0},
+                         0, 1},
     [GS_ROLE_MTP_EMBED] = {"mtp_embed", GS_EV_COMPUTE, GS_STREAM_COMPUTE, FWD_BWD(GS_OP_EMBED), 0, GS_WHERE_HEAD, 0},
     [GS_ROLE_MTP_NORM] = {"mtp_norm", GS_EV_COMPUTE, GS_STREAM_COMPUTE, FWD_BWD(GS_OP_NORM), 0, GS_WHERE_HEAD, 0},
     [GS_ROLE_MTP_PROJ] = {"mtp_proj", GS_EV_COMPUTE, GS_STREAM_COMPUTE, FWD_BWD(GS_OP_OPROJ), 0, GS_WHERE_HEAD, 0},
@@ -157,7 +157,7 @@ int gs_role_check(const gs_event *e, char *why, size_t len)
     const char *what = NULL;
     if (e->kind != ri->kind)
         what = "event kind";
-    else if (e->stream != ri->stream)
+    else if (e->stream != ri->stream && !(ri->on_pp && e->stream == GS_STREAM_PP))
         what = "stream";
     else if (e->phase >= GS_PHASE_COUNT || !ri->ops[e->phase])
         what = "phase";

@@ -137,6 +137,9 @@ typedef struct gs_role_info {
     uint16_t groups;     /* collectives: bit g for each gs_group_kind allowed */
     uint8_t where;       /* gs_role_where */
     uint16_t max_part;   /* the highest part (0: never split) */
+    uint8_t on_pp;       /* 1: may run on the PP stream instead (the expert exchanges under
+                            overlap_moe_expert_parallel_comm, on Megatron-Core's communication
+                            stream beside the pipeline's sends) */
 } gs_role_info;
 
 /* The table entry of role r (NULL when r is out of range). */

@@ -65,7 +65,7 @@ void gs_contention_streams(const gs_compute_model *cm, const gs_topo *t, int cop
                                     group_factor(cm, t, &shape[GS_GROUP_DP_INTER], 0, w, 0)));
         o[GS_STREAM_TP] = group_factor(cm, t, &shape[GS_GROUP_TP], 0, w, copy_engine_tp);
         o[GS_STREAM_PP] = group_factor(cm, t, &shape[GS_GROUP_PP], 1, w, 0);
-        if (ep_overlap)
-            o[GS_STREAM_TP] = fmax(o[GS_STREAM_TP], ep_factor(cm, t, ep_overlap, flex_sms, shape, w));
+        if (ep_overlap) /* the exchanges share the PP stream with the pipeline's sends */
+            o[GS_STREAM_PP] = fmax(o[GS_STREAM_PP], ep_factor(cm, t, ep_overlap, flex_sms, shape, w));
     }
 }

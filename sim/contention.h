@@ -16,9 +16,9 @@
  * PP stream its sends; 1 for the compute stream and for groups of one rank. copy_engine_tp: the
  * TP exchanges are Transformer Engine's userbuffers (tp_comm_overlap), whose peer copies run on
  * the copy engines beside compute-bound GEMMs: 1. shape is indexed by gs_group_kind.
- * ep_overlap (strategy.ep_overlap, 0 otherwise): the TP stream also carries the expert-parallel
- * exchanges while another micro-batch computes, so its factor is the larger of the TP group's
- * and the exchange's: NCCL's all-to-all over the EP group, or (ep_overlap GS_EP_OVERLAP_FLEX) the
+ * ep_overlap (strategy.ep_overlap, 0 otherwise): the PP stream also carries the expert-parallel
+ * exchanges while another micro-batch computes, so its factor is the larger of the sends' and
+ * the exchange's: NCCL's all-to-all over the EP group, or (ep_overlap GS_EP_OVERLAP_FLEX) the
  * flex dispatcher's kernels on flex_sms SMs (0: GS_FLEX_DISPATCH_SMS) over the ETP x EP group. */
 enum { GS_EP_OVERLAP_NONE, GS_EP_OVERLAP_A2A, GS_EP_OVERLAP_FLEX };
 /* DeepEP's SMs under Megatron-Core's flex dispatcher: moe_deepep_num_sms, "historical default 20"

@@ -98,7 +98,7 @@ static size_t find(const gs_rank_events *r, int role, int phase, uint32_t mb, in
 /* TINY_MOE on one node, dp 8 = ep 8, 2 micro-batches, the alltoall dispatcher: the order is F0
  * (F1 + B0) B1; in the combined step the forward's block 1 runs beside the backward's block 2
  * (4 blocks: the forward's i-th with the backward's (3 - i)-th). Megatron's order, its comm
- * stream (here the TP stream's exchanges) combine_bwd, dispatch_fwd, dispatch_bwd, combine_fwd;
+ * stream (here the PP stream's exchanges) combine_bwd, dispatch_fwd, dispatch_bwd, combine_fwd;
  * its comp stream pre_dispatch_fwd, mlp_bwd, mlp_fwd, pre_dispatch_bwd, so in the list: B0's
  * combine exchange < F1's attention norm < B0's experts < F1's dispatch < B0's dispatch < F1's
  * experts < F1's combine < B0's attention core < F1's unpermute (the permute's part 2). Without
@@ -119,7 +119,8 @@ START_TEST(test_overlap_pieces)
         ck_assert_msg(gs_schedule_build(&s, &m, 1, &sch, &err) == GS_OK, "build: %s", err.msg);
         ck_assert_msg(gs_schedule_validate(sch, &s, &err) == GS_OK, "validate: %s", err.msg);
         const gs_rank_events *r = &sch->ranks[0];
-        const int F = GS_PHASE_FWD, B = GS_PHASE_BWD, C = GS_STREAM_COMPUTE, T = GS_STREAM_TP;
+        /* the exchanges on the PP stream under the overlap (Megatron's communication stream) */
+        const int F = GS_PHASE_FWD, B = GS_PHASE_BWD, C = GS_STREAM_COMPUTE, T = ov ? GS_STREAM_PP : GS_STREAM_TP;
         size_t seq[] = {
             find(r, GS_ROLE_EP_COMBINE, B, 0, 2, T),    find(r, GS_ROLE_ATTN_NORM, F, 1, 1, C),
             find(r, GS_ROLE_EXPERT_UP, B, 0, 2, C),     find(r, GS_ROLE_EP_DISPATCH, F, 1, 1, T),
