@@ -82,6 +82,10 @@ gs_status gs__import_finish(const gs_import_opts *o, uint64_t nodes, uint64_t in
     if (s->strategy.fp8 != GS_FP8_OFF && !(s->cluster.gpu.peak_flops_fp8 > 0.0))
         return gs_error_set(err, GS_ERR_INPUT, "%s: FP8 training on GPU %s, which has no FP8 tensor cores: expected "
                             "a Hopper or later cluster (--cluster dgx-h100, ...)", s->path, s->cluster.gpu.name);
+    if (s->strategy.fp8 == GS_FP8_MX && s->cluster.gpu.compute_capability < 100)
+        return gs_error_set(err, GS_ERR_INPUT, "%s: the mxfp8 recipe on GPU %s: block-scaled FP8 GEMMs need Blackwell "
+                            "tensor cores: expected a Blackwell cluster (--cluster dgx-b200, ...)", s->path,
+                            s->cluster.gpu.name);
     s->batch.micro_seqs = o->micro_seqs ? o->micro_seqs : in_micro ? in_micro : 1;
     s->batch.global_seqs = o->global_seqs ? o->global_seqs : in_global;
     if (!s->batch.global_seqs &&

@@ -9,7 +9,7 @@
 /* FP8 (Megatron-LM's --fp8-format, --fp8-recipe, --fp8-param-gather): Transformer Engine's FP8
  * linear layers over the --bf16 / --fp16 training precision. Megatron-LM's formats are e4m3 and
  * hybrid (E5M2 gradients), which cost alike here; its recipes delayed (the default) and
- * tensorwise are strategy.fp8 delayed and current; mxfp8 and blockwise are not modelled. */
+ * tensorwise are strategy.fp8 delayed and current, mxfp8 its mxfp8; blockwise is not modelled. */
 gs_status gs__mg_fp8(const char *origin, const gs__words *ws, const gs__mg_state *st, gs_strategy *g,
                      gs_diag *ignored, gs_error *err)
 {
@@ -43,20 +43,20 @@ gs_status gs__mg_fp8(const char *origin, const gs__words *ws, const gs__mg_state
         gs__mg_where(origin, ws, st->at[MG_FP8_RECIPE], where, sizeof where);
         if ((rc = gs__mg_choice(where, "fp8-recipe", st->str[MG_FP8_RECIPE], recipes, 4, &recipe, err)) != GS_OK)
             return rc;
-        if (recipe > 1)
+        if (recipe > 2)
             return gs_error_set(err, GS_ERR_INPUT, "%s: --fp8-recipe %s: not supported: gridstep models the "
-                                "delayed and tensorwise (per-tensor current) scaling recipes", where,
+                                "delayed, tensorwise (per-tensor current) and mxfp8 scaling recipes", where,
                                 recipes[recipe]);
     }
-    g->fp8 = recipe == 1 ? GS_FP8_CURRENT : GS_FP8_DELAYED;
+    g->fp8 = recipe == 2 ? GS_FP8_MX : recipe == 1 ? GS_FP8_CURRENT : GS_FP8_DELAYED;
     g->fp8_params = st->given[MG_FP8_PARAM];
-    for (size_t i = 0; recipe == 1 && i < 3; i++) /* the delayed recipe's knobs (TE's DelayedScaling) */
+    for (size_t i = 0; recipe != 0 && i < 3; i++) /* the delayed recipe's knobs (TE's DelayedScaling) */
         if (st->given[delayed_acts[i]] &&
-            (rc = gs__import_ignored(ignored, err, "%s: --%s: ignored: the tensorwise recipe keeps no amax history",
+            (rc = gs__import_ignored(ignored, err, "%s: --%s: ignored: the %s recipe keeps no amax history",
                                      gs__mg_where(origin, ws, st->at[delayed_acts[i]], where, sizeof where),
-                                     delayed_names[i])) != GS_OK)
+                                     delayed_names[i], recipes[recipe])) != GS_OK)
             return rc;
-    if (recipe == 1)
+    if (recipe != 0)
         return GS_OK;
     static const char *const algos[] = {"most_recent", "max"};
     int algo = 0;

@@ -186,6 +186,9 @@ int gs_launch_accelerate_fits(const gs_scenario *s, const gs_mesh *m, char *why,
     const gs_strategy *st = &s->strategy;
     if (m->size[GS_DIM_TP] > 1 && !accelerate_tp_fits(s, m, why, len))
         return 0;
+    if (st->fp8 == GS_FP8_MX)
+        return no_fit(why, len, "strategy.fp8_recipe mxfp8: accelerate's fp8_config names a backend (TE, AO), not "
+                                "Transformer Engine's MXFP8 recipe (use --emit megatron)");
     if (m->size[GS_DIM_PP] > 1)
         return no_fit(why, len,
                       "grid pp=%" PRIu64 ": accelerate's FSDP config has no pipeline parallelism "

@@ -320,7 +320,8 @@ void gs__launch_megatron_flags(launch_doc *d, const gs_scenario *s, const gs_mes
     if (st->precision != GS_PREC_FP32) /* fp32 is Megatron-LM's default: no flag */
         flag(&f, "%s", st->precision == GS_PREC_BF16 ? "--bf16" : "--fp16");
     if (st->fp8 != GS_FP8_OFF) /* resolved at load: delayed or current */
-        flag(&f, "--fp8-format hybrid --fp8-recipe %s%s", st->fp8 == GS_FP8_CURRENT ? "tensorwise" : "delayed",
+        flag(&f, "--fp8-format hybrid --fp8-recipe %s%s",
+             st->fp8 == GS_FP8_CURRENT ? "tensorwise" : st->fp8 == GS_FP8_MX ? "mxfp8" : "delayed",
              st->fp8_params ? " --fp8-param-gather" : "");
     if (st->fp8 == GS_FP8_DELAYED && st->fp8_amax_history > 1)
         flag(&f, "--fp8-amax-history-len %" PRIu64, st->fp8_amax_history);

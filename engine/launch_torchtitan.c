@@ -57,8 +57,8 @@ int gs_launch_torchtitan_fits(const gs_scenario *s, const gs_mesh *m, char *out,
         return why(out, len, "CPU offload");
     if (st->precision == GS_PREC_FP16)
         return why(out, len, "fp16: torchtitan trains in bf16 or fp32");
-    if (gs_fp8_resolve(st->fp8, GS_FW_FSDP2) == GS_FP8_DELAYED)
-        return why(out, len, "FP8 delayed scaling: torchtitan's float8 is tensorwise dynamic (current) scaling");
+    if (gs_fp8_resolve(st->fp8, GS_FW_FSDP2) == GS_FP8_DELAYED || st->fp8 == GS_FP8_MX)
+        return why(out, len, "FP8 delayed or MX scaling: torchtitan's float8 is tensorwise dynamic (current) scaling");
     if (s->grid.cp > 1 && st->sharding == GS_SHARD_NO_SHARD)
         return why(out, len, "no_shard with cp: torchtitan shards the parameters over dp_shard x cp");
     if (s->grid.cp > 1 && (st->cp_comm == GS_CP_A2A || st->cp_comm == GS_CP_A2A_P2P))

@@ -292,6 +292,15 @@ static gs_status load_root(const gs__yaml_loader *l, const yaml_node_t *root, gs
                                     "gb200, or gpu: {fp8_tflops: ...}), or precision bf16",
                                     s->cluster.gpu.name);
         }
+        if (s->strategy.fp8 == GS_FP8_MX && s->cluster.gpu.compute_capability < 100) {
+            const yaml_node_t *sv = gs__yaml_lookup(l, root, "strategy", NULL);
+            return gs__yaml_fail_at(l, sv ? gs__yaml_lookup(l, sv, "fp8_recipe", NULL) : NULL, GS_ERR_INPUT,
+                                    "strategy.fp8_recipe mxfp8: block-scaled FP8 GEMMs need Blackwell tensor cores "
+                                    "(compute capability 10.0 or later): found GPU %s (%d.%d), expected b200, gb200 "
+                                    "or fp8_recipe current",
+                                    s->cluster.gpu.name, s->cluster.gpu.compute_capability / 10,
+                                    s->cluster.gpu.compute_capability % 10);
+        }
     }
     return GS_OK;
 }

@@ -185,8 +185,9 @@ gs_status gs__scenario_fp8_recipe_keys(const gs__yaml_loader *l, const yaml_node
 /* fp8_recipe, fp8_params and the delayed recipe's keys, which only precision: fp8 reads. */
 static gs_status strategy_fp8(const gs__yaml_loader *l, const yaml_node_t *v, gs_strategy *s)
 {
-    const char *recipe_names[3] = {gs_fp8_name(GS_FP8_DELAYED), gs_fp8_name(GS_FP8_CURRENT), gs_fp8_name(GS_FP8_AUTO)};
-    const gs__scenario_names recipes = {recipe_names, 3, parse_fp8_recipe};
+    const char *recipe_names[4] = {gs_fp8_name(GS_FP8_DELAYED), gs_fp8_name(GS_FP8_CURRENT), gs_fp8_name(GS_FP8_MX),
+                                   gs_fp8_name(GS_FP8_AUTO)};
+    const gs__scenario_names recipes = {recipe_names, 4, parse_fp8_recipe};
     static const char *const keys[] = {"fp8_recipe", "fp8_params", "fp8_amax_history", "fp8_amax_algo", "fp8_margin"};
     gs_status st;
     if (s->fp8 == GS_FP8_OFF) {

@@ -64,6 +64,7 @@ static const char *const fp8_names[][2] = {
     [GS_FP8_DELAYED] = {"delayed", NULL},
     [GS_FP8_CURRENT] = {"current", "tensorwise"},
     [GS_FP8_AUTO] = {"auto", NULL},
+    [GS_FP8_MX] = {"mxfp8", NULL},
 };
 
 static const char *const cp_comm_names[][2] = {

@@ -84,10 +84,13 @@ typedef enum gs_xent { GS_XENT_UNFUSED = 0, GS_XENT_FUSED = 1 } gs_xent;
  * DelayedScaling, Megatron-LM's --fp8-recipe delayed; the amax comes out of the cast kernel, so
  * a cast can be fused into the kernel before it), CURRENT from the tensor itself (TE's
  * Float8CurrentScaling, Megatron-LM's --fp8-recipe tensorwise, torchao's dynamic float8 as
- * torchtitan uses it: an amax pass before every cast). AUTO resolves at load: DELAYED under
- * Megatron-LM and DeepSpeed (Transformer Engine's default recipe), CURRENT under FSDP1/FSDP2
- * (torchao). */
-typedef enum gs_fp8 { GS_FP8_OFF = 0, GS_FP8_DELAYED = 1, GS_FP8_CURRENT = 2, GS_FP8_AUTO = 3 } gs_fp8;
+ * torchtitan uses it: an amax pass before every cast), MX block scaling on Blackwell (TE's
+ * MXFP8BlockScaling, Megatron-LM's --fp8-recipe mxfp8: an E8M0 scale per 32 consecutive
+ * elements, found by the cast kernel itself; a block-scaled tensor's transpose is not one, so
+ * every cast writes a rowwise and a columnwise copy, each with its scales). AUTO resolves at load:
+ * DELAYED under Megatron-LM and DeepSpeed (Transformer Engine's default recipe), CURRENT under
+ * FSDP1/FSDP2 (torchao). */
+typedef enum gs_fp8 { GS_FP8_OFF = 0, GS_FP8_DELAYED = 1, GS_FP8_CURRENT = 2, GS_FP8_AUTO = 3, GS_FP8_MX = 4 } gs_fp8;
 
 /* Delayed scaling's choice of amax from a tensor's history (Transformer Engine's
  * amax_compute_algo, Megatron-LM --fp8-amax-compute-algo): the most recent one (Megatron-LM's
@@ -295,7 +298,7 @@ const char *gs_precision_name(gs_precision p);
 const char *gs_pipeline_name(gs_pipeline p);
 const char *gs_bucket_stages_name(gs_bucket_stages b); /* "all", "first" */
 const char *gs_xent_name(gs_xent x);                   /* "unfused", "fused" */
-const char *gs_fp8_name(gs_fp8 f);                     /* "off", "delayed", "current", "auto" */
+const char *gs_fp8_name(gs_fp8 f);                     /* "off", "delayed", "current", "auto", "mxfp8" */
 const char *gs_cp_comm_name(gs_cp_comm c);             /* "p2p", "all_gather", "a2a", "a2a+p2p" */
 const char *gs_fp8_amax_algo_name(gs_fp8_amax_algo a); /* "most_recent", "max" */
 

@@ -21,6 +21,8 @@ static const char *fp8_unsupported(const gs_scenario *s, const gs_mesh *mesh, co
                  ops->name);
         return which;
     }
+    if (s->strategy.fp8 == GS_FP8_MX)
+        return "fp8_recipe mxfp8 is simulated, not executed (exec runs the delayed and current recipes)";
     int delayed = s->strategy.fp8 == GS_FP8_DELAYED;
     uint64_t R = o && o->fp8_amax_replicas > 1 ? o->fp8_amax_replicas : 1;
     if (delayed && (!ops->k.fp8_delayed || !ops->all_reduce_max)) {

@@ -340,7 +340,7 @@ static int fp8_casts_weight(const gs_event *e)
 }
 
 /* Cast kernels of an FP8 GEMM event: one per cast (an amax kernel and a cast kernel each under
- * current scaling). */
+ * current scaling; MX block scaling finds its block scales in the cast kernel). */
 static int fp8_cast_kernels(const gs_compute_model *m, const gs_event *e)
 {
     int per = m->fp8_recipe == GS_FP8_CURRENT ? 2 : 1;
@@ -352,7 +352,10 @@ double gs_compute_fp8_cast_bytes(const gs_compute_model *m, const gs_event *e)
 {
     if (!gs_compute_is_fp8(m, e))
         return 0.0;
-    double per = m->fp8_recipe == GS_FP8_CURRENT ? 6.0 : 4.0;
+    /* per cast element: read 2, write the FP8 copy 1 and its transpose 1 (delayed); current adds
+     * the amax pass's read 2; MX writes a rowwise and a columnwise copy (1 each) with an E8M0
+     * scale per 32 elements each (2 / 32) */
+    double per = m->fp8_recipe == GS_FP8_CURRENT ? 6.0 : m->fp8_recipe == GS_FP8_MX ? 4.0 + 2.0 / 32.0 : 4.0;
     double nk = (double)e->gemm_n * (double)e->gemm_k * (double)(e->gemm_batch ? e->gemm_batch : 1);
     double rows = e->flops / ((e->phase == GS_PHASE_BWD ? 4.0 : 2.0) * nk);
     if (e->phase == GS_PHASE_BWD)

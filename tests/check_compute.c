@@ -547,6 +547,36 @@ START_TEST(test_fp8_cast_bytes)
 }
 END_TEST
 
+/* MX block scaling (TE's MXFP8BlockScaling): per cast element read 2 B, write a rowwise and a
+ * columnwise FP8 copy (1 B each) and an E8M0 scale per 32 elements of each (2/32 B): 4.0625 B.
+ * The forward MLP down GEMM of test_fp8_cast_bytes on micro-batch 0: (4096 x 14336 + 14336 x
+ * 4096) x 4.0625 = 477,102,080 B; backward the output gradient 4096 x 4096 x 4.0625 =
+ * 68,157,440 B. One launch per cast (the block scales come out of the cast kernel): the casts of
+ * the forward GEMM take their bytes at the elementwise rate plus two launches. */
+START_TEST(test_fp8_mx_casts)
+{
+    gs_compute_model x = fp8_model(GS_FP8_MX, 0), nocast = x;
+    gs_event f = gemm_event(GS_PHASE_FWD, 4096, 4096, 14336, 0);
+    f.op = GS_OP_MLP_DOWN;
+    f.mb = 0;
+    ck_assert(gs_compute_fp8_cast_bytes(&x, &f) == 477102080.0);
+    gs_event b = gemm_event(GS_PHASE_BWD, 4096, 4096, 14336, 0);
+    b.op = GS_OP_MLP_DOWN;
+    ck_assert(gs_compute_fp8_cast_bytes(&x, &b) == 68157440.0);
+    /* the same GEMM with its casts gone: a recomputed QKV of micro-batch 1 under fused delayed
+     * casts has the same shape and none */
+    nocast.fp8_recipe = GS_FP8_DELAYED;
+    nocast.fp8_cast_fused = 1;
+    gs_event q = f;
+    q.op = GS_OP_QKV;
+    q.mb = 1;
+    ck_assert(gs_compute_fp8_cast_bytes(&nocast, &q) == 0.0);
+    double t = gs_compute_time(&x, &f), t0 = gs_compute_time(&nocast, &q);
+    ck_assert_msg(REL_CLOSE(t - t0, 477102080.0 / (x.hbm_bw * x.hbm_efficiency) + 2.0 * x.launch_s, 1e-9),
+                  "casts %g s", t - t0);
+}
+END_TEST
+
 static Suite *compute_suite(void)
 {
     Suite *s = suite_create("compute");
@@ -574,6 +604,7 @@ static Suite *compute_suite(void)
     tcase_add_test(tc, test_split_gemm_calls);
     tcase_add_test(tc, test_host_optimizer);
     tcase_add_test(tc, test_fp8_gemm_speedup);
+    tcase_add_test(tc, test_fp8_mx_casts);
     tcase_add_test(tc, test_fp8_cast_bytes);
     suite_add_tcase(s, tc);
     return s;

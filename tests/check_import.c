@@ -482,9 +482,32 @@ START_TEST(test_fp8_flags)
     ck_assert_int_eq(s.strategy.fp8_params, 0);
     gs_diag_fini(&ig);
     gs_diag_init(&ig);
+    ck_assert_int_eq(gs_import_megatron_args("--bf16 --fp8-format hybrid --fp8-recipe blockwise", "run.sh", &o, &s,
+                                             &ig, &err), GS_ERR_INPUT);
+    ck_assert_has(err.msg, "--fp8-recipe blockwise: not supported");
+    gs_diag_fini(&ig);
+    /* MX block scaling: Blackwell only; read, emitted and read back on B200 */
+    gs_diag_init(&ig);
     ck_assert_int_eq(gs_import_megatron_args("--bf16 --fp8-format hybrid --fp8-recipe mxfp8", "run.sh", &o, &s, &ig,
                                              &err), GS_ERR_INPUT);
-    ck_assert_has(err.msg, "--fp8-recipe mxfp8: not supported");
+    ck_assert_has(err.msg, "block-scaled FP8 GEMMs need Blackwell");
+    gs_diag_fini(&ig);
+    gs_diag_init(&ig);
+    o.cluster = "dgx-b200";
+    ck_assert_int_eq(gs_import_megatron_args("--bf16 --fp8-format hybrid --fp8-recipe mxfp8 --fp8-margin 1", "run.sh",
+                                             &o, &s, &ig, &err), GS_OK);
+    ck_assert_int_eq(s.strategy.fp8, GS_FP8_MX);
+    ck_assert_uint_eq(count_lines(&ig, "--fp8-margin: ignored: the mxfp8 recipe keeps no amax history"), 1);
+    {
+        gs_mesh mx;
+        gs_text tx;
+        gs_text_init(&tx);
+        ck_assert_int_eq(gs_scenario_mesh(&s, &mx, NULL, &err), GS_OK);
+        ck_assert_int_eq(gs_launch_emit(&s, &mx, GS_LAUNCH_MEGATRON, &tx, &err), GS_OK);
+        ck_assert_has(tx.buf, "--fp8-recipe mxfp8");
+        gs_text_fini(&tx);
+    }
+    o.cluster = "dgx-h100";
     gs_diag_fini(&ig);
     gs_diag_init(&ig);
     ck_assert_int_eq(gs_import_megatron_args("--fp8-format hybrid", "run.sh", &o, &s, &ig, &err), GS_ERR_INPUT);
