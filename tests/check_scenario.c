@@ -388,7 +388,23 @@ START_TEST(load_fp8)
     load_fails("model: llama2-7b\ncluster: dgx-h100\ngrid: {dp: 8}\nstrategy: {precision: bf16, fp8_recipe: delayed}\n",
                GS_ERR_INPUT, 4, 41, "strategy.fp8_recipe applies to FP8 training");
     load_fails("model: llama2-7b\ncluster: dgx-h100\ngrid: {dp: 8}\nstrategy: {precision: fp8, fp8_recipe: mxfp8}\n",
-               GS_ERR_INPUT, 4, 40, "strategy.fp8_recipe: found unknown value 'mxfp8', expected one of delayed, current, auto");
+               GS_ERR_INPUT, 4, 40, "strategy.fp8_recipe mxfp8: block-scaled FP8 GEMMs need Blackwell tensor cores");
+    load_fails("model: llama2-7b\ncluster: dgx-h100\ngrid: {dp: 8}\nstrategy: {precision: fp8, fp8_recipe: nvfp4}\n",
+               GS_ERR_INPUT, 4, 40,
+               "strategy.fp8_recipe: found unknown value 'nvfp4', expected one of delayed, current, mxfp8, auto");
+    {   /* MX block scaling on Blackwell, written back as it was read */
+        gs_scenario mx, mx2;
+        load_ok("model: llama2-7b\ncluster: dgx-b200\ngrid: {dp: 8}\nstrategy: {precision: fp8, fp8_recipe: mxfp8}\n",
+                &mx);
+        ck_assert_int_eq(mx.strategy.fp8, GS_FP8_MX);
+        gs_text tm;
+        gs_text_init(&tm);
+        ck_assert_int_eq(gs_scenario_write_yaml(&mx, &tm, &err), GS_OK);
+        ck_assert_msg(strstr(gs_text_str(&tm), "  fp8_recipe: mxfp8\n"), "%s", gs_text_str(&tm));
+        load_ok(gs_text_str(&tm), &mx2);
+        ck_assert_int_eq(mx2.strategy.fp8, GS_FP8_MX);
+        gs_text_fini(&tm);
+    }
     /* a custom GPU with an FP8 peak */
     load_ok("model: llama2-7b\ncluster: {preset: dgx-a100-80g, gpu: {preset: a100-80g, fp8_tflops: 624}}\n"
             "grid: {dp: 8}\nstrategy: {precision: fp8}\n", &s);
