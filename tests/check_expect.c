@@ -463,6 +463,9 @@ START_TEST(shipped_published_scenarios)
                 ck_assert_uint_eq(s.strategy.flex_sms, 32); /* _benchmark_common's moe_hybridep_num_sms */
                 /* the BF16 recipe overlaps the exchanges, the FP8 one does not */
                 ck_assert_int_eq(s.strategy.ep_overlap, strstr(s.title, "-BF16-") != NULL);
+            } else if (strstr(s.title, "-FP8MX-")) { /* the parenthesized MXFP8 figures, on Blackwell */
+                ck_assert_int_eq(s.strategy.fp8, GS_FP8_MX);
+                ck_assert_int_ge(s.cluster.gpu.compute_capability, 100);
             } else if (strstr(s.title, "-QWEN3-235B-")) { /* all-to-all, exchanges overlapped */
                 ck_assert_int_eq(s.strategy.moe_dispatcher, GS_MOE_ALLTOALL);
                 ck_assert(s.strategy.ep_overlap && s.grid.ep == 32 && s.grid.tp == 2 && s.grid.pp == 8);
@@ -494,7 +497,7 @@ START_TEST(shipped_published_scenarios)
     ck_assert_int_eq(nemo_moe, 1);
     ck_assert_int_eq(megatron_moe, 2);
     ck_assert_int_eq(titan, 13);
-    ck_assert_int_eq(mbridge, 9);
+    ck_assert_int_eq(mbridge, 12);
 }
 END_TEST
 

@@ -6,9 +6,9 @@
  * drawn from the data by that rule); the expected ratios are the published numbers, not the
  * model's.
  *
- * Pairs where the model is known to miss stay in the list with their reason and are checked for
- * the order only; doc/accuracy.md reports them with the physics that is missing. A known miss
- * that starts agreeing fails the suite, so that the list is kept true. */
+ * Pairs where the model is known to miss (the order or the ratio) stay in the list with their
+ * reason; doc/accuracy.md reports them with the physics that is missing. A known miss that starts
+ * agreeing fails the suite, so that the list is kept true. */
 #include <check.h>
 #include <math.h>
 #include <stdio.h>
@@ -76,6 +76,14 @@ static const pair pairs[] = {
     {"fp8", "titan-005.yaml", "titan-006.yaml", NULL},
     {"gpus", "titan-001.yaml", "titan-004.yaml", NULL},
     {"tp overlap", "titan-011.yaml", "titan-012.yaml", NULL},
+    /* FP8 current scaling against MXFP8, same recipe otherwise (Megatron Bridge 25.11, the
+     * parenthesized figures; B200 and GB200) */
+    {"fp8 mx", "mbridge-003.yaml", "mbridge-010.yaml",
+     "MXFP8 4% slower measured, 3% faster simulated: its block-scaled GEMMs are taken at the FP8 "
+     "rate (no MXFP8 GEMM rate measured) and its casts, one kernel writing both copies, are cheaper "
+     "than current scaling's amax pass and cast"},
+    {"fp8 mx", "mbridge-004.yaml", "mbridge-011.yaml", "as above, 405B on 128 B200"},
+    {"fp8 mx", "mbridge-006.yaml", "mbridge-012.yaml", "as above, GB200"},
 };
 
 #define NPAIRS (sizeof pairs / sizeof pairs[0])
@@ -129,15 +137,15 @@ START_TEST(test_ranking)
         double measured = b->e->value / a->e->value, simulated = b->predicted / a->predicted;
         int order = (measured > 1.0) == (simulated > 1.0) || fabs(measured - 1.0) < 0.02;
         int close = fabs(simulated / measured - 1.0) <= 0.15;
-        int ok = order && (pairs[i].miss ? !close : close);
+        int ok = pairs[i].miss ? !(order && close) : order && close;
         printf("%-8s %-22s %-22s measured %.3f simulated %.3f%s%s\n", pairs[i].what, pairs[i].a, pairs[i].b,
                measured, simulated, pairs[i].miss ? " (known miss)" : "", ok ? "" : "  <- FAILS");
         if (!ok && used < sizeof why) {
             int w = snprintf(why + used, sizeof why - used, "\n  %s / %s: measured %.3f, simulated %.3f: %s", pairs[i].a,
                              pairs[i].b, measured, simulated,
-                             !order ? "the order disagrees"
-                             : pairs[i].miss ? "a known miss now agrees within 15% (drop it from the list)"
-                                             : "more than 15% off");
+                             pairs[i].miss ? "a known miss now agrees within 15% (drop it from the list)"
+                             : !order      ? "the order disagrees"
+                                           : "more than 15% off");
             used += w > 0 ? (size_t)w : 0;
         }
         bad += !ok;
