@@ -239,10 +239,11 @@ static gs_status copy_outs(gs_bctx *x, int64_t l, gs_phase phase, uint32_t mb)
     return rc;
 }
 
-/* One layer of a forward pass: its gathers (FSDP's; without forward_prefetch FSDP still issues a
- * unit's all-gather from its pre-forward hook, while the previous layer's kernels run, and
- * limit_all_gathers keeps at most two gathered units in flight, so the gather waits for the layer
- * before the previous one), ZeRO's overlapped gathers, then the layer's events. */
+/* The start of one layer of a forward pass: its gathers (FSDP's; without forward_prefetch FSDP
+ * still issues a unit's all-gather from its pre-forward hook, while the previous layer's kernels
+ * run, and limit_all_gathers keeps at most two gathered units in flight, so the gather waits for
+ * the layer before the previous one), ZeRO's overlapped gathers and copy-outs, and in *iop the io
+ * of the layer's events (forward_layer emits them; a combined step piece by piece). */
 static gs_status forward_layer_open(gs_bctx *x, pass_state *ps, int64_t l, gs_layer_io *iop)
 {
     gs_status rc;
@@ -315,7 +316,6 @@ static gs_status forward_layer(gs_bctx *x, pass_state *ps, int64_t l)
         forward_layer_close(x, ps, l);
     return rc;
 }
-
 
 /* A forward pass's end, after its layers: FP8 delayed scaling's amax reduction (fp8_autocast's
  * exit after the decoder layers), the head, the send of the output. */
@@ -479,9 +479,10 @@ static gs_status backward_io(gs_bctx *x, pass_state *ps, int64_t l, uint32_t rem
     return GS_OK;
 }
 
-/* One layer of a backward pass: gathers, recompute, the backward events, backward_post's
- * prefetch, and the reduction of the units whose backward ends here (every micro-batch, or the
- * last one under no_sync). */
+/* The start of one layer of a backward pass: its gathers, copy-outs and recompute, and in *io
+ * the io of its backward events (backward_layer emits them, then backward_layer_close:
+ * backward_post's prefetch and the reduction of the units whose backward ends here, every
+ * micro-batch or the last one under no_sync). */
 static gs_status backward_layer_open(gs_bctx *x, pass_state *ps, int64_t l, gs_layer_io *io)
 {
     gs_status rc;
