@@ -61,10 +61,12 @@ static void chunk_geometry(const gs_bctx *x, uint16_t chunk, chunk_geo *g)
  * receive), and u's forward waits for it. One step of this schedule is the steady state: the same
  * bytes as gathering after the optimizer, issued where Megatron issues them. */
 
-/* bucket_stages first: a unit of a one-bucket model chunk is gathered with the whole chunk. */
+/* bucket_stages first: a unit of a one-bucket model chunk is gathered with the whole chunk. Experts
+ * held whole (an expert-data-parallel group of one) have nothing to gather: no event marks them
+ * gathered, so asking for them must not gather their chunk's bucket again. */
 static gs_status issue_gather(gs_bctx *x, size_t u, uint32_t dep)
 {
-    if (u == SIZE_MAX || x->gathered_ev[u] != GS_NO_ID)
+    if (u == SIZE_MAX || x->gathered_ev[u] != GS_NO_ID || gs_shard_ranks(&x->plan, x->part.units[u].expert) <= 1)
         return GS_OK;
     if (x->param_gathers_issued++ == 0)
         dep = GS_NO_ID; /* the first: at the step's start */

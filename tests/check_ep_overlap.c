@@ -152,8 +152,9 @@ END_TEST
  * interleaved pipeline (pp 2, v 2: combined steps of different model chunks, one of them with
  * the embedding, one with the head), the flex dispatcher (no unpermute after the combine), TP
  * with sequence parallelism and its overlap, expert TP below it, selective recompute, zero2's
- * transient gradients and shard_grad_op's gathers kept for the step, each against the same
- * exchange bytes as the plain schedule. */
+ * transient gradients, shard_grad_op's gathers kept for the step, and Megatron's chunk buckets
+ * with overlapped parameter gathers, each against the same exchange bytes as the plain
+ * schedule. */
 START_TEST(test_overlap_validates)
 {
     static const char *const variants[] = {
@@ -165,6 +166,10 @@ START_TEST(test_overlap_validates)
         "grid: {dp: 8, ep: 8}\nstrategy: {sharding: zero2",
         "grid: {dp: 8, ep: 8}\nstrategy: {sharding: shard_grad_op, wrap: layer",
         "grid: {dp: 8, ep: 8}\nstrategy: {sharding: shard_grad_op, wrap: layer, forward_prefetch: true",
+        /* experts held whole (ep = dp) under Megatron's chunk buckets and overlapped parameter
+         * gathers: nothing to gather for them, and their chunk's bucket gathered once */
+        "grid: {dp: 4, ep: 4, pp: 2}\nstrategy: {sharding: zero1, pipeline: interleaved, virtual_stages: 2, "
+        "overlap_param_gather: true, bucket_stages: first",
     };
     gs_error err;
     gs_error_init(&err);
