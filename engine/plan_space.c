@@ -178,10 +178,7 @@ static gs_status enumerate_strategies(search *x, const cand *proto, int dp_spans
                     c.st.offload = off;
                     /* the base's overlap of the exchanges, where Megatron-Core allows it */
                     c.st.flex_sms = b->flex_sms;
-                    c.st.ep_overlap = b->ep_overlap && proto->ep > 1 && c.st.recompute != GS_RECOMPUTE_FULL &&
-                                      (proto->pp == 1 || c.st.pipeline == GS_PIPE_INTERLEAVED) &&
-                                      !(gs_sharding_shards_params(c.st.sharding) &&
-                                        c.st.sharding != GS_SHARD_GRAD_OP && c.st.reshard_after_forward);
+                    c.st.ep_overlap = b->ep_overlap && gs_strategy_ep_overlap_fits(&c.st, proto->ep, proto->pp);
                     if (gs_strategy_can_bucket_first(&c.st)) /* the base's bucket rule */
                         c.st.bucket_stages = b->bucket_stages;
                     size_t save = x->nblocks;

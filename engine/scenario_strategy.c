@@ -515,8 +515,7 @@ static gs_status strategy_refusals(const gs__yaml_loader *l, const yaml_node_t *
                                 "%s, expected framework megatron and recompute none or selective",
                                 gs_framework_name(gs_framework_resolve(s->framework, (int)s->sharding)),
                                 gs_recompute_name(s->recompute));
-    if (s->ep_overlap && gs_sharding_shards_params(s->sharding) && s->sharding != GS_SHARD_GRAD_OP &&
-        s->reshard_after_forward)
+    if (s->ep_overlap && gs_strategy_regathers(s))
         return gs__yaml_fail_at(l, gs__yaml_lookup(l, v, "overlap_moe_expert_parallel_comm", NULL), GS_ERR_INPUT,
                                 "strategy.overlap_moe_expert_parallel_comm with parameters gathered before "
                                 "every pass is not built (one micro-batch's forward beside another's backward "

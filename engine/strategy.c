@@ -153,6 +153,18 @@ int gs_strategy_torch_fsdp2(const gs_strategy *s)
                                     s->torch_fsdp2);
 }
 
+int gs_strategy_regathers(const gs_strategy *s)
+{
+    return gs_sharding_shards_params(s->sharding) && s->sharding != GS_SHARD_GRAD_OP && s->reshard_after_forward;
+}
+
+int gs_strategy_ep_overlap_fits(const gs_strategy *s, uint64_t ep, uint64_t pp)
+{
+    return gs_framework_resolve(s->framework, (int)s->sharding) == GS_FW_MEGATRON && ep > 1 &&
+           s->moe_dispatcher != GS_MOE_ALLGATHER && (pp <= 1 || s->pipeline == GS_PIPE_INTERLEAVED) &&
+           s->recompute != GS_RECOMPUTE_FULL && !gs_strategy_regathers(s);
+}
+
 int gs_strategy_chunk_one_bucket(const gs_strategy *s, uint64_t stage, uint64_t chunk)
 {
     /* Megatron-Core's DistributedDataParallel: bucket_size = None on pipeline rank > 0, and for

@@ -243,6 +243,14 @@ int gs_strategy_can_bucket_first(const gs_strategy *s);
 /* 1 when strategy.torch_fsdp2 takes effect (engine/framework.h gs_framework_torch_fsdp2, under
  * the resolved framework): Megatron-LM's --use-torch-fsdp2 on full_shard or shard_grad_op. */
 int gs_strategy_torch_fsdp2(const gs_strategy *s);
+/* 1 when the layer units' parameters are gathered again before every pass (FSDP / ZeRO-3
+ * sharding that reshards after the forward; shard_grad_op keeps them for the step). */
+int gs_strategy_regathers(const gs_strategy *s);
+/* 1 when overlap_moe_expert_parallel_comm can run on this strategy over ep and pp: what Megatron-
+ * Core asserts (framework megatron, ep > 1, the alltoall or flex dispatcher, virtual stages when
+ * pp > 1, no full recompute) and what gridstep builds (no per-pass gathers). The loader refuses
+ * the rest with its reasons; the planner keeps a base's overlap where this holds. */
+int gs_strategy_ep_overlap_fits(const gs_strategy *s, uint64_t ep, uint64_t pp);
 
 /* 1 when stage-local block `local` (0-based, the stage's build order) is checkpointed: recompute
  * full and (local + 1) a multiple of recompute_every (fms-fsdp's and torchtitan's count). */
