@@ -63,6 +63,15 @@ function why(id, fits) {
 }' "$tmp/runs.csv"
 echo
 
+# The rows of a what-if table: each run of the what-if's CSV with its error as simulated above
+# ($tmp/runs.csv) and in the what-if.
+whatif_rows() {
+    awk -F, 'function cell(err, fits) { return sprintf("%+.1f%%%s", 100 * err, fits == 1 ? "" : " (no fit)") }
+             NR == FNR { if (FNR > 1) { gsub(/"/, "", $1); base[$1] = cell($7, $9) } next }
+             FNR > 1 { gsub(/"/, "", $1); printf "| %s | %s | %s |\n", $1, base[$1], cell($7, $9) }' \
+        "$tmp/runs.csv" "$1"
+}
+
 # What-if: KempnerForge's runs with half the assumed network per GPU (two NICs a 4-GPU node).
 # The sources do not state the NIC count; the scenarios keep one NIC per GPU. This table is the
 # sensitivity behind the rows above, recomputed here, not a fit.
@@ -78,10 +87,7 @@ if ls "$tmp/nic"/*.yaml >/dev/null 2>&1 &&
     echo
     echo "| run | error, one NIC a GPU (as simulated above) | error, two NICs a node |"
     echo "|---|---|---|"
-    awk -F, 'function cell(err, fits) { return sprintf("%+.1f%%%s", 100 * err, fits == 1 ? "" : " (no fit)") }
-             NR == FNR { if (FNR > 1) { gsub(/"/, "", $1); base[$1] = cell($7, $9) } next }
-             FNR > 1 { gsub(/"/, "", $1); printf "| %s | %s | %s |\n", $1, base[$1], cell($7, $9) }' \
-        "$tmp/runs.csv" "$tmp/nic.csv"
+    whatif_rows "$tmp/nic.csv"
 else
     echo "(NIC what-if not run: $(head -n 1 "$tmp/nic.err" 2>/dev/null))"
 fi
@@ -103,10 +109,7 @@ if ls "$tmp/flex"/*.yaml >/dev/null 2>&1 &&
     echo
     echo "| run | error, as simulated above | error, exchanges 3.7x longer |"
     echo "|---|---|---|"
-    awk -F, 'function cell(err, fits) { return sprintf("%+.1f%%%s", 100 * err, fits == 1 ? "" : " (no fit)") }
-             NR == FNR { if (FNR > 1) { gsub(/"/, "", $1); base[$1] = cell($7, $9) } next }
-             FNR > 1 { gsub(/"/, "", $1); printf "| %s | %s | %s |\n", $1, base[$1], cell($7, $9) }' \
-        "$tmp/runs.csv" "$tmp/flex.csv"
+    whatif_rows "$tmp/flex.csv"
 else
     echo "(exchange what-if not run: $(head -n 1 "$tmp/flex.err" 2>/dev/null))"
 fi
