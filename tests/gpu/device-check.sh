@@ -16,9 +16,11 @@
 #      cuBLAS GEMMs, the flash variant recomputing P from the lse), the flash kernels and, with
 #      flash_attention: false, the per-row kernels (GRIDSTEP_CUDA_ATTENTION=kernels) and the
 #      GEMMs; a mixture-of-experts model (4 experts, top-2) and an FP8 model (current scaling,
-#      emulated casts and GRIDSTEP_CUDA_FP8=cublaslt) on one rank, their losses within 1e-3 of
+#      emulated casts and GRIDSTEP_CUDA_FP8=cublaslt; delayed scaling) on one rank, their losses within 1e-3 of
 #      the host's; the memory pre-flight refusing a sequence length whose GEMM attention scratch
 #      alone exceeds the GPU (the scratch named as its own term);
+#   4b. cuBLASLt's bf16 and FP8 GEMMs (fast and split accumulation) over tests/gpu/gemm-shapes.txt,
+#      written to gemm.csv: the measured rows tests/check_gemm_measured.c holds the sim's model to;
 #   5. 5 steps of llama2-7b cut to 8 layers on one GPU (TF32 GEMMs; then the model trained in
 #      bf16, whose GEMM inputs the cuda driver makes bf16 by default, with the dispatch gaps on
 #      the compute stream against the 3% target), each measured step next to
@@ -165,6 +167,8 @@ if [ $skip_build -eq 0 ]; then
     [ $ok -eq 1 ] && $CC -std=gnu11 -O2 -I"$src" -isystem "$CUDA_HOME/include" "$src/tests/gpu/kernel_check.c" \
         "$out/attention_flash.o" "$src"/kernels/host/*.c "$src/engine/status.c" -L"$CUDA_LIB" -Wl,-rpath,"$CUDA_LIB" \
         -lcublasLt -lcudart -lstdc++ -ldl -lm -o "$out/kernel_check" || ok=0
+    [ $ok -eq 1 ] && $CC -std=gnu11 -O2 -isystem "$CUDA_HOME/include" "$src/tests/gpu/gemm_sweep.c" \
+        -L"$CUDA_LIB" -Wl,-rpath,"$CUDA_LIB" -lcublasLt -lcudart -lm -o "$out/gemm_sweep" || ok=0
     if [ $ok -eq 1 ]; then
         row "build (module + kernel_check)" ok "$(($(date +%s) - b0)) s, $arch"
     else
@@ -314,6 +318,13 @@ cl=$(GRIDSTEP_CUDA_GEMM=fp32 GRIDSTEP_CUDA_FP8=cublaslt timeout -k 10 60 "$grids
     "$out/tiny-fp8.yaml" 2>"$out/tiny-fp8-lt.err")
 hm=$(timeout -k 10 60 "$gridstep" exec --json --steps 3 "$out/tiny-fp8.yaml" 2>/dev/null)
 compared "exec tiny fp8, cuBLASLt FP8 GEMMs: cuda vs host" "$hm" "$cl" "$out/tiny-fp8-lt.err"
+# delayed scaling: the casts at the amax history's scales (kernels/cuda/fp8.cu's round_scaled),
+# each amax read back for the reduction
+sed 's/fp8_recipe: current/fp8_recipe: delayed/' "$out/tiny-fp8.yaml" > "$out/tiny-fp8d.yaml"
+hd8=$(timeout -k 10 60 "$gridstep" exec --json --steps 3 "$out/tiny-fp8d.yaml" 2>"$out/tiny-fp8d-host.err")
+cd8=$(GRIDSTEP_CUDA_GEMM=fp32 timeout -k 10 60 "$gridstep" exec --json --steps 3 --driver cuda "$out/tiny-fp8d.yaml" \
+    2>"$out/tiny-fp8d-cuda.err")
+compared "exec tiny fp8 delayed: cuda vs host" "$hd8" "$cd8" "$out/tiny-fp8d-cuda.err"
 # the memory pre-flight counts the GEMM attention path's backward scratch: one layer of the tiny
 # model over sequences of 393216 = 3 x 2^17 tokens without flash attention, where one kv head's
 # dP/dS scratch is 393216^2 x 4 B = 9 x 2^36 B = 576 GiB (past the
@@ -350,6 +361,19 @@ print("%s measured %.3f s/step (best of steps 2-5), sim h200 %s s; loss %.4f; fi
     "%.5f" % ref if ref is not None else "?", "%.1e" % rel if rel is not None else "?"))
 PY
 }
+
+# ---- 4b: cuBLASLt's bf16 and FP8 GEMMs over tests/gpu/gemm-shapes.txt (gemm.csv), the measured
+# side of tests/check_gemm_measured.c ----------------------------------------------------------------
+if [ $quick -eq 0 ]; then
+    g0=$(date +%s)
+    timeout -k 10 150 "$out/gemm_sweep" "$src/tests/gpu/gemm-shapes.txt" "$out/gemm.csv" 2>"$out/gemm.err"
+    rc=$?
+    if [ $rc -eq 0 ]; then
+        row "GEMM sweep (bf16, FP8)" ok "$(($(wc -l < "$out/gemm.csv") - 1)) rows in $(($(date +%s) - g0)) s: $(grep '^bf16,sq8192,' "$out/gemm.csv" | cut -d, -f10) bf16, $(grep '^fp8_fast_accum,sq8192,' "$out/gemm.csv" | cut -d, -f10) FP8 TFLOP/s at 8192^3"
+    else
+        row "GEMM sweep (bf16, FP8)" FAIL "exit $rc: $(tail -c 300 "$out/gemm.err")"; fail=1
+    fi
+fi
 
 # ---- 5: llama2-7b, 8 layers, one GPU ---------------------------------------------------------------
 big=$scn/llama2-7b-8l-1xh200.yaml
