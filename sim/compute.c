@@ -150,20 +150,24 @@ static double wave_efficiency(double tiles, uint32_t sms)
     return tiles / (waves * s);
 }
 
-static double k_efficiency(double k)
+/* A tile's mainloop efficiency K / (K + K0 x speed): the fixed per-tile cost is a time, so a
+ * kernel whose mainloop runs `speed` times the bf16 rate (FP8) covers speed x K0 elements of K
+ * in it. */
+static double k_efficiency(double k, double speed)
 {
-    return k / (k + GS_GEMM_K_OVERHEAD);
+    return k / (k + GS_GEMM_K_OVERHEAD * speed);
 }
 
-/* The shape factor (<= 1) of one tile choice, the best split-K included. */
+/* The shape factor (<= 1) of one tile choice, the best split-K included, for a kernel whose
+ * mainloop runs `speed` times the bf16 one (1 for bf16, the FP8 rate over the bf16 rate for FP8). */
 static double tile_factor(const gs_compute_model *m, const gs_tile *t, uint64_t M, uint64_t N, uint64_t K,
-                          uint64_t batch)
+                          uint64_t batch, double speed)
 {
     double tm = ceil_div_d(M, t->m), tn = ceil_div_d(N, t->n);
     /* Tile quantization: useful area over the padded area of the tiles that cover C. */
     double tile_q = ((double)M * (double)N) / (tm * t->m * tn * t->n);
     double tiles = tm * tn * (double)batch;
-    double best = t->rate * tile_q * wave_efficiency(tiles, m->sms) * k_efficiency((double)K);
+    double best = t->rate * tile_q * wave_efficiency(tiles, m->sms) * k_efficiency((double)K, speed);
     if (batch > 1 || tiles >= (double)m->sms)
         return best;
     /* Split-K over the idle SMs. */
@@ -171,10 +175,10 @@ static double tile_factor(const gs_compute_model *m, const gs_tile *t, uint64_t 
     uint64_t by_k = K / GS_SPLITK_MIN_K;
     uint64_t max_split = by_sms < by_k ? by_sms : by_k;
     for (uint64_t s = 2; s <= max_split; s++) {
-        double f = t->rate * tile_q * wave_efficiency(tiles * (double)s, m->sms) * k_efficiency(ceil_div_d(K, s));
+        double f = t->rate * tile_q * wave_efficiency(tiles * (double)s, m->sms) * k_efficiency(ceil_div_d(K, s), speed);
         /* The reduction: s fp32 partials of C written and read back, at streaming bandwidth,
          * against the mainloop's time at this efficiency. */
-        double flops_rate = m->peak_flops * m->gemm_efficiency * f;
+        double flops_rate = speed * m->peak_flops * m->gemm_efficiency * f;
         double bytes_rate = m->hbm_bw * m->hbm_efficiency;
         if (flops_rate > 0.0 && bytes_rate > 0.0) {
             double t_main = 2.0 * (double)M * (double)N * (double)K / flops_rate;
@@ -187,7 +191,9 @@ static double tile_factor(const gs_compute_model *m, const gs_tile *t, uint64_t 
     return best;
 }
 
-double gs_gemm_efficiency(const gs_compute_model *m, uint64_t M, uint64_t N, uint64_t K, uint64_t batch)
+/* The best tile's shape factor times the GPU's GEMM efficiency, for a mainloop at `speed`. */
+static double gemm_efficiency_at(const gs_compute_model *m, uint64_t M, uint64_t N, uint64_t K, uint64_t batch,
+                                 double speed)
 {
     if (M == 0 || N == 0 || K == 0)
         return m->gemm_efficiency;
@@ -195,13 +201,27 @@ double gs_gemm_efficiency(const gs_compute_model *m, uint64_t M, uint64_t N, uin
         batch = 1;
     double best = 0.0;
     for (size_t i = 0; i < sizeof gemm_tiles / sizeof gemm_tiles[0]; i++) {
-        double f = tile_factor(m, &gemm_tiles[i], M, N, K, batch);
+        double f = tile_factor(m, &gemm_tiles[i], M, N, K, batch, speed);
         if (f > best)
             best = f;
     }
     if (N % GS_ALIGN_ELEMENTS != 0 || K % GS_ALIGN_ELEMENTS != 0)
         best *= GS_MISALIGNED_FACTOR;
     return m->gemm_efficiency * best;
+}
+
+double gs_gemm_efficiency(const gs_compute_model *m, uint64_t M, uint64_t N, uint64_t K, uint64_t batch)
+{
+    return gemm_efficiency_at(m, M, N, K, batch, 1.0);
+}
+
+double gs_fp8_gemm_shape(const gs_compute_model *m, uint64_t M, uint64_t N, uint64_t K, uint64_t batch)
+{
+    double bf16 = m->peak_flops * m->gemm_efficiency;
+    if (!(bf16 > 0.0) || !(m->fp8_peak_flops > 0.0))
+        return 1.0;
+    double speed = m->fp8_peak_flops * m->fp8_gemm_efficiency / bf16;
+    return gemm_efficiency_at(m, M, N, K, batch, speed) / m->gemm_efficiency;
 }
 
 /* ------------------------------------------------------------------------------ model ----- */
@@ -369,13 +389,12 @@ double gs_compute_fp8_cast_bytes(const gs_compute_model *m, const gs_event *e)
 }
 
 /* An FP8 GEMM event: its FLOPs at the FP8 peak times the FP8 MAMF ratio and the shape's tile and
- * wave factor (the bf16 tile model's: FP8 kernels' own tiles are not modelled [U]), then its
- * casts at the elementwise HBM rate. */
+ * wave factor (the bf16 tile table, with the per-tile cost of a mainloop that runs at the FP8
+ * rate: gs_fp8_gemm_shape), then its casts at the elementwise HBM rate. */
 static double fp8_gemm_time(const gs_compute_model *m, const gs_event *e)
 {
-    double shape = m->gemm_efficiency > 0.0
-                       ? gs_gemm_efficiency(m, e->gemm_m, e->gemm_n, e->gemm_k, e->gemm_batch) / m->gemm_efficiency
-                       : 1.0;
+    double shape = m->gemm_efficiency > 0.0 ? gs_fp8_gemm_shape(m, e->gemm_m, e->gemm_n, e->gemm_k, e->gemm_batch)
+                                            : 1.0;
     double rate = m->fp8_peak_flops * m->fp8_gemm_efficiency * shape;
     double t = roofline(e->flops, (double)e->bytes, rate, m->hbm_bw * m->hbm_efficiency);
     double cast = gs_compute_fp8_cast_bytes(m, e) / (m->hbm_bw * m->hbm_efficiency);

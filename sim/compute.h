@@ -118,6 +118,10 @@ double gs_compute_overlap_factor(const gs_compute_model *m, double busbw, int ct
 /* Efficiency of an m x n x k GEMM (batch >= 1) relative to peak, in (0, gemm_efficiency]:
  * tile and wave quantization, small-dimension penalty (reference 6.6). */
 double gs_gemm_efficiency(const gs_compute_model *m, uint64_t M, uint64_t N, uint64_t K, uint64_t batch);
+/* The shape factor (<= 1, over gemm_efficiency) of an FP8 GEMM: the bf16 tile model with its
+ * per-tile fixed cost and split-K reduction kept as times while the mainloop runs at the FP8 rate
+ * (fp8_peak_flops x fp8_gemm_efficiency over peak_flops x gemm_efficiency). 1 without FP8. */
+double gs_fp8_gemm_shape(const gs_compute_model *m, uint64_t M, uint64_t N, uint64_t K, uint64_t batch);
 
 /* 1 when event e is an FP8 GEMM under the model: FP8 on, a GEMM of a linear layer. */
 int gs_compute_is_fp8(const gs_compute_model *m, const gs_event *e);

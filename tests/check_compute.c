@@ -468,7 +468,9 @@ static gs_compute_model fp8_model(gs_fp8 recipe, int fused)
 
 /* A large compute-bound GEMM whose casts are fused away (QKV under delayed scaling with the norm
  * writing FP8, micro-batch 1: no weight cast) runs faster in FP8 by the measured MAMF ratio:
- * ref 1.2 H100 SXM row, FP8 1402.6 / BF16 794.5 TFLOP/s = 1.765 (launches aside). */
+ * ref 1.2 H100 SXM row, FP8 1402.6 / BF16 794.5 TFLOP/s = 1.7654 (launches aside), less the
+ * per-tile cost, a time, which the faster mainloop covers in 1.7654 x 64 K elements:
+ * 1.7654 x (4096 + 64) / (4096 + 113.0) = 1.7449. */
 START_TEST(test_fp8_gemm_speedup)
 {
     gs_compute_model bf = model("h100-sxm", GS_PREC_BF16), f8 = fp8_model(GS_FP8_DELAYED, 1);
@@ -479,7 +481,9 @@ START_TEST(test_fp8_gemm_speedup)
     ck_assert_int_eq(gs_compute_is_fp8(&bf, &e), 0);
     ck_assert(gs_compute_fp8_cast_bytes(&f8, &e) == 0.0);
     double tb = gs_compute_time(&bf, &e) - bf.launch_s, tf = gs_compute_time(&f8, &e) - f8.launch_s;
-    ck_assert_msg(REL_CLOSE(tb / tf, 1402.6 / 794.5, 0.002), "bf16 %g s / fp8 %g s = %g", tb, tf, tb / tf);
+    double speed = 1402.6 / 794.5;
+    ck_assert_msg(REL_CLOSE(tb / tf, speed * 4160.0 / (4096.0 + 64.0 * speed), 0.002), "bf16 %g s / fp8 %g s = %g",
+                  tb, tf, tb / tf);
     /* the attention core and the LM head stay in bf16 */
     gs_event a = e;
     a.op = GS_OP_HEAD;
