@@ -77,7 +77,9 @@ collective, so a step runs at its slowest core's pace: each row gives the load a
 core's single-thread GEMM rate just before it. The target is 10%; on a loaded machine (load
 average above the CPU count) the steps measured after the calibration run at another pace and
 the errors say more about the load than about the model. On a GPU: `tests/gpu/device-check.sh`
-(doc/verification.md's GPU rows: on one H200 the calibrated step came within 1.7%).
+(doc/verification.md's GPU rows: on one H200 the calibrated step came within 1.7% with the
+attention on the CUDA cores, and 14.4% short with TF32 GEMMs, whose bursts in the calibration
+run above the clock that the step holds at the power cap).
 
 TEXT
 load0=$(cut -d' ' -f1 /proc/loadavg)
