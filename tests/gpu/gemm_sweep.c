@@ -118,49 +118,82 @@ static int fill_random(void *dev, size_t bytes)
     return 0;
 }
 
+/* One GEMM's cuBLASLt descriptors and the heuristic's algorithms for it. */
+typedef struct gemm_desc {
+    cublasLtMatmulDesc_t op;
+    cublasLtMatrixLayout_t la, lb, lc;
+    cublasLtMatmulPreference_t pref;
+    cublasLtMatmulHeuristicResult_t res[8];
+    int found;
+} gemm_desc;
+
+static void desc_close(gemm_desc *d)
+{
+    if (d->pref)
+        cublasLtMatmulPreferenceDestroy(d->pref);
+    if (d->lc)
+        cublasLtMatrixLayoutDestroy(d->lc);
+    if (d->lb)
+        cublasLtMatrixLayoutDestroy(d->lb);
+    if (d->la)
+        cublasLtMatrixLayoutDestroy(d->la);
+    if (d->op)
+        cublasLtMatmulDescDestroy(d->op);
+    memset(d, 0, sizeof *d);
+}
+
+/* Sets up y = x w^T of shape s in type t and asks the heuristic for up to `want` (<= 8)
+ * algorithms; 0, or 1 with the reason on stderr (d closed). */
+static int desc_open(gemm_desc *d, cublasLtHandle_t lt, const shape *s, gemm_type t, int want)
+{
+    cublasOperation_t ta = CUBLAS_OP_T, tb = CUBLAS_OP_N;
+    cudaDataType_t in = t == T_BF16 ? CUDA_R_16BF : CUDA_R_8F_E4M3;
+    int8_t fast = t == T_FP8_FAST;
+    uint64_t wsb = WORKSPACE_BYTES;
+    memset(d, 0, sizeof *d);
+    if (cublasLtMatmulDescCreate(&d->op, CUBLAS_COMPUTE_32F, CUDA_R_32F) != CUBLAS_STATUS_SUCCESS ||
+        cublasLtMatmulDescSetAttribute(d->op, CUBLASLT_MATMUL_DESC_TRANSA, &ta, sizeof ta) != CUBLAS_STATUS_SUCCESS ||
+        cublasLtMatmulDescSetAttribute(d->op, CUBLASLT_MATMUL_DESC_TRANSB, &tb, sizeof tb) != CUBLAS_STATUS_SUCCESS ||
+        (t != T_BF16 && cublasLtMatmulDescSetAttribute(d->op, CUBLASLT_MATMUL_DESC_FAST_ACCUM, &fast, sizeof fast) !=
+                            CUBLAS_STATUS_SUCCESS) ||
+        cublasLtMatrixLayoutCreate(&d->la, in, s->k, s->n, (int64_t)s->k) != CUBLAS_STATUS_SUCCESS ||
+        cublasLtMatrixLayoutCreate(&d->lb, in, s->k, s->m, (int64_t)s->k) != CUBLAS_STATUS_SUCCESS ||
+        cublasLtMatrixLayoutCreate(&d->lc, CUDA_R_16BF, s->n, s->m, (int64_t)s->n) != CUBLAS_STATUS_SUCCESS ||
+        cublasLtMatmulPreferenceCreate(&d->pref) != CUBLAS_STATUS_SUCCESS ||
+        cublasLtMatmulPreferenceSetAttribute(d->pref, CUBLASLT_MATMUL_PREF_MAX_WORKSPACE_BYTES, &wsb, sizeof wsb) !=
+            CUBLAS_STATUS_SUCCESS) {
+        fprintf(stderr, "gemm_sweep: %s %s: cuBLASLt descriptor setup failed\n", type_name[t], s->name);
+        desc_close(d);
+        return 1;
+    }
+    cublasStatus_t hs = cublasLtMatmulAlgoGetHeuristic(lt, d->op, d->la, d->lb, d->lc, d->lc, d->pref, want, d->res,
+                                                       &d->found);
+    if (hs != CUBLAS_STATUS_SUCCESS || d->found == 0) {
+        fprintf(stderr, "gemm_sweep: %s %s (m=%lu n=%lu k=%lu): no algorithm (%s)\n", type_name[t], s->name, s->m,
+                s->n, s->k, cublasLtGetStatusString(hs));
+        desc_close(d);
+        return 1;
+    }
+    return 0;
+}
+
 /* Times one GEMM of one type; returns 0, or 1 with the failing call on stderr. */
 static int time_gemm(cublasLtHandle_t lt, cudaStream_t st, void *ws, const shape *s, gemm_type t, void *w, void *x,
                      void *y, timing *out)
 {
-    cublasLtMatmulDesc_t op = NULL;
-    cublasLtMatrixLayout_t la = NULL, lb = NULL, lc = NULL;
-    cublasLtMatmulPreference_t pref = NULL;
+    gemm_desc d;
     cudaEvent_t e0 = NULL, e1 = NULL;
-    cublasOperation_t ta = CUBLAS_OP_T, tb = CUBLAS_OP_N;
-    cudaDataType_t in = t == T_BF16 ? CUDA_R_16BF : CUDA_R_8F_E4M3;
-    int8_t fast = t == T_FP8_FAST;
     int rc = 1;
     out->heuristic_s = out->best_s = INFINITY;
     out->algos = 0;
-    if (cublasLtMatmulDescCreate(&op, CUBLAS_COMPUTE_32F, CUDA_R_32F) != CUBLAS_STATUS_SUCCESS ||
-        cublasLtMatmulDescSetAttribute(op, CUBLASLT_MATMUL_DESC_TRANSA, &ta, sizeof ta) != CUBLAS_STATUS_SUCCESS ||
-        cublasLtMatmulDescSetAttribute(op, CUBLASLT_MATMUL_DESC_TRANSB, &tb, sizeof tb) != CUBLAS_STATUS_SUCCESS ||
-        (t != T_BF16 &&
-         cublasLtMatmulDescSetAttribute(op, CUBLASLT_MATMUL_DESC_FAST_ACCUM, &fast, sizeof fast) !=
-             CUBLAS_STATUS_SUCCESS) ||
-        cublasLtMatrixLayoutCreate(&la, in, s->k, s->n, (int64_t)s->k) != CUBLAS_STATUS_SUCCESS ||
-        cublasLtMatrixLayoutCreate(&lb, in, s->k, s->m, (int64_t)s->k) != CUBLAS_STATUS_SUCCESS ||
-        cublasLtMatrixLayoutCreate(&lc, CUDA_R_16BF, s->n, s->m, (int64_t)s->n) != CUBLAS_STATUS_SUCCESS ||
-        cublasLtMatmulPreferenceCreate(&pref) != CUBLAS_STATUS_SUCCESS) {
-        fprintf(stderr, "gemm_sweep: %s %s: cuBLASLt descriptor setup failed\n", type_name[t], s->name);
-        goto out;
-    }
-    uint64_t wsb = WORKSPACE_BYTES;
-    cublasLtMatmulPreferenceSetAttribute(pref, CUBLASLT_MATMUL_PREF_MAX_WORKSPACE_BYTES, &wsb, sizeof wsb);
-    cublasLtMatmulHeuristicResult_t res[8];
-    int found = 0;
-    cublasStatus_t hs = cublasLtMatmulAlgoGetHeuristic(lt, op, la, lb, lc, lc, pref, 8, res, &found);
-    if (hs != CUBLAS_STATUS_SUCCESS || found == 0) {
-        fprintf(stderr, "gemm_sweep: %s %s (m=%lu n=%lu k=%lu): no algorithm (%s)\n", type_name[t], s->name, s->m,
-                s->n, s->k, cublasLtGetStatusString(hs));
-        goto out;
-    }
+    if (desc_open(&d, lt, s, t, 8))
+        return 1;
     if (cudaEventCreate(&e0) != cudaSuccess || cudaEventCreate(&e1) != cudaSuccess)
         goto out;
     float alpha = 1.0f, beta = 0.0f;
-    for (int i = 0; i < found; i++) {
-        const cublasLtMatmulAlgo_t *a = &res[i].algo;
-        if (cublasLtMatmul(lt, op, &alpha, w, la, x, lb, &beta, y, lc, y, lc, a, ws, WORKSPACE_BYTES, st) !=
+    for (int i = 0; i < d.found; i++) {
+        const cublasLtMatmulAlgo_t *a = &d.res[i].algo;
+        if (cublasLtMatmul(lt, d.op, &alpha, w, d.la, x, d.lb, &beta, y, d.lc, y, d.lc, a, ws, WORKSPACE_BYTES, st) !=
             CUBLAS_STATUS_SUCCESS)
             continue;
         int iters = 3;
@@ -168,7 +201,7 @@ static int time_gemm(cublasLtHandle_t lt, cudaStream_t st, void *ws, const shape
         for (int pass = 0; pass < 2; pass++) {
             cudaEventRecord(e0, st);
             for (int it = 0; it < iters; it++)
-                cublasLtMatmul(lt, op, &alpha, w, la, x, lb, &beta, y, lc, y, lc, a, ws, WORKSPACE_BYTES, st);
+                cublasLtMatmul(lt, d.op, &alpha, w, d.la, x, d.lb, &beta, y, d.lc, y, d.lc, a, ws, WORKSPACE_BYTES, st);
             cudaEventRecord(e1, st);
             if (cudaEventSynchronize(e1) != cudaSuccess) {
                 fprintf(stderr, "gemm_sweep: %s %s: %s\n", type_name[t], s->name,
@@ -197,16 +230,7 @@ out:
         cudaEventDestroy(e0);
     if (e1)
         cudaEventDestroy(e1);
-    if (pref)
-        cublasLtMatmulPreferenceDestroy(pref);
-    if (lc)
-        cublasLtMatrixLayoutDestroy(lc);
-    if (lb)
-        cublasLtMatrixLayoutDestroy(lb);
-    if (la)
-        cublasLtMatrixLayoutDestroy(la);
-    if (op)
-        cublasLtMatmulDescDestroy(op);
+    desc_close(&d);
     return rc;
 }
 
@@ -214,40 +238,21 @@ out:
 static int sustain(cublasLtHandle_t lt, cudaStream_t st, void *ws, const shape *s, gemm_type t, void *w, void *x,
                    void *y, double seconds, FILE *csv)
 {
-    cublasLtMatmulDesc_t op = NULL;
-    cublasLtMatrixLayout_t la = NULL, lb = NULL, lc = NULL;
-    cublasLtMatmulPreference_t pref = NULL;
+    gemm_desc d;
     cudaEvent_t e0 = NULL, e1 = NULL;
-    cublasOperation_t ta = CUBLAS_OP_T, tb = CUBLAS_OP_N;
-    cudaDataType_t in = t == T_BF16 ? CUDA_R_16BF : CUDA_R_8F_E4M3;
-    int8_t fast = t == T_FP8_FAST;
-    int rc = 1, found = 0;
-    cublasLtMatmulHeuristicResult_t res[1];
-    uint64_t wsb = WORKSPACE_BYTES;
-    if (cublasLtMatmulDescCreate(&op, CUBLAS_COMPUTE_32F, CUDA_R_32F) != CUBLAS_STATUS_SUCCESS ||
-        cublasLtMatmulDescSetAttribute(op, CUBLASLT_MATMUL_DESC_TRANSA, &ta, sizeof ta) != CUBLAS_STATUS_SUCCESS ||
-        cublasLtMatmulDescSetAttribute(op, CUBLASLT_MATMUL_DESC_TRANSB, &tb, sizeof tb) != CUBLAS_STATUS_SUCCESS ||
-        (t != T_BF16 &&
-         cublasLtMatmulDescSetAttribute(op, CUBLASLT_MATMUL_DESC_FAST_ACCUM, &fast, sizeof fast) !=
-             CUBLAS_STATUS_SUCCESS) ||
-        cublasLtMatrixLayoutCreate(&la, in, s->k, s->n, (int64_t)s->k) != CUBLAS_STATUS_SUCCESS ||
-        cublasLtMatrixLayoutCreate(&lb, in, s->k, s->m, (int64_t)s->k) != CUBLAS_STATUS_SUCCESS ||
-        cublasLtMatrixLayoutCreate(&lc, CUDA_R_16BF, s->n, s->m, (int64_t)s->n) != CUBLAS_STATUS_SUCCESS ||
-        cublasLtMatmulPreferenceCreate(&pref) != CUBLAS_STATUS_SUCCESS ||
-        cublasLtMatmulPreferenceSetAttribute(pref, CUBLASLT_MATMUL_PREF_MAX_WORKSPACE_BYTES, &wsb, sizeof wsb) !=
-            CUBLAS_STATUS_SUCCESS ||
-        cublasLtMatmulAlgoGetHeuristic(lt, op, la, lb, lc, lc, pref, 1, res, &found) != CUBLAS_STATUS_SUCCESS ||
-        found == 0 || cudaEventCreate(&e0) != cudaSuccess || cudaEventCreate(&e1) != cudaSuccess) {
-        fprintf(stderr, "gemm_sweep: --sustain %s %s: cuBLASLt setup failed\n", type_name[t], s->name);
+    int rc = 1;
+    if (desc_open(&d, lt, s, t, 1))
+        return 1;
+    if (cudaEventCreate(&e0) != cudaSuccess || cudaEventCreate(&e1) != cudaSuccess)
         goto out;
-    }
     float alpha = 1.0f, beta = 0.0f, ms = 0.0f;
     double flop = 2.0 * (double)s->m * (double)s->n * (double)s->k, done = 0.0;
     int iters = 5;
     while (done < seconds) {
         cudaEventRecord(e0, st);
         for (int it = 0; it < iters; it++)
-            cublasLtMatmul(lt, op, &alpha, w, la, x, lb, &beta, y, lc, y, lc, &res[0].algo, ws, WORKSPACE_BYTES, st);
+            cublasLtMatmul(lt, d.op, &alpha, w, d.la, x, d.lb, &beta, y, d.lc, y, d.lc, &d.res[0].algo, ws,
+                           WORKSPACE_BYTES, st);
         cudaEventRecord(e1, st);
         if (cudaEventSynchronize(e1) != cudaSuccess) {
             fprintf(stderr, "gemm_sweep: --sustain %s: %s\n", s->name, cudaGetErrorString(cudaGetLastError()));
@@ -269,16 +274,7 @@ out:
         cudaEventDestroy(e0);
     if (e1)
         cudaEventDestroy(e1);
-    if (pref)
-        cublasLtMatmulPreferenceDestroy(pref);
-    if (lc)
-        cublasLtMatrixLayoutDestroy(lc);
-    if (lb)
-        cublasLtMatrixLayoutDestroy(lb);
-    if (la)
-        cublasLtMatrixLayoutDestroy(la);
-    if (op)
-        cublasLtMatmulDescDestroy(op);
+    desc_close(&d);
     return rc;
 }
 
