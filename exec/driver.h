@@ -120,9 +120,10 @@ typedef struct gs_drv_p2p {
 /* The model's kernels a driver runs (kernels/host/kernels.h semantics, fp32, each issued on stream
  * s): what the training program calls for the transformer's ops, apart from the machine's
  * operations (memory, streams, events, collectives, p2p) in gs_driver_ops. */
-/* A GEMM's scale blocks along its k and n dimensions (kernels/host/kernels.h gs_fp8_cut). */
+/* A GEMM's scale blocks along its k and n dimensions and along its t token rows (the rows of x
+ * and of dy; kernels/host/kernels.h gs_fp8_cut). */
 typedef struct gs_fp8_split {
-    gs_fp8_cut k, n;
+    gs_fp8_cut k, n, t;
 } gs_fp8_split;
 
 /* Delayed scaling (Transformer Engine's DelayedScaling): the scales an FP8 GEMM's casts use, given
@@ -380,8 +381,9 @@ extern const gs_driver_ops gs_driver_host;
  * linear kernels. 12: opts.fp8, opts.attn_seq_mult, set.cuda_fp8. 13: gs_mesh.cp_a2a and the CP a2a
  * and p2p group kinds (hierarchical CP). 14: the FP8 ops' scale blocks (gs_fp8_split, fp8_blocks), the
  * grouped linear ops. 15: the stage group kind (FP8 delayed scaling's amax reductions). 16: delayed
- * scaling's scales in the FP8 ops (gs_fp8_scales, fp8_delayed), all_reduce_max. */
-#define GS_DRIVER_ABI 16
+ * scaling's scales in the FP8 ops (gs_fp8_scales, fp8_delayed), all_reduce_max. 17: the token row
+ * blocks of gs_fp8_split (t) and gs_fp8_cut.zigzag. */
+#define GS_DRIVER_ABI 17
 
 /* The drivers this build has, by name (NULL when unknown). */
 const gs_driver_ops *gs_driver_find(const char *name);

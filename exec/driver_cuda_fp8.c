@@ -259,10 +259,10 @@ static void emulated_bwd(gs_drv_stream *s, const float *x, const float *w, const
  * exec passes NULL; a caller that does not is failed rather than given other numerics). */
 static int blocked(gs_drv_stream *s, const gs_fp8_split *sp)
 {
-    if (!sp || (sp->k.parts <= 1 && sp->n.parts <= 1))
+    if (!sp || (sp->k.parts <= 1 && sp->n.parts <= 1 && sp->t.parts <= 1))
         return 0;
-    gs__cuda_fail_stream(s, "FP8 GEMM with scale blocks (k %zu, n %zu): the cuda driver casts per tensor",
-                         sp->k.parts, sp->n.parts);
+    gs__cuda_fail_stream(s, "FP8 GEMM with scale blocks (k %zu, n %zu, token rows %zu): the cuda driver casts per "
+                         "tensor", sp->k.parts, sp->n.parts, sp->t.parts);
     return 1;
 }
 

@@ -7,8 +7,8 @@
  * as cuBLASLt does (the two differ by fp32 rounding, far below FP8's).
  *
  * With scale blocks (sp) one rank computes what a TP run's ranks do: each block of an operand
- * takes its own current scale as each rank casts its shard, and the sums TP splits are split
- * alike: a row-parallel forward (k cut) and a column-parallel backward's dx (n cut) are each
+ * takes its own current scale as each rank casts its shard (and, with token row blocks, as each
+ * CP rank casts its tokens' rows of x and dy), and the sums TP splits are split alike: a row-parallel forward (k cut) and a column-parallel backward's dx (n cut) are each
  * block's product (the rank's partial sum), added in block order as the host's reductions add
  * the ranks' in member order. FP8's rounding is a step function: a different fp32 summation
  * order upstream would flip codes next to a midpoint, and the flips grow over steps.
@@ -120,6 +120,30 @@ static int bwd_dx_n_blocks(const float *wq, const float *dyq, float *dx, size_t 
     return ok;
 }
 
+/* dw [n, k] = the sum over the token row blocks of dyq's and xq's block products, in block order
+ * (a CP run's ranks' weight gradients over their own tokens, and their reduction, which adds the
+ * ranks' in member order). 0 when out of memory. */
+static int bwd_dw_t_blocks(const float *xq, const float *dyq, float *dw, size_t t, size_t k, size_t n,
+                           const gs_fp8_cut *ct)
+{
+    float *xb = room(t * k), *dyb = room(t * n), *pb = room(n * k);
+    int ok = xb && dyb && pb;
+    for (size_t b = 0; ok && b < ct->parts; b++) {
+        size_t rows = take_rows(xq, t, k, ct, b, xb);
+        take_rows(dyq, t, n, ct, b, dyb);
+        float *out = b ? pb : dw;
+        for (size_t i = 0; i < n * k; i++)
+            out[i] = 0.0f;
+        gs_k_linear_bwd(xb, NULL, dyb, NULL, out, rows, k, n);
+        if (b)
+            gs_k_add(dw, pb, n * k);
+    }
+    free(xb);
+    free(dyb);
+    free(pb);
+    return ok;
+}
+
 void gs__host_k_linear_fwd_fp8(gs_drv_stream *s, const float *x, const float *w, float *y, size_t t, size_t k,
                                size_t n, const gs_fp8_split *sp, const gs_fp8_scales *sc)
 {
@@ -130,7 +154,7 @@ void gs__host_k_linear_fwd_fp8(gs_drv_stream *s, const float *x, const float *w,
         return;
     }
     /* forward: activations and weights in E4M3 */
-    cast(GS_FP8_E4M3, x, r, t, k, NULL, sp ? &sp->k : NULL, sc ? &sc->x : NULL, sc ? sc->amax_x : NULL);
+    cast(GS_FP8_E4M3, x, r, t, k, sp ? &sp->t : NULL, sp ? &sp->k : NULL, sc ? &sc->x : NULL, sc ? sc->amax_x : NULL);
     cast(GS_FP8_E4M3, w, r + t * k, n, k, sp ? &sp->n : NULL, sp ? &sp->k : NULL, sc ? &sc->w : NULL,
          sc ? sc->amax_w : NULL);
     if (sp && sp->k.parts > 1) {
@@ -156,12 +180,12 @@ void gs__host_k_linear_bwd_fp8(gs_drv_stream *s, const float *x, const float *w,
      * are given, and only dy's amax is recorded); only what the products read is cast (dx = dy w
      * reads w, dw += dy^T x reads x) */
     float *xq = r, *wq = r + t * k, *dyq = r + t * k + n * k, *wgrad = dw ? dyq + t * n : NULL;
-    const gs_fp8_cut *ck = sp ? &sp->k : NULL, *cn = sp ? &sp->n : NULL;
+    const gs_fp8_cut *ck = sp ? &sp->k : NULL, *cn = sp ? &sp->n : NULL, *ct = sp ? &sp->t : NULL;
     if (dw)
-        cast(GS_FP8_E4M3, x, xq, t, k, NULL, ck, sc ? &sc->x : NULL, NULL);
+        cast(GS_FP8_E4M3, x, xq, t, k, ct, ck, sc ? &sc->x : NULL, NULL);
     if (dx)
         cast(GS_FP8_E4M3, w, wq, n, k, cn, ck, sc ? &sc->w : NULL, NULL);
-    cast(GS_FP8_E5M2, dy, dyq, t, n, NULL, cn, sc ? &sc->dy : NULL, sc ? sc->amax_dy : NULL);
+    cast(GS_FP8_E5M2, dy, dyq, t, n, ct, cn, sc ? &sc->dy : NULL, sc ? sc->amax_dy : NULL);
     /* the weight gradient GEMM writes its own output, then added to dw, as Transformer Engine's
      * wgrad without gradient-accumulation fusion is (autograd adds it to the gradient): a
      * micro-batch's gradient is then the same sum on any grid, and a data-parallel rank's one
@@ -169,6 +193,17 @@ void gs__host_k_linear_bwd_fp8(gs_drv_stream *s, const float *x, const float *w,
     if (wgrad)
         for (size_t i = 0; i < n * k; i++)
             wgrad[i] = 0.0f;
+    /* token row blocks (a CP run's ranks): each block's weight gradient apart, then their sum */
+    if (wgrad && ct && ct->parts > 1 && ct->parts <= GS_FP8_MAX_BLOCKS) {
+        if (!bwd_dw_t_blocks(xq, dyq, wgrad, t, k, n, ct) && s)
+            gs__host_round_failed(s, "FP8");
+        gs_k_add(dw, wgrad, n * k);
+        wgrad = NULL;
+        if (!dx) {
+            free(own);
+            return;
+        }
+    }
     if (dx && sp && sp->n.parts > 1) {
         gs_k_linear_bwd(xq, wq, dyq, NULL, wgrad, t, k, n);
         if (!bwd_dx_n_blocks(wq, dyq, dx, t, k, n, &sp->n) && s)

@@ -55,6 +55,11 @@ typedef struct gs_train_opts {
      * tensor), each at its own scale as the ranks of a tp = fp8_tp_shards run cast theirs: the
      * single rank whose numbers such a run must give (host driver) */
     uint64_t fp8_tp_shards;
+    /* FP8 current scaling on cp 1: cast the token rows of each GEMM's input and output gradient per
+     * CP rank of this many (the zig-zag chunks rank p holds: gs_train_cp_owner), each block at its
+     * own amax, as the ranks of a cp = fp8_cp_shards run cast their local tokens (0 or 1: per
+     * tensor; host driver, dense models) */
+    uint64_t fp8_cp_shards;
     /* FP8 delayed scaling on one data-parallel replica: the single rank whose numbers a run of this
      * many replicas must give (0 or 1: none). Its micro-batches take the replicas' in turn (the
      * replicas' micro-batch 0, then their micro-batch 1, ...; the micro-batches a step divide by
@@ -92,11 +97,14 @@ gs_status gs_train_create(const gs_scenario *s, const gs_schedule *sch, const gs
                           gs_dispatch *disp, const gs_train_opts *o, gs_train **out, gs_error *err);
 void gs_train_destroy(gs_train *t);
 /* GS_OK when exec runs s's precision under options o (NULL: defaults): an FP8 scenario on a
- * driver with FP8 kernels, with cp and ep 1; under current scaling tp without tp_comm_overlap;
+ * driver with FP8 kernels; under current scaling ep 1, cp above 1 on dense models only, and tp
+ * without tp_comm_overlap;
  * under delayed scaling on a driver with its scales and all_reduce_max, without fp8_params;
  * o->fp8_tp_shards above 1 on tp 1, dividing the widths TP divides, on a driver with scale
  * blocks; o->fp8_amax_replicas above 1 under delayed scaling on one replica, dividing the
- * micro-batches; o->fp8_amax_ep above 1 under delayed scaling on ep 1, dividing the experts.
+ * micro-batches; o->fp8_amax_ep above 1 under delayed scaling on ep 1, dividing the experts;
+ * o->fp8_cp_ranks above 1 on cp 1 and the host driver; o->fp8_cp_shards above 1 under current
+ * scaling on cp 1 with scale blocks, a dense model and sequences in 2 x fp8_cp_shards chunks.
  * Else GS_ERR_INPUT saying why (exec/train_fp8.c). */
 gs_status gs_train_fp8_check(const gs_scenario *s, const gs_mesh *mesh, const gs_driver_ops *ops,
                              const gs_train_opts *o, gs_error *err);

@@ -45,10 +45,18 @@ static const char *fp8_unsupported(const gs_scenario *s, const gs_mesh *mesh, co
     }
     uint64_t CPe = o && o->fp8_cp_ranks > 1 ? o->fp8_cp_ranks : 1;
     uint64_t Ae = o && o->fp8_cp_a2a > 1 ? o->fp8_cp_a2a : 1;
-    if ((CPe > 1 || Ae > 1) && (!delayed || cp > 1 || ops->device_memory || s->model.seq % (2 * CPe) || CPe % Ae)) {
+    if ((CPe > 1 || Ae > 1) && (cp > 1 || ops->device_memory || s->model.seq % (2 * CPe) || CPe % Ae)) {
         snprintf(which, len, "fp8_cp_ranks %" PRIu64 " (fp8_cp_a2a %" PRIu64 ") emulates that many CP ranks' "
-                 "attention on one: delayed scaling on cp 1, the host driver, a sequence in 2 x %" PRIu64 " equal "
-                 "chunks, and a2a groups dividing the ranks", CPe, Ae, CPe);
+                 "attention on one: cp 1, the host driver, a sequence in 2 x %" PRIu64 " equal chunks, and a2a "
+                 "groups dividing the ranks", CPe, Ae, CPe);
+        return which;
+    }
+    uint64_t CPs = o && o->fp8_cp_shards > 1 ? o->fp8_cp_shards : 1;
+    if (CPs > 1 && (delayed || cp > 1 || !ops->k.fp8_blocks || m->moe.experts || CPs > GS_FP8_MAX_BLOCKS ||
+                    m->seq % (2 * CPs))) {
+        snprintf(which, len, "fp8_cp_shards %" PRIu64 " casts the token rows as that many CP ranks' current scaling "
+                 "does: current scaling on cp 1, a driver with scale blocks (the host driver), a dense model, at "
+                 "most %d ranks, a sequence in 2 x %" PRIu64 " equal chunks", CPs, GS_FP8_MAX_BLOCKS, CPs);
         return which;
     }
     if (R > 1 && (mesh->size[GS_DIM_DP] > 1 || gs_scenario_microbatches(s) % R)) {
@@ -65,9 +73,13 @@ static const char *fp8_unsupported(const gs_scenario *s, const gs_mesh *mesh, co
         return "FP8 under tp_comm_overlap: exec's chunked GEMMs would cast each chunk at its own amax where "
                "Transformer Engine casts the whole gathered tensor at the amax it reduces over TP first "
                "(run tp_comm_overlap: false)";
-    if (cp > 1 && !delayed)
-        return "FP8 under cp > 1 with current scaling: each CP rank's per-tensor amax would cover its chunks of the "
-               "sequences only, not the single rank's tensors (run cp: 1, or fp8_recipe: delayed)";
+    /* Under CP each rank casts its own tokens' rows at their amax (Transformer Engine reduces a
+     * current-scaling amax over TP for the sequence-parallel gathers only): a single rank casts
+     * the same blocks (fp8_cp_shards). An expert's GEMM reads routed tokens of every CP rank. */
+    if (cp > 1 && !delayed && m->moe.experts)
+        return "FP8 under cp > 1 with current scaling and experts: an expert's GEMM reads the routed tokens of "
+               "every CP rank, each cast at its rank's amax, which no single rank's tensors reproduce (run cp: 1, "
+               "or fp8_recipe: delayed)";
     /* Under delayed scaling an expert's casts take the scale its history gave, whatever rows the
      * GEMM reads, so EP runs; current scaling would cast the rows of every rank of its EP group
      * at their joint amax. */
@@ -112,31 +124,37 @@ gs_status gs_train_fp8_check(const gs_scenario *s, const gs_mesh *mesh, const gs
     return GS_OK;
 }
 
-/* The scale blocks of a GEMM of kind `which` with k inputs and n outputs: NULL (per tensor) on a
- * TP rank, whose operands are its shards; on one rank emulating fp8_tp_shards S, the dimension
- * TP would shard cut in S: a column-parallel GEMM's n (QKV's Q, K and V rows, a gated MLP's gate
- * and up rows, each in S slices), a row-parallel GEMM's k. */
-static const gs_fp8_split *split_for(const ctx *c, gs_lin which, size_t k, size_t n, gs_fp8_split *sp)
+/* The scale blocks of a GEMM of kind `which` with rows token rows, k inputs and n outputs: NULL
+ * (per tensor) on a TP rank, whose operands are its shards; on one rank emulating fp8_tp_shards S,
+ * the dimension TP would shard cut in S: a column-parallel GEMM's n (QKV's Q, K and V rows, a
+ * gated MLP's gate and up rows, each in S slices), a row-parallel GEMM's k; on one rank emulating
+ * fp8_cp_shards C, the token rows in the C CP ranks' zig-zag chunks. */
+static const gs_fp8_split *split_for(const ctx *c, gs_lin which, size_t rows, size_t k, size_t n, gs_fp8_split *sp)
 {
     const gs_train *t = c->t;
-    uint64_t S = t->o.fp8_tp_shards;
-    if (S <= 1)
+    uint64_t S = t->o.fp8_tp_shards, C = t->o.fp8_cp_shards;
+    if (S <= 1 && C <= 1)
         return NULL;
-    *sp = (gs_fp8_split){{1, 0, {0}}, {1, 0, {0}}};
+    *sp = (gs_fp8_split){{1, 0, {0}, 0}, {1, 0, {0}, 0}, {1, 0, {0}, 0}};
+    /* the token rows as the CP ranks hold them (gs_train_fp8_check: dense models, cp 1) */
+    if (C > 1)
+        sp->t = (gs_fp8_cut){C, 0, {0}, t->seq};
+    if (S <= 1)
+        return gs_k_fp8_cut_ok(&sp->t, rows) ? sp : NULL;
     switch (which) {
     case GS_LIN_QKV:
-        sp->n = (gs_fp8_cut){S, 3, {t->a_t * t->hd, t->kv_t * t->hd, t->kv_t * t->hd}};
+        sp->n = (gs_fp8_cut){S, 3, {t->a_t * t->hd, t->kv_t * t->hd, t->kv_t * t->hd}, 0};
         break;
     case GS_LIN_UP:
     case GS_LIN_EXPERT_UP:
-        sp->n = t->gelu ? (gs_fp8_cut){S, 0, {0}} : (gs_fp8_cut){S, 2, {n / 2, n / 2}};
+        sp->n = t->gelu ? (gs_fp8_cut){S, 0, {0}, 0} : (gs_fp8_cut){S, 2, {n / 2, n / 2}, 0};
         break;
     default: /* GS_LIN_O, GS_LIN_DOWN, GS_LIN_EXPERT_DOWN: row-parallel */
-        sp->k = (gs_fp8_cut){S, 0, {0}};
+        sp->k = (gs_fp8_cut){S, 0, {0}, 0};
         break;
     }
     /* gs_train_fp8_check divided the widths; a GEMM cut otherwise is a bug here */
-    return gs_k_fp8_cut_ok(&sp->n, n) && gs_k_fp8_cut_ok(&sp->k, k) ? sp : NULL;
+    return gs_k_fp8_cut_ok(&sp->n, n) && gs_k_fp8_cut_ok(&sp->k, k) && gs_k_fp8_cut_ok(&sp->t, rows) ? sp : NULL;
 }
 
 void gs__train_linear_fwd(const ctx *c, gs_lin which, uint64_t j, const float *x, const float *w, float *y, size_t t,
@@ -146,7 +164,7 @@ void gs__train_linear_fwd(const ctx *c, gs_lin which, uint64_t j, const float *x
     gs_fp8_split sp;
     gs_fp8_scales sc;
     if (c->t->fp8)
-        kn->linear_fwd_fp8(c->s, x, w, y, t, k, n, split_for(c, which, k, n, &sp),
+        kn->linear_fwd_fp8(c->s, x, w, y, t, k, n, split_for(c, which, t, k, n, &sp),
                            gs__train_fp8_scales(c, which, j, 0, &sc));
     else
         kn->linear_fwd(c->s, x, w, y, t, k, n);
@@ -159,7 +177,7 @@ void gs__train_linear_bwd(const ctx *c, gs_lin which, uint64_t j, const float *x
     gs_fp8_split sp;
     gs_fp8_scales sc;
     if (c->t->fp8)
-        kn->linear_bwd_fp8(c->s, x, w, dy, dx, dw, t, k, n, split_for(c, which, k, n, &sp),
+        kn->linear_bwd_fp8(c->s, x, w, dy, dx, dw, t, k, n, split_for(c, which, t, k, n, &sp),
                            gs__train_fp8_scales(c, which, j, 1, &sc));
     else
         kn->linear_bwd(c->s, x, w, dy, dx, dw, t, k, n);

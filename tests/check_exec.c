@@ -85,9 +85,10 @@ static tensor_out *find_tensor(run_out *o, const char *name, uint64_t n)
  * shard of that many (gs_train_opts.fp8_tp_shards); replicas, delayed scaling's reductions over
  * that many replicas (fp8_amax_replicas); ep, its reduction over that many EP ranks
  * (fp8_amax_ep); cp and cp_a2a, the attention's K, V gradients summed as that many CP ranks (in
- * a2a groups of cp_a2a) do (fp8_cp_ranks, fp8_cp_a2a). */
+ * a2a groups of cp_a2a) do (fp8_cp_ranks, fp8_cp_a2a); cp_shards, current scaling's casts of the
+ * token rows per CP rank of that many (fp8_cp_shards). */
 typedef struct emul {
-    uint64_t shards, replicas, ep, cp, cp_a2a;
+    uint64_t shards, replicas, ep, cp, cp_a2a, cp_shards;
 } emul;
 
 /* c's run, emulating what em says. */
@@ -112,6 +113,7 @@ static void run_cfg_emul(const cfg *c, run_out *o, const emul *em)
     eo.train.fp8_amax_ep = em->ep;
     eo.train.fp8_cp_ranks = em->cp;
     eo.train.fp8_cp_a2a = em->cp_a2a;
+    eo.train.fp8_cp_shards = em->cp_shards;
     gs_exec_session *x = NULL;
     rc = gs_exec_session_create(&s, &mesh, &eo, &x, &err);
     ck_assert_msg(rc == GS_OK, "%s: %s", c->name, err.msg);
@@ -171,7 +173,7 @@ static void run_cfg_emul(const cfg *c, run_out *o, const emul *em)
 
 static void run_cfg_shards(const cfg *c, run_out *o, uint64_t fp8_shards)
 {
-    emul em = {fp8_shards, 0, 0, 0, 0};
+    emul em = {fp8_shards, 0, 0, 0, 0, 0};
     run_cfg_emul(c, o, &em);
 }
 
@@ -206,20 +208,24 @@ static void reference_for(const cfg *c, run_out *ref)
      * blocks of its whole tensors so (tests/check_fp8.c holds the blocks to the shards' casts).
      * Delayed scaling: the replicas' reductions joined (gs_train_opts.fp8_amax_replicas), the
      * EP ranks' local experts' (gs_train_opts.fp8_amax_ep), the CP ranks' K, V gradient sums */
-    emul em = {c->model & M_FP8 && c->tp > 1 ? c->tp : 0, c->model & M_FP8D && c->dp > 1 ? c->dp : 0, 0, 0, 0};
+    emul em = {c->model & M_FP8 && c->tp > 1 ? c->tp : 0, c->model & M_FP8D && c->dp > 1 ? c->dp : 0, 0, 0, 0, 0};
     const char *ep = c->grid_extra ? strstr(c->grid_extra, "ep: ") : NULL;
     const char *cp = c->grid_extra ? strstr(c->grid_extra, "cp: ") : NULL;
     const char *a2a = c->grid_extra ? strstr(c->grid_extra, "cp_a2a: ") : NULL;
     if (c->model & M_FP8D && ep)
         em.ep = strtoull(ep + 4, NULL, 10);
-    /* CP under delayed scaling: p2p and all_gather sum the K, V gradients over the CP ranks'
-     * rows, a2a+p2p over its p2p level's; a2a computes each head whole, as the single rank */
+    /* CP under FP8: p2p and all_gather sum the K, V gradients over the CP ranks' rows, a2a+p2p
+     * over its p2p level's; a2a computes each head whole, as the single rank */
     const char *cc = strstr(c->sharding, "cp_comm: ");
     int ulysses = cc && strncmp(cc + 9, "a2a", 3) == 0 && cc[12] != '+';
-    if (c->model & M_FP8D && cp && !ulysses) {
+    if (c->model & M_FP8 && cp && !ulysses) {
         em.cp = strtoull(cp + 4, NULL, 10);
         em.cp_a2a = a2a ? strtoull(a2a + 8, NULL, 10) : 0;
     }
+    /* CP under current scaling: each CP rank casts its own tokens' rows at their amax (the
+     * reduction over CP is delayed scaling's) */
+    if (c->model & M_FP8 && !(c->model & M_FP8D) && cp)
+        em.cp_shards = strtoull(cp + 4, NULL, 10);
     run_cfg_emul(&r, ref, &em);
 }
 
@@ -2085,35 +2091,40 @@ START_TEST(fp8_refused)
         uint64_t replicas;  /* gs_train_opts.fp8_amax_replicas */
         uint64_t ep;        /* gs_train_opts.fp8_amax_ep */
         uint64_t cp;        /* gs_train_opts.fp8_cp_ranks */
+        uint64_t cps;       /* gs_train_opts.fp8_cp_shards */
     } cases[] = {
         {FP8_MODEL "grid: {dp: 2}\nstrategy: {precision: fp8, fp8_recipe: delayed}\nbatch: {global: 2, micro: 1}\n",
-         "fp8_recipe delayed: the nodelay driver's FP8 GEMMs cast at each tensor's own amax", 2, 0, 0, 0},
+         "fp8_recipe delayed: the nodelay driver's FP8 GEMMs cast at each tensor's own amax", 2, 0, 0, 0, 0},
         {FP8_MODEL "grid: {dp: 2}\nstrategy: {precision: fp8, fp8_recipe: delayed, sharding: full_shard, "
                    "fp8_params: true}\nbatch: {global: 2, micro: 1}\n",
-         "fp8_recipe delayed with fp8_params", 0, 0, 0, 0},
-        {FP8_MODEL "grid: {dp: 1, cp: 2}\nstrategy: {precision: fp8, fp8_recipe: current}\nbatch: {global: 2, micro: 1}\n",
-         "FP8 under cp > 1 with current scaling", 0, 0, 0, 0},
+         "fp8_recipe delayed with fp8_params", 0, 0, 0, 0, 0},
+        {FP8_MOE "grid: {dp: 1, cp: 2}\nstrategy: {precision: fp8, fp8_recipe: current}\nbatch: {global: 2, micro: 1}\n",
+         "FP8 under cp > 1 with current scaling and experts", 0, 0, 0, 0, 0},
         {FP8_MODEL "grid: {dp: 1, cp: 2}\nstrategy: {precision: fp8, fp8_recipe: delayed}\nbatch: {global: 2, micro: 1}\n",
-         "fp8_cp_ranks 2 (fp8_cp_a2a 1) emulates that many CP ranks' attention on one", 0, 0, 0, 2},
-        {FP8_MODEL "grid: {dp: 2}\nstrategy: {precision: fp8, fp8_recipe: current}\nbatch: {global: 2, micro: 1}\n",
-         "fp8_cp_ranks 2 (fp8_cp_a2a 1) emulates that many CP ranks' attention on one", 0, 0, 0, 2},
+         "fp8_cp_ranks 2 (fp8_cp_a2a 1) emulates that many CP ranks' attention on one", 0, 0, 0, 2, 0},
+        {FP8_MODEL "grid: {dp: 2}\nstrategy: {precision: fp8, fp8_recipe: delayed}\nbatch: {global: 2, micro: 1}\n",
+         "fp8_cp_shards 2 casts the token rows as that many CP ranks' current scaling does", 0, 0, 0, 0, 2},
+        {FP8_MODEL "grid: {dp: 1, cp: 2}\nstrategy: {precision: fp8, fp8_recipe: current}\nbatch: {global: 2, micro: 1}\n",
+         "fp8_cp_shards 2 casts the token rows", 0, 0, 0, 0, 2},
+        {FP8_MOE "grid: {dp: 2}\nstrategy: {precision: fp8, fp8_recipe: current}\nbatch: {global: 2, micro: 1}\n",
+         "fp8_cp_shards 2 casts the token rows", 0, 0, 0, 0, 2},
         {FP8_MODEL "grid: {dp: 2}\nstrategy: {precision: fp8, fp8_recipe: delayed}\nbatch: {global: 4, micro: 1}\n",
-         "fp8_amax_replicas 2 emulates that many replicas on one", 0, 2, 0, 0},
+         "fp8_amax_replicas 2 emulates that many replicas on one", 0, 2, 0, 0, 0},
         {FP8_MODEL "grid: {tp: 2}\nstrategy: {precision: fp8, fp8_recipe: current, sequence_parallel: true, "
                    "tp_comm_overlap: true}\nbatch: {global: 2, micro: 1}\n",
-         "FP8 under tp_comm_overlap", 0, 0, 0, 0},
+         "FP8 under tp_comm_overlap", 0, 0, 0, 0, 0},
         {FP8_MODEL "grid: {dp: 2}\nstrategy: {precision: fp8, fp8_recipe: current}\nbatch: {global: 2, micro: 1}\n",
-         "the other driver has no FP8 GEMMs", 1, 0, 0, 0},
+         "the other driver has no FP8 GEMMs", 1, 0, 0, 0, 0},
         {FP8_MODEL "grid: {dp: 2}\nstrategy: {precision: bf16}\nbatch: {global: 2, micro: 1}\n",
-         "emulate FP8 delayed scaling's runs; the scenario's precision is bf16", 0, 0, 0, 2},
+         "emulate FP8 delayed scaling's runs; the scenario's precision is bf16", 0, 0, 0, 2, 0},
         {FP8_MOE "grid: {dp: 2, ep: 2}\nstrategy: {precision: fp8, fp8_recipe: current}\nbatch: {global: 2, micro: 1}\n",
-         "FP8 under ep > 1 with current scaling", 0, 0, 0, 0},
+         "FP8 under ep > 1 with current scaling", 0, 0, 0, 0, 0},
         {FP8_MOE "grid: {dp: 2}\nstrategy: {precision: fp8, fp8_recipe: current}\nbatch: {global: 2, micro: 1}\n",
-         "fp8_amax_ep emulates delayed scaling's amax reduction over EP ranks", 0, 0, 2, 0},
+         "fp8_amax_ep emulates delayed scaling's amax reduction over EP ranks", 0, 0, 2, 0, 0},
         {FP8_MOE "grid: {dp: 2, ep: 2}\nstrategy: {precision: fp8, fp8_recipe: delayed}\nbatch: {global: 2, micro: 1}\n",
-         "fp8_amax_ep 2 emulates that many EP ranks on one", 0, 0, 2, 0},
+         "fp8_amax_ep 2 emulates that many EP ranks on one", 0, 0, 2, 0, 0},
         {FP8_MOE "grid: {dp: 2}\nstrategy: {precision: fp8, fp8_recipe: delayed}\nbatch: {global: 2, micro: 1}\n",
-         "fp8_amax_ep 3 emulates that many EP ranks on one", 0, 0, 3, 0},
+         "fp8_amax_ep 3 emulates that many EP ranks on one", 0, 0, 3, 0, 0},
     };
 #undef FP8_MODEL
 #undef FP8_MOE
@@ -2137,6 +2148,7 @@ START_TEST(fp8_refused)
         eo.train.fp8_amax_replicas = cases[i].replicas;
         eo.train.fp8_amax_ep = cases[i].ep;
         eo.train.fp8_cp_ranks = cases[i].cp;
+        eo.train.fp8_cp_shards = cases[i].cps;
         gs_exec_session *x = NULL;
         ck_assert_int_eq(gs_exec_session_create(&s, &mesh, &eo, &x, &err), GS_ERR_INPUT);
         ck_assert_ptr_null(x);
@@ -2200,7 +2212,7 @@ START_TEST(fp8_delayed_replicas)
                            M_FP8, NULL};
     run_out got, joined, apart, cur;
     run_cfg(&c, &got);
-    emul em_joined = {0, 2, 0, 0, 0}, em_apart = {0};
+    emul em_joined = {0, 2, 0, 0, 0, 0}, em_apart = {0};
     run_cfg_emul(&r, &joined, &em_joined);
     run_cfg_emul(&r, &apart, &em_apart);
     run_cfg(&rc, &cur);
@@ -2228,7 +2240,7 @@ START_TEST(fp8_delayed_cp)
     static const cfg r = {"reference", 1, 1, 1, 1, 1, "full_shard", "1f1b", "none", "layer", 1, 0, 4, 2,
                           M_FP8 | M_FP8D, NULL};
     run_out got, summed, once;
-    emul em_summed = {0, 0, 0, 2, 0}, em_once = {0};
+    emul em_summed = {0, 0, 0, 2, 0, 0}, em_once = {0};
     run_cfg(&c, &got);
     run_cfg_emul(&r, &summed, &em_summed);
     run_cfg_emul(&r, &once, &em_once);
@@ -2240,6 +2252,53 @@ START_TEST(fp8_delayed_cp)
     run_out_fini(&got);
     run_out_fini(&summed);
     run_out_fini(&once);
+}
+END_TEST
+
+/* Under context parallelism with current scaling each CP rank casts its own tokens' rows (its two
+ * zig-zag chunks of every sequence) at their amax: a CP run's losses agree with a reference that
+ * casts those row blocks so (fp8_cp_shards; with the attention's K, V gradients summed as the
+ * ranks do, fp8_cp_ranks, but under a2a, which computes each head whole), not with one that casts
+ * each tensor whole. Losses only: these configurations' parameters differ by up to 4e-4 after 3
+ * steps (exec_configs.h), the contract's are fp8-cp4-p2p and fp8-dp2-cp2-tp2-p2p. */
+START_TEST(fp8_current_cp)
+{
+    static const struct {
+        cfg c;
+        emul em;
+    } runs[] = {
+        {{"fp8-cp2-p2p", 1, 1, 1, 1, 2, "full_shard, cp_comm: p2p", "1f1b", "none", "layer", 1, 0, 4, 2, M_FP8,
+          "cp: 2"},
+         {0, 0, 0, 2, 0, 2}},
+        {{"fp8-cp2-all-gather", 1, 1, 1, 1, 2, "full_shard, cp_comm: all_gather", "1f1b", "none", "layer", 1, 0, 4, 2,
+          M_FP8, "cp: 2"},
+         {0, 0, 0, 2, 0, 2}},
+        {{"fp8-cp2-a2a", 1, 1, 1, 1, 2, "full_shard, cp_comm: a2a", "1f1b", "none", "layer", 1, 0, 4, 2, M_FP8,
+          "cp: 2"},
+         {0, 0, 0, 0, 0, 2}},
+        {{"fp8-cp4-a2a2-p2p", 1, 1, 1, 1, 4, "full_shard, cp_comm: a2a+p2p", "1f1b", "none", "layer", 1, 0, 4, 2,
+          M_FP8, "cp: 4, cp_a2a: 2"},
+         {0, 0, 0, 4, 2, 4}},
+    };
+    static const cfg r = {"reference", 1, 1, 1, 1, 1, "full_shard", "1f1b", "none", "layer", 1, 0, 4, 2, M_FP8,
+                          NULL};
+    for (size_t i = 0; i < sizeof runs / sizeof runs[0]; i++) {
+        run_out got, blocks, whole;
+        emul em_whole = runs[i].em;
+        em_whole.cp_shards = 0;
+        run_cfg(&runs[i].c, &got);
+        run_cfg_emul(&r, &blocks, &runs[i].em);
+        run_cfg_emul(&r, &whole, &em_whole);
+        double d_blocks = loss_diff(&blocks, &got), d_whole = loss_diff(&whole, &got);
+        printf("fp8 current %s: loss rel diff %.2e to the reference casting per CP rank's rows, %.2e to one "
+               "casting whole tensors\n", runs[i].c.name, d_blocks, d_whole);
+        ck_assert_msg(d_blocks <= TOL, "%s: the row-block reference off by %g", runs[i].c.name, d_blocks);
+        ck_assert_msg(d_whole > 10 * TOL, "%s: casting whole tensors changed the losses by only %g", runs[i].c.name,
+                      d_whole);
+        run_out_fini(&got);
+        run_out_fini(&blocks);
+        run_out_fini(&whole);
+    }
 }
 END_TEST
 
@@ -2279,7 +2338,7 @@ START_TEST(fp8_delayed_ep)
                           M_MOE | M_FP8 | M_FP8D, NULL};
     run_out got, joined, apart;
     run_cfg(&c, &got);
-    emul em_joined = {0, 2, 2, 0, 0}, em_apart = {0, 2, 0, 0, 0};
+    emul em_joined = {0, 2, 2, 0, 0, 0}, em_apart = {0, 2, 0, 0, 0, 0};
     run_cfg_emul(&r, &joined, &em_joined);
     run_cfg_emul(&r, &apart, &em_apart);
     double d_joined = loss_diff(&joined, &got), d_apart = loss_diff(&apart, &got);
@@ -2456,6 +2515,7 @@ static Suite *exec_suite(void)
     tcase_add_test(tc, fp8_delayed_replicas);
     tcase_add_test(tc, fp8_delayed_ep);
     tcase_add_test(tc, fp8_delayed_cp);
+    tcase_add_test(tc, fp8_current_cp);
     tcase_add_test(tc, fp8_delayed_recipe_keys);
     tcase_add_test(tc, grouped_linear);
     tcase_add_test(tc, cp_load_balanced_order);

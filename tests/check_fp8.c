@@ -360,8 +360,8 @@ START_TEST(test_tp_shard_blocks)
     for (size_t i = 0; i < R; i++)
         for (size_t j = 0; j < C; j++)
             x[i * C + j] = (float)((rnd(&seed) - 0.5) * (1 + 9 * ((i % 32) >= 16)) * (1 + 99 * (j >= C / 2)));
-    const gs_fp8_cut qkv2 = {2, 3, {32, 16, 16}}, qkv4 = {4, 3, {32, 16, 16}}, gated2 = {2, 2, {32, 32}},
-                     k2 = {2, 0, {0}}, k4 = {4, 0, {0}}, one = {1, 0, {0}};
+    const gs_fp8_cut qkv2 = {2, 3, {32, 16, 16}, 0}, qkv4 = {4, 3, {32, 16, 16}, 0}, gated2 = {2, 2, {32, 32}, 0},
+                     k2 = {2, 0, {0}, 0}, k4 = {4, 0, {0}, 0}, one = {1, 0, {0}, 0};
     const gs_fp8_cut *rows[] = {&qkv2, &qkv4, &gated2, NULL, NULL, &qkv2, &one};
     const gs_fp8_cut *cols[] = {NULL, NULL, NULL, &k2, &k4, &k2, &one};
     for (int f = 0; f < 2; f++)
@@ -389,10 +389,69 @@ START_TEST(test_tp_shard_blocks)
     ck_assert_uint_eq(gs_k_fp8_block_of(&qkv2, R, 40), 1);
     ck_assert_uint_eq(gs_k_fp8_block_of(&qkv2, R, 63), 1);
     /* cuts that do not slice evenly, or whose segments miss the dimension, are refused */
-    const gs_fp8_cut odd = {3, 0, {0}}, short_seg = {2, 2, {32, 16}}, uneven = {4, 3, {32, 18, 14}};
+    const gs_fp8_cut odd = {3, 0, {0}, 0}, short_seg = {2, 2, {32, 16}, 0}, uneven = {4, 3, {32, 18, 14}, 0};
     ck_assert(!gs_k_fp8_cut_ok(&odd, C + 1));
     ck_assert(!gs_k_fp8_cut_ok(&short_seg, R));
     ck_assert(!gs_k_fp8_cut_ok(&uneven, R));
+}
+END_TEST
+
+/* Context parallelism's token rows: a micro-batch of 2 sequences of 16 tokens over CP 2 puts
+ * chunks of 4 on ranks 0, 1, 1, 0 and over CP 4 chunks of 2 on ranks 0, 1, 2, 3, 3, 2, 1, 0
+ * (rank i holds chunks i and 2 cp - 1 - i). Each rank casts its rows at their own amax: the
+ * zig-zag cut's blocks give bit for bit what casting each rank's gathered rows does, alone and
+ * with a column cut beside it (a row-parallel GEMM's input under TP 2 as well). */
+START_TEST(test_cp_token_blocks)
+{
+    enum { SEQ = 16, R = 2 * SEQ, C = 8 };
+    static const int owner2[SEQ] = {0, 0, 0, 0, 1, 1, 1, 1, 1, 1, 1, 1, 0, 0, 0, 0};
+    static const int owner4[SEQ] = {0, 0, 1, 1, 2, 2, 3, 3, 3, 3, 2, 2, 1, 1, 0, 0};
+    static float x[R * C], got[R * C], want[R * C], whole[R * C], buf[R * C];
+    uint64_t seed = 5;
+    /* magnitudes that differ by chunk of 2 tokens, so that every rank's amax is its own */
+    for (size_t i = 0; i < R; i++)
+        for (size_t j = 0; j < C; j++)
+            x[i * C + j] = (float)((rnd(&seed) - 0.5) * (1.0 + (double)((i % SEQ) / 2) * 7.0));
+    const gs_fp8_cut z2 = {2, 0, {0}, SEQ}, z4 = {4, 0, {0}, SEQ}, k2 = {2, 0, {0}, 0};
+    const gs_fp8_cut *cuts[] = {&z2, &z4, &z2};
+    const gs_fp8_cut *cols[] = {NULL, NULL, &k2};
+    const int *owners[] = {owner2, owner4, owner2};
+    const int nranks[] = {2, 4, 2};
+    for (int f = 0; f < 2; f++)
+        for (int c = 0; c < 3; c++) {
+            ck_assert(gs_k_fp8_cut_ok(cuts[c], R));
+            for (size_t i = 0; i < R; i++)
+                ck_assert_uint_eq(gs_k_fp8_block_of(cuts[c], R, i), (size_t)owners[c][i % SEQ]);
+            gs_k_fp8_round_blocks((gs_fp8_fmt)f, x, got, R, C, cuts[c], cols[c]);
+            /* the second way: each rank's rows (and column half) gathered, cast whole, put back */
+            int halves = cols[c] ? 2 : 1;
+            for (int p = 0; p < nranks[c]; p++)
+                for (int h = 0; h < halves; h++) {
+                    size_t n = 0, w = C / (size_t)halves;
+                    for (size_t i = 0; i < R; i++)
+                        if (owners[c][i % SEQ] == p)
+                            for (size_t j = 0; j < w; j++)
+                                buf[n++] = x[i * C + (size_t)h * w + j];
+                    gs_k_fp8_round_current((gs_fp8_fmt)f, buf, buf, n);
+                    n = 0;
+                    for (size_t i = 0; i < R; i++)
+                        if (owners[c][i % SEQ] == p)
+                            for (size_t j = 0; j < w; j++)
+                                want[i * C + (size_t)h * w + j] = buf[n++];
+                }
+            gs_k_fp8_round_current((gs_fp8_fmt)f, x, whole, R * C);
+            size_t differ = 0;
+            for (size_t i = 0; i < R * C; i++) {
+                ck_assert_msg(got[i] == want[i], "fmt %d cut %d: element %zu: %a, the rank's cast %a", f, c, i,
+                              (double)got[i], (double)want[i]);
+                differ += got[i] != whole[i];
+            }
+            ck_assert_msg(differ > 0, "fmt %d cut %d: the ranks' blocks cast as the whole tensor", f, c);
+        }
+    /* whole sequences only, each in 2 x ranks equal chunks */
+    const gs_fp8_cut z3 = {3, 0, {0}, SEQ};
+    ck_assert(!gs_k_fp8_cut_ok(&z2, R + 4));
+    ck_assert(!gs_k_fp8_cut_ok(&z3, R));
 }
 END_TEST
 
@@ -410,6 +469,7 @@ static Suite *fp8_suite(void)
     tcase_add_test(tc, test_delayed);
     tcase_add_test(tc, test_amax_history);
     tcase_add_test(tc, test_tp_shard_blocks);
+    tcase_add_test(tc, test_cp_token_blocks);
     suite_add_tcase(s, tc);
     return s;
 }

@@ -151,6 +151,10 @@ size_t gs_k_fp8_block_of(const gs_fp8_cut *c, size_t len, size_t i)
 {
     if (!c || c->parts <= 1 || c->parts > GS_FP8_MAX_BLOCKS)
         return 0;
+    if (c->zigzag) {
+        size_t chunk = (i % c->zigzag) / (c->zigzag / (2 * c->parts));
+        return chunk < c->parts ? chunk : 2 * c->parts - 1 - chunk;
+    }
     size_t nseg = c->nseg ? c->nseg : 1;
     for (size_t g = 0; g < nseg; g++) {
         size_t sl = c->nseg ? c->seg[g] : len;
@@ -167,6 +171,8 @@ int gs_k_fp8_cut_ok(const gs_fp8_cut *c, size_t len)
         return 1;
     if (c->parts > GS_FP8_MAX_BLOCKS || c->nseg > 3)
         return 0;
+    if (c->zigzag)
+        return len % c->zigzag == 0 && c->zigzag % (2 * c->parts) == 0;
     if (!c->nseg)
         return len % c->parts == 0;
     size_t sum = 0;

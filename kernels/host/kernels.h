@@ -82,9 +82,13 @@ float gs_k_fp8_amax_history(float *hist, size_t len, float last, int use_max);
 /* A dimension of len elements cut into scale blocks as tensor parallelism shards it: nseg
  * consecutive segments of seg[0..nseg-1] elements (QKV's Q, K and V rows; SwiGLU's gate and up;
  * nseg 0: one segment of len), each in `parts` equal slices, slice p of every segment making
- * block p (TP rank p's shard). parts 0 or 1: one block. */
+ * block p (TP rank p's shard). parts 0 or 1: one block.
+ * zigzag non-zero: the dimension is whole sequences of zigzag elements (token rows) instead, each
+ * in 2 x parts equal chunks, chunk c in block c for c < parts and 2 parts - 1 - c after: context
+ * parallelism's load-balanced layout, block p the tokens CP rank p holds (nseg, seg unused). */
 typedef struct gs_fp8_cut {
     size_t parts, nseg, seg[3];
+    size_t zigzag;
 } gs_fp8_cut;
 /* The block of element i of a dimension of len elements cut by c (NULL: 0). */
 size_t gs_k_fp8_block_of(const gs_fp8_cut *c, size_t len, size_t i);
