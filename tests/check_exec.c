@@ -2260,7 +2260,8 @@ END_TEST
  * casts those row blocks so (fp8_cp_shards; with the attention's K, V gradients summed as the
  * ranks do, fp8_cp_ranks, but under a2a, which computes each head whole), not with one that casts
  * each tensor whole. Losses only: these configurations' parameters differ by up to 4e-4 after 3
- * steps (exec_configs.h), the contract's are fp8-cp4-p2p and fp8-dp2-cp2-tp2-p2p. */
+ * steps (exec_configs.h, where the contract holds cp 2 under NO_SHARD and ZeRO-1, cp 4 and
+ * dp 2 x cp 2 x tp 2). */
 START_TEST(fp8_current_cp)
 {
     static const struct {
