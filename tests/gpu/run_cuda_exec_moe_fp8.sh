@@ -11,7 +11,7 @@
 # reduction). With 2 GPUs or more, the MoE model with expert
 # parallelism 2 (the dispatch and combine as NCCL grouped sends and receives,
 # gs__cuda_all_to_all) trains to the same host losses, and the dense model with context parallelism 2 (cp_comm p2p: the K, V all-gather and
-# the dK, dV reduce-scatter on the CP communicator) too; with 4 or more, hierarchical CP 4 = 2 x 2
+# the dK, dV reduce-scatter on the CP communicator) too, in fp32 and in FP8 under current scaling; with 4 or more, hierarchical CP 4 = 2 x 2
 # (cp_comm a2a+p2p: the a2a level's all-gathers and the p2p level's K, V all-gather and dK, dV
 # reduce-scatter on their own communicators). Skips (77) without a GPU or without the module.
 . "${top_srcdir:-.}/tests/gpu/gpu_common.sh"
@@ -35,7 +35,9 @@ sed 's/grid: {dp: 1, pp: 1, tp: 1}/grid: {dp: 1, pp: 1, tp: 1, cp: 2}/; s/gpus_p
 sed 's/grid: {dp: 1, pp: 1, tp: 1}/grid: {dp: 1, pp: 1, tp: 1, cp: 4, cp_a2a: 2}/; s/gpus_per_node: 1/gpus_per_node: 4/
 s/^strategy:/strategy:\
   cp_comm: a2a+p2p/' "$base" >"$tmp/cp4h.yaml"
-for f in moe fp8 fp8d ep2 cp2 cp4h; do
+sed 's/grid: {dp: 1, pp: 1, tp: 1}/grid: {dp: 1, pp: 1, tp: 1, cp: 2}/; s/gpus_per_node: 1/gpus_per_node: 2/' \
+    "$tmp/fp8.yaml" >"$tmp/fp8cp2.yaml"
+for f in moe fp8 fp8d ep2 cp2 cp4h fp8cp2; do
     grep -q 'moe:\|fp8_recipe\|ep: 2\|cp: 2\|cp_a2a: 2' "$tmp/$f.yaml" || { echo "FAIL: $f.yaml: the edit of $base did not apply"; exit 1; }
 done
 rc=0
@@ -63,6 +65,8 @@ same_losses "FP8 delayed scaling, one rank" "$tmp/fp8d.yaml"
 if [ "$ngpu" -ge 2 ]; then
     same_losses "MoE, expert parallelism 2" "$tmp/ep2.yaml"
     same_losses "context parallelism 2 (p2p)" "$tmp/cp2.yaml"
+    # each CP rank casts its own tokens' rows at their amax, on either driver
+    same_losses "FP8 current scaling under context parallelism 2" "$tmp/fp8cp2.yaml"
 else
     echo "SKIP (part): expert and context parallelism 2 need 2 GPUs, this machine shows $ngpu"
 fi
