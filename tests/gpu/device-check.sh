@@ -21,6 +21,7 @@
 #      alone exceeds the GPU (the scratch named as its own term);
 #   4b. cuBLASLt's bf16 and FP8 GEMMs (fast and split accumulation) over tests/gpu/gemm-shapes.txt,
 #      written to gemm.csv: the measured rows tests/check_gemm_measured.c holds the sim's model to;
+#      then one shape held 5 s per type at the power cap (sustain.csv);
 #   5. 5 steps of llama2-7b cut to 8 layers on one GPU (TF32 GEMMs; then the model trained in
 #      bf16, whose GEMM inputs the cuda driver makes bf16 by default, with the dispatch gaps on
 #      the compute stream against the 3% target), each measured step next to
@@ -372,6 +373,19 @@ if [ $quick -eq 0 ]; then
         row "GEMM sweep (bf16, FP8)" ok "$(($(wc -l < "$out/gemm.csv") - 1)) rows in $(($(date +%s) - g0)) s: $(grep '^bf16,sq8192,' "$out/gemm.csv" | cut -d, -f10) bf16, $(grep '^fp8_fast_accum,sq8192,' "$out/gemm.csv" | cut -d, -f10) FP8 TFLOP/s at 8192^3"
     else
         row "GEMM sweep (bf16, FP8)" FAIL "exit $rc: $(tail -c 300 "$out/gemm.err")"; fail=1
+    fi
+    # the rate a step sees: Llama 3 8B's gate+up GEMM held 5 s per type at the power cap (the
+    # last half-second window against the first)
+    timeout -k 10 40 "$out/gemm_sweep" --sustain 5 l8b_up "$src/tests/gpu/gemm-shapes.txt" "$out/sustain.csv" \
+        2>"$out/sustain.err"
+    rc=$?
+    if [ $rc -eq 0 ]; then
+        row "GEMM at the power cap" info "$(awk -F, 'NR > 1 { if (!($1 in f)) f[$1] = $4; l[$1] = $4 }
+            END { printf "bf16 %s -> %s, FP8 fast %s -> %s, split %s -> %s TFLOP/s (first -> last 0.5 s)",
+                  f["bf16"], l["bf16"], f["fp8_fast_accum"], l["fp8_fast_accum"], f["fp8_split_accum"],
+                  l["fp8_split_accum"] }' "$out/sustain.csv")"
+    else
+        row "GEMM at the power cap" FAIL "exit $rc: $(tail -c 300 "$out/sustain.err")"; fail=1
     fi
 fi
 
