@@ -190,19 +190,15 @@ void gs__host_k_linear_bwd_fp8(gs_drv_stream *s, const float *x, const float *w,
      * wgrad without gradient-accumulation fusion is (autograd adds it to the gradient): a
      * micro-batch's gradient is then the same sum on any grid, and a data-parallel rank's one
      * micro-batch reaches the reduction as the single rank's does */
-    if (wgrad)
-        for (size_t i = 0; i < n * k; i++)
-            wgrad[i] = 0.0f;
     /* token row blocks (a CP run's ranks): each block's weight gradient apart, then their sum */
     if (wgrad && ct && ct->parts > 1 && ct->parts <= GS_FP8_MAX_BLOCKS) {
         if (!bwd_dw_t_blocks(xq, dyq, wgrad, t, k, n, ct) && s)
             gs__host_round_failed(s, "FP8");
         gs_k_add(dw, wgrad, n * k);
         wgrad = NULL;
-        if (!dx) {
-            free(own);
-            return;
-        }
+    } else if (wgrad) {
+        for (size_t i = 0; i < n * k; i++)
+            wgrad[i] = 0.0f;
     }
     if (dx && sp && sp->n.parts > 1) {
         gs_k_linear_bwd(xq, wq, dyq, NULL, wgrad, t, k, n);

@@ -139,20 +139,19 @@ static const gs_fp8_split *split_for(const ctx *c, gs_lin which, size_t rows, si
     /* the token rows as the CP ranks hold them (gs_train_fp8_check: dense models, cp 1) */
     if (C > 1)
         sp->t = (gs_fp8_cut){C, 0, {0}, t->seq};
-    if (S <= 1)
-        return gs_k_fp8_cut_ok(&sp->t, rows) ? sp : NULL;
-    switch (which) {
-    case GS_LIN_QKV:
-        sp->n = (gs_fp8_cut){S, 3, {t->a_t * t->hd, t->kv_t * t->hd, t->kv_t * t->hd}, 0};
-        break;
-    case GS_LIN_UP:
-    case GS_LIN_EXPERT_UP:
-        sp->n = t->gelu ? (gs_fp8_cut){S, 0, {0}, 0} : (gs_fp8_cut){S, 2, {n / 2, n / 2}, 0};
-        break;
-    default: /* GS_LIN_O, GS_LIN_DOWN, GS_LIN_EXPERT_DOWN: row-parallel */
-        sp->k = (gs_fp8_cut){S, 0, {0}, 0};
-        break;
-    }
+    if (S > 1)
+        switch (which) {
+        case GS_LIN_QKV:
+            sp->n = (gs_fp8_cut){S, 3, {t->a_t * t->hd, t->kv_t * t->hd, t->kv_t * t->hd}, 0};
+            break;
+        case GS_LIN_UP:
+        case GS_LIN_EXPERT_UP:
+            sp->n = t->gelu ? (gs_fp8_cut){S, 0, {0}, 0} : (gs_fp8_cut){S, 2, {n / 2, n / 2}, 0};
+            break;
+        default: /* GS_LIN_O, GS_LIN_DOWN, GS_LIN_EXPERT_DOWN: row-parallel */
+            sp->k = (gs_fp8_cut){S, 0, {0}, 0};
+            break;
+        }
     /* gs_train_fp8_check divided the widths; a GEMM cut otherwise is a bug here */
     return gs_k_fp8_cut_ok(&sp->n, n) && gs_k_fp8_cut_ok(&sp->k, k) && gs_k_fp8_cut_ok(&sp->t, rows) ? sp : NULL;
 }

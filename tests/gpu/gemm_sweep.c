@@ -177,6 +177,25 @@ static int desc_open(gemm_desc *d, cublasLtHandle_t lt, const shape *s, gemm_typ
     return 0;
 }
 
+/* Seconds for `iters` back-to-back calls of algorithm a on d, timed with e0, e1 on st; a negative
+ * value (the error on stderr) when the stream failed. */
+static double timed_calls(cublasLtHandle_t lt, cudaStream_t st, void *ws, const gemm_desc *d,
+                          const cublasLtMatmulAlgo_t *a, void *w, void *x, void *y, int iters, cudaEvent_t e0,
+                          cudaEvent_t e1)
+{
+    float alpha = 1.0f, beta = 0.0f, ms = 0.0f;
+    cudaEventRecord(e0, st);
+    for (int it = 0; it < iters; it++)
+        cublasLtMatmul(lt, d->op, &alpha, w, d->la, x, d->lb, &beta, y, d->lc, y, d->lc, a, ws, WORKSPACE_BYTES, st);
+    cudaEventRecord(e1, st);
+    if (cudaEventSynchronize(e1) != cudaSuccess) {
+        fprintf(stderr, "gemm_sweep: %s\n", cudaGetErrorString(cudaGetLastError()));
+        return -1.0;
+    }
+    cudaEventElapsedTime(&ms, e0, e1);
+    return ms / 1e3;
+}
+
 /* Times one GEMM of one type; returns 0, or 1 with the failing call on stderr. */
 static int time_gemm(cublasLtHandle_t lt, cudaStream_t st, void *ws, const shape *s, gemm_type t, void *w, void *x,
                      void *y, timing *out)
@@ -196,26 +215,16 @@ static int time_gemm(cublasLtHandle_t lt, cudaStream_t st, void *ws, const shape
         if (cublasLtMatmul(lt, d.op, &alpha, w, d.la, x, d.lb, &beta, y, d.lc, y, d.lc, a, ws, WORKSPACE_BYTES, st) !=
             CUBLAS_STATUS_SUCCESS)
             continue;
-        int iters = 3;
-        float ms = 0.0f;
-        for (int pass = 0; pass < 2; pass++) {
-            cudaEventRecord(e0, st);
-            for (int it = 0; it < iters; it++)
-                cublasLtMatmul(lt, d.op, &alpha, w, d.la, x, d.lb, &beta, y, d.lc, y, d.lc, a, ws, WORKSPACE_BYTES, st);
-            cudaEventRecord(e1, st);
-            if (cudaEventSynchronize(e1) != cudaSuccess) {
-                fprintf(stderr, "gemm_sweep: %s %s: %s\n", type_name[t], s->name,
-                        cudaGetErrorString(cudaGetLastError()));
-                goto out;
-            }
-            cudaEventElapsedTime(&ms, e0, e1);
-            if (pass == 0) { /* the first pass sizes the second: TARGET_S of calls, at least 5 */
-                double per = ms / 1e3 / iters;
-                iters = per > 0.0 ? (int)ceil(TARGET_S / per) : 200;
-                iters = iters < 5 ? 5 : iters > 200 ? 200 : iters;
-            }
+        /* a first pass of 3 calls sizes the second: TARGET_S of calls, at least 5 */
+        double per = timed_calls(lt, st, ws, &d, a, w, x, y, 3, e0, e1) / 3.0;
+        int iters = per > 0.0 ? (int)ceil(TARGET_S / per) : 200;
+        iters = iters < 5 ? 5 : iters > 200 ? 200 : iters;
+        double total = per < 0.0 ? per : timed_calls(lt, st, ws, &d, a, w, x, y, iters, e0, e1);
+        if (total < 0.0) {
+            fprintf(stderr, "gemm_sweep: %s %s: the stream failed\n", type_name[t], s->name);
+            goto out;
         }
-        double sec = ms / 1e3 / iters;
+        double sec = total / iters;
         if (i == 0)
             out->heuristic_s = sec;
         if (sec < out->best_s)
@@ -245,21 +254,14 @@ static int sustain(cublasLtHandle_t lt, cudaStream_t st, void *ws, const shape *
         return 1;
     if (cudaEventCreate(&e0) != cudaSuccess || cudaEventCreate(&e1) != cudaSuccess)
         goto out;
-    float alpha = 1.0f, beta = 0.0f, ms = 0.0f;
     double flop = 2.0 * (double)s->m * (double)s->n * (double)s->k, done = 0.0;
     int iters = 5;
     while (done < seconds) {
-        cudaEventRecord(e0, st);
-        for (int it = 0; it < iters; it++)
-            cublasLtMatmul(lt, d.op, &alpha, w, d.la, x, d.lb, &beta, y, d.lc, y, d.lc, &d.res[0].algo, ws,
-                           WORKSPACE_BYTES, st);
-        cudaEventRecord(e1, st);
-        if (cudaEventSynchronize(e1) != cudaSuccess) {
-            fprintf(stderr, "gemm_sweep: --sustain %s: %s\n", s->name, cudaGetErrorString(cudaGetLastError()));
+        double sec = timed_calls(lt, st, ws, &d, &d.res[0].algo, w, x, y, iters, e0, e1);
+        if (sec < 0.0) {
+            fprintf(stderr, "gemm_sweep: --sustain %s: the stream failed\n", s->name);
             goto out;
         }
-        cudaEventElapsedTime(&ms, e0, e1);
-        double sec = ms / 1e3;
         if (done > 0.0 || sec >= 0.4) /* the first, sizing window is not reported unless full */
             fprintf(csv, "%s,%s,%.2f,%.1f\n", type_name[t], s->name, done + sec, flop * iters / sec / 1e12);
         done += sec;
