@@ -57,8 +57,10 @@ typedef struct gs_train_opts {
     uint64_t fp8_tp_shards;
     /* FP8 current scaling on cp 1: cast the token rows of each GEMM's input and output gradient per
      * CP rank of this many (the zig-zag chunks rank p holds: gs_train_cp_owner), each block at its
-     * own amax, as the ranks of a cp = fp8_cp_shards run cast their local tokens (0 or 1: per
-     * tensor; host driver, dense models) */
+     * own amax, as the ranks of a cp = fp8_cp_shards run cast their local tokens, and sum every
+     * gradient over tokens (the GEMMs', norms', biases', embedding's, head's) per such block, the
+     * blocks added in rank order as the run's gradient reduction adds the ranks' (0 or 1: per
+     * tensor, whole sums; host driver, dense models) */
     uint64_t fp8_cp_shards;
     /* FP8 delayed scaling on one data-parallel replica: the single rank whose numbers a run of this
      * many replicas must give (0 or 1: none). Its micro-batches take the replicas' in turn (the

@@ -256,8 +256,8 @@ static gs_status mlp_bwd(const ctx *c, blk *b, action act)
             gs__train_linear_bwd(c, GS_LIN_UP, 0, a->n2, b->w.wgu, sc->dgu, NULL, b->g.wgu, T, h, b->up_n);
             return GS_OK;
         }
-        if (b->g.bu)
-            ops->k.bias_grad(c->s, sc->dgu, b->g.bu, T, b->f_t);
+        if (b->g.bu && (rc = gs__train_cp_bias_grad(c, sc->dgu, b->g.bu, T, b->f_t)) != GS_OK)
+            return rc;
         gs__train_linear_bwd(c, GS_LIN_UP, 0, a->n2, b->w.wgu, sc->dgu, sc->dn2, c->pl->part ? NULL : b->g.wgu, T, h,
                              b->up_n);
         return GS_OK;
@@ -266,7 +266,8 @@ static gs_status mlp_bwd(const ctx *c, blk *b, action act)
     case A_N2_BWD: {
         norm_io n = {a->xm, b->w.g2, NULL, NULL, a->mean2, a->rstd2, t->sp ? sc->dn2s : sc->dn2, sc->dxm, b->g.g2,
                      b->g.b2, Tl};
-        gs__train_norm_bwd(t, c->s, &n);
+        if ((rc = gs__train_cp_norm_bwd(c, &n)) != GS_OK)
+            return rc;
         ops->k.add(c->s, sc->dxm, b->dxout, Tl * h);
         if (b->hdrop_out) {
             ops->copy(t->drv, c->s, sc->dxmd, sc->dxm, Tl * h * sizeof(float));
@@ -275,10 +276,10 @@ static gs_status mlp_bwd(const ctx *c, blk *b, action act)
         /* the replicated biases added to this rank's rows: fc2's at x_out, o_proj's at xm (under
          * sequence parallelism partial sums, all-reduced over TP with the norms); under dropout
          * inside it, from the dropped gradients */
-        if (b->g.bd)
-            ops->k.bias_grad(c->s, b->dy, b->g.bd, Tl, h);
+        if (b->g.bd && (rc = gs__train_cp_bias_grad(c, b->dy, b->g.bd, Tl, h)) != GS_OK)
+            return rc;
         if (b->g.bo)
-            ops->k.bias_grad(c->s, b->dxmo, b->g.bo, Tl, h);
+            return gs__train_cp_bias_grad(c, b->dxmo, b->g.bo, Tl, h);
         return GS_OK;
     }
     default:
@@ -393,8 +394,8 @@ static gs_status attn_bwd(const ctx *c, blk *b, action act)
             ops->k.rope_bwd(c->s, sc->dqkv, T, t->seq, t->a_t, hd, nq, ROPE_THETA);
             ops->k.rope_bwd(c->s, sc->dqkv + ahd, T, t->seq, t->kv_t, hd, nq, ROPE_THETA);
         }
-        if (b->g.bqkv)
-            ops->k.bias_grad(c->s, sc->dqkv, b->g.bqkv, T, nq);
+        if (b->g.bqkv && (rc = gs__train_cp_bias_grad(c, sc->dqkv, b->g.bqkv, T, nq)) != GS_OK)
+            return rc;
         gs__train_linear_bwd(c, GS_LIN_QKV, 0, a->n1, b->w.wqkv, sc->dqkv, sc->dn1, c->pl->part ? NULL : b->g.wqkv, T, h,
                              nq);
         return GS_OK;
@@ -403,7 +404,8 @@ static gs_status attn_bwd(const ctx *c, blk *b, action act)
     case A_N1_BWD: {
         norm_io n = {b->xin, b->w.g1, NULL, NULL, a->mean1, a->rstd1, t->sp ? sc->dn1s : sc->dn1, b->dxin, b->g.g1,
                      b->g.b1, Tl};
-        gs__train_norm_bwd(t, c->s, &n);
+        if ((rc = gs__train_cp_norm_bwd(c, &n)) != GS_OK)
+            return rc;
         ops->k.add(c->s, b->dxin, sc->dxm, Tl * h);
         return GS_OK;
     }

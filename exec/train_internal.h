@@ -364,6 +364,19 @@ int64_t gs__train_moe_event_unit(const rank_st *r, const gs_event *e, int64_t ll
  * forward event adds it to the layer's output). */
 const float *gs__train_moe_routed_out(const ctx *c);
 gs_status gs__train_moe_action(const ctx *c, action act);
+/* ---- the single rank of a CP run under FP8 current scaling (exec/train_fp8_cp.c) ---- */
+/* opts fp8_cp_shards C when the rank sums the token gradients outside the FP8 GEMMs in the C CP
+ * ranks' blocks, each from zero, added in rank order; else 0. */
+uint64_t gs__train_cp_blocks(const gs_train *t);
+/* gs__train_norm_bwd, the driver's embed_bwd (the table's width h) and a linear backward's weight
+ * gradient (dw += dy^T x), their token sums in those blocks when gs__train_cp_blocks says so
+ * (GS_ERR_NOMEM). */
+gs_status gs__train_cp_norm_bwd(const ctx *c, const norm_io *n);
+gs_status gs__train_cp_embed_bwd(const ctx *c, const int32_t *tok, uint64_t T, const float *dy, uint64_t lo,
+                                 uint64_t vn, float *dw);
+gs_status gs__train_cp_linear_dw(const ctx *c, const float *x, const float *dy, float *dw, uint64_t T, uint64_t k,
+                                 uint64_t n);
+gs_status gs__train_cp_bias_grad(const ctx *c, const float *dy, float *db, uint64_t T, uint64_t n);
 /* ---- context parallelism (exec/train_cp.c) ---- */
 /* The exchanges' buffers of rank r (nothing when cp = 1), and their release. */
 gs_status gs__train_cp_init(gs_train *t, rank_st *r, gs_error *err);

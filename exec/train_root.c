@@ -40,12 +40,13 @@ static gs_status embed_action(const ctx *c, action act, float *pbase, float *gba
             return rc;
         if (edrop && !t->sp)
             ops->k.dropout(c->s, r->dx[mb], T, h, edrop);
-        ops->k.embed_bwd(c->s, tok, T, t->sp ? sc->demb : r->dx[mb], vlo, t->v_t, h, gbase + r->emb_off);
+        rc = gs__train_cp_embed_bwd(c, tok, T, t->sp ? sc->demb : r->dx[mb], vlo, t->v_t, gbase + r->emb_off);
         /* the positions' gradient from the whole rows: every TP rank has it; under sequence
          * parallelism rank 0 alone adds it, the TP all-reduce of replicated gradients follows */
-        if (!t->rope && (!t->sp || r->tp_pos == 0))
-            ops->k.embed_bwd(c->s, r->positions, T, t->sp ? sc->demb : r->dx[mb], 0, t->seq, h, gbase + r->pos_off);
-        return GS_OK;
+        if (rc == GS_OK && !t->rope && (!t->sp || r->tp_pos == 0))
+            rc = gs__train_cp_embed_bwd(c, r->positions, T, t->sp ? sc->demb : r->dx[mb], 0, t->seq,
+                                        gbase + r->pos_off);
+        return rc;
     default:
         return gs_error_set(c->err, GS_ERR_RUNTIME, "no embedding action %d", (int)act);
     }
@@ -141,24 +142,25 @@ static gs_status head_bwd(const ctx *c, action act, float *pbase, float *gbase)
         if (t->tp <= 1 && t->vparts > 1) { /* each slice's input gradient (into dhns, free on tp 1),
                                                summed in slice order as the TP reduction sums */
             uint64_t vs = t->v_t / t->vparts;
-            for (uint64_t p = 0; p < t->vparts; p++) {
-                ops->k.linear_bwd(c->s, ha->hn, wh + p * vs * h, sc->dlogits + p * T * vs, p ? sc->dhns : sc->dhn,
-                                  gbase + r->head_off + p * vs * h, T, h, vs);
+            for (uint64_t p = 0; rc == GS_OK && p < t->vparts; p++) {
+                ops->k.linear_bwd(c->s, NULL, wh + p * vs * h, sc->dlogits + p * T * vs, p ? sc->dhns : sc->dhn, NULL,
+                                  T, h, vs);
                 if (p)
                     ops->k.add(c->s, sc->dhn, sc->dhns, T * h);
+                rc = gs__train_cp_linear_dw(c, ha->hn, sc->dlogits + p * T * vs, gbase + r->head_off + p * vs * h, T,
+                                            h, vs);
             }
-            return GS_OK;
+            return rc;
         }
-        ops->k.linear_bwd(c->s, ha->hn, wh, sc->dlogits, sc->dhn, gbase + r->head_off, T, h, t->v_t);
-        return GS_OK;
+        ops->k.linear_bwd(c->s, NULL, wh, sc->dlogits, sc->dhn, NULL, T, h, t->v_t);
+        return gs__train_cp_linear_dw(c, ha->hn, sc->dlogits, gbase + r->head_off, T, h, t->v_t);
     case A_HEAD_TP:
         return gs__train_tp_reduce(c, sc->dhn, sc->dhns, &res);
     case A_HN_BWD: {
         norm_io n = {r->x[t->layers * mbs + mb], wn, NULL, NULL, ha->mean, ha->rstd, t->sp ? sc->dhns : sc->dhn,
                      r->dx[t->layers * mbs + mb], gbase + r->hn_off, t->norm_bias ? gbase + r->hn_off + h : NULL,
                      t->Tl};
-        gs__train_norm_bwd(t, c->s, &n);
-        return GS_OK;
+        return gs__train_cp_norm_bwd(c, &n);
     }
     default:
         return gs_error_set(c->err, GS_ERR_RUNTIME, "no head action %d", (int)act);
