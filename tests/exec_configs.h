@@ -279,15 +279,26 @@ static const cfg configs[] = {
     /* FP8 current scaling under context parallelism: each CP rank casts its own tokens' rows at
      * their amax (Transformer Engine reduces a current-scaling amax over TP only, for the
      * sequence-parallel gathers); the reference casts the same zig-zag row blocks
-     * (fp8_cp_shards), adds their weight gradients in the ranks' order and sums the attention's
-     * K, V gradients as the CP ranks do (fp8_cp_ranks). cp 2 p2p and all_gather with sharded
-     * gradients (FULL_SHARD, SHARD_GRAD_OP), and a2a and a2a+p2p under any sharding, keep the
-     * losses within 5e-10 but not every parameter within 1e-5 (8e-5 to 4e-4 in the attention
-     * projections after 3 steps; not identified): check_exec's fp8_current_cp holds their
-     * losses. */
-    {"fp8-cp2-p2p", 1, 1, 1, 1, 2, "no_shard, cp_comm: p2p", "1f1b", "none", "layer", 1, 0, 4, 2, M_FP8, "cp: 2"},
-    {"fp8-cp2-all-gather", 1, 1, 1, 1, 2, "zero1, cp_comm: all_gather", "1f1b", "none", "layer", 1, 0, 4, 2, M_FP8,
+     * (fp8_cp_shards), sums every token gradient (the GEMMs' weight gradients, the norms', the
+     * embedding's, the head's, the biases') per CP rank and adds the ranks' sums in order, and
+     * sums the attention's K, V gradients as the CP ranks do (fp8_cp_ranks). That is the order of
+     * a run that reduces its gradients every micro-batch (FULL_SHARD, SHARD_GRAD_OP, ZeRO-2) or
+     * holds one micro-batch a rank, and those runs equal the reference to the bit. NO_SHARD and
+     * ZeRO-1 with several micro-batches a rank sum each rank's micro-batches first, and that
+     * order's last bits grow to 8e-5 in 3 steps with 4 a rank: their configurations hold one. */
+    {"fp8-cp2-p2p", 1, 1, 1, 1, 2, "no_shard, cp_comm: p2p", "1f1b", "none", "layer", 1, 0, 4, 8, M_FP8, "cp: 2"},
+    {"fp8-cp2-all-gather", 1, 1, 1, 1, 2, "zero1, cp_comm: all_gather", "1f1b", "none", "layer", 1, 0, 4, 8, M_FP8,
      "cp: 2"},
+    {"fp8-cp2-p2p-full", 1, 1, 1, 1, 2, "full_shard, cp_comm: p2p", "1f1b", "none", "layer", 1, 0, 4, 2, M_FP8,
+     "cp: 2"},
+    /* one sequence a micro-batch: 8 gradient reductions a step */
+    {"fp8-cp2-p2p-full-seq1", 1, 1, 1, 1, 2, "full_shard, cp_comm: p2p", "1f1b", "none", "layer", 1, 0, 4, 1, M_FP8,
+     "cp: 2"},
+    {"fp8-cp2-all-gather-grad-op", 1, 1, 1, 1, 2, "shard_grad_op, cp_comm: all_gather", "1f1b", "none", "layer", 1, 0,
+     4, 2, M_FP8, "cp: 2"},
+    {"fp8-cp2-a2a", 1, 1, 1, 1, 2, "full_shard, cp_comm: a2a", "1f1b", "none", "layer", 1, 0, 4, 2, M_FP8, "cp: 2"},
+    {"fp8-cp4-a2a2-p2p", 1, 1, 1, 1, 4, "zero2, cp_comm: a2a+p2p", "1f1b", "none", "layer", 1, 0, 4, 2, M_FP8,
+     "cp: 4, cp_a2a: 2"},
     {"fp8-cp4-p2p", 1, 1, 1, 1, 4, "full_shard, cp_comm: p2p", "1f1b", "none", "layer", 1, 0, 4, 2, M_FP8, "cp: 4"},
     {"fp8-dp2-cp2-tp2-p2p", 2, 1, 2, 1, 8, "full_shard, cp_comm: p2p", "1f1b", "none", "layer", 1, 0, 4, 1, M_FP8,
      "cp: 2"},
