@@ -21,7 +21,8 @@
 #      alone exceeds the GPU (the scratch named as its own term);
 #   4b. cuBLASLt's bf16 and FP8 GEMMs (fast and split accumulation) over tests/gpu/gemm-shapes.txt,
 #      written to gemm.csv: the measured rows tests/check_gemm_measured.c holds the sim's model to;
-#      then one shape held 5 s per type at the power cap (sustain.csv);
+#      then one shape held 5 s per type at the power cap (sustain.csv), then that GEMM and an HBM
+#      triad beside 16 CTAs that spin or copy, as a collective's do (contention.csv);
 #   5. 5 steps of llama2-7b cut to 8 layers on one GPU (TF32 GEMMs; then the model trained in
 #      bf16, whose GEMM inputs the cuda driver makes bf16 by default, with the dispatch gaps on
 #      the compute stream against the 3% target), each measured step next to
@@ -170,6 +171,8 @@ if [ $skip_build -eq 0 ]; then
         -lcublasLt -lcudart -lstdc++ -ldl -lm -o "$out/kernel_check" || ok=0
     [ $ok -eq 1 ] && $CC -std=gnu11 -O2 -isystem "$CUDA_HOME/include" "$src/tests/gpu/gemm_sweep.c" \
         -L"$CUDA_LIB" -Wl,-rpath,"$CUDA_LIB" -lcublasLt -lcudart -lm -o "$out/gemm_sweep" || ok=0
+    [ $ok -eq 1 ] && "$NVCC" -std=c++17 -O3 -arch="$arch" "$src/tests/gpu/contention.cu" -L"$CUDA_LIB" \
+        -Xlinker -rpath -Xlinker "$CUDA_LIB" -lcublasLt -ldl -o "$out/contention" || ok=0
     if [ $ok -eq 1 ]; then
         row "build (module + kernel_check)" ok "$(($(date +%s) - b0)) s, $arch"
     else
@@ -386,6 +389,18 @@ if [ $quick -eq 0 ]; then
                   l["fp8_split_accum"] }' "$out/sustain.csv")"
     else
         row "GEMM at the power cap" FAIL "exit $rc: $(tail -c 300 "$out/sustain.err")"; fail=1
+    fi
+    # what a collective's CTAs take from compute: the GEMM and a triad beside 16 CTAs spinning,
+    # copying 1 TB/s of HBM and unpaced (contention.csv; tests/check_contention_measured.c)
+    timeout -k 10 60 "$out/contention" --quick "$out/contention.csv" 2>"$out/contention.err"
+    rc=$?
+    if [ $rc -eq 0 ]; then
+        row "compute beside 16 copy CTAs" info "$(awk -F, '$2 == 16 { f[$1 "," $3] = $7; h[$1 "," $3] = $4 }
+            END { printf "GEMM x%.3f spinning, x%.3f at %s GB/s HBM; triad x%.3f, x%.3f at %s GB/s", f["bf16,0"],
+                  f["bf16,1000"], h["bf16,1000"], f["stream,0"], f["stream,1000"], h["stream,1000"] }' \
+            "$out/contention.csv")"
+    else
+        row "compute beside 16 copy CTAs" FAIL "exit $rc: $(tail -c 300 "$out/contention.err")"; fail=1
     fi
 fi
 

@@ -40,6 +40,7 @@ cp "$src"/kernels/cuda/*.cu "$src"/kernels/cuda/*.cuh "$src"/kernels/cuda/*.h "$
 cp "$src"/kernels/host/*.c "$src"/kernels/host/*.h "$out/src/kernels/host/"
 cp "$src"/kernels/dropout.h "$out/src/kernels/"
 cp "$src"/tests/gpu/kernel_check.c "$src"/tests/gpu/gemm_sweep.c "$src"/tests/gpu/gemm-shapes.txt \
+    "$src"/tests/gpu/contention.cu \
     "$src"/tests/gpu/tiny-llama-1gpu.yaml "$out/src/tests/gpu/"
 cp "$src"/scenarios/llama2-7b-8l-1xh200.yaml "$src"/scenarios/tiny-llama-2x2x2.yaml "$out/scenarios/"
 cp "$src"/tests/gpu/device-check.sh "$out/device-check.sh"

@@ -62,6 +62,10 @@ if [ $fail -eq 0 ] && ! gs_have_gpu; then
     rc=$?
     if [ $rc -eq 77 ]; then echo "PASS: gemm_sweep reads its shapes and finds no GPU (77)"
     else echo "FAIL: gemm_sweep without a GPU: exit $rc (want 77)"; cat "$tmp/gs.out"; fail=1; fi
+    "$tmp/pack/build-cuda/contention" --quick "$tmp/c.csv" >"$tmp/c.out" 2>&1
+    rc=$?
+    if [ $rc -eq 77 ]; then echo "PASS: contention finds no GPU (77)"
+    else echo "FAIL: contention without a GPU: exit $rc (want 77)"; cat "$tmp/c.out"; fail=1; fi
     sh "$tmp/pack/device-check.sh" --skip-build >"$tmp/run.out" 2>&1
     rc=$?
     if [ $rc -eq 77 ] && grep -q "no GPU here" "$tmp/run.out"; then echo "PASS: device-check.sh without a GPU: 77"
