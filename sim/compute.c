@@ -48,22 +48,30 @@
 #define GS_HOST_GRACE_FACTOR 2.6
 
 /* Compute slowdown while communication kernels run on the same GPU: NCCL kernels hold SMs
- * (about 15% of the SMs while a collective runs, NVIDIA/nccl#1432) and compete for HBM: "NVLink
+ * (about 15% of the SMs while a collective runs, NVIDIA/nccl#1432) and move HBM bytes: "NVLink
  * traffic costs 2-3x its bytes in HBM reads and writes" (NCCL maintainer, NVIDIA/nccl#1428, where
  * one A100 GEMM went from 1.18 to 2.08 ms under an overlapped all-gather). gridstep charges a
- * compute event that starts beside a collective SMs / (SMs - C) for the C channels (one CTA
- * each) the NCCL kernel holds for as long as it runs, network-bound or not, plus k B / (HBM
- * bandwidth) with k HBM bytes per bus byte (GS_NCCL_HBM_PER_BYTE, fitted: 2.9 on the 312
- * published runs, inside the maintainer's 2-3) and B the collective's bus bandwidth per GPU.
- * GS_OVERLAP_SLOWDOWN caps it (2.08 / 1.18 = 1.76, the measured worst case). */
-#define GS_NCCL_HBM_PER_BYTE 2.9
+ * compute event that starts beside a collective for the C channels (one CTA each) the NCCL
+ * kernel holds for as long as it runs, network-bound or not, and for the k B of HBM traffic it
+ * makes (k HBM bytes per bus byte, GS_NCCL_HBM_PER_BYTE, fitted; B the collective's bus bandwidth
+ * per GPU): gs_compute_overlap_factors, whose form and energy per byte were measured on one H200
+ * at its 700 W cap (tests/gpu/contention.cu, tests/data/h200-contention-2026-12-04.csv): a
+ * cuBLASLt GEMM beside 8, 16 and 32 CTAs that only spin runs 1.05, 1.14 and 1.25 times slower
+ * (SMs / (SMs - C): 1.06, 1.14, 1.32); beside CTAs that copy, slower again by the cube root of the
+ * power their traffic takes from the cap, at 155 pJ per HBM byte (135-189 over 20 windows, bf16
+ * and FP8 alike); a memory-bound kernel loses nothing to the SMs and shares the HBM (its rate
+ * plus the copy's stays within 1.5% of its rate alone). GS_OVERLAP_SLOWDOWN caps both (2.08 /
+ * 1.18 = 1.76, the measured worst case). k fitted (gridstep validate --fit) on the 403 published
+ * runs: 3.77. */
+#define GS_COMM_J_PER_HBM_BYTE 155e-12
+#define GS_NCCL_HBM_PER_BYTE 3.77
 
 /* The GEMM throughput a training step sustains, as a fraction of the GPU's MAMF (ref 1.2: the
  * best shape of a brute-force search, one GPU, 100 timed iterations): a step's GEMMs run on
  * every GPU of a node at its power limit for minutes, between other kernels, at the shapes the
- * model has. Fitted (gridstep validate --fit) on the 312 published runs: 0.83; doc/accuracy.md
+ * model has. Fitted (gridstep validate --fit) on the 403 published runs: 0.804; doc/accuracy.md
  * gives the fit and its leave-one-source-out error. */
-#define GS_GEMM_SUSTAINED 0.83
+#define GS_GEMM_SUSTAINED 0.804
 #define GS_OVERLAP_SLOWDOWN 1.76
 
 /* Non-GEMM FLOPs (elementwise, norms, softmax, the optimizer) run on the CUDA cores, not the
@@ -246,6 +254,7 @@ void gs_compute_model_init(gs_compute_model *m, const gs_gpu *g, gs_precision p)
     m->rope_kernels = gs_rope_kernels(1);
     m->overlap_slowdown = GS_OVERLAP_SLOWDOWN;
     m->overlap_hbm_per_byte = GS_NCCL_HBM_PER_BYTE;
+    m->power_w = g->power_w > 0.0 ? g->power_w : g->tdp_w;
     m->sms = g->sms;
 
     double node_bw, node_flops; /* host DRAM bytes/s and vector FLOP/s, peak, per node */
@@ -279,13 +288,19 @@ void gs_compute_model_fit(gs_compute_model *m, const gs_fit_params *p)
         m->overlap_hbm_per_byte = p->overlap_hbm_per_byte;
 }
 
-double gs_compute_overlap_factor(const gs_compute_model *m, double busbw, int ctas)
+void gs_compute_overlap_factors(const gs_compute_model *m, double busbw, int ctas, double *tensor, double *memory)
 {
+    *tensor = *memory = m->overlap_slowdown;
     if (!(m->overlap_hbm_per_byte > 0.0) || !(m->hbm_bw > 0.0))
-        return m->overlap_slowdown;
+        return;
+    double hbm = m->overlap_hbm_per_byte * busbw, r = m->hbm_bw * m->hbm_efficiency;
     double sm = ctas > 0 && (uint32_t)ctas < m->sms ? (double)m->sms / (double)(m->sms - (uint32_t)ctas) : 1.0;
-    double f = sm + m->overlap_hbm_per_byte * busbw / (m->hbm_bw * m->hbm_efficiency);
-    return f < m->overlap_slowdown ? f : m->overlap_slowdown;
+    double drawn_w = GS_COMM_J_PER_HBM_BYTE * hbm, power = 1.0;
+    if (m->power_w > 0.0)
+        power = drawn_w < m->power_w ? cbrt(m->power_w / (m->power_w - drawn_w)) : HUGE_VAL;
+    double t = sm * power, mem = hbm < r ? r / (r - hbm) : HUGE_VAL;
+    *tensor = t < m->overlap_slowdown ? t : m->overlap_slowdown;
+    *memory = mem < m->overlap_slowdown ? mem : m->overlap_slowdown;
 }
 
 void gs_compute_model_rope(gs_compute_model *m, const gs_model *model, gs_precision p)
@@ -404,6 +419,11 @@ static double fp8_gemm_time(const gs_compute_model *m, const gs_event *e)
 static int is_gemm(const gs_event *e)
 {
     return e->gemm_m != 0 && e->gemm_n != 0 && e->gemm_k != 0;
+}
+
+int gs_compute_event_tensor_bound(const gs_event *e)
+{
+    return e->kind == GS_EV_COMPUTE && is_gemm(e);
 }
 
 /* The token rows a QKV event rotates: its FLOPs over one row's (a split GEMM's parts share the

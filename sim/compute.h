@@ -38,8 +38,10 @@ typedef struct gs_compute_model {
                                  gs_compute_overlap_factor (the planner's bound uses it) */
     double overlap_hbm_per_byte; /* HBM bytes an NCCL kernel moves per byte of its bus traffic
                                     (its buffers read and written on both sides): compute beside a
-                                    collective of bus bandwidth B runs gs_compute_overlap_factor
+                                    collective of bus bandwidth B runs gs_compute_overlap_factors
                                     times slower; 0: the flat overlap_slowdown (a calibration's) */
+    double power_w;           /* the power the GPU runs under (its cap, else its TDP), watts: the
+                                 HBM traffic of communication kernels draws on it; 0: unknown */
     uint32_t sms;             /* for wave quantization */
     double host_flops;        /* CPU offload: the host's FLOP/s for the optimizer */
     double host_bw;           /* CPU offload: host memory bandwidth, bytes/s */
@@ -109,11 +111,21 @@ void gs_compute_model_fit(gs_compute_model *m, const gs_fit_params *p);
 /* The compiled-in fitted constants (sim/compute.c: their sources and fits). */
 void gs_fit_params_defaults(gs_fit_params *p);
 
-/* The compute slowdown beside a collective moving `busbw` bytes/s of bus traffic per GPU on
- * `ctas` thread blocks (its channels): sms / (sms - ctas) for the SMs the NCCL kernel holds,
- * plus overlap_hbm_per_byte x busbw / (hbm_bw x hbm_efficiency) for the HBM traffic it makes,
- * capped at overlap_slowdown; overlap_slowdown itself when overlap_hbm_per_byte is 0. */
-double gs_compute_overlap_factor(const gs_compute_model *m, double busbw, int ctas);
+/* The compute slowdowns beside a collective moving `busbw` bytes/s of bus traffic per GPU on
+ * `ctas` thread blocks (its channels), which makes H = overlap_hbm_per_byte x busbw of HBM
+ * traffic: *tensor for a compute-bound kernel (GEMMs, attention), sms / (sms - ctas) for the SMs
+ * the NCCL kernel holds times (P / (P - e H))^(1/3) for the power e H its traffic draws from the
+ * cap P = power_w (the cube law of gs_gpu_clock_factor; e = GS_COMM_J_PER_HBM_BYTE, measured);
+ * *memory for a memory-bound kernel, R / (R - H), R = hbm_bw x hbm_efficiency: the two share
+ * the HBM, and the SMs they leave it are enough for it. Each capped at overlap_slowdown; both
+ * overlap_slowdown when overlap_hbm_per_byte is 0. tests/data/h200-contention-2026-12-04.csv
+ * holds the measurements (tests/check_contention_measured.c). */
+void gs_compute_overlap_factors(const gs_compute_model *m, double busbw, int ctas, double *tensor, double *memory);
+
+/* 1 when event e's compute time is set by its FLOPs on the tensor cores (a GEMM, attention), 0
+ * when by its bytes (elementwise, norms, the optimizer): which of the two overlap factors slows
+ * it. */
+int gs_compute_event_tensor_bound(const gs_event *e);
 
 /* Efficiency of an m x n x k GEMM (batch >= 1) relative to peak, in (0, gemm_efficiency]:
  * tile and wave quantization, small-dimension penalty (reference 6.6). */

@@ -1,6 +1,6 @@
 /* What communication takes from compute on the same GPU: the slowdown factor a compute event
  * suffers while each of its rank's communication streams is busy, from the group that stream
- * serves (the SMs its NCCL kernel holds and the HBM traffic it makes, gs_compute_overlap_factor).
+ * serves (the SMs its NCCL kernel holds and the HBM traffic it makes, gs_compute_overlap_factors).
  *
  * Ownership: pure functions over caller values. */
 #ifndef GS_SIM_CONTENTION_H
@@ -10,8 +10,10 @@
 #include "sim/compute.h"
 #include "sim/topology.h"
 
-/* Fills moving[s] (the factor while stream s moves data) and waiting[s] (while its event waits
- * for its peers: the SMs only) for every stream s: the DP stream serves the DP groups (HSDP: the
+/* Fills moving[s] (the factor of a tensor-bound kernel while stream s moves data),
+ * moving_memory[s] (a memory-bound kernel's) and waiting[s] (a tensor-bound kernel's while the
+ * stream's event waits for its peers: the SMs only; a memory-bound kernel then runs at full
+ * speed) for every stream s: the DP stream serves the DP groups (HSDP: the
  * intra-node shard group and the replicas; the largest factor), the TP stream the TP group, the
  * PP stream its sends; 1 for the compute stream and for groups of one rank. copy_engine_tp: the
  * TP exchanges are Transformer Engine's userbuffers (tp_comm_overlap), whose peer copies run on
@@ -26,6 +28,6 @@ enum { GS_EP_OVERLAP_NONE, GS_EP_OVERLAP_A2A, GS_EP_OVERLAP_FLEX };
 #define GS_FLEX_DISPATCH_SMS 20
 void gs_contention_streams(const gs_compute_model *cm, const gs_topo *t, int copy_engine_tp, int ep_overlap,
                            uint64_t flex_sms, const gs_coll_shape shape[GS_GROUP_KIND_COUNT], double moving[GS_STREAM_COUNT],
-                           double waiting[GS_STREAM_COUNT]);
+                           double moving_memory[GS_STREAM_COUNT], double waiting[GS_STREAM_COUNT]);
 
 #endif

@@ -25,10 +25,11 @@
 #include "sim/sim.h"
 
 /* The duration of event k of rank list ri issued now: a compute event runs 1/f as fast while a
- * communication stream of its rank is busy (f: that stream's overlap factor; the largest when
- * several are), for as long as the running communication event lasts (to its end when it has
- * started; the whole event, at the waiting factor, while it waits for its peers), then at full
- * speed; and it is stretched by its rank's straggler factor. */
+ * communication stream of its rank is busy (f: that stream's overlap factor for a tensor-bound
+ * or a memory-bound kernel; the largest when several are), for as long as the running
+ * communication event lasts (to its end when it has started; the whole event, at the waiting
+ * factor, while it waits for its peers), then at full speed; and it is stretched by its rank's
+ * straggler factor. */
 static inline double event_duration(const run_ctx *c, size_t ri, uint32_t k)
 {
     const rank_rt *rt = &c->rt[ri];
@@ -38,10 +39,12 @@ static inline double event_duration(const run_ctx *c, size_t ri, uint32_t k)
     if (t->kind[k] != GS_EV_COMPUTE)
         return base;
     double f = 1.0, window = 0.0;
+    const int tensor = t->tensor[k];
+    const double *moving = tensor ? v->overlap : v->overlap_mem;
     static const int comm[] = {GS_STREAM_DP, GS_STREAM_TP, GS_STREAM_PP};
     for (size_t i = 0; i < sizeof comm / sizeof comm[0]; i++) {
         int s = comm[i];
-        if (!rt->busy[s] || !(v->overlap[s] > 1.0))
+        if (!rt->busy[s] || !(moving[s] > 1.0))
             continue;
         uint32_t ev = t->stream_ev[t->stream_off[s] + rt->cursor[s]];
         const gs_timing *tm = &c->timing[ri][ev];
@@ -53,7 +56,7 @@ static inline double event_duration(const run_ctx *c, size_t ri, uint32_t k)
         int started = tm->end_s > 0.0, arriving = !started && tm->posted_s == c->now;
         double end = started ? tm->end_s : c->now + v->base_s[ev]; /* the end it will have, rounded alike */
         double w = started || arriving ? (end > c->now ? end - c->now : 0.0) : HUGE_VAL;
-        double fs = started || arriving ? v->overlap[s] : v->overlap_wait[s];
+        double fs = started || arriving ? moving[s] : tensor ? v->overlap_wait[s] : 1.0;
         if (fs > f) {
             f = fs;
             window = w;

@@ -178,11 +178,12 @@ static int tmpl_prepare(des_tmpl *t)
     t->dep_on = malloc((ndep ? ndep : 1) * sizeof *t->dep_on);
     t->dep_streams = calloc(n, 1);
     t->kind = malloc(n);
+    t->tensor = malloc(n);
     t->stream = malloc(n);
     t->slot = malloc(n * sizeof *t->slot);
     t->seq = malloc(n * sizeof *t->seq);
     uint32_t *spos = malloc(n * sizeof *spos); /* position of each event in its stream */
-    if (!t->stream_ev || !t->dep_off || !t->dep_on || !t->dep_streams || !t->kind || !t->stream || !t->slot ||
+    if (!t->stream_ev || !t->dep_off || !t->dep_on || !t->dep_streams || !t->kind || !t->tensor || !t->stream || !t->slot ||
         !t->seq || !spos || r->nevents >= (size_t)1 << DEP_POS_BITS) {
         free(spos);
         return -1;
@@ -191,6 +192,7 @@ static int tmpl_prepare(des_tmpl *t)
         const gs_event *e = &r->events[k];
         spos[k] = (uint32_t)t->stream_off[e->stream + 1]++;
         t->kind[k] = e->kind;
+        t->tensor[k] = (uint8_t)gs_compute_event_tensor_bound(e);
         t->stream[k] = e->stream;
         t->collectives += e->kind == GS_EV_COLLECTIVE;
         if (event_slot(t, e, (uint32_t)k, &t->slot[k]) != 0) {
@@ -224,6 +226,7 @@ static void tmpl_fini(des_tmpl *t)
     free(t->dep_on);
     free(t->dep_streams);
     free(t->kind);
+    free(t->tensor);
     free(t->stream);
     free(t->slot);
     free(t->seq);
@@ -275,7 +278,7 @@ static int rank_variant(run_ctx *c, size_t ri, cost_map *cache, size_t *nvar)
     int ep_overlap = !st->ep_overlap ? GS_EP_OVERLAP_NONE
                      : st->moe_dispatcher == GS_MOE_FLEX ? GS_EP_OVERLAP_FLEX : GS_EP_OVERLAP_A2A;
     gs_contention_streams(&c->st->cm, c->st->flow ? &c->st->flow_topo : &c->st->topo, st->tp_comm_overlap,
-                          ep_overlap, st->flex_sms, key.shape, key.overlap, key.overlap_wait);
+                          ep_overlap, st->flex_sms, key.shape, key.overlap, key.overlap_mem, key.overlap_wait);
     for (size_t k = 0; k < r->nevents; k++) {
         uint16_t s = t->slot[k];
         int same = s != DES_NO_SLOT && s < 64 ? (int)(key.same_node >> s & 1) : 0;

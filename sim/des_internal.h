@@ -74,8 +74,10 @@ typedef struct des_variant {
     uint64_t same_node; /* bit j: the peer of p2p slot j is on the rank's node */
     double *base_s;     /* per event of the template: duration before the overlap and straggler
                            factors, seconds */
-    double overlap[GS_STREAM_COUNT];      /* compute slowdown while this communication stream
-                                             moves data (sim/contention.h, from the shapes) */
+    double overlap[GS_STREAM_COUNT];      /* a tensor-bound kernel's slowdown while this
+                                             communication stream moves data (sim/contention.h,
+                                             from the shapes) */
+    double overlap_mem[GS_STREAM_COUNT];  /* ... a memory-bound kernel's */
     double overlap_wait[GS_STREAM_COUNT]; /* ... while its event waits for its peers: the SMs
                                              the NCCL kernel holds, no traffic */
 } des_variant;
@@ -88,6 +90,8 @@ typedef struct des_tmpl {
     uint32_t *dep_on;             /* stream << DEP_POS_BITS | position of the dependency in it */
     uint8_t *dep_streams;         /* bit s: some event of stream s waits for event k */
     uint8_t *kind;                /* gs_event_kind per event */
+    uint8_t *tensor;              /* 1: a compute event bound by its FLOPs (the overlap factor
+                                     of tensor-bound kernels slows it), else 0 */
     uint8_t *stream;              /* gs_stream per event */
     uint16_t *slot;               /* collective / send / recv: its slot, else DES_NO_SLOT */
     uint32_t *seq;                /* its sequence number within the slot */

@@ -214,18 +214,30 @@ END_TEST
 
 START_TEST(test_overlap_factor)
 {
-    /* A100 80GB (108 SMs, 2039 GB/s x 0.85): beside 16 channels moving 200 GB/s, 108 / 92 + 2.5 x
-     * 200 / 1733.15 = 1.17391 + 0.28849; the measured worst case 1.76 caps it */
+    /* A100 80GB (108 SMs, 400 W, 2039 GB/s x 0.85 = 1733.15 GB/s): beside 16 channels moving 200
+     * GB/s of bus traffic at 2.5 HBM bytes a bus byte, H = 500 GB/s of HBM traffic. A GEMM: 108 /
+     * 92 = 1.17391 for the SMs, times (400 / (400 - 155e-12 x 500e9))^(1/3) = (400 / 322.5)^(1/3)
+     * = 1.07443 for the power the traffic draws: 1.26128. A memory-bound kernel: 1733.15 /
+     * (1733.15 - 500) = 1.40546. The measured worst case 1.76 caps both. */
     gs_compute_model m;
     gs_compute_model_init(&m, gs_gpu_preset_find("a100-80g"), GS_PREC_BF16);
     m.overlap_hbm_per_byte = 2.5;
-    ck_assert(REL_CLOSE(gs_compute_overlap_factor(&m, 200e9, 16), 108.0 / 92.0 + 2.5 * 200e9 / (2039e9 * 0.85), 1e-9));
-    ck_assert(gs_compute_overlap_factor(&m, 5e12, 16) == m.overlap_slowdown);
+    double tensor, memory;
+    gs_compute_overlap_factors(&m, 200e9, 16, &tensor, &memory);
+    ck_assert(REL_CLOSE(tensor, 1.26128, 1e-5));
+    ck_assert(REL_CLOSE(memory, 1.40546, 1e-5));
+    /* waiting (no traffic): the SMs alone, and nothing for a memory-bound kernel */
+    gs_compute_overlap_factors(&m, 0.0, 16, &tensor, &memory);
+    ck_assert(REL_CLOSE(tensor, 108.0 / 92.0, 1e-12));
+    ck_assert(memory == 1.0);
+    gs_compute_overlap_factors(&m, 5e12, 16, &tensor, &memory);
+    ck_assert(tensor == m.overlap_slowdown && memory == m.overlap_slowdown);
     ck_assert(REL_CLOSE(m.overlap_slowdown, 2.08 / 1.18, 1e-2));
     /* a calibration's flat factor: overlap_hbm_per_byte 0 */
     m.overlap_hbm_per_byte = 0.0;
     m.overlap_slowdown = 1.2;
-    ck_assert(gs_compute_overlap_factor(&m, 200e9, 16) == 1.2);
+    gs_compute_overlap_factors(&m, 200e9, 16, &tensor, &memory);
+    ck_assert(tensor == 1.2 && memory == 1.2);
 }
 END_TEST
 

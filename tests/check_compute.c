@@ -80,7 +80,7 @@ START_TEST(test_init_from_presets)
     ck_assert(REL_CLOSE(m.hbm_bw, 2039e9, 1e-9));
     ck_assert_uint_eq(m.sms, 108);
     /* Streaming kernels reach 85-90% of the datasheet bandwidth; launches cost a few us; the
-     * overlap factor is per collective (gs_compute_overlap_factor), at most the measured worst
+     * overlap factors are per collective (gs_compute_overlap_factors), at most the measured worst
      * case 2.08 / 1.18 (nccl#1428), with 2-3 HBM bytes per bus byte as the maintainer states it
      * (or the fitted value, sim/compute.c) */
     ck_assert(m.hbm_efficiency >= 0.80 && m.hbm_efficiency <= 0.90);
