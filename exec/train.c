@@ -19,6 +19,7 @@ void gs_train_opts_defaults(gs_train_opts *o)
     o->p2p_groups = 1;
     o->fp8_tp_shards = 0;
     o->fp8_cp_shards = 0;
+    o->fp8_cp_accumulate = 0;
     o->fp8_amax_replicas = 0;
     o->fp8_amax_ep = 0;
     o->fp8_cp_ranks = 0;

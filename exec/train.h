@@ -62,6 +62,14 @@ typedef struct gs_train_opts {
      * blocks added in rank order as the run's gradient reduction adds the ranks' (0 or 1: per
      * tensor, whole sums; host driver, dense models) */
     uint64_t fp8_cp_shards;
+    /* With fp8_cp_shards C above 1: the run emulated accumulates each CP rank's micro-batches
+     * before it reduces over the ranks (NO_SHARD and ZeRO-1 without grad_sync every: the shard
+     * plan's sync_every false). Each block's gradients then go into the block's own buffer, kept
+     * over the step's micro-batches as each rank keeps its pending gradient, and the optimizer
+     * first adds the C buffers in rank order, as the reduction at the step's end adds the ranks'
+     * (0: the blocks of each micro-batch added in rank order, then the micro-batches: a reduction
+     * every micro-batch; one rank: tp, dp and pp 1) */
+    int fp8_cp_accumulate;
     /* FP8 delayed scaling on one data-parallel replica: the single rank whose numbers a run of this
      * many replicas must give (0 or 1: none). Its micro-batches take the replicas' in turn (the
      * replicas' micro-batch 0, then their micro-batch 1, ...; the micro-batches a step divide by
@@ -106,7 +114,8 @@ void gs_train_destroy(gs_train *t);
  * blocks; o->fp8_amax_replicas above 1 under delayed scaling on one replica, dividing the
  * micro-batches; o->fp8_amax_ep above 1 under delayed scaling on ep 1, dividing the experts;
  * o->fp8_cp_ranks above 1 on cp 1 and the host driver; o->fp8_cp_shards above 1 under current
- * scaling on cp 1 with scale blocks, a dense model and sequences in 2 x fp8_cp_shards chunks.
+ * scaling on cp 1 with scale blocks, a dense model and sequences in 2 x fp8_cp_shards chunks;
+ * o->fp8_cp_accumulate with fp8_cp_shards above 1 on one rank.
  * Else GS_ERR_INPUT saying why (exec/train_fp8.c). */
 gs_status gs_train_fp8_check(const gs_scenario *s, const gs_mesh *mesh, const gs_driver_ops *ops,
                              const gs_train_opts *o, gs_error *err);

@@ -238,11 +238,10 @@ static gs_status mlp_bwd(const ctx *c, blk *b, action act)
                 gs__train_linear_bwd(c, GS_LIN_DOWN, 0, a->hh + cq * Tl * b->f_t, b->w.wd, in, sc->dh + cq * Tl * b->f_t,
                                      NULL, Tl, b->f_t, h);
             if (rc == GS_OK && c->pl->part == 2)
-                gs__train_linear_bwd(c, GS_LIN_DOWN, 0, a->hh, b->w.wd, b->dyf, NULL, b->g.wd, T, b->f_t, h);
+                rc = gs__train_linear_bwd(c, GS_LIN_DOWN, 0, a->hh, b->w.wd, b->dyf, NULL, b->g.wd, T, b->f_t, h);
             return rc;
         }
-        gs__train_linear_bwd(c, GS_LIN_DOWN, 0, a->hh, b->w.wd, b->dyf, sc->dh, b->g.wd, T, b->f_t, h);
-        return GS_OK;
+        return gs__train_linear_bwd(c, GS_LIN_DOWN, 0, a->hh, b->w.wd, b->dyf, sc->dh, b->g.wd, T, b->f_t, h);
     case A_ACT_BWD:
         if (t->gelu)
             ops->k.gelu_bwd(c->s, a->gu, sc->dh, sc->dgu, T * b->f_t);
@@ -252,15 +251,12 @@ static gs_status mlp_bwd(const ctx *c, blk *b, action act)
     case A_N2_REAG: /* bulk overlap: the input the weight gradient needs, beside dgrad */
         return gs__train_tp_gather(c, a->n2s, a->n2);
     case A_UP_BWD:
-        if (c->pl->part == 2) { /* bulk overlap: wgrad beside the reduce-scatter of dgrad's output */
-            gs__train_linear_bwd(c, GS_LIN_UP, 0, a->n2, b->w.wgu, sc->dgu, NULL, b->g.wgu, T, h, b->up_n);
-            return GS_OK;
-        }
+        if (c->pl->part == 2) /* bulk overlap: wgrad beside the reduce-scatter of dgrad's output */
+            return gs__train_linear_bwd(c, GS_LIN_UP, 0, a->n2, b->w.wgu, sc->dgu, NULL, b->g.wgu, T, h, b->up_n);
         if (b->g.bu && (rc = gs__train_cp_bias_grad(c, sc->dgu, b->g.bu, T, b->f_t)) != GS_OK)
             return rc;
-        gs__train_linear_bwd(c, GS_LIN_UP, 0, a->n2, b->w.wgu, sc->dgu, sc->dn2, c->pl->part ? NULL : b->g.wgu, T, h,
-                             b->up_n);
-        return GS_OK;
+        return gs__train_linear_bwd(c, GS_LIN_UP, 0, a->n2, b->w.wgu, sc->dgu, sc->dn2, c->pl->part ? NULL : b->g.wgu,
+                                    T, h, b->up_n);
     case A_UP_TP:
         return gs__train_tp_reduce(c, sc->dn2, sc->dn2s, &res);
     case A_N2_BWD: {
@@ -366,11 +362,10 @@ static gs_status attn_bwd(const ctx *c, blk *b, action act)
                 gs__train_linear_bwd(c, GS_LIN_O, 0, a->ao + cq * Tl * ahd, b->w.wo, in, sc->dao + cq * Tl * ahd, NULL, Tl,
                                      ahd, h);
             if (rc == GS_OK && c->pl->part == 2)
-                gs__train_linear_bwd(c, GS_LIN_O, 0, a->ao, b->w.wo, b->dxmf, NULL, b->g.wo, T, ahd, h);
+                rc = gs__train_linear_bwd(c, GS_LIN_O, 0, a->ao, b->w.wo, b->dxmf, NULL, b->g.wo, T, ahd, h);
             return rc;
         }
-        gs__train_linear_bwd(c, GS_LIN_O, 0, a->ao, b->w.wo, b->dxmf, sc->dao, b->g.wo, T, ahd, h);
-        return GS_OK;
+        return gs__train_linear_bwd(c, GS_LIN_O, 0, a->ao, b->w.wo, b->dxmf, sc->dao, b->g.wo, T, ahd, h);
     case A_ATTN_BWD:
         if (t->cp > 1)
             return gs__train_cp_attention(c, act, a);
@@ -386,19 +381,16 @@ static gs_status attn_bwd(const ctx *c, blk *b, action act)
     case A_N1_REAG:
         return gs__train_tp_gather(c, a->n1s, a->n1);
     case A_QKV_BWD:
-        if (c->pl->part == 2) {
-            gs__train_linear_bwd(c, GS_LIN_QKV, 0, a->n1, b->w.wqkv, sc->dqkv, NULL, b->g.wqkv, T, h, nq);
-            return GS_OK;
-        }
+        if (c->pl->part == 2)
+            return gs__train_linear_bwd(c, GS_LIN_QKV, 0, a->n1, b->w.wqkv, sc->dqkv, NULL, b->g.wqkv, T, h, nq);
         if (t->rope && t->cp <= 1 && !(t->fp8 && t->o.fp8_cp_ranks > 1)) { /* CP, its emulation: in the attention */
             ops->k.rope_bwd(c->s, sc->dqkv, T, t->seq, t->a_t, hd, nq, ROPE_THETA);
             ops->k.rope_bwd(c->s, sc->dqkv + ahd, T, t->seq, t->kv_t, hd, nq, ROPE_THETA);
         }
         if (b->g.bqkv && (rc = gs__train_cp_bias_grad(c, sc->dqkv, b->g.bqkv, T, nq)) != GS_OK)
             return rc;
-        gs__train_linear_bwd(c, GS_LIN_QKV, 0, a->n1, b->w.wqkv, sc->dqkv, sc->dn1, c->pl->part ? NULL : b->g.wqkv, T, h,
-                             nq);
-        return GS_OK;
+        return gs__train_linear_bwd(c, GS_LIN_QKV, 0, a->n1, b->w.wqkv, sc->dqkv, sc->dn1,
+                                    c->pl->part ? NULL : b->g.wqkv, T, h, nq);
     case A_QKV_TP:
         return gs__train_tp_reduce(c, sc->dn1, sc->dn1s, &res);
     case A_N1_BWD: {

@@ -8,6 +8,36 @@
 #include <inttypes.h>
 #include <stdio.h>
 
+/* Why exec does not run the emulations of a CP run on one rank (fp8_cp_ranks, fp8_cp_a2a,
+ * fp8_cp_shards, fp8_cp_accumulate) with options o on this grid and driver (NULL: it runs them). */
+static const char *cp_emulation_unsupported(const gs_scenario *s, const gs_mesh *mesh, const gs_driver_ops *ops,
+                                            const gs_train_opts *o, char *which, size_t len)
+{
+    uint64_t tp = mesh->size[GS_DIM_TP], cp = mesh->cp > 1 ? mesh->cp : 1;
+    int delayed = s->strategy.fp8 == GS_FP8_DELAYED;
+    uint64_t CPe = o && o->fp8_cp_ranks > 1 ? o->fp8_cp_ranks : 1;
+    uint64_t Ae = o && o->fp8_cp_a2a > 1 ? o->fp8_cp_a2a : 1;
+    if ((CPe > 1 || Ae > 1) && (cp > 1 || ops->device_memory || s->model.seq % (2 * CPe) || CPe % Ae)) {
+        snprintf(which, len, "fp8_cp_ranks %" PRIu64 " (fp8_cp_a2a %" PRIu64 ") emulates that many CP ranks' "
+                 "attention on one: cp 1, the host driver, a sequence in 2 x %" PRIu64 " equal chunks, and a2a "
+                 "groups dividing the ranks", CPe, Ae, CPe);
+        return which;
+    }
+    uint64_t CPs = o && o->fp8_cp_shards > 1 ? o->fp8_cp_shards : 1;
+    if (CPs > 1 && (delayed || cp > 1 || !ops->k.fp8_blocks || s->model.moe.experts || CPs > GS_FP8_MAX_BLOCKS ||
+                    s->model.seq % (2 * CPs))) {
+        snprintf(which, len, "fp8_cp_shards %" PRIu64 " casts the token rows as that many CP ranks' current scaling "
+                 "does: current scaling on cp 1, a driver with scale blocks (the host driver), a dense model, at "
+                 "most %d ranks, a sequence in 2 x %" PRIu64 " equal chunks", CPs, GS_FP8_MAX_BLOCKS, CPs);
+        return which;
+    }
+    if (o && o->fp8_cp_accumulate &&
+        (CPs <= 1 || tp > 1 || mesh->size[GS_DIM_DP] > 1 || mesh->size[GS_DIM_PP] > 1))
+        return "fp8_cp_accumulate keeps each CP rank block's gradients over the step on the one rank whose numbers "
+               "a CP run must give: fp8_cp_shards above 1, and tp, dp and pp 1";
+    return NULL;
+}
+
 /* Why exec does not run s's FP8 on this grid and driver with options o (NULL: defaults; NULL
  * return: it runs it). */
 static const char *fp8_unsupported(const gs_scenario *s, const gs_mesh *mesh, const gs_driver_ops *ops,
@@ -43,22 +73,9 @@ static const char *fp8_unsupported(const gs_scenario *s, const gs_mesh *mesh, co
                  "and the experts divide by it", EPe);
         return which;
     }
-    uint64_t CPe = o && o->fp8_cp_ranks > 1 ? o->fp8_cp_ranks : 1;
-    uint64_t Ae = o && o->fp8_cp_a2a > 1 ? o->fp8_cp_a2a : 1;
-    if ((CPe > 1 || Ae > 1) && (cp > 1 || ops->device_memory || s->model.seq % (2 * CPe) || CPe % Ae)) {
-        snprintf(which, len, "fp8_cp_ranks %" PRIu64 " (fp8_cp_a2a %" PRIu64 ") emulates that many CP ranks' "
-                 "attention on one: cp 1, the host driver, a sequence in 2 x %" PRIu64 " equal chunks, and a2a "
-                 "groups dividing the ranks", CPe, Ae, CPe);
-        return which;
-    }
-    uint64_t CPs = o && o->fp8_cp_shards > 1 ? o->fp8_cp_shards : 1;
-    if (CPs > 1 && (delayed || cp > 1 || !ops->k.fp8_blocks || m->moe.experts || CPs > GS_FP8_MAX_BLOCKS ||
-                    m->seq % (2 * CPs))) {
-        snprintf(which, len, "fp8_cp_shards %" PRIu64 " casts the token rows as that many CP ranks' current scaling "
-                 "does: current scaling on cp 1, a driver with scale blocks (the host driver), a dense model, at "
-                 "most %d ranks, a sequence in 2 x %" PRIu64 " equal chunks", CPs, GS_FP8_MAX_BLOCKS, CPs);
-        return which;
-    }
+    const char *cpw = cp_emulation_unsupported(s, mesh, ops, o, which, len);
+    if (cpw)
+        return cpw;
     if (R > 1 && (mesh->size[GS_DIM_DP] > 1 || gs_scenario_microbatches(s) % R)) {
         snprintf(which, len, "fp8_amax_replicas %" PRIu64 " emulates that many replicas on one: the grid's dp must be "
                  "1 and the step's micro-batches divide by it", R);
@@ -169,15 +186,20 @@ void gs__train_linear_fwd(const ctx *c, gs_lin which, uint64_t j, const float *x
         kn->linear_fwd(c->s, x, w, y, t, k, n);
 }
 
-void gs__train_linear_bwd(const ctx *c, gs_lin which, uint64_t j, const float *x, const float *w, const float *dy,
-                          float *dx, float *dw, size_t t, size_t k, size_t n)
+gs_status gs__train_linear_bwd(const ctx *c, gs_lin which, uint64_t j, const float *x, const float *w,
+                               const float *dy, float *dx, float *dw, size_t t, size_t k, size_t n)
 {
     const gs_driver_kernels *kn = &c->t->ops->k;
     gs_fp8_split sp;
     gs_fp8_scales sc;
-    if (c->t->fp8)
-        kn->linear_bwd_fp8(c->s, x, w, dy, dx, dw, t, k, n, split_for(c, which, t, k, n, &sp),
-                           gs__train_fp8_scales(c, which, j, 1, &sc));
-    else
+    if (!c->t->fp8) {
         kn->linear_bwd(c->s, x, w, dy, dx, dw, t, k, n);
+        return GS_OK;
+    }
+    const gs_fp8_split *split = split_for(c, which, t, k, n, &sp);
+    const gs_fp8_scales *scales = gs__train_fp8_scales(c, which, j, 1, &sc);
+    if (dw && split && gs__train_cp_accumulates(c->t))
+        return gs__train_cp_linear_bwd_fp8(c, x, w, dy, dx, dw, t, k, n, split, scales);
+    kn->linear_bwd_fp8(c->s, x, w, dy, dx, dw, t, k, n, split, scales);
+    return GS_OK;
 }

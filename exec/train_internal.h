@@ -160,6 +160,10 @@ typedef struct rank_st {
     uint64_t replica, cp_pos;
     struct cp_bufs *cpb;
     struct fp8_rank *f8; /* FP8 delayed scaling's scales and amaxes (exec/train_fp8_delayed.c); NULL: none */
+    /* per unit under opts fp8_cp_accumulate: the fp8_cp_shards C CP rank blocks' gradients of the
+     * step so far, C buffers of the unit's N x S floats one after another (host memory,
+     * exec/train_fp8_cp.c); NULL: none */
+    float **cp_acc;
 } rank_st;
 
 struct gs_train {
@@ -287,8 +291,10 @@ typedef enum gs_lin {
  * scaling's scales of `which`, expert j's for the experts' GEMMs). */
 void gs__train_linear_fwd(const ctx *c, gs_lin which, uint64_t j, const float *x, const float *w, float *y, size_t t,
                           size_t k, size_t n);
-void gs__train_linear_bwd(const ctx *c, gs_lin which, uint64_t j, const float *x, const float *w, const float *dy,
-                          float *dx, float *dw, size_t t, size_t k, size_t n);
+/* The backward fails only when it keeps CP blocks' weight gradients apart (dw non-NULL under opts
+ * fp8_cp_accumulate: GS_ERR_NOMEM). */
+gs_status gs__train_linear_bwd(const ctx *c, gs_lin which, uint64_t j, const float *x, const float *w,
+                               const float *dy, float *dx, float *dw, size_t t, size_t k, size_t n);
 
 /* ---- FP8 delayed scaling (exec/train_fp8_delayed.c) ---- */
 /* Rank r's scales and amaxes (r->f8), when the scenario is FP8 with delayed scaling; freed by
@@ -377,6 +383,20 @@ gs_status gs__train_cp_embed_bwd(const ctx *c, const int32_t *tok, uint64_t T, c
 gs_status gs__train_cp_linear_dw(const ctx *c, const float *x, const float *dy, float *dw, uint64_t T, uint64_t k,
                                  uint64_t n);
 gs_status gs__train_cp_bias_grad(const ctx *c, const float *dy, float *db, uint64_t T, uint64_t n);
+/* An FP8 GEMM's backward under opts fp8_cp_accumulate (gs__train_cp_accumulates): dx as
+ * gs__train_linear_bwd gives it, and each block's weight gradient (its rows of x and dy cast at
+ * their own amax, from zero) added to the block's buffer (GS_ERR_NOMEM). */
+gs_status gs__train_cp_linear_bwd_fp8(const ctx *c, const float *x, const float *w, const float *dy, float *dx,
+                                      float *dw, size_t T, size_t k, size_t n, const gs_fp8_split *sp,
+                                      const gs_fp8_scales *sc);
+/* 1 when the rank keeps each CP block's gradients over the step (opts fp8_cp_accumulate). */
+int gs__train_cp_accumulates(const gs_train *t);
+/* Rank r's block buffers (r->cp_acc) when it keeps them, zeroed; their release. */
+gs_status gs__train_cp_acc_init(gs_train *t, rank_st *r, gs_error *err);
+void gs__train_cp_acc_fini(rank_st *r);
+/* Before the optimizer: each unit's block buffers added in rank order, their sum to the unit's
+ * gradient, the buffers zeroed for the next step (nothing when the rank keeps none). */
+void gs__train_cp_acc_flush(const ctx *c);
 /* ---- context parallelism (exec/train_cp.c) ---- */
 /* The exchanges' buffers of rank r (nothing when cp = 1), and their release. */
 gs_status gs__train_cp_init(gs_train *t, rank_st *r, gs_error *err);

@@ -397,10 +397,11 @@ static void experts_gemm_bwd(const ctx *c, moe_at *x, int down)
                                         m->ecnt, d->L, k, n);
         return;
     }
+    /* (void): experts keep no CP blocks apart (fp8_cp_shards runs dense models), so it cannot fail */
     for (uint64_t j = 0, o = 0; j < d->L; o += m->ecnt[j++]) {
         size_t wo = j * expert_stride(d) + w0;
-        gs__train_linear_bwd(c, down ? GS_LIN_EXPERT_DOWN : GS_LIN_EXPERT_UP, j, in + o * k, x->experts + wo, dy + o * n,
-                             dx + o * k, x->gexperts + wo, m->ecnt[j], k, n);
+        (void)gs__train_linear_bwd(c, down ? GS_LIN_EXPERT_DOWN : GS_LIN_EXPERT_UP, j, in + o * k, x->experts + wo,
+                                   dy + o * n, dx + o * k, x->gexperts + wo, m->ecnt[j], k, n);
     }
 }
 

@@ -33,6 +33,7 @@ gs_status gs__train_optim_action(const ctx *c, action act)
     gs_train *t = c->t;
     rank_st *r = c->r;
     const gs_driver_ops *ops = t->ops;
+    gs__train_cp_acc_flush(c); /* opts fp8_cp_accumulate: the CP blocks' step into the gradients */
     for (size_t u = 0; u < r->nunits; u++) {
         float *p, *g;
         uint64_t lo, n;

@@ -327,7 +327,8 @@ gs_status gs__train_rank_init(gs_train *t, gs_dispatch *disp, size_t ri, gs_erro
         (rc = gs__train_rank_params(t, disp, ri, err)) != GS_OK ||
         (rc = rank_tokens(t, r, gs_dispatch_stream(disp, ri, GS_STREAM_COMPUTE), err)) != GS_OK ||
         (rc = rank_acts(t, r, err)) != GS_OK || (rc = rank_marks(t, r, err)) != GS_OK ||
-        (rc = gs__train_cp_init(t, r, err)) != GS_OK || (rc = gs__train_fp8_rank_init(t, r, err)) != GS_OK)
+        (rc = gs__train_cp_init(t, r, err)) != GS_OK || (rc = gs__train_cp_acc_init(t, r, err)) != GS_OK ||
+        (rc = gs__train_fp8_rank_init(t, r, err)) != GS_OK)
         return rc;
     return gs__train_plan_rank(t, r, re, err);
 }
@@ -384,6 +385,7 @@ void gs__train_rank_fini(gs_train *t, rank_st *r, const gs_rank_events *re)
     DFREE(r->xstage);
 #undef DFREE
     gs__train_cp_fini(t, r);
+    gs__train_cp_acc_fini(r);
     free(r->tbuf);
     free(r->m);
     free(r->v);

@@ -22,6 +22,7 @@
 #include <sys/resource.h>
 #include <time.h>
 
+#include "engine/ledger.h"
 #include "exec/dispatch_gaps.h"
 #include "exec/exec.h"
 #include "kernels/host/kernels.h"
@@ -86,9 +87,11 @@ static tensor_out *find_tensor(run_out *o, const char *name, uint64_t n)
  * that many replicas (fp8_amax_replicas); ep, its reduction over that many EP ranks
  * (fp8_amax_ep); cp and cp_a2a, the attention's K, V gradients summed as that many CP ranks (in
  * a2a groups of cp_a2a) do (fp8_cp_ranks, fp8_cp_a2a); cp_shards, current scaling's casts of the
- * token rows per CP rank of that many (fp8_cp_shards). */
+ * token rows per CP rank of that many (fp8_cp_shards); cp_accumulate, each CP rank's micro-batches
+ * summed before the ranks (fp8_cp_accumulate). */
 typedef struct emul {
     uint64_t shards, replicas, ep, cp, cp_a2a, cp_shards;
+    int cp_accumulate;
 } emul;
 
 /* c's run, emulating what em says. */
@@ -114,6 +117,7 @@ static void run_cfg_emul(const cfg *c, run_out *o, const emul *em)
     eo.train.fp8_cp_ranks = em->cp;
     eo.train.fp8_cp_a2a = em->cp_a2a;
     eo.train.fp8_cp_shards = em->cp_shards;
+    eo.train.fp8_cp_accumulate = em->cp_accumulate;
     gs_exec_session *x = NULL;
     rc = gs_exec_session_create(&s, &mesh, &eo, &x, &err);
     ck_assert_msg(rc == GS_OK, "%s: %s", c->name, err.msg);
@@ -173,13 +177,33 @@ static void run_cfg_emul(const cfg *c, run_out *o, const emul *em)
 
 static void run_cfg_shards(const cfg *c, run_out *o, uint64_t fp8_shards)
 {
-    emul em = {fp8_shards, 0, 0, 0, 0, 0};
+    emul em = {fp8_shards, 0, 0, 0, 0, 0, 0};
     run_cfg_emul(c, o, &em);
 }
 
 static void run_cfg(const cfg *c, run_out *o)
 {
     run_cfg_shards(c, o, 0);
+}
+
+/* 1 when c's run sums each rank's micro-batches before it reduces its gradients over the ranks:
+ * its shard plan's sync_every, which places the schedule's reductions (engine/build_pass.c), is
+ * 0 (NO_SHARD and ZeRO-1 without grad_sync every, several micro-batches a rank). */
+static int accumulates_micro_batches(const cfg *c)
+{
+    char text[1024];
+    scenario_text(c, text, sizeof text);
+    gs_scenario s;
+    gs_mesh mesh;
+    gs_error err;
+    gs_error_init(&err);
+    gs_status rc = gs_scenario_load_string(text, strlen(text), c->name, &s, &err);
+    ck_assert_msg(rc == GS_OK, "%s: %s", c->name, err.msg);
+    rc = gs_scenario_mesh(&s, &mesh, NULL, &err);
+    ck_assert_msg(rc == GS_OK, "%s: %s", c->name, err.msg);
+    gs_shard_plan plan;
+    gs_shard_plan_init(&s, &mesh, 0, gs_scenario_microbatches(&s), &plan);
+    return !plan.sync_every;
 }
 
 /* The single rank's run of c's model. Dropping (capacity_factor) makes the result depend on which
@@ -208,7 +232,8 @@ static void reference_for(const cfg *c, run_out *ref)
      * blocks of its whole tensors so (tests/check_fp8.c holds the blocks to the shards' casts).
      * Delayed scaling: the replicas' reductions joined (gs_train_opts.fp8_amax_replicas), the
      * EP ranks' local experts' (gs_train_opts.fp8_amax_ep), the CP ranks' K, V gradient sums */
-    emul em = {c->model & M_FP8 && c->tp > 1 ? c->tp : 0, c->model & M_FP8D && c->dp > 1 ? c->dp : 0, 0, 0, 0, 0};
+    emul em = {c->model & M_FP8 && c->tp > 1 ? c->tp : 0, c->model & M_FP8D && c->dp > 1 ? c->dp : 0, 0, 0, 0, 0,
+               0};
     const char *ep = c->grid_extra ? strstr(c->grid_extra, "ep: ") : NULL;
     const char *cp = c->grid_extra ? strstr(c->grid_extra, "cp: ") : NULL;
     const char *a2a = c->grid_extra ? strstr(c->grid_extra, "cp_a2a: ") : NULL;
@@ -223,9 +248,12 @@ static void reference_for(const cfg *c, run_out *ref)
         em.cp_a2a = a2a ? strtoull(a2a + 8, NULL, 10) : 0;
     }
     /* CP under current scaling: each CP rank casts its own tokens' rows at their amax (the
-     * reduction over CP is delayed scaling's) */
-    if (c->model & M_FP8 && !(c->model & M_FP8D) && cp)
+     * reduction over CP is delayed scaling's), and sums its gradients, over all its micro-batches
+     * first when the run reduces once at the step's end */
+    if (c->model & M_FP8 && !(c->model & M_FP8D) && cp) {
         em.cp_shards = strtoull(cp + 4, NULL, 10);
+        em.cp_accumulate = accumulates_micro_batches(c);
+    }
     run_cfg_emul(&r, ref, &em);
 }
 
@@ -2092,39 +2120,44 @@ START_TEST(fp8_refused)
         uint64_t ep;        /* gs_train_opts.fp8_amax_ep */
         uint64_t cp;        /* gs_train_opts.fp8_cp_ranks */
         uint64_t cps;       /* gs_train_opts.fp8_cp_shards */
+        int acc;            /* gs_train_opts.fp8_cp_accumulate */
     } cases[] = {
         {FP8_MODEL "grid: {dp: 2}\nstrategy: {precision: fp8, fp8_recipe: delayed}\nbatch: {global: 2, micro: 1}\n",
-         "fp8_recipe delayed: the nodelay driver's FP8 GEMMs cast at each tensor's own amax", 2, 0, 0, 0, 0},
+         "fp8_recipe delayed: the nodelay driver's FP8 GEMMs cast at each tensor's own amax", 2, 0, 0, 0, 0, 0},
         {FP8_MODEL "grid: {dp: 2}\nstrategy: {precision: fp8, fp8_recipe: delayed, sharding: full_shard, "
                    "fp8_params: true}\nbatch: {global: 2, micro: 1}\n",
-         "fp8_recipe delayed with fp8_params", 0, 0, 0, 0, 0},
+         "fp8_recipe delayed with fp8_params", 0, 0, 0, 0, 0, 0},
         {FP8_MOE "grid: {dp: 1, cp: 2}\nstrategy: {precision: fp8, fp8_recipe: current}\nbatch: {global: 2, micro: 1}\n",
-         "FP8 under cp > 1 with current scaling and experts", 0, 0, 0, 0, 0},
+         "FP8 under cp > 1 with current scaling and experts", 0, 0, 0, 0, 0, 0},
         {FP8_MODEL "grid: {dp: 1, cp: 2}\nstrategy: {precision: fp8, fp8_recipe: delayed}\nbatch: {global: 2, micro: 1}\n",
-         "fp8_cp_ranks 2 (fp8_cp_a2a 1) emulates that many CP ranks' attention on one", 0, 0, 0, 2, 0},
+         "fp8_cp_ranks 2 (fp8_cp_a2a 1) emulates that many CP ranks' attention on one", 0, 0, 0, 2, 0, 0},
         {FP8_MODEL "grid: {dp: 2}\nstrategy: {precision: fp8, fp8_recipe: delayed}\nbatch: {global: 2, micro: 1}\n",
-         "fp8_cp_shards 2 casts the token rows as that many CP ranks' current scaling does", 0, 0, 0, 0, 2},
+         "fp8_cp_shards 2 casts the token rows as that many CP ranks' current scaling does", 0, 0, 0, 0, 2, 0},
         {FP8_MODEL "grid: {dp: 1, cp: 2}\nstrategy: {precision: fp8, fp8_recipe: current}\nbatch: {global: 2, micro: 1}\n",
-         "fp8_cp_shards 2 casts the token rows", 0, 0, 0, 0, 2},
+         "fp8_cp_shards 2 casts the token rows", 0, 0, 0, 0, 2, 0},
         {FP8_MOE "grid: {dp: 2}\nstrategy: {precision: fp8, fp8_recipe: current}\nbatch: {global: 2, micro: 1}\n",
-         "fp8_cp_shards 2 casts the token rows", 0, 0, 0, 0, 2},
+         "fp8_cp_shards 2 casts the token rows", 0, 0, 0, 0, 2, 0},
+        {FP8_MODEL "grid: {dp: 2}\nstrategy: {precision: fp8, fp8_recipe: current}\nbatch: {global: 4, micro: 1}\n",
+         "fp8_cp_accumulate keeps each CP rank block's gradients over the step", 0, 0, 0, 0, 2, 1},
+        {FP8_MODEL "grid: {tp: 2}\nstrategy: {precision: fp8, fp8_recipe: current}\nbatch: {global: 2, micro: 1}\n",
+         "fp8_cp_shards above 1, and tp, dp and pp 1", 0, 0, 0, 0, 0, 1},
         {FP8_MODEL "grid: {dp: 2}\nstrategy: {precision: fp8, fp8_recipe: delayed}\nbatch: {global: 4, micro: 1}\n",
-         "fp8_amax_replicas 2 emulates that many replicas on one", 0, 2, 0, 0, 0},
+         "fp8_amax_replicas 2 emulates that many replicas on one", 0, 2, 0, 0, 0, 0},
         {FP8_MODEL "grid: {tp: 2}\nstrategy: {precision: fp8, fp8_recipe: current, sequence_parallel: true, "
                    "tp_comm_overlap: true}\nbatch: {global: 2, micro: 1}\n",
-         "FP8 under tp_comm_overlap", 0, 0, 0, 0, 0},
+         "FP8 under tp_comm_overlap", 0, 0, 0, 0, 0, 0},
         {FP8_MODEL "grid: {dp: 2}\nstrategy: {precision: fp8, fp8_recipe: current}\nbatch: {global: 2, micro: 1}\n",
-         "the other driver has no FP8 GEMMs", 1, 0, 0, 0, 0},
+         "the other driver has no FP8 GEMMs", 1, 0, 0, 0, 0, 0},
         {FP8_MODEL "grid: {dp: 2}\nstrategy: {precision: bf16}\nbatch: {global: 2, micro: 1}\n",
-         "emulate FP8 delayed scaling's runs; the scenario's precision is bf16", 0, 0, 0, 2, 0},
+         "emulate FP8 delayed scaling's runs; the scenario's precision is bf16", 0, 0, 0, 2, 0, 0},
         {FP8_MOE "grid: {dp: 2, ep: 2}\nstrategy: {precision: fp8, fp8_recipe: current}\nbatch: {global: 2, micro: 1}\n",
-         "FP8 under ep > 1 with current scaling", 0, 0, 0, 0, 0},
+         "FP8 under ep > 1 with current scaling", 0, 0, 0, 0, 0, 0},
         {FP8_MOE "grid: {dp: 2}\nstrategy: {precision: fp8, fp8_recipe: current}\nbatch: {global: 2, micro: 1}\n",
-         "fp8_amax_ep emulates delayed scaling's amax reduction over EP ranks", 0, 0, 2, 0, 0},
+         "fp8_amax_ep emulates delayed scaling's amax reduction over EP ranks", 0, 0, 2, 0, 0, 0},
         {FP8_MOE "grid: {dp: 2, ep: 2}\nstrategy: {precision: fp8, fp8_recipe: delayed}\nbatch: {global: 2, micro: 1}\n",
-         "fp8_amax_ep 2 emulates that many EP ranks on one", 0, 0, 2, 0, 0},
+         "fp8_amax_ep 2 emulates that many EP ranks on one", 0, 0, 2, 0, 0, 0},
         {FP8_MOE "grid: {dp: 2}\nstrategy: {precision: fp8, fp8_recipe: delayed}\nbatch: {global: 2, micro: 1}\n",
-         "fp8_amax_ep 3 emulates that many EP ranks on one", 0, 0, 3, 0, 0},
+         "fp8_amax_ep 3 emulates that many EP ranks on one", 0, 0, 3, 0, 0, 0},
     };
 #undef FP8_MODEL
 #undef FP8_MOE
@@ -2149,6 +2182,7 @@ START_TEST(fp8_refused)
         eo.train.fp8_amax_ep = cases[i].ep;
         eo.train.fp8_cp_ranks = cases[i].cp;
         eo.train.fp8_cp_shards = cases[i].cps;
+        eo.train.fp8_cp_accumulate = cases[i].acc;
         gs_exec_session *x = NULL;
         ck_assert_int_eq(gs_exec_session_create(&s, &mesh, &eo, &x, &err), GS_ERR_INPUT);
         ck_assert_ptr_null(x);
@@ -2212,7 +2246,7 @@ START_TEST(fp8_delayed_replicas)
                            M_FP8, NULL};
     run_out got, joined, apart, cur;
     run_cfg(&c, &got);
-    emul em_joined = {0, 2, 0, 0, 0, 0}, em_apart = {0};
+    emul em_joined = {0, 2, 0, 0, 0, 0, 0}, em_apart = {0};
     run_cfg_emul(&r, &joined, &em_joined);
     run_cfg_emul(&r, &apart, &em_apart);
     run_cfg(&rc, &cur);
@@ -2240,7 +2274,7 @@ START_TEST(fp8_delayed_cp)
     static const cfg r = {"reference", 1, 1, 1, 1, 1, "full_shard", "1f1b", "none", "layer", 1, 0, 4, 2,
                           M_FP8 | M_FP8D, NULL};
     run_out got, summed, once;
-    emul em_summed = {0, 0, 0, 2, 0, 0}, em_once = {0};
+    emul em_summed = {0, 0, 0, 2, 0, 0, 0}, em_once = {0};
     run_cfg(&c, &got);
     run_cfg_emul(&r, &summed, &em_summed);
     run_cfg_emul(&r, &once, &em_once);
@@ -2271,16 +2305,16 @@ START_TEST(fp8_current_cp)
     } runs[] = {
         {{"fp8-cp2-p2p", 1, 1, 1, 1, 2, "full_shard, cp_comm: p2p", "1f1b", "none", "layer", 1, 0, 4, 2, M_FP8,
           "cp: 2"},
-         {0, 0, 0, 2, 0, 2}},
+         {0, 0, 0, 2, 0, 2, 0}},
         {{"fp8-cp2-all-gather", 1, 1, 1, 1, 2, "full_shard, cp_comm: all_gather", "1f1b", "none", "layer", 1, 0, 4, 2,
           M_FP8, "cp: 2"},
-         {0, 0, 0, 2, 0, 2}},
+         {0, 0, 0, 2, 0, 2, 0}},
         {{"fp8-cp2-a2a", 1, 1, 1, 1, 2, "full_shard, cp_comm: a2a", "1f1b", "none", "layer", 1, 0, 4, 2, M_FP8,
           "cp: 2"},
-         {0, 0, 0, 0, 0, 2}},
+         {0, 0, 0, 0, 0, 2, 0}},
         {{"fp8-cp4-a2a2-p2p", 1, 1, 1, 1, 4, "full_shard, cp_comm: a2a+p2p", "1f1b", "none", "layer", 1, 0, 4, 2,
           M_FP8, "cp: 4, cp_a2a: 2"},
-         {0, 0, 0, 4, 2, 4}},
+         {0, 0, 0, 4, 2, 4, 0}},
     };
     static const cfg r = {"reference", 1, 1, 1, 1, 1, "full_shard", "1f1b", "none", "layer", 1, 0, 4, 2, M_FP8,
                           NULL};
@@ -2348,7 +2382,7 @@ START_TEST(fp8_delayed_ep)
                           M_MOE | M_FP8 | M_FP8D, NULL};
     run_out got, joined, apart;
     run_cfg(&c, &got);
-    emul em_joined = {0, 2, 2, 0, 0, 0}, em_apart = {0, 2, 0, 0, 0, 0};
+    emul em_joined = {0, 2, 2, 0, 0, 0, 0}, em_apart = {0, 2, 0, 0, 0, 0, 0};
     run_cfg_emul(&r, &joined, &em_joined);
     run_cfg_emul(&r, &apart, &em_apart);
     double d_joined = loss_diff(&joined, &got), d_apart = loss_diff(&apart, &got);
