@@ -2200,6 +2200,24 @@ static double loss_diff(const run_out *a, const run_out *ref)
     return d;
 }
 
+/* The largest over ref's tensors of |a - ref| / |ref| (2-norms), as the contract measures; a holds
+ * the same tensors. */
+static double param_diff(run_out *a, const run_out *ref)
+{
+    double worst = 0;
+    for (size_t i = 0; i < ref->nt; i++) {
+        tensor_out *g = find_tensor(a, ref->t[i].name, ref->t[i].n);
+        double d2 = 0, r2 = 0;
+        for (uint64_t k = 0; k < g->n; k++) {
+            double d = (double)g->data[k] - (double)ref->t[i].data[k];
+            d2 += d * d;
+            r2 += (double)ref->t[i].data[k] * ref->t[i].data[k];
+        }
+        worst = fmax(worst, sqrt(d2) / sqrt(r2));
+    }
+    return worst;
+}
+
 /* FP8 under TP without sequence parallelism is the reference to the bit: every sum TP splits
  * (the row-parallel outputs, the column-parallel input gradients, the vocab-parallel head's
  * statistics and input gradient) the reference splits alike and adds in the TP reduction's
@@ -2295,8 +2313,11 @@ END_TEST
  * (fp8_cp_shards), sums each token gradient per block and adds the blocks in rank order (with the
  * attention's K, V gradients summed as the ranks do, fp8_cp_ranks, but under a2a, which computes
  * each head whole) performs every operation of the run in the run's order: under FULL_SHARD
- * (a reduction every micro-batch) the run's parameters equal it to the bit after 3 steps. One
- * that casts each tensor whole misses the losses by far more than the contract's tolerance. */
+ * (a reduction every micro-batch) the run's parameters equal it to the bit after 3 steps. Under
+ * NO_SHARD with eight micro-batches a rank (one reduction at the step's end) the reference keeps
+ * each block's gradients over the step and adds the blocks at its end (fp8_cp_accumulate): equal
+ * to the bit again, where adding the blocks every micro-batch misses by more than the contract's
+ * tolerance. One that casts each tensor whole misses the losses by far more than that. */
 START_TEST(fp8_current_cp)
 {
     static const struct {
@@ -2315,16 +2336,34 @@ START_TEST(fp8_current_cp)
         {{"fp8-cp4-a2a2-p2p", 1, 1, 1, 1, 4, "full_shard, cp_comm: a2a+p2p", "1f1b", "none", "layer", 1, 0, 4, 2,
           M_FP8, "cp: 4, cp_a2a: 2"},
          {0, 0, 0, 4, 2, 4, 0}},
+        {{"fp8-cp2-p2p-no-shard-seq1", 1, 1, 1, 1, 2, "no_shard, cp_comm: p2p", "1f1b", "none", "layer", 1, 0, 4, 1,
+          M_FP8, "cp: 2"},
+         {0, 0, 0, 2, 0, 2, 1}},
     };
-    static const cfg r = {"reference", 1, 1, 1, 1, 1, "full_shard", "1f1b", "none", "layer", 1, 0, 4, 2, M_FP8,
-                          NULL};
     for (size_t i = 0; i < sizeof runs / sizeof runs[0]; i++) {
+        /* the run's sequences a micro-batch, so its blocks are the CP ranks' micro-batches */
+        const cfg r = {"reference", 1, 1, 1, 1, 1, "full_shard", "1f1b", "none", "layer", 1, 0, 4, runs[i].c.micro,
+                       M_FP8, NULL};
         run_out got, blocks, whole;
         emul em_whole = runs[i].em;
         em_whole.cp_shards = 0;
+        em_whole.cp_accumulate = 0;
         run_cfg(&runs[i].c, &got);
         run_cfg_emul(&r, &blocks, &runs[i].em);
         run_cfg_emul(&r, &whole, &em_whole);
+        if (runs[i].em.cp_accumulate) {
+            /* the blocks added every micro-batch: a reduction's order the run does not take */
+            run_out every;
+            emul em_every = runs[i].em;
+            em_every.cp_accumulate = 0;
+            run_cfg_emul(&r, &every, &em_every);
+            double d_every = param_diff(&every, &got);
+            printf("fp8 current %s: parameters rel diff %.2e to a reference adding the CP blocks every "
+                   "micro-batch\n", runs[i].c.name, d_every);
+            ck_assert_msg(d_every > TOL, "%s: adding the blocks every micro-batch changed the parameters by only %g",
+                          runs[i].c.name, d_every);
+            run_out_fini(&every);
+        }
         /* the reported loss adds the CP ranks' token losses as doubles (gs_train_loss): that sum's
          * order, not the training's, leaves the last bits of a double */
         double d_whole = loss_diff(&whole, &got), d_blocks = loss_diff(&blocks, &got);

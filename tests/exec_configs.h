@@ -282,12 +282,12 @@ static const cfg configs[] = {
      * (fp8_cp_shards), sums every token gradient (the GEMMs' weight gradients, the norms', the
      * embedding's, the head's, the biases') per CP rank and adds the ranks' sums in order, and
      * sums the attention's K, V gradients as the CP ranks do (fp8_cp_ranks). That is the order of
-     * a run that reduces its gradients every micro-batch (FULL_SHARD, SHARD_GRAD_OP, ZeRO-2) or
-     * holds one micro-batch a rank, and those runs equal the reference to the bit. NO_SHARD and
-     * ZeRO-1 with several micro-batches a rank sum each rank's micro-batches first, and that
-     * order's last bits grow to 8e-5 in 3 steps with 4 a rank: their configurations hold one. */
-    {"fp8-cp2-p2p", 1, 1, 1, 1, 2, "no_shard, cp_comm: p2p", "1f1b", "none", "layer", 1, 0, 4, 8, M_FP8, "cp: 2"},
-    {"fp8-cp2-all-gather", 1, 1, 1, 1, 2, "zero1, cp_comm: all_gather", "1f1b", "none", "layer", 1, 0, 4, 8, M_FP8,
+     * a run that reduces its gradients every micro-batch (FULL_SHARD, SHARD_GRAD_OP, ZeRO-2).
+     * NO_SHARD and ZeRO-1 sum each rank's micro-batches first and reduce once at the step's end:
+     * their reference keeps each block's gradients over the step and adds the blocks at its end
+     * (fp8_cp_accumulate). Either way the runs equal the reference to the bit. */
+    {"fp8-cp2-p2p", 1, 1, 1, 1, 2, "no_shard, cp_comm: p2p", "1f1b", "none", "layer", 1, 0, 4, 2, M_FP8, "cp: 2"},
+    {"fp8-cp2-all-gather", 1, 1, 1, 1, 2, "zero1, cp_comm: all_gather", "1f1b", "none", "layer", 1, 0, 4, 2, M_FP8,
      "cp: 2"},
     {"fp8-cp2-p2p-full", 1, 1, 1, 1, 2, "full_shard, cp_comm: p2p", "1f1b", "none", "layer", 1, 0, 4, 2, M_FP8,
      "cp: 2"},
