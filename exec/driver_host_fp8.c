@@ -8,8 +8,9 @@
  *
  * With scale blocks (sp) one rank computes what a TP run's ranks do: each block of an operand
  * takes its own current scale as each rank casts its shard (and, with token row blocks, as each
- * CP rank casts its tokens' rows of x and dy), and the sums TP splits are split alike: a row-parallel forward (k cut) and a column-parallel backward's dx (n cut) are each
- * block's product (the rank's partial sum), added in block order as the host's reductions add
+ * CP rank casts its tokens' rows of x and dy), and the sums TP splits are split alike: a
+ * row-parallel forward (k cut) and a column-parallel backward's dx (n cut) are each block's
+ * product (the rank's partial sum), added in block order as the host's reductions add
  * the ranks' in member order. FP8's rounding is a step function: a different fp32 summation
  * order upstream would flip codes next to a midpoint, and the flips grow over steps.
  *

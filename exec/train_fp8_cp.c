@@ -16,8 +16,8 @@
  * reduction at the step's end adds the ranks' sums. Then each block's gradient, the FP8 GEMMs'
  * weight gradients too (gs__train_cp_linear_bwd_fp8), goes into the block's own buffer
  * (rank_st.cp_acc, the rank's pending gradient), by the kernel the rank runs on its pending one,
- * and the optimizer first adds the buffers in rank order (gs__train_cp_acc_flush). Host memory only (the options run on the host driver,
- * gs_train_fp8_check). */
+ * and the optimizer first adds the buffers in rank order (gs__train_cp_acc_flush). Host memory
+ * only (the options run on the host driver, gs_train_fp8_check). */
 #include <stdlib.h>
 #include <string.h>
 
@@ -71,6 +71,16 @@ static void join_block(const ctx *c, uint64_t p, float *acc, const float *part, 
         memcpy(acc, part, n * sizeof *acc);
     else
         c->t->ops->k.add(c->s, acc, part, n);
+}
+
+/* Where block p's kernel adds its gradient: its kept buffer under fp8_cp_accumulate, else part
+ * (n floats) cleared, the block's sum from zero that join_block adds. */
+static float *block_out(int keep, float *const *kept, uint64_t p, float *part, uint64_t n)
+{
+    if (keep)
+        return kept[p];
+    memset(part, 0, n * sizeof *part);
+    return part;
 }
 
 static gs_status no_memory(const ctx *c, const char *what)
@@ -179,13 +189,9 @@ gs_status gs__train_cp_embed_bwd(const ctx *c, const int32_t *tok, uint64_t T, c
             if (row_of_rank(t, C, p, i))
                 tb[rows++] = tok[i];
         take_rank_rows(t, C, p, dy, T, h, dyb);
-        if (keep) {
-            t->ops->k.embed_bwd(c->s, tb, rows, dyb, lo, vn, h, kept[p]);
-            continue;
-        }
-        memset(part, 0, vn * h * sizeof *part);
-        t->ops->k.embed_bwd(c->s, tb, rows, dyb, lo, vn, h, part);
-        join_block(c, p, acc, part, vn * h);
+        t->ops->k.embed_bwd(c->s, tb, rows, dyb, lo, vn, h, block_out(keep, kept, p, part, vn * h));
+        if (!keep)
+            join_block(c, p, acc, part, vn * h);
     }
     if (!keep)
         t->ops->k.add(c->s, dw, acc, vn * h);
@@ -221,13 +227,9 @@ gs_status gs__train_cp_linear_dw(const ctx *c, const float *x, const float *dy, 
     for (uint64_t p = 0; p < C; p++) {
         uint64_t rows = take_rank_rows(t, C, p, x, T, k, xb);
         take_rank_rows(t, C, p, dy, T, n, dyb);
-        if (keep) {
-            t->ops->k.linear_bwd(c->s, xb, NULL, dyb, NULL, kept[p], rows, k, n);
-            continue;
-        }
-        memset(part, 0, n * k * sizeof *part);
-        t->ops->k.linear_bwd(c->s, xb, NULL, dyb, NULL, part, rows, k, n);
-        join_block(c, p, acc, part, n * k);
+        t->ops->k.linear_bwd(c->s, xb, NULL, dyb, NULL, block_out(keep, kept, p, part, n * k), rows, k, n);
+        if (!keep)
+            join_block(c, p, acc, part, n * k);
     }
     if (!keep)
         t->ops->k.add(c->s, dw, acc, n * k);
@@ -261,13 +263,9 @@ gs_status gs__train_cp_bias_grad(const ctx *c, const float *dy, float *db, uint6
     float *acc = part + n;
     for (uint64_t p = 0; p < C; p++) {
         uint64_t rows = take_rank_rows(t, C, p, dy, T, n, dyb);
-        if (keep) {
-            t->ops->k.bias_grad(c->s, dyb, kept[p], rows, n);
-            continue;
-        }
-        memset(part, 0, n * sizeof *part);
-        t->ops->k.bias_grad(c->s, dyb, part, rows, n);
-        join_block(c, p, acc, part, n);
+        t->ops->k.bias_grad(c->s, dyb, block_out(keep, kept, p, part, n), rows, n);
+        if (!keep)
+            join_block(c, p, acc, part, n);
     }
     if (!keep)
         t->ops->k.add(c->s, db, acc, n);

@@ -94,19 +94,29 @@ typedef struct emul {
     int cp_accumulate;
 } emul;
 
+/* c's scenario and its mesh. */
+static void load_cfg(const cfg *c, gs_scenario *s, gs_mesh *mesh)
+{
+    char text[1024];
+    scenario_text(c, text, sizeof text);
+    gs_error err;
+    gs_error_init(&err);
+    gs_status rc = gs_scenario_load_string(text, strlen(text), c->name, s, &err);
+    ck_assert_msg(rc == GS_OK, "%s: %s", c->name, err.msg);
+    rc = gs_scenario_mesh(s, mesh, NULL, &err);
+    ck_assert_msg(rc == GS_OK, "%s: %s", c->name, err.msg);
+}
+
 /* c's run, emulating what em says. */
 static void run_cfg_emul(const cfg *c, run_out *o, const emul *em)
 {
-    char text[1024], msg[96];
-    scenario_text(c, text, sizeof text);
+    char msg[96];
     gs_scenario s;
     gs_mesh mesh;
     gs_error err;
     gs_error_init(&err);
-    gs_status rc = gs_scenario_load_string(text, strlen(text), c->name, &s, &err);
-    ck_assert_msg(rc == GS_OK, "%s: %s", c->name, err.msg);
-    rc = gs_scenario_mesh(&s, &mesh, NULL, &err);
-    ck_assert_msg(rc == GS_OK, "%s: %s", c->name, err.msg);
+    load_cfg(c, &s, &mesh);
+    gs_status rc;
     gs_exec_opts eo;
     gs_exec_opts_defaults(&eo);
     eo.timeout_s = 60;
@@ -191,16 +201,9 @@ static void run_cfg(const cfg *c, run_out *o)
  * 0 (NO_SHARD and ZeRO-1 without grad_sync every, several micro-batches a rank). */
 static int accumulates_micro_batches(const cfg *c)
 {
-    char text[1024];
-    scenario_text(c, text, sizeof text);
     gs_scenario s;
     gs_mesh mesh;
-    gs_error err;
-    gs_error_init(&err);
-    gs_status rc = gs_scenario_load_string(text, strlen(text), c->name, &s, &err);
-    ck_assert_msg(rc == GS_OK, "%s: %s", c->name, err.msg);
-    rc = gs_scenario_mesh(&s, &mesh, NULL, &err);
-    ck_assert_msg(rc == GS_OK, "%s: %s", c->name, err.msg);
+    load_cfg(c, &s, &mesh);
     gs_shard_plan plan;
     gs_shard_plan_init(&s, &mesh, 0, gs_scenario_microbatches(&s), &plan);
     return !plan.sync_every;
